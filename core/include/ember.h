@@ -1,0 +1,400 @@
+/*
+** ember.h -- public C API of libember: tensors, ops, autograd, errors.
+**
+** Conventions
+** - Every fallible function returns an em_status. EM_OK is 0. On failure the
+**   thread-local message (em_error_message) names the op, what it got and
+**   what it expected. Nothing here calls abort() or exit().
+** - Results come back through an `em_tensor **out` argument as a NEW
+**   reference; the caller releases it with em_release(). On failure *out is
+**   left NULL.
+** - Arguments are borrowed: an op never takes ownership of its inputs.
+** - Dims in the C API are 0-based; a negative dim counts from the end
+**   (-1 is the last). The Lua binding turns 1-based user dims into these.
+*/
+#ifndef EMBER_H
+#define EMBER_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EM_VERSION_MAJOR 0
+#define EM_VERSION_MINOR 1
+#define EM_MAX_DIMS 8
+
+#if defined(__GNUC__)
+#define EM_API __attribute__((visibility("default")))
+#define EM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define EM_API
+#define EM_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum em_status {
+  EM_OK = 0,
+  EM_ERR_ARG,         /* a bad argument or option */
+  EM_ERR_SHAPE,       /* shapes that do not fit together */
+  EM_ERR_DTYPE,       /* wrong or mismatched dtype */
+  EM_ERR_DEVICE,      /* wrong or mismatched device, no such device */
+  EM_ERR_INDEX,       /* an index out of range */
+  EM_ERR_OOM,         /* an allocation failed or is absurdly large */
+  EM_ERR_BACKEND,     /* a backend kernel or driver failed */
+  EM_ERR_PLUGIN,      /* a plugin could not be found, loaded or used */
+  EM_ERR_AUTOGRAD,    /* misuse of autograd (backward twice, non-scalar...) */
+  EM_ERR_IO,          /* a file could not be read or written, or is corrupt */
+  EM_ERR_UNSUPPORTED  /* a valid request this build or backend cannot serve */
+} em_status;
+
+/* Set the thread's error message and return `code`, so that a failing
+** function can `return em_error(EM_ERR_SHAPE, "matmul: ...")`. */
+EM_API em_status em_error(em_status code, const char *fmt, ...) EM_PRINTF(2, 3);
+EM_API em_status em_verror(em_status code, const char *fmt, va_list ap);
+/* The last message set on this thread ("" if none). */
+EM_API const char *em_error_message(void);
+/* A short name for a status: "shape error", "dtype error", ... */
+EM_API const char *em_status_name(em_status s);
+
+/* ------------------------------------------------------------------ */
+/* Dtypes and devices                                                  */
+/* ------------------------------------------------------------------ */
+
+typedef enum em_dtype {
+  EM_F32 = 0, /* default */
+  EM_F64,
+  EM_I64,
+  EM_BOOL,    /* 1 byte, 0 or 1: results of comparisons, masks */
+  EM_BF16,    /* storage type for GPU backends; CPU converts on copy only */
+  EM_NDTYPES
+} em_dtype;
+
+EM_API size_t em_dtype_size(em_dtype dt);
+EM_API const char *em_dtype_name(em_dtype dt); /* "float32", ... */
+/* Accepts "float32"/"float"/"f32", "float64"/"double"/"f64",
+** "int64"/"long"/"i64", "bool", "bfloat16"/"bf16". */
+EM_API em_status em_dtype_parse(const char *s, em_dtype *out);
+EM_API bool em_dtype_is_float(em_dtype dt);
+
+/* A device is a backend slot (index into the loaded backends) plus a
+** device index inside that backend, 0-based here. Users write "cpu",
+** "cuda" or "cuda:1" (1-based, as everywhere in the Lua API). */
+typedef struct em_device {
+  int16_t backend; /* slot of the backend, see em_backend_get() */
+  int16_t index;   /* 0-based device index inside the backend */
+} em_device;
+
+/* The CPU device. Loads plugins on first use. */
+EM_API em_status em_cpu_device(em_device *out);
+EM_API em_status em_device_parse(const char *s, em_device *out);
+/* Writes "cpu" or "cuda:1" into buf and returns buf. */
+EM_API const char *em_device_str(em_device d, char *buf, size_t n);
+EM_API bool em_device_eq(em_device a, em_device b);
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Refcounted memory on one device. Views share it. */
+typedef struct em_storage {
+  int refcount;
+  em_device device;
+  void *data;    /* device pointer; host pointer when the backend is host */
+  size_t nbytes;
+} em_storage;
+
+typedef struct em_node em_node;
+
+/* A strided view of a storage. Fields are public for reading (kernels and
+** plugins read shape/stride/offset); change them only through the API. */
+typedef struct em_tensor {
+  int refcount;
+  em_dtype dtype;
+  int ndim;                       /* 0..EM_MAX_DIMS; 0 is a scalar */
+  int64_t shape[EM_MAX_DIMS];
+  int64_t stride[EM_MAX_DIMS];    /* in elements */
+  int64_t offset;                 /* in elements, into storage */
+  em_storage *storage;
+  em_device device;
+  bool requires_grad;             /* leaf wants .grad, or result of such */
+  struct em_tensor *grad;         /* accumulated gradient of a leaf */
+  em_node *grad_fn;               /* the node that made it; NULL on leaves */
+} em_tensor;
+
+EM_API em_tensor *em_retain(em_tensor *t);
+EM_API void em_release(em_tensor *t); /* NULL is fine */
+
+EM_API int64_t em_numel(const em_tensor *t);
+EM_API bool em_is_contiguous(const em_tensor *t);
+/* Pointer to element 0 of the view (device pointer for device tensors). */
+EM_API void *em_data(const em_tensor *t);
+/* Human-readable "[2, 3]" into buf, returns buf. */
+EM_API const char *em_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+/* Memory used by all live storages, in bytes (for GC accounting). */
+EM_API size_t em_live_bytes(void);
+
+/* Creation. `shape` has `ndim` entries; ndim 0 makes a scalar. */
+EM_API em_status em_empty(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, em_device dev);
+EM_API em_status em_zeros(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, em_device dev);
+EM_API em_status em_ones(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, em_device dev);
+EM_API em_status em_full(em_tensor **out, int ndim, const int64_t *shape, double value, em_dtype dt, em_device dev);
+/* start, start+step, ... < end (as torch.arange). */
+EM_API em_status em_arange(em_tensor **out, double start, double end, double step, em_dtype dt, em_device dev);
+/* From host memory laid out contiguously in dtype `dt`. */
+EM_API em_status em_from_host(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, const void *host, em_device dev);
+/* Copy a tensor's elements to contiguous host memory of numel*elsize bytes. */
+EM_API em_status em_to_host(const em_tensor *t, void *host);
+/* The single value of a one-element tensor, as double. */
+EM_API em_status em_item(const em_tensor *t, double *out);
+EM_API em_status em_one_hot(em_tensor **out, const em_tensor *index, int64_t num_classes);
+
+/* Random numbers: one global seeded generator (Philox counter based, so
+** every backend draws the same numbers for the same seed). */
+EM_API void em_manual_seed(uint64_t seed);
+EM_API uint64_t em_initial_seed(void);
+/* Reserve `n` counter values; returns the offset to use with the seed. */
+EM_API uint64_t em_rng_advance(uint64_t n);
+EM_API em_status em_uniform(em_tensor **out, int ndim, const int64_t *shape, double lo, double hi, em_dtype dt, em_device dev);
+EM_API em_status em_normal(em_tensor **out, int ndim, const int64_t *shape, double mean, double std, em_dtype dt, em_device dev);
+
+/* ------------------------------------------------------------------ */
+/* Views and copies                                                    */
+/* ------------------------------------------------------------------ */
+
+/* view: shape must fit the strides (else error, use reshape); one -1 infers. */
+EM_API em_status em_view(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape);
+/* reshape: a view when possible, a copy otherwise. */
+EM_API em_status em_reshape(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape);
+EM_API em_status em_transpose(em_tensor **out, em_tensor *x, int d0, int d1);
+EM_API em_status em_permute(em_tensor **out, em_tensor *x, int ndim, const int *perm);
+EM_API em_status em_narrow(em_tensor **out, em_tensor *x, int dim, int64_t start, int64_t length);
+/* Python-style slice on one dim: start:end:step, step > 0, clamped. */
+EM_API em_status em_slice(em_tensor **out, em_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+/* Removes `dim`; index is 0-based, negative counts from the end. */
+EM_API em_status em_select(em_tensor **out, em_tensor *x, int dim, int64_t index);
+/* expand: size -1 keeps a dim; new leading dims may be added. */
+EM_API em_status em_expand(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape);
+/* squeeze one dim (must be size 1) or, with dim == EM_ALL_DIMS, every size-1 dim. */
+#define EM_ALL_DIMS 0x7fff
+EM_API em_status em_squeeze(em_tensor **out, em_tensor *x, int dim);
+EM_API em_status em_unsqueeze(em_tensor **out, em_tensor *x, int dim);
+EM_API em_status em_flatten(em_tensor **out, em_tensor *x, int start_dim, int end_dim);
+EM_API em_status em_contiguous(em_tensor **out, em_tensor *x); /* retains x if already */
+EM_API em_status em_clone(em_tensor **out, em_tensor *x);
+EM_API em_status em_to_dtype(em_tensor **out, em_tensor *x, em_dtype dt);
+EM_API em_status em_to_device(em_tensor **out, em_tensor *x, em_device dev);
+/* A new tensor sharing x's storage with no grad_fn and requires_grad off. */
+EM_API em_status em_detach(em_tensor **out, em_tensor *x);
+
+/* In place (never recorded by autograd; an error on a tensor that needs
+** grad while grad mode is on). Broadcasting src to dst's shape. */
+EM_API em_status em_copy_(em_tensor *dst, em_tensor *src);
+EM_API em_status em_fill_(em_tensor *dst, double value);
+/* dst += alpha * src */
+EM_API em_status em_add_(em_tensor *dst, em_tensor *src, double alpha);
+EM_API em_status em_mul_scalar_(em_tensor *dst, double s);
+
+/* ------------------------------------------------------------------ */
+/* Elementwise                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef enum em_unary_op {
+  EM_NEG = 0, EM_EXP, EM_LOG, EM_SQRT, EM_RSQRT, EM_ABS, EM_TANH,
+  EM_SIGMOID, EM_RELU,
+  EM_GELU,      /* exact, erf form (PyTorch default) */
+  EM_GELU_TANH, /* tanh approximation */
+  EM_ELU,       /* alpha = alpha */
+  EM_CLAMP,     /* alpha = min, beta = max (either may be +-inf) */
+  EM_POW_SCALAR,/* x ^ alpha */
+  EM_AFFINE,    /* alpha * x + beta */
+  EM_SILU, EM_SIN, EM_COS,
+  EM_NOT,       /* logical not, bool only */
+  EM_NUNARY
+} em_unary_op;
+
+typedef enum em_binary_op {
+  EM_ADD = 0, EM_SUB, EM_MUL, EM_DIV, EM_POW, EM_MAXIMUM, EM_MINIMUM,
+  /* comparisons give EM_BOOL */
+  EM_EQ, EM_NE, EM_LT, EM_LE, EM_GT, EM_GE,
+  /* logical, on bool */
+  EM_AND, EM_OR, EM_XOR,
+  EM_NBINARY
+} em_binary_op;
+
+EM_API const char *em_unary_name(em_unary_op op);
+EM_API const char *em_binary_name(em_binary_op op);
+
+/* Broadcasting as NumPy/PyTorch. Both operands must share a dtype, except
+** that a 0-d tensor takes the other operand's dtype. */
+EM_API em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b);
+EM_API em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a, double s);
+/* s op a, for `2 - t` and `1 / t`. */
+EM_API em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor *a);
+EM_API em_status em_unary(em_tensor **out, em_unary_op op, em_tensor *x, double alpha, double beta);
+
+EM_API em_status em_add(em_tensor **out, em_tensor *a, em_tensor *b);
+EM_API em_status em_sub(em_tensor **out, em_tensor *a, em_tensor *b);
+EM_API em_status em_mul(em_tensor **out, em_tensor *a, em_tensor *b);
+EM_API em_status em_div(em_tensor **out, em_tensor *a, em_tensor *b);
+
+/* cond must be bool; result = cond ? a : b, all three broadcast. */
+EM_API em_status em_where(em_tensor **out, em_tensor *cond, em_tensor *a, em_tensor *b);
+/* result = mask ? value : x; mask is bool, broadcastable to x. */
+EM_API em_status em_masked_fill(em_tensor **out, em_tensor *x, em_tensor *mask, double value);
+
+/* ------------------------------------------------------------------ */
+/* Reductions                                                          */
+/* ------------------------------------------------------------------ */
+
+/* ndims == 0 reduces over every dim. */
+EM_API em_status em_sum(em_tensor **out, em_tensor *x, int ndims, const int *dims, bool keepdim);
+EM_API em_status em_mean(em_tensor **out, em_tensor *x, int ndims, const int *dims, bool keepdim);
+/* correction 1 is the unbiased estimator (PyTorch default). */
+EM_API em_status em_var(em_tensor **out, em_tensor *x, int ndims, const int *dims, int correction, bool keepdim);
+/* values and indices (int64, 0-based) along dim; either out may be NULL. */
+EM_API em_status em_max(em_tensor **values, em_tensor **indices, em_tensor *x, int dim, bool keepdim);
+EM_API em_status em_min(em_tensor **values, em_tensor **indices, em_tensor *x, int dim, bool keepdim);
+EM_API em_status em_argmax(em_tensor **out, em_tensor *x, int dim, bool keepdim);
+EM_API em_status em_argmin(em_tensor **out, em_tensor *x, int dim, bool keepdim);
+/* The max / min over all elements, a 0-d tensor. */
+EM_API em_status em_max_all(em_tensor **out, em_tensor *x);
+EM_API em_status em_min_all(em_tensor **out, em_tensor *x);
+/* Reduce a broadcast gradient back to `shape` by summing (autograd helper). */
+EM_API em_status em_sum_to(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape);
+
+/* ------------------------------------------------------------------ */
+/* Linear algebra, normalisation, indexing, joining                     */
+/* ------------------------------------------------------------------ */
+
+/* torch.matmul semantics: 1-d operands, batch broadcasting. */
+EM_API em_status em_matmul(em_tensor **out, em_tensor *a, em_tensor *b);
+/* Strict [B,n,m] x [B,m,p]. */
+EM_API em_status em_bmm(em_tensor **out, em_tensor *a, em_tensor *b);
+
+EM_API em_status em_softmax(em_tensor **out, em_tensor *x, int dim);
+EM_API em_status em_log_softmax(em_tensor **out, em_tensor *x, int dim);
+
+/* Normalises over the last `nnorm` dims; weight and bias (shape of those
+** dims) may be NULL. */
+EM_API em_status em_layer_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight, em_tensor *bias, double eps);
+
+/* Indices here are int64 and 0-based in C (Lua adds the 1). */
+EM_API em_status em_embedding(em_tensor **out, em_tensor *weight, em_tensor *index);
+EM_API em_status em_index_select(em_tensor **out, em_tensor *x, int dim, em_tensor *index);
+/* index has x's ndim; index.size(k) == x.size(k) for k != dim. */
+EM_API em_status em_gather(em_tensor **out, em_tensor *x, int dim, em_tensor *index);
+/* out = x with src added at index along dim (out of place). */
+EM_API em_status em_scatter_add(em_tensor **out, em_tensor *x, int dim, em_tensor *index, em_tensor *src);
+
+EM_API em_status em_cat(em_tensor **out, int n, em_tensor *const *xs, int dim);
+EM_API em_status em_stack(em_tensor **out, int n, em_tensor *const *xs, int dim);
+/* Splits into pieces of `size` (the last may be smaller). *outs is a
+** malloc'd array of *n new references; free it with em_free_list. */
+EM_API em_status em_split(em_tensor ***outs, int *n, em_tensor *x, int64_t size, int dim);
+EM_API em_status em_chunk(em_tensor ***outs, int *n, em_tensor *x, int64_t chunks, int dim);
+EM_API void em_free_list(em_tensor **list, int n);
+
+/* Inverted dropout: scales kept values by 1/(1-p). Identity when !train or p == 0. */
+EM_API em_status em_dropout(em_tensor **out, em_tensor *x, double p, bool train);
+
+typedef enum em_reduction { EM_REDUCE_MEAN = 0, EM_REDUCE_SUM, EM_REDUCE_NONE } em_reduction;
+/* logits [N,C] (or [C]), target int64 [N] with 0-based classes. Rows whose
+** target == ignore_index are skipped; mean divides by the kept rows. */
+EM_API em_status em_cross_entropy(em_tensor **out, em_tensor *logits, em_tensor *target,
+                                  int64_t ignore_index, double label_smoothing, em_reduction red);
+EM_API em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *target, em_reduction red);
+
+/* ------------------------------------------------------------------ */
+/* Autograd                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Grad mode is thread-local and on by default. */
+EM_API bool em_grad_enabled(void);
+EM_API bool em_set_grad_enabled(bool on); /* returns the previous mode */
+/* Marks a leaf; an error on a non-leaf or a non-float tensor. */
+EM_API em_status em_set_requires_grad(em_tensor *t, bool on);
+/* grad may be NULL only for a one-element root. Frees the graph unless
+** retain_graph. */
+EM_API em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph);
+
+/*
+** Declaring an op. An op's forward is an ordinary C function that computes
+** its result and then, if em_autograd_needed(), calls em_autograd_record()
+** with a static em_opdef. The engine knows nothing else about the op, so
+** a plugin's op joins autograd the same way as a core op.
+*/
+typedef struct em_opdef {
+  const char *name;
+  /* Computes grad_inputs[i] (a new reference, or NULL for "no gradient")
+  ** for each input from grad_output (shaped like the output). Inputs whose
+  ** node->needs_grad[i] is false may be skipped. Runs with grad mode off. */
+  em_status (*backward)(em_node *node, em_tensor *grad_output, em_tensor **grad_inputs);
+  /* Optional: frees node->ctx. */
+  void (*free_ctx)(void *ctx);
+} em_opdef;
+
+/* Where one input's gradient goes. */
+typedef struct em_edge {
+  em_node *fn;         /* producer of the input, or NULL */
+  em_tensor *leaf;     /* the input itself when it is a leaf requiring grad */
+} em_edge;
+
+struct em_node {
+  const em_opdef *op;
+  int refcount;
+  int n_inputs;
+  int n_saved;
+  em_edge *edges;           /* n_inputs */
+  bool *needs_grad;         /* n_inputs: does input i want a gradient? */
+  /* Shapes/dtypes of the inputs, for reducing broadcast gradients. */
+  int *in_ndim;
+  int64_t (*in_shape)[EM_MAX_DIMS];
+  em_dtype *in_dtype;
+  em_tensor **saved;        /* n_saved, detached aliases, or NULL entries */
+  void *ctx;                /* op-private data */
+  /* The output's shape, dtype and device (checked against grad_output). */
+  int out_ndim;
+  int64_t out_shape[EM_MAX_DIMS];
+  em_dtype out_dtype;
+  em_device out_device;
+  /* Engine bookkeeping. */
+  em_tensor *pending_grad;
+  int pending_deps;
+  int mark;                 /* visited during the current backward */
+  uint64_t seq;
+  bool released;            /* saved tensors freed by a backward */
+};
+
+/* True when grad mode is on and some input requires grad. */
+EM_API bool em_autograd_needed(int n, em_tensor *const *inputs);
+/* Attaches a node to `output` (sets output->grad_fn and requires_grad).
+** `saved` tensors are stored as detached aliases (no reference cycles).
+** On failure the ctx is freed with op->free_ctx. */
+EM_API em_status em_autograd_record(em_tensor *output, const em_opdef *op,
+                                    int n_inputs, em_tensor *const *inputs,
+                                    int n_saved, em_tensor *const *saved, void *ctx);
+EM_API void em_node_retain(em_node *n);
+EM_API void em_node_release(em_node *n);
+
+/* ------------------------------------------------------------------ */
+/* Library state                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Loads plugins (idempotent; also done lazily). Never fails hard: broken
+** plugins are recorded, see ember_plugin.h. */
+EM_API void em_init(void);
+EM_API void em_set_num_threads(int n);
+EM_API int em_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,271 @@
+/*
+** ember_attention.h -- the attention-variant plugin ABI.
+**
+** An attention variant is a plugin (see ember_plugin.h) of kind
+** EM_PLUGIN_ATTENTION whose ember_plugin_init returns a
+** const em_attention_variant *. The core looks variants up by name, checks
+** and fills their options, owns their parameters (inside a module such as
+** MultiHeadAttention) and joins their forward/backward to autograd as one
+** op (an em_opdef), so the autograd engine knows nothing about attention.
+**
+** Shapes. q [B,H,Lq,dk], k [B,H,Lk,dk], v [B,H,Lk,dv]; out [B,H,Lq,dv];
+** weights (optional) [B,H,Lq,Lk]. All float32 or all float64, one device.
+**
+** Mask semantics -- the same for every variant, enforced by the checker:
+** - attn mask, boolean: true = MAY attend (as torch SDPA). Float: added to
+**   the scores (-inf forbids). Broadcastable to [B,H,Lq,Lk].
+** - key padding mask [B,Lk], boolean: true = padding (never attended).
+** - causal, bottom-right aligned: query i sees key j iff j <= i + Lk - Lq
+**   (so a query block at the end of a KV cache is right).
+** - a query row that can see no key gives output 0 and gradient 0, never NaN.
+** - scale defaults to 1/sqrt(dk).
+** - dropout acts on the attention probabilities, with the seeded global
+**   generator (em_initial_seed / em_rng_advance): the core reserves a Philox
+**   stream of B*H*Lq*Lk counters per call; element (b,h,i,j) of the
+**   row-major [B,H,Lq,Lk] grid uses counter offset + index and is kept iff
+**   em_philox_uniform_at(seed, offset, index) >= p (ember_philox.h), the
+**   rule the backends' attention kernels follow.
+**
+** Two ways to implement a variant (plugins/README.md walks through both):
+** 1. forward + backward (+ free_saved): one autograd node. forward computes
+**    the output and returns an opaque saved state; backward gets dout and
+**    that state and returns dq, dk, dv and the gradients of the variant's own
+**    parameters. Both run with grad mode OFF, on detached inputs, so any
+**    core op may be used inside without recording anything.
+** 2. compose: a forward made of differentiable core ops, run with grad mode
+**    as the caller has it; autograd records each core op. No backward to
+**    write. Used when forward is NULL, or when can_forward says no.
+** A variant may have both (e.g. a host kernel, and a core-op composition for
+** other backends).
+**
+** Adding a field: append it at the end and bump EM_ATTENTION_ABI_VERSION.
+*/
+#ifndef EMBER_ATTENTION_H
+#define EMBER_ATTENTION_H
+
+#include "ember.h"
+#include "ember_plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EM_ATTENTION_ABI_VERSION 1
+
+/* Most options / parameters a variant may declare. */
+#define EM_ATTN_MAX_OPTIONS 32
+#define EM_ATTN_MAX_PARAMS 8
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef enum em_attn_opt_type {
+  EM_ATTN_OPT_INT = 1,  /* a whole number (Lua integer or integral float) */
+  EM_ATTN_OPT_FLOAT,
+  EM_ATTN_OPT_BOOL,
+  EM_ATTN_OPT_STRING
+} em_attn_opt_type;
+
+/* One option a variant accepts, with its default and its validation. The
+** core rejects unknown names, wrong types, values out of [min, max] and
+** strings not in `choices`, with a message listing what is accepted. */
+typedef struct em_attn_option_spec {
+  const char *name;          /* Lua key, snake_case: "window_left" */
+  em_attn_opt_type type;
+  double default_num;        /* default for INT, FLOAT and BOOL (0 or 1) */
+  const char *default_str;   /* default for STRING */
+  bool bounded;              /* INT/FLOAT: enforce min <= value <= max */
+  double min, max;
+  const char *choices;       /* STRING: allowed values joined by '|'; NULL = any */
+  const char *help;          /* one line, shown in errors and the checker */
+} em_attn_option_spec;
+
+/* A value as given by a user (before checking). */
+typedef struct em_attn_value {
+  em_attn_opt_type type;     /* INT, FLOAT and BOOL all read `num` */
+  double num;
+  const char *str;           /* STRING; borrowed */
+} em_attn_value;
+
+/* Checked values of every option of a variant, in spec order (defaults
+** filled in). Made by em_attn_options_new; strings are owned copies. */
+typedef struct em_attn_options {
+  const struct em_attention_variant *variant;
+  int n;                     /* variant->n_options */
+  em_attn_value *values;     /* n entries, in spec order */
+} em_attn_options;
+
+/* ------------------------------------------------------------------ */
+/* Parameters and calls                                                */
+/* ------------------------------------------------------------------ */
+
+/* Sizes an instance of a variant is built for (a module knows them at
+** construction; the tensors of a call must agree). */
+typedef struct em_attn_dims {
+  int64_t heads, dk, dv;
+} em_attn_dims;
+
+/* A tensor a variant owns per instance: a learned table (gradient) or a
+** buffer (saved with the module's state, no gradient: random features). */
+typedef struct em_attn_param {
+  const char *name;          /* static string in the plugin: "rel_k" */
+  em_tensor *tensor;         /* a new reference made by init_params */
+  bool learned;              /* true: parameter with gradient; false: buffer */
+} em_attn_param;
+
+/* One call of a variant. Filled and checked by the core (em_attention):
+** shapes agree, dtypes match, masks have the shapes below, options are
+** valid. A variant may rely on all of it. */
+typedef struct em_attn_call {
+  const struct em_attention_variant *variant;
+  em_tensor *q, *k, *v;        /* forward: contiguous and detached;
+                                  compose: the caller's tensors, any strides */
+  em_tensor *key_padding;      /* bool [B,Lk] contiguous, true = padding; or NULL */
+  em_tensor *mask;             /* [B,H,Lq,Lk] view (0 strides where broadcast):
+                                  bool (true = may attend) or additive, q's
+                                  dtype; or NULL */
+  bool causal;                 /* bottom-right aligned */
+  double scale;                /* > 0; 1/sqrt(dk) unless the user set it */
+  double dropout_p;            /* in [0,1); 0 outside training */
+  uint64_t seed, offset;       /* Philox stream for dropout (see above) */
+  bool training;
+  bool need_weights;           /* write *weights [B,H,Lq,Lk] */
+  bool need_grad;              /* false: no backward will follow; forward may
+                                  skip saving state (*saved may stay NULL) */
+  const em_attn_options *options;
+  int n_params;
+  em_tensor *const *params;    /* the instance's params, in init order
+                                  (detached in forward) */
+  em_attn_dims dims;           /* heads = H, dk, dv of this call */
+  int64_t B, H, Lq, Lk;        /* for convenience: from q, k */
+} em_attn_call;
+
+/* Capabilities. The core refuses, with a clear message, a call that needs
+** one the variant lacks (for example an arbitrary mask on linear attention). */
+#define EM_ATTN_CAP_MASK        (1u << 0) /* boolean or additive attn mask */
+#define EM_ATTN_CAP_KEY_PADDING (1u << 1)
+#define EM_ATTN_CAP_CAUSAL      (1u << 2)
+#define EM_ATTN_CAP_DROPOUT     (1u << 3)
+#define EM_ATTN_CAP_WEIGHTS     (1u << 4) /* can return the [B,H,Lq,Lk] weights */
+#define EM_ATTN_CAP_CROSS       (1u << 5) /* Lq != Lk */
+#define EM_ATTN_CAP_ALL         0x3fu
+
+/* ------------------------------------------------------------------ */
+/* The vtable                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct em_attention_variant {
+  uint32_t abi_version;        /* EM_ATTENTION_ABI_VERSION */
+  uint32_t struct_size;        /* sizeof(em_attention_variant) as built */
+  const char *name;            /* same as the plugin info name: "linear" */
+  const char *version;         /* the variant's own version, free text */
+  const char *description;     /* one line */
+  uint32_t caps;               /* EM_ATTN_CAP_* */
+
+  int n_options;               /* 0..EM_ATTN_MAX_OPTIONS */
+  const em_attn_option_spec *options; /* n_options specs (may be NULL if 0) */
+
+  /* optional: cross-option and size checks at construction, after each
+  ** option passed its own spec. Fail with em_error(EM_ERR_ARG, "...").
+  ** dims may be NULL when sizes are not known yet. */
+  em_status (*check)(const em_attn_options *opts, const em_attn_dims *dims);
+
+  /* optional: makes the instance's parameters and buffers (up to
+  ** EM_ATTN_MAX_PARAMS) in dtype dt on dev, initialised (random ones from
+  ** the global generator). Sets *n. NULL: the variant has none. */
+  em_status (*init_params)(const em_attn_options *opts, const em_attn_dims *dims, em_dtype dt,
+                           em_device dev, int *n, em_attn_param *params);
+
+  /* optional (route 1): computes *out [B,H,Lq,dv] (a new tensor), and
+  ** *weights [B,H,Lq,Lk] when c->need_weights, and *saved (anything the
+  ** backward needs; NULL is fine). Grad mode is off and the inputs are
+  ** detached. The caller receives a fresh alias of *out that carries the
+  ** autograd node, so *saved may keep references to *out and the inputs
+  ** without making a reference cycle. */
+  em_status (*forward)(const em_attn_call *c, em_tensor **out, em_tensor **weights, void **saved);
+
+  /* optional (route 1, required with forward): from dout [B,H,Lq,dv]
+  ** (contiguous) and the saved state, sets grads[0..2] = dq, dk, dv and
+  ** grads[3 + i] = gradient of params[i] (new references). needs[i] says
+  ** whether grads[i] is wanted; an unwanted one may be left NULL. A wanted
+  ** one left NULL means zero. Grad mode is off. May be called more than
+  ** once for one forward (retain_graph): do not change `saved`. */
+  em_status (*backward)(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
+
+  /* optional: frees what forward saved (called once, when the graph goes). */
+  void (*free_saved)(void *saved);
+
+  /* optional (route 2): the output as a composition of differentiable core
+  ** ops on c->q, c->k, c->v and c->params (grad mode as the caller has it).
+  ** Sets *out and, when c->need_weights, *weights. */
+  em_status (*compose)(const em_attn_call *c, em_tensor **out, em_tensor **weights);
+
+  /* optional: whether forward can serve this call (for example: false for
+  ** tensors not in host memory when forward is a host kernel). False sends
+  ** the call to compose. NULL: forward serves every call. */
+  bool (*can_forward)(const em_attn_call *c);
+} em_attention_variant;
+
+/* ------------------------------------------------------------------ */
+/* Core API (libember)                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Checks a vtable returned by a plugin's init: ABI version, struct size,
+** name, and that it can run (forward+backward, or compose). Writes the
+** reason into err and returns false when it is unusable. The plugin loader
+** calls it; em_attention_find calls it again. */
+EM_API bool em_attention_variant_check(const void *vtable, char *err, size_t errlen);
+
+/* The loaded variant with that name. The error lists the loaded variants
+** and the rejected candidates with their reasons. */
+EM_API em_status em_attention_find(const char *name, const em_attention_variant **out);
+/* The names of loaded variants, joined by ", " into buf. */
+EM_API const char *em_attention_list(char *buf, size_t n);
+
+/* Checks user options (n pairs of name and value) against the variant's
+** specs and fills defaults; dims may be NULL (then check() sees NULL). The
+** error names the option and lists the accepted ones with their types. */
+EM_API em_status em_attn_options_new(em_attn_options **out, const em_attention_variant *v, int n,
+                                     const char *const *names, const em_attn_value *values,
+                                     const em_attn_dims *dims);
+EM_API void em_attn_options_free(em_attn_options *o);
+/* Index of an option in spec order, or -1. */
+EM_API int em_attn_option_index(const em_attention_variant *v, const char *name);
+/* Typed reads for variants (name must be one of the variant's options; an
+** unknown name gives 0 / "" -- a programming error the checker catches). */
+EM_API double em_attn_opt_num(const em_attn_options *o, const char *name);
+EM_API int64_t em_attn_opt_int(const em_attn_options *o, const char *name);
+EM_API bool em_attn_opt_bool(const em_attn_options *o, const char *name);
+EM_API const char *em_attn_opt_str(const em_attn_options *o, const char *name);
+/* "window_left=4, window_right=0, ..." into buf. */
+EM_API const char *em_attn_options_str(const em_attn_options *o, char *buf, size_t n);
+
+/* Makes the variant's parameters (see init_params); *n = 0 if it has none. */
+EM_API em_status em_attn_init_params(const em_attention_variant *v, const em_attn_options *o,
+                                     const em_attn_dims *dims, em_dtype dt, em_device dev, int *n,
+                                     em_attn_param *params);
+
+/* What a caller hands to em_attention. Masks as in the rules above, in
+** their user shapes (the core checks and broadcasts them). */
+typedef struct em_attn_args {
+  em_tensor *key_padding;      /* bool [B,Lk] or NULL */
+  em_tensor *mask;             /* bool or float, broadcastable to [B,H,Lq,Lk], or NULL */
+  bool causal;
+  double scale;                /* <= 0: 1/sqrt(dk) */
+  double dropout_p;            /* used only when training */
+  bool training;
+  bool need_weights;
+} em_attn_args;
+
+/* Runs a variant on q, k, v with its options and params, recording one
+** autograd op (route 1) or the composed ops (route 2). *weights (when
+** args->need_weights; detached, for inspection) may be NULL otherwise. */
+EM_API em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
+                              const em_attn_options *o, int n_params, em_tensor *const *params,
+                              em_tensor *q, em_tensor *k, em_tensor *v_, const em_attn_args *args);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,224 @@
+/*
+** ember_backend.h -- the compute-backend plugin ABI.
+**
+** A backend is a dlopen plugin (see ember_plugin.h) whose init returns a
+** const em_backend *. The core never touches tensor memory itself: it asks
+** the backend to allocate, copy and run kernels. All data pointers given to
+** a kernel are device pointers of that backend (host pointers for the CPU
+** backend, whose `host_memory` is true), already offset to element 0.
+**
+** Kernels return EM_OK or an error status after setting a message with
+** em_error() (plugins link libember). A kernel never aborts or exits.
+** Unless a field says "optional", it must be set.
+**
+** Layout conventions. "contiguous" means row-major with no gaps. Many
+** kernels see their data as [outer, n, inner] (a contiguous tensor reduced
+** or indexed along one middle dim). Index arrays are int64, 0-based; the
+** kernel checks their range and fails with EM_ERR_INDEX naming the value.
+**
+** Adding a field: append it at the end and bump EM_BACKEND_ABI_VERSION.
+*/
+#ifndef EMBER_BACKEND_H
+#define EMBER_BACKEND_H
+
+#include "ember.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EM_BACKEND_ABI_VERSION 1
+
+/* A strided view handed to kernels. */
+typedef struct em_kview {
+  void *data;                     /* element 0 */
+  em_dtype dtype;
+  int ndim;
+  int64_t shape[EM_MAX_DIMS];
+  int64_t stride[EM_MAX_DIMS];    /* in elements; 0 for broadcast dims */
+} em_kview;
+
+typedef enum em_reduce_op {
+  EM_RED_SUM = 0, EM_RED_MEAN, EM_RED_MAX, EM_RED_MIN,
+  EM_RED_VAR   /* uses `correction` */
+} em_reduce_op;
+
+typedef enum em_random_kind {
+  EM_RAND_UNIFORM = 0, /* a = low, b = high */
+  EM_RAND_NORMAL       /* a = mean, b = std */
+} em_random_kind;
+
+/* Arguments of the optional fused attention kernels. q, k, v, out, dout
+** and the gradients are contiguous [B,H,L,d]. lse is [B,H,Lq] in the
+** compute dtype (float32 for bf16 inputs). */
+typedef struct em_attention_args {
+  em_dtype dtype;
+  int64_t B, H, Lq, Lk, dk, dv;
+  const void *q, *k, *v;
+  void *out;                   /* forward: written */
+  void *lse;                   /* forward: written; backward: read */
+  const uint8_t *key_padding;  /* [B,Lk], 1 = padding; NULL if none */
+  const void *bias;            /* additive mask, dtype of lse; NULL if none */
+  int64_t bias_stride[4];      /* strides over B,H,Lq,Lk (0 = broadcast) */
+  bool causal;                 /* bottom-right aligned: key j visible to
+                                  query i iff j <= i + (Lk - Lq) */
+  double scale;
+  double dropout_p;            /* 0 for none */
+  uint64_t seed, offset;       /* Philox stream for dropout */
+  /* backward only */
+  const void *dout;
+  void *dq, *dk_, *dv_;        /* written (not accumulated) */
+} em_attention_args;
+
+typedef struct em_backend {
+  uint32_t abi_version;  /* EM_BACKEND_ABI_VERSION, checked again on init */
+  uint32_t struct_size;  /* sizeof(em_backend) as the plugin was built */
+  const char *name;      /* the device type users write: "cpu", "cuda" */
+  bool host_memory;      /* data pointers are host pointers */
+
+  /* ---- devices ---- */
+  /* Number of usable devices (0 is allowed: the backend is listed but has
+  ** no devices; a plugin may instead fail init with "no CUDA device"). */
+  int (*device_count)(void);
+  /* optional: a name such as "NVIDIA H200" into buf. */
+  em_status (*device_name)(int device, char *buf, size_t n);
+
+  /* ---- memory ---- */
+  /* nbytes may be 0 (return a valid unique pointer or NULL). OOM is
+  ** EM_ERR_OOM with the size in the message. */
+  em_status (*alloc)(int device, size_t nbytes, void **ptr);
+  void (*free)(int device, void *ptr, size_t nbytes);
+  em_status (*copy_h2d)(int device, void *dst, const void *host_src, size_t nbytes);
+  em_status (*copy_d2h)(int device, void *host_dst, const void *src, size_t nbytes);
+  /* Between two devices of this backend (or the same one). */
+  em_status (*copy_d2d)(int dst_device, void *dst, int src_device, const void *src, size_t nbytes);
+  /* Waits for all queued work on the device. */
+  em_status (*synchronize)(int device);
+  /* optional: bytes held by live tensors and by the allocator's cache. */
+  em_status (*memory_stats)(int device, size_t *in_use, size_t *cached);
+  /* optional: gives cached blocks back to the driver. */
+  em_status (*empty_cache)(int device);
+  /* optional: threads for CPU kernels. */
+  void (*set_num_threads)(int n);
+  /* optional */
+  int (*get_num_threads)(void);
+
+  /* ---- elementwise ---- */
+  /* dst[i] = (dst dtype) src[i]; same shape, any strides, any dtypes. */
+  em_status (*copy)(int device, const em_kview *dst, const em_kview *src);
+  em_status (*fill)(int device, const em_kview *dst, double value);
+  /* out contiguous, x same shape any strides; same dtype (bool for NOT). */
+  em_status (*unary)(int device, em_unary_op op, const em_kview *out, const em_kview *x,
+                     double alpha, double beta);
+  /* gx = dL/dx from gy, with x the input and y the output of the forward;
+  ** all contiguous, n elements. */
+  em_status (*unary_backward)(int device, em_unary_op op, em_dtype dt, int64_t n, void *gx,
+                              const void *gy, const void *x, const void *y,
+                              double alpha, double beta);
+  /* out contiguous; a and b have out's ndim and shape, with 0 strides where
+  ** broadcast; a and b share a dtype; out is bool for comparisons. */
+  em_status (*binary)(int device, em_binary_op op, const em_kview *out, const em_kview *a,
+                      const em_kview *b);
+  /* out = cond ? a : b; cond bool; like binary for shapes. */
+  em_status (*where)(int device, const em_kview *out, const em_kview *cond, const em_kview *a,
+                     const em_kview *b);
+
+  /* ---- reductions ---- */
+  /* in contiguous [outer, n, inner] -> out [outer, inner]. For MAX/MIN,
+  ** idx (int64, may be NULL) gets the first position of the extreme. */
+  em_status (*reduce)(int device, em_reduce_op op, em_dtype dt, void *out, int64_t *idx,
+                      const void *in, int64_t outer, int64_t n, int64_t inner, int correction);
+
+  /* ---- matrix multiply ---- */
+  /* Row-major, batched: for each b < batch,
+  **   C_b[m,n] = alpha * op(A_b)[m,k] @ op(B_b)[k,n] + beta * C_b
+  ** with op = transpose when ta/tb; A_b = a + b*stride_a (elements). */
+  em_status (*gemm)(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    double alpha, const void *a, int64_t lda, int64_t stride_a,
+                    const void *b, int64_t ldb, int64_t stride_b, double beta,
+                    void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+
+  /* ---- softmax and normalisation (contiguous [rows, n]) ---- */
+  em_status (*softmax)(int device, em_dtype dt, void *out, const void *x, int64_t rows,
+                       int64_t n, bool log);
+  /* y is the forward output (softmax or log_softmax). */
+  em_status (*softmax_backward)(int device, em_dtype dt, void *gx, const void *gy,
+                                const void *y, int64_t rows, int64_t n, bool log);
+  /* w, b may be NULL; mean and rstd get [rows]. */
+  em_status (*layer_norm)(int device, em_dtype dt, void *y, void *mean, void *rstd,
+                          const void *x, const void *w, const void *b, int64_t rows,
+                          int64_t n, double eps);
+  /* dx always; dw and db (may be NULL) are overwritten, not accumulated. */
+  em_status (*layer_norm_backward)(int device, em_dtype dt, void *dx, void *dw, void *db,
+                                   const void *dy, const void *x, const void *mean,
+                                   const void *rstd, const void *w, int64_t rows, int64_t n);
+
+  /* ---- indexing (contiguous data, [outer, n, inner] views) ---- */
+  /* out[o,j,i] = in[o, idx[j], i], j < nidx, idx[j] < n_in. */
+  em_status (*index_select)(int device, em_dtype dt, void *out, const void *in,
+                            const int64_t *idx, int64_t nidx, int64_t outer, int64_t n_in,
+                            int64_t inner);
+  /* out[o, idx[j], i] += src[o, j, i]. */
+  em_status (*index_add)(int device, em_dtype dt, void *out, const void *src,
+                         const int64_t *idx, int64_t nidx, int64_t outer, int64_t n_out,
+                         int64_t inner);
+  /* out[o,j,i] = in[o, idx[o,j,i], i]; idx and out are [outer, n_idx, inner]. */
+  em_status (*gather)(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,
+                      int64_t outer, int64_t n_in, int64_t n_idx, int64_t inner);
+  /* out[o, idx[o,j,i], i] += src[o,j,i]. */
+  em_status (*scatter_add)(int device, em_dtype dt, void *out, const void *src,
+                           const int64_t *idx, int64_t outer, int64_t n_out, int64_t n_idx,
+                           int64_t inner);
+
+  /* ---- losses ---- */
+  /* logits [rows, classes]; loss and lse get [rows]. loss is the smoothed
+  ** NLL of each row, 0 where target == ignore_index. A target outside
+  ** [0, classes) that is not ignore_index is EM_ERR_INDEX. */
+  em_status (*cross_entropy)(int device, em_dtype dt, void *loss, void *lse, const void *logits,
+                             const int64_t *target, int64_t rows, int64_t classes,
+                             int64_t ignore_index, double smoothing);
+  /* dlogits[r,:] = dloss[r] * d loss[r] / d logits[r,:]. */
+  em_status (*cross_entropy_backward)(int device, em_dtype dt, void *dlogits, const void *dloss,
+                                      const void *logits, const void *lse,
+                                      const int64_t *target, int64_t rows, int64_t classes,
+                                      int64_t ignore_index, double smoothing);
+
+  /* ---- random (Philox4x32-10, see ember_philox.h) ---- */
+  /* out contiguous float; element i draws from counter offset + i. */
+  em_status (*random)(int device, em_random_kind kind, const em_kview *out, double a, double b,
+                      uint64_t seed, uint64_t offset);
+  /* mask[i] = keep ? 1/(1-p) : 0 with keep = uniform(i) >= p; out = x*mask. */
+  em_status (*dropout)(int device, em_dtype dt, void *out, void *mask, const void *x, int64_t n,
+                       double p, uint64_t seed, uint64_t offset);
+
+  /* ---- optional fused kernels ---- */
+  /* optional: one Adam/AdamW step over n elements, in place. `step` is
+  ** 1-based. decoupled selects AdamW (weight decay on the parameter). */
+  em_status (*adam_step)(int device, em_dtype dt, int64_t n, void *param, const void *grad,
+                         void *m, void *v, double lr, double beta1, double beta2, double eps,
+                         double weight_decay, int64_t step, bool decoupled);
+  /* optional: SGD with momentum (buf may be NULL when momentum == 0). */
+  em_status (*sgd_step)(int device, em_dtype dt, int64_t n, void *param, const void *grad,
+                        void *buf, double lr, double momentum, double dampening,
+                        double weight_decay, bool nesterov, bool first_step);
+  /* optional: flash-style attention forward writing out and lse. */
+  em_status (*attention_forward)(int device, const em_attention_args *args);
+  /* optional: backward from dout, out and lse, writing dq, dk_, dv_. */
+  em_status (*attention_backward)(int device, const em_attention_args *args);
+} em_backend;
+
+/* The backends the core knows, by slot (see em_device.backend). */
+EM_API int em_backend_count(void);
+EM_API const em_backend *em_backend_get(int slot);
+/* Slot of the loaded backend with that name, or an EM_ERR_DEVICE /
+** EM_ERR_PLUGIN error that says where we looked. */
+EM_API em_status em_backend_find(const char *name, int *slot);
+/* The backend of a tensor's device. */
+EM_API const em_backend *em_backend_of(const em_tensor *t);
+/* Fills a kernel view for a tensor. */
+EM_API void em_kview_of(const em_tensor *t, em_kview *kv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

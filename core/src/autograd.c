@@ -1,0 +1,338 @@
+/*
+** autograd.c -- reverse-mode automatic differentiation.
+**
+** Each differentiable result points at the node (em_node) that made it;
+** a node points at the nodes of its inputs, or at the leaf tensors that
+** want a gradient. backward() visits the nodes reachable from the root in
+** reverse topological order, calling each op's backward once all of the
+** node's consumers have delivered their gradient. The engine knows ops
+** only through em_opdef, so core ops, plugin ops and Lua functions are all
+** the same to it.
+*/
+#include "internal.h"
+
+static _Thread_local bool em__no_grad = false;
+static uint64_t em__seq = 0;
+
+bool em_grad_enabled(void) { return !em__no_grad; }
+
+bool em_set_grad_enabled(bool on) {
+  bool prev = !em__no_grad;
+  em__no_grad = !on;
+  return prev;
+}
+
+em_status em_set_requires_grad(em_tensor *t, bool on) {
+  if (t->grad_fn)
+    return em_error(EM_ERR_AUTOGRAD,
+                    "requires_grad: can only be set on leaf tensors (this one was made by '%s'); "
+                    "use :detach() first", t->grad_fn->op->name);
+  if (on && !em_dtype_is_float(t->dtype))
+    return em_error(EM_ERR_DTYPE, "requires_grad: only floating point tensors can require grad, got %s",
+                    em_dtype_name(t->dtype));
+  t->requires_grad = on;
+  return EM_OK;
+}
+
+bool em_autograd_needed(int n, em_tensor *const *inputs) {
+  if (em__no_grad) return false;
+  for (int i = 0; i < n; i++)
+    if (inputs[i] && inputs[i]->requires_grad) return true;
+  return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Nodes                                                               */
+/* ------------------------------------------------------------------ */
+
+void em_node_retain(em_node *n) { n->refcount++; }
+
+/* Drops the saved state: after a backward without retain_graph, or when
+** the node dies. */
+static void em__node_drop_saved(em_node *n) {
+  for (int i = 0; i < n->n_saved; i++) {
+    em_release(n->saved[i]);
+    n->saved[i] = NULL;
+  }
+  if (n->ctx && n->op->free_ctx) n->op->free_ctx(n->ctx);
+  n->ctx = NULL;
+}
+
+/* Iterative, so that releasing a 100,000-op chain cannot overflow the stack. */
+void em_node_release(em_node *n) {
+  em_node *stack_small[64], **stack = stack_small;
+  int top = 0, cap = 64;
+  if (!n || --n->refcount > 0) return;
+  stack[top++] = n;
+  while (top > 0) {
+    em_node *d = stack[--top];
+    for (int i = 0; i < d->n_inputs; i++) {
+      em_release(d->edges[i].leaf);
+      em_node *fn = d->edges[i].fn;
+      if (fn && --fn->refcount == 0) {
+        if (top == cap) {
+          em_node **bigger = malloc((size_t)cap * 2 * sizeof *bigger);
+          if (!bigger) continue; /* leaks on OOM rather than crashing */
+          memcpy(bigger, stack, (size_t)top * sizeof *stack);
+          if (stack != stack_small) free(stack);
+          stack = bigger;
+          cap *= 2;
+        }
+        stack[top++] = fn;
+      }
+    }
+    em__node_drop_saved(d);
+    em_release(d->pending_grad);
+    free(d);
+  }
+  if (stack != stack_small) free(stack);
+}
+
+/* One allocation holds the node and all its arrays. */
+static em_node *em__node_alloc(int n_in, int n_saved) {
+  size_t sz = sizeof(em_node);
+  size_t off_edges = sz;
+  sz += (size_t)n_in * sizeof(em_edge);
+  size_t off_shape = sz = (sz + 7) & ~(size_t)7;
+  sz += (size_t)n_in * sizeof(int64_t[EM_MAX_DIMS]);
+  size_t off_saved = sz;
+  sz += (size_t)n_saved * sizeof(em_tensor *);
+  size_t off_ndim = sz;
+  sz += (size_t)n_in * sizeof(int);
+  size_t off_dtype = sz;
+  sz += (size_t)n_in * sizeof(em_dtype);
+  size_t off_needs = sz;
+  sz += (size_t)n_in * sizeof(bool);
+  char *mem = calloc(1, sz);
+  if (!mem) return NULL;
+  em_node *n = (em_node *)mem;
+  n->edges = (em_edge *)(mem + off_edges);
+  n->in_shape = (int64_t(*)[EM_MAX_DIMS])(mem + off_shape);
+  n->saved = (em_tensor **)(mem + off_saved);
+  n->in_ndim = (int *)(mem + off_ndim);
+  n->in_dtype = (em_dtype *)(mem + off_dtype);
+  n->needs_grad = (bool *)(mem + off_needs);
+  n->n_inputs = n_in;
+  n->n_saved = n_saved;
+  n->refcount = 1;
+  return n;
+}
+
+em_status em_autograd_record(em_tensor *output, const em_opdef *op, int n_inputs,
+                             em_tensor *const *inputs, int n_saved, em_tensor *const *saved,
+                             void *ctx) {
+  em_node *n = em__node_alloc(n_inputs, n_saved);
+  if (!n) {
+    if (ctx && op->free_ctx) op->free_ctx(ctx);
+    return em_error(EM_ERR_OOM, "%s: out of memory recording the autograd node", op->name);
+  }
+  n->op = op;
+  n->ctx = ctx;
+  for (int i = 0; i < n_inputs; i++) {
+    em_tensor *x = inputs[i];
+    if (!x) continue;
+    n->in_ndim[i] = x->ndim;
+    memcpy(n->in_shape[i], x->shape, sizeof x->shape);
+    n->in_dtype[i] = x->dtype;
+    n->needs_grad[i] = x->requires_grad;
+    if (!x->requires_grad) continue;
+    if (x->grad_fn) {
+      n->edges[i].fn = x->grad_fn;
+      em_node_retain(x->grad_fn);
+    } else {
+      n->edges[i].leaf = em_retain(x);
+    }
+  }
+  for (int i = 0; i < n_saved; i++) {
+    em_tensor *s = saved[i];
+    if (!s) continue;
+    em_status st = em__alias(&n->saved[i], s, s->ndim, s->shape, s->stride, s->offset);
+    if (st != EM_OK) {
+      em_node_release(n);
+      return st;
+    }
+  }
+  n->out_ndim = output->ndim;
+  memcpy(n->out_shape, output->shape, sizeof output->shape);
+  n->out_dtype = output->dtype;
+  n->out_device = output->device;
+  n->seq = ++em__seq;
+  if (output->grad_fn) em_node_release(output->grad_fn);
+  output->grad_fn = n;
+  output->requires_grad = true;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* backward                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct { em_node **v; int n, cap; } em__nodelist;
+
+static bool em__push(em__nodelist *l, em_node *n) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    em_node **v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return false;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = n;
+  return true;
+}
+
+/* Collects every node reachable from root and counts, for each, how many
+** reachable nodes feed gradient into it. */
+static em_status em__collect(em_node *root, em__nodelist *all) {
+  em__nodelist stack = {0};
+  em_status s = EM_OK;
+  root->mark = 1;
+  if (!em__push(all, root) || !em__push(&stack, root)) s = EM_ERR_OOM;
+  while (s == EM_OK && stack.n > 0) {
+    em_node *n = stack.v[--stack.n];
+    for (int i = 0; i < n->n_inputs; i++) {
+      em_node *fn = n->edges[i].fn;
+      if (!fn) continue;
+      fn->pending_deps++;
+      if (fn->mark) continue;
+      fn->mark = 1;
+      if (!em__push(all, fn) || !em__push(&stack, fn)) s = EM_ERR_OOM;
+    }
+  }
+  free(stack.v);
+  return s == EM_OK ? EM_OK : em_error(EM_ERR_OOM, "backward: out of memory walking the graph");
+}
+
+/* Adds g into leaf->grad; the first gradient is copied so that .grad
+** never shares storage with anything else. Takes ownership of g. */
+static em_status em__accumulate_leaf(em_tensor *leaf, em_tensor *g) {
+  em_status s;
+  if (!leaf->grad) {
+    em_tensor *c;
+    s = em_clone(&c, g);
+    em_release(g);
+    if (s == EM_OK) leaf->grad = c;
+    return s;
+  }
+  s = em_add_(leaf->grad, g, 1.0);
+  em_release(g);
+  return s;
+}
+
+static em_status em__check_grad(const em_node *n, int i, const em_tensor *g) {
+  bool same = g->ndim == n->in_ndim[i];
+  for (int d = 0; same && d < g->ndim; d++) same = g->shape[d] == n->in_shape[i][d];
+  if (same) return EM_OK;
+  char a[160], b[160];
+  return em_error(EM_ERR_AUTOGRAD, "backward of '%s': gradient %d has shape %s, expected %s",
+                  n->op->name, i + 1, em_shape_str(g->ndim, g->shape, a, sizeof a),
+                  em_shape_str(n->in_ndim[i], n->in_shape[i], b, sizeof b));
+}
+
+/* Runs one node's backward and routes the input gradients. */
+static em_status em__run_node(em_node *n, em__nodelist *ready) {
+  em_tensor *grad_small[8], **grads = grad_small;
+  em_status s = EM_OK;
+  if (n->n_inputs > 8 && !(grads = calloc((size_t)n->n_inputs, sizeof *grads)))
+    return em_error(EM_ERR_OOM, "backward: out of memory");
+  for (int i = 0; i < n->n_inputs; i++) grads[i] = NULL;
+  if (n->pending_grad) {
+    if (n->released)
+      s = em_error(EM_ERR_AUTOGRAD,
+                   "backward: the graph through '%s' was already freed by an earlier backward(); "
+                   "call backward with retain_graph=true to go through it twice", n->op->name);
+    else
+      s = n->op->backward(n, n->pending_grad, grads);
+  }
+  for (int i = 0; i < n->n_inputs; i++) {
+    em_tensor *g = grads[i];
+    grads[i] = NULL;
+    if (g && s == EM_OK && n->needs_grad[i]) s = em__check_grad(n, i, g);
+    if (!g || s != EM_OK || !n->needs_grad[i]) {
+      em_release(g);
+    } else if (n->edges[i].leaf) {
+      s = em__accumulate_leaf(n->edges[i].leaf, g);
+    } else if (n->edges[i].fn) {
+      s = em__accumulate(&n->edges[i].fn->pending_grad, g);
+    } else {
+      em_release(g);
+    }
+  }
+  for (int i = 0; i < n->n_inputs; i++) {
+    em_node *fn = n->edges[i].fn;
+    if (fn && --fn->pending_deps == 0 && !em__push(ready, fn) && s == EM_OK)
+      s = em_error(EM_ERR_OOM, "backward: out of memory");
+  }
+  if (grads != grad_small) free(grads);
+  if (s != EM_OK && strncmp(em_error_message(), "backward", 8) != 0)
+    em__kernel_fail("backward", s);
+  return s;
+}
+
+static em_status em__seed_grad(em_tensor *root, em_tensor *grad, em_tensor **out) {
+  if (!grad) {
+    if (em_numel(root) != 1) {
+      char d[200];
+      return em_error(EM_ERR_AUTOGRAD,
+                      "backward: grad can be implicitly created only for scalar outputs; got %s "
+                      "(pass a gradient of the same shape)", em__desc(root, d, sizeof d));
+    }
+    return em_full(out, root->ndim, root->shape, 1.0, root->dtype, root->device);
+  }
+  bool same = grad->ndim == root->ndim && grad->dtype == root->dtype;
+  for (int d = 0; same && d < root->ndim; d++) same = grad->shape[d] == root->shape[d];
+  if (!same) {
+    char a[200], b[200];
+    return em_error(EM_ERR_SHAPE, "backward: gradient is %s, but the output is %s",
+                    em__desc(grad, a, sizeof a), em__desc(root, b, sizeof b));
+  }
+  EM_TRY(em__same_device("backward", grad, root));
+  return em_detach(out, grad);
+}
+
+em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+  if (!root->requires_grad)
+    return em_error(EM_ERR_AUTOGRAD,
+                    "backward: the tensor does not require grad and has no grad_fn (did any input "
+                    "have requires_grad = true? was grad mode off?)");
+  em_tensor *seed;
+  EM_TRY(em__seed_grad(root, grad, &seed));
+  bool prev = em_set_grad_enabled(false);
+  em_status s = EM_OK;
+  if (!root->grad_fn) { /* a leaf: its gradient is the seed */
+    s = em__accumulate_leaf(root, seed);
+    em_set_grad_enabled(prev);
+    return s;
+  }
+  em__nodelist all = {0}, ready = {0};
+  em_node *top = root->grad_fn;
+  s = em__collect(top, &all);
+  if (s == EM_OK) {
+    top->pending_grad = seed;
+    seed = NULL;
+    if (!em__push(&ready, top)) s = em_error(EM_ERR_OOM, "backward: out of memory");
+  }
+  while (s == EM_OK && ready.n > 0) {
+    em_node *n = ready.v[--ready.n];
+    s = em__run_node(n, &ready);
+    em_release(n->pending_grad);
+    n->pending_grad = NULL;
+  }
+  /* Reset bookkeeping on every node, whatever happened. */
+  for (int i = 0; i < all.n; i++) {
+    em_node *n = all.v[i];
+    n->mark = 0;
+    n->pending_deps = 0;
+    em_release(n->pending_grad);
+    n->pending_grad = NULL;
+    if (s == EM_OK && !retain_graph) {
+      em__node_drop_saved(n);
+      n->released = true;
+    }
+  }
+  em_release(seed);
+  free(all.v);
+  free(ready.v);
+  em_set_grad_enabled(prev);
+  return s;
+}

@@ -1,0 +1,85 @@
+/*
+** dtype.c -- element types and devices: names, sizes, parsing.
+*/
+#include "internal.h"
+
+#include <strings.h>
+
+static const struct {
+  const char *name;
+  size_t size;
+} em__dtypes[EM_NDTYPES] = {
+  [EM_F32] = {"float32", 4}, [EM_F64] = {"float64", 8}, [EM_I64] = {"int64", 8},
+  [EM_BOOL] = {"bool", 1},   [EM_BF16] = {"bfloat16", 2},
+};
+
+size_t em_dtype_size(em_dtype dt) { return (unsigned)dt < EM_NDTYPES ? em__dtypes[dt].size : 0; }
+
+const char *em_dtype_name(em_dtype dt) {
+  return (unsigned)dt < EM_NDTYPES ? em__dtypes[dt].name : "invalid";
+}
+
+bool em_dtype_is_float(em_dtype dt) { return dt == EM_F32 || dt == EM_F64 || dt == EM_BF16; }
+
+em_status em_dtype_parse(const char *s, em_dtype *out) {
+  static const struct { const char *alias; em_dtype dt; } names[] = {
+    {"float32", EM_F32}, {"float", EM_F32},  {"f32", EM_F32},     {"float64", EM_F64},
+    {"double", EM_F64},  {"f64", EM_F64},    {"int64", EM_I64},   {"long", EM_I64},
+    {"i64", EM_I64},     {"bool", EM_BOOL},  {"bfloat16", EM_BF16}, {"bf16", EM_BF16},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(s, names[i].alias) == 0) {
+      *out = names[i].dt;
+      return EM_OK;
+    }
+  return em_error(EM_ERR_DTYPE,
+                  "unknown dtype '%s' (expected float32, float64, int64, bool or bfloat16)", s);
+}
+
+bool em_device_eq(em_device a, em_device b) { return a.backend == b.backend && a.index == b.index; }
+
+const char *em_device_str(em_device d, char *buf, size_t n) {
+  const em_backend *be = em_backend_get(d.backend);
+  const char *name = be ? be->name : "?";
+  if (be && be->host_memory && d.index == 0)
+    snprintf(buf, n, "%s", name);
+  else
+    snprintf(buf, n, "%s:%d", name, d.index + 1); /* 1-based for users */
+  return buf;
+}
+
+em_status em_cpu_device(em_device *out) {
+  int slot;
+  EM_TRY(em_backend_find("cpu", &slot));
+  out->backend = (int16_t)slot;
+  out->index = 0;
+  return EM_OK;
+}
+
+/* "cpu", "cuda", "cuda:2" (1-based device number, as in the Lua API). */
+em_status em_device_parse(const char *s, em_device *out) {
+  char type[64];
+  const char *colon = strchr(s, ':');
+  size_t len = colon ? (size_t)(colon - s) : strlen(s);
+  long index = 1;
+  if (len == 0 || len >= sizeof type)
+    return em_error(EM_ERR_DEVICE, "bad device '%s' (expected \"cpu\", \"cuda\" or \"cuda:N\")", s);
+  memcpy(type, s, len);
+  type[len] = '\0';
+  if (colon) {
+    char *end;
+    index = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || end == colon + 1 || index < 1)
+      return em_error(EM_ERR_DEVICE, "bad device '%s': device numbers start at 1 (\"%s:1\")", s, type);
+  }
+  int slot;
+  EM_TRY(em_backend_find(type, &slot));
+  const em_backend *be = em_backend_get(slot);
+  int count = be->device_count();
+  if (index > count)
+    return em_error(EM_ERR_DEVICE, "device '%s': backend '%s' has %d device%s", s, type, count,
+                    count == 1 ? "" : "s");
+  out->backend = (int16_t)slot;
+  out->index = (int16_t)(index - 1);
+  return EM_OK;
+}

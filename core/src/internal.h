@@ -1,0 +1,72 @@
+/*
+** internal.h -- helpers shared by the core's own files (not installed).
+** Prefix: em__ (double underscore) for internal functions.
+*/
+#ifndef EMBER_INTERNAL_H
+#define EMBER_INTERNAL_H
+
+#include "ember.h"
+#include "ember_backend.h"
+#include "ember_plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Return on error: `EM_TRY(em_add(&t, a, b));` */
+#define EM_TRY(expr)                 \
+  do {                               \
+    em_status em__s = (expr);        \
+    if (em__s != EM_OK) return em__s; \
+  } while (0)
+
+/* Largest tensor we agree to allocate (elements); beyond it is EM_ERR_OOM
+** with a clear message, not a malloc of 8 TB. */
+#define EM__MAX_NUMEL ((int64_t)1 << 40)
+
+/* A fresh contiguous tensor structure over new storage. */
+em_status em__new(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, em_device dev,
+                  const char *op);
+/* A new tensor header viewing x's storage with the given geometry
+** (no autograd recording, requires_grad off). */
+em_status em__alias(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape,
+                    const int64_t *stride, int64_t offset);
+
+/* Normalises a dim (negative counts from the end) against ndim; error names op. */
+em_status em__dim(const char *op, int dim, int ndim, int *out);
+/* Checks that tensors share a device; error names op and both devices. */
+em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b);
+/* Checks the dtype is float32/float64 (and bf16 where allowed). */
+em_status em__need_float(const char *op, const em_tensor *t, const char *what);
+em_status em__need_dtype(const char *op, const em_tensor *t, em_dtype dt, const char *what);
+/* The backend of a tensor (never NULL for a live tensor). */
+const em_backend *em__be(const em_tensor *t);
+/* "[2, 3] float32 cpu" into buf. */
+const char *em__desc(const em_tensor *t, char *buf, size_t n);
+/* Prefixes the current error message with "op: " when a kernel failed. */
+em_status em__kernel_fail(const char *op, em_status s);
+/* Broadcast two shapes; error names op and both shapes. */
+em_status em__broadcast_shape(const char *op, int na, const int64_t *sa, int nb,
+                              const int64_t *sb, int *nout, int64_t *sout);
+/* A kview of t expanded to (ndim, shape) with 0 strides on broadcast dims. */
+void em__kview_bcast(const em_tensor *t, int ndim, const int64_t *shape, em_kview *kv);
+/* Contiguous input for a kernel: retains t or makes a copy (no autograd). */
+em_status em__contig(em_tensor **out, em_tensor *t);
+/* [outer, n, inner] sizes of a contiguous shape around dim. */
+void em__split_dims(int ndim, const int64_t *shape, int dim, int64_t *outer, int64_t *n,
+                    int64_t *inner);
+/* A 0-d tensor holding s in dtype dt on dev. */
+em_status em__scalar(em_tensor **out, double s, em_dtype dt, em_device dev);
+/* Product of shape entries; -1 on overflow beyond EM__MAX_NUMEL. */
+int64_t em__numel_of(int ndim, const int64_t *shape);
+/* Accumulates into *acc (a new reference or NULL): *acc = *acc + g. Takes
+** ownership of g. Used by the engine and by ops that sum gradients. */
+em_status em__accumulate(em_tensor **acc, em_tensor *g);
+
+/* Plugins (plugin.c) */
+void em__plugins_ensure_loaded(void);
+
+/* Memory accounting (storage.c) */
+void em__storage_release(em_storage *s);
+
+#endif

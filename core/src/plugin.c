@@ -1,0 +1,273 @@
+/*
+** plugin.c -- the plugin loader shared by compute backends and attention
+** variants, and the registry of loaded backends.
+**
+** A plugin's ABI version is read from a data symbol before any of its
+** code runs; a file that fails at any step is recorded with the reason
+** and skipped, never fatal. See ember_plugin.h for the search order.
+*/
+#include "internal.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+#if __has_include("ember_attention.h")
+#include "ember_attention.h"
+#endif
+#ifndef EM_ATTENTION_ABI_VERSION
+#define EM_ATTENTION_ABI_VERSION 1
+#endif
+
+#define EM__MAX_BACKENDS 16
+
+static em_plugin_record *em__records;
+static int em__nrecords, em__caprecords;
+static const em_backend *em__backends[EM__MAX_BACKENDS];
+static int em__nbackends;
+static pthread_once_t em__once = PTHREAD_ONCE_INIT;
+
+static const char *em__kind_name(int kind) {
+  return kind == EM_PLUGIN_BACKEND ? "backend" : kind == EM_PLUGIN_ATTENTION ? "attention" : "unknown";
+}
+
+static uint32_t em__expected_abi(int kind) {
+  return kind == EM_PLUGIN_BACKEND ? EM_BACKEND_ABI_VERSION : EM_ATTENTION_ABI_VERSION;
+}
+
+static em_plugin_record *em__new_record(const char *path) {
+  if (em__nrecords == em__caprecords) {
+    int cap = em__caprecords ? 2 * em__caprecords : 16;
+    em_plugin_record *r = realloc(em__records, (size_t)cap * sizeof *r);
+    if (!r) return NULL;
+    em__records = r;
+    em__caprecords = cap;
+  }
+  em_plugin_record *rec = &em__records[em__nrecords++];
+  memset(rec, 0, sizeof *rec);
+  snprintf(rec->path, sizeof rec->path, "%s", path);
+  const char *base = strrchr(path, '/');
+  snprintf(rec->name, sizeof rec->name, "%s", base ? base + 1 : path);
+  return rec;
+}
+
+static bool em__reject(em_plugin_record *rec, void *handle, const char *fmt, ...) EM_PRINTF(3, 4);
+
+static bool em__reject(em_plugin_record *rec, void *handle, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rec->reason, sizeof rec->reason, fmt, ap);
+  va_end(ap);
+  if (handle) dlclose(handle);
+  return false;
+}
+
+/* Checks a backend's vtable: same ABI, and every required kernel set. */
+static bool em__check_backend(em_plugin_record *rec, const em_backend *be) {
+  if (be->abi_version != EM_BACKEND_ABI_VERSION)
+    return snprintf(rec->reason, sizeof rec->reason,
+                    "vtable ABI version %u, this ember expects %u", be->abi_version,
+                    EM_BACKEND_ABI_VERSION), false;
+  if (be->struct_size < sizeof(em_backend))
+    return snprintf(rec->reason, sizeof rec->reason, "vtable is %u bytes, expected %zu",
+                    be->struct_size, sizeof(em_backend)), false;
+#define REQ(f) if (!be->f) return snprintf(rec->reason, sizeof rec->reason, "required field '" #f "' is NULL"), false
+  REQ(name); REQ(device_count); REQ(alloc); REQ(free); REQ(copy_h2d); REQ(copy_d2h);
+  REQ(copy_d2d); REQ(synchronize); REQ(copy); REQ(fill); REQ(unary); REQ(unary_backward);
+  REQ(binary); REQ(where); REQ(reduce); REQ(gemm); REQ(softmax); REQ(softmax_backward);
+  REQ(layer_norm); REQ(layer_norm_backward); REQ(index_select); REQ(index_add); REQ(gather);
+  REQ(scatter_add); REQ(cross_entropy); REQ(cross_entropy_backward); REQ(random); REQ(dropout);
+#undef REQ
+  if (em__nbackends == EM__MAX_BACKENDS)
+    return snprintf(rec->reason, sizeof rec->reason, "too many backends (max %d)", EM__MAX_BACKENDS), false;
+  return true;
+}
+
+/* Loads one file into a new record. Returns whether it loaded. */
+static bool em__load_file(const char *path, em_plugin_record **out) {
+  em_plugin_record *rec = em__new_record(path);
+  if (out) *out = rec;
+  if (!rec) return false;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return em__reject(rec, NULL, "dlopen failed: %s", dlerror());
+  const em_plugin_info *info = dlsym(h, EM_PLUGIN_INFO_SYMBOL);
+  if (!info)
+    return em__reject(rec, h, "missing symbol '%s' (not an ember plugin?)", EM_PLUGIN_INFO_SYMBOL);
+  rec->kind = (int)info->kind;
+  if (info->kind != EM_PLUGIN_BACKEND && info->kind != EM_PLUGIN_ATTENTION)
+    return em__reject(rec, h, "unknown plugin kind %u", info->kind);
+  if (info->abi_version != em__expected_abi(rec->kind))
+    return em__reject(rec, h, "ABI version mismatch: plugin has %u, this ember expects %u for %s plugins",
+                      info->abi_version, em__expected_abi(rec->kind), em__kind_name(rec->kind));
+  if (!info->name || !info->name[0]) return em__reject(rec, h, "plugin info has no name");
+  snprintf(rec->name, sizeof rec->name, "%s", info->name);
+  snprintf(rec->version, sizeof rec->version, "%s", info->version ? info->version : "");
+  snprintf(rec->description, sizeof rec->description, "%s", info->description ? info->description : "");
+  const em_plugin_record *prev = em_plugin_find(rec->kind, rec->name);
+  if (prev) return em__reject(rec, h, "shadowed by %s", prev->path);
+  em_plugin_init_fn init = (em_plugin_init_fn)(uintptr_t)dlsym(h, EM_PLUGIN_INIT_SYMBOL);
+  if (!init) return em__reject(rec, h, "missing symbol '%s'", EM_PLUGIN_INIT_SYMBOL);
+  char err[400] = "";
+  const void *vt = init(err, sizeof err);
+  if (!vt) return em__reject(rec, h, "init failed: %s", err[0] ? err : "(no reason given)");
+  if (rec->kind == EM_PLUGIN_BACKEND) {
+    if (!em__check_backend(rec, vt)) {
+      em_plugin_fini_fn fini = (em_plugin_fini_fn)(uintptr_t)dlsym(h, EM_PLUGIN_FINI_SYMBOL);
+      if (fini) fini();
+      dlclose(h);
+      return false;
+    }
+    em__backends[em__nbackends++] = vt;
+  }
+  rec->vtable = vt;
+  rec->loaded = true;
+  /* The handle stays open for the life of the process. */
+  return true;
+}
+
+static bool em__seen(const char *path) {
+  for (int i = 0; i < em__nrecords; i++)
+    if (strcmp(em__records[i].path, path) == 0) return true;
+  return false;
+}
+
+static int em__cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Loads every *.so in dir not seen before, in name order. */
+static void em__scan_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char *names[512];
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 512) {
+    size_t len = strlen(e->d_name);
+    if (len > 3 && strcmp(e->d_name + len - 3, ".so") == 0) names[n++] = strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof names[0], em__cmp_str);
+  for (int i = 0; i < n; i++) {
+    char path[1024];
+    if (names[i] && (size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) < sizeof path &&
+        !em__seen(path))
+      em__load_file(path, NULL);
+    free(names[i]);
+  }
+}
+
+/* Calls fn on each search folder, in order. */
+static void em__each_dir(void (*fn)(const char *dir, void *ud), void *ud) {
+  const char *env = getenv("EMBER_PLUGIN_PATH");
+  if (env) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", env);
+    char *save = NULL;
+    for (char *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
+      if (*p) fn(p, ud);
+  }
+  const char *only = getenv("EMBER_PLUGIN_PATH_ONLY");
+  if (only && strcmp(only, "1") == 0) return;
+  fn(EMBER_PLUGIN_INSTALL_DIR, ud);
+  fn(EMBER_PLUGIN_BUILD_DIR, ud);
+}
+
+static void em__scan_cb(const char *dir, void *ud) {
+  (void)ud;
+  em__scan_dir(dir);
+}
+
+static void em__load_all(void) { em__each_dir(em__scan_cb, NULL); }
+
+void em__plugins_ensure_loaded(void) { pthread_once(&em__once, em__load_all); }
+
+void em_plugin_rescan(void) {
+  em__plugins_ensure_loaded();
+  em__load_all();
+}
+
+em_status em_plugin_load(const char *path, const em_plugin_record **out) {
+  em__plugins_ensure_loaded();
+  em_plugin_record *rec = NULL;
+  if (out) *out = NULL;
+  for (int i = 0; i < em__nrecords; i++)
+    if (strcmp(em__records[i].path, path) == 0 && em__records[i].loaded) {
+      if (out) *out = &em__records[i];
+      return EM_OK;
+    }
+  bool ok = em__load_file(path, &rec);
+  if (out) *out = rec;
+  if (!rec) return em_error(EM_ERR_OOM, "load_plugin: out of memory");
+  if (!ok) return em_error(EM_ERR_PLUGIN, "load_plugin: %s: %s", path, rec->reason);
+  return EM_OK;
+}
+
+int em_plugin_count(void) {
+  em__plugins_ensure_loaded();
+  return em__nrecords;
+}
+
+const em_plugin_record *em_plugin_get(int i) {
+  em__plugins_ensure_loaded();
+  return i >= 0 && i < em__nrecords ? &em__records[i] : NULL;
+}
+
+const em_plugin_record *em_plugin_find(int kind, const char *name) {
+  for (int i = 0; i < em__nrecords; i++)
+    if (em__records[i].loaded && em__records[i].kind == kind && strcmp(em__records[i].name, name) == 0)
+      return &em__records[i];
+  return NULL;
+}
+
+struct em__pathbuf { char *buf; size_t n, k; };
+
+static void em__path_cb(const char *dir, void *ud) {
+  struct em__pathbuf *p = ud;
+  if (p->k < p->n) p->k += (size_t)snprintf(p->buf + p->k, p->n - p->k, "%s%s", p->k ? ":" : "", dir);
+}
+
+const char *em_plugin_search_path(char *buf, size_t n) {
+  struct em__pathbuf p = {buf, n, 0};
+  if (n) buf[0] = '\0';
+  em__each_dir(em__path_cb, &p);
+  return buf;
+}
+
+const char *em_plugin_report(int kind, const char *name, char *buf, size_t n) {
+  char path[2048];
+  size_t k = (size_t)snprintf(buf, n, "searched %s", em_plugin_search_path(path, sizeof path));
+  int shown = 0;
+  for (int i = 0; i < em__nrecords && k < n; i++) {
+    const em_plugin_record *r = &em__records[i];
+    if (r->loaded || (r->kind && r->kind != kind)) continue;
+    k += (size_t)snprintf(buf + k, n - k, "%s %s: %s", shown++ ? ";" : "; rejected:", r->path, r->reason);
+  }
+  if (!shown && k < n) snprintf(buf + k, n - k, "; no candidate %s plugin named '%s' was found", em__kind_name(kind), name);
+  return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Backends                                                            */
+/* ------------------------------------------------------------------ */
+
+int em_backend_count(void) {
+  em__plugins_ensure_loaded();
+  return em__nbackends;
+}
+
+const em_backend *em_backend_get(int slot) {
+  return slot >= 0 && slot < em__nbackends ? em__backends[slot] : NULL;
+}
+
+em_status em_backend_find(const char *name, int *slot) {
+  em__plugins_ensure_loaded();
+  for (int i = 0; i < em__nbackends; i++)
+    if (strcmp(em__backends[i]->name, name) == 0) {
+      *slot = i;
+      return EM_OK;
+    }
+  char report[1500];
+  return em_error(EM_ERR_DEVICE, "no '%s' backend is loaded (%s)", name,
+                  em_plugin_report(EM_PLUGIN_BACKEND, name, report, sizeof report));
+}
