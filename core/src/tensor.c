@@ -134,6 +134,13 @@ em_status em__new(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, 
   em_status s = em__storage_new(&t->storage, (size_t)numel * elsize, dev, op);
   if (s != EM_OK) {
     free(t);
+    if (s == EM_ERR_OOM) { /* say which tensor, in the user's terms */
+      char sh[160], msg[512];
+      snprintf(msg, sizeof msg, "%s", em_error_message());
+      return em_error(EM_ERR_OOM, "%s: cannot allocate a tensor of shape %s (%s, %.1f GiB): %s", op,
+                      em_shape_str(ndim, shape, sh, sizeof sh), em_dtype_name(dt),
+                      (double)numel * (double)elsize / (1024.0 * 1024.0 * 1024.0), msg);
+    }
     return s;
   }
   t->refcount = 1;

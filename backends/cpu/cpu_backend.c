@@ -1,0 +1,184 @@
+/*
+** cpu_backend.c -- the CPU backend's vtable, its memory and the plugin
+** exports. The kernels live in the other cpu_*.c files, one per concept.
+**
+** Memory is plain host memory aligned to 64 bytes (a cache line, and
+** enough for any vector unit). Bytes in use are counted so that
+** memory_stats can report them; there is no cache, so `cached` is 0.
+*/
+#include "cpu_internal.h"
+#include "ember_plugin.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* From OpenBLAS (declared here so any cblas.h will do). */
+void openblas_set_num_threads(int num_threads);
+
+#define CPU_ALIGN 64
+#define CPU_MAX_ALLOC ((size_t)1 << 46) /* 64 TiB */
+
+static size_t bytes_in_use; /* updated with __atomic builtins */
+
+static int cpu_device_count(void) { return 1; }
+
+static em_status check_device(const char *what, int device) {
+  if (device != 0)
+    return em_error(EM_ERR_DEVICE, "cpu %s: device %d does not exist (the CPU backend has one device, 0)",
+                    what, device);
+  return EM_OK;
+}
+
+/* "model name" from /proc/cpuinfo when there is one. */
+static em_status cpu_device_name(int device, char *buf, size_t n) {
+  em_status s = check_device("device_name", device);
+  if (s) return s;
+  if (n == 0) return EM_OK;
+  snprintf(buf, n, "cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return EM_OK;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0) continue;
+    char *v = strchr(line, ':');
+    if (!v) break;
+    v++;
+    while (*v == ' ' || *v == '\t') v++;
+    size_t len = strcspn(v, "\n");
+    snprintf(buf, n, "%.*s", (int)len, v);
+    break;
+  }
+  fclose(f);
+  return EM_OK;
+}
+
+static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
+  em_status s = check_device("alloc", device);
+  if (s) return s;
+  *ptr = NULL;
+  if (nbytes == 0) return EM_OK;
+  /* Refuse absurd sizes (an overflowed computation upstream) outright,
+  ** rather than asking the allocator for them. */
+  if (nbytes > CPU_MAX_ALLOC)
+    return em_error(EM_ERR_OOM, "cpu alloc: %zu bytes is more than any host can give (limit %zu)",
+                    nbytes, (size_t)CPU_MAX_ALLOC);
+  /* Rounding up lets vector loops read whole cache lines at the tail. */
+  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+  void *p = NULL;
+  if (posix_memalign(&p, CPU_ALIGN, rounded) != 0 || !p)
+    return em_error(EM_ERR_OOM, "cpu alloc: out of memory allocating %zu bytes (%.1f MiB)",
+                    nbytes, (double)nbytes / (1024.0 * 1024.0));
+  __atomic_add_fetch(&bytes_in_use, nbytes, __ATOMIC_RELAXED);
+  *ptr = p;
+  return EM_OK;
+}
+
+static void cpu_free(int device, void *ptr, size_t nbytes) {
+  (void)device;
+  if (!ptr) return;
+  free(ptr);
+  __atomic_sub_fetch(&bytes_in_use, nbytes, __ATOMIC_RELAXED);
+}
+
+static em_status cpu_copy_bytes(const char *what, void *dst, const void *src, size_t nbytes) {
+  if (nbytes && (!dst || !src))
+    return em_error(EM_ERR_ARG, "cpu %s: NULL pointer for a copy of %zu bytes", what, nbytes);
+  if (nbytes && dst != src) memmove(dst, src, nbytes);
+  return EM_OK;
+}
+
+static em_status cpu_copy_h2d(int device, void *dst, const void *host_src, size_t nbytes) {
+  em_status s = check_device("copy_h2d", device);
+  return s ? s : cpu_copy_bytes("copy_h2d", dst, host_src, nbytes);
+}
+
+static em_status cpu_copy_d2h(int device, void *host_dst, const void *src, size_t nbytes) {
+  em_status s = check_device("copy_d2h", device);
+  return s ? s : cpu_copy_bytes("copy_d2h", host_dst, src, nbytes);
+}
+
+static em_status cpu_copy_d2d(int dst_device, void *dst, int src_device, const void *src,
+                              size_t nbytes) {
+  em_status s = check_device("copy_d2d", dst_device);
+  if (!s) s = check_device("copy_d2d", src_device);
+  return s ? s : cpu_copy_bytes("copy_d2d", dst, src, nbytes);
+}
+
+/* Kernels run synchronously on the calling thread (and its OpenMP team). */
+static em_status cpu_synchronize(int device) { return check_device("synchronize", device); }
+
+static em_status cpu_memory_stats(int device, size_t *in_use, size_t *cached) {
+  em_status s = check_device("memory_stats", device);
+  if (s) return s;
+  if (in_use) *in_use = __atomic_load_n(&bytes_in_use, __ATOMIC_RELAXED);
+  if (cached) *cached = 0;
+  return EM_OK;
+}
+
+static em_status cpu_empty_cache(int device) { return check_device("empty_cache", device); }
+
+/* One knob for both thread pools: our OpenMP loops and OpenBLAS's. */
+static void cpu_set_num_threads(int n) {
+  if (n < 1) n = 1;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
+
+static const em_backend cpu_backend = {
+  .abi_version = EM_BACKEND_ABI_VERSION,
+  .struct_size = sizeof(em_backend),
+  .name = "cpu",
+  .host_memory = true,
+  .device_count = cpu_device_count,
+  .device_name = cpu_device_name,
+  .alloc = cpu_alloc,
+  .free = cpu_free,
+  .copy_h2d = cpu_copy_h2d,
+  .copy_d2h = cpu_copy_d2h,
+  .copy_d2d = cpu_copy_d2d,
+  .synchronize = cpu_synchronize,
+  .memory_stats = cpu_memory_stats,
+  .empty_cache = cpu_empty_cache,
+  .set_num_threads = cpu_set_num_threads,
+  .get_num_threads = cpu_get_num_threads,
+  .copy = cpu_copy,
+  .fill = cpu_fill,
+  .unary = cpu_unary,
+  .unary_backward = cpu_unary_backward,
+  .binary = cpu_binary,
+  .where = cpu_where,
+  .reduce = cpu_reduce,
+  .gemm = cpu_gemm,
+  .softmax = cpu_softmax,
+  .softmax_backward = cpu_softmax_backward,
+  .layer_norm = cpu_layer_norm,
+  .layer_norm_backward = cpu_layer_norm_backward,
+  .index_select = cpu_index_select,
+  .index_add = cpu_index_add,
+  .gather = cpu_gather,
+  .scatter_add = cpu_scatter_add,
+  .cross_entropy = cpu_cross_entropy,
+  .cross_entropy_backward = cpu_cross_entropy_backward,
+  .random = cpu_random,
+  .dropout = cpu_dropout,
+  .adam_step = cpu_adam_step,
+  .sgd_step = cpu_sgd_step,
+  .attention_forward = cpu_attention_forward,
+  .attention_backward = cpu_attention_backward,
+};
+
+/* ---- plugin exports (see ember_plugin.h) ---- */
+
+EM_PLUGIN_EXPORT const em_plugin_info ember_plugin_info = {
+  EM_BACKEND_ABI_VERSION, EM_PLUGIN_BACKEND, "cpu", "0.1.0",
+  "host CPU backend: OpenMP kernels, OpenBLAS gemm, flash-style attention",
+};
+
+EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {
+  (void)err;
+  (void)errlen;
+  return &cpu_backend;
+}

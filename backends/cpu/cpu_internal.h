@@ -1,0 +1,179 @@
+/*
+** cpu_internal.h -- what the CPU backend's files share: the kernel entry
+** points (one file per concept), dtype helpers and the strided iterator.
+** Nothing here is exported from the plugin (-fvisibility=hidden).
+*/
+#ifndef EMBER_CPU_INTERNAL_H
+#define EMBER_CPU_INTERNAL_H
+
+#include "ember.h"
+#include "ember_backend.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Elementwise work below this many elements runs on the calling thread:
+** waking an OpenMP team costs microseconds, a 16-element add a few ns. */
+#define CPU_PAR_MIN 32768
+
+/* for (int64_t VAR = 0; VAR < N; VAR++) { body }, spread over the OpenMP
+** team when PAR is true and on the calling thread otherwise. A plain
+** `if()` clause on the pragma is not enough: libgomp still builds a team
+** of one, which costs more than a whole small kernel. The body may use
+** `continue`, and commas. */
+#define CPU_FOR(PAR, VAR, N, ...)                                             \
+  do {                                                                        \
+    const int64_t cpu_for_n_ = (N);                                           \
+    if (PAR) {                                                                \
+      _Pragma("omp parallel for schedule(static)")                            \
+      for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }          \
+    } else {                                                                  \
+      for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }          \
+    }                                                                         \
+  } while (0)
+
+/* ---- dtypes ---- */
+
+/* The name of a dtype, for messages (kept local so the plugin needs only
+** em_error from libember). */
+const char *cpu_dtype_name(em_dtype dt);
+/* Bytes per element, 0 for an invalid dtype. */
+size_t cpu_dtype_size(em_dtype dt);
+/* EM_ERR_DTYPE "kernel: dtype X is not supported (supported: list)". */
+em_status cpu_bad_dtype(const char *kernel, em_dtype dt, const char *supported);
+
+static inline float cpu_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest even, as PyTorch; NaN stays a (quiet) NaN. */
+static inline uint16_t cpu_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* double -> int64 without undefined behaviour: truncates toward zero,
+** saturates out-of-range values, NaN gives 0. */
+static inline int64_t cpu_f64_to_i64(double x) {
+  if (x != x) return 0;
+  if (x >= 9223372036854775807.0) return INT64_MAX;
+  if (x <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)x;
+}
+
+/* ---- strided iteration over several same-shaped views ---- */
+
+#define CPU_MAX_OPS 4
+
+/* Operands share `shape`; strides are in BYTES so operands of different
+** dtypes (copy with a cast, where's bool condition) walk together. Size-1
+** dims are dropped and dims that are contiguous for every operand are
+** merged, so most tensors become one long run. */
+typedef struct cpu_iter {
+  int ndim; /* >= 1 after init */
+  int nops;
+  int64_t numel;
+  int64_t shape[EM_MAX_DIMS];
+  int64_t stride[CPU_MAX_OPS][EM_MAX_DIMS];
+  char *data[CPU_MAX_OPS];
+} cpu_iter;
+
+/* Checks that the views share a shape (error names `op`) and coalesces. */
+em_status cpu_iter_init(cpu_iter *it, const char *op, int nops, const em_kview *const *views);
+/* True when every operand is a dense run (one dim, stride == elsize). */
+static inline int cpu_iter_dense(const cpu_iter *it, const size_t *elsize) {
+  if (it->ndim != 1) return 0;
+  for (int k = 0; k < it->nops; k++)
+    if (it->stride[k][0] != (int64_t)elsize[k]) return 0;
+  return 1;
+}
+
+/* Processes one run of n elements: p[k] points at operand k's first
+** element, s[k] is its byte stride along the run. */
+typedef void (*cpu_loop_fn)(char **p, const int64_t *s, int64_t n, void *ctx);
+/* Calls fn over every run, in parallel when numel is large. */
+void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, void *ctx);
+
+/* ---- kernels, by file ---- */
+
+/* cpu_elementwise.c */
+em_status cpu_copy(int device, const em_kview *dst, const em_kview *src);
+em_status cpu_fill(int device, const em_kview *dst, double value);
+em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_kview *a,
+                     const em_kview *b);
+em_status cpu_where(int device, const em_kview *out, const em_kview *cond, const em_kview *a,
+                    const em_kview *b);
+
+/* cpu_unary.c */
+em_status cpu_unary(int device, em_unary_op op, const em_kview *out, const em_kview *x,
+                    double alpha, double beta);
+em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n, void *gx,
+                             const void *gy, const void *x, const void *y, double alpha,
+                             double beta);
+
+/* cpu_reduce.c */
+em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_t *idx,
+                     const void *in, int64_t outer, int64_t n, int64_t inner, int correction);
+
+/* cpu_gemm.c */
+em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                   double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
+                   int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
+                   int64_t stride_c, int64_t batch);
+
+/* cpu_softmax_norm.c */
+em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,
+                      bool log);
+em_status cpu_softmax_backward(int device, em_dtype dt, void *gx, const void *gy, const void *y,
+                               int64_t rows, int64_t n, bool log);
+em_status cpu_layer_norm(int device, em_dtype dt, void *y, void *mean, void *rstd, const void *x,
+                         const void *w, const void *b, int64_t rows, int64_t n, double eps);
+em_status cpu_layer_norm_backward(int device, em_dtype dt, void *dx, void *dw, void *db,
+                                  const void *dy, const void *x, const void *mean,
+                                  const void *rstd, const void *w, int64_t rows, int64_t n);
+
+/* cpu_index.c */
+em_status cpu_index_select(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,
+                           int64_t nidx, int64_t outer, int64_t n_in, int64_t inner);
+em_status cpu_index_add(int device, em_dtype dt, void *out, const void *src, const int64_t *idx,
+                        int64_t nidx, int64_t outer, int64_t n_out, int64_t inner);
+em_status cpu_gather(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,
+                     int64_t outer, int64_t n_in, int64_t n_idx, int64_t inner);
+em_status cpu_scatter_add(int device, em_dtype dt, void *out, const void *src, const int64_t *idx,
+                          int64_t outer, int64_t n_out, int64_t n_idx, int64_t inner);
+
+/* cpu_loss.c */
+em_status cpu_cross_entropy(int device, em_dtype dt, void *loss, void *lse, const void *logits,
+                            const int64_t *target, int64_t rows, int64_t classes,
+                            int64_t ignore_index, double smoothing);
+em_status cpu_cross_entropy_backward(int device, em_dtype dt, void *dlogits, const void *dloss,
+                                     const void *logits, const void *lse, const int64_t *target,
+                                     int64_t rows, int64_t classes, int64_t ignore_index,
+                                     double smoothing);
+
+/* cpu_random.c */
+em_status cpu_random(int device, em_random_kind kind, const em_kview *out, double a, double b,
+                     uint64_t seed, uint64_t offset);
+em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void *x, int64_t n,
+                      double p, uint64_t seed, uint64_t offset);
+
+/* cpu_optim.c */
+em_status cpu_adam_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
+                        void *m, void *v, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step, bool decoupled);
+em_status cpu_sgd_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
+                       void *buf, double lr, double momentum, double dampening,
+                       double weight_decay, bool nesterov, bool first_step);
+
+/* cpu_attention.c */
+em_status cpu_attention_forward(int device, const em_attention_args *args);
+em_status cpu_attention_backward(int device, const em_attention_args *args);
+
+#endif

@@ -1,0 +1,109 @@
+/*
+** cpu_loss.c -- cross entropy over the rows of [rows, classes] logits,
+** with ignore_index and label smoothing, as PyTorch defines them:
+**
+**   logp = log_softmax(logits row)
+**   loss = (1 - eps) * (-logp[target]) + eps * mean over classes of (-logp)
+**        = lse - (1 - eps) * x[target] - eps * mean(x)
+**
+** and 0 for a row whose target is ignore_index. The reduction (mean over
+** the kept rows, or sum) is the core's business.
+*/
+#include "cpu_internal.h"
+
+#include <tgmath.h>
+
+static em_status check_args(const char *kernel, em_dtype dt, const int64_t *target, int64_t rows,
+                            int64_t classes, int64_t ignore_index, double smoothing) {
+  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (rows < 0 || classes < 0)
+    return em_error(EM_ERR_SHAPE, "cpu %s: bad sizes rows=%lld classes=%lld", kernel,
+                    (long long)rows, (long long)classes);
+  if (!(smoothing >= 0 && smoothing <= 1))
+    return em_error(EM_ERR_ARG, "cpu %s: label smoothing %g, expected within [0, 1]", kernel,
+                    smoothing);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t t = target[r];
+    if (t != ignore_index && (t < 0 || t >= classes))
+      return em_error(EM_ERR_INDEX,
+                      "cpu %s: target %lld of row %lld is out of range for %lld classes "
+                      "(ignore_index is %lld)",
+                      kernel, (long long)t, (long long)r, (long long)classes,
+                      (long long)ignore_index);
+  }
+  return EM_OK;
+}
+
+#define CE_FORWARD(T)                                                            \
+  do {                                                                           \
+    T *L = loss, *LSE = lse;                                                     \
+    const T *X = logits;                                                         \
+    CPU_FOR(rows * classes > CPU_PAR_MIN, r, rows,                               \
+      const T *x = X + r * classes;                                              \
+      T mx = -INFINITY;                                                          \
+      for (int64_t c = 0; c < classes; c++) mx = x[c] > mx ? x[c] : mx;          \
+      double sum = 0, sumx = 0;                                                  \
+      for (int64_t c = 0; c < classes; c++) {                                    \
+        sum += (double)exp(x[c] - mx);                                           \
+        sumx += (double)x[c];                                                    \
+      }                                                                          \
+      const double l = (double)mx + log(sum);                                    \
+      if (LSE) LSE[r] = (T)l;                                                    \
+      const int64_t t = target[r];                                               \
+      if (t == ignore_index) {                                                   \
+        L[r] = 0;                                                                \
+        continue;                                                                \
+      }                                                                          \
+      double v = (1 - smoothing) * (l - (double)x[t]);                           \
+      if (smoothing > 0) v += smoothing * (l - sumx / (double)classes);          \
+      L[r] = (T)v;);                                                             \
+  } while (0)
+
+em_status cpu_cross_entropy(int device, em_dtype dt, void *loss, void *lse, const void *logits,
+                            const int64_t *target, int64_t rows, int64_t classes,
+                            int64_t ignore_index, double smoothing) {
+  (void)device;
+  em_status s =
+      check_args("cross_entropy", dt, target, rows, classes, ignore_index, smoothing);
+  if (s) return s;
+  if (rows > 0 && classes == 0)
+    return em_error(EM_ERR_SHAPE, "cpu cross_entropy: %lld rows of 0 classes", (long long)rows);
+  if (dt == EM_F32) CE_FORWARD(float);
+  else CE_FORWARD(double);
+  return EM_OK;
+}
+
+/* d loss / d x[c] = softmax(x)[c] - eps / C - (1 - eps) * [c == target] */
+#define CE_BACKWARD(T)                                                           \
+  do {                                                                           \
+    T *G = dlogits;                                                              \
+    const T *X = logits, *DL = dloss, *LSE = lse;                                \
+    const T uni = (T)(smoothing / (double)classes), hit = (T)(1 - smoothing);    \
+    CPU_FOR(rows * classes > CPU_PAR_MIN, r, rows,                               \
+      const T *x = X + r * classes;                                              \
+      T *g = G + r * classes;                                                    \
+      const int64_t t = target[r];                                               \
+      if (t == ignore_index) {                                                   \
+        for (int64_t c = 0; c < classes; c++) g[c] = 0;                          \
+        continue;                                                                \
+      }                                                                          \
+      const T d = DL[r], l = LSE[r];                                             \
+      for (int64_t c = 0; c < classes; c++) g[c] = d * (exp(x[c] - l) - uni);    \
+      g[t] -= d * hit;);                                                         \
+  } while (0)
+
+em_status cpu_cross_entropy_backward(int device, em_dtype dt, void *dlogits, const void *dloss,
+                                     const void *logits, const void *lse, const int64_t *target,
+                                     int64_t rows, int64_t classes, int64_t ignore_index,
+                                     double smoothing) {
+  (void)device;
+  em_status s =
+      check_args("cross_entropy_backward", dt, target, rows, classes, ignore_index, smoothing);
+  if (s) return s;
+  if (rows > 0 && classes > 0 && (!dloss || !lse))
+    return em_error(EM_ERR_ARG,
+                    "cpu cross_entropy_backward: needs dloss and the forward's lse, got NULL");
+  if (dt == EM_F32) CE_BACKWARD(float);
+  else CE_BACKWARD(double);
+  return EM_OK;
+}

@@ -1,0 +1,100 @@
+/*
+** cpu_optim.c -- fused optimizer steps, element by element, in place.
+** Each element's update is computed in double and stored back.
+**
+** Adam / AdamW, as torch.optim.Adam and AdamW (amsgrad off):
+**   g = grad (+ wd * param for Adam)          param *= 1 - lr * wd (AdamW)
+**   m = b1 * m + (1 - b1) * g                 v = b2 * v + (1 - b2) * g^2
+**   param -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+**
+** SGD, as torch.optim.SGD:
+**   d = grad + wd * param
+**   with momentum: buf = d on the first step, else momentum * buf + (1 - dampening) * d;
+**                  d = nesterov ? d + momentum * buf : buf
+**   param -= lr * d
+*/
+#include "cpu_internal.h"
+
+#include <math.h>
+
+#define OPTIM_PAR_MIN 16384
+
+#define ADAM(T)                                                                  \
+  do {                                                                           \
+    T *P = param, *M = m, *V = v;                                                \
+    const T *G = grad;                                                           \
+    CPU_FOR(n > OPTIM_PAR_MIN, i, n,                                             \
+      double p = (double)P[i], g = (double)G[i];                                 \
+      if (decoupled) p *= decay;                                                 \
+      else g += weight_decay * p;                                                \
+      double mi = beta1 * (double)M[i] + (1 - beta1) * g;                        \
+      double vi = beta2 * (double)V[i] + (1 - beta2) * g * g;                    \
+      M[i] = (T)mi; /* continue from the stored values, as PyTorch does */      \
+      V[i] = (T)vi;                                                              \
+      mi = (double)M[i];                                                         \
+      vi = (double)V[i];                                                         \
+      P[i] = (T)(p - step_size * mi / (sqrt(vi) / bc2_sqrt + eps)););            \
+  } while (0)
+
+em_status cpu_adam_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
+                        void *m, void *v, double lr, double beta1, double beta2, double eps,
+                        double weight_decay, int64_t step, bool decoupled) {
+  (void)device;
+  const char *kernel = decoupled ? "adamw_step" : "adam_step";
+  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (step < 1)
+    return em_error(EM_ERR_ARG, "cpu %s: step %lld, expected >= 1 (steps count from 1)", kernel,
+                    (long long)step);
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    return em_error(EM_ERR_ARG, "cpu %s: betas (%g, %g), expected within [0, 1)", kernel, beta1,
+                    beta2);
+  if (n < 0) return em_error(EM_ERR_SHAPE, "cpu %s: n = %lld", kernel, (long long)n);
+  if (n == 0) return EM_OK;
+  if (!param || !grad || !m || !v)
+    return em_error(EM_ERR_ARG, "cpu %s: param, grad, m and v must not be NULL", kernel);
+  const double bc1 = 1 - pow(beta1, (double)step);
+  const double bc2_sqrt = sqrt(1 - pow(beta2, (double)step));
+  const double step_size = lr / bc1;
+  const double decay = 1 - lr * weight_decay;
+  if (dt == EM_F32) ADAM(float);
+  else ADAM(double);
+  return EM_OK;
+}
+
+#define SGD(T)                                                                   \
+  do {                                                                           \
+    T *P = param, *BUF = buf;                                                    \
+    const T *G = grad;                                                           \
+    CPU_FOR(n > OPTIM_PAR_MIN, i, n,                                             \
+      double p = (double)P[i], d = (double)G[i];                                 \
+      if (weight_decay != 0) d += weight_decay * p;                              \
+      if (momentum != 0) {                                                       \
+        double b = first_step ? d : momentum * (double)BUF[i] + (1 - dampening) * d; \
+        BUF[i] = (T)b;                                                           \
+        b = (double)BUF[i];                                                      \
+        d = nesterov ? d + momentum * b : b;                                     \
+      }                                                                          \
+      P[i] = (T)(p - lr * d););                                                  \
+  } while (0)
+
+em_status cpu_sgd_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
+                       void *buf, double lr, double momentum, double dampening,
+                       double weight_decay, bool nesterov, bool first_step) {
+  (void)device;
+  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("sgd_step", dt, "float32, float64");
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    return em_error(EM_ERR_ARG,
+                    "cpu sgd_step: nesterov needs momentum > 0 and dampening 0, got momentum %g, "
+                    "dampening %g",
+                    momentum, dampening);
+  if (n < 0) return em_error(EM_ERR_SHAPE, "cpu sgd_step: n = %lld", (long long)n);
+  if (n == 0) return EM_OK;
+  if (!param || !grad)
+    return em_error(EM_ERR_ARG, "cpu sgd_step: param and grad must not be NULL");
+  if (momentum != 0 && !buf)
+    return em_error(EM_ERR_ARG, "cpu sgd_step: momentum %g needs a momentum buffer, got NULL",
+                    momentum);
+  if (dt == EM_F32) SGD(float);
+  else SGD(double);
+  return EM_OK;
+}

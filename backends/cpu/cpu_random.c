@@ -1,0 +1,94 @@
+/*
+** cpu_random.c -- uniform and normal draws and dropout, following the
+** stream rule of ember_philox.h exactly, so that the CPU and the CUDA
+** backends give the same numbers for the same (seed, offset):
+**
+**   element i uses the Philox block (key = seed, counter = offset + i);
+**   uniform: lo + (hi - lo) * em_philox_uniform_at(...), in double, then
+**            cast to the tensor's dtype;
+**   normal:  mean + std * em_philox_normal_at(...);
+**   dropout: element i is kept iff em_philox_uniform_at(...) >= p.
+**
+** Each element is independent, so the loops split freely over threads.
+*/
+#include "cpu_internal.h"
+#include "ember_philox.h"
+
+/* Philox costs tens of ns per element: threads pay off sooner than for adds. */
+#define RAND_PAR_MIN 4096
+
+static bool kview_contiguous(const em_kview *v) {
+  int64_t want = 1;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    if (v->shape[d] != 1 && v->stride[d] != want) return false;
+    want *= v->shape[d];
+  }
+  return true;
+}
+
+#define DRAW(T, EXPR)                                                            \
+  do {                                                                           \
+    T *o_ = out->data;                                                           \
+    CPU_FOR(n > RAND_PAR_MIN, i, n, o_[i] = (T)(EXPR););                         \
+  } while (0)
+
+em_status cpu_random(int device, em_random_kind kind, const em_kview *out, double a, double b,
+                     uint64_t seed, uint64_t offset) {
+  (void)device;
+  const char *kernel = kind == EM_RAND_UNIFORM ? "random uniform" : "random normal";
+  if (kind != EM_RAND_UNIFORM && kind != EM_RAND_NORMAL)
+    return em_error(EM_ERR_ARG, "cpu random: unknown kind %d", (int)kind);
+  if (out->dtype != EM_F32 && out->dtype != EM_F64)
+    return cpu_bad_dtype(kernel, out->dtype, "float32, float64");
+  if (out->ndim < 0 || out->ndim > EM_MAX_DIMS)
+    return em_error(EM_ERR_ARG, "cpu %s: ndim %d, expected 0..%d", kernel, out->ndim, EM_MAX_DIMS);
+  if (!kview_contiguous(out))
+    return em_error(EM_ERR_ARG, "cpu %s: the output must be contiguous", kernel);
+  int64_t n = 1;
+  for (int d = 0; d < out->ndim; d++) n *= out->shape[d];
+  if (n <= 0) return EM_OK;
+  const double lo = a, span = b - a, mean = a, std = b;
+  if (kind == EM_RAND_UNIFORM) {
+    if (out->dtype == EM_F32) DRAW(float, lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i));
+    else DRAW(double, lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i));
+  } else {
+    if (out->dtype == EM_F32) DRAW(float, mean + std * em_philox_normal_at(seed, offset, (uint64_t)i));
+    else DRAW(double, mean + std * em_philox_normal_at(seed, offset, (uint64_t)i));
+  }
+  return EM_OK;
+}
+
+/* out = x * mask with mask = keep ? 1/(1-p) : 0. A dropped element is an
+** exact 0 even where x is inf or NaN, as PyTorch. */
+#define DROPOUT(T)                                                               \
+  do {                                                                           \
+    T *o_ = out, *m_ = mask;                                                     \
+    const T *x_ = x;                                                             \
+    const T scale = (T)(1.0 / (1.0 - p));                                        \
+    CPU_FOR(n > RAND_PAR_MIN, i, n,                                              \
+      const bool keep = em_philox_uniform_at(seed, offset, (uint64_t)i) >= p;    \
+      if (m_) m_[i] = keep ? scale : (T)0;                                       \
+      if (o_) o_[i] = keep ? x_[i] * scale : (T)0;);                             \
+  } while (0)
+
+em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void *x, int64_t n,
+                      double p, uint64_t seed, uint64_t offset) {
+  (void)device;
+  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("dropout", dt, "float32, float64");
+  if (!(p >= 0 && p <= 1))
+    return em_error(EM_ERR_ARG, "cpu dropout: probability %g, expected within [0, 1]", p);
+  if (n < 0) return em_error(EM_ERR_SHAPE, "cpu dropout: n = %lld", (long long)n);
+  if (n > 0 && out && !x)
+    return em_error(EM_ERR_ARG, "cpu dropout: input x is NULL");
+  if (n == 0) return EM_OK;
+  if (p == 1) {
+    /* nothing is kept (uniform draws are < 1); avoid 1/0 */
+    size_t bytes = (size_t)n * cpu_dtype_size(dt);
+    if (out) memset(out, 0, bytes); /* all-zero bits are 0.0 */
+    if (mask) memset(mask, 0, bytes);
+    return EM_OK;
+  }
+  if (dt == EM_F32) DROPOUT(float);
+  else DROPOUT(double);
+  return EM_OK;
+}

@@ -1,0 +1,86 @@
+/*
+** cpu_reduce.c -- sum, mean, var, max and min along the middle dim of a
+** contiguous [outer, n, inner] tensor.
+**
+** var is two-pass (mean first, then squared deviations), which is as
+** accurate as Welford and simpler. float32 sums accumulate in double.
+** The kernels are written once in cpu_reduce_tmpl.h for each dtype.
+*/
+#include "cpu_internal.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CPU_CAT2(a, b) a##_##b
+#define CPU_CAT(a, b) CPU_CAT2(a, b)
+
+#define T float
+#define ACC double
+#define SUF f32
+#define IS_FLOAT 1
+#include "cpu_reduce_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef IS_FLOAT
+
+#define T double
+#define ACC double
+#define SUF f64
+#define IS_FLOAT 1
+#include "cpu_reduce_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef IS_FLOAT
+
+#define T int64_t
+#define ACC uint64_t
+#define SUF i64
+#define IS_FLOAT 0
+#include "cpu_reduce_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef IS_FLOAT
+
+static const char *reduce_name(em_reduce_op op) {
+  switch (op) {
+    case EM_RED_SUM: return "sum";
+    case EM_RED_MEAN: return "mean";
+    case EM_RED_MAX: return "max";
+    case EM_RED_MIN: return "min";
+    case EM_RED_VAR: return "var";
+    default: return "unknown";
+  }
+}
+
+em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_t *idx,
+                     const void *in, int64_t outer, int64_t n, int64_t inner, int correction) {
+  (void)device;
+  const char *name = reduce_name(op);
+  if ((unsigned)op > EM_RED_VAR) return em_error(EM_ERR_ARG, "cpu reduce: unknown op %d", (int)op);
+  if (outer < 0 || n < 0 || inner < 0)
+    return em_error(EM_ERR_SHAPE, "cpu reduce %s: bad sizes outer=%lld n=%lld inner=%lld", name,
+                    (long long)outer, (long long)n, (long long)inner);
+  if (outer == 0 || inner == 0) return EM_OK;
+  if (n == 0 && (op == EM_RED_MAX || op == EM_RED_MIN))
+    return em_error(EM_ERR_SHAPE, "cpu reduce %s: cannot take the %s of an empty dim (size 0)",
+                    name, name);
+  if (correction < 0)
+    return em_error(EM_ERR_ARG, "cpu reduce var: correction %d, expected >= 0", correction);
+  switch (dt) {
+    case EM_F32: return reduce_f32(op, out, idx, in, outer, n, inner, correction);
+    case EM_F64: return reduce_f64(op, out, idx, in, outer, n, inner, correction);
+    case EM_I64:
+      if (op == EM_RED_MEAN || op == EM_RED_VAR) break;
+      return reduce_i64(op, out, idx, in, outer, n, inner, correction);
+    default: break;
+  }
+  char kernel[32];
+  snprintf(kernel, sizeof kernel, "reduce %s", name);
+  return cpu_bad_dtype(kernel, dt,
+                       op == EM_RED_MEAN || op == EM_RED_VAR ? "float32, float64"
+                                                             : "float32, float64, int64");
+}

@@ -1,0 +1,259 @@
+/*
+** cpu_reduce_tmpl.h -- reductions for one dtype; included by cpu_reduce.c
+** once per dtype with these macros set:
+**   T         element type            ACC  accumulator type of sums
+**   SUF       name suffix             IS_FLOAT  1 for float types
+** Sums of float32 accumulate in double. int64 sums wrap (through uint64).
+*/
+
+#define FN(name) CPU_CAT(name, SUF)
+
+/* Sum of x[0..n), pairwise above a block size for accuracy on long rows. */
+static ACC FN(sum_range)(const T *x, int64_t n) {
+  if (n > 2048) {
+    int64_t h = n / 2;
+    return FN(sum_range)(x, h) + FN(sum_range)(x + h, n - h);
+  }
+  /* four accumulators: independent add chains run in parallel */
+  ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    s0 += (ACC)x[j];
+    s1 += (ACC)x[j + 1];
+    s2 += (ACC)x[j + 2];
+    s3 += (ACC)x[j + 3];
+  }
+  for (; j < n; j++) s0 += (ACC)x[j];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if IS_FLOAT
+/* Sum of squared deviations from `mean` (the second pass of var). */
+static double FN(sqdev_range)(const T *x, int64_t n, double mean) {
+  if (n > 2048) {
+    int64_t h = n / 2;
+    return FN(sqdev_range)(x, h, mean) + FN(sqdev_range)(x + h, n - h, mean);
+  }
+  double s0 = 0, s1 = 0;
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    double d0 = (double)x[j] - mean, d1 = (double)x[j + 1] - mean;
+    s0 += d0 * d0;
+    s1 += d1 * d1;
+  }
+  for (; j < n; j++) {
+    double d = (double)x[j] - mean;
+    s0 += d * d;
+  }
+  return s0 + s1;
+}
+#endif
+
+/* Is v a better extreme than the current best? The first NaN wins, as in
+** torch.max; ties keep the earlier position. */
+#if IS_FLOAT
+#define BETTER(v, best, is_max) \
+  ((best) == (best) && ((v) != (v) || ((is_max) ? (v) > (best) : (v) < (best))))
+#else
+#define BETTER(v, best, is_max) ((is_max) ? (v) > (best) : (v) < (best))
+#endif
+
+/* Extreme of x[0..n) (n >= 1) and its position. */
+static void FN(ext_range)(const T *x, int64_t n, int is_max, T *best, int64_t *at) {
+  T b = x[0];
+  int64_t bi = 0;
+  for (int64_t j = 1; j < n; j++)
+    if (BETTER(x[j], b, is_max)) {
+      b = x[j];
+      bi = j;
+    }
+  *best = b;
+  *at = bi;
+}
+
+/* Writes the result of one row x[0..n) (the inner == 1 layout). */
+static void FN(reduce_row)(em_reduce_op op, const T *x, int64_t n, int correction, T *out,
+                           int64_t *idx) {
+  (void)correction;
+  switch (op) {
+    case EM_RED_SUM: *out = (T)FN(sum_range)(x, n); break;
+#if IS_FLOAT
+    case EM_RED_MEAN: *out = (T)((double)FN(sum_range)(x, n) / (double)n); break;
+    case EM_RED_VAR: {
+      double mean = (double)FN(sum_range)(x, n) / (double)n;
+      double m2 = FN(sqdev_range)(x, n, mean);
+      *out = (T)(m2 / (double)(n - correction > 0 ? n - correction : 0));
+      break;
+    }
+#endif
+    case EM_RED_MAX: case EM_RED_MIN: {
+      T b;
+      int64_t bi;
+      FN(ext_range)(x, n, op == EM_RED_MAX, &b, &bi);
+      *out = b;
+      if (idx) *idx = bi;
+      break;
+    }
+    default: break;
+  }
+}
+
+/* One long row split into fixed-size chunks reduced in parallel; partial
+** results combine in chunk order, so the answer does not depend on the
+** number of threads. */
+#define CHUNK 16384
+static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
+                                         int correction, T *out, int64_t *idx) {
+  (void)correction;
+  int64_t nch = (n + CHUNK - 1) / CHUNK;
+  ACC *part = malloc((size_t)nch * sizeof(ACC));
+  T *pbest = malloc((size_t)nch * sizeof(T));
+  int64_t *pidx = malloc((size_t)nch * sizeof(int64_t));
+  if (!part || !pbest || !pidx) {
+    free(part);
+    free(pbest);
+    free(pidx);
+    return em_error(EM_ERR_OOM, "cpu reduce: out of memory for %lld partial results",
+                    (long long)nch);
+  }
+  if (op == EM_RED_MAX || op == EM_RED_MIN) {
+    int is_max = op == EM_RED_MAX;
+#pragma omp parallel for
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
+      FN(ext_range)(x + j0, len, is_max, &pbest[c], &pidx[c]);
+      pidx[c] += j0;
+    }
+    T b = pbest[0];
+    int64_t bi = pidx[0];
+    for (int64_t c = 1; c < nch; c++)
+      if (BETTER(pbest[c], b, is_max)) {
+        b = pbest[c];
+        bi = pidx[c];
+      }
+    *out = b;
+    if (idx) *idx = bi;
+  } else {
+#pragma omp parallel for
+    for (int64_t c = 0; c < nch; c++) {
+      int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
+      part[c] = FN(sum_range)(x + j0, len);
+    }
+    ACC total = 0;
+    for (int64_t c = 0; c < nch; c++) total += part[c];
+    if (op == EM_RED_SUM) {
+      *out = (T)total;
+    }
+#if IS_FLOAT
+    else {
+      double mean = (double)total / (double)n;
+      if (op == EM_RED_MEAN) {
+        *out = (T)mean;
+      } else {
+#pragma omp parallel for
+        for (int64_t c = 0; c < nch; c++) {
+          int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
+          part[c] = FN(sqdev_range)(x + j0, len, mean);
+        }
+        double m2 = 0;
+        for (int64_t c = 0; c < nch; c++) m2 += part[c];
+        *out = (T)(m2 / (double)(n - correction > 0 ? n - correction : 0));
+      }
+    }
+#endif
+  }
+  free(part);
+  free(pbest);
+  free(pidx);
+  return EM_OK;
+}
+#undef CHUNK
+
+/* The [outer, n, inner > 1] layout: for each outer slice, a block of up to
+** IB adjacent columns is reduced together, reading contiguous pieces. */
+#define IB 64
+static void FN(reduce_block)(em_reduce_op op, const T *x, int64_t n, int64_t inner, int64_t nb,
+                             int correction, T *out, int64_t *idx) {
+  if (op == EM_RED_MAX || op == EM_RED_MIN) {
+    int is_max = op == EM_RED_MAX;
+    T best[IB];
+    int64_t at[IB];
+    for (int64_t i = 0; i < nb; i++) {
+      best[i] = x[i];
+      at[i] = 0;
+    }
+    for (int64_t j = 1; j < n; j++) {
+      const T *row = x + j * inner;
+      for (int64_t i = 0; i < nb; i++)
+        if (BETTER(row[i], best[i], is_max)) {
+          best[i] = row[i];
+          at[i] = j;
+        }
+    }
+    for (int64_t i = 0; i < nb; i++) {
+      out[i] = best[i];
+      if (idx) idx[i] = at[i];
+    }
+    return;
+  }
+  ACC acc[IB];
+  for (int64_t i = 0; i < nb; i++) acc[i] = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const T *row = x + j * inner;
+    for (int64_t i = 0; i < nb; i++) acc[i] += (ACC)row[i];
+  }
+  if (op == EM_RED_SUM) {
+    for (int64_t i = 0; i < nb; i++) out[i] = (T)acc[i];
+    return;
+  }
+#if IS_FLOAT
+  double mean[IB];
+  for (int64_t i = 0; i < nb; i++) mean[i] = (double)acc[i] / (double)n;
+  if (op == EM_RED_MEAN) {
+    for (int64_t i = 0; i < nb; i++) out[i] = (T)mean[i];
+    return;
+  }
+  double m2[IB];
+  for (int64_t i = 0; i < nb; i++) m2[i] = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const T *row = x + j * inner;
+    for (int64_t i = 0; i < nb; i++) {
+      double d = (double)row[i] - mean[i];
+      m2[i] += d * d;
+    }
+  }
+  double div = (double)(n - correction > 0 ? n - correction : 0);
+  for (int64_t i = 0; i < nb; i++) out[i] = (T)(m2[i] / div);
+#else
+  (void)correction;
+#endif
+}
+
+static em_status FN(reduce)(em_reduce_op op, T *out, int64_t *idx, const T *in, int64_t outer,
+                            int64_t n, int64_t inner, int correction) {
+  int64_t total = outer * n * inner;
+  if (inner == 1) {
+    if (total > CPU_PAR_MIN && outer < 2 * (int64_t)omp_get_max_threads()) {
+      for (int64_t o = 0; o < outer; o++) {
+        em_status s = FN(reduce_row_parallel)(op, in + o * n, n, correction, out + o,
+                                              idx ? idx + o : NULL);
+        if (s) return s;
+      }
+      return EM_OK;
+    }
+    CPU_FOR(total > CPU_PAR_MIN, o, outer,
+            FN(reduce_row)(op, in + o * n, n, correction, out + o, idx ? idx + o : NULL););
+    return EM_OK;
+  }
+  int64_t nblk = (inner + IB - 1) / IB;
+  CPU_FOR(total > CPU_PAR_MIN, t, outer * nblk,
+    int64_t o = t / nblk, i0 = (t % nblk) * IB;
+    int64_t nb = inner - i0 < IB ? inner - i0 : IB;
+    FN(reduce_block)(op, in + o * n * inner + i0, n, inner, nb, correction,
+                     out + o * inner + i0, idx ? idx + o * inner + i0 : NULL););
+  return EM_OK;
+}
+#undef IB
+
+#undef BETTER
+#undef FN

@@ -1,0 +1,80 @@
+/*
+** cpu_softmax_norm.c -- softmax, log_softmax and layer norm over the rows
+** of a contiguous [rows, n] tensor, forward and backward.
+**
+** softmax subtracts the row max before exp(); log_softmax is x minus the
+** row's logsumexp; layer norm uses a two-pass variance. The kernels are in
+** cpu_softmax_norm_tmpl.h, written once for float and double.
+*/
+#include "cpu_internal.h"
+
+#include <tgmath.h>
+
+#define CPU_CAT2(a, b) a##_##b
+#define CPU_CAT(a, b) CPU_CAT2(a, b)
+
+#define T float
+#define SUF f32
+#include "cpu_softmax_norm_tmpl.h"
+#undef T
+#undef SUF
+
+#define T double
+#define SUF f64
+#include "cpu_softmax_norm_tmpl.h"
+#undef T
+#undef SUF
+
+static em_status check_rows(const char *kernel, em_dtype dt, int64_t rows, int64_t n) {
+  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (rows < 0 || n < 0)
+    return em_error(EM_ERR_SHAPE, "cpu %s: bad sizes rows=%lld n=%lld", kernel, (long long)rows,
+                    (long long)n);
+  return EM_OK;
+}
+
+em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,
+                      bool log) {
+  (void)device;
+  em_status s = check_rows(log ? "log_softmax" : "softmax", dt, rows, n);
+  if (s) return s;
+  if (dt == EM_F32) softmax_f32(out, x, rows, n, log);
+  else softmax_f64(out, x, rows, n, log);
+  return EM_OK;
+}
+
+em_status cpu_softmax_backward(int device, em_dtype dt, void *gx, const void *gy, const void *y,
+                               int64_t rows, int64_t n, bool log) {
+  (void)device;
+  em_status s = check_rows(log ? "log_softmax_backward" : "softmax_backward", dt, rows, n);
+  if (s) return s;
+  if (dt == EM_F32) softmax_backward_f32(gx, gy, y, rows, n, log);
+  else softmax_backward_f64(gx, gy, y, rows, n, log);
+  return EM_OK;
+}
+
+em_status cpu_layer_norm(int device, em_dtype dt, void *y, void *mean, void *rstd, const void *x,
+                         const void *w, const void *b, int64_t rows, int64_t n, double eps) {
+  (void)device;
+  em_status s = check_rows("layer_norm", dt, rows, n);
+  if (s) return s;
+  if (n == 0 && rows > 0)
+    return em_error(EM_ERR_SHAPE, "cpu layer_norm: cannot normalise rows of size 0");
+  if (!(eps >= 0)) return em_error(EM_ERR_ARG, "cpu layer_norm: eps %g, expected >= 0", eps);
+  if (dt == EM_F32) layer_norm_f32(y, mean, rstd, x, w, b, rows, n, eps);
+  else layer_norm_f64(y, mean, rstd, x, w, b, rows, n, eps);
+  return EM_OK;
+}
+
+em_status cpu_layer_norm_backward(int device, em_dtype dt, void *dx, void *dw, void *db,
+                                  const void *dy, const void *x, const void *mean,
+                                  const void *rstd, const void *w, int64_t rows, int64_t n) {
+  (void)device;
+  em_status s = check_rows("layer_norm_backward", dt, rows, n);
+  if (s) return s;
+  if (rows > 0 && n > 0 && (!mean || !rstd))
+    return em_error(EM_ERR_ARG, "cpu layer_norm_backward: needs the forward's mean and rstd, got NULL");
+  if (dt == EM_F32) layer_norm_backward_f32(dx, dw, db, dy, x, mean, rstd, w, rows, n);
+  else layer_norm_backward_f64(dx, dw, db, dy, x, mean, rstd, w, rows, n);
+  return EM_OK;
+}

@@ -1,0 +1,139 @@
+/*
+** cpu_softmax_norm_tmpl.h -- softmax and layer norm for one float type;
+** included by cpu_softmax_norm.c with T (float or double) and SUF set.
+** Each kernel is a function of one row, run over the rows by CPU_FOR.
+** Row sums accumulate in double; <tgmath.h> picks expf for float.
+*/
+
+#define FN(name) CPU_CAT(name, SUF)
+
+static void FN(softmax_row)(T *yr, const T *xr, int64_t n, bool log_) {
+  /* subtracting the row max keeps exp() from overflowing */
+  T mx = -INFINITY;
+  for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
+  double sum = 0;
+  if (log_) {
+    for (int64_t j = 0; j < n; j++) sum += (double)exp(xr[j] - mx);
+    const T shift = mx + (T)log(sum); /* logsumexp of the row */
+    for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - shift;
+  } else {
+    for (int64_t j = 0; j < n; j++) {
+      T e = exp(xr[j] - mx);
+      yr[j] = e;
+      sum += (double)e;
+    }
+    const T inv = (T)(1.0 / sum);
+    for (int64_t j = 0; j < n; j++) yr[j] *= inv;
+  }
+}
+
+static void FN(softmax)(T *out, const T *x, int64_t rows, int64_t n, bool log_) {
+  CPU_FOR(rows * n > CPU_PAR_MIN, r, rows, FN(softmax_row)(out + r * n, x + r * n, n, log_););
+}
+
+/* softmax:     gx = y * (gy - sum(gy * y))
+** log_softmax: gx = gy - exp(y) * sum(gy) */
+static void FN(softmax_backward_row)(T *d, const T *g, const T *yr, int64_t n, bool log_) {
+  double sum = 0;
+  if (log_) {
+    for (int64_t j = 0; j < n; j++) sum += (double)g[j];
+    const T s = (T)sum;
+    for (int64_t j = 0; j < n; j++) d[j] = g[j] - exp(yr[j]) * s;
+  } else {
+    for (int64_t j = 0; j < n; j++) sum += (double)g[j] * (double)yr[j];
+    const T s = (T)sum;
+    for (int64_t j = 0; j < n; j++) d[j] = yr[j] * (g[j] - s);
+  }
+}
+
+static void FN(softmax_backward)(T *gx, const T *gy, const T *y, int64_t rows, int64_t n,
+                                 bool log_) {
+  CPU_FOR(rows * n > CPU_PAR_MIN, r, rows,
+          FN(softmax_backward_row)(gx + r * n, gy + r * n, y + r * n, n, log_););
+}
+
+static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
+                               int64_t n, double eps) {
+  double sum = 0;
+  for (int64_t j = 0; j < n; j++) sum += (double)xr[j];
+  const double mu = sum / (double)n;
+  double m2 = 0; /* two passes: the variance never goes negative */
+  for (int64_t j = 0; j < n; j++) {
+    double d = (double)xr[j] - mu;
+    m2 += d * d;
+  }
+  const double rs = 1.0 / sqrt(m2 / (double)n + eps);
+  if (mean) *mean = (T)mu;
+  if (rstd) *rstd = (T)rs;
+  const T tmu = (T)mu, trs = (T)rs;
+  if (w && b)
+    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs * w[j] + b[j];
+  else if (w)
+    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs * w[j];
+  else if (b)
+    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs + b[j];
+  else
+    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs;
+}
+
+static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b,
+                           int64_t rows, int64_t n, double eps) {
+  CPU_FOR(rows * n > CPU_PAR_MIN, r, rows,
+          FN(layer_norm_row)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n,
+                             w, b, n, eps););
+}
+
+/* With xhat = (x - mean) * rstd and g = dy * w:
+**   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) */
+static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu, T rs, const T *w,
+                                  int64_t n) {
+  double sg = 0, sgx = 0;
+  for (int64_t j = 0; j < n; j++) {
+    T g = w ? dyr[j] * w[j] : dyr[j];
+    sg += (double)g;
+    sgx += (double)g * (double)((xr[j] - mu) * rs);
+  }
+  const T a = (T)(sg / (double)n), c = (T)(sgx / (double)n);
+  for (int64_t j = 0; j < n; j++) {
+    T g = w ? dyr[j] * w[j] : dyr[j];
+    dxr[j] = rs * (g - a - (xr[j] - mu) * rs * c);
+  }
+}
+
+/* dw = sum over rows of dy * xhat, db = sum over rows of dy, for the
+** columns [j0, j0 + nb): the block reads its piece of every row, so no two
+** blocks collide and the sums do not depend on the thread count. */
+enum { FN(LN_CB) = 64 };
+static void FN(layer_norm_dwdb_block)(T *dw, T *db, const T *dy, const T *x, const T *mean,
+                                      const T *rstd, int64_t rows, int64_t n, int64_t j0,
+                                      int64_t nb) {
+  double aw[FN(LN_CB)], ab[FN(LN_CB)];
+  for (int64_t j = 0; j < nb; j++) aw[j] = ab[j] = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    const T *xr = x + r * n + j0, *dyr = dy + r * n + j0;
+    const T mu = mean[r], rs = rstd[r];
+    for (int64_t j = 0; j < nb; j++) {
+      aw[j] += (double)(dyr[j] * ((xr[j] - mu) * rs));
+      ab[j] += (double)dyr[j];
+    }
+  }
+  for (int64_t j = 0; j < nb; j++) {
+    if (dw) dw[j0 + j] = (T)aw[j];
+    if (db) db[j0 + j] = (T)ab[j];
+  }
+}
+
+static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x, const T *mean,
+                                    const T *rstd, const T *w, int64_t rows, int64_t n) {
+  const bool par = rows * n > CPU_PAR_MIN;
+  CPU_FOR(par, r, rows,
+          FN(layer_norm_dx_row)(dx + r * n, dy + r * n, x + r * n, mean[r], rstd[r], w, n););
+  if (!dw && !db) return;
+  const int64_t nblk = (n + FN(LN_CB) - 1) / FN(LN_CB);
+  CPU_FOR(par, blk, nblk,
+    const int64_t j0 = blk * FN(LN_CB);
+    FN(layer_norm_dwdb_block)(dw, db, dy, x, mean, rstd, rows, n, j0,
+                              n - j0 < FN(LN_CB) ? n - j0 : FN(LN_CB)););
+}
+
+#undef FN

@@ -1,0 +1,155 @@
+/*
+** cuda_attention_fwd.cu -- fused scaled-dot-product attention, forward,
+** flash style (online softmax, O(L) memory).
+**
+** A block owns 64 queries of one (batch, head) and walks the key tiles:
+**   S = scale * Q K^T + bias, masked scores -inf       (64 x 64, registers)
+**   per row: m_new = max(m, rowmax S), r = exp(m - m_new),
+**            P = exp(S - m_new), l = l * r + rowsum P, O = O * r + Z(P) V
+** with Z the dropout factor of each probability (the normaliser l counts
+** every visible key, as dropout(softmax(S)) V). At the end out = O / l and
+** lse = m + log l. In causal mode the key loop stops at the last key any
+** query of the tile can see (emc_causal_key_end), so tiles wholly in the
+** future are never touched. Inputs may be bfloat16; everything is computed
+** in float. See cuda_attention.cuh for the thread layout and mask rule.
+*/
+#include "cuda_attention.cuh"
+
+template <class T, int NCH>
+__global__ void __launch_bounds__(ATT_T *ATT_T)
+attention_forward_kernel(AttParams p, int64_t q_tiles) {
+  __shared__ float Qs[ATT_BQ][ATT_DC + 1];
+  __shared__ float Ks[ATT_BK][ATT_DC + 1];
+  __shared__ float Vs[ATT_BK][ATT_DC + 1];
+  __shared__ float Ps[ATT_BQ][ATT_BK + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t bh = blockIdx.x / q_tiles, q0 = (blockIdx.x % q_tiles) * ATT_BQ;
+  const int64_t b = bh / p.H, h = bh % p.H;
+  const T *Q = (const T *)p.q + bh * p.Lq * p.dk;
+  const T *K = (const T *)p.k + bh * p.Lk * p.dk;
+  const T *V = (const T *)p.v + bh * p.Lk * p.dv;
+
+  float o[4][NCH], m[4], l[4];
+#pragma unroll
+  for (int a = 0; a < 4; a++) {
+    m[a] = -INFINITY;
+    l[a] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < NCH; c++) o[a][c] = 0.0f;
+  }
+
+  const int64_t kend = p.causal ? emc_causal_key_end(q0, ATT_BQ, p.Lq, p.Lk) : p.Lk;
+  for (int64_t k0 = 0; k0 < kend; k0 += ATT_BK) {
+    __syncthreads(); /* the previous tile's readers of Ps are done */
+    /* S = Q K^T over the head dim, 16 columns at a time. */
+    float s[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) s[a][c] = 0.0f;
+    for (int64_t c0 = 0; c0 < p.dk; c0 += ATT_DC) {
+      __syncthreads();
+      att_load_chunk<T>(Qs, Q, p.Lq, p.dk, q0, c0);
+      att_load_chunk<T>(Ks, K, p.Lk, p.dk, k0, c0);
+      __syncthreads();
+#pragma unroll 4
+      for (int kk = 0; kk < ATT_DC; kk++) {
+        float qv[4], kv[4];
+#pragma unroll
+        for (int a = 0; a < 4; a++) qv[a] = Qs[ty + 16 * a][kk];
+#pragma unroll
+        for (int c = 0; c < 4; c++) kv[c] = Ks[tx + 16 * c][kk];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+          for (int c = 0; c < 4; c++) s[a][c] += qv[a] * kv[c];
+      }
+    }
+    /* Scale, bias and masks, then the online softmax of each row. */
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+      const int64_t i = q0 + ty + 16 * a;
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const int64_t j = k0 + tx + 16 * c;
+        s[a][c] = att_masked(p, b, i, j) ? -INFINITY : att_score(p, s[a][c], b, h, i, j);
+        tile_max = fmaxf(tile_max, s[a][c]);
+      }
+      const float m_new = fmaxf(m[a], att_row_max(tile_max));
+      const float r = emc_online_rescale(m[a], m_new), base = emc_online_base(m_new);
+      float row = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        float pr = expf(s[a][c] - base);
+        row += pr;
+        Ps[ty + 16 * a][tx + 16 * c] = pr * att_dropout(p, bh, i, k0 + tx + 16 * c);
+      }
+      l[a] = l[a] * r + att_row_sum(row);
+      m[a] = m_new;
+#pragma unroll
+      for (int c = 0; c < NCH; c++) o[a][c] *= r;
+    }
+    __syncthreads();
+    /* O += P V, 16 value columns at a time; the thread's column is ch*16+tx. */
+#pragma unroll
+    for (int ch = 0; ch < NCH; ch++) {
+      if (ch * ATT_DC >= p.dv) break; /* the same for every thread */
+      __syncthreads();
+      att_load_chunk<T>(Vs, V, p.Lk, p.dv, k0, ch * ATT_DC);
+      __syncthreads();
+#pragma unroll 8
+      for (int c = 0; c < ATT_BK; c++) {
+        const float vv = Vs[c][tx];
+#pragma unroll
+        for (int a = 0; a < 4; a++) o[a][ch] += Ps[ty + 16 * a][c] * vv;
+      }
+    }
+  }
+
+  /* out = O / l (0 for a row with nothing visible), lse = m + log l. */
+  T *out = (T *)p.out + bh * p.Lq * p.dv;
+#pragma unroll
+  for (int a = 0; a < 4; a++) {
+    const int64_t i = q0 + ty + 16 * a;
+    if (i >= p.Lq) continue;
+    const float inv = l[a] > 0.0f ? 1.0f / l[a] : 0.0f;
+#pragma unroll
+    for (int ch = 0; ch < NCH; ch++) {
+      const int64_t col = ch * ATT_DC + tx;
+      if (col < p.dv) out[i * p.dv + col] = from_acc<T>(o[a][ch] * inv);
+    }
+    if (tx == 0) p.lse[bh * p.Lq + i] = emc_attn_lse(m[a], l[a]);
+  }
+}
+
+template <class T, int NCH>
+static void launch_forward(emc_device *d, const AttParams &p) {
+  int64_t q_tiles = emc_attn_tiles(p.Lq, ATT_BQ);
+  auto k = attention_forward_kernel<T, NCH>;
+  EMC_LAUNCH(k, emc_grid(p.B * p.H * q_tiles), dim3(ATT_T, ATT_T), d->stream, p, q_tiles);
+}
+
+template <class T>
+static void launch_forward_t(emc_device *d, const AttParams &p) {
+  switch (att_nch(p.dk, p.dv)) {
+    case 4: launch_forward<T, 4>(d, p); break;
+    case 8: launch_forward<T, 8>(d, p); break;
+    default: launch_forward<T, 16>(d, p); break;
+  }
+}
+
+extern "C" em_status emc_attention_forward(int device, const em_attention_args *args) {
+  const char *kernel = "attention_forward";
+  AttParams p;
+  em_status s = att_prepare(kernel, args, false, &p);
+  if (s || p.B * p.H * p.Lq == 0) return s;
+  if (p.B * p.H * emc_attn_tiles(p.Lq, ATT_BQ) > 0x7fffffffLL)
+    return em_error(EM_ERR_UNSUPPORTED, "cuda %s: B*H*Lq/64 = %lld blocks exceed the grid limit",
+                    kernel, (long long)(p.B * p.H * emc_attn_tiles(p.Lq, ATT_BQ)));
+  emc_device *d;
+  if ((s = emc_device_get(device, kernel, &d))) return s;
+  if (args->dtype == EM_F32) launch_forward_t<float>(d, p);
+  else launch_forward_t<bf16_t>(d, p);
+  return emc_launch_status(kernel);
+}

@@ -1,0 +1,355 @@
+/*
+** l_autograd.c -- autograd from Lua: t:backward(), grad mode, and
+** ember.Function, ops whose forward and backward are Lua functions.
+**
+** A Function's node carries a C context with registry references to the
+** Lua backward and the ctx table. The engine calls the backward from C, so
+** the Lua call runs under lua_pcall: a Lua error must not longjmp through
+** the engine, it becomes EM_ERR_AUTOGRAD with the Lua message, and
+** t:backward() raises it again as a Lua error.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lember.h"
+
+/* The thread that called t:backward(), so Lua backwards run on it. */
+static _Thread_local lua_State *backward_thread;
+
+em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain) {
+  lua_State *prev = backward_thread;
+  backward_thread = L;
+  em_status s = em_backward(root, grad, retain);
+  backward_thread = prev;
+  return s;
+}
+
+/* t:backward([grad] [, retain_graph]) */
+static int m_backward(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  em_tensor *g = NULL;
+  int retain = 0;
+  if (lua_isboolean(L, 2)) { /* t:backward(true) */
+    retain = lua_toboolean(L, 2);
+  } else {
+    if (!lua_isnoneornil(L, 2)) g = lember_checktensor(L, 2);
+    if (!lua_isnoneornil(L, 3)) {
+      luaL_checktype(L, 3, LUA_TBOOLEAN);
+      retain = lua_toboolean(L, 3);
+    }
+  }
+  em_status s = lember_backward(L, t, g, retain);
+  if (s) return lember_error(L, "backward", s);
+  return 0;
+}
+
+/* t:requires_grad_([on=true]) returns t */
+static int m_requires_grad_(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int on = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
+  em_status s = em_set_requires_grad(t, on);
+  if (s) return lember_error(L, "requires_grad_", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* ember.no_grad(fn, ...) runs fn with grad mode off and returns its results. */
+static int f_no_grad(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  bool prev = em_set_grad_enabled(false);
+  int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  em_set_grad_enabled(prev);
+  if (status != LUA_OK) return lua_error(L);
+  return lua_gettop(L);
+}
+
+static int f_set_grad_enabled(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  lua_pushboolean(L, em_set_grad_enabled(lua_toboolean(L, 1)));
+  return 1;
+}
+
+static int f_is_grad_enabled(lua_State *L) {
+  lua_pushboolean(L, em_grad_enabled());
+  return 1;
+}
+
+/* ---------------------------------------------------------------- */
+/* ember.Function                                                    */
+/* ---------------------------------------------------------------- */
+
+/* One em_opdef per Function name, kept for the life of the process: nodes
+** point at their opdef and may outlive the Function that made them. */
+typedef struct named_opdef {
+  em_opdef def;
+  struct named_opdef *next;
+  char name[64];
+} named_opdef;
+
+static named_opdef *opdefs;
+
+static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx);
+static void lua_fn_free(void *ctx);
+
+static const em_opdef *opdef_for(const char *name) {
+  for (named_opdef *d = opdefs; d; d = d->next)
+    if (strcmp(d->name, name) == 0) return &d->def;
+  named_opdef *d = (named_opdef *)calloc(1, sizeof *d);
+  if (!d) return NULL;
+  snprintf(d->name, sizeof d->name, "%s", name);
+  d->def.name = d->name;
+  d->def.backward = lua_fn_backward;
+  d->def.free_ctx = lua_fn_free;
+  d->next = opdefs;
+  opdefs = d;
+  return &d->def;
+}
+
+/* The C context of one Function node. */
+typedef struct lua_fn_ctx {
+  lua_State *main;   /* the main thread, for refs; backward runs on backward_thread */
+  int backward_ref;  /* registry: the Lua backward */
+  int ctx_ref;       /* registry: the ctx table */
+  const char *name;
+  int n_args;        /* arguments of forward after ctx */
+  int n_in;          /* of which tensors */
+  int pos[];         /* 1-based argument position of each tensor input */
+} lua_fn_ctx;
+
+static lua_State *main_thread(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *m = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  return m;
+}
+
+static void lua_fn_free(void *p) {
+  lua_fn_ctx *c = (lua_fn_ctx *)p;
+  if (!c) return;
+  /* May run from a finalizer while another thread runs; the main
+  ** thread's stack is only borrowed for the two unrefs. */
+  if (lua_checkstack(c->main, 4)) {
+    luaL_unref(c->main, LUA_REGISTRYINDEX, c->backward_ref);
+    luaL_unref(c->main, LUA_REGISTRYINDEX, c->ctx_ref);
+  }
+  free(c);
+}
+
+typedef struct backward_call {
+  em_node *node;
+  lua_fn_ctx *c;
+  em_tensor *gy;
+  em_tensor **gx;
+} backward_call;
+
+/* Runs under lua_pcall: calls the Lua backward and collects gradients. */
+static int backward_protected(lua_State *L) {
+  backward_call *b = (backward_call *)lua_touserdata(L, 1);
+  lua_fn_ctx *c = b->c;
+  em_node *node = b->node;
+  char s1[128], s2[128];
+  luaL_checkstack(L, c->n_args + 4, "ember.Function backward");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->backward_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->ctx_ref);
+  lember_pushtensor(L, em_retain(b->gy));
+  lua_call(L, 2, c->n_args);
+  int base = lua_gettop(L) - c->n_args; /* result k is at base + k */
+  for (int i = 0; i < c->n_in; i++) {
+    int at = base + c->pos[i];
+    if (lua_isnil(L, at)) continue;
+    em_tensor *g = lember_testtensor(L, at);
+    if (!g)
+      return luaL_error(L, "backward returned a %s for argument %d, expected a tensor or nil",
+                        luaL_typename(L, at), c->pos[i]);
+    if (g->ndim != node->in_ndim[i] ||
+        memcmp(g->shape, node->in_shape[i], sizeof(int64_t) * g->ndim) != 0)
+      return luaL_error(L, "backward returned a gradient of shape %s for argument %d of shape %s",
+                        em_shape_str(g->ndim, g->shape, s1, sizeof s1), c->pos[i],
+                        em_shape_str(node->in_ndim[i], node->in_shape[i], s2, sizeof s2));
+    b->gx[i] = em_retain(g);
+  }
+  return 0;
+}
+
+static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
+  lua_fn_ctx *c = (lua_fn_ctx *)node->ctx;
+  lua_State *L = backward_thread;
+  if (!L || main_thread(L) != c->main) L = c->main;
+  if (!lua_checkstack(L, 8))
+    return em_error(EM_ERR_AUTOGRAD, "%s: no Lua stack space to run the backward", c->name);
+  backward_call b = {node, c, gy, gx};
+  for (int i = 0; i < c->n_in; i++) gx[i] = NULL;
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, backward_protected);
+  lua_pushlightuserdata(L, &b);
+  int status = lua_pcall(L, 1, 0, 0);
+  if (status == LUA_OK) {
+    lua_settop(L, top);
+    return EM_OK;
+  }
+  const char *msg = lua_tostring(L, -1);
+  em_status s = em_error(EM_ERR_AUTOGRAD, "%s: error in the Lua backward: %s", c->name,
+                         msg ? msg : "(error object is not a string)");
+  lua_settop(L, top);
+  for (int i = 0; i < c->n_in; i++) {
+    em_release(gx[i]);
+    gx[i] = NULL;
+  }
+  return s;
+}
+
+/* ctx:save_for_backward(t1, ...) stores detached aliases in ctx.saved, so
+** the ctx (held by the node) does not keep the graph alive. */
+static int ctx_save_for_backward(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = lua_gettop(L) - 1;
+  lua_createtable(L, n, 1);
+  for (int i = 1; i <= n; i++) {
+    em_tensor *t = lember_testtensor(L, i + 1);
+    if (t) {
+      em_tensor **out = lember_newslot(L);
+      em_status s = em_detach(out, t);
+      if (s) return lember_error(L, "save_for_backward", s);
+      lember_account(L, *out);
+    } else {
+      lua_pushvalue(L, i + 1);
+    }
+    lua_rawseti(L, -2, i);
+  }
+  lua_pushinteger(L, n);
+  lua_setfield(L, -2, "n");
+  lua_setfield(L, 1, "saved");
+  return 0;
+}
+
+static const char fn_mt_key = 'F';
+static const char ctx_mt_key = 'C';
+
+/* F(...) runs forward(ctx, ...) with grad off and records a node. */
+static int fn_call(lua_State *L) {
+  int nargs = lua_gettop(L) - 1; /* after the Function itself */
+  em_tensor *inputs[64];
+  int pos[64];
+  int n_in = 0;
+  const char *name;
+  lua_getfield(L, 1, "name");
+  name = lua_tostring(L, -1);
+  lua_pop(L, 1); /* the Function table keeps the string alive */
+  for (int i = 1; i <= nargs; i++) {
+    em_tensor *t = lember_testtensor(L, i + 1);
+    if (!t) continue;
+    if (n_in == 64) return luaL_error(L, "ember.Function '%s': at most 64 tensor inputs", name);
+    inputs[n_in] = t;
+    pos[n_in++] = i;
+  }
+  /* ctx table */
+  lua_newtable(L);
+  int ctx = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  lua_setmetatable(L, ctx);
+  lua_newtable(L);
+  lua_setfield(L, ctx, "saved");
+  /* forward(ctx, ...) with grad mode off */
+  luaL_checkstack(L, nargs + 4, "ember.Function");
+  lua_getfield(L, 1, "forward");
+  lua_pushvalue(L, ctx);
+  for (int i = 1; i <= nargs; i++) lua_pushvalue(L, i + 1);
+  bool prev = em_set_grad_enabled(false);
+  int status = lua_pcall(L, nargs + 1, 1, 0);
+  em_set_grad_enabled(prev);
+  if (status != LUA_OK) return lua_error(L);
+  int res = lua_gettop(L);
+  em_tensor *y = lember_testtensor(L, res);
+  if (!y)
+    return luaL_error(L, "ember.Function '%s': forward must return a tensor, got %s", name,
+                      luaL_typename(L, res));
+  if (!em_autograd_needed(n_in, inputs)) return 1;
+
+  /* The output gets its own header (forward may return an input or a
+  ** view of one), and the node records the op on it. */
+  const em_opdef *def = opdef_for(name);
+  lua_fn_ctx *c = def ? (lua_fn_ctx *)malloc(sizeof *c + sizeof(int) * (size_t)n_in) : NULL;
+  if (!c) return luaL_error(L, "ember.Function '%s': out of memory", name);
+  c->main = main_thread(L);
+  c->name = def->name;
+  c->n_args = nargs;
+  c->n_in = n_in;
+  memcpy(c->pos, pos, sizeof(int) * (size_t)n_in);
+  lua_getfield(L, 1, "backward");
+  c->backward_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(L, ctx);
+  c->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  em_tensor **out = lember_newslot(L);
+  em_status s = em_detach(out, y);
+  if (s) {
+    lua_fn_free(c);
+    return lember_error(L, name, s);
+  }
+  s = em_autograd_record(*out, def, n_in, inputs, 0, NULL, c); /* frees c on failure */
+  if (s) return lember_error(L, name, s);
+  lember_account(L, *out);
+  return 1;
+}
+
+/* ember.Function{name=, forward=, backward=} */
+static int f_Function(lua_State *L) {
+  static const char *const names[] = {"name", "forward", "backward", NULL};
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lember_checkoptions(L, 1, "Function", names);
+  lua_newtable(L);
+  if (lua_getfield(L, 1, "name") == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_pushliteral(L, "lua_function");
+  } else if (lua_type(L, -1) != LUA_TSTRING) {
+    return luaL_error(L, "ember.Function: name must be a string, got %s", luaL_typename(L, -1));
+  }
+  lua_setfield(L, -2, "name");
+  for (int i = 1; i <= 2; i++) {
+    if (lua_getfield(L, 1, names[i]) != LUA_TFUNCTION)
+      return luaL_error(L, "ember.Function: %s must be a function, got %s", names[i],
+                        luaL_typename(L, -1));
+    lua_setfield(L, -2, names[i]);
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &fn_mt_key);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"backward", m_backward},
+  {"requires_grad_", m_requires_grad_},
+  {NULL, NULL}
+};
+
+static const luaL_Reg funcs[] = {
+  {"no_grad", f_no_grad},
+  {"set_grad_enabled", f_set_grad_enabled},
+  {"is_grad_enabled", f_is_grad_enabled},
+  {"Function", f_Function},
+  {NULL, NULL}
+};
+
+void lember_open_autograd(lua_State *L, int module, int methods_idx, int mt) {
+  (void)mt;
+  lua_pushvalue(L, methods_idx);
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 1);
+  lua_pushvalue(L, module);
+  luaL_setfuncs(L, funcs, 0);
+  lua_pop(L, 1);
+  /* metatable of Functions: callable */
+  lua_newtable(L);
+  lua_pushcfunction(L, fn_call);
+  lua_setfield(L, -2, "__call");
+  lua_pushliteral(L, "ember.Function");
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &fn_mt_key);
+  /* metatable of ctx tables: ctx:save_for_backward() */
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushcfunction(L, ctx_save_for_backward);
+  lua_setfield(L, -2, "save_for_backward");
+  lua_setfield(L, -2, "__index");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+}

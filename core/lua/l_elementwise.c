@@ -1,0 +1,339 @@
+/*
+** l_elementwise.c -- arithmetic metamethods and elementwise methods:
+** + - * / ^ unary -, comparisons, logical ops, unary functions, where,
+** masked_fill, and the in-place ops optimizers use.
+**
+** `c = a + b` is the hot path of every script: the functions here keep the
+** tensor metatable as upvalue 1, check operands by comparing metatables
+** (no registry string lookup) and write the core's result straight into a
+** fresh userdata.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "lember.h"
+
+#define MT lua_upvalueindex(1)
+
+/* The tensor at idx, NULL if it is not one (closed tensors raise). */
+static inline em_tensor *fast_tensor(lua_State *L, int idx) {
+  em_tensor **p = (em_tensor **)lua_touserdata(L, idx);
+  if (!p || !lua_getmetatable(L, idx)) return NULL;
+  int ok = lua_rawequal(L, -1, MT);
+  lua_settop(L, -2);
+  if (!ok) return NULL;
+  if (!*p) lember_checktensor(L, idx); /* raises "tensor was closed" */
+  return *p;
+}
+
+static inline em_tensor *fast_check(lua_State *L, int idx) {
+  em_tensor *t = fast_tensor(L, idx);
+  if (!t) luaL_typeerror(L, idx, "ember.Tensor");
+  return t;
+}
+
+static inline em_tensor **fast_slot(lua_State *L) {
+  em_tensor **p = (em_tensor **)lua_newuserdatauv(L, sizeof(em_tensor *), 0);
+  *p = NULL;
+  lua_pushvalue(L, MT);
+  lua_setmetatable(L, -2);
+  return p;
+}
+
+static inline int done(lua_State *L, em_tensor **out, em_status s, const char *op) {
+  if (s) return lember_error(L, op, s);
+  lember_account(L, *out);
+  return 1;
+}
+
+/* A number or boolean operand. */
+static double check_scalar(lua_State *L, int idx, const char *op) {
+  int tt = lua_type(L, idx);
+  if (tt == LUA_TNUMBER) return lua_tonumber(L, idx);
+  if (tt == LUA_TBOOLEAN) return lua_toboolean(L, idx);
+  luaL_error(L, "ember.%s: expected a tensor or a number, got %s", op, luaL_typename(L, idx));
+  return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Binary ops: tensor op tensor, tensor op number, number op tensor  */
+/* ---------------------------------------------------------------- */
+
+static int binary(lua_State *L, em_binary_op op, const char *name) {
+  em_tensor *a = fast_tensor(L, 1);
+  em_tensor *b = fast_tensor(L, 2);
+  em_tensor **out;
+  em_status s;
+  if (a && b) {
+    out = fast_slot(L);
+    s = em_binary(out, op, a, b);
+  } else if (a) {
+    double v = check_scalar(L, 2, name);
+    out = fast_slot(L);
+    s = em_binary_scalar(out, op, a, v);
+  } else if (b) {
+    double v = check_scalar(L, 1, name);
+    out = fast_slot(L);
+    s = em_scalar_binary(out, op, v, b);
+  } else {
+    return luaL_error(L, "ember.%s: expected a tensor operand, got %s and %s", name,
+                      luaL_typename(L, 1), luaL_typename(L, 2));
+  }
+  return done(L, out, s, name);
+}
+
+static int m_add(lua_State *L) { return binary(L, EM_ADD, "add"); }
+static int m_sub(lua_State *L) { return binary(L, EM_SUB, "sub"); }
+static int m_mul(lua_State *L) { return binary(L, EM_MUL, "mul"); }
+static int m_div(lua_State *L) { return binary(L, EM_DIV, "div"); }
+static int m_maximum(lua_State *L) { return binary(L, EM_MAXIMUM, "maximum"); }
+static int m_minimum(lua_State *L) { return binary(L, EM_MINIMUM, "minimum"); }
+static int m_eq(lua_State *L) { return binary(L, EM_EQ, "eq"); }
+static int m_ne(lua_State *L) { return binary(L, EM_NE, "ne"); }
+static int m_lt(lua_State *L) { return binary(L, EM_LT, "lt"); }
+static int m_le(lua_State *L) { return binary(L, EM_LE, "le"); }
+static int m_gt(lua_State *L) { return binary(L, EM_GT, "gt"); }
+static int m_ge(lua_State *L) { return binary(L, EM_GE, "ge"); }
+static int m_logical_and(lua_State *L) { return binary(L, EM_AND, "logical_and"); }
+static int m_logical_or(lua_State *L) { return binary(L, EM_OR, "logical_or"); }
+static int m_logical_xor(lua_State *L) { return binary(L, EM_XOR, "logical_xor"); }
+
+/* t ^ number is the scalar power (its own backward); otherwise binary. */
+static int m_pow(lua_State *L) {
+  em_tensor *a = fast_tensor(L, 1);
+  if (a && lua_type(L, 2) == LUA_TNUMBER) {
+    double e = lua_tonumber(L, 2);
+    em_tensor **out = fast_slot(L);
+    return done(L, out, em_unary(out, EM_POW_SCALAR, a, e, 0), "pow");
+  }
+  return binary(L, EM_POW, "pow");
+}
+
+/* ---------------------------------------------------------------- */
+/* Unary ops                                                         */
+/* ---------------------------------------------------------------- */
+
+static int unary(lua_State *L, em_unary_op op, const char *name, double alpha, double beta) {
+  em_tensor *x = fast_check(L, 1);
+  em_tensor **out = fast_slot(L);
+  return done(L, out, em_unary(out, op, x, alpha, beta), name);
+}
+
+static int m_neg(lua_State *L) { return unary(L, EM_NEG, "neg", 0, 0); }
+static int m_exp(lua_State *L) { return unary(L, EM_EXP, "exp", 0, 0); }
+static int m_log(lua_State *L) { return unary(L, EM_LOG, "log", 0, 0); }
+static int m_sqrt(lua_State *L) { return unary(L, EM_SQRT, "sqrt", 0, 0); }
+static int m_rsqrt(lua_State *L) { return unary(L, EM_RSQRT, "rsqrt", 0, 0); }
+static int m_abs(lua_State *L) { return unary(L, EM_ABS, "abs", 0, 0); }
+static int m_tanh(lua_State *L) { return unary(L, EM_TANH, "tanh", 0, 0); }
+static int m_sigmoid(lua_State *L) { return unary(L, EM_SIGMOID, "sigmoid", 0, 0); }
+static int m_relu(lua_State *L) { return unary(L, EM_RELU, "relu", 0, 0); }
+static int m_silu(lua_State *L) { return unary(L, EM_SILU, "silu", 0, 0); }
+static int m_sin(lua_State *L) { return unary(L, EM_SIN, "sin", 0, 0); }
+static int m_cos(lua_State *L) { return unary(L, EM_COS, "cos", 0, 0); }
+static int m_logical_not(lua_State *L) { return unary(L, EM_NOT, "logical_not", 0, 0); }
+
+/* __unm gets the operand twice; only the first counts. */
+static int t_unm(lua_State *L) {
+  lua_settop(L, 1);
+  return m_neg(L);
+}
+
+static int m_gelu(lua_State *L) {
+  em_unary_op op = EM_GELU;
+  if (!lua_isnoneornil(L, 2)) {
+    const char *a = luaL_checkstring(L, 2);
+    if (strcmp(a, "tanh") == 0) op = EM_GELU_TANH;
+    else if (strcmp(a, "none") != 0)
+      return luaL_error(L, "ember.gelu: approximate must be \"none\" or \"tanh\", got \"%s\"", a);
+  }
+  return unary(L, op, "gelu", 0, 0);
+}
+
+static int m_elu(lua_State *L) {
+  double alpha = luaL_optnumber(L, 2, 1.0);
+  return unary(L, EM_ELU, "elu", alpha, 0);
+}
+
+static int m_clamp(lua_State *L) {
+  double lo = lua_isnoneornil(L, 2) ? -INFINITY : luaL_checknumber(L, 2);
+  double hi = lua_isnoneornil(L, 3) ? INFINITY : luaL_checknumber(L, 3);
+  return unary(L, EM_CLAMP, "clamp", lo, hi);
+}
+
+/* ---------------------------------------------------------------- */
+/* where, masked_fill                                                */
+/* ---------------------------------------------------------------- */
+
+static int f_where(lua_State *L) {
+  em_tensor *cond = fast_check(L, 1);
+  em_tensor *a = fast_tensor(L, 2), *b = fast_tensor(L, 3);
+  em_dtype like = a ? a->dtype : b ? b->dtype : EM_F32;
+  if (!a) a = lember_totensor(L, 2, like, cond->device);
+  if (!b) b = lember_totensor(L, 3, like, cond->device);
+  em_tensor **out = fast_slot(L);
+  return done(L, out, em_where(out, cond, a, b), "where");
+}
+
+static int m_masked_fill(lua_State *L) {
+  em_tensor *x = fast_check(L, 1);
+  em_tensor *mask = fast_check(L, 2);
+  double v = check_scalar(L, 3, "masked_fill");
+  em_tensor **out = fast_slot(L);
+  return done(L, out, em_masked_fill(out, x, mask, v), "masked_fill");
+}
+
+/* ---------------------------------------------------------------- */
+/* Comparison metamethods: Lua wants one boolean                     */
+/* ---------------------------------------------------------------- */
+
+/* Are all elements of the bool tensor true? Releases m. */
+static int all_true(lua_State *L, em_tensor *m, const char *op) {
+  int64_t n = em_numel(m);
+  uint8_t *buf = (uint8_t *)lua_newuserdatauv(L, (size_t)(n ? n : 1), 0);
+  em_status s = em_to_host(m, buf);
+  em_release(m);
+  if (s) return lember_error(L, op, s);
+  for (int64_t i = 0; i < n; i++)
+    if (!buf[i]) return 0;
+  return 1;
+}
+
+/* a == b: same shape and equal elements (torch.equal). */
+static int t_eq(lua_State *L) {
+  em_tensor *a = fast_tensor(L, 1), *b = fast_tensor(L, 2);
+  em_tensor *ca = NULL, *cb = NULL, *m = NULL;
+  em_status s = EM_OK;
+  if (!a || !b || a->ndim != b->ndim ||
+      memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim) != 0) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  bool prev = em_set_grad_enabled(false);
+  if (a->dtype != b->dtype) { /* compare as float64 */
+    s = em_to_dtype(&ca, a, EM_F64);
+    if (!s) s = em_to_dtype(&cb, b, EM_F64);
+  } else {
+    ca = em_retain(a);
+    cb = em_retain(b);
+  }
+  if (!s && !em_device_eq(ca->device, cb->device)) {
+    em_tensor *t = NULL;
+    s = em_to_device(&t, cb, ca->device);
+    em_release(cb);
+    cb = t;
+  }
+  if (!s) s = em_binary(&m, EM_EQ, ca, cb);
+  em_set_grad_enabled(prev);
+  em_release(ca);
+  em_release(cb);
+  if (s) return lember_error(L, "eq", s);
+  lua_pushboolean(L, all_true(L, m, "eq"));
+  return 1;
+}
+
+/* a < b and a <= b: true when it holds for every element. */
+static int compare_all(lua_State *L, em_binary_op op, const char *name) {
+  em_tensor *a = fast_tensor(L, 1), *b = fast_tensor(L, 2);
+  em_tensor *m = NULL;
+  em_status s;
+  if (a && b) s = em_binary(&m, op, a, b);
+  else if (a) s = em_binary_scalar(&m, op, a, check_scalar(L, 2, name));
+  else s = em_scalar_binary(&m, op, check_scalar(L, 1, name), b);
+  if (s) return lember_error(L, name, s);
+  lua_pushboolean(L, all_true(L, m, name));
+  return 1;
+}
+
+static int t_lt(lua_State *L) { return compare_all(L, EM_LT, "lt"); }
+static int t_le(lua_State *L) { return compare_all(L, EM_LE, "le"); }
+
+/* ---------------------------------------------------------------- */
+/* In place (no autograd; optimizers run them under no_grad)         */
+/* ---------------------------------------------------------------- */
+
+static int m_fill_(lua_State *L) {
+  em_tensor *t = fast_check(L, 1);
+  em_status s = em_fill_(t, check_scalar(L, 2, "fill_"));
+  if (s) return lember_error(L, "fill_", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_zero_(lua_State *L) {
+  em_tensor *t = fast_check(L, 1);
+  em_status s = em_fill_(t, 0.0);
+  if (s) return lember_error(L, "zero_", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_copy_(lua_State *L) {
+  em_tensor *t = fast_check(L, 1);
+  em_tensor *src = lember_totensor(L, 2, t->dtype, t->device);
+  em_status s = em_copy_(t, src);
+  if (s) return lember_error(L, "copy_", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* t:add_(x [, alpha]): t += alpha * x */
+static int m_add_(lua_State *L) {
+  em_tensor *t = fast_check(L, 1);
+  double alpha = luaL_optnumber(L, 3, 1.0);
+  em_tensor *x = lember_totensor(L, 2, t->dtype, t->device);
+  em_status s = em_add_(t, x, alpha);
+  if (s) return lember_error(L, "add_", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_mul_(lua_State *L) {
+  em_tensor *t = fast_check(L, 1);
+  em_status s = em_mul_scalar_(t, luaL_checknumber(L, 2));
+  if (s) return lember_error(L, "mul_", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div}, {"pow", m_pow},
+  {"maximum", m_maximum}, {"minimum", m_minimum},
+  {"eq", m_eq}, {"ne", m_ne}, {"lt", m_lt}, {"le", m_le}, {"gt", m_gt}, {"ge", m_ge},
+  {"logical_and", m_logical_and}, {"logical_or", m_logical_or},
+  {"logical_xor", m_logical_xor}, {"logical_not", m_logical_not},
+  {"neg", m_neg}, {"exp", m_exp}, {"log", m_log}, {"sqrt", m_sqrt}, {"rsqrt", m_rsqrt},
+  {"abs", m_abs}, {"tanh", m_tanh}, {"sigmoid", m_sigmoid}, {"relu", m_relu},
+  {"silu", m_silu}, {"sin", m_sin}, {"cos", m_cos}, {"gelu", m_gelu}, {"elu", m_elu},
+  {"clamp", m_clamp}, {"masked_fill", m_masked_fill},
+  {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_}, {"add_", m_add_},
+  {"mul_", m_mul_},
+  {NULL, NULL}
+};
+
+static const luaL_Reg metamethods[] = {
+  {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
+  {"__pow", m_pow}, {"__unm", t_unm},
+  {"__eq", t_eq}, {"__lt", t_lt}, {"__le", t_le},
+  {NULL, NULL}
+};
+
+static const luaL_Reg funcs[] = {
+  {"where", f_where},
+  {NULL, NULL}
+};
+
+void lember_open_elementwise(lua_State *L, int module, int methods_idx, int mt) {
+  lua_pushvalue(L, methods_idx);
+  lua_pushvalue(L, mt);
+  luaL_setfuncs(L, methods, 1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, mt);
+  lua_pushvalue(L, mt);
+  luaL_setfuncs(L, metamethods, 1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, module);
+  lua_pushvalue(L, mt);
+  luaL_setfuncs(L, funcs, 1);
+  lua_pop(L, 1);
+}

@@ -1,0 +1,111 @@
+/*
+** l_library.c -- library state from Lua: threads, devices, memory, and a
+** monotonic clock for benchmarks and progress bars.
+*/
+#include <string.h>
+#include <time.h>
+
+#include "ember_backend.h"
+#include "lember.h"
+
+static int f_set_num_threads(lua_State *L) {
+  int64_t n = lember_checkint(L, 1, "set_num_threads", "n");
+  if (n < 1) return luaL_error(L, "ember.set_num_threads: n must be >= 1, got %I", (lua_Integer)n);
+  em_set_num_threads((int)n);
+  return 0;
+}
+
+static int f_get_num_threads(lua_State *L) {
+  lua_pushinteger(L, em_get_num_threads());
+  return 1;
+}
+
+/* The backend of a device argument (default "cpu"). */
+static const em_backend *device_backend(lua_State *L, int idx, const char *op, em_device *dev) {
+  *dev = lua_isnoneornil(L, idx) ? lember_cpu(L) : lember_checkdevice(L, idx, op);
+  const em_backend *be = em_backend_get(dev->backend);
+  if (!be) luaL_error(L, "ember.%s: no backend in slot %d", op, dev->backend);
+  return be;
+}
+
+/* device_count("cuda"): 0 when no such backend is loaded. */
+static int f_device_count(lua_State *L) {
+  const char *type = luaL_optstring(L, 1, "cpu");
+  int slot;
+  if (em_backend_find(type, &slot) != EM_OK) {
+    lua_pushinteger(L, 0);
+    return 1;
+  }
+  const em_backend *be = em_backend_get(slot);
+  lua_pushinteger(L, be ? be->device_count() : 0);
+  return 1;
+}
+
+static int f_synchronize(lua_State *L) {
+  em_device dev;
+  const em_backend *be = device_backend(L, 1, "synchronize", &dev);
+  em_status s = be->synchronize(dev.index);
+  if (s) return lember_error(L, "synchronize", s);
+  return 0;
+}
+
+static int f_memory_stats(lua_State *L) {
+  em_device dev;
+  const em_backend *be = device_backend(L, 1, "memory_stats", &dev);
+  size_t in_use = em_live_bytes(), cached = 0;
+  if (be->memory_stats) {
+    em_status s = be->memory_stats(dev.index, &in_use, &cached);
+    if (s) return lember_error(L, "memory_stats", s);
+  }
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)in_use);
+  lua_setfield(L, -2, "in_use");
+  lua_pushinteger(L, (lua_Integer)cached);
+  lua_setfield(L, -2, "cached");
+  return 1;
+}
+
+static int f_empty_cache(lua_State *L) {
+  em_device dev;
+  const em_backend *be = device_backend(L, 1, "empty_cache", &dev);
+  if (be->empty_cache) {
+    em_status s = be->empty_cache(dev.index);
+    if (s) return lember_error(L, "empty_cache", s);
+  }
+  return 0;
+}
+
+static int f_live_bytes(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)em_live_bytes());
+  return 1;
+}
+
+/* ember.clock(): seconds from a monotonic clock, as a float. */
+static int f_clock(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {
+  {"set_num_threads", f_set_num_threads},
+  {"get_num_threads", f_get_num_threads},
+  {"device_count", f_device_count},
+  {"synchronize", f_synchronize},
+  {"memory_stats", f_memory_stats},
+  {"empty_cache", f_empty_cache},
+  {"live_bytes", f_live_bytes},
+  {"clock", f_clock},
+  {NULL, NULL}
+};
+
+void lember_open_library(lua_State *L, int module, int methods, int mt) {
+  (void)methods;
+  (void)mt;
+  lua_pushvalue(L, module);
+  luaL_setfuncs(L, funcs, 0);
+  lua_pop(L, 1);
+  lua_pushfstring(L, "%d.%d", EM_VERSION_MAJOR, EM_VERSION_MINOR);
+  lua_setfield(L, module, "version");
+}

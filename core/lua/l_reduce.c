@@ -1,0 +1,146 @@
+/*
+** l_reduce.c -- reductions: sum, mean, var, max, min, argmax, argmin.
+** Returned indices are 1-based.
+*/
+#include <string.h>
+
+#include "lember.h"
+
+/* The dims argument at idx: nil (all dims), a number or a table. */
+static int reduce_dims(lua_State *L, int idx, const char *op, const em_tensor *t, int *dims) {
+  int n = 0;
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    lua_Integer len = luaL_len(L, idx);
+    if (len > EM_MAX_DIMS) luaL_error(L, "ember.%s: at most %d dims", op, EM_MAX_DIMS);
+    for (n = 0; n < (int)len; n++) {
+      lua_geti(L, idx, n + 1);
+      dims[n] = lember_checkdim_n(L, -1, op, t->ndim);
+      lua_pop(L, 1);
+    }
+    if (n == 0) luaL_error(L, "ember.%s: empty dims table", op);
+    return n;
+  }
+  dims[0] = lember_checkdim_n(L, idx, op, t->ndim);
+  return 1;
+}
+
+static int opt_keepdim(lua_State *L, int idx, const char *op) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (!lua_isboolean(L, idx))
+    luaL_error(L, "ember.%s: keepdim must be a boolean, got %s", op, luaL_typename(L, idx));
+  return lua_toboolean(L, idx);
+}
+
+static int sum_mean(lua_State *L, int mean) {
+  const char *op = mean ? "mean" : "sum";
+  em_tensor *t = lember_checktensor(L, 1);
+  int dims[EM_MAX_DIMS];
+  int n = reduce_dims(L, 2, op, t, dims);
+  int keep = opt_keepdim(L, 3, op);
+  em_tensor **out = lember_newslot(L);
+  em_status s = mean ? em_mean(out, t, n, dims, keep) : em_sum(out, t, n, dims, keep);
+  if (s) return lember_error(L, op, s);
+  lember_account(L, *out);
+  return 1;
+}
+
+static int m_sum(lua_State *L) { return sum_mean(L, 0); }
+static int m_mean(lua_State *L) { return sum_mean(L, 1); }
+
+/* var([dim] [, {correction=1, keepdim=false}]) */
+static int m_var(lua_State *L) {
+  static const char *const names[] = {"correction", "keepdim", NULL};
+  em_tensor *t = lember_checktensor(L, 1);
+  int dims[EM_MAX_DIMS];
+  int n = 0, keep = 0, optidx = 3;
+  lua_Integer correction = 1;
+  /* a table without array items in place of the dims is the options */
+  if (lua_type(L, 2) == LUA_TTABLE && luaL_len(L, 2) == 0) optidx = 2;
+  else n = reduce_dims(L, 2, "var", t, dims);
+  if (lua_isboolean(L, optidx)) {
+    keep = lua_toboolean(L, optidx);
+  } else if (!lua_isnoneornil(L, optidx)) {
+    luaL_checktype(L, optidx, LUA_TTABLE);
+    lember_checkoptions(L, optidx, "var", names);
+    if (lua_getfield(L, optidx, "correction") != LUA_TNIL)
+      correction = lember_checkint(L, -1, "var", "correction");
+    if (lua_getfield(L, optidx, "keepdim") != LUA_TNIL) keep = opt_keepdim(L, -1, "var");
+    lua_pop(L, 2);
+  }
+  em_tensor **out = lember_newslot(L);
+  em_status s = em_var(out, t, n, dims, (int)correction, keep);
+  if (s) return lember_error(L, "var", s);
+  lember_account(L, *out);
+  return 1;
+}
+
+/* max/min([dim [, keepdim]]): no dim gives a 0-d tensor, a dim gives
+** values and 1-based indices. */
+static int max_min(lua_State *L, int is_max) {
+  const char *op = is_max ? "max" : "min";
+  em_tensor *t = lember_checktensor(L, 1);
+  em_status s;
+  if (lua_isnoneornil(L, 2)) {
+    em_tensor **out = lember_newslot(L);
+    s = is_max ? em_max_all(out, t) : em_min_all(out, t);
+    if (s) return lember_error(L, op, s);
+    lember_account(L, *out);
+    return 1;
+  }
+  int d = lember_checkdim_n(L, 2, op, t->ndim);
+  int keep = opt_keepdim(L, 3, op);
+  em_tensor **vals = lember_newslot(L);
+  em_tensor **idx = lember_newslot(L);
+  s = is_max ? em_max(vals, idx, t, d, keep) : em_min(vals, idx, t, d, keep);
+  if (!s) s = lember_index_to_lua(idx);
+  if (s) return lember_error(L, op, s);
+  lember_account(L, *vals);
+  lember_account(L, *idx);
+  return 2;
+}
+
+static int m_max(lua_State *L) { return max_min(L, 1); }
+static int m_min(lua_State *L) { return max_min(L, 0); }
+
+/* argmax/argmin([dim [, keepdim]]), 1-based; no dim: over all elements. */
+static int arg_max_min(lua_State *L, int is_max) {
+  const char *op = is_max ? "argmax" : "argmin";
+  em_tensor *t = lember_checktensor(L, 1);
+  em_tensor *flat = NULL;
+  em_status s = EM_OK;
+  int d = 0, keep = 0;
+  if (lua_isnoneornil(L, 2)) {
+    int64_t all = -1;
+    s = em_reshape(&flat, t, 1, &all);
+    if (s) return lember_error(L, op, s);
+  } else {
+    d = lember_checkdim_n(L, 2, op, t->ndim);
+    keep = opt_keepdim(L, 3, op);
+  }
+  em_tensor **out = lember_newslot(L);
+  em_tensor *x = flat ? flat : t;
+  s = is_max ? em_argmax(out, x, d, keep) : em_argmin(out, x, d, keep);
+  em_release(flat);
+  if (!s) s = lember_index_to_lua(out);
+  if (s) return lember_error(L, op, s);
+  lember_account(L, *out);
+  return 1;
+}
+
+static int m_argmax(lua_State *L) { return arg_max_min(L, 1); }
+static int m_argmin(lua_State *L) { return arg_max_min(L, 0); }
+
+static const luaL_Reg methods[] = {
+  {"sum", m_sum}, {"mean", m_mean}, {"var", m_var}, {"max", m_max}, {"min", m_min},
+  {"argmax", m_argmax}, {"argmin", m_argmin},
+  {NULL, NULL}
+};
+
+void lember_open_reduce(lua_State *L, int module, int methods_idx, int mt) {
+  (void)module;
+  (void)mt;
+  lua_pushvalue(L, methods_idx);
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 1);
+}

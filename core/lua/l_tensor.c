@@ -1,0 +1,378 @@
+/*
+** l_tensor.c -- the tensor userdata: its metatable, lifetime (__gc,
+** __close), GC accounting, properties (__index) and assignment
+** (__newindex).
+**
+** The userdata is one em_tensor pointer. The metatable is found through a
+** light-userdata registry key (not luaL_checkudata's string lookup), and
+** the metamethods that run in hot loops keep it as upvalue 1.
+*/
+#include <string.h>
+
+#include "lember.h"
+
+static const char tensor_mt_key = 'T'; /* registry[&tensor_mt_key] = metatable */
+
+void lember_pushmetatable(lua_State *L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &tensor_mt_key); }
+
+/* ---------------------------------------------------------------- */
+/* Creating and checking                                             */
+/* ---------------------------------------------------------------- */
+
+em_tensor **lember_newslot(lua_State *L) {
+  em_tensor **p = (em_tensor **)lua_newuserdatauv(L, sizeof(em_tensor *), 0);
+  *p = NULL;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &tensor_mt_key);
+  lua_setmetatable(L, -2);
+  return p;
+}
+
+void lember_pushtensor(lua_State *L, em_tensor *t) {
+  em_tensor **p = lember_newslot(L);
+  *p = t;
+  lember_account(L, t);
+}
+
+int lember_istensor(lua_State *L, int idx) {
+  int ok;
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return 0;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &tensor_mt_key);
+  ok = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return ok;
+}
+
+static int closed_error(lua_State *L) {
+  return luaL_error(L, "ember: tensor was closed (released by <close> or :close())");
+}
+
+em_tensor *lember_testtensor(lua_State *L, int idx) {
+  if (!lember_istensor(L, idx)) return NULL;
+  em_tensor *t = *(em_tensor **)lua_touserdata(L, idx);
+  if (!t) closed_error(L);
+  return t;
+}
+
+em_tensor *lember_checktensor(lua_State *L, int idx) {
+  em_tensor *t = lember_testtensor(L, idx);
+  if (!t) luaL_typeerror(L, idx, "ember.Tensor");
+  return t;
+}
+
+em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) {
+  em_tensor *t;
+  em_status s;
+  int tt = lua_type(L, idx);
+  idx = lua_absindex(L, idx);
+  if (tt == LUA_TUSERDATA) return lember_checktensor(L, idx);
+  if (tt != LUA_TNUMBER && tt != LUA_TBOOLEAN)
+    luaL_error(L, "ember: expected a tensor or a number, got %s", luaL_typename(L, idx));
+  double v = tt == LUA_TNUMBER ? lua_tonumber(L, idx) : (double)lua_toboolean(L, idx);
+  if (tt == LUA_TBOOLEAN) like = EM_BOOL;
+  em_tensor **slot = lember_newslot(L);
+  s = em_full(slot, 0, NULL, v, like, dev);
+  if (s) return lember_error(L, "tensor", s), (em_tensor *)NULL;
+  t = *slot;
+  lember_account(L, t);
+  lua_replace(L, idx);
+  return t;
+}
+
+/* ---------------------------------------------------------------- */
+/* GC accounting                                                     */
+/* ---------------------------------------------------------------- */
+
+/* The Lua GC sees only a pointer-sized userdata per tensor. We tell it
+** about the rest: growth of the core's live bytes plus a fixed overhead for
+** the tensor header (and autograd node) per new tensor. Once that adds up
+** to LEMBER_GC_BATCH we run a GC step as if Lua had allocated it, so
+** unreachable tensors get finalized at the pace they pile up. */
+#define LEMBER_TENSOR_OVERHEAD 320
+#define LEMBER_GC_BATCH (64 * 1024)
+
+static size_t gc_last_live;
+static size_t gc_pending;
+
+void lember_account(lua_State *L, const em_tensor *t) {
+  (void)t;
+  size_t live = em_live_bytes();
+  gc_pending += LEMBER_TENSOR_OVERHEAD;
+  if (live > gc_last_live) gc_pending += live - gc_last_live;
+  gc_last_live = live;
+  if (gc_pending >= LEMBER_GC_BATCH) {
+    size_t kb = gc_pending >> 10;
+    gc_pending = 0;
+    if (kb > (1u << 30)) kb = 1u << 30;
+    /* LUA_GCSTEP runs even when the user stopped the collector: respect that. */
+    if (lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, (int)kb);
+  }
+}
+
+/* ---------------------------------------------------------------- */
+/* Lifetime                                                          */
+/* ---------------------------------------------------------------- */
+
+static int t_gc(lua_State *L) {
+  em_tensor **p = (em_tensor **)lua_touserdata(L, 1);
+  if (p && *p) {
+    em_release(*p);
+    *p = NULL;
+  }
+  return 0;
+}
+
+/* t:close() and __close: releases now; later use raises. */
+static int t_close(lua_State *L) {
+  if (!lember_istensor(L, 1)) return luaL_typeerror(L, 1, "ember.Tensor");
+  return t_gc(L);
+}
+
+/* ---------------------------------------------------------------- */
+/* Properties                                                        */
+/* ---------------------------------------------------------------- */
+
+static void push_shape(lua_State *L, const em_tensor *t) {
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    lua_pushinteger(L, (lua_Integer)t->shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static const char *const properties[] = {
+  "shape", "dtype", "device", "grad", "requires_grad", "is_leaf", "grad_fn", "ndim", NULL
+};
+
+static int push_property(lua_State *L, em_tensor *t, const char *k) {
+  char buf[64];
+  if (strcmp(k, "shape") == 0) {
+    push_shape(L, t);
+  } else if (strcmp(k, "dtype") == 0) {
+    lua_pushstring(L, em_dtype_name(t->dtype));
+  } else if (strcmp(k, "device") == 0) {
+    lua_pushstring(L, em_device_str(t->device, buf, sizeof buf));
+  } else if (strcmp(k, "grad") == 0) {
+    if (t->grad)
+      lember_pushtensor(L, em_retain(t->grad));
+    else
+      lua_pushnil(L);
+  } else if (strcmp(k, "requires_grad") == 0) {
+    lua_pushboolean(L, t->requires_grad);
+  } else if (strcmp(k, "is_leaf") == 0) {
+    lua_pushboolean(L, t->grad_fn == NULL);
+  } else if (strcmp(k, "grad_fn") == 0) {
+    if (t->grad_fn)
+      lua_pushstring(L, t->grad_fn->op->name);
+    else
+      lua_pushnil(L);
+  } else if (strcmp(k, "ndim") == 0) {
+    lua_pushinteger(L, t->ndim);
+  } else {
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
+/* t[i] is t:select(1, i), with i 1-based (negative from the end). */
+static int index_integer(lua_State *L, em_tensor *t) {
+  if (t->ndim == 0) return luaL_error(L, "ember.index: a 0-d tensor cannot be indexed (use :item())");
+  int64_t i = lember_checkpos(L, 2, t->shape[0], "index", "index");
+  em_tensor **out = lember_newslot(L);
+  em_status s = em_select(out, t, 0, i);
+  if (s) return lember_error(L, "index", s);
+  lember_account(L, *out);
+  return 1;
+}
+
+/* __index: upvalue 1 is the methods table. */
+static int t_index(lua_State *L) {
+  int kt = lua_type(L, 2);
+  if (kt == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+    return push_property(L, lember_checktensor(L, 1), lua_tostring(L, 2));
+  }
+  if (kt == LUA_TNUMBER) return index_integer(L, lember_checktensor(L, 1));
+  lua_pushnil(L);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- */
+/* Assignment                                                        */
+/* ---------------------------------------------------------------- */
+
+/* t[i] = number | tensor copies into the slice t:select(1, i). */
+static int assign_integer(lua_State *L, em_tensor *t) {
+  em_tensor *dst = NULL, *src = NULL;
+  em_status s;
+  if (t->ndim == 0) return luaL_error(L, "ember.setindex: a 0-d tensor cannot be indexed (use :fill_())");
+  int64_t i = lember_checkpos(L, 2, t->shape[0], "setindex", "index");
+  int vt = lua_type(L, 3);
+  if (vt == LUA_TUSERDATA) src = lember_checktensor(L, 3);
+  else if (vt != LUA_TNUMBER && vt != LUA_TBOOLEAN)
+    return luaL_error(L, "ember.setindex: value must be a number or a tensor, got %s",
+                      luaL_typename(L, 3));
+  s = em_select(&dst, t, 0, i);
+  if (!s) s = src ? em_copy_(dst, src) : em_fill_(dst, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
+  em_release(dst);
+  if (s) return lember_error(L, "setindex", s);
+  return 0;
+}
+
+static int assign_grad(lua_State *L, em_tensor *t) {
+  em_tensor *g = NULL;
+  if (!lua_isnil(L, 3)) {
+    char a[64], b[64];
+    g = lember_checktensor(L, 3);
+    if (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * t->ndim) != 0 ||
+        g->dtype != t->dtype || !em_device_eq(g->device, t->device))
+      return luaL_error(L, "ember.grad: a gradient must match the tensor: got %s %s, expected %s %s",
+                        em_shape_str(g->ndim, g->shape, a, sizeof a), em_dtype_name(g->dtype),
+                        em_shape_str(t->ndim, t->shape, b, sizeof b), em_dtype_name(t->dtype));
+  }
+  /* No setter in the C API: the grad field is a plain owned reference. */
+  em_release(t->grad);
+  t->grad = g ? em_retain(g) : NULL;
+  return 0;
+}
+
+static int t_newindex(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int kt = lua_type(L, 2);
+  if (kt == LUA_TNUMBER) return assign_integer(L, t);
+  if (kt == LUA_TSTRING) {
+    const char *k = lua_tostring(L, 2);
+    if (strcmp(k, "requires_grad") == 0) {
+      luaL_checktype(L, 3, LUA_TBOOLEAN);
+      em_status s = em_set_requires_grad(t, lua_toboolean(L, 3));
+      if (s) return lember_error(L, "requires_grad", s);
+      return 0;
+    }
+    if (strcmp(k, "grad") == 0) return assign_grad(L, t);
+    return luaL_error(L, "ember: cannot set field '%s' of a tensor (settable: requires_grad, grad, t[i])", k);
+  }
+  return luaL_error(L, "ember: cannot index a tensor with a %s", luaL_typename(L, 2));
+}
+
+/* #t is the size of the first dim. */
+static int t_len(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (t->ndim == 0) return luaL_error(L, "ember.len: a 0-d tensor has no length");
+  lua_pushinteger(L, (lua_Integer)t->shape[0]);
+  return 1;
+}
+
+static int t_tostring(lua_State *L) {
+  em_tensor **p = (em_tensor **)lua_touserdata(L, 1);
+  if (!p || !lember_istensor(L, 1)) return luaL_typeerror(L, 1, "ember.Tensor");
+  if (!*p) {
+    lua_pushstring(L, "tensor(<closed>)");
+    return 1;
+  }
+  lember_pushtostring(L, *p);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- */
+/* Simple queries (methods)                                          */
+/* ---------------------------------------------------------------- */
+
+static int m_size(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    push_shape(L, t);
+  } else {
+    int d = lember_checkdim_n(L, 2, "size", t->ndim);
+    lua_pushinteger(L, (lua_Integer)t->shape[d]);
+  }
+  return 1;
+}
+
+static int m_stride(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    lua_createtable(L, t->ndim, 0);
+    for (int i = 0; i < t->ndim; i++) {
+      lua_pushinteger(L, (lua_Integer)t->stride[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+  } else {
+    int d = lember_checkdim_n(L, 2, "stride", t->ndim);
+    lua_pushinteger(L, (lua_Integer)t->stride[d]);
+  }
+  return 1;
+}
+
+static int m_dim(lua_State *L) {
+  lua_pushinteger(L, lember_checktensor(L, 1)->ndim);
+  return 1;
+}
+
+static int m_numel(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)em_numel(lember_checktensor(L, 1)));
+  return 1;
+}
+
+static int m_is_contiguous(lua_State *L) {
+  lua_pushboolean(L, em_is_contiguous(lember_checktensor(L, 1)));
+  return 1;
+}
+
+static int m_is_closed(lua_State *L) {
+  if (!lember_istensor(L, 1)) return luaL_typeerror(L, 1, "ember.Tensor");
+  lua_pushboolean(L, *(em_tensor **)lua_touserdata(L, 1) == NULL);
+  return 1;
+}
+
+static int f_is_tensor(lua_State *L) {
+  lua_pushboolean(L, lember_istensor(L, 1));
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  {"size", m_size},
+  {"stride", m_stride},
+  {"dim", m_dim},
+  {"numel", m_numel},
+  {"is_contiguous", m_is_contiguous},
+  {"close", t_close},
+  {"is_closed", m_is_closed},
+  {NULL, NULL}
+};
+
+void lember_open_tensor(lua_State *L, int module, int methods_idx, int mt) {
+  lua_pushvalue(L, methods_idx);
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 1);
+
+  lua_pushcfunction(L, t_gc);
+  lua_setfield(L, mt, "__gc");
+  lua_pushcfunction(L, t_close);
+  lua_setfield(L, mt, "__close");
+  lua_pushvalue(L, methods_idx);
+  lua_pushcclosure(L, t_index, 1);
+  lua_setfield(L, mt, "__index");
+  lua_pushcfunction(L, t_newindex);
+  lua_setfield(L, mt, "__newindex");
+  lua_pushcfunction(L, t_len);
+  lua_setfield(L, mt, "__len");
+  lua_pushcfunction(L, t_tostring);
+  lua_setfield(L, mt, "__tostring");
+  /* For the REPL's completion: __index is a function, so it looks here. */
+  lua_pushvalue(L, methods_idx);
+  lua_setfield(L, mt, "__methods");
+  lua_createtable(L, 8, 0);
+  for (int i = 0; properties[i]; i++) {
+    lua_pushstring(L, properties[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, mt, "__properties");
+  lua_pushvalue(L, mt);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &tensor_mt_key);
+
+  lua_pushcfunction(L, f_is_tensor);
+  lua_setfield(L, module, "is_tensor");
+  lua_pushvalue(L, methods_idx);
+  lua_setfield(L, module, "Tensor");
+}

@@ -1,0 +1,256 @@
+/*
+** l_util.c -- argument checking shared by the binding: errors, 1-based
+** dims and positions, shapes, dtypes, devices and option tables.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "lember.h"
+
+int lember_error(lua_State *L, const char *op, em_status s) {
+  const char *msg = em_error_message();
+  size_t n = strlen(op);
+  /* The core's messages already start with "op: "; do not say it twice. */
+  if (strncmp(msg, op, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+  if (*msg == '\0') msg = em_status_name(s);
+  return luaL_error(L, "ember.%s: %s", op, msg);
+}
+
+int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what) {
+  int isnum;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  if (isnum && lua_type(L, idx) == LUA_TNUMBER) return (int64_t)v;
+  if (lua_type(L, idx) == LUA_TNUMBER)
+    luaL_error(L, "ember.%s: %s must be an integer, got %f", op, what, lua_tonumber(L, idx));
+  luaL_error(L, "ember.%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
+  return 0;
+}
+
+int lember_checkdim(lua_State *L, int idx, const char *op) {
+  int64_t d = lember_checkint(L, idx, op, "dim");
+  if (d == 0)
+    luaL_error(L, "ember.%s: dim 0 is not a dim: dims are 1-based (1 is the first, -1 the last)", op);
+  if (d > EM_MAX_DIMS || d < -EM_MAX_DIMS - 1)
+    luaL_error(L, "ember.%s: dim %I is out of range (at most %d dims)", op, (lua_Integer)d,
+               EM_MAX_DIMS);
+  return d > 0 ? (int)(d - 1) : (int)d;
+}
+
+int lember_checkdim_n(lua_State *L, int idx, const char *op, int ndim) {
+  int64_t d = lember_checkint(L, idx, op, "dim");
+  if (d >= 1 && d <= ndim) return (int)(d - 1);
+  if (d < 0 && -d <= ndim) return (int)(ndim + d);
+  if (ndim == 0)
+    luaL_error(L, "ember.%s: dim %I is out of range for a 0-d tensor (it has no dims)", op,
+               (lua_Integer)d);
+  luaL_error(L, "ember.%s: dim %I is out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
+             op, (lua_Integer)d, ndim, ndim, ndim);
+  return 0;
+}
+
+int lember_optdim(lua_State *L, int idx, const char *op, int def) {
+  return lua_isnoneornil(L, idx) ? def : lember_checkdim(L, idx, op);
+}
+
+int64_t lember_checkpos(lua_State *L, int idx, int64_t size, const char *op, const char *what) {
+  int64_t i = lember_checkint(L, idx, op, what);
+  if (i >= 1 && i <= size) return i - 1;
+  if (i < 0 && -i <= size) return size + i;
+  luaL_error(L, "ember.%s: %s %I is out of range for a dim of size %I (1-based: 1..%I or -%I..-1)",
+             op, what, (lua_Integer)i, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size);
+  return 0;
+}
+
+/* One shape entry: a non-negative integer (or -1 when allowed). */
+static int64_t shape_entry(lua_State *L, int idx, const char *op, int allow_neg1, int k) {
+  int isnum;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    luaL_error(L, "ember.%s: shape must be numbers or a table of numbers, got %s at position %d",
+               op, luaL_typename(L, idx), k);
+  if (!isnum)
+    luaL_error(L, "ember.%s: shape entries must be integers, got %f at position %d", op,
+               lua_tonumber(L, idx), k);
+  if (v < 0 && !(allow_neg1 && v == -1))
+    luaL_error(L, "ember.%s: shape entries must be >= 0%s, got %I at position %d", op,
+               allow_neg1 ? " (or -1)" : "", v, k);
+  return (int64_t)v;
+}
+
+int lember_checkshape(lua_State *L, int idx, const char *op, int64_t *shape, int allow_neg1,
+                      int *next) {
+  int n = 0;
+  int t = lua_type(L, idx);
+  if (t == LUA_TTABLE) {
+    lua_Integer len = luaL_len(L, idx);
+    if (len == 0) { /* {} is a 0-d shape, but {dtype=...} is an options table */
+      lua_pushnil(L);
+      if (lua_next(L, idx)) {
+        lua_pop(L, 2);
+        *next = idx;
+        return 0;
+      }
+    }
+    if (len > EM_MAX_DIMS)
+      luaL_error(L, "ember.%s: a shape has at most %d dims, got %I", op, EM_MAX_DIMS, len);
+    for (n = 0; n < (int)len; n++) {
+      lua_geti(L, idx, n + 1);
+      shape[n] = shape_entry(L, -1, op, allow_neg1, n + 1);
+      lua_pop(L, 1);
+    }
+    *next = idx + 1;
+    return n;
+  }
+  if (t == LUA_TNONE || t == LUA_TNIL) {
+    *next = idx;
+    return 0;
+  }
+  if (t != LUA_TNUMBER)
+    luaL_error(L, "ember.%s: shape must be numbers or a table of numbers, got %s", op,
+               luaL_typename(L, idx));
+  while (lua_type(L, idx + n) == LUA_TNUMBER) {
+    if (n == EM_MAX_DIMS)
+      luaL_error(L, "ember.%s: a shape has at most %d dims", op, EM_MAX_DIMS);
+    shape[n] = shape_entry(L, idx + n, op, allow_neg1, n + 1);
+    n++;
+  }
+  *next = idx + n;
+  return n;
+}
+
+int lember_checkdims(lua_State *L, int idx, const char *op, int *dims, int *next) {
+  int n = 0;
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    lua_Integer len = luaL_len(L, idx);
+    if (len > EM_MAX_DIMS)
+      luaL_error(L, "ember.%s: at most %d dims, got %I", op, EM_MAX_DIMS, len);
+    for (n = 0; n < (int)len; n++) {
+      lua_geti(L, idx, n + 1);
+      dims[n] = lember_checkdim(L, -1, op);
+      lua_pop(L, 1);
+    }
+    *next = idx + 1;
+    return n;
+  }
+  while (lua_type(L, idx + n) == LUA_TNUMBER) {
+    if (n == EM_MAX_DIMS) luaL_error(L, "ember.%s: at most %d dims", op, EM_MAX_DIMS);
+    dims[n] = lember_checkdim(L, idx + n, op);
+    n++;
+  }
+  if (n == 0 && !lua_isnoneornil(L, idx))
+    luaL_error(L, "ember.%s: dims must be numbers or a table of numbers, got %s", op,
+               luaL_typename(L, idx));
+  *next = idx + n;
+  return n;
+}
+
+em_device lember_cpu(lua_State *L) {
+  em_device d;
+  em_status s = em_cpu_device(&d);
+  if (s) lember_error(L, "cpu", s);
+  return d;
+}
+
+em_device lember_checkdevice(lua_State *L, int idx, const char *op) {
+  em_device d;
+  const char *str;
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "ember.%s: device must be a string such as \"cpu\" or \"cuda:1\", got %s", op,
+               luaL_typename(L, idx));
+  str = lua_tostring(L, idx);
+  em_status s = em_device_parse(str, &d);
+  if (s) lember_error(L, op, s);
+  return d;
+}
+
+em_dtype lember_checkdtype(lua_State *L, int idx, const char *op) {
+  em_dtype dt;
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "ember.%s: dtype must be a string such as \"float32\", got %s", op,
+               luaL_typename(L, idx));
+  if (em_dtype_parse(lua_tostring(L, idx), &dt))
+    luaL_error(L, "ember.%s: unknown dtype '%s' (expected float32, float64, int64, bool or bfloat16)",
+               op, lua_tostring(L, idx));
+  return dt;
+}
+
+void lember_checkoptions(lua_State *L, int idx, const char *op, const char *const *names) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int ok = 0;
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -2);
+      for (int i = 0; names[i] && !ok; i++) ok = strcmp(k, names[i]) == 0;
+    }
+    if (!ok) {
+      luaL_Buffer b;
+      luaL_buffinit(L, &b);
+      for (int i = 0; names[i]; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+      }
+      luaL_pushresult(&b);
+      if (lua_type(L, -3) == LUA_TSTRING)
+        luaL_error(L, "ember.%s: unknown option '%s' (options are: %s)", op, lua_tostring(L, -3),
+                   lua_tostring(L, -1));
+      luaL_error(L, "ember.%s: options must have string keys, got a %s key (options are: %s)", op,
+                 luaL_typename(L, -3), lua_tostring(L, -1));
+    }
+    lua_pop(L, 1);
+  }
+}
+
+static const char *const creation_options[] = {"dtype", "device", "requires_grad", NULL};
+
+void lember_checkopts(lua_State *L, int idx, const char *op, lember_opts *o) {
+  o->dtype = EM_F32;
+  o->requires_grad = 0;
+  o->has_dtype = 0;
+  if (lua_isnoneornil(L, idx)) {
+    o->device = lember_cpu(L);
+    return;
+  }
+  if (lua_type(L, idx) != LUA_TTABLE)
+    luaL_error(L, "ember.%s: expected an options table {dtype=, device=, requires_grad=}, got %s",
+               op, luaL_typename(L, idx));
+  lember_checkoptions(L, idx, op, creation_options);
+  if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
+    o->dtype = lember_checkdtype(L, -1, op);
+    o->has_dtype = 1;
+  }
+  lua_pop(L, 1);
+  if (lua_getfield(L, idx, "device") != LUA_TNIL)
+    o->device = lember_checkdevice(L, -1, op);
+  else
+    o->device = lember_cpu(L);
+  lua_pop(L, 1);
+  if (lua_getfield(L, idx, "requires_grad") != LUA_TNIL) {
+    if (!lua_isboolean(L, -1))
+      luaL_error(L, "ember.%s: requires_grad must be a boolean, got %s", op,
+                 luaL_typename(L, -1));
+    o->requires_grad = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+}
+
+em_status lember_index_to_c(em_tensor **out, em_tensor *idx) {
+  if (idx->dtype != EM_I64) { /* the core names the wrong dtype */
+    *out = em_retain(idx);
+    return EM_OK;
+  }
+  bool prev = em_set_grad_enabled(false);
+  em_status s = em_binary_scalar(out, EM_SUB, idx, 1.0);
+  em_set_grad_enabled(prev);
+  return s;
+}
+
+em_status lember_index_to_lua(em_tensor **t) {
+  em_tensor *r = NULL;
+  bool prev = em_set_grad_enabled(false);
+  em_status s = em_binary_scalar(&r, EM_ADD, *t, 1.0);
+  em_set_grad_enabled(prev);
+  em_release(*t);
+  *t = r;
+  return s;
+}

@@ -1,0 +1,215 @@
+/*
+** l_views.c -- views and copies: view, reshape, transpose, permute,
+** narrow, select, slice, expand, squeeze, unsqueeze, flatten, contiguous,
+** clone, detach, and dtype/device conversions (to, float, cuda, ...).
+** Dims and positions arrive 1-based and leave here 0-based.
+*/
+#include <string.h>
+
+#include "lember.h"
+
+/* Pushes a slot, lets `s` be computed into it, finishes. */
+#define RESULT(L, op, call)                            \
+  do {                                                 \
+    em_tensor **out = lember_newslot(L);               \
+    em_status s_ = (call);                             \
+    if (s_) return lember_error(L, op, s_);            \
+    lember_account(L, *out);                           \
+    return 1;                                          \
+  } while (0)
+
+static int m_view(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int64_t shape[EM_MAX_DIMS];
+  int next;
+  int n = lember_checkshape(L, 2, "view", shape, 1, &next);
+  RESULT(L, "view", em_view(out, t, n, shape));
+}
+
+static int m_reshape(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int64_t shape[EM_MAX_DIMS];
+  int next;
+  int n = lember_checkshape(L, 2, "reshape", shape, 1, &next);
+  RESULT(L, "reshape", em_reshape(out, t, n, shape));
+}
+
+static int m_expand(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int64_t shape[EM_MAX_DIMS];
+  int next;
+  int n = lember_checkshape(L, 2, "expand", shape, 1, &next);
+  RESULT(L, "expand", em_expand(out, t, n, shape));
+}
+
+static int m_transpose(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int d0 = lember_checkdim_n(L, 2, "transpose", t->ndim);
+  int d1 = lember_checkdim_n(L, 3, "transpose", t->ndim);
+  RESULT(L, "transpose", em_transpose(out, t, d0, d1));
+}
+
+static int m_permute(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int dims[EM_MAX_DIMS];
+  int next;
+  int n = lember_checkdims(L, 2, "permute", dims, &next);
+  for (int i = 0; i < n; i++) /* C takes negative dims too, but be exact */
+    if (dims[i] < 0) dims[i] += t->ndim;
+  RESULT(L, "permute", em_permute(out, t, n, dims));
+}
+
+/* narrow(dim, start, length): start 1-based (negative from the end). */
+static int m_narrow(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int d = lember_checkdim_n(L, 2, "narrow", t->ndim);
+  int64_t start;
+  int64_t size = t->shape[d];
+  int64_t i = lember_checkint(L, 3, "narrow", "start");
+  int64_t len = lember_checkint(L, 4, "narrow", "length");
+  if (i >= 1 && i <= size + 1) start = i - 1; /* size+1 with length 0 is empty, as torch */
+  else if (i < 0 && -i <= size) start = size + i;
+  else
+    return luaL_error(L, "ember.narrow: start %I is out of range for dim %d of size %I (1-based)",
+                      (lua_Integer)i, d + 1, (lua_Integer)size);
+  if (len < 0 || start + len > size)
+    return luaL_error(L, "ember.narrow: length %I from start %I does not fit dim %d of size %I",
+                      (lua_Integer)len, (lua_Integer)i, d + 1, (lua_Integer)size);
+  RESULT(L, "narrow", em_narrow(out, t, d, start, len));
+}
+
+static int m_select(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int d = lember_checkdim_n(L, 2, "select", t->ndim);
+  int64_t i = lember_checkpos(L, 3, t->shape[d], "select", "index");
+  RESULT(L, "select", em_select(out, t, d, i));
+}
+
+/* slice(dim, start, stop [, step]): 1-based, stop inclusive, negative
+** counts from the end (-1 is the last), like Lua's string.sub. */
+static int m_slice(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int d = lember_checkdim_n(L, 2, "slice", t->ndim);
+  int64_t size = t->shape[d];
+  int64_t start = lua_isnoneornil(L, 3) ? 1 : lember_checkint(L, 3, "slice", "start");
+  int64_t stop = lua_isnoneornil(L, 4) ? -1 : lember_checkint(L, 4, "slice", "stop");
+  int64_t step = lua_isnoneornil(L, 5) ? 1 : lember_checkint(L, 5, "slice", "step");
+  if (step <= 0) return luaL_error(L, "ember.slice: step must be positive, got %I", (lua_Integer)step);
+  int64_t b = start > 0 ? start - 1 : size + start;      /* 0-based first */
+  int64_t e = stop > 0 ? stop : size + stop + 1;         /* 0-based end, exclusive */
+  if (b < 0) b = 0;
+  if (e > size) e = size;
+  if (e < b) e = b;
+  RESULT(L, "slice", em_slice(out, t, d, b, e, step));
+}
+
+static int m_squeeze(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int d = lua_isnoneornil(L, 2) ? EM_ALL_DIMS : lember_checkdim_n(L, 2, "squeeze", t->ndim);
+  RESULT(L, "squeeze", em_squeeze(out, t, d));
+}
+
+static int m_unsqueeze(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  int d = lember_checkdim_n(L, 2, "unsqueeze", t->ndim + 1);
+  RESULT(L, "unsqueeze", em_unsqueeze(out, t, d));
+}
+
+static int m_flatten(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (t->ndim == 0) RESULT(L, "flatten", em_reshape(out, t, 1, (const int64_t[]){1}));
+  int s = lua_isnoneornil(L, 2) ? 0 : lember_checkdim_n(L, 2, "flatten", t->ndim);
+  int e = lua_isnoneornil(L, 3) ? t->ndim - 1 : lember_checkdim_n(L, 3, "flatten", t->ndim);
+  RESULT(L, "flatten", em_flatten(out, t, s, e));
+}
+
+static int m_contiguous(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (em_is_contiguous(t)) { /* the same tensor, as torch */
+    lua_settop(L, 1);
+    return 1;
+  }
+  RESULT(L, "contiguous", em_contiguous(out, t));
+}
+
+static int m_clone(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  RESULT(L, "clone", em_clone(out, t));
+}
+
+static int m_detach(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  RESULT(L, "detach", em_detach(out, t));
+}
+
+/* Conversions return the tensor itself when nothing changes (as torch). */
+static int to_dtype(lua_State *L, em_tensor *t, em_dtype dt, const char *op) {
+  if (t->dtype == dt) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  RESULT(L, op, em_to_dtype(out, t, dt));
+}
+
+static int to_device(lua_State *L, em_tensor *t, em_device dev, const char *op) {
+  if (em_device_eq(t->device, dev)) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  RESULT(L, op, em_to_device(out, t, dev));
+}
+
+/* t:to("float64") or t:to("cuda:1") */
+static int m_to(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  em_dtype dt;
+  const char *what = luaL_checkstring(L, 2);
+  if (em_dtype_parse(what, &dt) == EM_OK) return to_dtype(L, t, dt, "to");
+  em_device dev = lember_checkdevice(L, 2, "to");
+  return to_device(L, t, dev, "to");
+}
+
+static int m_float(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_F32, "float"); }
+static int m_double(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_F64, "double"); }
+static int m_long(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_I64, "long"); }
+static int m_bool(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_BOOL, "bool"); }
+static int m_bfloat16(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_BF16, "bfloat16"); }
+
+static int m_cpu(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  return to_device(L, t, lember_cpu(L), "cpu");
+}
+
+/* t:cuda([index]) with index 1-based, default the first GPU. */
+static int m_cuda(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  em_device dev;
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushliteral(L, "cuda");
+  } else {
+    int64_t i = lember_checkint(L, 2, "cuda", "device index");
+    lua_pushfstring(L, "cuda:%I", (lua_Integer)i);
+  }
+  dev = lember_checkdevice(L, -1, "cuda");
+  lua_pop(L, 1);
+  return to_device(L, t, dev, "cuda");
+}
+
+static const luaL_Reg methods[] = {
+  {"view", m_view}, {"reshape", m_reshape}, {"expand", m_expand},
+  {"transpose", m_transpose}, {"permute", m_permute}, {"narrow", m_narrow},
+  {"select", m_select}, {"slice", m_slice}, {"squeeze", m_squeeze},
+  {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
+  {"clone", m_clone}, {"detach", m_detach}, {"to", m_to}, {"float", m_float},
+  {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16},
+  {"cpu", m_cpu}, {"cuda", m_cuda},
+  {NULL, NULL}
+};
+
+void lember_open_views(lua_State *L, int module, int methods_idx, int mt) {
+  (void)module;
+  (void)mt;
+  lua_pushvalue(L, methods_idx);
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 1);
+}

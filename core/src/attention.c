@@ -1,0 +1,600 @@
+/*
+** attention.c -- the core side of attention variants (ember_attention.h):
+** finding a variant among the loaded plugins, checking its options, and
+** running it as one autograd op (route 1) or as composed core ops (route 2).
+**
+** The autograd engine does not know about attention: a route-1 call records
+** an ordinary em_opdef whose ctx holds the variant and its saved state.
+*/
+#include "internal.h"
+#include "ember_attention.h"
+
+#include <math.h>
+
+/* ------------------------------------------------------------------ */
+/* Finding variants                                                    */
+/* ------------------------------------------------------------------ */
+
+static bool fail(char *err, size_t n, const char *msg, const char *arg) {
+  if (n) snprintf(err, n, msg, arg);
+  return false;
+}
+
+bool em_attention_variant_check(const void *vtable, char *err, size_t n) {
+  const em_attention_variant *v = vtable;
+  char num[96];
+  if (!v) return fail(err, n, "%sinit returned NULL", "");
+  if (v->abi_version != EM_ATTENTION_ABI_VERSION) {
+    snprintf(num, sizeof num, "%u, this ember expects %u", v->abi_version, EM_ATTENTION_ABI_VERSION);
+    return fail(err, n, "vtable ABI version %s", num);
+  }
+  if (v->struct_size != sizeof(em_attention_variant)) {
+    snprintf(num, sizeof num, "%u bytes, expected %zu", v->struct_size, sizeof(em_attention_variant));
+    return fail(err, n, "vtable is %s", num);
+  }
+  if (!v->name || !v->name[0]) return fail(err, n, "%svariant has no name", "");
+  if (v->n_options < 0 || v->n_options > EM_ATTN_MAX_OPTIONS || (v->n_options && !v->options))
+    return fail(err, n, "variant '%s' declares a bad option table", v->name);
+  for (int i = 0; i < v->n_options; i++) {
+    const em_attn_option_spec *s = &v->options[i];
+    if (!s->name || s->type < EM_ATTN_OPT_INT || s->type > EM_ATTN_OPT_STRING)
+      return fail(err, n, "variant '%s' has an option without a name or type", v->name);
+  }
+  if (v->forward && !v->backward)
+    return fail(err, n, "variant '%s' has forward but no backward", v->name);
+  if (!v->forward && !v->compose)
+    return fail(err, n, "variant '%s' has neither forward/backward nor compose", v->name);
+  return true;
+}
+
+const char *em_attention_list(char *buf, size_t n) {
+  size_t k = 0;
+  if (n) buf[0] = '\0';
+  int count = em_plugin_count();
+  for (int i = 0; i < count; i++) {
+    const em_plugin_record *r = em_plugin_get(i);
+    if (!r->loaded || r->kind != EM_PLUGIN_ATTENTION || k >= n) continue;
+    k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", r->name);
+  }
+  if (k == 0 && n) snprintf(buf, n, "(none)");
+  return buf;
+}
+
+em_status em_attention_find(const char *name, const em_attention_variant **out) {
+  *out = NULL;
+  em_plugin_count(); /* loads plugins on first use */
+  const em_plugin_record *r = em_plugin_find(EM_PLUGIN_ATTENTION, name);
+  char list[512], report[1500];
+  if (!r)
+    return em_error(EM_ERR_PLUGIN, "attention: no variant named '%s'; available: %s (%s)", name,
+                    em_attention_list(list, sizeof list),
+                    em_plugin_report(EM_PLUGIN_ATTENTION, name, report, sizeof report));
+  char err[256];
+  if (!em_attention_variant_check(r->vtable, err, sizeof err))
+    return em_error(EM_ERR_PLUGIN, "attention: variant '%s' (%s) is unusable: %s", name, r->path, err);
+  *out = r->vtable;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+static const char *type_name(em_attn_opt_type t) {
+  switch (t) {
+  case EM_ATTN_OPT_INT: return "int";
+  case EM_ATTN_OPT_FLOAT: return "float";
+  case EM_ATTN_OPT_BOOL: return "bool";
+  default: return "string";
+  }
+}
+
+/* "window_left (int, default 64), ..." */
+static const char *accepted(const em_attention_variant *v, char *buf, size_t n) {
+  size_t k = 0;
+  if (n) buf[0] = '\0';
+  for (int i = 0; i < v->n_options && k < n; i++) {
+    const em_attn_option_spec *s = &v->options[i];
+    char def[80];
+    if (s->type == EM_ATTN_OPT_STRING)
+      snprintf(def, sizeof def, "\"%s\"%s%s", s->default_str ? s->default_str : "",
+               s->choices ? " of " : "", s->choices ? s->choices : "");
+    else if (s->type == EM_ATTN_OPT_BOOL)
+      snprintf(def, sizeof def, "%s", s->default_num != 0 ? "true" : "false");
+    else
+      snprintf(def, sizeof def, "%.6g", s->default_num);
+    k += (size_t)snprintf(buf + k, n - k, "%s%s (%s, default %s)", i ? ", " : "", s->name,
+                          type_name(s->type), def);
+  }
+  if (v->n_options == 0 && n) snprintf(buf, n, "none");
+  return buf;
+}
+
+int em_attn_option_index(const em_attention_variant *v, const char *name) {
+  for (int i = 0; i < v->n_options; i++)
+    if (strcmp(v->options[i].name, name) == 0) return i;
+  return -1;
+}
+
+void em_attn_options_free(em_attn_options *o) {
+  if (!o) return;
+  for (int i = 0; i < o->n; i++) free((char *)o->values[i].str);
+  free(o->values);
+  free(o);
+}
+
+static bool choice_ok(const char *choices, const char *s) {
+  size_t len = strlen(s);
+  for (const char *p = choices; *p;) {
+    const char *bar = strchr(p, '|');
+    size_t k = bar ? (size_t)(bar - p) : strlen(p);
+    if (k == len && strncmp(p, s, k) == 0) return true;
+    if (!bar) break;
+    p = bar + 1;
+  }
+  return false;
+}
+
+/* Checks one user value against its spec; writes the canonical value. */
+static em_status check_value(const em_attention_variant *v, const em_attn_option_spec *s,
+                             const em_attn_value *in, em_attn_value *out) {
+  const char *vn = v->name, *on = s->name;
+  out->type = s->type;
+  switch (s->type) {
+  case EM_ATTN_OPT_INT:
+  case EM_ATTN_OPT_FLOAT:
+    if (in->type != EM_ATTN_OPT_INT && in->type != EM_ATTN_OPT_FLOAT)
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be a number (%s), got %s", vn,
+                      on, type_name(s->type), type_name(in->type));
+    if (!isfinite(in->num))
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be finite, got %g", vn, on, in->num);
+    if (s->type == EM_ATTN_OPT_INT && in->num != floor(in->num))
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be an integer, got %g", vn, on,
+                      in->num);
+    if (s->bounded && (in->num < s->min || in->num > s->max))
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be in [%g, %g], got %g (%s)", vn,
+                      on, s->min, s->max, in->num, s->help ? s->help : "");
+    out->num = in->num;
+    return EM_OK;
+  case EM_ATTN_OPT_BOOL:
+    if (in->type != EM_ATTN_OPT_BOOL)
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be a boolean, got %s", vn, on,
+                      type_name(in->type));
+    out->num = in->num != 0;
+    return EM_OK;
+  default:
+    if (in->type != EM_ATTN_OPT_STRING || !in->str)
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be a string, got %s", vn, on,
+                      type_name(in->type));
+    if (s->choices && !choice_ok(s->choices, in->str))
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be one of %s, got \"%s\"", vn, on,
+                      s->choices, in->str);
+    if (!(out->str = strdup(in->str))) return em_error(EM_ERR_OOM, "attention: out of memory");
+    return EM_OK;
+  }
+}
+
+em_status em_attn_options_new(em_attn_options **out, const em_attention_variant *v, int n,
+                              const char *const *names, const em_attn_value *values,
+                              const em_attn_dims *dims) {
+  *out = NULL;
+  em_attn_options *o = calloc(1, sizeof *o);
+  if (!o || !(o->values = calloc((size_t)v->n_options + 1, sizeof *o->values))) {
+    free(o);
+    return em_error(EM_ERR_OOM, "attention: out of memory");
+  }
+  o->variant = v;
+  o->n = v->n_options;
+  bool given[EM_ATTN_MAX_OPTIONS] = {false};
+  em_status s = EM_OK;
+  for (int i = 0; i < n && s == EM_OK; i++) {
+    int j = em_attn_option_index(v, names[i]);
+    if (j < 0) {
+      char acc[1500];
+      s = em_error(EM_ERR_ARG, "attention '%s': unknown option '%s'; accepted options: %s", v->name,
+                   names[i], accepted(v, acc, sizeof acc));
+    } else if (given[j]) {
+      s = em_error(EM_ERR_ARG, "attention '%s': option '%s' given twice", v->name, names[i]);
+    } else {
+      given[j] = true;
+      s = check_value(v, &v->options[j], &values[i], &o->values[j]);
+    }
+  }
+  /* Defaults for the rest. */
+  for (int j = 0; j < v->n_options && s == EM_OK; j++) {
+    if (given[j]) continue;
+    const em_attn_option_spec *sp = &v->options[j];
+    o->values[j].type = sp->type;
+    o->values[j].num = sp->default_num;
+    if (sp->type == EM_ATTN_OPT_STRING && !(o->values[j].str = strdup(sp->default_str ? sp->default_str : "")))
+      s = em_error(EM_ERR_OOM, "attention: out of memory");
+  }
+  if (s == EM_OK && v->check) s = v->check(o, dims);
+  if (s != EM_OK) {
+    em_attn_options_free(o);
+    return s;
+  }
+  *out = o;
+  return EM_OK;
+}
+
+static const em_attn_value *find_value(const em_attn_options *o, const char *name) {
+  int j = o ? em_attn_option_index(o->variant, name) : -1;
+  return j < 0 ? NULL : &o->values[j];
+}
+
+double em_attn_opt_num(const em_attn_options *o, const char *name) {
+  const em_attn_value *x = find_value(o, name);
+  return x ? x->num : 0;
+}
+int64_t em_attn_opt_int(const em_attn_options *o, const char *name) {
+  return (int64_t)em_attn_opt_num(o, name);
+}
+bool em_attn_opt_bool(const em_attn_options *o, const char *name) {
+  return em_attn_opt_num(o, name) != 0;
+}
+const char *em_attn_opt_str(const em_attn_options *o, const char *name) {
+  const em_attn_value *x = find_value(o, name);
+  return x && x->str ? x->str : "";
+}
+
+const char *em_attn_options_str(const em_attn_options *o, char *buf, size_t n) {
+  size_t k = 0;
+  if (n) buf[0] = '\0';
+  for (int i = 0; i < o->n && k < n; i++) {
+    const em_attn_value *x = &o->values[i];
+    const char *name = o->variant->options[i].name;
+    if (x->type == EM_ATTN_OPT_STRING)
+      k += (size_t)snprintf(buf + k, n - k, "%s%s=\"%s\"", i ? ", " : "", name, x->str);
+    else if (x->type == EM_ATTN_OPT_BOOL)
+      k += (size_t)snprintf(buf + k, n - k, "%s%s=%s", i ? ", " : "", name, x->num ? "true" : "false");
+    else
+      k += (size_t)snprintf(buf + k, n - k, "%s%s=%.17g", i ? ", " : "", name, x->num);
+  }
+  return buf;
+}
+
+em_status em_attn_init_params(const em_attention_variant *v, const em_attn_options *o,
+                              const em_attn_dims *dims, em_dtype dt, em_device dev, int *n,
+                              em_attn_param *params) {
+  *n = 0;
+  memset(params, 0, EM_ATTN_MAX_PARAMS * sizeof *params);
+  if (!v->init_params) return EM_OK;
+  em_status s = v->init_params(o, dims, dt, dev, n, params);
+  if (s == EM_OK && (*n < 0 || *n > EM_ATTN_MAX_PARAMS))
+    s = em_error(EM_ERR_PLUGIN, "attention '%s': init_params made %d params (max %d)", v->name, *n,
+                 EM_ATTN_MAX_PARAMS);
+  for (int i = 0; s == EM_OK && i < *n; i++)
+    if (!params[i].tensor || !params[i].name)
+      s = em_error(EM_ERR_PLUGIN, "attention '%s': init_params left param %d without a tensor or name",
+                   v->name, i);
+  if (s != EM_OK) {
+    for (int i = 0; i < EM_ATTN_MAX_PARAMS; i++) em_release(params[i].tensor);
+    memset(params, 0, EM_ATTN_MAX_PARAMS * sizeof *params);
+    *n = 0;
+  }
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Checking a call                                                     */
+/* ------------------------------------------------------------------ */
+
+static em_status need_cap(const em_attention_variant *v, uint32_t cap, const char *what) {
+  if (v->caps & cap) return EM_OK;
+  return em_error(EM_ERR_UNSUPPORTED, "attention '%s': does not support %s", v->name, what);
+}
+
+/* Checks q, k, v, params and masks; fills the sizes into c. */
+static em_status check_inputs(em_attn_call *c, const em_attention_variant *v, em_tensor *q,
+                              em_tensor *k, em_tensor *vv, int n_params, em_tensor *const *params,
+                              const em_attn_args *a) {
+  char dq[200], dk[200], dv[200];
+  if (q->ndim != 4 || k->ndim != 4 || vv->ndim != 4)
+    return em_error(EM_ERR_SHAPE,
+                    "attention '%s': q, k, v must be 4-d [B,H,L,d], got q %s, k %s, v %s", v->name,
+                    em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk), em__desc(vv, dv, sizeof dv));
+  if ((q->dtype != EM_F32 && q->dtype != EM_F64) || k->dtype != q->dtype || vv->dtype != q->dtype)
+    return em_error(EM_ERR_DTYPE,
+                    "attention '%s': q, k, v must share a float32 or float64 dtype, got q %s, k %s, v %s",
+                    v->name, em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk),
+                    em__desc(vv, dv, sizeof dv));
+  if (!em_device_eq(q->device, k->device) || !em_device_eq(q->device, vv->device))
+    return em_error(EM_ERR_DEVICE, "attention '%s': q, k, v on different devices: q %s, k %s, v %s",
+                    v->name, em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk),
+                    em__desc(vv, dv, sizeof dv));
+  int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
+  if (k->shape[0] != B || vv->shape[0] != B || k->shape[1] != H || vv->shape[1] != H ||
+      vv->shape[2] != Lk || k->shape[3] != q->shape[3])
+    return em_error(EM_ERR_SHAPE,
+                    "attention '%s': expected q [B,H,Lq,dk], k [B,H,Lk,dk], v [B,H,Lk,dv], got q %s, k %s, v %s",
+                    v->name, em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk),
+                    em__desc(vv, dv, sizeof dv));
+  if (Lq != Lk) EM_TRY(need_cap(v, EM_ATTN_CAP_CROSS, "Lq != Lk (cross-attention)"));
+  for (int i = 0; i < n_params; i++)
+    if (params[i]->dtype != q->dtype || !em_device_eq(params[i]->device, q->device))
+      return em_error(EM_ERR_DTYPE, "attention '%s': parameter %d is %s but q is %s", v->name, i + 1,
+                      em__desc(params[i], dk, sizeof dk), em__desc(q, dq, sizeof dq));
+  if (a->causal) EM_TRY(need_cap(v, EM_ATTN_CAP_CAUSAL, "causal masking"));
+  if (a->key_padding) {
+    em_tensor *m = a->key_padding;
+    EM_TRY(need_cap(v, EM_ATTN_CAP_KEY_PADDING, "a key padding mask"));
+    if (m->dtype != EM_BOOL || m->ndim != 2 || m->shape[0] != B || m->shape[1] != Lk ||
+        !em_device_eq(m->device, q->device))
+      return em_error(EM_ERR_SHAPE,
+                      "attention '%s': key_padding_mask must be bool [%lld, %lld] (B, Lk) on q's device, got %s",
+                      v->name, (long long)B, (long long)Lk, em__desc(m, dk, sizeof dk));
+  }
+  if (a->mask) {
+    em_tensor *m = a->mask;
+    EM_TRY(need_cap(v, EM_ATTN_CAP_MASK, "an attention mask (attn_mask)"));
+    if (m->dtype != EM_BOOL && m->dtype != q->dtype)
+      return em_error(EM_ERR_DTYPE, "attention '%s': attn_mask must be bool or %s (q's dtype), got %s",
+                      v->name, em_dtype_name(q->dtype), em__desc(m, dk, sizeof dk));
+    int64_t full[4] = {B, H, Lq, Lk};
+    bool ok = m->ndim <= 4 && em_device_eq(m->device, q->device);
+    for (int i = 0; ok && i < m->ndim; i++) {
+      int64_t s = m->shape[m->ndim - 1 - i];
+      ok = s == 1 || s == full[3 - i];
+    }
+    if (!ok)
+      return em_error(EM_ERR_SHAPE,
+                      "attention '%s': attn_mask must broadcast to [%lld, %lld, %lld, %lld] on q's device, got %s",
+                      v->name, (long long)B, (long long)H, (long long)Lq, (long long)Lk,
+                      em__desc(m, dk, sizeof dk));
+  }
+  if (a->training && a->dropout_p > 0) {
+    EM_TRY(need_cap(v, EM_ATTN_CAP_DROPOUT, "dropout on attention weights"));
+  }
+  if (!(a->dropout_p >= 0 && a->dropout_p < 1))
+    return em_error(EM_ERR_ARG, "attention '%s': dropout must be in [0, 1), got %g", v->name,
+                    a->dropout_p);
+  if (a->need_weights) EM_TRY(need_cap(v, EM_ATTN_CAP_WEIGHTS, "returning attention weights"));
+  if (!isfinite(a->scale))
+    return em_error(EM_ERR_ARG, "attention '%s': scale must be finite, got %g", v->name, a->scale);
+  c->B = B, c->H = H, c->Lq = Lq, c->Lk = Lk;
+  c->dims.heads = H, c->dims.dk = q->shape[3], c->dims.dv = vv->shape[3];
+  return EM_OK;
+}
+
+/* The user's mask as a [B,H,Lq,Lk] view with 0 strides (no copy). */
+static em_status expand_mask(em_tensor **out, em_tensor *m, const em_attn_call *c) {
+  int64_t shape4[4] = {1, 1, 1, 1};
+  for (int i = 0; i < m->ndim; i++) shape4[4 - m->ndim + i] = m->shape[i];
+  em_tensor *r = NULL;
+  EM_TRY(em_reshape(&r, m, 4, shape4));
+  int64_t full[4] = {c->B, c->H, c->Lq, c->Lk};
+  em_status s = em_expand(out, r, 4, full);
+  em_release(r);
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Route 1: one autograd op around forward/backward                   */
+/* ------------------------------------------------------------------ */
+
+typedef struct attn_ctx {
+  const em_attention_variant *v;
+  void *saved;
+  int n_inputs; /* 3 + n_params */
+} attn_ctx;
+
+static void attn_free_ctx(void *p) {
+  attn_ctx *x = p;
+  if (!x) return;
+  if (x->v->free_saved) x->v->free_saved(x->saved);
+  free(x);
+}
+
+static em_status attn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
+  attn_ctx *x = node->ctx;
+  int n = x->n_inputs;
+  em_tensor *grads[3 + EM_ATTN_MAX_PARAMS] = {NULL};
+  bool needs[3 + EM_ATTN_MAX_PARAMS] = {false};
+  for (int i = 0; i < n; i++) needs[i] = node->needs_grad[i];
+  em_tensor *dout = NULL;
+  EM_TRY(em_contiguous(&dout, gy));
+  em_status s = x->v->backward(x->saved, dout, needs, grads);
+  em_release(dout);
+  if (s != EM_OK) {
+    for (int i = 0; i < n; i++) em_release(grads[i]);
+    return em_error(s, "attention '%s' backward: %s", x->v->name, em_error_message());
+  }
+  for (int i = 0; i < n && s == EM_OK; i++) {
+    if (!needs[i]) {
+      em_release(grads[i]);
+      grads[i] = NULL;
+      continue;
+    }
+    if (!grads[i]) {
+      s = em_zeros(&grads[i], node->in_ndim[i], node->in_shape[i], node->in_dtype[i], node->out_device);
+    } else if (grads[i]->ndim != node->in_ndim[i] ||
+               memcmp(grads[i]->shape, node->in_shape[i], (size_t)grads[i]->ndim * sizeof(int64_t))) {
+      char got[200], want[200];
+      s = em_error(EM_ERR_PLUGIN, "attention '%s' backward: gradient %d has shape %s, input has %s",
+                   x->v->name, i + 1, em_shape_str(grads[i]->ndim, grads[i]->shape, got, sizeof got),
+                   em_shape_str(node->in_ndim[i], node->in_shape[i], want, sizeof want));
+    }
+  }
+  if (s != EM_OK) {
+    for (int i = 0; i < n; i++) em_release(grads[i]);
+    return s;
+  }
+  for (int i = 0; i < n; i++) gx[i] = grads[i];
+  return EM_OK;
+}
+
+static const em_opdef ATTENTION_OP = {"attention", attn_backward, attn_free_ctx};
+
+/* Detached, contiguous copies of the inputs for a forward (grad mode off). */
+static em_status detached(em_tensor **out, em_tensor *t) {
+  em_tensor *d = NULL;
+  EM_TRY(em_detach(&d, t));
+  em_status s = em_contiguous(out, d);
+  em_release(d);
+  return s;
+}
+
+static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call *c,
+                             em_tensor *q, em_tensor *k, em_tensor *vv, int n_params,
+                             em_tensor *const *params) {
+  const em_attention_variant *v = c->variant;
+  em_tensor *inputs[3 + EM_ATTN_MAX_PARAMS] = {q, k, vv};
+  for (int i = 0; i < n_params; i++) inputs[3 + i] = params[i];
+  int n_in = 3 + n_params;
+  bool record = em_autograd_needed(n_in, inputs);
+  c->need_grad = record;
+
+  em_tensor *dq = NULL, *dk = NULL, *dv = NULL, *dp[EM_ATTN_MAX_PARAMS] = {NULL};
+  em_tensor *y = NULL, *w = NULL;
+  void *saved = NULL;
+  bool prev = em_set_grad_enabled(false);
+  em_status s = detached(&dq, q);
+  if (s == EM_OK) s = detached(&dk, k);
+  if (s == EM_OK) s = detached(&dv, vv);
+  for (int i = 0; s == EM_OK && i < n_params; i++) s = em_detach(&dp[i], params[i]);
+  if (s == EM_OK) {
+    c->q = dq, c->k = dk, c->v = dv, c->params = dp;
+    s = v->forward(c, &y, c->need_weights ? &w : NULL, &saved);
+    if (s == EM_OK && (!y || (c->need_weights && !w)))
+      s = em_error(EM_ERR_PLUGIN, "attention '%s': forward returned no %s", v->name, y ? "weights" : "output");
+    if (s == EM_OK && (y->ndim != 4 || y->shape[0] != c->B || y->shape[1] != c->H ||
+                       y->shape[2] != c->Lq || y->shape[3] != c->dims.dv || y->dtype != q->dtype)) {
+      char got[200];
+      s = em_error(EM_ERR_PLUGIN, "attention '%s': forward returned %s, expected [%lld, %lld, %lld, %lld] %s",
+                   v->name, em__desc(y, got, sizeof got), (long long)c->B, (long long)c->H,
+                   (long long)c->Lq, (long long)c->dims.dv, em_dtype_name(q->dtype));
+    } else if (s != EM_OK && s != EM_ERR_PLUGIN) {
+      s = em_error(s, "attention '%s': %s", v->name, em_error_message());
+    }
+  }
+  em_release(dq), em_release(dk), em_release(dv);
+  for (int i = 0; i < n_params; i++) em_release(dp[i]);
+  em_set_grad_enabled(prev);
+  c->q = c->k = c->v = NULL, c->params = NULL;
+  if (s != EM_OK) {
+    if (saved && v->free_saved) v->free_saved(saved);
+    em_release(y), em_release(w);
+    return s;
+  }
+  if (record) {
+    /* Hand out an alias: saved may hold y itself, and the node must not be
+    ** reachable from saved (that would be a reference cycle). */
+    em_tensor *alias = NULL;
+    attn_ctx *x = malloc(sizeof *x);
+    s = x ? em_detach(&alias, y) : em_error(EM_ERR_OOM, "attention: out of memory");
+    if (s != EM_OK) {
+      free(x);
+      if (v->free_saved) v->free_saved(saved);
+      em_release(y), em_release(w);
+      return s;
+    }
+    x->v = v, x->saved = saved, x->n_inputs = n_in;
+    em_release(y);
+    s = em_autograd_record(alias, &ATTENTION_OP, n_in, inputs, 0, NULL, x); /* frees x on failure */
+    if (s != EM_OK) {
+      em_release(alias), em_release(w);
+      return s;
+    }
+    y = alias;
+  } else if (saved && v->free_saved) {
+    v->free_saved(saved);
+  }
+  *out = y;
+  if (weights) *weights = w;
+  else em_release(w);
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Route 2 and the entry point                                         */
+/* ------------------------------------------------------------------ */
+
+static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call *c, em_tensor *q,
+                             em_tensor *k, em_tensor *vv, em_tensor *const *params) {
+  const em_attention_variant *v = c->variant;
+  em_tensor *y = NULL, *w = NULL;
+  c->q = q, c->k = k, c->v = vv, c->params = params;
+  c->need_grad = em_grad_enabled();
+  em_status s = v->compose(c, &y, c->need_weights ? &w : NULL);
+  if (s == EM_OK && (!y || (c->need_weights && !w)))
+    s = em_error(EM_ERR_PLUGIN, "attention '%s': compose returned no %s", v->name, y ? "weights" : "output");
+  else if (s != EM_OK)
+    s = em_error(s, "attention '%s': %s", v->name, em_error_message());
+  if (s != EM_OK) {
+    em_release(y), em_release(w);
+    return s;
+  }
+  *out = y;
+  if (w && weights) {
+    /* Weights are for inspection: detached, like route 1. */
+    s = em_detach(weights, w);
+    em_release(w);
+    if (s != EM_OK) {
+      em_release(y);
+      *out = NULL;
+    }
+    return s;
+  }
+  em_release(w);
+  return EM_OK;
+}
+
+em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
+                       const em_attn_options *o, int n_params, em_tensor *const *params,
+                       em_tensor *q, em_tensor *k, em_tensor *vv, const em_attn_args *a) {
+  *out = NULL;
+  if (weights) *weights = NULL;
+  if (!v || !o || o->variant != v)
+    return em_error(EM_ERR_ARG, "attention: options do not belong to variant '%s'", v ? v->name : "?");
+  if (n_params < 0 || n_params > EM_ATTN_MAX_PARAMS)
+    return em_error(EM_ERR_ARG, "attention '%s': %d params (max %d)", v->name, n_params, EM_ATTN_MAX_PARAMS);
+  em_attn_args none = {0};
+  if (!a) a = &none;
+  em_attn_call c;
+  memset(&c, 0, sizeof c);
+  c.variant = v;
+  EM_TRY(check_inputs(&c, v, q, k, vv, n_params, params, a));
+  if (c.dims.dk == 0 || c.dims.dv == 0 || c.B == 0 || c.H == 0)
+    return em_error(EM_ERR_SHAPE, "attention '%s': empty head or batch dims (B=%lld H=%lld dk=%lld dv=%lld)",
+                    v->name, (long long)c.B, (long long)c.H, (long long)c.dims.dk, (long long)c.dims.dv);
+  if (v->check) EM_TRY(v->check(o, &c.dims));
+  c.causal = a->causal;
+  c.scale = a->scale > 0 ? a->scale : 1.0 / sqrt((double)c.dims.dk);
+  c.training = a->training;
+  c.dropout_p = a->training ? a->dropout_p : 0;
+  c.need_weights = a->need_weights && weights != NULL;
+  c.options = o;
+  c.n_params = n_params;
+  if (c.dropout_p > 0) {
+    c.seed = em_initial_seed();
+    c.offset = em_rng_advance((uint64_t)(c.B * c.H * c.Lq * c.Lk));
+  }
+
+  /* Masks are constants: reshape them with grad mode off. */
+  bool prev = em_set_grad_enabled(false);
+  em_tensor *kp = NULL, *mask = NULL, *kpd = NULL, *md = NULL;
+  em_status s = EM_OK;
+  if (a->key_padding && (s = em_detach(&kpd, a->key_padding)) == EM_OK) s = em_contiguous(&kp, kpd);
+  if (s == EM_OK && a->mask && (s = em_detach(&md, a->mask)) == EM_OK) s = expand_mask(&mask, md, &c);
+  em_release(kpd), em_release(md);
+  em_set_grad_enabled(prev);
+  c.key_padding = kp;
+  c.mask = mask;
+
+  if (s == EM_OK) {
+    c.q = q, c.k = k, c.v = vv, c.params = params; /* can_forward looks at them */
+    bool fwd = v->forward && (!v->can_forward || v->can_forward(&c));
+    if (fwd)
+      s = run_forward(out, weights, &c, q, k, vv, n_params, params);
+    else if (v->compose)
+      s = run_compose(out, weights, &c, q, k, vv, params);
+    else {
+      char dev[32];
+      s = em_error(EM_ERR_UNSUPPORTED, "attention '%s': cannot run on %s tensors (no composed fallback)",
+                   v->name, em_device_str(q->device, dev, sizeof dev));
+    }
+  }
+  em_release(kp), em_release(mask);
+  return s;
+}

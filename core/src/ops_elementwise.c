@@ -1,0 +1,767 @@
+/*
+** ops_elementwise.c -- unary and binary elementwise ops, where, masked_fill
+** and the in-place ops (copy_, fill_, add_, mul_scalar_).
+**
+** Operands share a dtype: PyTorch's type promotion is left out on purpose,
+** except that a 0-d tensor (a scalar) takes the other operand's dtype and
+** device, so that `x * loss` works whatever x is.
+**
+** em_binary is the hottest function of the library (every `a + b` in Lua
+** lands here), so its common case -- same shape, same dtype, contiguous --
+** does no broadcasting work and allocates nothing but the result.
+*/
+#include "internal.h"
+
+#include <math.h>
+
+/* ------------------------------------------------------------------ */
+/* Names and dtype rules                                               */
+/* ------------------------------------------------------------------ */
+
+static const char *const UNARY_NAMES[EM_NUNARY] = {
+  [EM_NEG] = "neg",         [EM_EXP] = "exp",     [EM_LOG] = "log",
+  [EM_SQRT] = "sqrt",       [EM_RSQRT] = "rsqrt", [EM_ABS] = "abs",
+  [EM_TANH] = "tanh",       [EM_SIGMOID] = "sigmoid", [EM_RELU] = "relu",
+  [EM_GELU] = "gelu",       [EM_GELU_TANH] = "gelu_tanh", [EM_ELU] = "elu",
+  [EM_CLAMP] = "clamp",     [EM_POW_SCALAR] = "pow", [EM_AFFINE] = "affine",
+  [EM_SILU] = "silu",       [EM_SIN] = "sin",     [EM_COS] = "cos",
+  [EM_NOT] = "logical_not",
+};
+
+static const char *const BINARY_NAMES[EM_NBINARY] = {
+  [EM_ADD] = "add", [EM_SUB] = "sub", [EM_MUL] = "mul", [EM_DIV] = "div",
+  [EM_POW] = "pow", [EM_MAXIMUM] = "maximum", [EM_MINIMUM] = "minimum",
+  [EM_EQ] = "eq",   [EM_NE] = "ne", [EM_LT] = "lt", [EM_LE] = "le",
+  [EM_GT] = "gt",   [EM_GE] = "ge",
+  [EM_AND] = "logical_and", [EM_OR] = "logical_or", [EM_XOR] = "logical_xor",
+};
+
+const char *em_unary_name(em_unary_op op) {
+  return (unsigned)op < EM_NUNARY ? UNARY_NAMES[op] : "invalid unary op";
+}
+
+const char *em_binary_name(em_binary_op op) {
+  return (unsigned)op < EM_NBINARY ? BINARY_NAMES[op] : "invalid binary op";
+}
+
+static bool is_compare(em_binary_op op) { return op >= EM_EQ && op <= EM_GE; }
+static bool is_logical(em_binary_op op) { return op >= EM_AND && op <= EM_XOR; }
+
+/* "float32 [2, 3]", the way dtype messages show an operand. */
+static const char *dt_shape(const em_tensor *t, char *buf, size_t n) {
+  char sh[160];
+  snprintf(buf, n, "%s %s", em_dtype_name(t->dtype), em_shape_str(t->ndim, t->shape, sh, sizeof sh));
+  return buf;
+}
+
+/* Unary ops defined on int64 as well as on floats. */
+static bool unary_int_ok(em_unary_op op) { return op == EM_NEG || op == EM_ABS; }
+
+static em_status unary_check(em_unary_op op, const em_tensor *x) {
+  char d[200];
+  if ((unsigned)op >= EM_NUNARY) return em_error(EM_ERR_ARG, "unary: invalid op %d", (int)op);
+  if (op == EM_NOT) {
+    if (x->dtype == EM_BOOL) return EM_OK;
+    return em_error(EM_ERR_DTYPE, "logical_not: expected a bool tensor, got %s",
+                    dt_shape(x, d, sizeof d));
+  }
+  if (em_dtype_is_float(x->dtype) || (x->dtype == EM_I64 && unary_int_ok(op))) return EM_OK;
+  return em_error(EM_ERR_DTYPE, "%s: expected a float tensor%s, got %s", UNARY_NAMES[op],
+                  unary_int_ok(op) ? " or int64" : "", dt_shape(x, d, sizeof d));
+}
+
+/* a and b already share dt. */
+static em_status binary_check(em_binary_op op, const em_tensor *a, const em_tensor *b) {
+  em_dtype dt = a->dtype;
+  char da[200], db[200];
+  if (is_compare(op)) return EM_OK;
+  if (is_logical(op)) {
+    if (dt == EM_BOOL) return EM_OK;
+    return em_error(EM_ERR_DTYPE, "%s: expected bool tensors, got %s and %s", BINARY_NAMES[op],
+                    dt_shape(a, da, sizeof da), dt_shape(b, db, sizeof db));
+  }
+  if (dt == EM_BOOL)
+    return em_error(EM_ERR_DTYPE,
+                    "%s: arithmetic on bool tensors is not supported, got %s and %s "
+                    "(convert with to_dtype, or use a logical op)",
+                    BINARY_NAMES[op], dt_shape(a, da, sizeof da), dt_shape(b, db, sizeof db));
+  if (op == EM_DIV && dt == EM_I64)
+    return em_error(EM_ERR_DTYPE,
+                    "div: int64 division is not supported, got %s and %s (convert to a float "
+                    "dtype first)", dt_shape(a, da, sizeof da), dt_shape(b, db, sizeof db));
+  return EM_OK;
+}
+
+/* A one-dim view of all n elements of a contiguous tensor: kernels run it
+** as one loop. */
+static void kview_flat(const em_tensor *t, int64_t n, em_kview *kv) {
+  kv->data = em_data(t);
+  kv->dtype = t->dtype;
+  kv->ndim = 1;
+  kv->shape[0] = n;
+  kv->stride[0] = 1;
+}
+
+static bool same_shape(const em_tensor *a, const em_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+/* Gives a and b a common dtype and device: a 0-d operand adopts the
+** other's. *pa and *pb are new references. */
+static em_status unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, em_tensor **pb) {
+  em_tensor *x = em_retain(a), *y = em_retain(b), *t;
+  em_status s = EM_OK;
+  char da[200], db[200];
+  *pa = *pb = NULL;
+  if (x->dtype != y->dtype) {
+    if (x->ndim == 0 && y->ndim != 0) {
+      s = em_to_dtype(&t, x, y->dtype);
+      if (s == EM_OK) em_release(x), x = t;
+    } else if (y->ndim == 0 && x->ndim != 0) {
+      s = em_to_dtype(&t, y, x->dtype);
+      if (s == EM_OK) em_release(y), y = t;
+    } else {
+      s = em_error(EM_ERR_DTYPE, "%s: dtype mismatch: %s vs %s", op, dt_shape(a, da, sizeof da),
+                   dt_shape(b, db, sizeof db));
+    }
+  }
+  if (s == EM_OK && !em_device_eq(x->device, y->device)) {
+    if (x->ndim == 0 && y->ndim != 0) {
+      s = em_to_device(&t, x, y->device);
+      if (s == EM_OK) em_release(x), x = t;
+    } else if (y->ndim == 0 && x->ndim != 0) {
+      s = em_to_device(&t, y, x->device);
+      if (s == EM_OK) em_release(y), y = t;
+    } else {
+      s = em__same_device(op, x, y);
+    }
+  }
+  if (s != EM_OK) {
+    em_release(x);
+    em_release(y);
+    return s;
+  }
+  *pa = x;
+  *pb = y;
+  return EM_OK;
+}
+
+/* Reduces a gradient shaped like the output to input i's shape. Takes g. */
+static em_status grad_to_input(em_node *n, int i, em_tensor *g, em_tensor **gx) {
+  if (!g) return EM_OK;
+  em_status s = em_sum_to(&gx[i], g, n->in_ndim[i], n->in_shape[i]);
+  em_release(g);
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Unary                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct unary_ctx { double alpha, beta; } unary_ctx;
+
+static em_status unary_backward(em_node *n, em_tensor *gy, em_tensor **gx);
+
+#define UDEF(name) {name, unary_backward, free}
+/* One opdef per op, so that the backward finds its op from the pointer. */
+static const em_opdef UNARY_DEFS[EM_NUNARY] = {
+  UDEF("neg"), UDEF("exp"), UDEF("log"), UDEF("sqrt"), UDEF("rsqrt"), UDEF("abs"),
+  UDEF("tanh"), UDEF("sigmoid"), UDEF("relu"), UDEF("gelu"), UDEF("gelu_tanh"), UDEF("elu"),
+  UDEF("clamp"), UDEF("pow"), UDEF("affine"), UDEF("silu"), UDEF("sin"), UDEF("cos"),
+  UDEF("logical_not"),
+};
+#undef UDEF
+
+/* The kernel wants x, y and gy contiguous; saved views may not be. */
+static em_status unary_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_unary_op op = (em_unary_op)(n->op - UNARY_DEFS);
+  const unary_ctx *c = n->ctx;
+  em_tensor *x = NULL, *y = NULL, *g = NULL, *r = NULL;
+  em_status s;
+  if (!n->needs_grad[0]) return EM_OK;
+  if ((s = em__contig(&x, n->saved[0])) || (s = em__contig(&y, n->saved[1])) ||
+      (s = em__contig(&g, gy)) ||
+      (s = em__new(&r, x->ndim, x->shape, x->dtype, x->device, UNARY_NAMES[op])))
+    goto done;
+  s = em__be(x)->unary_backward(x->device.index, op, x->dtype, em_numel(x), em_data(r), em_data(g),
+                                em_data(x), em_data(y), c->alpha, c->beta);
+  if (s) {
+    s = em__kernel_fail(UNARY_NAMES[op], s);
+    goto done;
+  }
+  gx[0] = r;
+  r = NULL;
+done:
+  em_release(x);
+  em_release(y);
+  em_release(g);
+  em_release(r);
+  return s;
+}
+
+em_status em_unary(em_tensor **out, em_unary_op op, em_tensor *x, double alpha, double beta) {
+  if (!out || !x) return em_error(EM_ERR_ARG, "unary: NULL argument");
+  *out = NULL;
+  EM_TRY(unary_check(op, x));
+  em_tensor *y;
+  EM_TRY(em__new(&y, x->ndim, x->shape, x->dtype, x->device, UNARY_NAMES[op]));
+  em_kview ky, kx;
+  if (em_is_contiguous(x)) {
+    int64_t n = em_numel(x);
+    kview_flat(y, n, &ky);
+    kview_flat(x, n, &kx);
+  } else {
+    em_kview_of(y, &ky);
+    em_kview_of(x, &kx);
+  }
+  em_status s = em__be(x)->unary(x->device.index, op, &ky, &kx, alpha, beta);
+  if (s) {
+    em_release(y);
+    return em__kernel_fail(UNARY_NAMES[op], s);
+  }
+  if (op != EM_NOT && x->requires_grad && em_grad_enabled()) {
+    unary_ctx *c = malloc(sizeof *c);
+    if (!c) {
+      em_release(y);
+      return em_error(EM_ERR_OOM, "%s: out of memory recording autograd", UNARY_NAMES[op]);
+    }
+    c->alpha = alpha;
+    c->beta = beta;
+    em_tensor *saved[2] = {x, y};
+    s = em_autograd_record(y, &UNARY_DEFS[op], 1, &x, 2, saved, c);
+    if (s) {
+      em_release(y);
+      return s;
+    }
+  }
+  *out = y;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Binary: backward                                                    */
+/* ------------------------------------------------------------------ */
+
+static em_status add_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_status s = EM_OK;
+  if (n->needs_grad[0]) s = em_sum_to(&gx[0], gy, n->in_ndim[0], n->in_shape[0]);
+  if (!s && n->needs_grad[1]) s = em_sum_to(&gx[1], gy, n->in_ndim[1], n->in_shape[1]);
+  return s;
+}
+
+static em_status sub_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_status s = EM_OK;
+  em_tensor *t;
+  if (n->needs_grad[0]) s = em_sum_to(&gx[0], gy, n->in_ndim[0], n->in_shape[0]);
+  if (!s && n->needs_grad[1] && !(s = em_unary(&t, EM_NEG, gy, 0, 0))) s = grad_to_input(n, 1, t, gx);
+  return s;
+}
+
+/* saved: a, b */
+static em_status mul_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_status s = EM_OK;
+  em_tensor *t;
+  if (n->needs_grad[0] && !(s = em_mul(&t, gy, n->saved[1]))) s = grad_to_input(n, 0, t, gx);
+  if (!s && n->needs_grad[1] && !(s = em_mul(&t, gy, n->saved[0]))) s = grad_to_input(n, 1, t, gx);
+  return s;
+}
+
+/* saved: a, b. d/da = 1/b, d/db = -a/b^2 (PyTorch's formulas). */
+static em_status div_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *a = n->saved[0], *b = n->saved[1], *t = NULL, *u = NULL, *v = NULL, *w = NULL;
+  em_status s = EM_OK;
+  if (n->needs_grad[0] && !(s = em_div(&t, gy, b))) s = grad_to_input(n, 0, t, gx);
+  if (s || !n->needs_grad[1]) return s;
+  t = NULL;
+  if (!(s = em_mul(&t, gy, a)) && !(s = em_mul(&u, b, b)) && !(s = em_div(&v, t, u)) &&
+      !(s = em_unary(&w, EM_NEG, v, 0, 0)))
+    s = grad_to_input(n, 1, w, gx);
+  em_release(t), em_release(u), em_release(v);
+  return s;
+}
+
+/* d(a^b)/da = b * a^(b-1), taken as 0 where b == 0 (PyTorch). */
+static em_status pow_grad_base(em_tensor *a, em_tensor *b, em_tensor *gy, em_tensor *zero,
+                               em_tensor **out) {
+  em_tensor *bm1 = NULL, *p = NULL, *d = NULL, *g = NULL, *b0 = NULL;
+  em_status s;
+  if (!(s = em_binary_scalar(&bm1, EM_SUB, b, 1.0)) && !(s = em_binary(&p, EM_POW, a, bm1)) &&
+      !(s = em_mul(&d, p, b)) && !(s = em_mul(&g, d, gy)) &&
+      !(s = em_binary_scalar(&b0, EM_EQ, b, 0.0)))
+    s = em_where(out, b0, zero, g);
+  em_release(bm1), em_release(p), em_release(d), em_release(g), em_release(b0);
+  return s;
+}
+
+/* d(a^b)/db = a^b * log(a), taken as 0 where a == 0 and b >= 0 (PyTorch,
+** instead of 0 * -inf). */
+static em_status pow_grad_exponent(em_tensor *a, em_tensor *b, em_tensor *y, em_tensor *gy,
+                                   em_tensor *zero, em_tensor **out) {
+  em_tensor *la = NULL, *d = NULL, *g = NULL, *a0 = NULL, *bpos = NULL, *mask = NULL;
+  em_status s;
+  if (!(s = em_unary(&la, EM_LOG, a, 0, 0)) && !(s = em_mul(&d, la, y)) &&
+      !(s = em_mul(&g, d, gy)) && !(s = em_binary_scalar(&a0, EM_EQ, a, 0.0)) &&
+      !(s = em_binary_scalar(&bpos, EM_GE, b, 0.0)) && !(s = em_binary(&mask, EM_AND, a0, bpos)))
+    s = em_where(out, mask, zero, g);
+  em_release(la), em_release(d), em_release(g), em_release(a0), em_release(bpos), em_release(mask);
+  return s;
+}
+
+/* saved: a, b, y = a^b */
+static em_status pow_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *a = n->saved[0], *b = n->saved[1], *y = n->saved[2], *zero, *t;
+  em_status s = EM_OK;
+  EM_TRY(em__scalar(&zero, 0.0, a->dtype, a->device));
+  if (n->needs_grad[0] && !(s = pow_grad_base(a, b, gy, zero, &t))) s = grad_to_input(n, 0, t, gx);
+  if (!s && n->needs_grad[1] && !(s = pow_grad_exponent(a, b, y, gy, zero, &t)))
+    s = grad_to_input(n, 1, t, gx);
+  em_release(zero);
+  return s;
+}
+
+/* saved: a, b. As PyTorch: ties split the gradient in half. `lose_a` is
+** the comparison under which a was not chosen (LT for maximum). */
+static em_status extremum_backward(em_node *n, em_tensor *gy, em_tensor **gx, em_binary_op lose_a) {
+  em_tensor *a = n->saved[0], *b = n->saved[1], *half = NULL, *eq = NULL, *g = NULL;
+  em_status s;
+  if ((s = em_binary_scalar(&half, EM_MUL, gy, 0.5)) || (s = em_binary(&eq, EM_EQ, a, b)) ||
+      (s = em_where(&g, eq, half, gy)))
+    goto done;
+  em_binary_op lose[2] = {lose_a, lose_a == EM_LT ? EM_GT : EM_LT};
+  for (int i = 0; i < 2 && !s; i++) {
+    em_tensor *m = NULL, *t = NULL;
+    if (!n->needs_grad[i]) continue;
+    if (!(s = em_binary(&m, lose[i], a, b)) && !(s = em_masked_fill(&t, g, m, 0.0)))
+      s = grad_to_input(n, i, t, gx);
+    em_release(m);
+  }
+done:
+  em_release(half);
+  em_release(eq);
+  em_release(g);
+  return s;
+}
+
+static em_status maximum_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  return extremum_backward(n, gy, gx, EM_LT);
+}
+static em_status minimum_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  return extremum_backward(n, gy, gx, EM_GT);
+}
+
+static const em_opdef BINARY_DEFS[EM_MINIMUM + 1] = {
+  [EM_ADD] = {"add", add_backward, NULL},
+  [EM_SUB] = {"sub", sub_backward, NULL},
+  [EM_MUL] = {"mul", mul_backward, NULL},
+  [EM_DIV] = {"div", div_backward, NULL},
+  [EM_POW] = {"pow", pow_backward, NULL},
+  [EM_MAXIMUM] = {"maximum", maximum_backward, NULL},
+  [EM_MINIMUM] = {"minimum", minimum_backward, NULL},
+};
+
+/* ------------------------------------------------------------------ */
+/* Binary: forward                                                     */
+/* ------------------------------------------------------------------ */
+
+static em_status binary_record(em_tensor *y, em_binary_op op, em_tensor *a, em_tensor *b) {
+  em_tensor *in[2] = {a, b}, *saved[3] = {a, b, y};
+  int n_saved = op == EM_ADD || op == EM_SUB ? 0 : op == EM_POW ? 3 : 2;
+  /* mul needs each operand only for the other's gradient (div: a only
+  ** for b's); not keeping the rest alive saves memory, e.g. for x * const. */
+  if ((op == EM_MUL || op == EM_DIV) && !b->requires_grad) saved[0] = NULL;
+  if (op == EM_MUL && !a->requires_grad) saved[1] = NULL;
+  return em_autograd_record(y, &BINARY_DEFS[op], 2, in, n_saved, saved, NULL);
+}
+
+em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b) {
+  if (!out || !a || !b || (unsigned)op >= EM_NBINARY)
+    return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
+  *out = NULL;
+  if (a->dtype != b->dtype || a->device.backend != b->device.backend ||
+      a->device.index != b->device.index) {
+    em_tensor *ua, *ub;
+    EM_TRY(unify(BINARY_NAMES[op], a, b, &ua, &ub));
+    em_status s = em_binary(out, op, ua, ub);
+    em_release(ua);
+    em_release(ub);
+    return s;
+  }
+  EM_TRY(binary_check(op, a, b));
+  em_dtype odt = is_compare(op) ? EM_BOOL : a->dtype;
+  em_tensor *y;
+  em_kview ky, ka, kb;
+  if (same_shape(a, b)) {
+    EM_TRY(em__new(&y, a->ndim, a->shape, odt, a->device, BINARY_NAMES[op]));
+    if (em_is_contiguous(a) && em_is_contiguous(b)) {
+      int64_t n = em_numel(a);
+      kview_flat(y, n, &ky);
+      kview_flat(a, n, &ka);
+      kview_flat(b, n, &kb);
+    } else {
+      em_kview_of(y, &ky);
+      em_kview_of(a, &ka);
+      em_kview_of(b, &kb);
+    }
+  } else {
+    int nd;
+    int64_t shape[EM_MAX_DIMS];
+    EM_TRY(em__broadcast_shape(BINARY_NAMES[op], a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
+    EM_TRY(em__new(&y, nd, shape, odt, a->device, BINARY_NAMES[op]));
+    em_kview_of(y, &ky);
+    em__kview_bcast(a, nd, shape, &ka);
+    em__kview_bcast(b, nd, shape, &kb);
+  }
+  em_status s = em__be(a)->binary(a->device.index, op, &ky, &ka, &kb);
+  if (s) {
+    em_release(y);
+    return em__kernel_fail(BINARY_NAMES[op], s);
+  }
+  if (op <= EM_MINIMUM && (a->requires_grad || b->requires_grad) && em_grad_enabled() &&
+      (s = binary_record(y, op, a, b))) {
+    em_release(y);
+    return s;
+  }
+  *out = y;
+  return EM_OK;
+}
+
+em_status em_add(em_tensor **out, em_tensor *a, em_tensor *b) { return em_binary(out, EM_ADD, a, b); }
+em_status em_sub(em_tensor **out, em_tensor *a, em_tensor *b) { return em_binary(out, EM_SUB, a, b); }
+em_status em_mul(em_tensor **out, em_tensor *a, em_tensor *b) { return em_binary(out, EM_MUL, a, b); }
+em_status em_div(em_tensor **out, em_tensor *a, em_tensor *b) { return em_binary(out, EM_DIV, a, b); }
+
+/* A scalar converted to a non-float dtype must survive the conversion:
+** `int_tensor + 0.5` would silently become `+ 0` otherwise. */
+static em_status scalar_fits(const char *op, const em_tensor *a, double s) {
+  char d[200];
+  if (a->dtype == EM_I64 && (s != floor(s) || fabs(s) > 9.2e18))
+    return em_error(EM_ERR_DTYPE, "%s: scalar %g is not an integer, but the tensor is %s "
+                    "(convert the tensor to a float dtype)", op, s, dt_shape(a, d, sizeof d));
+  if (a->dtype == EM_BOOL && s != 0.0 && s != 1.0)
+    return em_error(EM_ERR_DTYPE, "%s: scalar %g cannot be compared with a bool tensor %s "
+                    "(use 0 or 1, or convert the tensor)", op, s, dt_shape(a, d, sizeof d));
+  return EM_OK;
+}
+
+/* A float32 scalar rounded as PyTorch rounds it before the op, so that a
+** kernel computing in double gives the float32 op's correctly rounded result. */
+static double as_dtype(em_dtype dt, double s) { return dt == EM_F32 ? (double)(float)s : s; }
+
+/* The scalar as a 0-d tensor of a's dtype, then the tensor op. Used for
+** the ops no unary kernel covers. */
+static em_status scalar_via_tensor(em_tensor **out, em_binary_op op, em_tensor *a, double s,
+                                   bool scalar_first) {
+  em_tensor *t;
+  EM_TRY(scalar_fits(BINARY_NAMES[op], a, s));
+  EM_TRY(em__scalar(&t, s, a->dtype, a->device));
+  em_status st = scalar_first ? em_binary(out, op, t, a) : em_binary(out, op, a, t);
+  em_release(t);
+  return st;
+}
+
+/* For float tensors, x+s, x-s, x*s, x/s and x^s are unary kernels: no 0-d
+** tensor to allocate (on a GPU, no host-to-device copy either). */
+em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a, double s) {
+  if (!out || !a || (unsigned)op >= EM_NBINARY)
+    return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
+  *out = NULL;
+  if (em_dtype_is_float(a->dtype)) {
+    double v = as_dtype(a->dtype, s);
+    switch (op) {
+      case EM_ADD: return em_unary(out, EM_AFFINE, a, 1.0, v);
+      case EM_SUB: return em_unary(out, EM_AFFINE, a, 1.0, -v);
+      case EM_MUL: return em_unary(out, EM_AFFINE, a, v, 0.0);
+      case EM_DIV: {
+        /* x * (1/s), as PyTorch's CUDA kernels do, unless 1/s overflows
+        ** (s is subnormal) in the tensor's dtype. */
+        double r = 1.0 / v;
+        if (v == 0.0 || (a->dtype == EM_F64 ? isfinite(r) : isfinite((float)r)))
+          return em_unary(out, EM_AFFINE, a, r, 0.0);
+        break;
+      }
+      case EM_POW: return em_unary(out, EM_POW_SCALAR, a, v, 0.0);
+      default: break;
+    }
+  }
+  return scalar_via_tensor(out, op, a, s, false);
+}
+
+em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor *a) {
+  if (!out || !a || (unsigned)op >= EM_NBINARY)
+    return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
+  *out = NULL;
+  if (em_dtype_is_float(a->dtype)) {
+    double v = as_dtype(a->dtype, s);
+    switch (op) {
+      case EM_ADD: return em_unary(out, EM_AFFINE, a, 1.0, v);
+      case EM_SUB: return em_unary(out, EM_AFFINE, a, -1.0, v);
+      case EM_MUL: return em_unary(out, EM_AFFINE, a, v, 0.0);
+      default: break;
+    }
+  }
+  return scalar_via_tensor(out, op, a, s, true);
+}
+
+/* ------------------------------------------------------------------ */
+/* where and masked_fill                                               */
+/* ------------------------------------------------------------------ */
+
+/* saved: cond. Each side gets gy where it was chosen, 0 elsewhere. */
+static em_status where_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *cond = n->saved[0], *zero, *t;
+  em_status s = EM_OK;
+  EM_TRY(em__scalar(&zero, 0.0, gy->dtype, gy->device));
+  if (n->needs_grad[0] && !(s = em_where(&t, cond, gy, zero))) s = grad_to_input(n, 0, t, gx);
+  if (!s && n->needs_grad[1] && !(s = em_where(&t, cond, zero, gy))) s = grad_to_input(n, 1, t, gx);
+  em_release(zero);
+  return s;
+}
+static const em_opdef WHERE_OP = {"where", where_backward, NULL};
+
+static em_status need_bool(const char *op, const em_tensor *t, const char *what) {
+  char d[200];
+  if (t->dtype == EM_BOOL) return EM_OK;
+  return em_error(EM_ERR_DTYPE, "%s: %s must be bool, got %s", op, what, dt_shape(t, d, sizeof d));
+}
+
+/* out = cond ? a : b; the three broadcast; a, b share dtype and device. */
+static em_status where_kernel(const char *op, em_tensor **out, em_tensor *cond, em_tensor *a,
+                              em_tensor *b) {
+  int n1, nd;
+  int64_t s1[EM_MAX_DIMS], shape[EM_MAX_DIMS];
+  EM_TRY(em__same_device(op, cond, a));
+  EM_TRY(em__broadcast_shape(op, cond->ndim, cond->shape, a->ndim, a->shape, &n1, s1));
+  EM_TRY(em__broadcast_shape(op, n1, s1, b->ndim, b->shape, &nd, shape));
+  em_tensor *y;
+  EM_TRY(em__new(&y, nd, shape, a->dtype, a->device, op));
+  em_kview ky, kc, ka, kb;
+  em_kview_of(y, &ky);
+  em__kview_bcast(cond, nd, shape, &kc);
+  em__kview_bcast(a, nd, shape, &ka);
+  em__kview_bcast(b, nd, shape, &kb);
+  em_status s = em__be(a)->where(a->device.index, &ky, &kc, &ka, &kb);
+  if (s) {
+    em_release(y);
+    return em__kernel_fail(op, s);
+  }
+  *out = y;
+  return EM_OK;
+}
+
+em_status em_where(em_tensor **out, em_tensor *cond, em_tensor *a, em_tensor *b) {
+  if (!out || !cond || !a || !b) return em_error(EM_ERR_ARG, "where: NULL argument");
+  *out = NULL;
+  EM_TRY(need_bool("where", cond, "the condition"));
+  em_tensor *ua, *ub, *y;
+  EM_TRY(unify("where", a, b, &ua, &ub));
+  em_status s = where_kernel("where", &y, cond, ua, ub);
+  em_tensor *in[2] = {ua, ub};
+  if (!s && em_autograd_needed(2, in) && (s = em_autograd_record(y, &WHERE_OP, 2, in, 1, &cond, NULL)))
+    em_release(y);
+  em_release(ua);
+  em_release(ub);
+  if (!s) *out = y;
+  return s;
+}
+
+/* saved: mask */
+static em_status masked_fill_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *t;
+  if (!n->needs_grad[0]) return EM_OK;
+  EM_TRY(em_masked_fill(&t, gy, n->saved[0], 0.0));
+  return grad_to_input(n, 0, t, gx);
+}
+static const em_opdef MASKED_FILL_OP = {"masked_fill", masked_fill_backward, NULL};
+
+em_status em_masked_fill(em_tensor **out, em_tensor *x, em_tensor *mask, double value) {
+  if (!out || !x || !mask) return em_error(EM_ERR_ARG, "masked_fill: NULL argument");
+  *out = NULL;
+  EM_TRY(need_bool("masked_fill", mask, "the mask"));
+  em_tensor *v, *y;
+  EM_TRY(em__scalar(&v, value, x->dtype, x->device));
+  em_status s = where_kernel("masked_fill", &y, mask, v, x);
+  em_release(v);
+  if (s) return s;
+  if (em_autograd_needed(1, &x) && (s = em_autograd_record(y, &MASKED_FILL_OP, 1, &x, 1, &mask, NULL))) {
+    em_release(y);
+    return s;
+  }
+  *out = y;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* In place                                                            */
+/* ------------------------------------------------------------------ */
+
+/* In-place ops are not recorded, so with grad mode on they must not touch
+** a tensor autograd cares about, nor take a gradient-carrying source. */
+static em_status check_inplace(const char *op, const em_tensor *dst, const em_tensor *src) {
+  char d[200];
+  if (!em_grad_enabled()) return EM_OK;
+  if (dst->requires_grad && !dst->grad_fn)
+    return em_error(EM_ERR_AUTOGRAD,
+                    "%s: a leaf tensor that requires grad (%s) is being used in an in-place "
+                    "operation; do it with grad mode off (no_grad)", op, em__desc(dst, d, sizeof d));
+  if (dst->requires_grad)
+    return em_error(EM_ERR_AUTOGRAD,
+                    "%s: the tensor (%s) was made by '%s' and is part of an autograd graph; "
+                    "in-place ops are not recorded, use the out-of-place op", op,
+                    em__desc(dst, d, sizeof d), dst->grad_fn->op->name);
+  if (src && src->requires_grad)
+    return em_error(EM_ERR_AUTOGRAD,
+                    "%s: the source (%s) requires grad, but in-place ops are not recorded by "
+                    "autograd; use the out-of-place op, or grad mode off", op,
+                    em__desc(src, d, sizeof d));
+  return EM_OK;
+}
+
+/* An expanded view has several elements in one memory location: writing
+** it would make the result depend on the order of the writes. */
+static em_status check_writable(const char *op, const em_tensor *dst) {
+  char d[200];
+  for (int i = 0; i < dst->ndim; i++)
+    if (dst->shape[i] > 1 && dst->stride[i] == 0)
+      return em_error(EM_ERR_ARG,
+                      "%s: the destination (%s) is an expanded view whose elements share memory "
+                      "(dim %d has stride 0); clone it first", op, em__desc(dst, d, sizeof d), i + 1);
+  return EM_OK;
+}
+
+/* src must broadcast to exactly dst's shape. */
+static em_status check_bcast_to(const char *op, const em_tensor *dst, const em_tensor *src) {
+  int nd;
+  int64_t shape[EM_MAX_DIMS];
+  char a[160], b[160];
+  em_status s = em__broadcast_shape(op, src->ndim, src->shape, dst->ndim, dst->shape, &nd, shape);
+  if (s || nd != dst->ndim || memcmp(shape, dst->shape, (size_t)nd * sizeof shape[0]) != 0)
+    return em_error(EM_ERR_SHAPE, "%s: source of shape %s cannot be broadcast to the destination's %s",
+                    op, em_shape_str(src->ndim, src->shape, a, sizeof a),
+                    em_shape_str(dst->ndim, dst->shape, b, sizeof b));
+  return EM_OK;
+}
+
+/* A source that shares dst's storage is copied first, so that writing dst
+** cannot change values still to be read. *out is a new reference. */
+static em_status detach_source(em_tensor *dst, em_tensor *src, em_tensor **out) {
+  if (src->storage != dst->storage) {
+    *out = em_retain(src);
+    return EM_OK;
+  }
+  em_tensor *c;
+  EM_TRY(em__new(&c, src->ndim, src->shape, src->dtype, src->device, "in-place"));
+  em_kview kd, ks;
+  em_kview_of(c, &kd);
+  em_kview_of(src, &ks);
+  em_status s = em__be(src)->copy(src->device.index, &kd, &ks);
+  if (s) {
+    em_release(c);
+    return em__kernel_fail("in-place", s);
+  }
+  *out = c;
+  return EM_OK;
+}
+
+em_status em_copy_(em_tensor *dst, em_tensor *src) {
+  if (!dst || !src) return em_error(EM_ERR_ARG, "copy_: NULL argument");
+  EM_TRY(check_inplace("copy_", dst, src));
+  EM_TRY(check_writable("copy_", dst));
+  EM_TRY(check_bcast_to("copy_", dst, src));
+  em_tensor *s1, *s2;
+  if (!em_device_eq(src->device, dst->device))
+    EM_TRY(em_to_device(&s1, src, dst->device));
+  else
+    s1 = em_retain(src);
+  em_status s = detach_source(dst, s1, &s2);
+  em_release(s1);
+  if (s) return s;
+  em_kview kd, ks;
+  em_kview_of(dst, &kd);
+  em__kview_bcast(s2, dst->ndim, dst->shape, &ks);
+  s = em__be(dst)->copy(dst->device.index, &kd, &ks);
+  em_release(s2);
+  return s ? em__kernel_fail("copy_", s) : EM_OK;
+}
+
+em_status em_fill_(em_tensor *dst, double value) {
+  if (!dst) return em_error(EM_ERR_ARG, "fill_: NULL argument");
+  EM_TRY(check_inplace("fill_", dst, NULL));
+  EM_TRY(check_writable("fill_", dst));
+  em_kview kd;
+  em_kview_of(dst, &kd);
+  em_status s = em__be(dst)->fill(dst->device.index, &kd, value);
+  return s ? em__kernel_fail("fill_", s) : EM_OK;
+}
+
+/* Copies a contiguous result into dst (which was not contiguous). */
+static em_status copy_back(const char *op, em_tensor *dst, em_tensor *tmp) {
+  em_kview kd, ks;
+  em_kview_of(dst, &kd);
+  em_kview_of(tmp, &ks);
+  em_status s = em__be(dst)->copy(dst->device.index, &kd, &ks);
+  return s ? em__kernel_fail(op, s) : EM_OK;
+}
+
+em_status em_add_(em_tensor *dst, em_tensor *src, double alpha) {
+  if (!dst || !src) return em_error(EM_ERR_ARG, "add_: NULL argument");
+  EM_TRY(check_inplace("add_", dst, src));
+  EM_TRY(check_writable("add_", dst));
+  EM_TRY(check_bcast_to("add_", dst, src));
+  em_tensor *u, *b, *scaled = NULL, *tmp = NULL;
+  if (src->dtype != dst->dtype && src->ndim != 0) {
+    char a1[200], a2[200];
+    return em_error(EM_ERR_DTYPE, "add_: dtype mismatch: %s vs %s", dt_shape(dst, a1, sizeof a1),
+                    dt_shape(src, a2, sizeof a2));
+  }
+  EM_TRY(unify("add_", dst, src, &u, &b));
+  em_release(u); /* dst itself: unify leaves non-0-d operands alone */
+  em_status s = binary_check(EM_ADD, dst, b);
+  if (!s && alpha != 1.0) {
+    s = em_binary_scalar(&scaled, EM_MUL, b, alpha);
+    if (!s) em_release(b), b = scaled;
+  }
+  if (!s && b->storage == dst->storage) {
+    s = detach_source(dst, b, &scaled);
+    if (!s) em_release(b), b = scaled;
+  }
+  if (s) {
+    em_release(b);
+    return s;
+  }
+  em_kview ky, ka, kb;
+  em_kview_of(dst, &ka);
+  em__kview_bcast(b, dst->ndim, dst->shape, &kb);
+  if (em_is_contiguous(dst)) {
+    ky = ka; /* out aliases a element for element, which kernels allow */
+  } else {
+    s = em__new(&tmp, dst->ndim, dst->shape, dst->dtype, dst->device, "add_");
+    if (!s) em_kview_of(tmp, &ky);
+  }
+  if (!s && (s = em__be(dst)->binary(dst->device.index, EM_ADD, &ky, &ka, &kb)))
+    s = em__kernel_fail("add_", s);
+  if (!s && tmp) s = copy_back("add_", dst, tmp);
+  em_release(tmp);
+  em_release(b);
+  return s;
+}
+
+em_status em_mul_scalar_(em_tensor *dst, double s) {
+  if (!dst) return em_error(EM_ERR_ARG, "mul_scalar_: NULL argument");
+  EM_TRY(check_inplace("mul_", dst, NULL));
+  EM_TRY(check_writable("mul_", dst));
+  em_tensor *y;
+  if (!em_dtype_is_float(dst->dtype) || !em_is_contiguous(dst)) {
+    /* Out of place, then back: not a hot path. */
+    EM_TRY(em_binary_scalar(&y, EM_MUL, dst, s));
+    em_status st = copy_back("mul_", dst, y);
+    em_release(y);
+    return st;
+  }
+  em_kview k;
+  kview_flat(dst, em_numel(dst), &k);
+  em_status st = em__be(dst)->unary(dst->device.index, EM_AFFINE, &k, &k, as_dtype(dst->dtype, s), 0.0);
+  return st ? em__kernel_fail("mul_", st) : EM_OK;
+}

@@ -1,0 +1,102 @@
+-- ember.data.CharTokenizer: one token per UTF-8 character.
+--
+--   local tok = CharTokenizer.fit(words)             -- vocab from the training text
+--   local ids = tok:encode("wörter", {bos = true})   -- {3, 27, 40, ...} (1-based)
+--   tok:decode(ids)                                   -- "wörter" (specials skipped)
+--   local x, mask = tok:encode_batch(words)          -- int64 [B, L], bool [B, L] (true = padding)
+--   tok:save("vocab.txt"); CharTokenizer.load("vocab.txt")
+--
+-- Characters never seen by fit map to <unk>.
+local Vocab = require "ember.data.vocab"
+local text = require "ember.data.text"
+local padding = require "ember.data.padding"
+
+local CharTokenizer = {}
+CharTokenizer.__index = CharTokenizer
+
+local function new(vocab)
+  return setmetatable({vocab = vocab}, CharTokenizer)
+end
+
+-- A tokenizer over the characters of `texts` (a list of strings), sorted by
+-- code point so the ids do not depend on the order of the data.
+-- opts: specials (list, default <pad> <unk> <bos> <eos>), min_count (1).
+function CharTokenizer.fit(texts, opts)
+  opts = opts or {}
+  local counts = {}
+  for _, s in ipairs(texts) do
+    for _, ch in ipairs(text.chars(s)) do counts[ch] = (counts[ch] or 0) + 1 end
+  end
+  local chars = {}
+  for ch, n in pairs(counts) do
+    if n >= (opts.min_count or 1) then chars[#chars + 1] = ch end
+  end
+  table.sort(chars, function(a, b) return utf8.codepoint(a) < utf8.codepoint(b) end)
+  return new(Vocab.new{tokens = chars, specials = opts.specials, kind = "char"})
+end
+
+-- A tokenizer over a fixed alphabet given as one string ("0123456789+").
+function CharTokenizer.from_chars(alphabet, opts)
+  opts = opts or {}
+  return new(Vocab.new{tokens = text.chars(alphabet), specials = opts.specials, kind = "char"})
+end
+
+function CharTokenizer.load(path) return new(Vocab.load(path)) end
+function CharTokenizer:save(path) self.vocab:save(path) end
+function CharTokenizer:size() return self.vocab:size() end
+
+-- The ids of s as a Lua list; opts.bos / opts.eos add those tokens.
+function CharTokenizer:encode(s, opts)
+  local v, ids = self.vocab, {}
+  if opts and opts.bos then ids[1] = v.bos_id end
+  for _, ch in ipairs(text.chars(s)) do ids[#ids + 1] = v:id(ch) end
+  if opts and opts.eos then ids[#ids + 1] = v.eos_id end
+  return ids
+end
+
+-- The text of a list of ids (or a 1-D int64 tensor); special tokens are
+-- left out unless keep_specials.
+function CharTokenizer:decode(ids, keep_specials)
+  if type(ids) ~= "table" then ids = ids:totable() end
+  local v, out = self.vocab, {}
+  for _, id in ipairs(ids) do
+    if keep_specials or not v:is_special(id) then out[#out + 1] = v:token(id) end
+  end
+  return table.concat(out)
+end
+
+-- A batch: int64 ids [B, L] padded with <pad> to the longest item, and the
+-- key-padding mask bool [B, L] (true = padding). opts as encode, plus
+-- max_len (items longer are cut).
+function CharTokenizer:encode_batch(texts, opts)
+  local lists = {}
+  for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end
+  return padding.pad(lists, self.vocab.pad_id, opts and opts.max_len)
+end
+
+-- A long text as one int64 tensor [n] (e.g. a whole corpus for a language
+-- model). Fast when the vocab has at most 255 tokens: every character maps
+-- to one byte, and ember.from_bytes turns the bytes into ids in C.
+function CharTokenizer:encode_tensor(s)
+  local ember = require "ember"
+  local v = self.vocab
+  if v:size() <= 255 then
+    local map = {}
+    for id, tok in ipairs(v.tokens) do map[tok] = string.char(id) end
+    local unk = v.unk_id and string.char(v.unk_id)
+    local pattern = s:find("[\128-\255]") and utf8.charpattern or "."
+    local bytes = s:gsub(pattern, function(ch)
+      local b = map[ch] or unk
+      if not b then error(("CharTokenizer: unknown character %q and no <unk>"):format(ch), 0) end
+      return b
+    end)
+    return ember.from_bytes(bytes, {#bytes}, {dtype = "int64"})
+  end
+  return ember.tensor(self:encode(s), {dtype = "int64"})
+end
+
+function CharTokenizer:__tostring()
+  return ("CharTokenizer(%d tokens)"):format(self.vocab:size())
+end
+
+return CharTokenizer

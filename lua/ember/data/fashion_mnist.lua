@@ -1,0 +1,45 @@
+-- ember.data.fashion_mnist: the idx files of Debian's dataset-fashion-mnist.
+--
+--   local x, y = fashion_mnist.load("train")   -- x float32 [60000, 28, 28] in [0, 1]
+--                                               -- y int64 [60000], labels 1..10
+local source = require "ember.data.source"
+
+local M = {}
+
+M.DIR = "/usr/share/datasets/fashion-mnist"
+M.PACKAGE = "dataset-fashion-mnist"
+M.CLASSES = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+             "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"}
+
+local function be32(s, pos)
+  local a, b, c, d = s:byte(pos, pos + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+local function read(name)
+  local dir = os.getenv("EMBER_FASHION_MNIST") or M.DIR
+  return source.read_gz("fashion_mnist", dir .. "/" .. name, M.PACKAGE), dir .. "/" .. name
+end
+
+-- split: "train" (60,000 images) or "test" (10,000). opts.limit: keep the
+-- first n. Returns images float32 [n, 28, 28] scaled to [0, 1] and 1-based
+-- int64 labels [n].
+function M.load(split, opts)
+  local ember = require "ember"
+  local prefix = ({train = "train", test = "t10k"})[split]
+  if not prefix then error(("fashion_mnist.load: split must be 'train' or 'test', got %s"):format(tostring(split)), 2) end
+  local img, ipath = read(prefix .. "-images-idx3-ubyte.gz")
+  local lab, lpath = read(prefix .. "-labels-idx1-ubyte.gz")
+  if #img < 16 or be32(img, 1) ~= 2051 then error("fashion_mnist: " .. ipath .. " is not an idx3 image file", 0) end
+  if #lab < 8 or be32(lab, 1) ~= 2049 then error("fashion_mnist: " .. lpath .. " is not an idx1 label file", 0) end
+  local n, rows, cols = be32(img, 5), be32(img, 9), be32(img, 13)
+  if be32(lab, 5) ~= n then
+    error(("fashion_mnist: %d images but %d labels"):format(n, be32(lab, 5)), 0)
+  end
+  if opts and opts.limit then n = math.min(n, opts.limit) end
+  local x = ember.from_bytes(img, {n, rows, cols}, {offset = 16}) / 255
+  local y = ember.from_bytes(lab, {n}, {offset = 8, dtype = "int64"}) + 1
+  return x, y
+end
+
+return M

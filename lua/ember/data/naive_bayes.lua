@@ -1,0 +1,81 @@
+-- ember.data.naive_bayes: a character n-gram multinomial Naive Bayes text
+-- classifier, the classic baseline for language identification. Each
+-- string is wrapped in word-boundary markers ("^word$") and counted as its
+-- 1..n-grams of characters; add-alpha smoothing.
+--
+--   local nb = naive_bayes.train(words, labels, {n = 3, alpha = 0.5, classes = 5})
+--   nb:predict("wörterbuch")     -- a 1-based class
+--   nb:accuracy(test_words, test_labels)
+local text = require "ember.data.text"
+
+local NB = {}
+NB.__index = NB
+
+local function features(s, n)
+  local ch = text.chars("^" .. s .. "$")
+  local out = {}
+  for i = 1, #ch do
+    local g = ch[i]
+    out[#out + 1] = g
+    for k = 1, n - 1 do
+      if i + k > #ch then break end
+      g = g .. ch[i + k]
+      out[#out + 1] = g
+    end
+  end
+  return out
+end
+NB.features = features
+
+-- texts, labels: parallel lists; labels 1..classes.
+function NB.train(texts, labels, opts)
+  opts = opts or {}
+  local self = setmetatable({n = opts.n or 3, alpha = opts.alpha or 0.5, classes = opts.classes}, NB)
+  local C = self.classes or 0
+  if not self.classes then for _, y in ipairs(labels) do if y > C then C = y end end end
+  self.classes = C
+  local counts, totals, docs, vocab, V = {}, {}, {}, {}, 0
+  for c = 1, C do counts[c], totals[c], docs[c] = {}, 0, 0 end
+  for i, s in ipairs(texts) do
+    local c = labels[i]
+    docs[c] = docs[c] + 1
+    local cc = counts[c]
+    for _, f in ipairs(features(s, self.n)) do
+      cc[f] = (cc[f] or 0) + 1
+      totals[c] = totals[c] + 1
+      if not vocab[f] then vocab[f] = true V = V + 1 end
+    end
+  end
+  self.counts, self.log_prior, self.log_denom = counts, {}, {}
+  for c = 1, C do
+    self.log_prior[c] = math.log((docs[c] + 1) / (#texts + C))
+    self.log_denom[c] = math.log(totals[c] + self.alpha * V)
+  end
+  return self
+end
+
+-- The log score of each class for s (a list).
+function NB:scores(s)
+  local f = features(s, self.n)
+  local out = {}
+  for c = 1, self.classes do
+    local cc, a, sc = self.counts[c], self.alpha, self.log_prior[c] - #f * self.log_denom[c]
+    for _, g in ipairs(f) do sc = sc + math.log((cc[g] or 0) + a) end
+    out[c] = sc
+  end
+  return out
+end
+
+function NB:predict(s)
+  local sc, best = self:scores(s), 1
+  for c = 2, #sc do if sc[c] > sc[best] then best = c end end
+  return best
+end
+
+function NB:accuracy(texts, labels)
+  local ok = 0
+  for i, s in ipairs(texts) do if self:predict(s) == labels[i] then ok = ok + 1 end end
+  return ok / #texts
+end
+
+return NB

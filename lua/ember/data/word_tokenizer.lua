@@ -1,0 +1,98 @@
+-- ember.data.WordTokenizer: one token per word.
+--
+--   local tok = WordTokenizer.fit(lines, {max_size = 10000, lower = true})
+--   tok:encode("In the beginning")  -- ids, 1-based; unseen words -> <unk>
+--   tok:decode(ids)                 -- words joined by spaces
+--   tok:save(path); WordTokenizer.load(path)
+--
+-- Words are whitespace-separated; with split_punct (default true) each
+-- punctuation mark is a word of its own. lower (default false) lower-cases
+-- UTF-8 text first. Both settings are saved with the vocab.
+local Vocab = require "ember.data.vocab"
+local text = require "ember.data.text"
+local padding = require "ember.data.padding"
+
+local WordTokenizer = {}
+WordTokenizer.__index = WordTokenizer
+
+local function new(vocab, lower, split_punct)
+  return setmetatable({vocab = vocab, lower = lower, split_punct = split_punct}, WordTokenizer)
+end
+
+local function kind(lower, split_punct)
+  return ("word:lower=%s:punct=%s"):format(tostring(lower), tostring(split_punct))
+end
+
+function WordTokenizer:words(s)
+  if self.lower then s = text.lower(s) end
+  return text.words(s, self.split_punct)
+end
+
+-- A vocab of the most frequent words of texts (ties broken by the word,
+-- so the ids do not depend on hash order). opts: max_size (all),
+-- min_count (1), lower (false), split_punct (true), specials.
+function WordTokenizer.fit(texts, opts)
+  opts = opts or {}
+  local split = opts.split_punct ~= false
+  local probe = new(nil, opts.lower or false, split)
+  local counts = {}
+  for _, s in ipairs(texts) do
+    for _, w in ipairs(probe:words(s)) do counts[w] = (counts[w] or 0) + 1 end
+  end
+  local words = {}
+  for w, n in pairs(counts) do
+    if n >= (opts.min_count or 1) then words[#words + 1] = w end
+  end
+  table.sort(words, function(a, b)
+    if counts[a] ~= counts[b] then return counts[a] > counts[b] end
+    return a < b
+  end)
+  if opts.max_size and #words > opts.max_size then
+    for i = #words, opts.max_size + 1, -1 do words[i] = nil end
+  end
+  local vocab = Vocab.new{tokens = words, specials = opts.specials,
+                          kind = kind(probe.lower, split)}
+  return new(vocab, probe.lower, split)
+end
+
+function WordTokenizer.load(path)
+  local vocab = Vocab.load(path)
+  local lower, punct = vocab.kind:match("^word:lower=(%a+):punct=(%a+)$")
+  if not lower then
+    error(("WordTokenizer.load: %s holds a '%s' vocab, not a word vocab"):format(path, vocab.kind), 2)
+  end
+  return new(vocab, lower == "true", punct == "true")
+end
+
+function WordTokenizer:save(path) self.vocab:save(path) end
+function WordTokenizer:size() return self.vocab:size() end
+
+function WordTokenizer:encode(s, opts)
+  local v, ids = self.vocab, {}
+  if opts and opts.bos then ids[1] = v.bos_id end
+  for _, w in ipairs(self:words(s)) do ids[#ids + 1] = v:id(w) end
+  if opts and opts.eos then ids[#ids + 1] = v.eos_id end
+  return ids
+end
+
+function WordTokenizer:decode(ids, keep_specials)
+  if type(ids) ~= "table" then ids = ids:totable() end
+  local v, out = self.vocab, {}
+  for _, id in ipairs(ids) do
+    if keep_specials or not v:is_special(id) then out[#out + 1] = v:token(id) end
+  end
+  return table.concat(out, " ")
+end
+
+-- ids int64 [B, L] padded with <pad>, mask bool [B, L] (true = padding).
+function WordTokenizer:encode_batch(texts, opts)
+  local lists = {}
+  for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end
+  return padding.pad(lists, self.vocab.pad_id, opts and opts.max_len)
+end
+
+function WordTokenizer:__tostring()
+  return ("WordTokenizer(%d tokens)"):format(self.vocab:size())
+end
+
+return WordTokenizer

@@ -1,0 +1,41 @@
+-- ember/init.lua: `local ember = require "ember"`.
+--
+-- The table is the C module ember.core (tensors, ops, autograd, plugins)
+-- with the pure-Lua packages added lazily: the first use of ember.nn runs
+-- require "ember.nn", and so on for any ember/<name>.lua or
+-- ember/<name>/init.lua on package.path. Nothing else is loaded up front,
+-- so `require "ember"` stays cheap.
+
+local core = require "ember.core"
+local ember = core
+
+-- Submodules the REPL offers when completing `ember.`; lazy loading itself
+-- works for any module file, listed here or not.
+local known = { "nn", "optim", "data", "checkpoint", "generate", "progress", "metrics" }
+
+local function module_exists(name)
+  return package.searchpath(name, package.path) ~= nil
+      or package.searchpath(name, package.cpath) ~= nil
+end
+
+local submodules = {}
+for _, k in ipairs(known) do
+  if module_exists("ember." .. k) then submodules[#submodules + 1] = k end
+end
+
+setmetatable(ember, {
+  __index = function(t, k)
+    -- only plain names; "init", "core" and _private files are not submodules
+    if type(k) ~= "string" or not k:match("^%a[%w_]*$") or k == "init" or k == "core" then
+      return nil
+    end
+    local name = "ember." .. k
+    if package.loaded[name] == nil and not module_exists(name) then return nil end
+    local m = require(name)
+    rawset(t, k, m)
+    return m
+  end,
+  __properties = submodules, -- read by the REPL's tab completion
+})
+
+return ember

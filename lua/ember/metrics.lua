@@ -1,0 +1,146 @@
+-- ember.metrics: a training run's metrics as a CSV file, and their curves
+-- as PNG line charts.
+--
+--   local log = metrics.new("runs/langid/metrics.csv", {"epoch", "step", "loss", "acc", "test_acc"})
+--   log:log{epoch = 1, step = 100, loss = 0.53}      -- absent columns stay empty
+--   log:plot("runs/langid/loss.png", {x = "step", y = {"loss"}, title = "training loss"})
+--   log:close()
+--
+-- Every row is written and flushed at once, so a run that is stopped keeps
+-- its log. The values are kept in memory too, for the plots.
+local M = {}
+local Log = {}
+Log.__index = Log
+
+local function csv_field(v)
+  if v == nil then return "" end
+  if type(v) == "number" then
+    if math.type(v) == "integer" then return tostring(v) end
+    return string.format("%.9g", v)
+  end
+  local s = tostring(v)
+  if s:find('[,"\n\r]') then s = '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+-- path: the CSV file (replaced); columns: the list of column names.
+function M.new(path, columns)
+  if type(columns) ~= "table" or #columns == 0 then
+    error("metrics.new: columns must be a non-empty list of names", 2)
+  end
+  local f, err = io.open(path, "w")
+  if not f then error("metrics.new: " .. err, 2) end
+  local self = setmetatable({path = path, file = f, columns = columns, known = {}, rows = {}}, Log)
+  for _, c in ipairs(columns) do self.known[c] = true end
+  local head = {}
+  for i, c in ipairs(columns) do head[i] = csv_field(c) end
+  f:write(table.concat(head, ","), "\n")
+  f:flush()
+  return self
+end
+
+-- Appends one row (a table column -> value). Unknown columns are an error.
+function Log:log(row)
+  for k in pairs(row) do
+    if not self.known[k] then
+      error(("metrics: column '%s' is not one of %s"):format(tostring(k), table.concat(self.columns, ", ")), 2)
+    end
+  end
+  local fields = {}
+  for i, c in ipairs(self.columns) do fields[i] = csv_field(row[c]) end
+  self.file:write(table.concat(fields, ","), "\n")
+  self.file:flush()
+  local copy = {}
+  for k, v in pairs(row) do copy[k] = v end
+  self.rows[#self.rows + 1] = copy
+end
+
+-- The (x, y) pairs of the rows that have both columns, as two lists.
+function Log:series(x, y)
+  local xs, ys = {}, {}
+  for _, r in ipairs(self.rows) do
+    if type(r[x]) == "number" and type(r[y]) == "number" then
+      xs[#xs + 1], ys[#ys + 1] = r[x], r[y]
+    end
+  end
+  return xs, ys
+end
+
+function Log:close()
+  if self.file then self.file:close() end
+  self.file = nil
+end
+
+-- Reads a CSV file written by a Log: returns the columns and the rows
+-- (numbers where a field parses as one).
+function M.read_csv(path)
+  local f, err = io.open(path, "r")
+  if not f then error("metrics.read_csv: " .. err, 2) end
+  local function split(line)
+    local out, pos = {}, 1
+    while pos <= #line + 1 do
+      if line:sub(pos, pos) == '"' then
+        local buf, i = {}, pos + 1
+        while true do
+          local q = line:find('"', i, true)
+          if not q then error("metrics.read_csv: unterminated quote in " .. path, 0) end
+          buf[#buf + 1] = line:sub(i, q - 1)
+          if line:sub(q + 1, q + 1) == '"' then
+            buf[#buf + 1] = '"'
+            i = q + 2
+          else
+            pos = q + 2
+            break
+          end
+        end
+        out[#out + 1] = table.concat(buf)
+      else
+        local c = line:find(",", pos, true) or (#line + 1)
+        out[#out + 1] = line:sub(pos, c - 1)
+        pos = c + 1
+      end
+    end
+    return out
+  end
+  local columns = split(f:read("l") or "")
+  local rows = {}
+  for line in f:lines() do
+    local fields, row = split(line), {}
+    for i, c in ipairs(columns) do
+      local v = fields[i]
+      if v ~= nil and v ~= "" then row[c] = tonumber(v) or v end
+    end
+    rows[#rows + 1] = row
+  end
+  f:close()
+  return columns, rows
+end
+
+-- Writes a PNG line chart. spec: {title=, xlabel=, ylabel=, series =
+-- {{name=, x = {...}, y = {...}}, ...}}. Returns true, or false and why
+-- (ember built without the cairo plotting binding).
+function M.plot_lines(path, spec)
+  local ember = require "ember"
+  if not ember.plot_lines then
+    return false, "ember was built without cairo: no PNG plots (install libcairo2-dev and rebuild)"
+  end
+  ember.plot_lines(path, spec)
+  return true
+end
+
+-- Plots columns opts.y (a name or a list) against opts.x as one PNG.
+function Log:plot(path, opts)
+  local ys = type(opts.y) == "table" and opts.y or {opts.y}
+  local series = {}
+  for _, y in ipairs(ys) do
+    local xs, vs = self:series(opts.x, y)
+    if #xs > 0 then series[#series + 1] = {name = y, x = xs, y = vs} end
+  end
+  if #series == 0 then return false, "no rows with " .. opts.x .. " and " .. table.concat(ys, "/") end
+  return M.plot_lines(path, {title = opts.title, xlabel = opts.xlabel or opts.x,
+                             ylabel = opts.ylabel or table.concat(ys, ", "), series = series,
+                             ymin = opts.ymin, ymax = opts.ymax})
+end
+
+M.Log = Log
+return M

@@ -1,0 +1,81 @@
+-- nn.CrossAttentionBlock(d_model, heads [, opts]): the vision-language
+-- block -- text tokens attend to image tokens (and optionally to each
+-- other first), then a feed-forward block; each step has dropout, a
+-- residual and a LayerNorm, pre-norm by default:
+--   [self_attention=true]  x = x + sa(norm_sa(x))
+--                          x = x + ca(norm_ca(x), image)
+--                          x = x + ff(norm_ff(x))
+-- (post-norm with norm_first=false: x = norm(x + f(x)) at each step).
+-- opts: image_dim (default d_model: the image tokens' width), self_attention=false,
+-- dim_feedforward=4*d_model, dropout=0.1, activation, norm_first=true,
+-- layer_norm_eps, attention / attention_options (both attentions), dtype, device.
+--
+-- forward(text [B, Lt, d_model], image [B, Li, image_dim] [, {key_padding_mask=
+-- (text padding), image_padding_mask=, need_weights=}]) -> out [, weights]
+-- with need_weights: the cross-attention weights [B, heads, Lt, Li] (for a
+-- heatmap over the image).
+local Module = require "ember.nn.Module"
+local LayerNorm = require "ember.nn.LayerNorm"
+local Dropout = require "ember.nn.Dropout"
+local FeedForward = require "ember.nn.FeedForward"
+local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
+local attn_opts = require "ember.nn._attn_opts"
+
+local Block = Module:extend("CrossAttentionBlock")
+
+function Block:__init(d_model, heads, opts)
+  opts = opts or {}
+  local dropout = opts.dropout or 0.1
+  self.norm_first = opts.norm_first ~= false
+  self.self_attention = opts.self_attention or false
+  local ln = { eps = opts.layer_norm_eps, dtype = opts.dtype, device = opts.device }
+  if self.self_attention then
+    self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
+    self:add_module("norm_sa", LayerNorm(d_model, ln))
+    self:add_module("dropout_sa", Dropout(dropout))
+  end
+  local copts = {}
+  for k, v in pairs(opts) do copts[k] = v end
+  copts.rope = false
+  self:add_module("cross_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, copts,
+    { kdim = opts.image_dim, vdim = opts.image_dim })))
+  self:add_module("norm_ca", LayerNorm(d_model, ln))
+  self:add_module("dropout_ca", Dropout(dropout))
+  self:add_module("ff", FeedForward(d_model, opts.dim_feedforward or 4 * d_model, {
+    activation = opts.activation, dropout = dropout, dtype = opts.dtype, device = opts.device,
+  }))
+  self:add_module("norm_ff", LayerNorm(d_model, ln))
+  self:add_module("dropout_ff", Dropout(dropout))
+end
+
+-- One residual step: pre-norm x + f(norm(x)), or post-norm norm(x + f(x)).
+function Block:_step(x, norm, drop, f)
+  if self.norm_first then return x + drop(f(norm(x))) end
+  return norm(x + drop(f(x)))
+end
+
+function Block:forward(text, image, opts)
+  opts = opts or {}
+  local x, weights = text, nil
+  if self.self_attention then
+    x = self:_step(x, self.norm_sa, self.dropout_sa, function(h)
+      return self.self_attn(h, { key_padding_mask = opts.key_padding_mask })
+    end)
+  end
+  x = self:_step(x, self.norm_ca, self.dropout_ca, function(h)
+    local y, w = self.cross_attn(h, image, {
+      key_padding_mask = opts.image_padding_mask, need_weights = opts.need_weights or false,
+    })
+    weights = w
+    return y
+  end)
+  x = self:_step(x, self.norm_ff, self.dropout_ff, function(h) return self.ff(h) end)
+  if opts.need_weights then return x, weights end
+  return x
+end
+
+function Block:extra_repr()
+  return ("norm_first=%s, self_attention=%s"):format(tostring(self.norm_first), tostring(self.self_attention))
+end
+
+return Block

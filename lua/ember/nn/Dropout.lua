@@ -1,0 +1,23 @@
+-- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
+-- 1/(1-p)), the identity in eval mode. Draws from the seeded generator.
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local Dropout = Module:extend("Dropout")
+
+function Dropout:__init(p)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p >= 1 then
+    error("Dropout: p must be a number in [0, 1), got " .. tostring(p), 2)
+  end
+  self.p = p
+end
+
+function Dropout:forward(x)
+  if not self.training or self.p == 0 then return x end
+  return ember.dropout(x, self.p, true)
+end
+
+function Dropout:extra_repr() return ("p=%g"):format(self.p) end
+
+return Dropout

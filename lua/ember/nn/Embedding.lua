@@ -1,0 +1,46 @@
+-- nn.Embedding(num_embeddings, dim [, {padding_idx=, dtype=, device=}]):
+-- a lookup table indexed by 1-based int64 ids, weight ~ N(0, 1) as
+-- torch.nn.Embedding. With padding_idx (1-based) that row starts at zero,
+-- its outputs are zero and it never receives a gradient.
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local Embedding = Module:extend("Embedding")
+
+function Embedding:__init(num_embeddings, dim, opts)
+  opts = opts or {}
+  for what, v in pairs { num_embeddings = num_embeddings, embedding_dim = dim } do
+    if math.type(v) ~= "integer" or v < 1 then
+      error(("Embedding: %s must be a positive integer, got %s"):format(what, tostring(v)), 2)
+    end
+  end
+  self.num_embeddings, self.embedding_dim = num_embeddings, dim
+  local w = ember.randn({ num_embeddings, dim }, { dtype = opts.dtype, device = opts.device })
+  local pad = opts.padding_idx
+  if pad ~= nil then
+    if math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings then
+      error(("Embedding: padding_idx must be an id in 1..%d, got %s"):format(num_embeddings,
+        tostring(pad)), 2)
+    end
+    self.padding_idx = pad
+    w[pad] = 0
+  end
+  self:register_parameter("weight", w)
+end
+
+function Embedding:forward(ids)
+  if ids.dtype ~= "int64" then
+    error("Embedding.forward: ids must be int64 (1-based), got " .. ids.dtype, 2)
+  end
+  local out = ember.embedding(self.weight, ids)
+  if self.padding_idx then out = out:masked_fill(ids:eq(self.padding_idx):unsqueeze(-1), 0) end
+  return out
+end
+
+function Embedding:extra_repr()
+  local s = ("%d, %d"):format(self.num_embeddings, self.embedding_dim)
+  if self.padding_idx then s = s .. ", padding_idx=" .. self.padding_idx end
+  return s
+end
+
+return Embedding

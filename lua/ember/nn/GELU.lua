@@ -1,0 +1,24 @@
+-- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
+-- default) or the tanh approximation.
+local Module = require "ember.nn.Module"
+
+local GELU = Module:extend("GELU")
+
+function GELU:__init(approximate)
+  approximate = approximate or "none"
+  if approximate ~= "none" and approximate ~= "tanh" then
+    error("GELU: approximate must be \"none\" or \"tanh\", got " .. tostring(approximate), 2)
+  end
+  self.approximate = approximate
+end
+
+function GELU:forward(x)
+  if self.approximate == "tanh" then return x:gelu("tanh") end
+  return x:gelu()
+end
+
+function GELU:extra_repr()
+  return self.approximate == "none" and "" or "approximate=tanh"
+end
+
+return GELU

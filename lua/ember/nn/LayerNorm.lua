@@ -1,0 +1,46 @@
+-- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
+-- normalises over the last #shape dims (shape: a number or a table), then
+-- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm.
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local LayerNorm = Module:extend("LayerNorm")
+
+function LayerNorm:__init(shape, opts)
+  opts = opts or {}
+  if type(shape) == "number" then shape = { shape } end
+  if type(shape) ~= "table" or #shape == 0 then
+    error("LayerNorm: normalized_shape must be a positive integer or a table of them, got "
+      .. tostring(shape), 2)
+  end
+  for _, d in ipairs(shape) do
+    if math.type(d) ~= "integer" or d < 1 then
+      error("LayerNorm: normalized_shape entries must be positive integers, got " .. tostring(d), 2)
+    end
+  end
+  self.normalized_shape = shape
+  self.eps = opts.eps or 1e-5
+  local topts = { dtype = opts.dtype, device = opts.device }
+  if opts.elementwise_affine ~= false then
+    self:register_parameter("weight", ember.ones(shape, topts))
+    self:register_parameter("bias", ember.zeros(shape, topts))
+  end
+end
+
+function LayerNorm:forward(x)
+  local n = #self.normalized_shape
+  for i = 1, n do
+    if x.shape[x.ndim - n + i] ~= self.normalized_shape[i] then
+      error(("LayerNorm.forward: input shape [%s] does not end with normalized_shape [%s]"):format(
+        table.concat(x.shape, ", "), table.concat(self.normalized_shape, ", ")), 2)
+    end
+  end
+  return ember.layer_norm(x, n, self.weight, self.bias, self.eps)
+end
+
+function LayerNorm:extra_repr()
+  return ("[%s], eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
+    self.eps, tostring(self.weight ~= nil))
+end
+
+return LayerNorm

@@ -1,0 +1,44 @@
+-- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=}]):
+-- y = x W^T + b over the last dim, W [out, in], as torch.nn.Linear, with
+-- its initialisation: W and b uniform in +-1/sqrt(in_features).
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local Linear = Module:extend("Linear")
+
+local function check_size(v, what)
+  if math.type(v) ~= "integer" or v < 1 then
+    error(("Linear: %s must be a positive integer, got %s"):format(what, tostring(v)), 3)
+  end
+end
+
+function Linear:__init(in_features, out_features, opts)
+  check_size(in_features, "in_features")
+  check_size(out_features, "out_features")
+  opts = opts or {}
+  self.in_features, self.out_features = in_features, out_features
+  local bound = 1 / math.sqrt(in_features)
+  local topts = { dtype = opts.dtype, device = opts.device }
+  self:register_parameter("weight", ember.uniform({ out_features, in_features }, -bound, bound, topts))
+  if opts.bias ~= false then
+    self:register_parameter("bias", ember.uniform({ out_features }, -bound, bound, topts))
+  end
+end
+
+function Linear:forward(x)
+  local n = x.shape[x.ndim]
+  if n ~= self.in_features then
+    error(("Linear.forward: input's last dim is %d, expected in_features=%d (input shape [%s])"):format(
+      n, self.in_features, table.concat(x.shape, ", ")), 2)
+  end
+  local y = x:matmul(self.weight:transpose(1, 2))
+  if self.bias then y = y + self.bias end
+  return y
+end
+
+function Linear:extra_repr()
+  return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features, self.out_features,
+    tostring(self.bias ~= nil))
+end
+
+return Linear

@@ -1,0 +1,22 @@
+-- nn.MSELoss([{reduction="mean"|"sum"|"none"}]): mean squared error.
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local MSELoss = Module:extend("MSELoss")
+
+function MSELoss:__init(opts)
+  opts = opts or {}
+  if type(opts) == "string" then opts = { reduction = opts } end
+  self.reduction = opts.reduction or "mean"
+  if self.reduction ~= "mean" and self.reduction ~= "sum" and self.reduction ~= "none" then
+    error("MSELoss: reduction must be \"mean\", \"sum\" or \"none\", got " .. tostring(self.reduction), 2)
+  end
+end
+
+function MSELoss:forward(input, target)
+  return ember.mse_loss(input, target, self.reduction)
+end
+
+function MSELoss:extra_repr() return "reduction=" .. self.reduction end
+
+return MSELoss

@@ -1,0 +1,36 @@
+-- nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}: applies the
+-- modules in order. Children are named "1", "2", ... (1-based, as Torch7);
+-- seq[i] and #seq work, and seq:add(m) appends.
+local Module = require "ember.nn.Module"
+
+local Sequential = Module:extend("Sequential")
+
+Sequential.__index = function(t, k)
+  if math.type(k) == "integer" then return rawget(t, tostring(k)) end
+  return Sequential[k]
+end
+
+function Sequential:__len() return #self._children end
+
+function Sequential:__init(...)
+  local mods = { ... }
+  if #mods == 1 and type(mods[1]) == "table" and getmetatable(mods[1]) == nil then mods = mods[1] end
+  for i, m in ipairs(mods) do
+    if not Module.is_module(m) then
+      error(("Sequential: argument %d is a %s, not a module"):format(i, type(m)), 3)
+    end
+    self:add(m)
+  end
+end
+
+function Sequential:add(m)
+  self:add_module(tostring(#self._children + 1), m)
+  return self
+end
+
+function Sequential:forward(x, ...)
+  for _, n in ipairs(self._children) do x = self[n](x, ...) end
+  return x
+end
+
+return Sequential

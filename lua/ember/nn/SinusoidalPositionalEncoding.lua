@@ -1,0 +1,51 @@
+-- nn.SinusoidalPositionalEncoding(d_model [, {max_len=5000, dropout=0,
+-- dtype=, device=}]): adds the fixed table of "Attention Is All You Need",
+--   pe[pos, 2i] = sin(pos / 10000^(2i/d)),  pe[pos, 2i+1] = cos(...)
+-- (pos counted from 0), to x [B, L, d_model]. forward(x, start) adds the rows
+-- for positions start .. start+L-1 (1-based, default 1): a decoder with a KV
+-- cache passes the position of its new token. The table is a non-persistent
+-- buffer: it moves with :to() but is not saved.
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local Dropout = require "ember.nn.Dropout"
+
+local PE = Module:extend("SinusoidalPositionalEncoding")
+
+function PE:__init(d_model, opts)
+  opts = opts or {}
+  if math.type(d_model) ~= "integer" or d_model < 1 then
+    error("SinusoidalPositionalEncoding: d_model must be a positive integer, got " .. tostring(d_model), 2)
+  end
+  local max_len = opts.max_len or 5000
+  self.d_model, self.max_len = d_model, max_len
+  local rows = {}
+  for pos = 0, max_len - 1 do
+    local row = {}
+    for i = 0, d_model - 1 do
+      local k = i - i % 2
+      local angle = pos / 10000 ^ (k / d_model)
+      row[i + 1] = i % 2 == 0 and math.sin(angle) or math.cos(angle)
+    end
+    rows[pos + 1] = row
+  end
+  self:register_buffer("pe", ember.tensor(rows, { dtype = opts.dtype or "float32", device = opts.device }), false)
+  self:add_module("dropout", Dropout(opts.dropout or 0))
+end
+
+function PE:forward(x, start)
+  start = start or 1
+  local L = x.shape[x.ndim - 1]
+  if x.shape[x.ndim] ~= self.d_model then
+    error(("SinusoidalPositionalEncoding.forward: last dim is %d, expected d_model=%d"):format(
+      x.shape[x.ndim], self.d_model), 2)
+  end
+  if start < 1 or start + L - 1 > self.max_len then
+    error(("SinusoidalPositionalEncoding.forward: positions %d..%d outside 1..max_len=%d"):format(
+      start, start + L - 1, self.max_len), 2)
+  end
+  return self.dropout(x + self.pe:narrow(1, start, L))
+end
+
+function PE:extra_repr() return ("d_model=%d, max_len=%d"):format(self.d_model, self.max_len) end
+
+return PE

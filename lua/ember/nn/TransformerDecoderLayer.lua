@@ -1,0 +1,100 @@
+-- nn.TransformerDecoderLayer(d_model, heads [, opts]): masked self-attention,
+-- cross-attention to a memory, and a feed-forward block, each with dropout,
+-- a residual and a LayerNorm, as torch.nn.TransformerDecoderLayer
+-- (batch_first):
+--   post-norm: x = norm1(x + sa(x)); x = norm2(x + ca(x, mem)); x = norm3(x + ff(x))
+--   pre-norm:  x = x + sa(norm1(x)); x = x + ca(norm2(x), mem); x = x + ff(norm3(x))
+-- opts as TransformerEncoderLayer, plus cross_attention= / cross_attention_options=
+-- (the variant of the cross-attention; default: the same as attention) and
+-- cross=false for a decoder-only layer (no memory, no cross-attention).
+--
+-- forward(x, memory [, opts]); opts: causal (default true), tgt_mask,
+-- tgt_key_padding_mask, memory_mask, memory_key_padding_mask, and cache: a
+-- table (empty at the first step) that turns on incremental decoding: x is
+-- then only the new positions, self-attention keys/values are appended to
+-- the cache and the memory's keys/values are computed once (see
+-- MultiHeadAttention.forward_cached). Without a cache the layer is exactly
+-- the batch computation.
+local Module = require "ember.nn.Module"
+local LayerNorm = require "ember.nn.LayerNorm"
+local Dropout = require "ember.nn.Dropout"
+local FeedForward = require "ember.nn.FeedForward"
+local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
+local attn_opts = require "ember.nn._attn_opts"
+
+local DecoderLayer = Module:extend("TransformerDecoderLayer")
+
+function DecoderLayer:__init(d_model, heads, opts)
+  opts = opts or {}
+  local dropout = opts.dropout or 0.1
+  self.norm_first = opts.norm_first or false
+  self.has_cross = opts.cross ~= false
+  self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
+  if self.has_cross then
+    local copts = {}
+    for k, v in pairs(opts) do copts[k] = v end
+    copts.attention = opts.cross_attention or opts.attention
+    copts.attention_options = opts.cross_attention_options or opts.attention_options
+    copts.rope = false -- positions of text and memory are unrelated
+    self:add_module("cross_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, copts,
+      { kdim = opts.memory_dim, vdim = opts.memory_dim })))
+  end
+  self:add_module("ff", FeedForward(d_model, opts.dim_feedforward or 2048, {
+    activation = opts.activation, dropout = dropout, bias = opts.bias, dtype = opts.dtype, device = opts.device,
+  }))
+  local ln = { eps = opts.layer_norm_eps, dtype = opts.dtype, device = opts.device }
+  local n = self.has_cross and 3 or 2
+  for i = 1, n do
+    self:add_module("norm" .. i, LayerNorm(d_model, ln))
+    self:add_module("dropout" .. i, Dropout(dropout))
+  end
+end
+
+function DecoderLayer:_sa(x, o)
+  local y
+  if o.cache then
+    o.cache.self = o.cache.self or {}
+    y = MultiHeadAttention.forward_cached(self.self_attn, x, o.cache.self,
+      { causal = o.causal, attn_mask = o.tgt_mask })
+  else
+    y = self.self_attn(x, { causal = o.causal ~= false, attn_mask = o.tgt_mask,
+      key_padding_mask = o.tgt_key_padding_mask })
+  end
+  return self.dropout1(y)
+end
+
+function DecoderLayer:_ca(x, memory, o)
+  local y
+  if o.cache then
+    o.cache.cross = o.cache.cross or {}
+    y = MultiHeadAttention.forward_cached(self.cross_attn, x, o.cache.cross,
+      { memory = memory, key_padding_mask = o.memory_key_padding_mask, attn_mask = o.memory_mask })
+  else
+    y = self.cross_attn(x, memory, { attn_mask = o.memory_mask,
+      key_padding_mask = o.memory_key_padding_mask })
+  end
+  return self.dropout2(y)
+end
+
+function DecoderLayer:forward(x, memory, opts)
+  opts = opts or {}
+  if self.has_cross and memory == nil then
+    error("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory", 2)
+  end
+  local last = self.has_cross and 3 or 2
+  local norm_ff, drop_ff = self["norm" .. last], self["dropout" .. last]
+  if self.norm_first then
+    x = x + self:_sa(self.norm1(x), opts)
+    if self.has_cross then x = x + self:_ca(self.norm2(x), memory, opts) end
+    return x + drop_ff(self.ff(norm_ff(x)))
+  end
+  x = self.norm1(x + self:_sa(x, opts))
+  if self.has_cross then x = self.norm2(x + self:_ca(x, memory, opts)) end
+  return norm_ff(x + drop_ff(self.ff(x)))
+end
+
+function DecoderLayer:extra_repr()
+  return ("norm_first=%s, cross=%s"):format(tostring(self.norm_first), tostring(self.has_cross))
+end
+
+return DecoderLayer

@@ -1,0 +1,53 @@
+-- nn.TransformerEncoderLayer(d_model, heads [, opts]): self-attention and a
+-- feed-forward block, each with dropout, a residual and a LayerNorm, as
+-- torch.nn.TransformerEncoderLayer (batch_first):
+--   post-norm (norm_first=false):  x = norm1(x + drop(sa(x)));  x = norm2(x + drop(ff(x)))
+--   pre-norm  (norm_first=true):   x = x + drop(sa(norm1(x)));  x = x + drop(ff(norm2(x)))
+-- opts: dim_feedforward=2048, dropout=0.1, activation="relu"|"gelu",
+-- norm_first=false, layer_norm_eps=1e-5, bias=true, attention="standard",
+-- attention_options={...}, rope=false, dtype=, device=.
+-- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}])
+local Module = require "ember.nn.Module"
+local LayerNorm = require "ember.nn.LayerNorm"
+local Dropout = require "ember.nn.Dropout"
+local FeedForward = require "ember.nn.FeedForward"
+local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
+local attn_opts = require "ember.nn._attn_opts"
+
+local EncoderLayer = Module:extend("TransformerEncoderLayer")
+
+function EncoderLayer:__init(d_model, heads, opts)
+  opts = opts or {}
+  local dropout = opts.dropout or 0.1
+  local o = { dtype = opts.dtype, device = opts.device }
+  self.norm_first = opts.norm_first or false
+  self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
+  self:add_module("ff", FeedForward(d_model, opts.dim_feedforward or 2048, {
+    activation = opts.activation, dropout = dropout, bias = opts.bias, dtype = o.dtype, device = o.device,
+  }))
+  local ln = { eps = opts.layer_norm_eps, dtype = o.dtype, device = o.device }
+  self:add_module("norm1", LayerNorm(d_model, ln))
+  self:add_module("norm2", LayerNorm(d_model, ln))
+  self:add_module("dropout1", Dropout(dropout))
+  self:add_module("dropout2", Dropout(dropout))
+end
+
+function EncoderLayer:_sa(x, opts)
+  return self.dropout1(self.self_attn(x, {
+    key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask, causal = opts.causal,
+  }))
+end
+
+function EncoderLayer:forward(x, opts)
+  opts = opts or {}
+  if self.norm_first then
+    x = x + self:_sa(self.norm1(x), opts)
+    return x + self.dropout2(self.ff(self.norm2(x)))
+  end
+  x = self.norm1(x + self:_sa(x, opts))
+  return self.norm2(x + self.dropout2(self.ff(x)))
+end
+
+function EncoderLayer:extra_repr() return "norm_first=" .. tostring(self.norm_first) end
+
+return EncoderLayer

@@ -1,0 +1,21 @@
+-- ember.nn: modules and losses in Torch7 style (one module per file, all
+-- built on nn.Module). `local nn = require "ember.nn"`; `nn.Linear(4, 3)`.
+return {
+  Module = require "ember.nn.Module",
+  Sequential = require "ember.nn.Sequential",
+  Linear = require "ember.nn.Linear",
+  Embedding = require "ember.nn.Embedding",
+  LayerNorm = require "ember.nn.LayerNorm",
+  Dropout = require "ember.nn.Dropout",
+  ReLU = require "ember.nn.ReLU",
+  GELU = require "ember.nn.GELU",
+  FeedForward = require "ember.nn.FeedForward",
+  SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
+  LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
+  MultiHeadAttention = require "ember.nn.MultiHeadAttention",
+  TransformerEncoderLayer = require "ember.nn.TransformerEncoderLayer",
+  TransformerDecoderLayer = require "ember.nn.TransformerDecoderLayer",
+  CrossAttentionBlock = require "ember.nn.CrossAttentionBlock",
+  CrossEntropyLoss = require "ember.nn.CrossEntropyLoss",
+  MSELoss = require "ember.nn.MSELoss",
+}

@@ -1,0 +1,210 @@
+-- optim.Optimizer: the base of SGD, Adam and AdamW (PyTorch's layout).
+--   opt = optim.AdamW(params, {lr=1e-3, ...})
+-- params: a list of tensors, a module (its parameters()), or a list of
+-- groups {params={...}, lr=..., <other options>} whose missing options come
+-- from the defaults. opt.param_groups[i] holds each group's options (a
+-- scheduler changes .lr there); opt.state[k] the state of the k-th
+-- parameter (1-based, counted across groups).
+-- Subclasses define DEFAULTS (name -> default; nil-able names listed) and
+-- update(p, grad, state, group), which makes one fused C call.
+local ember = require "ember.nn._ember"
+
+local Optimizer = {}
+Optimizer.__index = Optimizer
+Optimizer.__name = "Optimizer"
+
+function Optimizer:extend(name, defaults)
+  local cls = setmetatable({}, { __index = self, __call = function(c, ...)
+    local o = setmetatable({}, c)
+    o:__init(...)
+    return o
+  end })
+  cls.__index, cls.__name, cls.DEFAULTS = cls, name, defaults
+  cls.__tostring = self.__tostring
+  return cls
+end
+
+local function is_tensor(v)
+  local mt = type(v) == "userdata" and getmetatable(v)
+  return mt and mt.__name == "ember.Tensor" or false
+end
+
+function Optimizer:_error(fmt, ...) error(self.__name .. ": " .. fmt:format(...), 3) end
+
+function Optimizer:_check_names(opts)
+  for k in pairs(opts) do
+    if k ~= "params" and self.DEFAULTS[k] == nil then
+      local names = {}
+      for n in pairs(self.DEFAULTS) do names[#names + 1] = n end
+      table.sort(names)
+      self:_error("unknown option '%s' (options: %s)", tostring(k), table.concat(names, ", "))
+    end
+  end
+end
+
+-- Fills a group's options from `opts` and the defaults, rejecting unknown names.
+function Optimizer:_group(g, opts)
+  self:_check_names(opts)
+  for k, def in pairs(self.DEFAULTS) do
+    local v = opts[k]
+    if v == nil then v = self.defaults[k] end
+    if v == nil then v = def end
+    g[k] = v
+  end
+  self:check_group(g)
+  return g
+end
+
+function Optimizer:check_group(g)
+  if g.lr == "required" then self:_error("lr is required (give {lr = ...})") end
+  if type(g.lr) ~= "number" or g.lr < 0 then self:_error("lr must be a number >= 0, got %s", tostring(g.lr)) end
+end
+
+function Optimizer:__init(params, opts)
+  opts = opts or {}
+  self.defaults = {}
+  for k, v in pairs(opts) do self.defaults[k] = v end
+  if type(params) ~= "table" and type(params) ~= "userdata" then
+    self:_error("params must be a list of tensors, a module or a list of groups, got %s", type(params))
+  end
+  self:_check_names(opts)
+  if not is_tensor(params) and params.parameters then params = params:parameters() end
+  local groups = params
+  if is_tensor(params[1]) or #params == 0 then groups = { { params = params } } end
+  self.param_groups, self.state, self._params = {}, {}, {}
+  for gi, spec in ipairs(groups) do
+    if type(spec) ~= "table" or type(spec.params) ~= "table" then
+      self:_error("group %d must be a table with a params list", gi)
+    end
+    local g = { params = {} }
+    for i, p in ipairs(spec.params) do
+      if not is_tensor(p) then self:_error("group %d, parameter %d is a %s, not a tensor", gi, i, type(p)) end
+      if not p.requires_grad then self:_error("group %d, parameter %d does not require grad", gi, i) end
+      g.params[i] = p
+      self._params[#self._params + 1] = p
+    end
+    local o = {}
+    for k, v in pairs(spec) do if k ~= "params" then o[k] = v end end
+    self.param_groups[gi] = self:_group(g, o)
+  end
+  if #self._params == 0 then self:_error("got an empty parameter list") end
+end
+
+function Optimizer:zero_grad()
+  for _, p in ipairs(self._params) do p.grad = nil end
+end
+
+-- One update of every parameter that has a gradient.
+function Optimizer:step()
+  local k = 0
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      k = k + 1
+      local grad = p.grad
+      if grad ~= nil then
+        local st = self.state[k]
+        if not st then
+          st = {}
+          self.state[k] = st
+        end
+        self:update(p, grad, st, g)
+      end
+    end
+  end
+end
+
+-- A zero tensor shaped like p for optimizer state.
+function Optimizer.zeros_like(p) return ember.zeros(p.shape, { dtype = p.dtype, device = p.device }) end
+
+-- {state = {[k] = {name = tensor or number}}, param_groups = {{lr=..., params={k...}}}}
+-- Tensors are the live state (save them, do not modify them).
+function Optimizer:state_dict()
+  local groups, k = {}, 0
+  for gi, g in ipairs(self.param_groups) do
+    local sg = { params = {} }
+    for name, v in pairs(g) do if name ~= "params" then sg[name] = v end end
+    for i = 1, #g.params do
+      k = k + 1
+      sg.params[i] = k
+    end
+    groups[gi] = sg
+  end
+  local state = {}
+  for idx, st in pairs(self.state) do
+    local s = {}
+    for name, v in pairs(st) do s[name] = v end
+    state[idx] = s
+  end
+  return { state = state, param_groups = groups }
+end
+
+local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
+
+-- Restores a state_dict (from this optimizer type, same parameter layout).
+-- Checks everything first; tensors are copied onto each parameter's dtype
+-- and device.
+function Optimizer:load_state_dict(sd)
+  if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
+    self:_error("load_state_dict: expected a table with state and param_groups")
+  end
+  if #sd.param_groups ~= #self.param_groups then
+    self:_error("load_state_dict: the state has %d parameter groups, this optimizer %d",
+      #sd.param_groups, #self.param_groups)
+  end
+  for gi, g in ipairs(self.param_groups) do
+    local n = sd.param_groups[gi].params and #sd.param_groups[gi].params or -1
+    if n ~= #g.params then
+      self:_error("load_state_dict: group %d has %d parameters in the state, %d here", gi, n, #g.params)
+    end
+  end
+  for idx, st in pairs(sd.state) do
+    local p = self._params[idx]
+    if not p then self:_error("load_state_dict: state for parameter %s, which does not exist", tostring(idx)) end
+    for name, v in pairs(st) do
+      if is_tensor(v) and shape_str(v) ~= shape_str(p) then
+        self:_error("load_state_dict: state '%s' of parameter %d has shape %s, the parameter %s",
+          name, idx, shape_str(v), shape_str(p))
+      end
+    end
+  end
+  for gi, g in ipairs(self.param_groups) do
+    for name, v in pairs(sd.param_groups[gi]) do
+      if name ~= "params" and self.DEFAULTS[name] ~= nil then g[name] = v end
+    end
+  end
+  self.state = {}
+  ember.no_grad(function()
+    for idx, st in pairs(sd.state) do
+      local p, s = self._params[idx], {}
+      for name, v in pairs(st) do
+        if is_tensor(v) then
+          s[name] = self.zeros_like(p)
+          s[name]:copy_(v)
+        else
+          s[name] = v
+        end
+      end
+      self.state[idx] = s
+    end
+  end)
+  return self
+end
+
+function Optimizer:__tostring()
+  local lines = { self.__name .. " (" }
+  for gi, g in ipairs(self.param_groups) do
+    local names = {}
+    for k in pairs(g) do if k ~= "params" then names[#names + 1] = k end end
+    table.sort(names)
+    lines[#lines + 1] = ("  group %d: %d tensors"):format(gi, #g.params)
+    for _, k in ipairs(names) do
+      local v = g[k]
+      if type(v) == "table" then v = "{" .. table.concat(v, ", ") .. "}" end
+      lines[#lines + 1] = ("    %s: %s"):format(k, tostring(v))
+    end
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
+return Optimizer

@@ -1,0 +1,36 @@
+-- optim.SGD(params, {lr=, momentum=0, dampening=0, weight_decay=0,
+-- nesterov=false}): torch.optim.SGD. Each parameter's update is one fused
+-- C call (core.sgd_step: the backend's sgd_step kernel, or composed ops on
+-- a backend without it).
+--   d = grad + weight_decay * p
+--   with momentum: buf = d (first step) or momentum*buf + (1-dampening)*d;
+--                  d = nesterov and d + momentum*buf or buf
+--   p = p - lr * d
+local core = require "ember.core"
+local Optimizer = require "ember.optim.Optimizer"
+
+local SGD = Optimizer:extend("SGD", {
+  lr = "required", momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
+})
+
+function SGD:check_group(g)
+  Optimizer.check_group(self, g)
+  for _, k in ipairs { "momentum", "dampening", "weight_decay" } do
+    if type(g[k]) ~= "number" or g[k] < 0 then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
+  end
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    self:_error("nesterov needs momentum > 0 and dampening 0, got momentum=%g, dampening=%g", g.momentum, g.dampening)
+  end
+end
+
+function SGD:update(p, grad, st, g)
+  local first = false
+  if g.momentum ~= 0 and not st.momentum_buffer then
+    st.momentum_buffer = self.zeros_like(p)
+    first = true
+  end
+  core.sgd_step(p, grad, g.momentum ~= 0 and st.momentum_buffer or nil, g.lr, g.momentum,
+    g.dampening, g.weight_decay, g.nesterov, first, self.composed)
+end
+
+return SGD

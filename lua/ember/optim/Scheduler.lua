@@ -1,0 +1,101 @@
+-- optim.Scheduler: the base of the learning-rate schedules. A schedule is a
+-- factor f(s) of each group's base lr, s = the number of :step() calls so
+-- far (0 at construction, as torch.optim.lr_scheduler.LambdaLR):
+--   sched = optim.WarmupCosine(opt, {warmup_steps=100, total_steps=10000})
+--   for each batch: opt:step(); sched:step()
+-- The optimizer's groups get lr = base_lr * f(s) at construction and after
+-- every step. state_dict() / load_state_dict() save and restore s and the
+-- base lrs (and reapply the lr).
+local Scheduler = {}
+Scheduler.__index = Scheduler
+Scheduler.__name = "Scheduler"
+
+function Scheduler:extend(name)
+  local cls = setmetatable({}, { __index = self, __call = function(c, ...)
+    local o = setmetatable({}, c)
+    o:__init(...)
+    return o
+  end })
+  cls.__index, cls.__name, cls.__tostring = cls, name, self.__tostring
+  return cls
+end
+
+function Scheduler:_error(fmt, ...) error(self.__name .. ": " .. fmt:format(...), 3) end
+
+function Scheduler:__init(optimizer)
+  if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
+    self:_error("expected an optimizer, got %s", type(optimizer))
+  end
+  self.optimizer = optimizer
+  self.base_lrs = {}
+  for i, g in ipairs(optimizer.param_groups) do self.base_lrs[i] = g.lr end
+  self.last_step = 0
+  self:_apply()
+end
+
+function Scheduler:factor(s) error(self.__name .. ".factor: not defined", 2) end
+
+function Scheduler:_apply()
+  local f = self:factor(self.last_step)
+  for i, g in ipairs(self.optimizer.param_groups) do g.lr = self.base_lrs[i] * f end
+end
+
+function Scheduler:step()
+  self.last_step = self.last_step + 1
+  self:_apply()
+end
+
+function Scheduler:get_last_lr()
+  local lrs = {}
+  for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = g.lr end
+  return lrs
+end
+
+function Scheduler:state_dict()
+  local base = {}
+  for i, v in ipairs(self.base_lrs) do base[i] = v end
+  return { last_step = self.last_step, base_lrs = base }
+end
+
+function Scheduler:load_state_dict(sd)
+  if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
+    self:_error("load_state_dict: expected {last_step = integer, base_lrs = {...}}")
+  end
+  if #sd.base_lrs ~= #self.optimizer.param_groups then
+    self:_error("load_state_dict: %d base lrs for %d parameter groups", #sd.base_lrs,
+      #self.optimizer.param_groups)
+  end
+  self.last_step = sd.last_step
+  for i, v in ipairs(sd.base_lrs) do self.base_lrs[i] = v end
+  self:_apply()
+  return self
+end
+
+function Scheduler:__tostring()
+  return ("%s(step=%d, lr=%s)"):format(self.__name, self.last_step,
+    table.concat(self:get_last_lr(), ", "))
+end
+
+-- Shared by the warmup schedules: reads and checks their options.
+function Scheduler:_warmup_opts(opts)
+  opts = opts or {}
+  local w, t = opts.warmup_steps or 0, opts.total_steps
+  if math.type(w) ~= "integer" or w < 0 then self:_error("warmup_steps must be an integer >= 0, got %s", tostring(w)) end
+  if math.type(t) ~= "integer" or t < 1 then self:_error("total_steps must be a positive integer, got %s", tostring(t)) end
+  if w > t then self:_error("warmup_steps (%d) exceeds total_steps (%d)", w, t) end
+  local m = opts.min_lr_ratio or 0
+  if type(m) ~= "number" or m < 0 or m > 1 then self:_error("min_lr_ratio must be in [0, 1], got %s", tostring(m)) end
+  self.warmup_steps, self.total_steps, self.min_lr_ratio = w, t, m
+end
+
+-- Linear warmup: steps 0 .. warmup-1 use (s+1)/warmup of the lr, so the
+-- first update already learns and step warmup-1 uses the full lr. Then the
+-- decay's progress runs from 0 (step warmup) to 1 (step total_steps), and
+-- stays at the floor after.
+function Scheduler:_warmup_progress(s)
+  if s < self.warmup_steps then return nil, (s + 1) / self.warmup_steps end
+  local span = math.max(1, self.total_steps - self.warmup_steps)
+  return math.min(1, (s - self.warmup_steps) / span)
+end
+
+return Scheduler

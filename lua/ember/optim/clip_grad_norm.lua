@@ -1,0 +1,45 @@
+-- optim.clip_grad_norm(params, max_norm [, norm_type=2]) -> total norm
+-- (a number), as torch.nn.utils.clip_grad_norm_: the norm of all gradients
+-- together; when it exceeds max_norm every gradient is scaled in place by
+-- max_norm / (norm + 1e-6). norm_type 2 or math.huge (the max abs value).
+-- params: a list of tensors or a module. Parameters without a gradient are
+-- skipped; with none at all the norm is 0.
+local ember = require "ember.nn._ember"
+
+local function clip_grad_norm(params, max_norm, norm_type)
+  norm_type = norm_type or 2
+  if type(max_norm) ~= "number" or max_norm < 0 then
+    error("clip_grad_norm: max_norm must be a number >= 0, got " .. tostring(max_norm), 2)
+  end
+  if norm_type ~= 2 and norm_type ~= math.huge then
+    error("clip_grad_norm: norm_type must be 2 or math.huge, got " .. tostring(norm_type), 2)
+  end
+  if type(params) ~= "table" or (params.parameters and getmetatable(params)) then
+    params = params:parameters()
+  end
+  local grads = {}
+  for _, p in ipairs(params) do
+    local g = p.grad
+    if g ~= nil then grads[#grads + 1] = g end
+  end
+  if #grads == 0 then return 0 end
+  local total = ember.no_grad(function()
+    local acc
+    for _, g in ipairs(grads) do
+      -- per-tensor partial results in float64, one host sync at the end
+      local part = norm_type == 2 and (g * g):sum():double() or g:abs():max():double()
+      if acc == nil then acc = part
+      elseif norm_type == 2 then acc = acc + part
+      else acc = acc:maximum(part) end
+    end
+    local v = acc:item()
+    return norm_type == 2 and math.sqrt(v) or v
+  end)
+  local coef = max_norm / (total + 1e-6)
+  if coef < 1 then
+    ember.no_grad(function() for _, g in ipairs(grads) do g:mul_(coef) end end)
+  end
+  return total
+end
+
+return clip_grad_norm

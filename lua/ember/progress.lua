@@ -1,0 +1,112 @@
+-- ember.progress: a progress bar for training loops.
+--
+--   local bar = progress.new{total = n, label = "epoch 1", unit = "samples"}
+--   bar:update(k, {loss = 0.41, acc = 0.87})   -- k items done so far
+--   bar:finish()
+--
+-- On a terminal it redraws one line: a bar, the counts, the given metrics,
+-- throughput and ETA. When output is not a terminal it prints a plain log
+-- line every `log_every` seconds instead, so logs stay readable.
+local M = {}
+M.__index = M
+
+local function isatty()
+  local ok, p = pcall(io.popen, "test -t 1 && echo y")
+  if not ok or not p then return false end
+  local r = p:read("l")
+  p:close()
+  return r == "y"
+end
+
+local tty
+local function term_is_tty()
+  if tty == nil then tty = os.getenv("EMBER_PROGRESS_PLAIN") == nil and isatty() end
+  return tty
+end
+
+local function fmt_time(s)
+  if s ~= s or s == math.huge then return "--:--" end
+  s = math.floor(s + 0.5)
+  if s >= 3600 then return string.format("%d:%02d:%02d", s // 3600, s % 3600 // 60, s % 60) end
+  return string.format("%02d:%02d", s // 60, s % 60)
+end
+
+function M.new(opts)
+  local self = setmetatable({}, M)
+  self.total = assert(opts.total, "progress.new: total is required")
+  self.label = opts.label or ""
+  self.unit = opts.unit or "it"
+  self.width = opts.width or 24
+  self.log_every = opts.log_every or 5
+  self.start = M.now()
+  self.last_log = self.start
+  self.done = 0
+  self.metrics = {}
+  return self
+end
+
+-- Wall-clock seconds with sub-second resolution where the platform allows.
+function M.now()
+  local ok_core, core = pcall(require, "ember.core")
+  if ok_core and core.clock then return core.clock() end
+  local ok, p = pcall(io.popen, "date +%s.%N")
+  if ok and p then
+    local s = tonumber(p:read("l"))
+    p:close()
+    if s then return s end
+  end
+  return os.time()
+end
+
+local function metrics_str(metrics, order)
+  local parts = {}
+  for _, k in ipairs(order) do
+    local v = metrics[k]
+    if type(v) == "number" then
+      parts[#parts + 1] = string.format("%s %.4g", k, v)
+    elseif v ~= nil then
+      parts[#parts + 1] = string.format("%s %s", k, tostring(v))
+    end
+  end
+  return table.concat(parts, "  ")
+end
+
+function M:line()
+  local now = M.now()
+  local elapsed = math.max(now - self.start, 1e-9)
+  local rate = self.done / elapsed
+  local eta = rate > 0 and (self.total - self.done) / rate or math.huge
+  local frac = self.total > 0 and math.min(self.done / self.total, 1) or 1
+  local filled = math.floor(frac * self.width + 0.5)
+  local bar = string.rep("#", filled) .. string.rep(".", self.width - filled)
+  return string.format("%s [%s] %d/%d  %s  %.0f %s/s  eta %s", self.label, bar, self.done,
+    self.total, metrics_str(self.metrics, self.order or {}), rate, self.unit, fmt_time(eta)), now
+end
+
+-- metrics: a table of name -> number; the order of first appearance is kept.
+function M:update(done, metrics)
+  self.done = done
+  self.order = self.order or {}
+  for k, v in pairs(metrics or {}) do
+    if self.metrics[k] == nil then self.order[#self.order + 1] = k end
+    self.metrics[k] = v
+  end
+  table.sort(self.order)
+  local text, now = self:line()
+  if term_is_tty() then
+    io.write("\r", text, "\27[K")
+    io.flush()
+  elseif now - self.last_log >= self.log_every then
+    self.last_log = now
+    print(text)
+  end
+end
+
+function M:finish()
+  local text = self:line()
+  if term_is_tty() then io.write("\r", text, "\27[K\n") else print(text) end
+  io.flush()
+  return M.now() - self.start
+end
+
+return M

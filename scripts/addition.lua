@@ -1,0 +1,214 @@
+-- addition.lua -- an encoder-decoder Transformer learns 3-digit addition:
+-- "535+61" -> "596".
+--
+--   ember scripts/addition.lua [--epochs 20] [--help]
+--
+-- The encoder (2 TransformerEncoderLayers) reads the problem's characters;
+-- the decoder (2 TransformerDecoderLayers: causal self-attention, then
+-- cross-attention to the encoder's output) writes the sum digit by digit
+-- after a <bos> token and ends with <eos>. 50,000 training and 5,000
+-- held-out problems that never overlap. The metric is exact match of the
+-- greedy decoding (with a key/value cache) on the held-out problems.
+local ember = require "ember"
+local nn = require "ember.nn"
+local optim = require "ember.optim"
+local data = require "ember.data"
+local cli = require "ember.cli"
+local metrics = require "ember.metrics"
+local progress = require "ember.progress"
+local checkpoint = require "ember.checkpoint"
+local generate = require "ember.generate"
+
+local opts = cli.parse(arg, {
+  script = "scripts/addition.lua",
+  about = "Encoder-decoder Transformer learning 3-digit addition (exact match, greedy decoding).",
+  defaults = {epochs = 30, lr = 1e-3, batch = 128},
+  options = {
+    {"d_model", 128, "model width"},
+    {"heads", 4, "attention heads"},
+    {"enc_layers", 2, "encoder layers"},
+    {"dec_layers", 2, "decoder layers"},
+    {"ffn", 512, "feed-forward width"},
+    {"dropout", 0.0, "dropout"},
+    {"weight_decay", 0.01, "AdamW weight decay"},
+    {"warmup", 400, "learning-rate warm-up steps"},
+    {"n_train", 50000, "training problems"},
+    {"n_test", 5000, "held-out problems"},
+    {"predict", nil, "solve one problem, e.g. 535+61, with the saved model", type = "string"},
+  },
+})
+
+local MODEL_KEYS = {"d_model", "heads", "enc_layers", "dec_layers", "ffn", "dropout", "attention"}
+local SRC_LEN, TGT_LEN = 7, 6 -- "999+999"; <bos> + up to 4 digits + <eos>
+
+local Seq2Seq = nn.Module:extend("Seq2Seq")
+
+function Seq2Seq:__init(vocab_size, pad_id, o)
+  local d = o.d_model
+  self:add_module("embed", nn.Embedding(vocab_size, d, {padding_idx = pad_id}))
+  self:add_module("src_pos", nn.LearnedPositionalEncoding(SRC_LEN, d))
+  self:add_module("tgt_pos", nn.LearnedPositionalEncoding(TGT_LEN, d))
+  local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, norm_first = true, attention = o.attention}
+  self.n_enc, self.n_dec = o.enc_layers, o.dec_layers
+  for i = 1, o.enc_layers do self:add_module("enc" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
+  self:add_module("enc_norm", nn.LayerNorm(d))
+  for i = 1, o.dec_layers do self:add_module("dec" .. i, nn.TransformerDecoderLayer(d, o.heads, lopts)) end
+  self:add_module("dec_norm", nn.LayerNorm(d))
+  self:add_module("out", nn.Linear(d, vocab_size))
+end
+
+-- src [B, Ls], src_mask bool [B, Ls] (true = padding) -> memory [B, Ls, d]
+function Seq2Seq:encode(src, src_mask)
+  local h = self.src_pos(self.embed(src))
+  for i = 1, self.n_enc do h = self["enc" .. i](h, {key_padding_mask = src_mask}) end
+  return self.enc_norm(h)
+end
+
+-- The decoder, in the form ember.generate wants: ids [B, Lt] (teacher
+-- forcing; or, with o.cache, only the new tokens, the first at position
+-- o.start) attending to o.memory -> logits [B, Lt, vocab].
+function Seq2Seq:decode(ids, o)
+  local h = self.tgt_pos(self.embed(ids), o.start or 1)
+  for i = 1, self.n_dec do
+    local cache
+    if o.cache then
+      o.cache[i] = o.cache[i] or {}
+      cache = o.cache[i]
+    end
+    h = self["dec" .. i](h, o.memory, {memory_key_padding_mask = o.memory_key_padding_mask, cache = cache})
+  end
+  return self.out(self.dec_norm(h))
+end
+
+function Seq2Seq:forward(src, src_mask, tgt)
+  return self:decode(tgt, {memory = self:encode(src, src_mask), memory_key_padding_mask = src_mask})
+end
+
+-- Greedy decoding with the key/value cache (ember.generate): one new token
+-- per step, the encoder's keys/values computed once. Returns the strings.
+function Seq2Seq:greedy(tok, src, src_mask)
+  local B, v = src:size(1), tok.vocab
+  local memory = ember.no_grad(function() return self:encode(src, src_mask) end)
+  local ids = generate.generate(self, ember.full({B, 1}, v.bos_id, {dtype = "int64"}), {
+    max_new_tokens = TGT_LEN - 1, strategy = "greedy", eos_id = v.eos_id,
+    memory = memory, memory_key_padding_mask = src_mask})
+  local out = {}
+  for b, row in ipairs(ids:totable()) do
+    local s = {}
+    for t = 2, #row do
+      local id = row[t]
+      if id == v.eos_id then break end
+      s[#s + 1] = v:is_special(id) and "?" or v:token(id)
+    end
+    out[b] = table.concat(s)
+  end
+  return out
+end
+
+local tok = data.CharTokenizer.from_chars(data.addition.ALPHABET)
+local pad = tok.vocab.pad_id
+
+local function tensors(part)
+  local src = tok:encode_batch(part.inputs, {max_len = SRC_LEN})
+  local tgt_lists = {}
+  for i, s in ipairs(part.targets) do tgt_lists[i] = tok:encode(s, {bos = true, eos = true}) end
+  local tgt = data.pad(tgt_lists, pad, TGT_LEN)
+  return src, tgt
+end
+
+local function exact_match(model, src, src_mask, targets, bs)
+  model:eval()
+  local ok = 0
+  for start = 1, #targets, bs do
+    local n = math.min(bs, #targets - start + 1)
+    local got = model:greedy(tok, src:narrow(1, start, n), src_mask:narrow(1, start, n))
+    for i = 1, n do if got[i] == targets[start + i - 1] then ok = ok + 1 end end
+  end
+  model:train()
+  return ok / #targets
+end
+
+local model_path = opts.out .. "/addition.safetensors"
+if opts.predict then
+  local _, meta = checkpoint.load_tensors(model_path)
+  cli.apply_metadata(opts, meta, MODEL_KEYS)
+  local model = Seq2Seq(tok:size(), pad, opts)
+  checkpoint.load(model_path, {model = model})
+  model:eval()
+  local src, mask = tok:encode_batch({opts.predict}, {max_len = SRC_LEN})
+  print(("%s = %s"):format(opts.predict, model:greedy(tok, src, mask)[1]))
+  return
+end
+
+cli.mkdir(opts.out)
+local n_train, n_test = opts.n_train, opts.n_test
+if opts.smoke then n_train, n_test = 2000, 200 end
+local probs = data.addition.generate{n_train = n_train, n_test = n_test, seed = opts.seed}
+local src_tr, tgt_tr = tensors(probs.train)
+local src_te, src_te_mask = tok:encode_batch(probs.test.inputs, {max_len = SRC_LEN})
+local train = data.Dataset.new({src = src_tr, tgt = tgt_tr}, {pad = {src = pad, tgt = pad}})
+print(("data: %d training / %d held-out problems, e.g. %s = %s"):format(
+  train:size(), #probs.test.inputs, probs.train.inputs[1], probs.train.targets[1]))
+
+ember.manual_seed(opts.seed)
+local model = Seq2Seq(tok:size(), pad, opts)
+print(model)
+print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
+local epochs = opts.smoke and 1 or opts.epochs
+local total_steps = opts.smoke and 40 or train:num_batches(opts.batch) * epochs
+local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
+local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
+local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "token_acc", "exact_match"})
+
+local t0, step, losses = ember.clock(), 0, {}
+for epoch = 1, epochs do
+  local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "ex"}
+  local seen, run_loss, run_n, tok_ok, tok_n = 0, 0, 0, 0, 0
+  for b in train:batches(opts.batch, {shuffle = true}) do
+    step = step + 1
+    local L = b.tgt:size(2)
+    local tgt_in, tgt_out = b.tgt:narrow(2, 1, L - 1), b.tgt:narrow(2, 2, L - 1)
+    local logits = model(b.src, b.src_mask, tgt_in)
+    local V = logits:size(3)
+    local flat_out = tgt_out:reshape(-1)
+    local loss = ember.cross_entropy(logits:reshape(-1, V), flat_out, {ignore_index = pad})
+    opt:zero_grad()
+    loss:backward()
+    optim.clip_grad_norm(model:parameters(), 1.0)
+    opt:step()
+    sched:step()
+    local l, n = loss:item(), b.src:size(1)
+    losses[#losses + 1] = l
+    run_loss, run_n = run_loss + l * n, run_n + n
+    local real = flat_out:ne(pad)
+    tok_ok = tok_ok + logits:reshape(-1, V):argmax(2):eq(flat_out):logical_and(real):long():sum():item()
+    tok_n = tok_n + real:long():sum():item()
+    seen = seen + n
+    bar:update(seen, {loss = run_loss / run_n, tok_acc = tok_ok / tok_n})
+    if step % 50 == 0 then
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
+              token_acc = tok_ok / tok_n}
+    end
+    if step >= total_steps then break end
+  end
+  bar:finish()
+  local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
+  log:log{epoch = epoch, step = step, time = ember.clock() - t0, exact_match = em}
+  print(("epoch %d: loss %.4f  token acc %.2f%%  held-out exact match %.2f%%  (%.0f s)"):format(
+    epoch, run_loss / run_n, tok_ok / tok_n * 100, em * 100, ember.clock() - t0))
+  if step >= total_steps then break end
+end
+local train_time = ember.clock() - t0
+local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
+print(("held-out exact match %.2f%% (greedy decoding) after %.1f s of training"):format(em * 100, train_time))
+log:close()
+checkpoint.save(model_path, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)})
+print("saved " .. model_path)
+log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "addition: training loss"})
+log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"token_acc", "exact_match"}, title = "addition: accuracy"})
+local sample = {"535+61", "999+999", "7+8"}
+local src, mask = tok:encode_batch(sample, {max_len = SRC_LEN})
+model:eval()
+for i, s in ipairs(model:greedy(tok, src, mask)) do print(("%s = %s"):format(sample[i], s)) end
+
+if opts.smoke then cli.check_smoke(losses) end

@@ -1,0 +1,147 @@
+-- fashion_vit.lua -- a tiny Vision Transformer on Fashion-MNIST.
+--
+--   ember scripts/fashion_vit.lua [--epochs 10] [--help]
+--
+-- Each 28x28 image is cut into 16 patches of 7x7 pixels; a linear layer
+-- embeds each patch, a learned CLS token is prepended, learned positions
+-- are added, and 4 pre-LayerNorm Transformer encoder layers (d=64, 4 heads,
+-- MLP 128, GELU) mix them; the CLS output goes through a LayerNorm and a
+-- linear classifier. AdamW 1e-3, batch 128, warm-up then cosine decay.
+-- Data: Debian's dataset-fashion-mnist.
+local ember = require "ember"
+local nn = require "ember.nn"
+local optim = require "ember.optim"
+local data = require "ember.data"
+local cli = require "ember.cli"
+local metrics = require "ember.metrics"
+local progress = require "ember.progress"
+local checkpoint = require "ember.checkpoint"
+
+local opts = cli.parse(arg, {
+  script = "scripts/fashion_vit.lua",
+  about = "A tiny ViT (7x7 patches + CLS, d=64, 4 pre-LN layers) on Fashion-MNIST.",
+  defaults = {epochs = 10, lr = 1e-3, batch = 128},
+  options = {
+    {"d_model", 64, "model width"},
+    {"heads", 4, "attention heads"},
+    {"layers", 4, "encoder layers"},
+    {"mlp", 128, "MLP width inside each layer"},
+    {"patch", 7, "patch side in pixels (divides 28)"},
+    {"dropout", 0.0, "dropout"},
+    {"weight_decay", 0.05, "AdamW weight decay"},
+    {"warmup", 300, "learning-rate warm-up steps"},
+    {"limit", nil, "use only the first N training images", type = "number"},
+  },
+})
+if 28 % opts.patch ~= 0 then error("--patch must divide 28", 0) end
+
+local ViT = nn.Module:extend("ViT")
+
+function ViT:__init(o)
+  local p = o.patch
+  self.patch, self.grid = p, 28 // p
+  local n_patches = self.grid * self.grid
+  self:add_module("patch_embed", nn.Linear(p * p, o.d_model))
+  self:register_parameter("cls", ember.normal({1, 1, o.d_model}, 0, 0.02))
+  self:add_module("pos", nn.LearnedPositionalEncoding(n_patches + 1, o.d_model))
+  self.n_layers = o.layers
+  for i = 1, o.layers do
+    self:add_module("layer" .. i, nn.TransformerEncoderLayer(o.d_model, o.heads, {
+      dim_feedforward = o.mlp, dropout = o.dropout, activation = "gelu", norm_first = true,
+      attention = o.attention}))
+  end
+  self:add_module("norm", nn.LayerNorm(o.d_model))
+  self:add_module("head", nn.Linear(o.d_model, 10))
+end
+
+-- images [B, 28, 28] -> patches [B, grid*grid, p*p] (row-major patch order)
+function ViT:patchify(x)
+  local B, g, p = x:size(1), self.grid, self.patch
+  return x:reshape(B, g, p, g, p):permute(1, 2, 4, 3, 5):reshape(B, g * g, p * p)
+end
+
+function ViT:forward(x)
+  local B = x:size(1)
+  local tokens = self.patch_embed(self:patchify(x))
+  local cls = self.cls:expand(B, 1, self.cls:size(3))
+  local h = self.pos(ember.cat({cls, tokens}, 2))
+  for i = 1, self.n_layers do h = self["layer" .. i](h) end
+  return self.head(self.norm(h:select(2, 1)))
+end
+
+local function evaluate(model, ds)
+  model:eval()
+  local correct = 0
+  ember.no_grad(function()
+    for b in ds:batches(1000) do
+      correct = correct + model(b.x):argmax(2):eq(b.y):long():sum():item()
+    end
+  end)
+  model:train()
+  return correct / ds:size()
+end
+
+cli.mkdir(opts.out)
+local t_data = ember.clock()
+local limit = opts.limit or (opts.smoke and 2048 or nil)
+local xtr, ytr = data.fashion_mnist.load("train", {limit = limit})
+local xte, yte = data.fashion_mnist.load("test", {limit = opts.smoke and 1000 or nil})
+-- normalise with the training set's mean and std
+local mean, std = xtr:mean():item(), xtr:var():sqrt():item()
+local train = data.Dataset.new{x = (xtr - mean) / std, y = ytr}
+local test = data.Dataset.new{x = (xte - mean) / std, y = yte}
+print(("data: %d train / %d test images (%.1f s)"):format(train:size(), test:size(), ember.clock() - t_data))
+
+ember.manual_seed(opts.seed)
+local model = ViT(opts)
+print(model)
+print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
+local steps_per_epoch = train:num_batches(opts.batch)
+local epochs = opts.smoke and 1 or opts.epochs
+local total_steps = opts.smoke and 30 or steps_per_epoch * epochs
+local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
+local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
+local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "train_acc", "test_acc"})
+
+local t0, step, losses = ember.clock(), 0, {}
+for epoch = 1, epochs do
+  local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "img"}
+  local seen, run_loss, run_ok, run_n = 0, 0, 0, 0
+  for b in train:batches(opts.batch, {shuffle = true}) do
+    step = step + 1
+    local logits = model(b.x)
+    local loss = ember.cross_entropy(logits, b.y)
+    opt:zero_grad()
+    loss:backward()
+    optim.clip_grad_norm(model:parameters(), 1.0)
+    opt:step()
+    sched:step()
+    local l, n = loss:item(), b.y:size(1)
+    losses[#losses + 1] = l
+    run_loss, run_n = run_loss + l * n, run_n + n
+    run_ok = run_ok + logits:argmax(2):eq(b.y):long():sum():item()
+    seen = seen + n
+    bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_n})
+    if step % 50 == 0 then
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
+              train_acc = run_ok / run_n}
+    end
+    if step >= total_steps then break end
+  end
+  bar:finish()
+  local acc = evaluate(model, test)
+  log:log{epoch = epoch, step = step, time = ember.clock() - t0, test_acc = acc}
+  print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%  (%.0f s)"):format(
+    epoch, run_loss / run_n, run_ok / run_n * 100, acc * 100, ember.clock() - t0))
+  if step >= total_steps then break end
+end
+local train_time = ember.clock() - t0
+print(("test accuracy %.2f%% after %.1f s of training"):format(evaluate(model, test) * 100, train_time))
+log:close()
+checkpoint.save(opts.out .. "/fashion_vit.safetensors", {model = model, optimizer = opt, scheduler = sched,
+  metadata = cli.config_metadata(opts, {"d_model", "heads", "layers", "mlp", "patch", "attention"})})
+print("saved " .. opts.out .. "/fashion_vit.safetensors")
+log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Fashion-MNIST ViT: training loss"})
+log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_acc"}, title = "Fashion-MNIST ViT: accuracy"})
+
+if opts.smoke then cli.check_smoke(losses) end

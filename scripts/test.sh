@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds ember and runs the whole test suite:
+#   1. the normal build (with CUDA when the toolkit is found), all of ctest;
+#   2. an ASan+UBSan build, all of ctest again;
+#   3. valgrind memcheck over the C test programs (definite leaks fail).
+# The last line is "N passed, M failed", counting ctest tests and
+# valgrind runs.
+set -u
+cd "$(dirname "$0")/.."
+JOBS=$(nproc 2>/dev/null || echo 2)
+PASSED=0
+FAILED=0
+
+# Adds one ctest run's counts from its summary line.
+count_ctest() {
+  local log=$1 line total failed
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)
+  if [ -z "$line" ]; then
+    echo "test.sh: no ctest summary in $log"
+    FAILED=$((FAILED + 1))
+    return
+  fi
+  failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/')
+  total=$(echo "$line" | sed -E 's/.* failed out of ([0-9]+).*/\1/')
+  PASSED=$((PASSED + total - failed))
+  FAILED=$((FAILED + failed))
+}
+
+build() { # dir, extra cmake args...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" "$@" >"$dir.configure.log" 2>&1 &&
+    cmake --build "$dir" -j"$JOBS" >"$dir.build.log" 2>&1
+}
+
+mkdir -p build
+echo "== build (release) =="
+if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+  echo "== ctest (release) =="
+  ctest --test-dir build -j2 --output-on-failure --timeout 900 2>&1 | tee build/ctest.log | grep -vE "^\s+(Start|[0-9]+/[0-9]+ Test)" || true
+  grep -E "^\s*[0-9]+/[0-9]+ Test" build/ctest.log | sed 's/^ *//'
+  count_ctest build/ctest.log
+else
+  cat build.configure.log build.build.log 2>/dev/null | tail -40
+  echo "build failed"
+  FAILED=$((FAILED + 1))
+fi
+
+if [ "${EMBER_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "== build (ASan+UBSan) =="
+  mkdir -p build-asan
+  if build build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_CUDA=OFF; then
+    echo "== ctest (ASan+UBSan) =="
+    # Leak checks stay on; the suppressions cover only libraries we do not own.
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+    export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    ctest --test-dir build-asan -j2 --output-on-failure --timeout 1800 -LE nosan 2>&1 | tee build-asan/ctest.log | grep -vE "^\s+(Start|[0-9]+/[0-9]+ Test)" || true
+    count_ctest build-asan/ctest.log
+    unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+  else
+    cat build-asan.build.log | tail -40
+    echo "ASan build failed"
+    FAILED=$((FAILED + 1))
+  fi
+
+  echo "== valgrind memcheck (C tests) =="
+  for t in build/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    if valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
+        --suppressions=tests/valgrind.supp "$t" build/plugins/ember_backend_cpu.so build/plugins \
+        >"build/valgrind.$name.log" 2>&1; then
+      echo "valgrind ok - $name"
+      PASSED=$((PASSED + 1))
+    else
+      echo "valgrind FAILED - $name (see build/valgrind.$name.log)"
+      tail -30 "build/valgrind.$name.log"
+      FAILED=$((FAILED + 1))
+    fi
+  done
+fi
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]

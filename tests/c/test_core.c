@@ -1,0 +1,196 @@
+/*
+** test_core.c -- the core's own machinery: plugin loading, tensors and
+** views, host transfer, error messages, and the autograd engine.
+*/
+#include "ember.h"
+#include "ember_backend.h"
+#include "ember_plugin.h"
+#include "tap.h"
+
+#include <stdlib.h>
+
+static em_device cpu;
+
+static em_tensor *from(int ndim, const int64_t *shape, const double *v) {
+  em_tensor *t = NULL;
+  if (em_from_host(&t, ndim, shape, EM_F64, v, cpu) != EM_OK) {
+    printf("# from_host: %s\n", em_error_message());
+    exit(2);
+  }
+  return t;
+}
+
+static double at(const em_tensor *t, int64_t i) {
+  double buf[64];
+  if (em_numel(t) > 64 || em_to_host(t, buf) != EM_OK) return NAN;
+  return buf[i];
+}
+
+static void test_plugins(void) {
+  const em_plugin_record *cpu_rec = em_plugin_find(EM_PLUGIN_BACKEND, "cpu");
+  CHECK(cpu_rec && cpu_rec->loaded, "the cpu backend plugin is loaded");
+  CHECK(em_plugin_count() >= 1, "the loader lists at least one plugin");
+  int slot;
+  CHECK_ERR(em_backend_find("nosuch", &slot), EM_ERR_DEVICE, "searched", "unknown backend names the search path");
+  const em_plugin_record *rec;
+  CHECK_ERR(em_plugin_load("/nonexistent/ember_x.so", &rec), EM_ERR_PLUGIN, "dlopen failed",
+            "explicit load of a missing file fails with dlerror text");
+  CHECK(rec && !rec->loaded && strstr(rec->reason, "dlopen"), "the failure is recorded with its reason");
+}
+
+static void test_views(void) {
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  em_tensor *a = from(2, (int64_t[]){2, 3}, v), *t = NULL, *c = NULL, *s = NULL;
+  CHECK_OK(em_transpose(&t, a, 0, 1), "transpose");
+  CHECK(t && t->shape[0] == 3 && t->shape[1] == 2 && !em_is_contiguous(t), "transpose is a strided view");
+  CHECK(t && t->storage == a->storage, "a view shares storage");
+  CHECK(t && at(t, 1) == 4 && at(t, 2) == 2, "transposed values read in the new order");
+  CHECK_ERR(em_view(&c, t, 1, (int64_t[]){6}), EM_ERR_SHAPE, "reshape", "view of a non-contiguous tensor suggests reshape");
+  CHECK_OK(em_reshape(&c, t, 1, (int64_t[]){-1}), "reshape copies when it must");
+  CHECK(c && c->shape[0] == 6 && at(c, 1) == 4, "reshape result");
+  em_release(c);
+  c = NULL;
+  CHECK_OK(em_narrow(&s, a, 1, 1, 2), "narrow");
+  CHECK(s && s->shape[1] == 2 && at(s, 0) == 2 && at(s, 3) == 6, "narrow values");
+  em_release(s);
+  s = NULL;
+  CHECK_ERR(em_narrow(&s, a, 1, 2, 2), EM_ERR_INDEX, "out of bounds", "narrow past the end");
+  CHECK_OK(em_select(&s, a, 0, -1), "select with a negative index");
+  CHECK(s && s->ndim == 1 && at(s, 0) == 4, "select drops the dim");
+  em_release(s);
+  s = NULL;
+  CHECK_ERR(em_select(&s, a, 0, 2), EM_ERR_INDEX, "index 3 is out of range", "select out of range names the 1-based index");
+  CHECK_ERR(em_select(&s, a, 5, 0), EM_ERR_INDEX, "dim 6 out of range", "bad dim names the 1-based dim");
+  em_tensor *e = NULL, *u = NULL, *q = NULL, *sl = NULL;
+  CHECK_OK(em_unsqueeze(&u, a, 0), "unsqueeze");
+  CHECK(u && u->ndim == 3 && u->shape[0] == 1, "unsqueeze adds a dim");
+  CHECK_OK(em_expand(&e, u, 3, (int64_t[]){4, -1, -1}), "expand");
+  CHECK(e && e->stride[0] == 0 && at(e, 6 + 5) == 6, "expand repeats with stride 0");
+  CHECK_ERR(em_expand(&q, a, 2, (int64_t[]){4, 3}), EM_ERR_SHAPE, "cannot expand", "expand of a non-1 dim");
+  CHECK_OK(em_squeeze(&q, u, EM_ALL_DIMS), "squeeze");
+  CHECK(q && q->ndim == 2, "squeeze removes size-1 dims");
+  CHECK_OK(em_slice(&sl, a, 1, 0, 3, 2), "slice with a step");
+  CHECK(sl && sl->shape[1] == 2 && at(sl, 1) == 3 && at(sl, 3) == 6, "slice values");
+  em_release(sl);
+  em_release(q);
+  em_release(e);
+  em_release(u);
+  em_release(t);
+  em_release(a);
+}
+
+static void test_creation_errors(void) {
+  em_tensor *t = NULL;
+  CHECK_ERR(em_zeros(&t, 2, (int64_t[]){1000000, 1000000}, EM_F32, cpu), EM_ERR_OOM, "[1000000, 1000000]",
+            "a 10^12-element tensor is an out-of-memory error naming the shape");
+  CHECK(t == NULL, "and returns no tensor");
+  CHECK_ERR(em_zeros(&t, 1, (int64_t[]){-2}, EM_F32, cpu), EM_ERR_SHAPE, "negative size", "negative size");
+  CHECK_ERR(em_zeros(&t, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, EM_F32, cpu), EM_ERR_SHAPE, "at most 8",
+            "too many dims");
+  em_dtype dt;
+  CHECK_ERR(em_dtype_parse("float16", &dt), EM_ERR_DTYPE, "unknown dtype 'float16'", "unknown dtype");
+  em_device d;
+  CHECK_ERR(em_device_parse("cpu:0", &d), EM_ERR_DEVICE, "start at 1", "device numbers are 1-based");
+  CHECK_OK(em_device_parse("cpu", &d), "parse cpu");
+  CHECK_OK(em_full(&t, 2, (int64_t[]){8, 4}, 2.5, EM_F32, cpu), "full in 8 dims-capable core");
+  double x;
+  CHECK_ERR(em_item(t, &x), EM_ERR_SHAPE, "one element", "item of a non-scalar");
+  em_release(t);
+  t = NULL;
+  int64_t shape8[8] = {1, 2, 1, 2, 1, 2, 1, 2};
+  CHECK_OK(em_ones(&t, 8, shape8, EM_I64, cpu), "an 8-d int64 tensor");
+  CHECK(t && em_numel(t) == 16, "numel of 8-d tensor");
+  em_release(t);
+}
+
+/* y = sum((a * b) + a); dy/da = b + 1, dy/db = a. */
+static void test_autograd(void) {
+  double va[3] = {1, 2, 3}, vb[3] = {4, 5, 6};
+  em_tensor *a = from(1, (int64_t[]){3}, va), *b = from(1, (int64_t[]){3}, vb);
+  em_set_requires_grad(a, true);
+  em_set_requires_grad(b, true);
+  em_tensor *ab = NULL, *s = NULL, *y = NULL;
+  CHECK_OK(em_mul(&ab, a, b), "mul records");
+  CHECK_OK(em_add(&s, ab, a), "add records");
+  CHECK_OK(em_sum(&y, s, 0, NULL, false), "sum records");
+  CHECK(y && y->grad_fn && y->requires_grad, "the result has a grad_fn");
+  CHECK_OK(em_backward(y, NULL, true), "backward from a scalar");
+  CHECK(a->grad && at(a->grad, 0) == 5 && at(a->grad, 2) == 7, "grad of a is b + 1");
+  CHECK(b->grad && at(b->grad, 1) == 2, "grad of b is a");
+  CHECK_OK(em_backward(y, NULL, false), "a second backward with the retained graph");
+  CHECK(a->grad && at(a->grad, 0) == 10, "gradients accumulate");
+  CHECK_ERR(em_backward(y, NULL, false), EM_ERR_AUTOGRAD, "already freed", "a third backward on a freed graph");
+  CHECK_ERR(em_backward(s, NULL, false), EM_ERR_AUTOGRAD, "only for scalar outputs",
+            "backward through a non-scalar without a gradient");
+  CHECK_ERR(em_set_requires_grad(s, false), EM_ERR_AUTOGRAD, "leaf", "requires_grad on a non-leaf");
+
+  bool prev = em_set_grad_enabled(false);
+  em_tensor *z = NULL;
+  CHECK_OK(em_mul(&z, a, b), "mul under no_grad");
+  CHECK(z && !z->grad_fn && !z->requires_grad, "no graph is recorded under no_grad");
+  em_set_grad_enabled(prev);
+  em_tensor *d = NULL;
+  CHECK_OK(em_detach(&d, a), "detach");
+  CHECK(d && !d->requires_grad && d->storage == a->storage, "detach shares storage without grad");
+  em_release(d);
+  em_release(z);
+  em_release(y);
+  em_release(s);
+  em_release(ab);
+
+  /* A long chain is released without recursion. */
+  em_tensor *x = em_retain(a);
+  bool ok = true;
+  for (int i = 0; i < 100000 && ok; i++) {
+    em_tensor *nx = NULL;
+    ok = em_binary_scalar(&nx, EM_MUL, x, 1.0) == EM_OK;
+    em_release(x);
+    x = nx;
+  }
+  CHECK(ok, "a 100,000-op chain builds");
+  em_tensor *sx = NULL;
+  CHECK_OK(em_sum(&sx, x, 0, NULL, false), "sum of the chain");
+  em_tensor *old = a->grad;
+  a->grad = NULL;
+  em_release(old);
+  CHECK_OK(em_backward(sx, NULL, false), "backward through 100,000 nodes");
+  CHECK(a->grad && at(a->grad, 1) == 1, "its gradient is right");
+  em_release(sx);
+  em_release(x);
+  em_release(a);
+  em_release(b);
+}
+
+static void test_views_grad(void) {
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  em_tensor *a = from(2, (int64_t[]){2, 3}, v);
+  em_set_requires_grad(a, true);
+  em_tensor *t = NULL, *n = NULL, *e = NULL, *y = NULL, *w = NULL, *p = NULL;
+  em_transpose(&t, a, 0, 1);           /* [3,2] */
+  em_narrow(&n, t, 0, 1, 2);           /* rows 2..3 of t: a[:,1:3]^T */
+  em_unsqueeze(&e, n, 0);              /* [1,2,2] */
+  double wv[4] = {1, 10, 100, 1000};
+  w = from(2, (int64_t[]){2, 2}, wv);
+  em_mul(&p, e, w);
+  em_sum(&y, p, 0, NULL, false);
+  CHECK_OK(em_backward(y, NULL, false), "backward through transpose, narrow, unsqueeze");
+  /* d y / d a[i][j] = w[j-1][i] for j >= 1, else 0. */
+  CHECK(a->grad && at(a->grad, 0) == 0 && at(a->grad, 1) == 1 && at(a->grad, 2) == 100 &&
+        at(a->grad, 3) == 0 && at(a->grad, 4) == 10 && at(a->grad, 5) == 1000,
+        "view gradients land in the right places");
+  em_release(y); em_release(p); em_release(w); em_release(e); em_release(n); em_release(t);
+  em_release(a);
+}
+
+int main(void) {
+  if (em_cpu_device(&cpu) != EM_OK) {
+    printf("not ok 1 - cpu backend: %s\n0 passed, 1 failed\n", em_error_message());
+    return 1;
+  }
+  test_plugins();
+  test_views();
+  test_creation_errors();
+  test_autograd();
+  test_views_grad();
+  return tap_done();
+}

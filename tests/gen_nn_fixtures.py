@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""Writes tests/fixtures/nn_modules.lua and tests/fixtures/nn_optim.lua:
+PyTorch 1.13 reference values for tests/lua/nn_spec.lua and optim_spec.lua.
+
+Run with Debian's python3-torch:  /usr/bin/python3 tests/gen_nn_fixtures.py
+
+nn_modules.lua -- each case: the module's config, its state under EMBER's
+parameter names (so the spec loads it with load_state_dict), the inputs, the
+output, and the gradients of sum(out * R) for a fixed random R with respect
+to the inputs and every parameter. All float64.
+  PyTorch -> ember names: self_attn.in_proj_weight [3E, E] -> w_q, w_k, w_v;
+  in_proj_bias -> b_q, b_k, b_v; out_proj.{weight,bias} -> w_o, b_o;
+  multihead_attn -> cross_attn; linear1/linear2 -> ff.linear1/ff.linear2.
+  Masks: key_padding_mask True = padding in both; the decoder's causal mask
+  is PyTorch's square subsequent mask, ember's causal=true.
+
+nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
+nesterov, weight decay), Adam and AdamW (with weight decay) on the loss
+sum(A * p^2 + B * p) over a few steps; clip_grad_norm (the returned norm and
+the clipped gradients); the warmup+cosine / warmup+linear schedules as
+LambdaLR with the factor functions documented in lua/ember/optim/.
+"""
+import math
+import os
+
+import torch
+
+torch.manual_seed(20261129)
+torch.set_default_dtype(torch.float64)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def lua_value(x, indent=""):
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return "%.17g" % x
+    if isinstance(x, str):
+        return '"%s"' % x
+    if isinstance(x, torch.Tensor):
+        shape = "{" + ", ".join(str(s) for s in x.shape) + "}"
+        flat = x.detach().reshape(-1).tolist()
+        if x.dtype == torch.bool:
+            data = ", ".join("true" if v else "false" for v in flat)
+            return '{shape = %s, dtype = "bool", data = {%s}}' % (shape, data)
+        if x.dtype == torch.int64:
+            data = ", ".join(str(int(v)) for v in flat)
+            return '{shape = %s, dtype = "int64", data = {%s}}' % (shape, data)
+        data = ", ".join("%.17g" % float(v) for v in flat)
+        return "{shape = %s, data = {%s}}" % (shape, data)
+    if isinstance(x, dict):
+        inner = indent + "  "
+        items = ",\n".join('%s["%s"] = %s' % (inner, k, lua_value(v, inner)) for k, v in x.items())
+        return "{\n" + items + "\n" + indent + "}"
+    if isinstance(x, (list, tuple)):
+        inner = indent + "  "
+        return "{\n" + ",\n".join(inner + lua_value(v, inner) for v in x) + "\n" + indent + "}"
+    raise TypeError(type(x))
+
+
+def ember_names(module):
+    """name -> parameter of a PyTorch module under ember's names."""
+    out = {}
+    for name, p in module.named_parameters():
+        parts = name.split(".")
+        prefix = ".".join(parts[:-2])
+        pre = prefix + "." if prefix else ""
+        pre = pre.replace("multihead_attn", "cross_attn")
+        if parts[-1] in ("in_proj_weight", "in_proj_bias"):
+            kind = "w" if parts[-1] == "in_proj_weight" else "b"
+            base = ".".join(parts[:-1]).replace("multihead_attn", "cross_attn")
+            for i, which in enumerate("qkv"):
+                out["%s.%s_%s" % (base, kind, which)] = ("split", p, i)
+            continue
+        if len(parts) >= 2 and parts[-2] == "out_proj":
+            kind = "w" if parts[-1] == "weight" else "b"
+            out["%s%s_o" % (pre, kind)] = ("whole", p, None)
+            continue
+        n = name.replace("multihead_attn", "cross_attn")
+        if parts[0] in ("linear1", "linear2"):
+            n = "ff." + n
+        out[n] = ("whole", p, None)
+    return out
+
+
+def pick(entry, grad=False):
+    kind, p, i = entry
+    t = p.grad if grad else p.detach()
+    if kind == "split":
+        E = t.shape[0] // 3
+        t = t[i * E:(i + 1) * E]
+    return t.clone()
+
+
+def run_case(name, module, config, inputs, forward):
+    """forward(module, *inputs) -> out; gradients of sum(out * R)."""
+    for t in inputs.values():
+        if t.dtype == torch.float64:
+            t.requires_grad_(True)
+    out = forward(module, **inputs)
+    R = torch.randn_like(out)
+    (out * R).sum().backward()
+    names = ember_names(module)
+    case = {"name": name, "config": config}
+    case["state"] = {n: pick(e) for n, e in names.items()}
+    case["inputs"] = {k: v.detach() for k, v in inputs.items()}
+    case["out"] = out.detach()
+    case["R"] = R
+    case["grad_inputs"] = {k: v.grad for k, v in inputs.items() if v.dtype == torch.float64}
+    case["grads"] = {n: pick(e, grad=True) for n, e in names.items()}
+    return case
+
+
+def randomize(module):
+    """Random weights (LayerNorm scales around 1), so no term is trivially zero."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            base = 1.0 if "norm" in name and name.endswith("weight") else 0.0
+            p.copy_(base + 0.3 * torch.randn_like(p))
+
+
+def module_cases():
+    cases = []
+    lin = torch.nn.Linear(5, 4)
+    cases.append(run_case("Linear", lin, {"in_features": 5, "out_features": 4},
+                          {"x": torch.randn(2, 3, 5)}, lambda m, x: m(x)))
+
+    ln = torch.nn.LayerNorm(6, eps=1e-5)
+    with torch.no_grad():
+        ln.weight.copy_(torch.randn(6))
+        ln.bias.copy_(torch.randn(6))
+    cases.append(run_case("LayerNorm", ln, {"shape": 6}, {"x": torch.randn(2, 3, 6) * 2 + 1},
+                          lambda m, x: m(x)))
+
+    for act in ("relu", "gelu"):
+        ff = torch.nn.Sequential()
+        ff.linear1 = torch.nn.Linear(6, 10)
+        ff.linear2 = torch.nn.Linear(10, 6)
+        f = torch.nn.functional.relu if act == "relu" else torch.nn.functional.gelu
+
+        def fwd(m, x, f=f):
+            return m.linear2(f(m.linear1(x)))
+
+        case = run_case("FeedForward_" + act, ff, {"d_model": 6, "d_ff": 10, "activation": act},
+                        {"x": torch.randn(2, 4, 6)}, fwd)
+        # these are the FeedForward's own names (no "ff." prefix)
+        case["state"] = {k[3:]: v for k, v in case["state"].items()}
+        case["grads"] = {k[3:]: v for k, v in case["grads"].items()}
+        cases.append(case)
+
+    for norm_first in (False, True):
+        for act in ("relu", "gelu"):
+            enc = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                                   activation=act, batch_first=True,
+                                                   norm_first=norm_first)
+            randomize(enc)
+            kpm = torch.tensor([[False] * 5, [False, False, False, True, True]])
+            cfg = {"d_model": 8, "heads": 2, "dim_feedforward": 16, "norm_first": norm_first,
+                   "activation": act}
+            cases.append(run_case("TransformerEncoderLayer_%s_%s" % ("pre" if norm_first else "post", act),
+                                  enc, cfg, {"x": torch.randn(2, 5, 8), "key_padding_mask": kpm},
+                                  lambda m, x, key_padding_mask: m(x, src_key_padding_mask=key_padding_mask)))
+
+    for norm_first in (False, True):
+        dec = torch.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                               batch_first=True, norm_first=norm_first)
+        randomize(dec)
+        L, S = 4, 6
+        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        mkpm = torch.tensor([[False] * S, [False] * 4 + [True] * 2])
+        cfg = {"d_model": 8, "heads": 2, "dim_feedforward": 16, "norm_first": norm_first}
+
+        def fwd(m, x, memory, memory_key_padding_mask, causal=causal):
+            return m(x, memory, tgt_mask=causal, memory_key_padding_mask=memory_key_padding_mask)
+
+        cases.append(run_case("TransformerDecoderLayer_%s" % ("pre" if norm_first else "post"), dec, cfg,
+                              {"x": torch.randn(2, L, 8), "memory": torch.randn(2, S, 8),
+                               "memory_key_padding_mask": mkpm}, fwd))
+    return cases
+
+
+def loss_cases():
+    logits = torch.randn(6, 5, requires_grad=True)
+    target = torch.tensor([0, 4, 2, 2, 1, 3])
+    out = []
+    for ignore, smooth, red in ((None, 0.0, "mean"), (2, 0.1, "mean"), (None, 0.2, "sum"), (4, 0.0, "none")):
+        logits.grad = None
+        kw = {"label_smoothing": smooth, "reduction": red}
+        if ignore is not None:
+            kw["ignore_index"] = ignore
+        loss = torch.nn.functional.cross_entropy(logits, target, **kw)
+        R = torch.randn_like(loss)
+        (loss * R).sum().backward()
+        out.append({"ignore_index": (ignore + 1) if ignore is not None else False, "label_smoothing": smooth,
+                    "reduction": red, "logits": logits.detach(), "target": target + 1,
+                    "loss": loss.detach(), "R": R, "grad": logits.grad.clone()})
+    return out
+
+
+# ---------------------------------------------------------------- optim
+
+STEPS = 5
+
+
+def trajectory(make_opt, p0, A, B):
+    p = p0.clone().requires_grad_(True)
+    opt = make_opt([p])
+    traj = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = (A * p * p + B * p).sum()
+        loss.backward()
+        opt.step()
+        traj.append(p.detach().clone())
+    return traj
+
+
+def optim_cases():
+    p0 = torch.randn(3, 4)
+    A = torch.rand(3, 4) + 0.5
+    B = torch.randn(3, 4)
+    specs = [
+        ("SGD", {"lr": 0.1}),
+        ("SGD", {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),
+        ("SGD", {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.02}),
+        ("Adam", {"lr": 0.01}),
+        ("Adam", {"lr": 0.02, "betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 0.1}),
+        ("AdamW", {"lr": 0.02, "weight_decay": 0.1}),
+        ("AdamW", {"lr": 0.05, "betas": [0.85, 0.95], "weight_decay": 0.5}),
+    ]
+    out = []
+    for name, kw in specs:
+        tkw = dict(kw)
+        if "betas" in tkw:
+            tkw["betas"] = tuple(tkw["betas"])
+        cls = getattr(torch.optim, name)
+        traj = trajectory(lambda ps: cls(ps, **tkw), p0, A, B)
+        out.append({"optimizer": name, "options": kw, "trajectory": traj})
+    return {"p0": p0, "A": A, "B": B, "steps": STEPS, "cases": out}
+
+
+def clip_cases():
+    out = []
+    for max_norm in (0.5, 100.0):
+        a = torch.randn(3, 4, requires_grad=True)
+        b = torch.randn(5, requires_grad=True)
+        ((a * a * 1.5).sum() + (b * 2).sum() + (a.sum() * b.sum())).backward()
+        ga, gb = a.grad.clone(), b.grad.clone()
+        total = torch.nn.utils.clip_grad_norm_([a, b], max_norm)
+        out.append({"max_norm": max_norm, "a": a.detach(), "b": b.detach(), "grad_a": ga, "grad_b": gb,
+                    "total_norm": float(total), "clipped_a": a.grad.clone(), "clipped_b": b.grad.clone()})
+    return out
+
+
+def schedule_cases():
+    out = []
+    for kind, warm, total, min_ratio in (("cosine", 3, 10, 0.1), ("linear", 3, 10, 0.0), ("cosine", 0, 8, 0.0)):
+        def factor(s, warm=warm, total=total, m=min_ratio, kind=kind):
+            if s < warm:
+                return (s + 1) / warm
+            p = min(1.0, (s - warm) / max(1, total - warm))
+            if kind == "cosine":
+                return m + (1 - m) * 0.5 * (1 + math.cos(math.pi * p))
+            return m + (1 - m) * (1 - p)
+
+        p = torch.zeros(1, requires_grad=True)
+        opt = torch.optim.SGD([p], lr=0.5)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        lrs = [opt.param_groups[0]["lr"]]
+        for _ in range(total + 2):
+            opt.step()
+            sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        out.append({"kind": kind, "warmup_steps": warm, "total_steps": total, "min_lr_ratio": min_ratio,
+                    "base_lr": 0.5, "lrs": lrs})
+    return out
+
+
+def write(path, value):
+    with open(path, "w") as f:
+        f.write("-- Generated by tests/gen_nn_fixtures.py (PyTorch %s); do not edit.\n" % torch.__version__)
+        f.write("return " + lua_value(value) + "\n")
+
+
+def main():
+    write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
+          {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_optim.lua"),
+          {"torch_version": torch.__version__, "optim": optim_cases(), "clip": clip_cases(),
+           "schedules": schedule_cases()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,366 @@
+-- ember.nn: the Module base class, every layer and both losses. Values and
+-- gradients are checked in float64 against PyTorch 1.13 through the
+-- committed fixtures tests/fixtures/nn_modules.lua (tests/gen_nn_fixtures.py).
+local ember = require "ember"
+local nn = require "ember.nn"
+
+local fixtures = dofile("tests/fixtures/nn_modules.lua")
+
+local function T(spec, dtype)
+  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
+end
+
+local function max_rel(a, b)
+  local ad, bd = a:double(), b:double()
+  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
+end
+
+local function check(what, got, want, tol)
+  assert(got ~= nil, what .. " is nil")
+  assert.are.same(want.shape, got.shape, what .. " shape")
+  local e = max_rel(got, want)
+  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
+end
+
+local function case(name)
+  for _, c in ipairs(fixtures.cases) do if c.name == name then return c end end
+  error("no fixture " .. name)
+end
+
+local function state_of(c)
+  local sd = {}
+  for k, v in pairs(c.state) do sd[k] = T(v) end
+  return sd
+end
+
+-- Loads the fixture's weights, runs forward(module, inputs), backpropagates
+-- sum(out * R) and compares output and every gradient.
+local function parity(m, c, forward, tol)
+  tol = tol or 1e-9
+  m:load_state_dict(state_of(c))
+  local inputs = {}
+  for k, v in pairs(c.inputs) do
+    inputs[k] = T(v)
+    if inputs[k].dtype == "float64" then inputs[k]:requires_grad_(true) end
+  end
+  local out = forward(m, inputs)
+  check(c.name .. " output", out, T(c.out), tol)
+  ;(out * T(c.R)):sum():backward()
+  for k, g in pairs(c.grad_inputs) do check(c.name .. " grad " .. k, inputs[k].grad, T(g), tol) end
+  local params = m:named_parameters()
+  local n, scale = 0, 0
+  for _, g in pairs(c.grads) do scale = math.max(scale, T(g):abs():max():item()) end
+  for k, g in pairs(c.grads) do
+    n = n + 1
+    assert(params[k] ~= nil, c.name .. ": no parameter " .. k)
+    if k:match("b_k$") then
+      -- zero in exact arithmetic (a key bias shifts every score of a row
+      -- equally, which softmax ignores): both sides are rounding noise, so
+      -- measure against the scale of the other gradients
+      local e = (params[k].grad - T(g)):abs():max():item() / scale
+      assert(e <= tol, ("%s grad %s: error %.3g of the gradient scale"):format(c.name, k, e))
+    else
+      check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
+    end
+  end
+  local count = 0
+  for _ in pairs(params) do count = count + 1 end
+  assert.are.equal(n, count, c.name .. ": parameter count")
+end
+
+describe("nn modules match PyTorch (float64)", function()
+  it("Linear", function()
+    parity(nn.Linear(5, 4, { dtype = "float64" }), case("Linear"), function(m, i) return m(i.x) end)
+  end)
+
+  it("LayerNorm", function()
+    parity(nn.LayerNorm(6, { dtype = "float64" }), case("LayerNorm"), function(m, i) return m(i.x) end)
+  end)
+
+  for _, act in ipairs { "relu", "gelu" } do
+    it("FeedForward " .. act, function()
+      local m = nn.FeedForward(6, 10, { activation = act, dtype = "float64" })
+      parity(m, case("FeedForward_" .. act), function(mod, i) return mod(i.x) end)
+    end)
+  end
+
+  for _, nf in ipairs { "post", "pre" } do
+    for _, act in ipairs { "relu", "gelu" } do
+      it(("TransformerEncoderLayer %s-norm %s"):format(nf, act), function()
+        local m = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0,
+          norm_first = nf == "pre", activation = act, dtype = "float64" })
+        parity(m, case(("TransformerEncoderLayer_%s_%s"):format(nf, act)), function(mod, i)
+          return mod(i.x, { key_padding_mask = i.key_padding_mask })
+        end, 1e-8)
+      end)
+    end
+    it(("TransformerDecoderLayer %s-norm"):format(nf), function()
+      local m = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, dropout = 0,
+        norm_first = nf == "pre", dtype = "float64" })
+      parity(m, case("TransformerDecoderLayer_" .. nf), function(mod, i)
+        return mod(i.x, i.memory, { memory_key_padding_mask = i.memory_key_padding_mask })
+      end, 1e-8)
+    end)
+  end
+
+  it("CrossEntropyLoss with ignore_index, label smoothing and reductions", function()
+    for _, c in ipairs(fixtures.losses) do
+      local crit = nn.CrossEntropyLoss { ignore_index = c.ignore_index or nil,
+        label_smoothing = c.label_smoothing, reduction = c.reduction }
+      local logits = T(c.logits):requires_grad_(true)
+      local loss = crit(logits, T(c.target))
+      check("loss " .. c.reduction, loss, T(c.loss), 1e-12)
+      ;(loss * T(c.R)):sum():backward()
+      check("dlogits " .. c.reduction, logits.grad, T(c.grad), 1e-12)
+    end
+  end)
+end)
+
+describe("nn.Module", function()
+  local function mlp()
+    return nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Dropout(0.5), nn.Linear(3, 2))
+  end
+
+  it("lists parameters in registration order with dotted names", function()
+    local m = mlp()
+    assert.are.same({ "1.weight", "1.bias", "4.weight", "4.bias" }, m:parameter_names())
+    local ps, named = m:parameters(), m:named_parameters()
+    assert.are.equal(4, #ps)
+    assert.is_true(named["4.weight"] == m[4].weight)
+    assert.are.equal(4 * 3 + 3 + 3 * 2 + 2, m:num_parameters())
+    for _, p in ipairs(ps) do assert.is_true(p.requires_grad) end
+  end)
+
+  it("indexes Sequential from 1, counts with # and calls forward through __call", function()
+    local m = mlp()
+    assert.are.equal(4, #m)
+    assert.are.equal("Linear", m[1].__name)
+    assert.is_nil(m[5])
+    local y = m:eval()(ember.randn(7, 4))
+    assert.are.same({ 7, 2 }, y.shape)
+  end)
+
+  it("prints the module tree", function()
+    local s = tostring(nn.Sequential(nn.Linear(4, 3), nn.GELU("tanh")))
+    assert.are.equal("Sequential(\n  (1): Linear(in_features=4, out_features=3, bias=true)\n"
+      .. "  (2): GELU(approximate=tanh)\n)", s)
+    local enc = tostring(nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 }))
+    assert.truthy(enc:find("(self_attn): MultiHeadAttention(", 1, true))
+    assert.truthy(enc:find("    (linear1): Linear(in_features=8, out_features=16", 1, true))
+  end)
+
+  it("train/eval reach every descendant, the C attention module included", function()
+    local m = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 })
+    m:eval()
+    assert.is_false(m.training)
+    assert.is_false(m.ff.dropout.training)
+    assert.is_false(m.self_attn.training)
+    m:train()
+    assert.is_true(m.self_attn.training and m.dropout1.training)
+  end)
+
+  it("includes the attention module's parameters and state", function()
+    local m = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 })
+    local named = m:named_parameters()
+    for _, k in ipairs { "self_attn.w_q", "self_attn.b_o", "ff.linear1.weight", "norm2.bias" } do
+      assert.is_not_nil(named[k], k)
+    end
+    assert.are.equal(4 * 64 + 4 * 8 + 16 * 8 + 16 + 8 * 16 + 8 + 4 * 8, m:num_parameters())
+    assert.is_not_nil(m:state_dict()["self_attn.w_k"])
+  end)
+
+  it("zero_grad clears every gradient", function()
+    local m = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    m(ember.randn(2, 3, 8)):sum():backward()
+    assert.is_not_nil(m.self_attn:named_parameters()["w_q"].grad)
+    m:zero_grad()
+    for n, p in pairs(m:named_parameters()) do assert.is_nil(p.grad, n) end
+  end)
+
+  it("state_dict / load_state_dict round-trip and copy values (not references)", function()
+    local a, b = mlp(), mlp()
+    b:load_state_dict(a:state_dict())
+    for n, p in pairs(a:named_parameters()) do assert.is_true(p == b:named_parameters()[n], n) end
+    ember.no_grad(function() a[1].weight:fill_(7) end)
+    assert.is_false(a[1].weight == b[1].weight)
+  end)
+
+  it("load_state_dict names missing, unexpected and mis-shaped entries and changes nothing", function()
+    local m = mlp()
+    local before = m[1].weight:clone()
+    local sd = m:state_dict()
+    sd["1.bias"] = nil
+    assert.has_error(function() m:load_state_dict(sd) end,
+      "Sequential.load_state_dict: names do not match the module: missing 1.bias")
+    sd = m:state_dict()
+    sd["9.weight"] = ember.zeros(1)
+    local ok, err = pcall(m.load_state_dict, m, sd)
+    assert.is_false(ok)
+    assert.truthy(err:find("unexpected 9.weight", 1, true))
+    sd = m:state_dict()
+    sd["1.weight"] = ember.zeros(4, 3)
+    ok, err = pcall(m.load_state_dict, m, sd)
+    assert.truthy(err:find("'1.weight' has shape [4, 3] in the state dict, the module expects [3, 4]", 1, true))
+    assert.is_true(m[1].weight == before)
+    -- non-strict loading skips what is missing
+    sd = m:state_dict()
+    sd["1.bias"] = nil
+    m:load_state_dict(sd, false)
+  end)
+
+  it("to() converts every parameter, keeps them leaves that require grad", function()
+    local m = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 }):to("float64")
+    for n, p in pairs(m:named_parameters()) do
+      assert.are.equal("float64", p.dtype, n)
+      assert.is_true(p.requires_grad and p.is_leaf, n)
+    end
+    assert.are.same({ 2, 3, 8 }, m(ember.randn(2, 3, 8, { dtype = "float64" })).shape)
+  end)
+
+  it("can be extended with a new module in a few lines", function()
+    local Scale = nn.Module:extend("Scale")
+    function Scale:__init(n) self:register_parameter("s", ember.ones(n)) end
+    function Scale:forward(x) return x * self.s end
+    local m = nn.Sequential(Scale(3), nn.Linear(3, 1))
+    assert.are.same({ "1.s", "2.weight", "2.bias" }, m:parameter_names())
+    assert.are.equal("Scale()", tostring(m[1]))
+  end)
+end)
+
+describe("nn layers", function()
+  it("Linear checks its input and sizes", function()
+    assert.has_error(function() nn.Linear(0, 3) end, "Linear: in_features must be a positive integer, got 0")
+    local ok, err = pcall(function() return nn.Linear(4, 3)(ember.randn(2, 5)) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("Linear.forward: input's last dim is 5, expected in_features=4", 1, true))
+    assert.is_nil(nn.Linear(4, 3, { bias = false }).bias)
+  end)
+
+  it("Embedding looks up 1-based ids; padding_idx rows are zero and get no gradient", function()
+    local e = nn.Embedding(5, 3, { padding_idx = 1 })
+    local ids = ember.tensor({ { 1, 2 }, { 5, 1 } }, { dtype = "int64" })
+    local out = e(ids)
+    assert.are.same({ 2, 2, 3 }, out.shape)
+    assert.is_true(out[1][2] == e.weight[2])
+    assert.are.equal(0, out[1][1]:abs():sum():item())
+    out:sum():backward()
+    assert.are.equal(0, e.weight.grad[1]:abs():sum():item())
+    assert.are.equal(3, e.weight.grad[5]:sum():item())
+    assert.has_error(function() e(ember.tensor({ 1.0 })) end, "Embedding.forward: ids must be int64 (1-based), got float32")
+  end)
+
+  it("Dropout is the identity in eval mode and drops about p while training", function()
+    ember.manual_seed(1)
+    local d = nn.Dropout(0.25)
+    local x = ember.ones(1000)
+    local y = d(x)
+    local kept = y:ne(0):long():sum():item()
+    assert.is_true(kept > 680 and kept < 820, "kept " .. kept)
+    assert.are.equal(1000 / 0.75, y:sum():item() / kept * 1000, 1e-3)
+    d:eval()
+    assert.is_true(d(x) == x)
+    assert.has_error(function() nn.Dropout(1) end, "Dropout: p must be a number in [0, 1), got 1")
+  end)
+
+  it("ReLU and GELU", function()
+    local x = ember.tensor({ -1, 0, 2 }, { dtype = "float64" })
+    assert.are.same({ 0, 0, 2 }, nn.ReLU()(x):totable())
+    local g = nn.GELU()(x):totable()
+    assert.are.near(-0.15865525393145707, g[1], 1e-12)
+    assert.are.near(1.9544997361036416, g[3], 1e-12)
+    assert.are.near(-0.15880800939172324, nn.GELU("tanh")(x):totable()[1], 1e-12)
+  end)
+
+  it("SinusoidalPositionalEncoding adds sin/cos of the positions, from `start`", function()
+    local pe = nn.SinusoidalPositionalEncoding(4, { max_len = 10, dtype = "float64" })
+    local out = pe(ember.zeros(1, 3, 4, { dtype = "float64" }))
+    local row = out[1][2]:totable() -- position 1 (0-based)
+    assert.are.near(math.sin(1), row[1], 1e-12)
+    assert.are.near(math.cos(1), row[2], 1e-12)
+    assert.are.near(math.sin(1 / 100), row[3], 1e-12)
+    assert.are.near(math.cos(1 / 100), row[4], 1e-12)
+    local later = pe(ember.zeros(1, 1, 4, { dtype = "float64" }), 2)
+    assert.is_true(later[1][1] == out[1][2])
+    assert.is_nil(pe:state_dict().pe)
+    assert.has_error(function() pe(ember.zeros(1, 3, 4), 9) end,
+      "SinusoidalPositionalEncoding.forward: positions 9..11 outside 1..max_len=10")
+  end)
+
+  it("LearnedPositionalEncoding is a learned table indexed from `start`", function()
+    local pe = nn.LearnedPositionalEncoding(6, 4)
+    local x = ember.zeros(2, 3, 4)
+    local out = pe(x, 2)
+    assert.is_true(out[2][1] == pe.weight[2])
+    out:sum():backward()
+    assert.are.equal(0, pe.weight.grad[1]:abs():sum():item())
+    assert.are.equal(8, pe.weight.grad[2]:sum():item())
+  end)
+
+  it("MultiHeadAttention is the C module, usable as a child", function()
+    local mha = nn.MultiHeadAttention(8, 2, { dropout = 0 })
+    assert.are.equal(8, mha.d_model)
+    local m = nn.Sequential(mha)
+    assert.is_not_nil(m:named_parameters()["1.w_q"])
+    assert.are.same({ 2, 5, 8 }, m(ember.randn(2, 5, 8)).shape)
+  end)
+
+  it("attention-bearing layers take any attention variant by name", function()
+    local have = {}
+    for _, p in ipairs(ember.plugins()) do if p.kind == "attention" and p.loaded then have[p.name] = true end end
+    local x = ember.randn(2, 6, 8)
+    for _, v in ipairs { "standard", "linear", "local", "relpos" } do
+      if have[v] then
+        local enc = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, attention = v })
+        assert.are.equal(v, enc.self_attn.attention)
+        assert.are.same({ 2, 6, 8 }, enc(x).shape)
+        local dec = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, attention = v })
+        assert.are.same({ 2, 6, 8 }, dec(x, ember.randn(2, 4, 8)).shape)
+      end
+    end
+    assert.is_true(have.standard)
+  end)
+
+  it("TransformerDecoderLayer is causal: earlier outputs ignore later tokens", function()
+    local dec = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, dtype = "float64" })
+    local x = ember.randn(1, 5, 8, { dtype = "float64" })
+    local mem = ember.randn(1, 3, 8, { dtype = "float64" })
+    local a = dec(x, mem)
+    local x2 = x:clone()
+    x2[1][5] = 100
+    local b = dec(x2, mem)
+    assert.is_true(a:narrow(2, 1, 4) == b:narrow(2, 1, 4))
+    assert.is_false(a[1][5] == b[1][5])
+    assert.has_error(function() dec(x) end,
+      "TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
+    local lm = nn.TransformerDecoderLayer(8, 2, { cross = false, dim_feedforward = 16 })
+    assert.is_nil(lm.cross_attn)
+    assert.are.same({ 1, 5, 8 }, lm(x:float()).shape)
+  end)
+
+  it("CrossAttentionBlock: text attends to image tokens and can return the weights", function()
+    local blk = nn.CrossAttentionBlock(8, 2, { image_dim = 6, self_attention = true, dropout = 0 })
+    local text, image = ember.randn(3, 4, 8), ember.randn(3, 10, 6)
+    local out, w = blk(text, image, { need_weights = true })
+    assert.are.same({ 3, 4, 8 }, out.shape)
+    assert.are.same({ 3, 2, 4, 10 }, w.shape)
+    local sums = w:sum(-1)
+    assert.is_true((sums - 1):abs():max():item() < 1e-5)
+    out:sum():backward()
+    assert.is_not_nil(blk:named_parameters()["cross_attn.w_k"].grad)
+    assert.are.same({ 8, 6 }, blk:named_parameters()["cross_attn.w_k"].shape)
+  end)
+
+  it("losses check their options", function()
+    assert.has_error(function() nn.CrossEntropyLoss { reduction = "avg" } end,
+      "CrossEntropyLoss: reduction must be \"mean\", \"sum\" or \"none\", got avg")
+    local crit = nn.CrossEntropyLoss { ignore_index = 1 }
+    local logits = ember.randn(2, 3, 5)
+    local target = ember.tensor({ { 1, 2, 3 }, { 4, 5, 1 } }, { dtype = "int64" })
+    local l = crit(logits, target)
+    local ref = ember.cross_entropy(logits:reshape(6, 5), target:reshape(6), { ignore_index = 1 })
+    assert.is_true(l == ref)
+    local mse = nn.MSELoss()
+    assert.are.near(4, mse(ember.zeros(3), ember.full({ 3 }, 2)):item(), 1e-6)
+    assert.are.near(12, nn.MSELoss("sum")(ember.zeros(3), ember.full({ 3 }, 2)):item(), 1e-6)
+  end)
+end)

@@ -1,0 +1,218 @@
+-- ember.optim: SGD / Adam / AdamW trajectories, clip_grad_norm and the
+-- warmup schedules against PyTorch 1.13 (tests/fixtures/nn_optim.lua, made by
+-- tests/gen_nn_fixtures.py), the fused C update against the same update
+-- composed of core ops, state save/restore, and the error paths.
+local ember = require "ember"
+local optim = require "ember.optim"
+local nn = require "ember.nn"
+
+local F = dofile("tests/fixtures/nn_optim.lua")
+
+local function T(spec, dtype)
+  return ember.tensor(spec.data, { dtype = dtype or "float64" }):view(spec.shape)
+end
+
+local function max_rel(a, b)
+  local ad, bd = a:double(), b:double()
+  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
+end
+
+-- Runs `steps` steps of opt on sum(A * p^2 + B * p); returns p after each.
+local function run(make, steps, dtype, composed, p0)
+  local A, B = T(F.optim.A, dtype), T(F.optim.B, dtype)
+  local p = (p0 or T(F.optim.p0, dtype)):clone():requires_grad_(true)
+  local opt = make({ p })
+  opt.composed = composed
+  local traj = {}
+  for i = 1, steps do
+    opt:zero_grad()
+    ;(A * p * p + B * p):sum():backward()
+    opt:step()
+    traj[i] = p:detach():clone()
+  end
+  return traj, opt, p
+end
+
+local function describe_options(o)
+  local keys, parts = {}, {}
+  for k in pairs(o) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local v = o[k]
+    if type(v) == "table" then v = "{" .. table.concat(v, ",") .. "}" end
+    parts[#parts + 1] = k .. "=" .. tostring(v)
+  end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+local function options_of(c)
+  local o = {}
+  for k, v in pairs(c.options) do o[k] = v end
+  return o
+end
+
+describe("optimizers match PyTorch", function()
+  for _, c in ipairs(F.optim.cases) do
+    local label = c.optimizer .. " " .. describe_options(c.options)
+    for _, dtype in ipairs { "float64", "float32" } do
+      for _, composed in ipairs { false, true } do
+        it(("%s %s %s"):format(label, dtype, composed and "(composed ops)" or "(fused kernel)"), function()
+          local traj = run(function(ps) return optim[c.optimizer](ps, options_of(c)) end, F.optim.steps,
+            dtype, composed)
+          local tol = dtype == "float64" and 1e-12 or 2e-5
+          for i, want in ipairs(c.trajectory) do
+            local e = max_rel(traj[i], T(want))
+            assert(e <= tol, ("step %d: relative error %.3g > %.1g"):format(i, e, tol))
+          end
+        end)
+      end
+    end
+  end
+end)
+
+describe("optimizer state", function()
+  it("state_dict / load_state_dict resume the same trajectory", function()
+    for _, name in ipairs { "SGD", "Adam", "AdamW" } do
+      local o = { lr = 0.05, momentum = name == "SGD" and 0.9 or nil, weight_decay = 0.01 }
+      local full = run(function(ps) return optim[name](ps, o) end, 5)
+      -- 3 steps, save, restore into a fresh optimizer, 2 more steps
+      local _, opt, p = run(function(ps) return optim[name](ps, o) end, 3)
+      local sd = opt:state_dict()
+      local q = p:detach():clone()
+      local resumed = run(function(ps)
+        local fresh = optim[name](ps, o)
+        fresh:load_state_dict(sd)
+        return fresh
+      end, 2, nil, nil, q)
+      assert.is_true(resumed[2] == full[5], name)
+    end
+  end)
+
+  it("state_dict has PyTorch's layout", function()
+    local _, opt = run(function(ps) return optim.Adam(ps, { lr = 0.1 }) end, 2)
+    local sd = opt:state_dict()
+    assert.are.equal(2, sd.state[1].step)
+    assert.are.same({ 3, 4 }, sd.state[1].exp_avg.shape)
+    assert.are.same({ 1 }, sd.param_groups[1].params)
+    assert.are.equal(0.1, sd.param_groups[1].lr)
+  end)
+
+  it("load_state_dict rejects state of another shape or layout", function()
+    local _, opt = run(function(ps) return optim.Adam(ps, { lr = 0.1 }) end, 1)
+    local other = optim.Adam({ ember.zeros(2, 2, { requires_grad = true }) })
+    local ok, err = pcall(other.load_state_dict, other, opt:state_dict())
+    assert.is_false(ok)
+    assert.truthy(err:find("Adam: load_state_dict: state 'exp_a", 1, true))
+    local two = optim.Adam({ ember.zeros(1, { requires_grad = true }), ember.zeros(1, { requires_grad = true }) })
+    ok, err = pcall(two.load_state_dict, two, opt:state_dict())
+    assert.truthy(err:find("group 1 has 1 parameters in the state, 2 here", 1, true))
+  end)
+
+  it("takes a module, parameter groups, and skips parameters without gradients", function()
+    local m = nn.Linear(3, 2)
+    local opt = optim.SGD(m, { lr = 0.1 })
+    assert.are.equal(2, #opt.param_groups[1].params)
+    local before = m.bias:clone()
+    m.weight:sum():backward() -- bias gets no gradient
+    opt:step()
+    assert.is_true(m.bias == before)
+    local g = optim.AdamW({ { params = { m.weight }, lr = 0.5 }, { params = { m.bias }, weight_decay = 0 } }, { lr = 0.01 })
+    assert.are.equal(0.5, g.param_groups[1].lr)
+    assert.are.equal(0.01, g.param_groups[2].lr)
+    assert.are.equal(0.01, g.param_groups[1].weight_decay)
+    assert.are.equal(0, g.param_groups[2].weight_decay)
+  end)
+
+  it("checks options with clear errors", function()
+    local p = { ember.zeros(2, { requires_grad = true }) }
+    assert.has_error(function() optim.SGD(p, {}) end, "SGD: lr is required (give {lr = ...})")
+    assert.has_error(function() optim.SGD(p, { lr = 0.1, nesterov = true }) end,
+      "SGD: nesterov needs momentum > 0 and dampening 0, got momentum=0, dampening=0")
+    assert.has_error(function() optim.Adam(p, { betas = { 0.9, 1 } }) end,
+      "Adam: betas must be {beta1, beta2} with each in [0, 1), got {0.9, 1}")
+    assert.has_error(function() optim.AdamW(p, { lr = 0.1, momentum = 0.9 }) end,
+      "AdamW: unknown option 'momentum' (options: betas, eps, lr, weight_decay)")
+    assert.has_error(function() optim.Adam({ ember.zeros(2) }) end,
+      "Adam: group 1, parameter 1 does not require grad")
+    assert.has_error(function() optim.Adam({}) end, "Adam: got an empty parameter list")
+  end)
+
+  it("the fused C call checks its tensors", function()
+    local p = ember.zeros(3, { requires_grad = true })
+    local g = ember.zeros(4)
+    assert.has_error(function() ember.adam_step(p, g, ember.zeros(3), ember.zeros(3), 0.1, 0.9, 0.999, 1e-8, 0, 1, false) end,
+      "ember.adam_step: the gradient has shape [4], the parameter [3]")
+    assert.has_error(function() ember.adam_step(p, ember.zeros(3), ember.zeros(3, { dtype = "float64" }), ember.zeros(3), 0.1, 0.9, 0.999, 1e-8, 0, 1, false) end,
+      "ember.adam_step: exp_avg is float64, the parameter float32")
+    assert.has_error(function() ember.adam_step(p, ember.zeros(3), ember.zeros(3), ember.zeros(3), 0.1, 0.9, 0.999, 1e-8, 0, 0, true) end,
+      "ember.adamw_step: step 0, expected >= 1")
+    assert.has_error(function() ember.sgd_step(p, ember.zeros(3), nil, 0.1, 0.9, 0, 0, false, true) end,
+      "ember.sgd_step: momentum 0.9 needs a momentum buffer")
+    local q = ember.zeros(3, { dtype = "int64" })
+    assert.has_error(function() ember.sgd_step(q, q, nil, 0.1, 0, 0, 0, false, true) end,
+      "ember.sgd_step: parameters must be float32 or float64, got int64")
+  end)
+end)
+
+describe("clip_grad_norm", function()
+  for _, c in ipairs(F.clip) do
+    it("matches torch.nn.utils.clip_grad_norm_ with max_norm " .. c.max_norm, function()
+      local a, b = T(c.a):requires_grad_(true), T(c.b):requires_grad_(true)
+      ;((a * a * 1.5):sum() + (b * 2):sum() + a:sum() * b:sum()):backward()
+      assert.is_true(max_rel(a.grad, T(c.grad_a)) < 1e-12)
+      local total = optim.clip_grad_norm({ a, b }, c.max_norm)
+      assert.are.near(c.total_norm, total, 1e-12 * c.total_norm)
+      assert.is_true(max_rel(a.grad, T(c.clipped_a)) < 1e-12)
+      assert.is_true(max_rel(b.grad, T(c.clipped_b)) < 1e-12)
+    end)
+  end
+
+  it("supports the max norm, modules, and no gradients at all", function()
+    local m = nn.Linear(2, 2)
+    assert.are.equal(0, optim.clip_grad_norm(m, 1))
+    local p = ember.tensor({ 1, -3, 2 }, { requires_grad = true })
+    ;(p * ember.tensor({ 1, -3, 2 })):sum():backward()
+    assert.are.equal(3, optim.clip_grad_norm({ p }, 1.5, math.huge))
+    assert.are.near(-1.5, p.grad:totable()[2], 1e-5)
+    assert.has_error(function() optim.clip_grad_norm({ p }, -1) end,
+      "clip_grad_norm: max_norm must be a number >= 0, got -1")
+  end)
+end)
+
+describe("learning-rate schedules", function()
+  for _, c in ipairs(F.schedules) do
+    it(("warmup %d + %s match LambdaLR"):format(c.warmup_steps, c.kind), function()
+      local opt = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = c.base_lr })
+      local cls = c.kind == "cosine" and optim.WarmupCosine or optim.WarmupLinear
+      local s = cls(opt, { warmup_steps = c.warmup_steps, total_steps = c.total_steps, min_lr_ratio = c.min_lr_ratio })
+      for i, want in ipairs(c.lrs) do
+        if i > 1 then s:step() end
+        assert.are.near(want, opt.param_groups[1].lr, 1e-15)
+        assert.are.near(want, s:get_last_lr()[1], 1e-15)
+      end
+    end)
+  end
+
+  it("save and restore their position", function()
+    local opt = optim.AdamW({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
+    local s = optim.WarmupCosine(opt, { warmup_steps = 2, total_steps = 10 })
+    for _ = 1, 4 do s:step() end
+    local sd = s:state_dict()
+    local lr = opt.param_groups[1].lr
+    local opt2 = optim.AdamW({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
+    local s2 = optim.WarmupCosine(opt2, { warmup_steps = 2, total_steps = 10 })
+    s2:load_state_dict(sd)
+    assert.are.equal(lr, opt2.param_groups[1].lr)
+    s:step()
+    s2:step()
+    assert.are.equal(opt.param_groups[1].lr, opt2.param_groups[1].lr)
+  end)
+
+  it("check their options", function()
+    local opt = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
+    assert.has_error(function() optim.WarmupLinear(opt, { warmup_steps = 5, total_steps = 3 }) end,
+      "WarmupLinear: warmup_steps (5) exceeds total_steps (3)")
+    assert.has_error(function() optim.WarmupCosine(opt, {}) end,
+      "WarmupCosine: total_steps must be a positive integer, got nil")
+  end)
+end)
