@@ -89,7 +89,7 @@ end
 function Seq2Seq:greedy(tok, src, src_mask)
   local B, v = src:size(1), tok.vocab
   local memory = ember.no_grad(function() return self:encode(src, src_mask) end)
-  local ids = generate.generate(self, ember.full({B, 1}, v.bos_id, {dtype = "int64"}), {
+  local ids = generate.generate(self, ember.full({B, 1}, v.bos_id, {dtype = "int64", device = src.device}), {
     max_new_tokens = TGT_LEN - 1, strategy = "greedy", eos_id = v.eos_id,
     memory = memory, memory_key_padding_mask = src_mask})
   local out = {}
@@ -134,8 +134,10 @@ if opts.predict then
   cli.apply_metadata(opts, meta, MODEL_KEYS)
   local model = Seq2Seq(tok:size(), pad, opts)
   checkpoint.load(model_path, {model = model})
+  model:to(opts.device)
   model:eval()
   local src, mask = tok:encode_batch({opts.predict}, {max_len = SRC_LEN})
+  src, mask = src:to(opts.device), mask:to(opts.device)
   print(("%s = %s"):format(opts.predict, model:greedy(tok, src, mask)[1]))
   return
 end
@@ -146,18 +148,20 @@ if opts.smoke then n_train, n_test = 2000, 200 end
 local probs = data.addition.generate{n_train = n_train, n_test = n_test, seed = opts.seed}
 local src_tr, tgt_tr = tensors(probs.train)
 local src_te, src_te_mask = tok:encode_batch(probs.test.inputs, {max_len = SRC_LEN})
-local train = data.Dataset.new({src = src_tr, tgt = tgt_tr}, {pad = {src = pad, tgt = pad}})
+local train = data.Dataset.new({src = src_tr, tgt = tgt_tr}, {pad = {src = pad, tgt = pad}}):to(opts.device)
+src_te, src_te_mask = src_te:to(opts.device), src_te_mask:to(opts.device)
 print(("data: %d training / %d held-out problems, e.g. %s = %s"):format(
   train:size(), #probs.test.inputs, probs.train.inputs[1], probs.train.targets[1]))
 
 ember.manual_seed(opts.seed)
-local model = Seq2Seq(tok:size(), pad, opts)
+local model = Seq2Seq(tok:size(), pad, opts):to(opts.device)
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 40 or train:num_batches(opts.batch) * epochs
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
+local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "token_acc", "exact_match"})
 
 local t0, step, losses = ember.clock(), 0, {}
@@ -185,7 +189,7 @@ for epoch = 1, epochs do
     tok_n = tok_n + real:long():sum():item()
     seen = seen + n
     bar:update(seen, {loss = run_loss / run_n, tok_acc = tok_ok / tok_n})
-    if step % 50 == 0 then
+    if step % log_every == 0 then
       log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
               token_acc = tok_ok / tok_n}
     end
@@ -208,6 +212,7 @@ log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "addition: 
 log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"token_acc", "exact_match"}, title = "addition: accuracy"})
 local sample = {"535+61", "999+999", "7+8"}
 local src, mask = tok:encode_batch(sample, {max_len = SRC_LEN})
+src, mask = src:to(opts.device), mask:to(opts.device)
 model:eval()
 for i, s in ipairs(model:greedy(tok, src, mask)) do print(("%s = %s"):format(sample[i], s)) end
 

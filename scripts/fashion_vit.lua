@@ -88,12 +88,12 @@ local xtr, ytr = data.fashion_mnist.load("train", {limit = limit})
 local xte, yte = data.fashion_mnist.load("test", {limit = opts.smoke and 1000 or nil})
 -- normalise with the training set's mean and std
 local mean, std = xtr:mean():item(), xtr:var():sqrt():item()
-local train = data.Dataset.new{x = (xtr - mean) / std, y = ytr}
-local test = data.Dataset.new{x = (xte - mean) / std, y = yte}
+local train = data.Dataset.new{x = (xtr - mean) / std, y = ytr}:to(opts.device)
+local test = data.Dataset.new{x = (xte - mean) / std, y = yte}:to(opts.device)
 print(("data: %d train / %d test images (%.1f s)"):format(train:size(), test:size(), ember.clock() - t_data))
 
 ember.manual_seed(opts.seed)
-local model = ViT(opts)
+local model = ViT(opts):to(opts.device)
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local steps_per_epoch = train:num_batches(opts.batch)
@@ -101,6 +101,7 @@ local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 30 or steps_per_epoch * epochs
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
+local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "train_acc", "test_acc"})
 
 local t0, step, losses = ember.clock(), 0, {}
@@ -122,7 +123,7 @@ for epoch = 1, epochs do
     run_ok = run_ok + logits:argmax(2):eq(b.y):long():sum():item()
     seen = seen + n
     bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_n})
-    if step % 50 == 0 then
+    if step % log_every == 0 then
       log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
               train_acc = run_ok / run_n}
     end

@@ -81,7 +81,7 @@ function CharLM:forward(ids) return self:decode(ids) end
 -- positions in `starts` (int64 [B]).
 local function windows(ids, starts, L)
   local B = starts:size(1)
-  local idx = starts:view(B, 1) + ember.arange(0, L + 1, {dtype = "int64"}):view(1, L + 1)
+  local idx = starts:view(B, 1) + ember.arange(0, L + 1, {dtype = "int64", device = starts.device}):view(1, L + 1)
   return ids:index_select(1, idx:view(-1)):view(B, L + 1)
 end
 
@@ -96,7 +96,7 @@ local function bits_per_char(model, ids, L, max_windows)
   ember.no_grad(function()
     for first = 1, n, 64 do
       local B = math.min(64, n - first + 1)
-      local starts = ember.arange(first - 1, first - 1 + B, {dtype = "int64"}) * L + 1
+      local starts = ember.arange(first - 1, first - 1 + B, {dtype = "int64", device = ids.device}) * L + 1
       local w = windows(ids, starts, L)
       local logits = model(w:narrow(2, 1, L))
       local loss = ember.cross_entropy(logits:reshape(B * L, -1), w:narrow(2, 2, L):reshape(-1), {reduction = "sum"})
@@ -107,26 +107,31 @@ local function bits_per_char(model, ids, L, max_windows)
   return total / count / math.log(2)
 end
 
+if opts.smoke then -- a small, quick configuration: the point is that the loss falls
+  opts.context, opts.batch, opts.layers, opts.eval_every = 64, 16, 2, math.huge
+end
 cli.mkdir(opts.out)
 local t_data = ember.clock()
 local text = data.kjv.text()
 local train_text, test_text = data.kjv.split(text, 0.9)
 local tok = data.CharTokenizer.fit({train_text})
 tok:save(opts.out .. "/kjv.vocab")
-local train_ids, test_ids = tok:encode_tensor(train_text), tok:encode_tensor(test_text)
+local train_ids = tok:encode_tensor(train_text):to(opts.device)
+local test_ids = tok:encode_tensor(test_text):to(opts.device)
 print(("data: %d train / %d test characters, %d symbols (%.1f s)"):format(
   train_ids:size(1), test_ids:size(1), tok:size(), ember.clock() - t_data))
 
 ember.manual_seed(opts.seed)
 local L, B = opts.context, opts.batch
-local model = CharLM(tok:size(), opts)
+local model = CharLM(tok:size(), opts):to(opts.device)
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
-local total_steps = opts.smoke and 30 or opts.steps * opts.epochs
+local total_steps = opts.smoke and 25 or opts.steps * opts.epochs
 local eval_windows = opts.smoke and 8 or nil
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay, betas = {0.9, 0.99}})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps,
                                        min_lr_ratio = 0.1})
+local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"step", "time", "lr", "loss", "train_bpc", "test_bpc"})
 
 local t0, losses = ember.clock(), {}
@@ -134,7 +139,7 @@ local bar = progress.new{total = total_steps, label = "train", unit = "step"}
 local run_loss, run_n = 0, 0
 local n_starts = train_ids:size(1) - L - 1
 for step = 1, total_steps do
-  local starts = (ember.rand(B) * n_starts):long() + 1
+  local starts = ((ember.rand(B) * n_starts):long() + 1):to(opts.device)
   local w = windows(train_ids, starts, L)
   local logits = model(w:narrow(2, 1, L))
   local loss = ember.cross_entropy(logits:reshape(B * L, -1), w:narrow(2, 2, L):reshape(-1))
@@ -146,8 +151,8 @@ for step = 1, total_steps do
   local l = loss:item()
   losses[#losses + 1] = l
   run_loss, run_n = run_loss + l, run_n + 1
-  bar:update(step, {bpc = l / math.log(2), ["tok/s"] = step * B * L / (ember.clock() - t0)})
-  if step % 50 == 0 then
+  bar:update(step, {bpc = l / math.log(2), ["char/s"] = math.floor(step * B * L / (ember.clock() - t0))})
+  if step % log_every == 0 then
     log:log{step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
             train_bpc = run_loss / run_n / math.log(2)}
     run_loss, run_n = 0, 0
@@ -170,7 +175,7 @@ print("saved " .. opts.out .. "/kjv_lm.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"train_bpc", "test_bpc"}, title = "KJV char LM: bits per character"})
 
 -- Sampling with the key/value cache.
-local prompt = ember.tensor({tok:encode(opts.prompt)}, {dtype = "int64"})
+local prompt = ember.tensor({tok:encode(opts.prompt)}, {dtype = "int64", device = opts.device})
 local n_new = math.min(opts.sample_chars, L - prompt:size(2))
 local t_gen = ember.clock()
 local ids = generate.generate(model, prompt, {max_new_tokens = n_new, strategy = "sample",

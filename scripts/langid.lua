@@ -114,6 +114,7 @@ end
 local function predict_word(model, tok, langs, word)
   local w = data.text.lower(word)
   local ids, mask = tok:encode_batch({w}, {bos = true, eos = true, max_len = MAX_CHARS + 2})
+  ids, mask = ids:to(opts.device), mask:to(opts.device)
   model:eval()
   local probs = ember.no_grad(function() return model(ids, mask):softmax(2)[1]:totable() end)
   local order = {}
@@ -139,6 +140,7 @@ if opts.predict and not opts.retrain and file_exists(paths.model) and file_exist
   cli.apply_metadata(opts, meta, MODEL_KEYS)
   local model = build_model(tok, #langs)
   checkpoint.load(paths.model, {model = model})
+  model:to(opts.device)
   predict_word(model, tok, langs, opts.predict)
   return
 end
@@ -155,7 +157,7 @@ local function dataset(part)
   return data.Dataset.new({x = encode(tok, part.words), y = ember.tensor(part.labels, {dtype = "int64"})},
                           {pad = {x = tok.vocab.pad_id}})
 end
-local train, test = dataset(words.train), dataset(words.test)
+local train, test = dataset(words.train):to(opts.device), dataset(words.test):to(opts.device)
 print(("data: %d train / %d test words, %d characters in the vocabulary (%.1f s)"):format(
   train:size(), test:size(), tok:size(), ember.clock() - t_data))
 
@@ -168,7 +170,7 @@ print(("baseline: character 1-3-gram Naive Bayes test accuracy %.2f%% (%.1f s)")
 
 -- Model and optimiser.
 ember.manual_seed(opts.seed)
-local model = build_model(tok, #langs)
+local model = build_model(tok, #langs):to(opts.device)
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local steps_per_epoch = train:num_batches(opts.batch)
@@ -176,6 +178,7 @@ local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and math.min(40, steps_per_epoch) or steps_per_epoch * epochs
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
+local log_every = opts.smoke and 5 or 50
 local log = metrics.new(paths.csv, {"epoch", "step", "time", "lr", "loss", "train_acc", "test_acc"})
 
 -- Training.
@@ -199,7 +202,7 @@ for epoch = 1, epochs do
     run_ok = run_ok + logits:argmax(2):eq(b.y):long():sum():item()
     seen = seen + n
     bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_n})
-    if step % 50 == 0 then
+    if step % log_every == 0 then
       log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
               train_acc = run_ok / run_n}
     end

@@ -72,6 +72,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       att_load_chunk<T>(As, K, p.Lk, p.dk, k0, c0);
       att_load_chunk<T>(Bs, Q, p.Lq, p.dk, q0, c0);
       __syncthreads();
+#pragma unroll 4
       for (int kk = 0; kk < ATT_DC; kk++)
 #pragma unroll
         for (int a = 0; a < 4; a++)
@@ -83,6 +84,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       att_load_chunk<T>(As, V, p.Lk, p.dv, k0, c0);
       att_load_chunk<T>(Bs, dO, p.Lq, p.dv, q0, c0);
       __syncthreads();
+#pragma unroll 4
       for (int kk = 0; kk < ATT_DC; kk++)
 #pragma unroll
         for (int a = 0; a < 4; a++)
@@ -115,6 +117,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       __syncthreads();
       att_load_chunk<T>(Bs, dO, p.Lq, p.dv, q0, ch * ATT_DC);
       __syncthreads();
+#pragma unroll 4
       for (int qi = 0; qi < ATT_BQ; qi++) {
         const float g = Bs[qi][tx];
 #pragma unroll
@@ -127,6 +130,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       __syncthreads();
       att_load_chunk<T>(Bs, Q, p.Lq, p.dk, q0, ch * ATT_DC);
       __syncthreads();
+#pragma unroll 4
       for (int qi = 0; qi < ATT_BQ; qi++) {
         const float qv = Bs[qi][tx];
 #pragma unroll
@@ -143,6 +147,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       for (int a = 0; a < 4; a++) {
         const int qi = ty + 16 * a;
         float acc = 0.0f;
+#pragma unroll 8
         for (int kj = 0; kj < ATT_BK; kj++) acc += dST[kj][qi] * As[kj][tx];
         if (q0 + qi < p.Lq && col < p.dk) atomicAdd(&dQ[(q0 + qi) * p.dk + col], acc * p.scale);
       }

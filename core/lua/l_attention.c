@@ -746,6 +746,7 @@ static int mha_index(lua_State *L) {
   else if (strcmp(k, "dropout") == 0) lua_pushnumber(L, m->dropout);
   else if (strcmp(k, "causal") == 0) lua_pushboolean(L, m->causal);
   else if (strcmp(k, "rope") == 0) lua_pushboolean(L, m->rope);
+  else if (strcmp(k, "rope_base") == 0) lua_pushnumber(L, m->rope_base);
   else if (strcmp(k, "bias") == 0) lua_pushboolean(L, m->bias);
   else if (strcmp(k, "dtype") == 0) lua_pushstring(L, em_dtype_name(m->dtype));
   else if (strcmp(k, "device") == 0) lua_pushstring(L, em_device_str(m->device, buf, sizeof buf));

@@ -127,6 +127,7 @@ static em_tensor **tensor_list(lua_State *L, int idx, const char *op, int *n) {
 static int join(lua_State *L, int stack) {
   const char *op = stack ? "stack" : "cat";
   int n;
+  lua_settop(L, 2); /* tensor_list pushes its buffer above the arguments */
   em_tensor **xs = tensor_list(L, 1, op, &n);
   int d = lua_isnoneornil(L, 2) ? 0 : lember_checkdim_n(L, 2, op, xs[0]->ndim + stack);
   em_tensor **out = lember_newslot(L);

@@ -403,9 +403,10 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
     if (es[i].dtype == EM_BOOL)
       for (size_t k = 0; k < nbytes; k++)
         if (((uint8_t *)buf)[k] > 1) {
+          unsigned byte = ((uint8_t *)buf)[k];
           free(buf);
-          return BAD("safetensors load '%s': bool tensor '%s' holds the byte %u (expected 0 or 1)",
-                     path, es[i].name, ((uint8_t *)buf)[k]);
+          return BAD("safetensors load '%s': bool tensor '%s' holds the byte %u at element %zu "
+                     "(expected 0 or 1)", path, es[i].name, byte, k + 1);
         }
     em_status s = em_from_host(&f->tensors[i], es[i].ndim, es[i].shape, es[i].dtype, buf, cpu);
     free(buf);

@@ -11,6 +11,46 @@ static _Atomic size_t em__live = 0;
 
 size_t em_live_bytes(void) { return atomic_load(&em__live); }
 
+/* Small ops allocate two headers each (tensor and storage); a per-thread
+** cache of freed headers keeps malloc off the dispatch path of a Lua loop
+** of tiny ops. Blocks in the cache are ordinary malloc blocks. */
+#define EM__HEADER_CACHE 256
+typedef union em__header { em_tensor t; em_storage s; union em__header *next; } em__header;
+static _Thread_local em__header *em__free_headers;
+static _Thread_local int em__nfree_headers;
+
+static void *em__header_alloc(void) {
+  em__header *h = em__free_headers;
+  if (h) {
+    em__free_headers = h->next;
+    em__nfree_headers--;
+    return h;
+  }
+  return malloc(sizeof(em__header));
+}
+
+static void em__header_free(void *p) {
+  if (!p) return;
+  if (em__nfree_headers >= EM__HEADER_CACHE) {
+    free(p);
+    return;
+  }
+  em__header *h = p;
+  h->next = em__free_headers;
+  em__free_headers = h;
+  em__nfree_headers++;
+}
+
+/* Frees the cache (for leak checkers; called at exit by the binding). */
+void em__header_cache_clear(void) {
+  while (em__free_headers) {
+    em__header *h = em__free_headers;
+    em__free_headers = h->next;
+    free(h);
+  }
+  em__nfree_headers = 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Storage                                                             */
 /* ------------------------------------------------------------------ */
@@ -18,7 +58,7 @@ size_t em_live_bytes(void) { return atomic_load(&em__live); }
 static em_status em__storage_new(em_storage **out, size_t nbytes, em_device dev, const char *op) {
   const em_backend *be = em_backend_get(dev.backend);
   if (!be) return em_error(EM_ERR_DEVICE, "%s: no backend in slot %d", op, dev.backend);
-  em_storage *s = malloc(sizeof *s);
+  em_storage *s = em__header_alloc();
   if (!s) return em_error(EM_ERR_OOM, "%s: out of memory for a storage header", op);
   s->refcount = 1;
   s->device = dev;
@@ -26,7 +66,7 @@ static em_status em__storage_new(em_storage **out, size_t nbytes, em_device dev,
   s->data = NULL;
   em_status st = be->alloc(dev.index, nbytes, &s->data);
   if (st != EM_OK) {
-    free(s);
+    em__header_free(s);
     return em__kernel_fail(op, st);
   }
   atomic_fetch_add(&em__live, nbytes);
@@ -39,7 +79,7 @@ void em__storage_release(em_storage *s) {
   const em_backend *be = em_backend_get(s->device.backend);
   if (be && s->data) be->free(s->device.index, s->data, s->nbytes);
   atomic_fetch_sub(&em__live, s->nbytes);
-  free(s);
+  em__header_free(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -56,7 +96,7 @@ void em_release(em_tensor *t) {
   em__storage_release(t->storage);
   em_release(t->grad);
   if (t->grad_fn) em_node_release(t->grad_fn);
-  free(t);
+  em__header_free(t);
 }
 
 int64_t em__numel_of(int ndim, const int64_t *shape) {
@@ -129,11 +169,11 @@ em_status em__new(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, 
     return em_error(EM_ERR_OOM, "%s: cannot allocate a tensor of shape %s (%s): too large", op,
                     em_shape_str(ndim, shape, sh, sizeof sh), em_dtype_name(dt));
   }
-  em_tensor *t = malloc(sizeof *t);
+  em_tensor *t = em__header_alloc();
   if (!t) return em_error(EM_ERR_OOM, "%s: out of memory for a tensor header", op);
   em_status s = em__storage_new(&t->storage, (size_t)numel * elsize, dev, op);
   if (s != EM_OK) {
-    free(t);
+    em__header_free(t);
     if (s == EM_ERR_OOM) { /* say which tensor, in the user's terms */
       char sh[160], msg[512];
       snprintf(msg, sizeof msg, "%s", em_error_message());
@@ -159,7 +199,7 @@ em_status em__new(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, 
 
 em_status em__alias(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape,
                     const int64_t *stride, int64_t offset) {
-  em_tensor *t = malloc(sizeof *t);
+  em_tensor *t = em__header_alloc();
   *out = NULL;
   if (!t) return em_error(EM_ERR_OOM, "view: out of memory for a tensor header");
   t->refcount = 1;

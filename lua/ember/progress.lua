@@ -58,6 +58,13 @@ function M.now()
   return os.time()
 end
 
+-- Three significant digits: 1234, 56.7, 0.891 (a slow step rate stays readable).
+local function fmt_rate(r)
+  if r >= 100 then return string.format("%.0f", r) end
+  if r >= 10 then return string.format("%.1f", r) end
+  return string.format("%.2g", r)
+end
+
 local function metrics_str(metrics, order)
   local parts = {}
   for _, k in ipairs(order) do
@@ -79,8 +86,8 @@ function M:line()
   local frac = self.total > 0 and math.min(self.done / self.total, 1) or 1
   local filled = math.floor(frac * self.width + 0.5)
   local bar = string.rep("#", filled) .. string.rep(".", self.width - filled)
-  return string.format("%s [%s] %d/%d  %s  %.0f %s/s  eta %s", self.label, bar, self.done,
-    self.total, metrics_str(self.metrics, self.order or {}), rate, self.unit, fmt_time(eta)), now
+  return string.format("%s [%s] %d/%d  %s  %s %s/s  eta %s", self.label, bar, self.done,
+    self.total, metrics_str(self.metrics, self.order or {}), fmt_rate(rate), self.unit, fmt_time(eta)), now
 end
 
 -- metrics: a table of name -> number; the order of first appearance is kept.

@@ -74,6 +74,14 @@ function Dataset:subset(n_or_idx)
   return Dataset.new(f, {pad = self.pad})
 end
 
+-- The same dataset with every field moved to device (e.g. "cuda"), so
+-- that batches are gathered there.
+function Dataset:to(device)
+  local f = {}
+  for _, name in ipairs(self.names) do f[name] = self.fields[name]:to(device) end
+  return Dataset.new(f, {pad = self.pad})
+end
+
 -- Iterator over batches: for batch, i in ds:batches(bs, opts).
 -- opts.shuffle (false), opts.drop_last (false).
 function Dataset:batches(bs, opts)
@@ -88,6 +96,8 @@ function Dataset:batches(bs, opts)
   else
     order = ember.arange(1, self.n + 1, {dtype = "int64"})
   end
+  local device = self.fields[self.names[1]].device
+  if device ~= "cpu" then order = order:to(device) end
   local nb = self:num_batches(bs, opts.drop_last)
   local i = 0
   return function()

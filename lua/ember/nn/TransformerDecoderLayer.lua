@@ -4,9 +4,13 @@
 -- (batch_first):
 --   post-norm: x = norm1(x + sa(x)); x = norm2(x + ca(x, mem)); x = norm3(x + ff(x))
 --   pre-norm:  x = x + sa(norm1(x)); x = x + ca(norm2(x), mem); x = x + ff(norm3(x))
--- opts as TransformerEncoderLayer, plus cross_attention= / cross_attention_options=
--- (the variant of the cross-attention; default: the same as attention) and
--- cross=false for a decoder-only layer (no memory, no cross-attention).
+-- opts as TransformerEncoderLayer (attention= picks the self-attention's
+-- variant), plus cross_attention= / cross_attention_options= for the
+-- cross-attention's variant -- "standard" by default: target and memory
+-- positions are unrelated, so relative or windowed positions between them
+-- mean nothing, and their bottom-right alignment would shift every earlier
+-- token's view of the memory as the target grows -- and cross=false for a
+-- decoder-only layer (no memory, no cross-attention).
 --
 -- forward(x, memory [, opts]); opts: causal (default true), tgt_mask,
 -- tgt_key_padding_mask, memory_mask, memory_key_padding_mask, and cache: a
@@ -33,8 +37,8 @@ function DecoderLayer:__init(d_model, heads, opts)
   if self.has_cross then
     local copts = {}
     for k, v in pairs(opts) do copts[k] = v end
-    copts.attention = opts.cross_attention or opts.attention
-    copts.attention_options = opts.cross_attention_options or opts.attention_options
+    copts.attention = opts.cross_attention or "standard"
+    copts.attention_options = opts.cross_attention_options
     copts.rope = false -- positions of text and memory are unrelated
     self:add_module("cross_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, copts,
       { kdim = opts.memory_dim, vdim = opts.memory_dim })))

@@ -1,0 +1,216 @@
+-- sort_of_clevr.lua -- visual question answering on Sort-of-CLEVR (Santoro
+-- et al. 2017): question tokens cross-attend to image tokens.
+--
+--   ember scripts/sort_of_clevr.lua [--epochs 20] [--question 3] [--help]
+--
+-- Images (75x75, six coloured squares and circles) come from the generator
+-- in lua/ember/data/sort_of_clevr.lua: 9,800 training and 200 test images,
+-- 10 non-relational and 10 relational questions each. The image is cut
+-- into patches (15x15 px by default), embedded by a linear layer plus
+-- learned row and column embeddings (2-D positions), and mixed by
+-- Transformer encoder layers. A question is two tokens (the question kind
+-- and the colour); they pass through CrossAttentionBlocks (self-attention,
+-- cross-attention to the image tokens, MLP), are averaged, and a small MLP
+-- picks one of 10 answers. The test accuracy is reported separately for
+-- relational and non-relational questions, and the cross-attention of one
+-- test question is drawn over its image as a PNG heatmap.
+local ember = require "ember"
+local nn = require "ember.nn"
+local optim = require "ember.optim"
+local data = require "ember.data"
+local cli = require "ember.cli"
+local metrics = require "ember.metrics"
+local progress = require "ember.progress"
+local checkpoint = require "ember.checkpoint"
+
+local soc = data.sort_of_clevr
+
+local opts = cli.parse(arg, {
+  script = "scripts/sort_of_clevr.lua",
+  about = "Sort-of-CLEVR: question tokens cross-attend to image patch tokens (relational and non-relational accuracy).",
+  defaults = {epochs = 20, lr = 1e-3, batch = 32},
+  options = {
+    {"patch", 15, "patch side in pixels (divides 75: 5, 15 or 25)"},
+    {"d_model", 64, "model width"},
+    {"heads", 4, "attention heads"},
+    {"image_layers", 2, "self-attention layers over the image tokens"},
+    {"cross_layers", 2, "cross-attention blocks for the question"},
+    {"ffn", 128, "MLP width inside the layers"},
+    {"dropout", 0.0, "dropout"},
+    {"weight_decay", 0.01, "AdamW weight decay"},
+    {"warmup", 300, "learning-rate warm-up steps"},
+    {"n_train", 9800, "training images"},
+    {"n_test", 200, "test images"},
+    {"question", 11, "which question of the first test image to draw as a heatmap (1..20; 11.. are relational)"},
+  },
+})
+if soc.SIZE % opts.patch ~= 0 then error("--patch must divide 75", 0) end
+
+local VQA = nn.Module:extend("SortOfClevrNet")
+
+function VQA:__init(o)
+  local d, p = o.d_model, o.patch
+  self.patch, self.grid = p, soc.SIZE // p
+  local g = self.grid
+  self:add_module("patch_embed", nn.Linear(3 * p * p, d))
+  self:add_module("row_embed", nn.Embedding(g, d))
+  self:add_module("col_embed", nn.Embedding(g, d))
+  local rows, cols = {}, {}
+  for r = 1, g do for c = 1, g do rows[#rows + 1], cols[#cols + 1] = r, c end end
+  self:register_buffer("rows", ember.tensor(rows, {dtype = "int64"}), false)
+  self:register_buffer("cols", ember.tensor(cols, {dtype = "int64"}), false)
+  self.n_img, self.n_cross = o.image_layers, o.cross_layers
+  local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, norm_first = true, attention = o.attention}
+  for i = 1, o.image_layers do self:add_module("img" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
+  self:add_module("img_norm", nn.LayerNorm(d))
+  self:add_module("q_embed", nn.Embedding(#soc.QUESTION_TOKENS, d))
+  self:add_module("q_pos", nn.LearnedPositionalEncoding(2, d))
+  for i = 1, o.cross_layers do
+    self:add_module("cross" .. i, nn.CrossAttentionBlock(d, o.heads, {self_attention = true,
+      dim_feedforward = o.ffn, dropout = o.dropout, attention = o.attention}))
+  end
+  self:add_module("norm", nn.LayerNorm(d))
+  self:add_module("head", nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, #soc.ANSWERS)))
+end
+
+-- images [B, 3, 75, 75] -> image tokens [B, g*g, d]
+function VQA:encode_image(img)
+  local B, g, p = img:size(1), self.grid, self.patch
+  local patches = img:reshape(B, 3, g, p, g, p):permute(1, 3, 5, 2, 4, 6):reshape(B, g * g, 3 * p * p)
+  local h = self.patch_embed(patches) + self.row_embed(self.rows) + self.col_embed(self.cols)
+  for i = 1, self.n_img do h = self["img" .. i](h) end
+  return self.img_norm(h)
+end
+
+-- images [B, 3, 75, 75], questions int64 [B, Q, 2] -> logits [B*Q, 10]
+-- (and, with need_weights, the last block's cross-attention [B*Q, H, 2, g*g])
+function VQA:forward(img, questions, need_weights)
+  local B, Q = questions:size(1), questions:size(2)
+  local mem = self:encode_image(img)
+  local N, d = mem:size(2), mem:size(3)
+  mem = mem:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d) -- each question sees its image
+  local q = self.q_pos(self.q_embed(questions:reshape(B * Q, 2)))
+  local weights
+  for i = 1, self.n_cross do
+    if need_weights and i == self.n_cross then
+      q, weights = self["cross" .. i](q, mem, {need_weights = true})
+    else
+      q = self["cross" .. i](q, mem)
+    end
+  end
+  return self.head(self.norm(q):mean(2)), weights
+end
+
+-- Accuracy on relational and non-relational questions of a split.
+local function evaluate(model, ds, scenes)
+  model:eval()
+  local ok = {rel = 0, nonrel = 0}
+  local n = {rel = 0, nonrel = 0}
+  ember.no_grad(function()
+    for b in ds:batches(50) do
+      local img = soc.render(scenes, b.idx)
+      local logits = model(img, b.q)
+      local hit = logits:argmax(2):eq(b.a:reshape(-1))
+      local rel = b.rel:reshape(-1)
+      ok.rel = ok.rel + hit:logical_and(rel):long():sum():item()
+      ok.nonrel = ok.nonrel + hit:logical_and(rel:logical_not()):long():sum():item()
+      n.rel = n.rel + rel:long():sum():item()
+      n.nonrel = n.nonrel + rel:logical_not():long():sum():item()
+    end
+  end)
+  model:train()
+  return ok.rel / n.rel, ok.nonrel / n.nonrel
+end
+
+local function split(scenes, first, count)
+  local idx = ember.arange(first, first + count, {dtype = "int64"})
+  return data.Dataset.new{idx = idx, q = scenes.questions:index_select(1, idx),
+                          a = scenes.answers:index_select(1, idx), rel = scenes.relational:index_select(1, idx)}
+end
+
+cli.mkdir(opts.out)
+local t_data = ember.clock()
+local n_train, n_test = opts.n_train, opts.n_test
+if opts.smoke then n_train, n_test = 256, 50 end
+local scenes = soc.generate{n_images = n_train + n_test, seed = opts.seed}
+local train, test = split(scenes, 1, n_train), split(scenes, n_train + 1, n_test)
+print(("data: %d train / %d test images, %d questions each (%.1f s)"):format(
+  n_train, n_test, scenes.questions:size(2), ember.clock() - t_data))
+
+ember.manual_seed(opts.seed)
+local model = VQA(opts)
+print(model)
+print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
+local epochs = opts.smoke and 1 or opts.epochs
+local total_steps = opts.smoke and 8 or train:num_batches(opts.batch) * epochs
+local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
+local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
+local log_every = opts.smoke and 2 or 50
+local log = metrics.new(opts.out .. "/metrics.csv",
+  {"epoch", "step", "time", "lr", "loss", "train_acc", "test_rel_acc", "test_nonrel_acc"})
+
+local t0, step, losses = ember.clock(), 0, {}
+for epoch = 1, epochs do
+  local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "img"}
+  local seen, run_loss, run_n, run_ok, run_q = 0, 0, 0, 0, 0
+  for b in train:batches(opts.batch, {shuffle = true}) do
+    step = step + 1
+    local img = soc.render(scenes, b.idx)
+    local logits = model(img, b.q)
+    local target = b.a:reshape(-1)
+    local loss = ember.cross_entropy(logits, target)
+    opt:zero_grad()
+    loss:backward()
+    optim.clip_grad_norm(model:parameters(), 1.0)
+    opt:step()
+    sched:step()
+    local l, n = loss:item(), b.idx:size(1)
+    losses[#losses + 1] = l
+    run_loss, run_n = run_loss + l, run_n + 1
+    run_ok, run_q = run_ok + logits:argmax(2):eq(target):long():sum():item(), run_q + target:size(1)
+    seen = seen + n
+    bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_q})
+    if step % log_every == 0 then
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr,
+              loss = run_loss / run_n, train_acc = run_ok / run_q}
+    end
+    if step >= total_steps then break end
+  end
+  bar:finish()
+  local rel, nonrel = evaluate(model, test, scenes)
+  log:log{epoch = epoch, step = step, time = ember.clock() - t0, test_rel_acc = rel, test_nonrel_acc = nonrel}
+  print(("epoch %d: loss %.4f  test relational %.2f%%  non-relational %.2f%%  (%.0f s)"):format(
+    epoch, run_loss / run_n, rel * 100, nonrel * 100, ember.clock() - t0))
+  if step >= total_steps then break end
+end
+local train_time = ember.clock() - t0
+local rel, nonrel = evaluate(model, test, scenes)
+print(("test accuracy: relational %.2f%%, non-relational %.2f%% after %.1f s of training"):format(
+  rel * 100, nonrel * 100, train_time))
+log:close()
+checkpoint.save(opts.out .. "/sort_of_clevr.safetensors", {model = model,
+  metadata = cli.config_metadata(opts, {"patch", "d_model", "heads", "image_layers", "cross_layers", "ffn", "attention"})})
+print("saved " .. opts.out .. "/sort_of_clevr.safetensors")
+log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Sort-of-CLEVR: training loss"})
+log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_rel_acc", "test_nonrel_acc"},
+                                       title = "Sort-of-CLEVR: accuracy"})
+
+-- The cross-attention of one test question over its image.
+local qi = math.max(1, math.min(scenes.questions:size(2), math.tointeger(opts.question) or 11))
+local first = test.fields.idx:narrow(1, 1, 1)
+local img = soc.render(scenes, first)
+local q = test.fields.q:narrow(1, 1, 1):narrow(2, qi, 1)                  -- [1, 1, 2]
+model:eval()
+local logits, w = ember.no_grad(function() return model(img, q, true) end)
+local heat = w[1]:mean(1):mean(1):view(model.grid, model.grid)             -- heads and tokens averaged
+local kind, colour = table.unpack(q[1][1]:totable())
+local text = soc.question_text(kind - #soc.COLOURS, colour)
+local answer = soc.ANSWERS[logits:argmax(2):item()]
+local truth = soc.ANSWERS[test.fields.a[1][qi]:item()]
+local png = opts.out .. "/attention.png"
+if ember.plot_heatmap then
+  ember.plot_heatmap(png, {image = img[1], heat = heat, scale = 6, title = ("%s  -> %s (truth: %s)"):format(text, answer, truth)})
+  print(("%s -> %s (truth: %s); attention heatmap: %s"):format(text, answer, truth, png))
+end
+
+if opts.smoke then cli.check_smoke(losses, 3) end
