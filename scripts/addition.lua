@@ -159,11 +159,14 @@ print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 40 or train:num_batches(opts.batch) * epochs
+if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
 local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "token_acc", "exact_match"})
 
+local eval_watch = cli.stopwatch() -- evaluation time is not training time
+exact_match = eval_watch.wrap(exact_match)
 local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "ex"}
@@ -190,19 +193,19 @@ for epoch = 1, epochs do
     seen = seen + n
     bar:update(seen, {loss = run_loss / run_n, tok_acc = tok_ok / tok_n})
     if step % log_every == 0 then
-      log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
               token_acc = tok_ok / tok_n}
     end
     if step >= total_steps then break end
   end
   bar:finish()
   local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
-  log:log{epoch = epoch, step = step, time = ember.clock() - t0, exact_match = em}
+  log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, exact_match = em}
   print(("epoch %d: loss %.4f  token acc %.2f%%  held-out exact match %.2f%%  (%.0f s)"):format(
-    epoch, run_loss / run_n, tok_ok / tok_n * 100, em * 100, ember.clock() - t0))
+    epoch, run_loss / run_n, tok_ok / tok_n * 100, em * 100, ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
-local train_time = ember.clock() - t0
+local train_time = ember.clock() - t0 - eval_watch.total
 local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
 print(("held-out exact match %.2f%% (greedy decoding) after %.1f s of training"):format(em * 100, train_time))
 log:close()

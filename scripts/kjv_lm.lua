@@ -127,6 +127,7 @@ local model = CharLM(tok:size(), opts):to(opts.device)
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local total_steps = opts.smoke and 25 or opts.steps * opts.epochs
+if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local eval_windows = opts.smoke and 8 or nil
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay, betas = {0.9, 0.99}})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps,
@@ -134,6 +135,8 @@ local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, tota
 local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"step", "time", "lr", "loss", "train_bpc", "test_bpc"})
 
+local eval_watch = cli.stopwatch() -- evaluation time is not training time
+bits_per_char = eval_watch.wrap(bits_per_char)
 local t0, losses = ember.clock(), {}
 local bar = progress.new{total = total_steps, label = "train", unit = "step"}
 local run_loss, run_n = 0, 0
@@ -151,20 +154,20 @@ for step = 1, total_steps do
   local l = loss:item()
   losses[#losses + 1] = l
   run_loss, run_n = run_loss + l, run_n + 1
-  bar:update(step, {bpc = l / math.log(2), ["char/s"] = math.floor(step * B * L / (ember.clock() - t0))})
+  bar:update(step, {bpc = l / math.log(2), ["char/s"] = math.floor(step * B * L / (ember.clock() - t0 - eval_watch.total))})
   if step % log_every == 0 then
-    log:log{step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
+    log:log{step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
             train_bpc = run_loss / run_n / math.log(2)}
     run_loss, run_n = 0, 0
   end
   if step % opts.eval_every == 0 and step < total_steps then
     local bpc = bits_per_char(model, test_ids, L, eval_windows)
-    log:log{step = step, time = ember.clock() - t0, test_bpc = bpc}
-    print(("\nstep %d: test %.3f bits per character (%.0f s)"):format(step, bpc, ember.clock() - t0))
+    log:log{step = step, time = ember.clock() - t0 - eval_watch.total, test_bpc = bpc}
+    print(("\nstep %d: test %.3f bits per character (%.0f s)"):format(step, bpc, ember.clock() - t0 - eval_watch.total))
   end
 end
 bar:finish()
-local train_time = ember.clock() - t0
+local train_time = ember.clock() - t0 - eval_watch.total
 local bpc = bits_per_char(model, test_ids, L, eval_windows)
 log:log{step = total_steps, time = train_time, test_bpc = bpc}
 log:close()

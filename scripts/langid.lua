@@ -176,12 +176,15 @@ print(("%d parameters, attention variant %s"):format(model:num_parameters(), opt
 local steps_per_epoch = train:num_batches(opts.batch)
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and math.min(40, steps_per_epoch) or steps_per_epoch * epochs
+if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
 local log_every = opts.smoke and 5 or 50
 local log = metrics.new(paths.csv, {"epoch", "step", "time", "lr", "loss", "train_acc", "test_acc"})
 
 -- Training.
+local eval_watch = cli.stopwatch() -- evaluation time is not training time
+evaluate = eval_watch.wrap(evaluate)
 local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "words"}
@@ -203,19 +206,19 @@ for epoch = 1, epochs do
     seen = seen + n
     bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_n})
     if step % log_every == 0 then
-      log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
               train_acc = run_ok / run_n}
     end
     if step >= total_steps then break end
   end
   bar:finish()
   local acc = evaluate(model, test)
-  log:log{epoch = epoch, step = step, time = ember.clock() - t0, test_acc = acc}
+  log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_acc = acc}
   print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%  (%.0f s)"):format(
-    epoch, run_loss / run_n, run_ok / run_n * 100, acc * 100, ember.clock() - t0))
+    epoch, run_loss / run_n, run_ok / run_n * 100, acc * 100, ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
-local train_time = ember.clock() - t0
+local train_time = ember.clock() - t0 - eval_watch.total
 local test_acc = evaluate(model, test)
 print(("test accuracy %.2f%% after %.1f s of training (Naive Bayes baseline %.2f%%)"):format(
   test_acc * 100, train_time, nb_acc * 100))

@@ -143,12 +143,15 @@ print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 8 or train:num_batches(opts.batch) * epochs
+if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
 local log_every = opts.smoke and 2 or 50
 local log = metrics.new(opts.out .. "/metrics.csv",
   {"epoch", "step", "time", "lr", "loss", "train_acc", "test_rel_acc", "test_nonrel_acc"})
 
+local eval_watch = cli.stopwatch() -- evaluation time is not training time
+evaluate = eval_watch.wrap(evaluate)
 local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "img"}
@@ -171,19 +174,19 @@ for epoch = 1, epochs do
     seen = seen + n
     bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_q})
     if step % log_every == 0 then
-      log:log{epoch = epoch, step = step, time = ember.clock() - t0, lr = opt.param_groups[1].lr,
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = run_loss / run_n, train_acc = run_ok / run_q}
     end
     if step >= total_steps then break end
   end
   bar:finish()
   local rel, nonrel = evaluate(model, test, scenes)
-  log:log{epoch = epoch, step = step, time = ember.clock() - t0, test_rel_acc = rel, test_nonrel_acc = nonrel}
+  log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_rel_acc = rel, test_nonrel_acc = nonrel}
   print(("epoch %d: loss %.4f  test relational %.2f%%  non-relational %.2f%%  (%.0f s)"):format(
-    epoch, run_loss / run_n, rel * 100, nonrel * 100, ember.clock() - t0))
+    epoch, run_loss / run_n, rel * 100, nonrel * 100, ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
-local train_time = ember.clock() - t0
+local train_time = ember.clock() - t0 - eval_watch.total
 local rel, nonrel = evaluate(model, test, scenes)
 print(("test accuracy: relational %.2f%%, non-relational %.2f%% after %.1f s of training"):format(
   rel * 100, nonrel * 100, train_time))
@@ -209,7 +212,7 @@ local answer = soc.ANSWERS[logits:argmax(2):item()]
 local truth = soc.ANSWERS[test.fields.a[1][qi]:item()]
 local png = opts.out .. "/attention.png"
 if ember.plot_heatmap then
-  ember.plot_heatmap(png, {image = img[1], heat = heat, scale = 6, title = ("%s  -> %s (truth: %s)"):format(text, answer, truth)})
+  ember.plot_heatmap(png, {image = img[1], heat = heat, scale = 6, title = ("%s\nmodel: %s, truth: %s"):format(text, answer, truth)})
   print(("%s -> %s (truth: %s); attention heatmap: %s"):format(text, answer, truth, png))
 end
 

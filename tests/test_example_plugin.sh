@@ -18,23 +18,29 @@ notok() { echo "not ok - $1"; fail=1; }
 command -v cc >/dev/null || { echo "skip: no C compiler"; exit 77; }
 command -v pkg-config >/dev/null || { echo "skip: no pkg-config"; exit 77; }
 
-# 1. install into a temporary prefix
-if cmake --install "$BUILD" --prefix "$T/prefix" >"$T/install.log" 2>&1; then
-  ok "cmake --install into a temporary prefix"
+# 1. install into a temporary root. DESTDIR (not --prefix) so that no path
+# can escape it: install destinations that are absolute ignore --prefix.
+if DESTDIR="$T/root" cmake --install "$BUILD" >"$T/install.log" 2>&1; then
+  ok "cmake --install into a temporary root (DESTDIR)"
 else
   cat "$T/install.log"; notok "cmake --install"; exit 1
 fi
-PC=$(find "$T/prefix" -name ember.pc | head -1)
-[ -n "$PC" ] && ok "ember.pc installed ($PC)" || { notok "ember.pc installed"; exit 1; }
+PC=$(find "$T/root" -name ember.pc | head -1)
+HDR=$(find "$T/root" -name ember_attention.h | head -1)
+LIBSO=$(find "$T/root" -name libember.so | head -1)
+[ -n "$PC" ] && ok "ember.pc installed" || { notok "ember.pc installed"; exit 1; }
+[ -n "$HDR" ] && ok "ember_attention.h is installed" || { notok "ember_attention.h is installed"; exit 1; }
+[ -n "$LIBSO" ] || { notok "libember.so installed"; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$PC")
-LIBDIR=$(dirname "$(dirname "$PC")")
-# ember.pc names the configure-time prefix; point its variables at the
-# temporary one (a relocatable .pc makes these overrides no-ops).
-PCFLAGS="--define-variable=prefix=$T/prefix --define-variable=libdir=$LIBDIR --define-variable=includedir=$T/prefix/include/ember"
+# ember.pc names the configure-time paths; point its variables into the
+# temporary root, as a packager's pkg-config --define-prefix would.
+PCFLAGS="--define-variable=libdir=$(dirname "$LIBSO") --define-variable=includedir=$(dirname "$HDR")"
 CFLAGS=$(pkg-config $PCFLAGS --cflags ember) && LIBS=$(pkg-config $PCFLAGS --libs ember) \
   && ok "pkg-config --cflags --libs ember: $CFLAGS $LIBS" || { notok "pkg-config ember"; exit 1; }
-[ -f "$T/prefix/include/ember/ember_attention.h" ] && ok "ember_attention.h is installed" \
-  || notok "ember_attention.h is installed"
+case "$CFLAGS $LIBS" in
+  *"$T/root"*) ok "the flags point into the temporary root" ;;
+  *) notok "the flags point into the temporary root" ;;
+esac
 
 # 2. build the example exactly as a newcomer would: a copy, cc, pkg-config
 mkdir -p "$T/work" "$T/plugins"

@@ -54,7 +54,7 @@ check "corrupt plugin: the process goes on" "$out" "still alive"
 # A real plugin earlier on the path shadows the build tree's copy.
 mkdir -p "$tmp/first"
 cp "$BUILD/plugins/ember_backend_cpu.so" "$tmp/first/"
-out=$(EMBER_PLUGIN_PATH="$tmp/first" "$EMBER" -e '
+out=$(env -u EMBER_PLUGIN_PATH_ONLY EMBER_PLUGIN_PATH="$tmp/first" "$EMBER" -e '
   for _, p in ipairs(ember.plugins()) do
     if p.name == "cpu" then print("cpu", p.path, p.loaded, p.reason) end
   end

@@ -5,13 +5,48 @@
 **
 ** Inner loops are written as axpy over contiguous rows (the key and value
 ** tiles are transposed into scratch first), so the compiler vectorises
-** them without reassociating any sum.
+** them without reassociating any sum. The two helpers below take four
+** terms per pass over the destination row, adding them in the same order
+** a one-term loop would, so blocking changes speed and never a result.
 */
 
 #define FN(name) CPU_CAT(name, SUF)
 
+/* s[0..bc) = sum over p < d of x[p] * t[p][0..bc), t with row stride BC. */
+static inline void FN(vec_tile)(T *restrict s, const T *restrict x, int64_t d,
+                                const T *restrict t, int64_t bc) {
+  for (int64_t jj = 0; jj < bc; jj++) s[jj] = 0;
+  int64_t p = 0;
+  for (; p + 4 <= d; p += 4) {
+    const T x0 = x[p], x1 = x[p + 1], x2 = x[p + 2], x3 = x[p + 3];
+    const T *t0 = t + p * BC, *t1 = t0 + BC, *t2 = t1 + BC, *t3 = t2 + BC;
+    for (int64_t jj = 0; jj < bc; jj++)
+      s[jj] = s[jj] + x0 * t0[jj] + x1 * t1[jj] + x2 * t2[jj] + x3 * t3[jj];
+  }
+  for (; p < d; p++) {
+    const T x0 = x[p], *t0 = t + p * BC;
+    for (int64_t jj = 0; jj < bc; jj++) s[jj] = s[jj] + x0 * t0[jj];
+  }
+}
+
+/* y[0..n) += a[t] * rows[t][0..n) for t = 0, 1, ..., cnt-1, in that order. */
+static inline void FN(accumulate)(T *restrict y, int64_t n, int64_t cnt, const T *a,
+                                  const T *const *rows) {
+  int64_t t = 0;
+  for (; t + 4 <= cnt; t += 4) {
+    const T a0 = a[t], a1 = a[t + 1], a2 = a[t + 2], a3 = a[t + 3];
+    const T *restrict r0 = rows[t], *restrict r1 = rows[t + 1];
+    const T *restrict r2 = rows[t + 2], *restrict r3 = rows[t + 3];
+    for (int64_t x = 0; x < n; x++) y[x] = y[x] + a0 * r0[x] + a1 * r1[x] + a2 * r2[x] + a3 * r3[x];
+  }
+  for (; t < cnt; t++) {
+    const T a0 = a[t], *restrict r0 = rows[t];
+    for (int64_t x = 0; x < n; x++) y[x] = y[x] + a0 * r0[x];
+  }
+}
+
 /* Copies rows [j0, j0+bc) of a [L, d] matrix into t[d][BC] (transposed). */
-static void FN(transpose_tile)(const T *x, int64_t d, int64_t j0, int64_t bc, T *t) {
+static inline void FN(transpose_tile)(const T *x, int64_t d, int64_t j0, int64_t bc, T *t) {
   for (int64_t jj = 0; jj < bc; jj++) {
     const T *row = x + (j0 + jj) * d;
     for (int64_t c = 0; c < d; c++) t[c * BC + jj] = row[c];
@@ -21,7 +56,7 @@ static void FN(transpose_tile)(const T *x, int64_t d, int64_t j0, int64_t bc, T 
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
 ** and the key tile [j0, j0+bc) whose transpose is Kt; -inf where the key
 ** is padding or in the causal future. */
-static void FN(scores)(const att_ctx *c, int64_t bh, const T *q_bh, const T *Kt, int64_t i0,
+static inline void FN(scores)(const att_ctx *c, int64_t bh, const T *q_bh, const T *Kt, int64_t i0,
                        int64_t br, int64_t j0, int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H;
@@ -32,12 +67,7 @@ static void FN(scores)(const att_ctx *c, int64_t bh, const T *q_bh, const T *Kt,
     const int64_t i = i0 + ii;
     const T *qi = q_bh + i * dk;
     T *s = S + ii * BC;
-    for (int64_t jj = 0; jj < bc; jj++) s[jj] = 0;
-    for (int64_t p = 0; p < dk; p++) {
-      const T qp = qi[p];
-      const T *kt = Kt + p * BC;
-      for (int64_t jj = 0; jj < bc; jj++) s[jj] += qp * kt[jj];
-    }
+    FN(vec_tile)(s, qi, dk, Kt, bc);
     for (int64_t jj = 0; jj < bc; jj++) s[jj] *= scale;
     if (bias) {
       const T *bp = bias + b * a->bias_stride[0] + h * a->bias_stride[1] + i * a->bias_stride[2] +
@@ -74,7 +104,7 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
 /* ---- forward ---- */
 
 /* One query tile of one head: online softmax over the key tiles. */
-static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S, T *Kt, T *acc,
+CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S, T *Kt, T *acc,
                              T *m, T *l) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, dv = a->dv, Lq = a->Lq, Lk = a->Lk;
@@ -84,6 +114,7 @@ static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S, T *
   const T *v_bh = (const T *)a->v + bh * Lk * dv;
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
+  const T *rows[BC];
 
   for (int64_t ii = 0; ii < br; ii++) {
     m[ii] = -INFINITY;
@@ -107,6 +138,8 @@ static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S, T *
         l[ii] *= corr;
         for (int64_t x = 0; x < dv; x++) o[x] *= corr;
       }
+      /* the weights of the kept keys are packed into s (cnt <= jj) */
+      int64_t cnt = 0;
       for (int64_t jj = 0; jj < bc; jj++) {
         T p = exp(s[jj] - m_new); /* 0 for masked keys */
         l[ii] += p;               /* the normaliser counts dropped keys too */
@@ -115,9 +148,10 @@ static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S, T *
           if (!FN(keep)(c, bh, i0 + ii, j0 + jj)) continue;
           p *= inv_keep;
         }
-        const T *vj = v_bh + (j0 + jj) * dv;
-        for (int64_t x = 0; x < dv; x++) o[x] += p * vj[x];
+        s[cnt] = p;
+        rows[cnt++] = v_bh + (j0 + jj) * dv;
       }
+      FN(accumulate)(o, dv, cnt, s, rows);
       m[ii] = m_new;
     }
   }
@@ -178,7 +212,7 @@ static em_status FN(forward)(const att_ctx *c) {
 ** transposed tiles Kt and Vt, leaves in P the dropped-out probabilities
 ** Pd = P * Z (Z = keep / (1 - p)) and in dS the score gradients
 ** dS = P * (Z * dO.v - D), where D = rowsum(dO * O) was computed upfront. */
-static void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T *Vt, int64_t i0,
+static inline void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T *Vt, int64_t i0,
                               int64_t br, int64_t j0, int64_t bc, T *P, T *dS) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dk = a->dk, dv = a->dv;
@@ -198,13 +232,7 @@ static void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T
       continue;
     }
     /* ds = dO_i . v_j for each key, as an axpy over the tile */
-    const T *doi = do_bh + i * dv;
-    for (int64_t jj = 0; jj < bc; jj++) ds[jj] = 0;
-    for (int64_t x = 0; x < dv; x++) {
-      const T g = doi[x];
-      const T *vt = Vt + x * BC;
-      for (int64_t jj = 0; jj < bc; jj++) ds[jj] += g * vt[jj];
-    }
+    FN(vec_tile)(ds, do_bh + i * dv, dv, Vt, bc);
     const T li = lse[i], Di = (T)D[i];
     for (int64_t jj = 0; jj < bc; jj++) {
       const T pr = exp(p[jj] - li); /* 0 for masked keys */
@@ -217,7 +245,7 @@ static void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T
 }
 
 /* Pass 1: one key tile of one head accumulates dK and dV over the queries. */
-static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *Kt, T *Vt,
+CPU_VECTOR_CLONES static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *Kt, T *Vt,
                             T *dK, T *dV) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv;
@@ -226,6 +254,8 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   const T *do_bh = (const T *)a->dout + bh * Lq * dv;
   FN(transpose_tile)((const T *)a->k + bh * Lk * dk, dk, j0, bc, Kt);
   FN(transpose_tile)((const T *)a->v + bh * Lk * dv, dv, j0, bc, Vt);
+  T wp[BR], ws[BR]; /* nonzero weights and their rows, packed */
+  const T *rp[BR], *rs[BR];
   for (int64_t x = 0; x < bc * dk; x++) dK[x] = 0;
   for (int64_t x = 0; x < bc * dv; x++) dV[x] = 0;
 
@@ -236,18 +266,20 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
     FN(backward_tile)(c, bh, Kt, Vt, i0, br, j0, bc, P, dS);
     for (int64_t jj = 0; jj < bc; jj++) {
-      T *dvj = dV + jj * dv, *dkj = dK + jj * dk;
+      int64_t np = 0, ns = 0;
       for (int64_t ii = 0; ii < br; ii++) {
         const T pd = P[ii * BC + jj], ds = dS[ii * BC + jj];
         if (pd != 0) {
-          const T *doi = do_bh + (i0 + ii) * dv;
-          for (int64_t x = 0; x < dv; x++) dvj[x] += pd * doi[x];
+          wp[np] = pd;
+          rp[np++] = do_bh + (i0 + ii) * dv;
         }
         if (ds != 0) {
-          const T *qi = q_bh + (i0 + ii) * dk;
-          for (int64_t x = 0; x < dk; x++) dkj[x] += ds * qi[x];
+          ws[ns] = ds;
+          rs[ns++] = q_bh + (i0 + ii) * dk;
         }
       }
+      FN(accumulate)(dV + jj * dv, dv, np, wp, rp);
+      FN(accumulate)(dK + jj * dk, dk, ns, ws, rs);
     }
   }
   const T scale = (T)a->scale;
@@ -257,12 +289,14 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
 }
 
 /* Pass 2: one query tile of one head accumulates dQ over the keys. */
-static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS, T *Kt, T *Vt,
+CPU_VECTOR_CLONES static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS, T *Kt, T *Vt,
                            T *dQ) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
   const T *k_bh = (const T *)a->k + bh * Lk * dk;
+  T ws[BC];
+  const T *rs[BC];
   for (int64_t x = 0; x < br * dk; x++) dQ[x] = 0;
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
@@ -271,13 +305,14 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
     FN(transpose_tile)((const T *)a->v + bh * Lk * dv, dv, j0, bc, Vt);
     FN(backward_tile)(c, bh, Kt, Vt, i0, br, j0, bc, P, dS);
     for (int64_t ii = 0; ii < br; ii++) {
-      T *dqi = dQ + ii * dk;
+      int64_t ns = 0;
       for (int64_t jj = 0; jj < bc; jj++) {
         const T ds = dS[ii * BC + jj];
         if (ds == 0) continue;
-        const T *kj = k_bh + (j0 + jj) * dk;
-        for (int64_t x = 0; x < dk; x++) dqi[x] += ds * kj[x];
+        ws[ns] = ds;
+        rs[ns++] = k_bh + (j0 + jj) * dk;
       }
+      FN(accumulate)(dQ + ii * dk, dk, ns, ws, rs);
     }
   }
   const T scale = (T)a->scale;

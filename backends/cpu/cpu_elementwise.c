@@ -252,12 +252,12 @@ typedef struct binary_ctx {
     default: return;                                                             \
   }
 
-static void binary_f32(char **p, const int64_t *s, int64_t n, void *vctx) {
+CPU_VECTOR_CLONES static void binary_f32(char **p, const int64_t *s, int64_t n, void *vctx) {
   const binary_ctx *c = vctx;
   FLOAT_BINARY(float, powf)
 }
 
-static void binary_f64(char **p, const int64_t *s, int64_t n, void *vctx) {
+CPU_VECTOR_CLONES static void binary_f64(char **p, const int64_t *s, int64_t n, void *vctx) {
   const binary_ctx *c = vctx;
   FLOAT_BINARY(double, pow)
 }

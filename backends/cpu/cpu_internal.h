@@ -33,6 +33,18 @@
     }                                                                         \
   } while (0)
 
+/* Hot loops are compiled twice, for AVX2 and for the x86-64 baseline, and
+** the loader picks one per machine (GCC function multiversioning). The
+** same operations run in the same order either way (no FMA contraction,
+** no reassociation), so both give bit-identical results. */
+#ifndef CPU_VECTOR_CLONES /* -DCPU_VECTOR_CLONES= builds the baseline only */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CPU_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_VECTOR_CLONES
+#endif
+#endif
+
 /* ---- dtypes ---- */
 
 /* The name of a dtype, for messages (kept local so the plugin needs only

@@ -9,7 +9,7 @@
 ** shuffles. Head dimensions are consumed in chunks of 16 columns staged
 ** through shared memory as float; outputs keep, per thread, the columns
 ** chunk * 16 + tx, in registers sized by the template parameter NCH (the
-** number of 16-column chunks of the largest head dim: 4, 8 or 16).
+** number of 16-column chunks of the largest head dim: 4 or 16).
 **
 ** Masking (the rule of the CPU kernel and of plugins/standard): a score is
 ** masked when its key is padding (key_padding[b, j] != 0), or when causal
@@ -154,10 +154,12 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
   return EM_OK;
 }
 
-/* 16-column chunks needed for the larger head dim: the NCH instance. */
+/* The NCH instance for the larger head dim: 4 chunks up to 64 columns,
+** else 16. (An 8-chunk instance would run at the same occupancy as the
+** 16-chunk one -- one block per SM either way -- and cost compile time.) */
 static inline int att_nch(int64_t dk, int64_t dv) {
   int64_t d = dk > dv ? dk : dv;
-  return d <= 64 ? 4 : (d <= 128 ? 8 : 16);
+  return d <= 64 ? 4 : 16;
 }
 
 #endif

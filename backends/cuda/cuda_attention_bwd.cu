@@ -206,7 +206,6 @@ static em_status run_backward(emc_device *d, AttParams &p) {
                (const T *)p.dout, (const T *)p.out, p.D);
     switch (att_nch(p.dk, p.dv)) {
       case 4: launch_backward<T, 4>(d, p); break;
-      case 8: launch_backward<T, 8>(d, p); break;
       default: launch_backward<T, 16>(d, p); break;
     }
     if (!is_float) {

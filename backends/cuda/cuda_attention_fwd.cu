@@ -134,7 +134,6 @@ template <class T>
 static void launch_forward_t(emc_device *d, const AttParams &p) {
   switch (att_nch(p.dk, p.dv)) {
     case 4: launch_forward<T, 4>(d, p); break;
-    case 8: launch_forward<T, 8>(d, p); break;
     default: launch_forward<T, 16>(d, p); break;
   }
 }

@@ -10,10 +10,26 @@
 #include "cuda_internal.h"
 
 #include <limits.h>
+#include <string.h>
 
-/* The smallest legal leading dimension of a stored rows x cols row-major
-** matrix (cuBLAS wants >= 1 even when a dim is 0). */
+/* The smallest legal leading dimension of a row-major matrix with `cols`
+** columns (cuBLAS wants >= 1 even when a dim is 0). */
 static int64_t min_ld(int64_t cols) { return cols > 1 ? cols : 1; }
+
+/* k == 0: C = beta C, with beta == 0 writing zeros without reading C
+** (BLAS semantics, so NaN in C does not survive). */
+static em_status scale_c(int device, em_dtype dt, int64_t m, int64_t n, double beta, void *c,
+                         int64_t ldc, int64_t stride_c, int64_t batch) {
+  em_kview v;
+  memset(&v, 0, sizeof v);
+  v.data = c;
+  v.dtype = dt;
+  v.ndim = 3;
+  v.shape[0] = batch, v.shape[1] = m, v.shape[2] = n;
+  v.stride[0] = stride_c, v.stride[1] = ldc, v.stride[2] = 1;
+  if (beta == 0) return emc_fill(device, &v, 0.0);
+  return emc_unary(device, EM_AFFINE, &v, &v, beta, 0.0);
+}
 
 em_status emc_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                    double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
@@ -29,22 +45,24 @@ em_status emc_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                     "%s: sizes m=%lld n=%lld k=%lld batch=%lld exceed cuBLAS's 32-bit limit", op,
                     (long long)m, (long long)n, (long long)k, (long long)batch);
   if (m == 0 || n == 0 || batch == 0) return EM_OK;
-  /* Stored shapes: A is [m,k] ([k,m] when ta), B [k,n] ([n,k] when tb), C [m,n]. */
+  /* Stored shapes: A is [m,k] ([k,m] when ta), B [k,n] ([n,k] when tb), C
+  ** [m,n]; a leading dim must cover a row (and be >= 1), as for BLAS. */
   int64_t need_a = min_ld(ta ? m : k), need_b = min_ld(tb ? k : n), need_c = min_ld(n);
-  if ((lda < need_a && (ta ? k : m) > 1) || (ldb < need_b && (tb ? n : k) > 1) ||
-      (ldc < need_c && m > 1))
+  if (lda < need_a || ldb < need_b || ldc < need_c)
     return em_error(EM_ERR_ARG,
-                    "%s: leading dimensions lda=%lld ldb=%lld ldc=%lld are too small for "
-                    "m=%lld n=%lld k=%lld (ta=%d tb=%d)",
-                    op, (long long)lda, (long long)ldb, (long long)ldc, (long long)m,
-                    (long long)n, (long long)k, (int)ta, (int)tb);
-  if (lda < need_a) lda = need_a; /* one row: the value is never used */
-  if (ldb < need_b) ldb = need_b;
-  if (ldc < need_c) ldc = need_c;
+                    "%s: leading dimensions lda=%lld ldb=%lld ldc=%lld, expected >= %lld, %lld, "
+                    "%lld (row-major, m=%lld n=%lld k=%lld, ta=%d tb=%d)",
+                    op, (long long)lda, (long long)ldb, (long long)ldc, (long long)need_a,
+                    (long long)need_b, (long long)need_c, (long long)m, (long long)n, (long long)k,
+                    (int)ta, (int)tb);
+  if (!c || (k > 0 && (!a || !b)))
+    return em_error(EM_ERR_ARG, "%s: NULL matrix pointer for [%lld x %lld] @ [%lld x %lld]", op,
+                    (long long)m, (long long)k, (long long)k, (long long)n);
 
   emc_device *d;
   em_status s = emc_device_get(device, op, &d);
   if (s) return s;
+  if (k == 0) return scale_c(device, dt, m, n, beta, c, ldc, stride_c, batch);
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasStatus_t st;

@@ -31,7 +31,7 @@ typedef __nv_bfloat16 bf16_t;
 ** instance to a variable first (auto k = kernel<T>;). */
 #ifdef EMC_EMU
 #define EMC_LAUNCH(kernel, grid, block, stream, ...) \
-  emu_launch(kernel, dim3(grid), dim3(block), __VA_ARGS__)
+  ((void)(stream), emu_launch(kernel, dim3(grid), dim3(block), __VA_ARGS__))
 #else
 #define EMC_LAUNCH(kernel, grid, block, stream, ...) \
   kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)

@@ -291,8 +291,7 @@ static int pmain(lua_State *L) {
   luaL_openlibs(L);
   setup_paths(L);
   createargtable(L, argv, argc, script);
-  lua_gc(L, LUA_GCRESTART);
-  lua_gc(L, LUA_GCGEN, 0, 0); /* as lua.c */
+  lua_gc(L, LUA_GCRESTART); /* incremental: ember paces tensor memory through it */
   if (args & has_v) {
     ember_print_banner(L);
     if (!(args & (has_i | has_e)) && script == argc) {

@@ -203,7 +203,8 @@ typedef struct em_attention_variant {
 
   /* optional: whether forward can serve this call (for example: false for
   ** tensors not in host memory when forward is a host kernel). False sends
-  ** the call to compose. NULL: forward serves every call. */
+  ** the call to compose. NULL: forward serves every call. The call is
+  ** complete except that q, k, v and params are the caller's tensors. */
   bool (*can_forward)(const em_attn_call *c);
 } em_attention_variant;
 

@@ -137,7 +137,7 @@ static int f_one_hot(lua_State *L) {
   em_status s = lember_index_to_c(&idx, labels);
   if (!s) s = em_one_hot(out, idx, c);
   em_release(idx);
-  if (s) return lember_error(L, "one_hot", s);
+  if (s) return lember_index_error(L, "one_hot", s, labels, c, "label", INT64_MIN);
   lember_account(L, *out);
   return 1;
 }

@@ -69,6 +69,7 @@ static int f_embedding(lua_State *L) {
   em_status s = lember_index_to_c(&c, ids);
   if (!s) s = em_embedding(out, w, c);
   em_release(c);
+  if (s) return lember_index_error(L, "embedding", s, ids, w->ndim ? w->shape[0] : 0, "id", INT64_MIN);
   return finish(L, out, s, "embedding");
 }
 
@@ -80,6 +81,7 @@ static int m_index_select(lua_State *L) {
   em_status s = lember_index_to_c(&c, idx);
   if (!s) s = em_index_select(out, x, d, c);
   em_release(c);
+  if (s) return lember_index_error(L, "index_select", s, idx, x->shape[d], "index", INT64_MIN);
   return finish(L, out, s, "index_select");
 }
 
@@ -91,6 +93,7 @@ static int m_gather(lua_State *L) {
   em_status s = lember_index_to_c(&c, idx);
   if (!s) s = em_gather(out, x, d, c);
   em_release(c);
+  if (s) return lember_index_error(L, "gather", s, idx, x->shape[d], "index", INT64_MIN);
   return finish(L, out, s, "gather");
 }
 
@@ -102,6 +105,7 @@ static int m_scatter_add(lua_State *L) {
   em_status s = lember_index_to_c(&c, idx);
   if (!s) s = em_scatter_add(out, x, d, c, src);
   em_release(c);
+  if (s) return lember_index_error(L, "scatter_add", s, idx, x->shape[d], "index", INT64_MIN);
   return finish(L, out, s, "scatter_add");
 }
 
@@ -203,6 +207,10 @@ static int f_cross_entropy(lua_State *L) {
   em_status s = lember_index_to_c(&c, target);
   if (!s) s = em_cross_entropy(out, logits, c, ignore, smoothing, red);
   em_release(c);
+  if (s)
+    return lember_index_error(L, "cross_entropy", s, target,
+                              logits->ndim ? logits->shape[logits->ndim - 1] : 0, "target",
+                              ignore == INT64_MIN ? INT64_MIN : ignore + 1);
   return finish(L, out, s, "cross_entropy");
 }
 

@@ -5,7 +5,9 @@
 **   ember.plot_lines(path, {title=, xlabel=, ylabel=, width=800, height=500,
 **                           ymin=, ymax=, series = {{name=, x={...}, y={...}}, ...}})
 **   ember.plot_heatmap(path, {heat = tensor [h, w], image = tensor [3, H, W] in [0, 1]
-**                             (optional), scale = 6, alpha = 0.6, title=})
+**                             (optional), scale = 6, alpha = 0.5, title= ("\n" breaks lines)})
+**   The heat is scaled to [0, 1] by its min and max and blended over the
+**   image (nearest-neighbour upsampling; h and w must divide H and W).
 **
 ** Non-finite points are skipped. Every buffer lives in a Lua userdata, so a
 ** Lua error in the middle leaks nothing.
@@ -244,7 +246,7 @@ static int l_plot_heatmap(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   const char *title = opt_string(L, 2, "title");
-  double scale = opt_number(L, 2, "scale", 6), alpha = opt_number(L, 2, "alpha", 0.6);
+  double scale = opt_number(L, 2, "scale", 6), alpha = opt_number(L, 2, "alpha", 0.5);
   if (scale < 1 || scale > 64) return luaL_error(L, "ember.plot_heatmap: scale must be in [1, 64], got %g", scale);
   lua_getfield(L, 2, "heat");
   em_tensor *heat = lember_checktensor(L, -1);
@@ -264,10 +266,15 @@ static int l_plot_heatmap(lua_State *L) {
   if (H * scale > 8000 || W * scale > 8000) return luaL_error(L, "ember.plot_heatmap: picture too large");
   const double *hv = tensor_values(L, heat);
   const double *iv = image ? tensor_values(L, image) : NULL;
-  double hmax = 0;
-  for (int64_t i = 0; i < h * w; i++) if (isfinite(hv[i])) hmax = fmax(hmax, hv[i]);
-  if (hmax <= 0) hmax = 1;
-  int top = title ? 26 : 0;
+  /* min-max scaled, so that a nearly uniform map still shows its peaks */
+  double hmin = INFINITY, hmax = -INFINITY;
+  for (int64_t i = 0; i < h * w; i++)
+    if (isfinite(hv[i])) hmin = fmin(hmin, hv[i]), hmax = fmax(hmax, hv[i]);
+  if (!(hmax > hmin)) hmin = 0, hmax = isfinite(hmax) && hmax > 0 ? hmax : 1;
+  int lines = 0;
+  for (const char *c = title; c && *c; c++) lines += *c == '\n';
+  if (title) lines++;
+  int top = lines ? 6 + 18 * lines : 0;
   int pw = (int)(W * scale), ph = (int)(H * scale);
   cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, pw < 300 ? 300 : pw, ph + top);
   cairo_t *cr = cairo_create(surf);
@@ -277,7 +284,7 @@ static int l_plot_heatmap(lua_State *L) {
     for (int64_t x = 0; x < W; x++) {
       double r = 1, g = 1, b = 1;
       if (iv) r = iv[y * W + x], g = iv[H * W + y * W + x], b = iv[2 * H * W + y * W + x];
-      double v = hv[(y / (H / h)) * w + x / (W / w)] / hmax, hr, hg, hb;
+      double v = (hv[(y / (H / h)) * w + x / (W / w)] - hmin) / (hmax - hmin), hr, hg, hb;
       heat_colour(v, &hr, &hg, &hb);
       double a = alpha * (isfinite(v) ? fmin(fmax(v, 0), 1) : 0);
       cairo_set_source_rgb(cr, r * (1 - a) + hr * a, g * (1 - a) + hg * a, b * (1 - a) + hb * a);
@@ -287,7 +294,14 @@ static int l_plot_heatmap(lua_State *L) {
   if (title) {
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    text_at(cr, 6, 18, title, 0, 13);
+    char line[256];
+    const char *p = title;
+    for (int i = 0; i < lines; i++) { /* one line per '\n'-separated part */
+      size_t n = strcspn(p, "\n");
+      snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), p);
+      text_at(cr, 6, 18 + 18 * i, line, 0, 13);
+      p += n + (p[n] == '\n');
+    }
   }
   cairo_destroy(cr);
   return write_png(L, surf, path, "plot_heatmap");

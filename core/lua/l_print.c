@@ -121,10 +121,7 @@ static void add_row(printer *p, int64_t off, int indent) {
         luaL_addchar(p->b, ' ');
       }
     }
-    if (cut && i == EDGE) {
-      luaL_addstring(p->b, "..., ");
-      on_line++;
-    }
+    if (cut && i == EDGE) luaL_addstring(p->b, " ..., "); /* not counted, as PyTorch */
     add_element(p, off + i * st);
     on_line++;
   }

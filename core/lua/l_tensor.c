@@ -86,12 +86,31 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 ** about the rest: growth of the core's live bytes plus a fixed overhead for
 ** the tensor header (and autograd node) per new tensor. Once that adds up
 ** to LEMBER_GC_BATCH we run a GC step as if Lua had allocated it, so
-** unreachable tensors get finalized at the pace they pile up. */
+** unreachable tensors get finalized at the pace they pile up.
+**
+** That pacing works in the incremental mode, which luaopen_ember_core
+** selects. In the generational mode a step is a minor collection: tensors
+** alive at that moment get promoted to the old generation, which only a
+** major collection frees, and majors are paced by Lua's own (tiny) heap.
+** So, whatever the mode, a full collection also runs when the live bytes
+** grow past twice their low point since the last full one (plus slack). */
 #define LEMBER_TENSOR_OVERHEAD 320
 #define LEMBER_GC_BATCH (64 * 1024)
+#define LEMBER_GC_FULL_SLACK ((size_t)64 << 20)
 
 static size_t gc_last_live;
 static size_t gc_pending;
+static size_t gc_full_base; /* low point of live bytes since the last full collection */
+
+static void gc_run(lua_State *L, size_t kb, size_t live) {
+  if (!lua_gc(L, LUA_GCISRUNNING)) return; /* GCSTEP would run even when stopped */
+  lua_gc(L, LUA_GCSTEP, (int)kb);
+  if (live < gc_full_base) gc_full_base = live;
+  if (live > 2 * gc_full_base + LEMBER_GC_FULL_SLACK) {
+    lua_gc(L, LUA_GCCOLLECT);
+    gc_full_base = em_live_bytes();
+  }
+}
 
 void lember_account(lua_State *L, const em_tensor *t) {
   (void)t;
@@ -102,9 +121,7 @@ void lember_account(lua_State *L, const em_tensor *t) {
   if (gc_pending >= LEMBER_GC_BATCH) {
     size_t kb = gc_pending >> 10;
     gc_pending = 0;
-    if (kb > (1u << 30)) kb = 1u << 30;
-    /* LUA_GCSTEP runs even when the user stopped the collector: respect that. */
-    if (lua_gc(L, LUA_GCISRUNNING)) lua_gc(L, LUA_GCSTEP, (int)kb);
+    gc_run(L, kb > (1u << 30) ? (1u << 30) : kb, live);
   }
 }
 

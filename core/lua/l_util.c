@@ -7,13 +7,16 @@
 
 #include "lember.h"
 
-int lember_error(lua_State *L, const char *op, em_status s) {
-  const char *msg = em_error_message();
+static int raise_message(lua_State *L, const char *op, const char *msg, em_status s) {
   size_t n = strlen(op);
   /* The core's messages already start with "op: "; do not say it twice. */
   if (strncmp(msg, op, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
   if (*msg == '\0') msg = em_status_name(s);
   return luaL_error(L, "ember.%s: %s", op, msg);
+}
+
+int lember_error(lua_State *L, const char *op, em_status s) {
+  return raise_message(L, op, em_error_message(), s);
 }
 
 int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what) {
@@ -253,4 +256,41 @@ em_status lember_index_to_lua(em_tensor **t) {
   em_release(*t);
   *t = r;
   return s;
+}
+
+/* Formats the position of flat element i of a tensor of `shape` as {a, b}. */
+static void push_position(lua_State *L, int ndim, const int64_t *shape, int64_t i) {
+  int64_t at[EM_MAX_DIMS];
+  luaL_Buffer b;
+  for (int d = ndim - 1; d >= 0; d--) {
+    at[d] = shape[d] ? i % shape[d] : 0;
+    i = shape[d] ? i / shape[d] : 0;
+  }
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '{');
+  for (int d = 0; d < ndim; d++) {
+    if (d) luaL_addstring(&b, ", ");
+    lua_pushinteger(L, (lua_Integer)(at[d] + 1));
+    luaL_addvalue(&b);
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+}
+
+int lember_index_error(lua_State *L, const char *op, em_status s, em_tensor *idx, int64_t size,
+                       const char *what, int64_t ignore) {
+  if (s != EM_ERR_INDEX || idx->dtype != EM_I64) return lember_error(L, op, s);
+  int64_t n = em_numel(idx);
+  lua_pushstring(L, em_error_message()); /* em_to_host may overwrite it */
+  int64_t *v = (int64_t *)lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n ? n : 1), 0);
+  if (em_to_host(idx, v) == EM_OK) {
+    for (int64_t i = 0; i < n; i++) {
+      if ((v[i] >= 1 && v[i] <= size) || v[i] == ignore) continue;
+      push_position(L, idx->ndim, idx->shape, i);
+      return luaL_error(L, "ember.%s: %s %I at %s is out of range 1..%I (1-based)", op, what,
+                        (lua_Integer)v[i], lua_tostring(L, -1), (lua_Integer)size);
+    }
+  }
+  /* nothing out of range here: the core's own message (kept above) */
+  return raise_message(L, op, lua_tostring(L, -2), s);
 }

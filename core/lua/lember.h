@@ -100,6 +100,12 @@ void lember_checkopts(lua_State *L, int idx, const char *op, lember_opts *o);
 ** reference in *out (other dtypes pass through so the core names them).
 ** Returns a status; the caller owns *out on success. */
 em_status lember_index_to_c(em_tensor **out, em_tensor *idx);
+/* After a core call failed with `s` on a user's (1-based) index tensor:
+** when s is EM_ERR_INDEX, finds the first entry outside 1..size (skipping
+** `ignore`) and raises a message in 1-based terms; otherwise raises the
+** core's message. Call it after releasing temporaries, like lember_error. */
+int lember_index_error(lua_State *L, const char *op, em_status s, em_tensor *idx, int64_t size,
+                       const char *what, int64_t ignore);
 /* Adds 1 to a 0-based index tensor the core returned, replacing *t. */
 em_status lember_index_to_lua(em_tensor **t);
 

@@ -467,6 +467,13 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
     } else if (s != EM_OK && s != EM_ERR_PLUGIN) {
       s = em_error(s, "attention '%s': %s", v->name, em_error_message());
     }
+    if (s == EM_OK && w && (w->ndim != 4 || w->shape[0] != c->B || w->shape[1] != c->H ||
+                            w->shape[2] != c->Lq || w->shape[3] != c->Lk)) {
+      char got[200];
+      s = em_error(EM_ERR_PLUGIN, "attention '%s': forward returned weights %s, expected [%lld, %lld, %lld, %lld]",
+                   v->name, em__desc(w, got, sizeof got), (long long)c->B, (long long)c->H,
+                   (long long)c->Lq, (long long)c->Lk);
+    }
   }
   em_release(dq), em_release(dk), em_release(dv);
   for (int i = 0; i < n_params; i++) em_release(dp[i]);

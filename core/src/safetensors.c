@@ -77,7 +77,7 @@ static em_status build_header(const char *path, int n, const em_named_tensor *ts
     for (int i = 0; i < n_meta; i++) {
       if (!meta[2 * i] || !meta[2 * i + 1]) {
         cJSON_Delete(root);
-        return em_error(EM_ERR_ARG, "safetensors save '%s': metadata entry %d has a NULL key or value",
+        return em_error(EM_ERR_ARG, "safetensors_save: '%s': metadata entry %d has a NULL key or value",
                         path, i + 1);
       }
       if (!cJSON_AddStringToObject(m, meta[2 * i], meta[2 * i + 1])) goto oom;
@@ -113,33 +113,33 @@ static em_status build_header(const char *path, int n, const em_named_tensor *ts
   }
   *out = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
-  if (!*out) return em_error(EM_ERR_OOM, "safetensors save '%s': out of memory printing the header", path);
+  if (!*out) return em_error(EM_ERR_OOM, "safetensors_save: '%s': out of memory printing the header", path);
   return EM_OK;
 oom:
   cJSON_Delete(root);
-  return em_error(EM_ERR_OOM, "safetensors save '%s': out of memory building the header", path);
+  return em_error(EM_ERR_OOM, "safetensors_save: '%s': out of memory building the header", path);
 }
 
 static em_status check_save_args(const char *path, int n, const em_named_tensor *ts,
                                  int n_meta) {
-  if (!path || !*path) return em_error(EM_ERR_ARG, "safetensors save: empty path");
+  if (!path || !*path) return em_error(EM_ERR_ARG, "safetensors_save: empty path");
   if (n < 0 || n_meta < 0 || (n > 0 && !ts))
-    return em_error(EM_ERR_ARG, "safetensors save '%s': bad tensor or metadata count", path);
+    return em_error(EM_ERR_ARG, "safetensors_save: '%s': bad tensor or metadata count", path);
   for (int i = 0; i < n; i++) {
     const char *name = ts[i].name;
     if (!name || !*name)
-      return em_error(EM_ERR_ARG, "safetensors save '%s': tensor %d has an empty name", path, i + 1);
+      return em_error(EM_ERR_ARG, "safetensors_save: '%s': tensor %d has an empty name", path, i + 1);
     if (strcmp(name, "__metadata__") == 0)
-      return em_error(EM_ERR_ARG, "safetensors save '%s': '__metadata__' is reserved, not a tensor name",
+      return em_error(EM_ERR_ARG, "safetensors_save: '%s': '__metadata__' is reserved, not a tensor name",
                       path);
     if (!ts[i].tensor)
-      return em_error(EM_ERR_ARG, "safetensors save '%s': tensor '%s' is NULL", path, name);
+      return em_error(EM_ERR_ARG, "safetensors_save: '%s': tensor '%s' is NULL", path, name);
     if (!st_dtype_name(ts[i].tensor->dtype))
-      return em_error(EM_ERR_DTYPE, "safetensors save '%s': tensor '%s' has dtype %s, not storable",
+      return em_error(EM_ERR_DTYPE, "safetensors_save: '%s': tensor '%s' has dtype %s, not storable",
                       path, name, em_dtype_name(ts[i].tensor->dtype));
     for (int j = 0; j < i; j++)
       if (strcmp(ts[j].name, name) == 0)
-        return em_error(EM_ERR_ARG, "safetensors save '%s': the name '%s' appears twice", path, name);
+        return em_error(EM_ERR_ARG, "safetensors_save: '%s': the name '%s' appears twice", path, name);
   }
   return EM_OK;
 }
@@ -152,7 +152,7 @@ static em_status write_data(FILE *f, const char *path, int n, const em_named_ten
     if (nbytes == 0) continue;
     void *buf = malloc(nbytes);
     if (!buf)
-      return em_error(EM_ERR_OOM, "safetensors save '%s': out of memory (%zu bytes) for '%s'", path,
+      return em_error(EM_ERR_OOM, "safetensors_save: '%s': out of memory (%zu bytes) for '%s'", path,
                       nbytes, ts[i].name);
     em_status s = em_to_host(t, buf);
     if (s) {
@@ -163,7 +163,7 @@ static em_status write_data(FILE *f, const char *path, int n, const em_named_ten
     size_t w = fwrite(buf, 1, nbytes, f);
     free(buf);
     if (w != nbytes)
-      return em_error(EM_ERR_IO, "safetensors save '%s': write failed for '%s': %s", path,
+      return em_error(EM_ERR_IO, "safetensors_save: '%s': write failed for '%s': %s", path,
                       ts[i].name, strerror(errno));
   }
   return EM_OK;
@@ -184,13 +184,13 @@ em_status em_safetensors_save(const char *path, int n, const em_named_tensor *ts
   char *tmp = malloc(plen + 16);
   if (!tmp) {
     cJSON_free(json);
-    return em_error(EM_ERR_OOM, "safetensors save '%s': out of memory", path);
+    return em_error(EM_ERR_OOM, "safetensors_save: '%s': out of memory", path);
   }
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp-XXXXXX", 12);
   int fd = mkstemp(tmp);
   if (fd < 0) {
-    em_status s = em_error(EM_ERR_IO, "safetensors save '%s': cannot create a temporary file %s: %s",
+    em_status s = em_error(EM_ERR_IO, "safetensors_save: '%s': cannot create a temporary file %s: %s",
                            path, tmp, strerror(errno));
     cJSON_free(json);
     free(tmp);
@@ -200,22 +200,22 @@ em_status em_safetensors_save(const char *path, int n, const em_named_tensor *ts
   FILE *f = fdopen(fd, "wb");
   em_status s = EM_OK;
   if (!f) {
-    s = em_error(EM_ERR_IO, "safetensors save '%s': %s", path, strerror(errno));
+    s = em_error(EM_ERR_IO, "safetensors_save: '%s': %s", path, strerror(errno));
     close(fd);
   } else {
     if (fwrite(lenbytes, 1, 8, f) != 8 || fwrite(json, 1, jlen, f) != jlen)
-      s = em_error(EM_ERR_IO, "safetensors save '%s': write failed: %s", path, strerror(errno));
+      s = em_error(EM_ERR_IO, "safetensors_save: '%s': write failed: %s", path, strerror(errno));
     for (size_t i = jlen; s == EM_OK && i < hlen; i++)
       if (fputc(' ', f) == EOF)
-        s = em_error(EM_ERR_IO, "safetensors save '%s': write failed: %s", path, strerror(errno));
+        s = em_error(EM_ERR_IO, "safetensors_save: '%s': write failed: %s", path, strerror(errno));
     if (s == EM_OK) s = write_data(f, path, n, ts);
     if (s == EM_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-      s = em_error(EM_ERR_IO, "safetensors save '%s': flush failed: %s", path, strerror(errno));
+      s = em_error(EM_ERR_IO, "safetensors_save: '%s': flush failed: %s", path, strerror(errno));
     if (fclose(f) != 0 && s == EM_OK)
-      s = em_error(EM_ERR_IO, "safetensors save '%s': close failed: %s", path, strerror(errno));
+      s = em_error(EM_ERR_IO, "safetensors_save: '%s': close failed: %s", path, strerror(errno));
   }
   if (s == EM_OK && rename(tmp, path) != 0)
-    s = em_error(EM_ERR_IO, "safetensors save '%s': cannot rename %s over it: %s", path, tmp,
+    s = em_error(EM_ERR_IO, "safetensors_save: '%s': cannot rename %s over it: %s", path, tmp,
                  strerror(errno));
   if (s != EM_OK) unlink(tmp);
   cJSON_free(json);
@@ -249,43 +249,43 @@ static int json_uint(const cJSON *j, uint64_t *out) {
 static em_status parse_entry(const char *path, const cJSON *j, uint64_t data_size, st_entry *e) {
   const char *name = j->string;
   if (!cJSON_IsObject(j))
-    return BAD("safetensors load '%s': entry '%s' is not a JSON object", path, name);
+    return BAD("safetensors_load: '%s': entry '%s' is not a JSON object", path, name);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
   const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
   const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
   if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs))
-    return BAD("safetensors load '%s': entry '%s' needs \"dtype\" (string), \"shape\" (array) and "
+    return BAD("safetensors_load: '%s': entry '%s' needs \"dtype\" (string), \"shape\" (array) and "
                "\"data_offsets\" (array)", path, name);
   if (!st_dtype_parse(dt->valuestring, &e->dtype))
-    return BAD("safetensors load '%s': tensor '%s' has dtype '%s', expected one of F32, F64, I64, "
+    return BAD("safetensors_load: '%s': tensor '%s' has dtype '%s', expected one of F32, F64, I64, "
                "BOOL, BF16", path, name, dt->valuestring);
   int nd = cJSON_GetArraySize(shape);
   if (nd > EM_MAX_DIMS)
-    return BAD("safetensors load '%s': tensor '%s' has %d dims, at most %d are supported", path,
+    return BAD("safetensors_load: '%s': tensor '%s' has %d dims, at most %d are supported", path,
                name, nd, EM_MAX_DIMS);
   e->ndim = nd;
   for (int d = 0; d < nd; d++) {
     uint64_t v;
     if (!json_uint(cJSON_GetArrayItem(shape, d), &v))
-      return BAD("safetensors load '%s': tensor '%s' has a shape entry that is not a "
+      return BAD("safetensors_load: '%s': tensor '%s' has a shape entry that is not a "
                  "non-negative integer (dim %d)", path, name, d + 1);
     e->shape[d] = (int64_t)v;
   }
   int64_t numel = em__numel_of(nd, e->shape);
   if (numel < 0)
-    return BAD("safetensors load '%s': tensor '%s' has an impossibly large shape", path, name);
+    return BAD("safetensors_load: '%s': tensor '%s' has an impossibly large shape", path, name);
   if (cJSON_GetArraySize(offs) != 2 || !json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) ||
       !json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
-    return BAD("safetensors load '%s': tensor '%s' has data_offsets that are not two "
+    return BAD("safetensors_load: '%s': tensor '%s' has data_offsets that are not two "
                "non-negative integers", path, name);
   if (e->begin > e->end || e->end > data_size)
-    return BAD("safetensors load '%s': tensor '%s' has data_offsets [%llu, %llu] outside the "
+    return BAD("safetensors_load: '%s': tensor '%s' has data_offsets [%llu, %llu] outside the "
                "%llu data bytes (file truncated?)", path, name, (unsigned long long)e->begin,
                (unsigned long long)e->end, (unsigned long long)data_size);
   uint64_t want = (uint64_t)numel * em_dtype_size(e->dtype);
   if (e->end - e->begin != want) {
     char sh[160];
-    return BAD("safetensors load '%s': tensor '%s' (%s, shape %s) needs %llu bytes, its "
+    return BAD("safetensors_load: '%s': tensor '%s' (%s, shape %s) needs %llu bytes, its "
                "data_offsets span %llu", path, name, dt->valuestring,
                em_shape_str(nd, e->shape, sh, sizeof sh), (unsigned long long)want,
                (unsigned long long)(e->end - e->begin));
@@ -311,24 +311,24 @@ static em_status check_layout(const char *path, st_entry *es, int n, uint64_t da
   uint64_t at = 0;
   for (int i = 0; i < n; i++) {
     if (es[i].begin < at)
-      return BAD("safetensors load '%s': tensor '%s' overlaps '%s' (bytes %llu..%llu)", path,
+      return BAD("safetensors_load: '%s': tensor '%s' overlaps '%s' (bytes %llu..%llu)", path,
                  es[i].name, es[i - 1].name, (unsigned long long)es[i].begin,
                  (unsigned long long)at);
     if (es[i].begin > at)
-      return BAD("safetensors load '%s': %llu unused bytes before tensor '%s'", path,
+      return BAD("safetensors_load: '%s': %llu unused bytes before tensor '%s'", path,
                  (unsigned long long)(es[i].begin - at), es[i].name);
     at = es[i].end;
   }
   if (at != data_size)
-    return BAD("safetensors load '%s': the tensors cover %llu data bytes but the file has %llu",
+    return BAD("safetensors_load: '%s': the tensors cover %llu data bytes but the file has %llu",
                path, (unsigned long long)at, (unsigned long long)data_size);
   const char **names = malloc(sizeof *names * (size_t)(n ? n : 1));
-  if (!names) return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory", path);
+  if (!names) return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory", path);
   for (int i = 0; i < n; i++) names[i] = es[i].name;
   qsort(names, (size_t)n, sizeof *names, by_name);
   for (int i = 1; i < n; i++)
     if (strcmp(names[i], names[i - 1]) == 0) {
-      em_status s = BAD("safetensors load '%s': the name '%s' appears twice", path, names[i]);
+      em_status s = BAD("safetensors_load: '%s': the name '%s' appears twice", path, names[i]);
       free(names);
       return s;
     }
@@ -358,19 +358,19 @@ void em_safetensors_free(em_safetensors *f) {
 
 static em_status read_metadata(const char *path, const cJSON *m, em_safetensors *f) {
   if (!cJSON_IsObject(m))
-    return BAD("safetensors load '%s': __metadata__ is not a JSON object", path);
-  if (f->meta) return BAD("safetensors load '%s': __metadata__ appears twice", path);
+    return BAD("safetensors_load: '%s': __metadata__ is not a JSON object", path);
+  if (f->meta) return BAD("safetensors_load: '%s': __metadata__ appears twice", path);
   int n = cJSON_GetArraySize(m);
   f->meta = calloc((size_t)(2 * n + 1), sizeof *f->meta);
-  if (!f->meta) return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory", path);
+  if (!f->meta) return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory", path);
   for (const cJSON *kv = m->child; kv; kv = kv->next) {
     if (!cJSON_IsString(kv))
-      return BAD("safetensors load '%s': metadata value of '%s' is not a string", path, kv->string);
+      return BAD("safetensors_load: '%s': metadata value of '%s' is not a string", path, kv->string);
     f->meta[2 * f->n_meta] = dupstr(kv->string);
     f->meta[2 * f->n_meta + 1] = dupstr(kv->valuestring);
     f->n_meta++;
     if (!f->meta[2 * f->n_meta - 2] || !f->meta[2 * f->n_meta - 1])
-      return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory", path);
+      return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory", path);
   }
   return EM_OK;
 }
@@ -382,7 +382,7 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
   EM_TRY(em_cpu_device(&cpu));
   f->names = calloc((size_t)(n ? n : 1), sizeof *f->names);
   f->tensors = calloc((size_t)(n ? n : 1), sizeof *f->tensors);
-  if (!f->names || !f->tensors) return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory", path);
+  if (!f->names || !f->tensors) return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory", path);
   f->n = n;
   for (int i = 0; i < n; i++) {
     size_t nbytes = (size_t)(es[i].end - es[i].begin);
@@ -390,13 +390,13 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
     f->names[i] = dupstr(es[i].name);
     if (!buf || !f->names[i]) {
       free(buf);
-      return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory (%zu bytes) for '%s'",
+      return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory (%zu bytes) for '%s'",
                       path, nbytes, es[i].name);
     }
     if (nbytes && (fseeko(fp, (off_t)(data_start + es[i].begin), SEEK_SET) != 0 ||
                    fread(buf, 1, nbytes, fp) != nbytes)) {
       free(buf);
-      return BAD("safetensors load '%s': cannot read the %zu bytes of '%s' (file truncated?)",
+      return BAD("safetensors_load: '%s': cannot read the %zu bytes of '%s' (file truncated?)",
                  path, nbytes, es[i].name);
     }
     if (host_is_big_endian()) swap_elements(buf, nbytes, em_dtype_size(es[i].dtype));
@@ -405,7 +405,7 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
         if (((uint8_t *)buf)[k] > 1) {
           unsigned byte = ((uint8_t *)buf)[k];
           free(buf);
-          return BAD("safetensors load '%s': bool tensor '%s' holds the byte %u at element %zu "
+          return BAD("safetensors_load: '%s': bool tensor '%s' holds the byte %u at element %zu "
                      "(expected 0 or 1)", path, es[i].name, byte, k + 1);
         }
     em_status s = em_from_host(&f->tensors[i], es[i].ndim, es[i].shape, es[i].dtype, buf, cpu);
@@ -419,22 +419,22 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
 static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_safetensors *f) {
   uint8_t lb[8];
   if (file_size < 8 || fread(lb, 1, 8, fp) != 8)
-    return BAD("safetensors load '%s': the file is %llu bytes, too short for the 8-byte header "
+    return BAD("safetensors_load: '%s': the file is %llu bytes, too short for the 8-byte header "
                "length (truncated?)", path, (unsigned long long)file_size);
   uint64_t hlen = 0;
   for (int i = 0; i < 8; i++) hlen |= (uint64_t)lb[i] << (8 * i);
   if (hlen == 0 || hlen > file_size - 8)
-    return BAD("safetensors load '%s': header length %llu does not fit the file of %llu bytes "
+    return BAD("safetensors_load: '%s': header length %llu does not fit the file of %llu bytes "
                "(truncated or not a safetensors file?)", path, (unsigned long long)hlen,
                (unsigned long long)file_size);
   if (hlen > ST_MAX_HEADER)
-    return BAD("safetensors load '%s': header length %llu is larger than the %llu allowed", path,
+    return BAD("safetensors_load: '%s': header length %llu is larger than the %llu allowed", path,
                (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
   char *hdr = malloc((size_t)hlen + 1);
-  if (!hdr) return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory for the header", path);
+  if (!hdr) return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory for the header", path);
   if (fread(hdr, 1, (size_t)hlen, fp) != hlen) {
     free(hdr);
-    return BAD("safetensors load '%s': cannot read the %llu-byte header", path,
+    return BAD("safetensors_load: '%s': cannot read the %llu-byte header", path,
                (unsigned long long)hlen);
   }
   hdr[hlen] = 0;
@@ -443,22 +443,22 @@ static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_sa
   em_status s = EM_OK;
   if (!root) {
     size_t at = end && end >= hdr ? (size_t)(end - hdr) : 0;
-    s = BAD("safetensors load '%s': the header is not valid JSON (error near byte %zu of %llu)",
+    s = BAD("safetensors_load: '%s': the header is not valid JSON (error near byte %zu of %llu)",
             path, at, (unsigned long long)hlen);
   } else {
     for (const char *p = end; s == EM_OK && p < hdr + hlen; p++)
       if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-        s = BAD("safetensors load '%s': unexpected bytes after the header's JSON at byte %zu",
+        s = BAD("safetensors_load: '%s': unexpected bytes after the header's JSON at byte %zu",
                 path, (size_t)(p - hdr));
     if (s == EM_OK && !cJSON_IsObject(root))
-      s = BAD("safetensors load '%s': the header is not a JSON object", path);
+      s = BAD("safetensors_load: '%s': the header is not a JSON object", path);
   }
   st_entry *es = NULL;
   int n = 0;
   uint64_t data_size = file_size - 8 - hlen;
   if (s == EM_OK) {
     es = malloc(sizeof *es * (size_t)(cJSON_GetArraySize(root) + 1));
-    if (!es) s = em_error(EM_ERR_OOM, "safetensors load '%s': out of memory", path);
+    if (!es) s = em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory", path);
   }
   for (const cJSON *j = s == EM_OK ? root->child : NULL; j && s == EM_OK; j = j->next) {
     if (strcmp(j->string, "__metadata__") == 0) s = read_metadata(path, j, f);
@@ -474,18 +474,18 @@ static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_sa
 
 em_status em_safetensors_load(const char *path, em_safetensors **out) {
   *out = NULL;
-  if (!path || !*path) return em_error(EM_ERR_ARG, "safetensors load: empty path");
+  if (!path || !*path) return em_error(EM_ERR_ARG, "safetensors_load: empty path");
   FILE *fp = fopen(path, "rb");
-  if (!fp) return em_error(EM_ERR_IO, "safetensors load '%s': %s", path, strerror(errno));
+  if (!fp) return em_error(EM_ERR_IO, "safetensors_load: '%s': %s", path, strerror(errno));
   struct stat st;
   if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(fp);
-    return em_error(EM_ERR_IO, "safetensors load '%s': not a regular file", path);
+    return em_error(EM_ERR_IO, "safetensors_load: '%s': not a regular file", path);
   }
   em_safetensors *f = calloc(1, sizeof *f);
   if (!f) {
     fclose(fp);
-    return em_error(EM_ERR_OOM, "safetensors load '%s': out of memory", path);
+    return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory", path);
   }
   em_status s = load_from(path, fp, (uint64_t)st.st_size, f);
   fclose(fp);

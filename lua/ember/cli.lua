@@ -26,6 +26,7 @@ local SHARED = {
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
   {"smoke", false, "a few quick steps on a small subset; fails unless the loss fell"},
+  {"max_steps", nil, "stop after this many training steps (for timing runs)", type = "number"},
   {"out", nil, "folder for the checkpoint, metrics CSV and plots (default runs/<script>)", type = "string"},
 }
 
@@ -184,6 +185,23 @@ function M.apply_metadata(o, meta, keys)
     end
   end
   return o
+end
+
+-- A stopwatch over some functions (evaluation, say), so that the time a
+-- script reports as training leaves them out:
+--   local ev = cli.stopwatch(); evaluate = ev.wrap(evaluate); ... ev.total
+function M.stopwatch()
+  local clock = require("ember").clock
+  local sw = {total = 0}
+  function sw.wrap(f)
+    return function(...)
+      local t = clock()
+      local r = table.pack(f(...))
+      sw.total = sw.total + clock() - t
+      return table.unpack(r, 1, r.n)
+    end
+  end
+  return sw
 end
 
 -- Makes folder path (and its parents).

@@ -5,6 +5,26 @@
 ** are accumulated without races.
 */
 
+/* Four partial sums so the compiler can keep them in one vector register
+** (no -ffast-math needed); the order is fixed, so results are reproducible. */
+static inline T RA_(dot)(const T *a, const T *b, int64_t n) {
+  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t d = 0;
+  for (; d + 4 <= n; d += 4) {
+    s0 += a[d] * b[d];
+    s1 += a[d + 1] * b[d + 1];
+    s2 += a[d + 2] * b[d + 2];
+    s3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < n; d++) s0 += a[d] * b[d];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/* y += a x */
+static inline void RA_(axpy)(T *restrict y, T a, const T *restrict x, int64_t n) {
+  for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
+}
+
 /* The score of (i, j), or -INFINITY when masked. */
 static inline double RA_(score)(const ra_ctx *x, const T *qi, const T *kj, int64_t b, int64_t h,
                                int64_t i, int64_t j) {
@@ -13,9 +33,7 @@ static inline double RA_(score)(const ra_ctx *x, const T *qi, const T *kj, int64
   if (x->kp && x->kp[b * c->Lk + j]) return -INFINITY;
   int64_t mo = b * x->ms[0] + h * x->ms[1] + i * x->ms[2] + j * x->ms[3];
   if (x->mbool && !x->mbool[mo]) return -INFINITY;
-  double s = 0;
-  for (int64_t d = 0; d < c->dims.dk; d++) s += (double)qi[d] * (double)kj[d];
-  s *= c->scale;
+  double s = (double)RA_(dot)(qi, kj, c->dims.dk) * c->scale;
   if (x->madd) s += (double)((const T *)x->madd)[mo];
   return s;
 }
@@ -35,7 +53,7 @@ static em_status RA_(forward)(const ra_ctx *x, T *out, double *lse, T *w) {
   int failed = 0;
 #pragma omp parallel
   {
-    double *acc = malloc((size_t)dv * sizeof *acc);
+    T *acc = malloc((size_t)dv * sizeof *acc);
     int64_t lo[RA_MAX_RANGES], hi[RA_MAX_RANGES];
     if (!acc) {
 #pragma omp atomic write
@@ -59,16 +77,13 @@ static em_status RA_(forward)(const ra_ctx *x, T *out, double *lse, T *w) {
             if (s > m) { /* online softmax: rescale what we have */
               double corr = exp(m - s);
               l *= corr;
-              for (int64_t d = 0; d < dv; d++) acc[d] *= corr;
+              for (int64_t d = 0; d < dv; d++) acc[d] *= (T)corr;
               m = s;
             }
             double p = exp(s - m);
             l += p;
             double pz = p * RA_(drop)(x, b, h, i, j);
-            if (pz != 0) {
-              const T *vj = v + (bh * Lk + j) * dv;
-              for (int64_t d = 0; d < dv; d++) acc[d] += pz * (double)vj[d];
-            }
+            if (pz != 0) RA_(axpy)(acc, (T)pz, v + (bh * Lk + j) * dv, dv);
           }
         }
         T *oi = out + (bh * Lq + i) * dv;
@@ -77,7 +92,7 @@ static em_status RA_(forward)(const ra_ctx *x, T *out, double *lse, T *w) {
           lse[bh * Lq + i] = -INFINITY;
           continue;
         }
-        for (int64_t d = 0; d < dv; d++) oi[d] = (T)(acc[d] / l);
+        for (int64_t d = 0; d < dv; d++) oi[d] = (T)((double)acc[d] / l);
         double L = m + log(l);
         lse[bh * Lq + i] = L;
         if (w) { /* weights: probabilities before dropout, zeros elsewhere */
@@ -103,10 +118,10 @@ static em_status RA_(backward)(const ra_ctx *x, const T *dout, const T *out, con
   int failed = 0;
 #pragma omp parallel
   {
-    /* Per-task accumulators in double: dq of one row, dk and dv of one head. */
-    double *gq = malloc((size_t)dk * sizeof *gq);
-    double *gk = calloc((size_t)(Lk * dk), sizeof *gk);
-    double *gv = calloc((size_t)(Lk * dv), sizeof *gv);
+    /* Per-task accumulators: dq of one row, dk and dv of one head. */
+    T *gq = malloc((size_t)dk * sizeof *gq);
+    T *gk = calloc((size_t)(Lk * dk), sizeof *gk);
+    T *gv = calloc((size_t)(Lk * dv), sizeof *gv);
     int64_t lo[RA_MAX_RANGES], hi[RA_MAX_RANGES];
     if (!gq || !gk || !gv) {
 #pragma omp atomic write
@@ -125,8 +140,7 @@ static em_status RA_(backward)(const ra_ctx *x, const T *dout, const T *out, con
         double L = lse[bh * Lq + i];
         for (int64_t d = 0; d < dk; d++) gq[d] = 0;
         if (L != -INFINITY) {
-          double D = 0; /* D_i = dout_i . out_i = sum_j P_ij dP_ij */
-          for (int64_t d = 0; d < dv; d++) D += (double)gi[d] * (double)oi[d];
+          double D = (double)RA_(dot)(gi, oi, dv); /* D_i = dout_i . out_i = sum_j P_ij dP_ij */
           int nr = x->rs->ranges(x->rs->ud, c, i, lo, hi);
           for (int r = 0; r < nr; r++) {
             int64_t end = hi[r];
@@ -138,25 +152,19 @@ static em_status RA_(backward)(const ra_ctx *x, const T *dout, const T *out, con
               double p = exp(s - L), z = RA_(drop)(x, b, h, i, j);
               double dp = 0;
               if (z != 0) {
-                for (int64_t d = 0; d < dv; d++) dp += (double)gi[d] * (double)vj[d];
-                dp *= z;
-                double pz = p * z;
-                double *gvj = gv + j * dv;
-                for (int64_t d = 0; d < dv; d++) gvj[d] += pz * (double)gi[d];
+                dp = (double)RA_(dot)(gi, vj, dv) * z;
+                RA_(axpy)(gv + j * dv, (T)(p * z), gi, dv);
               }
-              double ds = p * (dp - D) * c->scale;
-              double *gkj = gk + j * dk;
-              for (int64_t d = 0; d < dk; d++) {
-                gq[d] += ds * (double)kj[d];
-                gkj[d] += ds * (double)qi[d];
-              }
+              T ds = (T)(p * (dp - D) * c->scale);
+              RA_(axpy)(gq, ds, kj, dk);
+              RA_(axpy)(gk + j * dk, ds, qi, dk);
             }
           }
         }
-        for (int64_t d = 0; d < dk; d++) dqi[d] = (T)gq[d];
+        memcpy(dqi, gq, (size_t)dk * sizeof *gq);
       }
-      for (int64_t n = 0; n < Lk * dk; n++) dk_[bh * Lk * dk + n] = (T)gk[n];
-      for (int64_t n = 0; n < Lk * dv; n++) dv_[bh * Lk * dv + n] = (T)gv[n];
+      memcpy(dk_ + bh * Lk * dk, gk, (size_t)(Lk * dk) * sizeof *gk);
+      memcpy(dv_ + bh * Lk * dv, gv, (size_t)(Lk * dv) * sizeof *gv);
     }
     free(gq), free(gk), free(gv);
   }

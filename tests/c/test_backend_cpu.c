@@ -581,10 +581,12 @@ static void gemm_case(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64
 }
 
 static void test_gemm(void) {
-  for (int t = 0; t < 4; t++) {
-    gemm_case(EM_F32, t & 1, t & 2, 3, 5, 4, 3, 0.5);   /* small path */
-    gemm_case(EM_F64, t & 1, t & 2, 70, 300, 40, 2, 0); /* BLAS path */
-  }
+  for (int t = 0; t < 4; t++)
+    for (int k = 0; k < 2; k++) {
+      em_dtype dt = k ? EM_F64 : EM_F32;
+      gemm_case(dt, t & 1, t & 2, 3, 5, 4, 3, 0.5);   /* plain loops */
+      gemm_case(dt, t & 1, t & 2, 70, 300, 40, 2, 0); /* BLAS */
+    }
   gemm_case(EM_F32, false, false, 64, 64, 64, 2, 0);
   gemm_case(EM_F64, true, false, 1, 1, 0, 1, 0.5);
   float z[4];

@@ -194,6 +194,31 @@ describe("ember.MultiHeadAttention", function()
   end)
 end)
 
+describe("attention heatmaps", function()
+  it("writes one PNG per head with token labels, and checks the labels", function()
+    local m = ember.MultiHeadAttention{d_model = 8, heads = 2}
+    local toks = {"the", "cat", "sat", "down"}
+    local _, w = m:forward(ember.randn(1, 4, 8), nil, {need_weights = true})
+    local base = os.tmpname()
+    local files = m:heatmap(w, base .. ".png", {tokens_q = toks, tokens_k = toks, title = "test"})
+    assert.are.same({base .. "_head1.png", base .. "_head2.png"}, files)
+    for _, f in ipairs(files) do
+      local fh = assert(io.open(f, "rb"))
+      assert.are.equal("\137PNG", fh:read(4))
+      fh:close()
+      os.remove(f)
+    end
+    local one = ember.attention_heatmap(w, base .. "_%d.png", {head = 2})
+    assert.are.same({base .. "_2.png"}, one)
+    os.remove(one[1])
+    os.remove(base)
+    local ok, err = pcall(ember.attention_heatmap, w, base .. ".png", {tokens_q = {"a"}})
+    assert.truthy(err:find("tokens_q has 1 tokens", 1, true))
+    ok, err = pcall(ember.attention_heatmap, w, base .. ".png", {head = 3})
+    assert.truthy(err:find("head 3", 1, true))
+  end)
+end)
+
 describe("ember.attention_variants", function()
   it("lists the shipped variants with options, defaults and capabilities", function()
     local by = {}
@@ -207,6 +232,31 @@ describe("ember.attention_variants", function()
     assert.are.equal(64, opt.default)
     assert.are.equal(0, opt.min)
   end)
+end)
+
+describe("O(L) memory", function()
+  -- [1, 8, 1024, 1024] float32 is 32 MiB: a variant that materialised an
+  -- L x L matrix (or saved one for backward) would show it here.
+  for _, spec in ipairs({{attention = "standard"}, {attention = "standard", kernel = "rows"},
+                         {attention = "local", window_left = 16, window_right = 16},
+                         {attention = "local", mode = "block", block_size = 32, global_tokens = 4},
+                         {attention = "linear"}, {attention = "linear", feature_map = "favor", num_features = 32}}) do
+    local label = spec.attention .. (spec.kernel and (" " .. spec.kernel) or "") .. (spec.mode and (" " .. spec.mode) or "")
+      .. (spec.feature_map and (" " .. spec.feature_map) or "")
+    it(label .. " keeps no L x L state through forward and backward", function()
+      spec.heads, spec.head_dim = 8, 32
+      local a = ember.Attention(spec)
+      local q = ember.randn(1, 8, 1024, 32):requires_grad_()
+      local k = ember.randn(1, 8, 1024, 32):requires_grad_()
+      local v = ember.randn(1, 8, 1024, 32):requires_grad_()
+      local before = ember.live_bytes()
+      local out = a:forward(q, k, v, {causal = true})
+      local saved = ember.live_bytes() - before
+      assert.is_true(saved < 8 * 2^20, string.format("%.1f MiB live after forward", saved / 2^20))
+      out:sum():backward()
+      assert.are.same({1, 8, 1024, 32}, q.grad.shape)
+    end)
+  end
 end)
 
 describe("ember.Attention", function()

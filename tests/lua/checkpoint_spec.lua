@@ -179,7 +179,7 @@ describe("safetensors files", function()
       for cut = 0, #good - 1, 7 do
         spit(path("cut"), good:sub(1, cut))
         local err = load_error(path("cut"))
-        assert.truthy(err:find("safetensors load", 1, true), err)
+        assert.truthy(err:find("ember.safetensors_load: ", 1, true), err)
       end
     end)
 

@@ -6,7 +6,7 @@ local ember = require "ember"
 local nn = require "ember.nn"
 local generate = require "ember.generate"
 
--- A small decoder: embedding + positions + TransformerDecoderLayers + head,
+-- A small decoder: embedding + positions + nn.TransformerDecoder + head,
 -- with the decode(ids, {cache=, start=, memory=}) method generate() calls.
 local Decoder = nn.Module:extend("TestDecoder")
 
@@ -18,13 +18,10 @@ function Decoder:__init(opts)
   else
     self:add_module("pos", nn.SinusoidalPositionalEncoding(d, { max_len = 64, dtype = dt }))
   end
-  self:add_module("layers", nn.Sequential())
-  for _ = 1, opts.layers or 2 do
-    self.layers:add(nn.TransformerDecoderLayer(d, 2, { dim_feedforward = 2 * d, dropout = 0, dtype = dt,
-      cross = opts.cross, attention = opts.attention, attention_options = opts.attention_options,
-      cross_attention = opts.cross_attention,
-      rope = opts.rope, norm_first = opts.norm_first }))
-  end
+  self:add_module("decoder", nn.TransformerDecoder(d, 2, opts.layers or 2, { dim_feedforward = 2 * d,
+    dropout = 0, dtype = dt, cross = opts.cross, attention = opts.attention,
+    attention_options = opts.attention_options, cross_attention = opts.cross_attention,
+    rope = opts.rope, norm_first = opts.norm_first }))
   self:add_module("head", nn.Linear(d, V, { dtype = dt }))
   self.inputs = {}
   -- random values everywhere, variant tables included (relpos starts at zero)
@@ -36,14 +33,7 @@ end
 function Decoder:decode(ids, o)
   self.inputs[#self.inputs + 1] = ids.shape[2]
   local x = self.pos(self.embed(ids), o.start)
-  for i = 1, #self.layers do
-    local c
-    if o.cache then
-      c = o.cache[i] or {}
-      o.cache[i] = c
-    end
-    x = self.layers[i](x, o.memory, { cache = c, memory_key_padding_mask = o.memory_key_padding_mask })
-  end
+  x = self.decoder(x, o.memory, { cache = o.cache, memory_key_padding_mask = o.memory_key_padding_mask })
   self.last_cache = o.cache
   return self.head(x)
 end
@@ -125,9 +115,16 @@ describe("KV-cached decoding", function()
       -- (no positions between target and memory)
       local cross = (v == "linear" or v == "standard") and v or nil
       local m = Decoder { cross = true, attention = v, cross_attention = cross }
+      local memory = ember.randn(2, 4, 8, { dtype = "float64" })
       local ok, err = pcall(same_with_and_without_cache, m, prompt(2, 3),
-        { max_new_tokens = 6, memory = ember.randn(2, 4, 8, { dtype = "float64" }) }, 1e-10)
+        { max_new_tokens = 6, memory = memory }, 1e-10)
       assert(ok, v .. ": " .. tostring(err))
+      -- new weights (as after training): the cached path must see them too
+      ember.no_grad(function()
+        for _, p in ipairs(m:parameters()) do p:add_(ember.randn(p.shape, { dtype = "float64" }) * 0.3) end
+      end)
+      ok, err = pcall(same_with_and_without_cache, m, prompt(2, 3), { max_new_tokens = 6, memory = memory }, 1e-10)
+      assert(ok, v .. " after an update: " .. tostring(err))
     end
   end)
 

@@ -140,6 +140,26 @@ describe("nn.Module", function()
     assert.are.same({ 7, 2 }, y.shape)
   end)
 
+  it("lists a shared parameter once (tied weights)", function()
+    local emb, head = nn.Embedding(7, 4), nn.Linear(4, 7, { bias = false })
+    head:register_parameter("weight", emb.weight)
+    local m = nn.Sequential(emb, head)
+    assert.are.same({ "1.weight" }, m:parameter_names())
+    assert.are.equal(28, m:num_parameters())
+    assert.is_not_nil(m:state_dict()["2.weight"])
+    m:to("float64")
+    assert.is_true(rawequal(m[1].weight, m[2].weight))
+    assert.are.equal("float64", m[2].weight.dtype)
+  end)
+
+  it("Sequential subclasses keep integer indexing", function()
+    local Stack = nn.Sequential:extend("Stack")
+    function Stack:describe() return "stack of " .. #self end
+    local s = Stack(nn.Linear(2, 2), nn.ReLU())
+    assert.are.equal("ReLU", s[2].__name)
+    assert.are.equal("stack of 2", s:describe())
+  end)
+
   it("prints the module tree", function()
     local s = tostring(nn.Sequential(nn.Linear(4, 3), nn.GELU("tanh")))
     assert.are.equal("Sequential(\n  (1): Linear(in_features=4, out_features=3, bias=true)\n"
@@ -335,6 +355,26 @@ describe("nn layers", function()
     local lm = nn.TransformerDecoderLayer(8, 2, { cross = false, dim_feedforward = 16 })
     assert.is_nil(lm.cross_attn)
     assert.are.same({ 1, 5, 8 }, lm(x:float()).shape)
+  end)
+
+  it("TransformerEncoder / TransformerDecoder stack layers, with a final norm for pre-norm", function()
+    local enc = nn.TransformerEncoder(8, 2, 3, { dim_feedforward = 16, dropout = 0, norm_first = true })
+    assert.are.equal(3, #enc.layers)
+    local named = enc:named_parameters()
+    assert.is_not_nil(named["layers.3.self_attn.w_q"])
+    assert.is_not_nil(named["norm.weight"])
+    local x = ember.randn(2, 5, 8)
+    local kpm = ember.tensor({ { false, false, false, false, true }, { false, false, false, false, false } })
+    local want = x
+    for i = 1, 3 do want = enc.layers[i](want, { key_padding_mask = kpm }) end
+    assert.is_true(enc(x, { key_padding_mask = kpm }) == enc.norm(want))
+    assert.is_nil(nn.TransformerEncoder(8, 2, 1, { dim_feedforward = 16 }).norm)
+    local dec = nn.TransformerDecoder(8, 2, 2, { dim_feedforward = 16, dropout = 0 })
+    assert.is_nil(dec.norm)
+    local mem = ember.randn(2, 3, 8)
+    assert.is_true(dec(x, mem) == dec.layers[2](dec.layers[1](x, mem), mem))
+    assert.has_error(function() nn.TransformerDecoder(8, 2, 0) end,
+      "TransformerDecoder: num_layers must be a positive integer, got 0")
   end)
 
   it("CrossAttentionBlock: text attends to image tokens and can return the weights", function()

@@ -155,7 +155,7 @@ function M.render(ds, idx)
   local dx, dy = (gx - cx):abs(), (gy - cy):abs()
   local half = M.OBJECT_SIZE / 2
   local square = dx:le(half):logical_and(dy:le(half))
-  local circle = (dx * dx + dy * dy):le(half * half)
+  local circle = (dx * dx + dy * dy):lt(half * half - 0.5) -- no lone pixel on the rim
   local is_circle = shapes:eq(2):view(B, K, 1, 1)
   local inside = ember.where(is_circle, circle, square):float()       -- [B, K, S, S]
   -- each pixel is inside at most one object: ink = sum_k inside_k * (1 - rgb_k)

@@ -16,13 +16,15 @@ local Module = {}
 Module.__index = Module
 Module.__name = "Module"
 
--- Metamethods are not inherited through __index: copy them into each class.
-local METAMETHODS = { "__tostring", "__call", "__index" }
-
+-- Metamethods are not inherited through __index: copy them (every "__"
+-- key of the parent class: __tostring, __call, __len, ...) into each class.
 function Module:extend(name)
   local cls = {}
-  for _, k in ipairs(METAMETHODS) do cls[k] = rawget(self, k) end
-  cls.__index = cls
+  for k, v in pairs(self) do
+    if type(k) == "string" and k:sub(1, 2) == "__" then cls[k] = v end
+  end
+  -- a function __index (Sequential's integer indexing) is inherited
+  if type(cls.__index) ~= "function" then cls.__index = cls end
   cls.__name = name
   cls.super = self
   return setmetatable(cls, {
@@ -132,9 +134,22 @@ function Module:_each_tensor(fn, prefix)
   end
 end
 
+-- Calls fn(name, tensor) once per distinct parameter: a tensor registered
+-- twice (tied weights, a module used twice) is listed under its first name
+-- only, so an optimizer updates it once.
+function Module:_each_param(fn)
+  local seen = {}
+  self:_each_tensor(function(n, t, kind)
+    if kind == "param" and not seen[t] then
+      seen[t] = true
+      fn(n, t)
+    end
+  end)
+end
+
 function Module:parameters()
   local list = {}
-  self:_each_tensor(function(_, t, kind) if kind == "param" then list[#list + 1] = t end end)
+  self:_each_param(function(_, t) list[#list + 1] = t end)
   return list
 end
 
@@ -142,13 +157,13 @@ end
 -- the order.
 function Module:named_parameters()
   local map = {}
-  self:_each_tensor(function(n, t, kind) if kind == "param" then map[n] = t end end)
+  self:_each_param(function(n, t) map[n] = t end)
   return map
 end
 
 function Module:parameter_names()
   local list = {}
-  self:_each_tensor(function(n, _, kind) if kind == "param" then list[#list + 1] = n end end)
+  self:_each_param(function(n) list[#list + 1] = n end)
   return list
 end
 
@@ -194,18 +209,36 @@ function Module:zero_grad()
   return self
 end
 
+local DTYPES = { float32 = 1, float = 1, f32 = 1, float64 = 1, double = 1, f64 = 1, bfloat16 = 1, bf16 = 1 }
+local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
+
 -- to("cuda") / to("float64"): parameters become new leaves (build the
--- optimizer after moving the model, as in PyTorch).
-function Module:to(where)
-  for _, n in ipairs(self._params) do
-    local p = self[n]:detach():to(where)
-    rawset(self, n, p:requires_grad_(true))
+-- optimizer after moving the model, as in PyTorch). A dtype converts only
+-- floating-point tensors; integer and bool buffers keep their dtype.
+function Module:to(where, _moved)
+  if type(where) ~= "string" then
+    error(self.__name .. ".to: expected a dtype or device name, got " .. type(where), 2)
   end
-  for _, n in ipairs(self._buffers) do rawset(self, n, self[n]:to(where)) end
-  for _, c in ipairs(self:children()) do c:to(where) end
+  local is_dtype = DTYPES[where] ~= nil
+  -- _moved: old tensor -> new one across the whole tree, so tied weights stay tied
+  local moved = _moved or {}
+  local function move(t, param)
+    if moved[t] then return moved[t] end
+    local new = (is_dtype and not FLOATS[t.dtype]) and t or t:detach():to(where)
+    if param then new:requires_grad_(true) end
+    moved[t] = new
+    return new
+  end
+  for _, n in ipairs(self._params) do rawset(self, n, move(self[n], true)) end
+  for _, n in ipairs(self._buffers) do rawset(self, n, move(self[n], false)) end
+  for _, c in ipairs(self:children()) do
+    if type(c) == "table" then c:to(where, moved) else c:to(where) end
+  end
   return self
 end
 
+function Module:cuda() return self:to("cuda") end
+function Module:cpu() return self:to("cpu") end
 function Module:double() return self:to("float64") end
 function Module:float() return self:to("float32") end
 
@@ -250,7 +283,13 @@ function Module:load_state_dict(sd, strict)
     error(("%s: names do not match the module: %s"):format(who, table.concat(parts, "; ")), 2)
   end
   ember.no_grad(function()
-    for n, dst in pairs(own) do if sd[n] ~= nil then dst:copy_(sd[n]) end end
+    for n, dst in pairs(own) do
+      local src = sd[n]
+      if src ~= nil then
+        if src.device ~= dst.device then src = src:to(dst.device) end
+        dst:copy_(src)
+      end
+    end
   end)
   return self, missing, unexpected
 end

@@ -69,24 +69,35 @@ local function rope(x, first_pos, base)
   return ember.cat({ x1 * c - x2 * s, x2 * c + x1 * s }, 4)
 end
 
--- A bare ember.Attention of the module's variant, options and variant
--- parameters, remembered per module (rebuilt when the variant changes).
+-- A bare ember.Attention of the module's variant and options, remembered per
+-- module (rebuilt when the variant, its options, dtype or device change). Its variant parameters (relpos
+-- tables...) are copied from the module when `refresh` is set: at the first
+-- step of every sequence, so training between generations is seen.
 local bare_cache = setmetatable({}, { __mode = "k" })
 
-local function bare_attention(mha)
-  local key = mha.attention
+local function bare_attention(mha, refresh)
+  local opts, names = mha:options(), {}
+  for k in pairs(opts) do names[#names + 1] = k end
+  table.sort(names)
+  local key = { mha.attention, mha.dtype, mha.device }
+  for _, k in ipairs(names) do key[#key + 1] = k .. "=" .. tostring(opts[k]) end
+  key = table.concat(key, " ")
   local hit = bare_cache[mha]
-  if hit and hit.variant == key then return hit.attn end
-  local spec = { attention = key, heads = mha.heads, head_dim = mha.head_dim,
-                 dtype = mha.dtype, device = mha.device }
-  for k, v in pairs(mha:options()) do spec[k] = v end
-  local attn = ember.Attention(spec)
-  local sd, own = mha:state_dict(), {}
-  for k in pairs(attn:state_dict()) do own[k] = sd[k] end
-  attn:load_state_dict(own)
-  attn:eval()
-  bare_cache[mha] = { variant = key, attn = attn }
-  return attn
+  if not hit or hit.variant ~= key then
+    local spec = { attention = mha.attention, heads = mha.heads, head_dim = mha.head_dim,
+                   dtype = mha.dtype, device = mha.device }
+    for k, v in pairs(opts) do spec[k] = v end
+    hit = { variant = key, attn = ember.Attention(spec) }
+    hit.attn:eval()
+    bare_cache[mha] = hit
+    refresh = true
+  end
+  if refresh then
+    local sd, own = mha:state_dict(), {}
+    for k in pairs(hit.attn:state_dict()) do own[k] = sd[k] end
+    hit.attn:load_state_dict(own)
+  end
+  return hit.attn
 end
 
 -- forward_cached(mha, x, cache [, opts]) -> out [B, Lnew, d_model]
@@ -101,6 +112,7 @@ function MHA.forward_cached(mha, x, cache, opts)
   opts = opts or {}
   if mha.training then error("MultiHeadAttention.forward_cached: call :eval() first (no dropout in decoding)", 2) end
   local w, H = weights(mha), mha.heads
+  local attn = bare_attention(mha, cache.k == nil)
   local q = split_heads(linear(x, w.w_q, w.b_q), H)
   local cross = opts.memory ~= nil
   if cross then
@@ -123,7 +135,7 @@ function MHA.forward_cached(mha, x, cache, opts)
   end
   local Lq, Lk = q.shape[3], cache.k.shape[3]
   if mha.rope then q = rope(q, Lk - Lq, mha.rope_base or 10000) end
-  local o = bare_attention(mha)(q, cache.k, cache.v, {
+  local o = attn(q, cache.k, cache.v, {
     causal = not cross and (opts.causal ~= false) or false,
     key_padding_mask = opts.key_padding_mask,
     attn_mask = opts.attn_mask,

@@ -15,6 +15,8 @@ return {
   MultiHeadAttention = require "ember.nn.MultiHeadAttention",
   TransformerEncoderLayer = require "ember.nn.TransformerEncoderLayer",
   TransformerDecoderLayer = require "ember.nn.TransformerDecoderLayer",
+  TransformerEncoder = require "ember.nn.TransformerEncoder",
+  TransformerDecoder = require "ember.nn.TransformerDecoder",
   CrossAttentionBlock = require "ember.nn.CrossAttentionBlock",
   CrossEntropyLoss = require "ember.nn.CrossEntropyLoss",
   MSELoss = require "ember.nn.MSELoss",

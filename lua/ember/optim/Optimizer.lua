@@ -179,7 +179,7 @@ function Optimizer:load_state_dict(sd)
       for name, v in pairs(st) do
         if is_tensor(v) then
           s[name] = self.zeros_like(p)
-          s[name]:copy_(v)
+          s[name]:copy_(v.device == p.device and v or v:to(p.device))
         else
           s[name] = v
         end

@@ -1,0 +1,156 @@
+/*
+** gpu_bench.c -- the numbers scripts/gpu_check.sh prints (GPU only).
+**
+**   gpu_bench [PLUGIN.so]
+**
+** matmul: the plugin's gemm (row-major, through its stream and cuBLAS
+**   handle) against the same cuBLAS call made directly, square sizes,
+**   float32 and bfloat16, in TFLOP/s;
+** attention: the fused forward and backward kernels at B=1, H=16, d=64,
+**   L = 1K, 4K, 16K, non-causal, float32 and bfloat16, in milliseconds.
+** Output lines are "matmul DTYPE N EMBER_TFLOPS CUBLAS_TFLOPS" and
+** "attention DTYPE L FWD_MS BWD_MS", for the script to tabulate. Exit 77
+** when the plugin refuses to load (no device).
+*/
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ember_backend.h"
+#include "ember_plugin.h"
+
+static const em_backend *be;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *dev_random(em_dtype dt, int64_t n) {
+  void *p = NULL;
+  if (be->alloc(0, (size_t)n * em_dtype_size(dt), &p)) return NULL;
+  em_kview v;
+  memset(&v, 0, sizeof v);
+  v.data = p;
+  v.dtype = dt;
+  v.ndim = 1;
+  v.shape[0] = n;
+  v.stride[0] = 1;
+  if (be->random(0, EM_RAND_UNIFORM, &v, -1, 1, 7, (uint64_t)n)) return NULL;
+  return p;
+}
+
+static int bench_matmul(em_dtype dt, int64_t n) {
+  size_t bytes = (size_t)(n * n) * em_dtype_size(dt);
+  void *a = dev_random(dt, n * n), *b = dev_random(dt, n * n), *c = dev_random(dt, n * n);
+  if (!a || !b || !c) {
+    printf("# matmul %s %lld: %s\n", em_dtype_name(dt), (long long)n, em_error_message());
+    return 1;
+  }
+  int iters = n <= 2048 ? 50 : 10;
+  double flop = 2.0 * (double)n * (double)n * (double)n * iters;
+  /* ember: warm up, then time whole batches of calls */
+  for (int i = 0; i < 2; i++) be->gemm(0, dt, false, false, n, n, n, 1, a, n, 0, b, n, 0, 0, c, n, 0, 1);
+  be->synchronize(0);
+  double t0 = now();
+  em_status s = EM_OK;
+  for (int i = 0; i < iters && !s; i++)
+    s = be->gemm(0, dt, false, false, n, n, n, 1, a, n, 0, b, n, 0, 0, c, n, 0, 1);
+  s = s ? s : be->synchronize(0);
+  double ember = flop / (now() - t0) / 1e12;
+  /* cuBLAS itself, the same column-major call the plugin makes */
+  cublasHandle_t h;
+  cublasCreate(&h);
+  float one = 1, zero = 0;
+  double ref = 0;
+  for (int rep = 0; rep < 2; rep++) {
+    if (rep) t0 = now();
+    for (int i = 0; i < (rep ? iters : 2); i++) {
+      if (dt == EM_F32)
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)n, (int)n, &one, b, (int)n, a,
+                    (int)n, &zero, c, (int)n);
+      else
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)n, (int)n, &one, b, CUDA_R_16BF,
+                     (int)n, a, CUDA_R_16BF, (int)n, &zero, c, CUDA_R_16BF, (int)n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    cudaDeviceSynchronize();
+  }
+  ref = flop / (now() - t0) / 1e12;
+  cublasDestroy(h);
+  be->free(0, a, bytes), be->free(0, b, bytes), be->free(0, c, bytes);
+  if (s) {
+    printf("# matmul %s %lld failed: %s\n", em_dtype_name(dt), (long long)n, em_error_message());
+    return 1;
+  }
+  printf("matmul %s %lld %.2f %.2f\n", em_dtype_name(dt), (long long)n, ember, ref);
+  fflush(stdout);
+  return 0;
+}
+
+static int bench_attention(em_dtype dt, int64_t L) {
+  const int64_t B = 1, H = 16, d = 64, n = B * H * L * d;
+  size_t bytes = (size_t)n * em_dtype_size(dt);
+  em_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.dtype = dt;
+  a.B = B, a.H = H, a.Lq = L, a.Lk = L, a.dk = d, a.dv = d;
+  a.q = dev_random(dt, n), a.k = dev_random(dt, n), a.v = dev_random(dt, n);
+  a.dout = dev_random(dt, n);
+  a.out = dev_random(dt, n), a.dq = dev_random(dt, n), a.dk_ = dev_random(dt, n), a.dv_ = dev_random(dt, n);
+  void *lse = NULL;
+  be->alloc(0, (size_t)(B * H * L) * sizeof(float), &lse);
+  a.lse = lse;
+  a.scale = 0.125;
+  if (!a.q || !a.k || !a.v || !a.dout || !a.out || !a.dq || !a.dk_ || !a.dv_ || !lse) {
+    printf("# attention %s %lld: %s\n", em_dtype_name(dt), (long long)L, em_error_message());
+    return 1;
+  }
+  int iters = L <= 4096 ? 10 : 3;
+  em_status s = be->attention_forward(0, &a);
+  s = s ? s : be->attention_backward(0, &a);
+  s = s ? s : be->synchronize(0);
+  double t0 = now();
+  for (int i = 0; i < iters && !s; i++) s = be->attention_forward(0, &a);
+  s = s ? s : be->synchronize(0);
+  double t1 = now();
+  for (int i = 0; i < iters && !s; i++) s = be->attention_backward(0, &a);
+  s = s ? s : be->synchronize(0);
+  double t2 = now();
+  be->free(0, (void *)a.q, bytes), be->free(0, (void *)a.k, bytes), be->free(0, (void *)a.v, bytes);
+  be->free(0, (void *)a.dout, bytes), be->free(0, a.out, bytes), be->free(0, a.dq, bytes);
+  be->free(0, a.dk_, bytes), be->free(0, a.dv_, bytes);
+  be->free(0, lse, (size_t)(B * H * L) * sizeof(float));
+  if (s) {
+    printf("# attention %s %lld failed: %s\n", em_dtype_name(dt), (long long)L, em_error_message());
+    return 1;
+  }
+  printf("attention %s %lld %.3f %.3f\n", em_dtype_name(dt), (long long)L,
+         1e3 * (t1 - t0) / iters, 1e3 * (t2 - t1) / iters);
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *path = argc > 1 ? argv[1] : EMBER_PLUGIN_BUILD_DIR "/ember_backend_cuda.so";
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  em_plugin_init_fn init = dl ? (em_plugin_init_fn)dlsym(dl, EM_PLUGIN_INIT_SYMBOL) : NULL;
+  char why[512] = "";
+  be = init ? init(why, sizeof why) : NULL;
+  if (!be) {
+    printf("SKIP: %s did not load: %s\n", path, dl ? why : dlerror());
+    return 77;
+  }
+  int bad = 0;
+  const int64_t sizes[3] = {1024, 4096, 8192}, lens[3] = {1024, 4096, 16384};
+  for (int i = 0; i < 3; i++) bad += bench_matmul(EM_F32, sizes[i]);
+  for (int i = 0; i < 3; i++) bad += bench_matmul(EM_BF16, sizes[i]);
+  for (int i = 0; i < 3; i++) bad += bench_attention(EM_F32, lens[i]);
+  for (int i = 0; i < 3; i++) bad += bench_attention(EM_BF16, lens[i]);
+  be->empty_cache(0);
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,47 @@
+-- nn.TransformerDecoder(d_model, heads, num_layers [, opts]): a stack of
+-- TransformerDecoderLayer ("layers.1", ...) with the layer options `opts`
+-- (cross=false for a decoder-only model), plus a final LayerNorm ("norm")
+-- when final_norm is true -- by default exactly when norm_first is.
+-- forward(x, memory [, opts]) takes the layer's options; with opts.cache (a
+-- table, empty for a new sequence) layer i keeps its keys/values in
+-- opts.cache[i], so x may be just the new positions (see ember.generate).
+local Module = require "ember.nn.Module"
+local Sequential = require "ember.nn.Sequential"
+local LayerNorm = require "ember.nn.LayerNorm"
+local DecoderLayer = require "ember.nn.TransformerDecoderLayer"
+
+local Decoder = Module:extend("TransformerDecoder")
+
+function Decoder:__init(d_model, heads, num_layers, opts)
+  opts = opts or {}
+  if math.type(num_layers) ~= "integer" or num_layers < 1 then
+    error("TransformerDecoder: num_layers must be a positive integer, got " .. tostring(num_layers), 2)
+  end
+  local layers = Sequential()
+  for _ = 1, num_layers do layers:add(DecoderLayer(d_model, heads, opts)) end
+  self:add_module("layers", layers)
+  local final = opts.final_norm
+  if final == nil then final = opts.norm_first or false end
+  if final then
+    self:add_module("norm", LayerNorm(d_model, { eps = opts.layer_norm_eps, dtype = opts.dtype, device = opts.device }))
+  end
+end
+
+function Decoder:forward(x, memory, opts)
+  opts = opts or {}
+  local cache = opts.cache
+  for i = 1, #self.layers do
+    local o = opts
+    if cache then
+      o = {}
+      for k, v in pairs(opts) do o[k] = v end
+      cache[i] = cache[i] or {}
+      o.cache = cache[i]
+    end
+    x = self.layers[i](x, memory, o)
+  end
+  if self.norm then x = self.norm(x) end
+  return x
+end
+
+return Decoder

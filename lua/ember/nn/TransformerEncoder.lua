@@ -1,0 +1,34 @@
+-- nn.TransformerEncoder(d_model, heads, num_layers [, opts]): a stack of
+-- TransformerEncoderLayer (children "layers.1", "layers.2", ...) with the
+-- layer options `opts`, plus a final LayerNorm ("norm") when final_norm is
+-- true -- by default exactly when norm_first is, as pre-norm stacks need it.
+-- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}])
+local Module = require "ember.nn.Module"
+local Sequential = require "ember.nn.Sequential"
+local LayerNorm = require "ember.nn.LayerNorm"
+local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
+
+local Encoder = Module:extend("TransformerEncoder")
+
+function Encoder:__init(d_model, heads, num_layers, opts)
+  opts = opts or {}
+  if math.type(num_layers) ~= "integer" or num_layers < 1 then
+    error("TransformerEncoder: num_layers must be a positive integer, got " .. tostring(num_layers), 2)
+  end
+  local layers = Sequential()
+  for _ = 1, num_layers do layers:add(EncoderLayer(d_model, heads, opts)) end
+  self:add_module("layers", layers)
+  local final = opts.final_norm
+  if final == nil then final = opts.norm_first or false end
+  if final then
+    self:add_module("norm", LayerNorm(d_model, { eps = opts.layer_norm_eps, dtype = opts.dtype, device = opts.device }))
+  end
+end
+
+function Encoder:forward(x, opts)
+  for i = 1, #self.layers do x = self.layers[i](x, opts) end
+  if self.norm then x = self.norm(x) end
+  return x
+end
+
+return Encoder

@@ -1,0 +1,52 @@
+"""Shared pieces of the PyTorch peers of scripts/*.lua (run with Debian's
+/usr/bin/python3 and python3-torch 1.13): options, the warm-up + cosine
+schedule, and timing. Each peer trains the same model in the same config
+as its Lua script and prints its wall time and metric."""
+import argparse
+import math
+import time
+
+import torch
+
+
+def parser(description, epochs, lr, batch):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--lr", type=float, default=lr)
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--smoke", action="store_true", help="a few steps on a subset")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    return p
+
+
+def setup(args):
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+
+
+def warmup_cosine(opt, warmup, total, min_ratio=0.0):
+    """The schedule of ember's optim.WarmupCosine (LambdaLR form)."""
+    def f(s):
+        if s < warmup:
+            return (s + 1) / warmup
+        p = min(1.0, (s - warmup) / max(1, total - warmup))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * p))
+    return torch.optim.lr_scheduler.LambdaLR(opt, f)
+
+
+class Clock:
+    """Training wall time, excluding evaluation."""
+    def __init__(self):
+        self.total = 0.0
+        self.start = None
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.total += time.perf_counter() - self.start

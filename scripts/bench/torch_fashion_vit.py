@@ -1,0 +1,94 @@
+"""PyTorch peer of scripts/fashion_vit.lua: the tiny ViT (7x7 patches + CLS,
+d=64, 4 pre-LN layers, 4 heads, MLP 128, GELU), AdamW 1e-3 (weight decay
+0.05), batch 128, warm-up then cosine, gradient clipping at 1.
+
+    /usr/bin/python3 scripts/bench/torch_fashion_vit.py [--epochs 10] [--threads 2]
+"""
+import gzip
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torch_common import Clock, parser, setup, warmup_cosine
+
+DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def load(prefix, limit=None):
+    with gzip.open(f"{DIR}/{prefix}-images-idx3-ubyte.gz") as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28)
+    with gzip.open(f"{DIR}/{prefix}-labels-idx1-ubyte.gz") as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    if limit:
+        x, y = x[:limit], y[:limit]
+    return torch.tensor(x, dtype=torch.float32) / 255, torch.tensor(y, dtype=torch.long)
+
+
+class ViT(nn.Module):
+    def __init__(self, d=64, heads=4, layers=4, mlp=128, patch=7):
+        super().__init__()
+        self.p, self.g = patch, 28 // patch
+        self.patch_embed = nn.Linear(patch * patch, d)
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos = nn.Parameter(torch.randn(self.g * self.g + 1, d) * 0.02)
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, mlp, 0.0, activation="gelu",
+                                                                batch_first=True, norm_first=True)
+                                     for _ in range(layers)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        B, g, p = x.shape[0], self.g, self.p
+        patches = x.reshape(B, g, p, g, p).permute(0, 1, 3, 2, 4).reshape(B, g * g, p * p)
+        h = torch.cat([self.cls.expand(B, 1, -1), self.patch_embed(patches)], 1) + self.pos
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(self.norm(h[:, 0]))
+
+
+def accuracy(model, x, y):
+    model.eval()
+    with torch.no_grad():
+        ok = sum((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item() for i in range(0, len(y), 1000))
+    model.train()
+    return ok / len(y)
+
+
+def main():
+    args = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=10, lr=1e-3, batch=128).parse_args()
+    setup(args)
+    xtr, ytr = load("train", 2048 if args.smoke else None)
+    xte, yte = load("t10k", 1000 if args.smoke else None)
+    mean, std = xtr.mean(), xtr.std()
+    xtr, xte = (xtr - mean) / std, (xte - mean) / std
+    model = ViT()
+    total = 30 if args.smoke else (args.max_steps or (len(ytr) + args.batch - 1) // args.batch * args.epochs)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
+    sched = warmup_cosine(opt, min(300, total // 5), total)
+    clock, step = Clock(), 0
+    for epoch in range(1, args.epochs + 1):
+        perm = torch.randperm(len(ytr))
+        with clock:
+            for i in range(0, len(ytr), args.batch):
+                idx = perm[i:i + args.batch]
+                loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                step += 1
+                if step >= total:
+                    break
+        acc = accuracy(model, xte, yte)
+        print(f"epoch {epoch}: loss {loss.item():.4f}  test acc {acc * 100:.2f}%  train time {clock.total:.1f} s "
+              f"({step * args.batch / clock.total:.0f} img/s)", flush=True)
+        if step >= total:
+            break
+    print(f"RESULT torch_fashion_vit test_acc={acc * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+
+
+if __name__ == "__main__":
+    main()

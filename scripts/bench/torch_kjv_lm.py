@@ -1,0 +1,101 @@
+"""PyTorch peer of scripts/kjv_lm.lua: a decoder-only character LM on the
+King James Bible (4 pre-LN layers, d=128, 4 heads, MLP 512 GELU, context
+128, AdamW 2e-3, batches of 32 windows), bits per character on the last 10%.
+
+    /usr/bin/python3 scripts/bench/torch_kjv_lm.py [--steps 4000] [--threads 2]
+"""
+import math
+import re
+import subprocess
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torch_common import Clock, parser, setup, warmup_cosine
+
+
+def kjv_text():
+    raw = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], capture_output=True, text=True, check=True).stdout
+    verses = [m.group(1) for m in (re.match(r"^\S+\d+:\d+ (.*)$", l) for l in raw.split("\n")) if m]
+    return "\n".join(verses) + "\n"
+
+
+class CharLM(nn.Module):
+    def __init__(self, V, context=128, d=128, heads=4, layers=4, ffn=512):
+        super().__init__()
+        self.embed = nn.Embedding(V, d)
+        self.pos = nn.Parameter(torch.randn(context, d) * 0.02)
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, activation="gelu",
+                                                                batch_first=True, norm_first=True)
+                                     for _ in range(layers)])
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, V)
+
+    def forward(self, ids):
+        L = ids.shape[1]
+        h = self.embed(ids) + self.pos[:L]
+        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        for layer in self.layers:
+            h = layer(h, src_mask=causal)
+        return self.out(self.norm(h))
+
+
+def bits_per_char(model, ids, L, max_windows=None):
+    n = (len(ids) - 1) // L
+    if max_windows:
+        n = min(n, max_windows)
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for first in range(0, n, 64):
+            starts = torch.arange(first, min(n, first + 64)) * L
+            w = ids[starts.unsqueeze(1) + torch.arange(L + 1)]
+            logits = model(w[:, :L])
+            total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1), reduction="sum").item()
+    model.train()
+    return total / (n * L) / math.log(2)
+
+
+def main():
+    p = parser("PyTorch peer of scripts/kjv_lm.lua", epochs=1, lr=2e-3, batch=32)
+    p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--eval-every", type=int, default=500)
+    args = p.parse_args()
+    setup(args)
+    text = kjv_text()
+    cut = int(len(text) * 0.9)
+    chars = sorted(set(text[:cut]))
+    stoi = {c: i + 4 for i, c in enumerate(chars)}
+    train = torch.tensor([stoi[c] for c in text[:cut]])
+    test = torch.tensor([stoi.get(c, 1) for c in text[cut:]])
+    L, B = args.context, args.batch
+    layers = 4
+    if args.smoke:
+        L, B, layers = 64, 16, 2
+    model = CharLM(len(chars) + 4, L, layers=layers)
+    total = 25 if args.smoke else (args.max_steps or args.steps)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.99))
+    sched = warmup_cosine(opt, min(200, total // 5), total, min_ratio=0.1)
+    clock = Clock()
+    for step in range(1, total + 1):
+        with clock:
+            starts = torch.randint(0, len(train) - L - 1, (B,))
+            w = train[starts.unsqueeze(1) + torch.arange(L + 1)]
+            logits = model(w[:, :L])
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+        if step % args.eval_every == 0 and step < total:
+            print(f"step {step}: test {bits_per_char(model, test, L):.3f} bpc  train time {clock.total:.1f} s "
+                  f"({step * B * L / clock.total:.0f} char/s)", flush=True)
+    bpc = bits_per_char(model, test, L, 8 if args.smoke else None)
+    print(f"RESULT torch_kjv_lm test_bpc={bpc:.3f} train_s={clock.total:.1f} steps={total}")
+
+
+if __name__ == "__main__":
+    main()

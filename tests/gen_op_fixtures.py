@@ -1,0 +1,765 @@
+#!/usr/bin/python3
+"""Writes tests/fixtures/ops_*.lua: PyTorch 1.13 reference values for every
+differentiable core op, read by tests/lua/ops_parity_spec.lua.
+
+Run with Debian's python3-torch:  /usr/bin/python3 tests/gen_op_fixtures.py
+
+Each file is `return { [case name] = case, ... }` where a case is
+  op      -- the name the spec maps to a call through the ember Lua API
+  inputs  -- name -> tensor as nested tables (a number for a 0-d tensor);
+             float inputs are float64 and differentiable
+  dtypes  -- name -> "int64" | "bool" for the inputs that are not float
+  args    -- the op's other arguments, already in ember's 1-based convention
+  out     -- the forward result (a list of tensors for split/chunk)
+  indices -- for max/min along a dim: the returned indices, 1-based
+  w       -- fixed random weights shaped like out
+  grads   -- name -> d sum(out * w) / d input, for every float input
+
+Index conventions: ember's Lua API is 1-based, so every int64 tensor here
+(embedding ids, gather/index_select/scatter_add indices, class targets) is
+written with 1 added, and a PyTorch dim d >= 0 becomes d + 1 in args
+(negative dims are the same in both). Values are written with %.17g, which
+round-trips float64 exactly, so the float64 inputs ember sees are the ones
+PyTorch used; NaN is written 0/0 and infinities +-math.huge. The output is deterministic (fixed seed, sorted keys).
+"""
+import math
+import os
+import re
+
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(20261129)
+torch.set_default_dtype(torch.float64)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------
+# Lua writer
+# ---------------------------------------------------------------------------
+
+def lua_nested(v):
+    """Nested tables from tensor.tolist() output (or a scalar)."""
+    if isinstance(v, list):
+        return "{" + ", ".join(lua_nested(e) for e in v) + "}"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return lua_float(v)
+
+
+def lua_float(v):
+    if math.isnan(v):
+        return "0/0"
+    if math.isinf(v):
+        return "math.huge" if v > 0 else "-math.huge"
+    return "%.17g" % v
+
+
+def lua_tensor(t):
+    t = t.detach()
+    if t.dtype == torch.int64:
+        t = t + 1  # 1-based for ember
+    return lua_nested(t.tolist())
+
+
+def lua_key(k):
+    if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", k) and k not in LUA_KEYWORDS:
+        return k
+    return '["%s"]' % k
+
+
+LUA_KEYWORDS = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function",
+                "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return", "then",
+                "true", "until", "while"}
+
+
+def lua_value(x, indent=""):
+    if x is None:
+        return "nil"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return lua_float(x)
+    if isinstance(x, str):
+        return '"%s"' % x
+    if isinstance(x, torch.Tensor):
+        return lua_tensor(x)
+    inner = indent + "  "
+    if isinstance(x, dict):
+        if not x:
+            return "{}"
+        items = ",\n".join('%s%s = %s' % (inner, lua_key(k), lua_value(x[k], inner))
+                            for k in sorted(x))
+        return "{\n" + items + "\n" + indent + "}"
+    if isinstance(x, (list, tuple)):
+        return "{\n" + ",\n".join(inner + lua_value(v, inner) for v in x) + "\n" + indent + "}"
+    raise TypeError(type(x))
+
+
+# ---------------------------------------------------------------------------
+# Cases
+# ---------------------------------------------------------------------------
+
+FILES = {}
+
+
+def randn(*shape):
+    return torch.randn(*shape)
+
+
+def away(x, points=(0.0,), margin=0.1):
+    """x moved at least `margin` away from each kink in `points` (so that
+    the float32 run and finite differences stay on one side)."""
+    x = x.clone()
+    for p in points:
+        d = x - p
+        close = d.abs() < margin
+        x[close] = p + torch.where(d[close] >= 0, torch.tensor(margin), torch.tensor(-margin)) * 1.5
+    return x
+
+
+def positive(*shape, lo=0.5, hi=2.0):
+    return lo + (hi - lo) * torch.rand(*shape)
+
+
+def nonzero(*shape, lo=0.5, hi=2.0):
+    s = torch.where(torch.rand(*shape) < 0.5, -1.0, 1.0)
+    return s * positive(*shape, lo=lo, hi=hi)
+
+
+def case(file, name, op, inputs, fn, args=None, multi=False, has_indices=False):
+    """Runs fn(**inputs) under autograd and records the case. Float inputs
+    get requires_grad; fn returns a tensor, a list of tensors (multi) or
+    (values, indices) (has_indices)."""
+    ins = {}
+    dtypes = {}
+    for k, v in inputs.items():
+        v = v.detach().clone()
+        if v.dtype == torch.float64:
+            v.requires_grad_(True)
+        elif v.dtype == torch.int64:
+            dtypes[k] = "int64"
+        elif v.dtype == torch.bool:
+            dtypes[k] = "bool"
+        else:
+            raise TypeError(v.dtype)
+        ins[k] = v
+    res = fn(**ins)
+    indices = None
+    if has_indices:
+        res, indices = res
+    outs = list(res) if multi else [res]
+    ws = [torch.randn(o.shape) for o in outs]
+    loss = sum((o * w).sum() for o, w in zip(outs, ws))
+    diff = [k for k in sorted(ins) if ins[k].dtype == torch.float64]
+    grads = torch.autograd.grad(loss, [ins[k] for k in diff], allow_unused=True)
+    c = {
+        "op": op,
+        "inputs": {k: v for k, v in ins.items()},
+        "args": args or {},
+        "out": outs if multi else outs[0],
+        "w": ws if multi else ws[0],
+        "grads": {k: (g if g is not None else torch.zeros_like(ins[k])) for k, g in zip(diff, grads)},
+    }
+    if dtypes:
+        c["dtypes"] = dtypes
+    if indices is not None:
+        c["indices"] = indices
+    assert name not in FILES.setdefault(file, {}), name
+    FILES[file][name] = c
+
+
+# ---- elementwise ------------------------------------------------------------
+
+def elementwise():
+    f = "ops_elementwise"
+    # binary, tensor with tensor, broadcasting both ways
+    case(f, "add_broadcast", "add", {"a": randn(3, 4), "b": randn(4)}, lambda a, b: a + b)
+    case(f, "add_same", "add", {"a": randn(2, 3), "b": randn(2, 3)}, lambda a, b: a + b)
+    case(f, "sub_broadcast", "sub", {"a": randn(2, 1, 3), "b": randn(4, 3)}, lambda a, b: a - b)
+    case(f, "mul_broadcast", "mul", {"a": randn(3, 1), "b": randn(1, 4)}, lambda a, b: a * b)
+    case(f, "mul_scalar_tensor", "mul", {"a": randn(2, 3), "b": randn(())}, lambda a, b: a * b)
+    case(f, "div_broadcast", "div", {"a": randn(2, 3), "b": nonzero(3)}, lambda a, b: a / b)
+    case(f, "div_lhs_broadcast", "div", {"a": randn(3, 1), "b": nonzero(3, 2)}, lambda a, b: a / b)
+    case(f, "pow_tensor", "pow", {"a": positive(2, 3), "b": randn(3)}, lambda a, b: a ** b)
+    case(f, "pow_tensor_broadcast_base", "pow", {"a": positive(3, 1), "b": randn(3, 4)},
+         lambda a, b: a ** b)
+    case(f, "maximum_broadcast", "maximum", {"a": randn(3, 4), "b": randn(4)},
+         lambda a, b: torch.maximum(a, b))
+    case(f, "minimum_broadcast", "minimum", {"a": randn(2, 1, 3), "b": randn(2, 3)},
+         lambda a, b: torch.minimum(a, b))
+    # with a Lua number on either side
+    case(f, "add_number", "add_number", {"x": randn(2, 3)}, lambda x: x + 1.5, {"s": 1.5})
+    case(f, "number_add", "number_add", {"x": randn(2, 3)}, lambda x: 1.5 + x, {"s": 1.5})
+    case(f, "sub_number", "sub_number", {"x": randn(2, 3)}, lambda x: x - 0.75, {"s": 0.75})
+    case(f, "number_sub", "number_sub", {"x": randn(2, 3)}, lambda x: 2 - x, {"s": 2.0})
+    case(f, "mul_number", "mul_number", {"x": randn(2, 3)}, lambda x: x * -2.5, {"s": -2.5})
+    case(f, "number_mul", "number_mul", {"x": randn(2, 3)}, lambda x: 3 * x, {"s": 3.0})
+    case(f, "div_number", "div_number", {"x": randn(2, 3)}, lambda x: x / 4.0, {"s": 4.0})
+    case(f, "number_div", "number_div", {"x": nonzero(2, 3)}, lambda x: 3.0 / x, {"s": 3.0})
+    case(f, "number_pow", "number_pow", {"x": randn(2, 3)}, lambda x: 2.5 ** x, {"s": 2.5})
+    case(f, "pow_number_2", "pow_number", {"x": randn(2, 3)}, lambda x: x ** 2, {"e": 2.0})
+    case(f, "pow_number_3", "pow_number", {"x": randn(2, 3)}, lambda x: x ** 3, {"e": 3.0})
+    case(f, "pow_number_half", "pow_number", {"x": positive(2, 3)}, lambda x: x ** 0.5, {"e": 0.5})
+    case(f, "pow_number_neg", "pow_number", {"x": positive(2, 3)}, lambda x: x ** -1.5,
+         {"e": -1.5})
+    case(f, "pow_number_0", "pow_number", {"x": randn(2, 3)}, lambda x: x ** 0, {"e": 0.0})
+    case(f, "neg", "neg", {"x": randn(2, 3)}, lambda x: -x)
+
+    # unary methods: t:fn(...)
+    def unary(name, fn, x, torch_fn, extra=None):
+        args = {"fn": fn}
+        if extra:
+            args["extra"] = extra
+        case(f, name, "unary", {"x": x}, lambda x: torch_fn(x), args)
+
+    unary("exp", "exp", randn(2, 3), torch.exp)
+    unary("log", "log", positive(2, 3, lo=0.2, hi=3.0), torch.log)
+    unary("sqrt", "sqrt", positive(2, 3, lo=0.2, hi=3.0), torch.sqrt)
+    unary("rsqrt", "rsqrt", positive(2, 3, lo=0.2, hi=3.0), torch.rsqrt)
+    unary("abs", "abs", away(randn(2, 4)), torch.abs)
+    unary("tanh", "tanh", randn(2, 3) * 1.5, torch.tanh)
+    unary("sigmoid", "sigmoid", randn(2, 3) * 2, torch.sigmoid)
+    unary("relu", "relu", away(randn(3, 4)), torch.relu)
+    unary("gelu", "gelu", randn(3, 4) * 2, F.gelu)
+    unary("gelu_none", "gelu", randn(2, 3) * 2, F.gelu, ["none"])
+    unary("gelu_tanh", "gelu", randn(3, 4) * 2, lambda x: F.gelu(x, approximate="tanh"), ["tanh"])
+    unary("elu", "elu", away(randn(3, 4)), F.elu)
+    unary("elu_alpha", "elu", away(randn(3, 4)), lambda x: F.elu(x, alpha=0.5), [0.5])
+    unary("silu", "silu", randn(3, 4) * 2, F.silu)
+    unary("sin", "sin", randn(2, 3) * 2, torch.sin)
+    unary("cos", "cos", randn(2, 3) * 2, torch.cos)
+    unary("clamp", "clamp", away(randn(3, 4), (-0.5, 0.7)),
+          lambda x: torch.clamp(x, -0.5, 0.7), [-0.5, 0.7])
+    case(f, "clamp_min_only", "clamp", {"x": away(randn(3, 4), (-0.2,))},
+         lambda x: torch.clamp(x, min=-0.2), {"lo": -0.2})
+    case(f, "clamp_max_only", "clamp", {"x": away(randn(3, 4), (0.3,))},
+         lambda x: torch.clamp(x, max=0.3), {"hi": 0.3})
+
+    # where, masked_fill
+    cond = torch.rand(3, 4) < 0.5
+    case(f, "where", "where", {"cond": cond, "a": randn(3, 4), "b": randn(3, 4)},
+         lambda cond, a, b: torch.where(cond, a, b))
+    case(f, "where_broadcast", "where",
+         {"cond": torch.rand(3, 1) < 0.5, "a": randn(1, 4), "b": randn(3, 4)},
+         lambda cond, a, b: torch.where(cond, a, b))
+    case(f, "where_number", "where_number", {"cond": cond, "a": randn(3, 4)},
+         lambda cond, a: torch.where(cond, a, torch.tensor(-1.25)), {"b": -1.25})
+    case(f, "masked_fill", "masked_fill", {"x": randn(3, 4), "mask": torch.rand(3, 4) < 0.4},
+         lambda x, mask: x.masked_fill(mask, -2.0), {"value": -2.0})
+    case(f, "masked_fill_broadcast", "masked_fill",
+         {"x": randn(2, 3, 4), "mask": torch.rand(3, 1) < 0.5},
+         lambda x, mask: x.masked_fill(mask, 0.5), {"value": 0.5})
+
+
+# ---- reductions -------------------------------------------------------------
+
+def reductions():
+    f = "ops_reduce"
+    x = randn(2, 3, 4)
+    case(f, "sum_all", "sum", {"x": x}, lambda x: x.sum())
+    case(f, "sum_dim1", "sum", {"x": x}, lambda x: x.sum(0), {"dim": 1})
+    case(f, "sum_dim_neg_keepdim", "sum", {"x": x}, lambda x: x.sum(-1, keepdim=True),
+         {"dim": -1, "keepdim": True})
+    case(f, "sum_dims", "sum", {"x": x}, lambda x: x.sum((0, 2)), {"dim": [1, 3]})
+    case(f, "sum_dims_keepdim", "sum", {"x": x}, lambda x: x.sum((1, 2), keepdim=True),
+         {"dim": [2, 3], "keepdim": True})
+    case(f, "mean_all", "mean", {"x": x}, lambda x: x.mean())
+    case(f, "mean_dim2", "mean", {"x": x}, lambda x: x.mean(1), {"dim": 2})
+    case(f, "mean_dims_keepdim", "mean", {"x": x}, lambda x: x.mean((0, -1), keepdim=True),
+         {"dim": [1, -1], "keepdim": True})
+    case(f, "var_all", "var", {"x": x}, lambda x: x.var())
+    case(f, "var_all_correction0", "var", {"x": x}, lambda x: torch.var(x, unbiased=False),
+         {"correction": 0})
+    case(f, "var_dim", "var", {"x": x}, lambda x: x.var(1), {"dim": 2})
+    case(f, "var_dim_correction0_keepdim", "var", {"x": x},
+         lambda x: torch.var(x, -1, unbiased=False, keepdim=True),
+         {"dim": -1, "correction": 0, "keepdim": True})
+    case(f, "var_dims", "var", {"x": x}, lambda x: x.var((0, 2)), {"dim": [1, 3]})
+    y = randn(3, 5)
+    case(f, "max_all", "max_all", {"x": y}, lambda x: x.max())
+    case(f, "min_all", "min_all", {"x": y}, lambda x: x.min())
+    case(f, "max_dim", "max", {"x": x}, lambda x: tuple(x.max(1)), {"dim": 2}, has_indices=True)
+    case(f, "max_dim_keepdim", "max", {"x": x}, lambda x: tuple(x.max(-1, keepdim=True)),
+         {"dim": -1, "keepdim": True}, has_indices=True)
+    case(f, "min_dim", "min", {"x": x}, lambda x: tuple(x.min(0)), {"dim": 1}, has_indices=True)
+    case(f, "min_dim_keepdim", "min", {"x": x}, lambda x: tuple(x.min(2, keepdim=True)),
+         {"dim": 3, "keepdim": True}, has_indices=True)
+
+
+# ---- linear algebra, softmax, normalisation, losses -------------------------
+
+def nn_ops():
+    f = "ops_nn"
+    mm = lambda a, b: torch.matmul(a, b)
+    case(f, "matmul_2d", "matmul", {"a": randn(3, 4), "b": randn(4, 5)}, mm)
+    case(f, "matmul_1d_1d", "matmul", {"a": randn(4), "b": randn(4)}, mm)
+    case(f, "matmul_1d_2d", "matmul", {"a": randn(4), "b": randn(4, 3)}, mm)
+    case(f, "matmul_2d_1d", "matmul", {"a": randn(3, 4), "b": randn(4)}, mm)
+    case(f, "matmul_3d_2d", "matmul", {"a": randn(2, 3, 4), "b": randn(4, 5)}, mm)
+    case(f, "matmul_2d_3d", "matmul", {"a": randn(3, 4), "b": randn(2, 4, 5)}, mm)
+    case(f, "matmul_3d_1d", "matmul", {"a": randn(2, 3, 4), "b": randn(4)}, mm)
+    case(f, "matmul_1d_3d", "matmul", {"a": randn(4), "b": randn(2, 4, 3)}, mm)
+    case(f, "matmul_batch_broadcast", "matmul", {"a": randn(2, 1, 3, 4), "b": randn(3, 4, 2)}, mm)
+    case(f, "bmm", "bmm", {"a": randn(2, 3, 4), "b": randn(2, 4, 5)},
+         lambda a, b: torch.bmm(a, b))
+
+    x = randn(2, 3, 4) * 2
+    for d in (1, 2, -1):
+        lua_d = d if d < 0 else d + 1
+        tag = "neg" if d < 0 else str(lua_d)
+        case(f, "softmax_dim" + tag, "softmax", {"x": x},
+             lambda x, d=d: torch.softmax(x, d), {"dim": lua_d})
+        case(f, "log_softmax_dim" + tag, "log_softmax", {"x": x},
+             lambda x, d=d: torch.log_softmax(x, d), {"dim": lua_d})
+
+    xl = randn(2, 3, 4) * 1.5 + 0.3
+    case(f, "layer_norm_affine", "layer_norm",
+         {"x": xl, "weight": randn(4), "bias": randn(4)},
+         lambda x, weight, bias: F.layer_norm(x, (4,), weight, bias), {"norm": 1})
+    case(f, "layer_norm_plain", "layer_norm", {"x": xl},
+         lambda x: F.layer_norm(x, (4,)), {"norm": 1})
+    case(f, "layer_norm_weight_only", "layer_norm", {"x": xl, "weight": randn(4)},
+         lambda x, weight: F.layer_norm(x, (4,), weight), {"norm": 1})
+    case(f, "layer_norm_2dims_shape", "layer_norm",
+         {"x": xl, "weight": randn(3, 4), "bias": randn(3, 4)},
+         lambda x, weight, bias: F.layer_norm(x, (3, 4), weight, bias, eps=1e-3),
+         {"norm": [3, 4], "eps": 1e-3})
+
+    case(f, "dropout_p0_train", "dropout", {"x": randn(3, 4)},
+         lambda x: F.dropout(x, 0.0, True), {"p": 0.0, "training": True})
+    case(f, "dropout_eval", "dropout", {"x": randn(3, 4)},
+         lambda x: F.dropout(x, 0.5, False), {"p": 0.5, "training": False})
+
+    logits = randn(5, 4) * 1.5
+    target = torch.tensor([1, 0, 3, 2, 2])
+    for red in ("mean", "sum", "none"):
+        case(f, "cross_entropy_" + red, "cross_entropy", {"logits": logits, "target": target},
+             lambda logits, target, red=red: F.cross_entropy(logits, target, reduction=red),
+             {"opts": {"reduction": red}})
+    case(f, "cross_entropy_default", "cross_entropy", {"logits": logits, "target": target},
+         lambda logits, target: F.cross_entropy(logits, target))
+    # ignore_index is a class (0-based 2 in PyTorch, 3 in ember)
+    for red in ("mean", "sum", "none"):
+        case(f, "cross_entropy_ignore_" + red, "cross_entropy",
+             {"logits": logits, "target": target},
+             lambda logits, target, red=red: F.cross_entropy(logits, target, ignore_index=2,
+                                                             reduction=red),
+             {"opts": {"ignore_index": 3, "reduction": red}})
+        case(f, "cross_entropy_smoothing_" + red, "cross_entropy",
+             {"logits": logits, "target": target},
+             lambda logits, target, red=red: F.cross_entropy(logits, target, label_smoothing=0.1,
+                                                             reduction=red),
+             {"opts": {"label_smoothing": 0.1, "reduction": red}})
+        case(f, "cross_entropy_ignore_smoothing_" + red, "cross_entropy",
+             {"logits": logits, "target": target},
+             lambda logits, target, red=red: F.cross_entropy(
+                 logits, target, ignore_index=2, label_smoothing=0.2, reduction=red),
+             {"opts": {"ignore_index": 3, "label_smoothing": 0.2, "reduction": red}})
+    case(f, "cross_entropy_1d", "cross_entropy",
+         {"logits": randn(5), "target": torch.tensor(3)},
+         lambda logits, target: F.cross_entropy(logits, target))
+
+    a, b = randn(3, 4), randn(3, 4)
+    for red in ("mean", "sum", "none"):
+        case(f, "mse_loss_" + red, "mse_loss", {"input": a, "target": b},
+             lambda input, target, red=red: F.mse_loss(input, target, reduction=red),
+             {"reduction": red})
+    case(f, "mse_loss_default", "mse_loss", {"input": a, "target": b},
+         lambda input, target: F.mse_loss(input, target))
+
+
+# ---- indexing and joining ---------------------------------------------------
+
+def indexing():
+    f = "ops_index"
+    case(f, "embedding", "embedding",
+         {"weight": randn(5, 3), "ids": torch.tensor([[0, 2, 4], [2, 2, 1]])},
+         lambda weight, ids: F.embedding(ids, weight))
+    case(f, "embedding_1d", "embedding",
+         {"weight": randn(4, 2), "ids": torch.tensor([3, 0, 3])},
+         lambda weight, ids: F.embedding(ids, weight))
+    x = randn(3, 4)
+    case(f, "index_select_dim1", "index_select", {"x": x, "index": torch.tensor([2, 0, 2])},
+         lambda x, index: x.index_select(0, index), {"dim": 1})
+    case(f, "index_select_dim2", "index_select",
+         {"x": randn(2, 3, 4), "index": torch.tensor([3, 1, 1, 0, 3])},
+         lambda x, index: x.index_select(1 + 1, index), {"dim": 3})
+    case(f, "index_select_neg_dim", "index_select",
+         {"x": randn(2, 3, 4), "index": torch.tensor([1, 2])},
+         lambda x, index: x.index_select(-2, index), {"dim": -2})
+    case(f, "gather_dim1", "gather",
+         {"x": x, "index": torch.tensor([[0, 1, 2, 0], [2, 2, 1, 0]])},
+         lambda x, index: x.gather(0, index), {"dim": 1})
+    case(f, "gather_dim_last", "gather",
+         {"x": randn(2, 3, 4), "index": torch.randint(0, 4, (2, 3, 5))},
+         lambda x, index: x.gather(-1, index), {"dim": -1})
+    case(f, "scatter_add_dim1", "scatter_add",
+         {"x": randn(3, 4), "index": torch.tensor([[0, 1, 2, 0], [2, 2, 1, 0]]),
+          "src": randn(2, 4)},
+         lambda x, index, src: x.scatter_add(0, index, src), {"dim": 1})
+    case(f, "scatter_add_dim2", "scatter_add",
+         {"x": randn(2, 5), "index": torch.tensor([[4, 0, 4], [1, 1, 3]]), "src": randn(2, 3)},
+         lambda x, index, src: x.scatter_add(1, index, src), {"dim": 2})
+
+    cat = lambda a, b, c, d: torch.cat([a, b, c], d)
+    case(f, "cat_dim1", "cat", {"a": randn(2, 3), "b": randn(1, 3), "c": randn(3, 3)},
+         lambda a, b, c: cat(a, b, c, 0), {"dim": 1})
+    case(f, "cat_dim2", "cat", {"a": randn(2, 1, 3), "b": randn(2, 2, 3), "c": randn(2, 3, 3)},
+         lambda a, b, c: cat(a, b, c, 1), {"dim": 2})
+    case(f, "cat_dim_neg", "cat", {"a": randn(2, 2), "b": randn(2, 1), "c": randn(2, 3)},
+         lambda a, b, c: cat(a, b, c, -1), {"dim": -1})
+    case(f, "cat_default", "cat", {"a": randn(1, 2), "b": randn(2, 2), "c": randn(1, 2)},
+         lambda a, b, c: cat(a, b, c, 0))
+    abc = {"a": randn(2, 3), "b": randn(2, 3), "c": randn(2, 3)}
+    for d in (0, 1, 2):
+        case(f, "stack_dim%d" % (d + 1), "stack", abc,
+             lambda a, b, c, d=d: torch.stack([a, b, c], d), {"dim": d + 1})
+    case(f, "stack_dim_neg", "stack", abc, lambda a, b, c: torch.stack([a, b, c], -1),
+         {"dim": -1})
+    case(f, "stack_default", "stack", abc, lambda a, b, c: torch.stack([a, b, c]))
+
+    y = randn(5, 3)
+    case(f, "split_dim1", "split", {"x": y}, lambda x: x.split(2, 0), {"size": 2, "dim": 1},
+         multi=True)
+    case(f, "split_default", "split", {"x": y}, lambda x: x.split(3), {"size": 3}, multi=True)
+    case(f, "split_dim2", "split", {"x": randn(2, 7)}, lambda x: x.split(3, 1),
+         {"size": 3, "dim": 2}, multi=True)
+    case(f, "chunk_dim1", "chunk", {"x": randn(7, 2)}, lambda x: x.chunk(3, 0),
+         {"chunks": 3, "dim": 1}, multi=True)
+    case(f, "chunk_dim_neg", "chunk", {"x": randn(2, 6)}, lambda x: x.chunk(2, -1),
+         {"chunks": 2, "dim": -1}, multi=True)
+
+
+# ---- views -----------------------------------------------------------------
+
+def views():
+    f = "ops_views"
+    x = randn(2, 3, 4)
+    case(f, "narrow", "narrow", {"x": x}, lambda x: x.narrow(1, 1, 2),
+         {"dim": 2, "start": 2, "length": 2})
+    case(f, "narrow_last", "narrow", {"x": x}, lambda x: x.narrow(-1, 2, 2),
+         {"dim": -1, "start": 3, "length": 2})
+    case(f, "select", "select", {"x": x}, lambda x: x.select(0, 1), {"dim": 1, "index": 2})
+    case(f, "select_neg_index", "select", {"x": x}, lambda x: x.select(2, -2),
+         {"dim": 3, "index": -2})
+    case(f, "index_integer", "index_integer", {"x": x}, lambda x: x[1], {"index": 2})
+    case(f, "slice_step", "slice", {"x": x}, lambda x: x[:, :, 0:4:2],
+         {"dim": 3, "start": 1, "stop": 4, "step": 2})
+    case(f, "slice_mid", "slice", {"x": x}, lambda x: x[:, 1:3], {"dim": 2, "start": 2, "stop": 3})
+    case(f, "transpose", "transpose", {"x": x}, lambda x: x.transpose(0, 2), {"d0": 1, "d1": 3})
+    case(f, "transpose_neg", "transpose", {"x": x}, lambda x: x.transpose(-1, -2),
+         {"d0": -1, "d1": -2})
+    case(f, "permute", "permute", {"x": x}, lambda x: x.permute(2, 0, 1), {"dims": [3, 1, 2]})
+    case(f, "expand", "expand", {"x": randn(3, 1)}, lambda x: x.expand(2, 3, 4),
+         {"shape": [2, 3, 4]})
+    case(f, "expand_keep", "expand", {"x": randn(1, 4)}, lambda x: x.expand(3, -1),
+         {"shape": [3, -1]})
+    case(f, "view", "view", {"x": x}, lambda x: x.view(4, 6), {"shape": [4, 6]})
+    case(f, "view_infer", "view", {"x": x}, lambda x: x.view(-1, 4), {"shape": [-1, 4]})
+    case(f, "reshape", "reshape", {"x": x}, lambda x: x.reshape(6, 4), {"shape": [6, 4]})
+    case(f, "reshape_noncontiguous", "transpose_reshape", {"x": x},
+         lambda x: x.transpose(0, 1).reshape(3, 8), {"d0": 1, "d1": 2, "shape": [3, 8]})
+    y = randn(3, 1, 4, 1)
+    case(f, "squeeze_all", "squeeze", {"x": y}, lambda x: x.squeeze())
+    case(f, "squeeze_dim", "squeeze", {"x": y}, lambda x: x.squeeze(1), {"dim": 2})
+    case(f, "squeeze_neg_dim", "squeeze", {"x": y}, lambda x: x.squeeze(-1), {"dim": -1})
+    case(f, "unsqueeze_first", "unsqueeze", {"x": randn(3, 4)}, lambda x: x.unsqueeze(0),
+         {"dim": 1})
+    case(f, "unsqueeze_mid", "unsqueeze", {"x": randn(3, 4)}, lambda x: x.unsqueeze(1),
+         {"dim": 2})
+    case(f, "unsqueeze_last", "unsqueeze", {"x": randn(3, 4)}, lambda x: x.unsqueeze(-1),
+         {"dim": -1})
+    case(f, "flatten", "flatten", {"x": x}, lambda x: x.flatten())
+    case(f, "flatten_range", "flatten", {"x": randn(2, 3, 4, 2)}, lambda x: x.flatten(1, 2),
+         {"s": 2, "e": 3})
+    case(f, "contiguous_of_transpose", "transpose_contiguous", {"x": x},
+         lambda x: x.transpose(0, 1).contiguous(), {"d0": 1, "d1": 2})
+    case(f, "clone", "clone", {"x": x}, lambda x: x.clone())
+
+# ---- large inputs, checked through projections -------------------------------
+#
+# Sizes past the CPU backend's thresholds (parallel loops from 32768
+# elements, chunked reductions, the BLAS path of matmul, column blocks of
+# the index kernels) would make fixtures of megabytes, so these cases
+# store no tensors. Inputs are formulas that Lua recomputes exactly:
+#   float:  x[i] = off + amp * sin(a * i + b)         (i = 0-based flat index)
+#   int64:  x[i] = (i * mul + add) % mod               (written 1-based: + 1)
+#   bool:   x[i] = (i * mul + add) % mod == 0
+# and results are compared through weighted sums (projections):
+#   loss     = sum out[i] * cos(0.37 i + 0.1)          (what backward starts from)
+#   out_proj = sum out[i] * sin(1.3 i + 0.5),  out_scale = sqrt(sum out[i]^2)
+#   grad_proj[k] = sum g[i] * sin(0.61 i + 0.3),  grad_scale[k] = sqrt(sum g[i]^2)
+# The spec compares a projection to within rtol * scale (the rounding of a
+# sum of n terms grows like the 2-norm, not like the sum of magnitudes), and
+# checks float32 elementwise against ember's own float64 result.
+
+
+def formula(spec):
+    n = 1
+    for d in spec["shape"]:
+        n *= d
+    if spec.get("dtype") in ("int64", "bool"):
+        vals = [(i * spec["mul"] + spec["add"]) % spec["mod"] for i in range(n)]
+        if spec["dtype"] == "bool":
+            return torch.tensor([v == 0 for v in vals]).reshape(spec["shape"])
+        return torch.tensor(vals, dtype=torch.int64).reshape(spec["shape"])
+    off, amp, a, b = spec.get("off", 0.0), spec.get("amp", 1.0), spec["a"], spec["b"]
+    return torch.tensor([off + amp * math.sin(a * i + b) for i in range(n)]).reshape(spec["shape"])
+
+
+def weights(n, f, a, b):
+    return torch.tensor([f(a * i + b) for i in range(n)])
+
+
+def big_case(name, op, specs, fn, args=None):
+    ins = {}
+    for k, spec in specs.items():
+        v = formula(spec)
+        if v.dtype == torch.float64:
+            v.requires_grad_(True)
+        ins[k] = v
+    out = fn(**ins)
+    flat = out.reshape(-1)
+    n = flat.numel()
+    loss = (flat * weights(n, math.cos, 0.37, 0.1)).sum()
+    diff = [k for k in sorted(ins) if ins[k].dtype == torch.float64]
+    grads = torch.autograd.grad(loss, [ins[k] for k in diff], allow_unused=True)
+    gp, gs = {}, {}
+    for k, g in zip(diff, grads):
+        g = torch.zeros_like(ins[k]) if g is None else g.reshape(-1)
+        gp[k] = float((g * weights(g.numel(), math.sin, 0.61, 0.3)).sum())
+        gs[k] = float(g.norm())
+    c = {
+        "op": op,
+        "specs": specs,
+        "args": args or {},
+        "out_shape": list(out.shape),
+        "out_proj": float((flat * weights(n, math.sin, 1.3, 0.5)).sum()),
+        "out_scale": float(flat.norm()),
+        "grad_proj": gp,
+        "grad_scale": gs,
+    }
+    assert name not in FILES.setdefault("ops_large", {}), name
+    FILES["ops_large"][name] = c
+
+
+def F_(shape, a, b, amp=1.0, off=0.0):
+    return {"shape": list(shape), "a": a, "b": b, "amp": amp, "off": off}
+
+
+def I_(shape, mod, mul=7, add=3, dtype="int64"):
+    return {"shape": list(shape), "mod": mod, "mul": mul, "add": add, "dtype": dtype}
+
+
+def large():
+    big = [200, 170]  # 34000 elements: past the parallel threshold
+    big_case("add_broadcast", "add", {"a": F_(big, 0.11, 0.2), "b": F_([170], 0.7, 1.0)},
+             lambda a, b: a + b)
+    big_case("mul_outer", "mul", {"a": F_([200, 1], 0.13, 0.4), "b": F_([1, 170], 0.29, 0.1)},
+             lambda a, b: a * b)
+    big_case("div_broadcast", "div", {"a": F_(big, 0.17, 0.0), "b": F_([200, 1], 0.3, 0.2, 0.5, 1.5)},
+             lambda a, b: a / b)
+    big_case("pow_tensor", "pow", {"a": F_(big, 0.05, 0.3, 0.5, 1.2), "b": F_([170], 0.41, 0.9)},
+             lambda a, b: a ** b)
+    big_case("maximum", "maximum", {"a": F_(big, 0.013, 0.5), "b": F_(big, 0.021, 0.1)},
+             lambda a, b: torch.maximum(a, b))
+    big_case("pow_number", "pow_number", {"x": F_(big, 0.07, 0.1, 2.0)}, lambda x: x ** 3,
+             {"e": 3.0})
+    for fn, tf, spec in (
+            ("exp", torch.exp, F_(big, 0.031, 0.2, 2.0)),
+            ("log", torch.log, F_(big, 0.031, 0.2, 0.9, 1.0)),
+            ("sqrt", torch.sqrt, F_(big, 0.033, 0.2, 0.9, 1.0)),
+            ("rsqrt", torch.rsqrt, F_(big, 0.035, 0.2, 0.9, 1.0)),
+            ("tanh", torch.tanh, F_(big, 0.037, 0.2, 3.0)),
+            ("sigmoid", torch.sigmoid, F_(big, 0.039, 0.2, 4.0)),
+            ("relu", torch.relu, F_(big, 0.041, 0.25, 2.0)),
+            ("gelu", F.gelu, F_(big, 0.043, 0.2, 3.0)),
+            ("silu", F.silu, F_(big, 0.047, 0.2, 3.0)),
+            ("abs", torch.abs, F_(big, 0.049, 0.25, 2.0)),
+            ("elu", F.elu, F_(big, 0.051, 0.25, 2.0)),
+            ("sin", torch.sin, F_(big, 0.053, 0.2, 3.0))):
+        big_case(fn, "unary", {"x": spec}, lambda x, tf=tf: tf(x), {"fn": fn})
+    big_case("gelu_tanh", "unary", {"x": F_(big, 0.045, 0.2, 3.0)},
+             lambda x: F.gelu(x, approximate="tanh"), {"fn": "gelu", "extra": ["tanh"]})
+    big_case("clamp", "clamp", {"x": F_(big, 0.057, 0.2, 2.0)},
+             lambda x: torch.clamp(x, -0.5, 0.7), {"lo": -0.5, "hi": 0.7})
+    big_case("where", "where", {"cond": I_(big, 3, 5, 1, "bool"), "a": F_(big, 0.06, 0.1),
+                                "b": F_([170], 0.5, 0.3)},
+             lambda cond, a, b: torch.where(cond, a, b))
+    big_case("masked_fill", "masked_fill", {"x": F_(big, 0.063, 0.1),
+                                            "mask": I_([200, 1], 4, 3, 1, "bool")},
+             lambda x, mask: x.masked_fill(mask, -1.0), {"value": -1.0})
+
+    r = [130, 300]  # 39000 elements, rows and columns past the reduce chunks
+    x = F_(r, 0.0123, 0.4, 2.0, 0.3)
+    big_case("sum_all", "sum", {"x": x}, lambda x: x.sum())
+    big_case("sum_dim1", "sum", {"x": x}, lambda x: x.sum(0), {"dim": 1})
+    big_case("sum_dim2", "sum", {"x": x}, lambda x: x.sum(1), {"dim": 2})
+    big_case("sum_long_row", "sum", {"x": F_([3, 20000], 0.0031, 0.2)}, lambda x: x.sum(1),
+             {"dim": 2})
+    big_case("sum_long_column", "sum", {"x": F_([20000, 3], 0.0037, 0.2)}, lambda x: x.sum(0),
+             {"dim": 1})
+    big_case("mean_all", "mean", {"x": x}, lambda x: x.mean())
+    big_case("mean_dim2_keepdim", "mean", {"x": x}, lambda x: x.mean(1, keepdim=True),
+             {"dim": 2, "keepdim": True})
+    big_case("var_all", "var", {"x": x}, lambda x: x.var(), {"correction": 1})
+    big_case("var_dim1", "var", {"x": x}, lambda x: x.var(0), {"dim": 1})
+    big_case("var_dim2", "var", {"x": x}, lambda x: torch.var(x, 1, unbiased=False),
+             {"dim": 2, "correction": 0})
+    big_case("max_dim1", "max_values", {"x": x}, lambda x: x.max(0).values, {"dim": 1})
+    big_case("max_dim2", "max_values", {"x": x}, lambda x: x.max(1).values, {"dim": 2})
+    big_case("min_dim2", "min_values", {"x": x}, lambda x: x.min(1).values, {"dim": 2})
+    big_case("max_all", "max_all", {"x": x}, lambda x: x.max())
+
+    mm = lambda a, b: torch.matmul(a, b)
+    big_case("matmul_2d", "matmul", {"a": F_([70, 90], 0.013, 0.1), "b": F_([90, 60], 0.017, 0.2)}, mm)
+    big_case("matmul_wide", "matmul", {"a": F_([40, 300], 0.011, 0.1),
+                                       "b": F_([300, 270], 0.0019, 0.2)}, mm)
+    big_case("matmul_batched", "matmul", {"a": F_([3, 40, 50], 0.019, 0.1),
+                                          "b": F_([50, 60], 0.023, 0.2)}, mm)
+    big_case("matmul_batch_broadcast", "matmul", {"a": F_([2, 1, 30, 40], 0.019, 0.1),
+                                                  "b": F_([3, 40, 50], 0.023, 0.2)}, mm)
+    big_case("matmul_matrix_vector", "matmul", {"a": F_([300, 400], 0.0007, 0.1),
+                                                "b": F_([400], 0.023, 0.2)}, mm)
+    big_case("matmul_transposed", "matmul_tt", {"a": F_([90, 70], 0.013, 0.1),
+                                                "b": F_([60, 90], 0.017, 0.2)},
+             lambda a, b: torch.matmul(a.t(), b.t()))
+    big_case("bmm", "bmm", {"a": F_([4, 30, 50], 0.019, 0.1), "b": F_([4, 50, 40], 0.023, 0.2)},
+             lambda a, b: torch.bmm(a, b))
+    s = F_([40, 1000], 0.0071, 0.3, 4.0)
+    big_case("softmax_last", "softmax", {"x": s}, lambda x: torch.softmax(x, -1), {"dim": -1})
+    big_case("softmax_first", "softmax", {"x": s}, lambda x: torch.softmax(x, 0), {"dim": 1})
+    big_case("log_softmax_last", "log_softmax", {"x": s}, lambda x: torch.log_softmax(x, -1),
+             {"dim": -1})
+    big_case("log_softmax_first", "log_softmax", {"x": s}, lambda x: torch.log_softmax(x, 0),
+             {"dim": 1})
+    big_case("layer_norm", "layer_norm", {"x": F_([50, 700], 0.0091, 0.3, 2.0, 0.5),
+                                          "weight": F_([700], 0.1, 0.2, 0.5, 1.0),
+                                          "bias": F_([700], 0.13, 0.5)},
+             lambda x, weight, bias: F.layer_norm(x, (700,), weight, bias), {"norm": 1})
+    big_case("cross_entropy_smoothing_ignore", "cross_entropy",
+             {"logits": F_([300, 120], 0.0029, 0.1, 3.0), "target": I_([300], 120, 37, 5)},
+             lambda logits, target: F.cross_entropy(logits, target, ignore_index=42,
+                                                    label_smoothing=0.1),
+             {"opts": {"ignore_index": 43, "label_smoothing": 0.1}})
+    big_case("cross_entropy_none", "cross_entropy",
+             {"logits": F_([300, 120], 0.0031, 0.1, 3.0), "target": I_([300], 120, 37, 5)},
+             lambda logits, target: F.cross_entropy(logits, target, reduction="none"),
+             {"opts": {"reduction": "none"}})
+    big_case("mse_loss", "mse_loss", {"input": F_(big, 0.011, 0.1), "target": F_(big, 0.013, 0.2)},
+             lambda input, target: F.mse_loss(input, target), {"reduction": "mean"})
+
+    big_case("embedding", "embedding", {"weight": F_([1000, 80], 0.0013, 0.1),
+                                        "ids": I_([20, 30], 1000, 389, 11)},
+             lambda weight, ids: F.embedding(ids, weight))
+    big_case("index_select", "index_select", {"x": F_([100, 400], 0.0017, 0.1),
+                                              "index": I_([150], 400, 13, 2)},
+             lambda x, index: x.index_select(1, index), {"dim": 2})
+    big_case("gather", "gather", {"x": F_([100, 400], 0.0019, 0.1),
+                                  "index": I_([100, 350], 400, 13, 2)},
+             lambda x, index: x.gather(1, index), {"dim": 2})
+    big_case("scatter_add", "scatter_add", {"x": F_([300, 120], 0.0023, 0.1),
+                                            "index": I_([400, 120], 300, 7, 1),
+                                            "src": F_([400, 120], 0.0029, 0.2)},
+             lambda x, index, src: x.scatter_add(0, index, src), {"dim": 1})
+    big_case("cat", "cat", {"a": F_([100, 200], 0.003, 0.1), "b": F_([100, 50], 0.005, 0.1),
+                            "c": F_([100, 170], 0.007, 0.1)},
+             lambda a, b, c: torch.cat([a, b, c], 1), {"dim": 2})
+    big_case("stack", "stack", {"a": F_(big, 0.003, 0.1), "b": F_(big, 0.005, 0.1),
+                                "c": F_(big, 0.007, 0.1)},
+             lambda a, b, c: torch.stack([a, b, c], 1), {"dim": 2})
+    big_case("transpose_contiguous", "transpose_contiguous", {"x": F_([300, 200], 0.0011, 0.1)},
+             lambda x: x.t().contiguous(), {"d0": 1, "d1": 2})
+    big_case("permute_reshape", "permute_reshape", {"x": F_([30, 40, 50], 0.0011, 0.1)},
+             lambda x: x.permute(2, 0, 1).reshape(50, 1200),
+             {"dims": [3, 1, 2], "shape": [50, 1200]})
+
+
+# ---- edge values: kinks hit exactly, ties, large magnitudes ------------------
+
+def edges():
+    f = "ops_edge"
+    t = lambda *v: torch.tensor(v, dtype=torch.float64)
+    kinks = t(-1.5, 0.0, 0.7, -0.0, 2.0, 0.0)
+    case(f, "relu_at_zero", "unary", {"x": kinks}, lambda x: torch.relu(x), {"fn": "relu"})
+    case(f, "abs_at_zero", "unary", {"x": kinks}, lambda x: torch.abs(x), {"fn": "abs"})
+    case(f, "elu_at_zero", "unary", {"x": kinks}, lambda x: F.elu(x, 0.5), {"fn": "elu", "extra": [0.5]})
+    case(f, "clamp_at_bounds", "clamp", {"x": t(-0.5, -0.6, 0.7, 0.71, 0.0, 0.7)},
+         lambda x: torch.clamp(x, -0.5, 0.7), {"lo": -0.5, "hi": 0.7})
+    case(f, "maximum_ties", "maximum", {"a": t(1.0, 2.0, -3.0, 0.5), "b": t(1.0, 1.0, -3.0, 0.75)},
+         lambda a, b: torch.maximum(a, b))
+    case(f, "minimum_ties", "minimum", {"a": t(1.0, 2.0, -3.0, 0.5), "b": t(1.0, 1.0, -3.0, 0.75)},
+         lambda a, b: torch.minimum(a, b))
+    case(f, "max_all_ties", "max_all", {"x": t(1.0, 3.0, -2.0, 3.0, 0.5, 3.0)}, lambda x: x.max())
+    case(f, "min_all_ties", "min_all", {"x": t(1.0, -3.0, -2.0, -3.0)}, lambda x: x.min())
+    case(f, "pow_number_0_at_zero", "pow_number", {"x": kinks}, lambda x: x ** 0, {"e": 0.0})
+    case(f, "pow_number_2_at_zero", "pow_number", {"x": kinks}, lambda x: x ** 2, {"e": 2.0})
+    case(f, "pow_number_1_at_zero", "pow_number", {"x": kinks}, lambda x: x ** 1, {"e": 1.0})
+    case(f, "pow_tensor_zero_base", "pow", {"a": t(0.0, 0.0, 1.5, 2.0), "b": t(2.0, 1.0, 0.5, 0.0)},
+         lambda a, b: a ** b)
+    case(f, "pow_tensor_negative_base_integer_exponent", "pow",
+         {"a": t(-1.5, -2.0, -0.5), "b": t(2.0, 3.0, -1.0)}, lambda a, b: a ** b, )
+    big = randn(3, 5) * 300
+    case(f, "softmax_large_values", "softmax", {"x": big}, lambda x: torch.softmax(x, -1),
+         {"dim": -1})
+    case(f, "log_softmax_large_values", "log_softmax", {"x": big},
+         lambda x: torch.log_softmax(x, -1), {"dim": -1})
+    case(f, "softmax_large_offset", "softmax", {"x": randn(3, 5) + 1000}, lambda x: torch.softmax(x, 1),
+         {"dim": 2})
+    case(f, "cross_entropy_large_logits", "cross_entropy",
+         {"logits": randn(4, 5) * 200, "target": torch.tensor([0, 4, 2, 1])},
+         lambda logits, target: F.cross_entropy(logits, target, label_smoothing=0.1),
+         {"opts": {"label_smoothing": 0.1}})
+    case(f, "sigmoid_large", "unary", {"x": t(-40.0, -20.0, 0.0, 20.0, 40.0, -750.0)},
+         lambda x: torch.sigmoid(x), {"fn": "sigmoid"})
+    case(f, "silu_large", "unary", {"x": t(-40.0, -20.0, 0.0, 20.0, 40.0, -750.0)},
+         lambda x: F.silu(x), {"fn": "silu"})
+    case(f, "tanh_large", "unary", {"x": t(-40.0, -20.0, 0.0, 20.0, 40.0, 400.0)},
+         lambda x: torch.tanh(x), {"fn": "tanh"})
+    case(f, "gelu_large", "unary", {"x": t(-40.0, -10.0, 0.0, 10.0, 40.0)},
+         lambda x: F.gelu(x), {"fn": "gelu"})
+    case(f, "gelu_tanh_large", "unary", {"x": t(-40.0, -10.0, 0.0, 10.0, 40.0)},
+         lambda x: F.gelu(x, approximate="tanh"), {"fn": "gelu", "extra": ["tanh"]})
+    case(f, "elu_large_negative", "unary", {"x": t(-40.0, -800.0, 3.0)},
+         lambda x: F.elu(x), {"fn": "elu"})
+    case(f, "layer_norm_offset", "layer_norm",
+         {"x": randn(3, 16) + 100, "weight": randn(16), "bias": randn(16)},
+         lambda x, weight, bias: F.layer_norm(x, (16,), weight, bias), {"norm": 1})
+    case(f, "var_offset", "var", {"x": randn(3, 16) + 100}, lambda x: x.var(1), {"dim": 2})
+    case(f, "var_single_element_correction0", "var", {"x": randn(3, 1)},
+         lambda x: torch.var(x, 1, unbiased=False), {"dim": 2, "correction": 0})
+    case(f, "mean_offset", "mean", {"x": randn(4, 16) + 1e4}, lambda x: x.mean(1), {"dim": 2})
+    case(f, "softmax_single", "softmax", {"x": randn(3, 1)}, lambda x: torch.softmax(x, 1),
+         {"dim": 2})
+    case(f, "log_softmax_single", "log_softmax", {"x": randn(3, 1)},
+         lambda x: torch.log_softmax(x, 1), {"dim": 2})
+    case(f, "sum_0d", "sum", {"x": randn(())}, lambda x: x.sum())
+    case(f, "exp_0d", "unary", {"x": randn(())}, lambda x: torch.exp(x), {"fn": "exp"})
+    case(f, "add_0d_0d", "add", {"a": randn(()), "b": randn(())}, lambda a, b: a + b)
+    case(f, "matmul_1x1", "matmul", {"a": randn(1, 1), "b": randn(1, 3)}, lambda a, b: a @ b)
+
+
+def main():
+    elementwise()
+    reductions()
+    nn_ops()
+    indexing()
+    views()
+    edges()
+    large()
+    for name in sorted(FILES):
+        path = os.path.join(HERE, "fixtures", name + ".lua")
+        with open(path, "w") as fh:
+            fh.write("-- Generated by tests/gen_op_fixtures.py (PyTorch %s); do not edit.\n"
+                     % torch.__version__)
+            fh.write("return " + lua_value(FILES[name]) + "\n")
+        print("wrote %s (%d cases, %d bytes)" % (path, len(FILES[name]), os.path.getsize(path)))
+
+
+if __name__ == "__main__":
+    main()

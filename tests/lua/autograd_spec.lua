@@ -1,0 +1,222 @@
+-- Autograd from Lua: backward, accumulation, grad mode, detach, graph
+-- freeing, and ember.Function with a Lua backward.
+local ember = require "ember"
+
+local function close(a, b, tol)
+  tol = tol or 1e-5
+  local x, y = a:totable(), b
+  for i = 1, #y do
+    assert(math.abs(x[i] - y[i]) <= tol, ("element %d: got %s, expected %s"):format(i, x[i], y[i]))
+  end
+end
+
+describe("backward", function()
+  it("computes gradients from a scalar", function()
+    local x = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local y = (x * x):sum()
+    assert.are.equal("sum", y.grad_fn)
+    assert.is_false(y.is_leaf)
+    assert.is_true(x.is_leaf)
+    assert.is_nil(x.grad)
+    y:backward()
+    close(x.grad, { 2, 4, 6 })
+  end)
+
+  it("accumulates into .grad across two backwards, until reset to nil", function()
+    local x = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    ;(x * x):sum():backward()
+    ;(x * 3):sum():backward()
+    close(x.grad, { 5, 7, 9 })
+    x.grad = nil
+    assert.is_nil(x.grad)
+    ;(x * 3):sum():backward()
+    close(x.grad, { 3, 3, 3 })
+  end)
+
+  it("takes an explicit gradient for a non-scalar root", function()
+    local x = ember.tensor({ 1, 2 }, { requires_grad = true })
+    local y = x * x
+    y:backward(ember.tensor { 1, 10 })
+    close(x.grad, { 2, 40 })
+  end)
+
+  it("goes through a graph twice only with retain_graph", function()
+    local x = ember.tensor({ 1, 2 }, { requires_grad = true })
+    local y = (x * x):sum()
+    y:backward(nil, true)
+    y:backward()
+    close(x.grad, { 4, 8 })
+    local ok, msg = pcall(y.backward, y)
+    assert.is_false(ok)
+    assert.truthy(msg:find("ember.backward", 1, true))
+    assert.truthy(msg:find("retain_graph", 1, true))
+  end)
+
+  it("flows through matmul, broadcasting and reductions", function()
+    local w = ember.tensor({ { 1, 2 }, { 3, 4 } }, { requires_grad = true })
+    local b = ember.tensor({ 1, 1 }, { requires_grad = true })
+    local x = ember.tensor { { 1, 0 }, { 0, 1 }, { 1, 1 } }
+    local loss = (x:matmul(w) + b):sum()
+    loss:backward()
+    assert.are.same({ { 2, 2 }, { 2, 2 } }, w.grad:totable())
+    close(b.grad, { 3, 3 })
+  end)
+end)
+
+describe("grad mode", function()
+  it("no_grad runs a function without recording and returns its results", function()
+    local x = ember.ones(2, { requires_grad = true })
+    local y, extra = ember.no_grad(function(a, k) return a * k, "extra" end, x, 2)
+    assert.are.equal("extra", extra)
+    assert.is_false(y.requires_grad)
+    assert.is_nil(y.grad_fn)
+    assert.is_true(ember.is_grad_enabled())
+  end)
+
+  it("restores grad mode when the function fails", function()
+    local ok = pcall(ember.no_grad, function() error("inside") end)
+    assert.is_false(ok)
+    assert.is_true(ember.is_grad_enabled())
+  end)
+
+  it("set_grad_enabled returns the previous mode", function()
+    assert.is_true(ember.set_grad_enabled(false))
+    assert.is_false(ember.is_grad_enabled())
+    local y = ember.ones(2, { requires_grad = true }) * 2
+    assert.is_false(ember.set_grad_enabled(true))
+    assert.is_false(y.requires_grad)
+  end)
+
+  it("detach cuts the graph", function()
+    local x = ember.ones(2, { requires_grad = true })
+    local d = (x * 2):detach()
+    assert.is_false(d.requires_grad)
+    assert.is_true(d.is_leaf)
+    local y = (d * x):sum()
+    y:backward()
+    close(x.grad, { 2, 2 })
+  end)
+
+  it("requires_grad can be set on leaves only", function()
+    local x = ember.ones(2)
+    assert.are.equal(x, x:requires_grad_())
+    assert.is_true(x.requires_grad)
+    x.requires_grad = false
+    assert.is_false(x.requires_grad)
+    local y = ember.ones(2, { requires_grad = true }) * 2
+    local ok, msg = pcall(function() y.requires_grad = false end)
+    assert.is_false(ok)
+    assert.truthy(msg:find("leaf", 1, true))
+  end)
+end)
+
+describe("ember.Function", function()
+  local Scale = ember.Function {
+    name = "scale",
+    forward = function(ctx, a, k)
+      assert(not ember.is_grad_enabled(), "forward runs with grad off")
+      ctx:save_for_backward(a)
+      ctx.k = k
+      return a * a * k
+    end,
+    backward = function(ctx, g)
+      local a = ctx.saved[1]
+      return g * a * 2 * ctx.k, nil
+    end,
+  }
+
+  it("records a node whose Lua backward gives the gradient", function()
+    local w = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local out = Scale(w, 10)
+    assert.are.equal("scale", out.grad_fn)
+    out:sum():backward()
+    close(w.grad, { 20, 40, 60 })
+  end)
+
+  it("composes with core ops on both sides", function()
+    local w = ember.tensor({ 1, 2 }, { requires_grad = true })
+    local y = (Scale(w * 2, 1) + w):sum() -- d/dw (4w^2 + w) = 8w + 1
+    y:backward()
+    close(w.grad, { 9, 17 })
+  end)
+
+  it("records nothing when no input needs grad", function()
+    local y = Scale(ember.ones(2), 3)
+    assert.is_nil(y.grad_fn)
+  end)
+
+  it("gives nil gradients for inputs that get none", function()
+    local Pick = ember.Function {
+      name = "pick",
+      forward = function(ctx, a, b) return a + b end,
+      backward = function(ctx, g) return g, nil end,
+    }
+    local a = ember.ones(2, { requires_grad = true })
+    local b = ember.ones(2, { requires_grad = true })
+    Pick(a, b):sum():backward()
+    close(a.grad, { 1, 1 })
+    assert.is_nil(b.grad)
+  end)
+
+  it("turns a Lua error in backward into a Lua error from backward() naming the function", function()
+    local Bad = ember.Function {
+      name = "badop",
+      forward = function(ctx, a) return a:clone() end,
+      backward = function(ctx, g) error("boom in backward") end,
+    }
+    local w = ember.ones(2, { requires_grad = true })
+    local ok, msg = pcall(function() Bad(w):sum():backward() end)
+    assert.is_false(ok)
+    assert.truthy(msg:find("badop", 1, true))
+    assert.truthy(msg:find("boom in backward", 1, true))
+    -- the process and autograd carry on
+    ;(w * 2):sum():backward()
+    close(w.grad, { 2, 2 })
+  end)
+
+  it("rejects a gradient of the wrong shape or type", function()
+    local Wrong = ember.Function {
+      name = "wrongshape",
+      forward = function(ctx, a) return a:clone() end,
+      backward = function(ctx, g) return ember.ones(5) end,
+    }
+    local w = ember.ones(3, { requires_grad = true })
+    local ok, msg = pcall(function() Wrong(w):sum():backward() end)
+    assert.is_false(ok)
+    assert.truthy(msg:find("wrongshape", 1, true))
+    assert.truthy(msg:find("[5]", 1, true))
+    local Str = ember.Function {
+      name = "stringgrad",
+      forward = function(ctx, a) return a:clone() end,
+      backward = function(ctx, g) return "nope" end,
+    }
+    ok, msg = pcall(function() Str(w):sum():backward() end)
+    assert.is_false(ok)
+    assert.truthy(msg:find("string", 1, true))
+  end)
+
+  it("checks its definition", function()
+    assert.has_error(function() ember.Function { name = "x", forward = function() end } end)
+    local ok, msg = pcall(ember.Function, { forward = print, backward = print, backwards = print })
+    assert.is_false(ok)
+    assert.truthy(msg:find("unknown option 'backwards'", 1, true))
+    local F = ember.Function { forward = function() return 1 end, backward = print }
+    ok, msg = pcall(F, ember.ones(1))
+    assert.is_false(ok)
+    assert.truthy(msg:find("must return a tensor", 1, true))
+  end)
+
+  it("frees its graph (no leak of Lua references)", function()
+    local w = ember.ones(100, { requires_grad = true })
+    collectgarbage()
+    collectgarbage()
+    local before = ember.live_bytes()
+    for _ = 1, 50 do
+      local out = Scale(w, 2) -- never backpropagated: dropped with the graph
+      out = nil
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, ember.live_bytes())
+  end)
+end)

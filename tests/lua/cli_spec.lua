@@ -1,0 +1,59 @@
+-- ember.cli: the options every script shares.
+local cli = require "ember.cli"
+
+local conf = {script = "scripts/x.lua", defaults = {epochs = 3},
+              options = {{"layers", 2, "layers"}, {"word", nil, "a word", type = "string"}}}
+
+describe("ember.cli", function()
+  it("has the shared options with the script's defaults", function()
+    local o = cli.parse_only({}, conf)
+    assert.are.equal(3, o.epochs)
+    assert.are.equal("standard", o.attention)
+    assert.are.equal(0, o.seed)
+    assert.are.equal("cpu", o.device)
+    assert.is_false(o.smoke)
+    assert.are.equal("runs/x", o.out)
+    assert.are.equal(2, o.layers)
+  end)
+
+  it("parses --k v, --k=v and flags", function()
+    local o = cli.parse_only({"--epochs", "5", "--lr=0.01", "--smoke", "--word", "Wörterbuch", "--layers", "4"}, conf)
+    assert.are.equal(5, o.epochs)
+    assert.are.equal(0.01, o.lr)
+    assert.is_true(o.smoke)
+    assert.are.equal("Wörterbuch", o.word)
+    assert.are.equal(4, o.layers)
+    assert.is_false(cli.parse_only({"--smoke", "false"}, conf).smoke)
+  end)
+
+  it("returns the usage for --help", function()
+    local o, help = cli.parse_only({"--help"}, conf)
+    assert.is_nil(o)
+    for _, name in ipairs({"epochs", "lr", "batch", "attention", "seed", "threads", "device", "smoke", "layers", "help"}) do
+      assert.truthy(help:find("--" .. name, 1, true), name)
+    end
+  end)
+
+  it("rejects unknown options, missing values and bad numbers", function()
+    assert.has_error(function() cli.parse_only({"--nope"}, conf) end, "unknown option --nope (see --help)")
+    assert.has_error(function() cli.parse_only({"--lr"}, conf) end, "option --lr needs a value (see --help)")
+    assert.has_error(function() cli.parse_only({"--lr", "fast"}, conf) end,
+      "option --lr needs a number, got 'fast' (see --help)")
+    assert.has_error(function() cli.parse_only({"--epochs", "0"}, conf) end)
+    assert.has_error(function() cli.parse_only({"stray"}, conf) end)
+    assert.has_error(function() cli.parse_only({}, {options = {{"seed", 1, "dup"}}}) end)
+  end)
+
+  it("checks a smoke run's loss", function()
+    assert.has_no.errors(function() cli.check_smoke({3, 3, 2, 1, 1}, 2) end)
+    assert.has_error(function() cli.check_smoke({1, 1, 2, 3, 3}, 2) end)
+    assert.has_error(function() cli.check_smoke({1}) end)
+  end)
+
+  it("round-trips model options through checkpoint metadata", function()
+    local meta = cli.config_metadata({layers = 3, attention = "local", smoke = true}, {"layers", "attention", "smoke"})
+    assert.are.same({["config.layers"] = "3", ["config.attention"] = "local", ["config.smoke"] = "true"}, meta)
+    local o = cli.apply_metadata({layers = 1, attention = "standard", smoke = false}, meta, {"layers", "attention", "smoke"})
+    assert.are.same({layers = 3, attention = "local", smoke = true}, o)
+  end)
+end)

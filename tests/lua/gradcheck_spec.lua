@@ -1,0 +1,477 @@
+-- Float64 central-difference gradient checks of every differentiable op
+-- through the Lua API (tests/lua/helpers/gradcheck.lua), on fresh random
+-- inputs rather than fixtures. Most ops run twice: on contiguous inputs and
+-- on non-contiguous leaves (permuted, or strided with step 2), which is
+-- where kernels and backward formulas that assume a layout go wrong. The
+-- last blocks check the autograd engine itself: a leaf used twice, a
+-- diamond, broadcast gradients summed back to the input's shape, repeated
+-- backward, retain_graph, detach and no_grad, and the checker's own ability
+-- to fail.
+local ember = require "ember"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+
+local F64 = { dtype = "float64" }
+
+-- Input makers: mk(shape) gives a float64 leaf of that shape.
+local function contiguous(shape)
+  return ember.randn(shape, F64)
+end
+
+-- A non-contiguous leaf: dims >= 2 are a permutation of a tensor stored
+-- with the dims reversed; 1-d (or a shape whose permutation is still
+-- contiguous because of size-1 dims) takes every other element along the
+-- largest dim of a longer tensor.
+local function noncontiguous(shape)
+  local n = #shape
+  if n == 0 then return ember.randn(shape, F64) end
+  if n >= 2 then
+    local rev, perm = {}, {}
+    for i = 1, n do rev[i] = shape[n + 1 - i]; perm[i] = n + 1 - i end
+    local t = ember.randn(rev, F64):permute(perm):detach()
+    if not t:is_contiguous() then return t end
+  end
+  local k = 1
+  for i = 2, n do if shape[i] > shape[k] then k = i end end
+  local long_shape = {}
+  for i = 1, n do long_shape[i] = shape[i] end
+  long_shape[k] = 2 * shape[k]
+  local t = ember.randn(long_shape, F64):slice(k, 1, -1, 2):detach()
+  assert(shape[k] == 1 or not t:is_contiguous())
+  return t
+end
+
+-- Rewrites x's values in place with fn(x), keeping its layout.
+local function tf(x, fn)
+  ember.no_grad(function() x:copy_(fn(x)) end)
+  return x
+end
+local function positive(x) return tf(x, function(t) return t:abs() * 0.75 + 0.3 end) end
+local function nonzero(x)
+  return tf(x, function(t) return ember.where(t:ge(0), t:abs() + 0.5, -t:abs() - 0.5) end)
+end
+-- Moves values at least 0.1 away from `p` (a kink of relu, abs, clamp...).
+local function away(x, p)
+  p = p or 0
+  return tf(x, function(t) return t + t:ge(p):double() * 0.2 - 0.1 end)
+end
+
+local function long(data) return ember.tensor(data, { dtype = "int64" }) end
+local function bool(data) return ember.tensor(data, { dtype = "bool" }) end
+
+-- Each case: name, f, and inputs(mk) building the argument list. `nc =
+-- false` skips the non-contiguous run (ops whose point is a layout).
+local CASES = {}
+local function case(name, inputs, f, opts)
+  CASES[#CASES + 1] = { name = name, inputs = inputs, f = f, opts = opts or {} }
+end
+
+-- ---- elementwise ---------------------------------------------------------
+case("add broadcast", function(mk) return { mk{ 3, 4 }, mk{ 4 } } end, function(a, b) return a + b end)
+case("add method", function(mk) return { mk{ 2, 3 }, mk{ 2, 3 } } end, function(a, b) return a:add(b) end)
+case("sub broadcast", function(mk) return { mk{ 2, 1, 3 }, mk{ 4, 3 } } end, function(a, b) return a - b end)
+case("sub method", function(mk) return { mk{ 3, 1 }, mk{ 1, 2 } } end, function(a, b) return a:sub(b) end)
+case("mul broadcast", function(mk) return { mk{ 3, 1 }, mk{ 1, 4 } } end, function(a, b) return a * b end)
+case("mul method", function(mk) return { mk{ 2, 3 }, mk{ 3 } } end, function(a, b) return a:mul(b) end)
+case("mul by 0-d tensor", function(mk) return { mk{ 2, 3 }, mk{} } end, function(a, b) return a * b end)
+case("div broadcast", function(mk) return { mk{ 2, 3 }, nonzero(mk{ 3 }) } end, function(a, b) return a / b end)
+case("div method", function(mk) return { mk{ 3, 1 }, nonzero(mk{ 3, 2 }) } end, function(a, b) return a:div(b) end)
+case("pow tensor^tensor", function(mk) return { positive(mk{ 2, 3 }), mk{ 3 } } end, function(a, b) return a ^ b end)
+case("pow method", function(mk) return { positive(mk{ 3, 1 }), mk{ 3, 2 } } end, function(a, b) return a:pow(b) end)
+case("maximum", function(mk) return { mk{ 3, 4 }, mk{ 4 } } end, function(a, b) return a:maximum(b) end)
+case("minimum", function(mk) return { mk{ 2, 1, 3 }, mk{ 2, 3 } } end, function(a, b) return a:minimum(b) end)
+case("tensor + number", function(mk) return { mk{ 2, 3 } } end, function(x) return x + 1.5 end)
+case("number + tensor", function(mk) return { mk{ 2, 3 } } end, function(x) return 1.5 + x end)
+case("tensor - number", function(mk) return { mk{ 2, 3 } } end, function(x) return x - 0.5 end)
+case("number - tensor", function(mk) return { mk{ 2, 3 } } end, function(x) return 2 - x end)
+case("tensor * number", function(mk) return { mk{ 2, 3 } } end, function(x) return x * -2.5 end)
+case("number * tensor", function(mk) return { mk{ 2, 3 } } end, function(x) return 3 * x end)
+case("tensor / number", function(mk) return { mk{ 2, 3 } } end, function(x) return x / 4 end)
+case("number / tensor", function(mk) return { nonzero(mk{ 2, 3 }) } end, function(x) return 3 / x end)
+case("number ^ tensor", function(mk) return { mk{ 2, 3 } } end, function(x) return 2.5 ^ x end)
+case("tensor ^ 2", function(mk) return { mk{ 2, 3 } } end, function(x) return x ^ 2 end)
+case("tensor ^ 3", function(mk) return { mk{ 2, 3 } } end, function(x) return x ^ 3 end)
+case("tensor ^ 0.5", function(mk) return { positive(mk{ 2, 3 }) } end, function(x) return x ^ 0.5 end)
+case("tensor ^ -1.5", function(mk) return { positive(mk{ 2, 3 }) } end, function(x) return x ^ -1.5 end)
+case("tensor:pow(number)", function(mk) return { mk{ 2, 3 } } end, function(x) return x:pow(3) end)
+case("unary minus", function(mk) return { mk{ 2, 3 } } end, function(x) return -x end)
+case("neg", function(mk) return { mk{ 2, 3 } } end, function(x) return x:neg() end)
+
+local UNARY = {
+  { "exp" }, { "log", positive }, { "sqrt", positive }, { "rsqrt", positive }, { "abs", away },
+  { "tanh" }, { "sigmoid" }, { "relu", away }, { "gelu" }, { "silu" }, { "sin" }, { "cos" },
+  { "elu", away },
+}
+for _, u in ipairs(UNARY) do
+  local fn, prep = u[1], u[2] or function(x) return x end
+  case(fn, function(mk) return { prep(mk{ 3, 4 }) } end, function(x) return x[fn](x) end)
+end
+case("gelu tanh", function(mk) return { mk{ 3, 4 } } end, function(x) return x:gelu("tanh") end)
+case("gelu none", function(mk) return { mk{ 3, 4 } } end, function(x) return x:gelu("none") end)
+case("elu alpha", function(mk) return { away(mk{ 3, 4 }) } end, function(x) return x:elu(0.5) end)
+case("clamp", function(mk) return { away(away(mk{ 3, 4 }, -0.5), 0.7) } end,
+  function(x) return x:clamp(-0.5, 0.7) end)
+case("clamp min only", function(mk) return { away(mk{ 3, 4 }, -0.2) } end, function(x) return x:clamp(-0.2) end)
+case("clamp max only", function(mk) return { away(mk{ 3, 4 }, 0.3) } end, function(x) return x:clamp(nil, 0.3) end)
+case("where", function(mk)
+  return { bool{ { true, false, true, false }, { false, false, true, true }, { true, true, false, true } },
+    mk{ 3, 4 }, mk{ 3, 4 } }
+end, function(c, a, b) return ember.where(c, a, b) end)
+case("where broadcast", function(mk) return { bool{ { true }, { false }, { true } }, mk{ 1, 4 }, mk{ 3, 4 } } end,
+  function(c, a, b) return ember.where(c, a, b) end)
+case("where with numbers", function(mk) return { bool{ { true, false, true }, { false, true, false } }, mk{ 2, 3 } } end,
+  function(c, a) return ember.where(c, a, -1.25) + ember.where(c, 0.5, a) end)
+case("masked_fill", function(mk) return { mk{ 3, 4 } } end, function(x)
+  return x:masked_fill(bool{ { true, false, false, true }, { false, false, true, false }, { true, true, false, false } }, -2)
+end)
+case("masked_fill broadcast", function(mk) return { mk{ 2, 3, 4 } } end,
+  function(x) return x:masked_fill(bool{ { true }, { false }, { true } }, 0.5) end)
+
+-- ---- reductions ---------------------------------------------------------
+local X3 = function(mk) return { mk{ 2, 3, 4 } } end
+case("sum all", X3, function(x) return x:sum() end)
+case("sum dim", X3, function(x) return x:sum(2) end)
+case("sum dim -1 keepdim", X3, function(x) return x:sum(-1, true) end)
+case("sum dims", X3, function(x) return x:sum({ 1, 3 }) end)
+case("sum dims keepdim", X3, function(x) return x:sum({ 2, 3 }, true) end)
+case("mean all", X3, function(x) return x:mean() end)
+case("mean dim", X3, function(x) return x:mean(1) end)
+case("mean dims keepdim", X3, function(x) return x:mean({ 1, -1 }, true) end)
+case("var all", X3, function(x) return x:var() end)
+case("var all correction 0", X3, function(x) return x:var(nil, { correction = 0 }) end)
+case("var dim", X3, function(x) return x:var(2) end)
+case("var dim keepdim correction 0", X3, function(x) return x:var(-1, { correction = 0, keepdim = true }) end)
+case("var dims", X3, function(x) return x:var({ 1, 3 }) end)
+case("var dim keepdim boolean", X3, function(x) return x:var(3, true) end)
+case("max all", X3, function(x) return x:max() end)
+case("min all", X3, function(x) return x:min() end)
+case("max dim", X3, function(x) return (x:max(2)) end)
+case("max dim keepdim", X3, function(x) return (x:max(-1, true)) end)
+case("min dim", X3, function(x) return (x:min(1)) end)
+case("min dim keepdim", X3, function(x) return (x:min(3, true)) end)
+
+-- ---- linear algebra, softmax, normalisation -------------------------------
+local function mm(a, b) return ember.matmul(a, b) end
+case("matmul 2d", function(mk) return { mk{ 3, 4 }, mk{ 4, 5 } } end, mm)
+case("matmul 1d 1d", function(mk) return { mk{ 4 }, mk{ 4 } } end, mm)
+case("matmul 1d 2d", function(mk) return { mk{ 4 }, mk{ 4, 3 } } end, mm)
+case("matmul 2d 1d", function(mk) return { mk{ 3, 4 }, mk{ 4 } } end, mm)
+case("matmul 3d 2d", function(mk) return { mk{ 2, 3, 4 }, mk{ 4, 2 } } end, mm)
+case("matmul 2d 3d", function(mk) return { mk{ 3, 4 }, mk{ 2, 4, 2 } } end, mm)
+case("matmul 3d 1d", function(mk) return { mk{ 2, 3, 4 }, mk{ 4 } } end, mm)
+case("matmul 1d 3d", function(mk) return { mk{ 4 }, mk{ 2, 4, 3 } } end, mm)
+case("matmul batch broadcast", function(mk) return { mk{ 2, 1, 3, 4 }, mk{ 3, 4, 2 } } end, mm)
+case("matmul method", function(mk) return { mk{ 2, 3 }, mk{ 3, 2 } } end, function(a, b) return a:matmul(b) end)
+case("bmm", function(mk) return { mk{ 2, 3, 4 }, mk{ 2, 4, 2 } } end, function(a, b) return ember.bmm(a, b) end)
+for _, d in ipairs({ 1, 2, 3, -1 }) do
+  case("softmax dim " .. d, X3, function(x) return x:softmax(d) end)
+  case("log_softmax dim " .. d, X3, function(x) return x:log_softmax(d) end)
+end
+case("ember.softmax", X3, function(x) return ember.softmax(x, -1) end)
+case("layer_norm affine", function(mk) return { mk{ 2, 3, 4 }, mk{ 4 }, mk{ 4 } } end,
+  function(x, w, b) return ember.layer_norm(x, 1, w, b) end)
+case("layer_norm plain", function(mk) return { mk{ 2, 3, 4 } } end, function(x) return ember.layer_norm(x, 1) end)
+case("layer_norm weight only", function(mk) return { mk{ 3, 4 }, mk{ 4 } } end,
+  function(x, w) return ember.layer_norm(x, 1, w) end)
+case("layer_norm bias only", function(mk) return { mk{ 3, 4 }, mk{ 4 } } end,
+  function(x, b) return ember.layer_norm(x, 1, nil, b) end)
+case("layer_norm two dims", function(mk) return { mk{ 2, 3, 4 }, mk{ 3, 4 }, mk{ 3, 4 } } end,
+  function(x, w, b) return ember.layer_norm(x, { 3, 4 }, w, b, 1e-3) end)
+
+-- ---- indexing and joining -----------------------------------------------
+case("embedding", function(mk) return { mk{ 5, 3 } } end,
+  function(w) return ember.embedding(w, long{ { 1, 3, 5 }, { 3, 3, 2 } }) end)
+case("embedding 1d ids", function(mk) return { mk{ 4, 2 } } end, function(w) return ember.embedding(w, long{ 4, 1, 4 }) end)
+case("index_select dim 1", function(mk) return { mk{ 3, 4 } } end, function(x) return x:index_select(1, long{ 3, 1, 3 }) end)
+case("index_select dim -1", function(mk) return { mk{ 2, 3, 4 } } end,
+  function(x) return x:index_select(-1, long{ 4, 2, 2, 1, 4 }) end)
+case("gather dim 1", function(mk) return { mk{ 3, 4 } } end,
+  function(x) return x:gather(1, long{ { 1, 2, 3, 1 }, { 3, 3, 2, 1 } }) end)
+case("gather dim -1", function(mk) return { mk{ 2, 3 } } end,
+  function(x) return x:gather(-1, long{ { 3, 3, 1, 2 }, { 2, 1, 1, 3 } }) end)
+case("scatter_add dim 1", function(mk) return { mk{ 3, 4 }, mk{ 2, 4 } } end,
+  function(x, src) return x:scatter_add(1, long{ { 1, 2, 3, 1 }, { 3, 3, 2, 1 } }, src) end)
+case("scatter_add dim 2", function(mk) return { mk{ 2, 5 }, mk{ 2, 3 } } end,
+  function(x, src) return x:scatter_add(2, long{ { 5, 1, 5 }, { 2, 2, 4 } }, src) end)
+case("cat dim 1", function(mk) return { mk{ 2, 3 }, mk{ 1, 3 }, mk{ 3, 3 } } end,
+  function(a, b, c) return ember.cat({ a, b, c }, 1) end)
+case("cat dim 2", function(mk) return { mk{ 2, 1, 3 }, mk{ 2, 2, 3 } } end, function(a, b) return ember.cat({ a, b }, 2) end)
+case("cat dim -1", function(mk) return { mk{ 2, 2 }, mk{ 2, 1 }, mk{ 2, 3 } } end,
+  function(a, b, c) return ember.cat({ a, b, c }, -1) end)
+case("cat default dim", function(mk) return { mk{ 1, 2 }, mk{ 2, 2 } } end, function(a, b) return ember.cat({ a, b }) end)
+case("cat one tensor", function(mk) return { mk{ 2, 2 } } end, function(a) return ember.cat({ a }) end)
+for _, d in ipairs({ 1, 2, 3, -1 }) do
+  case("stack dim " .. d, function(mk) return { mk{ 2, 3 }, mk{ 2, 3 }, mk{ 2, 3 } } end,
+    function(a, b, c) return ember.stack({ a, b, c }, d) end)
+end
+case("stack same tensor twice", function(mk) return { mk{ 2, 3 } } end, function(a) return ember.stack({ a, a:exp() }) end)
+case("split dim 1", function(mk) return { mk{ 5, 3 } } end, function(x) return x:split(2, 1) end)
+case("split default dim", function(mk) return { mk{ 5, 2 } } end, function(x) return x:split(3) end)
+case("split dim 2", function(mk) return { mk{ 2, 7 } } end, function(x) return x:split(3, 2) end)
+case("split, some pieces unused", function(mk) return { mk{ 6, 2 } } end, function(x) return x:split(2)[2] end)
+case("chunk dim 1", function(mk) return { mk{ 7, 2 } } end, function(x) return x:chunk(3, 1) end)
+case("chunk dim -1", function(mk) return { mk{ 2, 6 } } end, function(x) return x:chunk(2, -1) end)
+case("dropout p=0 training", function(mk) return { mk{ 3, 4 } } end, function(x) return ember.dropout(x, 0, true) end)
+case("dropout eval", function(mk) return { mk{ 3, 4 } } end, function(x) return ember.dropout(x, 0.5, false) end)
+
+-- ---- losses ---------------------------------------------------------------
+local TARGET = { 2, 1, 4, 3, 3 }
+local function ce(opts) return function(l) return ember.cross_entropy(l, long(TARGET), opts) end end
+local LOGITS = function(mk) return { mk{ 5, 4 } } end
+case("cross_entropy", LOGITS, ce())
+for _, red in ipairs({ "mean", "sum", "none" }) do
+  case("cross_entropy " .. red, LOGITS, ce{ reduction = red })
+  case("cross_entropy ignore_index " .. red, LOGITS, ce{ ignore_index = 3, reduction = red })
+  case("cross_entropy label_smoothing " .. red, LOGITS, ce{ label_smoothing = 0.1, reduction = red })
+  case("cross_entropy ignore_index+smoothing " .. red, LOGITS,
+    ce{ ignore_index = 3, label_smoothing = 0.2, reduction = red })
+end
+case("cross_entropy 1d logits", function(mk) return { mk{ 5 } } end,
+  function(l) return ember.cross_entropy(l, ember.tensor(4, { dtype = "int64" })) end)
+for _, red in ipairs({ "mean", "sum", "none" }) do
+  case("mse_loss " .. red, function(mk) return { mk{ 3, 4 }, mk{ 3, 4 } } end,
+    function(a, b) return ember.mse_loss(a, b, red) end)
+end
+case("mse_loss default", function(mk) return { mk{ 2, 3 }, mk{ 2, 3 } } end, function(a, b) return ember.mse_loss(a, b) end)
+
+-- ---- views ------------------------------------------------------------------
+-- Each view is followed by a nonlinear op so the gradient flows through
+-- the view's strides into a real computation.
+case("narrow", X3, function(x) return x:narrow(2, 2, 2):exp() end)
+case("narrow negative start", X3, function(x) return x:narrow(-1, -3, 2):sin() end)
+case("select", X3, function(x) return x:select(1, 2):tanh() end)
+case("select negative index", X3, function(x) return x:select(3, -2) * x:select(3, 1) end)
+case("t[i]", X3, function(x) return x[2] * x[1] end)
+case("slice with step", X3, function(x) return x:slice(3, 1, 4, 2):exp() end)
+case("slice middle", X3, function(x) return x:slice(2, 2, 3) ^ 2 end)
+case("transpose", X3, function(x) return x:transpose(1, 3):sin() end)
+case("transpose then matmul", function(mk) return { mk{ 4, 3 }, mk{ 4, 2 } } end,
+  function(a, b) return a:transpose(1, 2):matmul(b) end)
+case("permute", X3, function(x) return x:permute(3, 1, 2):exp() * ember.arange(1, 4, F64) end)
+case("expand", function(mk) return { mk{ 3, 1 } } end, function(x) return x:expand(2, 3, 4):sin() end)
+case("expand keep -1", function(mk) return { mk{ 1, 4 } } end, function(x) return x:expand(3, -1) ^ 2 end)
+case("view", X3, function(x) return x:contiguous():view(4, 6):exp() end, { nc = false })
+case("view infer", X3, function(x) return x:view(-1, 4):sin() end, { nc = false })
+case("reshape", X3, function(x) return x:reshape(6, 4):sin() end)
+case("reshape of transpose", X3, function(x) return x:transpose(1, 2):reshape(3, 8):exp() end)
+case("squeeze all", function(mk) return { mk{ 3, 1, 4, 1 } } end, function(x) return x:squeeze():exp() end)
+case("squeeze dim", function(mk) return { mk{ 3, 1, 4, 1 } } end, function(x) return x:squeeze(2):exp() end)
+case("unsqueeze", function(mk) return { mk{ 3, 4 } } end, function(x) return x:unsqueeze(2):sin() end)
+case("unsqueeze last", function(mk) return { mk{ 3, 4 } } end, function(x) return x:unsqueeze(-1):exp() end)
+case("flatten", X3, function(x) return x:flatten():exp() end)
+case("flatten range", function(mk) return { mk{ 2, 3, 4, 2 } } end, function(x) return x:flatten(2, 3):sin() end)
+case("contiguous", X3, function(x) return x:transpose(1, 2):contiguous():exp() end)
+case("clone", X3, function(x) return x:clone() * x end)
+case("to float64 (no-op)", X3, function(x) return x:double():exp() end)
+case("a chain of views", X3,
+  function(x) return x:transpose(1, 2):narrow(3, 2, 3):unsqueeze(1):select(2, 2):reshape(-1) ^ 3 end)
+
+-- ---- composites ------------------------------------------------------------
+case("attention-like composite", function(mk) return { mk{ 2, 3, 4 }, mk{ 2, 3, 4 }, mk{ 2, 3, 4 } } end,
+  function(q, k, v)
+    local s = ember.matmul(q, k:transpose(-1, -2)) / 2
+    return ember.matmul(s:softmax(-1), v)
+  end)
+case("mlp composite", function(mk) return { mk{ 3, 4 }, mk{ 4, 5 }, mk{ 5 }, mk{ 5, 2 } } end,
+  function(x, w1, b1, w2)
+    local h = ember.layer_norm(x:matmul(w1) + b1, 1):gelu()
+    return ember.cross_entropy(h:matmul(w2), long{ 1, 2, 2 })
+  end)
+
+describe("gradcheck", function()
+  for _, c in ipairs(CASES) do
+    it(c.name, function()
+      ember.manual_seed(1234)
+      gradcheck.check(c.f, c.inputs(contiguous), { name = c.name })
+    end)
+    if c.opts.nc ~= false then
+      it(c.name .. " (non-contiguous inputs)", function()
+        ember.manual_seed(4321)
+        local inputs = c.inputs(noncontiguous)
+        gradcheck.check(c.f, inputs, { name = c.name .. " (non-contiguous)" })
+      end)
+    end
+  end
+end)
+
+-- ---- the autograd engine ------------------------------------------------------
+local function max_abs_diff(a, b) return (a - b):abs():max():item() end
+
+describe("autograd engine", function()
+  before_each(function() ember.manual_seed(99) end)
+
+  it("accumulates the gradient of a leaf used twice", function()
+    local x = ember.randn({ 3, 2 }, F64):requires_grad_()
+    local y = (x * x + x:exp()):sum()
+    y:backward()
+    local want = ember.no_grad(function() return x * 2 + x:exp() end)
+    assert.is_true(max_abs_diff(x.grad, want) < 1e-14)
+    gradcheck.check(function(a) return a * a + a:exp() end, { x })
+  end)
+
+  it("accumulates the same tensor as both operands (x * x, x + x)", function()
+    local x = ember.randn({ 4 }, F64):requires_grad_()
+    ;(x + x):sum():backward()
+    assert.is_true(max_abs_diff(x.grad, ember.full({ 4 }, 2, F64)) == 0)
+    gradcheck.check(function(a) return a * a end, { x })
+    gradcheck.check(function(a) return a:matmul(a) end, { x })
+  end)
+
+  it("sums the gradients of a diamond", function()
+    local x = ember.randn({ 2, 3 }, F64):requires_grad_()
+    local a = x:exp()
+    local b = a * 2
+    local c = a:sin()
+    ;(b * c):sum():backward()
+    -- d/dx [2 e^x sin(e^x)] = 2 e^x sin(e^x) + 2 e^2x cos(e^x)
+    local want = ember.no_grad(function()
+      local e = x:exp()
+      return e * e:sin() * 2 + e * e * e:cos() * 2
+    end)
+    assert.is_true(max_abs_diff(x.grad, want) < 1e-13)
+    gradcheck.check(function(t) local e = t:exp(); return (e * 2) * e:sin() end, { x })
+  end)
+
+  it("diamond with a view on one branch and broadcasting on the other", function()
+    local x = ember.randn({ 3, 4 }, F64)
+    gradcheck.check(function(t)
+      local a = t:tanh()
+      return a:transpose(1, 2):matmul(a) + a:sum(1, true):transpose(1, 2)
+    end, { x })
+  end)
+
+  it("reduces broadcast gradients to the input's shape", function()
+    local a = ember.randn({ 3, 1 }, F64):requires_grad_()
+    local b = ember.randn({ 4 }, F64):requires_grad_()
+    local c = ember.randn({}, F64):requires_grad_()
+    ;((a + b) * c):sum():backward()
+    assert.are.same({ 3, 1 }, a.grad.shape)
+    assert.are.same({ 4 }, b.grad.shape)
+    assert.are.same({}, c.grad.shape)
+    -- d/da = 4 c per row, d/db = 3 c per column, d/dc = sum(a + b)
+    local cv = c:item()
+    assert.is_true(max_abs_diff(a.grad, ember.full({ 3, 1 }, 4 * cv, F64)) < 1e-14)
+    assert.is_true(max_abs_diff(b.grad, ember.full({ 4 }, 3 * cv, F64)) < 1e-14)
+    local want_c = ember.no_grad(function() return (a + b):sum():item() end)
+    assert.is_true(math.abs(c.grad:item() - want_c) < 1e-13)
+  end)
+
+  it("reduces broadcast gradients over leading and size-1 dims at once", function()
+    gradcheck.check(function(a, b, c) return (a * b - c) / (b:abs() + 1) end,
+      { ember.randn({ 2, 1, 3 }, F64), ember.randn({ 4, 1 }, F64), ember.randn({ 1, 1, 1, 3 }, F64) })
+  end)
+
+  it("adds the gradients of repeated backward calls into .grad", function()
+    local x = ember.randn({ 3 }, F64):requires_grad_()
+    ;(x * 3):sum():backward()
+    ;(x * x):sum():backward()
+    local want = ember.no_grad(function() return x * 2 + 3 end)
+    assert.is_true(max_abs_diff(x.grad, want) < 1e-14)
+    x.grad = nil
+    ;(x * 3):sum():backward()
+    assert.is_true(max_abs_diff(x.grad, ember.full({ 3 }, 3, F64)) == 0)
+  end)
+
+  it("backward twice needs retain_graph", function()
+    local x = ember.randn({ 3 }, F64):requires_grad_()
+    local y = (x:exp() * x):sum()
+    y:backward(true) -- retain
+    local once = x.grad:clone()
+    y:backward()
+    assert.is_true(max_abs_diff(x.grad, once * 2) < 1e-14)
+    assert.has_error(function() y:backward() end)
+  end)
+
+  it("takes an explicit output gradient", function()
+    local x = ember.randn({ 2, 3 }, F64):requires_grad_()
+    local g = ember.randn({ 2, 3 }, F64)
+    local y = x:sin()
+    y:backward(g)
+    local want = ember.no_grad(function() return x:cos() * g end)
+    assert.is_true(max_abs_diff(x.grad, want) < 1e-15)
+  end)
+
+  it("detach and no_grad stop gradients", function()
+    local x = ember.randn({ 3 }, F64):requires_grad_()
+    local y = (x * x:detach()):sum()
+    y:backward()
+    assert.is_true(max_abs_diff(x.grad, x:detach()) == 0)
+    local z = ember.no_grad(function() return x * 2 end)
+    assert.is_false(z.requires_grad)
+    assert.is_nil(z.grad_fn)
+  end)
+
+  it("gives no gradient to inputs that do not require it", function()
+    local x = ember.randn({ 3 }, F64):requires_grad_()
+    local w = ember.randn({ 3 }, F64)
+    ;(x * w):sum():backward()
+    assert.is_nil(w.grad)
+    assert.is_true(max_abs_diff(x.grad, w) == 0)
+  end)
+
+  it("checks an ember.Function against finite differences", function()
+    local cube = ember.Function{
+      name = "cube",
+      forward = function(ctx, a) ctx:save_for_backward(a); return a * a * a end,
+      backward = function(ctx, g) local a = ctx.saved[1]; return g * a * a * 3 end,
+    }
+    gradcheck.check(function(a) return cube(a):sin() end, { ember.randn({ 2, 3 }, F64) })
+  end)
+end)
+
+-- ---- the checker itself ---------------------------------------------------------
+describe("gradcheck helper", function()
+  local function wrong(scale)
+    return ember.Function{
+      name = "wrong_square",
+      forward = function(ctx, a) ctx:save_for_backward(a); return a * a end,
+      backward = function(ctx, g) return g * ctx.saved[1] * 2 * scale end,
+    }
+  end
+
+  it("passes a correct gradient and fails a wrong one", function()
+    local x = ember.randn({ 2, 3 }, F64)
+    assert.is_true((gradcheck.run(wrong(1), { x })))
+    local ok, report = gradcheck.run(wrong(1 + 1e-4), { x })
+    assert.is_false(ok)
+    assert.matches("analytic", report)
+    assert.has_error(function() gradcheck.check(wrong(1.01), { x }) end)
+  end)
+
+  it("fails a missing gradient", function()
+    local dropped = ember.Function{
+      name = "dropped_grad",
+      forward = function(_, a, b) return a * b end,
+      backward = function(_, g) return g, nil end,
+    }
+    local ok = gradcheck.run(function(a, b) return dropped(a, b) end,
+      { ember.randn({ 3 }, F64), ember.randn({ 3 }, F64) })
+    assert.is_false(ok)
+  end)
+
+  it("fails a gradient for the wrong element (a layout bug)", function()
+    local flipped = ember.Function{
+      name = "flipped_grad",
+      forward = function(_, a) return a:exp() end,
+      backward = function(_, g) return g:transpose(1, 2):contiguous():view(g.shape) * 1 end,
+    }
+    local ok = gradcheck.run(function(a) return flipped(a) end, { ember.randn({ 2, 2 }, F64) })
+    assert.is_false(ok)
+  end)
+
+  it("checks only the inputs in wrt and leaves int64 inputs alone", function()
+    local x, y = ember.randn({ 3 }, F64), ember.randn({ 3 }, F64)
+    local worst = gradcheck.check(function(a, b, idx) return (a * b):gather(1, idx) end,
+      { x, y, long{ 3, 1 } }, { wrt = { 2 } })
+    assert.is_true(worst <= 1)
+    assert.is_nil(x.grad)
+    assert.is_not_nil(y.grad)
+  end)
+
+  it("keeps a non-contiguous input's layout", function()
+    local x = noncontiguous({ 3, 4 })
+    local seen
+    gradcheck.check(function(a) seen = a:is_contiguous(); return a:exp() end, { x })
+    assert.is_false(seen)
+    assert.is_false(x:is_contiguous())
+  end)
+end)

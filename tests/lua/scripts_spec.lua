@@ -1,0 +1,76 @@
+-- The example scripts: each --smoke run trains a few steps on a small
+-- subset and fails unless the loss fell; --help and bad options behave.
+-- The scripts run as child processes of the ember program.
+local build = os.getenv("EMBER_BUILD_DIR") or "build"
+local EMBER = build .. "/bin/ember"
+
+local function tmpdir()
+  local p = os.tmpname()
+  os.remove(p)
+  assert(os.execute("mkdir -p '" .. p .. "'"))
+  return p
+end
+
+-- Runs `ember script args` and returns the output and the exit status.
+local function run(script, args)
+  local cmd = ("EMBER_PROGRESS_PLAIN=1 '%s' %s %s 2>&1"):format(EMBER, script, args or "")
+  local p = assert(io.popen(cmd, "r"))
+  local out = p:read("a")
+  local _, _, code = p:close()
+  return out, code
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local SCRIPTS = {
+  {"scripts/langid.lua", "test accuracy", "langid.safetensors"},
+  {"scripts/fashion_vit.lua", "test accuracy", "fashion_vit.safetensors"},
+  {"scripts/addition.lua", "held%-out exact match", "addition.safetensors"},
+  {"scripts/kjv_lm.lua", "bits per character", "kjv_lm.safetensors"},
+  {"scripts/sort_of_clevr.lua", "relational", "sort_of_clevr.safetensors"},
+}
+
+for _, s in ipairs(SCRIPTS) do
+  local script, metric, ckpt = s[1], s[2], s[3]
+  describe(script, function()
+    it("prints its options with --help", function()
+      local out, code = run(script, "--help")
+      assert.are.equal(0, code)
+      for _, name in ipairs({"epochs", "lr", "batch", "attention", "seed", "threads", "device", "smoke"}) do
+        assert.truthy(out:find("--" .. name, 1, true), name)
+      end
+    end)
+
+    it("rejects an unknown option", function()
+      local out, code = run(script, "--no-such-option 1")
+      assert.are.equal(2, code)
+      assert.matches("unknown option", out)
+    end)
+
+    it("trains in --smoke mode: the loss falls, the metric is printed, a checkpoint is saved", function()
+      local dir = tmpdir()
+      local out, code = run(script, "--smoke --out " .. dir)
+      if code ~= 0 then print(out) end
+      assert.are.equal(0, code)
+      local first, last = out:match("smoke: loss ([%d.]+) %-> ([%d.]+)")
+      assert.truthy(first, "no smoke line")
+      assert.is_true(tonumber(last) < tonumber(first))
+      assert.matches(metric, out)
+      assert.is_true(exists(dir .. "/" .. ckpt))
+      assert.is_true(exists(dir .. "/metrics.csv"))
+      assert.is_true(exists(dir .. "/loss.png"))
+      if script == "scripts/langid.lua" then
+        -- --predict uses the saved model, without training
+        local p, c = run(script, "--predict Wörterbuch --out " .. dir)
+        assert.are.equal(0, c)
+        assert.matches("^Wörterbuch %-> %a+", p)
+      end
+      if script == "scripts/sort_of_clevr.lua" then assert.is_true(exists(dir .. "/attention.png")) end
+      os.execute("rm -rf '" .. dir .. "'")
+    end)
+  end)
+end
