@@ -140,7 +140,9 @@ for epoch = 1, epochs do
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total
-print(("test accuracy %.2f%% after %.1f s of training"):format(evaluate(model, test) * 100, train_time))
+local test_acc = evaluate(model, test)
+print(("test accuracy %.2f%% after %.1f s of training"):format(test_acc * 100, train_time))
+print(("RESULT ember_fashion_vit test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
 checkpoint.save(opts.out .. "/fashion_vit.safetensors", {model = model, optimizer = opt, scheduler = sched,
   metadata = cli.config_metadata(opts, {"d_model", "heads", "layers", "mlp", "patch", "attention"})})

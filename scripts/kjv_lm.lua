@@ -172,6 +172,7 @@ local bpc = bits_per_char(model, test_ids, L, eval_windows)
 log:log{step = total_steps, time = train_time, test_bpc = bpc}
 log:close()
 print(("test: %.3f bits per character after %.1f s of training"):format(bpc, train_time))
+print(("RESULT ember_kjv_lm test_bpc=%.3f train_s=%.1f steps=%d"):format(bpc, train_time, total_steps))
 checkpoint.save(opts.out .. "/kjv_lm.safetensors", {model = model, optimizer = opt, scheduler = sched,
   metadata = cli.config_metadata(opts, {"context", "d_model", "heads", "layers", "ffn", "attention"})})
 print("saved " .. opts.out .. "/kjv_lm.safetensors")

@@ -190,6 +190,8 @@ local train_time = ember.clock() - t0 - eval_watch.total
 local rel, nonrel = evaluate(model, test, scenes)
 print(("test accuracy: relational %.2f%%, non-relational %.2f%% after %.1f s of training"):format(
   rel * 100, nonrel * 100, train_time))
+print(("RESULT ember_sort_of_clevr rel_acc=%.2f%% nonrel_acc=%.2f%% train_s=%.1f steps=%d"):format(
+  rel * 100, nonrel * 100, train_time, step))
 log:close()
 checkpoint.save(opts.out .. "/sort_of_clevr.safetensors", {model = model,
   metadata = cli.config_metadata(opts, {"patch", "d_model", "heads", "image_layers", "cross_layers", "ffn", "attention"})})

@@ -52,13 +52,15 @@ else
   cat "$T/cc.log"; notok "the example builds out of tree"; exit 1
 fi
 
-# 3. it loads from EMBER_PLUGIN_PATH and passes the checker
-export EMBER_PLUGIN_PATH=$T/plugins
+# 3. it loads from EMBER_PLUGIN_PATH and passes the checker. The build's own
+# plugins (the CPU backend, standard) stay on the path after the drop-in folder.
+export EXAMPLE_DIR=$T/plugins
+export EMBER_PLUGIN_PATH=$T/plugins:$BUILD/plugins
 "$EMBER" -e '
   for _, r in ipairs(ember.plugins()) do
     if r.name == "example" and r.kind == "attention" then
       assert(r.loaded, "example not loaded: " .. tostring(r.reason))
-      assert(r.path:find(os.getenv("EMBER_PLUGIN_PATH"), 1, true), "loaded from " .. r.path)
+      assert(r.path:find(os.getenv("EXAMPLE_DIR"), 1, true), "loaded from " .. r.path)
       os.exit(0)
     end
   end
@@ -102,7 +104,7 @@ for d in WRONG_ABI NO_INIT FAILING_INIT BAD_VTABLE; do
   cc -std=c11 -shared -fPIC -D$d $CFLAGS -o "$T/broken/ember_attn_$name.so" "$T/b.c" $LIBS 2>>"$T/cc.log" \
     || { cat "$T/cc.log"; notok "build broken plugin $d"; }
 done
-export EMBER_PLUGIN_PATH=$T/broken
+export EMBER_PLUGIN_PATH=$T/broken:$BUILD/plugins
 "$EMBER" -e '
   local want = {wrong_abi = "ABI version", no_init = "ember_plugin_init", failing_init = "the moon is not full"}
   local seen = {}

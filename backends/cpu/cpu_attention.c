@@ -64,14 +64,16 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
   if (a->dtype != EM_F32 && a->dtype != EM_F64)
     return cpu_bad_dtype(kernel, a->dtype, "float32, float64");
   if (a->B < 0 || a->H < 0 || a->Lq < 0 || a->Lk < 0 || a->dk < 0 || a->dv < 0)
-    return em_error(EM_ERR_SHAPE, "cpu %s: negative size B=%lld H=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld",
-                    kernel, (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk,
+    return em_error(EM_ERR_SHAPE,
+                    "cpu %s: negative size B=%lld H=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld", kernel,
+                    (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk,
                     (long long)a->dk, (long long)a->dv);
   /* every index below, up to ((b*H+h)*Lq+i)*Lk+j, must fit in int64 */
   double cells = (double)a->B * (double)a->H * ((double)a->Lq + 1) * ((double)a->Lk + 1) *
                  ((double)a->dk + (double)a->dv + 1);
   if (cells > 4e18)
-    return em_error(EM_ERR_SHAPE, "cpu %s: sizes B=%lld H=%lld Lq=%lld Lk=%lld are too large", kernel,
+    return em_error(EM_ERR_SHAPE, "cpu %s: sizes B=%lld H=%lld Lq=%lld Lk=%lld are too large",
+                    kernel,
                     (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk);
   if (!(a->dropout_p >= 0 && a->dropout_p <= 1))
     return em_error(EM_ERR_ARG, "cpu %s: dropout probability %g, expected within [0, 1]", kernel,

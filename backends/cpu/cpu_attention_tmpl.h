@@ -104,8 +104,8 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
 /* ---- forward ---- */
 
 /* One query tile of one head: online softmax over the key tiles. */
-CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S, T *Kt, T *acc,
-                             T *m, T *l) {
+CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
+                                               T *Kt, T *acc, T *m, T *l) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, dv = a->dv, Lq = a->Lq, Lk = a->Lk;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
@@ -201,7 +201,8 @@ static em_status FN(forward)(const att_ctx *c) {
     free(S);
   }
   if (failed)
-    return em_error(EM_ERR_OOM, "cpu attention_forward: out of memory for %zu bytes of tile scratch",
+    return em_error(EM_ERR_OOM,
+                    "cpu attention_forward: out of memory for %zu bytes of tile scratch",
                     per_thread);
   return EM_OK;
 }
@@ -212,8 +213,9 @@ static em_status FN(forward)(const att_ctx *c) {
 ** transposed tiles Kt and Vt, leaves in P the dropped-out probabilities
 ** Pd = P * Z (Z = keep / (1 - p)) and in dS the score gradients
 ** dS = P * (Z * dO.v - D), where D = rowsum(dO * O) was computed upfront. */
-static inline void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T *Vt, int64_t i0,
-                              int64_t br, int64_t j0, int64_t bc, T *P, T *dS) {
+static inline void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T *Vt,
+                                     int64_t i0, int64_t br, int64_t j0, int64_t bc, T *P,
+                                     T *dS) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dk = a->dk, dv = a->dv;
   const T *q_bh = (const T *)a->q + bh * Lq * dk;
@@ -245,8 +247,8 @@ static inline void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, 
 }
 
 /* Pass 1: one key tile of one head accumulates dK and dV over the queries. */
-CPU_VECTOR_CLONES static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *Kt, T *Vt,
-                            T *dK, T *dV) {
+CPU_VECTOR_CLONES static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P,
+                                              T *dS, T *Kt, T *Vt, T *dK, T *dV) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv;
   const int64_t j0 = kt * BC, bc = Lk - j0 < BC ? Lk - j0 : BC;
@@ -289,8 +291,8 @@ CPU_VECTOR_CLONES static void FN(backward_kv)(const att_ctx *c, int64_t bh, int6
 }
 
 /* Pass 2: one query tile of one head accumulates dQ over the keys. */
-CPU_VECTOR_CLONES static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS, T *Kt, T *Vt,
-                           T *dQ) {
+CPU_VECTOR_CLONES static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P,
+                                             T *dS, T *Kt, T *Vt, T *dQ) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
@@ -377,7 +379,8 @@ static em_status FN(backward)(att_ctx *c) {
   free(D);
   c->D = NULL;
   if (failed)
-    return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %zu bytes of tile scratch",
+    return em_error(EM_ERR_OOM,
+                    "cpu attention_backward: out of memory for %zu bytes of tile scratch",
                     per_thread);
   return EM_OK;
 }

@@ -25,8 +25,9 @@ static int cpu_device_count(void) { return 1; }
 
 static em_status check_device(const char *what, int device) {
   if (device != 0)
-    return em_error(EM_ERR_DEVICE, "cpu %s: device %d does not exist (the CPU backend has one device, 0)",
-                    what, device);
+    return em_error(EM_ERR_DEVICE,
+                    "cpu %s: device %d does not exist (the CPU backend has one device, 0)", what,
+                    device);
   return EM_OK;
 }
 
@@ -53,6 +54,20 @@ static em_status cpu_device_name(int device, char *buf, size_t n) {
   return EM_OK;
 }
 
+/* Tiny tensors (scalars, biases, a Lua loop's 16-element temporaries)
+** come and go at a high rate; a per-thread cache of freed small blocks,
+** one list per 64-byte size class, keeps posix_memalign off that path. */
+#define CPU_SMALL_CLASSES 4 /* 64, 128, 192, 256 bytes */
+#define CPU_SMALL_CACHE 128 /* blocks kept per class */
+typedef struct small_block { struct small_block *next; } small_block;
+static _Thread_local small_block *small_free[CPU_SMALL_CLASSES];
+static _Thread_local int small_count[CPU_SMALL_CLASSES];
+
+static int small_class(size_t rounded) {
+  size_t c = rounded / CPU_ALIGN;
+  return c >= 1 && c <= CPU_SMALL_CLASSES ? (int)c - 1 : -1;
+}
+
 static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
   em_status s = check_device("alloc", device);
   if (s) return s;
@@ -66,9 +81,15 @@ static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
   /* Rounding up lets vector loops read whole cache lines at the tail. */
   size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
   void *p = NULL;
-  if (posix_memalign(&p, CPU_ALIGN, rounded) != 0 || !p)
+  int cls = small_class(rounded);
+  if (cls >= 0 && small_free[cls]) {
+    p = small_free[cls];
+    small_free[cls] = small_free[cls]->next;
+    small_count[cls]--;
+  } else if (posix_memalign(&p, CPU_ALIGN, rounded) != 0 || !p) {
     return em_error(EM_ERR_OOM, "cpu alloc: out of memory allocating %zu bytes (%.1f MiB)",
                     nbytes, (double)nbytes / (1024.0 * 1024.0));
+  }
   __atomic_add_fetch(&bytes_in_use, nbytes, __ATOMIC_RELAXED);
   *ptr = p;
   return EM_OK;
@@ -77,8 +98,16 @@ static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
 static void cpu_free(int device, void *ptr, size_t nbytes) {
   (void)device;
   if (!ptr) return;
-  free(ptr);
   __atomic_sub_fetch(&bytes_in_use, nbytes, __ATOMIC_RELAXED);
+  int cls = small_class((nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
+  if (cls >= 0 && small_count[cls] < CPU_SMALL_CACHE) {
+    small_block *b = ptr;
+    b->next = small_free[cls];
+    small_free[cls] = b;
+    small_count[cls]++;
+    return;
+  }
+  free(ptr);
 }
 
 static em_status cpu_copy_bytes(const char *what, void *dst, const void *src, size_t nbytes) {

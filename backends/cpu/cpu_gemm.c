@@ -4,27 +4,27 @@
 ** Products go to OpenBLAS (cblas_sgemm/dgemm), which has fast paths for
 ** small matrices and threads big ones internally; the batch loop around
 ** it stays serial, because OpenBLAS's pthreads build must not be called
-** from inside an OpenMP team. Only tiny products (a few 4x4 blocks, where
-** the call itself is the cost) run plain loops, spread over the batch
-** with OpenMP when there are enough of them.
+** from inside an OpenMP team. Only tiny products (up to 4x4x4, where the
+** call itself is the cost) run plain loops, spread over the batch with
+** OpenMP when there are enough of them.
 */
 #include "cpu_internal.h"
 
 #include <cblas.h>
 #include <limits.h>
 
-/* A product with m*n*k at most this uses loops (measured against
-** OpenBLAS 0.3.21: equal at 4x4x4, BLAS 1.5x faster at 8x8x8). */
+/* A product with m*n*k at most this (and every size at most this, for
+** k = 0) uses loops: measured against OpenBLAS 0.3.21, the two are equal
+** at 4x4x4 and BLAS is 1.5x faster at 8x8x8. */
 #define SMALL_MNK 64
-#define SMALL_N SMALL_MNK
 
 /* C = alpha * op(A) @ op(B) + beta * C for one small matrix; a row of
 ** C is accumulated in acc[] first. beta == 0 never reads C (BLAS rule). */
 #define SMALL_GEMM(T)                                                            \
-  CPU_VECTOR_CLONES static void small_gemm_##T(bool ta, bool tb, int64_t m, int64_t n, int64_t k,  \
+  static void small_gemm_##T(bool ta, bool tb, int64_t m, int64_t n, int64_t k,  \
                              T alpha, const T *a, int64_t lda, const T *b,       \
                              int64_t ldb, T beta, T *c, int64_t ldc) {           \
-    T acc[SMALL_N];                                                              \
+    T acc[SMALL_MNK];                                                            \
     for (int64_t i = 0; i < m; i++) {                                            \
       for (int64_t j = 0; j < n; j++) acc[j] = 0;                                \
       if (!tb) {                                                                 \
@@ -80,7 +80,7 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
   if (!c || (k > 0 && (!a || !b)))
     return em_error(EM_ERR_ARG, "cpu gemm: NULL matrix pointer for [%lld x %lld] @ [%lld x %lld]",
                     (long long)m, (long long)k, (long long)k, (long long)n);
-  const bool small = m <= SMALL_MNK && n <= SMALL_N && k <= SMALL_MNK && m * n * k <= SMALL_MNK;
+  const bool small = m <= SMALL_MNK && n <= SMALL_MNK && k <= SMALL_MNK && m * n * k <= SMALL_MNK;
   if (!small && (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
                  ldc > INT_MAX))
     return em_error(EM_ERR_UNSUPPORTED,

@@ -25,7 +25,8 @@ static em_status check_index(const char *kernel, const int64_t *idx, int64_t cou
   for (int64_t j = 0; j < count; j++)
     if (idx[j] < 0 || idx[j] >= size)
       return em_error(EM_ERR_INDEX,
-                      "cpu %s: index %lld is out of range for a dim of size %lld (at position %lld)",
+                      "cpu %s: index %lld is out of range for a dim of size %lld "
+                      "(at position %lld)",
                       kernel, (long long)idx[j], (long long)size, (long long)j);
   return EM_OK;
 }
@@ -47,7 +48,8 @@ em_status cpu_index_select(int device, em_dtype dt, void *out, const void *in, c
   const int64_t total = outer * nidx;
   CPU_FOR(total * inner > CPU_PAR_MIN, t, total,
     int64_t o = t / nidx, j = t % nidx;
-    memcpy((char *)out + (size_t)t * row, (const char *)in + (size_t)(o * n_in + idx[j]) * row, row););
+    memcpy((char *)out + (size_t)t * row,
+           (const char *)in + (size_t)(o * n_in + idx[j]) * row, row););
   return EM_OK;
 }
 

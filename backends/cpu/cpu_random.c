@@ -49,11 +49,15 @@ em_status cpu_random(int device, em_random_kind kind, const em_kview *out, doubl
   if (n <= 0) return EM_OK;
   const double lo = a, span = b - a, mean = a, std = b;
   if (kind == EM_RAND_UNIFORM) {
-    if (out->dtype == EM_F32) DRAW(float, lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i));
-    else DRAW(double, lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i));
+#define U (lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i))
+    if (out->dtype == EM_F32) DRAW(float, U);
+    else DRAW(double, U);
+#undef U
   } else {
-    if (out->dtype == EM_F32) DRAW(float, mean + std * em_philox_normal_at(seed, offset, (uint64_t)i));
-    else DRAW(double, mean + std * em_philox_normal_at(seed, offset, (uint64_t)i));
+#define Z (mean + std * em_philox_normal_at(seed, offset, (uint64_t)i))
+    if (out->dtype == EM_F32) DRAW(float, Z);
+    else DRAW(double, Z);
+#undef Z
   }
   return EM_OK;
 }

@@ -7,6 +7,7 @@
 */
 
 #define FN(name) CPU_CAT(name, SUF)
+#define CHUNK 16384 /* elements per parallel piece of one long row */
 
 /* Sum of x[0..n), pairwise above a block size for accuracy on long rows. */
 static ACC FN(sum_range)(const T *x, int64_t n) {
@@ -101,7 +102,6 @@ static void FN(reduce_row)(em_reduce_op op, const T *x, int64_t n, int correctio
 /* One long row split into fixed-size chunks reduced in parallel; partial
 ** results combine in chunk order, so the answer does not depend on the
 ** number of threads. */
-#define CHUNK 16384
 static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
                                          int correction, T *out, int64_t *idx) {
   (void)correction;
@@ -167,7 +167,6 @@ static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
   free(pidx);
   return EM_OK;
 }
-#undef CHUNK
 
 /* The [outer, n, inner > 1] layout: for each outer slice, a block of up to
 ** IB adjacent columns is reduced together, reading contiguous pieces. */
@@ -233,7 +232,8 @@ static em_status FN(reduce)(em_reduce_op op, T *out, int64_t *idx, const T *in, 
                             int64_t n, int64_t inner, int correction) {
   int64_t total = outer * n * inner;
   if (inner == 1) {
-    if (total > CPU_PAR_MIN && outer < 2 * (int64_t)omp_get_max_threads()) {
+    /* few long rows: split each row instead of spreading the rows */
+    if (total > CPU_PAR_MIN && n >= 2 * CHUNK && outer < 2 * (int64_t)omp_get_max_threads()) {
       for (int64_t o = 0; o < outer; o++) {
         em_status s = FN(reduce_row_parallel)(op, in + o * n, n, correction, out + o,
                                               idx ? idx + o : NULL);
@@ -241,12 +241,12 @@ static em_status FN(reduce)(em_reduce_op op, T *out, int64_t *idx, const T *in, 
       }
       return EM_OK;
     }
-    CPU_FOR(total > CPU_PAR_MIN, o, outer,
+    CPU_FOR(total > CPU_PAR_MIN && outer > 1, o, outer,
             FN(reduce_row)(op, in + o * n, n, correction, out + o, idx ? idx + o : NULL););
     return EM_OK;
   }
   int64_t nblk = (inner + IB - 1) / IB;
-  CPU_FOR(total > CPU_PAR_MIN, t, outer * nblk,
+  CPU_FOR(total > CPU_PAR_MIN && outer * nblk > 1, t, outer * nblk,
     int64_t o = t / nblk, i0 = (t % nblk) * IB;
     int64_t nb = inner - i0 < IB ? inner - i0 : IB;
     FN(reduce_block)(op, in + o * n * inner + i0, n, inner, nb, correction,
@@ -254,6 +254,6 @@ static em_status FN(reduce)(em_reduce_op op, T *out, int64_t *idx, const T *in, 
   return EM_OK;
 }
 #undef IB
-
+#undef CHUNK
 #undef BETTER
 #undef FN

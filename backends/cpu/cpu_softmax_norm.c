@@ -73,7 +73,8 @@ em_status cpu_layer_norm_backward(int device, em_dtype dt, void *dx, void *dw, v
   em_status s = check_rows("layer_norm_backward", dt, rows, n);
   if (s) return s;
   if (rows > 0 && n > 0 && (!mean || !rstd))
-    return em_error(EM_ERR_ARG, "cpu layer_norm_backward: needs the forward's mean and rstd, got NULL");
+    return em_error(EM_ERR_ARG,
+                    "cpu layer_norm_backward: needs the forward's mean and rstd, got NULL");
   if (dt == EM_F32) layer_norm_backward_f32(dx, dw, db, dy, x, mean, rstd, w, rows, n);
   else layer_norm_backward_f64(dx, dw, db, dy, x, mean, rstd, w, rows, n);
   return EM_OK;

@@ -52,8 +52,8 @@ static void FN(softmax_backward)(T *gx, const T *gy, const T *y, int64_t rows, i
           FN(softmax_backward_row)(gx + r * n, gy + r * n, y + r * n, n, log_););
 }
 
-CPU_VECTOR_CLONES static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
-                               int64_t n, double eps) {
+CPU_VECTOR_CLONES static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr,
+                                                 const T *w, const T *b, int64_t n, double eps) {
   double sum = 0;
   for (int64_t j = 0; j < n; j++) sum += (double)xr[j];
   const double mu = sum / (double)n;
@@ -85,8 +85,8 @@ static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const
 
 /* With xhat = (x - mean) * rstd and g = dy * w:
 **   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) */
-CPU_VECTOR_CLONES static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu, T rs, const T *w,
-                                  int64_t n) {
+CPU_VECTOR_CLONES static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu,
+                                                    T rs, const T *w, int64_t n) {
   double sg = 0, sgx = 0;
   for (int64_t j = 0; j < n; j++) {
     T g = w ? dyr[j] * w[j] : dyr[j];

@@ -250,10 +250,12 @@ em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n,
     snprintf(kernel, sizeof kernel, "unary_backward %s", unary_name(op));
     return cpu_bad_dtype(kernel, dt, "float32, float64");
   }
-  if (n < 0) return em_error(EM_ERR_ARG, "cpu unary_backward %s: n = %lld", unary_name(op), (long long)n);
+  if (n < 0)
+    return em_error(EM_ERR_ARG, "cpu unary_backward %s: n = %lld", unary_name(op), (long long)n);
   if (n == 0) return EM_OK;
   if (!gx || !gy)
-    return em_error(EM_ERR_ARG, "cpu unary_backward %s: gx and gy must not be NULL", unary_name(op));
+    return em_error(EM_ERR_ARG, "cpu unary_backward %s: gx and gy must not be NULL",
+                    unary_name(op));
   if (grad_needs_x(op) && !x)
     return em_error(EM_ERR_ARG, "cpu unary_backward %s: needs the forward input x, got NULL",
                     unary_name(op));

@@ -5,7 +5,8 @@
 **
 ** expect "reject" (this machine has no GPU, or the emulator is told to
 ** have none): the loader must list the plugin as rejected with a reason
-** that starts "no CUDA device", and the CPU backend must keep working.
+** that says "no CUDA device (cudaGetDeviceCount: ...)", and the CPU
+** backend must keep working.
 ** expect "load": the plugin must load, name itself "cuda" and report a
 ** device. expect "any" (the default): either of the two, consistently.
 ** A missing file (the toolkit was absent, so nothing was built) skips
@@ -43,8 +44,8 @@ int main(int argc, char **argv) {
   if (!loaded) {
     const char *reason = rec ? rec->reason : em_error_message();
     check(strcmp(expect, "load") != 0, "the plugin is rejected", reason);
-    check(strncmp(reason, "no CUDA device", 14) == 0, "the reason says there is no CUDA device",
-          reason);
+    check(strstr(reason, "no CUDA device (cudaGetDeviceCount: ") != NULL,
+          "the reason says there is no CUDA device, and CUDA's own words", reason);
   } else {
     check(strcmp(expect, "reject") != 0, "the plugin loads", rec->path);
     const em_backend *be = rec->vtable;
@@ -61,7 +62,8 @@ int main(int argc, char **argv) {
   if (!s) s = em_full(&a, 0, NULL, 2.5, EM_F32, cpu);
   if (!s) s = em_add(&b, a, a);
   if (!s) s = em_item(b, &v);
-  check(s == EM_OK && v == 5.0, "the CPU backend still computes 2.5 + 2.5", em_error_message());
+  check(s == EM_OK && v == 5.0, "the CPU backend still computes 2.5 + 2.5",
+        s ? em_error_message() : NULL);
   em_release(a);
   em_release(b);
   printf("%d passed, %d failed\n", passed, failed);

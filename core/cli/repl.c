@@ -1,9 +1,8 @@
 /*
 ** repl.c -- the interactive loop of the ember program.
 **
-** Lines are read with GNU readline through its callback interface, so that
-** Ctrl-C at the prompt drops the current input (select() is interrupted and
-** we clean up) instead of killing the process. A line is first tried as an
+** Lines are read with GNU readline; Ctrl-C at the prompt drops the current
+** input instead of killing the process. A line is first tried as an
 ** expression ("return <line>") so values print by themselves; otherwise as
 ** a statement, and while Lua says the chunk ends too early ("<eof>") more
 ** lines are read. Errors print with a traceback and the loop goes on.
@@ -14,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
+#include <unistd.h>
 
 #include <readline/history.h>
 #include <readline/readline.h>
@@ -36,19 +35,31 @@
 /* Reading a line                                                    */
 /* ---------------------------------------------------------------- */
 
+/* Ctrl-C at the prompt: the handler only sets a flag. Its signal
+** interrupts the read() in read_key (no SA_RESTART), which then, outside
+** the handler, empties the line and hands readline an Enter; read_line
+** reports the interruption so a half-typed chunk is dropped. */
 static volatile sig_atomic_t got_sigint;
-static char *line_read;
-static int line_done;
+static int line_interrupted;
 
 static void on_sigint(int sig) {
   (void)sig;
   got_sigint = 1;
 }
 
-static void on_line(char *line) {
-  line_read = line;
-  line_done = 1;
-  rl_callback_handler_remove();
+static int read_key(FILE *in) {
+  for (;;) {
+    unsigned char c;
+    if (got_sigint) {
+      got_sigint = 0;
+      line_interrupted = 1;
+      rl_replace_line("", 0);
+      return '\n';
+    }
+    ssize_t r = read(fileno(in), &c, 1);
+    if (r == 1) return c;
+    if (r == 0 || errno != EINTR) return EOF;
+  }
 }
 
 /* Reads one line (malloc'd, without the newline). Returns NULL at end of
@@ -56,38 +67,19 @@ static void on_line(char *line) {
 static char *read_line(const char *prompt, int *interrupted) {
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sigint; /* no SA_RESTART: select() must wake up */
+  sa.sa_handler = on_sigint; /* no SA_RESTART: read() must return EINTR */
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
   got_sigint = 0;
-  line_done = 0;
-  line_read = NULL;
-  *interrupted = 0;
-  rl_callback_handler_install(prompt, on_line);
-  while (!line_done) {
-    int fd = fileno(rl_instream);
-    fd_set fds;
-    FD_ZERO(&fds);
-    FD_SET(fd, &fds);
-    int r = select(fd + 1, &fds, NULL, NULL, NULL);
-    if (got_sigint) {
-      rl_free_line_state();
-      rl_callback_sigcleanup();
-      rl_callback_handler_remove();
-      fputs("^C\n", rl_outstream);
-      fflush(rl_outstream);
-      *interrupted = 1;
-      break;
-    }
-    if (r > 0) {
-      rl_callback_read_char();
-    } else if (r < 0 && errno != EINTR) {
-      rl_callback_handler_remove();
-      break;
-    }
-  }
+  line_interrupted = 0;
+  char *line = readline(prompt);
   sigaction(SIGINT, &old, NULL);
-  return line_read;
+  *interrupted = line_interrupted;
+  if (line_interrupted) {
+    free(line);
+    line = NULL;
+  }
+  return line;
 }
 
 /* ---------------------------------------------------------------- */
@@ -105,6 +97,10 @@ static void history_open(void) {
   snprintf(history_path, n, "%s/%s", home, HISTORY_FILE);
   using_history();
   stifle_history(HISTORY_MAX);
+  /* timestamp lines delimit entries, so multi-line chunks come back whole */
+  history_comment_char = '#'; /* timestamps are "#<seconds>" lines */
+  history_write_timestamps = 1;
+  history_multiline_entries = 1;
   if (read_history(history_path) != 0) write_history(history_path); /* create it */
 }
 
@@ -198,6 +194,7 @@ void ember_repl(lua_State *L) {
   int base = lua_gettop(L);
   rl_readline_name = "ember";
   rl_catch_signals = 0; /* read_line handles Ctrl-C */
+  rl_getc_function = read_key;
   history_open();
   ember_completion_init(L);
   if (luaL_dostring(L, plugins_fn) != LUA_OK) ember_report(L, LUA_ERRRUN);

@@ -61,8 +61,8 @@ EM_HOSTDEV double em_philox_uniform_at(uint64_t seed, uint64_t offset, uint64_t 
   return em_philox_uniform53(b.w[0], b.w[1]);
 }
 
-/* Standard normal double for element `i` (Box-Muller, words 2 and 3 so
-** uniform and normal draws of one element are independent). */
+/* Standard normal double for element `i`: Box-Muller with u1 from words
+** 0,1 (the same bits as the element's uniform draw) and u2 from words 2,3. */
 EM_HOSTDEV double em_philox_normal_at(uint64_t seed, uint64_t offset, uint64_t i) {
   em_philox_block b = em_philox(seed, offset + i);
   double u1 = em_philox_uniform53(b.w[0], b.w[1]);

@@ -143,9 +143,11 @@ function M.parse(argv, conf)
   ember.manual_seed(math.tointeger(o.seed) or error("option --seed must be an integer", 0))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then
-    local kind = o.device:match("^(%a+)")
-    if ember.device_count and ember.device_count(kind) == 0 then
-      io.stderr:write(("%s: no %s device here (see ember.plugins())\n"):format(conf.script or "script", o.device))
+    -- a tiny tensor proves the device exists and its backend loaded
+    local ok, err = pcall(ember.zeros, {1}, {device = o.device})
+    if not ok then
+      io.stderr:write(("%s: device '%s' is not usable here: %s (see ember.plugins())\n")
+                      :format(conf.script or "script", o.device, tostring(err)))
       os.exit(2)
     end
   end

@@ -10,12 +10,11 @@
 local M = {}
 M.__index = M
 
+-- Is stdout a terminal? os.execute's child inherits our stdout (io.popen's
+-- would see its own pipe and always say no).
 local function isatty()
-  local ok, p = pcall(io.popen, "test -t 1 && echo y")
-  if not ok or not p then return false end
-  local r = p:read("l")
-  p:close()
-  return r == "y"
+  local ok = os.execute("test -t 1")
+  return ok == true
 end
 
 local tty

@@ -129,7 +129,7 @@ local function find(variant, L, causal)
 end
 if not quick then
   print("# memory ratio L=1024 -> L=4096 at constant B*L (1.0 = linear in L, 4.0 = quadratic)")
-  for _, v in ipairs({"local", "linear", "standard"}) do
+  for _, v in ipairs({"local", "linear", "standard", "pytorch"}) do
     for _, causal in ipairs({false, true}) do
       local a, b = find(v, 1024, causal), find(v, 4096, causal)
       if a and b and a.peak and b.peak and a.peak > 0 then

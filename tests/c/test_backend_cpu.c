@@ -47,8 +47,10 @@ static void check(int ok, const char *fmt, ...) {
   vprintf(fmt, ap);
   printf("\n");
   va_end(ap);
-  if (ok) n_pass++;
-  else n_fail++;
+  if (ok)
+    n_pass++;
+  else
+    n_fail++;
 }
 
 /* ---- helpers ---- */
@@ -63,21 +65,34 @@ static double urand(void) { /* [-1, 1) */
 
 static void *xmalloc(size_t n) {
   void *p = calloc(n ? n : 1, 1);
-  if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    exit(2);
+  }
   return p;
 }
 
-static size_t esize(em_dtype dt) { return dt == EM_F32 ? 4 : dt == EM_BOOL ? 1 : dt == EM_BF16 ? 2 : 8; }
+static size_t esize(em_dtype dt) {
+  return dt == EM_F32 ? 4 : dt == EM_BOOL ? 1 : dt == EM_BF16 ? 2 : 8;
+}
 
 /* Random array of n values of dtype dt, scaled, also returned as doubles. */
 static void *rand_arr(em_dtype dt, int64_t n, double lo, double hi, double *copy) {
   void *p = xmalloc((size_t)n * esize(dt));
   for (int64_t i = 0; i < n; i++) {
     double v = lo + (hi - lo) * (urand() + 1) / 2;
-    if (dt == EM_F32) { ((float *)p)[i] = (float)v; v = ((float *)p)[i]; }
-    else if (dt == EM_F64) ((double *)p)[i] = v;
-    else if (dt == EM_I64) { ((int64_t *)p)[i] = (int64_t)floor(v); v = floor(v); }
-    else if (dt == EM_BOOL) { ((uint8_t *)p)[i] = v > 0; v = v > 0; }
+    if (dt == EM_F32) {
+      ((float *)p)[i] = (float)v;
+      v = ((float *)p)[i];
+    } else if (dt == EM_F64)
+      ((double *)p)[i] = v;
+    else if (dt == EM_I64) {
+      ((int64_t *)p)[i] = (int64_t)floor(v);
+      v = floor(v);
+    } else if (dt == EM_BOOL) {
+      ((uint8_t *)p)[i] = v > 0;
+      v = v > 0;
+    }
     if (copy) copy[i] = v;
   }
   return p;
@@ -123,7 +138,8 @@ static em_kview kv(void *data, em_dtype dt, int ndim, const int64_t *shape) {
   return v;
 }
 
-static em_kview kvs(void *data, em_dtype dt, int ndim, const int64_t *shape, const int64_t *stride) {
+static em_kview kvs(void *data, em_dtype dt, int ndim, const int64_t *shape,
+                    const int64_t *stride) {
   em_kview v = kv(data, dt, ndim, shape);
   for (int d = 0; d < ndim; d++) v.stride[d] = stride[d];
   return v;
@@ -134,7 +150,9 @@ static int msg_has(const char *a, const char *b) {
   return strstr(m, a) && (!b || strstr(m, b));
 }
 
-static const char *dtn(em_dtype dt) { return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_I64 ? "i64" : "bool"; }
+static const char *dtn(em_dtype dt) {
+  return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_I64 ? "i64" : "bool";
+}
 
 /* ---- plugin, memory, threads ---- */
 
@@ -147,7 +165,8 @@ static void test_plugin(void *h) {
             be->host_memory && strcmp(be->name, "cpu") == 0 && be->device_count() == 1,
         "backend header: abi, struct_size, host_memory, one device");
   /* every field, optional ones included, is set */
-  const void *const *fields = (const void *const *)((const char *)be + offsetof(em_backend, device_count));
+  const void *const *fields =
+      (const void *const *)((const char *)be + offsetof(em_backend, device_count));
   size_t nf = (sizeof(em_backend) - offsetof(em_backend, device_count)) / sizeof(void *);
   size_t missing = 0;
   for (size_t i = 0; i < nf; i++) missing += fields[i] == NULL;
@@ -181,8 +200,8 @@ static void test_memory(void) {
   check(be->alloc(0, 0, &p) == EM_OK, "alloc of 0 bytes is fine");
   be->free(0, p, 0);
   s = be->alloc(0, (size_t)1 << 62, &p);
-  check(s == EM_ERR_OOM && msg_has("4611686018427387904", NULL), "absurd alloc is EM_ERR_OOM naming the size: %s",
-        em_error_message());
+  check(s == EM_ERR_OOM && msg_has("4611686018427387904", NULL),
+        "absurd alloc is EM_ERR_OOM naming the size: %s", em_error_message());
   check(be->synchronize(0) == EM_OK && be->empty_cache(0) == EM_OK, "synchronize, empty_cache");
   be->set_num_threads(1);
   int one = be->get_num_threads();
@@ -216,7 +235,8 @@ static void test_copy_fill(void) {
   int64_t iv[7];
   uint8_t bv[7];
   em_kview vs = kv(src, EM_F64, 1, shape);
-  em_kview vf = kv(f, EM_F32, 1, shape), vi = kv(iv, EM_I64, 1, shape), vb = kv(bv, EM_BOOL, 1, shape);
+  em_kview vf = kv(f, EM_F32, 1, shape), vi = kv(iv, EM_I64, 1, shape),
+           vb = kv(bv, EM_BOOL, 1, shape);
   int ok = be->copy(0, &vf, &vs) == EM_OK;
   for (int i = 0; i < n; i++) ok &= f[i] == (float)src[i];
   check(ok, "copy f64 -> f32");
@@ -240,14 +260,19 @@ static void test_copy_fill(void) {
   float bsrc[NB], bback[NB];
   uint16_t bh[NB];
   for (int i = 0; i < NB; i++) {
-    uint32_t u = (uint32_t)(rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull) >> 0;
+    uint32_t u =
+        (uint32_t)(rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull) >> 0;
     u = (uint32_t)(rng_state >> 32);
     if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u; /* exact ties */
     memcpy(&bsrc[i], &u, 4);
   }
-  bsrc[0] = NAN; bsrc[1] = INFINITY; bsrc[2] = -0.0f; bsrc[3] = 3.4028235e38f;
+  bsrc[0] = NAN;
+  bsrc[1] = INFINITY;
+  bsrc[2] = -0.0f;
+  bsrc[3] = 3.4028235e38f;
   int64_t bshape[1] = {NB};
-  em_kview vbs = kv(bsrc, EM_F32, 1, bshape), vbh = kv(bh, EM_BF16, 1, bshape), vbb = kv(bback, EM_F32, 1, bshape);
+  em_kview vbs = kv(bsrc, EM_F32, 1, bshape), vbh = kv(bh, EM_BF16, 1, bshape),
+           vbb = kv(bback, EM_F32, 1, bshape);
   ok = be->copy(0, &vbh, &vbs) == EM_OK && be->copy(0, &vbb, &vbh) == EM_OK;
   int bad = -1;
   for (int i = 0; i < NB && ok; i++) {
@@ -255,7 +280,9 @@ static void test_copy_fill(void) {
     uint32_t wb = (uint32_t)want << 16;
     float wf;
     memcpy(&wf, &wb, 4);
-    if (isnan(bsrc[i]) ? !(isnan(bback[i]) && (bh[i] & 0x7f80) == 0x7f80) : (bh[i] != want || memcmp(&bback[i], &wf, 4) != 0)) bad = i, ok = 0;
+    if (isnan(bsrc[i]) ? !(isnan(bback[i]) && (bh[i] & 0x7f80) == 0x7f80)
+                       : (bh[i] != want || memcmp(&bback[i], &wf, 4) != 0))
+      bad = i, ok = 0;
   }
   check(ok, "copy f32 -> bf16 rounds to nearest even, bf16 -> f32 exact (first bad %d)", bad);
   double d2[3] = {1.0, 1.00390625, -2.5};
@@ -286,7 +313,8 @@ static void test_copy_fill(void) {
   ok = be->fill(0, &vfd, 2.5) == EM_OK;
   for (int i = 0; i < 10; i++) ok &= fd[i] == (i % 2 ? 0 : 2.5);
   check(ok, "fill a strided f64 view");
-  ok = be->fill(0, &vi, -3) == EM_OK && be->fill(0, &vb, 0.5) == EM_OK && be->fill(0, &vh2, 1.0) == EM_OK;
+  ok = be->fill(0, &vi, -3) == EM_OK && be->fill(0, &vb, 0.5) == EM_OK &&
+       be->fill(0, &vh2, 1.0) == EM_OK;
   for (int i = 0; i < n; i++) ok &= iv[i] == -3 && bv[i] == 1;
   check(ok && h2[2] == 0x3f80, "fill i64, bool and bf16");
   check(be->fill(0, &vi, NAN) == EM_ERR_ARG, "fill i64 with NaN is an error");
@@ -316,8 +344,9 @@ static double ref_binary(em_binary_op op, double x, double y) {
   }
 }
 
-static const char *const bin_names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-                                        "ne", "lt", "le", "gt", "ge", "and", "or", "xor"};
+static const char *const bin_names[] = {"add",     "sub", "mul", "div", "pow", "maximum",
+                                        "minimum", "eq",  "ne",  "lt",  "le",  "gt",
+                                        "ge",      "and", "or",  "xor"};
 
 /* out [3,5,4] = a [3,1,4] op b [1,5,4] with broadcasting strides. */
 static void binary_case(em_binary_op op, em_dtype dt) {
@@ -341,11 +370,14 @@ static void binary_case(em_binary_op op, em_dtype dt) {
         if (dt == EM_F32 && !cmp) r = (float)r;
         want[(i * 5 + j) * 4 + k] = r;
       }
-  em_kview vo = kv(out, odt, 3, shape), va = kvs(a, dt, 3, shape, sa), vb = kvs(b, dt, 3, shape, sb);
+  em_kview vo = kv(out, odt, 3, shape), va = kvs(a, dt, 3, shape, sa),
+           vb = kvs(b, dt, 3, shape, sb);
   em_status s = be->binary(0, op, &vo, &va, &vb);
   check(s == EM_OK && close_to(bin_names[op], out, odt, want, 60, 0, dt == EM_F32 ? 1e-6 : 1e-14),
         "binary %s %s with broadcasting", bin_names[op], dtn(dt));
-  free(a); free(b); free(out);
+  free(a);
+  free(b);
+  free(out);
 }
 
 static void test_binary(void) {
@@ -360,13 +392,21 @@ static void test_binary(void) {
   /* a big strided add takes the parallel path */
   int64_t n = 200000, sh[2] = {1000, 200}, st[2] = {1, 1000};
   double *ad = xmalloc(n * 8), *bd = xmalloc(n * 8), *want = xmalloc(n * 8);
-  float *a = rand_arr(EM_F32, n, -1, 1, ad), *b = rand_arr(EM_F32, n, -1, 1, bd), *o = xmalloc(n * 4);
+  float *a = rand_arr(EM_F32, n, -1, 1, ad), *b = rand_arr(EM_F32, n, -1, 1, bd),
+        *o = xmalloc(n * 4);
   for (int64_t i = 0; i < 1000; i++)
-    for (int64_t j = 0; j < 200; j++) want[i * 200 + j] = (float)(ad[j * 1000 + i] + bd[i * 200 + j]);
+    for (int64_t j = 0; j < 200; j++)
+      want[i * 200 + j] = (float)(ad[j * 1000 + i] + bd[i * 200 + j]);
   em_kview vo = kv(o, EM_F32, 2, sh), va = kvs(a, EM_F32, 2, sh, st), vb = kv(b, EM_F32, 2, sh);
-  check(be->binary(0, EM_ADD, &vo, &va, &vb) == EM_OK && close_to("big add", o, EM_F32, want, n, 0, 1e-6),
+  check(be->binary(0, EM_ADD, &vo, &va, &vb) == EM_OK &&
+            close_to("big add", o, EM_F32, want, n, 0, 1e-6),
         "binary add of 200000 elements, one operand transposed");
-  free(ad); free(bd); free(want); free(a); free(b); free(o);
+  free(ad);
+  free(bd);
+  free(want);
+  free(a);
+  free(b);
+  free(o);
 
   int64_t x[3] = {7, -7, 5}, y[3] = {2, 2, 0}, r[3], s3[1] = {3};
   em_kview vx = kv(x, EM_I64, 1, s3), vy = kv(y, EM_I64, 1, s3), vr = kv(r, EM_I64, 1, s3);
@@ -375,7 +415,8 @@ static void test_binary(void) {
   check(r[0] == 3 && r[1] == -4, "int64 division floors (7//2 = 3, -7//2 = -4)");
   float f[3];
   em_kview vf = kv(f, EM_F32, 1, s3);
-  check(be->binary(0, EM_ADD, &vf, &vx, &vf) == EM_ERR_DTYPE, "binary with mixed dtypes is a dtype error");
+  check(be->binary(0, EM_ADD, &vf, &vx, &vf) == EM_ERR_DTYPE,
+        "binary with mixed dtypes is a dtype error");
   check(be->binary(0, EM_AND, &vr, &vx, &vy) == EM_ERR_DTYPE && msg_has("and", "int64"),
         "logical and on int64 names kernel and dtype: %s", em_error_message());
   uint16_t h[3];
@@ -384,7 +425,8 @@ static void test_binary(void) {
         "bf16 add is a dtype error naming kernel and dtype: %s", em_error_message());
   double nan2[2] = {NAN, 1}, one2[2] = {1, NAN}, mx[2];
   int64_t s2[1] = {2};
-  em_kview va2 = kv(nan2, EM_F64, 1, s2), vb2 = kv(one2, EM_F64, 1, s2), vm2 = kv(mx, EM_F64, 1, s2);
+  em_kview va2 = kv(nan2, EM_F64, 1, s2), vb2 = kv(one2, EM_F64, 1, s2),
+           vm2 = kv(mx, EM_F64, 1, s2);
   check(be->binary(0, EM_MAXIMUM, &vm2, &va2, &vb2) == EM_OK && isnan(mx[0]) && isnan(mx[1]),
         "maximum propagates NaN");
 
@@ -399,7 +441,8 @@ static void test_binary(void) {
         "where f64 with broadcast condition");
   int64_t ia[12], ib[12], io[12];
   for (int i = 0; i < 12; i++) ia[i] = i, ib[i] = -i;
-  em_kview vio = kv(io, EM_I64, 2, sh34), via = kv(ia, EM_I64, 2, sh34), vib = kv(ib, EM_I64, 2, sh34);
+  em_kview vio = kv(io, EM_I64, 2, sh34), via = kv(ia, EM_I64, 2, sh34),
+           vib = kv(ib, EM_I64, 2, sh34);
   check(be->where(0, &vio, &vc, &via, &vib) == EM_OK && close_to("where", io, EM_I64, ww, 12, 0, 0),
         "where i64");
 }
@@ -430,12 +473,13 @@ static double ref_unary(em_unary_op op, double x, double a, double b) {
   }
 }
 
-static const char *const un_names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "relu",
-                                       "gelu", "gelu_tanh", "elu", "clamp", "pow_scalar", "affine", "silu",
-                                       "sin", "cos", "not"};
+static const char *const un_names[] = {
+    "neg",       "exp", "log",   "sqrt",       "rsqrt",  "abs",  "tanh", "sigmoid", "relu", "gelu",
+    "gelu_tanh", "elu", "clamp", "pow_scalar", "affine", "silu", "sin",  "cos",     "not"};
 
 static void test_unary(void) {
-  const double alpha[EM_NUNARY] = {[EM_ELU] = 1.3, [EM_CLAMP] = -0.5, [EM_POW_SCALAR] = 2.5, [EM_AFFINE] = 2};
+  const double alpha[EM_NUNARY] = {
+      [EM_ELU] = 1.3, [EM_CLAMP] = -0.5, [EM_POW_SCALAR] = 2.5, [EM_AFFINE] = 2};
   const double beta[EM_NUNARY] = {[EM_CLAMP] = 0.5, [EM_AFFINE] = 0.5};
   for (int op = 0; op < EM_NOT; op++) {
     bool pos = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR;
@@ -446,12 +490,15 @@ static void test_unary(void) {
       double xd[30], want[30];
       void *x = rand_arr(dt, 30, pos ? 0.1 : -3, 3, xd), *out = xmalloc(30 * 8);
       for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 5; j++) want[i * 5 + j] = ref_unary(op, xd[j * 6 + i], alpha[op], beta[op]);
+        for (int j = 0; j < 5; j++)
+          want[i * 5 + j] = ref_unary(op, xd[j * 6 + i], alpha[op], beta[op]);
       em_kview vo = kv(out, dt, 2, sh), vx = kvs(x, dt, 2, sh, st);
       em_status s = be->unary(0, (em_unary_op)op, &vo, &vx, alpha[op], beta[op]);
-      check(s == EM_OK && close_to(un_names[op], out, dt, want, 30, dt == EM_F32 ? 1e-6 : 1e-14, dt == EM_F32 ? 2e-6 : 1e-13),
+      check(s == EM_OK && close_to(un_names[op], out, dt, want, 30, dt == EM_F32 ? 1e-6 : 1e-14,
+                                   dt == EM_F32 ? 2e-6 : 1e-13),
             "unary %s %s (strided input)", un_names[op], dtn(dt));
-      free(x); free(out);
+      free(x);
+      free(out);
     }
     /* derivative against a central difference of the reference, in f64 */
     double xd[16], gy[16], gx[16], y[16], want[16];
@@ -461,18 +508,25 @@ static void test_unary(void) {
       gy[i] = urand();
       y[i] = ref_unary(op, xd[i], alpha[op], beta[op]);
       double h = 1e-6;
-      want[i] = gy[i] * (ref_unary(op, xd[i] + h, alpha[op], beta[op]) - ref_unary(op, xd[i] - h, alpha[op], beta[op])) / (2 * h);
+      want[i] = gy[i] *
+                (ref_unary(op, xd[i] + h, alpha[op], beta[op]) -
+                 ref_unary(op, xd[i] - h, alpha[op], beta[op])) /
+                (2 * h);
     }
-    em_status s = be->unary_backward(0, (em_unary_op)op, EM_F64, 16, gx, gy, xd, y, alpha[op], beta[op]);
-    check(s == EM_OK && close_to(un_names[op], gx, EM_F64, want, 16, 1e-7, 1e-6), "unary_backward %s f64", un_names[op]);
+    em_status s =
+        be->unary_backward(0, (em_unary_op)op, EM_F64, 16, gx, gy, xd, y, alpha[op], beta[op]);
+    check(s == EM_OK && close_to(un_names[op], gx, EM_F64, want, 16, 1e-7, 1e-6),
+          "unary_backward %s f64", un_names[op]);
   }
   uint8_t b[4] = {0, 1, 1, 0}, nb[4];
   int64_t s4[1] = {4};
   em_kview vb = kv(b, EM_BOOL, 1, s4), vn = kv(nb, EM_BOOL, 1, s4);
-  check(be->unary(0, EM_NOT, &vn, &vb, 0, 0) == EM_OK && nb[0] == 1 && nb[1] == 0 && nb[3] == 1, "unary not on bool");
+  check(be->unary(0, EM_NOT, &vn, &vb, 0, 0) == EM_OK && nb[0] == 1 && nb[1] == 0 && nb[3] == 1,
+        "unary not on bool");
   int64_t iv[4] = {-3, 4, INT64_MIN, 0}, io[4];
   em_kview vi = kv(iv, EM_I64, 1, s4), vio = kv(io, EM_I64, 1, s4);
-  check(be->unary(0, EM_ABS, &vio, &vi, 0, 0) == EM_OK && io[0] == 3 && io[1] == 4 && io[2] == INT64_MIN,
+  check(be->unary(0, EM_ABS, &vio, &vi, 0, 0) == EM_OK && io[0] == 3 && io[1] == 4 &&
+            io[2] == INT64_MIN,
         "unary abs on int64 (INT64_MIN wraps)");
   check(be->unary(0, EM_EXP, &vio, &vi, 0, 0) == EM_ERR_DTYPE && msg_has("exp", "int64"),
         "unary exp on int64 names kernel and dtype: %s", em_error_message());
@@ -483,10 +537,12 @@ static void test_unary(void) {
 
 /* ---- reductions ---- */
 
-static void reduce_case(em_reduce_op op, em_dtype dt, int64_t outer, int64_t n, int64_t inner, int corr) {
+static void reduce_case(em_reduce_op op, em_dtype dt, int64_t outer, int64_t n, int64_t inner,
+                        int corr) {
   static const char *names[] = {"sum", "mean", "max", "min", "var"};
   int64_t total = outer * n * inner;
-  double *xd = xmalloc(total * 8), *want = xmalloc(outer * inner * 8), *wi = xmalloc(outer * inner * 8);
+  double *xd = xmalloc(total * 8), *want = xmalloc(outer * inner * 8),
+         *wi = xmalloc(outer * inner * 8);
   void *x = rand_arr(dt, total, dt == EM_I64 ? -1000 : -2, dt == EM_I64 ? 1000 : 2, xd);
   void *out = xmalloc(outer * inner * 8);
   int64_t *idx = xmalloc(outer * inner * 8);
@@ -517,7 +573,12 @@ static void reduce_case(em_reduce_op op, em_dtype dt, int64_t outer, int64_t n, 
   if (ok && ext) ok = close_to("argmax", idx, EM_I64, wi, outer * inner, 0, 0);
   check(ok, "reduce %s %s [%lld, %lld, %lld]%s", names[op], dtn(dt), (long long)outer, (long long)n,
         (long long)inner, op == EM_RED_VAR ? (corr ? " correction 1" : " correction 0") : "");
-  free(xd); free(want); free(wi); free(x); free(out); free(idx);
+  free(xd);
+  free(want);
+  free(wi);
+  free(x);
+  free(out);
+  free(idx);
 }
 
 static void test_reduce(void) {
@@ -525,7 +586,8 @@ static void test_reduce(void) {
   for (int op = EM_RED_SUM; op <= EM_RED_VAR; op++)
     for (int s = 0; s < 5; s++) {
       reduce_case(op, EM_F32, shapes[s][0], shapes[s][1], shapes[s][2], 1);
-      if (s < 3) reduce_case(op, EM_F64, shapes[s][0], shapes[s][1], shapes[s][2], op == EM_RED_VAR ? 0 : 1);
+      if (s < 3)
+        reduce_case(op, EM_F64, shapes[s][0], shapes[s][1], shapes[s][2], op == EM_RED_VAR ? 0 : 1);
       if (s < 3 && (op == EM_RED_SUM || op == EM_RED_MAX || op == EM_RED_MIN))
         reduce_case(op, EM_I64, shapes[s][0], shapes[s][1], shapes[s][2], 0);
     }
@@ -533,8 +595,10 @@ static void test_reduce(void) {
   int64_t i;
   check(be->reduce(0, EM_RED_MAX, EM_F64, &v, &i, x, 1, 5, 1, 0) == EM_OK && isnan(v) && i == 1,
         "max returns the first NaN and its position");
-  check(be->reduce(0, EM_RED_MAX, EM_F64, &v, &i, x, 1, 0, 1, 0) == EM_ERR_SHAPE, "max over an empty dim is an error");
-  check(be->reduce(0, EM_RED_MEAN, EM_I64, &v, NULL, x, 1, 5, 1, 0) == EM_ERR_DTYPE && msg_has("mean", "int64"),
+  check(be->reduce(0, EM_RED_MAX, EM_F64, &v, &i, x, 1, 0, 1, 0) == EM_ERR_SHAPE,
+        "max over an empty dim is an error");
+  check(be->reduce(0, EM_RED_MEAN, EM_I64, &v, NULL, x, 1, 5, 1, 0) == EM_ERR_DTYPE &&
+            msg_has("mean", "int64"),
         "mean of int64 names kernel and dtype: %s", em_error_message());
   /* the chunked parallel sum does not depend on the thread count */
   int64_t n = 300000;
@@ -549,17 +613,22 @@ static void test_reduce(void) {
 
 /* ---- gemm ---- */
 
-static void gemm_case(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch, double beta) {
+static void gemm_case(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch,
+                      double beta) {
   int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
   int64_t sa = (ta ? k : m) * lda + 5, sb = (tb ? n : k) * ldb, sc = m * ldc + 1;
-  double *ad = xmalloc(batch * sa * 8), *bd = xmalloc(batch * sb * 8), *cd = xmalloc(batch * sc * 8);
+  double *ad = xmalloc(batch * sa * 8), *bd = xmalloc(batch * sb * 8),
+         *cd = xmalloc(batch * sc * 8);
   void *a = rand_arr(dt, batch * sa, -1, 1, ad), *b = rand_arr(dt, batch * sb, -1, 1, bd);
   void *c = rand_arr(dt, batch * sc, -1, 1, cd);
   double *want = xmalloc(batch * sc * 8);
   memcpy(want, cd, batch * sc * 8);
   if (beta == 0) /* NaN in C must not leak through beta = 0 */
     for (int64_t i = 0; i < batch * sc; i += 3) {
-      if (dt == EM_F32) ((float *)c)[i] = NAN; else ((double *)c)[i] = NAN;
+      if (dt == EM_F32)
+        ((float *)c)[i] = NAN;
+      else
+        ((double *)c)[i] = NAN;
       want[i] = NAN;
     }
   const double alpha = 0.75;
@@ -568,16 +637,24 @@ static void gemm_case(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64
       for (int64_t j = 0; j < n; j++) {
         double s = 0;
         for (int64_t p = 0; p < k; p++)
-          s += ad[q * sa + (ta ? p * lda + i : i * lda + p)] * bd[q * sb + (tb ? j * ldb + p : p * ldb + j)];
+          s += ad[q * sa + (ta ? p * lda + i : i * lda + p)] *
+               bd[q * sb + (tb ? j * ldb + p : p * ldb + j)];
         double *w = &want[q * sc + i * ldc + j];
         *w = alpha * s + (beta == 0 ? 0 : beta * cd[q * sc + i * ldc + j]);
       }
-  em_status s = be->gemm(0, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+  em_status s =
+      be->gemm(0, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
   double tol = dt == EM_F32 ? 1e-4 : 1e-12;
   check(s == EM_OK && close_to("gemm", c, dt, want, batch * sc, tol, tol),
-        "gemm %s ta=%d tb=%d m=%lld n=%lld k=%lld batch=%lld beta=%g", dtn(dt), ta, tb, (long long)m,
-        (long long)n, (long long)k, (long long)batch, beta);
-  free(ad); free(bd); free(cd); free(a); free(b); free(c); free(want);
+        "gemm %s ta=%d tb=%d m=%lld n=%lld k=%lld batch=%lld beta=%g", dtn(dt), ta, tb,
+        (long long)m, (long long)n, (long long)k, (long long)batch, beta);
+  free(ad);
+  free(bd);
+  free(cd);
+  free(a);
+  free(b);
+  free(c);
+  free(want);
 }
 
 static void test_gemm(void) {
@@ -590,10 +667,13 @@ static void test_gemm(void) {
   gemm_case(EM_F32, false, false, 64, 64, 64, 2, 0);
   gemm_case(EM_F64, true, false, 1, 1, 0, 1, 0.5);
   float z[4];
-  check(be->gemm(0, EM_F32, false, false, 2, 2, 2, 1, z, 1, 0, z, 2, 0, 0, z, 2, 0, 1) == EM_ERR_ARG,
-        "gemm with lda too small is an argument error");
-  check(be->gemm(0, EM_I64, false, false, 2, 2, 2, 1, z, 2, 0, z, 2, 0, 0, z, 2, 0, 1) == EM_ERR_DTYPE &&
-            msg_has("gemm", "int64"), "gemm on int64 is a dtype error: %s", em_error_message());
+  check(
+      be->gemm(0, EM_F32, false, false, 2, 2, 2, 1, z, 1, 0, z, 2, 0, 0, z, 2, 0, 1) == EM_ERR_ARG,
+      "gemm with lda too small is an argument error");
+  check(be->gemm(0, EM_I64, false, false, 2, 2, 2, 1, z, 2, 0, z, 2, 0, 0, z, 2, 0, 1) ==
+                EM_ERR_DTYPE &&
+            msg_has("gemm", "int64"),
+        "gemm on int64 is a dtype error: %s", em_error_message());
 }
 
 /* ---- softmax and layer norm ---- */
@@ -615,8 +695,12 @@ static void test_softmax(void) {
       for (int64_t r = 0; r < rows; r++) ref_softmax_row(xd + r * n, n, lg, want + r * n);
       check(be->softmax(0, dt, y, x, rows, n, lg) == EM_OK &&
                 close_to("softmax", y, dt, want, rows * n, k ? 1e-14 : 1e-6, k ? 1e-13 : 1e-5),
-            "%s %s [%lld, %lld]", lg ? "log_softmax" : "softmax", dtn(dt), (long long)rows, (long long)n);
-      free(xd); free(want); free(x); free(y);
+            "%s %s [%lld, %lld]", lg ? "log_softmax" : "softmax", dtn(dt), (long long)rows,
+            (long long)n);
+      free(xd);
+      free(want);
+      free(x);
+      free(y);
     }
   /* backward: central differences of sum(gy * f(x)) in f64 */
   for (int lg = 0; lg < 2; lg++) {
@@ -627,8 +711,10 @@ static void test_softmax(void) {
     for (int r = 0; r < R; r++)
       for (int j = 0; j < N; j++) {
         double *row = x + r * N, h = 1e-6, save = row[j], lp = 0, lm = 0;
-        row[j] = save + h; ref_softmax_row(row, N, lg, yp);
-        row[j] = save - h; ref_softmax_row(row, N, lg, ym);
+        row[j] = save + h;
+        ref_softmax_row(row, N, lg, yp);
+        row[j] = save - h;
+        ref_softmax_row(row, N, lg, ym);
         row[j] = save;
         for (int c = 0; c < N; c++) lp += gy[r * N + c] * yp[c], lm += gy[r * N + c] * ym[c];
         want[r * N + j] = (lp - lm) / (2 * h);
@@ -643,8 +729,8 @@ static void test_softmax(void) {
 }
 
 /* y = (x - mean) / sqrt(var + eps) * w + b per row; loss = sum(y * R) */
-static void ref_layer_norm(const double *x, const double *w, const double *b, int64_t rows, int64_t n,
-                           double eps, double *y) {
+static void ref_layer_norm(const double *x, const double *w, const double *b, int64_t rows,
+                           int64_t n, double eps, double *y) {
   for (int64_t r = 0; r < rows; r++) {
     double mu = 0, var = 0;
     for (int64_t j = 0; j < n; j++) mu += x[r * n + j] / n;
@@ -677,26 +763,35 @@ static void test_layer_norm(void) {
     const double h = 1e-6;
     for (int i = 0; i < R * N; i++) {
       double s = x[i];
-      x[i] = s + h; double lp = ln_loss(x, W, B, R, N, Rg, tmp);
-      x[i] = s - h; double lm = ln_loss(x, W, B, R, N, Rg, tmp);
+      x[i] = s + h;
+      double lp = ln_loss(x, W, B, R, N, Rg, tmp);
+      x[i] = s - h;
+      double lm = ln_loss(x, W, B, R, N, Rg, tmp);
       x[i] = s;
       wdx[i] = (lp - lm) / (2 * h);
     }
     for (int j = 0; j < N; j++) {
       double s = w[j];
-      w[j] = s + h; double lp = ln_loss(x, w, b, R, N, Rg, tmp);
-      w[j] = s - h; double lm = ln_loss(x, w, b, R, N, Rg, tmp);
+      w[j] = s + h;
+      double lp = ln_loss(x, w, b, R, N, Rg, tmp);
+      w[j] = s - h;
+      double lm = ln_loss(x, w, b, R, N, Rg, tmp);
       w[j] = s;
       wdw[j] = (lp - lm) / (2 * h);
       s = b[j];
-      b[j] = s + h; lp = ln_loss(x, w, b, R, N, Rg, tmp);
-      b[j] = s - h; lm = ln_loss(x, w, b, R, N, Rg, tmp);
+      b[j] = s + h;
+      lp = ln_loss(x, w, b, R, N, Rg, tmp);
+      b[j] = s - h;
+      lm = ln_loss(x, w, b, R, N, Rg, tmp);
       b[j] = s;
       wdb[j] = (lp - lm) / (2 * h);
     }
-    em_status s = be->layer_norm_backward(0, EM_F64, dx, wb ? dw : NULL, wb ? db : NULL, Rg, x, mean, rstd, W, R, N);
+    em_status s = be->layer_norm_backward(0, EM_F64, dx, wb ? dw : NULL, wb ? db : NULL, Rg, x,
+                                          mean, rstd, W, R, N);
     int ok = s == EM_OK && close_to("layer_norm dx", dx, EM_F64, wdx, R * N, 1e-6, 1e-5);
-    if (wb) ok = ok && close_to("dw", dw, EM_F64, wdw, N, 1e-6, 1e-5) && close_to("db", db, EM_F64, wdb, N, 1e-6, 1e-5);
+    if (wb)
+      ok = ok && close_to("dw", dw, EM_F64, wdw, N, 1e-6, 1e-5) &&
+           close_to("db", db, EM_F64, wdb, N, 1e-6, 1e-5);
     check(ok, "layer_norm_backward f64 %s vs central differences", wb ? "dx, dw, db" : "dx");
   }
   /* big f32 case (parallel path) against the f64 kernel checked above */
@@ -705,15 +800,27 @@ static void test_layer_norm(void) {
   double md[500], rd[500], *dxd = xmalloc(rows * n * 8), dwd[96], dbd[96], wd[96], bd[96];
   float *xf = rand_arr(EM_F32, rows * n, -2, 2, xd), *dyf = rand_arr(EM_F32, rows * n, -1, 1, dyd);
   float *wf = rand_arr(EM_F32, n, 0.5, 1.5, wd), *bf = rand_arr(EM_F32, n, -1, 1, bd);
-  float *yf = xmalloc(rows * n * 4), mf[500], rf[500], *dxf = xmalloc(rows * n * 4), dwf[96], dbf[96];
+  float *yf = xmalloc(rows * n * 4), mf[500], rf[500], *dxf = xmalloc(rows * n * 4), dwf[96],
+        dbf[96];
   be->layer_norm(0, EM_F64, yd, md, rd, xd, wd, bd, rows, n, 1e-5);
   be->layer_norm_backward(0, EM_F64, dxd, dwd, dbd, dyd, xd, md, rd, wd, rows, n);
   int ok = be->layer_norm(0, EM_F32, yf, mf, rf, xf, wf, bf, rows, n, 1e-5) == EM_OK &&
            be->layer_norm_backward(0, EM_F32, dxf, dwf, dbf, dyf, xf, mf, rf, wf, rows, n) == EM_OK;
-  ok = ok && close_to("ln y", yf, EM_F32, yd, rows * n, 1e-5, 1e-5) && close_to("ln dx", dxf, EM_F32, dxd, rows * n, 1e-4, 1e-4) &&
-       close_to("ln dw", dwf, EM_F32, dwd, n, 1e-3, 1e-4) && close_to("ln db", dbf, EM_F32, dbd, n, 1e-3, 1e-4);
+  ok = ok && close_to("ln y", yf, EM_F32, yd, rows * n, 1e-5, 1e-5) &&
+       close_to("ln dx", dxf, EM_F32, dxd, rows * n, 1e-4, 1e-4) &&
+       close_to("ln dw", dwf, EM_F32, dwd, n, 1e-3, 1e-4) &&
+       close_to("ln db", dbf, EM_F32, dbd, n, 1e-3, 1e-4);
   check(ok, "layer_norm f32 [500, 96] forward and backward match f64");
-  free(xd); free(yd); free(dyd); free(dxd); free(xf); free(dyf); free(wf); free(bf); free(yf); free(dxf);
+  free(xd);
+  free(yd);
+  free(dyd);
+  free(dxd);
+  free(xf);
+  free(dyf);
+  free(wf);
+  free(bf);
+  free(yf);
+  free(dxf);
 }
 
 /* ---- indexing ---- */
@@ -730,18 +837,23 @@ static void test_index(void) {
         src[(o * 4 + j) * 3 + i] = urand();
         wacc[(o * 5 + idx[j]) * 3 + i] += src[(o * 4 + j) * 3 + i];
       }
-  check(be->index_select(0, EM_F64, out, in, idx, 4, 2, 5, 3) == EM_OK && close_to("index_select", out, EM_F64, want, 24, 0, 0),
+  check(be->index_select(0, EM_F64, out, in, idx, 4, 2, 5, 3) == EM_OK &&
+            close_to("index_select", out, EM_F64, want, 24, 0, 0),
         "index_select f64 with a repeated index");
-  check(be->index_add(0, EM_F64, acc, src, idx, 4, 2, 5, 3) == EM_OK && close_to("index_add", acc, EM_F64, wacc, 30, 1e-15, 1e-15),
+  check(be->index_add(0, EM_F64, acc, src, idx, 4, 2, 5, 3) == EM_OK &&
+            close_to("index_add", acc, EM_F64, wacc, 30, 1e-15, 1e-15),
         "index_add f64 with a repeated index");
   int64_t bad[2] = {1, 5};
-  check(be->index_select(0, EM_F64, out, in, bad, 2, 2, 5, 3) == EM_ERR_INDEX && msg_has("index 5", "size 5"),
+  check(be->index_select(0, EM_F64, out, in, bad, 2, 2, 5, 3) == EM_ERR_INDEX &&
+            msg_has("index 5", "size 5"),
         "index_select out of range names index and size: %s", em_error_message());
   bad[1] = -1;
-  check(be->index_add(0, EM_F64, acc, src, bad, 2, 2, 5, 3) == EM_ERR_INDEX && msg_has("index -1", "size 5"),
+  check(be->index_add(0, EM_F64, acc, src, bad, 2, 2, 5, 3) == EM_ERR_INDEX &&
+            msg_has("index -1", "size 5"),
         "index_add with a negative index: %s", em_error_message());
   uint8_t bin[5] = {1, 0, 1, 1, 0}, bout[4];
-  check(be->index_select(0, EM_BOOL, bout, bin, idx, 4, 1, 5, 1) == EM_OK && bout[0] == 0 && bout[1] == 1 && bout[3] == 1,
+  check(be->index_select(0, EM_BOOL, bout, bin, idx, 4, 1, 5, 1) == EM_OK && bout[0] == 0 &&
+            bout[1] == 1 && bout[3] == 1,
         "index_select on bool");
 
   /* embedding backward sized index_add (parallel path), f32 and i64 */
@@ -751,15 +863,23 @@ static void test_index(void) {
   float *gf = rand_arr(EM_F32, T * D, -1, 1, g), *wf = xmalloc(V * D * 4);
   for (int64_t t = 0; t < T; t++)
     for (int64_t i = 0; i < D; i++) wt[tok[t] * D + i] += g[t * D + i];
-  check(be->index_add(0, EM_F32, wf, gf, tok, T, 1, V, D) == EM_OK && close_to("index_add big", wf, EM_F32, wt, V * D, 1e-5, 1e-5),
+  check(be->index_add(0, EM_F32, wf, gf, tok, T, 1, V, D) == EM_OK &&
+            close_to("index_add big", wf, EM_F32, wt, V * D, 1e-5, 1e-5),
         "index_add f32 [400 tokens x 130] into [300 x 130]");
   int64_t *gi = rand_arr(EM_I64, T * D, -50, 50, g), *wi = xmalloc(V * D * 8);
   memset(wt, 0, V * D * 8);
   for (int64_t t = 0; t < T; t++)
     for (int64_t i = 0; i < D; i++) wt[tok[t] * D + i] += g[t * D + i];
-  check(be->index_add(0, EM_I64, wi, gi, tok, T, 1, V, D) == EM_OK && close_to("index_add i64", wi, EM_I64, wt, V * D, 0, 0),
+  check(be->index_add(0, EM_I64, wi, gi, tok, T, 1, V, D) == EM_OK &&
+            close_to("index_add i64", wi, EM_I64, wt, V * D, 0, 0),
         "index_add i64");
-  free(tok); free(g); free(wt); free(gf); free(wf); free(gi); free(wi);
+  free(tok);
+  free(g);
+  free(wt);
+  free(gf);
+  free(wf);
+  free(gi);
+  free(wi);
 
   /* gather / scatter_add: in [2,5,4], idx [2,3,4] */
   int64_t gidx[24];
@@ -775,17 +895,22 @@ static void test_index(void) {
         gsrc[t] = urand();
         swant[(o * 5 + gidx[t]) * 4 + i] += gsrc[t];
       }
-  check(be->gather(0, EM_F64, gout, gin, gidx, 2, 5, 3, 4) == EM_OK && close_to("gather", gout, EM_F64, gwant, 24, 0, 0),
+  check(be->gather(0, EM_F64, gout, gin, gidx, 2, 5, 3, 4) == EM_OK &&
+            close_to("gather", gout, EM_F64, gwant, 24, 0, 0),
         "gather f64 along a middle dim");
-  check(be->scatter_add(0, EM_F64, sacc, gsrc, gidx, 2, 5, 3, 4) == EM_OK && close_to("scatter_add", sacc, EM_F64, swant, 40, 1e-14, 1e-14),
+  check(be->scatter_add(0, EM_F64, sacc, gsrc, gidx, 2, 5, 3, 4) == EM_OK &&
+            close_to("scatter_add", sacc, EM_F64, swant, 40, 1e-14, 1e-14),
         "scatter_add f64 with duplicates");
   gidx[13] = 9;
-  check(be->gather(0, EM_F64, gout, gin, gidx, 2, 5, 3, 4) == EM_ERR_INDEX && msg_has("index 9", "size 5"),
+  check(be->gather(0, EM_F64, gout, gin, gidx, 2, 5, 3, 4) == EM_ERR_INDEX &&
+            msg_has("index 9", "size 5"),
         "gather out of range names index and size: %s", em_error_message());
   memcpy(swant, sacc, sizeof sacc);
-  check(be->scatter_add(0, EM_F64, sacc, gsrc, gidx, 2, 5, 3, 4) == EM_ERR_INDEX && memcmp(swant, sacc, sizeof sacc) == 0,
+  check(be->scatter_add(0, EM_F64, sacc, gsrc, gidx, 2, 5, 3, 4) == EM_ERR_INDEX &&
+            memcmp(swant, sacc, sizeof sacc) == 0,
         "scatter_add with a bad index fails and leaves the output alone");
-  check(be->index_add(0, EM_BOOL, bout, bin, idx, 1, 1, 5, 1) == EM_ERR_DTYPE && msg_has("index_add", "bool"),
+  check(be->index_add(0, EM_BOOL, bout, bin, idx, 1, 1, 5, 1) == EM_ERR_DTYPE &&
+            msg_has("index_add", "bool"),
         "index_add on bool names kernel and dtype: %s", em_error_message());
 }
 
@@ -816,7 +941,8 @@ static void test_cross_entropy(void) {
     }
     double tol = dt == EM_F32 ? 1e-5 : 1e-13;
     check(be->cross_entropy(0, dt, loss, lse, x, tgt, R, C, -100, eps) == EM_OK &&
-              close_to("ce loss", loss, dt, want, R, tol, tol) && close_to("ce lse", lse, dt, wlse, R, tol, tol),
+              close_to("ce loss", loss, dt, want, R, tol, tol) &&
+              close_to("ce lse", lse, dt, wlse, R, tol, tol),
           "cross_entropy %s smoothing %g with an ignored row", dtn(dt), eps);
     if (dt == EM_F64) {
       double dloss[R], g[R * C], wg[R * C], h = 1e-6;
@@ -824,8 +950,10 @@ static void test_cross_entropy(void) {
       for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) {
           double *row = xd + r * C, s = row[c];
-          row[c] = s + h; double lp = tgt[r] == -100 ? 0 : ref_ce_row(row, C, tgt[r], eps);
-          row[c] = s - h; double lm = tgt[r] == -100 ? 0 : ref_ce_row(row, C, tgt[r], eps);
+          row[c] = s + h;
+          double lp = tgt[r] == -100 ? 0 : ref_ce_row(row, C, tgt[r], eps);
+          row[c] = s - h;
+          double lm = tgt[r] == -100 ? 0 : ref_ce_row(row, C, tgt[r], eps);
           row[c] = s;
           wg[r * C + c] = dloss[r] * (lp - lm) / (2 * h);
         }
@@ -833,11 +961,14 @@ static void test_cross_entropy(void) {
                 close_to("ce grad", g, EM_F64, wg, R * C, 1e-8, 1e-6),
             "cross_entropy_backward f64 smoothing %g vs central differences", eps);
     }
-    free(x); free(loss); free(lse);
+    free(x);
+    free(loss);
+    free(lse);
   }
   int64_t badt[2] = {1, 5};
   double x[10] = {0}, l[2], s[2];
-  check(be->cross_entropy(0, EM_F64, l, s, x, badt, 2, 5, -100, 0) == EM_ERR_INDEX && msg_has("target 5", "5 classes"),
+  check(be->cross_entropy(0, EM_F64, l, s, x, badt, 2, 5, -100, 0) == EM_ERR_INDEX &&
+            msg_has("target 5", "5 classes"),
         "cross_entropy target out of range: %s", em_error_message());
 }
 
@@ -848,7 +979,8 @@ static void test_random(void) {
   double *d = xmalloc(n * 8);
   float *f = xmalloc(n * 4);
   em_philox_block kat = em_philox(0, 0);
-  check(kat.w[0] == 0x6627e8d5u && kat.w[1] == 0xe169c58du && kat.w[2] == 0xbc57ac4cu && kat.w[3] == 0x9b00dbd8u,
+  check(kat.w[0] == 0x6627e8d5u && kat.w[1] == 0xe169c58du && kat.w[2] == 0xbc57ac4cu &&
+            kat.w[3] == 0x9b00dbd8u,
         "Philox4x32-10 known answer (Random123, counter 0, key 0)");
   em_kview vd = kv(d, EM_F64, 1, sh), vf = kv(f, EM_F32, 1, sh);
   int ok = be->random(0, EM_RAND_UNIFORM, &vd, -2, 3, 42, 7) == EM_OK &&
@@ -858,7 +990,8 @@ static void test_random(void) {
     ok = d[i] == u && f[i] == (float)u;
   }
   check(ok, "uniform f64 and f32 follow the stream rule exactly");
-  ok = be->random(0, EM_RAND_NORMAL, &vd, 1, 2, 9, 123) == EM_OK && be->random(0, EM_RAND_NORMAL, &vf, 1, 2, 9, 123) == EM_OK;
+  ok = be->random(0, EM_RAND_NORMAL, &vd, 1, 2, 9, 123) == EM_OK &&
+       be->random(0, EM_RAND_NORMAL, &vf, 1, 2, 9, 123) == EM_OK;
   for (int64_t i = 0; i < n && ok; i++) {
     double z = 1 + 2 * em_philox_normal_at(9, 123, (uint64_t)i);
     ok = d[i] == z && f[i] == (float)z;
@@ -880,12 +1013,19 @@ static void test_random(void) {
     kept += keep;
     ok = mask[i] == (keep ? 1 / 0.7 : 0) && out[i] == (keep ? x[i] * (1 / 0.7) : 0);
   }
-  check(ok && fabs((double)kept / big - 0.7) < 0.01, "dropout follows the stream rule, keeps %.4f", (double)kept / big);
+  check(ok && fabs((double)kept / big - 0.7) < 0.01, "dropout follows the stream rule, keeps %.4f",
+        (double)kept / big);
   ok = be->dropout(0, EM_F64, out, mask, x, big, 1, 77, 0) == EM_OK;
   for (int64_t i = 0; i < big && ok; i++) ok = out[i] == 0 && mask[i] == 0;
   check(ok, "dropout with p = 1 gives zeros");
-  check(be->dropout(0, EM_F64, out, mask, x, big, 1.5, 77, 0) == EM_ERR_ARG, "dropout with p = 1.5 is an error");
-  free(d); free(f); free(b); free(x); free(out); free(mask);
+  check(be->dropout(0, EM_F64, out, mask, x, big, 1.5, 77, 0) == EM_ERR_ARG,
+        "dropout with p = 1.5 is an error");
+  free(d);
+  free(f);
+  free(b);
+  free(x);
+  free(out);
+  free(mask);
 }
 
 /* ---- optimizers ---- */
@@ -904,7 +1044,10 @@ static void test_optim(void) {
         st = be->adam_step(0, dt, N, P, G[s - 1], M, V, lr, b1, b2, eps, wd, s, dec);
         for (int i = 0; i < N; i++) { /* torch.optim.Adam / AdamW, written out */
           double gi = g[s - 1][i];
-          if (dec) p[i] *= 1 - lr * wd; else gi += wd * p[i];
+          if (dec)
+            p[i] *= 1 - lr * wd;
+          else
+            gi += wd * p[i];
           m[i] = b1 * m[i] + (1 - b1) * gi;
           v[i] = b2 * v[i] + (1 - b2) * gi * gi;
           double mhat = m[i] / (1 - pow(b1, s)), vhat = v[i] / (1 - pow(b2, s));
@@ -912,13 +1055,18 @@ static void test_optim(void) {
         }
       }
       double tol = dt == EM_F32 ? 1e-6 : 1e-13;
-      check(st == EM_OK && close_to("adam p", P, dt, p, N, tol, tol) && close_to("adam m", M, dt, m, N, tol, tol) &&
+      check(st == EM_OK && close_to("adam p", P, dt, p, N, tol, tol) &&
+                close_to("adam m", M, dt, m, N, tol, tol) &&
                 close_to("adam v", V, dt, v, N, tol, tol),
-            "%s %s: %d steps match the reference formula", dec ? "adamw_step" : "adam_step", dtn(dt), STEPS);
-      free(P); free(M); free(V);
+            "%s %s: %d steps match the reference formula", dec ? "adamw_step" : "adam_step",
+            dtn(dt), STEPS);
+      free(P);
+      free(M);
+      free(V);
       for (int s = 0; s < STEPS; s++) free(G[s]);
     }
-  check(be->adam_step(0, EM_F32, 1, (float[1]){0}, (float[1]){0}, (float[1]){0}, (float[1]){0}, 0.1, 0.9, 0.999, 1e-8, 0, 0, false) == EM_ERR_ARG,
+  check(be->adam_step(0, EM_F32, 1, (float[1]){0}, (float[1]){0}, (float[1]){0}, (float[1]){0}, 0.1,
+                      0.9, 0.999, 1e-8, 0, 0, false) == EM_ERR_ARG,
         "adam_step with step 0 is an error");
   /* SGD: plain, momentum with dampening, nesterov */
   const double cfg[3][4] = {{0, 0, 0, 0}, {0.9, 0.1, 0.01, 0}, {0.9, 0, 0.01, 1}};
@@ -929,7 +1077,8 @@ static void test_optim(void) {
     for (int s = 0; s < STEPS; s++) G[s] = rand_arr(EM_F64, N, -1, 1, g[s]);
     em_status st = EM_OK;
     for (int s = 0; s < STEPS && !st; s++) {
-      st = be->sgd_step(0, EM_F64, N, P, G[s], mom != 0 ? B : NULL, lr, mom, damp, wd, nest, s == 0);
+      st =
+          be->sgd_step(0, EM_F64, N, P, G[s], mom != 0 ? B : NULL, lr, mom, damp, wd, nest, s == 0);
       for (int i = 0; i < N; i++) { /* torch.optim.SGD, written out */
         double d = g[s][i] + wd * p[i];
         if (mom != 0) {
@@ -939,9 +1088,10 @@ static void test_optim(void) {
         p[i] -= lr * d;
       }
     }
-    check(st == EM_OK && close_to("sgd", P, EM_F64, p, N, 1e-14, 1e-14), "sgd_step momentum %g dampening %g nesterov %d",
-          mom, damp, nest);
-    free(P); free(B);
+    check(st == EM_OK && close_to("sgd", P, EM_F64, p, N, 1e-14, 1e-14),
+          "sgd_step momentum %g dampening %g nesterov %d", mom, damp, nest);
+    free(P);
+    free(B);
     for (int s = 0; s < STEPS; s++) free(G[s]);
   }
 }
@@ -965,9 +1115,11 @@ typedef struct att_data {
 
 /* Naive attention in double, one query row at a time; with grads != NULL
 ** also the analytic backward from dout. */
-static void ref_attention(const att_case *c, const att_data *d, double *out, double *lse, double **grads) {
+static void ref_attention(const att_case *c, const att_data *d, double *out, double *lse,
+                          double **grads) {
   const int64_t Lq = c->Lq, Lk = c->Lk, dk = c->dk, dv = c->dv;
-  double *s = xmalloc((Lk + 1) * 8), *pr = xmalloc((Lk + 1) * 8), *z = xmalloc((Lk + 1) * 8), *dp = xmalloc((Lk + 1) * 8);
+  double *s = xmalloc((Lk + 1) * 8), *pr = xmalloc((Lk + 1) * 8), *z = xmalloc((Lk + 1) * 8),
+         *dp = xmalloc((Lk + 1) * 8);
   if (grads) {
     memset(grads[0], 0, c->B * c->H * Lq * dk * 8);
     memset(grads[1], 0, c->B * c->H * Lk * dk * 8);
@@ -984,13 +1136,17 @@ static void ref_attention(const att_case *c, const att_data *d, double *out, dou
           double dot = 0;
           for (int64_t x = 0; x < dk; x++) dot += qi[x] * kj[x];
           s[j] = dot * d->scale;
-          if (c->bias) s[j] += d->bias[b * d->bst[0] + h * d->bst[1] + i * d->bst[2] + j * d->bst[3]];
+          if (c->bias)
+            s[j] += d->bias[b * d->bst[0] + h * d->bst[1] + i * d->bst[2] + j * d->bst[3]];
           if ((c->pad && d->pad[b * Lk + j]) || (c->causal && j > i + Lk - Lq)) s[j] = -INFINITY;
           mx = fmax(mx, s[j]);
         }
         double *o = out + (bh * Lq + i) * dv;
         memset(o, 0, dv * 8);
-        if (mx == -INFINITY) { lse[bh * Lq + i] = INFINITY; continue; }
+        if (mx == -INFINITY) {
+          lse[bh * Lq + i] = INFINITY;
+          continue;
+        }
         double sum = 0;
         for (int64_t j = 0; j < Lk; j++) sum += exp(s[j] - mx);
         lse[bh * Lq + i] = mx + log(sum);
@@ -1018,7 +1174,10 @@ static void ref_attention(const att_case *c, const att_data *d, double *out, dou
           for (int64_t x = 0; x < dv; x++) grads[2][(bh * Lk + j) * dv + x] += pr[j] * z[j] * go[x];
         }
       }
-  free(s); free(pr); free(z); free(dp);
+  free(s);
+  free(pr);
+  free(z);
+  free(dp);
 }
 
 static double att_loss(const att_case *c, const att_data *d, double *out, double *lse) {
@@ -1035,7 +1194,8 @@ static float *to_f32(const double *x, int64_t n) {
 }
 
 static void attention_case(const att_case *c) {
-  const int64_t BH = c->B * c->H, nq = BH * c->Lq * c->dk, nk = BH * c->Lk * c->dk, nv = BH * c->Lk * c->dv;
+  const int64_t BH = c->B * c->H, nq = BH * c->Lq * c->dk, nk = BH * c->Lk * c->dk,
+                nv = BH * c->Lk * c->dv;
   const int64_t no = BH * c->Lq * c->dv, nl = BH * c->Lq, nb = c->H * c->Lq * c->Lk;
   att_data d;
   d.q = rand_arr(EM_F64, nq, -1.5, 1.5, NULL);
@@ -1047,10 +1207,12 @@ static void attention_case(const att_case *c) {
   d.bst[0] = 0, d.bst[1] = c->Lq * c->Lk, d.bst[2] = c->Lk, d.bst[3] = 1;
   d.pad = xmalloc(c->B * c->Lk + 1);
   for (int64_t b = 0; b < c->B; b++)
-    for (int64_t j = 0; j < c->Lk; j++) d.pad[b * c->Lk + j] = b == 1 || j % 3 == 2; /* batch 1: all padding */
+    for (int64_t j = 0; j < c->Lk; j++)
+      d.pad[b * c->Lk + j] = b == 1 || j % 3 == 2; /* batch 1: all padding */
   d.scale = 1 / sqrt((double)c->dk ? (double)c->dk : 1);
 
-  double *ro = xmalloc(no * 8), *rl = xmalloc(nl * 8), *g[3] = {xmalloc(nq * 8), xmalloc(nk * 8), xmalloc(nv * 8)};
+  double *ro = xmalloc(no * 8), *rl = xmalloc(nl * 8),
+         *g[3] = {xmalloc(nq * 8), xmalloc(nk * 8), xmalloc(nv * 8)};
   ref_attention(c, &d, ro, rl, g);
 
   em_attention_args a;
@@ -1067,8 +1229,12 @@ static void attention_case(const att_case *c) {
     double *src[5] = {d.q, d.k, d.v, d.bias, d.dout};
     int64_t cnt[5] = {nq, nk, nv, nb, no};
     for (int t = 0; t < 5; t++) {
-      if (dt == EM_F32) in[t] = to_f32(src[t], cnt[t]);
-      else { in[t] = xmalloc(cnt[t] * 8 + 8); memcpy(in[t], src[t], cnt[t] * 8); }
+      if (dt == EM_F32)
+        in[t] = to_f32(src[t], cnt[t]);
+      else {
+        in[t] = xmalloc(cnt[t] * 8 + 8);
+        memcpy(in[t], src[t], cnt[t] * 8);
+      }
     }
     a.q = in[0], a.k = in[1], a.v = in[2], a.bias = c->bias ? in[3] : NULL, a.dout = in[4];
     a.out = xmalloc(no * es + 8), a.lse = xmalloc(nl * es + 8);
@@ -1084,37 +1250,59 @@ static void attention_case(const att_case *c) {
               close_to("attention dv", a.dv_, dt, g[2], nv, 5 * tol, 10 * tol),
           "attention_backward %s %s", dtn(dt), c->name);
     for (int t = 0; t < 5; t++) free(in[t]);
-    free(a.out); free((void *)a.lse); free(a.dq); free(a.dk_); free(a.dv_);
+    free(a.out);
+    free((void *)a.lse);
+    free(a.dq);
+    free(a.dk_);
+    free(a.dv_);
   }
   if (c->numeric) { /* the reference's own gradients against central differences */
-    double *arrs[3] = {d.q, d.k, d.v}, *tmp_o = xmalloc(no * 8), *tmp_l = xmalloc(nl * 8), worst = 0;
+    double *arrs[3] = {d.q, d.k, d.v}, *tmp_o = xmalloc(no * 8), *tmp_l = xmalloc(nl * 8),
+           worst = 0;
     int64_t cnt[3] = {nq, nk, nv};
     for (int t = 0; t < 3; t++)
       for (int64_t i = 0; i < cnt[t]; i++) {
         double sv = arrs[t][i], h = 1e-6;
-        arrs[t][i] = sv + h; double lp = att_loss(c, &d, tmp_o, tmp_l);
-        arrs[t][i] = sv - h; double lm = att_loss(c, &d, tmp_o, tmp_l);
+        arrs[t][i] = sv + h;
+        double lp = att_loss(c, &d, tmp_o, tmp_l);
+        arrs[t][i] = sv - h;
+        double lm = att_loss(c, &d, tmp_o, tmp_l);
         arrs[t][i] = sv;
         worst = fmax(worst, fabs((lp - lm) / (2 * h) - g[t][i]));
       }
-    check(worst < 1e-6, "attention reference gradients %s match central differences (max error %.2g)", c->name, worst);
-    free(tmp_o); free(tmp_l);
+    check(worst < 1e-6,
+          "attention reference gradients %s match central differences (max error %.2g)", c->name,
+          worst);
+    free(tmp_o);
+    free(tmp_l);
   }
-  free(d.q); free(d.k); free(d.v); free(d.dout); free(d.bias); free(d.pad);
-  free(ro); free(rl); free(g[0]); free(g[1]); free(g[2]);
+  free(d.q);
+  free(d.k);
+  free(d.v);
+  free(d.dout);
+  free(d.bias);
+  free(d.pad);
+  free(ro);
+  free(rl);
+  free(g[0]);
+  free(g[1]);
+  free(g[2]);
 }
 
 static void test_attention(void) {
   const att_case cases[] = {
-    {"plain B2 H3 Lq5 Lk7", 2, 3, 5, 7, 4, 6, false, false, false, 0, true},
-    {"causal Lq5 < Lk7", 2, 2, 5, 7, 4, 3, true, false, false, 0, true},
-    {"causal Lq7 > Lk5 (fully masked rows)", 1, 2, 7, 5, 3, 4, true, false, false, 0, true},
-    {"padding + bias with -inf (fully masked rows)", 2, 2, 4, 6, 4, 4, false, true, true, 0, true},
-    {"causal + padding + bias + dropout 0.25", 2, 2, 6, 6, 4, 5, true, true, true, 0.25, true},
-    {"Lk = 0 (every row masked)", 1, 1, 3, 0, 4, 4, false, false, false, 0, false},
-    {"tiles Lq70 Lk130 causal + padding + bias", 2, 2, 70, 130, 16, 8, true, true, true, 0, false},
-    {"tiles Lq100 Lk40 causal + dropout 0.1", 1, 3, 100, 40, 8, 8, true, false, false, 0.1, false},
-    {"tiles Lq65 Lk129 plain d=32", 1, 2, 65, 129, 32, 32, false, false, false, 0, false},
+      {"plain B2 H3 Lq5 Lk7", 2, 3, 5, 7, 4, 6, false, false, false, 0, true},
+      {"causal Lq5 < Lk7", 2, 2, 5, 7, 4, 3, true, false, false, 0, true},
+      {"causal Lq7 > Lk5 (fully masked rows)", 1, 2, 7, 5, 3, 4, true, false, false, 0, true},
+      {"padding + bias with -inf (fully masked rows)", 2, 2, 4, 6, 4, 4, false, true, true, 0,
+       true},
+      {"causal + padding + bias + dropout 0.25", 2, 2, 6, 6, 4, 5, true, true, true, 0.25, true},
+      {"Lk = 0 (every row masked)", 1, 1, 3, 0, 4, 4, false, false, false, 0, false},
+      {"tiles Lq70 Lk130 causal + padding + bias", 2, 2, 70, 130, 16, 8, true, true, true, 0,
+       false},
+      {"tiles Lq100 Lk40 causal + dropout 0.1", 1, 3, 100, 40, 8, 8, true, false, false, 0.1,
+       false},
+      {"tiles Lq65 Lk129 plain d=32", 1, 2, 65, 129, 32, 32, false, false, false, 0, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(&cases[i]);
   em_attention_args a;

@@ -2,19 +2,25 @@
 -- through the Lua API (tests/lua/helpers/gradcheck.lua), on fresh random
 -- inputs rather than fixtures. Most ops run twice: on contiguous inputs and
 -- on non-contiguous leaves (permuted, or strided with step 2), which is
--- where kernels and backward formulas that assume a layout go wrong. The
--- last blocks check the autograd engine itself: a leaf used twice, a
+-- where kernels and backward formulas that assume a layout go wrong; ops
+-- with several float inputs also run with only one of them requiring grad.
+-- The last blocks check the autograd engine itself (a leaf used twice, a
 -- diamond, broadcast gradients summed back to the input's shape, repeated
--- backward, retain_graph, detach and no_grad, and the checker's own ability
--- to fail.
+-- backward, retain_graph, detach and no_grad, dtypes, empty tensors) and
+-- the checker's own ability to fail.
 local ember = require "ember"
 local gradcheck = require "tests.lua.helpers.gradcheck"
 
 local F64 = { dtype = "float64" }
 
+-- The op checks run on EMBER_TEST_DEVICE (default "cpu"; e.g. "cuda" to
+-- check a GPU backend, real or emulated); the engine checks run on the CPU.
+local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
+local D64 = { dtype = "float64", device = DEVICE }
+
 -- Input makers: mk(shape) gives a float64 leaf of that shape.
 local function contiguous(shape)
-  return ember.randn(shape, F64)
+  return ember.randn(shape, D64)
 end
 
 -- A non-contiguous leaf: dims >= 2 are a permutation of a tensor stored
@@ -23,11 +29,11 @@ end
 -- largest dim of a longer tensor.
 local function noncontiguous(shape)
   local n = #shape
-  if n == 0 then return ember.randn(shape, F64) end
+  if n == 0 then return ember.randn(shape, D64) end
   if n >= 2 then
     local rev, perm = {}, {}
     for i = 1, n do rev[i] = shape[n + 1 - i]; perm[i] = n + 1 - i end
-    local t = ember.randn(rev, F64):permute(perm):detach()
+    local t = ember.randn(rev, D64):permute(perm):detach()
     if not t:is_contiguous() then return t end
   end
   local k = 1
@@ -35,7 +41,7 @@ local function noncontiguous(shape)
   local long_shape = {}
   for i = 1, n do long_shape[i] = shape[i] end
   long_shape[k] = 2 * shape[k]
-  local t = ember.randn(long_shape, F64):slice(k, 1, -1, 2):detach()
+  local t = ember.randn(long_shape, D64):slice(k, 1, -1, 2):detach()
   assert(shape[k] == 1 or not t:is_contiguous())
   return t
 end
@@ -55,8 +61,8 @@ local function away(x, p)
   return tf(x, function(t) return t + t:ge(p):double() * 0.2 - 0.1 end)
 end
 
-local function long(data) return ember.tensor(data, { dtype = "int64" }) end
-local function bool(data) return ember.tensor(data, { dtype = "bool" }) end
+local function long(data) return ember.tensor(data, { dtype = "int64", device = DEVICE }) end
+local function bool(data) return ember.tensor(data, { dtype = "bool", device = DEVICE }) end
 
 -- Each case: name, f, and inputs(mk) building the argument list. `nc =
 -- false` skips the non-contiguous run (ops whose point is a layout).
@@ -203,6 +209,7 @@ for _, d in ipairs({ 1, 2, 3, -1 }) do
   case("stack dim " .. d, function(mk) return { mk{ 2, 3 }, mk{ 2, 3 }, mk{ 2, 3 } } end,
     function(a, b, c) return ember.stack({ a, b, c }, d) end)
 end
+case("cat same tensor twice", function(mk) return { mk{ 2, 3 } } end, function(a) return ember.cat({ a, a, a:sin() }, 2) end)
 case("stack same tensor twice", function(mk) return { mk{ 2, 3 } } end, function(a) return ember.stack({ a, a:exp() }) end)
 case("split dim 1", function(mk) return { mk{ 5, 3 } } end, function(x) return x:split(2, 1) end)
 case("split default dim", function(mk) return { mk{ 5, 2 } } end, function(x) return x:split(3) end)
@@ -212,6 +219,9 @@ case("chunk dim 1", function(mk) return { mk{ 7, 2 } } end, function(x) return x
 case("chunk dim -1", function(mk) return { mk{ 2, 6 } } end, function(x) return x:chunk(2, -1) end)
 case("dropout p=0 training", function(mk) return { mk{ 3, 4 } } end, function(x) return ember.dropout(x, 0, true) end)
 case("dropout eval", function(mk) return { mk{ 3, 4 } } end, function(x) return ember.dropout(x, 0.5, false) end)
+-- reseeding inside f makes the mask the same on every call
+case("dropout p=0.3 training (seeded)", function(mk) return { mk{ 4, 5 } } end,
+  function(x) ember.manual_seed(7); return ember.dropout(x, 0.3, true) end)
 
 -- ---- losses ---------------------------------------------------------------
 local TARGET = { 2, 1, 4, 3, 3 }
@@ -226,7 +236,7 @@ for _, red in ipairs({ "mean", "sum", "none" }) do
     ce{ ignore_index = 3, label_smoothing = 0.2, reduction = red })
 end
 case("cross_entropy 1d logits", function(mk) return { mk{ 5 } } end,
-  function(l) return ember.cross_entropy(l, ember.tensor(4, { dtype = "int64" })) end)
+  function(l) return ember.cross_entropy(l, ember.tensor(4, { dtype = "int64", device = DEVICE })) end)
 for _, red in ipairs({ "mean", "sum", "none" }) do
   case("mse_loss " .. red, function(mk) return { mk{ 3, 4 }, mk{ 3, 4 } } end,
     function(a, b) return ember.mse_loss(a, b, red) end)
@@ -246,7 +256,7 @@ case("slice middle", X3, function(x) return x:slice(2, 2, 3) ^ 2 end)
 case("transpose", X3, function(x) return x:transpose(1, 3):sin() end)
 case("transpose then matmul", function(mk) return { mk{ 4, 3 }, mk{ 4, 2 } } end,
   function(a, b) return a:transpose(1, 2):matmul(b) end)
-case("permute", X3, function(x) return x:permute(3, 1, 2):exp() * ember.arange(1, 4, F64) end)
+case("permute", X3, function(x) return x:permute(3, 1, 2):exp() * ember.arange(1, 4, D64) end)
 case("expand", function(mk) return { mk{ 3, 1 } } end, function(x) return x:expand(2, 3, 4):sin() end)
 case("expand keep -1", function(mk) return { mk{ 1, 4 } } end, function(x) return x:expand(3, -1) ^ 2 end)
 case("view", X3, function(x) return x:contiguous():view(4, 6):exp() end, { nc = false })
@@ -289,6 +299,21 @@ describe("gradcheck", function()
         local inputs = c.inputs(noncontiguous)
         gradcheck.check(c.f, inputs, { name = c.name .. " (non-contiguous)" })
       end)
+    end
+    -- With several float inputs, also with only one of them requiring
+    -- grad: backward formulas must not assume every input wants one.
+    ember.manual_seed(1234)
+    local probe, floats = c.inputs(contiguous), {}
+    for i, x in ipairs(probe) do
+      if type(x) == "userdata" and x.dtype == "float64" then floats[#floats + 1] = i end
+    end
+    if #floats > 1 then
+      for _, i in ipairs(floats) do
+        it(c.name .. " (only input " .. i .. " requires grad)", function()
+          ember.manual_seed(1234)
+          gradcheck.check(c.f, c.inputs(contiguous), { name = c.name, wrt = { i } })
+        end)
+      end
     end
   end
 end)
@@ -408,6 +433,75 @@ describe("autograd engine", function()
     assert.is_true(max_abs_diff(x.grad, w) == 0)
   end)
 
+  it("gives each input a gradient of its own dtype and shape (0-d operand of another dtype)", function()
+    local a = ember.randn({ 2, 3 }):requires_grad_()            -- float32
+    local b = ember.tensor(2.5, F64):requires_grad_()            -- float64, 0-d
+    local y = a * b
+    assert.are.equal("float32", y.dtype)
+    y:sum():backward()
+    assert.are.equal("float32", a.grad.dtype)
+    assert.are.equal("float64", b.grad.dtype)
+    assert.are.same({}, b.grad.shape)
+    assert.is_true(math.abs(b.grad:item() - a:sum():item()) < 1e-5)
+    assert.is_true(max_abs_diff(a.grad, ember.full({ 2, 3 }, 2.5)) == 0)
+  end)
+
+  it("backpropagates through empty tensors", function()
+    local x = ember.zeros({ 0, 3 }, F64):requires_grad_()
+    local b = ember.ones({ 2, 3 }, F64):requires_grad_()
+    local y = ember.cat({ x:exp(), b * 2 }, 1):sum(1)
+    y:sum():backward()
+    assert.are.same({ 0, 3 }, x.grad.shape)
+    assert.is_true(max_abs_diff(b.grad, ember.full({ 2, 3 }, 2, F64)) == 0)
+    local p = ember.zeros({ 2, 0 }, F64):requires_grad_()
+    local q = ember.zeros({ 0, 3 }, F64):requires_grad_()
+    local m = p:matmul(q)
+    assert.are.same({ 2, 3 }, m.shape)
+    assert.are.equal(0, m:abs():sum():item())
+    m:sum():backward()
+    assert.are.same({ 2, 0 }, p.grad.shape)
+    assert.are.same({ 0, 3 }, q.grad.shape)
+  end)
+
+  it("gives an expanded (stride 0) leaf a gradient of its full shape", function()
+    local x = ember.randn({ 3, 1 }, F64):expand(3, 4):detach():requires_grad_()
+    ;(x * ember.arange(1, 5, F64)):sum():backward()
+    assert.are.same({ 3, 4 }, x.grad.shape)
+    local want = ember.arange(1, 5, F64):expand(3, 4)
+    assert.is_true(max_abs_diff(x.grad, want) == 0)
+  end)
+
+  it("passes gradients through dtype conversions in the input's dtype", function()
+    -- finite differences cannot see through float32 rounding, so this one
+    -- is checked against the closed form
+    local x = ember.randn({ 4 }, F64):requires_grad_()
+    local y = (x:float() * 3):exp():double()
+    y:sum():backward()
+    assert.are.equal("float64", x.grad.dtype)
+    local want = ember.no_grad(function() return (x * 3):exp() * 3 end)
+    local rel = max_abs_diff(x.grad, want) / want:abs():max():item()
+    assert.is_true(rel < 1e-6, "relative error " .. rel)
+    local z = ember.randn({ 3 }):requires_grad_()
+    ;(z:double() * z:double()):sum():backward()
+    assert.are.equal("float32", z.grad.dtype)
+    assert.is_true(max_abs_diff(z.grad, z:detach() * 2) < 1e-6)
+  end)
+
+  it("dropout's gradient is its mask scaled by 1/(1-p)", function()
+    local x = ember.ones({ 100, 100 }, F64):requires_grad_()
+    local y = ember.dropout(x, 0.25, true)
+    y:sum():backward()
+    assert.is_true(max_abs_diff(x.grad, y:detach()) == 0)
+    local kept = y:detach():ne(0):double():mean():item()
+    assert.is_true(math.abs(kept - 0.75) < 0.03, "kept fraction " .. kept)
+    assert.is_true(max_abs_diff(y:detach():masked_fill(y:eq(0), 1 / 0.75), ember.full({ 100, 100 }, 1 / 0.75, F64)) < 1e-15)
+  end)
+
+  it("refuses an implicit gradient for a non-scalar output", function()
+    local x = ember.randn({ 3 }, F64):requires_grad_()
+    assert.has_error(function() x:exp():backward() end)
+  end)
+
   it("checks an ember.Function against finite differences", function()
     local cube = ember.Function{
       name = "cube",
@@ -420,12 +514,13 @@ end)
 
 -- ---- the checker itself ---------------------------------------------------------
 describe("gradcheck helper", function()
-  local function wrong(scale)
-    return ember.Function{
-      name = "wrong_square",
-      forward = function(ctx, a) ctx:save_for_backward(a); return a * a end,
-      backward = function(ctx, g) return g * ctx.saved[1] * 2 * scale end,
-    }
+  -- Wrong gradients without ember.Function: `v - v:detach()` is zero in
+  -- value but carries v's gradient, so these have a correct forward and a
+  -- backward that is wrong in a known way.
+  local function ghost(v) return v - v:detach() end
+
+  local function wrong(scale) -- d/da = 2 a * scale
+    return function(a) return a * a + ghost(a * a) * (scale - 1) end
   end
 
   it("passes a correct gradient and fails a wrong one", function()
@@ -438,30 +533,42 @@ describe("gradcheck helper", function()
   end)
 
   it("fails a missing gradient", function()
-    local dropped = ember.Function{
-      name = "dropped_grad",
-      forward = function(_, a, b) return a * b end,
-      backward = function(_, g) return g, nil end,
-    }
-    local ok = gradcheck.run(function(a, b) return dropped(a, b) end,
+    local ok = gradcheck.run(function(a, b) return a:detach() * b end,
       { ember.randn({ 3 }, F64), ember.randn({ 3 }, F64) })
     assert.is_false(ok)
   end)
 
   it("fails a gradient for the wrong element (a layout bug)", function()
-    local flipped = ember.Function{
-      name = "flipped_grad",
-      forward = function(_, a) return a:exp() end,
-      backward = function(_, g) return g:transpose(1, 2):contiguous():view(g.shape) * 1 end,
-    }
-    local ok = gradcheck.run(function(a) return flipped(a) end, { ember.randn({ 2, 2 }, F64) })
+    -- value exp(a); gradient of element (i, j) uses the weight of (j, i)
+    local function flipped(a)
+      local at = a:transpose(1, 2)
+      return a:exp():detach() + ghost(at) * a:exp():transpose(1, 2):detach()
+    end
+    local ok = gradcheck.run(flipped, { ember.randn({ 2, 2 }, F64) })
     assert.is_false(ok)
+  end)
+
+  it("fails a forward that changes with grad mode", function()
+    local ok, report = gradcheck.run(function(a)
+      return ember.is_grad_enabled() and a:exp() or a:exp() * (1 + 1e-9)
+    end, { ember.randn({ 3 }, F64) })
+    assert.is_false(ok)
+    assert.matches("grad mode", report)
+  end)
+
+  it("checks a Lua backward (ember.Function) like any op", function()
+    local wrong_square = ember.Function{
+      name = "gradcheck_spec_wrong_square",
+      forward = function(ctx, a) ctx:save_for_backward(a); return a * a end,
+      backward = function(ctx, g) return g * ctx.saved[1] * 2.001 end,
+    }
+    assert.is_false((gradcheck.run(function(a) return wrong_square(a) end, { ember.randn({ 3 }, F64) })))
   end)
 
   it("checks only the inputs in wrt and leaves int64 inputs alone", function()
     local x, y = ember.randn({ 3 }, F64), ember.randn({ 3 }, F64)
     local worst = gradcheck.check(function(a, b, idx) return (a * b):gather(1, idx) end,
-      { x, y, long{ 3, 1 } }, { wrt = { 2 } })
+      { x, y, ember.tensor({ 3, 1 }, { dtype = "int64" }) }, { wrt = { 2 } })
     assert.is_true(worst <= 1)
     assert.is_nil(x.grad)
     assert.is_not_nil(y.grad)

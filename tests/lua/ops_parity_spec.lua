@@ -7,6 +7,10 @@
 -- with the same values in a non-contiguous layout.
 local ember = require "ember"
 
+-- EMBER_TEST_DEVICE (default "cpu") runs everything on another device,
+-- e.g. "cuda" for a GPU backend (real or the emulated build).
+local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
+
 local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
@@ -129,6 +133,8 @@ local function compare(what, got, want, dtype)
   assert(shape_str(got.shape) == shape_str(ws),
     ("%s: shape %s, expected %s"):format(what, shape_str(got.shape), shape_str(ws)))
   assert(got.dtype == dtype, ("%s: dtype %s, expected %s"):format(what, got.dtype, dtype))
+  assert(got.device:match("^%a+") == DEVICE:match("^%a+"),
+    ("%s: on %s, expected %s"):format(what, got.device, DEVICE))
   local g, w = flat(got), flatten_nested(want)
   local scale = 0
   for i = 1, #w do
@@ -170,21 +176,27 @@ local function all_zero(nested)
 end
 
 -- The same values in a non-contiguous layout: stored with the dims
--- reversed and permuted back (tensors whose permutation stays contiguous,
--- because of size-1 dims, are left as they are).
+-- reversed and permuted back, or (1-d, or when size-1 dims keep that
+-- contiguous) every other element of a buffer twice as long.
 local function noncontiguous(t)
   local n = t:dim()
-  if n < 2 then return t end
-  local rev = {}
-  for i = 1, n do rev[i] = n + 1 - i end
-  return t:permute(rev):contiguous():permute(rev):detach()
+  if n == 0 or t:numel() < 2 then return t end
+  if n >= 2 then
+    local rev = {}
+    for i = 1, n do rev[i] = n + 1 - i end
+    local p = t:permute(rev):contiguous():permute(rev):detach()
+    if not p:is_contiguous() then return p end
+  end
+  local p = ember.stack({ t, t }, -1):select(-1, 1):detach()
+  assert(not p:is_contiguous())
+  return p
 end
 
 local function run_case(c, dtype, layout)
   local I = {}
   for k, v in pairs(c.inputs) do
     local dt = (c.dtypes and c.dtypes[k]) or dtype
-    I[k] = ember.tensor(v, { dtype = dt })
+    I[k] = ember.tensor(v, { dtype = dt, device = DEVICE })
     if layout == "non-contiguous" then I[k] = noncontiguous(I[k]) end
     if dt == dtype then I[k]:requires_grad_(true) end
   end
@@ -203,7 +215,7 @@ local function run_case(c, dtype, layout)
 
   local loss
   for k = 1, #outs do
-    local s = (outs[k] * ember.tensor(ws[k], { dtype = dtype })):sum()
+    local s = (outs[k] * ember.tensor(ws[k], { dtype = dtype, device = DEVICE })):sum()
     loss = loss and loss + s or s
   end
   loss:backward()
@@ -218,6 +230,14 @@ local function run_case(c, dtype, layout)
     end
   end
   assert(n > 0, "the fixture has no gradients")
+  -- forward and backward must leave their inputs alone
+  for k, v in pairs(c.inputs) do
+    if not (c.dtypes and c.dtypes[k]) then
+      local before = ember.tensor(v, { dtype = dtype })
+      local diff = (I[k]:detach():cpu() - before):abs():max():item()
+      assert(diff == 0, "input " .. k .. " was changed by the op")
+    end
+  end
 end
 
 describe("op parity with PyTorch", function()
@@ -262,10 +282,10 @@ local function formula(spec)
       local r = (i * spec.mul + spec.add) % spec.mod
       if spec.dtype == "bool" then v[i + 1] = (r == 0) else v[i + 1] = r + 1 end -- 1-based
     end
-    return ember.tensor(v, { dtype = spec.dtype }):view(spec.shape)
+    return ember.tensor(v, { dtype = spec.dtype, device = DEVICE }):view(spec.shape)
   end
   for i = 0, n - 1 do v[i + 1] = spec.off + spec.amp * math.sin(spec.a * i + spec.b) end
-  return ember.tensor(v, { dtype = "float64" }):view(spec.shape)
+  return ember.tensor(v, { dtype = "float64", device = DEVICE }):view(spec.shape)
 end
 
 local function projection(t, f, a, b)
@@ -284,7 +304,7 @@ local function weights(n, dtype)
   if not cache[key] then
     local w = {}
     for i = 0, n - 1 do w[i + 1] = math.cos(0.37 * i + 0.1) end
-    cache[key] = ember.tensor(w, { dtype = dtype })
+    cache[key] = ember.tensor(w, { dtype = dtype, device = DEVICE })
   end
   return cache[key]
 end
@@ -298,10 +318,11 @@ end
 -- `rounded`, float64 runs on the inputs rounded to float32, the reference
 -- for a float32 run (so that both take the same side of every kink and
 -- tie of max, maximum, relu...).
-local function run_large(c, dtype, rounded)
+local function run_large(c, dtype, rounded, layout)
   local I = {}
   for k, spec in pairs(c.specs) do
     I[k] = input(k, spec)
+    if layout == "non-contiguous" then I[k] = noncontiguous(I[k]) end
     if I[k].dtype == "float64" then
       if rounded then I[k] = I[k]:float():double() end
       if dtype ~= "float64" then I[k] = I[k]:to(dtype) end
@@ -352,16 +373,22 @@ describe("op parity with PyTorch on large inputs", function()
   table.sort(names)
   for _, name in ipairs(names) do
     local c = cases[name]
-    it(name .. " float64", function()
-      cache = {}
-      local out, grads = run_large(c, "float64")
+    local function check_float64(layout)
+      local out, grads = run_large(c, "float64", false, layout)
       check_projection("output", projection(out, math.sin, 1.3, 0.5), c.out_proj, c.out_scale)
       for k, want in pairs(c.grad_proj) do
         local g = grads[k]
         local got = g and projection(g, math.sin, 0.61, 0.3) or 0
         check_projection("grad " .. k, got, want, c.grad_scale[k])
       end
+    end
+    it(name .. " float64", function()
+      cache = {}
+      check_float64()
     end)
+    if not CONTIGUOUS_ONLY[c.op] then
+      it(name .. " float64 non-contiguous", function() check_float64("non-contiguous") end)
+    end
     it(name .. " float32 against float64", function()
       local out64, grads64 = run_large(c, "float64", true)
       local out32, grads32 = run_large(c, "float32")

@@ -32,7 +32,8 @@ function M.read_list(lang, index, owner, opts)
   local words = {}
   for line in f:lines() do
     local w = line:gsub("\r$", "")
-    if not w:find("'", 1, true) and not w:find("\226\128\153", 1, true) then -- ' and ’
+    -- no apostrophe (' or ’); lines that are not UTF-8 are skipped
+    if not w:find("'", 1, true) and not w:find("\226\128\153", 1, true) and utf8.len(w) then
       w = text.lower(w)
       local n = utf8.len(w)
       if n and n >= min_len and n <= max_len then

@@ -11,6 +11,8 @@
 --   analytic:  d L / d x   from autograd (L:backward())
 --   numeric:   (L(x + h) - L(x - h)) / 2h
 -- and fails when |numeric - analytic| > atol + rtol * max(|numeric|, |analytic|).
+-- It also fails when f gives a different L with grad mode off (the numeric
+-- side runs under no_grad), or when a gradient has the wrong shape or dtype.
 --
 -- Inputs are used as they are, strides included, so a non-contiguous leaf
 -- (e.g. base:transpose(1, 2):detach()) is checked as non-contiguous. A
@@ -44,8 +46,9 @@ local function weights_like(t, state)
     local mag = 0.5 + (u * 2 % 1)
     w[i] = (u < 0.5) and -mag or mag
   end
-  if n == 0 then return ember.zeros(t.shape, { dtype = "float64" }) end
-  return ember.tensor(w, { dtype = "float64" }):reshape(t.shape)
+  local opts = { dtype = "float64", device = t.device }
+  if n == 0 then return ember.zeros(t.shape, opts) end
+  return ember.tensor(w, opts):reshape(t.shape)
 end
 
 local function as_list(out)
@@ -132,10 +135,9 @@ function gradcheck.run(f, inputs, opts)
       local x = inputs[i]
       assert(type(x) == "userdata" and x.dtype == "float64",
         prefix .. "gradcheck: input " .. i .. " must be a float64 tensor")
-      if not x.requires_grad then
-        assert(x.is_leaf, prefix .. "gradcheck: input " .. i .. " is not a leaf")
-        x:requires_grad_(true)
-      end
+      assert(x.is_leaf, prefix .. "gradcheck: input " .. i ..
+        " is not a leaf (made by " .. tostring(x.grad_fn) .. "); pass x:detach()")
+      if not x.requires_grad then x:requires_grad_(true) end
       x.grad = nil
       positions[#positions + 1] = i
     end
@@ -181,18 +183,24 @@ function gradcheck.run(f, inputs, opts)
   local function value()
     return ember.no_grad(function() return objective(call(), ws):item() end)
   end
+  -- the forward must not depend on grad mode
+  local l_grad, l_nograd = loss:item(), value()
+  if math.abs(l_grad - l_nograd) > 1e-12 * math.max(1, math.abs(l_grad)) then
+    return false, ("%sthe forward differs with grad mode off: L = %.17g, with no_grad %.17g"):format(
+      prefix, l_grad, l_nograd), math.huge
+  end
   local worst, report = 0, nil
   local failures = 0
   for _, i in ipairs(positions) do
     local x = inputs[i]
     for k, idx in each_index(x.shape) do
-      local e = element(x, idx)
+      local e = ember.no_grad(element, x, idx)
       local orig = e:item()
-      ember.no_grad(function() e:fill_(orig + h) end)
+      ember.no_grad(e.fill_, e, orig + h)
       local lp = value()
-      ember.no_grad(function() e:fill_(orig - h) end)
+      ember.no_grad(e.fill_, e, orig - h)
       local lm = value()
-      ember.no_grad(function() e:fill_(orig) end)
+      ember.no_grad(e.fill_, e, orig)
       local num = (lp - lm) / (2 * h)
       local ana = analytic[i] and analytic[i][k] or 0
       local err = math.abs(num - ana)
