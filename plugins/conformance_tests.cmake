@@ -13,6 +13,8 @@ set(EMBER_CONFORMANCE_RUNS
   "relpos|mode=t5|num_buckets=8|max_distance=6"
   "relpos|mode=t5|num_buckets=6|bidirectional=false"
   "relpos|mode=alibi"
+  "relpos|kernel=dense|max_relative_position=2"
+  "relpos|kernel=dense|mode=t5|num_buckets=8|max_distance=6"
   "linear"
   "linear|feature_map=favor|num_features=16"
   "linear|feature_map=favor|num_features=8|redraw=true")

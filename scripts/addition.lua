@@ -37,6 +37,7 @@ local opts = cli.parse(arg, {
     {"predict", nil, "solve one problem, e.g. 535+61, with the saved model", type = "string"},
   },
 })
+opts.attention_dropout = cli.attention_dropout(opts)
 
 local MODEL_KEYS = {"d_model", "heads", "enc_layers", "dec_layers", "ffn", "dropout", "attention"}
 local SRC_LEN, TGT_LEN = 7, 6 -- "999+999"; <bos> + up to 4 digits + <eos>
@@ -48,7 +49,8 @@ function Seq2Seq:__init(vocab_size, pad_id, o)
   self:add_module("embed", nn.Embedding(vocab_size, d, {padding_idx = pad_id}))
   self:add_module("src_pos", nn.LearnedPositionalEncoding(SRC_LEN, d))
   self:add_module("tgt_pos", nn.LearnedPositionalEncoding(TGT_LEN, d))
-  local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, norm_first = true, attention = o.attention}
+  local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
+                 norm_first = true, attention = o.attention}
   self.n_enc, self.n_dec = o.enc_layers, o.dec_layers
   for i = 1, o.enc_layers do self:add_module("enc" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
   self:add_module("enc_norm", nn.LayerNorm(d))
@@ -170,7 +172,7 @@ exact_match = eval_watch.wrap(exact_match)
 local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "ex"}
-  local seen, run_loss, run_n, tok_ok, tok_n = 0, 0, 0, 0, 0
+  local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
   for b in train:batches(opts.batch, {shuffle = true}) do
     step = step + 1
     local L = b.tgt:size(2)
@@ -186,15 +188,16 @@ for epoch = 1, epochs do
     sched:step()
     local l, n = loss:item(), b.src:size(1)
     losses[#losses + 1] = l
-    run_loss, run_n = run_loss + l * n, run_n + n
     local real = flat_out:ne(pad)
-    tok_ok = tok_ok + logits:reshape(-1, V):argmax(2):eq(flat_out):logical_and(real):long():sum():item()
-    tok_n = tok_n + real:long():sum():item()
+    local ok = logits:reshape(-1, V):argmax(2):eq(flat_out):logical_and(real):long():sum():item()
+    local n_tok = real:long():sum():item()
+    for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("tok_acc", ok, n_tok) end
     seen = seen + n
-    bar:update(seen, {loss = run_loss / run_n, tok_acc = tok_ok / tok_n})
+    bar:update(seen, {loss = ep:mean("loss"), tok_acc = ep:mean("tok_acc")})
     if step % log_every == 0 then
-      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
-              token_acc = tok_ok / tok_n}
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
+              loss = win:mean("loss"), token_acc = win:mean("tok_acc")}
+      win:reset()
     end
     if step >= total_steps then break end
   end
@@ -202,7 +205,7 @@ for epoch = 1, epochs do
   local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, exact_match = em}
   print(("epoch %d: loss %.4f  token acc %.2f%%  held-out exact match %.2f%%  (%.0f s)"):format(
-    epoch, run_loss / run_n, tok_ok / tok_n * 100, em * 100, ember.clock() - t0 - eval_watch.total))
+    epoch, ep:mean("loss"), ep:mean("tok_acc") * 100, em * 100, ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total

@@ -20,8 +20,9 @@
 --   weights   shape, rows summing to 1, out = weights v where that holds;
 --   exact     equality with the standard variant where the variant is exact
 --             (local window >= L, block-sparse with every block on, relpos
---             with zero tables), and with dense references written here
---             (linear, ALiBi, T5 buckets);
+--             with zero tables), with dense references written here
+--             (linear, ALiBi, T5 buckets), and between a variant's own paths
+--             (standard's kernels; relpos's host kernel vs core ops);
 --   float32   agrees with float64.
 -- Prints "ok N - what" / "not ok N - what: why", then "N passed, M failed";
 -- exits with status 1 if anything failed.

@@ -42,6 +42,7 @@ local opts = cli.parse(arg, {
     {"top_k", 10, "sample from the k most likely characters"},
   },
 })
+opts.attention_dropout = cli.attention_dropout(opts)
 
 local CharLM = nn.Module:extend("CharLM")
 
@@ -52,7 +53,8 @@ function CharLM:__init(vocab_size, o)
   self.n_layers = o.layers
   for i = 1, o.layers do
     self:add_module("layer" .. i, nn.TransformerDecoderLayer(o.d_model, o.heads, {
-      cross = false, dim_feedforward = o.ffn, dropout = o.dropout, activation = "gelu",
+      cross = false, dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
+      activation = "gelu",
       norm_first = true, attention = o.attention}))
   end
   self:add_module("norm", nn.LayerNorm(o.d_model))
@@ -163,7 +165,7 @@ for step = 1, total_steps do
   if step % opts.eval_every == 0 and step < total_steps then
     local bpc = bits_per_char(model, test_ids, L, eval_windows)
     log:log{step = step, time = ember.clock() - t0 - eval_watch.total, test_bpc = bpc}
-    print(("\nstep %d: test %.3f bits per character (%.0f s)"):format(step, bpc, ember.clock() - t0 - eval_watch.total))
+    bar:print(("step %d: test %.3f bits per character (%.0f s)"):format(step, bpc, ember.clock() - t0 - eval_watch.total))
   end
 end
 bar:finish()

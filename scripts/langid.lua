@@ -44,6 +44,8 @@ local opts = cli.parse(arg, {
   },
 })
 
+opts.attention_dropout = cli.attention_dropout(opts)
+
 -- The options that shape the model, saved with its weights.
 local MODEL_KEYS = {"d_model", "heads", "layers", "ffn", "hidden", "dropout", "attention"}
 local MAX_CHARS = 20 -- the longest word kept, +2 for <bos> and <eos>
@@ -65,10 +67,11 @@ function AttentionClassifier:__init(vocab_size, pad_id, classes, o)
   for i = 1, o.layers do
     if o.ffn > 0 then
       self:add_module("layer" .. i, nn.TransformerEncoderLayer(o.d_model, o.heads, {
-        dim_feedforward = o.ffn, dropout = o.dropout, attention = o.attention, norm_first = true}))
+        dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
+        attention = o.attention, norm_first = true}))
     else
       self:add_module("layer" .. i, nn.MultiHeadAttention{d_model = o.d_model, heads = o.heads,
-        attention = o.attention, dropout = o.dropout})
+        attention = o.attention, dropout = o.attention_dropout})
     end
   end
   self.attention_only = o.ffn == 0
@@ -188,7 +191,7 @@ evaluate = eval_watch.wrap(evaluate)
 local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "words"}
-  local seen, run_loss, run_ok, run_n = 0, 0, 0, 0
+  local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
   for b in train:batches(opts.batch, {shuffle = true}) do
     step = step + 1
     local logits = model(b.x, b.x_mask)
@@ -201,13 +204,14 @@ for epoch = 1, epochs do
     local l = loss:item()
     losses[#losses + 1] = l
     local n = b.y:size(1)
-    run_loss, run_n = run_loss + l * n, run_n + n
-    run_ok = run_ok + logits:argmax(2):eq(b.y):long():sum():item()
+    local ok = logits:argmax(2):eq(b.y):long():sum():item()
+    for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("acc", ok, n) end
     seen = seen + n
-    bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_n})
+    bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
     if step % log_every == 0 then
-      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
-              train_acc = run_ok / run_n}
+      log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
+              loss = win:mean("loss"), train_acc = win:mean("acc")}
+      win:reset()
     end
     if step >= total_steps then break end
   end
@@ -215,7 +219,7 @@ for epoch = 1, epochs do
   local acc = evaluate(model, test)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_acc = acc}
   print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%  (%.0f s)"):format(
-    epoch, run_loss / run_n, run_ok / run_n * 100, acc * 100, ember.clock() - t0 - eval_watch.total))
+    epoch, ep:mean("loss"), ep:mean("acc") * 100, acc * 100, ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total

@@ -44,6 +44,7 @@ local opts = cli.parse(arg, {
     {"question", 11, "which question of the first test image to draw as a heatmap (1..20; 11.. are relational)"},
   },
 })
+opts.attention_dropout = cli.attention_dropout(opts)
 if soc.SIZE % opts.patch ~= 0 then error("--patch must divide 75", 0) end
 
 local VQA = nn.Module:extend("SortOfClevrNet")
@@ -60,14 +61,16 @@ function VQA:__init(o)
   self:register_buffer("rows", ember.tensor(rows, {dtype = "int64"}), false)
   self:register_buffer("cols", ember.tensor(cols, {dtype = "int64"}), false)
   self.n_img, self.n_cross = o.image_layers, o.cross_layers
-  local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, norm_first = true, attention = o.attention}
+  local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
+                 norm_first = true, attention = o.attention}
   for i = 1, o.image_layers do self:add_module("img" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
   self:add_module("img_norm", nn.LayerNorm(d))
   self:add_module("q_embed", nn.Embedding(#soc.QUESTION_TOKENS, d))
   self:add_module("q_pos", nn.LearnedPositionalEncoding(2, d))
   for i = 1, o.cross_layers do
     self:add_module("cross" .. i, nn.CrossAttentionBlock(d, o.heads, {self_attention = true,
-      dim_feedforward = o.ffn, dropout = o.dropout, attention = o.attention}))
+      dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
+      attention = o.attention}))
   end
   self:add_module("norm", nn.LayerNorm(d))
   self:add_module("head", nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, #soc.ANSWERS)))
@@ -155,7 +158,7 @@ evaluate = eval_watch.wrap(evaluate)
 local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "img"}
-  local seen, run_loss, run_n, run_ok, run_q = 0, 0, 0, 0, 0
+  local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
   for b in train:batches(opts.batch, {shuffle = true}) do
     step = step + 1
     local img = soc.render(scenes, b.idx)
@@ -169,13 +172,14 @@ for epoch = 1, epochs do
     sched:step()
     local l, n = loss:item(), b.idx:size(1)
     losses[#losses + 1] = l
-    run_loss, run_n = run_loss + l, run_n + 1
-    run_ok, run_q = run_ok + logits:argmax(2):eq(target):long():sum():item(), run_q + target:size(1)
+    local ok = logits:argmax(2):eq(target):long():sum():item()
+    for _, m in ipairs({ep, win}) do m:add("loss", l) m:add("acc", ok, target:size(1)) end
     seen = seen + n
-    bar:update(seen, {loss = run_loss / run_n, acc = run_ok / run_q})
+    bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
     if step % log_every == 0 then
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
-              loss = run_loss / run_n, train_acc = run_ok / run_q}
+              loss = win:mean("loss"), train_acc = win:mean("acc")}
+      win:reset()
     end
     if step >= total_steps then break end
   end
@@ -183,7 +187,7 @@ for epoch = 1, epochs do
   local rel, nonrel = evaluate(model, test, scenes)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_rel_acc = rel, test_nonrel_acc = nonrel}
   print(("epoch %d: loss %.4f  test relational %.2f%%  non-relational %.2f%%  (%.0f s)"):format(
-    epoch, run_loss / run_n, rel * 100, nonrel * 100, ember.clock() - t0 - eval_watch.total))
+    epoch, ep:mean("loss"), rel * 100, nonrel * 100, ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total

@@ -744,6 +744,67 @@ def edges():
     case(f, "matmul_1x1", "matmul", {"a": randn(1, 1), "b": randn(1, 3)}, lambda a, b: a @ b)
 
 
+# ---- high ranks (index arithmetic up to EM_MAX_DIMS = 8) ---------------------
+
+def ranks():
+    f = "ops_rank"
+    x6 = randn(2, 1, 3, 2, 1, 2)
+    case(f, "sum_rank6_dims", "sum", {"x": x6}, lambda x: x.sum((1, 3, 5), keepdim=True),
+         {"dim": [2, 4, 6], "keepdim": True})
+    case(f, "mean_rank6_dim", "mean", {"x": x6}, lambda x: x.mean(2), {"dim": 3})
+    case(f, "var_rank6_dims", "var", {"x": x6}, lambda x: x.var((0, 3)), {"dim": [1, 4]})
+    case(f, "max_rank6_dim", "max", {"x": x6}, lambda x: tuple(x.max(2)), {"dim": 3},
+         has_indices=True)
+    case(f, "add_rank6_rank4", "add", {"a": x6, "b": randn(3, 2, 1, 1)}, lambda a, b: a + b)
+    case(f, "mul_rank5_broadcast_both", "mul", {"a": randn(2, 1, 3, 1, 2), "b": randn(4, 1, 2, 1)},
+         lambda a, b: a * b)
+    case(f, "where_rank5", "where", {"cond": torch.rand(1, 2, 1, 3, 1) < 0.5,
+                                    "a": randn(2, 1, 2, 3, 2), "b": randn(2, 1, 1, 2)},
+         lambda cond, a, b: torch.where(cond, a, b))
+    case(f, "permute_rank5", "permute", {"x": randn(2, 3, 1, 2, 2)},
+         lambda x: x.permute(4, 2, 0, 3, 1), {"dims": [5, 3, 1, 4, 2]})
+    case(f, "transpose_reshape_rank5", "transpose_reshape", {"x": randn(2, 3, 1, 2, 2)},
+         lambda x: x.transpose(0, 3).reshape(6, 4), {"d0": 1, "d1": 4, "shape": [6, 4]})
+    case(f, "matmul_rank5_batch_broadcast", "matmul",
+         {"a": randn(2, 1, 2, 3, 4), "b": randn(2, 1, 4, 2)}, lambda a, b: a @ b)
+    case(f, "softmax_rank5_dim3", "softmax", {"x": randn(2, 1, 3, 2, 2)},
+         lambda x: torch.softmax(x, 2), {"dim": 3})
+    case(f, "log_softmax_rank5_dim1", "log_softmax", {"x": randn(2, 1, 3, 2, 2)},
+         lambda x: torch.log_softmax(x, 0), {"dim": 1})
+    case(f, "layer_norm_rank4_two_dims", "layer_norm",
+         {"x": randn(2, 1, 3, 4), "weight": randn(3, 4), "bias": randn(3, 4)},
+         lambda x, weight, bias: F.layer_norm(x, (3, 4), weight, bias), {"norm": 2})
+    case(f, "cat_rank5_dim4", "cat", {"a": randn(2, 1, 2, 1, 2), "b": randn(2, 1, 2, 3, 2),
+                                      "c": randn(2, 1, 2, 2, 2)},
+         lambda a, b, c: torch.cat([a, b, c], 3), {"dim": 4})
+    case(f, "stack_rank4_dim3", "stack", {"a": randn(2, 1, 3, 2), "b": randn(2, 1, 3, 2),
+                                          "c": randn(2, 1, 3, 2)},
+         lambda a, b, c: torch.stack([a, b, c], 2), {"dim": 3})
+    case(f, "gather_rank4_dim2", "gather",
+         {"x": randn(2, 3, 2, 2), "index": torch.randint(0, 3, (2, 4, 2, 2))},
+         lambda x, index: x.gather(1, index), {"dim": 2})
+    case(f, "scatter_add_rank4_dim3", "scatter_add",
+         {"x": randn(2, 2, 3, 2), "index": torch.randint(0, 3, (2, 2, 4, 2)),
+          "src": randn(2, 2, 4, 2)},
+         lambda x, index, src: x.scatter_add(2, index, src), {"dim": 3})
+    case(f, "index_select_rank5_dim4", "index_select",
+         {"x": randn(2, 1, 2, 3, 2), "index": torch.tensor([2, 0, 2, 1])},
+         lambda x, index: x.index_select(3, index), {"dim": 4})
+    case(f, "embedding_ids_rank3", "embedding",
+         {"weight": randn(4, 3), "ids": torch.tensor([[[0, 3], [1, 1]], [[2, 0], [3, 3]]])},
+         lambda weight, ids: F.embedding(ids, weight))
+    x8 = randn(2, 1, 2, 1, 2, 1, 2, 2)
+    case(f, "exp_rank8", "unary", {"x": x8}, lambda x: torch.exp(x), {"fn": "exp"})
+    case(f, "sum_rank8_dim5", "sum", {"x": x8}, lambda x: x.sum(4), {"dim": 5})
+    case(f, "transpose_rank8", "transpose", {"x": x8}, lambda x: x.transpose(0, 7),
+         {"d0": 1, "d1": 8})
+    case(f, "mul_rank8_broadcast", "mul", {"a": x8, "b": randn(2, 1, 2, 1, 1, 2)},
+         lambda a, b: a * b)
+    case(f, "squeeze_rank8", "squeeze", {"x": x8}, lambda x: x.squeeze())
+    case(f, "unsqueeze_to_rank8", "unsqueeze", {"x": randn(2, 1, 2, 1, 2, 1, 2)},
+         lambda x: x.unsqueeze(-1), {"dim": -1})
+
+
 def main():
     elementwise()
     reductions()
@@ -751,6 +812,7 @@ def main():
     indexing()
     views()
     edges()
+    ranks()
     large()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")

@@ -225,7 +225,7 @@ extern "C" em_status emc_attention_backward(int device, const em_attention_args 
   AttParams p;
   em_status s = att_prepare(kernel, args, true, &p);
   if (s || p.B * p.H == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   if (p.Lq == 0 || p.Lk == 0) {
     /* No scores: every gradient is zero. */

@@ -146,7 +146,7 @@ extern "C" em_status emc_attention_forward(int device, const em_attention_args *
   if (p.B * p.H * emc_attn_tiles(p.Lq, ATT_BQ) > 0x7fffffffLL)
     return em_error(EM_ERR_UNSUPPORTED, "cuda %s: B*H*Lq/64 = %lld blocks exceed the grid limit",
                     kernel, (long long)(p.B * p.H * emc_attn_tiles(p.Lq, ATT_BQ)));
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   if (args->dtype == EM_F32) launch_forward_t<float>(d, p);
   else launch_forward_t<bf16_t>(d, p);

@@ -2,8 +2,9 @@
 ** cuda_device.c -- devices, CUDA errors as ember errors, and device memory
 ** through the caching allocator (cuda_cache.c).
 **
-** A device is set up on first use: its stream, its cuBLAS handle, its
-** block cache and its pinned staging buffers. Setting up touches the
+** A device is set up on first use: its stream, its block cache and its
+** pinned staging buffers (its cuBLAS handle waits for the first matmul,
+** cuda_gemm.c). Setting up touches the
 ** driver, so it happens under a lock and only once.
 */
 #include "cuda_internal.h"
@@ -28,13 +29,6 @@ em_status emc_cuda_error(cudaError_t e, const char *op) {
   if (e == cudaErrorMemoryAllocation)
     return em_error(EM_ERR_OOM, "%s: CUDA out of memory (%s)", op, cudaGetErrorString(e));
   return em_error(EM_ERR_BACKEND, "%s: %s", op, cudaGetErrorString(e));
-}
-
-em_status emc_blas_error(cublasStatus_t s, const char *op) {
-  if (s == CUBLAS_STATUS_ALLOC_FAILED)
-    return em_error(EM_ERR_OOM, "%s: cuBLAS could not allocate memory (%s)", op,
-                    cublasGetStatusString(s));
-  return em_error(EM_ERR_BACKEND, "%s: %s", op, cublasGetStatusString(s));
 }
 
 em_status emc_launch_status(const char *op) {
@@ -89,9 +83,8 @@ static void device_teardown(emc_device *d) {
     d->staged[k] = NULL;
     d->staging[k] = NULL;
   }
-  if (d->blas) cublasDestroy(d->blas);
+  emc_blas_destroy(d);
   if (d->stream) cudaStreamDestroy(d->stream);
-  d->blas = NULL;
   d->stream = NULL;
   (void)cudaGetLastError();
 }
@@ -109,17 +102,6 @@ static em_status device_setup(emc_device *d, int index, const char *op) {
     if ((e = cudaMallocHost(&d->staging[k], EMC_STAGING_BYTES)) != cudaSuccess) goto cuda_fail;
     if ((e = cudaEventCreateWithFlags(&d->staged[k], cudaEventDisableTiming)) != cudaSuccess)
       goto cuda_fail;
-  }
-  cublasStatus_t bs = cublasCreate(&d->blas);
-  if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(d->blas, d->stream);
-  /* TF32 tensor cores for float32 matmul only when asked (EMBER_CUDA_TF32=1):
-  ** it trades 10 mantissa bits for speed, which must be a choice. */
-  const char *tf32 = getenv("EMBER_CUDA_TF32");
-  if (bs == CUBLAS_STATUS_SUCCESS && tf32 && strcmp(tf32, "1") == 0)
-    bs = cublasSetMathMode(d->blas, CUBLAS_TF32_TENSOR_OP_MATH);
-  if (bs != CUBLAS_STATUS_SUCCESS) {
-    device_teardown(d);
-    return emc_blas_error(bs, op);
   }
   pthread_mutex_init(&d->staging_lock, NULL);
   emc_cache_init(&d->cache, raw_alloc, raw_free, d);
@@ -194,7 +176,7 @@ static em_status alloc_error(int rc, int device, size_t nbytes, const char *op) 
 }
 
 em_status emc_alloc(int device, size_t nbytes, void **ptr) {
-  emc_device *d;
+  emc_device *d = NULL;
   *ptr = NULL;
   em_status s = emc_device_get(device, "cuda alloc", &d);
   if (s) return s;
@@ -210,7 +192,7 @@ void emc_free(int device, void *ptr, size_t nbytes) {
 }
 
 em_status emc_memory_stats(int device, size_t *in_use, size_t *cached) {
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, "cuda memory_stats", &d);
   if (s) return s;
   emc_cache_stats(&d->cache, in_use, cached);
@@ -218,7 +200,7 @@ em_status emc_memory_stats(int device, size_t *in_use, size_t *cached) {
 }
 
 em_status emc_empty_cache(int device) {
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, "cuda empty_cache", &d);
   if (s) return s;
   /* cudaFree waits for the device, so no queued kernel still uses them. */
@@ -234,7 +216,7 @@ em_status emc_scratch(emc_device *d, size_t nbytes, const char *op, void **ptr) 
 void emc_scratch_free(emc_device *d, void *ptr) { emc_cache_free(&d->cache, ptr); }
 
 em_status emc_flag_new(emc_device *d, const char *op, int64_t **flag) {
-  void *p;
+  void *p = NULL;
   em_status s = emc_scratch(d, 2 * sizeof(int64_t), op, &p);
   if (s) return s;
   cudaError_t e = cudaMemsetAsync(p, 0, 2 * sizeof(int64_t), d->stream);

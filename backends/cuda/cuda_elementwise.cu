@@ -78,10 +78,10 @@ extern "C" em_status emc_copy(int device, const em_kview *dst, const em_kview *s
   const char *op = "cuda copy";
   const em_kview *v[2] = {dst, src};
   emc_layout L;
-  int64_t n;
+  int64_t n = 0;
   em_status s = make_layout("copy", 2, v, &L, &n);
   if (s || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   bool linear = emc_layout_is_linear(&L);
   /* Same dtype and one dense run on both sides: a plain memcpy. */
@@ -132,13 +132,13 @@ extern "C" em_status emc_fill(int device, const em_kview *dst, double value) {
   const char *op = "cuda fill";
   const em_kview *v[1] = {dst};
   emc_layout L;
-  int64_t n;
+  int64_t n = 0;
   em_status s = make_layout("fill", 1, v, &L, &n);
   if (s || n == 0) return s;
   if (dst->dtype == EM_I64 &&
       (value != value || value >= 9223372036854775808.0 || value < -9223372036854775808.0))
     return em_error(EM_ERR_ARG, "cuda fill: value %g does not fit in int64", value);
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   bool linear = emc_layout_is_linear(&L);
   switch (dst->dtype) {
@@ -246,10 +246,10 @@ extern "C" em_status emc_unary(int device, em_unary_op op, const em_kview *out,
                                                       : "float32, float64, bfloat16");
   const em_kview *v[2] = {out, x};
   emc_layout L;
-  int64_t n;
+  int64_t n = 0;
   em_status s = make_layout(kernel, 2, v, &L, &n);
   if (s || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   bool linear = emc_layout_is_linear(&L);
   if (is_int) {
@@ -358,7 +358,7 @@ extern "C" em_status emc_unary_backward(int device, em_unary_op op, em_dtype dt,
     return em_error(EM_ERR_ARG, "cuda unary_backward %s: needs the forward output y, got NULL", name);
   char kernel[48];
   snprintf(kernel, sizeof kernel, "unary_backward %s", name);
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, kernel, &d);
   if (s) return s;
   EMC_SWITCH_FLOAT(dt, T, return emc_bad_dtype(kernel, dt, "float32, float64, bfloat16"),
@@ -526,10 +526,10 @@ extern "C" em_status emc_binary(int device, em_binary_op op, const em_kview *out
   }
   const em_kview *v[3] = {out, a, b};
   emc_layout L;
-  int64_t n;
+  int64_t n = 0;
   em_status s = make_layout(kernel, 3, v, &L, &n);
   if (s || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   bool linear = emc_layout_is_linear(&L);
   unsigned grid = emc_grid(emc_blocks_for(n, EMC_THREADS));
@@ -600,10 +600,10 @@ extern "C" em_status emc_where(int device, const em_kview *out, const em_kview *
                     emc_dtype_name(out->dtype), emc_dtype_name(a->dtype), emc_dtype_name(b->dtype));
   const em_kview *v[4] = {out, cond, a, b};
   emc_layout L;
-  int64_t n;
+  int64_t n = 0;
   em_status s = make_layout("where", 4, v, &L, &n);
   if (s || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   bool linear = emc_layout_is_linear(&L);
   switch (em_dtype_size(out->dtype)) {

@@ -25,7 +25,7 @@ __global__ void check_index_kernel(const int64_t *idx, int64_t count, int64_t si
 static em_status check_indices(emc_device *d, const char *op, const int64_t *idx, int64_t count,
                                int64_t size) {
   if (count == 0) return EM_OK;
-  int64_t *flag;
+  int64_t *flag = NULL;
   em_status s = emc_flag_new(d, op, &flag);
   if (s) return s;
   auto k = check_index_kernel;
@@ -76,7 +76,7 @@ static em_status run_select(const char *op, int device, em_dtype dt, void *out, 
   if (s) return s;
   int64_t total = outer * n_idx * inner;
   if (total == 0) return EM_OK;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   int64_t count = per_element ? total : n_idx;
   if ((s = check_indices(d, op, idx, count, n_in))) return s;
@@ -143,7 +143,7 @@ static em_status run_add(const char *op, int device, em_dtype dt, void *out, con
     return emc_bad_dtype(op, dt, "float32, float64, bfloat16, int64");
   int64_t total = outer * n_idx * inner;
   if (total == 0) return EM_OK;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   if ((s = check_indices(d, op, idx, per_element ? total : n_idx, n_out))) return s;
   switch (dt) {

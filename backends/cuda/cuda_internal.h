@@ -3,8 +3,9 @@
 **
 ** One emc_device per GPU, set up on first use: the stream every kernel
 ** and copy of that device is queued on (so the caching allocator can
-** reuse blocks in stream order), the cuBLAS handle bound to it, the block
-** cache, and the pinned staging buffers for host transfers.
+** reuse blocks in stream order), the block cache, the pinned staging
+** buffers for host transfers, and (from the first matmul) the cuBLAS
+** handle bound to the stream.
 **
 ** Each em_backend entry point has an emc_ function here; cuda_plugin.c
 ** puts them in the vtable. Kernels live in the .cu files.
@@ -32,7 +33,7 @@ typedef struct emc_device {
   int index;
   int sm_count;
   cudaStream_t stream;
-  cublasHandle_t blas;
+  cublasHandle_t blas;     /* NULL until the first matmul */
   emc_cache cache;
   /* Host transfers go through two pinned buffers used in turn; event k
   ** is recorded after the copy reading or filling buffer k was queued. */
@@ -56,6 +57,7 @@ void emc_devices_shutdown(void);
 /* A CUDA failure as an ember error: "op: <CUDA's message>", EM_ERR_OOM
 ** for cudaErrorMemoryAllocation, EM_ERR_BACKEND otherwise. */
 em_status emc_cuda_error(cudaError_t e, const char *op);
+/* A cuBLAS status as an ember error (cuda_gemm.c). */
 em_status emc_blas_error(cublasStatus_t s, const char *op);
 /* The status of the last launch on this thread, as above. */
 em_status emc_launch_status(const char *op);
@@ -94,6 +96,8 @@ em_status emc_synchronize(int device);
 
 /* ---- matrix multiply (cuda_gemm.c) ---- */
 
+/* Destroys the device's cuBLAS handle, if it has one. */
+void emc_blas_destroy(emc_device *d);
 em_status emc_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                    double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,

@@ -95,9 +95,9 @@ extern "C" em_status emc_cross_entropy(int device, em_dtype dt, void *loss, void
   if (s || rows == 0) return s;
   if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
     return emc_bad_dtype("cross_entropy", dt, "float32, float64, bfloat16");
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
-  int64_t *flag;
+  int64_t *flag = NULL;
   if ((s = emc_flag_new(d, op, &flag))) return s;
   switch (dt) {
     case EM_F32: launch_ce<float>(d, loss, lse, logits, target, rows, classes, ignore_index, smoothing, flag); break;
@@ -135,7 +135,7 @@ extern "C" em_status emc_cross_entropy_backward(int device, em_dtype dt, void *d
   const char *op = "cuda cross_entropy_backward";
   em_status s = check_ce(op, rows, classes, smoothing);
   if (s || rows == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   EMC_SWITCH_FLOAT(dt, T, return emc_bad_dtype("cross_entropy_backward", dt, "float32, float64, bfloat16"),
                    launch_ce_backward<T>(d, dlogits, dloss, logits, lse, target, rows, classes,

@@ -62,7 +62,7 @@ extern "C" em_status emc_adam_step(int device, em_dtype dt, int64_t n, void *par
   if (n == 0) return EM_OK;
   if (!param || !grad || !m || !v)
     return em_error(EM_ERR_ARG, "cuda %s: param, grad, m and v must not be NULL", kernel);
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, kernel, &d);
   if (s) return s;
   const double bc1 = 1 - pow(beta1, (double)step);
@@ -119,7 +119,7 @@ extern "C" em_status emc_sgd_step(int device, em_dtype dt, int64_t n, void *para
   if (momentum != 0 && !buf)
     return em_error(EM_ERR_ARG, "cuda sgd_step: momentum %g needs a momentum buffer, got NULL",
                     momentum);
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, kernel, &d);
   if (s) return s;
   EMC_SWITCH_FLOAT(dt, T, return emc_bad_dtype(kernel, dt, "float32, float64, bfloat16"),

@@ -40,7 +40,7 @@ extern "C" em_status emc_random(int device, em_random_kind kind, const em_kview 
   emc_layout L;
   int64_t n = emc_coalesce(out->ndim, out->shape, 1, strides, &L);
   if (n == 0) return EM_OK;
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, kernel, &d);
   if (s) return s;
   bool linear = emc_layout_is_linear(&L);
@@ -82,7 +82,7 @@ extern "C" em_status emc_dropout(int device, em_dtype dt, void *out, void *mask,
   if (n < 0) return em_error(EM_ERR_SHAPE, "cuda dropout: n = %lld", (long long)n);
   if (n > 0 && out && !x) return em_error(EM_ERR_ARG, "cuda dropout: input x is NULL");
   if (n == 0) return EM_OK;
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, op, &d);
   if (s) return s;
   if (p == 1) {

@@ -211,7 +211,7 @@ extern "C" em_status emc_reduce(int device, em_reduce_op op, em_dtype dt, void *
     return emc_bad_dtype(name, dt,
                          float_only ? "float32, float64, bfloat16"
                                     : "float32, float64, bfloat16, int64");
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, name, &d);
   if (s) return s;
   switch (dt) {

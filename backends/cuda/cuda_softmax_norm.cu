@@ -88,7 +88,7 @@ extern "C" em_status emc_softmax(int device, em_dtype dt, void *out, const void 
   const char *kernel = log_ ? "log_softmax" : "softmax";
   em_status s = check_rows(kernel, rows, n);
   if (s || rows == 0 || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   EMC_SWITCH_FLOAT(dt, T, return emc_bad_dtype(kernel, dt, "float32, float64, bfloat16"),
                    launch_softmax<T>(d, false, rows, n, out, x, NULL, log_))
@@ -100,7 +100,7 @@ extern "C" em_status emc_softmax_backward(int device, em_dtype dt, void *gx, con
   const char *kernel = log_ ? "log_softmax_backward" : "softmax_backward";
   em_status s = check_rows(kernel, rows, n);
   if (s || rows == 0 || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   EMC_SWITCH_FLOAT(dt, T, return emc_bad_dtype(kernel, dt, "float32, float64, bfloat16"),
                    launch_softmax<T>(d, true, rows, n, gx, gy, y, log_))
@@ -249,7 +249,7 @@ extern "C" em_status emc_layer_norm(int device, em_dtype dt, void *y, void *mean
   const char *kernel = "layer_norm";
   em_status s = check_rows(kernel, rows, n);
   if (s || rows == 0 || n == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   EMC_SWITCH_FLOAT(dt, T, return emc_bad_dtype(kernel, dt, "float32, float64, bfloat16"),
                    launch_layer_norm<T>(d, y, mean, rstd, x, w, b, rows, n, eps))
@@ -298,7 +298,7 @@ extern "C" em_status emc_layer_norm_backward(int device, em_dtype dt, void *dx, 
   if (s || n == 0) return s;
   if (!dx || !dy || !x || !mean || !rstd)
     return em_error(EM_ERR_ARG, "cuda layer_norm_backward: dx, dy, x, mean and rstd must not be NULL");
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
   if (rows == 0) { /* no rows: the parameter gradients are zero */
     size_t el = em_dtype_size(dt);

@@ -22,7 +22,7 @@ em_status emc_copy_h2d(int device, void *dst, const void *src, size_t nbytes) {
   const char *op = "cuda copy_h2d";
   em_status s = check_args(op, dst, src, nbytes);
   if (s || nbytes == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   cudaError_t e = cudaSuccess;
   pthread_mutex_lock(&d->staging_lock);
@@ -44,7 +44,7 @@ em_status emc_copy_d2h(int device, void *dst, const void *src, size_t nbytes) {
   const char *op = "cuda copy_d2h";
   em_status s = check_args(op, dst, src, nbytes);
   if (s || nbytes == 0) return s;
-  emc_device *d;
+  emc_device *d = NULL;
   if ((s = emc_device_get(device, op, &d))) return s;
   cudaError_t e = cudaSuccess;
   size_t chunks = (nbytes + EMC_STAGING_BYTES - 1) / EMC_STAGING_BYTES;
@@ -80,7 +80,7 @@ em_status emc_copy_d2d(int dst_device, void *dst, int src_device, const void *sr
   const char *op = "cuda copy_d2d";
   em_status s = check_args(op, dst, src, nbytes);
   if (s || nbytes == 0) return s;
-  emc_device *sd, *dd;
+  emc_device *sd = NULL, *dd = NULL;
   if (dst_device == src_device) {
     if ((s = emc_device_get(dst_device, op, &dd))) return s;
     EMC_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, dd->stream), op);
@@ -99,7 +99,7 @@ em_status emc_copy_d2d(int dst_device, void *dst, int src_device, const void *sr
 }
 
 em_status emc_synchronize(int device) {
-  emc_device *d;
+  emc_device *d = NULL;
   em_status s = emc_device_get(device, "cuda synchronize", &d);
   if (s) return s;
   EMC_CHECK(cudaStreamSynchronize(d->stream), "cuda synchronize");

@@ -14,8 +14,8 @@
 int ember_docall(lua_State *L, int nargs, int nres);
 /* Prints the message on top of the stack (if any) to stderr, pops it. */
 int ember_report(lua_State *L, int status);
-/* "ember 0.1 (Lua 5.4.4), N plugins loaded" */
-void ember_print_banner(lua_State *L);
+/* "ember 0.1 (Lua 5.4.4) -- N plugins loaded", with the REPL's hints. */
+void ember_print_banner(lua_State *L, int repl);
 
 /* repl.c: the interactive loop (returns at end of input). */
 void ember_repl(lua_State *L);

@@ -118,7 +118,7 @@ static int dolibrary(lua_State *L, const char *name) {
   return ember_report(L, status);
 }
 
-void ember_print_banner(lua_State *L) {
+void ember_print_banner(lua_State *L, int repl) {
   int loaded = 0, n;
   (void)L;
   em_init();
@@ -127,9 +127,9 @@ void ember_print_banner(lua_State *L) {
     const em_plugin_record *r = em_plugin_get(i);
     if (r && r->loaded) loaded++;
   }
-  printf("ember %d.%d (%s) -- %d plugin%s loaded%s; plugins() lists them, Ctrl-D quits\n",
-         EM_VERSION_MAJOR, EM_VERSION_MINOR, LUA_RELEASE, loaded, loaded == 1 ? "" : "s",
-         loaded < n ? " (some rejected)" : "");
+  printf("ember %d.%d (%s) -- %d plugin%s loaded%s%s\n", EM_VERSION_MAJOR, EM_VERSION_MINOR,
+         LUA_RELEASE, loaded, loaded == 1 ? "" : "s", loaded < n ? " (some rejected)" : "",
+         repl ? "; plugins() lists them, Ctrl-D quits" : "");
   fflush(stdout);
 }
 
@@ -293,7 +293,7 @@ static int pmain(lua_State *L) {
   createargtable(L, argv, argc, script);
   lua_gc(L, LUA_GCRESTART); /* incremental: ember paces tensor memory through it */
   if (args & has_v) {
-    ember_print_banner(L);
+    ember_print_banner(L, (args & has_i) != 0);
     if (!(args & (has_i | has_e)) && script == argc) {
       lua_pushboolean(L, 1);
       return 1;
@@ -306,7 +306,7 @@ static int pmain(lua_State *L) {
     ember_repl(L);
   } else if (script == argc && !(args & (has_e | has_v))) {
     if (isatty(STDIN_FILENO)) {
-      ember_print_banner(L);
+      ember_print_banner(L, 1);
       ember_repl(L);
     } else if (dochunk(L, luaL_loadfile(L, NULL)) != LUA_OK) {
       return 0;

@@ -24,7 +24,11 @@
 **   stream of B*H*Lq*Lk counters per call; element (b,h,i,j) of the
 **   row-major [B,H,Lq,Lk] grid uses counter offset + index and is kept iff
 **   em_philox_uniform_at(seed, offset, index) >= p (ember_philox.h), the
-**   rule the backends' attention kernels follow.
+**   rule the backends' attention kernels follow. (A composed variant may
+**   use em_dropout instead, which draws its own seeded stream.)
+** - weights, when asked for, are the probabilities before dropout, detached
+**   (for inspection: they carry no gradient).
+** - masks get no gradient.
 **
 ** Two ways to implement a variant (plugins/README.md walks through both):
 ** 1. forward + backward (+ free_saved): one autograd node. forward computes

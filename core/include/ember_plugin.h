@@ -17,6 +17,8 @@
 ** build tree. The first plugin of a given kind and name wins; later ones
 ** are listed as rejected ("shadowed by ..."). Every file that fails is
 ** listed with its reason, and the process goes on.
+** A libember running from its build tree skips the install folder, so an
+** installed ember never shadows the plugins built beside it.
 ** EMBER_PLUGIN_PATH_ONLY=1 skips the install and build folders (tests).
 */
 #ifndef EMBER_PLUGIN_H

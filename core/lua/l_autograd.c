@@ -88,6 +88,22 @@ typedef struct named_opdef {
 } named_opdef;
 
 static named_opdef *opdefs;
+static int opdefs_users; /* Lua states that loaded the module */
+
+/* The module is unloaded (dlclose) when its state closes; the list goes
+** first. A sentinel in the registry runs this from its __gc, after the
+** finalizers of every tensor (finalizers run in reverse order of creation,
+** and the sentinel predates all tensors), so no node still points here. */
+static int opdefs_release(lua_State *L) {
+  (void)L;
+  if (--opdefs_users > 0) return 0;
+  while (opdefs) {
+    named_opdef *next = opdefs->next;
+    free(opdefs);
+    opdefs = next;
+  }
+  return 0;
+}
 
 static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx);
 static void lua_fn_free(void *ctx);
@@ -225,6 +241,7 @@ static int ctx_save_for_backward(lua_State *L) {
 
 static const char fn_mt_key = 'F';
 static const char ctx_mt_key = 'C';
+static const char opdefs_key = 'O';
 
 /* F(...) runs forward(ctx, ...) with grad off and records a node. */
 static int fn_call(lua_State *L) {
@@ -352,4 +369,15 @@ void lember_open_autograd(lua_State *L, int module, int methods_idx, int mt) {
   lua_setfield(L, -2, "save_for_backward");
   lua_setfield(L, -2, "__index");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  /* one sentinel per state, even if the module is loaded twice */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &opdefs_key) == LUA_TNIL) {
+    lua_newuserdatauv(L, 1, 0);
+    lua_newtable(L);
+    lua_pushcfunction(L, opdefs_release);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &opdefs_key);
+    opdefs_users++;
+  }
+  lua_pop(L, 1);
 }

@@ -203,11 +203,23 @@ static int l_plot_lines(lua_State *L) {
       double px = left + (s[i].x[k] - x0) / (x1 - x0) * W, py = top + H - (s[i].y[k] - y0) / (y1 - y0) * H;
       if (pen) cairo_line_to(cr, px, py); else cairo_move_to(cr, px, py);
       pen = 1;
-      if (s[i].n == 1) cairo_arc(cr, px, py, 3, 0, 2 * M_PI);
     }
     cairo_stroke(cr);
   }
   cairo_reset_clip(cr);
+  for (int i = 0; i < ns; i++) { /* dots on sparse series (one point per epoch, say) */
+    if (s[i].n > 30) continue;
+    const double *c = PALETTE[i % 8];
+    cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+    for (int64_t k = 0; k < s[i].n; k++) {
+      if (!isfinite(s[i].x[k]) || !isfinite(s[i].y[k])) continue;
+      double px = left + (s[i].x[k] - x0) / (x1 - x0) * W, py = top + H - (s[i].y[k] - y0) / (y1 - y0) * H;
+      if (py < top - 3 || py > top + H + 3) continue; /* outside a given ymin/ymax */
+      cairo_new_sub_path(cr);
+      cairo_arc(cr, px, py, 3.5, 0, 2 * M_PI);
+      cairo_fill(cr);
+    }
+  }
   for (int i = 0; i < ns; i++) { /* legend, top right */
     const double *c = PALETTE[i % 8];
     double ly = top + 16 + 16 * i, lx = left + W - 150;

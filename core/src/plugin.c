@@ -157,6 +157,14 @@ static void em__scan_dir(const char *dir) {
   }
 }
 
+/* Is this libember the one in the build tree's lib folder? */
+static bool em__running_from_build_tree(void) {
+  Dl_info info;
+  if (!dladdr((void *)(uintptr_t)em_plugin_count, &info) || !info.dli_fname) return false;
+  size_t n = strlen(EMBER_LIB_BUILD_DIR);
+  return strncmp(info.dli_fname, EMBER_LIB_BUILD_DIR, n) == 0 && info.dli_fname[n] == '/';
+}
+
 /* Calls fn on each search folder, in order. */
 static void em__each_dir(void (*fn)(const char *dir, void *ud), void *ud) {
   const char *env = getenv("EMBER_PLUGIN_PATH");
@@ -169,7 +177,9 @@ static void em__each_dir(void (*fn)(const char *dir, void *ud), void *ud) {
   }
   const char *only = getenv("EMBER_PLUGIN_PATH_ONLY");
   if (only && strcmp(only, "1") == 0) return;
-  fn(EMBER_PLUGIN_INSTALL_DIR, ud);
+  /* A libember running from its build tree skips the install folder, so
+  ** an older installed ember can never shadow the plugins built with it. */
+  if (!em__running_from_build_tree()) fn(EMBER_PLUGIN_INSTALL_DIR, ud);
   fn(EMBER_PLUGIN_BUILD_DIR, ud);
 }
 

@@ -154,6 +154,20 @@ function M.parse(argv, conf)
   return o
 end
 
+-- The dropout on attention weights for opts.attention: opts.dropout, or 0
+-- (said once) when the variant cannot drop attention weights (e.g. linear).
+function M.attention_dropout(o)
+  local ember = require "ember"
+  if (o.dropout or 0) == 0 or not ember.attention_variants then return o.dropout or 0 end
+  for _, v in ipairs(ember.attention_variants()) do
+    if v.name == o.attention and v.caps and v.caps.dropout == false then
+      print(("note: attention '%s' has no dropout on attention weights; using 0 there"):format(o.attention))
+      return 0
+    end
+  end
+  return o.dropout
+end
+
 -- For --smoke runs: fails unless the mean of the last few losses is below
 -- the mean of the first few. Prints both.
 function M.check_smoke(losses, k)

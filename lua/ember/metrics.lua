@@ -142,5 +142,31 @@ function Log:plot(path, opts)
                              ymin = opts.ymin, ymax = opts.ymax})
 end
 
+-- Running means of named quantities: training metrics per epoch (for the
+-- progress bar) and per logging window (for the CSV), say.
+--   local win = metrics.Means()
+--   win:add("loss", loss * n, n); win:mean("loss"); win:reset()
+local Means = {}
+Means.__index = Means
+
+function M.Means() return setmetatable({sum = {}, count = {}}, Means) end
+
+-- Adds `sum` over `count` items (count 1 when nil).
+function Means:add(name, sum, count)
+  self.sum[name] = (self.sum[name] or 0) + sum
+  self.count[name] = (self.count[name] or 0) + (count or 1)
+end
+
+-- The mean so far (nil when nothing was added).
+function Means:mean(name)
+  local c = self.count[name]
+  if not c or c == 0 then return nil end
+  return self.sum[name] / c
+end
+
+function Means:reset()
+  self.sum, self.count = {}, {}
+end
+
 M.Log = Log
 return M

@@ -108,6 +108,16 @@ function M:update(done, metrics)
   end
 end
 
+-- Prints a line of text above the bar (plain: just the line).
+function M:print(text)
+  if term_is_tty() then
+    io.write("\r\27[K", text, "\n", (self:line()), "\27[K")
+    io.flush()
+  else
+    print(text)
+  end
+end
+
 function M:finish()
   local text = self:line()
   if term_is_tty() then io.write("\r", text, "\27[K\n") else print(text) end

@@ -240,9 +240,11 @@ describe("O(L) memory", function()
   for _, spec in ipairs({{attention = "standard"}, {attention = "standard", kernel = "rows"},
                          {attention = "local", window_left = 16, window_right = 16},
                          {attention = "local", mode = "block", block_size = 32, global_tokens = 4},
+                         {attention = "relpos", mode = "shaw"}, {attention = "relpos", mode = "t5"},
+                         {attention = "relpos", mode = "alibi"},
                          {attention = "linear"}, {attention = "linear", feature_map = "favor", num_features = 32}}) do
-    local label = spec.attention .. (spec.kernel and (" " .. spec.kernel) or "") .. (spec.mode and (" " .. spec.mode) or "")
-      .. (spec.feature_map and (" " .. spec.feature_map) or "")
+    local label = spec.attention .. (spec.kernel and (" " .. spec.kernel) or "") .. ((spec.mode and spec.attention ~= "relpos") and (" " .. spec.mode) or "")
+      .. (spec.feature_map and (" " .. spec.feature_map) or "") .. (spec.attention == "relpos" and (" " .. spec.mode) or "")
     it(label .. " keeps no L x L state through forward and backward", function()
       spec.heads, spec.head_dim = 8, 32
       local a = ember.Attention(spec)

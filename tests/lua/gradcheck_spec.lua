@@ -275,6 +275,22 @@ case("to float64 (no-op)", X3, function(x) return x:double():exp() end)
 case("a chain of views", X3,
   function(x) return x:transpose(1, 2):narrow(3, 2, 3):unsqueeze(1):select(2, 2):reshape(-1) ^ 3 end)
 
+-- ---- high ranks ------------------------------------------------------------
+local X6 = function(mk) return { mk{ 2, 1, 3, 2, 1, 2 } } end
+case("rank 6: sum dims keepdim", X6, function(x) return x:sum({ 2, 4, 6 }, true) end)
+case("rank 6: var dims", X6, function(x) return x:var({ 1, 4 }) end)
+case("rank 6: max dim", X6, function(x) return (x:max(3)) end)
+case("rank 6 + rank 4 broadcast", function(mk) return { mk{ 2, 1, 3, 2, 1, 2 }, mk{ 3, 2, 1, 1 } } end,
+  function(a, b) return a * b + b end)
+case("rank 5: permute", function(mk) return { mk{ 2, 3, 1, 2, 2 } } end,
+  function(x) return x:permute(5, 3, 1, 4, 2):exp() end)
+case("rank 5: matmul batch broadcast", function(mk) return { mk{ 2, 1, 2, 3, 4 }, mk{ 2, 1, 4, 2 } } end, mm)
+case("rank 5: softmax dim 3", function(mk) return { mk{ 2, 1, 3, 2, 2 } } end, function(x) return x:softmax(3) end)
+case("rank 4: layer_norm two dims", function(mk) return { mk{ 2, 1, 3, 4 }, mk{ 3, 4 }, mk{ 3, 4 } } end,
+  function(x, w, b) return ember.layer_norm(x, 2, w, b) end)
+case("rank 8: transpose and sum", function(mk) return { mk{ 2, 1, 2, 1, 2, 1, 2, 2 } } end,
+  function(x) return x:transpose(1, 8):sin():sum(5) end)
+
 -- ---- composites ------------------------------------------------------------
 case("attention-like composite", function(mk) return { mk{ 2, 3, 4 }, mk{ 2, 3, 4 }, mk{ 2, 3, 4 } } end,
   function(q, k, v)

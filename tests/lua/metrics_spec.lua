@@ -71,6 +71,20 @@ describe("ember.metrics CSV log", function()
   end)
 end)
 
+describe("ember.metrics.Means", function()
+  it("keeps weighted running means and resets", function()
+    local m = metrics.Means()
+    assert.is_nil(m:mean("loss"))
+    m:add("loss", 2 * 4, 4)
+    m:add("loss", 1 * 4, 4)
+    m:add("steps", 3)
+    assert.are.equal(1.5, m:mean("loss"))
+    assert.are.equal(3, m:mean("steps"))
+    m:reset()
+    assert.is_nil(m:mean("loss"))
+  end)
+end)
+
 describe("PNG plots", function()
   it("draws line charts with cairo", function()
     assert.is_function(ember.plot_lines)
@@ -120,5 +134,25 @@ describe("PNG plots", function()
       "ember.plot_heatmap: heat [3, 4] must divide the image [10, 20]")
     assert.has_error(function() ember.plot_heatmap(path, {heat = ember.rand(3)}) end)
     assert.has_error(function() ember.plot_heatmap(path, {heat = ember.rand(2, 2), image = ember.rand(2, 4, 4)}) end)
+  end)
+end)
+
+describe("ember.progress", function()
+  local progress = require "ember.progress"
+
+  it("shows the label, counts, metrics in a stable order, rate and ETA", function()
+    local bar = progress.new{total = 200, label = "epoch 1/3", unit = "words"}
+    bar.start = bar.start - 10 -- pretend 10 s went by
+    bar.done = 100
+    bar.order, bar.metrics = {"acc", "loss"}, {acc = 0.5, loss = 1.25}
+    local text = bar:line()
+    assert.matches("^epoch 1/3 %[############%.%.%.%.%.%.%.%.%.%.%.%.%] 100/200", text)
+    assert.matches("acc 0.5  loss 1.25", text, 1, true)
+    assert.matches("10%.?%d* words/s", text)
+    assert.matches("eta 00:1%d$", text)
+  end)
+
+  it("needs a total", function()
+    assert.has_error(function() progress.new{} end)
   end)
 end)

@@ -11,7 +11,8 @@ local ember = require "ember"
 -- e.g. "cuda" for a GPU backend (real or the emulated build).
 local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
 
-local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge" }
+local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge",
+                "ops_rank" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
 -- of the tensor (plus a tiny constant for all-zero tensors), so an element
@@ -259,6 +260,36 @@ describe("op parity with PyTorch", function()
       end
     end)
   end
+
+  -- The comparison itself must be able to fail: a copy of a case with one
+  -- value moved by 1e-8 of the tensor's scale is rejected in float64.
+  it("rejects a perturbed expected value", function()
+    local function copy(v)
+      if type(v) ~= "table" then return v end
+      local t = {}
+      for k, e in pairs(v) do t[k] = copy(e) end
+      return t
+    end
+    local function fails_with(case, pattern)
+      local ok, err = pcall(run_case, case, "float64")
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err))
+    end
+    local c = dofile("tests/fixtures/ops_nn.lua").matmul_2d
+    run_case(c, "float64")
+    local bad = copy(c)
+    bad.out[2][3] = bad.out[2][3] + 1e-8 * math.abs(bad.out[2][3]) + 1e-8
+    fails_with(bad, "output 1: element 8 ")
+    bad = copy(c)
+    bad.grads.b[1][1] = bad.grads.b[1][1] * (1 + 1e-8)
+    fails_with(bad, "grad b: element 1 ")
+    bad = copy(c)
+    bad.inputs.a[1][2] = bad.inputs.a[1][2] + 1e-6
+    fails_with(bad, "output 1: element")
+    bad = copy(dofile("tests/fixtures/ops_reduce.lua").max_dim)
+    bad.indices[1][1] = bad.indices[1][1] % 3 + 1
+    fails_with(bad, "indices: element 1 ")
+  end)
 
   it("covers every fixture op", function()
     for _, file in ipairs(FILES) do

@@ -88,7 +88,7 @@ bool release_warp(int w, int nthreads) {
     if (f.kind == EMU_SHFL_XOR) src = seg + ((lane - seg) ^ f.arg);
     else if (f.kind == EMU_SHFL_DOWN) src = (lane - seg) + f.arg < f.width ? lane + f.arg : lane;
     else if (f.kind == EMU_SHFL_IDX) src = seg + (f.arg % f.width);
-    if (src < first - first || src >= last - first) src = lane;
+    if (src < 0 || src >= last - first) src = lane;
     f.result = fibers[first + src].value;
     f.state = RUNNABLE;
   }
