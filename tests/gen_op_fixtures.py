@@ -548,61 +548,63 @@ def big_case(name, op, specs, fn, args=None):
     FILES["ops_large"][name] = c
 
 
-def F_(shape, a, b, amp=1.0, off=0.0):
+def wave(shape, a, b, amp=1.0, off=0.0):
+    """A float input: off + amp * sin(a * i + b)."""
     return {"shape": list(shape), "a": a, "b": b, "amp": amp, "off": off}
 
 
-def I_(shape, mod, mul=7, add=3, dtype="int64"):
+def pattern(shape, mod, mul=7, add=3, dtype="int64"):
+    """An int64 (or bool) input: (i * mul + add) % mod (bool: == 0)."""
     return {"shape": list(shape), "mod": mod, "mul": mul, "add": add, "dtype": dtype}
 
 
 def large():
     big = [200, 170]  # 34000 elements: past the parallel threshold
-    big_case("add_broadcast", "add", {"a": F_(big, 0.11, 0.2), "b": F_([170], 0.7, 1.0)},
+    big_case("add_broadcast", "add", {"a": wave(big, 0.11, 0.2), "b": wave([170], 0.7, 1.0)},
              lambda a, b: a + b)
-    big_case("mul_outer", "mul", {"a": F_([200, 1], 0.13, 0.4), "b": F_([1, 170], 0.29, 0.1)},
+    big_case("mul_outer", "mul", {"a": wave([200, 1], 0.13, 0.4), "b": wave([1, 170], 0.29, 0.1)},
              lambda a, b: a * b)
-    big_case("div_broadcast", "div", {"a": F_(big, 0.17, 0.0), "b": F_([200, 1], 0.3, 0.2, 0.5, 1.5)},
+    big_case("div_broadcast", "div", {"a": wave(big, 0.17, 0.0), "b": wave([200, 1], 0.3, 0.2, 0.5, 1.5)},
              lambda a, b: a / b)
-    big_case("pow_tensor", "pow", {"a": F_(big, 0.05, 0.3, 0.5, 1.2), "b": F_([170], 0.41, 0.9)},
+    big_case("pow_tensor", "pow", {"a": wave(big, 0.05, 0.3, 0.5, 1.2), "b": wave([170], 0.41, 0.9)},
              lambda a, b: a ** b)
-    big_case("maximum", "maximum", {"a": F_(big, 0.013, 0.5), "b": F_(big, 0.021, 0.1)},
+    big_case("maximum", "maximum", {"a": wave(big, 0.013, 0.5), "b": wave(big, 0.021, 0.1)},
              lambda a, b: torch.maximum(a, b))
-    big_case("pow_number", "pow_number", {"x": F_(big, 0.07, 0.1, 2.0)}, lambda x: x ** 3,
+    big_case("pow_number", "pow_number", {"x": wave(big, 0.07, 0.1, 2.0)}, lambda x: x ** 3,
              {"e": 3.0})
     for fn, tf, spec in (
-            ("exp", torch.exp, F_(big, 0.031, 0.2, 2.0)),
-            ("log", torch.log, F_(big, 0.031, 0.2, 0.9, 1.0)),
-            ("sqrt", torch.sqrt, F_(big, 0.033, 0.2, 0.9, 1.0)),
-            ("rsqrt", torch.rsqrt, F_(big, 0.035, 0.2, 0.9, 1.0)),
-            ("tanh", torch.tanh, F_(big, 0.037, 0.2, 3.0)),
-            ("sigmoid", torch.sigmoid, F_(big, 0.039, 0.2, 4.0)),
-            ("relu", torch.relu, F_(big, 0.041, 0.25, 2.0)),
-            ("gelu", F.gelu, F_(big, 0.043, 0.2, 3.0)),
-            ("silu", F.silu, F_(big, 0.047, 0.2, 3.0)),
-            ("abs", torch.abs, F_(big, 0.049, 0.25, 2.0)),
-            ("elu", F.elu, F_(big, 0.051, 0.25, 2.0)),
-            ("sin", torch.sin, F_(big, 0.053, 0.2, 3.0))):
+            ("exp", torch.exp, wave(big, 0.031, 0.2, 2.0)),
+            ("log", torch.log, wave(big, 0.031, 0.2, 0.9, 1.0)),
+            ("sqrt", torch.sqrt, wave(big, 0.033, 0.2, 0.9, 1.0)),
+            ("rsqrt", torch.rsqrt, wave(big, 0.035, 0.2, 0.9, 1.0)),
+            ("tanh", torch.tanh, wave(big, 0.037, 0.2, 3.0)),
+            ("sigmoid", torch.sigmoid, wave(big, 0.039, 0.2, 4.0)),
+            ("relu", torch.relu, wave(big, 0.041, 0.25, 2.0)),
+            ("gelu", F.gelu, wave(big, 0.043, 0.2, 3.0)),
+            ("silu", F.silu, wave(big, 0.047, 0.2, 3.0)),
+            ("abs", torch.abs, wave(big, 0.049, 0.25, 2.0)),
+            ("elu", F.elu, wave(big, 0.051, 0.25, 2.0)),
+            ("sin", torch.sin, wave(big, 0.053, 0.2, 3.0))):
         big_case(fn, "unary", {"x": spec}, lambda x, tf=tf: tf(x), {"fn": fn})
-    big_case("gelu_tanh", "unary", {"x": F_(big, 0.045, 0.2, 3.0)},
+    big_case("gelu_tanh", "unary", {"x": wave(big, 0.045, 0.2, 3.0)},
              lambda x: F.gelu(x, approximate="tanh"), {"fn": "gelu", "extra": ["tanh"]})
-    big_case("clamp", "clamp", {"x": F_(big, 0.057, 0.2, 2.0)},
+    big_case("clamp", "clamp", {"x": wave(big, 0.057, 0.2, 2.0)},
              lambda x: torch.clamp(x, -0.5, 0.7), {"lo": -0.5, "hi": 0.7})
-    big_case("where", "where", {"cond": I_(big, 3, 5, 1, "bool"), "a": F_(big, 0.06, 0.1),
-                                "b": F_([170], 0.5, 0.3)},
+    big_case("where", "where", {"cond": pattern(big, 3, 5, 1, "bool"), "a": wave(big, 0.06, 0.1),
+                                "b": wave([170], 0.5, 0.3)},
              lambda cond, a, b: torch.where(cond, a, b))
-    big_case("masked_fill", "masked_fill", {"x": F_(big, 0.063, 0.1),
-                                            "mask": I_([200, 1], 4, 3, 1, "bool")},
+    big_case("masked_fill", "masked_fill", {"x": wave(big, 0.063, 0.1),
+                                            "mask": pattern([200, 1], 4, 3, 1, "bool")},
              lambda x, mask: x.masked_fill(mask, -1.0), {"value": -1.0})
 
     r = [130, 300]  # 39000 elements, rows and columns past the reduce chunks
-    x = F_(r, 0.0123, 0.4, 2.0, 0.3)
+    x = wave(r, 0.0123, 0.4, 2.0, 0.3)
     big_case("sum_all", "sum", {"x": x}, lambda x: x.sum())
     big_case("sum_dim1", "sum", {"x": x}, lambda x: x.sum(0), {"dim": 1})
     big_case("sum_dim2", "sum", {"x": x}, lambda x: x.sum(1), {"dim": 2})
-    big_case("sum_long_row", "sum", {"x": F_([3, 20000], 0.0031, 0.2)}, lambda x: x.sum(1),
+    big_case("sum_long_row", "sum", {"x": wave([3, 20000], 0.0031, 0.2)}, lambda x: x.sum(1),
              {"dim": 2})
-    big_case("sum_long_column", "sum", {"x": F_([20000, 3], 0.0037, 0.2)}, lambda x: x.sum(0),
+    big_case("sum_long_column", "sum", {"x": wave([20000, 3], 0.0037, 0.2)}, lambda x: x.sum(0),
              {"dim": 1})
     big_case("mean_all", "mean", {"x": x}, lambda x: x.mean())
     big_case("mean_dim2_keepdim", "mean", {"x": x}, lambda x: x.mean(1, keepdim=True),
@@ -617,65 +619,65 @@ def large():
     big_case("max_all", "max_all", {"x": x}, lambda x: x.max())
 
     mm = lambda a, b: torch.matmul(a, b)
-    big_case("matmul_2d", "matmul", {"a": F_([70, 90], 0.013, 0.1), "b": F_([90, 60], 0.017, 0.2)}, mm)
-    big_case("matmul_wide", "matmul", {"a": F_([40, 300], 0.011, 0.1),
-                                       "b": F_([300, 270], 0.0019, 0.2)}, mm)
-    big_case("matmul_batched", "matmul", {"a": F_([3, 40, 50], 0.019, 0.1),
-                                          "b": F_([50, 60], 0.023, 0.2)}, mm)
-    big_case("matmul_batch_broadcast", "matmul", {"a": F_([2, 1, 30, 40], 0.019, 0.1),
-                                                  "b": F_([3, 40, 50], 0.023, 0.2)}, mm)
-    big_case("matmul_matrix_vector", "matmul", {"a": F_([300, 400], 0.0007, 0.1),
-                                                "b": F_([400], 0.023, 0.2)}, mm)
-    big_case("matmul_transposed", "matmul_tt", {"a": F_([90, 70], 0.013, 0.1),
-                                                "b": F_([60, 90], 0.017, 0.2)},
+    big_case("matmul_2d", "matmul", {"a": wave([70, 90], 0.013, 0.1), "b": wave([90, 60], 0.017, 0.2)}, mm)
+    big_case("matmul_wide", "matmul", {"a": wave([40, 300], 0.011, 0.1),
+                                       "b": wave([300, 270], 0.0019, 0.2)}, mm)
+    big_case("matmul_batched", "matmul", {"a": wave([3, 40, 50], 0.019, 0.1),
+                                          "b": wave([50, 60], 0.023, 0.2)}, mm)
+    big_case("matmul_batch_broadcast", "matmul", {"a": wave([2, 1, 30, 40], 0.019, 0.1),
+                                                  "b": wave([3, 40, 50], 0.023, 0.2)}, mm)
+    big_case("matmul_matrix_vector", "matmul", {"a": wave([300, 400], 0.0007, 0.1),
+                                                "b": wave([400], 0.023, 0.2)}, mm)
+    big_case("matmul_transposed", "matmul_tt", {"a": wave([90, 70], 0.013, 0.1),
+                                                "b": wave([60, 90], 0.017, 0.2)},
              lambda a, b: torch.matmul(a.t(), b.t()))
-    big_case("bmm", "bmm", {"a": F_([4, 30, 50], 0.019, 0.1), "b": F_([4, 50, 40], 0.023, 0.2)},
+    big_case("bmm", "bmm", {"a": wave([4, 30, 50], 0.019, 0.1), "b": wave([4, 50, 40], 0.023, 0.2)},
              lambda a, b: torch.bmm(a, b))
-    s = F_([40, 1000], 0.0071, 0.3, 4.0)
+    s = wave([40, 1000], 0.0071, 0.3, 4.0)
     big_case("softmax_last", "softmax", {"x": s}, lambda x: torch.softmax(x, -1), {"dim": -1})
     big_case("softmax_first", "softmax", {"x": s}, lambda x: torch.softmax(x, 0), {"dim": 1})
     big_case("log_softmax_last", "log_softmax", {"x": s}, lambda x: torch.log_softmax(x, -1),
              {"dim": -1})
     big_case("log_softmax_first", "log_softmax", {"x": s}, lambda x: torch.log_softmax(x, 0),
              {"dim": 1})
-    big_case("layer_norm", "layer_norm", {"x": F_([50, 700], 0.0091, 0.3, 2.0, 0.5),
-                                          "weight": F_([700], 0.1, 0.2, 0.5, 1.0),
-                                          "bias": F_([700], 0.13, 0.5)},
+    big_case("layer_norm", "layer_norm", {"x": wave([50, 700], 0.0091, 0.3, 2.0, 0.5),
+                                          "weight": wave([700], 0.1, 0.2, 0.5, 1.0),
+                                          "bias": wave([700], 0.13, 0.5)},
              lambda x, weight, bias: F.layer_norm(x, (700,), weight, bias), {"norm": 1})
     big_case("cross_entropy_smoothing_ignore", "cross_entropy",
-             {"logits": F_([300, 120], 0.0029, 0.1, 3.0), "target": I_([300], 120, 37, 5)},
+             {"logits": wave([300, 120], 0.0029, 0.1, 3.0), "target": pattern([300], 120, 37, 5)},
              lambda logits, target: F.cross_entropy(logits, target, ignore_index=42,
                                                     label_smoothing=0.1),
              {"opts": {"ignore_index": 43, "label_smoothing": 0.1}})
     big_case("cross_entropy_none", "cross_entropy",
-             {"logits": F_([300, 120], 0.0031, 0.1, 3.0), "target": I_([300], 120, 37, 5)},
+             {"logits": wave([300, 120], 0.0031, 0.1, 3.0), "target": pattern([300], 120, 37, 5)},
              lambda logits, target: F.cross_entropy(logits, target, reduction="none"),
              {"opts": {"reduction": "none"}})
-    big_case("mse_loss", "mse_loss", {"input": F_(big, 0.011, 0.1), "target": F_(big, 0.013, 0.2)},
+    big_case("mse_loss", "mse_loss", {"input": wave(big, 0.011, 0.1), "target": wave(big, 0.013, 0.2)},
              lambda input, target: F.mse_loss(input, target), {"reduction": "mean"})
 
-    big_case("embedding", "embedding", {"weight": F_([1000, 80], 0.0013, 0.1),
-                                        "ids": I_([20, 30], 97, 389, 11)},  # repeats
+    big_case("embedding", "embedding", {"weight": wave([1000, 80], 0.0013, 0.1),
+                                        "ids": pattern([20, 30], 97, 389, 11)},  # repeats
              lambda weight, ids: F.embedding(ids, weight))
-    big_case("index_select", "index_select", {"x": F_([100, 400], 0.0017, 0.1),
-                                              "index": I_([150], 100, 13, 2)},  # repeats
+    big_case("index_select", "index_select", {"x": wave([100, 400], 0.0017, 0.1),
+                                              "index": pattern([150], 100, 13, 2)},  # repeats
              lambda x, index: x.index_select(1, index), {"dim": 2})
-    big_case("gather", "gather", {"x": F_([100, 400], 0.0019, 0.1),
-                                  "index": I_([100, 350], 400, 13, 2)},
+    big_case("gather", "gather", {"x": wave([100, 400], 0.0019, 0.1),
+                                  "index": pattern([100, 350], 400, 13, 2)},
              lambda x, index: x.gather(1, index), {"dim": 2})
-    big_case("scatter_add", "scatter_add", {"x": F_([300, 120], 0.0023, 0.1),
-                                            "index": I_([400, 120], 300, 7, 1),
-                                            "src": F_([400, 120], 0.0029, 0.2)},
+    big_case("scatter_add", "scatter_add", {"x": wave([300, 120], 0.0023, 0.1),
+                                            "index": pattern([400, 120], 300, 7, 1),
+                                            "src": wave([400, 120], 0.0029, 0.2)},
              lambda x, index, src: x.scatter_add(0, index, src), {"dim": 1})
-    big_case("cat", "cat", {"a": F_([100, 200], 0.003, 0.1), "b": F_([100, 50], 0.005, 0.1),
-                            "c": F_([100, 170], 0.007, 0.1)},
+    big_case("cat", "cat", {"a": wave([100, 200], 0.003, 0.1), "b": wave([100, 50], 0.005, 0.1),
+                            "c": wave([100, 170], 0.007, 0.1)},
              lambda a, b, c: torch.cat([a, b, c], 1), {"dim": 2})
-    big_case("stack", "stack", {"a": F_(big, 0.003, 0.1), "b": F_(big, 0.005, 0.1),
-                                "c": F_(big, 0.007, 0.1)},
+    big_case("stack", "stack", {"a": wave(big, 0.003, 0.1), "b": wave(big, 0.005, 0.1),
+                                "c": wave(big, 0.007, 0.1)},
              lambda a, b, c: torch.stack([a, b, c], 1), {"dim": 2})
-    big_case("transpose_contiguous", "transpose_contiguous", {"x": F_([300, 200], 0.0011, 0.1)},
+    big_case("transpose_contiguous", "transpose_contiguous", {"x": wave([300, 200], 0.0011, 0.1)},
              lambda x: x.t().contiguous(), {"d0": 1, "d1": 2})
-    big_case("permute_reshape", "permute_reshape", {"x": F_([30, 40, 50], 0.0011, 0.1)},
+    big_case("permute_reshape", "permute_reshape", {"x": wave([30, 40, 50], 0.0011, 0.1)},
              lambda x: x.permute(2, 0, 1).reshape(50, 1200),
              {"dims": [3, 1, 2], "shape": [50, 1200]})
 
@@ -703,7 +705,7 @@ def edges():
     case(f, "pow_tensor_zero_base", "pow", {"a": t(0.0, 0.0, 1.5, 2.0), "b": t(2.0, 1.0, 0.5, 0.0)},
          lambda a, b: a ** b)
     case(f, "pow_tensor_negative_base_integer_exponent", "pow",
-         {"a": t(-1.5, -2.0, -0.5), "b": t(2.0, 3.0, -1.0)}, lambda a, b: a ** b, )
+         {"a": t(-1.5, -2.0, -0.5), "b": t(2.0, 3.0, -1.0)}, lambda a, b: a ** b)
     big = randn(3, 5) * 300
     case(f, "softmax_large_values", "softmax", {"x": big}, lambda x: torch.softmax(x, -1),
          {"dim": -1})

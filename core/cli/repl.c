@@ -53,7 +53,9 @@ static int read_key(FILE *in) {
     if (got_sigint) {
       got_sigint = 0;
       line_interrupted = 1;
-      rl_replace_line("", 0);
+      rl_replace_line("^C", 0); /* shown as the line is accepted, then dropped */
+      rl_point = rl_end;
+      rl_redisplay(); /* safe here: this is readline's input call, not the handler */
       return '\n';
     }
     ssize_t r = read(fileno(in), &c, 1);

@@ -8,6 +8,7 @@
 ** the engine, it becomes EM_ERR_AUTOGRAD with the Lua message, and
 ** t:backward() raises it again as a Lua error.
 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ typedef struct named_opdef {
 
 static named_opdef *opdefs;
 static int opdefs_users; /* Lua states that loaded the module */
+static pthread_mutex_t opdefs_lock = PTHREAD_MUTEX_INITIALIZER; /* states on several threads */
 
 /* The module is unloaded (dlclose) when its state closes; the list goes
 ** first. A sentinel in the registry runs this from its __gc, after the
@@ -96,12 +98,15 @@ static int opdefs_users; /* Lua states that loaded the module */
 ** and the sentinel predates all tensors), so no node still points here. */
 static int opdefs_release(lua_State *L) {
   (void)L;
-  if (--opdefs_users > 0) return 0;
-  while (opdefs) {
-    named_opdef *next = opdefs->next;
-    free(opdefs);
-    opdefs = next;
+  pthread_mutex_lock(&opdefs_lock);
+  if (--opdefs_users == 0) {
+    while (opdefs) {
+      named_opdef *next = opdefs->next;
+      free(opdefs);
+      opdefs = next;
+    }
   }
+  pthread_mutex_unlock(&opdefs_lock);
   return 0;
 }
 
@@ -109,17 +114,20 @@ static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx);
 static void lua_fn_free(void *ctx);
 
 static const em_opdef *opdef_for(const char *name) {
-  for (named_opdef *d = opdefs; d; d = d->next)
-    if (strcmp(d->name, name) == 0) return &d->def;
-  named_opdef *d = (named_opdef *)calloc(1, sizeof *d);
-  if (!d) return NULL;
-  snprintf(d->name, sizeof d->name, "%s", name);
-  d->def.name = d->name;
-  d->def.backward = lua_fn_backward;
-  d->def.free_ctx = lua_fn_free;
-  d->next = opdefs;
-  opdefs = d;
-  return &d->def;
+  named_opdef *d;
+  pthread_mutex_lock(&opdefs_lock);
+  for (d = opdefs; d; d = d->next)
+    if (strncmp(d->name, name, sizeof d->name - 1) == 0) break;
+  if (!d && (d = (named_opdef *)calloc(1, sizeof *d)) != NULL) {
+    snprintf(d->name, sizeof d->name, "%s", name); /* long names are cut */
+    d->def.name = d->name;
+    d->def.backward = lua_fn_backward;
+    d->def.free_ctx = lua_fn_free;
+    d->next = opdefs;
+    opdefs = d;
+  }
+  pthread_mutex_unlock(&opdefs_lock);
+  return d ? &d->def : NULL;
 }
 
 /* The C context of one Function node. */
@@ -377,7 +385,9 @@ void lember_open_autograd(lua_State *L, int module, int methods_idx, int mt) {
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &opdefs_key);
+    pthread_mutex_lock(&opdefs_lock);
     opdefs_users++;
+    pthread_mutex_unlock(&opdefs_lock);
   }
   lua_pop(L, 1);
 }

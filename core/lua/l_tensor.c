@@ -98,9 +98,10 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 #define LEMBER_GC_BATCH (64 * 1024)
 #define LEMBER_GC_FULL_SLACK ((size_t)64 << 20)
 
-static size_t gc_last_live;
-static size_t gc_pending;
-static size_t gc_full_base; /* low point of live bytes since the last full collection */
+/* Per thread: a Lua state runs on one thread at a time. */
+static _Thread_local size_t gc_last_live;
+static _Thread_local size_t gc_pending;
+static _Thread_local size_t gc_full_base; /* low point of live bytes since the last full GC */
 
 static void gc_run(lua_State *L, size_t kb, size_t live) {
   if (!lua_gc(L, LUA_GCISRUNNING)) return; /* GCSTEP would run even when stopped */
@@ -230,8 +231,9 @@ static int assign_integer(lua_State *L, em_tensor *t) {
   else if (vt != LUA_TNUMBER && vt != LUA_TBOOLEAN)
     return luaL_error(L, "ember.setindex: value must be a number or a tensor, got %s",
                       luaL_typename(L, 3));
+  double v = vt == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3);
   s = em_select(&dst, t, 0, i);
-  if (!s) s = src ? em_copy_(dst, src) : em_fill_(dst, lua_isboolean(L, 3) ? lua_toboolean(L, 3) : lua_tonumber(L, 3));
+  if (!s) s = src ? em_copy_(dst, src) : em_fill_(dst, v);
   em_release(dst);
   if (s) return lember_error(L, "setindex", s);
   return 0;

@@ -147,12 +147,14 @@ int lember_checkdims(lua_State *L, int idx, const char *op, int *dims, int *next
   return n;
 }
 
-em_device lember_cpu(lua_State *L) {
+static em_device cpu_for(lua_State *L, const char *op) {
   em_device d;
   em_status s = em_cpu_device(&d);
-  if (s) lember_error(L, "cpu", s);
+  if (s) lember_error(L, op, s);
   return d;
 }
+
+em_device lember_cpu(lua_State *L) { return cpu_for(L, "cpu"); }
 
 em_device lember_checkdevice(lua_State *L, int idx, const char *op) {
   em_device d;
@@ -211,7 +213,7 @@ void lember_checkopts(lua_State *L, int idx, const char *op, lember_opts *o) {
   o->requires_grad = 0;
   o->has_dtype = 0;
   if (lua_isnoneornil(L, idx)) {
-    o->device = lember_cpu(L);
+    o->device = cpu_for(L, op);
     return;
   }
   if (lua_type(L, idx) != LUA_TTABLE)
@@ -226,7 +228,7 @@ void lember_checkopts(lua_State *L, int idx, const char *op, lember_opts *o) {
   if (lua_getfield(L, idx, "device") != LUA_TNIL)
     o->device = lember_checkdevice(L, -1, op);
   else
-    o->device = lember_cpu(L);
+    o->device = cpu_for(L, op);
   lua_pop(L, 1);
   if (lua_getfield(L, idx, "requires_grad") != LUA_TNIL) {
     if (!lua_isboolean(L, -1))

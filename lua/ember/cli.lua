@@ -133,11 +133,11 @@ function M.parse(argv, conf)
   local ok, o, help = pcall(M.parse_only, argv or {}, conf)
   if not ok then
     io.stderr:write(("%s: %s\n"):format(conf and conf.script or "script", o))
-    os.exit(2)
+    os.exit(2, true)
   end
   if not o then
     print(help)
-    os.exit(0)
+    os.exit(0, true)
   end
   local ember = require "ember"
   ember.manual_seed(math.tointeger(o.seed) or error("option --seed must be an integer", 0))
@@ -148,7 +148,7 @@ function M.parse(argv, conf)
     if not ok then
       io.stderr:write(("%s: device '%s' is not usable here: %s (see ember.plugins())\n")
                       :format(conf.script or "script", o.device, tostring(err)))
-      os.exit(2)
+      os.exit(2, true)
     end
   end
   return o
