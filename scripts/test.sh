@@ -52,7 +52,7 @@ if [ "${EMBER_SKIP_SANITIZERS:-0}" != 1 ]; then
   if build build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_CUDA=OFF; then
     echo "== ctest (ASan+UBSan) =="
     # Leak checks stay on; the suppressions cover only libraries we do not own.
-    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:allocator_may_return_null=1"
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     ctest --test-dir build-asan -j2 --output-on-failure --timeout 1800 -LE nosan 2>&1 | tee build-asan/ctest.log | grep -vE "^\s+(Start|[0-9]+/[0-9]+ Test)" || true

@@ -1,12 +1,11 @@
 /*
 ** l_data.c -- helpers for data pipelines: tensors from byte strings,
-** random permutations from the global generator, and a monotonic clock.
+** and random permutations from the global generator.
 */
 #include "lember.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ember_philox.h"
 
@@ -84,17 +83,9 @@ static int l_randperm(lua_State *L) {
   return 1;
 }
 
-/* ember.clock() -> seconds from a monotonic clock, for timing. */
-static int l_clock(lua_State *L) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
-  return 1;
-}
-
 void lember_open_data(lua_State *L, int module) {
   static const luaL_Reg fns[] = {
-    {"from_bytes", l_from_bytes}, {"randperm", l_randperm}, {"clock", l_clock}, {NULL, NULL}};
+    {"from_bytes", l_from_bytes}, {"randperm", l_randperm}, {NULL, NULL}};
   lua_pushvalue(L, module);
   luaL_setfuncs(L, fns, 0);
   lua_pop(L, 1);
