@@ -4,6 +4,17 @@
 local build = os.getenv("EMBER_BUILD_DIR") or "build"
 local EMBER = build .. "/bin/ember"
 
+-- A sanitizer build runs every script about 5x slower; there only the
+-- demo (langid) trains, the others' smoke runs belong to the normal build.
+local function sanitized()
+  local f = io.open(build .. "/CMakeCache.txt", "r")
+  if not f then return false end
+  local cache = f:read("a")
+  f:close()
+  return cache:find("EMBER_SANITIZE:BOOL=ON", 1, true) ~= nil
+end
+local SANITIZED = sanitized()
+
 local function tmpdir()
   local p = os.tmpname()
   os.remove(p)
@@ -51,7 +62,8 @@ for _, s in ipairs(SCRIPTS) do
       assert.matches("unknown option", out)
     end)
 
-    it("trains in --smoke mode: the loss falls, the metric is printed, a checkpoint is saved", function()
+    local train_it = (SANITIZED and script ~= "scripts/langid.lua") and pending or it
+    train_it("trains in --smoke mode: the loss falls, the metric is printed, a checkpoint is saved", function()
       local dir = tmpdir()
       local out, code = run(script, "--smoke --out " .. dir)
       if code ~= 0 then print(out) end

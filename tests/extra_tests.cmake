@@ -1,0 +1,29 @@
+# Tests registered from other folders' targets; included by tests/CMakeLists.txt.
+
+# Attention variants: the conformance checker on every shipped option set.
+include(${PROJECT_SOURCE_DIR}/plugins/conformance_tests.cmake)
+
+# CUDA backend. Without a GPU: the host-side plan, a clean "no CUDA device"
+# rejection, and every kernel run by the emulator against the CPU backend.
+# With a GPU (label "cuda", run by scripts/gpu_check.sh): the real kernels;
+# these skip (never pass) when there is no device.
+if(TARGET test_cuda_plan)
+  add_test(NAME cuda.plan COMMAND test_cuda_plan)
+  set_tests_properties(cuda.plan PROPERTIES LABELS "c;valgrind")
+endif()
+if(TARGET test_cuda_load)
+  add_test(NAME cuda.load COMMAND test_cuda_load ${EMBER_BUILD_PLUGIN_DIR}/ember_backend_cuda.so any)
+  set_tests_properties(cuda.load PROPERTIES LABELS "c;cuda" SKIP_RETURN_CODE 77 ENVIRONMENT "${TEST_ENV}")
+endif()
+if(TARGET ember_backend_cuda_emu)
+  add_test(NAME cuda.emu_vs_cpu COMMAND gpu_vs_cpu
+    --cuda $<TARGET_FILE:ember_backend_cuda_emu> --cpu $<TARGET_FILE:ember_backend_cpu>)
+  set_tests_properties(cuda.emu_vs_cpu PROPERTIES LABELS "c" TIMEOUT 900)
+  add_test(NAME cuda.emu_no_device COMMAND test_cuda_load $<TARGET_FILE:ember_backend_cuda_emu> reject)
+  set_tests_properties(cuda.emu_no_device PROPERTIES LABELS "c" ENVIRONMENT "${TEST_ENV};EMC_EMU_DEVICES=0")
+endif()
+if(TARGET gpu_vs_cpu AND TARGET ember_backend_cuda)
+  add_test(NAME cuda.gpu_vs_cpu COMMAND gpu_vs_cpu
+    --cuda $<TARGET_FILE:ember_backend_cuda> --cpu $<TARGET_FILE:ember_backend_cpu>)
+  set_tests_properties(cuda.gpu_vs_cpu PROPERTIES LABELS "cuda" SKIP_RETURN_CODE 77)
+endif()
