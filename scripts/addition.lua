@@ -39,7 +39,7 @@ local opts = cli.parse(arg, {
 })
 opts.attention_dropout = cli.attention_dropout(opts)
 
-local MODEL_KEYS = {"d_model", "heads", "enc_layers", "dec_layers", "ffn", "dropout", "attention"}
+local MODEL_KEYS = {"d_model", "heads", "enc_layers", "dec_layers", "ffn", "dropout", "attention", "attention_options"}
 local SRC_LEN, TGT_LEN = 7, 6 -- "999+999"; <bos> + up to 4 digits + <eos>
 
 local Seq2Seq = nn.Module:extend("Seq2Seq")
@@ -50,7 +50,7 @@ function Seq2Seq:__init(vocab_size, pad_id, o)
   self:add_module("src_pos", nn.LearnedPositionalEncoding(SRC_LEN, d))
   self:add_module("tgt_pos", nn.LearnedPositionalEncoding(TGT_LEN, d))
   local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
-                 norm_first = true, attention = o.attention}
+                 norm_first = true, attention = o.attention, attention_options = o.attention_opts}
   self.n_enc, self.n_dec = o.enc_layers, o.dec_layers
   for i = 1, o.enc_layers do self:add_module("enc" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
   self:add_module("enc_norm", nn.LayerNorm(d))
@@ -134,6 +134,7 @@ local model_path = opts.out .. "/addition.safetensors"
 if opts.predict then
   local _, meta = checkpoint.load_tensors(model_path)
   cli.apply_metadata(opts, meta, MODEL_KEYS)
+  opts.attention_opts = cli.parse_kv(opts.attention_options)
   local model = Seq2Seq(tok:size(), pad, opts)
   checkpoint.load(model_path, {model = model})
   model:to(opts.device)

@@ -50,7 +50,7 @@ function ViT:__init(o)
     self:add_module("layer" .. i, nn.TransformerEncoderLayer(o.d_model, o.heads, {
       dim_feedforward = o.mlp, dropout = o.dropout, attention_dropout = o.attention_dropout,
       activation = "gelu", norm_first = true,
-      attention = o.attention}))
+      attention = o.attention, attention_options = o.attention_opts}))
   end
   self:add_module("norm", nn.LayerNorm(o.d_model))
   self:add_module("head", nn.Linear(o.d_model, 10))
@@ -148,7 +148,7 @@ print(("test accuracy %.2f%% after %.1f s of training"):format(test_acc * 100, t
 print(("RESULT ember_fashion_vit test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
 checkpoint.save(opts.out .. "/fashion_vit.safetensors", {model = model, optimizer = opt, scheduler = sched,
-  metadata = cli.config_metadata(opts, {"d_model", "heads", "layers", "mlp", "patch", "attention"})})
+  metadata = cli.config_metadata(opts, {"d_model", "heads", "layers", "mlp", "patch", "attention", "attention_options"})})
 print("saved " .. opts.out .. "/fashion_vit.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Fashion-MNIST ViT: training loss"})
 log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_acc"}, title = "Fashion-MNIST ViT: accuracy"})

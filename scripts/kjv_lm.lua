@@ -55,7 +55,7 @@ function CharLM:__init(vocab_size, o)
     self:add_module("layer" .. i, nn.TransformerDecoderLayer(o.d_model, o.heads, {
       cross = false, dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
       activation = "gelu",
-      norm_first = true, attention = o.attention}))
+      norm_first = true, attention = o.attention, attention_options = o.attention_opts}))
   end
   self:add_module("norm", nn.LayerNorm(o.d_model))
   self:add_module("out", nn.Linear(o.d_model, vocab_size))
@@ -176,7 +176,7 @@ log:close()
 print(("test: %.3f bits per character after %.1f s of training"):format(bpc, train_time))
 print(("RESULT ember_kjv_lm test_bpc=%.3f train_s=%.1f steps=%d"):format(bpc, train_time, total_steps))
 checkpoint.save(opts.out .. "/kjv_lm.safetensors", {model = model, optimizer = opt, scheduler = sched,
-  metadata = cli.config_metadata(opts, {"context", "d_model", "heads", "layers", "ffn", "attention"})})
+  metadata = cli.config_metadata(opts, {"context", "d_model", "heads", "layers", "ffn", "attention", "attention_options"})})
 print("saved " .. opts.out .. "/kjv_lm.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"train_bpc", "test_bpc"}, title = "KJV char LM: bits per character"})
 

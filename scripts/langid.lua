@@ -47,7 +47,7 @@ local opts = cli.parse(arg, {
 opts.attention_dropout = cli.attention_dropout(opts)
 
 -- The options that shape the model, saved with its weights.
-local MODEL_KEYS = {"d_model", "heads", "layers", "ffn", "hidden", "dropout", "attention"}
+local MODEL_KEYS = {"d_model", "heads", "layers", "ffn", "hidden", "dropout", "attention", "attention_options"}
 local MAX_CHARS = 20 -- the longest word kept, +2 for <bos> and <eos>
 local paths = {
   model = opts.out .. "/langid.safetensors",
@@ -68,10 +68,11 @@ function AttentionClassifier:__init(vocab_size, pad_id, classes, o)
     if o.ffn > 0 then
       self:add_module("layer" .. i, nn.TransformerEncoderLayer(o.d_model, o.heads, {
         dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
-        attention = o.attention, norm_first = true}))
+        attention = o.attention, attention_options = o.attention_opts, norm_first = true}))
     else
-      self:add_module("layer" .. i, nn.MultiHeadAttention{d_model = o.d_model, heads = o.heads,
-        attention = o.attention, dropout = o.attention_dropout})
+      local spec = {d_model = o.d_model, heads = o.heads, attention = o.attention, dropout = o.attention_dropout}
+      for k, v in pairs(o.attention_opts) do spec[k] = v end
+      self:add_module("layer" .. i, nn.MultiHeadAttention(spec))
     end
   end
   self.attention_only = o.ffn == 0
@@ -141,6 +142,7 @@ if opts.predict and not opts.retrain and file_exists(paths.model) and file_exist
   local tok = data.CharTokenizer.load(paths.vocab)
   local _, meta = checkpoint.load_tensors(paths.model)
   cli.apply_metadata(opts, meta, MODEL_KEYS)
+  opts.attention_opts = cli.parse_kv(opts.attention_options)
   local model = build_model(tok, #langs)
   checkpoint.load(paths.model, {model = model})
   model:to(opts.device)

@@ -62,7 +62,7 @@ function VQA:__init(o)
   self:register_buffer("cols", ember.tensor(cols, {dtype = "int64"}), false)
   self.n_img, self.n_cross = o.image_layers, o.cross_layers
   local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
-                 norm_first = true, attention = o.attention}
+                 norm_first = true, attention = o.attention, attention_options = o.attention_opts}
   for i = 1, o.image_layers do self:add_module("img" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
   self:add_module("img_norm", nn.LayerNorm(d))
   self:add_module("q_embed", nn.Embedding(#soc.QUESTION_TOKENS, d))
@@ -70,7 +70,7 @@ function VQA:__init(o)
   for i = 1, o.cross_layers do
     self:add_module("cross" .. i, nn.CrossAttentionBlock(d, o.heads, {self_attention = true,
       dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
-      attention = o.attention}))
+      attention = o.attention, attention_options = o.attention_opts}))
   end
   self:add_module("norm", nn.LayerNorm(d))
   self:add_module("head", nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, #soc.ANSWERS)))
@@ -198,7 +198,7 @@ print(("RESULT ember_sort_of_clevr rel_acc=%.2f%% nonrel_acc=%.2f%% train_s=%.1f
   rel * 100, nonrel * 100, train_time, step))
 log:close()
 checkpoint.save(opts.out .. "/sort_of_clevr.safetensors", {model = model,
-  metadata = cli.config_metadata(opts, {"patch", "d_model", "heads", "image_layers", "cross_layers", "ffn", "attention"})})
+  metadata = cli.config_metadata(opts, {"patch", "d_model", "heads", "image_layers", "cross_layers", "ffn", "attention", "attention_options"})})
 print("saved " .. opts.out .. "/sort_of_clevr.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Sort-of-CLEVR: training loss"})
 log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_rel_acc", "test_nonrel_acc"},

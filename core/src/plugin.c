@@ -12,12 +12,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#if __has_include("ember_attention.h")
 #include "ember_attention.h"
-#endif
-#ifndef EM_ATTENTION_ABI_VERSION
-#define EM_ATTENTION_ABI_VERSION 1
-#endif
 
 #define EM__MAX_BACKENDS 16
 
@@ -118,6 +113,11 @@ static bool em__load_file(const char *path, em_plugin_record **out) {
       return false;
     }
     em__backends[em__nbackends++] = vt;
+  } else if (!em_attention_variant_check(vt, rec->reason, sizeof rec->reason)) {
+    em_plugin_fini_fn fini = (em_plugin_fini_fn)(uintptr_t)dlsym(h, EM_PLUGIN_FINI_SYMBOL);
+    if (fini) fini();
+    dlclose(h);
+    return false;
   }
   rec->vtable = vt;
   rec->loaded = true;

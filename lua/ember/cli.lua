@@ -22,6 +22,7 @@ local SHARED = {
   {"lr", 1e-3, "learning rate"},
   {"batch", 64, "batch size"},
   {"attention", "standard", "attention variant (a plugin name, see ember.plugins())"},
+  {"attention_options", nil, "the variant's options, e.g. window=8,causal_window=true", type = "string"},
   {"seed", 0, "random seed (data split, initialisation, shuffling, dropout)"},
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
@@ -81,6 +82,20 @@ local function convert(name, kind, value)
   return value
 end
 
+-- "a=1,b=true,c=x" -> {a = 1, b = true, c = "x"} (nil -> {}).
+function M.parse_kv(text)
+  local t = {}
+  if text == nil or text == "" then return t end
+  for item in text:gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if not k then error(("option --attention_options: expected name=value, got '%s'"):format(item), 0) end
+    if v == "true" then t[k] = true
+    elseif v == "false" then t[k] = false
+    else t[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
+  end
+  return t
+end
+
 -- Parses argv (a list of strings) without side effects. Returns the
 -- options table, or nil and the usage text when --help was given.
 function M.parse_only(argv, conf)
@@ -119,6 +134,7 @@ function M.parse_only(argv, conf)
       error(("option --%s must be a positive integer, got %s"):format(n, tostring(o[n])), 0)
     end
   end
+  o.attention_opts = M.parse_kv(o.attention_options)
   if not o.out then
     local base = (conf.script or "script"):match("([^/]+)%.lua$") or "script"
     o.out = "runs/" .. base
