@@ -33,7 +33,7 @@ local opts = cli.parse(arg, {
     {"layers", 2, "attention layers"},
     {"ffn", 256, "feed-forward width inside each layer (0: attention only)"},
     {"hidden", 128, "hidden units of the classifier head"},
-    {"dropout", 0.1, "dropout"},
+    {"dropout", 0.0, "dropout (0.1 fits no better in 6 epochs and its masks cost a third of a step)"},
     {"weight_decay", 0.01, "AdamW weight decay"},
     {"warmup", 200, "learning-rate warm-up steps (then cosine decay)"},
     {"n_train", 10000, "training words per language"},

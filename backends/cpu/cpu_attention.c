@@ -1,20 +1,26 @@
 /*
 ** cpu_attention.c -- fused scaled-dot-product attention, flash style.
 **
-** Forward (per batch*head and tile of BR queries, in parallel): walk the
-** key tiles of BC keys keeping, for each query row, the running max m, the
+** Forward (per batch*head and tile of br queries, in parallel): walk the
+** key tiles of bc keys keeping, for each query row, the running max m, the
 ** running normaliser l and an unnormalised output row; when a new tile
 ** raises the max, the old sums are rescaled by exp(m_old - m_new) (the
 ** online softmax). At the end out = acc / l and lse = m + log(l) is saved.
 ** Nothing of size Lq x Lk is ever allocated: scratch is a few tiles per
-** thread.
+** thread. The products on a tile (S = scale * Q K^T, acc += P V) are
+** GEMMs: OpenBLAS on the calling thread (see TILE_MNK for why it stays on
+** one thread inside the OpenMP team).
 **
 ** Backward recomputes the probabilities from lse, P = exp(S - lse), tile
-** by tile, in two passes that never write the same memory from two
-** threads (so no atomics, and results do not depend on the thread count):
-**   pass 1, over key tiles:   dV = Pd^T dO,  dK = scale * dS^T Q
-**   pass 2, over query tiles: dQ = scale * dS K
+** by tile, and never writes the same memory from two threads (so no
+** atomics, and results do not depend on the thread count):
+**   per key tile:   dV += Pd^T dO,  dK += scale * dS^T Q
+**   per query tile: dQ += scale * dS K
 ** with Pd = P * Z (dropout), dS = P * (Z * dO V^T - D), D = rowsum(dO * O).
+** When there are at least as many heads as threads, each thread takes a
+** whole head and does both in one pass over the tiles; otherwise key tiles
+** and query tiles are two parallel passes, the second recomputing P and dS
+** (the same products in the same order, so the same bits).
 **
 ** Masking: key_padding (1 = padding) and bias (additive, -inf allowed) as
 ** given; causal is bottom-right aligned (key j is visible to query i iff
@@ -27,25 +33,88 @@
 ** and kept probabilities are scaled by 1 / (1 - p); the normaliser l
 ** counts every visible key, as dropout(softmax(S)) @ V does.
 */
+/* FP exceptions are never unmasked here, so comparisons may be assumed not
+** to trap: that lets GCC turn the selects in the row loops (exp, max) into
+** vector blends. Values, NaN and inf are unchanged by this. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include "cpu_internal.h"
 #include "ember_philox.h"
 
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <tgmath.h>
 
 #define CPU_CAT2(a, b) a##_##b
 #define CPU_CAT(a, b) CPU_CAT2(a, b)
 
-/* Tile sizes: queries per work item, keys per inner step. */
-#define BR 32
-#define BC 64
-
 typedef struct att_ctx {
   const em_attention_args *a;
   int64_t shift;  /* Lk - Lq, the causal diagonal's offset */
+  int64_t br, bc; /* tile sizes: queries per work item, keys per step */
   bool parallel;  /* enough work to wake the thread team */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
 } att_ctx;
+
+/* OpenBLAS (pthreads build) splits a product over its own threads once
+** m*n*k exceeds 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default), and
+** must not do that from inside an OpenMP team (interface/gemm.c: one
+** thread while m*n*k <= that bound). Tiles are sized so that no product on
+** them passes it: br * bc * max(dk, dv) <= TILE_MNK (64 x 128 at head dim
+** 32). */
+#define TILE_MNK (65536.0 * 4)
+
+/* C = alpha * op(A) op(B) + beta * C, row-major, on the calling thread.
+** k == 0 leaves beta * C (BLAS rules, without its ld >= 1 complaints). */
+#define ATT_GEMM(SUF, T, BLAS)                                                                   \
+  static inline void gemm_##SUF(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,     \
+                                const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C, \
+                                int64_t ldc) {                                                   \
+    if (m == 0 || n == 0) return;                                                                \
+    if (k == 0) {                                                                                \
+      for (int64_t i = 0; i < m; i++)                                                            \
+        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];  \
+      return;                                                                                    \
+    }                                                                                            \
+    BLAS(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,  \
+         (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);                    \
+  }
+ATT_GEMM(f32, float, cblas_sgemm)
+ATT_GEMM(f64, double, cblas_dgemm)
+
+/* exp(x) for float32 in straight-line code that vectorises (libm's expf
+** is a call per element): Cephes' expf, within 2 ulp of the true value.
+** x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n by
+** building the exponent bits. Below -87.3 (and at -inf) the result is 0,
+** above 88 it saturates (arguments here are <= 0 up to rounding), NaN
+** gives NaN. */
+static inline float att_exp_f32(float x) {
+  const float lo = -87.3365447505f, hi = 88.0f;
+  float xc = x > lo ? x : lo; /* NaN becomes lo here (no float->int UB below) */
+  xc = xc < hi ? xc : hi;
+  /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float pow2n;
+  memcpy(&pow2n, &bits, sizeof pow2n);
+  return x < lo ? 0.0f : (x == x ? y * pow2n : x); /* NaN stays NaN */
+}
+
+/* float64 keeps libm's exp: its callers want the last bits (gradient
+** checks), not the speed. */
+static inline double att_exp_f64(double x) { return exp(x); }
 
 #define T float
 #define SUF f32
@@ -79,6 +148,10 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
     return em_error(EM_ERR_ARG, "cpu %s: dropout probability %g, expected within [0, 1]", kernel,
                     a->dropout_p);
   if (a->B * a->H == 0) return EM_OK;
+  if (a->dk > INT_MAX / 2 || a->dv > INT_MAX / 2)
+    return em_error(EM_ERR_UNSUPPORTED,
+                    "cpu %s: head dims dk=%lld dv=%lld exceed what BLAS takes (int)", kernel,
+                    (long long)a->dk, (long long)a->dv);
   if (!a->q || !a->k || !a->v || !a->out || !a->lse)
     return em_error(EM_ERR_ARG, "cpu %s: q, k, v, out and lse must not be NULL", kernel);
   if (backward && (!a->dout || !a->dq || !a->dk_ || !a->dv_))
@@ -93,6 +166,15 @@ static att_ctx make_ctx(const em_attention_args *a) {
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0;
   c.D = NULL;
+  /* largest tiles (64 x 128, halving bc then br down to 16) whose products
+  ** stay on one BLAS thread */
+  const double d = (double)(a->dk > a->dv ? a->dk : a->dv > 0 ? a->dv : 1);
+  c.br = 64, c.bc = 128;
+  while (c.bc > 16 && c.br * c.bc * d > TILE_MNK) c.bc /= 2;
+  while (c.br > 16 && c.br * c.bc * d > TILE_MNK) c.br /= 2;
+  /* head dims beyond 1024: BLAS would thread each product, so the tiles
+  ** run one after another on the calling thread */
+  if (c.br * c.bc * d > TILE_MNK) c.parallel = false;
   return c;
 }
 

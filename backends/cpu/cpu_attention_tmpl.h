@@ -3,72 +3,27 @@
 ** included by cpu_attention.c with T (float or double) and SUF set.
 ** See cpu_attention.c for the algorithm and the masking rules.
 **
-** Inner loops are written as axpy over contiguous rows (the key and value
-** tiles are transposed into scratch first), so the compiler vectorises
-** them without reassociating any sum. The two helpers below take four
-** terms per pass over the destination row, adding them in the same order
-** a one-term loop would, so blocking changes speed and never a result.
+** Every product is a GEMM on a tile (gemm_SUF, OpenBLAS on one thread);
+** the loops here only mask, exponentiate and rescale tile rows.
 */
 
 #define FN(name) CPU_CAT(name, SUF)
 
-/* s[0..bc) = sum over p < d of x[p] * t[p][0..bc), t with row stride BC. */
-static inline void FN(vec_tile)(T *restrict s, const T *restrict x, int64_t d,
-                                const T *restrict t, int64_t bc) {
-  for (int64_t jj = 0; jj < bc; jj++) s[jj] = 0;
-  int64_t p = 0;
-  for (; p + 4 <= d; p += 4) {
-    const T x0 = x[p], x1 = x[p + 1], x2 = x[p + 2], x3 = x[p + 3];
-    const T *t0 = t + p * BC, *t1 = t0 + BC, *t2 = t1 + BC, *t3 = t2 + BC;
-    for (int64_t jj = 0; jj < bc; jj++)
-      s[jj] = s[jj] + x0 * t0[jj] + x1 * t1[jj] + x2 * t2[jj] + x3 * t3[jj];
-  }
-  for (; p < d; p++) {
-    const T x0 = x[p], *t0 = t + p * BC;
-    for (int64_t jj = 0; jj < bc; jj++) s[jj] = s[jj] + x0 * t0[jj];
-  }
-}
-
-/* y[0..n) += a[t] * rows[t][0..n) for t = 0, 1, ..., cnt-1, in that order. */
-static inline void FN(accumulate)(T *restrict y, int64_t n, int64_t cnt, const T *a,
-                                  const T *const *rows) {
-  int64_t t = 0;
-  for (; t + 4 <= cnt; t += 4) {
-    const T a0 = a[t], a1 = a[t + 1], a2 = a[t + 2], a3 = a[t + 3];
-    const T *restrict r0 = rows[t], *restrict r1 = rows[t + 1];
-    const T *restrict r2 = rows[t + 2], *restrict r3 = rows[t + 3];
-    for (int64_t x = 0; x < n; x++) y[x] = y[x] + a0 * r0[x] + a1 * r1[x] + a2 * r2[x] + a3 * r3[x];
-  }
-  for (; t < cnt; t++) {
-    const T a0 = a[t], *restrict r0 = rows[t];
-    for (int64_t x = 0; x < n; x++) y[x] = y[x] + a0 * r0[x];
-  }
-}
-
-/* Copies rows [j0, j0+bc) of a [L, d] matrix into t[d][BC] (transposed). */
-static inline void FN(transpose_tile)(const T *x, int64_t d, int64_t j0, int64_t bc, T *t) {
-  for (int64_t jj = 0; jj < bc; jj++) {
-    const T *row = x + (j0 + jj) * d;
-    for (int64_t c = 0; c < d; c++) t[c * BC + jj] = row[c];
-  }
-}
-
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
-** and the key tile [j0, j0+bc) whose transpose is Kt; -inf where the key
-** is padding or in the causal future. */
-static inline void FN(scores)(const att_ctx *c, int64_t bh, const T *q_bh, const T *Kt, int64_t i0,
-                       int64_t br, int64_t j0, int64_t bc, T *S) {
+** and keys [j0, j0+bc) of head bh, row stride c->bc; -inf where the key is
+** padding or in the causal future. */
+static inline void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+                              int64_t bc, T *S) {
   const em_attention_args *a = c->a;
-  const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H;
-  const T scale = (T)a->scale;
+  const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
+  const T *q = (const T *)a->q + (bh * a->Lq + i0) * dk;
+  const T *k = (const T *)a->k + (bh * a->Lk + j0) * dk;
+  FN(gemm)(false, true, br, bc, dk, (T)a->scale, q, dk, k, dk, 0, S, ld);
   const T *bias = a->bias;
   const uint8_t *pad = a->key_padding ? a->key_padding + b * a->Lk + j0 : NULL;
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
-    const T *qi = q_bh + i * dk;
-    T *s = S + ii * BC;
-    FN(vec_tile)(s, qi, dk, Kt, bc);
-    for (int64_t jj = 0; jj < bc; jj++) s[jj] *= scale;
+    T *s = S + ii * ld;
     if (bias) {
       const T *bp = bias + b * a->bias_stride[0] + h * a->bias_stride[1] + i * a->bias_stride[2] +
                     j0 * a->bias_stride[3];
@@ -101,20 +56,44 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
   return end < 0 ? 0 : (end > lk ? lk : end);
 }
 
+/* max of s[0..n), -inf for n == 0. Eight running maxima, so the loop
+** vectorises (the result does not depend on the order anyway). */
+static inline T FN(row_max)(const T *restrict s, int64_t n) {
+  T mx[8];
+  for (int x = 0; x < 8; x++) mx[x] = -INFINITY;
+  int64_t jj = 0;
+  for (; jj + 8 <= n; jj += 8)
+    for (int x = 0; x < 8; x++) mx[x] = s[jj + x] > mx[x] ? s[jj + x] : mx[x];
+  for (; jj < n; jj++) mx[0] = s[jj] > mx[0] ? s[jj] : mx[0];
+  for (int x = 1; x < 8; x++) mx[0] = mx[x] > mx[0] ? mx[x] : mx[0];
+  return mx[0];
+}
+
+/* p[0..n) = exp(p - shift), returning their sum. The sum runs in eight
+** lanes added in a fixed order, so it vectorises and gives the same bits
+** with or without AVX2. -inf gives 0. */
+static inline T FN(exp_row)(T *restrict p, int64_t n, T shift) {
+  for (int64_t jj = 0; jj < n; jj++) p[jj] = FN(att_exp)(p[jj] - shift);
+  T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t jj = 0;
+  for (; jj + 8 <= n; jj += 8)
+    for (int x = 0; x < 8; x++) sum[x] += p[jj + x];
+  for (; jj < n; jj++) sum[0] += p[jj];
+  return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+}
+
 /* ---- forward ---- */
 
-/* One query tile of one head: online softmax over the key tiles. */
+/* One query tile of one head: online softmax over the key tiles, with
+** scratch S [br][bc], acc [br][dv], m and l [br]. */
 CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
-                                               T *Kt, T *acc, T *m, T *l) {
+                                               T *acc, T *m, T *l) {
   const em_attention_args *a = c->a;
-  const int64_t dk = a->dk, dv = a->dv, Lq = a->Lq, Lk = a->Lk;
+  const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const T *q_bh = (const T *)a->q + bh * Lq * dk;
-  const T *k_bh = (const T *)a->k + bh * Lk * dk;
   const T *v_bh = (const T *)a->v + bh * Lk * dv;
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
-  const T *rows[BC];
 
   for (int64_t ii = 0; ii < br; ii++) {
     m[ii] = -INFINITY;
@@ -124,36 +103,29 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
 
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
-    const int64_t bc = j_end - j0 < BC ? j_end - j0 : BC;
-    FN(transpose_tile)(k_bh, dk, j0, bc, Kt);
-    FN(scores)(c, bh, q_bh, Kt, i0, br, j0, bc, S);
+    const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
+    FN(scores)(c, bh, i0, br, j0, bc, S);
     for (int64_t ii = 0; ii < br; ii++) {
       T *s = S + ii * BC, *o = acc + ii * dv;
-      T mx = -INFINITY;
-      for (int64_t jj = 0; jj < bc; jj++) mx = s[jj] > mx ? s[jj] : mx;
+      const T mx = FN(row_max)(s, bc);
       const T m_new = mx > m[ii] ? mx : m[ii];
-      if (m_new == -INFINITY) continue; /* nothing visible yet */
-      const T corr = exp(m[ii] - m_new); /* 0 when m was -inf */
+      if (m_new == -INFINITY) { /* nothing visible yet: this row adds nothing */
+        for (int64_t jj = 0; jj < bc; jj++) s[jj] = 0;
+        continue;
+      }
+      const T corr = FN(att_exp)(m[ii] - m_new); /* 0 when m was -inf */
       if (corr != 1) {
         l[ii] *= corr;
         for (int64_t x = 0; x < dv; x++) o[x] *= corr;
       }
-      /* the weights of the kept keys are packed into s (cnt <= jj) */
-      int64_t cnt = 0;
-      for (int64_t jj = 0; jj < bc; jj++) {
-        T p = exp(s[jj] - m_new); /* 0 for masked keys */
-        l[ii] += p;               /* the normaliser counts dropped keys too */
-        if (p == 0) continue;
-        if (dropout) {
-          if (!FN(keep)(c, bh, i0 + ii, j0 + jj)) continue;
-          p *= inv_keep;
-        }
-        s[cnt] = p;
-        rows[cnt++] = v_bh + (j0 + jj) * dv;
-      }
-      FN(accumulate)(o, dv, cnt, s, rows);
+      /* the normaliser counts dropped keys too */
+      l[ii] += FN(exp_row)(s, bc, m_new);
+      if (dropout)
+        for (int64_t jj = 0; jj < bc; jj++)
+          if (s[jj] != 0) s[jj] = FN(keep)(c, bh, i0 + ii, j0 + jj) ? s[jj] * inv_keep : 0;
       m[ii] = m_new;
     }
+    FN(gemm)(false, false, br, dv, bc, 1, S, BC, v_bh + j0 * dv, dv, 1, acc, dv);
   }
 
   T *out = (T *)a->out + (bh * Lq + i0) * dv;
@@ -172,17 +144,16 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
   }
 }
 
-/* Work item t (a head and a query tile) with one thread's scratch:
-** S [BR][BC], Kt [dk][BC], acc [BR][dv], m and l [BR]. */
+/* Work item t (a head and a query tile) with one thread's scratch. */
 static void FN(forward_item)(const att_ctx *c, int64_t t, int64_t nqt, T *S) {
-  T *Kt = S + BR * BC, *acc = Kt + c->a->dk * BC, *m = acc + BR * c->a->dv, *l = m + BR;
-  FN(forward_tile)(c, t / nqt, t % nqt, S, Kt, acc, m, l);
+  T *acc = S + c->br * c->bc, *m = acc + c->br * c->a->dv, *l = m + c->br;
+  FN(forward_tile)(c, t / nqt, t % nqt, S, acc, m, l);
 }
 
 static em_status FN(forward)(const att_ctx *c) {
   const em_attention_args *a = c->a;
-  const int64_t items = a->B * a->H * ((a->Lq + BR - 1) / BR), nqt = (a->Lq + BR - 1) / BR;
-  const size_t per_thread = (size_t)(BR * BC + a->dk * BC + BR * a->dv + 2 * BR + 1) * sizeof(T);
+  const int64_t nqt = (a->Lq + c->br - 1) / c->br, items = a->B * a->H * nqt;
+  const size_t per_thread = (size_t)(c->br * c->bc + c->br * a->dv + 2 * c->br + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
 #pragma omp parallel
@@ -209,134 +180,102 @@ static em_status FN(forward)(const att_ctx *c) {
 
 /* ---- backward ---- */
 
-/* For query rows [i0, i0+br) and key tile [j0, j0+bc) of head bh, from the
-** transposed tiles Kt and Vt, leaves in P the dropped-out probabilities
-** Pd = P * Z (Z = keep / (1 - p)) and in dS the score gradients
-** dS = P * (Z * dO.v - D), where D = rowsum(dO * O) was computed upfront. */
-static inline void FN(backward_tile)(const att_ctx *c, int64_t bh, const T *Kt, const T *Vt,
-                                     int64_t i0, int64_t br, int64_t j0, int64_t bc, T *P,
-                                     T *dS) {
+/* For query rows [i0, i0+br) and keys [j0, j0+bc) of head bh, leaves in P
+** the dropped-out probabilities Pd = P * Z (Z = keep / (1 - p)) and in dS
+** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
+** was computed upfront. Both tiles have row stride c->bc. */
+CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+                                            int64_t j0, int64_t bc, T *P, T *dS) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, dk = a->dk, dv = a->dv;
-  const T *q_bh = (const T *)a->q + bh * Lq * dk;
-  const T *do_bh = (const T *)a->dout + bh * Lq * dv;
+  const int64_t Lq = a->Lq, dv = a->dv, ld = c->bc;
   const T *lse = (const T *)a->lse + bh * Lq;
   const double *D = c->D + bh * Lq;
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
-  FN(scores)(c, bh, q_bh, Kt, i0, br, j0, bc, P);
+  FN(scores)(c, bh, i0, br, j0, bc, P);
+  FN(gemm)(false, true, br, bc, dv, 1, (const T *)a->dout + (bh * Lq + i0) * dv, dv,
+           (const T *)a->v + (bh * a->Lk + j0) * dv, dv, 0, dS, ld);
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
-    T *p = P + ii * BC, *ds = dS + ii * BC;
+    T *p = P + ii * ld, *ds = dS + ii * ld;
     if (isinf(lse[i])) { /* a fully masked row takes no part */
       for (int64_t jj = 0; jj < bc; jj++) p[jj] = ds[jj] = 0;
       continue;
     }
-    /* ds = dO_i . v_j for each key, as an axpy over the tile */
-    FN(vec_tile)(ds, do_bh + i * dv, dv, Vt, bc);
-    const T li = lse[i], Di = (T)D[i];
-    for (int64_t jj = 0; jj < bc; jj++) {
-      const T pr = exp(p[jj] - li); /* 0 for masked keys */
-      T z = 1;
-      if (dropout) z = FN(keep)(c, bh, i, j0 + jj) ? inv_keep : 0;
-      p[jj] = pr * z;
-      ds[jj] = pr * (z * ds[jj] - Di);
+    (void)FN(exp_row)(p, bc, lse[i]); /* 0 for masked keys */
+    const T Di = (T)D[i];
+    if (dropout) {
+      for (int64_t jj = 0; jj < bc; jj++) {
+        const T z = FN(keep)(c, bh, i, j0 + jj) ? inv_keep : 0;
+        ds[jj] = p[jj] * (z * ds[jj] - Di);
+        p[jj] *= z;
+      }
+    } else {
+      for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - Di);
     }
   }
 }
 
-/* Pass 1: one key tile of one head accumulates dK and dV over the queries. */
-CPU_VECTOR_CLONES static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P,
-                                              T *dS, T *Kt, T *Vt, T *dK, T *dV) {
+/* One key tile of one head: writes dK and dV of its keys, summing over the
+** query tiles that can see them; with_dq also adds each tile's share to dQ
+** (the caller owns the whole head then, so nobody else writes there). */
+static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, bool with_dq) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv;
+  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, BR = c->br, BC = c->bc;
   const int64_t j0 = kt * BC, bc = Lk - j0 < BC ? Lk - j0 : BC;
+  const T scale = (T)a->scale;
   const T *q_bh = (const T *)a->q + bh * Lq * dk;
   const T *do_bh = (const T *)a->dout + bh * Lq * dv;
-  FN(transpose_tile)((const T *)a->k + bh * Lk * dk, dk, j0, bc, Kt);
-  FN(transpose_tile)((const T *)a->v + bh * Lk * dv, dv, j0, bc, Vt);
-  T wp[BR], ws[BR]; /* nonzero weights and their rows, packed */
-  const T *rp[BR], *rs[BR];
-  for (int64_t x = 0; x < bc * dk; x++) dK[x] = 0;
-  for (int64_t x = 0; x < bc * dv; x++) dV[x] = 0;
+  const T *k_j = (const T *)a->k + (bh * Lk + j0) * dk;
+  T *gk = (T *)a->dk_ + (bh * Lk + j0) * dk, *gv = (T *)a->dv_ + (bh * Lk + j0) * dv;
+  T *gq = (T *)a->dq + bh * Lq * dk;
+  for (int64_t x = 0; x < bc * dk; x++) gk[x] = 0;
+  for (int64_t x = 0; x < bc * dv; x++) gv[x] = 0;
 
-  /* causal: query i sees key j0 only if i >= j0 - shift */
+  /* causal: query i sees key j0 only if i >= j0 - shift; start at the
+  ** query tile holding that row, the tiles backward_q walks too */
   int64_t i_start = a->causal ? j0 - c->shift : 0;
-  if (i_start < 0) i_start = 0;
+  i_start = i_start < 0 ? 0 : i_start / BR * BR;
   for (int64_t i0 = i_start; i0 < Lq; i0 += BR) {
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
-    FN(backward_tile)(c, bh, Kt, Vt, i0, br, j0, bc, P, dS);
-    for (int64_t jj = 0; jj < bc; jj++) {
-      int64_t np = 0, ns = 0;
-      for (int64_t ii = 0; ii < br; ii++) {
-        const T pd = P[ii * BC + jj], ds = dS[ii * BC + jj];
-        if (pd != 0) {
-          wp[np] = pd;
-          rp[np++] = do_bh + (i0 + ii) * dv;
-        }
-        if (ds != 0) {
-          ws[ns] = ds;
-          rs[ns++] = q_bh + (i0 + ii) * dk;
-        }
-      }
-      FN(accumulate)(dV + jj * dv, dv, np, wp, rp);
-      FN(accumulate)(dK + jj * dk, dk, ns, ws, rs);
-    }
+    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS);
+    FN(gemm)(true, false, bc, dv, br, 1, P, BC, do_bh + i0 * dv, dv, 1, gv, dv);
+    FN(gemm)(true, false, bc, dk, br, scale, dS, BC, q_bh + i0 * dk, dk, 1, gk, dk);
+    if (with_dq) FN(gemm)(false, false, br, dk, bc, scale, dS, BC, k_j, dk, 1, gq + i0 * dk, dk);
   }
-  const T scale = (T)a->scale;
-  T *gk = (T *)a->dk_ + (bh * Lk + j0) * dk, *gv = (T *)a->dv_ + (bh * Lk + j0) * dv;
-  for (int64_t x = 0; x < bc * dk; x++) gk[x] = dK[x] * scale;
-  for (int64_t x = 0; x < bc * dv; x++) gv[x] = dV[x];
 }
 
-/* Pass 2: one query tile of one head accumulates dQ over the keys. */
-CPU_VECTOR_CLONES static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P,
-                                             T *dS, T *Kt, T *Vt, T *dQ) {
+/* One query tile of one head: writes its dQ, summing over the key tiles in
+** the order backward_kv adds them, with the same products, so both
+** schedules give the same bits. */
+static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv;
+  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, BC = c->bc;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
   const T *k_bh = (const T *)a->k + bh * Lk * dk;
-  T ws[BC];
-  const T *rs[BC];
-  for (int64_t x = 0; x < br * dk; x++) dQ[x] = 0;
+  T *gq = (T *)a->dq + (bh * Lq + i0) * dk;
+  for (int64_t x = 0; x < br * dk; x++) gq[x] = 0;
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
-    const int64_t bc = j_end - j0 < BC ? j_end - j0 : BC;
-    FN(transpose_tile)(k_bh, dk, j0, bc, Kt);
-    FN(transpose_tile)((const T *)a->v + bh * Lk * dv, dv, j0, bc, Vt);
-    FN(backward_tile)(c, bh, Kt, Vt, i0, br, j0, bc, P, dS);
-    for (int64_t ii = 0; ii < br; ii++) {
-      int64_t ns = 0;
-      for (int64_t jj = 0; jj < bc; jj++) {
-        const T ds = dS[ii * BC + jj];
-        if (ds == 0) continue;
-        ws[ns] = ds;
-        rs[ns++] = k_bh + (j0 + jj) * dk;
-      }
-      FN(accumulate)(dQ + ii * dk, dk, ns, ws, rs);
-    }
+    const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
+    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS);
+    FN(gemm)(false, false, br, dk, bc, (T)a->scale, dS, BC, k_bh + j0 * dk, dk, 1, gq, dk);
   }
-  const T scale = (T)a->scale;
-  T *gq = (T *)a->dq + (bh * Lq + i0) * dk;
-  for (int64_t x = 0; x < br * dk; x++) gq[x] = dQ[x] * scale;
 }
 
-/* Work item t of pass 1 (kv: a head and a key tile) or pass 2 (a head and
-** a query tile), with one thread's scratch carved as described below. */
-static void FN(backward_item)(const att_ctx *c, bool kv, int64_t t, int64_t ntiles, T *P,
-                              int64_t rows) {
-  const int64_t dk = c->a->dk, dv = c->a->dv;
-  T *dS = P + BR * BC, *Kt = dS + BR * BC, *Vt = Kt + dk * BC, *acc1 = Vt + dv * BC;
-  T *acc2 = acc1 + rows * dk;
-  if (kv) FN(backward_kv)(c, t / ntiles, t % ntiles, P, dS, Kt, Vt, acc1, acc2);
-  else FN(backward_q)(c, t / ntiles, t % ntiles, P, dS, Kt, Vt, acc1);
+/* A whole head in one pass: dQ is zeroed, then every key tile adds to it. */
+static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T *dS) {
+  const int64_t n = c->a->Lq * c->a->dk;
+  T *gq = (T *)c->a->dq + bh * n;
+  for (int64_t x = 0; x < n; x++) gq[x] = 0;
+  for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, true);
 }
 
 static em_status FN(backward)(att_ctx *c) {
   const em_attention_args *a = c->a;
   const int64_t BH = a->B * a->H, Lq = a->Lq, dv = a->dv;
-  const int64_t nqt = (Lq + BR - 1) / BR, nkt = (a->Lk + BC - 1) / BC;
+  const int64_t nqt = (Lq + c->br - 1) / c->br, nkt = (a->Lk + c->bc - 1) / c->bc;
 
   /* D_i = dO_i . O_i, the row term of the softmax derivative. */
   double *D = malloc((size_t)(BH * Lq > 0 ? BH * Lq : 1) * sizeof(double));
@@ -350,30 +289,37 @@ static em_status FN(backward)(att_ctx *c) {
     D[r] = s;);
   c->D = D;
 
-  /* scratch: P and dS [BR][BC], Kt [dk][BC], Vt [dv][BC], then the
-  ** accumulators: dK [BC][dk] (or dQ [BR][dk]) and dV [BC][dv] */
-  const int64_t rows = BR > BC ? BR : BC;
-  const size_t per_thread =
-      (size_t)(2 * BR * BC + (a->dk + dv) * BC + rows * a->dk + BC * dv + 1) * sizeof(T);
+  /* With a head per thread at least, each head runs in one pass (dQ built
+  ** alongside dK and dV). With fewer heads than threads, two passes split
+  ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
+  ** which recomputes the probabilities once more. Same bits either way. */
+  const bool per_head = !c->parallel || BH >= omp_get_max_threads();
+  const size_t per_thread = (size_t)(2 * c->br * c->bc + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
 #pragma omp parallel
     {
       T *P = malloc(per_thread);
       if (!P) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+      T *dS = P ? P + c->br * c->bc : NULL;
+      if (per_head) {
 #pragma omp for schedule(dynamic)
-      for (int64_t t = 0; t < BH * nkt; t++)
-        if (P) FN(backward_item)(c, true, t, nkt, P, rows);
+        for (int64_t t = 0; t < BH; t++)
+          if (P) FN(backward_head)(c, t, nkt, P, dS);
+      } else {
 #pragma omp for schedule(dynamic)
-      for (int64_t t = 0; t < BH * nqt; t++)
-        if (P) FN(backward_item)(c, false, t, nqt, P, rows);
+        for (int64_t t = 0; t < BH * nkt; t++)
+          if (P) FN(backward_kv)(c, t / nkt, t % nkt, P, dS, false);
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < BH * nqt; t++)
+          if (P) FN(backward_q)(c, t / nqt, t % nqt, P, dS);
+      }
       free(P);
     }
   } else {
     T *P = malloc(per_thread);
     failed = !P;
-    for (int64_t t = 0; t < BH * nkt && P; t++) FN(backward_item)(c, true, t, nkt, P, rows);
-    for (int64_t t = 0; t < BH * nqt && P; t++) FN(backward_item)(c, false, t, nqt, P, rows);
+    for (int64_t t = 0; t < BH && P; t++) FN(backward_head)(c, t, nkt, P, P + c->br * c->bc);
     free(P);
   }
   free(D);

@@ -5,10 +5,11 @@
 **     a C object owning W_q, W_k, W_v, W_o (+ biases) and an attention
 **     variant with its options and parameters; the same method names as a
 **     Lua nn module so containers hold it like any other.
-**   ember.Attention{attention=, heads=, head_dim=, ...}
-**     the bare variant on [B,H,L,d] tensors (what the conformance checker
-**     and researchers poking at a variant use).
-**   ember.attention_variants() -> descriptions of the loaded variants.
+**
+** Also here: what both attention objects share (l_attention.h: a variant
+** instance, option readers, parameter walks, class registration). The bare
+** variant, ember.Attention, and ember.attention_variants() are in
+** l_attention_fn.c.
 **
 ** Binding rule (lember.h): Lua arguments are all read before any core
 ** reference is taken; core references live in the userdata (which __gc
@@ -18,41 +19,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ember_attention.h"
-#include "lember.h"
-
-#define TRY(expr)                   \
-  do {                              \
-    em_status try_s_ = (expr);      \
-    if (try_s_ != EM_OK) return try_s_; \
-  } while (0)
-
-#define MHA_MT "ember.MultiHeadAttention"
-#define ATTN_MT "ember.Attention"
+#include "l_attention.h"
 
 /* ---------------------------------------------------------------- */
 /* A variant instance: variant + checked options + its parameters     */
 /* ---------------------------------------------------------------- */
 
-typedef struct attn_core {
-  const em_attention_variant *variant;
-  em_attn_options *opts;
-  int n_params;
-  em_attn_param params[EM_ATTN_MAX_PARAMS];
-} attn_core;
 
-static void core_free(attn_core *c) {
+void lattn_core_free(attn_core *c) {
   em_attn_options_free(c->opts);
   for (int i = 0; i < c->n_params; i++) em_release(c->params[i].tensor);
   memset(c, 0, sizeof *c);
 }
 
-/* Variant options read from a Lua table, borrowed from the stack. */
-typedef struct opt_list {
-  int n;
-  const char *names[EM_ATTN_MAX_OPTIONS + 1];
-  em_attn_value values[EM_ATTN_MAX_OPTIONS + 1];
-} opt_list;
 
 static int is_own(const char *k, const char *const *own) {
   for (int i = 0; own && own[i]; i++)
@@ -62,7 +41,7 @@ static int is_own(const char *k, const char *const *own) {
 
 /* Collects the keys of the table at idx that are not in `own` (only Lua
 ** work: may raise). The strings stay valid while the table is alive. */
-static void collect_options(lua_State *L, int idx, const char *op, const char *const *own,
+void lattn_collect_options(lua_State *L, int idx, const char *op, const char *const *own,
                             opt_list *o) {
   idx = lua_absindex(L, idx);
   lua_pushnil(L);
@@ -99,7 +78,7 @@ static void collect_options(lua_State *L, int idx, const char *op, const char *c
 
 /* Builds a variant instance. On failure sets the core error and returns
 ** the status, with *c untouched. */
-static em_status core_make(attn_core *c, const char *variant, const opt_list *o,
+em_status lattn_core_make(attn_core *c, const char *variant, const opt_list *o,
                            const em_attn_dims *dims, em_dtype dt, em_device dev) {
   attn_core n;
   memset(&n, 0, sizeof n);
@@ -109,15 +88,15 @@ static em_status core_make(attn_core *c, const char *variant, const opt_list *o,
   for (int i = 0; s == EM_OK && i < n.n_params; i++)
     if (n.params[i].learned) s = em_set_requires_grad(n.params[i].tensor, true);
   if (s != EM_OK) {
-    core_free(&n);
+    lattn_core_free(&n);
     return s;
   }
-  core_free(c);
+  lattn_core_free(c);
   *c = n;
   return EM_OK;
 }
 
-static void push_caps(lua_State *L, uint32_t caps) {
+void lattn_push_caps(lua_State *L, uint32_t caps) {
   lua_createtable(L, 0, 6);
   static const struct { uint32_t bit; const char *name; } names[] = {
     {EM_ATTN_CAP_MASK, "mask"},       {EM_ATTN_CAP_KEY_PADDING, "key_padding"},
@@ -130,7 +109,7 @@ static void push_caps(lua_State *L, uint32_t caps) {
 }
 
 /* The checked option values as a Lua table. */
-static void push_option_values(lua_State *L, const em_attn_options *o) {
+void lattn_push_option_values(lua_State *L, const em_attn_options *o) {
   lua_createtable(L, 0, o->n);
   for (int i = 0; i < o->n; i++) {
     const em_attn_value *v = &o->values[i];
@@ -261,18 +240,18 @@ static mha *check_mha(lua_State *L, int idx) { return luaL_checkudata(L, idx, MH
 static int mha_gc(lua_State *L) {
   mha *m = check_mha(L, 1);
   for (int i = 0; i < N_PROJ; i++) em_release(m->w[i]), m->w[i] = NULL;
-  core_free(&m->core);
+  lattn_core_free(&m->core);
   return 0;
 }
 
 /* Field readers for the constructor table (Lua only; may raise). */
-static int64_t opt_int(lua_State *L, int t, const char *key, int64_t def, const char *op) {
+int64_t lattn_opt_int(lua_State *L, int t, const char *key, int64_t def, const char *op) {
   int64_t v = def;
   if (lua_getfield(L, t, key) != LUA_TNIL) v = lember_checkint(L, -1, op, key);
   lua_pop(L, 1);
   return v;
 }
-static int opt_bool(lua_State *L, int t, const char *key, int def, const char *op) {
+int lattn_opt_bool(lua_State *L, int t, const char *key, int def, const char *op) {
   int v = def, ty = lua_getfield(L, t, key);
   if (ty != LUA_TNIL) {
     if (ty != LUA_TBOOLEAN) luaL_error(L, "ember.%s: %s must be a boolean, got %s", op, key, luaL_typename(L, -1));
@@ -281,7 +260,7 @@ static int opt_bool(lua_State *L, int t, const char *key, int def, const char *o
   lua_pop(L, 1);
   return v;
 }
-static double opt_num(lua_State *L, int t, const char *key, double def, const char *op) {
+double lattn_opt_num(lua_State *L, int t, const char *key, double def, const char *op) {
   double v = def;
   if (lua_getfield(L, t, key) != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "ember.%s: %s must be a number, got %s", op, key, luaL_typename(L, -1));
@@ -318,20 +297,20 @@ static em_attn_dims mha_dims(const mha *m) {
 static int mha_new(lua_State *L) {
   const char *op = "MultiHeadAttention";
   luaL_checktype(L, 1, LUA_TTABLE);
-  int64_t d_model = opt_int(L, 1, "d_model", 0, op), heads = opt_int(L, 1, "heads", 0, op);
+  int64_t d_model = lattn_opt_int(L, 1, "d_model", 0, op), heads = lattn_opt_int(L, 1, "heads", 0, op);
   if (d_model <= 0 || heads <= 0)
     return luaL_error(L, "ember.%s: d_model and heads must be positive integers, got d_model=%I heads=%I",
                       op, (lua_Integer)d_model, (lua_Integer)heads);
   if (d_model % heads != 0)
     return luaL_error(L, "ember.%s: d_model (%I) must be divisible by heads (%I): each head gets d_model/heads dims",
                       op, (lua_Integer)d_model, (lua_Integer)heads);
-  int64_t kdim = opt_int(L, 1, "kdim", d_model, op), vdim = opt_int(L, 1, "vdim", d_model, op);
+  int64_t kdim = lattn_opt_int(L, 1, "kdim", d_model, op), vdim = lattn_opt_int(L, 1, "vdim", d_model, op);
   if (kdim <= 0 || vdim <= 0) return luaL_error(L, "ember.%s: kdim and vdim must be positive", op);
-  double dropout = opt_num(L, 1, "dropout", 0, op);
+  double dropout = lattn_opt_num(L, 1, "dropout", 0, op);
   if (!(dropout >= 0 && dropout < 1)) return luaL_error(L, "ember.%s: dropout must be in [0, 1), got %f", op, dropout);
-  int bias = opt_bool(L, 1, "bias", 1, op), use_rope = opt_bool(L, 1, "rope", 0, op);
-  int causal = opt_bool(L, 1, "causal", 0, op);
-  double rope_base = opt_num(L, 1, "rope_base", 10000, op);
+  int bias = lattn_opt_bool(L, 1, "bias", 1, op), use_rope = lattn_opt_bool(L, 1, "rope", 0, op);
+  int causal = lattn_opt_bool(L, 1, "causal", 0, op);
+  double rope_base = lattn_opt_num(L, 1, "rope_base", 10000, op);
   if (use_rope && (d_model / heads) % 2 != 0)
     return luaL_error(L, "ember.%s: rope needs an even head dim, got d_model/heads = %I", op,
                       (lua_Integer)(d_model / heads));
@@ -351,7 +330,7 @@ static int mha_new(lua_State *L) {
   lua_pop(L, 1); /* the table still holds the string */
   opt_list o;
   o.n = 0;
-  collect_options(L, 1, op, mha_own, &o);
+  lattn_collect_options(L, 1, op, mha_own, &o);
 
   mha *m = lua_newuserdatauv(L, sizeof *m, 0);
   memset(m, 0, sizeof *m);
@@ -360,7 +339,7 @@ static int mha_new(lua_State *L) {
   m->bias = bias, m->rope = use_rope, m->causal = causal, m->training = 1;
   m->dropout = dropout, m->rope_base = rope_base, m->dtype = dt, m->device = dev;
   em_attn_dims dims = mha_dims(m);
-  em_status s = core_make(&m->core, variant, &o, &dims, dt, dev);
+  em_status s = lattn_core_make(&m->core, variant, &o, &dims, dt, dev);
   if (s != EM_OK) {
     if (s == EM_ERR_ARG && strstr(em_error_message(), "unknown option")) {
       /* An unknown key may also be a misspelt module option: say both. */
@@ -408,8 +387,8 @@ static int mha_forward(lua_State *L) {
     lua_pop(L, 1);
     if (lua_getfield(L, opts, "attn_mask") != LUA_TNIL) amask = lember_checktensor(L, -1);
     lua_pop(L, 1);
-    causal = opt_bool(L, opts, "causal", causal, op);
-    need_weights = opt_bool(L, opts, "need_weights", 0, op);
+    causal = lattn_opt_bool(L, opts, "causal", causal, op);
+    need_weights = lattn_opt_bool(L, opts, "need_weights", 0, op);
   }
   /* Shapes, with messages that speak the module's terms. */
   char a[160], b[160];
@@ -477,10 +456,8 @@ static int mha_call(lua_State *L) { return mha_forward(L); }
 /* Pushes a new userdata for a parameter tensor (shared, not copied). */
 static void push_shared(lua_State *L, em_tensor *t) { lember_pushtensor(L, em_retain(t)); }
 
-/* Calls fn(name, tensor, learned) for each tensor of the module, in order. */
-typedef void (*each_fn)(lua_State *L, const char *prefix, const char *name, em_tensor *t, int learned);
 
-static void each_core(lua_State *L, attn_core *c, each_fn fn) {
+void lattn_each_core(lua_State *L, attn_core *c, each_fn fn) {
   for (int i = 0; i < c->n_params; i++)
     fn(L, c->variant->name, c->params[i].name, c->params[i].tensor, c->params[i].learned);
 }
@@ -488,38 +465,38 @@ static void each_core(lua_State *L, attn_core *c, each_fn fn) {
 static void each_mha(lua_State *L, mha *m, each_fn fn) {
   for (int i = 0; i < N_PROJ; i++)
     if (m->w[i]) fn(L, NULL, proj_names[i], m->w[i], 1);
-  each_core(L, &m->core, fn);
+  lattn_each_core(L, &m->core, fn);
 }
 
-static void full_name(char *buf, size_t n, const char *prefix, const char *name) {
+void lattn_full_name(char *buf, size_t n, const char *prefix, const char *name) {
   if (prefix) snprintf(buf, n, "%s.%s", prefix, name);
   else snprintf(buf, n, "%s", name);
 }
 
 /* Callbacks: the result table is at -1. */
-static void cb_list(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
+void lattn_cb_list(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
   (void)p, (void)n;
   if (!learned) return;
   push_shared(L, t);
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
 }
-static void cb_named(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
+void lattn_cb_named(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
   char name[160];
   if (!learned) return;
-  full_name(name, sizeof name, p, n);
+  lattn_full_name(name, sizeof name, p, n);
   push_shared(L, t);
   lua_setfield(L, -2, name);
 }
-static void cb_state(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
+void lattn_cb_state(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
   char name[160];
   em_tensor *d = NULL;
   (void)learned;
-  full_name(name, sizeof name, p, n);
+  lattn_full_name(name, sizeof name, p, n);
   if (em_detach(&d, t) != EM_OK) return; /* a header only: cannot fail but OOM */
   lember_pushtensor(L, d);
   lua_setfield(L, -2, name);
 }
-static void cb_zero_grad(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
+void lattn_cb_zero_grad(lua_State *L, const char *p, const char *n, em_tensor *t, int learned) {
   (void)L, (void)p, (void)n, (void)learned;
   em_release(t->grad);
   t->grad = NULL;
@@ -528,24 +505,24 @@ static void cb_zero_grad(lua_State *L, const char *p, const char *n, em_tensor *
 static int mha_parameters(lua_State *L) {
   mha *m = check_mha(L, 1);
   lua_newtable(L);
-  each_mha(L, m, cb_list);
+  each_mha(L, m, lattn_cb_list);
   return 1;
 }
 static int mha_named_parameters(lua_State *L) {
   mha *m = check_mha(L, 1);
   lua_newtable(L);
-  each_mha(L, m, cb_named);
+  each_mha(L, m, lattn_cb_named);
   return 1;
 }
 static int mha_state_dict(lua_State *L) {
   mha *m = check_mha(L, 1);
   lua_newtable(L);
-  each_mha(L, m, cb_state);
+  each_mha(L, m, lattn_cb_state);
   return 1;
 }
 static int mha_zero_grad(lua_State *L) {
   mha *m = check_mha(L, 1);
-  each_mha(L, m, cb_zero_grad);
+  each_mha(L, m, lattn_cb_zero_grad);
   lua_settop(L, 1);
   return 1;
 }
@@ -561,12 +538,6 @@ static int mha_eval(lua_State *L) {
   return 1;
 }
 
-/* All tensor slots of a module, for to() and load_state_dict(). */
-typedef struct slot {
-  char name[160];
-  em_tensor **t;
-  int learned;
-} slot;
 
 static int mha_slots(mha *m, slot *out) {
   int n = 0;
@@ -576,7 +547,7 @@ static int mha_slots(mha *m, slot *out) {
       out[n].t = &m->w[i], out[n++].learned = 1;
     }
   for (int i = 0; i < m->core.n_params; i++) {
-    full_name(out[n].name, sizeof out[n].name, m->core.variant->name, m->core.params[i].name);
+    lattn_full_name(out[n].name, sizeof out[n].name, m->core.variant->name, m->core.params[i].name);
     out[n].t = &m->core.params[i].tensor, out[n++].learned = m->core.params[i].learned;
   }
   return n;
@@ -632,7 +603,7 @@ static int mha_to(lua_State *L) {
 
 /* Copies matching tensors of the table at idx into the slots (strict:
 ** every slot present and no unknown key). */
-static int load_slots(lua_State *L, const char *op, slot *sl, int n, int idx, int strict) {
+int lattn_load_slots(lua_State *L, const char *op, slot *sl, int n, int idx, int strict) {
   luaL_checktype(L, idx, LUA_TTABLE);
   em_tensor *src[N_PROJ + EM_ATTN_MAX_PARAMS] = {NULL};
   char have[1024] = "";
@@ -681,7 +652,7 @@ static int mha_load_state_dict(lua_State *L) {
   int strict = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
   slot sl[N_PROJ + EM_ATTN_MAX_PARAMS];
   int n = mha_slots(m, sl);
-  load_slots(L, "MultiHeadAttention.load_state_dict", sl, n, 2, strict);
+  lattn_load_slots(L, "MultiHeadAttention.load_state_dict", sl, n, 2, strict);
   lua_settop(L, 1);
   return 1;
 }
@@ -694,10 +665,10 @@ static int mha_set_attention(lua_State *L) {
   o.n = 0;
   if (!lua_isnoneornil(L, 3)) {
     luaL_checktype(L, 3, LUA_TTABLE);
-    collect_options(L, 3, "MultiHeadAttention.set_attention", NULL, &o);
+    lattn_collect_options(L, 3, "MultiHeadAttention.set_attention", NULL, &o);
   }
   em_attn_dims dims = mha_dims(m);
-  em_status s = core_make(&m->core, name, &o, &dims, m->dtype, m->device);
+  em_status s = lattn_core_make(&m->core, name, &o, &dims, m->dtype, m->device);
   if (s != EM_OK) return lember_error(L, "MultiHeadAttention.set_attention", s);
   lua_settop(L, 1);
   return 1;
@@ -705,7 +676,7 @@ static int mha_set_attention(lua_State *L) {
 
 static int mha_options(lua_State *L) {
   mha *m = check_mha(L, 1);
-  push_option_values(L, m->core.opts);
+  lattn_push_option_values(L, m->core.opts);
   return 1;
 }
 
@@ -771,250 +742,12 @@ static const luaL_Reg mha_methods[] = {
 };
 
 /* ---------------------------------------------------------------- */
-/* ember.Attention: a bare variant on [B,H,L,d]                        */
-/* ---------------------------------------------------------------- */
-
-typedef struct attn_obj {
-  int training;
-  em_dtype dtype;
-  em_device device;
-  em_attn_dims dims;
-  attn_core core;
-} attn_obj;
-
-static const char *const attn_own[] = {"attention", "heads", "head_dim", "v_head_dim", "dtype", "device", NULL};
-
-static attn_obj *check_attn(lua_State *L, int idx) { return luaL_checkudata(L, idx, ATTN_MT); }
-
-static int attn_gc(lua_State *L) {
-  core_free(&check_attn(L, 1)->core);
-  return 0;
-}
-
-static int attn_new(lua_State *L) {
-  const char *op = "Attention";
-  luaL_checktype(L, 1, LUA_TTABLE);
-  const char *variant = "standard";
-  if (lua_getfield(L, 1, "attention") != LUA_TNIL) variant = luaL_checkstring(L, -1);
-  lua_pop(L, 1);
-  int64_t heads = opt_int(L, 1, "heads", 1, op), dk = opt_int(L, 1, "head_dim", 0, op);
-  int64_t dv = opt_int(L, 1, "v_head_dim", dk, op);
-  if (heads <= 0 || dk <= 0 || dv <= 0)
-    return luaL_error(L, "ember.%s: heads and head_dim must be positive (got heads=%I head_dim=%I v_head_dim=%I)",
-                      op, (lua_Integer)heads, (lua_Integer)dk, (lua_Integer)dv);
-  em_dtype dt = EM_F32;
-  if (lua_getfield(L, 1, "dtype") != LUA_TNIL) dt = lember_checkdtype(L, -1, op);
-  lua_pop(L, 1);
-  em_device dev = lember_cpu(L);
-  if (lua_getfield(L, 1, "device") != LUA_TNIL) dev = lember_checkdevice(L, -1, op);
-  lua_pop(L, 1);
-  opt_list o;
-  o.n = 0;
-  collect_options(L, 1, op, attn_own, &o);
-  attn_obj *a = lua_newuserdatauv(L, sizeof *a, 0);
-  memset(a, 0, sizeof *a);
-  luaL_setmetatable(L, ATTN_MT);
-  a->training = 1, a->dtype = dt, a->device = dev;
-  a->dims.heads = heads, a->dims.dk = dk, a->dims.dv = dv;
-  em_status s = core_make(&a->core, variant, &o, &a->dims, dt, dev);
-  if (s != EM_OK) return lember_error(L, op, s);
-  return 1;
-}
-
-static const char *const attn_fwd_opts[] = {"key_padding_mask", "attn_mask", "causal", "need_weights",
-                                            "scale", "dropout", NULL};
-
-/* forward(q, k, v [, {key_padding_mask=, attn_mask=, causal=, need_weights=, scale=, dropout=}]) */
-static int attn_forward(lua_State *L) {
-  const char *op = "Attention.forward";
-  attn_obj *a = check_attn(L, 1);
-  em_tensor *q = lember_checktensor(L, 2), *k = lember_checktensor(L, 3), *v = lember_checktensor(L, 4);
-  em_attn_args args = {0};
-  args.training = a->training != 0;
-  if (!lua_isnoneornil(L, 5)) {
-    luaL_checktype(L, 5, LUA_TTABLE);
-    lember_checkoptions(L, 5, op, attn_fwd_opts);
-    if (lua_getfield(L, 5, "key_padding_mask") != LUA_TNIL) args.key_padding = lember_checktensor(L, -1);
-    lua_pop(L, 1);
-    if (lua_getfield(L, 5, "attn_mask") != LUA_TNIL) args.mask = lember_checktensor(L, -1);
-    lua_pop(L, 1);
-    args.causal = opt_bool(L, 5, "causal", 0, op);
-    args.need_weights = opt_bool(L, 5, "need_weights", 0, op);
-    args.scale = opt_num(L, 5, "scale", 0, op);
-    args.dropout_p = opt_num(L, 5, "dropout", 0, op);
-  }
-  if (q->ndim == 4 && (q->shape[1] != a->dims.heads || q->shape[3] != a->dims.dk || v->ndim != 4 ||
-                       v->shape[3] != a->dims.dv))
-    return luaL_error(L, "ember.%s: this Attention was built for heads=%I, head_dim=%I, v_head_dim=%I; got q [.., %I, .., %I], v [.., %I]",
-                      op, (lua_Integer)a->dims.heads, (lua_Integer)a->dims.dk, (lua_Integer)a->dims.dv,
-                      (lua_Integer)q->shape[1], (lua_Integer)q->shape[3],
-                      (lua_Integer)(v->ndim == 4 ? v->shape[3] : -1));
-  em_tensor *params[EM_ATTN_MAX_PARAMS];
-  for (int i = 0; i < a->core.n_params; i++) params[i] = a->core.params[i].tensor;
-  em_tensor *out = NULL, *w = NULL;
-  em_status s = em_attention(&out, args.need_weights ? &w : NULL, a->core.variant, a->core.opts,
-                             a->core.n_params, params, q, k, v, &args);
-  if (s != EM_OK) return lember_error(L, op, s);
-  lember_pushtensor(L, out);
-  if (!args.need_weights) return 1;
-  lember_pushtensor(L, w);
-  return 2;
-}
-
-static int attn_call(lua_State *L) { return attn_forward(L); }
-
-static int attn_parameters(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  lua_newtable(L);
-  each_core(L, &a->core, cb_list);
-  return 1;
-}
-static int attn_named_parameters(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  lua_newtable(L);
-  each_core(L, &a->core, cb_named);
-  return 1;
-}
-static int attn_state_dict(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  lua_newtable(L);
-  each_core(L, &a->core, cb_state);
-  return 1;
-}
-static int attn_load_state_dict(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  int strict = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
-  slot sl[EM_ATTN_MAX_PARAMS];
-  for (int i = 0; i < a->core.n_params; i++) {
-    full_name(sl[i].name, sizeof sl[i].name, a->core.variant->name, a->core.params[i].name);
-    sl[i].t = &a->core.params[i].tensor, sl[i].learned = a->core.params[i].learned;
-  }
-  load_slots(L, "Attention.load_state_dict", sl, a->core.n_params, 2, strict);
-  lua_settop(L, 1);
-  return 1;
-}
-static int attn_zero_grad(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  each_core(L, &a->core, cb_zero_grad);
-  lua_settop(L, 1);
-  return 1;
-}
-static int attn_train(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  a->training = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
-  lua_settop(L, 1);
-  return 1;
-}
-static int attn_eval(lua_State *L) {
-  check_attn(L, 1)->training = 0;
-  lua_settop(L, 1);
-  return 1;
-}
-static int attn_options(lua_State *L) {
-  push_option_values(L, check_attn(L, 1)->core.opts);
-  return 1;
-}
-static int attn_tostring(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  char opts[1024];
-  lua_pushfstring(L, "Attention(%s{%s}, heads=%I, head_dim=%I, v_head_dim=%I, %s)", a->core.variant->name,
-                  em_attn_options_str(a->core.opts, opts, sizeof opts), (lua_Integer)a->dims.heads,
-                  (lua_Integer)a->dims.dk, (lua_Integer)a->dims.dv, em_dtype_name(a->dtype));
-  return 1;
-}
-static int attn_index(lua_State *L) {
-  attn_obj *a = check_attn(L, 1);
-  const char *k = luaL_checkstring(L, 2);
-  if (lua_getfield(L, lua_upvalueindex(1), k) != LUA_TNIL) return 1;
-  if (strcmp(k, "attention") == 0) lua_pushstring(L, a->core.variant->name);
-  else if (strcmp(k, "caps") == 0) push_caps(L, a->core.variant->caps);
-  else if (strcmp(k, "heads") == 0) lua_pushinteger(L, (lua_Integer)a->dims.heads);
-  else if (strcmp(k, "head_dim") == 0) lua_pushinteger(L, (lua_Integer)a->dims.dk);
-  else if (strcmp(k, "v_head_dim") == 0) lua_pushinteger(L, (lua_Integer)a->dims.dv);
-  else if (strcmp(k, "training") == 0) lua_pushboolean(L, a->training);
-  else if (strcmp(k, "dtype") == 0) lua_pushstring(L, em_dtype_name(a->dtype));
-  else lua_pushnil(L);
-  return 1;
-}
-
-static const luaL_Reg attn_methods[] = {
-  {"forward", attn_forward},
-  {"parameters", attn_parameters},
-  {"named_parameters", attn_named_parameters},
-  {"state_dict", attn_state_dict},
-  {"load_state_dict", attn_load_state_dict},
-  {"zero_grad", attn_zero_grad},
-  {"train", attn_train},
-  {"eval", attn_eval},
-  {"options", attn_options},
-  {NULL, NULL}
-};
-
-/* ---------------------------------------------------------------- */
-/* ember.attention_variants()                                         */
-/* ---------------------------------------------------------------- */
-
-static void push_variant(lua_State *L, const em_attention_variant *v, const char *path) {
-  lua_newtable(L);
-  lua_pushstring(L, v->name), lua_setfield(L, -2, "name");
-  lua_pushstring(L, v->version ? v->version : ""), lua_setfield(L, -2, "version");
-  lua_pushstring(L, v->description ? v->description : ""), lua_setfield(L, -2, "description");
-  lua_pushstring(L, path), lua_setfield(L, -2, "path");
-  push_caps(L, v->caps), lua_setfield(L, -2, "caps");
-  lua_createtable(L, v->n_options, 0);
-  for (int i = 0; i < v->n_options; i++) {
-    const em_attn_option_spec *s = &v->options[i];
-    static const char *const types[] = {"?", "int", "float", "bool", "string"};
-    lua_newtable(L);
-    lua_pushstring(L, s->name), lua_setfield(L, -2, "name");
-    lua_pushstring(L, types[s->type]), lua_setfield(L, -2, "type");
-    if (s->type == EM_ATTN_OPT_STRING) lua_pushstring(L, s->default_str ? s->default_str : "");
-    else if (s->type == EM_ATTN_OPT_BOOL) lua_pushboolean(L, s->default_num != 0);
-    else if (s->type == EM_ATTN_OPT_INT) lua_pushinteger(L, (lua_Integer)s->default_num);
-    else lua_pushnumber(L, s->default_num);
-    lua_setfield(L, -2, "default");
-    if (s->bounded) {
-      lua_pushnumber(L, s->min), lua_setfield(L, -2, "min");
-      lua_pushnumber(L, s->max), lua_setfield(L, -2, "max");
-    }
-    if (s->choices) lua_pushstring(L, s->choices), lua_setfield(L, -2, "choices");
-    lua_pushstring(L, s->help ? s->help : ""), lua_setfield(L, -2, "help");
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_setfield(L, -2, "options");
-}
-
-/* attention_variants() -> list; attention_variants(name) -> one or error */
-static int f_variants(lua_State *L) {
-  if (!lua_isnoneornil(L, 1)) {
-    const char *name = luaL_checkstring(L, 1);
-    const em_attention_variant *v;
-    em_status s = em_attention_find(name, &v);
-    if (s != EM_OK) return lember_error(L, "attention_variants", s);
-    const em_plugin_record *r = em_plugin_find(EM_PLUGIN_ATTENTION, name);
-    push_variant(L, v, r ? r->path : "");
-    return 1;
-  }
-  lua_newtable(L);
-  int n = em_plugin_count();
-  for (int i = 0; i < n; i++) {
-    const em_plugin_record *r = em_plugin_get(i);
-    char err[256];
-    if (!r->loaded || r->kind != EM_PLUGIN_ATTENTION || !em_attention_variant_check(r->vtable, err, sizeof err))
-      continue;
-    push_variant(L, r->vtable, r->path);
-    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-  }
-  return 1;
-}
-
-/* ---------------------------------------------------------------- */
 /* Registration                                                       */
 /* ---------------------------------------------------------------- */
 
 void lember_open_heatmap(lua_State *L, int module) __attribute__((weak));
 
-static void new_class(lua_State *L, int module, const char *mt, const luaL_Reg *methods,
+void lattn_new_class(lua_State *L, int module, const char *mt, const luaL_Reg *methods,
                       lua_CFunction gc, lua_CFunction index, lua_CFunction call, lua_CFunction tostr) {
   luaL_newmetatable(L, mt);
   int mti = lua_gettop(L);
@@ -1033,10 +766,8 @@ static void new_class(lua_State *L, int module, const char *mt, const luaL_Reg *
 
 void lember_open_attention(lua_State *L, int module) {
   module = lua_absindex(L, module);
-  new_class(L, module, MHA_MT, mha_methods, mha_gc, mha_index, mha_call, mha_tostring);
-  new_class(L, module, ATTN_MT, attn_methods, attn_gc, attn_index, attn_call, attn_tostring);
+  lattn_new_class(L, module, MHA_MT, mha_methods, mha_gc, mha_index, mha_call, mha_tostring);
   lua_pushcfunction(L, mha_new), lua_setfield(L, module, "MultiHeadAttention");
-  lua_pushcfunction(L, attn_new), lua_setfield(L, module, "Attention");
-  lua_pushcfunction(L, f_variants), lua_setfield(L, module, "attention_variants");
+  lattn_open_functional(L, module);
   if (lember_open_heatmap) lember_open_heatmap(L, module);
 }

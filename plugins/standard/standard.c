@@ -9,7 +9,11 @@
 **          math, O(L) memory, causal rows stop at the diagonal;
 **   dense  core ops (any backend): materialises the [B,H,Lq,Lk] scores.
 ** auto = fused when the backend has it and no weights are asked for, else
-** rows on host memory, else dense.
+** rows on host memory, else dense. Under auto, a fused kernel that declines
+** a call (EM_ERR_UNSUPPORTED: the CUDA kernel does for float64 or head dims
+** over 256) is not an error: the call runs unfused instead, rows on host
+** memory, else dense core ops with their own little autograd graph (see
+** "fallback" below).
 */
 #include "attn_common.h"
 
@@ -52,6 +56,7 @@ typedef struct fused_saved {
   em_attn_call c;
   em_tensor *out, *lse, *bias;
   em_attention_args args;
+  bool auto_kernel; /* kernel="auto": backward may replay the call unfused */
 } fused_saved;
 
 static void fused_free(fused_saved *s) {
@@ -126,6 +131,7 @@ static em_status fused_forward(const em_attn_call *c, em_tensor **out, void **sa
     return s;
   }
   *out = em_retain(sv->out);
+  sv->auto_kernel = strcmp(kernel_of(c), "auto") == 0;
   if (c->need_grad) {
     ac_call_keep(&sv->c, c);
     *saved = sv;
@@ -155,11 +161,83 @@ static em_status fused_backward(fused_saved *sv, em_tensor *dout, em_tensor **gr
   return EM_OK;
 }
 
+/* ---- fallback when the fused kernel declines a call -------------------- */
+
+/* No CPU test reaches this code: the CPU kernel takes every float32 and
+** float64 call (it declines only head dims past INT_MAX / 2), and a fake
+** backend would need a backend plugin of its own. It was exercised by a
+** throwaway build in which fused_forward (and, separately, fused_backward)
+** always declined and ac_host said no: scripts/check_plugin.lua standard
+** then passed everything but its explicit kernel="fused" check (and, for
+** the backward-only decline off host, the dropout gradient check, which
+** fused_backward_or_replay refuses on purpose). */
+
+/* Unfused route for a device without the row kernel: the dense core ops
+** run with grad mode on over fresh leaves that share q, k and v's memory,
+** so they record a graph of their own (not linked to the caller's: forward
+** runs on detached inputs); backward runs that graph from dout. O(L^2)
+** memory, as kernel="dense". Dropout draws em_dropout's stream here. */
+typedef struct graph_saved {
+  em_tensor *leaf[3]; /* q, k, v */
+  em_tensor *out;     /* the root of the private graph */
+} graph_saved;
+
+static void graph_free(graph_saved *g) {
+  if (!g) return;
+  for (int i = 0; i < 3; i++) em_release(g->leaf[i]);
+  em_release(g->out);
+  free(g);
+}
+
+static em_status graph_forward(const em_attn_call *c, em_tensor **out, void **saved) {
+  graph_saved *g = calloc(1, sizeof *g);
+  if (!g) return em_error(EM_ERR_OOM, "out of memory");
+  em_tensor *const src[3] = {c->q, c->k, c->v};
+  em_status s = EM_OK;
+  for (int i = 0; i < 3 && s == EM_OK; i++) {
+    s = em_detach(&g->leaf[i], src[i]);
+    if (s == EM_OK && c->need_grad) s = em_set_requires_grad(g->leaf[i], true);
+  }
+  if (s == EM_OK) {
+    em_attn_call d = *c;
+    d.q = g->leaf[0], d.k = g->leaf[1], d.v = g->leaf[2];
+    d.need_weights = false;
+    bool prev = em_set_grad_enabled(c->need_grad);
+    s = ac_dense(&d, NULL, NULL, &g->out, NULL);
+    em_set_grad_enabled(prev);
+  }
+  if (s == EM_OK) s = em_detach(out, g->out);
+  if (s != EM_OK || !c->need_grad) {
+    graph_free(g);
+    return s;
+  }
+  *saved = g;
+  return EM_OK;
+}
+
+/* Runs the private graph from dout. The graph is kept (retain_graph) and
+** the leaves' grads cleared first, so a retained outer graph may run
+** backward again, as with the other paths. */
+static em_status graph_backward(graph_saved *g, em_tensor *dout, em_tensor **grads) {
+  for (int i = 0; i < 3; i++) em_release(g->leaf[i]->grad), g->leaf[i]->grad = NULL;
+  em_status s = em_backward(g->out, dout, true);
+  for (int i = 0; i < 3 && s == EM_OK; i++) {
+    if (g->leaf[i]->grad) grads[i] = em_retain(g->leaf[i]->grad);
+    else s = em_zeros(&grads[i], g->leaf[i]->ndim, g->leaf[i]->shape, g->leaf[i]->dtype,
+                      g->leaf[i]->device); /* not reached by the graph: zero */
+  }
+  if (s != EM_OK)
+    for (int i = 0; i < 3; i++) em_release(grads[i]), grads[i] = NULL;
+  return s;
+}
+
 /* ---- the vtable glue: saved state tagged with its path ------------------ */
 
+typedef enum std_path { PATH_FUSED, PATH_ROWS, PATH_GRAPH } std_path;
+
 typedef struct std_saved {
-  bool fused;
-  void *inner; /* fused_saved or the row kernel's state */
+  std_path path;
+  void *inner; /* fused_saved, the row kernel's state or graph_saved */
 } std_saved;
 
 static int full_range(const void *ud, const em_attn_call *c, int64_t i, int64_t *lo, int64_t *hi) {
@@ -168,36 +246,79 @@ static int full_range(const void *ud, const em_attn_call *c, int64_t i, int64_t 
   return 1;
 }
 
+static void path_free(std_path path, void *inner) {
+  if (!inner) return;
+  if (path == PATH_FUSED) fused_free(inner);
+  else if (path == PATH_ROWS) ra_free_saved(inner);
+  else graph_free(inner);
+}
+
+/* The unfused route for a call the fused kernel declined. */
+static em_status unfused_forward(const em_attn_call *c, em_tensor **out, em_tensor **weights,
+                                 std_path *path, void **inner) {
+  *path = ac_host(c) ? PATH_ROWS : PATH_GRAPH;
+  return *path == PATH_ROWS ? ra_run_forward(c, full_range, NULL, 0, out, weights, inner)
+                            : graph_forward(c, out, inner);
+}
+
 static em_status std_forward(const em_attn_call *c, em_tensor **out, em_tensor **weights, void **saved) {
-  bool fused = use_fused(c);
+  std_path path = use_fused(c) ? PATH_FUSED : PATH_ROWS;
   void *inner = NULL;
-  em_status s = fused ? fused_forward(c, out, &inner)
-                      : ra_run_forward(c, full_range, NULL, 0, out, weights, &inner);
+  em_status s = path == PATH_FUSED ? fused_forward(c, out, &inner)
+                                   : ra_run_forward(c, full_range, NULL, 0, out, weights, &inner);
+  if (s == EM_ERR_UNSUPPORTED && path == PATH_FUSED && strcmp(kernel_of(c), "auto") == 0) {
+    inner = NULL;
+    s = unfused_forward(c, out, weights, &path, &inner);
+  }
   if (s != EM_OK || !inner) return s;
   std_saved *sv = malloc(sizeof *sv);
   if (!sv) {
-    if (fused) fused_free(inner);
-    else ra_free_saved(inner);
+    path_free(path, inner);
     em_release(*out), *out = NULL;
     if (weights) em_release(*weights), *weights = NULL;
     return em_error(EM_ERR_OOM, "out of memory");
   }
-  sv->fused = fused, sv->inner = inner;
+  sv->path = path, sv->inner = inner;
   *saved = sv;
   return EM_OK;
+}
+
+/* The fused forward ran but its backward declines (a kernel that takes a
+** call forward and not backward): the backward replays the call unfused.
+** Only under kernel="auto", and not with dropout off host memory, where
+** em_dropout would drop other elements than the forward did. */
+static em_status fused_backward_or_replay(fused_saved *fs, em_tensor *dout, em_tensor **grads) {
+  em_status s = fused_backward(fs, dout, grads);
+  em_attn_call *c = &fs->c;
+  if (s != EM_ERR_UNSUPPORTED || !fs->auto_kernel || (c->dropout_p > 0 && !ac_host(c))) return s;
+  std_path path;
+  void *inner = NULL;
+  em_tensor *out = NULL;
+  c->need_grad = true, c->need_weights = false;
+  s = unfused_forward(c, &out, NULL, &path, &inner);
+  em_release(out);
+  if (s == EM_OK) {
+    const bool needs[3] = {true, true, true};
+    s = path == PATH_ROWS ? ra_run_backward(inner, dout, needs, grads) : graph_backward(inner, dout, grads);
+  }
+  path_free(path, inner);
+  return s;
 }
 
 static em_status std_backward(void *p, em_tensor *dout, const bool *needs, em_tensor **grads) {
   std_saved *sv = p;
   if (!sv) return em_error(EM_ERR_AUTOGRAD, "backward without saved state");
-  return sv->fused ? fused_backward(sv->inner, dout, grads) : ra_run_backward(sv->inner, dout, needs, grads);
+  switch (sv->path) {
+    case PATH_FUSED: return fused_backward_or_replay(sv->inner, dout, grads);
+    case PATH_ROWS: return ra_run_backward(sv->inner, dout, needs, grads);
+    default: return graph_backward(sv->inner, dout, grads);
+  }
 }
 
 static void std_free(void *p) {
   std_saved *sv = p;
   if (!sv) return;
-  if (sv->fused) fused_free(sv->inner);
-  else ra_free_saved(sv->inner);
+  path_free(sv->path, sv->inner);
   free(sv);
 }
 

@@ -86,6 +86,7 @@ def accuracy(model, ids, y):
 
 def main():
     p = parser("PyTorch peer of scripts/langid.lua", epochs=6, lr=2e-3, batch=64)
+    p.add_argument("--dropout", type=float, default=0.0)
     args = p.parse_args()
     setup(args)
     n_train, n_test = (400, 100) if args.smoke else (10000, 2000)
@@ -94,7 +95,7 @@ def main():
     stoi = {c: i + 4 for i, c in enumerate(chars)}
     xtr, ytr = encode(train, stoi)
     xte, yte = encode(test, stoi)
-    model = AttentionClassifier(len(stoi) + 4)
+    model = AttentionClassifier(len(stoi) + 4, dropout=args.dropout)
     steps_per_epoch = (len(ytr) + args.batch - 1) // args.batch
     total = args.max_steps or steps_per_epoch * args.epochs
     if args.smoke:
