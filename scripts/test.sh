@@ -86,6 +86,10 @@ if [ "${EMBER_SKIP_SANITIZERS:-0}" != 1 ]; then
   done
 fi
 
-[ "$SKIPPED" -gt 0 ] && echo "($SKIPPED skipped tests are listed above with their reasons; they count as neither)"
+if [ "$SKIPPED" -gt 0 ]; then
+  echo "skipped (they count as neither passed nor failed):"
+  grep -hE "^\s*[0-9]+ - .*\(Skipped\)" build/ctest.log build-asan/ctest.log 2>/dev/null | sed 's/^\s*/  /'
+  echo "  (tests labelled 'cuda' skip with exit 77 when no CUDA device is present)"
+fi
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]
