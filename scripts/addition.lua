@@ -152,9 +152,11 @@ local probs = data.addition.generate{n_train = n_train, n_test = n_test, seed = 
 local src_tr, tgt_tr = tensors(probs.train)
 local src_te, src_te_mask = tok:encode_batch(probs.test.inputs, {max_len = SRC_LEN})
 local train = data.Dataset.new({src = src_tr, tgt = tgt_tr}, {pad = {src = pad, tgt = pad}}):to(opts.device)
+local example = probs.train.inputs[1] .. " = " .. probs.train.targets[1]
+probs.train = nil -- 100,000 Lua strings that every garbage collection would walk
+collectgarbage()
 src_te, src_te_mask = src_te:to(opts.device), src_te_mask:to(opts.device)
-print(("data: %d training / %d held-out problems, e.g. %s = %s"):format(
-  train:size(), #probs.test.inputs, probs.train.inputs[1], probs.train.targets[1]))
+print(("data: %d training / %d held-out problems, e.g. %s"):format(train:size(), #probs.test.inputs, example))
 
 ember.manual_seed(opts.seed)
 local model = Seq2Seq(tok:size(), pad, opts):to(opts.device)
@@ -163,7 +165,8 @@ print(("%d parameters, attention variant %s"):format(model:num_parameters(), opt
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 40 or train:num_batches(opts.batch) * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
-local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
+local params = model:parameters()
+local opt = optim.AdamW(params, {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
 local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "token_acc", "exact_match"})
@@ -184,7 +187,7 @@ for epoch = 1, epochs do
     local loss = ember.cross_entropy(logits:reshape(-1, V), flat_out, {ignore_index = pad})
     opt:zero_grad()
     loss:backward()
-    optim.clip_grad_norm(model:parameters(), 1.0)
+    optim.clip_grad_norm(params, 1.0)
     opt:step()
     sched:step()
     local l, n = loss:item(), b.src:size(1)

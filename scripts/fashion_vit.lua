@@ -102,7 +102,8 @@ local steps_per_epoch = train:num_batches(opts.batch)
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 30 or steps_per_epoch * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
-local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay})
+local params = model:parameters()
+local opt = optim.AdamW(params, {lr = opts.lr, weight_decay = opts.weight_decay})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps})
 local log_every = opts.smoke and 5 or 50
 local log = metrics.new(opts.out .. "/metrics.csv", {"epoch", "step", "time", "lr", "loss", "train_acc", "test_acc"})
@@ -119,7 +120,7 @@ for epoch = 1, epochs do
     local loss = ember.cross_entropy(logits, b.y)
     opt:zero_grad()
     loss:backward()
-    optim.clip_grad_norm(model:parameters(), 1.0)
+    optim.clip_grad_norm(params, 1.0)
     opt:step()
     sched:step()
     local l, n = loss:item(), b.y:size(1)

@@ -131,7 +131,8 @@ print(("%d parameters, attention variant %s"):format(model:num_parameters(), opt
 local total_steps = opts.smoke and 25 or opts.steps * opts.epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local eval_windows = opts.smoke and 8 or nil
-local opt = optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = opts.weight_decay, betas = {0.9, 0.99}})
+local params = model:parameters()
+local opt = optim.AdamW(params, {lr = opts.lr, weight_decay = opts.weight_decay, betas = {0.9, 0.99}})
 local sched = optim.WarmupCosine(opt, {warmup_steps = math.min(opts.warmup, total_steps // 5), total_steps = total_steps,
                                        min_lr_ratio = 0.1})
 local log_every = opts.smoke and 5 or 50
@@ -150,7 +151,7 @@ for step = 1, total_steps do
   local loss = ember.cross_entropy(logits:reshape(B * L, -1), w:narrow(2, 2, L):reshape(-1))
   opt:zero_grad()
   loss:backward()
-  optim.clip_grad_norm(model:parameters(), 1.0)
+  optim.clip_grad_norm(params, 1.0)
   opt:step()
   sched:step()
   local l = loss:item()

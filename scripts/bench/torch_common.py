@@ -17,7 +17,7 @@ def parser(description, epochs, lr, batch):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--smoke", action="store_true", help="a few steps on a subset")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    p.add_argument("--max-steps", "--max_steps", type=int, default=None, help="stop after this many steps")
     return p
 
 

@@ -61,7 +61,7 @@ def main():
     p = parser("PyTorch peer of scripts/kjv_lm.lua", epochs=1, lr=2e-3, batch=32)
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--context", type=int, default=128)
-    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--eval-every", "--eval_every", type=int, default=500)
     args = p.parse_args()
     setup(args)
     text = kjv_text()
