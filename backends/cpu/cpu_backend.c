@@ -3,13 +3,16 @@
 ** exports. The kernels live in the other cpu_*.c files, one per concept.
 **
 ** Memory is plain host memory aligned to 64 bytes (a cache line, and
-** enough for any vector unit). Bytes in use are counted so that
-** memory_stats can report them; there is no cache, so `cached` is 0.
+** enough for any vector unit). Freed blocks are cached: tiny ones per
+** thread, large ones (64 KiB and up) in size classes, so that a training
+** loop neither calls posix_memalign per op nor page-faults fresh mmap'd
+** buffers every step. memory_stats reports bytes in use and cached.
 */
 #include "cpu_internal.h"
 #include "ember_plugin.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -54,6 +57,73 @@ static em_status cpu_device_name(int device, char *buf, size_t n) {
   return EM_OK;
 }
 
+/* Large blocks: size classes base*{1, 1.25, 1.5, 1.75} for powers of two
+** from 64 KiB (at most 25% slack), a free list per class, at most
+** CPU_BIG_CACHE_MAX bytes cached; glibc would otherwise return each one
+** to the kernel on free and fault it in again on the next step. */
+#define CPU_BIG_MIN_SHIFT 16
+#define CPU_BIG_CLASSES 64
+#define CPU_BIG_CACHE_MAX ((size_t)1 << 30)
+typedef struct big_block { struct big_block *next; } big_block;
+static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
+static big_block *big_free[CPU_BIG_CLASSES];
+static size_t big_cached;
+
+/* The class of n bytes and its size, or -1 when n is not cached. */
+static int big_class(size_t n, size_t *bytes) {
+  if (n < ((size_t)1 << CPU_BIG_MIN_SHIFT)) return -1;
+  int k = 63 - __builtin_clzll((unsigned long long)n);
+  size_t base = (size_t)1 << k, step = base / 4;
+  size_t idx = (n - base + step - 1) / step;
+  if (idx == 4) {
+    k++;
+    idx = 0;
+    base <<= 1;
+  }
+  int cls = (k - CPU_BIG_MIN_SHIFT) * 4 + (int)idx;
+  if (cls >= CPU_BIG_CLASSES) return -1;
+  *bytes = base + idx * (base / 4);
+  return cls;
+}
+
+static void *big_take(int cls, size_t bytes) {
+  void *p = NULL;
+  pthread_mutex_lock(&big_lock);
+  if (big_free[cls]) {
+    p = big_free[cls];
+    big_free[cls] = big_free[cls]->next;
+    big_cached -= bytes;
+  }
+  pthread_mutex_unlock(&big_lock);
+  return p;
+}
+
+static bool big_give(void *p, int cls, size_t bytes) {
+  bool kept = false;
+  pthread_mutex_lock(&big_lock);
+  if (big_cached + bytes <= CPU_BIG_CACHE_MAX) {
+    big_block *b = p;
+    b->next = big_free[cls];
+    big_free[cls] = b;
+    big_cached += bytes;
+    kept = true;
+  }
+  pthread_mutex_unlock(&big_lock);
+  return kept;
+}
+
+static void big_empty(void) {
+  pthread_mutex_lock(&big_lock);
+  for (int c = 0; c < CPU_BIG_CLASSES; c++)
+    while (big_free[c]) {
+      big_block *b = big_free[c];
+      big_free[c] = b->next;
+      free(b);
+    }
+  big_cached = 0;
+  pthread_mutex_unlock(&big_lock);
+}
+
 /* Tiny tensors (scalars, biases, a Lua loop's 16-element temporaries)
 ** come and go at a high rate; a per-thread cache of freed small blocks,
 ** one list per 64-byte size class, keeps posix_memalign off that path. */
@@ -82,7 +152,15 @@ static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
   size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
   void *p = NULL;
   int cls = small_class(rounded);
-  if (cls >= 0 && small_free[cls]) {
+  size_t big_bytes = 0;
+  int bcls = cls < 0 ? big_class(rounded, &big_bytes) : -1;
+  if (bcls >= 0) {
+    rounded = big_bytes;
+    p = big_take(bcls, big_bytes);
+  }
+  if (p) {
+    /* reused a cached large block */
+  } else if (cls >= 0 && small_free[cls]) {
     p = small_free[cls];
     small_free[cls] = small_free[cls]->next;
     small_count[cls]--;
@@ -99,7 +177,10 @@ static void cpu_free(int device, void *ptr, size_t nbytes) {
   (void)device;
   if (!ptr) return;
   __atomic_sub_fetch(&bytes_in_use, nbytes, __ATOMIC_RELAXED);
-  int cls = small_class((nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
+  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN, big_bytes = 0;
+  int bcls = big_class(rounded, &big_bytes);
+  if (bcls >= 0 && big_give(ptr, bcls, big_bytes)) return;
+  int cls = small_class(rounded);
   if (cls >= 0 && small_count[cls] < CPU_SMALL_CACHE) {
     small_block *b = ptr;
     b->next = small_free[cls];
@@ -141,11 +222,19 @@ static em_status cpu_memory_stats(int device, size_t *in_use, size_t *cached) {
   em_status s = check_device("memory_stats", device);
   if (s) return s;
   if (in_use) *in_use = __atomic_load_n(&bytes_in_use, __ATOMIC_RELAXED);
-  if (cached) *cached = 0;
+  if (cached) {
+    pthread_mutex_lock(&big_lock);
+    *cached = big_cached;
+    pthread_mutex_unlock(&big_lock);
+  }
   return EM_OK;
 }
 
-static em_status cpu_empty_cache(int device) { return check_device("empty_cache", device); }
+static em_status cpu_empty_cache(int device) {
+  em_status s = check_device("empty_cache", device);
+  if (s == EM_OK) big_empty();
+  return s;
+}
 
 /* One knob for both thread pools: our OpenMP loops and OpenBLAS's. */
 static void cpu_set_num_threads(int n) {
