@@ -27,3 +27,20 @@ if(TARGET gpu_vs_cpu AND TARGET ember_backend_cuda)
     --cuda $<TARGET_FILE:ember_backend_cuda> --cpu $<TARGET_FILE:ember_backend_cpu>)
   set_tests_properties(cuda.gpu_vs_cpu PROPERTIES LABELS "cuda" SKIP_RETURN_CODE 77)
 endif()
+
+# The GPU test subset through the Lua API: op parity and gradients against the
+# committed PyTorch fixtures, the attention variants against the CPU, and a
+# short training run whose loss curve tracks the CPU run. They skip (exit 77)
+# without a CUDA device; scripts/gpu_check.sh runs them with `ctest -L cuda`.
+foreach(spec ops_parity_spec gradcheck_spec attention_spec mha_parity_spec)
+  add_test(NAME cuda.${spec}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda/run_on_gpu.sh ${EMBER_BIN}
+            ${CMAKE_CURRENT_SOURCE_DIR}/lua/${spec}.lua busted
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cuda.${spec} PROPERTIES LABELS "cuda" SKIP_RETURN_CODE 77 ENVIRONMENT "${TEST_ENV}")
+endforeach()
+add_test(NAME cuda.train_tracks_cpu
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda/run_on_gpu.sh ${EMBER_BIN}
+          ${CMAKE_CURRENT_SOURCE_DIR}/cuda/train_tracks_cpu.lua
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cuda.train_tracks_cpu PROPERTIES LABELS "cuda" SKIP_RETURN_CODE 77 ENVIRONMENT "${TEST_ENV}")
