@@ -68,7 +68,5 @@ void em__plugins_ensure_loaded(void);
 
 /* Memory accounting (storage.c) */
 void em__storage_release(em_storage *s);
-/* Frees the per-thread cache of tensor/storage headers. */
-void em__header_cache_clear(void);
 
 #endif

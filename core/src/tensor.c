@@ -41,16 +41,6 @@ static void em__header_free(void *p) {
   em__nfree_headers++;
 }
 
-/* Frees the cache (for leak checkers; called at exit by the binding). */
-void em__header_cache_clear(void) {
-  while (em__free_headers) {
-    em__header *h = em__free_headers;
-    em__free_headers = h->next;
-    free(h);
-  }
-  em__nfree_headers = 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* Storage                                                             */
 /* ------------------------------------------------------------------ */
