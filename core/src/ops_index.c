@@ -39,30 +39,37 @@ static em_status need_dims(const char *op, const em_tensor *x, const char *what)
 /* embedding                                                         */
 /* ---------------------------------------------------------------- */
 
-/* saved: index (contiguous). inputs: weight. */
-static em_status embedding_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
-  const char *op = "embedding backward";
-  em_tensor *index = node->saved[0], *gw = NULL, *gyc = NULL;
-  const int64_t *wshape = node->in_shape[0];
-  int64_t nidx = em_numel(index);
+/* The gradient of a row gather: zeros shaped like the input, with gy's
+** slices added back at the gathered positions along dim (index_add).
+** Shared by embedding (dim 0 of a 2-D weight) and index_select. */
+static em_status gather_rows_backward(const char *op, em_node *node, int dim, em_tensor *gy,
+                                      em_tensor **gx) {
+  em_tensor *index = node->saved[0], *g = NULL, *gyc = NULL;
+  int64_t outer, n, inner, nidx = em_numel(index);
   em_status s;
-  if ((s = em_zeros(&gw, 2, wshape, gy->dtype, gy->device))) return s;
+  if ((s = em_zeros(&g, node->in_ndim[0], node->in_shape[0], gy->dtype, gy->device))) return s;
   if ((s = em__contig(&gyc, gy))) goto fail;
-  if (nidx > 0) {
-    s = em__be(gw)->index_add(gw->device.index, gw->dtype, em_data(gw), em_data(gyc),
-                              em_data(index), nidx, 1, wshape[0], wshape[1]);
+  em__split_dims(g->ndim, g->shape, dim, &outer, &n, &inner);
+  if (nidx > 0 && outer > 0 && inner > 0) {
+    s = em__be(g)->index_add(g->device.index, g->dtype, em_data(g), em_data(gyc),
+                             em_data(index), nidx, outer, n, inner);
     if (s) {
       s = em__kernel_fail(op, s);
       goto fail;
     }
   }
   em_release(gyc);
-  gx[0] = gw;
+  gx[0] = g;
   return EM_OK;
 fail:
   em_release(gyc);
-  em_release(gw);
+  em_release(g);
   return s;
+}
+
+/* saved: index (contiguous). inputs: weight. */
+static em_status embedding_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
+  return gather_rows_backward("embedding backward", node, 0, gy, gx);
 }
 
 static const em_opdef EMBEDDING_OP = {"embedding", embedding_backward, NULL};
@@ -113,29 +120,8 @@ done:
 
 /* saved: index (contiguous, 1-D or 0-d). inputs: x. */
 static em_status index_select_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
-  const char *op = "index_select backward";
   const index_ctx *ctx = node->ctx;
-  em_tensor *index = node->saved[0], *g = NULL, *gyc = NULL;
-  int64_t outer, n, inner, nidx = em_numel(index);
-  em_status s;
-  if ((s = em_zeros(&g, node->in_ndim[0], node->in_shape[0], gy->dtype, gy->device))) return s;
-  if ((s = em__contig(&gyc, gy))) goto fail;
-  em__split_dims(g->ndim, g->shape, ctx->dim, &outer, &n, &inner);
-  if (nidx > 0 && outer > 0 && inner > 0) {
-    s = em__be(g)->index_add(g->device.index, g->dtype, em_data(g), em_data(gyc),
-                             em_data(index), nidx, outer, n, inner);
-    if (s) {
-      s = em__kernel_fail(op, s);
-      goto fail;
-    }
-  }
-  em_release(gyc);
-  gx[0] = g;
-  return EM_OK;
-fail:
-  em_release(gyc);
-  em_release(g);
-  return s;
+  return gather_rows_backward("index_select backward", node, ctx->dim, gy, gx);
 }
 
 static const em_opdef INDEX_SELECT_OP = {"index_select", index_select_backward, free};
