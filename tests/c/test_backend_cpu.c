@@ -535,6 +535,52 @@ static void test_unary(void) {
         "unary_backward log without x is an argument error");
 }
 
+/* GELU's float32 kernels use their own erfc and exp (cpu_vmath.h) so that
+** they vectorise: check them on a long contiguous run, from the left tail
+** (where 1 + erf is tiny and only a relative bound means anything) to the
+** right, and on the special values. */
+static double ref_gelu_grad(double x) {
+  return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+}
+
+static void test_gelu_f32(void) {
+  enum { N = 4001 };
+  float *x = xmalloc(N * 4), *y = xmalloc(N * 4), *gy = xmalloc(N * 4), *gx = xmalloc(N * 4);
+  for (int i = 0; i < N; i++) {
+    x[i] = -10.0f + 20.0f * (float)i / (N - 1);
+    gy[i] = 1.0f;
+  }
+  int64_t sh[1] = {N};
+  em_kview vy = kv(y, EM_F32, 1, sh), vx = kv(x, EM_F32, 1, sh);
+  check(be->unary(0, EM_GELU, &vy, &vx, 0, 0) == EM_OK, "gelu f32 over [-10, 10]");
+  check(be->unary_backward(0, EM_GELU, EM_F32, N, gx, gy, x, y, 0, 0) == EM_OK,
+        "gelu_backward f32 over [-10, 10]");
+  /* In the far tail the float rounding of z = |x|/sqrt2 alone moves erfc(z)
+  ** by about 2 z^2 ulp, so the bound there is looser. */
+  double worst_y = 0, worst_tail = 0, worst_g = 0;
+  for (int i = 0; i < N; i++) {
+    double xi = x[i], want = 0.5 * xi * erfc(-xi / sqrt(2.0)), wg = ref_gelu_grad(xi);
+    double ey = want == 0 ? fabs(y[i]) : fabs(y[i] - want) / fabs(want), eg = fabs(gx[i] - wg);
+    if (xi >= -3 && ey > worst_y) worst_y = ey;
+    if (xi < -3 && ey > worst_tail) worst_tail = ey;
+    if (eg > worst_g) worst_g = eg;
+  }
+  check(worst_y < 2e-6, "gelu f32 relative error on [-3, 10]: %.2e < 2e-6", worst_y);
+  check(worst_tail < 1e-5, "gelu f32 relative error on [-10, -3): %.2e < 1e-5", worst_tail);
+  check(worst_g < 2e-6, "gelu_backward f32 absolute error %.2e < 2e-6", worst_g);
+  float sx[6] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, -30.0f}, sy[6];
+  int64_t s6[1] = {6};
+  em_kview vsy = kv(sy, EM_F32, 1, s6), vsx = kv(sx, EM_F32, 1, s6);
+  check(be->unary(0, EM_GELU, &vsy, &vsx, 0, 0) == EM_OK && isnan(sy[0]) &&
+            sy[1] == INFINITY && isnan(sy[2]) && sy[3] == 0 && sy[4] == 0 &&
+            fabsf(sy[5]) < 1e-30f,
+        "gelu f32: NaN -> NaN, inf -> inf, -inf -> NaN (as PyTorch), 0 -> 0, -30 -> ~0");
+  free(x);
+  free(y);
+  free(gy);
+  free(gx);
+}
+
 /* ---- reductions ---- */
 
 static void reduce_case(em_reduce_op op, em_dtype dt, int64_t outer, int64_t n, int64_t inner,
@@ -1352,6 +1398,7 @@ int main(int argc, char **argv) {
   test_copy_fill();
   test_binary();
   test_unary();
+  test_gelu_f32();
   test_reduce();
   test_gemm();
   test_softmax();
