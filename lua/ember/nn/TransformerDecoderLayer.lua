@@ -17,8 +17,9 @@
 -- table (empty at the first step) that turns on incremental decoding: x is
 -- then only the new positions, self-attention keys/values are appended to
 -- the cache and the memory's keys/values are computed once (see
--- MultiHeadAttention.forward_cached). Without a cache the layer is exactly
--- the batch computation.
+-- MultiHeadAttention.forward_cached); tgt_key_padding_mask then covers every
+-- cached position ([B, positions so far]). Without a cache the layer is
+-- exactly the batch computation.
 local Module = require "ember.nn.Module"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
@@ -59,7 +60,7 @@ function DecoderLayer:_sa(x, o)
   if o.cache then
     o.cache.self = o.cache.self or {}
     y = MultiHeadAttention.forward_cached(self.self_attn, x, o.cache.self,
-      { causal = o.causal, attn_mask = o.tgt_mask })
+      { causal = o.causal, attn_mask = o.tgt_mask, key_padding_mask = o.tgt_key_padding_mask })
   else
     y = self.self_attn(x, { causal = o.causal ~= false, attn_mask = o.tgt_mask,
       key_padding_mask = o.tgt_key_padding_mask })
