@@ -133,12 +133,12 @@ def main():
                 opt.step()
                 sched.step()
                 step += 1
-                if step >= total:
+                if step >= total or clock.over(args.time_limit):
                     break
         em = exact_match(model, src_te, answers)
         print(f"epoch {epoch}: loss {loss.item():.4f}  held-out exact match {em * 100:.2f}%  train time {clock.total:.1f} s",
               flush=True)
-        if step >= total:
+        if step >= total or clock.over(args.time_limit):
             break
     print(f"RESULT torch_addition exact_match={em * 100:.2f}% train_s={clock.total:.1f} steps={step}")
 

@@ -18,6 +18,8 @@ def parser(description, epochs, lr, batch):
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--smoke", action="store_true", help="a few steps on a subset")
     p.add_argument("--max-steps", "--max_steps", type=int, default=None, help="stop after this many steps")
+    p.add_argument("--time-limit", "--time_limit", type=float, default=None,
+                   help="stop after this many seconds of training (the schedule is unchanged), then evaluate")
     return p
 
 
@@ -50,3 +52,9 @@ class Clock:
 
     def __exit__(self, *exc):
         self.total += time.perf_counter() - self.start
+        self.start = None
+
+    def over(self, limit):
+        """True once the training time (the running interval included) reaches limit seconds."""
+        now = self.total + (time.perf_counter() - self.start if self.start is not None else 0.0)
+        return limit is not None and now >= limit

@@ -90,11 +90,13 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
+        if clock.over(args.time_limit):
+            break
         if step % args.eval_every == 0 and step < total:
             print(f"step {step}: test {bits_per_char(model, test, L):.3f} bpc  train time {clock.total:.1f} s "
                   f"({step * B * L / clock.total:.0f} char/s)", flush=True)
     bpc = bits_per_char(model, test, L, 8 if args.smoke else None)
-    print(f"RESULT torch_kjv_lm test_bpc={bpc:.3f} train_s={clock.total:.1f} steps={total}")
+    print(f"RESULT torch_kjv_lm test_bpc={bpc:.3f} train_s={clock.total:.1f} steps={step}")
 
 
 if __name__ == "__main__":

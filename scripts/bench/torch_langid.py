@@ -117,12 +117,12 @@ def main():
                 opt.step()
                 sched.step()
                 step += 1
-                if step >= total:
+                if step >= total or clock.over(args.time_limit):
                     break
         acc = accuracy(model, xte, yte)
         print(f"epoch {epoch}: loss {loss.item():.4f}  test acc {acc * 100:.2f}%  train time {clock.total:.1f} s "
               f"({step * args.batch / clock.total:.0f} words/s)", flush=True)
-        if step >= total:
+        if step >= total or clock.over(args.time_limit):
             break
     print(f"RESULT torch_langid test_acc={acc * 100:.2f}% train_s={clock.total:.1f} steps={step}")
 

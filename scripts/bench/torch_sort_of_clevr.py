@@ -196,12 +196,12 @@ def main():
                 opt.step()
                 sched.step()
                 step += 1
-                if step >= total:
+                if step >= total or clock.over(args.time_limit):
                     break
         r, n = evaluate(model, data, test_idx)
         print(f"epoch {epoch}: loss {loss.item():.4f}  test relational {r * 100:.2f}%  non-relational {n * 100:.2f}%  "
               f"train time {clock.total:.1f} s", flush=True)
-        if step >= total:
+        if step >= total or clock.over(args.time_limit):
             break
     print(f"RESULT torch_sort_of_clevr rel_acc={r * 100:.2f}% nonrel_acc={n * 100:.2f}% train_s={clock.total:.1f} steps={step}")
 
