@@ -60,12 +60,11 @@ typedef struct att_ctx {
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
 } att_ctx;
 
-/* OpenBLAS (pthreads build) splits a product over its own threads once
-** m*n*k exceeds 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default), and
-** must not do that from inside an OpenMP team (interface/gemm.c: one
-** thread while m*n*k <= that bound). Tiles are sized so that no product on
-** them passes it: br * bc * max(dk, dv) <= TILE_MNK (64 x 128 at head dim
-** 32). */
+/* Tiles are sized so that br * bc * max(dk, dv) <= TILE_MNK (64 x 128 at
+** head dim 32): small enough to stay in cache, and below the bound at
+** which a threaded OpenBLAS would split a product (65536 *
+** GEMM_MULTITHREAD_THRESHOLD), which it must never do inside an OpenMP
+** team. (The backend now keeps OpenBLAS at one thread anyway.) */
 #define TILE_MNK (65536.0 * 4)
 
 /* C = alpha * op(A) op(B) + beta * C, row-major, on the calling thread.

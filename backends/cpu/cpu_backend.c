@@ -236,11 +236,12 @@ static em_status cpu_empty_cache(int device) {
   return s;
 }
 
-/* One knob for both thread pools: our OpenMP loops and OpenBLAS's. */
+/* One thread pool: our OpenMP team, which also splits the products
+** (cpu_gemm.c); OpenBLAS itself stays at one thread. */
 static void cpu_set_num_threads(int n) {
   if (n < 1) n = 1;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  openblas_set_num_threads(1);
 }
 
 static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
@@ -298,5 +299,6 @@ EM_PLUGIN_EXPORT const em_plugin_info ember_plugin_info = {
 EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {
   (void)err;
   (void)errlen;
+  openblas_set_num_threads(1); /* see cpu_set_num_threads */
   return &cpu_backend;
 }

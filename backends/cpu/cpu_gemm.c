@@ -1,17 +1,21 @@
 /*
 ** cpu_gemm.c -- batched row-major matrix multiply.
 **
-** Products go to OpenBLAS (cblas_sgemm/dgemm), which has fast paths for
-** small matrices and threads big ones internally; the batch loop around
-** it stays serial, because OpenBLAS's pthreads build must not be called
-** from inside an OpenMP team. Only tiny products (up to 4x4x4, where the
-** call itself is the cost) run plain loops, spread over the batch with
-** OpenMP when there are enough of them.
+** Products go to OpenBLAS (cblas_sgemm/dgemm) for its packed kernels, but
+** OpenBLAS runs single-threaded (ember_plugin_init): we split the work
+** over our own OpenMP team instead, by batch when there are enough
+** products and otherwise into row (or column) blocks of each product.
+** Two thread pools on the same cores fought: OpenBLAS's idle workers spin
+** on sched_yield for a while after every call, while our OpenMP kernels
+** that follow want those cores; a quarter of a char-LM step went to the
+** scheduler. Only tiny products (up to 4x4x4, where the call itself is the
+** cost) run plain loops.
 */
 #include "cpu_internal.h"
 
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 
 /* A product with m*n*k at most this (and every size at most this, for
 ** k = 0) uses loops: measured against OpenBLAS 0.3.21, the two are equal
@@ -54,6 +58,45 @@
 
 SMALL_GEMM(float)
 SMALL_GEMM(double)
+
+/* Below this m*n*k (over the whole batch) a product stays on the calling
+** thread: OpenBLAS's own bound for splitting one (65536 *
+** GEMM_MULTITHREAD_THRESHOLD). */
+#define GEMM_PAR_MNK (65536.0 * 4)
+
+typedef struct gemm_args {
+  em_dtype dt;
+  bool ta, tb;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void *a;
+  int64_t lda, stride_a;
+  const void *b;
+  int64_t ldb, stride_b;
+  void *c;
+  int64_t ldc, stride_c;
+} gemm_args;
+
+/* Rows [r0, r1) and columns [c0, c1) of product i's C: rows of C come from
+** rows of op(A) (columns of A when it is transposed), columns of C from
+** columns of op(B) (rows of B when transposed). */
+static void gemm_block(const gemm_args *g, int64_t i, int64_t r0, int64_t r1, int64_t c0,
+                       int64_t c1) {
+  const int64_t a_off = i * g->stride_a + (g->ta ? r0 : r0 * g->lda);
+  const int64_t b_off = i * g->stride_b + (g->tb ? c0 * g->ldb : c0);
+  const int64_t c_off = i * g->stride_c + r0 * g->ldc + c0;
+  const enum CBLAS_TRANSPOSE opa = g->ta ? CblasTrans : CblasNoTrans;
+  const enum CBLAS_TRANSPOSE opb = g->tb ? CblasTrans : CblasNoTrans;
+  const int m = (int)(r1 - r0), n = (int)(c1 - c0), k = (int)g->k;
+  if (g->dt == EM_F32)
+    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)g->alpha, (const float *)g->a + a_off,
+                (int)g->lda, (const float *)g->b + b_off, (int)g->ldb, (float)g->beta,
+                (float *)g->c + c_off, (int)g->ldc);
+  else
+    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, g->alpha, (const double *)g->a + a_off,
+                (int)g->lda, (const double *)g->b + b_off, (int)g->ldb, g->beta,
+                (double *)g->c + c_off, (int)g->ldc);
+}
 
 static em_status check_ld(const char *what, int64_t ld, int64_t cols) {
   int64_t need = cols > 1 ? cols : 1;
@@ -103,17 +146,23 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
     return EM_OK;
   }
 
-  const enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-  const enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-  for (int64_t i = 0; i < batch; i++) {
-    if (dt == EM_F32)
-      cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, (float)alpha,
-                  (const float *)a + i * stride_a, (int)lda, (const float *)b + i * stride_b,
-                  (int)ldb, (float)beta, (float *)c + i * stride_c, (int)ldc);
-    else
-      cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, alpha,
-                  (const double *)a + i * stride_a, (int)lda, (const double *)b + i * stride_b,
-                  (int)ldb, beta, (double *)c + i * stride_c, (int)ldc);
+  gemm_args g = {dt, ta, tb, m, n, k, alpha, beta, a, lda, stride_a, b, ldb, stride_b,
+                 c, ldc, stride_c};
+  const int nt = omp_get_max_threads();
+  if (nt == 1 || (double)m * n * k * batch <= GEMM_PAR_MNK) {
+    for (int64_t i = 0; i < batch; i++) gemm_block(&g, i, 0, m, 0, n);
+  } else if (batch >= nt) {
+    CPU_FOR(true, i, batch, gemm_block(&g, i, 0, m, 0, n););
+  } else {
+    /* nt blocks of each product: rows of C, or columns when C is wide */
+    const bool by_rows = m >= n;
+    const int64_t len = by_rows ? m : n, per = (len + nt - 1) / nt;
+    CPU_FOR(true, w, batch * nt, {
+      const int64_t i = w / nt, lo = (w % nt) * per, hi = lo + per < len ? lo + per : len;
+      if (lo >= hi) continue;
+      if (by_rows) gemm_block(&g, i, lo, hi, 0, n);
+      else gemm_block(&g, i, 0, m, lo, hi);
+    });
   }
   return EM_OK;
 }

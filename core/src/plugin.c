@@ -188,15 +188,7 @@ static void em__scan_cb(const char *dir, void *ud) {
   em__scan_dir(dir);
 }
 
-static void em__load_all(void) {
-  /* The CPU backend's OpenMP loops and OpenBLAS's own thread pool share
-  ** the cores; if both pools spin while idle they starve each other (a
-  ** small model trained 2.6x slower on 2 threads than on 1). So libgomp is
-  ** asked to sleep when idle, unless the user chose a policy. This must
-  ** happen before a plugin pulls libgomp in. */
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-  em__each_dir(em__scan_cb, NULL);
-}
+static void em__load_all(void) { em__each_dir(em__scan_cb, NULL); }
 
 void em__plugins_ensure_loaded(void) { pthread_once(&em__once, em__load_all); }
 
