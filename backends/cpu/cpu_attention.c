@@ -41,6 +41,7 @@
 #endif
 
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 #include "ember_philox.h"
 
 #include <cblas.h>
@@ -85,31 +86,8 @@ typedef struct att_ctx {
 ATT_GEMM(f32, float, cblas_sgemm)
 ATT_GEMM(f64, double, cblas_dgemm)
 
-/* exp(x) for float32 in straight-line code that vectorises (libm's expf
-** is a call per element): Cephes' expf, within 2 ulp of the true value.
-** x = n ln2 + r with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n by
-** building the exponent bits. Below -87.3 (and at -inf) the result is 0,
-** above 88 it saturates (arguments here are <= 0 up to rounding), NaN
-** gives NaN. */
-static inline float att_exp_f32(float x) {
-  const float lo = -87.3365447505f, hi = 88.0f;
-  float xc = x > lo ? x : lo; /* NaN becomes lo here (no float->int UB below) */
-  xc = xc < hi ? xc : hi;
-  /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
-  float pow2n;
-  memcpy(&pow2n, &bits, sizeof pow2n);
-  return x < lo ? 0.0f : (x == x ? y * pow2n : x); /* NaN stays NaN */
-}
+/* float32 uses cpu_exp_f32 (cpu_vmath.h), which vectorises. */
+static inline float att_exp_f32(float x) { return cpu_exp_f32(x); }
 
 /* float64 keeps libm's exp: its callers want the last bits (gradient
 ** checks), not the speed. */

@@ -106,7 +106,7 @@ CPU_VECTOR_CLONES static void gelu_grad_f32(float *gx, const float *gy,
     const float v = x[i];
     const float e = cpu_erfc_pos_f32(fabsf(v) * (float)SQRT1_2);
     const float cdf = 0.5f * (v < 0.0f ? e : 2.0f - e);
-    const float pdf = (float)INV_SQRT_2PI * cpu_exp_neg_f32(-0.5f * v * v);
+    const float pdf = (float)INV_SQRT_2PI * cpu_exp_f32(-0.5f * v * v);
     gx[i] = gy[i] * (cdf + v * pdf);
   }
 }

@@ -1,10 +1,12 @@
 /*
 ** cpu_vmath.h -- float32 exp and erfc written so that a loop calling them
-** vectorises: no branches (only selects), no libm calls. glibc's expf and
-** erff are scalar calls, and exact GELU spent most of its time in erff.
+** vectorises: no branches (only selects, which -fno-trapping-math lets
+** GCC turn into blends) and no libm calls. glibc's expf and erff are a
+** call per element: attention's softmax and exact GELU spent their time
+** there.
 **
-** Accuracy (checked against double in tests/c/test_backend_cpu.c):
-** cpu_exp_neg_f32 is within 2 ulp of e^x; cpu_erfc_f32 within 1.2e-7
+** Accuracy (tests/c/test_backend_cpu.c checks GELU against double):
+** cpu_exp_f32 is within 2 ulp of e^x; cpu_erfc_pos_f32 within 1.2e-7
 ** relative, which matters for GELU's left tail where 1 + erf(x) is tiny.
 */
 #ifndef EMBER_CPU_VMATH_H
@@ -13,42 +15,30 @@
 #include <stdint.h>
 #include <string.h>
 
-/* e^x for x <= 0, clamped to [-87, 0]: below -87 (and for NaN) it returns
-** e^-87 ~ 1.6e-38 instead of underflowing, and every caller multiplies by
-** x, so a NaN still comes out NaN. x = n ln2 + r with |r| <= ln2/2, e^r by
-** its degree-7 Taylor polynomial (truncation < 6e-9), 2^n built in the
-** exponent bits.
-**
-** The clamp works on the bit pattern: OR-ing in the sign bit gives -|x|,
-** and among negative floats a larger magnitude is a larger unsigned
-** integer, so max(x, -87) is an unsigned min. A float compare-and-select
-** here would let GCC fold the clamped constant through the polynomial on
-** its own path, which splits the loop and stops it vectorising. */
-static inline float cpu_exp_neg_f32(float x) {
-  const uint32_t bits_minus_87 = 0xC2AE0000u;
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  u |= 0x80000000u;
-  u = u < bits_minus_87 ? u : bits_minus_87;
-  float xc;
-  memcpy(&xc, &u, sizeof xc);
-  /* round half away from zero; xc <= 0, so subtract 0.5 and truncate */
-  const int32_t n = (int32_t)(xc * 1.44269504088896341f - 0.5f);
-  const float fn = (float)n;
+/* e^x for float32 in straight-line code (libm's expf is a call per
+** element): Cephes' expf, within 2 ulp of the true value. x = n ln2 + r
+** with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n by building the
+** exponent bits. Below -87.3 (and at -inf) the result is 0, above 88 it
+** saturates (every caller passes x <= 0, up to rounding), NaN gives NaN. */
+static inline float cpu_exp_f32(float x) {
+  const float lo = -87.3365447505f, hi = 88.0f;
+  float xc = x > lo ? x : lo; /* NaN becomes lo here (no float->int UB below) */
+  xc = xc < hi ? xc : hi;
+  /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   /* ln2 split in two so that n * ln2_hi is exact */
-  const float r = (xc - fn * 0.693359375f) + fn * 2.12194440e-4f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const uint32_t scale_bits = (uint32_t)(n + 127) << 23; /* n in [-126, 0] */
-  float scale;
-  memcpy(&scale, &scale_bits, sizeof scale);
-  return p * scale;
+  float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float pow2n;
+  memcpy(&pow2n, &bits, sizeof pow2n);
+  return x < lo ? 0.0f : (x == x ? y * pow2n : x); /* NaN stays NaN */
 }
 
 /* erfc(z) for z >= 0, by the Chebyshev fit in Numerical Recipes (erfcc):
@@ -65,7 +55,7 @@ static inline float cpu_erfc_pos_f32(float z) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  return t * cpu_exp_neg_f32(p - z * z);
+  return t * cpu_exp_f32(p - z * z);
 }
 
 #endif
