@@ -85,7 +85,7 @@ def accuracy(model, ids, y):
 
 
 def main():
-    p = parser("PyTorch peer of scripts/langid.lua", epochs=6, lr=3e-3, batch=64)
+    p = parser("PyTorch peer of scripts/langid.lua", epochs=8, lr=3e-3, batch=64)
     p.add_argument("--dropout", type=float, default=0.0)
     args = p.parse_args()
     setup(args)
