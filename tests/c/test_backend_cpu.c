@@ -712,6 +712,14 @@ static void test_gemm(void) {
     }
   gemm_case(EM_F32, false, false, 64, 64, 64, 2, 0);
   gemm_case(EM_F64, true, false, 1, 1, 0, 1, 0.5);
+  /* one product split over threads: into row blocks (tall C) and column
+  ** blocks (wide C), under every transpose, with beta reading C */
+  be->set_num_threads(3);
+  for (int t = 0; t < 4; t++) {
+    gemm_case(EM_F32, t & 1, t & 2, 301, 70, 40, 1, 0.5);
+    gemm_case(EM_F64, t & 1, t & 2, 70, 301, 40, 1, 0.5);
+  }
+  be->set_num_threads(2);
   float z[4];
   check(
       be->gemm(0, EM_F32, false, false, 2, 2, 2, 1, z, 1, 0, z, 2, 0, 0, z, 2, 0, 1) == EM_ERR_ARG,
