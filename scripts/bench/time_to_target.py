@@ -31,7 +31,7 @@ def evaluations(task, lines):
         if line.startswith("RESULT") or re.match(r"\s*(epoch|step) \d+:", line):
             for mre in metric_res:
                 m = re.search(mre, line)
-                t = next((re.search(r, line) for r in TIME if re.search(r, line)), None)
+                t = next(filter(None, (re.search(r, line) for r in TIME)), None)
                 if m and t:
                     yield float(t.group(1)), [float(v) for v in m.groups()]
                     break
