@@ -23,8 +23,17 @@ for _, k in ipairs(known) do
   if module_exists("ember." .. k) then submodules[#submodules + 1] = k end
 end
 
+-- Classes of ember.nn that ember also offers by name (as the C module did
+-- before they were written in Lua): ember.Attention{...}, ember.MultiHeadAttention{...}.
+local aliases = { Attention = "ember.nn.Attention", MultiHeadAttention = "ember.nn.MultiHeadAttention" }
+
 setmetatable(ember, {
   __index = function(t, k)
+    if aliases[k] then
+      local m = require(aliases[k])
+      rawset(t, k, m)
+      return m
+    end
     -- only plain names; "init", "core" and _private files are not submodules
     if type(k) ~= "string" or not k:match("^%a[%w_]*$") or k == "init" or k == "core" then
       return nil

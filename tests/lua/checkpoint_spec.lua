@@ -271,7 +271,7 @@ describe("model checkpoints", function()
       metadata = { epoch = 3, task = "test" } })
     -- the file holds the weights under their module names
     local raw = checkpoint.load_tensors(path("model.safetensors"))
-    assert.is_not_nil(raw["2.self_attn.w_q"])
+    assert.is_not_nil(raw["2.self_attn.q_proj.weight"])
     assert.is_not_nil(raw["optimizer.state.1.exp_avg"])
 
     ember.manual_seed(99)

@@ -53,7 +53,9 @@ for _, dtype in ipairs({"float64", "float32"}) do
         end
         local opts = {need_weights = true}
         if c.masks.key_padding_mask then opts.key_padding_mask = T(c.masks.key_padding_mask) end
-        if c.masks.attn_mask then opts.attn_mask = T(c.masks.attn_mask, dtype) end
+        -- the fixtures' boolean masks are true = may attend
+        local m = c.masks.attn_mask
+        if m and m.dtype == "bool" then opts.allow_mask = T(m) elseif m then opts.attn_mask = T(m, dtype) end
         local out, weights = mha:forward(query, key, value, opts)
         check("out", out, T(c.out, "float64"), tol)
         check("weights", weights, T(c.weights, "float64"), tol)
@@ -63,12 +65,13 @@ for _, dtype in ipairs({"float64", "float32"}) do
           check("grad key", key.grad, T(c.grad.key, "float64"), tol)
           check("grad value", value.grad, T(c.grad.value, "float64"), tol)
         end
-        local params = mha:named_parameters()
+        -- the fixtures use ember's earlier names (w_q, b_q, ...)
+        local params, new = mha:named_parameters(), mha:legacy_names()
         for _, name in ipairs({"w_q", "w_k", "w_v", "b_q", "b_v", "w_o", "b_o"}) do
-          check("grad " .. name, params[name].grad, T(c.grad[name], "float64"), tol)
+          check("grad " .. name, params[new[name]].grad, T(c.grad[name], "float64"), tol)
         end
         local floor = T(c.grad.w_k, "float64"):abs():max():item()
-        check("grad b_k", params.b_k.grad, T(c.grad.b_k, "float64"), tol, floor)
+        check("grad b_k", params["k_proj.bias"].grad, T(c.grad.b_k, "float64"), tol, floor)
       end)
     end
   end)
@@ -90,7 +93,8 @@ describe("MultiHeadAttention parity holds on every path of the standard variant"
         local value = c.value and T(c.value, "float64") or nil
         local opts = {}
         if c.masks.key_padding_mask then opts.key_padding_mask = T(c.masks.key_padding_mask) end
-        if c.masks.attn_mask then opts.attn_mask = T(c.masks.attn_mask, "float64") end
+        local m = c.masks.attn_mask
+        if m and m.dtype == "bool" then opts.allow_mask = T(m) elseif m then opts.attn_mask = T(m, "float64") end
         local out = mha:forward(query, key, value, opts)
         check(c.name .. " out", out, T(c.out, "float64"), 1e-6)
         out:backward(T(c.R, "float64"))

@@ -1,4 +1,4 @@
--- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=}]):
+-- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=, init="uniform"|"zeros"}]):
 -- y = x W^T + b over the last dim, W [out, in], as torch.nn.Linear, with
 -- its initialisation: W and b uniform in +-1/sqrt(in_features).
 local ember = require "ember.nn._ember"
@@ -19,10 +19,14 @@ function Linear:__init(in_features, out_features, opts)
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   local topts = { dtype = opts.dtype, device = opts.device }
-  self:register_parameter("weight", ember.uniform({ out_features, in_features }, -bound, bound, topts))
-  if opts.bias ~= false then
-    self:register_parameter("bias", ember.uniform({ out_features }, -bound, bound, topts))
+  -- init = "zeros" draws nothing from the generator: for a container that
+  -- initialises the weights itself (MultiHeadAttention).
+  local function init(shape)
+    if opts.init == "zeros" then return ember.zeros(shape, topts) end
+    return ember.uniform(shape, -bound, bound, topts)
   end
+  self.weight = init({ out_features, in_features }):requires_grad_()
+  if opts.bias ~= false then self.bias = init({ out_features }):requires_grad_() end
 end
 
 function Linear:forward(x)

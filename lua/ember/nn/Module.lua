@@ -1,30 +1,53 @@
--- nn.Module: the base class of every layer (Torch7's nn.Module, with
--- PyTorch's names). A module owns
---   parameters  learned tensors (leaves with requires_grad), self[name]
---   buffers     other state tensors (saved unless non-persistent), self[name]
---   children    sub-modules, self[name]: Lua modules or C userdata that have
---               the same methods (ember.MultiHeadAttention)
--- in registration order, so names, parameter lists and state dicts come out
--- in a stable order. Subclasses only register things and write forward.
+--- nn.Module: the base class of every layer (Torch7's nn.Module, with
+-- PyTorch's names).
 --
---   local MyLayer = nn.Module:extend("MyLayer")
---   function MyLayer:__init(n) self:register_parameter("w", ember.zeros(n)) end
---   function MyLayer:forward(x) return x * self.w end
+-- A module owns, in registration order:
+--
+--  * parameters: learned tensors (leaves with requires_grad), `self.name`;
+--  * buffers: other state tensors (saved unless non-persistent), `self.name`;
+--  * children: sub-modules, `self.name`.
+--
+-- Assigning a module, or a tensor with `requires_grad`, to a field
+-- registers it, as in PyTorch: `self.fc = nn.Linear(4, 4)`. Assigning nil
+-- to a registered name removes it; assigning a tensor to a registered
+-- parameter or buffer replaces it. Other tensors become buffers only
+-- through `register_buffer`. Names, parameter lists, state dicts and
+-- printing all follow registration order (a module's own parameters, then
+-- its buffers, then its children, as PyTorch), so they are stable.
+--
+--    local MyLayer = nn.Module:extend("MyLayer")
+--    function MyLayer:__init(n) self.w = ember.zeros(n):requires_grad_() end
+--    function MyLayer:forward(x) return x * self.w end
+--
+-- Registered values live in `self._reg`, not in the instance table itself,
+-- so that every assignment to their names goes through `__newindex`.
+-- @classmod nn.Module
 local ember = require "ember.nn._ember"
+local errors = require "ember.errors"
 
 local Module = {}
-Module.__index = Module
 Module.__name = "Module"
 
--- Metamethods are not inherited through __index: copy them (every "__"
--- key of the parent class: __tostring, __call, __len, ...) into each class.
+local is_tensor, is_module
+
+--- Looks up registered values first, then the class (methods, defaults).
+function Module.__index(t, k)
+  local reg = rawget(t, "_reg")
+  local v = reg and reg[k]
+  if v ~= nil then return v end
+  return getmetatable(t)[k]
+end
+
+--- Metamethods are not inherited through `__index`: every "__" key of the
+-- parent class (`__tostring`, `__call`, `__index`, ...) is copied into the
+-- new class.
+-- @string name the class name, used in messages and printing
+-- @treturn table the class; call it to make an instance (runs `__init`)
 function Module:extend(name)
   local cls = {}
   for k, v in pairs(self) do
     if type(k) == "string" and k:sub(1, 2) == "__" then cls[k] = v end
   end
-  -- a function __index (Sequential's integer indexing) is inherited
-  if type(cls.__index) ~= "function" then cls.__index = cls end
   cls.__name = name
   cls.super = self
   return setmetatable(cls, {
@@ -39,6 +62,7 @@ function Module:extend(name)
 end
 
 function Module._setup(self)
+  rawset(self, "_reg", {})
   rawset(self, "_params", {})
   rawset(self, "_buffers", {})
   rawset(self, "_nonpersistent", {})
@@ -46,92 +70,154 @@ function Module._setup(self)
   rawset(self, "training", true)
 end
 
+--- Called by the constructor with its arguments; subclasses register
+-- their parameters, buffers and children here.
 function Module:__init() end
 
+--- The module's computation; every subclass defines it.
 function Module:forward()
-  error(self.__name .. ".forward: not defined for this module", 2)
+  errors.raise("%s.forward: not defined for this module", self.__name)
 end
 
 function Module:__call(...) return self:forward(...) end
 
-local function is_module(v)
-  local t = type(v)
-  if t == "table" then return getmetatable(v) ~= nil and v.named_parameters ~= nil end
-  if t ~= "userdata" then return false end
-  local ok, f = pcall(function() return v.named_parameters end)
-  return ok and f ~= nil
+is_module = function(v)
+  return type(v) == "table" and getmetatable(v) ~= nil and rawget(v, "_reg") ~= nil
 end
+--- Is `v` an nn module instance?
+-- @function Module.is_module
 Module.is_module = is_module
 
-local function is_tensor(v)
+is_tensor = function(v)
   local mt = type(v) == "userdata" and getmetatable(v)
   return mt and mt.__name == "ember.Tensor" or false
 end
+--- Is `v` an ember tensor?
+-- @function Module.is_tensor
 Module.is_tensor = is_tensor
 
 local function check_name(self, name, what)
   if type(name) ~= "string" or name == "" or name:find(".", 1, true) then
-    error(("%s.%s: name must be a non-empty string without '.', got %s"):format(
-      self.__name, what, tostring(name)), 3)
+    errors.raise("%s.%s: name must be a non-empty string without '.', got %s", self.__name, what, tostring(name))
   end
 end
 
-local function add_name(list, name)
-  for _, n in ipairs(list) do if n == name then return end end
-  list[#list + 1] = name
+local function remove_name(list, name)
+  for i, n in ipairs(list) do
+    if n == name then return table.remove(list, i) end
+  end
 end
 
+-- Registers value under name in list, taking the name away from any other
+-- kind and from the plain fields.
+local function register(self, list, name, value)
+  for _, other in ipairs({ self._params, self._buffers, self._children }) do
+    if other ~= list then remove_name(other, name) end
+  end
+  local found = false
+  for _, n in ipairs(list) do if n == name then found = true end end
+  if not found then list[#list + 1] = name end
+  rawset(self, name, nil)
+  self._reg[name] = value
+  return value
+end
+
+--- Registers a learned tensor (it gets requires_grad) under `name`.
+-- @string name
+-- @tparam Tensor t
+-- @treturn Tensor t
 function Module:register_parameter(name, t)
   check_name(self, name, "register_parameter")
+  if not is_tensor(t) then
+    errors.raise("%s.register_parameter: '%s' is a %s, not a tensor", self.__name, name, type(t))
+  end
   if not t.requires_grad then t:requires_grad_(true) end
-  add_name(self._params, name)
-  rawset(self, name, t)
-  return t
+  self._nonpersistent[name] = nil
+  return register(self, self._params, name, t)
 end
 
--- persistent = false keeps a buffer out of state_dict (e.g. a table of
--- sinusoids that the constructor recomputes).
+--- Registers a state tensor that is not learned.
+-- @string name
+-- @tparam Tensor t
+-- @bool[opt=true] persistent false keeps it out of `state_dict` (e.g. a
+-- table of sinusoids the constructor recomputes)
+-- @treturn Tensor t
 function Module:register_buffer(name, t, persistent)
   check_name(self, name, "register_buffer")
-  add_name(self._buffers, name)
+  if not is_tensor(t) then
+    errors.raise("%s.register_buffer: '%s' is a %s, not a tensor", self.__name, name, type(t))
+  end
   self._nonpersistent[name] = persistent == false or nil
-  rawset(self, name, t)
-  return t
+  return register(self, self._buffers, name, t)
 end
 
+--- Registers a child module under `name` (a number becomes its string).
+-- @string name
+-- @tparam Module m
+-- @treturn Module m
 function Module:add_module(name, m)
   name = tostring(name)
   check_name(self, name, "add_module")
   if not is_module(m) then
-    error(("%s.add_module: '%s' is a %s, not a module"):format(self.__name, name, type(m)), 2)
+    errors.raise("%s.add_module: '%s' is a %s, not a module", self.__name, name, type(m))
   end
-  add_name(self._children, name)
-  rawset(self, name, m)
-  return m
+  return register(self, self._children, name, m)
 end
 
--- Calls fn(fullname, tensor, kind) for every tensor in order: kind is
--- "param", "buffer" or "nonpersistent". C children report params and
--- buffers through their state_dict / named_parameters.
+-- What a registered name is: "param", "buffer", "child" or nil.
+local function kind_of(self, name)
+  local reg = rawget(self, "_reg")
+  if not reg or reg[name] == nil then return nil end
+  for _, n in ipairs(self._params) do if n == name then return "param" end end
+  for _, n in ipairs(self._buffers) do if n == name then return "buffer" end end
+  return "child"
+end
+
+--- Field assignment registers modules and tensors with requires_grad,
+-- replaces registered values, and removes them when given nil.
+function Module.__newindex(self, name, v)
+  local kind = type(name) == "string" and kind_of(self, name)
+  if not kind then
+    if type(name) == "string" and rawget(self, "_reg") then
+      if is_module(v) then return self:add_module(name, v) end
+      if is_tensor(v) and v.requires_grad then return self:register_parameter(name, v) end
+    end
+    return rawset(self, name, v)
+  end
+  if v == nil then
+    remove_name(self._params, name)
+    remove_name(self._buffers, name)
+    remove_name(self._children, name)
+    self._nonpersistent[name] = nil
+    self._reg[name] = nil
+  elseif kind == "child" then
+    if not is_module(v) then
+      errors.raise("%s: '%s' is a child module; assign a module or nil, not a %s", self.__name, name, type(v))
+    end
+    self._reg[name] = v
+  elseif kind == "param" then
+    if not is_tensor(v) then
+      errors.raise("%s: '%s' is a parameter; assign a tensor or nil, not a %s", self.__name, name, type(v))
+    end
+    self:register_parameter(name, v)
+  else
+    if not is_tensor(v) then
+      errors.raise("%s: '%s' is a buffer; assign a tensor or nil, not a %s", self.__name, name, type(v))
+    end
+    self._reg[name] = v
+  end
+end
+
+--- Calls fn(fullname, tensor, kind) for every tensor in registration order;
+-- kind is "param", "buffer" or "nonpersistent".
 function Module:_each_tensor(fn, prefix)
   prefix = prefix or ""
-  for _, n in ipairs(self._params) do fn(prefix .. n, self[n], "param") end
+  local reg = self._reg
+  for _, n in ipairs(self._params) do fn(prefix .. n, reg[n], "param") end
   for _, n in ipairs(self._buffers) do
-    fn(prefix .. n, self[n], self._nonpersistent[n] and "nonpersistent" or "buffer")
+    fn(prefix .. n, reg[n], self._nonpersistent[n] and "nonpersistent" or "buffer")
   end
-  for _, n in ipairs(self._children) do
-    local c = self[n]
-    if type(c) == "table" then
-      c:_each_tensor(fn, prefix .. n .. ".")
-    else
-      local learned, sd, names = c:named_parameters(), c:state_dict(), {}
-      for k in pairs(sd) do names[#names + 1] = k end
-      table.sort(names)
-      for _, k in ipairs(names) do
-        fn(prefix .. n .. "." .. k, learned[k] or sd[k], learned[k] and "param" or "buffer")
-      end
-    end
-  end
+  for _, n in ipairs(self._children) do reg[n]:_each_tensor(fn, prefix .. n .. ".") end
 end
 
 -- Calls fn(name, tensor) once per distinct parameter: a tensor registered
@@ -147,53 +233,74 @@ function Module:_each_param(fn)
   end)
 end
 
+--- The distinct parameters, in registration order (what an optimizer takes).
+-- @treturn {Tensor,...}
 function Module:parameters()
   local list = {}
   self:_each_param(function(_, t) list[#list + 1] = t end)
   return list
 end
 
--- name -> tensor (the tensors themselves, shared). parameter_names() gives
--- the order.
+--- name -> parameter (the tensors themselves, shared); `parameter_names`
+-- gives the order.
+-- @treturn table
 function Module:named_parameters()
   local map = {}
   self:_each_param(function(n, t) map[n] = t end)
   return map
 end
 
+--- The names of `parameters()`, in the same order.
+-- @treturn {string,...}
 function Module:parameter_names()
   local list = {}
   self:_each_param(function(n) list[#list + 1] = n end)
   return list
 end
 
+--- The number of learned scalars.
+-- @treturn integer
 function Module:num_parameters()
   local n = 0
   for _, p in ipairs(self:parameters()) do n = n + p:numel() end
   return n
 end
 
+--- The direct children, in registration order.
+-- @treturn {Module,...}
 function Module:children()
   local list = {}
-  for _, n in ipairs(self._children) do list[#list + 1] = self[n] end
+  for _, n in ipairs(self._children) do list[#list + 1] = self._reg[n] end
   return list
 end
 
--- The module and all its descendants, depth first.
+--- The module and all its descendants, depth first.
+-- @treturn {Module,...}
 function Module:modules(list)
   list = list or {}
   list[#list + 1] = self
-  for _, c in ipairs(self:children()) do
-    if type(c) == "table" then c:modules(list) else list[#list + 1] = c end
-  end
+  for _, c in ipairs(self:children()) do c:modules(list) end
   return list
 end
 
+--- Calls fn(prefix, module) for the module (prefix "") and every
+-- descendant (prefix "a.b."), depth first.
+function Module:named_modules(fn, prefix)
+  prefix = prefix or ""
+  fn(prefix, self)
+  for _, n in ipairs(self._children) do self._reg[n]:named_modules(fn, prefix .. n .. ".") end
+end
+
+--- Calls fn(m) for the module and every descendant.
+-- @treturn Module self
 function Module:apply(fn)
   for _, m in ipairs(self:modules()) do fn(m) end
   return self
 end
 
+--- Sets training mode (dropout on) on the module and its descendants.
+-- @bool[opt=true] mode
+-- @treturn Module self
 function Module:train(mode)
   if mode == nil then mode = true end
   self.training = mode and true or false
@@ -201,27 +308,37 @@ function Module:train(mode)
   return self
 end
 
+--- Evaluation mode: `train(false)`.
+-- @treturn Module self
 function Module:eval() return self:train(false) end
 
+--- Drops the gradients of every parameter.
+-- @treturn Module self
 function Module:zero_grad()
-  for _, n in ipairs(self._params) do self[n].grad = nil end
+  for _, n in ipairs(self._params) do self._reg[n].grad = nil end
   for _, c in ipairs(self:children()) do c:zero_grad() end
   return self
 end
 
-local DTYPES = { float32 = 1, float = 1, f32 = 1, float64 = 1, double = 1, f64 = 1, bfloat16 = 1, bf16 = 1 }
+-- Every name `to` takes as a dtype, and what it means.
+local DTYPES = { float32 = "float32", float = "float32", f32 = "float32", float64 = "float64",
+                 double = "float64", f64 = "float64", bfloat16 = "bfloat16", bf16 = "bfloat16" }
 local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
+Module.dtype_names = DTYPES
 
--- to("cuda") / to("float64"): parameters become new leaves (build the
--- optimizer after moving the model, as in PyTorch). A dtype converts only
--- floating-point tensors; integer and bool buffers keep their dtype.
+--- Moves or converts every tensor: `to("cuda")`, `to("float64")`.
+-- Parameters become new leaves (build the optimizer after moving the
+-- model, as in PyTorch). A dtype converts only floating-point tensors;
+-- integer and bool buffers keep theirs. A tensor shared by several names
+-- (tied weights) stays shared.
+-- @string where a dtype or device name
+-- @treturn Module self
 function Module:to(where, _moved)
   if type(where) ~= "string" then
-    error(self.__name .. ".to: expected a dtype or device name, got " .. type(where), 2)
+    errors.raise("%s.to: expected a dtype or device name, got %s", self.__name, type(where))
   end
   local is_dtype = DTYPES[where] ~= nil
-  -- _moved: old tensor -> new one across the whole tree, so tied weights stay tied
-  local moved = _moved or {}
+  local moved = _moved or {} -- old tensor -> new one across the whole tree
   local function move(t, param)
     if moved[t] then return moved[t] end
     local new = (is_dtype and not FLOATS[t.dtype]) and t or t:detach():to(where)
@@ -229,20 +346,24 @@ function Module:to(where, _moved)
     moved[t] = new
     return new
   end
-  for _, n in ipairs(self._params) do rawset(self, n, move(self[n], true)) end
-  for _, n in ipairs(self._buffers) do rawset(self, n, move(self[n], false)) end
-  for _, c in ipairs(self:children()) do
-    if type(c) == "table" then c:to(where, moved) else c:to(where) end
-  end
+  local reg = self._reg
+  for _, n in ipairs(self._params) do reg[n] = move(reg[n], true) end
+  for _, n in ipairs(self._buffers) do reg[n] = move(reg[n], false) end
+  for _, c in ipairs(self:children()) do c:to(where, moved) end
   return self
 end
 
+--- `to("cuda")`
 function Module:cuda() return self:to("cuda") end
+--- `to("cpu")`
 function Module:cpu() return self:to("cpu") end
+--- `to("float64")`
 function Module:double() return self:to("float64") end
+--- `to("float32")`
 function Module:float() return self:to("float32") end
 
--- name -> detached tensor sharing the parameter's storage.
+--- name -> detached tensor sharing the parameter's or buffer's storage.
+-- @treturn table
 function Module:state_dict()
   local sd = {}
   self:_each_tensor(function(n, t, kind)
@@ -251,15 +372,47 @@ function Module:state_dict()
   return sd
 end
 
+--- Names this module had in earlier versions of ember: a table
+-- old name -> current name, relative to the module. Subclasses that
+-- renamed their state override it, so old checkpoints still load.
+-- @treturn table|nil
+function Module:legacy_names() return nil end
+
+--- A copy of `sd` with the names of earlier ember versions mapped to the
+-- current ones (see `legacy_names`), and how many were mapped.
+-- @tparam table sd name -> tensor
+-- @treturn table
+-- @treturn integer
+function Module:upgrade_state_dict(sd)
+  local out, n = {}, 0
+  for k, v in pairs(sd) do out[k] = v end
+  self:named_modules(function(prefix, m)
+    local map = m:legacy_names()
+    for old, new in pairs(map or {}) do
+      old, new = prefix .. old, prefix .. new
+      if out[old] ~= nil and out[new] == nil and sd[new] == nil then
+        out[new], out[old], n = out[old], nil, n + 1
+      end
+    end
+  end)
+  return out, n
+end
+
 local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
 
--- Copies the tensors of `sd` into the module. strict (default true): every
--- name must be present and no other name may appear. Everything is checked
+--- Copies the tensors of `sd` into the module. Everything is checked
 -- before anything is copied, so a failed load leaves the module unchanged.
+-- Names of earlier ember versions are mapped (`upgrade_state_dict`).
+-- @tparam table sd name -> tensor
+-- @bool[opt=true] strict every name must be present and no other may appear
+-- @treturn Module self
+-- @treturn {string,...} missing names
+-- @treturn {string,...} unexpected names
 function Module:load_state_dict(sd, strict)
   local who = self.__name .. ".load_state_dict"
-  if type(sd) ~= "table" then error(who .. ": expected a table of tensors, got " .. type(sd), 2) end
+  if type(sd) ~= "table" then errors.raise("%s: expected a table of tensors, got %s", who, type(sd)) end
   if strict == nil then strict = true end
+  sd = self:upgrade_state_dict(sd)
   local own = self:state_dict()
   local missing, unexpected = {}, {}
   for n, dst in pairs(own) do
@@ -267,10 +420,10 @@ function Module:load_state_dict(sd, strict)
     if src == nil then
       missing[#missing + 1] = n
     elseif not is_tensor(src) then
-      error(("%s: '%s' is a %s, expected a tensor"):format(who, n, type(src)), 2)
+      errors.raise("%s: '%s' is a %s, expected a tensor", who, n, type(src))
     elseif shape_str(src) ~= shape_str(dst) then
-      error(("%s: '%s' has shape %s in the state dict, the module expects %s"):format(
-        who, n, shape_str(src), shape_str(dst)), 2)
+      errors.raise("%s: '%s' has shape %s in the state dict, the module expects %s", who, n,
+        shape_str(src), shape_str(dst))
     end
   end
   for n in pairs(sd) do if own[n] == nil then unexpected[#unexpected + 1] = tostring(n) end end
@@ -280,7 +433,7 @@ function Module:load_state_dict(sd, strict)
     local parts = {}
     if #missing > 0 then parts[#parts + 1] = "missing " .. table.concat(missing, ", ") end
     if #unexpected > 0 then parts[#parts + 1] = "unexpected " .. table.concat(unexpected, ", ") end
-    error(("%s: names do not match the module: %s"):format(who, table.concat(parts, "; ")), 2)
+    errors.raise("%s: names do not match the module: %s", who, table.concat(parts, "; "))
   end
   ember.no_grad(function()
     for n, dst in pairs(own) do
@@ -294,16 +447,18 @@ function Module:load_state_dict(sd, strict)
   return self, missing, unexpected
 end
 
--- One line describing the module's own settings, e.g. "in_features=4".
+--- One line describing the module's own settings, e.g. "in_features=4".
+-- @treturn string
 function Module:extra_repr() return "" end
 
+--- The module tree, as PyTorch and Torch7 print it.
 function Module:__tostring()
   local extra = self:extra_repr()
   if #self._children == 0 then return self.__name .. "(" .. extra .. ")" end
   local lines = { self.__name .. "(" }
   if extra ~= "" then lines[2] = "  " .. extra end
   for _, n in ipairs(self._children) do
-    local s = tostring(self[n]):gsub("\n", "\n  ")
+    local s = tostring(self._reg[n]):gsub("\n", "\n  ")
     lines[#lines + 1] = "  (" .. n .. "): " .. s
   end
   lines[#lines + 1] = ")"

@@ -1,46 +1,195 @@
--- nn.MultiHeadAttention: the C module ember.MultiHeadAttention (core/lua/
--- l_attention.c), which already has the module methods (parameters,
--- named_parameters, state_dict, load_state_dict, train, eval, zero_grad, to),
--- so containers register it as a child like any Lua module.
+--- nn.MultiHeadAttention (also ember.MultiHeadAttention): multi-head
+-- attention with any attention variant, as torch.nn.MultiheadAttention
+-- (batch_first).
 --
---   nn.MultiHeadAttention{d_model=, heads=, attention="standard", dropout=,
---                         bias=, causal=, rope=, <variant options>}
---   nn.MultiHeadAttention(d_model, heads [, opts])
+--    local mha = nn.MultiHeadAttention(64, 4, {attention = "relpos", mode = "t5"})
+--    local mha = nn.MultiHeadAttention{d_model = 64, heads = 4, rope = true}
+--    local y = mha(x)                                  -- self-attention
+--    local y, w = mha(q, kv, {need_weights = true})    -- cross-attention
 --
--- This file adds what the C module does not do: incremental decoding with
--- a key/value cache (forward_cached), used by the Transformer decoder layers
--- when generating. It recomputes exactly what mha:forward does -- the same
--- projections, RoPE and attention variant (an ember.Attention with the same
--- options and variant parameters) -- on the new queries only, against keys
--- and values kept from earlier steps.
+-- Children, in this order: q_proj, k_proj, v_proj, out_proj (nn.Linear)
+-- and attn (an ember.Attention holding the variant and its tables). State
+-- dict names are therefore "q_proj.weight", ..., "attn.rel_k"; the names of
+-- earlier ember versions ("w_q", "b_q", ..., "relpos.rel_k") still load
+-- (see `legacy_names`).
+--
+-- Incremental decoding with a key/value cache (`forward_cached`) uses the
+-- same children, so it computes exactly what `forward` does.
+-- @classmod nn.MultiHeadAttention
 local ember = require "ember.nn._ember"
+local errors = require "ember.errors"
+local masks = require "ember.nn._masks"
+local Module = require "ember.nn.Module"
+local Linear = require "ember.nn.Linear"
+local Attention = require "ember.nn.Attention"
 
-local MHA = {}
+local MHA = Module:extend("MultiHeadAttention")
 
-local function build(d_model, heads, opts)
-  local t = {}
-  if type(d_model) == "table" then
-    t = d_model
-  else
-    for k, v in pairs(opts or {}) do t[k] = v end
-    t.d_model, t.heads = d_model, heads
+-- The module's own options; every other key is the variant's.
+local OWN = { "d_model", "heads", "attention", "kdim", "vdim", "dropout", "bias", "rope", "rope_base",
+              "causal", "dtype", "device" }
+local IS_OWN = {}
+for _, k in ipairs(OWN) do IS_OWN[k] = true end
+local FLOAT_DTYPES = { float32 = true, float64 = true, bfloat16 = true }
+
+local function check_type(v, want, name)
+  if v ~= nil and type(v) ~= want then
+    errors.raise("MultiHeadAttention: %s must be a %s, got %s", name, want, type(v))
   end
-  return ember.MultiHeadAttention(t)
 end
 
-setmetatable(MHA, { __call = function(_, ...) return build(...) end })
-MHA.new = build
-
--- The projection weights of a module, shared (not copied).
-local function weights(mha)
-  local p = mha:named_parameters()
-  return p
+local function positive_int(v, name, default)
+  if v == nil then return default end
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+    errors.raise("MultiHeadAttention: %s must be a positive integer, got %s", name, tostring(v))
+  end
+  return math.tointeger(v)
 end
 
-local function linear(x, w, b)
-  local y = x:matmul(w:transpose(1, 2))
-  if b then y = y + b end
-  return y
+-- Splits a spec into the module's settings and the variant's options.
+local function read_spec(d_model, heads, opts)
+  local spec = {}
+  if type(d_model) == "table" then
+    for k, v in pairs(d_model) do spec[k] = v end
+  else
+    if opts ~= nil and type(opts) ~= "table" then
+      errors.raise("MultiHeadAttention: options must be a table, got %s", type(opts))
+    end
+    for k, v in pairs(opts or {}) do spec[k] = v end
+    spec.d_model, spec.heads = d_model, heads
+  end
+  local s = {
+    d_model = positive_int(spec.d_model, "d_model", 0), heads = positive_int(spec.heads, "heads", 0),
+  }
+  if s.d_model <= 0 or s.heads <= 0 then
+    errors.raise("MultiHeadAttention: d_model and heads must be positive integers, got d_model=%s heads=%s",
+      tostring(spec.d_model), tostring(spec.heads))
+  end
+  if s.d_model % s.heads ~= 0 then
+    errors.raise("MultiHeadAttention: d_model (%d) must be divisible by heads (%d): each head gets d_model/heads dims",
+      s.d_model, s.heads)
+  end
+  s.head_dim = s.d_model // s.heads
+  s.kdim = positive_int(spec.kdim, "kdim", s.d_model)
+  s.vdim = positive_int(spec.vdim, "vdim", s.d_model)
+  if s.kdim <= 0 or s.vdim <= 0 then errors.raise("MultiHeadAttention: kdim and vdim must be positive") end
+  check_type(spec.dropout, "number", "dropout")
+  s.dropout = spec.dropout or 0
+  if not (s.dropout >= 0 and s.dropout < 1) then
+    errors.raise("MultiHeadAttention: dropout must be in [0, 1), got %s", tostring(s.dropout))
+  end
+  for _, k in ipairs({ "bias", "rope", "causal" }) do check_type(spec[k], "boolean", k) end
+  s.bias = spec.bias ~= false
+  s.rope = spec.rope == true
+  s.causal = spec.causal == true
+  check_type(spec.rope_base, "number", "rope_base")
+  s.rope_base = spec.rope_base or 10000
+  if s.rope and s.head_dim % 2 ~= 0 then
+    errors.raise("MultiHeadAttention: rope needs an even head dim, got d_model/heads = %d", s.head_dim)
+  end
+  s.dtype = spec.dtype and (Module.dtype_names[spec.dtype] or spec.dtype) or "float32"
+  if not FLOAT_DTYPES[s.dtype] then
+    errors.raise("MultiHeadAttention: dtype must be float32, float64 or bfloat16, got %s", tostring(spec.dtype))
+  end
+  s.device = spec.device or "cpu"
+  check_type(spec.attention, "string", "attention (a variant name)")
+  s.attention = spec.attention or "standard"
+  local variant = {}
+  for k, v in pairs(spec) do
+    if type(k) ~= "string" then errors.raise("MultiHeadAttention: options must have string keys, got a %s key", type(k)) end
+    if not IS_OWN[k] then variant[k] = v end
+  end
+  return s, variant
+end
+
+-- An ember.Attention for the module's sizes; an unknown option may also be
+-- a misspelt module option, so the message lists both.
+local function make_attention(s, name, variant_opts)
+  local spec = { attention = name, heads = s.heads, head_dim = s.head_dim, dtype = s.dtype, device = s.device }
+  for k, v in pairs(variant_opts) do spec[k] = v end
+  local ok, att = pcall(Attention, spec)
+  if not ok then
+    local msg = tostring(att):gsub("^[^:]*:%d+: ", "")
+    if msg:find("unknown option", 1, true) then
+      msg = msg .. "; MultiHeadAttention's own options: " .. table.concat(OWN, ", ")
+    end
+    errors.raise("%s", msg)
+  end
+  return att
+end
+
+--- Builds the module.
+-- @param d_model the model width, or one table with every option
+-- @int heads the number of heads (d_model must be divisible by it)
+-- @tparam[opt] table opts `attention` (variant name, "standard"),
+-- `kdim`/`vdim` (key/value input widths, d_model), `dropout` (on attention
+-- weights, in training mode; 0), `bias` (true), `rope` (rotary positions on
+-- queries and keys, false), `rope_base` (10000), `causal` (false),
+-- `dtype`, `device`, and the variant's own options
+-- (`ember.attention_variants(name).options`).
+function MHA:__init(d_model, heads, opts)
+  local s, variant = read_spec(d_model, heads, opts)
+  for k, v in pairs(s) do self[k] = v end
+  -- The variant first, then the projections: the same random draws, in
+  -- the same order, as ember's C module made (so seeded runs keep their
+  -- numbers). As torch.nn.MultiheadAttention: xavier-uniform input
+  -- projections, uniform(+-1/sqrt(d_model)) output projection, zero biases.
+  local att = make_attention(s, s.attention, variant)
+  if s.dropout > 0 and not att.caps.dropout then
+    errors.raise("MultiHeadAttention: attention '%s' has no dropout on attention weights, so dropout must be 0 "
+      .. "(got %g; variants with it: %s)", s.attention, s.dropout, MHA._variants_with("dropout"))
+  end
+  local lin = { bias = s.bias, dtype = s.dtype, device = s.device, init = "zeros" }
+  local topts = { dtype = s.dtype, device = s.device }
+  local proj = {}
+  for i, in_dim in ipairs({ s.d_model, s.kdim, s.vdim }) do
+    proj[i] = Linear(in_dim, s.d_model, lin)
+    local bound = math.sqrt(6 / (s.d_model + in_dim))
+    ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ s.d_model, in_dim }, -bound, bound, topts)) end)
+  end
+  proj[4] = Linear(s.d_model, s.d_model, lin)
+  local bound = 1 / math.sqrt(s.d_model)
+  ember.no_grad(function() proj[4].weight:copy_(ember.uniform({ s.d_model, s.d_model }, -bound, bound, topts)) end)
+  -- one statement each: the order of a multiple assignment is undefined,
+  -- and assignment order is registration order
+  self.q_proj = proj[1]
+  self.k_proj = proj[2]
+  self.v_proj = proj[3]
+  self.out_proj = proj[4]
+  self.attn = att
+end
+
+--- Names of ember versions before the module was written in Lua.
+function MHA:legacy_names()
+  local map = {}
+  for short, child in pairs({ q = "q_proj", k = "k_proj", v = "v_proj", o = "out_proj" }) do
+    map["w_" .. short] = child .. ".weight"
+    map["b_" .. short] = child .. ".bias"
+  end
+  for old, new in pairs(self.attn:legacy_names()) do map[old] = "attn." .. new end
+  return map
+end
+
+--- Swaps the attention variant (its tables are new); the projections stay.
+-- A failed swap changes nothing.
+-- @string name a variant name
+-- @tparam[opt] table opts the variant's options
+-- @treturn MultiHeadAttention self
+function MHA:set_attention(name, opts)
+  if type(name) ~= "string" then errors.raise("MultiHeadAttention.set_attention: expected a variant name, got %s", type(name)) end
+  self.attn = make_attention(self, name, opts or {})
+  self.attention = name
+  return self
+end
+
+--- The variant's checked options.
+-- @treturn table
+function MHA:options() return self.attn:options() end
+
+function MHA:to(where, moved)
+  Module.to(self, where, moved)
+  self.dtype, self.device = self.attn.dtype, self.attn.device
+  return self
 end
 
 -- [B, L, H*dh] -> [B, H, L, dh]
@@ -49,100 +198,208 @@ local function split_heads(x, H)
   return x:reshape(B, L, H, E // H):transpose(2, 3)
 end
 
--- Rotary embedding as l_attention.c's rope(): rotate-half form on
--- x [B, H, L, dh] for positions first_pos, first_pos+1, ... (0-based).
-local function rope(x, first_pos, base)
+-- Rotary tables, cached per (head dim, base, device, dtype) for positions
+-- 0 .. n-1, and grown (doubled) when a longer sequence comes. A forward
+-- only narrows them.
+local rope_tables, rope_builds = {}, 0
+
+local function rope_table(dh, base, device, dtype, first, L)
+  local key = ("%d|%.17g|%s|%s"):format(dh, base, device, dtype)
+  local t = rope_tables[key]
+  if not t or t.n < first + L then
+    local n = math.max(first + L, t and 2 * t.n or 64)
+    local half = dh // 2
+    local f64 = { dtype = "float64" }
+    local inv = {}
+    for m = 0, half - 1 do inv[m + 1] = base ^ (-2.0 * m / dh) end
+    local ang = ember.arange(0, n, f64):unsqueeze(2) * ember.tensor(inv, f64):unsqueeze(1)
+    t = { n = n, cos = ang:cos():to(device):to(dtype), sin = ang:sin():to(device):to(dtype) }
+    rope_tables[key] = t
+    rope_builds = rope_builds + 1
+  end
+  return t.cos:narrow(1, first + 1, L), t.sin:narrow(1, first + 1, L)
+end
+
+--- How often rotary tables were built, and how many are cached (tests use
+-- it to see that a forward does not rebuild them).
+-- @treturn table {builds=, entries=}
+function MHA.rope_cache_info()
+  local n = 0
+  for _ in pairs(rope_tables) do n = n + 1 end
+  return { builds = rope_builds, entries = n }
+end
+
+-- Rotary position embedding (rotate-half form, as GPT-NeoX / LLaMA) on
+-- x [B, H, L, dh] for positions first, first+1, ... (0-based).
+function MHA:_rope(x, first)
   local L, dh = x.shape[3], x.shape[4]
   local half = dh // 2
-  local cs, sn = {}, {}
-  for p = 0, L - 1 do
-    local crow, srow = {}, {}
-    for m = 0, half - 1 do
-      local ang = (first_pos + p) * base ^ (-2.0 * m / dh)
-      crow[m + 1], srow[m + 1] = math.cos(ang), math.sin(ang)
-    end
-    cs[p + 1], sn[p + 1] = crow, srow
-  end
-  local c = ember.tensor(cs, { dtype = "float64", device = x.device }):to(x.dtype)
-  local s = ember.tensor(sn, { dtype = "float64", device = x.device }):to(x.dtype)
+  local c, s = rope_table(dh, self.rope_base, x.device, x.dtype, first, L)
   local x1, x2 = x:narrow(4, 1, half), x:narrow(4, half + 1, half)
   return ember.cat({ x1 * c - x2 * s, x2 * c + x1 * s }, 4)
 end
 
--- A bare ember.Attention of the module's variant and options, remembered per
--- module (rebuilt when the variant, its options, dtype or device change). Its variant parameters (relpos
--- tables...) are copied from the module when `refresh` is set: at the first
--- step of every sequence, so training between generations is seen.
-local bare_cache = setmetatable({}, { __mode = "k" })
+local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
+                   causal = true, need_weights = true }
 
-local function bare_attention(mha, refresh)
-  local opts, names = mha:options(), {}
-  for k in pairs(opts) do names[#names + 1] = k end
-  table.sort(names)
-  local key = { mha.attention, mha.dtype, mha.device }
-  for _, k in ipairs(names) do key[#key + 1] = k .. "=" .. tostring(opts[k]) end
-  key = table.concat(key, " ")
-  local hit = bare_cache[mha]
-  if not hit or hit.variant ~= key then
-    local spec = { attention = mha.attention, heads = mha.heads, head_dim = mha.head_dim,
-                   dtype = mha.dtype, device = mha.device }
-    for k, v in pairs(opts) do spec[k] = v end
-    hit = { variant = key, attn = ember.Attention(spec) }
-    hit.attn:eval()
-    bare_cache[mha] = hit
-    refresh = true
+local function check_opts(opts, who)
+  if opts == nil then return {} end
+  for k in pairs(opts) do
+    if not FWD_OPTS[k] then
+      errors.raise("%s: unknown option '%s' (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights)",
+        who, tostring(k))
+    end
   end
-  if refresh then
-    local sd, own = mha:state_dict(), {}
-    for k in pairs(hit.attn:state_dict()) do own[k] = sd[k] end
-    hit.attn:load_state_dict(own)
-  end
-  return hit.attn
+  return opts
 end
 
--- forward_cached(mha, x, cache [, opts]) -> out [B, Lnew, d_model]
+local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
+
+-- (query [, key_value | key, value] [, opts]) -> query, key, value, opts
+local function read_args(who, query, ...)
+  local n, args = select("#", ...), { ... }
+  local tensors, opts = {}, nil
+  for i = 1, n do
+    local a = args[i]
+    if Module.is_tensor(a) then
+      if #tensors >= 2 or opts then errors.raise("%s: expected (query [, key_value | key, value] [, options])", who) end
+      tensors[#tensors + 1] = a
+    elseif type(a) == "table" then
+      if i ~= n then errors.raise("%s: the options table must be the last argument", who) end
+      opts = a
+    elseif a ~= nil then
+      errors.raise("%s: argument %d must be a tensor, nil or an options table, got %s", who, i + 1, type(a))
+    end
+  end
+  if not Module.is_tensor(query) then errors.raise("%s: query must be a tensor, got %s", who, type(query)) end
+  local key = tensors[1] or query
+  local value = tensors[2] or key
+  return key, value, check_opts(opts, who)
+end
+
+function MHA:_check_inputs(who, query, key, value)
+  if query.ndim ~= 3 or query.shape[3] ~= self.d_model then
+    errors.raise("%s: query must be [B, Lq, d_model=%d], got %s", who, self.d_model, shape_str(query))
+  end
+  if key.ndim ~= 3 or key.shape[3] ~= self.kdim or key.shape[1] ~= query.shape[1] then
+    errors.raise("%s: key must be [B=%d, Lk, kdim=%d], got %s%s", who, query.shape[1], self.kdim, shape_str(key),
+      key == query and " (self-attention uses the query as key: kdim must equal d_model)" or "")
+  end
+  if value.ndim ~= 3 or value.shape[3] ~= self.vdim or value.shape[1] ~= key.shape[1] or value.shape[2] ~= key.shape[2] then
+    errors.raise("%s: value must be [B, Lk=%d, vdim=%d], got %s (key %s)", who, key.shape[2], self.vdim,
+      shape_str(value), shape_str(key))
+  end
+  local dt = self.q_proj.weight.dtype
+  if query.dtype ~= dt or key.dtype ~= dt or value.dtype ~= dt then
+    errors.raise("%s: inputs must be %s like the module (use :to(dtype)), got query %s, key %s, value %s",
+      who, dt, query.dtype, key.dtype, value.dtype)
+  end
+end
+
+-- Runs the variant on projected heads; returns the merged output [B, Lq, d_model].
+function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
+  local mask = masks.resolve(opts, who, "attn_mask", "allow_mask", "block_mask")
+  if opts.need_weights and not self.attn.caps.weights then
+    errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
+      who, self.attention, MHA._variants_with("weights"))
+  end
+  local o, w = self.attn(q, k, v, {
+    key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,
+    need_weights = opts.need_weights, dropout = self.dropout > 0 and self.dropout or nil,
+  })
+  o = o:transpose(2, 3):reshape(B, Lq, self.d_model)
+  return self.out_proj(o), w
+end
+
+function MHA._variants_with(cap)
+  local names = {}
+  for _, v in ipairs(ember.attention_variants()) do
+    if v.caps[cap] then names[#names + 1] = v.name end
+  end
+  return #names > 0 and table.concat(names, ", ") or "none loaded"
+end
+
+--- Attention of `query` over `key`/`value`.
+-- @tparam Tensor query [B, Lq, d_model]
+-- @tparam[opt] Tensor key [B, Lk, kdim] (default: query, self-attention);
+-- a single tensor after query is used as both key and value
+-- @tparam[opt] Tensor value [B, Lk, vdim] (default: key)
+-- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = padding,
+-- as PyTorch), `attn_mask` (float, added to the scores), `allow_mask` (bool,
+-- true = may attend) or `block_mask` (bool, true = masked) -- see
+-- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
+-- (default: the module's), `need_weights`
+-- @treturn Tensor [B, Lq, d_model]
+-- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights
+function MHA:forward(query, ...)
+  local who = "MultiHeadAttention.forward"
+  local key, value, opts = read_args(who, query, ...)
+  self:_check_inputs(who, query, key, value)
+  local H = self.heads
+  local q = split_heads(self.q_proj(query), H)
+  local k = split_heads(self.k_proj(key), H)
+  local v = split_heads(self.v_proj(value), H)
+  if self.rope then
+    q = self:_rope(q, key.shape[2] - query.shape[2]) -- bottom-right, as causal
+    k = self:_rope(k, 0)
+  end
+  local causal = self.causal
+  if opts.causal ~= nil then causal = opts.causal end
+  return self:_attend(who, q, k, v, opts, causal, query.shape[1], query.shape[2])
+end
+
+--- One step of incremental decoding with a key/value cache.
+--
 -- Self-attention (opts.memory == nil): projects the new tokens x
 -- [B, Lnew, d_model], appends their keys/values to cache.k / cache.v
 -- ([B, H, L, dh]) and attends causally (bottom-right) over all of them.
--- Cross-attention (opts.memory given): keys/values of the memory are
+-- Cross-attention (opts.memory given): the memory's keys/values are
 -- projected on the first call only and kept in the cache.
--- opts.key_padding_mask applies to the cached keys ([B, Lk] bool).
--- The cache is a plain table the caller creates empty ({}) per sequence.
-function MHA.forward_cached(mha, x, cache, opts)
+-- @tparam Tensor x the new positions [B, Lnew, d_model]
+-- @tparam table cache a plain table, empty ({}) at a sequence's first step
+-- @tparam[opt] table opts `memory`, `key_padding_mask` (over all cached
+-- keys, [B, Lk]), `attn_mask`/`allow_mask`/`block_mask`, `causal` (default true
+-- for self-attention)
+-- @treturn Tensor [B, Lnew, d_model]
+function MHA:forward_cached(x, cache, opts)
+  local who = "MultiHeadAttention.forward_cached"
   opts = opts or {}
-  if mha.training then error("MultiHeadAttention.forward_cached: call :eval() first (no dropout in decoding)", 2) end
-  local w, H = weights(mha), mha.heads
-  local attn = bare_attention(mha, cache.k == nil)
-  local q = split_heads(linear(x, w.w_q, w.b_q), H)
+  if self.training then errors.raise("%s: call :eval() first (no dropout in decoding)", who) end
+  if type(cache) ~= "table" then errors.raise("%s: cache must be a table ({} at the first step), got %s", who, type(cache)) end
+  local H = self.heads
+  local q = split_heads(self.q_proj(x), H)
   local cross = opts.memory ~= nil
   if cross then
     if not cache.k then
-      cache.k = split_heads(linear(opts.memory, w.w_k, w.b_k), H)
-      cache.v = split_heads(linear(opts.memory, w.w_v, w.b_v), H)
-      if mha.rope then cache.k = rope(cache.k, 0, mha.rope_base or 10000) end
+      cache.k = split_heads(self.k_proj(opts.memory), H)
+      cache.v = split_heads(self.v_proj(opts.memory), H)
+      if self.rope then cache.k = self:_rope(cache.k, 0) end
     end
   else
-    local k = split_heads(linear(x, w.w_k, w.b_k), H)
-    local v = split_heads(linear(x, w.w_v, w.b_v), H)
+    local k, v = split_heads(self.k_proj(x), H), split_heads(self.v_proj(x), H)
     local past = cache.k and cache.k.shape[3] or 0
-    if mha.rope then k = rope(k, past, mha.rope_base or 10000) end
+    if self.rope then k = self:_rope(k, past) end
     if cache.k then
-      cache.k = ember.cat({ cache.k, k }, 3)
-      cache.v = ember.cat({ cache.v, v }, 3)
+      cache.k, cache.v = ember.cat({ cache.k, k }, 3), ember.cat({ cache.v, v }, 3)
     else
       cache.k, cache.v = k, v
     end
   end
   local Lq, Lk = q.shape[3], cache.k.shape[3]
-  if mha.rope then q = rope(q, Lk - Lq, mha.rope_base or 10000) end
-  local o = attn(q, cache.k, cache.v, {
-    causal = not cross and (opts.causal ~= false) or false,
-    key_padding_mask = opts.key_padding_mask,
-    attn_mask = opts.attn_mask,
-  })
-  local B = x.shape[1]
-  o = o:transpose(2, 3):reshape(B, Lq, mha.d_model)
-  return linear(o, w.w_o, w.b_o)
+  if self.rope then q = self:_rope(q, Lk - Lq) end
+  local fopts = { key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask,
+                  allow_mask = opts.allow_mask, block_mask = opts.block_mask }
+  local causal = not cross and (opts.causal ~= false) or false
+  return (self:_attend(who, q, cache.k, cache.v, fopts, causal, x.shape[1], Lq))
+end
+
+--- Writes one PNG per head of attention weights (`ember.attention_heatmap`).
+function MHA:heatmap(weights, path, opts) return ember.attention_heatmap(weights, path, opts) end
+
+function MHA:extra_repr()
+  return ("d_model=%d, heads=%d, kdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
+    self.d_model, self.heads, self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope),
+    tostring(self.causal))
 end
 
 return MHA

@@ -5,11 +5,11 @@ local Module = require "ember.nn.Module"
 
 local Sequential = Module:extend("Sequential")
 
--- seq[i] finds child "i"; other keys go to the instance's class (a
--- subclass of Sequential inherits this function as its __index).
+-- seq[i] finds child "i"; other keys as any module's (a subclass of
+-- Sequential inherits this function as its __index).
 Sequential.__index = function(t, k)
-  if math.type(k) == "integer" then return rawget(t, tostring(k)) end
-  return getmetatable(t)[k]
+  if math.type(k) == "integer" then k = tostring(k) end
+  return Module.__index(t, k)
 end
 
 function Sequential:__len() return #self._children end

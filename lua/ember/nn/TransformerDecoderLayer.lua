@@ -12,8 +12,11 @@
 -- token's view of the memory as the target grows -- and cross=false for a
 -- decoder-only layer (no memory, no cross-attention).
 --
--- forward(x, memory [, opts]); opts: causal (default true), tgt_mask,
--- tgt_key_padding_mask, memory_mask, memory_key_padding_mask, and cache: a
+-- forward(x, memory [, opts]); opts: causal (default true), tgt_mask (float,
+-- added to the scores) or tgt_allow_mask / tgt_block_mask (bool: true = may
+-- attend / true = masked; a boolean tgt_mask is refused, see nn/_masks.lua),
+-- tgt_key_padding_mask, memory_mask (memory_allow_mask, memory_block_mask),
+-- memory_key_padding_mask, and cache: a
 -- table (empty at the first step) that turns on incremental decoding: x is
 -- then only the new positions, self-attention keys/values are appended to
 -- the cache and the memory's keys/values are computed once (see
@@ -26,6 +29,7 @@ local Dropout = require "ember.nn.Dropout"
 local FeedForward = require "ember.nn.FeedForward"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local attn_opts = require "ember.nn._attn_opts"
+local masks = require "ember.nn._masks"
 
 local DecoderLayer = Module:extend("TransformerDecoderLayer")
 
@@ -55,28 +59,31 @@ function DecoderLayer:__init(d_model, heads, opts)
   end
 end
 
+local WHO = "TransformerDecoderLayer.forward"
+
 function DecoderLayer:_sa(x, o)
   local y
+  local mask = masks.resolve(o, WHO, masks.names("tgt"))
   if o.cache then
     o.cache.self = o.cache.self or {}
-    y = MultiHeadAttention.forward_cached(self.self_attn, x, o.cache.self,
-      { causal = o.causal, attn_mask = o.tgt_mask, key_padding_mask = o.tgt_key_padding_mask })
+    y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
+      { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask }))
   else
-    y = self.self_attn(x, { causal = o.causal ~= false, attn_mask = o.tgt_mask,
-      key_padding_mask = o.tgt_key_padding_mask })
+    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal ~= false,
+      key_padding_mask = o.tgt_key_padding_mask }))
   end
   return self.dropout1(y)
 end
 
 function DecoderLayer:_ca(x, memory, o)
   local y
+  local mask = masks.resolve(o, WHO, masks.names("memory"))
   if o.cache then
     o.cache.cross = o.cache.cross or {}
-    y = MultiHeadAttention.forward_cached(self.cross_attn, x, o.cache.cross,
-      { memory = memory, key_padding_mask = o.memory_key_padding_mask, attn_mask = o.memory_mask })
+    y = self.cross_attn:forward_cached(x, o.cache.cross, masks.for_mha(mask,
+      { memory = memory, key_padding_mask = o.memory_key_padding_mask }))
   else
-    y = self.cross_attn(x, memory, { attn_mask = o.memory_mask,
-      key_padding_mask = o.memory_key_padding_mask })
+    y = self.cross_attn(x, memory, masks.for_mha(mask, { key_padding_mask = o.memory_key_padding_mask }))
   end
   return self.dropout2(y)
 end
@@ -84,7 +91,7 @@ end
 function DecoderLayer:forward(x, memory, opts)
   opts = opts or {}
   if self.has_cross and memory == nil then
-    error("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory", 2)
+    require("ember.errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end
   local last = self.has_cross and 3 or 2
   local norm_ff, drop_ff = self["norm" .. last], self["dropout" .. last]

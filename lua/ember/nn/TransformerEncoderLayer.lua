@@ -3,10 +3,12 @@
 -- torch.nn.TransformerEncoderLayer (batch_first):
 --   post-norm (norm_first=false):  x = norm1(x + drop(sa(x)));  x = norm2(x + drop(ff(x)))
 --   pre-norm  (norm_first=true):   x = x + drop(sa(norm1(x)));  x = x + drop(ff(norm2(x)))
--- opts: dim_feedforward=2048, dropout=0.1, activation="relu"|"gelu",
+-- opts: dim_feedforward=2048, dropout=0.1 (also on attention weights, see
+-- nn/_attn_opts.lua; attention_dropout= to set it apart), activation="relu"|"gelu",
 -- norm_first=false, layer_norm_eps=1e-5, bias=true, attention="standard",
 -- attention_options={...}, rope=false, dtype=, device=.
--- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}])
+-- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
+-- block_mask= (bool, see nn/_masks.lua), causal=}])
 local Module = require "ember.nn.Module"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
@@ -34,7 +36,8 @@ end
 
 function EncoderLayer:_sa(x, opts)
   return self.dropout1(self.self_attn(x, {
-    key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask, causal = opts.causal,
+    key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask, allow_mask = opts.allow_mask,
+    block_mask = opts.block_mask, causal = opts.causal,
   }))
 end
 

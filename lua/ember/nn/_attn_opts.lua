@@ -2,14 +2,34 @@
 -- MultiHeadAttention from a layer's options table.
 --   attention = "standard" | "linear" | "local" | "relpos" | ...
 --   attention_options = { <the variant's own options> }
---   rope, bias, dtype, device, attention_dropout (default: dropout)
+--   rope, bias, dtype, device
+--   attention_dropout: dropout on the attention weights. Given, it is used
+--     as is (a variant without dropout on its weights then refuses it).
+--     Not given, it is the layer's dropout (default 0.1, as PyTorch's
+--     layers) where the variant has dropout on its weights, and 0 where it
+--     has none (linear attention): so giving dropout=0.1 explicitly behaves
+--     exactly as leaving it out.
+local ember = require "ember.nn._ember"
+
 local M = {}
 
+-- Does the variant drop attention weights? (nil when it is unknown: the
+-- module then reports the unknown name.)
+local function has_dropout(name)
+  local ok, v = pcall(ember.attention_variants, name)
+  if not ok then return nil end
+  return v.caps.dropout
+end
+
 function M.mha_spec(d_model, heads, opts, extra)
+  local attention = opts.attention or "standard"
+  local dropout = opts.attention_dropout
+  if dropout == nil then
+    dropout = opts.dropout or 0.1
+    if has_dropout(attention) == false then dropout = 0 end
+  end
   local spec = {
-    d_model = d_model, heads = heads,
-    attention = opts.attention or "standard",
-    dropout = opts.attention_dropout or opts.dropout or 0,
+    d_model = d_model, heads = heads, attention = attention, dropout = dropout,
     bias = opts.bias, rope = opts.rope, dtype = opts.dtype, device = opts.device,
   }
   for k, v in pairs(opts.attention_options or {}) do spec[k] = v end

@@ -12,6 +12,7 @@ return {
   FeedForward = require "ember.nn.FeedForward",
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
+  Attention = require "ember.nn.Attention",
   MultiHeadAttention = require "ember.nn.MultiHeadAttention",
   TransformerEncoderLayer = require "ember.nn.TransformerEncoderLayer",
   TransformerDecoderLayer = require "ember.nn.TransformerDecoderLayer",
