@@ -731,7 +731,7 @@ if name == "relpos" then
         return ret + math.min(large, nbk - 1)
       end
       local a, p = make(), problem({Lq = 7, Lk = 7})
-      local tbl = a:named_parameters()["relpos.bias"]
+      local tbl = a:named_parameters()["bias"]
       ember.no_grad(function() tbl:copy_(randn(tbl.shape)) end)
       local bias = {}
       for h = 1, 2 do
@@ -769,7 +769,7 @@ if name == "linear" then
     local p = problem({Lq = 4, Lk = 6})
     local function phi(x)
       if fm == "elu" then return x:elu() + 1 end
-      local w = a:state_dict()["linear.features"]        -- [m, dk]
+      local w = a:state_dict()["features"]        -- [m, dk]
       local xs = x * math.sqrt(1 / math.sqrt(p.dk))
       local m = w.shape[1]
       return ((xs:matmul(w:transpose(1, 2))) - (xs * xs):sum(-1, true) * 0.5):exp() / math.sqrt(m)

@@ -8,7 +8,7 @@
 --   local tensors, metadata, names = checkpoint.load_tensors(path)
 --
 -- Layout of a file written by save():
---   model tensors under their state_dict names ("encoder.1.self_attn.w_q"),
+--   model tensors under their state_dict names ("encoder.1.self_attn.q_proj.weight"),
 --     so other tools read the weights directly;
 --   optimizer tensors as "optimizer.state.<k>.<name>" (k: the parameter's
 --     1-based position in the optimizer);
@@ -168,6 +168,17 @@ function checkpoint.load(path, parts)
     local got = meta[SCHED .. "type"]
     if got == nil then fail(path, "has no scheduler state") end
     if got ~= parts.scheduler.__name then fail(path, "holds %s state, the scheduler is %s", got, parts.scheduler.__name) end
+  end
+  if parts.model and parts.optimizer and parts.model.upgrade_state_dict then
+    -- Files written before MultiHeadAttention moved to Lua name its tensors
+    -- w_q, b_q, ... (load_state_dict maps them). Their optimizer state is by
+    -- parameter position, and the positions changed with the names.
+    local _, renamed = parts.model:upgrade_state_dict(model_sd)
+    if renamed > 0 then
+      fail(path, "was written by an earlier ember (%d tensor names of MultiHeadAttention mapped to today's); "
+        .. "its optimizer state follows the old parameter order and cannot be restored: load the model alone "
+        .. "and make a new optimizer", renamed)
+    end
   end
   if parts.model then
     local ok, err = pcall(parts.model.load_state_dict, parts.model, model_sd, parts.strict ~= false)

@@ -43,6 +43,13 @@ end
 -- new class.
 -- @string name the class name, used in messages and printing
 -- @treturn table the class; call it to make an instance (runs `__init`)
+local function construct(cls, ...)
+  local obj = setmetatable({}, cls)
+  Module._setup(obj)
+  obj:__init(...)
+  return obj
+end
+
 function Module:extend(name)
   local cls = {}
   for k, v in pairs(self) do
@@ -50,15 +57,7 @@ function Module:extend(name)
   end
   cls.__name = name
   cls.super = self
-  return setmetatable(cls, {
-    __index = self,
-    __call = function(c, ...)
-      local obj = setmetatable({}, c)
-      Module._setup(obj)
-      obj:__init(...)
-      return obj
-    end,
-  })
+  return setmetatable(cls, { __index = self, __call = construct })
 end
 
 function Module._setup(self)
@@ -464,5 +463,8 @@ function Module:__tostring()
   lines[#lines + 1] = ")"
   return table.concat(lines, "\n")
 end
+
+-- nn.Module() itself is an empty container, as in PyTorch.
+setmetatable(Module, { __call = construct })
 
 return Module
