@@ -385,6 +385,34 @@ EM_API void em_node_retain(em_node *n);
 EM_API void em_node_release(em_node *n);
 
 /* ------------------------------------------------------------------ */
+/* Fused optimizer steps (ops_optim.c)                                 */
+/* ------------------------------------------------------------------ */
+
+/* One Adam (decoupled = false) or AdamW step on one parameter, in place,
+** under no grad. param, exp_avg and exp_avg_sq are contiguous and share
+** dtype, device and shape; grad matches them but may have any strides.
+** step is 1-based. Runs the backend's fused kernel when it has one and the
+** same update composed of core ops otherwise (composed = true forces that,
+** so tests can compare the two). Errors name "adam_step"/"adamw_step". */
+typedef struct em_adam_opts {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+  bool decoupled, composed;
+} em_adam_opts;
+EM_API em_status em_adam_step(em_tensor *param, em_tensor *grad, em_tensor *exp_avg,
+                              em_tensor *exp_avg_sq, const em_adam_opts *o);
+
+/* One SGD step (momentum, dampening, Nesterov, weight decay as
+** torch.optim.SGD) in place. momentum_buf is needed when momentum != 0;
+** first_step copies the gradient into it. Same dispatch as em_adam_step. */
+typedef struct em_sgd_opts {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, first_step, composed;
+} em_sgd_opts;
+EM_API em_status em_sgd_step(em_tensor *param, em_tensor *grad, em_tensor *momentum_buf,
+                             const em_sgd_opts *o);
+
+/* ------------------------------------------------------------------ */
 /* Library state                                                       */
 /* ------------------------------------------------------------------ */
 
