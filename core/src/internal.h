@@ -66,7 +66,7 @@ em_status em__accumulate(em_tensor **acc, em_tensor *g);
 /* Plugins (plugin.c) */
 void em__plugins_ensure_loaded(void);
 
-/* Memory accounting (storage.c) */
+/* Storages (tensor.c) */
 void em__storage_release(em_storage *s);
 
 #endif
