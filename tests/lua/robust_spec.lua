@@ -89,3 +89,161 @@ describe("empty tensors (repro 7)", function()
     assert.are.same({ 2, 0 }, z:clone():size())
   end)
 end)
+
+describe("ember.Function backward checks (repro 5)", function()
+  local function fn(name, backward)
+    return ember.Function { name = name, forward = function(ctx, a) return a * 2 end, backward = backward }
+  end
+
+  it("a gradient of the wrong dtype is refused, naming the function", function()
+    local w = ember.ones(3, { requires_grad = true })
+    fails_with(function() fn("todouble", function(ctx, g) return g:double() end)(w):sum():backward() end,
+      "todouble", "dtype float64", "dtype float32")
+    fails_with(function() fn("tolong", function(ctx, g) return g:long() end)(w):sum():backward() end,
+      "tolong", "dtype int64")
+    assert.is_nil(w.grad)
+  end)
+
+  it("more gradients than forward arguments are refused", function()
+    local w = ember.ones(3, { requires_grad = true })
+    fails_with(function() fn("three", function(ctx, g) return g, g, g end)(w):sum():backward() end,
+      "three", "3 values", "1 arguments")
+    -- trailing nils are fine, and so is a correct backward afterwards
+    fn("nils", function(ctx, g) return g * 2, nil, nil end)(w):sum():backward()
+    assert.are.same({ 2, 2, 2 }, w.grad:totable())
+  end)
+
+  it("a gradient for the second argument is checked against that argument", function()
+    local Mul = ember.Function {
+      name = "mul2",
+      forward = function(ctx, a, k, b) return a * b end,
+      backward = function(ctx, g) return g, nil, g:double() end,
+    }
+    local a = ember.ones(2, { requires_grad = true })
+    local b = ember.ones(2, { requires_grad = true })
+    fails_with(function() Mul(a, 3, b):sum():backward() end, "mul2", "argument 3", "dtype float64")
+  end)
+end)
+
+describe("safetensors keys the saver refuses (repro 6)", function()
+  local checkpoint = require "ember.checkpoint"
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p '" .. dir .. "'"))
+  teardown(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  local function raw(name, header)
+    local p = dir .. "/" .. name
+    local f = assert(io.open(p, "wb"))
+    f:write(string.pack("<I8", #header) .. header .. string.rep("\0", 4))
+    f:close()
+    return p
+  end
+  local entry = '{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+
+  it("an empty key, a \\u0000 key and a raw NUL are refused with the offset", function()
+    fails_with(function() return checkpoint.load_tensors(raw("e", '{"":' .. entry .. '}')) end,
+      "safetensors_load", "empty name", "file offset 9")
+    fails_with(function() return checkpoint.load_tensors(raw("u", '{"\\u0000x":' .. entry .. '}')) end,
+      "safetensors_load", "\\u0000", "file offset 10")
+    fails_with(function() return checkpoint.load_tensors(raw("n", '{"\0x":' .. entry .. '}')) end,
+      "safetensors_load", "NUL byte", "file offset 10")
+    fails_with(function() return checkpoint.load_tensors(raw("m", '{"a\0b":' .. entry .. '}')) end,
+      "safetensors_load", "NUL byte", "file offset 11")
+  end)
+
+  it("escaped backslashes and empty values are not mistaken for them", function()
+    local p = raw("ok", '{"a\\\\u0000":' .. entry .. ', "__metadata__": {"k": ""}}')
+    local ts, meta = checkpoint.load_tensors(p)
+    assert.are.same({ 1 }, ts["a\\u0000"]:size())
+    assert.are.equal("", meta.k)
+  end)
+end)
+
+describe("interrupted saves (repro 8)", function()
+  local checkpoint = require "ember.checkpoint"
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p '" .. dir .. "'"))
+  teardown(function() os.execute("rm -rf '" .. dir .. "'") end)
+  local function exists(p)
+    local f = io.open(p, "rb")
+    if f then f:close() end
+    return f ~= nil
+  end
+  local function touch(p) local f = assert(io.open(p, "wb")); f:write(string.rep("x", 1000)); f:close() end
+
+  it("the next save of the same path removes stale temporaries, and nothing else", function()
+    local target = dir .. "/model.safetensors"
+    touch(target .. ".tmp-aB3xZ9")   -- left by a killed save
+    touch(target .. ".tmp-000000")
+    touch(target .. ".tmp-keepme!")  -- not mkstemp's pattern
+    touch(dir .. "/other.safetensors.tmp-aB3xZ9") -- another target's
+    checkpoint.save_tensors(target, { w = ember.ones(2) })
+    assert.is_false(exists(target .. ".tmp-aB3xZ9"))
+    assert.is_false(exists(target .. ".tmp-000000"))
+    assert.is_true(exists(target .. ".tmp-keepme!"))
+    assert.is_true(exists(dir .. "/other.safetensors.tmp-aB3xZ9"))
+    assert.are.same({ 1, 1 }, checkpoint.load_tensors(target).w:totable())
+  end)
+
+  it("a temporary held by a live writer (flock) is left alone", function()
+    local target = dir .. "/live.safetensors"
+    local tmp = target .. ".tmp-LiVe01"
+    touch(tmp)
+    -- flock(1) holds the lock while the save runs in this process
+    local h = assert(io.popen(("flock -x '%s' -c 'echo locked; sleep 3'"):format(tmp)))
+    assert.are.equal("locked", h:read("l"))
+    checkpoint.save_tensors(target, { w = ember.ones(2) })
+    assert.is_true(exists(tmp))
+    h:close()
+    checkpoint.save_tensors(target, { w = ember.ones(2) })
+    assert.is_false(exists(tmp))
+  end)
+end)
+
+describe("silent or unclear results (repro 9)", function()
+  local nn = require "ember.nn"
+  local optim = require "ember.optim"
+  local i64 = function(t) return ember.tensor(t, { dtype = "int64" }) end
+
+  it("t[int64 tensor] selects rows as index_select(1, idx)", function()
+    local x = ember.arange(0, 6):view(2, 3)
+    assert.are.same({ { 0, 1, 2 } }, x[i64 { 1 }]:totable())
+    assert.are.same({ { 3, 4, 5 }, { 0, 1, 2 }, { 3, 4, 5 } }, x[i64 { 2, 1, -1 + 3 }]:totable())
+    assert.are.same({ 2, 2, 3 }, x[i64 { { 2, 1 }, { 1, 1 } }]:size())
+    assert.are.same({ 0, 3 }, x[i64 {}]:size())
+    fails_with(function() return x[i64 { 3 }] end, "ember.index", "3", "1..2")
+    fails_with(function() return x[ember.tensor { 1 }] end, "ember.index", "int64", "float32")
+    fails_with(function() return x[true] end, "ember.index", "boolean")
+    fails_with(function() return ember.tensor(1)[i64 { 1 }] end, "ember.index", "0-d")
+    -- gradients flow back as index_select's
+    local w = ember.ones(3, { requires_grad = true })
+    w[i64 { 1, 1, 3 }]:sum():backward()
+    assert.are.same({ 2, 0, 1 }, w.grad:totable())
+  end)
+
+  it("nn.Linear on a 0-d tensor or a number says what it expected", function()
+    fails_with(function() return nn.Linear(4, 3):forward(ember.tensor(1)) end, "Linear.forward", "[..., 4]", "0-d")
+    fails_with(function() return nn.Linear(4, 3):forward(3) end, "Linear.forward", "number")
+  end)
+
+  it("optimizers refuse NaN (and infinite) lr, betas, eps, weight_decay, momentum", function()
+    local p = { ember.ones(2, { requires_grad = true }) }
+    local nan = 0 / 0
+    fails_with(function() return optim.AdamW(p, { lr = nan }) end, "AdamW", "lr")
+    fails_with(function() return optim.AdamW(p, { lr = 1 / 0 }) end, "AdamW", "lr")
+    fails_with(function() return optim.AdamW(p, { betas = { nan, 0.999 } }) end, "AdamW", "betas")
+    fails_with(function() return optim.AdamW(p, { betas = { 0.9, nan } }) end, "AdamW", "betas")
+    fails_with(function() return optim.Adam(p, { eps = nan }) end, "Adam", "eps")
+    fails_with(function() return optim.Adam(p, { weight_decay = nan }) end, "Adam", "weight_decay")
+    fails_with(function() return optim.SGD(p, { lr = nan }) end, "SGD", "lr")
+    fails_with(function() return optim.SGD(p, { lr = 0.1, momentum = nan }) end, "SGD", "momentum")
+    fails_with(function() return optim.clip_grad_norm(p, nan) end, "clip_grad_norm", "max_norm")
+    -- groups are checked the same way
+    fails_with(function() return optim.AdamW({ { params = p, lr = nan } }) end, "AdamW", "lr")
+    -- sane values still work
+    local opt = optim.AdamW(p, { lr = 1e-3, betas = { 0, 0.5 }, eps = 0 })
+    assert.are.equal(1e-3, opt.param_groups[1].lr)
+  end)
+end)
