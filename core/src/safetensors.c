@@ -317,6 +317,8 @@ static int json_uint(const cJSON *j, uint64_t *out) {
 
 static em_status parse_entry(const char *path, const cJSON *j, uint64_t data_size, st_entry *e) {
   const char *name = j->string;
+  if (!name || !name[0]) /* check_header_text catches the ways we know; this is the backstop */
+    return BAD("safetensors_load: '%s': a tensor with an empty name", path);
   if (!cJSON_IsObject(j))
     return BAD("safetensors_load: '%s': entry '%s' is not a JSON object", path, name);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
@@ -502,10 +504,19 @@ static em_status check_header_text(const char *path, const char *h, size_t n, ui
       continue;
     }
     if (c == '\\') {
-      if (i + 5 < n && h[i + 1] == 'u' && h[i + 2] == '0' && h[i + 3] == '0' && h[i + 4] == '0' &&
-          h[i + 5] == '0')
-        return BAD("safetensors_load: '%s': a \\u0000 (NUL) escape in a header string at file "
-                   "offset %llu", path, (unsigned long long)(base + i));
+      if (i + 1 < n && h[i + 1] == 'u') { /* cJSON lets bad hex through as garbage, so check it */
+        bool hex = i + 5 < n, zero = hex;
+        for (size_t k = i + 2; hex && k <= i + 5; k++) {
+          hex = (h[k] >= '0' && h[k] <= '9') || (h[k] >= 'a' && h[k] <= 'f') || (h[k] >= 'A' && h[k] <= 'F');
+          zero = zero && h[k] == '0';
+        }
+        if (!hex)
+          return BAD("safetensors_load: '%s': a \\u escape without 4 hex digits in a header string "
+                     "at file offset %llu", path, (unsigned long long)(base + i));
+        if (zero)
+          return BAD("safetensors_load: '%s': a \\u0000 (NUL) escape in a header string at file "
+                     "offset %llu", path, (unsigned long long)(base + i));
+      }
       i++; /* the escaped character cannot end the string */
       continue;
     }

@@ -152,6 +152,14 @@ describe("safetensors keys the saver refuses (repro 6)", function()
       "safetensors_load", "NUL byte", "file offset 11")
   end)
 
+  it("a \\u escape without 4 hex digits is refused (cJSON loaded it as an empty name)", function()
+    -- found by tests/fuzz/fuzz_safetensors
+    fails_with(function() return checkpoint.load_tensors(raw("x", '{"\\u0/00x":' .. entry .. '}')) end,
+      "safetensors_load", "4 hex digits", "file offset 10")
+    fails_with(function() return checkpoint.load_tensors(raw("y", '{"a":' .. entry .. ', "\\u12":1}')) end,
+      "safetensors_load", "4 hex digits")
+  end)
+
   it("escaped backslashes and empty values are not mistaken for them", function()
     local p = raw("ok", '{"a\\\\u0000":' .. entry .. ', "__metadata__": {"k": ""}}')
     local ts, meta = checkpoint.load_tensors(p)
