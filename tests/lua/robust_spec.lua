@@ -45,6 +45,13 @@ describe("sizes that overflow int64 (repro 2)", function()
     fails_with(function() return ember.from_bytes("abc", { 2 ^ 40, 2 ^ 40 }) end, "ember.from_bytes")
   end)
 
+  it("split and chunk with sizes far past the length", function()
+    local x = ember.arange(1, 6)
+    assert.are.equal(1, #x:split(math.maxinteger))
+    assert.are.equal(5, #x:chunk(math.maxinteger))
+    assert.are.same({ 1, 2, 3, 4, 5 }, x:split(math.maxinteger)[1]:totable())
+  end)
+
   it("slice with a step far past the size", function()
     local s = ember.arange(1, 4):slice(1, 1, 3, math.maxinteger)
     assert.are.same({ 1 }, s:size())
