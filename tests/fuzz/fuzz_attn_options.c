@@ -66,8 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char strs[8][2][24]; /* per option: a made-up name and a string value */
   for (int i = 0; i < n; i++) {
     int k = byte(&r);
+    const em_attn_option_spec *spec = NULL;
     if (v->n_options > 0 && k % 4 != 0) {
-      names[i] = v->options[k % v->n_options].name;
+      spec = &v->options[(k / 4) % v->n_options];
+      names[i] = spec->name;
     } else { /* a made-up name: empty, a near miss, bytes */
       int len = byte(&r) % 23;
       for (int j = 0; j < len; j++) strs[i][0][j] = (char)(byte(&r) % 2 ? 'a' + byte(&r) % 26 : byte(&r));
@@ -76,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     int t = byte(&r);
     values[i].type = (em_attn_opt_type)(t % 4 + 1);
+    if (spec && t % 8 >= 2) values[i].type = spec->type; /* mostly the right type: reach check() */
     int kind = byte(&r) % 6;
     uint64_t bits = 0;
     for (int j = 0; j < 8; j++) bits = bits << 8 | (uint64_t)byte(&r);
@@ -87,6 +90,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int j = 0; j < len; j++) strs[i][1][j] = (char)byte(&r);
     strs[i][1][len] = '\0';
     values[i].str = byte(&r) % 8 ? strs[i][1] : NULL;
+    if (spec && spec->choices && kind >= 3) { /* one of the choices, often */
+      const char *c = spec->choices;
+      for (int skip = byte(&r) % 4; skip > 0 && strchr(c, '|'); skip--) c = strchr(c, '|') + 1;
+      size_t len2 = strcspn(c, "|");
+      if (len2 > 22) len2 = 22;
+      memcpy(strs[i][1], c, len2);
+      strs[i][1][len2] = '\0';
+      values[i].str = strs[i][1];
+    }
     if (values[i].type == EM_ATTN_OPT_STRING && !values[i].str) values[i].str = "";
   }
   em_attn_dims dims = {byte(&r) % 17, byte(&r) % 130, byte(&r) % 130};
