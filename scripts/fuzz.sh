@@ -5,10 +5,13 @@
 #   usage: scripts/fuzz.sh [SECONDS] [HARNESS...]
 #   default: 15 seconds each, all four harnesses (what scripts/test.sh runs);
 #   longer by hand, e.g.  scripts/fuzz.sh 3600 fuzz_safetensors
+#   (FUZZ_COVERAGE=1 adds the line coverage, see below)
 # Prints one line per harness, "fuzz ok - NAME (E execs, cov C, ft F)" or
 # "fuzz FAILED - NAME", and exits 1 when any failed (a crash, a sanitizer
 # report, a leak or a timeout; the reproducer is saved in build-fuzz/crashes/),
 # 77 when clang or libFuzzer is missing. FUZZ_JOBS=N runs N workers each.
+# FUZZ_COVERAGE=1 then replays each corpus through a source-coverage build
+# (build-fuzzcov/) and prints the line coverage of the files it targets.
 set -u
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-15}
@@ -68,4 +71,39 @@ for h in "${HARNESSES[@]}"; do
     status=1
   fi
 done
+
+# Line coverage of the code each harness targets, from its corpus.
+if [ "${FUZZ_COVERAGE:-0}" = 1 ] && [ $status -eq 0 ]; then
+  COV=build-fuzzcov
+  PROF=$COV/profiles
+  mkdir -p "$COV"
+  cflags="-fprofile-instr-generate -fcoverage-mapping"
+  if CC="$CC" cmake -S . -B "$COV" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_FUZZ=ON -DEMBER_CUDA=OFF \
+      -DCMAKE_C_FLAGS="$cflags" -DCMAKE_EXE_LINKER_FLAGS=-fprofile-instr-generate \
+      -DCMAKE_SHARED_LINKER_FLAGS=-fprofile-instr-generate -DCMAKE_MODULE_LINKER_FLAGS=-fprofile-instr-generate \
+      >"$COV/configure.log" 2>&1 &&
+     cmake --build "$COV" -j"$(nproc 2>/dev/null || echo 2)" --target "${HARNESSES[@]}" ember_backend_cpu \
+      ember_attn_standard ember_attn_local ember_attn_linear ember_attn_relpos >"$COV/build.log" 2>&1; then
+    export EMBER_PLUGIN_PATH=$PWD/$COV/plugins
+    rm -rf "$PROF"
+    mkdir -p "$PROF"
+    for h in "${HARNESSES[@]}"; do
+      case $h in
+        fuzz_safetensors) files=core/src/safetensors.c ;;
+        fuzz_plugin_check) files=core/src/plugin_check.c ;;
+        fuzz_tensor_table) files=core/lua/l_convert.c ;;
+        fuzz_attn_options) files=core/src/attention.c ;;
+      esac
+      LLVM_PROFILE_FILE="$PROF/$h-%p.profraw" ASAN_OPTIONS=detect_leaks=0:intercept_tls_get_addr=0 \
+        "$COV/fuzz/$h" "$BUILD/corpus/${h#fuzz_}" -runs=0 >"$PROF/$h.log" 2>&1
+      llvm-profdata-14 merge -o "$PROF/$h.profdata" "$PROF/$h"-*.profraw 2>/dev/null ||
+        llvm-profdata merge -o "$PROF/$h.profdata" "$PROF/$h"-*.profraw
+      cov=$(command -v llvm-cov-14 || command -v llvm-cov)
+      "$cov" report "$COV/fuzz/$h" -object "$COV/lib/libember.so" -instr-profile="$PROF/$h.profdata" $files |
+        awk -v h="$h" -v f="$files" '/^TOTAL/ {printf "coverage - %s: %s lines of %s, %s covered (whole file)\n", h, $8, f, $10}'
+    done
+  else
+    echo "coverage: the coverage build failed (see $COV.build.log)"
+  fi
+fi
 exit $status
