@@ -202,6 +202,28 @@ describe("interrupted saves (repro 8)", function()
     assert.are.same({ 1, 1 }, checkpoint.load_tensors(target).w:totable())
   end)
 
+  it("syncs the file, renames it, then syncs the folder (seen through strace)", function()
+    local bin = (os.getenv("EMBER_BUILD_DIR") or "build") .. "/bin/ember"
+    local log, target = dir .. "/strace.log", dir .. "/synced.safetensors"
+    -- LeakSanitizer cannot ptrace a process strace already traces: no leak check in there
+    local ok = os.execute(("ASAN_OPTIONS=detect_leaks=0:intercept_tls_get_addr=0 strace -f -qq -y -e trace=fsync,fdatasync,rename,renameat,renameat2 -o '%s' "
+      .. "'%s' -e \"require'ember.checkpoint'.save_tensors('%s', {w = ember.ones(2)})\" 2>/dev/null")
+      :format(log, bin, target))
+    local f = io.open(log)
+    local text = f and f:read("a") or ""
+    if f then f:close() end
+    if not ok or not text:find("rename", 1, true) then
+      pending("strace is not installed or cannot trace here")
+      return
+    end
+    local esc = function(p) return (p:gsub("%p", "%%%0")) end
+    local file_sync = text:find("fsync%(%d+<" .. esc(target) .. "%.tmp%-%w+>%)")
+    local rename = text:find("rename%w*%(.-" .. esc(target) .. "\"")
+    local dir_sync = text:find("fsync%(%d+<" .. esc(dir) .. ">%)")
+    assert(file_sync and rename and dir_sync, text)
+    assert(file_sync < rename and rename < dir_sync, "order: fsync(file), rename, fsync(folder)\n" .. text)
+  end)
+
   it("a temporary held by a live writer (flock) is left alone", function()
     local target = dir .. "/live.safetensors"
     local tmp = target .. ".tmp-LiVe01"
