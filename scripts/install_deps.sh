@@ -8,7 +8,8 @@ PKGS=(
   build-essential cmake pkg-config git
   lua5.4 liblua5.4-dev lua-busted
   libopenblas-dev libreadline-dev libcjson-dev libcairo2-dev libpng-dev
-  tmux valgrind procps
+  tmux valgrind procps strace
+  clang-14 libclang-rt-14-dev libomp-14-dev
   python3 python3-torch
   dataset-fashion-mnist
   wamerican wfrench wngerman wspanish witalian

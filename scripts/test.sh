@@ -2,10 +2,11 @@
 # Builds ember and runs the whole test suite:
 #   1. the normal build (with CUDA when the toolkit is found), all of ctest;
 #   2. an ASan+UBSan build, all of ctest again;
-#   3. valgrind memcheck over the C test programs (definite leaks fail).
-# The last line is "N passed, M failed, K skipped", counting ctest tests
-# and valgrind runs; skipped tests (GPU tests without a GPU) never count
-# as passed.
+#   3. valgrind memcheck over the C test programs (definite leaks fail);
+#   4. the libFuzzer harnesses, ~15 s each (scripts/fuzz.sh; skipped without clang).
+# The last line is "N passed, M failed, K skipped", counting ctest tests,
+# valgrind runs and fuzz harnesses; skipped tests (GPU tests without a GPU,
+# fuzzers without clang) never count as passed.
 set -u
 cd "$(dirname "$0")/.."
 JOBS=$(nproc 2>/dev/null || echo 2)
@@ -91,10 +92,30 @@ if [ "${EMBER_SKIP_SANITIZERS:-0}" != 1 ]; then
   done
 fi
 
+# 4. libFuzzer harnesses (tests/fuzz/), about 15 s each from their seed
+# corpora; a crash, sanitizer report or leak fails. Without clang they skip
+# (never pass); install_deps.sh installs it, so CI runs them.
+if [ "${EMBER_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz (libFuzzer, ASan+UBSan) =="
+  bash scripts/fuzz.sh "${EMBER_FUZZ_SECONDS:-15}" >build/fuzz.log 2>&1
+  rc=$?
+  cat build/fuzz.log
+  if [ "$rc" -eq 77 ]; then
+    SKIPPED=$((SKIPPED + 4))
+    FUZZ_SKIPPED="  fuzz: the 4 libFuzzer harnesses (clang with libFuzzer not found)"
+  else
+    PASSED=$((PASSED + $(grep -c "^fuzz ok - " build/fuzz.log)))
+    FAILED=$((FAILED + $(grep -c "^fuzz FAILED - " build/fuzz.log)))
+    # a fuzz.sh that died without its per-harness lines still fails
+    if [ "$rc" -ne 0 ] && ! grep -q "^fuzz FAILED - " build/fuzz.log; then FAILED=$((FAILED + 1)); fi
+  fi
+fi
+
 if [ "$SKIPPED" -gt 0 ]; then
   echo "skipped (they count as neither passed nor failed):"
   grep -hE "^\s*[0-9]+ - .*\(Skipped\)" build/ctest.log build-asan/ctest.log 2>/dev/null | sed 's/^\s*/  /'
   echo "  (tests labelled 'cuda' skip with exit 77 when no CUDA device is present)"
+  [ -n "${FUZZ_SKIPPED:-}" ] && echo "$FUZZ_SKIPPED"
 fi
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" -eq 0 ]

@@ -138,11 +138,15 @@ static int small_class(size_t rounded) {
   return c >= 1 && c <= CPU_SMALL_CLASSES ? (int)c - 1 : -1;
 }
 
+bool cpu_fault_alloc_hit(void); /* cpu_fault.c: tests make the N-th allocation fail */
+
 static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
   em_status s = check_device("alloc", device);
   if (s) return s;
   *ptr = NULL;
   if (nbytes == 0) return EM_OK;
+  if (cpu_fault_alloc_hit())
+    return em_error(EM_ERR_OOM, "cpu alloc: out of memory allocating %zu bytes (injected fault)", nbytes);
   /* Refuse absurd sizes (an overflowed computation upstream) outright,
   ** rather than asking the allocator for them. */
   if (nbytes > CPU_MAX_ALLOC)

@@ -6,7 +6,9 @@
 **   const em_plugin_info ember_plugin_info;            (data)
 **   const void *ember_plugin_init(char *err, size_t errlen);  (code)
 **
-** The loader dlopen()s the file, reads `ember_plugin_info` -- plain data,
+** The loader first checks the file's bytes (an ELF shared object for this
+** machine whose program headers and loadable segments lie inside the file:
+** a truncated copy would crash inside dlopen), then dlopen()s it, reads `ember_plugin_info` -- plain data,
 ** so no plugin code runs -- and checks its abi_version against the ABI of
 ** its kind. Only then does it call ember_plugin_init, which returns the
 ** kind's vtable (em_backend * or em_attention_variant *) or NULL with a

@@ -11,13 +11,17 @@
 ** Supported dtypes: F32, F64, I64, BOOL, BF16 (ember's dtypes).
 **
 ** Saving is atomic: the file is written under a temporary name in the same
-** folder, synced, then renamed over `path`, so a crash never leaves a half
-** written checkpoint under the real name.
+** folder (`<path>.tmp-XXXXXX`, flock'ed while written), synced, renamed over
+** `path`, and the folder is synced, so a crash never leaves a half written
+** checkpoint under the real name and the new name survives a power loss. A
+** save also removes the temporaries of the same path that killed saves left
+** behind (those no live writer holds).
 **
 ** Loading checks everything before trusting it -- header length against the
 ** file size, the JSON, every dtype and shape, that each byte range matches
 ** its shape and lies inside the data, and that the ranges neither overlap
-** nor leave gaps -- and fails with EM_ERR_IO and a message naming the file
+** nor leave gaps, and that no key is empty or holds a NUL (raw, or a \u0000
+** escape; a \u escape must have 4 hex digits) -- and fails with EM_ERR_IO and a message naming the file
 ** and the problem. Tensors are loaded onto the CPU.
 */
 #ifndef EMBER_SAFETENSORS_H

@@ -138,7 +138,10 @@ typedef struct lua_fn_ctx {
   const char *name;
   int n_args;        /* arguments of forward after ctx */
   int n_in;          /* of which tensors */
-  int pos[];         /* 1-based argument position of each tensor input */
+  struct {
+    int pos;         /* 1-based argument position of a tensor input */
+    em_device dev;   /* its device, which its gradient must be on */
+  } in[];
 } lua_fn_ctx;
 
 static lua_State *main_thread(lua_State *L) {
@@ -174,23 +177,39 @@ static int backward_protected(lua_State *L) {
   em_node *node = b->node;
   char s1[128], s2[128];
   luaL_checkstack(L, c->n_args + 4, "ember.Function backward");
+  int base = lua_gettop(L); /* result k is at base + k */
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->backward_ref);
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->ctx_ref);
   lember_pushtensor(L, em_retain(b->gy));
-  lua_call(L, 2, c->n_args);
-  int base = lua_gettop(L) - c->n_args; /* result k is at base + k */
+  lua_call(L, 2, LUA_MULTRET);
+  /* One gradient (or nil) per forward argument after ctx, as PyTorch;
+  ** extra nils are harmless, an extra gradient is a bug in the backward. */
+  int nres = lua_gettop(L) - base;
+  for (int k = c->n_args + 1; k <= nres; k++)
+    if (!lua_isnil(L, base + k))
+      return luaL_error(L, "backward returned %d values for the %d arguments of forward (after ctx)",
+                        nres, c->n_args);
+  lua_settop(L, base + c->n_args); /* missing results are nil */
   for (int i = 0; i < c->n_in; i++) {
-    int at = base + c->pos[i];
+    int at = base + c->in[i].pos;
     if (lua_isnil(L, at)) continue;
     em_tensor *g = lember_testtensor(L, at);
+    char d1[32], d2[32];
     if (!g)
       return luaL_error(L, "backward returned a %s for argument %d, expected a tensor or nil",
-                        luaL_typename(L, at), c->pos[i]);
+                        luaL_typename(L, at), c->in[i].pos);
     if (g->ndim != node->in_ndim[i] ||
         memcmp(g->shape, node->in_shape[i], sizeof(int64_t) * g->ndim) != 0)
       return luaL_error(L, "backward returned a gradient of shape %s for argument %d of shape %s",
-                        em_shape_str(g->ndim, g->shape, s1, sizeof s1), c->pos[i],
+                        em_shape_str(g->ndim, g->shape, s1, sizeof s1), c->in[i].pos,
                         em_shape_str(node->in_ndim[i], node->in_shape[i], s2, sizeof s2));
+    if (g->dtype != node->in_dtype[i])
+      return luaL_error(L, "backward returned a gradient of dtype %s for argument %d of dtype %s",
+                        em_dtype_name(g->dtype), c->in[i].pos, em_dtype_name(node->in_dtype[i]));
+    if (!em_device_eq(g->device, c->in[i].dev))
+      return luaL_error(L, "backward returned a gradient on %s for argument %d on %s",
+                        em_device_str(g->device, d1, sizeof d1), c->in[i].pos,
+                        em_device_str(c->in[i].dev, d2, sizeof d2));
     b->gx[i] = em_retain(g);
   }
   return 0;
@@ -294,13 +313,16 @@ static int fn_call(lua_State *L) {
   /* The output gets its own header (forward may return an input or a
   ** view of one), and the node records the op on it. */
   const em_opdef *def = opdef_for(name);
-  lua_fn_ctx *c = def ? (lua_fn_ctx *)malloc(sizeof *c + sizeof(int) * (size_t)n_in) : NULL;
+  lua_fn_ctx *c = def ? (lua_fn_ctx *)malloc(sizeof *c + sizeof c->in[0] * (size_t)n_in) : NULL;
   if (!c) return luaL_error(L, "ember.Function '%s': out of memory", name);
   c->main = main_thread(L);
   c->name = def->name;
   c->n_args = nargs;
   c->n_in = n_in;
-  memcpy(c->pos, pos, sizeof(int) * (size_t)n_in);
+  for (int i = 0; i < n_in; i++) {
+    c->in[i].pos = pos[i];
+    c->in[i].dev = inputs[i]->device;
+  }
   lua_getfield(L, 1, "backward");
   c->backward_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, ctx);

@@ -31,12 +31,13 @@ static int l_from_bytes(lua_State *L) {
     lua_pop(L, 3);
   }
   int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(n, shape[i], &n)) n = INT64_MAX; /* more than any string has */
   if (offset < 0 || (uint64_t)offset > len || (uint64_t)n > len - (size_t)offset)
-    return luaL_error(L, "ember.from_bytes: shape needs %lld bytes from offset %lld, the string has %lld",
-                      (long long)n, (long long)offset, (long long)len);
+    return luaL_error(L, "ember.from_bytes: shape needs %I bytes from offset %I, the string has %I",
+                      (lua_Integer)n, (lua_Integer)offset, (lua_Integer)len);
   double *host = malloc((size_t)(n ? n : 1) * sizeof *host);
-  if (!host) return luaL_error(L, "ember.from_bytes: out of memory for %lld elements", (long long)n);
+  if (!host) return luaL_error(L, "ember.from_bytes: out of memory for %I elements", (lua_Integer)n);
   const unsigned char *p = (const unsigned char *)s + offset;
   for (int64_t i = 0; i < n; i++) host[i] = p[i];
   em_tensor *f64 = NULL, *t = NULL;
@@ -63,7 +64,7 @@ static int l_from_bytes(lua_State *L) {
 static int l_randperm(lua_State *L) {
   int64_t n = lember_checkint(L, 1, "randperm", "n");
   if (n < 0 || n > ((int64_t)1 << 31))
-    return luaL_error(L, "ember.randperm: n must be in [0, 2^31], got %lld", (long long)n);
+    return luaL_error(L, "ember.randperm: n must be in [0, 2^31], got %I", (lua_Integer)n);
   int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
   if (!v) return luaL_error(L, "ember.randperm: out of memory");
   uint64_t seed = em_initial_seed(), off = em_rng_advance((uint64_t)n);

@@ -259,7 +259,7 @@ static int l_plot_heatmap(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   const char *title = opt_string(L, 2, "title");
   double scale = opt_number(L, 2, "scale", 6), alpha = opt_number(L, 2, "alpha", 0.5);
-  if (scale < 1 || scale > 64) return luaL_error(L, "ember.plot_heatmap: scale must be in [1, 64], got %g", scale);
+  if (scale < 1 || scale > 64) return luaL_error(L, "ember.plot_heatmap: scale must be in [1, 64], got %f", scale);
   lua_getfield(L, 2, "heat");
   em_tensor *heat = lember_checktensor(L, -1);
   if (heat->ndim != 2)

@@ -202,6 +202,35 @@ static int index_integer(lua_State *L, em_tensor *t) {
   return 1;
 }
 
+/* t[idx] with an int64 tensor of 1-based positions in dim 1: as
+** t:index_select(1, idx), and for an idx of any shape the result is idx's
+** shape followed by t's other dims (PyTorch's x[idx]). */
+static int index_tensor(lua_State *L, em_tensor *t) {
+  em_tensor *idx = lember_checktensor(L, 2);
+  if (t->ndim == 0) return luaL_error(L, "ember.index: a 0-d tensor cannot be indexed (use :item())");
+  if (idx->dtype != EM_I64)
+    return luaL_error(L, "ember.index: an index tensor must be int64 (1-based positions in dim 1), "
+                         "got %s; for a mask use masked_fill or where", em_dtype_name(idx->dtype));
+  if (idx->ndim + t->ndim - 1 > EM_MAX_DIMS)
+    return luaL_error(L, "ember.index: the result would have more than %d dims", EM_MAX_DIMS);
+  int64_t shape[EM_MAX_DIMS], flat_n = em_numel(idx);
+  int n = 0;
+  for (int i = 0; i < idx->ndim; i++) shape[n++] = idx->shape[i];
+  for (int i = 1; i < t->ndim; i++) shape[n++] = t->shape[i];
+  em_tensor **out = lember_newslot(L);
+  em_tensor *flat = NULL, *c = NULL, *y = NULL;
+  em_status s = em_reshape(&flat, idx, 1, &flat_n);
+  if (!s) s = lember_index_to_c(&c, flat);
+  if (!s) s = em_index_select(&y, t, 0, c);
+  if (!s) s = em_reshape(out, y, n, shape);
+  em_release(flat);
+  em_release(c);
+  em_release(y);
+  if (s) return lember_index_error(L, "index", s, idx, t->shape[0], "index", INT64_MIN);
+  lember_account(L, *out);
+  return 1;
+}
+
 /* __index: upvalue 1 is the methods table. */
 static int t_index(lua_State *L) {
   int kt = lua_type(L, 2);
@@ -212,6 +241,10 @@ static int t_index(lua_State *L) {
     return push_property(L, lember_checktensor(L, 1), lua_tostring(L, 2));
   }
   if (kt == LUA_TNUMBER) return index_integer(L, lember_checktensor(L, 1));
+  if (lember_istensor(L, 2)) return index_tensor(L, lember_checktensor(L, 1));
+  if (kt != LUA_TTABLE) /* a silent nil here hides the bug at the user's line */
+    return luaL_error(L, "ember.index: cannot index a tensor with a %s (use an integer, an int64 "
+                         "tensor or a method name)", luaL_typename(L, 2));
   lua_pushnil(L);
   return 1;
 }

@@ -42,7 +42,7 @@ int lember_checkdim(lua_State *L, int idx, const char *op) {
 int lember_checkdim_n(lua_State *L, int idx, const char *op, int ndim) {
   int64_t d = lember_checkint(L, idx, op, "dim");
   if (d >= 1 && d <= ndim) return (int)(d - 1);
-  if (d < 0 && -d <= ndim) return (int)(ndim + d);
+  if (d < 0 && d >= -ndim) return (int)(ndim + d); /* not -d: it overflows for math.mininteger */
   if (ndim == 0)
     luaL_error(L, "ember.%s: dim %I is out of range for a 0-d tensor (it has no dims)", op,
                (lua_Integer)d);
@@ -58,7 +58,7 @@ int lember_optdim(lua_State *L, int idx, const char *op, int def) {
 int64_t lember_checkpos(lua_State *L, int idx, int64_t size, const char *op, const char *what) {
   int64_t i = lember_checkint(L, idx, op, what);
   if (i >= 1 && i <= size) return i - 1;
-  if (i < 0 && -i <= size) return size + i;
+  if (i < 0 && i >= -size) return size + i; /* not -i: it overflows for math.mininteger */
   luaL_error(L, "ember.%s: %s %I is out of range for a dim of size %I (1-based: 1..%I or -%I..-1)",
              op, what, (lua_Integer)i, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size);
   return 0;

@@ -68,11 +68,11 @@ static int m_narrow(lua_State *L) {
   int64_t i = lember_checkint(L, 3, "narrow", "start");
   int64_t len = lember_checkint(L, 4, "narrow", "length");
   if (i >= 1 && i <= size + 1) start = i - 1; /* size+1 with length 0 is empty, as torch */
-  else if (i < 0 && -i <= size) start = size + i;
+  else if (i < 0 && i >= -size) start = size + i; /* not -i: math.mininteger */
   else
     return luaL_error(L, "ember.narrow: start %I is out of range for dim %d of size %I (1-based)",
                       (lua_Integer)i, d + 1, (lua_Integer)size);
-  if (len < 0 || start + len > size)
+  if (len < 0 || len > size - start) /* not start + len: it may overflow */
     return luaL_error(L, "ember.narrow: length %I from start %I does not fit dim %d of size %I",
                       (lua_Integer)len, (lua_Integer)i, d + 1, (lua_Integer)size);
   RESULT(L, "narrow", em_narrow(out, t, d, start, len));
@@ -165,7 +165,10 @@ static int m_to(lua_State *L) {
   em_dtype dt;
   const char *what = luaL_checkstring(L, 2);
   if (em_dtype_parse(what, &dt) == EM_OK) return to_dtype(L, t, dt, "to");
-  em_device dev = lember_checkdevice(L, 2, "to");
+  em_device dev;
+  if (em_device_parse(what, &dev) != EM_OK) /* say both, so "float16" is not taken for a device */
+    return luaL_error(L, "ember.to: '%s' is neither a dtype (float32, float64, int64, bool, bfloat16) "
+                         "nor a device: %s", what, em_error_message());
   return to_device(L, t, dev, "to");
 }
 

@@ -65,6 +65,12 @@ em_status em__accumulate(em_tensor **acc, em_tensor *g);
 
 /* Plugins (plugin.c) */
 void em__plugins_ensure_loaded(void);
+/* Checks on untrusted plugin bytes (plugin_check.c), run before dlopen and
+** before any plugin code: a 64-bit ELF shared object for this machine whose
+** program headers and every loadable segment lie inside the `size` bytes. */
+bool em__elf_check(const unsigned char *file, size_t size, char *reason, size_t n);
+/* A plugin's info struct: known kind, matching ABI, a sane name. */
+bool em__plugin_info_check(const em_plugin_info *info, char *reason, size_t n);
 
 /* Storages (tensor.c) */
 void em__storage_release(em_storage *s);

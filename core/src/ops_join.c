@@ -180,7 +180,8 @@ em_status em_split(em_tensor ***outs, int *n, em_tensor *x, int64_t size, int di
                                 (long long)size);
   /* An empty dim still gives one (empty) piece, as in PyTorch. */
   int64_t len = x->shape[d];
-  return split_views("split", outs, n, x, size, len == 0 ? 1 : (len + size - 1) / size, d);
+  /* ceil(len / size) written so that a huge size cannot overflow */
+  return split_views("split", outs, n, x, size, len == 0 ? 1 : (len - 1) / size + 1, d);
 }
 
 em_status em_chunk(em_tensor ***outs, int *n, em_tensor *x, int64_t chunks, int dim) {
@@ -196,8 +197,8 @@ em_status em_chunk(em_tensor ***outs, int *n, em_tensor *x, int64_t chunks, int 
   ** pieces may come back; an empty dim gives `chunks` empty pieces. */
   int64_t len = x->shape[d];
   if (len == 0) return split_views("chunk", outs, n, x, 1, chunks, d);
-  int64_t size = (len + chunks - 1) / chunks;
-  return split_views("chunk", outs, n, x, size, (len + size - 1) / size, d);
+  int64_t size = (len - 1) / chunks + 1; /* ceil, without len + chunks overflowing */
+  return split_views("chunk", outs, n, x, size, (len - 1) / size + 1, d);
 }
 
 void em_free_list(em_tensor **list, int n) {

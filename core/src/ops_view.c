@@ -63,9 +63,14 @@ static em_status infer_shape(const char *op, const em_tensor *x, int ndim, const
       infer = i;
     } else if (in[i] < 0) {
       return em_error(EM_ERR_SHAPE, "%s: invalid size %lld at dim %d", op, (long long)in[i], i + 1);
-    } else {
-      known *= in[i];
+    } else if (__builtin_mul_overflow(known, in[i], &known)) {
+      known = -1; /* overflowed int64: no tensor has that many elements */
     }
+  }
+  if (known < 0) {
+    char a[160];
+    return em_error(EM_ERR_SHAPE, "%s: shape %s has more elements than an int64 can count", op,
+                    em_shape_str(ndim, in, a, sizeof a));
   }
   if (infer >= 0 && known != 0 && numel % known == 0) shape[infer] = numel / known;
   if ((infer >= 0 && (known == 0 || numel % known != 0)) || em__numel_of(ndim, shape) != numel) {
@@ -259,7 +264,9 @@ static em_status region(em_tensor **out, em_tensor *x, const em_opdef *op, int d
   for (int i = 0; i < x->ndim; i++) {
     if (i == d && drop) continue;
     sh[n] = i == d ? len : x->shape[i];
-    st[n] = i == d ? x->stride[i] * step : x->stride[i];
+    /* With one element or none the stride is never used; skipping the
+    ** product avoids overflow for a step far past the size. */
+    st[n] = i == d && len > 1 ? x->stride[i] * step : x->stride[i];
     n++;
   }
   em_tensor *y;
@@ -281,10 +288,11 @@ em_status em_narrow(em_tensor **out, em_tensor *x, int dim, int64_t start, int64
   if (x->ndim == 0) return em_error(EM_ERR_SHAPE, "narrow: cannot narrow a 0-d tensor");
   EM_TRY(em__dim("narrow", dim, x->ndim, &d));
   if (start < 0) start += x->shape[d];
-  if (start < 0 || length < 0 || start + length > x->shape[d])
+  if (start < 0 || length < 0 || start > x->shape[d] || length > x->shape[d] - start)
     return em_error(EM_ERR_INDEX,
                     "narrow: range start %lld, length %lld is out of bounds for dim %d of size %lld",
-                    (long long)start + 1, (long long)length, d + 1, (long long)x->shape[d]);
+                    (long long)start + (start < INT64_MAX), (long long)length, d + 1,
+                    (long long)x->shape[d]);
   return region(out, x, &NARROW_OP, d, start, length, 1, false);
 }
 
@@ -299,7 +307,8 @@ em_status em_slice(em_tensor **out, em_tensor *x, int dim, int64_t start, int64_
   if (end < 0) end += size;
   start = start < 0 ? 0 : start > size ? size : start;
   end = end < start ? start : end > size ? size : end;
-  return region(out, x, &SLICE_OP, d, start, (end - start + step - 1) / step, step, false);
+  /* ceil((end - start) / step) without end - start + step overflowing */
+  return region(out, x, &SLICE_OP, d, start, end > start ? (end - start - 1) / step + 1 : 0, step, false);
 }
 
 em_status em_select(em_tensor **out, em_tensor *x, int dim, int64_t index) {
@@ -310,7 +319,8 @@ em_status em_select(em_tensor **out, em_tensor *x, int dim, int64_t index) {
   int64_t i = index < 0 ? index + x->shape[d] : index;
   if (i < 0 || i >= x->shape[d])
     return em_error(EM_ERR_INDEX, "select: index %lld is out of range for dim %d of size %lld",
-                    (long long)(index >= 0 ? index + 1 : index), d + 1, (long long)x->shape[d]);
+                    (long long)(index >= 0 && index < INT64_MAX ? index + 1 : index), d + 1,
+                    (long long)x->shape[d]);
   return region(out, x, &SELECT_OP, d, i, 1, 1, true);
 }
 
@@ -338,6 +348,11 @@ em_status em_expand(em_tensor **out, em_tensor *x, int ndim, const int64_t *shap
     }
     sh[i] = want;
     st[i] = i < lead || (have == 1 && want != 1) ? 0 : x->stride[i - lead];
+  }
+  if (em__numel_of(ndim, sh) < 0) {
+    char a[160], b[160];
+    return em_error(EM_ERR_SHAPE, "expand: cannot expand %s to %s: more than 2^40 elements",
+                    em_shape_str(x->ndim, x->shape, a, sizeof a), em_shape_str(ndim, sh, b, sizeof b));
   }
   em_tensor *y;
   EM_TRY(em__alias(&y, x, ndim, sh, st, x->offset));

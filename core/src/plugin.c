@@ -9,8 +9,13 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ember_attention.h"
 
@@ -24,10 +29,6 @@ static pthread_once_t em__once = PTHREAD_ONCE_INIT;
 
 static const char *em__kind_name(int kind) {
   return kind == EM_PLUGIN_BACKEND ? "backend" : kind == EM_PLUGIN_ATTENTION ? "attention" : "unknown";
-}
-
-static uint32_t em__expected_abi(int kind) {
-  return kind == EM_PLUGIN_BACKEND ? EM_BACKEND_ABI_VERSION : EM_ATTENTION_ABI_VERSION;
 }
 
 static em_plugin_record *em__new_record(const char *path) {
@@ -78,23 +79,44 @@ static bool em__check_backend(em_plugin_record *rec, const em_backend *be) {
   return true;
 }
 
+/* em__elf_check on the file at path (mapped read-only, never executed). */
+static bool em__elf_check_file(const char *path, char *reason, size_t n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return snprintf(reason, n, "cannot open: %s", strerror(errno)), false;
+  struct stat st;
+  bool ok = false;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    snprintf(reason, n, "not a regular file");
+  } else if (st.st_size == 0) {
+    snprintf(reason, n, "empty file (truncated?)");
+  } else {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      snprintf(reason, n, "cannot map the file: %s", strerror(errno));
+    } else {
+      ok = em__elf_check(p, (size_t)st.st_size, reason, n);
+      munmap(p, (size_t)st.st_size);
+    }
+  }
+  close(fd);
+  return ok;
+}
+
 /* Loads one file into a new record. Returns whether it loaded. */
 static bool em__load_file(const char *path, em_plugin_record **out) {
   em_plugin_record *rec = em__new_record(path);
   if (out) *out = rec;
   if (!rec) return false;
+  /* A truncated file would crash inside dlopen: check its bytes first. */
+  if (!em__elf_check_file(path, rec->reason, sizeof rec->reason)) return false;
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) return em__reject(rec, NULL, "dlopen failed: %s", dlerror());
   const em_plugin_info *info = dlsym(h, EM_PLUGIN_INFO_SYMBOL);
   if (!info)
     return em__reject(rec, h, "missing symbol '%s' (not an ember plugin?)", EM_PLUGIN_INFO_SYMBOL);
-  rec->kind = (int)info->kind;
-  if (info->kind != EM_PLUGIN_BACKEND && info->kind != EM_PLUGIN_ATTENTION)
-    return em__reject(rec, h, "unknown plugin kind %u", info->kind);
-  if (info->abi_version != em__expected_abi(rec->kind))
-    return em__reject(rec, h, "ABI version mismatch: plugin has %u, this ember expects %u for %s plugins",
-                      info->abi_version, em__expected_abi(rec->kind), em__kind_name(rec->kind));
-  if (!info->name || !info->name[0]) return em__reject(rec, h, "plugin info has no name");
+  if (info->kind == EM_PLUGIN_BACKEND || info->kind == EM_PLUGIN_ATTENTION) rec->kind = (int)info->kind;
+  char why[sizeof rec->reason];
+  if (!em__plugin_info_check(info, why, sizeof why)) return em__reject(rec, h, "%s", why);
   snprintf(rec->name, sizeof rec->name, "%s", info->name);
   snprintf(rec->version, sizeof rec->version, "%s", info->version ? info->version : "");
   snprintf(rec->description, sizeof rec->description, "%s", info->description ? info->description : "");

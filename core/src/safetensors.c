@@ -9,8 +9,11 @@
 #include "internal.h"
 
 #include <cJSON.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -169,6 +172,65 @@ static em_status write_data(FILE *f, const char *path, int n, const em_named_ten
   return EM_OK;
 }
 
+/* The folder of path ("." when it has none) into buf; returns the base name. */
+static const char *split_path(const char *path, char *buf, size_t n) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(buf, n, ".");
+    return path;
+  }
+  size_t len = (size_t)(slash - path);
+  snprintf(buf, n, "%.*s", (int)(len ? len : 1), path); /* "/x" lives in "/" */
+  return slash + 1;
+}
+
+/* A save killed mid-write leaves "<path>.tmp-XXXXXX" (mkstemp's six
+** characters) behind, possibly hundreds of MB. Each later save of the same
+** path removes those no process holds: a live writer keeps an exclusive
+** flock on its temporary until it is renamed, and a dead one's lock is
+** gone. Other files are never touched. */
+static void remove_stale_temporaries(const char *path) {
+  char dir[4096];
+  const char *base = split_path(path, dir, sizeof dir);
+  size_t blen = strlen(base);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *name = e->d_name;
+    if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp-", 5) != 0 ||
+        strlen(name + blen + 5) != 6)
+      continue;
+    bool ok = true;
+    for (int i = 0; i < 6; i++) {
+      char c = name[blen + 5 + i];
+      ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
+    }
+    if (!ok) continue;
+    int fd = openat(dirfd(d), name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      (void)unlinkat(dirfd(d), name, 0);
+    close(fd);
+  }
+  closedir(d);
+}
+
+static em_status sync_parent_dir(const char *path) {
+  char dir[4096];
+  split_path(path, dir, sizeof dir);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return EM_OK; /* e.g. a folder we may write but not read: the data is synced */
+  int r = fsync(fd), err = errno;
+  close(fd);
+  /* Some filesystems cannot sync a folder (EINVAL); that is not a failed save. */
+  if (r != 0 && err != EINVAL && err != EROFS)
+    return em_error(EM_ERR_IO, "safetensors_save: '%s': syncing the folder %s failed: %s", path, dir,
+                    strerror(err));
+  return EM_OK;
+}
+
 em_status em_safetensors_save(const char *path, int n, const em_named_tensor *ts, int n_meta,
                               const char *const *meta) {
   EM_TRY(check_save_args(path, n, ts, n_meta));
@@ -188,7 +250,9 @@ em_status em_safetensors_save(const char *path, int n, const em_named_tensor *ts
   }
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp-XXXXXX", 12);
+  remove_stale_temporaries(path);
   int fd = mkstemp(tmp);
+  if (fd >= 0) (void)flock(fd, LOCK_EX); /* ours while we write; see remove_stale_temporaries */
   if (fd < 0) {
     em_status s = em_error(EM_ERR_IO, "safetensors_save: '%s': cannot create a temporary file %s: %s",
                            path, tmp, strerror(errno));
@@ -211,13 +275,18 @@ em_status em_safetensors_save(const char *path, int n, const em_named_tensor *ts
     if (s == EM_OK) s = write_data(f, path, n, ts);
     if (s == EM_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
       s = em_error(EM_ERR_IO, "safetensors_save: '%s': flush failed: %s", path, strerror(errno));
+    /* Renamed while still open (and locked), so no other save can take it
+    ** for a stale temporary in between. */
+    if (s == EM_OK && rename(tmp, path) != 0)
+      s = em_error(EM_ERR_IO, "safetensors_save: '%s': cannot rename %s over it: %s", path, tmp,
+                   strerror(errno));
+    if (s != EM_OK) unlink(tmp);
     if (fclose(f) != 0 && s == EM_OK)
       s = em_error(EM_ERR_IO, "safetensors_save: '%s': close failed: %s", path, strerror(errno));
+    /* The new name is only durable once the folder itself is synced. */
+    if (s == EM_OK) s = sync_parent_dir(path);
   }
-  if (s == EM_OK && rename(tmp, path) != 0)
-    s = em_error(EM_ERR_IO, "safetensors_save: '%s': cannot rename %s over it: %s", path, tmp,
-                 strerror(errno));
-  if (s != EM_OK) unlink(tmp);
+  if (!f) unlink(tmp);
   cJSON_free(json);
   free(tmp);
   return s;
@@ -248,6 +317,8 @@ static int json_uint(const cJSON *j, uint64_t *out) {
 
 static em_status parse_entry(const char *path, const cJSON *j, uint64_t data_size, st_entry *e) {
   const char *name = j->string;
+  if (!name || !name[0]) /* check_header_text catches the ways we know; this is the backstop */
+    return BAD("safetensors_load: '%s': a tensor with an empty name", path);
   if (!cJSON_IsObject(j))
     return BAD("safetensors_load: '%s': entry '%s' is not a JSON object", path, name);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
@@ -415,6 +486,53 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
   return EM_OK;
 }
 
+/* cJSON turns "\u0000" into a NUL that silently cuts a string short, and
+** keeps a raw NUL byte the same way; an empty key would load as a tensor
+** without a name (the saver refuses all three). So the header text is
+** scanned first: no NUL byte anywhere, no \u0000 escape in any string,
+** no "" key. `base` is the file offset of the header's first byte. */
+static em_status check_header_text(const char *path, const char *h, size_t n, uint64_t base) {
+  bool in_str = false;
+  size_t str_start = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = h[i];
+    if (c == '\0')
+      return BAD("safetensors_load: '%s': a NUL byte in the header at file offset %llu", path,
+                 (unsigned long long)(base + i));
+    if (!in_str) {
+      if (c == '"') in_str = true, str_start = i;
+      continue;
+    }
+    if (c == '\\') {
+      if (i + 1 < n && h[i + 1] == 'u') { /* cJSON lets bad hex through as garbage, so check it */
+        bool hex = i + 5 < n, zero = hex;
+        for (size_t k = i + 2; hex && k <= i + 5; k++) {
+          hex = (h[k] >= '0' && h[k] <= '9') || (h[k] >= 'a' && h[k] <= 'f') || (h[k] >= 'A' && h[k] <= 'F');
+          zero = zero && h[k] == '0';
+        }
+        if (!hex)
+          return BAD("safetensors_load: '%s': a \\u escape without 4 hex digits in a header string "
+                     "at file offset %llu", path, (unsigned long long)(base + i));
+        if (zero)
+          return BAD("safetensors_load: '%s': a \\u0000 (NUL) escape in a header string at file "
+                     "offset %llu", path, (unsigned long long)(base + i));
+      }
+      i++; /* the escaped character cannot end the string */
+      continue;
+    }
+    if (c != '"') continue;
+    in_str = false;
+    if (i == str_start + 1) { /* "" -- is it a key? */
+      size_t j = i + 1;
+      while (j < n && (h[j] == ' ' || h[j] == '\t' || h[j] == '\n' || h[j] == '\r')) j++;
+      if (j < n && h[j] == ':')
+        return BAD("safetensors_load: '%s': an empty name in the header at file offset %llu", path,
+                   (unsigned long long)(base + str_start));
+    }
+  }
+  return EM_OK;
+}
+
 /* Parses and validates the header, then reads the data. */
 static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_safetensors *f) {
   uint8_t lb[8];
@@ -438,9 +556,13 @@ static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_sa
                (unsigned long long)hlen);
   }
   hdr[hlen] = 0;
+  em_status s = check_header_text(path, hdr, (size_t)hlen, 8);
+  if (s != EM_OK) {
+    free(hdr);
+    return s;
+  }
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end, 0);
-  em_status s = EM_OK;
   if (!root) {
     size_t at = end && end >= hdr ? (size_t)(end - hdr) : 0;
     s = BAD("safetensors_load: '%s': the header is not valid JSON (error near byte %zu of %llu)",

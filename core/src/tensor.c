@@ -90,10 +90,14 @@ void em_release(em_tensor *t) {
 }
 
 int64_t em__numel_of(int ndim, const int64_t *shape) {
-  int64_t n = 1;
+  /* The product of the non-zero sizes is bounded too: contiguous strides
+  ** are products of sizes (a 0 counting as 1), so [0, 2^40, 2^40] must not
+  ** pass because its element count is 0. */
+  int64_t n = 1, extent = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) return -1;
-    if (shape[i] != 0 && n > EM__MAX_NUMEL / shape[i]) return -1;
+    if (__builtin_mul_overflow(extent, shape[i] ? shape[i] : 1, &extent) || extent > EM__MAX_NUMEL)
+      return -1;
     n *= shape[i];
   }
   return n;
@@ -106,6 +110,9 @@ int64_t em_numel(const em_tensor *t) {
 }
 
 bool em_is_contiguous(const em_tensor *t) {
+  /* As PyTorch: a tensor without elements is contiguous whatever its strides. */
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] == 0) return true;
   int64_t expect = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->stride[i] != expect) return false;
@@ -115,6 +122,8 @@ bool em_is_contiguous(const em_tensor *t) {
 }
 
 void *em_data(const em_tensor *t) {
+  /* An empty storage may have no buffer; NULL + 0 is undefined in C. */
+  if (!t->storage->data) return NULL;
   return (char *)t->storage->data + (size_t)t->offset * em_dtype_size(t->dtype);
 }
 

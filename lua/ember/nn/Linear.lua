@@ -30,6 +30,10 @@ function Linear:__init(in_features, out_features, opts)
 end
 
 function Linear:forward(x)
+  if not ember.is_tensor(x) or x.ndim == 0 then
+    error(("Linear.forward: expected a tensor of shape [..., %d], got %s"):format(self.in_features,
+      ember.is_tensor(x) and "a 0-d tensor" or type(x)), 2)
+  end
   local n = x.shape[x.ndim]
   if n ~= self.in_features then
     error(("Linear.forward: input's last dim is %d, expected in_features=%d (input shape [%s])"):format(

@@ -14,13 +14,12 @@ Adam.decoupled = false
 function Adam:check_group(g)
   Optimizer.check_group(self, g)
   local b = g.betas
-  if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number"
-      or b[1] < 0 or b[1] >= 1 or b[2] < 0 or b[2] >= 1 then
+  if type(b) ~= "table" or not Optimizer.in_range(b[1], 0, 1) or not Optimizer.in_range(b[2], 0, 1) then
     self:_error("betas must be {beta1, beta2} with each in [0, 1), got %s",
       type(b) == "table" and ("{" .. table.concat(b, ", ") .. "}") or tostring(b))
   end
   for _, k in ipairs { "eps", "weight_decay" } do
-    if type(g[k]) ~= "number" or g[k] < 0 then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
+    if not Optimizer.in_range(g[k], 0) then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
   end
 end
 

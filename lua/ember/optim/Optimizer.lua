@@ -29,6 +29,12 @@ local function is_tensor(v)
   return mt and mt.__name == "ember.Tensor" or false
 end
 
+-- Is v a number in [lo, hi) (hi defaults to +inf, excluded)? NaN fails
+-- every comparison, so a check written as `v < 0` would let it through.
+function Optimizer.in_range(v, lo, hi)
+  return type(v) == "number" and v >= lo and v < (hi or math.huge)
+end
+
 function Optimizer:_error(fmt, ...) error(self.__name .. ": " .. fmt:format(...), 3) end
 
 function Optimizer:_check_names(opts)
@@ -57,7 +63,7 @@ end
 
 function Optimizer:check_group(g)
   if g.lr == "required" then self:_error("lr is required (give {lr = ...})") end
-  if type(g.lr) ~= "number" or g.lr < 0 then self:_error("lr must be a number >= 0, got %s", tostring(g.lr)) end
+  if not Optimizer.in_range(g.lr, 0) then self:_error("lr must be a number >= 0, got %s", tostring(g.lr)) end
 end
 
 function Optimizer:__init(params, opts)

@@ -16,7 +16,7 @@ local SGD = Optimizer:extend("SGD", {
 function SGD:check_group(g)
   Optimizer.check_group(self, g)
   for _, k in ipairs { "momentum", "dampening", "weight_decay" } do
-    if type(g[k]) ~= "number" or g[k] < 0 then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
+    if not Optimizer.in_range(g[k], 0) then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
   end
   if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
     self:_error("nesterov needs momentum > 0 and dampening 0, got momentum=%g, dampening=%g", g.momentum, g.dampening)

@@ -84,7 +84,7 @@ function Scheduler:_warmup_opts(opts)
   if math.type(t) ~= "integer" or t < 1 then self:_error("total_steps must be a positive integer, got %s", tostring(t)) end
   if w > t then self:_error("warmup_steps (%d) exceeds total_steps (%d)", w, t) end
   local m = opts.min_lr_ratio or 0
-  if type(m) ~= "number" or m < 0 or m > 1 then self:_error("min_lr_ratio must be in [0, 1], got %s", tostring(m)) end
+  if type(m) ~= "number" or not (m >= 0 and m <= 1) then self:_error("min_lr_ratio must be in [0, 1], got %s", tostring(m)) end
   self.warmup_steps, self.total_steps, self.min_lr_ratio = w, t, m
 end
 

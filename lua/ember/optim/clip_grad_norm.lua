@@ -8,7 +8,7 @@ local ember = require "ember.nn._ember"
 
 local function clip_grad_norm(params, max_norm, norm_type)
   norm_type = norm_type or 2
-  if type(max_norm) ~= "number" or max_norm < 0 then
+  if type(max_norm) ~= "number" or not (max_norm >= 0) then -- NaN too
     error("clip_grad_norm: max_norm must be a number >= 0, got " .. tostring(max_norm), 2)
   end
   if norm_type ~= 2 and norm_type ~= math.huge then
