@@ -109,7 +109,8 @@ local function make_attention(s, name, variant_opts)
   for k, v in pairs(variant_opts) do spec[k] = v end
   local ok, att = pcall(Attention, spec)
   if not ok then
-    local msg = tostring(att):gsub("^[^:]*:%d+: ", "")
+    -- the variant's message, said by the module the user built
+    local msg = tostring(att):gsub("^[^:]*:%d+: ", ""):gsub("^ember%.Attention: ", "MultiHeadAttention: ")
     if msg:find("unknown option", 1, true) then
       msg = msg .. "; MultiHeadAttention's own options: " .. table.concat(OWN, ", ")
     end
