@@ -126,6 +126,8 @@ void lember_open_nn(lua_State *L, int module, int methods, int mt);
 void lember_open_autograd(lua_State *L, int module, int methods, int mt);
 void lember_open_plugins(lua_State *L, int module, int methods, int mt);
 void lember_open_library(lua_State *L, int module, int methods, int mt);
+void lember_open_sort(lua_State *L, int module, int methods, int mt); /* l_sort.c */
+void lember_open_size(lua_State *L, int module, int methods, int mt); /* l_size.c */
 /* The attention helper's file (core/lua/l_attention.c) defines it; weak
 ** so the module builds and loads without that file. */
 void lember_open_attention(lua_State *L, int module) __attribute__((weak));
@@ -135,6 +137,11 @@ void lember_open_checkpoint(lua_State *L, int module) __attribute__((weak));
 void lember_open_optim(lua_State *L, int module) __attribute__((weak)); /* l_optim.c */
 /* PNG charts with cairo (core/lua/l_plot.c). */
 void lember_open_plot(lua_State *L, int module) __attribute__((weak));
+
+/* ---- shapes (l_size.c) ---- */
+
+/* Pushes an ember.Size (a sequence of integers that prints and compares). */
+void lember_pushsize(lua_State *L, int ndim, const int64_t *shape);
 
 /* ---- printing (l_print.c) ---- */
 

@@ -8,6 +8,7 @@
 
 local core = require "ember.core"
 local ember = core
+require "ember._helpers" -- triu, sort, cumsum, ... and t[{i, {a, b}}] (adds to core)
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.
