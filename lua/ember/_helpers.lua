@@ -27,14 +27,15 @@ M.strip_position = strip_position
 
 -- Wraps fn so that any error inside is raised at the level of fn's caller
 -- (level: 2 for a function the user calls, 3 for a metamethod reached
--- through a C __index).
+-- through a C __index). Not a tail call, so that the caller's frame is
+-- there to be named (a user's own tail call still loses it, as in Lua).
 local function guard(fn, level)
   level = level or 2
-  local function rethrow(ok, ...)
-    if ok then return ... end
-    error(strip_position((...)), level + 1)
+  return function(...)
+    local r = table.pack(pcall(fn, ...))
+    if not r[1] then error(strip_position(r[2]), level) end
+    return table.unpack(r, 2, r.n)
   end
-  return function(...) return rethrow(pcall(fn, ...)) end
 end
 M.guard = guard
 
