@@ -9,6 +9,7 @@
 local core = require "ember.core"
 local ember = core
 require "ember._helpers" -- triu, sort, cumsum, ... and t[{i, {a, b}}] (adds to core)
+require "ember._listing" -- listing functions return lists that print readably
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.

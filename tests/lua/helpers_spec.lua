@@ -196,3 +196,29 @@ describe("Torch7 table indexing", function()
     fails_here(function() local _ = x[true] end, "cannot index a tensor with a boolean")
   end)
 end)
+
+describe("listings print readably", function()
+  local function readable(v)
+    local s = tostring(v)
+    assert(not s:find("table: 0x"), "prints an address: " .. s)
+    return s
+  end
+
+  it("attention_variants, plugin_search_path, split, chunk", function()
+    local s = readable(ember.attention_variants())
+    assert(s:find("standard", 1, true) and s:find("options: kernel", 1, true), s)
+    local one = readable(ember.attention_variants("standard"))
+    assert(one:find('name = "standard"', 1, true), one)
+    readable(ember.plugin_search_path())
+    assert.are.equal("{tensor(shape=[2], dtype=float32, device=cpu), tensor(shape=[1], dtype=float32, device=cpu)}",
+      readable(ember.ones(3):split(2)))
+    readable(ember.ones(4):chunk(2))
+    readable(ember.plugins())
+    assert.are.equal('{1, "a", {k = 2}}', require("ember._listing").repr { 1, "a", { k = 2 } })
+  end)
+
+  it("a wrapped listing keeps errors at the user's line", function()
+    fails_here(function() local _ = ember.ones(3):split(0) end, "ember.split")
+    fails_here(function() local _ = ember.attention_variants("nope") end, "nope")
+  end)
+end)
