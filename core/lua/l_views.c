@@ -165,7 +165,8 @@ static int m_to(lua_State *L) {
   em_dtype dt;
   const char *what = luaL_checkstring(L, 2);
   if (em_dtype_parse(what, &dt) == EM_OK) return to_dtype(L, t, dt, "to");
-  em_device dev = lember_checkdevice(L, 2, "to");
+  em_device dev;
+  if (em_device_parse(what, &dev) != EM_OK) return lember_device_error(L, "to", what, 1);
   return to_device(L, t, dev, "to");
 }
 

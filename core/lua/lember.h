@@ -80,6 +80,9 @@ int lember_checkdims(lua_State *L, int idx, const char *op, int *dims, int *next
 /* Device from a string ("cpu", "cuda:1"); raises on a bad string. */
 em_device lember_checkdevice(lua_State *L, int idx, const char *op);
 em_dtype lember_checkdtype(lua_State *L, int idx, const char *op);
+/* After em_device_parse failed on str: raises a message with the core's
+** reason, the loaded device types and (with_dtypes) the dtype names. */
+int lember_device_error(lua_State *L, const char *op, const char *str, int with_dtypes);
 em_device lember_cpu(lua_State *L);
 /* Checks that every key of the options table at idx is one of the
 ** NULL-terminated `names`; raises "ember.<op>: unknown option 'x'". */
