@@ -11,32 +11,14 @@
 -- returned indices are 1-based, as everywhere in the Lua API.
 --
 -- Errors are raised at the caller's line: every public function runs
--- through `guard`, which re-raises an error from inside with the position
--- stripped and the level of the user's call.
+-- through `guard` (ember._errors.wrap).
 local core = require "ember.core"
 local T = core.Tensor -- the tensor methods table
 
 local M = {}
 
--- "file.lua:12: msg" -> "msg", so the message can be re-raised elsewhere.
-local function strip_position(msg)
-  if type(msg) ~= "string" then return msg end
-  return (msg:gsub("^[^\n:]*:%d+: ", "", 1))
-end
-M.strip_position = strip_position
-
--- Wraps fn so that any error inside is raised at the level of fn's caller
--- (level: 2 for a function the user calls, 3 for a metamethod reached
--- through a C __index). Not a tail call, so that the caller's frame is
--- there to be named (a user's own tail call still loses it, as in Lua).
-local function guard(fn, level)
-  level = level or 2
-  return function(...)
-    local r = table.pack(pcall(fn, ...))
-    if not r[1] then error(strip_position(r[2]), level) end
-    return table.unpack(r, 2, r.n)
-  end
-end
+-- Errors (ours, and those of the C ops we call) move to the user's line.
+local guard = require("ember._errors").wrap
 M.guard = guard
 
 local function fail(op, fmt, ...)
@@ -384,7 +366,7 @@ local function table_view(t, key)
 end
 
 local mt = getmetatable(core.zeros(1))
-mt.__table_index = guard(table_view, 3)
+mt.__table_index = guard(table_view)
 mt.__table_newindex = guard(function(t, key, value)
   local v = table_view(t, key)
   if core.is_tensor(value) then
@@ -394,6 +376,6 @@ mt.__table_newindex = guard(function(t, key, value)
   else
     fail("setindex", "value must be a number or a tensor, got %s", type(value))
   end
-end, 3)
+end)
 
 return M

@@ -17,6 +17,7 @@
 --     "optimizer.type" = "AdamW", "optimizer.param_groups.1.lr" = "0.001",
 --     "optimizer.state.3.step" = "12", "scheduler.last_step" = "40", ...
 --     Numbers are written with 17 significant digits (exact round trip).
+local error = require("ember._errors").error -- raises at the user's line
 local core = require "ember.core"
 local Module = require "ember.nn.Module"
 
@@ -192,6 +193,11 @@ function checkpoint.load(path, parts)
     if k ~= "format" and k:sub(1, #OPT) ~= OPT and k:sub(1, #SCHED) ~= SCHED then user[k] = v end
   end
   return user, meta
+end
+
+-- C errors (unreadable files, bad tensors) name the user's line, not this file's.
+for k, f in pairs(checkpoint) do
+  if type(f) == "function" then checkpoint[k] = require("ember._errors").wrap(f) end
 end
 
 return checkpoint

@@ -15,6 +15,7 @@
 -- a boolean option is a flag ("--smoke") or takes true/false. An option's
 -- type comes from its default (or `type` when the default is nil). After
 -- parsing, cli.parse seeds the global generator and sets the thread count.
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 local SHARED = {

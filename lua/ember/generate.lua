@@ -21,6 +21,7 @@
 -- Sampling draws from ember's seeded generator (ember.manual_seed).
 -- Returns the ids [B, L0 + n] (prompt included) and, with return_logits,
 -- the list of each step's next-token logits [B, V].
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local generate = {}
@@ -111,6 +112,11 @@ function generate.generate(model, prompt, opts)
   if was_training and model.train then model:train() end
   if opts.return_logits then return ids, all_logits end
   return ids
+end
+
+-- C errors (unreadable files, bad tensors) name the user's line, not this file's.
+for k, f in pairs(generate) do
+  if type(f) == "function" then generate[k] = require("ember._errors").wrap(f) end
 end
 
 return generate

@@ -4,6 +4,7 @@
 -- ordered pairs with the seeded generator; the held-out set never holds a
 -- pair of the training set, nor its mirror image (61+535 when 535+61
 -- trains), so held-out accuracy measures addition, not recall.
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 M.ALPHABET = "0123456789+"

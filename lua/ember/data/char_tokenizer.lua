@@ -7,6 +7,7 @@
 --   tok:save("vocab.txt"); CharTokenizer.load("vocab.txt")
 --
 -- Characters never seen by fit map to <unk>.
+local error = require("ember._errors").error -- raises at the user's line
 local Vocab = require "ember.data.vocab"
 local text = require "ember.data.text"
 local padding = require "ember.data.padding"

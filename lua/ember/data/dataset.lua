@@ -10,6 +10,7 @@
 -- Shuffling draws ember.randperm from the global generator, so after
 -- ember.manual_seed(s) the order of every epoch is reproducible. Rows are
 -- gathered with index_select: the data stays in C.
+local error = require("ember._errors").error -- raises at the user's line
 local padding = require "ember.data.padding"
 
 local Dataset = {}

@@ -2,6 +2,7 @@
 --
 --   local x, y = fashion_mnist.load("train")   -- x float32 [60000, 28, 28] in [0, 1]
 --                                               -- y int64 [60000], labels 1..10
+local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"
 
 local M = {}

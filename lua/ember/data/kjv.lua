@@ -4,6 +4,7 @@
 -- (/usr/lib/bible.data); bible-kjv's `bible` program prints it. With -f
 -- (formatting off) each verse is one line "Ge1:1 In the beginning ...";
 -- the reference is cut, leaving one verse per line.
+local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"
 
 local M = {}

@@ -2,6 +2,7 @@
 -- generators that run in Lua, independent of ember's global tensor
 -- generator and of math.random, so that data sets are the same for a given
 -- seed whatever the script does with the others.
+local error = require("ember._errors").error -- raises at the user's line
 local Rng = {}
 Rng.__index = Rng
 

@@ -18,6 +18,7 @@
 -- Images are rendered from the scene descriptions per batch with tensor
 -- ops, so 10,000 scenes cost a few hundred kilobytes instead of 675 MB of
 -- float pixels.
+local error = require("ember._errors").error -- raises at the user's line
 local Rng = require "ember.data.rng"
 
 local M = {}

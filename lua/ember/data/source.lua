@@ -1,5 +1,6 @@
 -- ember.data.source: opening the Debian-packaged data sets, with an error
 -- that says which package to install when a file is missing.
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 -- Errors "<what>: cannot read <path>; install it with: apt-get install -y <pkg>".

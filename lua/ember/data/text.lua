@@ -4,6 +4,7 @@
 -- Latin Extended-A capitals (É, Ä, Ñ, Œ, ...), so lower() maps those too:
 -- enough for English, French, German, Spanish and Italian (ß has no
 -- single-letter capital and stays as it is).
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 -- The lower-case code point of one capital letter, or the code point itself.

@@ -7,6 +7,7 @@
 -- File format (UTF-8 text): a first line "ember-vocab 1 <kind>", then one
 -- token per line in id order, with "\\", "\n", "\r" and "\t" escaped, so
 -- that any token (even a newline character) survives a round trip.
+local error = require("ember._errors").error -- raises at the user's line
 local Vocab = {}
 Vocab.__index = Vocab
 

@@ -8,6 +8,7 @@
 -- Words are whitespace-separated; with split_punct (default true) each
 -- punctuation mark is a word of its own. lower (default false) lower-cases
 -- UTF-8 text first. Both settings are saved with the vocab.
+local error = require("ember._errors").error -- raises at the user's line
 local Vocab = require "ember.data.vocab"
 local text = require "ember.data.text"
 local padding = require "ember.data.padding"

@@ -5,6 +5,7 @@
 -- apostrophe, words shorter than 2 or longer than 20 characters, and every
 -- word found in more than one list; duplicates within a list count once.
 -- Split: with a fixed seed, n_train then n_test words per language.
+local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"
 local text = require "ember.data.text"
 

@@ -2,6 +2,7 @@
 -- logits [N, C] with targets [N], or [B, L, C] with [B, L] (flattened), or
 -- [C] with a 0-d target. Targets are 1-based int64 class ids; ignore_index
 -- is compared with them (e.g. the padding id). One fused C op.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -45,5 +46,8 @@ function CrossEntropyLoss:extra_repr()
   if self.label_smoothing ~= 0 then s = s .. ", label_smoothing=" .. self.label_smoothing end
   return s
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+CrossEntropyLoss.forward = require("ember._errors").wrap(CrossEntropyLoss.forward)
 
 return CrossEntropyLoss

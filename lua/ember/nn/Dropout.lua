@@ -1,5 +1,6 @@
 -- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
 -- 1/(1-p)), the identity in eval mode. Draws from the seeded generator.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -19,5 +20,8 @@ function Dropout:forward(x)
 end
 
 function Dropout:extra_repr() return ("p=%g"):format(self.p) end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Dropout.forward = require("ember._errors").wrap(Dropout.forward)
 
 return Dropout

@@ -2,6 +2,7 @@
 -- a lookup table indexed by 1-based int64 ids, weight ~ N(0, 1) as
 -- torch.nn.Embedding. With padding_idx (1-based) that row starts at zero,
 -- its outputs are zero and it never receives a gradient.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -42,5 +43,8 @@ function Embedding:extra_repr()
   if self.padding_idx then s = s .. ", padding_idx=" .. self.padding_idx end
   return s
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Embedding.forward = require("ember._errors").wrap(Embedding.forward)
 
 return Embedding

@@ -1,6 +1,7 @@
 -- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
 -- bias=true, dtype=, device=}]): the position-wise MLP of a Transformer,
 -- linear2(dropout(act(linear1(x)))), as inside torch.nn.TransformerEncoderLayer.
+local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local Linear = require "ember.nn.Linear"
 local Dropout = require "ember.nn.Dropout"
@@ -24,5 +25,8 @@ end
 function FeedForward:forward(x)
   return self.linear2(self.dropout(self.activation(self.linear1(x))))
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+FeedForward.forward = require("ember._errors").wrap(FeedForward.forward)
 
 return FeedForward

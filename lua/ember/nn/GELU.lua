@@ -1,5 +1,6 @@
 -- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
 -- default) or the tanh approximation.
+local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local GELU = Module:extend("GELU")
@@ -20,5 +21,8 @@ end
 function GELU:extra_repr()
   return self.approximate == "none" and "" or "approximate=tanh"
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+GELU.forward = require("ember._errors").wrap(GELU.forward)
 
 return GELU

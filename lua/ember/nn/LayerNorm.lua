@@ -1,6 +1,7 @@
 -- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
 -- normalises over the last #shape dims (shape: a number or a table), then
 -- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -42,5 +43,8 @@ function LayerNorm:extra_repr()
   return ("[%s], eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
     self.eps, tostring(self.weight ~= nil))
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+LayerNorm.forward = require("ember._errors").wrap(LayerNorm.forward)
 
 return LayerNorm

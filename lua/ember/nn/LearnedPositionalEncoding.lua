@@ -3,6 +3,7 @@
 -- added to x [B, L, d_model]. forward(x, start) uses positions start ..
 -- start+L-1 (1-based, default 1), so a KV-cached decoder can pass the
 -- position of its new token.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local Dropout = require "ember.nn.Dropout"

@@ -1,6 +1,7 @@
 -- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=}]):
 -- y = x W^T + b over the last dim, W [out, in], as torch.nn.Linear, with
 -- its initialisation: W and b uniform in +-1/sqrt(in_features).
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -40,5 +41,8 @@ function Linear:extra_repr()
   return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features, self.out_features,
     tostring(self.bias ~= nil))
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Linear.forward = require("ember._errors").wrap(Linear.forward)
 
 return Linear

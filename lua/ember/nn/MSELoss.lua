@@ -1,4 +1,5 @@
 -- nn.MSELoss([{reduction="mean"|"sum"|"none"}]): mean squared error.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -18,5 +19,8 @@ function MSELoss:forward(input, target)
 end
 
 function MSELoss:extra_repr() return "reduction=" .. self.reduction end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+MSELoss.forward = require("ember._errors").wrap(MSELoss.forward)
 
 return MSELoss

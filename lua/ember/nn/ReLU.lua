@@ -5,4 +5,7 @@ local ReLU = Module:extend("ReLU")
 
 function ReLU:forward(x) return x:relu() end
 
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+ReLU.forward = require("ember._errors").wrap(ReLU.forward)
+
 return ReLU

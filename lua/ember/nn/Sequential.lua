@@ -1,6 +1,7 @@
 -- nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}: applies the
 -- modules in order. Children are named "1", "2", ... (1-based, as Torch7);
 -- seq[i] and #seq work, and seq:add(m) appends.
+local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local Sequential = Module:extend("Sequential")
@@ -34,5 +35,8 @@ function Sequential:forward(x, ...)
   for _, n in ipairs(self._children) do x = self[n](x, ...) end
   return x
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Sequential.forward = require("ember._errors").wrap(Sequential.forward)
 
 return Sequential

@@ -7,6 +7,7 @@
 -- parameter (1-based, counted across groups).
 -- Subclasses define DEFAULTS (name -> default; nil-able names listed) and
 -- update(p, grad, state, group), which makes one fused C call.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local Optimizer = {}

@@ -6,6 +6,7 @@
 -- The optimizer's groups get lr = base_lr * f(s) at construction and after
 -- every step. state_dict() / load_state_dict() save and restore s and the
 -- base lrs (and reapply the lr).
+local error = require("ember._errors").error -- raises at the user's line
 local Scheduler = {}
 Scheduler.__index = Scheduler
 Scheduler.__name = "Scheduler"

@@ -4,6 +4,7 @@
 -- max_norm / (norm + 1e-6). norm_type 2 or math.huge (the max abs value).
 -- params: a list of tensors or a module. Parameters without a gradient are
 -- skipped; with none at all the norm is 0.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local function clip_grad_norm(params, max_norm, norm_type)
