@@ -96,6 +96,10 @@ enter_line '{1, "a", {k = 2}}'
 wait_for '{1, "a", {k = 2}}'
 report $? "a plain table prints its contents, not its address"
 
+enter_line 'help(ember.matmul)'
+wait_for "Matrix product with broadcast batch dims"
+report $? "help(ember.matmul) prints the reference entry"
+
 enter_line 'function twice(x)'
 wait_for ">> "
 report $? "an unfinished chunk asks for more (>> prompt)"

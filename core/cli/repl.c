@@ -212,8 +212,11 @@ static void print_results(lua_State *L, int base) {
   }
 }
 
+/* REPL globals: plugins() lists the plugins, help(x) prints the reference
+** entry of x (ember.help, read from the doc comments by ember._doc). */
 static const char plugins_fn[] =
-  "function plugins() print(ember.plugins()) end";
+  "function plugins() print(ember.plugins()) end\n"
+  "function help(...) return ember.help(...) end";
 
 void ember_repl(lua_State *L) {
   int base = lua_gettop(L);

@@ -1,4 +1,4 @@
--- ember.cli: the command-line options every example script shares.
+--- ember.cli: the command-line options every example script shares.
 --
 --   local opts = cli.parse(arg, {
 --     script = "scripts/langid.lua",
@@ -22,6 +22,7 @@
 -- The parsing is Debian's lua-argparse (0.7.1): it does everything the
 -- scripts need (--name=value, flags, choices, usage errors, the help text);
 -- booleans that also take true/false are options with an optional argument.
+-- @module cli
 local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
@@ -123,13 +124,13 @@ local function build_parser(conf, specs)
   return p
 end
 
--- The usage text of a script's options (what --help prints).
+--- The usage text of a script's options (what --help prints).
 function M.usage(conf)
   conf = conf or {}
   return build_parser(conf, (all_specs(conf))):get_help()
 end
 
--- "a=1,b=true,c=x" -> {a = 1, b = true, c = "x"} (nil -> {}).
+--- "a=1,b=true,c=x" -> {a = 1, b = true, c = "x"} (nil -> {}).
 function M.parse_kv(text)
   local t = {}
   if text == nil or text == "" then return t end
@@ -143,7 +144,7 @@ function M.parse_kv(text)
   return t
 end
 
--- Parses argv (a list of strings) without side effects. Returns the
+--- Parses argv (a list of strings) without side effects. Returns the
 -- options table, or nil and the usage text when --help was given; raises
 -- argparse's message for a bad command line.
 function M.parse_only(argv, conf)
@@ -173,7 +174,7 @@ function M.parse_only(argv, conf)
   return o
 end
 
--- Parses argv; prints the help and exits on --help; prints the error and
+--- Parses argv; prints the help and exits on --help; prints the error and
 -- exits with status 2 on a bad option. Then seeds ember's generator, sets
 -- the thread count and checks the device.
 function M.parse(argv, conf)
@@ -201,7 +202,7 @@ function M.parse(argv, conf)
   return o
 end
 
--- The dropout on attention weights for opts.attention: opts.dropout, or 0
+--- The dropout on attention weights for opts.attention: opts.dropout, or 0
 -- (said once) when the variant cannot drop attention weights (e.g. linear).
 function M.attention_dropout(o)
   local ember = require "ember"
@@ -215,7 +216,7 @@ function M.attention_dropout(o)
   return o.dropout
 end
 
--- For --smoke runs: fails unless the mean of the last few losses is below
+--- For --smoke runs: fails unless the mean of the last few losses is below
 -- the mean of the first few. Prints both.
 function M.check_smoke(losses, k)
   k = math.min(k or 5, #losses // 2)
@@ -227,7 +228,7 @@ function M.check_smoke(losses, k)
   return first, last
 end
 
--- The options named in keys as checkpoint metadata (strings), so that a
+--- The options named in keys as checkpoint metadata (strings), so that a
 -- later run can rebuild the same model before loading its weights.
 function M.config_metadata(o, keys)
   local meta = {}
@@ -237,7 +238,7 @@ function M.config_metadata(o, keys)
   return meta
 end
 
--- Copies the config.* metadata of a checkpoint back into options o.
+--- Copies the config.* metadata of a checkpoint back into options o.
 function M.apply_metadata(o, meta, keys)
   for _, k in ipairs(keys) do
     local v = meta["config." .. k]
@@ -250,7 +251,7 @@ function M.apply_metadata(o, meta, keys)
   return o
 end
 
--- A stopwatch over some functions (evaluation, say), so that the time a
+--- A stopwatch over some functions (evaluation, say), so that the time a
 -- script reports as training leaves them out:
 --   local ev = cli.stopwatch(); evaluate = ev.wrap(evaluate); ... ev.total
 function M.stopwatch()
@@ -267,7 +268,7 @@ function M.stopwatch()
   return sw
 end
 
--- Makes folder path (and its parents).
+--- Makes folder path (and its parents).
 function M.mkdir(path)
   local ok = os.execute("mkdir -p '" .. path:gsub("'", "'\\''") .. "'")
   if not ok then error("cannot create folder " .. path, 2) end
@@ -275,7 +276,7 @@ function M.mkdir(path)
 end
 
 
--- For the scripts with positional arguments only (the benchmarks): when
+--- For the scripts with positional arguments only (the benchmarks): when
 -- argv holds --help or -h, prints the script's leading comment block (its
 -- documentation) and exits with status 0.
 function M.help_from_header(argv)

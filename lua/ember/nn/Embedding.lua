@@ -1,7 +1,8 @@
--- nn.Embedding(num_embeddings, dim [, {padding_idx=, dtype=, device=}]):
+--- nn.Embedding(num_embeddings, dim [, {padding_idx=, dtype=, device=}]):
 -- a lookup table indexed by 1-based int64 ids, weight ~ N(0, 1) as
 -- torch.nn.Embedding. With padding_idx (1-based) that row starts at zero,
 -- its outputs are zero and it never receives a gradient.
+-- @classmod nn.Embedding
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
@@ -29,6 +30,9 @@ function Embedding:__init(num_embeddings, dim, opts)
   self:register_parameter("weight", w)
 end
 
+--- The rows of the weight for int64 ids (1-based): [...] ids give [..., dim].
+-- @tparam Tensor ids int64, 1-based
+-- @treturn Tensor
 function Embedding:forward(ids)
   if ids.dtype ~= "int64" then
     error("Embedding.forward: ids must be int64 (1-based), got " .. ids.dtype, 2)
@@ -38,6 +42,7 @@ function Embedding:forward(ids)
   return out
 end
 
+--- The sizes (and padding_idx), for printing.
 function Embedding:extra_repr()
   local s = ("%d, %d"):format(self.num_embeddings, self.embedding_dim)
   if self.padding_idx then s = s .. ", padding_idx=" .. self.padding_idx end

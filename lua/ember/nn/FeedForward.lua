@@ -1,6 +1,7 @@
--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
+--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
 -- bias=true, dtype=, device=}]): the position-wise MLP of a Transformer,
 -- linear2(dropout(act(linear1(x)))), as inside torch.nn.TransformerEncoderLayer.
+-- @classmod nn.FeedForward
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local Linear = require "ember.nn.Linear"
@@ -22,6 +23,9 @@ function FeedForward:__init(d_model, d_ff, opts)
   self:add_module("linear2", Linear(d_ff, d_model, lopts))
 end
 
+--- linear2(dropout(activation(linear1(x)))).
+-- @tparam Tensor x [..., d_model]
+-- @treturn Tensor [..., d_model]
 function FeedForward:forward(x)
   return self.linear2(self.dropout(self.activation(self.linear1(x))))
 end

@@ -1,5 +1,6 @@
--- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
+--- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
 -- default) or the tanh approximation.
+-- @classmod nn.GELU
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
@@ -13,11 +14,14 @@ function GELU:__init(approximate)
   self.approximate = approximate
 end
 
+--- GELU of x (exact, or the tanh approximation).
+-- @tparam Tensor x
 function GELU:forward(x)
   if self.approximate == "tanh" then return x:gelu("tanh") end
   return x:gelu()
 end
 
+--- The approximation, for printing.
 function GELU:extra_repr()
   return self.approximate == "none" and "" or "approximate=tanh"
 end

@@ -1,6 +1,7 @@
--- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
+--- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
 -- normalises over the last #shape dims (shape: a number or a table), then
 -- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm.
+-- @classmod nn.LayerNorm
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
@@ -28,6 +29,8 @@ function LayerNorm:__init(shape, opts)
   end
 end
 
+--- x normalised over its last dims (normalized_shape), then scaled and shifted.
+-- @tparam Tensor x [..., *normalized_shape]
 function LayerNorm:forward(x)
   local n = #self.normalized_shape
   for i = 1, n do
@@ -39,6 +42,7 @@ function LayerNorm:forward(x)
   return ember.layer_norm(x, n, self.weight, self.bias, self.eps)
 end
 
+--- The shape and eps, for printing.
 function LayerNorm:extra_repr()
   return ("[%s], eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
     self.eps, tostring(self.weight ~= nil))

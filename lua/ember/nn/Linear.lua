@@ -1,6 +1,7 @@
--- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=}]):
+--- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=}]):
 -- y = x W^T + b over the last dim, W [out, in], as torch.nn.Linear, with
 -- its initialisation: W and b uniform in +-1/sqrt(in_features).
+-- @classmod nn.Linear
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
@@ -26,6 +27,9 @@ function Linear:__init(in_features, out_features, opts)
   end
 end
 
+--- x W^T + b.
+-- @tparam Tensor x [..., in_features]
+-- @treturn Tensor [..., out_features]
 function Linear:forward(x)
   local n = x.shape[x.ndim]
   if n ~= self.in_features then
@@ -37,6 +41,7 @@ function Linear:forward(x)
   return y
 end
 
+--- The sizes, for printing.
 function Linear:extra_repr()
   return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features, self.out_features,
     tostring(self.bias ~= nil))

@@ -1,8 +1,11 @@
--- nn.ReLU(): max(x, 0).
+--- nn.ReLU(): max(x, 0).
+-- @classmod nn.ReLU
 local Module = require "ember.nn.Module"
 
 local ReLU = Module:extend("ReLU")
 
+--- max(x, 0).
+-- @tparam Tensor x
 function ReLU:forward(x) return x:relu() end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
