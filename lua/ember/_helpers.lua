@@ -365,7 +365,9 @@ local function table_view(t, key)
   return v
 end
 
-local mt = getmetatable(core.zeros(1))
+-- the tensor metatable, from the registry (luaL_newmetatable's name): making a
+-- tensor here would need a backend, and ember must load without one
+local mt = debug.getregistry()["ember.Tensor"]
 mt.__table_index = guard(table_view)
 mt.__table_newindex = guard(function(t, key, value)
   local v = table_view(t, key)
