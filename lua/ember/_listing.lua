@@ -5,7 +5,7 @@
 --
 -- The REPL prints any table without a __tostring through repr (core/cli/
 -- repl.c), and the listing functions (ember.attention_variants(),
--- ember.plugin_search_path(), t:split(), t:chunk()) return lists that print
+-- ember.plugin_search_path(), t:split(), t:chunk(), t:stride()) return lists that print
 -- the same way with print(). ember.plugins() has its own table printer in C.
 local core = require "ember.core"
 local guard = require("ember._helpers").guard -- C errors stay at the user's line
@@ -111,7 +111,7 @@ if variants then
     return r
   end)
 end
-for _, m in ipairs { "split", "chunk" } do
+for _, m in ipairs { "split", "chunk", "stride" } do
   local f = core.Tensor[m]
   if f then
     core.Tensor[m] = guard(function(...)

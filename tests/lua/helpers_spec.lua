@@ -213,6 +213,7 @@ describe("listings print readably", function()
     assert.are.equal("{tensor(shape=[2], dtype=float32, device=cpu), tensor(shape=[1], dtype=float32, device=cpu)}",
       readable(ember.ones(3):split(2)))
     readable(ember.ones(4):chunk(2))
+    assert.are.equal("{3, 1}", readable(ember.zeros(2, 3):stride()))
     readable(ember.plugins())
     assert.are.equal('{1, "a", {k = 2}}', require("ember._listing").repr { 1, "a", { k = 2 } })
   end)
