@@ -1,5 +1,7 @@
 --- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
 -- 1/(1-p)), the identity in eval mode. Draws from the seeded generator.
+-- @usage local drop = nn.Dropout(0.1)
+-- drop:eval()   -- identity from now on; drop:train() turns it back on
 -- @classmod nn.Dropout
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

@@ -2,6 +2,9 @@
 -- a lookup table indexed by 1-based int64 ids, weight ~ N(0, 1) as
 -- torch.nn.Embedding. With padding_idx (1-based) that row starts at zero,
 -- its outputs are zero and it never receives a gradient.
+-- Errors: ids must be int64 and within 1..num_embeddings (the message names the bad id).
+-- @usage local emb = nn.Embedding(100, 16, {padding_idx = 1})
+-- local x = emb(ember.tensor({{5, 7, 1}}, "int64"))   -- [1, 3, 16]
 -- @classmod nn.Embedding
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

@@ -1,6 +1,7 @@
 --- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
 -- bias=true, dtype=, device=}]): the position-wise MLP of a Transformer,
 -- linear2(dropout(act(linear1(x)))), as inside torch.nn.TransformerEncoderLayer.
+-- @usage local ffn = nn.FeedForward(64, 256, {activation = "gelu"})
 -- @classmod nn.FeedForward
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"

@@ -1,6 +1,8 @@
 --- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
 -- normalises over the last #shape dims (shape: a number or a table), then
 -- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm.
+-- @usage local ln = nn.LayerNorm(16)
+-- local y = ln(ember.randn(2, 5, 16))   -- normalised over the last dim
 -- @classmod nn.LayerNorm
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

@@ -3,6 +3,7 @@
 -- added to x [B, L, d_model]. forward(x, start) uses positions start ..
 -- start+L-1 (1-based, default 1), so a KV-cached decoder can pass the
 -- position of its new token.
+-- @usage local pe = nn.LearnedPositionalEncoding(512, 64)
 -- @classmod nn.LearnedPositionalEncoding
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

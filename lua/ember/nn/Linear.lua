@@ -1,6 +1,9 @@
 --- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=}]):
 -- y = x W^T + b over the last dim, W [out, in], as torch.nn.Linear, with
 -- its initialisation: W and b uniform in +-1/sqrt(in_features).
+-- Errors: a positive integer is required for each size; forward names the expected in_features.
+-- @usage local lin = nn.Linear(4, 3)
+-- print(lin(ember.randn(2, 4)).shape)   --> ember.Size{2, 3}
 -- @classmod nn.Linear
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

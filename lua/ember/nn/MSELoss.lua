@@ -1,4 +1,5 @@
 --- nn.MSELoss([{reduction="mean"|"sum"|"none"}]): mean squared error.
+-- @usage local loss = nn.MSELoss()(pred, target)
 -- @classmod nn.MSELoss
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

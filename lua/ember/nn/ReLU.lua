@@ -1,4 +1,5 @@
 --- nn.ReLU(): max(x, 0).
+-- @usage local y = nn.ReLU()(x)
 -- @classmod nn.ReLU
 local Module = require "ember.nn.Module"
 

@@ -5,6 +5,8 @@
 -- for positions start .. start+L-1 (1-based, default 1): a decoder with a KV
 -- cache passes the position of its new token. The table is a non-persistent
 -- buffer: it moves with :to() but is not saved.
+-- @usage local pe = nn.SinusoidalPositionalEncoding(64)
+-- local x = pe(ember.randn(2, 10, 64))   -- the same shape
 -- @classmod nn.SinusoidalPositionalEncoding
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
