@@ -38,11 +38,27 @@ function M.error(msg, level)
   error(msg, user_level())
 end
 
+-- Is the chunk name of an error position one of the library's files? Lua
+-- shortens long names to ".../end/of/path.lua"; then the kept end must be
+-- the end of the library folder (12 characters at least, against chance
+-- matches) followed by a file name.
+local DIR = PREFIX:sub(2)
+local function library_chunk(path)
+  if in_library("@" .. path) then return true end
+  local tail = path:match("^%.%.%.(.+)$")
+  if not tail then return false end
+  for i = 1, #tail do
+    local head = tail:sub(1, i)
+    if #head >= 12 and DIR:sub(-#head) == head and not tail:sub(i + 1):find("..", 1, true) then return true end
+  end
+  return false
+end
+
 -- "lua/ember/x.lua:12: msg" -> "msg" when the position is in the library.
 local function strip_library_position(msg)
   if type(msg) ~= "string" then return msg end
   local path, rest = msg:match("^([^\n:]*):%d+: (.*)$")
-  if path and in_library("@" .. path) then return rest end
+  if path and library_chunk(path) then return rest end
   return msg
 end
 M.strip_library_position = strip_library_position
