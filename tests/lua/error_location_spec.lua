@@ -59,6 +59,17 @@ describe("errors point at the user's line", function()
   end)
 end)
 
+describe("library positions in long, shortened chunk names", function()
+  it("are recognised as the library's, user files' are not", function()
+    local errors = require "ember._errors"
+    local dir = debug.getinfo(errors.wrap, "S").source:match("^@(.*/)_errors%.lua$")
+    local shortened = "..." .. (dir .. "nn/CrossEntropyLoss.lua"):sub(-50)
+    assert.are.equal("boom", errors.strip_library_position(shortened .. ":41: boom"))
+    assert.are.equal("...er/train.lua:41: boom", errors.strip_library_position("...er/train.lua:41: boom"))
+    assert.are.equal("/home/u/train.lua:3: boom", errors.strip_library_position("/home/u/train.lua:3: boom"))
+  end)
+end)
+
 describe("'not supported' says what is", function()
   it("an attention variant lists what it supports and who supports the rest", function()
     local lin = ember.MultiHeadAttention { d_model = 8, heads = 2, attention = "linear" }
