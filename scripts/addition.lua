@@ -22,6 +22,7 @@ local generate = require "ember.generate"
 local opts = cli.parse(arg, {
   script = "scripts/addition.lua",
   about = "Encoder-decoder Transformer learning 3-digit addition (exact match, greedy decoding).",
+  examples = {"--attention linear", "--predict 535+61"},
   defaults = {epochs = 30, lr = 1e-3, batch = 128},
   options = {
     {"d_model", 128, "model width"},

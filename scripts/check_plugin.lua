@@ -28,27 +28,32 @@
 -- exits with status 1 if anything failed.
 local ember = ember or require "ember"
 
-local target, user_opts, quick = nil, {}, false
-for _, a in ipairs(arg) do
-  if a == "--quick" then
-    quick = true
-  elseif a:find("=") then
+-- The command line, parsed by lua-argparse (as ember.cli does for the
+-- training scripts): NAME_OR_PATH, then the variant's options as
+-- name=value words, and --quick.
+local function parse_command_line(argv)
+  local argparse = require "argparse"
+  local p = argparse("ember scripts/check_plugin.lua",
+    "The conformance checker for attention-variant plugins: options, shapes, gradients,\n"
+    .. "masks, determinism, weights, exactness against the standard variant, float32.",
+    "Examples:\n   ember scripts/check_plugin.lua local window_left=8 --quick\n"
+    .. "   ember scripts/check_plugin.lua standard --quick")
+  p:argument("target", "a loaded variant's name (see ember.attention_variants()) or a plugin .so path")
+  p:argument("options", "the variant's options, e.g. window_left=8 mode=block"):args("*")
+  p:flag("--quick", "fewer and smaller problems")
+  local r = p:parse(argv)
+  local opts = {}
+  for _, a in ipairs(r.options) do
     local k, v = a:match("^([%w_]+)=(.*)$")
-    if not k then error("bad option '" .. a .. "' (expected name=value)") end
+    if not k then p:error("bad option '" .. a .. "' (expected name=value)") end
     if v == "true" then v = true
     elseif v == "false" then v = false
     elseif tonumber(v) then v = math.tointeger(tonumber(v)) or tonumber(v) end
-    user_opts[k] = v
-  elseif not target then
-    target = a
-  else
-    error("unexpected argument '" .. a .. "'")
+    opts[k] = v
   end
+  return r.target, opts, r.quick
 end
-if not target then
-  io.stderr:write("usage: ember scripts/check_plugin.lua NAME_OR_PATH [option=value ...] [--quick]\n")
-  os.exit(2)
-end
+local target, user_opts, quick = parse_command_line(arg)
 
 local name = target
 if target:find("/") or target:match("%.so$") then

@@ -20,6 +20,7 @@ local checkpoint = require "ember.checkpoint"
 local opts = cli.parse(arg, {
   script = "scripts/fashion_vit.lua",
   about = "A tiny ViT (7x7 patches + CLS, d=64, 4 pre-LN layers) on Fashion-MNIST.",
+  examples = {"--attention relpos --attention_options max_relative_position=4"},
   defaults = {epochs = 10, lr = 1e-3, batch = 128},
   options = {
     {"d_model", 64, "model width"},

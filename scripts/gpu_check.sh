@@ -15,6 +15,10 @@
 #    forward/backward time in float32 and bfloat16 at L = 1K, 4K, 16K
 #    against PyTorch's scaled_dot_product_attention on the same GPU.
 # Exit status: 0 when every step passed, 1 otherwise; 77 when no GPU.
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -24,6 +24,7 @@ local generate = require "ember.generate"
 local opts = cli.parse(arg, {
   script = "scripts/kjv_lm.lua",
   about = "Decoder-only character LM on the King James Bible (bits per character on the last 10%).",
+  examples = {"--attention local --attention_options window_left=32,window_right=0", "--temperature 0.5 --top_k 5"},
   defaults = {epochs = 1, lr = 2e-3, batch = 32},
   options = {
     {"steps", 4000, "training steps (batches of --batch windows)"},

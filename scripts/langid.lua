@@ -26,6 +26,7 @@ local checkpoint = require "ember.checkpoint"
 local opts = cli.parse(arg, {
   script = "scripts/langid.lua",
   about = "Language identification of single words (en fr de es it) with an attention classifier.",
+  examples = {"--attention local --attention_options window_left=8,window_right=8", "--predict Wörterbuch"},
   defaults = {epochs = 8, lr = 3e-3, batch = 64},
   options = {
     {"d_model", 64, "model width"},

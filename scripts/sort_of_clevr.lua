@@ -28,6 +28,7 @@ local soc = data.sort_of_clevr
 local opts = cli.parse(arg, {
   script = "scripts/sort_of_clevr.lua",
   about = "Sort-of-CLEVR: question tokens cross-attend to image patch tokens (relational and non-relational accuracy).",
+  examples = {"--attention linear --question 3"},
   defaults = {epochs = 20, lr = 1e-3, batch = 32},
   options = {
     {"patch", 15, "patch side in pixels (divides 75: 5, 15 or 25)"},

@@ -7,6 +7,10 @@
 # The last line is "N passed, M failed, K skipped", counting ctest tests,
 # valgrind runs and fuzz harnesses; skipped tests (GPU tests without a GPU,
 # fuzzers without clang) never count as passed.
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u
 cd "$(dirname "$0")/.."
 JOBS=$(nproc 2>/dev/null || echo 2)

@@ -13,35 +13,23 @@ local progress = require "ember.progress"
 
 local DATA_DIR = os.getenv("EMBER_FASHION_MNIST") or "/usr/share/datasets/fashion-mnist"
 
+-- The options, parsed by lua-argparse (the scripts' parser; ember.cli adds
+-- the shared model options this script does not have).
 local function parse_args(argv)
-  local o = {epochs = 3, batch = 128, lr = 0.1, hidden = 256, seed = 0, threads = nil,
-             limit = nil, smoke = false, momentum = 0.9}
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    if a == "--help" or a == "-h" then
-      print([[usage: ember scripts/train_fashion_mnist.lua [options]
-  --epochs N    passes over the training set (3)
-  --batch N     batch size (128)
-  --lr X        SGD learning rate, momentum 0.9 (0.1)
-  --hidden N    hidden units (256)
-  --seed N      random seed (0)
-  --threads N   CPU threads
-  --limit N     use only the first N training images
-  --smoke       a few hundred steps on a subset; asserts the loss fell]])
-      os.exit(0)
-    elseif a == "--smoke" then
-      o.smoke = true
-      i = i + 1
-    else
-      local key = a:match("^%-%-(%w+)$")
-      if not key or o[key] == nil and key ~= "threads" and key ~= "limit" then
-        error("unknown option " .. a .. " (see --help)")
-      end
-      o[key] = assert(tonumber(argv[i + 1]), "option " .. a .. " needs a number")
-      i = i + 2
-    end
-  end
+  local argparse = require "argparse"
+  local p = argparse("ember scripts/train_fashion_mnist.lua",
+    "An MLP on Fashion-MNIST trained with autograd alone (no nn, no optim).",
+    "Examples:\n   ember scripts/train_fashion_mnist.lua --hidden 128 --lr 0.05")
+  p:option("--epochs", "passes over the training set", "3", tonumber):argname("N")
+  p:option("--batch", "batch size", "128", tonumber):argname("N")
+  p:option("--lr", "SGD learning rate, momentum 0.9", "0.1", tonumber):argname("X")
+  p:option("--hidden", "hidden units", "256", tonumber):argname("N")
+  p:option("--seed", "random seed", "0", tonumber):argname("N")
+  p:option("--threads", "CPU threads", nil, tonumber):argname("N")
+  p:option("--limit", "use only the first N training images", nil, tonumber):argname("N")
+  p:flag("--smoke", "a few hundred steps on a subset; asserts the loss fell")
+  local o = p:parse(argv)
+  o.momentum = 0.9
   return o
 end
 

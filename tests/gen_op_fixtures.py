@@ -807,6 +807,55 @@ def ranks():
          lambda x: x.unsqueeze(-1), {"dim": -1})
 
 
+# ---- everyday helpers (lua/ember/_helpers.lua) -------------------------------
+
+def helpers():
+    """triu/tril, sort/topk, std, norm, cumsum, masked_select, flip, roll and
+    Torch7 table indexing; their own seed, so the other files stay as they are."""
+    torch.manual_seed(20261201)
+    f = "ops_helpers"
+    x = randn(4, 5)
+    b = randn(2, 3, 4)
+    for d in (0, 1, -2):
+        case(f, "triu_%d" % d, "triu", {"x": x}, lambda x, d=d: torch.triu(x, d), {"diagonal": d})
+        case(f, "tril_%d" % d, "tril", {"x": x}, lambda x, d=d: torch.tril(x, d), {"diagonal": d})
+    case(f, "triu_batched", "triu", {"x": b}, lambda x: torch.triu(x, 1), {"diagonal": 1})
+    case(f, "sort_last", "sort", {"x": x}, lambda x: tuple(torch.sort(x, -1)), {"dim": -1},
+         has_indices=True)
+    case(f, "sort_dim1_desc", "sort", {"x": b}, lambda x: tuple(torch.sort(x, 0, descending=True)),
+         {"dim": 1, "descending": True}, has_indices=True)
+    case(f, "topk_last", "topk", {"x": x}, lambda x: tuple(torch.topk(x, 3)), {"k": 3},
+         has_indices=True)
+    case(f, "topk_smallest_dim2", "topk", {"x": b}, lambda x: tuple(torch.topk(x, 2, 1, largest=False)),
+         {"k": 2, "dim": 2, "largest": False}, has_indices=True)
+    case(f, "std_all", "std", {"x": x}, lambda x: x.std())
+    case(f, "std_dim", "std", {"x": b}, lambda x: x.std(1, keepdim=True),
+         {"dim": 2, "keepdim": True})
+    case(f, "std_correction0", "std", {"x": x}, lambda x: x.std(-1, correction=0),
+         {"dim": -1, "correction": 0})
+    case(f, "norm_2_all", "norm", {"x": x}, lambda x: x.norm())
+    case(f, "norm_1_dim", "norm", {"x": b}, lambda x: x.norm(1, 2), {"p": 1, "dim": 3})
+    case(f, "norm_3_keepdim", "norm", {"x": b}, lambda x: x.norm(3, 1, keepdim=True),
+         {"p": 3, "dim": 2, "keepdim": True})
+    case(f, "norm_inf_dim", "norm", {"x": x}, lambda x: x.norm(float("inf"), 0),
+         {"p": math.inf, "dim": 1})
+    case(f, "cumsum_dim1", "cumsum", {"x": randn(9, 3)}, lambda x: x.cumsum(0), {"dim": 1})
+    case(f, "cumsum_last", "cumsum", {"x": b}, lambda x: x.cumsum(-1), {"dim": -1})
+    case(f, "cumsum_long", "cumsum", {"x": randn(37)}, lambda x: x.cumsum(0), {"dim": 1})
+    case(f, "masked_select", "masked_select", {"x": x, "mask": x > 0}, lambda x, mask: x.masked_select(mask))
+    case(f, "masked_select_broadcast", "masked_select", {"x": b, "mask": torch.rand(3, 1) > 0.4},
+         lambda x, mask: x.masked_select(mask))
+    case(f, "flip_one", "flip", {"x": x}, lambda x: x.flip(1), {"dims": [2]})
+    case(f, "flip_two", "flip", {"x": b}, lambda x: x.flip(0, -1), {"dims": [1, -1]})
+    case(f, "roll_flat", "roll", {"x": x}, lambda x: x.roll(7), {"shifts": 7})
+    case(f, "roll_dims", "roll", {"x": b}, lambda x: x.roll((1, -3), (1, 2)),
+         {"shifts": [1, -3], "dims": [2, 3]})
+    case(f, "index_table_number_range", "index_table", {"x": b}, lambda x: x[1, 0:2],
+         {"key": [2, [1, 2]]})
+    case(f, "index_table_all_single", "index_table", {"x": b}, lambda x: x[:, 2:3, -2:],
+         {"key": [[], [3], [-2, -1]]})
+
+
 def main():
     elementwise()
     reductions()
@@ -816,6 +865,7 @@ def main():
     edges()
     ranks()
     large()
+    helpers()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         with open(path, "w") as fh:

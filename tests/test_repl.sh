@@ -89,6 +89,17 @@ enter_line 'ember.tensor{{1, 2}, {3, 4}}'
 wait_for "tensor([[1.0000, 2.0000]," && wait_for "shape=[2, 2], dtype=float32, device=cpu)"
 report $? "an expression's value is printed (a tensor, pretty)"
 
+enter_line 'ember.zeros(2, 3).shape'
+wait_for "ember.Size{2, 3}"
+report $? "a shape prints as ember.Size{2, 3}"
+enter_line '{1, "a", {k = 2}}'
+wait_for '{1, "a", {k = 2}}'
+report $? "a plain table prints its contents, not its address"
+
+enter_line 'help(ember.matmul)'
+wait_for "Matrix product with broadcast batch dims"
+report $? "help(ember.matmul) prints the reference entry"
+
 enter_line 'function twice(x)'
 wait_for ">> "
 report $? "an unfinished chunk asks for more (>> prompt)"

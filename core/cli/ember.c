@@ -7,7 +7,7 @@
 **   ember -                    runs stdin
 **
 ** Options follow lua.c: -e stat, -l mod, -i (REPL after the script),
-** -v (version), -- (stop handling options). The structure is lua.c's, so
+** -v (version), -- (stop handling options); and --help, --version. The structure is lua.c's, so
 ** scripts see the same `arg` table and busted runs unchanged.
 */
 #include <limits.h>
@@ -31,21 +31,45 @@ static const char *progname = EMBER_PROGNAME;
 /* Messages and calls                                                */
 /* ---------------------------------------------------------------- */
 
+static void print_options(FILE *f) {
+  fprintf(f,
+          "usage: %s [options] [script [args]]\n"
+          "Available options are:\n"
+          "  -e stat    execute string 'stat'\n"
+          "  -i         enter the REPL after executing 'script'\n"
+          "  -l mod     require library 'mod' into global 'mod'\n"
+          "  -v         show version information\n"
+          "  --version  show version information and exit\n"
+          "  --help     show this help and exit\n"
+          "  --         stop handling options\n"
+          "  -          stop handling options and execute stdin\n",
+          progname);
+}
+
 static void print_usage(const char *badoption) {
   if (badoption[1] == 'e' || badoption[1] == 'l')
     fprintf(stderr, "%s: '%s' needs argument\n", progname, badoption);
   else
     fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badoption);
-  fprintf(stderr,
-          "usage: %s [options] [script [args]]\n"
-          "Available options are:\n"
-          "  -e stat   execute string 'stat'\n"
-          "  -i        enter the REPL after executing 'script'\n"
-          "  -l mod    require library 'mod' into global 'mod'\n"
-          "  -v        show version information\n"
-          "  --        stop handling options\n"
-          "  -         stop handling options and execute stdin\n",
-          progname);
+  print_options(stderr);
+}
+
+/* ember --help: what the program does, its options, the environment. */
+static void print_help(void) {
+  printf("ember %d.%d: Lua 5.4 with the ember deep-learning library preloaded as `ember`.\n\n",
+         EM_VERSION_MAJOR, EM_VERSION_MINOR);
+  print_options(stdout);
+  printf("\nWithout a script or -e, ember opens a REPL on a terminal (readline, history,\n"
+         "tab completion, values printed; help(ember.matmul) prints a function's reference)\n"
+         "and runs stdin otherwise. Options after the script go to the script (arg table).\n\n"
+         "Environment:\n"
+         "  EMBER_PLUGIN_PATH       folders searched for plugins first (':'-separated)\n"
+         "  EMBER_PLUGIN_PATH_ONLY  1: search only EMBER_PLUGIN_PATH\n"
+         "  OMP_NUM_THREADS         CPU threads (or ember.set_num_threads)\n\n"
+         "Examples:\n"
+         "  %s scripts/langid.lua --help\n"
+         "  %s -e 'print(ember.plugins())'\n",
+         progname, progname);
 }
 
 static void print_message(const char *msg) {
@@ -187,6 +211,8 @@ static int load_ember(lua_State *L) {
 #define has_i 2
 #define has_v 4
 #define has_e 8
+#define has_help 16    /* --help: print the help, exit 0 */
+#define has_version 32 /* --version: print the version, exit 0 */
 
 /* Returns the flags; *first is the index of the script (argc if none). */
 static int collectargs(char **argv, int *first) {
@@ -203,6 +229,8 @@ static int collectargs(char **argv, int *first) {
     if (argv[i][0] != '-') return args; /* the script */
     switch (argv[i][1]) {
       case '-':
+        if (strcmp(argv[i], "--help") == 0) return has_help;
+        if (strcmp(argv[i], "--version") == 0) return has_version;
         if (argv[i][2] != '\0') return has_error;
         *first = i + 1;
         return args;
@@ -287,6 +315,16 @@ static int pmain(lua_State *L) {
   if (args == has_error) {
     print_usage(argv[script]);
     return 0;
+  }
+  if (args & has_help) {
+    print_help();
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  if (args & has_version) {
+    printf("ember %d.%d (%s)\n", EM_VERSION_MAJOR, EM_VERSION_MINOR, LUA_RELEASE);
+    lua_pushboolean(L, 1);
+    return 1;
   }
   luaL_openlibs(L);
   setup_paths(L);

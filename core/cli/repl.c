@@ -175,12 +175,35 @@ static int load_chunk(lua_State *L) {
   return status;
 }
 
+/* Replaces each table above base that has no __tostring with its
+** readable form from ember._listing.repr ({1, 2}, {name = "x"}), so that
+** `x.shape`-like results never print as "table: 0x...". */
+static void repr_tables(lua_State *L, int base) {
+  int top = lua_gettop(L);
+  for (int i = base + 1; i <= top; i++) {
+    if (lua_type(L, i) != LUA_TTABLE || luaL_getmetafield(L, i, "__tostring") != LUA_TNIL) {
+      if (lua_type(L, i) == LUA_TTABLE) lua_pop(L, 1); /* the metafield */
+      continue;
+    }
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "ember._listing");
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || lua_getfield(L, -1, "repr") != LUA_TFUNCTION) {
+      lua_settop(L, top); /* no ember on the path: plain print */
+      return;
+    }
+    lua_pushvalue(L, i);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) lua_replace(L, i);
+    lua_settop(L, top);
+  }
+}
+
 /* Prints the values above base with the global print (tensors format
-** themselves through __tostring). */
+** themselves through __tostring, other tables through repr_tables). */
 static void print_results(lua_State *L, int base) {
   int n = lua_gettop(L) - base;
   if (n <= 0) return;
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+  repr_tables(L, base);
   lua_getglobal(L, "print");
   lua_insert(L, base + 1);
   if (lua_pcall(L, n, 0, 0) != LUA_OK) {
@@ -189,8 +212,11 @@ static void print_results(lua_State *L, int base) {
   }
 }
 
+/* REPL globals: plugins() lists the plugins, help(x) prints the reference
+** entry of x (ember.help, read from the doc comments by ember._doc). */
 static const char plugins_fn[] =
-  "function plugins() print(ember.plugins()) end";
+  "function plugins() print(ember.plugins()) end\n"
+  "function help(...) return ember.help(...) end";
 
 void ember_repl(lua_State *L) {
   int base = lua_gettop(L);

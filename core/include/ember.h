@@ -77,6 +77,7 @@ typedef enum em_dtype {
   EM_NDTYPES
 } em_dtype;
 
+/* Bytes per element of a dtype. */
 EM_API size_t em_dtype_size(em_dtype dt);
 EM_API const char *em_dtype_name(em_dtype dt); /* "float32", ... */
 /* Accepts "float32"/"float"/"f32", "float64"/"double"/"f64",
@@ -129,9 +130,12 @@ typedef struct em_tensor {
   em_node *grad_fn;               /* the node that made it; NULL on leaves */
 } em_tensor;
 
+/* Reference counting: retain returns t with one more reference; release
+** drops one and frees the tensor (and its storage) at zero. */
 EM_API em_tensor *em_retain(em_tensor *t);
 EM_API void em_release(em_tensor *t); /* NULL is fine */
 
+/* The number of elements, and whether the strides are row-major contiguous. */
 EM_API int64_t em_numel(const em_tensor *t);
 EM_API bool em_is_contiguous(const em_tensor *t);
 /* Pointer to element 0 of the view (device pointer for device tensors). */
@@ -229,6 +233,7 @@ typedef enum em_binary_op {
   EM_NBINARY
 } em_binary_op;
 
+/* The op's name as errors and autograd print it ("exp", "add"). */
 EM_API const char *em_unary_name(em_unary_op op);
 EM_API const char *em_binary_name(em_binary_op op);
 
@@ -240,6 +245,7 @@ EM_API em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a
 EM_API em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor *a);
 EM_API em_status em_unary(em_tensor **out, em_unary_op op, em_tensor *x, double alpha, double beta);
 
+/* em_binary with EM_ADD, EM_SUB, EM_MUL, EM_DIV. */
 EM_API em_status em_add(em_tensor **out, em_tensor *a, em_tensor *b);
 EM_API em_status em_sub(em_tensor **out, em_tensor *a, em_tensor *b);
 EM_API em_status em_mul(em_tensor **out, em_tensor *a, em_tensor *b);
@@ -279,6 +285,7 @@ EM_API em_status em_matmul(em_tensor **out, em_tensor *a, em_tensor *b);
 /* Strict [B,n,m] x [B,m,p]. */
 EM_API em_status em_bmm(em_tensor **out, em_tensor *a, em_tensor *b);
 
+/* Softmax and log-softmax along dim (0-based, negative from the end). */
 EM_API em_status em_softmax(em_tensor **out, em_tensor *x, int dim);
 EM_API em_status em_log_softmax(em_tensor **out, em_tensor *x, int dim);
 
@@ -294,6 +301,7 @@ EM_API em_status em_gather(em_tensor **out, em_tensor *x, int dim, em_tensor *in
 /* out = x with src added at index along dim (out of place). */
 EM_API em_status em_scatter_add(em_tensor **out, em_tensor *x, int dim, em_tensor *index, em_tensor *src);
 
+/* cat joins n tensors along an existing dim; stack along a new one. */
 EM_API em_status em_cat(em_tensor **out, int n, em_tensor *const *xs, int dim);
 EM_API em_status em_stack(em_tensor **out, int n, em_tensor *const *xs, int dim);
 /* Splits into pieces of `size` (the last may be smaller). *outs is a

@@ -55,6 +55,7 @@ typedef struct em_safetensors {
   char **meta;           /* 2 * n_meta strings: key, value, ... */
 } em_safetensors;
 
+/* Reads and validates a file into a new *out (CPU tensors). */
 EM_API em_status em_safetensors_load(const char *path, em_safetensors **out);
 EM_API void em_safetensors_free(em_safetensors *f); /* NULL is fine */
 

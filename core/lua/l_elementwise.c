@@ -169,6 +169,11 @@ static int f_where(lua_State *L) {
   em_tensor *cond = fast_check(L, 1);
   em_tensor *a = fast_tensor(L, 2), *b = fast_tensor(L, 3);
   em_dtype like = a ? a->dtype : b ? b->dtype : EM_F32;
+  /* a number with a fraction next to an int64/bool tensor: float32, as in PyTorch */
+  for (int i = 2; i <= 3; i++)
+    if (lua_type(L, i) == LUA_TNUMBER && !em_dtype_is_float(like) &&
+        lua_tonumber(L, i) != floor(lua_tonumber(L, i)))
+      like = EM_F32;
   if (!a) a = lember_totensor(L, 2, like, cond->device);
   if (!b) b = lember_totensor(L, 3, like, cond->device);
   em_tensor **out = fast_slot(L);

@@ -150,11 +150,7 @@ static int t_close(lua_State *L) {
 /* ---------------------------------------------------------------- */
 
 static void push_shape(lua_State *L, const em_tensor *t) {
-  lua_createtable(L, t->ndim, 0);
-  for (int i = 0; i < t->ndim; i++) {
-    lua_pushinteger(L, (lua_Integer)t->shape[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  lember_pushsize(L, t->ndim, t->shape);
 }
 
 static const char *const properties[] = {
@@ -231,6 +227,20 @@ static int index_tensor(lua_State *L, em_tensor *t) {
   return 1;
 }
 
+/* Torch7's table indices, t[{i, {a, b}, {}}], are built from select and
+** slice in Lua (lua/ember/_helpers.lua), which stores the handlers in the
+** metatable as __table_index(t, key) and __table_newindex(t, key, value).
+** Calls the handler with the nargs values from index 1 on. */
+static int call_table_index(lua_State *L, const char *handler, int nargs) {
+  lember_checktensor(L, 1);
+  lua_getmetatable(L, 1);
+  if (lua_getfield(L, -1, handler) != LUA_TFUNCTION)
+    return luaL_error(L, "ember.index: table indices need ember's Lua side (require \"ember\")");
+  for (int i = 1; i <= nargs; i++) lua_pushvalue(L, i);
+  lua_call(L, nargs, 1);
+  return 1;
+}
+
 /* __index: upvalue 1 is the methods table. */
 static int t_index(lua_State *L) {
   int kt = lua_type(L, 2);
@@ -242,11 +252,9 @@ static int t_index(lua_State *L) {
   }
   if (kt == LUA_TNUMBER) return index_integer(L, lember_checktensor(L, 1));
   if (lember_istensor(L, 2)) return index_tensor(L, lember_checktensor(L, 1));
-  if (kt != LUA_TTABLE) /* a silent nil here hides the bug at the user's line */
-    return luaL_error(L, "ember.index: cannot index a tensor with a %s (use an integer, an int64 "
-                         "tensor or a method name)", luaL_typename(L, 2));
-  lua_pushnil(L);
-  return 1;
+  if (kt == LUA_TTABLE) return call_table_index(L, "__table_index", 2);
+  return luaL_error(L, "ember.index: cannot index a tensor with a %s (use t[i], an int64 tensor, t[{i, j}], "
+                       "t[{{a, b}, {}}] or a method name)", luaL_typename(L, 2));
 }
 
 /* ---------------------------------------------------------------- */
@@ -304,6 +312,7 @@ static int t_newindex(lua_State *L) {
     if (strcmp(k, "grad") == 0) return assign_grad(L, t);
     return luaL_error(L, "ember: cannot set field '%s' of a tensor (settable: requires_grad, grad, t[i])", k);
   }
+  if (kt == LUA_TTABLE) return call_table_index(L, "__table_newindex", 3), 0;
   return luaL_error(L, "ember: cannot index a tensor with a %s", luaL_typename(L, 2));
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ember_plugin.h"
 #include "lember.h"
 
 static int raise_message(lua_State *L, const char *op, const char *msg, em_status s) {
@@ -156,6 +157,33 @@ static em_device cpu_for(lua_State *L, const char *op) {
 
 em_device lember_cpu(lua_State *L) { return cpu_for(L, "cpu"); }
 
+/* Pushes "cpu, cuda": the device types of the loaded backends. */
+static void push_loaded_devices(lua_State *L) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  int first = 1;
+  for (int i = 0; i < em_plugin_count(); i++) {
+    const em_plugin_record *r = em_plugin_get(i);
+    if (r->kind != EM_PLUGIN_BACKEND || !r->loaded) continue;
+    if (!first) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, r->name);
+    first = 0;
+  }
+  if (first) luaL_addstring(&b, "none");
+  luaL_pushresult(&b);
+}
+
+/* Raises "ember.<op>: <what> '<str>' ...: <core reason>; dtypes are ...,
+** loaded devices are ...". */
+int lember_device_error(lua_State *L, const char *op, const char *str, int with_dtypes) {
+  const char *reason = lua_pushstring(L, em_error_message());
+  push_loaded_devices(L);
+  return luaL_error(L, "ember.%s: unknown %s '%s' (%s%s; loaded devices: %s, written \"cpu\", \"cuda\" or \"cuda:1\")",
+                    op, with_dtypes ? "dtype or device" : "device", str, reason,
+                    with_dtypes ? "; dtypes: float32, float64, int64, bool, bfloat16" : "",
+                    lua_tostring(L, -1));
+}
+
 em_device lember_checkdevice(lua_State *L, int idx, const char *op) {
   em_device d;
   const char *str;
@@ -164,7 +192,7 @@ em_device lember_checkdevice(lua_State *L, int idx, const char *op) {
                luaL_typename(L, idx));
   str = lua_tostring(L, idx);
   em_status s = em_device_parse(str, &d);
-  if (s) lember_error(L, op, s);
+  if (s) lember_device_error(L, op, str, 0);
   return d;
 }
 
@@ -216,8 +244,14 @@ void lember_checkopts(lua_State *L, int idx, const char *op, lember_opts *o) {
     o->device = cpu_for(L, op);
     return;
   }
+  if (lua_type(L, idx) == LUA_TSTRING) { /* ember.zeros(2, "int64"): the dtype alone */
+    o->dtype = lember_checkdtype(L, idx, op);
+    o->has_dtype = 1;
+    o->device = cpu_for(L, op);
+    return;
+  }
   if (lua_type(L, idx) != LUA_TTABLE)
-    luaL_error(L, "ember.%s: expected an options table {dtype=, device=, requires_grad=}, got %s",
+    luaL_error(L, "ember.%s: expected a dtype name or an options table {dtype=, device=, requires_grad=}, got %s",
                op, luaL_typename(L, idx));
   lember_checkoptions(L, idx, op, creation_options);
   if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {

@@ -166,9 +166,7 @@ static int m_to(lua_State *L) {
   const char *what = luaL_checkstring(L, 2);
   if (em_dtype_parse(what, &dt) == EM_OK) return to_dtype(L, t, dt, "to");
   em_device dev;
-  if (em_device_parse(what, &dev) != EM_OK) /* say both, so "float16" is not taken for a device */
-    return luaL_error(L, "ember.to: '%s' is neither a dtype (float32, float64, int64, bool, bfloat16) "
-                         "nor a device: %s", what, em_error_message());
+  if (em_device_parse(what, &dev) != EM_OK) return lember_device_error(L, "to", what, 1);
   return to_device(L, t, dev, "to");
 }
 

@@ -80,6 +80,9 @@ int lember_checkdims(lua_State *L, int idx, const char *op, int *dims, int *next
 /* Device from a string ("cpu", "cuda:1"); raises on a bad string. */
 em_device lember_checkdevice(lua_State *L, int idx, const char *op);
 em_dtype lember_checkdtype(lua_State *L, int idx, const char *op);
+/* After em_device_parse failed on str: raises a message with the core's
+** reason, the loaded device types and (with_dtypes) the dtype names. */
+int lember_device_error(lua_State *L, const char *op, const char *str, int with_dtypes);
 em_device lember_cpu(lua_State *L);
 /* Checks that every key of the options table at idx is one of the
 ** NULL-terminated `names`; raises "ember.<op>: unknown option 'x'". */
@@ -126,6 +129,8 @@ void lember_open_nn(lua_State *L, int module, int methods, int mt);
 void lember_open_autograd(lua_State *L, int module, int methods, int mt);
 void lember_open_plugins(lua_State *L, int module, int methods, int mt);
 void lember_open_library(lua_State *L, int module, int methods, int mt);
+void lember_open_sort(lua_State *L, int module, int methods, int mt); /* l_sort.c */
+void lember_open_size(lua_State *L, int module, int methods, int mt); /* l_size.c */
 /* The attention helper's file (core/lua/l_attention.c) defines it; weak
 ** so the module builds and loads without that file. */
 void lember_open_attention(lua_State *L, int module) __attribute__((weak));
@@ -135,6 +140,11 @@ void lember_open_checkpoint(lua_State *L, int module) __attribute__((weak));
 void lember_open_optim(lua_State *L, int module) __attribute__((weak)); /* l_optim.c */
 /* PNG charts with cairo (core/lua/l_plot.c). */
 void lember_open_plot(lua_State *L, int module) __attribute__((weak));
+
+/* ---- shapes (l_size.c) ---- */
+
+/* Pushes an ember.Size (a sequence of integers that prints and compares). */
+void lember_pushsize(lua_State *L, int ndim, const int64_t *shape);
 
 /* ---- printing (l_print.c) ---- */
 

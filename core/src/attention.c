@@ -8,6 +8,7 @@
 */
 #include "internal.h"
 #include "ember_attention.h"
+#include "ember_plugin.h"
 
 #include <math.h>
 
@@ -280,9 +281,29 @@ em_status em_attn_init_params(const em_attention_variant *v, const em_attn_optio
 /* Checking a call                                                     */
 /* ------------------------------------------------------------------ */
 
+/* The error says what the variant does support and which loaded variants
+** have the missing capability, so the user knows where to go. */
 static em_status need_cap(const em_attention_variant *v, uint32_t cap, const char *what) {
+  static const struct { uint32_t cap; const char *name; } names[] = {
+    {EM_ATTN_CAP_MASK, "attn_mask"}, {EM_ATTN_CAP_KEY_PADDING, "key_padding_mask"},
+    {EM_ATTN_CAP_CAUSAL, "causal"}, {EM_ATTN_CAP_DROPOUT, "attention dropout"},
+    {EM_ATTN_CAP_WEIGHTS, "need_weights"}, {EM_ATTN_CAP_CROSS, "cross-attention"},
+  };
   if (v->caps & cap) return EM_OK;
-  return em_error(EM_ERR_UNSUPPORTED, "attention '%s': does not support %s", v->name, what);
+  char has[160] = "", others[256] = "";
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (v->caps & names[i].cap)
+      n += (size_t)snprintf(has + n, n < sizeof has ? sizeof has - n : 0, "%s%s", n ? ", " : "", names[i].name);
+  n = 0;
+  for (int i = 0; i < em_plugin_count(); i++) {
+    const em_plugin_record *r = em_plugin_get(i);
+    const em_attention_variant *o = r->vtable;
+    if (r->kind != EM_PLUGIN_ATTENTION || !r->loaded || !o || !(o->caps & cap)) continue;
+    n += (size_t)snprintf(others + n, n < sizeof others ? sizeof others - n : 0, "%s%s", n ? ", " : "", o->name);
+  }
+  return em_error(EM_ERR_UNSUPPORTED, "attention '%s': does not support %s (it supports: %s; loaded variants that do: %s)",
+                  v->name, what, has[0] ? has : "none of the options", others[0] ? others : "none");
 }
 
 /* Checks q, k, v, params and masks; fills the sizes into c. */

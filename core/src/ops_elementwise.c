@@ -2,9 +2,11 @@
 ** ops_elementwise.c -- unary and binary elementwise ops, where, masked_fill
 ** and the in-place ops (copy_, fill_, add_, mul_scalar_).
 **
-** Operands share a dtype: PyTorch's type promotion is left out on purpose,
-** except that a 0-d tensor (a scalar) takes the other operand's dtype and
-** device, so that `x * loss` works whatever x is.
+** Operands of different dtypes are promoted as in PyTorch (promote_types
+** below): the higher category wins (bool < int64 < float), within floats
+** the wider; a 0-d tensor or a number decides only when its category is
+** higher than the other operand's. A 0-d tensor also moves to the other
+** operand's device, so that `x * loss` works whatever x is.
 **
 ** em_binary is the hottest function of the library (every `a + b` in Lua
 ** lands here), so its common case -- same shape, same dtype, contiguous --
@@ -82,13 +84,10 @@ static em_status binary_check(em_binary_op op, const em_tensor *a, const em_tens
   }
   if (dt == EM_BOOL)
     return em_error(EM_ERR_DTYPE,
-                    "%s: arithmetic on bool tensors is not supported, got %s and %s "
-                    "(convert with to_dtype, or use a logical op)",
+                    "%s: arithmetic on two bool tensors is not supported, got %s and %s "
+                    "(supported: logical and/or/xor on bools; arithmetic once either side is "
+                    "int64 or float)",
                     BINARY_NAMES[op], dt_shape(a, da, sizeof da), dt_shape(b, db, sizeof db));
-  if (op == EM_DIV && dt == EM_I64)
-    return em_error(EM_ERR_DTYPE,
-                    "div: int64 division is not supported, got %s and %s (convert to a float "
-                    "dtype first)", dt_shape(a, da, sizeof da), dt_shape(b, db, sizeof db));
   return EM_OK;
 }
 
@@ -109,24 +108,37 @@ static bool same_shape(const em_tensor *a, const em_tensor *b) {
   return true;
 }
 
-/* Gives a and b a common dtype and device: a 0-d operand adopts the
-** other's. *pa and *pb are new references. */
+/* PyTorch's categories (bool < integer < float) and, within floats, width. */
+static int dtype_category(em_dtype d) { return d == EM_BOOL ? 0 : d == EM_I64 ? 1 : 2; }
+static int float_width(em_dtype d) { return d == EM_BF16 ? 0 : d == EM_F32 ? 1 : 2; }
+
+/* The result dtype of a op b (torch.result_type): between two dimensioned
+** tensors (or two 0-d ones) the higher category, then the wider float; a
+** 0-d tensor against a dimensioned one decides only when its category is
+** higher (int64 [n] * float64 [] is float64, float32 [n] * float64 [] is
+** float32). */
+static em_dtype promote_types(const em_tensor *a, const em_tensor *b) {
+  if ((a->ndim == 0) != (b->ndim == 0)) {
+    const em_tensor *z = a->ndim == 0 ? a : b, *d = a->ndim == 0 ? b : a;
+    return dtype_category(z->dtype) > dtype_category(d->dtype) ? z->dtype : d->dtype;
+  }
+  int ca = dtype_category(a->dtype), cb = dtype_category(b->dtype);
+  if (ca != cb) return ca > cb ? a->dtype : b->dtype;
+  if (ca == 2) return float_width(a->dtype) >= float_width(b->dtype) ? a->dtype : b->dtype;
+  return a->dtype;
+}
+
+/* Gives a and b a common dtype (promote_types) and device (a 0-d operand
+** moves to the other's). *pa and *pb are new references. */
 static em_status unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, em_tensor **pb) {
   em_tensor *x = em_retain(a), *y = em_retain(b), *t;
   em_status s = EM_OK;
-  char da[200], db[200];
   *pa = *pb = NULL;
+  (void)op;
   if (x->dtype != y->dtype) {
-    if (x->ndim == 0 && y->ndim != 0) {
-      s = em_to_dtype(&t, x, y->dtype);
-      if (s == EM_OK) em_release(x), x = t;
-    } else if (y->ndim == 0 && x->ndim != 0) {
-      s = em_to_dtype(&t, y, x->dtype);
-      if (s == EM_OK) em_release(y), y = t;
-    } else {
-      s = em_error(EM_ERR_DTYPE, "%s: dtype mismatch: %s vs %s", op, dt_shape(a, da, sizeof da),
-                   dt_shape(b, db, sizeof db));
-    }
+    em_dtype dt = promote_types(x, y);
+    if (x->dtype != dt && (s = em_to_dtype(&t, x, dt)) == EM_OK) em_release(x), x = t;
+    if (s == EM_OK && y->dtype != dt && (s = em_to_dtype(&t, y, dt)) == EM_OK) em_release(y), y = t;
   }
   if (s == EM_OK && !em_device_eq(x->device, y->device)) {
     if (x->ndim == 0 && y->ndim != 0) {
@@ -389,6 +401,14 @@ em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b
     em_release(ub);
     return s;
   }
+  if (op == EM_DIV && a->dtype == EM_I64) { /* true division, as PyTorch: float32 */
+    em_tensor *fa = NULL, *fb = NULL;
+    em_status s = em_to_dtype(&fa, a, EM_F32);
+    if (!s) s = em_to_dtype(&fb, b, EM_F32);
+    if (!s) s = em_binary(out, op, fa, fb);
+    em_release(fa), em_release(fb);
+    return s;
+  }
   EM_TRY(binary_check(op, a, b));
   em_dtype odt = is_compare(op) ? EM_BOOL : a->dtype;
   em_tensor *y;
@@ -450,11 +470,34 @@ static em_status scalar_fits(const char *op, const em_tensor *a, double s) {
 ** kernel computing in double gives the float32 op's correctly rounded result. */
 static double as_dtype(em_dtype dt, double s) { return dt == EM_F32 ? (double)(float)s : s; }
 
+/* A number promotes an int64 or bool tensor as a Python scalar does in
+** PyTorch (a number with an integral value counts as an integer): int64
+** with a fraction, or int64 divided, becomes float32; bool in arithmetic
+** becomes int64 (integral) or float32, and bool compared with anything
+** but 0 or 1 becomes int64. A number never changes a float dtype. Returns
+** the dtype to convert a to, or a's own. */
+static em_dtype scalar_promote(em_binary_op op, const em_tensor *a, double s) {
+  bool integral = s == floor(s) && fabs(s) <= 9.2e18;
+  if (a->dtype == EM_I64 && (!integral || op == EM_DIV) && !is_logical(op)) return EM_F32;
+  if (a->dtype == EM_BOOL && op <= EM_MINIMUM) return integral && op != EM_DIV ? EM_I64 : EM_F32;
+  if (a->dtype == EM_BOOL && is_compare(op) && s != 0.0 && s != 1.0) return integral ? EM_I64 : EM_F32;
+  return a->dtype;
+}
+
+static em_status scalar_op(em_tensor **out, em_binary_op op, em_tensor *a, double s, bool scalar_first);
+
 /* The scalar as a 0-d tensor of a's dtype, then the tensor op. Used for
 ** the ops no unary kernel covers. */
 static em_status scalar_via_tensor(em_tensor **out, em_binary_op op, em_tensor *a, double s,
                                    bool scalar_first) {
   em_tensor *t;
+  em_dtype dt = scalar_promote(op, a, s);
+  if (dt != a->dtype) {
+    EM_TRY(em_to_dtype(&t, a, dt));
+    em_status st = scalar_op(out, op, t, s, scalar_first);
+    em_release(t);
+    return st;
+  }
   EM_TRY(scalar_fits(BINARY_NAMES[op], a, s));
   EM_TRY(em__scalar(&t, s, a->dtype, a->device));
   em_status st = scalar_first ? em_binary(out, op, t, a) : em_binary(out, op, a, t);
@@ -487,6 +530,10 @@ em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a, doubl
     }
   }
   return scalar_via_tensor(out, op, a, s, false);
+}
+
+static em_status scalar_op(em_tensor **out, em_binary_op op, em_tensor *a, double s, bool scalar_first) {
+  return scalar_first ? em_scalar_binary(out, op, s, a) : em_binary_scalar(out, op, a, s);
 }
 
 em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor *a) {

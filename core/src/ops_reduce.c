@@ -32,7 +32,7 @@ static const char *dt_shape(const em_tensor *t, char *buf, size_t n) {
 static em_status need_float(const char *op, const em_tensor *x) {
   char d[200];
   if (em_dtype_is_float(x->dtype)) return EM_OK;
-  return em_error(EM_ERR_DTYPE, "%s: expected a float tensor, got %s (convert with to_dtype)", op,
+  return em_error(EM_ERR_DTYPE, "%s: expected a float tensor, got %s (convert it first, e.g. x:double())", op,
                   dt_shape(x, d, sizeof d));
 }
 

@@ -1,4 +1,4 @@
--- ember.checkpoint: model, optimizer and scheduler state in safetensors
+--- ember.checkpoint: model, optimizer and scheduler state in safetensors
 -- files (core/src/safetensors.c does the format: atomic writes, a cJSON
 -- header, full validation on load).
 --
@@ -17,6 +17,8 @@
 --     "optimizer.type" = "AdamW", "optimizer.param_groups.1.lr" = "0.001",
 --     "optimizer.state.3.step" = "12", "scheduler.last_step" = "40", ...
 --     Numbers are written with 17 significant digits (exact round trip).
+-- @module checkpoint
+local error = require("ember._errors").error -- raises at the user's line
 local core = require "ember.core"
 local Module = require "ember.nn.Module"
 
@@ -88,7 +90,7 @@ local function model_names(model, sd)
   return names
 end
 
--- Writes tensors (a table name -> tensor) and metadata (string -> string).
+--- Writes tensors (a table name -> tensor) and metadata (string -> string).
 function checkpoint.save_tensors(path, tensors, metadata, order)
   if type(path) ~= "string" then error("checkpoint.save_tensors: path must be a string", 2) end
   local names, list, seen = {}, {}, {}
@@ -112,6 +114,9 @@ function checkpoint.save_tensors(path, tensors, metadata, order)
   core.safetensors_save(path, names, list, meta)
 end
 
+--- Reads a safetensors file: `tensors, metadata, names = checkpoint.load_tensors(path)`.
+-- @tparam string path
+-- @return tensors (name -> tensor), metadata (string -> string), names (in file order)
 function checkpoint.load_tensors(path)
   if type(path) ~= "string" then error("checkpoint.load_tensors: path must be a string", 2) end
   local names, tensors, meta = core.safetensors_load(path)
@@ -120,6 +125,10 @@ end
 
 local function optimizer_type(opt) return opt.__name or "Optimizer" end
 
+--- Saves a model's, optimizer's and scheduler's state in one safetensors file (atomic write).
+-- @tparam string path
+-- @tparam table parts `{model=, optimizer=, scheduler=, metadata={key="value"}}` (any may be absent)
+-- @usage checkpoint.save("runs/x.safetensors", {model = model, optimizer = opt, metadata = {epoch = "3"}})
 function checkpoint.save(path, parts)
   if type(parts) ~= "table" then error("checkpoint.save: expected (path, {model=, optimizer=, scheduler=, metadata=})", 2) end
   local tensors, meta, order = {}, { format = "ember" }, {}
@@ -149,7 +158,7 @@ function checkpoint.save(path, parts)
   checkpoint.save_tensors(path, tensors, meta, order)
 end
 
--- Loads what `parts` asks for; returns the user's metadata (and the raw
+--- Loads what `parts` asks for; returns the user's metadata (and the raw
 -- metadata as a second result). Checks that the file has what is asked
 -- for before changing anything.
 function checkpoint.load(path, parts)
@@ -203,6 +212,11 @@ function checkpoint.load(path, parts)
     if k ~= "format" and k:sub(1, #OPT) ~= OPT and k:sub(1, #SCHED) ~= SCHED then user[k] = v end
   end
   return user, meta
+end
+
+-- C errors (unreadable files, bad tensors) name the user's line, not this file's.
+for k, f in pairs(checkpoint) do
+  if type(f) == "function" then checkpoint[k] = require("ember._errors").wrap(f) end
 end
 
 return checkpoint

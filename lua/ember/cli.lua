@@ -1,4 +1,4 @@
--- ember.cli: the command-line options every example script shares.
+--- ember.cli: the command-line options every example script shares.
 --
 --   local opts = cli.parse(arg, {
 --     script = "scripts/langid.lua",
@@ -13,16 +13,26 @@
 -- Shared: --epochs --lr --batch --attention --seed --threads --device
 -- --smoke --out --help. Values are given as "--name value" or "--name=value";
 -- a boolean option is a flag ("--smoke") or takes true/false. An option's
--- type comes from its default (or `type` when the default is nil). After
--- parsing, cli.parse seeds the global generator and sets the thread count.
+-- type comes from its default (or `type` when the default is nil); a
+-- `choices` list limits a string option. conf.examples (argument strings)
+-- are printed under "Examples:" in --help, and tests run each with --smoke.
+-- After parsing, cli.parse seeds the global generator and sets the thread
+-- count.
+--
+-- The parsing is Debian's lua-argparse (0.7.1): it does everything the
+-- scripts need (--name=value, flags, choices, usage errors, the help text);
+-- booleans that also take true/false are options with an optional argument.
+-- @module cli
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 local SHARED = {
   {"epochs", 1, "passes over the training data"},
   {"lr", 1e-3, "learning rate"},
   {"batch", 64, "batch size"},
-  {"attention", "standard", "attention variant (a plugin name, see ember.plugins())"},
-  {"attention_options", nil, "the variant's options, e.g. window=8,causal_window=true", type = "string"},
+  {"attention", "standard", "attention variant"},
+  {"attention_options", nil, "the variant's options as name=value,... (each variant's: ember.attention_variants())",
+   type = "string"},
   {"seed", 0, "random seed (data split, initialisation, shuffling, dropout)"},
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
@@ -35,22 +45,6 @@ local function kind_of(spec)
   return spec.type or (spec[2] ~= nil and type(spec[2])) or "string"
 end
 
-local function usage(conf, specs)
-  local lines = {("usage: ember %s [options]"):format(conf.script or "script.lua")}
-  if conf.about then lines[#lines + 1] = conf.about end
-  lines[#lines + 1] = ""
-  lines[#lines + 1] = "options:"
-  for _, s in ipairs(specs) do
-    local k = kind_of(s)
-    local arg = k == "boolean" and "" or (k == "number" and " N" or " S")
-    local def = s[2] ~= nil and (" (default %s)"):format(tostring(s[2])) or ""
-    lines[#lines + 1] = ("  --%-14s %s%s"):format(s[1] .. arg, s[3] or "", def)
-  end
-  lines[#lines + 1] = ("  --%-14s %s"):format("help", "print this help and exit")
-  return table.concat(lines, "\n")
-end
-M.usage = usage
-
 -- The merged option list: shared options (defaults replaced from
 -- conf.defaults) then the script's own.
 local function all_specs(conf)
@@ -62,27 +56,81 @@ local function all_specs(conf)
     index[s[1]] = copy
   end
   for _, s in ipairs(conf.options or {}) do
-    if index[s[1]] then error(("cli: option --%s is already a shared option"):format(s[1]), 3) end
+    if index[s[1]] then error(("cli: option --%s is already a shared option"):format(s[1])) end
     specs[#specs + 1] = s
     index[s[1]] = s
   end
   return specs, index
 end
 
-local function convert(name, kind, value)
-  if kind == "number" then
-    local n = tonumber(value)
-    if not n then error(("option --%s needs a number, got '%s' (see --help)"):format(name, value), 0) end
+local function to_number(name)
+  return function(v)
+    local n = tonumber(v)
+    if n == nil then return nil, ("option --%s needs a number, got '%s'"):format(name, v) end
     return n
-  elseif kind == "boolean" then
-    if value == "true" or value == "1" or value == "yes" then return true end
-    if value == "false" or value == "0" or value == "no" then return false end
-    error(("option --%s is true or false, got '%s' (see --help)"):format(name, value), 0)
   end
-  return value
 end
 
--- "a=1,b=true,c=x" -> {a = 1, b = true, c = "x"} (nil -> {}).
+local function to_boolean(name)
+  return function(v)
+    if v == "true" or v == "1" or v == "yes" then return true end
+    if v == "false" or v == "0" or v == "no" then return false end
+    return nil, ("option --%s is true or false, got '%s'"):format(name, v)
+  end
+end
+
+-- The loaded attention variants, for --attention's choices (none when
+-- ember is not loadable: then any name passes and the model says no).
+local function attention_choices()
+  local ok, ember = pcall(require, "ember")
+  if not ok or not ember.attention_variants then return nil end
+  local names = {}
+  for _, v in ipairs(ember.attention_variants()) do names[#names + 1] = v.name end
+  table.sort(names)
+  return #names > 0 and names or nil
+end
+
+-- The argparse parser of a script (lua-argparse: usage errors, choices,
+-- --help). Booleans are flags that also take true/false ("--smoke",
+-- "--retrain false"); defaults are applied after parsing, so the help
+-- shows them as the script sees them.
+local function build_parser(conf, specs)
+  local argparse = require "argparse"
+  local script = conf.script or "script.lua"
+  local epilog
+  if conf.examples and #conf.examples > 0 then
+    local lines = {"Examples:"}
+    for _, e in ipairs(conf.examples) do lines[#lines + 1] = ("   ember %s %s"):format(script, e) end
+    epilog = table.concat(lines, "\n")
+  end
+  local p = argparse("ember " .. script, conf.about, epilog):add_help(false)
+  p:help_max_width(100)
+  for _, s in ipairs(specs) do
+    local name, k = s[1], kind_of(s)
+    local def = s[2] ~= nil and (" (default %s)"):format(tostring(s[2])) or ""
+    local choices = k == "string" and (s.choices or (name == "attention" and attention_choices())) or nil
+    local help = (s[3] or "") .. (choices and (": " .. table.concat(choices, ", ")) or "") .. def
+    local o = p:option("--" .. name, help):target(name)
+    if k == "boolean" then
+      o:args("?"):argname("true|false"):convert(to_boolean(name))
+    elseif k == "number" then
+      o:argname("N"):convert(to_number(name))
+    else
+      o:argname("S")
+      if choices then o:choices(choices) end
+    end
+  end
+  p:flag("-h --help", "print this help and exit")
+  return p
+end
+
+--- The usage text of a script's options (what --help prints).
+function M.usage(conf)
+  conf = conf or {}
+  return build_parser(conf, (all_specs(conf))):get_help()
+end
+
+--- "a=1,b=true,c=x" -> {a = 1, b = true, c = "x"} (nil -> {}).
 function M.parse_kv(text)
   local t = {}
   if text == nil or text == "" then return t end
@@ -96,38 +144,22 @@ function M.parse_kv(text)
   return t
 end
 
--- Parses argv (a list of strings) without side effects. Returns the
--- options table, or nil and the usage text when --help was given.
+--- Parses argv (a list of strings) without side effects. Returns the
+-- options table, or nil and the usage text when --help was given; raises
+-- argparse's message for a bad command line.
 function M.parse_only(argv, conf)
   conf = conf or {}
-  local specs, index = all_specs(conf)
+  local specs = all_specs(conf)
+  local p = build_parser(conf, specs)
+  local ok, r = p:pparse(argv)
+  if not ok then error(r .. " (see --help)", 0) end
+  if r.help then return nil, p:get_help() end
   local o = {}
-  for _, s in ipairs(specs) do o[s[1]] = s[2] end
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    if a == "--help" or a == "-h" then return nil, usage(conf, specs) end
-    local name, value = a:match("^%-%-([%w_%-]+)=(.*)$")
-    if not name then name = a:match("^%-%-([%w_%-]+)$") end
-    if not name then
-      error(("unexpected argument '%s' (options start with --; see --help)"):format(a), 0)
-    end
-    name = name:gsub("%-", "_")
-    local s = index[name]
-    if not s then error(("unknown option --%s (see --help)"):format(name), 0) end
-    local kind = kind_of(s)
-    if value == nil then
-      if kind == "boolean" and (argv[i + 1] == nil or argv[i + 1]:sub(1, 2) == "--"
-                                or not (argv[i + 1] == "true" or argv[i + 1] == "false")) then
-        value = "true"
-      else
-        value = argv[i + 1]
-        if value == nil then error(("option --%s needs a value (see --help)"):format(name), 0) end
-        i = i + 1
-      end
-    end
-    o[name] = convert(name, kind, value)
-    i = i + 1
+  for _, s in ipairs(specs) do
+    local v = r[s[1]]
+    if kind_of(s) == "boolean" and type(v) == "table" then v = v[1] == nil or v[1] end
+    if v == nil then v = s[2] end
+    o[s[1]] = v
   end
   for _, n in ipairs({"epochs", "batch"}) do
     if o[n] ~= nil and (o[n] < 1 or o[n] % 1 ~= 0) then
@@ -142,7 +174,7 @@ function M.parse_only(argv, conf)
   return o
 end
 
--- Parses argv; prints the help and exits on --help; prints the error and
+--- Parses argv; prints the help and exits on --help; prints the error and
 -- exits with status 2 on a bad option. Then seeds ember's generator, sets
 -- the thread count and checks the device.
 function M.parse(argv, conf)
@@ -170,7 +202,7 @@ function M.parse(argv, conf)
   return o
 end
 
--- The dropout on attention weights for opts.attention: opts.dropout, or 0
+--- The dropout on attention weights for opts.attention: opts.dropout, or 0
 -- (said once) when the variant cannot drop attention weights (e.g. linear).
 function M.attention_dropout(o)
   local ember = require "ember"
@@ -184,7 +216,7 @@ function M.attention_dropout(o)
   return o.dropout
 end
 
--- For --smoke runs: fails unless the mean of the last few losses is below
+--- For --smoke runs: fails unless the mean of the last few losses is below
 -- the mean of the first few. Prints both.
 function M.check_smoke(losses, k)
   k = math.min(k or 5, #losses // 2)
@@ -196,7 +228,7 @@ function M.check_smoke(losses, k)
   return first, last
 end
 
--- The options named in keys as checkpoint metadata (strings), so that a
+--- The options named in keys as checkpoint metadata (strings), so that a
 -- later run can rebuild the same model before loading its weights.
 function M.config_metadata(o, keys)
   local meta = {}
@@ -206,7 +238,7 @@ function M.config_metadata(o, keys)
   return meta
 end
 
--- Copies the config.* metadata of a checkpoint back into options o.
+--- Copies the config.* metadata of a checkpoint back into options o.
 function M.apply_metadata(o, meta, keys)
   for _, k in ipairs(keys) do
     local v = meta["config." .. k]
@@ -219,7 +251,7 @@ function M.apply_metadata(o, meta, keys)
   return o
 end
 
--- A stopwatch over some functions (evaluation, say), so that the time a
+--- A stopwatch over some functions (evaluation, say), so that the time a
 -- script reports as training leaves them out:
 --   local ev = cli.stopwatch(); evaluate = ev.wrap(evaluate); ... ev.total
 function M.stopwatch()
@@ -236,11 +268,34 @@ function M.stopwatch()
   return sw
 end
 
--- Makes folder path (and its parents).
+--- Makes folder path (and its parents).
 function M.mkdir(path)
   local ok = os.execute("mkdir -p '" .. path:gsub("'", "'\\''") .. "'")
   if not ok then error("cannot create folder " .. path, 2) end
   return path
+end
+
+
+--- For the scripts with positional arguments only (the benchmarks): when
+-- argv holds --help or -h, prints the script's leading comment block (its
+-- documentation) and exits with status 0.
+function M.help_from_header(argv)
+  argv = argv or {}
+  local wants = false
+  for _, a in ipairs(argv) do wants = wants or a == "--help" or a == "-h" end
+  if not wants then return end
+  local f = argv[0] and io.open(argv[0], "r")
+  local lines = {}
+  if f then
+    for line in f:lines() do
+      local text = line:match("^%-%- ?(.*)$")
+      if not text then break end
+      lines[#lines + 1] = text
+    end
+    f:close()
+  end
+  print(#lines > 0 and table.concat(lines, "\n") or ("usage: ember " .. tostring(argv[0])))
+  os.exit(0, true)
 end
 
 return M

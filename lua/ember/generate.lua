@@ -1,4 +1,4 @@
--- ember.generate: autoregressive decoding -- greedy, temperature and top-k
+--- ember.generate: autoregressive decoding -- greedy, temperature and top-k
 -- sampling -- with an optional key/value cache.
 --
 --   local ids = generate.generate(model, prompt, {max_new_tokens=50,
@@ -21,6 +21,8 @@
 -- Sampling draws from ember's seeded generator (ember.manual_seed).
 -- Returns the ids [B, L0 + n] (prompt included) and, with return_logits,
 -- the list of each step's next-token logits [B, V].
+-- @module generate
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local generate = {}
@@ -46,7 +48,7 @@ local function sample_row(probs, top_k, u)
   return idx[#idx]
 end
 
--- Next ids [B, 1] from logits [B, V].
+--- Next ids [B, 1] from logits [B, V].
 function generate.pick(logits, opts)
   opts = opts or {}
   local strategy = opts.strategy or "greedy"
@@ -67,6 +69,11 @@ function generate.pick(logits, opts)
   return ember.tensor(ids, { dtype = "int64", device = logits.device })
 end
 
+--- Decodes up to opts.max_new_tokens tokens after prompt (int64 [B, L], 1-based ids).
+-- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=})` -> logits [B, L, V]
+-- @tparam Tensor prompt int64 [B, L]
+-- @param[opt] opts `{max_new_tokens=, strategy="greedy"|"sample", temperature=1, top_k=, eos_id=, memory=, memory_key_padding_mask=, use_cache=true, return_logits=false}`
+-- @return ids int64 [B, L + n] (and the logits with return_logits)
 function generate.generate(model, prompt, opts)
   opts = opts or {}
   if type(model) ~= "table" and type(model) ~= "userdata" or not model.decode then
@@ -111,6 +118,11 @@ function generate.generate(model, prompt, opts)
   if was_training and model.train then model:train() end
   if opts.return_logits then return ids, all_logits end
   return ids
+end
+
+-- C errors (unreadable files, bad tensors) name the user's line, not this file's.
+for k, f in pairs(generate) do
+  if type(f) == "function" then generate[k] = require("ember._errors").wrap(f) end
 end
 
 return generate

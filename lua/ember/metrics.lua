@@ -1,4 +1,4 @@
--- ember.metrics: a training run's metrics as a CSV file, and their curves
+--- ember.metrics: a training run's metrics as a CSV file, and their curves
 -- as PNG line charts.
 --
 --   local log = metrics.new("runs/langid/metrics.csv", {"epoch", "step", "loss", "acc", "test_acc"})
@@ -8,6 +8,7 @@
 --
 -- Every row is written and flushed at once, so a run that is stopped keeps
 -- its log. The values are kept in memory too, for the plots.
+-- @module metrics
 local M = {}
 local Log = {}
 Log.__index = Log
@@ -23,7 +24,7 @@ local function csv_field(v)
   return s
 end
 
--- path: the CSV file (replaced); columns: the list of column names.
+--- path: the CSV file (replaced); columns: the list of column names.
 function M.new(path, columns)
   if type(columns) ~= "table" or #columns == 0 then
     error("metrics.new: columns must be a non-empty list of names", 2)
@@ -39,7 +40,7 @@ function M.new(path, columns)
   return self
 end
 
--- Appends one row (a table column -> value). Unknown columns are an error.
+--- Appends one row (a table column -> value). Unknown columns are an error.
 function Log:log(row)
   for k in pairs(row) do
     if not self.known[k] then
@@ -55,7 +56,7 @@ function Log:log(row)
   self.rows[#self.rows + 1] = copy
 end
 
--- The (x, y) pairs of the rows that have both columns, as two lists.
+--- The (x, y) pairs of the rows that have both columns, as two lists.
 function Log:series(x, y)
   local xs, ys = {}, {}
   for _, r in ipairs(self.rows) do
@@ -66,12 +67,13 @@ function Log:series(x, y)
   return xs, ys
 end
 
+--- Closes the CSV file (the values stay in memory for plots).
 function Log:close()
   if self.file then self.file:close() end
   self.file = nil
 end
 
--- Reads a CSV file written by a Log: returns the columns and the rows
+--- Reads a CSV file written by a Log: returns the columns and the rows
 -- (numbers where a field parses as one).
 function M.read_csv(path)
   local f, err = io.open(path, "r")
@@ -116,7 +118,7 @@ function M.read_csv(path)
   return columns, rows
 end
 
--- Writes a PNG line chart. spec: {title=, xlabel=, ylabel=, series =
+--- Writes a PNG line chart. spec: {title=, xlabel=, ylabel=, series =
 -- {{name=, x = {...}, y = {...}}, ...}}. Returns true, or false and why
 -- (ember built without the cairo plotting binding).
 function M.plot_lines(path, spec)
@@ -128,7 +130,7 @@ function M.plot_lines(path, spec)
   return true
 end
 
--- Plots columns opts.y (a name or a list) against opts.x as one PNG.
+--- Plots columns opts.y (a name or a list) against opts.x as one PNG.
 function Log:plot(path, opts)
   local ys = type(opts.y) == "table" and opts.y or {opts.y}
   local series = {}
@@ -149,21 +151,23 @@ end
 local Means = {}
 Means.__index = Means
 
+--- Running means of named values: `local m = metrics.Means(); m:add("loss", 0.5); m:mean("loss")`.
 function M.Means() return setmetatable({sum = {}, count = {}}, Means) end
 
--- Adds `sum` over `count` items (count 1 when nil).
+--- Adds `sum` over `count` items (count 1 when nil).
 function Means:add(name, sum, count)
   self.sum[name] = (self.sum[name] or 0) + sum
   self.count[name] = (self.count[name] or 0) + (count or 1)
 end
 
--- The mean so far (nil when nothing was added).
+--- The mean so far (nil when nothing was added).
 function Means:mean(name)
   local c = self.count[name]
   if not c or c == 0 then return nil end
   return self.sum[name] / c
 end
 
+--- Forgets all sums and counts.
 function Means:reset()
   self.sum, self.count = {}, {}
 end

@@ -1,4 +1,4 @@
--- ember.progress: a progress bar for training loops.
+--- ember.progress: a progress bar for training loops.
 --
 --   local bar = progress.new{total = n, label = "epoch 1", unit = "samples"}
 --   bar:update(k, {loss = 0.41, acc = 0.87})   -- k items done so far
@@ -7,6 +7,7 @@
 -- On a terminal it redraws one line: a bar, the counts, the given metrics,
 -- throughput and ETA. When output is not a terminal it prints a plain log
 -- line every `log_every` seconds instead, so logs stay readable.
+-- @module progress
 local M = {}
 M.__index = M
 
@@ -30,6 +31,8 @@ local function fmt_time(s)
   return string.format("%02d:%02d", s // 60, s % 60)
 end
 
+--- A progress bar: `progress.new{total=, label="", unit="it", log_every=5}` (total is required).
+-- @tparam table opts
 function M.new(opts)
   local self = setmetatable({}, M)
   self.total = assert(opts.total, "progress.new: total is required")
@@ -44,7 +47,7 @@ function M.new(opts)
   return self
 end
 
--- Wall-clock seconds with sub-second resolution where the platform allows.
+--- Wall-clock seconds with sub-second resolution where the platform allows.
 function M.now()
   local ok_core, core = pcall(require, "ember.core")
   if ok_core and core.clock then return core.clock() end
@@ -77,6 +80,7 @@ local function metrics_str(metrics, order)
   return table.concat(parts, "  ")
 end
 
+--- The bar's current text (what is drawn or logged).
 function M:line()
   local now = M.now()
   local elapsed = math.max(now - self.start, 1e-9)
@@ -89,7 +93,7 @@ function M:line()
     self.total, metrics_str(self.metrics, self.order or {}), fmt_rate(rate), self.unit, fmt_time(eta)), now
 end
 
--- metrics: a table of name -> number; the order of first appearance is kept.
+--- metrics: a table of name -> number; the order of first appearance is kept.
 function M:update(done, metrics)
   self.done = done
   self.order = self.order or {}
@@ -108,7 +112,7 @@ function M:update(done, metrics)
   end
 end
 
--- Prints a line of text above the bar (plain: just the line).
+--- Prints a line of text above the bar (plain: just the line).
 function M:print(text)
   if term_is_tty() then
     io.write("\r\27[K", text, "\n", (self:line()), "\27[K")
@@ -118,6 +122,7 @@ function M:print(text)
   end
 end
 
+--- Draws the final state and ends the line.
 function M:finish()
   local text = self:line()
   if term_is_tty() then io.write("\r", text, "\27[K\n") else print(text) end

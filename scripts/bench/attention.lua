@@ -17,6 +17,7 @@
 -- With B*L constant, a variant whose memory is linear in L keeps the same
 -- memory as L grows; a quadratic one grows 4x from 1024 to 4096. The ratio
 -- is printed for every variant and PyTorch.
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 
 local D_MODEL, HEADS, BL = 256, 8, 4096

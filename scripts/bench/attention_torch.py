@@ -23,6 +23,9 @@ def rss_kib(field):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return
     L, B, causal = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
     d_model = int(sys.argv[4]) if len(sys.argv) > 4 else 256
     heads = int(sys.argv[5]) if len(sys.argv) > 5 else 8

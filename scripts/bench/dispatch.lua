@@ -6,6 +6,7 @@
 -- tensors (the result kept until the next iteration), and the same loop in
 -- PyTorch when /usr/bin/python3 has torch, in the same run. Each side
 -- reports its best of `repeats` timings, in microseconds per iteration.
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 
 local N = math.tointeger(tonumber(arg and arg[1]) or 1000000)

@@ -1,5 +1,6 @@
 -- matmul.lua -- ember's float32 matmul against OpenBLAS's own sgemm, in
 -- the same run. usage: ember scripts/bench/matmul.lua [N=1024] [REPEATS=10]
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = require "ember"
 local n = tonumber(arg[1]) or 1024
 local reps = tonumber(arg[2]) or 10

@@ -53,6 +53,9 @@ def time_to_target(task, lines):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return
     if len(sys.argv) != 3 or sys.argv[1] not in TASKS:
         sys.exit("usage: time_to_target.py {%s} LOG" % "|".join(TASKS))
     try:

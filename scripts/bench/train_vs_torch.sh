@@ -14,6 +14,10 @@
 # Logs go to $OUT (runs/bench); the last lines of each are the RESULT lines.
 # A second table gives the training time at which each side's test metric
 # first reached the issue's target (scripts/bench/time_to_target.py).
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}

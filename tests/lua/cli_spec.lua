@@ -35,10 +35,14 @@ describe("ember.cli", function()
   end)
 
   it("rejects unknown options, missing values and bad numbers", function()
-    assert.has_error(function() cli.parse_only({"--nope"}, conf) end, "unknown option --nope (see --help)")
-    assert.has_error(function() cli.parse_only({"--lr"}, conf) end, "option --lr needs a value (see --help)")
+    -- the messages are lua-argparse's, with a pointer to --help
+    assert.has_error(function() cli.parse_only({"--nope"}, conf) end, "unknown option '--nope' (see --help)")
+    assert.has_error(function() cli.parse_only({"--lr"}, conf) end, "option '--lr' requires an argument (see --help)")
     assert.has_error(function() cli.parse_only({"--lr", "fast"}, conf) end,
       "option --lr needs a number, got 'fast' (see --help)")
+    assert.has_error(function() cli.parse_only({"--attention", "nope"}, conf) end)
+    assert.has_error(function() cli.parse_only({"--smoke", "maybe"}, conf) end,
+      "option --smoke is true or false, got 'maybe' (see --help)")
     assert.has_error(function() cli.parse_only({"--epochs", "0"}, conf) end)
     assert.has_error(function() cli.parse_only({"stray"}, conf) end)
     assert.has_error(function() cli.parse_only({}, {options = {{"seed", 1, "dup"}}}) end)

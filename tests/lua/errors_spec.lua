@@ -25,8 +25,8 @@ describe("errors", function()
   end)
 
   it("dtype mismatch", function()
-    fails_with(function() return ember.ones(2) + ember.ones(2, { dtype = "float64" }) end,
-      "ember.add", "float32", "float64")
+    fails_with(function() return ember.matmul(ember.ones(2, 2), ember.ones(2, 2, { dtype = "float64" })) end,
+      "ember.matmul", "float32", "float64")
     fails_with(function() return ember.ones(2, 3):index_select(2, ember.tensor { 1 }) end,
       "ember.index_select", "int64", "float32")
   end)

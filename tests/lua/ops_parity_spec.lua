@@ -12,7 +12,7 @@ local ember = require "ember"
 local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
 
 local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge",
-                "ops_rank" }
+                "ops_rank", "ops_helpers" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
 -- of the tensor (plus a tiny constant for all-zero tensors), so an element
@@ -95,6 +95,21 @@ local OPS = {
   min_values = function(I, A) return (I.x:min(A.dim)) end,
   matmul_tt = function(I) return ember.matmul(I.a:transpose(1, 2), I.b:transpose(1, 2)) end,
   permute_reshape = function(I, A) return I.x:permute(table.unpack(A.dims)):reshape(A.shape) end,
+  -- the everyday helpers (lua/ember/_helpers.lua)
+  triu = function(I, A) return I.x:triu(A.diagonal) end,
+  tril = function(I, A) return ember.tril(I.x, A.diagonal) end,
+  sort = function(I, A) return I.x:sort(A.dim, A.descending) end,
+  topk = function(I, A) return I.x:topk(A.k, A.dim, A.largest) end,
+  std = function(I, A)
+    if A.dim == nil then return I.x:std() end
+    return I.x:std(A.dim, { correction = A.correction, keepdim = A.keepdim })
+  end,
+  norm = function(I, A) return I.x:norm(A.p, A.dim, A.keepdim) end,
+  cumsum = function(I, A) return I.x:cumsum(A.dim) end,
+  masked_select = function(I) return I.x:masked_select(I.mask) end,
+  flip = function(I, A) return I.x:flip(A.dims) end,
+  roll = function(I, A) return I.x:roll(A.shifts, A.dims) end,
+  index_table = function(I, A) return I.x[A.key] end,
 }
 
 -- view() needs a layout that fits; it rightly refuses these inputs.

@@ -1,14 +1,16 @@
--- ember.data.addition: 3-digit addition problems, "535+61" -> "596".
+--- ember.data.addition: 3-digit addition problems, "535+61" -> "596".
 --
 -- Operands are 0..999. Pairs are drawn without replacement from all 10^6
 -- ordered pairs with the seeded generator; the held-out set never holds a
 -- pair of the training set, nor its mirror image (61+535 when 535+61
 -- trains), so held-out accuracy measures addition, not recall.
+-- @module data.addition
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 M.ALPHABET = "0123456789+"
 
--- opts: n_train (50000), n_test (5000), seed (0), max_operand (999).
+--- opts: n_train (50000), n_test (5000), seed (0), max_operand (999).
 -- Returns {train = {inputs = {"535+61", ...}, targets = {"596", ...}}, test = {...}}.
 function M.generate(opts)
   local ember = require "ember"

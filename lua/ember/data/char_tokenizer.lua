@@ -1,4 +1,4 @@
--- ember.data.CharTokenizer: one token per UTF-8 character.
+--- ember.data.CharTokenizer: one token per UTF-8 character.
 --
 --   local tok = CharTokenizer.fit(words)             -- vocab from the training text
 --   local ids = tok:encode("wörter", {bos = true})   -- {3, 27, 40, ...} (1-based)
@@ -7,6 +7,8 @@
 --   tok:save("vocab.txt"); CharTokenizer.load("vocab.txt")
 --
 -- Characters never seen by fit map to <unk>.
+-- @classmod data.CharTokenizer
+local error = require("ember._errors").error -- raises at the user's line
 local Vocab = require "ember.data.vocab"
 local text = require "ember.data.text"
 local padding = require "ember.data.padding"
@@ -18,7 +20,7 @@ local function new(vocab)
   return setmetatable({vocab = vocab}, CharTokenizer)
 end
 
--- A tokenizer over the characters of `texts` (a list of strings), sorted by
+--- A tokenizer over the characters of `texts` (a list of strings), sorted by
 -- code point so the ids do not depend on the order of the data.
 -- opts: specials (list, default <pad> <unk> <bos> <eos>), min_count (1).
 function CharTokenizer.fit(texts, opts)
@@ -35,17 +37,22 @@ function CharTokenizer.fit(texts, opts)
   return new(Vocab.new{tokens = chars, specials = opts.specials, kind = "char"})
 end
 
--- A tokenizer over a fixed alphabet given as one string ("0123456789+").
+--- A tokenizer over a fixed alphabet given as one string ("0123456789+").
 function CharTokenizer.from_chars(alphabet, opts)
   opts = opts or {}
   return new(Vocab.new{tokens = text.chars(alphabet), specials = opts.specials, kind = "char"})
 end
 
+--- A tokenizer saved with :save.
+-- @tparam string path
 function CharTokenizer.load(path) return new(Vocab.load(path)) end
+--- Writes the vocabulary to a file.
+-- @tparam string path
 function CharTokenizer:save(path) self.vocab:save(path) end
+--- The vocabulary size (specials included).
 function CharTokenizer:size() return self.vocab:size() end
 
--- The ids of s as a Lua list; opts.bos / opts.eos add those tokens.
+--- The ids of s as a Lua list; opts.bos / opts.eos add those tokens.
 function CharTokenizer:encode(s, opts)
   local v, ids = self.vocab, {}
   if opts and opts.bos then ids[1] = v.bos_id end
@@ -54,7 +61,7 @@ function CharTokenizer:encode(s, opts)
   return ids
 end
 
--- The text of a list of ids (or a 1-D int64 tensor); special tokens are
+--- The text of a list of ids (or a 1-D int64 tensor); special tokens are
 -- left out unless keep_specials.
 function CharTokenizer:decode(ids, keep_specials)
   if type(ids) ~= "table" then ids = ids:totable() end
@@ -65,7 +72,7 @@ function CharTokenizer:decode(ids, keep_specials)
   return table.concat(out)
 end
 
--- A batch: int64 ids [B, L] padded with <pad> to the longest item, and the
+--- A batch: int64 ids [B, L] padded with <pad> to the longest item, and the
 -- key-padding mask bool [B, L] (true = padding). opts as encode, plus
 -- max_len (items longer are cut).
 function CharTokenizer:encode_batch(texts, opts)
@@ -74,7 +81,7 @@ function CharTokenizer:encode_batch(texts, opts)
   return padding.pad(lists, self.vocab.pad_id, opts and opts.max_len)
 end
 
--- A long text as one int64 tensor [n] (e.g. a whole corpus for a language
+--- A long text as one int64 tensor [n] (e.g. a whole corpus for a language
 -- model). Fast when the vocab has at most 255 tokens: every character maps
 -- to one byte, and ember.from_bytes turns the bytes into ids in C.
 function CharTokenizer:encode_tensor(s)

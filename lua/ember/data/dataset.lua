@@ -1,4 +1,4 @@
--- ember.data.Dataset: named tensors that share their first dim, and batch
+--- ember.data.Dataset: named tensors that share their first dim, and batch
 -- iterators over them with seeded shuffling.
 --
 --   local ds = Dataset.new({x = ids, y = labels}, {pad = {x = tok.vocab.pad_id}})
@@ -10,12 +10,14 @@
 -- Shuffling draws ember.randperm from the global generator, so after
 -- ember.manual_seed(s) the order of every epoch is reproducible. Rows are
 -- gathered with index_select: the data stays in C.
+-- @classmod data.Dataset
+local error = require("ember._errors").error -- raises at the user's line
 local padding = require "ember.data.padding"
 
 local Dataset = {}
 Dataset.__index = Dataset
 
--- fields: name -> tensor, all with the same first dim.
+--- fields: name -> tensor, all with the same first dim.
 -- opts.pad: name -> pad id, for right-padded id fields to trim per batch
 -- (the batch gets <name>_mask too).
 function Dataset.new(fields, opts)
@@ -39,16 +41,17 @@ function Dataset.new(fields, opts)
   return self
 end
 
+--- The number of rows.
 function Dataset:size() return self.n end
 Dataset.__len = Dataset.size
 
--- Number of batches of size bs (the last one partial unless drop_last).
+--- Number of batches of size bs (the last one partial unless drop_last).
 function Dataset:num_batches(bs, drop_last)
   if drop_last then return self.n // bs end
   return (self.n + bs - 1) // bs
 end
 
--- The rows in the 1-based int64 index tensor idx, as a batch table.
+--- The rows in the 1-based int64 index tensor idx, as a batch table.
 function Dataset:gather(idx)
   local b = {}
   for _, name in ipairs(self.names) do
@@ -62,7 +65,7 @@ function Dataset:gather(idx)
   return b
 end
 
--- A new Dataset with the first n rows (or rows idx when given a tensor).
+--- A new Dataset with the first n rows (or rows idx when given a tensor).
 function Dataset:subset(n_or_idx)
   local ember = require "ember"
   local idx = n_or_idx
@@ -74,7 +77,7 @@ function Dataset:subset(n_or_idx)
   return Dataset.new(f, {pad = self.pad})
 end
 
--- The same dataset with every field moved to device (e.g. "cuda"), so
+--- The same dataset with every field moved to device (e.g. "cuda"), so
 -- that batches are gathered there.
 function Dataset:to(device)
   local f = {}
@@ -82,7 +85,7 @@ function Dataset:to(device)
   return Dataset.new(f, {pad = self.pad})
 end
 
--- Iterator over batches: for batch, i in ds:batches(bs, opts).
+--- Iterator over batches: for batch, i in ds:batches(bs, opts).
 -- opts.shuffle (false), opts.drop_last (false).
 function Dataset:batches(bs, opts)
   local ember = require "ember"

@@ -1,7 +1,9 @@
--- ember.data.fashion_mnist: the idx files of Debian's dataset-fashion-mnist.
+--- ember.data.fashion_mnist: the idx files of Debian's dataset-fashion-mnist.
 --
 --   local x, y = fashion_mnist.load("train")   -- x float32 [60000, 28, 28] in [0, 1]
 --                                               -- y int64 [60000], labels 1..10
+-- @module data.fashion_mnist
+local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"
 
 local M = {}
@@ -21,7 +23,7 @@ local function read(name)
   return source.read_gz("fashion_mnist", dir .. "/" .. name, M.PACKAGE), dir .. "/" .. name
 end
 
--- split: "train" (60,000 images) or "test" (10,000). opts.limit: keep the
+--- split: "train" (60,000 images) or "test" (10,000). opts.limit: keep the
 -- first n. Returns images float32 [n, 28, 28] scaled to [0, 1] and 1-based
 -- int64 labels [n].
 function M.load(split, opts)

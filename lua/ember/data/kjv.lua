@@ -1,9 +1,11 @@
--- ember.data.kjv: the King James Bible as plain text.
+--- ember.data.kjv: the King James Bible as plain text.
 --
 -- Debian's bible-kjv-text holds the text in a compressed form
 -- (/usr/lib/bible.data); bible-kjv's `bible` program prints it. With -f
 -- (formatting off) each verse is one line "Ge1:1 In the beginning ...";
 -- the reference is cut, leaving one verse per line.
+-- @module data.kjv
+local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"
 
 local M = {}
@@ -11,7 +13,7 @@ local M = {}
 M.DATA = "/usr/lib/bible.data"
 M.PROGRAM = "/usr/bin/bible"
 
--- The whole text (about 4.3 MB of ASCII), verses separated by "\n".
+--- The whole text (about 4.3 MB of ASCII), verses separated by "\n".
 function M.text()
   local data = os.getenv("EMBER_KJV_DATA") or M.DATA
   source.require_file("kjv", data, "bible-kjv-text")
@@ -30,7 +32,7 @@ function M.text()
   return table.concat(verses, "\n") .. "\n"
 end
 
--- The first `train_frac` of the text and the rest (split by characters).
+--- The first `train_frac` of the text and the rest (split by characters).
 function M.split(s, train_frac)
   local cut = math.floor(#s * (train_frac or 0.9))
   return s:sub(1, cut), s:sub(cut + 1)

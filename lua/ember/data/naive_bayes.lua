@@ -1,4 +1,4 @@
--- ember.data.naive_bayes: a character n-gram multinomial Naive Bayes text
+--- ember.data.naive_bayes: a character n-gram multinomial Naive Bayes text
 -- classifier, the classic baseline for language identification. Each
 -- string is wrapped in word-boundary markers ("^word$") and counted as its
 -- 1..n-grams of characters; add-alpha smoothing.
@@ -6,6 +6,7 @@
 --   local nb = naive_bayes.train(words, labels, {n = 3, alpha = 0.5, classes = 5})
 --   nb:predict("wörterbuch")     -- a 1-based class
 --   nb:accuracy(test_words, test_labels)
+-- @classmod data.naive_bayes
 local text = require "ember.data.text"
 
 local NB = {}
@@ -27,7 +28,7 @@ local function features(s, n)
 end
 NB.features = features
 
--- texts, labels: parallel lists; labels 1..classes.
+--- texts, labels: parallel lists; labels 1..classes.
 function NB.train(texts, labels, opts)
   opts = opts or {}
   local self = setmetatable({n = opts.n or 3, alpha = opts.alpha or 0.5, classes = opts.classes}, NB)
@@ -54,7 +55,7 @@ function NB.train(texts, labels, opts)
   return self
 end
 
--- The log score of each class for s (a list).
+--- The log score of each class for s (a list).
 function NB:scores(s)
   local f = features(s, self.n)
   local out = {}
@@ -66,12 +67,17 @@ function NB:scores(s)
   return out
 end
 
+--- The most likely label of s.
+-- @tparam string s
 function NB:predict(s)
   local sc, best = self:scores(s), 1
   for c = 2, #sc do if sc[c] > sc[best] then best = c end end
   return best
 end
 
+--- The fraction of texts whose predicted label is right.
+-- @tparam table texts
+-- @tparam table labels
 function NB:accuracy(texts, labels)
   local ok = 0
   for i, s in ipairs(texts) do if self:predict(s) == labels[i] then ok = ok + 1 end end

@@ -1,11 +1,12 @@
--- ember.data.padding: variable-length id lists as one padded tensor plus
+--- ember.data.padding: variable-length id lists as one padded tensor plus
 -- the key-padding mask that attention wants (bool [B, L], true = padding,
 -- the convention of ember's attention and of PyTorch's key_padding_mask).
+-- @module data.padding
 local M = {}
 
 local function ember() return require "ember" end
 
--- lists: a list of Lua lists of 1-based ids. Pads every item with pad_id
+--- lists: a list of Lua lists of 1-based ids. Pads every item with pad_id
 -- to the longest one (at least 1 column); items longer than max_len are cut.
 -- Returns ids int64 [B, L], mask bool [B, L], lengths int64 [B].
 function M.pad(lists, pad_id, max_len)
@@ -40,7 +41,7 @@ function M.pad(lists, pad_id, max_len)
          e.tensor(lengths, {dtype = "int64"})
 end
 
--- Cuts the columns that are padding in every row of a right-padded ids
+--- Cuts the columns that are padding in every row of a right-padded ids
 -- tensor [B, L] (a batch taken from a dataset padded to its longest item).
 -- Returns ids [B, L'] and mask bool [B, L'] with L' the batch's longest item.
 function M.trim(ids, pad_id)

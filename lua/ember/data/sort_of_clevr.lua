@@ -1,4 +1,4 @@
--- ember.data.sort_of_clevr: the Sort-of-CLEVR generator (Santoro et al. 2017).
+--- ember.data.sort_of_clevr: the Sort-of-CLEVR generator (Santoro et al. 2017).
 --
 -- A scene is 6 objects on a 75x75 white image, each a square or a circle
 -- about 10 px across, none overlapping, each in its own colour (red, blue,
@@ -18,6 +18,8 @@
 -- Images are rendered from the scene descriptions per batch with tensor
 -- ops, so 10,000 scenes cost a few hundred kilobytes instead of 675 MB of
 -- float pixels.
+-- @module data.sort_of_clevr
+local error = require("ember._errors").error -- raises at the user's line
 local Rng = require "ember.data.rng"
 
 local M = {}
@@ -36,7 +38,7 @@ M.QUESTION_TOKENS = {"red", "blue", "green", "orange", "yellow", "gray",
                      "shape", "left", "top", "closest", "furthest", "count"}
 local YES, NO, RECT = 1, 2, 3
 
--- The sentence of a question (kind and colour 1-based).
+--- The sentence of a question (kind and colour 1-based).
 function M.question_text(kind, colour)
   local c = M.COLOURS[colour]
   return ({
@@ -73,7 +75,7 @@ local function place(rng, min_dist)
   end
 end
 
--- The answer (1..10) to question kind about object c of a scene.
+--- The answer (1..10) to question kind about object c of a scene.
 function M.answer(kind, c, xs, ys, shapes)
   local mid = M.SIZE / 2
   if kind == 1 then return RECT + shapes[c] - 1 end
@@ -94,7 +96,7 @@ function M.answer(kind, c, xs, ys, shapes)
   return RECT + shapes[best] - 1
 end
 
--- opts: n_images, seed (0), n_nonrel (10), n_rel (10), min_dist (16).
+--- opts: n_images, seed (0), n_nonrel (10), n_rel (10), min_dist (16).
 function M.generate(opts)
   local ember = require "ember"
   opts = opts or {}
@@ -142,7 +144,7 @@ local function grids(ember)
   return grid_x, grid_y
 end
 
--- Renders scenes idx (a 1-based int64 tensor; all when nil) of ds as
+--- Renders scenes idx (a 1-based int64 tensor; all when nil) of ds as
 -- float32 [B, 3, 75, 75] in [0, 1]: white, with each object in its colour.
 function M.render(ds, idx)
   local ember = require "ember"

@@ -1,14 +1,16 @@
--- ember.data.source: opening the Debian-packaged data sets, with an error
+--- ember.data.source: opening the Debian-packaged data sets, with an error
 -- that says which package to install when a file is missing.
+-- @module data.source
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
--- Errors "<what>: cannot read <path>; install it with: apt-get install -y <pkg>".
+--- Errors "<what>: cannot read <path>; install it with: apt-get install -y <pkg>".
 function M.missing(what, path, pkg)
   error(("%s: cannot read %s; install the Debian package %s (apt-get install -y %s)")
         :format(what, path, pkg, pkg), 0)
 end
 
--- Checks that path is readable, else the error above.
+--- Checks that path is readable, else the error above.
 function M.require_file(what, path, pkg)
   local f = io.open(path, "rb")
   if not f then M.missing(what, path, pkg) end
@@ -16,7 +18,7 @@ function M.require_file(what, path, pkg)
   return path
 end
 
--- The whole file as a string.
+--- The whole file as a string.
 function M.read(what, path, pkg)
   local f = io.open(path, "rb")
   if not f then M.missing(what, path, pkg) end
@@ -28,7 +30,7 @@ end
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 M.shell_quote = shell_quote
 
--- The output of a command (a list of words, quoted here) as a string;
+--- The output of a command (a list of words, quoted here) as a string;
 -- errors when it fails.
 function M.command_output(what, argv)
   local q = {}
@@ -42,7 +44,7 @@ function M.command_output(what, argv)
   return s
 end
 
--- A gzip'd file, decompressed with gzip(1).
+--- A gzip'd file, decompressed with gzip(1).
 function M.read_gz(what, path, pkg)
   M.require_file(what, path, pkg)
   return M.command_output(what, {"gzip", "-dc", path})

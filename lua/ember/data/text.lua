@@ -1,9 +1,11 @@
--- ember.data.text: UTF-8 helpers for tokenizers and readers.
+--- ember.data.text: UTF-8 helpers for tokenizers and readers.
 --
 -- Lua's string.lower only knows ASCII. The word lists carry Latin-1 and
 -- Latin Extended-A capitals (É, Ä, Ñ, Œ, ...), so lower() maps those too:
 -- enough for English, French, German, Spanish and Italian (ß has no
 -- single-letter capital and stays as it is).
+-- @module data.text
+local error = require("ember._errors").error -- raises at the user's line
 local M = {}
 
 -- The lower-case code point of one capital letter, or the code point itself.
@@ -33,7 +35,7 @@ for c = 0x80, 0x7FF do
   if l ~= c then LOWER2[utf8.char(c)] = utf8.char(l) end
 end
 
--- Lower-cases a UTF-8 string. Invalid UTF-8 is an error naming the string.
+--- Lower-cases a UTF-8 string. Invalid UTF-8 is an error naming the string.
 function M.lower(s)
   s = s:lower() -- ASCII letters (bytes >= 0x80 are left alone in the C locale)
   if not s:find("[\128-\255]") then return s end
@@ -41,7 +43,7 @@ function M.lower(s)
   return (s:gsub("[\192-\223][\128-\191]", LOWER2))
 end
 
--- The characters (UTF-8 sequences) of s as a list of strings.
+--- The characters (UTF-8 sequences) of s as a list of strings.
 function M.chars(s)
   local out = {}
   if not s:find("[\128-\255]") then
@@ -53,12 +55,12 @@ function M.chars(s)
   return out
 end
 
--- Number of characters of a UTF-8 string (nil when it is not valid UTF-8).
+--- Number of characters of a UTF-8 string (nil when it is not valid UTF-8).
 function M.length(s)
   return utf8.len(s)
 end
 
--- Whitespace-separated words; with split_punct, each punctuation mark
+--- Whitespace-separated words; with split_punct, each punctuation mark
 -- becomes a word of its own ("Amen." -> "Amen", ".").
 function M.words(s, split_punct)
   local out = {}

@@ -1,4 +1,4 @@
--- ember.data.vocab: a token <-> id table with special tokens, saved as text.
+--- ember.data.vocab: a token <-> id table with special tokens, saved as text.
 --
 -- Ids are 1-based, as every index in ember's Lua API. The special tokens
 -- come first, in the order given (default <pad>=1, <unk>=2, <bos>=3,
@@ -7,12 +7,14 @@
 -- File format (UTF-8 text): a first line "ember-vocab 1 <kind>", then one
 -- token per line in id order, with "\\", "\n", "\r" and "\t" escaped, so
 -- that any token (even a newline character) survives a round trip.
+-- @classmod data.Vocab
+local error = require("ember._errors").error -- raises at the user's line
 local Vocab = {}
 Vocab.__index = Vocab
 
 Vocab.DEFAULT_SPECIALS = {"<pad>", "<unk>", "<bos>", "<eos>"}
 
--- Vocab.new{tokens = {...}, specials = {...}, kind = "char"}
+--- Vocab.new{tokens = {...}, specials = {...}, kind = "char"}
 -- Duplicates in tokens are an error (a vocab is a bijection).
 function Vocab.new(opts)
   opts = opts or {}
@@ -41,11 +43,11 @@ function Vocab:_add(tok)
   self.ids[tok] = id
 end
 
--- Number of tokens, specials included.
+--- Number of tokens, specials included.
 function Vocab:size() return #self.tokens end
 Vocab.__len = Vocab.size
 
--- The id of tok; unknown tokens give <unk> (an error when there is none).
+--- The id of tok; unknown tokens give <unk> (an error when there is none).
 function Vocab:id(tok)
   local id = self.ids[tok]
   if id then return id end
@@ -53,7 +55,7 @@ function Vocab:id(tok)
   error(("Vocab: unknown token %q and the vocab has no <unk>"):format(tok), 2)
 end
 
--- The token of a 1-based id.
+--- The token of a 1-based id.
 function Vocab:token(id)
   local t = self.tokens[id]
   if not t then
@@ -62,12 +64,14 @@ function Vocab:token(id)
   return t
 end
 
+--- Is id one of the special tokens (pad, unk, bos, eos)?
+-- @tparam integer id
 function Vocab:is_special(id) return self.specials[self.tokens[id]] == true end
 
 local ESC = {["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t"}
 local UNESC = {["\\"] = "\\", n = "\n", r = "\r", t = "\t"}
 
--- Writes the vocab to path (atomically: a temporary file, then rename).
+--- Writes the vocab to path (atomically: a temporary file, then rename).
 function Vocab:save(path)
   local tmp = path .. ".tmp"
   local f, err = io.open(tmp, "wb")
@@ -81,7 +85,7 @@ function Vocab:save(path)
   if not ok then error("Vocab:save: " .. rerr, 2) end
 end
 
--- Reads a vocab written by Vocab:save. The first n_special tokens are the
+--- Reads a vocab written by Vocab:save. The first n_special tokens are the
 -- special ones.
 function Vocab.load(path)
   local f, err = io.open(path, "rb")

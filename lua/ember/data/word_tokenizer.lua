@@ -1,4 +1,4 @@
--- ember.data.WordTokenizer: one token per word.
+--- ember.data.WordTokenizer: one token per word.
 --
 --   local tok = WordTokenizer.fit(lines, {max_size = 10000, lower = true})
 --   tok:encode("In the beginning")  -- ids, 1-based; unseen words -> <unk>
@@ -8,6 +8,8 @@
 -- Words are whitespace-separated; with split_punct (default true) each
 -- punctuation mark is a word of its own. lower (default false) lower-cases
 -- UTF-8 text first. Both settings are saved with the vocab.
+-- @classmod data.WordTokenizer
+local error = require("ember._errors").error -- raises at the user's line
 local Vocab = require "ember.data.vocab"
 local text = require "ember.data.text"
 local padding = require "ember.data.padding"
@@ -23,12 +25,14 @@ local function kind(lower, split_punct)
   return ("word:lower=%s:punct=%s"):format(tostring(lower), tostring(split_punct))
 end
 
+--- The words of s as this tokenizer splits them (lowercased, punctuation split, as fitted).
+-- @tparam string s
 function WordTokenizer:words(s)
   if self.lower then s = text.lower(s) end
   return text.words(s, self.split_punct)
 end
 
--- A vocab of the most frequent words of texts (ties broken by the word,
+--- A vocab of the most frequent words of texts (ties broken by the word,
 -- so the ids do not depend on hash order). opts: max_size (all),
 -- min_count (1), lower (false), split_punct (true), specials.
 function WordTokenizer.fit(texts, opts)
@@ -55,6 +59,8 @@ function WordTokenizer.fit(texts, opts)
   return new(vocab, probe.lower, split)
 end
 
+--- A tokenizer saved with :save.
+-- @tparam string path
 function WordTokenizer.load(path)
   local vocab = Vocab.load(path)
   local lower, punct = vocab.kind:match("^word:lower=(%a+):punct=(%a+)$")
@@ -64,9 +70,15 @@ function WordTokenizer.load(path)
   return new(vocab, lower == "true", punct == "true")
 end
 
+--- Writes the vocabulary (and the split settings) to a file.
+-- @tparam string path
 function WordTokenizer:save(path) self.vocab:save(path) end
+--- The vocabulary size (specials included).
 function WordTokenizer:size() return self.vocab:size() end
 
+--- The ids of s's words as a Lua list; opts.bos / opts.eos add those tokens.
+-- @tparam string s
+-- @param[opt] opts `{bos=, eos=}`
 function WordTokenizer:encode(s, opts)
   local v, ids = self.vocab, {}
   if opts and opts.bos then ids[1] = v.bos_id end
@@ -75,6 +87,9 @@ function WordTokenizer:encode(s, opts)
   return ids
 end
 
+--- The text of ids (a list or a tensor), specials left out unless keep_specials.
+-- @param ids
+-- @tparam[opt=false] boolean keep_specials
 function WordTokenizer:decode(ids, keep_specials)
   if type(ids) ~= "table" then ids = ids:totable() end
   local v, out = self.vocab, {}
@@ -84,7 +99,7 @@ function WordTokenizer:decode(ids, keep_specials)
   return table.concat(out, " ")
 end
 
--- ids int64 [B, L] padded with <pad>, mask bool [B, L] (true = padding).
+--- ids int64 [B, L] padded with <pad>, mask bool [B, L] (true = padding).
 function WordTokenizer:encode_batch(texts, opts)
   local lists = {}
   for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end

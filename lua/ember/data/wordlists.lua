@@ -1,10 +1,12 @@
--- ember.data.wordlists: the Debian word lists, prepared for language
+--- ember.data.wordlists: the Debian word lists, prepared for language
 -- identification of single words.
 --
 -- Preparation (issue 4, §7a): lower-case (UTF-8 aware); drop words with an
 -- apostrophe, words shorter than 2 or longer than 20 characters, and every
 -- word found in more than one list; duplicates within a list count once.
 -- Split: with a fixed seed, n_train then n_test words per language.
+-- @module data.wordlists
+local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"
 local text = require "ember.data.text"
 
@@ -19,7 +21,7 @@ M.LANGUAGES = {
   {code = "it", name = "Italian", path = "/usr/share/dict/italian", package = "witalian"},
 }
 
--- The cleaned words of one list, in file order, recorded in `owner`
+--- The cleaned words of one list, in file order, recorded in `owner`
 -- (word -> index of the only list holding it, or 0 when several do).
 -- A word repeated within the list counts once.
 function M.read_list(lang, index, owner, opts)
@@ -51,7 +53,7 @@ function M.read_list(lang, index, owner, opts)
   return words
 end
 
--- Loads the lists and splits them.
+--- Loads the lists and splits them.
 -- opts: n_train (10000), n_test (2000) per language, seed (0), languages
 -- (default M.LANGUAGES). Returns {train = {words=, labels=}, test = {...},
 -- languages = {...}, available = {count per language after cleaning}}.

@@ -1,7 +1,10 @@
--- nn.CrossEntropyLoss([{ignore_index=, label_smoothing=0, reduction="mean"}]):
+--- nn.CrossEntropyLoss([{ignore_index=, label_smoothing=0, reduction="mean"}]):
 -- logits [N, C] with targets [N], or [B, L, C] with [B, L] (flattened), or
 -- [C] with a 0-d target. Targets are 1-based int64 class ids; ignore_index
 -- is compared with them (e.g. the padding id). One fused C op.
+-- @usage local loss = nn.CrossEntropyLoss{label_smoothing = 0.1}(logits, targets)   -- logits [N, C], targets int64 [N], 1-based
+-- @classmod nn.CrossEntropyLoss
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -22,6 +25,10 @@ function CrossEntropyLoss:__init(opts)
   end
 end
 
+--- The loss of logits [N, C] (or [N, C, ...]) against 1-based int64 targets [N] (or [N, ...]).
+-- @tparam Tensor logits
+-- @tparam Tensor target int64, 1-based class ids
+-- @treturn Tensor 0-d (or per element with reduction "none")
 function CrossEntropyLoss:forward(logits, target)
   local shape = target.shape
   if logits.ndim > 2 then
@@ -39,11 +46,15 @@ function CrossEntropyLoss:forward(logits, target)
   return loss
 end
 
+--- The options, for printing the module.
 function CrossEntropyLoss:extra_repr()
   local s = "reduction=" .. self.reduction
   if self.ignore_index then s = s .. ", ignore_index=" .. self.ignore_index end
   if self.label_smoothing ~= 0 then s = s .. ", label_smoothing=" .. self.label_smoothing end
   return s
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+CrossEntropyLoss.forward = require("ember._errors").wrap(CrossEntropyLoss.forward)
 
 return CrossEntropyLoss

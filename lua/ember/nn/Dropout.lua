@@ -1,5 +1,9 @@
--- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
+--- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
 -- 1/(1-p)), the identity in eval mode. Draws from the seeded generator.
+-- @usage local drop = nn.Dropout(0.1)
+-- drop:eval()   -- identity from now on; drop:train() turns it back on
+-- @classmod nn.Dropout
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -13,11 +17,17 @@ function Dropout:__init(p)
   self.p = p
 end
 
+--- x with elements zeroed with probability p and the rest scaled by 1/(1-p) in training mode; x itself in eval mode.
+-- @tparam Tensor x
 function Dropout:forward(x)
   if not self.training or self.p == 0 then return x end
   return ember.dropout(x, self.p, true)
 end
 
+--- "p=...", for printing.
 function Dropout:extra_repr() return ("p=%g"):format(self.p) end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Dropout.forward = require("ember._errors").wrap(Dropout.forward)
 
 return Dropout

@@ -1,7 +1,12 @@
--- nn.Embedding(num_embeddings, dim [, {padding_idx=, dtype=, device=}]):
+--- nn.Embedding(num_embeddings, dim [, {padding_idx=, dtype=, device=}]):
 -- a lookup table indexed by 1-based int64 ids, weight ~ N(0, 1) as
 -- torch.nn.Embedding. With padding_idx (1-based) that row starts at zero,
 -- its outputs are zero and it never receives a gradient.
+-- Errors: ids must be int64 and within 1..num_embeddings (the message names the bad id).
+-- @usage local emb = nn.Embedding(100, 16, {padding_idx = 1})
+-- local x = emb(ember.tensor({{5, 7, 1}}, "int64"))   -- [1, 3, 16]
+-- @classmod nn.Embedding
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -28,6 +33,9 @@ function Embedding:__init(num_embeddings, dim, opts)
   self:register_parameter("weight", w)
 end
 
+--- The rows of the weight for int64 ids (1-based): [...] ids give [..., dim].
+-- @tparam Tensor ids int64, 1-based
+-- @treturn Tensor
 function Embedding:forward(ids)
   if ids.dtype ~= "int64" then
     error("Embedding.forward: ids must be int64 (1-based), got " .. ids.dtype, 2)
@@ -37,10 +45,14 @@ function Embedding:forward(ids)
   return out
 end
 
+--- The sizes (and padding_idx), for printing.
 function Embedding:extra_repr()
   local s = ("%d, %d"):format(self.num_embeddings, self.embedding_dim)
   if self.padding_idx then s = s .. ", padding_idx=" .. self.padding_idx end
   return s
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Embedding.forward = require("ember._errors").wrap(Embedding.forward)
 
 return Embedding

@@ -1,6 +1,9 @@
--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
+--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
 -- bias=true, dtype=, device=}]): the position-wise MLP of a Transformer,
 -- linear2(dropout(act(linear1(x)))), as inside torch.nn.TransformerEncoderLayer.
+-- @usage local ffn = nn.FeedForward(64, 256, {activation = "gelu"})
+-- @classmod nn.FeedForward
+local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local Linear = require "ember.nn.Linear"
 local Dropout = require "ember.nn.Dropout"
@@ -21,8 +24,14 @@ function FeedForward:__init(d_model, d_ff, opts)
   self:add_module("linear2", Linear(d_ff, d_model, lopts))
 end
 
+--- linear2(dropout(activation(linear1(x)))).
+-- @tparam Tensor x [..., d_model]
+-- @treturn Tensor [..., d_model]
 function FeedForward:forward(x)
   return self.linear2(self.dropout(self.activation(self.linear1(x))))
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+FeedForward.forward = require("ember._errors").wrap(FeedForward.forward)
 
 return FeedForward

@@ -1,5 +1,8 @@
--- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
+--- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
 -- default) or the tanh approximation.
+-- @usage local y = nn.GELU("tanh")(x)
+-- @classmod nn.GELU
+local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local GELU = Module:extend("GELU")
@@ -12,13 +15,19 @@ function GELU:__init(approximate)
   self.approximate = approximate
 end
 
+--- GELU of x (exact, or the tanh approximation).
+-- @tparam Tensor x
 function GELU:forward(x)
   if self.approximate == "tanh" then return x:gelu("tanh") end
   return x:gelu()
 end
 
+--- The approximation, for printing.
 function GELU:extra_repr()
   return self.approximate == "none" and "" or "approximate=tanh"
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+GELU.forward = require("ember._errors").wrap(GELU.forward)
 
 return GELU

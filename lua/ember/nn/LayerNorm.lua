@@ -1,6 +1,10 @@
--- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
+--- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
 -- normalises over the last #shape dims (shape: a number or a table), then
 -- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm.
+-- @usage local ln = nn.LayerNorm(16)
+-- local y = ln(ember.randn(2, 5, 16))   -- normalised over the last dim
+-- @classmod nn.LayerNorm
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -27,6 +31,8 @@ function LayerNorm:__init(shape, opts)
   end
 end
 
+--- x normalised over its last dims (normalized_shape), then scaled and shifted.
+-- @tparam Tensor x [..., *normalized_shape]
 function LayerNorm:forward(x)
   local n = #self.normalized_shape
   for i = 1, n do
@@ -38,9 +44,13 @@ function LayerNorm:forward(x)
   return ember.layer_norm(x, n, self.weight, self.bias, self.eps)
 end
 
+--- The shape and eps, for printing.
 function LayerNorm:extra_repr()
   return ("[%s], eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
     self.eps, tostring(self.weight ~= nil))
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+LayerNorm.forward = require("ember._errors").wrap(LayerNorm.forward)
 
 return LayerNorm

@@ -1,8 +1,11 @@
--- nn.LearnedPositionalEncoding(max_len, d_model [, {dropout=0, dtype=,
+--- nn.LearnedPositionalEncoding(max_len, d_model [, {dropout=0, dtype=,
 -- device=}]): a learned [max_len, d_model] table (N(0, 0.02) init, as GPT-2)
 -- added to x [B, L, d_model]. forward(x, start) uses positions start ..
 -- start+L-1 (1-based, default 1), so a KV-cached decoder can pass the
 -- position of its new token.
+-- @usage local pe = nn.LearnedPositionalEncoding(512, 64)
+-- @classmod nn.LearnedPositionalEncoding
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local Dropout = require "ember.nn.Dropout"
@@ -22,6 +25,9 @@ function LPE:__init(max_len, d_model, opts)
   self:add_module("dropout", Dropout(opts.dropout or 0))
 end
 
+--- x plus the learned vectors of positions start..start+L-1.
+-- @tparam Tensor x [B, L, d_model]
+-- @tparam[opt=1] integer start 1-based position of x's first token (decoding with a cache)
 function LPE:forward(x, start)
   start = start or 1
   local L = x.shape[x.ndim - 1]
@@ -36,6 +42,7 @@ function LPE:forward(x, start)
   return self.dropout(x + self.weight:narrow(1, start, L))
 end
 
+--- The sizes, for printing.
 function LPE:extra_repr() return ("max_len=%d, d_model=%d"):format(self.max_len, self.d_model) end
 
 return LPE

@@ -1,6 +1,11 @@
--- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=, init="uniform"|"zeros"}]):
+--- nn.Linear(in_features, out_features [, {bias=true, dtype=, device=, init="uniform"|"zeros"}]):
 -- y = x W^T + b over the last dim, W [out, in], as torch.nn.Linear, with
 -- its initialisation: W and b uniform in +-1/sqrt(in_features).
+-- Errors: a positive integer is required for each size; forward names the expected in_features.
+-- @usage local lin = nn.Linear(4, 3)
+-- print(lin(ember.randn(2, 4)).shape)   --> ember.Size{2, 3}
+-- @classmod nn.Linear
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -29,6 +34,9 @@ function Linear:__init(in_features, out_features, opts)
   if opts.bias ~= false then self.bias = init({ out_features }):requires_grad_() end
 end
 
+--- x W^T + b.
+-- @tparam Tensor x [..., in_features]
+-- @treturn Tensor [..., out_features]
 function Linear:forward(x)
   if not ember.is_tensor(x) or x.ndim == 0 then
     error(("Linear.forward: expected a tensor of shape [..., %d], got %s"):format(self.in_features,
@@ -44,9 +52,13 @@ function Linear:forward(x)
   return y
 end
 
+--- The sizes, for printing.
 function Linear:extra_repr()
   return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features, self.out_features,
     tostring(self.bias ~= nil))
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Linear.forward = require("ember._errors").wrap(Linear.forward)
 
 return Linear

@@ -1,4 +1,7 @@
--- nn.MSELoss([{reduction="mean"|"sum"|"none"}]): mean squared error.
+--- nn.MSELoss([{reduction="mean"|"sum"|"none"}]): mean squared error.
+-- @usage local loss = nn.MSELoss()(pred, target)
+-- @classmod nn.MSELoss
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
@@ -13,10 +16,17 @@ function MSELoss:__init(opts)
   end
 end
 
+--- The mean squared error of input against target (same shapes).
+-- @tparam Tensor input
+-- @tparam Tensor target
 function MSELoss:forward(input, target)
   return ember.mse_loss(input, target, self.reduction)
 end
 
+--- The reduction, for printing.
 function MSELoss:extra_repr() return "reduction=" .. self.reduction end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+MSELoss.forward = require("ember._errors").wrap(MSELoss.forward)
 
 return MSELoss

@@ -1,8 +1,15 @@
--- nn.ReLU(): max(x, 0).
+--- nn.ReLU(): max(x, 0).
+-- @usage local y = nn.ReLU()(x)
+-- @classmod nn.ReLU
 local Module = require "ember.nn.Module"
 
 local ReLU = Module:extend("ReLU")
 
+--- max(x, 0).
+-- @tparam Tensor x
 function ReLU:forward(x) return x:relu() end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+ReLU.forward = require("ember._errors").wrap(ReLU.forward)
 
 return ReLU

@@ -1,6 +1,10 @@
--- nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}: applies the
+--- nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}: applies the
 -- modules in order. Children are named "1", "2", ... (1-based, as Torch7);
 -- seq[i] and #seq work, and seq:add(m) appends.
+-- @usage local mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+-- print(mlp[1], #mlp)   --> Linear(4, 8) ... 3
+-- @classmod nn.Sequential
+local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local Sequential = Module:extend("Sequential")
@@ -25,14 +29,21 @@ function Sequential:__init(...)
   end
 end
 
+--- Appends a module; returns self (so calls chain).
+-- @param m the module
 function Sequential:add(m)
   self:add_module(tostring(#self._children + 1), m)
   return self
 end
 
+--- x through each module in turn.
+-- @param x the first module's input
 function Sequential:forward(x, ...)
   for _, n in ipairs(self._children) do x = self[n](x, ...) end
   return x
 end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Sequential.forward = require("ember._errors").wrap(Sequential.forward)
 
 return Sequential

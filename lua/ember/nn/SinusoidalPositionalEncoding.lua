@@ -1,10 +1,14 @@
--- nn.SinusoidalPositionalEncoding(d_model [, {max_len=5000, dropout=0,
+--- nn.SinusoidalPositionalEncoding(d_model [, {max_len=5000, dropout=0,
 -- dtype=, device=}]): adds the fixed table of "Attention Is All You Need",
 --   pe[pos, 2i] = sin(pos / 10000^(2i/d)),  pe[pos, 2i+1] = cos(...)
 -- (pos counted from 0), to x [B, L, d_model]. forward(x, start) adds the rows
 -- for positions start .. start+L-1 (1-based, default 1): a decoder with a KV
 -- cache passes the position of its new token. The table is a non-persistent
 -- buffer: it moves with :to() but is not saved.
+-- @usage local pe = nn.SinusoidalPositionalEncoding(64)
+-- local x = pe(ember.randn(2, 10, 64))   -- the same shape
+-- @classmod nn.SinusoidalPositionalEncoding
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local Dropout = require "ember.nn.Dropout"
@@ -32,6 +36,9 @@ function PE:__init(d_model, opts)
   self:add_module("dropout", Dropout(opts.dropout or 0))
 end
 
+--- x plus the sinusoid table of positions start..start+L-1.
+-- @tparam Tensor x [B, L, d_model]
+-- @tparam[opt=1] integer start 1-based position of x's first token
 function PE:forward(x, start)
   start = start or 1
   local L = x.shape[x.ndim - 1]
@@ -46,6 +53,7 @@ function PE:forward(x, start)
   return self.dropout(x + self.pe:narrow(1, start, L))
 end
 
+--- The sizes, for printing.
 function PE:extra_repr() return ("d_model=%d, max_len=%d"):format(self.d_model, self.max_len) end
 
 return PE

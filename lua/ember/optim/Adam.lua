@@ -1,8 +1,9 @@
--- optim.Adam(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8,
+--- optim.Adam(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8,
 -- weight_decay=0}): torch.optim.Adam (L2 penalty added to the gradient).
 -- Each parameter's update is one fused C call (core.adam_step).
 --   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2
 --   p = p - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+-- @classmod optim.Adam
 local core = require "ember.core"
 local Optimizer = require "ember.optim.Optimizer"
 
@@ -11,6 +12,7 @@ local Adam = Optimizer:extend("Adam", {
 })
 Adam.decoupled = false
 
+--- Checks a parameter group's options (betas, eps, weight_decay); raises naming the bad one.
 function Adam:check_group(g)
   Optimizer.check_group(self, g)
   local b = g.betas
@@ -23,6 +25,7 @@ function Adam:check_group(g)
   end
 end
 
+--- One Adam update of parameter p in place (the fused C step).
 function Adam:update(p, grad, st, g)
   if not st.exp_avg then
     st.step = 0

@@ -1,7 +1,8 @@
--- optim.AdamW(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8,
+--- optim.AdamW(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8,
 -- weight_decay=1e-2}): torch.optim.AdamW -- Adam with decoupled weight
 -- decay (p = p * (1 - lr*weight_decay) before the Adam step). One fused C
 -- call per parameter.
+-- @classmod optim.AdamW
 local Adam = require "ember.optim.Adam"
 
 local AdamW = Adam:extend("AdamW", {

@@ -1,4 +1,4 @@
--- optim.Optimizer: the base of SGD, Adam and AdamW (PyTorch's layout).
+--- optim.Optimizer: the base of SGD, Adam and AdamW (PyTorch's layout).
 --   opt = optim.AdamW(params, {lr=1e-3, ...})
 -- params: a list of tensors, a module (its parameters()), or a list of
 -- groups {params={...}, lr=..., <other options>} whose missing options come
@@ -7,12 +7,17 @@
 -- parameter (1-based, counted across groups).
 -- Subclasses define DEFAULTS (name -> default; nil-able names listed) and
 -- update(p, grad, state, group), which makes one fused C call.
+-- @classmod optim.Optimizer
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
 Optimizer.__name = "Optimizer"
 
+--- A subclass with its own defaults: `local MyOpt = Optimizer:extend("MyOpt", {lr = 1e-3})`.
+-- @tparam string name
+-- @tparam table defaults the options and their defaults (lr = "required" makes lr required)
 function Optimizer:extend(name, defaults)
   local cls = setmetatable({}, { __index = self, __call = function(c, ...)
     local o = setmetatable({}, c)
@@ -61,6 +66,7 @@ function Optimizer:_group(g, opts)
   return g
 end
 
+--- Checks a parameter group's options; subclasses extend it.
 function Optimizer:check_group(g)
   if g.lr == "required" then self:_error("lr is required (give {lr = ...})") end
   if not Optimizer.in_range(g.lr, 0) then self:_error("lr must be a number >= 0, got %s", tostring(g.lr)) end
@@ -96,11 +102,12 @@ function Optimizer:__init(params, opts)
   if #self._params == 0 then self:_error("got an empty parameter list") end
 end
 
+--- Sets every parameter's .grad to nil.
 function Optimizer:zero_grad()
   for _, p in ipairs(self._params) do p.grad = nil end
 end
 
--- One update of every parameter that has a gradient.
+--- One update of every parameter that has a gradient.
 function Optimizer:step()
   local k = 0
   for _, g in ipairs(self.param_groups) do
@@ -119,10 +126,10 @@ function Optimizer:step()
   end
 end
 
--- A zero tensor shaped like p for optimizer state.
+--- A zero tensor shaped like p for optimizer state.
 function Optimizer.zeros_like(p) return ember.zeros(p.shape, { dtype = p.dtype, device = p.device }) end
 
--- {state = {[k] = {name = tensor or number}}, param_groups = {{lr=..., params={k...}}}}
+--- {state = {[k] = {name = tensor or number}}, param_groups = {{lr=..., params={k...}}}}
 -- Tensors are the live state (save them, do not modify them).
 function Optimizer:state_dict()
   local groups, k = {}, 0
@@ -146,7 +153,7 @@ end
 
 local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
 
--- Restores a state_dict (from this optimizer type, same parameter layout).
+--- Restores a state_dict (from this optimizer type, same parameter layout).
 -- Checks everything first; tensors are copied onto each parameter's dtype
 -- and device.
 function Optimizer:load_state_dict(sd)

@@ -1,4 +1,4 @@
--- optim.SGD(params, {lr=, momentum=0, dampening=0, weight_decay=0,
+--- optim.SGD(params, {lr=, momentum=0, dampening=0, weight_decay=0,
 -- nesterov=false}): torch.optim.SGD. Each parameter's update is one fused
 -- C call (core.sgd_step: the backend's sgd_step kernel, or composed ops on
 -- a backend without it).
@@ -6,6 +6,7 @@
 --   with momentum: buf = d (first step) or momentum*buf + (1-dampening)*d;
 --                  d = nesterov and d + momentum*buf or buf
 --   p = p - lr * d
+-- @classmod optim.SGD
 local core = require "ember.core"
 local Optimizer = require "ember.optim.Optimizer"
 
@@ -13,6 +14,7 @@ local SGD = Optimizer:extend("SGD", {
   lr = "required", momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
 })
 
+--- Checks a parameter group's options (momentum, dampening, weight_decay, nesterov).
 function SGD:check_group(g)
   Optimizer.check_group(self, g)
   for _, k in ipairs { "momentum", "dampening", "weight_decay" } do
@@ -23,6 +25,7 @@ function SGD:check_group(g)
   end
 end
 
+--- One SGD update of parameter p in place (the fused C step).
 function SGD:update(p, grad, st, g)
   local first = false
   if g.momentum ~= 0 and not st.momentum_buffer then

@@ -1,4 +1,4 @@
--- optim.Scheduler: the base of the learning-rate schedules. A schedule is a
+--- optim.Scheduler: the base of the learning-rate schedules. A schedule is a
 -- factor f(s) of each group's base lr, s = the number of :step() calls so
 -- far (0 at construction, as torch.optim.lr_scheduler.LambdaLR):
 --   sched = optim.WarmupCosine(opt, {warmup_steps=100, total_steps=10000})
@@ -6,10 +6,14 @@
 -- The optimizer's groups get lr = base_lr * f(s) at construction and after
 -- every step. state_dict() / load_state_dict() save and restore s and the
 -- base lrs (and reapply the lr).
+-- @classmod optim.Scheduler
+local error = require("ember._errors").error -- raises at the user's line
 local Scheduler = {}
 Scheduler.__index = Scheduler
 Scheduler.__name = "Scheduler"
 
+--- A subclass: `local S = Scheduler:extend("S")`, then define `S:factor(step)`.
+-- @tparam string name
 function Scheduler:extend(name)
   local cls = setmetatable({}, { __index = self, __call = function(c, ...)
     local o = setmetatable({}, c)
@@ -33,6 +37,8 @@ function Scheduler:__init(optimizer)
   self:_apply()
 end
 
+--- The learning-rate factor at a (1-based) step; every schedule defines it.
+-- @tparam integer s the step
 function Scheduler:factor(s) error(self.__name .. ".factor: not defined", 2) end
 
 function Scheduler:_apply()
@@ -40,23 +46,28 @@ function Scheduler:_apply()
   for i, g in ipairs(self.optimizer.param_groups) do g.lr = self.base_lrs[i] * f end
 end
 
+--- Advances one step and sets each group's lr to base_lr * factor(step).
 function Scheduler:step()
   self.last_step = self.last_step + 1
   self:_apply()
 end
 
+--- The learning rates set by the last step, one per parameter group.
 function Scheduler:get_last_lr()
   local lrs = {}
   for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = g.lr end
   return lrs
 end
 
+--- {last_step=, base_lrs=}, for checkpoints.
 function Scheduler:state_dict()
   local base = {}
   for i, v in ipairs(self.base_lrs) do base[i] = v end
   return { last_step = self.last_step, base_lrs = base }
 end
 
+--- Restores a state_dict() (checked against the optimizer's groups).
+-- @tparam table sd
 function Scheduler:load_state_dict(sd)
   if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
     self:_error("load_state_dict: expected {last_step = integer, base_lrs = {...}}")

@@ -1,9 +1,11 @@
--- optim.clip_grad_norm(params, max_norm [, norm_type=2]) -> total norm
+--- optim.clip_grad_norm(params, max_norm [, norm_type=2]) -> total norm
 -- (a number), as torch.nn.utils.clip_grad_norm_: the norm of all gradients
 -- together; when it exceeds max_norm every gradient is scaled in place by
 -- max_norm / (norm + 1e-6). norm_type 2 or math.huge (the max abs value).
 -- params: a list of tensors or a module. Parameters without a gradient are
 -- skipped; with none at all the norm is 0.
+-- @module optim.clip_grad_norm
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local function clip_grad_norm(params, max_norm, norm_type)

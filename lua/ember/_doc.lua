@@ -1,0 +1,258 @@
+-- ember/_doc.lua: the reference's doc comments, read at run time, for
+-- help() in the REPL (help(ember.matmul), help(nn.MultiHeadAttention),
+-- help("Tensor:sum")) and for the doc check (tests/lua/docs_spec.lua).
+--
+-- The doc comments are LDoc's (config.ld at the root builds the HTML
+-- reference from the same text): a block of comment lines whose first line
+-- starts with "---", directly above the definition it documents
+--   --- Matrix product of a and b.        (summary: the first sentence)
+--   -- @tparam Tensor a ...                (tags, free text, an example)
+--   function M.matmul(a, b) ... end
+-- or, for functions written in C, a block in lua/ember/doc/*.luadoc that
+-- names its function with "@function name" ("Tensor:sum" for methods).
+-- A file's first comment block documents what the file exports (a class
+-- such as nn.Linear, or a module such as ember.checkpoint).
+--
+-- Entries are keyed by the name a user writes: "ember.matmul",
+-- "Tensor:sum", "nn.Linear", "nn.Linear:forward", "optim.AdamW",
+-- "checkpoint.save", "data.Dataset.new".
+local M = {}
+
+local DIR = debug.getinfo(1, "S").source:match("^@(.*[/\\])_doc%.lua$") or "./"
+
+-- Namespaces with an init.lua that maps export names to files.
+local NAMESPACES = { "nn", "optim", "data" }
+
+local function read_lines(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local lines = {}
+  for line in f:lines() do lines[#lines + 1] = line end
+  f:close()
+  return lines
+end
+
+local function list_dir(dir, ext)
+  local out = {}
+  local p = io.popen(('ls -1 "%s" 2>/dev/null'):format(dir))
+  if not p then return out end
+  for name in p:lines() do
+    if name:sub(-#ext) == ext then out[#out + 1] = name end
+  end
+  p:close()
+  table.sort(out)
+  return out
+end
+
+-- A comment line's text without the dashes ("--- x" -> "x", "--   y" -> "  y").
+local function comment_text(line)
+  local t = line:match("^%s*%-%-%-? ?(.*)$")
+  return t
+end
+
+local function is_doc_start(line) return line:match("^%s*%-%-%-%f[^%-]") ~= nil or line:match("^%s*%-%-%-$") ~= nil end
+local function is_comment(line) return line:match("^%s*%-%-") ~= nil end
+
+-- The defined name of a code line: "function A.b(" / "function A:b(" /
+-- "A.b = function(" / "function b(" (global); nil for local functions.
+local function defined_name(line)
+  local n = line:match("^function%s+([%w_%.:]+)%s*%(")
+  if n then return n end
+  n = line:match("^([%w_]+[%.:][%w_%.]+)%s*=%s*function%s*%(")
+  return n
+end
+M.defined_name = defined_name
+
+-- Parses one file into { entries = {name -> text}, header = text or nil,
+-- header_is_doc = bool, defs = { {name=, line=, doc=bool} } }. Names are
+-- as written (the caller qualifies them).
+function M.parse(lines)
+  local r = { entries = {}, defs = {} }
+  local i, n = 1, #lines
+  local first_block = true
+  while i <= n do
+    local line = lines[i]
+    if is_comment(line) and not line:match("^%s*%-%-%[%[") then
+      local start, doc = i, is_doc_start(line)
+      local text = {}
+      while i <= n and is_comment(lines[i]) do
+        text[#text + 1] = comment_text(lines[i]) or ""
+        i = i + 1
+      end
+      local body = table.concat(text, "\n")
+      local fname = body:match("@function%s+([%w_%.:]+)")
+      if fname then
+        r.entries[fname] = body:gsub("\n?[^\n]*@function[^\n]*", "")
+      elseif first_block and start == 1 then
+        r.header, r.header_is_doc = body, doc
+      end
+      first_block = false
+      local nxt = lines[i]
+      local name = nxt and defined_name(nxt)
+      if name and not fname then
+        if doc then r.entries[name] = body end
+        r.defs[#r.defs + 1] = { name = name, line = i, doc = doc }
+        i = i + 1 -- the definition line is taken
+      end
+    else
+      local name = defined_name(line)
+      if name then r.defs[#r.defs + 1] = { name = name, line = i, doc = false } end
+      if line:match("%S") then first_block = false end
+      i = i + 1
+    end
+  end
+  return r
+end
+
+-- export name of each file of a namespace, from its init.lua
+-- ("Dataset = require "ember.data.dataset"" -> dataset.lua is Dataset).
+local function exports_of(ns)
+  local map = {}
+  for _, line in ipairs(read_lines(DIR .. ns .. "/init.lua") or {}) do
+    local export, file = line:match('^%s*([%w_]+)%s*=%s*require%s*%(?%s*"ember%.' .. ns .. '%.([%w_]+)"%s*%)?%s*,?%s*$')
+    if export then map[file] = export end
+  end
+  return map
+end
+
+-- "Linear:forward" in nn/Linear.lua exported as Linear -> "nn.Linear:forward".
+local function qualify(prefix, written)
+  local rest = written:match("^[%w_]+([%.:].*)$") or ""
+  return prefix .. rest
+end
+
+local INDEX -- name -> text
+local FILES -- list of { path=, public=, prefix=, parsed= }
+
+-- Every documented source: the public Lua files (not _private ones) and
+-- the .luadoc files of the functions written in C.
+function M.files()
+  if FILES then return FILES end
+  FILES = {}
+  local function add(path, prefix, public)
+    local lines = read_lines(path)
+    if lines then FILES[#FILES + 1] = { path = path, prefix = prefix, public = public, parsed = M.parse(lines) } end
+  end
+  for _, name in ipairs(list_dir(DIR, ".lua")) do
+    local base = name:sub(1, -5)
+    if base ~= "init" and base:sub(1, 1) ~= "_" then add(DIR .. name, base, true) end
+  end
+  for _, ns in ipairs(NAMESPACES) do
+    local exports = exports_of(ns)
+    for _, name in ipairs(list_dir(DIR .. ns, ".lua")) do
+      local base = name:sub(1, -5)
+      if base ~= "init" and base:sub(1, 1) ~= "_" then add(DIR .. ns .. "/" .. name, ns .. "." .. (exports[base] or base), true) end
+    end
+  end
+  for _, name in ipairs(list_dir(DIR .. "doc", ".luadoc")) do add(DIR .. "doc/" .. name, nil, false) end
+  return FILES
+end
+
+function M.index()
+  if INDEX then return INDEX end
+  INDEX = {}
+  for _, f in ipairs(M.files()) do
+    local p = f.parsed
+    if f.prefix then
+      if p.header then INDEX[f.prefix] = p.header end
+      for name, text in pairs(p.entries) do INDEX[qualify(f.prefix, name)] = text end
+    else -- a .luadoc of module ember: "matmul" is ember.matmul, "Tensor:sum" stays
+      for name, text in pairs(p.entries) do INDEX[name:find("[.:]") and name or ("ember." .. name)] = text end
+    end
+  end
+  return INDEX
+end
+
+-- The name under which a value is documented, found by identity.
+local function name_of(v)
+  local ember = require "ember"
+  for k, x in pairs(ember) do if rawequal(x, v) and type(k) == "string" then return "ember." .. k end end
+  for k, x in pairs(ember.Tensor) do if rawequal(x, v) and type(k) == "string" then return "Tensor:" .. k end end
+  for _, ns in ipairs(NAMESPACES) do
+    local mod = ember[ns]
+    for export, t in pairs(mod) do
+      if rawequal(t, v) then return ns .. "." .. export end
+      if type(t) == "table" then
+        for k, x in pairs(t) do
+          if rawequal(x, v) and type(k) == "string" then
+            local idx = M.index()
+            local dot, colon = ns .. "." .. export .. "." .. k, ns .. "." .. export .. ":" .. k
+            return idx[colon] and colon or dot
+          end
+        end
+      end
+    end
+  end
+  for _, modname in ipairs { "checkpoint", "generate", "metrics", "progress", "cli" } do
+    local ok, mod = pcall(require, "ember." .. modname)
+    if ok and type(mod) == "table" then
+      if rawequal(mod, v) then return modname end
+      for k, x in pairs(mod) do if rawequal(x, v) then return modname .. "." .. k end end
+    end
+  end
+  return nil
+end
+M.name_of = name_of
+
+-- The reference text of a value or a name ("Tensor:sum", "ember.matmul").
+function M.lookup(v)
+  local idx = M.index()
+  local name = type(v) == "string" and v or name_of(v)
+  if name == nil then return nil end
+  if idx[name] then return idx[name], name end
+  for _, alt in ipairs { "ember." .. name, "Tensor:" .. name, (name:gsub("^ember%.", "Tensor:")) } do
+    if idx[alt] then return idx[alt], alt end
+  end
+  return nil, name
+end
+
+--- Prints the reference entry of a function, class or name.
+-- `help(ember.matmul)`, `help(nn.MultiHeadAttention)`, `help("Tensor:sum")`.
+-- The text is the doc comment the HTML reference (the `docs` target) is
+-- built from.
+-- @param v a function, a class table or a name
+-- @treturn string the text printed
+-- LDoc tags as plain text: "@tparam T x d" -> "  x (T): d", "@usage" -> "Example:".
+local function render(text)
+  local out = {}
+  for line in (text .. "\n"):gmatch("(.-)\n") do
+    local kind, rest = line:match("^@(%w+)%s*(.*)$")
+    if kind == "tparam" or kind == "param" then
+      local opt, r1 = rest:match("^%[(.-)%]%s*(.*)$")
+      rest = r1 or rest
+      local t, n, d = "", nil, nil
+      if kind == "tparam" then t, n, d = rest:match("^(%S+)%s+(%S+)%s*(.*)$") else n, d = rest:match("^(%S+)%s*(.*)$") end
+      local extra = {}
+      if t ~= "" and t then extra[#extra + 1] = t end
+      if opt then extra[#extra + 1] = opt:find("=") and ("optional, default " .. opt:match("=(.*)$")) or "optional" end
+      line = ("  %s%s%s"):format(n or rest, #extra > 0 and (" (" .. table.concat(extra, ", ") .. ")") or "",
+        (d and d ~= "") and (": " .. d) or "")
+    elseif kind == "treturn" or kind == "return" then
+      line = "  returns " .. rest
+    elseif kind == "module" or kind == "classmod" or kind == "type" then
+      line = nil
+    elseif kind == "usage" then
+      line = "Example:" .. (rest ~= "" and ("\n  " .. rest) or "")
+    end
+    if line then out[#out + 1] = line end
+  end
+  return (table.concat(out, "\n"):gsub("%s+$", ""))
+end
+M.render = render
+
+function M.help(v)
+  local text, name = M.lookup(v)
+  local out
+  if text then
+    out = name .. "\n\n" .. render(text)
+  elseif name then
+    out = ("no reference entry for %s (see the reference: cmake --build build --target docs)"):format(name)
+  else
+    out = "help(x): x is a function, class or name of ember's API, e.g. help(ember.matmul), "
+      .. "help(nn.MultiHeadAttention), help(\"Tensor:sum\")"
+  end
+  print(out)
+  return out
+end
+
+return M

@@ -1,0 +1,78 @@
+-- ember/_errors.lua: errors at the user's line.
+--
+-- An error raised inside ember's Lua code should name the line of the
+-- user's code that called into ember, however many library frames (class
+-- constructors, module __call, wrappers) lie between. The fixed levels of
+-- error(msg, 2) break as soon as a call goes through one more frame, so
+-- library files use this instead:
+--
+--   local error = require("ember._errors").error  -- error(msg [, level])
+--     -- raises msg at the first frame outside ember's Lua files; level 0
+--     -- keeps msg without a position (command-line messages)
+--   errors.wrap(fn)   -- fn whose errors (also those of C functions it calls,
+--                     -- which name the library line) move to the user's line
+local M = {}
+
+-- The folder of ember's Lua files ("@/path/to/lua/ember/"), from this file's source.
+local SOURCE = debug.getinfo(1, "S").source
+local PREFIX = SOURCE:match("^(@.*[/\\])_errors%.lua$") or SOURCE
+
+local function in_library(source)
+  return source:sub(1, #PREFIX) == PREFIX
+end
+
+-- The stack level (as error() counts from its caller's caller) of the first
+-- Lua function outside the library; C frames are skipped.
+local function user_level()
+  local level = 3 -- 1: user_level, 2: M.error, 3: the function that raised
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info then return 1 end
+    if info.what ~= "C" and not in_library(info.source) then return level - 1 end
+    level = level + 1
+  end
+end
+
+function M.error(msg, level)
+  if level == 0 or type(msg) ~= "string" then error(msg, 0) end
+  error(msg, user_level())
+end
+
+-- Is the chunk name of an error position one of the library's files? Lua
+-- shortens long names to ".../end/of/path.lua"; then the kept end must be
+-- the end of the library folder (12 characters at least, against chance
+-- matches) followed by a file name.
+local DIR = PREFIX:sub(2)
+local function library_chunk(path)
+  if in_library("@" .. path) then return true end
+  local tail = path:match("^%.%.%.(.+)$")
+  if not tail then return false end
+  for i = 1, #tail do
+    local head = tail:sub(1, i)
+    if #head >= 12 and DIR:sub(-#head) == head and not tail:sub(i + 1):find("..", 1, true) then return true end
+  end
+  return false
+end
+
+-- "lua/ember/x.lua:12: msg" -> "msg" when the position is in the library.
+local function strip_library_position(msg)
+  if type(msg) ~= "string" then return msg end
+  local path, rest = msg:match("^([^\n:]*):%d+: (.*)$")
+  if path and library_chunk(path) then return rest end
+  return msg
+end
+M.strip_library_position = strip_library_position
+
+function M.wrap(fn)
+  return function(...)
+    local r = table.pack(pcall(fn, ...))
+    if not r[1] then
+      local msg = strip_library_position(r[2])
+      if type(msg) == "string" and (msg ~= r[2] or not msg:match("^[^\n:]*:%d+: ")) then M.error(msg) end
+      error(msg, 0) -- already at a user's line (a callback of theirs), or not a string
+    end
+    return table.unpack(r, 2, r.n)
+  end
+end
+
+return M

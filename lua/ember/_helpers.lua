@@ -1,0 +1,383 @@
+-- ember/_helpers.lua: PyTorch's everyday tensor helpers, built from core
+-- ops so that autograd, every dtype and every backend come for free:
+-- triu/tril, eye, *_like, sort/argsort/topk, std, norm, all/any,
+-- isnan/isinf/isfinite, cumsum, masked_select, flip, roll, and Torch7's
+-- table indexing t[{i, {a, b}, {}}]. init.lua loads it; each helper is both
+-- a tensor method (x:triu(1)) and a function (ember.triu(x, 1)).
+--
+-- Only the index computations of sort and masked_select are C
+-- (ember._argsort, ember._nonzero_flat in core/lua/l_sort.c); the values
+-- and their gradients come from gather and index_select. Dims, indices and
+-- returned indices are 1-based, as everywhere in the Lua API.
+--
+-- Errors are raised at the caller's line: every public function runs
+-- through `guard` (ember._errors.wrap).
+local core = require "ember.core"
+local T = core.Tensor -- the tensor methods table
+
+local M = {}
+
+-- Errors (ours, and those of the C ops we call) move to the user's line.
+local guard = require("ember._errors").wrap
+M.guard = guard
+
+local function fail(op, fmt, ...)
+  error(("ember.%s: " .. fmt):format(op, ...), 0)
+end
+
+local function check_tensor(op, x, what)
+  if not core.is_tensor(x) then
+    fail(op, "%s must be a tensor, got %s", what or "argument 1", type(x))
+  end
+  return x
+end
+
+-- A user's 1-based dim (negative from the end) as a positive 1-based dim.
+local function check_dim(op, x, d)
+  local n = x:dim()
+  if math.type(d) ~= "integer" and not (type(d) == "number" and d == math.floor(d)) then
+    fail(op, "dim must be an integer, got %s", type(d) == "number" and tostring(d) or type(d))
+  end
+  d = math.tointeger(d)
+  local lo = n == 0 and -1 or -n
+  local hi = n == 0 and 1 or n
+  if d == 0 then fail(op, "dim 0 is not a dim: dims are 1-based (1 is the first, -1 the last)") end
+  if d < lo or d > hi then
+    fail(op, "dim %d is out of range for a tensor with %d dims (expected %d..%d or -%d..-1)", d, n, 1,
+      hi, hi)
+  end
+  return d < 0 and n + 1 + d or d
+end
+
+local function opts_like(x, opts, op)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail(op, "expected an options table {dtype=, device=, requires_grad=}, got %s", type(opts))
+  end
+  opts = opts or {}
+  return { dtype = opts.dtype or x.dtype, device = opts.device or x.device,
+           requires_grad = opts.requires_grad }
+end
+
+local function set(name, fn, method)
+  local g = guard(fn)
+  M[name] = g
+  core[name] = g
+  if method then T[name] = g end
+end
+
+-- ---- triangles and eye ------------------------------------------------------
+
+-- A bool [R, C] mask on x's device: col - row >= k (upper) or <= k (lower).
+local function band_mask(x, k, upper)
+  local R, C = x:size(-2), x:size(-1)
+  local o = { dtype = "int64", device = x.device }
+  local diff = core.arange(1, C + 1, o):view(1, C) - core.arange(1, R + 1, o):view(R, 1)
+  return upper and diff:ge(k) or diff:le(k)
+end
+
+local function triangle(op, upper)
+  return function(x, diagonal)
+    check_tensor(op, x)
+    if x:dim() < 2 then fail(op, "expected a tensor with at least 2 dims, got %d", x:dim()) end
+    diagonal = diagonal or 0
+    if math.type(diagonal) ~= "integer" then
+      fail(op, "diagonal must be an integer, got %s", tostring(diagonal))
+    end
+    return core.where(band_mask(x, diagonal, upper), x, core.zeros({}, { dtype = x.dtype, device = x.device }))
+  end
+end
+set("triu", triangle("triu", true), true)
+set("tril", triangle("tril", false), true)
+
+set("eye", function(n, m, opts)
+  if type(m) == "table" then m, opts = nil, m end
+  for _, v in ipairs { n, m or n } do
+    if math.type(v) ~= "integer" or v < 0 then fail("eye", "sizes must be integers >= 0, got %s", tostring(v)) end
+  end
+  m = m or n
+  opts = opts or {}
+  local o = { dtype = "int64", device = opts.device }
+  local e = core.arange(1, n + 1, o):view(n, 1):eq(core.arange(1, m + 1, o):view(1, m))
+  e = e:to(opts.dtype or "float32")
+  if opts.requires_grad then e:requires_grad_(true) end
+  return e
+end)
+
+-- ---- *_like -------------------------------------------------------------------
+
+local function like(op, make)
+  return function(x, ...)
+    check_tensor(op, x)
+    return make(x, ...)
+  end
+end
+set("zeros_like", like("zeros_like", function(x, opts) return core.zeros(x.shape, opts_like(x, opts, "zeros_like")) end))
+set("ones_like", like("ones_like", function(x, opts) return core.ones(x.shape, opts_like(x, opts, "ones_like")) end))
+set("full_like", like("full_like", function(x, value, opts)
+  if type(value) ~= "number" and type(value) ~= "boolean" then
+    fail("full_like", "value must be a number, got %s", type(value))
+  end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  return core.full(x.shape, value, opts_like(x, opts, "full_like"))
+end))
+set("rand_like", like("rand_like", function(x, opts) return core.rand(x.shape, opts_like(x, opts, "rand_like")) end))
+set("randn_like", like("randn_like", function(x, opts) return core.randn(x.shape, opts_like(x, opts, "randn_like")) end))
+
+-- ---- sorting --------------------------------------------------------------------
+
+-- (values, indices) sorted along dim (default -1, the last), ascending
+-- unless descending; stable: equal values keep their order. NaN is largest.
+local function sort(x, dim, descending)
+  check_tensor("sort", x)
+  if type(dim) == "boolean" then dim, descending = nil, dim end
+  if x:dim() == 0 then return x:clone(), core.ones({}, { dtype = "int64", device = x.device }) end
+  local d = check_dim("sort", x, dim or -1)
+  local idx = core._argsort(x, d, descending)
+  return x:gather(d, idx), idx
+end
+set("sort", sort, true)
+
+set("argsort", function(x, dim, descending)
+  check_tensor("argsort", x)
+  if type(dim) == "boolean" then dim, descending = nil, dim end
+  if x:dim() == 0 then return core.ones({}, { dtype = "int64", device = x.device }) end
+  return core._argsort(x, check_dim("argsort", x, dim or -1), descending)
+end, true)
+
+-- x:topk(k [, dim=-1 [, largest=true [, sorted=true]]]) -> values, indices.
+set("topk", function(x, k, dim, largest, sorted)
+  check_tensor("topk", x)
+  if largest == nil then largest = true end
+  local d = x:dim() == 0 and 1 or check_dim("topk", x, dim or -1)
+  local n = x:dim() == 0 and 1 or x:size(d)
+  if math.type(k) ~= "integer" or k < 0 or k > n then
+    fail("topk", "k must be an integer in 0..%d (the size of dim %d), got %s", n, d, tostring(k))
+  end
+  if x:dim() == 0 then return x:clone(), core.ones({}, { dtype = "int64", device = x.device }) end
+  local _ = sorted -- the k results always come sorted, which sorted=false allows too
+  local idx = core._argsort(x, d, largest):narrow(d, 1, k)
+  return x:gather(d, idx), idx
+end, true)
+
+-- ---- reductions -------------------------------------------------------------------
+
+set("std", function(x, ...)
+  check_tensor("std", x)
+  return x:var(...):sqrt()
+end, true)
+
+-- x:norm([p=2 [, dim [, keepdim]]]): the vector p-norm over all elements, or
+-- along dim (a number or a table of dims; one dim for p = +-inf).
+set("norm", function(x, p, dim, keepdim)
+  check_tensor("norm", x)
+  if p == nil or p == "fro" then p = 2 end
+  if type(p) ~= "number" then fail("norm", "p must be a number, \"fro\", math.huge or -math.huge, got %s", tostring(p)) end
+  if not core.Tensor.is_floating_point(x) then
+    fail("norm", "expected a float tensor, got %s (convert with :double() or :float())", x.dtype)
+  end
+  local a = x:abs()
+  if p == math.huge or p == -math.huge then
+    local f = p > 0 and a.max or a.min
+    if dim == nil then return f(a) end
+    if type(dim) ~= "number" then fail("norm", "p = %s takes one dim, got %s", tostring(p), type(dim)) end
+    return (f(a, dim, keepdim))
+  end
+  if p == 0 then return a:ne(0):to(x.dtype):sum(dim, keepdim) end
+  if p == 1 then return a:sum(dim, keepdim) end
+  if p == 2 then return (x * x):sum(dim, keepdim):sqrt() end
+  return (a ^ p):sum(dim, keepdim) ^ (1 / p)
+end, true)
+
+local function truth(x)
+  if x.dtype == "bool" then return x end
+  return x:ne(0)
+end
+
+-- x:all([dim [, keepdim]]) / x:any(...): bool, over everything or along dim.
+set("all", function(x, dim, keepdim)
+  check_tensor("all", x)
+  return truth(x):logical_not():sum(dim, keepdim):eq(0)
+end, true)
+set("any", function(x, dim, keepdim)
+  check_tensor("any", x)
+  return truth(x):sum(dim, keepdim):gt(0)
+end, true)
+
+local function is_float(x) return x.dtype == "float32" or x.dtype == "float64" or x.dtype == "bfloat16" end
+T.is_floating_point = function(x) return is_float(check_tensor("is_floating_point", x)) end
+
+set("isnan", function(x)
+  check_tensor("isnan", x)
+  if not is_float(x) then return core.zeros(x.shape, { dtype = "bool", device = x.device }) end
+  return x:ne(x)
+end, true)
+set("isinf", function(x)
+  check_tensor("isinf", x)
+  if not is_float(x) then return core.zeros(x.shape, { dtype = "bool", device = x.device }) end
+  return x:abs():eq(math.huge)
+end, true)
+set("isfinite", function(x)
+  check_tensor("isfinite", x)
+  if not is_float(x) then return core.ones(x.shape, { dtype = "bool", device = x.device }) end
+  return x:eq(x):logical_and(x:abs():ne(math.huge))
+end, true)
+
+-- ---- scans and rearrangements ---------------------------------------------------
+
+-- x:cumsum(dim): a log-step (Hillis-Steele) scan of shifted adds, so the
+-- backward is autograd's; bool counts as int64, as in PyTorch.
+set("cumsum", function(x, dim)
+  check_tensor("cumsum", x)
+  if dim == nil then fail("cumsum", "dim is required (1-based; -1 is the last)") end
+  if x.dtype == "bool" then x = x:long() end
+  if x:dim() == 0 then check_dim("cumsum", x, dim); return x:clone() end
+  local d = check_dim("cumsum", x, dim)
+  local n = x:size(d)
+  local y, k = x, 1
+  while k < n do
+    local shape = x:size()
+    shape[d] = k
+    local pad = core.zeros(shape, { dtype = x.dtype, device = x.device })
+    y = y + core.cat({ pad, y:narrow(d, 1, n - k) }, d)
+    k = k * 2
+  end
+  if rawequal(y, x) then y = x:clone() end
+  return y
+end, true)
+
+local function broadcast_shape(op, a, b)
+  local na, nb = #a, #b
+  local n = math.max(na, nb)
+  local out = {}
+  for i = 1, n do
+    local x = a[na - n + i] or 1
+    local y = b[nb - n + i] or 1
+    if x ~= y and x ~= 1 and y ~= 1 then
+      fail(op, "shapes %s and %s do not broadcast", tostring(a), tostring(b))
+    end
+    out[i] = (x == 1) and y or x
+  end
+  return out
+end
+
+-- x:masked_select(mask) -> 1-d: the elements where mask (bool, broadcast
+-- with x) is true, in row-major order.
+set("masked_select", function(x, mask)
+  check_tensor("masked_select", x)
+  check_tensor("masked_select", mask, "mask")
+  if mask.dtype ~= "bool" then fail("masked_select", "mask must be a bool tensor, got %s", mask.dtype) end
+  local shape = broadcast_shape("masked_select", x.shape, mask.shape)
+  local pos = core._nonzero_flat(mask:expand(shape))
+  return x:expand(shape):reshape(-1):index_select(1, pos)
+end, true)
+
+local function dim_list(op, x, dims)
+  if type(dims) == "number" then dims = { dims } end
+  if type(dims) ~= "table" or #dims == 0 then fail(op, "dims must be a dim or a table of dims, got %s", type(dims)) end
+  local out, seen = {}, {}
+  for i, d in ipairs(dims) do
+    out[i] = check_dim(op, x, d)
+    if seen[out[i]] then fail(op, "dim %d appears twice", out[i]) end
+    seen[out[i]] = true
+  end
+  return out
+end
+
+-- x:flip(dims): reverses the order along each of dims.
+set("flip", function(x, dims)
+  check_tensor("flip", x)
+  if x:dim() == 0 then dim_list("flip", x, dims); return x:clone() end
+  local y = x
+  for _, d in ipairs(dim_list("flip", x, dims)) do
+    local n = x:size(d)
+    if n > 1 then y = y:index_select(d, core.arange(n, 0, -1, { dtype = "int64", device = x.device })) end
+  end
+  if rawequal(y, x) then y = x:clone() end
+  return y
+end, true)
+
+-- x:roll(shifts [, dims]): elements shifted by shifts[i] along dims[i]
+-- (wrapping around); without dims, x is flattened, rolled and reshaped.
+set("roll", function(x, shifts, dims)
+  check_tensor("roll", x)
+  if dims == nil then
+    if type(shifts) ~= "number" then fail("roll", "without dims, shifts must be one number, got %s", type(shifts)) end
+    if x:dim() == 0 then return x:clone() end
+    return M.roll(x:reshape(-1), shifts, 1):reshape(x.shape)
+  end
+  if type(shifts) == "number" then shifts = { shifts } end
+  local ds = dim_list("roll", x, dims)
+  if type(shifts) ~= "table" or #shifts ~= #ds then
+    fail("roll", "shifts and dims must have the same length, got %d and %d",
+      type(shifts) == "table" and #shifts or 0, #ds)
+  end
+  local y = x
+  for i, d in ipairs(ds) do
+    local s = shifts[i]
+    if math.type(s) ~= "integer" then fail("roll", "shifts must be integers, got %s", tostring(s)) end
+    local n = x:size(d)
+    s = n > 0 and s % n or 0
+    if s ~= 0 then y = core.cat({ y:narrow(d, n - s + 1, s), y:narrow(d, 1, n - s) }, d) end
+  end
+  if rawequal(y, x) then y = x:clone() end
+  return y
+end, true)
+
+-- ---- Torch7 table indexing ---------------------------------------------------------
+
+-- t[{i, {a, b}, {a}, {}}]: a number selects (the dim goes away), {a, b} is
+-- the inclusive range a..b, {a} the range a..a (the dim stays), {} all of
+-- the dim; negative numbers count from the end. Dims not named stay whole.
+local function table_view(t, key)
+  local n = #key
+  for k in pairs(key) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      fail("index", "a table index is a list like {i, {a, b}, {}}; got key %s", tostring(k))
+    end
+  end
+  if n > t:dim() then fail("index", "%d indices for a tensor with %d dims", n, t:dim()) end
+  local v, d = t, 1
+  for i = 1, n do
+    local k = key[i]
+    if type(k) == "number" then
+      v = v:select(d, k)
+    elseif type(k) == "table" then
+      local size = v:size(d)
+      local a, b = k[1], k[2]
+      if #k > 2 or (a ~= nil and math.type(a) ~= "integer") or (b ~= nil and math.type(b) ~= "integer") then
+        fail("index", "index %d: a range is {}, {a} or {a, b} with integers, got a table of %d", i, #k)
+      end
+      if a ~= nil then
+        b = b or a
+        local a0, b0 = a, b
+        if a < 0 then a = size + 1 + a end
+        if b < 0 then b = size + 1 + b end
+        if a < 1 or a > size or b < a - 1 or b > size then
+          fail("index", "index %d: range {%d, %d} is out of range for dim %d of size %d", i, a0, b0, d, size)
+        end
+        v = v:narrow(d, a, b - a + 1)
+      end
+      d = d + 1
+    else
+      fail("index", "index %d must be a number or a range table, got %s", i, type(k))
+    end
+  end
+  return v
+end
+
+-- the tensor metatable, from the registry (luaL_newmetatable's name): making a
+-- tensor here would need a backend, and ember must load without one
+local mt = debug.getregistry()["ember.Tensor"]
+mt.__table_index = guard(table_view)
+mt.__table_newindex = guard(function(t, key, value)
+  local v = table_view(t, key)
+  if core.is_tensor(value) then
+    v:copy_(value)
+  elseif type(value) == "number" or type(value) == "boolean" then
+    v:fill_(type(value) == "boolean" and (value and 1 or 0) or value)
+  else
+    fail("setindex", "value must be a number or a tensor, got %s", type(value))
+  end
+end)
+
+return M

@@ -1,0 +1,126 @@
+-- ember/_listing.lua: readable printing of the tables ember returns.
+--
+--   listing.repr(v)      -- a one-value string: {1, 2}, {name = "x", n = 3}, ...
+--   listing.list(t)      -- gives a list a metatable whose __tostring is repr
+--
+-- The REPL prints any table without a __tostring through repr (core/cli/
+-- repl.c), and the listing functions (ember.attention_variants(),
+-- ember.plugin_search_path(), t:split(), t:chunk(), t:stride()) return lists that print
+-- the same way with print(). ember.plugins() has its own table printer in C.
+local core = require "ember.core"
+local guard = require("ember._helpers").guard -- C errors stay at the user's line
+
+local M = {}
+
+local MAX_ITEMS = 40 -- entries shown per table before "..."
+local MAX_DEPTH = 4
+
+local function key_repr(k)
+  if type(k) == "string" and k:match("^[%a_][%w_]*$") then return k end
+  if type(k) == "string" then return ("[%q]"):format(k) end
+  return "[" .. tostring(k) .. "]"
+end
+
+local function has_tostring(v)
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__tostring ~= nil
+end
+
+local repr
+
+-- A tensor inside a table prints as its header only; print it on its own
+-- for the values.
+local function short_tensor(t)
+  if t:is_closed() then return "tensor(<closed>)" end
+  return ("tensor(shape=[%s], dtype=%s, device=%s)"):format(table.concat(t.shape, ", "), t.dtype, t.device)
+end
+
+repr = function(v, depth, seen, indent)
+  depth, seen, indent = depth or 0, seen or {}, indent or ""
+  local tv = type(v)
+  if tv == "string" then return ("%q"):format(v) end
+  if core.is_tensor(v) then return depth == 0 and tostring(v) or short_tensor(v) end
+  if tv ~= "table" then return tostring(v) end
+  if has_tostring(v) and (depth > 0 or getmetatable(v).__tostring ~= M.tostring) then
+    return tostring(v)
+  end
+  if seen[v] then return "<cycle>" end
+  if depth >= MAX_DEPTH then return "{...}" end
+  seen[v] = true
+  local parts, n = {}, #v
+  for i = 1, math.min(n, MAX_ITEMS) do parts[#parts + 1] = repr(v[i], depth + 1, seen, indent .. "  ") end
+  if n > MAX_ITEMS then parts[#parts + 1] = ("... (%d in all)"):format(n) end
+  local keys = {}
+  for k in pairs(v) do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) and (type(a) == "string" or type(a) == "number") then return a < b end
+    return type(a) < type(b)
+  end)
+  for i, k in ipairs(keys) do
+    if i > MAX_ITEMS then parts[#parts + 1] = "..."; break end
+    parts[#parts + 1] = key_repr(k) .. " = " .. repr(v[k], depth + 1, seen, indent .. "  ")
+  end
+  seen[v] = nil
+  local one = "{" .. table.concat(parts, ", ") .. "}"
+  if #one <= 100 and not one:find("\n") then return one end
+  return "{\n" .. indent .. "  " .. table.concat(parts, ",\n" .. indent .. "  ") .. "\n" .. indent .. "}"
+end
+
+function M.repr(v) return repr(v) end
+
+M.tostring = function(t) return repr(t) end
+local LIST_MT = { __name = "ember.List", __tostring = M.tostring }
+
+function M.list(t)
+  return setmetatable(t, LIST_MT)
+end
+
+-- ember.attention_variants(): one line per variant, then its options.
+local VARIANTS_MT = { __name = "ember.List", __tostring = function(list)
+  local lines = {}
+  for _, v in ipairs(list) do
+    local names = {}
+    for _, o in ipairs(v.options or {}) do names[#names + 1] = o.name end
+    lines[#lines + 1] = ("%-10s %-6s %s"):format(v.name, v.version or "", v.description or "")
+    if #names > 0 then lines[#lines + 1] = "           options: " .. table.concat(names, ", ") end
+  end
+  if #lines == 0 then return "(no attention variants loaded; see ember.plugins())" end
+  return table.concat(lines, "\n")
+end }
+
+local function wrap_list(name, mt)
+  local f = core[name]
+  if type(f) ~= "function" then return end
+  core[name] = guard(function(...)
+    local r = f(...)
+    if type(r) == "table" and getmetatable(r) == nil then setmetatable(r, mt or LIST_MT) end
+    return r
+  end)
+end
+
+wrap_list("plugin_search_path")
+wrap_list("attention_variants", VARIANTS_MT)
+-- attention_variants(name) gives one record: it prints through LIST_MT's repr
+local variants = core.attention_variants
+if variants then
+  core.attention_variants = guard(function(name, ...)
+    local r = variants(name, ...)
+    if name ~= nil and getmetatable(r) == VARIANTS_MT then setmetatable(r, LIST_MT) end
+    return r
+  end)
+end
+for _, m in ipairs { "split", "chunk", "stride" } do
+  local f = core.Tensor[m]
+  if f then
+    core.Tensor[m] = guard(function(...)
+      local r = f(...)
+      if type(r) == "table" and getmetatable(r) == nil then setmetatable(r, LIST_MT) end
+      return r
+    end)
+    if core[m] then core[m] = core.Tensor[m] end
+  end
+end
+
+return M

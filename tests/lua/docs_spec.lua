@@ -1,0 +1,150 @@
+-- The reference is complete: every public Lua function has a doc comment,
+-- every function and method of the C-written API (ember.*, Tensor methods)
+-- has an entry in lua/ember/doc/*.luadoc, and every EM_API declaration in
+-- core/include has a comment. help() prints the entries, and LDoc builds
+-- the HTML reference from config.ld.
+--
+-- What counts as a doc comment (lua/ember/_doc.lua reads them, LDoc too):
+--   * a block of comment lines whose first line starts with "---" and has
+--     text (the summary), directly above `function A.b(`, `function A:b(`
+--     or `A.b = function(` -- no blank line between;
+--   * every file of lua/ember/ (and nn/, optim/, data/) other than init.lua
+--     and _private files starts with such a block: it documents what the
+--     file exports (nn.Linear, ember.checkpoint, ...);
+--   * public means the last part of the name does not start with "_"
+--     (`__init`, `_group` are private); nothing else is skipped.
+-- C API: an EM_API line needs a comment on the line itself, right above it,
+-- or above the run of declarations it is part of (no blank line between).
+local ember = require "ember"
+local doc = require "ember._doc"
+
+local SRC = os.getenv("EMBER_SOURCE_DIR") or "."
+
+local function short(path) return (path:gsub("^.*/lua/ember/", "lua/ember/")) end
+
+describe("every public Lua function has a doc comment", function()
+  for _, f in ipairs(doc.files()) do
+    if f.public then
+      it(short(f.path), function()
+        local missing = {}
+        if not f.parsed.header_is_doc then missing[#missing + 1] = "the file's first comment block (it must start with ---)" end
+        for _, d in ipairs(f.parsed.defs) do
+          local last = d.name:match("([%w_]+)$")
+          if last:sub(1, 1) ~= "_" then
+            local text = d.doc and f.parsed.entries[d.name]
+            if not d.doc then
+              missing[#missing + 1] = ("line %d: %s"):format(d.line, d.name)
+            elseif not (text and text:match("^%s*%S")) then
+              missing[#missing + 1] = ("line %d: %s (empty summary)"):format(d.line, d.name)
+            end
+          end
+        end
+        assert(#missing == 0, ("%s: no doc comment for\n  %s"):format(short(f.path), table.concat(missing, "\n  ")))
+      end)
+    end
+  end
+end)
+
+describe("the C-written API has reference entries", function()
+  local idx = doc.index()
+
+  it("every ember.* function (and ember.Size, ember.Tensor)", function()
+    local missing = {}
+    for k, v in pairs(ember) do
+      if type(k) == "string" and k:sub(1, 1) ~= "_" and (type(v) == "function" or k == "Size" or k == "Tensor")
+          and not idx["ember." .. k] then
+        missing[#missing + 1] = "ember." .. k
+      end
+    end
+    table.sort(missing)
+    assert(#missing == 0, "no entry for " .. table.concat(missing, ", "))
+  end)
+
+  it("every tensor method", function()
+    local missing = {}
+    for k, v in pairs(ember.Tensor) do
+      if type(v) == "function" and k:sub(1, 1) ~= "_" and not idx["Tensor:" .. k] then missing[#missing + 1] = "Tensor:" .. k end
+    end
+    table.sort(missing)
+    assert(#missing == 0, "no entry for " .. table.concat(missing, ", "))
+  end)
+
+  it("the check can fail: a function without an entry is found", function()
+    ember.Tensor.undocumented_probe = function() end
+    local found = false
+    for k in pairs(ember.Tensor) do found = found or (k == "undocumented_probe" and not idx["Tensor:" .. k]) end
+    ember.Tensor.undocumented_probe = nil
+    assert.is_true(found)
+    local p = doc.parse { "-- a plain comment", "function M.f() end", "--- documented", "function M.g() end" }
+    assert.is_false(p.defs[1].doc)
+    assert.is_true(p.defs[2].doc)
+  end)
+end)
+
+describe("the C API in core/include has doc comments", function()
+  local p = assert(io.popen(("ls %s/core/include/*.h"):format(SRC)))
+  for h in p:lines() do
+    it(h:match("[^/]+$"), function()
+      local lines = {}
+      for l in io.lines(h) do lines[#lines + 1] = l end
+      local bad = {}
+      for i, l in ipairs(lines) do
+        if l:match("^%s*EM_API") then
+          local ok = l:find("/%*") ~= nil
+          local j = i - 1
+          while not ok and j >= 1 do
+            local q = lines[j]
+            if q:match("^%s*$") then break end
+            if q:match("%*/%s*$") or q:match("^%s*/%*") or q:match("^%s*%*") then ok = true end
+            j = j - 1
+          end
+          if not ok then bad[#bad + 1] = ("line %d: %s"):format(i, l) end
+        end
+      end
+      assert(#bad == 0, "no comment for\n  " .. table.concat(bad, "\n  "))
+    end)
+  end
+  p:close()
+end)
+
+describe("help() prints the reference entry", function()
+  local function captured(f) return f() end -- help returns what it prints
+
+  it("of ember.matmul, a tensor method, an nn class and its method, a name", function()
+    local nn = require "ember.nn"
+    local s = captured(function() return ember.help(ember.matmul) end)
+    assert(s:find("^ember.matmul\n") and s:find("Matrix product", 1, true), s)
+    s = captured(function() return ember.help(ember.zeros(1).sum) end)
+    assert(s:find("Tensor:sum", 1, true), s)
+    s = captured(function() return ember.help(nn.Linear) end)
+    assert(s:find("nn.Linear", 1, true) and s:find("in_features", 1, true), s)
+    s = captured(function() return ember.help(nn.MultiHeadAttention) end)
+    assert(s:find("nn.MultiHeadAttention", 1, true) and s:find("heads", 1, true), s)
+    s = captured(function() return ember.help(nn.Linear.forward) end)
+    assert(s:find("nn.Linear:forward", 1, true), s)
+    s = captured(function() return ember.help("Tensor:topk") end)
+    assert(s:find("k largest", 1, true), s)
+    s = captured(function() return ember.help(function() end) end)
+    assert(s:find("help(x)", 1, true), s)
+  end)
+end)
+
+describe("LDoc builds the reference", function()
+  local has_ldoc = os.execute("command -v ldoc >/dev/null 2>&1")
+  it("from config.ld, with a page per module", function()
+    if not has_ldoc then pending("ldoc is not installed (apt-get install lua-ldoc)") return end
+    local out = os.tmpname()
+    os.remove(out)
+    local p = assert(io.popen(("cd '%s' && ldoc -d '%s' . 2>&1"):format(SRC, out)))
+    local log = p:read("a")
+    local ok = p:close()
+    assert(ok, log)
+    local f = assert(io.open(out .. "/index.html"), "no index.html: " .. log)
+    local index = f:read("a")
+    f:close()
+    for _, m in ipairs { "ember", "nn.Linear", "optim.AdamW", "checkpoint", "generate", "data.Dataset" } do
+      assert(index:find(m, 1, true), "the index lacks " .. m)
+    end
+    os.execute("rm -rf '" .. out .. "'")
+  end)
+end)

@@ -1,0 +1,225 @@
+-- The everyday helpers of lua/ember/_helpers.lua (triu/tril, eye, *_like,
+-- sort/argsort/topk, std, norm, all/any, isnan/isinf/isfinite, cumsum,
+-- masked_select, flip, roll), ember.Size and Torch7 table indexing:
+-- float64 gradchecks on contiguous and non-contiguous inputs, values of the
+-- non-differentiable ones, and errors (which must point at this file's
+-- line, not into the library). PyTorch parity of the differentiable ones is
+-- in ops_parity_spec.lua (tests/fixtures/ops_helpers.lua).
+local ember = require "ember"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+
+local D64 = { dtype = "float64" }
+
+local function noncontiguous(shape)
+  local rev, perm = {}, {}
+  local n = #shape
+  for i = 1, n do rev[i] = shape[n + 1 - i]; perm[i] = n + 1 - i end
+  return ember.randn(rev, D64):permute(perm):detach()
+end
+
+local function contiguous(shape) return ember.randn(shape, D64) end
+
+local function same(t, want)
+  assert.are.same(want, t:totable())
+end
+
+-- Runs f, which must fail; the message must carry every needle and point at
+-- this file (the user's line), not at lua/ember/. The calls are not tail
+-- calls (`local _ =`), which would take the caller's frame off the stack.
+local function fails_here(f, ...)
+  local ok, msg = pcall(f)
+  assert.is_false(ok, "expected an error")
+  assert(msg:find("helpers_spec.lua:%d+: "), "error not at the user's line: " .. msg)
+  for _, needle in ipairs { ... } do
+    assert(msg:find(needle, 1, true), ("message %q lacks %q"):format(msg, needle))
+  end
+  return msg
+end
+
+describe("helper gradchecks (float64)", function()
+  local cases = {
+    { "triu", { 4, 5 }, function(x) return x:triu(1) end },
+    { "tril", { 2, 4, 3 }, function(x) return ember.tril(x, -1) end },
+    { "sort", { 3, 5 }, function(x) return (x:sort(2, true)) end },
+    { "topk", { 4, 6 }, function(x) return (x:topk(3)) end },
+    { "std", { 3, 4 }, function(x) return x:std(2) end },
+    { "std all", { 3, 4 }, function(x) return x:std() end },
+    { "norm 2", { 3, 4 }, function(x) return x:norm() end },
+    { "norm 3 dim", { 3, 4 }, function(x) return x:norm(3, 1, true) end },
+    { "norm 1", { 3, 4 }, function(x) return x:norm(1, 2) end },
+    { "norm inf", { 3, 4 }, function(x) return x:norm(math.huge, 2) end },
+    { "cumsum", { 9, 3 }, function(x) return x:cumsum(1) end },
+    { "cumsum last", { 2, 3, 5 }, function(x) return ember.cumsum(x, -1) end },
+    { "masked_select", { 3, 4 }, function(x) return x:masked_select(ember.tensor { true, false, true, true }) end },
+    { "flip", { 3, 4 }, function(x) return x:flip { 1, 2 } end },
+    { "roll", { 3, 4 }, function(x) return x:roll({ 1, -1 }, { 1, 2 }) end },
+    { "roll flat", { 3, 4 }, function(x) return x:roll(5) end },
+    { "table index", { 3, 4 }, function(x) return x[{ { 2, 3 }, -1 }] end },
+  }
+  for _, c in ipairs(cases) do
+    local name, shape, f = c[1], c[2], c[3]
+    it(name, function()
+      gradcheck.check(f, { contiguous(shape) }, { name = name })
+      gradcheck.check(f, { noncontiguous(shape) }, { name = name .. " (non-contiguous)" })
+    end)
+  end
+end)
+
+describe("helper values", function()
+  it("eye and *_like", function()
+    same(ember.eye(2), { { 1, 0 }, { 0, 1 } })
+    same(ember.eye(2, 3, { dtype = "int64" }), { { 1, 0, 0 }, { 0, 1, 0 } })
+    assert.are.equal("int64", ember.eye(2, { dtype = "int64" }).dtype)
+    local x = ember.randn(2, 3, D64)
+    local z = ember.zeros_like(x)
+    assert.are.equal("float64", z.dtype)
+    assert.are.equal(ember.Size { 2, 3 }, z.shape)
+    same(ember.ones_like(x, { dtype = "int64" }), { { 1, 1, 1 }, { 1, 1, 1 } })
+    same(ember.full_like(x, 7):long(), { { 7, 7, 7 }, { 7, 7, 7 } })
+    assert.are.equal("float64", ember.rand_like(x).dtype)
+    assert.are.equal(ember.Size { 2, 3 }, ember.randn_like(x).shape)
+  end)
+
+  it("triu/tril on int64 and bool, causal masks", function()
+    same(ember.ones(3, 3, { dtype = "int64" }):triu(1), { { 0, 1, 1 }, { 0, 0, 1 }, { 0, 0, 0 } })
+    same(ember.ones(2, 3, { dtype = "bool" }):tril(), { { true, false, false }, { true, true, false } })
+  end)
+
+  it("sort is stable, NaN last, indices 1-based", function()
+    local v, i = ember.tensor { 3, 1, 2, 1, 0 / 0 }:sort()
+    same(i, { 2, 4, 3, 1, 5 })
+    assert(v[5]:item() ~= v[5]:item())
+    local _, j = ember.tensor { 3, 1, 2, 1 }:sort(true)
+    same(j, { 1, 3, 2, 4 })
+    same(ember.tensor({ 5, 9, 7 }, { dtype = "int64" }):argsort(), { 1, 3, 2 })
+    same(ember.argsort(ember.tensor { { 2, 1 }, { 0, 3 } }, 1), { { 2, 1 }, { 1, 2 } })
+    local tv, ti = ember.tensor { 4, 8, 1, 6 }:topk(2)
+    same(tv, { 8, 6 }); same(ti, { 2, 4 })
+  end)
+
+  it("all, any, isnan, isinf, isfinite", function()
+    local x = ember.tensor { { 1, 0 }, { 2, 3 } }
+    assert.is_false(x:all():item() == 1)
+    same(x:all(2), { false, true })
+    same(x:any(1), { true, true })
+    same(ember.any(ember.zeros(2), 1, true), { false })
+    assert.are.equal("bool", x:all().dtype)
+    local y = ember.tensor { 0 / 0, math.huge, -math.huge, 1 }
+    same(y:isnan(), { true, false, false, false })
+    same(y:isinf(), { false, true, true, false })
+    same(y:isfinite(), { false, false, false, true })
+    same(ember.isnan(ember.tensor({ 1 }, { dtype = "int64" })), { false })
+  end)
+
+  it("cumsum of int64 and bool, flip, roll, masked_select", function()
+    same(ember.tensor({ 1, 2, 3 }, { dtype = "int64" }):cumsum(1), { 1, 3, 6 })
+    local c = ember.tensor { true, false, true }:cumsum(1)
+    assert.are.equal("int64", c.dtype); same(c, { 1, 1, 2 })
+    same(ember.arange(1, 5):flip(1):long(), { 4, 3, 2, 1 })
+    same(ember.arange(1, 7):view(2, 3):roll(1, 2):long(), { { 3, 1, 2 }, { 6, 4, 5 } })
+    same(ember.arange(1, 5):roll(-1):long(), { 2, 3, 4, 1 })
+    same(ember.tensor { { 1, 2 }, { 3, 4 } }:masked_select(ember.tensor { { true }, { false } }):long(), { 1, 2 })
+    assert.are.equal(ember.Size { 0 }, ember.ones(3):masked_select(ember.zeros(3, { dtype = "bool" })).shape)
+  end)
+
+  it("errors name the helper, say what is allowed, and point at the caller", function()
+    fails_here(function() local _ = ember.ones(3):triu() end, "ember.triu", "at least 2 dims")
+    fails_here(function() local _ = ember.ones(2, 2):triu(0.5) end, "ember.triu", "diagonal must be an integer")
+    fails_here(function() local _ = ember.ones(2, 3):sort(3) end, "ember.sort", "dim 3", "-2..-1")
+    fails_here(function() local _ = ember.ones(2, 3):sort(0) end, "dims are 1-based")
+    fails_here(function() local _ = ember.ones(2, 3):topk(4) end, "ember.topk", "0..3")
+    fails_here(function() local _ = ember.ones(2, { dtype = "int64" }):norm() end, "ember.norm", "float tensor")
+    fails_here(function() local _ = ember.ones(2):norm("nuc") end, "ember.norm", "p must be")
+    fails_here(function() local _ = ember.ones(2):cumsum() end, "ember.cumsum", "dim is required")
+    fails_here(function() local _ = ember.ones(2):masked_select(ember.ones(2)) end, "ember.masked_select", "bool")
+    fails_here(function() local _ = ember.ones(2, 3):masked_select(ember.ones(4, { dtype = "bool" })) end,
+      "do not broadcast")
+    fails_here(function() local _ = ember.ones(2, 3):flip { 1, 1 } end, "ember.flip", "twice")
+    fails_here(function() local _ = ember.ones(2, 3):roll({ 1, 2 }, 1) end, "ember.roll", "same length")
+    fails_here(function() local _ = ember.eye(-1) end, "ember.eye", ">= 0")
+    fails_here(function() local _ = ember.zeros_like(3) end, "ember.zeros_like", "must be a tensor")
+    fails_here(function() local _ = ember.full_like(ember.ones(1), "x") end, "ember.full_like", "number")
+  end)
+end)
+
+describe("ember.Size", function()
+  it("prints, indexes, compares, has a length", function()
+    local x = ember.zeros(2, 3)
+    assert.are.equal("ember.Size{2, 3}", tostring(x.shape))
+    assert.are.equal("ember.Size{2, 3}", tostring(x:size()))
+    assert.are.equal("ember.Size{}", tostring(ember.zeros({}).shape))
+    assert.are.equal(3, x.shape[2])
+    assert.are.equal(2, #x.shape)
+    assert.is_true(x.shape == ember.Size { 2, 3 })
+    assert.is_true(x:size() == ember.Size(2, 3))
+    assert.is_true(x.shape == { 2, 3 })
+    assert.is_false(x.shape == ember.Size { 3, 2 })
+    assert.is_false(x.shape == ember.Size { 2, 3, 1 })
+    assert.are.equal(6, x.shape:numel())
+    assert.are.equal(ember.Size, getmetatable(x.shape))
+    assert.are.equal(ember.Size { 2, 3 }, ember.ones(x.shape).shape) -- a shape argument
+    assert.are.same({ 2, 3 }, { table.unpack(x.shape) })
+  end)
+end)
+
+describe("Torch7 table indexing", function()
+  local x
+  before_each(function() x = ember.arange(1, 13):view(3, 4) end)
+
+  it("reads numbers, ranges, single ranges and {}", function()
+    assert.are.equal(7, x[{ 2, 3 }]:item())
+    assert.are.equal(0, x[{ 2, 3 }]:dim())
+    same(x[{ { 1, 2 }, {} }], { { 1, 2, 3, 4 }, { 5, 6, 7, 8 } })
+    same(x[{ {}, { 2, 3 } }], { { 2, 3 }, { 6, 7 }, { 10, 11 } })
+    same(x[{ { 3 }, -1 }], { 12 })
+    same(x[{ -1, { -2, -1 } }], { 11, 12 })
+    same(x[{ 2 }], { 5, 6, 7, 8 })
+    same(x[{}], x:totable())
+    same(x[{ { 2, 1 } }], {}) -- an empty range, as a..a-1
+  end)
+
+  it("assigns numbers and tensors into the view", function()
+    x[{ 1, { 2, 3 } }] = 0
+    x[{ {}, 4 }] = ember.tensor { -1, -2, -3 }
+    x[{ 3, 1 }] = 99
+    same(x, { { 1, 0, 0, -1 }, { 5, 6, 7, -2 }, { 99, 10, 11, -3 } })
+  end)
+
+  it("is an error, at the user's line, never a silent nil", function()
+    fails_here(function() local _ = x[{ 4, 1 }] end, "out of range")
+    fails_here(function() local _ = x[{ 1, 2, 3 }] end, "3 indices for a tensor with 2 dims")
+    fails_here(function() local _ = x[{ { 1, 5 } }] end, "range {1, 5} is out of range")
+    fails_here(function() local _ = x[{ { 1, 2, 3 } }] end, "a range is {}, {a} or {a, b}")
+    fails_here(function() local _ = x[{ "a" }] end, "must be a number or a range table")
+    fails_here(function() local _ = x[{ a = 1 }] end, "a table index is a list")
+    fails_here(function() x[{ 1, 1 }] = "x" end, "value must be a number or a tensor")
+    fails_here(function() local _ = x[true] end, "cannot index a tensor with a boolean")
+  end)
+end)
+
+describe("listings print readably", function()
+  local function readable(v)
+    local s = tostring(v)
+    assert(not s:find("table: 0x"), "prints an address: " .. s)
+    return s
+  end
+
+  it("attention_variants, plugin_search_path, split, chunk", function()
+    local s = readable(ember.attention_variants())
+    assert(s:find("standard", 1, true) and s:find("options: kernel", 1, true), s)
+    local one = readable(ember.attention_variants("standard"))
+    assert(one:find('name = "standard"', 1, true), one)
+    readable(ember.plugin_search_path())
+    assert.are.equal("{tensor(shape=[2], dtype=float32, device=cpu), tensor(shape=[1], dtype=float32, device=cpu)}",
+      readable(ember.ones(3):split(2)))
+    readable(ember.ones(4):chunk(2))
+    assert.are.equal("{3, 1}", readable(ember.zeros(2, 3):stride()))
+    readable(ember.plugins())
+    assert.are.equal('{1, "a", {k = 2}}', require("ember._listing").repr { 1, "a", { k = 2 } })
+  end)
+
+  it("a wrapped listing keeps errors at the user's line", function()
+    fails_here(function() local _ = ember.ones(3):split(0) end, "ember.split")
+    fails_here(function() local _ = ember.attention_variants("nope") end, "nope")
+  end)
+end)
