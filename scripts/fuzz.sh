@@ -12,9 +12,16 @@
 # 77 when clang or libFuzzer is missing. FUZZ_JOBS=N runs N workers each.
 # FUZZ_COVERAGE=1 then replays each corpus through a source-coverage build
 # (build-fuzzcov/) and prints the line coverage of the files it targets.
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-15}
+case "$SECONDS_EACH" in
+  ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$SECONDS_EACH' (see --help)" >&2; exit 2 ;;
+esac
 shift 2>/dev/null || true
 ALL=(fuzz_safetensors fuzz_plugin_check fuzz_tensor_table fuzz_attn_options)
 HARNESSES=("$@")

@@ -9,6 +9,7 @@
 --   local error = require("ember._errors").error  -- error(msg [, level])
 --     -- raises msg at the first frame outside ember's Lua files; level 0
 --     -- keeps msg without a position (command-line messages)
+--   errors.raise(fmt, ...) -- error(fmt:format(...)) at the user's line
 --   errors.wrap(fn)   -- fn whose errors (also those of C functions it calls,
 --                     -- which name the library line) move to the user's line
 local M = {}
@@ -36,6 +37,11 @@ end
 function M.error(msg, level)
   if level == 0 or type(msg) ~= "string" then error(msg, 0) end
   error(msg, user_level())
+end
+
+function M.raise(fmt, ...)
+  if select("#", ...) > 0 then fmt = fmt:format(...) end
+  M.error(fmt)
 end
 
 -- Is the chunk name of an error position one of the library's files? Lua

@@ -13,7 +13,7 @@
 -- like any other module's state.
 -- @classmod nn.Attention
 local ember = require "ember.nn._ember"
-local errors = require "ember.errors"
+local errors = require "ember._errors"
 local Module = require "ember.nn.Module"
 
 local Attention = Module:extend("Attention")
@@ -81,12 +81,16 @@ function Attention:options() return self.core:options() end
 
 --- Names ember used for the variant's tables before they became module
 -- state ("relpos.rel_k" for "rel_k").
+-- @treturn table
 function Attention:legacy_names()
   local map = {}
   for _, n in ipairs(self.table_names) do map[self.core.attention .. "." .. n] = n end
   return map
 end
 
+--- As Module:to; the module's dtype and device fields follow.
+-- @string where a dtype or device name
+-- @treturn Attention self
 function Attention:to(where, moved)
   Module.to(self, where, moved)
   local dtype = Module.dtype_names[where]
@@ -94,6 +98,7 @@ function Attention:to(where, moved)
   return self
 end
 
+--- The variant, its options and sizes in one line.
 function Attention:extra_repr()
   return ("%s, heads=%d, head_dim=%d, v_head_dim=%d, %s"):format(tostring(self.core), self.heads,
     self.head_dim, self.v_head_dim, self.dtype)

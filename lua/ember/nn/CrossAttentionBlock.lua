@@ -1,4 +1,4 @@
--- nn.CrossAttentionBlock(d_model, heads [, opts]): the vision-language
+--- nn.CrossAttentionBlock(d_model, heads [, opts]): the vision-language
 -- block -- text tokens attend to image tokens (and optionally to each
 -- other first), then a feed-forward block; each step has dropout, a
 -- residual and a LayerNorm, pre-norm by default:
@@ -14,6 +14,7 @@
 -- (text padding), image_padding_mask=, need_weights=}]) -> out [, weights]
 -- with need_weights: the cross-attention weights [B, heads, Lt, Li] (for a
 -- heatmap over the image).
+-- @classmod nn.CrossAttentionBlock
 local Module = require "ember.nn.Module"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
@@ -54,6 +55,12 @@ function Block:_step(x, norm, drop, f)
   return norm(x + drop(f(x)))
 end
 
+--- Text tokens attend to image tokens (after their own self-attention when enabled).
+-- @tparam Tensor text [B, Lt, d_model]
+-- @tparam Tensor image [B, Li, image_dim]
+-- @tparam[opt] table opts `key_padding_mask` (text padding), `image_padding_mask`, `need_weights`
+-- @treturn Tensor [B, Lt, d_model]
+-- @treturn[opt] Tensor the cross-attention weights [B, heads, Lt, Li] when need_weights
 function Block:forward(text, image, opts)
   opts = opts or {}
   local x, weights = text, nil
@@ -74,6 +81,7 @@ function Block:forward(text, image, opts)
   return x
 end
 
+--- "norm_first=..., self_attention=..."
 function Block:extra_repr()
   return ("norm_first=%s, self_attention=%s"):format(tostring(self.norm_first), tostring(self.self_attention))
 end

@@ -23,7 +23,7 @@
 -- so that every assignment to their names goes through `__newindex`.
 -- @classmod nn.Module
 local ember = require "ember.nn._ember"
-local errors = require "ember.errors"
+local errors = require "ember._errors"
 
 local Module = {}
 Module.__name = "Module"

@@ -17,7 +17,7 @@
 -- same children, so it computes exactly what `forward` does.
 -- @classmod nn.MultiHeadAttention
 local ember = require "ember.nn._ember"
-local errors = require "ember.errors"
+local errors = require "ember._errors"
 local masks = require "ember.nn._masks"
 local Module = require "ember.nn.Module"
 local Linear = require "ember.nn.Linear"
@@ -160,7 +160,9 @@ function MHA:__init(d_model, heads, opts)
   self.attn = att
 end
 
---- Names of ember versions before the module was written in Lua.
+--- Names of ember versions before the module was written in Lua
+-- ("w_q" -> "q_proj.weight", ..., "relpos.rel_k" -> "attn.rel_k").
+-- @treturn table
 function MHA:legacy_names()
   local map = {}
   for short, child in pairs({ q = "q_proj", k = "k_proj", v = "v_proj", o = "out_proj" }) do
@@ -187,6 +189,9 @@ end
 -- @treturn table
 function MHA:options() return self.attn:options() end
 
+--- As Module:to; the module's dtype and device fields follow.
+-- @string where a dtype or device name
+-- @treturn MultiHeadAttention self
 function MHA:to(where, moved)
   Module.to(self, where, moved)
   self.dtype, self.device = self.attn.dtype, self.attn.device
@@ -394,9 +399,14 @@ function MHA:forward_cached(x, cache, opts)
   return (self:_attend(who, q, cache.k, cache.v, fopts, causal, x.shape[1], Lq))
 end
 
---- Writes one PNG per head of attention weights (`ember.attention_heatmap`).
+--- Writes one PNG per head of attention weights (see ember.attention_heatmap).
+-- @tparam Tensor weights [B, H, Lq, Lk], as forward returns with need_weights
+-- @string path the file (a head number is added when there are several)
+-- @tparam[opt] table opts tokens_q, tokens_k, head, batch, title, cell
+-- @treturn {string,...} the files written
 function MHA:heatmap(weights, path, opts) return ember.attention_heatmap(weights, path, opts) end
 
+--- The module's settings in one line.
 function MHA:extra_repr()
   return ("d_model=%d, heads=%d, kdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
     self.d_model, self.heads, self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope),

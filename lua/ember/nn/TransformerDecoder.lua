@@ -1,10 +1,11 @@
--- nn.TransformerDecoder(d_model, heads, num_layers [, opts]): a stack of
+--- nn.TransformerDecoder(d_model, heads, num_layers [, opts]): a stack of
 -- TransformerDecoderLayer ("layers.1", ...) with the layer options `opts`
 -- (cross=false for a decoder-only model), plus a final LayerNorm ("norm")
 -- when final_norm is true -- by default exactly when norm_first is.
 -- forward(x, memory [, opts]) takes the layer's options; with opts.cache (a
 -- table, empty for a new sequence) layer i keeps its keys/values in
 -- opts.cache[i], so x may be just the new positions (see ember.generate).
+-- @classmod nn.TransformerDecoder
 local Module = require "ember.nn.Module"
 local Sequential = require "ember.nn.Sequential"
 local LayerNorm = require "ember.nn.LayerNorm"
@@ -27,6 +28,11 @@ function Decoder:__init(d_model, heads, num_layers, opts)
   end
 end
 
+--- Runs the layers in order over x with the same memory (and the final norm, if any).
+-- @tparam Tensor x [B, L, d_model]
+-- @tparam Tensor memory [B, Lm, d_model] (nil for decoder-only layers)
+-- @tparam[opt] table opts as TransformerDecoderLayer.forward's; `cache` holds one table per layer
+-- @treturn Tensor [B, L, d_model]
 function Decoder:forward(x, memory, opts)
   opts = opts or {}
   local cache = opts.cache

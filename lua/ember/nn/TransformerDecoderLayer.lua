@@ -1,4 +1,4 @@
--- nn.TransformerDecoderLayer(d_model, heads [, opts]): masked self-attention,
+--- nn.TransformerDecoderLayer(d_model, heads [, opts]): masked self-attention,
 -- cross-attention to a memory, and a feed-forward block, each with dropout,
 -- a residual and a LayerNorm, as torch.nn.TransformerDecoderLayer
 -- (batch_first):
@@ -23,6 +23,7 @@
 -- MultiHeadAttention.forward_cached); tgt_key_padding_mask then covers every
 -- cached position ([B, positions so far]). Without a cache the layer is
 -- exactly the batch computation.
+-- @classmod nn.TransformerDecoderLayer
 local Module = require "ember.nn.Module"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
@@ -88,10 +89,17 @@ function DecoderLayer:_ca(x, memory, o)
   return self.dropout2(y)
 end
 
+--- Masked self-attention, cross-attention to memory, feed-forward.
+-- @tparam Tensor x [B, L, d_model] (with a cache: only the new positions)
+-- @tparam Tensor memory [B, Lm, memory_dim] (nil when cross = false)
+-- @tparam[opt] table opts see the file's header: causal, tgt_mask / tgt_allow_mask /
+-- tgt_block_mask, tgt_key_padding_mask, memory_mask (and its allow/block forms),
+-- memory_key_padding_mask, cache
+-- @treturn Tensor [B, L, d_model]
 function DecoderLayer:forward(x, memory, opts)
   opts = opts or {}
   if self.has_cross and memory == nil then
-    require("ember.errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
+    require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end
   local last = self.has_cross and 3 or 2
   local norm_ff, drop_ff = self["norm" .. last], self["dropout" .. last]
@@ -105,6 +113,7 @@ function DecoderLayer:forward(x, memory, opts)
   return norm_ff(x + drop_ff(self.ff(x)))
 end
 
+--- "norm_first=..., cross=..."
 function DecoderLayer:extra_repr()
   return ("norm_first=%s, cross=%s"):format(tostring(self.norm_first), tostring(self.has_cross))
 end

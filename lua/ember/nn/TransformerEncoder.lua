@@ -1,8 +1,9 @@
--- nn.TransformerEncoder(d_model, heads, num_layers [, opts]): a stack of
+--- nn.TransformerEncoder(d_model, heads, num_layers [, opts]): a stack of
 -- TransformerEncoderLayer (children "layers.1", "layers.2", ...) with the
 -- layer options `opts`, plus a final LayerNorm ("norm") when final_norm is
 -- true -- by default exactly when norm_first is, as pre-norm stacks need it.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}])
+-- @classmod nn.TransformerEncoder
 local Module = require "ember.nn.Module"
 local Sequential = require "ember.nn.Sequential"
 local LayerNorm = require "ember.nn.LayerNorm"
@@ -25,6 +26,10 @@ function Encoder:__init(d_model, heads, num_layers, opts)
   end
 end
 
+--- Runs the layers in order (and the final norm, if any).
+-- @tparam Tensor x [B, L, d_model]
+-- @tparam[opt] table opts as TransformerEncoderLayer.forward's, given to every layer
+-- @treturn Tensor [B, L, d_model]
 function Encoder:forward(x, opts)
   for i = 1, #self.layers do x = self.layers[i](x, opts) end
   if self.norm then x = self.norm(x) end

@@ -1,4 +1,4 @@
--- nn.TransformerEncoderLayer(d_model, heads [, opts]): self-attention and a
+--- nn.TransformerEncoderLayer(d_model, heads [, opts]): self-attention and a
 -- feed-forward block, each with dropout, a residual and a LayerNorm, as
 -- torch.nn.TransformerEncoderLayer (batch_first):
 --   post-norm (norm_first=false):  x = norm1(x + drop(sa(x)));  x = norm2(x + drop(ff(x)))
@@ -9,6 +9,7 @@
 -- attention_options={...}, rope=false, dtype=, device=.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
 -- block_mask= (bool, see nn/_masks.lua), causal=}])
+-- @classmod nn.TransformerEncoderLayer
 local Module = require "ember.nn.Module"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
@@ -41,6 +42,11 @@ function EncoderLayer:_sa(x, opts)
   }))
 end
 
+--- Self-attention and feed-forward blocks, pre- or post-norm.
+-- @tparam Tensor x [B, L, d_model]
+-- @tparam[opt] table opts `key_padding_mask` (bool [B, L], true = padding), `attn_mask`
+-- (float), `allow_mask` / `block_mask` (bool), `causal`
+-- @treturn Tensor [B, L, d_model]
 function EncoderLayer:forward(x, opts)
   opts = opts or {}
   if self.norm_first then
@@ -51,6 +57,7 @@ function EncoderLayer:forward(x, opts)
   return self.norm2(x + self.dropout2(self.ff(x)))
 end
 
+--- "norm_first=..."
 function EncoderLayer:extra_repr() return "norm_first=" .. tostring(self.norm_first) end
 
 return EncoderLayer

@@ -15,7 +15,7 @@
 -- Layers with several masks prefix the names: tgt_mask / tgt_allow_mask /
 -- tgt_block_mask, memory_mask / memory_allow_mask / memory_block_mask.
 -- ember.Attention, SDPA's peer, keeps SDPA's boolean attn_mask.
-local errors = require "ember.errors"
+local errors = require "ember._errors"
 
 local M = {}
 
