@@ -91,7 +91,7 @@ static int n_hooks;
 static int hooks_dispatch_protected(lua_State *L) {
   em_tensor *leaf = (em_tensor *)lua_touserdata(L, 1);
   if (!leaf) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &end_hooks_key);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &end_hooks_key) != LUA_TTABLE) return 0;
     lua_newtable(L); /* a copy, so a hook may remove itself */
     for (lua_pushnil(L); lua_next(L, -3); lua_pop(L, 1)) {
       lua_pushvalue(L, -2);
@@ -103,7 +103,7 @@ static int hooks_dispatch_protected(lua_State *L) {
     }
     return 0;
   }
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &hooks_key);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hooks_key) != LUA_TTABLE) return 0;
   if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return 0;
   int entry = lua_gettop(L);
   for (lua_Integer i = 2, n = luaL_len(L, entry); i <= n; i++) {
