@@ -14,7 +14,9 @@
 -- --smoke --out --help. Values are given as "--name value" or "--name=value";
 -- a boolean option is a flag ("--smoke") or takes true/false. An option's
 -- type comes from its default (or `type` when the default is nil). After
--- parsing, cli.parse seeds the global generator and sets the thread count.
+-- parsing, cli.parse seeds the global generator and sets the thread count,
+-- and puts in opts.world an ember.distributed.World: under `mpirun -np N`
+-- the N ranks share each global batch (see lua/ember/distributed/World.lua).
 local M = {}
 
 local SHARED = {
@@ -156,6 +158,10 @@ function M.parse(argv, conf)
     os.exit(0, true)
   end
   local ember = require "ember"
+  -- Under mpirun: MPI starts, and only rank 0 prints (the others' print is
+  -- silenced, as torchvision's reference scripts do; errors still reach stderr).
+  o.world = require("ember.distributed.World").from_env()
+  if not o.world.main then print = function() end end
   ember.manual_seed(math.tointeger(o.seed) or error("option --seed must be an integer", 0))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then
