@@ -85,6 +85,22 @@ static MPI_Op mpi_op(em_dtype dt, dc_op op) {
   return op == DC_SUM ? MPI_SUM : op == DC_MAX ? MPI_MAX : MPI_MIN;
 }
 
+/* The mean from the sum, on the worker so it overlaps too: each value is
+** divided in double and rounded once to the dtype (floating dtypes only). */
+static void divide(void *buf, size_t n, em_dtype dt, int size) {
+  double d = (double)size;
+  if (dt == EM_F32) {
+    float *x = buf;
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] / d);
+  } else if (dt == EM_F64) {
+    double *x = buf;
+    for (size_t i = 0; i < n; i++) x[i] /= d;
+  } else if (dt == EM_BF16) {
+    uint16_t *x = buf;
+    for (size_t i = 0; i < n; i++) x[i] = f32_to_bf16((float)((double)bf16_to_f32(x[i]) / d));
+  }
+}
+
 static int fail_mpi(dc_work *w, int rc) {
   char s[MPI_MAX_ERROR_STRING];
   int n = 0;
@@ -171,7 +187,11 @@ static void run(dc_work *w) {
     rc = MPI_Finalize();
     break;
   }
-  if (rc != MPI_SUCCESS) fail_mpi(w, rc);
+  if (rc != MPI_SUCCESS) {
+    fail_mpi(w, rc);
+  } else if (w->mean) {
+    divide(w->recv, w->count, w->dtype, size);
+  }
 }
 
 static int init_mpi(dc_info *info, char *msg, size_t n) {
@@ -180,6 +200,10 @@ static int init_mpi(dc_info *info, char *msg, size_t n) {
   ** them: promote the already loaded library to global. */
   void *self = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
   if (!self) self = dlopen("libmpi.so", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  /* The communication thread shares its rank's core (mpirun binds a rank
+  ** to one core by default) with the compute threads: an MPI call that
+  ** waits yields the core instead of spinning on it, unless the user chose. */
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   int provided = 0, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
   if (rc != MPI_SUCCESS) {
     snprintf(msg, n, "MPI_Init_thread failed (error %d)", rc);

@@ -37,6 +37,7 @@ typedef struct dc_work {
   em_dtype dtype;
   dc_op op;
   int root;          /* 0-based */
+  int mean;          /* DC_ALLREDUCE, DC_REDUCE_SCATTER: divide the sum by the world size */
   void *send, *recv;
   size_t count;      /* elements (bytes for DC_GATHER_BYTES) */
   const char *name;  /* "all_reduce", for messages */

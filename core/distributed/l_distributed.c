@@ -52,7 +52,6 @@ typedef struct handle {
   em_tensor *target; /* the tensor results land in */
   em_tensor *stage;  /* its contiguous host copy, or NULL when MPI writes target itself */
   em_tensor *src;    /* the send side (all_gather, reduce_scatter), kept alive */
-  double scale;      /* mean: 1 / world size, applied by wait() */
   int waited;
   char name[32];
 } handle;
@@ -102,7 +101,6 @@ static int handle_gc(lua_State *L) {
 static handle *new_handle(lua_State *L, const char *name) {
   handle *h = lua_newuserdatauv(L, sizeof *h, 1);
   memset(h, 0, sizeof *h);
-  h->scale = 1;
   snprintf(h->name, sizeof h->name, "%s", name);
   luaL_setmetatable(L, HANDLE_MT);
   h->w = calloc(1, sizeof *h->w);
@@ -149,14 +147,13 @@ static void submit(lua_State *L, handle *h) {
   }
 }
 
-static dc_op check_op(lua_State *L, int idx, em_dtype dt, const char *name, double *scale) {
+static dc_op check_op(lua_State *L, int idx, em_dtype dt, const char *name, int *mean) {
   static const char *const ops[] = {"sum", "mean", "max", "min", NULL};
   int op = luaL_checkoption(L, idx, "sum", ops);
-  *scale = 1;
+  *mean = op == 1;
   if (op == 1) {
     if (!em_dtype_is_float(dt))
       luaL_error(L, "ember.distributed.%s: op 'mean' needs a floating-point tensor, got %s", name, em_dtype_name(dt));
-    *scale = 1.0 / info.size;
     return DC_SUM;
   }
   return op == 0 ? DC_SUM : op == 2 ? DC_MAX : DC_MIN;
@@ -165,15 +162,14 @@ static dc_op check_op(lua_State *L, int idx, em_dtype dt, const char *name, doub
 /* all_reduce(t [, op]) -> handle; t is reduced in place. */
 static int f_all_reduce(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce");
-  double scale;
-  dc_op op = check_op(L, 2, t->dtype, "all_reduce", &scale);
+  int mean;
+  dc_op op = check_op(L, 2, t->dtype, "all_reduce", &mean);
   handle *h = new_handle(L, "all_reduce");
   void *p;
   em_status s = host_buffer(t, 1, &h->stage, &p);
   if (s) return fail(L, "all_reduce", s);
   h->target = em_retain(t);
-  h->scale = scale;
-  *h->w = (dc_work){.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = op, .recv = p,
+  *h->w = (dc_work){.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = op, .mean = mean, .recv = p,
                     .count = (size_t)em_numel(t), .name = h->name};
   submit(L, h);
   return 1;
@@ -228,18 +224,17 @@ static int f_all_gather(lua_State *L) {
 /* reduce_scatter(out, t [, op]) -> handle; t holds world_size * numel(out) elements. */
 static int f_reduce_scatter(lua_State *L) {
   em_tensor *out = check_tensor(L, 1, "reduce_scatter"), *t = check_tensor(L, 2, "reduce_scatter");
-  double scale;
-  dc_op op = check_op(L, 3, t->dtype, "reduce_scatter", &scale);
+  int mean;
+  dc_op op = check_op(L, 3, t->dtype, "reduce_scatter", &mean);
   check_pair(L, "reduce_scatter", t, out, em_numel(out) * info.size);
   handle *h = new_handle(L, "reduce_scatter");
   void *po, *pi;
   em_status s = host_buffer(out, 0, &h->stage, &po);
   h->target = em_retain(out);
-  h->scale = scale;
   if (s == EM_OK) s = host_buffer(t, 1, &h->src, &pi);
   if (s) return fail(L, "reduce_scatter", s);
   if (!h->src) h->src = em_retain(t);
-  *h->w = (dc_work){.kind = DC_REDUCE_SCATTER, .dtype = t->dtype, .op = op, .send = pi, .recv = po,
+  *h->w = (dc_work){.kind = DC_REDUCE_SCATTER, .dtype = t->dtype, .op = op, .mean = mean, .send = pi, .recv = po,
                     .count = (size_t)em_numel(out), .name = h->name};
   submit(L, h);
   return 1;
@@ -279,7 +274,6 @@ static int m_wait(lua_State *L) {
     bool prev = em_set_grad_enabled(false); /* results are written in place, like torch.distributed */
     em_status s = EM_OK;
     if (h->stage) s = em_copy_(h->target, h->stage);
-    if (s == EM_OK && h->scale != 1) s = em_mul_scalar_(h->target, h->scale);
     em_set_grad_enabled(prev);
     if (s) return fail(L, h->name, s);
   }

@@ -12,10 +12,10 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 MAX=${MAX_BYTES:-$((64 << 20))}
 NPS=${NPS:-"2 4"}
-peer=$BUILD/scripts/bench/ember_allreduce_peer
+peer=$BUILD/bin/ember_allreduce_peer
 [ -x "$peer" ] || { echo "no $peer (build with MPI)"; exit 1; }
 export EMBER_PLUGIN_PATH=$BUILD/plugins EMBER_PLUGIN_PATH_ONLY=1 OMP_NUM_THREADS=1
-cores=$(nproc)
+cores=$(nproc --all)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run() { # np btl what out
@@ -34,4 +34,4 @@ for np in $NPS; do
     }'
   done
 done
-echo "machine: $cores cores; at 4 ranks the ranks outnumber the cores (oversubscribed), so the 4-rank rows measure a time-shared machine"
+echo "machine: $cores cores, load average $(cut -d" " -f1-3 /proc/loadavg) (other jobs share it); at 4 ranks the ranks outnumber the cores (oversubscribed), so the 4-rank rows measure a time-shared machine"
