@@ -16,5 +16,8 @@ if [ ! -e "$build/lua/ember/distributed_mpi.so" ]; then
 fi
 # One thread per rank: the ranks share the cores.
 export OMP_NUM_THREADS=1
+# Under ASan (scripts/test.sh sets ASAN_OPTIONS): the slow unwinder, so that
+# leaks inside Open MPI keep the frames tests/lsan.supp matches them by.
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
 exec timeout 300 mpirun --oversubscribe --allow-run-as-root -np "$np" ${EMBER_MPIRUN_ARGS:-} \
   "$ember" "$script" "$@"
