@@ -15,6 +15,10 @@ NPS=${NPS:-"2 4"}
 peer=$BUILD/bin/ember_allreduce_peer
 [ -x "$peer" ] || { echo "no $peer (build with MPI)"; exit 1; }
 export EMBER_PLUGIN_PATH=$BUILD/plugins EMBER_PLUGIN_PATH_ONLY=1 OMP_NUM_THREADS=1
+# The same MPI settings on both sides: ember.distributed turns on
+# mpi_yield_when_idle (its communication thread shares a core with compute);
+# the peer gets it too, so the table compares the calls, not the settings.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 cores=$(nproc --all)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
