@@ -187,7 +187,6 @@ local net = world:wrap(model) -- DistributedDataParallel under mpirun
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local steps_per_epoch = world:num_batches(train, opts.batch)
-if world.distributed then print(("%s: %d per rank"):format(tostring(world), world:local_batch(opts.batch))) end
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and math.min(40, steps_per_epoch) or steps_per_epoch * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end

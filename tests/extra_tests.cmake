@@ -64,3 +64,9 @@ foreach(np 2 3)
   set_tests_properties(mpi.fault.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
     PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV}")
 endforeach()
+# Every training script's --smoke run under mpirun -np 2.
+add_test(NAME mpi.scripts.np2
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_scripts.sh ${EMBER_BIN}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(mpi.scripts.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
+  PROCESSORS 2 TIMEOUT 1500 ENVIRONMENT "${TEST_ENV}")

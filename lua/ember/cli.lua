@@ -162,6 +162,15 @@ function M.parse(argv, conf)
   -- silenced, as torchvision's reference scripts do; errors still reach stderr).
   o.world = require("ember.distributed.World").from_env()
   if not o.world.main then print = function() end end
+  if o.world.distributed then
+    if o.batch and o.batch % o.world.size ~= 0 then
+      io.stderr:write(("%s: --batch %d (the global batch) does not split evenly over %d ranks\n")
+                      :format(conf and conf.script or "script", o.batch, o.world.size))
+      os.exit(2, true)
+    end
+    print(("%s, global batch split over them: --batch %d is %d per rank"):format(
+      tostring(o.world), o.batch, o.batch // o.world.size))
+  end
   ember.manual_seed(math.tointeger(o.seed) or error("option --seed must be an integer", 0))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then

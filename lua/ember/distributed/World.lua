@@ -89,7 +89,7 @@ function World:barrier() if self.distributed then dist.barrier() end end
 
 function World:__tostring()
   if not self.distributed then return "a single process" end
-  return ("%d ranks (MPI: %s), global batch split over them"):format(self.size, dist.library())
+  return ("%d ranks (MPI: %s)"):format(self.size, dist.library())
 end
 
 return World
