@@ -27,8 +27,12 @@ local state = nil -- what init() learnt: rank, size, local_rank, local_size, lib
 
 local function need_c(fn)
   if not okC then
-    error(("ember.distributed.%s: this ember was built without MPI (install libopenmpi-dev and "
-           .. "openmpi-bin, then rebuild); the module failed with: %s"):format(fn, tostring(C)), 3)
+    local why = tostring(C)
+    if why:find("module 'ember.distributed_mpi' not found", 1, true) then
+      why = "ember/distributed_mpi.so was not built"
+    end
+    error(("ember.distributed.%s: this ember has no MPI (install libopenmpi-dev and openmpi-bin, "
+           .. "then rebuild): %s"):format(fn, why), 3)
   end
 end
 
