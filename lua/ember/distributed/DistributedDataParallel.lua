@@ -126,8 +126,16 @@ function DDP.new(module, opts)
     self.bucket_of = self.bucket_of or {}
     self.bucket_of[i] = #buckets
   end
+  -- each parameter's slice of its bucket, made once (views of the flat buffer)
+  self.slice_of = {}
   for _, bk in ipairs(buckets) do
     bk.flat = ember.zeros({bk.numel}, {dtype = bk.dtype, device = bk.device})
+    bk.slices = {}
+    for pos, i in ipairs(bk.params) do
+      local p = params[i]
+      bk.slices[pos] = bk.flat:narrow(1, bk.offset[pos] + 1, p:numel()):view(p.shape)
+      self.slice_of[i] = bk.slices[pos]
+    end
   end
   self.buckets = buckets
   self:_reset()
@@ -144,18 +152,13 @@ function DDP:_reset()
   self.next_launch, self.works, self.active = 1, {}, false
 end
 
--- The slice of bucket k that holds parameter i, shaped like it.
-local function slice(bk, pos, p)
-  return bk.flat:narrow(1, bk.offset[pos] + 1, p:numel()):view(p.shape)
-end
-
 function DDP:_launch_ready(all)
   while self.next_launch <= #self.buckets do
     local k = self.next_launch
     local bk = self.buckets[k]
     if not all and self.n_ready_in[k] < #bk.params then return end
     for pos, i in ipairs(bk.params) do -- unused parameters contribute zeros
-      if not self.ready[i] then slice(bk, pos, self.params[i]):zero_() end
+      if not self.ready[i] then bk.slices[pos]:zero_() end
     end
     self.works[k] = dist.all_reduce(bk.flat, "mean", {async = true})
     self.next_launch = k + 1
@@ -166,12 +169,9 @@ end
 function DDP:_ready(i)
   if not self.require_sync or self.ready[i] then return end
   self.active = true
-  local p, k = self.params[i], self.bucket_of[i]
-  local bk = self.buckets[k]
-  local pos
-  for q, j in ipairs(bk.params) do if j == i then pos = q break end end
-  local g = p.grad
-  if g then slice(bk, pos, p):copy_(g) else slice(bk, pos, p):zero_() end
+  local k = self.bucket_of[i]
+  local g = self.params[i].grad
+  if g then self.slice_of[i]:copy_(g) else self.slice_of[i]:zero_() end
   self.ready[i] = true
   self.n_ready_in[k] = self.n_ready_in[k] + 1
   if self.overlap then self:_launch_ready(false) end
@@ -187,7 +187,7 @@ function DDP:_finish()
       self.works[k]:wait()
       for pos, i in ipairs(bk.params) do
         local p = self.params[i]
-        local mean = slice(bk, pos, p)
+        local mean = bk.slices[pos]
         local g = p.grad
         if g then g:copy_(mean) else p.grad = mean:clone() end
       end
