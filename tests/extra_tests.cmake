@@ -70,3 +70,12 @@ add_test(NAME mpi.scripts.np2
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(mpi.scripts.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
   PROCESSORS 2 TIMEOUT 1500 ENVIRONMENT "${TEST_ENV}")
+# CUDA tensors through host staging, on the emulated CUDA backend (no GPU needed).
+if(TARGET ember_backend_cuda_emu)
+  add_test(NAME mpi.cuda_staging.np2
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
+            ${CMAKE_CURRENT_SOURCE_DIR}/distributed/cuda_staging.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(mpi.cuda_staging.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77 PROCESSORS 2
+    ENVIRONMENT "EMBER_PLUGIN_PATH=${EMBER_BUILD_PLUGIN_DIR}:$<TARGET_FILE_DIR:ember_backend_cuda_emu>;EMBER_PLUGIN_PATH_ONLY=1;EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR};EMBER_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=1")
+endif()
