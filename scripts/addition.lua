@@ -38,6 +38,7 @@ local opts = cli.parse(arg, {
     {"predict", nil, "solve one problem, e.g. 535+61, with the saved model", type = "string"},
   },
 })
+local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 
 local MODEL_KEYS = {"d_model", "heads", "enc_layers", "dec_layers", "ffn", "dropout", "attention", "attention_options"}
@@ -122,13 +123,16 @@ end
 local function exact_match(model, src, src_mask, targets, bs)
   model:eval()
   local ok = 0
-  for start = 1, #targets, bs do
-    local n = math.min(bs, #targets - start + 1)
+  local first, count = world:shard_range(#targets) -- this rank's share of the problems
+  for start = first, first + count - 1, bs do
+    local n = math.min(bs, first + count - start)
     local got = model:greedy(tok, src:narrow(1, start, n), src_mask:narrow(1, start, n))
     for i = 1, n do if got[i] == targets[start + i - 1] then ok = ok + 1 end end
   end
   model:train()
-  return ok / #targets
+  local total
+  ok, total = world:sum(ok, count)
+  return ok / total
 end
 
 local model_path = opts.out .. "/addition.safetensors"
@@ -161,10 +165,11 @@ print(("data: %d training / %d held-out problems, e.g. %s"):format(train:size(),
 
 ember.manual_seed(opts.seed)
 local model = Seq2Seq(tok:size(), pad, opts):to(opts.device)
+local net = world:wrap(model) -- DistributedDataParallel under mpirun
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local epochs = opts.smoke and 1 or opts.epochs
-local total_steps = opts.smoke and 40 or train:num_batches(opts.batch) * epochs
+local total_steps = opts.smoke and 40 or world:num_batches(train, opts.batch) * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local params = model:parameters()
 local opt = optim.AdamW(params, {lr = opts.lr, weight_decay = opts.weight_decay})
@@ -178,11 +183,11 @@ local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "ex"}
   local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
-  for b in train:batches(opts.batch, {shuffle = true}) do
+  for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
     local L = b.tgt:size(2)
     local tgt_in, tgt_out = b.tgt:narrow(2, 1, L - 1), b.tgt:narrow(2, 2, L - 1)
-    local logits = model(b.src, b.src_mask, tgt_in)
+    local logits = net(b.src, b.src_mask, tgt_in)
     local V = logits:size(3)
     local flat_out = tgt_out:reshape(-1)
     local loss = ember.cross_entropy(logits:reshape(-1, V), flat_out, {ignore_index = pad})
@@ -197,9 +202,10 @@ for epoch = 1, epochs do
     local ok = logits:reshape(-1, V):argmax(2):eq(flat_out):logical_and(real):long():sum():item()
     local n_tok = real:long():sum():item()
     for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("tok_acc", ok, n_tok) end
-    seen = seen + n
+    seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), tok_acc = ep:mean("tok_acc")})
     if step % log_every == 0 then
+      win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), token_acc = win:mean("tok_acc")}
       win:reset()
@@ -207,6 +213,7 @@ for epoch = 1, epochs do
     if step >= total_steps then break end
   end
   bar:finish()
+  ep:reduce()
   local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, exact_match = em}
   print(("epoch %d: loss %.4f  token acc %.2f%%  held-out exact match %.2f%%  (%.0f s)"):format(
@@ -218,7 +225,7 @@ local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
 print(("held-out exact match %.2f%% (greedy decoding) after %.1f s of training"):format(em * 100, train_time))
 print(("RESULT ember_addition exact_match=%.2f%% train_s=%.1f steps=%d"):format(em * 100, train_time, step))
 log:close()
-checkpoint.save(model_path, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)})
+if world.main then checkpoint.save(model_path, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)}) end
 print("saved " .. model_path)
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "addition: training loss"})
 log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"token_acc", "exact_match"}, title = "addition: accuracy"})

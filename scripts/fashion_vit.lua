@@ -34,6 +34,7 @@ local opts = cli.parse(arg, {
     {"limit", nil, "use only the first N training images", type = "number"},
   },
 })
+local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 if 28 % opts.patch ~= 0 then error("--patch must divide 28", 0) end
 
@@ -74,14 +75,16 @@ end
 
 local function evaluate(model, ds)
   model:eval()
-  local correct = 0
+  local correct, n = 0, 0
   ember.no_grad(function()
-    for b in ds:batches(1000) do
+    for b in world:eval_batches(ds, 1000) do -- this rank's shard of the test set
       correct = correct + model(b.x):argmax(2):eq(b.y):long():sum():item()
+      n = n + b.y:size(1)
     end
   end)
   model:train()
-  return correct / ds:size()
+  correct, n = world:sum(correct, n)
+  return correct / n
 end
 
 cli.mkdir(opts.out)
@@ -97,9 +100,10 @@ print(("data: %d train / %d test images (%.1f s)"):format(train:size(), test:siz
 
 ember.manual_seed(opts.seed)
 local model = ViT(opts):to(opts.device)
+local net = world:wrap(model) -- DistributedDataParallel under mpirun
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
-local steps_per_epoch = train:num_batches(opts.batch)
+local steps_per_epoch = world:num_batches(train, opts.batch)
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and 30 or steps_per_epoch * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
@@ -115,9 +119,9 @@ local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "img"}
   local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
-  for b in train:batches(opts.batch, {shuffle = true}) do
+  for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
-    local logits = model(b.x)
+    local logits = net(b.x)
     local loss = ember.cross_entropy(logits, b.y)
     opt:zero_grad()
     loss:backward()
@@ -128,9 +132,10 @@ for epoch = 1, epochs do
     losses[#losses + 1] = l
     local ok = logits:argmax(2):eq(b.y):long():sum():item()
     for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("acc", ok, n) end
-    seen = seen + n
+    seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
     if step % log_every == 0 then
+      win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), train_acc = win:mean("acc")}
       win:reset()
@@ -138,6 +143,7 @@ for epoch = 1, epochs do
     if step >= total_steps then break end
   end
   bar:finish()
+  ep:reduce()
   local acc = evaluate(model, test)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_acc = acc}
   print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%  (%.0f s)"):format(
@@ -149,8 +155,10 @@ local test_acc = evaluate(model, test)
 print(("test accuracy %.2f%% after %.1f s of training"):format(test_acc * 100, train_time))
 print(("RESULT ember_fashion_vit test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
-checkpoint.save(opts.out .. "/fashion_vit.safetensors", {model = model, optimizer = opt, scheduler = sched,
-  metadata = cli.config_metadata(opts, {"d_model", "heads", "layers", "mlp", "patch", "attention", "attention_options"})})
+if world.main then
+  checkpoint.save(opts.out .. "/fashion_vit.safetensors", {model = model, optimizer = opt, scheduler = sched,
+    metadata = cli.config_metadata(opts, {"d_model", "heads", "layers", "mlp", "patch", "attention", "attention_options"})})
+end
 print("saved " .. opts.out .. "/fashion_vit.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Fashion-MNIST ViT: training loss"})
 log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_acc"}, title = "Fashion-MNIST ViT: accuracy"})

@@ -18,6 +18,7 @@ PKGS=(
   dataset-fashion-mnist
   wamerican wfrench wngerman wspanish witalian
   bible-kjv bible-kjv-text
+  libopenmpi-dev openmpi-bin
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q

@@ -43,6 +43,7 @@ local opts = cli.parse(arg, {
     {"top_k", 10, "sample from the k most likely characters"},
   },
 })
+local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 
 local CharLM = nn.Module:extend("CharLM")
@@ -96,9 +97,10 @@ local function bits_per_char(model, ids, L, max_windows)
   if max_windows then n = math.min(n, max_windows) end
   model:eval()
   local total, count = 0, 0
+  local lo, m = world:shard_range(n) -- this rank's windows
   ember.no_grad(function()
-    for first = 1, n, 64 do
-      local B = math.min(64, n - first + 1)
+    for first = lo, lo + m - 1, 64 do
+      local B = math.min(64, lo + m - first)
       local starts = ember.arange(first - 1, first - 1 + B, {dtype = "int64", device = ids.device}) * L + 1
       local w = windows(ids, starts, L)
       local logits = model(w:narrow(2, 1, L))
@@ -107,6 +109,7 @@ local function bits_per_char(model, ids, L, max_windows)
     end
   end)
   model:train()
+  total, count = world:sum(total, count)
   return total / count / math.log(2)
 end
 
@@ -118,7 +121,7 @@ local t_data = ember.clock()
 local text = data.kjv.text()
 local train_text, test_text = data.kjv.split(text, 0.9)
 local tok = data.CharTokenizer.fit({train_text})
-tok:save(opts.out .. "/kjv.vocab")
+if world.main then tok:save(opts.out .. "/kjv.vocab") end
 local train_ids = tok:encode_tensor(train_text):to(opts.device)
 local test_ids = tok:encode_tensor(test_text):to(opts.device)
 print(("data: %d train / %d test characters, %d symbols (%.1f s)"):format(
@@ -127,6 +130,8 @@ print(("data: %d train / %d test characters, %d symbols (%.1f s)"):format(
 ember.manual_seed(opts.seed)
 local L, B = opts.context, opts.batch
 local model = CharLM(tok:size(), opts):to(opts.device)
+local net = world:wrap(model) -- DistributedDataParallel under mpirun
+local b_rank = world:local_batch(B) -- every rank draws the global batch's starts and takes its share
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local total_steps = opts.smoke and 25 or opts.steps * opts.epochs
@@ -146,10 +151,10 @@ local bar = progress.new{total = total_steps, label = "train", unit = "step"}
 local run_loss, run_n = 0, 0
 local n_starts = train_ids:size(1) - L - 1
 for step = 1, total_steps do
-  local starts = ((ember.rand(B) * n_starts):long() + 1):to(opts.device)
+  local starts = ((ember.rand(B) * n_starts):long() + 1):narrow(1, world.rank * b_rank + 1, b_rank):to(opts.device)
   local w = windows(train_ids, starts, L)
-  local logits = model(w:narrow(2, 1, L))
-  local loss = ember.cross_entropy(logits:reshape(B * L, -1), w:narrow(2, 2, L):reshape(-1))
+  local logits = net(w:narrow(2, 1, L))
+  local loss = ember.cross_entropy(logits:reshape(b_rank * L, -1), w:narrow(2, 2, L):reshape(-1))
   opt:zero_grad()
   loss:backward()
   optim.clip_grad_norm(params, 1.0)
@@ -160,6 +165,7 @@ for step = 1, total_steps do
   run_loss, run_n = run_loss + l, run_n + 1
   bar:update(step, {bpc = l / math.log(2), ["char/s"] = math.floor(step * B * L / (ember.clock() - t0 - eval_watch.total))})
   if step % log_every == 0 then
+    run_loss, run_n = world:sum(run_loss, run_n) -- over every rank
     log:log{step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
             train_bpc = run_loss / run_n / math.log(2)}
     run_loss, run_n = 0, 0
@@ -177,8 +183,10 @@ log:log{step = total_steps, time = train_time, test_bpc = bpc}
 log:close()
 print(("test: %.3f bits per character after %.1f s of training"):format(bpc, train_time))
 print(("RESULT ember_kjv_lm test_bpc=%.3f train_s=%.1f steps=%d"):format(bpc, train_time, total_steps))
-checkpoint.save(opts.out .. "/kjv_lm.safetensors", {model = model, optimizer = opt, scheduler = sched,
-  metadata = cli.config_metadata(opts, {"context", "d_model", "heads", "layers", "ffn", "attention", "attention_options"})})
+if world.main then
+  checkpoint.save(opts.out .. "/kjv_lm.safetensors", {model = model, optimizer = opt, scheduler = sched,
+    metadata = cli.config_metadata(opts, {"context", "d_model", "heads", "layers", "ffn", "attention", "attention_options"})})
+end
 print("saved " .. opts.out .. "/kjv_lm.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"train_bpc", "test_bpc"}, title = "KJV char LM: bits per character"})
 

@@ -46,6 +46,7 @@ local opts = cli.parse(arg, {
 })
 
 opts.attention_dropout = cli.attention_dropout(opts)
+local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 
 -- The options that shape the model, saved with its weights.
 local MODEL_KEYS = {"d_model", "heads", "layers", "ffn", "hidden", "dropout", "attention", "attention_options"}
@@ -105,15 +106,17 @@ end
 
 local function evaluate(model, ds)
   model:eval()
-  local correct = 0
+  local correct, n = 0, 0
   ember.no_grad(function()
-    for b in ds:batches(512) do
+    for b in world:eval_batches(ds, 512) do -- this rank's shard of the test set
       local pred = model(b.x, b.x_mask):argmax(2)
       correct = correct + pred:eq(b.y):long():sum():item()
+      n = n + b.y:size(1)
     end
   end)
   model:train()
-  return correct / ds:size()
+  correct, n = world:sum(correct, n)
+  return correct / n
 end
 
 local function predict_word(model, tok, langs, word)
@@ -158,7 +161,7 @@ local n_train, n_test = opts.n_train, opts.n_test
 if opts.smoke then n_train, n_test = 400, 100 end
 local words = data.wordlists.load{n_train = n_train, n_test = n_test, seed = opts.seed}
 local tok = data.CharTokenizer.fit(words.train.words)
-tok:save(paths.vocab)
+if world.main then tok:save(paths.vocab) end
 local function dataset(part)
   return data.Dataset.new({x = encode(tok, part.words), y = ember.tensor(part.labels, {dtype = "int64"})},
                           {pad = {x = tok.vocab.pad_id}})
@@ -181,9 +184,10 @@ collectgarbage()
 -- Model and optimiser.
 ember.manual_seed(opts.seed)
 local model = build_model(tok, #langs):to(opts.device)
+local net = world:wrap(model) -- DistributedDataParallel under mpirun
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
-local steps_per_epoch = train:num_batches(opts.batch)
+local steps_per_epoch = world:num_batches(train, opts.batch)
 local epochs = opts.smoke and 1 or opts.epochs
 local total_steps = opts.smoke and math.min(40, steps_per_epoch) or steps_per_epoch * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
@@ -200,9 +204,9 @@ local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "words"}
   local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
-  for b in train:batches(opts.batch, {shuffle = true}) do
+  for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
-    local logits = model(b.x, b.x_mask)
+    local logits = net(b.x, b.x_mask)
     local loss = ember.cross_entropy(logits, b.y)
     opt:zero_grad()
     loss:backward()
@@ -214,9 +218,10 @@ for epoch = 1, epochs do
     local n = b.y:size(1)
     local ok = logits:argmax(2):eq(b.y):long():sum():item()
     for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("acc", ok, n) end
-    seen = seen + n
+    seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
     if step % log_every == 0 then
+      win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), train_acc = win:mean("acc")}
       win:reset()
@@ -224,6 +229,7 @@ for epoch = 1, epochs do
     if step >= total_steps then break end
   end
   bar:finish()
+  ep:reduce()
   local acc = evaluate(model, test)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_acc = acc}
   print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%  (%.0f s)"):format(
@@ -237,7 +243,7 @@ print(("test accuracy %.2f%% after %.1f s of training (Naive Bayes baseline %.2f
 print(("RESULT ember_langid test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
 
-checkpoint.save(paths.model, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)})
+if world.main then checkpoint.save(paths.model, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)}) end
 print("saved " .. paths.model .. " and " .. paths.vocab)
 local ok = log:plot(paths.loss_png, {x = "step", y = {"loss"}, title = "langid: training loss"})
 log:plot(paths.acc_png, {x = "step", y = {"train_acc", "test_acc"}, title = "langid: accuracy", ymax = 1})

@@ -45,6 +45,7 @@ local opts = cli.parse(arg, {
     {"question", 11, "which question of the first test image to draw as a heatmap (1..20; 11.. are relational)"},
   },
 })
+local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 if soc.SIZE % opts.patch ~= 0 then error("--patch must divide 75", 0) end
 
@@ -111,7 +112,7 @@ local function evaluate(model, ds, scenes)
   local ok = {rel = 0, nonrel = 0}
   local n = {rel = 0, nonrel = 0}
   ember.no_grad(function()
-    for b in ds:batches(50) do
+    for b in world:eval_batches(ds, 50) do -- this rank's shard of the test set
       local img = soc.render(scenes, b.idx)
       local logits = model(img, b.q)
       local hit = logits:argmax(2):eq(b.a:reshape(-1))
@@ -123,6 +124,7 @@ local function evaluate(model, ds, scenes)
     end
   end)
   model:train()
+  ok.rel, ok.nonrel, n.rel, n.nonrel = world:sum(ok.rel, ok.nonrel, n.rel, n.nonrel)
   return ok.rel / n.rel, ok.nonrel / n.nonrel
 end
 
@@ -143,10 +145,11 @@ print(("data: %d train / %d test images, %d questions each (%.1f s)"):format(
 
 ember.manual_seed(opts.seed)
 local model = VQA(opts)
+local net = world:wrap(model) -- DistributedDataParallel under mpirun
 print(model)
 print(("%d parameters, attention variant %s"):format(model:num_parameters(), opts.attention))
 local epochs = opts.smoke and 1 or opts.epochs
-local total_steps = opts.smoke and 8 or train:num_batches(opts.batch) * epochs
+local total_steps = opts.smoke and 8 or world:num_batches(train, opts.batch) * epochs
 if opts.max_steps then total_steps = math.min(total_steps, opts.max_steps) end
 local params = model:parameters()
 local opt = optim.AdamW(params, {lr = opts.lr, weight_decay = opts.weight_decay})
@@ -161,10 +164,10 @@ local t0, step, losses = ember.clock(), 0, {}
 for epoch = 1, epochs do
   local bar = progress.new{total = train:size(), label = ("epoch %d/%d"):format(epoch, epochs), unit = "img"}
   local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
-  for b in train:batches(opts.batch, {shuffle = true}) do
+  for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
     local img = soc.render(scenes, b.idx)
-    local logits = model(img, b.q)
+    local logits = net(img, b.q)
     local target = b.a:reshape(-1)
     local loss = ember.cross_entropy(logits, target)
     opt:zero_grad()
@@ -176,9 +179,10 @@ for epoch = 1, epochs do
     losses[#losses + 1] = l
     local ok = logits:argmax(2):eq(target):long():sum():item()
     for _, m in ipairs({ep, win}) do m:add("loss", l) m:add("acc", ok, target:size(1)) end
-    seen = seen + n
+    seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
     if step % log_every == 0 then
+      win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), train_acc = win:mean("acc")}
       win:reset()
@@ -186,6 +190,7 @@ for epoch = 1, epochs do
     if step >= total_steps then break end
   end
   bar:finish()
+  ep:reduce()
   local rel, nonrel = evaluate(model, test, scenes)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_rel_acc = rel, test_nonrel_acc = nonrel}
   print(("epoch %d: loss %.4f  test relational %.2f%%  non-relational %.2f%%  (%.0f s)"):format(
@@ -199,8 +204,10 @@ print(("test accuracy: relational %.2f%%, non-relational %.2f%% after %.1f s of 
 print(("RESULT ember_sort_of_clevr rel_acc=%.2f%% nonrel_acc=%.2f%% train_s=%.1f steps=%d"):format(
   rel * 100, nonrel * 100, train_time, step))
 log:close()
-checkpoint.save(opts.out .. "/sort_of_clevr.safetensors", {model = model,
-  metadata = cli.config_metadata(opts, {"patch", "d_model", "heads", "image_layers", "cross_layers", "ffn", "attention", "attention_options"})})
+if world.main then
+  checkpoint.save(opts.out .. "/sort_of_clevr.safetensors", {model = model,
+    metadata = cli.config_metadata(opts, {"patch", "d_model", "heads", "image_layers", "cross_layers", "ffn", "attention", "attention_options"})})
+end
 print("saved " .. opts.out .. "/sort_of_clevr.safetensors")
 log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Sort-of-CLEVR: training loss"})
 log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_rel_acc", "test_nonrel_acc"},
@@ -219,7 +226,7 @@ local text = soc.question_text(kind - #soc.COLOURS, colour)
 local answer = soc.ANSWERS[logits:argmax(2):item()]
 local truth = soc.ANSWERS[test.fields.a[1][qi]:item()]
 local png = opts.out .. "/attention.png"
-if ember.plot_heatmap then
+if ember.plot_heatmap and world.main then
   ember.plot_heatmap(png, {image = img[1], heat = heat, scale = 6, title = ("%s\nmodel: %s, truth: %s"):format(text, answer, truth)})
   print(("%s -> %s (truth: %s); attention heatmap: %s"):format(text, answer, truth, png))
 end

@@ -44,3 +44,38 @@ add_test(NAME cuda.train_tracks_cpu
           ${CMAKE_CURRENT_SOURCE_DIR}/cuda/train_tracks_cpu.lua
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cuda.train_tracks_cpu PROPERTIES LABELS "cuda" SKIP_RETURN_CODE 77 ENVIRONMENT "${TEST_ENV}")
+
+# ember.distributed over MPI (tests/distributed/): every program on 2 ranks
+# and on 3 (uneven shards), oversubscribed on CI's 2 cores; they skip (77)
+# without mpirun or without the MPI module. PROCESSORS keeps ctest -j2 from
+# running two jobs of ranks at once.
+foreach(np 2 3)
+  foreach(prog collectives ddp sampler_and_mismatch)
+    add_test(NAME mpi.${prog}.np${np}
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} ${np}
+              ${CMAKE_CURRENT_SOURCE_DIR}/distributed/${prog}.lua
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(mpi.${prog}.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
+      PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV}")
+  endforeach()
+  add_test(NAME mpi.fault.np${np}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_fault.sh ${EMBER_BIN} ${np}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(mpi.fault.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
+    PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV}")
+endforeach()
+# Every training script's --smoke run under mpirun -np 2.
+add_test(NAME mpi.scripts.np2
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_scripts.sh ${EMBER_BIN}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(mpi.scripts.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
+  PROCESSORS 2 TIMEOUT 1500 ENVIRONMENT "${TEST_ENV}")
+# CUDA tensors through host staging, on the emulated CUDA backend (no GPU needed).
+if(TARGET ember_backend_cuda_emu)
+  add_test(NAME mpi.cuda_staging.np2
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
+            ${CMAKE_CURRENT_SOURCE_DIR}/distributed/cuda_staging.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(mpi.cuda_staging.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77 PROCESSORS 2
+    ENVIRONMENT "EMBER_PLUGIN_PATH=${EMBER_BUILD_PLUGIN_DIR}:$<TARGET_FILE_DIR:ember_backend_cuda_emu>;EMBER_PLUGIN_PATH_ONLY=1;EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR};EMBER_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=1")
+endif()

@@ -367,6 +367,10 @@ int main(int argc, char **argv) {
   int status = lua_pcall(L, 2, 1, 0);
   int result = lua_toboolean(L, -1);
   ember_report(L, status);
+  /* Finalizers may want to know how the run ended: ember.distributed skips
+  ** MPI_Finalize, which waits for every rank, when this one failed. */
+  lua_pushboolean(L, !(result && status == LUA_OK));
+  lua_setfield(L, LUA_REGISTRYINDEX, "ember.failed");
   lua_close(L);
   return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -333,6 +333,17 @@ EM_API em_status em_set_requires_grad(em_tensor *t, bool on);
 ** retain_graph. */
 EM_API em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph);
 
+/* Gradient-ready hook (what DistributedDataParallel starts its bucket
+** all-reduces from). While set, em_backward calls fn(leaf, ud) once per
+** leaf and pass, as soon as every reachable node has delivered its share
+** of that leaf's gradient, so leaf->grad is final for this pass (NULL when
+** no gradient came); the rest of the backward still runs after it. Then,
+** after the last node, fn(NULL, ud) once: the pass is over. Grad mode is
+** off during the calls. A status other than EM_OK stops the backward,
+** which returns it. One hook per process; fn NULL removes it. */
+typedef em_status (*em_grad_ready_fn)(em_tensor *leaf, void *ud);
+EM_API void em_set_grad_ready_hook(em_grad_ready_fn fn, void *ud);
+
 /*
 ** Declaring an op. An op's forward is an ordinary C function that computes
 ** its result and then, if em_autograd_needed(), calls em_autograd_record()

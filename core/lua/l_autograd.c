@@ -77,6 +77,157 @@ static int f_is_grad_enabled(lua_State *L) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Gradient-ready hooks                                              */
+/* ---------------------------------------------------------------- */
+
+/* The registry holds, under &hooks_key, a table leaf pointer (light
+** userdata) -> {tensor, fn, fn, ...}: the entry keeps the tensor alive,
+** so its address cannot be reused by another tensor while hooked. Under
+** &end_hooks_key a table of the backward-end functions (as keys). The C
+** hook is set while any hook is registered. */
+static const char hooks_key = 'h', end_hooks_key = 'e';
+static int n_hooks;
+
+static int hooks_dispatch_protected(lua_State *L) {
+  em_tensor *leaf = (em_tensor *)lua_touserdata(L, 1);
+  if (!leaf) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &end_hooks_key) != LUA_TTABLE) return 0;
+    lua_newtable(L); /* a copy, so a hook may remove itself */
+    for (lua_pushnil(L); lua_next(L, -3); lua_pop(L, 1)) {
+      lua_pushvalue(L, -2);
+      lua_rawseti(L, -4, (lua_Integer)luaL_len(L, -4) + 1);
+    }
+    for (lua_Integer i = 1, n = luaL_len(L, -1); i <= n; i++) {
+      lua_rawgeti(L, -1, i);
+      lua_call(L, 0, 0);
+    }
+    return 0;
+  }
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hooks_key) != LUA_TTABLE) return 0;
+  if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return 0;
+  int entry = lua_gettop(L);
+  for (lua_Integer i = 2, n = luaL_len(L, entry); i <= n; i++) {
+    lua_rawgeti(L, entry, i);
+    lua_rawgeti(L, entry, 1);
+    lua_call(L, 1, 0);
+  }
+  return 0;
+}
+
+/* The C hook: runs the Lua hooks on the thread that called backward; a
+** Lua error becomes the backward's error instead of a longjmp through
+** the engine. */
+static em_status hooks_dispatch(em_tensor *leaf, void *ud) {
+  (void)ud;
+  lua_State *L = backward_thread;
+  if (!L) return EM_OK; /* a backward started from C */
+  if (!lua_checkstack(L, 8)) return em_error(EM_ERR_OOM, "backward hook: Lua stack overflow");
+  lua_pushcfunction(L, hooks_dispatch_protected);
+  lua_pushlightuserdata(L, leaf);
+  if (lua_pcall(L, 1, 0, 0) == LUA_OK) return EM_OK;
+  em_status s = em_error(EM_ERR_AUTOGRAD, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "a hook failed");
+  lua_pop(L, 1);
+  return s;
+}
+
+static void hooks_count(int delta) {
+  n_hooks += delta;
+  em_set_grad_ready_hook(n_hooks > 0 ? hooks_dispatch : NULL, NULL);
+}
+
+static void hooks_table(lua_State *L, const char *key) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+  }
+}
+
+/* handle:remove(): upvalues are the tensor's pointer (or false for a
+** backward-end hook) and the function; a second call does nothing. */
+static int hook_remove(lua_State *L) {
+  if (lua_toboolean(L, lua_upvalueindex(3))) return 0;
+  lua_pushboolean(L, 1);
+  lua_replace(L, lua_upvalueindex(3));
+  void *leaf = lua_touserdata(L, lua_upvalueindex(1));
+  if (!leaf) {
+    hooks_table(L, &end_hooks_key);
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+  } else {
+    hooks_table(L, &hooks_key);
+    if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return 0;
+    lua_Integer n = luaL_len(L, -1), at = 0;
+    for (lua_Integer i = 2; i <= n && !at; i++) {
+      lua_rawgeti(L, -1, i);
+      if (lua_rawequal(L, -1, lua_upvalueindex(2))) at = i;
+      lua_pop(L, 1);
+    }
+    if (!at) return 0;
+    for (lua_Integer i = at; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      lua_rawseti(L, -2, i);
+    }
+    lua_pushnil(L);
+    lua_rawseti(L, -2, n);
+    if (n == 2) { /* nothing left: drop the entry and with it the tensor */
+      lua_pushnil(L);
+      lua_rawsetp(L, -3, leaf);
+    }
+  }
+  hooks_count(-1);
+  return 0;
+}
+
+static void push_hook_handle(lua_State *L, void *leaf, int fn) {
+  lua_newtable(L);
+  if (leaf) lua_pushlightuserdata(L, leaf); else lua_pushboolean(L, 0);
+  lua_pushvalue(L, fn);
+  lua_pushboolean(L, 0);
+  lua_pushcclosure(L, hook_remove, 3);
+  lua_setfield(L, -2, "remove");
+  hooks_count(1);
+}
+
+/* t:register_grad_ready_hook(fn) -> handle: fn(t) runs inside backward
+** once t.grad holds this pass's whole gradient (PyTorch's
+** register_post_accumulate_grad_hook); handle:remove() takes it away. */
+static int m_register_grad_ready_hook(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (t->grad_fn || !t->requires_grad)
+    return luaL_error(L, "ember.register_grad_ready_hook: only leaf tensors that require grad "
+                         "get a gradient to hook");
+  hooks_table(L, &hooks_key);
+  if (lua_rawgetp(L, -1, t) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, 1);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, t);
+  }
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+  push_hook_handle(L, t, 2);
+  return 1;
+}
+
+/* ember.register_backward_end_hook(fn) -> handle: fn() runs at the end of
+** every backward that succeeded so far, still inside it. */
+static int f_register_backward_end_hook(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  hooks_table(L, &end_hooks_key);
+  lua_pushvalue(L, 1);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  push_hook_handle(L, NULL, 1);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- */
 /* ember.Function                                                    */
 /* ---------------------------------------------------------------- */
 
@@ -366,6 +517,7 @@ static int f_Function(lua_State *L) {
 static const luaL_Reg methods[] = {
   {"backward", m_backward},
   {"requires_grad_", m_requires_grad_},
+  {"register_grad_ready_hook", m_register_grad_ready_hook},
   {NULL, NULL}
 };
 
@@ -374,6 +526,7 @@ static const luaL_Reg funcs[] = {
   {"set_grad_enabled", f_set_grad_enabled},
   {"is_grad_enabled", f_is_grad_enabled},
   {"Function", f_Function},
+  {"register_backward_end_hook", f_register_backward_end_hook},
   {NULL, NULL}
 };
 

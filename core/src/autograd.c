@@ -229,6 +229,62 @@ static em_status em__check_grad(const em_node *n, int i, const em_tensor *g) {
                   em_shape_str(n->in_ndim[i], n->in_shape[i], b, sizeof b));
 }
 
+/* ------------------------------------------------------------------ */
+/* The gradient-ready hook                                             */
+/* ------------------------------------------------------------------ */
+
+/* Set once by a binding or a library (the distributed module), so a
+** process-wide pair rather than per thread. */
+static em_grad_ready_fn em__ready_fn;
+static void *em__ready_ud;
+
+void em_set_grad_ready_hook(em_grad_ready_fn fn, void *ud) {
+  em__ready_fn = fn;
+  em__ready_ud = ud;
+}
+
+/* How many reachable edges still owe each leaf a gradient in this
+** backward: open addressing on the pointer, built only while a hook is
+** set, so a plain backward pays nothing. */
+typedef struct { em_tensor *leaf; int pending; } em__leafcount;
+typedef struct { em__leafcount *v; size_t cap; } em__leafmap;
+
+static em__leafcount *em__leaf_slot(em__leafmap *m, const em_tensor *leaf) {
+  size_t h = ((uintptr_t)leaf >> 4) * 0x9E3779B97F4A7C15ull;
+  for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1))
+    if (m->v[i].leaf == leaf || !m->v[i].leaf) return &m->v[i];
+}
+
+static em_status em__leafmap_build(em__leafmap *m, const em__nodelist *all) {
+  size_t edges = 0;
+  for (int i = 0; i < all->n; i++) edges += (size_t)all->v[i]->n_inputs;
+  m->cap = 16;
+  while (m->cap < 2 * edges) m->cap *= 2;
+  if (!(m->v = calloc(m->cap, sizeof *m->v)))
+    return em_error(EM_ERR_OOM, "backward: out of memory");
+  for (int i = 0; i < all->n; i++) {
+    em_node *n = all->v[i];
+    for (int k = 0; k < n->n_inputs; k++) {
+      if (!n->edges[k].leaf || !n->needs_grad[k]) continue;
+      em__leafcount *c = em__leaf_slot(m, n->edges[k].leaf);
+      c->leaf = n->edges[k].leaf;
+      c->pending++;
+    }
+  }
+  return EM_OK;
+}
+
+/* Node n has routed its gradients: leaves it was the last debtor of are
+** final now. */
+static em_status em__leaves_done(em__leafmap *m, em_node *n) {
+  for (int k = 0; k < n->n_inputs; k++) {
+    if (!n->edges[k].leaf || !n->needs_grad[k]) continue;
+    em__leafcount *c = em__leaf_slot(m, n->edges[k].leaf);
+    if (c->leaf && --c->pending == 0) EM_TRY(em__ready_fn(c->leaf, em__ready_ud));
+  }
+  return EM_OK;
+}
+
 /* Runs one node's backward and routes the input gradients. */
 static em_status em__run_node(em_node *n, em__nodelist *ready) {
   em_tensor *grad_small[8], **grads = grad_small;
@@ -299,14 +355,19 @@ em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
   EM_TRY(em__seed_grad(root, grad, &seed));
   bool prev = em_set_grad_enabled(false);
   em_status s = EM_OK;
+  em_grad_ready_fn hook = em__ready_fn;
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
     s = em__accumulate_leaf(root, seed);
+    if (s == EM_OK && hook) s = hook(root, em__ready_ud);
+    if (s == EM_OK && hook) s = hook(NULL, em__ready_ud);
     em_set_grad_enabled(prev);
     return s;
   }
   em__nodelist all = {0}, ready = {0};
+  em__leafmap leaves = {0};
   em_node *top = root->grad_fn;
   s = em__collect(top, &all);
+  if (s == EM_OK && hook) s = em__leafmap_build(&leaves, &all);
   if (s == EM_OK) {
     top->pending_grad = seed;
     seed = NULL;
@@ -315,9 +376,11 @@ em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
   while (s == EM_OK && ready.n > 0) {
     em_node *n = ready.v[--ready.n];
     s = em__run_node(n, &ready);
+    if (s == EM_OK && hook) s = em__leaves_done(&leaves, n);
     em_release(n->pending_grad);
     n->pending_grad = NULL;
   }
+  if (s == EM_OK && hook) s = hook(NULL, em__ready_ud); /* the pass is over */
   /* Reset bookkeeping on every node, whatever happened. */
   for (int i = 0; i < all.n; i++) {
     em_node *n = all.v[i];
@@ -331,6 +394,7 @@ em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
     }
   }
   em_release(seed);
+  free(leaves.v);
   free(all.v);
   free(ready.v);
   em_set_grad_enabled(prev);

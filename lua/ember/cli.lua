@@ -17,7 +17,9 @@
 -- `choices` list limits a string option. conf.examples (argument strings)
 -- are printed under "Examples:" in --help, and tests run each with --smoke.
 -- After parsing, cli.parse seeds the global generator and sets the thread
--- count.
+-- count, and puts in opts.world an ember.distributed.World: under
+-- `mpirun -np N` the N ranks share each global batch (see
+-- lua/ember/distributed/World.lua).
 --
 -- The parsing is Debian's lua-argparse (0.7.1): it does everything the
 -- scripts need (--name=value, flags, choices, usage errors, the help text);
@@ -188,6 +190,19 @@ function M.parse(argv, conf)
     os.exit(0, true)
   end
   local ember = require "ember"
+  -- Under mpirun: MPI starts, and only rank 0 prints (the others' print is
+  -- silenced, as torchvision's reference scripts do; errors still reach stderr).
+  o.world = require("ember.distributed.World").from_env()
+  if not o.world.main then print = function() end end
+  if o.world.distributed then
+    if o.batch and o.batch % o.world.size ~= 0 then
+      io.stderr:write(("%s: --batch %d (the global batch) does not split evenly over %d ranks\n")
+                      :format(conf and conf.script or "script", o.batch, o.world.size))
+      os.exit(2, true)
+    end
+    print(("%s, global batch split over them: --batch %d is %d per rank"):format(
+      tostring(o.world), o.batch, o.batch // o.world.size))
+  end
   ember.manual_seed(math.tointeger(o.seed) or error("option --seed must be an integer", 0))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then

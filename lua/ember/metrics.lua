@@ -24,15 +24,24 @@ local function csv_field(v)
   return s
 end
 
+-- Under mpirun, is this a rank other than 0? Those keep their rows in
+-- memory but write no file and no plot, so the ranks do not race on them.
+local function other_rank()
+  local dist = package.loaded["ember.distributed"]
+  return dist ~= nil and dist.is_initialized() and dist.rank() ~= 0
+end
+
 --- path: the CSV file (replaced); columns: the list of column names.
 function M.new(path, columns)
   if type(columns) ~= "table" or #columns == 0 then
     error("metrics.new: columns must be a non-empty list of names", 2)
   end
+  local self = setmetatable({path = path, columns = columns, known = {}, rows = {}}, Log)
+  for _, c in ipairs(columns) do self.known[c] = true end
+  if other_rank() then return self end
   local f, err = io.open(path, "w")
   if not f then error("metrics.new: " .. err, 2) end
-  local self = setmetatable({path = path, file = f, columns = columns, known = {}, rows = {}}, Log)
-  for _, c in ipairs(columns) do self.known[c] = true end
+  self.file = f
   local head = {}
   for i, c in ipairs(columns) do head[i] = csv_field(c) end
   f:write(table.concat(head, ","), "\n")
@@ -49,8 +58,10 @@ function Log:log(row)
   end
   local fields = {}
   for i, c in ipairs(self.columns) do fields[i] = csv_field(row[c]) end
-  self.file:write(table.concat(fields, ","), "\n")
-  self.file:flush()
+  if self.file then
+    self.file:write(table.concat(fields, ","), "\n")
+    self.file:flush()
+  end
   local copy = {}
   for k, v in pairs(row) do copy[k] = v end
   self.rows[#self.rows + 1] = copy
@@ -122,6 +133,7 @@ end
 -- {{name=, x = {...}, y = {...}}, ...}}. Returns true, or false and why
 -- (ember built without the cairo plotting binding).
 function M.plot_lines(path, spec)
+  if other_rank() then return false, "only rank 0 plots" end
   local ember = require "ember"
   if not ember.plot_lines then
     return false, "ember was built without cairo: no PNG plots (install libcairo2-dev and rebuild)"
@@ -170,6 +182,22 @@ end
 --- Forgets all sums and counts.
 function Means:reset()
   self.sum, self.count = {}, {}
+end
+
+-- Under mpirun: the sums and counts over every rank (in place), so the
+-- means are the whole job's. The same names must have been added on every
+-- rank. Without MPI nothing changes.
+function Means:reduce()
+  local dist = package.loaded["ember.distributed"]
+  if not (dist and dist.is_initialized() and dist.world_size() > 1) then return self end
+  local names = {}
+  for k in pairs(self.sum) do names[#names + 1] = k end
+  table.sort(names)
+  local flat = {}
+  for _, k in ipairs(names) do flat[#flat + 1] = self.sum[k]; flat[#flat + 1] = self.count[k] end
+  local r = table.pack(dist.sum_numbers(table.unpack(flat)))
+  for i, k in ipairs(names) do self.sum[k], self.count[k] = r[2 * i - 1], r[2 * i] end
+  return self
 end
 
 M.Log = Log

@@ -44,6 +44,9 @@ function M.new(opts)
   self.last_log = self.start
   self.done = 0
   self.metrics = {}
+  -- under mpirun only rank 0 draws (opts.all_ranks: every rank does)
+  local dist = package.loaded["ember.distributed"]
+  self.silent = not opts.all_ranks and dist ~= nil and dist.is_initialized() and dist.rank() ~= 0
   return self
 end
 
@@ -102,6 +105,7 @@ function M:update(done, metrics)
     self.metrics[k] = v
   end
   table.sort(self.order)
+  if self.silent then return end
   local text, now = self:line()
   if term_is_tty() then
     io.write("\r", text, "\27[K")
@@ -114,6 +118,7 @@ end
 
 --- Prints a line of text above the bar (plain: just the line).
 function M:print(text)
+  if self.silent then return end
   if term_is_tty() then
     io.write("\r\27[K", text, "\n", (self:line()), "\27[K")
     io.flush()
@@ -124,6 +129,7 @@ end
 
 --- Draws the final state and ends the line.
 function M:finish()
+  if self.silent then return M.now() - self.start end
   local text = self:line()
   if term_is_tty() then io.write("\r", text, "\27[K\n") else print(text) end
   io.flush()

@@ -1,0 +1,118 @@
+-- DistributedSampler(n [, opts]): which of a dataset's n rows this rank
+-- reads each epoch (torch.utils.data.DistributedSampler).
+--
+--   local s = dist.DistributedSampler(ds:size(), {shuffle = true, seed = 0})
+--   s:set_epoch(epoch)
+--   for b in s:batches(ds, per_rank_batch) do ... end   -- or ds:gather(idx) yourself
+--
+-- Every rank draws the same permutation of 1..n from (seed, epoch) with a
+-- generator of its own (not ember's global one), then takes every
+-- world_size-th entry starting at its rank, so the shards are disjoint and
+-- together cover the data. With drop_last the tail that does not divide
+-- evenly is dropped; otherwise (pad, the default) the shards are evened up
+-- by repeating the first indices, as PyTorch does; pad = false gives every
+-- row to exactly one rank and shards that differ by at most one (for
+-- evaluation, where a repeated row would count twice).
+--
+-- Batch b of rank r holds positions r+1, r+1+R, ... of global batch b of
+-- the same permutation, so R ranks at batch B/R see exactly the rows one
+-- process sees at batch B.
+local ember = require "ember"
+local dist = require "ember.distributed"
+local Rng = require "ember.data.rng"
+
+local Sampler = {}
+Sampler.__index = Sampler
+Sampler.__name = "DistributedSampler"
+
+local OPTIONS = {num_replicas = true, rank = true, shuffle = true, seed = true, drop_last = true, pad = true}
+
+function Sampler.new(n, opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not OPTIONS[k] then error(("DistributedSampler: unknown option '%s'"):format(tostring(k)), 3) end
+  end
+  if math.type(n) ~= "integer" or n < 0 then
+    error(("DistributedSampler: the dataset size must be a non-negative integer, got %s"):format(tostring(n)), 3)
+  end
+  local R = opts.num_replicas or dist.size_or_1()
+  local r = opts.rank or dist.rank_or_0()
+  if math.type(R) ~= "integer" or R < 1 then error("DistributedSampler: num_replicas must be a positive integer", 3) end
+  if math.type(r) ~= "integer" or r < 0 or r >= R then
+    error(("DistributedSampler: rank %s is not in 0..%d"):format(tostring(r), R - 1), 3)
+  end
+  local self = setmetatable({n = n, num_replicas = R, rank = r, shuffle = opts.shuffle ~= false,
+                             seed = opts.seed or 0, drop_last = opts.drop_last == true,
+                             pad = opts.pad ~= false, epoch = 0}, Sampler)
+  if self.drop_last then
+    self.num_samples = n // R
+  elseif self.pad then
+    self.num_samples = (n + R - 1) // R
+  else
+    self.num_samples = n // R + ((r < n % R) and 1 or 0)
+  end
+  return self
+end
+
+-- A different permutation each epoch (the same on every rank).
+function Sampler:set_epoch(e)
+  if math.type(e) ~= "integer" then error("DistributedSampler:set_epoch: the epoch must be an integer", 2) end
+  self.epoch = e
+end
+
+function Sampler:__len() return self.num_samples end
+
+-- The 1-based rows of this rank for the current epoch, as a Lua list.
+function Sampler:list()
+  local n, R = self.n, self.num_replicas
+  local order = {}
+  for i = 1, n do order[i] = i end
+  if self.shuffle then
+    local rng = Rng.new(self.seed * 1000003 + self.epoch)
+    for i = n, 2, -1 do
+      local j = rng:int(1, i)
+      order[i], order[j] = order[j], order[i]
+    end
+  end
+  local total
+  if self.drop_last then
+    total = self.num_samples * R
+  elseif self.pad then
+    total = self.num_samples * R
+    for i = n + 1, total do order[i] = order[(i - n - 1) % math.max(n, 1) + 1] end
+  else
+    total = n
+  end
+  local mine = {}
+  for i = self.rank + 1, total, R do mine[#mine + 1] = order[i] end
+  return mine
+end
+
+-- The same as an int64 tensor (for Dataset:gather and index_select).
+function Sampler:indices()
+  return ember.tensor(self:list(), {dtype = "int64"})
+end
+
+-- Iterator over this rank's batches of ds (an ember.data.Dataset or
+-- anything with gather(idx)): for batch, i in sampler:batches(ds, bs).
+-- opts.drop_last drops a last short batch.
+function Sampler:batches(ds, bs, opts)
+  if math.type(bs) ~= "integer" or bs < 1 then
+    error(("DistributedSampler:batches: batch size must be a positive integer, got %s"):format(tostring(bs)), 2)
+  end
+  local list = self:list()
+  local m = #list
+  local idx = m > 0 and ember.tensor(list, {dtype = "int64"}) or nil
+  local device = ds.fields and ds.fields[ds.names[1]].device
+  if idx and device and device ~= "cpu" then idx = idx:to(device) end
+  local nb = (opts and opts.drop_last) and m // bs or (m + bs - 1) // bs
+  local i = 0
+  return function()
+    i = i + 1
+    if i > nb then return nil end
+    local start = (i - 1) * bs + 1
+    return ds:gather(idx:narrow(1, start, math.min(bs, m - start + 1))), i
+  end
+end
+
+return setmetatable(Sampler, {__call = function(_, n, opts) return Sampler.new(n, opts) end})

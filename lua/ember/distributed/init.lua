@@ -1,0 +1,228 @@
+-- ember.distributed: data-parallel training over MPI (Open MPI on Debian).
+--
+--   local dist = require "ember.distributed"
+--   dist.init()                               -- from the environment mpirun sets
+--   print(dist.rank(), dist.world_size())     -- 0 .. world_size-1, as MPI numbers them
+--   dist.all_reduce(t)                        -- in place; op "sum" (default), "mean", "max", "min"
+--   local w = dist.all_reduce(t, "mean", {async = true}); ...; w:wait()
+--   local ddp = dist.DistributedDataParallel(model)
+--
+-- Ranks are MPI's own numbers, 0-based (rank 0 is the main process), as in
+-- torch.distributed and TorchMPI: they name processes, they are not
+-- positions in a Lua list. Lists that hold one entry per rank (what
+-- all_gather_string returns, the rows of all_gather) are 1-based lists, so
+-- rank r is entry r + 1.
+--
+-- The C side is the module ember.distributed_mpi, built only when MPI is
+-- found; without it every function but is_available() raises an error
+-- saying so. Collectives run on one communication thread per process, in
+-- the order they were called, and wait with a timeout (init{timeout = s},
+-- EMBER_DIST_TIMEOUT, default 300 s): a rank that died or stopped calling
+-- becomes an error on the others, never a hang.
+local ember = require "ember"
+
+local M = {}
+local okC, C = pcall(require, "ember.distributed_mpi")
+local state = nil -- what init() learnt: rank, size, local_rank, local_size, library
+
+local function need_c(fn)
+  if not okC then
+    local why = tostring(C)
+    if why:find("module 'ember.distributed_mpi' not found", 1, true) then
+      why = "ember/distributed_mpi.so was not built"
+    end
+    error(("ember.distributed.%s: this ember has no MPI (install libopenmpi-dev and openmpi-bin, "
+           .. "then rebuild): %s"):format(fn, why), 3)
+  end
+end
+
+local function need_init(fn)
+  need_c(fn)
+  if not state then error(("ember.distributed.%s: call ember.distributed.init() first"):format(fn), 3) end
+end
+
+-- Is the MPI module built into this ember?
+function M.is_available() return okC end
+
+-- Was this process started by an MPI launcher (mpirun, mpiexec, srun)?
+function M.is_launched()
+  for _, v in ipairs({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) do
+    if os.getenv(v) then return true end
+  end
+  return false
+end
+
+function M.is_initialized() return state ~= nil end
+
+-- init([opts]): opts.timeout (seconds each collective may wait for the
+-- other ranks), opts.threads (CPU threads of this rank; default: the
+-- cores divided among the ranks on this machine, unless OMP_NUM_THREADS
+-- or set_num_threads chose). Calling it again only changes the timeout.
+function M.init(opts)
+  opts = opts or {}
+  need_c("init")
+  for k in pairs(opts) do
+    if k ~= "timeout" and k ~= "threads" then error(("ember.distributed.init: unknown option '%s'"):format(k), 2) end
+  end
+  local timeout = opts.timeout or tonumber(os.getenv("EMBER_DIST_TIMEOUT") or "") or 300
+  if type(timeout) ~= "number" or timeout <= 0 then
+    error("ember.distributed.init: timeout must be a positive number of seconds", 2)
+  end
+  local first = state == nil
+  state = C.init(timeout)
+  C.set_timeout(timeout)
+  if first then
+    if opts.threads then
+      ember.set_num_threads(opts.threads)
+    elseif not os.getenv("OMP_NUM_THREADS") and state.local_size > 1 then
+      -- ranks on one machine share its cores; oversubscribed threads thrash
+      ember.set_num_threads(math.max(1, ember.get_num_threads() // state.local_size))
+    end
+  end
+  return M
+end
+
+function M.rank() need_init("rank") return state.rank end
+function M.world_size() need_init("world_size") return state.size end
+-- The rank among the processes on this machine (0-based), for picking a GPU: "cuda:" .. local_rank() + 1.
+function M.local_rank() need_init("local_rank") return state.local_rank end
+function M.local_world_size() need_init("local_world_size") return state.local_size end
+-- The MPI library's version line.
+function M.library() need_init("library") return state.library end
+function M.set_timeout(s) need_init("set_timeout") C.set_timeout(s) end
+function M.get_timeout() need_init("get_timeout") return C.timeout() end
+
+-- Rank and world size whether or not MPI runs: 0 and 1 without init.
+function M.rank_or_0() return state and state.rank or 0 end
+function M.size_or_1() return state and state.size or 1 end
+
+-- The trailing options table of a collective: {async = bool}.
+local function async_of(fn, o)
+  if o == nil then return false end
+  if type(o) ~= "table" then error(("ember.distributed.%s: options must be a table, got %s"):format(fn, type(o)), 3) end
+  for k in pairs(o) do
+    if k ~= "async" and k ~= "op" then error(("ember.distributed.%s: unknown option '%s'"):format(fn, tostring(k)), 3) end
+  end
+  return o.async == true
+end
+
+-- (t, op, opts) or (t, opts) with opts.op.
+local function op_and_opts(a, b)
+  if type(a) == "table" then return a.op, a end
+  return a, b
+end
+
+local function finish(work, async, result)
+  if async then return work end
+  work:wait()
+  return result
+end
+
+-- Wraps a C handle so that wait() returns `result` (the output tensor).
+local Work = {}
+Work.__index = Work
+function Work:wait() self.h:wait() return self.result end
+function Work:is_completed() return self.h:is_completed() end
+function Work:__tostring() return tostring(self.h) end
+local function work(h, result) return setmetatable({h = h, result = result}, Work) end
+
+-- all_reduce(t [, op] [, {async = true}]): t becomes the reduction over all
+-- ranks, in place. Returns t, or with async a handle whose wait() returns t
+-- (read t only after wait()). bool tensors: sum and max are logical or,
+-- min logical and; mean needs a floating-point dtype.
+function M.all_reduce(t, op, opts)
+  need_init("all_reduce")
+  op, opts = op_and_opts(op, opts)
+  local async = async_of("all_reduce", opts)
+  return finish(work(C.all_reduce(t, op or "sum"), t), async, t)
+end
+
+-- broadcast(t, root): every rank's t becomes root's (root 0-based, default 0).
+function M.broadcast(t, root, opts)
+  need_init("broadcast")
+  if type(root) == "table" then root, opts = root.root, root end
+  root = root or 0
+  if math.type(root) ~= "integer" then error("ember.distributed.broadcast: root must be an integer rank", 2) end
+  local async = opts and opts.async == true
+  return finish(work(C.broadcast(t, root), t), async, t)
+end
+
+-- all_gather(t [, {out = o, async = true}]) -> a tensor [world_size, ...t.shape]
+-- whose row r + 1 is rank r's t (o: a tensor of that many elements to fill).
+function M.all_gather(t, opts)
+  need_init("all_gather")
+  opts = opts or {}
+  local out = opts.out
+  if not out then
+    local shape = {state.size}
+    for _, s in ipairs(t.shape) do shape[#shape + 1] = s end
+    out = ember.empty(shape, {dtype = t.dtype, device = t.device})
+  end
+  return finish(work(C.all_gather(out, t), out), opts.async == true, out)
+end
+
+-- reduce_scatter(t [, op] [, {async = true}]) -> this rank's block: t's
+-- first dim is split into world_size blocks, each reduced over the ranks,
+-- and rank r gets block r + 1.
+function M.reduce_scatter(t, op, opts)
+  need_init("reduce_scatter")
+  op, opts = op_and_opts(op, opts)
+  local async = async_of("reduce_scatter", opts)
+  local shape = t.shape
+  if #shape == 0 or shape[1] % state.size ~= 0 then
+    error(("ember.distributed.reduce_scatter: the first dim (%s) must divide by the world size %d")
+          :format(tostring(shape[1]), state.size), 2)
+  end
+  local oshape = {}
+  for i, s in ipairs(shape) do oshape[i] = s end
+  oshape[1] = shape[1] // state.size
+  local out = ember.empty(oshape, {dtype = t.dtype, device = t.device})
+  return finish(work(C.reduce_scatter(out, t, op or "sum"), out), async, out)
+end
+
+function M.barrier(opts)
+  need_init("barrier")
+  return finish(work(C.barrier()), opts and opts.async == true, nil)
+end
+
+-- all_gather_string(s) -> {rank 0's s, rank 1's s, ...}
+function M.all_gather_string(s)
+  need_init("all_gather_string")
+  if type(s) ~= "string" then error("ember.distributed.all_gather_string: expected a string", 2) end
+  return C.all_gather_string(s):wait()
+end
+
+-- Sums plain Lua numbers over the ranks (float64): sum_numbers(a, b, ...) -> a', b', ...
+-- Identity without init, so scripts can use it either way.
+function M.sum_numbers(...)
+  local n = select("#", ...)
+  if not state or state.size == 1 or n == 0 then return ... end
+  local t = ember.tensor({...}, {dtype = "float64"})
+  M.all_reduce(t)
+  return table.unpack(t:totable())
+end
+
+-- Ends MPI (also done when the Lua state closes). Returns true, or false
+-- and why it was skipped.
+function M.finalize()
+  if not okC or not state then return true end
+  local ok, why = C.finalize()
+  return ok, why
+end
+
+-- Why this process can no longer communicate (a collective failed or
+-- timed out), or nil.
+function M.broken() return okC and C.broken() or nil end
+
+local lazy = {DistributedDataParallel = "ember.distributed.DistributedDataParallel",
+              DistributedSampler = "ember.distributed.DistributedSampler",
+              World = "ember.distributed.World"}
+setmetatable(M, {__index = function(t, k)
+  local name = lazy[k]
+  if not name then return nil end
+  local v = require(name)
+  rawset(t, k, v)
+  return v
+end})
+
+return M

@@ -1,0 +1,155 @@
+-- Every collective against a reference computed locally: each rank can
+-- make every rank's input (a function of the rank), so the expected result
+-- is computed here with ordinary tensor ops. All dtypes, contiguous and
+-- non-contiguous inputs, zero-size and 0-d tensors, sync and async.
+local ember = require "ember"
+local dist = require "ember.distributed"
+local H = dofile((os.getenv("EMBER_SOURCE_DIR") or ".") .. "/tests/distributed/harness.lua")
+
+dist.init{timeout = 60}
+local R, me = dist.world_size(), dist.rank()
+H.check("init: world size " .. R .. ", rank in range", R >= 2 and me >= 0 and me < R)
+H.check("local_rank in range", dist.local_rank() >= 0 and dist.local_rank() < dist.local_world_size())
+
+-- Integer-valued data, so every reduction order gives the same answer in
+-- every dtype (bfloat16 holds integers up to 256 exactly).
+local function input(rank, dtype, shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  if n == 0 then return ember.zeros(shape, {dtype = dtype}) end
+  local v = {}
+  for i = 1, n do
+    if dtype == "bool" then v[i] = ((i - 1 + rank) % 3 == 0) and 1 or 0
+    else v[i] = ((i - 1) * 7 + rank * 5) % 11 - 4 end -- -4..6
+  end
+  local t = ember.tensor(v, {dtype = "float64"}):reshape(shape)
+  if dtype == "bool" then return t:ne(0) end
+  return t:to(dtype)
+end
+
+-- rank r's tensor: contiguous, or (layout "strided", 2-d shapes) the
+-- transposed view of a contiguous [shape[2], shape[1]] tensor.
+local function make(rank, dtype, shape, layout)
+  if layout == "strided" then return input(rank, dtype, {shape[2], shape[1]}):transpose(1, 2) end
+  return input(rank, dtype, shape)
+end
+
+local function reference(op, dtype, shape, layout)
+  local acc
+  for r = 0, R - 1 do
+    local x = make(r, dtype, shape, layout):double()
+    if not acc then acc = x
+    elseif op == "sum" or op == "mean" then acc = dtype == "bool" and acc:maximum(x) or acc + x
+    elseif op == "max" then acc = acc:maximum(x)
+    else acc = acc:minimum(x) end
+  end
+  if op == "mean" then acc = acc / ember.tensor(R, {dtype = "float64"}) end -- one rounding of sum / R
+  return acc:to(dtype)
+end
+
+local DTYPES = {"float32", "float64", "int64", "bool", "bfloat16"}
+local SHAPES = {{5, 3}, {0, 4}, {}, {3000}}
+
+for _, dt in ipairs(DTYPES) do
+  for _, shape in ipairs(SHAPES) do
+    local sh = "[" .. table.concat(shape, ",") .. "]"
+    for _, op in ipairs({"sum", "mean", "max", "min"}) do
+      local floaty = dt == "float32" or dt == "float64" or dt == "bfloat16"
+      if op ~= "mean" or floaty then
+        for _, layout in ipairs({"contiguous", "strided"}) do
+          if layout == "contiguous" or #shape == 2 then
+            H.test(("all_reduce %s %s %s %s"):format(op, dt, sh, layout), function()
+              local t = make(me, dt, shape, layout)
+              if layout == "strided" then assert(not t:is_contiguous(), "expected a strided view") end
+              local want = reference(op, dt, shape, layout)
+              local ret = dist.all_reduce(t, op)
+              assert(ret == t, "all_reduce returns its tensor")
+              local ok, why = H.same(t, want)
+              assert(ok, why)
+            end)
+          end
+        end
+      end
+    end
+    H.test(("all_reduce async sum %s %s"):format(dt, sh), function()
+      local t = input(me, dt, shape)
+      local w = dist.all_reduce(t, {async = true})
+      assert(w:wait() == t)
+      assert(w:is_completed())
+      assert(H.same(t, reference("sum", dt, shape)))
+    end)
+    H.test(("broadcast %s %s from every root"):format(dt, sh), function()
+      for root = 0, R - 1 do
+        local t = input(me, dt, shape)
+        dist.broadcast(t, root)
+        assert(H.same(t, input(root, dt, shape)), "root " .. root)
+      end
+      if #shape == 2 then -- into a strided view
+        local t = input(me, dt, {shape[2], shape[1]}):transpose(1, 2)
+        dist.broadcast(t, R - 1, {async = true}):wait()
+        assert(H.same(t, input(R - 1, dt, {shape[2], shape[1]}):transpose(1, 2)), "strided")
+      end
+    end)
+    H.test(("all_gather %s %s"):format(dt, sh), function()
+      local t = #shape == 2 and input(me, dt, {shape[2], shape[1]}):transpose(1, 2) or input(me, dt, shape)
+      local g = dist.all_gather(t)
+      assert(g.shape[1] == R and #g.shape == #shape + 1, "shape")
+      for r = 0, R - 1 do
+        local want = #shape == 2 and input(r, dt, {shape[2], shape[1]}):transpose(1, 2) or input(r, dt, shape)
+        assert(H.same(g[r + 1], want), "row of rank " .. r)
+      end
+      local g2 = dist.all_gather(t, {async = true}):wait()
+      assert(H.same(g2, g), "async")
+    end)
+    if #shape >= 1 then
+      for _, op in ipairs({"sum", "max", "mean"}) do
+        if op ~= "mean" or dt == "float32" or dt == "float64" or dt == "bfloat16" then
+        H.test(("reduce_scatter %s %s %s"):format(op, dt, sh), function()
+          local full = {R * shape[1]}
+          for i = 2, #shape do full[i] = shape[i] end
+          local out = dist.reduce_scatter(input(me, dt, full), op)
+          local want = reference(op, dt, full):narrow(1, me * shape[1] + 1, shape[1])
+          assert(H.same(out, want))
+        end)
+        end
+      end
+    end
+  end
+end
+
+H.test("barrier, sync and async", function()
+  dist.barrier()
+  dist.barrier({async = true}):wait()
+end)
+H.test("all_gather_string", function()
+  local all = dist.all_gather_string(("rank %d says %s"):format(me, string.rep("x", me)))
+  assert(#all == R)
+  for r = 0, R - 1 do assert(all[r + 1] == ("rank %d says %s"):format(r, string.rep("x", r)), all[r + 1]) end
+end)
+H.test("sum_numbers", function()
+  local a, b = dist.sum_numbers(me, 1.5)
+  assert(a == R * (R - 1) / 2 and b == 1.5 * R)
+end)
+H.test("many async all_reduces in flight, waited in reverse", function()
+  local ts, ws = {}, {}
+  for i = 1, 20 do
+    ts[i] = ember.full({100}, i + me, {dtype = "float64"})
+    ws[i] = dist.all_reduce(ts[i], "sum", {async = true})
+  end
+  for i = 20, 1, -1 do ws[i]:wait() end
+  for i = 1, 20 do assert(ts[i][1]:item() == R * i + R * (R - 1) / 2, "tensor " .. i) end
+end)
+H.raises("mean of int64 is an error", "mean.*floating", function()
+  dist.all_reduce(ember.ones({2}, {dtype = "int64"}), "mean")
+end)
+H.raises("unknown op is an error", "invalid option", function() dist.all_reduce(ember.ones(2), "prod") end)
+H.raises("bad root is an error", "root rank", function() dist.broadcast(ember.ones(2), R) end)
+H.raises("reduce_scatter needs a divisible first dim", "divide by the world size",
+         function() dist.reduce_scatter(ember.ones(R + 1)) end)
+H.raises("not a tensor", "must be a tensor", function() dist.all_reduce({1, 2}) end)
+H.test("the process lives on after argument errors", function()
+  local t = ember.ones(3)
+  dist.all_reduce(t)
+  assert(t[1]:item() == R)
+end)
+H.done()
