@@ -22,42 +22,17 @@
 ** at 4x4x4 and BLAS is 1.5x faster at 8x8x8. */
 #define SMALL_MNK 64
 
-/* C = alpha * op(A) @ op(B) + beta * C for one small matrix; a row of
-** C is accumulated in acc[] first. beta == 0 never reads C (BLAS rule). */
-#define SMALL_GEMM(T)                                                            \
-  static void small_gemm_##T(bool ta, bool tb, int64_t m, int64_t n, int64_t k,  \
-                             T alpha, const T *a, int64_t lda, const T *b,       \
-                             int64_t ldb, T beta, T *c, int64_t ldc) {           \
-    T acc[SMALL_MNK];                                                            \
-    for (int64_t i = 0; i < m; i++) {                                            \
-      for (int64_t j = 0; j < n; j++) acc[j] = 0;                                \
-      if (!tb) {                                                                 \
-        for (int64_t p = 0; p < k; p++) {                                        \
-          const T aip = ta ? a[p * lda + i] : a[i * lda + p];                    \
-          const T *brow = b + p * ldb;                                           \
-          for (int64_t j = 0; j < n; j++) acc[j] += aip * brow[j];               \
-        }                                                                        \
-      } else {                                                                   \
-        for (int64_t j = 0; j < n; j++) {                                        \
-          const T *bcol = b + j * ldb; /* row j of B is column j of op(B) */     \
-          T sum = 0;                                                             \
-          if (ta)                                                                \
-            for (int64_t p = 0; p < k; p++) sum += a[p * lda + i] * bcol[p];     \
-          else                                                                   \
-            for (int64_t p = 0; p < k; p++) sum += a[i * lda + p] * bcol[p];     \
-          acc[j] = sum;                                                          \
-        }                                                                        \
-      }                                                                          \
-      T *crow = c + i * ldc;                                                     \
-      if (beta == 0)                                                             \
-        for (int64_t j = 0; j < n; j++) crow[j] = alpha * acc[j];                \
-      else                                                                       \
-        for (int64_t j = 0; j < n; j++) crow[j] = alpha * acc[j] + beta * crow[j]; \
-    }                                                                            \
-  }
+#define T float
+#define SUF float
+#include "cpu_gemm_tmpl.h"
+#undef T
+#undef SUF
 
-SMALL_GEMM(float)
-SMALL_GEMM(double)
+#define T double
+#define SUF double
+#include "cpu_gemm_tmpl.h"
+#undef T
+#undef SUF
 
 /* Below this m*n*k (over the whole batch) a product stays on the calling
 ** thread: OpenBLAS's own bound for splitting one (65536 *

@@ -45,6 +45,11 @@
 #endif
 #endif
 
+/* CPU_CAT(name, SUF) -> name_SUF: how the *_tmpl.h files, included once per
+** dtype with SUF set, name their functions. */
+#define CPU_CAT2(a, b) a##_##b
+#define CPU_CAT(a, b) CPU_CAT2(a, b)
+
 /* ---- dtypes ---- */
 
 /* The name of a dtype, for messages (kept local so the plugin needs only

@@ -26,11 +26,34 @@ static bool kview_contiguous(const em_kview *v) {
   return true;
 }
 
-#define DRAW(T, EXPR)                                                            \
-  do {                                                                           \
-    T *o_ = out->data;                                                           \
-    CPU_FOR(n > RAND_PAR_MIN, i, n, o_[i] = (T)(EXPR););                         \
-  } while (0)
+/* Dropout's keep test u >= p, done in integers: u = x / 2^53 with x the
+** 53-bit integer em_philox_uniform53 builds, and p 2^53 is exact, so
+** u >= p iff x >= ceil(p 2^53). With the Philox rounds unrolled, this loop
+** over consecutive counters vectorises (the 32x32->64 multiplies map to
+** vpmuludq); calling em_philox_uniform_at per element does not. Same bits,
+** same stream as the rule above. */
+CPU_VECTOR_CLONES static void dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0,
+                                           int64_t n, uint64_t threshold) {
+  for (int64_t j = 0; j < n; j++) {
+    const em_philox_block b = em_philox(seed, counter0 + (uint64_t)j);
+    const uint64_t x = ((uint64_t)(b.w[0] >> 5) << 26) | (uint64_t)(b.w[1] >> 6);
+    keep[j] = x >= threshold;
+  }
+}
+
+enum { DROP_BLOCK = 512 }; /* elements per keep[] block on the stack */
+
+#define T float
+#define SUF f32
+#include "cpu_random_tmpl.h"
+#undef T
+#undef SUF
+
+#define T double
+#define SUF f64
+#include "cpu_random_tmpl.h"
+#undef T
+#undef SUF
 
 em_status cpu_random(int device, em_random_kind kind, const em_kview *out, double a, double b,
                      uint64_t seed, uint64_t offset) {
@@ -49,55 +72,14 @@ em_status cpu_random(int device, em_random_kind kind, const em_kview *out, doubl
   if (n <= 0) return EM_OK;
   const double lo = a, span = b - a, mean = a, std = b;
   if (kind == EM_RAND_UNIFORM) {
-#define U (lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i))
-    if (out->dtype == EM_F32) DRAW(float, U);
-    else DRAW(double, U);
-#undef U
+    if (out->dtype == EM_F32) draw_uniform_f32(out->data, n, lo, span, seed, offset);
+    else draw_uniform_f64(out->data, n, lo, span, seed, offset);
   } else {
-#define Z (mean + std * em_philox_normal_at(seed, offset, (uint64_t)i))
-    if (out->dtype == EM_F32) DRAW(float, Z);
-    else DRAW(double, Z);
-#undef Z
+    if (out->dtype == EM_F32) draw_normal_f32(out->data, n, mean, std, seed, offset);
+    else draw_normal_f64(out->data, n, mean, std, seed, offset);
   }
   return EM_OK;
 }
-
-/* Dropout's keep test u >= p, done in integers: u = x / 2^53 with x the
-** 53-bit integer em_philox_uniform53 builds, and p 2^53 is exact, so
-** u >= p iff x >= ceil(p 2^53). With the Philox rounds unrolled, this loop
-** over consecutive counters vectorises (the 32x32->64 multiplies map to
-** vpmuludq); calling em_philox_uniform_at per element does not. Same bits,
-** same stream as the rule above. */
-CPU_VECTOR_CLONES static void dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0,
-                                           int64_t n, uint64_t threshold) {
-  for (int64_t j = 0; j < n; j++) {
-    const em_philox_block b = em_philox(seed, counter0 + (uint64_t)j);
-    const uint64_t x = ((uint64_t)(b.w[0] >> 5) << 26) | (uint64_t)(b.w[1] >> 6);
-    keep[j] = x >= threshold;
-  }
-}
-
-enum { DROP_BLOCK = 512 }; /* elements per keep[] block on the stack */
-
-/* out = x * mask with mask = keep ? 1/(1-p) : 0. A dropped element is an
-** exact 0 even where x is inf or NaN, as PyTorch. */
-#define DROPOUT(T)                                                               \
-  do {                                                                           \
-    T *o_ = out, *m_ = mask;                                                     \
-    const T *x_ = x;                                                             \
-    const T scale = (T)(1.0 / (1.0 - p));                                        \
-    const uint64_t thr_ = (uint64_t)ceil(p * 9007199254740992.0);                \
-    const int64_t nblk_ = (n + DROP_BLOCK - 1) / DROP_BLOCK;                     \
-    CPU_FOR(n > RAND_PAR_MIN, blk, nblk_,                                        \
-      const int64_t lo_ = blk * DROP_BLOCK;                                      \
-      const int64_t len_ = n - lo_ < DROP_BLOCK ? n - lo_ : DROP_BLOCK;          \
-      uint8_t keep_[DROP_BLOCK];                                                 \
-      dropout_keep(keep_, seed, offset + (uint64_t)lo_, len_, thr_);             \
-      for (int64_t j = 0; j < len_; j++) {                                       \
-        if (m_) m_[lo_ + j] = keep_[j] ? scale : (T)0;                           \
-        if (o_) o_[lo_ + j] = keep_[j] ? x_[lo_ + j] * scale : (T)0;             \
-      });                                                                        \
-  } while (0)
 
 em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void *x, int64_t n,
                       double p, uint64_t seed, uint64_t offset) {
@@ -116,7 +98,7 @@ em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void
     if (mask) memset(mask, 0, bytes);
     return EM_OK;
   }
-  if (dt == EM_F32) DROPOUT(float);
-  else DROPOUT(double);
+  if (dt == EM_F32) dropout_f32(out, mask, x, n, p, seed, offset);
+  else dropout_f64(out, mask, x, n, p, seed, offset);
   return EM_OK;
 }

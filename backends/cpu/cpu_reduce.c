@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CPU_CAT2(a, b) a##_##b
-#define CPU_CAT(a, b) CPU_CAT2(a, b)
 
 #define T float
 #define ACC double

@@ -10,8 +10,6 @@
 
 #include <tgmath.h>
 
-#define CPU_CAT2(a, b) a##_##b
-#define CPU_CAT(a, b) CPU_CAT2(a, b)
 
 #define T float
 #define SUF f32
