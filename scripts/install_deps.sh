@@ -7,7 +7,7 @@ SUDO=""
 PKGS=(
   build-essential cmake pkg-config git
   lua5.4 liblua5.4-dev lua-busted
-  libopenblas-dev libreadline-dev libcjson-dev libcairo2-dev libpng-dev
+  libopenblas-dev libdnnl-dev libreadline-dev libcjson-dev libcairo2-dev libpng-dev
   tmux valgrind procps
   python3 python3-torch
   dataset-fashion-mnist

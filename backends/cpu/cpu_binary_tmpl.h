@@ -1,7 +1,9 @@
 /*
 ** cpu_binary_tmpl.h -- runs of binary ops for one operand type; included
-** by cpu_elementwise.c with T and SUF set (and FLOAT_POW, the pow of T,
-** for float types, which also get their op functions and dispatcher).
+** by cpu_elementwise.c with T and SUF set (and FLOAT_POW, the pow of ACC,
+** for float types, which also get their op functions and dispatcher; they
+** compute in ACC, with LD(x) / ST(v) taking an element to ACC and back:
+** identities for float and double, bfloat16 computes in float).
 **
 ** A run is written once, over an op function; the runs are always inlined
 ** into the dispatcher, where the op is a constant, so the compiler inlines
@@ -21,26 +23,28 @@
 #ifdef FLOAT_POW
 
 /* binary_ctx is unused by float ops (nothing can fail). */
-static inline T FN(op_add)(T x, T y, binary_ctx *c) { (void)c; return x + y; }
-static inline T FN(op_sub)(T x, T y, binary_ctx *c) { (void)c; return x - y; }
-static inline T FN(op_mul)(T x, T y, binary_ctx *c) { (void)c; return x * y; }
-static inline T FN(op_div)(T x, T y, binary_ctx *c) { (void)c; return x / y; }
-static inline T FN(op_pow)(T x, T y, binary_ctx *c) { (void)c; return FLOAT_POW(x, y); }
+static inline T FN(op_add)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) + LD(y)); }
+static inline T FN(op_sub)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) - LD(y)); }
+static inline T FN(op_mul)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) * LD(y)); }
+static inline T FN(op_div)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) / LD(y)); }
+static inline T FN(op_pow)(T x, T y, binary_ctx *c) { (void)c; return ST(FLOAT_POW(LD(x), LD(y))); }
 /* NaN-propagating maximum and minimum, as torch.maximum/minimum. */
 static inline T FN(op_max)(T x, T y, binary_ctx *c) {
   (void)c;
-  return x != x ? x : (y != y ? y : (x > y ? x : y));
+  const ACC u = LD(x), v = LD(y);
+  return u != u ? x : (v != v ? y : (u > v ? x : y));
 }
 static inline T FN(op_min)(T x, T y, binary_ctx *c) {
   (void)c;
-  return x != x ? x : (y != y ? y : (x < y ? x : y));
+  const ACC u = LD(x), v = LD(y);
+  return u != u ? x : (v != v ? y : (u < v ? x : y));
 }
-static inline uint8_t FN(op_eq)(T x, T y, binary_ctx *c) { (void)c; return x == y; }
-static inline uint8_t FN(op_ne)(T x, T y, binary_ctx *c) { (void)c; return x != y; }
-static inline uint8_t FN(op_lt)(T x, T y, binary_ctx *c) { (void)c; return x < y; }
-static inline uint8_t FN(op_le)(T x, T y, binary_ctx *c) { (void)c; return x <= y; }
-static inline uint8_t FN(op_gt)(T x, T y, binary_ctx *c) { (void)c; return x > y; }
-static inline uint8_t FN(op_ge)(T x, T y, binary_ctx *c) { (void)c; return x >= y; }
+static inline uint8_t FN(op_eq)(T x, T y, binary_ctx *c) { (void)c; return LD(x) == LD(y); }
+static inline uint8_t FN(op_ne)(T x, T y, binary_ctx *c) { (void)c; return LD(x) != LD(y); }
+static inline uint8_t FN(op_lt)(T x, T y, binary_ctx *c) { (void)c; return LD(x) < LD(y); }
+static inline uint8_t FN(op_le)(T x, T y, binary_ctx *c) { (void)c; return LD(x) <= LD(y); }
+static inline uint8_t FN(op_gt)(T x, T y, binary_ctx *c) { (void)c; return LD(x) > LD(y); }
+static inline uint8_t FN(op_ge)(T x, T y, binary_ctx *c) { (void)c; return LD(x) >= LD(y); }
 
 CPU_VECTOR_CLONES static void FN(binary)(char **p, const int64_t *s, int64_t n, void *vctx) {
   binary_ctx *c = vctx;

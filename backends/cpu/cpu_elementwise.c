@@ -291,20 +291,43 @@ typedef struct binary_ctx {
   int failed; /* int64 division by zero or negative power, set atomically */
 } binary_ctx;
 
+#define LD(x) (x)
+#define ST(x) (x)
 #define T float
+#define ACC float
 #define SUF f32
 #define FLOAT_POW powf
 #include "cpu_binary_tmpl.h"
 #undef T
+#undef ACC
 #undef SUF
 #undef FLOAT_POW
 
 #define T double
+#define ACC double
 #define SUF f64
 #define FLOAT_POW pow
 #include "cpu_binary_tmpl.h"
 #undef T
+#undef ACC
 #undef SUF
+#undef FLOAT_POW
+#undef LD
+#undef ST
+
+/* bfloat16 computes in float: one rounding per result */
+#define T uint16_t
+#define ACC float
+#define LD(x) cpu_bf16_to_f32(x)
+#define ST(x) cpu_f32_to_bf16(x)
+#define SUF bf16
+#define FLOAT_POW powf
+#include "cpu_binary_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef LD
+#undef ST
 #undef FLOAT_POW
 
 #define T int64_t
@@ -439,6 +462,7 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
   switch (dt) {
     case EM_F32: fn = is_logical(op) ? NULL : binary_f32; break;
     case EM_F64: fn = is_logical(op) ? NULL : binary_f64; break;
+    case EM_BF16: fn = is_logical(op) ? NULL : binary_bf16; break;
     case EM_I64: fn = is_logical(op) ? NULL : binary_i64; break;
     case EM_BOOL:
       fn = (is_logical(op) || is_comparison(op) || op == EM_MAXIMUM || op == EM_MINIMUM)
@@ -449,8 +473,8 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
   if (!fn) {
     const char *supported = is_logical(op) ? "bool"
                           : is_comparison(op) || op == EM_MAXIMUM || op == EM_MINIMUM
-                              ? "float32, float64, int64, bool"
-                              : "float32, float64, int64";
+                              ? "float32, float64, bfloat16, int64, bool"
+                              : "float32, float64, bfloat16, int64";
     char kernel[32];
     snprintf(kernel, sizeof kernel, "binary %s", name);
     return cpu_bad_dtype(kernel, dt, supported);

@@ -16,6 +16,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <stdlib.h>
 
 /* A product with m*n*k at most this (and every size at most this, for
 ** k = 0) uses loops: measured against OpenBLAS 0.3.21, the two are equal
@@ -73,6 +74,33 @@ static void gemm_block(const gemm_args *g, int64_t i, int64_t r0, int64_t r1, in
                 (double *)g->c + c_off, (int)g->ldc);
 }
 
+/* C = beta * C for k == 0 products (beta == 0 never reads C). */
+static void bf16_scale_c(int64_t m, int64_t n, double beta, void *c, int64_t ldc,
+                         int64_t stride_c, int64_t batch) {
+  uint16_t *C = c;
+  for (int64_t i = 0; i < batch; i++)
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t j = 0; j < n; j++) {
+        uint16_t *x = C + i * stride_c + r * ldc + j;
+        *x = beta == 0 ? 0 : cpu_f32_to_bf16((float)beta * cpu_bf16_to_f32(*x));
+      }
+}
+
+/* Which library multiplies float32 (see the README's "Matrix products"):
+** a fixed rule on the shape, measured once (scripts/bench/matmul.lua),
+** never a timing at run time. EMBER_CPU_SGEMM=openblas or onednn forces
+** one, for tests and benchmarks. */
+bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  static int forced = -1; /* -1 unknown, 0 rule, 1 openblas, 2 onednn */
+  if (forced < 0) {
+    const char *e = getenv("EMBER_CPU_SGEMM");
+    forced = e && strcmp(e, "openblas") == 0 ? 1 : e && strcmp(e, "onednn") == 0 ? 2 : 0;
+  }
+  if (forced) return forced == 2;
+  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)batch;
+  return false;
+}
+
 static em_status check_ld(const char *what, int64_t ld, int64_t cols) {
   int64_t need = cols > 1 ? cols : 1;
   if (ld < need)
@@ -86,7 +114,8 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                    int64_t stride_c, int64_t batch) {
   (void)device;
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("gemm", dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype("gemm", dt, "float32, float64, bfloat16");
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     return em_error(EM_ERR_SHAPE, "cpu gemm: negative size m=%lld n=%lld k=%lld batch=%lld",
                     (long long)m, (long long)n, (long long)k, (long long)batch);
@@ -104,6 +133,14 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
     return em_error(EM_ERR_UNSUPPORTED,
                     "cpu gemm: sizes m=%lld n=%lld k=%lld exceed what BLAS takes (int)",
                     (long long)m, (long long)n, (long long)k);
+
+  if (dt == EM_BF16 && k == 0) {
+    bf16_scale_c(m, n, beta, c, ldc, stride_c, batch);
+    return EM_OK;
+  }
+  if (dt == EM_BF16 || (dt == EM_F32 && !small && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, batch)))
+    return cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                         ldc, stride_c, batch);
 
   if (small) {
     /* only worth a thread team when the whole batch is big */

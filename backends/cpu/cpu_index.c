@@ -32,8 +32,8 @@ static em_status check_index(const char *kernel, const int64_t *idx, int64_t cou
 }
 
 static em_status need_arith(const char *kernel, em_dtype dt) {
-  if (dt == EM_F32 || dt == EM_F64 || dt == EM_I64) return EM_OK;
-  return cpu_bad_dtype(kernel, dt, "float32, float64, int64");
+  if (dt == EM_F32 || dt == EM_F64 || dt == EM_I64 || dt == EM_BF16) return EM_OK;
+  return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16, int64");
 }
 
 em_status cpu_index_select(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,
@@ -74,6 +74,18 @@ static inline int64_t plus_i64(int64_t x, int64_t y) {
 #define T double
 #define SUF f64
 #define ADD plus_f64
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+#undef ADD
+
+/* bfloat16 adds in float, one rounding per add */
+static inline uint16_t plus_bf16(uint16_t x, uint16_t y) {
+  return cpu_f32_to_bf16(cpu_bf16_to_f32(x) + cpu_bf16_to_f32(y));
+}
+#define T uint16_t
+#define SUF bf16
+#define ADD plus_bf16
 #include "cpu_index_tmpl.h"
 #undef T
 #undef SUF
@@ -120,6 +132,7 @@ em_status cpu_index_add(int device, em_dtype dt, void *out, const void *src, con
   if (!s) s = check_index("index_add", idx, nidx, n_out);
   if (s) return s;
   if (dt == EM_F32) index_add_f32(out, src, idx, nidx, outer, n_out, inner);
+  else if (dt == EM_BF16) index_add_bf16(out, src, idx, nidx, outer, n_out, inner);
   else if (dt == EM_F64) index_add_f64(out, src, idx, nidx, outer, n_out, inner);
   else index_add_i64(out, src, idx, nidx, outer, n_out, inner);
   return EM_OK;
@@ -151,6 +164,7 @@ em_status cpu_scatter_add(int device, em_dtype dt, void *out, const void *src, c
   if (!s) s = check_index("scatter_add", idx, outer * n_idx * inner, n_out);
   if (s) return s;
   if (dt == EM_F32) scatter_add_f32(out, src, idx, outer, n_out, n_idx, inner);
+  else if (dt == EM_BF16) scatter_add_bf16(out, src, idx, outer, n_out, n_idx, inner);
   else if (dt == EM_F64) scatter_add_f64(out, src, idx, outer, n_out, n_idx, inner);
   else scatter_add_i64(out, src, idx, outer, n_out, n_idx, inner);
   return EM_OK;

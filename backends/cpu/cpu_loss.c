@@ -15,7 +15,8 @@
 
 static em_status check_args(const char *kernel, em_dtype dt, const int64_t *target, int64_t rows,
                             int64_t classes, int64_t ignore_index, double smoothing) {
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16");
   if (rows < 0 || classes < 0)
     return em_error(EM_ERR_SHAPE, "cpu %s: bad sizes rows=%lld classes=%lld", kernel,
                     (long long)rows, (long long)classes);
@@ -55,6 +56,9 @@ em_status cpu_cross_entropy(int device, em_dtype dt, void *loss, void *lse, cons
   if (s) return s;
   if (rows > 0 && classes == 0)
     return em_error(EM_ERR_SHAPE, "cpu cross_entropy: %lld rows of 0 classes", (long long)rows);
+  if (dt == EM_BF16)
+    return cpu_cross_entropy_bf16(loss, lse, logits, target, rows, classes, ignore_index,
+                                  smoothing);
   if (dt == EM_F32)
     ce_forward_f32(loss, lse, logits, target, rows, classes, ignore_index, smoothing);
   else
@@ -73,6 +77,9 @@ em_status cpu_cross_entropy_backward(int device, em_dtype dt, void *dlogits, con
   if (rows > 0 && classes > 0 && (!dloss || !lse))
     return em_error(EM_ERR_ARG,
                     "cpu cross_entropy_backward: needs dloss and the forward's lse, got NULL");
+  if (dt == EM_BF16)
+    return cpu_cross_entropy_backward_bf16(dlogits, dloss, logits, lse, target, rows, classes,
+                                           ignore_index, smoothing);
   if (dt == EM_F32)
     ce_backward_f32(dlogits, dloss, logits, lse, target, rows, classes, ignore_index, smoothing);
   else

@@ -61,8 +61,8 @@ em_status cpu_random(int device, em_random_kind kind, const em_kview *out, doubl
   const char *kernel = kind == EM_RAND_UNIFORM ? "random uniform" : "random normal";
   if (kind != EM_RAND_UNIFORM && kind != EM_RAND_NORMAL)
     return em_error(EM_ERR_ARG, "cpu random: unknown kind %d", (int)kind);
-  if (out->dtype != EM_F32 && out->dtype != EM_F64)
-    return cpu_bad_dtype(kernel, out->dtype, "float32, float64");
+  if (out->dtype != EM_F32 && out->dtype != EM_F64 && out->dtype != EM_BF16)
+    return cpu_bad_dtype(kernel, out->dtype, "float32, float64, bfloat16");
   if (out->ndim < 0 || out->ndim > EM_MAX_DIMS)
     return em_error(EM_ERR_ARG, "cpu %s: ndim %d, expected 0..%d", kernel, out->ndim, EM_MAX_DIMS);
   if (!kview_contiguous(out))
@@ -70,6 +70,7 @@ em_status cpu_random(int device, em_random_kind kind, const em_kview *out, doubl
   int64_t n = 1;
   for (int d = 0; d < out->ndim; d++) n *= out->shape[d];
   if (n <= 0) return EM_OK;
+  if (out->dtype == EM_BF16) return cpu_random_bf16(kind, out->data, n, a, b, seed, offset);
   const double lo = a, span = b - a, mean = a, std = b;
   if (kind == EM_RAND_UNIFORM) {
     if (out->dtype == EM_F32) draw_uniform_f32(out->data, n, lo, span, seed, offset);
@@ -84,7 +85,8 @@ em_status cpu_random(int device, em_random_kind kind, const em_kview *out, doubl
 em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void *x, int64_t n,
                       double p, uint64_t seed, uint64_t offset) {
   (void)device;
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("dropout", dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype("dropout", dt, "float32, float64, bfloat16");
   if (!(p >= 0 && p <= 1))
     return em_error(EM_ERR_ARG, "cpu dropout: probability %g, expected within [0, 1]", p);
   if (n < 0) return em_error(EM_ERR_SHAPE, "cpu dropout: n = %lld", (long long)n);
@@ -98,6 +100,7 @@ em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void
     if (mask) memset(mask, 0, bytes);
     return EM_OK;
   }
+  if (dt == EM_BF16) return cpu_dropout_bf16(out, mask, x, n, p, seed, offset);
   if (dt == EM_F32) dropout_f32(out, mask, x, n, p, seed, offset);
   else dropout_f64(out, mask, x, n, p, seed, offset);
   return EM_OK;

@@ -24,20 +24,43 @@ typedef struct unary_ctx {
 } unary_ctx;
 
 #define T float
+#define ACC float
+#define LD(x) (x)
+#define ST(x) (x)
 #define SUF f32
 #define IS_FLOAT 1
 #include "cpu_unary_tmpl.h"
 #undef T
+#undef ACC
 #undef SUF
 #undef IS_FLOAT
 
 #define T double
+#define ACC double
 #define SUF f64
 #define IS_FLOAT 1
 #include "cpu_unary_tmpl.h"
 #undef T
+#undef ACC
 #undef SUF
 #undef IS_FLOAT
+#undef LD
+#undef ST
+
+/* bfloat16 computes in float: one rounding per result */
+#define T uint16_t
+#define ACC float
+#define LD(x) cpu_bf16_to_f32(x)
+#define ST(x) cpu_f32_to_bf16(x)
+#define SUF bf16
+#define IS_FLOAT 1
+#include "cpu_unary_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef IS_FLOAT
+#undef LD
+#undef ST
 
 #define T int64_t
 #define SUF i64
@@ -57,6 +80,10 @@ typedef struct unary_ctx {
 
 static void unary_f64(char **p, const int64_t *s, int64_t n, void *vctx) {
   unary_ops_f64(p, s, n, vctx);
+}
+
+static void unary_bf16(char **p, const int64_t *s, int64_t n, void *vctx) {
+  unary_ops_bf16(p, s, n, vctx);
 }
 
 /* Exact (erf) GELU in float32 through the vectorisable erfc: for x < 0,
@@ -148,14 +175,15 @@ em_status cpu_unary(int device, em_unary_op op, const em_kview *out, const em_kv
   if (op == EM_NOT) fn = x->dtype == EM_BOOL ? unary_not : NULL;
   else if (x->dtype == EM_F32) fn = unary_f32;
   else if (x->dtype == EM_F64) fn = unary_f64;
+  else if (x->dtype == EM_BF16) fn = unary_bf16;
   else if (x->dtype == EM_I64 && (op == EM_NEG || op == EM_ABS)) fn = unary_i64;
   if (!fn) {
     char kernel[40];
     snprintf(kernel, sizeof kernel, "unary %s", unary_name(op));
     return cpu_bad_dtype(kernel, x->dtype,
                          op == EM_NOT                    ? "bool"
-                         : op == EM_NEG || op == EM_ABS ? "float32, float64, int64"
-                                                         : "float32, float64");
+                         : op == EM_NEG || op == EM_ABS ? "float32, float64, bfloat16, int64"
+                                                         : "float32, float64, bfloat16");
   }
   cpu_iter it;
   const em_kview *v[2] = {out, x};
@@ -178,10 +206,10 @@ em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n,
     return em_error(EM_ERR_ARG, "cpu unary_backward: unknown op %d", (int)op);
   if (op == EM_NOT)
     return em_error(EM_ERR_ARG, "cpu unary_backward not: logical not has no derivative");
-  if (dt != EM_F32 && dt != EM_F64) {
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16) {
     char kernel[48];
     snprintf(kernel, sizeof kernel, "unary_backward %s", unary_name(op));
-    return cpu_bad_dtype(kernel, dt, "float32, float64");
+    return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16");
   }
   if (n < 0)
     return em_error(EM_ERR_ARG, "cpu unary_backward %s: n = %lld", unary_name(op), (long long)n);
@@ -197,6 +225,7 @@ em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n,
                     unary_name(op));
   if (dt == EM_F32 && op == EM_GELU) gelu_grad_f32_par(gx, gy, x, n);
   else if (dt == EM_F32) unary_grad_f32(op, n, gx, gy, x, y, alpha, beta);
+  else if (dt == EM_BF16) unary_grad_bf16(op, n, gx, gy, x, y, alpha, beta);
   else unary_grad_f64(op, n, gx, gy, x, y, alpha, beta);
   return EM_OK;
 }
