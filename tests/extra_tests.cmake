@@ -44,3 +44,14 @@ add_test(NAME cuda.train_tracks_cpu
           ${CMAKE_CURRENT_SOURCE_DIR}/cuda/train_tracks_cpu.lua
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cuda.train_tracks_cpu PROPERTIES LABELS "cuda" SKIP_RETURN_CODE 77 ENVIRONMENT "${TEST_ENV}")
+
+# bfloat16 on CPUs without AMX or AVX512-BF16: the same checks with oneDNN
+# capped to plain AVX-512 (its bf16 kernels emulate the conversions) and to
+# AVX2 (no oneDNN bf16 kernel: the CPU backend widens to float32 itself).
+foreach(isa AVX512_CORE AVX2)
+  add_test(NAME lua.bf16_spec_${isa}
+    COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/bf16_spec.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(lua.bf16_spec_${isa} PROPERTIES LABELS "lua"
+    ENVIRONMENT "${TEST_ENV};ONEDNN_MAX_CPU_ISA=${isa}")
+endforeach()

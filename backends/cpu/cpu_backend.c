@@ -246,6 +246,30 @@ static void cpu_set_num_threads(int n) {
 
 static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
+/* What multiplies dtype dt (and what our own loops were built for). */
+static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
+  em_status s = check_device("kernel_info", device);
+  if (s) return s;
+  const char *own = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
+  char impl[96] = "";
+  switch (dt) {
+    case EM_BF16:
+    case EM_F32:
+      if ((s = cpu_dnnl_impl(dt, impl, sizeof impl))) return s;
+      if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
+        snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
+                 "CPU); kernels: %s, computing in float32", own);
+      else if (dt == EM_BF16)
+        snprintf(buf, n, "gemm: onednn %s; kernels: %s, computing in float32", impl, own);
+      else
+        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s",
+                 cpu_gemm_f32_rule(), impl, own);
+      return EM_OK;
+    case EM_F64: snprintf(buf, n, "gemm: openblas; kernels: %s", own); return EM_OK;
+    default: snprintf(buf, n, "kernels: %s (no products)", own); return EM_OK;
+  }
+}
+
 static const em_backend cpu_backend = {
   .abi_version = EM_BACKEND_ABI_VERSION,
   .struct_size = sizeof(em_backend),
@@ -287,6 +311,7 @@ static const em_backend cpu_backend = {
   .sgd_step = cpu_sgd_step,
   .attention_forward = cpu_attention_forward,
   .attention_backward = cpu_attention_backward,
+  .kernel_info = cpu_kernel_info,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -34,7 +34,7 @@ typedef struct dnnl_key {
 
 typedef struct dnnl_entry {
   dnnl_key key;
-  dnnl_primitive_t prim;
+  dnnl_primitive_t prim; /* NULL: oneDNN has no kernel for it (remembered) */
   dnnl_memory_desc_t a_md, b_md, c_md;
 } dnnl_entry;
 
@@ -48,8 +48,12 @@ static int dnnl_cached;
 ** ("brg:avx512_core_amx", ...), for cpu_info. */
 static char dnnl_impl[EM_NDTYPES][64];
 
+/* dnnl_unimplemented (no kernel for this dtype on this ISA, e.g. bfloat16
+** under ONEDNN_MAX_CPU_ISA=AVX2) is EM_ERR_UNSUPPORTED: cpu_gemm then
+** takes its own path. */
 static em_status dnnl_fail(const char *what, dnnl_status_t st) {
-  return em_error(EM_ERR_BACKEND, "cpu gemm (oneDNN): %s failed (dnnl status %d)", what, (int)st);
+  return em_error(st == dnnl_unimplemented ? EM_ERR_UNSUPPORTED : EM_ERR_BACKEND,
+                  "cpu gemm (oneDNN): %s failed (dnnl status %d)", what, (int)st);
 }
 
 /* Engine and stream, created on first use (under dnnl_lock). */
@@ -182,11 +186,14 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
   if (!s && !hit) {
     dnnl_entry *e = dnnl_cached < DNNL_CACHE_MAX ? &dnnl_cache[dnnl_cached] : &tmp;
     s = entry_create(e, &key);
-    if (!s && e != &tmp) dnnl_cached++;
+    if ((!s || s == EM_ERR_UNSUPPORTED) && e != &tmp) dnnl_cached++;
     hit = e;
   }
   pthread_mutex_unlock(&dnnl_lock);
   if (s) return s;
+  if (!hit->prim)
+    return em_error(EM_ERR_UNSUPPORTED, "cpu gemm (oneDNN): no kernel for %s on this CPU",
+                    cpu_dtype_name(dt));
   s = run(hit, a, b, c);
   if (tmp.prim) dnnl_primitive_destroy(tmp.prim);
   return s;
@@ -205,6 +212,10 @@ em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n) {
     if (e.prim) dnnl_primitive_destroy(e.prim);
   }
   if (!s) snprintf(buf, n, "%s", dnnl_impl[dt]);
+  else if (s == EM_ERR_UNSUPPORTED) {
+    snprintf(buf, n, "none (no oneDNN kernel on this CPU)");
+    s = EM_OK;
+  }
   pthread_mutex_unlock(&dnnl_lock);
   return s;
 }

@@ -87,18 +87,77 @@ static void bf16_scale_c(int64_t m, int64_t n, double beta, void *c, int64_t ldc
 }
 
 /* Which library multiplies float32 (see the README's "Matrix products"):
-** a fixed rule on the shape, measured once (scripts/bench/matmul.lua),
-** never a timing at run time. EMBER_CPU_SGEMM=openblas or onednn forces
-** one, for tests and benchmarks. */
-bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
-  static int forced = -1; /* -1 unknown, 0 rule, 1 openblas, 2 onednn */
+** a fixed rule on the shape, measured with scripts/bench/matmul.lua, never
+** a timing at run time. oneDNN's JIT kernels beat OpenBLAS's sgemm at every
+** model shape measured (1024^3, 4096 x {128..512} x {128..512}); below
+** about 2^21 multiply-adds per call the fixed cost of running a primitive
+** (creating memory objects, the stream) is a large share and OpenBLAS on
+** our team is as fast. EMBER_CPU_SGEMM=openblas or onednn forces one, for
+** tests and benchmarks. */
+#define DNNL_F32_MIN_MNK (1 << 21)
+
+static int f32_forced(void) {
+  static int forced = -1; /* -1 unknown, 0 the rule, 1 openblas, 2 onednn */
   if (forced < 0) {
     const char *e = getenv("EMBER_CPU_SGEMM");
     forced = e && strcmp(e, "openblas") == 0 ? 1 : e && strcmp(e, "onednn") == 0 ? 2 : 0;
   }
+  return forced;
+}
+
+bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  (void)ta, (void)tb;
+  const int forced = f32_forced();
   if (forced) return forced == 2;
-  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)batch;
-  return false;
+  return (double)m * (double)n * (double)k * (double)batch >= DNNL_F32_MIN_MNK;
+}
+
+const char *cpu_gemm_f32_rule(void) {
+  switch (f32_forced()) {
+    case 1: return "openblas (EMBER_CPU_SGEMM)";
+    case 2: return "onednn (EMBER_CPU_SGEMM)";
+    default: return "onednn from 2^21 multiply-adds per call, openblas below";
+  }
+}
+
+/* Elements from the first to one past the last of a batch of row-major
+** matrices (rows x cols of op(X), stored transposed when t). */
+static int64_t span(bool t, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                    int64_t batch) {
+  const int64_t last = t ? (cols - 1) * ld + rows : (rows - 1) * ld + cols;
+  return (batch - 1) * stride + last;
+}
+
+static float *widen_span(const uint16_t *x, int64_t n) {
+  float *f = malloc((size_t)n * sizeof *f);
+  if (f) CPU_FOR(n > CPU_PAR_MIN, i, n, f[i] = cpu_bf16_to_f32(x[i]););
+  return f;
+}
+
+/* bfloat16 where oneDNN has no kernel (a CPU without AVX-512): the
+** operands widened to float32 in their own layout, a float32 product,
+** the result rounded once. Gaps between rows round-trip exactly. */
+static em_status bf16_gemm_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                   double alpha, const void *a, int64_t lda, int64_t stride_a,
+                                   const void *b, int64_t ldb, int64_t stride_b, double beta,
+                                   void *c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  const int64_t na = span(ta, m, k, lda, stride_a, batch), nb = span(tb, k, n, ldb, stride_b, batch);
+  const int64_t nc = span(false, m, n, ldc, stride_c, batch);
+  float *fa = widen_span(a, na), *fb = widen_span(b, nb), *fc = widen_span(c, nc);
+  em_status s = EM_OK;
+  if (!fa || !fb || !fc)
+    s = em_error(EM_ERR_OOM, "cpu gemm: out of memory widening a bfloat16 product");
+  else
+    s = cpu_gemm(0, EM_F32, ta, tb, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b, beta,
+                 fc, ldc, stride_c, batch);
+  if (!s) {
+    uint16_t *h = c;
+    CPU_FOR(nc > CPU_PAR_MIN, i, nc, h[i] = cpu_f32_to_bf16(fc[i]););
+  }
+  free(fa);
+  free(fb);
+  free(fc);
+  return s;
 }
 
 static em_status check_ld(const char *what, int64_t ld, int64_t cols) {
@@ -138,9 +197,18 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
     bf16_scale_c(m, n, beta, c, ldc, stride_c, batch);
     return EM_OK;
   }
-  if (dt == EM_BF16 || (dt == EM_F32 && !small && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, batch)))
-    return cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
-                         ldc, stride_c, batch);
+  if (dt == EM_BF16) {
+    s = cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                      ldc, stride_c, batch);
+    if (s != EM_ERR_UNSUPPORTED) return s;
+    return bf16_gemm_widened(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                             ldc, stride_c, batch);
+  }
+  if (dt == EM_F32 && !small && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, batch)) {
+    s = cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                      ldc, stride_c, batch);
+    if (s != EM_ERR_UNSUPPORTED) return s;
+  }
 
   if (small) {
     /* only worth a thread team when the whole batch is big */

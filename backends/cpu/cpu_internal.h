@@ -145,8 +145,10 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                    int64_t stride_c, int64_t batch);
 
-/* Whether a float32 product goes to oneDNN rather than OpenBLAS. */
+/* Whether a float32 product goes to oneDNN rather than OpenBLAS, and the
+** rule in words. */
 bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch);
+const char *cpu_gemm_f32_rule(void);
 
 /* cpu_dnnl.c: the same contract as cpu_gemm, for bfloat16 and float32,
 ** through oneDNN's matmul (k >= 1). */

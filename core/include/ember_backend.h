@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 1
+#define EM_BACKEND_ABI_VERSION 2
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -264,6 +264,10 @@ typedef struct em_backend {
   em_status (*attention_forward)(int device, const em_attention_args *args);
   /* optional: backward from dout, out and lse, writing dq, dk_, dv_. */
   em_status (*attention_backward)(int device, const em_attention_args *args);
+  /* optional: a line saying what computes dtype dt's products and kernels
+  ** on this device (for the CPU: the library and the instruction set it
+  ** runs on, "onednn brg:avx512_core_amx_bf16"), for ember.cpu_info(). */
+  em_status (*kernel_info)(int device, em_dtype dt, char *buf, size_t n);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

@@ -122,6 +122,19 @@ describe("bfloat16 compute on the CPU", function()
     close(ln_w.grad, ln_w32.grad, 4 * TOL, "d ln weight")
   end)
 
+  it("ember.cpu_info says what computes each dtype", function()
+    local info = ember.cpu_info()
+    assert.is_true(math.type(info.threads) == "integer" and info.threads >= 1)
+    assert.truthy(info.float64:find("openblas", 1, true), info.float64)
+    assert.truthy(info.float32:find("openblas", 1, true) and info.float32:find("onednn", 1, true),
+      info.float32)
+    if os.getenv("ONEDNN_MAX_CPU_ISA") == "AVX2" then
+      assert.truthy(info.bfloat16:find("widened", 1, true), info.bfloat16)
+    else
+      assert.truthy(info.bfloat16:find("onednn", 1, true), info.bfloat16)
+    end
+  end)
+
   it("dropout and random draws in bf16", function()
     local x = bf(ember.ones(10000))
     local y = ember.dropout(x, 0.25, true)
