@@ -201,8 +201,10 @@ for epoch = 1, epochs do
   local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
   for b in train:batches(opts.batch, {shuffle = true}) do
     step = step + 1
-    local logits = model(b.x, b.x_mask)
-    local loss = ember.cross_entropy(logits, b.y)
+    local logits, loss = cli.autocast(opts, function()
+      local lg = model(b.x, b.x_mask)
+      return lg, ember.cross_entropy(lg, b.y)
+    end)
     opt:zero_grad()
     loss:backward()
     optim.clip_grad_norm(params, 1.0)

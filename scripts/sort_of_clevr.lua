@@ -163,9 +163,11 @@ for epoch = 1, epochs do
   for b in train:batches(opts.batch, {shuffle = true}) do
     step = step + 1
     local img = soc.render(scenes, b.idx)
-    local logits = model(img, b.q)
     local target = b.a:reshape(-1)
-    local loss = ember.cross_entropy(logits, target)
+    local logits, loss = cli.autocast(opts, function()
+      local lg = model(img, b.q)
+      return lg, ember.cross_entropy(lg, target)
+    end)
     opt:zero_grad()
     loss:backward()
     optim.clip_grad_norm(params, 1.0)

@@ -350,6 +350,12 @@ EM_API em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *targe
 /* ------------------------------------------------------------------ */
 
 /* Grad mode is thread-local and on by default. */
+/* Mixed precision, per thread (see core/src/autocast.c for the op lists):
+** products run in dt (bfloat16 only), softmax, norms, losses and
+** reductions in float32. The previous state goes to was_* (may be NULL). */
+EM_API em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype *was_dt);
+EM_API bool em_autocast_enabled(em_dtype *dt);
+
 EM_API bool em_grad_enabled(void);
 EM_API bool em_set_grad_enabled(bool on); /* returns the previous mode */
 /* Marks a leaf; an error on a non-leaf or a non-float tensor. */

@@ -114,8 +114,27 @@ static int f_cpu_info(lua_State *L) {
   return 1;
 }
 
+/* ember.set_autocast(enabled [, dtype]) -> previous enabled, previous dtype
+** name. The scope objects of ember.autocast (lua/ember/autocast.lua) are
+** built on it. */
+static int f_set_autocast(lua_State *L) {
+  bool on = lua_toboolean(L, 1);
+  em_dtype dt = EM_BF16, was_dt;
+  bool was;
+  if (!lua_isnoneornil(L, 2)) {
+    em_status s = em_dtype_parse(luaL_checkstring(L, 2), &dt);
+    if (s) return lember_error(L, "set_autocast", s);
+  }
+  em_status s = em_autocast_set(on, dt, &was, &was_dt);
+  if (s) return lember_error(L, "set_autocast", s);
+  lua_pushboolean(L, was);
+  lua_pushstring(L, em_dtype_name(was_dt));
+  return 2;
+}
+
 static const luaL_Reg funcs[] = {
   {"cpu_info", f_cpu_info},
+  {"set_autocast", f_set_autocast},
   {"set_num_threads", f_set_num_threads},
   {"get_num_threads", f_get_num_threads},
   {"device_count", f_device_count},

@@ -111,7 +111,11 @@ static em_status unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **p
   char da[200], db[200];
   *pa = *pb = NULL;
   if (x->dtype != y->dtype) {
-    if (x->ndim == 0 && y->ndim != 0) {
+    if (em__autocast_promotes(x->dtype, y->dtype)) { /* bf16 with float32: float32 */
+      em_tensor **low = x->dtype == EM_F32 ? &y : &x;
+      s = em_to_dtype(&t, *low, EM_F32);
+      if (s == EM_OK) em_release(*low), *low = t;
+    } else if (x->ndim == 0 && y->ndim != 0) {
       s = em_to_dtype(&t, x, y->dtype);
       if (s == EM_OK) em_release(x), x = t;
     } else if (y->ndim == 0 && x->ndim != 0) {
