@@ -11,6 +11,7 @@
 #include "cpu_internal.h"
 #include "ember_plugin.h"
 
+#include <sched.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -321,9 +322,47 @@ EM_PLUGIN_EXPORT const em_plugin_info ember_plugin_info = {
   "host CPU backend: OpenMP kernels, OpenBLAS gemm, flash-style attention",
 };
 
+/* The cgroup's CPU quota in whole CPUs (rounded up), 0 when unlimited or
+** unknown: cgroup v2's cpu.max ("max 100000" or "200000 100000"), else v1's
+** cfs_quota_us / cfs_period_us. A container given 2 CPUs of a 64-core host
+** sees 64 in its affinity mask; 64 threads there would time-slice. */
+static int cgroup_cpus(void) {
+  long long quota = -1, period = 0;
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+  if (f) {
+    char q[32];
+    if (fscanf(f, "%31s %lld", q, &period) == 2 && strcmp(q, "max") != 0) quota = atoll(q);
+    fclose(f);
+  } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+    if (fscanf(f, "%lld", &quota) != 1) quota = -1;
+    fclose(f);
+    if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+      if (fscanf(f, "%lld", &period) != 1) period = 0;
+      fclose(f);
+    }
+  }
+  if (quota <= 0 || period <= 0) return 0;
+  return (int)((quota + period - 1) / period);
+}
+
+/* The default team size when OMP_NUM_THREADS is not set: the CPUs this
+** process may run on (its affinity mask, which libgomp also counts),
+** capped by the cgroup's quota, which libgomp ignores. */
+static int default_threads(void) {
+  int n = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+  if (n < 1) n = omp_get_num_procs();
+  int quota = cgroup_cpus();
+  if (quota > 0 && quota < n) n = quota;
+  return n < 1 ? 1 : n;
+}
+
 EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {
   (void)err;
   (void)errlen;
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (!env || !*env) omp_set_num_threads(default_threads());
   openblas_set_num_threads(1); /* see cpu_set_num_threads */
   return &cpu_backend;
 }
