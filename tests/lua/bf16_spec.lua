@@ -135,6 +135,40 @@ describe("bfloat16 compute on the CPU", function()
     end
   end)
 
+  it("a model converted to bfloat16 saves BF16 safetensors that PyTorch reads", function()
+    local checkpoint = require "ember.checkpoint"
+    local m = nn.Linear(4, 3):to("bfloat16")
+    local path = os.tmpname()
+    checkpoint.save(path, { model = m })
+    local py = os.tmpname()
+    local f = assert(io.open(py, "w"))
+    f:write([==[
+import json, struct, sys, torch
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+for name, v in sorted(header.items()):
+    if name == "__metadata__":
+        continue
+    a, b = v["data_offsets"]
+    dt = {"BF16": torch.bfloat16, "F32": torch.float32}[v["dtype"]]
+    t = torch.frombuffer(bytearray(data[a:b]), dtype=dt).reshape(v["shape"])
+    print(name, v["dtype"], repr(float(t.float().sum())))
+]==])
+    f:close()
+    local h = io.popen(("/usr/bin/python3 %q %q 2>&1"):format(py, path))
+    local out = h:read("a")
+    h:close()
+    os.remove(py)
+    os.remove(path)
+    for _, name in ipairs { "weight", "bias" } do
+      local dt, sum = out:match(name .. " (%S+) (%S+)")
+      assert.are.equal("BF16", dt, out)
+      assert(math.abs(tonumber(sum) - f32(m[name]):sum():item()) < 1e-6, out)
+    end
+  end)
+
   it("dropout and random draws in bf16", function()
     local x = bf(ember.ones(10000))
     local y = ember.dropout(x, 0.25, true)
