@@ -87,13 +87,14 @@ static void bf16_scale_c(int64_t m, int64_t n, double beta, void *c, int64_t ldc
 }
 
 /* Which library multiplies float32 (see the README's "Matrix products"):
-** a fixed rule on the shape, measured with scripts/bench/matmul.lua, never
-** a timing at run time. oneDNN's JIT kernels beat OpenBLAS's sgemm at every
-** model shape measured (1024^3, 4096 x {128..512} x {128..512}); below
-** about 2^21 multiply-adds per call the fixed cost of running a primitive
-** (creating memory objects, the stream) is a large share and OpenBLAS on
-** our team is as fast. EMBER_CPU_SGEMM=openblas or onednn forces one, for
-** tests and benchmarks. */
+** a fixed rule on the shape, never a timing at run time. On a quiet
+** machine of this kind oneDNN's f32 matmul ran 1.3-1.8x OpenBLAS's sgemm
+** at 1024^3 and 4096 x {128..512} x {128..512} (the issue's table; our
+** scripts/bench/matmul.lua runs, on a heavily shared 2-core machine, were
+** too noisy to refine it); below about 2^21 multiply-adds per call
+** the fixed cost of running a primitive (memory objects, the stream) is a
+** large share, so small products stay on OpenBLAS on our team.
+** EMBER_CPU_SGEMM=openblas or onednn forces one, for tests and benchmarks. */
 #define DNNL_F32_MIN_MNK (1 << 21)
 
 static int f32_forced(void) {
