@@ -11,7 +11,7 @@ SUDO=""
 PKGS=(
   build-essential cmake pkg-config git
   lua5.4 liblua5.4-dev lua-busted lua-argparse lua-ldoc luarocks
-  libopenblas-dev libreadline-dev libcjson-dev libcairo2-dev libpng-dev
+  libopenblas-dev libdnnl-dev libreadline-dev libcjson-dev libcairo2-dev libpng-dev
   tmux valgrind procps strace
   clang-14 libclang-rt-14-dev libomp-14-dev
   python3 python3-torch

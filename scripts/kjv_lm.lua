@@ -153,8 +153,10 @@ local n_starts = train_ids:size(1) - L - 1
 for step = 1, total_steps do
   local starts = ((ember.rand(B) * n_starts):long() + 1):narrow(1, world.rank * b_rank + 1, b_rank):to(opts.device)
   local w = windows(train_ids, starts, L)
-  local logits = net(w:narrow(2, 1, L))
-  local loss = ember.cross_entropy(logits:reshape(b_rank * L, -1), w:narrow(2, 2, L):reshape(-1))
+  local logits, loss = cli.autocast(opts, function()
+    local lg = net(w:narrow(2, 1, L))
+    return lg, ember.cross_entropy(lg:reshape(b_rank * L, -1), w:narrow(2, 2, L):reshape(-1))
+  end)
   opt:zero_grad()
   loss:backward()
   optim.clip_grad_norm(params, 1.0)

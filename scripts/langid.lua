@@ -206,8 +206,10 @@ for epoch = 1, epochs do
   local seen, ep, win = 0, metrics.Means(), metrics.Means() -- this epoch; since the last log line
   for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
-    local logits = net(b.x, b.x_mask)
-    local loss = ember.cross_entropy(logits, b.y)
+    local logits, loss = cli.autocast(opts, function()
+      local lg = net(b.x, b.x_mask)
+      return lg, ember.cross_entropy(lg, b.y)
+    end)
     opt:zero_grad()
     loss:backward()
     optim.clip_grad_norm(params, 1.0)

@@ -167,9 +167,11 @@ for epoch = 1, epochs do
   for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
     local img = soc.render(scenes, b.idx)
-    local logits = net(img, b.q)
     local target = b.a:reshape(-1)
-    local loss = ember.cross_entropy(logits, target)
+    local logits, loss = cli.autocast(opts, function()
+      local lg = net(img, b.q)
+      return lg, ember.cross_entropy(lg, target)
+    end)
     opt:zero_grad()
     loss:backward()
     optim.clip_grad_norm(params, 1.0)

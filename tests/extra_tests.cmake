@@ -79,3 +79,13 @@ if(TARGET ember_backend_cuda_emu)
   set_tests_properties(mpi.cuda_staging.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77 PROCESSORS 2
     ENVIRONMENT "EMBER_PLUGIN_PATH=${EMBER_BUILD_PLUGIN_DIR}:$<TARGET_FILE_DIR:ember_backend_cuda_emu>;EMBER_PLUGIN_PATH_ONLY=1;EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR};EMBER_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=1")
 endif()
+# bfloat16 on CPUs without AMX or AVX512-BF16: the same checks with oneDNN
+# capped to plain AVX-512 (its bf16 kernels emulate the conversions) and to
+# AVX2 (no oneDNN bf16 kernel: the CPU backend widens to float32 itself).
+foreach(isa AVX512_CORE AVX2)
+  add_test(NAME lua.bf16_spec_${isa}
+    COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/bf16_spec.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(lua.bf16_spec_${isa} PROPERTIES LABELS "lua"
+    ENVIRONMENT "${TEST_ENV};ONEDNN_MAX_CPU_ISA=${isa}")
+endforeach()

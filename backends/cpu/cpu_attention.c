@@ -50,8 +50,6 @@
 #include <stdlib.h>
 #include <tgmath.h>
 
-#define CPU_CAT2(a, b) a##_##b
-#define CPU_CAT(a, b) CPU_CAT2(a, b)
 
 typedef struct att_ctx {
   const em_attention_args *a;
@@ -69,22 +67,36 @@ typedef struct att_ctx {
 #define TILE_MNK (65536.0 * 4)
 
 /* C = alpha * op(A) op(B) + beta * C, row-major, on the calling thread.
-** k == 0 leaves beta * C (BLAS rules, without its ld >= 1 complaints). */
-#define ATT_GEMM(SUF, T, BLAS)                                                                   \
-  static inline void gemm_##SUF(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,     \
-                                const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C, \
-                                int64_t ldc) {                                                   \
-    if (m == 0 || n == 0) return;                                                                \
-    if (k == 0) {                                                                                \
-      for (int64_t i = 0; i < m; i++)                                                            \
-        for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];  \
-      return;                                                                                    \
-    }                                                                                            \
-    BLAS(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,  \
-         (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);                    \
-  }
-ATT_GEMM(f32, float, cblas_sgemm)
-ATT_GEMM(f64, double, cblas_dgemm)
+** k == 0 leaves beta * C (BLAS rules, without its ld >= 1 complaints).
+** Returns false when there is a product left for BLAS to do. */
+static inline bool att_gemm_trivial(int64_t m, int64_t n, int64_t k, double beta, void *C,
+                                    size_t es, int64_t ldc) {
+  if (m == 0 || n == 0) return true;
+  if (k != 0) return false;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      char *c = (char *)C + (size_t)(i * ldc + j) * es;
+      if (es == sizeof(float)) *(float *)c = beta == 0 ? 0 : (float)beta * *(float *)c;
+      else *(double *)c = beta == 0 ? 0 : beta * *(double *)c;
+    }
+  return true;
+}
+
+static inline void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                            float *C, int64_t ldc) {
+  if (att_gemm_trivial(m, n, k, beta, C, sizeof *C, ldc)) return;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+static inline void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                            const double *A, int64_t lda, const double *B, int64_t ldb,
+                            double beta, double *C, int64_t ldc) {
+  if (att_gemm_trivial(m, n, k, beta, C, sizeof *C, ldc)) return;
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
 
 /* float32 uses cpu_exp_f32 (cpu_vmath.h), which vectorises. */
 static inline float att_exp_f32(float x) { return cpu_exp_f32(x); }

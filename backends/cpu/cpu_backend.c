@@ -11,6 +11,7 @@
 #include "cpu_internal.h"
 #include "ember_plugin.h"
 
+#include <sched.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -250,6 +251,30 @@ static void cpu_set_num_threads(int n) {
 
 static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
+/* What multiplies dtype dt (and what our own loops were built for). */
+static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
+  em_status s = check_device("kernel_info", device);
+  if (s) return s;
+  const char *own = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
+  char impl[96] = "";
+  switch (dt) {
+    case EM_BF16:
+    case EM_F32:
+      if ((s = cpu_dnnl_impl(dt, impl, sizeof impl))) return s;
+      if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
+        snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
+                 "CPU); kernels: %s, computing in float32", own);
+      else if (dt == EM_BF16)
+        snprintf(buf, n, "gemm: onednn %s; kernels: %s, computing in float32", impl, own);
+      else
+        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s",
+                 cpu_gemm_f32_rule(), impl, own);
+      return EM_OK;
+    case EM_F64: snprintf(buf, n, "gemm: openblas; kernels: %s", own); return EM_OK;
+    default: snprintf(buf, n, "kernels: %s (no products)", own); return EM_OK;
+  }
+}
+
 static const em_backend cpu_backend = {
   .abi_version = EM_BACKEND_ABI_VERSION,
   .struct_size = sizeof(em_backend),
@@ -291,6 +316,7 @@ static const em_backend cpu_backend = {
   .sgd_step = cpu_sgd_step,
   .attention_forward = cpu_attention_forward,
   .attention_backward = cpu_attention_backward,
+  .kernel_info = cpu_kernel_info,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */
@@ -300,9 +326,47 @@ EM_PLUGIN_EXPORT const em_plugin_info ember_plugin_info = {
   "host CPU backend: OpenMP kernels, OpenBLAS gemm, flash-style attention",
 };
 
+/* The cgroup's CPU quota in whole CPUs (rounded up), 0 when unlimited or
+** unknown: cgroup v2's cpu.max ("max 100000" or "200000 100000"), else v1's
+** cfs_quota_us / cfs_period_us. A container given 2 CPUs of a 64-core host
+** sees 64 in its affinity mask; 64 threads there would time-slice. */
+static int cgroup_cpus(void) {
+  long long quota = -1, period = 0;
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+  if (f) {
+    char q[32];
+    if (fscanf(f, "%31s %lld", q, &period) == 2 && strcmp(q, "max") != 0) quota = atoll(q);
+    fclose(f);
+  } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r"))) {
+    if (fscanf(f, "%lld", &quota) != 1) quota = -1;
+    fclose(f);
+    if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r"))) {
+      if (fscanf(f, "%lld", &period) != 1) period = 0;
+      fclose(f);
+    }
+  }
+  if (quota <= 0 || period <= 0) return 0;
+  return (int)((quota + period - 1) / period);
+}
+
+/* The default team size when OMP_NUM_THREADS is not set: the CPUs this
+** process may run on (its affinity mask, which libgomp also counts),
+** capped by the cgroup's quota, which libgomp ignores. */
+static int default_threads(void) {
+  int n = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+  if (n < 1) n = omp_get_num_procs();
+  int quota = cgroup_cpus();
+  if (quota > 0 && quota < n) n = quota;
+  return n < 1 ? 1 : n;
+}
+
 EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {
   (void)err;
   (void)errlen;
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (!env || !*env) omp_set_num_threads(default_threads());
   openblas_set_num_threads(1); /* see cpu_set_num_threads */
   return &cpu_backend;
 }

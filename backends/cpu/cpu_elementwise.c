@@ -22,34 +22,6 @@
 
 typedef struct copy_ctx { em_dtype src, dst; } copy_ctx;
 
-/* A run of n elements; CONV turns a TS into a TD. */
-#define CAST_RUN(TS, TD, CONV)                                                  \
-  do {                                                                          \
-    if (s[0] == (int64_t)sizeof(TD) && s[1] == (int64_t)sizeof(TS)) {           \
-      TD *d_ = (TD *)p[0];                                                      \
-      const TS *s_ = (const TS *)p[1];                                          \
-      for (int64_t i = 0; i < n; i++) d_[i] = CONV(s_[i]);                      \
-    } else {                                                                    \
-      char *d_ = p[0];                                                          \
-      const char *s_ = p[1];                                                    \
-      for (int64_t i = 0; i < n; i++, d_ += s[0], s_ += s[1])                   \
-        *(TD *)d_ = CONV(*(const TS *)s_);                                      \
-    }                                                                           \
-  } while (0)
-
-/* The same dtype: a move of element-sized words. */
-#define MOVE_RUN(T)                                                             \
-  do {                                                                          \
-    if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {             \
-      memmove(p[0], p[1], (size_t)n * sizeof(T));                               \
-    } else {                                                                    \
-      char *d_ = p[0];                                                          \
-      const char *s_ = p[1];                                                    \
-      for (int64_t i = 0; i < n; i++, d_ += s[0], s_ += s[1])                   \
-        *(T *)d_ = *(const T *)s_;                                              \
-    }                                                                           \
-  } while (0)
-
 static inline int64_t f32_to_i64(float x) { return cpu_f64_to_i64((double)x); }
 static inline float bf16_f32(uint16_t h) { return cpu_bf16_to_f32(h); }
 static inline double bf16_f64(uint16_t h) { return (double)cpu_bf16_to_f32(h); }
@@ -62,52 +34,201 @@ static inline int64_t u8_i64(uint8_t x) { return x != 0; }
 static inline float u8_f32(uint8_t x) { return x != 0; }
 static inline double u8_f64(uint8_t x) { return x != 0; }
 
+/* One cast function per (source, destination) pair. */
+#define TS double
+#define TD float
+#define CONV TO_F32
+#define NAME cast_f64_f32
+#include "cpu_cast_tmpl.h"
+
+#define TS int64_t
+#define TD float
+#define CONV TO_F32
+#define NAME cast_i64_f32
+#include "cpu_cast_tmpl.h"
+
+#define TS uint8_t
+#define TD float
+#define CONV u8_f32
+#define NAME cast_bool_f32
+#include "cpu_cast_tmpl.h"
+
+#define TS uint16_t
+#define TD float
+#define CONV bf16_f32
+#define NAME cast_bf16_f32
+#include "cpu_cast_tmpl.h"
+
+#define TS float
+#define TD double
+#define CONV TO_F64
+#define NAME cast_f32_f64
+#include "cpu_cast_tmpl.h"
+
+#define TS int64_t
+#define TD double
+#define CONV TO_F64
+#define NAME cast_i64_f64
+#include "cpu_cast_tmpl.h"
+
+#define TS uint8_t
+#define TD double
+#define CONV u8_f64
+#define NAME cast_bool_f64
+#include "cpu_cast_tmpl.h"
+
+#define TS uint16_t
+#define TD double
+#define CONV bf16_f64
+#define NAME cast_bf16_f64
+#include "cpu_cast_tmpl.h"
+
+#define TS float
+#define TD int64_t
+#define CONV f32_to_i64
+#define NAME cast_f32_i64
+#include "cpu_cast_tmpl.h"
+
+#define TS double
+#define TD int64_t
+#define CONV cpu_f64_to_i64
+#define NAME cast_f64_i64
+#include "cpu_cast_tmpl.h"
+
+#define TS uint8_t
+#define TD int64_t
+#define CONV u8_i64
+#define NAME cast_bool_i64
+#include "cpu_cast_tmpl.h"
+
+#define TS uint16_t
+#define TD int64_t
+#define CONV bf16_i64
+#define NAME cast_bf16_i64
+#include "cpu_cast_tmpl.h"
+
+#define TS float
+#define TD uint8_t
+#define CONV TO_BOOL
+#define NAME cast_f32_bool
+#include "cpu_cast_tmpl.h"
+
+#define TS double
+#define TD uint8_t
+#define CONV TO_BOOL
+#define NAME cast_f64_bool
+#include "cpu_cast_tmpl.h"
+
+#define TS int64_t
+#define TD uint8_t
+#define CONV TO_BOOL
+#define NAME cast_i64_bool
+#include "cpu_cast_tmpl.h"
+
+#define TS uint16_t
+#define TD uint8_t
+#define CONV bf16_bool
+#define NAME cast_bf16_bool
+#include "cpu_cast_tmpl.h"
+
+#define TS float
+#define TD uint16_t
+#define CONV cpu_f32_to_bf16
+#define NAME cast_f32_bf16
+#include "cpu_cast_tmpl.h"
+
+#define TS double
+#define TD uint16_t
+#define CONV f64_bf16
+#define NAME cast_f64_bf16
+#include "cpu_cast_tmpl.h"
+
+#define TS int64_t
+#define TD uint16_t
+#define CONV i64_bf16
+#define NAME cast_i64_bf16
+#include "cpu_cast_tmpl.h"
+
+#define TS uint8_t
+#define TD uint16_t
+#define CONV u8_bf16
+#define NAME cast_bool_bf16
+#include "cpu_cast_tmpl.h"
+
+/* Runs that move elements, by element size: move_run_N, fill_loop_N,
+** where_loop_N. */
+typedef struct fill_ctx { uint64_t bits; } fill_ctx;
+
+#define T uint8_t
+#define SUF 8
+#include "cpu_bysize_tmpl.h"
+#undef T
+#undef SUF
+
+#define T uint16_t
+#define SUF 16
+#include "cpu_bysize_tmpl.h"
+#undef T
+#undef SUF
+
+#define T uint32_t
+#define SUF 32
+#include "cpu_bysize_tmpl.h"
+#undef T
+#undef SUF
+
+#define T uint64_t
+#define SUF 64
+#include "cpu_bysize_tmpl.h"
+#undef T
+#undef SUF
+
 static void copy_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
   const copy_ctx *c = vctx;
   switch (c->dst) {
     case EM_F32:
       switch (c->src) {
-        case EM_F32: MOVE_RUN(float); return;
-        case EM_F64: CAST_RUN(double, float, TO_F32); return;
-        case EM_I64: CAST_RUN(int64_t, float, TO_F32); return;
-        case EM_BOOL: CAST_RUN(uint8_t, float, u8_f32); return;
-        case EM_BF16: CAST_RUN(uint16_t, float, bf16_f32); return;
+        case EM_F32: move_run_32(p, s, n); return;
+        case EM_F64: cast_f64_f32(p, s, n); return;
+        case EM_I64: cast_i64_f32(p, s, n); return;
+        case EM_BOOL: cast_bool_f32(p, s, n); return;
+        case EM_BF16: cast_bf16_f32(p, s, n); return;
         default: return;
       }
     case EM_F64:
       switch (c->src) {
-        case EM_F32: CAST_RUN(float, double, TO_F64); return;
-        case EM_F64: MOVE_RUN(double); return;
-        case EM_I64: CAST_RUN(int64_t, double, TO_F64); return;
-        case EM_BOOL: CAST_RUN(uint8_t, double, u8_f64); return;
-        case EM_BF16: CAST_RUN(uint16_t, double, bf16_f64); return;
+        case EM_F32: cast_f32_f64(p, s, n); return;
+        case EM_F64: move_run_64(p, s, n); return;
+        case EM_I64: cast_i64_f64(p, s, n); return;
+        case EM_BOOL: cast_bool_f64(p, s, n); return;
+        case EM_BF16: cast_bf16_f64(p, s, n); return;
         default: return;
       }
     case EM_I64:
       switch (c->src) {
-        case EM_F32: CAST_RUN(float, int64_t, f32_to_i64); return;
-        case EM_F64: CAST_RUN(double, int64_t, cpu_f64_to_i64); return;
-        case EM_I64: MOVE_RUN(int64_t); return;
-        case EM_BOOL: CAST_RUN(uint8_t, int64_t, u8_i64); return;
-        case EM_BF16: CAST_RUN(uint16_t, int64_t, bf16_i64); return;
+        case EM_F32: cast_f32_i64(p, s, n); return;
+        case EM_F64: cast_f64_i64(p, s, n); return;
+        case EM_I64: move_run_64(p, s, n); return;
+        case EM_BOOL: cast_bool_i64(p, s, n); return;
+        case EM_BF16: cast_bf16_i64(p, s, n); return;
         default: return;
       }
     case EM_BOOL:
       switch (c->src) {
-        case EM_F32: CAST_RUN(float, uint8_t, TO_BOOL); return;
-        case EM_F64: CAST_RUN(double, uint8_t, TO_BOOL); return;
-        case EM_I64: CAST_RUN(int64_t, uint8_t, TO_BOOL); return;
-        case EM_BOOL: MOVE_RUN(uint8_t); return;
-        case EM_BF16: CAST_RUN(uint16_t, uint8_t, bf16_bool); return;
+        case EM_F32: cast_f32_bool(p, s, n); return;
+        case EM_F64: cast_f64_bool(p, s, n); return;
+        case EM_I64: cast_i64_bool(p, s, n); return;
+        case EM_BOOL: move_run_8(p, s, n); return;
+        case EM_BF16: cast_bf16_bool(p, s, n); return;
         default: return;
       }
     case EM_BF16:
       switch (c->src) {
-        case EM_F32: CAST_RUN(float, uint16_t, cpu_f32_to_bf16); return;
-        case EM_F64: CAST_RUN(double, uint16_t, f64_bf16); return;
-        case EM_I64: CAST_RUN(int64_t, uint16_t, i64_bf16); return;
-        case EM_BOOL: CAST_RUN(uint8_t, uint16_t, u8_bf16); return;
-        case EM_BF16: MOVE_RUN(uint16_t); return;
+        case EM_F32: cast_f32_bf16(p, s, n); return;
+        case EM_F64: cast_f64_bf16(p, s, n); return;
+        case EM_I64: cast_i64_bf16(p, s, n); return;
+        case EM_BOOL: cast_bool_bf16(p, s, n); return;
+        case EM_BF16: move_run_16(p, s, n); return;
         default: return;
       }
     default: return;
@@ -129,59 +250,26 @@ em_status cpu_copy(int device, const em_kview *dst, const em_kview *src) {
 /* fill                                                                */
 /* ------------------------------------------------------------------ */
 
-/* Fill only needs the bit pattern of one element, so it works by size. */
-typedef struct fill_ctx { uint64_t bits; } fill_ctx;
-
-#define FILL_RUN(T)                                                             \
-  do {                                                                          \
-    T v_;                                                                       \
-    memcpy(&v_, &c->bits, sizeof v_);                                           \
-    if (s[0] == (int64_t)sizeof(T)) {                                           \
-      T *d_ = (T *)p[0];                                                        \
-      for (int64_t i = 0; i < n; i++) d_[i] = v_;                               \
-    } else {                                                                    \
-      char *d_ = p[0];                                                          \
-      for (int64_t i = 0; i < n; i++, d_ += s[0]) *(T *)d_ = v_;                \
-    }                                                                           \
-  } while (0)
-
-static void fill_loop1(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const fill_ctx *c = vctx;
-  FILL_RUN(uint8_t);
-}
-static void fill_loop2(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const fill_ctx *c = vctx;
-  FILL_RUN(uint16_t);
-}
-static void fill_loop4(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const fill_ctx *c = vctx;
-  FILL_RUN(uint32_t);
-}
-static void fill_loop8(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const fill_ctx *c = vctx;
-  FILL_RUN(uint64_t);
-}
-
 em_status cpu_fill(int device, const em_kview *dst, double value) {
   (void)device;
   fill_ctx c = {0};
   cpu_loop_fn fn;
   switch (dst->dtype) {
-    case EM_F32: { float f = (float)value; memcpy(&c.bits, &f, 4); fn = fill_loop4; break; }
-    case EM_F64: memcpy(&c.bits, &value, 8); fn = fill_loop8; break;
+    case EM_F32: { float f = (float)value; memcpy(&c.bits, &f, 4); fn = fill_loop_32; break; }
+    case EM_F64: memcpy(&c.bits, &value, 8); fn = fill_loop_64; break;
     case EM_I64: {
       if (value != value || value >= 9223372036854775808.0 || value < -9223372036854775808.0)
         return em_error(EM_ERR_ARG, "cpu fill: value %g does not fit in int64", value);
       int64_t i = (int64_t)value;
       memcpy(&c.bits, &i, 8);
-      fn = fill_loop8;
+      fn = fill_loop_64;
       break;
     }
-    case EM_BOOL: { uint8_t b = value != 0; memcpy(&c.bits, &b, 1); fn = fill_loop1; break; }
+    case EM_BOOL: { uint8_t b = value != 0; memcpy(&c.bits, &b, 1); fn = fill_loop_8; break; }
     case EM_BF16: {
       uint16_t h = cpu_f32_to_bf16((float)value);
       memcpy(&c.bits, &h, 2);
-      fn = fill_loop2;
+      fn = fill_loop_16;
       break;
     }
     default: return cpu_bad_dtype("fill", dst->dtype, "float32, float64, int64, bool, bfloat16");
@@ -203,75 +291,79 @@ typedef struct binary_ctx {
   int failed; /* int64 division by zero or negative power, set atomically */
 } binary_ctx;
 
-/* out[i] = EXPR(x, y) over a run; x from a, y from b. The contiguous and
-** one-side-broadcast cases get plain loops the compiler can vectorise. */
-#define BIN_RUN(TI, TO, EXPR)                                                    \
-  do {                                                                           \
-    TO *o_ = (TO *)p[0];                                                         \
-    const int64_t ei_ = (int64_t)sizeof(TI);                                     \
-    if (s[0] == (int64_t)sizeof(TO) && s[1] == ei_ && s[2] == ei_) {             \
-      const TI *A_ = (const TI *)p[1], *B_ = (const TI *)p[2];                   \
-      for (int64_t i = 0; i < n; i++) { TI x = A_[i], y = B_[i]; o_[i] = (EXPR); } \
-    } else if (s[0] == (int64_t)sizeof(TO) && s[1] == ei_ && s[2] == 0) {        \
-      const TI *A_ = (const TI *)p[1];                                           \
-      const TI y = *(const TI *)p[2];                                            \
-      for (int64_t i = 0; i < n; i++) { TI x = A_[i]; o_[i] = (EXPR); }          \
-    } else if (s[0] == (int64_t)sizeof(TO) && s[1] == 0 && s[2] == ei_) {        \
-      const TI x = *(const TI *)p[1];                                            \
-      const TI *B_ = (const TI *)p[2];                                           \
-      for (int64_t i = 0; i < n; i++) { TI y = B_[i]; o_[i] = (EXPR); }          \
-    } else {                                                                     \
-      char *po_ = p[0];                                                          \
-      const char *pa_ = p[1], *pb_ = p[2];                                       \
-      for (int64_t i = 0; i < n; i++, po_ += s[0], pa_ += s[1], pb_ += s[2]) {   \
-        TI x = *(const TI *)pa_, y = *(const TI *)pb_;                           \
-        *(TO *)po_ = (EXPR);                                                     \
-      }                                                                          \
-    }                                                                            \
-  } while (0)
+#define LD(x) (x)
+#define ST(x) (x)
+#define T float
+#define ACC float
+#define SUF f32
+#define FLOAT_POW powf
+#include "cpu_binary_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef FLOAT_POW
 
-/* NaN-propagating maximum and minimum, as torch.maximum/minimum. */
-#define FMAX(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) > (y) ? (x) : (y))))
-#define FMIN(x, y) ((x) != (x) ? (x) : ((y) != (y) ? (y) : ((x) < (y) ? (x) : (y))))
+#define T double
+#define ACC double
+#define SUF f64
+#define FLOAT_POW pow
+#include "cpu_binary_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef FLOAT_POW
+#undef LD
+#undef ST
 
-#define FLOAT_BINARY(T, POW)                                                     \
-  switch (c->op) {                                                               \
-    case EM_ADD: BIN_RUN(T, T, x + y); return;                                   \
-    case EM_SUB: BIN_RUN(T, T, x - y); return;                                   \
-    case EM_MUL: BIN_RUN(T, T, x * y); return;                                   \
-    case EM_DIV: BIN_RUN(T, T, x / y); return;                                   \
-    case EM_POW: BIN_RUN(T, T, POW(x, y)); return;                               \
-    case EM_MAXIMUM: BIN_RUN(T, T, FMAX(x, y)); return;                          \
-    case EM_MINIMUM: BIN_RUN(T, T, FMIN(x, y)); return;                          \
-    case EM_EQ: BIN_RUN(T, uint8_t, x == y); return;                             \
-    case EM_NE: BIN_RUN(T, uint8_t, x != y); return;                             \
-    case EM_LT: BIN_RUN(T, uint8_t, x < y); return;                              \
-    case EM_LE: BIN_RUN(T, uint8_t, x <= y); return;                             \
-    case EM_GT: BIN_RUN(T, uint8_t, x > y); return;                              \
-    case EM_GE: BIN_RUN(T, uint8_t, x >= y); return;                             \
-    default: return;                                                             \
-  }
+/* bfloat16 computes in float: one rounding per result */
+#define T uint16_t
+#define ACC float
+#define LD(x) cpu_bf16_to_f32(x)
+#define ST(x) cpu_f32_to_bf16(x)
+#define SUF bf16
+#define FLOAT_POW powf
+#include "cpu_binary_tmpl.h"
+#undef T
+#undef ACC
+#undef SUF
+#undef LD
+#undef ST
+#undef FLOAT_POW
 
-CPU_VECTOR_CLONES static void binary_f32(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const binary_ctx *c = vctx;
-  FLOAT_BINARY(float, powf)
-}
+#define T int64_t
+#define SUF i64
+#include "cpu_binary_tmpl.h"
+#undef T
+#undef SUF
 
-CPU_VECTOR_CLONES static void binary_f64(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const binary_ctx *c = vctx;
-  FLOAT_BINARY(double, pow)
-}
+#define T uint8_t
+#define SUF u8
+#include "cpu_binary_tmpl.h"
+#undef T
+#undef SUF
 
 /* int64 arithmetic wraps (through uint64) instead of overflowing, which
 ** would be undefined behaviour. Division floors, as Lua's // and Python's
 ** //; a zero divisor marks the run failed and gives 0. */
-#define WRAP(e) ((int64_t)(e))
+static inline int64_t i64_add(int64_t x, int64_t y, binary_ctx *c) {
+  (void)c;
+  return (int64_t)((uint64_t)x + (uint64_t)y);
+}
+static inline int64_t i64_sub(int64_t x, int64_t y, binary_ctx *c) {
+  (void)c;
+  return (int64_t)((uint64_t)x - (uint64_t)y);
+}
+static inline int64_t i64_mul(int64_t x, int64_t y, binary_ctx *c) {
+  (void)c;
+  return (int64_t)((uint64_t)x * (uint64_t)y);
+}
+
 static inline int64_t i64_floordiv(int64_t x, int64_t y, binary_ctx *c) {
   if (y == 0) {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
     return 0;
   }
-  if (y == -1) return WRAP(0u - (uint64_t)x); /* INT64_MIN / -1 traps */
+  if (y == -1) return (int64_t)(0u - (uint64_t)x); /* INT64_MIN / -1 traps */
   int64_t q = x / y;
   if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
   return q;
@@ -288,53 +380,66 @@ static inline int64_t i64_pow(int64_t x, int64_t y, binary_ctx *c) {
     b *= b;
     y >>= 1;
   }
-  return WRAP(r);
+  return (int64_t)r;
 }
+
+static inline int64_t i64_max(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x > y ? x : y; }
+static inline int64_t i64_min(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x < y ? x : y; }
+static inline uint8_t i64_eq(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x == y; }
+static inline uint8_t i64_ne(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x != y; }
+static inline uint8_t i64_lt(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x < y; }
+static inline uint8_t i64_le(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x <= y; }
+static inline uint8_t i64_gt(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x > y; }
+static inline uint8_t i64_ge(int64_t x, int64_t y, binary_ctx *c) { (void)c; return x >= y; }
 
 static void binary_i64(char **p, const int64_t *s, int64_t n, void *vctx) {
   binary_ctx *c = vctx;
   switch (c->op) {
-    case EM_ADD: BIN_RUN(int64_t, int64_t, WRAP((uint64_t)x + (uint64_t)y)); return;
-    case EM_SUB: BIN_RUN(int64_t, int64_t, WRAP((uint64_t)x - (uint64_t)y)); return;
-    case EM_MUL: BIN_RUN(int64_t, int64_t, WRAP((uint64_t)x * (uint64_t)y)); return;
-    case EM_DIV: BIN_RUN(int64_t, int64_t, i64_floordiv(x, y, c)); return;
-    case EM_POW: BIN_RUN(int64_t, int64_t, i64_pow(x, y, c)); return;
-    case EM_MAXIMUM: BIN_RUN(int64_t, int64_t, x > y ? x : y); return;
-    case EM_MINIMUM: BIN_RUN(int64_t, int64_t, x < y ? x : y); return;
-    case EM_EQ: BIN_RUN(int64_t, uint8_t, x == y); return;
-    case EM_NE: BIN_RUN(int64_t, uint8_t, x != y); return;
-    case EM_LT: BIN_RUN(int64_t, uint8_t, x < y); return;
-    case EM_LE: BIN_RUN(int64_t, uint8_t, x <= y); return;
-    case EM_GT: BIN_RUN(int64_t, uint8_t, x > y); return;
-    case EM_GE: BIN_RUN(int64_t, uint8_t, x >= y); return;
+    case EM_ADD: bin_run_i64(p, s, n, i64_add, c); return;
+    case EM_SUB: bin_run_i64(p, s, n, i64_sub, c); return;
+    case EM_MUL: bin_run_i64(p, s, n, i64_mul, c); return;
+    case EM_DIV: bin_run_i64(p, s, n, i64_floordiv, c); return;
+    case EM_POW: bin_run_i64(p, s, n, i64_pow, c); return;
+    case EM_MAXIMUM: bin_run_i64(p, s, n, i64_max, c); return;
+    case EM_MINIMUM: bin_run_i64(p, s, n, i64_min, c); return;
+    case EM_EQ: cmp_run_i64(p, s, n, i64_eq, c); return;
+    case EM_NE: cmp_run_i64(p, s, n, i64_ne, c); return;
+    case EM_LT: cmp_run_i64(p, s, n, i64_lt, c); return;
+    case EM_LE: cmp_run_i64(p, s, n, i64_le, c); return;
+    case EM_GT: cmp_run_i64(p, s, n, i64_gt, c); return;
+    case EM_GE: cmp_run_i64(p, s, n, i64_ge, c); return;
     default: return;
   }
 }
 
 /* bool operands are read as "nonzero is true". */
-#define B(v) ((v) != 0)
+static inline uint8_t b_eq(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) == (y != 0); }
+static inline uint8_t b_ne(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) != (y != 0); }
+static inline uint8_t b_lt(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) < (y != 0); }
+static inline uint8_t b_le(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) <= (y != 0); }
+static inline uint8_t b_gt(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) > (y != 0); }
+static inline uint8_t b_ge(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) >= (y != 0); }
+static inline uint8_t b_and(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) & (y != 0); }
+static inline uint8_t b_or(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) | (y != 0); }
+static inline uint8_t b_xor(uint8_t x, uint8_t y, binary_ctx *c) { (void)c; return (x != 0) ^ (y != 0); }
+
 static void binary_bool(char **p, const int64_t *s, int64_t n, void *vctx) {
-  const binary_ctx *c = vctx;
+  binary_ctx *c = vctx;
   switch (c->op) {
-    case EM_EQ: BIN_RUN(uint8_t, uint8_t, B(x) == B(y)); return;
-    case EM_NE: BIN_RUN(uint8_t, uint8_t, B(x) != B(y)); return;
-    case EM_LT: BIN_RUN(uint8_t, uint8_t, B(x) < B(y)); return;
-    case EM_LE: BIN_RUN(uint8_t, uint8_t, B(x) <= B(y)); return;
-    case EM_GT: BIN_RUN(uint8_t, uint8_t, B(x) > B(y)); return;
-    case EM_GE: BIN_RUN(uint8_t, uint8_t, B(x) >= B(y)); return;
-    case EM_AND: BIN_RUN(uint8_t, uint8_t, B(x) & B(y)); return;
-    case EM_OR: BIN_RUN(uint8_t, uint8_t, B(x) | B(y)); return;
-    case EM_XOR: BIN_RUN(uint8_t, uint8_t, B(x) ^ B(y)); return;
-    case EM_MAXIMUM: BIN_RUN(uint8_t, uint8_t, B(x) | B(y)); return;
-    case EM_MINIMUM: BIN_RUN(uint8_t, uint8_t, B(x) & B(y)); return;
+    case EM_EQ: bin_run_u8(p, s, n, b_eq, c); return;
+    case EM_NE: bin_run_u8(p, s, n, b_ne, c); return;
+    case EM_LT: bin_run_u8(p, s, n, b_lt, c); return;
+    case EM_LE: bin_run_u8(p, s, n, b_le, c); return;
+    case EM_GT: bin_run_u8(p, s, n, b_gt, c); return;
+    case EM_GE: bin_run_u8(p, s, n, b_ge, c); return;
+    case EM_AND: bin_run_u8(p, s, n, b_and, c); return;
+    case EM_OR: bin_run_u8(p, s, n, b_or, c); return;
+    case EM_XOR: bin_run_u8(p, s, n, b_xor, c); return;
+    case EM_MAXIMUM: bin_run_u8(p, s, n, b_or, c); return;
+    case EM_MINIMUM: bin_run_u8(p, s, n, b_and, c); return;
     default: return;
   }
 }
-
-static const char *const binary_names[EM_NBINARY] = {
-  "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "and", "or", "xor",
-};
 
 static int is_comparison(em_binary_op op) { return op >= EM_EQ && op <= EM_GE; }
 static int is_logical(em_binary_op op) { return op >= EM_AND && op <= EM_XOR; }
@@ -344,7 +449,7 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
   (void)device;
   if ((unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "cpu binary: unknown op %d", (int)op);
-  const char *name = binary_names[op];
+  const char *name = em_kernel_binary_name(op);
   if (a->dtype != b->dtype)
     return em_error(EM_ERR_DTYPE, "cpu binary %s: operands are %s and %s, expected one dtype",
                     name, cpu_dtype_name(a->dtype), cpu_dtype_name(b->dtype));
@@ -357,6 +462,7 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
   switch (dt) {
     case EM_F32: fn = is_logical(op) ? NULL : binary_f32; break;
     case EM_F64: fn = is_logical(op) ? NULL : binary_f64; break;
+    case EM_BF16: fn = is_logical(op) ? NULL : binary_bf16; break;
     case EM_I64: fn = is_logical(op) ? NULL : binary_i64; break;
     case EM_BOOL:
       fn = (is_logical(op) || is_comparison(op) || op == EM_MAXIMUM || op == EM_MINIMUM)
@@ -367,8 +473,8 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
   if (!fn) {
     const char *supported = is_logical(op) ? "bool"
                           : is_comparison(op) || op == EM_MAXIMUM || op == EM_MINIMUM
-                              ? "float32, float64, int64, bool"
-                              : "float32, float64, int64";
+                              ? "float32, float64, bfloat16, int64, bool"
+                              : "float32, float64, bfloat16, int64";
     char kernel[32];
     snprintf(kernel, sizeof kernel, "binary %s", name);
     return cpu_bad_dtype(kernel, dt, supported);
@@ -391,19 +497,6 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
 /* ------------------------------------------------------------------ */
 
 /* out = cond ? a : b. Only the element size matters, so every dtype works. */
-#define WHERE_RUN(T)                                                             \
-  do {                                                                           \
-    char *po_ = p[0];                                                            \
-    const char *pc_ = p[1], *pa_ = p[2], *pb_ = p[3];                            \
-    for (int64_t i = 0; i < n; i++, po_ += s[0], pc_ += s[1], pa_ += s[2], pb_ += s[3]) \
-      *(T *)po_ = *(const uint8_t *)pc_ ? *(const T *)pa_ : *(const T *)pb_;     \
-  } while (0)
-
-static void where1(char **p, const int64_t *s, int64_t n, void *c) { (void)c; WHERE_RUN(uint8_t); }
-static void where2(char **p, const int64_t *s, int64_t n, void *c) { (void)c; WHERE_RUN(uint16_t); }
-static void where4(char **p, const int64_t *s, int64_t n, void *c) { (void)c; WHERE_RUN(uint32_t); }
-static void where8(char **p, const int64_t *s, int64_t n, void *c) { (void)c; WHERE_RUN(uint64_t); }
-
 em_status cpu_where(int device, const em_kview *out, const em_kview *cond, const em_kview *a,
                     const em_kview *b) {
   (void)device;
@@ -415,10 +508,10 @@ em_status cpu_where(int device, const em_kview *out, const em_kview *cond, const
                     cpu_dtype_name(out->dtype), cpu_dtype_name(a->dtype), cpu_dtype_name(b->dtype));
   cpu_loop_fn fn;
   switch (cpu_dtype_size(out->dtype)) {
-    case 1: fn = where1; break;
-    case 2: fn = where2; break;
-    case 4: fn = where4; break;
-    case 8: fn = where8; break;
+    case 1: fn = where_loop_8; break;
+    case 2: fn = where_loop_16; break;
+    case 4: fn = where_loop_32; break;
+    case 8: fn = where_loop_64; break;
     default: return cpu_bad_dtype("where", out->dtype, "float32, float64, int64, bool, bfloat16");
   }
   cpu_iter it;

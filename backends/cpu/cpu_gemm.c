@@ -16,48 +16,24 @@
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <stdlib.h>
 
 /* A product with m*n*k at most this (and every size at most this, for
 ** k = 0) uses loops: measured against OpenBLAS 0.3.21, the two are equal
 ** at 4x4x4 and BLAS is 1.5x faster at 8x8x8. */
 #define SMALL_MNK 64
 
-/* C = alpha * op(A) @ op(B) + beta * C for one small matrix; a row of
-** C is accumulated in acc[] first. beta == 0 never reads C (BLAS rule). */
-#define SMALL_GEMM(T)                                                            \
-  static void small_gemm_##T(bool ta, bool tb, int64_t m, int64_t n, int64_t k,  \
-                             T alpha, const T *a, int64_t lda, const T *b,       \
-                             int64_t ldb, T beta, T *c, int64_t ldc) {           \
-    T acc[SMALL_MNK];                                                            \
-    for (int64_t i = 0; i < m; i++) {                                            \
-      for (int64_t j = 0; j < n; j++) acc[j] = 0;                                \
-      if (!tb) {                                                                 \
-        for (int64_t p = 0; p < k; p++) {                                        \
-          const T aip = ta ? a[p * lda + i] : a[i * lda + p];                    \
-          const T *brow = b + p * ldb;                                           \
-          for (int64_t j = 0; j < n; j++) acc[j] += aip * brow[j];               \
-        }                                                                        \
-      } else {                                                                   \
-        for (int64_t j = 0; j < n; j++) {                                        \
-          const T *bcol = b + j * ldb; /* row j of B is column j of op(B) */     \
-          T sum = 0;                                                             \
-          if (ta)                                                                \
-            for (int64_t p = 0; p < k; p++) sum += a[p * lda + i] * bcol[p];     \
-          else                                                                   \
-            for (int64_t p = 0; p < k; p++) sum += a[i * lda + p] * bcol[p];     \
-          acc[j] = sum;                                                          \
-        }                                                                        \
-      }                                                                          \
-      T *crow = c + i * ldc;                                                     \
-      if (beta == 0)                                                             \
-        for (int64_t j = 0; j < n; j++) crow[j] = alpha * acc[j];                \
-      else                                                                       \
-        for (int64_t j = 0; j < n; j++) crow[j] = alpha * acc[j] + beta * crow[j]; \
-    }                                                                            \
-  }
+#define T float
+#define SUF float
+#include "cpu_gemm_tmpl.h"
+#undef T
+#undef SUF
 
-SMALL_GEMM(float)
-SMALL_GEMM(double)
+#define T double
+#define SUF double
+#include "cpu_gemm_tmpl.h"
+#undef T
+#undef SUF
 
 /* Below this m*n*k (over the whole batch) a product stays on the calling
 ** thread: OpenBLAS's own bound for splitting one (65536 *
@@ -98,6 +74,93 @@ static void gemm_block(const gemm_args *g, int64_t i, int64_t r0, int64_t r1, in
                 (double *)g->c + c_off, (int)g->ldc);
 }
 
+/* C = beta * C for k == 0 products (beta == 0 never reads C). */
+static void bf16_scale_c(int64_t m, int64_t n, double beta, void *c, int64_t ldc,
+                         int64_t stride_c, int64_t batch) {
+  uint16_t *C = c;
+  for (int64_t i = 0; i < batch; i++)
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t j = 0; j < n; j++) {
+        uint16_t *x = C + i * stride_c + r * ldc + j;
+        *x = beta == 0 ? 0 : cpu_f32_to_bf16((float)beta * cpu_bf16_to_f32(*x));
+      }
+}
+
+/* Which library multiplies float32 (see the README's "Matrix products"):
+** a fixed rule on the shape, never a timing at run time. On a quiet
+** machine of this kind oneDNN's f32 matmul ran 1.3-1.8x OpenBLAS's sgemm
+** at 1024^3 and 4096 x {128..512} x {128..512} (the issue's table; our
+** scripts/bench/matmul.lua runs, on a heavily shared 2-core machine, were
+** too noisy to refine it); below about 2^21 multiply-adds per call
+** the fixed cost of running a primitive (memory objects, the stream) is a
+** large share, so small products stay on OpenBLAS on our team.
+** EMBER_CPU_SGEMM=openblas or onednn forces one, for tests and benchmarks. */
+#define DNNL_F32_MIN_MNK (1 << 21)
+
+static int f32_forced(void) {
+  static int forced = -1; /* -1 unknown, 0 the rule, 1 openblas, 2 onednn */
+  if (forced < 0) {
+    const char *e = getenv("EMBER_CPU_SGEMM");
+    forced = e && strcmp(e, "openblas") == 0 ? 1 : e && strcmp(e, "onednn") == 0 ? 2 : 0;
+  }
+  return forced;
+}
+
+bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  (void)ta, (void)tb;
+  const int forced = f32_forced();
+  if (forced) return forced == 2;
+  return (double)m * (double)n * (double)k * (double)batch >= DNNL_F32_MIN_MNK;
+}
+
+const char *cpu_gemm_f32_rule(void) {
+  switch (f32_forced()) {
+    case 1: return "openblas (EMBER_CPU_SGEMM)";
+    case 2: return "onednn (EMBER_CPU_SGEMM)";
+    default: return "onednn from 2^21 multiply-adds per call, openblas below";
+  }
+}
+
+/* Elements from the first to one past the last of a batch of row-major
+** matrices (rows x cols of op(X), stored transposed when t). */
+static int64_t span(bool t, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                    int64_t batch) {
+  const int64_t last = t ? (cols - 1) * ld + rows : (rows - 1) * ld + cols;
+  return (batch - 1) * stride + last;
+}
+
+static float *widen_span(const uint16_t *x, int64_t n) {
+  float *f = malloc((size_t)n * sizeof *f);
+  if (f) CPU_FOR(n > CPU_PAR_MIN, i, n, f[i] = cpu_bf16_to_f32(x[i]););
+  return f;
+}
+
+/* bfloat16 where oneDNN has no kernel (a CPU without AVX-512): the
+** operands widened to float32 in their own layout, a float32 product,
+** the result rounded once. Gaps between rows round-trip exactly. */
+static em_status bf16_gemm_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                                   double alpha, const void *a, int64_t lda, int64_t stride_a,
+                                   const void *b, int64_t ldb, int64_t stride_b, double beta,
+                                   void *c, int64_t ldc, int64_t stride_c, int64_t batch) {
+  const int64_t na = span(ta, m, k, lda, stride_a, batch), nb = span(tb, k, n, ldb, stride_b, batch);
+  const int64_t nc = span(false, m, n, ldc, stride_c, batch);
+  float *fa = widen_span(a, na), *fb = widen_span(b, nb), *fc = widen_span(c, nc);
+  em_status s = EM_OK;
+  if (!fa || !fb || !fc)
+    s = em_error(EM_ERR_OOM, "cpu gemm: out of memory widening a bfloat16 product");
+  else
+    s = cpu_gemm(0, EM_F32, ta, tb, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b, beta,
+                 fc, ldc, stride_c, batch);
+  if (!s) {
+    uint16_t *h = c;
+    CPU_FOR(nc > CPU_PAR_MIN, i, nc, h[i] = cpu_f32_to_bf16(fc[i]););
+  }
+  free(fa);
+  free(fb);
+  free(fc);
+  return s;
+}
+
 static em_status check_ld(const char *what, int64_t ld, int64_t cols) {
   int64_t need = cols > 1 ? cols : 1;
   if (ld < need)
@@ -111,7 +174,8 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                    int64_t stride_c, int64_t batch) {
   (void)device;
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("gemm", dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype("gemm", dt, "float32, float64, bfloat16");
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     return em_error(EM_ERR_SHAPE, "cpu gemm: negative size m=%lld n=%lld k=%lld batch=%lld",
                     (long long)m, (long long)n, (long long)k, (long long)batch);
@@ -129,6 +193,23 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
     return em_error(EM_ERR_UNSUPPORTED,
                     "cpu gemm: sizes m=%lld n=%lld k=%lld exceed what BLAS takes (int)",
                     (long long)m, (long long)n, (long long)k);
+
+  if (dt == EM_BF16 && k == 0) {
+    bf16_scale_c(m, n, beta, c, ldc, stride_c, batch);
+    return EM_OK;
+  }
+  if (dt == EM_BF16) {
+    s = cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                      ldc, stride_c, batch);
+    if (s != EM_ERR_UNSUPPORTED) return s;
+    return bf16_gemm_widened(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                             ldc, stride_c, batch);
+  }
+  if (dt == EM_F32 && !small && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, batch)) {
+    s = cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                      ldc, stride_c, batch);
+    if (s != EM_ERR_UNSUPPORTED) return s;
+  }
 
   if (small) {
     /* only worth a thread team when the whole batch is big */

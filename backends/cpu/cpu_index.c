@@ -32,8 +32,8 @@ static em_status check_index(const char *kernel, const int64_t *idx, int64_t cou
 }
 
 static em_status need_arith(const char *kernel, em_dtype dt) {
-  if (dt == EM_F32 || dt == EM_F64 || dt == EM_I64) return EM_OK;
-  return cpu_bad_dtype(kernel, dt, "float32, float64, int64");
+  if (dt == EM_F32 || dt == EM_F64 || dt == EM_I64 || dt == EM_BF16) return EM_OK;
+  return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16, int64");
 }
 
 em_status cpu_index_select(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,
@@ -56,23 +56,73 @@ em_status cpu_index_select(int device, em_dtype dt, void *out, const void *in, c
 /* Columns per parallel piece of the adding kernels. */
 #define COLS 64
 
-#define INDEX_ADD(T, ADD)                                                           \
-  do {                                                                           \
-    T *o_ = out;                                                                 \
-    const T *s_ = src;                                                           \
-    CPU_FOR(outer * nidx * inner > CPU_PAR_MIN, t, outer * nblk,                 \
-      int64_t o = t / nblk, i0 = (t % nblk) * COLS;                              \
-      int64_t nb = inner - i0 < COLS ? inner - i0 : COLS;                        \
-      for (int64_t j = 0; j < nidx; j++) {                                       \
-        T *dst = o_ + (o * n_out + idx[j]) * inner + i0;                         \
-        const T *from = s_ + (o * nidx + j) * inner + i0;                        \
-        for (int64_t i = 0; i < nb; i++) dst[i] = ADD(dst[i], from[i]);             \
-      });                                                                        \
-  } while (0)
-
-#define PLUS(x, y) ((x) + (y))
+static inline float plus_f32(float x, float y) { return x + y; }
+static inline double plus_f64(double x, double y) { return x + y; }
 /* int64 adds wrap instead of overflowing. */
-#define PLUS_I64(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
+static inline int64_t plus_i64(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x + (uint64_t)y);
+}
+
+#define T float
+#define SUF f32
+#define ADD plus_f32
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+#undef ADD
+
+#define T double
+#define SUF f64
+#define ADD plus_f64
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+#undef ADD
+
+/* bfloat16 adds in float, one rounding per add */
+static inline uint16_t plus_bf16(uint16_t x, uint16_t y) {
+  return cpu_f32_to_bf16(cpu_bf16_to_f32(x) + cpu_bf16_to_f32(y));
+}
+#define T uint16_t
+#define SUF bf16
+#define ADD plus_bf16
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+#undef ADD
+
+#define T int64_t
+#define SUF i64
+#define ADD plus_i64
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+#undef ADD
+
+/* gather by element size */
+#define T uint8_t
+#define SUF 1
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+
+#define T uint16_t
+#define SUF 2
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+
+#define T uint32_t
+#define SUF 4
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
+
+#define T uint64_t
+#define SUF 8
+#include "cpu_index_tmpl.h"
+#undef T
+#undef SUF
 
 em_status cpu_index_add(int device, em_dtype dt, void *out, const void *src, const int64_t *idx,
                         int64_t nidx, int64_t outer, int64_t n_out, int64_t inner) {
@@ -81,22 +131,12 @@ em_status cpu_index_add(int device, em_dtype dt, void *out, const void *src, con
   if (!s) s = check_sizes("index_add", nidx, outer, n_out, inner);
   if (!s) s = check_index("index_add", idx, nidx, n_out);
   if (s) return s;
-  const int64_t nblk = (inner + COLS - 1) / COLS;
-  if (dt == EM_F32) INDEX_ADD(float, PLUS);
-  else if (dt == EM_F64) INDEX_ADD(double, PLUS);
-  else INDEX_ADD(int64_t, PLUS_I64);
+  if (dt == EM_F32) index_add_f32(out, src, idx, nidx, outer, n_out, inner);
+  else if (dt == EM_BF16) index_add_bf16(out, src, idx, nidx, outer, n_out, inner);
+  else if (dt == EM_F64) index_add_f64(out, src, idx, nidx, outer, n_out, inner);
+  else index_add_i64(out, src, idx, nidx, outer, n_out, inner);
   return EM_OK;
 }
-
-/* out[o,j,i] = in[o, idx[o,j,i], i], by element size. */
-#define GATHER(T)                                                                \
-  do {                                                                           \
-    T *o_ = out;                                                                 \
-    const T *in_ = in;                                                           \
-    CPU_FOR(total > CPU_PAR_MIN, t, total,                                       \
-      int64_t i = t % inner, o = t / (n_idx * inner);                            \
-      o_[t] = in_[(o * n_in + idx[t]) * inner + i];);                            \
-  } while (0)
 
 em_status cpu_gather(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,
                      int64_t outer, int64_t n_in, int64_t n_idx, int64_t inner) {
@@ -106,32 +146,15 @@ em_status cpu_gather(int device, em_dtype dt, void *out, const void *in, const i
   const int64_t total = outer * n_idx * inner;
   if (!(s = check_index("gather", idx, total, n_in))) {
     switch (cpu_dtype_size(dt)) {
-      case 1: GATHER(uint8_t); break;
-      case 2: GATHER(uint16_t); break;
-      case 4: GATHER(uint32_t); break;
-      case 8: GATHER(uint64_t); break;
+      case 1: gather_1(out, in, idx, n_in, n_idx, inner, total); break;
+      case 2: gather_2(out, in, idx, n_in, n_idx, inner, total); break;
+      case 4: gather_4(out, in, idx, n_in, n_idx, inner, total); break;
+      case 8: gather_8(out, in, idx, n_in, n_idx, inner, total); break;
       default: return cpu_bad_dtype("gather", dt, "float32, float64, int64, bool, bfloat16");
     }
   }
   return s;
 }
-
-/* out[o, idx[o,j,i], i] += src[o,j,i]; each piece owns columns (o, i). */
-#define SCATTER_ADD(T, ADD)                                                         \
-  do {                                                                           \
-    T *o_ = out;                                                                 \
-    const T *s_ = src;                                                           \
-    CPU_FOR(outer * n_idx * inner > CPU_PAR_MIN, t, outer * nblk,                \
-      int64_t o = t / nblk, i0 = (t % nblk) * COLS;                              \
-      int64_t nb = inner - i0 < COLS ? inner - i0 : COLS;                        \
-      for (int64_t j = 0; j < n_idx; j++) {                                      \
-        const int64_t *ix = idx + (o * n_idx + j) * inner + i0;                  \
-        const T *from = s_ + (o * n_idx + j) * inner + i0;                       \
-        T *base = o_ + o * n_out * inner + i0;                                   \
-        for (int64_t i = 0; i < nb; i++)                                         \
-          base[ix[i] * inner + i] = ADD(base[ix[i] * inner + i], from[i]);       \
-      });                                                                        \
-  } while (0)
 
 em_status cpu_scatter_add(int device, em_dtype dt, void *out, const void *src, const int64_t *idx,
                           int64_t outer, int64_t n_out, int64_t n_idx, int64_t inner) {
@@ -140,9 +163,9 @@ em_status cpu_scatter_add(int device, em_dtype dt, void *out, const void *src, c
   if (!s) s = check_sizes("scatter_add", outer, n_out, n_idx, inner);
   if (!s) s = check_index("scatter_add", idx, outer * n_idx * inner, n_out);
   if (s) return s;
-  const int64_t nblk = (inner + COLS - 1) / COLS;
-  if (dt == EM_F32) SCATTER_ADD(float, PLUS);
-  else if (dt == EM_F64) SCATTER_ADD(double, PLUS);
-  else SCATTER_ADD(int64_t, PLUS_I64);
+  if (dt == EM_F32) scatter_add_f32(out, src, idx, outer, n_out, n_idx, inner);
+  else if (dt == EM_BF16) scatter_add_bf16(out, src, idx, outer, n_out, n_idx, inner);
+  else if (dt == EM_F64) scatter_add_f64(out, src, idx, outer, n_out, n_idx, inner);
+  else scatter_add_i64(out, src, idx, outer, n_out, n_idx, inner);
   return EM_OK;
 }

@@ -45,6 +45,11 @@
 #endif
 #endif
 
+/* CPU_CAT(name, SUF) -> name_SUF: how the *_tmpl.h files, included once per
+** dtype with SUF set, name their functions. */
+#define CPU_CAT2(a, b) a##_##b
+#define CPU_CAT(a, b) CPU_CAT2(a, b)
+
 /* ---- dtypes ---- */
 
 /* The name of a dtype, for messages (kept local so the plugin needs only
@@ -139,6 +144,44 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                    double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                    int64_t stride_c, int64_t batch);
+
+/* Whether a float32 product goes to oneDNN rather than OpenBLAS, and the
+** rule in words. */
+bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch);
+const char *cpu_gemm_f32_rule(void);
+
+/* cpu_dnnl.c: the same contract as cpu_gemm, for bfloat16 and float32,
+** through oneDNN's matmul (k >= 1). */
+em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                        double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
+                        int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
+                        int64_t stride_c, int64_t batch);
+/* The implementation oneDNN picks for a product of dtype dt
+** ("brg:avx512_core_amx", ...). */
+em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n);
+
+/* cpu_bf16.c: bfloat16 through the float32 kernels (widen, run, round). */
+em_status cpu_reduce_bf16(em_reduce_op op, void *out, int64_t *idx, const void *in,
+                          int64_t outer, int64_t n, int64_t inner, int correction);
+em_status cpu_softmax_bf16(void *out, const void *x, int64_t rows, int64_t n, bool log);
+em_status cpu_softmax_backward_bf16(void *gx, const void *gy, const void *y, int64_t rows,
+                                    int64_t n, bool log);
+em_status cpu_layer_norm_bf16(void *y, void *mean, void *rstd, const void *x, const void *w,
+                              const void *b, int64_t rows, int64_t n, double eps);
+em_status cpu_layer_norm_backward_bf16(void *dx, void *dw, void *db, const void *dy,
+                                       const void *x, const void *mean, const void *rstd,
+                                       const void *w, int64_t rows, int64_t n);
+em_status cpu_cross_entropy_bf16(void *loss, void *lse, const void *logits,
+                                 const int64_t *target, int64_t rows, int64_t classes,
+                                 int64_t ignore_index, double smoothing);
+em_status cpu_cross_entropy_backward_bf16(void *dlogits, const void *dloss, const void *logits,
+                                          const void *lse, const int64_t *target, int64_t rows,
+                                          int64_t classes, int64_t ignore_index,
+                                          double smoothing);
+em_status cpu_dropout_bf16(void *out, void *mask, const void *x, int64_t n, double p,
+                           uint64_t seed, uint64_t offset);
+em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, double b,
+                          uint64_t seed, uint64_t offset);
 
 /* cpu_softmax_norm.c */
 em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,

@@ -13,27 +13,9 @@
 #include <omp.h>
 #include <stdio.h>
 
-const char *cpu_dtype_name(em_dtype dt) {
-  switch (dt) {
-    case EM_F32: return "float32";
-    case EM_F64: return "float64";
-    case EM_I64: return "int64";
-    case EM_BOOL: return "bool";
-    case EM_BF16: return "bfloat16";
-    default: return "invalid dtype";
-  }
-}
+const char *cpu_dtype_name(em_dtype dt) { return em_kernel_dtype_name(dt); }
 
-size_t cpu_dtype_size(em_dtype dt) {
-  switch (dt) {
-    case EM_F32: return 4;
-    case EM_F64: return 8;
-    case EM_I64: return 8;
-    case EM_BOOL: return 1;
-    case EM_BF16: return 2;
-    default: return 0;
-  }
-}
+size_t cpu_dtype_size(em_dtype dt) { return em_kernel_dtype_size(dt); }
 
 em_status cpu_bad_dtype(const char *kernel, em_dtype dt, const char *supported) {
   return em_error(EM_ERR_DTYPE, "cpu %s: dtype %s is not supported (supported: %s)", kernel,

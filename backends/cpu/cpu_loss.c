@@ -15,7 +15,8 @@
 
 static em_status check_args(const char *kernel, em_dtype dt, const int64_t *target, int64_t rows,
                             int64_t classes, int64_t ignore_index, double smoothing) {
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16");
   if (rows < 0 || classes < 0)
     return em_error(EM_ERR_SHAPE, "cpu %s: bad sizes rows=%lld classes=%lld", kernel,
                     (long long)rows, (long long)classes);
@@ -34,30 +35,17 @@ static em_status check_args(const char *kernel, em_dtype dt, const int64_t *targ
   return EM_OK;
 }
 
-#define CE_FORWARD(T)                                                            \
-  do {                                                                           \
-    T *L = loss, *LSE = lse;                                                     \
-    const T *X = logits;                                                         \
-    CPU_FOR(rows * classes > CPU_PAR_MIN, r, rows,                               \
-      const T *x = X + r * classes;                                              \
-      T mx = -INFINITY;                                                          \
-      for (int64_t c = 0; c < classes; c++) mx = x[c] > mx ? x[c] : mx;          \
-      double sum = 0, sumx = 0;                                                  \
-      for (int64_t c = 0; c < classes; c++) {                                    \
-        sum += (double)exp(x[c] - mx);                                           \
-        sumx += (double)x[c];                                                    \
-      }                                                                          \
-      const double l = (double)mx + log(sum);                                    \
-      if (LSE) LSE[r] = (T)l;                                                    \
-      const int64_t t = target[r];                                               \
-      if (t == ignore_index) {                                                   \
-        L[r] = 0;                                                                \
-        continue;                                                                \
-      }                                                                          \
-      double v = (1 - smoothing) * (l - (double)x[t]);                           \
-      if (smoothing > 0) v += smoothing * (l - sumx / (double)classes);          \
-      L[r] = (T)v;);                                                             \
-  } while (0)
+#define T float
+#define SUF f32
+#include "cpu_loss_tmpl.h"
+#undef T
+#undef SUF
+
+#define T double
+#define SUF f64
+#include "cpu_loss_tmpl.h"
+#undef T
+#undef SUF
 
 em_status cpu_cross_entropy(int device, em_dtype dt, void *loss, void *lse, const void *logits,
                             const int64_t *target, int64_t rows, int64_t classes,
@@ -68,29 +56,15 @@ em_status cpu_cross_entropy(int device, em_dtype dt, void *loss, void *lse, cons
   if (s) return s;
   if (rows > 0 && classes == 0)
     return em_error(EM_ERR_SHAPE, "cpu cross_entropy: %lld rows of 0 classes", (long long)rows);
-  if (dt == EM_F32) CE_FORWARD(float);
-  else CE_FORWARD(double);
+  if (dt == EM_BF16)
+    return cpu_cross_entropy_bf16(loss, lse, logits, target, rows, classes, ignore_index,
+                                  smoothing);
+  if (dt == EM_F32)
+    ce_forward_f32(loss, lse, logits, target, rows, classes, ignore_index, smoothing);
+  else
+    ce_forward_f64(loss, lse, logits, target, rows, classes, ignore_index, smoothing);
   return EM_OK;
 }
-
-/* d loss / d x[c] = softmax(x)[c] - eps / C - (1 - eps) * [c == target] */
-#define CE_BACKWARD(T)                                                           \
-  do {                                                                           \
-    T *G = dlogits;                                                              \
-    const T *X = logits, *DL = dloss, *LSE = lse;                                \
-    const T uni = (T)(smoothing / (double)classes), hit = (T)(1 - smoothing);    \
-    CPU_FOR(rows * classes > CPU_PAR_MIN, r, rows,                               \
-      const T *x = X + r * classes;                                              \
-      T *g = G + r * classes;                                                    \
-      const int64_t t = target[r];                                               \
-      if (t == ignore_index) {                                                   \
-        for (int64_t c = 0; c < classes; c++) g[c] = 0;                          \
-        continue;                                                                \
-      }                                                                          \
-      const T d = DL[r], l = LSE[r];                                             \
-      for (int64_t c = 0; c < classes; c++) g[c] = d * (exp(x[c] - l) - uni);    \
-      g[t] -= d * hit;);                                                         \
-  } while (0)
 
 em_status cpu_cross_entropy_backward(int device, em_dtype dt, void *dlogits, const void *dloss,
                                      const void *logits, const void *lse, const int64_t *target,
@@ -103,7 +77,12 @@ em_status cpu_cross_entropy_backward(int device, em_dtype dt, void *dlogits, con
   if (rows > 0 && classes > 0 && (!dloss || !lse))
     return em_error(EM_ERR_ARG,
                     "cpu cross_entropy_backward: needs dloss and the forward's lse, got NULL");
-  if (dt == EM_F32) CE_BACKWARD(float);
-  else CE_BACKWARD(double);
+  if (dt == EM_BF16)
+    return cpu_cross_entropy_backward_bf16(dlogits, dloss, logits, lse, target, rows, classes,
+                                           ignore_index, smoothing);
+  if (dt == EM_F32)
+    ce_backward_f32(dlogits, dloss, logits, lse, target, rows, classes, ignore_index, smoothing);
+  else
+    ce_backward_f64(dlogits, dloss, logits, lse, target, rows, classes, ignore_index, smoothing);
   return EM_OK;
 }

@@ -19,29 +19,44 @@
 
 #define OPTIM_PAR_MIN 16384
 
-#define ADAM(T)                                                                  \
-  do {                                                                           \
-    T *P = param, *M = m, *V = v;                                                \
-    const T *G = grad;                                                           \
-    CPU_FOR(n > OPTIM_PAR_MIN, i, n,                                             \
-      double p = (double)P[i], g = (double)G[i];                                 \
-      if (decoupled) p *= decay;                                                 \
-      else g += weight_decay * p;                                                \
-      double mi = beta1 * (double)M[i] + (1 - beta1) * g;                        \
-      double vi = beta2 * (double)V[i] + (1 - beta2) * g * g;                    \
-      M[i] = (T)mi; /* continue from the stored values, as PyTorch does */      \
-      V[i] = (T)vi;                                                              \
-      mi = (double)M[i];                                                         \
-      vi = (double)V[i];                                                         \
-      P[i] = (T)(p - step_size * mi / (sqrt(vi) / bc2_sqrt + eps)););            \
-  } while (0)
+#define T float
+#define SUF f32
+#define LD(x) ((double)(x))
+#define ST(d) ((float)(d))
+#include "cpu_optim_tmpl.h"
+#undef T
+#undef SUF
+#undef LD
+#undef ST
+
+#define T double
+#define SUF f64
+#define LD(x) (x)
+#define ST(d) (d)
+#include "cpu_optim_tmpl.h"
+#undef T
+#undef SUF
+#undef LD
+#undef ST
+
+/* bfloat16 parameters and moments, updated in double, rounded once */
+#define T uint16_t
+#define SUF bf16
+#define LD(x) ((double)cpu_bf16_to_f32(x))
+#define ST(d) cpu_f32_to_bf16((float)(d))
+#include "cpu_optim_tmpl.h"
+#undef T
+#undef SUF
+#undef LD
+#undef ST
 
 em_status cpu_adam_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
                         void *m, void *v, double lr, double beta1, double beta2, double eps,
                         double weight_decay, int64_t step, bool decoupled) {
   (void)device;
   const char *kernel = decoupled ? "adamw_step" : "adam_step";
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16");
   if (step < 1)
     return em_error(EM_ERR_ARG, "cpu %s: step %lld, expected >= 1 (steps count from 1)", kernel,
                     (long long)step);
@@ -56,32 +71,24 @@ em_status cpu_adam_step(int device, em_dtype dt, int64_t n, void *param, const v
   const double bc2_sqrt = sqrt(1 - pow(beta2, (double)step));
   const double step_size = lr / bc1;
   const double decay = 1 - lr * weight_decay;
-  if (dt == EM_F32) ADAM(float);
-  else ADAM(double);
+  if (dt == EM_BF16)
+    adam_bf16(n, param, grad, m, v, beta1, beta2, eps, weight_decay, decoupled, step_size,
+              bc2_sqrt, decay);
+  else if (dt == EM_F32)
+    adam_f32(n, param, grad, m, v, beta1, beta2, eps, weight_decay, decoupled, step_size,
+             bc2_sqrt, decay);
+  else
+    adam_f64(n, param, grad, m, v, beta1, beta2, eps, weight_decay, decoupled, step_size,
+             bc2_sqrt, decay);
   return EM_OK;
 }
-
-#define SGD(T)                                                                   \
-  do {                                                                           \
-    T *P = param, *BUF = buf;                                                    \
-    const T *G = grad;                                                           \
-    CPU_FOR(n > OPTIM_PAR_MIN, i, n,                                             \
-      double p = (double)P[i], d = (double)G[i];                                 \
-      if (weight_decay != 0) d += weight_decay * p;                              \
-      if (momentum != 0) {                                                       \
-        double b = first_step ? d : momentum * (double)BUF[i] + (1 - dampening) * d; \
-        BUF[i] = (T)b;                                                           \
-        b = (double)BUF[i];                                                      \
-        d = nesterov ? d + momentum * b : b;                                     \
-      }                                                                          \
-      P[i] = (T)(p - lr * d););                                                  \
-  } while (0)
 
 em_status cpu_sgd_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
                        void *buf, double lr, double momentum, double dampening,
                        double weight_decay, bool nesterov, bool first_step) {
   (void)device;
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("sgd_step", dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype("sgd_step", dt, "float32, float64, bfloat16");
   if (nesterov && (momentum <= 0 || dampening != 0))
     return em_error(EM_ERR_ARG,
                     "cpu sgd_step: nesterov needs momentum > 0 and dampening 0, got momentum %g, "
@@ -94,7 +101,11 @@ em_status cpu_sgd_step(int device, em_dtype dt, int64_t n, void *param, const vo
   if (momentum != 0 && !buf)
     return em_error(EM_ERR_ARG, "cpu sgd_step: momentum %g needs a momentum buffer, got NULL",
                     momentum);
-  if (dt == EM_F32) SGD(float);
-  else SGD(double);
+  if (dt == EM_BF16)
+    sgd_bf16(n, param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
+  else if (dt == EM_F32)
+    sgd_f32(n, param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
+  else
+    sgd_f64(n, param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
   return EM_OK;
 }

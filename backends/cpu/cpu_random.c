@@ -26,42 +26,6 @@ static bool kview_contiguous(const em_kview *v) {
   return true;
 }
 
-#define DRAW(T, EXPR)                                                            \
-  do {                                                                           \
-    T *o_ = out->data;                                                           \
-    CPU_FOR(n > RAND_PAR_MIN, i, n, o_[i] = (T)(EXPR););                         \
-  } while (0)
-
-em_status cpu_random(int device, em_random_kind kind, const em_kview *out, double a, double b,
-                     uint64_t seed, uint64_t offset) {
-  (void)device;
-  const char *kernel = kind == EM_RAND_UNIFORM ? "random uniform" : "random normal";
-  if (kind != EM_RAND_UNIFORM && kind != EM_RAND_NORMAL)
-    return em_error(EM_ERR_ARG, "cpu random: unknown kind %d", (int)kind);
-  if (out->dtype != EM_F32 && out->dtype != EM_F64)
-    return cpu_bad_dtype(kernel, out->dtype, "float32, float64");
-  if (out->ndim < 0 || out->ndim > EM_MAX_DIMS)
-    return em_error(EM_ERR_ARG, "cpu %s: ndim %d, expected 0..%d", kernel, out->ndim, EM_MAX_DIMS);
-  if (!kview_contiguous(out))
-    return em_error(EM_ERR_ARG, "cpu %s: the output must be contiguous", kernel);
-  int64_t n = 1;
-  for (int d = 0; d < out->ndim; d++) n *= out->shape[d];
-  if (n <= 0) return EM_OK;
-  const double lo = a, span = b - a, mean = a, std = b;
-  if (kind == EM_RAND_UNIFORM) {
-#define U (lo + span * em_philox_uniform_at(seed, offset, (uint64_t)i))
-    if (out->dtype == EM_F32) DRAW(float, U);
-    else DRAW(double, U);
-#undef U
-  } else {
-#define Z (mean + std * em_philox_normal_at(seed, offset, (uint64_t)i))
-    if (out->dtype == EM_F32) DRAW(float, Z);
-    else DRAW(double, Z);
-#undef Z
-  }
-  return EM_OK;
-}
-
 /* Dropout's keep test u >= p, done in integers: u = x / 2^53 with x the
 ** 53-bit integer em_philox_uniform53 builds, and p 2^53 is exact, so
 ** u >= p iff x >= ceil(p 2^53). With the Philox rounds unrolled, this loop
@@ -79,30 +43,50 @@ CPU_VECTOR_CLONES static void dropout_keep(uint8_t *keep, uint64_t seed, uint64_
 
 enum { DROP_BLOCK = 512 }; /* elements per keep[] block on the stack */
 
-/* out = x * mask with mask = keep ? 1/(1-p) : 0. A dropped element is an
-** exact 0 even where x is inf or NaN, as PyTorch. */
-#define DROPOUT(T)                                                               \
-  do {                                                                           \
-    T *o_ = out, *m_ = mask;                                                     \
-    const T *x_ = x;                                                             \
-    const T scale = (T)(1.0 / (1.0 - p));                                        \
-    const uint64_t thr_ = (uint64_t)ceil(p * 9007199254740992.0);                \
-    const int64_t nblk_ = (n + DROP_BLOCK - 1) / DROP_BLOCK;                     \
-    CPU_FOR(n > RAND_PAR_MIN, blk, nblk_,                                        \
-      const int64_t lo_ = blk * DROP_BLOCK;                                      \
-      const int64_t len_ = n - lo_ < DROP_BLOCK ? n - lo_ : DROP_BLOCK;          \
-      uint8_t keep_[DROP_BLOCK];                                                 \
-      dropout_keep(keep_, seed, offset + (uint64_t)lo_, len_, thr_);             \
-      for (int64_t j = 0; j < len_; j++) {                                       \
-        if (m_) m_[lo_ + j] = keep_[j] ? scale : (T)0;                           \
-        if (o_) o_[lo_ + j] = keep_[j] ? x_[lo_ + j] * scale : (T)0;             \
-      });                                                                        \
-  } while (0)
+#define T float
+#define SUF f32
+#include "cpu_random_tmpl.h"
+#undef T
+#undef SUF
+
+#define T double
+#define SUF f64
+#include "cpu_random_tmpl.h"
+#undef T
+#undef SUF
+
+em_status cpu_random(int device, em_random_kind kind, const em_kview *out, double a, double b,
+                     uint64_t seed, uint64_t offset) {
+  (void)device;
+  const char *kernel = kind == EM_RAND_UNIFORM ? "random uniform" : "random normal";
+  if (kind != EM_RAND_UNIFORM && kind != EM_RAND_NORMAL)
+    return em_error(EM_ERR_ARG, "cpu random: unknown kind %d", (int)kind);
+  if (out->dtype != EM_F32 && out->dtype != EM_F64 && out->dtype != EM_BF16)
+    return cpu_bad_dtype(kernel, out->dtype, "float32, float64, bfloat16");
+  if (out->ndim < 0 || out->ndim > EM_MAX_DIMS)
+    return em_error(EM_ERR_ARG, "cpu %s: ndim %d, expected 0..%d", kernel, out->ndim, EM_MAX_DIMS);
+  if (!kview_contiguous(out))
+    return em_error(EM_ERR_ARG, "cpu %s: the output must be contiguous", kernel);
+  int64_t n = 1;
+  for (int d = 0; d < out->ndim; d++) n *= out->shape[d];
+  if (n <= 0) return EM_OK;
+  if (out->dtype == EM_BF16) return cpu_random_bf16(kind, out->data, n, a, b, seed, offset);
+  const double lo = a, span = b - a, mean = a, std = b;
+  if (kind == EM_RAND_UNIFORM) {
+    if (out->dtype == EM_F32) draw_uniform_f32(out->data, n, lo, span, seed, offset);
+    else draw_uniform_f64(out->data, n, lo, span, seed, offset);
+  } else {
+    if (out->dtype == EM_F32) draw_normal_f32(out->data, n, mean, std, seed, offset);
+    else draw_normal_f64(out->data, n, mean, std, seed, offset);
+  }
+  return EM_OK;
+}
 
 em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void *x, int64_t n,
                       double p, uint64_t seed, uint64_t offset) {
   (void)device;
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype("dropout", dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype("dropout", dt, "float32, float64, bfloat16");
   if (!(p >= 0 && p <= 1))
     return em_error(EM_ERR_ARG, "cpu dropout: probability %g, expected within [0, 1]", p);
   if (n < 0) return em_error(EM_ERR_SHAPE, "cpu dropout: n = %lld", (long long)n);
@@ -116,7 +100,8 @@ em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void
     if (mask) memset(mask, 0, bytes);
     return EM_OK;
   }
-  if (dt == EM_F32) DROPOUT(float);
-  else DROPOUT(double);
+  if (dt == EM_BF16) return cpu_dropout_bf16(out, mask, x, n, p, seed, offset);
+  if (dt == EM_F32) dropout_f32(out, mask, x, n, p, seed, offset);
+  else dropout_f64(out, mask, x, n, p, seed, offset);
   return EM_OK;
 }

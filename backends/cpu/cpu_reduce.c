@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CPU_CAT2(a, b) a##_##b
-#define CPU_CAT(a, b) CPU_CAT2(a, b)
 
 #define T float
 #define ACC double
@@ -73,6 +71,7 @@ em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_
   switch (dt) {
     case EM_F32: return reduce_f32(op, out, idx, in, outer, n, inner, correction);
     case EM_F64: return reduce_f64(op, out, idx, in, outer, n, inner, correction);
+    case EM_BF16: return cpu_reduce_bf16(op, out, idx, in, outer, n, inner, correction);
     case EM_I64:
       if (op == EM_RED_MEAN || op == EM_RED_VAR) break;
       return reduce_i64(op, out, idx, in, outer, n, inner, correction);
@@ -81,6 +80,6 @@ em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_
   char kernel[32];
   snprintf(kernel, sizeof kernel, "reduce %s", name);
   return cpu_bad_dtype(kernel, dt,
-                       op == EM_RED_MEAN || op == EM_RED_VAR ? "float32, float64"
-                                                             : "float32, float64, int64");
+                       op == EM_RED_MEAN || op == EM_RED_VAR ? "float32, float64, bfloat16"
+                                                             : "float32, float64, bfloat16, int64");
 }

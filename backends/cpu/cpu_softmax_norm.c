@@ -10,8 +10,6 @@
 
 #include <tgmath.h>
 
-#define CPU_CAT2(a, b) a##_##b
-#define CPU_CAT(a, b) CPU_CAT2(a, b)
 
 #define T float
 #define SUF f32
@@ -26,7 +24,8 @@
 #undef SUF
 
 static em_status check_rows(const char *kernel, em_dtype dt, int64_t rows, int64_t n) {
-  if (dt != EM_F32 && dt != EM_F64) return cpu_bad_dtype(kernel, dt, "float32, float64");
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16");
   if (rows < 0 || n < 0)
     return em_error(EM_ERR_SHAPE, "cpu %s: bad sizes rows=%lld n=%lld", kernel, (long long)rows,
                     (long long)n);
@@ -38,6 +37,7 @@ em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t
   (void)device;
   em_status s = check_rows(log ? "log_softmax" : "softmax", dt, rows, n);
   if (s) return s;
+  if (dt == EM_BF16) return cpu_softmax_bf16(out, x, rows, n, log);
   if (dt == EM_F32) softmax_f32(out, x, rows, n, log);
   else softmax_f64(out, x, rows, n, log);
   return EM_OK;
@@ -48,6 +48,7 @@ em_status cpu_softmax_backward(int device, em_dtype dt, void *gx, const void *gy
   (void)device;
   em_status s = check_rows(log ? "log_softmax_backward" : "softmax_backward", dt, rows, n);
   if (s) return s;
+  if (dt == EM_BF16) return cpu_softmax_backward_bf16(gx, gy, y, rows, n, log);
   if (dt == EM_F32) softmax_backward_f32(gx, gy, y, rows, n, log);
   else softmax_backward_f64(gx, gy, y, rows, n, log);
   return EM_OK;
@@ -61,6 +62,7 @@ em_status cpu_layer_norm(int device, em_dtype dt, void *y, void *mean, void *rst
   if (n == 0 && rows > 0)
     return em_error(EM_ERR_SHAPE, "cpu layer_norm: cannot normalise rows of size 0");
   if (!(eps >= 0)) return em_error(EM_ERR_ARG, "cpu layer_norm: eps %g, expected >= 0", eps);
+  if (dt == EM_BF16) return cpu_layer_norm_bf16(y, mean, rstd, x, w, b, rows, n, eps);
   if (dt == EM_F32) layer_norm_f32(y, mean, rstd, x, w, b, rows, n, eps);
   else layer_norm_f64(y, mean, rstd, x, w, b, rows, n, eps);
   return EM_OK;
@@ -75,6 +77,8 @@ em_status cpu_layer_norm_backward(int device, em_dtype dt, void *dx, void *dw, v
   if (rows > 0 && n > 0 && (!mean || !rstd))
     return em_error(EM_ERR_ARG,
                     "cpu layer_norm_backward: needs the forward's mean and rstd, got NULL");
+  if (dt == EM_BF16)
+    return cpu_layer_norm_backward_bf16(dx, dw, db, dy, x, mean, rstd, w, rows, n);
   if (dt == EM_F32) layer_norm_backward_f32(dx, dw, db, dy, x, mean, rstd, w, rows, n);
   else layer_norm_backward_f64(dx, dw, db, dy, x, mean, rstd, w, rows, n);
   return EM_OK;

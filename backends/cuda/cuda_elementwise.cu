@@ -214,10 +214,6 @@ __global__ void unary_int_kernel(emc_layout L, bool linear, int64_t n, int op, v
   }
 }
 
-static const char *const unary_names[EM_NUNARY] = {
-  "neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh",
-  "elu", "clamp", "pow_scalar", "affine", "silu", "sin", "cos", "not",
-};
 
 template <class T>
 static void launch_unary_float(emc_device *d, const emc_layout &L, bool linear, int64_t n, int op,
@@ -231,7 +227,7 @@ extern "C" em_status emc_unary(int device, em_unary_op op, const em_kview *out,
                                const em_kview *x, double alpha, double beta) {
   if ((unsigned)op >= EM_NUNARY) return em_error(EM_ERR_ARG, "cuda unary: unknown op %d", (int)op);
   char kernel[40];
-  snprintf(kernel, sizeof kernel, "unary %s", unary_names[op]);
+  snprintf(kernel, sizeof kernel, "unary %s", em_kernel_unary_name(op));
   if (out->dtype != x->dtype)
     return em_error(EM_ERR_DTYPE, "cuda %s: output is %s and input %s, expected one dtype",
                     kernel, emc_dtype_name(out->dtype), emc_dtype_name(x->dtype));
@@ -318,20 +314,6 @@ __global__ void unary_grad_kernel(int64_t n, int op, T *gx, const T *gy, const T
   }
 }
 
-static bool grad_needs_x(em_unary_op op) {
-  switch (op) {
-    case EM_LOG: case EM_ABS: case EM_RELU: case EM_GELU: case EM_GELU_TANH: case EM_ELU:
-    case EM_CLAMP: case EM_POW_SCALAR: case EM_SILU: case EM_SIN: case EM_COS:
-      return true;
-    default:
-      return false;
-  }
-}
-
-static bool grad_needs_y(em_unary_op op) {
-  return op == EM_EXP || op == EM_SQRT || op == EM_RSQRT || op == EM_TANH || op == EM_SIGMOID;
-}
-
 template <class T>
 static void launch_unary_grad(emc_device *d, int64_t n, int op, void *gx, const void *gy,
                               const void *x, const void *y, double alpha, double beta) {
@@ -345,16 +327,16 @@ extern "C" em_status emc_unary_backward(int device, em_unary_op op, em_dtype dt,
                                         double alpha, double beta) {
   if ((unsigned)op >= EM_NUNARY)
     return em_error(EM_ERR_ARG, "cuda unary_backward: unknown op %d", (int)op);
-  const char *name = unary_names[op];
+  const char *name = em_kernel_unary_name(op);
   if (op == EM_NOT)
     return em_error(EM_ERR_ARG, "cuda unary_backward not: logical not has no derivative");
   if (n < 0) return em_error(EM_ERR_ARG, "cuda unary_backward %s: n = %lld", name, (long long)n);
   if (n == 0) return EM_OK;
   if (!gx || !gy)
     return em_error(EM_ERR_ARG, "cuda unary_backward %s: gx and gy must not be NULL", name);
-  if (grad_needs_x(op) && !x)
+  if (em_unary_grad_needs_x(op) && !x)
     return em_error(EM_ERR_ARG, "cuda unary_backward %s: needs the forward input x, got NULL", name);
-  if (grad_needs_y(op) && !y)
+  if (em_unary_grad_needs_y(op) && !y)
     return em_error(EM_ERR_ARG, "cuda unary_backward %s: needs the forward output y, got NULL", name);
   char kernel[48];
   snprintf(kernel, sizeof kernel, "unary_backward %s", name);
@@ -485,10 +467,6 @@ __global__ void binary_bool_kernel(emc_layout L, bool linear, int64_t n, int op,
   }
 }
 
-static const char *const binary_names[EM_NBINARY] = {
-  "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "and", "or", "xor",
-};
 
 template <class T>
 static void launch_binary_float(emc_device *d, const emc_layout &L, bool linear, int64_t n,
@@ -502,7 +480,7 @@ extern "C" em_status emc_binary(int device, em_binary_op op, const em_kview *out
                                 const em_kview *a, const em_kview *b) {
   if ((unsigned)op >= EM_NBINARY) return em_error(EM_ERR_ARG, "cuda binary: unknown op %d", (int)op);
   char kernel[32];
-  snprintf(kernel, sizeof kernel, "binary %s", binary_names[op]);
+  snprintf(kernel, sizeof kernel, "binary %s", em_kernel_binary_name(op));
   if (a->dtype != b->dtype)
     return em_error(EM_ERR_DTYPE, "cuda %s: operands are %s and %s, expected one dtype", kernel,
                     emc_dtype_name(a->dtype), emc_dtype_name(b->dtype));

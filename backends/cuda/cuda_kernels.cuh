@@ -215,16 +215,7 @@ template <class A> __device__ __forceinline__ A row_max(A v, A lowest) {
 /* Host helpers                                                        */
 /* ------------------------------------------------------------------ */
 
-static inline const char *emc_dtype_name(em_dtype dt) {
-  switch (dt) {
-    case EM_F32: return "float32";
-    case EM_F64: return "float64";
-    case EM_I64: return "int64";
-    case EM_BOOL: return "bool";
-    case EM_BF16: return "bfloat16";
-    default: return "unknown dtype";
-  }
-}
+static inline const char *emc_dtype_name(em_dtype dt) { return em_kernel_dtype_name(dt); }
 
 /* EM_ERR_DTYPE "cuda <kernel>: dtype X is not supported (supported: ...)". */
 static inline em_status emc_bad_dtype(const char *kernel, em_dtype dt, const char *supported) {

@@ -68,12 +68,19 @@ EM_API const char *em_status_name(em_status s);
 /* Dtypes and devices                                                  */
 /* ------------------------------------------------------------------ */
 
+/* Each dtype once: X(enum, name, bytes per element). The enum, the core's
+** name and size tables and the backends' messages are all built from it. */
+#define EM_DTYPE_LIST(X)                                                      \
+  X(EM_F32, "float32", 4) /* default */                                       \
+  X(EM_F64, "float64", 8)                                                     \
+  X(EM_I64, "int64", 8)                                                       \
+  X(EM_BOOL, "bool", 1)   /* 1 byte, 0 or 1: results of comparisons, masks */ \
+  X(EM_BF16, "bfloat16", 2)
+
 typedef enum em_dtype {
-  EM_F32 = 0, /* default */
-  EM_F64,
-  EM_I64,
-  EM_BOOL,    /* 1 byte, 0 or 1: results of comparisons, masks */
-  EM_BF16,    /* storage type for GPU backends; CPU converts on copy only */
+#define EM_X_(e, name, size) e,
+  EM_DTYPE_LIST(EM_X_)
+#undef EM_X_
   EM_NDTYPES
 } em_dtype;
 
@@ -210,26 +217,52 @@ EM_API em_status em_mul_scalar_(em_tensor *dst, double s);
 /* Elementwise                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Each unary op once: X(enum, name, its derivative reads the input x,
+** reads the output y). The enum, the op names, the autograd nodes and the
+** backends' checks of which forward tensors a derivative needs all come
+** from this list, so adding an op is one line. */
+#define EM_UNARY_LIST(X)                                                      \
+  X(EM_NEG, "neg", 0, 0)                                                      \
+  X(EM_EXP, "exp", 0, 1)                                                      \
+  X(EM_LOG, "log", 1, 0)                                                      \
+  X(EM_SQRT, "sqrt", 0, 1)                                                    \
+  X(EM_RSQRT, "rsqrt", 0, 1)                                                  \
+  X(EM_ABS, "abs", 1, 0)                                                      \
+  X(EM_TANH, "tanh", 0, 1)                                                    \
+  X(EM_SIGMOID, "sigmoid", 0, 1)                                              \
+  X(EM_RELU, "relu", 1, 0)                                                    \
+  X(EM_GELU, "gelu", 1, 0)           /* exact, erf form (PyTorch default) */  \
+  X(EM_GELU_TANH, "gelu_tanh", 1, 0) /* tanh approximation */                 \
+  X(EM_ELU, "elu", 1, 0)             /* alpha = alpha */                      \
+  X(EM_CLAMP, "clamp", 1, 0)   /* alpha = min, beta = max (either may be +-inf) */ \
+  X(EM_POW_SCALAR, "pow", 1, 0)      /* x ^ alpha */                          \
+  X(EM_AFFINE, "affine", 0, 0)       /* alpha * x + beta */                   \
+  X(EM_SILU, "silu", 1, 0)                                                    \
+  X(EM_SIN, "sin", 1, 0)                                                      \
+  X(EM_COS, "cos", 1, 0)                                                      \
+  X(EM_NOT, "logical_not", 0, 0)     /* logical not, bool only */
+
 typedef enum em_unary_op {
-  EM_NEG = 0, EM_EXP, EM_LOG, EM_SQRT, EM_RSQRT, EM_ABS, EM_TANH,
-  EM_SIGMOID, EM_RELU,
-  EM_GELU,      /* exact, erf form (PyTorch default) */
-  EM_GELU_TANH, /* tanh approximation */
-  EM_ELU,       /* alpha = alpha */
-  EM_CLAMP,     /* alpha = min, beta = max (either may be +-inf) */
-  EM_POW_SCALAR,/* x ^ alpha */
-  EM_AFFINE,    /* alpha * x + beta */
-  EM_SILU, EM_SIN, EM_COS,
-  EM_NOT,       /* logical not, bool only */
+#define EM_X_(e, name, needs_x, needs_y) e,
+  EM_UNARY_LIST(EM_X_)
+#undef EM_X_
   EM_NUNARY
 } em_unary_op;
 
+/* Each binary op once: X(enum, name). Comparisons give EM_BOOL; the
+** logical ops take bool. Keep the comparisons (EM_EQ..EM_GE) and the
+** logical ops (EM_AND..EM_XOR) contiguous: kernels test ranges. */
+#define EM_BINARY_LIST(X)                                                     \
+  X(EM_ADD, "add") X(EM_SUB, "sub") X(EM_MUL, "mul") X(EM_DIV, "div")         \
+  X(EM_POW, "pow") X(EM_MAXIMUM, "maximum") X(EM_MINIMUM, "minimum")          \
+  X(EM_EQ, "eq") X(EM_NE, "ne") X(EM_LT, "lt") X(EM_LE, "le")                 \
+  X(EM_GT, "gt") X(EM_GE, "ge")                                               \
+  X(EM_AND, "logical_and") X(EM_OR, "logical_or") X(EM_XOR, "logical_xor")
+
 typedef enum em_binary_op {
-  EM_ADD = 0, EM_SUB, EM_MUL, EM_DIV, EM_POW, EM_MAXIMUM, EM_MINIMUM,
-  /* comparisons give EM_BOOL */
-  EM_EQ, EM_NE, EM_LT, EM_LE, EM_GT, EM_GE,
-  /* logical, on bool */
-  EM_AND, EM_OR, EM_XOR,
+#define EM_X_(e, name) e,
+  EM_BINARY_LIST(EM_X_)
+#undef EM_X_
   EM_NBINARY
 } em_binary_op;
 
@@ -325,6 +358,12 @@ EM_API em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *targe
 /* ------------------------------------------------------------------ */
 
 /* Grad mode is thread-local and on by default. */
+/* Mixed precision, per thread (see core/src/autocast.c for the op lists):
+** products run in dt (bfloat16 only), softmax, norms, losses and
+** reductions in float32. The previous state goes to was_* (may be NULL). */
+EM_API em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype *was_dt);
+EM_API bool em_autocast_enabled(em_dtype *dt);
+
 EM_API bool em_grad_enabled(void);
 EM_API bool em_set_grad_enabled(bool on); /* returns the previous mode */
 /* Marks a leaf; an error on a non-leaf or a non-float tensor. */

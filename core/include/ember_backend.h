@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 1
+#define EM_BACKEND_ABI_VERSION 2
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -37,6 +37,65 @@ typedef struct em_kview {
   int64_t shape[EM_MAX_DIMS];
   int64_t stride[EM_MAX_DIMS];    /* in elements; 0 for broadcast dims */
 } em_kview;
+
+/* Names, sizes and derivative needs for kernels' checks and messages,
+** from the lists in ember.h (inline, so a plugin needs nothing from
+** libember but em_error). The core checks these before calling a kernel;
+** a kernel checks them again because it may be called directly. */
+static inline const char *em_kernel_dtype_name(em_dtype dt) {
+  static const char *const names[EM_NDTYPES] = {
+#define EM_X_(e, name, size) name,
+    EM_DTYPE_LIST(EM_X_)
+#undef EM_X_
+  };
+  return (unsigned)dt < EM_NDTYPES ? names[dt] : "invalid dtype";
+}
+
+static inline size_t em_kernel_dtype_size(em_dtype dt) {
+  static const unsigned char sizes[EM_NDTYPES] = {
+#define EM_X_(e, name, size) size,
+    EM_DTYPE_LIST(EM_X_)
+#undef EM_X_
+  };
+  return (unsigned)dt < EM_NDTYPES ? sizes[dt] : 0;
+}
+
+static inline const char *em_kernel_unary_name(em_unary_op op) {
+  static const char *const names[EM_NUNARY] = {
+#define EM_X_(e, name, needs_x, needs_y) name,
+    EM_UNARY_LIST(EM_X_)
+#undef EM_X_
+  };
+  return (unsigned)op < EM_NUNARY ? names[op] : "unknown";
+}
+
+static inline const char *em_kernel_binary_name(em_binary_op op) {
+  static const char *const names[EM_NBINARY] = {
+#define EM_X_(e, name) name,
+    EM_BINARY_LIST(EM_X_)
+#undef EM_X_
+  };
+  return (unsigned)op < EM_NBINARY ? names[op] : "unknown";
+}
+
+/* Whether unary_backward of `op` reads the forward input x / output y. */
+static inline bool em_unary_grad_needs_x(em_unary_op op) {
+  static const bool needs[EM_NUNARY] = {
+#define EM_X_(e, name, needs_x, needs_y) needs_x,
+    EM_UNARY_LIST(EM_X_)
+#undef EM_X_
+  };
+  return (unsigned)op < EM_NUNARY && needs[op];
+}
+
+static inline bool em_unary_grad_needs_y(em_unary_op op) {
+  static const bool needs[EM_NUNARY] = {
+#define EM_X_(e, name, needs_x, needs_y) needs_y,
+    EM_UNARY_LIST(EM_X_)
+#undef EM_X_
+  };
+  return (unsigned)op < EM_NUNARY && needs[op];
+}
 
 typedef enum em_reduce_op {
   EM_RED_SUM = 0, EM_RED_MEAN, EM_RED_MAX, EM_RED_MIN,
@@ -205,6 +264,10 @@ typedef struct em_backend {
   em_status (*attention_forward)(int device, const em_attention_args *args);
   /* optional: backward from dout, out and lse, writing dq, dk_, dv_. */
   em_status (*attention_backward)(int device, const em_attention_args *args);
+  /* optional: a line saying what computes dtype dt's products and kernels
+  ** on this device (for the CPU: the library and the instruction set it
+  ** runs on, "onednn brg:avx512_core_amx_bf16"), for ember.cpu_info(). */
+  em_status (*kernel_info)(int device, em_dtype dt, char *buf, size_t n);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

@@ -88,7 +88,53 @@ static int f_clock(lua_State *L) {
   return 1;
 }
 
+/* ember.cpu_info(): what computes each dtype on the CPU backend (library
+** and instruction set), the thread count and the processor's name. */
+static int f_cpu_info(lua_State *L) {
+  int slot;
+  em_status s = em_backend_find("cpu", &slot);
+  if (s) return lember_error(L, "cpu_info", s);
+  const em_backend *be = em_backend_get(slot);
+  char buf[256];
+  lua_createtable(L, 0, 6);
+  if (be->kernel_info) {
+    const em_dtype dts[] = {EM_F32, EM_BF16, EM_F64};
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+      if ((s = be->kernel_info(0, dts[i], buf, sizeof buf))) return lember_error(L, "cpu_info", s);
+      lua_pushstring(L, buf);
+      lua_setfield(L, -2, em_dtype_name(dts[i]));
+    }
+  }
+  lua_pushinteger(L, be->get_num_threads ? be->get_num_threads() : 1);
+  lua_setfield(L, -2, "threads");
+  if (be->device_name && be->device_name(0, buf, sizeof buf) == EM_OK) {
+    lua_pushstring(L, buf);
+    lua_setfield(L, -2, "name");
+  }
+  return 1;
+}
+
+/* ember.set_autocast(enabled [, dtype]) -> previous enabled, previous dtype
+** name. The scope objects of ember.autocast (lua/ember/autocast.lua) are
+** built on it. */
+static int f_set_autocast(lua_State *L) {
+  bool on = lua_toboolean(L, 1);
+  em_dtype dt = EM_BF16, was_dt;
+  bool was;
+  if (!lua_isnoneornil(L, 2)) {
+    em_status s = em_dtype_parse(luaL_checkstring(L, 2), &dt);
+    if (s) return lember_error(L, "set_autocast", s);
+  }
+  em_status s = em_autocast_set(on, dt, &was, &was_dt);
+  if (s) return lember_error(L, "set_autocast", s);
+  lua_pushboolean(L, was);
+  lua_pushstring(L, em_dtype_name(was_dt));
+  return 2;
+}
+
 static const luaL_Reg funcs[] = {
+  {"cpu_info", f_cpu_info},
+  {"set_autocast", f_set_autocast},
   {"set_num_threads", f_set_num_threads},
   {"get_num_threads", f_get_num_threads},
   {"device_count", f_device_count},

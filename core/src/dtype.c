@@ -9,8 +9,9 @@ static const struct {
   const char *name;
   size_t size;
 } em__dtypes[EM_NDTYPES] = {
-  [EM_F32] = {"float32", 4}, [EM_F64] = {"float64", 8}, [EM_I64] = {"int64", 8},
-  [EM_BOOL] = {"bool", 1},   [EM_BF16] = {"bfloat16", 2},
+#define EM_X_(e, name, size) [e] = {name, size},
+  EM_DTYPE_LIST(EM_X_)
+#undef EM_X_
 };
 
 size_t em_dtype_size(em_dtype dt) { return (unsigned)dt < EM_NDTYPES ? em__dtypes[dt].size : 0; }

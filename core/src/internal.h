@@ -36,6 +36,14 @@ em_status em__alias(em_tensor **out, em_tensor *x, int ndim, const int64_t *shap
 em_status em__dim(const char *op, int dim, int ndim, int *out);
 /* Checks that tensors share a device; error names op and both devices. */
 em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b);
+/* Autocast (autocast.c): out[i] is in[i] cast as op's autocast policy
+** says (a new reference either way); all retained copies when autocast is
+** off or op has no policy. */
+em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **out);
+/* Whether a binary op with operands of dtypes a and b runs in float32
+** because autocast is on and one of them is the autocast dtype. */
+bool em__autocast_promotes(em_dtype a, em_dtype b);
+
 /* Checks the dtype is float32/float64 (and bf16 where allowed). */
 em_status em__need_float(const char *op, const em_tensor *t, const char *what);
 em_status em__need_dtype(const char *op, const em_tensor *t, em_dtype dt, const char *what);

@@ -21,21 +21,15 @@
 /* ------------------------------------------------------------------ */
 
 static const char *const UNARY_NAMES[EM_NUNARY] = {
-  [EM_NEG] = "neg",         [EM_EXP] = "exp",     [EM_LOG] = "log",
-  [EM_SQRT] = "sqrt",       [EM_RSQRT] = "rsqrt", [EM_ABS] = "abs",
-  [EM_TANH] = "tanh",       [EM_SIGMOID] = "sigmoid", [EM_RELU] = "relu",
-  [EM_GELU] = "gelu",       [EM_GELU_TANH] = "gelu_tanh", [EM_ELU] = "elu",
-  [EM_CLAMP] = "clamp",     [EM_POW_SCALAR] = "pow", [EM_AFFINE] = "affine",
-  [EM_SILU] = "silu",       [EM_SIN] = "sin",     [EM_COS] = "cos",
-  [EM_NOT] = "logical_not",
+#define EM_X_(e, name, needs_x, needs_y) [e] = name,
+  EM_UNARY_LIST(EM_X_)
+#undef EM_X_
 };
 
 static const char *const BINARY_NAMES[EM_NBINARY] = {
-  [EM_ADD] = "add", [EM_SUB] = "sub", [EM_MUL] = "mul", [EM_DIV] = "div",
-  [EM_POW] = "pow", [EM_MAXIMUM] = "maximum", [EM_MINIMUM] = "minimum",
-  [EM_EQ] = "eq",   [EM_NE] = "ne", [EM_LT] = "lt", [EM_LE] = "le",
-  [EM_GT] = "gt",   [EM_GE] = "ge",
-  [EM_AND] = "logical_and", [EM_OR] = "logical_or", [EM_XOR] = "logical_xor",
+#define EM_X_(e, name) [e] = name,
+  EM_BINARY_LIST(EM_X_)
+#undef EM_X_
 };
 
 const char *em_unary_name(em_unary_op op) {
@@ -136,7 +130,8 @@ static em_status unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **p
   *pa = *pb = NULL;
   (void)op;
   if (x->dtype != y->dtype) {
-    em_dtype dt = promote_types(x, y);
+    /* under autocast, bfloat16 with float32 computes in float32 (any shapes) */
+    em_dtype dt = em__autocast_promotes(x->dtype, y->dtype) ? EM_F32 : promote_types(x, y);
     if (x->dtype != dt && (s = em_to_dtype(&t, x, dt)) == EM_OK) em_release(x), x = t;
     if (s == EM_OK && y->dtype != dt && (s = em_to_dtype(&t, y, dt)) == EM_OK) em_release(y), y = t;
   }
@@ -177,15 +172,12 @@ typedef struct unary_ctx { double alpha, beta; } unary_ctx;
 
 static em_status unary_backward(em_node *n, em_tensor *gy, em_tensor **gx);
 
-#define UDEF(name) {name, unary_backward, free}
 /* One opdef per op, so that the backward finds its op from the pointer. */
 static const em_opdef UNARY_DEFS[EM_NUNARY] = {
-  UDEF("neg"), UDEF("exp"), UDEF("log"), UDEF("sqrt"), UDEF("rsqrt"), UDEF("abs"),
-  UDEF("tanh"), UDEF("sigmoid"), UDEF("relu"), UDEF("gelu"), UDEF("gelu_tanh"), UDEF("elu"),
-  UDEF("clamp"), UDEF("pow"), UDEF("affine"), UDEF("silu"), UDEF("sin"), UDEF("cos"),
-  UDEF("logical_not"),
+#define EM_X_(e, name, needs_x, needs_y) [e] = {name, unary_backward, free},
+  EM_UNARY_LIST(EM_X_)
+#undef EM_X_
 };
-#undef UDEF
 
 /* The kernel wants x, y and gy contiguous; saved views may not be. */
 static em_status unary_backward(em_node *n, em_tensor *gy, em_tensor **gx) {

@@ -127,8 +127,24 @@ static em_status check_cross_entropy(const em_tensor *logits, const em_tensor *t
 /* Mean divides by the rows not ignored. When every row is ignored the
 ** mean is 0 with zero gradients (PyTorch gives NaN): a batch of padding
 ** should not poison a training run. */
+static em_status cross_entropy_impl(em_tensor **out, em_tensor *logits, em_tensor *target,
+                                    int64_t ignore_index, double label_smoothing,
+                                    em_reduction red);
+
+/* Runs in float32 under autocast (autocast.c). */
 em_status em_cross_entropy(em_tensor **out, em_tensor *logits, em_tensor *target,
                            int64_t ignore_index, double label_smoothing, em_reduction red) {
+  if (!out || !logits || !target) return em_error(EM_ERR_ARG, "cross_entropy: NULL argument");
+  em_tensor *la;
+  EM_TRY(em__autocast("cross_entropy", 1, &logits, &la));
+  em_status s = cross_entropy_impl(out, la, target, ignore_index, label_smoothing, red);
+  em_release(la);
+  return s;
+}
+
+static em_status cross_entropy_impl(em_tensor **out, em_tensor *logits, em_tensor *target,
+                                    int64_t ignore_index, double label_smoothing,
+                                    em_reduction red) {
   const char *op = "cross_entropy";
   *out = NULL;
   EM_TRY(check_cross_entropy(logits, target, label_smoothing, red));
@@ -181,7 +197,22 @@ fail:
 /* mse_loss                                                          */
 /* ---------------------------------------------------------------- */
 
+static em_status mse_loss_impl(em_tensor **out, em_tensor *input, em_tensor *target,
+                               em_reduction red);
+
+/* Runs in float32 under autocast (autocast.c). */
 em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *target, em_reduction red) {
+  if (!out || !input || !target) return em_error(EM_ERR_ARG, "mse_loss: NULL argument");
+  em_tensor *in[2] = {input, target}, *ac[2];
+  EM_TRY(em__autocast("mse_loss", 2, in, ac));
+  em_status s = mse_loss_impl(out, ac[0], ac[1], red);
+  em_release(ac[0]);
+  em_release(ac[1]);
+  return s;
+}
+
+static em_status mse_loss_impl(em_tensor **out, em_tensor *input, em_tensor *target,
+                               em_reduction red) {
   char b1[128], b2[128];
   *out = NULL;
   EM_TRY(em__need_float("mse_loss", input, "input"));

@@ -78,8 +78,22 @@ fail:
 
 static const em_opdef LAYER_NORM_OP = {"layer_norm", layer_norm_backward, NULL};
 
+static em_status layer_norm_impl(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight,
+                                 em_tensor *bias, double eps);
+
+/* Runs in float32 under autocast (autocast.c). */
 em_status em_layer_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight,
                         em_tensor *bias, double eps) {
+  if (!out || !x) return em_error(EM_ERR_ARG, "layer_norm: NULL argument");
+  em_tensor *in[3] = {x, weight, bias}, *ac[3];
+  EM_TRY(em__autocast("layer_norm", 3, in, ac));
+  em_status s = layer_norm_impl(out, ac[0], nnorm, ac[1], ac[2], eps);
+  for (int i = 0; i < 3; i++) em_release(ac[i]);
+  return s;
+}
+
+static em_status layer_norm_impl(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight,
+                                 em_tensor *bias, double eps) {
   char buf[128];
   *out = NULL;
   EM_TRY(em__need_float("layer_norm", x, "input"));

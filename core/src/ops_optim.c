@@ -30,8 +30,9 @@ static em_status check_like(const char *op, const char *what, const em_tensor *t
 }
 
 static em_status check_param(const char *op, const em_tensor *p) {
-  if (p->dtype != EM_F32 && p->dtype != EM_F64)
-    return em_error(EM_ERR_DTYPE, "%s: parameters must be float32 or float64, got %s", op, em_dtype_name(p->dtype));
+  if (p->dtype != EM_F32 && p->dtype != EM_F64 && p->dtype != EM_BF16)
+    return em_error(EM_ERR_DTYPE, "%s: parameters must be float32, float64 or bfloat16, got %s", op,
+                    em_dtype_name(p->dtype));
   if (!em_is_contiguous(p)) return em_error(EM_ERR_ARG, "%s: the parameter must be contiguous", op);
   return EM_OK;
 }

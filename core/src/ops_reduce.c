@@ -309,7 +309,11 @@ static em_status reduce_public(const char *op, em_reduce_op rop, em_tensor **out
   if (rop != EM_RED_SUM) EM_TRY(need_float(op, x));
   EM_TRY(parse_dims(op, x, ndims, dims, red));
   for (int d = 0; d < EM_MAX_DIMS; d++) keep[d] = keepdim;
-  return reduce_op(op, rop, out, x, red, keep, correction);
+  em_tensor *xa; /* float32 under autocast (autocast.c) */
+  EM_TRY(em__autocast(op, 1, &x, &xa));
+  em_status s = reduce_op(op, rop, out, xa, red, keep, correction);
+  em_release(xa);
+  return s;
 }
 
 em_status em_sum(em_tensor **out, em_tensor *x, int ndims, const int *dims, bool keepdim) {

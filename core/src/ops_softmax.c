@@ -128,10 +128,20 @@ fail:
   return s;
 }
 
+/* Both run in float32 under autocast (autocast.c). */
+static em_status softmax_autocast(em_tensor **out, em_tensor *x, int dim, bool log) {
+  if (!out || !x) return em_error(EM_ERR_ARG, "%s: NULL argument", log ? "log_softmax" : "softmax");
+  em_tensor *xa;
+  EM_TRY(em__autocast(log ? "log_softmax" : "softmax", 1, &x, &xa));
+  em_status s = softmax_forward(out, xa, dim, log);
+  em_release(xa);
+  return s;
+}
+
 em_status em_softmax(em_tensor **out, em_tensor *x, int dim) {
-  return softmax_forward(out, x, dim, false);
+  return softmax_autocast(out, x, dim, false);
 }
 
 em_status em_log_softmax(em_tensor **out, em_tensor *x, int dim) {
-  return softmax_forward(out, x, dim, true);
+  return softmax_autocast(out, x, dim, true);
 }

@@ -210,7 +210,20 @@ static void em__scan_cb(const char *dir, void *ud) {
   em__scan_dir(dir);
 }
 
-static void em__load_all(void) { em__each_dir(em__scan_cb, NULL); }
+/* libgomp (the CPU backend's OpenMP, which oneDNN and our gemm split
+** share) keeps idle workers spinning for GOMP_SPINCOUNT iterations after a
+** parallel region (300000 by default, about a millisecond) before they
+** sleep. Beside another busy process those spins take the core it needs,
+** and a training step ran 2-4x slower; sleeping at once (passive) makes
+** every small kernel pay a wake-up. A short bounded spin keeps
+** back-to-back kernels on awake workers and yields within microseconds
+** (scripts/bench/contention.lua). libgomp reads its environment once, when
+** a plugin pulls it in, so this happens before any is loaded, and never
+** overrides the user's OMP_WAIT_POLICY or GOMP_SPINCOUNT. */
+static void em__load_all(void) {
+  if (!getenv("OMP_WAIT_POLICY")) setenv("GOMP_SPINCOUNT", "1000", 0);
+  em__each_dir(em__scan_cb, NULL);
+}
 
 void em__plugins_ensure_loaded(void) { pthread_once(&em__once, em__load_all); }
 

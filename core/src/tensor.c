@@ -329,8 +329,8 @@ em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b
 }
 
 em_status em__need_float(const char *op, const em_tensor *t, const char *what) {
-  if (t->dtype == EM_F32 || t->dtype == EM_F64) return EM_OK;
-  return em_error(EM_ERR_DTYPE, "%s: %s must be float32 or float64, got %s", op, what,
+  if (em_dtype_is_float(t->dtype)) return EM_OK;
+  return em_error(EM_ERR_DTYPE, "%s: %s must be float32, float64 or bfloat16, got %s", op, what,
                   em_dtype_name(t->dtype));
 }
 

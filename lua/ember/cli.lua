@@ -11,7 +11,8 @@
 --   })
 --
 -- Shared: --epochs --lr --batch --attention --seed --threads --device
--- --smoke --out --help. Values are given as "--name value" or "--name=value";
+-- --precision --smoke --out --help. A script runs its forward pass and loss
+-- through cli.autocast(opts, fn, ...), which honours --precision. Values are given as "--name value" or "--name=value";
 -- a boolean option is a flag ("--smoke") or takes true/false. An option's
 -- type comes from its default (or `type` when the default is nil); a
 -- `choices` list limits a string option. conf.examples (argument strings)
@@ -39,6 +40,7 @@ local SHARED = {
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
   {"smoke", false, "a few quick steps on a small subset; fails unless the loss fell"},
+  {"precision", "fp32", "fp32, or bf16: products in bfloat16 under ember.autocast, float32 weights"},
   {"max_steps", nil, "stop after this many training steps (for timing runs)", type = "number"},
   {"out", nil, "folder for the checkpoint, metrics CSV and plots (default runs/<script>)", type = "string"},
 }
@@ -167,6 +169,9 @@ function M.parse_only(argv, conf)
     if o[n] ~= nil and (o[n] < 1 or o[n] % 1 ~= 0) then
       error(("option --%s must be a positive integer, got %s"):format(n, tostring(o[n])), 0)
     end
+  end
+  if o.precision ~= "fp32" and o.precision ~= "bf16" then
+    error(("option --precision must be fp32 or bf16, got %s"):format(tostring(o.precision)), 0)
   end
   o.attention_opts = M.parse_kv(o.attention_options)
   if not o.out then
@@ -311,6 +316,14 @@ function M.help_from_header(argv)
   end
   print(#lines > 0 and table.concat(lines, "\n") or ("usage: ember " .. tostring(argv[0])))
   os.exit(0, true)
+end
+
+-- fn(...) under ember.autocast("bfloat16") when --precision bf16, as is
+-- otherwise. Wrap the forward pass and the loss, not backward() (see
+-- ember.autocast). Checkpoints keep the float32 weights either way.
+function M.autocast(opts, fn, ...)
+  if opts.precision == "bf16" then return require("ember").autocast("bfloat16", fn, ...) end
+  return fn(...)
 end
 
 return M

@@ -419,10 +419,10 @@ static void test_binary(void) {
         "binary with mixed dtypes is a dtype error");
   check(be->binary(0, EM_AND, &vr, &vx, &vy) == EM_ERR_DTYPE && msg_has("and", "int64"),
         "logical and on int64 names kernel and dtype: %s", em_error_message());
-  uint16_t h[3];
+  uint16_t h[3] = {0x3fc0, 0x3fc0, 0xbf80}; /* 1.5, 1.5, -1 */
   em_kview vh = kv(h, EM_BF16, 1, s3);
-  check(be->binary(0, EM_ADD, &vh, &vh, &vh) == EM_ERR_DTYPE && msg_has("add", "bfloat16"),
-        "bf16 add is a dtype error naming kernel and dtype: %s", em_error_message());
+  check(be->binary(0, EM_ADD, &vh, &vh, &vh) == EM_OK && h[0] == 0x4040 && h[2] == 0xc000,
+        "bf16 add computes in float and rounds (1.5 + 1.5 = 3, -1 + -1 = -2)");
   double nan2[2] = {NAN, 1}, one2[2] = {1, NAN}, mx[2];
   int64_t s2[1] = {2};
   em_kview va2 = kv(nan2, EM_F64, 1, s2), vb2 = kv(one2, EM_F64, 1, s2),
@@ -1383,6 +1383,111 @@ static void time_small_add(void) {
   check(o[15] == 16, "16-element add result");
 }
 
+/* ---- bfloat16 compute ---- */
+
+static uint16_t to_bf16(double v) { /* round to nearest even, finite v */
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static double from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* bf16 arrays of n random values; `copy` gets the rounded values. */
+static uint16_t *rand_bf16(int64_t n, double *copy) {
+  uint16_t *p = xmalloc((size_t)n * 2);
+  for (int64_t i = 0; i < n; i++) {
+    p[i] = to_bf16(urand());
+    copy[i] = from_bf16(p[i]);
+  }
+  return p;
+}
+
+/* bf16 products (oneDNN) and the float32 ones large enough for oneDNN,
+** every transpose, alpha and beta, against double loops on the same
+** (rounded) inputs. One rounding of a float32-accumulated result: within
+** 2^-8 of the largest |C|. Also runs oneDNN's JIT under valgrind/ASan. */
+static void test_bf16_gemm(void) {
+  const int64_t m = 37, n = 45, k = 29, batch = 3;
+  for (int t = 0; t < 4; t++) {
+    bool ta = t & 1, tb = t & 2;
+    double *A = xmalloc(batch * m * k * 8), *B = xmalloc(batch * k * n * 8),
+           *C0 = xmalloc(batch * m * n * 8), *want = xmalloc(batch * m * n * 8);
+    uint16_t *a = rand_bf16(batch * m * k, A), *b = rand_bf16(batch * k * n, B),
+             *c = rand_bf16(batch * m * n, C0);
+    const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    double big = 0;
+    for (int64_t q = 0; q < batch; q++)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; p++) {
+            double x = ta ? A[q * m * k + p * lda + i] : A[q * m * k + i * lda + p];
+            double y = tb ? B[q * k * n + j * ldb + p] : B[q * k * n + p * ldb + j];
+            acc += x * y;
+          }
+          double v = 0.5 * acc + 0.25 * C0[q * m * n + i * n + j];
+          want[q * m * n + i * n + j] = v;
+          if (fabs(v) > big) big = fabs(v);
+        }
+    em_status s = be->gemm(0, EM_BF16, ta, tb, m, n, k, 0.5, a, lda, m * k, b, ldb, k * n, 0.25,
+                           c, n, m * n, batch);
+    double worst = 0;
+    for (int64_t i = 0; s == EM_OK && i < batch * m * n; i++)
+      worst = fmax(worst, fabs(from_bf16(c[i]) - want[i]));
+    check(s == EM_OK && worst <= big / 256, "bf16 gemm ta=%d tb=%d alpha, beta, batch: error %.3g of %.3g (%s)",
+          ta, tb, worst, big, s ? em_error_message() : "ok");
+    free(A), free(B), free(C0), free(want), free(a), free(b), free(c);
+  }
+  /* float32 at 160^3 (past the oneDNN threshold) */
+  const int64_t N = 160;
+  double *A = xmalloc(N * N * 8), *B = xmalloc(N * N * 8), *want = xmalloc(N * N * 8);
+  float *a = rand_arr(EM_F32, N * N, -1, 1, A), *b = rand_arr(EM_F32, N * N, -1, 1, B);
+  float *c = xmalloc(N * N * 4);
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc = 0;
+      for (int64_t p = 0; p < N; p++) acc += A[i * N + p] * B[j * N + p];
+      want[i * N + j] = acc;
+    }
+  em_status s = be->gemm(0, EM_F32, false, true, N, N, N, 1, a, N, 0, b, N, 0, 0, c, N, 0, 1);
+  check(s == EM_OK && close_to("f32 gemm 160^3", c, EM_F32, want, N * N, 1e-4, 1e-4),
+        "float32 gemm 160^3, B transposed (oneDNN by the rule)");
+  free(A), free(B), free(want), free(a), free(b), free(c);
+}
+
+/* The fused optimizers on bf16 parameters against the same step in f32:
+** each stored value rounds once, so within 2^-8 of the largest |param|
+** (near-zero results make an elementwise relative bound meaningless). */
+static void test_bf16_optim(void) {
+  enum { N = 300 };
+  double P[N], G[N], Z[N];
+  uint16_t *p = rand_bf16(N, P), *g = rand_bf16(N, G), m[N] = {0}, v[N] = {0};
+  float pf[N], gf[N], mf[N] = {0}, vf[N] = {0};
+  for (int i = 0; i < N; i++) pf[i] = (float)P[i], gf[i] = (float)G[i], Z[i] = 0;
+  em_status s1 = be->adam_step(0, EM_BF16, N, p, g, m, v, 1e-2, 0.9, 0.999, 1e-8, 0.01, 1, true);
+  em_status s2 = be->adam_step(0, EM_F32, N, pf, gf, mf, vf, 1e-2, 0.9, 0.999, 1e-8, 0.01, 1, true);
+  double worst = 0, big = 0;
+  for (int i = 0; i < N; i++) big = fmax(big, fabs(pf[i]));
+  for (int i = 0; i < N; i++) worst = fmax(worst, fabs(from_bf16(p[i]) - pf[i]) / big);
+  check(s1 == EM_OK && s2 == EM_OK && worst <= 1.0 / 256, "bf16 adamw step vs float32: %.3g", worst);
+  uint16_t buf[N];
+  s1 = be->sgd_step(0, EM_BF16, N, p, g, buf, 0.1, 0.9, 0, 0, false, true);
+  s2 = be->sgd_step(0, EM_F32, N, pf, gf, vf, 0.1, 0.9, 0, 0, false, true);
+  worst = 0;
+  for (int i = 0; i < N; i++) worst = fmax(worst, fabs(from_bf16(p[i]) - pf[i]) / big);
+  check(s1 == EM_OK && s2 == EM_OK && worst <= 2.0 / 256, "bf16 sgd momentum step vs float32: %.3g", worst);
+  (void)Z;
+  free(p), free(g);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (argc < 2) {
@@ -1415,6 +1520,8 @@ int main(int argc, char **argv) {
   test_cross_entropy();
   test_random();
   test_optim();
+  test_bf16_gemm();
+  test_bf16_optim();
   test_attention();
   time_small_add();
   printf("%d passed, %d failed\n", n_pass, n_fail);

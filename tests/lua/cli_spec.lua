@@ -26,6 +26,18 @@ describe("ember.cli", function()
     assert.is_false(cli.parse_only({"--smoke", "false"}, conf).smoke)
   end)
 
+  it("takes --precision fp32|bf16 and runs cli.autocast accordingly", function()
+    local ember = require "ember"
+    assert.are.equal("fp32", cli.parse_only({}, conf).precision)
+    local o = cli.parse_only({"--precision", "bf16"}, conf)
+    assert.are.equal("bf16", o.precision)
+    local a, b = ember.randn(2, 3), ember.randn(3, 2)
+    assert.are.equal("bfloat16", cli.autocast(o, function() return a:matmul(b) end).dtype)
+    assert.are.equal("float32", cli.autocast(cli.parse_only({}, conf), function() return a:matmul(b) end).dtype)
+    assert.has_error(function() cli.parse_only({"--precision", "fp16"}, conf) end,
+      "option --precision must be fp32 or bf16, got fp16")
+  end)
+
   it("returns the usage for --help", function()
     local o, help = cli.parse_only({"--help"}, conf)
     assert.is_nil(o)

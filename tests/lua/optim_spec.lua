@@ -150,7 +150,7 @@ describe("optimizer state", function()
       "ember.sgd_step: momentum 0.9 needs a momentum buffer")
     local q = ember.zeros(3, { dtype = "int64" })
     assert.has_error(function() ember.sgd_step(q, q, nil, 0.1, 0, 0, 0, false, true) end,
-      "ember.sgd_step: parameters must be float32 or float64, got int64")
+      "ember.sgd_step: parameters must be float32, float64 or bfloat16, got int64")
   end)
 end)
 

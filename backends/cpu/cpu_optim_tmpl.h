@@ -1,0 +1,40 @@
+/*
+** cpu_optim_tmpl.h -- the fused Adam and SGD steps for one storage type;
+** included by cpu_optim.c with T (the element type), SUF, and LD(x) / ST(d)
+** (an element to double, a double to an element). Each element's update is
+** computed in double.
+*/
+
+#define FN(name) CPU_CAT(name, SUF)
+
+static void FN(adam)(int64_t n, T *P, const T *G, T *M, T *V, double beta1, double beta2,
+                     double eps, double weight_decay, bool decoupled, double step_size,
+                     double bc2_sqrt, double decay) {
+  CPU_FOR(n > OPTIM_PAR_MIN, i, n,
+    double p = LD(P[i]), g = LD(G[i]);
+    if (decoupled) p *= decay;
+    else g += weight_decay * p;
+    double mi = beta1 * LD(M[i]) + (1 - beta1) * g;
+    double vi = beta2 * LD(V[i]) + (1 - beta2) * g * g;
+    M[i] = ST(mi); /* continue from the stored values, as PyTorch does */
+    V[i] = ST(vi);
+    mi = LD(M[i]);
+    vi = LD(V[i]);
+    P[i] = ST(p - step_size * mi / (sqrt(vi) / bc2_sqrt + eps)););
+}
+
+static void FN(sgd)(int64_t n, T *P, const T *G, T *BUF, double lr, double momentum,
+                    double dampening, double weight_decay, bool nesterov, bool first_step) {
+  CPU_FOR(n > OPTIM_PAR_MIN, i, n,
+    double p = LD(P[i]), d = LD(G[i]);
+    if (weight_decay != 0) d += weight_decay * p;
+    if (momentum != 0) {
+      double b = first_step ? d : momentum * LD(BUF[i]) + (1 - dampening) * d;
+      BUF[i] = ST(b);
+      b = LD(BUF[i]);
+      d = nesterov ? d + momentum * b : b;
+    }
+    P[i] = ST(p - lr * d););
+}
+
+#undef FN

@@ -1,0 +1,217 @@
+/*
+** cpu_unary_tmpl.h -- unary ops and their derivatives for one type;
+** included by cpu_unary.c with T (the element type), SUF, and IS_FLOAT 1
+** for float types, which get the ops and derivatives. Those compute in
+** ACC, with LD(x) / ST(v) taking an element to ACC and back (identities
+** for float and double; bfloat16 computes in float). <tgmath.h> makes
+** exp(x) call expf for a float x; K() keeps a constant in ACC, so that a
+** float expression stays in float.
+**
+** Runs are written once over an op function and always inlined into the
+** dispatcher, where the op is a constant, so each case becomes a plain
+** loop the compiler vectorises.
+*/
+
+#define FN(name) CPU_CAT(name, SUF)
+#if !IS_FLOAT
+#define ACC T
+#define LD(x) (x)
+#define ST(x) (x)
+#endif
+#define K(v) ((ACC)(v))
+
+/* out[i] = f(x, a, b) over a run; out is contiguous, x may be strided. */
+static inline __attribute__((always_inline)) void FN(un_run)(char **p, const int64_t *s,
+                                                            int64_t n, ACC (*f)(ACC, ACC, ACC),
+                                                            ACC a, ACC b) {
+  T *o = (T *)p[0];
+  if (s[1] == (int64_t)sizeof(T)) {
+    const T *X = (const T *)p[1];
+    for (int64_t i = 0; i < n; i++) o[i] = ST(f(LD(X[i]), a, b));
+  } else {
+    const char *px = p[1];
+    for (int64_t i = 0; i < n; i++, px += s[1]) o[i] = ST(f(LD(*(const T *)px), a, b));
+  }
+}
+
+#if IS_FLOAT
+
+/* The op and derivative functions share one signature, so most ignore
+** some parameters. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+/* Numerically stable logistic function. */
+static inline ACC FN(sigmoid)(ACC x) { return x >= 0 ? K(1) / (K(1) + exp(-x)) : exp(x) / (K(1) + exp(x)); }
+
+/* The ops, f(x, a, b) with a = alpha and b = beta (unused by most). */
+static inline ACC FN(u_neg)(ACC x, ACC a, ACC b) { return -x; }
+static inline ACC FN(u_exp)(ACC x, ACC a, ACC b) { return exp(x); }
+static inline ACC FN(u_log)(ACC x, ACC a, ACC b) { return log(x); }
+static inline ACC FN(u_sqrt)(ACC x, ACC a, ACC b) { return sqrt(x); }
+static inline ACC FN(u_rsqrt)(ACC x, ACC a, ACC b) { return K(1) / sqrt(x); }
+static inline ACC FN(u_abs)(ACC x, ACC a, ACC b) { return fabs(x); }
+static inline ACC FN(u_tanh)(ACC x, ACC a, ACC b) { return tanh(x); }
+static inline ACC FN(u_sigmoid)(ACC x, ACC a, ACC b) { return FN(sigmoid)(x); }
+/* NaN passes */
+static inline ACC FN(u_relu)(ACC x, ACC a, ACC b) { return x < 0 ? K(0) : x; }
+static inline ACC FN(u_gelu)(ACC x, ACC a, ACC b) {
+  return K(0.5) * x * (K(1) + erf(x * K(SQRT1_2)));
+}
+static inline ACC FN(u_gelu_tanh)(ACC x, ACC a, ACC b) {
+  return K(0.5) * x * (K(1) + tanh(K(SQRT_2_PI) * (x + K(GELU_KAPPA) * x * x * x)));
+}
+static inline ACC FN(u_elu)(ACC x, ACC a, ACC b) { return x > 0 ? x : a * (exp(x) - K(1)); }
+static inline ACC FN(u_clamp)(ACC x, ACC a, ACC b) { return x < a ? a : (x > b ? b : x); }
+static inline ACC FN(u_square)(ACC x, ACC a, ACC b) { return x * x; }
+static inline ACC FN(u_ident)(ACC x, ACC a, ACC b) { return x; }
+static inline ACC FN(u_pow)(ACC x, ACC a, ACC b) { return pow(x, a); }
+static inline ACC FN(u_affine)(ACC x, ACC a, ACC b) { return a * x + b; }
+static inline ACC FN(u_silu)(ACC x, ACC a, ACC b) { return x * FN(sigmoid)(x); }
+static inline ACC FN(u_sin)(ACC x, ACC a, ACC b) { return sin(x); }
+static inline ACC FN(u_cos)(ACC x, ACC a, ACC b) { return cos(x); }
+
+#pragma GCC diagnostic pop
+
+static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx *c) {
+  const ACC a = (ACC)c->alpha, b = (ACC)c->beta;
+  switch (c->op) {
+    case EM_NEG: FN(un_run)(p, s, n, FN(u_neg), a, b); return;
+    case EM_EXP: FN(un_run)(p, s, n, FN(u_exp), a, b); return;
+    case EM_LOG: FN(un_run)(p, s, n, FN(u_log), a, b); return;
+    case EM_SQRT: FN(un_run)(p, s, n, FN(u_sqrt), a, b); return;
+    case EM_RSQRT: FN(un_run)(p, s, n, FN(u_rsqrt), a, b); return;
+    case EM_ABS: FN(un_run)(p, s, n, FN(u_abs), a, b); return;
+    case EM_TANH: FN(un_run)(p, s, n, FN(u_tanh), a, b); return;
+    case EM_SIGMOID: FN(un_run)(p, s, n, FN(u_sigmoid), a, b); return;
+    case EM_RELU: FN(un_run)(p, s, n, FN(u_relu), a, b); return;
+    case EM_GELU: FN(un_run)(p, s, n, FN(u_gelu), a, b); return;
+    case EM_GELU_TANH: FN(un_run)(p, s, n, FN(u_gelu_tanh), a, b); return;
+    case EM_ELU: FN(un_run)(p, s, n, FN(u_elu), a, b); return;
+    case EM_CLAMP: FN(un_run)(p, s, n, FN(u_clamp), a, b); return;
+    case EM_POW_SCALAR:
+      if (a == K(2)) FN(un_run)(p, s, n, FN(u_square), a, b);
+      else if (a == K(1)) FN(un_run)(p, s, n, FN(u_ident), a, b);
+      else FN(un_run)(p, s, n, FN(u_pow), a, b);
+      return;
+    case EM_AFFINE: FN(un_run)(p, s, n, FN(u_affine), a, b); return;
+    case EM_SILU: FN(un_run)(p, s, n, FN(u_silu), a, b); return;
+    case EM_SIN: FN(un_run)(p, s, n, FN(u_sin), a, b); return;
+    case EM_COS: FN(un_run)(p, s, n, FN(u_cos), a, b); return;
+    default: return;
+  }
+}
+
+/* ---- derivatives: gx = f(g, x, y, a, b), PyTorch's formulas
+** (torch/csrc/autograd/FunctionsManual.cpp); all arrays contiguous, x or
+** y NULL when the op does not read it. */
+
+static inline __attribute__((always_inline)) void FN(grad_run)(
+    int64_t n, T *GX, const T *GY, const T *X, const T *Y, ACC (*f)(ACC, ACC, ACC, ACC, ACC),
+    ACC a, ACC b) {
+  CPU_FOR(n > CPU_PAR_MIN, i, n,
+    const ACC x = X ? LD(X[i]) : K(0);
+    const ACC y = Y ? LD(Y[i]) : K(0);
+    GX[i] = ST(f(LD(GY[i]), x, y, a, b)););
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+static inline ACC FN(gelu_tanh_grad)(ACC x) {
+  ACC inner = K(SQRT_2_PI) * (x + K(GELU_KAPPA) * x * x * x);
+  ACC t = tanh(inner);
+  return K(0.5) * (K(1) + t) +
+         K(0.5) * x * (K(1) - t * t) * K(SQRT_2_PI) * (K(1) + K(3 * GELU_KAPPA) * x * x);
+}
+
+static inline ACC FN(silu_grad)(ACC x) {
+  ACC sg = FN(sigmoid)(x);
+  return sg * (K(1) + x * (K(1) - sg));
+}
+
+static inline ACC FN(d_neg)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g; }
+static inline ACC FN(d_exp)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * y; }
+static inline ACC FN(d_log)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / x; }
+static inline ACC FN(d_sqrt)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g / (K(2) * y);
+}
+static inline ACC FN(d_rsqrt)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return K(-0.5) * g * y * y * y;
+}
+static inline ACC FN(d_abs)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return x > 0 ? g : (x < 0 ? -g : K(0));
+}
+static inline ACC FN(d_tanh)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * (K(1) - y * y);
+}
+static inline ACC FN(d_sigmoid)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * y * (K(1) - y);
+}
+static inline ACC FN(d_relu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return x > 0 ? g : K(0);
+}
+static inline ACC FN(d_gelu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * (K(0.5) * (K(1) + erf(x * K(SQRT1_2))) +
+              x * K(INV_SQRT_2PI) * exp(K(-0.5) * x * x));
+}
+static inline ACC FN(d_gelu_tanh)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * FN(gelu_tanh_grad)(x);
+}
+static inline ACC FN(d_elu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return x > 0 ? g : g * a * exp(x);
+}
+static inline ACC FN(d_clamp)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return (x >= a && x <= b) ? g : K(0);
+}
+static inline ACC FN(d_zero)(ACC g, ACC x, ACC y, ACC a, ACC b) { return K(0); }
+static inline ACC FN(d_pow)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * a * pow(x, a - K(1));
+}
+static inline ACC FN(d_affine)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * a; }
+static inline ACC FN(d_silu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * FN(silu_grad)(x);
+}
+static inline ACC FN(d_sin)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * cos(x); }
+static inline ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * sin(x); }
+
+#pragma GCC diagnostic pop
+
+static void FN(unary_grad)(em_unary_op op, int64_t n, T *gx, const T *gy, const T *x,
+                           const T *y, double alpha, double beta) {
+  const ACC a = (ACC)alpha, b = (ACC)beta;
+  switch (op) {
+    case EM_NEG: FN(grad_run)(n, gx, gy, x, y, FN(d_neg), a, b); break;
+    case EM_EXP: FN(grad_run)(n, gx, gy, x, y, FN(d_exp), a, b); break;
+    case EM_LOG: FN(grad_run)(n, gx, gy, x, y, FN(d_log), a, b); break;
+    case EM_SQRT: FN(grad_run)(n, gx, gy, x, y, FN(d_sqrt), a, b); break;
+    case EM_RSQRT: FN(grad_run)(n, gx, gy, x, y, FN(d_rsqrt), a, b); break;
+    case EM_ABS: FN(grad_run)(n, gx, gy, x, y, FN(d_abs), a, b); break;
+    case EM_TANH: FN(grad_run)(n, gx, gy, x, y, FN(d_tanh), a, b); break;
+    case EM_SIGMOID: FN(grad_run)(n, gx, gy, x, y, FN(d_sigmoid), a, b); break;
+    case EM_RELU: FN(grad_run)(n, gx, gy, x, y, FN(d_relu), a, b); break;
+    case EM_GELU: FN(grad_run)(n, gx, gy, x, y, FN(d_gelu), a, b); break;
+    case EM_GELU_TANH: FN(grad_run)(n, gx, gy, x, y, FN(d_gelu_tanh), a, b); break;
+    case EM_ELU: FN(grad_run)(n, gx, gy, x, y, FN(d_elu), a, b); break;
+    case EM_CLAMP: FN(grad_run)(n, gx, gy, x, y, FN(d_clamp), a, b); break;
+    case EM_POW_SCALAR:
+      if (a == K(0)) FN(grad_run)(n, gx, gy, x, y, FN(d_zero), a, b);
+      else FN(grad_run)(n, gx, gy, x, y, FN(d_pow), a, b);
+      break;
+    case EM_AFFINE: FN(grad_run)(n, gx, gy, x, y, FN(d_affine), a, b); break;
+    case EM_SILU: FN(grad_run)(n, gx, gy, x, y, FN(d_silu), a, b); break;
+    case EM_SIN: FN(grad_run)(n, gx, gy, x, y, FN(d_sin), a, b); break;
+    case EM_COS: FN(grad_run)(n, gx, gy, x, y, FN(d_cos), a, b); break;
+    default: break;
+  }
+}
+
+#endif /* IS_FLOAT */
+
+#if !IS_FLOAT
+#undef ACC
+#undef LD
+#undef ST
+#endif
+#undef K
+#undef FN

@@ -1,0 +1,52 @@
+-- ember.autocast: mixed precision, as torch.autocast("cpu", dtype=torch.bfloat16).
+--
+--   ember.autocast("bfloat16", function() loss = crit(model(x), y) end)   -- a function
+--   do local ac <close> = ember.autocast("bfloat16") ... end              -- a scope
+--
+-- Inside, matmul, bmm (so nn.Linear) run in bfloat16 and softmax,
+-- log_softmax, layer_norm, the losses and sum/mean/var in float32; an
+-- elementwise op given bfloat16 and float32 runs in float32. Parameters
+-- stay float32 and their gradients arrive in float32 (the casts are
+-- differentiable), so an optimizer needs no change; bfloat16 keeps
+-- float32's exponent range, so no loss scaling is needed. Call backward()
+-- outside the scope, as in PyTorch. The op lists live in
+-- core/src/autocast.c; ember.autocast("bfloat16", false) turns it off
+-- inside a scope. The state is per thread and scopes nest.
+local core = require "ember.core"
+
+local M = {}
+
+local function scope(dtype, enabled)
+  if enabled == nil then enabled = true end
+  local was, was_dtype = core.set_autocast(enabled, dtype)
+  local closed = false
+  return setmetatable({}, {
+    __close = function()
+      if not closed then
+        closed = true
+        core.set_autocast(was, was_dtype)
+      end
+    end,
+    __name = "ember.autocast scope",
+  })
+end
+
+-- ember.autocast(dtype [, enabled]) -> a scope for `local x <close> = ...`;
+-- ember.autocast(dtype, fn, ...) -> fn(...)'s results, run under autocast.
+local function autocast(_, dtype, fn, ...)
+  if type(dtype) ~= "string" then
+    error(("ember.autocast: dtype must be a string such as \"bfloat16\", got %s"):format(type(dtype)), 2)
+  end
+  if type(fn) ~= "function" then return scope(dtype, fn) end
+  local ac <close> = scope(dtype, true)
+  return fn(...)
+end
+
+-- Whether autocast is on in this thread, and its dtype.
+function M.enabled()
+  local on, dt = core.set_autocast(false)
+  core.set_autocast(on, dt)
+  return on, dt
+end
+
+return setmetatable(M, { __call = autocast })

@@ -1,0 +1,52 @@
+-- contention.lua -- the seed classifier's training step (B64 L64, float32,
+-- default thread count) on an idle machine and beside one competing
+-- CPU-bound process, which this script starts and stops itself, for each
+-- way libgomp's idle workers can wait. The goal (issue "CPU compute at the
+-- hardware's limit"): busy <= 2.2x idle, idle no worse than before.
+--   ember scripts/bench/contention.lua [REPS=10]
+-- Each setting runs in a child (precision.lua --one), since libgomp reads
+-- its environment once at start. Best of REPS, ms. On a shared machine the
+-- "idle" column is only as idle as the others make it: read the ratios.
+local ember = ember or require "ember"
+local reps = tonumber(arg[1]) or 10
+local only = arg[2] -- a Lua pattern: run only the settings whose label matches
+local exe, script = arg[-1] or "ember", arg[0]
+local precision = script:gsub("contention%.lua$", "precision.lua")
+
+local settings = {
+  { "ember's default", "" },
+  { "GOMP_SPINCOUNT=300000 (libgomp's)", "GOMP_SPINCOUNT=300000" },
+  { "GOMP_SPINCOUNT=10000", "GOMP_SPINCOUNT=10000" },
+  { "GOMP_SPINCOUNT=1000", "GOMP_SPINCOUNT=1000" },
+  { "OMP_WAIT_POLICY=passive", "OMP_WAIT_POLICY=passive" },
+  { "OMP_WAIT_POLICY=active", "OMP_WAIT_POLICY=active" },
+}
+
+local function step_ms(env)
+  local p = io.popen(("env %s %q %q --one classifier 64 64 fp32 %d 2>&1"):format(env, exe, precision, reps))
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("^%s*([%d%.]+)%s*$")) or error(out)
+end
+
+-- One CPU-bound competitor: a shell busy loop in its own process group.
+local function start_competitor()
+  local p = io.popen("sh -c 'echo $$; exec sh -c \"while :; do :; done\"' & ", "r")
+  local pid = tonumber(p:read("l"))
+  p:close()
+  return pid
+end
+
+print(("seed classifier step B64 L64 float32, %d threads (default), best of %d, ms"):format(
+  ember.get_num_threads(), reps))
+print(("%-36s %8s %8s %7s"):format("wait setting", "idle", "busy", "ratio"))
+for _, s in ipairs(settings) do
+  if only and not s[1]:find(only) then goto next end
+  local idle = step_ms(s[2])
+  local pid = start_competitor()
+  local ok, busy = pcall(step_ms, s[2])
+  os.execute("kill " .. pid)
+  if not ok then error(busy) end
+  print(("%-36s %8.1f %8.1f %6.2fx"):format(s[1], idle, busy, busy / idle))
+  ::next::
+end

@@ -1,0 +1,109 @@
+-- precision.lua -- bfloat16 (ember.autocast) against float32, and both
+-- against PyTorch fp32 and torch.autocast("cpu", bfloat16), in one run:
+--   attention  one MultiHeadAttention layer fwd+bwd, d_model 256, 8 heads,
+--              B*L = 4096 (L = 256, 1024, 4096);
+--   classifier a training step of the seed AttentionClassifier (embedding
+--              10000x128, one encoder layer with 4 heads and FFN 256, mean
+--              pool, 5 classes; AdamW, gradient clipping 0.5) at B64 L64 and
+--              B32 L256.
+-- Each case runs in a child process (this script with --one ...); times
+-- are the best of REPS after a warm-up, in ms. The machine is shared, so
+-- read the ratios, which come from the same run.
+--   ember scripts/bench/precision.lua [REPS=5] [--no-torch] [--quick]
+local ember = ember or require "ember"
+local nn = require "ember.nn"
+local optim = require "ember.optim"
+
+local function attention_step(L, B, bf16)
+  ember.manual_seed(0)
+  local m = ember.MultiHeadAttention { d_model = 256, heads = 8 }
+  local x = ember.randn(B, L, 256):requires_grad_()
+  return function()
+    local out = bf16 and ember.autocast("bfloat16", function() return m:forward(x) end) or m:forward(x)
+    out:to("float32"):sum():backward()
+    m:zero_grad()
+  end
+end
+
+local function classifier_step(B, L, bf16)
+  ember.manual_seed(0)
+  local emb = nn.Embedding(10000, 128)
+  local enc = nn.TransformerEncoderLayer(128, 4, { dim_feedforward = 256, dropout = 0.1 })
+  local head = nn.Linear(128, 5)
+  local model = nn.Sequential(emb, enc)
+  local params = model:parameters()
+  for _, p in ipairs(head:parameters()) do params[#params + 1] = p end
+  local opt = optim.AdamW(params, { lr = 1e-3 })
+  local x = (ember.rand(B, L) * 9999):long() + 1
+  local y = (ember.rand(B) * 4.999):long() + 1
+  local function loss_of()
+    local h = model(x):mean(2)
+    return ember.cross_entropy(head(h), y)
+  end
+  return function()
+    local loss = bf16 and ember.autocast("bfloat16", loss_of) or loss_of()
+    opt:zero_grad()
+    loss:backward()
+    optim.clip_grad_norm(params, 0.5)
+    opt:step()
+  end
+end
+
+if arg[1] == "--one" then
+  local kind, a, b, prec, reps = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5], tonumber(arg[6])
+  local step = kind == "attention" and attention_step(a, b, prec == "bf16") or classifier_step(a, b, prec == "bf16")
+  step()
+  step()
+  local best = math.huge
+  for _ = 1, reps do
+    local t0 = ember.clock()
+    step()
+    best = math.min(best, ember.clock() - t0)
+  end
+  print(("%.3f"):format(best * 1e3))
+  os.exit(0)
+end
+
+local reps, with_torch, quick = 5, true, false
+for _, v in ipairs(arg) do
+  if v == "--no-torch" then with_torch = false
+  elseif v == "--quick" then quick = true
+  elseif tonumber(v) then reps = tonumber(v) end
+end
+local exe, script = arg[-1] or "ember", arg[0]
+local threads = ember.get_num_threads()
+local torch_py = script:gsub("precision%.lua$", "precision_torch.py")
+
+local function run(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  p:close()
+  return tonumber(out:match("^%s*([%d%.]+)%s*$")), out
+end
+
+local cases = {
+  { "attention", 256, 16 }, { "attention", 1024, 4 }, { "attention", 4096, 1 },
+  { "classifier", 64, 64 }, { "classifier", 32, 256 },
+}
+if quick then cases = { { "attention", 256, 16 }, { "classifier", 64, 64 } } end
+
+local info = ember.cpu_info()
+print(("%d threads, best of %d, ms; ember bf16 products: %s"):format(threads, reps, info.bfloat16))
+print(("%-22s %9s %9s %9s %9s | %8s %8s"):format("case", "ember f32", "ember bf16", "torch f32",
+  "torch bf16", "e32/ebf", "tbf/ebf"))
+for _, c in ipairs(cases) do
+  local label = c[1] == "attention" and ("attention L%d B%d"):format(c[2], c[3])
+                                     or ("classifier B%d L%d"):format(c[2], c[3])
+  local t = {}
+  for _, prec in ipairs { "fp32", "bf16" } do
+    local v, out = run(("%q %q --one %s %d %d %s %d"):format(exe, script, c[1], c[2], c[3], prec, reps))
+    if not v then error(label .. " " .. prec .. ": " .. out) end
+    t["e" .. prec] = v
+    if with_torch then
+      t["t" .. prec] = run(("/usr/bin/python3 %q %s %d %d %s %d %d"):format(torch_py, c[1], c[2], c[3], prec, reps, threads))
+    end
+  end
+  local function f(v) return v and ("%9.1f"):format(v) or ("%9s"):format("-") end
+  print(("%-22s %s %s %s %s | %7.2fx %7sx"):format(label, f(t.efp32), f(t.ebf16), f(t.tfp32), f(t.tbf16),
+    t.efp32 / t.ebf16, t.tbf16 and ("%.2f"):format(t.tbf16 / t.ebf16) or "-"))
+end

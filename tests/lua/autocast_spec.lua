@@ -1,0 +1,83 @@
+-- ember.autocast: products in bfloat16, the rest in float32, float32
+-- parameters with float32 gradients, compared with the same model in float32.
+--
+-- Tolerances: under autocast a product's inputs are rounded to bfloat16
+-- (2^-9 relative each) and the product accumulates in float32, so a
+-- result is within about 2^-8 of the float32 one, relative to the
+-- magnitudes involved; we allow 2^-6 for a layer (products, bias, an
+-- activation) and 2^-5 for gradients, which pass through the rounded
+-- products twice (forward and backward).
+local ember = require "ember"
+local nn = require "ember.nn"
+
+local function rel_err(got, want)
+  local scale = math.max(want:abs():max():item(), 1e-6)
+  return (got:to("float32") - want):abs():max():item() / scale
+end
+
+local function model()
+  ember.manual_seed(3)
+  return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 5))
+end
+
+describe("ember.autocast", function()
+  it("runs products in bfloat16 and softmax, norms, losses, reductions in float32", function()
+    local a, b = ember.randn(4, 8), ember.randn(8, 3)
+    ember.autocast("bfloat16", function()
+      assert.are.equal("bfloat16", a:matmul(b).dtype)
+      assert.are.equal("bfloat16", ember.bmm(a:unsqueeze(1), b:unsqueeze(1)).dtype)
+      local h = a:matmul(b)
+      assert.are.equal("float32", h:softmax(2).dtype)
+      assert.are.equal("float32", h:log_softmax(2).dtype)
+      assert.are.equal("float32", h:sum().dtype)
+      assert.are.equal("float32", h:mean(1).dtype)
+      assert.are.equal("float32", ember.layer_norm(h, 1).dtype)
+      assert.are.equal("float32", ember.cross_entropy(h, ember.tensor({ 1, 2, 3, 1 }, { dtype = "int64" })).dtype)
+      assert.are.equal("float32", (h + a:narrow(2, 1, 3)).dtype) -- bf16 with float32 promotes
+      assert.are.equal("float64", a:double():matmul(b:double()).dtype) -- float64 is left alone
+    end)
+    assert.are.equal("float32", a:matmul(b).dtype) -- and it ends with the function
+  end)
+
+  it("a <close> scope restores the previous state, also on error, and nests", function()
+    do
+      local ac <close> = ember.autocast("bfloat16")
+      assert.is_true((ember.autocast.enabled()))
+      do
+        local off <close> = ember.autocast("bfloat16", false)
+        assert.is_false((ember.autocast.enabled()))
+      end
+      assert.is_true((ember.autocast.enabled()))
+    end
+    assert.is_false((ember.autocast.enabled()))
+    local ok = pcall(ember.autocast, "bfloat16", function() error("boom") end)
+    assert.is_false(ok)
+    assert.is_false((ember.autocast.enabled()))
+    assert.has_error(function() ember.autocast("float64", function() end) end,
+      "ember.set_autocast: autocast: dtype float64 is not supported (supported: bfloat16)")
+  end)
+
+  it("forward and gradients match float32, and the gradients are float32", function()
+    local x = ember.randn(8, 16)
+    local target = ember.tensor({ 1, 2, 3, 4, 5, 1, 2, 3 }, { dtype = "int64" })
+    local m32, mbf = model(), model()
+    local y32 = m32(x)
+    local loss32 = ember.cross_entropy(y32, target)
+    loss32:backward()
+    local ybf, lossbf = ember.autocast("bfloat16", function()
+      local y = mbf(x)
+      return y, ember.cross_entropy(y, target)
+    end)
+    lossbf:backward()
+    assert(rel_err(ybf, y32) < 2 ^ -6, "forward error " .. rel_err(ybf, y32))
+    assert.are.equal("float32", lossbf.dtype)
+    local p32, pbf = m32:parameters(), mbf:parameters()
+    assert.are.equal(#p32, #pbf)
+    for i = 1, #p32 do
+      assert.are.equal("float32", pbf[i].dtype)
+      assert.are.equal("float32", pbf[i].grad.dtype)
+      local e = rel_err(pbf[i].grad, p32[i].grad)
+      assert(e < 2 ^ -5, ("parameter %d: gradient error %.3g"):format(i, e))
+    end
+  end)
+end)
