@@ -11,6 +11,8 @@
 **   core.attention / .caps / .heads / .head_dim / .v_head_dim
 **
 **   ember.attention_variants([name]) -> descriptions of the loaded variants
+**   ember.attention_routes() -> {fused=, composed=, forward=}: calls per
+**     route so far (em_attention_route_counts), for tests and benchmarks
 **
 ** The split: this object is what only C can be -- the variant's handle, its
 ** checked options, the sizes it was built for, and the fused call. The
@@ -328,6 +330,17 @@ static void push_variant(lua_State *L, const em_attention_variant *v, const char
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "options");
+  lua_pushboolean(L, v->declare != NULL), lua_setfield(L, -2, "declares");
+}
+
+static int f_routes(lua_State *L) {
+  em_attn_route_counts r;
+  em_attention_route_counts(&r);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)r.fused), lua_setfield(L, -2, "fused");
+  lua_pushinteger(L, (lua_Integer)r.composed), lua_setfield(L, -2, "composed");
+  lua_pushinteger(L, (lua_Integer)r.forward), lua_setfield(L, -2, "forward");
+  return 1;
 }
 
 /* attention_variants() -> list; attention_variants(name) -> one or error */
@@ -372,5 +385,6 @@ void lember_open_attention(lua_State *L, int module) {
   lua_pop(L, 1);
   lua_pushcfunction(L, core_new), lua_setfield(L, module, "attention_core");
   lua_pushcfunction(L, f_variants), lua_setfield(L, module, "attention_variants");
+  lua_pushcfunction(L, f_routes), lua_setfield(L, module, "attention_routes");
   if (lember_open_heatmap) lember_open_heatmap(L, module);
 }

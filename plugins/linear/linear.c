@@ -26,7 +26,7 @@
 ** Arbitrary attn masks and dropout do not factor through the features:
 ** the variant does not declare them, so the core refuses them.
 */
-#include "attn_common.h"
+#include "ember_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -123,7 +123,7 @@ typedef struct lin_state {
 static void lin_state_free(void *p) {
   lin_state *st = p;
   if (!st) return;
-  ac_call_drop(&st->c);
+  em_attn_call_drop(&st->c);
   free(st->w), free(st->den);
   em_release(st->out);
   free(st);
@@ -200,7 +200,7 @@ static void shift_back(const lin_state *st, const double *x, int64_t d, int64_t 
 /* Last visible key of query i, or -1. */
 static int64_t last_key(const em_attn_call *c, int64_t i) {
   if (!c->causal) return c->Lk - 1;
-  int64_t p = ac_qpos(c, i);
+  int64_t p = em_attn_qpos(c, i);
   return p < c->Lk - 1 ? p : c->Lk - 1;
 }
 
@@ -689,7 +689,7 @@ static em_status lin_compose(const em_attn_call *c, em_tensor **out, em_tensor *
     em_tensor *fkt = NULL, *A = NULL, *allowed = NULL, *hidden = NULL;
     OP(&l, fkt, em_transpose(R, fk, 2, 3));
     OP(&l, A, em_matmul(R, fq, fkt));
-    if (s == EM_OK && (s = ac_allowed(c, NULL, &allowed)) == EM_OK && allowed) {
+    if (s == EM_OK && (s = em_attn_allowed(c, NULL, &allowed)) == EM_OK && allowed) {
       if (!keep(&l, allowed)) {
         em_release(allowed);
         s = em_error(EM_ERR_OOM, "linear attention: out of memory");
@@ -715,16 +715,16 @@ static em_status lin_compose(const em_attn_call *c, em_tensor **out, em_tensor *
 static bool lin_can_forward(const em_attn_call *c) {
   const char *k = em_attn_opt_str(c->options, "kernel");
   if (strcmp(k, "composed") == 0) return false;
-  return strcmp(k, "host") == 0 || ac_host(c);
+  return strcmp(k, "host") == 0 || em_attn_on_host(c);
 }
 
 static em_status lin_forward(const em_attn_call *c, em_tensor **out, em_tensor **weights, void **saved) {
-  if (!ac_host(c))
+  if (!em_attn_on_host(c))
     return em_error(EM_ERR_UNSUPPORTED,
                     "linear attention: kernel=\"host\" needs host memory (kernel=\"auto\" composes core ops elsewhere)");
   lin_state *st = calloc(1, sizeof *st);
   if (!st) return em_error(EM_ERR_OOM, "out of memory");
-  ac_call_keep(&st->c, c);
+  em_attn_call_keep(&st->c, c);
   st->favor = is_favor(c->options);
   st->eps = em_attn_opt_num(c->options, "eps");
   st->xs = sqrt(c->scale);

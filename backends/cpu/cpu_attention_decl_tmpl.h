@@ -1,0 +1,161 @@
+/*
+** cpu_attention_decl_tmpl.h -- the declared terms of the fused attention
+** kernel (em_attention_args: rel_row, alibi_slopes, bias_table, rel_k,
+** rel_v, the block mask and the table gradients) for one float type;
+** included by cpu_attention_tmpl.h. See cpu_attention.c for the algorithm.
+**
+** Everything is indexed by n = r + Lk - 1 = j - i + Lq - 1, where r is the
+** relative position of key j to query i. The scalar biases (ALiBi, the
+** table) become, per head, one vector over n (rbias, [H][Lq+Lk-1]), so a
+** score row adds a contiguous slice of it. Shaw's key term is the GEMM
+** QR = scale * Q rel_k^T [BH*Lq, n_rel] made once per call, gathered by
+** table row. The backward gathers dO rel_v^T (DR) the same way and
+** scatters dS and the dropped P by table row into DSB and PB
+** [BH*Lq, n_rel], written only by the owner of the query row, so the table
+** gradients are a few GEMMs and sums after the tiles, in a fixed order.
+*/
+
+/* Adds the declared biases and applies the block mask to the score tile
+** (rows of S have stride c->bc). */
+static inline void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+                                   int64_t j0, int64_t bc, T *S) {
+  const em_attention_args *a = c->a;
+  const int64_t h = bh % a->H, Lq = a->Lq, ld = c->bc;
+  if (c->rbias) {
+    const T *rb = (const T *)c->rbias + h * c->n_r;
+    for (int64_t ii = 0; ii < br; ii++) {
+      const T *b = rb + (j0 - (i0 + ii) + Lq - 1);
+      T *s = S + ii * ld;
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] += b[jj];
+    }
+  }
+  if (c->QR) {
+    for (int64_t ii = 0; ii < br; ii++) {
+      const T *qr = (const T *)c->QR + (bh * Lq + i0 + ii) * a->n_rel;
+      const int64_t *row = a->rel_row + (j0 - (i0 + ii) + Lq - 1);
+      T *s = S + ii * ld;
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] += qr[row[jj]];
+    }
+  }
+  if (a->mask_kind && att_tile_class(c, i0, br, j0, bc) == ATT_TILE_PARTIAL)
+    for (int64_t ii = 0; ii < br; ii++) {
+      T *s = S + ii * ld;
+      const int64_t p = i0 + ii + c->shift;
+      for (int64_t jj = 0; jj < bc; jj++)
+        if (!att_mask_allows(a, p, j0 + jj)) s[jj] = -INFINITY;
+    }
+}
+
+/* Forward, Shaw's output term: PBt[ii][row(r)] += the dropped probability
+** of (i0 + ii, j0 + jj), for one row of the tile. */
+static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc,
+                                        const T *p, T *pb) {
+  const int64_t *row = c->a->rel_row + (j0 - i + c->a->Lq - 1);
+  for (int64_t jj = 0; jj < bc; jj++) pb[row[jj]] += p[jj];
+}
+
+/* Backward, dP gets Shaw's value term: ds[jj] += (dO_i . rel_v[row]). */
+static inline void FN(decl_dp_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0,
+                                   int64_t bc, T *ds) {
+  const em_attention_args *a = c->a;
+  const T *dr = (const T *)c->DR + (bh * a->Lq + i) * a->n_rel;
+  const int64_t *row = a->rel_row + (j0 - i + a->Lq - 1);
+  for (int64_t jj = 0; jj < bc; jj++) ds[jj] += dr[row[jj]];
+}
+
+/* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
+** and dropped P by table row into DSB and PB. */
+static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+                                       int64_t j0, int64_t bc, const T *P, const T *dS) {
+  const em_attention_args *a = c->a;
+  if (!c->DSB && !c->PB) return;
+  for (int64_t ii = 0; ii < br; ii++) {
+    const int64_t i = i0 + ii, *row = a->rel_row + (j0 - i + a->Lq - 1);
+    if (c->DSB) {
+      T *d = (T *)c->DSB + (bh * a->Lq + i) * a->n_rel;
+      const T *ds = dS + ii * c->bc;
+      for (int64_t jj = 0; jj < bc; jj++) d[row[jj]] += ds[jj];
+    }
+    if (c->PB) {
+      T *d = (T *)c->PB + (bh * a->Lq + i) * a->n_rel;
+      const T *p = P + ii * c->bc;
+      for (int64_t jj = 0; jj < bc; jj++) d[row[jj]] += p[jj];
+    }
+  }
+}
+
+/* Frees what decl_prepare made. */
+static void FN(decl_release)(att_ctx *c) {
+  free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB);
+  c->rbias = c->QR = c->DR = c->DSB = c->PB = NULL;
+}
+
+/* Makes the per-call arrays of the declared terms: rbias, QR, and in the
+** backward DR, DSB and PB. */
+static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
+  const em_attention_args *a = c->a;
+  const int64_t H = a->H, Lq = a->Lq, Lk = a->Lk, BH = a->B * H, nrel = a->n_rel;
+  const int64_t rows = BH * Lq;
+  c->n_r = Lq + Lk - 1;
+  bool ok = true;
+  if (a->alibi_slopes || (a->bias_table && a->rel_row)) {
+    T *rb = malloc((size_t)(H * c->n_r) * sizeof(T));
+    ok = rb != NULL;
+    for (int64_t h = 0; ok && h < H; h++)
+      for (int64_t n = 0; n < c->n_r; n++) {
+        const int64_t r = n - (Lk - 1);
+        double b = 0;
+        if (a->alibi_slopes) b -= a->alibi_slopes[h] * (double)(r < 0 ? -r : r);
+        if (a->bias_table && a->rel_row) b += (double)((const T *)a->bias_table)[a->rel_row[n] * H + h];
+        rb[h * c->n_r + n] = (T)b;
+      }
+    c->rbias = rb;
+  }
+  if (ok && a->rel_k && a->rel_row) {
+    ok = (c->QR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
+    if (ok)
+      FN(gemm)(false, true, rows, nrel, a->dk, (T)a->scale, a->q, a->dk, a->rel_k, a->dk, 0,
+               c->QR, nrel);
+  }
+  if (ok && backward && a->rel_v && a->rel_row) {
+    ok = (c->DR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
+    if (ok)
+      FN(gemm)(false, true, rows, nrel, a->dv, 1, a->dout, a->dv, a->rel_v, a->dv, 0, c->DR, nrel);
+  }
+  const bool want_dsb = (a->rel_k && a->rel_row) || (a->d_bias_table && a->rel_row);
+  if (ok && backward && want_dsb) ok = (c->DSB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
+  if (ok && backward && a->rel_v && a->d_rel_v && a->rel_row)
+    ok = (c->PB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
+  if (!ok) {
+    FN(decl_release)(c);
+    return em_error(EM_ERR_OOM, "cpu attention: out of memory for the declared terms (%lld rows x %lld)",
+                    (long long)rows, (long long)nrel);
+  }
+  return EM_OK;
+}
+
+/* After the tiles: Shaw's share of dQ, and the table gradients. */
+static void FN(decl_finish)(const att_ctx *c) {
+  const em_attention_args *a = c->a;
+  const int64_t H = a->H, Lq = a->Lq, BH = a->B * H, nrel = a->n_rel, rows = BH * Lq;
+  const T scale = (T)a->scale;
+  if (c->DSB && a->rel_k) {
+    /* s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k, d rel_k = scale * DSB^T Q */
+    FN(gemm)(false, false, rows, a->dk, nrel, scale, c->DSB, nrel, a->rel_k, a->dk, 1, a->dq, a->dk);
+    if (a->d_rel_k)
+      FN(gemm)(true, false, nrel, a->dk, rows, scale, c->DSB, nrel, a->q, a->dk, 0, a->d_rel_k, a->dk);
+  }
+  if (c->PB && a->d_rel_v)
+    FN(gemm)(true, false, nrel, a->dv, rows, 1, c->PB, nrel, a->dout, a->dv, 0, a->d_rel_v, a->dv);
+  if (c->DSB && a->d_bias_table) {
+    T *g = a->d_bias_table;
+    for (int64_t x = 0; x < nrel * H; x++) g[x] = 0;
+    for (int64_t bh = 0; bh < BH; bh++) {
+      const int64_t h = bh % H;
+      for (int64_t i = 0; i < Lq; i++) {
+        const T *d = (const T *)c->DSB + (bh * Lq + i) * nrel;
+        for (int64_t n = 0; n < nrel; n++) g[n * H + h] += d[n];
+      }
+    }
+  }
+}
