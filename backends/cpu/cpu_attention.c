@@ -65,19 +65,8 @@ typedef struct att_ctx {
   void *QR;       /* [BH*Lq, n_rel] scale * Q rel_k^T, or NULL */
   void *DR;       /* backward: [BH*Lq, n_rel] dO rel_v^T, or NULL */
   void *DSB, *PB; /* backward: dS and dropped P summed by table row */
+  int64_t *run_end; /* [n_r]: end of the run of equal table rows holding n */
 } att_ctx;
-
-/* The declared block mask (em_attention_args.mask_kind): may the query at
-** key-axis position p see key j? */
-static inline bool att_mask_allows(const em_attention_args *a, int64_t p, int64_t j) {
-  if (a->global > 0 && (p < a->global || j < a->global)) return true;
-  if (a->mask_kind == 1) return j >= p - a->win_left && j <= p + a->win_right;
-  if (a->mask_kind == 2) {
-    const int64_t d = j / a->block - p / a->block;
-    return d >= -a->local && d <= a->local;
-  }
-  return true;
-}
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
 
@@ -213,6 +202,7 @@ static att_ctx make_ctx(const em_attention_args *a) {
   c.D = NULL;
   c.n_r = 0;
   c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;
+  c.run_end = NULL;
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */
   const double d = (double)(a->dk > a->dv ? a->dk : a->dv > 0 ? a->dv : 1);

@@ -15,6 +15,35 @@
 ** gradients are a few GEMMs and sums after the tiles, in a fixed order.
 */
 
+/* Table rows come in runs (a clipped distance, a T5 bucket: a few distinct
+** rows over a whole tile), so gathers and scatters go run by run:
+** c->run_end[n] is where the run holding n ends. row = rel_row + n0. */
+static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *src, T *s) {
+  const int64_t *row = c->a->rel_row + n0;
+  for (int64_t jj = 0; jj < bc;) {
+    int64_t e = c->run_end[n0 + jj] - n0;
+    if (e > bc) e = bc;
+    const T x = src[row[jj]];
+    for (int64_t t = jj; t < e; t++) s[t] += x;
+    jj = e;
+  }
+}
+
+static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *p, T *dst) {
+  const int64_t *row = c->a->rel_row + n0;
+  for (int64_t jj = 0; jj < bc;) {
+    int64_t e = c->run_end[n0 + jj] - n0;
+    if (e > bc) e = bc;
+    T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t t = jj;
+    for (; t + 8 <= e; t += 8)
+      for (int x = 0; x < 8; x++) sum[x] += p[t + x];
+    for (; t < e; t++) sum[0] += p[t];
+    dst[row[jj]] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    jj = e;
+  }
+}
+
 /* Adds the declared biases and applies the block mask to the score tile
 ** (rows of S have stride c->bc). */
 static inline void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
@@ -32,17 +61,22 @@ static inline void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int
   if (c->QR) {
     for (int64_t ii = 0; ii < br; ii++) {
       const T *qr = (const T *)c->QR + (bh * Lq + i0 + ii) * a->n_rel;
-      const int64_t *row = a->rel_row + (j0 - (i0 + ii) + Lq - 1);
-      T *s = S + ii * ld;
-      for (int64_t jj = 0; jj < bc; jj++) s[jj] += qr[row[jj]];
+      FN(run_gather_add)(c, j0 - (i0 + ii) + Lq - 1, bc, qr, S + ii * ld);
     }
   }
   if (a->mask_kind && att_tile_class(c, i0, br, j0, bc) == ATT_TILE_PARTIAL)
     for (int64_t ii = 0; ii < br; ii++) {
-      T *s = S + ii * ld;
+      /* hidden: keys outside the band [lo, hi], unless global */
       const int64_t p = i0 + ii + c->shift;
-      for (int64_t jj = 0; jj < bc; jj++)
-        if (!att_mask_allows(a, p, j0 + jj)) s[jj] = -INFINITY;
+      if (p < a->global) continue;
+      int64_t lo, hi;
+      att_band(a, p, &lo, &hi);
+      const int64_t g = a->global > j0 ? a->global - j0 : 0; /* tile keys [0, g) are global */
+      int64_t e1 = lo - j0 < bc ? lo - j0 : bc, b2 = hi + 1 - j0;
+      b2 = b2 < g ? g : b2;
+      T *s = S + ii * ld;
+      for (int64_t jj = g; jj < e1; jj++) s[jj] = -INFINITY;
+      for (int64_t jj = b2 < 0 ? 0 : b2; jj < bc; jj++) s[jj] = -INFINITY;
     }
 }
 
@@ -50,17 +84,14 @@ static inline void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int
 ** of (i0 + ii, j0 + jj), for one row of the tile. */
 static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc,
                                         const T *p, T *pb) {
-  const int64_t *row = c->a->rel_row + (j0 - i + c->a->Lq - 1);
-  for (int64_t jj = 0; jj < bc; jj++) pb[row[jj]] += p[jj];
+  FN(run_scatter_add)(c, j0 - i + c->a->Lq - 1, bc, p, pb);
 }
 
 /* Backward, dP gets Shaw's value term: ds[jj] += (dO_i . rel_v[row]). */
 static inline void FN(decl_dp_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0,
                                    int64_t bc, T *ds) {
   const em_attention_args *a = c->a;
-  const T *dr = (const T *)c->DR + (bh * a->Lq + i) * a->n_rel;
-  const int64_t *row = a->rel_row + (j0 - i + a->Lq - 1);
-  for (int64_t jj = 0; jj < bc; jj++) ds[jj] += dr[row[jj]];
+  FN(run_gather_add)(c, j0 - i + a->Lq - 1, bc, (const T *)c->DR + (bh * a->Lq + i) * a->n_rel, ds);
 }
 
 /* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
@@ -70,24 +101,19 @@ static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0,
   const em_attention_args *a = c->a;
   if (!c->DSB && !c->PB) return;
   for (int64_t ii = 0; ii < br; ii++) {
-    const int64_t i = i0 + ii, *row = a->rel_row + (j0 - i + a->Lq - 1);
-    if (c->DSB) {
-      T *d = (T *)c->DSB + (bh * a->Lq + i) * a->n_rel;
-      const T *ds = dS + ii * c->bc;
-      for (int64_t jj = 0; jj < bc; jj++) d[row[jj]] += ds[jj];
-    }
-    if (c->PB) {
-      T *d = (T *)c->PB + (bh * a->Lq + i) * a->n_rel;
-      const T *p = P + ii * c->bc;
-      for (int64_t jj = 0; jj < bc; jj++) d[row[jj]] += p[jj];
-    }
+    const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
+    if (c->DSB)
+      FN(run_scatter_add)(c, n0, bc, dS + ii * c->bc, (T *)c->DSB + (bh * a->Lq + i) * a->n_rel);
+    if (c->PB)
+      FN(run_scatter_add)(c, n0, bc, P + ii * c->bc, (T *)c->PB + (bh * a->Lq + i) * a->n_rel);
   }
 }
 
 /* Frees what decl_prepare made. */
 static void FN(decl_release)(att_ctx *c) {
-  free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB);
+  free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
   c->rbias = c->QR = c->DR = c->DSB = c->PB = NULL;
+  c->run_end = NULL;
 }
 
 /* Makes the per-call arrays of the declared terms: rbias, QR, and in the
@@ -98,7 +124,12 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
   const int64_t rows = BH * Lq;
   c->n_r = Lq + Lk - 1;
   bool ok = true;
-  if (a->alibi_slopes || (a->bias_table && a->rel_row)) {
+  if (a->rel_row) {
+    ok = (c->run_end = malloc((size_t)c->n_r * sizeof(int64_t))) != NULL;
+    for (int64_t n = c->n_r - 1; ok && n >= 0; n--)
+      c->run_end[n] = n + 1 < c->n_r && a->rel_row[n + 1] == a->rel_row[n] ? c->run_end[n + 1] : n + 1;
+  }
+  if (ok && (a->alibi_slopes || (a->bias_table && a->rel_row))) {
     T *rb = malloc((size_t)(H * c->n_r) * sizeof(T));
     ok = rb != NULL;
     for (int64_t h = 0; ok && h < H; h++)
