@@ -11,8 +11,11 @@
 ** QR = scale * Q rel_k^T [BH*Lq, n_rel] made once per call, gathered by
 ** table row. The backward gathers dO rel_v^T (DR) the same way and
 ** scatters dS and the dropped P by table row into DSB and PB
-** [BH*Lq, n_rel], written only by the owner of the query row, so the table
-** gradients are a few GEMMs and sums after the tiles, in a fixed order.
+** [BH*Lq, n_rel], written only by the owner of the query row; a bias
+** table's gradient is dS summed along each diagonal n of a head (DVEC,
+** [BH][n_r], the backward then gives each thread whole heads). So the
+** table gradients are a few GEMMs and sums after the tiles, in a fixed
+** order, and do not depend on the thread count.
 */
 
 /* Table rows come in runs (a clipped distance, a T5 bucket: a few distinct
@@ -99,6 +102,12 @@ static inline void FN(decl_dp_row)(const att_ctx *c, int64_t bh, int64_t i, int6
 static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                        int64_t j0, int64_t bc, const T *P, const T *dS) {
   const em_attention_args *a = c->a;
+  if (c->DVEC)
+    for (int64_t ii = 0; ii < br; ii++) {
+      T *d = (T *)c->DVEC + bh * c->n_r + (j0 - (i0 + ii) + a->Lq - 1);
+      const T *ds = dS + ii * c->bc;
+      for (int64_t jj = 0; jj < bc; jj++) d[jj] += ds[jj];
+    }
   if (!c->DSB && !c->PB) return;
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
@@ -112,7 +121,8 @@ static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0,
 /* Frees what decl_prepare made. */
 static void FN(decl_release)(att_ctx *c) {
   free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
-  c->rbias = c->QR = c->DR = c->DSB = c->PB = NULL;
+  free(c->DVEC);
+  c->rbias = c->QR = c->DR = c->DSB = c->PB = c->DVEC = NULL;
   c->run_end = NULL;
 }
 
@@ -153,8 +163,13 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
     if (ok)
       FN(gemm)(false, true, rows, nrel, a->dv, 1, a->dout, a->dv, a->rel_v, a->dv, 0, c->DR, nrel);
   }
-  const bool want_dsb = (a->rel_k && a->rel_row) || (a->d_bias_table && a->rel_row);
-  if (ok && backward && want_dsb) ok = (c->DSB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
+  /* the table's gradient sums dS along diagonals: per head, over n (the
+  ** backward then runs a head per thread, which owns that vector); Shaw's
+  ** key term needs dS by (query row, table row) for dQ as well */
+  if (ok && backward && a->d_bias_table && a->rel_row)
+    ok = (c->DVEC = calloc((size_t)(BH * c->n_r), sizeof(T))) != NULL;
+  if (ok && backward && a->rel_k && a->rel_row)
+    ok = (c->DSB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
   if (ok && backward && a->rel_v && a->d_rel_v && a->rel_row)
     ok = (c->PB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
   if (!ok) {
@@ -178,15 +193,13 @@ static void FN(decl_finish)(const att_ctx *c) {
   }
   if (c->PB && a->d_rel_v)
     FN(gemm)(true, false, nrel, a->dv, rows, 1, c->PB, nrel, a->dout, a->dv, 0, a->d_rel_v, a->dv);
-  if (c->DSB && a->d_bias_table) {
+  if (c->DVEC && a->d_bias_table) {
     T *g = a->d_bias_table;
     for (int64_t x = 0; x < nrel * H; x++) g[x] = 0;
     for (int64_t bh = 0; bh < BH; bh++) {
       const int64_t h = bh % H;
-      for (int64_t i = 0; i < Lq; i++) {
-        const T *d = (const T *)c->DSB + (bh * Lq + i) * nrel;
-        for (int64_t n = 0; n < nrel; n++) g[n * H + h] += d[n];
-      }
+      const T *d = (const T *)c->DVEC + bh * c->n_r;
+      for (int64_t n = 0; n < c->n_r; n++) g[a->rel_row[n] * H + h] += d[n];
     }
   }
 }

@@ -322,7 +322,7 @@ static em_status FN(backward)(att_ctx *c) {
   ** alongside dK and dV). With fewer heads than threads, two passes split
   ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
   ** which recomputes the probabilities once more. Same bits either way. */
-  const bool per_head = !c->parallel || BH >= omp_get_max_threads();
+  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC;
   const size_t per_thread = (size_t)(2 * c->br * c->bc + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
