@@ -66,7 +66,9 @@ typedef struct att_ctx {
   void *DR;       /* backward: [BH*Lq, n_rel] dO rel_v^T, or NULL */
   void *DSB, *PB; /* backward: dS and dropped P summed by table row */
   int64_t *run_end; /* [n_r]: end of the run of equal table rows holding n */
+  int64_t *long_from; /* [n_r]: the next position in a long run (inside run_end's block) */
   void *DVEC;       /* backward: [BH][n_r] dS summed along diagonals (bias table) */
+  void *GK, *GV;    /* backward: [BH][n_rel][dk or dv] per-head parts of Shaw's gradients */
 } att_ctx;
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
@@ -203,8 +205,8 @@ static att_ctx make_ctx(const em_attention_args *a) {
   c.D = NULL;
   c.n_r = 0;
   c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;
-  c.run_end = NULL;
-  c.DVEC = NULL;
+  c.run_end = c.long_from = NULL;
+  c.DVEC = c.GK = c.GV = NULL;
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */
   const double d = (double)(a->dk > a->dv ? a->dk : a->dv > 0 ? a->dv : 1);

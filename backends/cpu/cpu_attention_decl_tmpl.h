@@ -9,9 +9,12 @@
 ** table) become, per head, one vector over n (rbias, [H][Lq+Lk-1]), so a
 ** score row adds a contiguous slice of it. Shaw's key term is the GEMM
 ** QR = scale * Q rel_k^T [BH*Lq, n_rel] made once per call, gathered by
-** table row. The backward gathers dO rel_v^T (DR) the same way and
+** table row (each work item computes the rows of QR it owns). The
+** backward (a head per thread) gathers dO rel_v^T (DR) the same way and
 ** scatters dS and the dropped P by table row into DSB and PB
-** [BH*Lq, n_rel], written only by the owner of the query row; a bias
+** [BH*Lq, n_rel]; at the end of a head, three GEMMs give its share of dQ
+** and its parts of the Shaw tables' gradients (GK, GV), summed in head
+** order after the tiles; a bias
 ** table's gradient is dS summed along each diagonal n of a head (DVEC,
 ** [BH][n_r], the backward then gives each thread whole heads). So the
 ** table gradients are a few GEMMs and sums after the tiles, in a fixed
@@ -19,15 +22,23 @@
 */
 
 /* Table rows come in runs (a clipped distance, a T5 bucket: a few distinct
-** rows over a whole tile), so gathers and scatters go run by run:
-** c->run_end[n] is where the run holding n ends. row = rel_row + n0. */
+** rows over most of a tile, single positions near the diagonal). Long runs
+** (c->run_end[n]: where the run holding n ends) are done as one constant
+** or one sum; between them (c->long_from[n]: the next position in a long
+** run) element by element, so neither costs a branch per element.
+** row = rel_row + n0. */
+#define ATT_LONG_RUN 16
 static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *src, T *s) {
   const int64_t *row = c->a->rel_row + n0;
   for (int64_t jj = 0; jj < bc;) {
-    int64_t e = c->run_end[n0 + jj] - n0;
+    int64_t ls = c->long_from[n0 + jj] - n0;
+    if (ls > bc) ls = bc;
+    for (int64_t t = jj; t < ls; t++) s[t] += src[row[t]];
+    if (ls >= bc) break;
+    int64_t e = c->run_end[n0 + ls] - n0;
     if (e > bc) e = bc;
-    const T x = src[row[jj]];
-    for (int64_t t = jj; t < e; t++) s[t] += x;
+    const T x = src[row[ls]];
+    for (int64_t t = ls; t < e; t++) s[t] += x;
     jj = e;
   }
 }
@@ -35,21 +46,25 @@ static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, 
 static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *p, T *dst) {
   const int64_t *row = c->a->rel_row + n0;
   for (int64_t jj = 0; jj < bc;) {
-    int64_t e = c->run_end[n0 + jj] - n0;
+    int64_t ls = c->long_from[n0 + jj] - n0;
+    if (ls > bc) ls = bc;
+    for (int64_t t = jj; t < ls; t++) dst[row[t]] += p[t];
+    if (ls >= bc) break;
+    int64_t e = c->run_end[n0 + ls] - n0;
     if (e > bc) e = bc;
     T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t t = jj;
+    int64_t t = ls;
     for (; t + 8 <= e; t += 8)
       for (int x = 0; x < 8; x++) sum[x] += p[t + x];
     for (; t < e; t++) sum[0] += p[t];
-    dst[row[jj]] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    dst[row[ls]] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
     jj = e;
   }
 }
 
 /* Adds the declared biases and applies the block mask to the score tile
 ** (rows of S have stride c->bc). */
-static inline void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                    int64_t j0, int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t h = bh % a->H, Lq = a->Lq, ld = c->bc;
@@ -118,12 +133,44 @@ static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0,
   }
 }
 
+/* By the owner of query rows [i0, i0+br) of head bh, before their tiles:
+** QR = scale * Q rel_k^T and, in the backward, DR = dO rel_v^T. */
+static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, bool backward) {
+  const em_attention_args *a = c->a;
+  const int64_t r0 = bh * a->Lq + i0, nrel = a->n_rel;
+  if (c->QR)
+    FN(gemm)(false, true, br, nrel, a->dk, (T)a->scale, (const T *)a->q + r0 * a->dk, a->dk,
+             a->rel_k, a->dk, 0, (T *)c->QR + r0 * nrel, nrel);
+  if (backward && c->DR)
+    FN(gemm)(false, true, br, nrel, a->dv, 1, (const T *)a->dout + r0 * a->dv, a->dv, a->rel_v,
+             a->dv, 0, (T *)c->DR + r0 * nrel, nrel);
+}
+
+/* Backward, by the owner of head bh after its tiles: Shaw's share of its
+** dQ (s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k) and its
+** parts of the table gradients, d rel_k = scale * DSB^T Q, d rel_v = PB^T dO. */
+static void FN(decl_head_done)(const att_ctx *c, int64_t bh) {
+  const em_attention_args *a = c->a;
+  const int64_t Lq = a->Lq, nrel = a->n_rel, r0 = bh * Lq;
+  const T scale = (T)a->scale;
+  if (!c->DSB) return;
+  const T *dsb = (const T *)c->DSB + r0 * nrel;
+  FN(gemm)(false, false, Lq, a->dk, nrel, scale, dsb, nrel, a->rel_k, a->dk, 1,
+           (T *)a->dq + r0 * a->dk, a->dk);
+  if (c->GK)
+    FN(gemm)(true, false, nrel, a->dk, Lq, scale, dsb, nrel, (const T *)a->q + r0 * a->dk, a->dk, 0,
+             (T *)c->GK + bh * nrel * a->dk, a->dk);
+  if (c->GV && c->PB)
+    FN(gemm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + r0 * nrel, nrel,
+             (const T *)a->dout + r0 * a->dv, a->dv, 0, (T *)c->GV + bh * nrel * a->dv, a->dv);
+}
+
 /* Frees what decl_prepare made. */
 static void FN(decl_release)(att_ctx *c) {
   free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
-  free(c->DVEC);
-  c->rbias = c->QR = c->DR = c->DSB = c->PB = c->DVEC = NULL;
-  c->run_end = NULL;
+  free(c->DVEC), free(c->GK), free(c->GV);
+  c->rbias = c->QR = c->DR = c->DSB = c->PB = c->DVEC = c->GK = c->GV = NULL;
+  c->run_end = c->long_from = NULL;
 }
 
 /* Makes the per-call arrays of the declared terms: rbias, QR, and in the
@@ -135,9 +182,17 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
   c->n_r = Lq + Lk - 1;
   bool ok = true;
   if (a->rel_row) {
-    ok = (c->run_end = malloc((size_t)c->n_r * sizeof(int64_t))) != NULL;
-    for (int64_t n = c->n_r - 1; ok && n >= 0; n--)
-      c->run_end[n] = n + 1 < c->n_r && a->rel_row[n + 1] == a->rel_row[n] ? c->run_end[n + 1] : n + 1;
+    /* run_end, long_from and (scratch) run starts, [n_r] each */
+    const int64_t nr = c->n_r, *row = a->rel_row;
+    ok = (c->run_end = malloc((size_t)(3 * nr) * sizeof(int64_t))) != NULL;
+    if (ok) {
+      int64_t *end = c->run_end, *from = end + nr, *start = from + nr;
+      for (int64_t n = 0; n < nr; n++) start[n] = n > 0 && row[n - 1] == row[n] ? start[n - 1] : n;
+      for (int64_t n = nr - 1; n >= 0; n--) end[n] = n + 1 < nr && row[n + 1] == row[n] ? end[n + 1] : n + 1;
+      for (int64_t n = nr - 1; n >= 0; n--)
+        from[n] = end[n] - start[n] >= ATT_LONG_RUN ? n : n + 1 < nr ? from[n + 1] : nr;
+      c->long_from = from;
+    }
   }
   if (ok && (a->alibi_slopes || (a->bias_table && a->rel_row))) {
     T *rb = malloc((size_t)(H * c->n_r) * sizeof(T));
@@ -152,17 +207,15 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
       }
     c->rbias = rb;
   }
-  if (ok && a->rel_k && a->rel_row) {
-    ok = (c->QR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
-    if (ok)
-      FN(gemm)(false, true, rows, nrel, a->dk, (T)a->scale, a->q, a->dk, a->rel_k, a->dk, 0,
-               c->QR, nrel);
-  }
-  if (ok && backward && a->rel_v && a->rel_row) {
+  /* QR and DR are filled by the owner of their rows (decl_rows) */
+  if (ok && a->rel_k && a->rel_row) ok = (c->QR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
+  if (ok && backward && a->rel_v && a->rel_row)
     ok = (c->DR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
-    if (ok)
-      FN(gemm)(false, true, rows, nrel, a->dv, 1, a->dout, a->dv, a->rel_v, a->dv, 0, c->DR, nrel);
-  }
+  /* Shaw's table gradients per head, summed in head order at the end */
+  if (ok && backward && a->rel_k && a->rel_row && a->d_rel_k)
+    ok = (c->GK = malloc((size_t)(BH * nrel * a->dk) * sizeof(T))) != NULL;
+  if (ok && backward && a->rel_v && a->rel_row && a->d_rel_v)
+    ok = (c->GV = malloc((size_t)(BH * nrel * a->dv) * sizeof(T))) != NULL;
   /* the table's gradient sums dS along diagonals: per head, over n (the
   ** backward then runs a head per thread, which owns that vector); Shaw's
   ** key term needs dS by (query row, table row) for dQ as well */
@@ -180,19 +233,22 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
   return EM_OK;
 }
 
-/* After the tiles: Shaw's share of dQ, and the table gradients. */
+/* After the tiles: the table gradients. */
 static void FN(decl_finish)(const att_ctx *c) {
   const em_attention_args *a = c->a;
-  const int64_t H = a->H, Lq = a->Lq, BH = a->B * H, nrel = a->n_rel, rows = BH * Lq;
-  const T scale = (T)a->scale;
-  if (c->DSB && a->rel_k) {
-    /* s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k, d rel_k = scale * DSB^T Q */
-    FN(gemm)(false, false, rows, a->dk, nrel, scale, c->DSB, nrel, a->rel_k, a->dk, 1, a->dq, a->dk);
-    if (a->d_rel_k)
-      FN(gemm)(true, false, nrel, a->dk, rows, scale, c->DSB, nrel, a->q, a->dk, 0, a->d_rel_k, a->dk);
+  const int64_t H = a->H, BH = a->B * H, nrel = a->n_rel;
+  /* the heads' parts of Shaw's table gradients, in head order */
+  const void *parts[2] = {c->GK, c->GV};
+  void *dst[2] = {a->d_rel_k, a->d_rel_v};
+  const int64_t n[2] = {nrel * a->dk, nrel * a->dv};
+  for (int t = 0; t < 2; t++) {
+    if (!parts[t] || !dst[t]) continue;
+    T *g = dst[t];
+    const T *pt = parts[t];
+    for (int64_t x = 0; x < n[t]; x++) g[x] = 0;
+    for (int64_t bh = 0; bh < BH; bh++)
+      for (int64_t x = 0; x < n[t]; x++) g[x] += pt[bh * n[t] + x];
   }
-  if (c->PB && a->d_rel_v)
-    FN(gemm)(true, false, nrel, a->dv, rows, 1, c->PB, nrel, a->dout, a->dv, 0, a->d_rel_v, a->dv);
   if (c->DVEC && a->d_bias_table) {
     T *g = a->d_bias_table;
     for (int64_t x = 0; x < nrel * H; x++) g[x] = 0;

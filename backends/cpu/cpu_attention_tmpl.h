@@ -14,7 +14,7 @@
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
 ** and keys [j0, j0+bc) of head bh, row stride c->bc; -inf where the key is
 ** padding or in the causal future. */
-static inline void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                               int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
@@ -107,6 +107,7 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
   if (pbt)
     for (int64_t x = 0; x < br * nrel; x++) pbt[x] = 0;
 
+  FN(decl_rows)(c, bh, i0, br, false);
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
     const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
@@ -203,7 +204,7 @@ static em_status FN(forward)(att_ctx *c) {
 ** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
 ** was computed upfront. Both tiles have row stride c->bc. */
 CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
-                                            int64_t j0, int64_t bc, T *P, T *dS) {
+                                            int64_t j0, int64_t bc, T *P, T *dS, bool owner) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dv = a->dv, ld = c->bc;
   const T *lse = (const T *)a->lse + bh * Lq;
@@ -234,6 +235,8 @@ CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - Di);
     }
   }
+  /* the owner of these query rows sums them by table row (declared terms) */
+  if (owner) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
 }
 
 /* One key tile of one head: writes dK and dV of its keys, summing over the
@@ -259,8 +262,7 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   for (int64_t i0 = i_start; i0 < Lq; i0 += BR) {
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
     if (att_tile_empty(c, i0, br, j0, bc)) continue;
-    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS);
-    if (with_dq) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
+    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, with_dq);
     FN(gemm)(true, false, bc, dv, br, 1, P, BC, do_bh + i0 * dv, dv, 1, gv, dv);
     FN(gemm)(true, false, bc, dk, br, scale, dS, BC, q_bh + i0 * dk, dk, 1, gk, dk);
     if (with_dq) FN(gemm)(false, false, br, dk, bc, scale, dS, BC, k_j, dk, 1, gq + i0 * dk, dk);
@@ -281,8 +283,7 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
     const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
     if (att_tile_empty(c, i0, br, j0, bc)) continue;
-    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS);
-    FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
+    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, true);
     FN(gemm)(false, false, br, dk, bc, (T)a->scale, dS, BC, k_bh + j0 * dk, dk, 1, gq, dk);
   }
 }
@@ -292,7 +293,9 @@ static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T
   const int64_t n = c->a->Lq * c->a->dk;
   T *gq = (T *)c->a->dq + bh * n;
   for (int64_t x = 0; x < n; x++) gq[x] = 0;
+  FN(decl_rows)(c, bh, 0, c->a->Lq, true);
   for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, true);
+  FN(decl_head_done)(c, bh);
 }
 
 static em_status FN(backward)(att_ctx *c) {
@@ -322,7 +325,7 @@ static em_status FN(backward)(att_ctx *c) {
   ** alongside dK and dV). With fewer heads than threads, two passes split
   ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
   ** which recomputes the probabilities once more. Same bits either way. */
-  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC;
+  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR;
   const size_t per_thread = (size_t)(2 * c->br * c->bc + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
