@@ -62,9 +62,9 @@ typedef struct att_ctx {
   /* declared terms (cpu_attention_decl_tmpl.h), in the compute type */
   int64_t n_r;    /* Lq + Lk - 1 relative positions */
   void *rbias;    /* [H][n_r] ALiBi + table bias over r, or NULL */
-  void *QR;       /* [BH*Lq, n_rel] scale * Q rel_k^T, or NULL */
-  void *DR;       /* backward: [BH*Lq, n_rel] dO rel_v^T, or NULL */
-  void *DSB, *PB; /* backward: dS and dropped P summed by table row */
+  void *QR;       /* [threads][Lq, n_rel] scale * Q rel_k^T, or NULL */
+  void *DR;       /* backward: [threads][Lq, n_rel] dO rel_v^T, or NULL */
+  void *DSB, *PB; /* backward: [threads][Lq, n_rel] dS and dropped P summed by table row */
   int64_t *run_end; /* [n_r]: end of the run of equal table rows holding n */
   int64_t *long_from; /* [n_r]: the next position in a long run (inside run_end's block) */
   void *DVEC;       /* backward: [BH][n_r] dS summed along diagonals (bias table) */

@@ -8,11 +8,11 @@
 ** relative position of key j to query i. The scalar biases (ALiBi, the
 ** table) become, per head, one vector over n (rbias, [H][Lq+Lk-1]), so a
 ** score row adds a contiguous slice of it. Shaw's key term is the GEMM
-** QR = scale * Q rel_k^T [BH*Lq, n_rel] made once per call, gathered by
-** table row (each work item computes the rows of QR it owns). The
+** QR = scale * Q rel_k^T [Lq, n_rel] per thread, gathered by table row
+** (each work item computes the rows of QR it owns). The
 ** backward (a head per thread) gathers dO rel_v^T (DR) the same way and
 ** scatters dS and the dropped P by table row into DSB and PB
-** [BH*Lq, n_rel]; at the end of a head, three GEMMs give its share of dQ
+** (a block of Lq rows per thread); at the end of a head, three GEMMs give its share of dQ
 ** and its parts of the Shaw tables' gradients (GK, GV), summed in head
 ** order after the tiles; a bias
 ** table's gradient is dS summed along each diagonal n of a head (DVEC,
@@ -62,6 +62,14 @@ static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc,
   }
 }
 
+/* Where query row i's entries of QR, DR, DSB and PB are: each thread has a
+** block of Lq rows (it owns one query tile in the forward, one head in the
+** backward at a time), so these stay small and in cache. */
+static inline int64_t FN(drow)(const att_ctx *c, int64_t i) {
+  const int64_t tid = c->parallel ? omp_get_thread_num() : 0;
+  return (tid * c->a->Lq + i) * c->a->n_rel;
+}
+
 /* Adds the declared biases and applies the block mask to the score tile
 ** (rows of S have stride c->bc). */
 static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
@@ -78,7 +86,7 @@ static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx 
   }
   if (c->QR) {
     for (int64_t ii = 0; ii < br; ii++) {
-      const T *qr = (const T *)c->QR + (bh * Lq + i0 + ii) * a->n_rel;
+      const T *qr = (const T *)c->QR + FN(drow)(c, i0 + ii);
       FN(run_gather_add)(c, j0 - (i0 + ii) + Lq - 1, bc, qr, S + ii * ld);
     }
   }
@@ -109,7 +117,8 @@ static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0,
 static inline void FN(decl_dp_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0,
                                    int64_t bc, T *ds) {
   const em_attention_args *a = c->a;
-  FN(run_gather_add)(c, j0 - i + a->Lq - 1, bc, (const T *)c->DR + (bh * a->Lq + i) * a->n_rel, ds);
+  (void)bh;
+  FN(run_gather_add)(c, j0 - i + a->Lq - 1, bc, (const T *)c->DR + FN(drow)(c, i), ds);
 }
 
 /* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
@@ -127,9 +136,9 @@ static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0,
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
     if (c->DSB)
-      FN(run_scatter_add)(c, n0, bc, dS + ii * c->bc, (T *)c->DSB + (bh * a->Lq + i) * a->n_rel);
+      FN(run_scatter_add)(c, n0, bc, dS + ii * c->bc, (T *)c->DSB + FN(drow)(c, i));
     if (c->PB)
-      FN(run_scatter_add)(c, n0, bc, P + ii * c->bc, (T *)c->PB + (bh * a->Lq + i) * a->n_rel);
+      FN(run_scatter_add)(c, n0, bc, P + ii * c->bc, (T *)c->PB + FN(drow)(c, i));
   }
 }
 
@@ -137,13 +146,17 @@ static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0,
 ** QR = scale * Q rel_k^T and, in the backward, DR = dO rel_v^T. */
 static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, bool backward) {
   const em_attention_args *a = c->a;
-  const int64_t r0 = bh * a->Lq + i0, nrel = a->n_rel;
+  const int64_t r0 = bh * a->Lq + i0, nrel = a->n_rel, d0 = FN(drow)(c, i0);
   if (c->QR)
     FN(gemm)(false, true, br, nrel, a->dk, (T)a->scale, (const T *)a->q + r0 * a->dk, a->dk,
-             a->rel_k, a->dk, 0, (T *)c->QR + r0 * nrel, nrel);
+             a->rel_k, a->dk, 0, (T *)c->QR + d0, nrel);
   if (backward && c->DR)
     FN(gemm)(false, true, br, nrel, a->dv, 1, (const T *)a->dout + r0 * a->dv, a->dv, a->rel_v,
-             a->dv, 0, (T *)c->DR + r0 * nrel, nrel);
+             a->dv, 0, (T *)c->DR + d0, nrel);
+  if (backward && c->DSB)
+    for (int64_t x = 0; x < br * nrel; x++) ((T *)c->DSB)[d0 + x] = 0;
+  if (backward && c->PB)
+    for (int64_t x = 0; x < br * nrel; x++) ((T *)c->PB)[d0 + x] = 0;
 }
 
 /* Backward, by the owner of head bh after its tiles: Shaw's share of its
@@ -154,14 +167,14 @@ static void FN(decl_head_done)(const att_ctx *c, int64_t bh) {
   const int64_t Lq = a->Lq, nrel = a->n_rel, r0 = bh * Lq;
   const T scale = (T)a->scale;
   if (!c->DSB) return;
-  const T *dsb = (const T *)c->DSB + r0 * nrel;
+  const T *dsb = (const T *)c->DSB + FN(drow)(c, 0);
   FN(gemm)(false, false, Lq, a->dk, nrel, scale, dsb, nrel, a->rel_k, a->dk, 1,
            (T *)a->dq + r0 * a->dk, a->dk);
   if (c->GK)
     FN(gemm)(true, false, nrel, a->dk, Lq, scale, dsb, nrel, (const T *)a->q + r0 * a->dk, a->dk, 0,
              (T *)c->GK + bh * nrel * a->dk, a->dk);
   if (c->GV && c->PB)
-    FN(gemm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + r0 * nrel, nrel,
+    FN(gemm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + FN(drow)(c, 0), nrel,
              (const T *)a->dout + r0 * a->dv, a->dv, 0, (T *)c->GV + bh * nrel * a->dv, a->dv);
 }
 
@@ -207,10 +220,12 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
       }
     c->rbias = rb;
   }
-  /* QR and DR are filled by the owner of their rows (decl_rows) */
-  if (ok && a->rel_k && a->rel_row) ok = (c->QR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
+  /* QR, DR, DSB, PB: a block of Lq rows per thread (see drow), filled by
+  ** the owner of the rows (decl_rows) */
+  const int64_t trows = (c->parallel ? omp_get_max_threads() : 1) * Lq;
+  if (ok && a->rel_k && a->rel_row) ok = (c->QR = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
   if (ok && backward && a->rel_v && a->rel_row)
-    ok = (c->DR = malloc((size_t)(rows * nrel) * sizeof(T))) != NULL;
+    ok = (c->DR = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
   /* Shaw's table gradients per head, summed in head order at the end */
   if (ok && backward && a->rel_k && a->rel_row && a->d_rel_k)
     ok = (c->GK = malloc((size_t)(BH * nrel * a->dk) * sizeof(T))) != NULL;
@@ -222,9 +237,9 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
   if (ok && backward && a->d_bias_table && a->rel_row)
     ok = (c->DVEC = calloc((size_t)(BH * c->n_r), sizeof(T))) != NULL;
   if (ok && backward && a->rel_k && a->rel_row)
-    ok = (c->DSB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
+    ok = (c->DSB = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
   if (ok && backward && a->rel_v && a->d_rel_v && a->rel_row)
-    ok = (c->PB = calloc((size_t)(rows * nrel), sizeof(T))) != NULL;
+    ok = (c->PB = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
   if (!ok) {
     FN(decl_release)(c);
     return em_error(EM_ERR_OOM, "cpu attention: out of memory for the declared terms (%lld rows x %lld)",
