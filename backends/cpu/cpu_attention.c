@@ -213,9 +213,14 @@ static att_ctx make_ctx(const em_attention_args *a) {
   c.br = 64, c.bc = 128;
   while (c.bc > 16 && c.br * c.bc * d > TILE_MNK) c.bc /= 2;
   while (c.br > 16 && c.br * c.bc * d > TILE_MNK) c.br /= 2;
-  /* a block mask keeps a band of keys: narrower key tiles follow it closer
-  ** (a 64 + 64 window touches 3-4 tiles of 64 keys, not 2-3 of 128) */
-  if (a->mask_kind && c.bc > 64) c.bc = 64;
+  /* a block mask keeps a band of keys: where the band is narrow against the
+  ** sequence, narrower key tiles follow it closer (a 64 + 64 window touches
+  ** 3-4 tiles of 64 keys, not 2-3 of 128); where it is wide they only cost */
+  if (a->mask_kind && c.bc > 64) {
+    const double band = a->mask_kind == 1 ? (double)a->win_left + (double)a->win_right + 1
+                                          : (2.0 * (double)a->local + 1) * (double)a->block;
+    if (4 * band <= (double)a->Lk) c.bc = 64;
+  }
   /* head dims beyond 1024: BLAS would thread each product, so the tiles
   ** run one after another on the calling thread */
   if (c.br * c.bc * d > TILE_MNK) c.parallel = false;
