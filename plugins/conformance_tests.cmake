@@ -3,7 +3,7 @@
 # Included from tests/ (needs EMBER_BIN and TEST_ENV from tests/CMakeLists.txt).
 set(EMBER_CONFORMANCE_RUNS
   "standard"
-  "standard|kernel=rows"
+  "standard|kernel=fused"
   "standard|kernel=dense"
   "local|window_left=2|window_right=1"
   "local|window_left=1|window_right=0"

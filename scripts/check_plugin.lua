@@ -1,14 +1,20 @@
 -- check_plugin.lua -- the conformance checker for attention variants.
 --
 --   ember scripts/check_plugin.lua NAME_OR_PATH [option=value ...] [--quick]
+--   ember scripts/check_plugin.lua --help
 --
 -- NAME is a loaded variant ("local"); a PATH (with a '/' or ending in .so)
 -- is loaded first with ember.load_plugin. The options are the variant's own
 -- (window_left=8 mode=block ...), used for every check.
 --
--- It checks, on small float64 problems:
+-- Every check follows from what the variant says about itself -- its caps,
+-- its options and, for a variant that declares (ember_attention.h route 0),
+-- its declaration (core:declaration()) -- never from its name, so a
+-- dropped-in plugin gets exactly the checks a shipped one gets. On small
+-- float64 problems:
 --   options   unknown names, wrong types, values out of range or not among
---             the choices are refused with a clear message;
+--             the choices are refused with a clear message; every choice of
+--             a "kernel" option agrees with the default;
 --   shapes    wrong ranks, mismatched sizes, dtypes and unsupported inputs
 --             are refused, naming what was wrong;
 --   grads     central finite differences of q, k, v and the variant's own
@@ -18,12 +24,18 @@
 --             causal alignment, fully masked rows give 0 and 0 gradients;
 --   seed      determinism under ember.manual_seed, dropout only in training;
 --   weights   shape, rows summing to 1, out = weights v where that holds;
---   exact     equality with the standard variant where the variant is exact
---             (local window >= L, block-sparse with every block on, relpos
---             with zero tables), with dense references written here
---             (linear, ALiBi, T5 buckets), and between a variant's own paths
---             (standard's kernels; relpos's host kernel vs core ops);
---   float32   agrees with float64.
+--   declared  (declaring variants) the output equals standard attention with
+--             the declared bias and block mask written out densely here
+--             (ALiBi slopes, clipped / T5-bucketed tables); zero tables equal
+--             standard; the fused route equals the composed route on
+--             sequences of several kernel tiles, gradients of the tables
+--             included; host float32 and float64 calls run fused (no silent
+--             fallback to the composed route);
+--   reference a variant's own references, from <name>_check.lua next to
+--             its .so or plugins/<name>/check.lua in the source tree: a
+--             function(ctx) adding checks, or a table of properties
+--             (weights_sum_tol, approximate tolerance);
+--   float32   agrees with float64 (within the variant's tolerance).
 -- Prints "ok N - what" / "not ok N - what: why", then "N passed, M failed";
 -- exits with status 1 if anything failed.
 local ember = ember or require "ember"
@@ -61,6 +73,21 @@ if target:find("/") or target:match("%.so$") then
 end
 local desc = ember.attention_variants(name)
 local caps = desc.caps
+
+-- The variant's own reference checks and properties (see the header).
+local function script_dir() return (arg[0]:match("^(.*)/[^/]*$") or ".") end
+local reference, props = nil, {}
+for _, f in ipairs({(desc.path:match("^(.*)/[^/]*$") or ".") .. "/" .. name .. "_check.lua",
+                    script_dir() .. "/../plugins/" .. name .. "/check.lua"}) do
+  local h = io.open(f)
+  if h then
+    h:close()
+    local r = dofile(f)
+    if type(r) == "table" then props = r reference = r.checks
+    else reference = r end
+    break
+  end
+end
 
 -- ---------------------------------------------------------------- output
 local passed, failed, n = 0, 0, 0
@@ -172,8 +199,15 @@ local function additive_of(mask, dtype) -- bool (true = may attend) -> 0 / -inf
   return ember.zeros(mask.shape, {dtype = dtype or "float64"}):masked_fill(mask:logical_not(), -math.huge)
 end
 
+-- What the variant declares with the given options (nil: it does not).
+local decl = make().core:declaration()
+local positional = decl ~= nil and (decl.bias ~= "none" or decl.mask ~= "none")
+
 -- ---------------------------------------------------------------- options
 print(string.format("# %s %s: %s", desc.name, desc.version, desc.description))
+if decl then
+  print(string.format("# declares bias=%s rel=%s mask=%s route=%s", decl.bias, decl.rel, decl.mask, decl.route))
+end
 print("# " .. desc.path)
 check("builds with the given options", function()
   local a = make()
@@ -380,7 +414,7 @@ if caps.key_padding then
     return maxdiff(o1, o3) > 1e-6, "without the mask the change should show"
   end)
   -- Only for variants without positions: dropping keys moves the others.
-  if caps.cross and name ~= "local" and name ~= "relpos" then
+  if caps.cross and not positional then
     check("key padding equals dropping the padded keys", function()
       local a, p = make(), problem()
       local o1 = a:forward(p.q, p.k, p.v, {key_padding_mask = kp_mask(2, 5)})
@@ -405,7 +439,7 @@ if caps.causal then
           local d = maxdiff(o1[2]:select(2, i), o2[2]:select(2, i))
           local visible = j <= i + Lk - Lq
           -- (a local pattern may hide visible keys too: only "no leak" applies)
-          if visible and d < 1e-9 and name ~= "local" then
+          if visible and d < 1e-9 and not (decl and decl.mask ~= "none") then
             return false, string.format("key %d should reach query %d", j, i)
           end
           if not visible and d > 1e-12 then return false, string.format("key %d leaks into query %d (%.3g)", j, i, d) end
@@ -552,7 +586,7 @@ if caps.dropout then
 end
 
 -- ---------------------------------------------------------------- weights
-local out_is_wv = not (name == "relpos" and (user_opts.mode or "shaw") == "shaw")
+local out_is_wv = not (decl and decl.bias == "shaw" and decl.rel_v)
 if caps.weights then
   check("weights are [B,H,Lq,Lk], rows sum to 1 (0 when fully masked)", function()
     local a, p = make(), problem({Lq = 4, Lk = 6})
@@ -566,8 +600,8 @@ if caps.weights then
     if not (s[1] == p.B and s[2] == p.H and s[3] == p.Lq and s[4] == p.Lk) then
       return false, "weights shape " .. table.concat(s, "x")
     end
-    -- linear attention: rows sum to den / (den + eps), eps in the denominator
-    local sum_tol = name == "linear" and 1e-4 or 1e-10
+    -- (linear attention: rows sum to den / (den + eps): its check.lua says so)
+    local sum_tol = props.weights_sum_tol or 1e-10
     if out_is_wv then
       local ok, why = close(out, w:matmul(p.v), 1e-10, "out vs weights @ v")
       if not ok then return false, why end
@@ -620,190 +654,123 @@ if caps.causal then mask_sets[#mask_sets + 1] = {causal = true} end
 if caps.key_padding then mask_sets[#mask_sets + 1] = {key_padding_mask = kp_mask(2, 5)} end
 if caps.mask then mask_sets[#mask_sets + 1] = {attn_mask = bool_mask(5, 5)} end
 
-if name == "local" then
-  equals_standard("sliding window >= L equals standard", {mode = "sliding", window_left = 8, window_right = 8}, {}, nil, mask_sets)
-  equals_standard("block-sparse with every block on equals standard",
-                  {mode = "block", block_size = 2, local_blocks = 3, global_blocks = 0, global_tokens = 0}, {}, nil, mask_sets)
-  equals_standard("block-sparse with every token global equals standard",
-                  {mode = "block", block_size = 1, local_blocks = 0, global_tokens = 5}, {}, nil, mask_sets)
-  check("sliding window: query i sees exactly keys i-left..i+right (self included)", function()
-    local a, p = make({mode = "sliding", window_left = 1, window_right = 2}), problem({Lq = 6, Lk = 6})
-    local allowed = {}
-    for i = 1, 6 do
-      allowed[i] = {}
-      for j = 1, 6 do allowed[i][j] = j >= i - 1 and j <= i + 2 end
-    end
-    local ref = std:forward(p.q, p.k, p.v, {attn_mask = ember.tensor(allowed)})
-    return close(a:forward(p.q, p.k, p.v), ref, 1e-12, "vs masked standard")
-  end)
-  check("block-sparse pattern: local blocks + global tokens, as a dense mask", function()
-    local a = make({mode = "block", block_size = 2, local_blocks = 0, global_tokens = 1, global_blocks = 0})
-    local p = problem({Lq = 6, Lk = 6})
-    local allowed = {}
-    for i = 1, 6 do
-      allowed[i] = {}
-      for j = 1, 6 do
-        allowed[i][j] = i == 1 or j == 1 or (i - 1) // 2 == (j - 1) // 2
-      end
-    end
-    local ref = std:forward(p.q, p.k, p.v, {attn_mask = ember.tensor(allowed)})
-    return close(a:forward(p.q, p.k, p.v), ref, 1e-12, "vs masked standard")
-  end)
-end
+-- ---------------------------------------------------------------- declared
+-- The declaration written out densely (check_plugin_decl.lua), for
+-- standard attention to reproduce.
+local dense_declaration = dofile(script_dir() .. "/check_plugin_decl.lua")(ember)
 
-if name == "relpos" then
-  local mode = user_opts.mode or "shaw"
-  if mode ~= "alibi" then
-    local function zero(a) ember.no_grad(function() for _, t in pairs(a:named_parameters()) do t:zero_() end end) end
-    equals_standard("relpos (" .. mode .. ") with zero tables equals standard", {}, {}, zero, mask_sets)
+if decl then
+  local function randomize(a)
+    ember.no_grad(function() for _, t in ipairs(a:parameters()) do t:copy_(randn(t.shape) * 0.5) end end)
   end
-  if (user_opts.kernel or "auto") ~= "dense" then
-    for _, opts in ipairs(mask_sets) do
-      local label = next(opts) and next(opts) or "no mask"
-      check("relpos (" .. mode .. ") host kernel equals the composed core ops, outputs and gradients: " .. label, function()
-        ember.manual_seed(21)
-        local a = make()
-        ember.no_grad(function() for _, t in pairs(a:named_parameters()) do t:copy_(randn(t.shape)) end end)
-        local b = make({kernel = "dense"})
-        b:load_state_dict(a:state_dict())
-        local p = problem({Lq = 4, Lk = 6})
-        if opts.key_padding_mask then opts = {key_padding_mask = ember.tensor({{false, false, false, false, true, true}, {false, false, false, false, false, false}})} end
-        if opts.attn_mask then opts = {attn_mask = bool_mask(4, 6)} end
-        local grads = {}
-        for n, m in ipairs({a, b}) do
-          local q, k, v = p.q:clone():requires_grad_(), p.k:clone():requires_grad_(), p.v:clone():requires_grad_()
-          local out = m:forward(q, k, v, opts)
-          out:backward(ember.ones(out.shape, {dtype = "float64"}))
-          grads[n] = {out = out, q = q.grad, k = k.grad, v = v.grad, params = m:named_parameters()}
-        end
-        for _, key in ipairs({"out", "q", "k", "v"}) do
-          local ok, why = close(grads[1][key], grads[2][key], 1e-10, key)
-          if not ok then return false, why end
-        end
-        for pname, t in pairs(grads[1].params) do
-          local ok, why = close(t.grad, grads[2].params[pname].grad, 1e-10, "grad " .. pname)
+  if decl.bias ~= "shaw" then
+    for _, sh in ipairs(caps.cross and {{7, 7}, {4, 9}} or {{7, 7}}) do
+      check(string.format("declared %s bias and %s mask equal standard with them written out densely (Lq=%d, Lk=%d)",
+                          decl.bias, decl.mask, sh[1], sh[2]), function()
+        local H = 3
+        local a = make({}, {H = H, dk = 3, dv = 4})
+        randomize(a)
+        local s = ember.Attention{attention = "standard", heads = H, head_dim = 3, v_head_dim = 4, dtype = "float64"}
+        local p = problem({H = H, Lq = sh[1], Lk = sh[2]})
+        local bias = dense_declaration(a, decl, H, sh[1], sh[2])
+        for _, opts in ipairs({{}, caps.causal and {causal = true} or nil}) do
+          local o = {causal = opts.causal, attn_mask = bias}
+          local ok, why = close(a:forward(p.q, p.k, p.v, opts), s:forward(p.q, p.k, p.v, o), 1e-12, "vs dense")
           if not ok then return false, why end
         end
         return true
       end)
     end
   end
-  if mode == "alibi" then
-    local function alibi_ref(H)
-      local function pow2(nh) local s = 2 ^ (-8 / nh); local t = {} for i = 1, nh do t[i] = s ^ i end return t end
-      local p2 = 1
-      while p2 * 2 <= H do p2 = p2 * 2 end
-      local sl = pow2(p2)
-      local extra = pow2(2 * p2)
-      for i = 1, H - p2 do sl[#sl + 1] = extra[2 * i - 1] end
-      return sl
-    end
-    for _, H in ipairs({2, 6}) do
-      check("ALiBi (" .. H .. " heads) equals standard with the -slope*|i-j| bias, the paper's slopes", function()
-        local a = make({}, {H = H, dk = 3, dv = 4})
-        local s = ember.Attention{attention = "standard", heads = H, head_dim = 3, v_head_dim = 4, dtype = "float64"}
-        local p = problem({H = H})
-        local slopes = alibi_ref(H)
-        local bias = {}
-        for h = 1, H do
-          bias[h] = {}
-          for i = 1, 5 do
-            bias[h][i] = {}
-            for j = 1, 5 do bias[h][i][j] = -slopes[h] * math.abs(i - j) end
-          end
-        end
-        local b = ember.tensor(bias, {dtype = "float64"})
-        return close(a:forward(p.q, p.k, p.v, {causal = true}), s:forward(p.q, p.k, p.v, {causal = true, attn_mask = b}), 1e-12)
-      end)
-    end
+  if decl.table or decl.rel_k then
+    equals_standard("zero tables equal standard", {}, {}, function(a)
+      ember.no_grad(function() for _, t in ipairs(a:parameters()) do t:zero_() end end)
+    end, mask_sets)
   end
-  if mode == "t5" then
-    check("T5 bias = table[bucket(j - i), h] with the reference bucket function", function()
-      local nb, md = user_opts.num_buckets or 32, user_opts.max_distance or 128
-      local bi = user_opts.bidirectional ~= false
-      local function bucket(rel)
-        local ret, nbk, nn = 0, nb, nil
-        if bi then
-          nbk = nb // 2
-          if rel > 0 then ret = ret + nbk end
-          nn = math.abs(rel)
-        else
-          nn = rel < 0 and -rel or 0
+  -- several kernel tiles (64 x 128 at these head dims): empty, full and
+  -- partial tiles all occur; asking for weights sends a call to core ops
+  local big = {B = 2, H = 2, Lq = quick and 70 or 150, Lk = quick and 140 or 200, dk = 3, dv = 4}
+  if not caps.cross then big.Lk = big.Lq end
+  local big_sets = {{}}
+  if caps.causal then big_sets[#big_sets + 1] = {causal = true} end
+  if caps.key_padding then
+    local rows = {}
+    for b = 1, 2 do rows[b] = {} for j = 1, big.Lk do rows[b][j] = b == 1 and j > big.Lk - 30 end end
+    big_sets[#big_sets + 1] = {key_padding_mask = ember.tensor(rows)}
+  end
+  if caps.mask then big_sets[#big_sets + 1] = {attn_mask = bool_mask(big.Lq, big.Lk, 11), causal = caps.causal or nil} end
+  if caps.weights and decl.route ~= "composed" then
+    check("the fused route equals the composed route, outputs and gradients (tables too), several tiles", function()
+      ember.manual_seed(21)
+      local a = make({}, {H = big.H, dk = big.dk, dv = big.dv})
+      randomize(a)
+      local p = problem(big)
+      local w = randn({big.B, big.H, big.Lq, big.dv})
+      for _, opts in ipairs(big_sets) do
+        local res = {}
+        for r, weights in ipairs({false, true}) do
+          local q, k, v = p.q:clone():requires_grad_(), p.k:clone():requires_grad_(), p.v:clone():requires_grad_()
+          a:zero_grad()
+          local o = {need_weights = weights}
+          for key, val in pairs(opts) do o[key] = val end
+          local out = a:forward(q, k, v, o)
+          ;(out * w):sum():backward()
+          res[r] = {out = out:detach(), q = q.grad, k = k.grad, v = v.grad}
+          for i, t in ipairs(a:parameters()) do res[r]["table " .. i] = t.grad and t.grad:clone() end
         end
-        local max_exact = nbk // 2
-        if nn < max_exact then return ret + nn end
-        local large = max_exact + math.floor(math.log(nn / max_exact) / math.log(md / max_exact) * (nbk - max_exact))
-        return ret + math.min(large, nbk - 1)
-      end
-      local a, p = make(), problem({Lq = 7, Lk = 7})
-      local tbl = a:named_parameters()["bias"]
-      ember.no_grad(function() tbl:copy_(randn(tbl.shape)) end)
-      local bias = {}
-      for h = 1, 2 do
-        bias[h] = {}
-        for i = 1, 7 do
-          bias[h][i] = {}
-          for j = 1, 7 do bias[h][i][j] = tbl[bucket(j - i) + 1][h]:item() end
+        for key, ref in pairs(res[2]) do
+          local ok, why = close(res[1][key], ref, 1e-10, key)
+          if not ok then return false, why end
         end
       end
-      return close(a:forward(p.q, p.k, p.v), std:forward(p.q, p.k, p.v, {attn_mask = ember.tensor(bias, {dtype = "float64"})}), 1e-12)
+      return true
     end)
   end
-end
-
-if name == "standard" then
-  for _, kern in ipairs({"rows", "dense", "fused"}) do
-    check("kernel=" .. kern .. " agrees with the default path (every mask kind)", function()
-      local a = make({kernel = kern})
-      local p = problem()
-      for _, opts in ipairs(mask_sets) do
-        local ok, why = close(a:forward(p.q, p.k, p.v, opts), std:forward(p.q, p.k, p.v, opts), 1e-12)
-        if not ok then return false, why end
+  if decl.route ~= "composed" and ember.attention_routes then
+    check("host float32 and float64 calls run on the fused kernel (no silent fallback)", function()
+      for _, dt in ipairs({"float32", "float64"}) do
+        local a = make({}, {H = 2, dk = 3, dv = 4, dtype = dt})
+        local p = problem({Lq = 5, Lk = 5, dtype = dt})
+        for _, opts in ipairs(mask_sets) do
+          local before = ember.attention_routes()
+          local q = p.q:clone():requires_grad_()
+          a:forward(q, p.k, p.v, opts):sum():backward()
+          local after = ember.attention_routes()
+          if after.fused ~= before.fused + 1 or after.composed ~= before.composed then
+            return false, string.format("%s: fused +%d, composed +%d", dt, after.fused - before.fused,
+                                        after.composed - before.composed)
+          end
+        end
       end
       return true
     end)
   end
 end
 
-if name == "linear" then
-  check("linear equals the dense formula phi(q) phi(k)^T v / (rowsum + eps), causal and padded", function()
-    local fm = (user_opts.feature_map or "elu")
-    -- favor shifts features for range (exactly cancelling only without eps)
-    local eps = fm == "favor" and 0 or (user_opts.eps or 1e-6)
-    local a = make({eps = eps})
-    local p = problem({Lq = 4, Lk = 6})
-    local function phi(x)
-      if fm == "elu" then return x:elu() + 1 end
-      local w = a:state_dict()["features"]        -- [m, dk]
-      local xs = x * math.sqrt(1 / math.sqrt(p.dk))
-      local m = w.shape[1]
-      return ((xs:matmul(w:transpose(1, 2))) - (xs * xs):sum(-1, true) * 0.5):exp() / math.sqrt(m)
+-- Every choice of a "kernel" option agrees with the default path.
+for _, o in ipairs(desc.options) do
+  if o.name == "kernel" and o.choices and user_opts.kernel == nil then
+    for kern in o.choices:gmatch("[^|]+") do
+      check("kernel=" .. kern .. " agrees with the default path (every mask kind)", function()
+        local a, b = make({kernel = kern}), make()
+        b:load_state_dict(a:state_dict())
+        local p = problem()
+        for _, opts in ipairs(mask_sets) do
+          local ok, why = close(a:forward(p.q, p.k, p.v, opts), b:forward(p.q, p.k, p.v, opts), props.tolerance or 1e-12)
+          if not ok then return false, why end
+        end
+        return true
+      end)
     end
-    for _, opts in ipairs({{}, {causal = true}, {key_padding_mask = ember.tensor({{false, false, false, false, true, true}, {false, false, false, false, false, false}})}}) do
-      local A = phi(p.q):matmul(phi(p.k):transpose(3, 4))   -- [B,H,Lq,Lk]
-      if opts.causal then A = A * causal_allowed(4, 6):double() end
-      if opts.key_padding_mask then A = A * opts.key_padding_mask:logical_not():double():view(2, 1, 1, 6) end
-      local ref = A:matmul(p.v) / (A:sum(-1, true) + eps)
-      local ok, why = close(a:forward(p.q, p.k, p.v, opts), ref, 1e-10, "vs dense formula")
-      if not ok then return false, why end
-    end
-    return true
-  end)
-  if (user_opts.feature_map or "elu") == "favor" then
-    check("favor: redraw=true draws new features per training forward, redraw=false keeps them", function()
-      local p = problem()
-      local a = make({redraw = false})
-      a:train()
-      local o1, o2 = a:forward(p.q, p.k, p.v), a:forward(p.q, p.k, p.v)
-      if maxdiff(o1, o2) ~= 0 then return false, "redraw=false changed between calls" end
-      local b = make({redraw = true})
-      b:train()
-      local r1, r2 = b:forward(p.q, p.k, p.v), b:forward(p.q, p.k, p.v)
-      if maxdiff(r1, r2) == 0 then return false, "redraw=true gave the same output twice" end
-      b:eval()
-      return maxdiff(b:forward(p.q, p.k, p.v), b:forward(p.q, p.k, p.v)) == 0, "eval should use the buffer"
-    end)
   end
+end
+
+-- ---------------------------------------------------------------- reference
+if reference then
+  reference({ember = ember, check = check, make = make, problem = problem, std = std, close = close,
+             maxdiff = maxdiff, randn = randn, user_opts = user_opts, caps = caps, mask_sets = mask_sets,
+             equals_standard = equals_standard, bool_mask = bool_mask, kp_mask = kp_mask,
+             causal_allowed = causal_allowed, decl = decl})
 end
 
 -- ---------------------------------------------------------------- float32

@@ -57,7 +57,54 @@ typedef struct att_ctx {
   int64_t br, bc; /* tile sizes: queries per work item, keys per step */
   bool parallel;  /* enough work to wake the thread team */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
+  /* declared terms (cpu_attention_decl_tmpl.h), in the compute type */
+  int64_t n_r;    /* Lq + Lk - 1 relative positions */
+  void *rbias;    /* [H][n_r] ALiBi + table bias over r, or NULL */
+  void *QR;       /* [threads][Lq, n_rel] scale * Q rel_k^T, or NULL */
+  void *DR;       /* backward: [threads][Lq, n_rel] dO rel_v^T, or NULL */
+  void *DSB, *PB; /* backward: [threads][Lq, n_rel] dS and dropped P summed by table row */
+  int64_t *run_end; /* [n_r]: end of the run of equal table rows holding n */
+  int64_t *long_from; /* [n_r]: the next position in a long run (inside run_end's block) */
+  void *DVEC;       /* backward: [BH][n_r] dS summed along diagonals (bias table) */
+  void *GK, *GV;    /* backward: [BH][n_rel][dk or dv] per-head parts of Shaw's gradients */
 } att_ctx;
+
+enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
+
+/* Keys [lo, hi] (inclusive) of the window/block band of position p. Both
+** ends grow with p, which is what lets a tile be judged by its corners. */
+static inline void att_band(const em_attention_args *a, int64_t p, int64_t *lo, int64_t *hi) {
+  if (a->mask_kind == 1) {
+    *lo = p - a->win_left, *hi = p + a->win_right;
+  } else {
+    const int64_t b = p / a->block;
+    *lo = (b - a->local) * a->block, *hi = (b + a->local + 1) * a->block - 1;
+  }
+}
+
+/* How the block mask treats query rows [i0, i0+br) x keys [j0, j0+bc). */
+static inline int att_tile_class(const att_ctx *c, int64_t i0, int64_t br, int64_t j0,
+                                 int64_t bc) {
+  const em_attention_args *a = c->a;
+  if (!a->mask_kind) return ATT_TILE_FULL;
+  const int64_t p0 = i0 + c->shift, p1 = i0 + br - 1 + c->shift, j1 = j0 + bc - 1;
+  bool some_global = false;
+  if (a->global > 0) {
+    if (p1 < a->global || j1 < a->global) return ATT_TILE_FULL;
+    some_global = p0 < a->global || j0 < a->global;
+  }
+  int64_t lo0, hi0, lo1, hi1;
+  att_band(a, p0, &lo0, &hi0);
+  att_band(a, p1, &lo1, &hi1);
+  if (j1 < lo0 || j0 > hi1) return some_global ? ATT_TILE_PARTIAL : ATT_TILE_EMPTY;
+  if (j0 >= lo1 && j1 <= hi0) return ATT_TILE_FULL;
+  return ATT_TILE_PARTIAL;
+}
+
+/* Does the tile hold no visible element under the block mask? */
+static inline bool att_tile_empty(const att_ctx *c, int64_t i0, int64_t br, int64_t j0, int64_t bc) {
+  return c->a->mask_kind && att_tile_class(c, i0, br, j0, bc) == ATT_TILE_EMPTY;
+}
 
 /* Tiles are sized so that br * bc * max(dk, dv) <= TILE_MNK (64 x 128 at
 ** head dim 32): small enough to stay in cache, and below the bound at
@@ -137,6 +184,19 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
     return em_error(EM_ERR_ARG, "cpu %s: dropout probability %g, expected within [0, 1]", kernel,
                     a->dropout_p);
   if (a->B * a->H == 0) return EM_OK;
+  if (a->rel_row && (a->n_rel <= 0 || a->n_rel > INT_MAX / 2))
+    return em_error(EM_ERR_ARG, "cpu %s: %lld table rows", kernel, (long long)a->n_rel);
+  if ((a->bias_table || a->rel_k || a->rel_v) && !a->rel_row)
+    return em_error(EM_ERR_ARG, "cpu %s: a table term without rel_row", kernel);
+  if (a->mask_kind < 0 || a->mask_kind > 2 || (a->mask_kind == 2 && a->block <= 0) ||
+      a->win_left < 0 || a->win_right < 0 || a->local < 0 || a->global < 0)
+    return em_error(EM_ERR_ARG, "cpu %s: bad block mask (kind %d, block %lld)", kernel,
+                    a->mask_kind, (long long)a->block);
+  /* relative rows and the QR / DSB arrays are indexed by int64 products of
+  ** the sizes checked above, and GEMM'd over B*H*Lq rows (int) */
+  if (a->rel_row && (double)a->B * a->H * a->Lq > INT_MAX)
+    return em_error(EM_ERR_UNSUPPORTED, "cpu %s: B*H*Lq = %g rows with table terms exceed int",
+                    kernel, (double)a->B * a->H * a->Lq);
   if (a->dk > INT_MAX / 2 || a->dv > INT_MAX / 2)
     return em_error(EM_ERR_UNSUPPORTED,
                     "cpu %s: head dims dk=%lld dv=%lld exceed what BLAS takes (int)", kernel,
@@ -155,12 +215,24 @@ static att_ctx make_ctx(const em_attention_args *a) {
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0;
   c.D = NULL;
+  c.n_r = 0;
+  c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;
+  c.run_end = c.long_from = NULL;
+  c.DVEC = c.GK = c.GV = NULL;
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */
   const double d = (double)(a->dk > a->dv ? a->dk : a->dv > 0 ? a->dv : 1);
   c.br = 64, c.bc = 128;
   while (c.bc > 16 && c.br * c.bc * d > TILE_MNK) c.bc /= 2;
   while (c.br > 16 && c.br * c.bc * d > TILE_MNK) c.br /= 2;
+  /* a block mask keeps a band of keys: where the band is narrow against the
+  ** sequence, narrower key tiles follow it closer (a 64 + 64 window touches
+  ** 3-4 tiles of 64 keys, not 2-3 of 128); where it is wide they only cost */
+  if (a->mask_kind && c.bc > 64) {
+    const double band = a->mask_kind == 1 ? (double)a->win_left + (double)a->win_right + 1
+                                          : (2.0 * (double)a->local + 1) * (double)a->block;
+    if (4 * band <= (double)a->Lk) c.bc = 64;
+  }
   /* head dims beyond 1024: BLAS would thread each product, so the tiles
   ** run one after another on the calling thread */
   if (c.br * c.bc * d > TILE_MNK) c.parallel = false;

@@ -9,10 +9,12 @@
 
 #define FN(name) CPU_CAT(name, SUF)
 
+#include "cpu_attention_decl_tmpl.h"
+
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
 ** and keys [j0, j0+bc) of head bh, row stride c->bc; -inf where the key is
 ** padding or in the causal future. */
-static inline void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                               int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
@@ -39,6 +41,7 @@ static inline void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t 
       for (int64_t jj = first_hidden < 0 ? 0 : first_hidden; jj < bc; jj++) s[jj] = -INFINITY;
     }
   }
+  FN(decl_scores)(c, bh, i0, br, j0, bc, S);
 }
 
 /* Is element (query i, key j) of head bh kept by dropout? */
@@ -87,7 +90,7 @@ static inline T FN(exp_row)(T *restrict p, int64_t n, T shift) {
 /* One query tile of one head: online softmax over the key tiles, with
 ** scratch S [br][bc], acc [br][dv], m and l [br]. */
 CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
-                                               T *acc, T *m, T *l) {
+                                               T *acc, T *m, T *l, T *pbt) {
   const em_attention_args *a = c->a;
   const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
@@ -100,10 +103,15 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
     l[ii] = 0;
   }
   for (int64_t x = 0; x < br * dv; x++) acc[x] = 0;
+  const int64_t nrel = a->n_rel;
+  if (pbt)
+    for (int64_t x = 0; x < br * nrel; x++) pbt[x] = 0;
 
+  FN(decl_rows)(c, bh, i0, br, false);
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
     const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
+    if (att_tile_empty(c, i0, br, j0, bc)) continue;
     FN(scores)(c, bh, i0, br, j0, bc, S);
     for (int64_t ii = 0; ii < br; ii++) {
       T *s = S + ii * BC, *o = acc + ii * dv;
@@ -117,16 +125,21 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
       if (corr != 1) {
         l[ii] *= corr;
         for (int64_t x = 0; x < dv; x++) o[x] *= corr;
+        if (pbt)
+          for (int64_t x = 0; x < nrel; x++) pbt[ii * nrel + x] *= corr;
       }
       /* the normaliser counts dropped keys too */
       l[ii] += FN(exp_row)(s, bc, m_new);
       if (dropout)
         for (int64_t jj = 0; jj < bc; jj++)
           if (s[jj] != 0) s[jj] = FN(keep)(c, bh, i0 + ii, j0 + jj) ? s[jj] * inv_keep : 0;
+      if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
     FN(gemm)(false, false, br, dv, bc, 1, S, BC, v_bh + j0 * dv, dv, 1, acc, dv);
   }
+  /* Shaw's output term: acc += (P summed by table row) rel_v */
+  if (pbt) FN(gemm)(false, false, br, dv, nrel, 1, pbt, nrel, a->rel_v, dv, 1, acc, dv);
 
   T *out = (T *)a->out + (bh * Lq + i0) * dv;
   T *lse = (T *)a->lse + bh * Lq + i0;
@@ -147,13 +160,18 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
 /* Work item t (a head and a query tile) with one thread's scratch. */
 static void FN(forward_item)(const att_ctx *c, int64_t t, int64_t nqt, T *S) {
   T *acc = S + c->br * c->bc, *m = acc + c->br * c->a->dv, *l = m + c->br;
-  FN(forward_tile)(c, t / nqt, t % nqt, S, acc, m, l);
+  T *pbt = c->a->rel_v && c->a->rel_row ? l + c->br : NULL; /* [br, n_rel] */
+  FN(forward_tile)(c, t / nqt, t % nqt, S, acc, m, l, pbt);
 }
 
-static em_status FN(forward)(const att_ctx *c) {
+static em_status FN(forward)(att_ctx *c) {
   const em_attention_args *a = c->a;
   const int64_t nqt = (a->Lq + c->br - 1) / c->br, items = a->B * a->H * nqt;
-  const size_t per_thread = (size_t)(c->br * c->bc + c->br * a->dv + 2 * c->br + 1) * sizeof(T);
+  const int64_t npb = a->rel_v && a->rel_row ? c->br * a->n_rel : 0;
+  const size_t per_thread =
+      (size_t)(c->br * c->bc + c->br * a->dv + 2 * c->br + npb + 1) * sizeof(T);
+  em_status ds = FN(decl_prepare)(c, false);
+  if (ds != EM_OK) return ds;
   int failed = 0;
   if (c->parallel) {
 #pragma omp parallel
@@ -171,6 +189,7 @@ static em_status FN(forward)(const att_ctx *c) {
     for (int64_t t = 0; t < items && S; t++) FN(forward_item)(c, t, nqt, S);
     free(S);
   }
+  FN(decl_release)(c);
   if (failed)
     return em_error(EM_ERR_OOM,
                     "cpu attention_forward: out of memory for %zu bytes of tile scratch",
@@ -185,7 +204,7 @@ static em_status FN(forward)(const att_ctx *c) {
 ** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
 ** was computed upfront. Both tiles have row stride c->bc. */
 CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
-                                            int64_t j0, int64_t bc, T *P, T *dS) {
+                                            int64_t j0, int64_t bc, T *P, T *dS, bool owner) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dv = a->dv, ld = c->bc;
   const T *lse = (const T *)a->lse + bh * Lq;
@@ -204,6 +223,7 @@ CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_
       continue;
     }
     (void)FN(exp_row)(p, bc, lse[i]); /* 0 for masked keys */
+    if (c->DR) FN(decl_dp_row)(c, bh, i, j0, bc, ds);
     const T Di = (T)D[i];
     if (dropout) {
       for (int64_t jj = 0; jj < bc; jj++) {
@@ -215,6 +235,8 @@ CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - Di);
     }
   }
+  /* the owner of these query rows sums them by table row (declared terms) */
+  if (owner) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
 }
 
 /* One key tile of one head: writes dK and dV of its keys, summing over the
@@ -239,7 +261,8 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   i_start = i_start < 0 ? 0 : i_start / BR * BR;
   for (int64_t i0 = i_start; i0 < Lq; i0 += BR) {
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
-    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS);
+    if (att_tile_empty(c, i0, br, j0, bc)) continue;
+    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, with_dq);
     FN(gemm)(true, false, bc, dv, br, 1, P, BC, do_bh + i0 * dv, dv, 1, gv, dv);
     FN(gemm)(true, false, bc, dk, br, scale, dS, BC, q_bh + i0 * dk, dk, 1, gk, dk);
     if (with_dq) FN(gemm)(false, false, br, dk, bc, scale, dS, BC, k_j, dk, 1, gq + i0 * dk, dk);
@@ -259,7 +282,8 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
     const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
-    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS);
+    if (att_tile_empty(c, i0, br, j0, bc)) continue;
+    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, true);
     FN(gemm)(false, false, br, dk, bc, (T)a->scale, dS, BC, k_bh + j0 * dk, dk, 1, gq, dk);
   }
 }
@@ -269,7 +293,9 @@ static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T
   const int64_t n = c->a->Lq * c->a->dk;
   T *gq = (T *)c->a->dq + bh * n;
   for (int64_t x = 0; x < n; x++) gq[x] = 0;
+  FN(decl_rows)(c, bh, 0, c->a->Lq, true);
   for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, true);
+  FN(decl_head_done)(c, bh);
 }
 
 static em_status FN(backward)(att_ctx *c) {
@@ -288,12 +314,18 @@ static em_status FN(backward)(att_ctx *c) {
     for (int64_t x = 0; x < dv; x++) s += (double)dO[r * dv + x] * (double)O[r * dv + x];
     D[r] = s;);
   c->D = D;
+  em_status ds = FN(decl_prepare)(c, true);
+  if (ds != EM_OK) {
+    free(D);
+    c->D = NULL;
+    return ds;
+  }
 
   /* With a head per thread at least, each head runs in one pass (dQ built
   ** alongside dK and dV). With fewer heads than threads, two passes split
   ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
   ** which recomputes the probabilities once more. Same bits either way. */
-  const bool per_head = !c->parallel || BH >= omp_get_max_threads();
+  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR;
   const size_t per_thread = (size_t)(2 * c->br * c->bc + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
@@ -322,6 +354,8 @@ static em_status FN(backward)(att_ctx *c) {
     for (int64_t t = 0; t < BH && P; t++) FN(backward_head)(c, t, nkt, P, P + c->br * c->bc);
     free(P);
   }
+  if (!failed) FN(decl_finish)(c);
+  FN(decl_release)(c);
   free(D);
   c->D = NULL;
   if (failed)

@@ -108,6 +108,14 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
                     "cuda %s: negative size B=%lld H=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld", kernel,
                     (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk,
                     (long long)a->dk, (long long)a->dv);
+  /* The declared terms (ABI 2: relative tables, ALiBi, block masks) are
+  ** not in these kernels yet: decline, and the core composes the call. */
+  if (a->rel_row || a->alibi_slopes || a->bias_table || a->rel_k || a->rel_v || a->mask_kind ||
+      a->global)
+    return em_error(EM_ERR_UNSUPPORTED,
+                    "cuda %s: declared score terms and block masks are not in the fused kernel yet; "
+                    "use the unfused path",
+                    kernel);
   if (a->dk > EMC_ATT_MAX_D || a->dv > EMC_ATT_MAX_D)
     return em_error(EM_ERR_UNSUPPORTED,
                     "cuda %s: head dims dk=%lld dv=%lld, the fused kernel takes at most %d; "

@@ -39,8 +39,14 @@
 ** 2. compose: a forward made of differentiable core ops, run with grad mode
 **    as the caller has it; autograd records each core op. No backward to
 **    write. Used when forward is NULL, or when can_forward says no.
-** A variant may have both (e.g. a host kernel, and a core-op composition for
-** other backends).
+** 0. declare: the variant says, as data (em_attn_decl below), how it
+**    changes standard attention -- a score bias of a built-in kind, a
+**    block mask, Shaw's output term -- and the core runs it: the backend's
+**    fused kernel when that kernel covers the call (table gradients come out
+**    of its backward), the variant's compose (or, without one, the core's
+**    own composition of the declaration) otherwise. No kernel to write.
+** A variant may have several (e.g. declare, and compose for devices whose
+** fused kernel does not take the declaration).
 **
 ** Adding a field: append it at the end and bump EM_ATTENTION_ABI_VERSION.
 */
@@ -54,7 +60,7 @@
 extern "C" {
 #endif
 
-#define EM_ATTENTION_ABI_VERSION 1
+#define EM_ATTENTION_ABI_VERSION 2
 
 /* Most options / parameters a variant may declare. */
 #define EM_ATTN_MAX_OPTIONS 32
@@ -156,6 +162,93 @@ typedef struct em_attn_call {
 #define EM_ATTN_CAP_ALL         0x3fu
 
 /* ------------------------------------------------------------------ */
+/* Declarations (route 0)                                              */
+/* ------------------------------------------------------------------ */
+
+/* Relative position of key j to query i: r = j - p with p = i + Lk - Lq
+** (bottom-right, as causal). The declared terms all depend on (h, r). */
+
+/* The score bias a variant adds. */
+typedef enum em_attn_bias_kind {
+  EM_ATTN_BIAS_NONE = 0,
+  EM_ATTN_BIAS_ALIBI,  /* s -= slope_h * |r|, the ALiBi paper's slopes for H heads */
+  EM_ATTN_BIAS_TABLE,  /* s += table[idx(r), h]; table = params[table_param], [n, H] */
+  EM_ATTN_BIAS_SHAW    /* s += scale * q_i . rel_k[idx(r)] (params[rel_k_param], [n, dk]);
+                          with rel_v_param >= 0 also out_i += sum_j P_ij rel_v[idx(r)] ([n, dv]) */
+} em_attn_bias_kind;
+
+/* How r becomes a table row idx(r) (TABLE and SHAW). */
+typedef enum em_attn_rel_kind {
+  EM_ATTN_REL_CLIP = 0,  /* clip(r, -max_distance, max_distance) + max_distance: n = 2K+1 */
+  EM_ATTN_REL_ABS_CLIP,  /* min(|r|, max_distance): n = K+1 (a learned distance penalty) */
+  EM_ATTN_REL_T5         /* T5's log-spaced bucket of r: num_buckets rows, bidirectional or
+                            not, distances from max_distance on share the last bucket */
+} em_attn_rel_kind;
+
+/* Which keys a query may see, on top of causal and the masks:
+**   WINDOW: p - left <= j <= p + right;
+**   BLOCKS: key block j/block within +-local of query block p/block;
+** and with global > 0, positions [0, global) see and are seen by all.
+** Kernels classify each (query tile, key tile) as empty (skipped in forward
+** and backward), full, or partial (the element rule applied). */
+typedef enum em_attn_mask_kind {
+  EM_ATTN_MASK_NONE = 0,
+  EM_ATTN_MASK_WINDOW,
+  EM_ATTN_MASK_BLOCKS
+} em_attn_mask_kind;
+
+typedef struct em_attn_block_mask {
+  em_attn_mask_kind kind;
+  int64_t left, right;   /* WINDOW, >= 0 */
+  int64_t block, local;  /* BLOCKS: block > 0, local >= 0 */
+  int64_t global;        /* >= 0 */
+} em_attn_block_mask;
+
+/* Which route the core takes for a declared call. */
+typedef enum em_attn_route {
+  EM_ATTN_ROUTE_AUTO = 0,  /* fused kernel when it covers the call, else composed */
+  EM_ATTN_ROUTE_FUSED,     /* fused kernel or an error saying why not */
+  EM_ATTN_ROUTE_COMPOSED   /* core ops (O(L^2) memory), e.g. as a reference */
+} em_attn_route;
+
+/* What a variant declares about an instance (from its options and dims). */
+typedef struct em_attn_decl {
+  em_attn_route route;
+  em_attn_bias_kind bias;
+  em_attn_rel_kind rel;        /* TABLE and SHAW */
+  int64_t max_distance;        /* CLIP/ABS_CLIP: K; T5: max_distance */
+  int64_t num_buckets;         /* T5 */
+  bool bidirectional;          /* T5 */
+  int table_param;             /* TABLE: index into params; -1 otherwise */
+  int rel_k_param, rel_v_param; /* SHAW: indices into params (rel_v may be -1) */
+  em_attn_block_mask mask;
+} em_attn_decl;
+
+/* A declaration that changes nothing (standard attention): table indices -1. */
+EM_API void em_attn_decl_init(em_attn_decl *d);
+/* Rows of the table a declaration indexes (0 for NONE and ALIBI). */
+EM_API int64_t em_attn_decl_rows(const em_attn_decl *d);
+/* idx(r) of a declaration (TABLE/SHAW). */
+EM_API int64_t em_attn_rel_row(const em_attn_decl *d, int64_t r);
+/* ALiBi slope of head h of n heads. */
+EM_API double em_attn_alibi_slope(int64_t h, int64_t n);
+/* Does the block mask let the query at key-axis position p see key j? */
+EM_API bool em_attn_mask_allows(const em_attn_block_mask *m, int64_t p, int64_t j);
+
+/* Query i's position on the key axis (bottom-right alignment). */
+static inline int64_t em_attn_qpos(const em_attn_call *c, int64_t i) { return i + c->Lk - c->Lq; }
+
+/* How em_attention ran its calls since the process started (for tests and
+** benchmarks: a declared variant that lands in `composed` on a host float
+** call fell back where the fused kernel should have covered it). */
+typedef struct em_attn_route_counts {
+  uint64_t fused;      /* route 0 on the backend's fused kernel */
+  uint64_t composed;   /* route 0 fallbacks and route 2 */
+  uint64_t forward;    /* route 1: the variant's own forward */
+} em_attn_route_counts;
+EM_API void em_attention_route_counts(em_attn_route_counts *out);
+
+/* ------------------------------------------------------------------ */
 /* The vtable                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -210,6 +303,12 @@ typedef struct em_attention_variant {
   ** the call to compose. NULL: forward serves every call. The call is
   ** complete except that q, k, v and params are the caller's tensors. */
   bool (*can_forward)(const em_attn_call *c);
+
+  /* optional (route 0, ABI 2): fills d (already em_attn_decl_init'ed) with
+  ** what this instance changes in standard attention. When set, the core
+  ** runs the call (see the top of this file) and forward/backward/
+  ** can_forward are not used. */
+  em_status (*declare)(const em_attn_options *opts, const em_attn_dims *dims, em_attn_decl *d);
 } em_attention_variant;
 
 /* ------------------------------------------------------------------ */
@@ -269,6 +368,35 @@ typedef struct em_attn_args {
 EM_API em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
                               const em_attn_options *o, int n_params, em_tensor *const *params,
                               em_tensor *q, em_tensor *k, em_tensor *v_, const em_attn_args *args);
+
+/* ---- helpers for variants (compositions of core ops, saved state) ---- */
+
+/* Copies a call for use in backward: retains q, k, v and the masks, and
+** clears the pointers that do not outlive the call (options, params). */
+EM_API void em_attn_call_keep(em_attn_call *dst, const em_attn_call *src);
+EM_API void em_attn_call_drop(em_attn_call *c);
+/* Do the call's tensors live in host memory? */
+EM_API bool em_attn_on_host(const em_attn_call *c);
+/* A bool tensor broadcastable to [B,H,Lq,Lk], true where attending is
+** allowed by the causal flag, the key padding mask, the boolean attn mask
+** and `extra` (another bool mask or NULL). *allowed = NULL when all is
+** allowed. Not differentiable (masks are constants). */
+EM_API em_status em_attn_allowed(const em_attn_call *c, em_tensor *extra, em_tensor **allowed);
+/* From scores [B,H,Lq,Lk] (scaled, any biases added), applies the additive
+** attn mask, the `allowed` mask (may be NULL), a softmax that gives 0 on
+** rows that see nothing, and dropout (em_dropout's stream). *probs are the
+** probabilities before dropout (may be NULL), *dropped after. */
+EM_API em_status em_attn_softmax(const em_attn_call *c, em_tensor *scores, em_tensor *allowed,
+                                 em_tensor **probs, em_tensor **dropped);
+/* Dense softmax attention of the call as core ops (plus an extra additive
+** bias [.., Lq, Lk] and an extra allowed mask, both may be NULL):
+** out = dropout(softmax(q k^T * scale + bias)) v. Differentiable; O(L^2). */
+EM_API em_status em_attn_dense(const em_attn_call *c, em_tensor *bias, em_tensor *extra_allowed,
+                               em_tensor **out, em_tensor **weights);
+/* A declared call as core ops (the composed fallback): differentiable in
+** q, k, v and the declared tables. */
+EM_API em_status em_attn_compose_decl(const em_attn_call *c, const em_attn_decl *d,
+                                      em_tensor **out, em_tensor **weights);
 
 #ifdef __cplusplus
 }

@@ -127,6 +127,23 @@ typedef struct em_attention_args {
   /* backward only */
   const void *dout;
   void *dq, *dk_, *dv_;        /* written (not accumulated) */
+
+  /* ---- declared terms (ABI 2; ember_attention.h em_attn_decl, expanded by
+  ** the core). r = j - (i + Lk - Lq) is the relative position. A kernel
+  ** that does not implement a term that is set returns EM_ERR_UNSUPPORTED
+  ** and the core runs the call composed. */
+  const int64_t *rel_row;      /* [Lq + Lk - 1]: table row of r at r + Lk - 1; NULL: no table term */
+  int64_t n_rel;               /* rows of the tables below */
+  const double *alibi_slopes;  /* [H]: s -= slope_h * |r|; NULL if none */
+  const void *bias_table;      /* [n_rel, H], q's dtype: s += table[rel_row(r), h] */
+  const void *rel_k;           /* [n_rel, dk]: s += scale * q_i . rel_k[rel_row(r)] */
+  const void *rel_v;           /* [n_rel, dv]: out_i += sum_j P_ij rel_v[rel_row(r)] */
+  int mask_kind;               /* 0 none, 1 window, 2 blocks (em_attn_mask_kind) */
+  int64_t win_left, win_right; /* window: p - left <= j <= p + right */
+  int64_t block, local;        /* blocks: |j/block - p/block| <= local */
+  int64_t global;              /* positions [0, global) see and are seen by all */
+  /* backward: gradients of the tables (written, not accumulated; NULL = not wanted) */
+  void *d_bias_table, *d_rel_k, *d_rel_v;
 } em_attention_args;
 
 typedef struct em_backend {

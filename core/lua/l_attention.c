@@ -8,9 +8,12 @@
 **   core:forward(tables, q, k, v [, {key_padding_mask=, attn_mask=, causal=,
 **                need_weights=, scale=, dropout=, training=}]) -> out [, weights]
 **   core:options() -> the checked option values
+**   core:declaration() -> what a declaring variant declares (em_attn_decl)
 **   core.attention / .caps / .heads / .head_dim / .v_head_dim
 **
 **   ember.attention_variants([name]) -> descriptions of the loaded variants
+**   ember.attention_routes() -> {fused=, composed=, forward=}: calls per
+**     route so far (em_attention_route_counts), for tests and benchmarks
 **
 ** The split: this object is what only C can be -- the variant's handle, its
 ** checked options, the sizes it was built for, and the fused call. The
@@ -272,6 +275,40 @@ static int core_options(lua_State *L) {
   return 1;
 }
 
+/* core:declaration() -> what the variant declares (ember_attention.h
+** em_attn_decl) for this instance, or nil for a variant that does not
+** declare; table indices are 1-based. The checker reads it. */
+static int core_declaration(lua_State *L) {
+  attn_core *c = check_core(L, 1);
+  if (!c->variant->declare) return 0;
+  em_attn_decl d;
+  em_attn_decl_init(&d);
+  em_status s = c->variant->declare(c->opts, &c->dims, &d);
+  if (s != EM_OK) return lember_error(L, "Attention.declaration", s);
+  static const char *const bias[] = {"none", "alibi", "table", "shaw"};
+  static const char *const rel[] = {"clip", "abs_clip", "t5"};
+  static const char *const mask[] = {"none", "window", "blocks"};
+  static const char *const route[] = {"auto", "fused", "composed"};
+  lua_createtable(L, 0, 12);
+  lua_pushstring(L, bias[d.bias & 3]), lua_setfield(L, -2, "bias");
+  lua_pushstring(L, rel[d.rel % 3]), lua_setfield(L, -2, "rel");
+  lua_pushstring(L, route[d.route % 3]), lua_setfield(L, -2, "route");
+  lua_pushinteger(L, d.max_distance), lua_setfield(L, -2, "max_distance");
+  lua_pushinteger(L, d.num_buckets), lua_setfield(L, -2, "num_buckets");
+  lua_pushboolean(L, d.bidirectional), lua_setfield(L, -2, "bidirectional");
+  const int idx[3] = {d.table_param, d.rel_k_param, d.rel_v_param};
+  const char *const names[3] = {"table", "rel_k", "rel_v"};
+  for (int i = 0; i < 3; i++)
+    if (idx[i] >= 0) lua_pushinteger(L, idx[i] + 1), lua_setfield(L, -2, names[i]);
+  lua_pushstring(L, mask[d.mask.kind % 3]), lua_setfield(L, -2, "mask");
+  lua_pushinteger(L, d.mask.left), lua_setfield(L, -2, "left");
+  lua_pushinteger(L, d.mask.right), lua_setfield(L, -2, "right");
+  lua_pushinteger(L, d.mask.block), lua_setfield(L, -2, "block");
+  lua_pushinteger(L, d.mask.local), lua_setfield(L, -2, "local_blocks");
+  lua_pushinteger(L, d.mask.global), lua_setfield(L, -2, "global");
+  return 1;
+}
+
 /* "relpos{mode=shaw, max_relative_position=2}": how modules print it. */
 static int core_tostring(lua_State *L) {
   attn_core *c = check_core(L, 1);
@@ -328,6 +365,17 @@ static void push_variant(lua_State *L, const em_attention_variant *v, const char
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "options");
+  lua_pushboolean(L, v->declare != NULL), lua_setfield(L, -2, "declares");
+}
+
+static int f_routes(lua_State *L) {
+  em_attn_route_counts r;
+  em_attention_route_counts(&r);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)r.fused), lua_setfield(L, -2, "fused");
+  lua_pushinteger(L, (lua_Integer)r.composed), lua_setfield(L, -2, "composed");
+  lua_pushinteger(L, (lua_Integer)r.forward), lua_setfield(L, -2, "forward");
+  return 1;
 }
 
 /* attention_variants() -> list; attention_variants(name) -> one or error */
@@ -361,7 +409,8 @@ static int f_variants(lua_State *L) {
 void lember_open_heatmap(lua_State *L, int module) __attribute__((weak));
 
 void lember_open_attention(lua_State *L, int module) {
-  static const luaL_Reg methods[] = {{"forward", core_forward}, {"options", core_options}, {NULL, NULL}};
+  static const luaL_Reg methods[] = {{"forward", core_forward}, {"options", core_options},
+                                      {"declaration", core_declaration}, {NULL, NULL}};
   module = lua_absindex(L, module);
   luaL_newmetatable(L, CORE_MT);
   luaL_newlib(L, methods);
@@ -372,5 +421,6 @@ void lember_open_attention(lua_State *L, int module) {
   lua_pop(L, 1);
   lua_pushcfunction(L, core_new), lua_setfield(L, module, "attention_core");
   lua_pushcfunction(L, f_variants), lua_setfield(L, module, "attention_variants");
+  lua_pushcfunction(L, f_routes), lua_setfield(L, module, "attention_routes");
   if (lember_open_heatmap) lember_open_heatmap(L, module);
 }

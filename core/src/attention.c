@@ -43,8 +43,8 @@ bool em_attention_variant_check(const void *vtable, char *err, size_t n) {
   }
   if (v->forward && !v->backward)
     return fail(err, n, "variant '%s' has forward but no backward", v->name);
-  if (!v->forward && !v->compose)
-    return fail(err, n, "variant '%s' has neither forward/backward nor compose", v->name);
+  if (!v->forward && !v->compose && !v->declare)
+    return fail(err, n, "variant '%s' has neither declare, forward/backward nor compose", v->name);
   return true;
 }
 
@@ -394,8 +394,20 @@ static em_status expand_mask(em_tensor **out, em_tensor *m, const em_attn_call *
 /* Route 1: one autograd op around forward/backward                   */
 /* ------------------------------------------------------------------ */
 
+/* What route 1 (the variant's forward) and route 0 (the fused kernel of
+** a declaration, attention_sdpa.c) have in common: a forward returning
+** saved state, a backward, a free. */
+typedef struct attn_route {
+  em_status (*forward)(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
+                       em_tensor **weights, void **saved);
+  em_status (*backward)(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
+  void (*free_saved)(void *saved);
+  const em_attn_decl *decl;
+} attn_route;
+
 typedef struct attn_ctx {
   const em_attention_variant *v;
+  attn_route r;
   void *saved;
   int n_inputs; /* 3 + n_params */
 } attn_ctx;
@@ -403,8 +415,20 @@ typedef struct attn_ctx {
 static void attn_free_ctx(void *p) {
   attn_ctx *x = p;
   if (!x) return;
-  if (x->v->free_saved) x->v->free_saved(x->saved);
+  if (x->r.free_saved) x->r.free_saved(x->saved);
   free(x);
+}
+
+static em_status variant_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
+                                 em_tensor **weights, void **saved) {
+  (void)d;
+  return c->variant->forward(c, out, weights, saved);
+}
+
+static em_status fused_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
+                               em_tensor **weights, void **saved) {
+  (void)weights; /* never asked: calls wanting weights are composed */
+  return em__sdpa_forward(c, d, out, saved);
 }
 
 static em_status attn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
@@ -415,7 +439,7 @@ static em_status attn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   for (int i = 0; i < n; i++) needs[i] = node->needs_grad[i];
   em_tensor *dout = NULL;
   EM_TRY(em_contiguous(&dout, gy));
-  em_status s = x->v->backward(x->saved, dout, needs, grads);
+  em_status s = x->r.backward(x->saved, dout, needs, grads);
   em_release(dout);
   if (s != EM_OK) {
     for (int i = 0; i < n; i++) em_release(grads[i]);
@@ -457,8 +481,8 @@ static em_status detached(em_tensor **out, em_tensor *t) {
 }
 
 static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call *c,
-                             em_tensor *q, em_tensor *k, em_tensor *vv, int n_params,
-                             em_tensor *const *params) {
+                             const attn_route *route, em_tensor *q, em_tensor *k, em_tensor *vv,
+                             int n_params, em_tensor *const *params) {
   const em_attention_variant *v = c->variant;
   em_tensor *inputs[3 + EM_ATTN_MAX_PARAMS] = {q, k, vv};
   for (int i = 0; i < n_params; i++) inputs[3 + i] = params[i];
@@ -476,7 +500,7 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
   for (int i = 0; s == EM_OK && i < n_params; i++) s = em_detach(&dp[i], params[i]);
   if (s == EM_OK) {
     c->q = dq, c->k = dk, c->v = dv, c->params = dp;
-    s = v->forward(c, &y, c->need_weights ? &w : NULL, &saved);
+    s = route->forward(c, route->decl, &y, c->need_weights ? &w : NULL, &saved);
     if (s == EM_OK && (!y || (c->need_weights && !w)))
       s = em_error(EM_ERR_PLUGIN, "attention '%s': forward returned no %s", v->name, y ? "weights" : "output");
     if (s == EM_OK && (y->ndim != 4 || y->shape[0] != c->B || y->shape[1] != c->H ||
@@ -485,7 +509,7 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
       s = em_error(EM_ERR_PLUGIN, "attention '%s': forward returned %s, expected [%lld, %lld, %lld, %lld] %s",
                    v->name, em__desc(y, got, sizeof got), (long long)c->B, (long long)c->H,
                    (long long)c->Lq, (long long)c->dims.dv, em_dtype_name(q->dtype));
-    } else if (s != EM_OK && s != EM_ERR_PLUGIN) {
+    } else if (s != EM_OK && s != EM_ERR_PLUGIN && !(s == EM_ERR_UNSUPPORTED && route->decl)) {
       s = em_error(s, "attention '%s': %s", v->name, em_error_message());
     }
     if (s == EM_OK && w && (w->ndim != 4 || w->shape[0] != c->B || w->shape[1] != c->H ||
@@ -501,7 +525,7 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
   em_set_grad_enabled(prev);
   c->q = c->k = c->v = NULL, c->params = NULL;
   if (s != EM_OK) {
-    if (saved && v->free_saved) v->free_saved(saved);
+    if (saved && route->free_saved) route->free_saved(saved);
     em_release(y), em_release(w);
     return s;
   }
@@ -513,11 +537,11 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
     s = x ? em_detach(&alias, y) : em_error(EM_ERR_OOM, "attention: out of memory");
     if (s != EM_OK) {
       free(x);
-      if (v->free_saved) v->free_saved(saved);
+      if (route->free_saved) route->free_saved(saved);
       em_release(y), em_release(w);
       return s;
     }
-    x->v = v, x->saved = saved, x->n_inputs = n_in;
+    x->v = v, x->r = *route, x->r.decl = NULL, x->saved = saved, x->n_inputs = n_in;
     em_release(y);
     s = em_autograd_record(alias, &ATTENTION_OP, n_in, inputs, 0, NULL, x); /* frees x on failure */
     if (s != EM_OK) {
@@ -525,8 +549,8 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
       return s;
     }
     y = alias;
-  } else if (saved && v->free_saved) {
-    v->free_saved(saved);
+  } else if (saved && route->free_saved) {
+    route->free_saved(saved);
   }
   *out = y;
   if (weights) *weights = w;
@@ -538,13 +562,16 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
 /* Route 2 and the entry point                                         */
 /* ------------------------------------------------------------------ */
 
-static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call *c, em_tensor *q,
-                             em_tensor *k, em_tensor *vv, em_tensor *const *params) {
+static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call *c,
+                             const em_attn_decl *d, em_tensor *q, em_tensor *k, em_tensor *vv,
+                             em_tensor *const *params) {
   const em_attention_variant *v = c->variant;
   em_tensor *y = NULL, *w = NULL;
   c->q = q, c->k = k, c->v = vv, c->params = params;
   c->need_grad = em_grad_enabled();
-  em_status s = v->compose(c, &y, c->need_weights ? &w : NULL);
+  em__attn_count(1);
+  em_status s = v->compose ? v->compose(c, &y, c->need_weights ? &w : NULL)
+                           : em_attn_compose_decl(c, d, &y, c->need_weights ? &w : NULL);
   if (s == EM_OK && (!y || (c->need_weights && !w)))
     s = em_error(EM_ERR_PLUGIN, "attention '%s': compose returned no %s", v->name, y ? "weights" : "output");
   else if (s != EM_OK)
@@ -566,6 +593,35 @@ static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call 
   }
   em_release(w);
   return EM_OK;
+}
+
+/* Route 0: the declaration on the fused kernel when it covers the call,
+** else composed (the variant's compose, or the core's composition of the
+** declaration). */
+static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call *c,
+                              em_tensor *q, em_tensor *k, em_tensor *vv, int n_params,
+                              em_tensor *const *params) {
+  const em_attention_variant *v = c->variant;
+  em_attn_decl d;
+  em_attn_decl_init(&d);
+  c->q = q, c->k = k, c->v = vv, c->params = params;
+  em_status s = v->declare(c->options, &c->dims, &d);
+  if (s == EM_OK) s = em__attn_decl_check(c, &d);
+  if (s != EM_OK) return em_error(s, "attention '%s': %s", v->name, em_error_message());
+  /* the weights are an L x L tensor anyway: they come from core ops */
+  if (d.route == EM_ATTN_ROUTE_COMPOSED || c->need_weights)
+    return run_compose(out, weights, c, &d, q, k, vv, params);
+  const attn_route route = {fused_forward, em__sdpa_backward, em__sdpa_free, &d};
+  s = run_forward(out, weights, c, &route, q, k, vv, n_params, params);
+  if (s == EM_OK) {
+    em__attn_count(0);
+    return EM_OK;
+  }
+  if (s != EM_ERR_UNSUPPORTED) return s;
+  if (d.route == EM_ATTN_ROUTE_FUSED)
+    return em_error(s, "attention '%s': the fused kernel does not cover this call: %s", v->name,
+                    em_error_message());
+  return run_compose(out, weights, c, &d, q, k, vv, params);
 }
 
 em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
@@ -610,13 +666,17 @@ em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_
   c.key_padding = kp;
   c.mask = mask;
 
-  if (s == EM_OK) {
+  if (s == EM_OK && v->declare) {
+    s = run_declared(out, weights, &c, q, k, vv, n_params, params);
+  } else if (s == EM_OK) {
     c.q = q, c.k = k, c.v = vv, c.params = params; /* can_forward looks at them */
     bool fwd = v->forward && (!v->can_forward || v->can_forward(&c));
-    if (fwd)
-      s = run_forward(out, weights, &c, q, k, vv, n_params, params);
-    else if (v->compose)
-      s = run_compose(out, weights, &c, q, k, vv, params);
+    const attn_route route = {variant_forward, v->backward, v->free_saved, NULL};
+    if (fwd) {
+      em__attn_count(2);
+      s = run_forward(out, weights, &c, &route, q, k, vv, n_params, params);
+    } else if (v->compose)
+      s = run_compose(out, weights, &c, NULL, q, k, vv, params);
     else {
       char dev[32];
       s = em_error(EM_ERR_UNSUPPORTED, "attention '%s': cannot run on %s tensors (no composed fallback)",

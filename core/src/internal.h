@@ -51,6 +51,17 @@ em_status em__need_dtype(const char *op, const em_tensor *t, em_dtype dt, const 
 const em_backend *em__be(const em_tensor *t);
 /* "[2, 3] float32 cpu" into buf. */
 const char *em__desc(const em_tensor *t, char *buf, size_t n);
+
+/* attention_sdpa.c: route 0 of em_attention (declared variants) */
+struct em_attn_call;
+struct em_attn_decl;
+em_status em__attn_decl_check(const struct em_attn_call *c, const struct em_attn_decl *d);
+em_status em__sdpa_forward(const struct em_attn_call *c, const struct em_attn_decl *d,
+                           em_tensor **out, void **saved);
+em_status em__sdpa_backward(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
+void em__sdpa_free(void *saved);
+/* counts a call in em_attention_route_counts: 0 fused, 1 composed, 2 forward */
+void em__attn_count(int route);
 /* Prefixes the current error message with "op: " when a kernel failed. */
 em_status em__kernel_fail(const char *op, em_status s);
 /* Broadcast two shapes; error names op and both shapes. */

@@ -2,7 +2,7 @@
 -- MultiHeadAttention layer per variant, against PyTorch's
 -- nn.MultiheadAttention in the same run.
 --
---   ember scripts/bench/attention.lua [--quick] [--no-torch]
+--   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...] [--help]
 --
 -- d_model 256, 8 heads, float32, L = 256, 1024, 4096 with B*L = 4096 held
 -- constant (B = 16, 4, 1), causal and non-causal. Each configuration runs
@@ -70,21 +70,63 @@ if arg[1] == "--one" then
 end
 
 -- ---------------------------------------------------------------- parent
-local quick, with_torch = false, true
-for _, a in ipairs(arg) do
+local quick, with_torch, only = false, true, nil
+for i, a in ipairs(arg) do
   if a == "--quick" then quick = true end
   if a == "--no-torch" then with_torch = false end
+  if a == "--only" then only = arg[i + 1] end
+  if a == "--help" or a == "-h" then
+    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL]")
+    print("  one MultiHeadAttention layer per variant and mode, forward+backward, time and memory,")
+    print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run")
+    os.exit(0)
+  end
 end
 local exe = arg[-1] or "ember"
 local script = arg[0]
 
+-- label, variant, options; `kept` gives the fraction of (query tile, key
+-- tile) pairs the block mask keeps at L, with the tiles the CPU kernel uses
+-- under a block mask at head dim 32 (64 x 64); the target for block-sparse
+-- is that fraction of standard's time, +-30%.
+local BLOCK, LOCAL_BLOCKS, GLOBAL, TILE = 64, 1, 16, 64
+local function block_allows(p, j)
+  local d = j // BLOCK - p // BLOCK
+  return p < GLOBAL or j < GLOBAL or (d >= -LOCAL_BLOCKS and d <= LOCAL_BLOCKS)
+end
 local variants = {
-  {"standard", ""},
-  {"local", "window_left=64,window_right=64"},
-  {"linear", ""},
-  {"relpos", "mode=alibi"},
+  {"standard", "standard", ""},
+  {"local(w=64+64)", "local", "window_left=64,window_right=64"},
+  {"local(block)", "local", string.format("mode=block,block_size=%d,local_blocks=%d,global_tokens=%d", BLOCK, LOCAL_BLOCKS, GLOBAL),
+   kept = function(L, causal)
+     local kept, all = 0, 0
+     for i0 = 0, L - 1, TILE do
+       for j0 = 0, L - 1, TILE do
+         if not causal or j0 <= i0 + TILE - 1 then -- causal: tiles past the diagonal are skipped by standard too
+           all = all + 1
+           local any = false
+           for i = i0, i0 + TILE - 1, 1 do
+             -- the band's ends grow with the query: the tile's corner rows and the global keys decide
+             if block_allows(i, j0) or block_allows(i, j0 + TILE - 1) or i < GLOBAL or j0 < GLOBAL then any = true break end
+           end
+           if any then kept = kept + 1 end
+         end
+       end
+     end
+     return kept / all
+   end},
+  {"relpos(alibi)", "relpos", "mode=alibi"},
+  {"relpos(t5)", "relpos", "mode=t5"},
+  {"relpos(shaw)", "relpos", "mode=shaw"},
+  {"linear", "linear", ""},
 }
 local lengths = quick and {256, 1024} or {256, 1024, 4096}
+
+local function selected(label)
+  if not only then return true end
+  for w in only:gmatch("[^,]+") do if w == label or (w == "standard" and label == "standard") then return true end end
+  return label == "standard" -- the ratios need it
+end
 
 local function run(cmd)
   local p = io.popen(cmd)
@@ -97,30 +139,44 @@ end
 local rows = {}
 print(string.format("# one MultiHeadAttention layer, d_model %d, %d heads, float32, B*L = %d, %d threads",
                     D_MODEL, HEADS, BL, ember.get_num_threads()))
-print(string.format("%-22s %6s %4s %7s %10s %10s %10s", "variant", "L", "B", "causal", "time (s)", "peak MiB", "saved MiB"))
+print(string.format("%-16s %5s %3s %6s %9s %9s %9s %8s %8s %s", "variant", "L", "B", "causal", "time (s)",
+                    "peak MiB", "saved MiB", "/std", "/torch", "note"))
 for _, causal in ipairs({false, true}) do
   for _, L in ipairs(lengths) do
     local B = BL // L
     local reps = L >= 4096 and 1 or 3
-    for _, v in ipairs(variants) do
-      if not v.max_L or L <= v.max_L then
-        local label = v[1] .. (v[2] ~= "" and ("(" .. v[2]:gsub("window_left=64,window_right=64", "w=64+64") .. ")") or "")
-        local cmd = string.format("%q %q --one %s %d %d %d %d %q", exe, script, v[1], L, B, causal and 1 or 0, reps, v[2])
-        local t, peak, saved = run(cmd)
-        rows[#rows + 1] = {variant = v[1], L = L, causal = causal, t = t, peak = peak, saved = saved}
-        print(string.format("%-22s %6d %4d %7s %10s %10s %10s", label, L, B, tostring(causal),
-                            t and string.format("%.3f", t) or "failed", peak and string.format("%.1f", peak) or "-",
-                            saved and string.format("%.1f", saved) or "-"))
-      end
-    end
+    local group = {}
     if with_torch then
       local cmd = string.format("/usr/bin/python3 scripts/bench/attention_torch.py %d %d %d %d %d %d %d 2>/dev/null",
                                 L, B, causal and 1 or 0, D_MODEL, HEADS, reps, ember.get_num_threads())
       local t, peak = run(cmd)
-      rows[#rows + 1] = {variant = "pytorch", L = L, causal = causal, t = t, peak = peak}
-      print(string.format("%-22s %6d %4d %7s %10s %10s %10s", "pytorch nn.MHA", L, B, tostring(causal),
-                          t and string.format("%.3f", t) or "n/a", peak and string.format("%.1f", peak) or "-", "-"))
+      group.torch = {label = "pytorch nn.MHA", variant = "pytorch", L = L, causal = causal, t = t, peak = peak}
     end
+    for _, v in ipairs(variants) do
+      if selected(v[1]) then
+        local cmd = string.format("%q %q --one %s %d %d %d %d %q", exe, script, v[2], L, B, causal and 1 or 0, reps, v[3])
+        local t, peak, saved = run(cmd)
+        local r = {label = v[1], variant = v[1], L = L, causal = causal, t = t, peak = peak, saved = saved}
+        if v.kept then r.kept = v.kept(L, causal) end
+        group[#group + 1] = r
+        rows[#rows + 1] = r
+      end
+    end
+    local std = group[1] and group[1].t
+    local torch = group.torch and group.torch.t
+    local function line(r)
+      local note = ""
+      if r.kept and std and r.t then
+        note = string.format("tiles kept %.3f, time / (kept x std) = %.2f", r.kept, r.t / (r.kept * std))
+      end
+      print(string.format("%-16s %5d %3d %6s %9s %9s %9s %8s %8s %s", r.label, L, B, tostring(causal),
+                          r.t and string.format("%.3f", r.t) or "failed", r.peak and string.format("%.1f", r.peak) or "-",
+                          r.saved and string.format("%.1f", r.saved) or "-",
+                          (r.t and std) and string.format("%.2f", r.t / std) or "-",
+                          (r.t and torch) and string.format("%.2f", r.t / torch) or "-", note))
+    end
+    for _, r in ipairs(group) do line(r) end
+    if group.torch then line(group.torch) rows[#rows + 1] = group.torch end
   end
 end
 
@@ -131,11 +187,11 @@ local function find(variant, L, causal)
 end
 if not quick then
   print("# memory ratio L=1024 -> L=4096 at constant B*L (1.0 = linear in L, 4.0 = quadratic)")
-  for _, v in ipairs({"local", "linear", "relpos", "standard", "pytorch"}) do
+  for _, v in ipairs(variants) do
     for _, causal in ipairs({false, true}) do
-      local a, b = find(v, 1024, causal), find(v, 4096, causal)
+      local a, b = find(v[1], 1024, causal), find(v[1], 4096, causal)
       if a and b and a.peak and b.peak and a.peak > 0 then
-        print(string.format("%-10s causal=%-5s peak %.2f  saved %.2f", v, tostring(causal), b.peak / a.peak,
+        print(string.format("%-16s causal=%-5s peak %.2f  saved %.2f", v[1], tostring(causal), b.peak / a.peak,
                             (a.saved and a.saved > 0) and b.saved / a.saved or 0))
       end
     end

@@ -241,7 +241,7 @@ end)
 describe("O(L) memory", function()
   -- [1, 8, 1024, 1024] float32 is 32 MiB: a variant that materialised an
   -- L x L matrix (or saved one for backward) would show it here.
-  for _, spec in ipairs({{attention = "standard"}, {attention = "standard", kernel = "rows"},
+  for _, spec in ipairs({{attention = "standard"}, {attention = "standard", kernel = "fused"},
                          {attention = "local", window_left = 16, window_right = 16},
                          {attention = "local", mode = "block", block_size = 32, global_tokens = 4},
                          {attention = "relpos", mode = "shaw"}, {attention = "relpos", mode = "t5"},

@@ -1,0 +1,276 @@
+/*
+** cpu_attention_decl_tmpl.h -- the declared terms of the fused attention
+** kernel (em_attention_args: rel_row, alibi_slopes, bias_table, rel_k,
+** rel_v, the block mask and the table gradients) for one float type;
+** included by cpu_attention_tmpl.h. See cpu_attention.c for the algorithm.
+**
+** Everything is indexed by n = r + Lk - 1 = j - i + Lq - 1, where r is the
+** relative position of key j to query i. The scalar biases (ALiBi, the
+** table) become, per head, one vector over n (rbias, [H][Lq+Lk-1]), so a
+** score row adds a contiguous slice of it. Shaw's key term is the GEMM
+** QR = scale * Q rel_k^T [Lq, n_rel] per thread, gathered by table row
+** (each work item computes the rows of QR it owns). The
+** backward (a head per thread) gathers dO rel_v^T (DR) the same way and
+** scatters dS and the dropped P by table row into DSB and PB
+** (a block of Lq rows per thread); at the end of a head, three GEMMs give its share of dQ
+** and its parts of the Shaw tables' gradients (GK, GV), summed in head
+** order after the tiles; a bias
+** table's gradient is dS summed along each diagonal n of a head (DVEC,
+** [BH][n_r], the backward then gives each thread whole heads). So the
+** table gradients are a few GEMMs and sums after the tiles, in a fixed
+** order, and do not depend on the thread count.
+*/
+
+/* Table rows come in runs (a clipped distance, a T5 bucket: a few distinct
+** rows over most of a tile, single positions near the diagonal). Long runs
+** (c->run_end[n]: where the run holding n ends) are done as one constant
+** or one sum; between them (c->long_from[n]: the next position in a long
+** run) element by element, so neither costs a branch per element.
+** row = rel_row + n0. */
+#define ATT_LONG_RUN 16
+static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *src, T *s) {
+  const int64_t *row = c->a->rel_row + n0;
+  for (int64_t jj = 0; jj < bc;) {
+    int64_t ls = c->long_from[n0 + jj] - n0;
+    if (ls > bc) ls = bc;
+    for (int64_t t = jj; t < ls; t++) s[t] += src[row[t]];
+    if (ls >= bc) break;
+    int64_t e = c->run_end[n0 + ls] - n0;
+    if (e > bc) e = bc;
+    const T x = src[row[ls]];
+    for (int64_t t = ls; t < e; t++) s[t] += x;
+    jj = e;
+  }
+}
+
+static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *p, T *dst) {
+  const int64_t *row = c->a->rel_row + n0;
+  for (int64_t jj = 0; jj < bc;) {
+    int64_t ls = c->long_from[n0 + jj] - n0;
+    if (ls > bc) ls = bc;
+    for (int64_t t = jj; t < ls; t++) dst[row[t]] += p[t];
+    if (ls >= bc) break;
+    int64_t e = c->run_end[n0 + ls] - n0;
+    if (e > bc) e = bc;
+    T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t t = ls;
+    for (; t + 8 <= e; t += 8)
+      for (int x = 0; x < 8; x++) sum[x] += p[t + x];
+    for (; t < e; t++) sum[0] += p[t];
+    dst[row[ls]] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    jj = e;
+  }
+}
+
+/* Where query row i's entries of QR, DR, DSB and PB are: each thread has a
+** block of Lq rows (it owns one query tile in the forward, one head in the
+** backward at a time), so these stay small and in cache. */
+static inline int64_t FN(drow)(const att_ctx *c, int64_t i) {
+  const int64_t tid = c->parallel ? omp_get_thread_num() : 0;
+  return (tid * c->a->Lq + i) * c->a->n_rel;
+}
+
+/* Adds the declared biases and applies the block mask to the score tile
+** (rows of S have stride c->bc). */
+static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+                                   int64_t j0, int64_t bc, T *S) {
+  const em_attention_args *a = c->a;
+  const int64_t h = bh % a->H, Lq = a->Lq, ld = c->bc;
+  if (c->rbias) {
+    const T *rb = (const T *)c->rbias + h * c->n_r;
+    for (int64_t ii = 0; ii < br; ii++) {
+      const T *b = rb + (j0 - (i0 + ii) + Lq - 1);
+      T *s = S + ii * ld;
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] += b[jj];
+    }
+  }
+  if (c->QR) {
+    for (int64_t ii = 0; ii < br; ii++) {
+      const T *qr = (const T *)c->QR + FN(drow)(c, i0 + ii);
+      FN(run_gather_add)(c, j0 - (i0 + ii) + Lq - 1, bc, qr, S + ii * ld);
+    }
+  }
+  if (a->mask_kind && att_tile_class(c, i0, br, j0, bc) == ATT_TILE_PARTIAL)
+    for (int64_t ii = 0; ii < br; ii++) {
+      /* hidden: keys outside the band [lo, hi], unless global */
+      const int64_t p = i0 + ii + c->shift;
+      if (p < a->global) continue;
+      int64_t lo, hi;
+      att_band(a, p, &lo, &hi);
+      const int64_t g = a->global > j0 ? a->global - j0 : 0; /* tile keys [0, g) are global */
+      int64_t e1 = lo - j0 < bc ? lo - j0 : bc, b2 = hi + 1 - j0;
+      b2 = b2 < g ? g : b2;
+      T *s = S + ii * ld;
+      for (int64_t jj = g; jj < e1; jj++) s[jj] = -INFINITY;
+      for (int64_t jj = b2 < 0 ? 0 : b2; jj < bc; jj++) s[jj] = -INFINITY;
+    }
+}
+
+/* Forward, Shaw's output term: PBt[ii][row(r)] += the dropped probability
+** of (i0 + ii, j0 + jj), for one row of the tile. */
+static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc,
+                                        const T *p, T *pb) {
+  FN(run_scatter_add)(c, j0 - i + c->a->Lq - 1, bc, p, pb);
+}
+
+/* Backward, dP gets Shaw's value term: ds[jj] += (dO_i . rel_v[row]). */
+static inline void FN(decl_dp_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0,
+                                   int64_t bc, T *ds) {
+  const em_attention_args *a = c->a;
+  (void)bh;
+  FN(run_gather_add)(c, j0 - i + a->Lq - 1, bc, (const T *)c->DR + FN(drow)(c, i), ds);
+}
+
+/* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
+** and dropped P by table row into DSB and PB. */
+static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+                                       int64_t j0, int64_t bc, const T *P, const T *dS) {
+  const em_attention_args *a = c->a;
+  if (c->DVEC)
+    for (int64_t ii = 0; ii < br; ii++) {
+      T *d = (T *)c->DVEC + bh * c->n_r + (j0 - (i0 + ii) + a->Lq - 1);
+      const T *ds = dS + ii * c->bc;
+      for (int64_t jj = 0; jj < bc; jj++) d[jj] += ds[jj];
+    }
+  if (!c->DSB && !c->PB) return;
+  for (int64_t ii = 0; ii < br; ii++) {
+    const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
+    if (c->DSB)
+      FN(run_scatter_add)(c, n0, bc, dS + ii * c->bc, (T *)c->DSB + FN(drow)(c, i));
+    if (c->PB)
+      FN(run_scatter_add)(c, n0, bc, P + ii * c->bc, (T *)c->PB + FN(drow)(c, i));
+  }
+}
+
+/* By the owner of query rows [i0, i0+br) of head bh, before their tiles:
+** QR = scale * Q rel_k^T and, in the backward, DR = dO rel_v^T. */
+static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, bool backward) {
+  const em_attention_args *a = c->a;
+  const int64_t r0 = bh * a->Lq + i0, nrel = a->n_rel, d0 = FN(drow)(c, i0);
+  if (c->QR)
+    FN(gemm)(false, true, br, nrel, a->dk, (T)a->scale, (const T *)a->q + r0 * a->dk, a->dk,
+             a->rel_k, a->dk, 0, (T *)c->QR + d0, nrel);
+  if (backward && c->DR)
+    FN(gemm)(false, true, br, nrel, a->dv, 1, (const T *)a->dout + r0 * a->dv, a->dv, a->rel_v,
+             a->dv, 0, (T *)c->DR + d0, nrel);
+  if (backward && c->DSB)
+    for (int64_t x = 0; x < br * nrel; x++) ((T *)c->DSB)[d0 + x] = 0;
+  if (backward && c->PB)
+    for (int64_t x = 0; x < br * nrel; x++) ((T *)c->PB)[d0 + x] = 0;
+}
+
+/* Backward, by the owner of head bh after its tiles: Shaw's share of its
+** dQ (s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k) and its
+** parts of the table gradients, d rel_k = scale * DSB^T Q, d rel_v = PB^T dO. */
+static void FN(decl_head_done)(const att_ctx *c, int64_t bh) {
+  const em_attention_args *a = c->a;
+  const int64_t Lq = a->Lq, nrel = a->n_rel, r0 = bh * Lq;
+  const T scale = (T)a->scale;
+  if (!c->DSB) return;
+  const T *dsb = (const T *)c->DSB + FN(drow)(c, 0);
+  FN(gemm)(false, false, Lq, a->dk, nrel, scale, dsb, nrel, a->rel_k, a->dk, 1,
+           (T *)a->dq + r0 * a->dk, a->dk);
+  if (c->GK)
+    FN(gemm)(true, false, nrel, a->dk, Lq, scale, dsb, nrel, (const T *)a->q + r0 * a->dk, a->dk, 0,
+             (T *)c->GK + bh * nrel * a->dk, a->dk);
+  if (c->GV && c->PB)
+    FN(gemm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + FN(drow)(c, 0), nrel,
+             (const T *)a->dout + r0 * a->dv, a->dv, 0, (T *)c->GV + bh * nrel * a->dv, a->dv);
+}
+
+/* Frees what decl_prepare made. */
+static void FN(decl_release)(att_ctx *c) {
+  free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
+  free(c->DVEC), free(c->GK), free(c->GV);
+  c->rbias = c->QR = c->DR = c->DSB = c->PB = c->DVEC = c->GK = c->GV = NULL;
+  c->run_end = c->long_from = NULL;
+}
+
+/* Makes the per-call arrays of the declared terms: rbias, QR, and in the
+** backward DR, DSB and PB. */
+static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
+  const em_attention_args *a = c->a;
+  const int64_t H = a->H, Lq = a->Lq, Lk = a->Lk, BH = a->B * H, nrel = a->n_rel;
+  const int64_t rows = BH * Lq;
+  c->n_r = Lq + Lk - 1;
+  bool ok = true;
+  if (a->rel_row) {
+    /* run_end, long_from and (scratch) run starts, [n_r] each */
+    const int64_t nr = c->n_r, *row = a->rel_row;
+    ok = (c->run_end = malloc((size_t)(3 * nr) * sizeof(int64_t))) != NULL;
+    if (ok) {
+      int64_t *end = c->run_end, *from = end + nr, *start = from + nr;
+      for (int64_t n = 0; n < nr; n++) start[n] = n > 0 && row[n - 1] == row[n] ? start[n - 1] : n;
+      for (int64_t n = nr - 1; n >= 0; n--) end[n] = n + 1 < nr && row[n + 1] == row[n] ? end[n + 1] : n + 1;
+      for (int64_t n = nr - 1; n >= 0; n--)
+        from[n] = end[n] - start[n] >= ATT_LONG_RUN ? n : n + 1 < nr ? from[n + 1] : nr;
+      c->long_from = from;
+    }
+  }
+  if (ok && (a->alibi_slopes || (a->bias_table && a->rel_row))) {
+    T *rb = malloc((size_t)(H * c->n_r) * sizeof(T));
+    ok = rb != NULL;
+    for (int64_t h = 0; ok && h < H; h++)
+      for (int64_t n = 0; n < c->n_r; n++) {
+        const int64_t r = n - (Lk - 1);
+        double b = 0;
+        if (a->alibi_slopes) b -= a->alibi_slopes[h] * (double)(r < 0 ? -r : r);
+        if (a->bias_table && a->rel_row) b += (double)((const T *)a->bias_table)[a->rel_row[n] * H + h];
+        rb[h * c->n_r + n] = (T)b;
+      }
+    c->rbias = rb;
+  }
+  /* QR, DR, DSB, PB: a block of Lq rows per thread (see drow), filled by
+  ** the owner of the rows (decl_rows) */
+  const int64_t trows = (c->parallel ? omp_get_max_threads() : 1) * Lq;
+  if (ok && a->rel_k && a->rel_row) ok = (c->QR = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
+  if (ok && backward && a->rel_v && a->rel_row)
+    ok = (c->DR = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
+  /* Shaw's table gradients per head, summed in head order at the end */
+  if (ok && backward && a->rel_k && a->rel_row && a->d_rel_k)
+    ok = (c->GK = malloc((size_t)(BH * nrel * a->dk) * sizeof(T))) != NULL;
+  if (ok && backward && a->rel_v && a->rel_row && a->d_rel_v)
+    ok = (c->GV = malloc((size_t)(BH * nrel * a->dv) * sizeof(T))) != NULL;
+  /* the table's gradient sums dS along diagonals: per head, over n (the
+  ** backward then runs a head per thread, which owns that vector); Shaw's
+  ** key term needs dS by (query row, table row) for dQ as well */
+  if (ok && backward && a->d_bias_table && a->rel_row)
+    ok = (c->DVEC = calloc((size_t)(BH * c->n_r), sizeof(T))) != NULL;
+  if (ok && backward && a->rel_k && a->rel_row)
+    ok = (c->DSB = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
+  if (ok && backward && a->rel_v && a->d_rel_v && a->rel_row)
+    ok = (c->PB = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
+  if (!ok) {
+    FN(decl_release)(c);
+    return em_error(EM_ERR_OOM, "cpu attention: out of memory for the declared terms (%lld rows x %lld)",
+                    (long long)rows, (long long)nrel);
+  }
+  return EM_OK;
+}
+
+/* After the tiles: the table gradients. */
+static void FN(decl_finish)(const att_ctx *c) {
+  const em_attention_args *a = c->a;
+  const int64_t H = a->H, BH = a->B * H, nrel = a->n_rel;
+  /* the heads' parts of Shaw's table gradients, in head order */
+  const void *parts[2] = {c->GK, c->GV};
+  void *dst[2] = {a->d_rel_k, a->d_rel_v};
+  const int64_t n[2] = {nrel * a->dk, nrel * a->dv};
+  for (int t = 0; t < 2; t++) {
+    if (!parts[t] || !dst[t]) continue;
+    T *g = dst[t];
+    const T *pt = parts[t];
+    for (int64_t x = 0; x < n[t]; x++) g[x] = 0;
+    for (int64_t bh = 0; bh < BH; bh++)
+      for (int64_t x = 0; x < n[t]; x++) g[x] += pt[bh * n[t] + x];
+  }
+  if (c->DVEC && a->d_bias_table) {
+    T *g = a->d_bias_table;
+    for (int64_t x = 0; x < nrel * H; x++) g[x] = 0;
+    for (int64_t bh = 0; bh < BH; bh++) {
+      const int64_t h = bh % H;
+      const T *d = (const T *)c->DVEC + bh * c->n_r;
+      for (int64_t n = 0; n < c->n_r; n++) g[a->rel_row[n] * H + h] += d[n];
+    }
+  }
+}

@@ -1,0 +1,249 @@
+/*
+** attention_sdpa.c -- route 0 of em_attention: a variant's declaration
+** (em_attn_decl) run by the backend's fused kernel (attention_forward /
+** attention_backward in ember_backend.h) as one autograd op, or by the
+** core's composition (attention_compose.c) when the kernel does not cover
+** the call. Plugins never see the backend: this file is the one place that
+** turns a declaration into em_attention_args.
+**
+** What the kernel gets, on q's device: q, k, v contiguous; the attn mask as
+** an additive bias with broadcast dims kept at stride 0; the table row of
+** every relative position (int64 [Lq+Lk-1]); ALiBi slopes (float64 [H]);
+** the declared tables; the block mask with its sizes clamped to the
+** sequence (so no product of option values can overflow).
+*/
+#include "internal.h"
+#include "ember_attention.h"
+
+#include <math.h>
+
+static em_attn_route_counts g_routes;
+
+void em_attention_route_counts(em_attn_route_counts *out) {
+  out->fused = __atomic_load_n(&g_routes.fused, __ATOMIC_RELAXED);
+  out->composed = __atomic_load_n(&g_routes.composed, __ATOMIC_RELAXED);
+  out->forward = __atomic_load_n(&g_routes.forward, __ATOMIC_RELAXED);
+}
+
+void em__attn_count(int route) {
+  uint64_t *p = route == 0 ? &g_routes.fused : route == 1 ? &g_routes.composed : &g_routes.forward;
+  __atomic_add_fetch(p, 1, __ATOMIC_RELAXED);
+}
+
+/* Checks a declaration against the call's params and sizes. */
+em_status em__attn_decl_check(const em_attn_call *c, const em_attn_decl *d) {
+  const char *vn = c->variant->name;
+  if (d->bias < EM_ATTN_BIAS_NONE || d->bias > EM_ATTN_BIAS_SHAW || d->rel < EM_ATTN_REL_CLIP ||
+      d->rel > EM_ATTN_REL_T5 || d->mask.kind < EM_ATTN_MASK_NONE ||
+      d->mask.kind > EM_ATTN_MASK_BLOCKS || d->route < EM_ATTN_ROUTE_AUTO ||
+      d->route > EM_ATTN_ROUTE_COMPOSED)
+    return em_error(EM_ERR_PLUGIN, "attention '%s': declaration with an unknown kind", vn);
+  if (d->mask.left < 0 || d->mask.right < 0 || d->mask.local < 0 || d->mask.global < 0 ||
+      (d->mask.kind == EM_ATTN_MASK_BLOCKS && d->mask.block <= 0))
+    return em_error(EM_ERR_PLUGIN, "attention '%s': declared block mask has negative sizes", vn);
+  const int64_t n = em_attn_decl_rows(d);
+  if ((d->bias == EM_ATTN_BIAS_TABLE || d->bias == EM_ATTN_BIAS_SHAW) &&
+      (n <= 0 || d->max_distance < 0 || (d->rel == EM_ATTN_REL_T5 && (d->max_distance < 1 || d->num_buckets < 2))))
+    return em_error(EM_ERR_PLUGIN, "attention '%s': declared relative table has %lld rows", vn,
+                    (long long)n);
+  struct { int idx; int64_t cols; const char *what; } want[3] = {
+    {d->bias == EM_ATTN_BIAS_TABLE ? d->table_param : -1, c->H, "bias table [rows, heads]"},
+    {d->bias == EM_ATTN_BIAS_SHAW ? d->rel_k_param : -1, c->dims.dk, "rel_k [rows, dk]"},
+    {d->bias == EM_ATTN_BIAS_SHAW ? d->rel_v_param : -1, c->dims.dv, "rel_v [rows, dv]"}};
+  if (d->bias == EM_ATTN_BIAS_TABLE && d->table_param < 0)
+    return em_error(EM_ERR_PLUGIN, "attention '%s': a table bias without its table", vn);
+  if (d->bias == EM_ATTN_BIAS_SHAW && d->rel_k_param < 0)
+    return em_error(EM_ERR_PLUGIN, "attention '%s': a Shaw bias without rel_k", vn);
+  for (int t = 0; t < 3; t++) {
+    if (want[t].idx < 0) continue;
+    char got[200];
+    if (want[t].idx >= c->n_params)
+      return em_error(EM_ERR_ARG, "attention '%s': the declared %s is param %d, but the call has %d",
+                      vn, want[t].what, want[t].idx + 1, c->n_params);
+    em_tensor *p = c->params[want[t].idx];
+    if (p->ndim != 2 || p->shape[0] != n || p->shape[1] != want[t].cols)
+      return em_error(EM_ERR_SHAPE, "attention '%s': %s must be [%lld, %lld], got %s", vn,
+                      want[t].what, (long long)n, (long long)want[t].cols, em__desc(p, got, sizeof got));
+  }
+  return EM_OK;
+}
+
+typedef struct sdpa_saved {
+  em_tensor *q, *k, *v, *out, *lse, *bias, *kp, *rel_row, *slopes;
+  em_tensor *tab[3];   /* bias table, rel_k, rel_v (detached) or NULL */
+  int tab_param[3];    /* their indices in the params, or -1 */
+  em_attention_args args;
+  const em_backend *be;
+  int device;
+} sdpa_saved;
+
+static void sdpa_free(void *p) {
+  sdpa_saved *s = p;
+  if (!s) return;
+  em_release(s->q), em_release(s->k), em_release(s->v), em_release(s->out), em_release(s->lse);
+  em_release(s->bias), em_release(s->kp), em_release(s->rel_row), em_release(s->slopes);
+  for (int t = 0; t < 3; t++) em_release(s->tab[t]);
+  free(s);
+}
+
+/* The attn mask as an additive bias without expanding broadcast dims:
+** dims the user broadcast (stride 0) are narrowed to 1 and get stride 0. */
+static em_status make_bias(const em_attn_call *c, em_tensor **bias, int64_t stride[4]) {
+  *bias = NULL;
+  memset(stride, 0, 4 * sizeof stride[0]);
+  if (!c->mask) return EM_OK;
+  em_tensor *m = em_retain(c->mask), *t = NULL;
+  em_status s = EM_OK;
+  for (int d = 0; d < 4 && s == EM_OK; d++)
+    if (m->stride[d] == 0 && m->shape[d] > 1) {
+      s = em_narrow(&t, m, d, 0, 1);
+      em_release(m);
+      m = t;
+    }
+  if (s == EM_OK && m->dtype == EM_BOOL) {
+    em_tensor *z = NULL, *nm = NULL;
+    s = em_zeros(&z, 4, m->shape, c->q->dtype, c->q->device);
+    if (s == EM_OK) s = em_unary(&nm, EM_NOT, m, 0, 0);
+    if (s == EM_OK) s = em_masked_fill(bias, z, nm, -INFINITY);
+    em_release(z), em_release(nm);
+  } else if (s == EM_OK) {
+    s = em_contiguous(bias, m); /* may alias the caller's mask: the kernel only reads it */
+  }
+  em_release(m);
+  if (s != EM_OK) return s;
+  int64_t st = 1;
+  for (int d = 3; d >= 0; d--) {
+    stride[d] = (*bias)->shape[d] == 1 ? 0 : st;
+    st *= (*bias)->shape[d];
+  }
+  return EM_OK;
+}
+
+static int64_t clamp_len(int64_t x, int64_t cap) { return x > cap ? cap : x; }
+
+/* The declared terms into the kernel's arguments (tensors kept in sv). */
+static em_status fill_decl(sdpa_saved *sv, const em_attn_call *c, const em_attn_decl *d) {
+  em_attention_args *a = &sv->args;
+  const int64_t nr = c->Lq + c->Lk - 1;
+  if (d->bias == EM_ATTN_BIAS_TABLE || d->bias == EM_ATTN_BIAS_SHAW) {
+    int64_t *rows = malloc((size_t)nr * sizeof *rows);
+    if (!rows) return em_error(EM_ERR_OOM, "attention: out of memory");
+    for (int64_t n = 0; n < nr; n++) rows[n] = em_attn_rel_row(d, n - (c->Lk - 1));
+    em_status s = em_from_host(&sv->rel_row, 1, &nr, EM_I64, rows, c->q->device);
+    free(rows);
+    EM_TRY(s);
+    a->rel_row = em_data(sv->rel_row);
+    a->n_rel = em_attn_decl_rows(d);
+  }
+  if (d->bias == EM_ATTN_BIAS_ALIBI) {
+    double *sl = malloc((size_t)c->H * sizeof *sl);
+    if (!sl) return em_error(EM_ERR_OOM, "attention: out of memory");
+    for (int64_t h = 0; h < c->H; h++) sl[h] = em_attn_alibi_slope(h, c->H);
+    em_status s = em_from_host(&sv->slopes, 1, &c->H, EM_F64, sl, c->q->device);
+    free(sl);
+    EM_TRY(s);
+    a->alibi_slopes = em_data(sv->slopes);
+  }
+  sv->tab_param[0] = d->bias == EM_ATTN_BIAS_TABLE ? d->table_param : -1;
+  sv->tab_param[1] = d->bias == EM_ATTN_BIAS_SHAW ? d->rel_k_param : -1;
+  sv->tab_param[2] = d->bias == EM_ATTN_BIAS_SHAW ? d->rel_v_param : -1;
+  for (int t = 0; t < 3; t++)
+    if (sv->tab_param[t] >= 0) EM_TRY(em_contiguous(&sv->tab[t], c->params[sv->tab_param[t]]));
+  a->bias_table = sv->tab[0] ? em_data(sv->tab[0]) : NULL;
+  a->rel_k = sv->tab[1] ? em_data(sv->tab[1]) : NULL;
+  a->rel_v = sv->tab[2] ? em_data(sv->tab[2]) : NULL;
+  /* sizes past the sequence mean "everything": clamp them there */
+  const int64_t cap = (c->Lq > c->Lk ? c->Lq : c->Lk) + c->Lk + 1;
+  a->mask_kind = (int)d->mask.kind;
+  a->win_left = clamp_len(d->mask.left, cap), a->win_right = clamp_len(d->mask.right, cap);
+  a->block = d->mask.kind == EM_ATTN_MASK_BLOCKS ? clamp_len(d->mask.block, cap) : 1;
+  a->local = clamp_len(d->mask.local, cap);
+  a->global = clamp_len(d->mask.global, cap);
+  if (a->mask_kind == EM_ATTN_MASK_NONE && a->global > 0) {
+    /* global tokens alone add nothing to full attention */
+    a->global = 0;
+  }
+  return EM_OK;
+}
+
+/* The fused forward; EM_ERR_UNSUPPORTED (with nothing allocated) when the
+** backend has no fused kernel or its kernel declines. */
+em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
+                           void **saved) {
+  const em_backend *be = em_backend_of(c->q);
+  if (!be->attention_forward || !be->attention_backward)
+    return em_error(EM_ERR_UNSUPPORTED, "the %s backend has no fused attention kernel", be->name);
+  sdpa_saved *sv = calloc(1, sizeof *sv);
+  if (!sv) return em_error(EM_ERR_OOM, "attention: out of memory");
+  sv->be = be, sv->device = c->q->device.index;
+  int64_t oshape[4] = {c->B, c->H, c->Lq, c->dims.dv}, lshape[3] = {c->B, c->H, c->Lq};
+  em_attention_args *a = &sv->args;
+  em_status s = em_empty(&sv->out, 4, oshape, c->q->dtype, c->q->device);
+  if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, c->q->dtype, c->q->device);
+  if (s == EM_OK) s = make_bias(c, &sv->bias, a->bias_stride);
+  if (s == EM_OK) s = fill_decl(sv, c, d);
+  if (s != EM_OK) {
+    sdpa_free(sv);
+    return s;
+  }
+  sv->q = em_retain(c->q), sv->k = em_retain(c->k), sv->v = em_retain(c->v);
+  if (c->key_padding) sv->kp = em_retain(c->key_padding);
+  a->dtype = c->q->dtype;
+  a->B = c->B, a->H = c->H, a->Lq = c->Lq, a->Lk = c->Lk, a->dk = c->dims.dk, a->dv = c->dims.dv;
+  a->key_padding = c->key_padding ? em_data(c->key_padding) : NULL;
+  a->bias = sv->bias ? em_data(sv->bias) : NULL;
+  a->causal = c->causal;
+  a->scale = c->scale;
+  a->dropout_p = c->dropout_p;
+  a->seed = c->seed, a->offset = c->offset;
+  a->q = em_data(c->q), a->k = em_data(c->k), a->v = em_data(c->v);
+  a->out = em_data(sv->out);
+  a->lse = em_data(sv->lse);
+  s = be->attention_forward(sv->device, a);
+  if (s != EM_OK) {
+    sdpa_free(sv);
+    return s;
+  }
+  *out = em_retain(sv->out);
+  if (c->need_grad) *saved = sv;
+  else sdpa_free(sv);
+  return EM_OK;
+}
+
+/* dq, dk, dv and the declared tables' gradients (the other params: NULL,
+** which the caller turns into zeros). */
+static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_tensor **grads) {
+  sdpa_saved *sv = p;
+  if (!sv) return em_error(EM_ERR_AUTOGRAD, "attention: backward without saved state");
+  em_tensor *g[3] = {NULL}, *gt[3] = {NULL};
+  em_tensor *const src[3] = {sv->q, sv->k, sv->v};
+  em_status s = EM_OK;
+  for (int i = 0; i < 3 && s == EM_OK; i++)
+    s = em_empty(&g[i], 4, src[i]->shape, src[i]->dtype, src[i]->device);
+  for (int t = 0; t < 3 && s == EM_OK; t++)
+    if (sv->tab[t] && needs[3 + sv->tab_param[t]])
+      s = em_empty(&gt[t], 2, sv->tab[t]->shape, sv->tab[t]->dtype, sv->tab[t]->device);
+  if (s == EM_OK) {
+    em_attention_args a = sv->args; /* a copy: backward may run twice */
+    a.dout = em_data(dout);
+    a.dq = em_data(g[0]), a.dk_ = em_data(g[1]), a.dv_ = em_data(g[2]);
+    a.d_bias_table = gt[0] ? em_data(gt[0]) : NULL;
+    a.d_rel_k = gt[1] ? em_data(gt[1]) : NULL;
+    a.d_rel_v = gt[2] ? em_data(gt[2]) : NULL;
+    s = sv->be->attention_backward(sv->device, &a);
+  }
+  if (s != EM_OK) {
+    for (int i = 0; i < 3; i++) em_release(g[i]), em_release(gt[i]);
+    return s;
+  }
+  for (int i = 0; i < 3; i++) grads[i] = g[i];
+  for (int t = 0; t < 3; t++)
+    if (gt[t]) grads[3 + sv->tab_param[t]] = gt[t];
+  return EM_OK;
+}
+
+/* The vtable-shaped callbacks attention.c records around the fused route. */
+em_status em__sdpa_backward(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads) {
+  return sdpa_backward(saved, dout, needs, grads);
+}
+void em__sdpa_free(void *saved) { sdpa_free(saved); }

@@ -1,0 +1,218 @@
+-- The declared variants on the fused kernel (ember_attention.h route 0):
+-- fused == composed for every variant, mode and mask kind on sequences of
+-- several tiles (so empty, full and partial tiles all occur), gradients of
+-- q, k, v and of the learned tables included; float64 finite differences of
+-- the table gradients; no silent fallback to the composed route; KV-cached
+-- decoding == uncached for every variant and mode.
+local ember = require "ember"
+
+-- Every shipped declared variant, in every mode.
+local VARIANTS = {
+  {attention = "standard"},
+  {attention = "local", window_left = 20, window_right = 9},
+  {attention = "local", window_left = 0, window_right = 0},
+  {attention = "local", window_left = 130, window_right = 3},
+  {attention = "local", mode = "block", block_size = 16, local_blocks = 1, global_tokens = 5},
+  {attention = "local", mode = "block", block_size = 32, local_blocks = 0, global_blocks = 1},
+  {attention = "local", mode = "block", block_size = 7, local_blocks = 2},
+  {attention = "relpos", mode = "shaw", max_relative_position = 8},
+  {attention = "relpos", mode = "t5", num_buckets = 16, max_distance = 40},
+  {attention = "relpos", mode = "t5", num_buckets = 12, max_distance = 30, bidirectional = false},
+  {attention = "relpos", mode = "alibi"},
+}
+
+local function label(spec)
+  local parts = {}
+  for k, v in pairs(spec) do if k ~= "attention" then parts[#parts + 1] = k .. "=" .. tostring(v) end end
+  table.sort(parts)
+  return spec.attention .. "(" .. table.concat(parts, ",") .. ")"
+end
+
+local function make(spec, H, dk, dv, dtype)
+  local o = {heads = H, head_dim = dk, v_head_dim = dv, dtype = dtype}
+  for k, v in pairs(spec) do o[k] = v end
+  local a = ember.Attention(o):eval()
+  -- tables start small (0.02): make them matter
+  ember.no_grad(function()
+    for _, p in ipairs(a:parameters()) do p:copy_(ember.randn(p.shape, {dtype = dtype}) * 0.5) end
+  end)
+  return a
+end
+
+local function maxdiff(a, b) return (a:double() - b:double()):abs():max():item() end
+local function scale(a) return math.max(a:double():abs():max():item(), 1) end
+
+-- Runs the call twice, fused and composed (asking for weights sends a call
+-- to core ops), with the same upstream gradient; returns both outputs and
+-- the gradients of q, k, v and the tables.
+local function both_routes(a, p, opts)
+  local res = {}
+  for r, weights in ipairs({false, true}) do
+    local q, k, v = p.q:clone():requires_grad_(), p.k:clone():requires_grad_(), p.v:clone():requires_grad_()
+    a:zero_grad()
+    local o = {}
+    for key, val in pairs(opts) do o[key] = val end
+    o.need_weights = weights
+    local out = a:forward(q, k, v, o)
+    ;(out * p.w):sum():backward()
+    local g = {out = out:detach(), q = q.grad, k = k.grad, v = v.grad}
+    for i, t in ipairs(a:parameters()) do g["table" .. i] = t.grad and t.grad:clone() end
+    res[r] = g
+  end
+  return res[1], res[2]
+end
+
+local function problem(B, H, Lq, Lk, dk, dv, dtype)
+  return {q = ember.randn({B, H, Lq, dk}, {dtype = dtype}), k = ember.randn({B, H, Lk, dk}, {dtype = dtype}),
+          v = ember.randn({B, H, Lk, dv}, {dtype = dtype}), w = ember.randn({B, H, Lq, dv}, {dtype = dtype})}
+end
+
+local function mask_sets(B, Lq, Lk, dtype)
+  local pad = ember.zeros({B, Lk}, {dtype = "int64"})
+  ember.no_grad(function() pad:narrow(2, Lk - 20, 21):narrow(1, 1, 1):fill_(1) end)
+  local bool = ember.rand({Lq, Lk}):gt(0.2)
+  local add = ember.randn({1, 1, Lq, Lk}, {dtype = dtype})
+  return {
+    {},
+    {causal = true},
+    {key_padding_mask = pad:eq(1)},
+    {attn_mask = bool, causal = true},
+    {attn_mask = add},
+  }
+end
+
+describe("declared variants on the fused kernel", function()
+  for _, spec in ipairs(VARIANTS) do
+    for _, shape in ipairs({{Lq = 200, Lk = 200}, {Lq = 70, Lk = 260}}) do
+      it(label(spec) .. string.format(" Lq=%d Lk=%d: fused == composed, values and every gradient", shape.Lq, shape.Lk), function()
+        ember.manual_seed(1)
+        local B, H, dk, dv = 2, 3, 8, 5
+        local a = make(spec, H, dk, dv, "float64")
+        local p = problem(B, H, shape.Lq, shape.Lk, dk, dv, "float64")
+        for m, opts in ipairs(mask_sets(B, shape.Lq, shape.Lk, "float64")) do
+          local f, c = both_routes(a, p, opts)
+          for key, ref in pairs(c) do
+            assert(f[key], key .. " missing on the fused route")
+            local d = maxdiff(f[key], ref)
+            assert(d <= 1e-10 * scale(ref), string.format("mask set %d: %s differs by %.3g", m, key, d))
+          end
+          for key in pairs(f) do assert(c[key], key .. " missing on the composed route") end
+        end
+      end)
+    end
+  end
+
+  it("float32 agrees with float64 on every variant", function()
+    for _, spec in ipairs(VARIANTS) do
+      ember.manual_seed(2)
+      local a64 = make(spec, 2, 16, 16, "float64")
+      local a32 = make(spec, 2, 16, 16, "float32")
+      ember.no_grad(function()
+        for i, t in ipairs(a64:parameters()) do a32:parameters()[i]:copy_(t) end
+      end)
+      local p = problem(1, 2, 300, 300, 16, 16, "float64")
+      local o64 = a64:forward(p.q, p.k, p.v, {causal = true})
+      local o32 = a32:forward(p.q:float(), p.k:float(), p.v:float(), {causal = true})
+      local d = maxdiff(o32, o64)
+      assert(d < 1e-4 * scale(o64), label(spec) .. string.format(": float32 off by %.3g", d))
+    end
+  end)
+end)
+
+describe("table gradients of the fused backward", function()
+  -- central differences in float64 on every learned table
+  for _, spec in ipairs({VARIANTS[8], VARIANTS[9], VARIANTS[10]}) do
+    it(label(spec) .. " matches finite differences", function()
+      ember.manual_seed(3)
+      local a = make(spec, 2, 4, 3, "float64")
+      local p = problem(1, 2, 9, 9, 4, 3, "float64")
+      local function loss()
+        return (a:forward(p.q, p.k, p.v, {causal = false}) * p.w):sum():item()
+      end
+      a:zero_grad()
+      ;(a:forward(p.q, p.k, p.v, {}) * p.w):sum():backward()
+      local params = a:parameters()
+      assert(#params >= 1)
+      for _, t in ipairs(params) do
+        local g = t.grad:clone():reshape({t:numel()})
+        local flat = t:reshape({t:numel()})
+        local eps = 1e-6
+        for i = 1, t:numel() do
+          local x0 = flat[i]:item()
+          ember.no_grad(function() flat[i]:fill_(x0 + eps) end)
+          local lp = loss()
+          ember.no_grad(function() flat[i]:fill_(x0 - eps) end)
+          local lm = loss()
+          ember.no_grad(function() flat[i]:fill_(x0) end)
+          local fd = (lp - lm) / (2 * eps)
+          local an = g[i]:item()
+          assert(math.abs(fd - an) <= 1e-6 * math.max(1, math.abs(fd)),
+                 string.format("element %d: finite differences %.10g, backward %.10g", i, fd, an))
+        end
+      end
+    end)
+  end
+end)
+
+describe("no silent fallback", function()
+  it("every shipped declared variant runs fused on CPU float32 and float64, with every mask kind", function()
+    for _, dtype in ipairs({"float32", "float64"}) do
+      for _, spec in ipairs(VARIANTS) do
+        assert.is_true(ember.attention_variants(spec.attention).declares, spec.attention .. " does not declare")
+        local a = make(spec, 2, 8, 8, dtype)
+        local p = problem(2, 2, 40, 40, 8, 8, dtype)
+        for _, opts in ipairs(mask_sets(2, 40, 40, dtype)) do
+          local before = ember.attention_routes()
+          local q = p.q:clone():requires_grad_()
+          a:forward(q, p.k, p.v, opts):sum():backward()
+          local after = ember.attention_routes()
+          assert(after.fused == before.fused + 1 and after.composed == before.composed,
+                 string.format("%s %s: fused %d -> %d, composed %d -> %d", label(spec), dtype,
+                               before.fused, after.fused, before.composed, after.composed))
+        end
+      end
+    end
+  end)
+
+  it("asking for weights, or kernel = \"dense\", is the composed route (and counted)", function()
+    local a = make({attention = "relpos", mode = "t5"}, 2, 8, 8, "float32")
+    local p = problem(1, 2, 10, 10, 8, 8, "float32")
+    local before = ember.attention_routes()
+    a:forward(p.q, p.k, p.v, {need_weights = true})
+    local d = make({attention = "relpos", mode = "t5", kernel = "dense"}, 2, 8, 8, "float32")
+    d:forward(p.q, p.k, p.v, {})
+    local after = ember.attention_routes()
+    assert.are.equal(before.composed + 2, after.composed)
+    assert.are.equal(before.fused, after.fused)
+  end)
+end)
+
+describe("KV-cached decoding", function()
+  for _, spec in ipairs(VARIANTS) do
+    it(label(spec) .. ": token-by-token with a cache == one causal pass", function()
+      ember.manual_seed(4)
+      local o = {d_model = 16, heads = 2, dtype = "float64"}
+      for k, v in pairs(spec) do o[k] = v end
+      local m = ember.MultiHeadAttention(o):eval()
+      ember.no_grad(function()
+        for _, p in ipairs(m:parameters()) do
+          if p:dim() == 2 and p.shape[2] ~= 16 then p:copy_(ember.randn(p.shape, {dtype = "float64"}) * 0.5) end
+        end
+      end)
+      local L = 150
+      local x = ember.randn({2, L, 16}, {dtype = "float64"})
+      ember.no_grad(function()
+        local full = m:forward(x, nil, {causal = true})
+        local cache, steps = {}, {}
+        local t = 1
+        for _, n in ipairs({100, 1, 1, 20, 1, 27}) do
+          steps[#steps + 1] = m:forward_cached(x:narrow(2, t, n), cache)
+          t = t + n
+        end
+        assert.are.equal(L + 1, t)
+        local d = maxdiff(ember.cat(steps, 2), full)
+        assert(d < 1e-11 * scale(full), string.format("cached differs by %.3g", d))
+      end)
+    end)
+  end
+end)
