@@ -200,8 +200,8 @@ static void check_pair(lua_State *L, const char *op, em_tensor *out, em_tensor *
     luaL_error(L, "ember.distributed.%s: output is on %s but input on %s", op, em_device_str(out->device, a, sizeof a),
                em_device_str(in->device, b, sizeof b));
   if (em_numel(out) != out_numel)
-    luaL_error(L, "ember.distributed.%s: output has %lld elements, expected %lld", op, (long long)em_numel(out),
-               (long long)out_numel);
+    luaL_error(L, "ember.distributed.%s: output has %I elements, expected %I", op, (lua_Integer)em_numel(out),
+               (lua_Integer)out_numel);
 }
 
 /* all_gather(out, t) -> handle; out holds world_size * numel(t) elements, rank order. */
@@ -347,7 +347,7 @@ static int f_init(lua_State *L) {
 
 static int f_set_timeout(lua_State *L) {
   double t = luaL_checknumber(L, 1);
-  if (!(t > 0)) return luaL_error(L, "ember.distributed.set_timeout: the timeout must be > 0 seconds, got %g", t);
+  if (!(t > 0)) return luaL_error(L, "ember.distributed.set_timeout: the timeout must be > 0 seconds, got %f", t);
   timeout_s = t;
   return 0;
 }

@@ -364,6 +364,7 @@ EM_API em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *targe
 EM_API em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype *was_dt);
 EM_API bool em_autocast_enabled(em_dtype *dt);
 
+/* Grad mode of this thread: whether ops record autograd nodes. */
 EM_API bool em_grad_enabled(void);
 EM_API bool em_set_grad_enabled(bool on); /* returns the previous mode */
 /* Marks a leaf; an error on a non-leaf or a non-float tensor. */

@@ -2,7 +2,8 @@
 ** l_attention.c -- an attention variant instance as Lua userdata, the C
 ** half of ember.Attention:
 **
-**   core.attention_core(spec, dtype, device) -> core, tables
+**   core._attention_core(spec, dtype, device) -> core, tables (private to
+**   lua/ember/nn/Attention.lua)
 **     spec = {attention=, heads=, head_dim=, v_head_dim=, <variant options>}
 **     tables = { {name=, tensor=, learned=}, ... } in the variant's order
 **   core:forward(tables, q, k, v [, {key_padding_mask=, attn_mask=, causal=,
@@ -419,7 +420,7 @@ void lember_open_attention(lua_State *L, int module) {
   lua_pushcfunction(L, core_gc), lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, core_tostring), lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
-  lua_pushcfunction(L, core_new), lua_setfield(L, module, "attention_core");
+  lua_pushcfunction(L, core_new), lua_setfield(L, module, "_attention_core");
   lua_pushcfunction(L, f_variants), lua_setfield(L, module, "attention_variants");
   lua_pushcfunction(L, f_routes), lua_setfield(L, module, "attention_routes");
   if (lember_open_heatmap) lember_open_heatmap(L, module);

@@ -1,4 +1,4 @@
--- ember.autocast: mixed precision, as torch.autocast("cpu", dtype=torch.bfloat16).
+--- ember.autocast: mixed precision, as torch.autocast("cpu", dtype=torch.bfloat16).
 --
 --   ember.autocast("bfloat16", function() loss = crit(model(x), y) end)   -- a function
 --   do local ac <close> = ember.autocast("bfloat16") ... end              -- a scope
@@ -42,7 +42,9 @@ local function autocast(_, dtype, fn, ...)
   return fn(...)
 end
 
--- Whether autocast is on in this thread, and its dtype.
+--- Whether autocast is on in this thread, and its dtype.
+-- @treturn boolean on
+-- @treturn string|nil the dtype
 function M.enabled()
   local on, dt = core.set_autocast(false)
   core.set_autocast(on, dt)

@@ -318,7 +318,7 @@ function M.help_from_header(argv)
   os.exit(0, true)
 end
 
--- fn(...) under ember.autocast("bfloat16") when --precision bf16, as is
+--- fn(...) under ember.autocast("bfloat16") when --precision bf16, as is
 -- otherwise. Wrap the forward pass and the loss, not backward() (see
 -- ember.autocast). Checkpoints keep the float32 weights either way.
 function M.autocast(opts, fn, ...)

@@ -184,7 +184,7 @@ function Means:reset()
   self.sum, self.count = {}, {}
 end
 
--- Under mpirun: the sums and counts over every rank (in place), so the
+--- Under mpirun: the sums and counts over every rank (in place), so the
 -- means are the whole job's. The same names must have been added on every
 -- rank. Without MPI nothing changes.
 function Means:reduce()

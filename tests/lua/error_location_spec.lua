@@ -73,7 +73,7 @@ end)
 describe("'not supported' says what is", function()
   it("an attention variant lists what it supports and who supports the rest", function()
     local lin = ember.MultiHeadAttention { d_model = 8, heads = 2, attention = "linear" }
-    local ok, msg = pcall(lin.forward, lin, ember.randn(2, 5, 8), nil, { attn_mask = ember.ones({ 5, 5 }, "bool") })
+    local ok, msg = pcall(lin.forward, lin, ember.randn(2, 5, 8), nil, { allow_mask = ember.ones({ 5, 5 }, "bool") })
     assert.is_false(ok)
     assert(msg:find("does not support", 1, true) and msg:find("it supports:", 1, true)
       and msg:find("loaded variants that do: ", 1, true) and msg:find("standard", 1, true), msg)

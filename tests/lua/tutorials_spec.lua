@@ -144,13 +144,13 @@ function HandMHA:forward(q, k, v, mask, pad)
 end
 
 -- Copies the hand-written module's weights into nn.MultiHeadAttention's
--- named parameters (w_q w_k w_v w_o, b_q b_k b_v b_o).
+-- named parameters (q_proj.weight, q_proj.bias, ..., out_proj.bias).
 local function copy_weights(hand, mha)
   local p = mha:named_parameters()
   ember.no_grad(function()
-    for short, lin in pairs { q = hand.q_proj, k = hand.k_proj, v = hand.v_proj, o = hand.out_proj } do
-      p["w_" .. short]:copy_(lin.weight)
-      p["b_" .. short]:copy_(lin.bias)
+    for _, name in ipairs { "q_proj", "k_proj", "v_proj", "out_proj" } do
+      p[name .. ".weight"]:copy_(hand[name].weight)
+      p[name .. ".bias"]:copy_(hand[name].bias)
     end
   end)
 end

@@ -6,7 +6,7 @@
 --    local out, w = att(q, k, v, {causal = true, need_weights = true})
 --
 -- The variant itself (its handle, checked options and the fused call) is
--- the C object made by `ember.attention_core` (core/lua/l_attention.c). Its
+-- the C object made by `ember._attention_core` (core/lua/l_attention.c). Its
 -- tables -- learned ones such as relpos distances, buffers such as FAVOR
 -- features -- are this module's parameters and buffers, registered under
 -- the variant's names, so moving, saving and tying them is nn.Module's job
@@ -32,7 +32,7 @@ function Attention:__init(spec)
   end
   local cspec = {}
   for k, v in pairs(spec) do if not OWN[k] then cspec[k] = v end end
-  local ok, core, tables = pcall(ember.attention_core, cspec, spec.dtype, spec.device)
+  local ok, core, tables = pcall(ember._attention_core, cspec, spec.dtype, spec.device)
   if not ok then errors.raise("%s", tostring(core)) end
   self.core = core
   self.dtype = spec.dtype or "float32"
@@ -90,6 +90,7 @@ end
 
 --- As Module:to; the module's dtype and device fields follow.
 -- @string where a dtype or device name
+-- @tparam[opt] table moved old tensor -> new one, shared by a whole tree (internal)
 -- @treturn Attention self
 function Attention:to(where, moved)
   Module.to(self, where, moved)

@@ -38,11 +38,6 @@ function Module.__index(t, k)
   return getmetatable(t)[k]
 end
 
---- Metamethods are not inherited through `__index`: every "__" key of the
--- parent class (`__tostring`, `__call`, `__index`, ...) is copied into the
--- new class.
--- @string name the class name, used in messages and printing
--- @treturn table the class; call it to make an instance (runs `__init`)
 local function construct(cls, ...)
   local obj = setmetatable({}, cls)
   Module._setup(obj)
@@ -50,6 +45,13 @@ local function construct(cls, ...)
   return obj
 end
 
+--- A subclass of this class: `local Net = nn.Module:extend("Net")`; define
+-- `Net:__init(...)` and `Net:forward(...)`, then `Net(...)` makes one.
+-- Metamethods are not inherited through `__index`: every "__" key of the
+-- parent class (`__tostring`, `__call`, `__index`, ...) is copied into the
+-- new class.
+-- @string name the class name, used in messages and printing
+-- @treturn table the class; call it to make an instance (runs `__init`)
 function Module:extend(name)
   local cls = {}
   for k, v in pairs(self) do
@@ -331,6 +333,7 @@ Module.dtype_names = DTYPES
 -- integer and bool buffers keep theirs. A tensor shared by several names
 -- (tied weights) stays shared.
 -- @string where a dtype or device name
+-- @tparam[opt] table _moved old tensor -> new one, shared by a whole tree (internal)
 -- @treturn Module self
 function Module:to(where, _moved)
   if type(where) ~= "string" then

@@ -191,6 +191,7 @@ function MHA:options() return self.attn:options() end
 
 --- As Module:to; the module's dtype and device fields follow.
 -- @string where a dtype or device name
+-- @tparam[opt] table moved old tensor -> new one, shared by a whole tree (internal)
 -- @treturn MultiHeadAttention self
 function MHA:to(where, moved)
   Module.to(self, where, moved)

@@ -21,7 +21,7 @@ local M = {}
 
 local function is_bool(t) return t ~= nil and t.dtype == "bool" end
 
---- The mask for ember.Attention from opts[float_name], opts[allow_name]
+-- The mask for ember.Attention from opts[float_name], opts[allow_name]
 -- and opts[block_name] (at most one of them), or nil.
 function M.resolve(opts, who, float_name, allow_name, block_name)
   local f, a, b = opts[float_name], opts[allow_name], opts[block_name]

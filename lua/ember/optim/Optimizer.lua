@@ -34,7 +34,7 @@ local function is_tensor(v)
   return mt and mt.__name == "ember.Tensor" or false
 end
 
--- Is v a number in [lo, hi) (hi defaults to +inf, excluded)? NaN fails
+--- Is v a number in [lo, hi) (hi defaults to +inf, excluded)? NaN fails
 -- every comparison, so a check written as `v < 0` would let it through.
 function Optimizer.in_range(v, lo, hi)
   return type(v) == "number" and v >= lo and v < (hi or math.huge)
