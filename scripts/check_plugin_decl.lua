@@ -4,6 +4,13 @@
 -- paper's slopes, T5's bucket function, clipped distances, block masks.
 -- Returns function(ember) -> dense_declaration(attention, decl, H, Lq, Lk),
 -- an additive float64 [H, Lq, Lk] mask (-inf where the block mask hides).
+-- Run on its own, it only answers --help (it is a part of check_plugin.lua).
+if arg and arg[0] and arg[0]:match("check_plugin_decl%.lua$") then
+  require("ember.cli").help_from_header(arg)
+  print("check_plugin_decl.lua is loaded by scripts/check_plugin.lua; run that (see its --help)")
+  return
+end
+
 local function t5_bucket(rel, nb, md, bi)
   local ret, nbk, nn = 0, nb, nil
   if bi then

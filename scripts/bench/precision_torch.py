@@ -45,6 +45,11 @@ def classifier_step(B, L, bf16):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("--help", "-h"):
+        print(__doc__.strip())
+        return
+    if len(sys.argv) != 7:
+        sys.exit("usage: " + __doc__.strip().splitlines()[2].strip() + "  (see --help)")
     kind, a, b, prec, reps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
     torch.set_num_threads(threads)
     torch.manual_seed(0)

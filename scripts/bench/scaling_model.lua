@@ -15,6 +15,7 @@
 --   overlapped t = max(t_compute, t_forward + T_allreduce), t_forward = t_compute / 3
 --              (the all-reduce can hide behind the backward, two thirds of the step)
 --   efficiency = t_compute / t
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local function read_lines(path)
   local f = assert(io.open(path), "cannot open " .. tostring(path))
   local t = {}
