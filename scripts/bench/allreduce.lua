@@ -2,6 +2,7 @@
 -- allreduce_peer.c, timed the same way (best of 3 repetitions of `iters`
 -- synchronous calls after a barrier; the slowest rank counts). Prints
 -- "size_bytes seconds_per_call" on rank 0. Run by allreduce.sh.
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = require "ember"
 local dist = require "ember.distributed"
 dist.init()

@@ -10,6 +10,10 @@
 # runs REPS times (default 2), alternating with the other, and keeps its
 # best time per size, so that a busy moment of a shared machine does not
 # land on one side only.
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}

@@ -7,6 +7,7 @@
 -- Each setting runs in a child (precision.lua --one), since libgomp reads
 -- its environment once at start. Best of REPS, ms. On a shared machine the
 -- "idle" column is only as idle as the others make it: read the ratios.
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 local reps = tonumber(arg[1]) or 10
 local only = arg[2] -- a Lua pattern: run only the settings whose label matches

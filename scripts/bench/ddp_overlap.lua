@@ -8,6 +8,7 @@
 -- hidden share = (serial - ddp) / (serial - compute): how much of the
 -- communication the overlap took off the step.
 --   ember scripts/bench/ddp_overlap.lua MODEL [steps]   MODEL: langid | mlp
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = require "ember"
 local nn = require "ember.nn"
 local optim = require "ember.optim"

@@ -2,6 +2,10 @@
 # DDP overlap table: scripts/bench/ddp_overlap.lua for the langid model and
 # an 8.4M-parameter MLP, at 2 and 4 ranks over shared memory, one thread
 # per rank.   env: BUILD (build), NPS ("2 4"), STEPS (20)
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}

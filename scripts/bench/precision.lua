@@ -10,6 +10,7 @@
 -- are the best of REPS after a warm-up, in ms. The machine is shared, so
 -- read the ratios, which come from the same run.
 --   ember scripts/bench/precision.lua [REPS=5] [--no-torch] [--quick]
+require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 local nn = require "ember.nn"
 local optim = require "ember.optim"

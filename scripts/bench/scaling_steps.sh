@@ -2,6 +2,10 @@
 # Per-step compute of each demo model at its default (per-rank) batch, one
 # process, one thread: the t_compute the scaling model starts from. Prints
 # "model params step_ms" lines.   env: BUILD (build), STEPS (20), THREADS (1)
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}

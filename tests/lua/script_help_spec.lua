@@ -59,7 +59,10 @@ describe("scripts answer --help", function()
   assert(#PROGRAMS >= 15, "found only " .. #PROGRAMS .. " programs")
   for _, p in ipairs(PROGRAMS) do
     it(p[1], function()
-      local out, code = run(p[2] .. " --help")
+      -- a program that ignores --help would start its real work: a bounded
+      -- wait turns that into a failure that names it (timeout exits 124)
+      local out, code = run("timeout 60 " .. p[2] .. " --help")
+      assert(code ~= 124, p[1] .. " does not answer --help (it ran for 60 s)")
       assert.are.equal(0, code, out)
       assert(#out > 40, "a help text that says nothing: " .. out)
     end)
