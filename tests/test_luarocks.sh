@@ -56,8 +56,13 @@ fi
 
 # 1. a clean copy of the sources (what a clone has), then luarocks make
 mkdir -p "$T/src"
-(cd "$SRC" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$T/src") ||
-  { notok "copy the sources"; exit 1; }
+# (a git checkout: its files; a tarball or an exported tree: everything but
+# build folders and run outputs)
+if git -C "$SRC" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  (cd "$SRC" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$T/src")
+else
+  (cd "$SRC" && tar -c --exclude='./build*' --exclude='./runs' --exclude='./tmp' . | tar -x -C "$T/src")
+fi || { notok "copy the sources"; exit 1; }
 ROCKSPEC=$(cd "$T/src" && ls ember-*.rockspec | head -1)
 # The CUDA backend (built when the toolkit is found) is left out of this
 # copy's rock: it adds minutes and is compiled by the normal build anyway.
