@@ -1,6 +1,9 @@
 -- The rank program of test_fault.sh: DDP training that runs until stopped.
 --   fault_train.lua DIR MODE   MODE: kill (the shell kills rank 1), error (rank 1 raises
---   an error at step 5), slow (rank 1 sleeps past the others' timeout at step 5)
+--   an error at step 5), slow (rank 1 sleeps past the others' timeout at step 5, before
+--   backward: the others wait in DDP's bucket all-reduce, on the communication thread),
+--   slow_sync (the same after the step: the others wait in the small synchronous
+--   all-reduce of the loss; its error must name the script's line)
 -- Each rank writes its pid to DIR/pid.<rank>; rank 0 touches DIR/step5 at step 5.
 local ember = require "ember"
 local nn = require "ember.nn"
@@ -25,6 +28,8 @@ for step = 1, 100000 do
   opt:zero_grad()
   loss:backward()
   opt:step()
+  if step == 5 and me == 1 and mode == "slow_sync" then os.execute("sleep 30") end
+  dist.all_reduce(loss:detach(), "mean") -- as a script averages the loss it prints
   if mode == "kill" then os.execute("sleep 0.05") end
 end
 print("fault_train: rank " .. me .. " ran to the end, which it never should")

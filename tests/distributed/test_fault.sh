@@ -46,5 +46,7 @@ run_case() {
 run_case "rank 1 killed (SIGKILL) mid-training" kill "ember.distributed: rank 0 .*(SIGTERM|timed out|MPI error)"
 run_case "rank 1 raises an error mid-training" error "ember.distributed: rank 0 .*(SIGTERM|timed out|MPI error)"
 FAULT_TIMEOUT=3 run_case "rank 1 stops answering: the collective times out" slow "ember.distributed: rank 0 .*timed out after 3 s"
-[ $failures -eq 0 ] && echo "3 passed, 0 failed" || echo "$((3 - failures)) passed, $failures failed"
+FAULT_TIMEOUT=3 run_case "rank 1 stops answering a small synchronous all_reduce: it times out" slow_sync \
+  "fault_train.lua:[0-9]+: ember.distributed: rank 0 .*all_reduce timed out after 3 s"
+[ $failures -eq 0 ] && echo "4 passed, 0 failed" || echo "$((4 - failures)) passed, $failures failed"
 [ $failures -eq 0 ]

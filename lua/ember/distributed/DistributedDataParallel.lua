@@ -184,7 +184,7 @@ function DDP:_finish()
   local ok, err = pcall(function()
     self:_launch_ready(true)
     for k, bk in ipairs(self.buckets) do
-      self.works[k]:wait()
+      self.works[k]:wait_unpositioned() -- errors: ember.backward names the user's line
       for pos, i in ipairs(bk.params) do
         local p = self.params[i]
         local mean = bk.slices[pos]

@@ -214,6 +214,17 @@ end
 -- timed out), or nil.
 function M.broken() return okC and C.broken() or nil end
 
+-- A collective's error (a timeout, an MPI error, a bad argument found in C)
+-- is raised at the user's line that called it or waited for it.
+local wrap = require("ember._errors").wrap
+for _, name in ipairs{"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "all_gather_string"} do
+  M[name] = wrap(M[name])
+end
+-- Library callers inside a backward hook (DistributedDataParallel) use the
+-- unwrapped wait: ember.backward already raises at the user's line.
+Work.wait_unpositioned = Work.wait
+Work.wait = wrap(Work.wait)
+
 local lazy = {DistributedDataParallel = "ember.distributed.DistributedDataParallel",
               DistributedSampler = "ember.distributed.DistributedSampler",
               World = "ember.distributed.World"}
