@@ -12,6 +12,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* Open MPI's extensions: MPIX_Query_cuda_support */
+#endif
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -228,6 +233,12 @@ static int init_mpi(dc_info *info, char *msg, size_t n) {
   MPI_Get_library_version(lib, &len);
   lib[strcspn(lib, "\n,")] = 0;
   snprintf(info->library, sizeof info->library, "%s", lib);
+  info->cuda_aware = 0;
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  info->cuda_aware = MPIX_Query_cuda_support() == 1; /* built with CUDA and running with it */
+#endif
+  const char *force = getenv("EMBER_DIST_CUDA_AWARE"); /* a library that claims too much, or tests */
+  if (force && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0)) info->cuda_aware = force[0] == '1';
   MPI_Op_create(bf16_sum, 1, &bf16_ops[DC_SUM]);
   MPI_Op_create(bf16_max, 1, &bf16_ops[DC_MAX]);
   MPI_Op_create(bf16_min, 1, &bf16_ops[DC_MIN]);

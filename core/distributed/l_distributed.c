@@ -114,17 +114,29 @@ static int fail(lua_State *L, const char *op, em_status s) {
   return luaL_error(L, "ember.distributed.%s: %s", op, em_error_message());
 }
 
-/* A host buffer for t: t's own memory when it is a contiguous CPU tensor;
-** otherwise a contiguous host copy (copy_in: with t's values) in *stage. */
+/* Can MPI take t's memory as it is? A contiguous CPU tensor always; a
+** contiguous CUDA tensor when MPI is CUDA-aware, once the device has
+** finished what it queued (MPI's own copies do not wait for our stream). */
+static em_status direct_buffer(em_tensor *t, em_device cpu, void **ptr) {
+  char dev[32];
+  *ptr = NULL;
+  if (!em_is_contiguous(t)) return EM_OK;
+  int cuda = strncmp(em_device_str(t->device, dev, sizeof dev), "cuda", 4) == 0;
+  if (!em_device_eq(t->device, cpu) && !(cuda && info.cuda_aware)) return EM_OK;
+  em_status s = cuda ? em_device_synchronize(t->device) : EM_OK;
+  if (s == EM_OK) *ptr = em_data(t);
+  return s;
+}
+
+/* A buffer MPI can use for t: t's own memory when direct_buffer allows;
+** otherwise a contiguous host copy (copy_in: with t's values) in *stage
+** (the CUDA backend's copies go through its pinned staging buffers). */
 static em_status host_buffer(em_tensor *t, int copy_in, em_tensor **stage, void **ptr) {
   em_device cpu;
   *stage = NULL;
   em_status s = em_cpu_device(&cpu);
-  if (s) return s;
-  if (em_device_eq(t->device, cpu) && em_is_contiguous(t)) {
-    *ptr = em_data(t);
-    return EM_OK;
-  }
+  if (s == EM_OK) s = direct_buffer(t, cpu, ptr);
+  if (s || *ptr) return s;
   if (!copy_in) s = em_empty(stage, t->ndim, t->shape, t->dtype, cpu);
   else if (em_device_eq(t->device, cpu)) s = em_clone(stage, t);
   else s = em_to_device(stage, t, cpu);
@@ -315,7 +327,7 @@ static void on_sigterm(int sig) {
   _exit(143);
 }
 
-/* init(timeout) -> {rank=, size=, local_rank=, local_size=, library=, thread_level=} (0-based ranks) */
+/* init(timeout) -> {rank=, size=, local_rank=, local_size=, library=, thread_level=, cuda_aware=} (0-based ranks) */
 static int f_init(lua_State *L) {
   timeout_s = luaL_optnumber(L, 1, timeout_s);
   if (!dc_started()) {
@@ -342,6 +354,8 @@ static int f_init(lua_State *L) {
   lua_setfield(L, -2, "library");
   lua_pushinteger(L, info.thread_level);
   lua_setfield(L, -2, "thread_level");
+  lua_pushboolean(L, info.cuda_aware);
+  lua_setfield(L, -2, "cuda_aware");
   return 1;
 }
 

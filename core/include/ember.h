@@ -106,6 +106,9 @@ EM_API em_status em_device_parse(const char *s, em_device *out);
 /* Writes "cpu" or "cuda:1" into buf and returns buf. */
 EM_API const char *em_device_str(em_device d, char *buf, size_t n);
 EM_API bool em_device_eq(em_device a, em_device b);
+/* Waits until every kernel and copy queued on device d has finished (a
+** no-op on the CPU): for code that hands d's memory to another library. */
+EM_API em_status em_device_synchronize(em_device d);
 
 /* ------------------------------------------------------------------ */
 /* Tensors                                                             */

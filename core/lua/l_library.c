@@ -43,8 +43,8 @@ static int f_device_count(lua_State *L) {
 
 static int f_synchronize(lua_State *L) {
   em_device dev;
-  const em_backend *be = device_backend(L, 1, "synchronize", &dev);
-  em_status s = be->synchronize(dev.index);
+  device_backend(L, 1, "synchronize", &dev);
+  em_status s = em_device_synchronize(dev);
   if (s) return lember_error(L, "synchronize", s);
   return 0;
 }

@@ -49,6 +49,12 @@ const char *em_device_str(em_device d, char *buf, size_t n) {
   return buf;
 }
 
+em_status em_device_synchronize(em_device d) {
+  const em_backend *be = em_backend_get(d.backend);
+  if (!be) return em_error(EM_ERR_DEVICE, "synchronize: no backend in slot %d", d.backend);
+  return be->synchronize(d.index);
+}
+
 em_status em_cpu_device(em_device *out) {
   int slot;
   EM_TRY(em_backend_find("cpu", &slot));

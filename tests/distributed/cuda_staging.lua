@@ -1,7 +1,9 @@
 -- CUDA tensors through ember.distributed: host staging for every
--- collective and for DistributedDataParallel. ctest runs it on the
--- emulated CUDA backend (backends/cuda/emu), so no GPU is needed; on a GPU
--- machine EMBER_PLUGIN_PATH can point at the real one.
+-- collective and for DistributedDataParallel, or with a CUDA-aware MPI
+-- (EMBER_DIST_CUDA_AWARE=1; ctest runs both) device memory handed to MPI
+-- as it is. ctest runs it on the emulated CUDA backend (backends/cuda/emu,
+-- whose device memory the host can address, as a CUDA-aware MPI's can), so
+-- no GPU is needed; on a GPU machine EMBER_PLUGIN_PATH can point at the real one.
 local ember = require "ember"
 local nn = require "ember.nn"
 local dist = require "ember.distributed"
@@ -14,6 +16,11 @@ if ember.device_count("cuda") == 0 then
 end
 local dev = "cuda:" .. (dist.local_rank() % ember.device_count("cuda") + 1)
 
+H.test("cuda_aware() is what the library says, or what EMBER_DIST_CUDA_AWARE says", function()
+  local forced = os.getenv("EMBER_DIST_CUDA_AWARE")
+  if forced == "1" or forced == "0" then assert(dist.cuda_aware() == (forced == "1")) end
+  assert(type(dist.cuda_aware()) == "boolean")
+end)
 H.test("all_reduce of a cuda tensor stays on the device", function()
   local t = (ember.arange(0, 6, {dtype = "float32"}):view(2, 3) + me):to(dev)
   dist.all_reduce(t)

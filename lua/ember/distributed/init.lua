@@ -89,6 +89,11 @@ function M.local_rank() need_init("local_rank") return state.local_rank end
 function M.local_world_size() need_init("local_world_size") return state.local_size end
 -- The MPI library's version line.
 function M.library() need_init("library") return state.library end
+-- Does MPI read and write CUDA memory itself? Then contiguous CUDA tensors
+-- go to it as they are; otherwise through a host copy. Open MPI says so
+-- through MPIX_Query_cuda_support (Debian's build: no);
+-- EMBER_DIST_CUDA_AWARE=0 or 1 overrides it.
+function M.cuda_aware() need_init("cuda_aware") return state.cuda_aware end
 function M.set_timeout(s) need_init("set_timeout") C.set_timeout(s) end
 function M.get_timeout() need_init("get_timeout") return C.timeout() end
 
