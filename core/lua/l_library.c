@@ -132,8 +132,29 @@ static int f_set_autocast(lua_State *L) {
   return 2;
 }
 
+/* ember.dtype_info(name) -> {name=, size=, floating=} for any name the core
+** accepts ("double" -> float64), or nil and the reason. Lua code asks this
+** instead of keeping its own list of dtype names. */
+static int f_dtype_info(lua_State *L) {
+  em_dtype dt;
+  if (em_dtype_parse(luaL_checkstring(L, 1), &dt) != EM_OK) {
+    lua_pushnil(L);
+    lua_pushstring(L, em_error_message());
+    return 2;
+  }
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, em_dtype_name(dt));
+  lua_setfield(L, -2, "name");
+  lua_pushinteger(L, (lua_Integer)em_dtype_size(dt));
+  lua_setfield(L, -2, "size");
+  lua_pushboolean(L, em_dtype_is_float(dt));
+  lua_setfield(L, -2, "floating");
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
   {"cpu_info", f_cpu_info},
+  {"dtype_info", f_dtype_info},
   {"set_autocast", f_set_autocast},
   {"set_num_threads", f_set_num_threads},
   {"get_num_threads", f_get_num_threads},

@@ -225,15 +225,11 @@ end
 --- The dropout on attention weights for opts.attention: opts.dropout, or 0
 -- (said once) when the variant cannot drop attention weights (e.g. linear).
 function M.attention_dropout(o)
-  local ember = require "ember"
-  if (o.dropout or 0) == 0 or not ember.attention_variants then return o.dropout or 0 end
-  for _, v in ipairs(ember.attention_variants()) do
-    if v.name == o.attention and v.caps and v.caps.dropout == false then
-      print(("note: attention '%s' has no dropout on attention weights; using 0 there"):format(o.attention))
-      return 0
-    end
+  local dropout, zeroed = require("ember.nn._attn_opts").default_attention_dropout(o.attention, o.dropout or 0)
+  if zeroed then
+    print(("note: attention '%s' has no dropout on attention weights; using 0 there"):format(o.attention))
   end
-  return o.dropout
+  return dropout
 end
 
 --- For --smoke runs: fails unless the mean of the last few losses is below

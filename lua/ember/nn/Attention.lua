@@ -94,7 +94,7 @@ end
 -- @treturn Attention self
 function Attention:to(where, moved)
   Module.to(self, where, moved)
-  local dtype = Module.dtype_names[where]
+  local dtype = Module.float_dtype(where, "Attention.to")
   if dtype then self.dtype = dtype else self.device = where end
   return self
 end

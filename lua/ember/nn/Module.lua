@@ -24,6 +24,7 @@
 -- @classmod nn.Module
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
+local list_of = require("ember._listing").list -- lists that print(): readable, not an address
 
 local Module = {}
 Module.__name = "Module"
@@ -239,7 +240,7 @@ end
 function Module:parameters()
   local list = {}
   self:_each_param(function(_, t) list[#list + 1] = t end)
-  return list
+  return list_of(list)
 end
 
 --- name -> parameter (the tensors themselves, shared); `parameter_names`
@@ -248,7 +249,7 @@ end
 function Module:named_parameters()
   local map = {}
   self:_each_param(function(n, t) map[n] = t end)
-  return map
+  return list_of(map)
 end
 
 --- The names of `parameters()`, in the same order.
@@ -256,7 +257,7 @@ end
 function Module:parameter_names()
   local list = {}
   self:_each_param(function(n) list[#list + 1] = n end)
-  return list
+  return list_of(list)
 end
 
 --- The number of learned scalars.
@@ -321,11 +322,19 @@ function Module:zero_grad()
   return self
 end
 
--- Every name `to` takes as a dtype, and what it means.
-local DTYPES = { float32 = "float32", float = "float32", f32 = "float32", float64 = "float64",
-                 double = "float64", f64 = "float64", bfloat16 = "bfloat16", bf16 = "bfloat16" }
-local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
-Module.dtype_names = DTYPES
+--- The floating-point dtype a name means ("double" -> "float64"), or nil
+-- when the name is no dtype (a device, then). Modules convert only to
+-- floating dtypes, so an integer or bool dtype is an error naming `op`.
+-- @string where a dtype or device name
+-- @string op the operation, for the error ("Linear.to")
+-- @treturn ?string the dtype's name
+function Module.float_dtype(where, op)
+  local info = ember.dtype_info(where)
+  if info and not info.floating then
+    errors.raise("%s: modules convert to floating-point dtypes (float32, float64, bfloat16), not %s", op, info.name)
+  end
+  return info and info.name
+end
 
 --- Moves or converts every tensor: `to("cuda")`, `to("float64")`.
 -- Parameters become new leaves (build the optimizer after moving the
@@ -339,11 +348,11 @@ function Module:to(where, _moved)
   if type(where) ~= "string" then
     errors.raise("%s.to: expected a dtype or device name, got %s", self.__name, type(where))
   end
-  local is_dtype = DTYPES[where] ~= nil
+  local is_dtype = Module.float_dtype(where, self.__name .. ".to") ~= nil
   local moved = _moved or {} -- old tensor -> new one across the whole tree
   local function move(t, param)
     if moved[t] then return moved[t] end
-    local new = (is_dtype and not FLOATS[t.dtype]) and t or t:detach():to(where)
+    local new = (is_dtype and not ember.dtype_info(t.dtype).floating) and t or t:detach():to(where)
     if param then new:requires_grad_(true) end
     moved[t] = new
     return new

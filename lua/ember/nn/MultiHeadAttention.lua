@@ -30,7 +30,6 @@ local OWN = { "d_model", "heads", "attention", "kdim", "vdim", "dropout", "bias"
               "causal", "dtype", "device" }
 local IS_OWN = {}
 for _, k in ipairs(OWN) do IS_OWN[k] = true end
-local FLOAT_DTYPES = { float32 = true, float64 = true, bfloat16 = true }
 
 local function check_type(v, want, name)
   if v ~= nil and type(v) ~= want then
@@ -87,8 +86,9 @@ local function read_spec(d_model, heads, opts)
   if s.rope and s.head_dim % 2 ~= 0 then
     errors.raise("MultiHeadAttention: rope needs an even head dim, got d_model/heads = %d", s.head_dim)
   end
-  s.dtype = spec.dtype and (Module.dtype_names[spec.dtype] or spec.dtype) or "float32"
-  if not FLOAT_DTYPES[s.dtype] then
+  local dtype = type(spec.dtype) == "string" and ember.dtype_info(spec.dtype)
+  s.dtype = spec.dtype == nil and "float32" or dtype and dtype.floating and dtype.name
+  if not s.dtype then
     errors.raise("MultiHeadAttention: dtype must be float32, float64 or bfloat16, got %s", tostring(spec.dtype))
   end
   s.device = spec.device or "cpu"

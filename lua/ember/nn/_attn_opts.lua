@@ -21,13 +21,18 @@ local function has_dropout(name)
   return v.caps.dropout
 end
 
+-- The attention dropout a layer with `dropout` uses when none is given:
+-- `dropout` itself, or 0 where the variant has no dropout on its weights
+-- (then also true, so that a command line can say so).
+function M.default_attention_dropout(attention, dropout)
+  if (dropout or 0) ~= 0 and has_dropout(attention or "standard") == false then return 0, true end
+  return dropout
+end
+
 function M.mha_spec(d_model, heads, opts, extra)
   local attention = opts.attention or "standard"
   local dropout = opts.attention_dropout
-  if dropout == nil then
-    dropout = opts.dropout or 0.1
-    if has_dropout(attention) == false then dropout = 0 end
-  end
+  if dropout == nil then dropout = M.default_attention_dropout(attention, opts.dropout or 0.1) end
   local spec = {
     d_model = d_model, heads = heads, attention = attention, dropout = dropout,
     bias = opts.bias, rope = opts.rope, dtype = opts.dtype, device = opts.device,
