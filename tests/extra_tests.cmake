@@ -76,21 +76,19 @@ add_test(NAME mpi.scripts.np2
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(mpi.scripts.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
   PROCESSORS 2 TIMEOUT 1500 ENVIRONMENT "${TEST_ENV}")
-# CUDA tensors through host staging, on the emulated CUDA backend (no GPU needed).
+# CUDA tensors through host staging, and with MPI told it is CUDA-aware
+# (device memory goes to MPI as it is), on the emulated CUDA backend (no GPU needed).
 if(TARGET ember_backend_cuda_emu)
-  add_test(NAME mpi.cuda_staging.np2
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
-            ${CMAKE_CURRENT_SOURCE_DIR}/distributed/cuda_staging.lua
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(mpi.cuda_staging.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77 PROCESSORS 2
-    ENVIRONMENT "EMBER_PLUGIN_PATH=${EMBER_BUILD_PLUGIN_DIR}:$<TARGET_FILE_DIR:ember_backend_cuda_emu>;EMBER_PLUGIN_PATH_ONLY=1;EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR};EMBER_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=1")
-  # The same with MPI told it is CUDA-aware: device memory goes to MPI as it is.
-  add_test(NAME mpi.cuda_aware.np2
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
-            ${CMAKE_CURRENT_SOURCE_DIR}/distributed/cuda_staging.lua
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(mpi.cuda_aware.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77 PROCESSORS 2
-    ENVIRONMENT "EMBER_PLUGIN_PATH=${EMBER_BUILD_PLUGIN_DIR}:$<TARGET_FILE_DIR:ember_backend_cuda_emu>;EMBER_PLUGIN_PATH_ONLY=1;EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR};EMBER_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=1;EMBER_DIST_CUDA_AWARE=1")
+  foreach(route "cuda_staging;0" "cuda_aware;1")
+    list(GET route 0 name)
+    list(GET route 1 aware)
+    add_test(NAME mpi.${name}.np2
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
+              ${CMAKE_CURRENT_SOURCE_DIR}/distributed/cuda_staging.lua
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(mpi.${name}.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77 PROCESSORS 2
+      ENVIRONMENT "EMBER_PLUGIN_PATH=${EMBER_BUILD_PLUGIN_DIR}:$<TARGET_FILE_DIR:ember_backend_cuda_emu>;EMBER_PLUGIN_PATH_ONLY=1;EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR};EMBER_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=1;EMBER_DIST_CUDA_AWARE=${aware}")
+  endforeach()
 endif()
 # bfloat16 on CPUs without AMX or AVX512-BF16: the same checks with oneDNN
 # capped to plain AVX-512 (its bf16 kernels emulate the conversions) and to
