@@ -183,6 +183,16 @@ em_status cpu_dropout_bf16(void *out, void *mask, const void *x, int64_t n, doub
 em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, double b,
                           uint64_t seed, uint64_t offset);
 
+/* cpu_bgemm.c: the fused attention kernel's bfloat16 tile products,
+** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread; C float32,
+** A and B float32 or bfloat16 (a_bf16, b_bf16), both rounded to bfloat16,
+** float32 sums. cpu_bgemm_path names the path ("avx512_bf16 ..." or
+** "plain ..."). */
+void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
+               bool a_bf16, int64_t lda, const void *B, bool b_bf16, int64_t ldb, float beta,
+               float *C, int64_t ldc);
+const char *cpu_bgemm_path(void);
+
 /* cpu_softmax_norm.c */
 em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,
                       bool log);
