@@ -13,8 +13,9 @@
 ** Two paths, chosen once per process (cpu_bgemm_path says which):
 **  - "avx512_bf16": vdpbf16ps, which multiplies pairs of bfloat16 along k
 **    and adds both products into a float32 lane. A is packed as pairs
-**    (a[i][2p], a[i][2p+1]) in blocks of 4 rows, B as [k/2][n][2]; a
-**    micro-kernel keeps 4 rows x 64 columns of C in 16 registers.
+**    (a[i][2p], a[i][2p+1]) (a bfloat16 row is that already, read in
+**    place), B as [k/2][n][2]; a micro-kernel keeps 4 rows x 64 columns
+**    of C in 16 registers.
 **  - "plain": the same rounded operands widened to float32 and multiplied
 **    by OpenBLAS's sgemm; any CPU. Taken when the CPU lacks AVX512_BF16,
 **    when ONEDNN_MAX_CPU_ISA caps the machine below it (the tests emulate
@@ -76,52 +77,103 @@ static inline uint16_t bg_elem(const void *X, bool bf16, bool trans, int64_t ld,
 }
 
 #if BG_HAVE_X86
-/* A rows [i0, i0+mc) x k [p0, p0+kc) as pairs: Ap[((ib * kh) + p) * 4 + r]
-** holds rows i0 + 4 ib + r, k 2p and 2p+1 (zero past the edges). */
-static void bg_pack_a(uint32_t *Ap, const void *A, bool bf, bool ta, int64_t lda, int64_t i0,
-                      int64_t mc, int64_t p0, int64_t kc) {
-  const int64_t kh = (kc + 1) / 2, mb = (mc + BG_MR - 1) / BG_MR;
-  for (int64_t ib = 0; ib < mb; ib++)
-    for (int r = 0; r < BG_MR; r++) {
-      const int64_t i = ib * BG_MR + r;
-      uint32_t *dst = Ap + ib * kh * BG_MR + r;
-      if (i >= mc) {
-        for (int64_t p = 0; p < kh; p++) dst[p * BG_MR] = 0;
-        continue;
-      }
-      for (int64_t p = 0; p < kh; p++) {
-        const int64_t k0 = 2 * p;
-        const uint32_t lo = bg_elem(A, bf, ta, lda, i0 + i, p0 + k0);
-        const uint32_t hi = k0 + 1 < kc ? bg_elem(A, bf, ta, lda, i0 + i, p0 + k0 + 1) : 0;
-        dst[p * BG_MR] = lo | hi << 16;
-      }
-    }
+/* A pair of bfloat16 read where a bfloat16 array has it (2-byte aligned). */
+typedef uint32_t bg_u32 __attribute__((aligned(2), may_alias));
+
+/* n float32 -> bfloat16 (round to nearest even, as vcvtneps2bf16). */
+BG_TARGET static void bg_cvt_row(uint16_t *dst, const float *src, int64_t n) {
+  int64_t x = 0;
+  for (; x + 16 <= n; x += 16)
+    _mm256_storeu_si256((__m256i *)(dst + x), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + x)));
+  for (; x < n; x++) dst[x] = cpu_f32_to_bf16(src[x]);
 }
 
-/* B k [p0, p0+kc) x columns [j0, j0+nc) as Bp[(p * npad + j) * 2 + t] =
-** B(p0 + 2p + t, j0 + j), npad = nc rounded up to 16 (zeros past the edges). */
+/* op(A) rows [i0, i0+mc) x k [p0, p0+kc) as pairs (k 2p, 2p+1): pair p of
+** row i at *base + i * rs + p * ps. Non-transposed bfloat16 is read in
+** place; other cases are packed into Ap (row-major pairs, or for a
+** transposed A pair-major, so both packings read their source in order). */
+BG_TARGET static const bg_u32 *bg_pack_a(uint32_t *Ap, const void *A, bool bf, bool ta,
+                                         int64_t lda, int64_t i0, int64_t mc, int64_t p0,
+                                         int64_t kc, int64_t *rs, int64_t *ps) {
+  const int64_t kh = (kc + 1) / 2;
+  if (!ta) {
+    if (bf && kc % 2 == 0 && lda % 2 == 0) {
+      *rs = lda / 2, *ps = 1;
+      return (const bg_u32 *)((const uint16_t *)A + i0 * lda + p0);
+    }
+    for (int64_t i = 0; i < mc; i++) {
+      uint16_t *d = (uint16_t *)(Ap + i * kh);
+      if (bf) memcpy(d, (const uint16_t *)A + (i0 + i) * lda + p0, (size_t)kc * 2);
+      else bg_cvt_row(d, (const float *)A + (i0 + i) * lda + p0, kc);
+      if (kc % 2) d[kc] = 0;
+    }
+    *rs = kh, *ps = 1;
+    return Ap;
+  }
+  const int64_t mp = (mc + 15) / 16 * 16;
+  uint16_t lo[BG_MC], hi[BG_MC];
+  for (int64_t p = 0; p < kh; p++) {
+    const int64_t k0 = p0 + 2 * p;
+    const bool has_hi = 2 * p + 1 < kc;
+    if (bf) {
+      const uint16_t *r0 = (const uint16_t *)A + k0 * lda + i0, *r1 = r0 + lda;
+      for (int64_t i = 0; i < mc; i++) Ap[p * mp + i] = r0[i] | (has_hi ? (uint32_t)r1[i] << 16 : 0);
+    } else {
+      const float *r0 = (const float *)A + k0 * lda + i0;
+      bg_cvt_row(lo, r0, mc);
+      if (has_hi) bg_cvt_row(hi, r0 + lda, mc);
+      else memset(hi, 0, sizeof hi);
+      for (int64_t i = 0; i < mc; i++) Ap[p * mp + i] = lo[i] | (uint32_t)hi[i] << 16;
+    }
+  }
+  *rs = 1, *ps = mp;
+  return Ap;
+}
+
+/* op(B) k [p0, p0+kc) x columns [j0, j0+nc) as Bp[(p * npad + j) * 2 + t] =
+** op(B)(p0 + 2p + t, j0 + j), npad = nc rounded up to 16 (zeros past the edges). */
 static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb, int64_t p0,
                       int64_t kc, int64_t j0, int64_t nc) {
   const int64_t kh = (kc + 1) / 2, npad = (nc + 15) / 16 * 16;
-  for (int64_t p = 0; p < kh; p++) {
+  if (bf && tb) { /* op(B)(k, j) = B[j][k]: a pair is two neighbours of row j */
+    uint32_t *B32 = (uint32_t *)Bp;
+    for (int64_t j = 0; j < nc; j++) {
+      const uint16_t *row = (const uint16_t *)B + (j0 + j) * ldb + p0;
+      for (int64_t p = 0; p + 1 < kh || (p < kh && kc % 2 == 0); p++)
+        B32[p * npad + j] = *(const bg_u32 *)(row + 2 * p);
+      if (kc % 2) B32[(kh - 1) * npad + j] = row[kc - 1];
+    }
+    for (int64_t p = 0; p < kh; p++)
+      for (int64_t j = nc; j < npad; j++) B32[p * npad + j] = 0;
+    return;
+  }
+  if (bf) { /* op(B) = B: a pair comes from two rows */
+    for (int64_t p = 0; p < kh; p++) {
+      uint16_t *dst = Bp + p * npad * 2;
+      const uint16_t *r0 = (const uint16_t *)B + (p0 + 2 * p) * ldb + j0, *r1 = r0 + ldb;
+      if (2 * p + 1 < kc)
+        for (int64_t j = 0; j < nc; j++) dst[2 * j] = r0[j], dst[2 * j + 1] = r1[j];
+      else
+        for (int64_t j = 0; j < nc; j++) dst[2 * j] = r0[j], dst[2 * j + 1] = 0;
+      for (int64_t j = nc; j < npad; j++) dst[2 * j] = dst[2 * j + 1] = 0;
+    }
+    return;
+  }
+  for (int64_t p = 0; p < kh; p++) { /* float32 B: not met in attention, kept simple */
     uint16_t *dst = Bp + p * npad * 2;
     for (int t = 0; t < 2; t++) {
       const int64_t kk = 2 * p + t;
-      if (kk >= kc) {
-        for (int64_t j = 0; j < npad; j++) dst[j * 2 + t] = 0;
-        continue;
-      }
-      for (int64_t j = 0; j < nc; j++) dst[j * 2 + t] = bg_elem(B, bf, !tb, ldb, j0 + j, p0 + kk);
-      for (int64_t j = nc; j < npad; j++) dst[j * 2 + t] = 0;
+      for (int64_t j = 0; j < npad; j++)
+        dst[j * 2 + t] = kk < kc && j < nc ? bg_elem(B, bf, !tb, ldb, j0 + j, p0 + kk) : 0;
     }
   }
 }
 
-/* 4 rows x nv*16 columns of C from packed A (kh pairs) and B (row stride
-** npad pairs); stores rows < mr and columns < ncols. */
+/* 4 rows x nv*16 columns of C: row r's pairs at a[r][p * ps], B packed with
+** row stride npad pairs; stores rows < mr and columns < ncols. */
 BG_TARGET static inline __attribute__((always_inline)) void
-bg_micro(const uint32_t *Ap, const uint16_t *Bp, int64_t kh, int64_t npad, const int nv, int mr,
-         int64_t ncols, float alpha, float beta, float *C, int64_t ldc) {
+bg_micro(const bg_u32 *const a[BG_MR], int64_t ps, const uint16_t *Bp, int64_t kh, int64_t npad,
+         const int nv, int mr, int64_t ncols, float alpha, float beta, float *C, int64_t ldc) {
   __m512 acc[BG_MR][4];
 #pragma GCC unroll 4
   for (int r = 0; r < BG_MR; r++)
@@ -134,9 +186,9 @@ bg_micro(const uint32_t *Ap, const uint16_t *Bp, int64_t kh, int64_t npad, const
     for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + 32 * v);
 #pragma GCC unroll 4
     for (int r = 0; r < BG_MR; r++) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32((int)Ap[p * BG_MR + r]);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r][p * ps]);
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, bv[v]);
+      for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -152,21 +204,23 @@ bg_micro(const uint32_t *Ap, const uint16_t *Bp, int64_t kh, int64_t npad, const
     }
 }
 
-BG_TARGET static void bg_block(const uint32_t *Ap, const uint16_t *Bp, int64_t mc, int64_t nc,
-                               int64_t kc, float alpha, float beta, float *C, int64_t ldc) {
+BG_TARGET static void bg_block(const bg_u32 *Ab, int64_t rs, int64_t ps, const uint16_t *Bp,
+                               int64_t mc, int64_t nc, int64_t kc, float alpha, float beta,
+                               float *C, int64_t ldc) {
   const int64_t kh = (kc + 1) / 2, npad = (nc + 15) / 16 * 16;
-  for (int64_t ib = 0; ib * BG_MR < mc; ib++) {
-    const int mr = mc - ib * BG_MR < BG_MR ? (int)(mc - ib * BG_MR) : BG_MR;
-    const uint32_t *a = Ap + ib * kh * BG_MR;
-    float *c = C + ib * BG_MR * ldc;
+  for (int64_t i = 0; i < mc; i += BG_MR) {
+    const int mr = mc - i < BG_MR ? (int)(mc - i) : BG_MR;
+    const bg_u32 *a[BG_MR];
+    for (int r = 0; r < BG_MR; r++) a[r] = Ab + (r < mr ? i + r : i) * rs; /* past mc: a copy, not stored */
+    float *c = C + i * ldc;
     for (int64_t j = 0; j < nc; j += 64) {
       const int64_t cols = nc - j < 64 ? nc - j : 64;
       const uint16_t *b = Bp + j * 2;
       switch ((cols + 15) / 16) { /* constant nv: the accumulators stay in registers */
-        case 4: bg_micro(a, b, kh, npad, 4, mr, cols, alpha, beta, c + j, ldc); break;
-        case 3: bg_micro(a, b, kh, npad, 3, mr, cols, alpha, beta, c + j, ldc); break;
-        case 2: bg_micro(a, b, kh, npad, 2, mr, cols, alpha, beta, c + j, ldc); break;
-        default: bg_micro(a, b, kh, npad, 1, mr, cols, alpha, beta, c + j, ldc); break;
+        case 4: bg_micro(a, ps, b, kh, npad, 4, mr, cols, alpha, beta, c + j, ldc); break;
+        case 3: bg_micro(a, ps, b, kh, npad, 3, mr, cols, alpha, beta, c + j, ldc); break;
+        case 2: bg_micro(a, ps, b, kh, npad, 2, mr, cols, alpha, beta, c + j, ldc); break;
+        default: bg_micro(a, ps, b, kh, npad, 1, mr, cols, alpha, beta, c + j, ldc); break;
       }
     }
   }
@@ -204,8 +258,9 @@ void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
         bg_pack_b(Bp, B, b_bf16, tb, ldb, p0, kc, j0, nc);
         for (int64_t i0 = 0; i0 < m; i0 += BG_MC) {
           const int64_t mc = m - i0 < BG_MC ? m - i0 : BG_MC;
-          bg_pack_a(Ap, A, a_bf16, ta, lda, i0, mc, p0, kc);
-          bg_block(Ap, Bp, mc, nc, kc, alpha, be, C + i0 * ldc + j0, ldc);
+          int64_t rs, ps;
+          const bg_u32 *Ab = bg_pack_a(Ap, A, a_bf16, ta, lda, i0, mc, p0, kc, &rs, &ps);
+          bg_block(Ab, rs, ps, Bp, mc, nc, kc, alpha, be, C + i0 * ldc + j0, ldc);
         }
         continue;
       }
