@@ -44,11 +44,13 @@ static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, i
   FN(decl_scores)(c, bh, i0, br, j0, bc, S);
 }
 
-/* Is element (query i, key j) of head bh kept by dropout? */
-static inline bool FN(keep)(const att_ctx *c, int64_t bh, int64_t i, int64_t j) {
+/* keep[jj]: is element (query i, key j0 + jj) of head bh kept by dropout?
+** Consecutive counters of the stream rule, drawn vectorised. */
+static inline void FN(keep_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
+                                uint8_t *keep) {
   const em_attention_args *a = c->a;
-  uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j);
-  return em_philox_uniform_at(a->seed, a->offset, e) >= a->dropout_p;
+  const uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j0);
+  cpu_dropout_keep(keep, a->seed, a->offset + e, bc, cpu_dropout_threshold(a->dropout_p));
 }
 
 /* Keys [0, end) can be visible to some query in [i0, i0+br). */
@@ -130,9 +132,11 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
       }
       /* the normaliser counts dropped keys too */
       l[ii] += FN(exp_row)(s, bc, m_new);
-      if (dropout)
-        for (int64_t jj = 0; jj < bc; jj++)
-          if (s[jj] != 0) s[jj] = FN(keep)(c, bh, i0 + ii, j0 + jj) ? s[jj] * inv_keep : 0;
+      if (dropout) {
+        uint8_t keep[128]; /* bc <= 128 (make_ctx) */
+        FN(keep_row)(c, bh, i0 + ii, j0, bc, keep);
+        for (int64_t jj = 0; jj < bc; jj++) s[jj] = keep[jj] ? s[jj] * inv_keep : 0;
+      }
       if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
@@ -226,8 +230,10 @@ CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_
     if (c->DR) FN(decl_dp_row)(c, bh, i, j0, bc, ds);
     const T Di = (T)D[i];
     if (dropout) {
+      uint8_t keep[128]; /* bc <= 128 (make_ctx) */
+      FN(keep_row)(c, bh, i, j0, bc, keep);
       for (int64_t jj = 0; jj < bc; jj++) {
-        const T z = FN(keep)(c, bh, i, j0 + jj) ? inv_keep : 0;
+        const T z = keep[jj] ? inv_keep : 0;
         ds[jj] = p[jj] * (z * ds[jj] - Di);
         p[jj] *= z;
       }

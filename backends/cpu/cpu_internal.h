@@ -183,6 +183,15 @@ em_status cpu_dropout_bf16(void *out, void *mask, const void *x, int64_t n, doub
 em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, double b,
                           uint64_t seed, uint64_t offset);
 
+/* cpu_random.c: keep[j] = (element counter0 + j of the Philox stream is
+** kept by dropout), for n consecutive counters; vectorised. */
+void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0, int64_t n,
+                      uint64_t threshold);
+/* The threshold of the keep test for drop probability p (u >= p in integers). */
+static inline uint64_t cpu_dropout_threshold(double p) {
+  return (uint64_t)ceil(p * 9007199254740992.0);
+}
+
 /* cpu_bgemm.c: the fused attention kernel's bfloat16 tile products,
 ** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread; C float32,
 ** A and B float32 or bfloat16 (a_bf16, b_bf16), both rounded to bfloat16,

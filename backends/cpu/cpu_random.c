@@ -31,9 +31,10 @@ static bool kview_contiguous(const em_kview *v) {
 ** u >= p iff x >= ceil(p 2^53). With the Philox rounds unrolled, this loop
 ** over consecutive counters vectorises (the 32x32->64 multiplies map to
 ** vpmuludq); calling em_philox_uniform_at per element does not. Same bits,
-** same stream as the rule above. */
-CPU_VECTOR_CLONES static void dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0,
-                                           int64_t n, uint64_t threshold) {
+** same stream as the rule above. The attention kernel draws its dropout
+** through it too, a tile row at a time. */
+CPU_VECTOR_CLONES void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0, int64_t n,
+                                        uint64_t threshold) {
   for (int64_t j = 0; j < n; j++) {
     const em_philox_block b = em_philox(seed, counter0 + (uint64_t)j);
     const uint64_t x = ((uint64_t)(b.w[0] >> 5) << 26) | (uint64_t)(b.w[1] >> 6);
