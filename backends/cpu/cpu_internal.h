@@ -37,12 +37,18 @@
 ** the loader picks one per machine (GCC function multiversioning). The
 ** same operations run in the same order either way (no FMA contraction,
 ** no reassociation), so both give bit-identical results. */
+/* CPU_VECTOR_CLONES_512 adds an AVX-512 clone, for integer-only loops
+** (the dropout draws), where the wider vectors cannot change a bit. */
 #ifndef CPU_VECTOR_CLONES /* -DCPU_VECTOR_CLONES= builds the baseline only */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define CPU_VECTOR_CLONES_512 __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_VECTOR_CLONES
 #endif
+#endif
+#ifndef CPU_VECTOR_CLONES_512
+#define CPU_VECTOR_CLONES_512 CPU_VECTOR_CLONES
 #endif
 
 /* CPU_CAT(name, SUF) -> name_SUF: how the *_tmpl.h files, included once per
