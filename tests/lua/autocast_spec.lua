@@ -48,6 +48,10 @@ describe("ember.autocast", function()
     assert.are.equal("float32", l.bias.grad.dtype)
     assert.are.equal(3, l.bias.grad:to("float64"):min():item()) -- d sum / d b_j = rows
     assert.are.equal("float32", l(x).dtype) -- and float32 outside
+    -- so a Linear can feed a float32 MultiHeadAttention under autocast
+    local mha = ember.MultiHeadAttention({d_model = 4, heads = 2})
+    local out = ember.autocast("bfloat16", function() return mha(l(x):unsqueeze(1)) end)
+    assert.are.equal("bfloat16", out.dtype)
   end)
 
   it("a <close> scope restores the previous state, also on error, and nests", function()
