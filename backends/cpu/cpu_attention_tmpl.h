@@ -91,7 +91,7 @@ static inline T FN(exp_row)(T *restrict p, int64_t n, T shift) {
 
 /* One query tile of one head: online softmax over the key tiles, with
 ** scratch S [br][bc], acc [br][dv], m and l [br]. */
-CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
+CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
                                                T *acc, T *m, T *l, T *pbt) {
   const em_attention_args *a = c->a;
   const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc;
@@ -207,7 +207,7 @@ static em_status FN(forward)(att_ctx *c) {
 ** the dropped-out probabilities Pd = P * Z (Z = keep / (1 - p)) and in dS
 ** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
 ** was computed upfront. Both tiles have row stride c->bc. */
-CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                             int64_t j0, int64_t bc, T *P, T *dS, bool owner) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dv = a->dv, ld = c->bc;

@@ -14,8 +14,8 @@
 **  - "avx512_bf16": vdpbf16ps, which multiplies pairs of bfloat16 along k
 **    and adds both products into a float32 lane. A is packed as pairs
 **    (a[i][2p], a[i][2p+1]) (a bfloat16 row is that already, read in
-**    place), B as [k/2][n][2]; a micro-kernel keeps 4 rows x 64 columns
-**    of C in 16 registers.
+**    place), B as [k/2][n][2]; a micro-kernel keeps 16 registers of C
+**    (4 rows x 64 columns, or 8 x 32 for a 32-wide C).
 **  - "plain": the same rounded operands widened to float32 and multiplied
 **    by OpenBLAS's sgemm; any CPU. Taken when the CPU lacks AVX512_BF16,
 **    when ONEDNN_MAX_CPU_ISA caps the machine below it (the tests emulate
@@ -38,7 +38,7 @@
 #define BG_HAVE_X86 0
 #endif
 
-enum { BG_MC = 64, BG_NC = 64, BG_KC = 256, BG_MR = 4 };
+enum { BG_MC = 64, BG_NC = 64, BG_KC = 256 };
 
 static pthread_once_t bg_once = PTHREAD_ONCE_INIT;
 static bool bg_avx;
@@ -169,14 +169,16 @@ static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb
   }
 }
 
-/* 4 rows x nv*16 columns of C: row r's pairs at a[r][p * ps], B packed with
-** row stride npad pairs; stores rows < mr and columns < ncols. */
+/* mr_c rows x nv*16 columns of C (mr_c * nv <= 16 accumulators): row r's
+** pairs at a[r][p * ps], B packed with row stride npad pairs; stores rows
+** < mr and columns < ncols. */
 BG_TARGET static inline __attribute__((always_inline)) void
-bg_micro(const bg_u32 *const a[BG_MR], int64_t ps, const uint16_t *Bp, int64_t kh, int64_t npad,
-         const int nv, int mr, int64_t ncols, float alpha, float beta, float *C, int64_t ldc) {
-  __m512 acc[BG_MR][4];
-#pragma GCC unroll 4
-  for (int r = 0; r < BG_MR; r++)
+bg_micro(const bg_u32 *const *a, int64_t ps, const uint16_t *Bp, int64_t kh, int64_t npad,
+         const int mr_c, const int nv, int mr, int64_t ncols, float alpha, float beta, float *C,
+         int64_t ldc) {
+  __m512 acc[8][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < mr_c; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kh; p++) {
@@ -184,15 +186,17 @@ bg_micro(const bg_u32 *const a[BG_MR], int64_t ps, const uint16_t *Bp, int64_t k
     __m512bh bv[4];
 #pragma GCC unroll 4
     for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + 32 * v);
-#pragma GCC unroll 4
-    for (int r = 0; r < BG_MR; r++) {
+#pragma GCC unroll 8
+    for (int r = 0; r < mr_c; r++) {
       const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r][p * ps]);
 #pragma GCC unroll 4
       for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  for (int r = 0; r < mr; r++)
+#pragma GCC unroll 8
+  for (int r = 0; r < mr_c; r++) {
+    if (r >= mr) break;
 #pragma GCC unroll 4
     for (int v = 0; v < nv; v++) {
       const int64_t left = ncols - 16 * v;
@@ -202,25 +206,37 @@ bg_micro(const bg_u32 *const a[BG_MR], int64_t ps, const uint16_t *Bp, int64_t k
       if (beta != 0) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mk, c), x);
       _mm512_mask_storeu_ps(c, mk, x);
     }
+  }
 }
 
+/* Rows [i, i + MR) of the block against every column chunk of 64 (4
+** vectors) or of the narrower rest; MR rows at a time, so that each
+** micro-kernel holds 16 accumulators: 4 rows x 64 columns, or 8 rows x 32
+** columns where C is 32 wide (the head dims of attention). */
 BG_TARGET static void bg_block(const bg_u32 *Ab, int64_t rs, int64_t ps, const uint16_t *Bp,
                                int64_t mc, int64_t nc, int64_t kc, float alpha, float beta,
                                float *C, int64_t ldc) {
   const int64_t kh = (kc + 1) / 2, npad = (nc + 15) / 16 * 16;
-  for (int64_t i = 0; i < mc; i += BG_MR) {
-    const int mr = mc - i < BG_MR ? (int)(mc - i) : BG_MR;
-    const bg_u32 *a[BG_MR];
-    for (int r = 0; r < BG_MR; r++) a[r] = Ab + (r < mr ? i + r : i) * rs; /* past mc: a copy, not stored */
+  const int MR = nc <= 32 ? 8 : 4; /* every chunk has nv <= 2 when nc <= 32 */
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int mr = mc - i < MR ? (int)(mc - i) : MR;
+    const bg_u32 *a[8];
+    for (int r = 0; r < MR; r++) a[r] = Ab + (r < mr ? i + r : i) * rs; /* past mc: a copy, not stored */
     float *c = C + i * ldc;
     for (int64_t j = 0; j < nc; j += 64) {
       const int64_t cols = nc - j < 64 ? nc - j : 64;
       const uint16_t *b = Bp + j * 2;
-      switch ((cols + 15) / 16) { /* constant nv: the accumulators stay in registers */
-        case 4: bg_micro(a, ps, b, kh, npad, 4, mr, cols, alpha, beta, c + j, ldc); break;
-        case 3: bg_micro(a, ps, b, kh, npad, 3, mr, cols, alpha, beta, c + j, ldc); break;
-        case 2: bg_micro(a, ps, b, kh, npad, 2, mr, cols, alpha, beta, c + j, ldc); break;
-        default: bg_micro(a, ps, b, kh, npad, 1, mr, cols, alpha, beta, c + j, ldc); break;
+      const int nv = (int)((cols + 15) / 16);
+      if (MR == 8) { /* constant sizes: the accumulators stay in registers */
+        if (nv == 2) bg_micro(a, ps, b, kh, npad, 8, 2, mr, cols, alpha, beta, c + j, ldc);
+        else bg_micro(a, ps, b, kh, npad, 8, 1, mr, cols, alpha, beta, c + j, ldc);
+      } else {
+        switch (nv) {
+          case 4: bg_micro(a, ps, b, kh, npad, 4, 4, mr, cols, alpha, beta, c + j, ldc); break;
+          case 3: bg_micro(a, ps, b, kh, npad, 4, 3, mr, cols, alpha, beta, c + j, ldc); break;
+          case 2: bg_micro(a, ps, b, kh, npad, 4, 2, mr, cols, alpha, beta, c + j, ldc); break;
+          default: bg_micro(a, ps, b, kh, npad, 4, 1, mr, cols, alpha, beta, c + j, ldc); break;
+        }
       }
     }
   }
