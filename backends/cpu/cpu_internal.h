@@ -37,8 +37,8 @@
 ** the loader picks one per machine (GCC function multiversioning). The
 ** same operations run in the same order either way (no FMA contraction,
 ** no reassociation), so both give bit-identical results. */
-/* CPU_VECTOR_CLONES_512 adds an AVX-512 clone, for integer-only loops
-** (the dropout draws), where the wider vectors cannot change a bit. */
+/* CPU_VECTOR_CLONES_512 adds an AVX-512 clone (the attention kernel's row
+** loops): wider vectors run the same operations per lane, so the same bits. */
 #ifndef CPU_VECTOR_CLONES /* -DCPU_VECTOR_CLONES= builds the baseline only */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
