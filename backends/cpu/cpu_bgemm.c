@@ -243,13 +243,36 @@ BG_TARGET static void bg_block(const bg_u32 *Ab, int64_t rs, int64_t ps, const u
 }
 #endif
 
-/* The plain path's packing: op(X) rows [i0, i0+r) x [p0, p0+cols), as
-** float32 values of bfloat16, row-major with stride cols. */
-static void bg_pack_f32(float *dst, const void *X, bool bf, bool trans, int64_t ld, int64_t i0,
-                        int64_t rows, int64_t p0, int64_t cols) {
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t p = 0; p < cols; p++)
-      dst[i * cols + p] = cpu_bf16_to_f32(bg_elem(X, bf, trans, ld, i0 + i, p0 + p));
+/* x rounded to the nearest bfloat16 (even on ties; NaN stays a quiet
+** NaN), as cpu_f32_to_bf16 then back, without a branch, so loops of it
+** vectorise. */
+static inline float bg_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t q = (u | 0x00400000u) & 0xffff0000u;
+  const uint32_t y = (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+  float f;
+  memcpy(&f, &y, sizeof f);
+  return f;
+}
+
+/* The plain path's packing: rows [r0, r0+nr) x columns [c0, c0+nc) of X as
+** stored (row stride ld), as float32 values of bfloat16, into dst [nr][nc].
+** The operands keep their layout (sgemm does the transposes), so every
+** row is one contiguous conversion. */
+static void bg_pack_f32(float *dst, const void *X, bool bf, int64_t ld, int64_t r0, int64_t nr,
+                        int64_t c0, int64_t nc) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *d = dst + r * nc;
+    if (bf) {
+      const uint16_t *src = (const uint16_t *)X + (r0 + r) * ld + c0;
+      for (int64_t c = 0; c < nc; c++) d[c] = cpu_bf16_to_f32(src[c]);
+    } else {
+      const float *src = (const float *)X + (r0 + r) * ld + c0;
+      for (int64_t c = 0; c < nc; c++) d[c] = bg_round(src[c]);
+    }
+  }
 }
 
 void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
@@ -285,12 +308,15 @@ void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
       for (int64_t q0 = p0; q0 < p0 + kc; q0 += BG_KC / 2) {
         const int64_t qc = p0 + kc - q0 < BG_KC / 2 ? p0 + kc - q0 : BG_KC / 2;
         const float bq = q0 == p0 ? be : 1;
-        bg_pack_f32(Bf, B, b_bf16, !tb, ldb, j0, nc, q0, qc); /* [nc][qc]: B^T */
+        if (tb) bg_pack_f32(Bf, B, b_bf16, ldb, j0, nc, q0, qc); /* [nc][qc] */
+        else bg_pack_f32(Bf, B, b_bf16, ldb, q0, qc, j0, nc);    /* [qc][nc] */
         for (int64_t i0 = 0; i0 < m; i0 += BG_MC) {
           const int64_t mc = m - i0 < BG_MC ? m - i0 : BG_MC;
-          bg_pack_f32(Af, A, a_bf16, ta, lda, i0, mc, q0, qc);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mc, (int)nc, (int)qc, alpha,
-                      Af, (int)qc, Bf, (int)qc, bq, C + i0 * ldc + j0, (int)ldc);
+          if (ta) bg_pack_f32(Af, A, a_bf16, lda, q0, qc, i0, mc); /* [qc][mc] */
+          else bg_pack_f32(Af, A, a_bf16, lda, i0, mc, q0, qc);    /* [mc][qc] */
+          cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                      (int)mc, (int)nc, (int)qc, alpha, Af, ta ? (int)mc : (int)qc, Bf,
+                      tb ? (int)qc : (int)nc, bq, C + i0 * ldc + j0, (int)ldc);
         }
       }
     }

@@ -197,13 +197,14 @@ describe("bfloat16 attention under ember.autocast", function()
 end)
 
 describe("the bfloat16 product path", function()
-  it("ember.cpu_info names it: avx512_bf16 where the CPU has it and oneDNN is not capped below, else plain", function()
+  it("ember.cpu_info names it: avx512_bf16 where the CPU has it (oneDNN not capped below, EMBER_CPU_BF16_DOT not plain), else plain", function()
     local line = ember.cpu_info().bfloat16
     local f = io.open("/proc/cpuinfo")
     local flags = f and f:read("a") or ""
     if f then f:close() end
     local cap = os.getenv("ONEDNN_MAX_CPU_ISA")
     local has = flags:find("avx512_bf16", 1, true) ~= nil and (cap == nil or cap == "" or cap:find("BF16") or cap:find("AMX"))
+      and os.getenv("EMBER_CPU_BF16_DOT") ~= "plain"
     local want = has and "attention: avx512_bf16" or "attention: plain"
     assert.truthy(line:find(want, 1, true), line .. " (expected " .. want .. ")")
   end)
