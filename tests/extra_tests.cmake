@@ -93,10 +93,14 @@ endif()
 # bfloat16 on CPUs without AMX or AVX512-BF16: the same checks with oneDNN
 # capped to plain AVX-512 (its bf16 kernels emulate the conversions) and to
 # AVX2 (no oneDNN bf16 kernel: the CPU backend widens to float32 itself).
+# The fused attention kernel's bfloat16 products follow the cap too (below
+# AVX512_CORE_BF16 they take the plain path, cpu_bgemm.c).
 foreach(isa AVX512_CORE AVX2)
-  add_test(NAME lua.bf16_spec_${isa}
-    COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/bf16_spec.lua
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(lua.bf16_spec_${isa} PROPERTIES LABELS "lua"
-    ENVIRONMENT "${TEST_ENV};ONEDNN_MAX_CPU_ISA=${isa}")
+  foreach(spec bf16_spec attention_bf16_spec)
+    add_test(NAME lua.${spec}_${isa}
+      COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/${spec}.lua
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(lua.${spec}_${isa} PROPERTIES LABELS "lua"
+      ENVIRONMENT "${TEST_ENV};ONEDNN_MAX_CPU_ISA=${isa}")
+  endforeach()
 endforeach()

@@ -152,22 +152,100 @@ static inline float att_exp_f32(float x) { return cpu_exp_f32(x); }
 ** checks), not the speed. */
 static inline double att_exp_f64(double x) { return exp(x); }
 
+/* The templates compute in T and read q, k, v, dout, out and the declared
+** tables in the storage type ST (from_st/to_st); mm is a tile product
+** whose operands are each ST (the flag true) or T. For float32 and
+** float64 both types are one and mm is BLAS. For bfloat16, T is float32:
+** scores, the online softmax, lse, the accumulators and every gradient
+** are float32, and mm (cpu_bgemm.c) multiplies bfloat16 operands --
+** probability and score-gradient tiles rounded to bfloat16 on the way --
+** with float32 sums. The bfloat16 entry points below give the templates
+** float32 buffers for the gradients and round them once at the end. */
+#define ATT_SAME_TYPE(SUF_, T_)                                                              \
+  static inline T_ from_st_##SUF_(T_ x) { return x; }                                        \
+  static inline T_ to_st_##SUF_(T_ x) { return x; }                                          \
+  static inline void mm_##SUF_(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T_ alpha,  \
+                               const void *A, bool as, int64_t lda, const void *B, bool bs,  \
+                               int64_t ldb, T_ beta, T_ *C, int64_t ldc) {                    \
+    (void)as, (void)bs;                                                                      \
+    gemm_##SUF_(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                       \
+  }
+ATT_SAME_TYPE(f32, float)
+ATT_SAME_TYPE(f64, double)
+
+static inline float from_st_bf16(uint16_t x) { return cpu_bf16_to_f32(x); }
+static inline uint16_t to_st_bf16(float x) { return cpu_f32_to_bf16(x); }
+static inline float att_exp_bf16(float x) { return cpu_exp_f32(x); }
+static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *A, bool as, int64_t lda, const void *B, bool bs,
+                           int64_t ldb, float beta, float *C, int64_t ldc) {
+  cpu_bgemm(ta, tb, m, n, k, alpha, A, as, lda, B, bs, ldb, beta, C, ldc);
+}
+
 #define T float
+#define ST float
 #define SUF f32
 #include "cpu_attention_tmpl.h"
 #undef T
+#undef ST
 #undef SUF
 
 #define T double
+#define ST double
 #define SUF f64
 #include "cpu_attention_tmpl.h"
 #undef T
+#undef ST
 #undef SUF
+
+#define T float
+#define ST uint16_t
+#define SUF bf16
+#include "cpu_attention_tmpl.h"
+#undef T
+#undef ST
+#undef SUF
+
+/* bfloat16 backward: the templates accumulate dq, dk, dv and the tables'
+** gradients in float32 buffers (beta = 1 products, sums over tiles and
+** heads), rounded into the caller's bfloat16 tensors once at the end. */
+static em_status backward_bf16_outer(att_ctx *c) {
+  const em_attention_args *a = c->a;
+  const int64_t BH = a->B * a->H, nrel = a->n_rel;
+  const int64_t n[6] = {BH * a->Lq * a->dk, BH * a->Lk * a->dk, BH * a->Lk * a->dv,
+                        a->d_bias_table ? nrel * a->H : 0, a->d_rel_k ? nrel * a->dk : 0,
+                        a->d_rel_v ? nrel * a->dv : 0};
+  void *const dst[6] = {a->dq, a->dk_, a->dv_, a->d_bias_table, a->d_rel_k, a->d_rel_v};
+  int64_t total = 0;
+  for (int t = 0; t < 6; t++) total += n[t];
+  float *buf = malloc((size_t)(total > 0 ? total : 1) * sizeof(float));
+  if (!buf)
+    return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %lld float32 gradients",
+                    (long long)total);
+  float *g[6];
+  int64_t off = 0;
+  for (int t = 0; t < 6; t++) g[t] = dst[t] ? buf + off : NULL, off += n[t];
+  em_attention_args w = *a;
+  w.dq = g[0], w.dk_ = g[1], w.dv_ = g[2];
+  w.d_bias_table = g[3], w.d_rel_k = g[4], w.d_rel_v = g[5];
+  c->a = &w;
+  em_status s = backward_bf16(c);
+  c->a = a;
+  if (s == EM_OK)
+    for (int t = 0; t < 6; t++) {
+      if (!g[t]) continue;
+      uint16_t *d = dst[t];
+      const float *src = g[t];
+      CPU_FOR(c->parallel, x, n[t], d[x] = cpu_f32_to_bf16(src[x]););
+    }
+  free(buf);
+  return s;
+}
 
 static em_status check_args(const char *kernel, const em_attention_args *a, bool backward) {
   if (!a) return em_error(EM_ERR_ARG, "cpu %s: args is NULL", kernel);
-  if (a->dtype != EM_F32 && a->dtype != EM_F64)
-    return cpu_bad_dtype(kernel, a->dtype, "float32, float64");
+  if (a->dtype != EM_F32 && a->dtype != EM_F64 && a->dtype != EM_BF16)
+    return cpu_bad_dtype(kernel, a->dtype, "float32, float64, bfloat16");
   if (a->B < 0 || a->H < 0 || a->Lq < 0 || a->Lk < 0 || a->dk < 0 || a->dv < 0)
     return em_error(EM_ERR_SHAPE,
                     "cpu %s: negative size B=%lld H=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld", kernel,
@@ -244,7 +322,8 @@ em_status cpu_attention_forward(int device, const em_attention_args *args) {
   em_status s = check_args("attention_forward", args, false);
   if (s || args->B * args->H == 0) return s;
   att_ctx c = make_ctx(args);
-  return args->dtype == EM_F32 ? forward_f32(&c) : forward_f64(&c);
+  return args->dtype == EM_F32 ? forward_f32(&c)
+         : args->dtype == EM_BF16 ? forward_bf16(&c) : forward_f64(&c);
 }
 
 em_status cpu_attention_backward(int device, const em_attention_args *args) {
@@ -252,5 +331,6 @@ em_status cpu_attention_backward(int device, const em_attention_args *args) {
   em_status s = check_args("attention_backward", args, true);
   if (s || args->B * args->H == 0) return s;
   att_ctx c = make_ctx(args);
-  return args->dtype == EM_F32 ? backward_f32(&c) : backward_f64(&c);
+  return args->dtype == EM_F32 ? backward_f32(&c)
+         : args->dtype == EM_BF16 ? backward_bf16_outer(&c) : backward_f64(&c);
 }

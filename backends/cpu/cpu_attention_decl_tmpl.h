@@ -148,11 +148,11 @@ static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, 
   const em_attention_args *a = c->a;
   const int64_t r0 = bh * a->Lq + i0, nrel = a->n_rel, d0 = FN(drow)(c, i0);
   if (c->QR)
-    FN(gemm)(false, true, br, nrel, a->dk, (T)a->scale, (const T *)a->q + r0 * a->dk, a->dk,
-             a->rel_k, a->dk, 0, (T *)c->QR + d0, nrel);
+    FN(mm)(false, true, br, nrel, a->dk, (T)a->scale, (const ST *)a->q + r0 * a->dk, true, a->dk,
+           a->rel_k, true, a->dk, 0, (T *)c->QR + d0, nrel);
   if (backward && c->DR)
-    FN(gemm)(false, true, br, nrel, a->dv, 1, (const T *)a->dout + r0 * a->dv, a->dv, a->rel_v,
-             a->dv, 0, (T *)c->DR + d0, nrel);
+    FN(mm)(false, true, br, nrel, a->dv, 1, (const ST *)a->dout + r0 * a->dv, true, a->dv,
+           a->rel_v, true, a->dv, 0, (T *)c->DR + d0, nrel);
   if (backward && c->DSB)
     for (int64_t x = 0; x < br * nrel; x++) ((T *)c->DSB)[d0 + x] = 0;
   if (backward && c->PB)
@@ -168,14 +168,14 @@ static void FN(decl_head_done)(const att_ctx *c, int64_t bh) {
   const T scale = (T)a->scale;
   if (!c->DSB) return;
   const T *dsb = (const T *)c->DSB + FN(drow)(c, 0);
-  FN(gemm)(false, false, Lq, a->dk, nrel, scale, dsb, nrel, a->rel_k, a->dk, 1,
-           (T *)a->dq + r0 * a->dk, a->dk);
+  FN(mm)(false, false, Lq, a->dk, nrel, scale, dsb, false, nrel, a->rel_k, true, a->dk, 1,
+         (T *)a->dq + r0 * a->dk, a->dk);
   if (c->GK)
-    FN(gemm)(true, false, nrel, a->dk, Lq, scale, dsb, nrel, (const T *)a->q + r0 * a->dk, a->dk, 0,
-             (T *)c->GK + bh * nrel * a->dk, a->dk);
+    FN(mm)(true, false, nrel, a->dk, Lq, scale, dsb, false, nrel, (const ST *)a->q + r0 * a->dk,
+           true, a->dk, 0, (T *)c->GK + bh * nrel * a->dk, a->dk);
   if (c->GV && c->PB)
-    FN(gemm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + FN(drow)(c, 0), nrel,
-             (const T *)a->dout + r0 * a->dv, a->dv, 0, (T *)c->GV + bh * nrel * a->dv, a->dv);
+    FN(mm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + FN(drow)(c, 0), false, nrel,
+           (const ST *)a->dout + r0 * a->dv, true, a->dv, 0, (T *)c->GV + bh * nrel * a->dv, a->dv);
 }
 
 /* Frees what decl_prepare made. */
@@ -215,7 +215,7 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
         const int64_t r = n - (Lk - 1);
         double b = 0;
         if (a->alibi_slopes) b -= a->alibi_slopes[h] * (double)(r < 0 ? -r : r);
-        if (a->bias_table && a->rel_row) b += (double)((const T *)a->bias_table)[a->rel_row[n] * H + h];
+        if (a->bias_table && a->rel_row) b += (double)FN(from_st)(((const ST *)a->bias_table)[a->rel_row[n] * H + h]);
         rb[h * c->n_r + n] = (T)b;
       }
     c->rbias = rb;

@@ -18,9 +18,9 @@ static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, i
                               int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
-  const T *q = (const T *)a->q + (bh * a->Lq + i0) * dk;
-  const T *k = (const T *)a->k + (bh * a->Lk + j0) * dk;
-  FN(gemm)(false, true, br, bc, dk, (T)a->scale, q, dk, k, dk, 0, S, ld);
+  const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
+  const ST *k = (const ST *)a->k + (bh * a->Lk + j0) * dk;
+  FN(mm)(false, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
   const T *bias = a->bias;
   const uint8_t *pad = a->key_padding ? a->key_padding + b * a->Lk + j0 : NULL;
   for (int64_t ii = 0; ii < br; ii++) {
@@ -44,11 +44,13 @@ static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, i
   FN(decl_scores)(c, bh, i0, br, j0, bc, S);
 }
 
-/* Is element (query i, key j) of head bh kept by dropout? */
-static inline bool FN(keep)(const att_ctx *c, int64_t bh, int64_t i, int64_t j) {
+/* keep[jj]: is element (query i, key j0 + jj) of head bh kept by dropout?
+** Consecutive counters of the stream rule, drawn vectorised. */
+static inline void FN(keep_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
+                                uint8_t *keep) {
   const em_attention_args *a = c->a;
-  uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j);
-  return em_philox_uniform_at(a->seed, a->offset, e) >= a->dropout_p;
+  const uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j0);
+  cpu_dropout_keep(keep, a->seed, a->offset + e, bc, cpu_dropout_threshold(a->dropout_p));
 }
 
 /* Keys [0, end) can be visible to some query in [i0, i0+br). */
@@ -89,12 +91,12 @@ static inline T FN(exp_row)(T *restrict p, int64_t n, T shift) {
 
 /* One query tile of one head: online softmax over the key tiles, with
 ** scratch S [br][bc], acc [br][dv], m and l [br]. */
-CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
+CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
                                                T *acc, T *m, T *l, T *pbt) {
   const em_attention_args *a = c->a;
   const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const T *v_bh = (const T *)a->v + bh * Lk * dv;
+  const ST *v_bh = (const ST *)a->v + bh * Lk * dv;
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
@@ -130,28 +132,30 @@ CPU_VECTOR_CLONES static void FN(forward_tile)(const att_ctx *c, int64_t bh, int
       }
       /* the normaliser counts dropped keys too */
       l[ii] += FN(exp_row)(s, bc, m_new);
-      if (dropout)
-        for (int64_t jj = 0; jj < bc; jj++)
-          if (s[jj] != 0) s[jj] = FN(keep)(c, bh, i0 + ii, j0 + jj) ? s[jj] * inv_keep : 0;
+      if (dropout) {
+        uint8_t keep[128]; /* bc <= 128 (make_ctx) */
+        FN(keep_row)(c, bh, i0 + ii, j0, bc, keep);
+        for (int64_t jj = 0; jj < bc; jj++) s[jj] = keep[jj] ? s[jj] * inv_keep : 0;
+      }
       if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
-    FN(gemm)(false, false, br, dv, bc, 1, S, BC, v_bh + j0 * dv, dv, 1, acc, dv);
+    FN(mm)(false, false, br, dv, bc, 1, S, false, BC, v_bh + j0 * dv, true, dv, 1, acc, dv);
   }
   /* Shaw's output term: acc += (P summed by table row) rel_v */
-  if (pbt) FN(gemm)(false, false, br, dv, nrel, 1, pbt, nrel, a->rel_v, dv, 1, acc, dv);
+  if (pbt) FN(mm)(false, false, br, dv, nrel, 1, pbt, false, nrel, a->rel_v, true, dv, 1, acc, dv);
 
-  T *out = (T *)a->out + (bh * Lq + i0) * dv;
+  ST *out = (ST *)a->out + (bh * Lq + i0) * dv;
   T *lse = (T *)a->lse + bh * Lq + i0;
   for (int64_t ii = 0; ii < br; ii++) {
-    T *orow = out + ii * dv;
+    ST *orow = out + ii * dv;
     const T *o = acc + ii * dv;
     if (l[ii] > 0) {
       const T inv = 1 / l[ii];
-      for (int64_t x = 0; x < dv; x++) orow[x] = o[x] * inv;
+      for (int64_t x = 0; x < dv; x++) orow[x] = FN(to_st)(o[x] * inv);
       lse[ii] = m[ii] + log(l[ii]);
     } else { /* every key masked: zero output, lse = +inf makes exp(s - lse) = 0 */
-      for (int64_t x = 0; x < dv; x++) orow[x] = 0;
+      for (int64_t x = 0; x < dv; x++) orow[x] = FN(to_st)(0);
       lse[ii] = INFINITY;
     }
   }
@@ -203,7 +207,7 @@ static em_status FN(forward)(att_ctx *c) {
 ** the dropped-out probabilities Pd = P * Z (Z = keep / (1 - p)) and in dS
 ** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
 ** was computed upfront. Both tiles have row stride c->bc. */
-CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                             int64_t j0, int64_t bc, T *P, T *dS, bool owner) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dv = a->dv, ld = c->bc;
@@ -213,8 +217,8 @@ CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
   FN(scores)(c, bh, i0, br, j0, bc, P);
-  FN(gemm)(false, true, br, bc, dv, 1, (const T *)a->dout + (bh * Lq + i0) * dv, dv,
-           (const T *)a->v + (bh * a->Lk + j0) * dv, dv, 0, dS, ld);
+  FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
+         (const ST *)a->v + (bh * a->Lk + j0) * dv, true, dv, 0, dS, ld);
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
     T *p = P + ii * ld, *ds = dS + ii * ld;
@@ -226,8 +230,10 @@ CPU_VECTOR_CLONES static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_
     if (c->DR) FN(decl_dp_row)(c, bh, i, j0, bc, ds);
     const T Di = (T)D[i];
     if (dropout) {
+      uint8_t keep[128]; /* bc <= 128 (make_ctx) */
+      FN(keep_row)(c, bh, i, j0, bc, keep);
       for (int64_t jj = 0; jj < bc; jj++) {
-        const T z = FN(keep)(c, bh, i, j0 + jj) ? inv_keep : 0;
+        const T z = keep[jj] ? inv_keep : 0;
         ds[jj] = p[jj] * (z * ds[jj] - Di);
         p[jj] *= z;
       }
@@ -247,9 +253,9 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, BR = c->br, BC = c->bc;
   const int64_t j0 = kt * BC, bc = Lk - j0 < BC ? Lk - j0 : BC;
   const T scale = (T)a->scale;
-  const T *q_bh = (const T *)a->q + bh * Lq * dk;
-  const T *do_bh = (const T *)a->dout + bh * Lq * dv;
-  const T *k_j = (const T *)a->k + (bh * Lk + j0) * dk;
+  const ST *q_bh = (const ST *)a->q + bh * Lq * dk;
+  const ST *do_bh = (const ST *)a->dout + bh * Lq * dv;
+  const ST *k_j = (const ST *)a->k + (bh * Lk + j0) * dk;
   T *gk = (T *)a->dk_ + (bh * Lk + j0) * dk, *gv = (T *)a->dv_ + (bh * Lk + j0) * dv;
   T *gq = (T *)a->dq + bh * Lq * dk;
   for (int64_t x = 0; x < bc * dk; x++) gk[x] = 0;
@@ -263,9 +269,10 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
     if (att_tile_empty(c, i0, br, j0, bc)) continue;
     FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, with_dq);
-    FN(gemm)(true, false, bc, dv, br, 1, P, BC, do_bh + i0 * dv, dv, 1, gv, dv);
-    FN(gemm)(true, false, bc, dk, br, scale, dS, BC, q_bh + i0 * dk, dk, 1, gk, dk);
-    if (with_dq) FN(gemm)(false, false, br, dk, bc, scale, dS, BC, k_j, dk, 1, gq + i0 * dk, dk);
+    FN(mm)(true, false, bc, dv, br, 1, P, false, BC, do_bh + i0 * dv, true, dv, 1, gv, dv);
+    FN(mm)(true, false, bc, dk, br, scale, dS, false, BC, q_bh + i0 * dk, true, dk, 1, gk, dk);
+    if (with_dq)
+      FN(mm)(false, false, br, dk, bc, scale, dS, false, BC, k_j, true, dk, 1, gq + i0 * dk, dk);
   }
 }
 
@@ -276,7 +283,7 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, BC = c->bc;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const T *k_bh = (const T *)a->k + bh * Lk * dk;
+  const ST *k_bh = (const ST *)a->k + bh * Lk * dk;
   T *gq = (T *)a->dq + (bh * Lq + i0) * dk;
   for (int64_t x = 0; x < br * dk; x++) gq[x] = 0;
   const int64_t j_end = FN(key_end)(c, i0, br);
@@ -284,7 +291,7 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
     const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
     if (att_tile_empty(c, i0, br, j0, bc)) continue;
     FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, true);
-    FN(gemm)(false, false, br, dk, bc, (T)a->scale, dS, BC, k_bh + j0 * dk, dk, 1, gq, dk);
+    FN(mm)(false, false, br, dk, bc, (T)a->scale, dS, false, BC, k_bh + j0 * dk, true, dk, 1, gq, dk);
   }
 }
 
@@ -308,10 +315,11 @@ static em_status FN(backward)(att_ctx *c) {
   if (!D)
     return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %lld row sums",
                     (long long)(BH * Lq));
-  const T *O = a->out, *dO = a->dout;
+  const ST *O = a->out, *dO = a->dout;
   CPU_FOR(c->parallel, r, BH * Lq,
     double s = 0;
-    for (int64_t x = 0; x < dv; x++) s += (double)dO[r * dv + x] * (double)O[r * dv + x];
+    for (int64_t x = 0; x < dv; x++)
+      s += (double)FN(from_st)(dO[r * dv + x]) * (double)FN(from_st)(O[r * dv + x]);
     D[r] = s;);
   c->D = D;
   em_status ds = FN(decl_prepare)(c, true);

@@ -263,9 +263,10 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
       if ((s = cpu_dnnl_impl(dt, impl, sizeof impl))) return s;
       if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
         snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
-                 "CPU); kernels: %s, computing in float32", own);
+                 "CPU); attention: %s; kernels: %s, computing in float32", cpu_bgemm_path(), own);
       else if (dt == EM_BF16)
-        snprintf(buf, n, "gemm: onednn %s; kernels: %s, computing in float32", impl, own);
+        snprintf(buf, n, "gemm: onednn %s; attention: %s; kernels: %s, computing in float32",
+                 impl, cpu_bgemm_path(), own);
       else
         snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s",
                  cpu_gemm_f32_rule(), impl, own);

@@ -37,12 +37,18 @@
 ** the loader picks one per machine (GCC function multiversioning). The
 ** same operations run in the same order either way (no FMA contraction,
 ** no reassociation), so both give bit-identical results. */
+/* CPU_VECTOR_CLONES_512 adds an AVX-512 clone (the attention kernel's row
+** loops): wider vectors run the same operations per lane, so the same bits. */
 #ifndef CPU_VECTOR_CLONES /* -DCPU_VECTOR_CLONES= builds the baseline only */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #define CPU_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define CPU_VECTOR_CLONES_512 __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_VECTOR_CLONES
 #endif
+#endif
+#ifndef CPU_VECTOR_CLONES_512
+#define CPU_VECTOR_CLONES_512 CPU_VECTOR_CLONES
 #endif
 
 /* CPU_CAT(name, SUF) -> name_SUF: how the *_tmpl.h files, included once per
@@ -182,6 +188,25 @@ em_status cpu_dropout_bf16(void *out, void *mask, const void *x, int64_t n, doub
                            uint64_t seed, uint64_t offset);
 em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, double b,
                           uint64_t seed, uint64_t offset);
+
+/* cpu_random.c: keep[j] = (element counter0 + j of the Philox stream is
+** kept by dropout), for n consecutive counters; vectorised. */
+void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0, int64_t n,
+                      uint64_t threshold);
+/* The threshold of the keep test for drop probability p (u >= p in integers). */
+static inline uint64_t cpu_dropout_threshold(double p) {
+  return (uint64_t)ceil(p * 9007199254740992.0);
+}
+
+/* cpu_bgemm.c: the fused attention kernel's bfloat16 tile products,
+** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread; C float32,
+** A and B float32 or bfloat16 (a_bf16, b_bf16), both rounded to bfloat16,
+** float32 sums. cpu_bgemm_path names the path ("avx512_bf16 ..." or
+** "plain ..."). */
+void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
+               bool a_bf16, int64_t lda, const void *B, bool b_bf16, int64_t ldb, float beta,
+               float *C, int64_t ldc);
+const char *cpu_bgemm_path(void);
 
 /* cpu_softmax_norm.c */
 em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,

@@ -23,13 +23,13 @@ static void FN(draw_normal)(T *out, int64_t n, double mean, double std, uint64_t
 static void FN(dropout)(T *out, T *mask, const T *x, int64_t n, double p, uint64_t seed,
                         uint64_t offset) {
   const T scale = (T)(1.0 / (1.0 - p));
-  const uint64_t thr = (uint64_t)ceil(p * 9007199254740992.0);
+  const uint64_t thr = cpu_dropout_threshold(p);
   const int64_t nblk = (n + DROP_BLOCK - 1) / DROP_BLOCK;
   CPU_FOR(n > RAND_PAR_MIN, blk, nblk,
     const int64_t lo = blk * DROP_BLOCK;
     const int64_t len = n - lo < DROP_BLOCK ? n - lo : DROP_BLOCK;
     uint8_t keep[DROP_BLOCK];
-    dropout_keep(keep, seed, offset + (uint64_t)lo, len, thr);
+    cpu_dropout_keep(keep, seed, offset + (uint64_t)lo, len, thr);
     for (int64_t j = 0; j < len; j++) {
       if (mask) mask[lo + j] = keep[j] ? scale : (T)0;
       if (out) out[lo + j] = keep[j] ? x[lo + j] * scale : (T)0;

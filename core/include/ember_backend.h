@@ -115,9 +115,12 @@ typedef struct em_attention_args {
   int64_t B, H, Lq, Lk, dk, dv;
   const void *q, *k, *v;
   void *out;                   /* forward: written */
-  void *lse;                   /* forward: written; backward: read */
+  void *lse;                   /* forward: written; backward: read. The compute
+                                  dtype: q's, float32 when q is bfloat16 */
   const uint8_t *key_padding;  /* [B,Lk], 1 = padding; NULL if none */
   const void *bias;            /* additive mask, dtype of lse; NULL if none */
+  /* bfloat16 q, k, v (and tables, out, gradients): the kernel computes
+  ** scores, softmax and sums in float32, products from bfloat16 operands */
   int64_t bias_stride[4];      /* strides over B,H,Lq,Lk (0 = broadcast) */
   bool causal;                 /* bottom-right aligned: key j visible to
                                   query i iff j <= i + (Lk - Lq) */

@@ -315,11 +315,15 @@ static em_status check_inputs(em_attn_call *c, const em_attention_variant *v, em
     return em_error(EM_ERR_SHAPE,
                     "attention '%s': q, k, v must be 4-d [B,H,L,d], got q %s, k %s, v %s", v->name,
                     em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk), em__desc(vv, dv, sizeof dv));
-  if ((q->dtype != EM_F32 && q->dtype != EM_F64) || k->dtype != q->dtype || vv->dtype != q->dtype)
+  /* bfloat16 only where the core runs the call (a declaration: the fused
+  ** kernel or the composition); a variant's own kernels take float32/64 */
+  const bool bf16_ok = v->declare != NULL;
+  if ((q->dtype != EM_F32 && q->dtype != EM_F64 && !(q->dtype == EM_BF16 && bf16_ok)) ||
+      k->dtype != q->dtype || vv->dtype != q->dtype)
     return em_error(EM_ERR_DTYPE,
-                    "attention '%s': q, k, v must share a float32 or float64 dtype, got q %s, k %s, v %s",
-                    v->name, em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk),
-                    em__desc(vv, dv, sizeof dv));
+                    "attention '%s': q, k, v must share a %s dtype, got q %s, k %s, v %s", v->name,
+                    bf16_ok ? "float32, float64 or bfloat16" : "float32 or float64",
+                    em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk), em__desc(vv, dv, sizeof dv));
   if (!em_device_eq(q->device, k->device) || !em_device_eq(q->device, vv->device))
     return em_error(EM_ERR_DEVICE, "attention '%s': q, k, v on different devices: q %s, k %s, v %s",
                     v->name, em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk),
@@ -349,7 +353,8 @@ static em_status check_inputs(em_attn_call *c, const em_attention_variant *v, em
   if (a->mask) {
     em_tensor *m = a->mask;
     EM_TRY(need_cap(v, EM_ATTN_CAP_MASK, "an attention mask (attn_mask)"));
-    if (m->dtype != EM_BOOL && m->dtype != q->dtype)
+    /* bfloat16 q may come with a float32 mask (autocast made q bfloat16) */
+    if (m->dtype != EM_BOOL && m->dtype != q->dtype && !(q->dtype == EM_BF16 && m->dtype == EM_F32))
       return em_error(EM_ERR_DTYPE, "attention '%s': attn_mask must be bool or %s (q's dtype), got %s",
                       v->name, em_dtype_name(q->dtype), em__desc(m, dk, sizeof dk));
     int64_t full[4] = {B, H, Lq, Lk};
@@ -624,9 +629,9 @@ static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call
   return run_compose(out, weights, c, &d, q, k, vv, params);
 }
 
-em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
-                       const em_attn_options *o, int n_params, em_tensor *const *params,
-                       em_tensor *q, em_tensor *k, em_tensor *vv, const em_attn_args *a) {
+static em_status attention_run(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
+                               const em_attn_options *o, int n_params, em_tensor *const *params,
+                               em_tensor *q, em_tensor *k, em_tensor *vv, const em_attn_args *a) {
   *out = NULL;
   if (weights) *weights = NULL;
   if (!v || !o || o->variant != v)
@@ -684,5 +689,28 @@ em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_
     }
   }
   em_release(kp), em_release(mask);
+  return s;
+}
+
+/* Under autocast (autocast.c) a variant that declares runs in the low
+** dtype: q, k, v and its tables are cast from float32, so the fused kernel
+** (or the composition) computes in bfloat16, as PyTorch's CPU autocast
+** runs scaled_dot_product_attention. A variant with its own kernels gets
+** float32 ("attention_host"). The casts are differentiable: float32
+** tables get float32 gradients. */
+em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
+                       const em_attn_options *o, int n_params, em_tensor *const *params,
+                       em_tensor *q, em_tensor *k, em_tensor *vv, const em_attn_args *a) {
+  if (!em_autocast_enabled(NULL) || !v || !q || !k || !vv || n_params < 0 ||
+      n_params > EM_ATTN_MAX_PARAMS)
+    return attention_run(out, weights, v, o, n_params, params, q, k, vv, a);
+  *out = NULL;
+  if (weights) *weights = NULL;
+  em_tensor *in[3 + EM_ATTN_MAX_PARAMS], *cast[3 + EM_ATTN_MAX_PARAMS];
+  in[0] = q, in[1] = k, in[2] = vv;
+  for (int i = 0; i < n_params; i++) in[3 + i] = params[i];
+  EM_TRY(em__autocast(v->declare ? "attention" : "attention_host", 3 + n_params, in, cast));
+  em_status s = attention_run(out, weights, v, o, n_params, cast + 3, cast[0], cast[1], cast[2], a);
+  for (int i = 0; i < 3 + n_params; i++) em_release(cast[i]);
   return s;
 }

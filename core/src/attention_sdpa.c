@@ -92,6 +92,7 @@ static em_status make_bias(const em_attn_call *c, em_tensor **bias, int64_t stri
   *bias = NULL;
   memset(stride, 0, 4 * sizeof stride[0]);
   if (!c->mask) return EM_OK;
+  const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype; /* the kernel's compute dtype */
   em_tensor *m = em_retain(c->mask), *t = NULL;
   em_status s = EM_OK;
   for (int d = 0; d < 4 && s == EM_OK; d++)
@@ -102,10 +103,12 @@ static em_status make_bias(const em_attn_call *c, em_tensor **bias, int64_t stri
     }
   if (s == EM_OK && m->dtype == EM_BOOL) {
     em_tensor *z = NULL, *nm = NULL;
-    s = em_zeros(&z, 4, m->shape, c->q->dtype, c->q->device);
+    s = em_zeros(&z, 4, m->shape, cdt, c->q->device);
     if (s == EM_OK) s = em_unary(&nm, EM_NOT, m, 0, 0);
     if (s == EM_OK) s = em_masked_fill(bias, z, nm, -INFINITY);
     em_release(z), em_release(nm);
+  } else if (s == EM_OK && m->dtype != cdt) {
+    s = em_to_dtype(bias, m, cdt);
   } else if (s == EM_OK) {
     s = em_contiguous(bias, m); /* may alias the caller's mask: the kernel only reads it */
   }
@@ -179,7 +182,9 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   int64_t oshape[4] = {c->B, c->H, c->Lq, c->dims.dv}, lshape[3] = {c->B, c->H, c->Lq};
   em_attention_args *a = &sv->args;
   em_status s = em_empty(&sv->out, 4, oshape, c->q->dtype, c->q->device);
-  if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, c->q->dtype, c->q->device);
+  /* lse (and the bias) in the kernel's compute dtype: float32 for bfloat16 */
+  const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
+  if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, cdt, c->q->device);
   if (s == EM_OK) s = make_bias(c, &sv->bias, a->bias_stride);
   if (s == EM_OK) s = fill_decl(sv, c, d);
   if (s != EM_OK) {

@@ -8,7 +8,8 @@
 ** that need range or precision (softmax, log_softmax, layer_norm, the
 ** losses, the reductions) cast bfloat16 inputs up to float32; elementwise
 ** ops given one bfloat16 and one float32 operand run in float32 (PyTorch's
-** "promote"). Every cast is an ordinary differentiable em_to_dtype, so
+** "promote"). Attention (attention.c em_attention) runs in bfloat16 for
+** the variants that declare their terms (fused kernel or composition). Every cast is an ordinary differentiable em_to_dtype, so
 ** float32 parameters stay float32 and their gradients arrive in float32.
 ** float64 tensors are never touched. The state is per thread, as PyTorch's.
 */
@@ -25,6 +26,7 @@ static const struct {
   ac_policy policy;
 } AC_OPS[] = {
   {"matmul", AC_LOW},      {"bmm", AC_LOW},
+  {"attention", AC_LOW},   {"attention_host", AC_F32}, /* declared variants / own kernels */
   {"softmax", AC_F32},     {"log_softmax", AC_F32}, {"layer_norm", AC_F32},
   {"cross_entropy", AC_F32}, {"mse_loss", AC_F32},
   {"sum", AC_F32},         {"mean", AC_F32},        {"var", AC_F32},

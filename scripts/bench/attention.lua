@@ -2,9 +2,12 @@
 -- MultiHeadAttention layer per variant, against PyTorch's
 -- nn.MultiheadAttention in the same run.
 --
---   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...] [--help]
+--   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...]
+--        [--precision fp32|bf16|both] [--help]
 --
--- d_model 256, 8 heads, float32, L = 256, 1024, 4096 with B*L = 4096 held
+-- d_model 256, 8 heads, float32 (--precision bf16: the step under
+-- ember.autocast("bfloat16"), float32 weights; both: each row in float32
+-- and in bfloat16, with the ratio), L = 256, 1024, 4096 with B*L = 4096 held
 -- constant (B = 16, 4, 1), causal and non-causal. Each configuration runs
 -- in a child process (this script with --one ...), so memory numbers do not
 -- leak into each other:
@@ -36,6 +39,7 @@ end
 -- ---------------------------------------------------------------- child
 if arg[1] == "--one" then
   local variant, L, B, causal, reps = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5] == "1", tonumber(arg[6])
+  local bf16 = arg[8] == "bf16"
   local spec = {d_model = D_MODEL, heads = HEADS, attention = variant}
   for kv in (arg[7] or ""):gmatch("[^,]+") do
     local k, v = kv:match("^([%w_]+)=(.*)$")
@@ -45,9 +49,10 @@ if arg[1] == "--one" then
   local m = ember.MultiHeadAttention(spec)
   local x = ember.randn(B, L, D_MODEL):requires_grad_()
   local function step()
-    local out = m:forward(x, nil, {causal = causal})
+    local out = bf16 and ember.autocast("bfloat16", m.forward, m, x, nil, {causal = causal})
+                or m:forward(x, nil, {causal = causal})
     local before = ember.live_bytes()
-    local loss = out:sum()
+    local loss = out:to("float32"):sum()
     loss:backward()
     return before
   end
@@ -70,13 +75,14 @@ if arg[1] == "--one" then
 end
 
 -- ---------------------------------------------------------------- parent
-local quick, with_torch, only = false, true, nil
+local quick, with_torch, only, precision = false, true, nil, "fp32"
 for i, a in ipairs(arg) do
   if a == "--quick" then quick = true end
+  if a == "--precision" then precision = arg[i + 1] end
   if a == "--no-torch" then with_torch = false end
   if a == "--only" then only = arg[i + 1] end
   if a == "--help" or a == "-h" then
-    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL]")
+    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both]")
     print("  one MultiHeadAttention layer per variant and mode, forward+backward, time and memory,")
     print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run")
     os.exit(0)
@@ -84,6 +90,10 @@ for i, a in ipairs(arg) do
 end
 local exe = arg[-1] or "ember"
 local script = arg[0]
+if precision ~= "fp32" and precision ~= "bf16" and precision ~= "both" then
+  io.stderr:write("attention.lua: --precision must be fp32, bf16 or both, got " .. tostring(precision) .. "\n")
+  os.exit(2)
+end
 
 -- label, variant, options; `kept` gives the fraction of (query tile, key
 -- tile) pairs the block mask keeps at L, with the tiles the CPU kernel uses
@@ -137,8 +147,9 @@ local function run(cmd)
 end
 
 local rows = {}
-print(string.format("# one MultiHeadAttention layer, d_model %d, %d heads, float32, B*L = %d, %d threads",
-                    D_MODEL, HEADS, BL, ember.get_num_threads()))
+print(string.format("# one MultiHeadAttention layer, d_model %d, %d heads, %s, B*L = %d, %d threads",
+                    D_MODEL, HEADS, precision == "fp32" and "float32" or precision == "bf16" and "bfloat16 autocast"
+                    or "float32 (time) and bfloat16 autocast (note)", BL, ember.get_num_threads()))
 print(string.format("%-16s %5s %3s %6s %9s %9s %9s %8s %8s %s", "variant", "L", "B", "causal", "time (s)",
                     "peak MiB", "saved MiB", "/std", "/torch", "note"))
 for _, causal in ipairs({false, true}) do
@@ -154,9 +165,13 @@ for _, causal in ipairs({false, true}) do
     end
     for _, v in ipairs(variants) do
       if selected(v[1]) then
-        local cmd = string.format("%q %q --one %s %d %d %d %d %q", exe, script, v[2], L, B, causal and 1 or 0, reps, v[3])
-        local t, peak, saved = run(cmd)
+        local function cmd(prec)
+          return string.format("%q %q --one %s %d %d %d %d %q %s", exe, script, v[2], L, B, causal and 1 or 0, reps,
+                               v[3], prec)
+        end
+        local t, peak, saved = run(cmd(precision == "bf16" and "bf16" or "fp32"))
         local r = {label = v[1], variant = v[1], L = L, causal = causal, t = t, peak = peak, saved = saved}
+        if precision == "both" then r.t_bf16 = run(cmd("bf16")) end
         if v.kept then r.kept = v.kept(L, causal) end
         group[#group + 1] = r
         rows[#rows + 1] = r
@@ -168,6 +183,9 @@ for _, causal in ipairs({false, true}) do
       local note = ""
       if r.kept and std and r.t then
         note = string.format("tiles kept %.3f, time / (kept x std) = %.2f", r.kept, r.t / (r.kept * std))
+      end
+      if r.t_bf16 and r.t then
+        note = string.format("bf16 %.3f s, fp32/bf16 %.2fx", r.t_bf16, r.t / r.t_bf16) .. (note ~= "" and "; " .. note or "")
       end
       print(string.format("%-16s %5d %3d %6s %9s %9s %9s %8s %8s %s", r.label, L, B, tostring(causal),
                           r.t and string.format("%.3f", r.t) or "failed", r.peak and string.format("%.1f", r.peak) or "-",

@@ -39,6 +39,21 @@ describe("ember.autocast", function()
     assert.are.equal("float32", a:matmul(b).dtype) -- and it ends with the function
   end)
 
+  it("nn.Linear with a bias returns bfloat16, as torch.autocast's linear, with float32 gradients", function()
+    local l = nn.Linear(8, 4)
+    local x = ember.randn(3, 8)
+    local y = ember.autocast("bfloat16", function() return l(x) end)
+    assert.are.equal("bfloat16", y.dtype)
+    y:to("float32"):sum():backward()
+    assert.are.equal("float32", l.bias.grad.dtype)
+    assert.are.equal(3, l.bias.grad:to("float64"):min():item()) -- d sum / d b_j = rows
+    assert.are.equal("float32", l(x).dtype) -- and float32 outside
+    -- so a Linear can feed a float32 MultiHeadAttention under autocast
+    local mha = ember.MultiHeadAttention({d_model = 4, heads = 2})
+    local out = ember.autocast("bfloat16", function() return mha(l(x):unsqueeze(1)) end)
+    assert.are.equal("bfloat16", out.dtype)
+  end)
+
   it("a <close> scope restores the previous state, also on error, and nests", function()
     do
       local ac <close> = ember.autocast("bfloat16")

@@ -48,7 +48,17 @@ function Linear:forward(x)
       n, self.in_features, table.concat(x.shape, ", ")), 2)
   end
   local y = x:matmul(self.weight:transpose(1, 2))
-  if self.bias then y = y + self.bias end
+  local b = self.bias
+  if b then
+    -- Under autocast the product is bfloat16 while the bias stays float32:
+    -- the bias joins it in bfloat16, as torch.autocast runs linear (all of it
+    -- in the low dtype). Added as float32 it would promote the activations
+    -- to float32, and the next product would cast them back down.
+    if y.dtype == "bfloat16" and b.dtype == "float32" and ember.autocast.enabled() then
+      b = b:to("bfloat16")
+    end
+    y = y + b
+  end
   return y
 end
 

@@ -297,7 +297,10 @@ function MHA:_check_inputs(who, query, key, value)
       shape_str(value), shape_str(key))
   end
   local dt = self.q_proj.weight.dtype
-  if query.dtype ~= dt or key.dtype ~= dt or value.dtype ~= dt then
+  local function ok(t) -- under autocast a bfloat16 input meets float32 weights in bfloat16 products
+    return t.dtype == dt or (dt == "float32" and t.dtype == "bfloat16" and ember.autocast.enabled())
+  end
+  if not (ok(query) and ok(key) and ok(value)) then
     errors.raise("%s: inputs must be %s like the module (use :to(dtype)), got query %s, key %s, value %s",
       who, dt, query.dtype, key.dtype, value.dtype)
   end

@@ -1,0 +1,324 @@
+/*
+** cpu_bgemm.c -- the bfloat16 products of the fused attention kernel's
+** tiles: C[m,n] = alpha * op(A) op(B) + beta * C, on the calling thread,
+** with C float32 and A, B each float32 or bfloat16. Both operands are
+** rounded to bfloat16 (a float32 operand -- a probability or score
+** gradient tile -- is rounded while packed), the products of two bfloat16
+** values are exact in float32 and the sums are float32: what PyTorch's
+** bf16 matmul computes, and what FlashAttention does with P.
+**
+** Why not oneDNN: a tile product is 64 x 128 x 32 multiply-adds, about
+** 2 us of work, and a oneDNN primitive's execute costs as much again.
+**
+** Two paths, chosen once per process (cpu_bgemm_path says which):
+**  - "avx512_bf16": vdpbf16ps, which multiplies pairs of bfloat16 along k
+**    and adds both products into a float32 lane. A is packed as pairs
+**    (a[i][2p], a[i][2p+1]) (a bfloat16 row is that already, read in
+**    place), B as [k/2][n][2]; a micro-kernel keeps 16 registers of C
+**    (4 rows x 64 columns, or 8 x 32 for a 32-wide C).
+**  - "plain": the same rounded operands widened to float32 and multiplied
+**    by OpenBLAS's sgemm; any CPU. Taken when the CPU lacks AVX512_BF16,
+**    when ONEDNN_MAX_CPU_ISA caps the machine below it (the tests emulate
+**    older CPUs that way), or with EMBER_CPU_BF16_DOT=plain.
+** Blocks of MC x NC x KC keep the packed operands on the stack (64 KiB).
+*/
+#include "cpu_internal.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <strings.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BG_HAVE_X86 1
+#define BG_TARGET __attribute__((target("avx512f,avx512bf16")))
+#else
+#define BG_HAVE_X86 0
+#endif
+
+enum { BG_MC = 64, BG_NC = 64, BG_KC = 256 };
+
+static pthread_once_t bg_once = PTHREAD_ONCE_INIT;
+static bool bg_avx;
+
+/* ONEDNN_MAX_CPU_ISA values that still allow AVX512_BF16. */
+static bool isa_cap_allows_bf16(const char *cap) {
+  static const char *const ok[] = {"ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16",
+                                   "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512",
+                                   "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", NULL};
+  for (int i = 0; ok[i]; i++)
+    if (strcasecmp(cap, ok[i]) == 0) return true;
+  return false;
+}
+
+static void bg_choose(void) {
+#if BG_HAVE_X86
+  const char *force = getenv("EMBER_CPU_BF16_DOT");
+  const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+  bg_avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
+           !(force && strcmp(force, "plain") == 0) && !(cap && *cap && !isa_cap_allows_bf16(cap));
+#else
+  bg_avx = false;
+#endif
+}
+
+const char *cpu_bgemm_path(void) {
+  pthread_once(&bg_once, bg_choose);
+  return bg_avx ? "avx512_bf16 (vdpbf16ps)" : "plain (bfloat16 values, float32 sgemm)";
+}
+
+/* Element (i, p) of op(X), as a float32 rounded to bfloat16's bits. */
+static inline uint16_t bg_elem(const void *X, bool bf16, bool trans, int64_t ld, int64_t i,
+                               int64_t p) {
+  const int64_t at = trans ? p * ld + i : i * ld + p;
+  return bf16 ? ((const uint16_t *)X)[at] : cpu_f32_to_bf16(((const float *)X)[at]);
+}
+
+#if BG_HAVE_X86
+/* A pair of bfloat16 read where a bfloat16 array has it (2-byte aligned). */
+typedef uint32_t bg_u32 __attribute__((aligned(2), may_alias));
+
+/* n float32 -> bfloat16 (round to nearest even, as vcvtneps2bf16). */
+BG_TARGET static void bg_cvt_row(uint16_t *dst, const float *src, int64_t n) {
+  int64_t x = 0;
+  for (; x + 16 <= n; x += 16)
+    _mm256_storeu_si256((__m256i *)(dst + x), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + x)));
+  for (; x < n; x++) dst[x] = cpu_f32_to_bf16(src[x]);
+}
+
+/* op(A) rows [i0, i0+mc) x k [p0, p0+kc) as pairs (k 2p, 2p+1): pair p of
+** row i at *base + i * rs + p * ps. Non-transposed bfloat16 is read in
+** place; other cases are packed into Ap (row-major pairs, or for a
+** transposed A pair-major, so both packings read their source in order). */
+BG_TARGET static const bg_u32 *bg_pack_a(uint32_t *Ap, const void *A, bool bf, bool ta,
+                                         int64_t lda, int64_t i0, int64_t mc, int64_t p0,
+                                         int64_t kc, int64_t *rs, int64_t *ps) {
+  const int64_t kh = (kc + 1) / 2;
+  if (!ta) {
+    if (bf && kc % 2 == 0 && lda % 2 == 0) {
+      *rs = lda / 2, *ps = 1;
+      return (const bg_u32 *)((const uint16_t *)A + i0 * lda + p0);
+    }
+    for (int64_t i = 0; i < mc; i++) {
+      uint16_t *d = (uint16_t *)(Ap + i * kh);
+      if (bf) memcpy(d, (const uint16_t *)A + (i0 + i) * lda + p0, (size_t)kc * 2);
+      else bg_cvt_row(d, (const float *)A + (i0 + i) * lda + p0, kc);
+      if (kc % 2) d[kc] = 0;
+    }
+    *rs = kh, *ps = 1;
+    return Ap;
+  }
+  const int64_t mp = (mc + 15) / 16 * 16;
+  uint16_t lo[BG_MC], hi[BG_MC];
+  for (int64_t p = 0; p < kh; p++) {
+    const int64_t k0 = p0 + 2 * p;
+    const bool has_hi = 2 * p + 1 < kc;
+    if (bf) {
+      const uint16_t *r0 = (const uint16_t *)A + k0 * lda + i0, *r1 = r0 + lda;
+      for (int64_t i = 0; i < mc; i++) Ap[p * mp + i] = r0[i] | (has_hi ? (uint32_t)r1[i] << 16 : 0);
+    } else {
+      const float *r0 = (const float *)A + k0 * lda + i0;
+      bg_cvt_row(lo, r0, mc);
+      if (has_hi) bg_cvt_row(hi, r0 + lda, mc);
+      else memset(hi, 0, sizeof hi);
+      for (int64_t i = 0; i < mc; i++) Ap[p * mp + i] = lo[i] | (uint32_t)hi[i] << 16;
+    }
+  }
+  *rs = 1, *ps = mp;
+  return Ap;
+}
+
+/* op(B) k [p0, p0+kc) x columns [j0, j0+nc) as Bp[(p * npad + j) * 2 + t] =
+** op(B)(p0 + 2p + t, j0 + j), npad = nc rounded up to 16 (zeros past the edges). */
+static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb, int64_t p0,
+                      int64_t kc, int64_t j0, int64_t nc) {
+  const int64_t kh = (kc + 1) / 2, npad = (nc + 15) / 16 * 16;
+  if (bf && tb) { /* op(B)(k, j) = B[j][k]: a pair is two neighbours of row j */
+    uint32_t *B32 = (uint32_t *)Bp;
+    for (int64_t j = 0; j < nc; j++) {
+      const uint16_t *row = (const uint16_t *)B + (j0 + j) * ldb + p0;
+      for (int64_t p = 0; p + 1 < kh || (p < kh && kc % 2 == 0); p++)
+        B32[p * npad + j] = *(const bg_u32 *)(row + 2 * p);
+      if (kc % 2) B32[(kh - 1) * npad + j] = row[kc - 1];
+    }
+    for (int64_t p = 0; p < kh; p++)
+      for (int64_t j = nc; j < npad; j++) B32[p * npad + j] = 0;
+    return;
+  }
+  if (bf) { /* op(B) = B: a pair comes from two rows */
+    for (int64_t p = 0; p < kh; p++) {
+      uint16_t *dst = Bp + p * npad * 2;
+      const uint16_t *r0 = (const uint16_t *)B + (p0 + 2 * p) * ldb + j0, *r1 = r0 + ldb;
+      if (2 * p + 1 < kc)
+        for (int64_t j = 0; j < nc; j++) dst[2 * j] = r0[j], dst[2 * j + 1] = r1[j];
+      else
+        for (int64_t j = 0; j < nc; j++) dst[2 * j] = r0[j], dst[2 * j + 1] = 0;
+      for (int64_t j = nc; j < npad; j++) dst[2 * j] = dst[2 * j + 1] = 0;
+    }
+    return;
+  }
+  for (int64_t p = 0; p < kh; p++) { /* float32 B: not met in attention, kept simple */
+    uint16_t *dst = Bp + p * npad * 2;
+    for (int t = 0; t < 2; t++) {
+      const int64_t kk = 2 * p + t;
+      for (int64_t j = 0; j < npad; j++)
+        dst[j * 2 + t] = kk < kc && j < nc ? bg_elem(B, bf, !tb, ldb, j0 + j, p0 + kk) : 0;
+    }
+  }
+}
+
+/* mr_c rows x nv*16 columns of C (mr_c * nv <= 16 accumulators): row r's
+** pairs at a[r][p * ps], B packed with row stride npad pairs; stores rows
+** < mr and columns < ncols. */
+BG_TARGET static inline __attribute__((always_inline)) void
+bg_micro(const bg_u32 *const *a, int64_t ps, const uint16_t *Bp, int64_t kh, int64_t npad,
+         const int mr_c, const int nv, int mr, int64_t ncols, float alpha, float beta, float *C,
+         int64_t ldc) {
+  __m512 acc[8][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < mr_c; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kh; p++) {
+    const uint16_t *b = Bp + p * npad * 2;
+    __m512bh bv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) bv[v] = (__m512bh)_mm512_loadu_si512(b + 32 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < mr_c; r++) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r][p * ps]);
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < mr_c; r++) {
+    if (r >= mr) break;
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+      const int64_t left = ncols - 16 * v;
+      const __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+      float *c = C + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mk, c), x);
+      _mm512_mask_storeu_ps(c, mk, x);
+    }
+  }
+}
+
+/* Rows [i, i + MR) of the block against every column chunk of 64 (4
+** vectors) or of the narrower rest; MR rows at a time, so that each
+** micro-kernel holds 16 accumulators: 4 rows x 64 columns, or 8 rows x 32
+** columns where C is 32 wide (the head dims of attention). */
+BG_TARGET static void bg_block(const bg_u32 *Ab, int64_t rs, int64_t ps, const uint16_t *Bp,
+                               int64_t mc, int64_t nc, int64_t kc, float alpha, float beta,
+                               float *C, int64_t ldc) {
+  const int64_t kh = (kc + 1) / 2, npad = (nc + 15) / 16 * 16;
+  const int MR = nc <= 32 ? 8 : 4; /* every chunk has nv <= 2 when nc <= 32 */
+  for (int64_t i = 0; i < mc; i += MR) {
+    const int mr = mc - i < MR ? (int)(mc - i) : MR;
+    const bg_u32 *a[8];
+    for (int r = 0; r < MR; r++) a[r] = Ab + (r < mr ? i + r : i) * rs; /* past mc: a copy, not stored */
+    float *c = C + i * ldc;
+    for (int64_t j = 0; j < nc; j += 64) {
+      const int64_t cols = nc - j < 64 ? nc - j : 64;
+      const uint16_t *b = Bp + j * 2;
+      const int nv = (int)((cols + 15) / 16);
+      if (MR == 8) { /* constant sizes: the accumulators stay in registers */
+        if (nv == 2) bg_micro(a, ps, b, kh, npad, 8, 2, mr, cols, alpha, beta, c + j, ldc);
+        else bg_micro(a, ps, b, kh, npad, 8, 1, mr, cols, alpha, beta, c + j, ldc);
+      } else {
+        switch (nv) {
+          case 4: bg_micro(a, ps, b, kh, npad, 4, 4, mr, cols, alpha, beta, c + j, ldc); break;
+          case 3: bg_micro(a, ps, b, kh, npad, 4, 3, mr, cols, alpha, beta, c + j, ldc); break;
+          case 2: bg_micro(a, ps, b, kh, npad, 4, 2, mr, cols, alpha, beta, c + j, ldc); break;
+          default: bg_micro(a, ps, b, kh, npad, 4, 1, mr, cols, alpha, beta, c + j, ldc); break;
+        }
+      }
+    }
+  }
+}
+#endif
+
+/* x rounded to the nearest bfloat16 (even on ties; NaN stays a quiet
+** NaN), as cpu_f32_to_bf16 then back, without a branch, so loops of it
+** vectorise. */
+static inline float bg_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t q = (u | 0x00400000u) & 0xffff0000u;
+  const uint32_t y = (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+  float f;
+  memcpy(&f, &y, sizeof f);
+  return f;
+}
+
+/* The plain path's packing: rows [r0, r0+nr) x columns [c0, c0+nc) of X as
+** stored (row stride ld), as float32 values of bfloat16, into dst [nr][nc].
+** The operands keep their layout (sgemm does the transposes), so every
+** row is one contiguous conversion. */
+static void bg_pack_f32(float *dst, const void *X, bool bf, int64_t ld, int64_t r0, int64_t nr,
+                        int64_t c0, int64_t nc) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *d = dst + r * nc;
+    if (bf) {
+      const uint16_t *src = (const uint16_t *)X + (r0 + r) * ld + c0;
+      for (int64_t c = 0; c < nc; c++) d[c] = cpu_bf16_to_f32(src[c]);
+    } else {
+      const float *src = (const float *)X + (r0 + r) * ld + c0;
+      for (int64_t c = 0; c < nc; c++) d[c] = bg_round(src[c]);
+    }
+  }
+}
+
+void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
+               bool a_bf16, int64_t lda, const void *B, bool b_bf16, int64_t ldb, float beta,
+               float *C, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
+    return;
+  }
+  pthread_once(&bg_once, bg_choose);
+  for (int64_t j0 = 0; j0 < n; j0 += BG_NC) {
+    const int64_t nc = n - j0 < BG_NC ? n - j0 : BG_NC;
+    for (int64_t p0 = 0; p0 < k; p0 += BG_KC) {
+      const int64_t kc = k - p0 < BG_KC ? k - p0 : BG_KC;
+      const float be = p0 == 0 ? beta : 1;
+#if BG_HAVE_X86
+      if (bg_avx) {
+        uint16_t Bp[BG_KC * BG_NC];
+        uint32_t Ap[BG_MC * BG_KC / 2];
+        bg_pack_b(Bp, B, b_bf16, tb, ldb, p0, kc, j0, nc);
+        for (int64_t i0 = 0; i0 < m; i0 += BG_MC) {
+          const int64_t mc = m - i0 < BG_MC ? m - i0 : BG_MC;
+          int64_t rs, ps;
+          const bg_u32 *Ab = bg_pack_a(Ap, A, a_bf16, ta, lda, i0, mc, p0, kc, &rs, &ps);
+          bg_block(Ab, rs, ps, Bp, mc, nc, kc, alpha, be, C + i0 * ldc + j0, ldc);
+        }
+        continue;
+      }
+#endif
+      float Bf[BG_KC * BG_NC / 2], Af[BG_MC * BG_KC / 2]; /* KC/2 deep: 64 KiB */
+      for (int64_t q0 = p0; q0 < p0 + kc; q0 += BG_KC / 2) {
+        const int64_t qc = p0 + kc - q0 < BG_KC / 2 ? p0 + kc - q0 : BG_KC / 2;
+        const float bq = q0 == p0 ? be : 1;
+        if (tb) bg_pack_f32(Bf, B, b_bf16, ldb, j0, nc, q0, qc); /* [nc][qc] */
+        else bg_pack_f32(Bf, B, b_bf16, ldb, q0, qc, j0, nc);    /* [qc][nc] */
+        for (int64_t i0 = 0; i0 < m; i0 += BG_MC) {
+          const int64_t mc = m - i0 < BG_MC ? m - i0 : BG_MC;
+          if (ta) bg_pack_f32(Af, A, a_bf16, lda, q0, qc, i0, mc); /* [qc][mc] */
+          else bg_pack_f32(Af, A, a_bf16, lda, i0, mc, q0, qc);    /* [mc][qc] */
+          cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                      (int)mc, (int)nc, (int)qc, alpha, Af, ta ? (int)mc : (int)qc, Bf,
+                      tb ? (int)qc : (int)nc, bq, C + i0 * ldc + j0, (int)ldc);
+        }
+      }
+    }
+  }
+}
