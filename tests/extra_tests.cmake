@@ -28,6 +28,14 @@ if(TARGET ember_backend_cuda_emu)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cuda.emu_declared_fused PROPERTIES LABELS "lua" TIMEOUT 600
     ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
+  # the variants benchmark of scripts/gpu_check.sh at tiny sizes: it runs, and
+  # every variant stays on the fused route (exit 1 otherwise)
+  add_test(NAME cuda.emu_bench_variants
+    COMMAND ${EMBER_BIN} ${PROJECT_SOURCE_DIR}/scripts/bench/attention_variants_cuda.lua
+            --lengths 64,130 --heads 2 --head-dim 16 --reps 1
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cuda.emu_bench_variants PROPERTIES LABELS "lua" TIMEOUT 300
+    ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
 endif()
 if(TARGET gpu_vs_cpu AND TARGET ember_backend_cuda)
   add_test(NAME cuda.gpu_vs_cpu COMMAND gpu_vs_cpu
