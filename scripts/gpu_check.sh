@@ -13,7 +13,11 @@
 # 3. Prints the benchmark table: matmul TFLOP/s of the plugin's gemm
 #    against the same cuBLAS call made directly, and fused attention
 #    forward/backward time in float32 and bfloat16 at L = 1K, 4K, 16K
-#    against PyTorch's scaled_dot_product_attention on the same GPU.
+#    against PyTorch's scaled_dot_product_attention on the same GPU; and
+#    the declared variants (local window and blocks, relpos alibi/t5/shaw)
+#    at L = 1K, 4K, float32 and bfloat16, as ratios to standard attention
+#    in the same run: the kernels (gpu_bench) and, float32, the whole
+#    ember.Attention call with its route (scripts/bench/attention_variants_cuda.lua).
 # Exit status: 0 when every step passed, 1 otherwise; 77 when no GPU.
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
   sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
@@ -91,7 +95,7 @@ fi
 
 # ---- 3. benchmarks ----------------------------------------------------------
 step "3. benchmarks"
-timeout 150 "$CUDA_BIN/gpu_bench" "$PLUGIN" > "$B/bench_ember.txt" 2>&1 || fail "gpu_bench"
+timeout 200 "$CUDA_BIN/gpu_bench" "$PLUGIN" > "$B/bench_ember.txt" 2>&1 || fail "gpu_bench"
 grep "^#" "$B/bench_ember.txt"
 timeout 150 python3 - > "$B/bench_torch.txt" 2>&1 <<'PY' || echo "PyTorch SDPA benchmark failed: $(tail -1 "$B/bench_torch.txt")"
 import time, torch
@@ -142,6 +146,27 @@ awk 'FNR == NR && $1 == "sdpa" { f[$2 " " $3] = $4; b[$2 " " $3] = $5; next }
        st = (k in f) ? sprintf("%10.2f", f[k] + b[k]) : sprintf("%10s", "n/a")
        printf "%-9s %6d %10.2f %10.2f %10.2f %s %s %s\n", $2, $3, $4, $5, $4 + $5, sf, sb, st
      }' "$B/bench_torch.txt" "$B/bench_ember.txt"
+
+echo
+echo "declared variants, fused kernels, B=1 H=16 d=64 non-causal (ms per call; ratio of fwd+bwd to standard)"
+echo "  window = 256+256 sliding, blocks = 64 with 1 neighbour + 64 global tokens, t5 = 32 buckets,"
+echo "  shaw = key and value tables clipped at 16 (table gradients included in bwd)"
+printf '%-9s %6s %-9s %10s %10s %10s %8s\n' dtype L variant fwd bwd f+b ratio
+awk '$1 == "variant" && $4 == "standard" { std[$2 " " $3] = $5 + $6 }
+     $1 == "variant" { line[++n] = $0 }
+     END {
+       for (i = 1; i <= n; i++) {
+         split(line[i], f, " ")
+         k = f[2] " " f[3]; t = f[5] + f[6]
+         r = (k in std && std[k] > 0) ? sprintf("%8.2f", t / std[k]) : sprintf("%8s", "n/a")
+         printf "%-9s %6d %-9s %10.2f %10.2f %10.2f %s\n", f[2], f[3], f[4], f[5], f[6], t, r
+       }
+     }' "$B/bench_ember.txt"
+echo
+echo "the same through ember.Attention (float32; routes from ember.attention_routes())"
+(cd "$ROOT" && EMBER_PLUGIN_PATH="$B/plugins" EMBER_PLUGIN_PATH_ONLY=1 timeout 120 "$B/bin/ember" \
+   scripts/bench/attention_variants_cuda.lua --lengths 1024,4096 2>&1 | tee "$B/bench_variants_lua.txt")
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "attention_variants_cuda.lua (a variant left the fused route, or it failed)"
 
 step "done"
 if [ ${#FAILED[@]} -eq 0 ]; then

@@ -21,11 +21,20 @@ if(TARGET ember_backend_cuda_emu)
   set_tests_properties(cuda.emu_vs_cpu PROPERTIES LABELS "c" TIMEOUT 900)
   add_test(NAME cuda.emu_no_device COMMAND test_cuda_load $<TARGET_FILE:ember_backend_cuda_emu> reject)
   set_tests_properties(cuda.emu_no_device PROPERTIES LABELS "c" ENVIRONMENT "${TEST_ENV};EMC_EMU_DEVICES=0")
-  # declared variants on a device whose fused kernel declines them: the core composes
-  add_test(NAME cuda.emu_declared_fallback
-    COMMAND ${EMBER_BIN} ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emu_declared_fallback.lua
+  # declared variants on the emulated device: the fused kernel takes them all
+  # (a silent fallback to the composition fails), equal to the CPU
+  add_test(NAME cuda.emu_declared_fused
+    COMMAND ${EMBER_BIN} ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emu_declared_fused.lua
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cuda.emu_declared_fallback PROPERTIES LABELS "lua" TIMEOUT 600
+  set_tests_properties(cuda.emu_declared_fused PROPERTIES LABELS "lua" TIMEOUT 600
+    ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
+  # the variants benchmark of scripts/gpu_check.sh at tiny sizes: it runs, and
+  # every variant stays on the fused route (exit 1 otherwise)
+  add_test(NAME cuda.emu_bench_variants
+    COMMAND ${EMBER_BIN} ${PROJECT_SOURCE_DIR}/scripts/bench/attention_variants_cuda.lua
+            --lengths 64,130 --heads 2 --head-dim 16 --reps 1
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cuda.emu_bench_variants PROPERTIES LABELS "lua" TIMEOUT 300
     ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
 endif()
 if(TARGET gpu_vs_cpu AND TARGET ember_backend_cuda)

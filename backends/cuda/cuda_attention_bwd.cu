@@ -13,6 +13,15 @@
 ** with atomicAdd (dq itself for float32; a scratch buffer, converted at
 ** the end, for bfloat16). Inside a block the score tile is key-major: the
 ** thread (tx, ty) owns keys ty + 16a and queries tx + 16b.
+**
+** Declared terms: query tiles the block mask hides from the block's keys
+** are skipped; Shaw's key term is q . (k + rel_k[row]) in S and dQ, its
+** value term dO . (v + rel_v[row]) in dP, and the tables' gradients are
+** sums over the tile's diagonals added with atomicAdd into float
+** accumulators (cuda_attention.cuh): d table[row, h] += sum dS,
+** d rel_k[row] += scale * sum dS q, d rel_v[row] += sum Pd dO. Shared
+** memory stays under the 48 KB of static allocation because the staged
+** Shaw rows and the diagonal sums reuse PdT and As while those are free.
 */
 #include "cuda_attention.cuh"
 
@@ -37,6 +46,13 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   __shared__ float PdT[ATT_BK][ATT_BQ + 1];   /* dropped probabilities, key-major */
   __shared__ float dST[ATT_BK][ATT_BQ + 1];   /* dS, key-major */
   __shared__ float Ds[ATT_BQ], Ls[ATT_BQ];
+  __shared__ int rowt[ATT_NREL];
+  __shared__ float bvec[ATT_NREL];
+  /* Shaw's staged rows (score and dQ phases) and the d rel_k diagonal sums
+  ** live in PdT when it is not holding this tile's probabilities; the
+  ** d rel_v sums in As, which the dV loop does not use. */
+  float(*Xs)[ATT_DC + 1] = reinterpret_cast<float(*)[ATT_DC + 1]>(&PdT[0][0]);
+  float(*Gv)[ATT_DC + 1] = As;
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * ATT_T + tx;
   const int64_t bh = blockIdx.x / k_tiles, k0 = (blockIdx.x % k_tiles) * ATT_BK;
   const int64_t b = bh / p.H, h = bh % p.H;
@@ -54,12 +70,18 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
 
   int64_t qbegin = 0;
   if (p.causal) qbegin = emc_causal_query_begin(k0, p.Lq, p.Lk) / ATT_BQ * ATT_BQ;
+  const bool rel = p.rel_row || p.alibi;
   for (int64_t q0 = qbegin; q0 < p.Lq; q0 += ATT_BQ) {
-    __syncthreads(); /* the previous tile is done with Ds, Ls, PdT, dST */
+    if (att_tile_skipped(p, q0, k0)) continue; /* uniform over the block */
+    __syncthreads(); /* the previous tile is done with Ds, Ls, PdT, dST, rowt */
     if (tid < ATT_BQ) {
       int64_t i = q0 + tid;
       Ds[tid] = i < p.Lq ? p.D[bh * p.Lq + i] : 0.0f;
       Ls[tid] = i < p.Lq ? p.lse_in[bh * p.Lq + i] : INFINITY;
+    }
+    if (rel) {
+      att_tile_rel<T>(p, h, q0, k0, rowt, bvec);
+      __syncthreads();
     }
     /* S^T = K Q^T and dP^T = V dO^T, key-major. */
     float s[4][4], dp[4][4];
@@ -71,7 +93,19 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       __syncthreads();
       att_load_chunk<T>(As, K, p.Lk, p.dk, k0, c0);
       att_load_chunk<T>(Bs, Q, p.Lq, p.dk, q0, c0);
+      if (p.rel_k) att_load_rel<T>(Xs, p.rel_k, p.dk, rowt, c0);
       __syncthreads();
+      if (p.rel_k) {
+#pragma unroll 4
+        for (int kk = 0; kk < ATT_DC; kk++)
+#pragma unroll
+          for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+              s[a][c] += (As[ty + 16 * a][kk] + Xs[ty + 16 * a - tx - 16 * c + ATT_BQ - 1][kk]) *
+                         Bs[tx + 16 * c][kk];
+        continue;
+      }
 #pragma unroll 4
       for (int kk = 0; kk < ATT_DC; kk++)
 #pragma unroll
@@ -83,7 +117,19 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       __syncthreads();
       att_load_chunk<T>(As, V, p.Lk, p.dv, k0, c0);
       att_load_chunk<T>(Bs, dO, p.Lq, p.dv, q0, c0);
+      if (p.rel_v) att_load_rel<T>(Xs, p.rel_v, p.dv, rowt, c0);
       __syncthreads();
+      if (p.rel_v) {
+#pragma unroll 4
+        for (int kk = 0; kk < ATT_DC; kk++)
+#pragma unroll
+          for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+              dp[a][c] += (As[ty + 16 * a][kk] + Xs[ty + 16 * a - tx - 16 * c + ATT_BQ - 1][kk]) *
+                          Bs[tx + 16 * c][kk];
+        continue;
+      }
 #pragma unroll 4
       for (int kk = 0; kk < ATT_DC; kk++)
 #pragma unroll
@@ -91,7 +137,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
 #pragma unroll
           for (int c = 0; c < 4; c++) dp[a][c] += As[ty + 16 * a][kk] * Bs[tx + 16 * c][kk];
     }
-    __syncthreads(); /* Ds and Ls are visible even when dk and dv are 0 */
+    __syncthreads(); /* Ds and Ls are visible even when dk and dv are 0; Xs is read */
     /* P, Pd and dS for the tile. */
 #pragma unroll
     for (int a = 0; a < 4; a++) {
@@ -102,7 +148,9 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
         const int64_t i = q0 + qi;
         float pr = 0.0f, z = 1.0f;
         if (!att_masked(p, b, i, j)) {
-          pr = expf(att_score(p, s[a][c], b, h, i, j) - Ls[qi]);
+          float sc = att_score(p, s[a][c], b, h, i, j);
+          if (rel) sc += bvec[ty + 16 * a - qi + ATT_BQ - 1];
+          pr = expf(sc - Ls[qi]);
           z = att_dropout(p, bh, i, j);
         }
         PdT[ty + 16 * a][qi] = pr * z;
@@ -110,7 +158,10 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       }
     }
     __syncthreads();
-    /* dV += Pd^T dO and dK += dS^T Q, 16 columns at a time. */
+    /* bvec has been read: it holds the diagonal sums */
+    if (p.g_table) att_diag_table(dST, rowt, bvec, p.g_table, p.H, h);
+    /* dV += Pd^T dO and dK += dS^T Q, 16 columns at a time (with the
+    ** diagonal sums of Shaw's table gradients). */
 #pragma unroll
     for (int ch = 0; ch < NCH; ch++) {
       if (ch * ATT_DC >= p.dv) break;
@@ -123,6 +174,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
 #pragma unroll
         for (int a = 0; a < 4; a++) dv[a][ch] += PdT[ty + 16 * a][qi] * g;
       }
+      if (p.g_rel_v) att_diag_scatter(PdT, Bs, rowt, Gv, ATT_BK, p.g_rel_v, p.dv, ch * ATT_DC, 1.0f);
     }
 #pragma unroll
     for (int ch = 0; ch < NCH; ch++) {
@@ -136,13 +188,27 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
 #pragma unroll
         for (int a = 0; a < 4; a++) dk[a][ch] += dST[ty + 16 * a][qi] * qv;
       }
+      if (p.g_rel_k) att_diag_scatter(dST, Bs, rowt, Xs, ATT_NREL, p.g_rel_k, p.dk, ch * ATT_DC, p.scale);
     }
     /* dQ += scale * dS K: here the thread owns queries ty + 16a. */
     for (int64_t c0 = 0; c0 < p.dk; c0 += ATT_DC) {
       __syncthreads();
       att_load_chunk<T>(As, K, p.Lk, p.dk, k0, c0);
+      if (p.rel_k) att_load_rel<T>(Xs, p.rel_k, p.dk, rowt, c0);
       __syncthreads();
       const int64_t col = c0 + tx;
+      if (p.rel_k) {
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+          const int qi = ty + 16 * a;
+          float acc = 0.0f;
+#pragma unroll 8
+          for (int kj = 0; kj < ATT_BK; kj++)
+            acc += dST[kj][qi] * (As[kj][tx] + Xs[kj - qi + ATT_BQ - 1][tx]);
+          if (q0 + qi < p.Lq && col < p.dk) atomicAdd(&dQ[(q0 + qi) * p.dk + col], acc * p.scale);
+        }
+        continue;
+      }
 #pragma unroll
       for (int a = 0; a < 4; a++) {
         const int qi = ty + 16 * a;
@@ -170,7 +236,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   }
 }
 
-/* dq = the float accumulator, in the storage type. */
+/* dq (or a table gradient) = its float accumulator, in the storage type. */
 template <class T>
 __global__ void attention_dq_convert(int64_t n, const float *acc, T *dq) {
   EMC_GRID_LOOP(i, n) dq[i] = from_acc<T>(acc[i]);
@@ -183,23 +249,41 @@ static void launch_backward(emc_device *d, const AttParams &p) {
   EMC_LAUNCH(k, emc_grid(p.B * p.H * k_tiles), dim3(ATT_T, ATT_T), d->stream, p, k_tiles);
 }
 
+/* The float accumulators of the backward: dq and the wanted table
+** gradients. float32 accumulates into the outputs themselves; bfloat16
+** into scratch, converted at the end. */
+struct AttAccum {
+  float *acc[4];   /* dq, d table, d rel_k, d rel_v; NULL: not wanted */
+  void *out[4];    /* where they end up (storage type) */
+  int64_t n[4];    /* elements */
+  void *scratch[4];
+};
+
 template <class T>
-static em_status run_backward(emc_device *d, AttParams &p) {
+static em_status run_backward(emc_device *d, AttParams &p, const em_attention_args *a) {
   const char *kernel = "attention_backward";
   const int64_t rows = p.B * p.H * p.Lq;
-  const size_t dq_bytes = (size_t)rows * (size_t)p.dk * sizeof(float);
   const bool is_float = sizeof(T) == sizeof(float);
-  void *D = NULL, *acc = NULL;
+  AttAccum ac = {};
+  ac.out[0] = p.dq, ac.n[0] = rows * p.dk;
+  if (a->d_bias_table && p.table) ac.out[1] = a->d_bias_table, ac.n[1] = a->n_rel * p.H;
+  if (a->d_rel_k && p.rel_k) ac.out[2] = a->d_rel_k, ac.n[2] = a->n_rel * p.dk;
+  if (a->d_rel_v && p.rel_v) ac.out[3] = a->d_rel_v, ac.n[3] = a->n_rel * p.dv;
+  void *D = NULL;
   em_status s = emc_scratch(d, (size_t)rows * sizeof(float), kernel, &D);
-  if (s) return s;
-  if (!is_float && (s = emc_scratch(d, dq_bytes, kernel, &acc))) {
-    emc_scratch_free(d, D);
-    return s;
+  cudaError_t e = cudaSuccess;
+  for (int t = 0; t < 4 && !s; t++) {
+    if (!ac.out[t]) continue;
+    if (is_float) ac.acc[t] = (float *)ac.out[t];
+    else if (!(s = emc_scratch(d, (size_t)ac.n[t] * sizeof(float), kernel, &ac.scratch[t])))
+      ac.acc[t] = (float *)ac.scratch[t];
+    if (!s && e == cudaSuccess)
+      e = cudaMemsetAsync(ac.acc[t], 0, (size_t)ac.n[t] * sizeof(float), d->stream);
   }
   p.D = (float *)D;
-  p.dq_acc = is_float ? (float *)p.dq : (float *)acc;
-  cudaError_t e = cudaMemsetAsync(p.dq_acc, 0, dq_bytes, d->stream);
-  if (e == cudaSuccess) {
+  p.dq_acc = ac.acc[0];
+  p.g_table = ac.acc[1], p.g_rel_k = ac.acc[2], p.g_rel_v = ac.acc[3];
+  if (!s && e == cudaSuccess) {
     emc_rows_plan rp = emc_plan_rows(rows, 32); /* a warp per row */
     auto kd = attention_rowdot_kernel<T>;
     EMC_LAUNCH(kd, emc_grid(rp.blocks), dim3(32, rp.rows_per_block), d->stream, rows, p.dv,
@@ -208,15 +292,17 @@ static em_status run_backward(emc_device *d, AttParams &p) {
       case 4: launch_backward<T, 4>(d, p); break;
       default: launch_backward<T, 16>(d, p); break;
     }
-    if (!is_float) {
+    for (int t = 0; t < 4 && !is_float; t++) {
+      if (!ac.acc[t]) continue;
       auto kc = attention_dq_convert<T>;
-      int64_t n = rows * p.dk;
-      EMC_LAUNCH(kc, emc_grid(emc_blocks_for(n, EMC_THREADS)), EMC_THREADS, d->stream, n,
-                 (const float *)acc, (T *)p.dq);
+      EMC_LAUNCH(kc, emc_grid(emc_blocks_for(ac.n[t], EMC_THREADS)), EMC_THREADS, d->stream,
+                 ac.n[t], (const float *)ac.acc[t], (T *)ac.out[t]);
     }
   }
-  emc_scratch_free(d, D); /* stream ordered */
-  if (acc) emc_scratch_free(d, acc);
+  if (D) emc_scratch_free(d, D); /* stream ordered */
+  for (int t = 0; t < 4; t++)
+    if (ac.scratch[t]) emc_scratch_free(d, ac.scratch[t]);
+  if (s) return s;
   return e == cudaSuccess ? emc_launch_status(kernel) : emc_cuda_error(e, kernel);
 }
 
@@ -234,11 +320,18 @@ extern "C" em_status emc_attention_backward(int device, const em_attention_args 
     if (nq) EMC_CHECK(cudaMemsetAsync(p.dq, 0, nq * (size_t)p.dk * el, d->stream), kernel);
     if (nk) EMC_CHECK(cudaMemsetAsync(p.dk_, 0, nk * (size_t)p.dk * el, d->stream), kernel);
     if (nk) EMC_CHECK(cudaMemsetAsync(p.dv_, 0, nk * (size_t)p.dv * el, d->stream), kernel);
+    /* and so are the tables' */
+    void *g[3] = {p.table ? args->d_bias_table : NULL, p.rel_k ? args->d_rel_k : NULL,
+                  p.rel_v ? args->d_rel_v : NULL};
+    const int64_t cols[3] = {p.H, p.dk, p.dv};
+    for (int t = 0; t < 3; t++)
+      if (g[t] && args->n_rel * cols[t] > 0)
+        EMC_CHECK(cudaMemsetAsync(g[t], 0, (size_t)(args->n_rel * cols[t]) * el, d->stream), kernel);
     return EM_OK;
   }
   if (p.B * p.H * emc_attn_tiles(p.Lk, ATT_BK) > 0x7fffffffLL)
     return em_error(EM_ERR_UNSUPPORTED, "cuda %s: B*H*Lk/64 = %lld blocks exceed the grid limit",
                     kernel, (long long)(p.B * p.H * emc_attn_tiles(p.Lk, ATT_BK)));
-  if (args->dtype == EM_F32) return run_backward<float>(d, p);
-  return run_backward<bf16_t>(d, p);
+  if (args->dtype == EM_F32) return run_backward<float>(d, p, args);
+  return run_backward<bf16_t>(d, p, args);
 }

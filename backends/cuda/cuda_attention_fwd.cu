@@ -10,8 +10,13 @@
 ** every visible key, as dropout(softmax(S)) V). At the end out = O / l and
 ** lse = m + log l. In causal mode the key loop stops at the last key any
 ** query of the tile can see (emc_causal_key_end), so tiles wholly in the
-** future are never touched. Inputs may be bfloat16; everything is computed
-** in float. See cuda_attention.cuh for the thread layout and mask rule.
+** future are never touched; key tiles the block mask hides from every
+** query of the tile are skipped. Declared biases are added per score from
+** the tile's diagonal vectors; Shaw's key term adds rel_k (staged per tile
+** diagonal) to the key in q . k, its value term rel_v to the value in P V.
+** Inputs may be bfloat16; everything is computed in float. See
+** cuda_attention.cuh for the thread layout, the mask rule and the layout
+** of the declared terms.
 */
 #include "cuda_attention.cuh"
 
@@ -22,6 +27,9 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   __shared__ float Ks[ATT_BK][ATT_DC + 1];
   __shared__ float Vs[ATT_BK][ATT_DC + 1];
   __shared__ float Ps[ATT_BQ][ATT_BK + 1];
+  __shared__ float Xs[ATT_NREL][ATT_DC + 1]; /* rel_k or rel_v chunk, by diagonal */
+  __shared__ int rowt[ATT_NREL];
+  __shared__ float bvec[ATT_NREL];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t bh = blockIdx.x / q_tiles, q0 = (blockIdx.x % q_tiles) * ATT_BQ;
   const int64_t b = bh / p.H, h = bh % p.H;
@@ -39,8 +47,14 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   }
 
   const int64_t kend = p.causal ? emc_causal_key_end(q0, ATT_BQ, p.Lq, p.Lk) : p.Lk;
+  const bool rel = p.rel_row || p.alibi;
   for (int64_t k0 = 0; k0 < kend; k0 += ATT_BK) {
-    __syncthreads(); /* the previous tile's readers of Ps are done */
+    if (att_tile_skipped(p, q0, k0)) continue; /* uniform over the block */
+    __syncthreads(); /* the previous tile's readers of Ps, Xs, rowt are done */
+    if (rel) {
+      att_tile_rel<T>(p, h, q0, k0, rowt, bvec);
+      __syncthreads();
+    }
     /* S = Q K^T over the head dim, 16 columns at a time. */
     float s[4][4];
 #pragma unroll
@@ -51,7 +65,20 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
       __syncthreads();
       att_load_chunk<T>(Qs, Q, p.Lq, p.dk, q0, c0);
       att_load_chunk<T>(Ks, K, p.Lk, p.dk, k0, c0);
+      if (p.rel_k) att_load_rel<T>(Xs, p.rel_k, p.dk, rowt, c0);
       __syncthreads();
+      if (p.rel_k) {
+        /* Shaw: s = q . (k + rel_k[row(i, j)]), diagonal kj - qi + 63 */
+#pragma unroll 4
+        for (int kk = 0; kk < ATT_DC; kk++)
+#pragma unroll
+          for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+              s[a][c] += Qs[ty + 16 * a][kk] *
+                         (Ks[tx + 16 * c][kk] + Xs[tx + 16 * c - ty - 16 * a + ATT_BQ - 1][kk]);
+        continue;
+      }
 #pragma unroll 4
       for (int kk = 0; kk < ATT_DC; kk++) {
         float qv[4], kv[4];
@@ -74,6 +101,7 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
       for (int c = 0; c < 4; c++) {
         const int64_t j = k0 + tx + 16 * c;
         s[a][c] = att_masked(p, b, i, j) ? -INFINITY : att_score(p, s[a][c], b, h, i, j);
+        if (rel) s[a][c] += bvec[tx + 16 * c - ty - 16 * a + ATT_BQ - 1];
         tile_max = fmaxf(tile_max, s[a][c]);
       }
       const float m_new = fmaxf(m[a], att_row_max(tile_max));
@@ -97,7 +125,19 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
       if (ch * ATT_DC >= p.dv) break; /* the same for every thread */
       __syncthreads();
       att_load_chunk<T>(Vs, V, p.Lk, p.dv, k0, ch * ATT_DC);
+      if (p.rel_v) att_load_rel<T>(Xs, p.rel_v, p.dv, rowt, ch * ATT_DC);
       __syncthreads();
+      if (p.rel_v) {
+        /* Shaw: O += P (v + rel_v[row(i, j)]) */
+#pragma unroll 8
+        for (int c = 0; c < ATT_BK; c++) {
+          const float vv = Vs[c][tx];
+#pragma unroll
+          for (int a = 0; a < 4; a++)
+            o[a][ch] += Ps[ty + 16 * a][c] * (vv + Xs[c - ty - 16 * a + ATT_BQ - 1][tx]);
+        }
+        continue;
+      }
 #pragma unroll 8
       for (int c = 0; c < ATT_BK; c++) {
         const float vv = Vs[c][tx];

@@ -8,17 +8,24 @@
 **   float32 and bfloat16, in TFLOP/s;
 ** attention: the fused forward and backward kernels at B=1, H=16, d=64,
 **   L = 1K, 4K, 16K, non-causal, float32 and bfloat16, in milliseconds.
-** Output lines are "matmul DTYPE N EMBER_TFLOPS CUBLAS_TFLOPS" and
-** "attention DTYPE L FWD_MS BWD_MS", for the script to tabulate. Exit 77
-** when the plugin refuses to load (no device).
+** variant: the same kernels with each kind of declared term (block masks:
+**   a 256 + 256 window, blocks of 64 with one neighbour and 64 global
+**   tokens; biases: ALiBi, a T5 table of 32 buckets, Shaw with key and
+**   value tables clipped at 16, their gradients included) at L = 1K, 4K.
+** Output lines are "matmul DTYPE N EMBER_TFLOPS CUBLAS_TFLOPS",
+** "attention DTYPE L FWD_MS BWD_MS" and "variant DTYPE L NAME FWD_MS
+** BWD_MS", for the script to tabulate. Exit 77 when the plugin refuses to
+** load (no device).
 */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ember_attention.h"
 #include "ember_backend.h"
 #include "ember_plugin.h"
 
@@ -135,6 +142,107 @@ static int bench_attention(em_dtype dt, int64_t L) {
   return 0;
 }
 
+/* A host array on the device (NULL on failure). */
+static void *dev_copy(const void *host, size_t bytes) {
+  void *p = NULL;
+  if (be->alloc(0, bytes, &p)) return NULL;
+  if (be->copy_h2d(0, p, host, bytes)) {
+    be->free(0, p, bytes);
+    return NULL;
+  }
+  return p;
+}
+
+/* The declared variants: the kernel arguments expanded from an
+** em_attn_decl with the core's functions, as core/src/attention_sdpa.c does. */
+enum { V_STANDARD, V_WINDOW, V_BLOCKS, V_ALIBI, V_T5, V_SHAW, V_COUNT };
+static const char *const VARIANT_NAME[V_COUNT] = {"standard", "window", "blocks", "alibi", "t5", "shaw"};
+
+static int bench_variant(em_dtype dt, int64_t L, int kind) {
+  const int64_t B = 1, H = 16, d = 64, n = B * H * L * d, nr = 2 * L - 1;
+  const size_t bytes = (size_t)n * em_dtype_size(dt), es = em_dtype_size(dt);
+  em_attn_decl dc;
+  em_attn_decl_init(&dc);
+  if (kind == V_WINDOW) dc.mask = (em_attn_block_mask){EM_ATTN_MASK_WINDOW, 256, 256, 0, 0, 0};
+  if (kind == V_BLOCKS) dc.mask = (em_attn_block_mask){EM_ATTN_MASK_BLOCKS, 0, 0, 64, 1, 64};
+  if (kind == V_ALIBI) dc.bias = EM_ATTN_BIAS_ALIBI;
+  if (kind == V_T5)
+    dc.bias = EM_ATTN_BIAS_TABLE, dc.rel = EM_ATTN_REL_T5, dc.num_buckets = 32, dc.max_distance = 128,
+    dc.bidirectional = true, dc.table_param = 0;
+  if (kind == V_SHAW)
+    dc.bias = EM_ATTN_BIAS_SHAW, dc.rel = EM_ATTN_REL_CLIP, dc.max_distance = 16, dc.rel_k_param = 0,
+    dc.rel_v_param = 1;
+  const int64_t nrel = em_attn_decl_rows(&dc);
+  em_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.dtype = dt;
+  a.B = B, a.H = H, a.Lq = L, a.Lk = L, a.dk = d, a.dv = d;
+  a.scale = 0.125;
+  void *buf[16] = {NULL};
+  size_t len[16] = {0};
+  int nb = 0, bad = 0;
+#define KEEP(p, sz) (len[nb] = (sz), buf[nb++] = (p), bad |= (p) == NULL, (p))
+  a.q = KEEP(dev_random(dt, n), bytes), a.k = KEEP(dev_random(dt, n), bytes);
+  a.v = KEEP(dev_random(dt, n), bytes), a.dout = KEEP(dev_random(dt, n), bytes);
+  a.out = KEEP(dev_random(dt, n), bytes), a.dq = KEEP(dev_random(dt, n), bytes);
+  a.dk_ = KEEP(dev_random(dt, n), bytes), a.dv_ = KEEP(dev_random(dt, n), bytes);
+  a.lse = KEEP(dev_random(EM_F32, B * H * L), (size_t)(B * H * L) * sizeof(float));
+  if (nrel > 0) {
+    int64_t *rows = malloc((size_t)nr * sizeof *rows);
+    for (int64_t i = 0; rows && i < nr; i++) rows[i] = em_attn_rel_row(&dc, i - (L - 1));
+    a.rel_row = rows ? KEEP(dev_copy(rows, (size_t)nr * sizeof *rows), (size_t)nr * sizeof *rows) : NULL;
+    bad |= rows == NULL;
+    free(rows);
+    a.n_rel = nrel;
+  }
+  if (kind == V_ALIBI) {
+    double sl[16];
+    for (int64_t h = 0; h < H; h++) sl[h] = em_attn_alibi_slope(h, H);
+    a.alibi_slopes = KEEP(dev_copy(sl, sizeof sl), sizeof sl);
+  }
+  if (kind == V_T5) {
+    a.bias_table = KEEP(dev_random(dt, nrel * H), (size_t)(nrel * H) * es);
+    a.d_bias_table = KEEP(dev_random(dt, nrel * H), (size_t)(nrel * H) * es);
+  }
+  if (kind == V_SHAW) {
+    a.rel_k = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
+    a.rel_v = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
+    a.d_rel_k = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
+    a.d_rel_v = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
+  }
+#undef KEEP
+  a.mask_kind = (int)dc.mask.kind;
+  a.win_left = dc.mask.left, a.win_right = dc.mask.right;
+  a.block = dc.mask.kind == EM_ATTN_MASK_BLOCKS ? dc.mask.block : 1;
+  a.local = dc.mask.local, a.global = dc.mask.global;
+  em_status s = bad ? EM_ERR_OOM : EM_OK;
+  const int iters = L <= 1024 ? 10 : 5;
+  double t0 = 0, t1 = 0, t2 = 0;
+  if (!s) {
+    s = be->attention_forward(0, &a);
+    s = s ? s : be->attention_backward(0, &a);
+    s = s ? s : be->synchronize(0);
+    t0 = now();
+    for (int i = 0; i < iters && !s; i++) s = be->attention_forward(0, &a);
+    s = s ? s : be->synchronize(0);
+    t1 = now();
+    for (int i = 0; i < iters && !s; i++) s = be->attention_backward(0, &a);
+    s = s ? s : be->synchronize(0);
+    t2 = now();
+  }
+  for (int i = 0; i < nb; i++)
+    if (buf[i]) be->free(0, buf[i], len[i]);
+  if (s) {
+    printf("# variant %s %lld %s failed: %s\n", em_dtype_name(dt), (long long)L, VARIANT_NAME[kind],
+           em_error_message());
+    return 1;
+  }
+  printf("variant %s %lld %s %.3f %.3f\n", em_dtype_name(dt), (long long)L, VARIANT_NAME[kind],
+         1e3 * (t1 - t0) / iters, 1e3 * (t2 - t1) / iters);
+  fflush(stdout);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *path = argc > 1 ? argv[1] : EMBER_PLUGIN_BUILD_DIR "/ember_backend_cuda.so";
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -151,6 +259,11 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) bad += bench_matmul(EM_BF16, sizes[i]);
   for (int i = 0; i < 3; i++) bad += bench_attention(EM_F32, lens[i]);
   for (int i = 0; i < 3; i++) bad += bench_attention(EM_BF16, lens[i]);
+  const em_dtype vdt[2] = {EM_F32, EM_BF16};
+  const int64_t vlen[2] = {1024, 4096};
+  for (int t = 0; t < 2; t++)
+    for (int i = 0; i < 2; i++)
+      for (int k = 0; k < V_COUNT; k++) bad += bench_variant(vdt[t], vlen[i], k);
   be->empty_cache(0);
   return bad ? 1 : 0;
 }

@@ -205,12 +205,14 @@ int main(int argc, char **argv) {
   const char *cuda_path = EMBER_PLUGIN_BUILD_DIR "/ember_backend_cuda.so";
   const char *cpu_path = EMBER_PLUGIN_BUILD_DIR "/ember_backend_cpu.so";
   uint64_t seed = 1234;
+  const char *only = NULL; /* run the test groups whose name contains this */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--cuda") && i + 1 < argc) cuda_path = argv[++i];
     else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu_path = argv[++i];
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--cuda PLUGIN.so] [--cpu PLUGIN.so] [--seed N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--cuda PLUGIN.so] [--cpu PLUGIN.so] [--seed N] [--only GROUP]\n", argv[0]);
       return 2;
     }
   }
@@ -232,14 +234,14 @@ int main(int argc, char **argv) {
          g_gpu->device_count(), g_gpu->device_count() == 1 ? "" : "s", cpu_path,
          (unsigned long long)seed);
   rng_seed(seed);
-  test_memory();
-  test_elementwise();
-  test_reduce();
-  test_gemm();
-  test_rows();
-  test_index();
-  test_random_optim();
-  test_attention();
+  static const struct { const char *name; void (*run)(void); } groups[] = {
+    {"memory", test_memory}, {"elementwise", test_elementwise}, {"reduce", test_reduce},
+    {"gemm", test_gemm}, {"rows", test_rows}, {"index", test_index},
+    {"random_optim", test_random_optim}, {"attention", test_attention},
+    {"attention_decl", test_attention_decl},
+  };
+  for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+    if (!only || strstr(groups[i].name, only)) groups[i].run();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed ? 1 : 0;
 }

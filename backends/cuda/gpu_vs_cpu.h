@@ -53,5 +53,6 @@ void test_rows(void);
 void test_index(void);
 void test_random_optim(void);
 void test_attention(void);
+void test_attention_decl(void);
 
 #endif
