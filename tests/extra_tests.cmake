@@ -28,6 +28,12 @@ if(TARGET ember_backend_cuda_emu)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cuda.emu_declared_fused PROPERTIES LABELS "lua" TIMEOUT 600
     ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
+  # autocast on the emulated device: bfloat16 gemm and fused attention, float32 gradients
+  add_test(NAME cuda.emu_autocast
+    COMMAND ${EMBER_BIN} ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emu_autocast.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cuda.emu_autocast PROPERTIES LABELS "lua" TIMEOUT 600 SKIP_RETURN_CODE 77
+    ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
   # the variants benchmark of scripts/gpu_check.sh at tiny sizes: it runs, and
   # every variant stays on the fused route (exit 1 otherwise)
   add_test(NAME cuda.emu_bench_variants
