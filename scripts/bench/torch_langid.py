@@ -55,21 +55,23 @@ def ngram_ids(ids, ngrams, buckets):
     langid.lua's ngram_ids over its 1-based token ids (ours + 1), with Lua's
     wrapping 64-bit integers and floor modulo."""
     K = max(ngrams - 1, 1)
-    B, L = ids.shape
-    out = torch.zeros(B, L, K, dtype=torch.long)
-    rows = ids.tolist()
-    for b, row in enumerate(rows):
+    out = []
+    for row in ids.tolist():
         n_tok = sum(1 for t in row if t != 0)
-        for j in range(L):  # 0-based position; Lua's j is j + 1
+        grams = []
+        for j in range(len(row)):  # 0-based position; Lua's j is j + 1
             for n in range(2, K + 2):
+                g = 0
                 if j < n_tok and j + 1 >= n:
                     h = n
                     for t in row[j - n + 1: j + 1]:
                         h = (h * HASH_MUL + t + 1) & 0xFFFFFFFFFFFFFFFF
                     if h >= 1 << 63:
                         h -= 1 << 64
-                    out[b, j, n - 2] = 1 + h % (buckets - 1)
-    return out
+                    g = 1 + h % (buckets - 1)
+                grams.append(g)
+        out.append(grams)
+    return torch.tensor(out, dtype=torch.long).view(ids.shape[0], ids.shape[1], K)
 
 
 class AttentionClassifier(nn.Module):
