@@ -24,9 +24,10 @@
 -- 2..5-gram embeddings hand them in directly, and then 4 epochs get 91.0%
 -- without dropout (it overfits: 98.6% train), 91.6% with dropout 0.1, 91.5%
 -- with 0.2; label smoothing 0.1 (91.4%) and 6 epochs at dropout 0.2 (91.6%)
--- gained nothing, nor did 65536 buckets (91.3%, 4.3M parameters). The n-gram table (32768 x 64) makes a step ~1.8x as long,
--- so these 4 epochs take ~0.9x the 8 of the model before (~70 s on a quiet
--- 2-core machine at 2 threads). A 1-5-gram Naive Bayes with --alpha 0.1
+-- gained nothing, nor did 65536 buckets (91.3%, 4.3M parameters). The
+-- n-gram table (32768 x 64) makes a step ~1.8x as long, so these 4 epochs
+-- take ~0.9x the 8 of the model before (~70 s on a quiet 2-core machine at
+-- 2 threads). A 1-5-gram Naive Bayes with --alpha 0.1
 -- (--nb_n 5) gets 92.8%: longer n-grams are most of what there is to learn.
 local ember = require "ember"
 local nn = require "ember.nn"
