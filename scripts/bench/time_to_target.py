@@ -14,7 +14,7 @@ import sys
 NUM = r"(\d+(?:\.\d+)?)"
 # task -> (metric regexes, targets, higher is better)
 TASKS = {
-    "langid": ([r"test acc " + NUM + "%", r"test_acc=" + NUM + "%"], [88.0], True),
+    "langid": ([r"test acc " + NUM + "%", r"test_acc=" + NUM + "%"], [90.5], True),
     "fashion_vit": ([r"test acc " + NUM + "%", r"test_acc=" + NUM + "%"], [87.5], True),
     "addition": ([r"exact match " + NUM + "%", r"exact_match=" + NUM + "%"], [92.5], True),
     "kjv_lm": ([r"test " + NUM + r" (?:bits per character|bpc)", r"test_bpc=" + NUM], [2.05], False),

@@ -46,18 +46,50 @@ def load(n_train, n_test, seed):
     return train, test
 
 
+HASH_MUL = 1000003
+
+
+def ngram_ids(ids, ngrams, buckets):
+    """The hashed ids of the character 2..ngrams-grams ending at each position
+    [B, L, ngrams - 1], 0 (padding) where there is none: the same hash as
+    langid.lua's ngram_ids over its 1-based token ids (ours + 1), with Lua's
+    wrapping 64-bit integers and floor modulo."""
+    K = max(ngrams - 1, 1)
+    out = []
+    for row in ids.tolist():
+        n_tok = sum(1 for t in row if t != 0)
+        grams = []
+        for j in range(len(row)):  # 0-based position; Lua's j is j + 1
+            for n in range(2, K + 2):
+                g = 0
+                if j < n_tok and j + 1 >= n:
+                    h = n
+                    for t in row[j - n + 1: j + 1]:
+                        h = (h * HASH_MUL + t + 1) & 0xFFFFFFFFFFFFFFFF
+                    if h >= 1 << 63:
+                        h -= 1 << 64
+                    g = 1 + h % (buckets - 1)
+                grams.append(g)
+        out.append(grams)
+    return torch.tensor(out, dtype=torch.long).view(ids.shape[0], ids.shape[1], K)
+
+
 class AttentionClassifier(nn.Module):
-    def __init__(self, vocab, d=64, heads=4, layers=2, ffn=256, hidden=128, classes=5, dropout=0.1):
+    def __init__(self, vocab, d=64, heads=4, layers=2, ffn=256, hidden=128, classes=5, dropout=0.1,
+                 ngrams=5, buckets=32768):
         super().__init__()
         self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        self.ngram_embed = nn.Embedding(buckets, d, padding_idx=0) if ngrams > 1 else None
         self.pos = nn.Parameter(torch.randn(MAX_CHARS + 2, d) * 0.02)
         self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, dropout, batch_first=True,
                                                                 norm_first=True) for _ in range(layers)])
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, classes))
 
-    def forward(self, ids, mask):
+    def forward(self, ids, mask, grams):
         x = self.embed(ids) + self.pos[: ids.shape[1]]
+        if self.ngram_embed is not None:
+            x = x + self.ngram_embed(grams[:, : ids.shape[1]]).sum(2)
         for layer in self.layers:
             x = layer(x, src_key_padding_mask=mask)
         x = self.norm(x)
@@ -75,18 +107,29 @@ def encode(pairs, stoi):
     return ids, torch.tensor([y for _, y in pairs])
 
 
-def accuracy(model, ids, y):
+def accuracy(model, ids, grams, y):
     model.eval()
     with torch.no_grad():
-        ok = sum((model(ids[i:i + 512], ids[i:i + 512] == 0).argmax(1) == y[i:i + 512]).sum().item()
+        ok = sum((model(ids[i:i + 512], ids[i:i + 512] == 0, grams[i:i + 512]).argmax(1) == y[i:i + 512]).sum().item()
                  for i in range(0, len(y), 512))
     model.train()
     return ok / len(y)
 
 
 def main():
-    p = parser("PyTorch peer of scripts/langid.lua", epochs=8, lr=3e-3, batch=64)
-    p.add_argument("--dropout", type=float, default=0.0)
+    p = parser("PyTorch peer of scripts/langid.lua", epochs=4, lr=3e-3, batch=64)
+    # the defaults of scripts/langid.lua (see the reasons there)
+    p.add_argument("--d-model", "--d_model", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--ffn", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--ngrams", type=int, default=5)
+    p.add_argument("--ngram-buckets", "--ngram_buckets", type=int, default=32768)
+    p.add_argument("--weight-decay", "--weight_decay", type=float, default=0.01)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--label-smoothing", "--label_smoothing", type=float, default=0.0)
     args = p.parse_args()
     setup(args)
     n_train, n_test = (400, 100) if args.smoke else (10000, 2000)
@@ -95,13 +138,16 @@ def main():
     stoi = {c: i + 4 for i, c in enumerate(chars)}
     xtr, ytr = encode(train, stoi)
     xte, yte = encode(test, stoi)
-    model = AttentionClassifier(len(stoi) + 4, dropout=args.dropout)
+    gtr, gte = (ngram_ids(x, args.ngrams, args.ngram_buckets) for x in (xtr, xte))
+    model = AttentionClassifier(len(stoi) + 4, d=args.d_model, heads=args.heads, layers=args.layers, ffn=args.ffn,
+                                hidden=args.hidden, dropout=args.dropout, ngrams=args.ngrams,
+                                buckets=args.ngram_buckets)
     steps_per_epoch = (len(ytr) + args.batch - 1) // args.batch
     total = args.max_steps or steps_per_epoch * args.epochs
     if args.smoke:
         total = 40
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    sched = warmup_cosine(opt, min(200, total // 5), total)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    sched = warmup_cosine(opt, min(args.warmup, total // 5), total)
     clock, step = Clock(), 0
     for epoch in range(1, args.epochs + 1):
         perm = torch.randperm(len(ytr))
@@ -110,7 +156,8 @@ def main():
                 idx = perm[i:i + args.batch]
                 ids = xtr[idx]
                 ids = ids[:, : int((ids != 0).sum(1).max())]
-                loss = F.cross_entropy(model(ids, ids == 0), ytr[idx])
+                logits = model(ids, ids == 0, gtr[idx])
+                loss = F.cross_entropy(logits, ytr[idx], label_smoothing=args.label_smoothing)
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -119,7 +166,7 @@ def main():
                 step += 1
                 if step >= total or clock.over(args.time_limit):
                     break
-        acc = accuracy(model, xte, yte)
+        acc = accuracy(model, xte, gte, yte)
         print(f"epoch {epoch}: loss {loss.item():.4f}  test acc {acc * 100:.2f}%  train time {clock.total:.1f} s "
               f"({step * args.batch / clock.total:.0f} words/s)", flush=True)
         if step >= total or clock.over(args.time_limit):
