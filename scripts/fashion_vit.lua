@@ -27,7 +27,10 @@ local opts = cli.parse(arg, {
     {"heads", 4, "attention heads"},
     {"layers", 4, "encoder layers"},
     {"mlp", 128, "MLP width inside each layer"},
-    {"patch", 7, "patch side in pixels (divides 28)"},
+    {"patch", 7, "patch side in pixels (divides 28), when --convs is 0"},
+    {"convs", 0, "convolutional stem: this many 3x3 stride-2 convolutions before tokenizing (0: linear patch embedding)"},
+    {"augment", "none", "training augmentation: none, flip, or crop+flip (random shifts of up to 2 pixels)"},
+    {"label_smoothing", 0.0, "label smoothing of the training loss"},
     {"dropout", 0.0, "dropout"},
     {"weight_decay", 0.05, "AdamW weight decay"},
     {"warmup", 300, "learning-rate warm-up steps"},
@@ -36,15 +39,74 @@ local opts = cli.parse(arg, {
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
-if 28 % opts.patch ~= 0 then error("--patch must divide 28", 0) end
+if opts.convs == 0 and 28 % opts.patch ~= 0 then error("--patch must divide 28", 0) end
+if opts.convs < 0 or opts.convs > 3 or opts.convs % 1 ~= 0 then error("--convs must be 0, 1, 2 or 3", 0) end
+
+-- The rows a k x k, stride-s, zero-padded convolution reads: for each output
+-- pixel (row-major) its k*k window over an H x W grid stored as H*W rows,
+-- with row H*W+1 standing for the zero padding. Returns the 1-based int64
+-- index and the output grid's side lengths.
+local function window_index(H, W, k, s)
+  local pad = k // 2
+  local Ho, Wo = (H + 2 * pad - k) // s + 1, (W + 2 * pad - k) // s + 1
+  local idx = {}
+  for oy = 0, Ho - 1 do
+    for ox = 0, Wo - 1 do
+      for dy = 0, k - 1 do
+        for dx = 0, k - 1 do
+          local y, x = oy * s + dy - pad, ox * s + dx - pad
+          idx[#idx + 1] = (y >= 0 and y < H and x >= 0 and x < W) and y * W + x + 1 or H * W + 1
+        end
+      end
+    end
+  end
+  return ember.tensor(idx, {dtype = "int64"}), Ho, Wo
+end
+
+-- A 3x3 stride-2 convolution on channels-last images [B, H*W, C_in] ->
+-- [B, Ho*Wo, C_out]: ember has no conv op, so it gathers each window
+-- (index_select, whose backward is a scatter-add) and applies one Linear.
+local ConvUnfold = nn.Module:extend("ConvUnfold")
+
+function ConvUnfold:__init(H, W, c_in, c_out)
+  local index, Ho, Wo = window_index(H, W, 3, 2)
+  self:register_buffer("index", index, false)
+  self.Ho, self.Wo, self.window = Ho, Wo, 9 * c_in
+  self:add_module("proj", nn.Linear(9 * c_in, c_out))
+end
+
+function ConvUnfold:forward(x)
+  local B = x:size(1)
+  local padded = ember.cat({x, ember.zeros_like(x:narrow(2, 1, 1))}, 2)
+  return self.proj(padded:index_select(2, self.index):reshape(B, self.Ho * self.Wo, self.window))
+end
+
+function ConvUnfold:extra_repr()
+  return ("3x3 stride 2 -> %dx%d"):format(self.Ho, self.Wo)
+end
 
 local ViT = nn.Module:extend("ViT")
 
 function ViT:__init(o)
-  local p = o.patch
-  self.patch, self.grid = p, 28 // p
-  local n_patches = self.grid * self.grid
-  self:add_module("patch_embed", nn.Linear(p * p, o.d_model))
+  self.n_convs = o.convs
+  local n_patches
+  if o.convs == 0 then
+    local p = o.patch
+    self.patch, self.grid = p, 28 // p
+    n_patches = self.grid * self.grid
+    self:add_module("patch_embed", nn.Linear(p * p, o.d_model))
+  else
+    -- widths double up to d_model: d/4, d/2, d for three convolutions
+    local side, c_in = 28, 1
+    for i = 1, o.convs do
+      local c_out = o.d_model // (1 << (o.convs - i))
+      local conv = ConvUnfold(side, side, c_in, c_out)
+      self:add_module("conv" .. i, conv)
+      if i < o.convs then self:add_module("act" .. i, nn.GELU()) end
+      side, c_in = conv.Ho, c_out
+    end
+    n_patches = side * side
+  end
   self:register_parameter("cls", ember.normal({1, 1, o.d_model}, 0, 0.02))
   self:add_module("pos", nn.LearnedPositionalEncoding(n_patches + 1, o.d_model))
   self.n_layers = o.layers
@@ -66,11 +128,44 @@ end
 
 function ViT:forward(x)
   local B = x:size(1)
-  local tokens = self.patch_embed(self:patchify(x))
+  local tokens
+  if self.n_convs == 0 then
+    tokens = self.patch_embed(self:patchify(x))
+  else
+    tokens = x:reshape(B, 28 * 28, 1)
+    for i = 1, self.n_convs do
+      tokens = self["conv" .. i](tokens)
+      if i < self.n_convs then tokens = self["act" .. i](tokens) end
+    end
+  end
   local cls = self.cls:expand(B, 1, self.cls:size(3))
   local h = self.pos(ember.cat({cls, tokens}, 2))
   for i = 1, self.n_layers do h = self["layer" .. i](h) end
   return self.head(self.norm(h:select(2, 1)))
+end
+
+-- Training augmentation, one gather per batch: each row of the returned
+-- int64 [variants, 784] index says which source pixel every output pixel of
+-- one variant (a horizontal flip or not, times a shift of up to 2 pixels each
+-- way for "crop+flip") reads; 785 reads the background, appended per batch.
+local function augment_index(mode)
+  local shift = mode == "crop+flip" and 2 or 0
+  local rows = {}
+  for flip = 0, 1 do
+    for dy = -shift, shift do
+      for dx = -shift, shift do
+        local r = {}
+        for i = 0, 27 do
+          for j = 0, 27 do
+            local y, x = i + dy, (flip == 1 and 27 - j or j) + dx
+            r[#r + 1] = (y >= 0 and y < 28 and x >= 0 and x < 28) and y * 28 + x + 1 or 28 * 28 + 1
+          end
+        end
+        rows[#rows + 1] = r
+      end
+    end
+  end
+  return ember.tensor(rows, {dtype = "int64"})
 end
 
 local function evaluate(model, ds)
@@ -98,6 +193,25 @@ local train = data.Dataset.new{x = (xtr - mean) / std, y = ytr}:to(opts.device)
 local test = data.Dataset.new{x = (xte - mean) / std, y = yte}:to(opts.device)
 print(("data: %d train / %d test images (%.1f s)"):format(train:size(), test:size(), ember.clock() - t_data))
 
+local augment
+if opts.augment ~= "none" then
+  if opts.augment ~= "flip" and opts.augment ~= "crop+flip" then
+    error("--augment must be none, flip or crop+flip", 0)
+  end
+  local variants = augment_index(opts.augment):to(opts.device)
+  local n_variants = variants:size(1)
+  local background = ember.full({1, 1}, -mean / std):to(opts.device) -- a 0 pixel, normalised
+  local rng = data.Rng.new(opts.seed * 1000 + world.rank)
+  augment = function(x)
+    local B = x:size(1)
+    local pick = {}
+    for i = 1, B do pick[i] = rng:int(1, n_variants) end
+    local index = variants:index_select(1, ember.tensor(pick, {dtype = "int64"}):to(opts.device))
+    local flat = ember.cat({x:reshape(B, 28 * 28), background:expand(B, 1)}, 2)
+    return flat:gather(2, index):reshape(B, 28, 28)
+  end
+end
+
 ember.manual_seed(opts.seed)
 local model = ViT(opts):to(opts.device)
 local net = world:wrap(model) -- DistributedDataParallel under mpirun
@@ -122,8 +236,8 @@ for epoch = 1, epochs do
   for b in world:batches(train, opts.batch, {shuffle = true, epoch = epoch, seed = opts.seed}) do
     step = step + 1
     local logits, loss = cli.autocast(opts, function()
-      local lg = net(b.x)
-      return lg, ember.cross_entropy(lg, b.y)
+      local lg = net(augment and augment(b.x) or b.x)
+      return lg, ember.cross_entropy(lg, b.y, {label_smoothing = opts.label_smoothing})
     end)
     opt:zero_grad()
     loss:backward()
