@@ -29,6 +29,9 @@ local opts = cli.parse(arg, {
     {"mlp", 128, "MLP width inside each layer"},
     {"patch", 7, "patch side in pixels (divides 28), when --convs is 0"},
     {"convs", 0, "convolutional stem: this many 3x3 stride-2 convolutions before tokenizing (0: linear patch embedding)"},
+    {"stem_width", nil, "channels of the stem's first convolution, doubling to d_model (default d_model/2^(convs-1))",
+     type = "number"},
+    {"pool", "cls", "classify from: cls (a learned token) or mean (the mean of the tokens)"},
     {"augment", "none", "training augmentation: none, flip, or crop+flip (random shifts of up to 2 pixels)"},
     {"label_smoothing", 0.0, "label smoothing of the training loss"},
     {"dropout", 0.0, "dropout"},
@@ -40,6 +43,7 @@ local opts = cli.parse(arg, {
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 if opts.convs == 0 and 28 % opts.patch ~= 0 then error("--patch must divide 28", 0) end
+if opts.pool ~= "cls" and opts.pool ~= "mean" then error("--pool must be cls or mean", 0) end
 if opts.convs < 0 or opts.convs > 3 or opts.convs % 1 ~= 0 then error("--convs must be 0, 1, 2 or 3", 0) end
 
 -- The rows a k x k, stride-s, zero-padded convolution reads: for each output
@@ -96,10 +100,11 @@ function ViT:__init(o)
     n_patches = self.grid * self.grid
     self:add_module("patch_embed", nn.Linear(p * p, o.d_model))
   else
-    -- widths double up to d_model: d/4, d/2, d for three convolutions
+    -- widths double from stem_width up to d_model (d/4, d/2, d by default for three convolutions)
     local side, c_in = 28, 1
+    local first = o.stem_width or o.d_model // (1 << (o.convs - 1))
     for i = 1, o.convs do
-      local c_out = o.d_model // (1 << (o.convs - i))
+      local c_out = i == o.convs and o.d_model or math.min(o.d_model, first << (i - 1))
       local conv = ConvUnfold(side, side, c_in, c_out)
       self:add_module("conv" .. i, conv)
       if i < o.convs then self:add_module("act" .. i, nn.GELU()) end
@@ -107,8 +112,12 @@ function ViT:__init(o)
     end
     n_patches = side * side
   end
-  self:register_parameter("cls", ember.normal({1, 1, o.d_model}, 0, 0.02))
-  self:add_module("pos", nn.LearnedPositionalEncoding(n_patches + 1, o.d_model))
+  self.pool = o.pool
+  if o.pool == "cls" then
+    self:register_parameter("cls", ember.normal({1, 1, o.d_model}, 0, 0.02))
+    n_patches = n_patches + 1
+  end
+  self:add_module("pos", nn.LearnedPositionalEncoding(n_patches, o.d_model))
   self.n_layers = o.layers
   for i = 1, o.layers do
     self:add_module("layer" .. i, nn.TransformerEncoderLayer(o.d_model, o.heads, {
@@ -138,10 +147,10 @@ function ViT:forward(x)
       if i < self.n_convs then tokens = self["act" .. i](tokens) end
     end
   end
-  local cls = self.cls:expand(B, 1, self.cls:size(3))
-  local h = self.pos(ember.cat({cls, tokens}, 2))
+  if self.pool == "cls" then tokens = ember.cat({self.cls:expand(B, 1, self.cls:size(3)), tokens}, 2) end
+  local h = self.pos(tokens)
   for i = 1, self.n_layers do h = self["layer" .. i](h) end
-  return self.head(self.norm(h:select(2, 1)))
+  return self.head(self.norm(self.pool == "cls" and h:select(2, 1) or h:mean(2)))
 end
 
 -- Training augmentation, one gather per batch: each row of the returned
