@@ -1,6 +1,10 @@
-"""PyTorch peer of scripts/fashion_vit.lua: the tiny ViT (7x7 patches + CLS,
-d=64, 4 pre-LN layers, 4 heads, MLP 128, GELU), AdamW 1e-3 (weight decay
-0.05), batch 128, warm-up then cosine, gradient clipping at 1.
+"""PyTorch peer of scripts/fashion_vit.lua, in its default config: the tiny
+ViT with a conv stem (three 3x3 stride-2 convolutions, 32-64-64 channels,
+GELU between, to 4x4 tokens), d=64, 4 pre-LN layers, 4 heads, MLP 128, GELU,
+mean pooling; AdamW 2e-3 (weight decay 0.05), batch 128, warm-up then cosine,
+gradient clipping at 1, label smoothing 0.1, random horizontal flips. The
+same options as the Lua script select its other configs (--convs 0 --pool cls
+--lr 1e-3 --label_smoothing 0 --augment none: the earlier plain ViT).
 
     /usr/bin/python3 scripts/bench/torch_fashion_vit.py [--epochs 10] [--threads 2]
 """
@@ -41,25 +45,27 @@ def augment_index(mode):
 
 
 class ViT(nn.Module):
-    def __init__(self, d=64, heads=4, layers=4, mlp=128, patch=7, convs=0):
+    def __init__(self, d=64, heads=4, layers=4, mlp=128, patch=7, convs=3, stem_width=32, pool="mean"):
         super().__init__()
-        self.convs = convs
+        self.convs, self.pool = convs, pool
         if convs == 0:
             self.p, self.g = patch, 28 // patch
             self.patch_embed = nn.Linear(patch * patch, d)
             n = self.g * self.g
-        else:  # 3x3 stride-2 convolutions, widths doubling up to d, GELU between
+        else:  # 3x3 stride-2 convolutions, widths doubling from stem_width up to d (the last is d), GELU between
             stem, c_in, side = [], 1, 28
             for i in range(1, convs + 1):
-                c_out = d // (1 << (convs - i))
+                c_out = d if i == convs else min(d, stem_width << (i - 1))
                 stem.append(nn.Conv2d(c_in, c_out, 3, stride=2, padding=1))
                 if i < convs:
                     stem.append(nn.GELU())
                 c_in, side = c_out, (side - 1) // 2 + 1
             self.stem = nn.Sequential(*stem)
             n = side * side
-        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
-        self.pos = nn.Parameter(torch.randn(n + 1, d) * 0.02)
+        if pool == "cls":
+            self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+            n += 1
+        self.pos = nn.Parameter(torch.randn(n, d) * 0.02)
         self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, mlp, 0.0, activation="gelu",
                                                                 batch_first=True, norm_first=True)
                                      for _ in range(layers)])
@@ -73,10 +79,12 @@ class ViT(nn.Module):
             tokens = self.patch_embed(x.reshape(B, g, p, g, p).permute(0, 1, 3, 2, 4).reshape(B, g * g, p * p))
         else:
             tokens = self.stem(x.unsqueeze(1)).flatten(2).transpose(1, 2)
-        h = torch.cat([self.cls.expand(B, 1, -1), tokens], 1) + self.pos
+        if self.pool == "cls":
+            tokens = torch.cat([self.cls.expand(B, 1, -1), tokens], 1)
+        h = tokens + self.pos
         for layer in self.layers:
             h = layer(h)
-        return self.head(self.norm(h[:, 0]))
+        return self.head(self.norm(h[:, 0] if self.pool == "cls" else h.mean(1)))
 
 
 def accuracy(model, x, y):
@@ -88,18 +96,20 @@ def accuracy(model, x, y):
 
 
 def main():
-    p = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=10, lr=1e-3, batch=128)
-    p.add_argument("--convs", type=int, default=0, help="3x3 stride-2 convolutions before tokenizing (0: patches)")
+    p = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=10, lr=2e-3, batch=128)
+    p.add_argument("--convs", type=int, default=3, help="3x3 stride-2 convolutions before tokenizing (0: patches)")
+    p.add_argument("--stem-width", "--stem_width", type=int, default=32, help="channels of the first convolution")
+    p.add_argument("--pool", default="mean", choices=["cls", "mean"])
     p.add_argument("--patch", type=int, default=7, help="patch side when --convs is 0")
-    p.add_argument("--augment", default="none", choices=["none", "flip", "crop+flip"])
-    p.add_argument("--label-smoothing", "--label_smoothing", type=float, default=0.0)
+    p.add_argument("--augment", default="flip", choices=["none", "flip", "crop+flip"])
+    p.add_argument("--label-smoothing", "--label_smoothing", type=float, default=0.1)
     args = p.parse_args()
     setup(args)
     xtr, ytr = load("train", 2048 if args.smoke else None)
     xte, yte = load("t10k", 1000 if args.smoke else None)
     mean, std = xtr.mean(), xtr.std()
     xtr, xte = (xtr - mean) / std, (xte - mean) / std
-    model = ViT(patch=args.patch, convs=args.convs)
+    model = ViT(patch=args.patch, convs=args.convs, stem_width=args.stem_width, pool=args.pool)
     variants = augment_index(args.augment) if args.augment != "none" else None
     background = (0 - mean) / std
     total = 30 if args.smoke else (args.max_steps or (len(ytr) + args.batch - 1) // args.batch * args.epochs)
