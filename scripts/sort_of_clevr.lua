@@ -55,12 +55,13 @@ local S, K = soc.SIZE, soc.N_OBJECTS
 
 function VQA:__init(o)
   local d, dp = o.d_model, o.pixel_dim
-  self.grid = S
+  self.grid, self.pixel_dim = S, dp
   self.n_freq = o.fourier
-  -- pixel stem: each pixel's colour -> a feature and a soft assignment to
-  -- one of K object slots or the background
+  -- pixel stem: each pixel's colour -> a key and a value
   self:add_module("pixel", nn.Sequential(nn.Linear(3, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU()))
-  self:add_module("assign", nn.Linear(dp, K + 1))
+  self:add_module("pix_key", nn.Linear(dp, dp))
+  self:add_module("pix_value", nn.Linear(dp, dp))
+  self:add_module("slot_query", nn.Linear(d, dp))
   local xy = {}
   for y = 1, S do for x = 1, S do xy[#xy + 1] = {(x - 0.5) / S * 2 - 1, (y - 0.5) / S * 2 - 1} end end
   self:register_buffer("xy", ember.tensor(xy), false)                      -- [S*S, 2] in [-1, 1]
@@ -70,7 +71,7 @@ function VQA:__init(o)
   local slots = {}
   for k = 1, K do slots[k] = k end
   self:register_buffer("slots", ember.tensor(slots, {dtype = "int64"}), false)
-  -- an object token: pooled pixel features, centroid, area, Fourier features of the centroid
+  -- an object token: pooled pixel values, centroid, mass, Fourier features of the centroid
   self:add_module("object_embed", nn.Linear(dp + 3 + 4 * o.fourier, d))
   self.n_img, self.n_cross = o.image_layers, o.cross_layers
   local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
@@ -88,31 +89,48 @@ function VQA:__init(o)
   self:add_module("head", nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, #soc.ANSWERS)))
 end
 
--- images [B, 3, 75, 75] -> object tokens [B, K, d] and the slot masks [B, K, S*S]
+-- images [B, 3, 75, 75] -> object tokens after the image layers [B, K, d], before
+-- them, and each slot's attention [B, K, M] over the M inked pixels at pixel [B, M]
 function VQA:encode_image(img)
-  local B, P = img:size(1), S * S
-  local h = self.pixel(img:reshape(B, 3, P):transpose(2, 3))                 -- [B, P, dp]
-  local mask = self.assign(h):softmax(3):narrow(3, 1, K):transpose(2, 3)     -- [B, K, P]
-  local area = mask:sum(3, true)                                              -- [B, K, 1]
-  local inv = 1 / (area + 1)
-  local feat = mask:matmul(h) * inv                                           -- [B, K, dp]
-  local pos = mask:matmul(self.xy) * inv                                      -- [B, K, 2]
+  local B, P, dp = img:size(1), S * S, self.pixel_dim
+  local pix = img:reshape(B, 3, P):transpose(2, 3)                             -- [B, P, 3]
+  -- Only inked pixels can belong to an object: the M = 6 * 11 * 11 inkiest
+  -- pixels of each image (at most that many are inked) are its pixel tokens.
+  local M = math.min(P, K * (soc.OBJECT_SIZE + 1) * (soc.OBJECT_SIZE + 1))
+  local ink, at = (1 - pix):sum(3):topk(M, 2)                                 -- [B, M]
+  local flat = (at + ember.arange(0, B, {dtype = "int64"}):view(B, 1) * P):reshape(-1)
+  pix = pix:reshape(B * P, 3):index_select(1, flat):view(B, M, 3)
+  local xy = self.xy:index_select(1, at:reshape(-1)):view(B, M, 2)
+  local blank = ink:lt(0.01):float():view(B, 1, M)                            -- padding: white pixels
+  local h = self.pixel(pix)                                                   -- [B, M, dp]
+  local colour = self.q_embed(self.slots)                                     -- [K, d]
+  local query = self.slot_query(colour):view(1, K, dp)
+  local logits = query:matmul(self.pix_key(h):transpose(2, 3))                -- [B, K, M]
+  local w = (logits - blank * 1e4):softmax(3)                                 -- attention over inked pixels
+  local area = (logits:sigmoid() * (1 - blank)):sum(3, true) * (1 / 100)      -- [B, K, 1] pixels claimed
+  local feat = w:matmul(self.pix_value(h))                                    -- [B, K, dp]
+  local pos = w:matmul(xy)                                                    -- [B, K, 2]
   local ang = pos:unsqueeze(4) * self.freqs                                   -- [B, K, 2, F]
   local four = ember.cat({ang:sin(), ang:cos()}, 4):reshape(B, K, 4 * self.n_freq)
-  local tok = self.object_embed(ember.cat({feat, pos, area * (1 / 100), four}, 3))
-  local h2 = tok + self.q_embed(self.slots)     -- slot k wears the embedding of colour k
-  for i = 1, self.n_img do h2 = self["img" .. i](h2) end
-  return self.img_norm(h2), mask
+  local obj = self.object_embed(ember.cat({feat, pos, area, four}, 3)) + colour
+  local tok = obj
+  for i = 1, self.n_img do tok = self["img" .. i](tok) end
+  return self.img_norm(tok), obj, w, at
 end
 
 -- images [B, 3, 75, 75], questions int64 [B, Q, 2] -> logits [B*Q, 10]
 -- (and, with need_weights, the last block's cross-attention [B*Q, H, 2, g*g])
 function VQA:forward(img, questions, need_weights)
   local B, Q = questions:size(1), questions:size(2)
-  local mem, mask = self:encode_image(img)
+  local mem, obj, mask, at = self:encode_image(img)
   local N, d = mem:size(2), mem:size(3)
   mem = mem:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d) -- each question sees its image
-  local q = self.q_pos(self.q_embed(questions:reshape(B * Q, 2)))
+  -- the colour token of a question is the object its colour pools (slot c), so
+  -- the question starts from its subject's centre and area
+  local kind = self.q_embed(questions:select(3, 1):reshape(B * Q, 1))        -- [B*Q, 1, d]
+  local image_of = ember.arange(0, B, {dtype = "int64"}):view(B, 1):expand(B, Q) * K
+  local subject = obj:reshape(B * K, d):index_select(1, (image_of + questions:select(3, 2)):reshape(-1))
+  local q = self.q_pos(ember.cat({kind, subject:view(B * Q, 1, d)}, 2))
   local weights
   for i = 1, self.n_cross do
     if need_weights and i == self.n_cross then
@@ -121,7 +139,7 @@ function VQA:forward(img, questions, need_weights)
       q = self["cross" .. i](q, mem)
     end
   end
-  return self.head(self.norm(q):mean(2)), weights, mask
+  return self.head(self.norm(q):mean(2)), weights, mask, at
 end
 
 -- Accuracy of a split on relational and non-relational questions, and on
@@ -261,9 +279,10 @@ local first = test.fields.idx:narrow(1, 1, 1)
 local img = soc.render(scenes, first)
 local q = test.fields.q:narrow(1, 1, 1):narrow(2, qi, 1)                  -- [1, 1, 2]
 model:eval()
-local logits, w, mask = ember.no_grad(function() return model(img, q, true) end)
+local logits, w, mask, at = ember.no_grad(function() return model(img, q, true) end)
 local per_object = w[1]:mean(1):mean(1):view(1, K)                         -- heads and tokens averaged
-local heat = per_object:matmul(mask[1]):view(S, S)                         -- spread over each object's pixels
+local to_image = ember.one_hot(at[1], S * S):float()                       -- [M, S*S]: inked pixel -> image
+local heat = per_object:matmul(mask[1]):matmul(to_image):view(S, S)        -- spread over each object's pixels
 local kind, colour = table.unpack(q[1][1]:totable())
 local text = soc.question_text(kind - #soc.COLOURS, colour)
 local answer = soc.ANSWERS[logits:argmax(2):item()]
