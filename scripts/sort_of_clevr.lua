@@ -32,6 +32,7 @@ local opts = cli.parse(arg, {
   defaults = {epochs = 20, lr = 1e-3, batch = 32},
   options = {
     {"pixel_dim", 32, "width of the per-pixel features"},
+    {"relative", false, "add each object's offset from the question's subject to the image tokens"},
     {"fourier", 4, "Fourier frequencies per coordinate of an object's centre"},
     {"d_model", 64, "model width"},
     {"heads", 4, "attention heads"},
@@ -85,6 +86,8 @@ function VQA:__init(o)
       dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
       attention = o.attention, attention_options = o.attention_opts}))
   end
+  self.relative = o.relative
+  if o.relative then self:add_module("rel_embed", nn.Sequential(nn.Linear(2, d), nn.ReLU(), nn.Linear(d, d))) end
   self:add_module("norm", nn.LayerNorm(d))
   self:add_module("head", nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, #soc.ANSWERS)))
 end
@@ -115,21 +118,29 @@ function VQA:encode_image(img)
   local obj = self.object_embed(ember.cat({feat, pos, area, four}, 3)) + colour
   local tok = obj
   for i = 1, self.n_img do tok = self["img" .. i](tok) end
-  return self.img_norm(tok), obj, w, at
+  return self.img_norm(tok), obj, w, at, pos
 end
 
 -- images [B, 3, 75, 75], questions int64 [B, Q, 2] -> logits [B*Q, 10]
 -- (and, with need_weights, the last block's cross-attention [B*Q, H, 2, g*g])
 function VQA:forward(img, questions, need_weights)
   local B, Q = questions:size(1), questions:size(2)
-  local mem, obj, mask, at = self:encode_image(img)
+  local mem, obj, mask, at, pos = self:encode_image(img)
   local N, d = mem:size(2), mem:size(3)
   mem = mem:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d) -- each question sees its image
+  local colour = questions:select(3, 2)                                       -- [B, Q]
+  local image_of = ember.arange(0, B, {dtype = "int64"}):view(B, 1):expand(B, Q) * K
+  local subject_at = (image_of + colour):reshape(-1)                          -- [B*Q] into [B*K]
+  if self.relative then
+    -- every object seen from the question's subject: its offset, embedded
+    local from = pos:reshape(B * K, 2):index_select(1, subject_at):view(B * Q, 1, 2)
+    local offset = pos:unsqueeze(2):expand(B, Q, N, 2):reshape(B * Q, N, 2) - from
+    mem = mem + self.rel_embed(offset)
+  end
   -- the colour token of a question is the object its colour pools (slot c), so
   -- the question starts from its subject's centre and area
   local kind = self.q_embed(questions:select(3, 1):reshape(B * Q, 1))        -- [B*Q, 1, d]
-  local image_of = ember.arange(0, B, {dtype = "int64"}):view(B, 1):expand(B, Q) * K
-  local subject = obj:reshape(B * K, d):index_select(1, (image_of + questions:select(3, 2)):reshape(-1))
+  local subject = obj:reshape(B * K, d):index_select(1, subject_at)
   local q = self.q_pos(ember.cat({kind, subject:view(B * Q, 1, d)}, 2))
   local weights
   for i = 1, self.n_cross do
@@ -251,8 +262,8 @@ for epoch = 1, epochs do
   local rel, nonrel, acc = evaluate(model, test, scenes)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_rel_acc = rel, test_nonrel_acc = nonrel,
           test_closest_acc = acc.closest, test_furthest_acc = acc.furthest, test_count_acc = acc.count}
-  print(("epoch %d: loss %.4f  test relational %.2f%% (%s)  non-relational %.2f%%  (%.0f s)"):format(
-    epoch, ep:mean("loss"), rel * 100, by_kind(acc, 4, 6), nonrel * 100, ember.clock() - t0 - eval_watch.total))
+  print(("epoch %d: loss %.4f  test relational %.2f%%  non-relational %.2f%%  [%s]  (%.0f s)"):format(
+    epoch, ep:mean("loss"), rel * 100, nonrel * 100, by_kind(acc, 4, 6), ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total

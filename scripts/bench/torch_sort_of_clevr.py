@@ -123,13 +123,17 @@ class Block(nn.Module):  # ember's nn.CrossAttentionBlock with self_attention=tr
 
 
 class VQA(nn.Module):
-    def __init__(self, patch=15, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128):
+    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4):
         super().__init__()
-        self.p, self.g = patch, SIZE // patch
-        self.patch_embed = nn.Linear(3 * patch * patch, d)
-        self.row, self.col = nn.Embedding(self.g, d), nn.Embedding(self.g, d)
-        self.register_buffer("rows", torch.arange(self.g).repeat_interleave(self.g))
-        self.register_buffer("cols", torch.arange(self.g).repeat(self.g))
+        dp = pixel_dim
+        self.dp, self.n_freq = dp, fourier
+        self.pixel = nn.Sequential(nn.Linear(3, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU())
+        self.pix_key, self.pix_value = nn.Linear(dp, dp), nn.Linear(dp, dp)
+        self.slot_query = nn.Linear(d, dp)
+        g = (torch.arange(SIZE, dtype=torch.float32) + 0.5) / SIZE * 2 - 1
+        self.register_buffer("xy", torch.stack([g.repeat(SIZE), g.repeat_interleave(SIZE)], 1))  # x fastest
+        self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(fourier, dtype=torch.float32) / 2)
+        self.object_embed = nn.Linear(dp + 3 + 4 * fourier, d)
         self.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
                                   for _ in range(img_layers)])
         self.img_norm = nn.LayerNorm(d)
@@ -139,35 +143,59 @@ class VQA(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 10))
 
-    def forward(self, img, q):
-        B, Q, g, p = img.shape[0], q.shape[1], self.g, self.p
-        patches = img.reshape(B, 3, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(B, g * g, 3 * p * p)
-        h = self.patch_embed(patches) + self.row(self.rows) + self.col(self.cols)
+    def encode(self, img):  # -> object tokens after the image layers, and before them [B, K, d]
+        B, P = img.shape[0], SIZE * SIZE
+        pix = img.reshape(B, 3, P).transpose(1, 2)
+        M = K * (OBJ + 1) * (OBJ + 1)  # the inkiest pixels: every inked one, padded with white
+        ink, at = (1 - pix).sum(2).topk(M, 1)
+        pix = pix.gather(1, at.unsqueeze(2).expand(B, M, 3))
+        xy = self.xy[at]
+        blank = (ink < 0.01).float().view(B, 1, M)
+        h = self.pixel(pix)
+        colour = self.q_embed.weight[:K]  # slot k wears the embedding of colour k
+        logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
+        w = (logits - blank * 1e4).softmax(2)
+        area = (logits.sigmoid() * (1 - blank)).sum(2, keepdim=True) / 100
+        feat, pos = w @ self.pix_value(h), w @ xy
+        ang = pos.unsqueeze(3) * self.freqs
+        four = torch.cat([ang.sin(), ang.cos()], 3).reshape(B, K, 4 * self.n_freq)
+        obj = self.object_embed(torch.cat([feat, pos, area, four], 2)) + colour
+        tok = obj
         for layer in self.img:
-            h = layer(h)
-        mem = self.img_norm(h)
-        mem = mem.unsqueeze(1).expand(B, Q, g * g, mem.shape[-1]).reshape(B * Q, g * g, -1)
-        x = self.q_embed(q.reshape(B * Q, 2)) + self.q_pos
+            tok = layer(tok)
+        return self.img_norm(tok), obj
+
+    def forward(self, img, q):
+        B, Q = img.shape[0], q.shape[1]
+        mem, obj = self.encode(img)
+        d = mem.shape[-1]
+        mem = mem.unsqueeze(1).expand(B, Q, K, d).reshape(B * Q, K, d)
+        kind = self.q_embed(q[:, :, 0].reshape(B * Q, 1))
+        subject = obj[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, d)  # slot of the colour
+        x = torch.cat([kind, subject], 1) + self.q_pos
         for blk in self.cross:
             x = blk(x, mem)
         return self.head(self.norm(x).mean(1))
 
 
-def evaluate(model, data, idx):
+KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
+
+
+def evaluate(model, data, idx):  # -> relational, non-relational, {kind: accuracy}
     centers, shapes, q, a, rel = data
     model.eval()
-    ok_r = ok_n = n_r = n_n = 0
+    ok, n = [0] * 6, [0] * 6
     with torch.no_grad():
         for i in range(0, len(idx), 50):
             b = idx[i:i + 50]
             hit = model(render(centers[b], shapes[b]), q[b]).argmax(1) == a[b].reshape(-1)
-            r = rel[b].reshape(-1)
-            ok_r += (hit & r).sum().item()
-            ok_n += (hit & ~r).sum().item()
-            n_r += r.sum().item()
-            n_n += (~r).sum().item()
+            kind = q[b][:, :, 0].reshape(-1) - 6  # kind tokens 6..11 (0-based)
+            for k in range(6):
+                ok[k] += (hit & (kind == k)).sum().item()
+                n[k] += (kind == k).sum().item()
     model.train()
-    return ok_r / n_r, ok_n / n_n
+    acc = {KINDS[k]: ok[k] / max(n[k], 1) for k in range(6)}
+    return sum(ok[3:]) / max(sum(n[3:]), 1), sum(ok[:3]) / max(sum(n[:3]), 1), acc
 
 
 def main():
@@ -198,12 +226,14 @@ def main():
                 step += 1
                 if step >= total or clock.over(args.time_limit):
                     break
-        r, n = evaluate(model, data, test_idx)
+        r, n, acc = evaluate(model, data, test_idx)
+        kinds = ", ".join(f"{k} {acc[k] * 100:.1f}%" for k in KINDS[3:])
         print(f"epoch {epoch}: loss {loss.item():.4f}  test relational {r * 100:.2f}%  non-relational {n * 100:.2f}%  "
-              f"train time {clock.total:.1f} s", flush=True)
+              f"[{kinds}]  train time {clock.total:.1f} s", flush=True)
         if step >= total or clock.over(args.time_limit):
             break
-    print(f"RESULT torch_sort_of_clevr rel_acc={r * 100:.2f}% nonrel_acc={n * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+    print(f"RESULT torch_sort_of_clevr rel_acc={r * 100:.2f}% nonrel_acc={n * 100:.2f}% closest_acc={acc['closest'] * 100:.2f}% "
+          f"furthest_acc={acc['furthest'] * 100:.2f}% count_acc={acc['count'] * 100:.2f}% train_s={clock.total:.1f} steps={step}")
 
 
 if __name__ == "__main__":
