@@ -54,12 +54,26 @@ local VQA = nn.Module:extend("SortOfClevrNet")
 
 local S, K = soc.SIZE, soc.N_OBJECTS
 
+-- A pixel's colour and its Fourier features [..., 3 + 6 * COLOUR_FREQS]:
+-- colours that lie on one line in RGB (red, orange, yellow) are then far
+-- apart, and the stem tells them apart from the first steps.
+local COLOUR_FREQS = 3
+local function colour_features(rgb)
+  local parts = {rgb}
+  for f = 1, COLOUR_FREQS do
+    local a = rgb * (math.pi * 2 ^ (f - 1))
+    parts[#parts + 1] = a:sin()
+    parts[#parts + 1] = a:cos()
+  end
+  return ember.cat(parts, rgb:dim())
+end
+
 function VQA:__init(o)
   local d, dp = o.d_model, o.pixel_dim
   self.grid, self.pixel_dim = S, dp
   self.n_freq = o.fourier
   -- pixel stem: each pixel's colour -> a key and a value
-  self:add_module("pixel", nn.Sequential(nn.Linear(3, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU()))
+  self:add_module("pixel", nn.Sequential(nn.Linear(3 + 6 * COLOUR_FREQS, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU()))
   self:add_module("pix_key", nn.Linear(dp, dp))
   self:add_module("pix_value", nn.Linear(dp, dp))
   self:add_module("slot_query", nn.Linear(d, dp))
@@ -73,7 +87,7 @@ function VQA:__init(o)
   for k = 1, K do slots[k] = k end
   self:register_buffer("slots", ember.tensor(slots, {dtype = "int64"}), false)
   -- an object token: pooled pixel values, centroid, mass, Fourier features of the centroid
-  self:add_module("object_embed", nn.Linear(dp + 3 + 4 * o.fourier, d))
+  self:add_module("object_embed", nn.Linear(dp + 5 + 4 * o.fourier, d))
   self.n_img, self.n_cross = o.image_layers, o.cross_layers
   local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
                  norm_first = true, attention = o.attention, attention_options = o.attention_opts}
@@ -105,7 +119,7 @@ function VQA:encode_image(img)
   pix = pix:reshape(B * P, 3):index_select(1, flat):view(B, M, 3)
   local xy = self.xy:index_select(1, at:reshape(-1)):view(B, M, 2)
   local blank = ink:lt(0.01):float():view(B, 1, M)                            -- padding: white pixels
-  local h = self.pixel(pix)                                                   -- [B, M, dp]
+  local h = self.pixel(colour_features(pix))                                  -- [B, M, dp]
   local colour = self.q_embed(self.slots)                                     -- [K, d]
   local query = self.slot_query(colour):view(1, K, dp)
   local logits = query:matmul(self.pix_key(h):transpose(2, 3))                -- [B, K, M]
@@ -113,9 +127,12 @@ function VQA:encode_image(img)
   local area = (logits:sigmoid() * (1 - blank)):sum(3, true) * (1 / 100)      -- [B, K, 1] pixels claimed
   local feat = w:matmul(self.pix_value(h))                                    -- [B, K, dp]
   local pos = w:matmul(xy)                                                    -- [B, K, 2]
+  -- the spread about the centre tells the shape: a square's pixels reach
+  -- its corners (variance ~10 px^2 per axis), a circle's do not (~6 px^2)
+  local spread = (w:matmul(xy * xy) - pos * pos) * ((S / 2) ^ 2 / 10)         -- [B, K, 2]
   local ang = pos:unsqueeze(4) * self.freqs                                   -- [B, K, 2, F]
   local four = ember.cat({ang:sin(), ang:cos()}, 4):reshape(B, K, 4 * self.n_freq)
-  local obj = self.object_embed(ember.cat({feat, pos, area, four}, 3)) + colour
+  local obj = self.object_embed(ember.cat({feat, pos, spread, area, four}, 3)) + colour
   local tok = obj
   for i = 1, self.n_img do tok = self["img" .. i](tok) end
   return self.img_norm(tok), obj, w, at, pos
