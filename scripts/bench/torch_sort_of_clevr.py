@@ -122,24 +122,37 @@ class Block(nn.Module):  # ember's nn.CrossAttentionBlock with self_attention=tr
         return x + self.ff(self.n3(x))
 
 
+COLOUR_FREQS = 3
+
+
+def colour_features(rgb):  # a pixel's colour and its Fourier features, as in the Lua script
+    parts = [rgb]
+    for f in range(COLOUR_FREQS):
+        a = rgb * (math.pi * 2 ** f)
+        parts += [a.sin(), a.cos()]
+    return torch.cat(parts, -1)
+
+
 class VQA(nn.Module):
-    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4):
+    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4, relative=False):
         super().__init__()
         dp = pixel_dim
-        self.dp, self.n_freq = dp, fourier
-        self.pixel = nn.Sequential(nn.Linear(3, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU())
+        self.dp, self.n_freq, self.relative = dp, fourier, relative
+        self.pixel = nn.Sequential(nn.Linear(3 + 6 * COLOUR_FREQS, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU())
         self.pix_key, self.pix_value = nn.Linear(dp, dp), nn.Linear(dp, dp)
         self.slot_query = nn.Linear(d, dp)
         g = (torch.arange(SIZE, dtype=torch.float32) + 0.5) / SIZE * 2 - 1
         self.register_buffer("xy", torch.stack([g.repeat(SIZE), g.repeat_interleave(SIZE)], 1))  # x fastest
         self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(fourier, dtype=torch.float32) / 2)
-        self.object_embed = nn.Linear(dp + 3 + 4 * fourier, d)
+        self.object_embed = nn.Linear(dp + 5 + 4 * fourier, d)
         self.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
                                   for _ in range(img_layers)])
         self.img_norm = nn.LayerNorm(d)
         self.q_embed = nn.Embedding(12, d)
         self.q_pos = nn.Parameter(torch.randn(2, d) * 0.02)
         self.cross = nn.ModuleList([Block(d, heads, ffn) for _ in range(cross_layers)])
+        if relative:
+            self.rel_embed = nn.Sequential(nn.Linear(2, d), nn.ReLU(), nn.Linear(d, d))
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 10))
 
@@ -151,25 +164,29 @@ class VQA(nn.Module):
         pix = pix.gather(1, at.unsqueeze(2).expand(B, M, 3))
         xy = self.xy[at]
         blank = (ink < 0.01).float().view(B, 1, M)
-        h = self.pixel(pix)
+        h = self.pixel(colour_features(pix))
         colour = self.q_embed.weight[:K]  # slot k wears the embedding of colour k
         logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
         w = (logits - blank * 1e4).softmax(2)
         area = (logits.sigmoid() * (1 - blank)).sum(2, keepdim=True) / 100
         feat, pos = w @ self.pix_value(h), w @ xy
+        spread = ((w @ (xy * xy) - pos * pos) * ((SIZE / 2) ** 2 / 10)).log1p()
         ang = pos.unsqueeze(3) * self.freqs
         four = torch.cat([ang.sin(), ang.cos()], 3).reshape(B, K, 4 * self.n_freq)
-        obj = self.object_embed(torch.cat([feat, pos, area, four], 2)) + colour
+        obj = self.object_embed(torch.cat([feat, pos, spread, area, four], 2)) + colour
         tok = obj
         for layer in self.img:
             tok = layer(tok)
-        return self.img_norm(tok), obj
+        return self.img_norm(tok), obj, pos
 
     def forward(self, img, q):
         B, Q = img.shape[0], q.shape[1]
-        mem, obj = self.encode(img)
+        mem, obj, pos = self.encode(img)
         d = mem.shape[-1]
         mem = mem.unsqueeze(1).expand(B, Q, K, d).reshape(B * Q, K, d)
+        if self.relative:  # every object seen from the question's subject
+            origin = pos[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, 2)
+            mem = mem + self.rel_embed(pos.unsqueeze(1).expand(B, Q, K, 2).reshape(B * Q, K, 2) - origin)
         kind = self.q_embed(q[:, :, 0].reshape(B * Q, 1))
         subject = obj[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, d)  # slot of the colour
         x = torch.cat([kind, subject], 1) + self.q_pos
@@ -178,6 +195,7 @@ class VQA(nn.Module):
         return self.head(self.norm(x).mean(1))
 
 
+EPOCHS, LR, WARMUP, RELATIVE = 8, 3e-3, 100, True  # the Lua script's defaults
 KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
 
 
@@ -199,17 +217,19 @@ def evaluate(model, data, idx):  # -> relational, non-relational, {kind: accurac
 
 
 def main():
-    p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=20, lr=1e-3, batch=32)
+    p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=EPOCHS, lr=LR, batch=32)
+    p.add_argument("--warmup", type=int, default=WARMUP)
+    p.add_argument("--relative", type=lambda v: v.lower() in ("1", "true", "yes"), default=RELATIVE)
     args = p.parse_args()
     setup(args)
     n_train, n_test = (256, 50) if args.smoke else (9800, 200)
     data = generate(n_train + n_test, args.seed)
     centers, shapes, q, a, rel = data
     train_idx, test_idx = torch.arange(n_train), torch.arange(n_train, n_train + n_test)
-    model = VQA()
+    model = VQA(relative=args.relative)
     total = 8 if args.smoke else (args.max_steps or (n_train + args.batch - 1) // args.batch * args.epochs)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    sched = warmup_cosine(opt, min(300, total // 5), total)
+    sched = warmup_cosine(opt, min(args.warmup, total // 5), total)
     clock, step = Clock(), 0
     for epoch in range(1, args.epochs + 1):
         perm = train_idx[torch.randperm(n_train)]
