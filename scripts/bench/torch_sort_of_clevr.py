@@ -1,9 +1,10 @@
 """PyTorch peer of scripts/sort_of_clevr.lua: the same scenes (the
 generator of lua/ember/data/sort_of_clevr.lua, SplitMix64 included, ported
-line by line), the same patch-token model with question tokens
-cross-attending to image tokens; relational and non-relational accuracy.
+line by line), the same model (object slots pooled from the inked pixels,
+question tokens cross-attending to the object tokens) in the same config;
+relational, non-relational and per-kind accuracy.
 
-    /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--epochs 20] [--threads 2]
+    /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--epochs 20] [--threads 2] [--relative true]
 """
 import math
 
@@ -199,7 +200,7 @@ class VQA(nn.Module):
         return self.head(self.norm(x).mean(1))
 
 
-EPOCHS, LR, WARMUP, RELATIVE = 8, 3e-3, 100, True  # the Lua script's defaults
+EPOCHS, LR, WARMUP, RELATIVE = 20, 3e-3, 100, False  # the Lua script's defaults
 KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
 
 
