@@ -143,17 +143,14 @@ function VQA:encode_image(img)
   local w = (logits - blank * 1e4):softmax(3)                                 -- attention over inked pixels
   local feat = w:matmul(self.pix_value(h))                                    -- [B, K, dp]
   local pos = w:matmul(xy)                                                    -- [B, K, 2]
-  -- The shape is in the area and the spread about the centre (a square's
-  -- pixels reach its corners: variance ~10 px^2 per axis, a circle's ~6 px^2).
-  -- Both come from each pixel's membership (a softmax over the slots), not
-  -- from w: a little attention leaking onto a far object moves the centre
-  -- by a fraction of a pixel but swamps the spread; competing slots leak little.
-  local member = logits:softmax(2) * (1 - blank)                              -- [B, K, M]
-  local claimed = member:sum(3, true)                                         -- [B, K, 1] pixels
-  local mw = member / (claimed + 1e-3)
-  local mpos = mw:matmul(xy)
-  local spread = ((mw:matmul(xy * xy) - mpos * mpos) * ((S / 2) ^ 2 / 10) + 1):log() -- [B, K, 2]
-  local area = claimed * (1 / 100)
+  -- The shape is in the area (pixels the slot claims) and the spread about
+  -- the centre (a square's pixels reach its corners: variance ~10 px^2 per
+  -- axis, a circle's ~6 px^2); log1p keeps the spread of the first, still
+  -- diffuse attention (~480 px^2) small. Sharper versions (the spread and
+  -- pixel count of a sharpened w, or of each pixel's softmax over the slots)
+  -- left training stuck at chance on shape for 3-4 epochs in our runs.
+  local area = (logits:sigmoid() * (1 - blank)):sum(3, true) * (1 / 100)      -- [B, K, 1]
+  local spread = ((w:matmul(xy * xy) - pos * pos) * ((S / 2) ^ 2 / 10) + 1):log() -- [B, K, 2]
   local ang = pos:unsqueeze(4) * self.freqs                                   -- [B, K, 2, F]
   local four = ember.cat({ang:sin(), ang:cos()}, 4):reshape(B, K, 4 * self.n_freq)
   local obj = self.object_embed(ember.cat({feat, pos, spread, area, four}, 3)) + colour

@@ -170,12 +170,8 @@ class VQA(nn.Module):
         logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
         w = (logits - blank * 1e4).softmax(2)
         feat, pos = w @ self.pix_value(h), w @ xy
-        member = logits.softmax(1) * (1 - blank)  # each pixel's membership: shape from area and spread
-        claimed = member.sum(2, keepdim=True)
-        mw = member / (claimed + 1e-3)
-        mpos = mw @ xy
-        spread = ((mw @ (xy * xy) - mpos * mpos) * ((SIZE / 2) ** 2 / 10)).log1p()
-        area = claimed / 100
+        area = (logits.sigmoid() * (1 - blank)).sum(2, keepdim=True) / 100  # the shape: area and spread
+        spread = ((w @ (xy * xy) - pos * pos) * ((SIZE / 2) ** 2 / 10)).log1p()
         ang = pos.unsqueeze(3) * self.freqs
         four = torch.cat([ang.sin(), ang.cos()], 3).reshape(B, K, 4 * self.n_freq)
         obj = self.object_embed(torch.cat([feat, pos, spread, area, four], 2)) + colour
