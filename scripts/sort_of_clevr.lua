@@ -45,7 +45,8 @@ local opts = cli.parse(arg, {
   examples = {"--attention linear --question 3"},
   -- lr 3e-3: at 1e-3 (with 300 warm-up steps) the slots stayed bound to no
   -- colour for the first epochs; at 3e-3 they bind within ~150 steps.
-  -- 20 epochs take about as long as the old patch model's 20 (~10 min on 2 quiet cores).
+  -- A step costs ~0.6x the old patch model's (60 steps back to back at 2 threads,
+  -- load ~9: 10.4 s vs 17.1 s), so 20 epochs are ~6 min on 2 quiet cores.
   defaults = {epochs = 20, lr = 3e-3, batch = 32},
   options = {
     {"pixel_dim", 32, "width of the per-pixel features"},
