@@ -24,6 +24,12 @@
 -- stayed near chance (53.9% after 20 epochs), as an object straddles
 -- patches and distances between patches are coarse; relations between six
 -- object tokens with exact centres are what a Relation Network sees too.
+-- Measured (defaults, seed 0, 1 thread on a loaded machine): after 20 epochs
+-- non-relational 99.9% (shape 100, left 99.7, top 100), relational 69.2%
+-- (closest 61.9, furthest 64.2, count 81.3). The non-relational anchor (94%)
+-- is met; the relational one is not: closest/furthest stay near 62-65%
+-- although every object's shape and centre are right, so picking the
+-- nearest/furthest object is what the cross-attention has not learned.
 -- The test accuracy is reported for relational and non-relational
 -- questions and for each question kind, and the cross-attention of one test
 -- question is drawn over its image (spread over each object's pixels) as a
