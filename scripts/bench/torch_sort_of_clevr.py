@@ -1,9 +1,10 @@
 """PyTorch peer of scripts/sort_of_clevr.lua: the same scenes (the
 generator of lua/ember/data/sort_of_clevr.lua, SplitMix64 included, ported
-line by line), the same patch-token model with question tokens
-cross-attending to image tokens; relational and non-relational accuracy.
+line by line), the same model (object slots pooled from the inked pixels,
+question tokens cross-attending to the object tokens) in the same config;
+relational, non-relational and per-kind accuracy.
 
-    /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--epochs 20] [--threads 2]
+    /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--epochs 40] [--threads 2] [--relative true]
 """
 import math
 
@@ -122,66 +123,114 @@ class Block(nn.Module):  # ember's nn.CrossAttentionBlock with self_attention=tr
         return x + self.ff(self.n3(x))
 
 
+COLOUR_FREQS = 3
+
+
+def colour_features(rgb):  # a pixel's colour and its Fourier features, as in the Lua script
+    parts = [rgb]
+    for f in range(COLOUR_FREQS):
+        a = rgb * (math.pi * 2 ** f)
+        parts += [a.sin(), a.cos()]
+    return torch.cat(parts, -1)
+
+
 class VQA(nn.Module):
-    def __init__(self, patch=15, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128):
+    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4, relative=False):
         super().__init__()
-        self.p, self.g = patch, SIZE // patch
-        self.patch_embed = nn.Linear(3 * patch * patch, d)
-        self.row, self.col = nn.Embedding(self.g, d), nn.Embedding(self.g, d)
-        self.register_buffer("rows", torch.arange(self.g).repeat_interleave(self.g))
-        self.register_buffer("cols", torch.arange(self.g).repeat(self.g))
+        dp = pixel_dim
+        self.dp, self.n_freq, self.relative = dp, fourier, relative
+        self.pixel = nn.Sequential(nn.Linear(3 + 6 * COLOUR_FREQS, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU())
+        self.pix_key, self.pix_value = nn.Linear(dp, dp), nn.Linear(dp, dp)
+        self.slot_query = nn.Linear(d, dp)
+        g = (torch.arange(SIZE, dtype=torch.float32) + 0.5) / SIZE * 2 - 1
+        self.register_buffer("xy", torch.stack([g.repeat(SIZE), g.repeat_interleave(SIZE)], 1))  # x fastest
+        self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(fourier, dtype=torch.float32) / 2)
+        self.object_embed = nn.Linear(dp + 5 + 4 * fourier, d)
         self.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
                                   for _ in range(img_layers)])
         self.img_norm = nn.LayerNorm(d)
         self.q_embed = nn.Embedding(12, d)
         self.q_pos = nn.Parameter(torch.randn(2, d) * 0.02)
         self.cross = nn.ModuleList([Block(d, heads, ffn) for _ in range(cross_layers)])
+        if relative:
+            self.rel_embed = nn.Sequential(nn.Linear(2, d), nn.ReLU(), nn.Linear(d, d))
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 10))
 
-    def forward(self, img, q):
-        B, Q, g, p = img.shape[0], q.shape[1], self.g, self.p
-        patches = img.reshape(B, 3, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(B, g * g, 3 * p * p)
-        h = self.patch_embed(patches) + self.row(self.rows) + self.col(self.cols)
+    def encode(self, img):  # -> object tokens after the image layers, and before them [B, K, d]
+        B, P = img.shape[0], SIZE * SIZE
+        pix = img.reshape(B, 3, P).transpose(1, 2)
+        M = K * (OBJ + 1) * (OBJ + 1)  # the inkiest pixels: every inked one, padded with white
+        ink, at = (1 - pix).sum(2).topk(M, 1)
+        pix = pix.gather(1, at.unsqueeze(2).expand(B, M, 3))
+        xy = self.xy[at]
+        blank = (ink < 0.01).float().view(B, 1, M)
+        h = self.pixel(colour_features(pix))
+        colour = self.q_embed.weight[:K]  # slot k wears the embedding of colour k
+        logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
+        w = (logits - blank * 1e4).softmax(2)
+        feat, pos = w @ self.pix_value(h), w @ xy
+        area = (logits.sigmoid() * (1 - blank)).sum(2, keepdim=True) / 100  # the shape: area and spread
+        spread = ((w @ (xy * xy) - pos * pos) * ((SIZE / 2) ** 2 / 10)).log1p()
+        ang = pos.unsqueeze(3) * self.freqs
+        four = torch.cat([ang.sin(), ang.cos()], 3).reshape(B, K, 4 * self.n_freq)
+        obj = self.object_embed(torch.cat([feat, pos, spread, area, four], 2)) + colour
+        tok = obj
         for layer in self.img:
-            h = layer(h)
-        mem = self.img_norm(h)
-        mem = mem.unsqueeze(1).expand(B, Q, g * g, mem.shape[-1]).reshape(B * Q, g * g, -1)
-        x = self.q_embed(q.reshape(B * Q, 2)) + self.q_pos
+            tok = layer(tok)
+        return self.img_norm(tok), obj, pos
+
+    def forward(self, img, q):
+        B, Q = img.shape[0], q.shape[1]
+        mem, obj, pos = self.encode(img)
+        d = mem.shape[-1]
+        mem = mem.unsqueeze(1).expand(B, Q, K, d).reshape(B * Q, K, d)
+        if self.relative:  # every object seen from the question's subject
+            origin = pos[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, 2)
+            mem = mem + self.rel_embed(pos.unsqueeze(1).expand(B, Q, K, 2).reshape(B * Q, K, 2) - origin)
+        kind = self.q_embed(q[:, :, 0].reshape(B * Q, 1))
+        subject = obj[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, d)  # slot of the colour
+        x = torch.cat([kind, subject], 1) + self.q_pos
         for blk in self.cross:
             x = blk(x, mem)
         return self.head(self.norm(x).mean(1))
 
 
-def evaluate(model, data, idx):
+EPOCHS, LR, WARMUP, RELATIVE = 40, 3e-3, 100, False  # the Lua script's defaults
+KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
+
+
+def evaluate(model, data, idx):  # -> relational, non-relational, {kind: accuracy}
     centers, shapes, q, a, rel = data
     model.eval()
-    ok_r = ok_n = n_r = n_n = 0
+    ok, n = [0] * 6, [0] * 6
     with torch.no_grad():
         for i in range(0, len(idx), 50):
             b = idx[i:i + 50]
             hit = model(render(centers[b], shapes[b]), q[b]).argmax(1) == a[b].reshape(-1)
-            r = rel[b].reshape(-1)
-            ok_r += (hit & r).sum().item()
-            ok_n += (hit & ~r).sum().item()
-            n_r += r.sum().item()
-            n_n += (~r).sum().item()
+            kind = q[b][:, :, 0].reshape(-1) - 6  # kind tokens 6..11 (0-based)
+            for k in range(6):
+                ok[k] += (hit & (kind == k)).sum().item()
+                n[k] += (kind == k).sum().item()
     model.train()
-    return ok_r / n_r, ok_n / n_n
+    acc = {KINDS[k]: ok[k] / max(n[k], 1) for k in range(6)}
+    return sum(ok[3:]) / max(sum(n[3:]), 1), sum(ok[:3]) / max(sum(n[:3]), 1), acc
 
 
 def main():
-    p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=20, lr=1e-3, batch=32)
+    p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=EPOCHS, lr=LR, batch=32)
+    p.add_argument("--warmup", type=int, default=WARMUP)
+    p.add_argument("--relative", type=lambda v: v.lower() in ("1", "true", "yes"), default=RELATIVE)
     args = p.parse_args()
     setup(args)
     n_train, n_test = (256, 50) if args.smoke else (9800, 200)
     data = generate(n_train + n_test, args.seed)
     centers, shapes, q, a, rel = data
     train_idx, test_idx = torch.arange(n_train), torch.arange(n_train, n_train + n_test)
-    model = VQA()
+    model = VQA(relative=args.relative)
     total = 8 if args.smoke else (args.max_steps or (n_train + args.batch - 1) // args.batch * args.epochs)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    sched = warmup_cosine(opt, min(300, total // 5), total)
+    sched = warmup_cosine(opt, min(args.warmup, total // 5), total)
     clock, step = Clock(), 0
     for epoch in range(1, args.epochs + 1):
         perm = train_idx[torch.randperm(n_train)]
@@ -198,12 +247,14 @@ def main():
                 step += 1
                 if step >= total or clock.over(args.time_limit):
                     break
-        r, n = evaluate(model, data, test_idx)
+        r, n, acc = evaluate(model, data, test_idx)
+        kinds = ", ".join(f"{k} {acc[k] * 100:.1f}%" for k in KINDS[3:])
         print(f"epoch {epoch}: loss {loss.item():.4f}  test relational {r * 100:.2f}%  non-relational {n * 100:.2f}%  "
-              f"train time {clock.total:.1f} s", flush=True)
+              f"[{kinds}]  train time {clock.total:.1f} s", flush=True)
         if step >= total or clock.over(args.time_limit):
             break
-    print(f"RESULT torch_sort_of_clevr rel_acc={r * 100:.2f}% nonrel_acc={n * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+    print(f"RESULT torch_sort_of_clevr rel_acc={r * 100:.2f}% nonrel_acc={n * 100:.2f}% closest_acc={acc['closest'] * 100:.2f}% "
+          f"furthest_acc={acc['furthest'] * 100:.2f}% count_acc={acc['count'] * 100:.2f}% train_s={clock.total:.1f} steps={step}")
 
 
 if __name__ == "__main__":
