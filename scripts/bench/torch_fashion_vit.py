@@ -6,7 +6,7 @@ gradient clipping at 1, label smoothing 0.1, random horizontal flips. The
 same options as the Lua script select its other configs (--convs 0 --pool cls
 --lr 1e-3 --label_smoothing 0 --augment none: the earlier plain ViT).
 
-    /usr/bin/python3 scripts/bench/torch_fashion_vit.py [--epochs 10] [--threads 2]
+    /usr/bin/python3 scripts/bench/torch_fashion_vit.py [--epochs 14] [--threads 2]
 """
 import gzip
 
@@ -96,7 +96,7 @@ def accuracy(model, x, y):
 
 
 def main():
-    p = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=10, lr=2e-3, batch=128)
+    p = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=14, lr=2e-3, batch=128)
     p.add_argument("--convs", type=int, default=3, help="3x3 stride-2 convolutions before tokenizing (0: patches)")
     p.add_argument("--stem-width", "--stem_width", type=int, default=32, help="channels of the first convolution")
     p.add_argument("--pool", default="mean", choices=["cls", "mean"])
