@@ -34,12 +34,7 @@ local VARIANTS = {
   {attention = "relpos", mode = "alibi"},
 }
 
-local function label(spec)
-  local parts = {}
-  for k, v in pairs(spec) do if k ~= "attention" then parts[#parts + 1] = k .. "=" .. tostring(v) end end
-  table.sort(parts)
-  return spec.attention .. "(" .. table.concat(parts, ",") .. ")"
-end
+local label = require "tests.lua.helpers.attention_label"
 
 local function bfround(t) return t:to("bfloat16"):to("float32") end
 

@@ -21,12 +21,7 @@ local VARIANTS = {
   {attention = "relpos", mode = "alibi"},
 }
 
-local function label(spec)
-  local parts = {}
-  for k, v in pairs(spec) do if k ~= "attention" then parts[#parts + 1] = k .. "=" .. tostring(v) end end
-  table.sort(parts)
-  return spec.attention .. "(" .. table.concat(parts, ",") .. ")"
-end
+local label = require "tests.lua.helpers.attention_label"
 
 local function make(spec, H, dk, dv, dtype)
   local o = {heads = H, head_dim = dk, v_head_dim = dv, dtype = dtype}
