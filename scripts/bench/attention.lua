@@ -3,7 +3,7 @@
 -- nn.MultiheadAttention in the same run.
 --
 --   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...]
---        [--precision fp32|bf16|both] [--help]
+--        [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--help]
 --
 -- d_model 256, 8 heads, float32 (--precision bf16: the step under
 -- ember.autocast("bfloat16"), float32 weights; both: each row in float32
@@ -20,6 +20,16 @@
 -- With B*L constant, a variant whose memory is linear in L keeps the same
 -- memory as L grows; a quadratic one grows 4x from 1024 to 4096. The ratio
 -- is printed for every variant and PyTorch.
+-- --op times the attention op alone (ember.Attention on q, k, v of
+-- [B, 8, L, 32], forward+backward), without the layer's four projections:
+-- a block mask shrinks only this part, so the block-sparse target (time
+-- within +-30% of tiles kept x standard's) is read from this table. PyTorch
+-- 1.13 has no fused attention op to compare with, so this table has none.
+-- --cpu-time reports process CPU seconds (os.clock; Python's
+-- process_time) instead of wall seconds: on a machine other jobs share, the
+-- CPU time of a 1-thread run (OMP_NUM_THREADS=1) is what stays comparable.
+-- --extra adds a row for any loaded variant, a dropped-in plugin included
+-- (EMBER_PLUGIN_PATH=its folder:...), with its options after a colon.
 require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 
@@ -39,18 +49,27 @@ end
 -- ---------------------------------------------------------------- child
 if arg[1] == "--one" then
   local variant, L, B, causal, reps = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5] == "1", tonumber(arg[6])
-  local bf16 = arg[8] == "bf16"
-  local spec = {d_model = D_MODEL, heads = HEADS, attention = variant}
+  local bf16, op_only = arg[8] == "bf16", arg[9] == "op"
+  local now = arg[10] == "cpu" and os.clock or ember.clock -- os.clock: the process's CPU time
+  local spec = op_only and {heads = HEADS, head_dim = D_MODEL // HEADS, attention = variant}
+               or {d_model = D_MODEL, heads = HEADS, attention = variant}
   for kv in (arg[7] or ""):gmatch("[^,]+") do
     local k, v = kv:match("^([%w_]+)=(.*)$")
     spec[k] = tonumber(v) or (v == "true" and true) or (v == "false" and false) or v
   end
   ember.manual_seed(0)
-  local m = ember.MultiHeadAttention(spec)
-  local x = ember.randn(B, L, D_MODEL):requires_grad_()
+  local m = op_only and ember.Attention(spec) or ember.MultiHeadAttention(spec)
+  -- the forward's arguments: (q, k, v, opts) for the op, (x, nil, opts) for the layer
+  local args
+  if op_only then
+    local function qkv() return ember.randn(B, HEADS, L, D_MODEL // HEADS):requires_grad_() end
+    args = {qkv(), qkv(), qkv(), {causal = causal}, n = 4}
+  else
+    args = {ember.randn(B, L, D_MODEL):requires_grad_(), nil, {causal = causal}, n = 3}
+  end
   local function step()
-    local out = bf16 and ember.autocast("bfloat16", m.forward, m, x, nil, {causal = causal})
-                or m:forward(x, nil, {causal = causal})
+    local out = bf16 and ember.autocast("bfloat16", m.forward, m, table.unpack(args, 1, args.n))
+                or m:forward(table.unpack(args, 1, args.n))
     local before = ember.live_bytes()
     local loss = out:to("float32"):sum()
     loss:backward()
@@ -64,9 +83,9 @@ if arg[1] == "--one" then
   local live0 = ember.live_bytes()
   local saved, dt = 0, math.huge
   for _ = 1, reps do
-    local start = ember.clock() -- monotonic wall clock
+    local start = now()
     local after_fwd = step()
-    dt = math.min(dt, ember.clock() - start)
+    dt = math.min(dt, now() - start)
     saved = math.max(saved, after_fwd - live0)
     m:zero_grad()
   end
@@ -75,16 +94,23 @@ if arg[1] == "--one" then
 end
 
 -- ---------------------------------------------------------------- parent
-local quick, with_torch, only, precision = false, true, nil, "fp32"
+local quick, with_torch, only, precision, op_only, clock = false, true, nil, "fp32", false, "wall"
+local extra = {}
 for i, a in ipairs(arg) do
+  if a == "--extra" then extra[#extra + 1] = arg[i + 1] end
+  if a == "--cpu-time" then clock = "cpu" end
+  if a == "--op" then op_only, with_torch = true, false end
   if a == "--quick" then quick = true end
   if a == "--precision" then precision = arg[i + 1] end
   if a == "--no-torch" then with_torch = false end
   if a == "--only" then only = arg[i + 1] end
   if a == "--help" or a == "-h" then
-    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both]")
+    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]]")
     print("  one MultiHeadAttention layer per variant and mode, forward+backward, time and memory,")
-    print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run")
+    print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run;")
+    print("  --op: the attention op alone (no projections, no PyTorch peer)")
+    print("  --cpu-time: process CPU seconds instead of wall seconds (for a shared machine, at 1 thread)")
+    print("  --extra NAME[:k=v,...]: also time the variant NAME (a dropped-in plugin too) with those options")
     os.exit(0)
   end
 end
@@ -130,6 +156,10 @@ local variants = {
   {"relpos(shaw)", "relpos", "mode=shaw"},
   {"linear", "linear", ""},
 }
+for _, e in ipairs(extra) do
+  local name, o = e:match("^([^:]+):?(.*)$")
+  variants[#variants + 1] = {e, name, o}
+end
 local lengths = quick and {256, 1024} or {256, 1024, 4096}
 
 local function selected(label)
@@ -147,27 +177,29 @@ local function run(cmd)
 end
 
 local rows = {}
-print(string.format("# one MultiHeadAttention layer, d_model %d, %d heads, %s, B*L = %d, %d threads",
+print(string.format("# %s, d_model %d, %d heads, %s, B*L = %d, %d threads",
+                    op_only and "the attention op alone (ember.Attention, q/k/v [B, 8, L, 32])" or "one MultiHeadAttention layer",
                     D_MODEL, HEADS, precision == "fp32" and "float32" or precision == "bf16" and "bfloat16 autocast"
                     or "float32 (time) and bfloat16 autocast (note)", BL, ember.get_num_threads()))
-print(string.format("%-16s %5s %3s %6s %9s %9s %9s %8s %8s %s", "variant", "L", "B", "causal", "time (s)",
+print(string.format("%-16s %5s %3s %6s %9s %9s %9s %8s %8s %s", "variant", "L", "B", "causal",
+                    clock == "cpu" and "cpu (s)" or "time (s)",
                     "peak MiB", "saved MiB", "/std", "/torch", "note"))
 for _, causal in ipairs({false, true}) do
   for _, L in ipairs(lengths) do
     local B = BL // L
-    local reps = L >= 4096 and 1 or 3
+    local reps = (L >= 4096 and not op_only) and 2 or 3
     local group = {}
     if with_torch then
-      local cmd = string.format("/usr/bin/python3 scripts/bench/attention_torch.py %d %d %d %d %d %d %d 2>/dev/null",
-                                L, B, causal and 1 or 0, D_MODEL, HEADS, reps, ember.get_num_threads())
+      local cmd = string.format("/usr/bin/python3 scripts/bench/attention_torch.py %d %d %d %d %d %d %d %s 2>/dev/null",
+                                L, B, causal and 1 or 0, D_MODEL, HEADS, reps, ember.get_num_threads(), clock)
       local t, peak = run(cmd)
       group.torch = {label = "pytorch nn.MHA", variant = "pytorch", L = L, causal = causal, t = t, peak = peak}
     end
     for _, v in ipairs(variants) do
       if selected(v[1]) then
         local function cmd(prec)
-          return string.format("%q %q --one %s %d %d %d %d %q %s", exe, script, v[2], L, B, causal and 1 or 0, reps,
-                               v[3], prec)
+          return string.format("%q %q --one %s %d %d %d %d %q %s %s %s", exe, script, v[2], L, B, causal and 1 or 0, reps,
+                               v[3], prec, op_only and "op" or "layer", clock)
         end
         local t, peak, saved = run(cmd(precision == "bf16" and "bf16" or "fp32"))
         local r = {label = v[1], variant = v[1], L = L, causal = causal, t = t, peak = peak, saved = saved}

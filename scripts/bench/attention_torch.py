@@ -2,7 +2,9 @@
 """PyTorch peer of scripts/bench/attention.lua: one nn.MultiheadAttention layer
 (batch_first, float32, CPU), forward + backward, for one configuration.
 
-  /usr/bin/python3 scripts/bench/attention_torch.py L B causal(0|1) [d_model heads reps threads]
+  /usr/bin/python3 scripts/bench/attention_torch.py L B causal(0|1) [d_model heads reps threads clock]
+
+clock: "wall" (default) or "cpu" (the process's CPU time, as attention.lua --cpu-time).
 
 Prints one line: "<seconds per fwd+bwd (best of reps)> <peak RSS growth in MiB>". The peak is
 measured as attention.lua does: VmHWM after resetting it (clear_refs 5)
@@ -31,6 +33,7 @@ def main():
     heads = int(sys.argv[5]) if len(sys.argv) > 5 else 8
     reps = int(sys.argv[6]) if len(sys.argv) > 6 else 3
     threads = int(sys.argv[7]) if len(sys.argv) > 7 else 2
+    now = time.process_time if len(sys.argv) > 8 and sys.argv[8] == "cpu" else time.perf_counter
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(d_model, heads, batch_first=True)
@@ -47,9 +50,9 @@ def main():
     base = rss_kib("VmRSS")
     dt = float("inf")
     for _ in range(reps):  # the best run, as attention.lua reports
-        t0 = time.perf_counter()
+        t0 = now()
         step()
-        dt = min(dt, time.perf_counter() - t0)
+        dt = min(dt, now() - t0)
     peak = rss_kib("VmHWM") - base
     print("%.6f %.1f" % (dt, peak / 1024.0))
 
