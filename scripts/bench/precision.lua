@@ -8,8 +8,10 @@
 --              B32 L256.
 -- Each case runs in a child process (this script with --one ...); times
 -- are the best of REPS after a warm-up, in ms. The machine is shared, so
--- read the ratios, which come from the same run.
---   ember scripts/bench/precision.lua [REPS=5] [--no-torch] [--quick]
+-- read the ratios, which come from the same run; --cpu-time times process
+-- CPU seconds instead (both sides), what stays comparable for a 1-thread
+-- run (OMP_NUM_THREADS=1) on a machine other jobs share.
+--   ember scripts/bench/precision.lua [REPS=5] [--no-torch] [--quick] [--cpu-time]
 require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 local nn = require "ember.nn"
@@ -52,22 +54,24 @@ end
 
 if arg[1] == "--one" then
   local kind, a, b, prec, reps = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5], tonumber(arg[6])
+  local now = arg[7] == "cpu" and os.clock or ember.clock -- os.clock: the process's CPU time
   local step = kind == "attention" and attention_step(a, b, prec == "bf16") or classifier_step(a, b, prec == "bf16")
   step()
   step()
   local best = math.huge
   for _ = 1, reps do
-    local t0 = ember.clock()
+    local t0 = now()
     step()
-    best = math.min(best, ember.clock() - t0)
+    best = math.min(best, now() - t0)
   end
   print(("%.3f"):format(best * 1e3))
   os.exit(0)
 end
 
-local reps, with_torch, quick = 5, true, false
+local reps, with_torch, quick, clock = 5, true, false, "wall"
 for _, v in ipairs(arg) do
   if v == "--no-torch" then with_torch = false
+  elseif v == "--cpu-time" then clock = "cpu"
   elseif v == "--quick" then quick = true
   elseif tonumber(v) then reps = tonumber(v) end
 end
@@ -89,7 +93,8 @@ local cases = {
 if quick then cases = { { "attention", 256, 16 }, { "classifier", 64, 64 } } end
 
 local info = ember.cpu_info()
-print(("%d threads, best of %d, ms; ember bf16 products: %s"):format(threads, reps, info.bfloat16))
+print(("%d threads, best of %d, %s ms; ember bf16 products: %s"):format(threads, reps,
+  clock == "cpu" and "process CPU" or "wall", info.bfloat16))
 print(("%-22s %9s %9s %9s %9s | %8s %8s"):format("case", "ember f32", "ember bf16", "torch f32",
   "torch bf16", "e32/ebf", "tbf/ebf"))
 for _, c in ipairs(cases) do
@@ -97,11 +102,12 @@ for _, c in ipairs(cases) do
                                      or ("classifier B%d L%d"):format(c[2], c[3])
   local t = {}
   for _, prec in ipairs { "fp32", "bf16" } do
-    local v, out = run(("%q %q --one %s %d %d %s %d"):format(exe, script, c[1], c[2], c[3], prec, reps))
+    local v, out = run(("%q %q --one %s %d %d %s %d %s"):format(exe, script, c[1], c[2], c[3], prec, reps, clock))
     if not v then error(label .. " " .. prec .. ": " .. out) end
     t["e" .. prec] = v
     if with_torch then
-      t["t" .. prec] = run(("/usr/bin/python3 %q %s %d %d %s %d %d"):format(torch_py, c[1], c[2], c[3], prec, reps, threads))
+      t["t" .. prec] = run(("/usr/bin/python3 %q %s %d %d %s %d %d %s"):format(torch_py, c[1], c[2], c[3], prec, reps,
+                                                                          threads, clock))
     end
   end
   local function f(v) return v and ("%9.1f"):format(v) or ("%9s"):format("-") end

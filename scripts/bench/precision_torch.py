@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """PyTorch peer of scripts/bench/precision.lua, one case per run:
 
-  /usr/bin/python3 scripts/bench/precision_torch.py attention L B fp32|bf16 REPS THREADS
-  /usr/bin/python3 scripts/bench/precision_torch.py classifier B L fp32|bf16 REPS THREADS
+  /usr/bin/python3 scripts/bench/precision_torch.py attention L B fp32|bf16 REPS THREADS [wall|cpu]
+  /usr/bin/python3 scripts/bench/precision_torch.py classifier B L fp32|bf16 REPS THREADS [wall|cpu]
 
 bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16),
-the way PyTorch documents mixed precision on the CPU. Prints the best of REPS in ms.
+the way PyTorch documents mixed precision on the CPU. Prints the best of REPS in ms
+(wall clock, or with cpu the process's CPU time, as precision.lua --cpu-time).
 """
 import sys
 import time
@@ -48,9 +49,10 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] in ("--help", "-h"):
         print(__doc__.strip())
         return
-    if len(sys.argv) != 7:
+    if len(sys.argv) not in (7, 8):
         sys.exit("usage: " + __doc__.strip().splitlines()[2].strip() + "  (see --help)")
     kind, a, b, prec, reps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+    now = time.process_time if len(sys.argv) == 8 and sys.argv[7] == "cpu" else time.perf_counter
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     step = attention_step(a, b, prec == "bf16") if kind == "attention" else classifier_step(a, b, prec == "bf16")
@@ -58,9 +60,9 @@ def main():
     step()
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = now()
         step()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, now() - t0)
     print("%.3f" % (best * 1e3))
 
 
