@@ -69,16 +69,18 @@ local function strip_library_position(msg)
 end
 M.strip_library_position = strip_library_position
 
+-- pcall's results, passed on as they are on success (no table: wrap is on
+-- every nn forward); an error is raised again at the user's line.
+local function pass_or_raise(ok, ...)
+  if ok then return ... end
+  local raw = ...
+  local msg = strip_library_position(raw)
+  if type(msg) == "string" and (msg ~= raw or not msg:match("^[^\n:]*:%d+: ")) then M.error(msg) end
+  error(msg, 0) -- already at a user's line (a callback of theirs), or not a string
+end
+
 function M.wrap(fn)
-  return function(...)
-    local r = table.pack(pcall(fn, ...))
-    if not r[1] then
-      local msg = strip_library_position(r[2])
-      if type(msg) == "string" and (msg ~= r[2] or not msg:match("^[^\n:]*:%d+: ")) then M.error(msg) end
-      error(msg, 0) -- already at a user's line (a callback of theirs), or not a string
-    end
-    return table.unpack(r, 2, r.n)
-  end
+  return function(...) return pass_or_raise(pcall(fn, ...)) end
 end
 
 return M

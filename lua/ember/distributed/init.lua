@@ -117,12 +117,6 @@ local function op_and_opts(a, b)
   return a, b
 end
 
-local function finish(work, async, result)
-  if async then return work end
-  work:wait()
-  return result
-end
-
 -- Wraps a C handle so that wait() returns `result` (the output tensor).
 local Work = {}
 Work.__index = Work
@@ -130,6 +124,14 @@ function Work:wait() self.h:wait() return self.result end
 function Work:is_completed() return self.h:is_completed() end
 function Work:__tostring() return tostring(self.h) end
 local function work(h, result) return setmetatable({h = h, result = result}, Work) end
+
+-- A synchronous call waits on the C handle itself: no Work table for the
+-- small collectives a training loop makes every step.
+local function finish(h, async, result)
+  if async then return work(h, result) end
+  h:wait()
+  return result
+end
 
 -- all_reduce(t [, op] [, {async = true}]): t becomes the reduction over all
 -- ranks, in place. Returns t, or with async a handle whose wait() returns t
@@ -139,7 +141,7 @@ function M.all_reduce(t, op, opts)
   need_init("all_reduce")
   op, opts = op_and_opts(op, opts)
   local async = async_of("all_reduce", opts)
-  return finish(work(C.all_reduce(t, op or "sum"), t), async, t)
+  return finish(C.all_reduce(t, op or "sum"), async, t)
 end
 
 -- broadcast(t, root): every rank's t becomes root's (root 0-based, default 0).
@@ -149,7 +151,7 @@ function M.broadcast(t, root, opts)
   root = root or 0
   if math.type(root) ~= "integer" then error("ember.distributed.broadcast: root must be an integer rank", 2) end
   local async = opts and opts.async == true
-  return finish(work(C.broadcast(t, root), t), async, t)
+  return finish(C.broadcast(t, root), async, t)
 end
 
 -- all_gather(t [, {out = o, async = true}]) -> a tensor [world_size, ...t.shape]
@@ -163,7 +165,7 @@ function M.all_gather(t, opts)
     for _, s in ipairs(t.shape) do shape[#shape + 1] = s end
     out = ember.empty(shape, {dtype = t.dtype, device = t.device})
   end
-  return finish(work(C.all_gather(out, t), out), opts.async == true, out)
+  return finish(C.all_gather(out, t), opts.async == true, out)
 end
 
 -- reduce_scatter(t [, op] [, {async = true}]) -> this rank's block: t's
@@ -182,12 +184,12 @@ function M.reduce_scatter(t, op, opts)
   for i, s in ipairs(shape) do oshape[i] = s end
   oshape[1] = shape[1] // state.size
   local out = ember.empty(oshape, {dtype = t.dtype, device = t.device})
-  return finish(work(C.reduce_scatter(out, t, op or "sum"), out), async, out)
+  return finish(C.reduce_scatter(out, t, op or "sum"), async, out)
 end
 
 function M.barrier(opts)
   need_init("barrier")
-  return finish(work(C.barrier()), opts and opts.async == true, nil)
+  return finish(C.barrier(), opts and opts.async == true, nil)
 end
 
 -- all_gather_string(s) -> {rank 0's s, rank 1's s, ...}
