@@ -50,6 +50,9 @@ local opts = cli.parse(arg, {
     {"pool", "mean", "classify from a learned cls token or the mean of the tokens", choices = {"cls", "mean"}},
     {"augment", "flip", "training augmentation (crop: random shifts of up to 2 pixels)",
      choices = {"none", "flip", "crop+flip"}},
+    {"crop_prob", 1.0, "with --augment crop+flip, the share of images shifted (the rest are only flipped or not)"},
+    {"tta", "none", "test-time augmentation: average the predicted probabilities of each image and its mirror",
+     choices = {"none", "flip"}},
     {"label_smoothing", 0.1, "label smoothing of the training loss"},
     {"dropout", 0.0, "dropout"},
     {"weight_decay", 0.05, "AdamW weight decay"},
@@ -193,18 +196,30 @@ local function augment_index(mode)
   return ember.tensor(rows, {dtype = "int64"})
 end
 
+-- the columns of a 28-pixel row in mirror order, for --tta flip
+local mirror = ember.tensor((function() local m = {} for j = 1, 28 do m[j] = 29 - j end return m end)(),
+  {dtype = "int64"}):to(opts.device)
+
+-- Test accuracy, and with --tta flip first the accuracy of the averaged
+-- probabilities and then the plain one, so both can be reported.
 local function evaluate(model, ds)
   model:eval()
-  local correct, n = 0, 0
+  local correct, plain, n = 0, 0, 0
   ember.no_grad(function()
     for b in world:eval_batches(ds, 1000) do -- this rank's shard of the test set
-      correct = correct + model(b.x):argmax(2):eq(b.y):long():sum():item()
+      local logits = model(b.x)
+      plain = plain + logits:argmax(2):eq(b.y):long():sum():item()
+      if opts.tta == "flip" then
+        local probs = logits:softmax(2) + model(b.x:index_select(3, mirror)):softmax(2)
+        correct = correct + probs:argmax(2):eq(b.y):long():sum():item()
+      end
       n = n + b.y:size(1)
     end
   end)
   model:train()
-  correct, n = world:sum(correct, n)
-  return correct / n
+  correct, plain, n = world:sum(correct, plain, n)
+  if opts.tta == "flip" then return correct / n, plain / n end
+  return plain / n
 end
 
 cli.mkdir(opts.out)
@@ -222,12 +237,21 @@ local augment
 if opts.augment ~= "none" then
   local variants = augment_index(opts.augment):to(opts.device)
   local n_variants = variants:size(1)
+  local per_flip = n_variants // 2 -- the shifts of one flip; the middle one does not move the image
+  local still = (per_flip + 1) // 2
   local background = ember.full({1, 1}, -mean / std):to(opts.device) -- a 0 pixel, normalised
   local rng = data.Rng.new(opts.seed * 1000 + world.rank)
   augment = function(x)
     local B = x:size(1)
     local pick = {}
-    for i = 1, B do pick[i] = rng:int(1, n_variants) end
+    if opts.crop_prob >= 1 then
+      for i = 1, B do pick[i] = rng:int(1, n_variants) end
+    else
+      for i = 1, B do
+        local shift = rng:uniform() < opts.crop_prob and rng:int(1, per_flip) or still
+        pick[i] = rng:int(0, 1) * per_flip + shift
+      end
+    end
     local index = variants:index_select(1, ember.tensor(pick, {dtype = "int64"}):to(opts.device))
     local flat = ember.cat({x:reshape(B, 28 * 28), background:expand(B, 1)}, 2)
     return flat:gather(2, index):reshape(B, 28, 28)
@@ -282,15 +306,17 @@ for epoch = 1, epochs do
   end
   bar:finish()
   ep:reduce()
-  local acc = evaluate(model, test)
+  local acc, plain = evaluate(model, test)
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_acc = acc}
-  print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%  (%.0f s)"):format(
-    epoch, ep:mean("loss"), ep:mean("acc") * 100, acc * 100, ember.clock() - t0 - eval_watch.total))
+  print(("epoch %d: train loss %.4f  train acc %.2f%%  test acc %.2f%%%s  (%.0f s)"):format(
+    epoch, ep:mean("loss"), ep:mean("acc") * 100, acc * 100,
+    plain and (" (flip TTA; %.2f%% without)"):format(plain * 100) or "", ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total
-local test_acc = evaluate(model, test)
-print(("test accuracy %.2f%% after %.1f s of training"):format(test_acc * 100, train_time))
+local test_acc, plain_acc = evaluate(model, test)
+print(("test accuracy %.2f%%%s after %.1f s of training"):format(test_acc * 100,
+  plain_acc and (" (flip TTA; %.2f%% without)"):format(plain_acc * 100) or "", train_time))
 print(("RESULT ember_fashion_vit test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
 if world.main then
