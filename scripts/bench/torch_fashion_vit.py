@@ -2,11 +2,13 @@
 ViT with a conv stem (three 3x3 stride-2 convolutions, 32-64-64 channels,
 GELU between, to 4x4 tokens), d=64, 4 pre-LN layers, 4 heads, MLP 128, GELU,
 mean pooling; AdamW 2e-3 (weight decay 0.05), batch 128, warm-up then cosine,
-gradient clipping at 1, label smoothing 0.1, random horizontal flips. The
-same options as the Lua script select its other configs (--convs 0 --pool cls
---lr 1e-3 --label_smoothing 0 --augment none: the earlier plain ViT).
+gradient clipping at 1, label smoothing 0.1, random horizontal flips and, for
+half the images, a random shift of up to 2 pixels; 22 epochs. The same options
+as the Lua script select its other configs (--convs 0 --pool cls --lr 1e-3
+--label_smoothing 0 --augment none: the earlier plain ViT; --augment flip: the
+14-epoch config before; --tta flip: test-time flip averaging).
 
-    /usr/bin/python3 scripts/bench/torch_fashion_vit.py [--epochs 14] [--threads 2]
+    /usr/bin/python3 scripts/bench/torch_fashion_vit.py [--epochs 22] [--threads 2]
 """
 import gzip
 
@@ -87,21 +89,31 @@ class ViT(nn.Module):
         return self.head(self.norm(h[:, 0] if self.pool == "cls" else h.mean(1)))
 
 
-def accuracy(model, x, y):
+def accuracy(model, x, y, tta="none"):
+    """Test accuracy; with tta "flip", that of the probabilities of each image and its mirror averaged."""
     model.eval()
+    ok = 0
     with torch.no_grad():
-        ok = sum((model(x[i:i + 1000]).argmax(1) == y[i:i + 1000]).sum().item() for i in range(0, len(y), 1000))
+        for i in range(0, len(y), 1000):
+            xb = x[i:i + 1000]
+            scores = model(xb)
+            if tta == "flip":
+                scores = scores.softmax(1) + model(xb.flip(2)).softmax(1)
+            ok += (scores.argmax(1) == y[i:i + 1000]).sum().item()
     model.train()
     return ok / len(y)
 
 
 def main():
-    p = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=14, lr=2e-3, batch=128)
+    p = parser("PyTorch peer of scripts/fashion_vit.lua", epochs=22, lr=2e-3, batch=128)
     p.add_argument("--convs", type=int, default=3, help="3x3 stride-2 convolutions before tokenizing (0: patches)")
     p.add_argument("--stem-width", "--stem_width", type=int, default=32, help="channels of the first convolution")
     p.add_argument("--pool", default="mean", choices=["cls", "mean"])
     p.add_argument("--patch", type=int, default=7, help="patch side when --convs is 0")
-    p.add_argument("--augment", default="flip", choices=["none", "flip", "crop+flip"])
+    p.add_argument("--augment", default="crop+flip", choices=["none", "flip", "crop+flip"])
+    p.add_argument("--crop-prob", "--crop_prob", type=float, default=0.5,
+                   help="with --augment crop+flip, the share of images shifted (the rest only flipped or not)")
+    p.add_argument("--tta", default="none", choices=["none", "flip"], help="test-time flip averaging")
     p.add_argument("--label-smoothing", "--label_smoothing", type=float, default=0.1)
     args = p.parse_args()
     setup(args)
@@ -110,6 +122,7 @@ def main():
     mean, std = xtr.mean(), xtr.std()
     xtr, xte = (xtr - mean) / std, (xte - mean) / std
     model = ViT(patch=args.patch, convs=args.convs, stem_width=args.stem_width, pool=args.pool)
+    print(f"{sum(t.numel() for t in model.parameters())} parameters")
     variants = augment_index(args.augment) if args.augment != "none" else None
     background = (0 - mean) / std
     total = 30 if args.smoke else (args.max_steps or (len(ytr) + args.batch - 1) // args.batch * args.epochs)
@@ -125,7 +138,14 @@ def main():
                 if variants is not None:
                     B = x.shape[0]
                     flat = torch.cat([x.reshape(B, 784), background.expand(B, 1)], 1)
-                    x = flat.gather(1, variants[torch.randint(len(variants), (B,))]).reshape(B, 28, 28)
+                    if args.crop_prob >= 1:
+                        pick = torch.randint(len(variants), (B,))
+                    else:  # the unshifted variant of each flip is the middle one
+                        per_flip = len(variants) // 2
+                        shift = torch.where(torch.rand(B) < args.crop_prob, torch.randint(per_flip, (B,)),
+                                            torch.full((B,), per_flip // 2))
+                        pick = torch.randint(2, (B,)) * per_flip + shift
+                    x = flat.gather(1, variants[pick]).reshape(B, 28, 28)
                 loss = F.cross_entropy(model(x), ytr[idx], label_smoothing=args.label_smoothing)
                 opt.zero_grad()
                 loss.backward()
@@ -135,8 +155,9 @@ def main():
                 step += 1
                 if step >= total or clock.over(args.time_limit):
                     break
-        acc = accuracy(model, xte, yte)
-        print(f"epoch {epoch}: loss {loss.item():.4f}  test acc {acc * 100:.2f}%  train time {clock.total:.1f} s "
+        acc = accuracy(model, xte, yte, args.tta)
+        plain = f" (flip TTA; {accuracy(model, xte, yte) * 100:.2f}% without)" if args.tta == "flip" else ""
+        print(f"epoch {epoch}: loss {loss.item():.4f}  test acc {acc * 100:.2f}%{plain}  train time {clock.total:.1f} s "
               f"({step * args.batch / clock.total:.0f} img/s)", flush=True)
         if step >= total or clock.over(args.time_limit):
             break
