@@ -59,6 +59,8 @@ local opts = cli.parse(arg, {
   options = {
     {"pixel_dim", 32, "width of the per-pixel features"},
     {"relative", false, "add each object's offset from the question's subject to the image tokens"},
+    {"subject_slopes", "-1000,1000,0,0", "per cross-attention head: slope of the bias by distance from the question's subject (negative: nearest other object, positive: furthest; 0: none; empty: no bias)"},
+    {"distance_slopes", "-1000,1000,0,0", "per image-layer head: slope of the distance bias (negative: the nearest other object, positive: the furthest; 0: none; empty: no bias)"},
     {"fourier", 4, "Fourier frequencies per coordinate of an object's centre"},
     {"d_model", 64, "model width"},
     {"heads", 4, "attention heads"},
@@ -75,6 +77,12 @@ local opts = cli.parse(arg, {
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
+-- The distance biases are additive attention masks: with a variant that
+-- takes none (linear attention) the model runs without them, and says so.
+if not ember.attention_variants(opts.attention).caps.mask and (opts.distance_slopes ~= "" or opts.subject_slopes ~= "") then
+  print(("attention '%s' takes no attn_mask: the distance biases (--distance_slopes, --subject_slopes) are off"):format(opts.attention))
+  opts.distance_slopes, opts.subject_slopes = "", ""
+end
 
 local VQA = nn.Module:extend("SortOfClevrNet")
 
@@ -92,6 +100,24 @@ local function colour_features(rgb)
     parts[#parts + 1] = a:cos()
   end
   return ember.cat(parts, rgb:dim())
+end
+
+-- "-1000,1000,0,0" -> {-1000, 1000, 0, 0} (one slope per head), "" -> nil
+local function parse_slopes(spec, heads, name)
+  local slopes = {}
+  for v in tostring(spec):gmatch("[^,%s]+") do
+    slopes[#slopes + 1] = tonumber(v) or error(("--%s: %q is not a number"):format(name, v), 0)
+  end
+  if #slopes == 0 then return nil end
+  if #slopes ~= heads then error(("--%s: %d slopes for %d heads"):format(name, #slopes, heads), 0) end
+  return slopes
+end
+
+-- pairwise distances [B, K, K] between object centres pos [B, K, 2]
+local function distances(pos)
+  local p = pos:detach()
+  local diff = p:unsqueeze(3) - p:unsqueeze(2)                                -- [B, K, K, 2]
+  return ((diff * diff):sum(4) + 1e-8):sqrt()
 end
 
 function VQA:__init(o)
@@ -118,6 +144,30 @@ function VQA:__init(o)
   local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
                  norm_first = true, attention = o.attention, attention_options = o.attention_opts}
   for i = 1, o.image_layers do self:add_module("img" .. i, nn.TransformerEncoderLayer(d, o.heads, lopts)) end
+  -- Distance biases (ALiBi's idea in 2-D): head h adds slope_h * |p_i - p_j|
+  -- to the score of token i for token j. A head with a negative slope
+  -- cannot see the token itself (distance 0), so it looks at the nearest
+  -- other object; one with a positive slope at the furthest. At +-1000 a
+  -- centre-to-centre gap of 0.4 px is 10 in the scores: the biased heads
+  -- route by distance alone (at +-32 the learned scores outgrew the bias).
+  -- Each is [1, H, 1, 1]: the slopes, and -1e4 where the slope is negative.
+  local function biases(spec, name)
+    local slopes = parse_slopes(spec, o.heads, name)
+    if not slopes then return nil end
+    local block = {}
+    for h = 1, o.heads do block[h] = slopes[h] < 0 and -1e4 or 0 end
+    return ember.tensor(slopes):view(1, o.heads, 1, 1), ember.tensor(block):view(1, o.heads, 1, 1)
+  end
+  local slopes, block = biases(o.distance_slopes, "distance_slopes")         -- image layers
+  if slopes then
+    self:register_buffer("img_slopes", slopes, false)
+    self:register_buffer("img_block", block * ember.eye(K):view(1, 1, K, K), false) -- [1, H, K, K]
+  end
+  slopes, block = biases(o.subject_slopes, "subject_slopes")                  -- question -> objects
+  if slopes then
+    self:register_buffer("sub_slopes", slopes, false)
+    self:register_buffer("sub_block", block, false)
+  end
   self:add_module("img_norm", nn.LayerNorm(d))
   self:add_module("q_embed", nn.Embedding(#soc.QUESTION_TOKENS, d))
   self:add_module("q_pos", nn.LearnedPositionalEncoding(2, d))
@@ -162,9 +212,15 @@ function VQA:encode_image(img)
   local spread = ((w:matmul(xy * xy) - pos * pos) * ((S / 2) ^ 2 / 10) + 1):log() -- [B, K, 2]
   local ang = pos:unsqueeze(4) * self.freqs                                   -- [B, K, 2, F]
   local four = ember.cat({ang:sin(), ang:cos()}, 4):reshape(B, K, 4 * self.n_freq)
-  local obj = self.object_embed(ember.cat({feat, pos, spread, area, four}, 3)) + colour
-  local tok = obj
-  for i = 1, self.n_img do tok = self["img" .. i](tok) end
+  -- (float32 parts: under bf16 autocast the products are bfloat16, the sigmoid float32)
+  local parts = {feat, pos, spread, area, four}
+  for i, t in ipairs(parts) do parts[i] = t:float() end
+  local obj = self.object_embed(ember.cat(parts, 3)) + colour
+  local tok, lopts = obj, nil
+  if self.img_slopes then
+    lopts = {attn_mask = distances(pos):unsqueeze(2) * self.img_slopes + self.img_block} -- [B, H, K, K]
+  end
+  for i = 1, self.n_img do tok = self["img" .. i](tok, lopts) end
   return self.img_norm(tok), obj, w, at, pos
 end
 
@@ -189,12 +245,20 @@ function VQA:forward(img, questions, need_weights)
   local kind = self.q_embed(questions:select(3, 1):reshape(B * Q, 1))        -- [B*Q, 1, d]
   local subject = obj:reshape(B * K, d):index_select(1, subject_at)
   local q = self.q_pos(ember.cat({kind, subject:view(B * Q, 1, d)}, 2))
+  local copts = {}
+  if self.sub_slopes then
+    -- each object's distance from the question's subject [B*Q, 1, 1, K]
+    local from = distances(pos):reshape(B * K, K):index_select(1, subject_at):view(B * Q, 1, 1, K)
+    local is_subject = ember.one_hot(colour:reshape(-1), K):float():view(B * Q, 1, 1, K)
+    copts.image_mask = from * self.sub_slopes + is_subject * self.sub_block  -- [B*Q, H, 1, K]
+  end
   local weights
   for i = 1, self.n_cross do
-    if need_weights and i == self.n_cross then
-      q, weights = self["cross" .. i](q, mem, {need_weights = true})
+    copts.need_weights = need_weights and i == self.n_cross
+    if copts.need_weights then
+      q, weights = self["cross" .. i](q, mem, copts)
     else
-      q = self["cross" .. i](q, mem)
+      q = self["cross" .. i](q, mem, copts)
     end
   end
   return self.head(self.norm(q):mean(2)), weights, mask, at
@@ -310,7 +374,8 @@ for epoch = 1, epochs do
   log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, test_rel_acc = rel, test_nonrel_acc = nonrel,
           test_closest_acc = acc.closest, test_furthest_acc = acc.furthest, test_count_acc = acc.count}
   print(("epoch %d: loss %.4f  test relational %.2f%%  non-relational %.2f%%  [%s]  (%.0f s)"):format(
-    epoch, ep:mean("loss"), rel * 100, nonrel * 100, by_kind(acc, 4, 6), ember.clock() - t0 - eval_watch.total))
+    epoch, ep:mean("loss"), rel * 100, nonrel * 100, by_kind(acc, 4, 6) .. "; " .. by_kind(acc, 1, 3),
+    ember.clock() - t0 - eval_watch.total))
   if step >= total_steps then break end
 end
 local train_time = ember.clock() - t0 - eval_watch.total
