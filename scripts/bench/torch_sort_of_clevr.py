@@ -146,8 +146,9 @@ def slope_list(spec):  # "-32,32,0,0" -> [-32.0, 32.0, 0.0, 0.0]; "" -> None
 
 class VQA(nn.Module):
     def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4, relative=False,
-                 distance_slopes=None, subject_slopes=None):
+                 distance_slopes=None, subject_slopes=None, window=0.0, compete=False):
         super().__init__()
+        self.window, self.compete = window, compete
         self.heads = heads
         # distance biases, as the Lua script: a head with a negative slope cannot see
         # its own token (image layers) or the question's subject (cross-attention)
@@ -191,10 +192,18 @@ class VQA(nn.Module):
         h = self.pixel(colour_features(pix))
         colour = self.q_embed.weight[:K]  # slot k wears the embedding of colour k
         logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
+        if self.compete:  # slots compete for the pixels
+            logits = logits + logits.log_softmax(1)
         w = (logits - blank * 1e4).softmax(2)
-        feat, pos = w @ self.pix_value(h), w @ xy
-        area = (logits.sigmoid() * (1 - blank)).sum(2, keepdim=True) / 100  # the shape: area and spread
-        spread = ((w @ (xy * xy) - pos * pos) * ((SIZE / 2) ** 2 / 10)).log1p()
+        pos = w @ xy
+        sw, inside = w, 1 - blank  # the pixels the shape features see
+        if self.window > 0:  # those within `window` px of the slot's centre
+            far = ((xy.unsqueeze(1) - pos.detach().unsqueeze(2)) ** 2).sum(3).gt((self.window / (SIZE / 2)) ** 2).float()
+            sw = (logits - (blank + far) * 1e4).softmax(2)
+            inside = inside * (1 - far)
+        feat, spos = sw @ self.pix_value(h), sw @ xy
+        area = (logits.sigmoid() * inside).sum(2, keepdim=True) / 100  # the shape: area and spread
+        spread = ((sw @ (xy * xy) - spos * spos) * ((SIZE / 2) ** 2 / 10)).log1p()
         ang = pos.unsqueeze(3) * self.freqs
         four = torch.cat([ang.sin(), ang.cos()], 3).reshape(B, K, 4 * self.n_freq)
         obj = self.object_embed(torch.cat([feat, pos, spread, area, four], 2)) + colour
@@ -227,8 +236,9 @@ class VQA(nn.Module):
         return self.head(self.norm(x).mean(1))
 
 
-EPOCHS, LR, WARMUP, RELATIVE = 40, 3e-3, 100, False  # the Lua script's defaults
+EPOCHS, LR, WARMUP, RELATIVE = 20, 3e-3, 100, False  # the Lua script's defaults
 DISTANCE_SLOPES, SUBJECT_SLOPES = "-1000,1000,0,0", "-1000,1000,0,0"
+WINDOW, COMPETE = 0.0, False
 KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
 
 
@@ -255,6 +265,8 @@ def main():
     p.add_argument("--relative", type=lambda v: v.lower() in ("1", "true", "yes"), default=RELATIVE)
     p.add_argument("--distance_slopes", default=DISTANCE_SLOPES)
     p.add_argument("--subject_slopes", default=SUBJECT_SLOPES)
+    p.add_argument("--window", type=float, default=WINDOW)
+    p.add_argument("--compete", type=lambda v: v.lower() in ("1", "true", "yes"), default=COMPETE)
     args = p.parse_args()
     setup(args)
     n_train, n_test = (256, 50) if args.smoke else (9800, 200)
@@ -262,7 +274,7 @@ def main():
     centers, shapes, q, a, rel = data
     train_idx, test_idx = torch.arange(n_train), torch.arange(n_train, n_train + n_test)
     model = VQA(relative=args.relative, distance_slopes=slope_list(args.distance_slopes),
-                subject_slopes=slope_list(args.subject_slopes))
+                subject_slopes=slope_list(args.subject_slopes), window=args.window, compete=args.compete)
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
     total = 8 if args.smoke else (args.max_steps or (n_train + args.batch - 1) // args.batch * args.epochs)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
