@@ -1,7 +1,8 @@
 """PyTorch peer of scripts/sort_of_clevr.lua: the same scenes (the
 generator of lua/ember/data/sort_of_clevr.lua, SplitMix64 included, ported
 line by line), the same model (object slots pooled from the inked pixels,
-question tokens cross-attending to the object tokens) in the same config;
+question tokens cross-attending to the object tokens, distance-biased
+heads in the image layers and the cross-attention) in the same config;
 relational, non-relational and per-kind accuracy.
 
     /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--epochs 40] [--threads 2] [--relative true]
@@ -116,10 +117,10 @@ class Block(nn.Module):  # ember's nn.CrossAttentionBlock with self_attention=tr
         self.n1, self.n2, self.n3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
         self.ff = nn.Sequential(nn.Linear(d, ffn), nn.ReLU(), nn.Linear(ffn, d))
 
-    def forward(self, x, img):
+    def forward(self, x, img, img_mask=None):
         h = self.n1(x)
         x = x + self.sa(h, h, h, need_weights=False)[0]
-        x = x + self.ca(self.n2(x), img, img, need_weights=False)[0]
+        x = x + self.ca(self.n2(x), img, img, attn_mask=img_mask, need_weights=False)[0]
         return x + self.ff(self.n3(x))
 
 
@@ -134,9 +135,32 @@ def colour_features(rgb):  # a pixel's colour and its Fourier features, as in th
     return torch.cat(parts, -1)
 
 
+def distances(pos):  # pairwise distances [B, K, K] between object centres [B, K, 2], no gradient
+    p = pos.detach()
+    return ((p.unsqueeze(2) - p.unsqueeze(1)) ** 2).sum(3).add(1e-8).sqrt()
+
+
+def slope_list(spec):  # "-32,32,0,0" -> [-32.0, 32.0, 0.0, 0.0]; "" -> None
+    return [float(v) for v in spec.split(",") if v.strip()] or None
+
+
 class VQA(nn.Module):
-    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4, relative=False):
+    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4, relative=False,
+                 distance_slopes=None, subject_slopes=None, window=0.0, compete=False):
         super().__init__()
+        self.window, self.compete = window, compete
+        self.heads = heads
+        # distance biases, as the Lua script: a head with a negative slope cannot see
+        # its own token (image layers) or the question's subject (cross-attention)
+        self.distance_slopes, self.subject_slopes = distance_slopes, subject_slopes
+        if distance_slopes:
+            sl = torch.tensor(distance_slopes).view(1, heads, 1, 1)
+            self.register_buffer("slopes", sl)
+            self.register_buffer("self_block", torch.eye(K).view(1, 1, K, K) * (sl < 0).float() * -1e4)
+        if subject_slopes:
+            sl = torch.tensor(subject_slopes).view(1, heads, 1, 1)
+            self.register_buffer("sub_slopes", sl)
+            self.register_buffer("sub_block", (sl < 0).float() * -1e4)
         dp = pixel_dim
         self.dp, self.n_freq, self.relative = dp, fourier, relative
         self.pixel = nn.Sequential(nn.Linear(3 + 6 * COLOUR_FREQS, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU())
@@ -168,16 +192,26 @@ class VQA(nn.Module):
         h = self.pixel(colour_features(pix))
         colour = self.q_embed.weight[:K]  # slot k wears the embedding of colour k
         logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
+        if self.compete:  # slots compete for the pixels
+            logits = logits + logits.log_softmax(1)
         w = (logits - blank * 1e4).softmax(2)
-        feat, pos = w @ self.pix_value(h), w @ xy
-        area = (logits.sigmoid() * (1 - blank)).sum(2, keepdim=True) / 100  # the shape: area and spread
-        spread = ((w @ (xy * xy) - pos * pos) * ((SIZE / 2) ** 2 / 10)).log1p()
+        pos = w @ xy
+        sw, inside = w, 1 - blank  # the pixels the shape features see
+        if self.window > 0:  # those within `window` px of the slot's centre
+            far = ((xy.unsqueeze(1) - pos.detach().unsqueeze(2)) ** 2).sum(3).gt((self.window / (SIZE / 2)) ** 2).float()
+            sw = (logits - (blank + far) * 1e4).softmax(2)
+            inside = inside * (1 - far)
+        feat, spos = sw @ self.pix_value(h), sw @ xy
+        area = (logits.sigmoid() * inside).sum(2, keepdim=True) / 100  # the shape: area and spread
+        spread = ((sw @ (xy * xy) - spos * spos) * ((SIZE / 2) ** 2 / 10)).log1p()
         ang = pos.unsqueeze(3) * self.freqs
         four = torch.cat([ang.sin(), ang.cos()], 3).reshape(B, K, 4 * self.n_freq)
         obj = self.object_embed(torch.cat([feat, pos, spread, area, four], 2)) + colour
-        tok = obj
+        tok, mask = obj, None
+        if self.distance_slopes:  # [B*H, K, K], PyTorch's layout of a per-head mask
+            mask = (distances(pos).unsqueeze(1) * self.slopes + self.self_block).reshape(B * self.heads, K, K)
         for layer in self.img:
-            tok = layer(tok)
+            tok = layer(tok, src_mask=mask)
         return self.img_norm(tok), obj, pos
 
     def forward(self, img, q):
@@ -191,12 +225,20 @@ class VQA(nn.Module):
         kind = self.q_embed(q[:, :, 0].reshape(B * Q, 1))
         subject = obj[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, d)  # slot of the colour
         x = torch.cat([kind, subject], 1) + self.q_pos
+        img_mask = None
+        if self.subject_slopes:  # each object's distance from the question's subject
+            frm = distances(pos)[torch.arange(B).unsqueeze(1), q[:, :, 1]].reshape(B * Q, 1, 1, K)
+            is_subject = F.one_hot(q[:, :, 1].reshape(-1), K).float().view(B * Q, 1, 1, K)
+            img_mask = (frm * self.sub_slopes + is_subject * self.sub_block).expand(B * Q, self.heads, 2, K)
+            img_mask = img_mask.reshape(B * Q * self.heads, 2, K)
         for blk in self.cross:
-            x = blk(x, mem)
+            x = blk(x, mem, img_mask)
         return self.head(self.norm(x).mean(1))
 
 
-EPOCHS, LR, WARMUP, RELATIVE = 40, 3e-3, 100, False  # the Lua script's defaults
+EPOCHS, LR, WARMUP, RELATIVE = 20, 3e-3, 100, False  # the Lua script's defaults
+DISTANCE_SLOPES, SUBJECT_SLOPES = "-1000,1000,0,0", "-1000,1000,0,0"
+WINDOW, COMPETE = 0.0, False
 KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
 
 
@@ -221,13 +263,19 @@ def main():
     p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=EPOCHS, lr=LR, batch=32)
     p.add_argument("--warmup", type=int, default=WARMUP)
     p.add_argument("--relative", type=lambda v: v.lower() in ("1", "true", "yes"), default=RELATIVE)
+    p.add_argument("--distance_slopes", default=DISTANCE_SLOPES)
+    p.add_argument("--subject_slopes", default=SUBJECT_SLOPES)
+    p.add_argument("--window", type=float, default=WINDOW)
+    p.add_argument("--compete", type=lambda v: v.lower() in ("1", "true", "yes"), default=COMPETE)
     args = p.parse_args()
     setup(args)
     n_train, n_test = (256, 50) if args.smoke else (9800, 200)
     data = generate(n_train + n_test, args.seed)
     centers, shapes, q, a, rel = data
     train_idx, test_idx = torch.arange(n_train), torch.arange(n_train, n_train + n_test)
-    model = VQA(relative=args.relative)
+    model = VQA(relative=args.relative, distance_slopes=slope_list(args.distance_slopes),
+                subject_slopes=slope_list(args.subject_slopes), window=args.window, compete=args.compete)
+    print(f"{sum(p.numel() for p in model.parameters())} parameters")
     total = 8 if args.smoke else (args.max_steps or (n_train + args.batch - 1) // args.batch * args.epochs)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     sched = warmup_cosine(opt, min(args.warmup, total // 5), total)
@@ -248,7 +296,8 @@ def main():
                 if step >= total or clock.over(args.time_limit):
                     break
         r, n, acc = evaluate(model, data, test_idx)
-        kinds = ", ".join(f"{k} {acc[k] * 100:.1f}%" for k in KINDS[3:])
+        kinds = ", ".join(f"{k} {acc[k] * 100:.1f}%" for k in KINDS[3:]) + "; " + \
+            ", ".join(f"{k} {acc[k] * 100:.1f}%" for k in KINDS[:3])
         print(f"epoch {epoch}: loss {loss.item():.4f}  test relational {r * 100:.2f}%  non-relational {n * 100:.2f}%  "
               f"[{kinds}]  train time {clock.total:.1f} s", flush=True)
         if step >= total or clock.over(args.time_limit):

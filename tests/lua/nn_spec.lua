@@ -393,6 +393,28 @@ describe("nn layers", function()
     assert.are.same({ 8, 6 }, blk:named_parameters()["cross_attn.k_proj.weight"].shape)
   end)
 
+  it("CrossAttentionBlock: image_mask biases the cross-attention, per head", function()
+    local blk = nn.CrossAttentionBlock(8, 2, { image_dim = 6, dropout = 0 })
+    local text, image = ember.randn(3, 4, 8), ember.randn(3, 5, 6)
+    -- head 1 may see image token 2 only, head 2 is left alone
+    local bias = ember.full({ 1, 2, 1, 5 }, 0)
+    for j = 1, 5 do if j ~= 2 then bias[1][1][1][j] = -1e9 end end
+    local out, w = blk(text, image, { image_mask = bias, need_weights = true })
+    local _, w0 = blk(text, image, { need_weights = true })
+    assert.are.same({ 3, 4, 8 }, out.shape)
+    assert.is_true((w:select(2, 1):select(3, 2) - 1):abs():max():item() < 1e-6)
+    assert.is_true((w:select(2, 2) - w0:select(2, 2)):abs():max():item() < 1e-6)
+    assert.is_false((out - blk(text, image)):abs():max():item() < 1e-4)
+    -- the boolean forms say which convention they use
+    local allow = ember.ones({ 3, 1, 4, 5 }):gt(0)
+    local o1 = blk(text, image, { image_allow_mask = allow })
+    assert.is_true((o1 - blk(text, image)):abs():max():item() < 1e-6)
+    local _, wb = blk(text, image, { image_block_mask = bias:lt(-1), need_weights = true })
+    assert.is_true((wb:select(2, 1):select(3, 2) - 1):abs():max():item() < 1e-6)
+    assert.has_error(function() blk(text, image, { image_mask = allow }) end)
+    assert.has_error(function() blk(text, image, { image_mask = bias, image_allow_mask = allow }) end)
+  end)
+
   it("losses check their options", function()
     assert.has_error(function() nn.CrossEntropyLoss { reduction = "avg" } end,
       "CrossEntropyLoss: reduction must be \"mean\", \"sum\" or \"none\", got avg")

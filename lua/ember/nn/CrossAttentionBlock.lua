@@ -11,7 +11,9 @@
 -- layer_norm_eps, attention / attention_options (both attentions), dtype, device.
 --
 -- forward(text [B, Lt, d_model], image [B, Li, image_dim] [, {key_padding_mask=
--- (text padding), image_padding_mask=, need_weights=}]) -> out [, weights]
+-- (text padding), image_padding_mask=, image_mask= (float, added to the
+-- cross-attention scores, broadcast to [B, heads, Lt, Li]) or image_allow_mask=
+-- / image_block_mask= (bool, see nn/_masks.lua), need_weights=}]) -> out [, weights]
 -- with need_weights: the cross-attention weights [B, heads, Lt, Li] (for a
 -- heatmap over the image).
 -- @classmod nn.CrossAttentionBlock
@@ -21,6 +23,7 @@ local Dropout = require "ember.nn.Dropout"
 local FeedForward = require "ember.nn.FeedForward"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local attn_opts = require "ember.nn._attn_opts"
+local masks = require "ember.nn._masks"
 
 local Block = Module:extend("CrossAttentionBlock")
 
@@ -58,21 +61,23 @@ end
 --- Text tokens attend to image tokens (after their own self-attention when enabled).
 -- @tparam Tensor text [B, Lt, d_model]
 -- @tparam Tensor image [B, Li, image_dim]
--- @tparam[opt] table opts `key_padding_mask` (text padding), `image_padding_mask`, `need_weights`
+-- @tparam[opt] table opts `key_padding_mask` (text padding), `image_padding_mask`,
+-- `image_mask` (float) / `image_allow_mask` / `image_block_mask` (bool) on the cross-attention, `need_weights`
 -- @treturn Tensor [B, Lt, d_model]
 -- @treturn[opt] Tensor the cross-attention weights [B, heads, Lt, Li] when need_weights
 function Block:forward(text, image, opts)
   opts = opts or {}
   local x, weights = text, nil
+  local mask = masks.resolve(opts, "CrossAttentionBlock.forward", masks.names("image"))
   if self.self_attention then
     x = self:_step(x, self.norm_sa, self.dropout_sa, function(h)
       return self.self_attn(h, { key_padding_mask = opts.key_padding_mask })
     end)
   end
   x = self:_step(x, self.norm_ca, self.dropout_ca, function(h)
-    local y, w = self.cross_attn(h, image, {
+    local y, w = self.cross_attn(h, image, masks.for_mha(mask, {
       key_padding_mask = opts.image_padding_mask, need_weights = opts.need_weights or false,
-    })
+    }))
     weights = w
     return y
   end)
