@@ -81,9 +81,9 @@ local opts = cli.parse(arg, {
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
-if opts.convs == 0 and 28 % opts.patch ~= 0 then error("--patch must divide 28", 0) end
-if opts.convs < 0 or opts.convs > 3 or opts.convs % 1 ~= 0 then error("--convs must be 0, 1, 2 or 3", 0) end
-if not (opts.crop_prob >= 0 and opts.crop_prob <= 1) then error("--crop_prob must be between 0 and 1", 0) end
+if opts.convs == 0 and 28 % opts.patch ~= 0 then cli.option_error("--patch must divide 28") end
+if opts.convs < 0 or opts.convs > 3 or opts.convs % 1 ~= 0 then cli.option_error("--convs must be 0, 1, 2 or 3") end
+if not (opts.crop_prob >= 0 and opts.crop_prob <= 1) then cli.option_error("--crop_prob must be between 0 and 1") end
 
 -- The rows a k x k, stride-s, zero-padded convolution reads: for each output
 -- pixel (row-major) its k*k window over an H x W grid stored as H*W rows,

@@ -152,10 +152,10 @@ end
 local function parse_slopes(spec, heads, name)
   local slopes = {}
   for v in tostring(spec):gmatch("[^,%s]+") do
-    slopes[#slopes + 1] = tonumber(v) or error(("--%s: %q is not a number"):format(name, v), 0)
+    slopes[#slopes + 1] = tonumber(v) or cli.option_error("--%s: %q is not a number", name, v)
   end
   if #slopes == 0 then return nil end
-  if #slopes ~= heads then error(("--%s: %d slopes for %d heads"):format(name, #slopes, heads), 0) end
+  if #slopes ~= heads then cli.option_error("--%s: %d slopes for %d heads", name, #slopes, heads) end
   return slopes
 end
 

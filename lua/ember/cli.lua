@@ -208,7 +208,7 @@ function M.parse(argv, conf)
     print(("%s, global batch split over them: --batch %d is %d per rank"):format(
       tostring(o.world), o.batch, o.batch // o.world.size))
   end
-  ember.manual_seed(math.tointeger(o.seed) or error("option --seed must be an integer", 0))
+  ember.manual_seed(math.tointeger(o.seed) or M.option_error("option --seed must be an integer"))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then
     -- a tiny tensor proves the device exists and its backend loaded
@@ -220,6 +220,14 @@ function M.parse(argv, conf)
     end
   end
   return o
+end
+
+--- Ends the script on an option it cannot use, as a bad command line
+-- ends it: "<script>: message" on stderr (no traceback) and exit status 2.
+function M.option_error(fmt, ...)
+  if select("#", ...) > 0 then fmt = fmt:format(...) end
+  io.stderr:write(("%s: %s\n"):format(arg and arg[0] or "script", fmt))
+  os.exit(2, true)
 end
 
 --- The dropout on attention weights for opts.attention: opts.dropout, or 0
