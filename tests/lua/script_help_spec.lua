@@ -128,6 +128,17 @@ describe("the ember program", function()
     assert(out:find("unrecognized option '--nope'", 1, true), out)
   end)
 
+  it("a script's bad option value ends it with the message and status 2, no traceback", function()
+    for _, cmd in ipairs { "scripts/fashion_vit.lua --crop_prob 2", "scripts/langid.lua --seed 1.5",
+                           "scripts/sort_of_clevr.lua --distance_slopes 1,2" } do
+      local out, code = run(EMBER .. " " .. cmd)
+      assert.are.equal(2, code, cmd .. ": " .. out)
+      local script, flag = cmd:match("^(%S+) (%S+)")
+      assert(out:find(script .. ": " .. flag, 1, true) or out:find(script .. ": option " .. flag, 1, true), out)
+      assert.is_nil(out:find("stack traceback", 1, true), out)
+    end
+  end)
+
   it("a script's --help goes to the script", function()
     local out, code = run(EMBER .. " scripts/check_plugin.lua --help")
     assert.are.equal(0, code)
