@@ -146,9 +146,11 @@ def slope_list(spec):  # "-32,32,0,0" -> [-32.0, 32.0, 0.0, 0.0]; "" -> None
 
 class VQA(nn.Module):
     def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, pixel_dim=32, fourier=4, relative=False,
-                 distance_slopes=None, subject_slopes=None, window=0.0, compete=False):
+                 distance_slopes=None, subject_slopes=None, window=0.0, compete=False, slots="colour"):
         super().__init__()
         self.window, self.compete = window, compete
+        self.colour_slots = slots == "colour"
+        self.register_buffer("slot_rgb", torch.tensor(RGB, dtype=torch.float32) / 255)  # [K, 3]
         self.heads = heads
         # distance biases, as the Lua script: a head with a negative slope cannot see
         # its own token (image layers) or the question's subject (cross-attention)
@@ -164,8 +166,9 @@ class VQA(nn.Module):
         dp = pixel_dim
         self.dp, self.n_freq, self.relative = dp, fourier, relative
         self.pixel = nn.Sequential(nn.Linear(3 + 6 * COLOUR_FREQS, dp), nn.ReLU(), nn.Linear(dp, dp), nn.ReLU())
-        self.pix_key, self.pix_value = nn.Linear(dp, dp), nn.Linear(dp, dp)
-        self.slot_query = nn.Linear(d, dp)
+        self.pix_value = nn.Linear(dp, dp)
+        if not self.colour_slots:  # learned slots: attention from the colour's question embedding
+            self.pix_key, self.slot_query = nn.Linear(dp, dp), nn.Linear(d, dp)
         g = (torch.arange(SIZE, dtype=torch.float32) + 0.5) / SIZE * 2 - 1
         self.register_buffer("xy", torch.stack([g.repeat(SIZE), g.repeat_interleave(SIZE)], 1))  # x fastest
         self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(fourier, dtype=torch.float32) / 2)
@@ -191,8 +194,12 @@ class VQA(nn.Module):
         blank = (ink < 0.01).float().view(B, 1, M)
         h = self.pixel(colour_features(pix))
         colour = self.q_embed.weight[:K]  # slot k wears the embedding of colour k
-        logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
-        if self.compete:  # slots compete for the pixels
+        if self.colour_slots:  # object-centric pooling by colour, as the Lua script
+            diff = pix.view(B, 1, M, 3) - self.slot_rgb.view(1, K, 1, 3)
+            logits = (((diff * diff).sum(3) < 1e-3).float() - 1) * 1e4
+        else:
+            logits = self.slot_query(colour).view(1, K, self.dp) @ self.pix_key(h).transpose(1, 2)
+        if self.compete and not self.colour_slots:  # slots compete for the pixels
             logits = logits + logits.log_softmax(1)
         w = (logits - blank * 1e4).softmax(2)
         pos = w @ xy
@@ -267,6 +274,7 @@ def main():
     p.add_argument("--subject_slopes", default=SUBJECT_SLOPES)
     p.add_argument("--window", type=float, default=WINDOW)
     p.add_argument("--compete", type=lambda v: v.lower() in ("1", "true", "yes"), default=COMPETE)
+    p.add_argument("--slots", choices=("colour", "learned"), default="colour")
     args = p.parse_args()
     setup(args)
     n_train, n_test = (256, 50) if args.smoke else (9800, 200)
@@ -274,7 +282,8 @@ def main():
     centers, shapes, q, a, rel = data
     train_idx, test_idx = torch.arange(n_train), torch.arange(n_train, n_train + n_test)
     model = VQA(relative=args.relative, distance_slopes=slope_list(args.distance_slopes),
-                subject_slopes=slope_list(args.subject_slopes), window=args.window, compete=args.compete)
+                subject_slopes=slope_list(args.subject_slopes), window=args.window, compete=args.compete,
+                slots=args.slots)
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
     total = 8 if args.smoke else (args.max_steps or (n_train + args.batch - 1) // args.batch * args.epochs)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
