@@ -12,12 +12,13 @@ import re
 import sys
 
 NUM = r"(\d+(?:\.\d+)?)"
-# task -> (metric regexes, targets, higher is better)
+# task -> (metric regexes, targets, higher is better); the targets are issue
+# 14's goals (addition: "stays >= 99.5%", KJV: <= 1.75 bpc)
 TASKS = {
     "langid": ([r"test acc " + NUM + "%", r"test_acc=" + NUM + "%"], [90.5], True),
     "fashion_vit": ([r"test acc " + NUM + "%", r"test_acc=" + NUM + "%"], [91.0], True),
-    "addition": ([r"exact match " + NUM + "%", r"exact_match=" + NUM + "%"], [92.5], True),
-    "kjv_lm": ([r"test " + NUM + r" (?:bits per character|bpc)", r"test_bpc=" + NUM], [2.05], False),
+    "addition": ([r"exact match " + NUM + "%", r"exact_match=" + NUM + "%"], [99.5], True),
+    "kjv_lm": ([r"test " + NUM + r" (?:bits per character|bpc)", r"test_bpc=" + NUM], [1.75], False),
     "sort_of_clevr": ([r"relational " + NUM + r"%\s+non-relational " + NUM + "%",
                        r"rel_acc=" + NUM + r"% nonrel_acc=" + NUM + "%"], [94.0, 94.0], True),
 }
