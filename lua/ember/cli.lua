@@ -40,7 +40,8 @@ local SHARED = {
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
   {"smoke", false, "a few quick steps on a small subset; fails unless the loss fell"},
-  {"precision", "fp32", "fp32, or bf16: products in bfloat16 under ember.autocast, float32 weights"},
+  {"precision", "fp32", "fp32; bf16: products in bfloat16 under ember.autocast, float32 weights; auto: bf16 where"
+   .. " the CPU multiplies bfloat16 in hardware (AVX512_BF16, AMX), fp32 elsewhere"},
   {"max_steps", nil, "stop after this many training steps (for timing runs)", type = "number"},
   {"out", nil, "folder for the checkpoint, metrics CSV and plots (default runs/<script>)", type = "string"},
 }
@@ -148,6 +149,23 @@ function M.parse_kv(text)
   return t
 end
 
+--- What --precision auto picks on `device`: bf16 where the CPU multiplies
+-- bfloat16 in hardware (AVX512_BF16's dot products or AMX tiles, which
+-- oneDNN's implementation name says), fp32 elsewhere: emulated bfloat16
+-- products are slower than float32 ones, and on a GPU the choice is the
+-- user's. `info` (for tests) stands for ember.cpu_info().bfloat16.
+-- @treturn string "bf16" or "fp32"
+-- @treturn string why
+function M.auto_precision(device, info)
+  if device ~= "cpu" then return "fp32", "bf16 is picked on the CPU only" end
+  info = info or require("ember").cpu_info().bfloat16 or ""
+  local gemm = info:match("gemm: ([^;]*)") or info
+  if gemm:find("bf16", 1, true) or gemm:find("amx", 1, true) then
+    return "bf16", "bfloat16 products in hardware, " .. gemm
+  end
+  return "fp32", "no bfloat16 products in hardware, " .. gemm
+end
+
 --- Parses argv (a list of strings) without side effects. Returns the
 -- options table, or nil and the usage text when --help was given; raises
 -- argparse's message for a bad command line.
@@ -170,8 +188,13 @@ function M.parse_only(argv, conf)
       error(("option --%s must be a positive integer, got %s"):format(n, tostring(o[n])), 0)
     end
   end
+  if o.precision == "auto" then
+    local why
+    o.precision, why = M.auto_precision(o.device)
+    o.precision_note = ("precision: %s (--precision auto: %s)"):format(o.precision, why)
+  end
   if o.precision ~= "fp32" and o.precision ~= "bf16" then
-    error(("option --precision must be fp32 or bf16, got %s"):format(tostring(o.precision)), 0)
+    error(("option --precision must be fp32, bf16 or auto, got %s"):format(tostring(o.precision)), 0)
   end
   o.attention_opts = M.parse_kv(o.attention_options)
   if not o.out then
@@ -208,6 +231,7 @@ function M.parse(argv, conf)
     print(("%s, global batch split over them: --batch %d is %d per rank"):format(
       tostring(o.world), o.batch, o.batch // o.world.size))
   end
+  if o.precision_note then print(o.precision_note) end
   ember.manual_seed(math.tointeger(o.seed) or M.option_error("option --seed must be an integer"))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then

@@ -35,7 +35,23 @@ describe("ember.cli", function()
     assert.are.equal("bfloat16", cli.autocast(o, function() return a:matmul(b) end).dtype)
     assert.are.equal("float32", cli.autocast(cli.parse_only({}, conf), function() return a:matmul(b) end).dtype)
     assert.has_error(function() cli.parse_only({"--precision", "fp16"}, conf) end,
-      "option --precision must be fp32 or bf16, got fp16")
+      "option --precision must be fp32, bf16 or auto, got fp16")
+  end)
+
+  it("picks bf16 for --precision auto where the CPU multiplies bfloat16 in hardware", function()
+    local ember = require "ember"
+    local bf16 = "gemm: onednn brg:avx512_core_bf16; attention: avx512_bf16 (vdpbf16ps); kernels: avx2"
+    assert.are.equal("bf16", (cli.auto_precision("cpu", bf16)))
+    assert.are.equal("bf16", (cli.auto_precision("cpu", "gemm: onednn brg:avx512_core_amx_bf16; attention: plain")))
+    local p, why = cli.auto_precision("cpu", "gemm: onednn brg:avx512_core; attention: plain (bfloat16 values)")
+    assert.are.equal("fp32", p)
+    assert.truthy(why:find("no bfloat16 products in hardware, onednn brg:avx512_core", 1, true), why)
+    assert.are.equal("fp32", (cli.auto_precision("cuda", bf16)))
+    -- parse_only resolves auto on this machine's CPU, and says why
+    local o = cli.parse_only({"--precision", "auto"}, conf)
+    assert.are.equal((cli.auto_precision("cpu", ember.cpu_info().bfloat16)), o.precision)
+    assert.truthy(o.precision_note:find("^precision: " .. o.precision .. " %(%-%-precision auto: "), o.precision_note)
+    assert.is_nil(cli.parse_only({}, conf).precision_note)
   end)
 
   it("returns the usage for --help", function()
