@@ -28,6 +28,14 @@
 ** run) element by element, so neither costs a branch per element.
 ** row = rel_row + n0. */
 #define ATT_LONG_RUN 16
+
+/* The sum of eight lanes, in a fixed order (the row loops keep eight
+** running sums so that they vectorise and give the same bits with or
+** without AVX2). */
+static inline T FN(lanes_sum)(const T *s) {
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *src, T *s) {
   const int64_t *row = c->a->rel_row + n0;
   for (int64_t jj = 0; jj < bc;) {
@@ -57,7 +65,7 @@ static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc,
     for (; t + 8 <= e; t += 8)
       for (int x = 0; x < 8; x++) sum[x] += p[t + x];
     for (; t < e; t++) sum[0] += p[t];
-    dst[row[ls]] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    dst[row[ls]] += FN(lanes_sum)(sum);
     jj = e;
   }
 }
@@ -68,6 +76,24 @@ static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc,
 static inline int64_t FN(drow)(const att_ctx *c, int64_t i) {
   const int64_t tid = c->parallel ? omp_get_thread_num() : 0;
   return (tid * c->a->Lq + i) * c->a->n_rel;
+}
+
+/* Far from the diagonal a whole tile row has one clipped distance, so one
+** table row u: Shaw's terms are then a constant per row (q_i . rel_k[u]
+** for the scores, dO_i . rel_v[u] for dP) and a sum per row (of P, of dS).
+** The row loops of forward_tile and grad_tile fold those in, which saves
+** the gather and scatter passes over the tile; this returns u, or -1 where
+** the row needs them. */
+static inline int64_t FN(uniform_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc) {
+  if (!c->run_end || (!c->a->rel_k && !c->a->rel_v)) return -1;
+  const int64_t n0 = j0 - i + c->a->Lq - 1;
+  return c->run_end[n0] - n0 >= bc ? c->a->rel_row[n0] : -1;
+}
+
+/* What a row with uniform_row u adds to every score (0 without Shaw's key
+** term or for u < 0, where decl_scores added it). */
+static inline T FN(uniform_score)(const att_ctx *c, int64_t i, int64_t u) {
+  return u >= 0 && c->QR ? ((const T *)c->QR)[FN(drow)(c, i) + u] : 0;
 }
 
 /* Adds the declared biases and applies the block mask to the score tile
@@ -86,6 +112,7 @@ static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx 
   }
   if (c->QR) {
     for (int64_t ii = 0; ii < br; ii++) {
+      if (FN(uniform_row)(c, i0 + ii, j0, bc) >= 0) continue; /* the caller adds uniform_score */
       const T *qr = (const T *)c->QR + FN(drow)(c, i0 + ii);
       FN(run_gather_add)(c, j0 - (i0 + ii) + Lq - 1, bc, qr, S + ii * ld);
     }
@@ -113,12 +140,21 @@ static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0,
   FN(run_scatter_add)(c, j0 - i + c->a->Lq - 1, bc, p, pb);
 }
 
-/* Backward, dP gets Shaw's value term: ds[jj] += (dO_i . rel_v[row]). */
-static inline void FN(decl_dp_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0,
-                                   int64_t bc, T *ds) {
-  const em_attention_args *a = c->a;
-  (void)bh;
-  FN(run_gather_add)(c, j0 - i + a->Lq - 1, bc, (const T *)c->DR + FN(drow)(c, i), ds);
+/* Backward, dP gets Shaw's value term: ds[jj] += (dO_i . rel_v[row]);
+** for a uniform row (u >= 0) only returns that constant, for the caller to
+** fold in. */
+static inline T FN(decl_dp_row)(const att_ctx *c, int64_t i, int64_t u, int64_t j0, int64_t bc, T *ds) {
+  const T *dr = (const T *)c->DR + FN(drow)(c, i);
+  if (u >= 0) return dr[u];
+  FN(run_gather_add)(c, j0 - i + c->a->Lq - 1, bc, dr, ds);
+  return 0;
+}
+
+/* Backward, a uniform row's part of decl_accumulate: its sums of dS and of
+** the dropped P go to table row u. */
+static inline void FN(decl_uniform_sums)(const att_ctx *c, int64_t i, int64_t u, T sum_ds, T sum_p) {
+  if (c->DSB) ((T *)c->DSB)[FN(drow)(c, i) + u] += sum_ds;
+  if (c->PB) ((T *)c->PB)[FN(drow)(c, i) + u] += sum_p;
 }
 
 /* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
@@ -135,6 +171,7 @@ static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0,
   if (!c->DSB && !c->PB) return;
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
+    if (FN(uniform_row)(c, i, j0, bc) >= 0) continue; /* grad_tile added its sums */
     if (c->DSB)
       FN(run_scatter_add)(c, n0, bc, dS + ii * c->bc, (T *)c->DSB + FN(drow)(c, i));
     if (c->PB)

@@ -84,7 +84,30 @@ static inline T FN(exp_row)(T *restrict p, int64_t n, T shift) {
   for (; jj + 8 <= n; jj += 8)
     for (int x = 0; x < 8; x++) sum[x] += p[jj + x];
   for (; jj < n; jj++) sum[0] += p[jj];
-  return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+  return FN(lanes_sum)(sum);
+}
+
+/* ds[0..n) = p * (ds - dy), for a uniform row of Shaw's terms (see
+** uniform_row), also summing ds and p for the table gradients: one pass
+** instead of three. */
+static inline void FN(ds_row_sums)(const T *restrict p, T *restrict ds, int64_t n, T dy, T *sum_ds,
+                                   T *sum_p) {
+  T sd[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t jj = 0;
+  for (; jj + 8 <= n; jj += 8)
+    for (int x = 0; x < 8; x++) {
+      const T d = p[jj + x] * (ds[jj + x] - dy);
+      ds[jj + x] = d;
+      sd[x] += d;
+      sp[x] += p[jj + x];
+    }
+  for (; jj < n; jj++) {
+    ds[jj] = p[jj] * (ds[jj] - dy);
+    sd[0] += ds[jj];
+    sp[0] += p[jj];
+  }
+  *sum_ds = FN(lanes_sum)(sd);
+  *sum_p = FN(lanes_sum)(sp);
 }
 
 /* ---- forward ---- */
@@ -117,7 +140,10 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
     FN(scores)(c, bh, i0, br, j0, bc, S);
     for (int64_t ii = 0; ii < br; ii++) {
       T *s = S + ii * BC, *o = acc + ii * dv;
-      const T mx = FN(row_max)(s, bc);
+      /* a uniform row's Shaw key term is the constant x, left out of s */
+      const int64_t u = FN(uniform_row)(c, i0 + ii, j0, bc);
+      const T x = FN(uniform_score)(c, i0 + ii, u);
+      const T mx = FN(row_max)(s, bc) + x;
       const T m_new = mx > m[ii] ? mx : m[ii];
       if (m_new == -INFINITY) { /* nothing visible yet: this row adds nothing */
         for (int64_t jj = 0; jj < bc; jj++) s[jj] = 0;
@@ -131,13 +157,15 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
           for (int64_t x = 0; x < nrel; x++) pbt[ii * nrel + x] *= corr;
       }
       /* the normaliser counts dropped keys too */
-      l[ii] += FN(exp_row)(s, bc, m_new);
+      const T sum = FN(exp_row)(s, bc, m_new - x);
+      l[ii] += sum;
       if (dropout) {
         uint8_t keep[128]; /* bc <= 128 (make_ctx) */
         FN(keep_row)(c, bh, i0 + ii, j0, bc, keep);
         for (int64_t jj = 0; jj < bc; jj++) s[jj] = keep[jj] ? s[jj] * inv_keep : 0;
       }
-      if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
+      if (pbt && u >= 0 && !dropout) pbt[ii * nrel + u] += sum; /* Shaw's output term, folded */
+      else if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
     FN(mm)(false, false, br, dv, bc, 1, S, false, BC, v_bh + j0 * dv, true, dv, 1, acc, dv);
@@ -226,19 +254,30 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
       for (int64_t jj = 0; jj < bc; jj++) p[jj] = ds[jj] = 0;
       continue;
     }
-    (void)FN(exp_row)(p, bc, lse[i]); /* 0 for masked keys */
-    if (c->DR) FN(decl_dp_row)(c, bh, i, j0, bc, ds);
+    /* a uniform row's Shaw terms are constants (see uniform_row) */
+    const int64_t u = FN(uniform_row)(c, i, j0, bc);
+    (void)FN(exp_row)(p, bc, lse[i] - FN(uniform_score)(c, i, u)); /* 0 for masked keys */
+    const T y = c->DR ? FN(decl_dp_row)(c, i, u, j0, bc, ds) : 0; /* dP's value term, when uniform */
     const T Di = (T)D[i];
     if (dropout) {
       uint8_t keep[128]; /* bc <= 128 (make_ctx) */
       FN(keep_row)(c, bh, i, j0, bc, keep);
       for (int64_t jj = 0; jj < bc; jj++) {
         const T z = keep[jj] ? inv_keep : 0;
-        ds[jj] = p[jj] * (z * ds[jj] - Di);
+        ds[jj] = p[jj] * (z * (ds[jj] + y) - Di);
         p[jj] *= z;
       }
+      if (owner && u >= 0) {
+        T sd[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t jj = 0; jj < bc; jj++) sd[jj % 8] += ds[jj], sp[jj % 8] += p[jj];
+        FN(decl_uniform_sums)(c, i, u, FN(lanes_sum)(sd), FN(lanes_sum)(sp));
+      }
+    } else if (owner && u >= 0) {
+      T sum_ds, sum_p;
+      FN(ds_row_sums)(p, ds, bc, Di - y, &sum_ds, &sum_p);
+      FN(decl_uniform_sums)(c, i, u, sum_ds, sum_p);
     } else {
-      for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - Di);
+      for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
   }
   /* the owner of these query rows sums them by table row (declared terms) */
