@@ -21,6 +21,17 @@
 ** order, and do not depend on the thread count.
 */
 
+/* The sum of s[0..n), in eight lanes added in a fixed order, so that it
+** vectorises and gives the same bits with or without AVX2. */
+ATT_ROW T FN(row_sum)(const T *restrict s, int64_t n) {
+  T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t jj = 0;
+  for (; jj + 8 <= n; jj += 8)
+    for (int x = 0; x < 8; x++) sum[x] += s[jj + x];
+  for (; jj < n; jj++) sum[0] += s[jj];
+  return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+}
+
 /* Table rows come in runs (a clipped distance, a T5 bucket: a few distinct
 ** rows over most of a tile, single positions near the diagonal). Long runs
 ** (c->run_end[n]: where the run holding n ends) are done as one constant
@@ -29,14 +40,7 @@
 ** row = rel_row + n0. */
 #define ATT_LONG_RUN 16
 
-/* The sum of eight lanes, in a fixed order (the row loops keep eight
-** running sums so that they vectorise and give the same bits with or
-** without AVX2). */
-static inline T FN(lanes_sum)(const T *s) {
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *src, T *s) {
+ATT_ROW void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *src, T *s) {
   const int64_t *row = c->a->rel_row + n0;
   for (int64_t jj = 0; jj < bc;) {
     int64_t ls = c->long_from[n0 + jj] - n0;
@@ -51,7 +55,7 @@ static inline void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, 
   }
 }
 
-static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *p, T *dst) {
+ATT_ROW void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc, const T *p, T *dst) {
   const int64_t *row = c->a->rel_row + n0;
   for (int64_t jj = 0; jj < bc;) {
     int64_t ls = c->long_from[n0 + jj] - n0;
@@ -60,12 +64,7 @@ static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc,
     if (ls >= bc) break;
     int64_t e = c->run_end[n0 + ls] - n0;
     if (e > bc) e = bc;
-    T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t t = ls;
-    for (; t + 8 <= e; t += 8)
-      for (int x = 0; x < 8; x++) sum[x] += p[t + x];
-    for (; t < e; t++) sum[0] += p[t];
-    dst[row[ls]] += FN(lanes_sum)(sum);
+    dst[row[ls]] += FN(row_sum)(p + ls, e - ls);
     jj = e;
   }
 }
@@ -73,7 +72,7 @@ static inline void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc,
 /* Where query row i's entries of QR, DR, DSB and PB are: each thread has a
 ** block of Lq rows (it owns one query tile in the forward, one head in the
 ** backward at a time), so these stay small and in cache. */
-static inline int64_t FN(drow)(const att_ctx *c, int64_t i) {
+ATT_ROW int64_t FN(drow)(const att_ctx *c, int64_t i) {
   const int64_t tid = c->parallel ? omp_get_thread_num() : 0;
   return (tid * c->a->Lq + i) * c->a->n_rel;
 }
@@ -84,7 +83,7 @@ static inline int64_t FN(drow)(const att_ctx *c, int64_t i) {
 ** The row loops of forward_tile and grad_tile fold those in, which saves
 ** the gather and scatter passes over the tile; this returns u, or -1 where
 ** the row needs them. */
-static inline int64_t FN(uniform_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc) {
+ATT_ROW int64_t FN(uniform_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc) {
   if (!c->run_end || (!c->a->rel_k && !c->a->rel_v)) return -1;
   const int64_t n0 = j0 - i + c->a->Lq - 1;
   return c->run_end[n0] - n0 >= bc ? c->a->rel_row[n0] : -1;
@@ -92,13 +91,13 @@ static inline int64_t FN(uniform_row)(const att_ctx *c, int64_t i, int64_t j0, i
 
 /* What a row with uniform_row u adds to every score (0 without Shaw's key
 ** term or for u < 0, where decl_scores added it). */
-static inline T FN(uniform_score)(const att_ctx *c, int64_t i, int64_t u) {
+ATT_ROW T FN(uniform_score)(const att_ctx *c, int64_t i, int64_t u) {
   return u >= 0 && c->QR ? ((const T *)c->QR)[FN(drow)(c, i) + u] : 0;
 }
 
 /* Adds the declared biases and applies the block mask to the score tile
 ** (rows of S have stride c->bc). */
-static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                    int64_t j0, int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t h = bh % a->H, Lq = a->Lq, ld = c->bc;
@@ -135,7 +134,7 @@ static inline __attribute__((always_inline)) void FN(decl_scores)(const att_ctx 
 
 /* Forward, Shaw's output term: PBt[ii][row(r)] += the dropped probability
 ** of (i0 + ii, j0 + jj), for one row of the tile. */
-static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc,
+ATT_ROW void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc,
                                         const T *p, T *pb) {
   FN(run_scatter_add)(c, j0 - i + c->a->Lq - 1, bc, p, pb);
 }
@@ -143,7 +142,7 @@ static inline void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0,
 /* Backward, dP gets Shaw's value term: ds[jj] += (dO_i . rel_v[row]);
 ** for a uniform row (u >= 0) only returns that constant, for the caller to
 ** fold in. */
-static inline T FN(decl_dp_row)(const att_ctx *c, int64_t i, int64_t u, int64_t j0, int64_t bc, T *ds) {
+ATT_ROW T FN(decl_dp_row)(const att_ctx *c, int64_t i, int64_t u, int64_t j0, int64_t bc, T *ds) {
   const T *dr = (const T *)c->DR + FN(drow)(c, i);
   if (u >= 0) return dr[u];
   FN(run_gather_add)(c, j0 - i + c->a->Lq - 1, bc, dr, ds);
@@ -151,15 +150,15 @@ static inline T FN(decl_dp_row)(const att_ctx *c, int64_t i, int64_t u, int64_t 
 }
 
 /* Backward, a uniform row's part of decl_accumulate: its sums of dS and of
-** the dropped P go to table row u. */
-static inline void FN(decl_uniform_sums)(const att_ctx *c, int64_t i, int64_t u, T sum_ds, T sum_p) {
+** the dropped P go to table row u (grad_tile computes them). */
+ATT_ROW void FN(decl_uniform_sums)(const att_ctx *c, int64_t i, int64_t u, T sum_ds, T sum_p) {
   if (c->DSB) ((T *)c->DSB)[FN(drow)(c, i) + u] += sum_ds;
   if (c->PB) ((T *)c->PB)[FN(drow)(c, i) + u] += sum_p;
 }
 
 /* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
 ** and dropped P by table row into DSB and PB. */
-static inline void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
+ATT_ROW void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                        int64_t j0, int64_t bc, const T *P, const T *dS) {
   const em_attention_args *a = c->a;
   if (c->DVEC)

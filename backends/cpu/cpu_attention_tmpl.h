@@ -14,7 +14,7 @@
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
 ** and keys [j0, j0+bc) of head bh, row stride c->bc; -inf where the key is
 ** padding or in the causal future. */
-static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                               int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
@@ -46,7 +46,7 @@ static inline __attribute__((always_inline)) void FN(scores)(const att_ctx *c, i
 
 /* keep[jj]: is element (query i, key j0 + jj) of head bh kept by dropout?
 ** Consecutive counters of the stream rule, drawn vectorised. */
-static inline void FN(keep_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
+ATT_ROW void FN(keep_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
                                 uint8_t *keep) {
   const em_attention_args *a = c->a;
   const uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j0);
@@ -63,7 +63,7 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
 
 /* max of s[0..n), -inf for n == 0. Eight running maxima, so the loop
 ** vectorises (the result does not depend on the order anyway). */
-static inline T FN(row_max)(const T *restrict s, int64_t n) {
+ATT_ROW T FN(row_max)(const T *restrict s, int64_t n) {
   T mx[8];
   for (int x = 0; x < 8; x++) mx[x] = -INFINITY;
   int64_t jj = 0;
@@ -74,40 +74,10 @@ static inline T FN(row_max)(const T *restrict s, int64_t n) {
   return mx[0];
 }
 
-/* p[0..n) = exp(p - shift), returning their sum. The sum runs in eight
-** lanes added in a fixed order, so it vectorises and gives the same bits
-** with or without AVX2. -inf gives 0. */
-static inline T FN(exp_row)(T *restrict p, int64_t n, T shift) {
+/* p[0..n) = exp(p - shift), returning their sum (row_sum). -inf gives 0. */
+ATT_ROW T FN(exp_row)(T *restrict p, int64_t n, T shift) {
   for (int64_t jj = 0; jj < n; jj++) p[jj] = FN(att_exp)(p[jj] - shift);
-  T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t jj = 0;
-  for (; jj + 8 <= n; jj += 8)
-    for (int x = 0; x < 8; x++) sum[x] += p[jj + x];
-  for (; jj < n; jj++) sum[0] += p[jj];
-  return FN(lanes_sum)(sum);
-}
-
-/* ds[0..n) = p * (ds - dy), for a uniform row of Shaw's terms (see
-** uniform_row), also summing ds and p for the table gradients: one pass
-** instead of three. */
-static inline void FN(ds_row_sums)(const T *restrict p, T *restrict ds, int64_t n, T dy, T *sum_ds,
-                                   T *sum_p) {
-  T sd[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t jj = 0;
-  for (; jj + 8 <= n; jj += 8)
-    for (int x = 0; x < 8; x++) {
-      const T d = p[jj + x] * (ds[jj + x] - dy);
-      ds[jj + x] = d;
-      sd[x] += d;
-      sp[x] += p[jj + x];
-    }
-  for (; jj < n; jj++) {
-    ds[jj] = p[jj] * (ds[jj] - dy);
-    sd[0] += ds[jj];
-    sp[0] += p[jj];
-  }
-  *sum_ds = FN(lanes_sum)(sd);
-  *sum_p = FN(lanes_sum)(sp);
+  return FN(row_sum)(p, n);
 }
 
 /* ---- forward ---- */
@@ -267,18 +237,12 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
         ds[jj] = p[jj] * (z * (ds[jj] + y) - Di);
         p[jj] *= z;
       }
-      if (owner && u >= 0) {
-        T sd[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int64_t jj = 0; jj < bc; jj++) sd[jj % 8] += ds[jj], sp[jj % 8] += p[jj];
-        FN(decl_uniform_sums)(c, i, u, FN(lanes_sum)(sd), FN(lanes_sum)(sp));
-      }
-    } else if (owner && u >= 0) {
-      T sum_ds, sum_p;
-      FN(ds_row_sums)(p, ds, bc, Di - y, &sum_ds, &sum_p);
-      FN(decl_uniform_sums)(c, i, u, sum_ds, sum_p);
     } else {
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
+    /* a uniform row's part of decl_accumulate: its sums go to table row u */
+    if (owner && u >= 0 && (c->DSB || c->PB))
+      FN(decl_uniform_sums)(c, i, u, c->DSB ? FN(row_sum)(ds, bc) : 0, c->PB ? FN(row_sum)(p, bc) : 0);
   }
   /* the owner of these query rows sums them by table row (declared terms) */
   if (owner) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
