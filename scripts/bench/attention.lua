@@ -3,7 +3,7 @@
 -- nn.MultiheadAttention in the same run.
 --
 --   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...]
---        [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--help]
+--        [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N] [--help]
 --
 -- d_model 256, 8 heads, float32 (--precision bf16: the step under
 -- ember.autocast("bfloat16"), float32 weights; both: each row in float32
@@ -11,7 +11,8 @@
 -- constant (B = 16, 4, 1), causal and non-causal. Each configuration runs
 -- in a child process (this script with --one ...), so memory numbers do not
 -- leak into each other:
---   time   seconds per forward+backward (the best of `reps` after a warm-up:
+--   time   seconds per forward+backward (the best of `reps` after a warm-up,
+--          3, or 2 for the layer at L = 4096; --reps N sets it for every row:
 --          the least disturbed run on a shared machine);
 --   peak   growth of the peak resident size during those runs (VmHWM after
 --          resetting it with /proc/self/clear_refs, minus VmRSS before), MiB;
@@ -95,7 +96,7 @@ end
 
 -- ---------------------------------------------------------------- parent
 local quick, with_torch, only, precision, op_only, clock = false, true, nil, "fp32", false, "wall"
-local extra = {}
+local extra, reps_opt = {}, nil
 for i, a in ipairs(arg) do
   if a == "--extra" then extra[#extra + 1] = arg[i + 1] end
   if a == "--cpu-time" then clock = "cpu" end
@@ -104,13 +105,21 @@ for i, a in ipairs(arg) do
   if a == "--precision" then precision = arg[i + 1] end
   if a == "--no-torch" then with_torch = false end
   if a == "--only" then only = arg[i + 1] end
+  if a == "--reps" then
+    reps_opt = math.tointeger(tonumber(arg[i + 1]))
+    if not reps_opt or reps_opt < 1 then
+      io.stderr:write("attention.lua: --reps needs a positive integer, got " .. tostring(arg[i + 1]) .. "\n")
+      os.exit(2)
+    end
+  end
   if a == "--help" or a == "-h" then
-    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]]")
+    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N]")
     print("  one MultiHeadAttention layer per variant and mode, forward+backward, time and memory,")
     print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run;")
     print("  --op: the attention op alone (no projections, no PyTorch peer)")
     print("  --cpu-time: process CPU seconds instead of wall seconds (for a shared machine, at 1 thread)")
     print("  --extra NAME[:k=v,...]: also time the variant NAME (a dropped-in plugin too) with those options")
+    print("  --reps N: the best of N runs per row (default 3; 2 for the layer at L=4096); more on a noisy machine")
     os.exit(0)
   end
 end
@@ -187,7 +196,7 @@ print(string.format("%-16s %5s %3s %6s %9s %9s %9s %8s %8s %s", "variant", "L", 
 for _, causal in ipairs({false, true}) do
   for _, L in ipairs(lengths) do
     local B = BL // L
-    local reps = (L >= 4096 and not op_only) and 2 or 3
+    local reps = reps_opt or ((L >= 4096 and not op_only) and 2 or 3)
     local group = {}
     if with_torch then
       local cmd = string.format("/usr/bin/python3 scripts/bench/attention_torch.py %d %d %d %d %d %d %d %s 2>/dev/null",
@@ -236,12 +245,13 @@ local function find(variant, L, causal)
   end
 end
 if not quick then
-  print("# memory ratio L=1024 -> L=4096 at constant B*L (1.0 = linear in L, 4.0 = quadratic)")
+  print("# time and memory ratios L=1024 -> L=4096 at constant B*L (1.0 = linear in L, 4.0 = quadratic)")
   for _, v in ipairs(variants) do
     for _, causal in ipairs({false, true}) do
       local a, b = find(v[1], 1024, causal), find(v[1], 4096, causal)
       if a and b and a.peak and b.peak and a.peak > 0 then
-        print(string.format("%-16s causal=%-5s peak %.2f  saved %.2f", v[1], tostring(causal), b.peak / a.peak,
+        print(string.format("%-16s causal=%-5s time %.2f  peak %.2f  saved %.2f", v[1], tostring(causal),
+                            (a.t and b.t) and b.t / a.t or 0, b.peak / a.peak,
                             (a.saved and a.saved > 0) and b.saved / a.saved or 0))
       end
     end
