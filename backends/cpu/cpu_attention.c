@@ -71,6 +71,7 @@ typedef struct att_ctx {
   void *DSB, *PB; /* backward: [threads][Lq, n_rel] dS and dropped P summed by table row */
   int64_t *run_end; /* [n_r]: end of the run of equal table rows holding n */
   int64_t *long_from; /* [n_r]: the next position in a long run (inside run_end's block) */
+  int64_t *step_end;  /* [n_r]: end of the stretch from n where the row grows by 1 a position (same block) */
   void *DVEC;       /* backward: [BH][n_r] dS summed along diagonals (bias table) */
   void *GK, *GV;    /* backward: [BH][n_rel][dk or dv] per-head parts of Shaw's gradients */
 } att_ctx;
@@ -301,7 +302,7 @@ static att_ctx make_ctx(const em_attention_args *a) {
   c.D = NULL;
   c.n_r = 0;
   c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;
-  c.run_end = c.long_from = NULL;
+  c.run_end = c.long_from = c.step_end = NULL;
   c.DVEC = c.GK = c.GV = NULL;
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */

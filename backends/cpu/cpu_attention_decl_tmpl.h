@@ -36,7 +36,11 @@ ATT_ROW T FN(row_sum)(const T *restrict s, int64_t n) {
 ** rows over most of a tile, single positions near the diagonal). Long runs
 ** (c->run_end[n]: where the run holding n ends) are done as one constant
 ** or one sum; between them (c->long_from[n]: the next position in a long
-** run) element by element, so neither costs a branch per element.
+** run) element by element, so neither costs a branch per element. The
+** positions between long runs are near the diagonal, where a table row is
+** the distance itself (Shaw's clip, T5's exact buckets): there the row
+** grows by one a position (c->step_end[n]: where that stretch ends), so
+** the table's rows are read or written as one contiguous slice.
 ** row = rel_row + n0. */
 #define ATT_LONG_RUN 16
 
@@ -45,7 +49,13 @@ ATT_ROW void FN(run_gather_add)(const att_ctx *c, int64_t n0, int64_t bc, const 
   for (int64_t jj = 0; jj < bc;) {
     int64_t ls = c->long_from[n0 + jj] - n0;
     if (ls > bc) ls = bc;
-    for (int64_t t = jj; t < ls; t++) s[t] += src[row[t]];
+    for (int64_t t = jj; t < ls;) {
+      int64_t e = c->step_end[n0 + t] - n0;
+      if (e > ls) e = ls;
+      const T *src_t = src + row[t]; /* row[x] = row[t] + (x - t) on [t, e) */
+      for (int64_t x = t; x < e; x++) s[x] += src_t[x - t];
+      t = e;
+    }
     if (ls >= bc) break;
     int64_t e = c->run_end[n0 + ls] - n0;
     if (e > bc) e = bc;
@@ -60,7 +70,13 @@ ATT_ROW void FN(run_scatter_add)(const att_ctx *c, int64_t n0, int64_t bc, const
   for (int64_t jj = 0; jj < bc;) {
     int64_t ls = c->long_from[n0 + jj] - n0;
     if (ls > bc) ls = bc;
-    for (int64_t t = jj; t < ls; t++) dst[row[t]] += p[t];
+    for (int64_t t = jj; t < ls;) {
+      int64_t e = c->step_end[n0 + t] - n0;
+      if (e > ls) e = ls;
+      T *dst_t = dst + row[t]; /* as in run_gather_add */
+      for (int64_t x = t; x < e; x++) dst_t[x - t] += p[x];
+      t = e;
+    }
     if (ls >= bc) break;
     int64_t e = c->run_end[n0 + ls] - n0;
     if (e > bc) e = bc;
@@ -219,7 +235,7 @@ static void FN(decl_release)(att_ctx *c) {
   free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
   free(c->DVEC), free(c->GK), free(c->GV);
   c->rbias = c->QR = c->DR = c->DSB = c->PB = c->DVEC = c->GK = c->GV = NULL;
-  c->run_end = c->long_from = NULL;
+  c->run_end = c->long_from = c->step_end = NULL;
 }
 
 /* Makes the per-call arrays of the declared terms: rbias, QR, and in the
@@ -231,11 +247,13 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
   c->n_r = Lq + Lk - 1;
   bool ok = true;
   if (a->rel_row) {
-    /* run_end, long_from and (scratch) run starts, [n_r] each */
+    /* run_end, long_from, step_end and (scratch) run starts, [n_r] each */
     const int64_t nr = c->n_r, *row = a->rel_row;
-    ok = (c->run_end = malloc((size_t)(3 * nr) * sizeof(int64_t))) != NULL;
+    ok = (c->run_end = malloc((size_t)(4 * nr) * sizeof(int64_t))) != NULL;
     if (ok) {
-      int64_t *end = c->run_end, *from = end + nr, *start = from + nr;
+      int64_t *end = c->run_end, *from = end + nr, *step = from + nr, *start = step + nr;
+      for (int64_t n = nr - 1; n >= 0; n--) step[n] = n + 1 < nr && row[n + 1] == row[n] + 1 ? step[n + 1] : n + 1;
+      c->step_end = step;
       for (int64_t n = 0; n < nr; n++) start[n] = n > 0 && row[n - 1] == row[n] ? start[n - 1] : n;
       for (int64_t n = nr - 1; n >= 0; n--) end[n] = n + 1 < nr && row[n + 1] == row[n] ? end[n + 1] : n + 1;
       for (int64_t n = nr - 1; n >= 0; n--)
