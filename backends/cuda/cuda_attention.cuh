@@ -137,6 +137,44 @@ __device__ __forceinline__ bool att_run_start(const int *rowt, int t, int t0) {
   return rowt[t] >= 0 && (t == t0 || rowt[t - 1] != rowt[t]);
 }
 
+/* One staged chunk of a thread's 4x4 register tile of scores (or of dP):
+**   acc[a][c] += sum over the chunk's columns of Qc[query] * (Kc[key] + X[key - query + ATT_BQ - 1])
+** for rows ty + 16a and columns tx + 16c of the tile, the keys along the
+** columns (the forward's S) or, KEY_ROWS, along the rows (the backward's
+** S^T and dP^T). X, Shaw's relative rows staged by diagonal, may be NULL. */
+template <bool KEY_ROWS>
+__device__ __forceinline__ void att_chunk_dot(float (&acc)[4][4], const float (*Qc)[ATT_DC + 1],
+                                              const float (*Kc)[ATT_DC + 1],
+                                              const float (*X)[ATT_DC + 1]) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  if (X) {
+#pragma unroll 4
+    for (int kk = 0; kk < ATT_DC; kk++)
+#pragma unroll
+      for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const int key = KEY_ROWS ? ty + 16 * a : tx + 16 * c;
+          const int query = KEY_ROWS ? tx + 16 * c : ty + 16 * a;
+          acc[a][c] += Qc[query][kk] * (Kc[key][kk] + X[key - query + ATT_BQ - 1][kk]);
+        }
+    return;
+  }
+  const float(*R)[ATT_DC + 1] = KEY_ROWS ? Kc : Qc, (*C)[ATT_DC + 1] = KEY_ROWS ? Qc : Kc;
+#pragma unroll 4
+  for (int kk = 0; kk < ATT_DC; kk++) {
+    float rv[4], cv[4];
+#pragma unroll
+    for (int a = 0; a < 4; a++) rv[a] = R[ty + 16 * a][kk];
+#pragma unroll
+    for (int c = 0; c < 4; c++) cv[c] = C[tx + 16 * c][kk];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) acc[a][c] += rv[a] * cv[c];
+  }
+}
+
 /* Backward, table gradients of Shaw's terms: for the key-major tile M
 ** [key][query] and the staged query rows Bq (16 columns from c0),
 **   dst[rowt[t], c0 + col] += alpha * sum over the cells of diagonal t of M * Bq[query][col].

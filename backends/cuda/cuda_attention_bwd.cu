@@ -95,23 +95,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       att_load_chunk<T>(Bs, Q, p.Lq, p.dk, q0, c0);
       if (p.rel_k) att_load_rel<T>(Xs, p.rel_k, p.dk, rowt, c0);
       __syncthreads();
-      if (p.rel_k) {
-#pragma unroll 4
-        for (int kk = 0; kk < ATT_DC; kk++)
-#pragma unroll
-          for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-              s[a][c] += (As[ty + 16 * a][kk] + Xs[ty + 16 * a - tx - 16 * c + ATT_BQ - 1][kk]) *
-                         Bs[tx + 16 * c][kk];
-        continue;
-      }
-#pragma unroll 4
-      for (int kk = 0; kk < ATT_DC; kk++)
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-          for (int c = 0; c < 4; c++) s[a][c] += As[ty + 16 * a][kk] * Bs[tx + 16 * c][kk];
+      att_chunk_dot<true>(s, Bs, As, p.rel_k ? Xs : nullptr);
     }
     for (int64_t c0 = 0; c0 < p.dv; c0 += ATT_DC) {
       __syncthreads();
@@ -119,23 +103,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       att_load_chunk<T>(Bs, dO, p.Lq, p.dv, q0, c0);
       if (p.rel_v) att_load_rel<T>(Xs, p.rel_v, p.dv, rowt, c0);
       __syncthreads();
-      if (p.rel_v) {
-#pragma unroll 4
-        for (int kk = 0; kk < ATT_DC; kk++)
-#pragma unroll
-          for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-              dp[a][c] += (As[ty + 16 * a][kk] + Xs[ty + 16 * a - tx - 16 * c + ATT_BQ - 1][kk]) *
-                          Bs[tx + 16 * c][kk];
-        continue;
-      }
-#pragma unroll 4
-      for (int kk = 0; kk < ATT_DC; kk++)
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-          for (int c = 0; c < 4; c++) dp[a][c] += As[ty + 16 * a][kk] * Bs[tx + 16 * c][kk];
+      att_chunk_dot<true>(dp, Bs, As, p.rel_v ? Xs : nullptr);
     }
     __syncthreads(); /* Ds and Ls are visible even when dk and dv are 0; Xs is read */
     /* P, Pd and dS for the tile. */

@@ -67,30 +67,8 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
       att_load_chunk<T>(Ks, K, p.Lk, p.dk, k0, c0);
       if (p.rel_k) att_load_rel<T>(Xs, p.rel_k, p.dk, rowt, c0);
       __syncthreads();
-      if (p.rel_k) {
-        /* Shaw: s = q . (k + rel_k[row(i, j)]), diagonal kj - qi + 63 */
-#pragma unroll 4
-        for (int kk = 0; kk < ATT_DC; kk++)
-#pragma unroll
-          for (int a = 0; a < 4; a++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-              s[a][c] += Qs[ty + 16 * a][kk] *
-                         (Ks[tx + 16 * c][kk] + Xs[tx + 16 * c - ty - 16 * a + ATT_BQ - 1][kk]);
-        continue;
-      }
-#pragma unroll 4
-      for (int kk = 0; kk < ATT_DC; kk++) {
-        float qv[4], kv[4];
-#pragma unroll
-        for (int a = 0; a < 4; a++) qv[a] = Qs[ty + 16 * a][kk];
-#pragma unroll
-        for (int c = 0; c < 4; c++) kv[c] = Ks[tx + 16 * c][kk];
-#pragma unroll
-        for (int a = 0; a < 4; a++)
-#pragma unroll
-          for (int c = 0; c < 4; c++) s[a][c] += qv[a] * kv[c];
-      }
+      /* Shaw: s = q . (k + rel_k[row(i, j)]), diagonal kj - qi + 63 */
+      att_chunk_dot<false>(s, Qs, Ks, p.rel_k ? Xs : nullptr);
     }
     /* Scale, bias and masks, then the online softmax of each row. */
 #pragma unroll

@@ -27,6 +27,8 @@ typedef struct side {
 void *dput(side *s, const void *host, size_t bytes);
 void dget(side *s, void *host, const void *dev, size_t bytes);
 void side_free(side *s);
+em_attention_args attn_args(side *sd, em_dtype d, int64_t B, int64_t H, int64_t Lq, int64_t Lk,
+                            int64_t dk, int64_t dv, const void *q, const void *k, const void *v);
 /* A view of dev data; stride NULL means contiguous. */
 em_kview kview(void *data, em_dtype dt, int ndim, const int64_t *shape, const int64_t *stride);
 

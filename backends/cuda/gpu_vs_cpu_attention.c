@@ -18,6 +18,25 @@ typedef struct att_case {
   double p;
 } att_case;
 
+/* Attention arguments for one side: dtype d, the sizes, device copies of
+** q, k, v (host buffers in d) and room for out (d) and lse (float32); the
+** rest zero, for the caller to fill. */
+em_attention_args attn_args(side *sd, em_dtype d, int64_t B, int64_t H, int64_t Lq, int64_t Lk,
+                            int64_t dk, int64_t dv, const void *q, const void *k, const void *v) {
+  const size_t e = em_dtype_size(d);
+  const int64_t BH = B * H;
+  em_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.dtype = d;
+  a.B = B, a.H = H, a.Lq = Lq, a.Lk = Lk, a.dk = dk, a.dv = dv;
+  a.q = dput(sd, q, (size_t)(BH * Lq * dk) * e);
+  a.k = dput(sd, k, (size_t)(BH * Lk * dk) * e);
+  a.v = dput(sd, v, (size_t)(BH * Lk * dv) * e);
+  a.out = dput(sd, NULL, (size_t)(BH * Lq * dv) * e);
+  a.lse = dput(sd, NULL, (size_t)(BH * Lq) * 4);
+  return a;
+}
+
 static void attention_case(const att_case *c, em_dtype dt) {
   const int64_t BH = c->B * c->H, nq = BH * c->Lq * c->dk, nk = BH * c->Lk * c->dk;
   const int64_t nv = BH * c->Lk * c->dv, no = BH * c->Lq * c->dv, nl = BH * c->Lq;
@@ -42,15 +61,8 @@ static void attention_case(const att_case *c, em_dtype dt) {
     size_t e = em_dtype_size(d);
     out[s] = malloc(no * 4), lse[s] = malloc(nl * 4), dq[s] = malloc(nq * 4);
     dk[s] = malloc(nk * 4), dv[s] = malloc(nv * 4);
-    em_attention_args a;
-    memset(&a, 0, sizeof a);
-    a.dtype = d;
-    a.B = c->B, a.H = c->H, a.Lq = c->Lq, a.Lk = c->Lk, a.dk = c->dk, a.dv = c->dv;
-    a.q = dput(&sd, s ? qc : q, nq * e);
-    a.k = dput(&sd, s ? kc : k, nk * e);
-    a.v = dput(&sd, s ? vc : v, nv * e);
-    a.out = dput(&sd, NULL, no * e);
-    a.lse = dput(&sd, NULL, nl * 4);
+    em_attention_args a = attn_args(&sd, d, c->B, c->H, c->Lq, c->Lk, c->dk, c->dv, s ? qc : q, s ? kc : k,
+                                    s ? vc : v);
     a.key_padding = c->pad || c->masked_batch ? dput(&sd, pad, c->B * c->Lk) : NULL;
     if (c->bias) {
       a.bias = dput(&sd, bias, nb * 4);

@@ -93,15 +93,8 @@ static void decl_run(const decl_case *c, em_dtype dt) {
     const size_t e = em_dtype_size(dd);
     out[s] = malloc(no * 4), lse[s] = malloc(nl * 4), dq[s] = malloc(nq * 4);
     dk[s] = malloc(nk * 4), dv[s] = malloc(nv * 4);
-    em_attention_args a;
-    memset(&a, 0, sizeof a);
-    a.dtype = dd;
-    a.B = c->B, a.H = c->H, a.Lq = c->Lq, a.Lk = c->Lk, a.dk = c->dk, a.dv = c->dv;
-    a.q = dput(&sd, s ? qc : q, nq * e);
-    a.k = dput(&sd, s ? kc : k, nk * e);
-    a.v = dput(&sd, s ? vc : v, nv * e);
-    a.out = dput(&sd, NULL, no * e);
-    a.lse = dput(&sd, NULL, nl * 4);
+    em_attention_args a = attn_args(&sd, dd, c->B, c->H, c->Lq, c->Lk, c->dk, c->dv, s ? qc : q, s ? kc : k,
+                                    s ? vc : v);
     a.key_padding = c->pad ? dput(&sd, pad, c->B * c->Lk) : NULL;
     a.causal = c->causal;
     a.scale = 1.0 / sqrt((double)c->dk);
