@@ -114,7 +114,7 @@ ATT_ROW T FN(uniform_score)(const att_ctx *c, int64_t i, int64_t u) {
 /* Adds the declared biases and applies the block mask to the score tile
 ** (rows of S have stride c->bc). */
 ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
-                                   int64_t j0, int64_t bc, T *S) {
+                             int64_t j0, int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t h = bh % a->H, Lq = a->Lq, ld = c->bc;
   if (c->rbias) {
@@ -151,7 +151,7 @@ ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
 /* Forward, Shaw's output term: PBt[ii][row(r)] += the dropped probability
 ** of (i0 + ii, j0 + jj), for one row of the tile. */
 ATT_ROW void FN(decl_scatter_row)(const att_ctx *c, int64_t i, int64_t j0, int64_t bc,
-                                        const T *p, T *pb) {
+                                  const T *p, T *pb) {
   FN(run_scatter_add)(c, j0 - i + c->a->Lq - 1, bc, p, pb);
 }
 
@@ -175,7 +175,7 @@ ATT_ROW void FN(decl_uniform_sums)(const att_ctx *c, int64_t i, int64_t u, T sum
 /* Backward, by the owner of query rows [i0, i0+br): scatters the tile's dS
 ** and dropped P by table row into DSB and PB. */
 ATT_ROW void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
-                                       int64_t j0, int64_t bc, const T *P, const T *dS) {
+                                 int64_t j0, int64_t bc, const T *P, const T *dS) {
   const em_attention_args *a = c->a;
   if (c->DVEC)
     for (int64_t ii = 0; ii < br; ii++) {
@@ -252,7 +252,8 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
     ok = (c->run_end = malloc((size_t)(4 * nr) * sizeof(int64_t))) != NULL;
     if (ok) {
       int64_t *end = c->run_end, *from = end + nr, *step = from + nr, *start = step + nr;
-      for (int64_t n = nr - 1; n >= 0; n--) step[n] = n + 1 < nr && row[n + 1] == row[n] + 1 ? step[n + 1] : n + 1;
+      for (int64_t n = nr - 1; n >= 0; n--)
+        step[n] = n + 1 < nr && row[n + 1] == row[n] + 1 ? step[n + 1] : n + 1;
       c->step_end = step;
       for (int64_t n = 0; n < nr; n++) start[n] = n > 0 && row[n - 1] == row[n] ? start[n - 1] : n;
       for (int64_t n = nr - 1; n >= 0; n--) end[n] = n + 1 < nr && row[n + 1] == row[n] ? end[n + 1] : n + 1;

@@ -15,7 +15,7 @@
 ** and keys [j0, j0+bc) of head bh, row stride c->bc; -inf where the key is
 ** padding or in the causal future. */
 ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
-                              int64_t bc, T *S) {
+                        int64_t bc, T *S) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
   const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
@@ -47,7 +47,7 @@ ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, in
 /* keep[jj]: is element (query i, key j0 + jj) of head bh kept by dropout?
 ** Consecutive counters of the stream rule, drawn vectorised. */
 ATT_ROW void FN(keep_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
-                                uint8_t *keep) {
+                          uint8_t *keep) {
   const em_attention_args *a = c->a;
   const uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j0);
   cpu_dropout_keep(keep, a->seed, a->offset + e, bc, cpu_dropout_threshold(a->dropout_p));
