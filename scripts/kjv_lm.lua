@@ -203,13 +203,6 @@ local log = metrics.new(opts.out .. "/metrics.csv", {"step", "time", "lr", "loss
 
 local eval_watch = cli.stopwatch() -- evaluation time is not training time
 bits_per_char = eval_watch.wrap(bits_per_char)
-local eval_cpu, timed_eval = 0, bits_per_char -- process CPU seconds (every thread's), for shared machines
-bits_per_char = function(...)
-  local c = os.clock()
-  local r = timed_eval(...)
-  eval_cpu = eval_cpu + os.clock() - c
-  return r
-end
 local t0, cpu0, losses = ember.clock(), os.clock(), {}
 local bar = progress.new{total = total_steps, label = "train", unit = "step"}
 local run_loss, run_n = 0, 0
@@ -240,12 +233,12 @@ for step = 1, total_steps do
     local bpc = bits_per_char(model, test_ids, L, eval_windows)
     log:log{step = step, time = ember.clock() - t0 - eval_watch.total, test_bpc = bpc}
     bar:print(("step %d: test %.3f bits per character (%.0f s) (%.0f CPU s)"):format(step, bpc,
-      ember.clock() - t0 - eval_watch.total, os.clock() - cpu0 - eval_cpu))
+      ember.clock() - t0 - eval_watch.total, os.clock() - cpu0 - eval_watch.cpu_total))
   end
 end
 bar:finish()
 local train_time = ember.clock() - t0 - eval_watch.total
-local train_cpu = os.clock() - cpu0 - eval_cpu
+local train_cpu = os.clock() - cpu0 - eval_watch.cpu_total
 local bpc = bits_per_char(model, test_ids, L, eval_windows)
 log:log{step = total_steps, time = train_time, test_bpc = bpc}
 log:close()

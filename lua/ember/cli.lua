@@ -302,14 +302,17 @@ end
 --- A stopwatch over some functions (evaluation, say), so that the time a
 -- script reports as training leaves them out:
 --   local ev = cli.stopwatch(); evaluate = ev.wrap(evaluate); ... ev.total
+-- ev.total is wall seconds, ev.cpu_total the process's CPU seconds (every
+-- thread's, os.clock), what stays comparable on a shared machine.
 function M.stopwatch()
   local clock = require("ember").clock
-  local sw = {total = 0}
+  local sw = {total = 0, cpu_total = 0}
   function sw.wrap(f)
     return function(...)
-      local t = clock()
+      local t, c = clock(), os.clock()
       local r = table.pack(f(...))
       sw.total = sw.total + clock() - t
+      sw.cpu_total = sw.cpu_total + os.clock() - c
       return table.unpack(r, 1, r.n)
     end
   end

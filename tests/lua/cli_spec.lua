@@ -54,6 +54,24 @@ describe("ember.cli", function()
     assert.is_nil(cli.parse_only({}, conf).precision_note)
   end)
 
+  it("times wrapped functions with cli.stopwatch, wall and CPU seconds, passing their results on", function()
+    local sw = cli.stopwatch()
+    local busy = sw.wrap(function(n)
+      local x = 0
+      for i = 1, n do x = x + i % 7 end
+      return x, "done", nil, 4
+    end)
+    local a, b, c, d = busy(2e6)
+    assert.are.same({a, b, c, d}, {busy(2e6)}) -- the same results, a nil inside included
+    assert.are.equal("done", b)
+    assert.is_nil(c)
+    assert.are.equal(4, d)
+    assert.is_true(sw.total > 0 and sw.cpu_total > 0)
+    local wall, cpu = sw.total, sw.cpu_total
+    busy(1)
+    assert.is_true(sw.total >= wall and sw.cpu_total >= cpu) -- sums over calls
+  end)
+
   it("returns the usage for --help", function()
     local o, help = cli.parse_only({"--help"}, conf)
     assert.is_nil(o)
