@@ -117,7 +117,8 @@ local opts = cli.parse(arg, {
     {"relative", false, "add each object's offset from the question's subject to the image tokens"},
     {"subject_slopes", "-1000,1000,0,0", "per cross-attention head: slope of the bias by distance from the question's subject (negative: nearest other object, positive: furthest; 0: none; empty: no bias)"},
     {"distance_slopes", "-1000,1000,0,0", "per image-layer head: slope of the distance bias (negative: the nearest other object, positive: the furthest; 0: none; empty: no bias)"},
-    {"slots", "colour", "how a colour slot finds its object's pixels: colour (the pixels of that colour) or learned (attention from the colour's question embedding)", type = "string"},
+    {"slots", "colour", "how a colour slot finds its object's pixels: colour (the pixels of that colour) or learned (attention from the colour's question embedding)",
+     choices = {"colour", "learned"}},
     {"compete", false, "with --slots learned: slots compete for the pixels (softmax over the slots added to each slot's scores)"},
     {"window", 0, "shape features from the pixels within this many px of a slot's centre (0: all)"},
     {"fourier", 4, "Fourier frequencies per coordinate of an object's centre"},
@@ -134,7 +135,6 @@ local opts = cli.parse(arg, {
     {"question", 11, "which question of the first test image to draw as a heatmap (1..20; 11.. are relational)"},
   },
 })
-if opts.slots ~= "colour" and opts.slots ~= "learned" then cli.option_error("--slots must be colour or learned, got '%s'", opts.slots) end
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 -- The distance biases are additive attention masks: with a variant that
