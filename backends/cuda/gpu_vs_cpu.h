@@ -27,6 +27,8 @@ typedef struct side {
 void *dput(side *s, const void *host, size_t bytes);
 void dget(side *s, void *host, const void *dev, size_t bytes);
 void side_free(side *s);
+/* The attention tests' arguments for one side: sizes, device copies of q,
+** k, v (host, in dtype d), room for out and lse; gpu_vs_cpu_attention.c. */
 em_attention_args attn_args(side *sd, em_dtype d, int64_t B, int64_t H, int64_t Lq, int64_t Lk,
                             int64_t dk, int64_t dv, const void *q, const void *k, const void *v);
 /* A view of dev data; stride NULL means contiguous. */
