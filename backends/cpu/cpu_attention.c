@@ -213,38 +213,34 @@ static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 #undef ST
 #undef SUF
 
-/* bfloat16 backward: the templates accumulate dq, dk, dv and the tables'
-** gradients in float32 buffers (beta = 1 products, sums over tiles and
-** heads), rounded into the caller's bfloat16 tensors once at the end. */
+/* bfloat16 backward: dq, dk and dv are summed in float32 scratch and
+** rounded by the templates (store_grad); the tables' gradients, summed over
+** heads and tiles, get float32 buffers here, rounded into the caller's
+** bfloat16 tensors once at the end. */
 static em_status backward_bf16_outer(att_ctx *c) {
   const em_attention_args *a = c->a;
-  const int64_t BH = a->B * a->H, nrel = a->n_rel;
-  const int64_t n[6] = {BH * a->Lq * a->dk, BH * a->Lk * a->dk, BH * a->Lk * a->dv,
-                        a->d_bias_table ? nrel * a->H : 0, a->d_rel_k ? nrel * a->dk : 0,
+  const int64_t nrel = a->n_rel;
+  const int64_t n[3] = {a->d_bias_table ? nrel * a->H : 0, a->d_rel_k ? nrel * a->dk : 0,
                         a->d_rel_v ? nrel * a->dv : 0};
-  void *const dst[6] = {a->dq, a->dk_, a->dv_, a->d_bias_table, a->d_rel_k, a->d_rel_v};
-  int64_t total = 0;
-  for (int t = 0; t < 6; t++) total += n[t];
-  float *buf = malloc((size_t)(total > 0 ? total : 1) * sizeof(float));
+  void *const dst[3] = {a->d_bias_table, a->d_rel_k, a->d_rel_v};
+  const int64_t total = n[0] + n[1] + n[2];
+  if (total == 0) return backward_bf16(c);
+  float *buf = malloc((size_t)total * sizeof(float));
   if (!buf)
-    return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %lld float32 gradients",
+    return em_error(EM_ERR_OOM,
+                    "cpu attention_backward: out of memory for %lld float32 table gradients",
                     (long long)total);
-  float *g[6];
+  float *g[3];
   int64_t off = 0;
-  for (int t = 0; t < 6; t++) g[t] = dst[t] ? buf + off : NULL, off += n[t];
+  for (int t = 0; t < 3; t++) g[t] = dst[t] ? buf + off : NULL, off += n[t];
   em_attention_args w = *a;
-  w.dq = g[0], w.dk_ = g[1], w.dv_ = g[2];
-  w.d_bias_table = g[3], w.d_rel_k = g[4], w.d_rel_v = g[5];
+  w.d_bias_table = g[0], w.d_rel_k = g[1], w.d_rel_v = g[2];
   c->a = &w;
   em_status s = backward_bf16(c);
   c->a = a;
   if (s == EM_OK)
-    for (int t = 0; t < 6; t++) {
-      if (!g[t]) continue;
-      uint16_t *d = dst[t];
-      const float *src = g[t];
-      CPU_FOR(c->parallel, x, n[t], d[x] = cpu_f32_to_bf16(src[x]););
-    }
+    for (int t = 0; t < 3; t++)
+      for (int64_t x = 0; g[t] && x < n[t]; x++) ((uint16_t *)dst[t])[x] = cpu_f32_to_bf16(g[t][x]);
   free(buf);
   return s;
 }

@@ -212,16 +212,17 @@ static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, 
 }
 
 /* Backward, by the owner of head bh after its tiles: Shaw's share of its
-** dQ (s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k) and its
-** parts of the table gradients, d rel_k = scale * DSB^T Q, d rel_v = PB^T dO. */
-static void FN(decl_head_done)(const att_ctx *c, int64_t bh) {
+** dQ sum gq (s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k) and
+** its parts of the table gradients, d rel_k = scale * DSB^T Q, d rel_v =
+** PB^T dO. */
+static void FN(decl_head_done)(const att_ctx *c, int64_t bh, T *gq) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, nrel = a->n_rel, r0 = bh * Lq;
   const T scale = (T)a->scale;
   if (!c->DSB) return;
   const T *dsb = (const T *)c->DSB + FN(drow)(c, 0);
-  FN(mm)(false, false, Lq, a->dk, nrel, scale, dsb, false, nrel, a->rel_k, true, a->dk, 1,
-         (T *)a->dq + r0 * a->dk, a->dk);
+  FN(mm)(false, false, Lq, a->dk, nrel, scale, dsb, false, nrel, a->rel_k, true, a->dk, 1, gq,
+         a->dk);
   if (c->GK)
     FN(mm)(true, false, nrel, a->dk, Lq, scale, dsb, false, nrel, (const ST *)a->q + r0 * a->dk,
            true, a->dk, 0, (T *)c->GK + bh * nrel * a->dk, a->dk);

@@ -243,20 +243,6 @@ BG_TARGET static void bg_block(const bg_u32 *Ab, int64_t rs, int64_t ps, const u
 }
 #endif
 
-/* x rounded to the nearest bfloat16 (even on ties; NaN stays a quiet
-** NaN), as cpu_f32_to_bf16 then back, without a branch, so loops of it
-** vectorise. */
-static inline float bg_round(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  const uint32_t q = (u | 0x00400000u) & 0xffff0000u;
-  const uint32_t y = (u & 0x7fffffffu) > 0x7f800000u ? q : r;
-  float f;
-  memcpy(&f, &y, sizeof f);
-  return f;
-}
-
 /* The plain path's packing: rows [r0, r0+nr) x columns [c0, c0+nc) of X as
 ** stored (row stride ld), as float32 values of bfloat16, into dst [nr][nc].
 ** The operands keep their layout (sgemm does the transposes), so every
@@ -270,7 +256,7 @@ static void bg_pack_f32(float *dst, const void *X, bool bf, int64_t ld, int64_t 
       for (int64_t c = 0; c < nc; c++) d[c] = cpu_bf16_to_f32(src[c]);
     } else {
       const float *src = (const float *)X + (r0 + r) * ld + c0;
-      for (int64_t c = 0; c < nc; c++) d[c] = bg_round(src[c]);
+      for (int64_t c = 0; c < nc; c++) d[c] = cpu_bf16_to_f32(cpu_f32_to_bf16(src[c]));
     }
   }
 }

@@ -4,7 +4,7 @@
 ** CONV (a TS value to a TD) and NAME set, and undefines them.
 */
 
-static void NAME(char **p, const int64_t *s, int64_t n) {
+CPU_VECTOR_CLONES static void NAME(char **p, const int64_t *s, int64_t n) {
   if (s[0] == (int64_t)sizeof(TD) && s[1] == (int64_t)sizeof(TS)) {
     TD *d = (TD *)p[0];
     const TS *src = (const TS *)p[1];

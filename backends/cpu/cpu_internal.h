@@ -73,13 +73,13 @@ static inline float cpu_bf16_to_f32(uint16_t h) {
   return f;
 }
 
-/* Round to nearest even, as PyTorch; NaN stays a (quiet) NaN. */
+/* Round to nearest even, as PyTorch; NaN stays a (quiet) NaN. A select,
+** not a branch, so that loops of it vectorise (casts, gradient rounding). */
 static inline uint16_t cpu_f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 /* double -> int64 without undefined behaviour: truncates toward zero,

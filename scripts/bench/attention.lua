@@ -219,11 +219,15 @@ for _, causal in ipairs({false, true}) do
       end
     end
     local std = group[1] and group[1].t
+    local std_bf16 = group[1] and group[1].t_bf16
     local torch = group.torch and group.torch.t
     local function line(r)
       local note = ""
       if r.kept and std and r.t then
         note = string.format("tiles kept %.3f, time / (kept x std) = %.2f", r.kept, r.t / (r.kept * std))
+        if r.t_bf16 and std_bf16 then -- the same ratio within the bf16 column
+          note = note .. string.format(" (bf16 %.2f)", r.t_bf16 / (r.kept * std_bf16))
+        end
       end
       if r.t_bf16 and r.t then
         note = string.format("bf16 %.3f s, fp32/bf16 %.2fx", r.t_bf16, r.t / r.t_bf16) .. (note ~= "" and "; " .. note or "")
