@@ -1,10 +1,11 @@
 /*
 ** comm.h -- the MPI side of ember.distributed: one worker thread per
-** process owns MPI (it calls MPI_Init_thread, every collective and
-** MPI_Finalize), and runs the collectives it is given in submission
-** order. The order is what keeps ranks matched: every rank submits the
-** same collectives in the same order, so the worker's queue is MPI's
-** order too. The Lua thread submits and waits with a deadline, so a
+** process owns MPI (it calls MPI_Init_thread and MPI_Finalize), and runs
+** the collectives it is given in submission order. The order is what
+** keeps ranks matched: every rank submits the same collectives in the same
+** order, so the worker's queue is MPI's order too. A small synchronous
+** all-reduce may instead run on the Lua thread once the queue is empty
+** (dc_run_here), which saves the hand-off. The Lua thread submits and waits with a deadline, so a
 ** collective whose peer is gone becomes an error after `timeout` seconds
 ** instead of a hang; the worker may then stay blocked inside MPI, and the
 ** process is marked broken (every later call fails at once, and
@@ -43,6 +44,7 @@ typedef struct dc_work {
   const char *name;  /* "all_reduce", for messages */
   /* results (written by the worker; read after dc_wait returned) */
   int done;          /* under the queue lock */
+  int abandoned;     /* dc_run_here timed out on it: never done, MPI may still hold its buffers */
   int failed;
   char msg[400];
   int *counts;       /* DC_GATHER_BYTES: bytes from each rank (malloc'd) */
@@ -62,6 +64,11 @@ typedef struct dc_info {
 int dc_start(dc_info *info, char *err, size_t n);
 /* Queues w. -1 (message in err) when the process is broken or not started. */
 int dc_submit(dc_work *w, char *err, size_t n);
+/* Runs w on the calling thread, once what was submitted before has run,
+** when that is allowed (MPI_THREAD_SERIALIZED) and pays: a small all-reduce
+** (comm.c says which). -2: not run, submit it. Otherwise as dc_wait, with
+** the deadline over the wait for the queue and the collective together. */
+int dc_run_here(dc_work *w, double timeout);
 /* Waits up to timeout seconds for w. 0: done and succeeded. -1: failed
 ** (w->msg says why) or timed out; a timeout marks the process broken, and
 ** w stays owned by the worker (do not free it or its buffers). */

@@ -121,9 +121,13 @@ static em_status direct_buffer(em_tensor *t, em_device cpu, void **ptr) {
   char dev[32];
   *ptr = NULL;
   if (!em_is_contiguous(t)) return EM_OK;
+  if (em_device_eq(t->device, cpu)) { /* the common case, first */
+    *ptr = em_data(t);
+    return EM_OK;
+  }
   int cuda = strncmp(em_device_str(t->device, dev, sizeof dev), "cuda", 4) == 0;
-  if (!em_device_eq(t->device, cpu) && !(cuda && info.cuda_aware)) return EM_OK;
-  em_status s = cuda ? em_device_synchronize(t->device) : EM_OK;
+  if (!cuda || !info.cuda_aware) return EM_OK;
+  em_status s = em_device_synchronize(t->device);
   if (s == EM_OK) *ptr = em_data(t);
   return s;
 }
@@ -171,7 +175,8 @@ static dc_op check_op(lua_State *L, int idx, em_dtype dt, const char *name, int 
   return op == 0 ? DC_SUM : op == 2 ? DC_MAX : DC_MIN;
 }
 
-/* all_reduce(t [, op]) -> handle; t is reduced in place. */
+/* all_reduce(t [, op [, sync]]) -> handle; t is reduced in place. sync:
+** the caller waits at once, so a small one may run on this thread. */
 static int f_all_reduce(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce");
   int mean;
@@ -183,7 +188,8 @@ static int f_all_reduce(lua_State *L) {
   h->target = em_retain(t);
   *h->w = (dc_work){.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = op, .mean = mean, .recv = p,
                     .count = (size_t)em_numel(t), .name = h->name};
-  submit(L, h);
+  /* run here or not, wait() then reports the outcome and copies back */
+  if (!lua_toboolean(L, 3) || dc_run_here(h->w, timeout_s) == -2) submit(L, h);
   return 1;
 }
 

@@ -140,6 +140,29 @@ H.test("many async all_reduces in flight, waited in reverse", function()
   for i = 20, 1, -1 do ws[i]:wait() end
   for i = 1, 20 do assert(ts[i][1]:item() == R * i + R * (R - 1) / 2, "tensor " .. i) end
 end)
+-- Small all-reduces are point-to-point recursive doubling, larger ones
+-- MPI_Allreduce (core/distributed/comm.c): sizes on both sides of each
+-- limit (16 KiB, and 256 KiB at 2 ranks) and of the 4000-byte pieces, with
+-- float32 values that rounding would show. Up to 3 ranks the small path
+-- adds the ranks' parts left to right, in float32, so its result is that
+-- sum to the bit, synchronous or async; every size agrees with the float64
+-- sum to float32 rounding.
+H.test("all_reduce float32 on both sides of the point-to-point limits, sync and async", function()
+  local function part(r, n) ember.manual_seed(100 + r) return ember.randn(n) end
+  for _, n in ipairs({999, 1000, 1001, 2001, 4096, 4097, 65536, 65537}) do
+    local bytes = 4 * n
+    local small = bytes <= (R == 2 and 256 * 1024 or 16 * 1024)
+    local in_order, exact = part(0, n), part(0, n):double()
+    for r = 1, R - 1 do in_order = in_order + part(r, n) exact = exact + part(r, n):double() end
+    for _, async in ipairs({false, true}) do
+      local t = part(me, n)
+      if async then dist.all_reduce(t, {async = true}):wait() else dist.all_reduce(t) end
+      local where = ("n=%d%s"):format(n, async and " async" or "")
+      if small and R <= 3 then assert(H.same(t, in_order), where .. ": not the left-to-right float32 sum") end
+      assert(H.max_rel_diff(t:double(), exact) < 1e-5, where .. ": off the float64 sum")
+    end
+  end
+end)
 H.raises("mean of int64 is an error", "mean.*floating", function()
   dist.all_reduce(ember.ones({2}, {dtype = "int64"}), "mean")
 end)

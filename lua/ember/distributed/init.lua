@@ -141,7 +141,7 @@ function M.all_reduce(t, op, opts)
   need_init("all_reduce")
   op, opts = op_and_opts(op, opts)
   local async = async_of("all_reduce", opts)
-  return finish(C.all_reduce(t, op or "sum"), async, t)
+  return finish(C.all_reduce(t, op or "sum", not async), async, t)
 end
 
 -- broadcast(t, root): every rank's t becomes root's (root 0-based, default 0).
