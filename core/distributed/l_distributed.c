@@ -53,7 +53,7 @@ typedef struct handle {
   em_tensor *stage;  /* its contiguous host copy, or NULL when MPI writes target itself */
   em_tensor *src;    /* the send side (all_gather, reduce_scatter), kept alive */
   int waited;
-  char name[32];
+  const char *name;  /* a string literal: the work item keeps pointing at it after the handle is gone */
 } handle;
 
 /* Items whose handle was collected before the worker finished: freed once
@@ -101,7 +101,7 @@ static int handle_gc(lua_State *L) {
 static handle *new_handle(lua_State *L, const char *name) {
   handle *h = lua_newuserdatauv(L, sizeof *h, 1);
   memset(h, 0, sizeof *h);
-  snprintf(h->name, sizeof h->name, "%s", name);
+  h->name = name;
   luaL_setmetatable(L, HANDLE_MT);
   h->w = calloc(1, sizeof *h->w);
   if (!h->w) luaL_error(L, "ember.distributed.%s: out of memory", name);
