@@ -16,6 +16,17 @@
 
 #include <stdlib.h>
 
+/* The conversions of elements [lo, hi), as vector clones (CPU_FOR_RANGES). */
+CPU_VECTOR_CLONES static void widen_range(float *restrict f, const uint16_t *restrict h, int64_t lo,
+                                          int64_t hi) {
+  for (int64_t i = lo; i < hi; i++) f[i] = cpu_bf16_to_f32(h[i]);
+}
+
+CPU_VECTOR_CLONES static void narrow_range(uint16_t *restrict h, const float *restrict f,
+                                           int64_t lo, int64_t hi) {
+  for (int64_t i = lo; i < hi; i++) h[i] = cpu_f32_to_bf16(f[i]);
+}
+
 /* n bfloat16 values (NULL passes through) as a new float32 buffer. */
 static em_status widen(const char *kernel, const void *src, int64_t n, float **out) {
   *out = NULL;
@@ -24,16 +35,14 @@ static em_status widen(const char *kernel, const void *src, int64_t n, float **o
   if (!f)
     return em_error(EM_ERR_OOM, "cpu %s: out of memory widening %lld bfloat16 values", kernel,
                     (long long)n);
-  const uint16_t *h = src;
-  CPU_FOR(n > CPU_PAR_MIN, i, n, f[i] = cpu_bf16_to_f32(h[i]););
+  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, widen_range(f, src, lo, hi););
   *out = f;
   return EM_OK;
 }
 
 static void narrow(void *dst, const float *src, int64_t n) {
   if (!dst || !src) return;
-  uint16_t *h = dst;
-  CPU_FOR(n > CPU_PAR_MIN, i, n, h[i] = cpu_f32_to_bf16(src[i]););
+  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, narrow_range(dst, src, lo, hi););
 }
 
 /* A float32 result buffer for a bfloat16 output (NULL stays NULL). */

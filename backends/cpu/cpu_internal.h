@@ -33,6 +33,24 @@
     }                                                                         \
   } while (0)
 
+/* CPU_FOR_RANGES(PAR, N, LO, HI, body): the body once per chunk [LO, HI)
+** of [0, N) (CPU_RANGE elements), the chunks spread like CPU_FOR's. For a
+** body that calls a CPU_VECTOR_CLONES function: OpenMP moves a parallel
+** loop's body into a function of its own, which target_clones does not
+** clone, so a loop written straight into CPU_FOR runs the x86-64 baseline
+** build (Adam's double sqrt and division one at a time, a derivative
+** called through a pointer per element); a call from there to a cloned
+** function runs the machine's vector build. */
+#define CPU_RANGE 4096
+#define CPU_FOR_RANGES(PAR, N, LO, HI, ...)                                    \
+  do {                                                                        \
+    const int64_t cpu_rn_ = (N);                                              \
+    CPU_FOR(PAR, cpu_rt_, (cpu_rn_ + CPU_RANGE - 1) / CPU_RANGE,              \
+      const int64_t LO = cpu_rt_ * CPU_RANGE;                                 \
+      const int64_t HI = cpu_rn_ - LO < CPU_RANGE ? cpu_rn_ : LO + CPU_RANGE; \
+      __VA_ARGS__);                                                           \
+  } while (0)
+
 /* Hot loops are compiled twice, for AVX2 and for the x86-64 baseline, and
 ** the loader picks one per machine (GCC function multiversioning). The
 ** same operations run in the same order either way (no FMA contraction,

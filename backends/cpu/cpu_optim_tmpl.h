@@ -7,10 +7,14 @@
 
 #define FN(name) CPU_CAT(name, SUF)
 
-static void FN(adam)(int64_t n, T *P, const T *G, T *M, T *V, double beta1, double beta2,
-                     double eps, double weight_decay, bool decoupled, double step_size,
-                     double bc2_sqrt, double decay) {
-  CPU_FOR(n > OPTIM_PAR_MIN, i, n,
+/* Elements [lo, hi) of the Adam step (a vector clone: see CPU_FOR_RANGES;
+** sqrt and division are correctly rounded in every build, so the same bits). */
+CPU_VECTOR_CLONES_512 static void FN(adam_range)(int64_t lo, int64_t hi, T *restrict P,
+                                                 const T *restrict G, T *restrict M,
+                                                 T *restrict V, double beta1, double beta2,
+                                                 double eps, double weight_decay, bool decoupled,
+                                                 double step_size, double bc2_sqrt, double decay) {
+  for (int64_t i = lo; i < hi; i++) {
     double p = LD(P[i]), g = LD(G[i]);
     if (decoupled) p *= decay;
     else g += weight_decay * p;
@@ -20,12 +24,24 @@ static void FN(adam)(int64_t n, T *P, const T *G, T *M, T *V, double beta1, doub
     V[i] = ST(vi);
     mi = LD(M[i]);
     vi = LD(V[i]);
-    P[i] = ST(p - step_size * mi / (sqrt(vi) / bc2_sqrt + eps)););
+    P[i] = ST(p - step_size * mi / (sqrt(vi) / bc2_sqrt + eps));
+  }
 }
 
-static void FN(sgd)(int64_t n, T *P, const T *G, T *BUF, double lr, double momentum,
-                    double dampening, double weight_decay, bool nesterov, bool first_step) {
-  CPU_FOR(n > OPTIM_PAR_MIN, i, n,
+static void FN(adam)(int64_t n, T *P, const T *G, T *M, T *V, double beta1, double beta2,
+                     double eps, double weight_decay, bool decoupled, double step_size,
+                     double bc2_sqrt, double decay) {
+  CPU_FOR_RANGES(n > OPTIM_PAR_MIN, n, lo, hi,
+    FN(adam_range)(lo, hi, P, G, M, V, beta1, beta2, eps, weight_decay, decoupled, step_size,
+                   bc2_sqrt, decay););
+}
+
+CPU_VECTOR_CLONES_512 static void FN(sgd_range)(int64_t lo, int64_t hi, T *restrict P,
+                                                const T *restrict G, T *restrict BUF, double lr,
+                                                double momentum, double dampening,
+                                                double weight_decay, bool nesterov,
+                                                bool first_step) {
+  for (int64_t i = lo; i < hi; i++) {
     double p = LD(P[i]), d = LD(G[i]);
     if (weight_decay != 0) d += weight_decay * p;
     if (momentum != 0) {
@@ -34,7 +50,15 @@ static void FN(sgd)(int64_t n, T *P, const T *G, T *BUF, double lr, double momen
       b = LD(BUF[i]);
       d = nesterov ? d + momentum * b : b;
     }
-    P[i] = ST(p - lr * d););
+    P[i] = ST(p - lr * d);
+  }
+}
+
+static void FN(sgd)(int64_t n, T *P, const T *G, T *BUF, double lr, double momentum,
+                    double dampening, double weight_decay, bool nesterov, bool first_step) {
+  CPU_FOR_RANGES(n > OPTIM_PAR_MIN, n, lo, hi,
+    FN(sgd_range)(lo, hi, P, G, BUF, lr, momentum, dampening, weight_decay, nesterov,
+                  first_step););
 }
 
 #undef FN

@@ -18,6 +18,18 @@ static void FN(draw_normal)(T *out, int64_t n, double mean, double std, uint64_t
     out[i] = (T)(mean + std * em_philox_normal_at(seed, offset, (uint64_t)i)););
 }
 
+/* Elements [lo, lo + len) of dropout (a vector clone: CPU_FOR_RANGES). */
+CPU_VECTOR_CLONES static void FN(dropout_block)(T *out, T *mask, const T *x, int64_t lo,
+                                                int64_t len, T scale, uint64_t thr, uint64_t seed,
+                                                uint64_t offset) {
+  uint8_t keep[DROP_BLOCK];
+  cpu_dropout_keep(keep, seed, offset + (uint64_t)lo, len, thr);
+  if (mask)
+    for (int64_t j = 0; j < len; j++) mask[lo + j] = keep[j] ? scale : (T)0;
+  if (out)
+    for (int64_t j = 0; j < len; j++) out[lo + j] = keep[j] ? x[lo + j] * scale : (T)0;
+}
+
 /* out = x * mask with mask = keep ? 1/(1-p) : 0. A dropped element is an
 ** exact 0 even where x is inf or NaN, as PyTorch. */
 static void FN(dropout)(T *out, T *mask, const T *x, int64_t n, double p, uint64_t seed,
@@ -27,13 +39,8 @@ static void FN(dropout)(T *out, T *mask, const T *x, int64_t n, double p, uint64
   const int64_t nblk = (n + DROP_BLOCK - 1) / DROP_BLOCK;
   CPU_FOR(n > RAND_PAR_MIN, blk, nblk,
     const int64_t lo = blk * DROP_BLOCK;
-    const int64_t len = n - lo < DROP_BLOCK ? n - lo : DROP_BLOCK;
-    uint8_t keep[DROP_BLOCK];
-    cpu_dropout_keep(keep, seed, offset + (uint64_t)lo, len, thr);
-    for (int64_t j = 0; j < len; j++) {
-      if (mask) mask[lo + j] = keep[j] ? scale : (T)0;
-      if (out) out[lo + j] = keep[j] ? x[lo + j] * scale : (T)0;
-    });
+    FN(dropout_block)(out, mask, x, lo, n - lo < DROP_BLOCK ? n - lo : DROP_BLOCK, scale, thr, seed,
+                      offset););
 }
 
 #undef FN

@@ -107,12 +107,13 @@ static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx
 ** y NULL when the op does not read it. */
 
 static inline __attribute__((always_inline)) void FN(grad_run)(
-    int64_t n, T *GX, const T *GY, const T *X, const T *Y, ACC (*f)(ACC, ACC, ACC, ACC, ACC),
-    ACC a, ACC b) {
-  CPU_FOR(n > CPU_PAR_MIN, i, n,
+    int64_t lo, int64_t hi, T *GX, const T *GY, const T *X, const T *Y,
+    ACC (*f)(ACC, ACC, ACC, ACC, ACC), ACC a, ACC b) {
+  for (int64_t i = lo; i < hi; i++) {
     const ACC x = X ? LD(X[i]) : K(0);
     const ACC y = Y ? LD(Y[i]) : K(0);
-    GX[i] = ST(f(LD(GY[i]), x, y, a, b)););
+    GX[i] = ST(f(LD(GY[i]), x, y, a, b));
+  }
 }
 
 #pragma GCC diagnostic push
@@ -177,33 +178,40 @@ static inline ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * sin
 
 #pragma GCC diagnostic pop
 
+/* Elements [lo, hi) of op's derivative: a vector clone, with f inlined
+** into each case's loop (see CPU_FOR_RANGES). */
+CPU_VECTOR_CLONES static void FN(grad_range)(em_unary_op op, int64_t lo, int64_t hi, T *gx,
+                                             const T *gy, const T *x, const T *y, ACC a, ACC b) {
+  switch (op) {
+    case EM_NEG: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_neg), a, b); break;
+    case EM_EXP: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_exp), a, b); break;
+    case EM_LOG: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_log), a, b); break;
+    case EM_SQRT: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_sqrt), a, b); break;
+    case EM_RSQRT: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_rsqrt), a, b); break;
+    case EM_ABS: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_abs), a, b); break;
+    case EM_TANH: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_tanh), a, b); break;
+    case EM_SIGMOID: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_sigmoid), a, b); break;
+    case EM_RELU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_relu), a, b); break;
+    case EM_GELU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_gelu), a, b); break;
+    case EM_GELU_TANH: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_gelu_tanh), a, b); break;
+    case EM_ELU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_elu), a, b); break;
+    case EM_CLAMP: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_clamp), a, b); break;
+    case EM_POW_SCALAR:
+      if (a == K(0)) FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_zero), a, b);
+      else FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_pow), a, b);
+      break;
+    case EM_AFFINE: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_affine), a, b); break;
+    case EM_SILU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_silu), a, b); break;
+    case EM_SIN: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_sin), a, b); break;
+    case EM_COS: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_cos), a, b); break;
+    default: break;
+  }
+}
+
 static void FN(unary_grad)(em_unary_op op, int64_t n, T *gx, const T *gy, const T *x,
                            const T *y, double alpha, double beta) {
   const ACC a = (ACC)alpha, b = (ACC)beta;
-  switch (op) {
-    case EM_NEG: FN(grad_run)(n, gx, gy, x, y, FN(d_neg), a, b); break;
-    case EM_EXP: FN(grad_run)(n, gx, gy, x, y, FN(d_exp), a, b); break;
-    case EM_LOG: FN(grad_run)(n, gx, gy, x, y, FN(d_log), a, b); break;
-    case EM_SQRT: FN(grad_run)(n, gx, gy, x, y, FN(d_sqrt), a, b); break;
-    case EM_RSQRT: FN(grad_run)(n, gx, gy, x, y, FN(d_rsqrt), a, b); break;
-    case EM_ABS: FN(grad_run)(n, gx, gy, x, y, FN(d_abs), a, b); break;
-    case EM_TANH: FN(grad_run)(n, gx, gy, x, y, FN(d_tanh), a, b); break;
-    case EM_SIGMOID: FN(grad_run)(n, gx, gy, x, y, FN(d_sigmoid), a, b); break;
-    case EM_RELU: FN(grad_run)(n, gx, gy, x, y, FN(d_relu), a, b); break;
-    case EM_GELU: FN(grad_run)(n, gx, gy, x, y, FN(d_gelu), a, b); break;
-    case EM_GELU_TANH: FN(grad_run)(n, gx, gy, x, y, FN(d_gelu_tanh), a, b); break;
-    case EM_ELU: FN(grad_run)(n, gx, gy, x, y, FN(d_elu), a, b); break;
-    case EM_CLAMP: FN(grad_run)(n, gx, gy, x, y, FN(d_clamp), a, b); break;
-    case EM_POW_SCALAR:
-      if (a == K(0)) FN(grad_run)(n, gx, gy, x, y, FN(d_zero), a, b);
-      else FN(grad_run)(n, gx, gy, x, y, FN(d_pow), a, b);
-      break;
-    case EM_AFFINE: FN(grad_run)(n, gx, gy, x, y, FN(d_affine), a, b); break;
-    case EM_SILU: FN(grad_run)(n, gx, gy, x, y, FN(d_silu), a, b); break;
-    case EM_SIN: FN(grad_run)(n, gx, gy, x, y, FN(d_sin), a, b); break;
-    case EM_COS: FN(grad_run)(n, gx, gy, x, y, FN(d_cos), a, b); break;
-    default: break;
-  }
+  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, FN(grad_range)(op, lo, hi, gx, gy, x, y, a, b););
 }
 
 #endif /* IS_FLOAT */
