@@ -29,7 +29,7 @@
 ** output, lse = +inf (so exp(s - lse) = 0 anywhere) and zero gradients.
 **
 ** Dropout: element (b, h, i, j) is kept iff
-**   em_philox_uniform_at(seed, offset, ((b*H + h)*Lq + i)*Lk + j) >= p
+**   em_philox_keep(seed, offset, ((b*H + h)*Lq + i)*Lk + j, threshold(p))
 ** and kept probabilities are scaled by 1 / (1 - p); the normaliser l
 ** counts every visible key, as dropout(softmax(S)) @ V does.
 */
@@ -240,7 +240,7 @@ static em_status backward_bf16_outer(att_ctx *c) {
   c->a = a;
   if (s == EM_OK)
     for (int t = 0; t < 3; t++)
-      for (int64_t x = 0; g[t] && x < n[t]; x++) ((uint16_t *)dst[t])[x] = cpu_f32_to_bf16(g[t][x]);
+      if (g[t]) cpu_bf16_narrow(dst[t], g[t], n[t]);
   free(buf);
   return s;
 }

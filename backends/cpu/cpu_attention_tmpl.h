@@ -50,7 +50,7 @@ ATT_ROW void FN(keep_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, i
                           uint8_t *keep) {
   const em_attention_args *a = c->a;
   const uint64_t e = (uint64_t)((bh * a->Lq + i) * a->Lk + j0);
-  cpu_dropout_keep(keep, a->seed, a->offset + e, bc, cpu_dropout_threshold(a->dropout_p));
+  cpu_dropout_keep(keep, a->seed, a->offset, e, bc, em_philox_keep_threshold(a->dropout_p));
 }
 
 /* Keys [0, end) can be visible to some query in [i0, i0+br). */

@@ -35,14 +35,21 @@ static em_status widen(const char *kernel, const void *src, int64_t n, float **o
   if (!f)
     return em_error(EM_ERR_OOM, "cpu %s: out of memory widening %lld bfloat16 values", kernel,
                     (long long)n);
-  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, widen_range(f, src, lo, hi););
+  cpu_bf16_widen(f, src, n);
   *out = f;
   return EM_OK;
 }
 
-static void narrow(void *dst, const float *src, int64_t n) {
-  if (!dst || !src) return;
+void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n) {
+  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, widen_range(dst, src, lo, hi););
+}
+
+void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n) {
   CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, narrow_range(dst, src, lo, hi););
+}
+
+static void narrow(void *dst, const float *src, int64_t n) {
+  if (dst && src) cpu_bf16_narrow(dst, src, n);
 }
 
 /* A float32 result buffer for a bfloat16 output (NULL stays NULL). */

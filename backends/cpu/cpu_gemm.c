@@ -131,7 +131,7 @@ static int64_t span(bool t, int64_t rows, int64_t cols, int64_t ld, int64_t stri
 
 static float *widen_span(const uint16_t *x, int64_t n) {
   float *f = malloc((size_t)n * sizeof *f);
-  if (f) CPU_FOR(n > CPU_PAR_MIN, i, n, f[i] = cpu_bf16_to_f32(x[i]););
+  if (f) cpu_bf16_widen(f, x, n);
   return f;
 }
 
@@ -151,10 +151,7 @@ static em_status bf16_gemm_widened(bool ta, bool tb, int64_t m, int64_t n, int64
   else
     s = cpu_gemm(0, EM_F32, ta, tb, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b, beta,
                  fc, ldc, stride_c, batch);
-  if (!s) {
-    uint16_t *h = c;
-    CPU_FOR(nc > CPU_PAR_MIN, i, nc, h[i] = cpu_f32_to_bf16(fc[i]););
-  }
+  if (!s) cpu_bf16_narrow(c, fc, nc);
   free(fa);
   free(fb);
   free(fc);

@@ -185,6 +185,9 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
 em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n);
 
 /* cpu_bf16.c: bfloat16 through the float32 kernels (widen, run, round). */
+/* n values converted, over the thread team when it pays. */
+void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n);
+void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n);
 em_status cpu_reduce_bf16(em_reduce_op op, void *out, int64_t *idx, const void *in,
                           int64_t outer, int64_t n, int64_t inner, int correction);
 em_status cpu_softmax_bf16(void *out, const void *x, int64_t rows, int64_t n, bool log);
@@ -209,12 +212,8 @@ em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, d
 
 /* cpu_random.c: keep[j] = (element counter0 + j of the Philox stream is
 ** kept by dropout), for n consecutive counters; vectorised. */
-void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0, int64_t n,
+void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t offset, uint64_t first, int64_t n,
                       uint64_t threshold);
-/* The threshold of the keep test for drop probability p (u >= p in integers). */
-static inline uint64_t cpu_dropout_threshold(double p) {
-  return (uint64_t)ceil(p * 9007199254740992.0);
-}
 
 /* cpu_bgemm.c: the fused attention kernel's bfloat16 tile products,
 ** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread; C float32,

@@ -7,7 +7,8 @@
 **   uniform: lo + (hi - lo) * em_philox_uniform_at(...), in double, then
 **            cast to the tensor's dtype;
 **   normal:  mean + std * em_philox_normal_at(...);
-**   dropout: element i is kept iff em_philox_uniform_at(...) >= p.
+**   dropout: element i is kept iff em_philox_keep(...): word i % 4 of the
+**            block at counter offset + i / 4 (ember_philox.h).
 **
 ** Each element is independent, so the loops split freely over threads.
 */
@@ -26,15 +27,19 @@ static bool kview_contiguous(const em_kview *v) {
   return true;
 }
 
-/* Dropout's keep test u >= p, done in integers: u = x / 2^53 with x the
-** 53-bit integer em_philox_uniform53 builds, and p 2^53 is exact, so
-** u >= p iff x >= ceil(p 2^53). With the Philox rounds unrolled, this loop
-** over consecutive counters vectorises (the 32x32->64 multiplies map to
-** vpmuludq); calling em_philox_uniform_at per element does not. Same bits,
-** same stream as the rule above. The attention kernel draws its dropout
-** through it too, a tile row at a time. */
-static void dropout_keep_loop(uint8_t *keep, uint64_t seed, uint64_t counter0, int64_t n,
-                              uint64_t threshold);
+/* Dropout's keep test (em_philox_keep): one Philox block gives the four
+** 32-bit words of elements 4c .. 4c + 3 of the stream, counter offset + c.
+** The attention kernel draws its dropout through here too, a tile row at
+** a time. Block by block in plain C (any start, any length); below, 16
+** blocks (64 elements) at a time with AVX-512. */
+static void dropout_keep_loop(uint8_t *keep, uint64_t seed, uint64_t offset, uint64_t first,
+                              int64_t n, uint64_t threshold) {
+  for (int64_t j = 0; j < n;) {
+    const uint64_t e = first + (uint64_t)j;
+    const em_philox_block b = em_philox(seed, offset + e / 4);
+    for (unsigned w = (unsigned)(e % 4); w < 4 && j < n; w++, j++) keep[j] = b.w[w] >= threshold;
+  }
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -48,71 +53,62 @@ __attribute__((target("avx512f"))) static inline void mulhilo16(__m512i m, __m51
   *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
 }
 
-/* The keep test for 16 consecutive counters at a time, Philox4x32-10 on 16
-** lanes written out (GCC's own vectorisation of the loop below shuffles
-** 64-bit lanes and runs at half this speed); the same integer operations,
-** so the same bits. x >= t for the 53-bit x = (w0 >> 5) 2^26 + (w1 >> 6) is
-** compared in its two halves. */
-__attribute__((target("avx512f"))) static void dropout_keep_avx512(uint8_t *keep, uint64_t seed,
-                                                                   uint64_t counter0, int64_t n,
-                                                                   uint64_t threshold) {
+/* keep[0..64) for the 16 blocks of counters c0 .. c0 + 15: Philox4x32-10
+** on 16 lanes written out (the same integer operations as em_philox, so
+** the same bits); lane b's four words are elements 4b .. 4b + 3, which
+** one dword of bytes per lane stores in order. threshold < 2^32. */
+__attribute__((target("avx512f"))) static void keep64_avx512(uint8_t *keep, uint64_t seed,
+                                                             uint64_t c0, uint32_t threshold) {
   const __m512i M0 = _mm512_set1_epi32((int)0xD2511F53u), M1 = _mm512_set1_epi32((int)0xCD9E8D57u);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i tA = _mm512_set1_epi32((int)(uint32_t)(threshold >> 26));
-  const __m512i tB = _mm512_set1_epi32((int)(uint32_t)(threshold & ((1u << 26) - 1)));
-  const __m512i one = _mm512_set1_epi32(1);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const uint64_t base = counter0 + (uint64_t)j;
-    const __m512i blo = _mm512_set1_epi32((int)(uint32_t)base);
-    __m512i c0 = _mm512_add_epi32(blo, lane);
-    /* a lane whose low word wrapped carries into the high word */
-    __m512i c1 = _mm512_mask_add_epi32(_mm512_set1_epi32((int)(uint32_t)(base >> 32)),
-                                       _mm512_cmplt_epu32_mask(c0, blo),
-                                       _mm512_set1_epi32((int)(uint32_t)(base >> 32)), one);
-    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int r = 0; r < 10; r++) {
-      __m512i lo0, hi0, lo1, hi1;
-      mulhilo16(M0, c0, &lo0, &hi0);
-      mulhilo16(M1, c2, &lo1, &hi1);
-      c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
-      c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
-      c1 = lo1;
-      c3 = lo0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    const __m512i a = _mm512_srli_epi32(c0, 5), b = _mm512_srli_epi32(c1, 6);
-    const __mmask16 k = _mm512_cmpgt_epu32_mask(a, tA) |
-                        (_mm512_cmpeq_epi32_mask(a, tA) & _mm512_cmpge_epu32_mask(b, tB));
-    _mm_storeu_si128((__m128i *)(keep + j), _mm512_cvtepi32_epi8(_mm512_maskz_mov_epi32(k, one)));
+  const __m512i blo = _mm512_set1_epi32((int)(uint32_t)c0), bhi = _mm512_set1_epi32((int)(uint32_t)(c0 >> 32));
+  __m512i x0 = _mm512_add_epi32(blo, lane);
+  /* a lane whose low word wrapped carries into the high word */
+  __m512i x1 = _mm512_mask_add_epi32(bhi, _mm512_cmplt_epu32_mask(x0, blo), bhi, _mm512_set1_epi32(1));
+  __m512i x2 = _mm512_setzero_si512(), x3 = _mm512_setzero_si512();
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    __m512i lo0, hi0, lo1, hi1;
+    mulhilo16(M0, x0, &lo0, &hi0);
+    mulhilo16(M1, x2, &lo1, &hi1);
+    x0 = _mm512_xor_si512(_mm512_xor_si512(hi1, x1), _mm512_set1_epi32((int)k0));
+    x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32((int)k1));
+    x1 = lo1;
+    x3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
   }
-  if (j < n) dropout_keep_loop(keep + j, seed, counter0 + (uint64_t)j, n - j, threshold);
+  const __m512i t = _mm512_set1_epi32((int)threshold), one = _mm512_set1_epi32(1);
+  const __m512i b0 = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(x0, t), one);
+  const __m512i b1 = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(x1, t), one);
+  const __m512i b2 = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(x2, t), one);
+  const __m512i b3 = _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(x3, t), one);
+  const __m512i bytes = _mm512_or_si512(_mm512_or_si512(b0, _mm512_slli_epi32(b1, 8)),
+                                        _mm512_or_si512(_mm512_slli_epi32(b2, 16), _mm512_slli_epi32(b3, 24)));
+  _mm512_storeu_si512(keep, bytes);
 }
 #else
 #define KEEP_AVX512 0
 #endif
 
-/* The same test element by element; vectorised by GCC for AVX2. */
-CPU_VECTOR_CLONES static void dropout_keep_loop(uint8_t *keep, uint64_t seed, uint64_t counter0,
-                                                int64_t n, uint64_t threshold) {
-  for (int64_t j = 0; j < n; j++) {
-    const em_philox_block b = em_philox(seed, counter0 + (uint64_t)j);
-    const uint64_t x = ((uint64_t)(b.w[0] >> 5) << 26) | (uint64_t)(b.w[1] >> 6);
-    keep[j] = x >= threshold;
-  }
-}
-
-void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t counter0, int64_t n,
+void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t offset, uint64_t first, int64_t n,
                       uint64_t threshold) {
+  int64_t j = 0;
 #if KEEP_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
-    dropout_keep_avx512(keep, seed, counter0, n, threshold);
+  if (threshold > 0xffffffffu) { /* p = 1: no word reaches it */
+    memset(keep, 0, (size_t)(n > 0 ? n : 0));
     return;
   }
+  if (__builtin_cpu_supports("avx512f")) {
+    /* up to a block boundary one by one, then 64 elements at a time */
+    j = (int64_t)((4 - first % 4) % 4);
+    if (j > n) j = n;
+    dropout_keep_loop(keep, seed, offset, first, j, threshold);
+    for (; j + 64 <= n; j += 64)
+      keep64_avx512(keep + j, seed, offset + (first + (uint64_t)j) / 4, (uint32_t)threshold);
+  }
 #endif
-  dropout_keep_loop(keep, seed, counter0, n, threshold);
+  dropout_keep_loop(keep + j, seed, offset, first + (uint64_t)j, n - j, threshold);
 }
 
 enum { DROP_BLOCK = 512 }; /* elements per keep[] block on the stack */

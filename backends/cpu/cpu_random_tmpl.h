@@ -23,7 +23,7 @@ CPU_VECTOR_CLONES static void FN(dropout_block)(T *out, T *mask, const T *x, int
                                                 int64_t len, T scale, uint64_t thr, uint64_t seed,
                                                 uint64_t offset) {
   uint8_t keep[DROP_BLOCK];
-  cpu_dropout_keep(keep, seed, offset + (uint64_t)lo, len, thr);
+  cpu_dropout_keep(keep, seed, offset, (uint64_t)lo, len, thr);
   if (mask)
     for (int64_t j = 0; j < len; j++) mask[lo + j] = keep[j] ? scale : (T)0;
   if (out)
@@ -35,7 +35,7 @@ CPU_VECTOR_CLONES static void FN(dropout_block)(T *out, T *mask, const T *x, int
 static void FN(dropout)(T *out, T *mask, const T *x, int64_t n, double p, uint64_t seed,
                         uint64_t offset) {
   const T scale = (T)(1.0 / (1.0 - p));
-  const uint64_t thr = cpu_dropout_threshold(p);
+  const uint64_t thr = em_philox_keep_threshold(p);
   const int64_t nblk = (n + DROP_BLOCK - 1) / DROP_BLOCK;
   CPU_FOR(n > RAND_PAR_MIN, blk, nblk,
     const int64_t lo = blk * DROP_BLOCK;

@@ -167,12 +167,12 @@ EMC_HOSTDEV float emc_attn_lse(float m, float l) {
 }
 
 /* Attention dropout: probability (b*H + h, i, j) of [B,H,Lq,Lk] is element
-** ((bh * Lq) + i) * Lk + j of the Philox stream (seed, offset), kept iff its
-** uniform draw is >= p (the rule of ember_philox.h). */
+** ((bh * Lq) + i) * Lk + j of the Philox stream (seed, offset), kept by the
+** dropout rule of ember_philox.h (em_philox_keep). */
 EMC_HOSTDEV bool emc_attn_keep(uint64_t seed, uint64_t offset, int64_t bh, int64_t i,
                                int64_t j, int64_t Lq, int64_t Lk, double p) {
   uint64_t e = ((uint64_t)bh * (uint64_t)Lq + (uint64_t)i) * (uint64_t)Lk + (uint64_t)j;
-  return em_philox_uniform_at(seed, offset, e) >= p;
+  return em_philox_keep(seed, offset, e, em_philox_keep_threshold(p));
 }
 
 /* The declared block mask of the fused attention (em_attention_args

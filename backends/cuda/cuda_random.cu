@@ -5,7 +5,7 @@
 **   element i of a draw with (seed, offset) uses philox(seed, offset + i);
 **   uniform: lo + (hi - lo) * em_philox_uniform_at(...), in double, then cast;
 **   normal:  mean + std * em_philox_normal_at(...);
-**   dropout: element i is kept iff em_philox_uniform_at(...) >= p.
+**   dropout: element i is kept iff em_philox_keep(...) (4 elements a block).
 ** "Element i" counts in row-major order over the output's shape.
 */
 #include "cuda_kernels.cuh"
@@ -57,8 +57,9 @@ __global__ void dropout_kernel(int64_t n, T *out, T *mask, const T *x, double p,
   typedef typename Acc<T>::type A;
   const T scale = cast_from_double<T>(1.0 / (1.0 - p));
   const T zero = cast_from_double<T>(0.0);
+  const uint64_t threshold = em_philox_keep_threshold(p);
   EMC_GRID_LOOP(i, n) {
-    bool keep = em_philox_uniform_at(seed, offset, (uint64_t)i) >= p;
+    bool keep = em_philox_keep(seed, offset, (uint64_t)i, threshold);
     if (mask) mask[i] = keep ? scale : zero;
     if (out) out[i] = keep ? from_acc<T>(to_acc(x[i]) * (A)to_acc(scale)) : zero;
   }

@@ -22,9 +22,10 @@
 ** - dropout acts on the attention probabilities, with the seeded global
 **   generator (em_initial_seed / em_rng_advance): the core reserves a Philox
 **   stream of B*H*Lq*Lk counters per call; element (b,h,i,j) of the
-**   row-major [B,H,Lq,Lk] grid uses counter offset + index and is kept iff
-**   em_philox_uniform_at(seed, offset, index) >= p (ember_philox.h), the
-**   rule the backends' attention kernels follow. (A composed variant may
+**   row-major [B,H,Lq,Lk] grid is kept iff em_philox_keep(seed, offset,
+**   index, em_philox_keep_threshold(p)) (ember_philox.h: word index % 4 of
+**   counter offset + index / 4), the rule the backends' attention kernels
+**   follow. (A composed variant may
 **   use em_dropout instead, which draws its own seeded stream.)
 ** - weights, when asked for, are the probabilities before dropout, detached
 **   (for inspection: they carry no gradient).

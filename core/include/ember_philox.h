@@ -7,8 +7,12 @@
 **   uniform: em_philox_uniform_at (53 bits from words 0,1), in double,
 **            then scaled and cast to the tensor's dtype;
 **   normal:  em_philox_normal_at (Box-Muller on words 0..3);
-**   dropout: element i is kept iff em_philox_uniform_at(i) >= p.
-** One counter per element keeps indexing trivial in parallel kernels.
+** except dropout, whose keep test needs 32 bits, not a block:
+**   dropout: element i is kept iff em_philox_keep(i): word i % 4 of block
+**            philox(seed, offset + i / 4) is at least ceil(p 2^32).
+** One counter per element (four for dropout) keeps indexing trivial in
+** parallel kernels; a dropout of n elements uses n / 4 of the n counters
+** the caller reserves, so streams never overlap either way.
 */
 #ifndef EMBER_PHILOX_H
 #define EMBER_PHILOX_H
@@ -69,6 +73,23 @@ EM_HOSTDEV double em_philox_normal_at(uint64_t seed, uint64_t offset, uint64_t i
   double u2 = em_philox_uniform53(b.w[2], b.w[3]);
   /* 1 - u1 is in (0,1], so the log is finite. */
   return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+}
+
+/* The keep test's threshold for drop probability p in [0, 1]: a 32-bit
+** word w passes iff w >= it, which happens with probability 1 - p to
+** within 2^-32 (2^32, which no word reaches, for p = 1). */
+EM_HOSTDEV uint64_t em_philox_keep_threshold(double p) {
+  if (!(p > 0)) return 0;
+  if (p >= 1) return (uint64_t)1 << 32;
+  return (uint64_t)ceil(p * 4294967296.0);
+}
+
+/* Dropout's keep test for element `i` of a stream: one Philox block
+** serves four neighbouring elements (a quarter of the cost of a block
+** each, which made the mask a tenth of a training step). */
+EM_HOSTDEV int em_philox_keep(uint64_t seed, uint64_t offset, uint64_t i, uint64_t threshold) {
+  em_philox_block b = em_philox(seed, offset + i / 4);
+  return b.w[i % 4] >= threshold;
 }
 
 #endif

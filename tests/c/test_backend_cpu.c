@@ -1063,7 +1063,7 @@ static void test_random(void) {
   ok = be->dropout(0, EM_F64, out, mask, x, big, 0.3, 77, 1000) == EM_OK;
   int64_t kept = 0;
   for (int64_t i = 0; i < big && ok; i++) {
-    bool keep = em_philox_uniform_at(77, 1000, (uint64_t)i) >= 0.3;
+    bool keep = em_philox_keep(77, 1000, (uint64_t)i, em_philox_keep_threshold(0.3));
     kept += keep;
     ok = mask[i] == (keep ? 1 / 0.7 : 0) && out[i] == (keep ? x[i] * (1 / 0.7) : 0);
   }
@@ -1075,7 +1075,8 @@ static void test_random(void) {
     const int64_t n = 1000 + 7 * t;
     ok = be->dropout(0, EM_F64, out, mask, x, n, 0.45, 0x123456789ull, offs[t]) == EM_OK;
     for (int64_t i = 0; i < n && ok; i++)
-      ok = mask[i] == (em_philox_uniform_at(0x123456789ull, offs[t], (uint64_t)i) >= 0.45 ? 1 / 0.55 : 0);
+      ok = mask[i] == (em_philox_keep(0x123456789ull, offs[t], (uint64_t)i, em_philox_keep_threshold(0.45))
+                           ? 1 / 0.55 : 0);
     check(ok, "dropout follows the stream rule across a 2^32 counter boundary (offset %#llx)",
           (unsigned long long)offs[t]);
   }
@@ -1217,7 +1218,7 @@ static void ref_attention(const att_case *c, const att_data *d, double *out, dou
         for (int64_t j = 0; j < Lk; j++) {
           pr[j] = exp(s[j] - mx) / sum;
           uint64_t e = (uint64_t)((bh * Lq + i) * Lk + j);
-          z[j] = c->p > 0 ? (em_philox_uniform_at(7, 11, e) >= c->p ? 1 / (1 - c->p) : 0) : 1;
+          z[j] = c->p > 0 ? (em_philox_keep(7, 11, e, em_philox_keep_threshold(c->p)) ? 1 / (1 - c->p) : 0) : 1;
           for (int64_t x = 0; x < dv; x++) o[x] += pr[j] * z[j] * d->v[(bh * Lk + j) * dv + x];
         }
         if (!grads) continue;
