@@ -225,7 +225,7 @@ static em_status backward_bf16_outer(att_ctx *c) {
   void *const dst[3] = {a->d_bias_table, a->d_rel_k, a->d_rel_v};
   const int64_t total = n[0] + n[1] + n[2];
   if (total == 0) return backward_bf16(c);
-  float *buf = malloc((size_t)total * sizeof(float));
+  float *buf = cpu_scratch_alloc((size_t)total * sizeof(float));
   if (!buf)
     return em_error(EM_ERR_OOM,
                     "cpu attention_backward: out of memory for %lld float32 table gradients",
@@ -241,7 +241,7 @@ static em_status backward_bf16_outer(att_ctx *c) {
   if (s == EM_OK)
     for (int t = 0; t < 3; t++)
       if (g[t]) cpu_bf16_narrow(dst[t], g[t], n[t]);
-  free(buf);
+  cpu_scratch_free(buf, (size_t)total * sizeof(float));
   return s;
 }
 

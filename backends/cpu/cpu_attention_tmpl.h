@@ -179,18 +179,18 @@ static em_status FN(forward)(att_ctx *c) {
   if (c->parallel) {
 #pragma omp parallel
     {
-      T *S = malloc(per_thread);
+      T *S = cpu_scratch_alloc(per_thread);
       if (!S) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
 #pragma omp for schedule(dynamic)
       for (int64_t t = 0; t < items; t++)
         if (S) FN(forward_item)(c, t, nqt, S);
-      free(S);
+      cpu_scratch_free(S, per_thread);
     }
   } else {
-    T *S = malloc(per_thread);
+    T *S = cpu_scratch_alloc(per_thread);
     failed = !S;
     for (int64_t t = 0; t < items && S; t++) FN(forward_item)(c, t, nqt, S);
-    free(S);
+    cpu_scratch_free(S, per_thread);
   }
   FN(decl_release)(c);
   if (failed)
@@ -355,7 +355,8 @@ static em_status FN(backward)(att_ctx *c) {
   const int64_t nqt = (Lq + c->br - 1) / c->br, nkt = (a->Lk + c->bc - 1) / c->bc;
 
   /* D_i = dO_i . O_i, the row term of the softmax derivative. */
-  double *D = malloc((size_t)(BH * Lq > 0 ? BH * Lq : 1) * sizeof(double));
+  const size_t d_bytes = (size_t)(BH * Lq > 0 ? BH * Lq : 1) * sizeof(double);
+  double *D = cpu_scratch_alloc(d_bytes);
   if (!D)
     return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %lld row sums",
                     (long long)(BH * Lq));
@@ -365,7 +366,7 @@ static em_status FN(backward)(att_ctx *c) {
   c->D = D;
   em_status ds = FN(decl_prepare)(c, true);
   if (ds != EM_OK) {
-    free(D);
+    cpu_scratch_free(D, d_bytes);
     c->D = NULL;
     return ds;
   }
@@ -381,7 +382,7 @@ static em_status FN(backward)(att_ctx *c) {
   if (c->parallel) {
 #pragma omp parallel
     {
-      T *P = malloc(per_thread);
+      T *P = cpu_scratch_alloc(per_thread);
       if (!P) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
       T *dS = P ? P + c->br * c->bc : NULL, *acc = P ? dS + c->br * c->bc : NULL;
       if (per_head) {
@@ -396,18 +397,18 @@ static em_status FN(backward)(att_ctx *c) {
         for (int64_t t = 0; t < BH * nqt; t++)
           if (P) FN(backward_q)(c, t / nqt, t % nqt, P, dS, acc);
       }
-      free(P);
+      cpu_scratch_free(P, per_thread);
     }
   } else {
-    T *P = malloc(per_thread);
+    T *P = cpu_scratch_alloc(per_thread);
     failed = !P;
     for (int64_t t = 0; t < BH && P; t++)
       FN(backward_head)(c, t, nkt, P, P + c->br * c->bc, P + 2 * c->br * c->bc);
-    free(P);
+    cpu_scratch_free(P, per_thread);
   }
   if (!failed) FN(decl_finish)(c);
   FN(decl_release)(c);
-  free(D);
+  cpu_scratch_free(D, d_bytes);
   c->D = NULL;
   if (failed)
     return em_error(EM_ERR_OOM,

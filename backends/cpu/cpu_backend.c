@@ -125,6 +125,29 @@ static void big_empty(void) {
   pthread_mutex_unlock(&big_lock);
 }
 
+/* Kernel scratch from the same cache of large blocks (64-byte aligned;
+** not counted as tensor memory, and no injected faults). */
+void *cpu_scratch_alloc(size_t nbytes) {
+  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN, big_bytes = 0;
+  if (rounded == 0) rounded = CPU_ALIGN;
+  const int bcls = big_class(rounded, &big_bytes);
+  if (bcls >= 0) {
+    void *p = big_take(bcls, big_bytes);
+    if (p) return p;
+    rounded = big_bytes;
+  }
+  void *p = NULL;
+  return posix_memalign(&p, CPU_ALIGN, rounded) == 0 ? p : NULL;
+}
+
+void cpu_scratch_free(void *p, size_t nbytes) {
+  if (!p) return;
+  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN, big_bytes = 0;
+  const int bcls = big_class(rounded, &big_bytes);
+  if (bcls >= 0 && big_give(p, bcls, big_bytes)) return;
+  free(p);
+}
+
 /* Tiny tensors (scalars, biases, a Lua loop's 16-element temporaries)
 ** come and go at a high rate; a per-thread cache of freed small blocks,
 ** one list per 64-byte size class, keeps posix_memalign off that path. */

@@ -27,19 +27,6 @@ CPU_VECTOR_CLONES static void narrow_range(uint16_t *restrict h, const float *re
   for (int64_t i = lo; i < hi; i++) h[i] = cpu_f32_to_bf16(f[i]);
 }
 
-/* n bfloat16 values (NULL passes through) as a new float32 buffer. */
-static em_status widen(const char *kernel, const void *src, int64_t n, float **out) {
-  *out = NULL;
-  if (!src || n <= 0) return EM_OK;
-  float *f = malloc((size_t)n * sizeof *f);
-  if (!f)
-    return em_error(EM_ERR_OOM, "cpu %s: out of memory widening %lld bfloat16 values", kernel,
-                    (long long)n);
-  cpu_bf16_widen(f, src, n);
-  *out = f;
-  return EM_OK;
-}
-
 void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n) {
   CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, widen_range(dst, src, lo, hi););
 }
@@ -48,166 +35,177 @@ void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n) {
   CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, narrow_range(dst, src, lo, hi););
 }
 
+/* The float32 buffers of one call, released together (cpu_scratch). */
+typedef struct bf_scratch {
+  float *p[6];
+  size_t bytes[6];
+  int n;
+} bf_scratch;
+
+/* A float32 buffer of n elements in sc, or NULL (with *s set) for lack of memory. */
+static float *bf_take(bf_scratch *sc, const char *kernel, int64_t n, em_status *s) {
+  float *f = cpu_scratch_alloc((size_t)n * sizeof *f);
+  if (!f) {
+    *s = em_error(EM_ERR_OOM, "cpu %s: out of memory for %lld float32 values", kernel, (long long)n);
+    return NULL;
+  }
+  sc->p[sc->n] = f;
+  sc->bytes[sc->n++] = (size_t)n * sizeof *f;
+  return f;
+}
+
+/* n bfloat16 values (NULL passes through) widened into a buffer of sc. */
+static em_status widen(bf_scratch *sc, const char *kernel, const void *src, int64_t n, float **out) {
+  em_status s = EM_OK;
+  *out = NULL;
+  if (!src || n <= 0) return EM_OK;
+  if ((*out = bf_take(sc, kernel, n, &s))) cpu_bf16_widen(*out, src, n);
+  return s;
+}
+
+/* A float32 result buffer of sc for a bfloat16 output (NULL stays NULL). */
+static em_status scratch(bf_scratch *sc, const char *kernel, const void *dst, int64_t n, float **out) {
+  em_status s = EM_OK;
+  *out = NULL;
+  if (dst && n > 0) *out = bf_take(sc, kernel, n, &s);
+  return s;
+}
+
 static void narrow(void *dst, const float *src, int64_t n) {
   if (dst && src) cpu_bf16_narrow(dst, src, n);
 }
 
-/* A float32 result buffer for a bfloat16 output (NULL stays NULL). */
-static em_status scratch(const char *kernel, const void *dst, int64_t n, float **out) {
-  *out = NULL;
-  if (!dst || n <= 0) return EM_OK;
-  *out = malloc((size_t)n * sizeof **out);
-  if (!*out)
-    return em_error(EM_ERR_OOM, "cpu %s: out of memory for %lld float32 results", kernel,
-                    (long long)n);
-  return EM_OK;
+static em_status release(bf_scratch *sc, em_status s) {
+  for (int i = 0; i < sc->n; i++) cpu_scratch_free(sc->p[i], sc->bytes[i]);
+  return s;
 }
 
 em_status cpu_reduce_bf16(em_reduce_op op, void *out, int64_t *idx, const void *in,
                           int64_t outer, int64_t n, int64_t inner, int correction) {
+  bf_scratch sc = {0};
   float *x = NULL, *y = NULL;
-  em_status s = widen("reduce", in, outer * n * inner, &x);
-  if (!s) s = scratch("reduce", out, outer * inner, &y);
+  em_status s = widen(&sc, "reduce", in, outer * n * inner, &x);
+  if (!s) s = scratch(&sc, "reduce", out, outer * inner, &y);
   if (!s) s = cpu_reduce(0, op, EM_F32, y, idx, x, outer, n, inner, correction);
   if (!s) narrow(out, y, outer * inner);
-  free(x);
-  free(y);
-  return s;
+  return release(&sc, s);
 }
 
 em_status cpu_softmax_bf16(void *out, const void *xin, int64_t rows, int64_t n, bool log) {
+  bf_scratch sc = {0};
   float *x = NULL, *y = NULL;
-  em_status s = widen("softmax", xin, rows * n, &x);
-  if (!s) s = scratch("softmax", out, rows * n, &y);
+  em_status s = widen(&sc, "softmax", xin, rows * n, &x);
+  if (!s) s = scratch(&sc, "softmax", out, rows * n, &y);
   if (!s) s = cpu_softmax(0, EM_F32, y, x, rows, n, log);
   if (!s) narrow(out, y, rows * n);
-  free(x);
-  free(y);
-  return s;
+  return release(&sc, s);
 }
 
 em_status cpu_softmax_backward_bf16(void *gx, const void *gy, const void *y, int64_t rows,
                                     int64_t n, bool log) {
+  bf_scratch sc = {0};
   float *g = NULL, *yy = NULL, *r = NULL;
-  em_status s = widen("softmax_backward", gy, rows * n, &g);
-  if (!s) s = widen("softmax_backward", y, rows * n, &yy);
-  if (!s) s = scratch("softmax_backward", gx, rows * n, &r);
+  em_status s = widen(&sc, "softmax_backward", gy, rows * n, &g);
+  if (!s) s = widen(&sc, "softmax_backward", y, rows * n, &yy);
+  if (!s) s = scratch(&sc, "softmax_backward", gx, rows * n, &r);
   if (!s) s = cpu_softmax_backward(0, EM_F32, r, g, yy, rows, n, log);
   if (!s) narrow(gx, r, rows * n);
-  free(g);
-  free(yy);
-  free(r);
-  return s;
+  return release(&sc, s);
 }
 
 /* mean and rstd are float32 for bfloat16 inputs (the core's stat dtype). */
 em_status cpu_layer_norm_bf16(void *y, void *mean, void *rstd, const void *xin, const void *w,
                               const void *b, int64_t rows, int64_t n, double eps) {
+  bf_scratch sc = {0};
   float *x = NULL, *wf = NULL, *bf = NULL, *yf = NULL;
-  em_status s = widen("layer_norm", xin, rows * n, &x);
-  if (!s) s = widen("layer_norm", w, n, &wf);
-  if (!s) s = widen("layer_norm", b, n, &bf);
-  if (!s) s = scratch("layer_norm", y, rows * n, &yf);
+  em_status s = widen(&sc, "layer_norm", xin, rows * n, &x);
+  if (!s) s = widen(&sc, "layer_norm", w, n, &wf);
+  if (!s) s = widen(&sc, "layer_norm", b, n, &bf);
+  if (!s) s = scratch(&sc, "layer_norm", y, rows * n, &yf);
   if (!s) s = cpu_layer_norm(0, EM_F32, yf, mean, rstd, x, wf, bf, rows, n, eps);
   if (!s) narrow(y, yf, rows * n);
-  free(x);
-  free(wf);
-  free(bf);
-  free(yf);
-  return s;
+  return release(&sc, s);
 }
 
 em_status cpu_layer_norm_backward_bf16(void *dx, void *dw, void *db, const void *dy,
                                        const void *xin, const void *mean, const void *rstd,
                                        const void *w, int64_t rows, int64_t n) {
+  bf_scratch sc = {0};
   float *g = NULL, *x = NULL, *wf = NULL, *dxf = NULL, *dwf = NULL, *dbf = NULL;
-  em_status s = widen("layer_norm_backward", dy, rows * n, &g);
-  if (!s) s = widen("layer_norm_backward", xin, rows * n, &x);
-  if (!s) s = widen("layer_norm_backward", w, n, &wf);
-  if (!s) s = scratch("layer_norm_backward", dx, rows * n, &dxf);
+  em_status s = widen(&sc, "layer_norm_backward", dy, rows * n, &g);
+  if (!s) s = widen(&sc, "layer_norm_backward", xin, rows * n, &x);
+  if (!s) s = widen(&sc, "layer_norm_backward", w, n, &wf);
+  if (!s) s = scratch(&sc, "layer_norm_backward", dx, rows * n, &dxf);
   /* widened, not fresh: the kernel may add into dw and db */
-  if (!s) s = widen("layer_norm_backward", dw, n, &dwf);
-  if (!s) s = widen("layer_norm_backward", db, n, &dbf);
+  if (!s) s = widen(&sc, "layer_norm_backward", dw, n, &dwf);
+  if (!s) s = widen(&sc, "layer_norm_backward", db, n, &dbf);
   if (!s) s = cpu_layer_norm_backward(0, EM_F32, dxf, dwf, dbf, g, x, mean, rstd, wf, rows, n);
   if (!s) {
     narrow(dx, dxf, rows * n);
     narrow(dw, dwf, n);
     narrow(db, dbf, n);
   }
-  free(g);
-  free(x);
-  free(wf);
-  free(dxf);
-  free(dwf);
-  free(dbf);
-  return s;
+  return release(&sc, s);
 }
 
 em_status cpu_cross_entropy_bf16(void *loss, void *lse, const void *logits,
                                  const int64_t *target, int64_t rows, int64_t classes,
                                  int64_t ignore_index, double smoothing) {
+  bf_scratch sc = {0};
   float *x = NULL, *l = NULL, *e = NULL;
-  em_status s = widen("cross_entropy", logits, rows * classes, &x);
-  if (!s) s = scratch("cross_entropy", loss, rows, &l);
-  if (!s) s = scratch("cross_entropy", lse, rows, &e);
+  em_status s = widen(&sc, "cross_entropy", logits, rows * classes, &x);
+  if (!s) s = scratch(&sc, "cross_entropy", loss, rows, &l);
+  if (!s) s = scratch(&sc, "cross_entropy", lse, rows, &e);
   if (!s)
     s = cpu_cross_entropy(0, EM_F32, l, e, x, target, rows, classes, ignore_index, smoothing);
   if (!s) {
     narrow(loss, l, rows);
     narrow(lse, e, rows);
   }
-  free(x);
-  free(l);
-  free(e);
-  return s;
+  return release(&sc, s);
 }
 
 em_status cpu_cross_entropy_backward_bf16(void *dlogits, const void *dloss, const void *logits,
                                           const void *lse, const int64_t *target, int64_t rows,
                                           int64_t classes, int64_t ignore_index,
                                           double smoothing) {
+  bf_scratch sc = {0};
   float *dl = NULL, *x = NULL, *e = NULL, *g = NULL;
-  em_status s = widen("cross_entropy_backward", dloss, rows, &dl);
-  if (!s) s = widen("cross_entropy_backward", logits, rows * classes, &x);
-  if (!s) s = widen("cross_entropy_backward", lse, rows, &e);
-  if (!s) s = scratch("cross_entropy_backward", dlogits, rows * classes, &g);
+  em_status s = widen(&sc, "cross_entropy_backward", dloss, rows, &dl);
+  if (!s) s = widen(&sc, "cross_entropy_backward", logits, rows * classes, &x);
+  if (!s) s = widen(&sc, "cross_entropy_backward", lse, rows, &e);
+  if (!s) s = scratch(&sc, "cross_entropy_backward", dlogits, rows * classes, &g);
   if (!s)
     s = cpu_cross_entropy_backward(0, EM_F32, g, dl, x, e, target, rows, classes, ignore_index,
                                    smoothing);
   if (!s) narrow(dlogits, g, rows * classes);
-  free(dl);
-  free(x);
-  free(e);
-  free(g);
-  return s;
+  return release(&sc, s);
 }
 
 em_status cpu_dropout_bf16(void *out, void *mask, const void *xin, int64_t n, double p,
                            uint64_t seed, uint64_t offset) {
+  bf_scratch sc = {0};
   float *x = NULL, *o = NULL, *m = NULL;
-  em_status s = widen("dropout", xin, n, &x);
-  if (!s) s = scratch("dropout", out, n, &o);
-  if (!s) s = scratch("dropout", mask, n, &m);
+  em_status s = widen(&sc, "dropout", xin, n, &x);
+  if (!s) s = scratch(&sc, "dropout", out, n, &o);
+  if (!s) s = scratch(&sc, "dropout", mask, n, &m);
   if (!s) s = cpu_dropout(0, EM_F32, o, m, x, n, p, seed, offset);
   if (!s) {
     narrow(out, o, n);
     narrow(mask, m, n);
   }
-  free(x);
-  free(o);
-  free(m);
-  return s;
+  return release(&sc, s);
 }
 
 /* A contiguous bfloat16 output of n elements, drawn in float32. */
 em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, double b,
                           uint64_t seed, uint64_t offset) {
+  bf_scratch sc = {0};
   float *f = NULL;
-  em_status s = scratch("random", out, n, &f);
+  em_status s = scratch(&sc, "random", out, n, &f);
   if (s || !f) return s;
   em_kview v = {.data = f, .dtype = EM_F32, .ndim = 1, .shape = {n}, .stride = {1}};
   s = cpu_random(0, kind, &v, a, b, seed, offset);
   if (!s) narrow(out, f, n);
-  free(f);
-  return s;
+  return release(&sc, s);
 }

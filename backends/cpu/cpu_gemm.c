@@ -130,7 +130,7 @@ static int64_t span(bool t, int64_t rows, int64_t cols, int64_t ld, int64_t stri
 }
 
 static float *widen_span(const uint16_t *x, int64_t n) {
-  float *f = malloc((size_t)n * sizeof *f);
+  float *f = cpu_scratch_alloc((size_t)n * sizeof *f);
   if (f) cpu_bf16_widen(f, x, n);
   return f;
 }
@@ -152,9 +152,9 @@ static em_status bf16_gemm_widened(bool ta, bool tb, int64_t m, int64_t n, int64
     s = cpu_gemm(0, EM_F32, ta, tb, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b, beta,
                  fc, ldc, stride_c, batch);
   if (!s) cpu_bf16_narrow(c, fc, nc);
-  free(fa);
-  free(fb);
-  free(fc);
+  cpu_scratch_free(fa, (size_t)na * sizeof *fa);
+  cpu_scratch_free(fb, (size_t)nb * sizeof *fb);
+  cpu_scratch_free(fc, (size_t)nc * sizeof *fc);
   return s;
 }
 

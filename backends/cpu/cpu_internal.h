@@ -184,6 +184,13 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
 ** ("brg:avx512_core_amx", ...). */
 em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n);
 
+/* cpu_backend.c: scratch memory for kernels, from the cache of large blocks
+** that tensors use, so that a training loop does not page-fault fresh
+** buffers in every step (a tenth of a bfloat16 step did). Free with the
+** size it was asked for. NULL when out of memory. */
+void *cpu_scratch_alloc(size_t nbytes);
+void cpu_scratch_free(void *p, size_t nbytes);
+
 /* cpu_bf16.c: bfloat16 through the float32 kernels (widen, run, round). */
 /* n values converted, over the thread team when it pays. */
 void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n);
