@@ -166,8 +166,9 @@ static inline double att_exp_f64(double x) { return exp(x); }
 ** scores, the online softmax, lse, the accumulators and every gradient
 ** are float32, and mm (cpu_bgemm.c) multiplies bfloat16 operands --
 ** probability and score-gradient tiles rounded to bfloat16 on the way --
-** with float32 sums. The bfloat16 entry points below give the templates
-** float32 buffers for the gradients and round them once at the end. */
+** with float32 sums. The gradients are summed in float32 and rounded to
+** bfloat16 once (store_grad in the template, backward_bf16_outer below for
+** the tables). */
 #define ATT_SAME_TYPE(SUF_, T_)                                                              \
   static inline T_ from_st_##SUF_(T_ x) { return x; }                                        \
   static inline T_ to_st_##SUF_(T_ x) { return x; }                                          \
