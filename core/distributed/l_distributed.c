@@ -193,6 +193,36 @@ static int f_all_reduce(lua_State *L) {
   return 1;
 }
 
+/* all_reduce_now(t [, op]) -> true when done: the synchronous all-reduce of
+** a contiguous CPU tensor, run on this thread (dc_run_here) without a
+** handle, which the per-step loss average every script makes then pays
+** nothing for. false: not this way (a large one, a staged tensor, a busy
+** worker), so the caller goes through all_reduce. */
+static int f_all_reduce_now(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1, "all_reduce");
+  int mean;
+  dc_op op = check_op(L, 2, t->dtype, "all_reduce", &mean);
+  em_device cpu;
+  if (em_cpu_device(&cpu) != EM_OK || !em_device_eq(t->device, cpu) || !em_is_contiguous(t)) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  dc_work w = {.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = op, .mean = mean, .recv = em_data(t),
+               .count = (size_t)em_numel(t), .name = "all_reduce"};
+  const int r = dc_run_here(&w, timeout_s);
+  if (r == -2) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  if (r != 0) {
+    if (w.abandoned) em_retain(t); /* MPI may still write its memory: never freed */
+    lua_pushfstring(L, "ember.distributed: rank %d (of %d ranks): %s", info.rank, info.size, w.msg);
+    return lua_error(L);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* broadcast(t, root) -> handle; root is 0-based here (the Lua side converts). */
 static int f_broadcast(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "broadcast");
@@ -424,6 +454,7 @@ static int sentinel_gc(lua_State *L) {
 static const luaL_Reg funcs[] = {
   {"init", f_init},
   {"all_reduce", f_all_reduce},
+  {"all_reduce_now", f_all_reduce_now},
   {"broadcast", f_broadcast},
   {"all_gather", f_all_gather},
   {"reduce_scatter", f_reduce_scatter},

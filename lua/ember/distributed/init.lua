@@ -141,6 +141,7 @@ function M.all_reduce(t, op, opts)
   need_init("all_reduce")
   op, opts = op_and_opts(op, opts)
   local async = async_of("all_reduce", opts)
+  if not async and C.all_reduce_now(t, op or "sum") then return t end
   return finish(C.all_reduce(t, op or "sum", not async), async, t)
 end
 
