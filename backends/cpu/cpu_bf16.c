@@ -1,6 +1,6 @@
 /*
 ** cpu_bf16.c -- bfloat16 for the row kernels (reductions, softmax, layer
-** norm, cross entropy, dropout, random draws): inputs are widened to
+** norm, cross entropy, random draws): inputs are widened to
 ** float32 buffers, the float32 kernel runs (its sums accumulate in float32
 ** or double), and results are rounded once to bfloat16.
 **
@@ -9,8 +9,9 @@
 ** element, so the extra pass over a float32 copy costs little next to the
 ** kernel, and the float32 code (vectorised exp, chunked sums that give the
 ** same bits at any thread count) serves both dtypes. Elementwise ops,
-** index adds and the optimizers, which are pure memory traffic, have their
-** own bfloat16 instantiations instead (cpu_binary_tmpl.h, ...).
+** index adds, dropout and the optimizers, which are pure memory traffic,
+** have their own bfloat16 instantiations instead (cpu_binary_tmpl.h,
+** cpu_dropout_tmpl.h, ...).
 */
 #include "cpu_internal.h"
 
@@ -179,21 +180,6 @@ em_status cpu_cross_entropy_backward_bf16(void *dlogits, const void *dloss, cons
     s = cpu_cross_entropy_backward(0, EM_F32, g, dl, x, e, target, rows, classes, ignore_index,
                                    smoothing);
   if (!s) narrow(dlogits, g, rows * classes);
-  return release(&sc, s);
-}
-
-em_status cpu_dropout_bf16(void *out, void *mask, const void *xin, int64_t n, double p,
-                           uint64_t seed, uint64_t offset) {
-  bf_scratch sc = {0};
-  float *x = NULL, *o = NULL, *m = NULL;
-  em_status s = widen(&sc, "dropout", xin, n, &x);
-  if (!s) s = scratch(&sc, "dropout", out, n, &o);
-  if (!s) s = scratch(&sc, "dropout", mask, n, &m);
-  if (!s) s = cpu_dropout(0, EM_F32, o, m, x, n, p, seed, offset);
-  if (!s) {
-    narrow(out, o, n);
-    narrow(mask, m, n);
-  }
   return release(&sc, s);
 }
 

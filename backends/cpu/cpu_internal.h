@@ -212,13 +212,11 @@ em_status cpu_cross_entropy_backward_bf16(void *dlogits, const void *dloss, cons
                                           const void *lse, const int64_t *target, int64_t rows,
                                           int64_t classes, int64_t ignore_index,
                                           double smoothing);
-em_status cpu_dropout_bf16(void *out, void *mask, const void *x, int64_t n, double p,
-                           uint64_t seed, uint64_t offset);
 em_status cpu_random_bf16(em_random_kind kind, void *out, int64_t n, double a, double b,
                           uint64_t seed, uint64_t offset);
 
-/* cpu_random.c: keep[j] = (element counter0 + j of the Philox stream is
-** kept by dropout), for n consecutive counters; vectorised. */
+/* cpu_random.c: keep[j] = (element first + j of the Philox stream at
+** offset is kept by dropout: em_philox_keep), for n elements; vectorised. */
 void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t offset, uint64_t first, int64_t n,
                       uint64_t threshold);
 

@@ -125,6 +125,38 @@ enum { DROP_BLOCK = 512 }; /* elements per keep[] block on the stack */
 #undef T
 #undef SUF
 
+#define LD(v) (v)
+#define ST(a) (a)
+#define T float
+#define A float
+#define SUF f32
+#include "cpu_dropout_tmpl.h"
+#undef T
+#undef A
+#undef SUF
+
+#define T double
+#define A double
+#define SUF f64
+#include "cpu_dropout_tmpl.h"
+#undef T
+#undef A
+#undef SUF
+#undef LD
+#undef ST
+
+#define LD(v) cpu_bf16_to_f32(v)
+#define ST(a) cpu_f32_to_bf16(a)
+#define T uint16_t
+#define A float
+#define SUF bf16
+#include "cpu_dropout_tmpl.h"
+#undef T
+#undef A
+#undef SUF
+#undef LD
+#undef ST
+
 em_status cpu_random(int device, em_random_kind kind, const em_kview *out, double a, double b,
                      uint64_t seed, uint64_t offset) {
   (void)device;
@@ -170,8 +202,8 @@ em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void
     if (mask) memset(mask, 0, bytes);
     return EM_OK;
   }
-  if (dt == EM_BF16) return cpu_dropout_bf16(out, mask, x, n, p, seed, offset);
-  if (dt == EM_F32) dropout_f32(out, mask, x, n, p, seed, offset);
+  if (dt == EM_BF16) dropout_bf16(out, mask, x, n, p, seed, offset);
+  else if (dt == EM_F32) dropout_f32(out, mask, x, n, p, seed, offset);
   else dropout_f64(out, mask, x, n, p, seed, offset);
   return EM_OK;
 }
