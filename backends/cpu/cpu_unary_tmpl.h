@@ -182,29 +182,32 @@ static inline ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * sin
 ** into each case's loop (see CPU_FOR_RANGES). */
 CPU_VECTOR_CLONES static void FN(grad_range)(em_unary_op op, int64_t lo, int64_t hi, T *gx,
                                              const T *gy, const T *x, const T *y, ACC a, ACC b) {
+#define GRAD_CASE(OP, F) \
+  case OP: FN(grad_run)(lo, hi, gx, gy, x, y, FN(F), a, b); break;
   switch (op) {
-    case EM_NEG: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_neg), a, b); break;
-    case EM_EXP: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_exp), a, b); break;
-    case EM_LOG: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_log), a, b); break;
-    case EM_SQRT: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_sqrt), a, b); break;
-    case EM_RSQRT: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_rsqrt), a, b); break;
-    case EM_ABS: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_abs), a, b); break;
-    case EM_TANH: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_tanh), a, b); break;
-    case EM_SIGMOID: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_sigmoid), a, b); break;
-    case EM_RELU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_relu), a, b); break;
-    case EM_GELU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_gelu), a, b); break;
-    case EM_GELU_TANH: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_gelu_tanh), a, b); break;
-    case EM_ELU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_elu), a, b); break;
-    case EM_CLAMP: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_clamp), a, b); break;
+    GRAD_CASE(EM_NEG, d_neg)
+    GRAD_CASE(EM_EXP, d_exp)
+    GRAD_CASE(EM_LOG, d_log)
+    GRAD_CASE(EM_SQRT, d_sqrt)
+    GRAD_CASE(EM_RSQRT, d_rsqrt)
+    GRAD_CASE(EM_ABS, d_abs)
+    GRAD_CASE(EM_TANH, d_tanh)
+    GRAD_CASE(EM_SIGMOID, d_sigmoid)
+    GRAD_CASE(EM_RELU, d_relu)
+    GRAD_CASE(EM_GELU, d_gelu)
+    GRAD_CASE(EM_GELU_TANH, d_gelu_tanh)
+    GRAD_CASE(EM_ELU, d_elu)
+    GRAD_CASE(EM_CLAMP, d_clamp)
     case EM_POW_SCALAR:
       if (a == K(0)) FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_zero), a, b);
       else FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_pow), a, b);
       break;
-    case EM_AFFINE: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_affine), a, b); break;
-    case EM_SILU: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_silu), a, b); break;
-    case EM_SIN: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_sin), a, b); break;
-    case EM_COS: FN(grad_run)(lo, hi, gx, gy, x, y, FN(d_cos), a, b); break;
+    GRAD_CASE(EM_AFFINE, d_affine)
+    GRAD_CASE(EM_SILU, d_silu)
+    GRAD_CASE(EM_SIN, d_sin)
+    GRAD_CASE(EM_COS, d_cos)
     default: break;
+#undef GRAD_CASE
   }
 }
 
