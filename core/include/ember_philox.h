@@ -10,9 +10,9 @@
 ** except dropout, whose keep test needs 32 bits, not a block:
 **   dropout: element i is kept iff em_philox_keep(i): word i % 4 of block
 **            philox(seed, offset + i / 4) is at least ceil(p 2^32).
-** One counter per element (four for dropout) keeps indexing trivial in
-** parallel kernels; a dropout of n elements uses n / 4 of the n counters
-** the caller reserves, so streams never overlap either way.
+** One counter per element (per four elements for dropout) keeps indexing
+** trivial in parallel kernels; a dropout of n elements uses n / 4 of the n
+** counters the caller reserves, so streams never overlap either way.
 */
 #ifndef EMBER_PHILOX_H
 #define EMBER_PHILOX_H
