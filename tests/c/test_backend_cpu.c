@@ -1368,6 +1368,9 @@ static void test_attention(void) {
       {"tiles Lq100 Lk40 causal + dropout 0.1", 1, 3, 100, 40, 8, 8, true, false, false, 0.1,
        false},
       {"tiles Lq65 Lk129 plain d=32", 1, 2, 65, 129, 32, 32, false, false, false, 0, false},
+      /* rows of 131 keys start between Philox blocks (4 elements each), and
+      ** a tile row of 128 takes the 64-at-a-time keep path after that */
+      {"tiles Lq9 Lk131 dropout 0.3", 1, 2, 9, 131, 8, 8, false, false, false, 0.3, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(&cases[i]);
   em_attention_args a;
