@@ -125,10 +125,14 @@ static void big_empty(void) {
   pthread_mutex_unlock(&big_lock);
 }
 
+/* Sizes are rounded up to whole cache lines: vector loops may then read
+** whole lines at the tail, and a block's size class follows from it. */
+static size_t align_up(size_t nbytes) { return (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN; }
+
 /* Kernel scratch from the same cache of large blocks (64-byte aligned;
 ** not counted as tensor memory, and no injected faults). */
 void *cpu_scratch_alloc(size_t nbytes) {
-  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN, big_bytes = 0;
+  size_t rounded = align_up(nbytes), big_bytes = 0;
   if (rounded == 0) rounded = CPU_ALIGN;
   const int bcls = big_class(rounded, &big_bytes);
   if (bcls >= 0) {
@@ -142,7 +146,7 @@ void *cpu_scratch_alloc(size_t nbytes) {
 
 void cpu_scratch_free(void *p, size_t nbytes) {
   if (!p) return;
-  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN, big_bytes = 0;
+  size_t rounded = align_up(nbytes), big_bytes = 0;
   const int bcls = big_class(rounded, &big_bytes);
   if (bcls >= 0 && big_give(p, bcls, big_bytes)) return;
   free(p);
@@ -176,8 +180,7 @@ static em_status cpu_alloc(int device, size_t nbytes, void **ptr) {
   if (nbytes > CPU_MAX_ALLOC)
     return em_error(EM_ERR_OOM, "cpu alloc: %zu bytes is more than any host can give (limit %zu)",
                     nbytes, (size_t)CPU_MAX_ALLOC);
-  /* Rounding up lets vector loops read whole cache lines at the tail. */
-  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+  size_t rounded = align_up(nbytes);
   void *p = NULL;
   int cls = small_class(rounded);
   size_t big_bytes = 0;
@@ -205,7 +208,7 @@ static void cpu_free(int device, void *ptr, size_t nbytes) {
   (void)device;
   if (!ptr) return;
   __atomic_sub_fetch(&bytes_in_use, nbytes, __ATOMIC_RELAXED);
-  size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN, big_bytes = 0;
+  size_t rounded = align_up(nbytes), big_bytes = 0;
   int bcls = big_class(rounded, &big_bytes);
   if (bcls >= 0 && big_give(ptr, bcls, big_bytes)) return;
   int cls = small_class(rounded);

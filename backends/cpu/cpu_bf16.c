@@ -37,14 +37,19 @@ void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n) {
 }
 
 /* The float32 buffers of one call, released together (cpu_scratch). */
+enum { BF_SCRATCH_MAX = 6 }; /* layer_norm_backward's six buffers */
 typedef struct bf_scratch {
-  float *p[6];
-  size_t bytes[6];
+  float *p[BF_SCRATCH_MAX];
+  size_t bytes[BF_SCRATCH_MAX];
   int n;
 } bf_scratch;
 
 /* A float32 buffer of n elements in sc, or NULL (with *s set) for lack of memory. */
 static float *bf_take(bf_scratch *sc, const char *kernel, int64_t n, em_status *s) {
+  if (sc->n == BF_SCRATCH_MAX) { /* a kernel here asks for more than it was sized for */
+    *s = em_error(EM_ERR_BACKEND, "cpu %s: more than %d float32 buffers", kernel, BF_SCRATCH_MAX);
+    return NULL;
+  }
   float *f = cpu_scratch_alloc((size_t)n * sizeof *f);
   if (!f) {
     *s = em_error(EM_ERR_OOM, "cpu %s: out of memory for %lld float32 values", kernel, (long long)n);

@@ -8,7 +8,8 @@
 
 #define FN(name) CPU_CAT(name, SUF)
 
-/* Elements [lo, lo + len) of dropout (a vector clone: CPU_FOR_RANGES). */
+/* Elements [lo, lo + len) of dropout: a vector clone called from the
+** parallel loop (CPU_FOR_RANGES says why). */
 CPU_VECTOR_CLONES static void FN(dropout_block)(T *out, T *mask, const T *x, int64_t lo,
                                                 int64_t len, A scale, uint64_t thr, uint64_t seed,
                                                 uint64_t offset) {
