@@ -23,9 +23,43 @@ CPU_VECTOR_CLONES static void widen_range(float *restrict f, const uint16_t *res
   for (int64_t i = lo; i < hi; i++) f[i] = cpu_bf16_to_f32(h[i]);
 }
 
-CPU_VECTOR_CLONES static void narrow_range(uint16_t *restrict h, const float *restrict f,
-                                           int64_t lo, int64_t hi) {
-  for (int64_t i = lo; i < hi; i++) h[i] = cpu_f32_to_bf16(f[i]);
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ROUND_AVX512 1
+/* cpu_f32_to_bf16 on 16 lanes: the same integer rounding, so the same bits
+** (not vcvtneps2bf16, which flushes denormals). GCC vectorises the scalar
+** loop only to 256 bits and packs 32 -> 16 bits in four steps there; this
+** is one vpmovdw, half the time of a cast. */
+__attribute__((target("avx512f"))) static void round_avx512(uint16_t *restrict h,
+                                                            const float *restrict f, int64_t n) {
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+    const __m512i u = _mm512_maskz_loadu_epi32(m, f + i), top = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(top, one));
+    r = _mm512_srli_epi32(r, 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, quiet));
+    _mm512_mask_cvtepi32_storeu_epi16(h + i, m, r);
+  }
+}
+#endif
+
+CPU_VECTOR_CLONES static void round_plain(uint16_t *restrict h, const float *restrict f,
+                                          int64_t n) {
+  for (int64_t i = 0; i < n; i++) h[i] = cpu_f32_to_bf16(f[i]);
+}
+
+void cpu_bf16_round(uint16_t *dst, const float *src, int64_t n) {
+#if ROUND_AVX512
+  if (__builtin_cpu_supports("avx512f")) {
+    round_avx512(dst, src, n);
+    return;
+  }
+#endif
+  round_plain(dst, src, n);
 }
 
 void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n) {
@@ -33,7 +67,7 @@ void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n) {
 }
 
 void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n) {
-  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, narrow_range(dst, src, lo, hi););
+  CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, cpu_bf16_round(dst + lo, src + lo, hi - lo););
 }
 
 /* The float32 buffers of one call, released together (cpu_scratch). */

@@ -224,7 +224,10 @@ static void copy_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
       }
     case EM_BF16:
       switch (c->src) {
-        case EM_F32: cast_f32_bf16(p, s, n); return;
+        case EM_F32:
+          if (s[0] == 2 && s[1] == 4) cpu_bf16_round((uint16_t *)p[0], (const float *)p[1], n);
+          else cast_f32_bf16(p, s, n);
+          return;
         case EM_F64: cast_f64_bf16(p, s, n); return;
         case EM_I64: cast_i64_bf16(p, s, n); return;
         case EM_BOOL: cast_bool_bf16(p, s, n); return;

@@ -195,6 +195,9 @@ void cpu_scratch_free(void *p, size_t nbytes);
 /* n values converted, over the thread team when it pays. */
 void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n);
 void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n);
+/* dst[i] = cpu_f32_to_bf16(src[i]) for i < n, on the calling thread (AVX-512
+** where the CPU has it). */
+void cpu_bf16_round(uint16_t *dst, const float *src, int64_t n);
 em_status cpu_reduce_bf16(em_reduce_op op, void *out, int64_t *idx, const void *in,
                           int64_t outer, int64_t n, int64_t inner, int correction);
 em_status cpu_softmax_bf16(void *out, const void *x, int64_t rows, int64_t n, bool log);
