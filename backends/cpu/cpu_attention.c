@@ -60,7 +60,8 @@
 typedef struct att_ctx {
   const em_attention_args *a;
   int64_t shift;  /* Lk - Lq, the causal diagonal's offset */
-  int64_t br, bc; /* tile sizes: queries per work item, keys per step */
+  int64_t br, bc; /* tile sizes: queries per work item, keys per tile */
+  int64_t ld;     /* row stride of the score scratch: the widest forward step (>= bc) */
   bool parallel;  /* enough work to wake the thread team */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
   /* declared terms (cpu_attention_decl_tmpl.h), in the compute type */
@@ -309,7 +310,11 @@ static att_ctx make_ctx(const em_attention_args *a) {
   while (c.br > 16 && c.br * c.bc * d > TILE_MNK) c.br /= 2;
   /* a block mask keeps a band of keys: where the band is narrow against the
   ** sequence, narrower key tiles follow it closer (a 64 + 64 window touches
-  ** 3-4 tiles of 64 keys, not 2-3 of 128); where it is wide they only cost */
+  ** 3-4 tiles of 64 keys, not 2-3 of 128); where it is wide they only cost.
+  ** The forward joins neighbouring kept tiles into steps of the full width
+  ** (c.ld): the row maxima and sums, and each product's setup, then come
+  ** once per 128 keys where the band allows, as in standard attention. */
+  c.ld = c.bc;
   if (a->mask_kind && c.bc > 64) {
     const double band = a->mask_kind == 1 ? (double)a->win_left + (double)a->win_right + 1
                                           : (2.0 * (double)a->local + 1) * (double)a->block;

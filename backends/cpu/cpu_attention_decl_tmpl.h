@@ -112,11 +112,11 @@ ATT_ROW T FN(uniform_score)(const att_ctx *c, int64_t i, int64_t u) {
 }
 
 /* Adds the declared biases and applies the block mask to the score tile
-** (rows of S have stride c->bc). */
+** (rows of S have stride c->ld). */
 ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                              int64_t j0, int64_t bc, T *S) {
   const em_attention_args *a = c->a;
-  const int64_t h = bh % a->H, Lq = a->Lq, ld = c->bc;
+  const int64_t h = bh % a->H, Lq = a->Lq, ld = c->ld;
   if (c->rbias) {
     const T *rb = (const T *)c->rbias + h * c->n_r;
     for (int64_t ii = 0; ii < br; ii++) {
@@ -180,7 +180,7 @@ ATT_ROW void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64
   if (c->DVEC)
     for (int64_t ii = 0; ii < br; ii++) {
       T *d = (T *)c->DVEC + bh * c->n_r + (j0 - (i0 + ii) + a->Lq - 1);
-      const T *ds = dS + ii * c->bc;
+      const T *ds = dS + ii * c->ld;
       for (int64_t jj = 0; jj < bc; jj++) d[jj] += ds[jj];
     }
   if (!c->DSB && !c->PB) return;
@@ -188,9 +188,9 @@ ATT_ROW void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64
     const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
     if (FN(uniform_row)(c, i, j0, bc) >= 0) continue; /* grad_tile added its sums */
     if (c->DSB)
-      FN(run_scatter_add)(c, n0, bc, dS + ii * c->bc, (T *)c->DSB + FN(drow)(c, i));
+      FN(run_scatter_add)(c, n0, bc, dS + ii * c->ld, (T *)c->DSB + FN(drow)(c, i));
     if (c->PB)
-      FN(run_scatter_add)(c, n0, bc, P + ii * c->bc, (T *)c->PB + FN(drow)(c, i));
+      FN(run_scatter_add)(c, n0, bc, P + ii * c->ld, (T *)c->PB + FN(drow)(c, i));
   }
 }
 

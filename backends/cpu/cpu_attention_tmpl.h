@@ -12,12 +12,12 @@
 #include "cpu_attention_decl_tmpl.h"
 
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
-** and keys [j0, j0+bc) of head bh, row stride c->bc; -inf where the key is
+** and keys [j0, j0+bc) of head bh, row stride c->ld; -inf where the key is
 ** padding or in the causal future. */
 ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                         int64_t bc, T *S) {
   const em_attention_args *a = c->a;
-  const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->bc;
+  const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->ld;
   const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
   const ST *k = (const ST *)a->k + (bh * a->Lk + j0) * dk;
   FN(mm)(false, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
@@ -105,7 +105,7 @@ ATT_ROW T FN(exp_row)(T *restrict p, int64_t n, T shift) {
 CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
                                                T *acc, T *m, T *l, T *pbt) {
   const em_attention_args *a = c->a;
-  const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc;
+  const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
   const ST *v_bh = (const ST *)a->v + bh * Lk * dv;
   const bool dropout = a->dropout_p > 0;
@@ -122,12 +122,17 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
 
   FN(decl_rows)(c, bh, i0, br, false);
   const int64_t j_end = FN(key_end)(c, i0, br);
-  for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
-    const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
-    if (att_tile_empty(c, i0, br, j0, bc)) continue;
+  for (int64_t j0 = 0, w; j0 < j_end; j0 += w) {
+    w = BC;
+    if (att_tile_empty(c, i0, br, j0, Lk - j0 < BC ? Lk - j0 : BC)) continue;
+    /* one step over the kept tiles that follow, as far as the scratch allows */
+    while (w + BC <= LD && j0 + w < j_end &&
+           !att_tile_empty(c, i0, br, j0 + w, Lk - j0 - w < BC ? Lk - j0 - w : BC))
+      w += BC;
+    const int64_t bc = Lk - j0 < w ? Lk - j0 : w;
     FN(scores)(c, bh, i0, br, j0, bc, S);
     for (int64_t ii = 0; ii < br; ii++) {
-      T *s = S + ii * BC, *o = acc + ii * dv;
+      T *s = S + ii * LD, *o = acc + ii * dv;
       /* a uniform row's Shaw key term is the constant x, left out of s */
       const int64_t u = FN(uniform_row)(c, i0 + ii, j0, bc);
       const T x = FN(uniform_score)(c, i0 + ii, u);
@@ -157,7 +162,7 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
       else if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
-    FN(mm)(false, false, br, dv, bc, 1, S, false, BC, v_bh + j0 * dv, true, dv, 1, acc, dv);
+    FN(mm)(false, false, br, dv, bc, 1, S, false, LD, v_bh + j0 * dv, true, dv, 1, acc, dv);
   }
   /* Shaw's output term: acc += (P summed by table row) rel_v */
   if (pbt) FN(mm)(false, false, br, dv, nrel, 1, pbt, false, nrel, a->rel_v, true, dv, 1, acc, dv);
@@ -180,7 +185,7 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
 
 /* Work item t (a head and a query tile) with one thread's scratch. */
 static void FN(forward_item)(const att_ctx *c, int64_t t, int64_t nqt, T *S) {
-  T *acc = S + c->br * c->bc, *m = acc + c->br * c->a->dv, *l = m + c->br;
+  T *acc = S + c->br * c->ld, *m = acc + c->br * c->a->dv, *l = m + c->br;
   T *pbt = c->a->rel_v && c->a->rel_row ? l + c->br : NULL; /* [br, n_rel] */
   FN(forward_tile)(c, t / nqt, t % nqt, S, acc, m, l, pbt);
 }
@@ -190,7 +195,7 @@ static em_status FN(forward)(att_ctx *c) {
   const int64_t nqt = (a->Lq + c->br - 1) / c->br, items = a->B * a->H * nqt;
   const int64_t npb = a->rel_v && a->rel_row ? c->br * a->n_rel : 0;
   const size_t per_thread =
-      (size_t)(c->br * c->bc + c->br * a->dv + 2 * c->br + npb + 1) * sizeof(T);
+      (size_t)(c->br * c->ld + c->br * a->dv + 2 * c->br + npb + 1) * sizeof(T);
   em_status ds = FN(decl_prepare)(c, false);
   if (ds != EM_OK) return ds;
   int failed = 0;
@@ -223,11 +228,11 @@ static em_status FN(forward)(att_ctx *c) {
 /* For query rows [i0, i0+br) and keys [j0, j0+bc) of head bh, leaves in P
 ** the dropped-out probabilities Pd = P * Z (Z = keep / (1 - p)) and in dS
 ** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
-** was computed upfront. Both tiles have row stride c->bc. */
+** was computed upfront. Both tiles have row stride c->ld. */
 CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                             int64_t j0, int64_t bc, T *P, T *dS, bool owner) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, dv = a->dv, ld = c->bc;
+  const int64_t Lq = a->Lq, dv = a->dv, ld = c->ld;
   const T *lse = (const T *)a->lse + bh * Lq;
   const double *D = c->D + bh * Lq;
   const bool dropout = a->dropout_p > 0;
@@ -275,8 +280,9 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
 ** passes of its own, was a tenth of a block-sparse backward. */
 #define ATT_DIRECT (sizeof(ST) == sizeof(T))
 
-CPU_VECTOR_CLONES static void FN(store_grad)(ST *restrict dst, const T *restrict src, int64_t n) {
-  for (int64_t x = 0; x < n; x++) dst[x] = FN(to_st)(src[x]);
+/* Only bfloat16 storage comes here (ATT_DIRECT otherwise). */
+static void FN(store_grad)(ST *restrict dst, const T *restrict src, int64_t n) {
+  cpu_bf16_round((uint16_t *)dst, (const float *)src, n);
 }
 
 /* One key tile of one head: writes dK and dV of its keys, summing over the
@@ -304,10 +310,10 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
     if (att_tile_empty(c, i0, br, j0, bc)) continue;
     FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, gq != NULL);
-    FN(mm)(true, false, bc, dv, br, 1, P, false, BC, do_bh + i0 * dv, true, dv, 1, gv, dv);
-    FN(mm)(true, false, bc, dk, br, scale, dS, false, BC, q_bh + i0 * dk, true, dk, 1, gk, dk);
+    FN(mm)(true, false, bc, dv, br, 1, P, false, c->ld, do_bh + i0 * dv, true, dv, 1, gv, dv);
+    FN(mm)(true, false, bc, dk, br, scale, dS, false, c->ld, q_bh + i0 * dk, true, dk, 1, gk, dk);
     if (gq)
-      FN(mm)(false, false, br, dk, bc, scale, dS, false, BC, k_j, true, dk, 1, gq + i0 * dk, dk);
+      FN(mm)(false, false, br, dk, bc, scale, dS, false, c->ld, k_j, true, dk, 1, gq + i0 * dk, dk);
   }
   if (!ATT_DIRECT) {
     FN(store_grad)(out_k, gk, bc * dk);
@@ -331,7 +337,7 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
     const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
     if (att_tile_empty(c, i0, br, j0, bc)) continue;
     FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, true);
-    FN(mm)(false, false, br, dk, bc, (T)a->scale, dS, false, BC, k_bh + j0 * dk, true, dk, 1, gq, dk);
+    FN(mm)(false, false, br, dk, bc, (T)a->scale, dS, false, c->ld, k_bh + j0 * dk, true, dk, 1, gq, dk);
   }
   if (!ATT_DIRECT) FN(store_grad)(out_q, gq, br * dk);
 }
@@ -395,14 +401,14 @@ static em_status FN(backward)(att_ctx *c) {
   ** which recomputes the probabilities once more. Same bits either way. */
   const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR;
   const int64_t n_acc = ATT_DIRECT ? 0 : c->bc * (a->dk + a->dv) + (per_head ? Lq : c->br) * a->dk;
-  const size_t per_thread = (size_t)(2 * c->br * c->bc + n_acc + 1) * sizeof(T);
+  const size_t per_thread = (size_t)(2 * c->br * c->ld + n_acc + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
 #pragma omp parallel
     {
       T *P = cpu_scratch_alloc(per_thread);
       if (!P) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-      T *dS = P ? P + c->br * c->bc : NULL, *acc = P ? dS + c->br * c->bc : NULL;
+      T *dS = P ? P + c->br * c->ld : NULL, *acc = P ? dS + c->br * c->ld : NULL;
       if (per_head) {
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < BH; t++)
@@ -421,7 +427,7 @@ static em_status FN(backward)(att_ctx *c) {
     T *P = cpu_scratch_alloc(per_thread);
     failed = !P;
     for (int64_t t = 0; t < BH && P; t++)
-      FN(backward_head)(c, t, nkt, P, P + c->br * c->bc, P + 2 * c->br * c->bc);
+      FN(backward_head)(c, t, nkt, P, P + c->br * c->ld, P + 2 * c->br * c->ld);
     cpu_scratch_free(P, per_thread);
   }
   if (!failed) FN(decl_finish)(c);
