@@ -9,44 +9,56 @@
 #define FN(name) CPU_CAT(name, SUF)
 #define CHUNK 16384 /* elements per parallel piece of one long row */
 
+/* Sum of x[0..n), n <= 2048, in sixteen running sums added in a fixed
+** order: the loop vectorises, with the same bits in every clone (four
+** scalar chains ran at a fifth of memory speed). */
+CPU_VECTOR_CLONES static ACC FN(sum_block)(const T *restrict x, int64_t n) {
+  ACC s[16] = {0};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int y = 0; y < 16; y++) s[y] += (ACC)x[j + y];
+  for (; j < n; j++) s[0] += (ACC)x[j];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int y = 0; y < w; y++) s[y] += s[y + w];
+  return s[0];
+}
+
 /* Sum of x[0..n), pairwise above a block size for accuracy on long rows. */
 static ACC FN(sum_range)(const T *x, int64_t n) {
   if (n > 2048) {
     int64_t h = n / 2;
     return FN(sum_range)(x, h) + FN(sum_range)(x + h, n - h);
   }
-  /* four accumulators: independent add chains run in parallel */
-  ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    s0 += (ACC)x[j];
-    s1 += (ACC)x[j + 1];
-    s2 += (ACC)x[j + 2];
-    s3 += (ACC)x[j + 3];
-  }
-  for (; j < n; j++) s0 += (ACC)x[j];
-  return (s0 + s1) + (s2 + s3);
+  return FN(sum_block)(x, n);
 }
 
 #if IS_FLOAT
+/* Sum of squared deviations from `mean` over x[0..n), n <= 2048, in eight
+** running sums (as sum_block). */
+CPU_VECTOR_CLONES static double FN(sqdev_block)(const T *restrict x, int64_t n, double mean) {
+  double s[8] = {0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int y = 0; y < 8; y++) {
+      const double d = (double)x[j + y] - mean;
+      s[y] += d * d;
+    }
+  for (; j < n; j++) {
+    const double d = (double)x[j] - mean;
+    s[0] += d * d;
+  }
+  for (int w = 4; w >= 1; w /= 2)
+    for (int y = 0; y < w; y++) s[y] += s[y + w];
+  return s[0];
+}
+
 /* Sum of squared deviations from `mean` (the second pass of var). */
 static double FN(sqdev_range)(const T *x, int64_t n, double mean) {
   if (n > 2048) {
     int64_t h = n / 2;
     return FN(sqdev_range)(x, h, mean) + FN(sqdev_range)(x + h, n - h, mean);
   }
-  double s0 = 0, s1 = 0;
-  int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    double d0 = (double)x[j] - mean, d1 = (double)x[j + 1] - mean;
-    s0 += d0 * d0;
-    s1 += d1 * d1;
-  }
-  for (; j < n; j++) {
-    double d = (double)x[j] - mean;
-    s0 += d * d;
-  }
-  return s0 + s1;
+  return FN(sqdev_block)(x, n, mean);
 }
 #endif
 
