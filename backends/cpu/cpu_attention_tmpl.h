@@ -285,14 +285,32 @@ static void FN(store_grad)(ST *restrict dst, const T *restrict src, int64_t n) {
   cpu_bf16_round((uint16_t *)dst, (const float *)src, n);
 }
 
+/* The part of key tile [j0, j0 + w) that query rows [i0, i0+br) can see:
+** keys [*ja, *jb), whole tiles of c->bc (the block mask's granule) up to
+** the causal frontier; *ja == *jb when none. Backward tiles are c->ld
+** wide, so a block mask's neighbouring kept tiles share one step. */
+static void FN(tile_span)(const att_ctx *c, int64_t i0, int64_t br, int64_t j0, int64_t w,
+                          int64_t *ja, int64_t *jb) {
+  const int64_t end = FN(key_end)(c, i0, br), stop = j0 + w < end ? j0 + w : end;
+  int64_t lo = -1, hi = j0;
+  for (int64_t g = j0; g < stop; g += c->bc) {
+    const int64_t gw = j0 + w - g < c->bc ? j0 + w - g : c->bc;
+    if (att_tile_empty(c, i0, br, g, gw)) continue;
+    if (lo < 0) lo = g;
+    hi = g + gw;
+  }
+  *ja = lo < 0 ? j0 : lo;
+  *jb = lo < 0 ? j0 : hi;
+}
+
 /* One key tile of one head: writes dK and dV of its keys, summing over the
 ** query tiles that can see them (in acc, [bc][dk + dv], unless ATT_DIRECT);
 ** gq, when not NULL, is the head's dQ sum, which each tile's share is added
 ** to (the caller owns the whole head then, so nobody else writes there). */
 static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *gq, T *acc) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, BR = c->br, BC = c->bc;
-  const int64_t j0 = kt * BC, bc = Lk - j0 < BC ? Lk - j0 : BC;
+  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, BR = c->br, LD = c->ld;
+  const int64_t j0 = kt * LD, bc = Lk - j0 < LD ? Lk - j0 : LD;
   const T scale = (T)a->scale;
   const ST *q_bh = (const ST *)a->q + bh * Lq * dk;
   const ST *do_bh = (const ST *)a->dout + bh * Lq * dv;
@@ -308,12 +326,15 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   i_start = i_start < 0 ? 0 : i_start / BR * BR;
   for (int64_t i0 = i_start; i0 < Lq; i0 += BR) {
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
-    if (att_tile_empty(c, i0, br, j0, bc)) continue;
-    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, gq != NULL);
-    FN(mm)(true, false, bc, dv, br, 1, P, false, c->ld, do_bh + i0 * dv, true, dv, 1, gv, dv);
-    FN(mm)(true, false, bc, dk, br, scale, dS, false, c->ld, q_bh + i0 * dk, true, dk, 1, gk, dk);
+    int64_t ja, jb;
+    FN(tile_span)(c, i0, br, j0, bc, &ja, &jb);
+    if (ja == jb) continue;
+    const int64_t n = jb - ja, o = ja - j0;
+    FN(grad_tile)(c, bh, i0, br, ja, n, P, dS, gq != NULL);
+    FN(mm)(true, false, n, dv, br, 1, P, false, LD, do_bh + i0 * dv, true, dv, 1, gv + o * dv, dv);
+    FN(mm)(true, false, n, dk, br, scale, dS, false, LD, q_bh + i0 * dk, true, dk, 1, gk + o * dk, dk);
     if (gq)
-      FN(mm)(false, false, br, dk, bc, scale, dS, false, c->ld, k_j, true, dk, 1, gq + i0 * dk, dk);
+      FN(mm)(false, false, br, dk, n, scale, dS, false, LD, k_j + o * dk, true, dk, 1, gq + i0 * dk, dk);
   }
   if (!ATT_DIRECT) {
     FN(store_grad)(out_k, gk, bc * dk);
@@ -326,18 +347,19 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
 ** schedules give the same bits. */
 static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS, T *acc) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, BC = c->bc;
+  const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
   const ST *k_bh = (const ST *)a->k + bh * Lk * dk;
   ST *out_q = (ST *)a->dq + (bh * Lq + i0) * dk;
   T *gq = ATT_DIRECT ? (T *)out_q : acc;
   for (int64_t x = 0; x < br * dk; x++) gq[x] = 0;
   const int64_t j_end = FN(key_end)(c, i0, br);
-  for (int64_t j0 = 0; j0 < j_end; j0 += BC) {
-    const int64_t bc = Lk - j0 < BC ? Lk - j0 : BC;
-    if (att_tile_empty(c, i0, br, j0, bc)) continue;
-    FN(grad_tile)(c, bh, i0, br, j0, bc, P, dS, true);
-    FN(mm)(false, false, br, dk, bc, (T)a->scale, dS, false, c->ld, k_bh + j0 * dk, true, dk, 1, gq, dk);
+  for (int64_t j0 = 0; j0 < j_end; j0 += LD) {
+    int64_t ja, jb;
+    FN(tile_span)(c, i0, br, j0, Lk - j0 < LD ? Lk - j0 : LD, &ja, &jb);
+    if (ja == jb) continue;
+    FN(grad_tile)(c, bh, i0, br, ja, jb - ja, P, dS, true);
+    FN(mm)(false, false, br, dk, jb - ja, (T)a->scale, dS, false, LD, k_bh + ja * dk, true, dk, 1, gq, dk);
   }
   if (!ATT_DIRECT) FN(store_grad)(out_q, gq, br * dk);
 }
@@ -347,7 +369,7 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
 static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T *dS, T *acc) {
   const int64_t n = c->a->Lq * c->a->dk;
   ST *out_q = (ST *)c->a->dq + bh * n;
-  T *gq = ATT_DIRECT ? (T *)out_q : acc + c->bc * (c->a->dk + c->a->dv);
+  T *gq = ATT_DIRECT ? (T *)out_q : acc + c->ld * (c->a->dk + c->a->dv);
   for (int64_t x = 0; x < n; x++) gq[x] = 0;
   FN(decl_rows)(c, bh, 0, c->a->Lq, true);
   for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, gq, acc);
@@ -376,7 +398,7 @@ CPU_VECTOR_CLONES_512 static void FN(out_dots)(const ST *restrict dO, const ST *
 static em_status FN(backward)(att_ctx *c) {
   const em_attention_args *a = c->a;
   const int64_t BH = a->B * a->H, Lq = a->Lq, dv = a->dv;
-  const int64_t nqt = (Lq + c->br - 1) / c->br, nkt = (a->Lk + c->bc - 1) / c->bc;
+  const int64_t nqt = (Lq + c->br - 1) / c->br, nkt = (a->Lk + c->ld - 1) / c->ld;
 
   /* D_i = dO_i . O_i, the row term of the softmax derivative. */
   const size_t d_bytes = (size_t)(BH * Lq > 0 ? BH * Lq : 1) * sizeof(double);
@@ -400,7 +422,7 @@ static em_status FN(backward)(att_ctx *c) {
   ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
   ** which recomputes the probabilities once more. Same bits either way. */
   const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR;
-  const int64_t n_acc = ATT_DIRECT ? 0 : c->bc * (a->dk + a->dv) + (per_head ? Lq : c->br) * a->dk;
+  const int64_t n_acc = ATT_DIRECT ? 0 : c->ld * (a->dk + a->dv) + (per_head ? Lq : c->br) * a->dk;
   const size_t per_thread = (size_t)(2 * c->br * c->ld + n_acc + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
