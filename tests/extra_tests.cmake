@@ -85,6 +85,14 @@ foreach(np 2 3)
   set_tests_properties(mpi.fault.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
     PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV}")
 endforeach()
+# The collectives over TCP loopback too: the small all-reduce sends in
+# 32 KiB pieces where there is no shared memory.
+add_test(NAME mpi.collectives.tcp.np2
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
+          ${CMAKE_CURRENT_SOURCE_DIR}/distributed/collectives.lua
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(mpi.collectives.tcp.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
+  PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_MPIRUN_ARGS=--mca btl self,tcp")
 # Every training script's --smoke run under mpirun -np 2.
 add_test(NAME mpi.scripts.np2
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_scripts.sh ${EMBER_BIN}

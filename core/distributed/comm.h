@@ -55,6 +55,7 @@ typedef struct dc_work {
 typedef struct dc_info {
   int rank, size, local_rank, local_size;
   int thread_level;  /* what MPI_Init_thread gave */
+  int shared_memory; /* the ranks reach each other through Open MPI's shared-memory transport */
   int cuda_aware;    /* MPI reads and writes CUDA device memory itself (MPIX_Query_cuda_support,
                      ** or EMBER_DIST_CUDA_AWARE=0/1 to override what the library says) */
   char library[256]; /* MPI_Get_library_version, first line */

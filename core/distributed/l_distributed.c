@@ -363,7 +363,7 @@ static void on_sigterm(int sig) {
   _exit(143);
 }
 
-/* init(timeout) -> {rank=, size=, local_rank=, local_size=, library=, thread_level=, cuda_aware=} (0-based ranks) */
+/* init(timeout) -> {rank=, size=, local_rank=, local_size=, library=, thread_level=, cuda_aware=, shared_memory=} (0-based ranks) */
 static int f_init(lua_State *L) {
   timeout_s = luaL_optnumber(L, 1, timeout_s);
   if (!dc_started()) {
@@ -392,6 +392,8 @@ static int f_init(lua_State *L) {
   lua_setfield(L, -2, "thread_level");
   lua_pushboolean(L, info.cuda_aware);
   lua_setfield(L, -2, "cuda_aware");
+  lua_pushboolean(L, info.shared_memory);
+  lua_setfield(L, -2, "shared_memory");
   return 1;
 }
 

@@ -142,14 +142,15 @@ H.test("many async all_reduces in flight, waited in reverse", function()
 end)
 -- Small all-reduces are point-to-point recursive doubling, larger ones
 -- MPI_Allreduce (core/distributed/comm.c): sizes on both sides of each
--- limit (16 KiB, and 256 KiB at 2 ranks) and of the 4000-byte pieces, with
+-- limit (16 KiB, and 256 KiB at 2 ranks), of the 4000-byte pieces and,
+-- over TCP (ctest's mpi.collectives.tcp), of the 32 KiB pieces, with
 -- float32 values that rounding would show. Up to 3 ranks the small path
 -- adds the ranks' parts left to right, in float32, so its result is that
 -- sum to the bit, synchronous or async; every size agrees with the float64
 -- sum to float32 rounding.
 H.test("all_reduce float32 on both sides of the point-to-point limits, sync and async", function()
   local function part(r, n) ember.manual_seed(100 + r) return ember.randn(n) end
-  for _, n in ipairs({999, 1000, 1001, 2001, 4096, 4097, 65536, 65537}) do
+  for _, n in ipairs({999, 1000, 1001, 2001, 4096, 4097, 8193, 24577, 65536, 65537}) do
     local bytes = 4 * n
     local small = bytes <= (R == 2 and 256 * 1024 or 16 * 1024)
     local in_order, exact = part(0, n), part(0, n):double()
@@ -162,6 +163,13 @@ H.test("all_reduce float32 on both sides of the point-to-point limits, sync and 
       assert(H.max_rel_diff(t:double(), exact) < 1e-5, where .. ": off the float64 sum")
     end
   end
+end)
+-- mpirun --mca btl passes its choice on as OMPI_MCA_btl
+H.test("shared_memory() says whether Open MPI's shared-memory transport links the ranks", function()
+  local btl = os.getenv("OMPI_MCA_btl")
+  assert(type(dist.shared_memory()) == "boolean")
+  if btl == "self,tcp" then assert(dist.shared_memory() == false, "btl self,tcp is not shared memory") end
+  if btl == nil or btl == "self,vader" then assert(dist.shared_memory() == true, "one machine, vader allowed") end
 end)
 H.raises("mean of int64 is an error", "mean.*floating", function()
   dist.all_reduce(ember.ones({2}, {dtype = "int64"}), "mean")

@@ -94,6 +94,10 @@ function M.library() need_init("library") return state.library end
 -- through MPIX_Query_cuda_support (Debian's build: no);
 -- EMBER_DIST_CUDA_AWARE=0 or 1 overrides it.
 function M.cuda_aware() need_init("cuda_aware") return state.cuda_aware end
+-- Do the ranks reach each other through Open MPI's shared-memory transport
+-- (all on one machine, and its btl parameter allows vader)? Over a network
+-- the small all-reduces send in pieces under TCP's eager limit.
+function M.shared_memory() need_init("shared_memory") return state.shared_memory end
 function M.set_timeout(s) need_init("set_timeout") C.set_timeout(s) end
 function M.get_timeout() need_init("get_timeout") return C.timeout() end
 
