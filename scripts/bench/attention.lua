@@ -13,7 +13,8 @@
 -- leak into each other:
 --   time   seconds per forward+backward (the best of `reps` after a warm-up,
 --          3, or 2 for the layer at L = 4096; --reps N sets it for every row:
---          the least disturbed run on a shared machine);
+--          the least disturbed run on a shared machine; rows shorter than
+--          that get more runs, at least a second of them, up to 50);
 --   peak   growth of the peak resident size during those runs (VmHWM after
 --          resetting it with /proc/self/clear_refs, minus VmRSS before), MiB;
 --   saved  ember.live_bytes() held by the graph after the forward (what is
@@ -35,6 +36,7 @@ require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 
 local D_MODEL, HEADS, BL = 256, 8, 4096
+local MIN_TIMED = 1.0 -- seconds of timed runs per row, at least (up to 50 runs)
 
 local function rss_kib(field)
   local f = io.open("/proc/self/status")
@@ -76,8 +78,13 @@ if arg[1] == "--one" then
     loss:backward()
     return before
   end
+  local t_warm = now()
   step()
+  t_warm = now() - t_warm
   m:zero_grad()
+  -- short rows get more runs, at least MIN_TIMED seconds of them: a best
+  -- of 3 over 60 ms is one busy moment of a shared machine
+  reps = math.max(reps, math.min(50, math.ceil(MIN_TIMED / math.max(t_warm, 1e-3))))
   local f = io.open("/proc/self/clear_refs", "w")
   if f then f:write("5") f:close() end
   local base = rss_kib("VmRSS")

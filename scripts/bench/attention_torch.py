@@ -10,6 +10,7 @@ Prints one line: "<seconds per fwd+bwd (best of reps)> <peak RSS growth in MiB>"
 measured as attention.lua does: VmHWM after resetting it (clear_refs 5)
 minus the resident size before the run.
 """
+import math
 import sys
 import time
 
@@ -44,7 +45,11 @@ def main():
         out, _ = mha(x, x, x, attn_mask=mask, need_weights=False)
         out.sum().backward()
 
+    t_warm = now()
     step()  # warm up
+    t_warm = now() - t_warm
+    # as attention.lua: short rows get at least a second of runs, up to 50
+    reps = max(reps, min(50, math.ceil(1.0 / max(t_warm, 1e-3))))
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     base = rss_kib("VmRSS")
