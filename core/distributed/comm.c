@@ -162,9 +162,11 @@ static int past(const struct timespec *t) {
 ** reduce (lower rank's part) op (higher rank's part), so every rank ends
 ** with the same bits, run after run. Measured in C at 2 ranks on one
 ** machine (Open MPI 4.1, shared memory and TCP): no slower than
-** MPI_Allreduce up to 256 KiB, and 1.5-2x faster at 4-16 KiB; at 4 ranks
-** only up to 16 KiB, beyond which MPI's algorithms send less. Every rank chooses by the same
-** size and rank count, so ranks never mix the two ways. */
+** MPI_Allreduce up to 256 KiB, and 1.5-2x faster at 4-16 KiB. At 4 ranks
+** (on 2 cores) 64 KiB ran at 73% of MPI_Allreduce through the worker and
+** at 103% here; at 256 KiB here, 72%, as MPI's algorithms send less than
+** log2(p) whole buffers. Every rank chooses by the same size and rank
+** count, so ranks never mix the two ways. */
 #define P2P_TAG 7001
 #define P2P_PIECE ((size_t)32 << 10)
 #define P2P_MAX_PIECES 8 /* 256 KiB, the largest small all-reduce, in P2P_PIECE pieces */
@@ -172,7 +174,7 @@ static int past(const struct timespec *t) {
 static int small_allreduce(const dc_work *w, int size) {
   const size_t bytes = w->count * em_dtype_size(w->dtype);
   return w->kind == DC_ALLREDUCE && w->count > 0 && size > 1 &&
-         bytes <= (size == 2 ? (size_t)256 << 10 : (size_t)16 << 10);
+         bytes <= (size == 2 ? (size_t)256 << 10 : (size_t)64 << 10);
 }
 
 /* Polls q[0..k) until done (0), an MPI error (1) or the deadline (2; NULL:
@@ -187,18 +189,20 @@ static int p2p_poll(dc_work *w, MPI_Request *q, int k, const struct timespec *de
 }
 
 /* Sends n elements of x to rank `to` and receives n into y from rank
-** `from` (-1: that direction is left out). Wholes of at most 8000 bytes go
-** in pieces of 4000: Open MPI's shared-memory transport sends up to 4096
-** bytes, header included, eagerly, and a 4 KiB message in one piece takes
-** its rendezvous protocol, 2.3x slower. Without shared memory (TCP), more
-** than 32 KiB goes in 32 KiB pieces, each under TCP's 64 KiB eager limit:
-** 64 KiB in one piece took 1.3x MPI_Allreduce's time, in two 0.9x. Shared
-** memory copies a large piece once (CMA), which pieces only slow down. */
+** `from` (-1: that direction is left out). Over shared memory, wholes of
+** at most 8000 bytes go in pieces of 4000: Open MPI's shared-memory
+** transport sends up to 4096 bytes, header included, eagerly, and a 4 KiB
+** message in one piece takes its rendezvous protocol, 2.3x slower; it
+** copies a large message once (CMA), which pieces only slow down. Without
+** shared memory (TCP), more than 32 KiB goes in 32 KiB pieces, each under
+** TCP's 64 KiB eager limit (64 KiB in one piece took 1.3x MPI_Allreduce's
+** time, in two 0.9x), and less in one (4 KiB at 4 ranks: 65% of MPI's
+** speed in two pieces, 84% in one). */
 static int p2p_move(dc_work *w, const void *x, int to, void *y, int from, size_t n,
                     const struct timespec *deadline) {
   const size_t es = em_dtype_size(w->dtype), bytes = n * es;
   const size_t piece =
-      bytes <= 8000 ? 4000 / es : split_pieces && bytes > P2P_PIECE ? P2P_PIECE / es : n;
+      split_pieces ? (bytes > P2P_PIECE ? P2P_PIECE / es : n) : bytes <= 8000 ? 4000 / es : n;
   MPI_Datatype t = mpi_type(w->dtype);
   MPI_Request q[2 * P2P_MAX_PIECES];
   int k = 0, rc = MPI_SUCCESS;

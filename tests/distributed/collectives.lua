@@ -142,7 +142,7 @@ H.test("many async all_reduces in flight, waited in reverse", function()
 end)
 -- Small all-reduces are point-to-point recursive doubling, larger ones
 -- MPI_Allreduce (core/distributed/comm.c): sizes on both sides of each
--- limit (16 KiB, and 256 KiB at 2 ranks), of the 4000-byte pieces and,
+-- limit (64 KiB, and 256 KiB at 2 ranks), of the 4000-byte pieces and,
 -- over TCP (ctest's mpi.collectives.tcp), of the 32 KiB pieces, with
 -- float32 values that rounding would show. Up to 3 ranks the small path
 -- adds the ranks' parts left to right, in float32, so its result is that
@@ -150,9 +150,9 @@ end)
 -- sum to float32 rounding.
 H.test("all_reduce float32 on both sides of the point-to-point limits, sync and async", function()
   local function part(r, n) ember.manual_seed(100 + r) return ember.randn(n) end
-  for _, n in ipairs({999, 1000, 1001, 2001, 4096, 4097, 8193, 24577, 65536, 65537}) do
+  for _, n in ipairs({999, 1000, 1001, 2001, 4096, 4097, 8193, 16384, 16385, 24577, 65536, 65537}) do
     local bytes = 4 * n
-    local small = bytes <= (R == 2 and 256 * 1024 or 16 * 1024)
+    local small = bytes <= (R == 2 and 256 * 1024 or 64 * 1024)
     local in_order, exact = part(0, n), part(0, n):double()
     for r = 1, R - 1 do in_order = in_order + part(r, n) exact = exact + part(r, n):double() end
     for _, async in ipairs({false, true}) do
