@@ -21,15 +21,18 @@
 ** order, and do not depend on the thread count.
 */
 
-/* The sum of s[0..n), in eight lanes added in a fixed order, so that it
-** vectorises and gives the same bits with or without AVX2. */
+/* The sum of s[0..n), in 32 lanes added in a fixed order, so that it
+** vectorises and gives the same bits with or without AVX2. Eight lanes were
+** one chain of dependent vector adds, whose latency (with the tree at the
+** end) was half of a Shaw backward's row work; 32 are two to four chains. */
 ATT_ROW T FN(row_sum)(const T *restrict s, int64_t n) {
-  T sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  T sum[32] = {0};
   int64_t jj = 0;
-  for (; jj + 8 <= n; jj += 8)
-    for (int x = 0; x < 8; x++) sum[x] += s[jj + x];
+  for (; jj + 32 <= n; jj += 32)
+    for (int x = 0; x < 32; x++) sum[x] += s[jj + x];
   for (; jj < n; jj++) sum[0] += s[jj];
-  return ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+  for (int x = 0; x < 16; x++) sum[x] += sum[x + 16];
+  return FN(sum16)(sum);
 }
 
 /* Table rows come in runs (a clipped distance, a T5 bucket: a few distinct
