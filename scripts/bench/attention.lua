@@ -3,7 +3,8 @@
 -- nn.MultiheadAttention in the same run.
 --
 --   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...]
---        [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N] [--help]
+--        [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N]
+--        [--rounds N] [--help]
 --
 -- d_model 256, 8 heads, float32 (--precision bf16: the step under
 -- ember.autocast("bfloat16"), float32 weights; both: each row in float32
@@ -14,7 +15,10 @@
 --   time   seconds per forward+backward (the best of `reps` after a warm-up,
 --          3, or 2 for the layer at L = 4096; --reps N sets it for every row:
 --          the least disturbed run on a shared machine; rows shorter than
---          that get more runs, at least a second of them, up to 50);
+--          that get more runs, at least a second of them, up to 50; and
+--          each row's process runs twice, --rounds N, in rounds over its
+--          group of variants, keeping its best: a busy stretch of seconds
+--          then slows one round of a row, not the whole row);
 --   peak   growth of the peak resident size during those runs (VmHWM after
 --          resetting it with /proc/self/clear_refs, minus VmRSS before), MiB;
 --   saved  ember.live_bytes() held by the graph after the forward (what is
@@ -103,7 +107,7 @@ end
 
 -- ---------------------------------------------------------------- parent
 local quick, with_torch, only, precision, op_only, clock = false, true, nil, "fp32", false, "wall"
-local extra, reps_opt = {}, nil
+local extra, reps_opt, rounds = {}, nil, 2
 for i, a in ipairs(arg) do
   if a == "--extra" then extra[#extra + 1] = arg[i + 1] end
   if a == "--cpu-time" then clock = "cpu" end
@@ -112,6 +116,13 @@ for i, a in ipairs(arg) do
   if a == "--precision" then precision = arg[i + 1] end
   if a == "--no-torch" then with_torch = false end
   if a == "--only" then only = arg[i + 1] end
+  if a == "--rounds" then
+    rounds = math.tointeger(tonumber(arg[i + 1]))
+    if not rounds or rounds < 1 then
+      io.stderr:write("attention.lua: --rounds needs a positive integer, got " .. tostring(arg[i + 1]) .. "\n")
+      os.exit(2)
+    end
+  end
   if a == "--reps" then
     reps_opt = math.tointeger(tonumber(arg[i + 1]))
     if not reps_opt or reps_opt < 1 then
@@ -120,13 +131,14 @@ for i, a in ipairs(arg) do
     end
   end
   if a == "--help" or a == "-h" then
-    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N]")
+    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N] [--rounds N]")
     print("  one MultiHeadAttention layer per variant and mode, forward+backward, time and memory,")
     print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run;")
     print("  --op: the attention op alone (no projections, no PyTorch peer)")
     print("  --cpu-time: process CPU seconds instead of wall seconds (for a shared machine, at 1 thread)")
     print("  --extra NAME[:k=v,...]: also time the variant NAME (a dropped-in plugin too) with those options")
     print("  --reps N: the best of N runs per row (default 3; 2 for the layer at L=4096); more on a noisy machine")
+    print("  --rounds N: run each row's process N times, one round of the group after another, keeping the best (default 2)")
     os.exit(0)
   end
 end
@@ -204,12 +216,21 @@ for _, causal in ipairs({false, true}) do
   for _, L in ipairs(lengths) do
     local B = BL // L
     local reps = reps_opt or ((L >= 4096 and not op_only) and 2 or 3)
-    local group = {}
+    -- every child of the group runs `rounds` times, the rounds one after
+    -- another, and each keeps its best: a busy stretch of a shared machine
+    -- (seconds long) then slows one round of a row, not the row
+    local group, jobs = {}, {}
+    local function job(r, field, cmd)
+      jobs[#jobs + 1] = function()
+        local t, peak, saved = run(cmd)
+        if t and (not r[field] or t < r[field]) then r[field] = t end
+        if field == "t" and not r.peak then r.peak, r.saved = peak, saved end
+      end
+    end
     if with_torch then
-      local cmd = string.format("/usr/bin/python3 scripts/bench/attention_torch.py %d %d %d %d %d %d %d %s 2>/dev/null",
-                                L, B, causal and 1 or 0, D_MODEL, HEADS, reps, ember.get_num_threads(), clock)
-      local t, peak = run(cmd)
-      group.torch = {label = "pytorch nn.MHA", variant = "pytorch", L = L, causal = causal, t = t, peak = peak}
+      group.torch = {label = "pytorch nn.MHA", variant = "pytorch", L = L, causal = causal}
+      job(group.torch, "t", string.format("/usr/bin/python3 scripts/bench/attention_torch.py %d %d %d %d %d %d %d %s 2>/dev/null",
+                                          L, B, causal and 1 or 0, D_MODEL, HEADS, reps, ember.get_num_threads(), clock))
     end
     for _, v in ipairs(variants) do
       if selected(v[1]) then
@@ -217,13 +238,16 @@ for _, causal in ipairs({false, true}) do
           return string.format("%q %q --one %s %d %d %d %d %q %s %s %s", exe, script, v[2], L, B, causal and 1 or 0, reps,
                                v[3], prec, op_only and "op" or "layer", clock)
         end
-        local t, peak, saved = run(cmd(precision == "bf16" and "bf16" or "fp32"))
-        local r = {label = v[1], variant = v[1], L = L, causal = causal, t = t, peak = peak, saved = saved}
-        if precision == "both" then r.t_bf16 = run(cmd("bf16")) end
+        local r = {label = v[1], variant = v[1], L = L, causal = causal}
+        job(r, "t", cmd(precision == "bf16" and "bf16" or "fp32"))
+        if precision == "both" then job(r, "t_bf16", cmd("bf16")) end
         if v.kept then r.kept = v.kept(L, causal) end
         group[#group + 1] = r
         rows[#rows + 1] = r
       end
+    end
+    for _ = 1, rounds do
+      for _, j in ipairs(jobs) do j() end
     end
     local std = group[1] and group[1].t
     local std_bf16 = group[1] and group[1].t_bf16
