@@ -108,6 +108,14 @@ end
 -- ---------------------------------------------------------------- parent
 local quick, with_torch, only, precision, op_only, clock = false, true, nil, "fp32", false, "wall"
 local extra, reps_opt, rounds = {}, nil, 2
+local function positive_int(flag, v)
+  local n = math.tointeger(tonumber(v))
+  if not n or n < 1 then
+    io.stderr:write(("attention.lua: %s needs a positive integer, got %s\n"):format(flag, tostring(v)))
+    os.exit(2)
+  end
+  return n
+end
 for i, a in ipairs(arg) do
   if a == "--extra" then extra[#extra + 1] = arg[i + 1] end
   if a == "--cpu-time" then clock = "cpu" end
@@ -116,31 +124,8 @@ for i, a in ipairs(arg) do
   if a == "--precision" then precision = arg[i + 1] end
   if a == "--no-torch" then with_torch = false end
   if a == "--only" then only = arg[i + 1] end
-  if a == "--rounds" then
-    rounds = math.tointeger(tonumber(arg[i + 1]))
-    if not rounds or rounds < 1 then
-      io.stderr:write("attention.lua: --rounds needs a positive integer, got " .. tostring(arg[i + 1]) .. "\n")
-      os.exit(2)
-    end
-  end
-  if a == "--reps" then
-    reps_opt = math.tointeger(tonumber(arg[i + 1]))
-    if not reps_opt or reps_opt < 1 then
-      io.stderr:write("attention.lua: --reps needs a positive integer, got " .. tostring(arg[i + 1]) .. "\n")
-      os.exit(2)
-    end
-  end
-  if a == "--help" or a == "-h" then
-    print("usage: ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,LABEL] [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N] [--rounds N]")
-    print("  one MultiHeadAttention layer per variant and mode, forward+backward, time and memory,")
-    print("  with the ratio to standard (and to PyTorch nn.MultiheadAttention) in the same run;")
-    print("  --op: the attention op alone (no projections, no PyTorch peer)")
-    print("  --cpu-time: process CPU seconds instead of wall seconds (for a shared machine, at 1 thread)")
-    print("  --extra NAME[:k=v,...]: also time the variant NAME (a dropped-in plugin too) with those options")
-    print("  --reps N: the best of N runs per row (default 3; 2 for the layer at L=4096); more on a noisy machine")
-    print("  --rounds N: run each row's process N times, one round of the group after another, keeping the best (default 2)")
-    os.exit(0)
-  end
+  if a == "--rounds" then rounds = positive_int(a, arg[i + 1]) end
+  if a == "--reps" then reps_opt = positive_int(a, arg[i + 1]) end
 end
 local exe = arg[-1] or "ember"
 local script = arg[0]
