@@ -85,14 +85,27 @@ foreach(np 2 3)
   set_tests_properties(mpi.fault.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
     PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV}")
 endforeach()
-# The collectives over TCP loopback too: the small all-reduce sends in
-# 32 KiB pieces where there is no shared memory.
+# The collectives over TCP loopback too: all_reduce takes halving there,
+# and sends messages of 32-256 KiB in 32 KiB pieces.
 add_test(NAME mpi.collectives.tcp.np2
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
           ${CMAKE_CURRENT_SOURCE_DIR}/distributed/collectives.lua
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(mpi.collectives.tcp.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
   PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_MPIRUN_ARGS=--mca btl self,tcp")
+# Each all_reduce algorithm forced at every size (EMBER_DIST_ALLREDUCE), at
+# 3 ranks (one folds in) and 4 (two steps each way), halving over TCP.
+foreach(case "doubling;4;" "ring;3;" "ring;4;" "halving;3;--mca btl self,tcp" "halving;4;" "mpi;3;")
+  list(GET case 0 algo)
+  list(GET case 1 np)
+  list(GET case 2 btl)
+  add_test(NAME mpi.collectives.${algo}.np${np}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} ${np}
+            ${CMAKE_CURRENT_SOURCE_DIR}/distributed/collectives.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(mpi.collectives.${algo}.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
+    PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_DIST_ALLREDUCE=${algo};EMBER_MPIRUN_ARGS=${btl}")
+endforeach()
 # Every training script's --smoke run under mpirun -np 2.
 add_test(NAME mpi.scripts.np2
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_scripts.sh ${EMBER_BIN}

@@ -2,7 +2,7 @@
 ** comm.c -- the worker thread that owns MPI (see comm.h).
 **
 ** MPI_Init_thread runs on the worker and asks for MPI_THREAD_SERIALIZED:
-** besides the worker, the Lua thread runs small synchronous all-reduces
+** besides the worker, the Lua thread runs synchronous all-reduces
 ** itself while the worker is idle (dc_run_here), never both at once.
 ** Errors are returned (MPI_ERRORS_RETURN on the communicators), never
 ** fatal, and become the message of the work item.
@@ -35,10 +35,10 @@ static int started, stopped;
 static int busy;              /* an item runs, on the worker or on the caller (dc_run_here) */
 static int caller_may_run;    /* MPI gave MPI_THREAD_SERIALIZED or more */
 static int world_size;        /* MPI_Comm_size, kept: the caller may not ask MPI while the worker runs */
-static int split_pieces;      /* the small all-reduce sends in P2P_PIECE pieces (no shared memory) */
+static int split_pieces;      /* no shared memory: point-to-point messages go in P2P_PIECE pieces */
 static char broken[400];
 static MPI_Comm comm = MPI_COMM_NULL;
-static MPI_Comm p2p = MPI_COMM_NULL; /* the small all-reduces' messages, apart from collectives */
+static MPI_Comm p2p = MPI_COMM_NULL; /* the point-to-point all-reduces' messages, apart from collectives */
 static MPI_Op bf16_ops[3];      /* user ops for bfloat16, which MPI lacks */
 
 /* start-up handshake */
@@ -151,30 +151,44 @@ static int past(const struct timespec *t) {
   return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
 }
 
-/* ---- small all-reduces: recursive doubling over point-to-point messages ----
+/* ---- all-reduces over point-to-point messages ----
 **
-** Below a size MPI_Allreduce's own cost is mostly fixed, and so is the
-** worker's hand-off (two thread wake-ups, ~10 us, where the collective is
-** 2-3 us). A small all-reduce is therefore made of MPI_Isend/MPI_Irecv,
-** which the caller can poll against its deadline on its own thread:
-** recursive doubling, log2(p) exchanges of the whole buffer (ranks beyond
-** a power of two first fold into a neighbour). Both sides of an exchange
-** reduce (lower rank's part) op (higher rank's part), so every rank ends
-** with the same bits, run after run. Measured in C at 2 ranks on one
-** machine (Open MPI 4.1, shared memory and TCP): no slower than
-** MPI_Allreduce up to 256 KiB, and 1.5-2x faster at 4-16 KiB. At 4 ranks
-** (on 2 cores) 64 KiB ran at 73% of MPI_Allreduce through the worker and
-** at 103% here; at 256 KiB here, 72%, as MPI's algorithms send less than
-** log2(p) whole buffers. Every rank chooses by the same size and rank
-** count, so ranks never mix the two ways. */
+** An all-reduce is made of MPI_Isend/MPI_Irecv, which the caller can poll
+** against its deadline on its own thread (dc_run_here), so that a
+** synchronous one needs no hand-off to the worker (two thread wake-ups,
+** 10-20 us) and still times out. Three algorithms, chosen by size, rank
+** count and transport, alike on every rank, so ranks never mix them:
+** - recursive doubling: log2(p) exchanges of the whole buffer (ranks
+**   beyond a power of two first fold into a neighbour); the fewest steps,
+**   so it wins while the fixed cost of a step dominates: up to 256 KiB at
+**   2 ranks, 64 KiB beyond (at 4 ranks, 256 KiB, 72% of MPI_Allreduce);
+** - ring, larger, over shared memory: 2(p-1) steps of n/p, and each rank
+**   reduces only (p-1)/p of the buffer;
+** - Rabenseifner's halving and doubling, larger, over TCP: the ring's
+**   bytes in 2 log2(p) steps, as a TCP step costs tens of microseconds.
+** Measured against MPI_Allreduce in the same run (scripts/bench/
+** allreduce.sh, Open MPI 4.1, 2 cores), the worker's MPI_Allreduce gave
+** 83-85% at 2 ranks, 1 MiB, over shared memory; the ring on the caller
+** 99-103%, and at 64 MiB 2.1x (MPI's own ring at 2 ranks ran at 2 GB/s).
+** Over TCP at 2 ranks, 1-4 MiB, the ring in 32 KiB pieces ran at 65%, in
+** whole messages at 145%. EMBER_DIST_ALLREDUCE (doubling, ring, halving
+** or mpi, the same on every rank) overrides the choice: tests use it to
+** run each algorithm at any size. */
 #define P2P_TAG 7001
 #define P2P_PIECE ((size_t)32 << 10)
-#define P2P_MAX_PIECES 8 /* 256 KiB, the largest small all-reduce, in P2P_PIECE pieces */
+#define P2P_MAX_PIECES 8 /* messages of up to 256 KiB go in pieces over TCP */
 
-static int small_allreduce(const dc_work *w, int size) {
+typedef enum p2p_algo { P2P_AUTO, P2P_DOUBLING, P2P_RING, P2P_HALVING, P2P_MPI } p2p_algo;
+static p2p_algo forced_algo; /* EMBER_DIST_ALLREDUCE, read at init */
+
+/* How an all-reduce of w among size ranks runs: P2P_MPI is MPI_Allreduce
+** on the worker (also for what MPI's int counts or the others cannot do). */
+static p2p_algo allreduce_algo(const dc_work *w, int size) {
   const size_t bytes = w->count * em_dtype_size(w->dtype);
-  return w->kind == DC_ALLREDUCE && w->count > 0 && size > 1 &&
-         bytes <= (size == 2 ? (size_t)256 << 10 : (size_t)64 << 10);
+  if (w->kind != DC_ALLREDUCE || w->count == 0 || size == 1 || bytes > (size_t)INT_MAX) return P2P_MPI;
+  if (forced_algo != P2P_AUTO) return forced_algo;
+  if (bytes <= (size == 2 ? (size_t)256 << 10 : (size_t)64 << 10)) return P2P_DOUBLING;
+  return split_pieces ? P2P_HALVING : P2P_RING;
 }
 
 /* Polls q[0..k) until done (0), an MPI error (1) or the deadline (2; NULL:
@@ -188,45 +202,50 @@ static int p2p_poll(dc_work *w, MPI_Request *q, int k, const struct timespec *de
   }
 }
 
-/* Sends n elements of x to rank `to` and receives n into y from rank
-** `from` (-1: that direction is left out). Over shared memory, wholes of
-** at most 8000 bytes go in pieces of 4000: Open MPI's shared-memory
-** transport sends up to 4096 bytes, header included, eagerly, and a 4 KiB
-** message in one piece takes its rendezvous protocol, 2.3x slower; it
-** copies a large message once (CMA), which pieces only slow down. Without
-** shared memory (TCP), more than 32 KiB goes in 32 KiB pieces, each under
+/* How many elements of a message of n go in one MPI message. Over shared
+** memory, wholes of at most 8000 bytes go in pieces of 4000: Open MPI's
+** shared-memory transport sends up to 4096 bytes, header included,
+** eagerly, and a 4 KiB message in one piece takes its rendezvous protocol,
+** 2.3x slower; it copies a large message once (CMA), which pieces only slow
+** down. Over TCP, messages of 32-256 KiB go in 32 KiB pieces, each under
 ** TCP's 64 KiB eager limit (64 KiB in one piece took 1.3x MPI_Allreduce's
-** time, in two 0.9x), and less in one (4 KiB at 4 ranks: 65% of MPI's
-** speed in two pieces, 84% in one). */
-static int p2p_move(dc_work *w, const void *x, int to, void *y, int from, size_t n,
+** time, in two 0.9x); less goes in one (4 KiB at 4 ranks: 65% of MPI's
+** speed in two pieces, 84% in one), and so does more, which the pieces'
+** eager copies only slow down (above). */
+static size_t p2p_piece(size_t n, size_t es) {
+  const size_t bytes = n * es;
+  if (split_pieces) return bytes > P2P_PIECE && bytes <= P2P_PIECE * P2P_MAX_PIECES ? P2P_PIECE / es : n;
+  return bytes <= 8000 ? 4000 / es : n;
+}
+
+/* Sends ns elements of x to rank `to` and receives nr into y from rank
+** `from` (-1: that direction is left out), in p2p_piece pieces. */
+static int p2p_move(dc_work *w, const void *x, size_t ns, int to, void *y, size_t nr, int from,
                     const struct timespec *deadline) {
-  const size_t es = em_dtype_size(w->dtype), bytes = n * es;
-  const size_t piece =
-      split_pieces ? (bytes > P2P_PIECE ? P2P_PIECE / es : n) : bytes <= 8000 ? 4000 / es : n;
+  const size_t es = em_dtype_size(w->dtype), sp = p2p_piece(ns, es), rp = p2p_piece(nr, es);
   MPI_Datatype t = mpi_type(w->dtype);
   MPI_Request q[2 * P2P_MAX_PIECES];
   int k = 0, rc = MPI_SUCCESS;
-  for (size_t at = 0; from >= 0 && at < n && rc == MPI_SUCCESS; at += piece)
-    rc = MPI_Irecv((char *)y + at * es, (int)(n - at < piece ? n - at : piece), t, from, P2P_TAG, p2p, &q[k++]);
-  for (size_t at = 0; to >= 0 && at < n && rc == MPI_SUCCESS; at += piece)
-    rc = MPI_Isend((const char *)x + at * es, (int)(n - at < piece ? n - at : piece), t, to, P2P_TAG, p2p, &q[k++]);
+  for (size_t at = 0; from >= 0 && at < nr && rc == MPI_SUCCESS; at += rp)
+    rc = MPI_Irecv((char *)y + at * es, (int)(nr - at < rp ? nr - at : rp), t, from, P2P_TAG, p2p, &q[k++]);
+  for (size_t at = 0; to >= 0 && at < ns && rc == MPI_SUCCESS; at += sp)
+    rc = MPI_Isend((const char *)x + at * es, (int)(ns - at < sp ? ns - at : sp), t, to, P2P_TAG, p2p, &q[k++]);
   if (rc != MPI_SUCCESS) return fail_mpi(w, rc);
   return p2p_poll(w, q, k, deadline);
 }
 
-/* x = (lower rank's part) op (higher rank's part); y holds the partner's
-** part and is clobbered. A sum gives the same bits either way round (IEEE
-** addition commutes, and so does its rounding to bfloat16), so it skips
-** the copy; max and min need not (signed zeros, NaN payloads). */
-static void p2p_reduce(dc_work *w, void *x, void *y, int x_is_lower) {
-  const int n = (int)w->count;
+/* x[0..n) = (lower rank's part) op (higher rank's part); y holds the
+** other part and is clobbered. A sum gives the same bits either way round
+** (IEEE addition commutes, and so does its rounding to bfloat16), so it
+** skips the copy; max and min need not (signed zeros, NaN payloads). */
+static void p2p_reduce(dc_work *w, void *x, void *y, size_t n, int x_is_lower) {
   MPI_Datatype t = mpi_type(w->dtype);
   MPI_Op op = mpi_op(w->dtype, w->op);
   if (x_is_lower && w->op != DC_SUM) { /* MPI_Reduce_local(in, inout): inout = in op inout */
-    MPI_Reduce_local(x, y, n, t, op);
-    memcpy(x, y, w->count * em_dtype_size(w->dtype));
+    MPI_Reduce_local(x, y, (int)n, t, op);
+    memcpy(x, y, n * em_dtype_size(w->dtype));
   } else {
-    MPI_Reduce_local(y, x, n, t, op);
+    MPI_Reduce_local(y, x, (int)n, t, op);
   }
 }
 
@@ -235,39 +254,122 @@ static void p2p_reduce(dc_work *w, void *x, void *y, int x_is_lower) {
 static void *p2p_buf;
 static size_t p2p_cap;
 
-/* w->recv reduced over ranks in place; 0, 1 (failed) or 2 (timed out). */
-static int p2p_allreduce(dc_work *w, const struct timespec *deadline) {
-  const size_t bytes = w->count * em_dtype_size(w->dtype);
-  if (bytes > p2p_cap) {
-    void *b = realloc(p2p_buf, bytes);
-    if (!b) return fail_work(w, "out of memory for %zu bytes", bytes);
-    p2p_buf = b;
-    p2p_cap = bytes;
-  }
-  int rank, size, rc = 0;
-  MPI_Comm_rank(p2p, &rank);
-  MPI_Comm_size(p2p, &size);
-  int pof2 = 1;
+/* Recursive doubling: w->recv reduced over ranks in place; 0, 1 (failed)
+** or 2 (timed out). */
+static int p2p_doubling(dc_work *w, int rank, int size, const struct timespec *deadline) {
+  const size_t n = w->count;
+  int pof2 = 1, rc = 0;
   while (pof2 * 2 <= size) pof2 *= 2;
   const int rem = size - pof2;
   void *x = w->recv, *y = p2p_buf;
   /* the first 2 rem ranks pair up: the even one hands its part to the odd */
   int me = rank < 2 * rem ? (rank % 2 ? rank / 2 : -1) : rank - rem;
   if (rank < 2 * rem) {
-    if (rank % 2 == 0) rc = p2p_move(w, x, rank + 1, NULL, -1, w->count, deadline);
-    else if ((rc = p2p_move(w, NULL, -1, y, rank - 1, w->count, deadline)) == 0) p2p_reduce(w, x, y, 0);
+    if (rank % 2 == 0) rc = p2p_move(w, x, n, rank + 1, NULL, 0, -1, deadline);
+    else if ((rc = p2p_move(w, NULL, 0, -1, y, n, rank - 1, deadline)) == 0) p2p_reduce(w, x, y, n, 0);
   }
   for (int mask = 1; rc == 0 && me >= 0 && mask < pof2; mask <<= 1) {
     const int other = me ^ mask, peer = other < rem ? 2 * other + 1 : other + rem;
-    if ((rc = p2p_move(w, x, peer, y, peer, w->count, deadline)) == 0) p2p_reduce(w, x, y, me < other);
+    if ((rc = p2p_move(w, x, n, peer, y, n, peer, deadline)) == 0) p2p_reduce(w, x, y, n, me < other);
   }
   if (rc == 0 && rank < 2 * rem) /* the result back to the even ones */
-    rc = rank % 2 ? p2p_move(w, x, rank - 1, NULL, -1, w->count, deadline)
-                  : p2p_move(w, NULL, -1, x, rank + 1, w->count, deadline);
+    rc = rank % 2 ? p2p_move(w, x, n, rank - 1, NULL, 0, -1, deadline)
+                  : p2p_move(w, NULL, 0, -1, x, n, rank + 1, deadline);
   return rc;
 }
 
-/* Runs w; deadline (NULL: none) only for the small all-reduce. 0 when
+/* The first element of chunk c (of size, over n). */
+static size_t ring_at(size_t n, int size, int c) { return n / (size_t)size * (size_t)c + ((size_t)c < n % (size_t)size ? (size_t)c : n % (size_t)size); }
+
+/* Ring: a reduce-scatter, then an all-gather, each size - 1 steps of one
+** chunk (n / size) to the right neighbour and one from the left. Every
+** rank sends and receives 2 (size - 1) / size of the buffer, as in
+** recursive doubling at 2 ranks, but reduces only (size - 1) / size of it
+** (half, at 2 ranks): at 2 ranks, 1 MiB, 93 us where doubling took 99
+** and MPI_Allreduce (its own ring) 92-106. Chunk c is reduced along one
+** path of ranks and then copied to the others, so every rank ends with
+** the same bits. */
+static int p2p_ring(dc_work *w, int rank, int size, const struct timespec *deadline) {
+  const size_t n = w->count, es = em_dtype_size(w->dtype);
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  char *x = w->recv;
+  int rc = 0;
+  /* step s: this rank passes on chunk rank - s, and adds its part to chunk rank - s - 1 */
+  for (int s = 0; rc == 0 && s < size - 1; s++) {
+    const int cs = (rank - s + size) % size, cr = (rank - s - 1 + size) % size;
+    const size_t s0 = ring_at(n, size, cs), r0 = ring_at(n, size, cr), nr = ring_at(n, size, cr + 1) - r0;
+    rc = p2p_move(w, x + s0 * es, ring_at(n, size, cs + 1) - s0, right, p2p_buf, nr, left, deadline);
+    if (rc == 0) p2p_reduce(w, x + r0 * es, p2p_buf, nr, 0);
+  }
+  /* chunk rank + 1 is complete here: pass the complete chunks round */
+  for (int s = 0; rc == 0 && s < size - 1; s++) {
+    const int cs = (rank + 1 - s + size) % size, cr = (rank - s + size) % size;
+    const size_t s0 = ring_at(n, size, cs), r0 = ring_at(n, size, cr);
+    rc = p2p_move(w, x + s0 * es, ring_at(n, size, cs + 1) - s0, right, x + r0 * es,
+                  ring_at(n, size, cr + 1) - r0, left, deadline);
+  }
+  return rc;
+}
+
+/* Rabenseifner's: ranks beyond a power of two fold in as in doubling;
+** then a reduce-scatter by recursive halving and an all-gather by
+** recursive doubling over pof2 chunks: log2(pof2) steps each way. */
+static int p2p_halving(dc_work *w, int rank, int size, const struct timespec *deadline) {
+  const size_t n = w->count, es = em_dtype_size(w->dtype);
+  int pof2 = 1, rc = 0;
+  while (pof2 * 2 <= size) pof2 *= 2;
+  const int rem = size - pof2;
+  char *x = w->recv;
+  int me = rank < 2 * rem ? (rank % 2 ? rank / 2 : -1) : rank - rem;
+  if (rank < 2 * rem) {
+    if (rank % 2 == 0) rc = p2p_move(w, x, n, rank + 1, NULL, 0, -1, deadline);
+    else if ((rc = p2p_move(w, NULL, 0, -1, p2p_buf, n, rank - 1, deadline)) == 0) p2p_reduce(w, x, p2p_buf, n, 0);
+  }
+  /* halving: before the step of mask m this rank holds chunks [base, base + 2m) */
+  for (int m = pof2 / 2; rc == 0 && me >= 0 && m >= 1; m /= 2) {
+    const int other = me ^ m, peer = other < rem ? 2 * other + 1 : other + rem;
+    const int base = me & ~(2 * m - 1), keep = me & m ? base + m : base, give = me & m ? base : base + m;
+    const size_t k0 = ring_at(n, pof2, keep), nk = ring_at(n, pof2, keep + m) - k0;
+    const size_t g0 = ring_at(n, pof2, give);
+    rc = p2p_move(w, x + g0 * es, ring_at(n, pof2, give + m) - g0, peer, p2p_buf, nk, peer, deadline);
+    if (rc == 0) p2p_reduce(w, x + k0 * es, p2p_buf, nk, me < other);
+  }
+  /* doubling: before the step of mask m this rank holds the complete chunks [me & ~(m - 1), + m) */
+  for (int m = 1; rc == 0 && me >= 0 && m < pof2; m *= 2) {
+    const int other = me ^ m, peer = other < rem ? 2 * other + 1 : other + rem;
+    const int mine = me & ~(m - 1), theirs = other & ~(m - 1);
+    const size_t s0 = ring_at(n, pof2, mine), r0 = ring_at(n, pof2, theirs);
+    rc = p2p_move(w, x + s0 * es, ring_at(n, pof2, mine + m) - s0, peer, x + r0 * es,
+                  ring_at(n, pof2, theirs + m) - r0, peer, deadline);
+  }
+  if (rc == 0 && rank < 2 * rem)
+    rc = rank % 2 ? p2p_move(w, x, n, rank - 1, NULL, 0, -1, deadline)
+                  : p2p_move(w, NULL, 0, -1, x, n, rank + 1, deadline);
+  return rc;
+}
+
+/* w->recv reduced over ranks in place by algo; 0, 1 (failed) or 2 (timed
+** out). The receive buffer holds what one step receives at most. */
+static int p2p_allreduce(dc_work *w, p2p_algo algo, const struct timespec *deadline) {
+  int rank, size, pof2 = 1;
+  MPI_Comm_rank(p2p, &rank);
+  MPI_Comm_size(p2p, &size);
+  while (pof2 * 2 <= size) pof2 *= 2;
+  const size_t n = w->count;
+  const int whole = algo == P2P_DOUBLING || (algo == P2P_HALVING && size > pof2);
+  const size_t bytes = (whole ? n : algo == P2P_RING ? n / (size_t)size + 1 : n / 2 + 1) * em_dtype_size(w->dtype);
+  if (bytes > p2p_cap) {
+    void *b = realloc(p2p_buf, bytes);
+    if (!b) return fail_work(w, "out of memory for %zu bytes", bytes);
+    p2p_buf = b;
+    p2p_cap = bytes;
+  }
+  return algo == P2P_RING      ? p2p_ring(w, rank, size, deadline)
+         : algo == P2P_HALVING ? p2p_halving(w, rank, size, deadline)
+                               : p2p_doubling(w, rank, size, deadline);
+}
+
+/* Runs w; deadline (NULL: none) only for point-to-point all-reduces. 0 when
 ** done, 1 failed, 2 timed out. */
 static int run(dc_work *w, const struct timespec *deadline) {
   size_t es = em_dtype_size(w->dtype);
@@ -276,8 +378,8 @@ static int run(dc_work *w, const struct timespec *deadline) {
   MPI_Comm_size(comm, &size);
   switch (w->kind) {
   case DC_ALLREDUCE:
-    if (small_allreduce(w, size)) {
-      int r = p2p_allreduce(w, deadline);
+    if (allreduce_algo(w, size) != P2P_MPI) {
+      int r = p2p_allreduce(w, allreduce_algo(w, size), deadline);
       if (r == 0 && w->mean) divide(w->recv, w->count, w->dtype, size);
       return r;
     }
@@ -379,6 +481,18 @@ static int init_mpi(dc_info *info, char *msg, size_t n) {
   ** to one core by default) with the compute threads: an MPI call that
   ** waits yields the core instead of spinning on it, unless the user chose. */
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  const char *algo = getenv("EMBER_DIST_ALLREDUCE");
+  static const char *const algos[] = {"auto", "doubling", "ring", "halving", "mpi"};
+  forced_algo = P2P_AUTO;
+  if (algo && algo[0]) {
+    int i = 0;
+    while (i < 5 && strcmp(algo, algos[i]) != 0) i++;
+    if (i == 5) {
+      snprintf(msg, n, "EMBER_DIST_ALLREDUCE is '%.40s'; expected auto, doubling, ring, halving or mpi", algo);
+      return -1;
+    }
+    forced_algo = (p2p_algo)i;
+  }
   int provided = 0, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
   if (rc != MPI_SUCCESS) {
     snprintf(msg, n, "MPI_Init_thread failed (error %d)", rc);
@@ -492,6 +606,12 @@ int dc_start(dc_info *info, char *err, size_t n) {
   return 0;
 }
 
+const char *dc_allreduce_algorithm(em_dtype dt, size_t count) {
+  static const char *const names[] = {"auto", "doubling", "ring", "halving", "mpi"};
+  const dc_work w = {.kind = DC_ALLREDUCE, .dtype = dt, .count = count};
+  return names[allreduce_algo(&w, world_size)];
+}
+
 int dc_started(void) { return started && !stopped; }
 
 const char *dc_broken(void) { return broken[0] ? broken : NULL; }
@@ -530,7 +650,7 @@ int dc_done(dc_work *w) {
 
 int dc_run_here(dc_work *w, double timeout) {
   if (!started || stopped || broken[0] || !caller_may_run) return -2;
-  if (!small_allreduce(w, world_size)) return -2;
+  if (allreduce_algo(w, world_size) == P2P_MPI) return -2;
   struct timespec until;
   deadline_after(&until, timeout);
   int rc = 0;

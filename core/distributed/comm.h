@@ -3,7 +3,7 @@
 ** process owns MPI (it calls MPI_Init_thread and MPI_Finalize), and runs
 ** the collectives it is given in submission order. The order is what
 ** keeps ranks matched: every rank submits the same collectives in the same
-** order, so the worker's queue is MPI's order too. A small synchronous
+** order, so the worker's queue is MPI's order too. A synchronous
 ** all-reduce may instead run on the Lua thread once the queue is empty
 ** (dc_run_here), which saves the hand-off. The Lua thread submits and waits with a deadline, so a
 ** collective whose peer is gone becomes an error after `timeout` seconds
@@ -66,10 +66,14 @@ int dc_start(dc_info *info, char *err, size_t n);
 /* Queues w. -1 (message in err) when the process is broken or not started. */
 int dc_submit(dc_work *w, char *err, size_t n);
 /* Runs w on the calling thread, once what was submitted before has run,
-** when that is allowed (MPI_THREAD_SERIALIZED) and pays: a small all-reduce
-** (comm.c says which). -2: not run, submit it. Otherwise as dc_wait, with
+** when that is allowed (MPI_THREAD_SERIALIZED) and w is an all-reduce made
+** of point-to-point messages (comm.c says which). -2: not run, submit it. Otherwise as dc_wait, with
 ** the deadline over the wait for the queue and the collective together. */
 int dc_run_here(dc_work *w, double timeout);
+/* How an all-reduce of count elements of dt runs, alike on every rank:
+** "doubling", "ring" or "halving" (point-to-point, on the caller when
+** synchronous; comm.c says when each), or "mpi" (MPI_Allreduce on the worker). */
+const char *dc_allreduce_algorithm(em_dtype dt, size_t count);
 /* Waits up to timeout seconds for w. 0: done and succeeded. -1: failed
 ** (w->msg says why) or timed out; a timeout marks the process broken, and
 ** w stays owned by the worker (do not free it or its buffers). */

@@ -165,7 +165,10 @@ static void submit(lua_State *L, handle *h) {
 
 static dc_op check_op(lua_State *L, int idx, em_dtype dt, const char *name, int *mean) {
   static const char *const ops[] = {"sum", "mean", "max", "min", NULL};
-  int op = luaL_checkoption(L, idx, "sum", ops);
+  const char *given = luaL_optstring(L, idx, "sum");
+  int op = 0;
+  while (ops[op] && strcmp(ops[op], given) != 0) op++;
+  if (!ops[op]) luaL_error(L, "ember.distributed.%s: unknown op '%s' (expected sum, mean, max or min)", name, given);
   *mean = op == 1;
   if (op == 1) {
     if (!em_dtype_is_float(dt))
@@ -176,7 +179,7 @@ static dc_op check_op(lua_State *L, int idx, em_dtype dt, const char *name, int 
 }
 
 /* all_reduce(t [, op [, sync]]) -> handle; t is reduced in place. sync:
-** the caller waits at once, so a small one may run on this thread. */
+** the caller waits at once, so it may run on this thread (dc_run_here). */
 static int f_all_reduce(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce");
   int mean;
@@ -196,7 +199,7 @@ static int f_all_reduce(lua_State *L) {
 /* all_reduce_now(t [, op]) -> true when done: the synchronous all-reduce of
 ** a contiguous CPU tensor, run on this thread (dc_run_here) without a
 ** handle, which the per-step loss average every script makes then pays
-** nothing for. false: not this way (a large one, a staged tensor, a busy
+** nothing for. false: not this way (MPI_Allreduce, a staged tensor, a busy
 ** worker), so the caller goes through all_reduce. */
 static int f_all_reduce_now(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce");
@@ -220,6 +223,13 @@ static int f_all_reduce_now(lua_State *L) {
     return lua_error(L);
   }
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* all_reduce_algorithm(t) -> the name of the way all_reduce(t) runs. */
+static int f_all_reduce_algorithm(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1, "all_reduce_algorithm");
+  lua_pushstring(L, dc_allreduce_algorithm(t->dtype, (size_t)em_numel(t)));
   return 1;
 }
 
@@ -457,6 +467,7 @@ static const luaL_Reg funcs[] = {
   {"init", f_init},
   {"all_reduce", f_all_reduce},
   {"all_reduce_now", f_all_reduce_now},
+  {"all_reduce_algorithm", f_all_reduce_algorithm},
   {"broadcast", f_broadcast},
   {"all_gather", f_all_gather},
   {"reduce_scatter", f_reduce_scatter},

@@ -140,27 +140,71 @@ H.test("many async all_reduces in flight, waited in reverse", function()
   for i = 20, 1, -1 do ws[i]:wait() end
   for i = 1, 20 do assert(ts[i][1]:item() == R * i + R * (R - 1) / 2, "tensor " .. i) end
 end)
--- Small all-reduces are point-to-point recursive doubling, larger ones
--- MPI_Allreduce (core/distributed/comm.c): sizes on both sides of each
--- limit (64 KiB, and 256 KiB at 2 ranks), of the 4000-byte pieces and,
--- over TCP (ctest's mpi.collectives.tcp), of the 32 KiB pieces, with
--- float32 values that rounding would show. Up to 3 ranks the small path
--- adds the ranks' parts left to right, in float32, so its result is that
--- sum to the bit, synchronous or async; every size agrees with the float64
--- sum to float32 rounding.
-H.test("all_reduce float32 on both sides of the point-to-point limits, sync and async", function()
+-- all_reduce's algorithms (core/distributed/comm.c): recursive doubling
+-- up to 256 KiB at 2 ranks and 64 KiB beyond, then the ring over shared
+-- memory or halving over TCP (ctest's mpi.collectives.tcp); ctest also
+-- forces each one at every size (EMBER_DIST_ALLREDUCE). Sizes on both
+-- sides of each limit, of the 4000-byte and the 32 KiB pieces, and uneven
+-- chunks, with float32 values that rounding would show. Doubling and
+-- halving add the ranks' parts left to right up to 3 ranks, so their result
+-- is that float32 sum to the bit (at 2 ranks every algorithm is, as a + b
+-- = b + a); every size agrees with the float64 sum to float32 rounding,
+-- and every rank ends with the same bits.
+local forced = os.getenv("EMBER_DIST_ALLREDUCE")
+if forced == "" or forced == "auto" then forced = nil end
+local function expected_algorithm(bytes)
+  if forced then return forced end
+  if bytes <= (R == 2 and 256 * 1024 or 64 * 1024) then return "doubling" end
+  return dist.shared_memory() and "ring" or "halving"
+end
+local function same_on_every_rank(t)
+  local g = dist.all_gather(t)
+  for r = 1, R do
+    if (g[r]:double() - t:double()):abs():max():item() ~= 0 then return false, "rank " .. (r - 1) .. " differs" end
+  end
+  return true
+end
+H.test("all_reduce float32 on both sides of the algorithms' limits, sync and async", function()
   local function part(r, n) ember.manual_seed(100 + r) return ember.randn(n) end
-  for _, n in ipairs({999, 1000, 1001, 2001, 4096, 4097, 8193, 16384, 16385, 24577, 65536, 65537}) do
-    local bytes = 4 * n
-    local small = bytes <= (R == 2 and 256 * 1024 or 64 * 1024)
+  for _, n in ipairs({1, 2, 3, 999, 1000, 1001, 2001, 4096, 4097, 8193, 16384, 16385, 24577, 65536, 65537,
+                      100003, 262144, 262147}) do
+    local algo = dist.all_reduce_algorithm(part(me, n))
+    assert(algo == expected_algorithm(4 * n), ("n=%d: %s, expected %s"):format(n, algo, expected_algorithm(4 * n)))
     local in_order, exact = part(0, n), part(0, n):double()
     for r = 1, R - 1 do in_order = in_order + part(r, n) exact = exact + part(r, n):double() end
     for _, async in ipairs({false, true}) do
       local t = part(me, n)
       if async then dist.all_reduce(t, {async = true}):wait() else dist.all_reduce(t) end
-      local where = ("n=%d%s"):format(n, async and " async" or "")
-      if small and R <= 3 then assert(H.same(t, in_order), where .. ": not the left-to-right float32 sum") end
+      local where = ("n=%d %s%s"):format(n, algo, async and " async" or "")
+      if algo ~= "mpi" and (R == 2 or (R == 3 and algo ~= "ring")) then
+        assert(H.same(t, in_order), where .. ": not the left-to-right float32 sum")
+      end
       assert(H.max_rel_diff(t:double(), exact) < 1e-5, where .. ": off the float64 sum")
+      assert(same_on_every_rank(t), where)
+    end
+  end
+end)
+-- max and min of NaN and signed zeros depend on the order of the operands:
+-- still the same bits on every rank.
+H.test("all_reduce max and min of NaN and signed zeros: the same bits on every rank", function()
+  local nan = 0 / 0
+  local values = {nan, -nan, 0.0, -0.0, 1.0, -1.0}
+  for _, n in ipairs({7, 70001}) do
+    local v = {}
+    for i = 1, n do v[i] = values[(i + me) % #values + 1] end
+    for _, op in ipairs({"max", "min"}) do
+      local t = ember.tensor(v)
+      dist.all_reduce(t, op)
+      local g = dist.all_gather(t)
+      local mine = t:totable()
+      for r = 1, R do
+        local theirs = g[r]:totable()
+        for i = 1, n do
+          if string.pack("<f", mine[i]) ~= string.pack("<f", theirs[i]) then
+            error(("n=%d %s: element %d is %s here, %s on rank %d"):format(n, op, i, mine[i], theirs[i], r - 1))
+          end
+        end
+      end
     end
   end
 end)
@@ -174,7 +218,12 @@ end)
 H.raises("mean of int64 is an error", "mean.*floating", function()
   dist.all_reduce(ember.ones({2}, {dtype = "int64"}), "mean")
 end)
-H.raises("unknown op is an error", "invalid option", function() dist.all_reduce(ember.ones(2), "prod") end)
+H.raises("unknown op is an error", "all_reduce: unknown op 'prod' %(expected sum, mean, max or min%)",
+  function() dist.all_reduce(ember.ones(2), "prod") end)
+H.raises("reduce_scatter: unknown op", "reduce_scatter: unknown op 'avg'",
+  function() dist.reduce_scatter(ember.ones(R), "avg") end)
+H.raises("options that are not a table", "all_gather: options must be a table, got number",
+  function() dist.all_gather(ember.ones(2), 5) end)
 H.raises("bad root is an error", "root rank", function() dist.broadcast(ember.ones(2), R) end)
 H.raises("reduce_scatter needs a divisible first dim", "divide by the world size",
          function() dist.reduce_scatter(ember.ones(R + 1)) end)

@@ -96,7 +96,7 @@ function M.library() need_init("library") return state.library end
 function M.cuda_aware() need_init("cuda_aware") return state.cuda_aware end
 -- Do the ranks reach each other through Open MPI's shared-memory transport
 -- (all on one machine, and its btl parameter allows vader)? Over a network
--- the small all-reduces send in pieces under TCP's eager limit.
+-- all_reduce takes other algorithms (all_reduce_algorithm says which).
 function M.shared_memory() need_init("shared_memory") return state.shared_memory end
 function M.set_timeout(s) need_init("set_timeout") C.set_timeout(s) end
 function M.get_timeout() need_init("get_timeout") return C.timeout() end
@@ -149,6 +149,19 @@ function M.all_reduce(t, op, opts)
   return finish(C.all_reduce(t, op or "sum", not async), async, t)
 end
 
+-- all_reduce_algorithm(t): how all_reduce(t) would run, chosen by its
+-- size, the rank count and the transport, alike on every rank:
+-- "doubling" (recursive doubling: small), "ring" (larger, over shared
+-- memory), "halving" (Rabenseifner's: larger, over TCP), all three made of
+-- point-to-point messages (a synchronous one runs on the calling thread),
+-- or "mpi" (MPI_Allreduce on the communication thread: zero-size, or over
+-- 2 GiB). EMBER_DIST_ALLREDUCE=doubling|ring|halving|mpi (the same on
+-- every rank) forces one.
+function M.all_reduce_algorithm(t)
+  need_init("all_reduce_algorithm")
+  return C.all_reduce_algorithm(t)
+end
+
 -- broadcast(t, root): every rank's t becomes root's (root 0-based, default 0).
 function M.broadcast(t, root, opts)
   need_init("broadcast")
@@ -164,6 +177,10 @@ end
 function M.all_gather(t, opts)
   need_init("all_gather")
   opts = opts or {}
+  if type(opts) ~= "table" then error(("ember.distributed.all_gather: options must be a table, got %s"):format(type(opts)), 2) end
+  for k in pairs(opts) do
+    if k ~= "async" and k ~= "out" then error(("ember.distributed.all_gather: unknown option '%s'"):format(tostring(k)), 2) end
+  end
   local out = opts.out
   if not out then
     local shape = {state.size}
@@ -229,7 +246,8 @@ function M.broken() return okC and C.broken() or nil end
 -- A collective's error (a timeout, an MPI error, a bad argument found in C)
 -- is raised at the user's line that called it or waited for it.
 local wrap = require("ember._errors").wrap
-for _, name in ipairs{"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "all_gather_string"} do
+for _, name in ipairs{"init", "all_reduce", "all_reduce_algorithm", "broadcast", "all_gather", "reduce_scatter",
+                      "barrier", "all_gather_string"} do
   M[name] = wrap(M[name])
 end
 -- Library callers inside a backward hook (DistributedDataParallel) use the
