@@ -182,10 +182,11 @@ typedef enum p2p_algo { P2P_AUTO, P2P_DOUBLING, P2P_RING, P2P_HALVING, P2P_MPI }
 static p2p_algo forced_algo; /* EMBER_DIST_ALLREDUCE, read at init */
 
 /* How an all-reduce of w among size ranks runs: P2P_MPI is MPI_Allreduce
-** on the worker (also for what MPI's int counts or the others cannot do). */
+** on the worker, also for what the others cannot do: more than MPI's int
+** counts, or device memory (which only CUDA-aware MPI itself can reduce). */
 static p2p_algo allreduce_algo(const dc_work *w, int size) {
   const size_t bytes = w->count * em_dtype_size(w->dtype);
-  if (w->kind != DC_ALLREDUCE || w->count == 0 || size == 1 || bytes > (size_t)INT_MAX) return P2P_MPI;
+  if (w->kind != DC_ALLREDUCE || w->count == 0 || size == 1 || bytes > (size_t)INT_MAX || w->device) return P2P_MPI;
   if (forced_algo != P2P_AUTO) return forced_algo;
   if (bytes <= (size == 2 ? (size_t)256 << 10 : (size_t)64 << 10)) return P2P_DOUBLING;
   return split_pieces ? P2P_HALVING : P2P_RING;
@@ -609,9 +610,9 @@ int dc_start(dc_info *info, char *err, size_t n) {
   return 0;
 }
 
-const char *dc_allreduce_algorithm(em_dtype dt, size_t count) {
+const char *dc_allreduce_algorithm(em_dtype dt, size_t count, int device) {
   static const char *const names[] = {"auto", "doubling", "ring", "halving", "mpi"};
-  const dc_work w = {.kind = DC_ALLREDUCE, .dtype = dt, .count = count};
+  const dc_work w = {.kind = DC_ALLREDUCE, .dtype = dt, .count = count, .device = device};
   return names[allreduce_algo(&w, world_size)];
 }
 

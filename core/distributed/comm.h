@@ -40,6 +40,7 @@ typedef struct dc_work {
   int root;          /* 0-based */
   int mean;          /* DC_ALLREDUCE, DC_REDUCE_SCATTER: divide the sum by the world size */
   void *send, *recv;
+  int device;        /* send/recv are device memory (CUDA-aware MPI): only MPI's collectives touch them */
   size_t count;      /* elements (bytes for DC_GATHER_BYTES) */
   const char *name;  /* "all_reduce", for messages */
   /* results (written by the worker; read after dc_wait returned) */
@@ -72,8 +73,9 @@ int dc_submit(dc_work *w, char *err, size_t n);
 int dc_run_here(dc_work *w, double timeout);
 /* How an all-reduce of count elements of dt runs, alike on every rank:
 ** "doubling", "ring" or "halving" (point-to-point, on the caller when
-** synchronous; comm.c says when each), or "mpi" (MPI_Allreduce on the worker). */
-const char *dc_allreduce_algorithm(em_dtype dt, size_t count);
+** synchronous; comm.c says when each), or "mpi" (MPI_Allreduce on the
+** worker; always for device memory). */
+const char *dc_allreduce_algorithm(em_dtype dt, size_t count, int device);
 /* Waits up to timeout seconds for w. 0: done and succeeded. -1: failed
 ** (w->msg says why) or timed out; a timeout marks the process broken, and
 ** w stays owned by the worker (do not free it or its buffers). */

@@ -114,6 +114,11 @@ static int fail(lua_State *L, const char *op, em_status s) {
   return luaL_error(L, "ember.distributed.%s: %s", op, em_error_message());
 }
 
+static int on_cpu(const em_tensor *t) {
+  em_device cpu;
+  return em_cpu_device(&cpu) == EM_OK && em_device_eq(t->device, cpu);
+}
+
 /* Can MPI take t's memory as it is? A contiguous CPU tensor always; a
 ** contiguous CUDA tensor when MPI is CUDA-aware, once the device has
 ** finished what it queued (MPI's own copies do not wait for our stream). */
@@ -190,7 +195,7 @@ static int f_all_reduce(lua_State *L) {
   if (s) return fail(L, "all_reduce", s);
   h->target = em_retain(t);
   *h->w = (dc_work){.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = op, .mean = mean, .recv = p,
-                    .count = (size_t)em_numel(t), .name = h->name};
+                    .device = !h->stage && !on_cpu(t), .count = (size_t)em_numel(t), .name = h->name};
   /* run here or not, wait() then reports the outcome and copies back */
   if (!lua_toboolean(L, 3) || dc_run_here(h->w, timeout_s) == -2) submit(L, h);
   return 1;
@@ -229,7 +234,8 @@ static int f_all_reduce_now(lua_State *L) {
 /* all_reduce_algorithm(t) -> the name of the way all_reduce(t) runs. */
 static int f_all_reduce_algorithm(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce_algorithm");
-  lua_pushstring(L, dc_allreduce_algorithm(t->dtype, (size_t)em_numel(t)));
+  const int device = !on_cpu(t) && info.cuda_aware && em_is_contiguous(t); /* as direct_buffer decides */
+  lua_pushstring(L, dc_allreduce_algorithm(t->dtype, (size_t)em_numel(t), device));
   return 1;
 }
 

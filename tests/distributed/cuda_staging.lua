@@ -28,6 +28,15 @@ H.test("all_reduce of a cuda tensor stays on the device", function()
   assert(t.device:find("cuda"))
   assert(H.same(t:cpu(), want))
 end)
+-- Device memory that MPI takes as it is goes to MPI_Allreduce, which a
+-- CUDA-aware MPI can reduce; ember's point-to-point algorithms reduce on
+-- the host. A staged tensor is host memory by then: any algorithm.
+H.test("all_reduce_algorithm of a cuda tensor: MPI's own when MPI takes device memory", function()
+  local t = ember.ones(3000):to(dev)
+  local host = dist.all_reduce_algorithm(ember.ones(3000))
+  assert(dist.all_reduce_algorithm(t) == (dist.cuda_aware() and "mpi" or host), dist.all_reduce_algorithm(t))
+  assert(dist.all_reduce_algorithm(t:view(1000, 3):transpose(1, 2)) == host, "a strided one is staged")
+end)
 H.test("broadcast into a strided cuda view", function()
   local s = (ember.ones(4, 3, {dtype = "float64"}) * me):to(dev):transpose(1, 2)
   dist.broadcast(s, R - 1)
