@@ -94,8 +94,9 @@ add_test(NAME mpi.collectives.tcp.np2
 set_tests_properties(mpi.collectives.tcp.np2 PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
   PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_MPIRUN_ARGS=--mca btl self,tcp")
 # Each all_reduce algorithm forced at every size (EMBER_DIST_ALLREDUCE), at
-# 3 ranks (one folds in) and 4 (two steps each way), halving over TCP.
-foreach(case "doubling;4;" "ring;3;" "ring;4;" "halving;3;--mca btl self,tcp" "halving;4;" "mpi;3;")
+# 3 ranks (one folds in), 4 (two steps each way) and 6 (two fold in), halving
+# over TCP at 3.
+foreach(case "doubling;4;" "doubling;6;" "ring;3;" "ring;4;" "halving;3;--mca btl self,tcp" "halving;4;" "halving;6;" "mpi;3;")
   list(GET case 0 algo)
   list(GET case 1 np)
   list(GET case 2 btl)

@@ -188,7 +188,8 @@ static int past(const struct timespec *t) {
 #define P2P_PIECE ((size_t)32 << 10)
 #define P2P_MAX_PIECES 8 /* messages of up to 256 KiB go in pieces over TCP */
 
-typedef enum p2p_algo { P2P_AUTO, P2P_DOUBLING, P2P_RING, P2P_HALVING, P2P_MPI } p2p_algo;
+typedef enum p2p_algo { P2P_AUTO, P2P_DOUBLING, P2P_RING, P2P_HALVING, P2P_MPI, P2P_NALGOS } p2p_algo;
+static const char *const p2p_algo_names[P2P_NALGOS] = {"auto", "doubling", "ring", "halving", "mpi"};
 static p2p_algo forced_algo; /* EMBER_DIST_ALLREDUCE, read at init */
 
 /* How an all-reduce of w among size ranks runs: P2P_MPI is MPI_Allreduce
@@ -265,32 +266,57 @@ static void p2p_reduce(dc_work *w, void *x, void *y, size_t n, int x_is_lower) {
 static void *p2p_buf;
 static size_t p2p_cap;
 
-/* Recursive doubling: w->recv reduced over ranks in place; 0, 1 (failed)
-** or 2 (timed out). */
-static int p2p_doubling(dc_work *w, int rank, int size, const struct timespec *deadline) {
-  const size_t n = w->count;
-  int pof2 = 1, rc = 0;
-  while (pof2 * 2 <= size) pof2 *= 2;
-  const int rem = size - pof2;
-  void *x = w->recv, *y = p2p_buf;
-  /* the first 2 rem ranks pair up: the even one hands its part to the odd */
-  int me = rank < 2 * rem ? (rank % 2 ? rank / 2 : -1) : rank - rem;
-  if (rank < 2 * rem) {
-    if (rank % 2 == 0) rc = p2p_move(w, x, n, rank + 1, NULL, 0, -1, deadline);
-    else if ((rc = p2p_move(w, NULL, 0, -1, y, n, rank - 1, deadline)) == 0) p2p_reduce(w, x, y, n, 0);
-  }
-  for (int mask = 1; rc == 0 && me >= 0 && mask < pof2; mask <<= 1) {
-    const int other = me ^ mask, peer = other < rem ? 2 * other + 1 : other + rem;
-    if ((rc = p2p_move(w, x, n, peer, y, n, peer, deadline)) == 0) p2p_reduce(w, x, y, n, me < other);
-  }
-  if (rc == 0 && rank < 2 * rem) /* the result back to the even ones */
-    rc = rank % 2 ? p2p_move(w, x, n, rank - 1, NULL, 0, -1, deadline)
-                  : p2p_move(w, NULL, 0, -1, x, n, rank + 1, deadline);
-  return rc;
+/* ---- the algorithms: w->recv reduced over ranks in place; 0, 1 (failed)
+** or 2 (timed out) ---- */
+
+static int pof2_upto(int size) {
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  return p;
 }
 
-/* The first element of chunk c (of size, over n). */
-static size_t ring_at(size_t n, int size, int c) { return n / (size_t)size * (size_t)c + ((size_t)c < n % (size_t)size ? (size_t)c : n % (size_t)size); }
+/* Doubling and halving work among pof2 ranks: the first 2 rem (= size -
+** pof2) fold in pairs, the even one handing its part to the odd one, which
+** takes part as number rank / 2; the rest are rank - rem. Returns this
+** rank's number among pof2, -1 for a folded-out rank. */
+static int fold_in(dc_work *w, int rank, int rem, const struct timespec *deadline, int *rc) {
+  const size_t n = w->count;
+  if (rank >= 2 * rem) return rank - rem;
+  if (rank % 2 == 0) *rc = p2p_move(w, w->recv, n, rank + 1, NULL, 0, -1, deadline);
+  else if ((*rc = p2p_move(w, NULL, 0, -1, p2p_buf, n, rank - 1, deadline)) == 0)
+    p2p_reduce(w, w->recv, p2p_buf, n, 0);
+  return rank % 2 ? rank / 2 : -1;
+}
+
+/* The rank that takes part as number v among pof2. */
+static int folded_rank(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+
+/* The result back to the folded-out ranks. */
+static int fold_out(dc_work *w, int rank, int rem, const struct timespec *deadline) {
+  if (rank >= 2 * rem) return 0;
+  return rank % 2 ? p2p_move(w, w->recv, w->count, rank - 1, NULL, 0, -1, deadline)
+                  : p2p_move(w, NULL, 0, -1, w->recv, w->count, rank + 1, deadline);
+}
+
+/* Recursive doubling. */
+static int p2p_doubling(dc_work *w, int rank, int size, const struct timespec *deadline) {
+  const size_t n = w->count;
+  const int pof2 = pof2_upto(size), rem = size - pof2;
+  int rc = 0;
+  const int me = fold_in(w, rank, rem, deadline, &rc);
+  for (int mask = 1; rc == 0 && me >= 0 && mask < pof2; mask <<= 1) {
+    const int other = me ^ mask, peer = folded_rank(other, rem);
+    rc = p2p_move(w, w->recv, n, peer, p2p_buf, n, peer, deadline);
+    if (rc == 0) p2p_reduce(w, w->recv, p2p_buf, n, me < other);
+  }
+  return rc == 0 ? fold_out(w, rank, rem, deadline) : rc;
+}
+
+/* The first element of chunk c of n elements in `parts` chunks. */
+static size_t ring_at(size_t n, int parts, int c) {
+  const size_t q = n / (size_t)parts, r = n % (size_t)parts, k = (size_t)c;
+  return q * k + (k < r ? k : r);
+}
 
 /* Ring: a reduce-scatter, then an all-gather, each size - 1 steps of one
 ** chunk (n / size) to the right neighbour and one from the left. Every
@@ -331,18 +357,13 @@ static int p2p_ring(dc_work *w, int rank, int size, const struct timespec *deadl
 ** recursive doubling over pof2 chunks: log2(pof2) steps each way. */
 static int p2p_halving(dc_work *w, int rank, int size, const struct timespec *deadline) {
   const size_t n = w->count, es = em_dtype_size(w->dtype);
-  int pof2 = 1, rc = 0;
-  while (pof2 * 2 <= size) pof2 *= 2;
-  const int rem = size - pof2;
+  const int pof2 = pof2_upto(size), rem = size - pof2;
   char *x = w->recv;
-  int me = rank < 2 * rem ? (rank % 2 ? rank / 2 : -1) : rank - rem;
-  if (rank < 2 * rem) {
-    if (rank % 2 == 0) rc = p2p_move(w, x, n, rank + 1, NULL, 0, -1, deadline);
-    else if ((rc = p2p_move(w, NULL, 0, -1, p2p_buf, n, rank - 1, deadline)) == 0) p2p_reduce(w, x, p2p_buf, n, 0);
-  }
+  int rc = 0;
+  const int me = fold_in(w, rank, rem, deadline, &rc);
   /* halving: before the step of mask m this rank holds chunks [base, base + 2m) */
   for (int m = pof2 / 2; rc == 0 && me >= 0 && m >= 1; m /= 2) {
-    const int other = me ^ m, peer = other < rem ? 2 * other + 1 : other + rem;
+    const int other = me ^ m, peer = folded_rank(other, rem);
     const int base = me & ~(2 * m - 1), keep = me & m ? base + m : base, give = me & m ? base : base + m;
     const size_t k0 = ring_at(n, pof2, keep), nk = ring_at(n, pof2, keep + m) - k0;
     const size_t g0 = ring_at(n, pof2, give);
@@ -355,27 +376,23 @@ static int p2p_halving(dc_work *w, int rank, int size, const struct timespec *de
   }
   /* doubling: before the step of mask m this rank holds the complete chunks [me & ~(m - 1), + m) */
   for (int m = 1; rc == 0 && me >= 0 && m < pof2; m *= 2) {
-    const int other = me ^ m, peer = other < rem ? 2 * other + 1 : other + rem;
+    const int other = me ^ m, peer = folded_rank(other, rem);
     const int mine = me & ~(m - 1), theirs = other & ~(m - 1);
     const size_t s0 = ring_at(n, pof2, mine), r0 = ring_at(n, pof2, theirs);
     rc = p2p_move(w, x + s0 * es, ring_at(n, pof2, mine + m) - s0, peer, x + r0 * es,
                   ring_at(n, pof2, theirs + m) - r0, peer, deadline);
   }
-  if (rc == 0 && rank < 2 * rem)
-    rc = rank % 2 ? p2p_move(w, x, n, rank - 1, NULL, 0, -1, deadline)
-                  : p2p_move(w, NULL, 0, -1, x, n, rank + 1, deadline);
-  return rc;
+  return rc == 0 ? fold_out(w, rank, rem, deadline) : rc;
 }
 
 /* w->recv reduced over ranks in place by algo; 0, 1 (failed) or 2 (timed
 ** out). The receive buffer holds what one step receives at most. */
 static int p2p_allreduce(dc_work *w, p2p_algo algo, const struct timespec *deadline) {
-  int rank, size, pof2 = 1;
+  int rank, size;
   MPI_Comm_rank(p2p, &rank);
   MPI_Comm_size(p2p, &size);
-  while (pof2 * 2 <= size) pof2 *= 2;
   const size_t n = w->count;
-  const int whole = algo == P2P_DOUBLING || (algo == P2P_HALVING && size > pof2);
+  const int whole = algo == P2P_DOUBLING || (algo == P2P_HALVING && size > pof2_upto(size)); /* folds in */
   const size_t bytes = (whole ? n : algo == P2P_RING ? n / (size_t)size + 1 : n / 2 + 1) * em_dtype_size(w->dtype);
   if (bytes > p2p_cap) {
     void *b = realloc(p2p_buf, bytes);
@@ -396,11 +413,12 @@ static int run(dc_work *w, const struct timespec *deadline) {
   int rc = MPI_SUCCESS, size;
   MPI_Comm_size(comm, &size);
   switch (w->kind) {
-  case DC_ALLREDUCE:
-    if (allreduce_algo(w, size) != P2P_MPI) {
-      const p2p_algo algo = allreduce_algo(w, size);
+  case DC_ALLREDUCE: {
+    const p2p_algo algo = allreduce_algo(w, size);
+    if (algo != P2P_MPI) {
       int r = p2p_allreduce(w, algo, deadline);
-      if (r == 0 && w->mean && algo == P2P_DOUBLING) divide(w->recv, w->count, w->dtype, size); /* ring, halving: inside */
+      if (r == 0 && w->mean && algo == P2P_DOUBLING) /* the others divide inside */
+        divide(w->recv, w->count, w->dtype, size);
       return r;
     }
     for (size_t at = 0; rc == MPI_SUCCESS && (at < w->count || at == 0); at += PIECE) {
@@ -409,6 +427,7 @@ static int run(dc_work *w, const struct timespec *deadline) {
       if (w->count == 0) break;
     }
     break;
+  }
   case DC_BCAST:
     for (size_t at = 0; rc == MPI_SUCCESS && (at < w->count || at == 0); at += PIECE) {
       size_t n = w->count - at < PIECE ? w->count - at : PIECE;
@@ -505,12 +524,11 @@ static int init_mpi(dc_info *info, char *msg, size_t n) {
   ** waits yields the core instead of spinning on it, unless the user chose. */
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   const char *algo = getenv("EMBER_DIST_ALLREDUCE");
-  static const char *const algos[] = {"auto", "doubling", "ring", "halving", "mpi"};
   forced_algo = P2P_AUTO;
   if (algo && algo[0]) {
     int i = 0;
-    while (i < 5 && strcmp(algo, algos[i]) != 0) i++;
-    if (i == 5) {
+    while (i < P2P_NALGOS && strcmp(algo, p2p_algo_names[i]) != 0) i++;
+    if (i == P2P_NALGOS) {
       snprintf(msg, n, "EMBER_DIST_ALLREDUCE is '%.40s'; expected auto, doubling, ring, halving or mpi", algo);
       return -1;
     }
@@ -630,9 +648,8 @@ int dc_start(dc_info *info, char *err, size_t n) {
 }
 
 const char *dc_allreduce_algorithm(em_dtype dt, size_t count, int device) {
-  static const char *const names[] = {"auto", "doubling", "ring", "halving", "mpi"};
   const dc_work w = {.kind = DC_ALLREDUCE, .dtype = dt, .count = count, .device = device};
-  return names[allreduce_algo(&w, world_size)];
+  return p2p_algo_names[allreduce_algo(&w, world_size)];
 }
 
 int dc_started(void) { return started && !stopped; }

@@ -177,9 +177,13 @@ end
 function M.all_gather(t, opts)
   need_init("all_gather")
   opts = opts or {}
-  if type(opts) ~= "table" then error(("ember.distributed.all_gather: options must be a table, got %s"):format(type(opts)), 2) end
+  if type(opts) ~= "table" then
+    error(("ember.distributed.all_gather: options must be a table, got %s"):format(type(opts)), 2)
+  end
   for k in pairs(opts) do
-    if k ~= "async" and k ~= "out" then error(("ember.distributed.all_gather: unknown option '%s'"):format(tostring(k)), 2) end
+    if k ~= "async" and k ~= "out" then
+      error(("ember.distributed.all_gather: unknown option '%s'"):format(tostring(k)), 2)
+    end
   end
   local out = opts.out
   if not out then
