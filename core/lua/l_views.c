@@ -49,6 +49,15 @@ static int m_transpose(lua_State *L) {
   RESULT(L, "transpose", em_transpose(out, t, d0, d1));
 }
 
+/* t(): a matrix's transpose, as in Torch7 and PyTorch; a 0-d or 1-d
+** tensor as it is (a view). */
+static int m_t(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (t->ndim > 2) return luaL_error(L, "ember.t: expects a tensor of at most 2 dims, got %d (use transpose)", t->ndim);
+  if (t->ndim == 2) RESULT(L, "t", em_transpose(out, t, 0, 1));
+  RESULT(L, "t", em_view(out, t, t->ndim, t->shape));
+}
+
 static int m_permute(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   int dims[EM_MAX_DIMS];
@@ -198,7 +207,7 @@ static int m_cuda(lua_State *L) {
 
 static const luaL_Reg methods[] = {
   {"view", m_view}, {"reshape", m_reshape}, {"expand", m_expand},
-  {"transpose", m_transpose}, {"permute", m_permute}, {"narrow", m_narrow},
+  {"transpose", m_transpose}, {"t", m_t}, {"permute", m_permute}, {"narrow", m_narrow},
   {"select", m_select}, {"slice", m_slice}, {"squeeze", m_squeeze},
   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
   {"clone", m_clone}, {"detach", m_detach}, {"to", m_to}, {"float", m_float},

@@ -254,6 +254,7 @@ case("t[i]", X3, function(x) return x[2] * x[1] end)
 case("slice with step", X3, function(x) return x:slice(3, 1, 4, 2):exp() end)
 case("slice middle", X3, function(x) return x:slice(2, 2, 3) ^ 2 end)
 case("transpose", X3, function(x) return x:transpose(1, 3):sin() end)
+case("t", function(mk) return { mk{ 4, 3 } } end, function(x) return x:t():sin() * ember.arange(1, 5, D64) end)
 case("transpose then matmul", function(mk) return { mk{ 4, 3 }, mk{ 4, 2 } } end,
   function(a, b) return a:transpose(1, 2):matmul(b) end)
 case("permute", X3, function(x) return x:permute(3, 1, 2):exp() * ember.arange(1, 4, D64) end)
