@@ -856,6 +856,31 @@ def helpers():
          {"key": [[], [3], [-2, -1]]})
 
 
+def compat():
+    """PyTorch's products and conveniences that ember builds in Lua (mm, bmm,
+    dot, outer, square, reciprocal, logsumexp, amax/amin, unbind, tile); their
+    own seed and file, so the other files stay as they are."""
+    torch.manual_seed(20261202)
+    f = "ops_compat"
+    case(f, "mm", "mm", {"a": randn(3, 4), "b": randn(4, 2)}, lambda a, b: a.mm(b))
+    case(f, "bmm", "bmm", {"a": randn(2, 3, 4), "b": randn(2, 4, 5)}, lambda a, b: a.bmm(b))
+    case(f, "dot", "dot", {"a": randn(7), "b": randn(7)}, lambda a, b: a.dot(b))
+    case(f, "outer", "outer", {"a": randn(3), "b": randn(4)}, lambda a, b: a.outer(b))
+    case(f, "square", "square", {"x": randn(3, 4)}, lambda x: x.square())
+    case(f, "reciprocal", "reciprocal", {"x": nonzero(3, 4)}, lambda x: x.reciprocal())
+    b = randn(2, 3, 4) * 10
+    case(f, "logsumexp_last", "logsumexp", {"x": b}, lambda x: x.logsumexp(-1), {"dim": -1})
+    case(f, "logsumexp_dim1_keepdim", "logsumexp", {"x": b}, lambda x: x.logsumexp(0, keepdim=True),
+         {"dim": 1, "keepdim": True})
+    x = randn(4, 5)
+    case(f, "amax_dim1", "amax", {"x": x}, lambda x: x.amax(0), {"dim": 1})
+    case(f, "amin_last_keepdim", "amin", {"x": x}, lambda x: x.amin(-1, keepdim=True),
+         {"dim": -1, "keepdim": True})
+    case(f, "unbind_dim2", "unbind", {"x": randn(3, 4)}, lambda x: list(x.unbind(1)), {"dim": 2}, multi=True)
+    case(f, "tile_more_reps", "tile", {"x": randn(2, 3)}, lambda x: x.tile((2, 1, 2)), {"reps": [2, 1, 2]})
+    case(f, "tile_fewer_reps", "tile", {"x": randn(2, 1, 3)}, lambda x: x.tile((3,)), {"reps": [3]})
+
+
 def main():
     elementwise()
     reductions()
@@ -866,6 +891,7 @@ def main():
     ranks()
     large()
     helpers()
+    compat()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         with open(path, "w") as fh:

@@ -1,7 +1,8 @@
 -- ember/_helpers.lua: PyTorch's everyday tensor helpers, built from core
 -- ops so that autograd, every dtype and every backend come for free:
 -- triu/tril, eye, *_like, sort/argsort/topk, std, norm, all/any,
--- isnan/isinf/isfinite, cumsum, masked_select, flip, roll, and Torch7's
+-- isnan/isinf/isfinite, cumsum, masked_select, flip, roll, mm/bmm/dot/outer,
+-- logsumexp, amax/amin, unbind, tile, uniform_/normal_, and Torch7's
 -- table indexing t[{i, {a, b}, {}}]. init.lua loads it; each helper is both
 -- a tensor method (x:triu(1)) and a function (ember.triu(x, 1)).
 --
@@ -322,6 +323,129 @@ set("roll", function(x, shifts, dims)
   if rawequal(y, x) then y = x:clone() end
   return y
 end, true)
+
+-- ---- products and small conveniences -------------------------------------------------
+
+local function shape_str(x) return "[" .. table.concat(x.shape, ", ") .. "]" end
+
+local function check_ndim(op, x, n, what)
+  check_tensor(op, x, what)
+  if x:dim() ~= n then fail(op, "%s must have %d dims, got shape %s", what, n, shape_str(x)) end
+end
+
+-- torch.mm: matmul without broadcasting, for exactly 2-d tensors.
+set("mm", function(a, b)
+  check_ndim("mm", a, 2, "argument 1")
+  check_ndim("mm", b, 2, "argument 2")
+  if a:size(2) ~= b:size(1) then fail("mm", "shapes %s and %s cannot be multiplied", shape_str(a), shape_str(b)) end
+  return a:matmul(b)
+end, true)
+T.bmm = core.bmm -- the C op ember.bmm, as a method too
+
+set("dot", function(a, b)
+  check_ndim("dot", a, 1, "argument 1")
+  check_ndim("dot", b, 1, "argument 2")
+  if a:size(1) ~= b:size(1) then fail("dot", "lengths differ: %d and %d", a:size(1), b:size(1)) end
+  return (a * b):sum()
+end, true)
+set("outer", function(a, b)
+  check_ndim("outer", a, 1, "argument 1")
+  check_ndim("outer", b, 1, "argument 2")
+  return a:view(a:size(1), 1) * b:view(1, b:size(1))
+end, true)
+
+set("square", function(x) return check_tensor("square", x) * x end, true)
+-- 1 / x; an integer tensor gives float32, as in PyTorch.
+set("reciprocal", function(x)
+  check_tensor("reciprocal", x)
+  if not is_float(x) then x = x:float() end
+  return x:pow(-1)
+end, true)
+
+-- log(sum(exp(x))) along dim, shifted by the (detached) max so that large
+-- values do not overflow; a slice of -inf gives -inf.
+set("logsumexp", function(x, dim, keepdim)
+  check_tensor("logsumexp", x)
+  if dim == nil then fail("logsumexp", "dim is required (1-based; -1 is the last)") end
+  local d = check_dim("logsumexp", x, dim)
+  local m = x:max(d, true):detach()
+  m = core.where(m:isfinite(), m, core.zeros({}, { dtype = m.dtype, device = m.device }))
+  local r = (x - m):exp():sum(d, true):log() + m
+  if not keepdim then r = r:squeeze(d) end
+  return r
+end, true)
+
+-- the values of max / min along a dim (torch.amax, torch.amin)
+set("amax", function(x, dim, keepdim)
+  check_tensor("amax", x)
+  if dim == nil then return x:max() end
+  return (x:max(check_dim("amax", x, dim), keepdim == true))
+end, true)
+set("amin", function(x, dim, keepdim)
+  check_tensor("amin", x)
+  if dim == nil then return x:min() end
+  return (x:min(check_dim("amin", x, dim), keepdim == true))
+end, true)
+
+-- the slices along dim (default 1), as a list of views
+set("unbind", function(x, dim)
+  check_tensor("unbind", x)
+  local d = check_dim("unbind", x, dim or 1)
+  local out = {}
+  for i = 1, x:size(d) do out[i] = x:select(d, i) end
+  return out
+end, true)
+
+-- x repeated reps[i] times along each dim (torch.tile; Torch7's
+-- repeatTensor): more reps than dims prepend dims of size 1.
+set("tile", function(x, ...)
+  check_tensor("tile", x)
+  local reps = select("#", ...) == 1 and type((...)) == "table" and (...) or { ... }
+  for i, r in ipairs(reps) do
+    if math.type(r) ~= "integer" or r < 0 then fail("tile", "repeat %d must be an integer >= 0, got %s", i, tostring(r)) end
+  end
+  local n = math.max(#reps, x:dim())
+  local shape, full = {}, {}
+  for i = 1, n do
+    shape[i] = i <= n - x:dim() and 1 or x:size(i - (n - x:dim()))
+    full[i] = i <= n - #reps and 1 or reps[i - (n - #reps)]
+  end
+  local inter, expanded, out = {}, {}, {}
+  for i = 1, n do
+    inter[2 * i - 1], inter[2 * i] = 1, shape[i]
+    expanded[2 * i - 1], expanded[2 * i] = full[i], shape[i]
+    out[i] = full[i] * shape[i]
+  end
+  return x:reshape(inter):expand(expanded):reshape(out)
+end, true)
+
+T.expand_as = guard(function(x, other) return x:expand(check_tensor("expand_as", other, "argument 2").shape) end)
+T.view_as = guard(function(x, other) return x:view(check_tensor("view_as", other, "argument 2").shape) end)
+T.type_as = guard(function(x, other) return x:to(check_tensor("type_as", other, "argument 2").dtype) end)
+T.nelement = function(x) return x:numel() end -- Torch7's name
+
+-- in-place random fills for initialising weights (torch.nn.init's), with
+-- autograd off so that a parameter can be filled
+local function fill_random(op, x, make, a, b)
+  check_tensor(op, x)
+  if not is_float(x) then fail(op, "needs a floating-point tensor, got %s", x.dtype) end
+  core.no_grad(function() x:copy_(make(x.shape, { dtype = x.dtype, device = x.device }) * b + a) end)
+  return x
+end
+T.uniform_ = guard(function(x, a, b)
+  a, b = a or 0, b or 1
+  if type(a) ~= "number" or type(b) ~= "number" or not (a <= b) then
+    fail("uniform_", "expected numbers a <= b, got %s and %s", tostring(a), tostring(b))
+  end
+  return fill_random("uniform_", x, core.rand, a, b - a)
+end)
+T.normal_ = guard(function(x, mean, std)
+  mean, std = mean or 0, std or 1
+  if type(mean) ~= "number" or type(std) ~= "number" or not (std >= 0) then
+    fail("normal_", "expected a number mean and std >= 0, got %s and %s", tostring(mean), tostring(std))
+  end
+  return fill_random("normal_", x, core.randn, mean, std)
+end)
 
 -- ---- Torch7 table indexing ---------------------------------------------------------
 

@@ -1,10 +1,11 @@
 -- The everyday helpers of lua/ember/_helpers.lua (triu/tril, eye, *_like,
 -- sort/argsort/topk, std, norm, all/any, isnan/isinf/isfinite, cumsum,
--- masked_select, flip, roll), ember.Size and Torch7 table indexing:
+-- masked_select, flip, roll, mm/dot/outer, square, reciprocal, logsumexp,
+-- amax/amin, unbind, tile, uniform_/normal_), ember.Size and Torch7 table indexing:
 -- float64 gradchecks on contiguous and non-contiguous inputs, values of the
 -- non-differentiable ones, and errors (which must point at this file's
 -- line, not into the library). PyTorch parity of the differentiable ones is
--- in ops_parity_spec.lua (tests/fixtures/ops_helpers.lua).
+-- in ops_parity_spec.lua (tests/fixtures/ops_helpers.lua, ops_compat.lua).
 local ember = require "ember"
 local gradcheck = require "tests.lua.helpers.gradcheck"
 
@@ -55,6 +56,18 @@ describe("helper gradchecks (float64)", function()
     { "roll", { 3, 4 }, function(x) return x:roll({ 1, -1 }, { 1, 2 }) end },
     { "roll flat", { 3, 4 }, function(x) return x:roll(5) end },
     { "table index", { 3, 4 }, function(x) return x[{ { 2, 3 }, -1 }] end },
+    { "mm", { 3, 4 }, function(x) return x:mm(x:t()) end },
+    { "dot", { 5 }, function(x) return x:dot(x:sin()) end },
+    { "outer", { 4 }, function(x) return ember.outer(x, x:narrow(1, 2, 3)) end },
+    { "square", { 3, 4 }, function(x) return x:square() end },
+    { "reciprocal", { 3, 4 }, function(x) return (x:abs() + 0.5):reciprocal() end },
+    { "logsumexp", { 3, 4 }, function(x) return x:logsumexp(2) end },
+    { "logsumexp keepdim", { 2, 3, 4 }, function(x) return ember.logsumexp(x * 20, 1, true) end },
+    { "amax", { 3, 4 }, function(x) return x:amax(1) end },
+    { "amin keepdim", { 3, 4 }, function(x) return x:amin(-1, true) end },
+    { "unbind", { 3, 4 }, function(x) local u = x:unbind(2) return u[1] * u[4] + u[2] end },
+    { "tile", { 2, 3 }, function(x) return x:tile(2, 1, 2) end },
+    { "tile fewer reps", { 2, 1, 3 }, function(x) return x:tile { 3 } end },
   }
   for _, c in ipairs(cases) do
     local name, shape, f = c[1], c[2], c[3]
@@ -122,7 +135,53 @@ describe("helper values", function()
     assert.are.equal(ember.Size { 0 }, ember.ones(3):masked_select(ember.zeros(3, { dtype = "bool" })).shape)
   end)
 
+  it("products and conveniences: mm, dot, outer, logsumexp, unbind, tile, ...", function()
+    local a = ember.tensor { { 1, 2 }, { 3, 4 } }
+    same(a:mm(a):long(), { { 7, 10 }, { 15, 22 } })
+    same(a:view(1, 2, 2):bmm(a:view(1, 2, 2)):long(), { { { 7, 10 }, { 15, 22 } } })
+    assert.are.equal(32, ember.tensor({ 1, 2, 3 }):dot(ember.tensor { 4, 5, 6 }):item())
+    same(ember.tensor({ 1, 2 }):outer(ember.tensor { 1, 2, 3 }):long(), { { 1, 2, 3 }, { 2, 4, 6 } })
+    local r = ember.tensor({ 1, 2, 4 }, { dtype = "int64" }):reciprocal()
+    assert.are.equal("float32", r.dtype); same(r, { 1, 0.5, 0.25 })
+    -- large values do not overflow; a row of -inf stays -inf
+    local l = ember.tensor { { 1000, 1000 }, { -math.huge, -math.huge } }:logsumexp(2)
+    assert(math.abs(l[1]:item() - (1000 + math.log(2))) < 1e-3, tostring(l))
+    assert.are.equal(-math.huge, l[2]:item())
+    same(a:amax(), 4); same(a:amax(1):long(), { 3, 4 }); same(a:amin(2, true):long(), { { 1 }, { 3 } })
+    local u = a:unbind()
+    assert.are.equal(2, #u); same(u[2]:long(), { 3, 4 })
+    u[1]:fill_(0) -- views
+    same(a:long(), { { 0, 0 }, { 3, 4 } })
+    same(ember.tensor({ 1, 2 }):tile(2, 2):long(), { { 1, 2, 1, 2 }, { 1, 2, 1, 2 } })
+    assert.are.equal(ember.Size { 0, 3 }, ember.ones(2, 3):tile(0, 1).shape)
+    assert.are.equal(ember.Size { 3, 2, 2 }, a:expand_as(ember.zeros(3, 2, 2)).shape)
+    assert.are.equal(ember.Size { 4 }, a:view_as(ember.zeros(4)).shape)
+    assert.are.equal("float64", a:type_as(ember.zeros(1, D64)).dtype)
+    assert.are.equal(4, a:nelement())
+  end)
+
+  it("uniform_ and normal_ fill parameters in place", function()
+    local w = ember.zeros(1000, D64)
+    w.requires_grad = true
+    assert.are.equal(w, w:uniform_(-0.5, 0.25))
+    assert(w:min():item() >= -0.5 and w:max():item() < 0.25, "out of [-0.5, 0.25)")
+    assert(w:std():item() > 0.15, "not spread over the range")
+    assert.is_true(w.requires_grad)
+    local n = ember.zeros(20000):normal_(3, 2)
+    assert(math.abs(n:mean():item() - 3) < 0.1 and math.abs(n:std():item() - 2) < 0.1, "mean/std")
+    same(ember.zeros(2):normal_(5, 0), { 5, 5 })
+  end)
+
   it("errors name the helper, say what is allowed, and point at the caller", function()
+    fails_here(function() local _ = ember.ones(2, 2):mm(ember.ones(3, 3)) end, "ember.mm", "[2, 2] and [3, 3]")
+    fails_here(function() local _ = ember.ones(2, 2, 2):mm(ember.ones(2, 2)) end, "ember.mm", "must have 2 dims")
+    fails_here(function() local _ = ember.ones(2):dot(ember.ones(3)) end, "ember.dot", "lengths differ")
+    fails_here(function() local _ = ember.ones(2):logsumexp() end, "ember.logsumexp", "dim is required")
+    fails_here(function() local _ = ember.ones(2):tile(-1) end, "ember.tile", "integer >= 0")
+    fails_here(function() local _ = ember.ones(2, { dtype = "int64" }):uniform_() end, "uniform_", "floating-point")
+    fails_here(function() local _ = ember.ones(2):uniform_(1, 0) end, "uniform_", "a <= b")
+    fails_here(function() local _ = ember.ones(2):normal_(0, -1) end, "normal_", "std >= 0")
+    fails_here(function() local _ = ember.ones(2):expand_as(3) end, "expand_as", "must be a tensor")
     fails_here(function() local _ = ember.ones(3):triu() end, "ember.triu", "at least 2 dims")
     fails_here(function() local _ = ember.ones(2, 2):triu(0.5) end, "ember.triu", "diagonal must be an integer")
     fails_here(function() local _ = ember.ones(2, 3):sort(3) end, "ember.sort", "dim 3", "-2..-1")

@@ -12,7 +12,7 @@ local ember = require "ember"
 local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
 
 local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge",
-                "ops_rank", "ops_helpers" }
+                "ops_rank", "ops_helpers", "ops_compat" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
 -- of the tensor (plus a tiny constant for all-zero tensors), so an element
@@ -109,6 +109,18 @@ local OPS = {
   masked_select = function(I) return I.x:masked_select(I.mask) end,
   flip = function(I, A) return I.x:flip(A.dims) end,
   roll = function(I, A) return I.x:roll(A.shifts, A.dims) end,
+  -- PyTorch's products and conveniences (lua/ember/_helpers.lua)
+  mm = function(I) return I.a:mm(I.b) end,
+  bmm = function(I) return ember.bmm(I.a, I.b) end,
+  dot = function(I) return I.a:dot(I.b) end,
+  outer = function(I) return ember.outer(I.a, I.b) end,
+  square = function(I) return I.x:square() end,
+  reciprocal = function(I) return I.x:reciprocal() end,
+  logsumexp = function(I, A) return I.x:logsumexp(A.dim, A.keepdim) end,
+  amax = function(I, A) return I.x:amax(A.dim, A.keepdim) end,
+  amin = function(I, A) return I.x:amin(A.dim, A.keepdim) end,
+  unbind = function(I, A) return I.x:unbind(A.dim) end,
+  tile = function(I, A) return I.x:tile(A.reps) end,
   index_table = function(I, A) return I.x[A.key] end,
 }
 
