@@ -122,6 +122,7 @@ local function qualify(prefix, written)
 end
 
 local INDEX -- name -> text
+local ALIASES = {} -- "ember.exp" where that is Tensor:exp itself, entry and all
 local FILES -- list of { path=, public=, prefix=, parsed= }
 
 -- Every documented source: the public Lua files (not _private ones) and
@@ -150,6 +151,7 @@ end
 
 function M.index()
   if INDEX then return INDEX end
+  ALIASES = {}
   INDEX = {}
   for _, f in ipairs(M.files()) do
     local p = f.parsed
@@ -160,13 +162,25 @@ function M.index()
       for name, text in pairs(p.entries) do INDEX[name:find("[.:]") and name or ("ember." .. name)] = text end
     end
   end
+  -- ember.exp is Tensor.exp itself (_helpers.lua): the method's entry serves both
+  local ember = require "ember"
+  for k, v in pairs(ember.Tensor) do
+    local key = "ember." .. tostring(k)
+    if type(k) == "string" and rawequal(rawget(ember, k), v) and not INDEX[key] and INDEX["Tensor:" .. k] then
+      INDEX[key] = INDEX["Tensor:" .. k]
+      ALIASES[key] = true
+    end
+  end
   return INDEX
 end
 
 -- The name under which a value is documented, found by identity.
 local function name_of(v)
   local ember = require "ember"
-  for k, x in pairs(ember) do if rawequal(x, v) and type(k) == "string" then return "ember." .. k end end
+  M.index() -- fills ALIASES: a method offered as ember.<name> too is named as the method
+  for k, x in pairs(ember) do
+    if rawequal(x, v) and type(k) == "string" and not ALIASES["ember." .. k] then return "ember." .. k end
+  end
   for k, x in pairs(ember.Tensor) do if rawequal(x, v) and type(k) == "string" then return "Tensor:" .. k end end
   for _, ns in ipairs(NAMESPACES) do
     local mod = ember[ns]

@@ -447,6 +447,23 @@ T.normal_ = guard(function(x, mean, std)
   return fill_random("normal_", x, core.randn, mean, std)
 end)
 
+-- ---- ember.<op>(x, ...) -----------------------------------------------------------
+
+-- PyTorch (torch.exp(x)) and Torch7 offer most tensor methods as functions
+-- too: ember.exp(x) is x:exp(), the very same function, so help() shows
+-- the method's entry (lua/ember/_doc.lua).
+local FUNCTIONAL = {
+  "abs", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+  "tanh", "sigmoid", "relu", "gelu", "silu", "elu", "clamp", "maximum", "minimum",
+  "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+  "sum", "mean", "var", "max", "min", "argmax", "argmin", "numel",
+  "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "narrow", "select",
+  "split", "chunk", "gather", "index_select", "scatter_add", "masked_fill", "clone", "detach",
+}
+for _, k in ipairs(FUNCTIONAL) do
+  if core[k] == nil and T[k] ~= nil then core[k] = T[k] end
+end
+
 -- ---- Torch7 table indexing ---------------------------------------------------------
 
 -- t[{i, {a, b}, {a}, {}}]: a number selects (the dim goes away), {a, b} is

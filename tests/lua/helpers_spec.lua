@@ -160,6 +160,19 @@ describe("helper values", function()
     assert.are.equal(4, a:nelement())
   end)
 
+  it("tensor methods are functions of ember too, as torch.exp(x) is", function()
+    local x = ember.tensor { { 1, -2 }, { 3, 4 } }
+    same(ember.exp(x), x:exp():totable())
+    same(ember.sum(x, 2):long(), { -1, 7 })
+    local v, i = ember.max(x, 1)
+    same(v:long(), { 3, 4 }); same(i, { 2, 2 })
+    same(ember.transpose(x, 1, 2):long(), { { 1, 3 }, { -2, 4 } })
+    same(ember.relu(x):long(), { { 1, 0 }, { 3, 4 } })
+    assert.are.equal(#ember.split(ember.ones(5), 2), 3)
+    assert(ember.help(ember.exp):find("Tensor:exp", 1, true), "help shows the method's entry")
+    fails_here(function() local _ = ember.sum(x, 5) end, "ember.sum", "dim 5")
+  end)
+
   it("uniform_ and normal_ fill parameters in place", function()
     local w = ember.zeros(1000, D64)
     w.requires_grad = true
