@@ -104,6 +104,52 @@ set("eye", function(n, m, opts)
   return e
 end)
 
+-- ---- linspace and randint ------------------------------------------------------
+
+local function check_number(op, v, what)
+  if type(v) ~= "number" then fail(op, "%s must be a number, got %s", what, type(v)) end
+  return v
+end
+
+-- steps values from start to stop inclusive, computed in float64 from the
+-- nearer end as PyTorch does, then converted (default float32).
+set("linspace", function(start, stop, steps, opts)
+  check_number("linspace", start, "start")
+  check_number("linspace", stop, "end")
+  if math.type(steps) ~= "integer" or steps < 0 then
+    fail("linspace", "steps must be an integer >= 0, got %s", tostring(steps))
+  end
+  opts = opts or {}
+  local o = { dtype = "float64", device = opts.device }
+  local r
+  if steps <= 1 then
+    r = core.full({ steps }, start, o)
+  else
+    local step = (stop - start) / (steps - 1)
+    local i = core.arange(0, steps, o)
+    r = core.where(i:lt(steps / 2), i * step + start, (i - (steps - 1)) * step + stop)
+  end
+  r = r:to(opts.dtype or "float32")
+  if opts.requires_grad then r:requires_grad_(true) end
+  return r
+end)
+
+-- Integers uniform in [low, high): randint(high, shape [, opts]) or
+-- randint(low, high, shape [, opts]); int64 unless opts.dtype says otherwise.
+set("randint", function(a, b, c, d)
+  local low, high, shape, opts
+  if type(b) == "number" then low, high, shape, opts = a, b, c, d else low, high, shape, opts = 0, a, b, c end
+  for _, v in ipairs { { low, "low" }, { high, "high" } } do
+    if math.type(v[1]) ~= "integer" then fail("randint", "%s must be an integer, got %s", v[2], tostring(v[1])) end
+  end
+  if high <= low then fail("randint", "high (%d) must be greater than low (%d)", high, low) end
+  if type(shape) ~= "table" then fail("randint", "the shape must be a table like {2, 3}, got %s", type(shape)) end
+  opts = opts or {}
+  local u = core.rand(shape, { dtype = "float64", device = opts.device })
+  local r = (u * (high - low)):long():minimum(core.full({}, high - low - 1, { dtype = "int64", device = u.device }))
+  return (r + low):to(opts.dtype or "int64")
+end)
+
 -- ---- *_like -------------------------------------------------------------------
 
 local function like(op, make)
