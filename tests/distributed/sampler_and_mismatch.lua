@@ -85,6 +85,13 @@ H.test("sampler:batches splits each global batch among the ranks", function()
   assert(k == #mine and k == 3)
 end)
 
+H.test("sampler of a dataset: its size", function()
+  local ds = ember.data.Dataset.new({x = ember.zeros(10, 2)})
+  local a, b = dist.DistributedSampler(ds, {seed = 3}), dist.DistributedSampler(10, {seed = 3})
+  assert(a.n == 10 and table.concat(a:list(), ",") == table.concat(b:list(), ","))
+end)
+H.raises("sampler: not a size or a dataset", "dataset size must be a non%-negative integer",
+  function() dist.DistributedSampler({}) end)
 H.raises("sampler: bad rank", "rank 5 is not in", function() dist.DistributedSampler(4, {num_replicas = 2, rank = 5}) end)
 
 local function model(out)

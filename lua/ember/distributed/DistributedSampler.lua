@@ -1,7 +1,8 @@
 -- DistributedSampler(n [, opts]): which of a dataset's n rows this rank
--- reads each epoch (torch.utils.data.DistributedSampler).
+-- reads each epoch (torch.utils.data.DistributedSampler). n may be the
+-- dataset itself (its size() or #).
 --
---   local s = dist.DistributedSampler(ds:size(), {shuffle = true, seed = 0})
+--   local s = dist.DistributedSampler(ds, {shuffle = true, seed = 0})   -- or ds:size()
 --   s:set_epoch(epoch)
 --   for b in s:batches(ds, per_rank_batch) do ... end   -- or ds:gather(idx) yourself
 --
@@ -32,6 +33,10 @@ function Sampler.new(n, opts)
   for k in pairs(opts) do
     if not OPTIONS[k] then error(("DistributedSampler: unknown option '%s'"):format(tostring(k)), 3) end
   end
+  -- a dataset (as torch's DistributedSampler(dataset) takes) stands for its size
+  local mt = (type(n) == "table" or type(n) == "userdata") and getmetatable(n)
+  if type(n) == "table" and type(n.size) == "function" then n = n:size()
+  elseif mt and mt.__len then n = #n end
   if math.type(n) ~= "integer" or n < 0 then
     error(("DistributedSampler: the dataset size must be a non-negative integer, got %s"):format(tostring(n)), 3)
   end
