@@ -10,6 +10,7 @@ dist.init{timeout = 60}
 local R, me = dist.world_size(), dist.rank()
 H.check("init: world size " .. R .. ", rank in range", R >= 2 and me >= 0 and me < R)
 H.check("local_rank in range", dist.local_rank() >= 0 and dist.local_rank() < dist.local_world_size())
+H.check("get_rank and get_world_size, torch.distributed's names", dist.get_rank() == me and dist.get_world_size() == R)
 
 -- Integer-valued data, so every reduction order gives the same answer in
 -- every dtype (bfloat16 holds integers up to 256 exactly).

@@ -84,6 +84,7 @@ end
 
 function M.rank() need_init("rank") return state.rank end
 function M.world_size() need_init("world_size") return state.size end
+M.get_rank, M.get_world_size = M.rank, M.world_size -- torch.distributed's names
 -- The rank among the processes on this machine (0-based), for picking a GPU: "cuda:" .. local_rank() + 1.
 function M.local_rank() need_init("local_rank") return state.local_rank end
 function M.local_world_size() need_init("local_world_size") return state.local_size end
