@@ -1,10 +1,11 @@
 -- ember/_helpers.lua: PyTorch's everyday tensor helpers, built from core
 -- ops so that autograd, every dtype and every backend come for free:
--- triu/tril, eye, *_like, sort/argsort/topk, std, norm, all/any,
--- isnan/isinf/isfinite, cumsum, masked_select, flip, roll, mm/bmm/dot/outer,
--- logsumexp, amax/amin, unbind, tile, uniform_/normal_, and Torch7's
--- table indexing t[{i, {a, b}, {}}]. init.lua loads it; each helper is both
--- a tensor method (x:triu(1)) and a function (ember.triu(x, 1)).
+-- triu/tril, eye, linspace, randint, *_like, sort/argsort/topk, std, norm,
+-- all/any, isnan/isinf/isfinite, cumsum, masked_select, flip, roll,
+-- mm/dot/outer, square, reciprocal, logsumexp, amax/amin, unbind, tile,
+-- uniform_/normal_, and Torch7's table indexing t[{i, {a, b}, {}}].
+-- init.lua loads it; each helper is both a tensor method (x:triu(1)) and a
+-- function (ember.triu(x, 1)), and so are the everyday C methods (ember.exp).
 --
 -- Only the index computations of sort and masked_select are C
 -- (ember._argsort, ember._nonzero_flat in core/lua/l_sort.c); the values
