@@ -155,9 +155,10 @@ end
 -- "doubling" (recursive doubling: small), "ring" (larger, over shared
 -- memory), "halving" (Rabenseifner's: larger, over TCP), all three made of
 -- point-to-point messages (a synchronous one runs on the calling thread),
--- or "mpi" (MPI_Allreduce on the communication thread: zero-size, or over
--- 2 GiB). EMBER_DIST_ALLREDUCE=doubling|ring|halving|mpi (the same on
--- every rank) forces one.
+-- or "mpi" (MPI_Allreduce on the communication thread: one rank, zero
+-- size, over 2 GiB, or CUDA memory that a CUDA-aware MPI takes as it is).
+-- EMBER_DIST_ALLREDUCE=doubling|ring|halving|mpi (the same on every rank)
+-- forces one.
 function M.all_reduce_algorithm(t)
   need_init("all_reduce_algorithm")
   return C.all_reduce_algorithm(t)
