@@ -119,19 +119,24 @@ static int on_cpu(const em_tensor *t) {
   return em_cpu_device(&cpu) == EM_OK && em_device_eq(t->device, cpu);
 }
 
-/* Can MPI take t's memory as it is? A contiguous CPU tensor always; a
-** contiguous CUDA tensor when MPI is CUDA-aware, once the device has
-** finished what it queued (MPI's own copies do not wait for our stream). */
-static em_status direct_buffer(em_tensor *t, em_device cpu, void **ptr) {
+/* Does MPI take t's device memory as it is? A contiguous CUDA tensor when
+** MPI is CUDA-aware. Only MPI's own collectives may then touch it. */
+static int mpi_takes_device_memory(em_tensor *t) {
   char dev[32];
+  return info.cuda_aware && em_is_contiguous(t) && !on_cpu(t) &&
+         strncmp(em_device_str(t->device, dev, sizeof dev), "cuda", 4) == 0;
+}
+
+/* Can MPI take t's memory as it is? A contiguous CPU tensor always; device
+** memory when mpi_takes_device_memory, once the device has finished what it
+** queued (MPI's own copies do not wait for our stream). */
+static em_status direct_buffer(em_tensor *t, void **ptr) {
   *ptr = NULL;
-  if (!em_is_contiguous(t)) return EM_OK;
-  if (em_device_eq(t->device, cpu)) { /* the common case, first */
-    *ptr = em_data(t);
+  if (on_cpu(t)) { /* the common case, first */
+    if (em_is_contiguous(t)) *ptr = em_data(t);
     return EM_OK;
   }
-  int cuda = strncmp(em_device_str(t->device, dev, sizeof dev), "cuda", 4) == 0;
-  if (!cuda || !info.cuda_aware) return EM_OK;
+  if (!mpi_takes_device_memory(t)) return EM_OK;
   em_status s = em_device_synchronize(t->device);
   if (s == EM_OK) *ptr = em_data(t);
   return s;
@@ -144,7 +149,7 @@ static em_status host_buffer(em_tensor *t, int copy_in, em_tensor **stage, void 
   em_device cpu;
   *stage = NULL;
   em_status s = em_cpu_device(&cpu);
-  if (s == EM_OK) s = direct_buffer(t, cpu, ptr);
+  if (s == EM_OK) s = direct_buffer(t, ptr);
   if (s || *ptr) return s;
   if (!copy_in) s = em_empty(stage, t->ndim, t->shape, t->dtype, cpu);
   else if (em_device_eq(t->device, cpu)) s = em_clone(stage, t);
@@ -195,7 +200,7 @@ static int f_all_reduce(lua_State *L) {
   if (s) return fail(L, "all_reduce", s);
   h->target = em_retain(t);
   *h->w = (dc_work){.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = op, .mean = mean, .recv = p,
-                    .device = !h->stage && !on_cpu(t), .count = (size_t)em_numel(t), .name = h->name};
+                    .device = mpi_takes_device_memory(t), .count = (size_t)em_numel(t), .name = h->name};
   /* run here or not, wait() then reports the outcome and copies back */
   if (!lua_toboolean(L, 3) || dc_run_here(h->w, timeout_s) == -2) submit(L, h);
   return 1;
@@ -210,8 +215,7 @@ static int f_all_reduce_now(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce");
   int mean;
   dc_op op = check_op(L, 2, t->dtype, "all_reduce", &mean);
-  em_device cpu;
-  if (em_cpu_device(&cpu) != EM_OK || !em_device_eq(t->device, cpu) || !em_is_contiguous(t)) {
+  if (!on_cpu(t) || !em_is_contiguous(t)) {
     lua_pushboolean(L, 0);
     return 1;
   }
@@ -234,8 +238,7 @@ static int f_all_reduce_now(lua_State *L) {
 /* all_reduce_algorithm(t) -> the name of the way all_reduce(t) runs. */
 static int f_all_reduce_algorithm(lua_State *L) {
   em_tensor *t = check_tensor(L, 1, "all_reduce_algorithm");
-  const int device = !on_cpu(t) && info.cuda_aware && em_is_contiguous(t); /* as direct_buffer decides */
-  lua_pushstring(L, dc_allreduce_algorithm(t->dtype, (size_t)em_numel(t), device));
+  lua_pushstring(L, dc_allreduce_algorithm(t->dtype, (size_t)em_numel(t), mpi_takes_device_memory(t)));
   return 1;
 }
 
