@@ -10,6 +10,7 @@
 --     -- raises msg at the first frame outside ember's Lua files; level 0
 --     -- keeps msg without a position (command-line messages)
 --   errors.raise(fmt, ...) -- error(fmt:format(...)) at the user's line
+--   errors.shape_str(t)    -- "[2, 3]", as messages name shapes
 --   errors.wrap(fn)   -- fn whose errors (also those of C functions it calls,
 --                     -- which name the library line) move to the user's line
 local M = {}
@@ -38,6 +39,9 @@ function M.error(msg, level)
   if level == 0 or type(msg) ~= "string" then error(msg, 0) end
   error(msg, user_level())
 end
+
+--- A tensor's shape as messages write it: "[2, 3]" ("[]" for a 0-d tensor).
+function M.shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
 
 function M.raise(fmt, ...)
   if select("#", ...) > 0 then fmt = fmt:format(...) end

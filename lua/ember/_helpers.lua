@@ -373,7 +373,7 @@ end, true)
 
 -- ---- products and small conveniences -------------------------------------------------
 
-local function shape_str(x) return "[" .. table.concat(x.shape, ", ") .. "]" end
+local shape_str = require("ember._errors").shape_str
 
 local function check_ndim(op, x, n, what)
   check_tensor(op, x, what)

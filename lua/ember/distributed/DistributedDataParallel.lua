@@ -31,7 +31,7 @@ DDP.__name = "DistributedDataParallel"
 local OPTIONS = {bucket_cap_mb = true, broadcast = true, check = true, overlap = true}
 local ELEMENT_SIZE = {float32 = 4, float64 = 8, bfloat16 = 2, int64 = 8, bool = 1}
 
-local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
+local shape_str = require("ember._errors").shape_str
 
 -- "name shape dtype" per tensor, parameters in registration order, then
 -- the other state tensors (buffers) by name.

@@ -409,7 +409,7 @@ function Module:upgrade_state_dict(sd)
   return out, n
 end
 
-local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
+local shape_str = errors.shape_str
 
 --- Copies the tensors of `sd` into the module. Everything is checked
 -- before anything is copied, so a failed load leaves the module unchanged.

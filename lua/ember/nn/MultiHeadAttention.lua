@@ -260,7 +260,7 @@ local function check_opts(opts, who)
   return opts
 end
 
-local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
+local shape_str = errors.shape_str
 
 -- (query [, key_value | key, value] [, opts]) -> query, key, value, opts
 local function read_args(who, query, ...)

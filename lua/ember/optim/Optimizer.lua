@@ -151,7 +151,7 @@ function Optimizer:state_dict()
   return { state = state, param_groups = groups }
 end
 
-local function shape_str(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
+local shape_str = require("ember._errors").shape_str
 
 --- Restores a state_dict (from this optimizer type, same parameter layout).
 -- Checks everything first; tensors are copied onto each parameter's dtype
