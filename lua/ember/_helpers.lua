@@ -51,11 +51,15 @@ local function check_dim(op, x, d)
   return d < 0 and n + 1 + d or d
 end
 
-local function opts_like(x, opts, op)
+local function check_opts(op, opts)
   if opts ~= nil and type(opts) ~= "table" then
     fail(op, "expected an options table {dtype=, device=, requires_grad=}, got %s", type(opts))
   end
-  opts = opts or {}
+  return opts or {}
+end
+
+local function opts_like(x, opts, op)
+  opts = check_opts(op, opts)
   return { dtype = opts.dtype or x.dtype, device = opts.device or x.device,
            requires_grad = opts.requires_grad }
 end
@@ -120,7 +124,7 @@ set("linspace", function(start, stop, steps, opts)
   if math.type(steps) ~= "integer" or steps < 0 then
     fail("linspace", "steps must be an integer >= 0, got %s", tostring(steps))
   end
-  opts = opts or {}
+  opts = check_opts("linspace", opts)
   local o = { dtype = "float64", device = opts.device }
   local r
   if steps <= 1 then
@@ -145,7 +149,7 @@ set("randint", function(a, b, c, d)
   end
   if high <= low then fail("randint", "high (%d) must be greater than low (%d)", high, low) end
   if type(shape) ~= "table" then fail("randint", "the shape must be a table like {2, 3}, got %s", type(shape)) end
-  opts = opts or {}
+  opts = check_opts("randint", opts)
   local u = core.rand(shape, { dtype = "float64", device = opts.device })
   local r = (u * (high - low)):long():minimum(core.full({}, high - low - 1, { dtype = "int64", device = u.device }))
   return (r + low):to(opts.dtype or "int64")

@@ -177,6 +177,8 @@ describe("helper values", function()
     fails_here(function() local _ = ember.linspace(0, 1, -1) end, "ember.linspace", "steps")
     fails_here(function() local _ = ember.randint(5, 5, { 2 }) end, "ember.randint", "greater than low")
     fails_here(function() local _ = ember.randint(5, "x") end, "ember.randint", "shape must be a table")
+    fails_here(function() local _ = ember.linspace(0, 1, 3, "float64") end, "ember.linspace", "options table")
+    fails_here(function() local _ = ember.randint(5, { 2 }, 7) end, "ember.randint", "options table")
   end)
 
   it("tensor methods are functions of ember too, as torch.exp(x) is", function()
