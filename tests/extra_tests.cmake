@@ -85,8 +85,8 @@ foreach(np 2 3)
   set_tests_properties(mpi.fault.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
     PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV}")
 endforeach()
-# The collectives over TCP loopback too: all_reduce takes halving there,
-# and sends messages of 32-256 KiB in 32 KiB pieces.
+# The collectives over TCP loopback too: all_reduce takes doubling there up
+# to 1 MiB at 2 ranks, and sends messages of 32-128 KiB in 32 KiB pieces.
 add_test(NAME mpi.collectives.tcp.np2
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/run_mpi.sh ${EMBER_BIN} 2
           ${CMAKE_CURRENT_SOURCE_DIR}/distributed/collectives.lua
@@ -95,8 +95,9 @@ set_tests_properties(mpi.collectives.tcp.np2 PROPERTIES LABELS "mpi" SKIP_RETURN
   PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_MPIRUN_ARGS=--mca btl self,tcp")
 # Each all_reduce algorithm forced at every size (EMBER_DIST_ALLREDUCE), at
 # 3 ranks (one folds in), 4 (two steps each way) and 6 (two fold in), halving
-# over TCP at 3.
-foreach(case "doubling;4;" "doubling;6;" "ring;3;" "ring;4;" "halving;3;--mca btl self,tcp" "halving;4;" "halving;6;" "mpi;3;")
+# over TCP at 3; and at 4 ranks as chosen by size (auto: halving above
+# 32 KiB, as at no other rank count that runs here).
+foreach(case "auto;4;" "doubling;4;" "doubling;6;" "ring;3;" "ring;4;" "halving;3;--mca btl self,tcp" "halving;4;" "halving;6;" "mpi;3;")
   list(GET case 0 algo)
   list(GET case 1 np)
   list(GET case 2 btl)

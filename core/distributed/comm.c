@@ -166,41 +166,59 @@ static int past(const struct timespec *t) {
 ** An all-reduce is made of MPI_Isend/MPI_Irecv, which the caller can poll
 ** against its deadline on its own thread (dc_run_here), so that a
 ** synchronous one needs no hand-off to the worker (two thread wake-ups,
-** 10-20 us) and still times out. Three algorithms, chosen by size, rank
-** count and transport, alike on every rank, so ranks never mix them:
+** 10-20 us) and still times out. Three algorithms, alike on every rank, so
+** ranks never mix them (allreduce_algo says which):
 ** - recursive doubling: log2(p) exchanges of the whole buffer (ranks
 **   beyond a power of two first fold into a neighbour); the fewest steps,
-**   so it wins while the fixed cost of a step dominates: up to 256 KiB at
-**   2 ranks, 64 KiB beyond (at 4 ranks, 256 KiB, 72% of MPI_Allreduce);
-** - ring, larger, over shared memory: 2(p-1) steps of n/p, and each rank
-**   reduces only (p-1)/p of the buffer;
-** - Rabenseifner's halving and doubling, larger, over TCP: the ring's
-**   bytes in 2 log2(p) steps, as a TCP step costs tens of microseconds.
-** Measured against MPI_Allreduce in the same run (scripts/bench/
-** allreduce.sh, Open MPI 4.1, 2 cores), the worker's MPI_Allreduce gave
-** 83-85% at 2 ranks, 1 MiB, over shared memory; the ring on the caller
-** 99-103%, and at 64 MiB 2.1x (MPI's own ring at 2 ranks ran at 2 GB/s).
-** Over TCP at 2 ranks, 1-4 MiB, the ring in 32 KiB pieces ran at 65%, in
-** whole messages at 145%. EMBER_DIST_ALLREDUCE (doubling, ring, halving
-** or mpi, the same on every rank) overrides the choice: tests use it to
-** run each algorithm at any size. */
+**   but every rank reduces the whole buffer at every step;
+** - Rabenseifner's halving and doubling: a reduce-scatter by halving and
+**   an all-gather by doubling, 2 log2(p) steps that move and reduce what
+**   the ring does;
+** - ring: 2(p-1) steps of n/p, and each rank reduces (p-1)/p of the buffer.
+** What decides is what a step costs. Over shared memory, on its own core,
+** a step is a microsecond or two; over TCP, or where ranks share cores and
+** a step waits for the peer's time slice, tens of microseconds. Measured
+** against MPI_Allreduce in the same process (2 cores, Open MPI 4.1; the
+** numbers are in core/distributed/README.md): doubling wins up to 32 KiB
+** (2 ranks over shared memory: 14 us against the ring's 15; at 64 KiB 24
+** against 22, at 256 KiB 73 against 59), and at 2 ranks
+** over TCP up to 1 MiB, where it moves what the others move in one step
+** instead of two (1 MiB: 313 us, halving 375). Above, halving, until a
+** ring step carries 1 MiB and its extra steps' latency is lost in the
+** transfer (4 ranks over TCP, 16 MiB: ring 18.3 ms, halving 25.5); with
+** ranks beyond a power of two, whose fold costs two whole-buffer moves,
+** the ring at once (3 ranks, 1 MiB over shared memory: ring 396 us,
+** halving 567). EMBER_DIST_ALLREDUCE (doubling, ring, halving or mpi, the
+** same on every rank) overrides the choice: tests use it to run each
+** algorithm at any size. */
 #define P2P_TAG 7001
 #define P2P_PIECE ((size_t)32 << 10)
-#define P2P_MAX_PIECES 8 /* messages of up to 256 KiB go in pieces over TCP */
+#define P2P_MAX_PIECES 4 /* messages of up to 128 KiB go in pieces over TCP */
+#define DOUBLING_MAX ((size_t)32 << 10)
+#define DOUBLING_MAX_TCP_2 ((size_t)1 << 20) /* 2 ranks over TCP */
+#define RING_MIN_CHUNK ((size_t)1 << 20)
 
 typedef enum p2p_algo { P2P_AUTO, P2P_DOUBLING, P2P_RING, P2P_HALVING, P2P_MPI, P2P_NALGOS } p2p_algo;
 static const char *const p2p_algo_names[P2P_NALGOS] = {"auto", "doubling", "ring", "halving", "mpi"};
 static p2p_algo forced_algo; /* EMBER_DIST_ALLREDUCE, read at init */
 
-/* How an all-reduce of w among size ranks runs: P2P_MPI is MPI_Allreduce
-** on the worker, also for what the others cannot do: more than MPI's int
-** counts, or device memory (which only CUDA-aware MPI itself can reduce). */
+static int pof2_upto(int size) {
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  return p;
+}
+
+/* How an all-reduce of w among size ranks runs (see above): P2P_MPI is
+** MPI_Allreduce on the worker, also for what the others cannot do: more
+** than MPI's int counts, or device memory (which only CUDA-aware MPI
+** itself can reduce). */
 static p2p_algo allreduce_algo(const dc_work *w, int size) {
   const size_t bytes = w->count * em_dtype_size(w->dtype);
   if (w->kind != DC_ALLREDUCE || w->count == 0 || size == 1 || bytes > (size_t)INT_MAX || w->device) return P2P_MPI;
   if (forced_algo != P2P_AUTO) return forced_algo;
-  if (bytes <= (size == 2 ? (size_t)256 << 10 : (size_t)64 << 10)) return P2P_DOUBLING;
-  return split_pieces ? P2P_HALVING : P2P_RING;
+  if (bytes <= (split_pieces && size == 2 ? DOUBLING_MAX_TCP_2 : DOUBLING_MAX)) return P2P_DOUBLING;
+  if (size == pof2_upto(size) && bytes / (size_t)size < RING_MIN_CHUNK) return P2P_HALVING;
+  return P2P_RING;
 }
 
 /* Polls q[0..k) until done (0), an MPI error (1) or the deadline (2; NULL:
@@ -219,11 +237,13 @@ static int p2p_poll(dc_work *w, MPI_Request *q, int k, const struct timespec *de
 ** shared-memory transport sends up to 4096 bytes, header included,
 ** eagerly, and a 4 KiB message in one piece takes its rendezvous protocol,
 ** 2.3x slower; it copies a large message once (CMA), which pieces only slow
-** down. Over TCP, messages of 32-256 KiB go in 32 KiB pieces, each under
+** down. Over TCP, messages of 32-128 KiB go in 32 KiB pieces, each under
 ** TCP's 64 KiB eager limit (64 KiB in one piece took 1.3x MPI_Allreduce's
 ** time, in two 0.9x); less goes in one (4 KiB at 4 ranks: 65% of MPI's
-** speed in two pieces, 84% in one), and so does more, which the pieces'
-** eager copies only slow down (above). */
+** speed in two pieces, 84% in one), and so does more, where the
+** rendezvous' round trip is small beside the transfer and eight eager
+** copies are not (2 ranks, 256 KiB: 90 us whole, 118 in pieces; 4 ranks,
+** 1 MiB, whose halving sends 256 KiB: 872 us against 972). */
 static size_t p2p_piece(size_t n, size_t es) {
   const size_t bytes = n * es;
   if (split_pieces) return bytes > P2P_PIECE && bytes <= P2P_PIECE * P2P_MAX_PIECES ? P2P_PIECE / es : n;
@@ -268,12 +288,6 @@ static size_t p2p_cap;
 
 /* ---- the algorithms: w->recv reduced over ranks in place; 0, 1 (failed)
 ** or 2 (timed out) ---- */
-
-static int pof2_upto(int size) {
-  int p = 1;
-  while (p * 2 <= size) p *= 2;
-  return p;
-}
 
 /* Doubling and halving work among pof2 ranks: the first 2 rem (= size -
 ** pof2) fold in pairs, the even one handing its part to the odd one, which
@@ -688,33 +702,66 @@ int dc_done(dc_work *w) {
   return d;
 }
 
+/* Waits until nothing is queued or running on the worker, up to `until`,
+** then marks MPI busy for the calling thread: what was submitted before
+** runs first, which is MPI's order. 1: claimed; 0: timed out (w holds the
+** message, and the process is marked broken). */
+static int claim_for_caller(dc_work *w, const struct timespec *until, double timeout) {
+  int rc = 0;
+  pthread_mutex_lock(&lock);
+  while ((head || busy) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&done_cv, &lock, until);
+  const int idle = !head && !busy;
+  if (idle) busy = 1;
+  pthread_mutex_unlock(&lock);
+  if (idle) return 1;
+  timeout_message(w, timeout);
+  dc_mark_broken(w->msg);
+  return 0;
+}
+
+/* Gives MPI back to the worker; w is done, or abandoned when it timed out
+** (r == 2: MPI may still hold its buffers). */
+static void release_from_caller(dc_work *w, int r) {
+  pthread_mutex_lock(&lock);
+  busy = 0;
+  if (r == 2) w->abandoned = 1;
+  else w->done = 1;
+  if (head) pthread_cond_signal(&work_cv); /* submitted meanwhile (not by this thread, so rare) */
+  pthread_mutex_unlock(&lock);
+}
+
 int dc_run_here(dc_work *w, double timeout) {
   if (!started || stopped || broken[0] || !caller_may_run) return -2;
   if (allreduce_algo(w, world_size) == P2P_MPI) return -2;
   struct timespec until;
   deadline_after(&until, timeout);
-  int rc = 0;
-  pthread_mutex_lock(&lock); /* what was submitted before runs first: MPI's order */
-  while ((head || busy) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&done_cv, &lock, &until);
-  const int idle = !head && !busy;
-  if (idle) busy = 1;
-  pthread_mutex_unlock(&lock);
   w->next = NULL;
-  if (!idle) { /* never reached MPI: freeable */
-    timeout_message(w, timeout);
+  if (!claim_for_caller(w, &until, timeout)) { /* never reached MPI: freeable */
     w->done = w->failed = 1;
-    dc_mark_broken(w->msg);
     return -1;
   }
   const int r = run(w, &until);
-  pthread_mutex_lock(&lock);
-  busy = 0;
-  if (r == 2) w->abandoned = 1; /* MPI may still hold its buffers */
-  else w->done = 1;
-  if (head) pthread_cond_signal(&work_cv); /* submitted meanwhile (not by this thread, so rare) */
-  pthread_mutex_unlock(&lock);
+  release_from_caller(w, r);
   if (r == 0) return 0;
   if (r == 2) timeout_message(w, timeout);
+  dc_mark_broken(w->msg);
+  return -1;
+}
+
+int dc_mpi_allreduce_here(dc_work *w, int iters, double timeout) {
+  if (!started || stopped || broken[0] || !caller_may_run || w->count > (size_t)INT_MAX) return -2;
+  struct timespec until;
+  deadline_after(&until, timeout);
+  if (!claim_for_caller(w, &until, timeout)) {
+    w->done = w->failed = 1;
+    return -1;
+  }
+  int rc = MPI_SUCCESS;
+  for (int i = 0; i < iters && rc == MPI_SUCCESS; i++)
+    rc = MPI_Allreduce(MPI_IN_PLACE, w->recv, (int)w->count, mpi_type(w->dtype), mpi_op(w->dtype, w->op), comm);
+  release_from_caller(w, 0);
+  if (rc == MPI_SUCCESS) return 0;
+  fail_mpi(w, rc);
   dc_mark_broken(w->msg);
   return -1;
 }

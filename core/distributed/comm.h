@@ -71,6 +71,13 @@ int dc_submit(dc_work *w, char *err, size_t n);
 ** of point-to-point messages (comm.c says which). -2: not run, submit it. Otherwise as dc_wait, with
 ** the deadline over the wait for the queue and the collective together. */
 int dc_run_here(dc_work *w, double timeout);
+/* For scripts/bench/allreduce.lua, the peer ember's all-reduce is measured
+** against: iters plain MPI_Allreduce(MPI_IN_PLACE) calls of w (an
+** all-reduce of host memory, no mean) on the calling thread, as a C
+** program of its own makes them, once what was submitted before has run.
+** The wait for the queue times out; MPI_Allreduce itself cannot. 0 on
+** success, -1 (w->msg) failed, -2 not allowed (as dc_run_here). */
+int dc_mpi_allreduce_here(dc_work *w, int iters, double timeout);
 /* How an all-reduce of count elements of dt runs, alike on every rank:
 ** "doubling", "ring" or "halving" (point-to-point, on the caller when
 ** synchronous; comm.c says when each), or "mpi" (MPI_Allreduce on the

@@ -14,6 +14,7 @@
 ** binding's hidden helpers).
 */
 #include <lauxlib.h>
+#include <limits.h>
 #include <lua.h>
 #include <signal.h>
 #include <stdio.h>
@@ -233,6 +234,24 @@ static int f_all_reduce_now(lua_State *L) {
   }
   lua_pushboolean(L, 1);
   return 1;
+}
+
+/* bench_mpi_allreduce(t, iters): iters plain MPI_Allreduce sums of t in
+** place, on this thread (dc_mpi_allreduce_here): the peer that
+** scripts/bench/allreduce.lua times ember's all_reduce against, in the same
+** process. Not part of ember.distributed's API. */
+static int f_bench_mpi_allreduce(lua_State *L) {
+  em_tensor *t = check_tensor(L, 1, "bench_mpi_allreduce");
+  const lua_Integer iters = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, iters >= 1 && iters <= INT_MAX, 2, "iterations out of range");
+  if (!on_cpu(t) || !em_is_contiguous(t))
+    return luaL_error(L, "ember.distributed.bench_mpi_allreduce: needs a contiguous CPU tensor");
+  dc_work w = {.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = DC_SUM, .recv = em_data(t),
+               .count = (size_t)em_numel(t), .name = "bench_mpi_allreduce"};
+  const int r = dc_mpi_allreduce_here(&w, (int)iters, timeout_s);
+  if (r == -2) return luaL_error(L, "ember.distributed.bench_mpi_allreduce: MPI is not available to this thread");
+  if (r != 0) return luaL_error(L, "ember.distributed: rank %d (of %d ranks): %s", info.rank, info.size, w.msg);
+  return 0;
 }
 
 /* all_reduce_algorithm(t) -> the name of the way all_reduce(t) runs. */
@@ -477,6 +496,7 @@ static const luaL_Reg funcs[] = {
   {"all_reduce", f_all_reduce},
   {"all_reduce_now", f_all_reduce_now},
   {"all_reduce_algorithm", f_all_reduce_algorithm},
+  {"bench_mpi_allreduce", f_bench_mpi_allreduce},
   {"broadcast", f_broadcast},
   {"all_gather", f_all_gather},
   {"reduce_scatter", f_reduce_scatter},

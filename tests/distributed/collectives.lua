@@ -142,10 +142,11 @@ H.test("many async all_reduces in flight, waited in reverse", function()
   for i = 1, 20 do assert(ts[i][1]:item() == R * i + R * (R - 1) / 2, "tensor " .. i) end
 end)
 -- all_reduce's algorithms (core/distributed/comm.c): recursive doubling
--- up to 256 KiB at 2 ranks and 64 KiB beyond, then the ring over shared
--- memory or halving over TCP (ctest's mpi.collectives.tcp); ctest also
--- forces each one at every size (EMBER_DIST_ALLREDUCE). Sizes on both
--- sides of each limit, of the 4000-byte and the 32 KiB pieces, and uneven
+-- up to 32 KiB (1 MiB at 2 ranks over TCP, ctest's mpi.collectives.tcp),
+-- then halving at a power of two ranks until the ring's chunk (bytes / R)
+-- reaches 1 MiB, and the ring beyond; ctest also forces each one at every
+-- size (EMBER_DIST_ALLREDUCE). Sizes on both sides of each limit, of the
+-- 4000-byte pieces and of the 32 KiB pieces (messages up to 128 KiB), and uneven
 -- chunks, with float32 values that rounding would show. Doubling and
 -- halving add the ranks' parts left to right up to 3 ranks, so their result
 -- is that float32 sum to the bit (at 2 ranks every algorithm is, as a + b
@@ -155,8 +156,9 @@ local forced = os.getenv("EMBER_DIST_ALLREDUCE")
 if forced == "" or forced == "auto" then forced = nil end
 local function expected_algorithm(bytes)
   if forced then return forced end
-  if bytes <= (R == 2 and 256 * 1024 or 64 * 1024) then return "doubling" end
-  return dist.shared_memory() and "ring" or "halving"
+  if bytes <= ((R == 2 and not dist.shared_memory()) and 2 ^ 20 or 32 * 1024) then return "doubling" end
+  if R & (R - 1) == 0 and bytes // R < 2 ^ 20 then return "halving" end
+  return "ring"
 end
 local function same_on_every_rank(t)
   local g = dist.all_gather(t)
@@ -167,8 +169,8 @@ local function same_on_every_rank(t)
 end
 H.test("all_reduce float32 on both sides of the algorithms' limits, sync and async", function()
   local function part(r, n) ember.manual_seed(100 + r) return ember.randn(n) end
-  for _, n in ipairs({1, 2, 3, 999, 1000, 1001, 2001, 4096, 4097, 8193, 16384, 16385, 24577, 65536, 65537,
-                      100003, 262144, 262147}) do
+  for _, n in ipairs({1, 2, 3, 999, 1000, 1001, 2001, 4096, 4097, 8192, 8193, 16384, 16385, 24577, 32768,
+                      32769, 65536, 65537, 100003, 262144, 262147, 524287, 524288, 524289}) do
     local algo = dist.all_reduce_algorithm(part(me, n))
     assert(algo == expected_algorithm(4 * n), ("n=%d: %s, expected %s"):format(n, algo, expected_algorithm(4 * n)))
     local in_order, exact = part(0, n), part(0, n):double()
