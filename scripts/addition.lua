@@ -225,7 +225,7 @@ end
 local train_time = ember.clock() - t0 - eval_watch.total
 local em = exact_match(model, src_te, src_te_mask, probs.test.targets, 1000)
 print(("held-out exact match %.2f%% (greedy decoding) after %.1f s of training"):format(em * 100, train_time))
-print(("RESULT ember_addition exact_match=%.2f%% train_s=%.1f steps=%d"):format(em * 100, train_time, step))
+print(("RESULT ember_addition exact_match=%.2f%% train_s=%.3f steps=%d"):format(em * 100, train_time, step))
 log:close()
 if world.main then checkpoint.save(model_path, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)}) end
 print("saved " .. model_path)

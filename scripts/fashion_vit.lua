@@ -339,7 +339,7 @@ local train_time = ember.clock() - t0 - eval_watch.total
 local test_acc, plain_acc = evaluate(model, test)
 print(("test accuracy %.2f%%%s after %.1f s of training"):format(test_acc * 100,
   plain_acc and (" (flip TTA; %.2f%% without)"):format(plain_acc * 100) or "", train_time))
-print(("RESULT ember_fashion_vit test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
+print(("RESULT ember_fashion_vit test_acc=%.2f%% train_s=%.3f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
 if world.main then
   checkpoint.save(opts.out .. "/fashion_vit.safetensors", {model = model, optimizer = opt, scheduler = sched,

@@ -243,7 +243,7 @@ local bpc = bits_per_char(model, test_ids, L, eval_windows)
 log:log{step = total_steps, time = train_time, test_bpc = bpc}
 log:close()
 print(("test: %.3f bits per character after %.1f s of training (%.1f CPU s)"):format(bpc, train_time, train_cpu))
-print(("RESULT ember_kjv_lm test_bpc=%.3f train_s=%.1f train_cpu_s=%.1f steps=%d"):format(bpc, train_time, train_cpu,
+print(("RESULT ember_kjv_lm test_bpc=%.3f train_s=%.3f train_cpu_s=%.1f steps=%d"):format(bpc, train_time, train_cpu,
   total_steps))
 if world.main then
   checkpoint.save(opts.out .. "/kjv_lm.safetensors", {model = model, optimizer = opt, scheduler = sched,

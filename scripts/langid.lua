@@ -318,7 +318,7 @@ local train_time = ember.clock() - t0 - eval_watch.total
 local test_acc = evaluate(model, test)
 print(("test accuracy %.2f%% after %.1f s of training (Naive Bayes baseline %.2f%%)"):format(
   test_acc * 100, train_time, nb_acc * 100))
-print(("RESULT ember_langid test_acc=%.2f%% train_s=%.1f steps=%d"):format(test_acc * 100, train_time, step))
+print(("RESULT ember_langid test_acc=%.2f%% train_s=%.3f steps=%d"):format(test_acc * 100, train_time, step))
 log:close()
 
 if world.main then checkpoint.save(paths.model, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)}) end

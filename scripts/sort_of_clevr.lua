@@ -481,7 +481,7 @@ print(("test accuracy: relational %.2f%%, non-relational %.2f%% after %.1f s of 
   rel * 100, nonrel * 100, train_time))
 print(("  relational by kind: %s"):format(by_kind(acc, 4, 6)))
 print(("  non-relational by kind: %s"):format(by_kind(acc, 1, 3)))
-print(("RESULT ember_sort_of_clevr rel_acc=%.2f%% nonrel_acc=%.2f%% closest_acc=%.2f%% furthest_acc=%.2f%% count_acc=%.2f%% train_s=%.1f steps=%d"):format(
+print(("RESULT ember_sort_of_clevr rel_acc=%.2f%% nonrel_acc=%.2f%% closest_acc=%.2f%% furthest_acc=%.2f%% count_acc=%.2f%% train_s=%.3f steps=%d"):format(
   rel * 100, nonrel * 100, acc.closest * 100, acc.furthest * 100, acc.count * 100, train_time, step))
 log:close()
 if world.main then

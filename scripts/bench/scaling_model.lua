@@ -58,26 +58,40 @@ if ar_file then
       table.insert(rows[key], {bytes = bytes, t = tonumber(ember_us) / 1e6})
     end
   end
+  -- Least squares on relative error over every size: t = a + b x with
+  -- x = 2(p-1)/p bytes, a = 2(p-1) alpha, b = 1/B (one bucket). Weighting
+  -- each point by 1/t keeps the small sizes, which set alpha, from being
+  -- drowned by the large ones, which set B.
   for key, r in pairs(rows) do
-    table.sort(r, function(a, b) return a.bytes < b.bytes end)
     local p = tonumber(key:match("^%d+"))
-    local small, big = r[1], r[#r]
-    local alpha = small.t / (2 * (p - 1))
-    local B = 2 * (p - 1) / p * big.bytes / math.max(big.t - 2 * (p - 1) * alpha, 1e-9)
-    fits[key] = {alpha = alpha, B = B, p = p}
+    local suu, sxu, sxx, su, sx = 0, 0, 0, 0, 0
+    for _, pt in ipairs(r) do
+      local u, x = 1 / pt.t, 2 * (p - 1) / p * pt.bytes
+      suu, sxu, sxx, su, sx = suu + u * u, sxu + x * u * u, sxx + x * x * u * u, su + u, sx + x * u
+    end
+    local det = suu * sxx - sxu * sxu
+    local a, b = (su * sxx - sx * sxu) / det, (suu * sx - sxu * su) / det
+    if a < 0 then a, b = 0, sx / sxx end -- no latency term the data can see
+    local worst = 0
+    for _, pt in ipairs(r) do
+      local model = a + b * 2 * (p - 1) / p * pt.bytes
+      worst = math.max(worst, math.abs(model - pt.t) / pt.t)
+    end
+    fits[key] = {alpha = a / (2 * (p - 1)), B = 1 / b, p = p, worst = worst, n = #r}
   end
 end
 
 print("## Fitted on this machine (ember's all_reduce, allreduce.sh)")
 print("")
-print("| ranks | transport | alpha (us) | B (GB/s) |")
-print("|---|---|---|---|")
+print("| ranks | transport | alpha (us) | B (GB/s) | sizes | worst size off by |")
+print("|---|---|---|---|---|---|")
 local keys = {}
 for k in pairs(fits) do keys[#keys + 1] = k end
 table.sort(keys)
 for _, k in ipairs(keys) do
   local f = fits[k]
-  print(("| %d | %s | %.1f | %.2f |"):format(f.p, k:match("%a+$"), f.alpha * 1e6, f.B / 1e9))
+  print(("| %d | %s | %.1f | %.2f | %d | %.0f%% |"):format(f.p, k:match("%a+$"), f.alpha * 1e6, f.B / 1e9, f.n,
+        100 * f.worst))
 end
 
 -- ---- check against the measured DDP points ----

@@ -140,7 +140,7 @@ def main():
               flush=True)
         if step >= total or clock.over(args.time_limit):
             break
-    print(f"RESULT torch_addition exact_match={em * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+    print(f"RESULT torch_addition exact_match={em * 100:.2f}% train_s={clock.total:.3f} steps={step}")
 
 
 if __name__ == "__main__":

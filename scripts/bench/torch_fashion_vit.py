@@ -161,7 +161,7 @@ def main():
               f"({step * args.batch / clock.total:.0f} img/s)", flush=True)
         if step >= total or clock.over(args.time_limit):
             break
-    print(f"RESULT torch_fashion_vit test_acc={acc * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+    print(f"RESULT torch_fashion_vit test_acc={acc * 100:.2f}% train_s={clock.total:.3f} steps={step}")
 
 
 if __name__ == "__main__":

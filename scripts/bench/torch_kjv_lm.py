@@ -135,7 +135,7 @@ def main():
             print(f"step {step}: test {bits_per_char(model, test, L):.3f} bpc  train time {clock.total:.1f} s "
                   f"({step * B * L / clock.total:.0f} char/s)", flush=True)
     bpc = bits_per_char(model, test, L, 8 if args.smoke else None)
-    print(f"RESULT torch_kjv_lm test_bpc={bpc:.3f} train_s={clock.total:.1f} steps={step}")
+    print(f"RESULT torch_kjv_lm test_bpc={bpc:.3f} train_s={clock.total:.3f} steps={step}")
 
 
 if __name__ == "__main__":

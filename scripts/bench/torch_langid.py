@@ -171,7 +171,7 @@ def main():
               f"({step * args.batch / clock.total:.0f} words/s)", flush=True)
         if step >= total or clock.over(args.time_limit):
             break
-    print(f"RESULT torch_langid test_acc={acc * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+    print(f"RESULT torch_langid test_acc={acc * 100:.2f}% train_s={clock.total:.3f} steps={step}")
 
 
 if __name__ == "__main__":

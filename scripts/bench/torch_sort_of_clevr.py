@@ -312,7 +312,7 @@ def main():
         if step >= total or clock.over(args.time_limit):
             break
     print(f"RESULT torch_sort_of_clevr rel_acc={r * 100:.2f}% nonrel_acc={n * 100:.2f}% closest_acc={acc['closest'] * 100:.2f}% "
-          f"furthest_acc={acc['furthest'] * 100:.2f}% count_acc={acc['count'] * 100:.2f}% train_s={clock.total:.1f} steps={step}")
+          f"furthest_acc={acc['furthest'] * 100:.2f}% count_acc={acc['count'] * 100:.2f}% train_s={clock.total:.3f} steps={step}")
 
 
 if __name__ == "__main__":
