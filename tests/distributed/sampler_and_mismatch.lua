@@ -90,9 +90,11 @@ H.test("sampler of a dataset: its size", function()
   local a, b = dist.DistributedSampler(ds, {seed = 3}), dist.DistributedSampler(10, {seed = 3})
   assert(a.n == 10 and table.concat(a:list(), ",") == table.concat(b:list(), ","))
 end)
-H.raises("sampler: not a size or a dataset", "dataset size must be a non%-negative integer",
+-- errors name the user's line (here), not the sampler's or its __call's
+H.raises("sampler: not a size or a dataset", "^[^\n]*sampler_and_mismatch%.lua:%d+: DistributedSampler: the dataset size must be a non%-negative integer",
   function() dist.DistributedSampler({}) end)
-H.raises("sampler: bad rank", "rank 5 is not in", function() dist.DistributedSampler(4, {num_replicas = 2, rank = 5}) end)
+H.raises("sampler: bad rank", "^[^\n]*sampler_and_mismatch%.lua:%d+: DistributedSampler: rank 5 is not in",
+  function() dist.DistributedSampler(4, {num_replicas = 2, rank = 5}) end)
 
 local function model(out)
   ember.manual_seed(0)
@@ -109,6 +111,8 @@ H.raises("a missing parameter is an error on every rank", "rank 0 has 4 paramete
          end)
 H.raises("a dtype that differs is an error on every rank", "float64",
          function() dist.DistributedDataParallel(me == last and model(4):double() or model(4)) end)
+H.raises("DDP: an unknown option, at the user's line", "^[^\n]*sampler_and_mismatch%.lua:%d+: DistributedDataParallel: unknown option 'bucket_mb'",
+         function() dist.DistributedDataParallel(model(4), {bucket_mb = 1}) end)
 H.test("after those errors the ranks still work together", function()
   local m = model(4)
   if me ~= 0 then for _, p in ipairs(m:parameters()) do ember.no_grad(function() p:fill_(me) end) end end

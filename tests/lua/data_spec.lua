@@ -214,6 +214,57 @@ describe("ember.data.Dataset", function()
     assert.are.same(y:totable(), a)
   end)
 
+  it("takes its rows from a sampler, as torch's DataLoader(sampler=)", function()
+    local ds = data.Dataset.new{x = x, y = y}
+    local DistributedSampler = require("ember.distributed").DistributedSampler
+    local shards = {}
+    for r = 0, 1 do
+      local s = DistributedSampler(ds, {num_replicas = 2, rank = r, seed = 3})
+      s:set_epoch(1)
+      local rows, sizes = {}, {}
+      for b, i in ds:batches(2, {sampler = s}) do
+        sizes[i] = b.y:size(1)
+        for k, v in ipairs(b.y:totable()) do
+          rows[#rows + 1] = v
+          assert.are.equal(v, b.x[k][2]:item()) -- rows stay together
+        end
+      end
+      assert.are.same({2, 2, 1}, sizes)
+      assert.are.same(s:list(), rows) -- y holds the row numbers: the sampler's order
+      local via = {}
+      for b in s:batches(ds, 2) do for _, v in ipairs(b.y:totable()) do via[#via + 1] = v end end
+      assert.are.same(rows, via)
+      shards[r + 1] = rows
+    end
+    local all = {}
+    for _, rows in ipairs(shards) do for _, v in ipairs(rows) do all[#all + 1] = v end end
+    table.sort(all)
+    assert.are.same(y:totable(), all) -- 10 rows, two disjoint shards of 5
+    local n = 0
+    for _ in ds:batches(2, {sampler = DistributedSampler(10, {num_replicas = 2, rank = 0}), drop_last = true}) do
+      n = n + 1
+    end
+    assert.are.equal(2, n)
+  end)
+
+  it("names a wrong option of batches", function()
+    local ds = data.Dataset.new{x = x, y = y}
+    local s = {indices = function() return ember.tensor({1, 2}, {dtype = "int64"}) end}
+    local function says(msg, f)
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find(msg, 1, true), tostring(err))
+      assert.is_truthy(tostring(err):find("data_spec.lua", 1, true), "not at the caller's line: " .. tostring(err))
+    end
+    says("Dataset:batches: shuffle and sampler exclude each other", function() ds:batches(2, {sampler = s, shuffle = true}) end)
+    says("Dataset:batches: sampler must have an indices() method, got number", function() ds:batches(2, {sampler = 3}) end)
+    says("Dataset:batches: unknown option 'shufle'", function() ds:batches(2, {shufle = true}) end)
+    says("Dataset:batches: options must be a table, got string", function() ds:batches(2, "shuffle") end)
+    local got = {}
+    for b in ds:batches(5, {sampler = s}) do got[#got + 1] = b.y:totable() end
+    assert.are.same({{1, 2}}, got)
+  end)
+
   it("cuts padded fields to the batch's longest item and adds the mask", function()
     local tok = data.CharTokenizer.fit({"abcdef"})
     local ids = tok:encode_batch({"abcdef", "ab", "abc", "a"})

@@ -85,30 +85,52 @@ function Dataset:to(device)
   return Dataset.new(f, {pad = self.pad})
 end
 
+local BATCH_OPTIONS = {shuffle = true, drop_last = true, sampler = true}
+
 --- Iterator over batches: for batch, i in ds:batches(bs, opts).
--- opts.shuffle (false), opts.drop_last (false).
+-- opts.shuffle (false), opts.drop_last (false), opts.sampler: which rows
+-- and in which order, as torch's DataLoader(sampler=): anything whose
+-- indices() gives 1-based int64 rows, such as
+-- ember.distributed.DistributedSampler (this rank's shard).
 function Dataset:batches(bs, opts)
   local ember = require "ember"
   opts = opts or {}
+  if type(opts) ~= "table" then error(("Dataset:batches: options must be a table, got %s"):format(type(opts)), 2) end
+  for k in pairs(opts) do
+    if not BATCH_OPTIONS[k] then error(("Dataset:batches: unknown option '%s'"):format(tostring(k)), 2) end
+  end
   if type(bs) ~= "number" or bs < 1 or bs % 1 ~= 0 then
     error(("Dataset:batches: batch size must be a positive integer, got %s"):format(tostring(bs)), 2)
   end
   local order
-  if opts.shuffle then
+  if opts.sampler ~= nil then
+    if opts.shuffle then error("Dataset:batches: shuffle and sampler exclude each other (the sampler orders the rows)", 2) end
+    if type(opts.sampler) ~= "table" or type(opts.sampler.indices) ~= "function" then
+      error(("Dataset:batches: sampler must have an indices() method, got %s"):format(type(opts.sampler)), 2)
+    end
+    order = opts.sampler:indices()
+  elseif opts.shuffle then
     order = ember.randperm(self.n)
   else
     order = ember.arange(1, self.n + 1, {dtype = "int64"})
   end
-  local device = self.fields[self.names[1]].device
-  if device ~= "cpu" then order = order:to(device) end
-  local nb = self:num_batches(bs, opts.drop_last)
+  return Dataset.batches_in_order(self, order, math.tointeger(bs), opts.drop_last)
+end
+
+--- Iterator over the batches of ds (anything with gather(idx)) that take
+-- the 1-based int64 rows `order` bs at a time, on ds's device: for batch, i
+-- in Dataset.batches_in_order(ds, order, bs, drop_last).
+function Dataset.batches_in_order(ds, order, bs, drop_last)
+  local device = ds.fields and ds.fields[ds.names[1]].device
+  if device and device ~= "cpu" then order = order:to(device) end
+  local m = order:numel()
+  local nb = drop_last and m // bs or (m + bs - 1) // bs
   local i = 0
   return function()
     i = i + 1
     if i > nb then return nil end
     local start = (i - 1) * bs + 1
-    local len = math.min(bs, self.n - start + 1)
-    return self:gather(order:narrow(1, start, len)), i
+    return ds:gather(order:narrow(1, start, math.min(bs, m - start + 1))), i
   end
 end
 

@@ -22,6 +22,7 @@
 --
 -- Only the public Module API is used (parameter_names, named_parameters,
 -- state_dict), so any module works, C userdata modules included.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember"
 local dist = require "ember.distributed"
 

@@ -4,7 +4,7 @@
 --
 --   local s = dist.DistributedSampler(ds, {shuffle = true, seed = 0})   -- or ds:size()
 --   s:set_epoch(epoch)
---   for b in s:batches(ds, per_rank_batch) do ... end   -- or ds:gather(idx) yourself
+--   for b in ds:batches(per_rank_batch, {sampler = s}) do ... end   -- or s:batches(ds, bs), s:indices()
 --
 -- Every rank draws the same permutation of 1..n from (seed, epoch) with a
 -- generator of its own (not ember's global one), then takes every
@@ -18,9 +18,11 @@
 -- Batch b of rank r holds positions r+1, r+1+R, ... of global batch b of
 -- the same permutation, so R ranks at batch B/R see exactly the rows one
 -- process sees at batch B.
+local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember"
 local dist = require "ember.distributed"
 local Rng = require "ember.data.rng"
+local Dataset = require "ember.data.dataset"
 
 local Sampler = {}
 Sampler.__index = Sampler
@@ -99,25 +101,14 @@ function Sampler:indices()
 end
 
 -- Iterator over this rank's batches of ds (an ember.data.Dataset or
--- anything with gather(idx)): for batch, i in sampler:batches(ds, bs).
--- opts.drop_last drops a last short batch.
+-- anything with gather(idx)): for batch, i in sampler:batches(ds, bs), the
+-- same as ds:batches(bs, {sampler = sampler}). opts.drop_last drops a last
+-- short batch.
 function Sampler:batches(ds, bs, opts)
   if math.type(bs) ~= "integer" or bs < 1 then
     error(("DistributedSampler:batches: batch size must be a positive integer, got %s"):format(tostring(bs)), 2)
   end
-  local list = self:list()
-  local m = #list
-  local idx = m > 0 and ember.tensor(list, {dtype = "int64"}) or nil
-  local device = ds.fields and ds.fields[ds.names[1]].device
-  if idx and device and device ~= "cpu" then idx = idx:to(device) end
-  local nb = (opts and opts.drop_last) and m // bs or (m + bs - 1) // bs
-  local i = 0
-  return function()
-    i = i + 1
-    if i > nb then return nil end
-    local start = (i - 1) * bs + 1
-    return ds:gather(idx:narrow(1, start, math.min(bs, m - start + 1))), i
-  end
+  return Dataset.batches_in_order(ds, self:indices(), bs, opts and opts.drop_last)
 end
 
 return setmetatable(Sampler, {__call = function(_, n, opts) return Sampler.new(n, opts) end})

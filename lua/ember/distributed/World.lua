@@ -12,6 +12,7 @@
 -- single-process results do not change. Under mpirun, the global batch
 -- opts.batch is split over the ranks (per-rank batch opts.batch / world size)
 -- by a DistributedSampler, so N ranks take the same steps as one process.
+local error = require("ember._errors").error -- raises at the user's line
 local dist = require "ember.distributed"
 
 local World = {}

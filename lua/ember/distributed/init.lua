@@ -152,9 +152,11 @@ end
 
 -- all_reduce_algorithm(t): how all_reduce(t) would run, chosen by its
 -- size, the rank count and the transport, alike on every rank:
--- "doubling" (recursive doubling: small), "ring" (larger, over shared
--- memory), "halving" (Rabenseifner's: larger, over TCP), all three made of
--- point-to-point messages (a synchronous one runs on the calling thread),
+-- "doubling" (recursive doubling: up to 32 KiB, or 1 MiB at 2 ranks over
+-- TCP), "halving" (Rabenseifner's: larger, at a power of two ranks, until
+-- bytes / ranks reaches 1 MiB), "ring" (beyond, and above 32 KiB at other
+-- rank counts), all three made of point-to-point messages (a synchronous
+-- one runs on the calling thread),
 -- or "mpi" (MPI_Allreduce on the communication thread: one rank, zero
 -- size, over 2 GiB, or CUDA memory that a CUDA-aware MPI takes as it is).
 -- EMBER_DIST_ALLREDUCE=doubling|ring|halving|mpi (the same on every rank)
