@@ -881,6 +881,27 @@ def compat():
     case(f, "tile_fewer_reps", "tile", {"x": randn(2, 1, 3)}, lambda x: x.tile((3,)), {"reps": [3]})
 
 
+def rounding():
+    """floor, ceil, round, trunc and sign: values and their zero gradients,
+    inputs kept off the steps (integers; halves for round) so that float32
+    lands on the same side; round's exact halves go to even. Their own seed
+    and file, so the other files stay as they are."""
+    torch.manual_seed(20261203)
+    f = "ops_rounding"
+    steps = [float(k) for k in range(-6, 7)]
+    halves = [k + 0.5 for k in range(-7, 7)]
+
+    def unary(name, fn, x, torch_fn):
+        case(f, name, "unary", {"x": x}, lambda x: torch_fn(x), {"fn": fn})
+
+    unary("floor", "floor", away(randn(3, 4) * 3, steps, 0.05), torch.floor)
+    unary("ceil", "ceil", away(randn(3, 4) * 3, steps, 0.05), torch.ceil)
+    unary("trunc", "trunc", away(randn(3, 4) * 3, steps, 0.05), torch.trunc)
+    unary("round", "round", away(randn(3, 4) * 3, halves, 0.05), torch.round)
+    unary("round_halves_to_even", "round", torch.tensor(halves[3:11]), torch.round)
+    unary("sign", "sign", away(randn(3, 4)), torch.sign)
+
+
 def main():
     elementwise()
     reductions()
@@ -892,6 +913,7 @@ def main():
     large()
     helpers()
     compat()
+    rounding()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         with open(path, "w") as fh:

@@ -135,7 +135,8 @@ static void unary_f32(char **p, const int64_t *s, int64_t n, void *vctx) {
   unary_ops_f32(p, s, n, c);
 }
 
-/* int64 negation and abs wrap for INT64_MIN instead of overflowing. */
+/* int64 negation and abs wrap for INT64_MIN instead of overflowing;
+** floor, ceil, round and trunc of an integer are the integer. */
 static inline int64_t neg_i64(int64_t x, int64_t a, int64_t b) {
   (void)a, (void)b;
   return (int64_t)(0u - (uint64_t)x);
@@ -145,11 +146,22 @@ static inline int64_t abs_i64(int64_t x, int64_t a, int64_t b) {
   return x < 0 ? (int64_t)(0u - (uint64_t)x) : x;
 }
 
+static inline int64_t ident_i64(int64_t x, int64_t a, int64_t b) {
+  (void)a, (void)b;
+  return x;
+}
+static inline int64_t sign_i64(int64_t x, int64_t a, int64_t b) {
+  (void)a, (void)b;
+  return (x > 0) - (x < 0);
+}
+
 static void unary_i64(char **p, const int64_t *s, int64_t n, void *vctx) {
   const unary_ctx *c = vctx;
   switch (c->op) {
     case EM_NEG: un_run_i64(p, s, n, neg_i64, 0, 0); return;
     case EM_ABS: un_run_i64(p, s, n, abs_i64, 0, 0); return;
+    case EM_SIGN: un_run_i64(p, s, n, sign_i64, 0, 0); return;
+    case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC: un_run_i64(p, s, n, ident_i64, 0, 0); return;
     default: return;
   }
 }
@@ -176,13 +188,13 @@ em_status cpu_unary(int device, em_unary_op op, const em_kview *out, const em_kv
   else if (x->dtype == EM_F32) fn = unary_f32;
   else if (x->dtype == EM_F64) fn = unary_f64;
   else if (x->dtype == EM_BF16) fn = unary_bf16;
-  else if (x->dtype == EM_I64 && (op == EM_NEG || op == EM_ABS)) fn = unary_i64;
+  else if (x->dtype == EM_I64 && em_unary_takes_int64(op)) fn = unary_i64;
   if (!fn) {
     char kernel[40];
     snprintf(kernel, sizeof kernel, "unary %s", unary_name(op));
     return cpu_bad_dtype(kernel, x->dtype,
                          op == EM_NOT                    ? "bool"
-                         : op == EM_NEG || op == EM_ABS ? "float32, float64, bfloat16, int64"
+                         : em_unary_takes_int64(op)      ? "float32, float64, bfloat16, int64"
                                                          : "float32, float64, bfloat16");
   }
   cpu_iter it;

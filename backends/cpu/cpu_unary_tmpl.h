@@ -70,6 +70,12 @@ static inline ACC FN(u_affine)(ACC x, ACC a, ACC b) { return a * x + b; }
 static inline ACC FN(u_silu)(ACC x, ACC a, ACC b) { return x * FN(sigmoid)(x); }
 static inline ACC FN(u_sin)(ACC x, ACC a, ACC b) { return sin(x); }
 static inline ACC FN(u_cos)(ACC x, ACC a, ACC b) { return cos(x); }
+static inline ACC FN(u_floor)(ACC x, ACC a, ACC b) { return floor(x); }
+static inline ACC FN(u_ceil)(ACC x, ACC a, ACC b) { return ceil(x); }
+/* nearbyint in the default rounding mode: halves to even, as torch.round */
+static inline ACC FN(u_round)(ACC x, ACC a, ACC b) { return nearbyint(x); }
+static inline ACC FN(u_trunc)(ACC x, ACC a, ACC b) { return trunc(x); }
+static inline ACC FN(u_sign)(ACC x, ACC a, ACC b) { return (ACC)((x > 0) - (x < 0)); }
 
 #pragma GCC diagnostic pop
 
@@ -98,6 +104,11 @@ static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx
     case EM_SILU: FN(un_run)(p, s, n, FN(u_silu), a, b); return;
     case EM_SIN: FN(un_run)(p, s, n, FN(u_sin), a, b); return;
     case EM_COS: FN(un_run)(p, s, n, FN(u_cos), a, b); return;
+    case EM_FLOOR: FN(un_run)(p, s, n, FN(u_floor), a, b); return;
+    case EM_CEIL: FN(un_run)(p, s, n, FN(u_ceil), a, b); return;
+    case EM_ROUND: FN(un_run)(p, s, n, FN(u_round), a, b); return;
+    case EM_TRUNC: FN(un_run)(p, s, n, FN(u_trunc), a, b); return;
+    case EM_SIGN: FN(un_run)(p, s, n, FN(u_sign), a, b); return;
     default: return;
   }
 }
@@ -206,6 +217,11 @@ CPU_VECTOR_CLONES static void FN(grad_range)(em_unary_op op, int64_t lo, int64_t
     GRAD_CASE(EM_SILU, d_silu)
     GRAD_CASE(EM_SIN, d_sin)
     GRAD_CASE(EM_COS, d_cos)
+    GRAD_CASE(EM_FLOOR, d_zero) /* piecewise constant: PyTorch's zero gradient */
+    GRAD_CASE(EM_CEIL, d_zero)
+    GRAD_CASE(EM_ROUND, d_zero)
+    GRAD_CASE(EM_TRUNC, d_zero)
+    GRAD_CASE(EM_SIGN, d_zero)
     default: break;
 #undef GRAD_CASE
   }

@@ -182,6 +182,11 @@ template <class A> __device__ __forceinline__ A unary_f(int op, A x, A a, A b) {
     case EM_SILU: return x * m_sigmoid(x);
     case EM_SIN: return m_sin(x);
     case EM_COS: return m_cos(x);
+    case EM_FLOOR: return m_floor(x);
+    case EM_CEIL: return m_ceil(x);
+    case EM_ROUND: return m_rint(x);
+    case EM_TRUNC: return m_trunc(x);
+    case EM_SIGN: return (A)((x > (A)0) - (x < (A)0));
     default: return x;
   }
 }
@@ -198,7 +203,8 @@ __global__ void unary_float_kernel(emc_layout L, bool linear, int64_t n, int op,
   }
 }
 
-/* int64 negation and abs wrap at INT64_MIN (through uint64), NOT is bool. */
+/* int64 negation and abs wrap at INT64_MIN (through uint64); floor, ceil,
+** round and trunc are the identity; NOT is bool. */
 __global__ void unary_int_kernel(emc_layout L, bool linear, int64_t n, int op, void *out,
                                  const void *x) {
   EMC_GRID_LOOP(i, n) {
@@ -209,7 +215,11 @@ __global__ void unary_int_kernel(emc_layout L, bool linear, int64_t n, int op, v
     } else {
       int64_t v = ((const int64_t *)x)[off[1]];
       uint64_t neg = 0u - (uint64_t)v;
-      ((int64_t *)out)[off[0]] = op == EM_NEG ? (int64_t)neg : (v < 0 ? (int64_t)neg : v);
+      int64_t r = v;
+      if (op == EM_NEG) r = (int64_t)neg;
+      else if (op == EM_ABS) r = v < 0 ? (int64_t)neg : v;
+      else if (op == EM_SIGN) r = (v > 0) - (v < 0);
+      ((int64_t *)out)[off[0]] = r;
     }
   }
 }
@@ -234,12 +244,12 @@ extern "C" em_status emc_unary(int device, em_unary_op op, const em_kview *out,
   em_dtype dt = x->dtype;
   bool is_int = op == EM_NOT || dt == EM_I64;
   if (op == EM_NOT && dt != EM_BOOL) return emc_bad_dtype(kernel, dt, "bool");
-  if (dt == EM_I64 && op != EM_NEG && op != EM_ABS)
+  if (dt == EM_I64 && !em_unary_takes_int64(op))
     return emc_bad_dtype(kernel, dt, "float32, float64, bfloat16");
   if (!is_int && dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
     return emc_bad_dtype(kernel, dt,
-                         op == EM_NEG || op == EM_ABS ? "float32, float64, bfloat16, int64"
-                                                      : "float32, float64, bfloat16");
+                         em_unary_takes_int64(op) ? "float32, float64, bfloat16, int64"
+                                                  : "float32, float64, bfloat16");
   const em_kview *v[2] = {out, x};
   emc_layout L;
   int64_t n = 0;
@@ -295,6 +305,7 @@ template <class A> __device__ __forceinline__ A unary_grad(int op, A g, A x, A y
     }
     case EM_SIN: return g * m_cos(x);
     case EM_COS: return -g * m_sin(x);
+    case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC: case EM_SIGN: return (A)0;
     default: return g;
   }
 }

@@ -116,6 +116,10 @@ EMC_MATH1(m_erf, erff, erf)
 EMC_MATH1(m_sin, sinf, sin)
 EMC_MATH1(m_cos, cosf, cos)
 EMC_MATH1(m_fabs, fabsf, fabs)
+EMC_MATH1(m_floor, floorf, floor)
+EMC_MATH1(m_ceil, ceilf, ceil)
+EMC_MATH1(m_rint, rintf, rint) /* halves to even */
+EMC_MATH1(m_trunc, truncf, trunc)
 #undef EMC_MATH1
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }

@@ -223,7 +223,8 @@ EM_API em_status em_mul_scalar_(em_tensor *dst, double s);
 /* Each unary op once: X(enum, name, its derivative reads the input x,
 ** reads the output y). The enum, the op names, the autograd nodes and the
 ** backends' checks of which forward tensors a derivative needs all come
-** from this list, so adding an op is one line. */
+** from this list, so adding an op is one line. New ops go at the end: a
+** backend built before them rejects their numbers as unknown ops. */
 #define EM_UNARY_LIST(X)                                                      \
   X(EM_NEG, "neg", 0, 0)                                                      \
   X(EM_EXP, "exp", 0, 1)                                                      \
@@ -243,7 +244,12 @@ EM_API em_status em_mul_scalar_(em_tensor *dst, double s);
   X(EM_SILU, "silu", 1, 0)                                                    \
   X(EM_SIN, "sin", 1, 0)                                                      \
   X(EM_COS, "cos", 1, 0)                                                      \
-  X(EM_NOT, "logical_not", 0, 0)     /* logical not, bool only */
+  X(EM_NOT, "logical_not", 0, 0)     /* logical not, bool only */        \
+  X(EM_FLOOR, "floor", 0, 0)   /* floor..sign: derivative 0, int64 too */ \
+  X(EM_CEIL, "ceil", 0, 0)                                                    \
+  X(EM_ROUND, "round", 0, 0)         /* half to even, as torch.round */     \
+  X(EM_TRUNC, "trunc", 0, 0)                                                  \
+  X(EM_SIGN, "sign", 0, 0)           /* -1, 0, 1; NaN and -0 give 0 */
 
 typedef enum em_unary_op {
 #define EM_X_(e, name, needs_x, needs_y) e,

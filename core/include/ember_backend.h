@@ -97,6 +97,14 @@ static inline bool em_unary_grad_needs_y(em_unary_op op) {
   return (unsigned)op < EM_NUNARY && needs[op];
 }
 
+/* Whether unary `op` is defined on int64 as well as on the float dtypes
+** (negation and abs wrap at INT64_MIN; floor, ceil, round and trunc are
+** the identity; sign is -1, 0 or 1). */
+static inline bool em_unary_takes_int64(em_unary_op op) {
+  return op == EM_NEG || op == EM_ABS || op == EM_FLOOR || op == EM_CEIL || op == EM_ROUND ||
+         op == EM_TRUNC || op == EM_SIGN;
+}
+
 typedef enum em_reduce_op {
   EM_RED_SUM = 0, EM_RED_MEAN, EM_RED_MAX, EM_RED_MIN,
   EM_RED_VAR   /* uses `correction` */

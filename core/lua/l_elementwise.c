@@ -132,6 +132,11 @@ static int m_silu(lua_State *L) { return unary(L, EM_SILU, "silu", 0, 0); }
 static int m_sin(lua_State *L) { return unary(L, EM_SIN, "sin", 0, 0); }
 static int m_cos(lua_State *L) { return unary(L, EM_COS, "cos", 0, 0); }
 static int m_logical_not(lua_State *L) { return unary(L, EM_NOT, "logical_not", 0, 0); }
+static int m_floor(lua_State *L) { return unary(L, EM_FLOOR, "floor", 0, 0); }
+static int m_ceil(lua_State *L) { return unary(L, EM_CEIL, "ceil", 0, 0); }
+static int m_round(lua_State *L) { return unary(L, EM_ROUND, "round", 0, 0); }
+static int m_trunc(lua_State *L) { return unary(L, EM_TRUNC, "trunc", 0, 0); }
+static int m_sign(lua_State *L) { return unary(L, EM_SIGN, "sign", 0, 0); }
 
 /* __unm gets the operand twice; only the first counts. */
 static int t_unm(lua_State *L) {
@@ -310,7 +315,8 @@ static const luaL_Reg methods[] = {
   {"neg", m_neg}, {"exp", m_exp}, {"log", m_log}, {"sqrt", m_sqrt}, {"rsqrt", m_rsqrt},
   {"abs", m_abs}, {"tanh", m_tanh}, {"sigmoid", m_sigmoid}, {"relu", m_relu},
   {"silu", m_silu}, {"sin", m_sin}, {"cos", m_cos}, {"gelu", m_gelu}, {"elu", m_elu},
-  {"clamp", m_clamp}, {"masked_fill", m_masked_fill},
+  {"clamp", m_clamp}, {"floor", m_floor}, {"ceil", m_ceil}, {"round", m_round},
+  {"trunc", m_trunc}, {"sign", m_sign}, {"masked_fill", m_masked_fill},
   {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_}, {"add_", m_add_},
   {"mul_", m_mul_},
   {NULL, NULL}

@@ -50,9 +50,6 @@ static const char *dt_shape(const em_tensor *t, char *buf, size_t n) {
   return buf;
 }
 
-/* Unary ops defined on int64 as well as on floats. */
-static bool unary_int_ok(em_unary_op op) { return op == EM_NEG || op == EM_ABS; }
-
 static em_status unary_check(em_unary_op op, const em_tensor *x) {
   char d[200];
   if ((unsigned)op >= EM_NUNARY) return em_error(EM_ERR_ARG, "unary: invalid op %d", (int)op);
@@ -61,9 +58,9 @@ static em_status unary_check(em_unary_op op, const em_tensor *x) {
     return em_error(EM_ERR_DTYPE, "logical_not: expected a bool tensor, got %s",
                     dt_shape(x, d, sizeof d));
   }
-  if (em_dtype_is_float(x->dtype) || (x->dtype == EM_I64 && unary_int_ok(op))) return EM_OK;
+  if (em_dtype_is_float(x->dtype) || (x->dtype == EM_I64 && em_unary_takes_int64(op))) return EM_OK;
   return em_error(EM_ERR_DTYPE, "%s: expected a float tensor%s, got %s", UNARY_NAMES[op],
-                  unary_int_ok(op) ? " or int64" : "", dt_shape(x, d, sizeof d));
+                  em_unary_takes_int64(op) ? " or int64" : "", dt_shape(x, d, sizeof d));
 }
 
 /* a and b already share dt. */

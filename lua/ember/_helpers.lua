@@ -506,6 +506,7 @@ end)
 local FUNCTIONAL = {
   "abs", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
   "tanh", "sigmoid", "relu", "gelu", "silu", "elu", "clamp", "maximum", "minimum",
+  "floor", "ceil", "round", "trunc", "sign",
   "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
   "sum", "mean", "var", "max", "min", "argmax", "argmin", "numel",
   "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "narrow", "select",

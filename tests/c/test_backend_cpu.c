@@ -469,19 +469,21 @@ static double ref_unary(em_unary_op op, double x, double a, double b) {
     case EM_SILU: return x / (1 + exp(-x));
     case EM_SIN: return sin(x);
     case EM_COS: return cos(x);
+    case EM_FLOOR: return floor(x);
+    case EM_CEIL: return ceil(x);
+    case EM_ROUND: return nearbyint(x); /* halves to even */
+    case EM_TRUNC: return trunc(x);
+    case EM_SIGN: return (x > 0) - (x < 0);
     default: return NAN;
   }
 }
-
-static const char *const un_names[] = {
-    "neg",       "exp", "log",   "sqrt",       "rsqrt",  "abs",  "tanh", "sigmoid", "relu", "gelu",
-    "gelu_tanh", "elu", "clamp", "pow_scalar", "affine", "silu", "sin",  "cos",     "not"};
 
 static void test_unary(void) {
   const double alpha[EM_NUNARY] = {
       [EM_ELU] = 1.3, [EM_CLAMP] = -0.5, [EM_POW_SCALAR] = 2.5, [EM_AFFINE] = 2};
   const double beta[EM_NUNARY] = {[EM_CLAMP] = 0.5, [EM_AFFINE] = 0.5};
-  for (int op = 0; op < EM_NOT; op++) {
+  for (int op = 0; op < EM_NUNARY; op++) {
+    if (op == EM_NOT) continue; /* bool only: below */
     bool pos = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR;
     for (int k = 0; k < 2; k++) {
       em_dtype dt = k ? EM_F64 : EM_F32;
@@ -494,9 +496,9 @@ static void test_unary(void) {
           want[i * 5 + j] = ref_unary(op, xd[j * 6 + i], alpha[op], beta[op]);
       em_kview vo = kv(out, dt, 2, sh), vx = kvs(x, dt, 2, sh, st);
       em_status s = be->unary(0, (em_unary_op)op, &vo, &vx, alpha[op], beta[op]);
-      check(s == EM_OK && close_to(un_names[op], out, dt, want, 30, dt == EM_F32 ? 1e-6 : 1e-14,
+      check(s == EM_OK && close_to(em_kernel_unary_name((em_unary_op)op), out, dt, want, 30, dt == EM_F32 ? 1e-6 : 1e-14,
                                    dt == EM_F32 ? 2e-6 : 1e-13),
-            "unary %s %s (strided input)", un_names[op], dtn(dt));
+            "unary %s %s (strided input)", em_kernel_unary_name((em_unary_op)op), dtn(dt));
       free(x);
       free(out);
     }
@@ -505,6 +507,8 @@ static void test_unary(void) {
     for (int i = 0; i < 16; i++) {
       xd[i] = pos ? 0.2 + 1.5 * (urand() + 1) : 2 * urand();
       if (op == EM_CLAMP && fabs(fabs(xd[i]) - 0.5) < 1e-3) xd[i] += 0.01;
+      /* the steps of floor..sign: keep the difference off them (derivative 0) */
+      if (op >= EM_FLOOR && fabs(2 * xd[i] - nearbyint(2 * xd[i])) < 1e-3) xd[i] += 0.01;
       gy[i] = urand();
       y[i] = ref_unary(op, xd[i], alpha[op], beta[op]);
       double h = 1e-6;
@@ -515,8 +519,8 @@ static void test_unary(void) {
     }
     em_status s =
         be->unary_backward(0, (em_unary_op)op, EM_F64, 16, gx, gy, xd, y, alpha[op], beta[op]);
-    check(s == EM_OK && close_to(un_names[op], gx, EM_F64, want, 16, 1e-7, 1e-6),
-          "unary_backward %s f64", un_names[op]);
+    check(s == EM_OK && close_to(em_kernel_unary_name((em_unary_op)op), gx, EM_F64, want, 16, 1e-7, 1e-6),
+          "unary_backward %s f64", em_kernel_unary_name((em_unary_op)op));
   }
   uint8_t b[4] = {0, 1, 1, 0}, nb[4];
   int64_t s4[1] = {4};
@@ -528,6 +532,22 @@ static void test_unary(void) {
   check(be->unary(0, EM_ABS, &vio, &vi, 0, 0) == EM_OK && io[0] == 3 && io[1] == 4 &&
             io[2] == INT64_MIN,
         "unary abs on int64 (INT64_MIN wraps)");
+  check(be->unary(0, EM_SIGN, &vio, &vi, 0, 0) == EM_OK && io[0] == -1 && io[1] == 1 && io[2] == -1 &&
+            io[3] == 0,
+        "unary sign on int64");
+  for (int op = EM_FLOOR; op <= EM_TRUNC; op++)
+    check(be->unary(0, (em_unary_op)op, &vio, &vi, 0, 0) == EM_OK && memcmp(io, iv, sizeof iv) == 0,
+          "unary %s on int64 is the identity", em_kernel_unary_name((em_unary_op)op));
+  /* rounding's ties and signed zeros, and sign of NaN and -0, as PyTorch */
+  double sv[8] = {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, NAN}, so[8];
+  int64_t s8[1] = {8};
+  em_kview vs = kv(sv, EM_F64, 1, s8), vso = kv(so, EM_F64, 1, s8);
+  check(be->unary(0, EM_ROUND, &vso, &vs, 0, 0) == EM_OK && so[0] == -2 && so[1] == -2 && so[2] == 0 &&
+            signbit(so[2]) && so[3] == 0 && !signbit(so[3]) && so[4] == 2 && so[5] == 2 && isnan(so[7]),
+        "unary round: halves to even, -0.5 to -0");
+  check(be->unary(0, EM_SIGN, &vso, &vs, 0, 0) == EM_OK && so[0] == -1 && so[5] == 1 && so[6] == 0 &&
+            !signbit(so[6]) && so[7] == 0,
+        "unary sign: 0 for -0 and NaN");
   check(be->unary(0, EM_EXP, &vio, &vi, 0, 0) == EM_ERR_DTYPE && msg_has("exp", "int64"),
         "unary exp on int64 names kernel and dtype: %s", em_error_message());
   float x1 = 1, g1 = 1, r1;

@@ -102,10 +102,20 @@ case("tensor:pow(number)", function(mk) return { mk{ 2, 3 } } end, function(x) r
 case("unary minus", function(mk) return { mk{ 2, 3 } } end, function(x) return -x end)
 case("neg", function(mk) return { mk{ 2, 3 } } end, function(x) return x:neg() end)
 
+-- Moves values to [k + 0.25 + shift, k + 0.75 + shift): off the steps of
+-- floor, ceil, trunc and sign (shift 0) and of round (shift 0.5), where
+-- their gradient, zero, is what finite differences see.
+local function off_steps(shift)
+  return function(x)
+    return tf(x, function(t) return t:floor() + 0.25 + (t - t:floor()) * 0.5 + shift end)
+  end
+end
+
 local UNARY = {
   { "exp" }, { "log", positive }, { "sqrt", positive }, { "rsqrt", positive }, { "abs", away },
   { "tanh" }, { "sigmoid" }, { "relu", away }, { "gelu" }, { "silu" }, { "sin" }, { "cos" },
-  { "elu", away },
+  { "elu", away }, { "floor", off_steps(0) }, { "ceil", off_steps(0) }, { "trunc", off_steps(0) },
+  { "sign", off_steps(0) }, { "round", off_steps(0.5) },
 }
 for _, u in ipairs(UNARY) do
   local fn, prep = u[1], u[2] or function(x) return x end

@@ -12,7 +12,7 @@ local ember = require "ember"
 local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
 
 local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge",
-                "ops_rank", "ops_helpers", "ops_compat" }
+                "ops_rank", "ops_helpers", "ops_compat", "ops_rounding" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
 -- of the tensor (plus a tiny constant for all-zero tensors), so an element

@@ -302,6 +302,29 @@ describe("arithmetic", function()
     assert_values(a:maximum(2), { 2, 2, 3 })
   end)
 
+  it("rounds as PyTorch: floor, ceil, trunc, round (halves to even), sign; int64 too", function()
+    local x = ember.tensor { -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -1.7, 1.2 }
+    assert_values(x:floor(), { -3, -2, -1, 0, 1, 2, -2, 1 })
+    assert_values(x:ceil(), { -2, -1, 0, 1, 2, 3, -1, 2 })
+    assert_values(x:trunc(), { -2, -1, 0, 0, 1, 2, -1, 1 })
+    assert_values(x:round(), { -2, -2, 0, 0, 2, 2, -2, 1 })
+    assert_values(x:sign(), { -1, -1, -1, 1, 1, 1, -1, 1 })
+    assert.are.equal(-math.huge, 1 / x:round()[3]:item()) -- -0.5 rounds to -0
+    local odd = ember.tensor({ -0.0, 0 / 0, math.huge }, { dtype = "float64" })
+    assert.are.equal(math.huge, 1 / odd:sign()[1]:item()) -- sign(-0) is +0, as torch.sign
+    assert.are.equal(0, odd:sign()[2]:item()) -- and sign(NaN) is 0
+    assert.are.equal(math.huge, odd:floor()[3]:item())
+    local i = ember.tensor({ -3, 0, 5 }, { dtype = "int64" })
+    assert.are.same({ -3, 0, 5 }, ember.floor(i):totable())
+    assert.are.same({ -3, 0, 5 }, i:round():totable())
+    assert.are.same({ -1, 0, 1 }, ember.sign(i):totable())
+    assert.are.equal("int64", i:ceil().dtype)
+    assert.are.equal("bfloat16", ember.tensor({ 2.5 }, { dtype = "bfloat16" }):round().dtype)
+    local ok, err = pcall(function() return ember.tensor({ true }):floor() end)
+    assert.is_false(ok)
+    assert.matches("floor: expected a float tensor or int64, got bool", err)
+  end)
+
   it("updates in place and returns self", function()
     local t = ember.zeros(3)
     assert.are.equal(t, t:fill_(1))
