@@ -902,6 +902,39 @@ def rounding():
     unary("sign", "sign", away(randn(3, 4)), torch.sign)
 
 
+def einsum():
+    """ember.einsum (lua/ember/_einsum.lua, composed from core ops) against
+    torch.einsum: contractions, batch letters, implicit output, diagonals,
+    "..." broadcasting, size-1 broadcasting, three operands. Its own seed
+    and file."""
+    torch.manual_seed(20261204)
+    f = "ops_einsum"
+
+    def es(name, eq, *shapes):
+        names = "abc"[:len(shapes)]
+        inputs = {n: randn(*sh) for n, sh in zip(names, shapes)}
+        case(f, name, "einsum", inputs, lambda **kw: torch.einsum(eq, *[kw[n] for n in names]), {"eq": eq})
+
+    es("matmul", "ij,jk->ik", (3, 4), (4, 2))
+    es("implicit", "ij,jk", (3, 4), (4, 2))
+    es("implicit_upper_first", "ba,Ab", (2, 3), (4, 2))
+    es("attention_scores", "bhqd,bhkd->bhqk", (2, 2, 3, 4), (2, 2, 5, 4))
+    es("attention_values", "bhqk,bhkd->bhqd", (2, 2, 3, 5), (2, 2, 5, 4))
+    es("batched", "bij,bjk->bik", (2, 3, 4), (2, 4, 2))
+    es("outer", "i,j->ij", (3,), (4,))
+    es("dot", "i,i->", (5,), (5,))
+    es("column_sums", "ij->j", (3, 4))
+    es("transpose", "ijk->kij", (2, 3, 4))
+    es("trace", "ii->", (4, 4))
+    es("diagonal", "ii->i", (4, 4))
+    es("batch_diagonal", "bii->bi", (2, 3, 3))
+    es("ellipsis_broadcast", "...ij,...jk->...ik", (2, 3, 4), (4, 5))
+    es("ellipsis_summed", "...ij->ij", (2, 3, 4))
+    es("size1_broadcast", "ij,ij->ij", (3, 1), (1, 4))
+    es("bilinear", "bn,anm,bm->ba", (2, 3), (5, 3, 4), (2, 4))
+    es("kept_from_first_and_third", "ij,jk,il->ikl", (2, 3), (3, 4), (2, 5))
+
+
 def main():
     elementwise()
     reductions()
@@ -914,6 +947,7 @@ def main():
     helpers()
     compat()
     rounding()
+    einsum()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         with open(path, "w") as fh:

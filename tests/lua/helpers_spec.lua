@@ -1,11 +1,13 @@
 -- The everyday helpers of lua/ember/_helpers.lua (triu/tril, eye, *_like,
 -- sort/argsort/topk, std, norm, all/any, isnan/isinf/isfinite, cumsum,
 -- masked_select, flip, roll, mm/dot/outer, square, reciprocal, logsumexp,
--- amax/amin, unbind, tile, uniform_/normal_), ember.Size and Torch7 table indexing:
+-- amax/amin, unbind, tile, uniform_/normal_), ember.einsum (lua/ember/_einsum.lua),
+-- ember.Size and Torch7 table indexing:
 -- float64 gradchecks on contiguous and non-contiguous inputs, values of the
 -- non-differentiable ones, and errors (which must point at this file's
 -- line, not into the library). PyTorch parity of the differentiable ones is
--- in ops_parity_spec.lua (tests/fixtures/ops_helpers.lua, ops_compat.lua).
+-- in ops_parity_spec.lua (tests/fixtures/ops_helpers.lua, ops_compat.lua,
+-- ops_einsum.lua).
 local ember = require "ember"
 local gradcheck = require "tests.lua.helpers.gradcheck"
 
@@ -317,5 +319,66 @@ describe("listings print readably", function()
   it("a wrapped listing keeps errors at the user's line", function()
     fails_here(function() local _ = ember.ones(3):split(0) end, "ember.split")
     fails_here(function() local _ = ember.attention_variants("nope") end, "nope")
+  end)
+end)
+
+describe("einsum gradchecks (float64)", function()
+  local cases = {
+    { "attention scores", "bhqd,bhkd->bhqk", { 2, 2, 3, 4 }, { 2, 2, 5, 4 } },
+    { "attention values", "bhqk,bhkd->bhqd", { 1, 2, 3, 5 }, { 1, 2, 5, 4 } },
+    { "implicit output", "ij,jk", { 3, 4 }, { 4, 2 } },
+    { "three operands", "bn,anm,bm->ba", { 2, 3 }, { 4, 3, 2 }, { 2, 2 } },
+    { "diagonal", "ii->i", { 4, 4 } },
+    { "trace", "ii", { 3, 3 } },
+    { "ellipsis broadcast", "...ij,...jk->...ik", { 2, 3, 4 }, { 4, 2 } },
+    { "size-1 broadcast", "ij,ij->ij", { 3, 1 }, { 1, 4 } },
+    { "sum and permute", "ijk->kj", { 2, 3, 4 } },
+  }
+  for _, c in ipairs(cases) do
+    local name, eq = c[1], c[2]
+    local shapes = { table.unpack(c, 3) }
+    it(name .. " " .. eq, function()
+      local f = function(...) return ember.einsum(eq, ...) end
+      local a, b = {}, {}
+      for i, sh in ipairs(shapes) do a[i], b[i] = contiguous(sh), noncontiguous(sh) end
+      gradcheck.check(f, a, { name = name })
+      gradcheck.check(f, b, { name = name .. " (non-contiguous)" })
+    end)
+  end
+end)
+
+describe("einsum values", function()
+  it("is matmul, outer, trace and transpose where it should be", function()
+    local a, b = ember.randn(3, 4, D64), ember.randn(4, 2, D64)
+    assert.are.equal(0, (ember.einsum("ij,jk->ik", a, b) - a:matmul(b)):abs():max():item())
+    assert.are.same({ { 3, 4 }, { 6, 8 } }, ember.einsum("i,j->ij", ember.tensor { 1, 2 }, ember.tensor { 3, 4 }):totable())
+    assert.are.equal(6, ember.einsum("ii", ember.eye(3) * 2):item())
+    assert.are.same({ 2, 3 }, ember.einsum("ij->ji", ember.zeros(3, 2)).shape)
+    assert.are.same({ 4, 3 }, ember.einsum("ba,Ab", ember.zeros(2, 3), ember.zeros(4, 2)).shape) -- 'A' before 'a'
+    assert.are.same({ 5, 2, 4 }, ember.einsum("...ij,...jk->...ik", ember.zeros(5, 2, 3), ember.zeros(3, 4)).shape)
+    assert.are.same({ 2, 4 }, ember.einsum("ij,jk->ik", { ember.zeros(2, 3), ember.zeros(3, 4) }).shape) -- a list, as torch
+    local x = ember.arange(1, 7, D64):view(2, 3)
+    assert.are.same({ 5, 7, 9 }, ember.einsum("ij->j", x):totable())
+    assert.are.same({ 6, 15 }, ember.einsum("...j->...", x):totable())
+  end)
+end)
+
+describe("einsum errors", function()
+  local function fails_with(needle, f) fails_here(f, needle) end
+  local a = ember.zeros(2, 3)
+  it("names what is wrong", function()
+    fails_with("ember.einsum: subscript 'j' has size 4 in operand 2 but 3 in operand 1",
+      function() local _ = ember.einsum("ij,jk->ik", a, ember.zeros(4, 5)) end)
+    fails_with("'ij,jk->ik' names 2 operands, but 1 was given", function() local _ = ember.einsum("ij,jk->ik", a) end)
+    fails_with("'$' is not a subscript", function() local _ = ember.einsum("i$j", a) end)
+    fails_with("the output names 'i' twice", function() local _ = ember.einsum("ij->ii", a) end)
+    fails_with("the output's 'k' is in no operand", function() local _ = ember.einsum("ij->k", a) end)
+    fails_with("operand 1 has 2 dims (shape [2, 3]), but its subscripts 'ijk' name 3",
+      function() local _ = ember.einsum("ijk", a) end)
+    fails_with("operand 2 must be a tensor, got number", function() local _ = ember.einsum("ij,j", a, 3) end)
+    fails_with("the equation must be a string", function() local _ = ember.einsum(a, a) end)
+    fails_with("subscript 'i' is repeated in operand 1 over dims of sizes 2 and 3",
+      function() local _ = ember.einsum("ii->i", a) end)
+    fails_with("has '...' twice", function() local _ = ember.einsum("......->", a) end)
   end)
 end)

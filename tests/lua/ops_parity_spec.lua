@@ -12,7 +12,7 @@ local ember = require "ember"
 local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
 
 local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge",
-                "ops_rank", "ops_helpers", "ops_compat", "ops_rounding" }
+                "ops_rank", "ops_helpers", "ops_compat", "ops_rounding", "ops_einsum" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
 -- of the tensor (plus a tiny constant for all-zero tensors), so an element
@@ -43,6 +43,11 @@ local OPS = {
   unary = function(I, A) return I.x[A.fn](I.x, table.unpack(A.extra or {})) end,
   clamp = function(I, A) return I.x:clamp(A.lo, A.hi) end,
   where = function(I) return ember.where(I.cond, I.a, I.b) end,
+  einsum = function(I, A)
+    local operands = {}
+    for _, k in ipairs { "a", "b", "c" } do operands[#operands + 1] = I[k] end
+    return ember.einsum(A.eq, table.unpack(operands))
+  end,
   where_number = function(I, A) return ember.where(I.cond, I.a, A.b) end,
   masked_fill = function(I, A) return I.x:masked_fill(I.mask, A.value) end,
 
