@@ -933,6 +933,7 @@ def einsum():
     es("size1_broadcast", "ij,ij->ij", (3, 1), (1, 4))
     es("bilinear", "bn,anm,bm->ba", (2, 3), (5, 3, 4), (2, 4))
     es("kept_from_first_and_third", "ij,jk,il->ikl", (2, 3), (3, 4), (2, 5))
+    es("size1_broadcast_later", "ij,jk,ik->ik", (1, 2), (2, 3), (4, 3))
 
 
 def main():

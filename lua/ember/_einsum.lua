@@ -115,15 +115,16 @@ local function product(sizes, labels)
   return p
 end
 
--- t permuted to the order of `labels` (all of t's), expanded to the full
--- sizes of the letters in `full` (size-1 dims broadcast), reshaped to dims.
-local function arrange(t, ls, labels, sizes, full, dims)
+-- t permuted to the order of `labels` (all of t's), expanded to every
+-- letter's full size (a size-1 dim broadcasts, also one that only a later
+-- operand has at full size), reshaped to dims.
+local function arrange(t, ls, labels, sizes, dims)
   local order = {}
   for i, l in ipairs(labels) do order[i] = index_of(ls, l) end
   if #order > 0 then t = t:permute(table.unpack(order)) end
   local want, needs = {}, false
   for i, l in ipairs(labels) do
-    want[i] = full[l] and sizes[l] or t:size(i)
+    want[i] = sizes[l]
     needs = needs or want[i] ~= t:size(i)
   end
   if needs then t = t:expand(want) end
@@ -145,12 +146,9 @@ local function contract(a, la, b, lb, later, sizes)
   local in_a = {}
   for _, l in ipairs(la) do in_a[l] = true end
   for _, l in ipairs(lb) do if not in_a[l] then cb[#cb + 1] = l end end
-  local full = {}
-  for _, l in ipairs(batch) do full[l] = true end
-  for _, l in ipairs(sum_l) do full[l] = true end
   local B, M, K, N = product(sizes, batch), product(sizes, ca), product(sizes, sum_l), product(sizes, cb)
-  local a3 = arrange(a, la, concat(batch, ca, sum_l), sizes, full, { B, M, K })
-  local b3 = arrange(b, lb, concat(batch, sum_l, cb), sizes, full, { B, K, N })
+  local a3 = arrange(a, la, concat(batch, ca, sum_l), sizes, { B, M, K })
+  local b3 = arrange(b, lb, concat(batch, sum_l, cb), sizes, { B, K, N })
   local labels, shape = concat(batch, ca, cb), {}
   for i, l in ipairs(labels) do shape[i] = sizes[l] end
   return core.matmul(a3, b3):reshape(shape), labels

@@ -332,6 +332,7 @@ describe("einsum gradchecks (float64)", function()
     { "trace", "ii", { 3, 3 } },
     { "ellipsis broadcast", "...ij,...jk->...ik", { 2, 3, 4 }, { 4, 2 } },
     { "size-1 broadcast", "ij,ij->ij", { 3, 1 }, { 1, 4 } },
+    { "size-1 broadcast by a later operand", "ij,jk,ik->ik", { 1, 2 }, { 2, 3 }, { 4, 3 } },
     { "sum and permute", "ijk->kj", { 2, 3, 4 } },
   }
   for _, c in ipairs(cases) do
