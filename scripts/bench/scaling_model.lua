@@ -70,8 +70,9 @@ if ar_file then
       suu, sxu, sxx, su, sx = suu + u * u, sxu + x * u * u, sxx + x * x * u * u, su + u, sx + x * u
     end
     local det = suu * sxx - sxu * sxu
-    local a, b = (su * sxx - sx * sxu) / det, (suu * sx - sxu * su) / det
-    if a < 0 then a, b = 0, sx / sxx end -- no latency term the data can see
+    local a, b = 0, sx / sxx
+    if #r >= 2 and det > 0 then a, b = (su * sxx - sx * sxu) / det, (suu * sx - sxu * su) / det end
+    if a < 0 then a, b = 0, sx / sxx end -- no latency term the data can see (or one size only)
     local worst = 0
     for _, pt in ipairs(r) do
       local model = a + b * 2 * (p - 1) / p * pt.bytes
