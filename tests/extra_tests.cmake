@@ -95,8 +95,8 @@ set_tests_properties(mpi.collectives.tcp.np2 PROPERTIES LABELS "mpi" SKIP_RETURN
   PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_MPIRUN_ARGS=--mca btl self,tcp")
 # Each all_reduce algorithm forced at every size (EMBER_DIST_ALLREDUCE), at
 # 3 ranks (one folds in), 4 (two steps each way) and 6 (two fold in), halving
-# over TCP at 3; and at 4 ranks as chosen by size (auto: halving above
-# 32 KiB, as at no other rank count that runs here).
+# over TCP at 3; and at 4 ranks as chosen by size (auto: above 32 KiB,
+# halving with two steps each way, which 2 ranks never take).
 foreach(case "auto;4;" "doubling;4;" "doubling;6;" "ring;3;" "ring;4;" "halving;3;--mca btl self,tcp" "halving;4;" "halving;6;" "mpi;3;")
   list(GET case 0 algo)
   list(GET case 1 np)
