@@ -246,6 +246,9 @@ static int f_bench_mpi_allreduce(lua_State *L) {
   luaL_argcheck(L, iters >= 1 && iters <= INT_MAX, 2, "iterations out of range");
   if (!on_cpu(t) || !em_is_contiguous(t))
     return luaL_error(L, "ember.distributed.bench_mpi_allreduce: needs a contiguous CPU tensor");
+  if (em_numel(t) > INT_MAX)
+    return luaL_error(L, "ember.distributed.bench_mpi_allreduce: %I elements is more than MPI's int count",
+                      (lua_Integer)em_numel(t));
   dc_work w = {.kind = DC_ALLREDUCE, .dtype = t->dtype, .op = DC_SUM, .recv = em_data(t),
                .count = (size_t)em_numel(t), .name = "bench_mpi_allreduce"};
   const int r = dc_mpi_allreduce_here(&w, (int)iters, timeout_s);
