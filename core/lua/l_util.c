@@ -232,8 +232,8 @@ em_dtype lember_checkdtype(lua_State *L, int idx, const char *op) {
                luaL_typename(L, idx));
   if (em_dtype_parse(lua_tostring(L, idx), &dt)) {
     const char *name = lua_tostring(L, idx);
-    luaL_error(L, "ember.%s: %s dtype '%s' (ember's dtypes: %s)", op,
-               foreign_dtype(name) ? "unsupported" : "unknown", name, push_dtypes(L));
+    luaL_error(L, "ember.%s: unknown dtype '%s' (%sember's dtypes: %s)", op, name,
+               foreign_dtype(name) ? "not supported; " : "", push_dtypes(L));
   }
   return dt;
 }
