@@ -56,8 +56,8 @@ end
 -- @tparam Tensor q [B, H, Lq, head_dim]
 -- @tparam Tensor k [B, H, Lk, head_dim]
 -- @tparam Tensor v [B, H, Lk, v_head_dim]
--- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = a real
--- key), `attn_mask` (bool: true = may attend; or float, added to scores),
+-- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = padding,
+-- as PyTorch), `attn_mask` (bool: true = may attend; or float, added to scores),
 -- `causal`, `need_weights`, `scale` (default 1/sqrt(head_dim)), `dropout`
 -- (on the weights, in training mode only)
 -- @treturn Tensor out [B, H, Lq, v_head_dim]
