@@ -306,9 +306,42 @@ function MHA:_check_inputs(who, query, key, value)
   end
 end
 
+-- The masks checked here, so that a wrong one is reported by the module the
+-- user called (not by the inner ember.Attention): key_padding_mask bool
+-- [B, Lk] on q's device; the resolved mask bool or q's dtype, broadcasting
+-- to [B, H, Lq, Lk].
+local function check_masks(who, kpm, mask, q, k)
+  local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+  if kpm ~= nil then
+    if not Module.is_tensor(kpm) or kpm.dtype ~= "bool" or kpm.ndim ~= 2 or kpm.shape[1] ~= B
+        or kpm.shape[2] ~= Lk or kpm.device ~= q.device then
+      errors.raise("%s: key_padding_mask must be a bool tensor [B=%d, Lk=%d] (true = padding) on %s, got %s",
+        who, B, Lk, q.device, Module.is_tensor(kpm) and (shape_str(kpm) .. " " .. kpm.dtype .. " on " .. kpm.device)
+        or type(kpm))
+    end
+  end
+  if mask == nil then return end
+  if not Module.is_tensor(mask) then errors.raise("%s: attn_mask must be a tensor, got %s", who, type(mask)) end
+  if mask.dtype ~= "bool" and mask.dtype ~= q.dtype then
+    errors.raise("%s: attn_mask must be a float mask of the inputs' dtype %s (added to the scores), got %s; "
+      .. "a boolean mask goes in allow_mask (true = may attend) or block_mask (true = masked)", who, q.dtype, mask.dtype)
+  end
+  local want = { B, H, Lq, Lk }
+  local ok = mask.ndim <= 4 and mask.device == q.device
+  for i = 1, mask.ndim do
+    local n = mask.shape[mask.ndim - i + 1]
+    if n ~= 1 and n ~= want[5 - i] then ok = false end
+  end
+  if not ok then
+    errors.raise("%s: the attention mask must be [Lq=%d, Lk=%d] or broadcast to [B=%d, H=%d, Lq, Lk] on %s, got %s on %s",
+      who, Lq, Lk, B, H, q.device, shape_str(mask), mask.device)
+  end
+end
+
 -- Runs the variant on projected heads; returns the merged output [B, Lq, d_model].
 function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
   local mask = masks.resolve(opts, who, "attn_mask", "allow_mask", "block_mask")
+  check_masks(who, opts.key_padding_mask, mask, q, k)
   if opts.need_weights and not self.attn.caps.weights then
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
@@ -330,7 +363,8 @@ function MHA._variants_with(cap)
 end
 
 --- Attention of `query` over `key`/`value`.
--- @tparam Tensor query [B, Lq, d_model]
+-- @tparam Tensor query [B, Lq, d_model], or unbatched [Lq, d_model] (as
+-- PyTorch: then key, value and key_padding_mask are unbatched too)
 -- @tparam[opt] Tensor key [B, Lk, kdim] (default: query, self-attention);
 -- a single tensor after query is used as both key and value
 -- @tparam[opt] Tensor value [B, Lk, vdim] (default: key)
@@ -339,11 +373,12 @@ end
 -- true = may attend) or `block_mask` (bool, true = masked) -- see
 -- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
 -- (default: the module's), `need_weights`
--- @treturn Tensor [B, Lq, d_model]
--- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights
+-- @treturn Tensor [B, Lq, d_model] ([Lq, d_model] unbatched)
+-- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched)
 function MHA:forward(query, ...)
   local who = "MultiHeadAttention.forward"
   local key, value, opts = read_args(who, query, ...)
+  if query.ndim == 2 then return self:_forward_unbatched(who, query, key, value, opts) end
   self:_check_inputs(who, query, key, value)
   local H = self.heads
   local q = split_heads(self.q_proj(query), H)
@@ -356,6 +391,28 @@ function MHA:forward(query, ...)
   local causal = self.causal
   if opts.causal ~= nil then causal = opts.causal end
   return self:_attend(who, q, k, v, opts, causal, query.shape[1], query.shape[2])
+end
+
+-- Unbatched input, as PyTorch: query [Lq, E], key/value [Lk, kdim/vdim],
+-- key_padding_mask [Lk]; out [Lq, E], weights [H, Lq, Lk].
+function MHA:_forward_unbatched(who, query, key, value, opts)
+  for name, t in pairs({ key = key, value = value }) do
+    if t.ndim ~= 2 then
+      errors.raise("%s: an unbatched query [Lq, d_model] needs an unbatched %s [Lk, dim], got %s", who, name, shape_str(t))
+    end
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  local kpm = opts.key_padding_mask
+  if kpm ~= nil then
+    if not Module.is_tensor(kpm) or kpm.ndim ~= 1 then
+      errors.raise("%s: with an unbatched query key_padding_mask must be a bool tensor [Lk=%d] (true = padding), got %s",
+        who, key.shape[1], Module.is_tensor(kpm) and shape_str(kpm) or type(kpm))
+    end
+    o.key_padding_mask = kpm:unsqueeze(1)
+  end
+  local y, w = self:forward(query:unsqueeze(1), key:unsqueeze(1), value:unsqueeze(1), o)
+  return y:squeeze(1), w and w:squeeze(1)
 end
 
 --- One step of incremental decoding with a key/value cache.

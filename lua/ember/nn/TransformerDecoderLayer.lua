@@ -39,7 +39,9 @@ function DecoderLayer:__init(d_model, heads, opts)
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false
   self.has_cross = opts.cross ~= false
-  self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
+  -- causal by default: the module says so when printed, and forward's
+  -- `causal` option overrides it per call
+  self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts, { causal = true })))
   if self.has_cross then
     local copts = {}
     for k, v in pairs(opts) do copts[k] = v end
@@ -70,8 +72,7 @@ function DecoderLayer:_sa(x, o)
     y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
       { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask }))
   else
-    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal ~= false,
-      key_padding_mask = o.tgt_key_padding_mask }))
+    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask }))
   end
   return self.dropout1(y)
 end
