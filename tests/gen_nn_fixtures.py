@@ -14,6 +14,16 @@ to the inputs and every parameter. All float64.
   Masks: key_padding_mask True = padding in both; the decoder's causal mask
   is PyTorch's square subsequent mask, ember's causal=true.
 
+nn_modern.lua -- the modules of issue 27 (SiLU, RMSNorm, gated FeedForward,
+Flatten, ModuleList/ModuleDict state-dict names) as nn_modules.lua, but with
+PyTorch's own parameter names (which are ember's for these modules), and
+their own seed so adding cases leaves nn_modules.lua unchanged. PyTorch 1.13
+has no nn.RMSNorm: the reference is its formula, x * rsqrt(mean(x^2) + eps)
+* weight, with eps=None meaning torch.finfo(dtype).eps as torch.nn.RMSNorm.
+Also nn.init's reference numbers: calculate_gain, fan_in/fan_out of several
+shapes (torch.nn.init._calculate_fan_in_and_fan_out), and the bound or std
+each initializer's formula gives for them.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay) on the loss
 sum(A * p^2 + B * p) over a few steps; clip_grad_norm (the returned norm and
@@ -278,6 +288,125 @@ def schedule_cases():
     return out
 
 
+# ---------------------------------------------------------------- issue 27 modules
+
+def run_plain(name, module, config, inputs, forward):
+    """As run_case, under PyTorch's own parameter names."""
+    for t in inputs.values():
+        if t.dtype == torch.float64:
+            t.requires_grad_(True)
+    out = forward(module, **inputs)
+    R = torch.randn_like(out)
+    (out * R).sum().backward()
+    return {"name": name, "config": config,
+            "state": {n: p.detach().clone() for n, p in module.named_parameters()},
+            "inputs": {k: v.detach() for k, v in inputs.items()},
+            "out": out.detach(), "R": R,
+            "grad_inputs": {k: v.grad for k, v in inputs.items() if v.dtype == torch.float64},
+            "grads": {n: p.grad.clone() for n, p in module.named_parameters()}}
+
+
+class RMSNormRef(torch.nn.Module):
+    """torch.nn.RMSNorm (PyTorch >= 2.4) by its formula."""
+
+    def __init__(self, shape, eps=None, affine=True):
+        super().__init__()
+        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.eps = eps
+        if affine:
+            self.weight = torch.nn.Parameter(torch.ones(self.shape))
+        else:
+            self.weight = None
+
+    def forward(self, x):
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        dims = tuple(range(-len(self.shape), 0))
+        y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+        return y * self.weight if self.weight is not None else y
+
+
+class GatedFF(torch.nn.Module):
+    """Llama's MLP: w2(act(w1 x) * w3 x), under ember's names."""
+
+    def __init__(self, d, f, act, bias):
+        super().__init__()
+        self.linear1 = torch.nn.Linear(d, f, bias=bias)
+        self.linear3 = torch.nn.Linear(d, f, bias=bias)
+        self.linear2 = torch.nn.Linear(f, d, bias=bias)
+        self.act = torch.nn.functional.silu if act == "swiglu" else torch.nn.functional.gelu
+
+    def forward(self, x):
+        return self.linear2(self.act(self.linear1(x)) * self.linear3(x))
+
+
+def modern_cases():
+    torch.manual_seed(20261203)
+    cases = []
+    cases.append(run_plain("SiLU", torch.nn.SiLU(), {}, {"x": torch.randn(2, 3, 5) * 2}, lambda m, x: m(x)))
+
+    for label, shape, eps, affine in (("RMSNorm", 6, 1e-6, True), ("RMSNorm_2d_default_eps", [3, 4], None, True),
+                                      ("RMSNorm_no_affine", 5, 1e-5, False)):
+        m = RMSNormRef(shape, eps, affine)
+        if affine:
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.3 * torch.randn_like(m.weight))
+        xshape = (2, 3) + ((shape,) if isinstance(shape, int) else tuple(shape))
+        cfg = {"shape": shape, "elementwise_affine": affine}
+        if eps is not None:
+            cfg["eps"] = eps
+        cases.append(run_plain(label, m, cfg, {"x": torch.randn(*xshape) * 1.5 + 0.2}, lambda m, x: m(x)))
+
+    for act in ("swiglu", "geglu"):
+        for bias in (True, False):
+            ff = GatedFF(6, 10, act, bias)
+            randomize(ff)
+            cases.append(run_plain("FeedForward_%s%s" % (act, "" if bias else "_nobias"), ff,
+                                   {"d_model": 6, "d_ff": 10, "activation": act, "bias": bias},
+                                   {"x": torch.randn(2, 4, 6)}, lambda m, x: m(x)))
+
+    # Flatten(start_dim=1, end_dim=2) in PyTorch's 0-based dims is ember's Flatten(2, 3)
+    cases.append(run_plain("Flatten", torch.nn.Flatten(1, 2), {"start_dim": 2, "end_dim": 3},
+                           {"x": torch.randn(2, 3, 4, 5)}, lambda m, x: m(x)))
+
+    # A ModuleList of Linear-ReLU-Linear and a ModuleDict of two heads: the
+    # state dict names are PyTorch's ("0.weight", "head_b.bias").
+    ml = torch.nn.ModuleList([torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3)])
+
+    def run_list(m, x):
+        for layer in m:
+            x = layer(x)
+        return x
+
+    cases.append(run_plain("ModuleList", ml, {}, {"x": torch.randn(3, 4)}, run_list))
+    md = torch.nn.ModuleDict([("head_b", torch.nn.Linear(4, 2)), ("head_a", torch.nn.Linear(4, 2, bias=False))])
+    cases.append(run_plain("ModuleDict", md, {"order": ["head_b", "head_a"]}, {"x": torch.randn(3, 4)},
+                           lambda m, x: m["head_b"](x) * m["head_a"](x).tanh()))
+    return cases
+
+
+def init_cases():
+    """nn.init's formulas, through PyTorch's own helpers."""
+    init = torch.nn.init
+    gains = []
+    for nl, a in (("linear", None), ("conv2d", None), ("sigmoid", None), ("tanh", None), ("relu", None),
+                  ("leaky_relu", None), ("leaky_relu", 0.2), ("selu", None)):
+        gains.append({"nonlinearity": nl, "param": a if a is not None else False,
+                      "gain": init.calculate_gain(nl, a)})
+    shapes = []
+    for shape in ((5, 3), (7, 4, 3), (8, 3, 5, 5), (6, 2, 3, 3, 2)):
+        t = torch.empty(*shape)
+        fan_in, fan_out = init._calculate_fan_in_and_fan_out(t)
+        entry = {"shape": list(shape), "fan_in": fan_in, "fan_out": fan_out}
+        # the bound of uniform and the std of normal each initializer gives
+        entry["xavier_uniform_bound"] = 1.0 * math.sqrt(6.0 / (fan_in + fan_out))
+        entry["xavier_normal_std"] = 1.0 * math.sqrt(2.0 / (fan_in + fan_out))
+        gain = init.calculate_gain("leaky_relu", 0.1)
+        entry["kaiming_uniform_a0.1_fan_in_bound"] = gain * math.sqrt(3.0 / fan_in)
+        entry["kaiming_normal_relu_fan_out_std"] = init.calculate_gain("relu") / math.sqrt(fan_out)
+        shapes.append(entry)
+    return {"gains": gains, "shapes": shapes}
+
+
 def write(path, value):
     with open(path, "w") as f:
         f.write("-- Generated by tests/gen_nn_fixtures.py (PyTorch %s); do not edit.\n" % torch.__version__)
@@ -290,6 +419,8 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_optim.lua"),
           {"torch_version": torch.__version__, "optim": optim_cases(), "clip": clip_cases(),
            "schedules": schedule_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_modern.lua"),
+          {"torch_version": torch.__version__, "cases": modern_cases(), "init": init_cases()})
 
 
 if __name__ == "__main__":
