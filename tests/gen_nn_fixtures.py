@@ -404,7 +404,39 @@ def init_cases():
         entry["kaiming_uniform_a0.1_fan_in_bound"] = gain * math.sqrt(3.0 / fan_in)
         entry["kaiming_normal_relu_fan_out_std"] = init.calculate_gain("relu") / math.sqrt(fan_out)
         shapes.append(entry)
-    return {"gains": gains, "shapes": shapes}
+        # PyTorch's own initializers stay inside those bounds and near those stds
+        big = torch.empty(*shape)
+        init.xavier_uniform_(big)
+        assert big.abs().max() <= entry["xavier_uniform_bound"]
+        init.kaiming_uniform_(big, a=0.1)
+        assert big.abs().max() <= entry["kaiming_uniform_a0.1_fan_in_bound"]
+    # trunc_normal_'s mean and std: the truncated normal's moments
+    trunc = []
+    for mean, std, a, b in ((0.0, 1.0, -2.0, 2.0), (0.5, 2.0, -1.0, 3.0), (0.0, 0.02, -0.04, 0.04),
+                            (1.0, 1.0, 1.5, 4.0)):
+        def phi(z):
+            return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+        def Phi(z):
+            return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+        al, be = (a - mean) / std, (b - mean) / std
+        Z = Phi(be) - Phi(al)
+        m = mean + std * (phi(al) - phi(be)) / Z
+        var = std * std * (1 + (al * phi(al) - be * phi(be)) / Z - ((phi(al) - phi(be)) / Z) ** 2)
+        # kurtosis (for the spec's tolerance on the sample std), by the midpoint rule
+        K = 200000
+        xs = [a + (b - a) * (i + 0.5) / K for i in range(K)]
+        ws = [phi((x - mean) / std) for x in xs]
+        W = sum(ws)
+        m4 = sum(w * (x - m) ** 4 for w, x in zip(ws, xs)) / W
+        kurt = m4 / (var * var)
+        sample = init.trunc_normal_(torch.empty(400000), mean, std, a, b)
+        assert abs(float(sample.mean()) - m) < 6 * math.sqrt(var / 400000)
+        assert abs(float(sample.std()) - math.sqrt(var)) < 0.01 * math.sqrt(var)
+        trunc.append({"mean": mean, "std": std, "a": a, "b": b, "t_mean": m, "t_std": math.sqrt(var),
+                      "t_kurtosis": kurt})
+    return {"gains": gains, "shapes": shapes, "trunc_normal": trunc}
 
 
 def write(path, value):

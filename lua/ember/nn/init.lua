@@ -16,6 +16,9 @@ return {
   Flatten = require "ember.nn.Flatten",
   ModuleList = require "ember.nn.ModuleList",
   ModuleDict = require "ember.nn.ModuleDict",
+  -- nn.init.xavier_uniform_ and the rest (torch.nn.init); the file is not
+  -- ember/nn/init.lua, which is this package's own file
+  init = require "ember.nn.weight_init",
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
   Attention = require "ember.nn.Attention",
