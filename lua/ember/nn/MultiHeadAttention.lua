@@ -6,6 +6,7 @@
 --    local mha = nn.MultiHeadAttention{d_model = 64, heads = 4, rope = true}
 --    local y = mha(x)                                  -- self-attention
 --    local y, w = mha(q, kv, {need_weights = true})    -- cross-attention
+--    local gqa = nn.MultiHeadAttention{d_model = 64, heads = 8, kv_heads = 2}
 --
 -- Children, in this order: q_proj, k_proj, v_proj, out_proj (nn.Linear)
 -- and attn (an ember.Attention holding the variant and its tables). State
@@ -13,8 +14,13 @@
 -- earlier ember versions ("w_q", "b_q", ..., "relpos.rel_k") still load
 -- (see `legacy_names`).
 --
+-- With kv_heads < heads (grouped-query attention; 1 is multi-query), k_proj
+-- and v_proj project to kv_heads * head_dim, and each key/value head serves
+-- heads/kv_heads query heads (as torch's repeat_interleave: see _expand_kv).
+--
 -- Incremental decoding with a key/value cache (`forward_cached`) uses the
--- same children, so it computes exactly what `forward` does.
+-- same children, so it computes exactly what `forward` does; the cache
+-- keeps kv_heads heads, in buffers written in place (nn/_kv_cache.lua).
 -- @classmod nn.MultiHeadAttention
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
@@ -22,11 +28,12 @@ local masks = require "ember.nn._masks"
 local Module = require "ember.nn.Module"
 local Linear = require "ember.nn.Linear"
 local Attention = require "ember.nn.Attention"
+local kv_cache = require "ember.nn._kv_cache"
 
 local MHA = Module:extend("MultiHeadAttention")
 
 -- The module's own options; every other key is the variant's.
-local OWN = { "d_model", "heads", "attention", "kdim", "vdim", "dropout", "bias", "rope", "rope_base",
+local OWN = { "d_model", "heads", "kv_heads", "attention", "kdim", "vdim", "dropout", "bias", "rope", "rope_base",
               "causal", "dtype", "device" }
 local IS_OWN = {}
 for _, k in ipairs(OWN) do IS_OWN[k] = true end
@@ -69,6 +76,11 @@ local function read_spec(d_model, heads, opts)
       s.d_model, s.heads)
   end
   s.head_dim = s.d_model // s.heads
+  s.kv_heads = positive_int(spec.kv_heads, "kv_heads", s.heads)
+  if s.kv_heads <= 0 or s.heads % s.kv_heads ~= 0 then
+    errors.raise("MultiHeadAttention: heads (%d) must be divisible by kv_heads (%s): each group of heads/kv_heads "
+      .. "query heads shares one key/value head (kv_heads = 1 is multi-query attention)", s.heads, tostring(spec.kv_heads))
+  end
   s.kdim = positive_int(spec.kdim, "kdim", s.d_model)
   s.vdim = positive_int(spec.vdim, "vdim", s.d_model)
   if s.kdim <= 0 or s.vdim <= 0 then errors.raise("MultiHeadAttention: kdim and vdim must be positive") end
@@ -123,7 +135,8 @@ end
 -- @param d_model the model width, or one table with every option
 -- @int heads the number of heads (d_model must be divisible by it)
 -- @tparam[opt] table opts `attention` (variant name, "standard"),
--- `kdim`/`vdim` (key/value input widths, d_model), `dropout` (on attention
+-- `kv_heads` (key/value heads for grouped-query attention, dividing
+-- heads; 1 is multi-query attention; default heads), `kdim`/`vdim` (key/value input widths, d_model), `dropout` (on attention
 -- weights, in training mode; 0), `bias` (true), `rope` (rotary positions on
 -- queries and keys, false), `rope_base` (10000), `causal` (false),
 -- `dtype`, `device`, and the variant's own options
@@ -143,10 +156,12 @@ function MHA:__init(d_model, heads, opts)
   local lin = { bias = s.bias, dtype = s.dtype, device = s.device, init = "zeros" }
   local topts = { dtype = s.dtype, device = s.device }
   local proj = {}
+  local kv_dim = s.kv_heads * s.head_dim -- k_proj and v_proj project to kv_heads heads
   for i, in_dim in ipairs({ s.d_model, s.kdim, s.vdim }) do
-    proj[i] = Linear(in_dim, s.d_model, lin)
-    local bound = math.sqrt(6 / (s.d_model + in_dim))
-    ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ s.d_model, in_dim }, -bound, bound, topts)) end)
+    local out_dim = i == 1 and s.d_model or kv_dim
+    proj[i] = Linear(in_dim, out_dim, lin)
+    local bound = math.sqrt(6 / (out_dim + in_dim))
+    ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ out_dim, in_dim }, -bound, bound, topts)) end)
   end
   proj[4] = Linear(s.d_model, s.d_model, lin)
   local bound = 1 / math.sqrt(s.d_model)
@@ -203,6 +218,18 @@ end
 local function split_heads(x, H)
   local B, L, E = x.shape[1], x.shape[2], x.shape[3]
   return x:reshape(B, L, H, E // H):transpose(2, 3)
+end
+
+-- Grouped-query attention: keys/values [B, kv_heads, L, dh] -> [B, heads,
+-- L, dh], kv head j serving query heads (j-1)*g+1 .. j*g (g =
+-- heads/kv_heads), as torch.repeat_interleave on dim 2. The expansion is a
+-- broadcast view made contiguous right before the attention module; a
+-- kernel that reads kv head h // g in place makes this function go away.
+function MHA:_expand_kv(t)
+  local g = self.heads // self.kv_heads
+  if g == 1 then return t end
+  local B, Hkv, L, dh = t.shape[1], t.shape[2], t.shape[3], t.shape[4]
+  return t:unsqueeze(3):expand(B, Hkv, g, L, dh):reshape(B, Hkv * g, L, dh)
 end
 
 -- Rotary tables, cached per (head dim, base, device, dtype) for positions
@@ -342,6 +369,7 @@ end
 function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
   local mask = masks.resolve(opts, who, "attn_mask", "allow_mask", "block_mask")
   check_masks(who, opts.key_padding_mask, mask, q, k)
+  k, v = self:_expand_kv(k), self:_expand_kv(v)
   if opts.need_weights and not self.attn.caps.weights then
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
@@ -380,10 +408,9 @@ function MHA:forward(query, ...)
   local key, value, opts = read_args(who, query, ...)
   if query.ndim == 2 then return self:_forward_unbatched(who, query, key, value, opts) end
   self:_check_inputs(who, query, key, value)
-  local H = self.heads
-  local q = split_heads(self.q_proj(query), H)
-  local k = split_heads(self.k_proj(key), H)
-  local v = split_heads(self.v_proj(value), H)
+  local q = split_heads(self.q_proj(query), self.heads)
+  local k = split_heads(self.k_proj(key), self.kv_heads)
+  local v = split_heads(self.v_proj(value), self.kv_heads)
   if self.rope then
     q = self:_rope(q, key.shape[2] - query.shape[2]) -- bottom-right, as causal
     k = self:_rope(k, 0)
@@ -418,46 +445,52 @@ end
 --- One step of incremental decoding with a key/value cache.
 --
 -- Self-attention (opts.memory == nil): projects the new tokens x
--- [B, Lnew, d_model], appends their keys/values to cache.k / cache.v
--- ([B, H, L, dh]) and attends causally (bottom-right) over all of them.
+-- [B, Lnew, d_model], writes their keys/values into the cache's buffers
+-- (preallocated, grown by doubling, written in place: see
+-- ember/nn/_kv_cache.lua; cache.k / cache.v are the filled part,
+-- [B, kv_heads, L, dh]) and attends causally (bottom-right) over all of them.
+-- A key_padding_mask once given (left-padded prompts) is kept in the cache
+-- (cache.pad) for the later steps.
 -- Cross-attention (opts.memory given): the memory's keys/values are
 -- projected on the first call only and kept in the cache.
 -- @tparam Tensor x the new positions [B, Lnew, d_model]
 -- @tparam table cache a plain table, empty ({}) at a sequence's first step
--- @tparam[opt] table opts `memory`, `key_padding_mask` (over all cached
--- keys, [B, Lk]), `attn_mask`/`allow_mask`/`block_mask`, `causal` (default true
--- for self-attention)
+-- @tparam[opt] table opts `memory`, `key_padding_mask` (bool, true = padding:
+-- over all cached keys [B, Lk], or over the new positions [B, Lnew] for
+-- self-attention), `attn_mask`/`allow_mask`/`block_mask`, `causal` (default
+-- true for self-attention)
 -- @treturn Tensor [B, Lnew, d_model]
 function MHA:forward_cached(x, cache, opts)
   local who = "MultiHeadAttention.forward_cached"
   opts = opts or {}
   if self.training then errors.raise("%s: call :eval() first (no dropout in decoding)", who) end
   if type(cache) ~= "table" then errors.raise("%s: cache must be a table ({} at the first step), got %s", who, type(cache)) end
-  local H = self.heads
-  local q = split_heads(self.q_proj(x), H)
+  if not Module.is_tensor(x) or x.ndim ~= 3 or x.shape[3] ~= self.d_model then
+    errors.raise("%s: x must be [B, Lnew, d_model=%d], got %s", who, self.d_model,
+      Module.is_tensor(x) and shape_str(x) or type(x))
+  end
+  local q = split_heads(self.q_proj(x), self.heads)
   local cross = opts.memory ~= nil
+  local k, v, kpm
   if cross then
     if not cache.k then
-      cache.k = split_heads(self.k_proj(opts.memory), H)
-      cache.v = split_heads(self.v_proj(opts.memory), H)
+      cache.k = split_heads(self.k_proj(opts.memory), self.kv_heads)
+      cache.v = split_heads(self.v_proj(opts.memory), self.kv_heads)
       if self.rope then cache.k = self:_rope(cache.k, 0) end
     end
+    k, v, kpm = cache.k, cache.v, opts.key_padding_mask
   else
-    local k, v = split_heads(self.k_proj(x), H), split_heads(self.v_proj(x), H)
-    local past = cache.k and cache.k.shape[3] or 0
-    if self.rope then k = self:_rope(k, past) end
-    if cache.k then
-      cache.k, cache.v = ember.cat({ cache.k, k }, 3), ember.cat({ cache.v, v }, 3)
-    else
-      cache.k, cache.v = k, v
-    end
+    local new_k, new_v = split_heads(self.k_proj(x), self.kv_heads), split_heads(self.v_proj(x), self.kv_heads)
+    if self.rope then new_k = self:_rope(new_k, cache.len or 0) end
+    k, v = kv_cache.append(cache, new_k, new_v, who)
+    kpm = kv_cache.padding(cache, opts.key_padding_mask, x.shape[2], who)
   end
-  local Lq, Lk = q.shape[3], cache.k.shape[3]
+  local Lq, Lk = q.shape[3], k.shape[3]
   if self.rope then q = self:_rope(q, Lk - Lq) end
-  local fopts = { key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask,
+  local fopts = { key_padding_mask = kpm, attn_mask = opts.attn_mask,
                   allow_mask = opts.allow_mask, block_mask = opts.block_mask }
   local causal = not cross and (opts.causal ~= false) or false
-  return (self:_attend(who, q, cache.k, cache.v, fopts, causal, x.shape[1], Lq))
+  return (self:_attend(who, q, k, v, fopts, causal, x.shape[1], Lq))
 end
 
 --- Writes one PNG per head of attention weights (see ember.attention_heatmap).
@@ -469,9 +502,9 @@ function MHA:heatmap(weights, path, opts) return ember.attention_heatmap(weights
 
 --- The module's settings in one line.
 function MHA:extra_repr()
-  return ("d_model=%d, heads=%d, kdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
-    self.d_model, self.heads, self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope),
-    tostring(self.causal))
+  return ("d_model=%d, heads=%d, %skdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
+    self.d_model, self.heads, self.kv_heads ~= self.heads and ("kv_heads=%d, "):format(self.kv_heads) or "",
+    self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope), tostring(self.causal))
 end
 
 return MHA
