@@ -45,7 +45,7 @@ local function check_fits(cache, k, who)
   end
 end
 
---- Appends keys and values [B, Hkv, n, dh]; returns the cached views
+-- Appends keys and values [B, Hkv, n, dh]; returns the cached views
 -- cache.k, cache.v [B, Hkv, len, dh].
 function M.append(cache, k, v, who)
   check_fits(cache, k, who)
@@ -72,7 +72,7 @@ function M.append(cache, k, v, who)
   return cache.k, cache.v
 end
 
---- The key padding mask over every cached key after an append of n
+-- The key padding mask over every cached key after an append of n
 -- positions, or nil. `given` is bool [B, len] (over all cached keys, the
 -- new ones included) or [B, n] (the new positions only); once one was
 -- given the cache keeps it, and later steps without one append false (the
