@@ -176,6 +176,11 @@ EM_API void em_manual_seed(uint64_t seed);
 EM_API uint64_t em_initial_seed(void);
 /* Reserve `n` counter values; returns the offset to use with the seed. */
 EM_API uint64_t em_rng_advance(uint64_t n);
+/* The generator's whole state: the seed and the next counter value (what
+** the next em_rng_advance returns). Saving it and setting it back later
+** replays the same draws (activation checkpointing recomputes dropout so). */
+EM_API void em_rng_get_state(uint64_t *seed, uint64_t *offset);
+EM_API void em_rng_set_state(uint64_t seed, uint64_t offset);
 EM_API em_status em_uniform(em_tensor **out, int ndim, const int64_t *shape, double lo, double hi, em_dtype dt, em_device dev);
 EM_API em_status em_normal(em_tensor **out, int ndim, const int64_t *shape, double mean, double std, em_dtype dt, em_device dev);
 
