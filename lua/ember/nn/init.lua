@@ -19,6 +19,8 @@ return {
   -- nn.init.xavier_uniform_ and the rest (torch.nn.init); the file is not
   -- ember/nn/init.lua, which is this package's own file
   init = require "ember.nn.weight_init",
+  -- nn.checkpoint(fn, ...): activation checkpointing
+  checkpoint = require("ember.nn.activation_checkpoint").checkpoint,
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
   Attention = require "ember.nn.Attention",
