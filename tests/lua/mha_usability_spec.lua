@@ -88,6 +88,11 @@ describe("nn.MultiHeadAttention names itself in mask errors", function()
     end)
   end
 
+  it("a float32 attn_mask under autocast is still taken (the core casts it with the inputs)", function()
+    local y = ember.autocast("bfloat16", function() return m(x, { attn_mask = ember.zeros(3, 3) }) end)
+    assert.are.equal("bfloat16", y.dtype)
+  end)
+
   it("forward_cached too", function()
     m:eval()
     local msg = message(function() return m:forward_cached(x, {}, { key_padding_mask = ember.zeros({ 2, 9 }, "bool") }) end)

@@ -349,7 +349,9 @@ local function check_masks(who, kpm, mask, q, k)
   end
   if mask == nil then return end
   if not Module.is_tensor(mask) then errors.raise("%s: attn_mask must be a tensor, got %s", who, type(mask)) end
-  if mask.dtype ~= "bool" and mask.dtype ~= q.dtype then
+  -- under autocast the core casts a float mask with the inputs
+  local cast = ember.autocast.enabled() and ember.dtype_info(mask.dtype).floating
+  if mask.dtype ~= "bool" and mask.dtype ~= q.dtype and not cast then
     errors.raise("%s: attn_mask must be a float mask of the inputs' dtype %s (added to the scores), got %s; "
       .. "a boolean mask goes in allow_mask (true = may attend) or block_mask (true = masked)", who, q.dtype, mask.dtype)
   end
