@@ -381,6 +381,70 @@ def modern_cases():
     md = torch.nn.ModuleDict([("head_b", torch.nn.Linear(4, 2)), ("head_a", torch.nn.Linear(4, 2, bias=False))])
     cases.append(run_plain("ModuleDict", md, {"order": ["head_b", "head_a"]}, {"x": torch.randn(3, 4)},
                            lambda m, x: m["head_b"](x) * m["head_a"](x).tanh()))
+    return cases + vision_cases()
+
+
+def vision_cases():
+    """BatchNorm2d, GroupNorm and the 2-d pools (their own seed). Configs are
+    ember's: 1-based nothing here, sizes as {h, w} pairs."""
+    torch.manual_seed(20261205)
+    cases = []
+
+    def bn_case(name, bn, x, cfg):
+        randomize(bn)
+        with torch.no_grad():
+            bn.weight.copy_(1 + 0.3 * torch.randn_like(bn.weight))
+        case = run_plain(name, bn, cfg, {"x": x}, lambda m, x: m(x))
+        case["buffers"] = {n: b.detach().clone() for n, b in bn.named_buffers()}
+        return case
+
+    bn = torch.nn.BatchNorm2d(3)
+    cases.append(bn_case("BatchNorm2d_train", bn, torch.randn(4, 3, 5, 5) * 2 + 0.5, {"num_features": 3}))
+    # eval mode with running statistics of its own (loaded from "buffers_in")
+    bn = torch.nn.BatchNorm2d(3, eps=1e-3)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(3))
+        bn.running_var.copy_(torch.rand(3) + 0.5)
+        bn.num_batches_tracked.fill_(7)
+    before = {n: b.detach().clone() for n, b in bn.named_buffers()}
+    bn.eval()
+    case = bn_case("BatchNorm2d_eval", bn, torch.randn(2, 3, 4, 3), {"num_features": 3, "eps": 1e-3, "eval": True})
+    case["buffers_in"] = before
+    cases.append(case)
+    # momentum=None: a cumulative average over two batches (the output of the second)
+    bn = torch.nn.BatchNorm2d(2, momentum=None)
+    x1 = torch.randn(3, 2, 4, 4) + 1
+    with torch.no_grad():
+        bn(x1)
+    case = bn_case("BatchNorm2d_cumulative", bn, torch.randn(3, 2, 4, 4) * 0.5, {"num_features": 2, "momentum": False})
+    case["first_batch"] = x1
+    cases.append(case)
+
+    for name, g, c, shape in (("GroupNorm", 2, 6, (2, 6, 3, 4)), ("GroupNorm_instance_3d", 3, 3, (2, 3, 5))):
+        gn = torch.nn.GroupNorm(g, c)
+        randomize(gn)
+        with torch.no_grad():
+            gn.weight.copy_(1 + 0.3 * torch.randn(c))
+        cases.append(run_plain(name, gn, {"num_groups": g, "num_channels": c},
+                               {"x": torch.randn(*shape) * 1.5 + 0.3}, lambda m, x: m(x)))
+
+    def pool_case(name, mod, cfg, shape):
+        cases.append(run_plain(name, mod, cfg, {"x": torch.randn(*shape)}, lambda m, x: m(x)))
+
+    pool_case("MaxPool2d_k3s2p1", torch.nn.MaxPool2d(3, stride=2, padding=1),
+              {"kernel_size": 3, "stride": 2, "padding": 1}, (2, 3, 7, 6))
+    pool_case("MaxPool2d_rect_dilated", torch.nn.MaxPool2d((2, 3), stride=(1, 2), dilation=(2, 1)),
+              {"kernel_size": [2, 3], "stride": [1, 2], "dilation": [2, 1]}, (2, 2, 6, 7))
+    pool_case("MaxPool2d_unbatched", torch.nn.MaxPool2d(2), {"kernel_size": 2}, (3, 6, 6))
+    pool_case("AvgPool2d_k3s2p1", torch.nn.AvgPool2d(3, stride=2, padding=1),
+              {"kernel_size": 3, "stride": 2, "padding": 1}, (2, 3, 7, 6))
+    pool_case("AvgPool2d_k3s2p1_exclude_pad", torch.nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+              {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}, (2, 3, 7, 6))
+    pool_case("AvgPool2d_rect_divisor", torch.nn.AvgPool2d((2, 3), stride=(2, 1), divisor_override=4),
+              {"kernel_size": [2, 3], "stride": [2, 1], "divisor_override": 4}, (1, 2, 5, 6))
+    pool_case("AdaptiveAvgPool2d_3x2", torch.nn.AdaptiveAvgPool2d((3, 2)), {"output_size": [3, 2]}, (2, 3, 7, 5))
+    pool_case("AdaptiveAvgPool2d_1", torch.nn.AdaptiveAvgPool2d(1), {"output_size": 1}, (2, 4, 5, 3))
+    pool_case("AdaptiveAvgPool2d_4_unbatched", torch.nn.AdaptiveAvgPool2d(4), {"output_size": 4}, (3, 10, 9))
     return cases
 
 

@@ -16,6 +16,11 @@ return {
   Flatten = require "ember.nn.Flatten",
   ModuleList = require "ember.nn.ModuleList",
   ModuleDict = require "ember.nn.ModuleDict",
+  BatchNorm2d = require "ember.nn.BatchNorm2d",
+  GroupNorm = require "ember.nn.GroupNorm",
+  MaxPool2d = require "ember.nn.MaxPool2d",
+  AvgPool2d = require "ember.nn.AvgPool2d",
+  AdaptiveAvgPool2d = require "ember.nn.AdaptiveAvgPool2d",
   -- nn.init.xavier_uniform_ and the rest (torch.nn.init); the file is not
   -- ember/nn/init.lua, which is this package's own file
   init = require "ember.nn.weight_init",
