@@ -136,8 +136,9 @@ end
 -- @int heads the number of heads (d_model must be divisible by it)
 -- @tparam[opt] table opts `attention` (variant name, "standard"),
 -- `kv_heads` (key/value heads for grouped-query attention, dividing
--- heads; 1 is multi-query attention; default heads), `kdim`/`vdim` (key/value input widths, d_model), `dropout` (on attention
--- weights, in training mode; 0), `bias` (true), `rope` (rotary positions on
+-- heads; 1 is multi-query attention; default heads), `kdim`/`vdim`
+-- (key/value input widths, d_model), `dropout` (on attention weights, in
+-- training mode; 0), `bias` (true), `rope` (rotary positions on
 -- queries and keys, false), `rope_base` (10000), `causal` (false),
 -- `dtype`, `device`, and the variant's own options
 -- (`ember.attention_variants(name).options`).
