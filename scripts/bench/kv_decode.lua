@@ -35,7 +35,7 @@ function LM:__init()
   self:add_module("embed", nn.Embedding(V, D))
   self:add_module("pos", nn.SinusoidalPositionalEncoding(D, { max_len = max_pos + steps + 1 }))
   self:add_module("decoder", nn.TransformerDecoder(D, H, LAYERS, { dim_feedforward = F, dropout = 0, cross = false,
-    norm_first = true, kv_heads = kv_heads }))
+    norm_first = true, kv_heads = kv_heads ~= 8 and kv_heads or nil }))
   self:add_module("head", nn.Linear(D, V))
 end
 function LM:decode(ids, o)
@@ -51,7 +51,7 @@ print("position ms_per_token prefill_s cache_MiB")
 local function cache_bytes(cache)
   local n = 0
   for _, layer in ipairs(cache) do
-    for _, buf in ipairs { layer.self._k, layer.self._v } do n = n + buf:numel() * 4 end
+    for _, buf in ipairs { layer.self._k or layer.self.k, layer.self._v or layer.self.v } do n = n + buf:numel() * 4 end
   end
   return n
 end
