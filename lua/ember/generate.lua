@@ -269,7 +269,7 @@ function generate.generate(model, prompt, opts)
       end
       if now then done = done and done:logical_or(now) or now end
       ids = ember.cat({ ids, nxt }, 2)
-      if pad_mask then pad_mask = ember.cat({ pad_mask, ember.zeros({ B, 1 }, { dtype = "bool", device = pad_mask.device }) }, 2) end
+      if pad_mask and not use_cache then pad_mask = ember.cat({ pad_mask, ember.zeros({ B, 1 }, { dtype = "bool", device = pad_mask.device }) }, 2) end
       if done and done:long():sum():item() == done:numel() then break end
       if opts.max_time and ember.clock() - t_start >= opts.max_time then break end
       if use_cache then
