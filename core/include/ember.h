@@ -392,7 +392,9 @@ EM_API em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph
 ** leaf and pass, as soon as every reachable node has delivered its share
 ** of that leaf's gradient, so leaf->grad is final for this pass (NULL when
 ** no gradient came); the rest of the backward still runs after it. Then,
-** after the last node, fn(NULL, ud) once: the pass is over. Grad mode is
+** after the last node, fn(NULL, ud) once: the pass is over (a backward
+** run from inside another, by a Lua backward such as nn.checkpoint's
+** recompute, calls fn for its leaves but not fn(NULL)). Grad mode is
 ** off during the calls. A status other than EM_OK stops the backward,
 ** which returns it. One hook per process; fn NULL removes it. */
 typedef em_status (*em_grad_ready_fn)(em_tensor *leaf, void *ud);

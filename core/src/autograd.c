@@ -346,7 +346,21 @@ static em_status em__seed_grad(em_tensor *root, em_tensor *grad, em_tensor **out
   return em_detach(out, grad);
 }
 
+/* How many em_backward calls this thread is inside: a Lua backward may run
+** a backward of its own (nn.checkpoint's recompute), which must not end
+** the outer pass for the hook (fn(NULL) runs for the outermost only). */
+static _Thread_local int em__backward_depth;
+
+static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain_graph, bool outermost);
+
 em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+  em__backward_depth++;
+  em_status s = em__backward_pass(root, grad, retain_graph, em__backward_depth == 1);
+  em__backward_depth--;
+  return s;
+}
+
+static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain_graph, bool outermost) {
   if (!root->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
                     "backward: the tensor does not require grad and has no grad_fn (did any input "
@@ -359,7 +373,7 @@ em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
     s = em__accumulate_leaf(root, seed);
     if (s == EM_OK && hook) s = hook(root, em__ready_ud);
-    if (s == EM_OK && hook) s = hook(NULL, em__ready_ud);
+    if (s == EM_OK && hook && outermost) s = hook(NULL, em__ready_ud);
     em_set_grad_enabled(prev);
     return s;
   }
@@ -380,7 +394,7 @@ em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
     em_release(n->pending_grad);
     n->pending_grad = NULL;
   }
-  if (s == EM_OK && hook) s = hook(NULL, em__ready_ud); /* the pass is over */
+  if (s == EM_OK && hook && outermost) s = hook(NULL, em__ready_ud); /* the pass is over */
   /* Reset bookkeeping on every node, whatever happened. */
   for (int i = 0; i < all.n; i++) {
     em_node *n = all.v[i];

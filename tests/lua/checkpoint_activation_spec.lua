@@ -4,7 +4,8 @@
 -- draw the same masks), the generator ends where the plain run leaves it,
 -- the activations are not kept (live bytes), fn really runs again in the
 -- backward, several outputs, non-tensor arguments, closures over
--- parameters, nesting, autocast, no_grad, a float64 gradcheck, and errors
+-- parameters, nesting, autocast, no_grad, the backward hooks (one pass
+-- ends, not two), a float64 gradcheck, and errors
 -- at the caller's line. Also ember.get_rng_state / set_rng_state, which it
 -- is built on.
 local ember = require "ember"
@@ -211,6 +212,26 @@ describe("nn.checkpoint", function()
     end)
     assert.are.equal(1, calls)
     assert.is_false(y.requires_grad)
+  end)
+
+  it("ends one backward pass for the hooks (what DistributedDataParallel runs on)", function()
+    -- the recompute's backward runs inside the outer one; only the outer may
+    -- run the backward-end hooks, and a parameter's ready hook sees its final gradient
+    local a, b = nn.Linear(4, 4, F64), nn.Linear(4, 1, F64)
+    local ends, ready = 0, {}
+    local h1 = ember.register_backward_end_hook(function() ends = ends + 1 end)
+    local h2 = a.weight:register_grad_ready_hook(function(t) ready[#ready + 1] = t.grad:clone() end)
+    local ok, err = pcall(function()
+      local x = ember.randn({ 3, 4 }, F64):requires_grad_()
+      local y = b(nn.checkpoint(function(u) return nn.checkpoint(a, u):tanh() end, x))
+      y:sum():backward()
+    end)
+    h1.remove()
+    h2.remove()
+    assert(ok, err)
+    assert.are.equal(1, ends)
+    assert.are.equal(1, #ready)
+    bitwise_equal(ready[1], a.weight.grad, "the gradient the ready hook saw")
   end)
 
   it("float64 gradcheck through a checkpointed function", function()

@@ -22,9 +22,11 @@
 --    dtype and device), which checkpoint returns as fn does.
 --  * With grad mode off (`ember.no_grad`, inference) it is just fn(...).
 --    Under grad mode the output requires grad even when nothing in fn does.
---  * The recompute's backward runs inside the outer one; with
---    `DistributedDataParallel` its end-of-backward hook would run early,
---    so do not checkpoint a DDP model's layers yet.
+--  * The recompute's backward runs inside the outer one; the backward-end
+--    hooks run once, at the end of the outer one, so
+--    `DistributedDataParallel` works with checkpointed layers. A
+--    parameter's gradient-ready hook runs when its gradient is final, as
+--    long as the parameter is not also used outside fn.
 --
 -- Errors name nn.checkpoint: fn not callable, outputs that are not tensors.
 -- @usage local y = nn.checkpoint(layer, x)                 -- a module
