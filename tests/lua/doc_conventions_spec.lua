@@ -72,6 +72,26 @@ describe("mask conventions stated in the docs hold", function()
     assert(maxdiff(got, want) < 1e-12, ("the doc says attn_mask true = %s, the code does otherwise"):format(phrase))
   end)
 
+  it("data.padding: the mask it returns", function()
+    local text = doc.lookup("data.padding"):gsub("%s+", " ")
+    local phrase = text:match("mask[^(]*%(bool %[B, L%], true = ([%a ]-)[,;%)]")
+    assert(phrase, "data.padding's doc states no convention for its mask: " .. text)
+    local data = require "ember.data"
+    local ids, mask = data.pad({ { 5, 6, 7 }, { 8 } }, 1)
+    -- row 2 has one real token and two pads
+    local padded = mask[2]:totable()
+    local means = MEANS[phrase]
+    assert.are.same(means == "masked" and { false, true, true } or { true, false, false }, padded,
+      ("the doc says the mask's true = %s, the code does otherwise"):format(phrase))
+    -- and attention given it as key_padding_mask ignores the pad keys of row 2
+    local a = ember.Attention { heads = 1, head_dim = 4, dtype = "float64" }
+    local kv = ember.randn({ 2, 1, 3, 4 }, { dtype = "float64" })
+    local qq = ember.randn({ 2, 1, 1, 4 }, { dtype = "float64" })
+    local out = a(qq, kv, kv, { key_padding_mask = mask })
+    assert.is_true(maxdiff(out[2], kv[2]:narrow(2, 1, 1)) < 1e-12)
+    assert.are.equal(ids.shape[2], 3)
+  end)
+
   for _, opt in ipairs { "key_padding_mask", "allow_mask", "block_mask" } do
     it("nn.MultiHeadAttention.forward: " .. opt, function()
       local m = nn.MultiHeadAttention(4, 1, { dtype = "float64" }):eval()
