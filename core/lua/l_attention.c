@@ -654,6 +654,16 @@ static int f_reject_plugin(lua_State *L) {
   return 0;
 }
 
+/* ember.alibi_slopes(n) -> the ALiBi paper's slopes of n heads (the rule of
+** relpos's alibi mode, em_attn_alibi_slope), for variants written in Lua. */
+static int f_alibi_slopes(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 1 || n > 1 << 20) return luaL_error(L, "ember.alibi_slopes: n must be in 1..2^20, got %I", n);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer h = 0; h < n; h++) lua_pushnumber(L, em_attn_alibi_slope(h, n)), lua_rawseti(L, -2, h + 1);
+  return 1;
+}
+
 /* ember._attention_count(route): a call the Lua side ran ("composed"). */
 static int f_count(lua_State *L) {
   static const char *const routes[] = {"fused", "composed", "forward", NULL};
@@ -685,5 +695,6 @@ void lember_open_attention(lua_State *L, int module) {
   lua_pushcfunction(L, f_register_variant), lua_setfield(L, module, "_register_variant");
   lua_pushcfunction(L, f_reject_plugin), lua_setfield(L, module, "_reject_plugin");
   lua_pushcfunction(L, f_count), lua_setfield(L, module, "_attention_count");
+  lua_pushcfunction(L, f_alibi_slopes), lua_setfield(L, module, "alibi_slopes");
   if (lember_open_heatmap) lember_open_heatmap(L, module);
 }
