@@ -89,20 +89,27 @@ static int f_clock(lua_State *L) {
 }
 
 /* ember.cpu_info(): what computes each dtype on the CPU backend (library
-** and instruction set), the thread count and the processor's name. */
+** and instruction set), the thread count and the processor's name; `blas`
+** repeats the BLAS part of the float64 line ("; blas: " to the end: the
+** library, the core it runs and why), the line every CPU backend gives. */
 static int f_cpu_info(lua_State *L) {
   int slot;
   em_status s = em_backend_find("cpu", &slot);
   if (s) return lember_error(L, "cpu_info", s);
   const em_backend *be = em_backend_get(slot);
-  char buf[256];
-  lua_createtable(L, 0, 6);
+  char buf[1024];
+  lua_createtable(L, 0, 7);
   if (be->kernel_info) {
     const em_dtype dts[] = {EM_F32, EM_BF16, EM_F64};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
       if ((s = be->kernel_info(0, dts[i], buf, sizeof buf))) return lember_error(L, "cpu_info", s);
       lua_pushstring(L, buf);
       lua_setfield(L, -2, em_dtype_name(dts[i]));
+      const char *blas = dts[i] == EM_F64 ? strstr(buf, "; blas: ") : NULL;
+      if (blas) {
+        lua_pushstring(L, blas + 8);
+        lua_setfield(L, -2, "blas");
+      }
     }
   }
   lua_pushinteger(L, be->get_num_threads ? be->get_num_threads() : 1);
