@@ -297,8 +297,13 @@ static em_status em__run_node(em_node *n, em__nodelist *ready) {
       s = em_error(EM_ERR_AUTOGRAD,
                    "backward: the graph through '%s' was already freed by an earlier backward(); "
                    "call backward with retain_graph=true to go through it twice", n->op->name);
-    else
+    else if (em__prof_is_on()) {
+      em__prof_backward_begin(n->op->name);
       s = n->op->backward(n, n->pending_grad, grads);
+      em__prof_backward_end();
+    } else {
+      s = n->op->backward(n, n->pending_grad, grads);
+    }
   }
   for (int i = 0; i < n->n_inputs; i++) {
     em_tensor *g = grads[i];
@@ -346,7 +351,19 @@ static em_status em__seed_grad(em_tensor *root, em_tensor *grad, em_tensor **out
   return em_detach(out, grad);
 }
 
+static em_status em__backward(em_tensor *root, em_tensor *grad, bool retain_graph);
+
+/* The whole pass is one profiler span ("backward"), so every kernel in it,
+** leaf accumulations included, counts as backward. */
 em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+  if (!em__prof_is_on()) return em__backward(root, grad, retain_graph);
+  em__prof_backward_begin(NULL);
+  em_status s = em__backward(root, grad, retain_graph);
+  em__prof_backward_end();
+  return s;
+}
+
+static em_status em__backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
   if (!root->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
                     "backward: the tensor does not require grad and has no grad_fn (did any input "
