@@ -1,6 +1,7 @@
 /*
-** l_library.c -- library state from Lua: threads, devices, memory, and a
-** monotonic clock for benchmarks and progress bars.
+** l_library.c -- library state from Lua: threads, devices, memory, a
+** monotonic clock for benchmarks and progress bars, and the profiler's
+** primitives.
 */
 #include <string.h>
 #include <time.h>
@@ -159,7 +160,89 @@ static int f_dtype_info(lua_State *L) {
   return 1;
 }
 
+/* ---- the profiler (core/src/profiler.c); lua/ember/profiler.lua builds
+** ember.profile and the report on these ---- */
+
+static int f_profiler_start(lua_State *L) {
+  em_status s = em_profiler_start();
+  if (s) return lember_error(L, "profiler.start", s);
+  return 0;
+}
+
+static int f_profiler_stop(lua_State *L) {
+  (void)L;
+  em_profiler_stop();
+  return 0;
+}
+
+static int f_profiler_enabled(lua_State *L) {
+  lua_pushboolean(L, em_profiler_enabled());
+  return 1;
+}
+
+static int f_profiler_push(lua_State *L) {
+  em_status s = em_profiler_push(luaL_checkstring(L, 1));
+  if (s) return lember_error(L, "profiler.range", s);
+  return 0;
+}
+
+static int f_profiler_pop(lua_State *L) {
+  (void)L;
+  em_profiler_pop();
+  return 0;
+}
+
+/* The last run's spans as a list of {name, kind, device, impl, ts, dur (both
+** microseconds from the first span), bytes, flops, parent (1-based, 0 at
+** the top), tid, backward}, and the count of spans dropped. */
+static int f_profiler_events(lua_State *L) {
+  static const char *const kinds[] = {"kernel", "backward", "range"};
+  const int64_t n = em_profiler_count();
+  const em_prof_event *first = em_profiler_event(0);
+  const int64_t t0 = first ? first->start_ns : 0;
+  lua_createtable(L, (int)n, 0);
+  for (int64_t i = 0; i < n; i++) {
+    const em_prof_event *e = em_profiler_event(i);
+    lua_createtable(L, 0, 11);
+    lua_pushstring(L, e->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, (unsigned)e->kind < 3 ? kinds[e->kind] : "kernel");
+    lua_setfield(L, -2, "kind");
+    if (e->device) {
+      lua_pushstring(L, e->device);
+      lua_setfield(L, -2, "device");
+    }
+    if (e->impl) {
+      lua_pushstring(L, e->impl);
+      lua_setfield(L, -2, "impl");
+    }
+    lua_pushnumber(L, (lua_Number)(e->start_ns - t0) * 1e-3);
+    lua_setfield(L, -2, "ts");
+    lua_pushnumber(L, (lua_Number)e->dur_ns * 1e-3);
+    lua_setfield(L, -2, "dur");
+    lua_pushinteger(L, (lua_Integer)e->bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushnumber(L, e->flops);
+    lua_setfield(L, -2, "flops");
+    lua_pushinteger(L, (lua_Integer)(e->parent + 1));
+    lua_setfield(L, -2, "parent");
+    lua_pushinteger(L, e->tid);
+    lua_setfield(L, -2, "tid");
+    lua_pushboolean(L, e->backward);
+    lua_setfield(L, -2, "backward");
+    lua_rawseti(L, -2, (lua_Integer)(i + 1));
+  }
+  lua_pushinteger(L, (lua_Integer)em_profiler_dropped());
+  return 2;
+}
+
 static const luaL_Reg funcs[] = {
+  {"_profiler_start", f_profiler_start},
+  {"_profiler_stop", f_profiler_stop},
+  {"_profiler_enabled", f_profiler_enabled},
+  {"_profiler_push", f_profiler_push},
+  {"_profiler_pop", f_profiler_pop},
+  {"_profiler_events", f_profiler_events},
   {"cpu_info", f_cpu_info},
   {"dtype_info", f_dtype_info},
   {"set_autocast", f_set_autocast},
