@@ -277,27 +277,30 @@ static void cpu_set_num_threads(int n) {
 
 static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
-/* What multiplies dtype dt (and what our own loops were built for). */
+/* What multiplies dtype dt (and what our own loops were built for); the
+** lines with OpenBLAS products end with "; blas: " and cpu_blas_info. */
 static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   em_status s = check_device("kernel_info", device);
   if (s) return s;
   const char *own = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
-  char impl[96] = "";
+  char impl[96] = "", blas[320];
+  cpu_blas_info(blas, sizeof blas);
   switch (dt) {
     case EM_BF16:
     case EM_F32:
       if ((s = cpu_dnnl_impl(dt, impl, sizeof impl))) return s;
       if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
         snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
-                 "CPU); attention: %s; kernels: %s, computing in float32", cpu_bgemm_path(), own);
+                 "CPU); attention: %s; kernels: %s, computing in float32; blas: %s",
+                 cpu_bgemm_path(), own, blas);
       else if (dt == EM_BF16)
         snprintf(buf, n, "gemm: onednn %s; attention: %s; kernels: %s, computing in float32",
                  impl, cpu_bgemm_path(), own);
       else
-        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s",
-                 cpu_gemm_f32_rule(), impl, own);
+        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s; blas: %s",
+                 cpu_gemm_f32_rule(), impl, own, blas);
       return EM_OK;
-    case EM_F64: snprintf(buf, n, "gemm: openblas; kernels: %s", own); return EM_OK;
+    case EM_F64: snprintf(buf, n, "gemm: openblas; kernels: %s; blas: %s", own, blas); return EM_OK;
     default: snprintf(buf, n, "kernels: %s (no products)", own); return EM_OK;
   }
 }
@@ -394,6 +397,7 @@ EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {
   (void)errlen;
   const char *env = getenv("OMP_NUM_THREADS");
   if (!env || !*env) omp_set_num_threads(default_threads());
+  cpu_blas_configure(); /* before any product: may have OpenBLAS choose its core again */
   openblas_set_num_threads(1); /* see cpu_set_num_threads */
   return &cpu_backend;
 }

@@ -173,6 +173,11 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
 ** rule in words. */
 bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch);
 const char *cpu_gemm_f32_rule(void);
+/* cpu_blas.c: checks the core OpenBLAS chose against this CPU and has it
+** choose again when the core is older and the user did not set one (at
+** plugin init, before any product); cpu_blas_info says what runs and why. */
+void cpu_blas_configure(void);
+const char *cpu_blas_info(char *buf, size_t n);
 
 /* cpu_dnnl.c: the same contract as cpu_gemm, for bfloat16 and float32,
 ** through oneDNN's matmul (k >= 1). */

@@ -488,6 +488,52 @@ EM_API em_status em_sgd_step(em_tensor *param, em_tensor *grad, em_tensor *momen
                              const em_sgd_opts *o);
 
 /* ------------------------------------------------------------------ */
+/* Profiler (profiler.c)                                               */
+/* ------------------------------------------------------------------ */
+
+/* What a recorded span is: a backend kernel call ("gemm", "exp", "add",
+** "attention", ...), the backward of one autograd node ("matmul backward",
+** holding its kernels), or a range a user opened (em_profiler_push). */
+typedef enum em_prof_kind { EM_PROF_KERNEL = 0, EM_PROF_BACKWARD, EM_PROF_RANGE } em_prof_kind;
+
+/* One span. Times are nanoseconds of a monotonic clock; parent is the index
+** of the span that encloses it in the same thread, -1 at the top. bytes
+** counts each tensor a kernel reads or writes once; flops are known for
+** gemm and attention (0 elsewhere). impl is what computed it on that
+** backend (the library and instruction set its kernel_info names), or NULL.
+** A backend with asynchronous kernels (CUDA) is timed at launch. */
+typedef struct em_prof_event {
+  const char *name;   /* owned by the profiler until the next em_profiler_start */
+  const char *impl;   /* likewise; NULL when unknown */
+  const char *device; /* the backend's name: "cpu", "cuda" */
+  int64_t start_ns, dur_ns;
+  int64_t bytes;
+  double flops;
+  int64_t parent;
+  int tid;            /* 1, 2, ... in the order threads first recorded */
+  em_prof_kind kind;
+  bool backward;      /* inside em_backward */
+} em_prof_event;
+
+/* Starts recording (dropping what an earlier run recorded); EM_ERR_ARG when
+** one is already running. While it runs every backend call an op makes is
+** a span; when off, the ops pay one branch on a global flag. */
+EM_API em_status em_profiler_start(void);
+/* Stops recording; spans still open end now. The events stay readable. */
+EM_API void em_profiler_stop(void);
+/* Whether the profiler is recording. */
+EM_API bool em_profiler_enabled(void);
+/* Opens a range named `name` in this thread (a no-op when not recording);
+** em_profiler_pop closes the innermost one. */
+EM_API em_status em_profiler_push(const char *name);
+EM_API void em_profiler_pop(void);
+/* The spans of the last run, in the order they began; em_profiler_dropped
+** counts those past the buffer's limit (EM_PROF_MAX_EVENTS), not kept. */
+EM_API int64_t em_profiler_count(void);
+EM_API const em_prof_event *em_profiler_event(int64_t i);
+EM_API int64_t em_profiler_dropped(void);
+
+/* ------------------------------------------------------------------ */
 /* Library state                                                       */
 /* ------------------------------------------------------------------ */
 

@@ -1,6 +1,7 @@
 /*
-** l_library.c -- library state from Lua: threads, devices, memory, and a
-** monotonic clock for benchmarks and progress bars.
+** l_library.c -- library state from Lua: threads, devices, memory, a
+** monotonic clock for benchmarks and progress bars, and the profiler's
+** primitives.
 */
 #include <string.h>
 #include <time.h>
@@ -89,20 +90,27 @@ static int f_clock(lua_State *L) {
 }
 
 /* ember.cpu_info(): what computes each dtype on the CPU backend (library
-** and instruction set), the thread count and the processor's name. */
+** and instruction set), the thread count and the processor's name; `blas`
+** repeats the BLAS part of the float64 line ("; blas: " to the end: the
+** library, the core it runs and why), the line every CPU backend gives. */
 static int f_cpu_info(lua_State *L) {
   int slot;
   em_status s = em_backend_find("cpu", &slot);
   if (s) return lember_error(L, "cpu_info", s);
   const em_backend *be = em_backend_get(slot);
-  char buf[256];
-  lua_createtable(L, 0, 6);
+  char buf[1024];
+  lua_createtable(L, 0, 7);
   if (be->kernel_info) {
     const em_dtype dts[] = {EM_F32, EM_BF16, EM_F64};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
       if ((s = be->kernel_info(0, dts[i], buf, sizeof buf))) return lember_error(L, "cpu_info", s);
       lua_pushstring(L, buf);
       lua_setfield(L, -2, em_dtype_name(dts[i]));
+      const char *blas = dts[i] == EM_F64 ? strstr(buf, "; blas: ") : NULL;
+      if (blas) {
+        lua_pushstring(L, blas + 8);
+        lua_setfield(L, -2, "blas");
+      }
     }
   }
   lua_pushinteger(L, be->get_num_threads ? be->get_num_threads() : 1);
@@ -152,7 +160,89 @@ static int f_dtype_info(lua_State *L) {
   return 1;
 }
 
+/* ---- the profiler (core/src/profiler.c); lua/ember/profiler.lua builds
+** ember.profile and the report on these ---- */
+
+static int f_profiler_start(lua_State *L) {
+  em_status s = em_profiler_start();
+  if (s) return lember_error(L, "profiler.start", s);
+  return 0;
+}
+
+static int f_profiler_stop(lua_State *L) {
+  (void)L;
+  em_profiler_stop();
+  return 0;
+}
+
+static int f_profiler_enabled(lua_State *L) {
+  lua_pushboolean(L, em_profiler_enabled());
+  return 1;
+}
+
+static int f_profiler_push(lua_State *L) {
+  em_status s = em_profiler_push(luaL_checkstring(L, 1));
+  if (s) return lember_error(L, "profiler.range", s);
+  return 0;
+}
+
+static int f_profiler_pop(lua_State *L) {
+  (void)L;
+  em_profiler_pop();
+  return 0;
+}
+
+/* The last run's spans as a list of {name, kind, device, impl, ts, dur (both
+** microseconds from the first span), bytes, flops, parent (1-based, 0 at
+** the top), tid, backward}, and the count of spans dropped. */
+static int f_profiler_events(lua_State *L) {
+  static const char *const kinds[] = {"kernel", "backward", "range"};
+  const int64_t n = em_profiler_count();
+  const em_prof_event *first = em_profiler_event(0);
+  const int64_t t0 = first ? first->start_ns : 0;
+  lua_createtable(L, (int)n, 0);
+  for (int64_t i = 0; i < n; i++) {
+    const em_prof_event *e = em_profiler_event(i);
+    lua_createtable(L, 0, 11);
+    lua_pushstring(L, e->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, (unsigned)e->kind < 3 ? kinds[e->kind] : "kernel");
+    lua_setfield(L, -2, "kind");
+    if (e->device) {
+      lua_pushstring(L, e->device);
+      lua_setfield(L, -2, "device");
+    }
+    if (e->impl) {
+      lua_pushstring(L, e->impl);
+      lua_setfield(L, -2, "impl");
+    }
+    lua_pushnumber(L, (lua_Number)(e->start_ns - t0) * 1e-3);
+    lua_setfield(L, -2, "ts");
+    lua_pushnumber(L, (lua_Number)e->dur_ns * 1e-3);
+    lua_setfield(L, -2, "dur");
+    lua_pushinteger(L, (lua_Integer)e->bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushnumber(L, e->flops);
+    lua_setfield(L, -2, "flops");
+    lua_pushinteger(L, (lua_Integer)(e->parent + 1));
+    lua_setfield(L, -2, "parent");
+    lua_pushinteger(L, e->tid);
+    lua_setfield(L, -2, "tid");
+    lua_pushboolean(L, e->backward);
+    lua_setfield(L, -2, "backward");
+    lua_rawseti(L, -2, (lua_Integer)(i + 1));
+  }
+  lua_pushinteger(L, (lua_Integer)em_profiler_dropped());
+  return 2;
+}
+
 static const luaL_Reg funcs[] = {
+  {"_profiler_start", f_profiler_start},
+  {"_profiler_stop", f_profiler_stop},
+  {"_profiler_enabled", f_profiler_enabled},
+  {"_profiler_push", f_profiler_push},
+  {"_profiler_pop", f_profiler_pop},
+  {"_profiler_events", f_profiler_events},
   {"cpu_info", f_cpu_info},
   {"dtype_info", f_dtype_info},
   {"set_autocast", f_set_autocast},

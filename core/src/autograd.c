@@ -297,8 +297,13 @@ static em_status em__run_node(em_node *n, em__nodelist *ready) {
       s = em_error(EM_ERR_AUTOGRAD,
                    "backward: the graph through '%s' was already freed by an earlier backward(); "
                    "call backward with retain_graph=true to go through it twice", n->op->name);
-    else
+    else if (em__prof_is_on()) {
+      em__prof_backward_begin(n->op->name);
       s = n->op->backward(n, n->pending_grad, grads);
+      em__prof_backward_end();
+    } else {
+      s = n->op->backward(n, n->pending_grad, grads);
+    }
   }
   for (int i = 0; i < n->n_inputs; i++) {
     em_tensor *g = grads[i];
@@ -353,10 +358,15 @@ static _Thread_local int em__backward_depth;
 
 static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain_graph, bool outermost);
 
+/* The whole pass is one profiler span ("backward"), so every kernel in it,
+** leaf accumulations included, counts as backward. */
 em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+  const bool prof = em__prof_is_on();
+  if (prof) em__prof_backward_begin(NULL);
   em__backward_depth++;
   em_status s = em__backward_pass(root, grad, retain_graph, em__backward_depth == 1);
   em__backward_depth--;
+  if (prof) em__prof_backward_end();
   return s;
 }
 

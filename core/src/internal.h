@@ -99,6 +99,19 @@ bool em__elf_check(const unsigned char *file, size_t size, char *reason, size_t 
 /* A plugin's info struct: known kind, matching ABI, a sane name. */
 bool em__plugin_info_check(const em_plugin_info *info, char *reason, size_t n);
 
+/* Profiler (profiler.c). em__be hands out the recording vtable of
+** em__prof_backend while em__prof_on; the engine brackets each node's
+** backward with em__prof_backward_begin/end while it is on. */
+#include <stdatomic.h>
+extern _Atomic bool em__prof_on;
+static inline bool em__prof_is_on(void) {
+  return atomic_load_explicit(&em__prof_on, memory_order_relaxed);
+}
+const em_backend *em__prof_backend(int slot);
+/* op NULL: the whole pass ("backward"); else one node ("matmul backward") */
+void em__prof_backward_begin(const char *op);
+void em__prof_backward_end(void);
+
 /* Storages (tensor.c) */
 void em__storage_release(em_storage *s);
 

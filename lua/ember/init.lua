@@ -14,10 +14,12 @@ require "ember._listing" -- listing functions return lists that print readably
 require("ember.variant").install(ember) -- ember.attention_variant: variants written in Lua
 -- help(x) prints x's reference entry (the doc comments, read on first use)
 function ember.help(...) return require("ember._doc").help(...) end
+-- ember.profile(fn, ...) runs fn under the profiler (lua/ember/profiler.lua)
+function ember.profile(...) return require("ember.profiler").profile(...) end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.
-local known = { "nn", "optim", "data", "checkpoint", "generate", "progress", "metrics" }
+local known = { "nn", "optim", "data", "checkpoint", "generate", "progress", "metrics", "profiler" }
 
 local function module_exists(name)
   return package.searchpath(name, package.path) ~= nil

@@ -10,8 +10,11 @@
 -- are the best of REPS after a warm-up, in ms. The machine is shared, so
 -- read the ratios, which come from the same run; --cpu-time times process
 -- CPU seconds instead (both sides), what stays comparable for a 1-thread
--- run (OMP_NUM_THREADS=1) on a machine other jobs share.
---   ember scripts/bench/precision.lua [REPS=5] [--no-torch] [--quick] [--cpu-time]
+-- run (OMP_NUM_THREADS=1) on a machine other jobs share. --profile
+-- instead times each ember case in float32 with and without ember.profile
+-- (steps alternating, best of REPS each: the profiler's overhead) and
+-- prints the profile of one step: where its time goes.
+--   ember scripts/bench/precision.lua [REPS=5] [--no-torch] [--quick] [--cpu-time] [--profile]
 require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 local nn = require "ember.nn"
@@ -58,6 +61,25 @@ if arg[1] == "--one" then
   local step = kind == "attention" and attention_step(a, b, prec == "bf16") or classifier_step(a, b, prec == "bf16")
   step()
   step()
+  if arg[8] == "profile" then
+    -- alternating, so that both see the same machine; "on" times the step
+    -- while recording (starting and stopping, once per profile, are not
+    -- in it); the profile of the last step is printed after the two times
+    local off, on, prof = math.huge, math.huge, nil
+    for _ = 1, reps do
+      local t0 = now()
+      step()
+      off = math.min(off, now() - t0)
+      prof = ember.profiler.start()
+      t0 = now()
+      step()
+      on = math.min(on, now() - t0)
+      prof:stop()
+    end
+    print(("%.3f %.3f"):format(off * 1e3, on * 1e3))
+    print(prof:table { row_limit = 12 })
+    os.exit(0)
+  end
   local best = math.huge
   for _ = 1, reps do
     local t0 = now()
@@ -68,9 +90,10 @@ if arg[1] == "--one" then
   os.exit(0)
 end
 
-local reps, with_torch, quick, clock = 5, true, false, "wall"
+local reps, with_torch, quick, clock, profile = 5, true, false, "wall", false
 for _, v in ipairs(arg) do
   if v == "--no-torch" then with_torch = false
+  elseif v == "--profile" then profile = true
   elseif v == "--cpu-time" then clock = "cpu"
   elseif v == "--quick" then quick = true
   elseif tonumber(v) then reps = tonumber(v) end
@@ -91,6 +114,24 @@ local cases = {
   { "classifier", 64, 64 }, { "classifier", 32, 256 },
 }
 if quick then cases = { { "attention", 256, 16 }, { "classifier", 64, 64 } } end
+
+if profile then
+  print(("%d threads, float32, best of %d alternating steps, %s ms"):format(threads, reps, clock))
+  for _, c in ipairs(cases) do
+    local label = c[1] == "attention" and ("attention L%d B%d"):format(c[2], c[3])
+                                       or ("classifier B%d L%d"):format(c[2], c[3])
+    local p = io.popen(("%q %q --one %s %d %d fp32 %d %s profile 2>&1"):format(exe, script, c[1], c[2], c[3],
+      reps, clock))
+    local out = p:read("a")
+    p:close()
+    local off, on = out:match("^%s*([%d%.]+) ([%d%.]+)\n")
+    if not off then error(label .. ": " .. out) end
+    print(("\n%s: %.2f ms without the profiler, %.2f ms with it (%+.1f%%)"):format(label, off, on,
+      100 * (on / off - 1)))
+    print((out:gsub("^[^\n]*\n", "")))
+  end
+  os.exit(0)
+end
 
 local info = ember.cpu_info()
 print(("%d threads, best of %d, %s ms; ember bf16 products: %s"):format(threads, reps,

@@ -1,0 +1,170 @@
+/*
+** cpu_blas.c -- which OpenBLAS core computes our products, and putting it
+** right when OpenBLAS guessed a core older than this CPU.
+**
+** Debian's OpenBLAS is built with DYNAMIC_ARCH: its constructor picks a
+** kernel set ("core") from cpuid, by a table of the processors it knew
+** when it was released. 0.3.21 calls a newer Xeon it does not know
+** "Prescott" (SSE3 kernels): sgemm 1024^3 ran at 35 GFLOP/s there, against
+** 214-230 with the SkylakeX core set by hand (issue 25), and the fused
+** attention kernel's tiles are sgemm calls. That choice is made before
+** any code of ours runs (the library is a dependency of this plugin), so
+** the backend checks it when it loads: when the core's instruction set is
+** older than the best one this CPU has, and the user did not choose the
+** core (OPENBLAS_CORETYPE), OpenBLAS is asked to choose again with
+** OPENBLAS_CORETYPE set from cpuid -- its own documented override --
+** through its exported gotoblas_dynamic_quit/init pair, which is what its
+** constructor runs. Nothing has called OpenBLAS yet at that point.
+** A user's OPENBLAS_CORETYPE is never overridden; an older core chosen
+** that way is only reported. cpu_blas_info says what runs and why.
+*/
+#include "cpu_internal.h"
+
+#include <ctype.h>
+#include <dlfcn.h> /* dladdr: _GNU_SOURCE, set for the whole build */
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+/* From OpenBLAS (declared here so any cblas.h will do). */
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+
+/* Instruction-set level of an OpenBLAS core: what its kernels need. Names
+** as openblas_get_corename() spells them (case ignored); a core not listed
+** is never judged. */
+enum { ISA_NONE, ISA_SSE, ISA_AVX, ISA_AVX2, ISA_AVX512, ISA_AVX512_BF16, ISA_AMX };
+
+static const struct { const char *name; int isa; } cores[] = {
+  {"Katmai", ISA_SSE},       {"Coppermine", ISA_SSE},  {"Northwood", ISA_SSE},
+  {"Prescott", ISA_SSE},     {"Banias", ISA_SSE},      {"Atom", ISA_SSE},
+  {"Core2", ISA_SSE},        {"Penryn", ISA_SSE},      {"Dunnington", ISA_SSE},
+  {"Nehalem", ISA_SSE},      {"Athlon", ISA_SSE},      {"Opteron", ISA_SSE},
+  {"Opteron_SSE3", ISA_SSE}, {"Barcelona", ISA_SSE},   {"Nano", ISA_SSE},
+  {"Bobcat", ISA_SSE},       {"Sandybridge", ISA_AVX}, {"Bulldozer", ISA_AVX},
+  {"Piledriver", ISA_AVX},   {"Steamroller", ISA_AVX}, {"Haswell", ISA_AVX2},
+  {"Zen", ISA_AVX2},         {"Excavator", ISA_AVX2},  {"SkylakeX", ISA_AVX512},
+  {"Cooperlake", ISA_AVX512_BF16}, {"SapphireRapids", ISA_AMX},
+};
+
+static const char *isa_names[] = {"unknown", "sse", "avx", "avx2", "avx512", "avx512_bf16",
+                                  "amx"};
+
+static int core_isa(const char *name) {
+  for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++)
+    if (strcasecmp(name, cores[i].name) == 0) return cores[i].isa;
+  return ISA_NONE;
+}
+
+/* The best level this CPU runs, from cpuid. */
+static int cpu_isa(void) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  if (avx512 && __builtin_cpu_supports("avx512bf16"))
+    return __builtin_cpu_supports("amx-tile") ? ISA_AMX : ISA_AVX512_BF16;
+  if (avx512) return ISA_AVX512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ISA_AVX2;
+  if (__builtin_cpu_supports("avx")) return ISA_AVX;
+  return ISA_SSE;
+}
+
+/* The core for each level, best first; a library that lacks one (0.3.21
+** has no SapphireRapids) is asked for the next. */
+static const char *const level_core[] = {NULL, NULL, "Sandybridge", "Haswell", "SkylakeX",
+                                         "Cooperlake", "SapphireRapids"};
+
+static char blas_why[256]; /* set once, by cpu_blas_configure */
+
+/* OpenBLAS's own entry points for choosing a core, looked up in the
+** library that holds openblas_get_corename: only DYNAMIC_ARCH builds have
+** them. */
+typedef struct {
+  void *lib;
+  void (*quit)(void);
+  void (*init)(void);
+} blas_dyn;
+
+static bool blas_dyn_open(blas_dyn *d) {
+  Dl_info info;
+  memset(d, 0, sizeof *d);
+  if (!dladdr((void *)(uintptr_t)openblas_get_corename, &info) || !info.dli_fname) return false;
+  d->lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (!d->lib) return false;
+  d->quit = (void (*)(void))(uintptr_t)dlsym(d->lib, "gotoblas_dynamic_quit");
+  d->init = (void (*)(void))(uintptr_t)dlsym(d->lib, "gotoblas_dynamic_init");
+  return d->quit && d->init;
+}
+
+/* Does this library hold the kernels of core `name` (its gotoblas_NAME)?
+** Asking for one it lacks makes OpenBLAS print a warning and fall back
+** to Prescott. */
+static bool blas_has_core(const blas_dyn *d, const char *name) {
+  char sym[64] = "gotoblas_";
+  size_t k = strlen(sym);
+  for (const char *p = name; *p && k + 1 < sizeof sym; p++) sym[k++] = (char)toupper(*p);
+  sym[k] = '\0';
+  return dlsym(d->lib, sym) != NULL;
+}
+
+/* OpenBLAS chooses again, as if OPENBLAS_CORETYPE had been `name` when it
+** loaded; the environment is left as it was. */
+static void blas_rechoose(const blas_dyn *d, const char *name) {
+  setenv("OPENBLAS_CORETYPE", name, 1);
+  d->quit();
+  d->init();
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+void cpu_blas_configure(void) {
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  const int want = cpu_isa();
+  blas_dyn d;
+  const bool dyn = blas_dyn_open(&d);
+  /* Tests stand in for a library that misjudges this CPU: as if OpenBLAS
+  ** had picked this core on its own. */
+  const char *sim = getenv("EMBER_TEST_OPENBLAS_GUESS");
+  if (sim && *sim && !(user && *user) && dyn && blas_has_core(&d, sim)) blas_rechoose(&d, sim);
+
+  char guessed[32];
+  snprintf(guessed, sizeof guessed, "%s", openblas_get_corename());
+  const int have = core_isa(guessed);
+  if (user && *user) {
+    if (have != ISA_NONE && have < want)
+      snprintf(blas_why, sizeof blas_why,
+               "set by the user (OPENBLAS_CORETYPE=%s); older than this CPU's %s, kept as asked",
+               user, isa_names[want]);
+    else
+      snprintf(blas_why, sizeof blas_why, "set by the user (OPENBLAS_CORETYPE=%s)", user);
+  } else if (have == ISA_NONE || have >= want) {
+    snprintf(blas_why, sizeof blas_why, "chosen by OpenBLAS from cpuid");
+  } else if (!dyn) {
+    snprintf(blas_why, sizeof blas_why,
+             "chosen by OpenBLAS; older than this CPU's %s, and this OpenBLAS cannot choose "
+             "again (not a DYNAMIC_ARCH build): set OPENBLAS_CORETYPE",
+             isa_names[want]);
+  } else {
+    const char *pick = NULL;
+    for (int l = want; l > have && !pick; l--)
+      if (level_core[l] && blas_has_core(&d, level_core[l])) pick = level_core[l];
+    if (pick) blas_rechoose(&d, pick);
+    if (pick && strcasecmp(openblas_get_corename(), pick) == 0)
+      snprintf(blas_why, sizeof blas_why,
+               "set by ember from cpuid (%s): OpenBLAS chose %s", isa_names[want], guessed);
+    else
+      snprintf(blas_why, sizeof blas_why,
+               "chosen by OpenBLAS; older than this CPU's %s, and this OpenBLAS has no newer "
+               "core for it",
+               isa_names[want]);
+  }
+  if (d.lib) dlclose(d.lib); /* the NOLOAD reference only */
+}
+
+/* "openblas 0.3.21, core SkylakeX (why)" */
+const char *cpu_blas_info(char *buf, size_t n) {
+  const char *cfg = openblas_get_config(); /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
+  const char *ver = cfg && strncmp(cfg, "OpenBLAS ", 9) == 0 ? cfg + 9 : "";
+  snprintf(buf, n, "openblas %.*s, core %s (%s)", (int)strcspn(ver, " "), ver,
+           openblas_get_corename(), blas_why[0] ? blas_why : "not checked");
+  return buf;
+}

@@ -1,0 +1,204 @@
+--- ember.profiler: where a step's time goes, as torch.profiler shows it.
+--
+--   local prof = ember.profile(function() loss = step() end)   -- a function
+--   print(prof)                                                -- the sorted table
+--   prof:export_chrome_trace("trace.json")                     -- open in ui.perfetto.dev
+--
+--   do local p <close> = ember.profiler.start() ... end         -- a scope
+--   local r <close> = ember.profiler.range("data")             -- a named span of your own
+--
+-- Every backend call an op makes is recorded (forward and backward), with
+-- its bytes, its FLOPs for matmul and attention, and what computed it (the
+-- library and instruction set `ember.cpu_info()` names); the backward of
+-- each autograd node is a span ("matmul backward") around its kernels, so
+-- self time is a span's time less its children's. The recording lives in
+-- core/src/profiler.c; when no profile runs, an op pays one branch.
+-- Only one profile runs at a time.
+local core = require "ember.core"
+
+local M = {}
+
+local Profile = {}
+Profile.__index = Profile
+Profile.__name = "ember.Profile"
+
+--- Starts a profile; returns it, to close (`<close>`, or `prof:stop()`).
+-- @treturn Profile
+function M.start()
+  core._profiler_start()
+  return setmetatable({ running = true }, Profile)
+end
+
+--- Stops the profile (once; later calls do nothing) and keeps its events.
+-- @treturn Profile self
+function Profile:stop()
+  if self.running then
+    self.running = false
+    core._profiler_stop()
+    self.events, self.dropped = core._profiler_events()
+  end
+  return self
+end
+
+Profile.__close = Profile.stop
+
+--- Runs `fn(...)` under a new profile, which stops even when fn raises (the
+-- error then goes on, after the profiler stopped).
+-- @tparam function fn
+-- @return the Profile, then fn's results
+function M.profile(fn, ...)
+  if type(fn) ~= "function" then
+    error(("ember.profile: expected a function, got %s"):format(type(fn)), 2)
+  end
+  local prof = M.start()
+  local res = table.pack(pcall(fn, ...))
+  prof:stop()
+  if not res[1] then error(res[2], 0) end
+  return prof, table.unpack(res, 2, res.n)
+end
+
+--- Opens a span named `name` that ends when the returned value closes
+-- (`local r <close> = ember.profiler.range("data")`); nothing when no profile runs.
+-- @string name
+-- @return a value to close
+function M.range(name)
+  core._profiler_push(tostring(name))
+  local closed = false
+  return setmetatable({}, { __close = function()
+    if not closed then
+      closed = true
+      core._profiler_pop()
+    end
+  end, __name = "ember.profiler range" })
+end
+
+--- Whether a profile is recording.
+-- @treturn boolean
+function M.enabled() return core._profiler_enabled() end
+
+local function events(self)
+  if self.running then error("ember.Profile: stop the profile first", 3) end
+  return self.events
+end
+
+--- The events summed by name and phase: a list of `{name, phase ("forward" or
+-- "backward"), kind, calls, total, self (microseconds), bytes, flops, impl}`,
+-- sorted by `sort_by` ("self" by default; "total", "calls", "bytes", "flops").
+-- @tparam[opt] table opts `{sort_by = "self"}`
+-- @treturn table
+function Profile:stats(opts)
+  local ev = events(self)
+  local sort_by = opts and opts.sort_by or "self"
+  local child = {}
+  for _, e in ipairs(ev) do
+    if e.parent > 0 then child[e.parent] = (child[e.parent] or 0) + e.dur end
+  end
+  local rows, by = {}, {}
+  for i, e in ipairs(ev) do
+    local phase = e.backward and "backward" or "forward"
+    local key = e.name .. "\0" .. phase
+    local r = by[key]
+    if not r then
+      r = { name = e.name, phase = phase, kind = e.kind, calls = 0, total = 0, self = 0,
+            bytes = 0, flops = 0, impl = e.impl }
+      by[key] = r
+      rows[#rows + 1] = r
+    end
+    r.calls = r.calls + 1
+    r.total = r.total + e.dur
+    r.self = r.self + e.dur - (child[i] or 0)
+    r.bytes = r.bytes + e.bytes
+    r.flops = r.flops + e.flops
+  end
+  table.sort(rows, function(a, b)
+    if a[sort_by] ~= b[sort_by] then return a[sort_by] > b[sort_by] end
+    return a.name < b.name
+  end)
+  return rows
+end
+
+--- The wall time the profile's top-level spans cover, in microseconds.
+-- @treturn number
+function Profile:total()
+  local t = 0
+  for _, e in ipairs(events(self)) do
+    if e.parent == 0 then t = t + e.dur end
+  end
+  return t
+end
+
+local function human_bytes(b)
+  if b >= 2 ^ 30 then return ("%.1f GB"):format(b / 2 ^ 30) end
+  if b >= 2 ^ 20 then return ("%.1f MB"):format(b / 2 ^ 20) end
+  if b >= 2 ^ 10 then return ("%.1f KB"):format(b / 2 ^ 10) end
+  return ("%d B"):format(b)
+end
+
+--- The table `print(prof)` shows: one row per op and phase, sorted by self
+-- time, with calls, total and self milliseconds, self's share, bytes,
+-- GFLOP/s where FLOPs are known, and what computed it.
+-- @tparam[opt] table opts `{sort_by = "self", row_limit = 30}`
+-- @treturn string
+function Profile:table(opts)
+  opts = opts or {}
+  local rows = self:stats(opts)
+  local total = 0
+  for _, r in ipairs(rows) do total = total + r.self end
+  local limit = opts.row_limit or 30
+  local out = {
+    ("%-26s %-8s %7s %10s %10s %6s %10s %8s  %s"):format("name", "phase", "calls", "total ms",
+      "self ms", "self%", "bytes", "GFLOP/s", "computed by"),
+  }
+  out[2] = ("-"):rep(#out[1] + 20)
+  for i, r in ipairs(rows) do
+    if i > limit then
+      out[#out + 1] = ("... %d more rows"):format(#rows - limit)
+      break
+    end
+    local gflops = r.flops > 0 and r.total > 0 and ("%.1f"):format(r.flops / r.total * 1e-3) or ""
+    local impl = r.impl or ""
+    if #impl > 60 then impl = impl:sub(1, 57) .. "..." end
+    out[#out + 1] = ("%-26s %-8s %7d %10.3f %10.3f %5.1f%% %10s %8s  %s"):format(
+      #r.name > 26 and r.name:sub(1, 23) .. "..." or r.name, r.phase, r.calls, r.total / 1e3,
+      r.self / 1e3, total > 0 and 100 * r.self / total or 0, human_bytes(r.bytes), gflops, impl)
+  end
+  out[#out + 1] = ("self time in all: %.3f ms over %d spans%s"):format(total / 1e3, #events(self),
+    (self.dropped or 0) > 0 and (", %d dropped past the buffer's limit"):format(self.dropped) or "")
+  return table.concat(out, "\n")
+end
+
+function Profile:__tostring()
+  if self.running then return "ember.Profile (running)" end
+  return self:table()
+end
+
+local function json_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    if c == '"' then return '\\"' elseif c == "\\" then return "\\\\" end
+    return ("\\u%04x"):format(c:byte())
+  end) .. '"'
+end
+
+--- Writes the events as a Chrome trace (the JSON Trace Event Format):
+-- open it in https://ui.perfetto.dev or chrome://tracing. Each span is a
+-- complete event ("ph": "X") with its bytes, FLOPs and what computed it.
+-- @string path
+function Profile:export_chrome_trace(path)
+  local ev = events(self)
+  local f, err = io.open(path, "w")
+  if not f then error("ember.Profile:export_chrome_trace: " .. tostring(err), 2) end
+  f:write('{"displayTimeUnit": "ms", "traceEvents": [\n')
+  f:write('{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "ember"}}')
+  for _, e in ipairs(ev) do
+    local args = ('"phase": "%s", "bytes": %d'):format(e.backward and "backward" or "forward", e.bytes)
+    if e.flops > 0 then args = args .. (', "flops": %.0f'):format(e.flops) end
+    if e.impl then args = args .. ', "computed_by": ' .. json_string(e.impl) end
+    if e.device then args = args .. ', "device": ' .. json_string(e.device) end
+    f:write((',\n{"name": %s, "cat": "%s", "ph": "X", "ts": %.3f, "dur": %.3f, "pid": 1, "tid": %d, "args": {%s}}')
+      :format(json_string(e.name), e.kind, e.ts, e.dur, e.tid, args))
+  end
+  f:write("\n]}\n")
+  f:close()
+end
+
+return M

@@ -1,0 +1,80 @@
+-- The OpenBLAS core the CPU backend runs (issue 25, item 1): a core older
+-- than the CPU that OpenBLAS chose on its own is replaced by one from
+-- cpuid; a core the user set (OPENBLAS_CORETYPE) is kept and reported;
+-- float32 products agree with a float64 reference under each. Each case
+-- runs the ember program in a fresh process, because OpenBLAS chooses its
+-- core when it loads. EMBER_TEST_OPENBLAS_GUESS=Prescott makes the backend
+-- start from Prescott as if OpenBLAS had guessed it (what Debian's 0.3.21
+-- does on a Xeon it does not know).
+local build = os.getenv("EMBER_BUILD_DIR") or "build"
+
+-- Runs a chunk in a child ember with `env` (a shell prefix) and the user's
+-- OPENBLAS_CORETYPE removed unless env sets it; returns its output.
+local function child(env)
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write([[
+    local info = ember.cpu_info()
+    ember.manual_seed(1)
+    -- 200 x 256 x 160: below oneDNN's 2^21 multiply-adds, so OpenBLAS's
+    -- packed sgemm kernel (not the tiny-product loops) computes it
+    local x, w = ember.randn(200, 256, "float64"), ember.randn(256, 160, "float64")
+    local ref = x:matmul(w)
+    local got = x:float():matmul(w:float()):double()
+    print("blas=" .. tostring(info.blas))
+    print("err=" .. ((got - ref):abs():max() / ref:abs():max()):item())
+  ]])
+  f:close()
+  local cmd = ("env -u OPENBLAS_CORETYPE -u EMBER_TEST_OPENBLAS_GUESS %s '%s/bin/ember' '%s' 2>&1")
+    :format(env, build, script)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  os.remove(script)
+  assert.is_true(ok, out)
+  local blas, err = out:match("blas=([^\n]*)\nerr=([^\n]*)")
+  assert.truthy(blas, out)
+  return blas, tonumber(err), out
+end
+
+local function core_of(blas) return blas:match("core (%S+)") end
+
+describe("the OpenBLAS core", function()
+  local base = child("")
+  local openblas = base:find("^openblas ") ~= nil
+  -- a CPU with AVX or better has a core newer than Prescott's SSE3 ones
+  local cpuinfo = io.open("/proc/cpuinfo")
+  local avx = cpuinfo ~= nil and cpuinfo:read("a"):find("%savx%s") ~= nil
+  if cpuinfo then cpuinfo:close() end
+
+  it("ember.cpu_info().blas names the library, the core and why", function()
+    if not openblas then return pending("the CPU backend is not on OpenBLAS: " .. base) end
+    assert.truthy(base:find("^openblas %d+%.%d+%.%d+, core %S+ %(.+%)$"), base)
+    assert.truthy(ember.cpu_info().float32:find("; blas: openblas", 1, true))
+    assert.truthy(ember.cpu_info().float64:find("; blas: openblas", 1, true))
+  end)
+
+  it("a core OpenBLAS guessed older than the CPU is replaced by one from cpuid", function()
+    if not (openblas and avx) then return pending("needs OpenBLAS on a CPU with AVX") end
+    local blas, err = child("EMBER_TEST_OPENBLAS_GUESS=Prescott")
+    assert.are_not.equal("Prescott", core_of(blas), blas)
+    assert.truthy(blas:find("set by ember from cpuid", 1, true), blas)
+    assert.truthy(blas:find("OpenBLAS chose Prescott", 1, true), blas)
+    assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
+  end)
+
+  it("the user's OPENBLAS_CORETYPE is kept, and reported as older than the CPU", function()
+    if not (openblas and avx) then return pending("needs OpenBLAS on a CPU with AVX") end
+    local blas, err = child("OPENBLAS_CORETYPE=Prescott EMBER_TEST_OPENBLAS_GUESS=Haswell")
+    assert.are.equal("Prescott", core_of(blas), blas)
+    assert.truthy(blas:find("set by the user (OPENBLAS_CORETYPE=Prescott)", 1, true), blas)
+    assert.truthy(blas:find("older than this CPU's", 1, true), blas)
+    assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
+  end)
+
+  it("float32 products agree with float64 under the core OpenBLAS chose", function()
+    if not openblas then return pending("the CPU backend is not on OpenBLAS") end
+    local blas, err = child("")
+    assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
+  end)
+end)
