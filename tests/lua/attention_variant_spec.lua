@@ -191,6 +191,23 @@ describe("Lua attention variants: definitions and errors", function()
     assert.are.same({ 2, 5, 16 }, y.shape)
   end)
 
+  it("per-call tensors reach the variant through MultiHeadAttention and the decoder layer, cached too", function()
+    ember.manual_seed(5)
+    local ids = doc_ids(2, 12, { 5, 7 })
+    local mha = nn.MultiHeadAttention(16, 2, { attention = "document" })
+    local x = ember.randn(2, 12, 16)
+    local y = mha(x, { variant_inputs = { doc = ids }, causal = true })
+    local first = mha(x:narrow(2, 1, 5), { variant_inputs = { doc = ids:narrow(2, 1, 5) }, causal = true })
+    assert((y:narrow(2, 1, 5) - first):abs():max():item() < 1e-5, "document 1 must not see document 2")
+    local layer = nn.TransformerDecoderLayer(16, 2, { dim_feedforward = 32, dropout = 0, cross = false, attention = "sliding_sinks",
+      attention_options = { window_left = 3, window_right = 0, sinks = 1 } }):eval()
+    local full = layer(x, nil, {})
+    local cache, steps = {}, {}
+    for t = 1, 12 do steps[t] = layer(x:narrow(2, t, 1), nil, { cache = cache }) end
+    local inc = ember.cat(steps, 2)
+    assert((full - inc):abs():max():item() < 1e-4, "cached decoding must equal the full pass")
+  end)
+
   it("options are checked by the core", function()
     local ok, err = pcall(ember.Attention, { attention = "softcap", heads = 1, head_dim = 4, cap = -1 })
     assert.is_false(ok)

@@ -275,13 +275,13 @@ function MHA:_rope(x, first)
 end
 
 local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
-                   causal = true, need_weights = true }
+                   causal = true, need_weights = true, variant_inputs = true }
 
 local function check_opts(opts, who)
   if opts == nil then return {} end
   for k in pairs(opts) do
     if not FWD_OPTS[k] then
-      errors.raise("%s: unknown option '%s' (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights)",
+      errors.raise("%s: unknown option '%s' (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights, variant_inputs)",
         who, tostring(k))
     end
   end
@@ -380,6 +380,7 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
   local o, w = self.attn(q, k, v, {
     key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,
     need_weights = opts.need_weights, dropout = self.dropout > 0 and self.dropout or nil,
+    variant_inputs = opts.variant_inputs, -- per-call tensors of a variant written in Lua (document ids ...)
   })
   o = o:transpose(2, 3):reshape(B, Lq, self.d_model)
   return self.out_proj(o), w
@@ -491,7 +492,7 @@ function MHA:forward_cached(x, cache, opts)
   local Lq, Lk = q.shape[3], k.shape[3]
   if self.rope then q = self:_rope(q, Lk - Lq) end
   local fopts = { key_padding_mask = kpm, attn_mask = opts.attn_mask,
-                  allow_mask = opts.allow_mask, block_mask = opts.block_mask }
+                  allow_mask = opts.allow_mask, block_mask = opts.block_mask, variant_inputs = opts.variant_inputs }
   local causal = not cross and (opts.causal ~= false) or false
   return (self:_attend(who, q, k, v, fopts, causal, x.shape[1], Lq))
 end

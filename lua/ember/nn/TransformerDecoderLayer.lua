@@ -70,9 +70,10 @@ function DecoderLayer:_sa(x, o)
   if o.cache then
     o.cache.self = o.cache.self or {}
     y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
-      { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask }))
+      { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask, variant_inputs = o.variant_inputs }))
   else
-    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask }))
+    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask,
+      variant_inputs = o.variant_inputs }))
   end
   return self.dropout1(y)
 end
