@@ -122,7 +122,14 @@ local function make_attention(s, name, variant_opts)
   local ok, att = pcall(Attention, spec)
   if not ok then
     -- the variant's message, said by the module the user built
-    local msg = tostring(att):gsub("^[^:]*:%d+: ", ""):gsub("^ember%.Attention: ", "MultiHeadAttention: ")
+    -- every leading position (the caller's, then a library file's, when the
+    -- variant was raised from Lua) goes: the message is the module's
+    local msg = tostring(att)
+    repeat
+      local n
+      msg, n = msg:gsub("^[^:\n]*:%d+: ", "")
+    until n == 0
+    msg = msg:gsub("^ember%.Attention: ", "MultiHeadAttention: ")
     if msg:find("unknown option", 1, true) then
       msg = msg .. "; MultiHeadAttention's own options: " .. table.concat(OWN, ", ")
     end

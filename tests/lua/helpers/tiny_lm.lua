@@ -46,4 +46,23 @@ function TinyLM:decode(ids, o)
   return self.head(x)
 end
 
+-- The loaded attention variants that run without per-call tensors
+-- (variants written in Lua may need some, e.g. document ids): the ones a
+-- generic loop over variants can run.
+function TinyLM.plain_variants()
+  local names = {}
+  local q = ember.randn({ 1, 2, 3, 4 }, { dtype = "float64" })
+  for _, v in ipairs(ember.attention_variants()) do
+    local ok, err = pcall(function()
+      return ember.Attention { attention = v.name, heads = 2, head_dim = 4, dtype = "float64" }(q, q, q)
+    end)
+    if ok then
+      names[#names + 1] = v.name
+    elseif not tostring(err):find("needs the per-call tensor", 1, true) then
+      error(v.name .. ": " .. tostring(err))
+    end
+  end
+  return names
+end
+
 return TinyLM
