@@ -70,14 +70,6 @@ local OWED = {
   ["plugins/relpos/check.lua"] = true,
   ["plugins/relpos/relpos.c"] = true,
   ["plugins/standard/standard.c"] = true,
-  ["plugins/flex/alibi_lua.lua"] = true,
-  ["plugins/flex/document.lua"] = true,
-  ["plugins/flex/example_lua.lua"] = true,
-  ["plugins/flex/prefix_lm.lua"] = true,
-  ["plugins/flex/sinks.lua"] = true,
-  ["plugins/flex/sliding_sinks.lua"] = true,
-  ["plugins/flex/softcap.lua"] = true,
-  ["plugins/flex/window_lua.lua"] = true,
 }
 
 -- Globs a map writes in backticks (`gpu_vs_cpu*.c`, `cuda_plan.[ch]`) as Lua patterns.
