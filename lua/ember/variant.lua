@@ -532,6 +532,8 @@ end
 -- Installing: ember.attention_variant, symbol-aware helpers, lazy files
 -- ---------------------------------------------------------------------
 
+M.wrapped = {} -- wrapper -> the function it wraps (help() shows the original's entry)
+
 local HELPERS = { "where", "logical_and", "logical_or", "logical_not", "eq", "ne", "lt", "le", "gt", "ge",
   "minimum", "maximum", "clamp", "abs", "exp", "log", "tanh", "floor", "ceil", "sqrt", "sigmoid", "sign" }
 
@@ -544,13 +546,15 @@ function M.install(core)
   for _, name in ipairs(HELPERS) do
     local orig, f = rawget(core, name), trace.F[name]
     if f then
-      rawset(core, name, function(...)
+      local w = function(...)
         for i = 1, select("#", ...) do
           if trace.is_sym((select(i, ...))) then return f(...) end
         end
         if not orig then errors.raise("ember.%s: expected traced values (inside an attention variant)", name) end
         return orig(...)
-      end)
+      end
+      M.wrapped[w] = orig
+      rawset(core, name, w)
     end
   end
   local loaded = false
