@@ -8,7 +8,8 @@
 -- attention (no position table; 810,563 parameters), context 128, AdamW 5e-3
 -- (weight decay 0.1, 200 warm-up steps, cosine to 10%), batches of 32 random
 -- windows of 128 characters, 5500 steps, products in bfloat16 where the CPU
--- multiplies it in hardware (--precision auto). The first 90% of the text trains,
+-- multiplies it in hardware and the first steps measure it faster
+-- (--precision auto). The first 90% of the text trains,
 -- the last 10% tests; the metric is bits per character on the whole test
 -- part (non-overlapping windows). At the end it samples text with the
 -- key/value cache (ember.generate) and checks that cached and uncached

@@ -12,7 +12,8 @@
 --
 -- Shared: --epochs --lr --batch --attention --seed --threads --device
 -- --precision --smoke --out --help. A script runs its forward pass and loss
--- through cli.autocast(opts, fn, ...), which honours --precision. Values are given as "--name value" or "--name=value";
+-- through cli.autocast(opts, fn, ...), which honours --precision (and,
+-- under --precision auto, times the first steps in each precision). Values are given as "--name value" or "--name=value";
 -- a boolean option is a flag ("--smoke") or takes true/false. An option's
 -- type comes from its default (or `type` when the default is nil); a
 -- `choices` list limits a string option. conf.examples (argument strings)
@@ -40,8 +41,9 @@ local SHARED = {
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
   {"smoke", false, "a few quick steps on a small subset; fails unless the loss fell"},
-  {"precision", "fp32", "fp32; bf16: products in bfloat16 under ember.autocast, float32 weights; auto: bf16 where"
-   .. " the CPU multiplies bfloat16 in hardware (AVX512_BF16, AMX), fp32 elsewhere"},
+  {"precision", "fp32", "fp32; bf16: products in bfloat16 under ember.autocast, float32 weights; auto: where"
+   .. " the CPU multiplies bfloat16 in hardware (AVX512_BF16, AMX), the first training steps are timed in each"
+   .. " and the faster is kept (bf16 only when measured faster); fp32 elsewhere"},
   {"max_steps", nil, "stop after this many training steps (for timing runs)", type = "number"},
   {"out", nil, "folder for the checkpoint, metrics CSV and plots (default runs/<script>)", type = "string"},
 }
@@ -149,11 +151,13 @@ function M.parse_kv(text)
   return t
 end
 
---- What --precision auto picks on `device`: bf16 where the CPU multiplies
--- bfloat16 in hardware (AVX512_BF16's dot products or AMX tiles, which
--- oneDNN's implementation name says), fp32 elsewhere: emulated bfloat16
--- products are slower than float32 ones, and on a GPU the choice is the
--- user's. `info` (for tests) stands for ember.cpu_info().bfloat16.
+--- Whether --precision auto considers bf16 on `device`: "bf16" where the
+-- CPU multiplies bfloat16 in hardware (AVX512_BF16's dot products or AMX
+-- tiles, which oneDNN's implementation name says), and then the first
+-- training steps decide (cli.precision_calibration); "fp32" elsewhere:
+-- emulated bfloat16 products are slower than float32 ones, and on a GPU
+-- the choice is the user's. `info` (for tests) stands for
+-- ember.cpu_info().bfloat16.
 -- @treturn string "bf16" or "fp32"
 -- @treturn string why
 function M.auto_precision(device, info)
@@ -189,11 +193,18 @@ function M.parse_only(argv, conf)
     end
   end
   if o.precision == "auto" then
-    local why
-    o.precision, why = M.auto_precision(o.device)
-    o.precision_note = ("precision: %s (--precision auto: %s)"):format(o.precision, why)
+    local p, why = M.auto_precision(o.device)
+    if p == "bf16" then
+      -- hardware bfloat16 is not faster on every such CPU (issue 25): the
+      -- first training steps are timed in each precision (cli.autocast)
+      o.precision_note = ("precision: auto (%s; the first %d training steps time fp32 against bf16)")
+        :format(why, 2 * (M.CALIBRATION.warmup + M.CALIBRATION.steps))
+    else
+      o.precision = p
+      o.precision_note = ("precision: %s (--precision auto: %s)"):format(o.precision, why)
+    end
   end
-  if o.precision ~= "fp32" and o.precision ~= "bf16" then
+  if o.precision ~= "fp32" and o.precision ~= "bf16" and o.precision ~= "auto" then
     error(("option --precision must be fp32, bf16 or auto, got %s"):format(tostring(o.precision)), 0)
   end
   o.attention_opts = M.parse_kv(o.attention_options)
@@ -349,11 +360,97 @@ function M.help_from_header(argv)
   os.exit(0, true)
 end
 
+--- How --precision auto's calibration runs: per precision, `warmup` steps
+-- not timed (oneDNN builds its primitives then) and `steps` timed, the
+-- two precisions alternating; bf16 is kept only when its median step is
+-- `margin` (a fraction) faster than fp32's, since fp32 is the more exact.
+M.CALIBRATION = {warmup = 1, steps = 3, margin = 0.02}
+
+local Calibration = {}
+Calibration.__index = Calibration
+
+local function median(t)
+  local c = {}
+  for i, v in ipairs(t) do c[i] = v end
+  table.sort(c)
+  local n = #c
+  if n == 0 then return 0 end
+  return n % 2 == 1 and c[(n + 1) // 2] or (c[n // 2] + c[n // 2 + 1]) / 2
+end
+
+--- A calibration of --precision auto over a script's own training steps:
+-- `c:next()` at the start of each step (cli.autocast calls it) says the
+-- precision to run it in, and times the step before it, from one call to
+-- the next, so backward and the optimizer are in the time. After the
+-- schedule (M.CALIBRATION) it keeps the faster and says what it measured
+-- and chose through `report`. conf (all optional, for tests and
+-- ember.distributed): `clock` (seconds), `report` (a function of the
+-- line; print), `sum` (a function of (fp32, bf16) returning them summed
+-- over the ranks, so that every rank keeps the same), and the fields of
+-- M.CALIBRATION.
+-- @tparam[opt] table conf
+-- @treturn table the calibration; `choice` and `note` once decided
+function M.precision_calibration(conf)
+  conf = conf or {}
+  local c = setmetatable({
+    warmup = conf.warmup or M.CALIBRATION.warmup, steps = conf.steps or M.CALIBRATION.steps,
+    margin = conf.margin or M.CALIBRATION.margin, clock = conf.clock or require("ember").clock,
+    report = conf.report or print, sum = conf.sum, times = {fp32 = {}, bf16 = {}}, schedule = {}, i = 0,
+  }, Calibration)
+  for k = 1, c.warmup + c.steps do
+    for _, p in ipairs({"fp32", "bf16"}) do c.schedule[#c.schedule + 1] = {precision = p, timed = k > c.warmup} end
+  end
+  return c
+end
+
+--- The precision of the step about to run ("fp32" or "bf16"); times the
+-- step before it; decides after the last one of the schedule.
+-- @treturn string
+function Calibration:next()
+  if self.choice then return self.choice end
+  local now = self.clock()
+  local prev = self.schedule[self.i]
+  if prev and prev.timed then table.insert(self.times[prev.precision], now - self.last) end
+  self.i = self.i + 1
+  if self.i > #self.schedule then return self:decide() end
+  self.last = now
+  return self.schedule[self.i].precision
+end
+
+--- Keeps the faster precision (bf16 only when at least `margin` faster)
+-- and reports it; returns the choice.
+-- @treturn string
+function Calibration:decide()
+  local f, b = median(self.times.fp32), median(self.times.bf16)
+  if self.sum then f, b = self.sum(f, b) end
+  self.choice = b < f * (1 - self.margin) and "bf16" or "fp32"
+  self.note = ("precision: %s (--precision auto measured %d steps each: fp32 %.1f ms, bf16 %.1f ms per step, "
+    .. "median%s; bf16 is kept when at least %d%% faster)"):format(self.choice, self.steps, f * 1e3, b * 1e3,
+    self.sum and ", summed over the ranks" or "", math.floor(self.margin * 100 + 0.5))
+  self.report(self.note)
+  return self.choice
+end
+
 --- fn(...) under ember.autocast("bfloat16") when --precision bf16, as is
--- otherwise. Wrap the forward pass and the loss, not backward() (see
+-- under fp32; under auto, each of the first training steps in the
+-- precision the calibration (cli.precision_calibration) gives it, then in
+-- the one it kept (opts.precision becomes it). Call it once per training
+-- step, wrapping the forward pass and the loss, not backward() (see
 -- ember.autocast). Checkpoints keep the float32 weights either way.
 function M.autocast(opts, fn, ...)
-  if opts.precision == "bf16" then return require("ember").autocast("bfloat16", fn, ...) end
+  local precision = opts.precision
+  if precision == "auto" then
+    local c = opts.precision_calibration
+    if not c then
+      local world = opts.world
+      c = M.precision_calibration{
+        sum = world and world.distributed and function(a, b) return world:sum(a, b) end or nil}
+      opts.precision_calibration = c
+    end
+    precision = c:next()
+    if c.choice then opts.precision, opts.precision_note = c.choice, c.note end
+  end
+  if precision == "bf16" then return require("ember").autocast("bfloat16", fn, ...) end
   return fn(...)
 end
 

@@ -47,11 +47,87 @@ describe("ember.cli", function()
     assert.are.equal("fp32", p)
     assert.truthy(why:find("no bfloat16 products in hardware, onednn brg:avx512_core", 1, true), why)
     assert.are.equal("fp32", (cli.auto_precision("cuda", bf16)))
-    -- parse_only resolves auto on this machine's CPU, and says why
+    -- parse_only: fp32 where this CPU has no bfloat16 products in hardware;
+    -- where it has them, auto stays to be measured on the first steps
     local o = cli.parse_only({"--precision", "auto"}, conf)
-    assert.are.equal((cli.auto_precision("cpu", ember.cpu_info().bfloat16)), o.precision)
-    assert.truthy(o.precision_note:find("^precision: " .. o.precision .. " %(%-%-precision auto: "), o.precision_note)
+    if cli.auto_precision("cpu", ember.cpu_info().bfloat16) == "bf16" then
+      assert.are.equal("auto", o.precision)
+      assert.truthy(o.precision_note:find("^precision: auto %(bfloat16 products in hardware"), o.precision_note)
+      assert.truthy(o.precision_note:find("training steps time fp32 against bf16", 1, true), o.precision_note)
+    else
+      assert.are.equal("fp32", o.precision)
+      assert.truthy(o.precision_note:find("^precision: fp32 %(%-%-precision auto: "), o.precision_note)
+    end
     assert.is_nil(cli.parse_only({}, conf).precision_note)
+  end)
+
+  -- A calibration driven by a fake clock: each step takes ms[precision].
+  local function calibrate(ms, conf2)
+    local t, lines, order = 0, {}, {}
+    local c = cli.precision_calibration{clock = function() return t end,
+                                        report = function(l) lines[#lines + 1] = l end,
+                                        sum = conf2 and conf2.sum}
+    for _ = 1, 20 do
+      local p = c:next()
+      order[#order + 1] = p
+      t = t + ms[p] / 1e3
+    end
+    return c, lines, order
+  end
+
+  it("--precision auto keeps bf16 only where its steps measured faster, and says what it measured", function()
+    local s = cli.CALIBRATION
+    local n = 2 * (s.warmup + s.steps)
+    local c, lines, order = calibrate({fp32 = 30, bf16 = 20})
+    assert.are.equal("bf16", c.choice)
+    assert.are.same({"fp32", "bf16", "fp32", "bf16"}, {order[1], order[2], order[3], order[4]})
+    for i = n + 1, 20 do assert.are.equal("bf16", order[i]) end
+    assert.are.equal(1, #lines)
+    assert.truthy(lines[1]:find("^precision: bf16 %(%-%-precision auto measured 3 steps each: fp32 30%.0 ms, bf16 20%.0 ms"), lines[1])
+    -- bf16 slower (the Xeon of issue 25): fp32
+    c, lines, order = calibrate({fp32 = 23.6, bf16 = 33.8})
+    assert.are.equal("fp32", c.choice)
+    for i = n + 1, 20 do assert.are.equal("fp32", order[i]) end
+    assert.truthy(lines[1]:find("fp32 23.6 ms, bf16 33.8 ms", 1, true), lines[1])
+    -- within the margin: fp32, the more exact
+    assert.are.equal("fp32", (calibrate({fp32 = 100, bf16 = 99.5})).choice)
+    -- ranks sum their medians, so every rank keeps the same
+    c = calibrate({fp32 = 30, bf16 = 20}, {sum = function(f, b) return f + 10, b + 40 end})
+    assert.are.equal("fp32", c.choice)
+  end)
+
+  it("the warm-up steps are not timed, and each step is timed from one call to the next", function()
+    -- a slow first step in each precision (primitives being built) must not count
+    local t = 0
+    local c = cli.precision_calibration{clock = function() return t end, report = function() end}
+    local first = {}
+    for _ = 1, 2 * (cli.CALIBRATION.warmup + cli.CALIBRATION.steps) + 1 do
+      local p = c:next()
+      local ms = p == "bf16" and 20 or 30
+      if not first[p] then first[p] = true ms = p == "bf16" and 500 or 31 end
+      t = t + ms / 1e3
+    end
+    assert.are.equal("bf16", c.choice)
+    assert.are.equal(cli.CALIBRATION.steps, #c.times.fp32)
+    for _, v in ipairs(c.times.fp32) do assert.is_true(math.abs(v - 0.030) < 1e-9, tostring(v)) end
+  end)
+
+  it("cli.autocast under auto runs each calibration step in its precision, then the kept one", function()
+    local ember = require "ember"
+    local a, b = ember.randn(2, 3), ember.randn(3, 2)
+    local t = 0
+    local o = {precision = "auto", precision_calibration = cli.precision_calibration{
+      clock = function() return t end, report = function() end}}
+    local seen = {}
+    for i = 1, 12 do
+      local dt = cli.autocast(o, function() return a:matmul(b) end).dtype
+      seen[i] = dt
+      t = t + (dt == "bfloat16" and 0.010 or 0.020)
+    end
+    assert.are.same({"float32", "bfloat16", "float32", "bfloat16"}, {seen[1], seen[2], seen[3], seen[4]})
+    assert.are.equal("bf16", o.precision)
+    assert.truthy(o.precision_note:find("^precision: bf16 %(%-%-precision auto measured"))
+    assert.are.equal("bfloat16", seen[12])
   end)
 
   it("times wrapped functions with cli.stopwatch, wall and CPU seconds, passing their results on", function()
