@@ -226,7 +226,8 @@ function generate.generate(model, prompt, opts)
   local was_training = model.training
   if model.eval then model:eval() end
   local ids, all_logits, done = prompt, {}, nil
-  local cache = use_cache and {} or nil
+  -- the layers' KV buffers are allocated once for the whole run (nn/_kv_cache.lua)
+  local cache = use_cache and { reserve = prompt.shape[2] + n } or nil
   local t_start = ember.clock()
   -- per row: the set of ids seen (repetition penalty) and the generated ones (stop)
   local seen, gen = {}, {}

@@ -6,7 +6,8 @@
 --
 -- For each position P the prompt of P - 1 tokens is run once (prefill,
 -- filling the cache), then `steps` tokens are decoded one at a time, each
--- fed back (greedy), as ember.generate does; the time of those steps,
+-- fed back (greedy), as ember.generate does (its cache reserves the
+-- prompt plus the new tokens at once); the time of those steps,
 -- divided by their number, is printed with the bytes the KV cache holds
 -- (its buffers, all layers; kv_heads < 8 is grouped-query attention) as
 --   position ms_per_token prefill_s cache_MiB
@@ -59,7 +60,7 @@ ember.no_grad(function()
   for _, P in ipairs(positions) do
     local best, prefill, bytes = math.huge, math.huge, 0
     for _ = 1, rounds do
-      local cache = {}
+      local cache = { reserve = P + steps } -- as ember.generate: the buffers are allocated once
       local prompt = (ember.rand(1, P - 1) * V):long() + 1
       local t0 = ember.clock()
       local logits = model:decode(prompt, { cache = cache, start = 1 })

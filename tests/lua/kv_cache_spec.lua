@@ -45,6 +45,22 @@ describe("the KV cache", function()
     end)
   end)
 
+  it("cache.reserve allocates once: generate's whole run never grows the buffers", function()
+    ember.manual_seed(5)
+    local TinyLM = require "tests.lua.helpers.tiny_lm"
+    local generate = require "ember.generate"
+    local m = TinyLM { cross = false, rope = true, positions = "none" }
+    local p = (ember.rand(2, 3, { dtype = "float64" }) * 11):long() + 1
+    local a, la = generate.generate(m, p, { max_new_tokens = 100, return_logits = true })
+    for i = 1, 2 do
+      assert.are.equal(103, m.last_cache[i].self.capacity) -- prompt + max_new_tokens, not 64 -> 128
+      assert.are.equal(102, m.last_cache[i].self.len)      -- the last token is never fed back
+    end
+    local b, lb = generate.generate(m, p, { max_new_tokens = 100, return_logits = true, use_cache = false })
+    assert.is_true(a == b)
+    for i = 1, #la do assert(maxdiff(la[i], lb[i]) < 1e-10, "step " .. i) end
+  end)
+
   it("cached == uncached across growths, with chunks of any size", function()
     ember.manual_seed(2)
     for _, spec in ipairs { {}, { rope = true }, { kv_heads = 2 }, { kv_heads = 1, rope = true } } do

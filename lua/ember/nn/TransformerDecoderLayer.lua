@@ -68,7 +68,7 @@ function DecoderLayer:_sa(x, o)
   local y
   local mask = masks.resolve(o, WHO, masks.names("tgt"))
   if o.cache then
-    o.cache.self = o.cache.self or {}
+    o.cache.self = o.cache.self or { reserve = o.cache.reserve } -- see nn/_kv_cache.lua
     y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
       { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask, variant_inputs = o.variant_inputs }))
   else

@@ -12,6 +12,11 @@
 --   cache.pad         bool [B, len] (true = padding), kept once a
 --                     key_padding_mask was given: a batch of left-padded
 --                     prompts keeps its padding for every later step
+-- and the one a caller may set before the first step:
+--   cache.reserve     positions to allocate at once (ember.generate sets
+--                     it to prompt + max_new_tokens, so the buffers never
+--                     grow); without it the first step allocates what it
+--                     needs (at least MIN_CAPACITY) and growth doubles
 -- Buffers are written with autograd off. Where a gradient is wanted (grad
 -- mode on and keys that require grad), the cache grows by concatenation
 -- instead, which autograd records, and the buffers are made again at the
@@ -59,7 +64,7 @@ function M.append(cache, k, v, who)
   end
   ember.no_grad(function()
     if not cache._k or cache.capacity < total then
-      local cap = math.max(total, 2 * (cache.capacity or 0), M.MIN_CAPACITY)
+      local cap = math.max(total, 2 * (cache.capacity or 0), cache.reserve or 0, M.MIN_CAPACITY)
       cache._k = grown(cache._k or cache.k, k, cap, len)
       cache._v = grown(cache._v or cache.v, v, cap, len)
       cache.capacity = cap
