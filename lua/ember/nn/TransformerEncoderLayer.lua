@@ -6,7 +6,8 @@
 -- opts: dim_feedforward=2048, dropout=0.1 (also on attention weights, see
 -- nn/_attn_opts.lua; attention_dropout= to set it apart), activation="relu"|"gelu",
 -- norm_first=false, layer_norm_eps=1e-5, bias=true, attention="standard",
--- attention_options={...}, rope=false, dtype=, device=.
+-- attention_options={...}, rope=false, kv_heads= (grouped-query attention, see
+-- nn.MultiHeadAttention), dtype=, device=.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
 -- block_mask= (bool, see nn/_masks.lua), causal=}])
 -- @classmod nn.TransformerEncoderLayer
