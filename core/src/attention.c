@@ -619,6 +619,11 @@ static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call
   if (c->mods && (c->need_weights || d.route == EM_ATTN_ROUTE_COMPOSED))
     return em_error(EM_ERR_UNSUPPORTED, "attention '%s': a traced variant runs composed from Lua, not here",
                     v->name);
+  if (d.route == EM_ATTN_ROUTE_FUSED && c->need_weights)
+    return em_error(EM_ERR_UNSUPPORTED,
+                    "attention '%s': kernel = \"fused\" cannot return the weights (need_weights): the "
+                    "fused kernel never forms the [B, H, Lq, Lk] probabilities; use kernel = \"auto\"",
+                    v->name);
   /* the weights are an L x L tensor anyway: they come from core ops */
   if (d.route == EM_ATTN_ROUTE_COMPOSED || c->need_weights)
     return run_compose(out, weights, c, &d, q, k, vv, params);

@@ -292,6 +292,18 @@ describe("Lua attention variants: definitions and errors", function()
     assert.matches("indexes 'doc' with 2 indices", tostring(err))
   end)
 
+  it("kernel = fused with need_weights is an error, not a silent composition", function()
+    local att = ember.Attention { attention = "standard", heads = 1, head_dim = 4, kernel = "fused" }
+    local q, k, v = qkv(1, 1, 8, 8, 4, "float32")
+    local ok, err = pcall(att, q, k, v, { need_weights = true })
+    assert.is_false(ok)
+    assert.matches("need_weights", tostring(err))
+    local mha = nn.MultiHeadAttention(8, 2, { kernel = "fused" })
+    ok, err = pcall(mha, ember.randn(1, 5, 8), { need_weights = true })
+    assert.is_false(ok)
+    assert.matches("need_weights", tostring(err))
+  end)
+
   it("a broken variant file is listed with its reason", function()
     local dir = os.tmpname()
     os.remove(dir)
