@@ -19,6 +19,7 @@
 #include "ember_attention.h"
 
 #include <math.h>
+#include <pthread.h>
 
 static bool bad_reg(int32_t r, int i) { return r < 0 || r >= i; }
 
@@ -88,8 +89,11 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
   return EM_OK;
 }
 
+static void xmap_cache_forget(const em_expr *e);
+
 void em_expr_free(em_expr *e) {
   if (!e) return;
+  xmap_cache_forget(e);
   free((void *)e->ins);
   free((void *)e->kvar);
   free(e);
@@ -292,5 +296,83 @@ em_status em__xmap_build(const em_expr *e, const em_xcap *caps, int64_t B, int64
         }
       }
   free(r), free(regs);
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The block map cache                                                  */
+/* ------------------------------------------------------------------ */
+
+/* A training loop calls a variant with the same shapes, and a mask that
+** reads tensors (document ids) mostly with the same data: maps are kept
+** per program, shape and content of the captures the mask reads (a hash
+** of their bytes, which costs O(B*L), not O(L^2)). A freed program's
+** entries go with it (its address may be reused). */
+#define XMAP_CACHE 8
+
+typedef struct xmap_entry {
+  const em_expr *e;
+  int64_t B, H, Lq, Lk, grain, nq, nk, sb, sh;
+  uint64_t hash;
+  em_tensor *map;
+} xmap_entry;
+
+static xmap_entry xmap_cache[XMAP_CACHE];
+static int xmap_next;
+static pthread_mutex_t xmap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void xmap_cache_forget(const em_expr *e) {
+  pthread_mutex_lock(&xmap_lock);
+  for (int i = 0; i < XMAP_CACHE; i++)
+    if (xmap_cache[i].e == e) {
+      em_release(xmap_cache[i].map);
+      memset(&xmap_cache[i], 0, sizeof xmap_cache[i]);
+    }
+  pthread_mutex_unlock(&xmap_lock);
+}
+
+/* FNV-1a over the shapes and bytes of the captures e loads. */
+static uint64_t xmap_hash(const em_expr *e, const em_xcap *caps) {
+  uint64_t h = 1469598103934665603ull;
+  bool seen[EM_EXPR_MAX_CAPS] = {false};
+  for (int i = 0; i < e->n; i++) {
+    if (e->ins[i].op != EM_XOP_LOAD || seen[e->ins[i].cap]) continue;
+    const em_xcap *c = &caps[e->ins[i].cap];
+    seen[e->ins[i].cap] = true;
+    int64_t n = 1;
+    for (int d = 0; d < c->ndim; d++) {
+      n *= c->shape[d];
+      h = (h ^ (uint64_t)c->shape[d]) * 1099511628211ull;
+    }
+    const size_t bytes = (size_t)n * (c->dtype == EM_F32 ? 4 : 8);
+    const unsigned char *p = c->data;
+    for (size_t k = 0; k < bytes; k++) h = (h ^ p[k]) * 1099511628211ull;
+  }
+  return h;
+}
+
+em_status em__xmap_get(const em_expr *e, const em_xcap *caps, int64_t B, int64_t H, int64_t Lq,
+                       int64_t Lk, int64_t grain, em_tensor **map, int64_t *nq, int64_t *nk,
+                       int64_t *sb, int64_t *sh) {
+  const uint64_t hash = xmap_hash(e, caps);
+  pthread_mutex_lock(&xmap_lock);
+  for (int i = 0; i < XMAP_CACHE; i++) {
+    const xmap_entry *x = &xmap_cache[i];
+    if (x->e == e && x->B == B && x->H == H && x->Lq == Lq && x->Lk == Lk && x->grain == grain &&
+        x->hash == hash && x->map) {
+      *map = em_retain(x->map);
+      *nq = x->nq, *nk = x->nk, *sb = x->sb, *sh = x->sh;
+      pthread_mutex_unlock(&xmap_lock);
+      return EM_OK;
+    }
+  }
+  pthread_mutex_unlock(&xmap_lock);
+  EM_TRY(em__xmap_build(e, caps, B, H, Lq, Lk, grain, map, nq, nk, sb, sh));
+  pthread_mutex_lock(&xmap_lock);
+  xmap_entry *x = &xmap_cache[xmap_next];
+  xmap_next = (xmap_next + 1) % XMAP_CACHE;
+  em_release(x->map);
+  *x = (xmap_entry){e, B, H, Lq, Lk, grain, *nq, *nk, *sb, *sh, hash, em_retain(*map)};
+  pthread_mutex_unlock(&xmap_lock);
   return EM_OK;
 }

@@ -218,7 +218,7 @@ static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c) {
   a->sink = m->sink, a->sink_grad = m->sink_grad;
   a->n_caps = m->n_caps, a->caps = sv->xcap;
   if (m->mask && em_backend_of(c->q)->host_memory) {
-    EM_TRY(em__xmap_build(m->mask, sv->xcap, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &sv->xmap,
+    EM_TRY(em__xmap_get(m->mask, sv->xcap, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &sv->xmap,
                           &a->map_nq, &a->map_nk, &a->map_sb, &a->map_sh));
     a->block_map = em_data(sv->xmap);
     a->map_grain = XMAP_GRAIN;

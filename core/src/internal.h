@@ -68,6 +68,11 @@ struct em_xcap;
 em_status em__xmap_build(const struct em_expr *e, const struct em_xcap *caps, int64_t B, int64_t H,
                          int64_t Lq, int64_t Lk, int64_t grain, em_tensor **map, int64_t *nq,
                          int64_t *nk, int64_t *sb, int64_t *sh);
+/* The same, from a small cache keyed by program, shape and the content of
+** the captures the mask reads. */
+em_status em__xmap_get(const struct em_expr *e, const struct em_xcap *caps, int64_t B, int64_t H,
+                       int64_t Lq, int64_t Lk, int64_t grain, em_tensor **map, int64_t *nq,
+                       int64_t *nk, int64_t *sb, int64_t *sh);
 /* counts a call in em_attention_route_counts: 0 fused, 1 composed, 2 forward */
 void em__attn_count(int route);
 /* Prefixes the current error message with "op: " when a kernel failed. */

@@ -179,6 +179,19 @@ describe("Lua attention variants: the block map", function()
   end)
 end)
 
+describe("Lua attention variants: the block map cache", function()
+  it("new document ids of the same shape get their own map (no stale cache)", function()
+    local att = ember.Attention { attention = "document", heads = 2, head_dim = 8, dtype = "float64" }
+    local q, k, v = qkv(1, 2, 96, 96, 8)
+    for _, lens in ipairs { { 16 }, { 48 }, { 16 }, { 5, 80, 11 } } do
+      local ids = doc_ids(1, 96, lens)
+      local a = att(q, k, v, { variant_inputs = { doc = ids } })
+      local b = att(q, k, v, { variant_inputs = { doc = ids }, kernel = "composed" })
+      assert((a - b):abs():max():item() < 1e-12, "documents of " .. table.concat(lens, ","))
+    end
+  end)
+end)
+
 describe("Lua attention variants: definitions and errors", function()
   it("a variant defined at the prompt is listed and used by name from MultiHeadAttention", function()
     ember.attention_variant { name = "spec_scaled", options = { { name = "t", type = "float", default = 2 } },
