@@ -36,6 +36,15 @@
 extern "C" {
 #endif
 
+/* The element functions below (em_xeval1, em_xcap_offset, em_xcap_read)
+** are also compiled for the GPU by nvcc, so that the CUDA kernel's
+** interpreter applies these rules rather than a copy of them. */
+#if defined(__CUDACC__)
+#define EM_XHD __host__ __device__
+#else
+#define EM_XHD
+#endif
+
 /* The operations, with their element rules below (EM_XRULE_*). */
 #define EM_XOPS(X)                                                        \
   X(CONST, 0) X(S, 0) X(B, 0) X(H, 0) X(Q, 0) X(K, 0)                     \
@@ -122,9 +131,10 @@ typedef struct em_xcap {
 #define EM_XRULE_WHERE(c, a, b) ((c) != 0 ? (a) : (b))
 
 /* A scalar evaluation of one binary or unary op in double (the core's
-** reference evaluator and the block map use it; the CPU interpreter
-** expands the same rules over vectors). */
-static inline double em_xeval1(int op, double a, double b, double c) {
+** reference evaluator and the block map use it, and the CUDA kernels per
+** element; the CPU interpreter expands the same rules over vectors).
+** Operands an op does not take are ignored. */
+static inline EM_XHD double em_xeval1(int op, double a, double b, double c) {
   switch (op) {
   case EM_XOP_ADD: return a + b;
   case EM_XOP_SUB: return a - b;
@@ -159,7 +169,7 @@ static inline double em_xeval1(int op, double a, double b, double c) {
 
 /* The flat offset of a load from its 1-based indices, or -1 when one is
 ** out of range or not an integer (the kernels report it). */
-static inline int64_t em_xcap_offset(const em_xcap *c, const double *idx) {
+static inline EM_XHD int64_t em_xcap_offset(const em_xcap *c, const double *idx) {
   int64_t off = 0;
   for (int d = 0; d < c->ndim; d++) {
     const double x = idx[d];
@@ -170,7 +180,7 @@ static inline int64_t em_xcap_offset(const em_xcap *c, const double *idx) {
 }
 
 /* Element `off` of a capture as double. */
-static inline double em_xcap_read(const em_xcap *c, int64_t off) {
+static inline EM_XHD double em_xcap_read(const em_xcap *c, int64_t off) {
   return c->dtype == EM_F32   ? (double)((const float *)c->data)[off]
          : c->dtype == EM_F64 ? ((const double *)c->data)[off]
                               : (double)((const int64_t *)c->data)[off];
