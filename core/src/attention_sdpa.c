@@ -183,6 +183,39 @@ static em_status fill_decl(sdpa_saved *sv, const em_attn_call *c, const em_attn_
 ** (16 to 128 a side, powers of two) are whole numbers of cells. */
 #define XMAP_GRAIN 16
 
+/* The mask's block map on q's device. It is made on the host: a device
+** backend's captures that the mask reads are copied back for it (document
+** ids: O(B*L) bytes), and the map (O(B*L^2/grain^2) bytes) goes to the
+** device. */
+static em_status xmap_for(sdpa_saved *sv, const em_attn_call *c) {
+  const em_attn_mods *m = c->mods;
+  em_attention_args *a = &sv->args;
+  if (em_backend_of(c->q)->host_memory)
+    return em__xmap_get(m->mask, sv->xcap, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &sv->xmap,
+                        &a->map_nq, &a->map_nk, &a->map_sb, &a->map_sh);
+  em_xcap hc[EM_EXPR_MAX_CAPS];
+  em_tensor *ht[EM_EXPR_MAX_CAPS] = {NULL}, *hmap = NULL;
+  em_device cpu;
+  em_status s = em_cpu_device(&cpu);
+  for (int i = 0; i < m->n_caps; i++) {
+    hc[i] = sv->xcap[i];
+    hc[i].data = NULL; /* captures the mask does not read stay on the device */
+  }
+  for (int i = 0; i < m->mask->n && s == EM_OK; i++) {
+    const int cap = m->mask->ins[i].cap;
+    if (m->mask->ins[i].op != EM_XOP_LOAD || ht[cap]) continue;
+    s = em_to_device(&ht[cap], sv->xt[cap], cpu);
+    if (s == EM_OK) hc[cap].data = em_data(ht[cap]);
+  }
+  if (s == EM_OK)
+    s = em__xmap_get(m->mask, hc, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &hmap, &a->map_nq, &a->map_nk,
+                     &a->map_sb, &a->map_sh);
+  if (s == EM_OK) s = em_to_device(&sv->xmap, hmap, c->q->device);
+  for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(ht[i]);
+  em_release(hmap);
+  return s;
+}
+
 /* A traced variant's programs and captures into the kernel's arguments:
 ** each capture contiguous on q's device, floats in the compute dtype,
 ** integers as int64; the mask's block map. */
@@ -217,9 +250,8 @@ static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c) {
   a->score_mod = m->score, a->score_grad = m->score_grad, a->mask_mod = m->mask;
   a->sink = m->sink, a->sink_grad = m->sink_grad;
   a->n_caps = m->n_caps, a->caps = sv->xcap;
-  if (m->mask && em_backend_of(c->q)->host_memory) {
-    EM_TRY(em__xmap_get(m->mask, sv->xcap, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &sv->xmap,
-                          &a->map_nq, &a->map_nk, &a->map_sb, &a->map_sh));
+  if (m->mask) {
+    EM_TRY(xmap_for(sv, c));
     a->block_map = em_data(sv->xmap);
     a->map_grain = XMAP_GRAIN;
   }
