@@ -122,8 +122,10 @@ function Attention:forward(q, k, v, opts)
   return out, w
 end
 
--- A traced variant: the fused kernel on the CPU, its functions run densely
--- by core ops elsewhere and for the weights (`kernel = "composed"` forces that).
+-- A traced variant: the fused kernel (CPU, CUDA); its functions run densely
+-- by core ops for the weights (`kernel = "composed"` forces that), and on a
+-- device whose kernel declines the call (the core's "does not cover this
+-- call": a dtype or head size it lacks, a program too long for it).
 function Attention:_forward_traced(tables, q, k, v, o, inputs)
   local inst = self._variant
   if type(inputs) ~= "table" then errors.raise("Attention.forward: variant_inputs must be a table {name = tensor}") end
@@ -149,14 +151,18 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
   end
   local composed = o.kernel == "composed"
   o.kernel = nil
-  if composed or o.need_weights or not Module.is_tensor(q) or q.device ~= "cpu" then
+  local function dense()
     ember._attention_count("composed")
     local ok, out, w = pcall(variant.dense, inst, tables, inputs, q, k, v, o)
     if not ok then errors.raise("%s", tostring(out)) end
     if o.need_weights then return out, w end
     return out
   end
+  if composed or o.need_weights or not Module.is_tensor(q) then return dense() end
   local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o, list)
+  if not ok and q.device ~= "cpu" and tostring(out):find("the fused kernel does not cover this call", 1, true) then
+    return dense()
+  end
   if not ok then errors.raise("%s", tostring(out)) end
   return out, w
 end
