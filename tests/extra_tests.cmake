@@ -28,6 +28,13 @@ if(TARGET ember_backend_cuda_emu)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cuda.emu_declared_fused PROPERTIES LABELS "lua" TIMEOUT 600
     ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
+  # variants written in Lua (plugins/flex) on the emulated device: their traced
+  # programs run in the fused kernel, equal to the CPU; bad input is an error
+  add_test(NAME cuda.emu_lua_variants
+    COMMAND ${EMBER_BIN} ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emu_lua_variants.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cuda.emu_lua_variants PROPERTIES LABELS "lua" TIMEOUT 600
+    ENVIRONMENT "OMP_NUM_THREADS=2;EMBER_PLUGIN_PATH_ONLY=1;EMBER_PLUGIN_PATH=$<TARGET_FILE_DIR:ember_backend_cuda_emu>:${EMBER_BUILD_PLUGIN_DIR}")
   # autocast on the emulated device: bfloat16 gemm and fused attention, float32 gradients
   add_test(NAME cuda.emu_autocast
     COMMAND ${EMBER_BIN} ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emu_autocast.lua

@@ -29,9 +29,34 @@
 ** bucket covers most of a tile) and added with atomicAdd into float
 ** accumulators. The block mask skips tiles that no query of the query tile
 ** may see (emc_attn_tile_empty) and applies the element rule elsewhere.
+**
+** Traced variants (ember_expr.h: programs written in Lua, lowered by
+** lua/ember/variant.lua). The programs, the capture descriptors and an
+** error record are copied to the device per call (AttXDev, a few KB; the
+** captures' data is already there). Each thread runs a program per score
+** it owns, scalar, with the registers in local memory, through
+** ember_expr.h's element functions (em_xeval1, em_xcap_offset,
+** em_xcap_read), in double as the core's reference does: the score program
+** on s = scale * q.k first, then the bias, padding, causal rule and the
+** mask program hide keys; the sink program starts each row's online
+** softmax (m = sink, l = 1). The backward multiplies dS by d score/ds and
+** adds dS * d score/d(load) into the learned captures' float gradients
+** with atomicAdd; the sinks' gradient, -exp(sink - lse) D per row, is a
+** kernel of its own. The mask's block map (made by the core on the host,
+** attention_sdpa.c) skips empty tiles and the mask on full ones. A load
+** out of range or a NaN score is recorded (the first one) in the device
+** record, which the host reads back after the kernel and reports; the
+** score becomes -inf meanwhile. Programs are at most ATT_XMAX_INS
+** instructions (registers are a local array): a longer one is
+** EM_ERR_UNSUPPORTED, and the caller runs the variant densely.
+** These instances are separate template instances (XP), so the kernels
+** of declared variants are unchanged.
 */
 #ifndef EMBER_CUDA_ATTENTION_CUH
 #define EMBER_CUDA_ATTENTION_CUH
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_kernels.cuh"
 
@@ -40,6 +65,40 @@
 #define ATT_DC 16         /* head-dim columns per staged chunk */
 #define ATT_T 16          /* threads along each side of the block */
 #define ATT_NREL (ATT_BQ + ATT_BK - 1) /* relative positions (diagonals) of a tile */
+#define ATT_XMAX_INS 64 /* instructions of a traced program on this kernel (registers per thread) */
+
+/* The interpreter stays out of line: the score loops are unrolled 16 ways. */
+#ifdef EMC_EMU
+#define ATT_NOINLINE
+#else
+#define ATT_NOINLINE __noinline__
+#endif
+
+/* A traced variant's programs (the em_attention_args fields of the same
+** names), in the order of AttXDev.prog. */
+enum { ATT_XSCORE, ATT_XSCORE_GRAD, ATT_XMASK, ATT_XSINK, ATT_XSINK_GRAD, ATT_XPROGS };
+/* The first failure of a program (as the CPU kernel's att_xerr): kind is
+** 1 + the dim of a load's index out of range, or ATT_XERR_NAN. */
+#define ATT_XERR_NAN 100
+struct AttXErr {
+  int kind, cap;
+  long long b, h, q, k;
+  double idx;
+};
+/* One program: its instructions start at ins0 of the shared array. */
+struct AttXProg {
+  int n, n_out, n_grad, ins0;
+  int32_t out[EM_EXPR_MAX_OUT];
+  int32_t grad_load[EM_EXPR_MAX_OUT - 2];
+};
+/* What the device reads of a traced variant, in one buffer followed by the
+** instructions of every program (em_xins[]). */
+struct AttXDev {
+  AttXErr err;                       /* zero when uploaded; the kernels write it */
+  em_xcap caps[EM_EXPR_MAX_CAPS];    /* data on the device (name: host, unread) */
+  float *g_caps[EM_EXPR_MAX_CAPS];   /* backward: learned captures' gradients, or NULL */
+  AttXProg prog[ATT_XPROGS];         /* n == 0: no such program */
+};
 
 /* Everything a kernel needs, passed by value. Pointers are typed as the
 ** storage type inside the kernels. */
@@ -66,6 +125,13 @@ struct AttParams {
   emc_blockmask mask;
   int64_t shift;          /* Lk - Lq: query i sits at key position i + shift */
   float *g_table, *g_rel_k, *g_rel_v; /* backward: float accumulators, or NULL */
+  /* a traced variant: its programs on the device (NULL: none), which of
+  ** them are set (read by the host-side launch and uniformly by blocks),
+  ** and the mask's block map (NULL: every tile partial) */
+  AttXDev *x;
+  bool x_score, x_score_grad, x_mask, x_sink, x_sink_grad;
+  const uint8_t *map;
+  int64_t map_grain, map_nk, map_sb, map_sh;
 };
 
 /* Rows [r0, r0 + 64) x columns [c0, c0 + 16) of a row-major [L, d] matrix
@@ -97,6 +163,114 @@ __device__ __forceinline__ bool att_tile_skipped(const AttParams &p, int64_t q0,
   const int64_t q1 = (q0 + ATT_BQ < p.Lq ? q0 + ATT_BQ : p.Lq) - 1;
   const int64_t k1 = (k0 + ATT_BK < p.Lk ? k0 + ATT_BK : p.Lk) - 1;
   return emc_attn_tile_empty(&p.mask, q0 + p.shift, q1 + p.shift, k0, k1);
+}
+
+/* ---- traced programs ---- */
+
+/* Records the first failure; later ones are dropped. */
+__device__ __forceinline__ void att_xfail(AttXDev *x, int kind, int cap, int64_t b, int64_t h,
+                                          int64_t q, int64_t k, double idx) {
+  if (atomicCAS(&x->err.kind, 0, kind) != 0) return;
+  x->err.cap = cap, x->err.b = b, x->err.h = h, x->err.q = q, x->err.k = k, x->err.idx = idx;
+}
+
+/* Register a of instruction i's operands (0 for an operand the op does not
+** take: em_expr_new checks only those it takes). */
+__device__ __forceinline__ double att_xreg(const double *R, int32_t a, int i) {
+  return a >= 0 && a < i ? R[a] : 0.0;
+}
+
+/* Runs program pr for the element (b, h, q, k) (1-based; q on the key axis)
+** with score s; the registers land in R. False when a load left its
+** capture (recorded). */
+static __device__ ATT_NOINLINE bool att_xrun(AttXDev *x, int pr, int64_t b, int64_t h, int64_t q,
+                                      int64_t k, double s, double *R) {
+  const AttXProg &P = x->prog[pr];
+  const em_xins *ins = reinterpret_cast<const em_xins *>(x + 1) + P.ins0;
+  for (int i = 0; i < P.n; i++) {
+    const em_xins &in = ins[i];
+    double v;
+    switch (in.op) {
+      case EM_XOP_CONST: v = in.k; break;
+      case EM_XOP_S: v = s; break;
+      case EM_XOP_B: v = (double)b; break;
+      case EM_XOP_H: v = (double)h; break;
+      case EM_XOP_Q: v = (double)q; break;
+      case EM_XOP_K: v = (double)k; break;
+      case EM_XOP_LOAD: {
+        const em_xcap *cp = &x->caps[in.cap];
+        double idx[EM_EXPR_MAX_DIMS];
+        for (int d = 0; d < cp->ndim; d++) idx[d] = att_xreg(R, in.arg[d], i);
+        const int64_t o = em_xcap_offset(cp, idx);
+        if (o < 0) {
+          int d = 0;
+          while (d < cp->ndim - 1 && idx[d] >= 1 && idx[d] <= (double)cp->shape[d] && idx[d] == floor(idx[d])) d++;
+          att_xfail(x, 1 + d, in.cap, b, h, q, k, idx[d]);
+          return false;
+        }
+        v = em_xcap_read(cp, o);
+        break;
+      }
+      default:
+        v = em_xeval1(in.op, att_xreg(R, in.arg[0], i), att_xreg(R, in.arg[1], i), att_xreg(R, in.arg[2], i));
+    }
+    R[i] = v;
+  }
+  return true;
+}
+
+/* Output o of the last run of program pr. */
+__device__ __forceinline__ double att_xout(const AttXDev *x, int pr, int o, const double *R) {
+  return R[x->prog[pr].out[o]];
+}
+
+/* The block map's class (EM_XTILE_*) of the tile at (q0, k0) of head bh:
+** its cells combined (any grain works: a cell that is empty or full is so
+** for the part of it inside the tile). */
+__device__ __forceinline__ int att_xtile(const AttParams &p, int64_t bh, int64_t q0, int64_t k0) {
+  if (!p.map) return p.x_mask ? EM_XTILE_PARTIAL : EM_XTILE_FULL;
+  const uint8_t *m = p.map + (bh / p.H) * p.map_sb + (bh % p.H) * p.map_sh;
+  const int64_t g = p.map_grain;
+  const int64_t q1 = (q0 + ATT_BQ < p.Lq ? q0 + ATT_BQ : p.Lq) - 1;
+  const int64_t k1 = (k0 + ATT_BK < p.Lk ? k0 + ATT_BK : p.Lk) - 1;
+  bool empty = true, full = true;
+  for (int64_t iq = q0 / g; iq <= q1 / g; iq++)
+    for (int64_t jk = k0 / g; jk <= k1 / g; jk++) {
+      const uint8_t v = m[iq * p.map_nk + jk];
+      empty &= v == EM_XTILE_EMPTY, full &= v == EM_XTILE_FULL;
+      if (!empty && !full) return EM_XTILE_PARTIAL;
+    }
+  return empty ? EM_XTILE_EMPTY : full ? EM_XTILE_FULL : EM_XTILE_PARTIAL;
+}
+
+/* The score (i, j) of head (b, h) that padding and causality leave
+** visible, with a traced variant: the score program on scale * q.k (or,
+** with GRAD, the score gradient program, whose registers stay in R for the
+** caller: out[1] d/ds, out[2+g] d/d load g), the bias, then the mask
+** program where the tile is partial. -inf when hidden or failed. */
+template <bool GRAD>
+__device__ __forceinline__ float att_xscore(const AttParams &p, float dot, int64_t b, int64_t h,
+                                            int64_t i, int64_t j, bool partial, double *R) {
+  const int64_t q = i + p.shift + 1, k = j + 1;
+  if (partial) { /* first, so that R keeps the score program's registers */
+    if (!att_xrun(p.x, ATT_XMASK, b + 1, h + 1, q, k, 0.0, R)) return -INFINITY;
+    if (att_xout(p.x, ATT_XMASK, 0, R) == 0) return -INFINITY;
+  }
+  float s = dot * p.scale;
+  const int pr = GRAD && p.x_score_grad ? ATT_XSCORE_GRAD : ATT_XSCORE;
+  if (p.x_score || (GRAD && p.x_score_grad)) {
+    if (!att_xrun(p.x, pr, b + 1, h + 1, q, k, (double)s, R)) return -INFINITY;
+    const double v = att_xout(p.x, pr, 0, R);
+    if (v != v) {
+      att_xfail(p.x, ATT_XERR_NAN, -1, b + 1, h + 1, q, k, 0.0);
+      return -INFINITY;
+    }
+    s = (float)v;
+  }
+  if (p.bias)
+    s += p.bias[b * p.bias_stride[0] + h * p.bias_stride[1] + i * p.bias_stride[2] +
+                j * p.bias_stride[3]];
+  return s;
 }
 
 /* The tile's table row (-1 outside the sequences) and scalar bias of each
@@ -259,14 +433,53 @@ __device__ __forceinline__ float att_row_max(float v) {
   return v;
 }
 
+/* Elements of a capture. */
+static inline int64_t att_xcap_numel(const em_xcap *c) {
+  int64_t n = 1;
+  for (int d = 0; d < c->ndim; d++) n *= c->shape[d];
+  return n;
+}
+
+/* A traced variant's programs and captures as this kernel takes them. */
+static em_status att_xcheck(const char *kernel, const em_attention_args *a) {
+  const em_expr *progs[ATT_XPROGS] = {a->score_mod, a->score_grad, a->mask_mod, a->sink, a->sink_grad};
+  static const char *const names[ATT_XPROGS] = {"score", "score gradient", "mask", "sink", "sink gradient"};
+  bool any = false;
+  for (int k = 0; k < ATT_XPROGS; k++) {
+    const em_expr *e = progs[k];
+    if (!e) continue;
+    any = true;
+    if (e->n > ATT_XMAX_INS)
+      return em_error(EM_ERR_UNSUPPORTED,
+                      "cuda %s: the %s program has %d instructions; the CUDA kernel runs at most %d",
+                      kernel, names[k], e->n, ATT_XMAX_INS);
+    if (e->n < 1 || !e->ins || e->n_out < 1 || e->n_out > EM_EXPR_MAX_OUT || e->n_grad < 0 ||
+        e->n_grad > EM_EXPR_MAX_OUT - 2 || ((k == ATT_XSCORE_GRAD || k == ATT_XSINK_GRAD) && e->n_out < 2 + e->n_grad))
+      return em_error(EM_ERR_ARG, "cuda %s: a malformed %s program", kernel, names[k]);
+  }
+  if (!any) return EM_OK;
+  if (a->n_caps < 0 || a->n_caps > EM_EXPR_MAX_CAPS || (a->n_caps > 0 && !a->caps))
+    return em_error(EM_ERR_ARG, "cuda %s: %d captured tensors", kernel, a->n_caps);
+  for (int c = 0; c < a->n_caps; c++) {
+    const em_xcap *x = &a->caps[c];
+    if (x->dtype != EM_F32 && x->dtype != EM_I64)
+      return em_error(EM_ERR_UNSUPPORTED, "cuda %s: captured tensor '%s' is %s (float32 or int64 expected)",
+                      kernel, x->name ? x->name : "?", emc_dtype_name(x->dtype));
+    if (x->ndim < 1 || x->ndim > EM_EXPR_MAX_DIMS)
+      return em_error(EM_ERR_ARG, "cuda %s: captured tensor '%s' has %d dims", kernel,
+                      x->name ? x->name : "?", x->ndim);
+  }
+  if (a->mask_mod && a->block_map && a->map_grain < 1)
+    return em_error(EM_ERR_ARG, "cuda %s: block map grain %lld", kernel, (long long)a->map_grain);
+  return EM_OK;
+}
+
 /* Checks shared by forward and backward; fills p. */
 static em_status att_prepare(const char *kernel, const em_attention_args *a, bool backward,
                              AttParams *p) {
   if (!a) return em_error(EM_ERR_ARG, "cuda %s: args is NULL", kernel);
-  /* traced variants (ember_expr.h) run composed on this backend for now */
-  if (a->score_mod || a->mask_mod || a->sink)
-    return em_error(EM_ERR_UNSUPPORTED, "cuda %s: traced attention programs are not run by this kernel",
-                    kernel);
+  em_status xs = att_xcheck(kernel, a);
+  if (xs) return xs;
   if (a->dtype != EM_F32 && a->dtype != EM_BF16)
     return em_error(EM_ERR_UNSUPPORTED,
                     "cuda %s: dtype %s is not supported by the fused kernel (float32, bfloat16); "
@@ -336,7 +549,76 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
   p->rel_v = a->rel_v;
   p->mask = emc_blockmask{a->mask_kind, a->win_left, a->win_right, a->block, a->local, a->global};
   p->shift = a->Lk - a->Lq;
+  p->x_score = a->score_mod, p->x_score_grad = a->score_grad, p->x_mask = a->mask_mod;
+  p->x_sink = a->sink, p->x_sink_grad = a->sink_grad && a->sink_grad->n_grad > 0;
+  if (a->mask_mod && a->block_map) {
+    p->map = a->block_map;
+    p->map_grain = a->map_grain, p->map_nk = a->map_nk, p->map_sb = a->map_sb, p->map_sh = a->map_sh;
+  }
   return EM_OK;
+}
+
+/* The traced variant's programs, captures and (backward) the gradients'
+** pointers to the device: one buffer from the scratch cache, *buf (free it
+** with emc_scratch_free after the kernels are queued, once att_xreport has
+** read it). Nothing to do without programs. */
+static em_status att_xupload(emc_device *d, const char *kernel, const em_attention_args *a,
+                             float *const *g_caps, AttParams *p, void **buf) {
+  *buf = NULL;
+  const em_expr *progs[ATT_XPROGS] = {a->score_mod, a->score_grad, a->mask_mod, a->sink, a->sink_grad};
+  int n_ins = 0;
+  for (int k = 0; k < ATT_XPROGS; k++) n_ins += progs[k] ? progs[k]->n : 0;
+  if (n_ins == 0) return EM_OK;
+  const size_t bytes = sizeof(AttXDev) + (size_t)n_ins * sizeof(em_xins);
+  char *host = (char *)calloc(1, bytes);
+  if (!host) return em_error(EM_ERR_OOM, "cuda %s: out of memory", kernel);
+  AttXDev *x = (AttXDev *)host;
+  em_xins *ins = (em_xins *)(x + 1);
+  for (int c = 0; c < a->n_caps; c++) {
+    x->caps[c] = a->caps[c];
+    x->g_caps[c] = g_caps ? g_caps[c] : NULL;
+  }
+  int at = 0;
+  for (int k = 0; k < ATT_XPROGS; k++) {
+    const em_expr *e = progs[k];
+    if (!e) continue;
+    AttXProg *pr = &x->prog[k];
+    pr->n = e->n, pr->n_out = e->n_out, pr->n_grad = e->n_grad, pr->ins0 = at;
+    memcpy(pr->out, e->out, sizeof pr->out);
+    memcpy(pr->grad_load, e->grad_load, sizeof pr->grad_load);
+    memcpy(ins + at, e->ins, (size_t)e->n * sizeof(em_xins));
+    at += e->n;
+  }
+  void *dev = NULL;
+  em_status s = emc_scratch(d, bytes, kernel, &dev);
+  if (!s) s = emc_copy_h2d(d->index, dev, host, bytes);
+  free(host);
+  if (s) {
+    if (dev) emc_scratch_free(d, dev);
+    return s;
+  }
+  p->x = (AttXDev *)dev;
+  *buf = dev;
+  return EM_OK;
+}
+
+/* After the kernels: the programs' first failure, if any, as the error (this
+** waits for the device). */
+static em_status att_xreport(emc_device *d, const char *kernel, const em_attention_args *a,
+                             const AttXDev *dev) {
+  AttXErr e;
+  em_status s = emc_copy_d2h(d->index, &e, &dev->err, sizeof e);
+  if (s || !e.kind) return s;
+  if (e.kind == ATT_XERR_NAN)
+    return em_error(EM_ERR_ARG, "cuda %s: the score function gave NaN at b=%lld h=%lld q=%lld k=%lld",
+                    kernel, e.b, e.h, e.q, e.k);
+  const int dim = e.kind - 1;
+  const em_xcap *cp = e.cap >= 0 && e.cap < a->n_caps ? &a->caps[e.cap] : NULL;
+  return em_error(EM_ERR_INDEX,
+                  "cuda %s: index %g out of range for dim %d of captured tensor '%s' (size %lld) at "
+                  "b=%lld h=%lld q=%lld k=%lld",
+                  kernel, e.idx, dim + 1, cp && cp->name ? cp->name : "?",
+                  (long long)(cp && dim < cp->ndim ? cp->shape[dim] : 0), e.b, e.h, e.q, e.k);
 }
 
 /* The NCH instance for the larger head dim: 4 chunks up to 64 columns,

@@ -38,7 +38,54 @@ __global__ void attention_rowdot_kernel(int64_t rows, int64_t dv, const T *dout,
   }
 }
 
-template <class T, int NCH>
+/* A traced score's backward at one element, with R the registers of its
+** score gradient program: ds * d score/d(load g) into each learned
+** capture's gradient at the load's element; returns the raw score's
+** gradient, ds * d score/ds. */
+static __device__ ATT_NOINLINE float att_xscore_grad(AttXDev *x, float ds, const double *R) {
+  const AttXProg &P = x->prog[ATT_XSCORE_GRAD];
+  const em_xins *ins = reinterpret_cast<const em_xins *>(x + 1) + P.ins0;
+  for (int g = 0; g < P.n_grad; g++) {
+    const em_xins &in = ins[P.grad_load[g]];
+    float *G = x->g_caps[in.cap];
+    if (!G) continue;
+    const em_xcap *cp = &x->caps[in.cap];
+    double idx[EM_EXPR_MAX_DIMS];
+    for (int d = 0; d < cp->ndim; d++) idx[d] = R[in.arg[d]];
+    const int64_t off = em_xcap_offset(cp, idx); /* checked when the program ran */
+    if (off >= 0) atomicAdd(&G[off], ds * (float)R[P.out[2 + g]]);
+  }
+  return ds * (float)R[P.out[1]];
+}
+
+/* The sinks' gradient: row r's sink logit took exp(sink - lse_r) of the
+** softmax, so d sink = -exp(sink - lse_r) D_r, added into the learned
+** captures at the sink program's loads (sink gradient program: out[0]
+** the sink, out[2+g] d sink/d(load g)). */
+__global__ void attention_sink_grad_kernel(AttParams p, int64_t rows) {
+  EMC_GRID_LOOP(r, rows) {
+    const int64_t bh = r / p.Lq, i = r % p.Lq;
+    double R[ATT_XMAX_INS];
+    if (!att_xrun(p.x, ATT_XSINK_GRAD, bh / p.H + 1, bh % p.H + 1, i + p.shift + 1, 1, 0.0, R))
+      continue;
+    const AttXProg &P = p.x->prog[ATT_XSINK_GRAD];
+    const em_xins *ins = reinterpret_cast<const em_xins *>(p.x + 1) + P.ins0;
+    const float sink = (float)R[P.out[0]];
+    const float dsink = -expf(sink - p.lse_in[r]) * p.D[r];
+    for (int g = 0; g < P.n_grad; g++) {
+      const em_xins &in = ins[P.grad_load[g]];
+      float *G = p.x->g_caps[in.cap];
+      if (!G) continue;
+      const em_xcap *cp = &p.x->caps[in.cap];
+      double idx[EM_EXPR_MAX_DIMS];
+      for (int d = 0; d < cp->ndim; d++) idx[d] = R[in.arg[d]];
+      const int64_t off = em_xcap_offset(cp, idx);
+      if (off >= 0) atomicAdd(&G[off], dsink * (float)R[P.out[2 + g]]);
+    }
+  }
+}
+
+template <class T, int NCH, bool XP>
 __global__ void __launch_bounds__(ATT_T *ATT_T)
 attention_backward_kernel(AttParams p, int64_t k_tiles) {
   __shared__ float As[64][ATT_DC + 1];        /* chunks of K or V (key rows) */
@@ -63,6 +110,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   float *dQ = p.dq_acc + bh * p.Lq * p.dk;
 
   float dk[4][NCH], dv[4][NCH];
+  double R[XP ? ATT_XMAX_INS : 1]; /* a traced program's registers */
 #pragma unroll
   for (int a = 0; a < 4; a++)
 #pragma unroll
@@ -73,6 +121,8 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   const bool rel = p.rel_row || p.alibi;
   for (int64_t q0 = qbegin; q0 < p.Lq; q0 += ATT_BQ) {
     if (att_tile_skipped(p, q0, k0)) continue; /* uniform over the block */
+    const int xt = XP ? att_xtile(p, bh, q0, k0) : EM_XTILE_FULL;
+    if (xt == EM_XTILE_EMPTY) continue; /* the traced mask's map: uniform too */
     __syncthreads(); /* the previous tile is done with Ds, Ls, PdT, dST, rowt */
     if (tid < ATT_BQ) {
       int64_t i = q0 + tid;
@@ -116,13 +166,17 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
         const int64_t i = q0 + qi;
         float pr = 0.0f, z = 1.0f;
         if (!att_masked(p, b, i, j)) {
-          float sc = att_score(p, s[a][c], b, h, i, j);
+          float sc = XP ? att_xscore<true>(p, s[a][c], b, h, i, j, xt == EM_XTILE_PARTIAL, R)
+                        : att_score(p, s[a][c], b, h, i, j);
           if (rel) sc += bvec[ty + 16 * a - qi + ATT_BQ - 1];
           pr = expf(sc - Ls[qi]);
           z = att_dropout(p, bh, i, j);
         }
         PdT[ty + 16 * a][qi] = pr * z;
-        dST[ty + 16 * a][qi] = pr * (dp[a][c] * z - Ds[qi]);
+        float ds = pr * (dp[a][c] * z - Ds[qi]);
+        if (XP && p.x_score_grad && ds != 0.0f) /* R holds the score gradient program's registers */
+          ds = att_xscore_grad(p.x, ds, R);
+        dST[ty + 16 * a][qi] = ds;
       }
     }
     __syncthreads();
@@ -213,7 +267,7 @@ __global__ void attention_dq_convert(int64_t n, const float *acc, T *dq) {
 template <class T, int NCH>
 static void launch_backward(emc_device *d, const AttParams &p) {
   int64_t k_tiles = emc_attn_tiles(p.Lk, ATT_BK);
-  auto k = attention_backward_kernel<T, NCH>;
+  auto k = p.x ? attention_backward_kernel<T, NCH, true> : attention_backward_kernel<T, NCH, false>;
   EMC_LAUNCH(k, emc_grid(p.B * p.H * k_tiles), dim3(ATT_T, ATT_T), d->stream, p, k_tiles);
 }
 
@@ -251,6 +305,16 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
   p.D = (float *)D;
   p.dq_acc = ac.acc[0];
   p.g_table = ac.acc[1], p.g_rel_k = ac.acc[2], p.g_rel_v = ac.acc[3];
+  /* a traced variant: the learned captures' gradients (float, the compute
+  ** dtype) are sums of atomicAdds, so they start at zero */
+  float *g_caps[EM_EXPR_MAX_CAPS] = {NULL};
+  for (int c = 0; c < a->n_caps && a->d_caps && !s && e == cudaSuccess; c++) {
+    if (!a->d_caps[c] || a->caps[c].dtype != EM_F32) continue;
+    g_caps[c] = (float *)a->d_caps[c];
+    e = cudaMemsetAsync(g_caps[c], 0, (size_t)att_xcap_numel(&a->caps[c]) * sizeof(float), d->stream);
+  }
+  void *xbuf = NULL;
+  if (!s && e == cudaSuccess) s = att_xupload(d, kernel, a, g_caps, &p, &xbuf);
   if (!s && e == cudaSuccess) {
     emc_rows_plan rp = emc_plan_rows(rows, 32); /* a warp per row */
     auto kd = attention_rowdot_kernel<T>;
@@ -260,6 +324,10 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
       case 4: launch_backward<T, 4>(d, p); break;
       default: launch_backward<T, 16>(d, p); break;
     }
+    if (p.x_sink_grad) {
+      auto ks = attention_sink_grad_kernel;
+      EMC_LAUNCH(ks, emc_grid(emc_blocks_for(rows, EMC_THREADS)), EMC_THREADS, d->stream, p, rows);
+    }
     for (int t = 0; t < 4 && !is_float; t++) {
       if (!ac.acc[t]) continue;
       auto kc = attention_dq_convert<T>;
@@ -267,11 +335,14 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
                  ac.n[t], (const float *)ac.acc[t], (T *)ac.out[t]);
     }
   }
+  if (!s && e == cudaSuccess) s = emc_launch_status(kernel);
+  if (!s && e == cudaSuccess && xbuf) s = att_xreport(d, kernel, a, (const AttXDev *)xbuf);
+  if (xbuf) emc_scratch_free(d, xbuf);
   if (D) emc_scratch_free(d, D); /* stream ordered */
   for (int t = 0; t < 4; t++)
     if (ac.scratch[t]) emc_scratch_free(d, ac.scratch[t]);
   if (s) return s;
-  return e == cudaSuccess ? emc_launch_status(kernel) : emc_cuda_error(e, kernel);
+  return e == cudaSuccess ? EM_OK : emc_cuda_error(e, kernel);
 }
 
 extern "C" em_status emc_attention_backward(int device, const em_attention_args *args) {
@@ -295,6 +366,11 @@ extern "C" em_status emc_attention_backward(int device, const em_attention_args 
     for (int t = 0; t < 3; t++)
       if (g[t] && args->n_rel * cols[t] > 0)
         EMC_CHECK(cudaMemsetAsync(g[t], 0, (size_t)(args->n_rel * cols[t]) * el, d->stream), kernel);
+    /* and the learned captures' (float: the compute dtype) */
+    for (int c = 0; c < args->n_caps && args->d_caps; c++)
+      if (args->d_caps[c] && att_xcap_numel(&args->caps[c]) > 0)
+        EMC_CHECK(cudaMemsetAsync(args->d_caps[c], 0, (size_t)att_xcap_numel(&args->caps[c]) * sizeof(float),
+                                  d->stream), kernel);
     return EM_OK;
   }
   if (p.B * p.H * emc_attn_tiles(p.Lk, ATT_BK) > 0x7fffffffLL)

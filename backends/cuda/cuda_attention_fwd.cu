@@ -20,7 +20,7 @@
 */
 #include "cuda_attention.cuh"
 
-template <class T, int NCH>
+template <class T, int NCH, bool XP>
 __global__ void __launch_bounds__(ATT_T *ATT_T)
 attention_forward_kernel(AttParams p, int64_t q_tiles) {
   __shared__ float Qs[ATT_BQ][ATT_DC + 1];
@@ -38,10 +38,17 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   const T *V = (const T *)p.v + bh * p.Lk * p.dv;
 
   float o[4][NCH], m[4], l[4];
+  double R[XP ? ATT_XMAX_INS : 1]; /* a traced program's registers */
 #pragma unroll
   for (int a = 0; a < 4; a++) {
     m[a] = -INFINITY;
     l[a] = 0.0f;
+    /* a sink starts the row as one more logit, without a value */
+    const int64_t i = q0 + ty + 16 * a;
+    if (XP && p.x_sink && i < p.Lq && att_xrun(p.x, ATT_XSINK, b + 1, h + 1, i + p.shift + 1, 1, 0.0, R)) {
+      m[a] = (float)att_xout(p.x, ATT_XSINK, 0, R);
+      l[a] = m[a] == -INFINITY ? 0.0f : 1.0f;
+    }
 #pragma unroll
     for (int c = 0; c < NCH; c++) o[a][c] = 0.0f;
   }
@@ -50,6 +57,8 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   const bool rel = p.rel_row || p.alibi;
   for (int64_t k0 = 0; k0 < kend; k0 += ATT_BK) {
     if (att_tile_skipped(p, q0, k0)) continue; /* uniform over the block */
+    const int xt = XP ? att_xtile(p, bh, q0, k0) : EM_XTILE_FULL;
+    if (xt == EM_XTILE_EMPTY) continue; /* the traced mask's map: uniform too */
     __syncthreads(); /* the previous tile's readers of Ps, Xs, rowt are done */
     if (rel) {
       att_tile_rel<T>(p, h, q0, k0, rowt, bvec);
@@ -78,7 +87,9 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         const int64_t j = k0 + tx + 16 * c;
-        s[a][c] = att_masked(p, b, i, j) ? -INFINITY : att_score(p, s[a][c], b, h, i, j);
+        s[a][c] = att_masked(p, b, i, j) ? -INFINITY
+                  : XP ? att_xscore<false>(p, s[a][c], b, h, i, j, xt == EM_XTILE_PARTIAL, R)
+                       : att_score(p, s[a][c], b, h, i, j);
         if (rel) s[a][c] += bvec[tx + 16 * c - ty - 16 * a + ATT_BQ - 1];
         tile_max = fmaxf(tile_max, s[a][c]);
       }
@@ -144,7 +155,7 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
 template <class T, int NCH>
 static void launch_forward(emc_device *d, const AttParams &p) {
   int64_t q_tiles = emc_attn_tiles(p.Lq, ATT_BQ);
-  auto k = attention_forward_kernel<T, NCH>;
+  auto k = p.x ? attention_forward_kernel<T, NCH, true> : attention_forward_kernel<T, NCH, false>;
   EMC_LAUNCH(k, emc_grid(p.B * p.H * q_tiles), dim3(ATT_T, ATT_T), d->stream, p, q_tiles);
 }
 
@@ -166,7 +177,14 @@ extern "C" em_status emc_attention_forward(int device, const em_attention_args *
                     kernel, (long long)(p.B * p.H * emc_attn_tiles(p.Lq, ATT_BQ)));
   emc_device *d = NULL;
   if ((s = emc_device_get(device, kernel, &d))) return s;
+  void *xbuf = NULL;
+  if ((s = att_xupload(d, kernel, args, NULL, &p, &xbuf))) return s;
   if (args->dtype == EM_F32) launch_forward_t<float>(d, p);
   else launch_forward_t<bf16_t>(d, p);
-  return emc_launch_status(kernel);
+  s = emc_launch_status(kernel);
+  if (xbuf) {
+    if (!s) s = att_xreport(d, kernel, args, (const AttXDev *)xbuf);
+    emc_scratch_free(d, xbuf);
+  }
+  return s;
 }
