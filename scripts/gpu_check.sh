@@ -17,7 +17,9 @@
 #    the declared variants (local window and blocks, relpos alibi/t5/shaw)
 #    at L = 1K, 4K, float32 and bfloat16, as ratios to standard attention
 #    in the same run: the kernels (gpu_bench) and, float32, the whole
-#    ember.Attention call with its route (scripts/bench/attention_variants_cuda.lua).
+#    ember.Attention call with its route (scripts/bench/attention_variants_cuda.lua,
+#    which also times two variants written in Lua: softcap and a document
+#    mask of 8 equal documents, their programs run by the fused kernel).
 # Exit status: 0 when every step passed, 1 otherwise; 77 when no GPU.
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then # the header above is the help
   sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
@@ -163,7 +165,7 @@ awk '$1 == "variant" && $4 == "standard" { std[$2 " " $3] = $5 + $6 }
        }
      }' "$B/bench_ember.txt"
 echo
-echo "the same through ember.Attention (float32; routes from ember.attention_routes())"
+echo "the same through ember.Attention, with the Lua variants softcap and document mask (float32; routes from ember.attention_routes())"
 (cd "$ROOT" && EMBER_PLUGIN_PATH="$B/plugins" EMBER_PLUGIN_PATH_ONLY=1 timeout 120 "$B/bin/ember" \
    scripts/bench/attention_variants_cuda.lua --lengths 1024,4096 2>&1 | tee "$B/bench_variants_lua.txt")
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "attention_variants_cuda.lua (a variant left the fused route, or it failed)"

@@ -1,6 +1,8 @@
--- attention_variants_cuda.lua -- the declared attention variants on the
--- CUDA device, through ember.Attention (the fused kernel), as ratios of
--- their time to standard attention's at the same size in the same run.
+-- attention_variants_cuda.lua -- the declared attention variants, and two
+-- written in Lua (plugins/flex: their traced programs run inside the fused
+-- kernel), on the CUDA device, through ember.Attention (the fused kernel),
+-- as ratios of their time to standard attention's at the same size in the
+-- same run.
 --
 --   ember scripts/bench/attention_variants_cuda.lua [--lengths 1024,4096] [--heads 16]
 --         [--head-dim 64] [--reps 5] [--device cuda] [--help]
@@ -9,7 +11,9 @@
 -- bfloat16 kernels are timed by backends/cuda/gpu_bench.c). Variants:
 -- standard, local (sliding window 256 + 256, and block-sparse: blocks of
 -- 64, one neighbour, 64 global tokens), relpos alibi, t5 (32 buckets,
--- distance 128) and shaw (clip 16, key and value terms). Each line gives
+-- distance 128) and shaw (clip 16, key and value terms); in Lua: softcap
+-- (cap 50) and a document mask of 8 equal documents (tiles across
+-- documents skipped by the block map). Each line gives
 -- milliseconds per forward and per forward+backward (best of reps after a
 -- warm-up, the device synchronised around each), the ratios to standard, and
 -- the route the calls took (fused/composed counts from
@@ -45,6 +49,14 @@ local variants = {
   {label = "relpos alibi", spec = {attention = "relpos", mode = "alibi"}},
   {label = "relpos t5", spec = {attention = "relpos", mode = "t5", num_buckets = 32, max_distance = 128}},
   {label = "relpos shaw", spec = {attention = "relpos", mode = "shaw", max_relative_position = 16}},
+  {label = "lua softcap 50", spec = {attention = "softcap", cap = 50}},
+  {label = "lua document 8 docs", spec = {attention = "document"},
+   -- ids [1, L]: 8 equal documents
+   inputs = function(L)
+     local ids = {}
+     for p = 1, L do ids[p] = (p - 1) * 8 // L + 1 end
+     return {doc = ember.tensor({ids}, {dtype = "int64"}):to(dev)}
+   end},
 }
 
 -- best seconds of reps calls of f, after one warm-up call
@@ -75,11 +87,12 @@ for L in opt.lengths:gmatch("%d+") do
     local spec = {heads = H, head_dim = D}
     for key, val in pairs(var.spec) do spec[key] = val end
     local m = ember.Attention(spec):to(dev)
+    local o = var.inputs and {variant_inputs = var.inputs(L)} or nil
     local r0 = ember.attention_routes()
-    local tf = best(function() ember.no_grad(function() return m:forward(q, k, v) end) end)
+    local tf = best(function() ember.no_grad(function() return m:forward(q, k, v, o) end) end)
     local tb = best(function()
       q.grad, k.grad, v.grad = nil, nil, nil
-      m:forward(q, k, v):backward(g)
+      m:forward(q, k, v, o):backward(g)
     end)
     local r1 = ember.attention_routes()
     local composed = r1.composed - r0.composed
