@@ -6,7 +6,8 @@
 -- tables' gradients within 1e-4 in float32 and 0.05 in bfloat16 (both sides
 -- from the same bf16-rounded inputs and tables; the CPU side in float32),
 -- with Lq = Lk = 150 (three 64-tiles, the last one partial) and a
--- cross-attention case. Then the bad input: an index out of range and a NaN
+-- cross-attention case; dropout (the same Philox draws as the CPU) and
+-- bfloat16 autocast. Then the bad input: an index out of range and a NaN
 -- score are clear errors, and a call the kernel declines (float64) runs
 -- densely.
 --   ember tests/cuda/emu_lua_variants.lua   (EMBER_PLUGIN_PATH: the emu folder first)
@@ -124,6 +125,40 @@ for _, c in ipairs(cases) do
   end
 end
 
+-- Dropout in training: both backends drop the same probabilities (one
+-- Philox stream), so the outputs agree; autocast runs the fused kernel in
+-- bfloat16 close to float32.
+for _, name in ipairs { "softcap", "sinks", "document" } do
+  local spec = { attention = name, heads = H, head_dim = D }
+  local a = ember.Attention(spec):train()
+  local g = ember.Attention(spec):to("cuda")
+  g:load_state_dict(a:state_dict())
+  g:train()
+  local q = ember.randn(B, H, 70, D)
+  local inp = name == "document" and { doc = doc_ids(B, 70, { 20, 30 }) } or nil
+  ember.manual_seed(5)
+  local oc = a:forward(q, q, q, { dropout = 0.3, variant_inputs = inp })
+  ember.manual_seed(5)
+  local r0 = ember.attention_routes()
+  local og = g:forward(q:to("cuda"), q:to("cuda"), q:to("cuda"), { dropout = 0.3, variant_inputs = on(inp, "cuda") })
+  local r1 = ember.attention_routes()
+  local d = maxdiff(og, oc)
+  check(d < 1e-4 and r1.fused - r0.fused == 1, ("%s with dropout 0.3: max diff vs cpu %.2e, fused +%d"):format(name, d,
+    r1.fused - r0.fused))
+end
+do
+  local a = ember.Attention { attention = "example_lua", heads = H, head_dim = D, max_distance = 5 }:to("cuda")
+  ember.no_grad(function() a:parameters()[1]:copy_(ember.randn(a:parameters()[1].shape):to("cuda") * 0.5) end)
+  local q = ember.randn(1, H, 50, D):to("cuda")
+  local ref = a(q, q, q)
+  local r0 = ember.attention_routes()
+  local low = ember.autocast("bfloat16", function() return a(q, q, q) end)
+  local r1 = ember.attention_routes()
+  local d = maxdiff(low, ref:to("cpu"))
+  check(d < 0.1 and r1.fused - r0.fused == 1, ("example_lua under bfloat16 autocast: max diff vs float32 %.2e, fused +%d"):format(d,
+    r1.fused - r0.fused))
+end
+
 -- Bad input on the device: clear errors, no crash.
 do
   local att = ember.Attention { attention = "document", heads = H, head_dim = D }:to("cuda")
@@ -145,7 +180,7 @@ do
   ok, err = pcall(sc.forward, sc, q64, q64, q64, { causal = true })
   local after = ember.attention_routes()
   check(ok and after.composed - before.composed == 1 and after.fused == before.fused,
-    "float64 on the device falls back to the dense path: " .. tostring(err))
+    "float64 on the device falls back to the dense path" .. (ok and "" or ": " .. tostring(err)))
 end
 
 print(failed == 0 and "every Lua variant fused on the emulated device and equal to the CPU" or (failed .. " failed"))
