@@ -77,9 +77,11 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
                                            int64_t q, int64_t k0, int64_t n, const T *s, T *X) {
   T *tmp = X + (int64_t)p->n * ATT_XCH, *tb = tmp + ATT_XCH, *tc = tb + ATT_XCH;
   int64_t *off = (int64_t *)(tc + ATT_XCH);
+  const T *RP[EM_EXPR_MAX_INS]; /* where each register's values are (S: the scores themselves) */
   for (int i = 0; i < p->n; i++) {
     const em_xins *x = &p->ins[i];
     T *r = X + (int64_t)i * ATT_XCH;
+    RP[i] = r;
     if (!p->kvar[i]) { /* one value for the row */
       double v;
       switch (x->op) {
@@ -109,7 +111,13 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
       r[0] = (T)v;
       continue;
     }
-    if (x->op == EM_XOP_S) {
+    if (x->op == EM_XOP_S) { /* read in place unless an output names it */
+      bool out = false;
+      for (int o = 0; o < p->n_out; o++) out |= p->out[o] == i;
+      if (s && !out) {
+        RP[i] = s;
+        continue;
+      }
       for (int64_t j = 0; j < n; j++) r[j] = s ? s[j] : 0;
       continue;
     }
@@ -128,32 +136,45 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
       continue;
     }
     const int ar = em_xop_arity(x->op);
-    const T *A = FN(xvec)(p, X, x->arg[0], tmp, n);
-    const T *Bv = ar > 1 ? FN(xvec)(p, X, x->arg[1], tb, n) : A;
-    const T *Cv = ar > 2 ? FN(xvec)(p, X, x->arg[2], tc, n) : A;
+    T *restrict rr = r;
+    const bool va = p->kvar[x->arg[0]], vb = ar > 1 && p->kvar[x->arg[1]];
+    /* the binary rules, once; each is expanded three ways below */
+#define XBIN(X)                                                                              \
+  X(ADD, a_ + b_) X(SUB, a_ - b_) X(MUL, a_ * b_) X(DIV, a_ / b_)                          \
+  X(IDIV, EM_XRULE_IDIV(a_, b_)) X(MOD, EM_XRULE_MOD(a_, b_)) X(POW, pow(a_, b_))          \
+  X(MIN, EM_XRULE_MIN(a_, b_)) X(MAX, EM_XRULE_MAX(a_, b_)) X(LT, (T)(a_ < b_))            \
+  X(LE, (T)(a_ <= b_)) X(EQ, (T)(a_ == b_)) X(NE, (T)(a_ != b_))                           \
+  X(AND, (T)(a_ != 0 && b_ != 0)) X(OR, (T)(a_ != 0 || b_ != 0))
+    if (ar == 2 && va != vb) { /* one operand is the row's scalar: kept in a register, no broadcast pass */
+      const T *restrict V = RP[va ? x->arg[0] : x->arg[1]];
+      const T k_ = X[(int64_t)(va ? x->arg[1] : x->arg[0]) * ATT_XCH];
+#define XVS(OP, EXPR)                                                    \
+  case EM_XOP_##OP:                                                      \
+    if (va)                                                              \
+      for (int64_t j = 0; j < n; j++) { const T a_ = V[j], b_ = k_; rr[j] = (EXPR); } \
+    else                                                                 \
+      for (int64_t j = 0; j < n; j++) { const T a_ = k_, b_ = V[j]; rr[j] = (EXPR); } \
+    break;
+      switch (x->op) {
+        XBIN(XVS)
+      default: for (int64_t j = 0; j < n; j++) rr[j] = NAN;
+      }
+#undef XVS
+      continue;
+    }
+    const T *restrict A = va ? RP[x->arg[0]] : FN(xvec)(p, X, x->arg[0], tmp, n);
+    const T *restrict Bv = ar > 1 ? (vb ? RP[x->arg[1]] : FN(xvec)(p, X, x->arg[1], tb, n)) : A;
+    const T *restrict Cv = ar > 2 ? (p->kvar[x->arg[2]] ? RP[x->arg[2]] : FN(xvec)(p, X, x->arg[2], tc, n)) : A;
 #define XL(EXPR)                                        \
   for (int64_t j = 0; j < n; j++) {                     \
     const T a_ = A[j], b_ = Bv[j], c_ = Cv[j];          \
     (void)b_, (void)c_;                                 \
-    r[j] = (EXPR);                                      \
+    rr[j] = (EXPR);                                     \
   }                                                     \
   break;
+#define XVV(OP, EXPR) case EM_XOP_##OP: XL(EXPR)
     switch (x->op) {
-    case EM_XOP_ADD: XL(a_ + b_)
-    case EM_XOP_SUB: XL(a_ - b_)
-    case EM_XOP_MUL: XL(a_ * b_)
-    case EM_XOP_DIV: XL(a_ / b_)
-    case EM_XOP_IDIV: XL(EM_XRULE_IDIV(a_, b_))
-    case EM_XOP_MOD: XL(EM_XRULE_MOD(a_, b_))
-    case EM_XOP_POW: XL(pow(a_, b_))
-    case EM_XOP_MIN: XL(EM_XRULE_MIN(a_, b_))
-    case EM_XOP_MAX: XL(EM_XRULE_MAX(a_, b_))
-    case EM_XOP_LT: XL((T)(a_ < b_))
-    case EM_XOP_LE: XL((T)(a_ <= b_))
-    case EM_XOP_EQ: XL((T)(a_ == b_))
-    case EM_XOP_NE: XL((T)(a_ != b_))
-    case EM_XOP_AND: XL((T)(a_ != 0 && b_ != 0))
-    case EM_XOP_OR: XL((T)(a_ != 0 || b_ != 0))
+      XBIN(XVV)
     case EM_XOP_NEG: XL(-a_)
     case EM_XOP_ABS: XL(fabs(a_))
     case EM_XOP_FLOOR: XL(floor(a_))
@@ -166,9 +187,11 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
     case EM_XOP_NOT: XL((T)(a_ == 0))
     case EM_XOP_SIGN: XL((T)EM_XRULE_SIGN(a_))
     case EM_XOP_WHERE: XL(EM_XRULE_WHERE(a_, b_, c_))
-    default: for (int64_t j = 0; j < n; j++) r[j] = NAN;
+    default: for (int64_t j = 0; j < n; j++) rr[j] = NAN;
     }
+#undef XVV
 #undef XL
+#undef XBIN
   }
   return true;
 }
@@ -179,22 +202,29 @@ ATT_ROW const T *FN(xout)(const em_expr *p, T *X, int o, int64_t n) {
   return FN(xvec)(p, X, p->out[o], tmp, n);
 }
 
-/* The score program over a score tile, in place; raw (when not NULL) keeps
-** the scores it started from (the backward's d/ds needs them). */
+/* The score program over a score tile, in place. In the backward (dsc not
+** NULL) the gradient program runs instead, one pass for both: the score
+** into S and d score/ds into dsc; raw (when not NULL) keeps the scores it
+** started from, for the learned tables' scatter (xscore_scatter_row). */
 ATT_ROW void FN(xscore_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
-                             int64_t bc, T *S, T *X, T *raw) {
+                             int64_t bc, T *S, T *X, T *dsc, T *raw) {
   const em_attention_args *a = c->a;
+  const em_expr *p = dsc ? a->score_grad : a->score_mod;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
   for (int64_t ii = 0; ii < br; ii++) {
     T *s = S + ii * ld;
     const int64_t q = i0 + ii + c->shift + 1;
     if (raw)
       for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = s[jj];
-    if (!FN(xrow)(c, a->score_mod, b, h, q, j0 + 1, bc, s, X)) {
+    if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X)) {
       for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
       continue;
     }
-    const T *o = FN(xout)(a->score_mod, X, 0, bc);
+    if (dsc) {
+      const T *d = FN(xout)(p, X, 1, bc);
+      for (int64_t jj = 0; jj < bc; jj++) dsc[ii * ld + jj] = d[jj];
+    }
+    const T *o = FN(xout)(p, X, 0, bc);
     bool nan = false;
     for (int64_t jj = 0; jj < bc; jj++) {
       nan |= o[jj] != o[jj];
@@ -236,34 +266,29 @@ ATT_ROW T FN(xsink)(const att_ctx *c, int64_t bh, int64_t i, T *X) {
   return FN(xout)(a->sink, X, 0, 1)[0];
 }
 
-/* Backward, one row: ds (the gradient of the modified scores) becomes the
-** gradient of the raw ones, ds * d score/ds; the owner of the row also adds
-** ds * d score/d(load g) into the head's table sums G at the load's
-** element. */
-ATT_ROW void FN(xscore_grad_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
-                                 const T *raw, T *ds, T *X, bool owner) {
+/* Backward, one row of a head's owner: adds ds * d score/d(load g) (ds:
+** the gradient of the modified scores) into the head's table sums at each
+** load's element, the program run again on the row's raw scores. */
+ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
+                                    const T *raw, const T *ds, T *X) {
   const em_attention_args *a = c->a;
   const em_expr *p = a->score_grad;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
   if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X)) return;
-  if (owner && c->xg) {
-    T *G = (T *)c->xg + bh * c->xg_size;
-    int64_t *off = (int64_t *)(X + (int64_t)(p->n + 3) * ATT_XCH);
-    T *tmp = X + (int64_t)p->n * ATT_XCH;
-    for (int g = 0; g < p->n_grad; g++) {
-      const em_xins *x = &p->ins[p->grad_load[g]];
-      if (c->xg_off[x->cap] < 0) continue;
-      const T *dl = FN(xout)(p, X, 2 + g, bc);
-      /* the offsets again (xrow checked them): tmp is free once dl is read */
-      T dlv[ATT_XCH];
-      for (int64_t jj = 0; jj < bc; jj++) dlv[jj] = dl[jj] * ds[jj];
-      if (!FN(xoffsets)(c, p, x, X, tmp, bc, off, b, h, q, j0 + 1)) return;
-      T *gc = G + c->xg_off[x->cap];
-      for (int64_t jj = 0; jj < bc; jj++) gc[off[jj]] += dlv[jj];
-    }
+  T *G = (T *)c->xg + bh * c->xg_size;
+  int64_t *off = (int64_t *)(X + (int64_t)(p->n + 3) * ATT_XCH);
+  T *tmp = X + (int64_t)p->n * ATT_XCH;
+  for (int g = 0; g < p->n_grad; g++) {
+    const em_xins *x = &p->ins[p->grad_load[g]];
+    if (c->xg_off[x->cap] < 0) continue;
+    const T *dl = FN(xout)(p, X, 2 + g, bc);
+    /* the offsets again (xrow checked them): tmp is free once dl is read */
+    T dlv[ATT_XCH];
+    for (int64_t jj = 0; jj < bc; jj++) dlv[jj] = dl[jj] * ds[jj];
+    if (!FN(xoffsets)(c, p, x, X, tmp, bc, off, b, h, q, j0 + 1)) return;
+    T *gc = G + c->xg_off[x->cap];
+    for (int64_t jj = 0; jj < bc; jj++) gc[off[jj]] += dlv[jj];
   }
-  const T *d = FN(xout)(p, X, 1, bc);
-  for (int64_t jj = 0; jj < bc; jj++) ds[jj] *= d[jj];
 }
 
 /* Backward: where the learned captures' gradients are summed per head

@@ -24,15 +24,16 @@ ATT_ROW T FN(sum16)(const T *s) {
 ** and keys [j0, j0+bc) of head bh, row stride c->ld; -inf where the key is
 ** padding or in the causal future. A traced score program changes the
 ** product first (raw, when not NULL, keeps it); a traced mask hides keys
-** last. X: the thread's program registers. */
+** last. X: the thread's program registers; dsc and raw: the backward's
+** tiles (xscore_tile), NULL in the forward. */
 ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
-                        int64_t bc, T *S, T *X, T *raw) {
+                        int64_t bc, T *S, T *X, T *dsc, T *raw) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->ld;
   const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
   const ST *k = (const ST *)a->k + (bh * a->Lk + j0) * dk;
   FN(mm)(false, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
-  if (a->score_mod) FN(xscore_tile)(c, bh, i0, br, j0, bc, S, X, raw);
+  if (a->score_mod) FN(xscore_tile)(c, bh, i0, br, j0, bc, S, X, dsc, raw);
   const T *bias = a->bias;
   const uint8_t *pad = a->key_padding ? a->key_padding + b * a->Lk + j0 : NULL;
   for (int64_t ii = 0; ii < br; ii++) {
@@ -139,7 +140,7 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
            !att_tile_empty(c, bh, i0, br, j0 + w, Lk - j0 - w < BC ? Lk - j0 - w : BC))
       w += BC;
     const int64_t bc = Lk - j0 < w ? Lk - j0 : w;
-    FN(scores)(c, bh, i0, br, j0, bc, S, X, NULL);
+    FN(scores)(c, bh, i0, br, j0, bc, S, X, NULL, NULL);
     for (int64_t ii = 0; ii < br; ii++) {
       T *s = S + ii * LD, *o = acc + ii * dv;
       /* a uniform row's Shaw key term is the constant x, left out of s */
@@ -249,8 +250,10 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
-  T *raw = a->score_grad ? X + c->xregs : NULL; /* [br][ld] raw scores */
-  FN(scores)(c, bh, i0, br, j0, bc, P, X, raw);
+  /* a traced score: d score/ds [br][ld], and the raw scores when learned tables need them */
+  T *dsc = a->score_grad ? X + c->xregs : NULL;
+  T *raw = dsc && c->xg && owner ? dsc + c->br * ld : NULL;
+  FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
   FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (bh * a->Lk + j0) * dv, true, dv, 0, dS, ld);
   for (int64_t ii = 0; ii < br; ii++) {
@@ -276,7 +279,9 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
     } else {
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
-    if (raw) FN(xscore_grad_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X, owner);
+    if (raw) FN(xscore_scatter_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X);
+    if (dsc)
+      for (int64_t jj = 0; jj < bc; jj++) ds[jj] *= dsc[ii * ld + jj];
     /* a uniform row's part of decl_accumulate: its sums go to table row u */
     if (owner && u >= 0 && (c->DSB || c->PB))
       FN(decl_uniform_sums)(c, i, u, c->DSB ? FN(row_sum)(ds, bc) : 0, c->PB ? FN(row_sum)(p, bc) : 0);
@@ -439,7 +444,7 @@ static em_status FN(backward)(att_ctx *c) {
   const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR || c->xg;
   const int64_t n_acc = ATT_DIRECT ? 0 : c->ld * (a->dk + a->dv) + (per_head ? Lq : c->br) * a->dk;
   /* a traced score keeps its raw tile after the program registers */
-  const int64_t n_x = c->xregs ? c->xregs + (a->score_grad ? c->br * c->ld : 0) : 0;
+  const int64_t n_x = c->xregs ? c->xregs + (a->score_grad ? (c->xg ? 2 : 1) * c->br * c->ld : 0) : 0;
   const size_t per_thread = (size_t)(2 * c->br * c->ld + n_acc + n_x + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {

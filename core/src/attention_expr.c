@@ -116,7 +116,10 @@ static double eval_ins(const em_xins *x, const double *r, const em_xcap *caps, d
     int64_t off = em_xcap_offset(c, idx);
     return off < 0 ? NAN : em_xcap_read(c, off);
   }
-  default: return em_xeval1(x->op, r[x->arg[0]], r[x->arg[1]], r[x->arg[2]]);
+  default: { /* unary ops leave arg[1] and arg[2] at -1 */
+    const int ar = em_xop_arity(x->op);
+    return em_xeval1(x->op, r[x->arg[0]], ar > 1 ? r[x->arg[1]] : 0, ar > 2 ? r[x->arg[2]] : 0);
+  }
   }
 }
 

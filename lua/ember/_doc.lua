@@ -181,6 +181,10 @@ end
 -- The name under which a value is documented, found by identity.
 local function name_of(v)
   local ember = require "ember"
+  -- ember.exp and the other helpers that also take traced values are
+  -- wrappers (ember/variant.lua): name the function they wrap
+  local wrapped = (package.loaded["ember.variant"] or {}).wrapped
+  if wrapped and wrapped[v] then v = wrapped[v] end
   M.index() -- fills ALIASES: a method offered as ember.<name> too is named as the method
   for k, x in pairs(ember) do
     if rawequal(x, v) and type(k) == "string" and not ALIASES["ember." .. k] then return "ember." .. k end

@@ -6,6 +6,22 @@
 -- is construction (tracing) plus the first forward.
 local ember = require "ember"
 
+for i = 1, #arg do
+  if arg[i] == "--help" or arg[i] == "-h" then
+    print([[Usage: ember scripts/bench/variants.lua [--reps N] [--dtype float32|bfloat16] [--L 256,1024,4096]
+
+Attention variants written in Lua against the built-in ones and standard
+attention: fwd+bwd ms on the fused CPU kernel, d256 h8, B*L = 4096.
+
+Options:
+   --reps N        timed repetitions per case (median; default 5)
+   --dtype DTYPE   float32 or bfloat16 (under ember.autocast)
+   --L LIST        sequence lengths, comma-separated (default 256,1024,4096)
+   -h, --help      this text]])
+    os.exit(0)
+  end
+end
+
 local reps, dtype, Ls = 5, "float32", { 256, 1024, 4096 }
 for i = 1, #arg do
   if arg[i] == "--reps" then reps = tonumber(arg[i + 1]) end
@@ -26,7 +42,7 @@ end
 local function time_case(spec, L, opts)
   local B = 4096 // L
   spec.heads, spec.head_dim, spec.dtype = H, dh, "float32"
-  local t0 = ember.clock and ember.clock() or os.clock()
+  local t0 = ember.clock()
   local att = ember.Attention(spec)
   local mk = function() return ember.randn(B, H, L, dh):requires_grad_() end
   local q, k, v = mk(), mk(), mk()
@@ -39,7 +55,7 @@ local function time_case(spec, L, opts)
     end
     out:float():sum():backward()
   end
-  local clock = ember.clock or os.clock
+  local clock = ember.clock
   local first0 = clock()
   step()
   local first = clock() - first0 + (first0 - t0)
