@@ -587,7 +587,16 @@ end
 
 -- ---------------------------------------------------------------- weights
 local out_is_wv = not (decl and decl.bias == "shaw" and decl.rel_v)
-if caps.weights then
+-- kernel = "fused" promises the fused kernel or an error: it never forms the
+-- weights, so asking for them must fail, naming need_weights.
+local fused_only = user_opts.kernel == "fused"
+if caps.weights and fused_only then
+  check("kernel=fused refuses need_weights with a clear error (no silent composition)", function()
+    local a, p = make(), problem()
+    return raises(function() return a:forward(p.q, p.k, p.v, {need_weights = true}) end, "need_weights")
+  end)
+end
+if caps.weights and not fused_only then
   check("weights are [B,H,Lq,Lk], rows sum to 1 (0 when fully masked)", function()
     local a, p = make(), problem({Lq = 4, Lk = 6})
     local opts = {need_weights = true}
@@ -699,7 +708,7 @@ if decl then
     big_sets[#big_sets + 1] = {key_padding_mask = ember.tensor(rows)}
   end
   if caps.mask then big_sets[#big_sets + 1] = {attn_mask = bool_mask(big.Lq, big.Lk, 11), causal = caps.causal or nil} end
-  if caps.weights and decl.route ~= "composed" then
+  if caps.weights and decl.route ~= "composed" and not fused_only then
     check("the fused route equals the composed route, outputs and gradients (tables too), several tiles", function()
       ember.manual_seed(21)
       local a = make({}, {H = big.H, dk = big.dk, dv = big.dv})

@@ -14,6 +14,16 @@ to the inputs and every parameter. All float64.
   Masks: key_padding_mask True = padding in both; the decoder's causal mask
   is PyTorch's square subsequent mask, ember's causal=true.
 
+nn_modern.lua -- the modules of issue 27 (SiLU, RMSNorm, gated FeedForward,
+Flatten, ModuleList/ModuleDict state-dict names) as nn_modules.lua, but with
+PyTorch's own parameter names (which are ember's for these modules), and
+their own seed so adding cases leaves nn_modules.lua unchanged. PyTorch 1.13
+has no nn.RMSNorm: the reference is its formula, x * rsqrt(mean(x^2) + eps)
+* weight, with eps=None meaning torch.finfo(dtype).eps as torch.nn.RMSNorm.
+Also nn.init's reference numbers: calculate_gain, fan_in/fan_out of several
+shapes (torch.nn.init._calculate_fan_in_and_fan_out), and the bound or std
+each initializer's formula gives for them.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay) on the loss
 sum(A * p^2 + B * p) over a few steps; clip_grad_norm (the returned norm and
@@ -278,6 +288,221 @@ def schedule_cases():
     return out
 
 
+# ---------------------------------------------------------------- issue 27 modules
+
+def run_plain(name, module, config, inputs, forward):
+    """As run_case, under PyTorch's own parameter names."""
+    for t in inputs.values():
+        if t.dtype == torch.float64:
+            t.requires_grad_(True)
+    out = forward(module, **inputs)
+    R = torch.randn_like(out)
+    (out * R).sum().backward()
+    return {"name": name, "config": config,
+            "state": {n: p.detach().clone() for n, p in module.named_parameters()},
+            "inputs": {k: v.detach() for k, v in inputs.items()},
+            "out": out.detach(), "R": R,
+            "grad_inputs": {k: v.grad for k, v in inputs.items() if v.dtype == torch.float64},
+            "grads": {n: p.grad.clone() for n, p in module.named_parameters()}}
+
+
+class RMSNormRef(torch.nn.Module):
+    """torch.nn.RMSNorm (PyTorch >= 2.4) by its formula."""
+
+    def __init__(self, shape, eps=None, affine=True):
+        super().__init__()
+        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.eps = eps
+        if affine:
+            self.weight = torch.nn.Parameter(torch.ones(self.shape))
+        else:
+            self.weight = None
+
+    def forward(self, x):
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        dims = tuple(range(-len(self.shape), 0))
+        y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+        return y * self.weight if self.weight is not None else y
+
+
+class GatedFF(torch.nn.Module):
+    """Llama's MLP: w2(act(w1 x) * w3 x), under ember's names."""
+
+    def __init__(self, d, f, act, bias):
+        super().__init__()
+        self.linear1 = torch.nn.Linear(d, f, bias=bias)
+        self.linear3 = torch.nn.Linear(d, f, bias=bias)
+        self.linear2 = torch.nn.Linear(f, d, bias=bias)
+        self.act = torch.nn.functional.silu if act == "swiglu" else torch.nn.functional.gelu
+
+    def forward(self, x):
+        return self.linear2(self.act(self.linear1(x)) * self.linear3(x))
+
+
+def modern_cases():
+    torch.manual_seed(20261203)
+    cases = []
+    cases.append(run_plain("SiLU", torch.nn.SiLU(), {}, {"x": torch.randn(2, 3, 5) * 2}, lambda m, x: m(x)))
+
+    for label, shape, eps, affine in (("RMSNorm", 6, 1e-6, True), ("RMSNorm_2d_default_eps", [3, 4], None, True),
+                                      ("RMSNorm_no_affine", 5, 1e-5, False)):
+        m = RMSNormRef(shape, eps, affine)
+        if affine:
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.3 * torch.randn_like(m.weight))
+        xshape = (2, 3) + ((shape,) if isinstance(shape, int) else tuple(shape))
+        cfg = {"shape": shape, "elementwise_affine": affine}
+        if eps is not None:
+            cfg["eps"] = eps
+        cases.append(run_plain(label, m, cfg, {"x": torch.randn(*xshape) * 1.5 + 0.2}, lambda m, x: m(x)))
+
+    for act in ("swiglu", "geglu"):
+        for bias in (True, False):
+            ff = GatedFF(6, 10, act, bias)
+            randomize(ff)
+            cases.append(run_plain("FeedForward_%s%s" % (act, "" if bias else "_nobias"), ff,
+                                   {"d_model": 6, "d_ff": 10, "activation": act, "bias": bias},
+                                   {"x": torch.randn(2, 4, 6)}, lambda m, x: m(x)))
+
+    # Flatten(start_dim=1, end_dim=2) in PyTorch's 0-based dims is ember's Flatten(2, 3)
+    cases.append(run_plain("Flatten", torch.nn.Flatten(1, 2), {"start_dim": 2, "end_dim": 3},
+                           {"x": torch.randn(2, 3, 4, 5)}, lambda m, x: m(x)))
+
+    # A ModuleList of Linear-ReLU-Linear and a ModuleDict of two heads: the
+    # state dict names are PyTorch's ("0.weight", "head_b.bias").
+    ml = torch.nn.ModuleList([torch.nn.Linear(4, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3)])
+
+    def run_list(m, x):
+        for layer in m:
+            x = layer(x)
+        return x
+
+    cases.append(run_plain("ModuleList", ml, {}, {"x": torch.randn(3, 4)}, run_list))
+    md = torch.nn.ModuleDict([("head_b", torch.nn.Linear(4, 2)), ("head_a", torch.nn.Linear(4, 2, bias=False))])
+    cases.append(run_plain("ModuleDict", md, {"order": ["head_b", "head_a"]}, {"x": torch.randn(3, 4)},
+                           lambda m, x: m["head_b"](x) * m["head_a"](x).tanh()))
+    return cases + vision_cases()
+
+
+def vision_cases():
+    """BatchNorm2d, GroupNorm and the 2-d pools (their own seed). Configs are
+    ember's: 1-based nothing here, sizes as {h, w} pairs."""
+    torch.manual_seed(20261205)
+    cases = []
+
+    def bn_case(name, bn, x, cfg):
+        randomize(bn)
+        with torch.no_grad():
+            bn.weight.copy_(1 + 0.3 * torch.randn_like(bn.weight))
+        case = run_plain(name, bn, cfg, {"x": x}, lambda m, x: m(x))
+        case["buffers"] = {n: b.detach().clone() for n, b in bn.named_buffers()}
+        return case
+
+    bn = torch.nn.BatchNorm2d(3)
+    cases.append(bn_case("BatchNorm2d_train", bn, torch.randn(4, 3, 5, 5) * 2 + 0.5, {"num_features": 3}))
+    # eval mode with running statistics of its own (loaded from "buffers_in")
+    bn = torch.nn.BatchNorm2d(3, eps=1e-3)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.randn(3))
+        bn.running_var.copy_(torch.rand(3) + 0.5)
+        bn.num_batches_tracked.fill_(7)
+    before = {n: b.detach().clone() for n, b in bn.named_buffers()}
+    bn.eval()
+    case = bn_case("BatchNorm2d_eval", bn, torch.randn(2, 3, 4, 3), {"num_features": 3, "eps": 1e-3, "eval": True})
+    case["buffers_in"] = before
+    cases.append(case)
+    # momentum=None: a cumulative average over two batches (the output of the second)
+    bn = torch.nn.BatchNorm2d(2, momentum=None)
+    x1 = torch.randn(3, 2, 4, 4) + 1
+    with torch.no_grad():
+        bn(x1)
+    case = bn_case("BatchNorm2d_cumulative", bn, torch.randn(3, 2, 4, 4) * 0.5, {"num_features": 2, "momentum": False})
+    case["first_batch"] = x1
+    cases.append(case)
+
+    for name, g, c, shape in (("GroupNorm", 2, 6, (2, 6, 3, 4)), ("GroupNorm_instance_3d", 3, 3, (2, 3, 5))):
+        gn = torch.nn.GroupNorm(g, c)
+        randomize(gn)
+        with torch.no_grad():
+            gn.weight.copy_(1 + 0.3 * torch.randn(c))
+        cases.append(run_plain(name, gn, {"num_groups": g, "num_channels": c},
+                               {"x": torch.randn(*shape) * 1.5 + 0.3}, lambda m, x: m(x)))
+
+    def pool_case(name, mod, cfg, shape):
+        cases.append(run_plain(name, mod, cfg, {"x": torch.randn(*shape)}, lambda m, x: m(x)))
+
+    pool_case("MaxPool2d_k3s2p1", torch.nn.MaxPool2d(3, stride=2, padding=1),
+              {"kernel_size": 3, "stride": 2, "padding": 1}, (2, 3, 7, 6))
+    pool_case("MaxPool2d_rect_dilated", torch.nn.MaxPool2d((2, 3), stride=(1, 2), dilation=(2, 1)),
+              {"kernel_size": [2, 3], "stride": [1, 2], "dilation": [2, 1]}, (2, 2, 6, 7))
+    pool_case("MaxPool2d_unbatched", torch.nn.MaxPool2d(2), {"kernel_size": 2}, (3, 6, 6))
+    pool_case("AvgPool2d_k3s2p1", torch.nn.AvgPool2d(3, stride=2, padding=1),
+              {"kernel_size": 3, "stride": 2, "padding": 1}, (2, 3, 7, 6))
+    pool_case("AvgPool2d_k3s2p1_exclude_pad", torch.nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+              {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}, (2, 3, 7, 6))
+    pool_case("AvgPool2d_rect_divisor", torch.nn.AvgPool2d((2, 3), stride=(2, 1), divisor_override=4),
+              {"kernel_size": [2, 3], "stride": [2, 1], "divisor_override": 4}, (1, 2, 5, 6))
+    pool_case("AdaptiveAvgPool2d_3x2", torch.nn.AdaptiveAvgPool2d((3, 2)), {"output_size": [3, 2]}, (2, 3, 7, 5))
+    pool_case("AdaptiveAvgPool2d_1", torch.nn.AdaptiveAvgPool2d(1), {"output_size": 1}, (2, 4, 5, 3))
+    pool_case("AdaptiveAvgPool2d_4_unbatched", torch.nn.AdaptiveAvgPool2d(4), {"output_size": 4}, (3, 10, 9))
+    return cases
+
+
+def init_cases():
+    """nn.init's formulas, through PyTorch's own helpers."""
+    init = torch.nn.init
+    gains = []
+    for nl, a in (("linear", None), ("conv2d", None), ("sigmoid", None), ("tanh", None), ("relu", None),
+                  ("leaky_relu", None), ("leaky_relu", 0.2), ("selu", None)):
+        gains.append({"nonlinearity": nl, "param": a if a is not None else False,
+                      "gain": init.calculate_gain(nl, a)})
+    shapes = []
+    for shape in ((5, 3), (7, 4, 3), (8, 3, 5, 5), (6, 2, 3, 3, 2)):
+        t = torch.empty(*shape)
+        fan_in, fan_out = init._calculate_fan_in_and_fan_out(t)
+        entry = {"shape": list(shape), "fan_in": fan_in, "fan_out": fan_out}
+        # the bound of uniform and the std of normal each initializer gives
+        entry["xavier_uniform_bound"] = 1.0 * math.sqrt(6.0 / (fan_in + fan_out))
+        entry["xavier_normal_std"] = 1.0 * math.sqrt(2.0 / (fan_in + fan_out))
+        gain = init.calculate_gain("leaky_relu", 0.1)
+        entry["kaiming_uniform_a0.1_fan_in_bound"] = gain * math.sqrt(3.0 / fan_in)
+        entry["kaiming_normal_relu_fan_out_std"] = init.calculate_gain("relu") / math.sqrt(fan_out)
+        shapes.append(entry)
+        # PyTorch's own initializers stay inside those bounds and near those stds
+        big = torch.empty(*shape)
+        init.xavier_uniform_(big)
+        assert big.abs().max() <= entry["xavier_uniform_bound"]
+        init.kaiming_uniform_(big, a=0.1)
+        assert big.abs().max() <= entry["kaiming_uniform_a0.1_fan_in_bound"]
+    # trunc_normal_'s mean and std: the truncated normal's moments
+    trunc = []
+    for mean, std, a, b in ((0.0, 1.0, -2.0, 2.0), (0.5, 2.0, -1.0, 3.0), (0.0, 0.02, -0.04, 0.04),
+                            (1.0, 1.0, 1.5, 4.0)):
+        def phi(z):
+            return math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+        def Phi(z):
+            return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+        al, be = (a - mean) / std, (b - mean) / std
+        Z = Phi(be) - Phi(al)
+        m = mean + std * (phi(al) - phi(be)) / Z
+        var = std * std * (1 + (al * phi(al) - be * phi(be)) / Z - ((phi(al) - phi(be)) / Z) ** 2)
+        # kurtosis (for the spec's tolerance on the sample std), by the midpoint rule
+        K = 200000
+        xs = [a + (b - a) * (i + 0.5) / K for i in range(K)]
+        ws = [phi((x - mean) / std) for x in xs]
+        W = sum(ws)
+        m4 = sum(w * (x - m) ** 4 for w, x in zip(ws, xs)) / W
+        kurt = m4 / (var * var)
+        sample = init.trunc_normal_(torch.empty(400000), mean, std, a, b)
+        assert abs(float(sample.mean()) - m) < 6 * math.sqrt(var / 400000)
+        assert abs(float(sample.std()) - math.sqrt(var)) < 0.01 * math.sqrt(var)
+        trunc.append({"mean": mean, "std": std, "a": a, "b": b, "t_mean": m, "t_std": math.sqrt(var),
+                      "t_kurtosis": kurt})
+    return {"gains": gains, "shapes": shapes, "trunc_normal": trunc}
+
+
 def write(path, value):
     with open(path, "w") as f:
         f.write("-- Generated by tests/gen_nn_fixtures.py (PyTorch %s); do not edit.\n" % torch.__version__)
@@ -290,6 +515,8 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_optim.lua"),
           {"torch_version": torch.__version__, "optim": optim_cases(), "clip": clip_cases(),
            "schedules": schedule_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_modern.lua"),
+          {"torch_version": torch.__version__, "cases": modern_cases(), "init": init_cases()})
 
 
 if __name__ == "__main__":

@@ -57,6 +57,19 @@
 ** call once made the whole backward 1.2-1.6x slower at L = 4096). */
 #define ATT_ROW static inline __attribute__((always_inline))
 
+/* Registers of the traced programs hold this many keys (a tile row: bc
+** and the forward's merged steps are at most 128). */
+#define ATT_XCH 128
+
+/* The first failure of a traced program (kind: 1 + the dim of a load's
+** index out of range, or ATT_XERR_NAN), reported once the kernel ends. */
+#define ATT_XERR_NAN 100
+typedef struct att_xerr {
+  int kind, cap;
+  int64_t b, h, q, k;
+  double idx;
+} att_xerr;
+
 typedef struct att_ctx {
   const em_attention_args *a;
   int64_t shift;  /* Lk - Lq, the causal diagonal's offset */
@@ -75,6 +88,11 @@ typedef struct att_ctx {
   int64_t *step_end;  /* [n_r]: end of the stretch from n where the row grows by 1 a position (same block) */
   void *DVEC;       /* backward: [BH][n_r] dS summed along diagonals (bias table) */
   void *GK, *GV;    /* backward: [BH][n_rel][dk or dv] per-head parts of Shaw's gradients */
+  /* a traced variant (cpu_attention_expr_tmpl.h) */
+  att_xerr *xerr;   /* the first failure */
+  int64_t xregs;    /* scratch a thread needs for the programs, in compute-type elements */
+  void *xg;         /* backward: [BH][xg_size] per-head sums of the learned captures' gradients */
+  int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
 } att_ctx;
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
@@ -90,10 +108,27 @@ static inline void att_band(const em_attention_args *a, int64_t p, int64_t *lo, 
   }
 }
 
-/* How the block mask treats query rows [i0, i0+br) x keys [j0, j0+bc). */
-static inline int att_tile_class(const att_ctx *c, int64_t i0, int64_t br, int64_t j0,
+/* How a traced mask's block map treats the tile: its cells combined. */
+static inline int att_xmap_class(const em_attention_args *a, int64_t bh, int64_t i0, int64_t br,
+                                 int64_t j0, int64_t bc) {
+  const int64_t g = a->map_grain;
+  const uint8_t *m = a->block_map + (bh / a->H) * a->map_sb + (bh % a->H) * a->map_sh;
+  bool empty = true, full = true;
+  for (int64_t iq = i0 / g; iq <= (i0 + br - 1) / g; iq++)
+    for (int64_t jk = j0 / g; jk <= (j0 + bc - 1) / g; jk++) {
+      const uint8_t v = m[iq * a->map_nk + jk];
+      empty &= v == EM_XTILE_EMPTY, full &= v == EM_XTILE_FULL;
+      if (!empty && !full) return ATT_TILE_PARTIAL;
+    }
+  return empty ? ATT_TILE_EMPTY : full ? ATT_TILE_FULL : ATT_TILE_PARTIAL;
+}
+
+/* How the block mask (declared or traced) treats query rows [i0, i0+br)
+** x keys [j0, j0+bc) of head bh. */
+static inline int att_tile_class(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                                  int64_t bc) {
   const em_attention_args *a = c->a;
+  if (a->block_map) return att_xmap_class(a, bh, i0, br, j0, bc);
   if (!a->mask_kind) return ATT_TILE_FULL;
   const int64_t p0 = i0 + c->shift, p1 = i0 + br - 1 + c->shift, j1 = j0 + bc - 1;
   bool some_global = false;
@@ -110,8 +145,9 @@ static inline int att_tile_class(const att_ctx *c, int64_t i0, int64_t br, int64
 }
 
 /* Does the tile hold no visible element under the block mask? */
-static inline bool att_tile_empty(const att_ctx *c, int64_t i0, int64_t br, int64_t j0, int64_t bc) {
-  return c->a->mask_kind && att_tile_class(c, i0, br, j0, bc) == ATT_TILE_EMPTY;
+static inline bool att_tile_empty(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+                                  int64_t bc) {
+  return (c->a->mask_kind || c->a->block_map) && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_EMPTY;
 }
 
 /* Tiles are sized so that br * bc * max(dk, dv) <= TILE_MNK (64 x 128 at
@@ -284,6 +320,11 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
     return em_error(EM_ERR_UNSUPPORTED,
                     "cpu %s: head dims dk=%lld dv=%lld exceed what BLAS takes (int)", kernel,
                     (long long)a->dk, (long long)a->dv);
+  if ((a->score_mod && !a->score_grad) || (a->sink && !a->sink_grad) ||
+      a->n_caps < 0 || a->n_caps > EM_EXPR_MAX_CAPS || (a->n_caps && !a->caps) ||
+      (a->block_map && a->map_grain < 1))
+    return em_error(EM_ERR_ARG, "cpu %s: bad traced programs (score without its gradient, captures, map)",
+                    kernel);
   if (!a->q || !a->k || !a->v || !a->out || !a->lse)
     return em_error(EM_ERR_ARG, "cpu %s: q, k, v, out and lse must not be NULL", kernel);
   if (backward && (!a->dout || !a->dq || !a->dk_ || !a->dv_))
@@ -302,6 +343,14 @@ static att_ctx make_ctx(const em_attention_args *a) {
   c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;
   c.run_end = c.long_from = c.step_end = NULL;
   c.DVEC = c.GK = c.GV = NULL;
+  c.xerr = NULL, c.xg = NULL, c.xg_size = 0;
+  for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) c.xg_off[i] = -1;
+  int xn = 0;
+  const em_expr *progs[5] = {a->score_mod, a->score_grad, a->mask_mod, a->sink, a->sink_grad};
+  for (int i = 0; i < 5; i++)
+    if (progs[i] && progs[i]->n > xn) xn = progs[i]->n;
+  /* n registers, three broadcast buffers, the int64 offsets */
+  c.xregs = xn ? (int64_t)(xn + 3) * ATT_XCH + ATT_XCH * 8 / (int64_t)sizeof(float) : 0;
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */
   const double d = (double)(a->dk > a->dv ? a->dk : a->dv > 0 ? a->dv : 1);
@@ -315,6 +364,7 @@ static att_ctx make_ctx(const em_attention_args *a) {
   ** (c.ld): the row maxima and sums, and each product's setup, then come
   ** once per 128 keys where the band allows, as in standard attention. */
   c.ld = c.bc;
+  if (a->block_map && c.bc > 64) c.bc = 64;
   if (a->mask_kind && c.bc > 64) {
     const double band = a->mask_kind == 1 ? (double)a->win_left + (double)a->win_right + 1
                                           : (2.0 * (double)a->local + 1) * (double)a->block;
@@ -326,13 +376,31 @@ static att_ctx make_ctx(const em_attention_args *a) {
   return c;
 }
 
+/* A traced program's failure as the kernel's error. */
+static em_status xerr_status(const char *kernel, const em_attention_args *a, const att_xerr *e) {
+  if (e->kind == ATT_XERR_NAN)
+    return em_error(EM_ERR_ARG, "cpu %s: the score function gave NaN at b=%lld h=%lld q=%lld k=%lld",
+                    kernel, (long long)e->b, (long long)e->h, (long long)e->q, (long long)e->k);
+  const em_xcap *cp = &a->caps[e->cap];
+  const int d = e->kind - 1;
+  return em_error(EM_ERR_INDEX,
+                  "cpu %s: index %g out of range for dim %d of captured tensor '%s' (size %lld) at "
+                  "b=%lld h=%lld q=%lld k=%lld",
+                  kernel, e->idx, d + 1, cp->name ? cp->name : "?", (long long)(d < cp->ndim ? cp->shape[d] : 0),
+                  (long long)e->b, (long long)e->h, (long long)e->q, (long long)e->k);
+}
+
 em_status cpu_attention_forward(int device, const em_attention_args *args) {
   (void)device;
   em_status s = check_args("attention_forward", args, false);
   if (s || args->B * args->H == 0) return s;
   att_ctx c = make_ctx(args);
-  return args->dtype == EM_F32 ? forward_f32(&c)
-         : args->dtype == EM_BF16 ? forward_bf16(&c) : forward_f64(&c);
+  att_xerr xe = {0};
+  c.xerr = &xe;
+  s = args->dtype == EM_F32 ? forward_f32(&c)
+      : args->dtype == EM_BF16 ? forward_bf16(&c) : forward_f64(&c);
+  if (s == EM_OK && xe.kind) s = xerr_status("attention_forward", args, &xe);
+  return s;
 }
 
 em_status cpu_attention_backward(int device, const em_attention_args *args) {
@@ -340,6 +408,10 @@ em_status cpu_attention_backward(int device, const em_attention_args *args) {
   em_status s = check_args("attention_backward", args, true);
   if (s || args->B * args->H == 0) return s;
   att_ctx c = make_ctx(args);
-  return args->dtype == EM_F32 ? backward_f32(&c)
-         : args->dtype == EM_BF16 ? backward_bf16_outer(&c) : backward_f64(&c);
+  att_xerr xe = {0};
+  c.xerr = &xe;
+  s = args->dtype == EM_F32 ? backward_f32(&c)
+      : args->dtype == EM_BF16 ? backward_bf16_outer(&c) : backward_f64(&c);
+  if (s == EM_OK && xe.kind) s = xerr_status("attention_backward", args, &xe);
+  return s;
 }

@@ -135,7 +135,7 @@ ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
       FN(run_gather_add)(c, j0 - (i0 + ii) + Lq - 1, bc, qr, S + ii * ld);
     }
   }
-  if (a->mask_kind && att_tile_class(c, i0, br, j0, bc) == ATT_TILE_PARTIAL)
+  if (a->mask_kind && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_PARTIAL)
     for (int64_t ii = 0; ii < br; ii++) {
       /* hidden: keys outside the band [lo, hi], unless global */
       const int64_t p = i0 + ii + c->shift;

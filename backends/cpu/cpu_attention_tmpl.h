@@ -18,17 +18,21 @@ ATT_ROW T FN(sum16)(const T *s) {
 }
 
 #include "cpu_attention_decl_tmpl.h"
+#include "cpu_attention_expr_tmpl.h"
 
 /* S[ii][jj] = scale * q_i . k_j + bias[i,j] for query rows [i0, i0+br)
 ** and keys [j0, j0+bc) of head bh, row stride c->ld; -inf where the key is
-** padding or in the causal future. */
+** padding or in the causal future. A traced score program changes the
+** product first (raw, when not NULL, keeps it); a traced mask hides keys
+** last. X: the thread's program registers. */
 ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
-                        int64_t bc, T *S) {
+                        int64_t bc, T *S, T *X, T *raw) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->ld;
   const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
   const ST *k = (const ST *)a->k + (bh * a->Lk + j0) * dk;
   FN(mm)(false, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
+  if (a->score_mod) FN(xscore_tile)(c, bh, i0, br, j0, bc, S, X, raw);
   const T *bias = a->bias;
   const uint8_t *pad = a->key_padding ? a->key_padding + b * a->Lk + j0 : NULL;
   for (int64_t ii = 0; ii < br; ii++) {
@@ -50,6 +54,7 @@ ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, in
     }
   }
   FN(decl_scores)(c, bh, i0, br, j0, bc, S);
+  if (a->mask_mod) FN(xmask_tile)(c, bh, i0, br, j0, bc, S, X);
 }
 
 /* keep[jj]: is element (query i, key j0 + jj) of head bh kept by dropout?
@@ -107,7 +112,7 @@ ATT_ROW T FN(exp_row)(T *restrict p, int64_t n, T shift) {
 /* One query tile of one head: online softmax over the key tiles, with
 ** scratch S [br][bc], acc [br][dv], m and l [br]. */
 CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh, int64_t qt, T *S,
-                                               T *acc, T *m, T *l, T *pbt) {
+                                               T *acc, T *m, T *l, T *pbt, T *X) {
   const em_attention_args *a = c->a;
   const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
@@ -115,9 +120,9 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
-  for (int64_t ii = 0; ii < br; ii++) {
-    m[ii] = -INFINITY;
-    l[ii] = 0;
+  for (int64_t ii = 0; ii < br; ii++) { /* a sink starts each row as one more logit, without a value */
+    m[ii] = FN(xsink)(c, bh, i0 + ii, X);
+    l[ii] = m[ii] == -INFINITY ? 0 : 1;
   }
   for (int64_t x = 0; x < br * dv; x++) acc[x] = 0;
   const int64_t nrel = a->n_rel;
@@ -128,13 +133,13 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0, w; j0 < j_end; j0 += w) {
     w = BC;
-    if (att_tile_empty(c, i0, br, j0, Lk - j0 < BC ? Lk - j0 : BC)) continue;
+    if (att_tile_empty(c, bh, i0, br, j0, Lk - j0 < BC ? Lk - j0 : BC)) continue;
     /* one step over the kept tiles that follow, as far as the scratch allows */
     while (w + BC <= LD && j0 + w < j_end &&
-           !att_tile_empty(c, i0, br, j0 + w, Lk - j0 - w < BC ? Lk - j0 - w : BC))
+           !att_tile_empty(c, bh, i0, br, j0 + w, Lk - j0 - w < BC ? Lk - j0 - w : BC))
       w += BC;
     const int64_t bc = Lk - j0 < w ? Lk - j0 : w;
-    FN(scores)(c, bh, i0, br, j0, bc, S);
+    FN(scores)(c, bh, i0, br, j0, bc, S, X, NULL);
     for (int64_t ii = 0; ii < br; ii++) {
       T *s = S + ii * LD, *o = acc + ii * dv;
       /* a uniform row's Shaw key term is the constant x, left out of s */
@@ -190,8 +195,10 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
 /* Work item t (a head and a query tile) with one thread's scratch. */
 static void FN(forward_item)(const att_ctx *c, int64_t t, int64_t nqt, T *S) {
   T *acc = S + c->br * c->ld, *m = acc + c->br * c->a->dv, *l = m + c->br;
-  T *pbt = c->a->rel_v && c->a->rel_row ? l + c->br : NULL; /* [br, n_rel] */
-  FN(forward_tile)(c, t / nqt, t % nqt, S, acc, m, l, pbt);
+  const int64_t npb = c->a->rel_v && c->a->rel_row ? c->br * c->a->n_rel : 0;
+  T *pbt = npb ? l + c->br : NULL; /* [br, n_rel] */
+  T *X = c->xregs ? l + c->br + npb : NULL;
+  FN(forward_tile)(c, t / nqt, t % nqt, S, acc, m, l, pbt, X);
 }
 
 static em_status FN(forward)(att_ctx *c) {
@@ -199,7 +206,7 @@ static em_status FN(forward)(att_ctx *c) {
   const int64_t nqt = (a->Lq + c->br - 1) / c->br, items = a->B * a->H * nqt;
   const int64_t npb = a->rel_v && a->rel_row ? c->br * a->n_rel : 0;
   const size_t per_thread =
-      (size_t)(c->br * c->ld + c->br * a->dv + 2 * c->br + npb + 1) * sizeof(T);
+      (size_t)(c->br * c->ld + c->br * a->dv + 2 * c->br + npb + c->xregs + 1) * sizeof(T);
   em_status ds = FN(decl_prepare)(c, false);
   if (ds != EM_OK) return ds;
   int failed = 0;
@@ -234,7 +241,7 @@ static em_status FN(forward)(att_ctx *c) {
 ** the score gradients dS = P * (Z * dO V^T - D), where D = rowsum(dO * O)
 ** was computed upfront. Both tiles have row stride c->ld. */
 CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
-                                            int64_t j0, int64_t bc, T *P, T *dS, bool owner) {
+                                            int64_t j0, int64_t bc, T *P, T *dS, bool owner, T *X) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, dv = a->dv, ld = c->ld;
   const T *lse = (const T *)a->lse + bh * Lq;
@@ -242,7 +249,8 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
-  FN(scores)(c, bh, i0, br, j0, bc, P);
+  T *raw = a->score_grad ? X + c->xregs : NULL; /* [br][ld] raw scores */
+  FN(scores)(c, bh, i0, br, j0, bc, P, X, raw);
   FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (bh * a->Lk + j0) * dv, true, dv, 0, dS, ld);
   for (int64_t ii = 0; ii < br; ii++) {
@@ -268,6 +276,7 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
     } else {
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
+    if (raw) FN(xscore_grad_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X, owner);
     /* a uniform row's part of decl_accumulate: its sums go to table row u */
     if (owner && u >= 0 && (c->DSB || c->PB))
       FN(decl_uniform_sums)(c, i, u, c->DSB ? FN(row_sum)(ds, bc) : 0, c->PB ? FN(row_sum)(p, bc) : 0);
@@ -293,13 +302,13 @@ static void FN(store_grad)(ST *restrict dst, const T *restrict src, int64_t n) {
 ** keys [*ja, *jb), whole tiles of c->bc (the block mask's granule) up to
 ** the causal frontier; *ja == *jb when none. Backward tiles are c->ld
 ** wide, so a block mask's neighbouring kept tiles share one step. */
-static void FN(tile_span)(const att_ctx *c, int64_t i0, int64_t br, int64_t j0, int64_t w,
+static void FN(tile_span)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0, int64_t w,
                           int64_t *ja, int64_t *jb) {
   const int64_t end = FN(key_end)(c, i0, br), stop = j0 + w < end ? j0 + w : end;
   int64_t lo = -1, hi = j0;
   for (int64_t g = j0; g < stop; g += c->bc) {
     const int64_t gw = j0 + w - g < c->bc ? j0 + w - g : c->bc;
-    if (att_tile_empty(c, i0, br, g, gw)) continue;
+    if (att_tile_empty(c, bh, i0, br, g, gw)) continue;
     if (lo < 0) lo = g;
     hi = g + gw;
   }
@@ -311,7 +320,7 @@ static void FN(tile_span)(const att_ctx *c, int64_t i0, int64_t br, int64_t j0, 
 ** query tiles that can see them (in acc, [bc][dk + dv], unless ATT_DIRECT);
 ** gq, when not NULL, is the head's dQ sum, which each tile's share is added
 ** to (the caller owns the whole head then, so nobody else writes there). */
-static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *gq, T *acc) {
+static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *gq, T *acc, T *X) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, BR = c->br, LD = c->ld;
   const int64_t j0 = kt * LD, bc = Lk - j0 < LD ? Lk - j0 : LD;
@@ -331,10 +340,10 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   for (int64_t i0 = i_start; i0 < Lq; i0 += BR) {
     const int64_t br = Lq - i0 < BR ? Lq - i0 : BR;
     int64_t ja, jb;
-    FN(tile_span)(c, i0, br, j0, bc, &ja, &jb);
+    FN(tile_span)(c, bh, i0, br, j0, bc, &ja, &jb);
     if (ja == jb) continue;
     const int64_t n = jb - ja, o = ja - j0;
-    FN(grad_tile)(c, bh, i0, br, ja, n, P, dS, gq != NULL);
+    FN(grad_tile)(c, bh, i0, br, ja, n, P, dS, gq != NULL, X);
     FN(mm)(true, false, n, dv, br, 1, P, false, LD, do_bh + i0 * dv, true, dv, 1, gv + o * dv, dv);
     FN(mm)(true, false, n, dk, br, scale, dS, false, LD, q_bh + i0 * dk, true, dk, 1, gk + o * dk, dk);
     if (gq)
@@ -349,7 +358,7 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
 /* One query tile of one head: writes its dQ, summing over the key tiles in
 ** the order backward_kv adds them, with the same products, so both
 ** schedules give the same bits. */
-static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS, T *acc) {
+static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS, T *acc, T *X) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
@@ -360,9 +369,9 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += LD) {
     int64_t ja, jb;
-    FN(tile_span)(c, i0, br, j0, Lk - j0 < LD ? Lk - j0 : LD, &ja, &jb);
+    FN(tile_span)(c, bh, i0, br, j0, Lk - j0 < LD ? Lk - j0 : LD, &ja, &jb);
     if (ja == jb) continue;
-    FN(grad_tile)(c, bh, i0, br, ja, jb - ja, P, dS, true);
+    FN(grad_tile)(c, bh, i0, br, ja, jb - ja, P, dS, true, X);
     FN(mm)(false, false, br, dk, jb - ja, (T)a->scale, dS, false, LD, k_bh + ja * dk, true, dk, 1, gq, dk);
   }
   if (!ATT_DIRECT) FN(store_grad)(out_q, gq, br * dk);
@@ -370,13 +379,13 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
 
 /* A whole head in one pass: dQ is zeroed, then every key tile adds to it
 ** (acc: backward_kv's scratch, then the head's dQ sum unless ATT_DIRECT). */
-static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T *dS, T *acc) {
+static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T *dS, T *acc, T *X) {
   const int64_t n = c->a->Lq * c->a->dk;
   ST *out_q = (ST *)c->a->dq + bh * n;
   T *gq = ATT_DIRECT ? (T *)out_q : acc + c->ld * (c->a->dk + c->a->dv);
   for (int64_t x = 0; x < n; x++) gq[x] = 0;
   FN(decl_rows)(c, bh, 0, c->a->Lq, true);
-  for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, gq, acc);
+  for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, gq, acc, X);
   FN(decl_head_done)(c, bh, gq);
   if (!ATT_DIRECT) FN(store_grad)(out_q, gq, n);
 }
@@ -415,7 +424,9 @@ static em_status FN(backward)(att_ctx *c) {
     FN(out_dots)(a->dout, a->out, t * 64, rows - t * 64 < 64 ? rows - t * 64 : 64, dv, D););
   c->D = D;
   em_status ds = FN(decl_prepare)(c, true);
+  if (ds == EM_OK) ds = FN(xprepare)(c);
   if (ds != EM_OK) {
+    FN(decl_release)(c);
     cpu_scratch_free(D, d_bytes);
     c->D = NULL;
     return ds;
@@ -425,9 +436,11 @@ static em_status FN(backward)(att_ctx *c) {
   ** alongside dK and dV). With fewer heads than threads, two passes split
   ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
   ** which recomputes the probabilities once more. Same bits either way. */
-  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR;
+  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR || c->xg;
   const int64_t n_acc = ATT_DIRECT ? 0 : c->ld * (a->dk + a->dv) + (per_head ? Lq : c->br) * a->dk;
-  const size_t per_thread = (size_t)(2 * c->br * c->ld + n_acc + 1) * sizeof(T);
+  /* a traced score keeps its raw tile after the program registers */
+  const int64_t n_x = c->xregs ? c->xregs + (a->score_grad ? c->br * c->ld : 0) : 0;
+  const size_t per_thread = (size_t)(2 * c->br * c->ld + n_acc + n_x + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
 #pragma omp parallel
@@ -435,17 +448,18 @@ static em_status FN(backward)(att_ctx *c) {
       T *P = cpu_scratch_alloc(per_thread);
       if (!P) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
       T *dS = P ? P + c->br * c->ld : NULL, *acc = P ? dS + c->br * c->ld : NULL;
+      T *X = P && n_x ? acc + n_acc : NULL;
       if (per_head) {
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < BH; t++)
-          if (P) FN(backward_head)(c, t, nkt, P, dS, acc);
+          if (P) FN(backward_head)(c, t, nkt, P, dS, acc, X);
       } else {
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < BH * nkt; t++)
-          if (P) FN(backward_kv)(c, t / nkt, t % nkt, P, dS, NULL, acc);
+          if (P) FN(backward_kv)(c, t / nkt, t % nkt, P, dS, NULL, acc, X);
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < BH * nqt; t++)
-          if (P) FN(backward_q)(c, t / nqt, t % nqt, P, dS, acc);
+          if (P) FN(backward_q)(c, t / nqt, t % nqt, P, dS, acc, X);
       }
       cpu_scratch_free(P, per_thread);
     }
@@ -453,10 +467,13 @@ static em_status FN(backward)(att_ctx *c) {
     T *P = cpu_scratch_alloc(per_thread);
     failed = !P;
     for (int64_t t = 0; t < BH && P; t++)
-      FN(backward_head)(c, t, nkt, P, P + c->br * c->ld, P + 2 * c->br * c->ld);
+      FN(backward_head)(c, t, nkt, P, P + c->br * c->ld, P + 2 * c->br * c->ld,
+                        n_x ? P + 2 * c->br * c->ld + n_acc : NULL);
     cpu_scratch_free(P, per_thread);
   }
   if (!failed) FN(decl_finish)(c);
+  if (!failed) FN(xfinish)(c);
+  FN(xrelease)(c);
   FN(decl_release)(c);
   cpu_scratch_free(D, d_bytes);
   c->D = NULL;

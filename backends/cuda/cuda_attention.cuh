@@ -263,6 +263,10 @@ __device__ __forceinline__ float att_row_max(float v) {
 static em_status att_prepare(const char *kernel, const em_attention_args *a, bool backward,
                              AttParams *p) {
   if (!a) return em_error(EM_ERR_ARG, "cuda %s: args is NULL", kernel);
+  /* traced variants (ember_expr.h) run composed on this backend for now */
+  if (a->score_mod || a->mask_mod || a->sink)
+    return em_error(EM_ERR_UNSUPPORTED, "cuda %s: traced attention programs are not run by this kernel",
+                    kernel);
   if (a->dtype != EM_F32 && a->dtype != EM_BF16)
     return em_error(EM_ERR_UNSUPPORTED,
                     "cuda %s: dtype %s is not supported by the fused kernel (float32, bfloat16); "

@@ -176,6 +176,11 @@ EM_API void em_manual_seed(uint64_t seed);
 EM_API uint64_t em_initial_seed(void);
 /* Reserve `n` counter values; returns the offset to use with the seed. */
 EM_API uint64_t em_rng_advance(uint64_t n);
+/* The generator's whole state: the seed and the next counter value (what
+** the next em_rng_advance returns). Saving it and setting it back later
+** replays the same draws (activation checkpointing recomputes dropout so). */
+EM_API void em_rng_get_state(uint64_t *seed, uint64_t *offset);
+EM_API void em_rng_set_state(uint64_t seed, uint64_t offset);
 EM_API em_status em_uniform(em_tensor **out, int ndim, const int64_t *shape, double lo, double hi, em_dtype dt, em_device dev);
 EM_API em_status em_normal(em_tensor **out, int ndim, const int64_t *shape, double mean, double std, em_dtype dt, em_device dev);
 
@@ -387,7 +392,9 @@ EM_API em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph
 ** leaf and pass, as soon as every reachable node has delivered its share
 ** of that leaf's gradient, so leaf->grad is final for this pass (NULL when
 ** no gradient came); the rest of the backward still runs after it. Then,
-** after the last node, fn(NULL, ud) once: the pass is over. Grad mode is
+** after the last node, fn(NULL, ud) once: the pass is over (a backward
+** run from inside another, by a Lua backward such as nn.checkpoint's
+** recompute, calls fn for its leaves but not fn(NULL)). Grad mode is
 ** off during the calls. A status other than EM_OK stops the backward,
 ** which returns it. One hook per process; fn NULL removes it. */
 typedef em_status (*em_grad_ready_fn)(em_tensor *leaf, void *ud);

@@ -55,6 +55,7 @@
 #define EMBER_ATTENTION_H
 
 #include "ember.h"
+#include "ember_expr.h"
 #include "ember_plugin.h"
 
 #ifdef __cplusplus
@@ -150,6 +151,7 @@ typedef struct em_attn_call {
                                   (detached in forward) */
   em_attn_dims dims;           /* heads = H, dk, dv of this call */
   int64_t B, H, Lq, Lk;        /* for convenience: from q, k */
+  const struct em_attn_mods *mods; /* a traced variant's programs, or NULL */
 } em_attn_call;
 
 /* Capabilities. The core refuses, with a clear message, a call that needs
@@ -248,6 +250,9 @@ typedef struct em_attn_route_counts {
   uint64_t forward;    /* route 1: the variant's own forward */
 } em_attn_route_counts;
 EM_API void em_attention_route_counts(em_attn_route_counts *out);
+/* Counts a call a caller ran itself (0 fused, 1 composed, 2 forward): a
+** traced variant's composition runs in Lua. */
+EM_API void em_attention_count_route(int route);
 
 /* ------------------------------------------------------------------ */
 /* The vtable                                                          */
@@ -361,7 +366,29 @@ typedef struct em_attn_args {
   double dropout_p;            /* used only when training */
   bool training;
   bool need_weights;
+  const struct em_attn_mods *mods; /* a traced variant's programs, or NULL */
 } em_attn_args;
+
+/* A traced variant's programs (ember_expr.h; lua/ember/variant.lua makes
+** them) and its captures for one call. Loads name captures 0..n_caps-1:
+** capture c is the call's param cap_param[c] (a table: learned ones get
+** their gradient from the kernel's backward) or, when cap_param[c] < 0,
+** the per-call tensor cap_input[c] (document ids ...: no gradient). The
+** score is modified first, on s = scale * q.k; the user's additive mask,
+** key padding, causal and the mask program then hide keys. */
+typedef struct em_attn_mods {
+  const em_expr *score;        /* out[0]: the new score; or NULL */
+  const em_expr *score_grad;   /* out[0]: score, out[1]: d/ds, out[2+g]: d/d(load grad_load[g]) */
+  const em_expr *mask;         /* out[0] != 0: the key may be attended; or NULL */
+  const em_expr *sink;         /* out[0]: a logit per query row (no k, no s) that joins each
+                                  softmax's normaliser without a value (attention sinks); or NULL */
+  const em_expr *sink_grad;    /* out[0]: sink, out[2+g]: d/d(load grad_load[g]) */
+  int n_caps;
+  int cap_param[EM_EXPR_MAX_CAPS];
+  em_tensor *cap_input[EM_EXPR_MAX_CAPS];
+  const char *cap_name[EM_EXPR_MAX_CAPS];
+  int cap_ndim[EM_EXPR_MAX_CAPS];  /* the dims the programs index each capture with */
+} em_attn_mods;
 
 /* Runs a variant on q, k, v with its options and params, recording one
 ** autograd op (route 1) or the composed ops (route 2). *weights (when

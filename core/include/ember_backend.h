@@ -22,12 +22,13 @@
 #define EMBER_BACKEND_H
 
 #include "ember.h"
+#include "ember_expr.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 2
+#define EM_BACKEND_ABI_VERSION 3
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -155,6 +156,21 @@ typedef struct em_attention_args {
   int64_t global;              /* positions [0, global) see and are seen by all */
   /* backward: gradients of the tables (written, not accumulated; NULL = not wanted) */
   void *d_bias_table, *d_rel_k, *d_rel_v;
+
+  /* ---- a traced variant (ember_expr.h, em_attn_mods in ember_attention.h),
+  ** NULL when none. A kernel that does not run programs returns
+  ** EM_ERR_UNSUPPORTED when one is set. */
+  const em_expr *score_mod, *score_grad, *mask_mod, *sink, *sink_grad;
+  int n_caps;
+  const em_xcap *caps;         /* float ones in the compute dtype, or int64 */
+  void *const *d_caps;         /* backward: gradients of captures (compute dtype, their
+                                  shapes; written, not accumulated); NULL entries: not wanted */
+  /* The mask program's tiles (EM_XTILE_*) on a grid of map_grain positions:
+  ** cell (b, h, iq, jk) at block_map[b*map_sb + h*map_sh + iq*map_nk + jk]
+  ** covers queries [iq*g, iq*g+g) and keys [jk*g, jk*g+g); map_sb or map_sh
+  ** is 0 when the mask reads no batch or head. NULL: every tile partial. */
+  const uint8_t *block_map;
+  int64_t map_grain, map_nq, map_nk, map_sb, map_sh;
 } em_attention_args;
 
 typedef struct em_backend {

@@ -70,6 +70,13 @@ typedef struct em_plugin_record {
 /* Loads one plugin file explicitly (searched first). The record says
 ** what happened; the status is EM_ERR_PLUGIN with a message on failure. */
 EM_API em_status em_plugin_load(const char *path, const em_plugin_record **rec);
+/* Registers a plugin that was not loaded from a shared object (an
+** attention variant written in Lua): vtable (which must outlive the
+** process's use of it) under name, replacing an earlier one of that kind
+** and name that was registered this way. With reason set, records a
+** rejected candidate at path instead (vtable unused). */
+EM_API em_status em_plugin_register(int kind, const char *path, const char *name, const char *version,
+                                    const char *description, const void *vtable, const char *reason);
 /* Rescans the search path for new files (drop-in plugins). */
 EM_API void em_plugin_rescan(void);
 EM_API int em_plugin_count(void);

@@ -28,6 +28,7 @@
 ** Binding rule (lember.h): Lua arguments are all read before any core
 ** reference is taken.
 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ember_attention.h"
@@ -35,10 +36,21 @@
 
 #define CORE_MT "ember.AttentionCore"
 
+/* A traced variant's programs for one instance (lua/ember/variant.lua). */
+typedef struct attn_progs {
+  em_expr *p[5];               /* score, score_grad, mask, sink, sink_grad */
+  int n_caps;
+  int cap_param[EM_EXPR_MAX_CAPS];
+  int cap_ndim[EM_EXPR_MAX_CAPS];
+  char cap_name[EM_EXPR_MAX_CAPS][64];
+  int64_t cap_shape[EM_EXPR_MAX_CAPS][EM_EXPR_MAX_DIMS]; /* tables' shapes */
+} attn_progs;
+
 typedef struct attn_core {
   const em_attention_variant *variant;
   em_attn_options *opts;
   em_attn_dims dims;
+  attn_progs *progs;           /* a traced variant's, or NULL */
   int n_tables;
   struct {
     const char *name; /* static in the plugin */
@@ -52,10 +64,18 @@ static const char *const core_own[] = {"attention", "heads", "head_dim", "v_head
 
 static attn_core *check_core(lua_State *L, int idx) { return luaL_checkudata(L, idx, CORE_MT); }
 
+static void progs_free(attn_progs *g) {
+  if (!g) return;
+  for (int i = 0; i < 5; i++) em_expr_free(g->p[i]);
+  free(g);
+}
+
 static int core_gc(lua_State *L) {
   attn_core *c = check_core(L, 1);
   em_attn_options_free(c->opts);
   c->opts = NULL;
+  progs_free(c->progs);
+  c->progs = NULL;
   return 0;
 }
 
@@ -237,6 +257,26 @@ static int core_forward(lua_State *L) {
                       op, (lua_Integer)c->dims.heads, (lua_Integer)c->dims.dk, (lua_Integer)c->dims.dv,
                       (lua_Integer)q->shape[1], (lua_Integer)q->shape[3],
                       (lua_Integer)(v->ndim == 4 ? v->shape[3] : -1));
+  em_attn_mods mods;
+  if (c->progs) {
+    const attn_progs *g = c->progs;
+    memset(&mods, 0, sizeof mods);
+    mods.score = g->p[0], mods.score_grad = g->p[1], mods.mask = g->p[2];
+    mods.sink = g->p[3], mods.sink_grad = g->p[4];
+    mods.n_caps = g->n_caps;
+    for (int i = 0; i < g->n_caps; i++) {
+      mods.cap_param[i] = g->cap_param[i], mods.cap_ndim[i] = g->cap_ndim[i];
+      mods.cap_name[i] = g->cap_name[i];
+      if (g->cap_param[i] < 0) { /* the per-call tensors: argument 7, by capture */
+        if (lua_type(L, 7) != LUA_TTABLE || lua_rawgeti(L, 7, i + 1) == LUA_TNIL)
+          return luaL_error(L, "ember.%s: variant '%s' needs the per-call tensor '%s' (variant_inputs = {%s = ...})",
+                            op, c->variant->name, g->cap_name[i], g->cap_name[i]);
+        mods.cap_input[i] = lember_checktensor(L, -1);
+        lua_pop(L, 1); /* the table keeps it alive */
+      }
+    }
+    args.mods = &mods;
+  }
   em_tensor *out = NULL, *w = NULL;
   em_status s = em_attention(&out, args.need_weights ? &w : NULL, c->variant, c->opts, c->n_tables,
                              tables, q, k, v, &args);
@@ -404,6 +444,234 @@ static int f_variants(lua_State *L) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Variants written in Lua                                            */
+/* ---------------------------------------------------------------- */
+
+/* Reads one program {ins = {{op=, cap=, args=, k=}, ...}, out = {...},
+** grad_load = {...}} (registers 0-based) at idx; NULL for nil. */
+static em_status read_program(lua_State *L, int idx, const attn_progs *g, em_expr **out) {
+  *out = NULL;
+  if (lua_isnil(L, idx)) return EM_OK;
+  idx = lua_absindex(L, idx);
+  em_xins ins[EM_EXPR_MAX_INS];
+  int32_t outs[EM_EXPR_MAX_OUT], gl[EM_EXPR_MAX_OUT];
+  lua_getfield(L, idx, "ins");
+  int n = (int)lua_rawlen(L, -1);
+  if (n > EM_EXPR_MAX_INS) n = EM_EXPR_MAX_INS + 1; /* em_expr_new says why */
+  for (int i = 0; i < n && i < EM_EXPR_MAX_INS; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    em_xins *x = &ins[i];
+    memset(x, 0, sizeof *x);
+    for (int a = 0; a < EM_EXPR_MAX_DIMS; a++) x->arg[a] = -1;
+    lua_getfield(L, -1, "op"), x->op = (int32_t)lua_tointeger(L, -1), lua_pop(L, 1);
+    lua_getfield(L, -1, "cap"), x->cap = (int32_t)lua_tointeger(L, -1), lua_pop(L, 1);
+    lua_getfield(L, -1, "k"), x->k = lua_tonumber(L, -1), lua_pop(L, 1);
+    lua_getfield(L, -1, "args");
+    int na = (int)lua_rawlen(L, -1);
+    for (int a = 0; a < na && a < EM_EXPR_MAX_DIMS; a++)
+      lua_rawgeti(L, -1, a + 1), x->arg[a] = (int32_t)lua_tointeger(L, -1), lua_pop(L, 1);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "out");
+  int n_out = (int)lua_rawlen(L, -1);
+  for (int i = 0; i < n_out && i < EM_EXPR_MAX_OUT; i++)
+    lua_rawgeti(L, -1, i + 1), outs[i] = (int32_t)lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "grad_load");
+  int n_grad = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
+  for (int i = 0; i < n_grad && i < EM_EXPR_MAX_OUT - 2; i++)
+    lua_rawgeti(L, -1, i + 1), gl[i] = (int32_t)lua_tointeger(L, -1), lua_pop(L, 1);
+  lua_pop(L, 1);
+  return em_expr_new(out, n, ins, n_out, outs, n_grad, gl, g->n_caps, g->cap_ndim);
+}
+
+/* core:set_programs{score=, score_grad=, mask=, sink=, sink_grad=,
+** caps = {{name=, ndim=, param=}, ...}} (param 1-based, nil for per-call) */
+static int core_set_programs(lua_State *L) {
+  const char *op = "attention_variant";
+  attn_core *c = check_core(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  attn_progs *g = calloc(1, sizeof *g);
+  if (!g) return luaL_error(L, "ember.%s: out of memory", op);
+  lua_getfield(L, 2, "caps");
+  g->n_caps = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
+  if (g->n_caps > EM_EXPR_MAX_CAPS) g->n_caps = EM_EXPR_MAX_CAPS;
+  for (int i = 0; i < g->n_caps; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    lua_getfield(L, -1, "name");
+    snprintf(g->cap_name[i], sizeof g->cap_name[i], "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "?");
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "ndim"), g->cap_ndim[i] = (int)lua_tointeger(L, -1), lua_pop(L, 1);
+    lua_getfield(L, -1, "param");
+    g->cap_param[i] = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) - 1 : -1;
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "shape");
+    for (int d = 0; d < g->cap_ndim[i] && d < EM_EXPR_MAX_DIMS && lua_istable(L, -1); d++)
+      lua_rawgeti(L, -1, d + 1), g->cap_shape[i][d] = (int64_t)lua_tointeger(L, -1), lua_pop(L, 1);
+    lua_pop(L, 1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  static const char *const names[5] = {"score", "score_grad", "mask", "sink", "sink_grad"};
+  em_status s = EM_OK;
+  for (int i = 0; i < 5 && s == EM_OK; i++) {
+    lua_getfield(L, 2, names[i]);
+    s = read_program(L, -1, g, &g->p[i]);
+    lua_pop(L, 1);
+  }
+  if (s != EM_OK) {
+    progs_free(g);
+    return lember_error(L, op, s);
+  }
+  progs_free(c->progs);
+  c->progs = g;
+  /* the tables of the instance, checked on every call as C plugins' are */
+  c->n_tables = 0;
+  for (int i = 0; i < g->n_caps; i++) {
+    const int p = g->cap_param[i];
+    if (p < 0 || p >= EM_ATTN_MAX_PARAMS || g->cap_ndim[i] > EM_MAX_DIMS) continue;
+    c->tables[p].name = g->cap_name[i];
+    c->tables[p].ndim = g->cap_ndim[i];
+    for (int d = 0; d < g->cap_ndim[i]; d++) c->tables[p].shape[d] = g->cap_shape[i][d];
+    if (p + 1 > c->n_tables) c->n_tables = p + 1;
+  }
+  return 0;
+}
+
+/* A variant written in Lua, as the core sees it: its options (checked by
+** the core like a C plugin's) and a declaration that changes nothing --
+** what it changes travels with each call as programs (em_attn_mods). */
+typedef struct lua_variant {
+  em_attention_variant v;
+  em_attn_option_spec opts[EM_ATTN_MAX_OPTIONS];
+  char *strings;               /* every string the vtable points into */
+  struct lua_variant *prev;    /* earlier definitions stay valid for live instances */
+} lua_variant;
+
+static lua_variant *lua_variants; /* reachable, so never reported as leaks */
+
+static em_status lua_declare(const em_attn_options *o, const em_attn_dims *dims, em_attn_decl *d) {
+  (void)o, (void)dims, (void)d;
+  return EM_OK;
+}
+
+/* Copies a string into the arena. */
+static const char *arena_put(char **at, const char *str) {
+  size_t n = strlen(str) + 1;
+  memcpy(*at, str, n);
+  const char *r = *at;
+  *at += n;
+  return r;
+}
+
+static const char *field_str(lua_State *L, int t, const char *key, const char *def) {
+  lua_getfield(L, t, key);
+  const char *r = lua_isstring(L, -1) ? lua_tostring(L, -1) : def;
+  lua_pop(L, 1); /* the table keeps it */
+  return r;
+}
+
+/* ember._register_variant{name=, version=, description=, path=, options={specs}} */
+static int f_register_variant(lua_State *L) {
+  const char *op = "attention_variant";
+  luaL_checktype(L, 1, LUA_TTABLE);
+  const char *name = field_str(L, 1, "name", NULL), *path = field_str(L, 1, "path", "(defined in Lua)");
+  const char *version = field_str(L, 1, "version", "lua"), *desc = field_str(L, 1, "description", "");
+  if (!name) return luaL_error(L, "ember.%s: a variant needs a name", op);
+  lua_getfield(L, 1, "options");
+  const int ot = lua_gettop(L);
+  int n = lua_istable(L, ot) ? (int)lua_rawlen(L, ot) : 0;
+  if (n > EM_ATTN_MAX_OPTIONS) return luaL_error(L, "ember.%s: '%s' has %d options (at most %d)", op, name, n, EM_ATTN_MAX_OPTIONS);
+  size_t bytes = strlen(name) + strlen(version) + strlen(desc) + 3;
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, ot, i + 1);
+    const char *keys[4] = {"name", "help", "choices", "default"};
+    for (int k = 0; k < 4; k++) bytes += strlen(field_str(L, -1, keys[k], "")) + 1;
+    lua_pop(L, 1);
+  }
+  lua_variant *lv = calloc(1, sizeof *lv);
+  char *arena = lv ? malloc(bytes) : NULL;
+  if (!arena) {
+    free(lv);
+    return luaL_error(L, "ember.%s: out of memory", op);
+  }
+  char *at = arena;
+  lv->strings = arena;
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, ot, i + 1);
+    em_attn_option_spec *sp = &lv->opts[i];
+    sp->name = arena_put(&at, field_str(L, -1, "name", ""));
+    const char *type = field_str(L, -1, "type", "");
+    sp->type = strcmp(type, "int") == 0 ? EM_ATTN_OPT_INT : strcmp(type, "float") == 0 ? EM_ATTN_OPT_FLOAT
+               : strcmp(type, "bool") == 0 ? EM_ATTN_OPT_BOOL : EM_ATTN_OPT_STRING;
+    sp->help = arena_put(&at, field_str(L, -1, "help", ""));
+    const char *choices = field_str(L, -1, "choices", "");
+    sp->choices = choices[0] ? arena_put(&at, choices) : NULL;
+    lua_getfield(L, -1, "default");
+    if (lua_isboolean(L, -1)) sp->default_num = lua_toboolean(L, -1);
+    else if (lua_type(L, -1) == LUA_TNUMBER) sp->default_num = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    sp->default_str = arena_put(&at, sp->type == EM_ATTN_OPT_STRING ? field_str(L, -1, "default", "") : "");
+    lua_getfield(L, -1, "min");
+    lua_getfield(L, -1 - 1, "max");
+    if (lua_type(L, -2) == LUA_TNUMBER || lua_type(L, -1) == LUA_TNUMBER) {
+      sp->bounded = true;
+      sp->min = lua_type(L, -2) == LUA_TNUMBER ? lua_tonumber(L, -2) : -1e300;
+      sp->max = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 1e300;
+    }
+    lua_pop(L, 3);
+  }
+  em_attention_variant *v = &lv->v;
+  v->abi_version = EM_ATTENTION_ABI_VERSION;
+  v->struct_size = sizeof *v;
+  v->name = arena_put(&at, name);
+  v->version = arena_put(&at, version);
+  v->description = arena_put(&at, desc);
+  v->caps = EM_ATTN_CAP_ALL;
+  v->n_options = n;
+  v->options = n ? lv->opts : NULL;
+  v->declare = lua_declare;
+  char err[256];
+  em_status s = em_attention_variant_check(v, err, sizeof err)
+                    ? em_plugin_register(EM_PLUGIN_ATTENTION, path, v->name, v->version, v->description, v, NULL)
+                    : em_error(EM_ERR_PLUGIN, "%s", err);
+  if (s != EM_OK) {
+    free(arena), free(lv);
+    return lember_error(L, op, s);
+  }
+  lv->prev = lua_variants;
+  lua_variants = lv;
+  return 0;
+}
+
+/* ember._reject_plugin(path, reason): a variant file that failed. */
+static int f_reject_plugin(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1), *reason = luaL_checkstring(L, 2);
+  const char *base = strrchr(path, '/');
+  em_status s = em_plugin_register(EM_PLUGIN_ATTENTION, path, base ? base + 1 : path, "", "", NULL, reason);
+  if (s != EM_OK) return lember_error(L, "load_plugin", s);
+  return 0;
+}
+
+/* ember.alibi_slopes(n) -> the ALiBi paper's slopes of n heads (the rule of
+** relpos's alibi mode, em_attn_alibi_slope), for variants written in Lua. */
+static int f_alibi_slopes(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 1 || n > 1 << 20) return luaL_error(L, "ember.alibi_slopes: n must be in 1..2^20, got %I", n);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer h = 0; h < n; h++) lua_pushnumber(L, em_attn_alibi_slope(h, n)), lua_rawseti(L, -2, h + 1);
+  return 1;
+}
+
+/* ember._attention_count(route): a call the Lua side ran ("composed"). */
+static int f_count(lua_State *L) {
+  static const char *const routes[] = {"fused", "composed", "forward", NULL};
+  em_attention_count_route(luaL_checkoption(L, 1, NULL, routes));
+  return 0;
+}
+
+/* ---------------------------------------------------------------- */
 /* Registration                                                       */
 /* ---------------------------------------------------------------- */
 
@@ -411,7 +679,8 @@ void lember_open_heatmap(lua_State *L, int module) __attribute__((weak));
 
 void lember_open_attention(lua_State *L, int module) {
   static const luaL_Reg methods[] = {{"forward", core_forward}, {"options", core_options},
-                                      {"declaration", core_declaration}, {NULL, NULL}};
+                                      {"declaration", core_declaration},
+                                      {"set_programs", core_set_programs}, {NULL, NULL}};
   module = lua_absindex(L, module);
   luaL_newmetatable(L, CORE_MT);
   luaL_newlib(L, methods);
@@ -423,5 +692,9 @@ void lember_open_attention(lua_State *L, int module) {
   lua_pushcfunction(L, core_new), lua_setfield(L, module, "_attention_core");
   lua_pushcfunction(L, f_variants), lua_setfield(L, module, "attention_variants");
   lua_pushcfunction(L, f_routes), lua_setfield(L, module, "attention_routes");
+  lua_pushcfunction(L, f_register_variant), lua_setfield(L, module, "_register_variant");
+  lua_pushcfunction(L, f_reject_plugin), lua_setfield(L, module, "_reject_plugin");
+  lua_pushcfunction(L, f_count), lua_setfield(L, module, "_attention_count");
+  lua_pushcfunction(L, f_alibi_slopes), lua_setfield(L, module, "alibi_slopes");
   if (lember_open_heatmap) lember_open_heatmap(L, module);
 }

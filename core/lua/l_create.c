@@ -128,6 +128,39 @@ static int f_initial_seed(lua_State *L) {
   return 1;
 }
 
+/* ember.get_rng_state() -> {seed = s, offset = o}: the generator's whole
+** state (the 64-bit values as Lua integers, wrapping past 2^63). */
+static int f_get_rng_state(lua_State *L) {
+  uint64_t seed, offset;
+  em_rng_get_state(&seed, &offset);
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)seed);
+  lua_setfield(L, -2, "seed");
+  lua_pushinteger(L, (lua_Integer)offset);
+  lua_setfield(L, -2, "offset");
+  return 1;
+}
+
+/* ember.set_rng_state(state): back to a state get_rng_state returned. */
+static int f_set_rng_state(lua_State *L) {
+  if (!lua_istable(L, 1))
+    return luaL_error(L, "ember.set_rng_state: expected the table get_rng_state returns, got %s",
+                      luaL_typename(L, 1));
+  lua_Integer v[2];
+  static const char *const keys[2] = {"seed", "offset"};
+  for (int i = 0; i < 2; i++) {
+    int isnum = 0;
+    lua_getfield(L, 1, keys[i]);
+    v[i] = lua_tointegerx(L, -1, &isnum);
+    if (!isnum)
+      return luaL_error(L, "ember.set_rng_state: state.%s must be an integer, got %s", keys[i],
+                        luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  em_rng_set_state((uint64_t)v[0], (uint64_t)v[1]);
+  return 0;
+}
+
 /* one_hot(labels, num_classes): labels are 1-based. */
 static int f_one_hot(lua_State *L) {
   em_tensor *labels = lember_checktensor(L, 1);
@@ -154,6 +187,8 @@ static const luaL_Reg funcs[] = {
   {"normal", f_normal},
   {"manual_seed", f_manual_seed},
   {"initial_seed", f_initial_seed},
+  {"get_rng_state", f_get_rng_state},
+  {"set_rng_state", f_set_rng_state},
   {"one_hot", f_one_hot},
   {NULL, NULL}
 };

@@ -173,15 +173,44 @@ static void push_loaded_devices(lua_State *L) {
   luaL_pushresult(&b);
 }
 
+/* Pushes "float32, float64, int64, bool, bfloat16": ember's dtypes, from EM_DTYPE_LIST. */
+static const char *push_dtypes(lua_State *L) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 0; i < EM_NDTYPES; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, em_dtype_name((em_dtype)i));
+  }
+  luaL_pushresult(&b);
+  return lua_tostring(L, -1);
+}
+
+/* Is s the name of a dtype of another library ("float16", "half", "int32",
+** "uint8", "complex64", "float8_e4m3fn", ...) that ember does not have? */
+static int foreign_dtype(const char *s) {
+  static const char *const prefixes[] = {"float", "int", "uint", "complex", "bfloat", "qint", "quint", NULL};
+  static const char *const words[] = {"half", "short", "int", "byte", "char", "cfloat", "cdouble", NULL};
+  for (int i = 0; words[i]; i++)
+    if (strcmp(s, words[i]) == 0) return 1;
+  for (int i = 0; prefixes[i]; i++) {
+    size_t n = strlen(prefixes[i]);
+    if (strncmp(s, prefixes[i], n) == 0 && s[n] >= '0' && s[n] <= '9') return 1;
+  }
+  return 0;
+}
+
 /* Raises "ember.<op>: <what> '<str>' ...: <core reason>; dtypes are ...,
-** loaded devices are ...". */
+** loaded devices are ...". A dtype ember lacks (float16, int32) is said to
+** be one, with ember's dtypes, and no device search is reported. */
 int lember_device_error(lua_State *L, const char *op, const char *str, int with_dtypes) {
+  if (with_dtypes && foreign_dtype(str))
+    return luaL_error(L, "ember.%s: dtype '%s' is not supported (ember's dtypes: %s)", op, str, push_dtypes(L));
   const char *reason = lua_pushstring(L, em_error_message());
   push_loaded_devices(L);
+  const char *devices = lua_tostring(L, -1);
+  const char *dtypes = with_dtypes ? lua_pushfstring(L, "; dtypes: %s", push_dtypes(L)) : "";
   return luaL_error(L, "ember.%s: unknown %s '%s' (%s%s; loaded devices: %s, written \"cpu\", \"cuda\" or \"cuda:1\")",
-                    op, with_dtypes ? "dtype or device" : "device", str, reason,
-                    with_dtypes ? "; dtypes: float32, float64, int64, bool, bfloat16" : "",
-                    lua_tostring(L, -1));
+                    op, with_dtypes ? "dtype or device" : "device", str, reason, dtypes, devices);
 }
 
 em_device lember_checkdevice(lua_State *L, int idx, const char *op) {
@@ -201,9 +230,11 @@ em_dtype lember_checkdtype(lua_State *L, int idx, const char *op) {
   if (lua_type(L, idx) != LUA_TSTRING)
     luaL_error(L, "ember.%s: dtype must be a string such as \"float32\", got %s", op,
                luaL_typename(L, idx));
-  if (em_dtype_parse(lua_tostring(L, idx), &dt))
-    luaL_error(L, "ember.%s: unknown dtype '%s' (expected float32, float64, int64, bool or bfloat16)",
-               op, lua_tostring(L, idx));
+  if (em_dtype_parse(lua_tostring(L, idx), &dt)) {
+    const char *name = lua_tostring(L, idx);
+    luaL_error(L, "ember.%s: unknown dtype '%s' (%sember's dtypes: %s)", op, name,
+               foreign_dtype(name) ? "not supported; " : "", push_dtypes(L));
+  }
   return dt;
 }
 

@@ -337,7 +337,8 @@ static em_status check_inputs(em_attn_call *c, const em_attention_variant *v, em
                     em__desc(vv, dv, sizeof dv));
   if (Lq != Lk) EM_TRY(need_cap(v, EM_ATTN_CAP_CROSS, "Lq != Lk (cross-attention)"));
   for (int i = 0; i < n_params; i++)
-    if (params[i]->dtype != q->dtype || !em_device_eq(params[i]->device, q->device))
+    if ((params[i]->dtype != q->dtype && !(a->mods && params[i]->dtype == EM_I64)) ||
+        !em_device_eq(params[i]->device, q->device))
       return em_error(EM_ERR_DTYPE, "attention '%s': parameter %d is %s but q is %s", v->name, i + 1,
                       em__desc(params[i], dk, sizeof dk), em__desc(q, dq, sizeof dq));
   if (a->causal) EM_TRY(need_cap(v, EM_ATTN_CAP_CAUSAL, "causal masking"));
@@ -613,6 +614,16 @@ static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call
   em_status s = v->declare(c->options, &c->dims, &d);
   if (s == EM_OK) s = em__attn_decl_check(c, &d);
   if (s != EM_OK) return em_error(s, "attention '%s': %s", v->name, em_error_message());
+  /* a traced variant's composition is its Lua functions run densely
+  ** (lua/ember/variant.lua): the binding sends it here for the kernel only */
+  if (c->mods && (c->need_weights || d.route == EM_ATTN_ROUTE_COMPOSED))
+    return em_error(EM_ERR_UNSUPPORTED, "attention '%s': a traced variant runs composed from Lua, not here",
+                    v->name);
+  if (d.route == EM_ATTN_ROUTE_FUSED && c->need_weights)
+    return em_error(EM_ERR_UNSUPPORTED,
+                    "attention '%s': kernel = \"fused\" cannot return the weights (need_weights): the "
+                    "fused kernel never forms the [B, H, Lq, Lk] probabilities; use kernel = \"auto\"",
+                    v->name);
   /* the weights are an L x L tensor anyway: they come from core ops */
   if (d.route == EM_ATTN_ROUTE_COMPOSED || c->need_weights)
     return run_compose(out, weights, c, &d, q, k, vv, params);
@@ -623,7 +634,7 @@ static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call
     return EM_OK;
   }
   if (s != EM_ERR_UNSUPPORTED) return s;
-  if (d.route == EM_ATTN_ROUTE_FUSED)
+  if (d.route == EM_ATTN_ROUTE_FUSED || c->mods)
     return em_error(s, "attention '%s': the fused kernel does not cover this call: %s", v->name,
                     em_error_message());
   return run_compose(out, weights, c, &d, q, k, vv, params);
@@ -655,6 +666,7 @@ static em_status attention_run(em_tensor **out, em_tensor **weights, const em_at
   c.need_weights = a->need_weights && weights != NULL;
   c.options = o;
   c.n_params = n_params;
+  c.mods = a->mods;
   if (c.dropout_p > 0) {
     c.seed = em_initial_seed();
     c.offset = em_rng_advance((uint64_t)(c.B * c.H * c.Lq * c.Lk));

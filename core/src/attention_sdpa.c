@@ -25,6 +25,10 @@ void em_attention_route_counts(em_attn_route_counts *out) {
   out->forward = __atomic_load_n(&g_routes.forward, __ATOMIC_RELAXED);
 }
 
+void em_attention_count_route(int route) {
+  if (route >= 0 && route <= 2) em__attn_count(route);
+}
+
 void em__attn_count(int route) {
   uint64_t *p = route == 0 ? &g_routes.fused : route == 1 ? &g_routes.composed : &g_routes.forward;
   __atomic_add_fetch(p, 1, __ATOMIC_RELAXED);
@@ -72,6 +76,10 @@ typedef struct sdpa_saved {
   em_tensor *q, *k, *v, *out, *lse, *bias, *kp, *rel_row, *slopes;
   em_tensor *tab[3];   /* bias table, rel_k, rel_v (detached) or NULL */
   int tab_param[3];    /* their indices in the params, or -1 */
+  /* a traced variant: its captures as the kernel reads them, the block map */
+  em_tensor *xt[EM_EXPR_MAX_CAPS], *xmap;
+  em_xcap xcap[EM_EXPR_MAX_CAPS];
+  int xparam[EM_EXPR_MAX_CAPS]; /* the param a capture is, or -1 */
   em_attention_args args;
   const em_backend *be;
   int device;
@@ -83,6 +91,8 @@ static void sdpa_free(void *p) {
   em_release(s->q), em_release(s->k), em_release(s->v), em_release(s->out), em_release(s->lse);
   em_release(s->bias), em_release(s->kp), em_release(s->rel_row), em_release(s->slopes);
   for (int t = 0; t < 3; t++) em_release(s->tab[t]);
+  for (int t = 0; t < EM_EXPR_MAX_CAPS; t++) em_release(s->xt[t]);
+  em_release(s->xmap);
   free(s);
 }
 
@@ -169,6 +179,85 @@ static em_status fill_decl(sdpa_saved *sv, const em_attn_call *c, const em_attn_
   return EM_OK;
 }
 
+/* Block maps are made on a grid of this many positions: the kernels' tiles
+** (16 to 128 a side, powers of two) are whole numbers of cells. */
+#define XMAP_GRAIN 16
+
+/* The mask's block map on q's device. It is made on the host: a device
+** backend's captures that the mask reads are copied back for it (document
+** ids: O(B*L) bytes), and the map (O(B*L^2/grain^2) bytes) goes to the
+** device. */
+static em_status xmap_for(sdpa_saved *sv, const em_attn_call *c) {
+  const em_attn_mods *m = c->mods;
+  em_attention_args *a = &sv->args;
+  if (em_backend_of(c->q)->host_memory)
+    return em__xmap_get(m->mask, sv->xcap, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &sv->xmap,
+                        &a->map_nq, &a->map_nk, &a->map_sb, &a->map_sh);
+  em_xcap hc[EM_EXPR_MAX_CAPS];
+  em_tensor *ht[EM_EXPR_MAX_CAPS] = {NULL}, *hmap = NULL;
+  em_device cpu;
+  em_status s = em_cpu_device(&cpu);
+  for (int i = 0; i < m->n_caps; i++) {
+    hc[i] = sv->xcap[i];
+    hc[i].data = NULL; /* captures the mask does not read stay on the device */
+  }
+  for (int i = 0; i < m->mask->n && s == EM_OK; i++) {
+    const int cap = m->mask->ins[i].cap;
+    if (m->mask->ins[i].op != EM_XOP_LOAD || ht[cap]) continue;
+    s = em_to_device(&ht[cap], sv->xt[cap], cpu);
+    if (s == EM_OK) hc[cap].data = em_data(ht[cap]);
+  }
+  if (s == EM_OK)
+    s = em__xmap_get(m->mask, hc, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &hmap, &a->map_nq, &a->map_nk,
+                     &a->map_sb, &a->map_sh);
+  if (s == EM_OK) s = em_to_device(&sv->xmap, hmap, c->q->device);
+  for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(ht[i]);
+  em_release(hmap);
+  return s;
+}
+
+/* A traced variant's programs and captures into the kernel's arguments:
+** each capture contiguous on q's device, floats in the compute dtype,
+** integers as int64; the mask's block map. */
+static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c) {
+  const em_attn_mods *m = c->mods;
+  em_attention_args *a = &sv->args;
+  const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
+  const char *vn = c->variant->name;
+  if (m->n_caps < 0 || m->n_caps > EM_EXPR_MAX_CAPS)
+    return em_error(EM_ERR_ARG, "attention '%s': %d captured tensors", vn, m->n_caps);
+  for (int i = 0; i < m->n_caps; i++) {
+    const int p = m->cap_param[i];
+    em_tensor *t = p >= 0 ? (p < c->n_params ? c->params[p] : NULL) : m->cap_input[i];
+    const char *name = m->cap_name[i] ? m->cap_name[i] : "?";
+    char got[160];
+    if (!t) return em_error(EM_ERR_ARG, "attention '%s': captured tensor '%s' was not given", vn, name);
+    if (t->ndim != m->cap_ndim[i])
+      return em_error(EM_ERR_SHAPE, "attention '%s': captured tensor '%s' is indexed with %d indices, got %s",
+                      vn, name, m->cap_ndim[i], em__desc(t, got, sizeof got));
+    if (!em_device_eq(t->device, c->q->device))
+      return em_error(EM_ERR_DEVICE, "attention '%s': captured tensor '%s' is %s, q is on another device",
+                      vn, name, em__desc(t, got, sizeof got));
+    const bool is_int = t->dtype == EM_I64 || t->dtype == EM_BOOL;
+    const em_dtype want = is_int ? EM_I64 : cdt;
+    if (t->dtype != want) EM_TRY(em_to_dtype(&sv->xt[i], t, want));
+    else EM_TRY(em_contiguous(&sv->xt[i], t));
+    em_xcap *x = &sv->xcap[i];
+    x->data = em_data(sv->xt[i]), x->dtype = want, x->ndim = t->ndim, x->name = name;
+    for (int d = 0; d < t->ndim; d++) x->shape[d] = t->shape[d];
+    sv->xparam[i] = p;
+  }
+  a->score_mod = m->score, a->score_grad = m->score_grad, a->mask_mod = m->mask;
+  a->sink = m->sink, a->sink_grad = m->sink_grad;
+  a->n_caps = m->n_caps, a->caps = sv->xcap;
+  if (m->mask) {
+    EM_TRY(xmap_for(sv, c));
+    a->block_map = em_data(sv->xmap);
+    a->map_grain = XMAP_GRAIN;
+  }
+  return EM_OK;
+}
+
 /* The fused forward; EM_ERR_UNSUPPORTED (with nothing allocated) when the
 ** backend has no fused kernel or its kernel declines. */
 em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
@@ -187,6 +276,8 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, cdt, c->q->device);
   if (s == EM_OK) s = make_bias(c, &sv->bias, a->bias_stride);
   if (s == EM_OK) s = fill_decl(sv, c, d);
+  for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) sv->xparam[i] = -1;
+  if (s == EM_OK && c->mods) s = fill_mods(sv, c);
   if (s != EM_OK) {
     sdpa_free(sv);
     return s;
@@ -220,9 +311,16 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
 static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_tensor **grads) {
   sdpa_saved *sv = p;
   if (!sv) return em_error(EM_ERR_AUTOGRAD, "attention: backward without saved state");
-  em_tensor *g[3] = {NULL}, *gt[3] = {NULL};
+  em_tensor *g[3] = {NULL}, *gt[3] = {NULL}, *gx[EM_EXPR_MAX_CAPS] = {NULL};
+  void *dx[EM_EXPR_MAX_CAPS] = {NULL};
   em_tensor *const src[3] = {sv->q, sv->k, sv->v};
   em_status s = EM_OK;
+  /* learned captures: gradients in the compute dtype, written by the kernel */
+  for (int i = 0; i < sv->args.n_caps && s == EM_OK; i++)
+    if (sv->xparam[i] >= 0 && needs[3 + sv->xparam[i]] && sv->xcap[i].dtype != EM_I64) {
+      s = em_empty(&gx[i], sv->xt[i]->ndim, sv->xt[i]->shape, sv->xt[i]->dtype, sv->xt[i]->device);
+      if (s == EM_OK) dx[i] = em_data(gx[i]);
+    }
   for (int i = 0; i < 3 && s == EM_OK; i++)
     s = em_empty(&g[i], 4, src[i]->shape, src[i]->dtype, src[i]->device);
   for (int t = 0; t < 3 && s == EM_OK; t++)
@@ -235,12 +333,24 @@ static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_t
     a.d_bias_table = gt[0] ? em_data(gt[0]) : NULL;
     a.d_rel_k = gt[1] ? em_data(gt[1]) : NULL;
     a.d_rel_v = gt[2] ? em_data(gt[2]) : NULL;
+    a.d_caps = a.n_caps ? dx : NULL;
     s = sv->be->attention_backward(sv->device, &a);
   }
+  /* a bfloat16 table's float32 gradient goes back to bfloat16 */
+  for (int i = 0; i < sv->args.n_caps && s == EM_OK; i++)
+    if (gx[i] && sv->q->dtype == EM_BF16) {
+      em_tensor *r = NULL;
+      s = em_to_dtype(&r, gx[i], EM_BF16);
+      em_release(gx[i]);
+      gx[i] = r;
+    }
   if (s != EM_OK) {
     for (int i = 0; i < 3; i++) em_release(g[i]), em_release(gt[i]);
+    for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(gx[i]);
     return s;
   }
+  for (int i = 0; i < EM_EXPR_MAX_CAPS; i++)
+    if (gx[i]) grads[3 + sv->xparam[i]] = gx[i];
   for (int i = 0; i < 3; i++) grads[i] = g[i];
   for (int t = 0; t < 3; t++)
     if (gt[t]) grads[3 + sv->tab_param[t]] = gt[t];

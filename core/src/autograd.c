@@ -351,19 +351,26 @@ static em_status em__seed_grad(em_tensor *root, em_tensor *grad, em_tensor **out
   return em_detach(out, grad);
 }
 
-static em_status em__backward(em_tensor *root, em_tensor *grad, bool retain_graph);
+/* How many em_backward calls this thread is inside: a Lua backward may run
+** a backward of its own (nn.checkpoint's recompute), which must not end
+** the outer pass for the hook (fn(NULL) runs for the outermost only). */
+static _Thread_local int em__backward_depth;
+
+static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain_graph, bool outermost);
 
 /* The whole pass is one profiler span ("backward"), so every kernel in it,
 ** leaf accumulations included, counts as backward. */
 em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
-  if (!em__prof_is_on()) return em__backward(root, grad, retain_graph);
-  em__prof_backward_begin(NULL);
-  em_status s = em__backward(root, grad, retain_graph);
-  em__prof_backward_end();
+  const bool prof = em__prof_is_on();
+  if (prof) em__prof_backward_begin(NULL);
+  em__backward_depth++;
+  em_status s = em__backward_pass(root, grad, retain_graph, em__backward_depth == 1);
+  em__backward_depth--;
+  if (prof) em__prof_backward_end();
   return s;
 }
 
-static em_status em__backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain_graph, bool outermost) {
   if (!root->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
                     "backward: the tensor does not require grad and has no grad_fn (did any input "
@@ -376,7 +383,7 @@ static em_status em__backward(em_tensor *root, em_tensor *grad, bool retain_grap
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
     s = em__accumulate_leaf(root, seed);
     if (s == EM_OK && hook) s = hook(root, em__ready_ud);
-    if (s == EM_OK && hook) s = hook(NULL, em__ready_ud);
+    if (s == EM_OK && hook && outermost) s = hook(NULL, em__ready_ud);
     em_set_grad_enabled(prev);
     return s;
   }
@@ -397,7 +404,7 @@ static em_status em__backward(em_tensor *root, em_tensor *grad, bool retain_grap
     em_release(n->pending_grad);
     n->pending_grad = NULL;
   }
-  if (s == EM_OK && hook) s = hook(NULL, em__ready_ud); /* the pass is over */
+  if (s == EM_OK && hook && outermost) s = hook(NULL, em__ready_ud); /* the pass is over */
   /* Reset bookkeeping on every node, whatever happened. */
   for (int i = 0; i < all.n; i++) {
     em_node *n = all.v[i];

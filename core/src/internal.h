@@ -60,6 +60,19 @@ em_status em__sdpa_forward(const struct em_attn_call *c, const struct em_attn_de
                            em_tensor **out, void **saved);
 em_status em__sdpa_backward(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
 void em__sdpa_free(void *saved);
+/* The block map of a mask program (attention_expr.c): bytes EM_XTILE_* on
+** a grid of g x g positions, [Bm][Hm][nq][nk] with strides sb, sh (0 where
+** the mask reads no batch or head). */
+struct em_expr;
+struct em_xcap;
+em_status em__xmap_build(const struct em_expr *e, const struct em_xcap *caps, int64_t B, int64_t H,
+                         int64_t Lq, int64_t Lk, int64_t grain, em_tensor **map, int64_t *nq,
+                         int64_t *nk, int64_t *sb, int64_t *sh);
+/* The same, from a small cache keyed by program, shape and the content of
+** the captures the mask reads. */
+em_status em__xmap_get(const struct em_expr *e, const struct em_xcap *caps, int64_t B, int64_t H,
+                       int64_t Lq, int64_t Lk, int64_t grain, em_tensor **map, int64_t *nq,
+                       int64_t *nk, int64_t *sb, int64_t *sh);
 /* counts a call in em_attention_route_counts: 0 fused, 1 composed, 2 forward */
 void em__attn_count(int route);
 /* Prefixes the current error message with "op: " when a kernel failed. */

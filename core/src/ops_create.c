@@ -41,6 +41,20 @@ uint64_t em_rng_advance(uint64_t n) {
   return offset;
 }
 
+void em_rng_get_state(uint64_t *seed, uint64_t *offset) {
+  pthread_mutex_lock(&rng_lock);
+  if (seed) *seed = rng_seed;
+  if (offset) *offset = rng_counter;
+  pthread_mutex_unlock(&rng_lock);
+}
+
+void em_rng_set_state(uint64_t seed, uint64_t offset) {
+  pthread_mutex_lock(&rng_lock);
+  rng_seed = seed;
+  rng_counter = offset;
+  pthread_mutex_unlock(&rng_lock);
+}
+
 /* Seed and offset of one draw of n numbers, read together so that a
 ** concurrent em_manual_seed cannot pair a new seed with an old offset. */
 static void rng_draw(uint64_t n, uint64_t *seed, uint64_t *offset) {

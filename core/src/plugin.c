@@ -248,6 +248,31 @@ em_status em_plugin_load(const char *path, const em_plugin_record **out) {
   return EM_OK;
 }
 
+em_status em_plugin_register(int kind, const char *path, const char *name, const char *version,
+                             const char *description, const void *vtable, const char *reason) {
+  em__plugins_ensure_loaded();
+  em_plugin_record *rec = NULL;
+  for (int i = 0; i < em__nrecords && !reason; i++)
+    if (em__records[i].kind == kind && em__records[i].loaded && strcmp(em__records[i].name, name) == 0) {
+      if (em__records[i].path[0] != '(' && strstr(em__records[i].path, ".so"))
+        return em_error(EM_ERR_PLUGIN, "a %s plugin named '%s' is already loaded from %s", em__kind_name(kind),
+                        name, em__records[i].path);
+      rec = &em__records[i];
+    }
+  for (int i = 0; i < em__nrecords && reason && !rec; i++)
+    if (!em__records[i].loaded && strcmp(em__records[i].path, path) == 0) rec = &em__records[i];
+  if (!rec && !(rec = em__new_record(path))) return em_error(EM_ERR_OOM, "plugin: out of memory");
+  snprintf(rec->path, sizeof rec->path, "%s", path);
+  snprintf(rec->name, sizeof rec->name, "%s", name);
+  rec->kind = kind;
+  rec->loaded = reason == NULL;
+  snprintf(rec->reason, sizeof rec->reason, "%s", reason ? reason : "");
+  snprintf(rec->version, sizeof rec->version, "%s", version ? version : "");
+  snprintf(rec->description, sizeof rec->description, "%s", description ? description : "");
+  rec->vtable = reason ? NULL : vtable;
+  return EM_OK;
+}
+
 int em_plugin_count(void) {
   em__plugins_ensure_loaded();
   return em__nrecords;

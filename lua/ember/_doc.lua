@@ -164,9 +164,13 @@ function M.index()
   end
   -- ember.exp is Tensor.exp itself (_helpers.lua): the method's entry serves both
   local ember = require "ember"
+  -- ember.tanh and friends also take traced values (ember/variant.lua wraps them)
+  local wrapped = (package.loaded["ember.variant"] or {}).wrapped or {}
   for k, v in pairs(ember.Tensor) do
     local key = "ember." .. tostring(k)
-    if type(k) == "string" and rawequal(rawget(ember, k), v) and not INDEX[key] and INDEX["Tensor:" .. k] then
+    local mine = rawget(ember, k)
+    if type(k) == "string" and (rawequal(mine, v) or rawequal(wrapped[mine], v)) and not INDEX[key]
+        and INDEX["Tensor:" .. k] then
       INDEX[key] = INDEX["Tensor:" .. k]
       ALIASES[key] = true
     end

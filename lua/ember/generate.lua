@@ -1,45 +1,91 @@
---- ember.generate: autoregressive decoding -- greedy, temperature and top-k
--- sampling -- with an optional key/value cache.
+--- ember.generate: autoregressive decoding -- greedy, temperature, top-k and
+-- top-p (nucleus) sampling, repetition penalty, stop sequences, a time limit
+-- and batches of left-padded prompts -- with an optional key/value cache.
 --
 --   local ids = generate.generate(model, prompt, {max_new_tokens=50,
---       strategy="greedy"|"sample", temperature=1, top_k=nil, eos_id=nil,
---       memory=nil, memory_key_padding_mask=nil, use_cache=true,
---       return_logits=false})
+--       strategy="greedy"|"sample", temperature=1, top_k=nil, top_p=nil,
+--       repetition_penalty=nil, eos_id=nil, stop=nil, pad_id=nil, max_time=nil,
+--       prompt_padding_mask=nil, memory=nil, memory_key_padding_mask=nil,
+--       use_cache=true, return_logits=false})
+--
+-- An option generate does not know is an error that lists the known ones.
 --
 -- The model is any object with
---   model:decode(ids [B, L] int64, {cache=, start=, memory=, memory_key_padding_mask=})
---     -> logits [B, L, V]
+--   model:decode(ids [B, L] int64, {cache=, start=, memory=, memory_key_padding_mask=,
+--                key_padding_mask=}) -> logits [B, L, V]
 -- where `start` is the 1-based position of ids[:, 1] in the sequence and
 -- `cache` (a table, empty at the first call, or nil) is handed to the
 -- decoder layers (TransformerDecoderLayer's forward{cache=}; one sub-table
 -- per layer: cache[i]). With a cache the first call sees the whole prompt
 -- and every later call only the new token, so a step costs O(L): its
--- self-attention keys/values are appended, and cross-attention keys/values
--- of the memory are computed on the first call only. Without it each step
--- recomputes the whole prefix (O(L^2)); both give the same logits.
+-- self-attention keys/values are written into the cache in place, and
+-- cross-attention keys/values of the memory are computed on the first call
+-- only. Without it each step recomputes the whole prefix (O(L^2)); both give
+-- the same logits.
+--
+-- A batch of prompts of different lengths is left-padded, with
+-- prompt_padding_mask (bool [B, L], true = padding). decode gets it as
+-- key_padding_mask: with a cache on the first call only (the layers keep it
+-- in the cache, see MultiHeadAttention.forward_cached), without one over
+-- every position so far. Positions count from the padded start, so a row's
+-- result equals its run alone where positions are relative (RoPE).
 --
 -- Sampling draws from ember's seeded generator (ember.manual_seed).
 -- Returns the ids [B, L0 + n] (prompt included) and, with return_logits,
--- the list of each step's next-token logits [B, V].
+-- the list of each step's next-token logits [B, V] (before the penalty).
 -- @module generate
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local generate = {}
 
--- The id of one row's sample from probabilities (a Lua list), with top-k.
-local function sample_row(probs, top_k, u)
+-- The options of pick, and those of generate (pick's among them).
+local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p" }
+local GEN_OPTS = { "max_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
+                   "stop", "pad_id", "max_time", "prompt_padding_mask", "memory", "memory_key_padding_mask",
+                   "use_cache", "return_logits" }
+
+local function check_names(opts, known, who)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(who, type(opts))) end
+  local set = {}
+  for _, k in ipairs(known) do set[k] = true end
+  for k in pairs(opts) do
+    if not set[k] then
+      local names = { table.unpack(known) }
+      table.sort(names)
+      error(("%s: unknown option '%s' (options: %s)"):format(who, tostring(k), table.concat(names, ", ")))
+    end
+  end
+  return opts
+end
+
+-- The id of one row's sample from probabilities (a Lua list), with top-k
+-- and then top-p: the smallest set of most likely tokens whose probability
+-- reaches top_p (the first token past it included), as Hugging Face.
+local function sample_row(probs, top_k, top_p, u)
   local idx = {}
   for i = 1, #probs do idx[i] = i end
-  if top_k and top_k < #probs then
+  if (top_k and top_k < #probs) or top_p then
     table.sort(idx, function(a, b)
       if probs[a] ~= probs[b] then return probs[a] > probs[b] end
       return a < b
     end)
+  end
+  if top_k and top_k < #probs then
     for i = #idx, top_k + 1, -1 do idx[i] = nil end
   end
   local total = 0
   for _, i in ipairs(idx) do total = total + probs[i] end
+  if top_p then
+    local acc, keep = 0, 0
+    for n, i in ipairs(idx) do
+      if acc >= top_p * total then break end
+      acc, keep = acc + probs[i], n
+    end
+    for i = #idx, keep + 1, -1 do idx[i] = nil end
+    total = acc
+  end
   local acc, target = 0, u * total
   for _, i in ipairs(idx) do
     acc = acc + probs[i]
@@ -48,65 +94,185 @@ local function sample_row(probs, top_k, u)
   return idx[#idx]
 end
 
---- Next ids [B, 1] from logits [B, V].
-function generate.pick(logits, opts)
-  opts = opts or {}
+local function check_values(opts)
   local strategy = opts.strategy or "greedy"
-  if strategy == "greedy" then return logits:argmax(-1, true) end
-  if strategy ~= "sample" then
-    error("generate: strategy must be \"greedy\" or \"sample\", got " .. tostring(strategy), 2)
+  if strategy ~= "greedy" and strategy ~= "sample" then
+    error("generate: strategy must be \"greedy\" or \"sample\", got " .. tostring(strategy))
   end
   local t = opts.temperature or 1
-  if type(t) ~= "number" or t <= 0 then error("generate: temperature must be > 0, got " .. tostring(t), 2) end
+  if type(t) ~= "number" or t <= 0 then error("generate: temperature must be > 0, got " .. tostring(t)) end
   local k = opts.top_k
   if k ~= nil and (math.type(k) ~= "integer" or k < 1) then
-    error("generate: top_k must be a positive integer, got " .. tostring(k), 2)
+    error("generate: top_k must be a positive integer, got " .. tostring(k))
   end
+  local p = opts.top_p
+  if p ~= nil and (type(p) ~= "number" or not (p > 0 and p <= 1)) then
+    error("generate: top_p must be a number in (0, 1], got " .. tostring(p))
+  end
+  return strategy, t, k, p
+end
+
+local function pick(logits, opts)
+  local strategy, t, k, p = check_values(opts)
+  if strategy == "greedy" then return logits:argmax(-1, true) end
   local probs = (logits:double() / t):softmax(-1):totable()
   local u = ember.rand(#probs, { dtype = "float64" }):totable()
   local ids = {}
-  for b, row in ipairs(probs) do ids[b] = { sample_row(row, k, u[b]) } end
+  for b, row in ipairs(probs) do ids[b] = { sample_row(row, k, p, u[b]) } end
   return ember.tensor(ids, { dtype = "int64", device = logits.device })
 end
 
+--- Next ids [B, 1] from logits [B, V].
+-- @tparam Tensor logits [B, V]
+-- @tparam[opt] table opts `strategy` ("greedy" or "sample"), `temperature`
+-- (1), `top_k`, `top_p` (nucleus: sample among the most likely tokens whose
+-- probabilities sum to top_p)
+-- @treturn Tensor int64 [B, 1], 1-based ids
+function generate.pick(logits, opts)
+  return pick(logits, check_names(opts, PICK_OPTS, "generate.pick"))
+end
+
+-- Hugging Face's repetition penalty: the logit of every token already in a
+-- row (prompt included) is divided by `penalty` where positive and
+-- multiplied by it where negative. seen[b] is row b's set of ids.
+local function penalize(logits, seen, penalty)
+  local rows = logits:totable()
+  for b, row in ipairs(rows) do
+    for id in pairs(seen[b]) do
+      local x = row[id]
+      row[id] = x < 0 and x * penalty or x / penalty
+    end
+  end
+  return ember.tensor(rows, { dtype = logits.dtype, device = logits.device })
+end
+
+-- Checks the stop sequences: a list of non-empty lists of ids.
+local function check_stop(stop)
+  if stop == nil then return nil end
+  local ok = type(stop) == "table" and #stop > 0
+  for _, s in ipairs(ok and stop or {}) do
+    ok = ok and type(s) == "table" and #s > 0
+    for _, id in ipairs(type(s) == "table" and s or {}) do ok = ok and math.type(id) == "integer" end
+  end
+  if not ok then
+    error("generate: stop must be a list of token id sequences, e.g. {{5}, {7, 8}}, got " .. tostring(stop))
+  end
+  return stop
+end
+
+-- Does row `gen` (a list of the ids generated so far) end with a stop sequence?
+local function ends_with_stop(gen, stop)
+  for _, s in ipairs(stop) do
+    local n = #s
+    if #gen >= n then
+      local hit = true
+      for i = 1, n do
+        if gen[#gen - n + i] ~= s[i] then hit = false break end
+      end
+      if hit then return true end
+    end
+  end
+  return false
+end
+
+local function check_generate(model, prompt, opts)
+  if type(model) ~= "table" and type(model) ~= "userdata" or not model.decode then
+    error("generate: the model needs a decode(ids, opts) method")
+  end
+  if not ember.is_tensor(prompt) or prompt.dtype ~= "int64" or prompt.ndim ~= 2 then
+    error(("generate: prompt must be int64 [B, L], got %s"):format(ember.is_tensor(prompt) and
+      ("%s [%s]"):format(prompt.dtype, table.concat(prompt.shape, ", ")) or type(prompt)))
+  end
+  check_values(opts)
+  local rp = opts.repetition_penalty
+  if rp ~= nil and (type(rp) ~= "number" or rp <= 0) then
+    error("generate: repetition_penalty must be a number > 0 (1 = none), got " .. tostring(rp))
+  end
+  local mt = opts.max_time
+  if mt ~= nil and (type(mt) ~= "number" or mt < 0) then
+    error("generate: max_time must be a number of seconds >= 0, got " .. tostring(mt))
+  end
+  local pm = opts.prompt_padding_mask
+  if pm ~= nil and not (ember.is_tensor(pm) and pm.dtype == "bool" and pm.ndim == 2
+      and pm.shape[1] == prompt.shape[1] and pm.shape[2] == prompt.shape[2]) then
+    error(("generate: prompt_padding_mask must be a bool tensor [B=%d, L=%d] (true = padding), got %s")
+      :format(prompt.shape[1], prompt.shape[2], ember.is_tensor(pm) and
+        ("%s [%s]"):format(pm.dtype, table.concat(pm.shape, ", ")) or type(pm)))
+  end
+  return check_stop(opts.stop)
+end
+
 --- Decodes up to opts.max_new_tokens tokens after prompt (int64 [B, L], 1-based ids).
--- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=})` -> logits [B, L, V]
+-- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=})` -> logits [B, L, V]
 -- @tparam Tensor prompt int64 [B, L]
--- @param[opt] opts `{max_new_tokens=, strategy="greedy"|"sample", temperature=1, top_k=, eos_id=, memory=, memory_key_padding_mask=, use_cache=true, return_logits=false}`
+-- @param[opt] opts `max_new_tokens` (32), `strategy` ("greedy" or "sample"),
+-- `temperature` (1), `top_k`, `top_p` (nucleus sampling), `repetition_penalty`
+-- (as Hugging Face's: > 1 makes tokens already in the row less likely),
+-- `eos_id` (a row that emits it is done), `stop` (token id sequences, e.g.
+-- `{{5}, {7, 8}}`: a row whose generated ids end with one is done), `pad_id`
+-- (what done rows emit; default eos_id, else 1), `max_time` (seconds: no new
+-- step starts after it), `prompt_padding_mask` (bool [B, L], true = padding,
+-- for left-padded prompts), `memory`, `memory_key_padding_mask`, `use_cache`
+-- (true), `return_logits` (false). Generation ends when every row is done.
 -- @return ids int64 [B, L + n] (and the logits with return_logits)
 function generate.generate(model, prompt, opts)
-  opts = opts or {}
-  if type(model) ~= "table" and type(model) ~= "userdata" or not model.decode then
-    error("generate: the model needs a decode(ids, opts) method", 2)
-  end
-  if prompt.dtype ~= "int64" or prompt.ndim ~= 2 then
-    error(("generate: prompt must be int64 [B, L], got %s [%s]"):format(prompt.dtype,
-      table.concat(prompt.shape, ", ")), 2)
-  end
+  opts = check_names(opts, GEN_OPTS, "generate")
+  local stop = check_generate(model, prompt, opts)
   local n = opts.max_new_tokens or 32
   local use_cache = opts.use_cache ~= false
+  local penalty = opts.repetition_penalty
+  local pad_id = opts.pad_id or opts.eos_id or 1
+  local B = prompt.shape[1]
   local was_training = model.training
   if model.eval then model:eval() end
   local ids, all_logits, done = prompt, {}, nil
-  local cache = use_cache and {} or nil
+  -- the layers' KV buffers are allocated once for the whole run (nn/_kv_cache.lua)
+  local cache = use_cache and { reserve = prompt.shape[2] + n } or nil
+  local t_start = ember.clock()
+  -- per row: the set of ids seen (repetition penalty) and the generated ones (stop)
+  local seen, gen = {}, {}
+  for b, row in ipairs(prompt:totable()) do
+    seen[b], gen[b] = {}, {}
+    local pads = opts.prompt_padding_mask and opts.prompt_padding_mask[b]:totable()
+    for j, id in ipairs(row) do
+      if not (pads and pads[j]) then seen[b][id] = true end
+    end
+  end
+  local pad_mask = opts.prompt_padding_mask
   ember.no_grad(function()
     local input, start = prompt, 1
     for _ = 1, n do
       local logits = model:decode(input, {
         cache = cache, start = start, memory = opts.memory,
         memory_key_padding_mask = opts.memory_key_padding_mask,
+        key_padding_mask = (not use_cache or start == 1) and pad_mask or nil,
       })
       local last = logits:select(2, logits.shape[2])
       if opts.return_logits then all_logits[#all_logits + 1] = last end
-      local nxt = generate.pick(last, opts)
-      if opts.eos_id then
-        -- rows that already ended keep emitting eos
-        if done then nxt = nxt:masked_fill(done, opts.eos_id) end
-        local now = nxt:eq(opts.eos_id)
-        done = done and done:logical_or(now) or now
+      if penalty and penalty ~= 1 then last = penalize(last, seen, penalty) end
+      local nxt = pick(last, opts)
+      if done then nxt = nxt:masked_fill(done, pad_id) end
+      local now
+      if opts.eos_id then now = nxt:eq(opts.eos_id) end
+      if stop or penalty then
+        local col = nxt:totable()
+        local hits = {}
+        for b = 1, B do
+          local id = col[b][1]
+          seen[b][id] = true
+          gen[b][#gen[b] + 1] = id
+          hits[b] = { stop ~= nil and ends_with_stop(gen[b], stop) }
+        end
+        if stop then
+          local s = ember.tensor(hits, { dtype = "bool", device = nxt.device })
+          now = now and now:logical_or(s) or s
+        end
       end
+      if now then done = done and done:logical_or(now) or now end
       ids = ember.cat({ ids, nxt }, 2)
+      if pad_mask and not use_cache then pad_mask = ember.cat({ pad_mask, ember.zeros({ B, 1 }, { dtype = "bool", device = pad_mask.device }) }, 2) end
       if done and done:long():sum():item() == done:numel() then break end
+      if opts.max_time and ember.clock() - t_start >= opts.max_time then break end
       if use_cache then
         start = ids.shape[2]
         input = nxt

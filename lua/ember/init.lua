@@ -11,6 +11,7 @@ local ember = core
 require "ember._helpers" -- triu, sort, cumsum, ... and t[{i, {a, b}}] (adds to core)
 require "ember._einsum" -- ember.einsum (adds to core)
 require "ember._listing" -- listing functions return lists that print readably
+require("ember.variant").install(ember) -- ember.attention_variant: variants written in Lua
 -- help(x) prints x's reference entry (the doc comments, read on first use)
 function ember.help(...) return require("ember._doc").help(...) end
 -- ember.profile(fn, ...) runs fn under the profiler (lua/ember/profiler.lua)

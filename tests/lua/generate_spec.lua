@@ -6,37 +6,9 @@ local ember = require "ember"
 local nn = require "ember.nn"
 local generate = require "ember.generate"
 
--- A small decoder: embedding + positions + nn.TransformerDecoder + head,
--- with the decode(ids, {cache=, start=, memory=}) method generate() calls.
-local Decoder = nn.Module:extend("TestDecoder")
-
-function Decoder:__init(opts)
-  local V, d, dt = opts.vocab or 11, opts.d or 8, opts.dtype or "float64"
-  self:add_module("embed", nn.Embedding(V, d, { dtype = dt }))
-  if opts.learned_pos then
-    self:add_module("pos", nn.LearnedPositionalEncoding(64, d, { dtype = dt }))
-  else
-    self:add_module("pos", nn.SinusoidalPositionalEncoding(d, { max_len = 64, dtype = dt }))
-  end
-  self:add_module("decoder", nn.TransformerDecoder(d, 2, opts.layers or 2, { dim_feedforward = 2 * d,
-    dropout = 0, dtype = dt, cross = opts.cross, attention = opts.attention,
-    attention_options = opts.attention_options, cross_attention = opts.cross_attention,
-    rope = opts.rope, norm_first = opts.norm_first }))
-  self:add_module("head", nn.Linear(d, V, { dtype = dt }))
-  self.inputs = {}
-  -- random values everywhere, variant tables included (relpos starts at zero)
-  ember.no_grad(function()
-    for _, p in ipairs(self:parameters()) do p:copy_(ember.randn(p.shape, { dtype = dt }) * 0.5) end
-  end)
-end
-
-function Decoder:decode(ids, o)
-  self.inputs[#self.inputs + 1] = ids.shape[2]
-  local x = self.pos(self.embed(ids), o.start)
-  x = self.decoder(x, o.memory, { cache = o.cache, memory_key_padding_mask = o.memory_key_padding_mask })
-  self.last_cache = o.cache
-  return self.head(x)
-end
+-- A small decoder with the decode(ids, {cache=, start=, memory=}) method
+-- generate() calls (shared with the other generate and cache specs).
+local Decoder = require "tests.lua.helpers.tiny_lm"
 
 local function prompt(B, L, V)
   return (ember.rand(B, L, { dtype = "float64" }) * (V or 11)):long() + 1
@@ -106,8 +78,7 @@ describe("KV-cached decoding", function()
   end)
 
   it("for every attention variant", function()
-    local have = {}
-    for _, p in ipairs(ember.plugins()) do if p.kind == "attention" and p.loaded then have[#have + 1] = p.name end end
+    local have = Decoder.plain_variants() -- those needing per-call tensors (document ids) aside
     assert.is_true(#have >= 1)
     for _, v in ipairs(have) do
       ember.manual_seed(10)

@@ -98,11 +98,22 @@ end)
 
 describe("dtype and device names", function()
   it("t:to() with an unknown name lists the dtypes and the loaded devices", function()
-    local ok, msg = pcall(function() return ember.ones(2):to("float16") end)
+    local ok, msg = pcall(function() return ember.ones(2):to("flaot32") end)
     assert.is_false(ok)
-    for _, needle in ipairs { "ember.to", "unknown dtype or device 'float16'", "float32, float64, int64, bool, bfloat16",
+    for _, needle in ipairs { "ember.to", "unknown dtype or device 'flaot32'", "float32, float64, int64, bool, bfloat16",
                                "loaded devices: cpu" } do
       assert(msg:find(needle, 1, true), ("%q lacks %q"):format(msg, needle))
+    end
+  end)
+
+  it("t:to() with a dtype ember lacks says so and lists ember's dtypes, not the plugin search", function()
+    for _, name in ipairs { "float16", "int32", "half", "uint8", "complex64" } do
+      local ok, msg = pcall(function() return ember.ones(2):to(name) end)
+      assert.is_false(ok)
+      local want = ("ember.to: dtype '%s' is not supported (ember's dtypes: float32, float64, int64, bool, bfloat16)")
+        :format(name)
+      assert(msg:find(want, 1, true), ("%q lacks %q"):format(msg, want))
+      assert(not msg:find("backend", 1, true) and not msg:find("rejected", 1, true), msg)
     end
   end)
 
@@ -112,7 +123,9 @@ describe("dtype and device names", function()
     assert(msg:find("unknown device 'tpu'", 1, true) and msg:find("loaded devices: cpu", 1, true), msg)
     ok, msg = pcall(function() return ember.zeros(2, "float16") end)
     assert.is_false(ok)
-    assert(msg:find("unknown dtype 'float16' (expected float32, float64, int64, bool or bfloat16)", 1, true), msg)
+    assert(msg:find("unknown dtype 'float16' (not supported; ember's dtypes: float32, float64, int64, bool, bfloat16)", 1, true), msg)
+    ok, msg = pcall(function() return ember.zeros(2, "flaot") end)
+    assert(msg:find("unknown dtype 'flaot' (ember's dtypes: float32, float64, int64, bool, bfloat16)", 1, true), msg)
   end)
 
   it("a dtype name stands for {dtype = name}", function()

@@ -16,6 +16,8 @@ local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local Module = require "ember.nn.Module"
 
+local variant = require "ember.variant"
+
 local Attention = Module:extend("Attention")
 
 -- Keys of the spec that are not handed to the variant.
@@ -37,12 +39,51 @@ function Attention:__init(spec)
   self.core = core
   self.dtype = spec.dtype or "float32"
   self.device = spec.device or "cpu"
+  local def = variant.get(core.attention)
+  if def then tables = self:_trace(def, core) end
   local names = {}
   for i, t in ipairs(tables) do
     names[i] = t.name
     if t.learned then self:register_parameter(t.name, t.tensor) else self:register_buffer(t.name, t.tensor) end
   end
   self.table_names = names
+end
+
+-- A variant written in Lua: makes its tables, traces its functions and
+-- hands the programs to the C object (lua/ember/variant.lua).
+function Attention:_trace(def, core)
+  local dims = { heads = core.heads, head_dim = core.head_dim, v_head_dim = core.v_head_dim }
+  local options = core:options()
+  local tables = {}
+  if def.params then
+    local ok, list = pcall(def.params, options, dims)
+    if not ok then errors.raise("attention variant '%s': params failed: %s", def.name, tostring(list)) end
+    if type(list) ~= "table" then errors.raise("attention variant '%s': params must return a list of {name=, tensor=, learned=}", def.name) end
+    for i, t in ipairs(list) do
+      if type(t) ~= "table" or type(t.name) ~= "string" or not Module.is_tensor(t.tensor) then
+        errors.raise("attention variant '%s': params entry %d must be {name=, tensor=, learned=}", def.name, i)
+      end
+      local x = t.tensor
+      if x.dtype ~= "int64" and x.dtype ~= "bool" and x.dtype ~= self.dtype then x = x:to(self.dtype) end
+      if x.device ~= self.device then x = x:to(self.device) end
+      if t.learned then
+        if x.dtype == "int64" or x.dtype == "bool" then
+          errors.raise("attention variant '%s': learned table '%s' must be a float tensor", def.name, t.name)
+        end
+        x = x:detach():requires_grad_()
+      end
+      tables[i] = { name = t.name, tensor = x, learned = t.learned and true or false }
+    end
+  end
+  local inst = variant.trace(def, options, dims, tables)
+  local caps = {}
+  for i, c in ipairs(inst.caps) do
+    caps[i] = { name = c.name, ndim = c.ndim, param = c.param, shape = c.param and tables[c.param].tensor.shape or nil }
+  end
+  core:set_programs { score = inst.score, score_grad = inst.score_grad, mask = inst.mask, sink = inst.sink,
+    sink_grad = inst.sink_grad, caps = caps }
+  self._variant = inst
+  return tables
 end
 
 -- Fields answered by the C object.
@@ -56,8 +97,8 @@ end
 -- @tparam Tensor q [B, H, Lq, head_dim]
 -- @tparam Tensor k [B, H, Lk, head_dim]
 -- @tparam Tensor v [B, H, Lk, v_head_dim]
--- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = a real
--- key), `attn_mask` (bool: true = may attend; or float, added to scores),
+-- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = padding,
+-- as PyTorch), `attn_mask` (bool: true = may attend; or float, added to scores),
 -- `causal`, `need_weights`, `scale` (default 1/sqrt(head_dim)), `dropout`
 -- (on the weights, in training mode only)
 -- @treturn Tensor out [B, H, Lq, v_head_dim]
@@ -70,7 +111,52 @@ function Attention:forward(q, k, v, opts)
     if type(opts) ~= "table" then errors.raise("Attention.forward: options must be a table, got %s", type(opts)) end
     for key, val in pairs(opts) do o[key] = val end
   end
+  local inputs = o.variant_inputs
+  o.variant_inputs = nil
+  if self._variant then return self:_forward_traced(tables, q, k, v, o, inputs or {}) end
+  if inputs ~= nil then
+    errors.raise("Attention.forward: variant_inputs are for variants written in Lua; '%s' takes none", self.attention)
+  end
   local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o)
+  if not ok then errors.raise("%s", tostring(out)) end
+  return out, w
+end
+
+-- A traced variant: the fused kernel on the CPU, its functions run densely
+-- by core ops elsewhere and for the weights (`kernel = "composed"` forces that).
+function Attention:_forward_traced(tables, q, k, v, o, inputs)
+  local inst = self._variant
+  if type(inputs) ~= "table" then errors.raise("Attention.forward: variant_inputs must be a table {name = tensor}") end
+  local list = {}
+  for i, c in ipairs(inst.caps) do
+    if c.input then
+      local t = inputs[c.input]
+      if not Module.is_tensor(t) then
+        errors.raise("Attention.forward: variant '%s' needs the per-call tensor '%s' (variant_inputs = {%s = ...}), got %s",
+          self.attention, c.input, c.input, type(t))
+      end
+      if t.ndim ~= c.ndim then
+        errors.raise("Attention.forward: variant '%s' indexes '%s' with %d indices, got a %d-d tensor", self.attention,
+          c.input, c.ndim, t.ndim)
+      end
+      list[i] = t
+    end
+  end
+  for name in pairs(inputs) do
+    local known = false
+    for _, c in ipairs(inst.caps) do if c.input == name then known = true end end
+    if not known then errors.raise("Attention.forward: variant '%s' takes no input '%s'", self.attention, tostring(name)) end
+  end
+  local composed = o.kernel == "composed"
+  o.kernel = nil
+  if composed or o.need_weights or not Module.is_tensor(q) or q.device ~= "cpu" then
+    ember._attention_count("composed")
+    local ok, out, w = pcall(variant.dense, inst, tables, inputs, q, k, v, o)
+    if not ok then errors.raise("%s", tostring(out)) end
+    if o.need_weights then return out, w end
+    return out
+  end
+  local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o, list)
   if not ok then errors.raise("%s", tostring(out)) end
   return out, w
 end

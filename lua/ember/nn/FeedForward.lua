@@ -1,7 +1,24 @@
---- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu", dropout=0,
--- bias=true, dtype=, device=}]): the position-wise MLP of a Transformer,
--- linear2(dropout(act(linear1(x)))), as inside torch.nn.TransformerEncoderLayer.
+--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu"|"swiglu"|"geglu",
+-- dropout=0, bias=true, dtype=, device=}]): the position-wise MLP of a Transformer.
+--
+-- With "relu" or "gelu" it is linear2(dropout(act(linear1(x)))), as inside
+-- torch.nn.TransformerEncoderLayer. With a gated activation it is the
+-- gated linear unit of Shazeer's "GLU Variants Improve Transformer" (2020),
+-- as in Llama:
+--
+--    linear2(dropout(act(linear1(x)) * linear3(x)))
+--
+-- where act is SiLU for "swiglu" and the exact GELU for "geglu". The three
+-- projections map to the usual names: linear1 = Meta's `w1` = Hugging
+-- Face's `gate_proj`; linear3 = `w3` = `up_proj`; linear2 = `w2` =
+-- `down_proj` (so `feed_forward.w1.weight` or `mlp.gate_proj.weight`
+-- loads into `linear1.weight`). Llama has no biases: pass `bias = false`.
+-- A gated FFN has 3 * d_model * d_ff weights instead of 2: Llama keeps the
+-- count of a plain FFN with d_ff = 2/3 of the usual 4 * d_model.
+-- Errors name nn.FeedForward: an unknown activation, bad sizes (nn.Linear's messages).
 -- @usage local ffn = nn.FeedForward(64, 256, {activation = "gelu"})
+-- local llama_mlp = nn.FeedForward(64, 172, {activation = "swiglu", bias = false})
+-- print(llama_mlp(ember.randn(2, 5, 64)).shape)   --> ember.Size{2, 5, 64}
 -- @classmod nn.FeedForward
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
@@ -9,26 +26,48 @@ local Linear = require "ember.nn.Linear"
 local Dropout = require "ember.nn.Dropout"
 local ReLU = require "ember.nn.ReLU"
 local GELU = require "ember.nn.GELU"
+local SiLU = require "ember.nn.SiLU"
 
 local FeedForward = Module:extend("FeedForward")
 
+-- activation name -> {module maker, gated?}
+local ACTIVATIONS = {
+  relu = { ReLU, false },
+  gelu = { GELU, false },
+  swiglu = { SiLU, true },
+  geglu = { GELU, true },
+}
+
 function FeedForward:__init(d_model, d_ff, opts)
   opts = opts or {}
+  local act = opts.activation or "relu"
+  local kind = ACTIVATIONS[act]
+  if not kind then
+    error("FeedForward: activation must be \"relu\", \"gelu\", \"swiglu\" or \"geglu\", got " .. tostring(act), 2)
+  end
+  self.activation_name = act
+  self.gated = kind[2]
   local lopts = { bias = opts.bias, dtype = opts.dtype, device = opts.device }
   self:add_module("linear1", Linear(d_model, d_ff, lopts))
-  local act = opts.activation or "relu"
-  if act == "relu" then self:add_module("activation", ReLU())
-  elseif act == "gelu" then self:add_module("activation", GELU())
-  else error("FeedForward: activation must be \"relu\" or \"gelu\", got " .. tostring(act), 2) end
+  if self.gated then self:add_module("linear3", Linear(d_model, d_ff, lopts)) end
+  self:add_module("activation", kind[1]())
   self:add_module("dropout", Dropout(opts.dropout or 0))
   self:add_module("linear2", Linear(d_ff, d_model, lopts))
 end
 
---- linear2(dropout(activation(linear1(x)))).
+--- linear2(dropout(activation(linear1(x)))), or with a gated activation
+-- linear2(dropout(activation(linear1(x)) * linear3(x))).
 -- @tparam Tensor x [..., d_model]
 -- @treturn Tensor [..., d_model]
 function FeedForward:forward(x)
-  return self.linear2(self.dropout(self.activation(self.linear1(x))))
+  local h = self.activation(self.linear1(x))
+  if self.gated then h = h * self.linear3(x) end
+  return self.linear2(self.dropout(h))
+end
+
+--- The activation, for printing ("activation=swiglu" when gated).
+function FeedForward:extra_repr()
+  return self.gated and ("activation=" .. self.activation_name) or ""
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -6,6 +6,7 @@
 --    local mha = nn.MultiHeadAttention{d_model = 64, heads = 4, rope = true}
 --    local y = mha(x)                                  -- self-attention
 --    local y, w = mha(q, kv, {need_weights = true})    -- cross-attention
+--    local gqa = nn.MultiHeadAttention{d_model = 64, heads = 8, kv_heads = 2}
 --
 -- Children, in this order: q_proj, k_proj, v_proj, out_proj (nn.Linear)
 -- and attn (an ember.Attention holding the variant and its tables). State
@@ -13,8 +14,13 @@
 -- earlier ember versions ("w_q", "b_q", ..., "relpos.rel_k") still load
 -- (see `legacy_names`).
 --
+-- With kv_heads < heads (grouped-query attention; 1 is multi-query), k_proj
+-- and v_proj project to kv_heads * head_dim, and each key/value head serves
+-- heads/kv_heads query heads (as torch's repeat_interleave: see _expand_kv).
+--
 -- Incremental decoding with a key/value cache (`forward_cached`) uses the
--- same children, so it computes exactly what `forward` does.
+-- same children, so it computes exactly what `forward` does; the cache
+-- keeps kv_heads heads, in buffers written in place (nn/_kv_cache.lua).
 -- @classmod nn.MultiHeadAttention
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
@@ -22,11 +28,12 @@ local masks = require "ember.nn._masks"
 local Module = require "ember.nn.Module"
 local Linear = require "ember.nn.Linear"
 local Attention = require "ember.nn.Attention"
+local kv_cache = require "ember.nn._kv_cache"
 
 local MHA = Module:extend("MultiHeadAttention")
 
 -- The module's own options; every other key is the variant's.
-local OWN = { "d_model", "heads", "attention", "kdim", "vdim", "dropout", "bias", "rope", "rope_base",
+local OWN = { "d_model", "heads", "kv_heads", "attention", "kdim", "vdim", "dropout", "bias", "rope", "rope_base",
               "causal", "dtype", "device" }
 local IS_OWN = {}
 for _, k in ipairs(OWN) do IS_OWN[k] = true end
@@ -69,6 +76,11 @@ local function read_spec(d_model, heads, opts)
       s.d_model, s.heads)
   end
   s.head_dim = s.d_model // s.heads
+  s.kv_heads = positive_int(spec.kv_heads, "kv_heads", s.heads)
+  if s.kv_heads <= 0 or s.heads % s.kv_heads ~= 0 then
+    errors.raise("MultiHeadAttention: heads (%d) must be divisible by kv_heads (%s): each group of heads/kv_heads "
+      .. "query heads shares one key/value head (kv_heads = 1 is multi-query attention)", s.heads, tostring(spec.kv_heads))
+  end
   s.kdim = positive_int(spec.kdim, "kdim", s.d_model)
   s.vdim = positive_int(spec.vdim, "vdim", s.d_model)
   if s.kdim <= 0 or s.vdim <= 0 then errors.raise("MultiHeadAttention: kdim and vdim must be positive") end
@@ -110,7 +122,14 @@ local function make_attention(s, name, variant_opts)
   local ok, att = pcall(Attention, spec)
   if not ok then
     -- the variant's message, said by the module the user built
-    local msg = tostring(att):gsub("^[^:]*:%d+: ", ""):gsub("^ember%.Attention: ", "MultiHeadAttention: ")
+    -- every leading position (the caller's, then a library file's, when the
+    -- variant was raised from Lua) goes: the message is the module's
+    local msg = tostring(att)
+    repeat
+      local n
+      msg, n = msg:gsub("^[^:\n]*:%d+: ", "")
+    until n == 0
+    msg = msg:gsub("^ember%.Attention: ", "MultiHeadAttention: ")
     if msg:find("unknown option", 1, true) then
       msg = msg .. "; MultiHeadAttention's own options: " .. table.concat(OWN, ", ")
     end
@@ -123,8 +142,10 @@ end
 -- @param d_model the model width, or one table with every option
 -- @int heads the number of heads (d_model must be divisible by it)
 -- @tparam[opt] table opts `attention` (variant name, "standard"),
--- `kdim`/`vdim` (key/value input widths, d_model), `dropout` (on attention
--- weights, in training mode; 0), `bias` (true), `rope` (rotary positions on
+-- `kv_heads` (key/value heads for grouped-query attention, dividing
+-- heads; 1 is multi-query attention; default heads), `kdim`/`vdim`
+-- (key/value input widths, d_model), `dropout` (on attention weights, in
+-- training mode; 0), `bias` (true), `rope` (rotary positions on
 -- queries and keys, false), `rope_base` (10000), `causal` (false),
 -- `dtype`, `device`, and the variant's own options
 -- (`ember.attention_variants(name).options`).
@@ -143,10 +164,12 @@ function MHA:__init(d_model, heads, opts)
   local lin = { bias = s.bias, dtype = s.dtype, device = s.device, init = "zeros" }
   local topts = { dtype = s.dtype, device = s.device }
   local proj = {}
+  local kv_dim = s.kv_heads * s.head_dim -- k_proj and v_proj project to kv_heads heads
   for i, in_dim in ipairs({ s.d_model, s.kdim, s.vdim }) do
-    proj[i] = Linear(in_dim, s.d_model, lin)
-    local bound = math.sqrt(6 / (s.d_model + in_dim))
-    ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ s.d_model, in_dim }, -bound, bound, topts)) end)
+    local out_dim = i == 1 and s.d_model or kv_dim
+    proj[i] = Linear(in_dim, out_dim, lin)
+    local bound = math.sqrt(6 / (out_dim + in_dim))
+    ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ out_dim, in_dim }, -bound, bound, topts)) end)
   end
   proj[4] = Linear(s.d_model, s.d_model, lin)
   local bound = 1 / math.sqrt(s.d_model)
@@ -205,6 +228,18 @@ local function split_heads(x, H)
   return x:reshape(B, L, H, E // H):transpose(2, 3)
 end
 
+-- Grouped-query attention: keys/values [B, kv_heads, L, dh] -> [B, heads,
+-- L, dh], kv head j serving query heads (j-1)*g+1 .. j*g (g =
+-- heads/kv_heads), as torch.repeat_interleave on dim 2. The expansion is a
+-- broadcast view made contiguous right before the attention module; a
+-- kernel that reads kv head h // g in place makes this function go away.
+function MHA:_expand_kv(t)
+  local g = self.heads // self.kv_heads
+  if g == 1 then return t end
+  local B, Hkv, L, dh = t.shape[1], t.shape[2], t.shape[3], t.shape[4]
+  return t:unsqueeze(3):expand(B, Hkv, g, L, dh):reshape(B, Hkv * g, L, dh)
+end
+
 -- Rotary tables, cached per (head dim, base, device, dtype) for positions
 -- 0 .. n-1, and grown (doubled) when a longer sequence comes. A forward
 -- only narrows them.
@@ -247,13 +282,13 @@ function MHA:_rope(x, first)
 end
 
 local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
-                   causal = true, need_weights = true }
+                   causal = true, need_weights = true, variant_inputs = true }
 
 local function check_opts(opts, who)
   if opts == nil then return {} end
   for k in pairs(opts) do
     if not FWD_OPTS[k] then
-      errors.raise("%s: unknown option '%s' (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights)",
+      errors.raise("%s: unknown option '%s' (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights, variant_inputs)",
         who, tostring(k))
     end
   end
@@ -306,9 +341,45 @@ function MHA:_check_inputs(who, query, key, value)
   end
 end
 
+-- The masks checked here, so that a wrong one is reported by the module the
+-- user called (not by the inner ember.Attention): key_padding_mask bool
+-- [B, Lk] on q's device; the resolved mask bool or q's dtype, broadcasting
+-- to [B, H, Lq, Lk].
+local function check_masks(who, kpm, mask, q, k)
+  local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+  if kpm ~= nil then
+    if not Module.is_tensor(kpm) or kpm.dtype ~= "bool" or kpm.ndim ~= 2 or kpm.shape[1] ~= B
+        or kpm.shape[2] ~= Lk or kpm.device ~= q.device then
+      errors.raise("%s: key_padding_mask must be a bool tensor [B=%d, Lk=%d] (true = padding) on %s, got %s",
+        who, B, Lk, q.device, Module.is_tensor(kpm) and (shape_str(kpm) .. " " .. kpm.dtype .. " on " .. kpm.device)
+        or type(kpm))
+    end
+  end
+  if mask == nil then return end
+  if not Module.is_tensor(mask) then errors.raise("%s: attn_mask must be a tensor, got %s", who, type(mask)) end
+  -- under autocast the core casts a float mask with the inputs
+  local cast = ember.autocast.enabled() and ember.dtype_info(mask.dtype).floating
+  if mask.dtype ~= "bool" and mask.dtype ~= q.dtype and not cast then
+    errors.raise("%s: attn_mask must be a float mask of the inputs' dtype %s (added to the scores), got %s; "
+      .. "a boolean mask goes in allow_mask (true = may attend) or block_mask (true = masked)", who, q.dtype, mask.dtype)
+  end
+  local want = { B, H, Lq, Lk }
+  local ok = mask.ndim <= 4 and mask.device == q.device
+  for i = 1, mask.ndim do
+    local n = mask.shape[mask.ndim - i + 1]
+    if n ~= 1 and n ~= want[5 - i] then ok = false end
+  end
+  if not ok then
+    errors.raise("%s: the attention mask must be [Lq=%d, Lk=%d] or broadcast to [B=%d, H=%d, Lq, Lk] on %s, got %s on %s",
+      who, Lq, Lk, B, H, q.device, shape_str(mask), mask.device)
+  end
+end
+
 -- Runs the variant on projected heads; returns the merged output [B, Lq, d_model].
 function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
   local mask = masks.resolve(opts, who, "attn_mask", "allow_mask", "block_mask")
+  check_masks(who, opts.key_padding_mask, mask, q, k)
+  k, v = self:_expand_kv(k), self:_expand_kv(v)
   if opts.need_weights and not self.attn.caps.weights then
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
@@ -316,6 +387,7 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
   local o, w = self.attn(q, k, v, {
     key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,
     need_weights = opts.need_weights, dropout = self.dropout > 0 and self.dropout or nil,
+    variant_inputs = opts.variant_inputs, -- per-call tensors of a variant written in Lua (document ids ...)
   })
   o = o:transpose(2, 3):reshape(B, Lq, self.d_model)
   return self.out_proj(o), w
@@ -330,7 +402,8 @@ function MHA._variants_with(cap)
 end
 
 --- Attention of `query` over `key`/`value`.
--- @tparam Tensor query [B, Lq, d_model]
+-- @tparam Tensor query [B, Lq, d_model], or unbatched [Lq, d_model] (as
+-- PyTorch: then key, value and key_padding_mask are unbatched too)
 -- @tparam[opt] Tensor key [B, Lk, kdim] (default: query, self-attention);
 -- a single tensor after query is used as both key and value
 -- @tparam[opt] Tensor value [B, Lk, vdim] (default: key)
@@ -339,16 +412,16 @@ end
 -- true = may attend) or `block_mask` (bool, true = masked) -- see
 -- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
 -- (default: the module's), `need_weights`
--- @treturn Tensor [B, Lq, d_model]
--- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights
+-- @treturn Tensor [B, Lq, d_model] ([Lq, d_model] unbatched)
+-- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched)
 function MHA:forward(query, ...)
   local who = "MultiHeadAttention.forward"
   local key, value, opts = read_args(who, query, ...)
+  if query.ndim == 2 then return self:_forward_unbatched(who, query, key, value, opts) end
   self:_check_inputs(who, query, key, value)
-  local H = self.heads
-  local q = split_heads(self.q_proj(query), H)
-  local k = split_heads(self.k_proj(key), H)
-  local v = split_heads(self.v_proj(value), H)
+  local q = split_heads(self.q_proj(query), self.heads)
+  local k = split_heads(self.k_proj(key), self.kv_heads)
+  local v = split_heads(self.v_proj(value), self.kv_heads)
   if self.rope then
     q = self:_rope(q, key.shape[2] - query.shape[2]) -- bottom-right, as causal
     k = self:_rope(k, 0)
@@ -358,49 +431,77 @@ function MHA:forward(query, ...)
   return self:_attend(who, q, k, v, opts, causal, query.shape[1], query.shape[2])
 end
 
+-- Unbatched input, as PyTorch: query [Lq, E], key/value [Lk, kdim/vdim],
+-- key_padding_mask [Lk]; out [Lq, E], weights [H, Lq, Lk].
+function MHA:_forward_unbatched(who, query, key, value, opts)
+  for name, t in pairs({ key = key, value = value }) do
+    if t.ndim ~= 2 then
+      errors.raise("%s: an unbatched query [Lq, d_model] needs an unbatched %s [Lk, dim], got %s", who, name, shape_str(t))
+    end
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  local kpm = opts.key_padding_mask
+  if kpm ~= nil then
+    if not Module.is_tensor(kpm) or kpm.ndim ~= 1 then
+      errors.raise("%s: with an unbatched query key_padding_mask must be a bool tensor [Lk=%d] (true = padding), got %s",
+        who, key.shape[1], Module.is_tensor(kpm) and shape_str(kpm) or type(kpm))
+    end
+    o.key_padding_mask = kpm:unsqueeze(1)
+  end
+  local y, w = self:forward(query:unsqueeze(1), key:unsqueeze(1), value:unsqueeze(1), o)
+  return y:squeeze(1), w and w:squeeze(1)
+end
+
 --- One step of incremental decoding with a key/value cache.
 --
 -- Self-attention (opts.memory == nil): projects the new tokens x
--- [B, Lnew, d_model], appends their keys/values to cache.k / cache.v
--- ([B, H, L, dh]) and attends causally (bottom-right) over all of them.
+-- [B, Lnew, d_model], writes their keys/values into the cache's buffers
+-- (preallocated, grown by doubling, written in place: see
+-- ember/nn/_kv_cache.lua; cache.k / cache.v are the filled part,
+-- [B, kv_heads, L, dh]) and attends causally (bottom-right) over all of them.
+-- A key_padding_mask once given (left-padded prompts) is kept in the cache
+-- (cache.pad) for the later steps.
 -- Cross-attention (opts.memory given): the memory's keys/values are
 -- projected on the first call only and kept in the cache.
 -- @tparam Tensor x the new positions [B, Lnew, d_model]
 -- @tparam table cache a plain table, empty ({}) at a sequence's first step
--- @tparam[opt] table opts `memory`, `key_padding_mask` (over all cached
--- keys, [B, Lk]), `attn_mask`/`allow_mask`/`block_mask`, `causal` (default true
--- for self-attention)
+-- @tparam[opt] table opts `memory`, `key_padding_mask` (bool, true = padding:
+-- over all cached keys [B, Lk], or over the new positions [B, Lnew] for
+-- self-attention), `attn_mask`/`allow_mask`/`block_mask`, `causal` (default
+-- true for self-attention)
 -- @treturn Tensor [B, Lnew, d_model]
 function MHA:forward_cached(x, cache, opts)
   local who = "MultiHeadAttention.forward_cached"
   opts = opts or {}
   if self.training then errors.raise("%s: call :eval() first (no dropout in decoding)", who) end
   if type(cache) ~= "table" then errors.raise("%s: cache must be a table ({} at the first step), got %s", who, type(cache)) end
-  local H = self.heads
-  local q = split_heads(self.q_proj(x), H)
+  if not Module.is_tensor(x) or x.ndim ~= 3 or x.shape[3] ~= self.d_model then
+    errors.raise("%s: x must be [B, Lnew, d_model=%d], got %s", who, self.d_model,
+      Module.is_tensor(x) and shape_str(x) or type(x))
+  end
+  local q = split_heads(self.q_proj(x), self.heads)
   local cross = opts.memory ~= nil
+  local k, v, kpm
   if cross then
     if not cache.k then
-      cache.k = split_heads(self.k_proj(opts.memory), H)
-      cache.v = split_heads(self.v_proj(opts.memory), H)
+      cache.k = split_heads(self.k_proj(opts.memory), self.kv_heads)
+      cache.v = split_heads(self.v_proj(opts.memory), self.kv_heads)
       if self.rope then cache.k = self:_rope(cache.k, 0) end
     end
+    k, v, kpm = cache.k, cache.v, opts.key_padding_mask
   else
-    local k, v = split_heads(self.k_proj(x), H), split_heads(self.v_proj(x), H)
-    local past = cache.k and cache.k.shape[3] or 0
-    if self.rope then k = self:_rope(k, past) end
-    if cache.k then
-      cache.k, cache.v = ember.cat({ cache.k, k }, 3), ember.cat({ cache.v, v }, 3)
-    else
-      cache.k, cache.v = k, v
-    end
+    local new_k, new_v = split_heads(self.k_proj(x), self.kv_heads), split_heads(self.v_proj(x), self.kv_heads)
+    if self.rope then new_k = self:_rope(new_k, cache.len or 0) end
+    k, v = kv_cache.append(cache, new_k, new_v, who)
+    kpm = kv_cache.padding(cache, opts.key_padding_mask, x.shape[2], who)
   end
-  local Lq, Lk = q.shape[3], cache.k.shape[3]
+  local Lq, Lk = q.shape[3], k.shape[3]
   if self.rope then q = self:_rope(q, Lk - Lq) end
-  local fopts = { key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask,
-                  allow_mask = opts.allow_mask, block_mask = opts.block_mask }
+  local fopts = { key_padding_mask = kpm, attn_mask = opts.attn_mask,
+                  allow_mask = opts.allow_mask, block_mask = opts.block_mask, variant_inputs = opts.variant_inputs }
   local causal = not cross and (opts.causal ~= false) or false
-  return (self:_attend(who, q, cache.k, cache.v, fopts, causal, x.shape[1], Lq))
+  return (self:_attend(who, q, k, v, fopts, causal, x.shape[1], Lq))
 end
 
 --- Writes one PNG per head of attention weights (see ember.attention_heatmap).
@@ -412,9 +513,9 @@ function MHA:heatmap(weights, path, opts) return ember.attention_heatmap(weights
 
 --- The module's settings in one line.
 function MHA:extra_repr()
-  return ("d_model=%d, heads=%d, kdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
-    self.d_model, self.heads, self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope),
-    tostring(self.causal))
+  return ("d_model=%d, heads=%d, %skdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
+    self.d_model, self.heads, self.kv_heads ~= self.heads and ("kv_heads=%d, "):format(self.kv_heads) or "",
+    self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope), tostring(self.causal))
 end
 
 return MHA

@@ -41,7 +41,7 @@ function Decoder:forward(x, memory, opts)
     if cache then
       o = {}
       for k, v in pairs(opts) do o[k] = v end
-      cache[i] = cache[i] or {}
+      cache[i] = cache[i] or { reserve = cache.reserve } -- positions to preallocate, if known
       o.cache = cache[i]
     end
     x = self.layers[i](x, memory, o)

@@ -39,7 +39,9 @@ function DecoderLayer:__init(d_model, heads, opts)
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false
   self.has_cross = opts.cross ~= false
-  self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
+  -- causal by default: the module says so when printed, and forward's
+  -- `causal` option overrides it per call
+  self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts, { causal = true })))
   if self.has_cross then
     local copts = {}
     for k, v in pairs(opts) do copts[k] = v end
@@ -66,12 +68,12 @@ function DecoderLayer:_sa(x, o)
   local y
   local mask = masks.resolve(o, WHO, masks.names("tgt"))
   if o.cache then
-    o.cache.self = o.cache.self or {}
+    o.cache.self = o.cache.self or { reserve = o.cache.reserve } -- see nn/_kv_cache.lua
     y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
-      { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask }))
+      { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask, variant_inputs = o.variant_inputs }))
   else
-    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal ~= false,
-      key_padding_mask = o.tgt_key_padding_mask }))
+    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask,
+      variant_inputs = o.variant_inputs }))
   end
   return self.dropout1(y)
 end

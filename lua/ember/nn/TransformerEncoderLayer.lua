@@ -6,7 +6,8 @@
 -- opts: dim_feedforward=2048, dropout=0.1 (also on attention weights, see
 -- nn/_attn_opts.lua; attention_dropout= to set it apart), activation="relu"|"gelu",
 -- norm_first=false, layer_norm_eps=1e-5, bias=true, attention="standard",
--- attention_options={...}, rope=false, dtype=, device=.
+-- attention_options={...}, rope=false, kv_heads= (grouped-query attention, see
+-- nn.MultiHeadAttention), dtype=, device=.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
 -- block_mask= (bool, see nn/_masks.lua), causal=}])
 -- @classmod nn.TransformerEncoderLayer
@@ -38,14 +39,15 @@ end
 function EncoderLayer:_sa(x, opts)
   return self.dropout1(self.self_attn(x, {
     key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask, allow_mask = opts.allow_mask,
-    block_mask = opts.block_mask, causal = opts.causal,
+    block_mask = opts.block_mask, causal = opts.causal, variant_inputs = opts.variant_inputs,
   }))
 end
 
 --- Self-attention and feed-forward blocks, pre- or post-norm.
 -- @tparam Tensor x [B, L, d_model]
 -- @tparam[opt] table opts `key_padding_mask` (bool [B, L], true = padding), `attn_mask`
--- (float), `allow_mask` / `block_mask` (bool), `causal`
+-- (float), `allow_mask` / `block_mask` (bool), `causal`, `variant_inputs` (the per-call
+-- tensors of an attention variant written in Lua, e.g. `{doc = ids}`)
 -- @treturn Tensor [B, L, d_model]
 function EncoderLayer:forward(x, opts)
   opts = opts or {}

@@ -2,7 +2,7 @@
 -- MultiHeadAttention from a layer's options table.
 --   attention = "standard" | "linear" | "local" | "relpos" | ...
 --   attention_options = { <the variant's own options> }
---   rope, bias, dtype, device
+--   rope, bias, dtype, device, kv_heads (grouped-query attention)
 --   attention_dropout: dropout on the attention weights. Given, it is used
 --     as is (a variant without dropout on its weights then refuses it).
 --     Not given, it is the layer's dropout (default 0.1, as PyTorch's
@@ -35,7 +35,7 @@ function M.mha_spec(d_model, heads, opts, extra)
   if dropout == nil then dropout = M.default_attention_dropout(attention, opts.dropout or 0.1) end
   local spec = {
     d_model = d_model, heads = heads, attention = attention, dropout = dropout,
-    bias = opts.bias, rope = opts.rope, dtype = opts.dtype, device = opts.device,
+    bias = opts.bias, rope = opts.rope, dtype = opts.dtype, device = opts.device, kv_heads = opts.kv_heads,
   }
   for k, v in pairs(opts.attention_options or {}) do spec[k] = v end
   for k, v in pairs(extra or {}) do spec[k] = v end

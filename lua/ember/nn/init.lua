@@ -10,6 +10,22 @@ return {
   ReLU = require "ember.nn.ReLU",
   GELU = require "ember.nn.GELU",
   FeedForward = require "ember.nn.FeedForward",
+  SiLU = require "ember.nn.SiLU",
+  RMSNorm = require "ember.nn.RMSNorm",
+  Identity = require "ember.nn.Identity",
+  Flatten = require "ember.nn.Flatten",
+  ModuleList = require "ember.nn.ModuleList",
+  ModuleDict = require "ember.nn.ModuleDict",
+  BatchNorm2d = require "ember.nn.BatchNorm2d",
+  GroupNorm = require "ember.nn.GroupNorm",
+  MaxPool2d = require "ember.nn.MaxPool2d",
+  AvgPool2d = require "ember.nn.AvgPool2d",
+  AdaptiveAvgPool2d = require "ember.nn.AdaptiveAvgPool2d",
+  -- nn.init.xavier_uniform_ and the rest (torch.nn.init); the file is not
+  -- ember/nn/init.lua, which is this package's own file
+  init = require "ember.nn.weight_init",
+  -- nn.checkpoint(fn, ...): activation checkpointing
+  checkpoint = require("ember.nn.activation_checkpoint").checkpoint,
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
   Attention = require "ember.nn.Attention",

@@ -1,0 +1,345 @@
+/*
+** cpu_attention_expr_tmpl.h -- a traced variant's programs (ember_expr.h)
+** inside the fused attention kernel, for one float type; included by
+** cpu_attention_tmpl.h. See cpu_attention.c for the algorithm.
+**
+** An interpreter, vectorised over the keys of a tile row: each instruction
+** is one loop over up to ATT_XCH keys (a register of the row), so its
+** dispatch is paid once per 64-128 elements and the loop itself
+** vectorises. Registers that do not depend on the key (kvar 0: everything
+** made of b, h, q and constants -- a head's slope, a row's document id)
+** are one scalar per row. Generated and compiled C would save the
+** dispatch and the register traffic; measured on a softcap and an ALiBi
+** program the interpreter adds 2-10% to a forward+backward whose products
+** dominate (scripts/bench/variants.lua), and it needs no compiler, cache
+** or dlopen at run time.
+**
+** Registers live in per-thread scratch X: n registers of ATT_XCH values,
+** then three broadcast buffers and ATT_XCH int64 load offsets.
+*/
+
+/* Register r of the row as a vector of n values (a scalar is broadcast
+** into tmp). */
+ATT_ROW const T *FN(xvec)(const em_expr *p, const T *R, int32_t r, T *tmp, int64_t n) {
+  if (p->kvar[r]) return R + (int64_t)r * ATT_XCH;
+  const T v = R[(int64_t)r * ATT_XCH];
+  for (int64_t j = 0; j < n; j++) tmp[j] = v;
+  return tmp;
+}
+
+ATT_ROW T FN(xtanh)(T x) {
+  if (sizeof(T) == sizeof(double)) return tanh(x);
+  /* 1 - 2 / (e^{2x} + 1) on the vectorised exp; saturates to +-1 */
+  return 1 - 2 / (FN(att_exp)(2 * x) + 1);
+}
+
+/* Records the first failure of any thread (an index out of range, a NaN
+** score); the kernel returns it once its loops end. */
+static void FN(xfail)(const att_ctx *c, int kind, int cap, int64_t b, int64_t h, int64_t q, int64_t k,
+                      double idx) {
+  att_xerr *e = c->xerr;
+  int expected = 0;
+  if (!__atomic_compare_exchange_n(&e->kind, &expected, kind, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;
+  e->cap = cap, e->b = b, e->h = h, e->q = q, e->k = k, e->idx = idx;
+}
+
+/* Offsets of a load for keys k0.., n of them, into off; false (recorded)
+** when an index leaves its capture. */
+ATT_ROW bool FN(xoffsets)(const att_ctx *c, const em_expr *p, const em_xins *x, T *R, T *tmp,
+                          int64_t n, int64_t *off, int64_t b, int64_t h, int64_t q, int64_t k0) {
+  const em_xcap *cp = &c->a->caps[x->cap];
+  for (int64_t j = 0; j < n; j++) off[j] = 0;
+  for (int d = 0; d < cp->ndim; d++) {
+    const T *Ix = FN(xvec)(p, R, x->arg[d], tmp, n);
+    const int64_t size = cp->shape[d];
+    bool bad = false;
+    for (int64_t j = 0; j < n; j++) {
+      bad |= !(Ix[j] >= 1 && Ix[j] <= (T)size);
+      off[j] = off[j] * size + (int64_t)Ix[j] - 1;
+    }
+    if (bad) {
+      for (int64_t j = 0; j < n; j++)
+        if (!(Ix[j] >= 1 && Ix[j] <= (T)size)) {
+          FN(xfail)(c, 1 + d, x->cap, b, h, q, k0 + j, (double)Ix[j]);
+          break;
+        }
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Runs program p for query row (b, h, q) (1-based; q on the key axis)
+** and keys k0 .. k0+n-1, with s the row's raw scores (or NULL). Results
+** are registers of X. False when a load failed (recorded). */
+CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, int64_t b, int64_t h,
+                                           int64_t q, int64_t k0, int64_t n, const T *s, T *X) {
+  T *tmp = X + (int64_t)p->n * ATT_XCH, *tb = tmp + ATT_XCH, *tc = tb + ATT_XCH;
+  int64_t *off = (int64_t *)(tc + ATT_XCH);
+  for (int i = 0; i < p->n; i++) {
+    const em_xins *x = &p->ins[i];
+    T *r = X + (int64_t)i * ATT_XCH;
+    if (!p->kvar[i]) { /* one value for the row */
+      double v;
+      switch (x->op) {
+      case EM_XOP_CONST: v = x->k; break;
+      case EM_XOP_B: v = (double)b; break;
+      case EM_XOP_H: v = (double)h; break;
+      case EM_XOP_Q: v = (double)q; break;
+      case EM_XOP_LOAD: {
+        const em_xcap *cp = &c->a->caps[x->cap];
+        double idx[EM_EXPR_MAX_DIMS];
+        for (int d = 0; d < cp->ndim; d++) idx[d] = (double)X[(int64_t)x->arg[d] * ATT_XCH];
+        const int64_t o = em_xcap_offset(cp, idx);
+        if (o < 0) {
+          int d = 0;
+          while (d < cp->ndim - 1 && idx[d] >= 1 && idx[d] <= (double)cp->shape[d]) d++;
+          FN(xfail)(c, 1 + d, x->cap, b, h, q, k0, idx[d]);
+          return false;
+        }
+        v = em_xcap_read(cp, o);
+        break;
+      }
+      default:
+        v = em_xeval1(x->op, (double)X[(int64_t)x->arg[0] * ATT_XCH],
+                      x->arg[1] >= 0 && em_xop_arity(x->op) > 1 ? (double)X[(int64_t)x->arg[1] * ATT_XCH] : 0,
+                      em_xop_arity(x->op) > 2 ? (double)X[(int64_t)x->arg[2] * ATT_XCH] : 0);
+      }
+      r[0] = (T)v;
+      continue;
+    }
+    if (x->op == EM_XOP_S) {
+      for (int64_t j = 0; j < n; j++) r[j] = s ? s[j] : 0;
+      continue;
+    }
+    if (x->op == EM_XOP_K) {
+      for (int64_t j = 0; j < n; j++) r[j] = (T)(k0 + j);
+      continue;
+    }
+    if (x->op == EM_XOP_LOAD) {
+      if (!FN(xoffsets)(c, p, x, X, tmp, n, off, b, h, q, k0)) return false;
+      const void *d = c->a->caps[x->cap].data;
+      switch (c->a->caps[x->cap].dtype) {
+      case EM_F32: for (int64_t j = 0; j < n; j++) r[j] = (T)((const float *)d)[off[j]]; break;
+      case EM_F64: for (int64_t j = 0; j < n; j++) r[j] = (T)((const double *)d)[off[j]]; break;
+      default: for (int64_t j = 0; j < n; j++) r[j] = (T)((const int64_t *)d)[off[j]]; break;
+      }
+      continue;
+    }
+    const int ar = em_xop_arity(x->op);
+    const T *A = FN(xvec)(p, X, x->arg[0], tmp, n);
+    const T *Bv = ar > 1 ? FN(xvec)(p, X, x->arg[1], tb, n) : A;
+    const T *Cv = ar > 2 ? FN(xvec)(p, X, x->arg[2], tc, n) : A;
+#define XL(EXPR)                                        \
+  for (int64_t j = 0; j < n; j++) {                     \
+    const T a_ = A[j], b_ = Bv[j], c_ = Cv[j];          \
+    (void)b_, (void)c_;                                 \
+    r[j] = (EXPR);                                      \
+  }                                                     \
+  break;
+    switch (x->op) {
+    case EM_XOP_ADD: XL(a_ + b_)
+    case EM_XOP_SUB: XL(a_ - b_)
+    case EM_XOP_MUL: XL(a_ * b_)
+    case EM_XOP_DIV: XL(a_ / b_)
+    case EM_XOP_IDIV: XL(EM_XRULE_IDIV(a_, b_))
+    case EM_XOP_MOD: XL(EM_XRULE_MOD(a_, b_))
+    case EM_XOP_POW: XL(pow(a_, b_))
+    case EM_XOP_MIN: XL(EM_XRULE_MIN(a_, b_))
+    case EM_XOP_MAX: XL(EM_XRULE_MAX(a_, b_))
+    case EM_XOP_LT: XL((T)(a_ < b_))
+    case EM_XOP_LE: XL((T)(a_ <= b_))
+    case EM_XOP_EQ: XL((T)(a_ == b_))
+    case EM_XOP_NE: XL((T)(a_ != b_))
+    case EM_XOP_AND: XL((T)(a_ != 0 && b_ != 0))
+    case EM_XOP_OR: XL((T)(a_ != 0 || b_ != 0))
+    case EM_XOP_NEG: XL(-a_)
+    case EM_XOP_ABS: XL(fabs(a_))
+    case EM_XOP_FLOOR: XL(floor(a_))
+    case EM_XOP_CEIL: XL(ceil(a_))
+    case EM_XOP_EXP: XL(FN(att_exp)(a_))
+    case EM_XOP_LOG: XL(log(a_))
+    case EM_XOP_TANH: XL(FN(xtanh)(a_))
+    case EM_XOP_SQRT: XL(sqrt(a_))
+    case EM_XOP_SIGMOID: XL(1 / (1 + FN(att_exp)(-a_)))
+    case EM_XOP_NOT: XL((T)(a_ == 0))
+    case EM_XOP_SIGN: XL((T)EM_XRULE_SIGN(a_))
+    case EM_XOP_WHERE: XL(EM_XRULE_WHERE(a_, b_, c_))
+    default: for (int64_t j = 0; j < n; j++) r[j] = NAN;
+    }
+#undef XL
+  }
+  return true;
+}
+
+/* Output o of the last xrow as a vector (broadcast when it is a scalar). */
+ATT_ROW const T *FN(xout)(const em_expr *p, T *X, int o, int64_t n) {
+  T *tmp = X + (int64_t)p->n * ATT_XCH;
+  return FN(xvec)(p, X, p->out[o], tmp, n);
+}
+
+/* The score program over a score tile, in place; raw (when not NULL) keeps
+** the scores it started from (the backward's d/ds needs them). */
+ATT_ROW void FN(xscore_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+                             int64_t bc, T *S, T *X, T *raw) {
+  const em_attention_args *a = c->a;
+  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
+  for (int64_t ii = 0; ii < br; ii++) {
+    T *s = S + ii * ld;
+    const int64_t q = i0 + ii + c->shift + 1;
+    if (raw)
+      for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = s[jj];
+    if (!FN(xrow)(c, a->score_mod, b, h, q, j0 + 1, bc, s, X)) {
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
+      continue;
+    }
+    const T *o = FN(xout)(a->score_mod, X, 0, bc);
+    bool nan = false;
+    for (int64_t jj = 0; jj < bc; jj++) {
+      nan |= o[jj] != o[jj];
+      s[jj] = o[jj];
+    }
+    if (nan)
+      for (int64_t jj = 0; jj < bc; jj++)
+        if (s[jj] != s[jj]) {
+          FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + jj + 1, 0);
+          break;
+        }
+  }
+}
+
+/* The mask program over a tile: -inf where it says no. Full tiles of the
+** block map are left alone. */
+ATT_ROW void FN(xmask_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+                            int64_t bc, T *S, T *X) {
+  const em_attention_args *a = c->a;
+  if (a->block_map && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_FULL) return;
+  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
+  for (int64_t ii = 0; ii < br; ii++) {
+    T *s = S + ii * ld;
+    const int64_t q = i0 + ii + c->shift + 1;
+    if (!FN(xrow)(c, a->mask_mod, b, h, q, j0 + 1, bc, NULL, X)) {
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
+      continue;
+    }
+    const T *o = FN(xout)(a->mask_mod, X, 0, bc);
+    for (int64_t jj = 0; jj < bc; jj++) s[jj] = o[jj] != 0 ? s[jj] : -INFINITY;
+  }
+}
+
+/* The sink logit of query row i of head bh (-inf without a sink). */
+ATT_ROW T FN(xsink)(const att_ctx *c, int64_t bh, int64_t i, T *X) {
+  const em_attention_args *a = c->a;
+  if (!a->sink) return -INFINITY;
+  if (!FN(xrow)(c, a->sink, bh / a->H + 1, bh % a->H + 1, i + c->shift + 1, 1, 1, NULL, X)) return -INFINITY;
+  return FN(xout)(a->sink, X, 0, 1)[0];
+}
+
+/* Backward, one row: ds (the gradient of the modified scores) becomes the
+** gradient of the raw ones, ds * d score/ds; the owner of the row also adds
+** ds * d score/d(load g) into the head's table sums G at the load's
+** element. */
+ATT_ROW void FN(xscore_grad_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
+                                 const T *raw, T *ds, T *X, bool owner) {
+  const em_attention_args *a = c->a;
+  const em_expr *p = a->score_grad;
+  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X)) return;
+  if (owner && c->xg) {
+    T *G = (T *)c->xg + bh * c->xg_size;
+    int64_t *off = (int64_t *)(X + (int64_t)(p->n + 3) * ATT_XCH);
+    T *tmp = X + (int64_t)p->n * ATT_XCH;
+    for (int g = 0; g < p->n_grad; g++) {
+      const em_xins *x = &p->ins[p->grad_load[g]];
+      if (c->xg_off[x->cap] < 0) continue;
+      const T *dl = FN(xout)(p, X, 2 + g, bc);
+      /* the offsets again (xrow checked them): tmp is free once dl is read */
+      T dlv[ATT_XCH];
+      for (int64_t jj = 0; jj < bc; jj++) dlv[jj] = dl[jj] * ds[jj];
+      if (!FN(xoffsets)(c, p, x, X, tmp, bc, off, b, h, q, j0 + 1)) return;
+      T *gc = G + c->xg_off[x->cap];
+      for (int64_t jj = 0; jj < bc; jj++) gc[off[jj]] += dlv[jj];
+    }
+  }
+  const T *d = FN(xout)(p, X, 1, bc);
+  for (int64_t jj = 0; jj < bc; jj++) ds[jj] *= d[jj];
+}
+
+/* Backward: where the learned captures' gradients are summed per head
+** (c->xg, [BH][xg_size]: each head is one thread's, so no two threads add
+** to one place and the sums do not depend on the thread count). */
+static em_status FN(xprepare)(att_ctx *c) {
+  const em_attention_args *a = c->a;
+  if (!a->score_grad || !a->d_caps || a->score_grad->n_grad == 0) return EM_OK;
+  int64_t size = 0;
+  for (int g = 0; g < a->score_grad->n_grad; g++) {
+    const int cap = a->score_grad->ins[a->score_grad->grad_load[g]].cap;
+    if (!a->d_caps[cap] || c->xg_off[cap] >= 0) continue;
+    c->xg_off[cap] = size;
+    int64_t n = 1;
+    for (int d = 0; d < a->caps[cap].ndim; d++) n *= a->caps[cap].shape[d];
+    size += n;
+  }
+  if (size == 0) return EM_OK;
+  const double bytes = (double)a->B * a->H * size * sizeof(T);
+  if (bytes > 1e9)
+    return em_error(EM_ERR_UNSUPPORTED,
+                    "cpu attention_backward: learned tables of %lld elements summed per head need %.0f MB",
+                    (long long)size, bytes / 1e6);
+  c->xg = cpu_scratch_alloc((size_t)bytes);
+  if (!c->xg) return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %.0f bytes", bytes);
+  memset(c->xg, 0, (size_t)bytes);
+  c->xg_size = size;
+  return EM_OK;
+}
+
+static void FN(xrelease)(att_ctx *c) {
+  if (c->xg) cpu_scratch_free(c->xg, (size_t)(c->a->B * c->a->H * c->xg_size) * sizeof(T));
+  c->xg = NULL;
+}
+
+/* Backward, after the tiles: d_caps = the per-head sums, in head order,
+** plus the sinks' share, -exp(sink - lse_i) D_i for every row. */
+static void FN(xfinish)(att_ctx *c) {
+  const em_attention_args *a = c->a;
+  if (!a->d_caps) return;
+  const int64_t BH = a->B * a->H;
+  for (int i = 0; i < a->n_caps; i++) {
+    if (!a->d_caps[i]) continue;
+    int64_t n = 1;
+    for (int d = 0; d < a->caps[i].ndim; d++) n *= a->caps[i].shape[d];
+    T *dst = a->d_caps[i];
+    for (int64_t e = 0; e < n; e++) dst[e] = 0;
+    if (c->xg && c->xg_off[i] >= 0)
+      for (int64_t bh = 0; bh < BH; bh++) {
+        const T *src = (const T *)c->xg + bh * c->xg_size + c->xg_off[i];
+        for (int64_t e = 0; e < n; e++) dst[e] += src[e];
+      }
+  }
+  const em_expr *p = a->sink_grad;
+  if (!p || p->n_grad == 0) return;
+  T *X = cpu_scratch_alloc((size_t)c->xregs * sizeof(T));
+  if (!X) return; /* xregs is small; the forward allocated more */
+  const T *lse = a->lse;
+  for (int64_t bh = 0; bh < BH; bh++)
+    for (int64_t i = 0; i < a->Lq; i++) {
+      const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
+      if (!FN(xrow)(c, p, b, h, q, 1, 1, NULL, X)) continue;
+      const T sink = FN(xout)(p, X, 0, 1)[0];
+      const T dsink = -FN(att_exp)(sink - lse[bh * a->Lq + i]) * (T)c->D[bh * a->Lq + i];
+      for (int g = 0; g < p->n_grad; g++) {
+        const em_xins *x = &p->ins[p->grad_load[g]];
+        if (!a->d_caps[x->cap]) continue;
+        const T dl = FN(xout)(p, X, 2 + g, 1)[0];
+        int64_t off;
+        T tmp[1];
+        (void)tmp;
+        double idx[EM_EXPR_MAX_DIMS];
+        for (int d = 0; d < a->caps[x->cap].ndim; d++) idx[d] = (double)X[(int64_t)x->arg[d] * ATT_XCH];
+        off = em_xcap_offset(&a->caps[x->cap], idx);
+        if (off >= 0) ((T *)a->d_caps[x->cap])[off] += dsink * dl;
+      }
+    }
+  cpu_scratch_free(X, (size_t)c->xregs * sizeof(T));
+}

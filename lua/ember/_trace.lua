@@ -1,0 +1,303 @@
+-- ember._trace: symbolic values for tracing attention variants written in
+-- Lua (ember.attention_variant, lua/ember/variant.lua).
+--
+-- A variant's score and mask functions run once on these values; every
+-- operation builds a node of an expression graph instead of computing. The
+-- graph is then differentiated (for the backward), lowered to the program
+-- format of core/include/ember_expr.h, and evaluated densely by core ops
+-- for the composed route. Nodes are hash-consed (the same operation on the
+-- same operands is one node), constants are folded, and each node knows
+-- its kind ("int", "float" or "bool") and what it depends on (b, h, q, k,
+-- s), which the kernels use to compute key-independent values once a row.
+--
+-- What cannot be traced raises an error at the user's line: comparisons
+-- with == < <= (Lua turns their result into a boolean, so use :eq, :lt, ...
+-- or ember.eq, ember.lt), indexing a captured tensor with the wrong number of
+-- indices or with a non-integer, and arithmetic on a value that is not a
+-- number or a symbol. Lua's `and`, `or` and `if` cannot be overloaded: use
+-- ember.where, ember.logical_and / logical_or / logical_not.
+local M = {}
+
+local Sym = {}
+Sym.__name = "ember.Symbol"
+local Cap = {} -- a captured tensor, partly indexed
+Cap.__name = "ember.CapturedTensor"
+
+M.Sym, M.Cap = Sym, Cap
+
+local DEP = { B = 1, H = 2, Q = 4, K = 8, S = 16 }
+M.DEP = DEP
+
+-- The tracing state: the variant's name (for messages) and the node table.
+local state = nil
+
+local function fail(msg, level)
+  local name = state and state.variant or "?"
+  error(("attention variant '%s': %s"):format(name, msg), (level or 1) + 1)
+end
+M.fail = fail
+
+local function is_sym(x) return getmetatable(x) == Sym end
+M.is_sym = is_sym
+
+-- Op names and arities, as EM_XOPS in ember_expr.h (the order matters: it
+-- is the op's number there).
+M.OPS = { "CONST", "S", "B", "H", "Q", "K", "ADD", "SUB", "MUL", "DIV", "IDIV", "MOD", "POW", "MIN",
+  "MAX", "LT", "LE", "EQ", "NE", "AND", "OR", "NEG", "ABS", "FLOOR", "CEIL", "EXP", "LOG", "TANH",
+  "SQRT", "SIGMOID", "NOT", "SIGN", "WHERE", "LOAD" }
+M.OPNUM = {}
+for i, n in ipairs(M.OPS) do M.OPNUM[n] = i - 1 end
+
+local function idiv(a, b) return math.floor(a / b) end
+local function fmod(a, b) return a - math.floor(a / b) * b end
+local function b2n(x) return x and 1 or 0 end
+-- The element rules for constant folding (the same as EM_XRULE_* in C).
+local FOLD = {
+  ADD = function(a, b) return a + b end, SUB = function(a, b) return a - b end,
+  MUL = function(a, b) return a * b end, DIV = function(a, b) return a / b end,
+  IDIV = idiv, MOD = fmod, POW = function(a, b) return a ^ b end,
+  MIN = function(a, b) return a < b and a or b end, MAX = function(a, b) return a > b and a or b end,
+  LT = function(a, b) return b2n(a < b) end, LE = function(a, b) return b2n(a <= b) end,
+  EQ = function(a, b) return b2n(a == b) end, NE = function(a, b) return b2n(a ~= b) end,
+  AND = function(a, b) return b2n(a ~= 0 and b ~= 0) end, OR = function(a, b) return b2n(a ~= 0 or b ~= 0) end,
+  NEG = function(a) return -a end, ABS = math.abs, FLOOR = function(a) return math.floor(a) + 0.0 end,
+  CEIL = function(a) return math.ceil(a) + 0.0 end, EXP = math.exp, LOG = math.log,
+  TANH = function(a) local e = math.exp(2 * a); return (a > 20 and 1) or (a < -20 and -1) or (e - 1) / (e + 1) end,
+  SQRT = math.sqrt, SIGMOID = function(a) return 1 / (1 + math.exp(-a)) end,
+  NOT = function(a) return b2n(a == 0) end, SIGN = function(a) return a > 0 and 1 or a < 0 and -1 or 0 end,
+  WHERE = function(c, a, b) if c ~= 0 then return a else return b end end,
+}
+M.FOLD = FOLD
+
+local INT_OPS = { ADD = true, SUB = true, MUL = true, MIN = true, MAX = true, MOD = true, NEG = true, ABS = true }
+local BOOL_OPS = { LT = true, LE = true, EQ = true, NE = true, AND = true, OR = true, NOT = true }
+
+local function kind_of(op, args, extra)
+  if BOOL_OPS[op] then return "bool" end
+  if op == "IDIV" or op == "FLOOR" or op == "CEIL" or op == "SIGN" then return "int" end
+  if op == "LOAD" then return extra.kind end
+  local function num(k) return k == "bool" and "int" or k end
+  if op == "WHERE" then
+    return (num(args[2].kind) == "int" and num(args[3].kind) == "int") and "int" or "float"
+  end
+  if INT_OPS[op] then
+    for _, a in ipairs(args) do if num(a.kind) ~= "int" then return "float" end end
+    return "int"
+  end
+  return "float"
+end
+
+local function const(v)
+  if type(v) == "boolean" then v = v and 1 or 0 end
+  local key = "C" .. string.format("%.17g", v)
+  local n = state.nodes[key]
+  if not n then
+    local kind = (v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53) and "int" or "float"
+    n = setmetatable({ op = "CONST", args = {}, value = v + 0.0, kind = kind, deps = 0, id = state.n + 1 }, Sym)
+    state.n = state.n + 1
+    state.nodes[key] = n
+  end
+  return n
+end
+M.const = const
+
+local function to_sym(x, what, level)
+  if is_sym(x) then return x end
+  local t = type(x)
+  if t == "number" or t == "boolean" then return const(x) end
+  if getmetatable(x) == Cap then
+    fail(("captured tensor '%s' is %d-d but was used with %d index(es); index it fully (t[i][j])"):format(
+      x.name, x.ndim, #x.idx), level + 1)
+  end
+  fail(("cannot trace %s on a %s (only numbers and traced values)"):format(what, t), level + 1)
+end
+
+-- The node for op(args), made once; all-constant operands are folded.
+local function node(op, args, extra)
+  local allconst = op ~= "LOAD"
+  for _, a in ipairs(args) do if a.op ~= "CONST" then allconst = false end end
+  if allconst and FOLD[op] then
+    local vals = {}
+    for i, a in ipairs(args) do vals[i] = a.value end
+    return const(FOLD[op](table.unpack(vals)))
+  end
+  local ids = {}
+  for i, a in ipairs(args) do ids[i] = a.id end
+  local key = op .. "(" .. table.concat(ids, ",") .. ")" .. (extra and ("#" .. extra.cap) or "")
+  local n = state.nodes[key]
+  if n then return n end
+  local deps = 0
+  for _, a in ipairs(args) do deps = deps | a.deps end
+  n = setmetatable({ op = op, args = args, kind = kind_of(op, args, extra), deps = deps, id = state.n + 1 }, Sym)
+  if extra then n.cap = extra.cap end
+  state.n = state.n + 1
+  state.nodes[key] = n
+  return n
+end
+M.node = node
+
+-- Leaves: the symbolic inputs of a trace.
+function M.leaf(op)
+  local key = "L" .. op
+  local n = state.nodes[key]
+  if not n then
+    n = setmetatable({ op = op, args = {}, kind = op == "S" and "float" or "int", deps = DEP[op], id = state.n + 1 }, Sym)
+    state.n = state.n + 1
+    state.nodes[key] = n
+  end
+  return n
+end
+
+-- Simplifications that keep derivative graphs small (x + 0, x * 1, ...).
+local function is_const(x, v) return x.op == "CONST" and x.value == v end
+
+function M.add(a, b)
+  if is_const(a, 0) then return b end
+  if is_const(b, 0) then return a end
+  return node("ADD", { a, b })
+end
+function M.sub(a, b)
+  if is_const(b, 0) then return a end
+  if is_const(a, 0) then return node("NEG", { b }) end
+  return node("SUB", { a, b })
+end
+function M.mul(a, b)
+  if is_const(a, 1) then return b end
+  if is_const(b, 1) then return a end
+  if is_const(a, 0) or is_const(b, 0) then return const(0) end -- only derivative graphs meet 0 * x
+  return node("MUL", { a, b })
+end
+function M.div(a, b)
+  if is_const(b, 1) then return a end
+  return node("DIV", { a, b })
+end
+
+local function binary(op, impl)
+  return function(a, b)
+    a, b = to_sym(a, "'" .. op .. "'", 2), to_sym(b, "'" .. op .. "'", 2)
+    return impl and impl(a, b) or node(op, { a, b })
+  end
+end
+local function unary(op)
+  return function(a) return node(op, { to_sym(a, op:lower(), 2) }) end
+end
+
+Sym.__add = binary("ADD", M.add)
+Sym.__sub = binary("SUB", M.sub)
+Sym.__mul = binary("MUL", M.mul)
+Sym.__div = binary("DIV", M.div)
+Sym.__idiv = binary("IDIV")
+Sym.__mod = binary("MOD")
+Sym.__pow = binary("POW")
+Sym.__unm = unary("NEG")
+
+local function no_compare(what, fn)
+  return function()
+    fail(("'%s' cannot be traced: Lua turns a comparison into a boolean, and branching on a traced value " ..
+      "cannot be followed. Use a:%s(b) or ember.%s(a, b), and ember.where(c, x, y) instead of if/and/or"):format(
+      what, fn, fn), 2)
+  end
+end
+Sym.__lt = no_compare("<", "lt")
+Sym.__le = no_compare("<=", "le")
+Sym.__eq = no_compare("==", "eq")
+Sym.__concat = function() fail("a traced value cannot be concatenated to a string", 2) end
+Sym.__call = function() fail("a traced value cannot be called", 2) end
+Sym.__len = function() fail("'#' of a traced value cannot be traced", 2) end
+Sym.__tostring = function(x) return ("ember.Symbol(%s, %s)"):format(x.op, x.kind) end
+Sym.__close = nil
+
+-- Functions, usable as methods (x:tanh()) and as ember.tanh(x).
+local F = {}
+M.F = F
+F.abs, F.floor, F.ceil, F.exp, F.log, F.tanh, F.sqrt, F.sigmoid, F.sign =
+  unary("ABS"), unary("FLOOR"), unary("CEIL"), unary("EXP"), unary("LOG"), unary("TANH"), unary("SQRT"),
+  unary("SIGMOID"), unary("SIGN")
+F.logical_not = unary("NOT")
+F.minimum, F.maximum = binary("MIN"), binary("MAX")
+F.eq, F.ne, F.lt, F.le = binary("EQ"), binary("NE"), binary("LT"), binary("LE")
+F.gt = function(a, b) return F.lt(b, a) end
+F.ge = function(a, b) return F.le(b, a) end
+F.logical_and, F.logical_or = binary("AND"), binary("OR")
+F.floor_divide, F.remainder, F.pow = binary("IDIV"), binary("MOD"), binary("POW")
+function F.where(c, a, b)
+  return node("WHERE", { to_sym(c, "where", 2), to_sym(a, "where", 2), to_sym(b, "where", 2) })
+end
+function F.clamp(x, lo, hi)
+  local r = to_sym(x, "clamp", 2)
+  if lo ~= nil then r = node("MAX", { r, to_sym(lo, "clamp", 2) }) end
+  if hi ~= nil then r = node("MIN", { r, to_sym(hi, "clamp", 2) }) end
+  return r
+end
+F.min = function(a, b) return F.minimum(a, b) end
+F.max = function(a, b) return F.maximum(a, b) end
+
+Sym.__index = function(x, key)
+  local f = F[key]
+  if f then return f end
+  if is_sym(key) or type(key) == "number" then
+    fail("a traced value was indexed like a tensor: too many indices for a captured tensor, " ..
+      "or indexing a value that is not a captured tensor", 2)
+  end
+  fail(("traced values have no field '%s'"):format(tostring(key)), 2)
+end
+
+-- Captured tensors: ctx.name[i][j] ... becomes a LOAD once fully indexed.
+function M.capture(slot, name, ndim, kind)
+  return setmetatable({ slot = slot, name = name, ndim = ndim, kind = kind, idx = {} }, Cap)
+end
+
+Cap.__index = function(c, key)
+  local k = key
+  if not is_sym(k) then
+    if type(k) ~= "number" then
+      fail(("captured tensor '%s' indexed with a %s; indices are numbers or traced integers"):format(
+        c.name, type(k)), 2)
+    end
+    k = const(k)
+  end
+  if k.kind == "float" then
+    fail(("captured tensor '%s' indexed with a non-integer value (index %d); use // or floor() to make " ..
+      "an integer"):format(c.name, #c.idx + 1), 2)
+  end
+  local idx = { table.unpack(c.idx) }
+  idx[#idx + 1] = k
+  local ndim = c.ndim
+  if ndim and #idx > ndim then
+    fail(("captured tensor '%s' is %d-d, indexed with %d indices"):format(c.name, ndim, #idx), 2)
+  end
+  if ndim and #idx == ndim then
+    return node("LOAD", idx, { cap = c.slot, kind = c.kind })
+  end
+  return setmetatable({ slot = c.slot, name = c.name, ndim = c.ndim, kind = c.kind, idx = idx }, Cap)
+end
+Cap.__tostring = function(c) return ("captured tensor '%s' (%d of %s indices)"):format(c.name, #c.idx, tostring(c.ndim)) end
+local function cap_arith() fail("a captured tensor must be indexed fully before arithmetic (t[i][j])", 2) end
+for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__idiv", "__mod", "__pow", "__unm", "__lt", "__le" } do
+  Cap[mm] = cap_arith
+end
+
+-- Runs fn(...) under a fresh trace; returns fn's results.
+function M.run(variant, fn, ...)
+  local prev = state
+  state = { variant = variant, nodes = {}, n = 0 }
+  local saved = state
+  local res = table.pack(pcall(fn, ...))
+  state = prev
+  if not res[1] then error(res[2], 0) end
+  return saved, table.unpack(res, 2, res.n)
+end
+
+-- Enters a trace state for building derivative graphs later.
+function M.with(st, fn, ...)
+  local prev = state
+  state = st
+  local res = table.pack(pcall(fn, ...))
+  state = prev
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+function M.to_sym(x, what) return to_sym(x, what, 2) end
+
+return M

@@ -1,0 +1,63 @@
+--- nn.AdaptiveAvgPool2d(output_size): the mean over PyTorch's adaptive bins,
+-- so the output is [N, C, oh, ow] whatever H and W are, as
+-- torch.nn.AdaptiveAvgPool2d. output_size is a number or a pair {oh, ow}.
+-- Output row i (0-based) averages input rows floor(i H / oh) to
+-- ceil((i + 1) H / oh) - 1, and likewise for columns: the bins may overlap
+-- by one when H is not a multiple of oh. `nn.AdaptiveAvgPool2d(1)` is the
+-- global average pool of a CNN head.
+-- Composed from narrow and mean, one per output row and column.
+-- Errors name nn.AdaptiveAvgPool2d: a bad output_size, an input that is not 3-d or 4-d.
+-- @usage local gap = nn.AdaptiveAvgPool2d(1)
+-- print(gap(ember.randn(2, 64, 7, 7)).shape)   --> ember.Size{2, 64, 1, 1}
+-- @classmod nn.AdaptiveAvgPool2d
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local pool = require "ember.nn._pool"
+
+local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+
+function AdaptiveAvgPool2d:__init(output_size)
+  self.output_size = pool.pair(output_size)
+  if not self.output_size then
+    error("AdaptiveAvgPool2d: output_size must be a positive integer or a pair of them, got " .. tostring(output_size), 2)
+  end
+end
+
+-- x's dim `dim` (of size n) pooled to `out` bins.
+local function pool_dim(x, dim, out)
+  local n = x.shape[dim]
+  if out == n then return x end
+  if out == 1 then return x:mean(dim, true) end
+  local parts = {}
+  for i = 0, out - 1 do
+    local a = (i * n) // out
+    local b = -((-(i + 1) * n) // out) -- ceil((i + 1) n / out)
+    parts[#parts + 1] = x:narrow(dim, a + 1, b - a):mean(dim, true)
+  end
+  return ember.cat(parts, dim)
+end
+
+--- The mean of each adaptive bin.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @treturn Tensor [N, C, oh, ow] (or [C, oh, ow])
+function AdaptiveAvgPool2d:forward(x)
+  if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
+    error(("AdaptiveAvgPool2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
+      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
+  end
+  local xb, unbatch = pool.batch(x)
+  local y = pool_dim(pool_dim(xb, 3, self.output_size[1]), 4, self.output_size[2])
+  return unbatch(y)
+end
+
+--- The output size, for printing.
+function AdaptiveAvgPool2d:extra_repr()
+  local o = self.output_size
+  return "output_size=" .. (o[1] == o[2] and tostring(o[1]) or ("(%d, %d)"):format(o[1], o[2]))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+AdaptiveAvgPool2d.forward = require("ember._errors").wrap(AdaptiveAvgPool2d.forward)
+
+return AdaptiveAvgPool2d

@@ -1,0 +1,102 @@
+--- nn.BatchNorm2d(num_features [, {eps=1e-5, momentum=0.1, affine=true,
+-- track_running_stats=true, dtype=, device=}]): batch normalisation of
+-- [N, C, H, W] over N, H and W per channel, as torch.nn.BatchNorm2d.
+--
+-- Training: each channel is normalised with the batch's mean and biased
+-- variance, and the running statistics move towards the batch's
+-- (running = (1 - momentum) * running + momentum * batch, with the
+-- unbiased variance; `momentum = false` is PyTorch's momentum=None, a
+-- cumulative average over the batches seen). Evaluation (`eval()`): the running
+-- statistics are used. Then scaled by weight (ones) and shifted by bias
+-- (zeros). State dict as PyTorch: weight, bias, running_mean, running_var,
+-- num_batches_tracked (int64).
+-- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd.
+-- Errors name nn.BatchNorm2d: bad num_features, input that is not [N, C, H, W]
+-- with C = num_features, a batch of one value per channel while training.
+-- @usage local bn = nn.BatchNorm2d(16)
+-- local y = bn(ember.randn(8, 16, 32, 32))   -- training: batch statistics
+-- bn:eval()                                  -- running statistics from now on
+-- @classmod nn.BatchNorm2d
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local BatchNorm2d = Module:extend("BatchNorm2d")
+
+function BatchNorm2d:__init(num_features, opts)
+  if math.type(num_features) ~= "integer" or num_features < 1 then
+    error("BatchNorm2d: num_features must be a positive integer, got " .. tostring(num_features), 2)
+  end
+  opts = opts or {}
+  self.num_features = num_features
+  self.eps = opts.eps or 1e-5
+  if opts.momentum == false then self.momentum = nil else self.momentum = opts.momentum or 0.1 end
+  if type(self.eps) ~= "number" or self.eps < 0 then
+    error("BatchNorm2d: eps must be a non-negative number, got " .. tostring(self.eps), 2)
+  end
+  if self.momentum ~= nil and (type(self.momentum) ~= "number" or self.momentum < 0 or self.momentum > 1) then
+    error("BatchNorm2d: momentum must be a number in [0, 1] or false, got " .. tostring(self.momentum), 2)
+  end
+  self.affine = opts.affine ~= false
+  self.track_running_stats = opts.track_running_stats ~= false
+  local topts = { dtype = opts.dtype, device = opts.device }
+  if self.affine then
+    self:register_parameter("weight", ember.ones({ num_features }, topts))
+    self:register_parameter("bias", ember.zeros({ num_features }, topts))
+  end
+  if self.track_running_stats then
+    self:register_buffer("running_mean", ember.zeros({ num_features }, topts))
+    self:register_buffer("running_var", ember.ones({ num_features }, topts))
+    self:register_buffer("num_batches_tracked", ember.zeros({}, { dtype = "int64", device = opts.device }))
+  end
+end
+
+--- x normalised per channel (batch statistics in training, running ones in eval), scaled and shifted.
+-- @tparam Tensor x [N, C, H, W]
+-- @treturn Tensor [N, C, H, W]
+function BatchNorm2d:forward(x)
+  if not ember.is_tensor(x) or x.ndim ~= 4 or x.shape[2] ~= self.num_features then
+    error(("BatchNorm2d.forward: expected a 4-d input [N, C, H, W] with C = num_features = %d, got %s"):format(
+      self.num_features, ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
+  end
+  local C = self.num_features
+  local bshape = { 1, C, 1, 1 }
+  local use_batch = self.training or not self.track_running_stats
+  local mean, var
+  if use_batch then
+    local n = x:numel() / C
+    if n <= 1 then
+      error(("BatchNorm2d.forward: expected more than 1 value per channel when training, got input shape [%s]")
+        :format(table.concat(x.shape, ", ")), 2)
+    end
+    local xc = x:transpose(1, 2):reshape({ C, -1 }) -- [C, N*H*W]
+    mean = xc:mean(2)
+    local d = xc - mean:view({ C, 1 })
+    var = (d * d):mean(2) -- biased, for normalising
+    if self.training and self.track_running_stats then
+      ember.no_grad(function()
+        self.num_batches_tracked:add_(1)
+        local m = self.momentum or (1 / self.num_batches_tracked:item())
+        local unbiased = var:detach() * (n / (n - 1))
+        self.running_mean:copy_(self.running_mean * (1 - m) + mean:detach():to(self.running_mean.dtype) * m)
+        self.running_var:copy_(self.running_var * (1 - m) + unbiased:to(self.running_var.dtype) * m)
+      end)
+    end
+  else
+    mean, var = self.running_mean, self.running_var
+  end
+  local y = (x - mean:view(bshape)) * (var + self.eps):rsqrt():view(bshape)
+  if self.affine then y = y * self.weight:view(bshape) + self.bias:view(bshape) end
+  return y
+end
+
+--- The settings, for printing.
+function BatchNorm2d:extra_repr()
+  return ("%d, eps=%g, momentum=%s, affine=%s, track_running_stats=%s"):format(self.num_features, self.eps,
+    self.momentum and ("%g"):format(self.momentum) or "None", tostring(self.affine), tostring(self.track_running_stats))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+BatchNorm2d.forward = require("ember._errors").wrap(BatchNorm2d.forward)
+
+return BatchNorm2d

@@ -1,0 +1,70 @@
+--- nn.GroupNorm(num_groups, num_channels [, {eps=1e-5, affine=true, dtype=, device=}]):
+-- group normalisation, as torch.nn.GroupNorm: the channels of [N, C, *]
+-- are split into num_groups groups of C / num_groups, and each sample's
+-- group is normalised with its own mean and (biased) variance, then each
+-- channel is scaled by weight (ones) and shifted by bias (zeros). The same
+-- in training and evaluation (no running statistics). num_groups = 1 is a
+-- LayerNorm over (C, *) with per-channel affine; num_groups = C is
+-- instance normalisation.
+-- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd.
+-- Errors name nn.GroupNorm: num_channels not divisible by num_groups, input channels that differ.
+-- @usage local gn = nn.GroupNorm(4, 32)
+-- local y = gn(ember.randn(2, 32, 8, 8))
+-- @classmod nn.GroupNorm
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local GroupNorm = Module:extend("GroupNorm")
+
+function GroupNorm:__init(num_groups, num_channels, opts)
+  for _, v in ipairs { { "num_groups", num_groups }, { "num_channels", num_channels } } do
+    if math.type(v[2]) ~= "integer" or v[2] < 1 then
+      error(("GroupNorm: %s must be a positive integer, got %s"):format(v[1], tostring(v[2])), 2)
+    end
+  end
+  if num_channels % num_groups ~= 0 then
+    error(("GroupNorm: num_channels=%d must be divisible by num_groups=%d"):format(num_channels, num_groups), 2)
+  end
+  opts = opts or {}
+  self.num_groups, self.num_channels = num_groups, num_channels
+  self.eps = opts.eps or 1e-5
+  self.affine = opts.affine ~= false
+  local topts = { dtype = opts.dtype, device = opts.device }
+  if self.affine then
+    self:register_parameter("weight", ember.ones({ num_channels }, topts))
+    self:register_parameter("bias", ember.zeros({ num_channels }, topts))
+  end
+end
+
+--- x normalised per sample and group, then scaled and shifted per channel.
+-- @tparam Tensor x [N, C, *]
+-- @treturn Tensor the same shape
+function GroupNorm:forward(x)
+  if not ember.is_tensor(x) or x.ndim < 2 or x.shape[2] ~= self.num_channels then
+    error(("GroupNorm.forward: expected an input [N, C, *] with C = num_channels = %d, got %s"):format(
+      self.num_channels, ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
+  end
+  local N, G = x.shape[1], self.num_groups
+  local xg = x:reshape({ N, G, -1 })
+  local mean = xg:mean(3, true)
+  local d = xg - mean
+  local var = (d * d):mean(3, true)
+  local y = (d * (var + self.eps):rsqrt()):reshape(x.shape)
+  if self.affine then
+    local cshape = { 1, self.num_channels }
+    for _ = 3, x.ndim do cshape[#cshape + 1] = 1 end
+    y = y * self.weight:view(cshape) + self.bias:view(cshape)
+  end
+  return y
+end
+
+--- The settings, for printing.
+function GroupNorm:extra_repr()
+  return ("%d, %d, eps=%g, affine=%s"):format(self.num_groups, self.num_channels, self.eps, tostring(self.affine))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+GroupNorm.forward = require("ember._errors").wrap(GroupNorm.forward)
+
+return GroupNorm

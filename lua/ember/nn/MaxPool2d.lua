@@ -1,0 +1,88 @@
+--- nn.MaxPool2d(kernel_size [, {stride=kernel_size, padding=0, dilation=1}]):
+-- the largest value of each window of [N, C, H, W] (or [C, H, W]), as
+-- torch.nn.MaxPool2d. Sizes are a number or a pair {h, w}. Padding is
+-- -inf (it is never the max); PyTorch's limit applies: padding at most
+-- half the kernel. The output is [N, C, Ho, Wo] with
+-- Ho = floor((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
+-- The gradient goes to the first largest value of each window, as PyTorch.
+-- Composed from strided views (one per kernel offset) and a max.
+-- Errors name nn.MaxPool2d: bad sizes, ceil_mode, an input that is not 3-d or 4-d, a window larger than the padded input.
+-- @usage local pool = nn.MaxPool2d(2)                        -- halves H and W
+-- local y = nn.MaxPool2d(3, {stride = 2, padding = 1})(ember.randn(1, 8, 32, 32))   -- [1, 8, 16, 16]
+-- @classmod nn.MaxPool2d
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local pool = require "ember.nn._pool"
+
+local MaxPool2d = Module:extend("MaxPool2d")
+
+local function sizes(self, name, kernel_size, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 3) end
+  if opts.ceil_mode then error(name .. ": ceil_mode is not supported (only ceil_mode = false)", 3) end
+  self.kernel_size = pool.pair(kernel_size)
+  if not self.kernel_size then
+    error(("%s: kernel_size must be a positive integer or a pair of them, got %s"):format(name, tostring(kernel_size)), 3)
+  end
+  self.stride = opts.stride == nil and self.kernel_size or pool.pair(opts.stride)
+  self.padding = pool.pair(opts.padding or 0, 0)
+  self.dilation = pool.pair(opts.dilation or 1)
+  for _, f in ipairs { "stride", "padding", "dilation" } do
+    if not self[f] then
+      error(("%s: %s must be a %s integer or a pair of them, got %s"):format(name, f,
+        f == "padding" and "non-negative" or "positive", tostring(opts[f])), 3)
+    end
+  end
+  for i = 1, 2 do
+    local eff = self.dilation[i] * (self.kernel_size[i] - 1) + 1
+    if self.padding[i] * 2 > eff then
+      error(("%s: padding %d is more than half the kernel (%d); PyTorch refuses it too"):format(name,
+        self.padding[i], eff), 3)
+    end
+  end
+end
+MaxPool2d._sizes = sizes
+
+function MaxPool2d:__init(kernel_size, opts)
+  sizes(self, "MaxPool2d", kernel_size, opts)
+end
+
+-- Checks x and gives it a batch dim; the name is the module's.
+function MaxPool2d._check(self, name, x)
+  if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
+    error(("%s.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(name,
+      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 3)
+  end
+  local xb, unbatch = pool.batch(x)
+  for i = 1, 2 do
+    local n = xb.shape[2 + i]
+    if pool.out_size(n, self.kernel_size[i], self.stride[i], self.padding[i], self.dilation[i]) < 1 then
+      error(("%s.forward: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) "
+        .. "along dim %d of shape [%s]"):format(name, self.kernel_size[i], self.dilation[i], n, self.padding[i],
+        x.ndim - 2 + i, table.concat(x.shape, ", ")), 3)
+    end
+  end
+  return xb, unbatch
+end
+
+--- The max of each window.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @treturn Tensor [N, C, Ho, Wo] (or [C, Ho, Wo])
+function MaxPool2d:forward(x)
+  local xb, unbatch = self:_check("MaxPool2d", x)
+  local w = pool.windows(xb, self.kernel_size, self.stride, self.padding, self.dilation, -math.huge)
+  return unbatch((w:max(5)))
+end
+
+--- The sizes, for printing.
+function MaxPool2d:extra_repr()
+  local function s(p) return p[1] == p[2] and tostring(p[1]) or ("(%d, %d)"):format(p[1], p[2]) end
+  return ("kernel_size=%s, stride=%s, padding=%s, dilation=%s"):format(s(self.kernel_size), s(self.stride),
+    s(self.padding), s(self.dilation))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+MaxPool2d.forward = require("ember._errors").wrap(MaxPool2d.forward)
+
+return MaxPool2d

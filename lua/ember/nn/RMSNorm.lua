@@ -1,0 +1,103 @@
+--- nn.RMSNorm(shape [, {eps=, elementwise_affine=true, dtype=, device=}]):
+-- root-mean-square normalisation over the last #shape dims (shape: a number
+-- or a table), as torch.nn.RMSNorm (Llama's norm):
+--
+--    y = x / sqrt(mean(x^2) + eps) * weight
+--
+-- with `weight` (ones) when elementwise_affine, and no bias (state dict:
+-- "weight", as PyTorch). eps defaults to the machine epsilon of the dtype
+-- the norm is computed in (PyTorch's eps=None): 2^-23 for float32, 2^-52
+-- for float64. Hugging Face Llama checkpoints use eps=1e-5 or 1e-6: give it.
+--
+-- bfloat16 input is normalised in float32 (the mean of squares would lose
+-- too much in bfloat16) and returned as bfloat16; under
+-- `ember.autocast("bfloat16")` the result is float32, as norms are there
+-- (`ember.layer_norm` too).
+-- Errors name nn.RMSNorm: a bad shape or eps, an input whose last dims are not `shape`.
+-- @usage local norm = nn.RMSNorm(64, {eps = 1e-6})
+-- local y = norm(ember.randn(2, 10, 64))   -- normalised over the last dim
+-- @classmod nn.RMSNorm
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local RMSNorm = Module:extend("RMSNorm")
+
+-- torch.finfo(dtype).eps of the dtypes a norm computes in
+local MACHINE_EPS = { float64 = 2.0 ^ -52, float32 = 2.0 ^ -23, bfloat16 = 2.0 ^ -7, float16 = 2.0 ^ -10 }
+
+function RMSNorm:__init(shape, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("RMSNorm: options must be a table, got " .. type(opts), 2) end
+  if math.type(shape) == "integer" then shape = { shape } end
+  if type(shape) == "userdata" and shape.totable then shape = shape:totable() end
+  if type(shape) ~= "table" or #shape == 0 then
+    error("RMSNorm: normalized_shape must be a positive integer or a table of them, got " .. tostring(shape), 2)
+  end
+  local copy = {}
+  for i, d in ipairs(shape) do
+    if math.type(d) ~= "integer" or d < 1 then
+      error("RMSNorm: normalized_shape entries must be positive integers, got " .. tostring(d), 2)
+    end
+    copy[i] = d
+  end
+  if opts.eps ~= nil and (type(opts.eps) ~= "number" or opts.eps < 0) then
+    error("RMSNorm: eps must be a non-negative number (or nil for the dtype's epsilon), got " .. tostring(opts.eps), 2)
+  end
+  self.normalized_shape = copy
+  self.eps = opts.eps
+  if opts.elementwise_affine ~= false then
+    self:register_parameter("weight", ember.ones(copy, { dtype = opts.dtype, device = opts.device }))
+  end
+end
+
+--- x / sqrt(mean(x^2 over the normalised dims) + eps), times weight.
+-- @tparam Tensor x [..., *normalized_shape], floating
+-- @treturn Tensor the same shape (float32 for bfloat16 input under autocast)
+function RMSNorm:forward(x)
+  if not ember.is_tensor(x) then error("RMSNorm.forward: expected a tensor, got " .. type(x), 2) end
+  local ns, n = self.normalized_shape, #self.normalized_shape
+  local ok = x.ndim >= n
+  for i = 1, n do ok = ok and x.shape[x.ndim - n + i] == ns[i] end
+  if not ok then
+    error(("RMSNorm.forward: input shape [%s] does not end with normalized_shape [%s]"):format(
+      table.concat(x.shape, ", "), table.concat(ns, ", ")), 2)
+  end
+  local info = ember.dtype_info(x.dtype)
+  if not info.floating then
+    error("RMSNorm.forward: expected a floating-point input, got " .. x.dtype, 2)
+  end
+  local in_dtype = x.dtype
+  local low = in_dtype == "bfloat16" or in_dtype == "float16"
+  local h = low and x:to("float32") or x
+  local eps = self.eps or MACHINE_EPS[h.dtype] or MACHINE_EPS.float32
+  -- the mean of squares over the last n dims, kept for broadcasting
+  local sq = h * h
+  local ms
+  if n == 1 then
+    ms = sq:mean(-1, true)
+  else
+    local lead = {}
+    for i = 1, x.ndim - n do lead[i] = x.shape[i] end
+    local flat = {}
+    for i = 1, #lead do flat[i] = lead[i] end
+    flat[#flat + 1] = -1
+    ms = sq:reshape(flat):mean(-1, true)
+    for _ = 2, n do ms = ms:unsqueeze(-1) end
+  end
+  local y = h * (ms + eps):rsqrt()
+  if self.weight then y = y * self.weight end
+  if low and not ember.autocast.enabled() then y = y:to(in_dtype) end
+  return y
+end
+
+--- The shape, eps and whether it has a weight, for printing.
+function RMSNorm:extra_repr()
+  return ("[%s], eps=%s, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
+    self.eps and ("%g"):format(self.eps) or "None", tostring(self.weight ~= nil))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+RMSNorm.forward = require("ember._errors").wrap(RMSNorm.forward)
+
+return RMSNorm

@@ -1,0 +1,152 @@
+--- nn.checkpoint(fn, ...): activation checkpointing, as
+-- torch.utils.checkpoint.checkpoint (the reentrant form). Runs `fn(...)`
+-- without keeping its intermediate activations, and runs it again during
+-- the backward to get them: memory for compute. A model of N checkpointed
+-- layers keeps only each layer's input instead of everything inside it.
+--
+--  * The random generator's state is saved before the forward and set back
+--    for the recompute (`ember.get_rng_state`), so dropout draws the same
+--    masks; afterwards the generator continues where it was, so a run with
+--    checkpoints draws exactly what the same run without them draws.
+--  * The recompute runs under the autocast state of the forward.
+--  * Gradients are those of the run without checkpointing, bit for bit (the
+--    recompute repeats the same ops on the same values); a parameter used
+--    both inside and outside fn gets the same sum, possibly added in
+--    another order.
+--  * fn may read parameters through a closure or a module (they are
+--    leaves: their gradients are added during the recompute's backward). A
+--    tensor fn needs a gradient for that is not a parameter (an activation
+--    computed earlier) must be passed as an argument, not captured.
+--  * Arguments may be tensors, numbers, strings, tables (e.g. an options
+--    table with a mask) or modules; fn returns a tensor or several (of one
+--    dtype and device), which checkpoint returns as fn does.
+--  * With grad mode off (`ember.no_grad`, inference) it is just fn(...).
+--    Under grad mode the output requires grad even when nothing in fn does.
+--  * The recompute's backward runs inside the outer one; the backward-end
+--    hooks run once, at the end of the outer one, so
+--    `DistributedDataParallel` works with checkpointed layers. A
+--    parameter's gradient-ready hook runs when its gradient is final, as
+--    long as the parameter is not also used outside fn.
+--
+-- Errors name nn.checkpoint: fn not callable, outputs that are not tensors.
+-- @usage local y = nn.checkpoint(layer, x)                 -- a module
+-- local y = nn.checkpoint(function(h) return ff(norm(h)) + h end, x)
+-- -- a stack of Transformer layers, each recomputed in the backward:
+-- for _, layer in ipairs(layers) do h = nn.checkpoint(layer, h, {key_padding_mask = pad}) end
+-- @module nn.checkpoint
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+
+local M = {}
+
+local function callable(fn)
+  if type(fn) == "function" then return true end
+  local mt = getmetatable(fn)
+  return type(mt) == "table" and mt.__call ~= nil
+end
+
+-- fn's results as one tensor: a single tensor as it is, several flattened
+-- and joined (the caller splits them again). Returns the tensor and the
+-- shapes of the pieces (nil for a single tensor).
+local function pack(results)
+  if results.n == 1 and ember.is_tensor(results[1]) then return results[1], nil end
+  if results.n == 0 then error("nn.checkpoint: fn returned nothing; it must return a tensor or several") end
+  local flat, shapes = {}, {}
+  for i = 1, results.n do
+    local r = results[i]
+    if not ember.is_tensor(r) then
+      error(("nn.checkpoint: fn's result %d is a %s; fn must return tensors only"):format(i, type(r)))
+    end
+    if r.dtype ~= results[1].dtype or r.device ~= results[1].device then
+      error(("nn.checkpoint: fn's results must share one dtype and device; result 1 is %s on %s, result %d %s on %s")
+        :format(results[1].dtype, results[1].device, i, r.dtype, r.device))
+    end
+    shapes[i] = r.shape
+    flat[i] = r:reshape({ -1 })
+  end
+  return ember.cat(flat, 1), shapes
+end
+
+local function unpack_results(y, shapes)
+  if not shapes then return y end
+  local out, at = {}, 1
+  for i, s in ipairs(shapes) do
+    local n = 1
+    for _, d in ipairs(s) do n = n * d end
+    out[i] = y:narrow(1, at, n):view(s)
+    at = at + n
+  end
+  return table.unpack(out, 1, #shapes)
+end
+
+local Checkpoint = ember.Function {
+  name = "checkpoint",
+  -- args: the anchor (a leaf that makes sure the node is recorded), the
+  -- call's state (fn, the generator's state, ...), then fn's arguments
+  forward = function(ctx, _anchor, st, ...)
+    ctx.state = st
+    local y, shapes = pack(table.pack(st.fn(...)))
+    st.shapes = shapes
+    -- the arguments, as detached aliases (the ctx must not hold the graph)
+    ctx:save_for_backward(...)
+    return y
+  end,
+  backward = function(ctx, g)
+    local st = ctx.state
+    local saved = ctx.saved
+    local args, leaves = {}, {}
+    for i = 1, saved.n do
+      local a = saved[i]
+      if st.requires_grad[i] then
+        a = a:detach():requires_grad_()
+        leaves[i] = a
+      end
+      args[i] = a
+    end
+    local now = ember.get_rng_state()
+    local grad_was = ember.set_grad_enabled(true)
+    local ac_was, ac_dtype_was = ember.set_autocast(st.autocast, st.autocast_dtype)
+    ember.set_rng_state(st.rng)
+    local ok, err = pcall(function()
+      local y = pack(table.pack(st.fn(table.unpack(args, 1, saved.n))))
+      if y.requires_grad then y:backward(g) end
+    end)
+    ember.set_rng_state(now)
+    ember.set_autocast(ac_was, ac_dtype_was)
+    ember.set_grad_enabled(grad_was)
+    if not ok then error(err, 0) end
+    -- one gradient per forward argument: the anchor, the state, then fn's
+    local grads = {}
+    for i = 1, saved.n do grads[i] = leaves[i] and leaves[i].grad or nil end
+    return nil, nil, table.unpack(grads, 1, saved.n)
+  end,
+}
+
+--- fn(...), with fn's activations recomputed during the backward instead
+-- of kept; returns what fn returns (one tensor or several).
+-- @param fn a function or a module (anything callable)
+-- @param ... fn's arguments
+-- @return fn's results
+function M.checkpoint(fn, ...)
+  if not callable(fn) then
+    error("nn.checkpoint: fn must be a function or a module, got " .. type(fn))
+  end
+  if not ember.is_grad_enabled() then return fn(...) end
+  local n = select("#", ...)
+  local args = table.pack(...)
+  local requires_grad = {}
+  for i = 1, n do
+    local a = args[i]
+    requires_grad[i] = ember.is_tensor(a) and a.requires_grad or false
+  end
+  local ac, ac_dtype = ember.autocast.enabled()
+  local state = { fn = fn, requires_grad = requires_grad, rng = ember.get_rng_state(),
+    autocast = ac, autocast_dtype = ac_dtype }
+  -- a fresh leaf that requires grad, so that the node is recorded even when
+  -- no argument requires grad (the parameters fn reads are not arguments)
+  local anchor = ember.zeros({}, { dtype = "float32" }):requires_grad_()
+  local y = Checkpoint(anchor, state, ...)
+  return unpack_results(y, state.shapes)
+end
+
+return M

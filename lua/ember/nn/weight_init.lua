@@ -1,0 +1,267 @@
+--- nn.init: weight initialisers, as torch.nn.init (`require "ember.nn".init`).
+--
+-- Each fills a tensor **in place** with autograd off (so a parameter can be
+-- filled) and returns it; the random ones draw from ember's seeded
+-- generator (`ember.manual_seed`), so a seeded run is reproducible.
+-- Formulas and defaults are PyTorch's:
+--
+--  * fans of a tensor [out, in, k1, k2, ...]: fan_in = in * k1 * k2 * ...,
+--    fan_out = out * k1 * k2 * ... (a Linear weight [out, in] has
+--    fan_in = in); at least 2 dims.
+--  * xavier_uniform_(t, gain=1): U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)).
+--  * xavier_normal_(t, gain=1): N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)).
+--  * kaiming_uniform_(t, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+--    U(-b, b), b = gain * sqrt(3 / fan), gain = calculate_gain(nonlinearity, a),
+--    fan = fan_in or fan_out as mode says.
+--  * kaiming_normal_(t, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+--    N(0, std^2), std = gain / sqrt(fan).
+--  * trunc_normal_(t, mean=0, std=1, a=-2, b=2): N(mean, std^2) restricted to
+--    [a, b] (a and b are values, not multiples of std, as PyTorch).
+--  * uniform_(t, a=0, b=1), normal_(t, mean=0, std=1), constant_(t, v),
+--    zeros_(t), ones_(t).
+--
+-- The kaiming functions take their options positionally, as PyTorch, or
+-- as a table: `kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})`.
+-- Errors name the function (`nn.init.xavier_uniform_: ...`) at the caller's line.
+-- @usage local init = require("ember.nn").init
+-- local lin = nn.Linear(256, 128)
+-- init.xavier_uniform_(lin.weight)
+-- init.zeros_(lin.bias)
+-- init.kaiming_normal_(conv_w, {mode = "fan_out", nonlinearity = "relu"})
+-- init.trunc_normal_(pos_embedding, 0, 0.02)   -- ViT's
+-- @module nn.init
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+
+local M = {}
+
+local function fail(fn, fmt, ...)
+  error(("nn.init.%s: " .. fmt):format(fn, ...))
+end
+
+local function check_float(fn, t)
+  if not ember.is_tensor(t) then fail(fn, "expected a tensor, got %s", type(t)) end
+  local info = ember.dtype_info(t.dtype)
+  if not (info and info.floating) then fail(fn, "needs a floating-point tensor, got %s", t.dtype) end
+end
+
+local function check_number(fn, what, v)
+  if type(v) ~= "number" or v ~= v then fail(fn, "%s must be a number, got %s", what, tostring(v)) end
+end
+
+--- The gain PyTorch recommends for a nonlinearity (torch.nn.init.calculate_gain):
+-- 1 for linear, conv1d/2d/3d, conv_transpose1d/2d/3d and sigmoid; 5/3 for
+-- tanh; sqrt(2) for relu; sqrt(2 / (1 + slope^2)) for leaky_relu (slope =
+-- param, default 0.01); 3/4 for selu.
+-- @string nonlinearity
+-- @number[opt] param leaky_relu's negative slope
+-- @treturn number
+function M.calculate_gain(nonlinearity, param)
+  local linear = { linear = true, conv1d = true, conv2d = true, conv3d = true, conv_transpose1d = true,
+    conv_transpose2d = true, conv_transpose3d = true, sigmoid = true }
+  if linear[nonlinearity] then return 1 end
+  if nonlinearity == "tanh" then return 5 / 3 end
+  if nonlinearity == "relu" then return math.sqrt(2) end
+  if nonlinearity == "selu" then return 3 / 4 end
+  if nonlinearity == "leaky_relu" then
+    local slope = 0.01
+    if param ~= nil then
+      if type(param) ~= "number" or param ~= param then
+        fail("calculate_gain", "negative_slope %s is not a valid number", tostring(param))
+      end
+      slope = param
+    end
+    return math.sqrt(2 / (1 + slope * slope))
+  end
+  fail("calculate_gain", "unsupported nonlinearity %s (linear, conv1d, conv2d, conv3d, conv_transpose1d, "
+    .. "conv_transpose2d, conv_transpose3d, sigmoid, tanh, relu, leaky_relu, selu)", tostring(nonlinearity))
+end
+
+local function fans(fn, t)
+  if not ember.is_tensor(t) then fail(fn, "expected a tensor, got %s", type(t)) end
+  if t.ndim < 2 then
+    fail(fn, "fan in and fan out need a tensor of at least 2 dims, got shape [%s]", table.concat(t.shape, ", "))
+  end
+  local rf = 1
+  for i = 3, t.ndim do rf = rf * t.shape[i] end
+  return t.shape[2] * rf, t.shape[1] * rf
+end
+
+--- fan_in and fan_out of a weight [out, in, k...]: in * prod(k) and out * prod(k).
+-- @tparam Tensor t at least 2 dims
+-- @treturn integer fan_in
+-- @treturn integer fan_out
+function M.calculate_fans(t) return fans("calculate_fans", t) end
+
+--- Fills t with U(a, b) (default U(0, 1)).
+-- @tparam Tensor t
+-- @number[opt=0] a
+-- @number[opt=1] b
+-- @treturn Tensor t
+function M.uniform_(t, a, b)
+  check_float("uniform_", t)
+  a, b = a or 0, b or 1
+  check_number("uniform_", "a", a)
+  check_number("uniform_", "b", b)
+  if a > b then fail("uniform_", "a must be <= b, got a=%g, b=%g", a, b) end
+  return t:uniform_(a, b)
+end
+
+--- Fills t with N(mean, std^2) (default N(0, 1)).
+-- @tparam Tensor t
+-- @number[opt=0] mean
+-- @number[opt=1] std
+-- @treturn Tensor t
+function M.normal_(t, mean, std)
+  check_float("normal_", t)
+  mean, std = mean or 0, std or 1
+  check_number("normal_", "mean", mean)
+  check_number("normal_", "std", std)
+  if std < 0 then fail("normal_", "std must be >= 0, got %g", std) end
+  return t:normal_(mean, std)
+end
+
+--- Fills t with the value v.
+-- @tparam Tensor t
+-- @number v
+-- @treturn Tensor t
+function M.constant_(t, v)
+  if not ember.is_tensor(t) then fail("constant_", "expected a tensor, got %s", type(t)) end
+  check_number("constant_", "val", v)
+  ember.no_grad(function() t:fill_(v) end)
+  return t
+end
+
+--- Fills t with zeros.
+-- @tparam Tensor t
+-- @treturn Tensor t
+function M.zeros_(t)
+  if not ember.is_tensor(t) then fail("zeros_", "expected a tensor, got %s", type(t)) end
+  ember.no_grad(function() t:fill_(0) end)
+  return t
+end
+
+--- Fills t with ones.
+-- @tparam Tensor t
+-- @treturn Tensor t
+function M.ones_(t)
+  if not ember.is_tensor(t) then fail("ones_", "expected a tensor, got %s", type(t)) end
+  ember.no_grad(function() t:fill_(1) end)
+  return t
+end
+
+local function gain_of(fn, gain)
+  gain = gain == nil and 1 or gain
+  check_number(fn, "gain", gain)
+  return gain
+end
+
+--- Xavier/Glorot uniform: U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)).
+-- @tparam Tensor t at least 2 dims
+-- @number[opt=1] gain
+-- @treturn Tensor t
+function M.xavier_uniform_(t, gain)
+  check_float("xavier_uniform_", t)
+  local fan_in, fan_out = fans("xavier_uniform_", t)
+  local b = gain_of("xavier_uniform_", gain) * math.sqrt(6 / (fan_in + fan_out))
+  return t:uniform_(-b, b)
+end
+
+--- Xavier/Glorot normal: N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)).
+-- @tparam Tensor t at least 2 dims
+-- @number[opt=1] gain
+-- @treturn Tensor t
+function M.xavier_normal_(t, gain)
+  check_float("xavier_normal_", t)
+  local fan_in, fan_out = fans("xavier_normal_", t)
+  return t:normal_(0, gain_of("xavier_normal_", gain) * math.sqrt(2 / (fan_in + fan_out)))
+end
+
+-- gain / sqrt(fan) of the kaiming functions, from positional or table options.
+local function kaiming_std(fn, t, a, mode, nonlinearity)
+  check_float(fn, t)
+  if type(a) == "table" then
+    local o = a
+    for k in pairs(o) do
+      if k ~= "a" and k ~= "mode" and k ~= "nonlinearity" then
+        fail(fn, "unknown option '%s' (a, mode, nonlinearity)", tostring(k))
+      end
+    end
+    a, mode, nonlinearity = o.a, o.mode, o.nonlinearity
+  end
+  a, mode, nonlinearity = a or 0, mode or "fan_in", nonlinearity or "leaky_relu"
+  check_number(fn, "a", a)
+  if mode ~= "fan_in" and mode ~= "fan_out" then
+    fail(fn, "mode must be \"fan_in\" or \"fan_out\", got %s", tostring(mode))
+  end
+  local fan_in, fan_out = fans(fn, t)
+  local fan = mode == "fan_in" and fan_in or fan_out
+  if fan == 0 then fail(fn, "the %s of a tensor of shape [%s] is 0", mode, table.concat(t.shape, ", ")) end
+  local ok, gain = pcall(M.calculate_gain, nonlinearity, a)
+  if not ok then fail(fn, "unsupported nonlinearity %s", tostring(nonlinearity)) end
+  return gain / math.sqrt(fan)
+end
+
+--- Kaiming/He uniform: U(-b, b), b = gain * sqrt(3 / fan).
+-- @tparam Tensor t at least 2 dims
+-- @param[opt=0] a leaky_relu's negative slope, or a table {a=, mode=, nonlinearity=}
+-- @string[opt="fan_in"] mode "fan_in" (keeps the forward's variance) or "fan_out" (the backward's)
+-- @string[opt="leaky_relu"] nonlinearity as calculate_gain
+-- @treturn Tensor t
+function M.kaiming_uniform_(t, a, mode, nonlinearity)
+  local b = math.sqrt(3) * kaiming_std("kaiming_uniform_", t, a, mode, nonlinearity)
+  return t:uniform_(-b, b)
+end
+
+--- Kaiming/He normal: N(0, std^2), std = gain / sqrt(fan).
+-- @tparam Tensor t at least 2 dims
+-- @param[opt=0] a leaky_relu's negative slope, or a table {a=, mode=, nonlinearity=}
+-- @string[opt="fan_in"] mode "fan_in" or "fan_out"
+-- @string[opt="leaky_relu"] nonlinearity as calculate_gain
+-- @treturn Tensor t
+function M.kaiming_normal_(t, a, mode, nonlinearity)
+  return t:normal_(0, kaiming_std("kaiming_normal_", t, a, mode, nonlinearity))
+end
+
+--- N(mean, std^2) truncated to [a, b], as torch.nn.init.trunc_normal_: a
+-- and b are values (not multiples of std). Drawn by rejection: values
+-- outside [a, b] are drawn again until none is left, so [a, b] must hold a
+-- fair part of the distribution (an interval far in a tail is an error
+-- after 200 rounds rather than a long wait).
+-- @tparam Tensor t
+-- @number[opt=0] mean
+-- @number[opt=1] std
+-- @number[opt=-2] a
+-- @number[opt=2] b
+-- @treturn Tensor t
+function M.trunc_normal_(t, mean, std, a, b)
+  check_float("trunc_normal_", t)
+  mean, std, a, b = mean or 0, std or 1, a or -2, b or 2
+  for _, v in ipairs { { "mean", mean }, { "std", std }, { "a", a }, { "b", b } } do
+    check_number("trunc_normal_", v[1], v[2])
+  end
+  if std < 0 then fail("trunc_normal_", "std must be >= 0, got %g", std) end
+  if not (a < b) then fail("trunc_normal_", "a must be < b, got a=%g, b=%g", a, b) end
+  ember.no_grad(function()
+    local opts = { dtype = t.dtype, device = t.device }
+    -- drawn in float32 (float64 for a float64 tensor), then rounded to t's dtype
+    local work = (t.dtype == "float64") and "float64" or "float32"
+    local wopts = { dtype = work, device = t.device }
+    local x = ember.normal(t.shape, mean, std, wopts)
+    local function outside(v) return v:lt(a):logical_or(v:gt(b)) end
+    local bad = outside(x)
+    local rounds = 0
+    while bad:any():item() do
+      rounds = rounds + 1
+      if rounds > 200 then
+        fail("trunc_normal_", "[a, b] = [%g, %g] holds too little of N(%g, %g^2) to draw by rejection", a, b, mean, std)
+      end
+      x = ember.where(bad, ember.normal(t.shape, mean, std, wopts), x)
+      bad = outside(x)
+    end
+    t:copy_(x:to(opts.dtype))
+  end)
+  return t
+end
+
+return M

@@ -1,0 +1,576 @@
+--- Attention variants written in Lua, traced into the fused kernel.
+--
+-- A variant says how it changes standard attention with small functions,
+-- as PyTorch's FlexAttention does, and ember's fused CPU kernel runs them
+-- inside its forward and backward (so the variant trains, at the fused
+-- kernel's memory, O(L)):
+--
+--    ember.attention_variant{
+--      name = "softcap",
+--      options = { {name = "cap", type = "float", default = 30, min = 1e-6} },
+--      score = function(s, b, h, q, k, ctx)
+--        local c = ctx.options.cap
+--        return c * ember.tanh(s / c)
+--      end,
+--    }
+--    local mha = nn.MultiHeadAttention(64, 4, {attention = "softcap", cap = 20})
+--
+-- The functions:
+--
+-- - `score(s, b, h, q, k, ctx)` -> the new score, from `s = scale * q.k`;
+-- - `mask(b, h, q, k, ctx)` -> true (nonzero) where query q may see key k;
+-- - `sink(b, h, q, ctx)` -> a logit that joins each softmax's normaliser
+--   without a value (attention sinks, as gpt-oss).
+--
+-- `b`, `h`, `q`, `k` are 1-based, as every index in ember's Lua API; `q` is
+-- the query's position on the key axis (bottom-right aligned, as causal),
+-- so `q - k` is the relative position and KV-cached decoding sees what the
+-- full pass sees. `ctx.options` holds the checked options (plain Lua
+-- values: branch on them freely), `ctx.heads`, `ctx.head_dim`, and every
+-- captured tensor by name: the variant's `params` (learned tables get
+-- gradients; buffers do not) and the per-call `inputs`, passed to the
+-- forward as `variant_inputs = {doc = ids}`. Index them as tensors,
+-- `ctx.tbl[ember.clamp(q - k, -K, K) + K + 1][h]`, with integers.
+--
+-- The functions run once per instance on symbolic values. Arithmetic
+-- (+ - * / // % ^, unary -), `ember.where`, `ember.logical_and`,
+-- `logical_or`, `logical_not`, comparisons as functions or methods
+-- (`ember.eq(a, b)` or `a:eq(b)`, also ne, lt, le, gt, ge), `abs`, `min`
+-- and `max` (ember.minimum / maximum, math.min / math.max), `clamp`,
+-- `floor`, `ceil`, `exp`, `log`, `tanh`, `sqrt`, `sigmoid` and `sign`
+-- are traced. Lua's `==`, `<` and `<=` cannot return a traced value, so they
+-- raise an error that says what to write instead; `and`, `or` and `if` on
+-- a traced value cannot be seen at all (a traced value is always "true"):
+-- use `ember.where` and the logical helpers.
+--
+-- The mask also makes a block map: every (query tile, key tile) is empty
+-- (skipped), full (mask not evaluated) or partial, found by interval
+-- arithmetic over the tile's positions and refined by evaluating the
+-- partial ones (core/src/attention_expr.c).
+-- @module ember.variant
+local ember = require "ember.core" -- the C module, which ember itself is (init.lua)
+local errors = require "ember._errors"
+local trace = require "ember._trace"
+
+local M = {}
+
+local registry = {}   -- name -> definition
+M.registry = registry
+
+local OPT_TYPES = { int = true, float = true, bool = true, string = true }
+local DEF_KEYS = { name = true, description = true, version = true, options = true, params = true,
+  inputs = true, score = true, mask = true, sink = true, caps = true }
+
+local function check_def(def, level)
+  level = level + 1
+  if type(def) ~= "table" then
+    errors.raise("attention_variant: expected a table {name=, score=, mask=, ...}, got %s", type(def))
+  end
+  for k in pairs(def) do
+    if not DEF_KEYS[k] then
+      errors.raise("attention_variant: unknown field '%s' (fields: name, description, version, options, params, inputs, score, mask, sink)", tostring(k))
+    end
+  end
+  if type(def.name) ~= "string" or not def.name:match("^[%w_%-]+$") then
+    errors.raise("attention_variant: name must be a string of letters, digits, '_' or '-', got %s", tostring(def.name))
+  end
+  for _, f in ipairs { "score", "mask", "sink", "params" } do
+    if def[f] ~= nil and type(def[f]) ~= "function" then
+      errors.raise("attention_variant '%s': %s must be a function, got %s", def.name, f, type(def[f]))
+    end
+  end
+  if not (def.score or def.mask or def.sink) then
+    errors.raise("attention_variant '%s': give at least one of score, mask or sink", def.name)
+  end
+  local opts = def.options or {}
+  if type(opts) ~= "table" then errors.raise("attention_variant '%s': options must be a list of specs", def.name) end
+  for i, o in ipairs(opts) do
+    if type(o) ~= "table" or type(o.name) ~= "string" or not OPT_TYPES[o.type] then
+      errors.raise("attention_variant '%s': option %d must be {name=, type='int'|'float'|'bool'|'string', default=, min=, max=, choices=, help=}",
+        def.name, i)
+    end
+  end
+  local inputs = def.inputs or {}
+  if type(inputs) ~= "table" then errors.raise("attention_variant '%s': inputs must be a table {name = ndim}", def.name) end
+  for n, spec in pairs(inputs) do
+    local nd = type(spec) == "table" and spec.ndim or spec
+    if type(n) ~= "string" or math.type(nd) ~= "integer" or nd < 1 or nd > 4 then
+      errors.raise("attention_variant '%s': inputs must map names to a number of dims (1..4) or {ndim=, dtype=}, got %s = %s",
+        def.name, tostring(n), tostring(spec))
+    end
+  end
+end
+
+--- Defines (or redefines) an attention variant written in Lua; after this
+-- it is used by name like a plugin: `nn.MultiHeadAttention(d, h,
+-- {attention = name, ...})`, `mha:set_attention(name)`, a script's
+-- `--attention name`, and it is listed by `ember.plugins()`.
+-- @tparam table def `name`, `description`, `version`, `options` (a list of
+-- `{name=, type=, default=, min=, max=, choices=, help=}`, checked by the
+-- core as a C plugin's), `params` (`function(options, dims)` returning a
+-- list of `{name=, tensor=, learned=}`), `inputs` (`{doc = 2}`: per-call
+-- tensors and their number of dims, int64 unless `{ndim=, dtype="float"}`),
+-- and `score`, `mask`, `sink` (see the module's description)
+-- @string[opt] path where the definition came from (a file on the plugin path)
+-- @treturn table the definition
+function M.define(def, path)
+  check_def(def, 2)
+  local ok, err = pcall(ember._register_variant, {
+    name = def.name, description = def.description or ("attention variant written in Lua"),
+    version = def.version or "lua", options = def.options or {}, path = path or "(defined in Lua)",
+  })
+  if not ok then errors.raise("%s", tostring(err)) end
+  registry[def.name] = def
+  return def
+end
+
+--- The Lua definition of a variant, or nil for a C plugin.
+-- @string name
+function M.get(name) return registry[name] end
+
+-- The capture list of an instance: params (module tables) then inputs.
+local function capture_list(def, tables)
+  local caps = {}
+  for i, t in ipairs(tables) do
+    caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim, kind = t.tensor.dtype == "int64" and "int" or "float",
+      learned = t.learned, param = i }
+  end
+  local names = {}
+  for n in pairs(def.inputs or {}) do names[#names + 1] = n end
+  table.sort(names)
+  for _, n in ipairs(names) do
+    local spec = def.inputs[n]
+    local nd = type(spec) == "table" and spec.ndim or spec
+    local kind = type(spec) == "table" and spec.dtype == "float" and "float" or "int"
+    caps[#caps + 1] = { name = n, ndim = nd, kind = kind, learned = false, input = n }
+  end
+  if #caps > 8 then errors.raise("attention variant '%s': %d captured tensors (at most 8)", def.name, #caps) end
+  return caps
+end
+
+-- ctx for a trace: options, sizes and the captures as symbolic tensors.
+local function trace_ctx(def, options, dims, caps)
+  local ctx = { options = options, heads = dims.heads, head_dim = dims.head_dim, v_head_dim = dims.v_head_dim }
+  for slot, c in ipairs(caps) do
+    if ctx[c.name] ~= nil then
+      errors.raise("attention variant '%s': a table or input is named '%s', which ctx already has", def.name, c.name)
+    end
+    ctx[c.name] = trace.capture(slot - 1, c.name, c.ndim, c.kind)
+  end
+  return ctx
+end
+
+-- math.* functions that accept traced values while tracing.
+local function sym_aware(orig, f)
+  return function(...)
+    for i = 1, select("#", ...) do
+      if trace.is_sym((select(i, ...))) then return f(...) end
+    end
+    return orig(...)
+  end
+end
+
+local MATH = { abs = "abs", floor = "floor", ceil = "ceil", exp = "exp", log = "log", sqrt = "sqrt",
+  min = "minimum", max = "maximum" }
+
+-- Calls fn under a trace with math.* made symbol-aware; returns the state
+-- and the function's result.
+local function traced_call(def, what, fn, ...)
+  local saved = {}
+  for k, f in pairs(MATH) do saved[k] = math[k]; math[k] = sym_aware(math[k], trace.F[f]) end
+  local ok, st, res = pcall(trace.run, def.name, fn, ...)
+  for k, f in pairs(saved) do math[k] = f end
+  if not ok then error(st, 0) end
+  if res == nil then
+    errors.raise("attention variant '%s': %s returned nothing", def.name, what)
+  end
+  if type(res) == "boolean" or type(res) == "number" then
+    res = trace.with(st, trace.const, res)
+  elseif not trace.is_sym(res) then
+    errors.raise("attention variant '%s': %s returned a %s, not a traced value or a number%s", def.name, what,
+      type(res), getmetatable(res) == trace.Cap and " (a captured tensor not fully indexed)" or "")
+  end
+  return st, res
+end
+
+-- ---------------------------------------------------------------------
+-- Symbolic derivatives (reverse mode over the graph)
+-- ---------------------------------------------------------------------
+
+-- d out / d wrt for each wrt node reached (S and learned loads), as nodes.
+local function derivatives(st, out, wants)
+  return trace.with(st, function()
+    local F, add, mul, sub, div, const, node = trace.F, trace.add, trace.mul, trace.sub, trace.div, trace.const, trace.node
+    -- nodes on a path to a wanted leaf
+    local order, seen, live = {}, {}, {}
+    local function visit(n)
+      if seen[n] then return live[n] end
+      seen[n] = true
+      local l = wants(n)
+      for _, a in ipairs(n.args) do if n.op ~= "LOAD" and visit(a) then l = true end end
+      live[n] = l
+      order[#order + 1] = n
+      return l
+    end
+    visit(out)
+    table.sort(order, function(a, b) return a.id > b.id end)
+    local adj = { [out] = const(1) }
+    local function give(n, g) if live[n] then adj[n] = adj[n] and add(adj[n], g) or g end end
+    for _, n in ipairs(order) do
+      local g = adj[n]
+      if g and live[n] and n.op ~= "LOAD" then
+        local a, b, op = n.args[1], n.args[2], n.op
+        if op == "ADD" then give(a, g); give(b, g)
+        elseif op == "SUB" then give(a, g); give(b, node("NEG", { g }))
+        elseif op == "MUL" then give(a, mul(g, b)); give(b, mul(g, a))
+        elseif op == "DIV" then give(a, div(g, b)); give(b, node("NEG", { div(mul(g, n), b) }))
+        elseif op == "POW" then
+          give(a, mul(g, mul(b, node("POW", { a, sub(b, const(1)) }))))
+          give(b, mul(g, mul(n, F.log(a))))
+        elseif op == "MIN" or op == "MAX" then
+          local first = op == "MIN" and F.le(a, b) or F.le(b, a)
+          give(a, F.where(first, g, 0)); give(b, F.where(first, 0, g))
+        elseif op == "MOD" then give(a, g); give(b, node("NEG", { mul(g, node("IDIV", { a, b })) }))
+        elseif op == "NEG" then give(a, node("NEG", { g }))
+        elseif op == "ABS" then give(a, mul(g, F.sign(a)))
+        elseif op == "EXP" then give(a, mul(g, n))
+        elseif op == "LOG" then give(a, div(g, a))
+        elseif op == "TANH" then give(a, mul(g, sub(const(1), mul(n, n))))
+        elseif op == "SQRT" then give(a, div(g, mul(const(2), n)))
+        elseif op == "SIGMOID" then give(a, mul(g, mul(n, sub(const(1), n))))
+        elseif op == "WHERE" then give(b, F.where(a, g, 0)); give(n.args[3], F.where(a, 0, g))
+        end -- floor, ceil, sign, idiv, comparisons, logic: zero almost everywhere
+      end
+    end
+    return adj
+  end)
+end
+
+-- ---------------------------------------------------------------------
+-- Lowering to the program format (core/include/ember_expr.h)
+-- ---------------------------------------------------------------------
+
+local function lower(outs, grad_loads)
+  local set, list = {}, {}
+  local function visit(n)
+    if set[n] then return end
+    set[n] = true
+    for _, a in ipairs(n.args) do visit(a) end
+    list[#list + 1] = n
+  end
+  for _, o in ipairs(outs) do visit(o) end
+  for _, l in ipairs(grad_loads or {}) do visit(l) end
+  table.sort(list, function(a, b) return a.id < b.id end) -- creation order is a topological order
+  local reg, ins = {}, {}
+  for i, n in ipairs(list) do
+    reg[n] = i - 1
+    local args = {}
+    for j, a in ipairs(n.args) do args[j] = reg[a] end
+    ins[i] = { op = trace.OPNUM[n.op], cap = rawget(n, "cap") or 0, args = args, k = rawget(n, "value") or 0 }
+  end
+  if #ins > 512 then errors.raise("attention variant: a traced function of %d operations (at most 512)", #ins) end
+  local out = {}
+  for i, o in ipairs(outs) do out[i] = reg[o] end
+  local gl = {}
+  for i, l in ipairs(grad_loads or {}) do gl[i] = reg[l] end
+  return { ins = ins, out = out, grad_load = gl }
+end
+
+-- The loads of learned captures in a graph, in id order.
+local function learned_loads(out, caps)
+  local seen, loads = {}, {}
+  local function visit(n)
+    if seen[n] then return end
+    seen[n] = true
+    if n.op == "LOAD" and caps[n.cap + 1].learned then loads[#loads + 1] = n end
+    for _, a in ipairs(n.args) do visit(a) end
+  end
+  visit(out)
+  table.sort(loads, function(a, b) return a.id < b.id end)
+  return loads
+end
+
+-- Value and gradient programs of a function whose derivative is wanted
+-- with respect to s (when with_s) and the learned loads.
+local function grad_programs(st, out, caps, with_s)
+  local loads = learned_loads(out, caps)
+  if #loads > 8 then errors.raise("attention variant: %d loads of learned tables in one function (at most 8)", #loads) end
+  local is_load = {}
+  for _, l in ipairs(loads) do is_load[l] = true end
+  local adj = derivatives(st, out, function(n) return (with_s and n.op == "S") or is_load[n] end)
+  local outs = { out }
+  trace.with(st, function()
+    local s_leaf = with_s and trace.leaf("S") or nil
+    outs[2] = (s_leaf and adj[s_leaf]) or trace.const(0)
+    for i, l in ipairs(loads) do outs[2 + i] = adj[l] or trace.const(0) end
+  end)
+  return lower({ out }), lower(outs, loads), loads
+end
+
+--- Traces a variant for one instance (an ember.Attention module).
+-- @tparam table def the definition
+-- @tparam table options the checked option values
+-- @tparam table dims heads, head_dim, v_head_dim
+-- @tparam table tables the instance's tables {name=, tensor=, learned=}
+-- @treturn table programs for the core and the graphs for the composed route
+function M.trace(def, options, dims, tables)
+  local caps = capture_list(def, tables)
+  local ctx = trace_ctx(def, options, dims, caps)
+  local r = { caps = caps, def = def }
+  local function leaves(...) return trace.leaf("B"), trace.leaf("H"), trace.leaf("Q"), trace.leaf("K") end
+  if def.score then
+    local st, out = traced_call(def, "score", function()
+      local b, h, q, k = leaves()
+      return def.score(trace.leaf("S"), b, h, q, k, ctx)
+    end)
+    if out.kind == "bool" then errors.raise("attention variant '%s': score returned a boolean (a mask belongs in mask)", def.name) end
+    r.score_graph = out
+    r.score, r.score_grad = grad_programs(st, out, caps, true)
+  end
+  if def.mask then
+    local st, out = traced_call(def, "mask", function()
+      local b, h, q, k = leaves()
+      return def.mask(b, h, q, k, ctx)
+    end)
+    if out.deps & trace.DEP.S ~= 0 then errors.raise("attention variant '%s': mask cannot read the score", def.name) end
+    r.mask_graph = out
+    r.mask = lower({ out })
+    r.mask_st = st
+  end
+  if def.sink then
+    local st, out = traced_call(def, "sink", function()
+      local b, h, q = leaves()
+      return def.sink(b, h, q, ctx)
+    end)
+    if out.deps & (trace.DEP.K | trace.DEP.S) ~= 0 then
+      errors.raise("attention variant '%s': sink is one logit per query row: it cannot read k or s", def.name)
+    end
+    r.sink_graph = out
+    r.sink, r.sink_grad = grad_programs(st, out, caps, false)
+  end
+  return r
+end
+
+-- ---------------------------------------------------------------------
+-- The composed route: the graphs evaluated densely by core ops
+-- ---------------------------------------------------------------------
+
+-- Evaluates a graph on [B,H,Lq,Lk]-broadcast tensors (differentiable in s
+-- and the captured tables, through core ops).
+local function eval_dense(root, env)
+  local memo = {}
+  local function ev(n)
+    local v = memo[n]
+    if v then return v end
+    local a = {}
+    for i, x in ipairs(n.args) do a[i] = ev(x) end
+    local op, dt = n.op, env.dtype
+    if op == "CONST" then v = ember.full({ 1, 1, 1, 1 }, n.value, { dtype = dt, device = env.device })
+    elseif op == "S" or op == "B" or op == "H" or op == "Q" or op == "K" then v = env[op]
+    elseif op == "ADD" then v = a[1] + a[2]
+    elseif op == "SUB" then v = a[1] - a[2]
+    elseif op == "MUL" then v = a[1] * a[2]
+    elseif op == "DIV" then v = a[1] / a[2]
+    elseif op == "IDIV" then v = (a[1] / a[2]):floor()
+    elseif op == "MOD" then v = a[1] - (a[1] / a[2]):floor() * a[2]
+    elseif op == "POW" then v = a[1]:pow(a[2])
+    elseif op == "MIN" then v = ember.minimum(a[1], a[2])
+    elseif op == "MAX" then v = ember.maximum(a[1], a[2])
+    elseif op == "LT" then v = a[1]:lt(a[2]):to(dt)
+    elseif op == "LE" then v = a[1]:le(a[2]):to(dt)
+    elseif op == "EQ" then v = a[1]:eq(a[2]):to(dt)
+    elseif op == "NE" then v = a[1]:ne(a[2]):to(dt)
+    elseif op == "AND" then v = a[1]:ne(0):logical_and(a[2]:ne(0)):to(dt)
+    elseif op == "OR" then v = a[1]:ne(0):logical_or(a[2]:ne(0)):to(dt)
+    elseif op == "NOT" then v = a[1]:eq(0):to(dt)
+    elseif op == "NEG" then v = -a[1]
+    elseif op == "WHERE" then
+      local shape = ember.broadcast_shapes and ember.broadcast_shapes(a[1].shape, a[2].shape, a[3].shape)
+      v = ember.where(a[1]:ne(0), a[2], a[3])
+      if shape then v = v:expand(shape) end
+    elseif op == "LOAD" then v = env.load(n, a)
+    else v = a[1][op:lower()](a[1]) end -- abs floor ceil exp log tanh sqrt sigmoid sign
+    memo[n] = v
+    return v
+  end
+  return ev(root)
+end
+
+-- Index tensors broadcast together -> the captured tensor's elements.
+local function dense_load(env, caps, tensors, variant)
+  return function(n, idx)
+    local c = caps[n.cap + 1]
+    local t = tensors[n.cap + 1]
+    local shape = { 1, 1, 1, 1 }
+    for _, x in ipairs(idx) do
+      for d = 1, 4 do if x.shape[d] > shape[d] then shape[d] = x.shape[d] end end
+    end
+    local flat = nil
+    local stride = 1
+    for d = c.ndim, 1, -1 do
+      local x = idx[d]:expand(shape)
+      local size = t.shape[d]
+      local lo, hi = x:min():item(), x:max():item()
+      if lo < 1 or hi > size or (x - x:floor()):abs():max():item() ~= 0 then
+        errors.raise("attention variant '%s': index %d of '%s' out of range: values %g..%g, size %d", variant,
+          d, c.name, lo, hi, size)
+      end
+      local term = (x - 1) * stride
+      flat = flat and flat + term or term
+      stride = stride * size
+    end
+    local src = t:reshape(-1)
+    if src.dtype ~= env.dtype then src = src:to(env.dtype) end
+    local ids = (flat:reshape(-1) + 0.5):floor():long() + 1
+    return src:index_select(1, ids):view(shape)
+  end
+end
+
+--- Runs an instance densely on [B, H, L, d] tensors (the composed route,
+-- and the reference the fused kernel is tested against).
+-- @tparam table inst what M.trace returned
+-- @tparam table tables the instance's table tensors, in order
+-- @tparam table inputs the per-call tensors by name
+-- @treturn Tensor out, Tensor weights
+function M.dense(inst, tables, inputs, q, k, v, o)
+  local def = inst.def
+  local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+  local out_dtype = q.dtype
+  if q.dtype == "bfloat16" then q, k, v = q:float(), k:float(), v:float() end
+  local dt, dev = q.dtype, q.device
+  local opts = { dtype = dt, device = dev }
+  local env = { dtype = dt, device = dev,
+    B = ember.arange(1, B + 1, opts):view(B, 1, 1, 1), H = ember.arange(1, H + 1, opts):view(1, H, 1, 1),
+    Q = ember.arange(Lk - Lq + 1, Lk + 1, opts):view(1, 1, Lq, 1), K = ember.arange(1, Lk + 1, opts):view(1, 1, 1, Lk) }
+  local tensors = {}
+  for i, c in ipairs(inst.caps) do
+    if c.param then tensors[i] = tables[c.param] else tensors[i] = inputs[c.input] end
+  end
+  env.load = dense_load(env, inst.caps, tensors, def.name)
+  local scale = o.scale or 1 / math.sqrt(q.shape[4])
+  local s = q:matmul(k:transpose(3, 4)) * scale
+  if inst.score_graph then
+    env.S = s
+    s = eval_dense(inst.score_graph, env):expand(B, H, Lq, Lk)
+  end
+  if o.attn_mask and o.attn_mask.dtype ~= "bool" then s = s + o.attn_mask:to(dt) end
+  local allowed = nil
+  local function both(m) allowed = allowed and allowed:logical_and(m) or m end
+  if inst.mask_graph then both(eval_dense(inst.mask_graph, env):ne(0):expand(B, H, Lq, Lk)) end
+  if o.attn_mask and o.attn_mask.dtype == "bool" then both(o.attn_mask:expand(B, H, Lq, Lk)) end
+  if o.key_padding_mask then both(o.key_padding_mask:logical_not():view(B, 1, 1, Lk):expand(B, H, Lq, Lk)) end
+  if o.causal then
+    both(env.K:le(env.Q):expand(B, H, Lq, Lk))
+  end
+  local sink = inst.sink_graph and eval_dense(inst.sink_graph, env):expand(B, H, Lq, 1) or nil
+  local dead = nil -- rows that see no key and have no sink
+  if allowed then
+    local blocked = allowed:logical_not()
+    if not sink then
+      dead = blocked:all(4):view(B, H, Lq, 1)
+      blocked = blocked:logical_and(dead:logical_not():expand(B, H, Lq, Lk))
+    end
+    s = s:masked_fill(blocked, -math.huge)
+  end
+  local p
+  if sink then
+    p = ember.cat({ s, sink }, 4):softmax(4):narrow(4, 1, Lk)
+  else
+    p = s:softmax(4)
+  end
+  if dead then p = p * dead:logical_not():to(dt) end
+  local w = p
+  if o.training and (o.dropout or 0) > 0 then p = ember.nn_dropout and ember.nn_dropout(p, o.dropout, true) or p end
+  local out = p:matmul(v)
+  if out_dtype == "bfloat16" then out, w = out:to("bfloat16"), w:to("bfloat16") end
+  return out, w:detach()
+end
+
+-- ---------------------------------------------------------------------
+-- Variants in files on the plugin path
+-- ---------------------------------------------------------------------
+
+--- Loads every `*.lua` file on the plugin path that returns a variant
+-- definition (a table with score, mask or sink), once; a file that fails is
+-- listed by ember.plugins() with the reason.
+-- @treturn number the variants defined
+function M.load_path()
+  local n = 0
+  local dirs = ember.plugin_search_path() or {}
+  if type(dirs) == "string" then
+    local list = {}
+    for d in dirs:gmatch("[^:]+") do list[#list + 1] = d end
+    dirs = list
+  end
+  for _, dir in ipairs(dirs) do
+    local p = io.popen('ls -1 "' .. dir:gsub('"', '\\"') .. '" 2>/dev/null')
+    local files = {}
+    if p then
+      for f in p:lines() do if f:match("%.lua$") then files[#files + 1] = f end end
+      p:close()
+    end
+    table.sort(files)
+    for _, f in ipairs(files) do
+      local path = dir .. "/" .. f
+      local chunk, err = loadfile(path)
+      local ok, def = false, err
+      if chunk then ok, def = pcall(chunk) end
+      if ok and type(def) == "table" and (def.score or def.mask or def.sink) then
+        if not registry[def.name] then
+          ok, err = pcall(M.define, def, path)
+          if ok then n = n + 1 else ember._reject_plugin(path, tostring(err)) end
+        end
+      elseif not ok then
+        ember._reject_plugin(path, tostring(def))
+      end
+    end
+  end
+  return n
+end
+
+-- ---------------------------------------------------------------------
+-- Installing: ember.attention_variant, symbol-aware helpers, lazy files
+-- ---------------------------------------------------------------------
+
+M.wrapped = {} -- wrapper -> the function it wraps (help() shows the original's entry)
+
+local HELPERS = { "where", "logical_and", "logical_or", "logical_not", "eq", "ne", "lt", "le", "gt", "ge",
+  "minimum", "maximum", "clamp", "abs", "exp", "log", "tanh", "floor", "ceil", "sqrt", "sigmoid", "sign" }
+
+--- Adds ember.attention_variant and lets ember.where, ember.tanh, ...
+-- take traced values; the `*.lua` variants on the plugin path are loaded
+-- the first time a variant is looked up or the plugins are listed.
+-- @tparam table core the ember module
+function M.install(core)
+  core.attention_variant = M.define
+  for _, name in ipairs(HELPERS) do
+    local orig, f = rawget(core, name), trace.F[name]
+    if f then
+      local w = function(...)
+        for i = 1, select("#", ...) do
+          if trace.is_sym((select(i, ...))) then return f(...) end
+        end
+        if not orig then errors.raise("ember.%s: expected traced values (inside an attention variant)", name) end
+        return orig(...)
+      end
+      M.wrapped[w] = orig
+      rawset(core, name, w)
+    end
+  end
+  local loaded = false
+  local function lazy(name)
+    local orig = rawget(core, name)
+    rawset(core, name, function(...)
+      if not loaded then
+        loaded = true
+        M.load_path()
+      end
+      return orig(...)
+    end)
+  end
+  lazy("plugins")
+  lazy("attention_variants")
+  lazy("_attention_core")
+end
+
+return M

@@ -1,0 +1,340 @@
+-- Attention variants written in Lua (ember.attention_variant, lua/ember/variant.lua):
+-- every shipped Lua variant (plugins/flex) on the fused CPU kernel against its
+-- composed reference (the same traced functions evaluated densely by core ops and
+-- autograd): out, dq, dk, dv and the tables' gradients to 1e-10 in float64, and
+-- within the documented bound in float32; float64 gradchecks of the fused route;
+-- the block map skips; bad input named at the user's line.
+local ember = require "ember"
+local nn = require "ember.nn"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+
+local function randn(shape, dtype)
+  return ember.randn(shape, { dtype = dtype or "float64" })
+end
+
+-- Runs att on q, k, v both ways; returns the largest difference of out and
+-- of every gradient (q, k, v and the module's parameters).
+local function fused_vs_composed(att, q, k, v, opts)
+  local ps = att:parameters()
+  local function run(kernel)
+    local o = {}
+    for a, b in pairs(opts or {}) do o[a] = b end
+    o.kernel = kernel
+    local qq, kk, vv = q:detach():requires_grad_(), k:detach():requires_grad_(), v:detach():requires_grad_()
+    for _, p in ipairs(ps) do p.grad = nil end
+    local before = ember.attention_routes()
+    local out = att(qq, kk, vv, o)
+    local after = ember.attention_routes()
+    local w = ember.randn(out.shape, { dtype = out.dtype })
+    ;(out:double() * w:double()):sum():backward()
+    local g = { out, qq.grad, kk.grad, vv.grad }
+    for _, p in ipairs(ps) do g[#g + 1] = p.grad and p.grad:clone() or ember.zeros_like(p) end
+    return g, after.fused - before.fused
+  end
+  ember.manual_seed(11)
+  local a, fused = run(nil)
+  ember.manual_seed(11)
+  local b = run("composed")
+  local err = 0
+  for i = 1, #a do
+    local d = (a[i]:double() - b[i]:double()):abs():max():item() / math.max(1, b[i]:double():abs():max():item())
+    err = math.max(err, d)
+  end
+  return err, fused
+end
+
+local function qkv(B, H, Lq, Lk, d, dtype)
+  return randn({ B, H, Lq, d }, dtype), randn({ B, H, Lk, d }, dtype), randn({ B, H, Lk, d }, dtype)
+end
+
+-- doc ids [B, L]: B rows of documents of the given lengths (repeated)
+local function doc_ids(B, L, lens)
+  local rows = {}
+  for b = 1, B do
+    local r, id, left, li = {}, 1, lens[1], 1
+    for i = 1, L do
+      if left == 0 then li = li % #lens + 1; left = lens[li]; id = id + 1 end
+      r[i] = id
+      left = left - 1
+    end
+    rows[b] = r
+  end
+  return ember.tensor(rows, { dtype = "int64" })
+end
+
+-- Each shipped variant with options, call options and per-call inputs.
+local function cases(B, L)
+  return {
+    { "softcap", { cap = 2.5 }, { causal = true } },
+    { "softcap", { cap = 0.7 }, {} },
+    { "document", {}, { causal = true }, { doc = doc_ids(B, L, { 37, 90, 11 }) } },
+    { "sliding_sinks", { window_left = 20, window_right = 5, sinks = 3 }, {} },
+    { "sliding_sinks", { window_left = 33, window_right = 0, sinks = 1 }, { causal = true } },
+    { "prefix_lm", {}, {}, { prefix = ember.tensor({ 17, 60 }, { dtype = "int64" }):narrow(1, 1, B) } },
+    { "sinks", {}, { causal = true } },
+    { "example_lua", { max_distance = 9 }, {} },
+    { "alibi_lua", {}, { causal = true } },
+    { "window_lua", { window_left = 16, window_right = 16 }, {} },
+  }
+end
+
+local function make(name, options, H, d, dtype)
+  local spec = { attention = name, heads = H, head_dim = d, dtype = dtype }
+  for k, v in pairs(options) do spec[k] = v end
+  local att = ember.Attention(spec)
+  -- nonzero tables so that their terms and gradients matter
+  for _, p in ipairs(att:parameters()) do ember.no_grad(function() p:copy_(ember.randn(p.shape, { dtype = p.dtype }) * 0.5) end) end
+  return att
+end
+
+describe("Lua attention variants: fused == composed", function()
+  for _, c in ipairs(cases(2, 150)) do
+    it(c[1] .. " in float64 to 1e-10, on the fused route", function()
+      local att = make(c[1], c[2], 2, 8, "float64")
+      local q, k, v = qkv(2, 2, 150, 150, 8)
+      local o = {}
+      for a, b in pairs(c[3]) do o[a] = b end
+      o.variant_inputs = c[4]
+      local err, fused = fused_vs_composed(att, q, k, v, o)
+      assert.are.equal(1, fused, "the call must take the fused kernel")
+      assert(err < 1e-10, ("%s: max difference %.3g"):format(c[1], err))
+    end)
+  end
+
+  for _, c in ipairs(cases(2, 150)) do
+    it(c[1] .. " in float32 within 2e-5 (relative to the largest value)", function()
+      local att = make(c[1], c[2], 2, 16, "float32")
+      local q, k, v = qkv(2, 2, 150, 150, 16, "float32")
+      local o = {}
+      for a, b in pairs(c[3]) do o[a] = b end
+      o.variant_inputs = c[4]
+      local err = fused_vs_composed(att, q, k, v, o)
+      assert(err < 2e-5, ("%s: float32 max difference %.3g"):format(c[1], err))
+    end)
+  end
+
+  it("cross-attention and a KV-cached step see bottom-right positions", function()
+    local att = make("sliding_sinks", { window_left = 7, window_right = 0, sinks = 2 }, 2, 8, "float64")
+    local q, k, v = qkv(1, 2, 90, 90, 8)
+    local full = att(q, k, v, { causal = true })
+    local last = att(q:narrow(3, 81, 10), k, v, { causal = true })
+    assert((full:narrow(3, 81, 10) - last):abs():max():item() < 1e-12)
+    local err = fused_vs_composed(att, q:narrow(3, 1, 30), k, v, {})
+    assert(err < 1e-10)
+  end)
+
+  it("under bfloat16 autocast the fused route stays close to float32", function()
+    local att = make("softcap", { cap = 3 }, 2, 16, "float32")
+    local q, k, v = qkv(2, 2, 64, 64, 16, "float32")
+    local ref = att(q, k, v, { causal = true })
+    local low = ember.autocast("bfloat16", function() return att(q, k, v, { causal = true }) end)
+    assert((low:float() - ref):abs():max():item() < 0.1)
+  end)
+end)
+
+describe("Lua attention variants: gradients", function()
+  for _, name in ipairs { "softcap", "example_lua", "sinks", "document" } do
+    it(name .. ": float64 gradcheck of the fused route (q, k, v and tables)", function()
+      ember.manual_seed(3)
+      local opts = name == "softcap" and { cap = 1.5 } or name == "example_lua" and { max_distance = 3 } or {}
+      local att = make(name, opts, 2, 4, "float64")
+      local q, k, v = qkv(1, 2, 9, 9, 4)
+      local inputs = name == "document" and { doc = doc_ids(1, 9, { 4, 5 }) } or nil
+      local ps = att:parameters()
+      local list = { q, k, v }
+      for _, p in ipairs(ps) do list[#list + 1] = p end
+      -- the tables are inputs too: the checker perturbs the module's own parameters in place
+      gradcheck.check(function(qq, kk, vv)
+        return att(qq, kk, vv, { causal = name ~= "document", variant_inputs = inputs })
+      end, list, { name = name })
+    end)
+  end
+
+  it("a learned table trains: its gradient is the composed one", function()
+    local att = make("example_lua", { max_distance = 4 }, 2, 8, "float64")
+    local q, k, v = qkv(2, 2, 40, 40, 8)
+    local err = fused_vs_composed(att, q, k, v, { causal = true })
+    assert(err < 1e-10)
+    local p = att:parameters()[1]
+    assert(p.grad and p.grad:abs():max():item() > 0, "the table got no gradient")
+  end)
+end)
+
+describe("Lua attention variants: the block map", function()
+  it("a document mask skips tiles across documents (same result, less time)", function()
+    local B, L = 1, 1024
+    local att = ember.Attention { attention = "document", heads = 2, head_dim = 16 }
+    local std = ember.Attention { attention = "standard", heads = 2, head_dim = 16 }
+    local q, k, v = qkv(B, 2, L, L, 16, "float32")
+    local ids = doc_ids(B, L, { 128 })
+    local function time(f)
+      f()
+      local t0 = os.clock()
+      for _ = 1, 3 do f() end
+      return os.clock() - t0
+    end
+    local td = time(function() return att(q, k, v, { variant_inputs = { doc = ids } }) end)
+    local ts = time(function() return std(q, k, v) end)
+    assert(td < ts, ("document mask %.3fs vs standard %.3fs: tiles were not skipped"):format(td, ts))
+  end)
+end)
+
+describe("Lua attention variants: the block map cache", function()
+  it("new document ids of the same shape get their own map (no stale cache)", function()
+    local att = ember.Attention { attention = "document", heads = 2, head_dim = 8, dtype = "float64" }
+    local q, k, v = qkv(1, 2, 96, 96, 8)
+    for _, lens in ipairs { { 16 }, { 48 }, { 16 }, { 5, 80, 11 } } do
+      local ids = doc_ids(1, 96, lens)
+      local a = att(q, k, v, { variant_inputs = { doc = ids } })
+      local b = att(q, k, v, { variant_inputs = { doc = ids }, kernel = "composed" })
+      assert((a - b):abs():max():item() < 1e-12, "documents of " .. table.concat(lens, ","))
+    end
+  end)
+end)
+
+describe("Lua attention variants: definitions and errors", function()
+  it("a variant defined at the prompt is listed and used by name from MultiHeadAttention", function()
+    ember.attention_variant { name = "spec_scaled", options = { { name = "t", type = "float", default = 2 } },
+      score = function(s, b, h, q, k, ctx) return s / ctx.options.t end }
+    local found = false
+    for _, v in ipairs(ember.attention_variants()) do if v.name == "spec_scaled" then found = true end end
+    assert(found)
+    local mha = nn.MultiHeadAttention(16, 2, { attention = "spec_scaled", t = 4 })
+    local y = mha(ember.randn(2, 5, 16))
+    assert.are.same({ 2, 5, 16 }, y.shape)
+  end)
+
+  it("per-call tensors reach the variant through MultiHeadAttention and the decoder layer, cached too", function()
+    ember.manual_seed(5)
+    local ids = doc_ids(2, 12, { 5, 7 })
+    local mha = nn.MultiHeadAttention(16, 2, { attention = "document" })
+    local x = ember.randn(2, 12, 16)
+    local y = mha(x, { variant_inputs = { doc = ids }, causal = true })
+    local first = mha(x:narrow(2, 1, 5), { variant_inputs = { doc = ids:narrow(2, 1, 5) }, causal = true })
+    assert((y:narrow(2, 1, 5) - first):abs():max():item() < 1e-5, "document 1 must not see document 2")
+    local layer = nn.TransformerDecoderLayer(16, 2, { dim_feedforward = 32, dropout = 0, cross = false, attention = "sliding_sinks",
+      attention_options = { window_left = 3, window_right = 0, sinks = 1 } }):eval()
+    local full = layer(x, nil, {})
+    local cache, steps = {}, {}
+    for t = 1, 12 do steps[t] = layer(x:narrow(2, t, 1), nil, { cache = cache }) end
+    local inc = ember.cat(steps, 2)
+    assert((full - inc):abs():max():item() < 1e-4, "cached decoding must equal the full pass")
+  end)
+
+  it("options are checked by the core", function()
+    local ok, err = pcall(ember.Attention, { attention = "softcap", heads = 1, head_dim = 4, cap = -1 })
+    assert.is_false(ok)
+    assert.matches("cap", tostring(err))
+    ok, err = pcall(ember.Attention, { attention = "softcap", heads = 1, head_dim = 4, nope = 1 })
+    assert.is_false(ok)
+    assert.matches("nope", tostring(err))
+  end)
+
+  local function def_error(def)
+    local ok, err = pcall(function()
+      ember.attention_variant(def)
+      return ember.Attention { attention = def.name, heads = 2, head_dim = 4 }
+    end)
+    assert.is_false(ok)
+    return tostring(err)
+  end
+
+  it("comparisons with < and == say what to write instead, at the user's line", function()
+    local err = def_error { name = "bad_lt", mask = function(b, h, q, k) return q < k end }
+    assert.matches("'<' cannot be traced", err)
+    assert.matches("attention_variant_spec.lua:%d+", err)
+    assert.matches("bad_lt", err)
+    err = def_error { name = "bad_eq", mask = function(b, h, q, k) if q == k then return 1 end return 0 end }
+    assert.matches("'==' cannot be traced", err)
+  end)
+
+  it("a captured tensor indexed with the wrong arity or a float is an error", function()
+    local err = def_error { name = "bad_arity",
+      params = function(o, d) return { { name = "t", tensor = ember.zeros(3, d.heads) } } end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.t[1] end }
+    assert.matches("index it fully", err)
+    err = def_error { name = "bad_arity2",
+      params = function(o, d) return { { name = "t", tensor = ember.zeros(3) } } end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.t[1][h] end }
+    assert.matches("too many indices", err)
+    err = def_error { name = "bad_float_index",
+      params = function(o, d) return { { name = "t", tensor = ember.zeros(3) } } end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.t[q / 2] end }
+    assert.matches("non%-integer", err)
+  end)
+
+  it("an unknown function, a string and a bad return are errors naming the variant", function()
+    local err = def_error { name = "bad_fn", score = function(s) return s:frobnicate() end }
+    assert.matches("no field 'frobnicate'", err)
+    err = def_error { name = "bad_ret", score = function(s) return "x" end }
+    assert.matches("bad_ret", err)
+    err = def_error { name = "bad_mask_s", mask = function(b, h, q, k) return nil end }
+    assert.matches("returned nothing", err)
+  end)
+
+  it("an index out of range at run time names the tensor and position; the process lives on", function()
+    ember.attention_variant { name = "oob", params = function(o, d) return { { name = "t", tensor = ember.zeros(4, d.heads) } } end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.t[ember.abs(q - k) + 1][h] end }
+    local att = ember.Attention { attention = "oob", heads = 2, head_dim = 4 }
+    local q, k, v = qkv(1, 2, 10, 10, 4, "float32")
+    local ok, err = pcall(att, q, k, v)
+    assert.is_false(ok)
+    assert.matches("out of range", tostring(err))
+    assert.matches("'t'", tostring(err))
+    local ok2 = pcall(att, q:narrow(3, 1, 3), k:narrow(3, 1, 3), v:narrow(3, 1, 3))
+    assert.is_true(ok2)
+  end)
+
+  it("a score that yields NaN is an error", function()
+    ember.attention_variant { name = "nan_score", score = function(s) return ember.log(s - 1e9) end }
+    local att = ember.Attention { attention = "nan_score", heads = 1, head_dim = 4 }
+    local q, k, v = qkv(1, 1, 8, 8, 4, "float32")
+    local ok, err = pcall(att, q, k, v)
+    assert.is_false(ok)
+    assert.matches("NaN", tostring(err))
+  end)
+
+  it("a missing or misshapen per-call tensor is an error naming it", function()
+    local att = ember.Attention { attention = "document", heads = 1, head_dim = 4 }
+    local q, k, v = qkv(1, 1, 8, 8, 4, "float32")
+    local ok, err = pcall(att, q, k, v)
+    assert.is_false(ok)
+    assert.matches("doc", tostring(err))
+    ok, err = pcall(att, q, k, v, { variant_inputs = { doc = ember.zeros(8, { dtype = "int64" }) } })
+    assert.is_false(ok)
+    assert.matches("indexes 'doc' with 2 indices", tostring(err))
+  end)
+
+  it("kernel = fused with need_weights is an error, not a silent composition", function()
+    local att = ember.Attention { attention = "standard", heads = 1, head_dim = 4, kernel = "fused" }
+    local q, k, v = qkv(1, 1, 8, 8, 4, "float32")
+    local ok, err = pcall(att, q, k, v, { need_weights = true })
+    assert.is_false(ok)
+    assert.matches("need_weights", tostring(err))
+    local mha = nn.MultiHeadAttention(8, 2, { kernel = "fused" })
+    ok, err = pcall(mha, ember.randn(1, 5, 8), { need_weights = true })
+    assert.is_false(ok)
+    assert.matches("need_weights", tostring(err))
+  end)
+
+  it("a broken variant file is listed with its reason", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    os.execute("mkdir -p " .. dir)
+    local f = io.open(dir .. "/broken_variant.lua", "w")
+    f:write("return {name = 'broken_variant', score = 3}")
+    f:close()
+    local variant = require "ember.variant"
+    local path = ember.plugin_search_path
+    ember.plugin_search_path = function() return { dir } end
+    variant.load_path()
+    ember.plugin_search_path = path
+    local found
+    for _, p in ipairs(ember.plugins()) do
+      if p.name == "broken_variant.lua" or (p.path or ""):match("broken_variant") then found = p end
+    end
+    os.execute("rm -rf " .. dir)
+    assert(found, "the broken file is not listed")
+    assert.matches("score must be a function", tostring(found.reason))
+  end)
+end)

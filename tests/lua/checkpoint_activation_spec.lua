@@ -1,0 +1,254 @@
+-- nn.checkpoint (lua/ember/nn/activation_checkpoint.lua): activation
+-- checkpointing. The gradients of a checkpointed model are bitwise those of
+-- the same model without checkpoints (dropout on, so the recompute must
+-- draw the same masks), the generator ends where the plain run leaves it,
+-- the activations are not kept (live bytes), fn really runs again in the
+-- backward, several outputs, non-tensor arguments, closures over
+-- parameters, nesting, autocast, no_grad, the backward hooks (one pass
+-- ends, not two), a float64 gradcheck, and errors
+-- at the caller's line. Also ember.get_rng_state / set_rng_state, which it
+-- is built on.
+local ember = require "ember"
+local nn = require "ember.nn"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+
+local F64 = { dtype = "float64" }
+
+local function raises_here(fn, want)
+  local ok, msg = pcall(fn)
+  assert.is_false(ok, "expected an error containing: " .. want)
+  assert(type(msg) == "string", "error is a " .. type(msg))
+  assert(msg:find("checkpoint_activation_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
+  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
+end
+
+local function bitwise_equal(a, b, what)
+  assert(a ~= nil and b ~= nil, what .. ": a gradient is missing")
+  assert.are.same(a.shape, b.shape, what .. " shape")
+  local d = (a:double() - b:double()):abs():max():item()
+  assert(d == 0, ("%s: differs by %.3g (must be bitwise equal)"):format(what, d))
+end
+
+-- A stack of Transformer encoder layers with dropout, and a head.
+local function make_model(seed)
+  ember.manual_seed(seed)
+  local layers = nn.ModuleList()
+  for _ = 1, 3 do
+    layers:append(nn.TransformerEncoderLayer(16, 2, { dim_feedforward = 32, dropout = 0.2, norm_first = true }))
+  end
+  local head = nn.Linear(16, 5)
+  return layers, head
+end
+
+-- loss, input gradient, parameter gradients and the next draw of the
+-- generator after one training step, with or without checkpoints.
+local function step(layers, head, x0, mask, use_ckpt)
+  ember.manual_seed(99)
+  local x = x0:detach():requires_grad_()
+  local h = x
+  for _, layer in ipairs(layers) do
+    if use_ckpt then
+      h = nn.checkpoint(layer, h, { key_padding_mask = mask })
+    else
+      h = layer(h, { key_padding_mask = mask })
+    end
+  end
+  local loss = head(h):tanh():sum()
+  loss:backward()
+  local grads = {}
+  for n, p in pairs(layers:named_parameters()) do grads["layers." .. n] = p.grad end
+  for n, p in pairs(head:named_parameters()) do grads["head." .. n] = p.grad end
+  local after = ember.rand(4)
+  layers:zero_grad()
+  head:zero_grad()
+  return loss, x.grad, grads, after
+end
+
+describe("ember.get_rng_state / set_rng_state", function()
+  it("replays the same draws and leaves the seed as it was", function()
+    ember.manual_seed(42)
+    local _ = ember.rand(5)
+    local s = ember.get_rng_state()
+    assert.are.equal(42, s.seed)
+    assert.are.equal("number", math.type(s.offset) and "number")
+    local a = ember.randn(7)
+    local d1 = ember.dropout(ember.ones(50), 0.5, true)
+    ember.set_rng_state(s)
+    local b = ember.randn(7)
+    local d2 = ember.dropout(ember.ones(50), 0.5, true)
+    bitwise_equal(a, b, "randn after set_rng_state")
+    bitwise_equal(d1, d2, "dropout after set_rng_state")
+    assert.are.equal(42, ember.initial_seed())
+    -- and it can fail: without setting it back the draws differ
+    assert.is_true((ember.randn(7) - a):abs():max():item() > 0)
+  end)
+
+  it("refuses what is not a state", function()
+    raises_here(function() ember.set_rng_state(3) end, "ember.set_rng_state: expected the table get_rng_state returns")
+    raises_here(function() ember.set_rng_state({ seed = 1 }) end, "ember.set_rng_state: state.offset must be an integer")
+  end)
+end)
+
+describe("nn.checkpoint", function()
+  it("gives bitwise the gradients of the run without checkpoints, dropout on", function()
+    local layers, head = make_model(7)
+    layers:train()
+    ember.manual_seed(5)
+    local x0 = ember.randn(2, 6, 16)
+    local mask = ember.tensor({ { false, false, false, false, false, false }, { false, false, false, false, true, true } })
+    local l1, gx1, g1, r1 = step(layers, head, x0, mask, false)
+    local l2, gx2, g2, r2 = step(layers, head, x0, mask, true)
+    bitwise_equal(l1, l2, "loss")
+    bitwise_equal(gx1, gx2, "input gradient")
+    local n = 0
+    for k, g in pairs(g1) do
+      n = n + 1
+      bitwise_equal(g, g2[k], "grad " .. k)
+    end
+    assert.is_true(n >= 3 * 12 + 2)
+    -- the generator continues where the plain run leaves it
+    bitwise_equal(r1, r2, "the next draw after the step")
+  end)
+
+  it("draws the same dropout mask in the recompute (the gradient is that mask)", function()
+    ember.manual_seed(3)
+    local x = ember.ones({ 400 }, F64):requires_grad_()
+    local calls = 0
+    local y = nn.checkpoint(function(a)
+      calls = calls + 1
+      return ember.dropout(a, 0.5, true)
+    end, x)
+    assert.are.equal(1, calls)
+    y:sum():backward()
+    assert.are.equal(2, calls) -- recomputed in the backward
+    -- dropout's gradient is its mask * 2: zero exactly where y is zero
+    bitwise_equal(x.grad, y:detach(), "gradient vs the forward's mask")
+    local kept = y:ne(0):double():sum():item()
+    assert.is_true(kept > 100 and kept < 300)
+  end)
+
+  it("does not keep fn's activations", function()
+    local d = 256
+    local mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+    local x = ember.randn(64, d):requires_grad_()
+    collectgarbage(); collectgarbage()
+    local base = ember.live_bytes()
+    local y_plain = mlp(x)
+    collectgarbage(); collectgarbage()
+    local plain = ember.live_bytes() - base
+    y_plain = nil -- luacheck: ignore
+    collectgarbage(); collectgarbage()
+    base = ember.live_bytes()
+    local y_ckpt = nn.checkpoint(mlp, x)
+    collectgarbage(); collectgarbage()
+    local ckpt = ember.live_bytes() - base
+    -- plain keeps 4 activations of [64, 1024] (and the output); checkpointed only the output
+    assert(ckpt < plain / 3, ("checkpointed forward keeps %d bytes, plain %d"):format(ckpt, plain))
+    y_ckpt:sum():backward()
+    assert.is_not_nil(mlp[1].weight.grad)
+  end)
+
+  it("returns several outputs as fn does, with their gradients", function()
+    local w = ember.randn({ 3, 3 }, F64):requires_grad_()
+    local function f(a) return a:matmul(w), (a * 2):sin():sum(2) end
+    local x = ember.randn({ 4, 3 }, F64):requires_grad_()
+    local p, q = f(x)
+    ;(p:sum() + (q * q):sum()):backward()
+    local gx, gw = x.grad, w.grad
+    x.grad, w.grad = nil, nil
+    local p2, q2 = nn.checkpoint(f, x)
+    assert.are.same(p.shape, p2.shape)
+    assert.are.same(q.shape, q2.shape)
+    ;(p2:sum() + (q2 * q2):sum()):backward()
+    bitwise_equal(gx, x.grad, "x")
+    bitwise_equal(gw, w.grad, "w")
+  end)
+
+  it("passes parameters' gradients when no argument requires grad", function()
+    local lin = nn.Linear(3, 2)
+    local y = nn.checkpoint(lin, ember.randn(4, 3))
+    assert.is_true(y.requires_grad)
+    y:sum():backward()
+    assert.is_not_nil(lin.weight.grad)
+    assert.is_not_nil(lin.bias.grad)
+    -- nothing to differentiate: the backward runs and gives nothing
+    local z = nn.checkpoint(function(a) return a * 2 end, ember.randn(3))
+    z:sum():backward()
+  end)
+
+  it("nests", function()
+    local a, b = nn.Linear(4, 4, F64), nn.Linear(4, 4, F64)
+    local x = ember.randn({ 2, 4 }, F64):requires_grad_()
+    local plain = b(a(x):tanh()):sum()
+    plain:backward()
+    local gx, ga = x.grad, a.weight.grad
+    x.grad = nil; a:zero_grad(); b:zero_grad()
+    local y = nn.checkpoint(function(h) return b(nn.checkpoint(function(u) return a(u):tanh() end, h)) end, x)
+    y:sum():backward()
+    bitwise_equal(gx, x.grad, "x")
+    bitwise_equal(ga, a.weight.grad, "inner weight")
+  end)
+
+  it("recomputes under the forward's autocast state", function()
+    local lin = nn.Linear(8, 8)
+    local x = ember.randn(4, 8)
+    local function run(ck)
+      lin:zero_grad()
+      local y = ember.autocast("bfloat16", function()
+        return ck and nn.checkpoint(lin, x) or lin(x)
+      end)
+      assert.are.equal("bfloat16", y.dtype)
+      y:float():sum():backward() -- outside autocast
+      return lin.weight.grad
+    end
+    bitwise_equal(run(false), run(true), "weight gradient under autocast")
+  end)
+
+  it("is fn(...) itself under no_grad", function()
+    local calls = 0
+    local x = ember.randn(3):requires_grad_()
+    local y = ember.no_grad(function()
+      return nn.checkpoint(function(a) calls = calls + 1; return a * 2 end, x)
+    end)
+    assert.are.equal(1, calls)
+    assert.is_false(y.requires_grad)
+  end)
+
+  it("ends one backward pass for the hooks (what DistributedDataParallel runs on)", function()
+    -- the recompute's backward runs inside the outer one; only the outer may
+    -- run the backward-end hooks, and a parameter's ready hook sees its final gradient
+    local a, b = nn.Linear(4, 4, F64), nn.Linear(4, 1, F64)
+    local ends, ready = 0, {}
+    local h1 = ember.register_backward_end_hook(function() ends = ends + 1 end)
+    local h2 = a.weight:register_grad_ready_hook(function(t) ready[#ready + 1] = t.grad:clone() end)
+    local ok, err = pcall(function()
+      local x = ember.randn({ 3, 4 }, F64):requires_grad_()
+      local y = b(nn.checkpoint(function(u) return nn.checkpoint(a, u):tanh() end, x))
+      y:sum():backward()
+    end)
+    h1.remove()
+    h2.remove()
+    assert(ok, err)
+    assert.are.equal(1, ends)
+    assert.are.equal(1, #ready)
+    bitwise_equal(ready[1], a.weight.grad, "the gradient the ready hook saw")
+  end)
+
+  it("float64 gradcheck through a checkpointed function", function()
+    ember.manual_seed(1)
+    gradcheck.check(function(x, w)
+      return nn.checkpoint(function(a) return a:matmul(w):tanh() * a:sum(2, true) end, x)
+    end, { ember.randn({ 3, 4 }, F64), ember.randn({ 4, 2 }, F64) }, { name = "checkpoint" })
+  end)
+
+  it("errors name nn.checkpoint at the caller's line", function()
+    raises_here(function() local _ = nn.checkpoint(3, ember.ones(2)) end,
+      "nn.checkpoint: fn must be a function or a module, got number")
+    local x = ember.ones(2):requires_grad_()
+    raises_here(function() local _ = nn.checkpoint(function() return 1 end, x) end,
+      "nn.checkpoint: fn's result 1 is a number; fn must return tensors only")
+    raises_here(function() local _ = nn.checkpoint(function(a) return a, a:double() end, x) end,
+      "nn.checkpoint: fn's results must share one dtype and device")
+    raises_here(function() local _ = nn.checkpoint(function() end, x) end, "nn.checkpoint: fn returned nothing")
+  end)
+end)
