@@ -1,7 +1,7 @@
--- kernels.lua -- ember's own CPU kernels (not the products): elementwise,
--- unary, reductions, softmax, layer_norm, cross entropy and the AdamW
--- step on float32, each timed alone at a size that stays in L2 and at one
--- that streams from memory; GB/s counts each tensor read or written once.
+-- kernels.lua -- ember's own CPU kernels (not the products): add, relu,
+-- exp, GELU, sum, softmax, layer_norm and cross entropy (forward) on
+-- float32, each timed alone at a size that stays in L2 and at one that
+-- streams from memory; GB/s counts each tensor read or written once.
 -- Prints the instruction set each group runs (ember.cpu_info().float32's
 -- "kernels:"); run it under builds with and without an AVX-512 clone to see
 -- whether one pays (backends/cpu/README.md has the table).
@@ -30,6 +30,10 @@ for _, n in ipairs({ 64 * 1024, 8 * 1024 * 1024 }) do
   case("add " .. tag, function()
     local a, b = ember.randn(n), ember.randn(n)
     return function() return a + b end, 3 * n * 4
+  end)
+  case("relu " .. tag, function()
+    local a = ember.randn(n)
+    return function() return a:relu() end, 2 * n * 4
   end)
   case("exp " .. tag, function()
     local a = ember.randn(n)
