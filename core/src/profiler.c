@@ -198,10 +198,10 @@ static void field(const char *line, const char *key, char *out, size_t n) {
   snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - p) : strlen(p)), p);
 }
 
-/* "avx512f (softmax, ...), avx2 (casts, ...), x86-64 (...)" -> "avx512f,
-** avx2 or x86-64 by kernel": the groups' instruction sets without their
-** lists, which the backend alone knows (ember.cpu_info() prints them);
-** a line without groups ("avx2") stays as it is. */
+/* "avx512f (softmax, ...), avx2 (casts, ...), x86-64 (...)[, more]" ->
+** "avx512f, avx2, x86-64 by kernel[, more]": the groups' instruction sets
+** without their lists, which the backend alone knows (ember.cpu_info()
+** prints them); a line without groups ("avx2") stays as it is. */
 static void kernels_isas(char *s, size_t size) {
   if (!strchr(s, '(')) return;
   char isas[120] = "", rest[120] = "";
