@@ -13,7 +13,10 @@
 -- each autograd node is a span ("matmul backward") around its kernels, so
 -- self time is a span's time less its children's. The recording lives in
 -- core/src/profiler.c; when no profile runs, an op pays one branch.
--- Only one profile runs at a time.
+-- Only one profile runs at a time. Recording costs about 0.07 us per span
+-- (a tiny op 0.59 -> 0.67 us on one Zen 4 core); the seed classifier's
+-- training step makes about 240 spans in 60-110 ms, so well under 1%
+-- (`ember scripts/bench/precision.lua --profile` measures it per case).
 local core = require "ember.core"
 
 local M = {}
