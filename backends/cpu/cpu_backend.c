@@ -277,12 +277,31 @@ static void cpu_set_num_threads(int n) {
 
 static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
-/* What multiplies dtype dt (and what our own loops were built for); the
-** lines with OpenBLAS products end with "; blas: " and cpu_blas_info. */
+/* The instruction set our own loops run here, by group: the loops marked
+** CPU_VECTOR_CLONES_512 pick their AVX-512 build on a CPU with AVX-512F,
+** those marked CPU_VECTOR_CLONES their AVX2 one, and the unary ops'
+** forward loops are built for the baseline only (GCC's ifunc resolver
+** picks each clone by cpuid, as __builtin_cpu_supports does). Keep the
+** groups in step with those markers. */
+static const char *cpu_own_isa(char *buf, size_t n) {
+  const char *v256 = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
+  const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f" : v256;
+  if (v512 == v256)
+    snprintf(buf, n, "%s (x86-64 for the unary ops but GELU)", v256);
+  else
+    snprintf(buf, n, "%s (softmax, layer norm, cross entropy, binary ops, sums, GELU, attention "
+             "rows, optimizers), %s (casts, dropout, unary derivatives), x86-64 (other unary ops)",
+             v512, v256);
+  return buf;
+}
+
+/* What multiplies dtype dt (and what our own loops run); the lines with
+** OpenBLAS products end with "; blas: " and cpu_blas_info. */
 static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   em_status s = check_device("kernel_info", device);
   if (s) return s;
-  const char *own = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
+  char own[256];
+  cpu_own_isa(own, sizeof own);
   char impl[96] = "", blas[320];
   cpu_blas_info(blas, sizeof blas);
   switch (dt) {

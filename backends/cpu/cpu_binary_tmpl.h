@@ -46,7 +46,7 @@ static inline uint8_t FN(op_le)(T x, T y, binary_ctx *c) { (void)c; return LD(x)
 static inline uint8_t FN(op_gt)(T x, T y, binary_ctx *c) { (void)c; return LD(x) > LD(y); }
 static inline uint8_t FN(op_ge)(T x, T y, binary_ctx *c) { (void)c; return LD(x) >= LD(y); }
 
-CPU_VECTOR_CLONES static void FN(binary)(char **p, const int64_t *s, int64_t n, void *vctx) {
+CPU_VECTOR_CLONES_512 static void FN(binary)(char **p, const int64_t *s, int64_t n, void *vctx) {
   binary_ctx *c = vctx;
   switch (c->op) {
     case EM_ADD: FN(bin_run)(p, s, n, FN(op_add), c); return;

@@ -10,6 +10,7 @@
 ** the kept rows, or sum) is the core's business.
 */
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 
 #include <tgmath.h>
 
@@ -35,15 +36,20 @@ static em_status check_args(const char *kernel, em_dtype dt, const int64_t *targ
   return EM_OK;
 }
 
+/* EXP_T as in cpu_softmax_norm.c: cpu_exp_f32 for float32 rows. */
 #define T float
 #define SUF f32
+#define EXP_T cpu_exp_f32
 #include "cpu_loss_tmpl.h"
+#undef EXP_T
 #undef T
 #undef SUF
 
 #define T double
 #define SUF f64
+#define EXP_T exp
 #include "cpu_loss_tmpl.h"
+#undef EXP_T
 #undef T
 #undef SUF
 

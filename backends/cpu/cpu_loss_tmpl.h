@@ -1,23 +1,26 @@
 /*
 ** cpu_loss_tmpl.h -- cross entropy forward and backward for one float
 ** type; included by cpu_loss.c with T (float or double) and SUF set.
-** Row sums accumulate in double; <tgmath.h> picks expf for float.
+** Row sums accumulate in double; EXP_T is the exponential for T (set by
+** cpu_loss.c).
 */
 
 #define FN(name) CPU_CAT(name, SUF)
+
+/* One row's logsumexp and sum (a function of its own, so that it runs
+** the machine's vector clone: a loop written inside CPU_FOR does not). */
+CPU_VECTOR_CLONES_512 static double FN(ce_lse_row)(const T *x, int64_t classes, double *sumx_out) {
+  const T mx = CPU_CAT(cpu_max, SUF)(x, classes);
+  *sumx_out = CPU_CAT(cpu_sum, SUF)(x, classes);
+  return (double)mx + log(CPU_CAT(cpu_sum_exp, SUF)(x, classes, mx));
+}
 
 static void FN(ce_forward)(T *L, T *LSE, const T *X, const int64_t *target, int64_t rows,
                            int64_t classes, int64_t ignore_index, double smoothing) {
   CPU_FOR(rows * classes > CPU_PAR_MIN, r, rows,
     const T *x = X + r * classes;
-    T mx = -INFINITY;
-    for (int64_t c = 0; c < classes; c++) mx = x[c] > mx ? x[c] : mx;
-    double sum = 0, sumx = 0;
-    for (int64_t c = 0; c < classes; c++) {
-      sum += (double)exp(x[c] - mx);
-      sumx += (double)x[c];
-    }
-    const double l = (double)mx + log(sum);
+    double sumx;
+    const double l = FN(ce_lse_row)(x, classes, &sumx);
     if (LSE) LSE[r] = (T)l;
     const int64_t t = target[r];
     if (t == ignore_index) {
@@ -27,6 +30,11 @@ static void FN(ce_forward)(T *L, T *LSE, const T *X, const int64_t *target, int6
     double v = (1 - smoothing) * (l - (double)x[t]);
     if (smoothing > 0) v += smoothing * (l - sumx / (double)classes);
     L[r] = (T)v;);
+}
+
+CPU_VECTOR_CLONES_512 static void FN(ce_grad_row)(T *g, const T *x, int64_t classes, T d, T l,
+                                                  T uni) {
+  for (int64_t c = 0; c < classes; c++) g[c] = d * (EXP_T(x[c] - l) - uni);
 }
 
 /* d loss / d x[c] = softmax(x)[c] - eps / C - (1 - eps) * [c == target] */
@@ -42,9 +50,8 @@ static void FN(ce_backward)(T *G, const T *DL, const T *X, const T *LSE, const i
       for (int64_t c = 0; c < classes; c++) g[c] = 0;
       continue;
     }
-    const T d = DL[r], l = LSE[r];
-    for (int64_t c = 0; c < classes; c++) g[c] = d * (exp(x[c] - l) - uni);
-    g[t] -= d * hit;);
+    FN(ce_grad_row)(g, x, classes, DL[r], LSE[r], uni);
+    g[t] -= DL[r] * hit;);
 }
 
 #undef FN

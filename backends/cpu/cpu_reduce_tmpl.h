@@ -12,7 +12,7 @@
 /* Sum of x[0..n), n <= 2048, in sixteen running sums added in a fixed
 ** order: the loop vectorises, with the same bits in every clone (four
 ** scalar chains ran at a fifth of memory speed). */
-CPU_VECTOR_CLONES static ACC FN(sum_block)(const T *restrict x, int64_t n) {
+CPU_VECTOR_CLONES_512 static ACC FN(sum_block)(const T *restrict x, int64_t n) {
   ACC s[16] = {0};
   int64_t j = 0;
   for (; j + 16 <= n; j += 16)
@@ -35,7 +35,7 @@ static ACC FN(sum_range)(const T *x, int64_t n) {
 #if IS_FLOAT
 /* Sum of squared deviations from `mean` over x[0..n), n <= 2048, in eight
 ** running sums (as sum_block). */
-CPU_VECTOR_CLONES static double FN(sqdev_block)(const T *restrict x, int64_t n, double mean) {
+CPU_VECTOR_CLONES_512 static double FN(sqdev_block)(const T *restrict x, int64_t n, double mean) {
   double s[8] = {0};
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)

@@ -7,21 +7,28 @@
 ** cpu_softmax_norm_tmpl.h, written once for float and double.
 */
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 
 #include <tgmath.h>
 
-
+/* EXP_T: float32 rows use cpu_exp_f32 (within 2 ulp of expf), which
+** vectorises; libm's expf is a call per element, and a softmax row spent
+** nearly all its time there. float64 keeps libm's exp. */
 #define T float
 #define SUF f32
+#define EXP_T cpu_exp_f32
 #include "cpu_softmax_norm_tmpl.h"
 #undef T
 #undef SUF
+#undef EXP_T
 
 #define T double
 #define SUF f64
+#define EXP_T exp
 #include "cpu_softmax_norm_tmpl.h"
 #undef T
 #undef SUF
+#undef EXP_T
 
 static em_status check_rows(const char *kernel, em_dtype dt, int64_t rows, int64_t n) {
   if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)

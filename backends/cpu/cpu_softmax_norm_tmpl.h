@@ -2,27 +2,23 @@
 ** cpu_softmax_norm_tmpl.h -- softmax and layer norm for one float type;
 ** included by cpu_softmax_norm.c with T (float or double) and SUF set.
 ** Each kernel is a function of one row, run over the rows by CPU_FOR.
-** Row sums accumulate in double; <tgmath.h> picks expf for float.
+** Row sums accumulate in double; EXP_T is the exponential for T (set by
+** cpu_softmax_norm.c).
 */
 
 #define FN(name) CPU_CAT(name, SUF)
 
-CPU_VECTOR_CLONES static void FN(softmax_row)(T *yr, const T *xr, int64_t n, bool log_) {
+CPU_VECTOR_CLONES_512 static void FN(softmax_row)(T *yr, const T *xr, int64_t n, bool log_) {
   /* subtracting the row max keeps exp() from overflowing */
-  T mx = -INFINITY;
-  for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
-  double sum = 0;
+  const T mx = CPU_CAT(cpu_max, SUF)(xr, n);
   if (log_) {
-    for (int64_t j = 0; j < n; j++) sum += (double)exp(xr[j] - mx);
+    const double sum = CPU_CAT(cpu_sum_exp, SUF)(xr, n, mx);
     const T shift = mx + (T)log(sum); /* logsumexp of the row */
     for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - shift;
   } else {
-    for (int64_t j = 0; j < n; j++) {
-      T e = exp(xr[j] - mx);
-      yr[j] = e;
-      sum += (double)e;
-    }
-    const T inv = (T)(1.0 / sum);
+    /* the exponentials first (a loop that vectorises), then their sum in order */
+    for (int64_t j = 0; j < n; j++) yr[j] = EXP_T(xr[j] - mx);
+    const T inv = (T)(1.0 / CPU_CAT(cpu_sum, SUF)(yr, n));
     for (int64_t j = 0; j < n; j++) yr[j] *= inv;
   }
 }
@@ -33,12 +29,12 @@ static void FN(softmax)(T *out, const T *x, int64_t rows, int64_t n, bool log_) 
 
 /* softmax:     gx = y * (gy - sum(gy * y))
 ** log_softmax: gx = gy - exp(y) * sum(gy) */
-static void FN(softmax_backward_row)(T *d, const T *g, const T *yr, int64_t n, bool log_) {
+CPU_VECTOR_CLONES_512 static void FN(softmax_backward_row)(T *d, const T *g, const T *yr, int64_t n, bool log_) {
   double sum = 0;
   if (log_) {
     for (int64_t j = 0; j < n; j++) sum += (double)g[j];
     const T s = (T)sum;
-    for (int64_t j = 0; j < n; j++) d[j] = g[j] - exp(yr[j]) * s;
+    for (int64_t j = 0; j < n; j++) d[j] = g[j] - EXP_T(yr[j]) * s;
   } else {
     for (int64_t j = 0; j < n; j++) sum += (double)g[j] * (double)yr[j];
     const T s = (T)sum;
@@ -52,16 +48,11 @@ static void FN(softmax_backward)(T *gx, const T *gy, const T *y, int64_t rows, i
           FN(softmax_backward_row)(gx + r * n, gy + r * n, y + r * n, n, log_););
 }
 
-CPU_VECTOR_CLONES static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr,
+CPU_VECTOR_CLONES_512 static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr,
                                                  const T *w, const T *b, int64_t n, double eps) {
-  double sum = 0;
-  for (int64_t j = 0; j < n; j++) sum += (double)xr[j];
-  const double mu = sum / (double)n;
-  double m2 = 0; /* two passes: the variance never goes negative */
-  for (int64_t j = 0; j < n; j++) {
-    double d = (double)xr[j] - mu;
-    m2 += d * d;
-  }
+  const double mu = CPU_CAT(cpu_sum, SUF)(xr, n) / (double)n;
+  /* two passes: the variance never goes negative */
+  const double m2 = CPU_CAT(cpu_sqdev, SUF)(xr, n, mu);
   const double rs = 1.0 / sqrt(m2 / (double)n + eps);
   if (mean) *mean = (T)mu;
   if (rstd) *rstd = (T)rs;
@@ -85,16 +76,26 @@ static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const
 
 /* With xhat = (x - mean) * rstd and g = dy * w:
 **   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) */
-CPU_VECTOR_CLONES static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu,
+CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu,
                                                     T rs, const T *w, int64_t n) {
+  /* both sums in the lanes of cpu_sum (cpu_vmath.h): one order on every clone */
+  double asg[CPU_LANES] = {0}, asgx[CPU_LANES] = {0};
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) {
+      const T g = w ? dyr[j + k] * w[j + k] : dyr[j + k];
+      asg[k] += (double)g;
+      asgx[k] += (double)g * (double)((xr[j + k] - mu) * rs);
+    }
   double sg = 0, sgx = 0;
-  for (int64_t j = 0; j < n; j++) {
-    T g = w ? dyr[j] * w[j] : dyr[j];
+  for (int k = 0; k < CPU_LANES; k++) sg += asg[k], sgx += asgx[k];
+  for (; j < n; j++) {
+    const T g = w ? dyr[j] * w[j] : dyr[j];
     sg += (double)g;
     sgx += (double)g * (double)((xr[j] - mu) * rs);
   }
   const T a = (T)(sg / (double)n), c = (T)(sgx / (double)n);
-  for (int64_t j = 0; j < n; j++) {
+  for (j = 0; j < n; j++) {
     T g = w ? dyr[j] * w[j] : dyr[j];
     dxr[j] = rs * (g - a - (xr[j] - mu) * rs * c);
   }

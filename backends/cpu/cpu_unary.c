@@ -100,12 +100,12 @@ static inline float gelu_one_ab_f32(float x, float a, float b) {
   return gelu_one_f32(x);
 }
 
-CPU_VECTOR_CLONES static void gelu_f32(float *y, const float *x, int64_t n) {
+CPU_VECTOR_CLONES_512 static void gelu_f32(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = gelu_one_f32(x[i]);
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-CPU_VECTOR_CLONES static void gelu_grad_f32(float *gx, const float *gy,
+CPU_VECTOR_CLONES_512 static void gelu_grad_f32(float *gx, const float *gy,
                                             const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     const float v = x[i];

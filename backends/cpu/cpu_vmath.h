@@ -58,4 +58,122 @@ static inline float cpu_erfc_pos_f32(float z) {
   return t * cpu_exp_f32(p - z * z);
 }
 
+/* Row reductions that vectorise and still give one answer on every ISA
+** clone and thread count: CPU_LANES interleaved partials (lane k takes
+** elements k, k + CPU_LANES, ...), written out so that GCC maps them to
+** vector registers without reassociating anything, then combined in a
+** fixed order, the tail last. A single running sum in double was the
+** bottleneck of a softmax row (4 cycles of add latency per element). The
+** maximum is exact in any order. */
+#define CPU_LANES 16
+/* Always inlined, so that each runs the vector build of the clone that
+** calls it (GCC kept cpu_sum_exp_f32 out of line: a baseline call). */
+#define CPU_VMATH_INLINE static inline __attribute__((always_inline))
+
+CPU_VMATH_INLINE double cpu_sum_f32(const float *x, int64_t n) {
+  double acc[CPU_LANES] = {0};
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) acc[k] += (double)x[j + k];
+  double sum = 0;
+  for (int k = 0; k < CPU_LANES; k++) sum += acc[k];
+  for (; j < n; j++) sum += (double)x[j];
+  return sum;
+}
+
+CPU_VMATH_INLINE double cpu_sum_f64(const double *x, int64_t n) {
+  double acc[CPU_LANES] = {0};
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) acc[k] += x[j + k];
+  double sum = 0;
+  for (int k = 0; k < CPU_LANES; k++) sum += acc[k];
+  for (; j < n; j++) sum += x[j];
+  return sum;
+}
+
+/* sum of (x[j] - mu)^2 in double, in the lanes of cpu_sum_f32 (layer
+** norm's second pass). */
+CPU_VMATH_INLINE double cpu_sqdev_f32(const float *x, int64_t n, double mu) {
+  double acc[CPU_LANES] = {0};
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) {
+      const double d = (double)x[j + k] - mu;
+      acc[k] += d * d;
+    }
+  double sum = 0;
+  for (int k = 0; k < CPU_LANES; k++) sum += acc[k];
+  for (; j < n; j++) sum += ((double)x[j] - mu) * ((double)x[j] - mu);
+  return sum;
+}
+
+CPU_VMATH_INLINE double cpu_sqdev_f64(const double *x, int64_t n, double mu) {
+  double acc[CPU_LANES] = {0};
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) {
+      const double d = x[j + k] - mu;
+      acc[k] += d * d;
+    }
+  double sum = 0;
+  for (int k = 0; k < CPU_LANES; k++) sum += acc[k];
+  for (; j < n; j++) sum += (x[j] - mu) * (x[j] - mu);
+  return sum;
+}
+
+/* The largest element (-inf for n = 0); NaNs are skipped, as the plain
+** loop `m = x > m ? x : m` skips them. */
+CPU_VMATH_INLINE float cpu_max_f32(const float *x, int64_t n) {
+  float acc[CPU_LANES];
+  for (int k = 0; k < CPU_LANES; k++) acc[k] = -__builtin_inff();
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
+  float m = -__builtin_inff();
+  for (int k = 0; k < CPU_LANES; k++) m = acc[k] > m ? acc[k] : m;
+  for (; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+CPU_VMATH_INLINE double cpu_max_f64(const double *x, int64_t n) {
+  double acc[CPU_LANES];
+  for (int k = 0; k < CPU_LANES; k++) acc[k] = -__builtin_inf();
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) acc[k] = x[j + k] > acc[k] ? x[j + k] : acc[k];
+  double m = -__builtin_inf();
+  for (int k = 0; k < CPU_LANES; k++) m = acc[k] > m ? acc[k] : m;
+  for (; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+/* sum over j of e^(x[j] - mx), in double, for softmax and cross-entropy
+** rows that have no output row to hold the exponentials: a chunk at a
+** time into a buffer (a loop that vectorises), each chunk summed by
+** cpu_sum_f32. */
+#define CPU_EXP_CHUNK 256
+CPU_VMATH_INLINE double cpu_sum_exp_f32(const float *x, int64_t n, float mx) {
+  float buf[CPU_EXP_CHUNK];
+  double sum = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += CPU_EXP_CHUNK) {
+    const int64_t m = n - j0 < CPU_EXP_CHUNK ? n - j0 : CPU_EXP_CHUNK;
+    for (int64_t j = 0; j < m; j++) buf[j] = cpu_exp_f32(x[j0 + j] - mx);
+    sum += cpu_sum_f32(buf, m);
+  }
+  return sum;
+}
+
+/* The float64 twin: libm's exp, which has no vector form here. */
+CPU_VMATH_INLINE double cpu_sum_exp_f64(const double *x, int64_t n, double mx) {
+  double buf[CPU_EXP_CHUNK];
+  double sum = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += CPU_EXP_CHUNK) {
+    const int64_t m = n - j0 < CPU_EXP_CHUNK ? n - j0 : CPU_EXP_CHUNK;
+    for (int64_t j = 0; j < m; j++) buf[j] = __builtin_exp(x[j0 + j] - mx);
+    sum += cpu_sum_f64(buf, m);
+  }
+  return sum;
+}
+
 #endif

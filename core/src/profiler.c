@@ -198,6 +198,34 @@ static void field(const char *line, const char *key, char *out, size_t n) {
   snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - p) : strlen(p)), p);
 }
 
+/* "avx512f (softmax, ...), avx2 (casts, ...), x86-64 (...)[, more]" ->
+** "avx512f, avx2, x86-64 by kernel[, more]": the groups' instruction sets
+** without their lists, which the backend alone knows (ember.cpu_info()
+** prints them); a line without groups ("avx2") stays as it is. */
+static void kernels_isas(char *s, size_t size) {
+  if (!strchr(s, '(')) return;
+  char isas[120] = "", rest[120] = "";
+  int n = 0, depth = 0;
+  const char *tok = s;
+  for (const char *p = s;; p++) {
+    if (*p == '(' && depth++ == 0) { /* tok .. p is a group's ISA */
+      while (*tok == ' ' || *tok == ',') tok++;
+      const char *e = p;
+      while (e > tok && e[-1] == ' ') e--;
+      size_t k = strlen(isas);
+      snprintf(isas + k, sizeof isas - k, "%s%.*s", n++ ? ", " : "", (int)(e - tok), tok);
+    } else if (*p == ')' && depth > 0) {
+      depth--;
+    } else if (depth == 0 && (*p == ',' || !*p)) {
+      while (*tok == ' ' || *tok == ',') tok++;
+      if (p > tok && tok[0] != '(' && !strchr(tok, '(')) snprintf(rest, sizeof rest, ", %.*s", (int)(p - tok), tok);
+      tok = p + 1;
+    }
+    if (!*p) break;
+  }
+  snprintf(s, size, "%s by kernel%s", isas, rest);
+}
+
 /* kernel_info's line for each dtype, split into what the wrappers name:
 ** gemm ("gemm: ...", the rule's parenthesis when it has one, and the BLAS
 ** core when OpenBLAS takes part), attention ("attention: ...", bfloat16's
@@ -207,7 +235,7 @@ static void field(const char *line, const char *key, char *out, size_t n) {
 ** primitive per dtype. */
 static void impl_fill(int slot, const em_backend *be) {
   for (int dt = 0; dt < EM_NDTYPES; dt++) {
-    char line[1024] = "", gemm[400], blas[160], own[120];
+    char line[1024] = "", gemm[400], blas[160], own[400];
     char(*impl)[256] = prof_impl[slot][dt];
     for (int k = 0; k < IMPL_N; k++) impl[k][0] = '\0';
     if (!be->kernel_info || be->kernel_info(0, (em_dtype)dt, line, sizeof line) != EM_OK) continue;
@@ -226,7 +254,8 @@ static void impl_fill(int slot, const em_backend *be) {
     if (!impl[IMPL_ATTN][0] && core)
       snprintf(impl[IMPL_ATTN], sizeof impl[IMPL_ATTN], "tiles on openblas core %.39s", cname);
     field(line, "kernels: ", own, sizeof own);
-    if (own[0]) snprintf(impl[IMPL_KERN], sizeof impl[IMPL_KERN], "kernels: %s", own);
+    kernels_isas(own, sizeof own);
+    if (own[0]) snprintf(impl[IMPL_KERN], sizeof impl[IMPL_KERN], "kernels: %.240s", own);
   }
 }
 

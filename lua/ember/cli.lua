@@ -385,7 +385,7 @@ end
 -- schedule (M.CALIBRATION) it keeps the faster and says what it measured
 -- and chose through `report`. conf (all optional, for tests and
 -- ember.distributed): `clock` (seconds), `report` (a function of the
--- line; print), `sum` (a function of (fp32, bf16) returning them summed
+-- line; progress.above, which clears a bar being drawn), `sum` (a function of (fp32, bf16) returning them summed
 -- over the ranks, so that every rank keeps the same), and the fields of
 -- M.CALIBRATION.
 -- @tparam[opt] table conf
@@ -395,7 +395,8 @@ function M.precision_calibration(conf)
   local c = setmetatable({
     warmup = conf.warmup or M.CALIBRATION.warmup, steps = conf.steps or M.CALIBRATION.steps,
     margin = conf.margin or M.CALIBRATION.margin, clock = conf.clock or require("ember").clock,
-    report = conf.report or print, sum = conf.sum, times = {fp32 = {}, bf16 = {}}, schedule = {}, i = 0,
+    report = conf.report or require("ember.progress").above, sum = conf.sum,
+    times = {fp32 = {}, bf16 = {}}, schedule = {}, i = 0,
   }, Calibration)
   for k = 1, c.warmup + c.steps do
     for _, p in ipairs({"fp32", "bf16"}) do c.schedule[#c.schedule + 1] = {precision = p, timed = k > c.warmup} end

@@ -127,6 +127,22 @@ function M:print(text)
   end
 end
 
+--- Prints a line of text where a bar may be drawing (one with no bar at
+-- hand: `cli`'s precision calibration): on a terminal the bar's line is
+-- cleared first, and the bar redraws at its next update; under mpirun
+-- only rank 0 prints, as bars do.
+-- @string text
+function M.above(text)
+  local dist = package.loaded["ember.distributed"]
+  if dist ~= nil and dist.is_initialized() and dist.rank() ~= 0 then return end
+  if term_is_tty() then
+    io.write("\r\27[K", text, "\n")
+    io.flush()
+  else
+    print(text)
+  end
+end
+
 --- Draws the final state and ends the line.
 function M:finish()
   if self.silent then return M.now() - self.start end

@@ -96,6 +96,23 @@ describe("ember.cli", function()
     assert.are.equal("fp32", c.choice)
   end)
 
+  it("reports through progress.above, a plain line when output is not a terminal", function()
+    local lines, real_print = {}, _G.print
+    _G.print = function(l) lines[#lines + 1] = l end
+    local ok, err = pcall(function()
+      local t = 0
+      local c = cli.precision_calibration{clock = function() return t end}
+      for _ = 1, 12 do
+        local p = c:next()
+        t = t + (p == "bf16" and 0.010 or 0.020)
+      end
+    end)
+    _G.print = real_print
+    assert(ok, err)
+    assert.are.equal(1, #lines)
+    assert.truthy(lines[1]:find("^precision: bf16 %(%-%-precision auto measured"), lines[1])
+  end)
+
   it("the warm-up steps are not timed, and each step is timed from one call to the next", function()
     -- a slow first step in each precision (primitives being built) must not count
     local t = 0
