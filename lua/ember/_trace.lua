@@ -169,6 +169,9 @@ function M.mul(a, b)
 end
 function M.div(a, b)
   if is_const(b, 1) then return a end
+  -- by a constant: a product (a division is several times its cost in the
+  -- kernel's row loops; the two differ by an ulp at most)
+  if b.op == "CONST" and b.value ~= 0 and a.op ~= "CONST" then return M.mul(a, const(1 / b.value)) end
   return node("DIV", { a, b })
 end
 
