@@ -152,7 +152,9 @@ awk 'FNR == NR && $1 == "sdpa" { f[$2 " " $3] = $4; b[$2 " " $3] = $5; next }
 echo
 echo "declared variants, fused kernels, B=1 H=16 d=64 non-causal (ms per call; ratio of fwd+bwd to standard)"
 echo "  window = 256+256 sliding, blocks = 64 with 1 neighbour + 64 global tokens, t5 = 32 buckets,"
-echo "  shaw = key and value tables clipped at 16 (table gradients included in bwd)"
+echo "  shaw = key and value tables clipped at 16 (table gradients included in bwd);"
+echo "  traced programs (variants written in Lua): softcap = 50 tanh(s/50) with its gradient,"
+echo "  document = 8 equal documents (doc[b][q] == doc[b][k]) with its block map"
 printf '%-9s %6s %-9s %10s %10s %10s %8s\n' dtype L variant fwd bwd f+b ratio
 awk '$1 == "variant" && $4 == "standard" { std[$2 " " $3] = $5 + $6 }
      $1 == "variant" { line[++n] = $0 }

@@ -12,6 +12,10 @@
 **   a 256 + 256 window, blocks of 64 with one neighbour and 64 global
 **   tokens; biases: ALiBi, a T5 table of 32 buckets, Shaw with key and
 **   value tables clipped at 16, their gradients included) at L = 1K, 4K.
+**   And two traced variants (ember_expr.h programs, as the Lua variants
+**   plugins/flex/softcap.lua and document.lua lower to): softcap (cap 50,
+**   with its score gradient program) and a document mask of 8 equal
+**   documents with its block map (tiles across documents skipped).
 ** Output lines are "matmul DTYPE N EMBER_TFLOPS CUBLAS_TFLOPS",
 ** "attention DTYPE L FWD_MS BWD_MS" and "variant DTYPE L NAME FWD_MS
 ** BWD_MS", for the script to tabulate. Exit 77 when the plugin refuses to
@@ -27,6 +31,7 @@
 
 #include "ember_attention.h"
 #include "ember_backend.h"
+#include "ember_expr.h"
 #include "ember_plugin.h"
 
 static const em_backend *be;
@@ -155,8 +160,37 @@ static void *dev_copy(const void *host, size_t bytes) {
 
 /* The declared variants: the kernel arguments expanded from an
 ** em_attn_decl with the core's functions, as core/src/attention_sdpa.c does. */
-enum { V_STANDARD, V_WINDOW, V_BLOCKS, V_ALIBI, V_T5, V_SHAW, V_COUNT };
-static const char *const VARIANT_NAME[V_COUNT] = {"standard", "window", "blocks", "alibi", "t5", "shaw"};
+enum { V_STANDARD, V_WINDOW, V_BLOCKS, V_ALIBI, V_T5, V_SHAW, V_SOFTCAP, V_DOCUMENT, V_COUNT };
+static const char *const VARIANT_NAME[V_COUNT] = {"standard", "window", "blocks", "alibi", "t5", "shaw",
+                                                  "softcap", "document"};
+
+/* One instruction of a traced program (unused operands -1). */
+static em_xins xi(int op, int cap, int a0, int a1, double k) {
+  em_xins x = {op, cap, {a0, a1, -1, -1}, k};
+  return x;
+}
+
+/* softcap = 50 * tanh(s / 50): the score program (out[0]) and its gradient
+** program (out[0] the score, out[1] d/ds = 1 - tanh^2); or the document
+** mask doc[b][q] == doc[b][k] (capture 0, int64 [B, L]). */
+static em_status traced_programs(int kind, em_expr **score, em_expr **grad, em_expr **mask) {
+  *score = *grad = *mask = NULL;
+  if (kind == V_SOFTCAP) {
+    const em_xins ins[9] = {xi(EM_XOP_S, 0, -1, -1, 0),      xi(EM_XOP_CONST, 0, -1, -1, 1.0 / 50),
+                            xi(EM_XOP_MUL, 0, 0, 1, 0),      xi(EM_XOP_TANH, 0, 2, -1, 0),
+                            xi(EM_XOP_CONST, 0, -1, -1, 50), xi(EM_XOP_MUL, 0, 4, 3, 0),
+                            xi(EM_XOP_MUL, 0, 3, 3, 0),      xi(EM_XOP_CONST, 0, -1, -1, 1),
+                            xi(EM_XOP_SUB, 0, 7, 6, 0)};
+    const int32_t out_s[1] = {5}, out_g[2] = {5, 8};
+    em_status s = em_expr_new(score, 6, ins, 1, out_s, 0, NULL, 0, NULL);
+    return s ? s : em_expr_new(grad, 9, ins, 2, out_g, 0, NULL, 0, NULL);
+  }
+  const em_xins ins[6] = {xi(EM_XOP_B, 0, -1, -1, 0), xi(EM_XOP_Q, 0, -1, -1, 0), xi(EM_XOP_LOAD, 0, 0, 1, 0),
+                          xi(EM_XOP_K, 0, -1, -1, 0), xi(EM_XOP_LOAD, 0, 0, 3, 0), xi(EM_XOP_EQ, 0, 2, 4, 0)};
+  const int32_t out_m[1] = {5};
+  const int ndim[1] = {2};
+  return em_expr_new(mask, 6, ins, 1, out_m, 0, NULL, 1, ndim);
+}
 
 static int bench_variant(em_dtype dt, int64_t L, int kind) {
   const int64_t B = 1, H = 16, d = 64, n = B * H * L * d, nr = 2 * L - 1;
@@ -210,6 +244,31 @@ static int bench_variant(em_dtype dt, int64_t L, int kind) {
     a.d_rel_k = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
     a.d_rel_v = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
   }
+  /* traced variants: the programs, and for the document mask the ids and
+  ** the block map (16-position cells; documents of L/8 positions are whole
+  ** cells, so a cell is full inside a document and empty across two) */
+  em_expr *xs = NULL, *xg = NULL, *xm = NULL;
+  em_xcap xcap[1];
+  em_status ps = kind == V_SOFTCAP || kind == V_DOCUMENT ? traced_programs(kind, &xs, &xg, &xm) : EM_OK;
+  bad |= ps != EM_OK;
+  a.score_mod = xs, a.score_grad = xg, a.mask_mod = xm;
+  if (kind == V_DOCUMENT && !ps) {
+    const int64_t g = 16, nc = (L + g - 1) / g;
+    int64_t *ids = malloc((size_t)L * sizeof *ids);
+    uint8_t *map = malloc((size_t)(nc * nc));
+    for (int64_t p = 0; ids && p < L; p++) ids[p] = p * 8 / L + 1;
+    for (int64_t iq = 0; ids && map && iq < nc; iq++)
+      for (int64_t jk = 0; jk < nc; jk++)
+        map[iq * nc + jk] = ids[iq * g] == ids[jk * g] ? EM_XTILE_FULL : EM_XTILE_EMPTY;
+    memset(xcap, 0, sizeof xcap);
+    xcap[0].data = ids ? KEEP(dev_copy(ids, (size_t)L * sizeof *ids), (size_t)L * sizeof *ids) : NULL;
+    xcap[0].dtype = EM_I64, xcap[0].ndim = 2, xcap[0].shape[0] = 1, xcap[0].shape[1] = L, xcap[0].name = "doc";
+    a.n_caps = 1, a.caps = xcap;
+    a.block_map = map ? KEEP(dev_copy(map, (size_t)(nc * nc)), (size_t)(nc * nc)) : NULL;
+    a.map_grain = g, a.map_nq = nc, a.map_nk = nc, a.map_sb = 0, a.map_sh = 0;
+    bad |= !ids || !map;
+    free(ids), free(map);
+  }
 #undef KEEP
   a.mask_kind = (int)dc.mask.kind;
   a.win_left = dc.mask.left, a.win_right = dc.mask.right;
@@ -232,6 +291,7 @@ static int bench_variant(em_dtype dt, int64_t L, int kind) {
   }
   for (int i = 0; i < nb; i++)
     if (buf[i]) be->free(0, buf[i], len[i]);
+  em_expr_free(xs), em_expr_free(xg), em_expr_free(xm);
   if (s) {
     printf("# variant %s %lld %s failed: %s\n", em_dtype_name(dt), (long long)L, VARIANT_NAME[kind],
            em_error_message());
