@@ -602,10 +602,23 @@ static em_status att_xupload(emc_device *d, const char *kernel, const em_attenti
   return EM_OK;
 }
 
+/* Can the programs fail: does one load from a capture, or is there a
+** score program (whose NaN is an error)? Only then do the kernels' callers
+** wait for the device to read the error record. */
+static bool att_xcan_fail(const em_attention_args *a) {
+  const em_expr *progs[ATT_XPROGS] = {a->score_mod, a->score_grad, a->mask_mod, a->sink, a->sink_grad};
+  if (a->score_mod || a->score_grad) return true;
+  for (int k = 0; k < ATT_XPROGS; k++)
+    for (int i = 0; progs[k] && i < progs[k]->n; i++)
+      if (progs[k]->ins[i].op == EM_XOP_LOAD) return true;
+  return false;
+}
+
 /* After the kernels: the programs' first failure, if any, as the error (this
-** waits for the device). */
+** waits for the device, when a program can fail). */
 static em_status att_xreport(emc_device *d, const char *kernel, const em_attention_args *a,
                              const AttXDev *dev) {
+  if (!att_xcan_fail(a)) return EM_OK;
   AttXErr e;
   em_status s = emc_copy_d2h(d->index, &e, &dev->err, sizeof e);
   if (s || !e.kind) return s;
