@@ -14,6 +14,11 @@
 ** the end, for bfloat16). Inside a block the score tile is key-major: the
 ** thread (tx, ty) owns keys ty + 16a and queries tx + 16b.
 **
+** Traced variants (XP instances, cuda_attention.cuh): dS is multiplied by
+** the score gradient program's d/ds, its d/d(load) terms go into the
+** learned captures' gradients by atomicAdd, and a kernel after the
+** backward adds the sinks' share per row.
+**
 ** Declared terms: query tiles the block mask hides from the block's keys
 ** are skipped; Shaw's key term is q . (k + rel_k[row]) in S and dQ, its
 ** value term dO . (v + rel_v[row]) in dP, and the tables' gradients are

@@ -14,6 +14,8 @@
 ** query of the tile are skipped. Declared biases are added per score from
 ** the tile's diagonal vectors; Shaw's key term adds rel_k (staged per tile
 ** diagonal) to the key in q . k, its value term rel_v to the value in P V.
+** A traced variant's programs (XP instances) change each visible score,
+** hide keys and start each row with its sink logit (cuda_attention.cuh).
 ** Inputs may be bfloat16; everything is computed in float. See
 ** cuda_attention.cuh for the thread layout, the mask rule and the layout
 ** of the declared terms.
