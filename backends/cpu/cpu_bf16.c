@@ -20,13 +20,13 @@
 /* The conversions of elements [lo, hi), as vector clones (CPU_FOR_RANGES). */
 CPU_VECTOR_CLONES static void widen_range(float *restrict f, const uint16_t *restrict h, int64_t lo,
                                           int64_t hi) {
-  for (int64_t i = lo; i < hi; i++) f[i] = cpu_bf16_to_f32(h[i]);
+  for (int64_t i = lo; i < hi; i++) f[i] = em_bf16_to_f32(h[i]);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ROUND_AVX512 1
-/* cpu_f32_to_bf16 on 16 lanes: the same integer rounding, so the same bits
+/* em_f32_to_bf16 on 16 lanes: the same integer rounding, so the same bits
 ** (not vcvtneps2bf16, which flushes denormals). GCC vectorises the scalar
 ** loop only to 256 bits and packs 32 -> 16 bits in four steps there; this
 ** is one vpmovdw, half the time of a cast. */
@@ -49,7 +49,7 @@ __attribute__((target("avx512f"))) static void round_avx512(uint16_t *restrict h
 
 CPU_VECTOR_CLONES static void round_plain(uint16_t *restrict h, const float *restrict f,
                                           int64_t n) {
-  for (int64_t i = 0; i < n; i++) h[i] = cpu_f32_to_bf16(f[i]);
+  for (int64_t i = 0; i < n; i++) h[i] = em_f32_to_bf16(f[i]);
 }
 
 void cpu_bf16_round(uint16_t *dst, const float *src, int64_t n) {

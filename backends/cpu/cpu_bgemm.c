@@ -73,7 +73,7 @@ const char *cpu_bgemm_path(void) {
 static inline uint16_t bg_elem(const void *X, bool bf16, bool trans, int64_t ld, int64_t i,
                                int64_t p) {
   const int64_t at = trans ? p * ld + i : i * ld + p;
-  return bf16 ? ((const uint16_t *)X)[at] : cpu_f32_to_bf16(((const float *)X)[at]);
+  return bf16 ? ((const uint16_t *)X)[at] : em_f32_to_bf16(((const float *)X)[at]);
 }
 
 #if BG_HAVE_X86
@@ -85,7 +85,7 @@ BG_TARGET static void bg_cvt_row(uint16_t *dst, const float *src, int64_t n) {
   int64_t x = 0;
   for (; x + 16 <= n; x += 16)
     _mm256_storeu_si256((__m256i *)(dst + x), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + x)));
-  for (; x < n; x++) dst[x] = cpu_f32_to_bf16(src[x]);
+  for (; x < n; x++) dst[x] = em_f32_to_bf16(src[x]);
 }
 
 /* op(A) rows [i0, i0+mc) x k [p0, p0+kc) as pairs (k 2p, 2p+1): pair p of
@@ -253,10 +253,10 @@ static void bg_pack_f32(float *dst, const void *X, bool bf, int64_t ld, int64_t 
     float *d = dst + r * nc;
     if (bf) {
       const uint16_t *src = (const uint16_t *)X + (r0 + r) * ld + c0;
-      for (int64_t c = 0; c < nc; c++) d[c] = cpu_bf16_to_f32(src[c]);
+      for (int64_t c = 0; c < nc; c++) d[c] = em_bf16_to_f32(src[c]);
     } else {
       const float *src = (const float *)X + (r0 + r) * ld + c0;
-      for (int64_t c = 0; c < nc; c++) d[c] = cpu_bf16_to_f32(cpu_f32_to_bf16(src[c]));
+      for (int64_t c = 0; c < nc; c++) d[c] = em_bf16_to_f32(em_f32_to_bf16(src[c]));
     }
   }
 }

@@ -23,12 +23,12 @@
 typedef struct copy_ctx { em_dtype src, dst; } copy_ctx;
 
 static inline int64_t f32_to_i64(float x) { return cpu_f64_to_i64((double)x); }
-static inline float bf16_f32(uint16_t h) { return cpu_bf16_to_f32(h); }
-static inline double bf16_f64(uint16_t h) { return (double)cpu_bf16_to_f32(h); }
-static inline int64_t bf16_i64(uint16_t h) { return cpu_f64_to_i64(cpu_bf16_to_f32(h)); }
-static inline uint8_t bf16_bool(uint16_t h) { return (uint8_t)(cpu_bf16_to_f32(h) != 0.0f); }
-static inline uint16_t f64_bf16(double x) { return cpu_f32_to_bf16((float)x); }
-static inline uint16_t i64_bf16(int64_t x) { return cpu_f32_to_bf16((float)x); }
+static inline float bf16_f32(uint16_t h) { return em_bf16_to_f32(h); }
+static inline double bf16_f64(uint16_t h) { return (double)em_bf16_to_f32(h); }
+static inline int64_t bf16_i64(uint16_t h) { return cpu_f64_to_i64(em_bf16_to_f32(h)); }
+static inline uint8_t bf16_bool(uint16_t h) { return (uint8_t)(em_bf16_to_f32(h) != 0.0f); }
+static inline uint16_t f64_bf16(double x) { return em_f32_to_bf16((float)x); }
+static inline uint16_t i64_bf16(int64_t x) { return em_f32_to_bf16((float)x); }
 static inline uint16_t u8_bf16(uint8_t x) { return x ? 0x3f80 : 0; } /* 1.0 or 0.0 */
 static inline int64_t u8_i64(uint8_t x) { return x != 0; }
 static inline float u8_f32(uint8_t x) { return x != 0; }
@@ -133,7 +133,7 @@ static inline double u8_f64(uint8_t x) { return x != 0; }
 
 #define TS float
 #define TD uint16_t
-#define CONV cpu_f32_to_bf16
+#define CONV em_f32_to_bf16
 #define NAME cast_f32_bf16
 #include "cpu_cast_tmpl.h"
 
@@ -270,7 +270,7 @@ em_status cpu_fill(int device, const em_kview *dst, double value) {
     }
     case EM_BOOL: { uint8_t b = value != 0; memcpy(&c.bits, &b, 1); fn = fill_loop_8; break; }
     case EM_BF16: {
-      uint16_t h = cpu_f32_to_bf16((float)value);
+      uint16_t h = em_f32_to_bf16((float)value);
       memcpy(&c.bits, &h, 2);
       fn = fill_loop_16;
       break;
@@ -321,8 +321,8 @@ typedef struct binary_ctx {
 /* bfloat16 computes in float: one rounding per result */
 #define T uint16_t
 #define ACC float
-#define LD(x) cpu_bf16_to_f32(x)
-#define ST(x) cpu_f32_to_bf16(x)
+#define LD(x) em_bf16_to_f32(x)
+#define ST(x) em_f32_to_bf16(x)
 #define SUF bf16
 #define FLOAT_POW powf
 #include "cpu_binary_tmpl.h"

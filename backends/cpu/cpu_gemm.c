@@ -82,7 +82,7 @@ static void bf16_scale_c(int64_t m, int64_t n, double beta, void *c, int64_t ldc
     for (int64_t r = 0; r < m; r++)
       for (int64_t j = 0; j < n; j++) {
         uint16_t *x = C + i * stride_c + r * ldc + j;
-        *x = beta == 0 ? 0 : cpu_f32_to_bf16((float)beta * cpu_bf16_to_f32(*x));
+        *x = beta == 0 ? 0 : em_f32_to_bf16((float)beta * em_bf16_to_f32(*x));
       }
 }
 

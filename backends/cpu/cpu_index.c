@@ -81,7 +81,7 @@ static inline int64_t plus_i64(int64_t x, int64_t y) {
 
 /* bfloat16 adds in float, one rounding per add */
 static inline uint16_t plus_bf16(uint16_t x, uint16_t y) {
-  return cpu_f32_to_bf16(cpu_bf16_to_f32(x) + cpu_bf16_to_f32(y));
+  return em_f32_to_bf16(em_bf16_to_f32(x) + em_bf16_to_f32(y));
 }
 #define T uint16_t
 #define SUF bf16

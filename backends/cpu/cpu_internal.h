@@ -8,6 +8,7 @@
 
 #include "ember.h"
 #include "ember_backend.h"
+#include "ember_bf16.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -84,21 +85,11 @@ size_t cpu_dtype_size(em_dtype dt);
 /* EM_ERR_DTYPE "kernel: dtype X is not supported (supported: list)". */
 em_status cpu_bad_dtype(const char *kernel, em_dtype dt, const char *supported);
 
-static inline float cpu_bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Round to nearest even, as PyTorch; NaN stays a (quiet) NaN. A select,
-** not a branch, so that loops of it vectorise (casts, gradient rounding). */
-static inline uint16_t cpu_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
-  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-}
+/* bfloat16 <-> float32: the rule of ember_bf16.h. The cpu_ spellings are
+** what cpu_attention.c (under rewrite elsewhere) still calls; new code
+** calls em_bf16_to_f32 / em_f32_to_bf16. */
+#define cpu_bf16_to_f32 em_bf16_to_f32
+#define cpu_f32_to_bf16 em_f32_to_bf16
 
 /* double -> int64 without undefined behaviour: truncates toward zero,
 ** saturates out-of-range values, NaN gives 0. */
@@ -200,7 +191,7 @@ void cpu_scratch_free(void *p, size_t nbytes);
 /* n values converted, over the thread team when it pays. */
 void cpu_bf16_widen(float *dst, const uint16_t *src, int64_t n);
 void cpu_bf16_narrow(uint16_t *dst, const float *src, int64_t n);
-/* dst[i] = cpu_f32_to_bf16(src[i]) for i < n, on the calling thread (AVX-512
+/* dst[i] = em_f32_to_bf16(src[i]) for i < n, on the calling thread (AVX-512
 ** where the CPU has it). */
 void cpu_bf16_round(uint16_t *dst, const float *src, int64_t n);
 em_status cpu_reduce_bf16(em_reduce_op op, void *out, int64_t *idx, const void *in,

@@ -42,8 +42,8 @@
 /* bfloat16 parameters and moments, updated in double, rounded once */
 #define T uint16_t
 #define SUF bf16
-#define LD(x) ((double)cpu_bf16_to_f32(x))
-#define ST(d) cpu_f32_to_bf16((float)(d))
+#define LD(x) ((double)em_bf16_to_f32(x))
+#define ST(d) em_f32_to_bf16((float)(d))
 #include "cpu_optim_tmpl.h"
 #undef T
 #undef SUF

@@ -145,8 +145,8 @@ enum { DROP_BLOCK = 512 }; /* elements per keep[] block on the stack */
 #undef LD
 #undef ST
 
-#define LD(v) cpu_bf16_to_f32(v)
-#define ST(a) cpu_f32_to_bf16(a)
+#define LD(v) em_bf16_to_f32(v)
+#define ST(a) em_f32_to_bf16(a)
 #define T uint16_t
 #define A float
 #define SUF bf16

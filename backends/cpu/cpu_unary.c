@@ -1,9 +1,9 @@
 /*
 ** cpu_unary.c -- unary elementwise ops and their derivatives.
 **
-** <tgmath.h> makes exp(x) call expf for a float x, so each op is written
-** once for T = float and T = double. Constants go through K() so that a
-** float expression stays in float.
+** The element rules are core/include/ember_unary_rules.h's (shared with
+** the CUDA kernels); cpu_unary_tmpl.h runs them for each dtype. Exact
+** GELU in float32 has its own vectorisable loop here.
 */
 #include "cpu_internal.h"
 #include "cpu_vmath.h"
@@ -11,10 +11,22 @@
 #include <stdio.h>
 #include <tgmath.h>
 
-#define SQRT1_2 0.70710678118654752440     /* 1/sqrt(2) */
-#define SQRT_2_PI 0.79788456080286535588   /* sqrt(2/pi) */
-#define INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2*pi) */
-#define GELU_KAPPA 0.044715
+/* The math of ember_unary_rules.h: type-generic, so the float copy of a
+** rule calls expf and the double copy exp. nearbyint rounds halves to
+** even in the default mode and, unlike rint, raises no inexact flag. */
+#define m_exp exp
+#define m_log log
+#define m_sqrt sqrt
+#define m_fabs fabs
+#define m_tanh tanh
+#define m_erf erf
+#define m_pow pow
+#define m_sin sin
+#define m_cos cos
+#define m_floor floor
+#define m_ceil ceil
+#define m_rint nearbyint
+#define m_trunc trunc
 
 static const char *unary_name(em_unary_op op) { return em_kernel_unary_name(op); }
 
@@ -50,8 +62,8 @@ typedef struct unary_ctx {
 /* bfloat16 computes in float: one rounding per result */
 #define T uint16_t
 #define ACC float
-#define LD(x) cpu_bf16_to_f32(x)
-#define ST(x) cpu_f32_to_bf16(x)
+#define LD(x) em_bf16_to_f32(x)
+#define ST(x) em_f32_to_bf16(x)
 #define SUF bf16
 #define IS_FLOAT 1
 #include "cpu_unary_tmpl.h"
@@ -90,7 +102,7 @@ static void unary_bf16(char **p, const int64_t *s, int64_t n, void *vctx) {
 ** 1 + erf(x/sqrt2) = erfc(|x|/sqrt2) keeps the left tail's relative
 ** accuracy that 1 + erff(x) loses to cancellation. */
 static inline float gelu_one_f32(float x) {
-  const float e = cpu_erfc_pos_f32(fabsf(x) * (float)SQRT1_2);
+  const float e = cpu_erfc_pos_f32(fabsf(x) * (float)EM_SQRT1_2);
   const float one_plus_erf = x < 0.0f ? e : 2.0f - e;
   return 0.5f * x * one_plus_erf;
 }
@@ -109,9 +121,9 @@ CPU_VECTOR_CLONES_512 static void gelu_grad_f32(float *gx, const float *gy,
                                             const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     const float v = x[i];
-    const float e = cpu_erfc_pos_f32(fabsf(v) * (float)SQRT1_2);
+    const float e = cpu_erfc_pos_f32(fabsf(v) * (float)EM_SQRT1_2);
     const float cdf = 0.5f * (v < 0.0f ? e : 2.0f - e);
-    const float pdf = (float)INV_SQRT_2PI * cpu_exp_f32(-0.5f * v * v);
+    const float pdf = (float)EM_INV_SQRT_2PI * cpu_exp_f32(-0.5f * v * v);
     gx[i] = gy[i] * (cdf + v * pdf);
   }
 }

@@ -3,9 +3,10 @@
 ** included by cpu_unary.c with T (the element type), SUF, and IS_FLOAT 1
 ** for float types, which get the ops and derivatives. Those compute in
 ** ACC, with LD(x) / ST(v) taking an element to ACC and back (identities
-** for float and double; bfloat16 computes in float). <tgmath.h> makes
-** exp(x) call expf for a float x; K() keeps a constant in ACC, so that a
-** float expression stays in float.
+** for float and double; bfloat16 computes in float). The element rules
+** themselves are core/include/ember_unary_rules.h's, which the CUDA
+** kernels share; K() keeps a constant in ACC, so that a float expression
+** stays in float.
 **
 ** Runs are written once over an op function and always inlined into the
 ** dispatcher, where the op is a constant, so each case becomes a plain
@@ -36,48 +37,9 @@ static inline __attribute__((always_inline)) void FN(un_run)(char **p, const int
 
 #if IS_FLOAT
 
-/* The op and derivative functions share one signature, so most ignore
-** some parameters. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-
-/* Numerically stable logistic function. */
-static inline ACC FN(sigmoid)(ACC x) { return x >= 0 ? K(1) / (K(1) + exp(-x)) : exp(x) / (K(1) + exp(x)); }
-
-/* The ops, f(x, a, b) with a = alpha and b = beta (unused by most). */
-static inline ACC FN(u_neg)(ACC x, ACC a, ACC b) { return -x; }
-static inline ACC FN(u_exp)(ACC x, ACC a, ACC b) { return exp(x); }
-static inline ACC FN(u_log)(ACC x, ACC a, ACC b) { return log(x); }
-static inline ACC FN(u_sqrt)(ACC x, ACC a, ACC b) { return sqrt(x); }
-static inline ACC FN(u_rsqrt)(ACC x, ACC a, ACC b) { return K(1) / sqrt(x); }
-static inline ACC FN(u_abs)(ACC x, ACC a, ACC b) { return fabs(x); }
-static inline ACC FN(u_tanh)(ACC x, ACC a, ACC b) { return tanh(x); }
-static inline ACC FN(u_sigmoid)(ACC x, ACC a, ACC b) { return FN(sigmoid)(x); }
-/* NaN passes */
-static inline ACC FN(u_relu)(ACC x, ACC a, ACC b) { return x < 0 ? K(0) : x; }
-static inline ACC FN(u_gelu)(ACC x, ACC a, ACC b) {
-  return K(0.5) * x * (K(1) + erf(x * K(SQRT1_2)));
-}
-static inline ACC FN(u_gelu_tanh)(ACC x, ACC a, ACC b) {
-  return K(0.5) * x * (K(1) + tanh(K(SQRT_2_PI) * (x + K(GELU_KAPPA) * x * x * x)));
-}
-static inline ACC FN(u_elu)(ACC x, ACC a, ACC b) { return x > 0 ? x : a * (exp(x) - K(1)); }
-static inline ACC FN(u_clamp)(ACC x, ACC a, ACC b) { return x < a ? a : (x > b ? b : x); }
-static inline ACC FN(u_square)(ACC x, ACC a, ACC b) { return x * x; }
-static inline ACC FN(u_ident)(ACC x, ACC a, ACC b) { return x; }
-static inline ACC FN(u_pow)(ACC x, ACC a, ACC b) { return pow(x, a); }
-static inline ACC FN(u_affine)(ACC x, ACC a, ACC b) { return a * x + b; }
-static inline ACC FN(u_silu)(ACC x, ACC a, ACC b) { return x * FN(sigmoid)(x); }
-static inline ACC FN(u_sin)(ACC x, ACC a, ACC b) { return sin(x); }
-static inline ACC FN(u_cos)(ACC x, ACC a, ACC b) { return cos(x); }
-static inline ACC FN(u_floor)(ACC x, ACC a, ACC b) { return floor(x); }
-static inline ACC FN(u_ceil)(ACC x, ACC a, ACC b) { return ceil(x); }
-/* nearbyint in the default rounding mode: halves to even, as torch.round */
-static inline ACC FN(u_round)(ACC x, ACC a, ACC b) { return nearbyint(x); }
-static inline ACC FN(u_trunc)(ACC x, ACC a, ACC b) { return trunc(x); }
-static inline ACC FN(u_sign)(ACC x, ACC a, ACC b) { return (ACC)((x > 0) - (x < 0)); }
-
-#pragma GCC diagnostic pop
+/* The ops' and derivatives' element rules, shared with the CUDA kernels;
+** cpu_unary.c maps m_exp ... to <tgmath.h>'s type-generic functions. */
+#include "ember_unary_rules.h"
 
 static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx *c) {
   const ACC a = (ACC)c->alpha, b = (ACC)c->beta;
@@ -113,9 +75,9 @@ static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx
   }
 }
 
-/* ---- derivatives: gx = f(g, x, y, a, b), PyTorch's formulas
-** (torch/csrc/autograd/FunctionsManual.cpp); all arrays contiguous, x or
-** y NULL when the op does not read it. */
+/* ---- derivatives: gx = f(g, x, y, a, b) (the d_ rules of
+** ember_unary_rules.h); all arrays contiguous, x or y NULL when the op
+** does not read it. */
 
 static inline __attribute__((always_inline)) void FN(grad_run)(
     int64_t lo, int64_t hi, T *GX, const T *GY, const T *X, const T *Y,
@@ -126,68 +88,6 @@ static inline __attribute__((always_inline)) void FN(grad_run)(
     GX[i] = ST(f(LD(GY[i]), x, y, a, b));
   }
 }
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-
-static inline ACC FN(gelu_tanh_grad)(ACC x) {
-  ACC inner = K(SQRT_2_PI) * (x + K(GELU_KAPPA) * x * x * x);
-  ACC t = tanh(inner);
-  return K(0.5) * (K(1) + t) +
-         K(0.5) * x * (K(1) - t * t) * K(SQRT_2_PI) * (K(1) + K(3 * GELU_KAPPA) * x * x);
-}
-
-static inline ACC FN(silu_grad)(ACC x) {
-  ACC sg = FN(sigmoid)(x);
-  return sg * (K(1) + x * (K(1) - sg));
-}
-
-static inline ACC FN(d_neg)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g; }
-static inline ACC FN(d_exp)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * y; }
-static inline ACC FN(d_log)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / x; }
-static inline ACC FN(d_sqrt)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g / (K(2) * y);
-}
-static inline ACC FN(d_rsqrt)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return K(-0.5) * g * y * y * y;
-}
-static inline ACC FN(d_abs)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return x > 0 ? g : (x < 0 ? -g : K(0));
-}
-static inline ACC FN(d_tanh)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g * (K(1) - y * y);
-}
-static inline ACC FN(d_sigmoid)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g * y * (K(1) - y);
-}
-static inline ACC FN(d_relu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return x > 0 ? g : K(0);
-}
-static inline ACC FN(d_gelu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g * (K(0.5) * (K(1) + erf(x * K(SQRT1_2))) +
-              x * K(INV_SQRT_2PI) * exp(K(-0.5) * x * x));
-}
-static inline ACC FN(d_gelu_tanh)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g * FN(gelu_tanh_grad)(x);
-}
-static inline ACC FN(d_elu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return x > 0 ? g : g * a * exp(x);
-}
-static inline ACC FN(d_clamp)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return (x >= a && x <= b) ? g : K(0);
-}
-static inline ACC FN(d_zero)(ACC g, ACC x, ACC y, ACC a, ACC b) { return K(0); }
-static inline ACC FN(d_pow)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g * a * pow(x, a - K(1));
-}
-static inline ACC FN(d_affine)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * a; }
-static inline ACC FN(d_silu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
-  return g * FN(silu_grad)(x);
-}
-static inline ACC FN(d_sin)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * cos(x); }
-static inline ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * sin(x); }
-
-#pragma GCC diagnostic pop
 
 /* Elements [lo, hi) of op's derivative: a vector clone, with f inlined
 ** into each case's loop (see CPU_FOR_RANGES). */

@@ -7,8 +7,10 @@
 ** otherwise each thread turns its flat index into per-operand offsets.
 ** The op is a kernel argument, not a template parameter: every thread of
 ** a launch takes the same branch, and it keeps the number of kernel
-** instances (and the compile time) down. Formulas are those of the CPU
-** backend (cpu_unary.c, cpu_elementwise.c), which gpu_vs_cpu checks.
+** instances (and the compile time) down. The unary ops' and derivatives'
+** element rules are core/include/ember_unary_rules.h, which the CPU
+** backend includes too; the other formulas are those of cpu_elementwise.c.
+** gpu_vs_cpu checks both.
 */
 #include "cuda_kernels.cuh"
 
@@ -117,12 +119,7 @@ static void launch_fill(emc_device *d, const emc_layout &L, bool linear, int64_t
 /* The value in each dtype, converted on the host as the CPU backend does. */
 static float host_f32(double v) { return (float)v; }
 static bf16_t host_bf16(double v) {
-  float f = (float)v;
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  uint16_t h;
-  if ((u & 0x7fffffffu) > 0x7f800000u) h = (uint16_t)((u >> 16) | 0x40u);
-  else h = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  uint16_t h = em_f32_to_bf16((float)v);
   bf16_t r;
   memcpy((void *)&r, &h, sizeof h);
   return r;
@@ -156,37 +153,45 @@ extern "C" em_status emc_fill(int device, const em_kview *dst, double value) {
 /* unary                                                               */
 /* ------------------------------------------------------------------ */
 
-#define SQRT1_2 0.70710678118654752440
-#define SQRT_2_PI 0.79788456080286535588
-#define INV_SQRT_2PI 0.39894228040143267794
-#define GELU_KAPPA 0.044715
+/* The element rules, shared with the CPU backend: included once for
+** float and once for double, with unsuffixed names, so that u_exp(x, a, b)
+** and the like are overloads on the compute type (m_exp ... are
+** cuda_kernels.cuh's). */
+#define FN(name) name
+#define ACC float
+#include "ember_unary_rules.h"
+#undef ACC
+#define ACC double
+#include "ember_unary_rules.h"
+#undef ACC
+#undef FN
 
 template <class A> __device__ __forceinline__ A unary_f(int op, A x, A a, A b) {
   switch (op) {
-    case EM_NEG: return -x;
-    case EM_EXP: return m_exp(x);
-    case EM_LOG: return m_log(x);
-    case EM_SQRT: return m_sqrt(x);
-    case EM_RSQRT: return (A)1 / m_sqrt(x);
-    case EM_ABS: return m_fabs(x);
-    case EM_TANH: return m_tanh(x);
-    case EM_SIGMOID: return m_sigmoid(x);
-    case EM_RELU: return x < (A)0 ? (A)0 : x; /* NaN passes */
-    case EM_GELU: return (A)0.5 * x * ((A)1 + m_erf(x * (A)SQRT1_2));
-    case EM_GELU_TANH:
-      return (A)0.5 * x * ((A)1 + m_tanh((A)SQRT_2_PI * (x + (A)GELU_KAPPA * x * x * x)));
-    case EM_ELU: return x > (A)0 ? x : a * (m_exp(x) - (A)1);
-    case EM_CLAMP: return x < a ? a : (x > b ? b : x);
-    case EM_POW_SCALAR: return a == (A)2 ? x * x : (a == (A)1 ? x : m_pow(x, a));
-    case EM_AFFINE: return a * x + b;
-    case EM_SILU: return x * m_sigmoid(x);
-    case EM_SIN: return m_sin(x);
-    case EM_COS: return m_cos(x);
-    case EM_FLOOR: return m_floor(x);
-    case EM_CEIL: return m_ceil(x);
-    case EM_ROUND: return m_rint(x);
-    case EM_TRUNC: return m_trunc(x);
-    case EM_SIGN: return (A)((x > (A)0) - (x < (A)0));
+    case EM_NEG: return u_neg(x, a, b);
+    case EM_EXP: return u_exp(x, a, b);
+    case EM_LOG: return u_log(x, a, b);
+    case EM_SQRT: return u_sqrt(x, a, b);
+    case EM_RSQRT: return u_rsqrt(x, a, b);
+    case EM_ABS: return u_abs(x, a, b);
+    case EM_TANH: return u_tanh(x, a, b);
+    case EM_SIGMOID: return u_sigmoid(x, a, b);
+    case EM_RELU: return u_relu(x, a, b);
+    case EM_GELU: return u_gelu(x, a, b);
+    case EM_GELU_TANH: return u_gelu_tanh(x, a, b);
+    case EM_ELU: return u_elu(x, a, b);
+    case EM_CLAMP: return u_clamp(x, a, b);
+    case EM_POW_SCALAR:
+      return a == (A)2 ? u_square(x, a, b) : (a == (A)1 ? u_ident(x, a, b) : u_pow(x, a, b));
+    case EM_AFFINE: return u_affine(x, a, b);
+    case EM_SILU: return u_silu(x, a, b);
+    case EM_SIN: return u_sin(x, a, b);
+    case EM_COS: return u_cos(x, a, b);
+    case EM_FLOOR: return u_floor(x, a, b);
+    case EM_CEIL: return u_ceil(x, a, b);
+    case EM_ROUND: return u_round(x, a, b);
+    case EM_TRUNC: return u_trunc(x, a, b);
+    case EM_SIGN: return u_sign(x, a, b);
     default: return x;
   }
 }
@@ -273,39 +278,31 @@ extern "C" em_status emc_unary(int device, em_unary_op op, const em_kview *out,
 }
 
 /* ------------------------------------------------------------------ */
-/* unary derivatives (PyTorch's, as cpu_unary.c)                        */
+/* unary derivatives (the d_ rules of ember_unary_rules.h)              */
 /* ------------------------------------------------------------------ */
 
-template <class A> __device__ __forceinline__ A unary_grad(int op, A g, A x, A y, A a) {
+template <class A> __device__ __forceinline__ A unary_grad(int op, A g, A x, A y, A a, A b) {
   switch (op) {
-    case EM_NEG: return -g;
-    case EM_EXP: return g * y;
-    case EM_LOG: return g / x;
-    case EM_SQRT: return g / ((A)2 * y);
-    case EM_RSQRT: return (A)-0.5 * g * y * y * y;
-    case EM_ABS: return x > (A)0 ? g : (x < (A)0 ? -g : (A)0);
-    case EM_TANH: return g * ((A)1 - y * y);
-    case EM_SIGMOID: return g * y * ((A)1 - y);
-    case EM_RELU: return x > (A)0 ? g : (A)0;
-    case EM_GELU:
-      return g * ((A)0.5 * ((A)1 + m_erf(x * (A)SQRT1_2)) +
-                  x * (A)INV_SQRT_2PI * m_exp((A)-0.5 * x * x));
-    case EM_GELU_TANH: {
-      A inner = (A)SQRT_2_PI * (x + (A)GELU_KAPPA * x * x * x);
-      A t = m_tanh(inner);
-      return g * ((A)0.5 * ((A)1 + t) +
-                  (A)0.5 * x * ((A)1 - t * t) * (A)SQRT_2_PI * ((A)1 + (A)(3 * GELU_KAPPA) * x * x));
-    }
-    case EM_ELU: return x > (A)0 ? g : g * a * m_exp(x);
-    case EM_POW_SCALAR: return a == (A)0 ? (A)0 : g * a * m_pow(x, a - (A)1);
-    case EM_AFFINE: return g * a;
-    case EM_SILU: {
-      A sg = m_sigmoid(x);
-      return g * (sg * ((A)1 + x * ((A)1 - sg)));
-    }
-    case EM_SIN: return g * m_cos(x);
-    case EM_COS: return -g * m_sin(x);
-    case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC: case EM_SIGN: return (A)0;
+    case EM_NEG: return d_neg(g, x, y, a, b);
+    case EM_EXP: return d_exp(g, x, y, a, b);
+    case EM_LOG: return d_log(g, x, y, a, b);
+    case EM_SQRT: return d_sqrt(g, x, y, a, b);
+    case EM_RSQRT: return d_rsqrt(g, x, y, a, b);
+    case EM_ABS: return d_abs(g, x, y, a, b);
+    case EM_TANH: return d_tanh(g, x, y, a, b);
+    case EM_SIGMOID: return d_sigmoid(g, x, y, a, b);
+    case EM_RELU: return d_relu(g, x, y, a, b);
+    case EM_GELU: return d_gelu(g, x, y, a, b);
+    case EM_GELU_TANH: return d_gelu_tanh(g, x, y, a, b);
+    case EM_ELU: return d_elu(g, x, y, a, b);
+    case EM_CLAMP: return d_clamp(g, x, y, a, b);
+    case EM_POW_SCALAR: return a == (A)0 ? d_zero(g, x, y, a, b) : d_pow(g, x, y, a, b);
+    case EM_AFFINE: return d_affine(g, x, y, a, b);
+    case EM_SILU: return d_silu(g, x, y, a, b);
+    case EM_SIN: return d_sin(g, x, y, a, b);
+    case EM_COS: return d_cos(g, x, y, a, b);
+    case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC: case EM_SIGN:
+      return d_zero(g, x, y, a, b);
     default: return g;
   }
 }
@@ -316,12 +313,8 @@ __global__ void unary_grad_kernel(int64_t n, int op, T *gx, const T *gy, const T
   typedef typename Acc<T>::type A;
   const A a = (A)alpha, b = (A)beta;
   EMC_GRID_LOOP(i, n) {
-    A g = to_acc(gy[i]);
     A xv = x ? to_acc(x[i]) : (A)0, yv = y ? to_acc(y[i]) : (A)0;
-    A r;
-    if (op == EM_CLAMP) r = (xv >= a && xv <= b) ? g : (A)0;
-    else r = unary_grad<A>(op, g, xv, yv, a);
-    gx[i] = from_acc<T>(r);
+    gx[i] = from_acc<T>(unary_grad<A>(op, to_acc(gy[i]), xv, yv, a, b));
   }
 }
 

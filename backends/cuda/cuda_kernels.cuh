@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "cuda_internal.h"
+#include "ember_bf16.h" /* host_bf16: fill values converted on the host */
 
 typedef __nv_bfloat16 bf16_t;
 
@@ -123,11 +124,6 @@ EMC_MATH1(m_trunc, truncf, trunc)
 #undef EMC_MATH1
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
-
-/* Numerically stable logistic function (the CPU backend's formula). */
-template <class A> __device__ __forceinline__ A m_sigmoid(A x) {
-  return x >= (A)0 ? (A)1 / ((A)1 + m_exp(-x)) : m_exp(x) / ((A)1 + m_exp(x));
-}
 
 /* ------------------------------------------------------------------ */
 /* Reductions inside a warp and a block                                 */

@@ -41,20 +41,6 @@ static uint64_t rng_next(void) {
 double rng_u(void) { return (double)(rng_next() >> 11) / 9007199254740992.0; }
 int64_t rng_int(int64_t n) { return (int64_t)(rng_next() % (uint64_t)n); }
 
-float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
 /* n random values in [lo, hi) of dtype dt (bool: 0/1, int64: floor). */
 void *host_rand(em_dtype dt, int64_t n, double lo, double hi) {
   void *p = malloc((size_t)(n > 0 ? n : 1) * em_dtype_size(dt));
@@ -65,7 +51,7 @@ void *host_rand(em_dtype dt, int64_t n, double lo, double hi) {
       case EM_F64: ((double *)p)[i] = v; break;
       case EM_I64: ((int64_t *)p)[i] = (int64_t)floor(v); break;
       case EM_BOOL: ((uint8_t *)p)[i] = v >= (lo + hi) / 2; break;
-      case EM_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+      case EM_BF16: ((uint16_t *)p)[i] = em_f32_to_bf16((float)v); break;
       default: break;
     }
   }
@@ -78,7 +64,7 @@ double host_get(em_dtype dt, const void *p, int64_t i) {
     case EM_F64: return ((const double *)p)[i];
     case EM_I64: return (double)((const int64_t *)p)[i];
     case EM_BOOL: return ((const uint8_t *)p)[i];
-    case EM_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case EM_BF16: return em_bf16_to_f32(((const uint16_t *)p)[i]);
     default: return NAN;
   }
 }
@@ -86,7 +72,7 @@ double host_get(em_dtype dt, const void *p, int64_t i) {
 /* bf16 data as float32 (for the CPU side of a bfloat16 comparison). */
 float *bf16_widen(const uint16_t *h, int64_t n) {
   float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  for (int64_t i = 0; i < n; i++) f[i] = bf16_to_f32(h[i]);
+  for (int64_t i = 0; i < n; i++) f[i] = em_bf16_to_f32(h[i]);
   return f;
 }
 

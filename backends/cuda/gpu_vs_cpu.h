@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "ember_backend.h"
+#include "ember_bf16.h"
 
 extern int g_passed, g_failed;
 extern const em_backend *g_gpu, *g_cpu;
@@ -39,8 +40,6 @@ double rng_u(void);
 int64_t rng_int(int64_t n);
 void *host_rand(em_dtype dt, int64_t n, double lo, double hi);
 double host_get(em_dtype dt, const void *p, int64_t i);
-float bf16_to_f32(uint16_t h);
-uint16_t f32_to_bf16(float f);
 float *bf16_widen(const uint16_t *h, int64_t n);
 
 double compare(em_dtype da, const void *a, em_dtype db, const void *b, int64_t n, double atol,

@@ -20,11 +20,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#if defined(__CUDACC__)
-#define EM_HOSTDEV __host__ __device__ __forceinline__
-#else
-#define EM_HOSTDEV static inline
-#endif
+#include "ember_hostdev.h"
 
 typedef struct em_philox_block { uint32_t w[4]; } em_philox_block;
 

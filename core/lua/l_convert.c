@@ -8,18 +8,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "ember_bf16.h"
 #include "lember.h"
 
 /* ---------------------------------------------------------------- */
 /* Host element access                                               */
 /* ---------------------------------------------------------------- */
-
-static float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 /* Pushes element i of a contiguous host buffer of dtype dt. */
 static void push_element(lua_State *L, const void *buf, em_dtype dt, int64_t i) {
@@ -28,7 +22,7 @@ static void push_element(lua_State *L, const void *buf, em_dtype dt, int64_t i) 
     case EM_F64: lua_pushnumber(L, ((const double *)buf)[i]); break;
     case EM_I64: lua_pushinteger(L, (lua_Integer)((const int64_t *)buf)[i]); break;
     case EM_BOOL: lua_pushboolean(L, ((const uint8_t *)buf)[i] != 0); break;
-    case EM_BF16: lua_pushnumber(L, bf16_to_float(((const uint16_t *)buf)[i])); break;
+    case EM_BF16: lua_pushnumber(L, em_bf16_to_f32(((const uint16_t *)buf)[i])); break;
     default: lua_pushnil(L); break;
   }
 }

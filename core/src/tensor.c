@@ -2,6 +2,7 @@
 ** tensor.c -- storages, tensor headers, creation, host transfer, and the
 ** small checking helpers every op uses.
 */
+#include "ember_bf16.h"
 #include "internal.h"
 
 #include <math.h>
@@ -274,13 +275,6 @@ em_status em_to_host(const em_tensor *t, void *host) {
   return s == EM_OK ? EM_OK : em__kernel_fail("to_host", s);
 }
 
-static double em__bf16_to_double(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 em_status em_item(const em_tensor *t, double *out) {
   if (em_numel(t) != 1) {
     char d[200];
@@ -296,7 +290,7 @@ em_status em_item(const em_tensor *t, double *out) {
     case EM_F64: *out = v.d; break;
     case EM_I64: *out = (double)v.i; break;
     case EM_BOOL: *out = v.b ? 1.0 : 0.0; break;
-    case EM_BF16: *out = em__bf16_to_double(v.h); break;
+    case EM_BF16: *out = em_bf16_to_f32(v.h); break;
     default: return em_error(EM_ERR_DTYPE, "item: invalid dtype");
   }
   return EM_OK;

@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ember_bf16.h"
+
 #include <functional>
 #include <tuple>
 #include <utility>
@@ -72,24 +74,12 @@ template <class T> T __shfl_sync(unsigned, T v, int src, int w = 32) {
   return emu_shfl(v, EMU_SHFL_IDX, src, w);
 }
 
-/* bfloat16 as the CPU backend stores it, rounded to nearest even. */
+/* bfloat16 as the CPU backend stores it: the rule of ember_bf16.h. */
 struct __nv_bfloat16 { uint16_t x; };
-inline float __bfloat162float(__nv_bfloat16 h) {
-  uint32_t u = (uint32_t)h.x << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
+inline float __bfloat162float(__nv_bfloat16 h) { return em_bf16_to_f32(h.x); }
 inline __nv_bfloat16 __float2bfloat16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
   __nv_bfloat16 h;
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    h.x = (uint16_t)((u >> 16) | 0x40u);
-    return h;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  h.x = (uint16_t)(u >> 16);
+  h.x = em_f32_to_bf16(f);
   return h;
 }
 

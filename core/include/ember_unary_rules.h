@@ -1,0 +1,145 @@
+/*
+** ember_unary_rules.h -- the element rules of the unary ops and of their
+** derivatives, written once for the CPU backend (cpu_unary_tmpl.h) and the
+** CUDA kernels (cuda_elementwise.cu), which gpu_vs_cpu compares.
+**
+** A template, so no include guard: the includer includes it once per
+** compute type, having defined
+**   ACC       the compute type (float or double; bfloat16 computes in float);
+**   FN(name)  the name each function gets for that type (CPU: name_f32 ...;
+**             C++: the name itself, so the types' copies are overloads);
+**   m_exp, m_log, m_sqrt, m_fabs, m_tanh, m_erf, m_pow, m_sin, m_cos,
+**   m_floor, m_ceil, m_rint (halves to even), m_trunc
+**             the math functions for ACC (C: <tgmath.h>'s; CUDA: the
+**             overloads of cuda_kernels.cuh).
+** Functions are static inline in C, __device__ __forceinline__ in CUDA
+** and its emulator, so that each op is inlined into its loop or kernel:
+** the CPU's loops vectorise only because they are.
+**
+** Ops: u_OP(x, a, b) with a = alpha and b = beta (unused by most).
+** Derivatives: d_OP(g, x, y, a, b) = g times dOP/dx, PyTorch's formulas
+** (torch/csrc/autograd/FunctionsManual.cpp), from the input x or the
+** output y, whichever em_unary_grad_needs_x / _y names.
+*/
+
+#ifndef EM_UNARY_RULES_CONSTANTS
+#define EM_UNARY_RULES_CONSTANTS
+#define EM_SQRT1_2 0.70710678118654752440      /* 1/sqrt(2) */
+#define EM_SQRT_2_PI 0.79788456080286535588    /* sqrt(2/pi) */
+#define EM_INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2*pi) */
+#define EM_GELU_KAPPA 0.044715
+#endif
+
+#if defined(__CUDACC__) || defined(EMC_EMU)
+#define EM_UR_FN __device__ __forceinline__
+#else
+#define EM_UR_FN static inline
+#endif
+/* A constant in ACC, so that a float expression stays in float. */
+#define EM_UR_K(v) ((ACC)(v))
+
+/* The op and derivative functions share one signature per kind, so most
+** ignore some parameters. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+
+/* Numerically stable logistic function. */
+EM_UR_FN ACC FN(em_sigmoid)(ACC x) {
+  return x >= 0 ? EM_UR_K(1) / (EM_UR_K(1) + m_exp(-x)) : m_exp(x) / (EM_UR_K(1) + m_exp(x));
+}
+
+/* ---- ops ---- */
+EM_UR_FN ACC FN(u_neg)(ACC x, ACC a, ACC b) { return -x; }
+EM_UR_FN ACC FN(u_exp)(ACC x, ACC a, ACC b) { return m_exp(x); }
+EM_UR_FN ACC FN(u_log)(ACC x, ACC a, ACC b) { return m_log(x); }
+EM_UR_FN ACC FN(u_sqrt)(ACC x, ACC a, ACC b) { return m_sqrt(x); }
+EM_UR_FN ACC FN(u_rsqrt)(ACC x, ACC a, ACC b) { return EM_UR_K(1) / m_sqrt(x); }
+EM_UR_FN ACC FN(u_abs)(ACC x, ACC a, ACC b) { return m_fabs(x); }
+EM_UR_FN ACC FN(u_tanh)(ACC x, ACC a, ACC b) { return m_tanh(x); }
+EM_UR_FN ACC FN(u_sigmoid)(ACC x, ACC a, ACC b) { return FN(em_sigmoid)(x); }
+/* NaN passes */
+EM_UR_FN ACC FN(u_relu)(ACC x, ACC a, ACC b) { return x < 0 ? EM_UR_K(0) : x; }
+EM_UR_FN ACC FN(u_gelu)(ACC x, ACC a, ACC b) {
+  return EM_UR_K(0.5) * x * (EM_UR_K(1) + m_erf(x * EM_UR_K(EM_SQRT1_2)));
+}
+EM_UR_FN ACC FN(u_gelu_tanh)(ACC x, ACC a, ACC b) {
+  return EM_UR_K(0.5) * x *
+         (EM_UR_K(1) + m_tanh(EM_UR_K(EM_SQRT_2_PI) * (x + EM_UR_K(EM_GELU_KAPPA) * x * x * x)));
+}
+EM_UR_FN ACC FN(u_elu)(ACC x, ACC a, ACC b) { return x > 0 ? x : a * (m_exp(x) - EM_UR_K(1)); }
+EM_UR_FN ACC FN(u_clamp)(ACC x, ACC a, ACC b) { return x < a ? a : (x > b ? b : x); }
+/* pow_scalar is u_square for a = 2, u_ident for a = 1 and u_pow otherwise
+** (exact where pow need not be, and cheaper) */
+EM_UR_FN ACC FN(u_square)(ACC x, ACC a, ACC b) { return x * x; }
+EM_UR_FN ACC FN(u_ident)(ACC x, ACC a, ACC b) { return x; }
+EM_UR_FN ACC FN(u_pow)(ACC x, ACC a, ACC b) { return m_pow(x, a); }
+EM_UR_FN ACC FN(u_affine)(ACC x, ACC a, ACC b) { return a * x + b; }
+EM_UR_FN ACC FN(u_silu)(ACC x, ACC a, ACC b) { return x * FN(em_sigmoid)(x); }
+EM_UR_FN ACC FN(u_sin)(ACC x, ACC a, ACC b) { return m_sin(x); }
+EM_UR_FN ACC FN(u_cos)(ACC x, ACC a, ACC b) { return m_cos(x); }
+EM_UR_FN ACC FN(u_floor)(ACC x, ACC a, ACC b) { return m_floor(x); }
+EM_UR_FN ACC FN(u_ceil)(ACC x, ACC a, ACC b) { return m_ceil(x); }
+/* halves to even, as torch.round */
+EM_UR_FN ACC FN(u_round)(ACC x, ACC a, ACC b) { return m_rint(x); }
+EM_UR_FN ACC FN(u_trunc)(ACC x, ACC a, ACC b) { return m_trunc(x); }
+EM_UR_FN ACC FN(u_sign)(ACC x, ACC a, ACC b) { return (ACC)((x > 0) - (x < 0)); }
+
+/* ---- derivatives ---- */
+EM_UR_FN ACC FN(em_gelu_tanh_grad)(ACC x) {
+  ACC inner = EM_UR_K(EM_SQRT_2_PI) * (x + EM_UR_K(EM_GELU_KAPPA) * x * x * x);
+  ACC t = m_tanh(inner);
+  return EM_UR_K(0.5) * (EM_UR_K(1) + t) + EM_UR_K(0.5) * x * (EM_UR_K(1) - t * t) *
+                                               EM_UR_K(EM_SQRT_2_PI) *
+                                               (EM_UR_K(1) + EM_UR_K(3 * EM_GELU_KAPPA) * x * x);
+}
+
+EM_UR_FN ACC FN(em_silu_grad)(ACC x) {
+  ACC sg = FN(em_sigmoid)(x);
+  return sg * (EM_UR_K(1) + x * (EM_UR_K(1) - sg));
+}
+
+EM_UR_FN ACC FN(d_neg)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g; }
+EM_UR_FN ACC FN(d_exp)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * y; }
+EM_UR_FN ACC FN(d_log)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / x; }
+EM_UR_FN ACC FN(d_sqrt)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / (EM_UR_K(2) * y); }
+EM_UR_FN ACC FN(d_rsqrt)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return EM_UR_K(-0.5) * g * y * y * y;
+}
+EM_UR_FN ACC FN(d_abs)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return x > 0 ? g : (x < 0 ? -g : EM_UR_K(0));
+}
+EM_UR_FN ACC FN(d_tanh)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * (EM_UR_K(1) - y * y); }
+EM_UR_FN ACC FN(d_sigmoid)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * y * (EM_UR_K(1) - y);
+}
+EM_UR_FN ACC FN(d_relu)(ACC g, ACC x, ACC y, ACC a, ACC b) { return x > 0 ? g : EM_UR_K(0); }
+EM_UR_FN ACC FN(d_gelu)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * (EM_UR_K(0.5) * (EM_UR_K(1) + m_erf(x * EM_UR_K(EM_SQRT1_2))) +
+              x * EM_UR_K(EM_INV_SQRT_2PI) * m_exp(EM_UR_K(-0.5) * x * x));
+}
+EM_UR_FN ACC FN(d_gelu_tanh)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * FN(em_gelu_tanh_grad)(x);
+}
+EM_UR_FN ACC FN(d_elu)(ACC g, ACC x, ACC y, ACC a, ACC b) { return x > 0 ? g : g * a * m_exp(x); }
+EM_UR_FN ACC FN(d_clamp)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return (x >= a && x <= b) ? g : EM_UR_K(0);
+}
+/* pow_scalar's for a = 0 (x^0 is constant), and the piecewise constant
+** ops' (floor, ceil, round, trunc, sign): PyTorch's zero gradient */
+EM_UR_FN ACC FN(d_zero)(ACC g, ACC x, ACC y, ACC a, ACC b) { return EM_UR_K(0); }
+EM_UR_FN ACC FN(d_pow)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * a * m_pow(x, a - EM_UR_K(1));
+}
+EM_UR_FN ACC FN(d_affine)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * a; }
+EM_UR_FN ACC FN(d_silu)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * FN(em_silu_grad)(x); }
+EM_UR_FN ACC FN(d_sin)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * m_cos(x); }
+EM_UR_FN ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * m_sin(x); }
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+#undef EM_UR_FN
+#undef EM_UR_K
