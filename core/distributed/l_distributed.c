@@ -24,6 +24,7 @@
 
 #include "comm.h"
 #include "ember.h"
+#include "ember_backend.h"
 
 #define HANDLE_MT "ember.distributed.Work"
 
@@ -120,12 +121,15 @@ static int on_cpu(const em_tensor *t) {
   return em_cpu_device(&cpu) == EM_OK && em_device_eq(t->device, cpu);
 }
 
-/* Does MPI take t's device memory as it is? A contiguous CUDA tensor when
-** MPI is CUDA-aware. Only MPI's own collectives may then touch it. */
+/* Does MPI take t's device memory as it is? A contiguous device tensor
+** when MPI is CUDA-aware. Only MPI's own collectives may then touch it.
+** The backend says whether its pointers are device memory (host_memory);
+** CUDA's plugin is the only backend whose are, so device memory is CUDA
+** memory here. A second device backend would need the vtable to say whose
+** memory its pointers are. */
 static int mpi_takes_device_memory(em_tensor *t) {
-  char dev[32];
-  return info.cuda_aware && em_is_contiguous(t) && !on_cpu(t) &&
-         strncmp(em_device_str(t->device, dev, sizeof dev), "cuda", 4) == 0;
+  const em_backend *be = em_backend_of(t);
+  return info.cuda_aware && em_is_contiguous(t) && be && !be->host_memory;
 }
 
 /* Can MPI take t's memory as it is? A contiguous CPU tensor always; device

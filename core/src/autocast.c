@@ -21,16 +21,17 @@ static _Thread_local em_dtype ac_dtype = EM_BF16;
 /* An op's autocast policy. */
 typedef enum { AC_LOW, AC_F32 } ac_policy;
 
+/* Indexed by em_autocast_op, made from the one list (internal.h). */
 static const struct {
-  const char *op;
+  const char *name;
   ac_policy policy;
 } AC_OPS[] = {
-  {"matmul", AC_LOW},      {"bmm", AC_LOW},
-  {"attention", AC_LOW},   {"attention_host", AC_F32}, /* declared variants / own kernels */
-  {"softmax", AC_F32},     {"log_softmax", AC_F32}, {"layer_norm", AC_F32},
-  {"cross_entropy", AC_F32}, {"mse_loss", AC_F32},
-  {"sum", AC_F32},         {"mean", AC_F32},        {"var", AC_F32},
+#define AC_ROW(e, name, policy) [e] = {#name, AC_##policy},
+    EM_AUTOCAST_OPS(AC_ROW)
+#undef AC_ROW
 };
+_Static_assert(sizeof AC_OPS / sizeof AC_OPS[0] == EM_AC_NOPS,
+               "every autocast op has one policy row");
 
 em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype *was_dt) {
   if (enabled && dt != EM_BF16)
@@ -48,21 +49,16 @@ bool em_autocast_enabled(em_dtype *dt) {
   return ac_on;
 }
 
-static int policy_of(const char *op) {
-  for (size_t i = 0; i < sizeof AC_OPS / sizeof AC_OPS[0]; i++)
-    if (strcmp(AC_OPS[i].op, op) == 0) return (int)AC_OPS[i].policy;
-  return -1;
-}
-
-em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **out) {
+em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_tensor **out) {
   for (int i = 0; i < n; i++) out[i] = NULL;
-  int p = ac_on ? policy_of(op) : -1;
+  if ((unsigned)op > EM_AC_NONE) return em_error(EM_ERR_ARG, "autocast: unknown op %d", (int)op);
+  const bool cast = ac_on && op != EM_AC_NONE;
   for (int i = 0; i < n; i++) {
     em_tensor *x = in[i];
     if (!x) continue;
     em_dtype want = x->dtype;
-    if (p == AC_LOW && x->dtype == EM_F32) want = ac_dtype;
-    if (p == AC_F32 && x->dtype == ac_dtype) want = EM_F32;
+    if (cast && AC_OPS[op].policy == AC_LOW && x->dtype == EM_F32) want = ac_dtype;
+    if (cast && AC_OPS[op].policy == AC_F32 && x->dtype == ac_dtype) want = EM_F32;
     em_status s = want == x->dtype ? (out[i] = em_retain(x), EM_OK) : em_to_dtype(&out[i], x, want);
     if (s) {
       for (int j = 0; j < i; j++) em_release(out[j]), out[j] = NULL;
@@ -70,6 +66,13 @@ em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **
     }
   }
   return EM_OK;
+}
+
+em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **out) {
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  for (int k = 0; k < EM_AC_NOPS; k++)
+    if (op && strcmp(AC_OPS[k].name, op) == 0) return em__autocast_op(k, n, in, out);
+  return em_error(EM_ERR_ARG, "autocast: no policy for op '%s'", op ? op : "(null)");
 }
 
 bool em__autocast_promotes(em_dtype a, em_dtype b) {

@@ -36,9 +36,38 @@ em_status em__alias(em_tensor **out, em_tensor *x, int ndim, const int64_t *shap
 em_status em__dim(const char *op, int dim, int ndim, int *out);
 /* Checks that tensors share a device; error names op and both devices. */
 em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b);
-/* Autocast (autocast.c): out[i] is in[i] cast as op's autocast policy
-** says (a new reference either way); all retained copies when autocast is
-** off or op has no policy. */
+/* The ops that autocast (autocast.c) casts, each with its policy:
+** X(ENUM, name, policy), LOW = into the autocast dtype, F32 = up to
+** float32. One list makes the enum and the policy table, so an op cannot
+** lack a policy; "attention" is a variant that declares its terms (fused
+** kernel or composition), "attention_host" one with its own kernels. */
+#define EM_AUTOCAST_OPS(X)                                                     \
+  X(EM_AC_MATMUL, matmul, LOW)                                                 \
+  X(EM_AC_BMM, bmm, LOW)                                                       \
+  X(EM_AC_ATTENTION, attention, LOW)                                           \
+  X(EM_AC_ATTENTION_HOST, attention_host, F32)                                 \
+  X(EM_AC_SOFTMAX, softmax, F32)                                               \
+  X(EM_AC_LOG_SOFTMAX, log_softmax, F32)                                       \
+  X(EM_AC_LAYER_NORM, layer_norm, F32)                                         \
+  X(EM_AC_CROSS_ENTROPY, cross_entropy, F32)                                   \
+  X(EM_AC_MSE_LOSS, mse_loss, F32)                                             \
+  X(EM_AC_SUM, sum, F32)                                                       \
+  X(EM_AC_MEAN, mean, F32)                                                     \
+  X(EM_AC_VAR, var, F32)
+typedef enum {
+#define EM_AC_ENUM(e, name, policy) e,
+  EM_AUTOCAST_OPS(EM_AC_ENUM)
+#undef EM_AC_ENUM
+  EM_AC_NOPS,
+  EM_AC_NONE = EM_AC_NOPS /* an op autocast leaves alone (max, min, ...) */
+} em_autocast_op;
+/* Autocast: out[i] is in[i] cast as op's autocast policy says (a new
+** reference either way); all retained copies when autocast is off or op
+** is EM_AC_NONE. */
+em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_tensor **out);
+/* The same by the op's name in EM_AUTOCAST_OPS, for attention.c until its
+** rewrite moves to em__autocast_op; a name not in the list is an EM_ERR_ARG
+** error, never a silent "no policy". */
 em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **out);
 /* Whether a binary op with operands of dtypes a and b runs in float32
 ** because autocast is on and one of them is the autocast dtype. */

@@ -136,7 +136,7 @@ em_status em_cross_entropy(em_tensor **out, em_tensor *logits, em_tensor *target
                            int64_t ignore_index, double label_smoothing, em_reduction red) {
   if (!out || !logits || !target) return em_error(EM_ERR_ARG, "cross_entropy: NULL argument");
   em_tensor *la;
-  EM_TRY(em__autocast("cross_entropy", 1, &logits, &la));
+  EM_TRY(em__autocast_op(EM_AC_CROSS_ENTROPY, 1, &logits, &la));
   em_status s = cross_entropy_impl(out, la, target, ignore_index, label_smoothing, red);
   em_release(la);
   return s;
@@ -204,7 +204,7 @@ static em_status mse_loss_impl(em_tensor **out, em_tensor *input, em_tensor *tar
 em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *target, em_reduction red) {
   if (!out || !input || !target) return em_error(EM_ERR_ARG, "mse_loss: NULL argument");
   em_tensor *in[2] = {input, target}, *ac[2];
-  EM_TRY(em__autocast("mse_loss", 2, in, ac));
+  EM_TRY(em__autocast_op(EM_AC_MSE_LOSS, 2, in, ac));
   em_status s = mse_loss_impl(out, ac[0], ac[1], red);
   em_release(ac[0]);
   em_release(ac[1]);

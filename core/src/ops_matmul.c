@@ -248,10 +248,11 @@ static em_status matmul_impl(const char *op, em_tensor **out, em_tensor *a, em_t
 }
 
 /* matmul and bmm run in the autocast dtype under autocast (autocast.c). */
-static em_status matmul_autocast(const char *op, em_tensor **out, em_tensor *a, em_tensor *b) {
+static em_status matmul_autocast(const char *op, em_autocast_op ac_op, em_tensor **out,
+                                 em_tensor *a, em_tensor *b) {
   if (!out || !a || !b) return em_error(EM_ERR_ARG, "%s: NULL argument", op);
   em_tensor *in[2] = {a, b}, *ac[2];
-  EM_TRY(em__autocast(op, 2, in, ac));
+  EM_TRY(em__autocast_op(ac_op, 2, in, ac));
   em_status s = matmul_impl(op, out, ac[0], ac[1]);
   em_release(ac[0]);
   em_release(ac[1]);
@@ -259,7 +260,7 @@ static em_status matmul_autocast(const char *op, em_tensor **out, em_tensor *a, 
 }
 
 em_status em_matmul(em_tensor **out, em_tensor *a, em_tensor *b) {
-  return matmul_autocast("matmul", out, a, b);
+  return matmul_autocast("matmul", EM_AC_MATMUL, out, a, b);
 }
 
 em_status em_bmm(em_tensor **out, em_tensor *a, em_tensor *b) {
@@ -273,5 +274,5 @@ em_status em_bmm(em_tensor **out, em_tensor *a, em_tensor *b) {
                     sa, sb);
   if (a->shape[0] != b->shape[0])
     return em_error(EM_ERR_SHAPE, "bmm: batch sizes differ: %s and %s", sa, sb);
-  return matmul_autocast("bmm", out, a, b);
+  return matmul_autocast("bmm", EM_AC_BMM, out, a, b);
 }

@@ -86,7 +86,7 @@ em_status em_layer_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *wei
                         em_tensor *bias, double eps) {
   if (!out || !x) return em_error(EM_ERR_ARG, "layer_norm: NULL argument");
   em_tensor *in[3] = {x, weight, bias}, *ac[3];
-  EM_TRY(em__autocast("layer_norm", 3, in, ac));
+  EM_TRY(em__autocast_op(EM_AC_LAYER_NORM, 3, in, ac));
   em_status s = layer_norm_impl(out, ac[0], nnorm, ac[1], ac[2], eps);
   for (int i = 0; i < 3; i++) em_release(ac[i]);
   return s;

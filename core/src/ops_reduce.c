@@ -301,8 +301,9 @@ static em_status reduce_op(const char *op, em_reduce_op rop, em_tensor **out, em
   return EM_OK;
 }
 
-static em_status reduce_public(const char *op, em_reduce_op rop, em_tensor **out, em_tensor *x,
-                               int ndims, const int *dims, int correction, bool keepdim) {
+static em_status reduce_public(const char *op, em_reduce_op rop, em_autocast_op ac,
+                               em_tensor **out, em_tensor *x, int ndims, const int *dims,
+                               int correction, bool keepdim) {
   bool red[EM_MAX_DIMS], keep[EM_MAX_DIMS];
   if (!out || !x) return em_error(EM_ERR_ARG, "%s: NULL argument", op);
   *out = NULL;
@@ -310,25 +311,25 @@ static em_status reduce_public(const char *op, em_reduce_op rop, em_tensor **out
   EM_TRY(parse_dims(op, x, ndims, dims, red));
   for (int d = 0; d < EM_MAX_DIMS; d++) keep[d] = keepdim;
   em_tensor *xa; /* float32 under autocast (autocast.c) */
-  EM_TRY(em__autocast(op, 1, &x, &xa));
+  EM_TRY(em__autocast_op(ac, 1, &x, &xa));
   em_status s = reduce_op(op, rop, out, xa, red, keep, correction);
   em_release(xa);
   return s;
 }
 
 em_status em_sum(em_tensor **out, em_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_public("sum", EM_RED_SUM, out, x, ndims, dims, 0, keepdim);
+  return reduce_public("sum", EM_RED_SUM, EM_AC_SUM, out, x, ndims, dims, 0, keepdim);
 }
 
 em_status em_mean(em_tensor **out, em_tensor *x, int ndims, const int *dims, bool keepdim) {
-  return reduce_public("mean", EM_RED_MEAN, out, x, ndims, dims, 0, keepdim);
+  return reduce_public("mean", EM_RED_MEAN, EM_AC_MEAN, out, x, ndims, dims, 0, keepdim);
 }
 
 em_status em_var(em_tensor **out, em_tensor *x, int ndims, const int *dims, int correction,
                  bool keepdim) {
   if (correction < 0)
     return em_error(EM_ERR_ARG, "var: correction must be >= 0, got %d", correction);
-  return reduce_public("var", EM_RED_VAR, out, x, ndims, dims, correction, keepdim);
+  return reduce_public("var", EM_RED_VAR, EM_AC_VAR, out, x, ndims, dims, correction, keepdim);
 }
 
 em_status em_sum_to(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape) {

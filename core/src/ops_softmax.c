@@ -132,7 +132,7 @@ fail:
 static em_status softmax_autocast(em_tensor **out, em_tensor *x, int dim, bool log) {
   if (!out || !x) return em_error(EM_ERR_ARG, "%s: NULL argument", log ? "log_softmax" : "softmax");
   em_tensor *xa;
-  EM_TRY(em__autocast(log ? "log_softmax" : "softmax", 1, &x, &xa));
+  EM_TRY(em__autocast_op(log ? EM_AC_LOG_SOFTMAX : EM_AC_SOFTMAX, 1, &x, &xa));
   em_status s = softmax_forward(out, xa, dim, log);
   em_release(xa);
   return s;
