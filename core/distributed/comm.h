@@ -68,7 +68,7 @@ int dc_start(dc_info *info, char *err, size_t n);
 int dc_submit(dc_work *w, char *err, size_t n);
 /* Runs w on the calling thread, once what was submitted before has run,
 ** when that is allowed (MPI_THREAD_SERIALIZED) and w is an all-reduce made
-** of point-to-point messages (comm.c says which). -2: not run, submit it. Otherwise as dc_wait, with
+** of point-to-point messages (comm_allreduce.c says which). -2: not run, submit it. Otherwise as dc_wait, with
 ** the deadline over the wait for the queue and the collective together. */
 int dc_run_here(dc_work *w, double timeout);
 /* For scripts/bench/allreduce.lua, the peer ember's all-reduce is measured
@@ -80,7 +80,7 @@ int dc_run_here(dc_work *w, double timeout);
 int dc_mpi_allreduce_here(dc_work *w, int iters, double timeout);
 /* How an all-reduce of count elements of dt runs, alike on every rank:
 ** "doubling", "ring" or "halving" (point-to-point, on the caller when
-** synchronous; comm.c says when each), or "mpi" (MPI_Allreduce on the
+** synchronous; comm_allreduce.c says when each), or "mpi" (MPI_Allreduce on the
 ** worker; always for device memory). */
 const char *dc_allreduce_algorithm(em_dtype dt, size_t count, int device);
 /* Waits up to timeout seconds for w. 0: done and succeeded. -1: failed

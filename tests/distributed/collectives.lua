@@ -141,7 +141,7 @@ H.test("many async all_reduces in flight, waited in reverse", function()
   for i = 20, 1, -1 do ws[i]:wait() end
   for i = 1, 20 do assert(ts[i][1]:item() == R * i + R * (R - 1) / 2, "tensor " .. i) end
 end)
--- all_reduce's algorithms (core/distributed/comm.c): recursive doubling
+-- all_reduce's algorithms (core/distributed/comm_allreduce.c): recursive doubling
 -- up to 32 KiB (1 MiB at 2 ranks over TCP, ctest's mpi.collectives.tcp),
 -- then halving at a power of two ranks until the ring's chunk (bytes / R)
 -- reaches 1 MiB, and the ring beyond; ctest also forces each one at every
