@@ -1,0 +1,147 @@
+/*
+** test_backend_cpu_gemm.c -- matrix products, float and bfloat16.
+** Checks the CPU backend plugin's kernels against straightforward
+** reference loops (in double), and their error paths; backend_cpu.h has
+** the harness.
+*/
+#include "backend_cpu.h"
+
+/* ---- gemm ---- */
+
+static void gemm_case(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch,
+                      double beta) {
+  int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+  int64_t sa = (ta ? k : m) * lda + 5, sb = (tb ? n : k) * ldb, sc = m * ldc + 1;
+  double *ad = xmalloc(batch * sa * 8), *bd = xmalloc(batch * sb * 8),
+         *cd = xmalloc(batch * sc * 8);
+  void *a = rand_arr(dt, batch * sa, -1, 1, ad), *b = rand_arr(dt, batch * sb, -1, 1, bd);
+  void *c = rand_arr(dt, batch * sc, -1, 1, cd);
+  double *want = xmalloc(batch * sc * 8);
+  memcpy(want, cd, batch * sc * 8);
+  if (beta == 0) /* NaN in C must not leak through beta = 0 */
+    for (int64_t i = 0; i < batch * sc; i += 3) {
+      if (dt == EM_F32)
+        ((float *)c)[i] = NAN;
+      else
+        ((double *)c)[i] = NAN;
+      want[i] = NAN;
+    }
+  const double alpha = 0.75;
+  for (int64_t q = 0; q < batch; q++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t p = 0; p < k; p++)
+          s += ad[q * sa + (ta ? p * lda + i : i * lda + p)] *
+               bd[q * sb + (tb ? j * ldb + p : p * ldb + j)];
+        double *w = &want[q * sc + i * ldc + j];
+        *w = alpha * s + (beta == 0 ? 0 : beta * cd[q * sc + i * ldc + j]);
+      }
+  em_status s =
+      be->gemm(0, dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+  double tol = dt == EM_F32 ? 1e-4 : 1e-12;
+  check(s == EM_OK && close_to("gemm", c, dt, want, batch * sc, tol, tol),
+        "gemm %s ta=%d tb=%d m=%lld n=%lld k=%lld batch=%lld beta=%g", dtn(dt), ta, tb,
+        (long long)m, (long long)n, (long long)k, (long long)batch, beta);
+  free(ad);
+  free(bd);
+  free(cd);
+  free(a);
+  free(b);
+  free(c);
+  free(want);
+}
+
+static void test_gemm(void) {
+  for (int t = 0; t < 4; t++)
+    for (int k = 0; k < 2; k++) {
+      em_dtype dt = k ? EM_F64 : EM_F32;
+      gemm_case(dt, t & 1, t & 2, 3, 5, 4, 3, 0.5);   /* plain loops */
+      gemm_case(dt, t & 1, t & 2, 70, 300, 40, 2, 0); /* BLAS */
+    }
+  gemm_case(EM_F32, false, false, 64, 64, 64, 2, 0);
+  gemm_case(EM_F64, true, false, 1, 1, 0, 1, 0.5);
+  /* one product split over threads: into row blocks (tall C) and column
+  ** blocks (wide C), under every transpose, with beta reading C */
+  be->set_num_threads(3);
+  for (int t = 0; t < 4; t++) {
+    gemm_case(EM_F32, t & 1, t & 2, 301, 70, 40, 1, 0.5);
+    gemm_case(EM_F64, t & 1, t & 2, 70, 301, 40, 1, 0.5);
+  }
+  be->set_num_threads(2);
+  float z[4];
+  check(
+      be->gemm(0, EM_F32, false, false, 2, 2, 2, 1, z, 1, 0, z, 2, 0, 0, z, 2, 0, 1) == EM_ERR_ARG,
+      "gemm with lda too small is an argument error");
+  check(be->gemm(0, EM_I64, false, false, 2, 2, 2, 1, z, 2, 0, z, 2, 0, 0, z, 2, 0, 1) ==
+                EM_ERR_DTYPE &&
+            msg_has("gemm", "int64"),
+        "gemm on int64 is a dtype error: %s", em_error_message());
+}
+
+/* ---- bfloat16 compute ---- */
+
+/* bf16 products (oneDNN) and the float32 ones large enough for oneDNN,
+** every transpose, alpha and beta, against double loops on the same
+** (rounded) inputs. One rounding of a float32-accumulated result: within
+** 2^-8 of the largest |C|. Also runs oneDNN's JIT under valgrind/ASan. */
+static void test_bf16_gemm(void) {
+  const int64_t m = 37, n = 45, k = 29, batch = 3;
+  for (int t = 0; t < 4; t++) {
+    bool ta = t & 1, tb = t & 2;
+    double *A = xmalloc(batch * m * k * 8), *B = xmalloc(batch * k * n * 8),
+           *C0 = xmalloc(batch * m * n * 8), *want = xmalloc(batch * m * n * 8);
+    uint16_t *a = rand_bf16(batch * m * k, A), *b = rand_bf16(batch * k * n, B),
+             *c = rand_bf16(batch * m * n, C0);
+    const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+    double big = 0;
+    for (int64_t q = 0; q < batch; q++)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+          double acc = 0;
+          for (int64_t p = 0; p < k; p++) {
+            double x = ta ? A[q * m * k + p * lda + i] : A[q * m * k + i * lda + p];
+            double y = tb ? B[q * k * n + j * ldb + p] : B[q * k * n + p * ldb + j];
+            acc += x * y;
+          }
+          double v = 0.5 * acc + 0.25 * C0[q * m * n + i * n + j];
+          want[q * m * n + i * n + j] = v;
+          if (fabs(v) > big) big = fabs(v);
+        }
+    em_status s = be->gemm(0, EM_BF16, ta, tb, m, n, k, 0.5, a, lda, m * k, b, ldb, k * n, 0.25,
+                           c, n, m * n, batch);
+    double worst = 0;
+    for (int64_t i = 0; s == EM_OK && i < batch * m * n; i++)
+      worst = fmax(worst, fabs(em_bf16_to_f32(c[i]) - want[i]));
+    check(s == EM_OK && worst <= big / 256, "bf16 gemm ta=%d tb=%d alpha, beta, batch: error %.3g of %.3g (%s)",
+          ta, tb, worst, big, s ? em_error_message() : "ok");
+    free(A), free(B), free(C0), free(want), free(a), free(b), free(c);
+  }
+  /* float32 at 160^3 (past the oneDNN threshold) */
+  const int64_t N = 160;
+  double *A = xmalloc(N * N * 8), *B = xmalloc(N * N * 8), *want = xmalloc(N * N * 8);
+  float *a = rand_arr(EM_F32, N * N, -1, 1, A), *b = rand_arr(EM_F32, N * N, -1, 1, B);
+  float *c = xmalloc(N * N * 4);
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc = 0;
+      for (int64_t p = 0; p < N; p++) acc += A[i * N + p] * B[j * N + p];
+      want[i * N + j] = acc;
+    }
+  em_status s = be->gemm(0, EM_F32, false, true, N, N, N, 1, a, N, 0, b, N, 0, 0, c, N, 0, 1);
+  check(s == EM_OK && close_to("f32 gemm 160^3", c, EM_F32, want, N * N, 1e-4, 1e-4),
+        "float32 gemm 160^3, B transposed (oneDNN by the rule)");
+  free(A), free(B), free(want), free(a), free(b), free(c);
+}
+
+/* The fused optimizers on bf16 parameters against the same step in f32:
+** each stored value rounds once, so within 2^-8 of the largest |param|
+** (near-zero results make an elementwise relative bound meaningless). */
+
+int main(int argc, char **argv) {
+  void *h = backend_cpu_open(argc, argv);
+  if (!h) return 2;
+  test_gemm();
+  test_bf16_gemm();
+  return backend_cpu_done(h);
+}
