@@ -7,8 +7,8 @@
 **   test_backend_cpu_FAMILY path/to/ember_backend_cpu.so
 **
 ** Prints "ok N - name" / "not ok N - name" per check and "N passed, M
-** failed" at the end; exits 1 on any failure. Build with libember, or
-** with -DEMBER_TEST_SHIM -rdynamic to supply em_error here instead.
+** failed" at the end; exits 1 on any failure. Linked with libember,
+** whose em_error the plugin reports its errors through.
 ** Functions are static inline so that a program may leave some unused.
 */
 #ifndef EMBER_TEST_BACKEND_CPU_H
@@ -26,22 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef EMBER_TEST_SHIM
-static _Thread_local char shim_msg[1024];
-em_status em_verror(em_status code, const char *fmt, va_list ap) {
-  vsnprintf(shim_msg, sizeof shim_msg, fmt, ap);
-  return code;
-}
-em_status em_error(em_status code, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  em_verror(code, fmt, ap);
-  va_end(ap);
-  return code;
-}
-const char *em_error_message(void) { return shim_msg; }
-#endif
 
 static const em_backend *be;
 static int n_pass, n_fail;
