@@ -89,36 +89,17 @@ for _, f in ipairs({(desc.path:match("^(.*)/[^/]*$") or ".") .. "/" .. name .. "
   end
 end
 
--- ---------------------------------------------------------------- output
-local passed, failed, n = 0, 0, 0
-local function report(ok, what, why)
-  n = n + 1
-  if ok then
-    passed = passed + 1
-    print(string.format("ok %d - %s", n, what))
-  else
-    failed = failed + 1
-    print(string.format("not ok %d - %s: %s", n, what, tostring(why)))
-  end
-end
-
--- check(what, fn): fn returns true, or false/nil and a reason, or raises.
-local function check(what, fn)
-  local ok, res, why = pcall(fn)
-  if not ok then report(false, what, "raised: " .. tostring(res))
-  else report(res, what, why) end
-end
-
--- The call raises an error whose message contains every pattern (plain).
-local function raises(fn, ...)
-  local ok, err = pcall(fn)
-  if ok then return false, "no error raised" end
-  err = tostring(err)
-  for _, p in ipairs({...}) do
-    if not err:find(p, 1, true) then return false, "error lacks '" .. p .. "': " .. err end
-  end
-  return true
-end
+-- ---------------------------------------------------------------- parts
+-- What a check of attention can reuse (check_plugin_parts.lua): the
+-- reporter, comparisons, problems and masks; the rest of this file is
+-- the driver that walks the variant's caps.
+local parts = dofile(script_dir() .. "/check_plugin_parts.lua")(ember)
+local tap = parts.reporter()
+local check, raises = tap.check, parts.raises
+local randn, maxabs, maxdiff, finite, all_finite, close = parts.randn, parts.maxabs, parts.maxdiff,
+  parts.finite, parts.all_finite, parts.close
+local problem, kp_mask, bool_mask = parts.problem, parts.kp_mask, parts.bool_mask
+local causal_allowed, additive_of = parts.causal_allowed, parts.additive_of
 
 -- ---------------------------------------------------------------- helpers
 local function merged(extra)
@@ -137,66 +118,6 @@ local function make(extra, dims)
   o.dtype = dims and dims.dtype or "float64"
   -- eval mode: checks that want training (dropout, redraw) ask for it
   return ember.Attention(o):eval()
-end
-
-local function randn(shape, dtype) return ember.randn(shape, {dtype = dtype or "float64"}) end
-
-local function maxabs(t) return t:double():abs():max():item() end
-local function maxdiff(a, b) return (a:double() - b:double()):abs():max():item() end
-local function finite(t) return t:double():ne(t:double()):logical_not():logical_and(t:double():abs():lt(math.huge)) end
-local function all_finite(t) return finite(t):logical_not():double():sum():item() == 0 end
-
-local function close(a, b, tol, what)
-  if not a then return false, (what or "value") .. " is nil" end
-  local d, s = maxdiff(a, b), maxabs(b)
-  if d <= tol * math.max(s, 1) then return true end
-  return false, string.format("%s differs by %.3g (scale %.3g, tol %.1g)", what or "value", d, s, tol)
-end
-
--- A problem: q, k, v and the call options.
-local function problem(p)
-  p = p or {}
-  local B, H, Lq, Lk, dk, dv = p.B or 2, p.H or 2, p.Lq or 5, p.Lk or p.Lq or 5, p.dk or 3, p.dv or 4
-  local dt = p.dtype or "float64"
-  return {q = randn({B, H, Lq, dk}, dt), k = randn({B, H, Lk, dk}, dt), v = randn({B, H, Lk, dv}, dt),
-          B = B, H = H, Lq = Lq, Lk = Lk, dk = dk, dv = dv}
-end
-
-local function kp_mask(B, Lk) -- batch 1: last two keys padded; others none
-  local rows = {}
-  for b = 1, B do
-    local r = {}
-    for j = 1, Lk do r[j] = (b == 1 and j > Lk - 2) end
-    rows[b] = r
-  end
-  return ember.tensor(rows)
-end
-
-local function bool_mask(Lq, Lk, seed) -- random, every row keeps its last key
-  local rows, s = {}, seed or 7
-  for i = 1, Lq do
-    local r = {}
-    for j = 1, Lk do
-      s = (s * 1103515245 + 12345) % 2147483648
-      r[j] = j == Lk or (s % 3 ~= 0)
-    end
-    rows[i] = r
-  end
-  return ember.tensor(rows)
-end
-
-local function causal_allowed(Lq, Lk) -- j <= i + Lk - Lq (1-based i, j: same rule)
-  local rows = {}
-  for i = 1, Lq do
-    local r = {}
-    for j = 1, Lk do r[j] = j <= i + Lk - Lq end
-    rows[i] = r
-  end
-  return ember.tensor(rows)
-end
-
-local function additive_of(mask, dtype) -- bool (true = may attend) -> 0 / -inf
-  return ember.zeros(mask.shape, {dtype = dtype or "float64"}):masked_fill(mask:logical_not(), -math.huge)
 end
 
 -- What the variant declares with the given options (nil: it does not).
@@ -799,5 +720,4 @@ check("float32 agrees with float64", function()
   return close(o32, o64, 1e-4, "float32 vs float64")
 end)
 
-print(string.format("%d passed, %d failed", passed, failed))
-if failed > 0 then os.exit(1) end
+if tap.finish() > 0 then os.exit(1) end
