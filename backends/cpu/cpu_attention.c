@@ -97,6 +97,14 @@ typedef struct att_ctx {
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
 
+/* The k/v head that (batch, query head) bh reads: itself, or with grouped
+** heads (Hkv < H) head h / (H / Hkv) of its batch, read in place. */
+static inline int64_t att_kvh(const att_ctx *c, int64_t bh) {
+  const em_attention_args *a = c->a;
+  if (!a->Hkv || a->Hkv == a->H) return bh;
+  return (bh / a->H) * a->Hkv + (bh % a->H) / (a->H / a->Hkv);
+}
+
 /* Keys [lo, hi] (inclusive) of the window/block band of position p. Both
 ** ends grow with p, which is what lets a tile be judged by its corners. */
 static inline void att_band(const em_attention_args *a, int64_t p, int64_t *lo, int64_t *hi) {
@@ -320,6 +328,9 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
     return em_error(EM_ERR_UNSUPPORTED,
                     "cpu %s: head dims dk=%lld dv=%lld exceed what BLAS takes (int)", kernel,
                     (long long)a->dk, (long long)a->dv);
+  if (a->Hkv < 0 || (a->Hkv && a->H % a->Hkv))
+    return em_error(EM_ERR_ARG, "cpu %s: %lld query heads are not a multiple of %lld key/value heads",
+                    kernel, (long long)a->H, (long long)a->Hkv);
   if ((a->score_mod && !a->score_grad) || (a->sink && !a->sink_grad) ||
       a->n_caps < 0 || a->n_caps > EM_EXPR_MAX_CAPS || (a->n_caps && !a->caps) ||
       (a->block_map && a->map_grain < 1))

@@ -152,6 +152,9 @@ typedef struct em_attn_call {
   em_attn_dims dims;           /* heads = H, dk, dv of this call */
   int64_t B, H, Lq, Lk;        /* for convenience: from q, k */
   const struct em_attn_mods *mods; /* a traced variant's programs, or NULL */
+  int64_t Hkv;                 /* heads of k and v: H, or a divisor of H (grouped-query
+                                  attention; only the fused route sees Hkv < H -- a variant's
+                                  forward or compose gets k and v repeated to H heads) */
 } em_attn_call;
 
 /* Capabilities. The core refuses, with a clear message, a call that needs

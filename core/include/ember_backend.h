@@ -171,6 +171,12 @@ typedef struct em_attention_args {
   ** is 0 when the mask reads no batch or head. NULL: every tile partial. */
   const uint8_t *block_map;
   int64_t map_grain, map_nq, map_nk, map_sb, map_sh;
+
+  /* Grouped-query attention: k and v have Hkv heads (H % Hkv == 0) and
+  ** query head h reads kv head h / (H / Hkv), in place. 0 or H: none. The
+  ** backward still writes dk_ and dv_ per query head, [B,H,Lk,d]; the core
+  ** sums each group. A kernel without it returns EM_ERR_UNSUPPORTED. */
+  int64_t Hkv;
 } em_attention_args;
 
 typedef struct em_backend {

@@ -329,7 +329,14 @@ static em_status check_inputs(em_attn_call *c, const em_attention_variant *v, em
                     v->name, em__desc(q, dq, sizeof dq), em__desc(k, dk, sizeof dk),
                     em__desc(vv, dv, sizeof dv));
   int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], Lk = k->shape[2];
-  if (k->shape[0] != B || vv->shape[0] != B || k->shape[1] != H || vv->shape[1] != H ||
+  const int64_t Hkv = k->shape[1];
+  if (k->shape[0] == B && vv->shape[0] == B && vv->shape[1] == Hkv && Hkv > 0 && Hkv != H &&
+      H % Hkv != 0)
+    return em_error(EM_ERR_SHAPE,
+                    "attention '%s': q has %lld heads and k, v %lld: grouped-query attention needs the "
+                    "query heads to be a multiple of the key/value heads", v->name, (long long)H,
+                    (long long)Hkv);
+  if (k->shape[0] != B || vv->shape[0] != B || Hkv <= 0 || H % Hkv != 0 || vv->shape[1] != Hkv ||
       vv->shape[2] != Lk || k->shape[3] != q->shape[3])
     return em_error(EM_ERR_SHAPE,
                     "attention '%s': expected q [B,H,Lq,dk], k [B,H,Lk,dk], v [B,H,Lk,dv], got q %s, k %s, v %s",
@@ -379,7 +386,7 @@ static em_status check_inputs(em_attn_call *c, const em_attention_variant *v, em
   if (a->need_weights) EM_TRY(need_cap(v, EM_ATTN_CAP_WEIGHTS, "returning attention weights"));
   if (!isfinite(a->scale))
     return em_error(EM_ERR_ARG, "attention '%s': scale must be finite, got %g", v->name, a->scale);
-  c->B = B, c->H = H, c->Lq = Lq, c->Lk = Lk;
+  c->B = B, c->H = H, c->Lq = Lq, c->Lk = Lk, c->Hkv = Hkv;
   c->dims.heads = H, c->dims.dk = q->shape[3], c->dims.dv = vv->shape[3];
   return EM_OK;
 }
@@ -393,6 +400,24 @@ static em_status expand_mask(em_tensor **out, em_tensor *m, const em_attn_call *
   int64_t full[4] = {c->B, c->H, c->Lq, c->Lk};
   em_status s = em_expand(out, r, 4, full);
   em_release(r);
+  return s;
+}
+
+/* k or v [B,Hkv,L,d] repeated to H heads, each kv head for H/Hkv query
+** heads in a row (torch's repeat_interleave on dim 1), differentiable: the
+** routes that do not read grouped heads in place get these. */
+static em_status repeat_heads(em_tensor **out, em_tensor *t, int64_t H) {
+  const int64_t B = t->shape[0], Hkv = t->shape[1], L = t->shape[2], d = t->shape[3];
+  if (Hkv == H) {
+    *out = em_retain(t);
+    return EM_OK;
+  }
+  int64_t s5[5] = {B, Hkv, 1, L, d}, e5[5] = {B, Hkv, H / Hkv, L, d}, s4[4] = {B, H, L, d};
+  em_tensor *a = NULL, *b = NULL;
+  em_status s = em_reshape(&a, t, 5, s5);
+  if (s == EM_OK) s = em_expand(&b, a, 5, e5);
+  if (s == EM_OK) s = em_reshape(out, b, 4, s4);
+  em_release(a), em_release(b);
   return s;
 }
 
@@ -571,6 +596,17 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
 static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call *c,
                              const em_attn_decl *d, em_tensor *q, em_tensor *k, em_tensor *vv,
                              em_tensor *const *params) {
+  if (c->Hkv != c->H) { /* grouped heads: the composition sees them repeated */
+    em_tensor *kf = NULL, *vf = NULL;
+    em_status s = repeat_heads(&kf, k, c->H);
+    if (s == EM_OK) s = repeat_heads(&vf, vv, c->H);
+    const int64_t hkv = c->Hkv;
+    c->Hkv = c->H;
+    if (s == EM_OK) s = run_compose(out, weights, c, d, q, kf, vf, params);
+    c->Hkv = hkv;
+    em_release(kf), em_release(vf);
+    return s;
+  }
   const em_attention_variant *v = c->variant;
   em_tensor *y = NULL, *w = NULL;
   c->q = q, c->k = k, c->v = vv, c->params = params;
@@ -685,6 +721,14 @@ static em_status attention_run(em_tensor **out, em_tensor **weights, const em_at
 
   if (s == EM_OK && v->declare) {
     s = run_declared(out, weights, &c, q, k, vv, n_params, params);
+  } else if (s == EM_OK && c.Hkv != c.H) { /* a variant's own kernels get H heads */
+    em_tensor *kf = NULL, *vf = NULL;
+    s = repeat_heads(&kf, k, c.H);
+    if (s == EM_OK) s = repeat_heads(&vf, vv, c.H);
+    em_release(kp), em_release(mask);
+    if (s == EM_OK) s = attention_run(out, weights, v, o, n_params, params, q, kf, vf, a);
+    em_release(kf), em_release(vf);
+    return s;
   } else if (s == EM_OK) {
     c.q = q, c.k = k, c.v = vv, c.params = params; /* can_forward looks at them */
     bool fwd = v->forward && (!v->can_forward || v->can_forward(&c));

@@ -265,6 +265,10 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   const em_backend *be = em_backend_of(c->q);
   if (!be->attention_forward || !be->attention_backward)
     return em_error(EM_ERR_UNSUPPORTED, "the %s backend has no fused attention kernel", be->name);
+  /* grouped heads read in place: the CPU kernel; other backends' kernels
+  ** get the call composed, heads repeated */
+  if (c->Hkv != c->H && !be->host_memory)
+    return em_error(EM_ERR_UNSUPPORTED, "the %s backend's fused kernel does not read grouped heads", be->name);
   sdpa_saved *sv = calloc(1, sizeof *sv);
   if (!sv) return em_error(EM_ERR_OOM, "attention: out of memory");
   sv->be = be, sv->device = c->q->device.index;
@@ -286,6 +290,7 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   if (c->key_padding) sv->kp = em_retain(c->key_padding);
   a->dtype = c->q->dtype;
   a->B = c->B, a->H = c->H, a->Lq = c->Lq, a->Lk = c->Lk, a->dk = c->dims.dk, a->dv = c->dims.dv;
+  a->Hkv = c->Hkv;
   a->key_padding = c->key_padding ? em_data(c->key_padding) : NULL;
   a->bias = sv->bias ? em_data(sv->bias) : NULL;
   a->causal = c->causal;
@@ -321,8 +326,11 @@ static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_t
       s = em_empty(&gx[i], sv->xt[i]->ndim, sv->xt[i]->shape, sv->xt[i]->dtype, sv->xt[i]->device);
       if (s == EM_OK) dx[i] = em_data(gx[i]);
     }
-  for (int i = 0; i < 3 && s == EM_OK; i++)
-    s = em_empty(&g[i], 4, src[i]->shape, src[i]->dtype, src[i]->device);
+  /* dk and dv per query head; grouped heads are summed below */
+  for (int i = 0; i < 3 && s == EM_OK; i++) {
+    int64_t shape[4] = {src[i]->shape[0], sv->args.H, src[i]->shape[2], src[i]->shape[3]};
+    s = em_empty(&g[i], 4, shape, src[i]->dtype, src[i]->device);
+  }
   for (int t = 0; t < 3 && s == EM_OK; t++)
     if (sv->tab[t] && needs[3 + sv->tab_param[t]])
       s = em_empty(&gt[t], 2, sv->tab[t]->shape, sv->tab[t]->dtype, sv->tab[t]->device);
@@ -335,6 +343,20 @@ static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_t
     a.d_rel_v = gt[2] ? em_data(gt[2]) : NULL;
     a.d_caps = a.n_caps ? dx : NULL;
     s = sv->be->attention_backward(sv->device, &a);
+  }
+  /* grouped-query attention: a kv head's gradient is the sum over its query heads */
+  for (int i = 1; i < 3 && s == EM_OK && sv->args.Hkv && sv->args.Hkv != sv->args.H; i++) {
+    const int64_t *sh = src[i]->shape, Hkv = sv->args.Hkv;
+    int64_t s5[5] = {sh[0], Hkv, sv->args.H / Hkv, sh[2], sh[3]};
+    const int dim = 2;
+    em_tensor *r = NULL, *sum = NULL;
+    s = em_reshape(&r, g[i], 5, s5);
+    if (s == EM_OK) s = em_sum(&sum, r, 1, &dim, false);
+    em_release(r);
+    if (s == EM_OK) {
+      em_release(g[i]);
+      g[i] = sum;
+    }
   }
   /* a bfloat16 table's float32 gradient goes back to bfloat16 */
   for (int i = 0; i < sv->args.n_caps && s == EM_OK; i++)

@@ -435,6 +435,13 @@ end
 function M.dense(inst, tables, inputs, q, k, v, o)
   local def = inst.def
   local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+  if k.shape[2] ~= H then -- grouped-query heads: each kv head serves H / Hkv query heads in a row
+    local function rep(t)
+      local Hkv, L, d = t.shape[2], t.shape[3], t.shape[4]
+      return t:unsqueeze(3):expand(B, Hkv, H // Hkv, L, d):reshape(B, H, L, d)
+    end
+    k, v = rep(k), rep(v)
+  end
   local out_dtype = q.dtype
   if q.dtype == "bfloat16" then q, k, v = q:float(), k:float(), v:float() end
   local dt, dev = q.dtype, q.device

@@ -147,3 +147,41 @@ describe("nn.MultiHeadAttention{kv_heads}", function()
     assert.are.same({ 4, 16 }, layer.self_attn.k_proj.weight.shape)
   end)
 end)
+
+describe("grouped heads in the fused kernel", function()
+  -- ember.Attention gets k and v at kv heads: the CPU kernel reads head
+  -- h // (H / Hkv) in place and sums dK, dV over each group; every other
+  -- route (a variant's own kernels, the composition) gets them repeated.
+  for _, case in ipairs { { "standard", {} }, { "relpos", { mode = "t5" } }, { "local", { window_left = 9, window_right = 3 } },
+    { "softcap", { cap = 2 } }, { "sinks", {} }, { "linear", {} } } do
+    it(case[1] .. ": equals the repeated heads, gradients too, on the fused route where it has one", function()
+      ember.manual_seed(8)
+      local spec = { attention = case[1], heads = 8, head_dim = 8, dtype = "float64" }
+      for k, v in pairs(case[2]) do spec[k] = v end
+      local att = ember.Attention(spec)
+      local q = ember.randn(2, 8, 70, 8, { dtype = "float64" }):requires_grad_()
+      local k = ember.randn(2, 2, 70, 8, { dtype = "float64" }):requires_grad_()
+      local v = ember.randn(2, 2, 70, 8, { dtype = "float64" }):requires_grad_()
+      local r0 = ember.attention_routes().fused
+      local o1 = att(q, k, v, { causal = true })
+      local fused = ember.attention_routes().fused - r0
+      local w = ember.randn(o1.shape, { dtype = "float64" })
+      ;(o1 * w):sum():backward()
+      local g1 = { q.grad:clone(), k.grad:clone(), v.grad:clone() }
+      q.grad, k.grad, v.grad = nil, nil, nil
+      local o2 = att(q, repeat_interleave(k, 4), repeat_interleave(v, 4), { causal = true })
+      ;(o2 * w):sum():backward()
+      assert(maxdiff(o1, o2) < 1e-12)
+      assert(maxdiff(g1[1], q.grad) < 1e-12 and maxdiff(g1[2], k.grad) < 1e-12 and maxdiff(g1[3], v.grad) < 1e-12)
+      assert.are.same({ 2, 2, 70, 8 }, g1[2].shape)
+      assert.are.equal(case[1] == "linear" and 0 or 1, fused)
+    end)
+  end
+
+  it("heads that are not a multiple of the kv heads are an error", function()
+    local att = ember.Attention { attention = "standard", heads = 6, head_dim = 4 }
+    local ok, err = pcall(att, ember.randn(1, 6, 5, 4), ember.randn(1, 4, 5, 4), ember.randn(1, 4, 5, 4))
+    assert.is_false(ok)
+    assert.matches("multiple of the key/value heads", tostring(err))
+  end)
+end)

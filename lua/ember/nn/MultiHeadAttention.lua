@@ -16,7 +16,7 @@
 --
 -- With kv_heads < heads (grouped-query attention; 1 is multi-query), k_proj
 -- and v_proj project to kv_heads * head_dim, and each key/value head serves
--- heads/kv_heads query heads (as torch's repeat_interleave: see _expand_kv).
+-- heads/kv_heads query heads (as torch's repeat_interleave), read in place by the fused kernel.
 --
 -- Incremental decoding with a key/value cache (`forward_cached`) uses the
 -- same children, so it computes exactly what `forward` does; the cache
@@ -228,18 +228,6 @@ local function split_heads(x, H)
   return x:reshape(B, L, H, E // H):transpose(2, 3)
 end
 
--- Grouped-query attention: keys/values [B, kv_heads, L, dh] -> [B, heads,
--- L, dh], kv head j serving query heads (j-1)*g+1 .. j*g (g =
--- heads/kv_heads), as torch.repeat_interleave on dim 2. The expansion is a
--- broadcast view made contiguous right before the attention module; a
--- kernel that reads kv head h // g in place makes this function go away.
-function MHA:_expand_kv(t)
-  local g = self.heads // self.kv_heads
-  if g == 1 then return t end
-  local B, Hkv, L, dh = t.shape[1], t.shape[2], t.shape[3], t.shape[4]
-  return t:unsqueeze(3):expand(B, Hkv, g, L, dh):reshape(B, Hkv * g, L, dh)
-end
-
 -- Rotary tables, cached per (head dim, base, device, dtype) for positions
 -- 0 .. n-1, and grown (doubled) when a longer sequence comes. A forward
 -- only narrows them.
@@ -379,7 +367,8 @@ end
 function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
   local mask = masks.resolve(opts, who, "attn_mask", "allow_mask", "block_mask")
   check_masks(who, opts.key_padding_mask, mask, q, k)
-  k, v = self:_expand_kv(k), self:_expand_kv(v)
+  -- grouped heads go to the variant as they are: the core reads kv head h // (heads/kv_heads)
+  -- in place on the fused kernel and repeats them for every other route
   if opts.need_weights and not self.attn.caps.weights then
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
