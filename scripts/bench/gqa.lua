@@ -1,0 +1,44 @@
+-- scripts/bench/gqa.lua -- grouped-query attention on the fused CPU kernel
+-- against standard multi-head attention: fwd+bwd ms of the attention op
+-- (8 query heads, head_dim 32, causal), kv heads read in place.
+--   build/bin/ember scripts/bench/gqa.lua [--L 4096] [--reps 5]
+local ember = require "ember"
+local L, reps = 4096, 5
+for i = 1, #arg do
+  if arg[i] == "--help" or arg[i] == "-h" then
+    print([[Usage: ember scripts/bench/gqa.lua [--L N] [--reps N]
+
+Grouped-query attention (8 query heads, 2 or 1 kv heads) against standard
+attention (8 and 8): fwd+bwd ms of the fused op, and the bytes of K and V.
+
+Options:
+   --L N      sequence length (default 4096)
+   --reps N   timed repetitions (median; default 5)
+   -h, --help this text]])
+    os.exit(0)
+  end
+  if arg[i] == "--L" then L = tonumber(arg[i + 1]) end
+  if arg[i] == "--reps" then reps = tonumber(arg[i + 1]) end
+end
+local att = ember.Attention { attention = "standard", heads = 8, head_dim = 32 }
+local function run(Hkv)
+  local q = ember.randn(1, 8, L, 32):requires_grad_()
+  local k, v = ember.randn(1, Hkv, L, 32):requires_grad_(), ember.randn(1, Hkv, L, 32):requires_grad_()
+  local function step() att(q, k, v, { causal = true }):sum():backward() end
+  step()
+  local ts = {}
+  for r = 1, reps do
+    local t0 = ember.clock()
+    step()
+    ts[r] = (ember.clock() - t0) * 1000
+  end
+  table.sort(ts)
+  return ts[(reps + 1) // 2], 2 * Hkv * L * 32 * 4
+end
+print(("| L | heads / kv heads | fwd+bwd ms | vs MHA | K+V bytes |"))
+print("|---|---|---|---|---|")
+local base = run(8)
+for _, hkv in ipairs { 8, 2, 1 } do
+  local ms, bytes = run(hkv)
+  print(("| %d | 8 / %d | %.1f | %.2f | %d |"):format(L, hkv, ms, ms / base, bytes))
+end
