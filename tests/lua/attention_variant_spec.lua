@@ -75,6 +75,7 @@ local function cases(B, L)
     { "example_lua", { max_distance = 9 }, {} },
     { "alibi_lua", {}, { causal = true } },
     { "window_lua", { window_left = 16, window_right = 16 }, {} },
+    { "t5_lua", { num_buckets = 16, max_distance = 40 }, { causal = true } },
   }
 end
 
@@ -177,6 +178,29 @@ describe("Lua attention variants: the block map", function()
     local ts = time(function() return std(q, k, v) end)
     assert(td < ts, ("document mask %.3fs vs standard %.3fs: tiles were not skipped"):format(td, ts))
   end)
+end)
+
+describe("Lua re-expressions of the declared variants", function()
+  for _, c in ipairs {
+    { "relpos", { mode = "t5", num_buckets = 16, max_distance = 40, bidirectional = true }, "t5_lua", { num_buckets = 16, max_distance = 40, bidirectional = true } },
+    { "relpos", { mode = "t5", num_buckets = 16, max_distance = 40, bidirectional = false }, "t5_lua", { num_buckets = 16, max_distance = 40, bidirectional = false } },
+    { "relpos", { mode = "alibi" }, "alibi_lua", {} },
+    { "local", { window_left = 11, window_right = 4 }, "window_lua", { window_left = 11, window_right = 4 } },
+  } do
+    it(c[3] .. " equals the built-in " .. c[1] .. " in float64, tables and gradients too", function()
+      local a, b = make(c[1], c[2], 2, 8, "float64"), make(c[3], c[4], 2, 8, "float64")
+      local pa, pb = a:parameters()[1], b:parameters()[1]
+      if pa then ember.no_grad(function() pb:copy_(pa) end) end
+      local q, k, v = qkv(2, 2, 120, 120, 8)
+      local o = { causal = true }
+      local qa, qb = q:detach():requires_grad_(), q:detach():requires_grad_()
+      local oa, ob = a(qa, k, v, o), b(qb, k, v, o)
+      assert((oa - ob):abs():max():item() < 1e-12)
+      oa:sum():backward(); ob:sum():backward()
+      assert((qa.grad - qb.grad):abs():max():item() < 1e-12)
+      if pa then assert((pa.grad - pb.grad):abs():max():item() < 1e-12) end
+    end)
+  end
 end)
 
 describe("Lua attention variants: the block map cache", function()
