@@ -93,6 +93,7 @@ typedef struct att_ctx {
   int64_t xregs;    /* scratch a thread needs for the programs, in compute-type elements */
   void *xg;         /* backward: [BH][xg_size] per-head sums of the learned captures' gradients */
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
+  bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
 } att_ctx;
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
@@ -226,8 +227,8 @@ static inline double att_exp_f64(double x) { return exp(x); }
 ATT_SAME_TYPE(f32, float)
 ATT_SAME_TYPE(f64, double)
 
-static inline float from_st_bf16(uint16_t x) { return cpu_bf16_to_f32(x); }
-static inline uint16_t to_st_bf16(float x) { return cpu_f32_to_bf16(x); }
+static inline float from_st_bf16(uint16_t x) { return em_bf16_to_f32(x); }
+static inline uint16_t to_st_bf16(float x) { return em_f32_to_bf16(x); }
 static inline float att_exp_bf16(float x) { return cpu_exp_f32(x); }
 static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                            const void *A, bool as, int64_t lda, const void *B, bool bs,
@@ -355,6 +356,11 @@ static att_ctx make_ctx(const em_attention_args *a) {
   c.run_end = c.long_from = c.step_end = NULL;
   c.DVEC = c.GK = c.GV = NULL;
   c.xerr = NULL, c.xg = NULL, c.xg_size = 0;
+  c.x_additive = false;
+  if (a->score_grad && a->score_grad->n_out > 1) {
+    const em_xins *d = &a->score_grad->ins[a->score_grad->out[1]];
+    c.x_additive = d->op == EM_XOP_CONST && d->k == 1;
+  }
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) c.xg_off[i] = -1;
   int xn = 0;
   const em_expr *progs[5] = {a->score_mod, a->score_grad, a->mask_mod, a->sink, a->sink_grad};

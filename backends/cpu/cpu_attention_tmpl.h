@@ -251,8 +251,9 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
   /* a traced score: d score/ds [br][ld], and the raw scores when learned tables need them */
-  T *dsc = a->score_grad ? X + c->xregs : NULL;
-  T *raw = dsc && c->xg && owner ? dsc + c->br * ld : NULL;
+  T *dsc = a->score_grad && !c->x_additive ? X + c->xregs : NULL;
+  T *raw = a->score_grad && c->xg && owner ? X + c->xregs + c->br * ld : NULL;
+  /* an additive score (d/ds = 1) runs its plain program: the same scores, no d/ds tile */
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
   FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (att_kvh(c, bh) * a->Lk + j0) * dv, true, dv, 0, dS, ld);

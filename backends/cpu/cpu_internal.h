@@ -85,11 +85,6 @@ size_t cpu_dtype_size(em_dtype dt);
 /* EM_ERR_DTYPE "kernel: dtype X is not supported (supported: list)". */
 em_status cpu_bad_dtype(const char *kernel, em_dtype dt, const char *supported);
 
-/* bfloat16 <-> float32: the rule of ember_bf16.h. The cpu_ spellings are
-** what cpu_attention.c (under rewrite elsewhere) still calls; new code
-** calls em_bf16_to_f32 / em_f32_to_bf16. */
-#define cpu_bf16_to_f32 em_bf16_to_f32
-#define cpu_f32_to_bf16 em_f32_to_bf16
 
 /* double -> int64 without undefined behaviour: truncates toward zero,
 ** saturates out-of-range values, NaN gives 0. */

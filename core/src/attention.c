@@ -752,7 +752,7 @@ static em_status attention_run(em_tensor **out, em_tensor **weights, const em_at
 ** dtype: q, k, v and its tables are cast from float32, so the fused kernel
 ** (or the composition) computes in bfloat16, as PyTorch's CPU autocast
 ** runs scaled_dot_product_attention. A variant with its own kernels gets
-** float32 ("attention_host"). The casts are differentiable: float32
+** float32 (EM_AC_ATTENTION_OWN). The casts are differentiable: float32
 ** tables get float32 gradients. */
 em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
                        const em_attn_options *o, int n_params, em_tensor *const *params,
@@ -765,7 +765,7 @@ em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_
   em_tensor *in[3 + EM_ATTN_MAX_PARAMS], *cast[3 + EM_ATTN_MAX_PARAMS];
   in[0] = q, in[1] = k, in[2] = vv;
   for (int i = 0; i < n_params; i++) in[3 + i] = params[i];
-  EM_TRY(em__autocast(v->declare ? "attention" : "attention_host", 3 + n_params, in, cast));
+  EM_TRY(em__autocast_op(v->declare ? EM_AC_ATTENTION : EM_AC_ATTENTION_OWN, 3 + n_params, in, cast));
   em_status s = attention_run(out, weights, v, o, n_params, cast + 3, cast[0], cast[1], cast[2], a);
   for (int i = 0; i < 3 + n_params; i++) em_release(cast[i]);
   return s;

@@ -68,13 +68,6 @@ em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_ten
   return EM_OK;
 }
 
-em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **out) {
-  for (int i = 0; i < n; i++) out[i] = NULL;
-  for (int k = 0; k < EM_AC_NOPS; k++)
-    if (op && strcmp(AC_OPS[k].name, op) == 0) return em__autocast_op(k, n, in, out);
-  return em_error(EM_ERR_ARG, "autocast: no policy for op '%s'", op ? op : "(null)");
-}
-
 bool em__autocast_promotes(em_dtype a, em_dtype b) {
   return ac_on && ((a == ac_dtype && b == EM_F32) || (a == EM_F32 && b == ac_dtype));
 }

@@ -40,12 +40,12 @@ em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b
 ** X(ENUM, name, policy), LOW = into the autocast dtype, F32 = up to
 ** float32. One list makes the enum and the policy table, so an op cannot
 ** lack a policy; "attention" is a variant that declares its terms (fused
-** kernel or composition), "attention_host" one with its own kernels. */
+** kernel or composition), "attention_own_kernels" one with its own kernels (route 1, float32). */
 #define EM_AUTOCAST_OPS(X)                                                     \
   X(EM_AC_MATMUL, matmul, LOW)                                                 \
   X(EM_AC_BMM, bmm, LOW)                                                       \
   X(EM_AC_ATTENTION, attention, LOW)                                           \
-  X(EM_AC_ATTENTION_HOST, attention_host, F32)                                 \
+  X(EM_AC_ATTENTION_OWN, attention_own_kernels, F32)                           \
   X(EM_AC_SOFTMAX, softmax, F32)                                               \
   X(EM_AC_LOG_SOFTMAX, log_softmax, F32)                                       \
   X(EM_AC_LAYER_NORM, layer_norm, F32)                                         \
@@ -65,10 +65,6 @@ typedef enum {
 ** reference either way); all retained copies when autocast is off or op
 ** is EM_AC_NONE. */
 em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_tensor **out);
-/* The same by the op's name in EM_AUTOCAST_OPS, for attention.c until its
-** rewrite moves to em__autocast_op; a name not in the list is an EM_ERR_ARG
-** error, never a silent "no policy". */
-em_status em__autocast(const char *op, int n, em_tensor *const *in, em_tensor **out);
 /* Whether a binary op with operands of dtypes a and b runs in float32
 ** because autocast is on and one of them is the autocast dtype. */
 bool em__autocast_promotes(em_dtype a, em_dtype b);

@@ -115,6 +115,7 @@ end
 -- @treturn table the definition
 function M.define(def, path)
   check_def(def, 2)
+  M.try_trace(def)
   local ok, err = pcall(ember._register_variant, {
     name = def.name, description = def.description or ("attention variant written in Lua"),
     version = def.version or "lua", options = def.options or {}, path = path or "(defined in Lua)",
@@ -122,6 +123,28 @@ function M.define(def, path)
   if not ok then errors.raise("%s", tostring(err)) end
   registry[def.name] = def
   return def
+end
+
+-- A trial trace with the default options and small sizes, so that code
+-- that cannot be traced is refused where it is defined (and the variant is
+-- not registered), not at its first use.
+function M.try_trace(def)
+  local options = {}
+  for _, o in ipairs(def.options or {}) do options[o.name] = o.default end
+  local dims = { heads = 2, head_dim = 8, v_head_dim = 8 }
+  local tables = {}
+  if def.params then
+    local ok, list = pcall(def.params, options, dims)
+    if not ok then errors.raise("attention variant '%s': params failed: %s", def.name, tostring(list)) end
+    for i, t in ipairs(type(list) == "table" and list or {}) do
+      if type(t) == "table" and type(t.tensor) == "userdata" then
+        tables[#tables + 1] = { name = t.name, tensor = t.tensor, learned = t.learned }
+      else
+        errors.raise("attention variant '%s': params entry %d must be {name=, tensor=, learned=}", def.name, i)
+      end
+    end
+  end
+  M.trace(def, options, dims, tables)
 end
 
 --- The Lua definition of a variant, or nil for a C plugin.
