@@ -7,6 +7,8 @@ return {
   WordTokenizer = require "ember.data.word_tokenizer",
   padding = require "ember.data.padding",
   pad = (require "ember.data.padding").pad,
+  packing = require "ember.data.packing",
+  pack = (require "ember.data.packing").pack,
   text = require "ember.data.text",
   Rng = require "ember.data.rng",
   source = require "ember.data.source",

@@ -1,0 +1,85 @@
+--- ember.data.packing: variable-length sequences packed into rows of a
+-- fixed length, for training without padding waste; with the document
+-- ids that the `document` attention variant (plugins/flex/document.lua)
+-- reads, so no token attends across documents.
+--
+--    local p = ember.data.pack({{5, 6, 7}, {8, 9}, {4, 4, 4, 4}}, 6, {pad_id = 1})
+--    -- p.tokens [2, 6]: {5 6 7 8 9 1}, {4 4 4 4 1 1}
+--    -- p.doc    [2, 6]: {1 1 1 2 2 0}, {1 1 1 1 0 0}   (0: padding)
+--    -- p.pos    [2, 6]: {1 2 3 1 2 0}, {1 2 3 4 0 0}   (1-based within the document)
+--    local y = mha(x, {variant_inputs = {doc = p.doc}, key_padding_mask = p.padding})
+--
+-- Sequences are taken in order and a row is closed when the next one does
+-- not fit; a sequence longer than a row is split over rows (each piece is a
+-- document of its own: it cannot see the piece before it).
+-- @module data.packing
+local M = {}
+
+local function ember() return require "ember" end
+
+--- Packs lists of ids into rows of `len` positions.
+-- @tparam table seqs a list of Lua lists of ids
+-- @int len positions per row
+-- @tparam table opts `pad_id` (required when a row has room left), `rows`
+-- (pad to at least this many rows)
+-- @treturn table `tokens`, `doc`, `pos` (int64 [B, len]), `padding` (bool
+-- [B, len], true = padding, as key_padding_mask), `lengths` (int64 [B]: the
+-- used positions of each row)
+function M.pack(seqs, len, opts)
+  opts = opts or {}
+  local errors = require "ember._errors"
+  if type(seqs) ~= "table" then errors.raise("data.pack: expected a list of id lists, got %s", type(seqs)) end
+  if math.type(len) ~= "integer" or len < 1 then
+    errors.raise("data.pack: the row length must be a positive integer, got %s", tostring(len))
+  end
+  if type(opts) ~= "table" then errors.raise("data.pack: options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "pad_id" and k ~= "rows" then errors.raise("data.pack: unknown option '%s' (options: pad_id, rows)", tostring(k)) end
+  end
+  local rows = {}
+  local cur = nil
+  local function new_row()
+    cur = { tokens = {}, doc = {}, pos = {}, ndoc = 0 }
+    rows[#rows + 1] = cur
+  end
+  for i, s in ipairs(seqs) do
+    if type(s) ~= "table" then errors.raise("data.pack: sequence %d must be a list of ids, got %s", i, type(s)) end
+    local n, at = #s, 1
+    if n > 0 and (not cur or #cur.tokens + math.min(n, len) > len) then new_row() end
+    while at <= n do
+      if #cur.tokens == len then new_row() end
+      local take = math.min(n - at + 1, len - #cur.tokens)
+      cur.ndoc = cur.ndoc + 1
+      for j = 0, take - 1 do
+        local id = s[at + j]
+        if math.type(id) ~= "integer" then
+          errors.raise("data.pack: sequence %d has a non-integer id at %d (%s)", i, at + j, tostring(id))
+        end
+        cur.tokens[#cur.tokens + 1], cur.doc[#cur.doc + 1], cur.pos[#cur.pos + 1] = id, cur.ndoc, j + 1
+      end
+      at = at + take
+    end
+  end
+  while #rows < (opts.rows or 1) do new_row() end
+  local tokens, doc, pos, pad, lengths = {}, {}, {}, {}, {}
+  for b, r in ipairs(rows) do
+    lengths[b] = #r.tokens
+    if #r.tokens < len and opts.pad_id == nil then
+      errors.raise("data.pack: row %d has %d free positions: give pad_id", b, len - #r.tokens)
+    end
+    tokens[b], doc[b], pos[b], pad[b] = {}, {}, {}, {}
+    for j = 1, len do
+      local used = j <= #r.tokens
+      tokens[b][j] = used and r.tokens[j] or opts.pad_id
+      doc[b][j] = used and r.doc[j] or 0
+      pos[b][j] = used and r.pos[j] or 0
+      pad[b][j] = not used
+    end
+  end
+  local e = ember()
+  local i64 = { dtype = "int64" }
+  return { tokens = e.tensor(tokens, i64), doc = e.tensor(doc, i64), pos = e.tensor(pos, i64),
+    padding = e.tensor(pad, { dtype = "bool" }), lengths = e.tensor(lengths, i64) }
+end
+
+return M
