@@ -125,9 +125,10 @@ function M.define(def, path)
   return def
 end
 
--- A trial trace with the default options and small sizes, so that code
+--- A trial trace with the default options and small sizes, so that code
 -- that cannot be traced is refused where it is defined (and the variant is
 -- not registered), not at its first use.
+-- @tparam table def the definition
 function M.try_trace(def)
   local options = {}
   for _, o in ipairs(def.options or {}) do options[o.name] = o.default end
