@@ -21,7 +21,17 @@ set(EMBER_CONFORMANCE_RUNS
   # the core-op path other backends take, forced on the CPU; chunk=2 and 3
   # cut the checker's short sequences into several prefix-sum blocks
   "linear|kernel=composed|chunk=2"
-  "linear|kernel=composed|feature_map=favor|num_features=16|chunk=3")
+  "linear|kernel=composed|feature_map=favor|num_features=16|chunk=3"
+  # variants written in Lua (plugins/flex), held to their own composition
+  "softcap|cap=1.5"
+  "document"
+  "sliding_sinks|window_left=2|window_right=1|sinks=1"
+  "prefix_lm"
+  "sinks"
+  "example_lua|max_distance=3"
+  "alibi_lua"
+  "window_lua|window_left=2|window_right=1"
+  "t5_lua|num_buckets=8|max_distance=6")
 foreach(run ${EMBER_CONFORMANCE_RUNS})
   string(REPLACE "|" ";" args "${run}")
   string(REPLACE "|" "." tname "${run}")

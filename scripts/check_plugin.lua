@@ -77,7 +77,9 @@ local caps = desc.caps
 -- The variant's own reference checks and properties (see the header).
 local function script_dir() return (arg[0]:match("^(.*)/[^/]*$") or ".") end
 local reference, props = nil, {}
-for _, f in ipairs({(desc.path:match("^(.*)/[^/]*$") or ".") .. "/" .. name .. "_check.lua",
+local lua_check = (require("ember.variant").get(name) or {}).check -- a Lua variant's own properties
+if type(lua_check) == "table" then props = lua_check reference = lua_check.checks end
+for _, f in ipairs(lua_check and {} or {(desc.path:match("^(.*)/[^/]*$") or ".") .. "/" .. name .. "_check.lua",
                     script_dir() .. "/../plugins/" .. name .. "/check.lua"}) do
   local h = io.open(f)
   if h then
@@ -109,6 +111,30 @@ local function merged(extra)
   return t
 end
 
+-- A variant written in Lua (ember.attention_variant): its per-call tensors
+-- are made for every call (ones, [B] or [B, Lk]: one document, a prefix of
+-- one, the first row of any table: valid whatever they mean), and its
+-- reference is its own composition (the traced functions run densely),
+-- which the fused route is held to below instead of a declaration.
+local lua_def = require("ember.variant").get(name)
+
+local function with_inputs(att)
+  if not (lua_def and lua_def.inputs and next(lua_def.inputs)) then return att end
+  local forward = att.forward
+  att.forward = function(self, q, k, v, opts)
+    local o, inputs = {}, {}
+    for key, val in pairs(opts or {}) do o[key] = val end
+    local B, Lk = q.shape[1], k.shape[3]
+    for input, spec in pairs(lua_def.inputs) do
+      local nd = type(spec) == "table" and spec.ndim or spec
+      inputs[input] = ember.ones(nd == 1 and { B } or { B, Lk }, { dtype = "int64" })
+    end
+    o.variant_inputs = o.variant_inputs or inputs
+    return forward(self, q, k, v, o)
+  end
+  return att
+end
+
 local function make(extra, dims)
   local o = merged(extra)
   o.attention = name
@@ -117,12 +143,21 @@ local function make(extra, dims)
   o.v_head_dim = dims and dims.dv or 4
   o.dtype = dims and dims.dtype or "float64"
   -- eval mode: checks that want training (dropout, redraw) ask for it
-  return ember.Attention(o):eval()
+  return with_inputs(ember.Attention(o):eval())
 end
 
--- What the variant declares with the given options (nil: it does not).
-local decl = make().core:declaration()
+-- What the variant declares with the given options (nil: it does not). A
+-- variant written in Lua declares nothing (what it changes is traced): it
+-- gets the fused-route checks, against its own composition.
+local decl = lua_def and {bias = "none", mask = lua_def.mask and "traced" or "none", rel = "none", route = "auto", traced = true}
+  or make().core:declaration()
 local positional = decl ~= nil and (decl.bias ~= "none" or decl.mask ~= "none")
+if lua_def then -- a traced function that reads q or k depends on positions
+  local inst, dep = make()._variant, require("ember._trace").DEP
+  for _, g in ipairs { inst.score_graph or false, inst.mask_graph or false, inst.sink_graph or false } do
+    if g and g.deps & (dep.Q | dep.K) ~= 0 then positional = true end
+  end
+end
 
 -- ---------------------------------------------------------------- options
 print(string.format("# %s %s: %s", desc.name, desc.version, desc.description))
@@ -593,7 +628,7 @@ if decl then
   local function randomize(a)
     ember.no_grad(function() for _, t in ipairs(a:parameters()) do t:copy_(randn(t.shape) * 0.5) end end)
   end
-  if decl.bias ~= "shaw" then
+  if decl.bias ~= "shaw" and not decl.traced then
     for _, sh in ipairs(caps.cross and {{7, 7}, {4, 9}} or {{7, 7}}) do
       check(string.format("declared %s bias and %s mask equal standard with them written out densely (Lq=%d, Lk=%d)",
                           decl.bias, decl.mask, sh[1], sh[2]), function()

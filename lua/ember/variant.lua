@@ -59,7 +59,7 @@ M.registry = registry
 
 local OPT_TYPES = { int = true, float = true, bool = true, string = true }
 local DEF_KEYS = { name = true, description = true, version = true, options = true, params = true,
-  inputs = true, score = true, mask = true, sink = true, caps = true }
+  inputs = true, score = true, mask = true, sink = true, caps = true, check = true }
 
 local function check_def(def, level)
   level = level + 1
@@ -68,7 +68,7 @@ local function check_def(def, level)
   end
   for k in pairs(def) do
     if not DEF_KEYS[k] then
-      errors.raise("attention_variant: unknown field '%s' (fields: name, description, version, options, params, inputs, score, mask, sink)", tostring(k))
+      errors.raise("attention_variant: unknown field '%s' (fields: name, description, version, options, params, inputs, score, mask, sink, check)", tostring(k))
     end
   end
   if type(def.name) ~= "string" or not def.name:match("^[%w_%-]+$") then
@@ -110,7 +110,8 @@ end
 -- core as a C plugin's), `params` (`function(options, dims)` returning a
 -- list of `{name=, tensor=, learned=}`), `inputs` (`{doc = 2}`: per-call
 -- tensors and their number of dims, int64 unless `{ndim=, dtype="float"}`),
--- and `score`, `mask`, `sink` (see the module's description)
+-- and `score`, `mask`, `sink` (see the module's description); `check`:
+-- properties for scripts/check_plugin.lua (`weights_sum_tol`, `tolerance`)
 -- @string[opt] path where the definition came from (a file on the plugin path)
 -- @treturn table the definition
 function M.define(def, path)

@@ -8,6 +8,8 @@ return {
   description = "document mask for packed sequences (variant_inputs = {doc = ids [B, L]})",
   inputs = { doc = 2 },
   mask = function(b, h, q, k, ctx)
-    return ctx.doc[b][q]:eq(ctx.doc[b][k])
+    -- with more queries than keys the first queries sit before key 1: they
+    -- take the first position's document
+    return ctx.doc[b][ember.maximum(q, 1)]:eq(ctx.doc[b][k])
   end,
 }

@@ -9,4 +9,6 @@ return {
     return { { name = "sink", tensor = ember.zeros(dims.heads), learned = true } }
   end,
   sink = function(b, h, q, ctx) return ctx.sink[h] end,
+  -- the sink takes its share of each row: the weights of the keys sum to less than 1
+  check = { weights_sum_tol = 1 },
 }
