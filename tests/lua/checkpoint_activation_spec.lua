@@ -252,3 +252,51 @@ describe("nn.checkpoint", function()
     raises_here(function() local _ = nn.checkpoint(function() end, x) end, "nn.checkpoint: fn returned nothing")
   end)
 end)
+
+describe("checkpoint = true on the Transformer layers", function()
+  local nn_ = require "ember.nn"
+  local function run(make, ck, with_memory)
+    ember.manual_seed(31)
+    local layer = make(ck)
+    local x = ember.randn(2, 12, 16):requires_grad_()
+    local mem = with_memory and ember.randn(2, 7, 16):requires_grad_() or nil
+    ember.manual_seed(32)
+    local y = with_memory and layer(x, mem) or layer(x)
+    ;(y * y):sum():backward()
+    local g = { y:detach(), x.grad }
+    if mem then g[#g + 1] = mem.grad end
+    for _, p in ipairs(layer:parameters()) do g[#g + 1] = p.grad end
+    return g
+  end
+  local makers = {
+    encoder = function(ck) return nn_.TransformerEncoderLayer(16, 2, { dim_feedforward = 24, dropout = 0.2, checkpoint = ck }) end,
+    decoder = function(ck) return nn_.TransformerDecoderLayer(16, 2, { dim_feedforward = 24, dropout = 0.2, checkpoint = ck }) end,
+  }
+  for name, make in pairs(makers) do
+    it(name .. ": outputs and every gradient bitwise equal to the plain layer, dropout on", function()
+      local a, b = run(make, false, name == "decoder"), run(make, true, name == "decoder")
+      assert.are.equal(#a, #b)
+      for i = 1, #a do assert.are.equal(0, (a[i] - b[i]):abs():max():item(), "tensor " .. i) end
+    end)
+  end
+  it("keeps only the layer's input: far fewer live bytes after the forward", function()
+    local function kept(ck)
+      ember.manual_seed(1)
+      local layer = nn_.TransformerEncoderLayer(64, 4, { dim_feedforward = 256, dropout = 0.1, checkpoint = ck })
+      local x = ember.randn(4, 128, 64):requires_grad_()
+      collectgarbage(); collectgarbage()
+      local base = ember.live_bytes()
+      local y = layer(x)
+      collectgarbage(); collectgarbage() -- the forward's temporaries go; what the graph keeps stays
+      local n = ember.live_bytes() - base
+      assert(y)
+      return n
+    end
+    local plain, ck = kept(false), kept(true)
+    assert(ck < 0.3 * plain, ("checkpointed %d bytes vs plain %d"):format(ck, plain))
+  end)
+
+  it("prints it", function()
+    assert.matches("checkpoint=true", tostring(nn_.TransformerEncoderLayer(8, 2, { checkpoint = true })))
+  end)
+end)

@@ -31,6 +31,8 @@ local FeedForward = require "ember.nn.FeedForward"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local attn_opts = require "ember.nn._attn_opts"
 local masks = require "ember.nn._masks"
+local ember = require "ember.nn._ember"
+local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
 local DecoderLayer = Module:extend("TransformerDecoderLayer")
 
@@ -38,6 +40,7 @@ function DecoderLayer:__init(d_model, heads, opts)
   opts = opts or {}
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false
+  self.checkpoint = opts.checkpoint or false
   self.has_cross = opts.cross ~= false
   -- causal by default: the module says so when printed, and forward's
   -- `causal` option overrides it per call
@@ -103,6 +106,17 @@ function DecoderLayer:forward(x, memory, opts)
   if self.has_cross and memory == nil then
     require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end
+  if self.checkpoint and self.training and not opts.cache and ember.is_grad_enabled() then
+    -- the memory is an argument: its gradient flows back through the recompute
+    if memory ~= nil then
+      return checkpoint(function(xx, mm) return self:_block(xx, mm, opts) end, x, memory)
+    end
+    return checkpoint(function(xx) return self:_block(xx, nil, opts) end, x)
+  end
+  return self:_block(x, memory, opts)
+end
+
+function DecoderLayer:_block(x, memory, opts)
   local last = self.has_cross and 3 or 2
   local norm_ff, drop_ff = self["norm" .. last], self["dropout" .. last]
   if self.norm_first then
@@ -117,7 +131,8 @@ end
 
 --- "norm_first=..., cross=..."
 function DecoderLayer:extra_repr()
-  return ("norm_first=%s, cross=%s"):format(tostring(self.norm_first), tostring(self.has_cross))
+  return ("norm_first=%s, cross=%s%s"):format(tostring(self.norm_first), tostring(self.has_cross),
+    self.checkpoint and ", checkpoint=true" or "")
 end
 
 return DecoderLayer

@@ -7,7 +7,9 @@
 -- nn/_attn_opts.lua; attention_dropout= to set it apart), activation="relu"|"gelu",
 -- norm_first=false, layer_norm_eps=1e-5, bias=true, attention="standard",
 -- attention_options={...}, rope=false, kv_heads= (grouped-query attention, see
--- nn.MultiHeadAttention), dtype=, device=.
+-- nn.MultiHeadAttention), checkpoint=false (activation checkpointing: in
+-- training, the layer keeps only its input and is run again in the backward,
+-- nn.checkpoint), dtype=, device=.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
 -- block_mask= (bool, see nn/_masks.lua), causal=}])
 -- @classmod nn.TransformerEncoderLayer
@@ -17,6 +19,8 @@ local Dropout = require "ember.nn.Dropout"
 local FeedForward = require "ember.nn.FeedForward"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local attn_opts = require "ember.nn._attn_opts"
+local ember = require "ember.nn._ember"
+local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
 local EncoderLayer = Module:extend("TransformerEncoderLayer")
 
@@ -25,6 +29,7 @@ function EncoderLayer:__init(d_model, heads, opts)
   local dropout = opts.dropout or 0.1
   local o = { dtype = opts.dtype, device = opts.device }
   self.norm_first = opts.norm_first or false
+  self.checkpoint = opts.checkpoint or false
   self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
   self:add_module("ff", FeedForward(d_model, opts.dim_feedforward or 2048, {
     activation = opts.activation, dropout = dropout, bias = opts.bias, dtype = o.dtype, device = o.device,
@@ -51,6 +56,13 @@ end
 -- @treturn Tensor [B, L, d_model]
 function EncoderLayer:forward(x, opts)
   opts = opts or {}
+  if self.checkpoint and self.training and ember.is_grad_enabled() then
+    return checkpoint(function(xx) return self:_block(xx, opts) end, x)
+  end
+  return self:_block(x, opts)
+end
+
+function EncoderLayer:_block(x, opts)
   if self.norm_first then
     x = x + self:_sa(self.norm1(x), opts)
     return x + self.dropout2(self.ff(self.norm2(x)))
@@ -60,6 +72,8 @@ function EncoderLayer:forward(x, opts)
 end
 
 --- "norm_first=..."
-function EncoderLayer:extra_repr() return "norm_first=" .. tostring(self.norm_first) end
+function EncoderLayer:extra_repr()
+  return "norm_first=" .. tostring(self.norm_first) .. (self.checkpoint and ", checkpoint=true" or "")
+end
 
 return EncoderLayer
