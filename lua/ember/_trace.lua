@@ -165,6 +165,12 @@ function M.mul(a, b)
   if is_const(a, 1) then return b end
   if is_const(b, 1) then return a end
   if is_const(a, 0) or is_const(b, 0) then return const(0) end -- only derivative graphs meet 0 * x
+  if a.op == "CONST" and b.op ~= "CONST" then a, b = b, a end -- constants on the right
+  -- (x * c1) * c2 = x * (c1 * c2): a derivative's chain of constants
+  -- (softcap's c * tanh'(s / c) / c) becomes one product, or none
+  if b.op == "CONST" and a.op == "MUL" and a.args[2].op == "CONST" then
+    return M.mul(a.args[1], const(a.args[2].value * b.value))
+  end
   return node("MUL", { a, b })
 end
 function M.div(a, b)
