@@ -8,7 +8,7 @@
 -- (window_left=8 mode=block ...), used for every check.
 --
 -- Every check follows from what the variant says about itself -- its caps,
--- its options and, for a variant that declares (ember_attention.h route 0),
+-- its options and, for a variant that declares (ember_attention.h, the fused route),
 -- its declaration (core:declaration()) -- never from its name, so a
 -- dropped-in plugin gets exactly the checks a shipped one gets. On small
 -- float64 problems:

@@ -31,23 +31,31 @@
 **   (for inspection: they carry no gradient).
 ** - masks get no gradient.
 **
-** Two ways to implement a variant (plugins/README.md walks through both):
-** 1. forward + backward (+ free_saved): one autograd node. forward computes
-**    the output and returns an opaque saved state; backward gets dout and
-**    that state and returns dq, dk, dv and the gradients of the variant's own
-**    parameters. Both run with grad mode OFF, on detached inputs, so any
-**    core op may be used inside without recording anything.
-** 2. compose: a forward made of differentiable core ops, run with grad mode
-**    as the caller has it; autograd records each core op. No backward to
-**    write. Used when forward is NULL, or when can_forward says no.
-** 0. declare: the variant says, as data (em_attn_decl below), how it
-**    changes standard attention -- a score bias of a built-in kind, a
-**    block mask, Shaw's output term -- and the core runs it: the backend's
-**    fused kernel when that kernel covers the call (table gradients come out
-**    of its backward), the variant's compose (or, without one, the core's
-**    own composition of the declaration) otherwise. No kernel to write.
+** Three ways to implement a variant (plugins/README.md walks through them;
+** a variant written in Lua, lua/ember/variant.lua, is the fourth: it is
+** declared here as standard attention and brings traced programs with each
+** call, em_attn_mods). Each call then takes one ROUTE, counted by
+** em_attention_route_counts: fused, forward or composed.
+** - declare: the variant says, as data (em_attn_decl below), how it
+**   changes standard attention -- a score bias of a built-in kind, a block
+**   mask, Shaw's output term -- and the core runs it: the backend's fused
+**   kernel (the fused route) when that kernel covers the call (table
+**   gradients come out of its backward), the variant's compose (or, without
+**   one, the core's own composition of the declaration; the composed route)
+**   otherwise. No kernel to write.
+** - forward + backward (+ free_saved), the forward route: one autograd
+**   node. forward computes the output and returns an opaque saved state;
+**   backward gets dout and that state and returns dq, dk, dv and the
+**   gradients of the variant's own parameters. Both run with grad mode OFF,
+**   on detached inputs, so any core op may be used inside without recording
+**   anything.
+** - compose, the composed route: a forward made of differentiable core ops,
+**   run with grad mode as the caller has it; autograd records each core op.
+**   No backward to write. Used when forward is NULL, or when can_forward
+**   says no.
 ** A variant may have several (e.g. declare, and compose for devices whose
-** fused kernel does not take the declaration).
+** fused kernel does not take the declaration). em_attn_route, in a
+** declaration, is the route it asks for: auto, fused or composed.
 **
 ** Adding a field: append it at the end and bump EM_ATTENTION_ABI_VERSION.
 */
@@ -168,7 +176,7 @@ typedef struct em_attn_call {
 #define EM_ATTN_CAP_ALL         0x3fu
 
 /* ------------------------------------------------------------------ */
-/* Declarations (route 0)                                              */
+/* Declarations (the fused route)                                       */
 /* ------------------------------------------------------------------ */
 
 /* Relative position of key j to query i: r = j - p with p = i + Lk - Lq
@@ -248,9 +256,9 @@ static inline int64_t em_attn_qpos(const em_attn_call *c, int64_t i) { return i 
 ** benchmarks: a declared variant that lands in `composed` on a host float
 ** call fell back where the fused kernel should have covered it). */
 typedef struct em_attn_route_counts {
-  uint64_t fused;      /* route 0 on the backend's fused kernel */
-  uint64_t composed;   /* route 0 fallbacks and route 2 */
-  uint64_t forward;    /* route 1: the variant's own forward */
+  uint64_t fused;      /* the backend's fused kernel: a declaration or traced programs */
+  uint64_t composed;   /* core ops: compose, and a declaration where the kernel declines */
+  uint64_t forward;    /* the variant's own forward/backward */
 } em_attn_route_counts;
 EM_API void em_attention_route_counts(em_attn_route_counts *out);
 /* Counts a call a caller ran itself (0 fused, 1 composed, 2 forward): a
@@ -283,7 +291,7 @@ typedef struct em_attention_variant {
   em_status (*init_params)(const em_attn_options *opts, const em_attn_dims *dims, em_dtype dt,
                            em_device dev, int *n, em_attn_param *params);
 
-  /* optional (route 1): computes *out [B,H,Lq,dv] (a new tensor), and
+  /* optional (the forward route): computes *out [B,H,Lq,dv] (a new tensor), and
   ** *weights [B,H,Lq,Lk] when c->need_weights, and *saved (anything the
   ** backward needs; NULL is fine). Grad mode is off and the inputs are
   ** detached. The caller receives a fresh alias of *out that carries the
@@ -291,7 +299,7 @@ typedef struct em_attention_variant {
   ** without making a reference cycle. */
   em_status (*forward)(const em_attn_call *c, em_tensor **out, em_tensor **weights, void **saved);
 
-  /* optional (route 1, required with forward): from dout [B,H,Lq,dv]
+  /* optional (the forward route, required with forward): from dout [B,H,Lq,dv]
   ** (contiguous) and the saved state, sets grads[0..2] = dq, dk, dv and
   ** grads[3 + i] = gradient of params[i] (new references). needs[i] says
   ** whether grads[i] is wanted; an unwanted one may be left NULL. A wanted
@@ -302,7 +310,7 @@ typedef struct em_attention_variant {
   /* optional: frees what forward saved (called once, when the graph goes). */
   void (*free_saved)(void *saved);
 
-  /* optional (route 2): the output as a composition of differentiable core
+  /* optional (the composed route): the output as a composition of differentiable core
   ** ops on c->q, c->k, c->v and c->params (grad mode as the caller has it).
   ** Sets *out and, when c->need_weights, *weights. */
   em_status (*compose)(const em_attn_call *c, em_tensor **out, em_tensor **weights);
@@ -313,7 +321,7 @@ typedef struct em_attention_variant {
   ** complete except that q, k, v and params are the caller's tensors. */
   bool (*can_forward)(const em_attn_call *c);
 
-  /* optional (route 0, ABI 2): fills d (already em_attn_decl_init'ed) with
+  /* optional (the fused route, ABI 2): fills d (already em_attn_decl_init'ed) with
   ** what this instance changes in standard attention. When set, the core
   ** runs the call (see the top of this file) and forward/backward/
   ** can_forward are not used. */
@@ -394,7 +402,7 @@ typedef struct em_attn_mods {
 } em_attn_mods;
 
 /* Runs a variant on q, k, v with its options and params, recording one
-** autograd op (route 1) or the composed ops (route 2). *weights (when
+** autograd op (the fused or forward route) or the composed ops (the composed route). *weights (when
 ** args->need_weights; detached, for inspection) may be NULL otherwise. */
 EM_API em_status em_attention(em_tensor **out, em_tensor **weights, const em_attention_variant *v,
                               const em_attn_options *o, int n_params, em_tensor *const *params,

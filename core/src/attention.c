@@ -1,9 +1,12 @@
 /*
 ** attention.c -- the core side of attention variants (ember_attention.h):
 ** finding a variant among the loaded plugins, checking its options, and
-** running it as one autograd op (route 1) or as composed core ops (route 2).
+** running it on one of three routes, named as em_attn_route_counts names them:
+** fused (a declaration, or a traced variant's programs, on the backend's
+** fused kernel: attention_sdpa.c), forward (the variant's own
+** forward/backward as one autograd op) or composed (core ops).
 **
-** The autograd engine does not know about attention: a route-1 call records
+** The autograd engine does not know about attention: a call on the forward (or fused) route records
 ** an ordinary em_opdef whose ctx holds the variant and its saved state.
 */
 #include "internal.h"
@@ -425,7 +428,7 @@ static em_status repeat_heads(em_tensor **out, em_tensor *t, int64_t H) {
 /* Route 1: one autograd op around forward/backward                   */
 /* ------------------------------------------------------------------ */
 
-/* What route 1 (the variant's forward) and route 0 (the fused kernel of
+/* What the forward route (the variant's forward) and the fused route (the fused kernel of
 ** a declaration, attention_sdpa.c) have in common: a forward returning
 ** saved state, a backward, a free. */
 typedef struct attn_route {
@@ -624,7 +627,7 @@ static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call 
   }
   *out = y;
   if (w && weights) {
-    /* Weights are for inspection: detached, like route 1. */
+    /* Weights are for inspection: detached, as on the forward route. */
     s = em_detach(weights, w);
     em_release(w);
     if (s != EM_OK) {

@@ -1,5 +1,5 @@
 /*
-** attention_sdpa.c -- route 0 of em_attention: a variant's declaration
+** attention_sdpa.c -- the fused route of em_attention: a variant's declaration
 ** (em_attn_decl) run by the backend's fused kernel (attention_forward /
 ** attention_backward in ember_backend.h) as one autograd op, or by the
 ** core's composition (attention_compose.c) when the kernel does not cover

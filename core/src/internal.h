@@ -40,7 +40,7 @@ em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b
 ** X(ENUM, name, policy), LOW = into the autocast dtype, F32 = up to
 ** float32. One list makes the enum and the policy table, so an op cannot
 ** lack a policy; "attention" is a variant that declares its terms (fused
-** kernel or composition), "attention_own_kernels" one with its own kernels (route 1, float32). */
+** kernel or composition), "attention_own_kernels" one with its own kernels (the forward route, float32). */
 #define EM_AUTOCAST_OPS(X)                                                     \
   X(EM_AC_MATMUL, matmul, LOW)                                                 \
   X(EM_AC_BMM, bmm, LOW)                                                       \
@@ -77,7 +77,7 @@ const em_backend *em__be(const em_tensor *t);
 /* "[2, 3] float32 cpu" into buf. */
 const char *em__desc(const em_tensor *t, char *buf, size_t n);
 
-/* attention_sdpa.c: route 0 of em_attention (declared variants) */
+/* attention_sdpa.c: the fused route of em_attention (declared and traced variants) */
 struct em_attn_call;
 struct em_attn_decl;
 em_status em__attn_decl_check(const struct em_attn_call *c, const struct em_attn_decl *d);

@@ -36,7 +36,7 @@ em_status lin_run(lin_state *st, em_tensor *out, em_tensor *weights);
 /* dq, dk, dv from dout. */
 em_status lin_backward_run(const lin_state *st, em_tensor *dout, em_tensor *dq, em_tensor *dk,
                            em_tensor *dv);
-/* route 2: the variant as core ops. */
+/* the composed route: the variant as core ops. */
 em_status lin_compose(const em_attn_call *c, em_tensor **out, em_tensor **weights);
 
 #endif

@@ -3,7 +3,7 @@
 **
 ** It declares nothing: standard attention is what every backend's fused
 ** kernel computes (flash-style, O(L) memory, causal tiles skipped), and the
-** core runs it (ember_attention.h, route 0). Option `kernel` picks the
+** core runs it (ember_attention.h, the fused route). Option `kernel` picks the
 ** route: "auto" (fused when the backend's kernel covers the call, core ops
 ** otherwise -- and always when the weights are asked for), "fused" (an
 ** error when the kernel cannot), "dense" (core ops, materialising the
