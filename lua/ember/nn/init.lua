@@ -21,6 +21,8 @@ return {
   MaxPool2d = require "ember.nn.MaxPool2d",
   AvgPool2d = require "ember.nn.AvgPool2d",
   AdaptiveAvgPool2d = require "ember.nn.AdaptiveAvgPool2d",
+  Conv1d = require "ember.nn.Conv1d",
+  Conv2d = require "ember.nn.Conv2d",
   -- nn.init.xavier_uniform_ and the rest (torch.nn.init); the file is not
   -- ember/nn/init.lua, which is this package's own file
   init = require "ember.nn.weight_init",

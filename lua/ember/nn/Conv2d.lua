@@ -1,0 +1,47 @@
+--- nn.Conv2d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, padding_mode="zeros", dtype=, device=}]):
+-- 2-d convolution (cross-correlation) of [N, C, H, W] (or unbatched
+-- [C, H, W]), as torch.nn.Conv2d. Sizes are a number or a pair {h, w};
+-- padding is also "same" (stride 1; the extra row/column of an even kernel
+-- goes after, as PyTorch) or "valid" (none). The output is [N, out, Ho, Wo],
+-- Ho = floor((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
+-- Parameters as PyTorch, so its state dicts load: `weight`
+-- [out, in/groups, kh, kw] (kaiming_uniform_ with a = sqrt(5), i.e.
+-- U(+-1/sqrt(fan_in))) and `bias` [out] (U(+-1/sqrt(fan_in))),
+-- fan_in = in/groups * kh * kw.
+-- Composed from core ops (so autograd, float32/float64, bfloat16 under
+-- `ember.autocast` and every backend work): im2col from one strided view of
+-- the zero-padded input per kernel offset, then one batched matmul over the
+-- groups (`nn/_conv.lua`). There is no oneDNN convolution primitive behind it yet.
+-- Errors name nn.Conv2d at the caller's line: bad sizes or options, groups
+-- not dividing the channels, a wrong channel count, a kernel larger than
+-- the padded input.
+-- @usage local conv = nn.Conv2d(3, 64, 3, {padding = 1})
+-- print(conv(ember.randn(8, 3, 32, 32)).shape)             --> ember.Size{8, 64, 32, 32}
+-- local patch = nn.Conv2d(3, 192, 4, {stride = 4})          -- a ViT patch embedding
+-- local dw = nn.Conv2d(32, 32, 3, {padding = "same", groups = 32})   -- depthwise
+-- @classmod nn.Conv2d
+local Module = require "ember.nn.Module"
+local conv = require "ember.nn._conv"
+
+local Conv2d = Module:extend("Conv2d")
+
+function Conv2d:__init(in_channels, out_channels, kernel_size, opts)
+  conv.setup(self, "Conv2d", 2, in_channels, out_channels, kernel_size, opts)
+end
+
+--- The convolution.
+-- @tparam Tensor x [N, in_channels, H, W] or [in_channels, H, W]
+-- @treturn Tensor [N, out_channels, Ho, Wo] (or [out_channels, Ho, Wo])
+function Conv2d:forward(x)
+  return conv.forward(self, "Conv2d", 2, x)
+end
+
+--- The sizes, for printing (PyTorch's text).
+function Conv2d:extra_repr()
+  return conv.extra_repr(self, 2)
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Conv2d.forward = require("ember._errors").wrap(Conv2d.forward)
+
+return Conv2d

@@ -1,0 +1,261 @@
+-- nn/_conv.lua (internal): the convolution shared by nn.Conv1d and nn.Conv2d,
+-- composed from core ops (so autograd, every dtype, autocast and every
+-- backend work). conv2d(x, w, b, s, p, d, g): x [N, C, H, W], w [O, C/g, kh, kw];
+-- p = {top, bottom, left, right}. im2col through strided views: one strided
+-- slice of the zero-padded input per kernel offset (as nn/_pool.lua cuts the
+-- pooling windows), stacked to [N, g, C/g * kh * kw, Ho * Wo], then one
+-- batched matmul with w viewed as [g, O/g, C/g * kh * kw]. The only Lua loop
+-- is over the kh * kw kernel offsets. A kernel equal to its stride with no
+-- padding or dilation (a patch embedding) is a reshape and a permute instead.
+-- setup(self, name, nd, ...) parses a module's arguments (sizes, padding
+-- "same"/"valid", groups) and makes its parameters as PyTorch does.
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local init = require "ember.nn.weight_init"
+
+local M = {}
+
+-- x padded with zeros: p = {top, bottom, left, right}.
+local function pad(x, p)
+  local opts = { dtype = x.dtype, device = x.device }
+  local N, C = x.shape[1], x.shape[2]
+  if p[1] > 0 or p[2] > 0 then
+    local parts = {}
+    if p[1] > 0 then parts[#parts + 1] = ember.zeros({ N, C, p[1], x.shape[4] }, opts) end
+    parts[#parts + 1] = x
+    if p[2] > 0 then parts[#parts + 1] = ember.zeros({ N, C, p[2], x.shape[4] }, opts) end
+    x = ember.cat(parts, 3)
+  end
+  if p[3] > 0 or p[4] > 0 then
+    local parts = {}
+    if p[3] > 0 then parts[#parts + 1] = ember.zeros({ N, C, x.shape[3], p[3] }, opts) end
+    parts[#parts + 1] = x
+    if p[4] > 0 then parts[#parts + 1] = ember.zeros({ N, C, x.shape[3], p[4] }, opts) end
+    x = ember.cat(parts, 4)
+  end
+  return x
+end
+
+-- Output size of one dim with padding lo + hi.
+function M.out_size(n, k, s, lo, hi, d)
+  return (n + lo + hi - d * (k - 1) - 1) // s + 1
+end
+
+-- The columns [N, C, kh*kw, Ho, Wo] of x (already padded).
+local function columns(xp, k, s, d, Ho, Wo)
+  local kh, kw = k[1], k[2]
+  -- a patch embedding: non-overlapping windows that tile the input exactly
+  if kh == s[1] and kw == s[2] and d[1] * d[2] == 1 and xp.shape[3] == Ho * kh and xp.shape[4] == Wo * kw then
+    local N, C = xp.shape[1], xp.shape[2]
+    return xp:reshape({ N, C, Ho, kh, Wo, kw }):permute(1, 2, 4, 6, 3, 5)
+  end
+  local parts = {}
+  for i = 0, kh - 1 do
+    local r0 = i * d[1] + 1
+    local rows = xp:slice(3, r0, r0 + (Ho - 1) * s[1], s[1])
+    for j = 0, kw - 1 do
+      local c0 = j * d[2] + 1
+      parts[#parts + 1] = rows:slice(4, c0, c0 + (Wo - 1) * s[2], s[2])
+    end
+  end
+  if #parts == 1 then return parts[1]:unsqueeze(3) end
+  return ember.stack(parts, 3)
+end
+
+function M.conv2d(x, w, b, s, p, d, g)
+  local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  local O, kh, kw = w.shape[1], w.shape[3], w.shape[4]
+  local Ho, Wo = M.out_size(H, kh, s[1], p[1], p[2], d[1]), M.out_size(W, kw, s[2], p[3], p[4], d[2])
+  local cols = columns(pad(x, p), { kh, kw }, s, d, Ho, Wo)
+  local K = (C // g) * kh * kw
+  local y
+  if g == 1 then
+    -- [O, K] @ [N, K, L] -> [N, O, L]
+    y = w:reshape({ O, K }):matmul(cols:reshape({ N, K, Ho * Wo }))
+  else
+    -- [g, O/g, K] @ [N, g, K, L] -> [N, g, O/g, L]
+    y = w:reshape({ g, O // g, K }):matmul(cols:reshape({ N, g, K, Ho * Wo }))
+  end
+  y = y:reshape({ N, O, Ho, Wo })
+  if b then
+    -- under autocast the product is bfloat16: the bias joins it (as nn.Linear)
+    if y.dtype == "bfloat16" and b.dtype ~= "bfloat16" and ember.autocast.enabled() then b = b:to("bfloat16") end
+    y = y + b:view({ 1, O, 1, 1 })
+  end
+  return y
+end
+
+-- A size option as nd positive (or, with min = 0, non-negative) integers.
+local function tuple(v, nd, min)
+  if math.type(v) == "integer" then
+    local t = {}
+    for i = 1, nd do t[i] = v end
+    v = t
+  end
+  if type(v) ~= "table" or #v ~= nd then return nil end
+  for i = 1, nd do
+    if math.type(v[i]) ~= "integer" or v[i] < min then return nil end
+  end
+  return { table.unpack(v, 1, nd) }
+end
+
+local function fmt(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "table" then
+    local t = {}
+    for i, x in ipairs(v) do t[i] = tostring(x) end
+    return "{" .. table.concat(t, ", ") .. "}"
+  end
+  return tostring(v)
+end
+
+local OPTS = { stride = true, padding = true, dilation = true, groups = true, bias = true, padding_mode = true,
+  dtype = true, device = true }
+
+-- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
+function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts))) end
+  for k in pairs(opts) do
+    if not OPTS[k] then
+      error(("%s: unknown option '%s' (stride, padding, dilation, groups, bias, padding_mode, dtype, device)")
+        :format(name, tostring(k)))
+    end
+  end
+  for _, f in ipairs { { "in_channels", in_channels }, { "out_channels", out_channels } } do
+    if math.type(f[2]) ~= "integer" or f[2] < 1 then
+      error(("%s: %s must be a positive integer, got %s"):format(name, f[1], tostring(f[2])))
+    end
+  end
+  local pair = nd == 2 and "a pair of them" or "a table of one"
+  self.kernel_size = tuple(kernel_size, nd, 1)
+  if not self.kernel_size then
+    error(("%s: kernel_size must be a positive integer or %s, got %s"):format(name, pair, fmt(kernel_size)))
+  end
+  self.stride = tuple(opts.stride or 1, nd, 1)
+  self.dilation = tuple(opts.dilation or 1, nd, 1)
+  for _, f in ipairs { "stride", "dilation" } do
+    if not self[f] then
+      error(("%s: %s must be a positive integer or %s, got %s"):format(name, f, pair, fmt(opts[f])))
+    end
+  end
+  local padding = opts.padding or 0
+  if padding == "valid" then padding = 0 end
+  if padding == "same" then
+    for i = 1, nd do
+      if self.stride[i] ~= 1 then
+        error(("%s: padding=\"same\" needs stride 1 (as PyTorch), got stride %s"):format(name, fmt(opts.stride)))
+      end
+    end
+    self.padding = "same"
+  else
+    self.padding = tuple(padding, nd, 0)
+    if not self.padding then
+      error(("%s: padding must be a non-negative integer, %s, \"same\" or \"valid\", got %s"):format(name, pair,
+        fmt(opts.padding)))
+    end
+  end
+  local groups = opts.groups or 1
+  if math.type(groups) ~= "integer" or groups < 1 then
+    error(("%s: groups must be a positive integer, got %s"):format(name, tostring(groups)))
+  end
+  if in_channels % groups ~= 0 then
+    error(("%s: in_channels=%d must be divisible by groups=%d"):format(name, in_channels, groups))
+  end
+  if out_channels % groups ~= 0 then
+    error(("%s: out_channels=%d must be divisible by groups=%d"):format(name, out_channels, groups))
+  end
+  local mode = opts.padding_mode or "zeros"
+  if mode ~= "zeros" then
+    error(("%s: padding_mode %s is not supported (only \"zeros\")"):format(name, fmt(mode)))
+  end
+  self.padding_mode = mode
+  self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+  -- the padding actually applied: {top, bottom, left, right} (2-d view of a 1-d conv: {0, 0, left, right})
+  local pads = {}
+  for i = 1, nd do
+    local lo, hi
+    if self.padding == "same" then
+      local total = self.dilation[i] * (self.kernel_size[i] - 1)
+      lo = total // 2
+      hi = total - lo
+    else
+      lo, hi = self.padding[i], self.padding[i]
+    end
+    pads[#pads + 1], pads[#pads + 2] = lo, hi
+  end
+  if nd == 1 then table.insert(pads, 1, 0); table.insert(pads, 1, 0) end
+  self._pads = pads
+  -- PyTorch's reset_parameters: kaiming_uniform_(a = sqrt(5)) is U(+-1/sqrt(fan_in)); the bias too
+  local topts = { dtype = opts.dtype, device = opts.device }
+  local shape = { out_channels, in_channels // groups, table.unpack(self.kernel_size) }
+  local w = ember.empty(shape, topts)
+  init.kaiming_uniform_(w, math.sqrt(5))
+  self.weight = w:requires_grad_()
+  if opts.bias ~= false then
+    local fan_in = init.calculate_fans(w)
+    local bound = 1 / math.sqrt(fan_in)
+    self.bias = ember.uniform({ out_channels }, -bound, bound, topts):requires_grad_()
+  end
+end
+
+-- The module's forward: x [N, C, *spatial] or [C, *spatial], nd spatial dims.
+function M.forward(self, name, nd, x)
+  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
+  if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
+    error(("%s.forward: expected an input %s, got %s"):format(name, shape,
+      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
+  end
+  local batched = x.ndim == nd + 2
+  local c = x.shape[batched and 2 or 1]
+  if c ~= self.in_channels then
+    error(("%s.forward: expected %d input channels (in_channels), got %d in an input of shape [%s]")
+      :format(name, self.in_channels, c, table.concat(x.shape, ", ")))
+  end
+  local xb = batched and x or x:unsqueeze(1)
+  if nd == 1 then xb = xb:unsqueeze(3) end
+  local p = self._pads
+  for i = 1, nd do
+    local n = xb.shape[4 - nd + i]
+    local lo, hi = p[2 * (2 - nd + i) - 1], p[2 * (2 - nd + i)]
+    local k, d = self.kernel_size[i], self.dilation[i]
+    if n + lo + hi < d * (k - 1) + 1 then
+      error(("%s.forward: the kernel (size %d, dilation %d: %d) is larger than the padded input (%d + %d) along "
+        .. "dim %d of shape [%s]"):format(name, k, d, d * (k - 1) + 1, n, lo + hi, x.ndim - nd + i,
+        table.concat(x.shape, ", ")))
+    end
+  end
+  local w = self.weight
+  if nd == 1 then w = w:unsqueeze(3) end
+  local s = nd == 2 and self.stride or { 1, self.stride[1] }
+  local d = nd == 2 and self.dilation or { 1, self.dilation[1] }
+  local y = M.conv2d(xb, w, self.bias, s, p, d, self.groups)
+  if nd == 1 then y = y:squeeze(3) end
+  if not batched then y = y:squeeze(1) end
+  return y
+end
+
+-- PyTorch's extra_repr: "3, 8, kernel_size=(3, 3), stride=(1, 1)" and the non-default options.
+function M.extra_repr(self, nd)
+  local function t(v)
+    if nd == 1 then return "(" .. v[1] .. ",)" end
+    return ("(%d, %d)"):format(v[1], v[2])
+  end
+  local s = ("%d, %d, kernel_size=%s, stride=%s"):format(self.in_channels, self.out_channels, t(self.kernel_size),
+    t(self.stride))
+  if self.padding == "same" then
+    s = s .. ", padding=same"
+  else
+    local zero = true
+    for i = 1, nd do if self.padding[i] ~= 0 then zero = false end end
+    if not zero then s = s .. ", padding=" .. t(self.padding) end
+  end
+  local one = true
+  for i = 1, nd do if self.dilation[i] ~= 1 then one = false end end
+  if not one then s = s .. ", dilation=" .. t(self.dilation) end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
+  if not self.bias then s = s .. ", bias=False" end
+  return s
+end
+
+return M
