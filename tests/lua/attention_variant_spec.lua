@@ -245,6 +245,15 @@ describe("Lua attention variants: definitions and errors", function()
     assert((full - inc):abs():max():item() < 1e-4, "cached decoding must equal the full pass")
   end)
 
+  it("every script's --attention offers the Lua variants (scripts_spec runs the scripts)", function()
+    local bin = (os.getenv("EMBER_BUILD_DIR") or "build") .. "/bin/ember"
+    local h = io.popen(bin .. " scripts/langid.lua --help 2>&1")
+    local help = h:read("a")
+    h:close()
+    assert.matches("softcap", help)
+    assert.matches("sliding_sinks", help)
+  end)
+
   it("options are checked by the core", function()
     local ok, err = pcall(ember.Attention, { attention = "softcap", heads = 1, head_dim = 4, cap = -1 })
     assert.is_false(ok)
