@@ -19,7 +19,7 @@ function ember.profile(...) return require("ember.profiler").profile(...) end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.
-local known = { "nn", "optim", "data", "checkpoint", "generate", "progress", "metrics", "profiler" }
+local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler" }
 
 local function module_exists(name)
   return package.searchpath(name, package.path) ~= nil

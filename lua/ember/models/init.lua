@@ -1,0 +1,5 @@
+-- ember.models: reference models built from ember.nn, one per file.
+-- `local models = require "ember.models"` (or `ember.models`, loaded on first use).
+return {
+  Llama = require "ember.models.llama",
+}

@@ -1,0 +1,398 @@
+--- models.Llama (ember.models.Llama): a Llama-style decoder-only language
+-- model, with Hugging Face's `LlamaForCausalLM` configuration names and
+-- state-dict layout, so a safetensors checkpoint in that layout loads.
+--
+--    local Llama = require("ember.models").Llama
+--    local model = Llama{vocab_size = 61, hidden_size = 32, intermediate_size = 64,
+--                        num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2}
+--    local logits = model(ids)                       -- ids int64 [B, L], 1-based
+--    local m = Llama.from_safetensors("model.safetensors", {num_attention_heads = 32})
+--    local out = require("ember.generate").generate(m, prompt, {max_new_tokens = 20})
+--
+-- The architecture: token embedding, then `num_hidden_layers` blocks of
+--
+--    h = h + self_attn(input_layernorm(h))            -- causal, RoPE, GQA, no biases
+--    h = h + mlp(post_attention_layernorm(h))         -- SwiGLU: down(silu(gate(x)) * up(x))
+--
+-- then a final RMSNorm and `lm_head` (the embedding's transpose when
+-- `tie_word_embeddings`). The module tree carries Hugging Face's names, so
+-- `state_dict()` holds exactly Hugging Face's keys (no mapping):
+--
+--    model.embed_tokens.weight
+--    model.layers.<i>.self_attn.{q,k,v,o}_proj.weight   (i from 0)
+--    model.layers.<i>.mlp.{gate,up,down}_proj.weight
+--    model.layers.<i>.input_layernorm.weight, model.layers.<i>.post_attention_layernorm.weight
+--    model.norm.weight
+--    lm_head.weight                                      (absent when tied, as in Hugging Face's files)
+--
+-- `self_attn` is an nn.MultiHeadAttention (kv_heads, rope, causal, no bias)
+-- whose output projection is registered as `o_proj`; its rotary embedding
+-- is the "rotate_half" form (the head dim's first half paired with its
+-- second half, as GPT-NeoX and Hugging Face's Llama), which is the layout of
+-- Hugging Face's q_proj/k_proj weights, so they load without permuting rows.
+-- (Meta's original checkpoints pair interleaved dims instead; Hugging Face's
+-- conversion script permutes them into this layout.) `mlp` is the gated
+-- FFN of nn.FeedForward{activation = "swiglu"} under Hugging Face's names
+-- (gate_proj = linear1, up_proj = linear3, down_proj = linear2).
+--
+-- Token ids are ember's, 1-based: Hugging Face's id + 1 (row i + 1 of the
+-- embedding is Hugging Face's row i, so the weights load as they are).
+-- Positions count from 0 at the first token (RoPE), as Hugging Face's.
+-- Tested against a minimal PyTorch Llama (tests/gen_llama_fixtures.py):
+-- logits and greedy generation (tests/lua/models_spec.lua).
+-- @classmod models.Llama
+local ember = require "ember.nn._ember"
+local errors = require "ember._errors"
+local Module = require "ember.nn.Module"
+local Linear = require "ember.nn.Linear"
+local Embedding = require "ember.nn.Embedding"
+local RMSNorm = require "ember.nn.RMSNorm"
+local ModuleList = require "ember.nn.ModuleList"
+local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
+
+local raise = errors.raise
+local shape_str = errors.shape_str
+
+-- The configuration: Hugging Face's LlamaConfig names. Required sizes
+-- first, then the options with Hugging Face's defaults.
+local REQUIRED = { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" }
+local DEFAULTS = { rms_norm_eps = 1e-6, rope_theta = 10000.0, tie_word_embeddings = false, initializer_range = 0.02 }
+-- Keys of a Hugging Face config.json that do not change the computation
+-- here (ids of special tokens, bookkeeping); accepted and ignored.
+local IGNORED = {
+  "architectures", "model_type", "torch_dtype", "transformers_version", "bos_token_id", "eos_token_id",
+  "pad_token_id", "max_position_embeddings", "use_cache", "pretraining_tp", "attention_dropout",
+  "_name_or_path",
+}
+-- Keys accepted only with the value this implementation computes.
+local FIXED = { hidden_act = "silu", attention_bias = false, mlp_bias = false }
+
+local function check_config(cfg, who)
+  if type(cfg) ~= "table" then raise("%s: expected a config table (Hugging Face's LlamaConfig names), got %s", who, type(cfg)) end
+  local known = {}
+  for _, k in ipairs(REQUIRED) do known[k] = true end
+  for k in pairs(DEFAULTS) do known[k] = true end
+  for _, k in ipairs(IGNORED) do known[k] = true end
+  for k in pairs(FIXED) do known[k] = true end
+  known.num_key_value_heads, known.head_dim, known.rope_scaling = true, true, true
+  for k in pairs(cfg) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      raise("%s: unknown config key '%s' (keys: %s)", who, tostring(k), table.concat(names, ", "))
+    end
+  end
+  local c = {}
+  for _, k in ipairs(REQUIRED) do
+    local v = cfg[k]
+    if math.type(v) ~= "integer" or v < 1 then
+      raise("%s: config.%s must be a positive integer, got %s", who, k, tostring(v))
+    end
+    c[k] = v
+  end
+  local kv = cfg.num_key_value_heads or c.num_attention_heads
+  if math.type(kv) ~= "integer" or kv < 1 or c.num_attention_heads % kv ~= 0 then
+    raise("%s: config.num_key_value_heads must be a positive integer dividing num_attention_heads (%d), got %s",
+      who, c.num_attention_heads, tostring(cfg.num_key_value_heads))
+  end
+  c.num_key_value_heads = kv
+  if c.hidden_size % c.num_attention_heads ~= 0 or (c.hidden_size // c.num_attention_heads) % 2 ~= 0 then
+    raise("%s: config.hidden_size (%d) must be num_attention_heads (%d) times an even head dim", who,
+      c.hidden_size, c.num_attention_heads)
+  end
+  if cfg.head_dim ~= nil and cfg.head_dim ~= c.hidden_size // c.num_attention_heads then
+    raise("%s: config.head_dim must be hidden_size / num_attention_heads = %d here, got %s", who,
+      c.hidden_size // c.num_attention_heads, tostring(cfg.head_dim))
+  end
+  if cfg.rope_scaling ~= nil then
+    raise("%s: config.rope_scaling is not supported (plain RoPE only); got a %s", who, type(cfg.rope_scaling))
+  end
+  for k, want in pairs(FIXED) do
+    if cfg[k] ~= nil and cfg[k] ~= want then
+      raise("%s: config.%s must be %s here, got %s", who, k, tostring(want), tostring(cfg[k]))
+    end
+  end
+  for k, d in pairs(DEFAULTS) do
+    local v = cfg[k]
+    if v == nil then v = d end
+    if type(v) ~= type(d) or (type(v) == "number" and v < 0) then
+      raise("%s: config.%s must be a %s%s, got %s", who, k, type(d), type(d) == "number" and " >= 0" or "", tostring(v))
+    end
+    c[k] = v
+  end
+  return c
+end
+
+-- Self-attention of one block: nn.MultiHeadAttention with RoPE, GQA and
+-- no biases, its output projection named o_proj (Hugging Face's name).
+local LlamaAttention = MultiHeadAttention:extend("LlamaAttention")
+
+function LlamaAttention:__init(c)
+  MultiHeadAttention.__init(self, {
+    d_model = c.hidden_size, heads = c.num_attention_heads, kv_heads = c.num_key_value_heads,
+    bias = false, rope = true, rope_base = c.rope_theta, causal = true,
+  })
+  local o = self.out_proj
+  self.out_proj = nil -- unregistered ...
+  self.o_proj = o     -- ... and registered again under Hugging Face's name
+  rawset(self, "out_proj", o) -- a plain field: MultiHeadAttention's code calls self.out_proj
+end
+
+--- No names of earlier ember versions (MultiHeadAttention's would point at out_proj).
+-- @treturn nil
+function LlamaAttention:legacy_names() return nil end
+
+-- The gated MLP under Hugging Face's names: down_proj(silu(gate_proj(x)) * up_proj(x)).
+local LlamaMLP = Module:extend("LlamaMLP")
+
+function LlamaMLP:__init(c)
+  local o = { bias = false }
+  self.gate_proj = Linear(c.hidden_size, c.intermediate_size, o)
+  self.up_proj = Linear(c.hidden_size, c.intermediate_size, o)
+  self.down_proj = Linear(c.intermediate_size, c.hidden_size, o)
+end
+
+--- down_proj(silu(gate_proj(x)) * up_proj(x)).
+-- @tparam Tensor x [..., hidden_size]
+-- @treturn Tensor [..., hidden_size]
+function LlamaMLP:forward(x)
+  return self.down_proj(self.gate_proj(x):silu() * self.up_proj(x))
+end
+
+-- One pre-norm block.
+local LlamaDecoderLayer = Module:extend("LlamaDecoderLayer")
+
+function LlamaDecoderLayer:__init(c)
+  self.self_attn = LlamaAttention(c)
+  self.mlp = LlamaMLP(c)
+  self.input_layernorm = RMSNorm(c.hidden_size, { eps = c.rms_norm_eps })
+  self.post_attention_layernorm = RMSNorm(c.hidden_size, { eps = c.rms_norm_eps })
+end
+
+--- h + attention(norm(h)), then + mlp(norm(.)).
+-- @tparam Tensor h [B, L, hidden_size] (with a cache: only the new positions)
+-- @tparam[opt] table opts `cache` (this layer's KV cache table, see
+-- MultiHeadAttention.forward_cached), `key_padding_mask` (bool, true = padding)
+-- @treturn Tensor [B, L, hidden_size]
+function LlamaDecoderLayer:forward(h, opts)
+  opts = opts or {}
+  local x = self.input_layernorm(h)
+  local a
+  if opts.cache then
+    a = self.self_attn:forward_cached(x, opts.cache, { key_padding_mask = opts.key_padding_mask })
+  else
+    a = self.self_attn(x, { key_padding_mask = opts.key_padding_mask, causal = true })
+  end
+  h = h + a
+  return h + self.mlp(self.post_attention_layernorm(h))
+end
+
+-- The decoder body (Hugging Face's LlamaModel, the "model." prefix).
+local LlamaModel = Module:extend("LlamaModel")
+
+function LlamaModel:__init(c)
+  self.embed_tokens = Embedding(c.vocab_size, c.hidden_size)
+  local layers = ModuleList()
+  for _ = 1, c.num_hidden_layers do layers:append(LlamaDecoderLayer(c)) end
+  self.layers = layers
+  self.norm = RMSNorm(c.hidden_size, { eps = c.rms_norm_eps })
+end
+
+--- The final hidden states.
+-- @tparam Tensor ids int64 [B, L], 1-based
+-- @tparam[opt] table opts `cache` (one sub-table per layer is kept in it), `key_padding_mask`
+-- @treturn Tensor [B, L, hidden_size]
+function LlamaModel:forward(ids, opts)
+  opts = opts or {}
+  local h = self.embed_tokens(ids)
+  local cache = opts.cache
+  for i, layer in ipairs(self.layers) do
+    local lc
+    if cache then
+      cache[i] = cache[i] or { reserve = cache.reserve } -- positions to preallocate, if known
+      lc = cache[i]
+    end
+    h = layer(h, { cache = lc, key_padding_mask = opts.key_padding_mask })
+  end
+  return self.norm(h)
+end
+
+local Llama = Module:extend("Llama")
+
+--- Builds a randomly initialised model (as Hugging Face: every Linear and
+-- the embedding ~ N(0, initializer_range^2), norms at one).
+-- @tparam table config Hugging Face's LlamaConfig names: `vocab_size`,
+-- `hidden_size`, `intermediate_size`, `num_hidden_layers`,
+-- `num_attention_heads` (required); `num_key_value_heads` (default
+-- num_attention_heads; fewer is grouped-query attention, 1 multi-query),
+-- `rms_norm_eps` (1e-6), `rope_theta` (10000), `tie_word_embeddings`
+-- (false), `initializer_range` (0.02). Other keys of a Hugging Face
+-- config.json that do not change the computation (token ids,
+-- max_position_embeddings, ...) are ignored; `hidden_act` must be "silu",
+-- `attention_bias`/`mlp_bias` false, `rope_scaling` absent; an unknown key
+-- is an error.
+function Llama:__init(config)
+  local c = check_config(config, "Llama")
+  self.config = c
+  self.model = LlamaModel(c)
+  if not c.tie_word_embeddings then
+    self.lm_head = Linear(c.hidden_size, c.vocab_size, { bias = false })
+  end
+  local std = c.initializer_range
+  ember.no_grad(function()
+    for _, p in ipairs(self:parameters()) do
+      if p.ndim == 2 then p:normal_(0, std) end
+    end
+  end)
+end
+
+--- The output weight [vocab_size, hidden_size]: lm_head's, or the
+-- embedding's when tie_word_embeddings.
+-- @treturn Tensor
+function Llama:output_weight()
+  if self.config.tie_word_embeddings then return self.model.embed_tokens.weight end
+  return self.lm_head.weight
+end
+
+--- Next-token logits.
+-- @tparam Tensor ids int64 [B, L], 1-based (Hugging Face's id + 1)
+-- @tparam[opt] table opts `key_padding_mask` (bool [B, L], true = padding),
+-- `cache` (a table, {} at a sequence's first call: then later calls take
+-- only the new ids; see `decode`)
+-- @treturn Tensor logits [B, L, vocab_size]
+function Llama:forward(ids, opts)
+  if not ember.is_tensor(ids) or ids.dtype ~= "int64" or ids.ndim ~= 2 then
+    raise("Llama.forward: ids must be int64 [B, L] (1-based token ids), got %s",
+      ember.is_tensor(ids) and (ids.dtype .. " " .. shape_str(ids)) or type(ids))
+  end
+  local h = self.model(ids, opts)
+  if self.lm_head then return self.lm_head(h) end
+  return h:matmul(self.model.embed_tokens.weight:transpose(1, 2))
+end
+
+--- ember.generate's contract: logits for ids, with the KV cache.
+-- `generate.generate(model, prompt, {max_new_tokens = n})` calls it; the
+-- first call gets the prompt and an empty cache, every later call only the
+-- new token. RoPE positions come from the cache's length, so `start` is
+-- not needed.
+-- @tparam Tensor ids int64 [B, L], 1-based
+-- @tparam[opt] table opts `cache`, `key_padding_mask` (as generate passes them;
+-- `start`, `memory` and `memory_key_padding_mask` are not used: no cross-attention)
+-- @treturn Tensor logits [B, L, vocab_size]
+function Llama:decode(ids, opts)
+  opts = opts or {}
+  if opts.memory ~= nil then raise("Llama.decode: a decoder-only model takes no memory") end
+  return self:forward(ids, { cache = opts.cache, key_padding_mask = opts.key_padding_mask })
+end
+
+-- Reads a safetensors file; name -> tensor.
+local function read_file(path, who)
+  if type(path) ~= "string" then raise("%s: path must be a string, got %s", who, type(path)) end
+  local ok, tensors = pcall(function() return require("ember.checkpoint").load_tensors(path) end)
+  if not ok then raise("%s: cannot read '%s': %s", who, path, tostring(tensors):gsub("^[^:\n]*:%d+: ", "")) end
+  return tensors
+end
+
+-- The shape of a file's tensor, or an error naming the key.
+local function dims(tensors, key, ndim, path, who)
+  local t = tensors[key]
+  if t == nil then raise("%s: '%s' has no tensor '%s'", who, path, key) end
+  if t.ndim ~= ndim then
+    raise("%s: '%s': tensor '%s' has shape %s, expected %d dims", who, path, key, shape_str(t), ndim)
+  end
+  return t.shape
+end
+
+--- Copies the tensors of a safetensors file in Hugging Face's layout into
+-- this model. Everything is checked first: a missing, extra or misshapen
+-- tensor is an error naming its key, and the model is left unchanged.
+-- @string path the file
+-- @treturn Llama self
+function Llama:load(path)
+  local who = "Llama.load"
+  local tensors = read_file(path, who)
+  if self.config.tie_word_embeddings and tensors["lm_head.weight"] ~= nil then
+    -- Hugging Face may save the tied head too: it must be the embedding
+    local e, h = tensors["model.embed_tokens.weight"], tensors["lm_head.weight"]
+    if e == nil or shape_str(e) ~= shape_str(h) or not (e == h) then
+      raise("%s: '%s' has an lm_head.weight that differs from model.embed_tokens.weight, "
+        .. "but tie_word_embeddings is set", who, path)
+    end
+    tensors["lm_head.weight"] = nil
+  end
+  local ok, err = pcall(self.load_state_dict, self, tensors, true)
+  if not ok then
+    raise("%s: '%s': %s", who, path, (tostring(err):gsub("^[^:\n]*:%d+: ", ""):gsub("^Llama%.load_state_dict: ", "")))
+  end
+  return self
+end
+
+--- Builds a model from a safetensors file in Hugging Face's layout.
+-- The sizes come from the tensors' shapes (vocab_size, hidden_size,
+-- intermediate_size, num_hidden_layers, and num_key_value_heads from
+-- k_proj); tie_word_embeddings is whether the file lacks lm_head.weight.
+-- The head count cannot be read from the shapes: give num_attention_heads.
+-- Values given in config win and must agree with the file.
+-- @string path the .safetensors file
+-- @tparam table config at least `num_attention_heads`; `rms_norm_eps` and
+-- `rope_theta` as the checkpoint's config.json says (defaults 1e-6, 10000)
+-- @treturn Llama the model, in eval mode
+function Llama.from_safetensors(path, config)
+  local who = "Llama.from_safetensors"
+  if type(config) ~= "table" or config.num_attention_heads == nil then
+    raise("%s: give a config with at least num_attention_heads (the file's shapes do not say it)", who)
+  end
+  local tensors = read_file(path, who)
+  local c = {}
+  for k, v in pairs(config) do c[k] = v end
+  local emb = dims(tensors, "model.embed_tokens.weight", 2, path, who)
+  local inferred = { vocab_size = emb[1], hidden_size = emb[2] }
+  local n = 0
+  while tensors[("model.layers.%d.input_layernorm.weight"):format(n)] ~= nil do n = n + 1 end
+  if n == 0 then raise("%s: '%s' has no tensor 'model.layers.0.input_layernorm.weight'", who, path) end
+  inferred.num_hidden_layers = n
+  inferred.intermediate_size = dims(tensors, "model.layers.0.mlp.gate_proj.weight", 2, path, who)[1]
+  if math.type(c.num_attention_heads) == "integer" and c.num_attention_heads > 0
+      and emb[2] % c.num_attention_heads == 0 then
+    local kdim = dims(tensors, "model.layers.0.self_attn.k_proj.weight", 2, path, who)[1]
+    inferred.num_key_value_heads = kdim // (emb[2] // c.num_attention_heads)
+  end
+  for k, v in pairs(inferred) do
+    if c[k] == nil then
+      c[k] = v
+    elseif c[k] ~= v then
+      raise("%s: config.%s = %s, but '%s' has %s", who, k, tostring(c[k]), path, tostring(v))
+    end
+  end
+  if c.tie_word_embeddings == nil then c.tie_word_embeddings = tensors["lm_head.weight"] == nil end
+  local model = Llama(c)
+  model:load(path)
+  return model:eval()
+end
+
+--- Writes the weights to a safetensors file under Hugging Face's names.
+-- @string path
+-- @tparam[opt] table metadata string -> string
+function Llama:save(path, metadata)
+  local names = {}
+  self:_each_tensor(function(name, _, kind) if kind ~= "nonpersistent" then names[#names + 1] = name end end)
+  require("ember.checkpoint").save_tensors(path, self:state_dict(), metadata, names)
+end
+
+--- The configuration, for printing.
+function Llama:extra_repr()
+  local c = self.config
+  return ("vocab_size=%d, hidden_size=%d, intermediate_size=%d, num_hidden_layers=%d, num_attention_heads=%d, "
+    .. "num_key_value_heads=%d, rms_norm_eps=%g, rope_theta=%g, tie_word_embeddings=%s"):format(
+    c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+    c.num_key_value_heads, c.rms_norm_eps, c.rope_theta, tostring(c.tie_word_embeddings))
+end
+
+-- the block classes, for building variants
+Llama.Attention, Llama.MLP, Llama.DecoderLayer, Llama.Model = LlamaAttention, LlamaMLP, LlamaDecoderLayer, LlamaModel
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Llama.forward = errors.wrap(Llama.forward)
+
+return Llama

@@ -1,0 +1,236 @@
+-- ember.models: reference models built from ember.nn.
+--
+-- Llama: a safetensors file in Hugging Face's layout, written by
+-- tests/gen_llama_fixtures.py from a minimal PyTorch Llama (RMSNorm,
+-- rotate_half RoPE, GQA by repeat_interleave, SwiGLU), loads by name; the
+-- logits match the reference (float32: max |error| <= 1e-4 on logits of
+-- magnitude ~10-30, computed in float64 by the reference from the same
+-- float32 weights; float64 copy: <= 1e-10), and greedy generation (KV cache
+-- and full recompute) gives the reference's tokens exactly. The generator
+-- records the smallest top-1/top-2 logit gap of its greedy steps, and the
+-- spec checks that the float32 tolerance is far below it. Tied embeddings
+-- (a second file, without lm_head.weight; MQA), bad files and configs.
+local ember = require "ember"
+local generate = require "ember.generate"
+local checkpoint = require "ember.checkpoint"
+
+local fixtures = dofile("tests/fixtures/llama_tiny.lua")
+local F32_TOL, F64_TOL = 1e-4, 1e-10
+
+local function T(spec, dtype)
+  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
+end
+
+local function max_abs(a, b) return (a:double() - b:double()):abs():max():item() end
+
+-- fn() must raise an error at this file's line whose text contains `want`.
+local function raises_here(fn, want)
+  local ok, msg = pcall(fn)
+  assert.is_false(ok, "expected an error containing: " .. want)
+  assert(type(msg) == "string", "error is a " .. type(msg))
+  assert(msg:find("models_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
+  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
+end
+
+local function keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
+-- The config from_safetensors needs beyond the shapes (as config.json gives it).
+local function given(case)
+  return { num_attention_heads = case.config.num_attention_heads, rms_norm_eps = case.config.rms_norm_eps,
+           rope_theta = case.config.rope_theta }
+end
+
+local function load(case) return ember.models.Llama.from_safetensors(case.file, given(case)) end
+
+local function tmpfile()
+  local p = os.tmpname()
+  os.remove(p)
+  return p .. ".safetensors"
+end
+
+describe("ember.models.Llama matches a PyTorch Llama (Hugging Face layout)", function()
+  for _, name in ipairs({ "untied", "tied" }) do
+    local case = fixtures[name]
+
+    it(name .. ": from_safetensors reads the sizes and the state dict has the file's names exactly", function()
+      local m = load(case)
+      for k, v in pairs(case.config) do assert.are.equal(v, m.config[k], "config." .. k) end
+      local file = checkpoint.load_tensors(case.file)
+      assert.are.same(keys(file), keys(m:state_dict()))
+      assert.are.equal(not case.config.tie_word_embeddings, file["lm_head.weight"] ~= nil)
+      assert.is_false(m.training)
+    end)
+
+    it(name .. ": logits, float32 (tol 1e-4) and float64 (tol 1e-10)", function()
+      local m = load(case)
+      local ids, want = T(case.ids), T(case.logits)
+      local got = ember.no_grad(function() return m(ids) end)
+      assert.are.same(want.shape, got.shape)
+      assert.are.equal("float32", got.dtype)
+      local e = max_abs(got, want)
+      assert(e <= F32_TOL, ("float32 logits: max |error| %.3g > %g"):format(e, F32_TOL))
+      -- the tolerance cannot flip a greedy choice of the reference
+      assert(2 * F32_TOL < case.min_greedy_gap / 10, "tolerance too close to the greedy gap")
+      m:to("float64")
+      got = ember.no_grad(function() return m(ids) end)
+      e = max_abs(got, want)
+      assert(e <= F64_TOL, ("float64 logits: max |error| %.3g > %g"):format(e, F64_TOL))
+    end)
+
+    it(name .. ": greedy generation of 8 tokens, with the KV cache and without", function()
+      local m = load(case)
+      local ids, want = T(case.ids), T(case.generated)
+      for _, cached in ipairs({ true, false }) do
+        local got = generate.generate(m, ids, { max_new_tokens = fixtures.new_tokens, strategy = "greedy",
+          use_cache = cached })
+        assert.are.same(want:totable(), got:totable(), "use_cache = " .. tostring(cached))
+      end
+    end)
+  end
+
+  it("the comparisons can fail: a wrong rope_theta or eps changes the logits beyond the tolerance", function()
+    local case = fixtures.untied
+    for _, change in ipairs({ { rope_theta = 10000.0 }, { rms_norm_eps = 1e-1 } }) do
+      local cfg = given(case)
+      for k, v in pairs(change) do cfg[k] = v end
+      local m = ember.models.Llama.from_safetensors(case.file, cfg)
+      local got = ember.no_grad(function() return m(T(case.ids)) end)
+      assert(max_abs(got, T(case.logits)) > 100 * F32_TOL, next(change))
+    end
+    -- and q_proj's rows in Meta's interleaved layout (pairs (0,1), (2,3), ... instead of
+    -- rotate_half's (0, d/2), (1, d/2+1), ...) give other logits: the loader must not permute
+    local m = load(case)
+    ember.no_grad(function()
+      local w = m.model.layers[1].self_attn.q_proj.weight
+      local hd, H = 8, 4
+      -- interleave: row order (x0, x4, x1, x5, ...) of each head
+      local inter = {}
+      for h = 0, H - 1 do
+        for i = 0, hd // 2 - 1 do
+          inter[#inter + 1] = h * hd + i + 1
+          inter[#inter + 1] = h * hd + hd // 2 + i + 1
+        end
+      end
+      w:copy_(w:index_select(1, ember.tensor(inter, "int64")))
+    end)
+    local got = ember.no_grad(function() return m(T(case.ids)) end)
+    assert(max_abs(got, T(case.logits)) > 100 * F32_TOL)
+  end)
+
+  it("tied: the output weight is the embedding (one parameter, gradients from both uses)", function()
+    local m = load(fixtures.tied)
+    assert.is_nil(m.lm_head)
+    assert.are.equal(m.model.embed_tokens.weight, m:output_weight())
+    local n = 0
+    for _, name in ipairs(m:parameter_names()) do
+      assert.is_nil(name:find("lm_head", 1, true))
+      n = n + 1
+    end
+    assert.are.equal(2 + 9 * fixtures.tied.config.num_hidden_layers, n) -- embedding, final norm, 9 per block
+    m:train()
+    local ids = T(fixtures.tied.ids)
+    local logits = m(ids:narrow(2, 1, 3))
+    -- only the head's use reaches rows that are not among the input ids
+    logits:sum():backward()
+    local g = m.model.embed_tokens.weight.grad
+    assert(g ~= nil and g:abs():sum():item() > 0)
+    local untied = ember.models.Llama(fixtures.tied.config)
+    assert.is_nil(untied.lm_head)
+    local c = {}
+    for k, v in pairs(fixtures.tied.config) do c[k] = v end
+    c.tie_word_embeddings = false
+    assert.is_not_nil(ember.models.Llama(c).lm_head)
+  end)
+
+  it("a file with a tensor missing or misshapen: an error naming the key, the model unchanged", function()
+    local case = fixtures.untied
+    local file = checkpoint.load_tensors(case.file)
+    local path = tmpfile()
+    local copy = {}
+    for k, v in pairs(file) do copy[k] = v end
+    copy["model.layers.1.mlp.up_proj.weight"] = nil
+    checkpoint.save_tensors(path, copy)
+    raises_here(function() load({ file = path, config = case.config }) end, "missing model.layers.1.mlp.up_proj.weight")
+    copy["model.layers.1.mlp.up_proj.weight"] = file["model.layers.1.mlp.up_proj.weight"]
+    copy["model.layers.1.self_attn.k_proj.weight"] = file["model.layers.1.self_attn.k_proj.weight"]:narrow(1, 1, 8):contiguous()
+    checkpoint.save_tensors(path, copy)
+    raises_here(function() load({ file = path, config = case.config }) end,
+      "'model.layers.1.self_attn.k_proj.weight' has shape [8, 32] in the state dict, the module expects [16, 32]")
+    -- into an existing model: nothing copied
+    local m = load(case)
+    local before = m.model.norm.weight:clone()
+    raises_here(function() m:load(path) end, "model.layers.1.self_attn.k_proj.weight")
+    assert.is_true(before == m.model.norm.weight)
+    copy["model.layers.1.self_attn.k_proj.weight"] = file["model.layers.1.self_attn.k_proj.weight"]
+    copy["model.embed_tokens.weight"] = nil
+    checkpoint.save_tensors(path, copy)
+    raises_here(function() load({ file = path, config = case.config }) end, "no tensor 'model.embed_tokens.weight'")
+    copy["model.embed_tokens.weight"] = file["model.embed_tokens.weight"]
+    copy["model.layers.0.mlp.extra"] = file["model.norm.weight"]
+    checkpoint.save_tensors(path, copy)
+    raises_here(function() load({ file = path, config = case.config }) end, "unexpected model.layers.0.mlp.extra")
+    os.remove(path)
+    raises_here(function() load({ file = path, config = case.config }) end, "cannot read")
+    raises_here(function() ember.models.Llama.from_safetensors(case.file, {}) end, "num_attention_heads")
+    raises_here(function()
+      ember.models.Llama.from_safetensors(case.file, { num_attention_heads = 4, hidden_size = 64 })
+    end, "config.hidden_size = 64, but")
+  end)
+
+  it("bad configs: errors at the caller's line naming the key", function()
+    local Llama = ember.models.Llama
+    local base = { vocab_size = 10, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
+                   num_attention_heads = 4 }
+    local function with(k, v)
+      local c = {}
+      for a, b in pairs(base) do c[a] = b end
+      c[k] = v
+      return c
+    end
+    raises_here(function() Llama(with("num_key_value_head", 2)) end, "unknown config key 'num_key_value_head'")
+    raises_here(function() Llama(with("num_key_value_heads", 3)) end, "num_key_value_heads must be a positive integer dividing")
+    raises_here(function() Llama(with("vocab_size", nil)) end, "config.vocab_size must be a positive integer")
+    raises_here(function() Llama(with("hidden_act", "gelu")) end, "config.hidden_act must be silu")
+    raises_here(function() Llama(with("rope_scaling", { type = "linear" })) end, "rope_scaling is not supported")
+    raises_here(function() Llama(base)(ember.tensor({ { 1, 2 } }, "float32")) end, "ids must be int64 [B, L]")
+    -- config.json keys that do not change the computation are accepted
+    local m = Llama(with("max_position_embeddings", 2048))
+    assert.are.equal(10, m.config.vocab_size)
+  end)
+
+  it("save writes Hugging Face's names; the file loads back to the same logits", function()
+    local m = ember.models.Llama({ vocab_size = 20, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2,
+      num_attention_heads = 4, num_key_value_heads = 2 })
+    local path = tmpfile()
+    m:save(path)
+    local _, _, names = checkpoint.load_tensors(path)
+    assert.are.equal("model.embed_tokens.weight", names[1])
+    assert.are.equal("lm_head.weight", names[#names])
+    local back = ember.models.Llama.from_safetensors(path, { num_attention_heads = 4 })
+    os.remove(path)
+    local ids = ember.tensor({ { 3, 1, 20, 7 } }, "int64")
+    assert.is_true(ember.no_grad(function() return m(ids) == back(ids) end))
+  end)
+
+  it("trains: one AdamW step lowers the loss on a batch, every parameter gets a gradient", function()
+    ember.manual_seed(5)
+    local m = ember.models.Llama({ vocab_size = 20, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2,
+      num_attention_heads = 4, num_key_value_heads = 1, initializer_range = 0.2 })
+    local opt = ember.optim.AdamW(m:parameters(), { lr = 1e-2 })
+    local ids = ember.randint(1, 21, { 4, 9 })
+    local function loss()
+      local logits = m(ids:narrow(2, 1, 8))
+      return ember.nn.CrossEntropyLoss()(logits:reshape(-1, 20), ids:narrow(2, 2, 8):reshape(-1))
+    end
+    local l0 = loss()
+    l0:backward()
+    for name, p in pairs(m:named_parameters()) do assert(p.grad ~= nil, name .. " has no gradient") end
+    opt:step()
+    assert(loss():item() < l0:item())
+  end)
+end)
