@@ -10,6 +10,9 @@
 -- records the smallest top-1/top-2 logit gap of its greedy steps, and the
 -- spec checks that the float32 tolerance is far below it. Tied embeddings
 -- (a second file, without lm_head.weight; MQA), bad files and configs.
+--
+-- ViT: shapes and names, the Conv2d patch embedding equal to a Linear on
+-- row-major patches, one training step, a float64 gradcheck, bad input.
 local ember = require "ember"
 local generate = require "ember.generate"
 local checkpoint = require "ember.checkpoint"
@@ -232,5 +235,84 @@ describe("ember.models.Llama matches a PyTorch Llama (Hugging Face layout)", fun
     for name, p in pairs(m:named_parameters()) do assert(p.grad ~= nil, name .. " has no gradient") end
     opt:step()
     assert(loss():item() < l0:item())
+  end)
+end)
+
+describe("ember.models.ViT", function()
+  local gradcheck = require "tests.lua.helpers.gradcheck"
+  local function sz(t)
+    local o = {}
+    for i = 1, t.ndim do o[i] = t.shape[i] end
+    return o
+  end
+  local function tiny(extra)
+    local c = { image_size = { 4, 6 }, patch_size = 2, in_channels = 2, num_classes = 3, hidden_dim = 4, num_layers = 1,
+                num_heads = 2, mlp_dim = 8 }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return ember.models.ViT(c)
+  end
+
+  it("shapes, names, cls and mean pooling", function()
+    local m = ember.models.ViT({ image_size = 8, patch_size = 4, in_channels = 3, num_classes = 5, hidden_dim = 16,
+      num_layers = 2, num_heads = 4, mlp_dim = 32 })
+    local x = ember.randn(6, 3, 8, 8)
+    assert.are.same({ 6, 5 }, sz(m(x)))
+    assert.are.same({ 6, 5, 16 }, sz(m:features(x)))
+    local names = m:parameter_names()
+    assert.are.same({ "class_token", "pos_embedding", "conv_proj.weight", "conv_proj.bias" },
+      { names[1], names[2], names[3], names[4] })
+    assert.are.same({ 1, 5, 16 }, sz(m.pos_embedding))
+    assert.are.equal("layers.1.self_attn.q_proj.weight", names[4 + 16 + 1])
+    assert.are.same({ "head.weight", "head.bias" }, { names[#names - 1], names[#names] })
+    local mean = ember.models.ViT({ image_size = 8, patch_size = 4, in_channels = 3, num_classes = 5, hidden_dim = 16,
+      num_layers = 1, num_heads = 4, mlp_dim = 32, pool = "mean" })
+    assert.are.same({ 6, 5 }, sz(mean(x)))
+  end)
+
+  it("the patch embedding is a Linear on row-major patches (conv_proj's weight reshaped)", function()
+    local m = tiny({ dtype = "float64" })
+    m.layers = ember.nn.ModuleList() -- no layers: features = norm(cat(cls, patches W^T + b) + pos)
+    local x = ember.randn({ 3, 2, 4, 6 }, { dtype = "float64" })
+    -- [B, C, h, p, w, p] -> [B, h, w, C, p, p] -> [B, h*w, C*p*p]
+    local patches = x:reshape(3, 2, 2, 2, 3, 2):permute(1, 3, 5, 2, 4, 6):reshape(3, 6, 8)
+    local w = m.conv_proj.weight:reshape(4, 8)
+    local tokens = patches:matmul(w:transpose(1, 2)) + m.conv_proj.bias
+    local want = m.norm(ember.cat({ m.class_token:expand(3, 1, 4), tokens }, 2) + m.pos_embedding)
+    local got = m:features(x)
+    assert(max_abs(got, want) < 1e-12, "features differ from the patch Linear")
+    -- and the check can fail: column-major patches give other tokens
+    local wrong = x:reshape(3, 2, 2, 2, 3, 2):permute(1, 5, 3, 2, 4, 6):reshape(3, 6, 8)
+    local bad = m.norm(ember.cat({ m.class_token:expand(3, 1, 4), wrong:matmul(w:transpose(1, 2)) + m.conv_proj.bias }, 2)
+      + m.pos_embedding)
+    assert(max_abs(got, bad) > 1e-3)
+  end)
+
+  it("one AdamW step lowers the loss", function()
+    ember.manual_seed(3)
+    local m = tiny()
+    local opt = ember.optim.AdamW(m:parameters(), { lr = 1e-2 })
+    local x, y = ember.randn(8, 2, 4, 6), ember.randint(1, 4, { 8 })
+    local crit = ember.nn.CrossEntropyLoss()
+    local l0 = crit(m(x), y)
+    l0:backward()
+    for name, p in pairs(m:named_parameters()) do assert(p.grad ~= nil, name .. " has no gradient") end
+    opt:step()
+    assert(crit(m(x), y):item() < l0:item())
+  end)
+
+  it("float64 gradcheck: input, class token, positions, patch embedding, head", function()
+    ember.manual_seed(11)
+    local m = tiny({ dtype = "float64" })
+    ember.no_grad(function() m.head.weight:copy_(ember.randn({ 3, 4 }, { dtype = "float64" })) end) -- not zero
+    local x = ember.randn({ 2, 2, 4, 6 }, { dtype = "float64" })
+    gradcheck.check(function(xx) return m(xx) end, { x, m.class_token, m.pos_embedding, m.conv_proj.weight,
+      m.layers[1].self_attn.q_proj.weight, m.head.weight }, { name = "ViT" })
+  end)
+
+  it("bad configs and inputs: errors naming ViT at the caller's line", function()
+    raises_here(function() tiny({ image_size = 5 }) end, "must be a multiple of the patch size")
+    raises_here(function() tiny({ hidden = 4 }) end, "unknown config key 'hidden'")
+    raises_here(function() tiny({ pool = "max" }) end, "config.pool must be")
+    raises_here(function() tiny()(ember.randn(1, 3, 4, 6)) end, "ViT.forward: images must be [B, 2, 4, 6], got [1, 3, 4, 6]")
   end)
 end)
