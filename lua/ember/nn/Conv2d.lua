@@ -9,9 +9,9 @@
 -- U(+-1/sqrt(fan_in))) and `bias` [out] (U(+-1/sqrt(fan_in))),
 -- fan_in = in/groups * kh * kw.
 -- Composed from core ops (so autograd, float32/float64, bfloat16 under
--- `ember.autocast` and every backend work): im2col from one strided view of
--- the zero-padded input per kernel offset, then one batched matmul over the
--- groups (`nn/_conv.lua`). There is no oneDNN convolution primitive behind it yet.
+-- `ember.autocast` and every backend work): im2col, one strided copy per
+-- kernel offset, then one matmul (one batched matmul over the groups);
+-- see `nn/_conv.lua`. There is no oneDNN convolution primitive behind it yet.
 -- Errors name nn.Conv2d at the caller's line: bad sizes or options, groups
 -- not dividing the channels, a wrong channel count, a kernel larger than
 -- the padded input.
