@@ -13,6 +13,8 @@
 --
 -- ViT: shapes and names, the Conv2d patch embedding equal to a Linear on
 -- row-major patches, one training step, a float64 gradcheck, bad input.
+-- CrossAttentionVLM: the Sort-of-CLEVR model (scripts/sort_of_clevr.lua
+-- uses it; its --smoke run is scripts_spec's): shapes, names, a step, errors.
 local ember = require "ember"
 local generate = require "ember.generate"
 local checkpoint = require "ember.checkpoint"
@@ -314,5 +316,63 @@ describe("ember.models.ViT", function()
     raises_here(function() tiny({ hidden = 4 }) end, "unknown config key 'hidden'")
     raises_here(function() tiny({ pool = "max" }) end, "config.pool must be")
     raises_here(function() tiny()(ember.randn(1, 3, 4, 6)) end, "ViT.forward: images must be [B, 2, 4, 6], got [1, 3, 4, 6]")
+  end)
+end)
+
+describe("ember.models.CrossAttentionVLM (the Sort-of-CLEVR demo's model)", function()
+  local soc = require("ember.data").sort_of_clevr
+  local scenes = soc.generate { n_images = 4, seed = 3 }
+  local img = soc.render(scenes)
+  local q, a = scenes.questions:narrow(2, 1, 5), scenes.answers:narrow(2, 1, 5) -- 5 questions per image
+  local slopes = { -1000, 1000, 0, 0 }
+
+  it("logits per question, the script's state-dict names, attention weights", function()
+    ember.manual_seed(0)
+    local m = ember.models.CrossAttentionVLM({ distance_slopes = slopes, subject_slopes = slopes })
+    local logits, w, mask, at = m(img, q, true)
+    assert.are.same({ 20, #soc.ANSWERS }, { logits.shape[1], logits.shape[2] })
+    assert.are.same({ 20, 4, 2, soc.N_OBJECTS }, { w.shape[1], w.shape[2], w.shape[3], w.shape[4] })
+    assert.are.equal(soc.N_OBJECTS, mask.shape[2])
+    assert.are.equal(mask.shape[3], at.shape[2])
+    local names = m:parameter_names()
+    assert.are.equal("pixel.1.weight", names[1])
+    assert.are.equal("head.3.bias", names[#names])
+    local sd = m:state_dict()
+    for _, k in ipairs({ "pix_value.weight", "object_embed.weight", "img1.self_attn.q_proj.weight", "q_embed.weight",
+                         "q_pos.weight", "cross2.ff.linear1.weight", "norm.weight" }) do
+      assert(sd[k] ~= nil, "no " .. k)
+    end
+    assert.is_nil(sd.pix_key) -- colour slots have no learned keys
+    assert.are.equal(179658, m:num_parameters()) -- the script's default model (its log says so)
+    local learned = ember.models.CrossAttentionVLM({ slots = "learned", relative = true })
+    assert(learned:state_dict()["pix_key.weight"] ~= nil and learned:state_dict()["rel_embed.1.weight"] ~= nil)
+  end)
+
+  it("the distance biases route by distance: the nearest-object head of the image layers changes the tokens", function()
+    ember.manual_seed(0)
+    local with = ember.models.CrossAttentionVLM({ distance_slopes = slopes })
+    ember.manual_seed(0)
+    local without = ember.models.CrossAttentionVLM({})
+    local a1 = ember.no_grad(function() return with:encode_image(img) end)
+    local a2 = ember.no_grad(function() return without:encode_image(img) end)
+    assert(max_abs(a1, a2) > 1e-3)
+  end)
+
+  it("one AdamW step lowers the loss", function()
+    ember.manual_seed(1)
+    local m = ember.models.CrossAttentionVLM({ distance_slopes = slopes, subject_slopes = slopes, image_layers = 1,
+      cross_layers = 1 })
+    local opt = ember.optim.AdamW(m:parameters(), { lr = 3e-3 })
+    local l0 = ember.cross_entropy(m(img, q), a:reshape(-1))
+    l0:backward()
+    opt:step()
+    assert(ember.cross_entropy(m(img, q), a:reshape(-1)):item() < l0:item())
+  end)
+
+  it("bad configs: errors at the caller's line", function()
+    raises_here(function() ember.models.CrossAttentionVLM({ distance_slopes = { 1, 2 } }) end,
+      "config.distance_slopes must list one slope per head (4), got 2 slopes")
+    raises_here(function() ember.models.CrossAttentionVLM({ slots = "pixels" }) end, "config.slots must be")
+    raises_here(function() ember.models.CrossAttentionVLM({ d_modle = 8 }) end, "unknown config key 'd_modle'")
   end)
 end)
