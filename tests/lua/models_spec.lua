@@ -98,6 +98,23 @@ describe("ember.models.Llama matches a PyTorch Llama (Hugging Face layout)", fun
     end)
   end
 
+  it("a left-padded batch: each row generates what it generates alone (RoPE is relative)", function()
+    local case = fixtures.untied
+    local m = load(case)
+    local ids = T(case.ids)
+    local short = ids[{ { 2, 2 }, { 3, 7 } }]                    -- row 2 without its first two tokens
+    local alone = generate.generate(m, short, { max_new_tokens = 6 })
+    local padded = ember.cat({ ember.ones({ 1, 2 }, { dtype = "int64" }), short }, 2)
+    local batch = ember.cat({ ids:narrow(1, 1, 1), padded }, 1)
+    local pad = ember.zeros({ 2, 7 }, { dtype = "bool" })
+    pad[2][1], pad[2][2] = true, true
+    for _, cached in ipairs({ true, false }) do
+      local got = generate.generate(m, batch, { max_new_tokens = 6, prompt_padding_mask = pad, use_cache = cached })
+      assert.are.same(alone:totable()[1], got[{ { 2, 2 }, { 3, 13 } }]:totable()[1], "use_cache = " .. tostring(cached))
+      assert.are.same(T(case.generated):narrow(2, 1, 13):totable()[1], got:totable()[1])
+    end
+  end)
+
   it("the comparisons can fail: a wrong rope_theta or eps changes the logits beyond the tolerance", function()
     local case = fixtures.untied
     for _, change in ipairs({ { rope_theta = 10000.0 }, { rms_norm_eps = 1e-1 } }) do
