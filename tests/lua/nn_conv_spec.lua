@@ -89,40 +89,6 @@ describe("nn.Conv2d and nn.Conv1d", function()
     gradcheck.check(function(x) return m(x) end, { nc }, { name = "non-contiguous input" })
   end)
 
-  it("the im2col path (groups = 1) equals the stacked-views path, values and gradients", function()
-    local conv = require "ember.nn._conv"
-    local configs = {
-      { 3, 4, 3, { stride = 2, padding = 1 }, { 2, 3, 7, 6 } },
-      { 2, 3, { 2, 3 }, { stride = { 1, 2 }, padding = { 3, 0 }, dilation = { 2, 1 } }, { 2, 2, 5, 7 } },
-      { 2, 2, 1, { padding = 2 }, { 1, 2, 1, 2 } }, -- offsets that only read padding
-      { 3, 2, { 2, 4 }, { padding = "same", dilation = 2 }, { 2, 3, 5, 6 } },
-      { 2, 3, 3, { padding = 1, stride = 3 }, { 2, 2, 4, 5 } },
-    }
-    for n, c in ipairs(configs) do
-      ember.manual_seed(50 + n)
-      local m = nn.Conv2d(c[1], c[2], c[3], { stride = c[4].stride, padding = c[4].padding,
-        dilation = c[4].dilation, dtype = "float64" })
-      local x = ember.randn(c[5], F64)
-      local R
-      local function run(stacked)
-        conv.stacked = stacked
-        local xi = x:clone():requires_grad_()
-        m:zero_grad()
-        local ok, y = pcall(m.forward, m, xi)
-        conv.stacked = nil
-        assert(ok, y)
-        R = R or ember.randn(y.shape, F64)
-        ;(y * R):sum():backward()
-        return y, xi.grad, m.weight.grad:clone(), m.bias.grad:clone()
-      end
-      local a = { run(false) }
-      local b = { run(true) }
-      for i, what in ipairs { "output", "grad x", "grad weight", "grad bias" } do
-        check(tostring(m) .. " " .. what, a[i], b[i], 1e-12)
-      end
-    end
-  end)
-
   it("state dict names and shapes are PyTorch's; the init is U(+-1/sqrt(fan_in))", function()
     ember.manual_seed(5)
     local m = nn.Conv2d(8, 16, { 3, 2 }, { groups = 2 })

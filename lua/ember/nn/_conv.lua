@@ -1,21 +1,16 @@
 -- nn/_conv.lua (internal): the convolution shared by nn.Conv1d and nn.Conv2d,
 -- composed from core ops (so autograd, every dtype, autocast and every
 -- backend work). conv2d(x, w, b, s, p, d, g): x [N, C, H, W], w [O, C/g, kh, kw];
--- p = {top, bottom, left, right}. Two routes, equal to each other
--- (nn_conv_spec checks it):
---  * groups = 1: im2col as an ember.Function (Im2col below): the columns
---    [N, Ho, Wo, kh, kw, C] from one strided copy per kernel offset of a
---    channels-last copy of x, the padding left as zeros; its backward
---    (col2im) is one strided add_ per offset. Then a single matmul
---    [N*Ho*Wo, K] @ [K, O].
---  * groups > 1, and a patch embedding (kernel = stride, no padding or
---    dilation needed to tile the input): the zero-padded input (cat) cut by
---    one strided slice per kernel offset (as nn/_pool.lua cuts the pooling
---    windows) and stacked, or for a patch embedding a reshape and permute,
---    to [N, g, C/g * kh * kw, Ho * Wo], then one batched matmul with w
---    viewed as [g, O/g, C/g * kh * kw]; autograd differentiates the views.
---    Setting M.stacked = true sends every call this way (for the tests).
--- The only Lua loops are over the kh * kw kernel offsets.
+-- p = {top, bottom, left, right}. im2col through strided views: the
+-- zero-padded input (cat) cut by one strided slice per kernel offset (as
+-- nn/_pool.lua cuts the pooling windows) and stacked, or for a patch
+-- embedding (kernel = stride, windows that tile the input) a reshape and a
+-- permute, to [N, g, C/g * kh * kw, Ho * Wo]; then one matmul per call:
+-- [O, K] @ [N, K, L], or batched over the groups with w viewed as
+-- [g, O/g, K]. Autograd differentiates the views (so double backward works
+-- too). The only Lua loop is over the kh * kw kernel offsets. (An
+-- ember.Function im2col with a strided add_ col2im, channels-last or not,
+-- measured no faster on 2 shared cores, so there is none.)
 -- setup(self, name, nd, ...) parses a module's arguments (sizes, padding
 -- "same"/"valid", groups) and makes its parameters as PyTorch does.
 local error = require("ember._errors").error -- raises at the user's line
@@ -71,106 +66,14 @@ local function columns(xp, k, s, d, Ho, Wo)
   return ember.stack(parts, 3)
 end
 
--- For output positions 0..n_out-1 along a dim, the first and last whose input
--- index o * s - lo + off lies in [0, n); nil when none does.
-local function valid(n_out, n, s, lo, off)
-  local first = math.max(0, -((off - lo) // s)) -- ceil((lo - off) / s)
-  local last = math.min(n_out - 1, (n - 1 + lo - off) // s)
-  if first > last then return nil end
-  return first, last
-end
-
--- im2col with the padding done in place, channels last: x [N, C, H, W] ->
--- cols [N, Ho, Wo, kh, kw, C] (zeros where a window reads padding); one
--- strided copy per kernel offset forward, one strided add_ per offset
--- backward (col2im), on a channels-last copy of x. a = {k, s, p, d, Ho, Wo}.
-local Im2col = ember.Function {
-  name = "conv2d_im2col",
-  forward = function(ctx, x, a)
-    local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
-    local k, s, p, d, Ho, Wo = a[1], a[2], a[3], a[4], a[5], a[6]
-    ctx.a, ctx.xshape = a, { N, C, H, W }
-    local xcl = x:permute(1, 3, 4, 2):contiguous() -- [N, H, W, C]
-    local cols = ember.zeros({ N, Ho, Wo, k[1], k[2], C }, { dtype = x.dtype, device = x.device })
-    for i = 0, k[1] - 1 do
-      local o0, o1 = valid(Ho, H, s[1], p[1], i * d[1])
-      if o0 then
-        local r0 = o0 * s[1] - p[1] + i * d[1] + 1
-        local src_r = xcl:slice(2, r0, r0 + (o1 - o0) * s[1], s[1])
-        local dst_r = cols:select(4, i + 1):slice(2, o0 + 1, o1 + 1)
-        for j = 0, k[2] - 1 do
-          local q0, q1 = valid(Wo, W, s[2], p[3], j * d[2])
-          if q0 then
-            local c0 = q0 * s[2] - p[3] + j * d[2] + 1
-            dst_r:select(4, j + 1):slice(3, q0 + 1, q1 + 1):copy_(src_r:slice(3, c0, c0 + (q1 - q0) * s[2], s[2]))
-          end
-        end
-      end
-    end
-    return cols
-  end,
-  backward = function(ctx, g)
-    local a, sh = ctx.a, ctx.xshape
-    local k, s, p, d, Ho, Wo = a[1], a[2], a[3], a[4], a[5], a[6]
-    local H, W = sh[3], sh[4]
-    local dx = ember.zeros({ sh[1], H, W, sh[2] }, { dtype = g.dtype, device = g.device })
-    for i = 0, k[1] - 1 do
-      local o0, o1 = valid(Ho, H, s[1], p[1], i * d[1])
-      if o0 then
-        local r0 = o0 * s[1] - p[1] + i * d[1] + 1
-        local dst_r = dx:slice(2, r0, r0 + (o1 - o0) * s[1], s[1])
-        local src_r = g:select(4, i + 1):slice(2, o0 + 1, o1 + 1)
-        for j = 0, k[2] - 1 do
-          local q0, q1 = valid(Wo, W, s[2], p[3], j * d[2])
-          if q0 then
-            local c0 = q0 * s[2] - p[3] + j * d[2] + 1
-            dst_r:slice(3, c0, c0 + (q1 - q0) * s[2], s[2]):add_(
-              src_r:select(4, j + 1):slice(3, q0 + 1, q1 + 1):contiguous()) -- add_ is fastest from a contiguous source
-          end
-        end
-      end
-    end
-    return dx:permute(1, 4, 2, 3):contiguous(), nil
-  end,
-}
-
--- groups = 1, not a patch embedding: im2col (Im2col) and one matmul [N*L, K] @ [K, O].
-local function conv_single(x, w, s, p, d, Ho, Wo)
-  local N, C = x.shape[1], x.shape[2]
-  local O, kh, kw = w.shape[1], w.shape[3], w.shape[4]
-  local cols = Im2col(x, { { kh, kw }, s, p, d, Ho, Wo })
-  local K = C * kh * kw
-  -- the weight in the columns' order (kh, kw, C)
-  local wk = w:permute(1, 3, 4, 2):reshape({ O, K })
-  local y = cols:view({ N * Ho * Wo, K }):matmul(wk:transpose(1, 2))
-  return y:view({ N, Ho, Wo, O }):permute(1, 4, 2, 3):contiguous()
-end
-
 function M.conv2d(x, w, b, s, p, d, g)
   local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
   local O, kh, kw = w.shape[1], w.shape[3], w.shape[4]
   local Ho, Wo = M.out_size(H, kh, s[1], p[1], p[2], d[1]), M.out_size(W, kw, s[2], p[3], p[4], d[2])
-  local y
-  local patch = kh == s[1] and kw == s[2] and d[1] * d[2] == 1 and H + p[1] + p[2] == Ho * kh
-    and W + p[3] + p[4] == Wo * kw
-  if g == 1 and not patch and not M.stacked then
-    y = conv_single(x, w, s, p, d, Ho, Wo)
-  else
-    y = M.grouped(x, w, s, p, d, g, Ho, Wo)
-  end
-  y = y:reshape({ N, O, Ho, Wo })
-  if b then
-    -- under autocast the product is bfloat16: the bias joins it (as nn.Linear)
-    if y.dtype == "bfloat16" and b.dtype ~= "bfloat16" and ember.autocast.enabled() then b = b:to("bfloat16") end
-    y = y + b:view({ 1, O, 1, 1 })
-  end
-  return y
-end
-
--- The stacked-views path: groups > 1 and patch embeddings (and every case when M.stacked is set, for tests).
-function M.grouped(x, w, s, p, d, g, Ho, Wo)
-  local N, C = x.shape[1], x.shape[2]
-  local O, kh, kw = w.shape[1], w.shape[3], w.shape[4]
+  -- under autocast the matmul runs in bfloat16: the columns are made in it
+  -- (half the bytes to copy) rather than cast after
+  local on, dt = ember.autocast.enabled()
+  if on and x.dtype == "float32" and (dt == nil or dt == "bfloat16") then x = x:to("bfloat16") end
   local cols = columns(pad(x, p), { kh, kw }, s, d, Ho, Wo)
   local K = (C // g) * kh * kw
   local y
@@ -180,6 +83,12 @@ function M.grouped(x, w, s, p, d, g, Ho, Wo)
   else
     -- [g, O/g, K] @ [N, g, K, L] -> [N, g, O/g, L]
     y = w:reshape({ g, O // g, K }):matmul(cols:reshape({ N, g, K, Ho * Wo }))
+  end
+  y = y:reshape({ N, O, Ho, Wo })
+  if b then
+    -- under autocast the product is bfloat16: the bias joins it (as nn.Linear)
+    if y.dtype == "bfloat16" and b.dtype ~= "bfloat16" and ember.autocast.enabled() then b = b:to("bfloat16") end
+    y = y + b:view({ 1, O, 1, 1 })
   end
   return y
 end
