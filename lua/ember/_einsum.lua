@@ -3,6 +3,7 @@
 -- expand, sum, matmul), so that autograd, every dtype and every backend
 -- come for free.
 --
+--   local q, k, a, b = ember.randn(1, 2, 5, 4), ember.randn(1, 2, 6, 4), ember.randn(3, 3), ember.randn(3, 3)
 --   ember.einsum("bhqd,bhkd->bhqk", q, k)    -- attention scores
 --   ember.einsum("ij,jk", a, b)              -- implicit output: the letters seen once, sorted
 --   ember.einsum("...ij,...jk->...ik", a, b) -- "..." stands for broadcast leading dims

@@ -158,6 +158,7 @@ end
 
 -- Running means of named quantities: training metrics per epoch (for the
 -- progress bar) and per logging window (for the CSV), say.
+--   local metrics, loss, n = require "ember.metrics", 0.41, 32
 --   local win = metrics.Means()
 --   win:add("loss", loss * n, n); win:mean("loss"); win:reset()
 local Means = {}

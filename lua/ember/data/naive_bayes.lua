@@ -3,6 +3,9 @@
 -- string is wrapped in word-boundary markers ("^word$") and counted as its
 -- 1..n-grams of characters; add-alpha smoothing.
 --
+--   local naive_bayes = require "ember.data.naive_bayes"
+--   local words, labels = {"wort", "word", "mot", "parola", "palabra"}, {1, 2, 3, 4, 5}
+--   local test_words, test_labels = {"wörter", "words"}, {1, 2}
 --   local nb = naive_bayes.train(words, labels, {n = 3, alpha = 0.5, classes = 5})
 --   nb:predict("wörterbuch")     -- a 1-based class
 --   nb:accuracy(test_words, test_labels)

@@ -7,6 +7,7 @@
 --    -- p.tokens [2, 6]: {5 6 7 8 9 1}, {4 4 4 4 1 1}
 --    -- p.doc    [2, 6]: {1 1 1 2 2 0}, {1 1 1 1 0 0}   (0: padding)
 --    -- p.pos    [2, 6]: {1 2 3 1 2 0}, {1 2 3 4 0 0}   (1-based within the document)
+--    local mha, x = nn.MultiHeadAttention(16, 2, {attention = "document"}), ember.randn(2, 6, 16)
 --    local y = mha(x, {variant_inputs = {doc = p.doc}, key_padding_mask = p.padding})
 --
 -- Sequences are taken in order and a row is closed when the next one does

@@ -7,6 +7,7 @@
 --    local VLM = require("ember.models").CrossAttentionVLM
 --    local model = VLM{d_model = 64, heads = 4, distance_slopes = {-1000, 1000, 0, 0},
 --                      subject_slopes = {-1000, 1000, 0, 0}}
+--    local images, questions = ember.rand(2, 3, 75, 75), ember.randint(1, 3, {2, 4, 2})
 --    local logits = model(images, questions)   -- [B, 3, 75, 75], int64 [B, Q, 2] -> [B*Q, n_answers]
 --
 -- The parts:

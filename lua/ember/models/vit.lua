@@ -4,6 +4,7 @@
 --    local ViT = require("ember.models").ViT
 --    local model = ViT{image_size = 28, patch_size = 7, in_channels = 1, num_classes = 10,
 --                      hidden_dim = 64, num_layers = 4, num_heads = 4, mlp_dim = 256}
+--    local images = ember.randn(2, 1, 28, 28)
 --    local logits = model(images)               -- [B, 1, 28, 28] -> [B, 10]
 --
 -- The computation:

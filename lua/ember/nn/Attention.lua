@@ -3,6 +3,7 @@
 --
 --    local att = ember.Attention{attention = "relpos", heads = 2, head_dim = 4,
 --                                max_relative_position = 3}
+--    local q, k, v = ember.randn(1, 2, 5, 4), ember.randn(1, 2, 5, 4), ember.randn(1, 2, 5, 4)
 --    local out, w = att(q, k, v, {causal = true, need_weights = true})
 --
 -- The variant itself (its handle, checked options and the fused call) is

@@ -2,7 +2,8 @@
 -- logits [N, C] with targets [N], or [B, L, C] with [B, L] (flattened), or
 -- [C] with a 0-d target. Targets are 1-based int64 class ids; ignore_index
 -- is compared with them (e.g. the padding id). One fused C op.
--- @usage local loss = nn.CrossEntropyLoss{label_smoothing = 0.1}(logits, targets)   -- logits [N, C], targets int64 [N], 1-based
+-- @usage local logits, targets = ember.randn(4, 5), ember.tensor({1, 5, 2, 3}, "int64")
+-- local loss = nn.CrossEntropyLoss{label_smoothing = 0.1}(logits, targets)   -- logits [N, C], targets int64 [N], 1-based
 -- @classmod nn.CrossEntropyLoss
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

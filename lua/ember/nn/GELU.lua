@@ -1,6 +1,7 @@
 --- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
 -- default) or the tanh approximation.
--- @usage local y = nn.GELU("tanh")(x)
+-- @usage local x = ember.randn(2, 3)
+-- local y = nn.GELU("tanh")(x)
 -- @classmod nn.GELU
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"

@@ -1,5 +1,6 @@
 --- nn.MSELoss([{reduction="mean"|"sum"|"none"}]): mean squared error.
--- @usage local loss = nn.MSELoss()(pred, target)
+-- @usage local pred, target = ember.randn(4, 3), ember.randn(4, 3)
+-- local loss = nn.MSELoss()(pred, target)
 -- @classmod nn.MSELoss
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

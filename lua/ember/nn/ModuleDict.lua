@@ -11,6 +11,7 @@
 -- method. A ModuleDict has no forward.
 -- Errors name nn.ModuleDict: a bad name, a non-module value, a missing key in pop.
 -- @usage local heads = nn.ModuleDict{ {"cls", nn.Linear(64, 10)}, {"box", nn.Linear(64, 4)} }
+-- local h, out = ember.randn(2, 64), {}
 -- for name, head in pairs(heads) do out[name] = head(h) end
 -- print(heads.cls, #heads)   -- state dict: "cls.weight", "cls.bias", "box.weight", ...
 -- @classmod nn.ModuleDict

@@ -12,6 +12,7 @@
 -- Errors name nn.ModuleList: a non-module argument, an index out of range.
 -- @usage local layers = nn.ModuleList()
 -- for i = 1, 4 do layers:append(nn.Linear(16, 16)) end
+-- local x = ember.randn(2, 16)
 -- for _, layer in ipairs(layers) do x = layer(x):relu() end
 -- print(#layers, layers[1])   --> 4   Linear(in_features=16, ...)
 -- -- state dict names: "0.weight", "0.bias", ..., "3.bias"

@@ -4,6 +4,7 @@
 --
 --    local mha = nn.MultiHeadAttention(64, 4, {attention = "relpos", mode = "t5"})
 --    local mha = nn.MultiHeadAttention{d_model = 64, heads = 4, rope = true}
+--    local x, q, kv = ember.randn(2, 5, 64), ember.randn(2, 3, 64), ember.randn(2, 7, 64)
 --    local y = mha(x)                                  -- self-attention
 --    local y, w = mha(q, kv, {need_weights = true})    -- cross-attention
 --    local gqa = nn.MultiHeadAttention{d_model = 64, heads = 8, kv_heads = 2}

@@ -1,5 +1,6 @@
 --- nn.ReLU(): max(x, 0).
--- @usage local y = nn.ReLU()(x)
+-- @usage local x = ember.randn(2, 3)
+-- local y = nn.ReLU()(x)
 -- @classmod nn.ReLU
 local Module = require "ember.nn.Module"
 

@@ -2,7 +2,7 @@
 -- modules in order. Children are named "1", "2", ... (1-based, as Torch7);
 -- seq[i] and #seq work, and seq:add(m) appends.
 -- @usage local mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
--- print(mlp[1], #mlp)   --> Linear(4, 8) ... 3
+-- print(mlp[1], #mlp)   --> Linear(in_features=4, out_features=8, bias=true)   3
 -- @classmod nn.Sequential
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"

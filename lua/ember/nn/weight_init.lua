@@ -27,6 +27,7 @@
 -- local lin = nn.Linear(256, 128)
 -- init.xavier_uniform_(lin.weight)
 -- init.zeros_(lin.bias)
+-- local conv_w, pos_embedding = ember.zeros(64, 3, 3, 3), ember.zeros(1, 50, 64)
 -- init.kaiming_normal_(conv_w, {mode = "fan_out", nonlinearity = "relu"})
 -- init.trunc_normal_(pos_embedding, 0, 0.02)   -- ViT's
 -- @module nn.init
