@@ -18,6 +18,7 @@
 ** A user's OPENBLAS_CORETYPE is never overridden; an older core chosen
 ** that way is only reported. cpu_blas_info says what runs and why.
 */
+#include <cpuid.h>
 #include "cpu_internal.h"
 
 #include <ctype.h>
@@ -56,13 +57,21 @@ static int core_isa(const char *name) {
   return ISA_NONE;
 }
 
+/* AMX tiles (cpuid leaf 7, EDX bit 24), read directly: clang 14's
+** __builtin_cpu_supports does not know "amx-tile" (the fuzz build uses it). */
+static bool cpu_has_amx_tile(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (d >> 24) & 1u;
+}
+
 /* The best level this CPU runs, from cpuid. */
 static int cpu_isa(void) {
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
   if (avx512 && __builtin_cpu_supports("avx512bf16"))
-    return __builtin_cpu_supports("amx-tile") ? ISA_AMX : ISA_AVX512_BF16;
+    return cpu_has_amx_tile() ? ISA_AMX : ISA_AVX512_BF16;
   if (avx512) return ISA_AVX512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ISA_AVX2;
   if (__builtin_cpu_supports("avx")) return ISA_AVX;
