@@ -106,6 +106,12 @@ static inline int64_t att_kvh(const att_ctx *c, int64_t bh) {
   return (bh / a->H) * a->Hkv + (bh % a->H) / (a->H / a->Hkv);
 }
 
+/* Rows of k's and v's storage per kv head: Lk, or a KV cache's capacity
+** (em_attention_args.kv_rows: its filled part read in place). */
+static inline int64_t att_kv_rows(const em_attention_args *a) {
+  return a->kv_rows > 0 ? a->kv_rows : a->Lk;
+}
+
 /* Keys [lo, hi] (inclusive) of the window/block band of position p. Both
 ** ends grow with p, which is what lets a tile be judged by its corners. */
 static inline void att_band(const em_attention_args *a, int64_t p, int64_t *lo, int64_t *hi) {
@@ -332,6 +338,9 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
   if (a->Hkv < 0 || (a->Hkv && a->H % a->Hkv))
     return em_error(EM_ERR_ARG, "cpu %s: %lld query heads are not a multiple of %lld key/value heads",
                     kernel, (long long)a->H, (long long)a->Hkv);
+  if (a->kv_rows && a->kv_rows < a->Lk)
+    return em_error(EM_ERR_ARG, "cpu %s: k and v hold %lld rows per head, fewer than Lk = %lld", kernel,
+                    (long long)a->kv_rows, (long long)a->Lk);
   if ((a->score_mod && !a->score_grad) || (a->sink && !a->sink_grad) ||
       a->n_caps < 0 || a->n_caps > EM_EXPR_MAX_CAPS || (a->n_caps && !a->caps) ||
       (a->block_map && a->map_grain < 1))

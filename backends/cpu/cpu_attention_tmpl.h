@@ -31,7 +31,7 @@ ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, in
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->ld;
   const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
-  const ST *k = (const ST *)a->k + (att_kvh(c, bh) * a->Lk + j0) * dk;
+  const ST *k = (const ST *)a->k + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dk;
   FN(mm)(false, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
   if (a->score_mod) FN(xscore_tile)(c, bh, i0, br, j0, bc, S, X, dsc, raw);
   const T *bias = a->bias;
@@ -117,7 +117,7 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
   const em_attention_args *a = c->a;
   const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const ST *v_bh = (const ST *)a->v + att_kvh(c, bh) * Lk * dv;
+  const ST *v_bh = (const ST *)a->v + att_kvh(c, bh) * att_kv_rows(a) * dv;
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
@@ -256,7 +256,7 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   /* an additive score (d/ds = 1) runs its plain program: the same scores, no d/ds tile */
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
   FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
-         (const ST *)a->v + (att_kvh(c, bh) * a->Lk + j0) * dv, true, dv, 0, dS, ld);
+         (const ST *)a->v + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dv, true, dv, 0, dS, ld);
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
     T *p = P + ii * ld, *ds = dS + ii * ld;
@@ -333,7 +333,7 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
   const T scale = (T)a->scale;
   const ST *q_bh = (const ST *)a->q + bh * Lq * dk;
   const ST *do_bh = (const ST *)a->dout + bh * Lq * dv;
-  const ST *k_j = (const ST *)a->k + (att_kvh(c, bh) * Lk + j0) * dk;
+  const ST *k_j = (const ST *)a->k + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dk;
   ST *out_k = (ST *)a->dk_ + (bh * Lk + j0) * dk, *out_v = (ST *)a->dv_ + (bh * Lk + j0) * dv;
   T *gk = ATT_DIRECT ? (T *)out_k : acc, *gv = ATT_DIRECT ? (T *)out_v : acc + bc * dk;
   for (int64_t x = 0; x < bc * dk; x++) gk[x] = 0;
@@ -368,7 +368,7 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const ST *k_bh = (const ST *)a->k + att_kvh(c, bh) * Lk * dk;
+  const ST *k_bh = (const ST *)a->k + att_kvh(c, bh) * att_kv_rows(a) * dk;
   ST *out_q = (ST *)a->dq + (bh * Lq + i0) * dk;
   T *gq = ATT_DIRECT ? (T *)out_q : acc;
   for (int64_t x = 0; x < br * dk; x++) gq[x] = 0;

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 3
+#define EM_BACKEND_ABI_VERSION 4
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -177,6 +177,14 @@ typedef struct em_attention_args {
   ** backward still writes dk_ and dv_ per query head, [B,H,Lk,d]; the core
   ** sums each group. A kernel without it returns EM_ERR_UNSUPPORTED. */
   int64_t Hkv;
+
+  /* Rows of k's and v's storage per kv head (ABI 4): kv head g's key j is
+  ** at k + (g * kv_rows + j) * dk, and the same for v. 0 or Lk: contiguous.
+  ** Larger in a forward without backward over a KV cache's filled part (a
+  ** narrow of buffers [B, Hkv, capacity, d]), which is read in place
+  ** instead of copied at every decoding step. Set only for a backend with
+  ** host memory (the CPU kernel); the others get contiguous k and v. */
+  int64_t kv_rows;
 } em_attention_args;
 
 typedef struct em_backend {

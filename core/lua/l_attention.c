@@ -13,7 +13,7 @@
 **   core.attention / .caps / .heads / .head_dim / .v_head_dim
 **
 **   ember.attention_variants([name]) -> descriptions of the loaded variants
-**   ember.attention_routes() -> {fused=, composed=, forward=}: calls per
+**   ember.attention_routes() -> {fused=, composed=, forward=, kv_in_place=}: calls per
 **     route so far (em_attention_route_counts), for tests and benchmarks
 **
 ** The split: this object is what only C can be -- the variant's handle, its
@@ -412,10 +412,11 @@ static void push_variant(lua_State *L, const em_attention_variant *v, const char
 static int f_routes(lua_State *L) {
   em_attn_route_counts r;
   em_attention_route_counts(&r);
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, (lua_Integer)r.fused), lua_setfield(L, -2, "fused");
   lua_pushinteger(L, (lua_Integer)r.composed), lua_setfield(L, -2, "composed");
   lua_pushinteger(L, (lua_Integer)r.forward), lua_setfield(L, -2, "forward");
+  lua_pushinteger(L, (lua_Integer)r.kv_in_place), lua_setfield(L, -2, "kv_in_place");
   return 1;
 }
 

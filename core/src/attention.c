@@ -437,6 +437,7 @@ typedef struct attn_route {
   em_status (*backward)(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
   void (*free_saved)(void *saved);
   const em_attn_decl *decl;
+  bool any_kv_strides; /* the forward takes k and v as views and copies what it must */
 } attn_route;
 
 typedef struct attn_ctx {
@@ -529,8 +530,9 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
   void *saved = NULL;
   bool prev = em_set_grad_enabled(false);
   em_status s = detached(&dq, q);
-  if (s == EM_OK) s = detached(&dk, k);
-  if (s == EM_OK) s = detached(&dv, vv);
+  /* the fused route reads a KV cache's filled part in place (attention_sdpa.c) */
+  if (s == EM_OK) s = route->any_kv_strides ? em_detach(&dk, k) : detached(&dk, k);
+  if (s == EM_OK) s = route->any_kv_strides ? em_detach(&dv, vv) : detached(&dv, vv);
   for (int i = 0; s == EM_OK && i < n_params; i++) s = em_detach(&dp[i], params[i]);
   if (s == EM_OK) {
     c->q = dq, c->k = dk, c->v = dv, c->params = dp;
@@ -666,7 +668,7 @@ static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call
   /* the weights are an L x L tensor anyway: they come from core ops */
   if (d.route == EM_ATTN_ROUTE_COMPOSED || c->need_weights)
     return run_compose(out, weights, c, &d, q, k, vv, params);
-  const attn_route route = {fused_forward, em__sdpa_backward, em__sdpa_free, &d};
+  const attn_route route = {fused_forward, em__sdpa_backward, em__sdpa_free, &d, true};
   s = run_forward(out, weights, c, &route, q, k, vv, n_params, params);
   if (s == EM_OK) {
     em__attn_count(0);
@@ -735,7 +737,7 @@ static em_status attention_run(em_tensor **out, em_tensor **weights, const em_at
   } else if (s == EM_OK) {
     c.q = q, c.k = k, c.v = vv, c.params = params; /* can_forward looks at them */
     bool fwd = v->forward && (!v->can_forward || v->can_forward(&c));
-    const attn_route route = {variant_forward, v->backward, v->free_saved, NULL};
+    const attn_route route = {variant_forward, v->backward, v->free_saved, NULL, false};
     if (fwd) {
       em__attn_count(2);
       s = run_forward(out, weights, &c, &route, q, k, vv, n_params, params);

@@ -23,6 +23,7 @@ void em_attention_route_counts(em_attn_route_counts *out) {
   out->fused = __atomic_load_n(&g_routes.fused, __ATOMIC_RELAXED);
   out->composed = __atomic_load_n(&g_routes.composed, __ATOMIC_RELAXED);
   out->forward = __atomic_load_n(&g_routes.forward, __ATOMIC_RELAXED);
+  out->kv_in_place = __atomic_load_n(&g_routes.kv_in_place, __ATOMIC_RELAXED);
 }
 
 void em_attention_count_route(int route) {
@@ -258,6 +259,36 @@ static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c) {
   return EM_OK;
 }
 
+/* Rows per head of k or v [B, Hkv, L, d] whose rows are contiguous and
+** whose heads are equally far apart, as the filled part of a KV cache (a
+** narrow of [B, Hkv, capacity, d] along L) is: L when contiguous, the
+** capacity for such a narrow, 0 for any other layout. */
+static int64_t kv_rows_of(const em_tensor *t) {
+  if (t->ndim != 4) return 0;
+  if (em_is_contiguous(t)) return t->shape[2];
+  const int64_t B = t->shape[0], Hkv = t->shape[1], L = t->shape[2], d = t->shape[3];
+  if ((t->stride[3] != 1 && d > 1) || (t->stride[2] != d && L > 1)) return 0;
+  int64_t rows = Hkv > 1 ? t->stride[1] / d : B > 1 ? t->stride[0] / d : L;
+  if (rows < L || (Hkv > 1 && t->stride[1] != rows * d) || (B > 1 && t->stride[0] != Hkv * rows * d))
+    return 0;
+  return rows;
+}
+
+/* sv->k and sv->v as the kernel reads them: a forward without backward on
+** a backend with host memory (the CPU kernel) reads a KV cache in place
+** (args.kv_rows); every other call gets contiguous copies. */
+static em_status kv_inputs(sdpa_saved *sv, const em_attn_call *c, const em_backend *be) {
+  const int64_t rows = kv_rows_of(c->k);
+  if (be->host_memory && !c->need_grad && rows > 0 && rows == kv_rows_of(c->v)) {
+    sv->k = em_retain(c->k), sv->v = em_retain(c->v);
+    sv->args.kv_rows = rows;
+    if (rows != c->Lk) __atomic_add_fetch(&g_routes.kv_in_place, 1, __ATOMIC_RELAXED);
+    return EM_OK;
+  }
+  EM_TRY(em_contiguous(&sv->k, c->k));
+  return em_contiguous(&sv->v, c->v);
+}
+
 /* The fused forward; EM_ERR_UNSUPPORTED (with nothing allocated) when the
 ** backend has no fused kernel or its kernel declines. */
 em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
@@ -286,7 +317,12 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
     sdpa_free(sv);
     return s;
   }
-  sv->q = em_retain(c->q), sv->k = em_retain(c->k), sv->v = em_retain(c->v);
+  sv->q = em_retain(c->q);
+  s = kv_inputs(sv, c, be);
+  if (s != EM_OK) {
+    sdpa_free(sv);
+    return s;
+  }
   if (c->key_padding) sv->kp = em_retain(c->key_padding);
   a->dtype = c->q->dtype;
   a->B = c->B, a->H = c->H, a->Lq = c->Lq, a->Lk = c->Lk, a->dk = c->dims.dk, a->dv = c->dims.dv;
@@ -297,7 +333,7 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   a->scale = c->scale;
   a->dropout_p = c->dropout_p;
   a->seed = c->seed, a->offset = c->offset;
-  a->q = em_data(c->q), a->k = em_data(c->k), a->v = em_data(c->v);
+  a->q = em_data(c->q), a->k = em_data(sv->k), a->v = em_data(sv->v);
   a->out = em_data(sv->out);
   a->lse = em_data(sv->lse);
   s = be->attention_forward(sv->device, a);

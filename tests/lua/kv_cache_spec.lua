@@ -80,6 +80,55 @@ describe("the KV cache", function()
     end
   end)
 
+
+  it("the fused kernel reads the cache's buffers in place (no copy of the filled part), float32 and float64, MHA and GQA", function()
+    ember.manual_seed(3)
+    for _, spec in ipairs { { dtype = "float32" }, { kv_heads = 2 }, { kv_heads = 1, dtype = "float32" } } do
+      local m = mha(spec)
+      local x = ember.randn({ 2, 40, 16 }, { dtype = spec.dtype or "float64" })
+      ember.no_grad(function()
+        local full = m(x, { causal = true })
+        local cache = { reserve = 100 }
+        local out = { m:forward_cached(x:narrow(2, 1, 8), cache) }
+        -- the unfilled rows hold NaN: a kernel reading past len would show it
+        cache._k:narrow(3, 9, 92):fill_(0 / 0)
+        cache._v:narrow(3, 9, 92):fill_(0 / 0)
+        local before = ember.attention_routes().kv_in_place
+        for t = 9, 40 do
+          -- the step writes row t, so NaN remains only past it
+          out[#out + 1] = m:forward_cached(x:narrow(2, t, 1), cache)
+        end
+        local read = ember.attention_routes().kv_in_place - before
+        assert.are.equal(32, read, "every decoding step reads the buffers in place")
+        local d = maxdiff(ember.cat(out, 2), full)
+        assert(d < (spec.dtype == "float32" and 1e-5 or 1e-12), ("cached differs by %.3g"):format(d))
+      end)
+    end
+  end)
+
+  it("keys and values that need a backward are copied, and their gradients reach the buffer", function()
+    ember.manual_seed(4)
+    local att = ember.Attention({ heads = 2, head_dim = 4, dtype = "float64" })
+    local q = ember.randn({ 1, 2, 3, 4 }, { dtype = "float64" })
+    local kb = ember.randn({ 1, 2, 20, 4 }, { dtype = "float64" }):requires_grad_()
+    local vb = ember.randn({ 1, 2, 20, 4 }, { dtype = "float64" }):requires_grad_()
+    local k, v = kb:narrow(3, 1, 10), vb:narrow(3, 1, 10) -- a cache's filled part
+    local kb2, vb2 = kb:detach():clone():requires_grad_(), vb:detach():clone():requires_grad_()
+    local ref = att(q, kb2:narrow(3, 1, 10):contiguous(), vb2:narrow(3, 1, 10):contiguous(), { causal = true })
+    local before = ember.attention_routes().kv_in_place
+    local no_grad_out = ember.no_grad(function() return att(q, k, v, { causal = true }) end)
+    assert.are.equal(before + 1, ember.attention_routes().kv_in_place)
+    assert.is_true(maxdiff(no_grad_out, ref) < 1e-12)
+    local y = att(q, k, v, { causal = true })
+    assert.are.equal(before + 1, ember.attention_routes().kv_in_place) -- copied: a backward follows
+    y:sum():backward()
+    ref:sum():backward()
+    assert.is_true(maxdiff(y, ref) < 1e-12)
+    assert.is_true(maxdiff(kb.grad, kb2.grad) < 1e-12 and maxdiff(vb.grad, vb2.grad) < 1e-12)
+    assert.are.equal(0, kb.grad:narrow(3, 11, 10):abs():max():item())
+    assert.is_true(kb.grad:abs():max():item() > 0)
+  end)
+
   it("keeps a key_padding_mask given once; later steps may give the new positions' mask only", function()
     ember.manual_seed(3)
     local m = mha()
