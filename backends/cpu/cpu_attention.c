@@ -41,6 +41,7 @@
 #endif
 
 #include "cpu_internal.h"
+#include "cpu_expr_ops.h"
 #include "cpu_vmath.h"
 #include "ember_philox.h"
 
@@ -94,6 +95,10 @@ typedef struct att_ctx {
   void *xg;         /* backward: [BH][xg_size] per-head sums of the learned captures' gradients */
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
   bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
+  /* the programs compiled to C (cpu_expr_jit.c), NULL where interpreted */
+  cpu_xjit_fn xjit[3];                  /* CPU_XJIT_SCORE, _GRAD, _MASK */
+  const void *xcap_data[EM_EXPR_MAX_CAPS];
+  int64_t xcap_shape[EM_EXPR_MAX_CAPS * EM_EXPR_MAX_DIMS];
 } att_ctx;
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
@@ -266,6 +271,22 @@ static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 #undef ST
 #undef SUF
 
+/* The compiled forms of the call's programs (all interpreted when one
+** cannot be compiled: each tile then runs one evaluator). */
+static void xjit_prepare(att_ctx *c) {
+  const em_attention_args *a = c->a;
+  c->xjit[0] = c->xjit[1] = c->xjit[2] = NULL;
+  if (!a->score_mod && !a->mask_mod) return;
+  for (int i = 0; i < a->n_caps && i < EM_EXPR_MAX_CAPS; i++) {
+    c->xcap_data[i] = a->caps[i].data;
+    for (int d = 0; d < EM_EXPR_MAX_DIMS; d++)
+      c->xcap_shape[i * EM_EXPR_MAX_DIMS + d] = d < a->caps[i].ndim ? a->caps[i].shape[d] : 1;
+  }
+  const em_expr *const progs[3] = {a->score_mod, a->score_grad, a->mask_mod};
+  const bool all = cpu_xjit_get(progs, a->dtype == EM_F64, a->caps, c->xjit);
+  cpu_xjit_count(all);
+}
+
 /* bfloat16 backward: dq, dk and dv are summed in float32 scratch and
 ** rounded by the templates (store_grad); the tables' gradients, summed over
 ** heads and tiles, get float32 buffers here, rounded into the caller's
@@ -377,6 +398,7 @@ static att_ctx make_ctx(const em_attention_args *a) {
     if (progs[i] && progs[i]->n > xn) xn = progs[i]->n;
   /* n registers, three broadcast buffers, the int64 offsets */
   c.xregs = xn ? (int64_t)(xn + 3) * ATT_XCH + ATT_XCH * 8 / (int64_t)sizeof(float) : 0;
+  xjit_prepare(&c);
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */
   const double d = (double)(a->dk > a->dv ? a->dk : a->dv > 0 ? a->dv : 1);

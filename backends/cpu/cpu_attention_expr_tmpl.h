@@ -8,11 +8,10 @@
 ** dispatch is paid once per 64-128 elements and the loop itself
 ** vectorises. Registers that do not depend on the key (kvar 0: everything
 ** made of b, h, q and constants -- a head's slope, a row's document id)
-** are one scalar per row. Generated and compiled C would save the
-** dispatch and the register traffic; measured on a softcap and an ALiBi
-** program the interpreter adds 2-10% to a forward+backward whose products
-** dominate (scripts/bench/variants.lua), and it needs no compiler, cache
-** or dlopen at run time.
+** are one scalar per row. Where a compiler is present the score and mask
+** tiles run compiled instead (cpu_expr_jit.c, xjit_tile below); this
+** interpreter is the path without one, and runs the sinks, the learned
+** tables' scatter and every row that must report an error.
 **
 ** Registers live in per-thread scratch X: n registers of ATT_XCH values,
 ** then three broadcast buffers and ATT_XCH int64 load offsets.
@@ -25,12 +24,6 @@ ATT_ROW const T *FN(xvec)(const em_expr *p, const T *R, int32_t r, T *tmp, int64
   const T v = R[(int64_t)r * ATT_XCH];
   for (int64_t j = 0; j < n; j++) tmp[j] = v;
   return tmp;
-}
-
-ATT_ROW T FN(xtanh)(T x) {
-  if (sizeof(T) == sizeof(double)) return tanh(x);
-  /* 1 - 2 / (e^{2x} + 1) on the vectorised exp; saturates to +-1 */
-  return 1 - 2 / (FN(att_exp)(2 * x) + 1);
 }
 
 /* Records the first failure of any thread (an index out of range, a NaN
@@ -138,25 +131,19 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
     const int ar = em_xop_arity(x->op);
     T *restrict rr = r;
     const bool va = p->kvar[x->arg[0]], vb = ar > 1 && p->kvar[x->arg[1]];
-    /* the binary rules, once; each is expanded three ways below */
-#define XBIN(X)                                                                              \
-  X(ADD, a_ + b_) X(SUB, a_ - b_) X(MUL, a_ * b_) X(DIV, a_ / b_)                          \
-  X(IDIV, EM_XRULE_IDIV(a_, b_)) X(MOD, EM_XRULE_MOD(a_, b_)) X(POW, pow(a_, b_))          \
-  X(MIN, EM_XRULE_MIN(a_, b_)) X(MAX, EM_XRULE_MAX(a_, b_)) X(LT, (T)(a_ < b_))            \
-  X(LE, (T)(a_ <= b_)) X(EQ, (T)(a_ == b_)) X(NE, (T)(a_ != b_))                           \
-  X(AND, (T)(a_ != 0 && b_ != 0)) X(OR, (T)(a_ != 0 || b_ != 0))
+    /* every op's rule is cpu_expr_ops.h's; expanded twice below */
     if (ar == 2 && va != vb) { /* one operand is the row's scalar: kept in a register, no broadcast pass */
       const T *restrict V = RP[va ? x->arg[0] : x->arg[1]];
       const T k_ = X[(int64_t)(va ? x->arg[1] : x->arg[0]) * ATT_XCH];
-#define XVS(OP, EXPR)                                                    \
+#define XVS(OP, AR, EXPR)                                                \
   case EM_XOP_##OP:                                                      \
     if (va)                                                              \
-      for (int64_t j = 0; j < n; j++) { const T a_ = V[j], b_ = k_; rr[j] = (EXPR); } \
+      for (int64_t j = 0; j < n; j++) { const T a_ = V[j], b_ = k_, c_ = 0; (void)b_, (void)c_; rr[j] = (EXPR); } \
     else                                                                 \
-      for (int64_t j = 0; j < n; j++) { const T a_ = k_, b_ = V[j]; rr[j] = (EXPR); } \
+      for (int64_t j = 0; j < n; j++) { const T a_ = k_, b_ = V[j], c_ = 0; (void)b_, (void)c_; rr[j] = (EXPR); } \
     break;
       switch (x->op) {
-        XBIN(XVS)
+        CPU_XOPS(XVS)
       default: for (int64_t j = 0; j < n; j++) rr[j] = NAN;
       }
 #undef XVS
@@ -165,33 +152,19 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
     const T *restrict A = va ? RP[x->arg[0]] : FN(xvec)(p, X, x->arg[0], tmp, n);
     const T *restrict Bv = ar > 1 ? (vb ? RP[x->arg[1]] : FN(xvec)(p, X, x->arg[1], tb, n)) : A;
     const T *restrict Cv = ar > 2 ? (p->kvar[x->arg[2]] ? RP[x->arg[2]] : FN(xvec)(p, X, x->arg[2], tc, n)) : A;
-#define XL(EXPR)                                        \
-  for (int64_t j = 0; j < n; j++) {                     \
-    const T a_ = A[j], b_ = Bv[j], c_ = Cv[j];          \
-    (void)b_, (void)c_;                                 \
-    rr[j] = (EXPR);                                     \
-  }                                                     \
-  break;
-#define XVV(OP, EXPR) case EM_XOP_##OP: XL(EXPR)
+#define XVV(OP, AR, EXPR)                               \
+  case EM_XOP_##OP:                                     \
+    for (int64_t j = 0; j < n; j++) {                   \
+      const T a_ = A[j], b_ = Bv[j], c_ = Cv[j];        \
+      (void)b_, (void)c_;                               \
+      rr[j] = (EXPR);                                   \
+    }                                                   \
+    break;
     switch (x->op) {
-      XBIN(XVV)
-    case EM_XOP_NEG: XL(-a_)
-    case EM_XOP_ABS: XL(fabs(a_))
-    case EM_XOP_FLOOR: XL(floor(a_))
-    case EM_XOP_CEIL: XL(ceil(a_))
-    case EM_XOP_EXP: XL(FN(att_exp)(a_))
-    case EM_XOP_LOG: XL(log(a_))
-    case EM_XOP_TANH: XL(FN(xtanh)(a_))
-    case EM_XOP_SQRT: XL(sqrt(a_))
-    case EM_XOP_SIGMOID: XL(1 / (1 + FN(att_exp)(-a_)))
-    case EM_XOP_NOT: XL((T)(a_ == 0))
-    case EM_XOP_SIGN: XL((T)EM_XRULE_SIGN(a_))
-    case EM_XOP_WHERE: XL(EM_XRULE_WHERE(a_, b_, c_))
+      CPU_XOPS(XVV)
     default: for (int64_t j = 0; j < n; j++) rr[j] = NAN;
     }
 #undef XVV
-#undef XL
-#undef XBIN
   }
   return true;
 }
@@ -200,6 +173,64 @@ CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, i
 ATT_ROW const T *FN(xout)(const em_expr *p, T *X, int o, int64_t n) {
   T *tmp = X + (int64_t)p->n * ATT_XCH;
   return FN(xvec)(p, X, p->out[o], tmp, n);
+}
+
+/* The score program on one row s of a tile (q: 1-based, on the key
+** axis), in place; d score/ds into d when not NULL. */
+ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64_t h, int64_t q, int64_t j0,
+                            int64_t bc, T *s, T *X, T *d) {
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X)) {
+    for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
+    return;
+  }
+  if (d) {
+    const T *g = FN(xout)(p, X, 1, bc);
+    for (int64_t jj = 0; jj < bc; jj++) d[jj] = g[jj];
+  }
+  const T *o = FN(xout)(p, X, 0, bc);
+  bool nan = false;
+  for (int64_t jj = 0; jj < bc; jj++) {
+    nan |= o[jj] != o[jj];
+    s[jj] = o[jj];
+  }
+  if (nan)
+    for (int64_t jj = 0; jj < bc; jj++)
+      if (s[jj] != s[jj]) {
+        FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + jj + 1, 0);
+        break;
+      }
+}
+
+/* The mask program on one row: -inf where it says no. */
+ATT_ROW void FN(xmask_row)(const att_ctx *c, int64_t b, int64_t h, int64_t q, int64_t j0, int64_t bc, T *s,
+                           T *X) {
+  const em_expr *p = c->a->mask_mod;
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, NULL, X)) {
+    for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
+    return;
+  }
+  const T *o = FN(xout)(p, X, 0, bc);
+  for (int64_t jj = 0; jj < bc; jj++) s[jj] = o[jj] != 0 ? s[jj] : -INFINITY;
+}
+
+/* The compiled program of `role` over rows of a tile; each row it leaves
+** (one that must report a bad index or a NaN) the interpreter runs.
+** False when the role is not compiled. */
+ATT_ROW bool FN(xjit_tile)(const att_ctx *c, int role, int64_t bh, int64_t i0, int64_t br, int64_t j0,
+                           int64_t bc, T *S, T *X, T *dsc) {
+  const cpu_xjit_fn f = c->xjit[role];
+  if (!f || bc > CPU_XJIT_MAX_COLS) return false;
+  const em_attention_args *a = c->a;
+  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld, q0 = i0 + c->shift + 1;
+  for (int64_t ii = 0; ii < br;) {
+    const int64_t left = f(c->xcap_data, c->xcap_shape, b, h, q0, j0 + 1, ii, br, bc, ld, S, dsc);
+    if (left < 0) break;
+    if (role == CPU_XJIT_MASK) FN(xmask_row)(c, b, h, q0 + left, j0, bc, S + left * ld, X);
+    else FN(xscore_row)(c, role == CPU_XJIT_GRAD ? a->score_grad : a->score_mod, b, h, q0 + left, j0, bc,
+                        S + left * ld, X, dsc ? dsc + left * ld : NULL);
+    ii = left + 1;
+  }
+  return true;
 }
 
 /* The score program over a score tile, in place. In the backward (dsc not
@@ -211,32 +242,12 @@ ATT_ROW void FN(xscore_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
   const em_attention_args *a = c->a;
   const em_expr *p = dsc ? a->score_grad : a->score_mod;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
-  for (int64_t ii = 0; ii < br; ii++) {
-    T *s = S + ii * ld;
-    const int64_t q = i0 + ii + c->shift + 1;
-    if (raw)
-      for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = s[jj];
-    if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X)) {
-      for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
-      continue;
-    }
-    if (dsc) {
-      const T *d = FN(xout)(p, X, 1, bc);
-      for (int64_t jj = 0; jj < bc; jj++) dsc[ii * ld + jj] = d[jj];
-    }
-    const T *o = FN(xout)(p, X, 0, bc);
-    bool nan = false;
-    for (int64_t jj = 0; jj < bc; jj++) {
-      nan |= o[jj] != o[jj];
-      s[jj] = o[jj];
-    }
-    if (nan)
-      for (int64_t jj = 0; jj < bc; jj++)
-        if (s[jj] != s[jj]) {
-          FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + jj + 1, 0);
-          break;
-        }
-  }
+  if (raw)
+    for (int64_t ii = 0; ii < br; ii++)
+      for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = S[ii * ld + jj];
+  if (FN(xjit_tile)(c, dsc ? CPU_XJIT_GRAD : CPU_XJIT_SCORE, bh, i0, br, j0, bc, S, X, dsc)) return;
+  for (int64_t ii = 0; ii < br; ii++)
+    FN(xscore_row)(c, p, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, dsc ? dsc + ii * ld : NULL);
 }
 
 /* The mask program over a tile: -inf where it says no. Full tiles of the
@@ -245,17 +256,9 @@ ATT_ROW void FN(xmask_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br
                             int64_t bc, T *S, T *X) {
   const em_attention_args *a = c->a;
   if (a->block_map && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_FULL) return;
+  if (FN(xjit_tile)(c, CPU_XJIT_MASK, bh, i0, br, j0, bc, S, X, NULL)) return;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
-  for (int64_t ii = 0; ii < br; ii++) {
-    T *s = S + ii * ld;
-    const int64_t q = i0 + ii + c->shift + 1;
-    if (!FN(xrow)(c, a->mask_mod, b, h, q, j0 + 1, bc, NULL, X)) {
-      for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
-      continue;
-    }
-    const T *o = FN(xout)(a->mask_mod, X, 0, bc);
-    for (int64_t jj = 0; jj < bc; jj++) s[jj] = o[jj] != 0 ? s[jj] : -INFINITY;
-  }
+  for (int64_t ii = 0; ii < br; ii++) FN(xmask_row)(c, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X);
 }
 
 /* The sink logit of query row i of head bh (-inf without a sink). */

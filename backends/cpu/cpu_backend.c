@@ -295,6 +295,18 @@ static const char *cpu_own_isa(char *buf, size_t n) {
   return buf;
 }
 
+/* How traced variants' programs ran (cpu_expr_jit.c), put before the
+** line's "; blas: " part (which stays last). */
+static em_status append_programs(char *buf, size_t n) {
+  char jit[600], blas[1024] = "";
+  cpu_xjit_info(jit, sizeof jit);
+  char *at = strstr(buf, "; blas: ");
+  if (at) snprintf(blas, sizeof blas, "%s", at), *at = 0;
+  size_t used = strlen(buf);
+  if (used + 1 < n) snprintf(buf + used, n - used, "; traced programs: %s%s", jit, blas);
+  return EM_OK;
+}
+
 /* What multiplies dtype dt (and what our own loops run); the lines with
 ** OpenBLAS products end with "; blas: " and cpu_blas_info. */
 static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
@@ -318,8 +330,10 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
       else
         snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s; blas: %s",
                  cpu_gemm_f32_rule(), impl, own, blas);
-      return EM_OK;
-    case EM_F64: snprintf(buf, n, "gemm: openblas; kernels: %s; blas: %s", own, blas); return EM_OK;
+      return append_programs(buf, n);
+    case EM_F64:
+      snprintf(buf, n, "gemm: openblas; kernels: %s; blas: %s", own, blas);
+      return append_programs(buf, n);
     default: snprintf(buf, n, "kernels: %s (no products)", own); return EM_OK;
   }
 }

@@ -1,0 +1,377 @@
+/*
+** cpu_expr_jit.c -- a traced variant's programs (ember_expr.h) compiled to
+** C, for the fused attention kernel's score and mask tiles.
+**
+** The interpreter (cpu_attention_expr_tmpl.h) pays, per instruction and
+** tile row, a dispatch and a pass over a register in memory; a compiled
+** program keeps a row's values in vector registers and fuses the score,
+** its gradient, the NaN check and the write-back into one loop. Chosen by
+** measurement (scripts/bench/variants.lua, the table in scripts/README.md):
+** where a compiler is present the compiled tile runs, the interpreter
+** stays for everything else -- no compiler, a failed compile, the sinks,
+** the learned tables' scatter, and a row that must report an error (the
+** compiled tile stops at such a row and the interpreter runs it, so the
+** messages are the interpreter's).
+**
+** What is generated: for a call's programs (score, its gradient, mask)
+** one source of one function each, for the compute type and the capture
+** dtypes; a function runs the rows of a tile, the row's scalar registers
+** before the key loop and the rest inside it, each op's text
+** taken from cpu_expr_ops.h (CPU_XOPS), so both evaluators apply one
+** rule. It is compiled with the system compiler ($EMBER_CC, else cc)
+** for this CPU's vector ISA, into a cache folder ($EMBER_JIT_CACHE, else
+** $XDG_CACHE_HOME/ember/jit, else ~/.cache/ember/jit) as <hash>.so. The
+** hash covers the generated source and the compile command, so a stale
+** entry is never found; a file that does not load (truncated, foreign)
+** is compiled again once. Writes are atomic (a unique temporary file,
+** then rename), so processes sharing the cache never see half a file.
+** EMBER_JIT=0 turns compiling off.
+*/
+#include "cpu_internal.h"
+#include "cpu_expr_ops.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#ifndef EM_JIT_INCLUDE_DIRS
+#define EM_JIT_INCLUDE_DIRS ""
+#endif
+
+/* The ops' text, stringified from the one list. */
+static const char *const XOP_TEXT[EM_XOP_COUNT] = {
+#define XJ_TEXT(OP, AR, EXPR) [EM_XOP_##OP] = #EXPR,
+  CPU_XOPS(XJ_TEXT)
+#undef XJ_TEXT
+};
+
+/* ---- source text in a growing buffer ---- */
+
+typedef struct xbuf { char *p; size_t n, cap; bool oom; } xbuf;
+
+static void xb_printf(xbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) { b->oom = true; return; }
+    if (b->p && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->n + (size_t)k + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = true; return; }
+    b->p = p, b->cap = cap;
+  }
+}
+
+/* A constant as C source that reads back exactly. */
+static void xb_const(xbuf *b, double k) {
+  if (k != k) xb_printf(b, "(T)NAN");
+  else if (k == INFINITY) xb_printf(b, "(T)INFINITY");
+  else if (k == -INFINITY) xb_printf(b, "(T)-INFINITY");
+  else xb_printf(b, "(T)%a", k);
+}
+
+static const char *cap_ctype(em_dtype dt) {
+  return dt == EM_F32 ? "float" : dt == EM_F64 ? "double" : "int64_t";
+}
+
+/* Register i's definition: `const T r<i> = ...;` (a load also checks its
+** indices: a row with one out of range is the interpreter's to report). */
+static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool in_loop) {
+  const em_xins *x = &p->ins[i];
+  switch (x->op) {
+  case EM_XOP_CONST: xb_printf(b, "    const T r%d = ", i), xb_const(b, x->k), xb_printf(b, ";\n"); return;
+  case EM_XOP_S: xb_printf(b, "      const T r%d = s_[jj];\n", i); return;
+  case EM_XOP_B: xb_printf(b, "    const T r%d = (T)b;\n", i); return;
+  case EM_XOP_H: xb_printf(b, "    const T r%d = (T)h;\n", i); return;
+  case EM_XOP_Q: xb_printf(b, "    const T r%d = (T)q;\n", i); return;
+  case EM_XOP_K: xb_printf(b, "      const T r%d = (T)(k0 + jj);\n", i); return;
+  case EM_XOP_LOAD: {
+    const em_xcap *cp = &caps[x->cap];
+    const char *ind = in_loop ? "      " : "    ";
+    xb_printf(b, "%sint64_t o%d = 0;\n", ind, i);
+    for (int d = 0; d < cp->ndim; d++) {
+      /* the index, kept in range so the read is safe; bad says if it was not */
+      xb_printf(b, "%s{ const T ix = r%d; const int64_t n = shape[%d]; const int ok = ix >= 1 && ix <= (T)n;\n"
+                   "%s  bad |= !ok; o%d = o%d * n + (ok ? (int64_t)ix - 1 : 0); }\n",
+                ind, x->arg[d], x->cap * EM_EXPR_MAX_DIMS + d, ind, i, i);
+    }
+    xb_printf(b, "%sconst T r%d = (T)((const %s *)cap[%d])[o%d];\n", ind, i, cap_ctype(cp->dtype), x->cap, i);
+    return;
+  }
+  default: {
+    const int ar = em_xop_arity(x->op);
+    const char *ind = in_loop ? "      " : "    ";
+    if (ar < 1 || ar > 3 || !XOP_TEXT[x->op]) {
+      xb_printf(b, "%sconst T r%d = (T)NAN;\n", ind, i);
+      return;
+    }
+    xb_printf(b, "%sconst T r%d = ({ const T a_ = r%d, b_ = r%d, c_ = r%d; (void)b_, (void)c_; (T)(%s); });\n",
+              ind, i, x->arg[0], x->arg[ar > 1 ? 1 : 0], x->arg[ar > 2 ? 2 : 0], XOP_TEXT[x->op]);
+  }
+  }
+}
+
+/* The tile function of program p in role `role` for compute type T.
+** Returns -1 when every row from i_begin was done, else the first row it
+** left alone (a bad index or a NaN score): the caller's interpreter runs
+** that row, reports it, and calls again from the next. */
+static void gen_function(xbuf *b, const em_expr *p, int role, const em_xcap *caps) {
+  xb_printf(b, "int64_t em_xjit_tile%d(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,\n"
+               "                     int64_t q0, int64_t k0, int64_t i_begin, int64_t br, int64_t bc,\n"
+               "                     int64_t ld, T *S, T *D) {\n"
+               "  (void)cap, (void)shape, (void)D;\n", role);
+  xb_printf(b, ""
+               "  for (int64_t ii = i_begin; ii < br; ii++) {\n"
+               "    const int64_t q = q0 + ii;\n    (void)q;\n"
+               "    T *restrict s_ = S + ii * ld;\n    int bad = 0;\n"
+               "    T out0[MAXC], out1[MAXC];\n    (void)out1;\n");
+  for (int i = 0; i < p->n; i++)
+    if (!p->kvar[i]) gen_ins(b, p, caps, i, false);
+  xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
+  for (int i = 0; i < p->n; i++)
+    if (p->kvar[i]) gen_ins(b, p, caps, i, true);
+  xb_printf(b, "      out0[jj] = r%d;\n", p->out[0]);
+  if (role == CPU_XJIT_GRAD) xb_printf(b, "      out1[jj] = r%d;\n", p->out[1]);
+  xb_printf(b, "    }\n    if (bad) return ii;\n");
+  if (role == CPU_XJIT_MASK) {
+    xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) s_[jj] = out0[jj] != 0 ? s_[jj] : -INFINITY;\n");
+  } else {
+    xb_printf(b, "    int nan = 0;\n    for (int64_t jj = 0; jj < bc; jj++) nan |= out0[jj] != out0[jj];\n"
+                 "    if (nan) return ii;\n    for (int64_t jj = 0; jj < bc; jj++) s_[jj] = out0[jj];\n");
+    if (role == CPU_XJIT_GRAD)
+      xb_printf(b, "    if (D) for (int64_t jj = 0; jj < bc; jj++) D[ii * ld + jj] = out1[jj];\n");
+  }
+  xb_printf(b, "  }\n  return -1;\n}\n");
+}
+
+/* One source for the call's programs (score, its gradient, mask: NULL
+** where absent), compiled at once: one compiler run per variant and
+** dtype, not three. */
+static void gen_source(xbuf *b, const em_expr *const *progs, bool f64, const em_xcap *caps) {
+  xb_printf(b, "#include <stdint.h>\n#include <tgmath.h>\n#include \"cpu_expr_ops.h\"\n"
+               "#define T %s\n#define MAXC %d\n", f64 ? "double" : "float", CPU_XJIT_MAX_COLS);
+  for (int r = 0; r < 3; r++)
+    if (progs[r]) gen_function(b, progs[r], r, caps);
+}
+
+/* ---- compiling, the cache folder, and what ran ---- */
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+#define XJ_SLOTS 64
+static struct { uint64_t key; bool ok; cpu_xjit_fn fn[3]; } g_slots[XJ_SLOTS];
+static int g_nslots;
+static char g_state[2600] = "none run yet";
+static uint64_t g_compiled_calls, g_interpreted_calls;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+  return h;
+}
+
+static const char *isa_flags(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return "-mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx2 -mfma -mprefer-vector-width=512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "-mavx2 -mfma";
+#endif
+  return "";
+}
+
+/* The cache folder, made if missing; false when there is none. */
+static bool cache_dir(char *dir, size_t n) {
+  const char *e = getenv("EMBER_JIT_CACHE"), *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (e && *e) snprintf(dir, n, "%s", e);
+  else if (x && *x) snprintf(dir, n, "%s/ember/jit", x);
+  else if (home && *home) snprintf(dir, n, "%s/.cache/ember/jit", home);
+  else return false;
+  char tmp[1024];
+  snprintf(tmp, sizeof tmp, "%s", dir);
+  for (char *s = tmp + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      mkdir(tmp, 0755);
+      *s = '/';
+    }
+  return mkdir(tmp, 0755) == 0 || errno == EEXIST;
+}
+
+static bool write_file(const char *path, const char *text, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return false;
+  bool ok = fwrite(text, 1, n, f) == n;
+  return fclose(f) == 0 && ok;
+}
+
+/* Runs the compiler; its output goes to log. */
+static bool run_cc(const char *cc, const char *src, const char *out, const char *log) {
+  char *argv[64];
+  int n = 0;
+  char flags[512];
+  snprintf(flags, sizeof flags, "-O3 -std=gnu11 -fPIC -shared -fno-trapping-math -fno-math-errno %s", isa_flags());
+  argv[n++] = (char *)cc;
+  for (char *t = strtok(flags, " "); t && n < 40; t = strtok(NULL, " ")) argv[n++] = t;
+  char incs[4][1024];
+  int ni = 0;
+  const char *dirs[2] = {getenv("EMBER_JIT_INCLUDE"), EM_JIT_INCLUDE_DIRS};
+  for (int d = 0; d < 2; d++) {
+    if (!dirs[d] || !*dirs[d]) continue;
+    char list[2048];
+    snprintf(list, sizeof list, "%s", dirs[d]);
+    char *save = NULL;
+    for (char *t = strtok_r(list, ":", &save); t && ni < 4; t = strtok_r(NULL, ":", &save))
+      snprintf(incs[ni], sizeof incs[ni], "-I%s", t), argv[n++] = incs[ni++];
+  }
+  argv[n++] = (char *)src, argv[n++] = "-o", argv[n++] = (char *)out, argv[n++] = "-lm", argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return false;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* The tile functions of a compiled source; false when it does not load
+** or lacks one that progs needs. */
+static bool load_so(const char *path, const em_expr *const *progs, cpu_xjit_fn *fns) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) return false;
+  for (int r = 0; r < 3; r++) {
+    char name[32];
+    snprintf(name, sizeof name, "em_xjit_tile%d", r);
+    void *sym = progs[r] ? dlsym(h, name) : NULL;
+    memcpy(&fns[r], &sym, sizeof fns[r]);
+    if (progs[r] && !sym) {
+      dlclose(h);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The first line of the compiler's log, for the report. */
+static void first_line(const char *log, char *buf, size_t n) {
+  buf[0] = 0;
+  FILE *f = fopen(log, "r");
+  if (!f) return;
+  if (fgets(buf, (int)n, f)) buf[strcspn(buf, "\n")] = 0;
+  fclose(f);
+}
+
+/* Compiles src into dir/<key>.so (or loads it when there); NULL and a
+** reason in g_state when it cannot. */
+static bool build(const char *src, size_t n, uint64_t key, const em_expr *const *progs, cpu_xjit_fn *fns) {
+  const char *cc = getenv("EMBER_CC");
+  if (!cc || !*cc) cc = "cc";
+  char dir[900], so[1024], tmp_c[1100], tmp_so[1100], log[1100];
+  if (!cache_dir(dir, sizeof dir)) {
+    snprintf(g_state, sizeof g_state, "interpreted (no cache folder: set EMBER_JIT_CACHE or HOME)");
+    return false;
+  }
+  snprintf(so, sizeof so, "%s/%016llx.so", dir, (unsigned long long)key);
+  if (access(so, R_OK) == 0) {
+    if (load_so(so, progs, fns)) return true;
+    unlink(so); /* truncated or foreign: made again below */
+  }
+  snprintf(tmp_c, sizeof tmp_c, "%s/tmp-%016llx-%ld.c", dir, (unsigned long long)key, (long)getpid());
+  snprintf(tmp_so, sizeof tmp_so, "%s/tmp-%016llx-%ld.so", dir, (unsigned long long)key, (long)getpid());
+  snprintf(log, sizeof log, "%s/tmp-%016llx-%ld.log", dir, (unsigned long long)key, (long)getpid());
+  if (!write_file(tmp_c, src, n)) {
+    snprintf(g_state, sizeof g_state, "interpreted (cannot write %s)", tmp_c);
+    return false;
+  }
+  if (!run_cc(cc, tmp_c, tmp_so, log)) {
+    char why[160];
+    first_line(log, why, sizeof why);
+    snprintf(g_state, sizeof g_state, "interpreted (compiling with %s failed: %s)", cc,
+             why[0] ? why : "the compiler did not run");
+    unlink(tmp_c), unlink(tmp_so), unlink(log);
+    return false;
+  }
+  unlink(tmp_c), unlink(log);
+  if (rename(tmp_so, so) != 0) { /* atomic: another process may be renaming the same file */
+    unlink(tmp_so);
+    snprintf(g_state, sizeof g_state, "interpreted (cannot write %s)", so);
+    return false;
+  }
+  if (load_so(so, progs, fns)) return true;
+  snprintf(g_state, sizeof g_state, "interpreted (%s does not load)", so);
+  return false;
+}
+
+static bool jit_enabled(void) {
+  const char *e = getenv("EMBER_JIT");
+  return !(e && strcmp(e, "0") == 0);
+}
+
+bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cpu_xjit_fn *fns) {
+  fns[0] = fns[1] = fns[2] = NULL;
+  if (!jit_enabled()) return false;
+  xbuf b = {0};
+  gen_source(&b, progs, f64, caps);
+  if (b.oom) {
+    free(b.p);
+    return false;
+  }
+  const char *cc = getenv("EMBER_CC");
+  if (!cc || !*cc) cc = "cc";
+  uint64_t key = fnv(1469598103934665603ull, b.p, b.n);
+  key = fnv(key, cc, strlen(cc));
+  key = fnv(key, isa_flags(), strlen(isa_flags()));
+  pthread_mutex_lock(&g_lock);
+  int i = 0;
+  while (i < g_nslots && g_slots[i].key != key) i++;
+  bool ok;
+  if (i < g_nslots) {
+    ok = g_slots[i].ok;
+    for (int r = 0; r < 3; r++) fns[r] = g_slots[i].fn[r];
+  } else {
+    ok = build(b.p, b.n, key, progs, fns);
+    if (ok) {
+      const char *isa = isa_flags();
+      snprintf(g_state, sizeof g_state, "compiled (%s%s)", cc,
+               !isa[0] ? "" : strstr(isa, "512") ? ", avx512" : ", avx2");
+    }
+    if (g_nslots < XJ_SLOTS) { /* failures too: not tried again in this process */
+      g_slots[g_nslots].key = key, g_slots[g_nslots].ok = ok;
+      for (int r = 0; r < 3; r++) g_slots[g_nslots].fn[r] = fns[r];
+      g_nslots++;
+    }
+  }
+  pthread_mutex_unlock(&g_lock);
+  free(b.p);
+  return ok;
+}
+
+void cpu_xjit_count(bool compiled) {
+  __atomic_add_fetch(compiled ? &g_compiled_calls : &g_interpreted_calls, 1, __ATOMIC_RELAXED);
+}
+
+void cpu_xjit_info(char *buf, size_t n) {
+  pthread_mutex_lock(&g_lock);
+  snprintf(buf, n, "%s; %llu calls compiled, %llu interpreted", g_state,
+           (unsigned long long)__atomic_load_n(&g_compiled_calls, __ATOMIC_RELAXED),
+           (unsigned long long)__atomic_load_n(&g_interpreted_calls, __ATOMIC_RELAXED));
+  pthread_mutex_unlock(&g_lock);
+}

@@ -1,0 +1,141 @@
+-- Traced variants' programs compiled to C (backends/cpu/cpu_expr_jit.c):
+-- the compiled tile gives what the interpreter gives, bit for bit, forward
+-- and backward; with no compiler, with compiling turned off, and over a
+-- corrupt cache entry ember falls back or rebuilds and says which path ran
+-- (ember.cpu_info()); a compiled tile that meets a bad index or a NaN
+-- hands the row to the interpreter, whose error names the variant's data.
+-- Each case runs in a fresh process: the environment picks the path.
+local build = os.getenv("EMBER_BUILD_DIR") or "build"
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p '" .. d .. "'"))
+  return d
+end
+
+-- Runs `body` (Lua) in a fresh ember with `env` ("K=V K=V"); returns its output.
+local function run(env, body)
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write([[
+local ember = require "ember"
+local function info() return ember.cpu_info().float32:match("traced programs: ([^;]*; [^;]*)") end
+local function case(name, dtype, opts)
+  ember.manual_seed(7)
+  local att = ember.Attention({ heads = 2, head_dim = 8, attention = name, dtype = dtype, options = opts })
+  local mk = function() return ember.randn({ 2, 2, 40, 8 }, { dtype = dtype }):requires_grad_() end
+  local q, k, v = mk(), mk(), mk()
+  local y = att(q, k, v, { causal = true })
+  y:sum():backward()
+  local parts = { y, q.grad, k.grad, v.grad }
+  for _, p in ipairs(att:parameters()) do if p.grad then parts[#parts + 1] = p.grad end end
+  local sums = {}
+  for i, t in ipairs(parts) do sums[i] = ("%.17g"):format(t:double():abs():sum():item()) end
+  return table.concat(sums, ",")
+end
+]] .. body)
+  f:close()
+  local cmd = ("env EMBER_PLUGIN_PATH='%s/plugins' EMBER_PLUGIN_PATH_ONLY=1 OMP_NUM_THREADS=1 %s '%s/bin/ember' '%s' 2>&1")
+    :format(build, env, build, script)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  os.remove(script)
+  return out
+end
+
+local CASES = [[
+for _, c in ipairs { { "softcap", "float32" }, { "softcap", "float64" }, { "alibi_lua", "float32" },
+                     { "t5_lua", "float64" }, { "window_lua", "float32" }, { "sinks", "float64" },
+                     { "sliding_sinks", "float32" } } do
+  local ok, r = pcall(case, c[1], c[2])
+  print(c[1] .. "/" .. c[2] .. "=" .. (ok and r or ("error: " .. tostring(r))))
+end
+print("path=" .. info())
+]]
+
+-- name/dtype=sums lines of an output
+local function results(out)
+  local t = {}
+  for name, v in out:gmatch("([%w_]+/%w+)=([^\n]*)") do t[name] = v end
+  return t
+end
+
+describe("compiled traced programs", function()
+  local cache = tmpdir()
+
+  it("give the interpreter's outputs and gradients, bit for bit, and cpu_info says which ran", function()
+    local compiled = run("EMBER_JIT_CACHE=" .. cache, CASES)
+    local interpreted = run("EMBER_JIT=0", CASES)
+    assert.truthy(compiled:find("path=compiled", 1, true), compiled)
+    assert.truthy(compiled:find("0 interpreted", 1, true), compiled)
+    assert.truthy(interpreted:find("path=none run yet; 0 calls compiled", 1, true), interpreted)
+    local a, b = results(compiled), results(interpreted)
+    local n = 0
+    for name, v in pairs(b) do
+      if name ~= "path" then
+        n = n + 1
+        assert.is_nil(v:find("error", 1, true), name .. ": " .. v)
+        assert.are.equal(v, a[name], name)
+      end
+    end
+    assert.is_true(n >= 7, compiled)
+  end)
+
+  it("fall back to the interpreter, with the reason, when there is no compiler", function()
+    local out = run("EMBER_JIT_CACHE=" .. tmpdir() .. " EMBER_CC=/nonexistent/cc", CASES)
+    assert.truthy(out:find("path=interpreted (compiling with /nonexistent/cc failed", 1, true), out)
+    local ref = results(run("EMBER_JIT=0", CASES))
+    for name, v in pairs(results(out)) do
+      if name ~= "path" then assert.are.equal(ref[name], v, name) end
+    end
+  end)
+
+  it("rebuild a corrupt or truncated cache entry instead of failing", function()
+    run("EMBER_JIT_CACHE=" .. cache, CASES) -- fills the cache
+    local p = assert(io.popen("ls '" .. cache .. "'"))
+    local n = 0
+    for name in p:lines() do
+      if name:match("%.so$") then
+        local f = assert(io.open(cache .. "/" .. name, "w"))
+        f:write("not an ELF file")
+        f:close()
+        n = n + 1
+      end
+    end
+    p:close()
+    assert.is_true(n > 0)
+    local out = run("EMBER_JIT_CACHE=" .. cache, CASES)
+    assert.truthy(out:find("path=compiled", 1, true), out)
+    local ref = results(run("EMBER_JIT=0", CASES))
+    for name, v in pairs(results(out)) do
+      if name ~= "path" then assert.are.equal(ref[name], v, name) end
+    end
+  end)
+
+  it("leave a row with a bad index or a NaN to the interpreter, whose error names it", function()
+    local out = run("EMBER_JIT_CACHE=" .. cache, [[
+ember.attention_variant { name = "bad_table_jit",
+  params = function(o, d) return { { name = "t", tensor = ember.zeros(4, d.heads) } } end,
+  score = function(s, b, h, q, k, ctx) return s + ctx.t[ember.abs(q - k) + 1][h] end }
+local att = ember.Attention({ heads = 2, head_dim = 8, attention = "bad_table_jit" })
+local x = ember.randn(1, 2, 6, 8)
+local ok, err = pcall(att, x, x, x)
+print("index=" .. tostring(ok) .. " " .. tostring(err))
+print("small=" .. tostring((pcall(att, x:narrow(3, 1, 3), x:narrow(3, 1, 3), x:narrow(3, 1, 3)))))
+ember.attention_variant { name = "nan_jit", score = function(s) return ember.log(s - 1e9) end }
+att = ember.Attention({ heads = 1, head_dim = 8, attention = "nan_jit" })
+x = ember.randn(1, 1, 6, 8)
+ok, err = pcall(att, x, x, x)
+print("nan=" .. tostring(ok) .. " " .. tostring(err))
+print("path=" .. info())
+]])
+    assert.truthy(out:find("index=false", 1, true), out)
+    assert.truthy(out:find("index 5 out of range for dim 1 of captured tensor 't' (size 4) at b=1 h=1 q=1 k=5", 1, true), out)
+    assert.truthy(out:find("small=true", 1, true), out)
+    assert.truthy(out:find("nan=false", 1, true), out)
+    assert.truthy(out:find("gave NaN at b=1 h=1 q=1 k=1", 1, true), out)
+    assert.truthy(out:find("path=compiled", 1, true), out)
+  end)
+end)
