@@ -535,14 +535,8 @@ function M.load_path()
     dirs = list
   end
   for _, dir in ipairs(dirs) do
-    local p = io.popen('ls -1 "' .. dir:gsub('"', '\\"') .. '" 2>/dev/null')
-    local files = {}
-    if p then
-      for f in p:lines() do if f:match("%.lua$") then files[#files + 1] = f end end
-      p:close()
-    end
-    table.sort(files)
-    for _, f in ipairs(files) do
+    -- a folder that cannot be read holds no variants, as for the loader's .so files
+    for _, f in ipairs(ember._list_dir(dir, ".lua") or {}) do
       local path = dir .. "/" .. f
       local chunk, err = loadfile(path)
       local ok, def = false, err

@@ -47,20 +47,7 @@ local function qkv(B, H, Lq, Lk, d, dtype)
   return randn({ B, H, Lq, d }, dtype), randn({ B, H, Lk, d }, dtype), randn({ B, H, Lk, d }, dtype)
 end
 
--- doc ids [B, L]: B rows of documents of the given lengths (repeated)
-local function doc_ids(B, L, lens)
-  local rows = {}
-  for b = 1, B do
-    local r, id, left, li = {}, 1, lens[1], 1
-    for i = 1, L do
-      if left == 0 then li = li % #lens + 1; left = lens[li]; id = id + 1 end
-      r[i] = id
-      left = left - 1
-    end
-    rows[b] = r
-  end
-  return ember.tensor(rows, { dtype = "int64" })
-end
+local doc_ids = require "tests.lua.helpers.doc_ids" -- [B, L] ids of documents of the given lengths
 
 -- Each shipped variant with options, call options and per-call inputs.
 local function cases(B, L)
@@ -348,6 +335,35 @@ describe("Lua attention variants: definitions and errors", function()
     ok, err = pcall(mha, ember.randn(1, 5, 8), { need_weights = true })
     assert.is_false(ok)
     assert.matches("need_weights", tostring(err))
+  end)
+
+  it("variant files load from a folder whose name has spaces, quotes and a $ (no shell lists it)", function()
+    local base = os.tmpname()
+    os.remove(base)
+    local dir = base .. [[ it's "odd" $HOME `x`]]
+    local function sh(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
+    assert(os.execute("mkdir -p " .. sh(dir)))
+    local f = assert(io.open(dir .. "/odd_dir_variant.lua", "w"))
+    f:write("return {name = 'odd_dir_variant', score = function(s) return s * 0.5 end}")
+    f:close()
+    assert(io.open(dir .. "/notes.txt", "w")):close()
+    assert.are.same({ "notes.txt", "odd_dir_variant.lua" }, ember._list_dir(dir, ""))
+    assert.are.same({ "odd_dir_variant.lua" }, ember._list_dir(dir, ".lua"))
+    local none, why = ember._list_dir(dir .. "/missing", ".lua")
+    assert.is_nil(none)
+    assert.matches("cannot open folder", why)
+    local variant = require "ember.variant"
+    local path = ember.plugin_search_path
+    ember.plugin_search_path = function() return { dir } end
+    local ok, n = pcall(variant.load_path)
+    ember.plugin_search_path = path
+    os.execute("rm -rf " .. sh(base) .. "*")
+    assert(ok, n)
+    assert.are.equal(1, n)
+    assert.is_not_nil(variant.get("odd_dir_variant"))
+    local att = ember.Attention { attention = "odd_dir_variant", heads = 1, head_dim = 4, dtype = "float64" }
+    local q = ember.randn({ 1, 1, 3, 4 }, { dtype = "float64" })
+    assert.are.same({ 1, 1, 3, 4 }, att(q, q, q).shape)
   end)
 
   it("a broken variant file is listed with its reason", function()
