@@ -3,29 +3,11 @@
 -- committed fixtures tests/fixtures/nn_modules.lua (tests/gen_nn_fixtures.py).
 local ember = require "ember"
 local nn = require "ember.nn"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modules.lua")
-
-local function T(spec, dtype)
-  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
-end
-
-local function max_rel(a, b)
-  local ad, bd = a:double(), b:double()
-  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
-end
-
-local function check(what, got, want, tol)
-  assert(got ~= nil, what .. " is nil")
-  assert.are.same(want.shape, got.shape, what .. " shape")
-  local e = max_rel(got, want)
-  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
-end
-
-local function case(name)
-  for _, c in ipairs(fixtures.cases) do if c.name == name then return c end end
-  error("no fixture " .. name)
-end
+local T, max_rel, check = compare.T, compare.max_rel, compare.check
+local function case(name) return compare.case(fixtures, name) end
 
 local function state_of(c)
   local sd = {}
