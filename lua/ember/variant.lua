@@ -205,7 +205,16 @@ local function traced_call(def, what, fn, ...)
   for k, f in pairs(MATH) do saved[k] = math[k]; math[k] = sym_aware(math[k], trace.F[f]) end
   local ok, st, res = pcall(trace.run, def.name, fn, ...)
   for k, f in pairs(saved) do math[k] = f end
-  if not ok then error(st, 0) end
+  if not ok then
+    -- the user's own error (a bad option value, a typo) names the variant and
+    -- the function it came from; the position at its front stays first
+    local msg = tostring(st)
+    if not msg:find("attention variant '" .. def.name .. "'", 1, true) then
+      local at, rest = msg:match("^([^\n]-:%d+: )(.*)$")
+      msg = (at or "") .. ("attention variant '%s': %s failed: %s"):format(def.name, what, rest or msg)
+    end
+    error(msg, 0)
+  end
   if res == nil then
     errors.raise("attention variant '%s': %s returned nothing", def.name, what)
   end
