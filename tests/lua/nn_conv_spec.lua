@@ -10,7 +10,7 @@ local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_conv.lua")
 local F64 = { dtype = "float64" }
-local T, max_rel, check, raises_here = compare.T, compare.max_rel, compare.check, compare.raises_here
+local T, check, raises_here = compare.T, compare.check, compare.raises_here
 
 -- The module of a fixture's config.
 local function make(cfg, opts)

@@ -12,31 +12,14 @@ local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modern.lua")
 local F64 = { dtype = "float64" }
-local T, max_rel, check, raises_here = compare.T, compare.max_rel, compare.check, compare.raises_here
+local max_rel, raises_here = compare.max_rel, compare.raises_here
 local function case(name) return compare.case(fixtures, name) end
 
--- Loads the fixture's state (strictly: the names must be PyTorch's), runs
+-- Loads the fixture's state (the names must be PyTorch's), runs
 -- forward(module, inputs), backpropagates sum(out * R), compares the output
 -- and every gradient, and checks that every parameter was compared.
 local function parity(m, c, forward, tol)
-  tol = tol or 1e-12
-  local sd = {}
-  for k, v in pairs(c.state) do sd[k] = T(v) end
-  m:load_state_dict(sd)
-  local inputs = {}
-  for k, v in pairs(c.inputs) do inputs[k] = T(v):requires_grad_(true) end
-  local out = forward(m, inputs)
-  check(c.name .. " output", out, T(c.out), tol)
-  ;(out * T(c.R)):sum():backward()
-  for k, g in pairs(c.grad_inputs) do check(c.name .. " grad " .. k, inputs[k].grad, T(g), tol) end
-  local params, n, count = m:named_parameters(), 0, 0
-  for k, g in pairs(c.grads) do
-    n = n + 1
-    assert(params[k] ~= nil, c.name .. ": no parameter " .. k)
-    check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
-  end
-  for _ in pairs(params) do count = count + 1 end
-  assert.are.equal(n, count, c.name .. ": parameter count")
+  compare.module(m, c, { forward = forward, tol = tol })
 end
 
 local names_of = compare.sorted_keys

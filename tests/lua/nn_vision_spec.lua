@@ -10,29 +10,13 @@ local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modern.lua")
 local F64 = { dtype = "float64" }
-local T, max_rel, check, raises_here = compare.T, compare.max_rel, compare.check, compare.raises_here
+local T, check, raises_here = compare.T, compare.check, compare.raises_here
 local function case(name) return compare.case(fixtures, name) end
 
 -- Loads the fixture's parameters (and `extra` state), runs m(x),
 -- backpropagates sum(out * R), compares the output and every gradient.
 local function parity(m, c, extra, tol)
-  tol = tol or 1e-12
-  local sd = {}
-  for k, v in pairs(c.state) do sd[k] = T(v) end
-  for k, v in pairs(extra or {}) do sd[k] = v end
-  m:load_state_dict(sd)
-  local x = T(c.inputs.x):requires_grad_(true)
-  local out = m(x)
-  check(c.name .. " output", out, T(c.out), tol)
-  ;(out * T(c.R)):sum():backward()
-  check(c.name .. " grad x", x.grad, T(c.grad_inputs.x), tol)
-  local params, n, count = m:named_parameters(), 0, 0
-  for k, g in pairs(c.grads) do
-    n = n + 1
-    check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
-  end
-  for _ in pairs(params) do count = count + 1 end
-  assert.are.equal(n, count, c.name .. ": parameter count")
+  compare.module(m, c, { extra = extra, tol = tol })
 end
 
 -- ember options from a fixture's pool config

@@ -36,6 +36,52 @@ function M.case(fixtures, name)
   error("no fixture " .. name, 2)
 end
 
+--- A module against its fixture case `c` (gen_nn_fixtures.py's cases):
+-- loads c.state (plus opts.extra, tensors by name) into m, runs
+-- opts.forward(m, inputs) (default m(inputs.x)) on c.inputs (float64 ones
+-- requiring grad), backpropagates sum(out * c.R), and checks the output,
+-- every input gradient and every parameter gradient within opts.tol
+-- (default 1e-12), and that every parameter was compared. Gradients named
+-- as ember named MultiHeadAttention's tensors before it moved to Lua
+-- (w_q, ...) are mapped as load_state_dict maps them.
+function M.module(m, c, opts)
+  opts = opts or {}
+  local T, check, tol = M.T, M.check, opts.tol or 1e-12
+  local sd = {}
+  for k, v in pairs(c.state) do sd[k] = T(v) end
+  for k, v in pairs(opts.extra or {}) do sd[k] = v end
+  m:load_state_dict(sd)
+  local inputs = {}
+  for k, v in pairs(c.inputs) do
+    inputs[k] = T(v)
+    if inputs[k].dtype == "float64" then inputs[k]:requires_grad_(true) end
+  end
+  local out = (opts.forward or function(mod, i) return mod(i.x) end)(m, inputs)
+  check(c.name .. " output", out, T(c.out), tol)
+  ;(out * T(c.R)):sum():backward()
+  for k, g in pairs(c.grad_inputs) do check(c.name .. " grad " .. k, inputs[k].grad, T(g), tol) end
+  local params = m:named_parameters()
+  local grads = m:upgrade_state_dict(c.grads)
+  local n, scale = 0, 0
+  for _, g in pairs(grads) do scale = math.max(scale, T(g):abs():max():item()) end
+  for k, g in pairs(grads) do
+    n = n + 1
+    assert(params[k] ~= nil, c.name .. ": no parameter " .. k)
+    if k:match("k_proj%.bias$") then
+      -- zero in exact arithmetic (a key bias shifts every score of a row
+      -- equally, which softmax ignores): both sides are rounding noise, so
+      -- measure against the scale of the other gradients
+      local e = (params[k].grad - T(g)):abs():max():item() / scale
+      assert(e <= tol, ("%s grad %s: error %.3g of the gradient scale"):format(c.name, k, e))
+    else
+      check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
+    end
+  end
+  local count = 0
+  for _ in pairs(params) do count = count + 1 end
+  assert.are.equal(n, count, c.name .. ": parameter count")
+end
+
 --- The keys of t, sorted (a state dict's names, to compare as a list).
 function M.sorted_keys(t)
   local out = {}
