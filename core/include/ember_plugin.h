@@ -83,6 +83,12 @@ EM_API int em_plugin_count(void);
 EM_API const em_plugin_record *em_plugin_get(int i);
 /* The loaded plugin of that kind and name, or NULL. */
 EM_API const em_plugin_record *em_plugin_find(int kind, const char *name);
+/* Calls fn with the name of each file in folder dir whose name ends in
+** suffix (".so", ".lua"; hidden files are skipped), in byte order of the names: how the loader
+** scans a folder, for the Lua side's variant files too (no shell, so any
+** folder name works). EM_ERR_IO when the folder cannot be opened. */
+EM_API em_status em_plugin_list_dir(const char *dir, const char *suffix,
+                                    void (*fn)(const char *name, void *ud), void *ud);
 /* The folders searched, in order, joined by ':' into buf. */
 EM_API const char *em_plugin_search_path(char *buf, size_t n);
 /* A paragraph for error messages: where we looked and why each candidate

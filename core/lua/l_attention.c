@@ -280,6 +280,14 @@ static int core_forward(lua_State *L) {
   em_tensor *out = NULL, *w = NULL;
   em_status s = em_attention(&out, args.need_weights ? &w : NULL, c->variant, c->opts, c->n_tables,
                              tables, q, k, v, &args);
+  /* argument 8 true: a call the device's fused kernel declines (its
+  ** status, not its wording) answers nil, message, so the caller can run
+  ** its dense route instead (nn/Attention.lua) */
+  if (s == EM_ERR_UNSUPPORTED && lua_toboolean(L, 8)) {
+    lua_pushnil(L);
+    lua_pushstring(L, em_error_message());
+    return 2;
+  }
   if (s != EM_OK) return lember_error(L, op, s);
   lember_pushtensor(L, out);
   if (!args.need_weights) return 1;

@@ -161,7 +161,27 @@ static int f_plugin_search_path(lua_State *L) {
   return 1;
 }
 
+static void push_name(const char *name, void *ud) {
+  lua_State *L = ud;
+  lua_pushstring(L, name);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+}
+
+/* _list_dir(dir, suffix) -> the names in dir ending in suffix, sorted, or
+** nil and the reason: the loader's own folder scan, for variant files
+** (lua/ember/variant.lua), so no shell ever sees a folder name. */
+static int f_list_dir(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1), *suffix = luaL_checkstring(L, 2);
+  lua_newtable(L);
+  em_status s = em_plugin_list_dir(dir, suffix, push_name, L);
+  if (s == EM_OK) return 1;
+  lua_pushnil(L);
+  lua_pushstring(L, em_error_message());
+  return 2;
+}
+
 static const luaL_Reg funcs[] = {
+  {"_list_dir", f_list_dir},
   {"plugins", f_plugins},
   {"load_plugin", f_load_plugin},
   {"plugin_search_path", f_plugin_search_path},

@@ -21,7 +21,10 @@
 
 #define EM__MAX_BACKENDS 16
 
-static em_plugin_record *em__records;
+/* One allocation a record, never moved: em_plugin_get/find/load hand out
+** pointers to records that callers hold while later plugins (a Lua
+** variant, a rescan) grow the list. */
+static em_plugin_record **em__records;
 static int em__nrecords, em__caprecords;
 static const em_backend *em__backends[EM__MAX_BACKENDS];
 static int em__nbackends;
@@ -34,13 +37,14 @@ static const char *em__kind_name(int kind) {
 static em_plugin_record *em__new_record(const char *path) {
   if (em__nrecords == em__caprecords) {
     int cap = em__caprecords ? 2 * em__caprecords : 16;
-    em_plugin_record *r = realloc(em__records, (size_t)cap * sizeof *r);
+    em_plugin_record **r = realloc(em__records, (size_t)cap * sizeof *r);
     if (!r) return NULL;
     em__records = r;
     em__caprecords = cap;
   }
-  em_plugin_record *rec = &em__records[em__nrecords++];
-  memset(rec, 0, sizeof *rec);
+  em_plugin_record *rec = calloc(1, sizeof *rec);
+  if (!rec) return NULL;
+  em__records[em__nrecords++] = rec;
   snprintf(rec->path, sizeof rec->path, "%s", path);
   const char *base = strrchr(path, '/');
   snprintf(rec->name, sizeof rec->name, "%s", base ? base + 1 : path);
@@ -149,7 +153,7 @@ static bool em__load_file(const char *path, em_plugin_record **out) {
 
 static bool em__seen(const char *path) {
   for (int i = 0; i < em__nrecords; i++)
-    if (strcmp(em__records[i].path, path) == 0) return true;
+    if (strcmp(em__records[i]->path, path) == 0) return true;
   return false;
 }
 
@@ -157,26 +161,47 @@ static int em__cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Loads every *.so in dir not seen before, in name order. */
-static void em__scan_dir(const char *dir) {
+em_status em_plugin_list_dir(const char *dir, const char *suffix,
+                             void (*fn)(const char *name, void *ud), void *ud) {
   DIR *d = opendir(dir);
-  if (!d) return;
-  char *names[512];
-  int n = 0;
+  if (!d) return em_error(EM_ERR_IO, "list_dir: cannot open folder '%s': %s", dir, strerror(errno));
+  size_t ns = strlen(suffix), n = 0, cap = 0;
+  char **names = NULL;
+  em_status s = EM_OK;
   struct dirent *e;
-  while ((e = readdir(d)) && n < 512) {
+  while (s == EM_OK && (e = readdir(d))) {
     size_t len = strlen(e->d_name);
-    if (len > 3 && strcmp(e->d_name + len - 3, ".so") == 0) names[n++] = strdup(e->d_name);
+    /* hidden files (and "." and "..") are not listed, as ls does not */
+    if (e->d_name[0] == '.' || len <= ns || strcmp(e->d_name + len - ns, suffix) != 0) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 32;
+      char **grown = realloc(names, cap * sizeof *names);
+      if (!grown) { s = em_error(EM_ERR_OOM, "list_dir: out of memory"); break; }
+      names = grown;
+    }
+    if (!(names[n] = strdup(e->d_name))) s = em_error(EM_ERR_OOM, "list_dir: out of memory");
+    else n++;
   }
   closedir(d);
-  qsort(names, (size_t)n, sizeof names[0], em__cmp_str);
-  for (int i = 0; i < n; i++) {
-    char path[1024];
-    if (names[i] && (size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) < sizeof path &&
-        !em__seen(path))
-      em__load_file(path, NULL);
+  if (s == EM_OK) qsort(names, n, sizeof names[0], em__cmp_str);
+  for (size_t i = 0; i < n; i++) {
+    if (s == EM_OK) fn(names[i], ud);
     free(names[i]);
   }
+  free(names);
+  return s;
+}
+
+static void em__load_named(const char *name, void *dir) {
+  char path[1024];
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", (const char *)dir, name) < sizeof path && !em__seen(path))
+    em__load_file(path, NULL);
+}
+
+/* Loads every *.so in dir not seen before, in name order; a folder that
+** cannot be read holds no plugins. */
+static void em__scan_dir(const char *dir) {
+  (void)em_plugin_list_dir(dir, ".so", em__load_named, (void *)dir);
 }
 
 /* Is this libember the one in the build tree's lib folder? */
@@ -237,8 +262,8 @@ em_status em_plugin_load(const char *path, const em_plugin_record **out) {
   em_plugin_record *rec = NULL;
   if (out) *out = NULL;
   for (int i = 0; i < em__nrecords; i++)
-    if (strcmp(em__records[i].path, path) == 0 && em__records[i].loaded) {
-      if (out) *out = &em__records[i];
+    if (strcmp(em__records[i]->path, path) == 0 && em__records[i]->loaded) {
+      if (out) *out = em__records[i];
       return EM_OK;
     }
   bool ok = em__load_file(path, &rec);
@@ -253,14 +278,14 @@ em_status em_plugin_register(int kind, const char *path, const char *name, const
   em__plugins_ensure_loaded();
   em_plugin_record *rec = NULL;
   for (int i = 0; i < em__nrecords && !reason; i++)
-    if (em__records[i].kind == kind && em__records[i].loaded && strcmp(em__records[i].name, name) == 0) {
-      if (em__records[i].path[0] != '(' && strstr(em__records[i].path, ".so"))
+    if (em__records[i]->kind == kind && em__records[i]->loaded && strcmp(em__records[i]->name, name) == 0) {
+      if (em__records[i]->path[0] != '(' && strstr(em__records[i]->path, ".so"))
         return em_error(EM_ERR_PLUGIN, "a %s plugin named '%s' is already loaded from %s", em__kind_name(kind),
-                        name, em__records[i].path);
-      rec = &em__records[i];
+                        name, em__records[i]->path);
+      rec = em__records[i];
     }
   for (int i = 0; i < em__nrecords && reason && !rec; i++)
-    if (!em__records[i].loaded && strcmp(em__records[i].path, path) == 0) rec = &em__records[i];
+    if (!em__records[i]->loaded && strcmp(em__records[i]->path, path) == 0) rec = em__records[i];
   if (!rec && !(rec = em__new_record(path))) return em_error(EM_ERR_OOM, "plugin: out of memory");
   snprintf(rec->path, sizeof rec->path, "%s", path);
   snprintf(rec->name, sizeof rec->name, "%s", name);
@@ -280,13 +305,13 @@ int em_plugin_count(void) {
 
 const em_plugin_record *em_plugin_get(int i) {
   em__plugins_ensure_loaded();
-  return i >= 0 && i < em__nrecords ? &em__records[i] : NULL;
+  return i >= 0 && i < em__nrecords ? em__records[i] : NULL;
 }
 
 const em_plugin_record *em_plugin_find(int kind, const char *name) {
   for (int i = 0; i < em__nrecords; i++)
-    if (em__records[i].loaded && em__records[i].kind == kind && strcmp(em__records[i].name, name) == 0)
-      return &em__records[i];
+    if (em__records[i]->loaded && em__records[i]->kind == kind && strcmp(em__records[i]->name, name) == 0)
+      return em__records[i];
   return NULL;
 }
 
@@ -309,7 +334,7 @@ const char *em_plugin_report(int kind, const char *name, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "searched %s", em_plugin_search_path(path, sizeof path));
   int shown = 0;
   for (int i = 0; i < em__nrecords && k < n; i++) {
-    const em_plugin_record *r = &em__records[i];
+    const em_plugin_record *r = em__records[i];
     if (r->loaded || (r->kind && r->kind != kind)) continue;
     k += (size_t)snprintf(buf + k, n - k, "%s %s: %s", shown++ ? ";" : "; rejected:", r->path, r->reason);
   }

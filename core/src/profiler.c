@@ -282,6 +282,17 @@ static const char *joined(char *buf, size_t n, const char *a, const char *b) {
   return buf;
 }
 
+/* "<op>_grad" in a per-thread buffer: the span interns it (own = true). */
+static const char *grad_name(const char *op) {
+  static _Thread_local char buf[64];
+  return joined(buf, sizeof buf, op, "_grad");
+}
+
+static const char *reduce_name(em_reduce_op op) {
+  static const char *const names[] = {"sum", "mean", "max", "min", "var"};
+  return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "reduce";
+}
+
 /* Query-key pairs the fused kernel computes: all of them, or those a
 ** causal mask keeps (bottom-right aligned: query i sees i + 1 + Lk - Lq keys). */
 static double attn_pairs(const em_attention_args *a) {

@@ -32,16 +32,10 @@ local function read_lines(path)
   return lines
 end
 
+-- the files of dir ending in ext, in name order (the plugin loader's own
+-- listing: no shell); none when dir cannot be read
 local function list_dir(dir, ext)
-  local out = {}
-  local p = io.popen(('ls -1 "%s" 2>/dev/null'):format(dir))
-  if not p then return out end
-  for name in p:lines() do
-    if name:sub(-#ext) == ext then out[#out + 1] = name end
-  end
-  p:close()
-  table.sort(out)
-  return out
+  return require("ember.core")._list_dir(dir, ext) or {}
 end
 
 -- A comment line's text without the dashes ("--- x" -> "x", "--   y" -> "  y").

@@ -9,7 +9,9 @@
 --   local error = require("ember._errors").error  -- error(msg [, level])
 --     -- raises msg at the first frame outside ember's Lua files; level 0
 --     -- keeps msg without a position (command-line messages)
---   errors.raise(fmt, ...) -- error(fmt:format(...)) at the user's line
+--   errors.raise(fmt, ...) -- error(fmt:format(...)) at the user's line; a
+--                          -- library position a passed-on message starts
+--                          -- with is dropped
 --   errors.shape_str(t)    -- "[2, 3]", as messages name shapes
 --   errors.wrap(fn)   -- fn whose errors (also those of C functions it calls,
 --                     -- which name the library line) move to the user's line
@@ -37,7 +39,9 @@ end
 
 function M.error(msg, level)
   if level == 0 or type(msg) ~= "string" then error(msg, 0) end
-  error(msg, user_level())
+  -- a message passed on from a library call (errors.raise("%s", err)) keeps
+  -- its text, not the library's position: the user's line goes in front
+  error(M.strip_library_position(msg), user_level())
 end
 
 --- A tensor's shape as messages write it: "[2, 3]" ("[]" for a 0-d tensor).

@@ -1,7 +1,12 @@
 --- ember.autocast: mixed precision, as torch.autocast("cpu", dtype=torch.bfloat16).
 --
+--   local model, crit = nn.Linear(4, 3), nn.CrossEntropyLoss()
+--   local x, y = ember.randn(8, 4), ember.tensor({1, 2, 3, 1, 2, 3, 1, 2}, {dtype = "int64"})
+--   local loss
 --   ember.autocast("bfloat16", function() loss = crit(model(x), y) end)   -- a function
---   do local ac <close> = ember.autocast("bfloat16") ... end              -- a scope
+--   do local ac <close> = ember.autocast("bfloat16"); loss = crit(model(x), y) end   -- a scope
+--   loss:backward()                                                       -- outside the scope
+--   print(model.weight.grad.dtype)                                        --> float32
 --
 -- Inside, matmul, bmm (so nn.Linear) run in bfloat16 and softmax,
 -- log_softmax, layer_norm, the losses and sum/mean/var in float32; an

@@ -128,7 +128,12 @@ local function optimizer_type(opt) return opt.__name or "Optimizer" end
 --- Saves a model's, optimizer's and scheduler's state in one safetensors file (atomic write).
 -- @tparam string path
 -- @tparam table parts `{model=, optimizer=, scheduler=, metadata={key="value"}}` (any may be absent)
--- @usage checkpoint.save("runs/x.safetensors", {model = model, optimizer = opt, metadata = {epoch = "3"}})
+-- @usage local checkpoint = require "ember.checkpoint"
+-- local model = nn.Linear(4, 2)
+-- local opt = optim.AdamW(model:parameters(), {lr = 1e-3})
+-- local path = os.tmpname()   -- "runs/x.safetensors", say
+-- checkpoint.save(path, {model = model, optimizer = opt, metadata = {epoch = "3"}})
+-- os.remove(path)
 function checkpoint.save(path, parts)
   if type(parts) ~= "table" then error("checkpoint.save: expected (path, {model=, optimizer=, scheduler=, metadata=})", 2) end
   local tensors, meta, order = {}, { format = "ember" }, {}

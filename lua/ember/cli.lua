@@ -312,7 +312,11 @@ end
 
 --- A stopwatch over some functions (evaluation, say), so that the time a
 -- script reports as training leaves them out:
---   local ev = cli.stopwatch(); evaluate = ev.wrap(evaluate); ... ev.total
+--   local cli = require "ember.cli"
+--   local evaluate = function() return ember.randn(100, 100):sum():item() end
+--   local ev = cli.stopwatch(); evaluate = ev.wrap(evaluate)
+--   evaluate()
+--   print(ev.total >= 0)   --> true
 -- ev.total is wall seconds, ev.cpu_total the process's CPU seconds (every
 -- thread's, os.clock), what stays comparable on a shared machine.
 function M.stopwatch()

@@ -35,22 +35,21 @@ end
 -- before they were written in Lua): ember.Attention{...}, ember.MultiHeadAttention{...}.
 local aliases = { Attention = "ember.nn.Attention", MultiHeadAttention = "ember.nn.MultiHeadAttention" }
 
+-- Not cached in ember (rawset): a module unloaded from package.loaded and
+-- required again (busted's insulation does it between spec files) would
+-- leave ember.nn naming the old copy, so that ember.Attention.forward was
+-- not nn.Attention.forward any more (doc_conventions_spec failed after
+-- docs_spec in one process). require's own cache keeps this cheap.
 setmetatable(ember, {
-  __index = function(t, k)
-    if aliases[k] then
-      local m = require(aliases[k])
-      rawset(t, k, m)
-      return m
-    end
+  __index = function(_, k)
+    if aliases[k] then return require(aliases[k]) end
     -- only plain names; "init", "core" and _private files are not submodules
     if type(k) ~= "string" or not k:match("^%a[%w_]*$") or k == "init" or k == "core" then
       return nil
     end
     local name = "ember." .. k
     if package.loaded[name] == nil and not module_exists(name) then return nil end
-    local m = require(name)
-    rawset(t, k, m)
-    return m
+    return require(name)
   end,
   __properties = submodules, -- read by the REPL's tab completion
 })

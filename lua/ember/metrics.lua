@@ -1,9 +1,12 @@
 --- ember.metrics: a training run's metrics as a CSV file, and their curves
 -- as PNG line charts.
 --
---   local log = metrics.new("runs/langid/metrics.csv", {"epoch", "step", "loss", "acc", "test_acc"})
+--   local metrics = require "ember.metrics"
+--   local dir = "/tmp"                                  -- "runs/langid", say (it must exist)
+--   local log = metrics.new(dir .. "/metrics.csv", {"epoch", "step", "loss", "acc", "test_acc"})
 --   log:log{epoch = 1, step = 100, loss = 0.53}      -- absent columns stay empty
---   log:plot("runs/langid/loss.png", {x = "step", y = {"loss"}, title = "training loss"})
+--   log:log{epoch = 1, step = 200, loss = 0.41}
+--   log:plot(dir .. "/loss.png", {x = "step", y = {"loss"}, title = "training loss"})
 --   log:close()
 --
 -- Every row is written and flushed at once, so a run that is stopped keeps

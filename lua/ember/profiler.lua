@@ -1,8 +1,11 @@
 --- ember.profiler: where a step's time goes, as torch.profiler shows it.
 --
+--   local model = nn.Linear(64, 64)
+--   local function step() local l = model(ember.randn(32, 64)):sum(); l:backward(); return l end
+--   local loss
 --   local prof = ember.profile(function() loss = step() end)   -- a function
 --   print(prof)                                                -- the sorted table
---   prof:export_chrome_trace("trace.json")                     -- open in ui.perfetto.dev
+--   prof:export_chrome_trace("/tmp/trace.json")                -- open in ui.perfetto.dev
 --
 --   do local p <close> = ember.profiler.start() ... end         -- a scope
 --   local r <close> = ember.profiler.range("data")             -- a named span of your own

@@ -1,7 +1,9 @@
 --- ember.progress: a progress bar for training loops.
 --
+--   local progress = require "ember.progress"
+--   local n = 1000
 --   local bar = progress.new{total = n, label = "epoch 1", unit = "samples"}
---   bar:update(k, {loss = 0.41, acc = 0.87})   -- k items done so far
+--   for k = 100, n, 100 do bar:update(k, {loss = 0.41, acc = 0.87}) end   -- k items done so far
 --   bar:finish()
 --
 -- On a terminal it redraws one line: a bar, the counts, the given metrics,

@@ -205,7 +205,16 @@ local function traced_call(def, what, fn, ...)
   for k, f in pairs(MATH) do saved[k] = math[k]; math[k] = sym_aware(math[k], trace.F[f]) end
   local ok, st, res = pcall(trace.run, def.name, fn, ...)
   for k, f in pairs(saved) do math[k] = f end
-  if not ok then error(st, 0) end
+  if not ok then
+    -- the user's own error (a bad option value, a typo) names the variant and
+    -- the function it came from; the position at its front stays first
+    local msg = tostring(st)
+    if not msg:find("attention variant '" .. def.name .. "'", 1, true) then
+      local at, rest = msg:match("^([^\n]-:%d+: )(.*)$")
+      msg = (at or "") .. ("attention variant '%s': %s failed: %s"):format(def.name, what, rest or msg)
+    end
+    error(msg, 0)
+  end
   if res == nil then
     errors.raise("attention variant '%s': %s returned nothing", def.name, what)
   end
@@ -535,14 +544,8 @@ function M.load_path()
     dirs = list
   end
   for _, dir in ipairs(dirs) do
-    local p = io.popen('ls -1 "' .. dir:gsub('"', '\\"') .. '" 2>/dev/null')
-    local files = {}
-    if p then
-      for f in p:lines() do if f:match("%.lua$") then files[#files + 1] = f end end
-      p:close()
-    end
-    table.sort(files)
-    for _, f in ipairs(files) do
+    -- a folder that cannot be read holds no variants, as for the loader's .so files
+    for _, f in ipairs(ember._list_dir(dir, ".lua") or {}) do
       local path = dir .. "/" .. f
       local chunk, err = loadfile(path)
       local ok, def = false, err

@@ -8,6 +8,7 @@
 #include "tap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static em_device cpu;
 
@@ -36,6 +37,26 @@ static void test_plugins(void) {
   CHECK_ERR(em_plugin_load("/nonexistent/ember_x.so", &rec), EM_ERR_PLUGIN, "No such file",
             "explicit load of a missing file fails with the system's reason");
   CHECK(rec && !rec->loaded && strstr(rec->reason, "cannot open"), "the failure is recorded with its reason");
+}
+
+/* A record pointer handed out stays valid while later registrations grow
+** the registry (it once lived in a realloc'd array: a held pointer then
+** pointed into freed memory). Runs last: it leaves 300 rejected records. */
+static void test_plugin_records_stay(void) {
+  const em_plugin_record *cpu_rec = em_plugin_find(EM_PLUGIN_BACKEND, "cpu");
+  const em_plugin_record *first = em_plugin_get(0);
+  int before = em_plugin_count();
+  em_status s = EM_OK;
+  for (int i = 0; i < 300 && s == EM_OK; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "(test %d)", i);
+    s = em_plugin_register(EM_PLUGIN_ATTENTION, path, "held", NULL, NULL, NULL, "a test record");
+  }
+  CHECK(s == EM_OK && em_plugin_count() == before + 300, "300 more records");
+  CHECK(cpu_rec && cpu_rec == em_plugin_find(EM_PLUGIN_BACKEND, "cpu") && cpu_rec->loaded &&
+            cpu_rec->kind == EM_PLUGIN_BACKEND,
+        "a held record is where it was after the registry grew");
+  CHECK(first && first == em_plugin_get(0), "em_plugin_get(0) is the same record");
 }
 
 static void test_views(void) {
@@ -192,5 +213,6 @@ int main(void) {
   test_creation_errors();
   test_autograd();
   test_views_grad();
+  test_plugin_records_stay();
   return tap_done();
 }

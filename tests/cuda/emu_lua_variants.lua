@@ -19,20 +19,7 @@ local function check(ok, what)
   print((ok and "ok " or "not ok ") .. what)
 end
 
--- doc ids [B, L]: documents of the given lengths (repeated), ids from 1
-local function doc_ids(B, L, lens)
-  local rows = {}
-  for b = 1, B do
-    local r, id, left, li = {}, 1, lens[1], 1
-    for i = 1, L do
-      if left == 0 then li = li % #lens + 1; left = lens[li]; id = id + 1 end
-      r[i] = id
-      left = left - 1
-    end
-    rows[b] = r
-  end
-  return ember.tensor(rows, { dtype = "int64" })
-end
+local doc_ids = require "tests.lua.helpers.doc_ids" -- [B, L] ids of documents of the given lengths
 
 local B, H, D, L = 2, 2, 8, 150
 -- {variant, options, call options, per-call inputs (CPU tensors), Lq}
@@ -207,6 +194,13 @@ do
   local after = ember.attention_routes()
   check(ok and after.composed - before.composed == 1 and after.fused == before.fused,
     "float64 on the device falls back to the dense path" .. (ok and "" or ": " .. tostring(err)))
+  -- the fallback keys on the core's status, not its wording: asked to (argument 8),
+  -- core:forward answers a declined call with nil and the message; else it raises
+  local out, why = sc.core:forward({}, q64, q64, q64, { causal = true }, {}, true)
+  check(out == nil and type(why) == "string" and why:find("does not cover", 1, true) ~= nil,
+    "a declined call answers nil and why when asked: " .. tostring(why))
+  ok, err = pcall(sc.core.forward, sc.core, {}, q64, q64, q64, { causal = true }, {})
+  check(not ok and tostring(err):find("does not cover", 1, true) ~= nil, "and raises when not asked: " .. tostring(err))
 end
 
 print(failed == 0 and "every Lua variant fused on the emulated device and equal to the CPU" or (failed .. " failed"))

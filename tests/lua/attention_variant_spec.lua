@@ -47,20 +47,8 @@ local function qkv(B, H, Lq, Lk, d, dtype)
   return randn({ B, H, Lq, d }, dtype), randn({ B, H, Lk, d }, dtype), randn({ B, H, Lk, d }, dtype)
 end
 
--- doc ids [B, L]: B rows of documents of the given lengths (repeated)
-local function doc_ids(B, L, lens)
-  local rows = {}
-  for b = 1, B do
-    local r, id, left, li = {}, 1, lens[1], 1
-    for i = 1, L do
-      if left == 0 then li = li % #lens + 1; left = lens[li]; id = id + 1 end
-      r[i] = id
-      left = left - 1
-    end
-    rows[b] = r
-  end
-  return ember.tensor(rows, { dtype = "int64" })
-end
+local doc_ids = require "tests.lua.helpers.doc_ids" -- [B, L] ids of documents of the given lengths
+local variant_mod = require "ember.variant"
 
 -- Each shipped variant with options, call options and per-call inputs.
 local function cases(B, L)
@@ -305,6 +293,51 @@ describe("Lua attention variants: definitions and errors", function()
     assert.matches("returned nothing", err)
   end)
 
+  -- where a Lua variant fails (issue 26): its trial trace at definition
+  -- registers nothing; a failure later (some options, some sizes, a call)
+  -- is a clear error at the user's line and the registries stay as they were
+  local function listed(name)
+    local in_core, in_plugins = false, nil
+    for _, v in ipairs(ember.attention_variants()) do if v.name == name then in_core = true end end
+    for _, p in ipairs(ember.plugins()) do if p.name == name then in_plugins = p.loaded end end
+    return in_core, in_plugins, variant_mod.get(name) ~= nil
+  end
+
+  it("a variant that fails its trial trace registers nothing, and a failed redefinition keeps the old one", function()
+    local ok, err = pcall(ember.attention_variant, { name = "fails_trace", score = function(s) error("not today") end })
+    assert.is_false(ok)
+    assert.matches("attention_variant_spec.lua:%d+: attention variant 'fails_trace': score failed: not today", err)
+    assert.are.same({ false, nil, false }, { listed("fails_trace") })
+    ember.attention_variant { name = "redefined", score = function(s) return s * 0.5 end }
+    ok, err = pcall(ember.attention_variant, { name = "redefined", score = function(s) return s:nope() end })
+    assert.is_false(ok)
+    assert.matches("attention_variant_spec.lua:%d+: attention variant 'redefined': traced values have no field 'nope'", err)
+    assert.are.same({ true, true, true }, { listed("redefined") })
+    local q, k, v = qkv(1, 1, 5, 5, 4, "float64")
+    local att = ember.Attention { attention = "redefined", heads = 1, head_dim = 4, dtype = "float64" }
+    local want = ember.Attention { heads = 1, head_dim = 4, dtype = "float64" }(q * 0.5, k, v)
+    assert((att(q, k, v) - want):abs():max():item() < 1e-12, "the old definition no longer runs")
+  end)
+
+  it("a variant that fails for some options or sizes: an error naming it at the user's line; it stays usable", function()
+    ember.attention_variant { name = "picky", options = { { name = "p", type = "int", default = 1 } },
+      params = function(o, d) if d.heads > 2 then error("at most 2 heads") end return {} end,
+      score = function(s, b, h, q, k, ctx) if ctx.options.p == 2 then error("p = 2 is not written yet") end return s end }
+    local ok, err = pcall(function() return ember.Attention { attention = "picky", heads = 1, head_dim = 4, p = 2 } end)
+    assert.is_false(ok)
+    assert.matches("^[^\n]*attention_variant_spec.lua:%d+: attention variant 'picky': score failed: [^\n]*p = 2 is not written yet", err)
+    ok, err = pcall(function() return ember.Attention { attention = "picky", heads = 4, head_dim = 4 } end)
+    assert.is_false(ok)
+    assert.matches("attention variant 'picky': params failed: .*at most 2 heads", err)
+    assert.is_nil(err:find("ember/variant.lua", 1, true), "the error names a library line: " .. err)
+    ok, err = pcall(function() return ember.Attention { attention = "picky", heads = 1, head_dim = 4, bogus = 1 } end)
+    assert.is_false(ok)
+    assert.matches("^[^\n]*attention_variant_spec.lua:%d+: ember.Attention: attention 'picky': unknown option 'bogus'", err)
+    assert.are.same({ true, true, true }, { listed("picky") })
+    local q, k, v = qkv(1, 2, 5, 5, 4, "float32")
+    assert.are.same({ 1, 2, 5, 4 }, ember.Attention { attention = "picky", heads = 2, head_dim = 4 }(q, k, v).shape)
+  end)
+
   it("an index out of range at run time names the tensor and position; the process lives on", function()
     ember.attention_variant { name = "oob", params = function(o, d) return { { name = "t", tensor = ember.zeros(4, d.heads) } } end,
       score = function(s, b, h, q, k, ctx) return s + ctx.t[ember.abs(q - k) + 1][h] end }
@@ -316,6 +349,7 @@ describe("Lua attention variants: definitions and errors", function()
     assert.matches("'t'", tostring(err))
     local ok2 = pcall(att, q:narrow(3, 1, 3), k:narrow(3, 1, 3), v:narrow(3, 1, 3))
     assert.is_true(ok2)
+    assert.are.same({ true, true, true }, { listed("oob") })
   end)
 
   it("a score that yields NaN is an error", function()
@@ -348,6 +382,35 @@ describe("Lua attention variants: definitions and errors", function()
     ok, err = pcall(mha, ember.randn(1, 5, 8), { need_weights = true })
     assert.is_false(ok)
     assert.matches("need_weights", tostring(err))
+  end)
+
+  it("variant files load from a folder whose name has spaces, quotes and a $ (no shell lists it)", function()
+    local base = os.tmpname()
+    os.remove(base)
+    local dir = base .. [[ it's "odd" $HOME `x`]]
+    local function sh(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
+    assert(os.execute("mkdir -p " .. sh(dir)))
+    local f = assert(io.open(dir .. "/odd_dir_variant.lua", "w"))
+    f:write("return {name = 'odd_dir_variant', score = function(s) return s * 0.5 end}")
+    f:close()
+    assert(io.open(dir .. "/notes.txt", "w")):close()
+    assert.are.same({ "notes.txt", "odd_dir_variant.lua" }, ember._list_dir(dir, ""))
+    assert.are.same({ "odd_dir_variant.lua" }, ember._list_dir(dir, ".lua"))
+    local none, why = ember._list_dir(dir .. "/missing", ".lua")
+    assert.is_nil(none)
+    assert.matches("cannot open folder", why)
+    local variant = require "ember.variant"
+    local path = ember.plugin_search_path
+    ember.plugin_search_path = function() return { dir } end
+    local ok, n = pcall(variant.load_path)
+    ember.plugin_search_path = path
+    os.execute("rm -rf " .. sh(base) .. "*")
+    assert(ok, n)
+    assert.are.equal(1, n)
+    assert.is_not_nil(variant.get("odd_dir_variant"))
+    local att = ember.Attention { attention = "odd_dir_variant", heads = 1, head_dim = 4, dtype = "float64" }
+    local q = ember.randn({ 1, 1, 3, 4 }, { dtype = "float64" })
+    assert.are.same({ 1, 1, 3, 4 }, att(q, q, q).shape)
   end)
 
   it("a broken variant file is listed with its reason", function()

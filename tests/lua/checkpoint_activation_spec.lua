@@ -11,16 +11,10 @@
 local ember = require "ember"
 local nn = require "ember.nn"
 local gradcheck = require "tests.lua.helpers.gradcheck"
+local compare = require "tests.lua.helpers.parity"
+local raises_here = compare.raises_here
 
 local F64 = { dtype = "float64" }
-
-local function raises_here(fn, want)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. want)
-  assert(type(msg) == "string", "error is a " .. type(msg))
-  assert(msg:find("checkpoint_activation_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
-  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
-end
 
 local function bitwise_equal(a, b, what)
   assert(a ~= nil and b ~= nil, what .. ": a gradient is missing")

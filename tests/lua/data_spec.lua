@@ -456,4 +456,19 @@ describe("ember.data.naive_bayes", function()
     assert.are.equal(2, nb:predict("yzx"))
     assert.are.equal(1, nb:accuracy({"ab", "zz"}, {1, 2}))
   end)
+
+  it("never predicts a class it saw no text of (scikit-learn's rule)", function()
+    -- class 2 of 3 has no text: with a smoothed prior and no counts, every
+    -- n-gram is likelier under it than under a seen class, so a text of
+    -- n-grams seen nowhere used to be labelled 2
+    local nb = data.naive_bayes.train({"aaa", "aab", "xyz", "xxy"}, {1, 1, 3, 3}, {classes = 3})
+    for _, s in ipairs({"qqqqqqqq", "mnopmnop", "aaa", "xyz"}) do
+      assert.are_not.equal(2, nb:predict(s), s)
+    end
+    assert.are.equal(-math.huge, nb:scores("aaa")[2])
+    assert.are.equal(1, nb:predict("aaa"))
+    assert.are.equal(3, nb:predict("xyz"))
+    assert.has_error(function() data.naive_bayes.train({}, {}) end,
+      "data.naive_bayes.train: needs texts and as many labels, got 0 texts and 0 labels")
+  end)
 end)

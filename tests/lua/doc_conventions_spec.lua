@@ -108,3 +108,21 @@ describe("mask conventions stated in the docs hold", function()
     end)
   end
 end)
+
+describe("the docs see the modules the user has (issue 26: this spec failed after docs_spec)", function()
+  it("ember.nn and ember.Attention follow package.loaded when a module is loaded again", function()
+    local names = { "ember.nn", "ember.nn.Attention" }
+    local saved = {}
+    for _, n in ipairs(names) do saved[n] = package.loaded[n] end
+    local _ = ember.nn, ember.Attention -- first use
+    for _, n in ipairs(names) do package.loaded[n] = nil end
+    local ok, err = pcall(function()
+      local nn2 = require "ember.nn"
+      assert(rawequal(ember.nn, nn2), "ember.nn is a copy that was unloaded")
+      assert(rawequal(ember.Attention, nn2.Attention), "ember.Attention is a class that was unloaded")
+      assert(doc.lookup(ember.Attention.forward), "help() cannot name ember.Attention.forward")
+    end)
+    for _, n in ipairs(names) do package.loaded[n] = saved[n] end
+    assert(ok, err)
+  end)
+end)

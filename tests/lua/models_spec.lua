@@ -18,31 +18,15 @@
 local ember = require "ember"
 local generate = require "ember.generate"
 local checkpoint = require "ember.checkpoint"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/llama_tiny.lua")
+local T, raises_here = compare.T, compare.raises_here
 local F32_TOL, F64_TOL = 1e-4, 1e-10
-
-local function T(spec, dtype)
-  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
-end
 
 local function max_abs(a, b) return (a:double() - b:double()):abs():max():item() end
 
--- fn() must raise an error at this file's line whose text contains `want`.
-local function raises_here(fn, want)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. want)
-  assert(type(msg) == "string", "error is a " .. type(msg))
-  assert(msg:find("models_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
-  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
-end
-
-local function keys(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
+local keys = compare.sorted_keys
 
 -- The config from_safetensors needs beyond the shapes (as config.json gives it).
 local function given(case)

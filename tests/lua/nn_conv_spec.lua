@@ -6,25 +6,11 @@
 local ember = require "ember"
 local nn = require "ember.nn"
 local gradcheck = require "tests.lua.helpers.gradcheck"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_conv.lua")
 local F64 = { dtype = "float64" }
-
-local function T(spec)
-  return ember.tensor(spec.data, F64):view(spec.shape)
-end
-
-local function max_rel(a, b)
-  local ad, bd = a:double(), b:double()
-  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
-end
-
-local function check(what, got, want, tol)
-  assert(got ~= nil, what .. " is nil")
-  assert.are.same(want.shape, got.shape, what .. " shape")
-  local e = max_rel(got, want)
-  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
-end
+local T, check, raises_here = compare.T, compare.check, compare.raises_here
 
 -- The module of a fixture's config.
 local function make(cfg, opts)
@@ -32,14 +18,6 @@ local function make(cfg, opts)
   local cls = cfg.nd == 2 and nn.Conv2d or nn.Conv1d
   return cls(cfg.in_channels, cfg.out_channels, cfg.kernel_size, { stride = cfg.stride, padding = cfg.padding,
     dilation = cfg.dilation, groups = cfg.groups, bias = cfg.bias, dtype = opts.dtype or "float64" })
-end
-
-local function raises_here(fn, want)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. want)
-  assert(type(msg) == "string", "error is a " .. type(msg))
-  assert(msg:find("nn_conv_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
-  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
 end
 
 describe("nn.Conv2d and nn.Conv1d", function()

@@ -15,19 +15,13 @@
 -- that has probability e^-20).
 local ember = require "ember"
 local nn = require "ember.nn"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modern.lua").init
+local raises_here = compare.raises_here
 local init = nn.init
 local N = 200000
 local F64 = { dtype = "float64" }
-
-local function raises_here(fn, want)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. want)
-  assert(type(msg) == "string", "error is a " .. type(msg))
-  assert(msg:find("nn_init_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
-  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
-end
 
 local function close(a, b, tol, what)
   assert(math.abs(a - b) <= tol, ("%s: %.10g vs %.10g (tolerance %.3g)"):format(what, a, b, tol))

@@ -8,70 +8,21 @@
 local ember = require "ember"
 local nn = require "ember.nn"
 local gradcheck = require "tests.lua.helpers.gradcheck"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modern.lua")
 local F64 = { dtype = "float64" }
+local max_rel, raises_here = compare.max_rel, compare.raises_here
+local function case(name) return compare.case(fixtures, name) end
 
-local function T(spec, dtype)
-  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
-end
-
-local function max_rel(a, b)
-  local ad, bd = a:double(), b:double()
-  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
-end
-
-local function check(what, got, want, tol)
-  assert(got ~= nil, what .. " is nil")
-  assert.are.same(want.shape, got.shape, what .. " shape")
-  local e = max_rel(got, want)
-  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
-end
-
-local function case(name)
-  for _, c in ipairs(fixtures.cases) do if c.name == name then return c end end
-  error("no fixture " .. name)
-end
-
--- Loads the fixture's state (strictly: the names must be PyTorch's), runs
+-- Loads the fixture's state (the names must be PyTorch's), runs
 -- forward(module, inputs), backpropagates sum(out * R), compares the output
 -- and every gradient, and checks that every parameter was compared.
 local function parity(m, c, forward, tol)
-  tol = tol or 1e-12
-  local sd = {}
-  for k, v in pairs(c.state) do sd[k] = T(v) end
-  m:load_state_dict(sd)
-  local inputs = {}
-  for k, v in pairs(c.inputs) do inputs[k] = T(v):requires_grad_(true) end
-  local out = forward(m, inputs)
-  check(c.name .. " output", out, T(c.out), tol)
-  ;(out * T(c.R)):sum():backward()
-  for k, g in pairs(c.grad_inputs) do check(c.name .. " grad " .. k, inputs[k].grad, T(g), tol) end
-  local params, n, count = m:named_parameters(), 0, 0
-  for k, g in pairs(c.grads) do
-    n = n + 1
-    assert(params[k] ~= nil, c.name .. ": no parameter " .. k)
-    check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
-  end
-  for _ in pairs(params) do count = count + 1 end
-  assert.are.equal(n, count, c.name .. ": parameter count")
+  compare.module(m, c, { forward = forward, tol = tol })
 end
 
--- fn() must raise an error at this file's line whose text contains `want`.
-local function raises_here(fn, want)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. want)
-  assert(type(msg) == "string", "error is a " .. type(msg))
-  assert(msg:find("nn_modern_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
-  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
-end
-
-local function names_of(sd)
-  local out = {}
-  for k in pairs(sd) do out[#out + 1] = k end
-  table.sort(out)
-  return out
-end
+local names_of = compare.sorted_keys
 
 describe("issue 27 modules match PyTorch (float64)", function()
   it("SiLU", function()

@@ -3,72 +3,16 @@
 -- committed fixtures tests/fixtures/nn_modules.lua (tests/gen_nn_fixtures.py).
 local ember = require "ember"
 local nn = require "ember.nn"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modules.lua")
-
-local function T(spec, dtype)
-  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
-end
-
-local function max_rel(a, b)
-  local ad, bd = a:double(), b:double()
-  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
-end
-
-local function check(what, got, want, tol)
-  assert(got ~= nil, what .. " is nil")
-  assert.are.same(want.shape, got.shape, what .. " shape")
-  local e = max_rel(got, want)
-  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
-end
-
-local function case(name)
-  for _, c in ipairs(fixtures.cases) do if c.name == name then return c end end
-  error("no fixture " .. name)
-end
-
-local function state_of(c)
-  local sd = {}
-  for k, v in pairs(c.state) do sd[k] = T(v) end
-  return sd
-end
+local T, check = compare.T, compare.check
+local function case(name) return compare.case(fixtures, name) end
 
 -- Loads the fixture's weights, runs forward(module, inputs), backpropagates
 -- sum(out * R) and compares output and every gradient.
 local function parity(m, c, forward, tol)
-  tol = tol or 1e-9
-  m:load_state_dict(state_of(c))
-  local inputs = {}
-  for k, v in pairs(c.inputs) do
-    inputs[k] = T(v)
-    if inputs[k].dtype == "float64" then inputs[k]:requires_grad_(true) end
-  end
-  local out = forward(m, inputs)
-  check(c.name .. " output", out, T(c.out), tol)
-  ;(out * T(c.R)):sum():backward()
-  for k, g in pairs(c.grad_inputs) do check(c.name .. " grad " .. k, inputs[k].grad, T(g), tol) end
-  local params = m:named_parameters()
-  -- the fixtures name MultiHeadAttention's tensors as ember did before the
-  -- module moved to Lua (w_q, b_q, ...): map them as load_state_dict does
-  local grads = m:upgrade_state_dict(c.grads)
-  local n, scale = 0, 0
-  for _, g in pairs(grads) do scale = math.max(scale, T(g):abs():max():item()) end
-  for k, g in pairs(grads) do
-    n = n + 1
-    assert(params[k] ~= nil, c.name .. ": no parameter " .. k)
-    if k:match("k_proj%.bias$") then
-      -- zero in exact arithmetic (a key bias shifts every score of a row
-      -- equally, which softmax ignores): both sides are rounding noise, so
-      -- measure against the scale of the other gradients
-      local e = (params[k].grad - T(g)):abs():max():item() / scale
-      assert(e <= tol, ("%s grad %s: error %.3g of the gradient scale"):format(c.name, k, e))
-    else
-      check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
-    end
-  end
-  local count = 0
-  for _ in pairs(params) do count = count + 1 end
-  assert.are.equal(n, count, c.name .. ": parameter count")
+  compare.module(m, c, { forward = forward, tol = tol or 1e-9 })
 end
 
 describe("nn modules match PyTorch (float64)", function()

@@ -6,59 +6,17 @@
 local ember = require "ember"
 local nn = require "ember.nn"
 local gradcheck = require "tests.lua.helpers.gradcheck"
+local compare = require "tests.lua.helpers.parity"
 
 local fixtures = dofile("tests/fixtures/nn_modern.lua")
 local F64 = { dtype = "float64" }
-
-local function T(spec)
-  return ember.tensor(spec.data, { dtype = spec.dtype or "float64" }):view(spec.shape)
-end
-
-local function max_rel(a, b)
-  local ad, bd = a:double(), b:double()
-  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
-end
-
-local function check(what, got, want, tol)
-  assert(got ~= nil, what .. " is nil")
-  assert.are.same(want.shape, got.shape, what .. " shape")
-  local e = max_rel(got, want)
-  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
-end
-
-local function case(name)
-  for _, c in ipairs(fixtures.cases) do if c.name == name then return c end end
-  error("no fixture " .. name)
-end
+local T, check, raises_here = compare.T, compare.check, compare.raises_here
+local function case(name) return compare.case(fixtures, name) end
 
 -- Loads the fixture's parameters (and `extra` state), runs m(x),
 -- backpropagates sum(out * R), compares the output and every gradient.
 local function parity(m, c, extra, tol)
-  tol = tol or 1e-12
-  local sd = {}
-  for k, v in pairs(c.state) do sd[k] = T(v) end
-  for k, v in pairs(extra or {}) do sd[k] = v end
-  m:load_state_dict(sd)
-  local x = T(c.inputs.x):requires_grad_(true)
-  local out = m(x)
-  check(c.name .. " output", out, T(c.out), tol)
-  ;(out * T(c.R)):sum():backward()
-  check(c.name .. " grad x", x.grad, T(c.grad_inputs.x), tol)
-  local params, n, count = m:named_parameters(), 0, 0
-  for k, g in pairs(c.grads) do
-    n = n + 1
-    check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
-  end
-  for _ in pairs(params) do count = count + 1 end
-  assert.are.equal(n, count, c.name .. ": parameter count")
-end
-
-local function raises_here(fn, want)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. want)
-  assert(type(msg) == "string", "error is a " .. type(msg))
-  assert(msg:find("nn_vision_spec.lua:%d+: "), "the error does not point at the caller's line: " .. msg)
-  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
+  compare.module(m, c, { extra = extra, tol = tol })
 end
 
 -- ember options from a fixture's pool config

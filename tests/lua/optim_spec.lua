@@ -5,17 +5,10 @@
 local ember = require "ember"
 local optim = require "ember.optim"
 local nn = require "ember.nn"
+local compare = require "tests.lua.helpers.parity"
+local T, max_rel = compare.T, compare.max_rel
 
 local F = dofile("tests/fixtures/nn_optim.lua")
-
-local function T(spec, dtype)
-  return ember.tensor(spec.data, { dtype = dtype or "float64" }):view(spec.shape)
-end
-
-local function max_rel(a, b)
-  local ad, bd = a:double(), b:double()
-  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
-end
 
 -- Runs `steps` steps of opt on sum(A * p^2 + B * p); returns p after each.
 local function run(make, steps, dtype, composed, p0)

@@ -1,10 +1,13 @@
 --- ember.data.CharTokenizer: one token per UTF-8 character.
 --
+--   local CharTokenizer = require "ember.data.char_tokenizer"
+--   local words = {"wort", "wörter", "word"}
 --   local tok = CharTokenizer.fit(words)             -- vocab from the training text
---   local ids = tok:encode("wörter", {bos = true})   -- {3, 27, 40, ...} (1-based)
---   tok:decode(ids)                                   -- "wörter" (specials skipped)
+--   local ids = tok:encode("wörter", {bos = true})   -- {3, ...} (1-based)
+--   print(tok:decode(ids))                           --> wörter
 --   local x, mask = tok:encode_batch(words)          -- int64 [B, L], bool [B, L] (true = padding)
---   tok:save("vocab.txt"); CharTokenizer.load("vocab.txt")
+--   local path = os.tmpname()                        -- "vocab.txt", say
+--   tok:save(path); tok = CharTokenizer.load(path); os.remove(path)
 --
 -- Characters never seen by fit map to <unk>.
 -- @classmod data.CharTokenizer

@@ -1,8 +1,11 @@
 --- ember.data.Dataset: named tensors that share their first dim, and batch
 -- iterators over them with seeded shuffling.
 --
---   local ds = Dataset.new({x = ids, y = labels}, {pad = {x = tok.vocab.pad_id}})
---   for b, i in ds:batches(128, {shuffle = true}) do
+--   local Dataset = require "ember.data.dataset"
+--   local ids = ember.tensor({{5, 6, 1, 1}, {7, 1, 1, 1}, {8, 9, 10, 1}}, {dtype = "int64"})  -- 1 = padding
+--   local labels = ember.tensor({1, 2, 1}, {dtype = "int64"})
+--   local ds = Dataset.new({x = ids, y = labels}, {pad = {x = 1}})   -- tok.vocab.pad_id, say
+--   for b, i in ds:batches(2, {shuffle = true}) do
 --     -- b.x [B, L'] cut to the batch's longest item, b.x_mask bool [B, L']
 --     -- (true = padding), b.y [B]; i is the batch number
 --   end

@@ -31,9 +31,14 @@ local function features(s, n)
 end
 NB.features = features
 
---- texts, labels: parallel lists; labels 1..classes.
+--- texts, labels: parallel lists; labels 1..classes. A class with no
+-- text among them (`classes` may name more) is never predicted.
 function NB.train(texts, labels, opts)
   opts = opts or {}
+  if #texts == 0 or #texts ~= #labels then
+    error(("data.naive_bayes.train: needs texts and as many labels, got %d texts and %d labels"):format(#texts,
+      #labels), 2)
+  end
   local self = setmetatable({n = opts.n or 3, alpha = opts.alpha or 0.5, classes = opts.classes}, NB)
   local C = self.classes or 0
   if not self.classes then for _, y in ipairs(labels) do if y > C then C = y end end end
@@ -52,13 +57,16 @@ function NB.train(texts, labels, opts)
   end
   self.counts, self.log_prior, self.log_denom = counts, {}, {}
   for c = 1, C do
-    self.log_prior[c] = math.log((docs[c] + 1) / (#texts + C))
+    -- a class with no training text has no evidence at all: it is never
+    -- predicted (scikit-learn's MultinomialNB knows only the classes it saw)
+    self.log_prior[c] = docs[c] > 0 and math.log((docs[c] + 1) / (#texts + C)) or -math.huge
     self.log_denom[c] = math.log(totals[c] + self.alpha * V)
   end
   return self
 end
 
---- The log score of each class for s (a list).
+--- The log score of each class for s (a list); -math.huge for a class
+-- that had no training text.
 function NB:scores(s)
   local f = features(s, self.n)
   local out = {}
@@ -70,7 +78,7 @@ function NB:scores(s)
   return out
 end
 
---- The most likely label of s.
+--- The most likely label of s, among the classes seen in training.
 -- @tparam string s
 function NB:predict(s)
   local sc, best = self:scores(s), 1

@@ -1,9 +1,12 @@
 --- ember.data.WordTokenizer: one token per word.
 --
+--   local WordTokenizer = require "ember.data.word_tokenizer"
+--   local lines = {"In the beginning was the Word.", "And the Word was with God."}
 --   local tok = WordTokenizer.fit(lines, {max_size = 10000, lower = true})
---   tok:encode("In the beginning")  -- ids, 1-based; unseen words -> <unk>
---   tok:decode(ids)                 -- words joined by spaces
---   tok:save(path); WordTokenizer.load(path)
+--   local ids = tok:encode("In the beginning")  -- ids, 1-based; unseen words -> <unk>
+--   print(tok:decode(ids))                      --> in the beginning
+--   local path = os.tmpname()
+--   tok:save(path); tok = WordTokenizer.load(path); os.remove(path)
 --
 -- Words are whitespace-separated; with split_punct (default true) each
 -- punctuation mark is a word of its own. lower (default false) lower-cases

@@ -125,8 +125,9 @@ end
 
 -- A traced variant: the fused kernel (CPU, CUDA); its functions run densely
 -- by core ops for the weights (`kernel = "composed"` forces that), and on a
--- device whose kernel declines the call (the core's "does not cover this
--- call": a dtype or head size it lacks, a program too long for it).
+-- device whose kernel declines the call (the core's EM_ERR_UNSUPPORTED,
+-- which core:forward answers with nil when asked: a dtype or head size it
+-- lacks, a program too long for it).
 function Attention:_forward_traced(tables, q, k, v, o, inputs)
   local inst = self._variant
   if type(inputs) ~= "table" then errors.raise("Attention.forward: variant_inputs must be a table {name = tensor}") end
@@ -160,11 +161,10 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
     return out
   end
   if composed or o.need_weights or not Module.is_tensor(q) then return dense() end
-  local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o, list)
-  if not ok and q.device ~= "cpu" and tostring(out):find("the fused kernel does not cover this call", 1, true) then
-    return dense()
-  end
+  -- on the CPU the fused kernel covers every call: a decline there is an error
+  local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o, list, q.device ~= "cpu")
   if not ok then errors.raise("%s", tostring(out)) end
+  if out == nil then return dense() end
   return out, w
 end
 

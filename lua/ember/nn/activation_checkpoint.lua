@@ -29,10 +29,15 @@
 --    long as the parameter is not also used outside fn.
 --
 -- Errors name nn.checkpoint: fn not callable, outputs that are not tensors.
--- @usage local y = nn.checkpoint(layer, x)                 -- a module
--- local y = nn.checkpoint(function(h) return ff(norm(h)) + h end, x)
+-- @usage local layer, x = nn.Linear(8, 8), ember.randn(2, 5, 8)
+-- local y = nn.checkpoint(layer, x)                 -- a module
+-- local ff, norm = nn.Linear(8, 8), nn.LayerNorm(8)
+-- local y2 = nn.checkpoint(function(h) return ff(norm(h)) + h end, x)
 -- -- a stack of Transformer layers, each recomputed in the backward:
+-- local layers = {nn.TransformerEncoderLayer(8, 2), nn.TransformerEncoderLayer(8, 2)}
+-- local h, pad = x, ember.tensor({{false, false, false, true, true}, {false, false, false, false, false}})
 -- for _, layer in ipairs(layers) do h = nn.checkpoint(layer, h, {key_padding_mask = pad}) end
+-- h:sum():backward()
 -- @module nn.checkpoint
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"

@@ -1,0 +1,104 @@
+-- tests/lua/helpers/parity.lua -- comparing ember against PyTorch's
+-- committed fixtures (tests/gen_*_fixtures.py write them): a fixture tensor
+-- {shape =, data =, dtype =} as an ember tensor, the relative error, the
+-- shape-and-tolerance check, and a case by name.
+--
+--   local parity = require "tests.lua.helpers.parity"   -- from the source root
+--   local T, check = parity.T, parity.check
+--   check("out", m(T(c.inputs.x)), T(c.out), 1e-12)
+local ember = require "ember"
+local assert = require "luassert" -- busted's assert lives in the spec's environment, not here
+
+local M = {}
+
+--- The fixture tensor `spec` in its own dtype, else `dtype`, else float64.
+function M.T(spec, dtype)
+  return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
+end
+
+--- max |a - b| / max |b|, in float64.
+function M.max_rel(a, b)
+  local ad, bd = a:double(), b:double()
+  return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
+end
+
+--- Fails unless `got` has `want`'s shape and is within relative error `tol`.
+function M.check(what, got, want, tol)
+  assert(got ~= nil, what .. " is nil")
+  assert.are.same(want.shape, got.shape, what .. " shape")
+  local e = M.max_rel(got, want)
+  assert(e <= tol, ("%s: relative error %.3g > %.1g"):format(what, e, tol))
+end
+
+--- The case named `name` in fixtures.cases.
+function M.case(fixtures, name)
+  for _, c in ipairs(fixtures.cases) do if c.name == name then return c end end
+  error("no fixture " .. name, 2)
+end
+
+--- A module against its fixture case `c` (gen_nn_fixtures.py's cases):
+-- loads c.state (plus opts.extra, tensors by name) into m, runs
+-- opts.forward(m, inputs) (default m(inputs.x)) on c.inputs (float64 ones
+-- requiring grad), backpropagates sum(out * c.R), and checks the output,
+-- every input gradient and every parameter gradient within opts.tol
+-- (default 1e-12), and that every parameter was compared. Gradients named
+-- as ember named MultiHeadAttention's tensors before it moved to Lua
+-- (w_q, ...) are mapped as load_state_dict maps them.
+function M.module(m, c, opts)
+  opts = opts or {}
+  local T, check, tol = M.T, M.check, opts.tol or 1e-12
+  local sd = {}
+  for k, v in pairs(c.state) do sd[k] = T(v) end
+  for k, v in pairs(opts.extra or {}) do sd[k] = v end
+  m:load_state_dict(sd)
+  local inputs = {}
+  for k, v in pairs(c.inputs) do
+    inputs[k] = T(v)
+    if inputs[k].dtype == "float64" then inputs[k]:requires_grad_(true) end
+  end
+  local out = (opts.forward or function(mod, i) return mod(i.x) end)(m, inputs)
+  check(c.name .. " output", out, T(c.out), tol)
+  ;(out * T(c.R)):sum():backward()
+  for k, g in pairs(c.grad_inputs) do check(c.name .. " grad " .. k, inputs[k].grad, T(g), tol) end
+  local params = m:named_parameters()
+  local grads = m:upgrade_state_dict(c.grads)
+  local n, scale = 0, 0
+  for _, g in pairs(grads) do scale = math.max(scale, T(g):abs():max():item()) end
+  for k, g in pairs(grads) do
+    n = n + 1
+    assert(params[k] ~= nil, c.name .. ": no parameter " .. k)
+    if k:match("k_proj%.bias$") then
+      -- zero in exact arithmetic (a key bias shifts every score of a row
+      -- equally, which softmax ignores): both sides are rounding noise, so
+      -- measure against the scale of the other gradients
+      local e = (params[k].grad - T(g)):abs():max():item() / scale
+      assert(e <= tol, ("%s grad %s: error %.3g of the gradient scale"):format(c.name, k, e))
+    else
+      check(c.name .. " grad " .. k, params[k].grad, T(g), tol)
+    end
+  end
+  local count = 0
+  for _ in pairs(params) do count = count + 1 end
+  assert.are.equal(n, count, c.name .. ": parameter count")
+end
+
+--- The keys of t, sorted (a state dict's names, to compare as a list).
+function M.sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
+--- fn() must raise an error that points at the calling spec's line (the
+-- user's line, not the library's) and contains `want`.
+function M.raises_here(fn, want)
+  local file = debug.getinfo(2, "S").short_src:match("[^/]+$")
+  local ok, msg = pcall(fn)
+  assert.is_false(ok, "expected an error containing: " .. want)
+  assert(type(msg) == "string", "error is a " .. type(msg))
+  assert(msg:find(file:gsub("%p", "%%%0") .. ":%d+: "), "the error does not point at the caller's line: " .. msg)
+  assert(msg:find(want, 1, true), ("expected %q in the error: %s"):format(want, msg))
+end
+
+return M
