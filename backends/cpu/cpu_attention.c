@@ -427,8 +427,8 @@ static att_ctx make_ctx(const em_attention_args *a) {
 /* A traced program's failure as the kernel's error. */
 static em_status xerr_status(const char *kernel, const em_attention_args *a, const att_xerr *e) {
   if (e->kind == ATT_XERR_NAN)
-    return em_error(EM_ERR_ARG, "cpu %s: the score function gave NaN at b=%lld h=%lld q=%lld k=%lld",
-                    kernel, (long long)e->b, (long long)e->h, (long long)e->q, (long long)e->k);
+    return em_error(EM_ERR_ARG, "cpu %s: the score function gave %s at b=%lld h=%lld q=%lld k=%lld",
+                    kernel, e->idx != e->idx ? "NaN" : "+inf", (long long)e->b, (long long)e->h, (long long)e->q, (long long)e->k);
   const em_xcap *cp = &a->caps[e->cap];
   const int d = e->kind - 1;
   return em_error(EM_ERR_INDEX,

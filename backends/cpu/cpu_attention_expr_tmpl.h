@@ -188,15 +188,16 @@ ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64
     for (int64_t jj = 0; jj < bc; jj++) d[jj] = g[jj];
   }
   const T *o = FN(xout)(p, X, 0, bc);
-  bool nan = false;
+  /* NaN or +inf: no probability comes of it (-inf hides the key) */
+  bool bad = false;
   for (int64_t jj = 0; jj < bc; jj++) {
-    nan |= o[jj] != o[jj];
+    bad |= !(o[jj] < (T)INFINITY);
     s[jj] = o[jj];
   }
-  if (nan)
+  if (bad)
     for (int64_t jj = 0; jj < bc; jj++)
-      if (s[jj] != s[jj]) {
-        FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + jj + 1, 0);
+      if (!(s[jj] < (T)INFINITY)) {
+        FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + jj + 1, (double)s[jj]);
         break;
       }
 }

@@ -151,7 +151,7 @@ static void gen_function(xbuf *b, const em_expr *p, int role, const em_xcap *cap
   if (role == CPU_XJIT_MASK) {
     xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) s_[jj] = out0[jj] != 0 ? s_[jj] : -INFINITY;\n");
   } else {
-    xb_printf(b, "    int nan = 0;\n    for (int64_t jj = 0; jj < bc; jj++) nan |= out0[jj] != out0[jj];\n"
+    xb_printf(b, "    int nan = 0;\n    for (int64_t jj = 0; jj < bc; jj++) nan |= !(out0[jj] < (T)INFINITY);\n"
                  "    if (nan) return ii;\n    for (int64_t jj = 0; jj < bc; jj++) s_[jj] = out0[jj];\n");
     if (role == CPU_XJIT_GRAD)
       xb_printf(b, "    if (D) for (int64_t jj = 0; jj < bc; jj++) D[ii * ld + jj] = out1[jj];\n");
@@ -327,7 +327,12 @@ static bool jit_enabled(void) {
 
 bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cpu_xjit_fn *fns) {
   fns[0] = fns[1] = fns[2] = NULL;
-  if (!jit_enabled()) return false;
+  if (!jit_enabled()) {
+    pthread_mutex_lock(&g_lock);
+    snprintf(g_state, sizeof g_state, "interpreted (EMBER_JIT=0)");
+    pthread_mutex_unlock(&g_lock);
+    return false;
+  }
   xbuf b = {0};
   gen_source(&b, progs, f64, caps);
   if (b.oom) {

@@ -20,13 +20,15 @@
 #include "cpu_vmath.h"
 #include "ember_expr.h"
 
-/* float32: the vectorising exp of cpu_vmath.h (a libm call per element
+/* float32: the vectorising exp and log of cpu_vmath.h (a libm call per element
 ** would stop the loops vectorising); float64: libm, for gradchecks. */
 static inline double cpu_xexp_f64(double x) { return exp(x); }
 static inline double cpu_xtanh_f64(double x) { return tanh(x); }
+static inline double cpu_xlog_f64(double x) { return log(x); }
 /* 1 - 2 / (e^{2x} + 1) on the vectorised exp; saturates to +-1 */
 static inline float cpu_xtanh_f32(float x) { return 1 - 2 / (cpu_exp_f32(2 * x) + 1); }
 #define cpu_xexp(x) _Generic((x), float: cpu_exp_f32, default: cpu_xexp_f64)(x)
+#define cpu_xlog(x) _Generic((x), float: cpu_log_f32, default: cpu_xlog_f64)(x)
 #define cpu_xtanh(x) _Generic((x), float: cpu_xtanh_f32, default: cpu_xtanh_f64)(x)
 
 /* X(OP, arity, expression) for every op with operands (not CONST, S, B,
@@ -38,7 +40,7 @@ static inline float cpu_xtanh_f32(float x) { return 1 - 2 / (cpu_exp_f32(2 * x) 
   X(LE, 2, (T)(a_ <= b_)) X(EQ, 2, (T)(a_ == b_)) X(NE, 2, (T)(a_ != b_))                      \
   X(AND, 2, (T)(a_ != 0 && b_ != 0)) X(OR, 2, (T)(a_ != 0 || b_ != 0))                         \
   X(NEG, 1, -a_) X(ABS, 1, fabs(a_)) X(FLOOR, 1, floor(a_)) X(CEIL, 1, ceil(a_))               \
-  X(EXP, 1, cpu_xexp(a_)) X(LOG, 1, log(a_)) X(TANH, 1, cpu_xtanh(a_)) X(SQRT, 1, sqrt(a_))    \
+  X(EXP, 1, cpu_xexp(a_)) X(LOG, 1, cpu_xlog(a_)) X(TANH, 1, cpu_xtanh(a_)) X(SQRT, 1, sqrt(a_))    \
   X(SIGMOID, 1, 1 / (1 + cpu_xexp(-a_))) X(NOT, 1, (T)(a_ == 0))                               \
   X(SIGN, 1, (T)EM_XRULE_SIGN(a_)) X(WHERE, 3, EM_XRULE_WHERE(a_, b_, c_))
 

@@ -12,6 +12,7 @@
 #ifndef EMBER_CPU_VMATH_H
 #define EMBER_CPU_VMATH_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -39,6 +40,42 @@ static inline float cpu_exp_f32(float x) {
   float pow2n;
   memcpy(&pow2n, &bits, sizeof pow2n);
   return x < lo ? 0.0f : (x == x ? y * pow2n : x); /* NaN stays NaN */
+}
+
+/* ln x for float32 in straight-line code, for the same reason as
+** cpu_exp_f32: Cephes' logf, within 2 ulp. x = m 2^e with m in
+** [sqrt(1/2), sqrt(2)), ln(m) by a degree-9 polynomial in m - 1. Subnormal
+** x is scaled by 2^23 first; 0 gives -inf, +inf gives +inf, negative
+** numbers and NaN give NaN, all by selects. */
+static inline float cpu_log_f32(float x) {
+  const int sub = x < 1.17549435e-38f;
+  const float xs = sub ? x * 8388608.0f : x;
+  int32_t bits;
+  memcpy(&bits, &xs, sizeof bits);
+  float e = (float)(((bits >> 23) & 0xff) - 126) - (sub ? 23.0f : 0.0f);
+  bits = (bits & 0x007fffff) | 0x3f000000; /* the mantissa as m in [0.5, 1) */
+  float m;
+  memcpy(&m, &bits, sizeof m);
+  const int low = m < 0.707106781186547524f;
+  e = low ? e - 1.0f : e;
+  m = low ? m + m - 1.0f : m - 1.0f;
+  const float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float r = m + y + 0.693359375f * e;
+  r = x == 0.0f ? -INFINITY : r;
+  r = x == INFINITY ? INFINITY : r;
+  return x < 0.0f || x != x ? NAN : r;
 }
 
 /* erfc(z) for z >= 0, by the Chebyshev fit in Numerical Recipes (erfcc):

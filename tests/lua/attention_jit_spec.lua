@@ -70,7 +70,7 @@ describe("compiled traced programs", function()
     local interpreted = run("EMBER_JIT=0", CASES)
     assert.truthy(compiled:find("path=compiled", 1, true), compiled)
     assert.truthy(compiled:find("0 interpreted", 1, true), compiled)
-    assert.truthy(interpreted:find("path=none run yet; 0 calls compiled", 1, true), interpreted)
+    assert.truthy(interpreted:find("path=interpreted (EMBER_JIT=0); 0 calls compiled", 1, true), interpreted)
     local a, b = results(compiled), results(interpreted)
     local n = 0
     for name, v in pairs(b) do
@@ -114,8 +114,9 @@ describe("compiled traced programs", function()
     end
   end)
 
-  it("leave a row with a bad index or a NaN to the interpreter, whose error names it", function()
-    local out = run("EMBER_JIT_CACHE=" .. cache, [[
+  it("leave a row with a bad index, a NaN or +inf to the interpreter, whose error names it", function()
+    for _, env in ipairs { "EMBER_JIT_CACHE=" .. cache, "EMBER_JIT=0" } do
+    local out = run(env, [[
 ember.attention_variant { name = "bad_table_jit",
   params = function(o, d) return { { name = "t", tensor = ember.zeros(4, d.heads) } } end,
   score = function(s, b, h, q, k, ctx) return s + ctx.t[ember.abs(q - k) + 1][h] end }
@@ -129,6 +130,10 @@ att = ember.Attention({ heads = 1, head_dim = 8, attention = "nan_jit" })
 x = ember.randn(1, 1, 6, 8)
 ok, err = pcall(att, x, x, x)
 print("nan=" .. tostring(ok) .. " " .. tostring(err))
+ember.attention_variant { name = "inf_jit", score = function(s) return s * 0 + math.huge end }
+att = ember.Attention({ heads = 1, head_dim = 8, attention = "inf_jit" })
+ok, err = pcall(att, x, x, x)
+print("inf=" .. tostring(ok) .. " " .. tostring(err))
 print("path=" .. info())
 ]])
     assert.truthy(out:find("index=false", 1, true), out)
@@ -136,6 +141,9 @@ print("path=" .. info())
     assert.truthy(out:find("small=true", 1, true), out)
     assert.truthy(out:find("nan=false", 1, true), out)
     assert.truthy(out:find("gave NaN at b=1 h=1 q=1 k=1", 1, true), out)
-    assert.truthy(out:find("path=compiled", 1, true), out)
+    assert.truthy(out:find("inf=false", 1, true), out)
+    assert.truthy(out:find("gave +inf at b=1 h=1 q=1 k=1", 1, true), out)
+    assert.truthy(out:find(env == "EMBER_JIT=0" and "path=interpreted (EMBER_JIT=0)" or "path=compiled", 1, true), out)
+    end
   end)
 end)
