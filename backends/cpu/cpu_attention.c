@@ -96,7 +96,7 @@ typedef struct att_ctx {
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
   bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
   /* the programs compiled to C (cpu_expr_jit.c), NULL where interpreted */
-  cpu_xjit_fn xjit[3];                  /* CPU_XJIT_SCORE, _GRAD, _MASK */
+  cpu_xjit_fn xjit[CPU_XJIT_ROLES];     /* CPU_XJIT_SCORE, _GRAD, _MASK, _SCATTER */
   const void *xcap_data[EM_EXPR_MAX_CAPS];
   int64_t xcap_shape[EM_EXPR_MAX_CAPS * EM_EXPR_MAX_DIMS];
 } att_ctx;
@@ -275,14 +275,17 @@ static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 ** cannot be compiled: each tile then runs one evaluator). */
 static void xjit_prepare(att_ctx *c) {
   const em_attention_args *a = c->a;
-  c->xjit[0] = c->xjit[1] = c->xjit[2] = NULL;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) c->xjit[r] = NULL;
   if (!a->score_mod && !a->mask_mod) return;
   for (int i = 0; i < a->n_caps && i < EM_EXPR_MAX_CAPS; i++) {
     c->xcap_data[i] = a->caps[i].data;
     for (int d = 0; d < EM_EXPR_MAX_DIMS; d++)
       c->xcap_shape[i * EM_EXPR_MAX_DIMS + d] = d < a->caps[i].ndim ? a->caps[i].shape[d] : 1;
   }
-  const em_expr *const progs[3] = {a->score_mod, a->score_grad, a->mask_mod};
+  /* the scatter whenever there are learned loads: the forward's and the
+  ** backward's calls then share one compiled source */
+  const em_expr *g = a->score_grad;
+  const em_expr *const progs[CPU_XJIT_ROLES] = {a->score_mod, g, a->mask_mod, g && g->n_grad ? g : NULL};
   const bool all = cpu_xjit_get(progs, a->dtype == EM_F64, a->caps, c->xjit);
   cpu_xjit_count(all);
 }

@@ -278,8 +278,16 @@ ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int
   const em_attention_args *a = c->a;
   const em_expr *p = a->score_grad;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X)) return;
   T *G = (T *)c->xg + bh * c->xg_size;
+  if (c->xjit[CPU_XJIT_SCATTER] && bc <= CPU_XJIT_MAX_COLS) {
+    void *Gc[EM_EXPR_MAX_CAPS];
+    for (int k = 0; k < EM_EXPR_MAX_CAPS; k++) Gc[k] = k < a->n_caps && c->xg_off[k] >= 0 ? G + c->xg_off[k] : NULL;
+    cpu_xjit_scatter_fn f; /* stored as a cpu_xjit_fn (cpu_internal.h) */
+    memcpy(&f, &c->xjit[CPU_XJIT_SCATTER], sizeof f);
+    f(c->xcap_data, c->xcap_shape, b, h, q, j0 + 1, bc, raw, ds, Gc);
+    return;
+  }
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X)) return;
   int64_t *off = (int64_t *)(X + (int64_t)(p->n + 3) * ATT_XCH);
   T *tmp = X + (int64_t)p->n * ATT_XCH;
   for (int g = 0; g < p->n_grad; g++) {

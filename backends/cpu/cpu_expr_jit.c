@@ -25,7 +25,8 @@
 ** entry is never found; a file that does not load (truncated, foreign)
 ** is compiled again once. Writes are atomic (a unique temporary file,
 ** then rename), so processes sharing the cache never see half a file.
-** EMBER_JIT=0 turns compiling off.
+** EMBER_JIT=0 turns compiling off; EMBER_JIT_KEEP=1 keeps each generated
+** source beside its .so.
 */
 #include "cpu_internal.h"
 #include "cpu_expr_ops.h"
@@ -91,7 +92,7 @@ static const char *cap_ctype(em_dtype dt) {
 
 /* Register i's definition: `const T r<i> = ...;` (a load also checks its
 ** indices: a row with one out of range is the interpreter's to report). */
-static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool in_loop) {
+static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool in_loop, bool f64) {
   const em_xins *x = &p->ins[i];
   switch (x->op) {
   case EM_XOP_CONST: xb_printf(b, "    const T r%d = ", i), xb_const(b, x->k), xb_printf(b, ";\n"); return;
@@ -103,14 +104,22 @@ static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool 
   case EM_XOP_LOAD: {
     const em_xcap *cp = &caps[x->cap];
     const char *ind = in_loop ? "      " : "    ";
-    xb_printf(b, "%sint64_t o%d = 0;\n", ind, i);
+    /* The offset in T while T holds it exactly and int32 reads it: GCC
+    ** vectorises that loop (a gather), not one with int64 offsets. */
+    int64_t numel = 1;
+    for (int d = 0; d < cp->ndim; d++) numel *= cp->shape[d];
+    const bool in_t = numel < (f64 ? ((int64_t)1 << 31) : ((int64_t)1 << 24));
+    const char *ot = in_t ? "T" : "int64_t";
+    xb_printf(b, "%s%s o%d = 0;\n", ind, ot, i);
     for (int d = 0; d < cp->ndim; d++) {
-      /* the index, kept in range so the read is safe; bad says if it was not */
-      xb_printf(b, "%s{ const T ix = r%d; const int64_t n = shape[%d]; const int ok = ix >= 1 && ix <= (T)n;\n"
-                   "%s  bad |= !ok; o%d = o%d * n + (ok ? (int64_t)ix - 1 : 0); }\n",
-                ind, x->arg[d], x->cap * EM_EXPR_MAX_DIMS + d, ind, i, i);
+      /* the index, kept in range so the read is safe; bad says if it was not;
+      ** truncated as the interpreter's (int64_t) conversion does */
+      xb_printf(b, "%s{ const T ix = r%d; const %s n = (%s)shape[%d]; const int ok = ix >= 1 && ix <= (T)n;\n"
+                   "%s  bad |= !ok; o%d = o%d * n + (ok ? (%s)trunc(ix) - 1 : 0); }\n",
+                ind, x->arg[d], ot, ot, x->cap * EM_EXPR_MAX_DIMS + d, ind, i, i, ot);
     }
-    xb_printf(b, "%sconst T r%d = (T)((const %s *)cap[%d])[o%d];\n", ind, i, cap_ctype(cp->dtype), x->cap, i);
+    xb_printf(b, "%sconst T r%d = (T)((const %s *)cap[%d])[(%s)o%d];\n", ind, i, cap_ctype(cp->dtype), x->cap,
+              in_t ? "int32_t" : "int64_t", i);
     return;
   }
   default: {
@@ -130,7 +139,7 @@ static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool 
 ** Returns -1 when every row from i_begin was done, else the first row it
 ** left alone (a bad index or a NaN score): the caller's interpreter runs
 ** that row, reports it, and calls again from the next. */
-static void gen_function(xbuf *b, const em_expr *p, int role, const em_xcap *caps) {
+static void gen_function(xbuf *b, const em_expr *p, int role, bool f64, const em_xcap *caps) {
   xb_printf(b, "int64_t em_xjit_tile%d(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,\n"
                "                     int64_t q0, int64_t k0, int64_t i_begin, int64_t br, int64_t bc,\n"
                "                     int64_t ld, T *S, T *D) {\n"
@@ -141,10 +150,10 @@ static void gen_function(xbuf *b, const em_expr *p, int role, const em_xcap *cap
                "    T *restrict s_ = S + ii * ld;\n    int bad = 0;\n"
                "    T out0[MAXC], out1[MAXC];\n    (void)out1;\n");
   for (int i = 0; i < p->n; i++)
-    if (!p->kvar[i]) gen_ins(b, p, caps, i, false);
+    if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64);
   xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
   for (int i = 0; i < p->n; i++)
-    if (p->kvar[i]) gen_ins(b, p, caps, i, true);
+    if (p->kvar[i]) gen_ins(b, p, caps, i, true, f64);
   xb_printf(b, "      out0[jj] = r%d;\n", p->out[0]);
   if (role == CPU_XJIT_GRAD) xb_printf(b, "      out1[jj] = r%d;\n", p->out[1]);
   xb_printf(b, "    }\n    if (bad) return ii;\n");
@@ -159,21 +168,48 @@ static void gen_function(xbuf *b, const em_expr *p, int role, const em_xcap *cap
   xb_printf(b, "  }\n  return -1;\n}\n");
 }
 
+/* The backward's scatter for one row: the gradient program run on the
+** row's raw scores, and ds * d score/d(load g) added into the per-head
+** sums G[cap] at each learned load's element (the interpreter's
+** xscore_scatter_row). A row with a bad index adds nothing: its scores
+** were -inf and its error is already recorded. */
+static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps) {
+  xb_printf(b, "void em_xjit_tile%d(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,\n"
+               "                   int64_t q, int64_t k0, int64_t bc, const T *raw, const T *ds, T *const *G) {\n"
+               "  (void)cap, (void)shape;\n  const T *restrict s_ = raw;\n  int bad = 0;\n",
+            CPU_XJIT_SCATTER);
+  for (int g = 0; g < p->n_grad; g++) xb_printf(b, "  int64_t off%d[MAXC];\n  T val%d[MAXC];\n", g, g);
+  for (int i = 0; i < p->n; i++)
+    if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64);
+  xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
+  for (int i = 0; i < p->n; i++)
+    if (p->kvar[i]) gen_ins(b, p, caps, i, true, f64);
+  for (int g = 0; g < p->n_grad; g++)
+    xb_printf(b, "      off%d[jj] = (int64_t)o%d;\n      val%d[jj] = r%d * ds[jj];\n", g, p->grad_load[g], g, p->out[2 + g]);
+  xb_printf(b, "    }\n  if (bad) return;\n");
+  for (int g = 0; g < p->n_grad; g++) {
+    const int cap = p->ins[p->grad_load[g]].cap;
+    xb_printf(b, "  if (G[%d]) for (int64_t jj = 0; jj < bc; jj++) G[%d][off%d[jj]] += val%d[jj];\n", cap, cap, g, g);
+  }
+  xb_printf(b, "}\n");
+}
+
 /* One source for the call's programs (score, its gradient, mask: NULL
 ** where absent), compiled at once: one compiler run per variant and
 ** dtype, not three. */
 static void gen_source(xbuf *b, const em_expr *const *progs, bool f64, const em_xcap *caps) {
   xb_printf(b, "#include <stdint.h>\n#include <tgmath.h>\n#include \"cpu_expr_ops.h\"\n"
                "#define T %s\n#define MAXC %d\n", f64 ? "double" : "float", CPU_XJIT_MAX_COLS);
-  for (int r = 0; r < 3; r++)
-    if (progs[r]) gen_function(b, progs[r], r, caps);
+  for (int r = 0; r < CPU_XJIT_SCATTER; r++)
+    if (progs[r]) gen_function(b, progs[r], r, f64, caps);
+  if (progs[CPU_XJIT_SCATTER]) gen_scatter(b, progs[CPU_XJIT_SCATTER], f64, caps);
 }
 
 /* ---- compiling, the cache folder, and what ran ---- */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 #define XJ_SLOTS 64
-static struct { uint64_t key; bool ok; cpu_xjit_fn fn[3]; } g_slots[XJ_SLOTS];
+static struct { uint64_t key; bool ok; cpu_xjit_fn fn[CPU_XJIT_ROLES]; } g_slots[XJ_SLOTS];
 static int g_nslots;
 static char g_state[2600] = "none run yet";
 static uint64_t g_compiled_calls, g_interpreted_calls;
@@ -257,7 +293,7 @@ static bool run_cc(const char *cc, const char *src, const char *out, const char 
 static bool load_so(const char *path, const em_expr *const *progs, cpu_xjit_fn *fns) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) return false;
-  for (int r = 0; r < 3; r++) {
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) {
     char name[32];
     snprintf(name, sizeof name, "em_xjit_tile%d", r);
     void *sym = progs[r] ? dlsym(h, name) : NULL;
@@ -309,7 +345,14 @@ static bool build(const char *src, size_t n, uint64_t key, const em_expr *const 
     unlink(tmp_c), unlink(tmp_so), unlink(log);
     return false;
   }
-  unlink(tmp_c), unlink(log);
+  if (getenv("EMBER_JIT_KEEP")) { /* the generated source beside its .so, to read */
+    char keep[1100];
+    snprintf(keep, sizeof keep, "%s/%016llx.c", dir, (unsigned long long)key);
+    if (rename(tmp_c, keep) != 0) unlink(tmp_c);
+  } else {
+    unlink(tmp_c);
+  }
+  unlink(log);
   if (rename(tmp_so, so) != 0) { /* atomic: another process may be renaming the same file */
     unlink(tmp_so);
     snprintf(g_state, sizeof g_state, "interpreted (cannot write %s)", so);
@@ -326,7 +369,7 @@ static bool jit_enabled(void) {
 }
 
 bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cpu_xjit_fn *fns) {
-  fns[0] = fns[1] = fns[2] = NULL;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) fns[r] = NULL;
   if (!jit_enabled()) {
     pthread_mutex_lock(&g_lock);
     snprintf(g_state, sizeof g_state, "interpreted (EMBER_JIT=0)");
@@ -350,7 +393,7 @@ bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cp
   bool ok;
   if (i < g_nslots) {
     ok = g_slots[i].ok;
-    for (int r = 0; r < 3; r++) fns[r] = g_slots[i].fn[r];
+    for (int r = 0; r < CPU_XJIT_ROLES; r++) fns[r] = g_slots[i].fn[r];
   } else {
     ok = build(b.p, b.n, key, progs, fns);
     if (ok) {
@@ -360,7 +403,7 @@ bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cp
     }
     if (g_nslots < XJ_SLOTS) { /* failures too: not tried again in this process */
       g_slots[g_nslots].key = key, g_slots[g_nslots].ok = ok;
-      for (int r = 0; r < 3; r++) g_slots[g_nslots].fn[r] = fns[r];
+      for (int r = 0; r < CPU_XJIT_ROLES; r++) g_slots[g_nslots].fn[r] = fns[r];
       g_nslots++;
     }
   }

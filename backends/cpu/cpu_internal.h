@@ -277,13 +277,20 @@ em_status cpu_attention_backward(int device, const em_attention_args *args);
 ** function runs rows [i_begin, br) of a score tile (S, row stride ld;
 ** D: the backward's d score/ds tile or NULL) and returns -1, or the first
 ** row it left for the interpreter to run and report (a bad index, a NaN). */
-enum { CPU_XJIT_SCORE, CPU_XJIT_GRAD, CPU_XJIT_MASK };
+enum { CPU_XJIT_SCORE, CPU_XJIT_GRAD, CPU_XJIT_MASK, CPU_XJIT_SCATTER, CPU_XJIT_ROLES };
 #define CPU_XJIT_MAX_COLS 256
 typedef int64_t (*cpu_xjit_fn)(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,
                                int64_t q0, int64_t k0, int64_t i_begin, int64_t br, int64_t bc,
                                int64_t ld, void *S, void *D);
-/* fns[role] for progs[role] (score, score gradient, mask; NULL where
-** absent); false (all NULL) when they run interpreted. */
+/* The backward's scatter of one row into the learned captures' per-head
+** sums G[cap] (NULL: not wanted); stored in fns[CPU_XJIT_SCATTER] as a
+** cpu_xjit_fn and cast back to this type to be called. */
+typedef void (*cpu_xjit_scatter_fn)(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,
+                                    int64_t q, int64_t k0, int64_t bc, const void *raw, const void *ds,
+                                    void *const *G);
+/* fns[role] for progs[role] (score, score gradient, mask, and the
+** gradient program again for the scatter; NULL where absent); false (all
+** NULL) when they run interpreted. */
 bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cpu_xjit_fn *fns);
 void cpu_xjit_count(bool compiled);
 void cpu_xjit_info(char *buf, size_t n);

@@ -16,12 +16,17 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Always inlined, so that each runs the vector build of the clone that
+** calls it (GCC kept cpu_sum_exp_f32 out of line: a baseline call; a traced
+** program's loop with a log left out of line did not vectorise). */
+#define CPU_VMATH_INLINE static inline __attribute__((always_inline))
+
 /* e^x for float32 in straight-line code (libm's expf is a call per
 ** element): Cephes' expf, within 2 ulp of the true value. x = n ln2 + r
 ** with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n by building the
 ** exponent bits. Below -87.3 (and at -inf) the result is 0, above 88 it
 ** saturates (every caller passes x <= 0, up to rounding), NaN gives NaN. */
-static inline float cpu_exp_f32(float x) {
+CPU_VMATH_INLINE float cpu_exp_f32(float x) {
   const float lo = -87.3365447505f, hi = 88.0f;
   float xc = x > lo ? x : lo; /* NaN becomes lo here (no float->int UB below) */
   xc = xc < hi ? xc : hi;
@@ -47,7 +52,7 @@ static inline float cpu_exp_f32(float x) {
 ** [sqrt(1/2), sqrt(2)), ln(m) by a degree-9 polynomial in m - 1. Subnormal
 ** x is scaled by 2^23 first; 0 gives -inf, +inf gives +inf, negative
 ** numbers and NaN give NaN, all by selects. */
-static inline float cpu_log_f32(float x) {
+CPU_VMATH_INLINE float cpu_log_f32(float x) {
   const int sub = x < 1.17549435e-38f;
   const float xs = sub ? x * 8388608.0f : x;
   int32_t bits;
@@ -103,9 +108,6 @@ static inline float cpu_erfc_pos_f32(float z) {
 ** bottleneck of a softmax row (4 cycles of add latency per element). The
 ** maximum is exact in any order. */
 #define CPU_LANES 16
-/* Always inlined, so that each runs the vector build of the clone that
-** calls it (GCC kept cpu_sum_exp_f32 out of line: a baseline call). */
-#define CPU_VMATH_INLINE static inline __attribute__((always_inline))
 
 CPU_VMATH_INLINE double cpu_sum_f32(const float *x, int64_t n) {
   double acc[CPU_LANES] = {0};
