@@ -184,10 +184,10 @@ static void entry_destroy(conv_entry *e) {
   memset(e, 0, sizeof *e);
 }
 
-/* The entry of a call, with primitive k (and the forward, the hint of the
-** backward ones) created. *tmp is set when the cache was full: the caller
-** destroys the entry after the call. */
-static em_status entry_get(const em_conv_args *a, bool bias, int k, conv_entry **out,
+/* The entry of a call, with the primitives in the bit set `want` (1 << FWD,
+** ...) created, and the forward, the hint of the backward ones. When the
+** cache is full the entry is *tmp, which the caller destroys after the call. */
+static em_status entry_get(const em_conv_args *a, bool bias, unsigned want, conv_entry **out,
                            conv_entry *tmp) {
   dnnl_engine_t eng;
   em_status s = cpu_dnnl_engine(WHO, &eng);
@@ -204,21 +204,28 @@ static em_status entry_get(const em_conv_args *a, bool bias, int k, conv_entry *
     dnnl_status_t st = user_mds(e);
     if (st) s = cpu_dnnl_fail(WHO, "memory_desc_init", st);
   }
-  if (!s && !e->prim[FWD].tried) s = prim_create(e, FWD, eng);
-  if (!s && k != FWD && e->prim[FWD].p && !e->prim[k].tried) s = prim_create(e, k, eng);
+  want |= 1u << FWD;
+  bool have = true;
+  for (int k = 0; k < NPRIM && !s; k++) {
+    if (!(want >> k & 1)) continue;
+    if (!e->prim[k].tried && (k == FWD || e->prim[FWD].p)) s = prim_create(e, k, eng);
+    have = have && e->prim[k].p;
+  }
   pthread_mutex_unlock(&conv_lock);
   if (s) return s;
-  if (!e->prim[FWD].p || !e->prim[k].p)
+  if (!have)
     return em_error(EM_ERR_UNSUPPORTED, WHO " (oneDNN): no kernel for %s with these sizes on this CPU",
                     cpu_dtype_name(a->dtype));
   *out = e;
   return EM_OK;
 }
 
-/* Runs primitive k on ember-layout buffers ptr[UX..UB], reordering each
+/* Runs primitive k of e on ember-layout buffers ptr[UX..UB], reordering each
 ** argument whose layout differs into scratch memory (inputs before,
-** outputs after). */
-static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER]) {
+** outputs after); an input whose pre[] is set is already in the
+** primitive's layout there. */
+static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER],
+                          void *const pre[NUSER]) {
   const conv_prim *cp = &e->prim[k];
   dnnl_engine_t eng;
   em_status s = cpu_dnnl_engine(WHO, &eng);
@@ -231,7 +238,9 @@ static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER]) {
   for (int i = 0; i < cp->nio && !s; i++) {
     const conv_io *io = &cp->io[i];
     void *data = ptr[io->user];
-    if (io->reorder) {
+    if (io->reorder && !io->out && pre && pre[io->user]) {
+      data = pre[io->user];
+    } else if (io->reorder) {
       tmp_n[i] = dnnl_memory_desc_get_size(&io->md);
       if (!(tmp[i] = cpu_scratch_alloc(tmp_n[i]))) {
         s = em_error(EM_ERR_OOM, WHO ": out of memory for a %zu-byte reordered argument", tmp_n[i]);
@@ -242,7 +251,7 @@ static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER]) {
     }
     if ((st = dnnl_memory_create(&mem[i], &io->md, eng, data))) break;
     args[i] = (dnnl_exec_arg_t){io->arg, mem[i]};
-    if (io->reorder && !io->out) {
+    if (io->reorder && !io->out && data == tmp[i]) {
       dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, umem[i]}, {DNNL_ARG_TO, mem[i]}};
       s = cpu_dnnl_execute(WHO, io->reorder, 2, r);
     }
@@ -262,6 +271,25 @@ static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER]) {
   return s;
 }
 
+/* An input reordered from ember's layout into dst (the primitive's). */
+static em_status reorder_into(const conv_entry *e, const conv_io *io, const void *src, void *dst) {
+  dnnl_engine_t eng;
+  em_status s = cpu_dnnl_engine(WHO, &eng);
+  if (s) return s;
+  dnnl_memory_t from = NULL, to = NULL;
+  dnnl_status_t st;
+  if ((st = dnnl_memory_create(&from, &e->user[io->user], eng, (void *)src)) ||
+      (st = dnnl_memory_create(&to, &io->md, eng, dst)))
+    s = cpu_dnnl_fail(WHO, "memory_create", st);
+  else {
+    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    s = cpu_dnnl_execute(WHO, io->reorder, 2, r);
+  }
+  if (from) dnnl_memory_destroy(from);
+  if (to) dnnl_memory_destroy(to);
+  return s;
+}
+
 /* float32 and bfloat16 only: oneDNN has no float64 convolution. */
 static em_status conv_check(int device, const em_conv_args *a) {
   if (device != 0) return em_error(EM_ERR_DEVICE, WHO ": no cpu device %d", device);
@@ -276,34 +304,56 @@ em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, 
   em_status s = conv_check(device, a);
   if (s) return s;
   conv_entry tmp = {0}, *e = NULL;
-  s = entry_get(a, b != NULL, FWD, &e, &tmp);
+  s = entry_get(a, b != NULL, 1u << FWD, &e, &tmp);
   void *ptr[NUSER] = {(void *)x, (void *)w, y, (void *)b};
-  if (!s) s = prim_run(e, FWD, ptr);
+  if (!s) s = prim_run(e, FWD, ptr, NULL);
   entry_destroy(&tmp);
   return s;
+}
+
+/* The io of primitive k that reads tensor u, or NULL. */
+static const conv_io *io_of(const conv_entry *e, int k, int u) {
+  for (int i = 0; i < e->prim[k].nio; i++)
+    if (e->prim[k].io[i].user == u && !e->prim[k].io[i].out) return &e->prim[k].io[i];
+  return NULL;
 }
 
 em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                               const void *dy, const void *x, const void *w) {
   em_status s = conv_check(device, a);
   if (s) return s;
+  const bool data = dx != NULL, weights = dw || db;
+  if (!data && !weights) return EM_OK;
   conv_entry tmp = {0}, *e = NULL;
-  const size_t es = cpu_dtype_size(a->dtype);
-  if (dx) {
-    s = entry_get(a, db != NULL, BWD_DATA, &e, &tmp);
+  s = entry_get(a, db != NULL, (data ? 1u << BWD_DATA : 0) | (weights ? 1u << BWD_WEIGHTS : 0), &e,
+                &tmp);
+  if (s) {
+    entry_destroy(&tmp);
+    return s;
+  }
+  /* both read dy: reordered once when they want the same layout */
+  void *pre[NUSER] = {0}, *sw = NULL;
+  size_t npre = 0, nw = 0;
+  const conv_io *dyd = data ? io_of(e, BWD_DATA, UY) : NULL;
+  const conv_io *dyw = weights ? io_of(e, BWD_WEIGHTS, UY) : NULL;
+  if (dyd && dyw && dyd->reorder && dnnl_memory_desc_equal(&dyd->md, &dyw->md)) {
+    npre = dnnl_memory_desc_get_size(&dyd->md);
+    if ((pre[UY] = cpu_scratch_alloc(npre))) s = reorder_into(e, dyd, dy, pre[UY]);
+  }
+  if (!s && data) {
     void *ptr[NUSER] = {dx, (void *)w, (void *)dy, NULL};
-    if (!s) s = prim_run(e, BWD_DATA, ptr);
+    s = prim_run(e, BWD_DATA, ptr, pre);
   }
-  if (!s && (dw || db)) {
+  if (!s && weights) {
     /* one primitive writes both: the one not wanted goes to scratch */
-    const size_t nw = (size_t)(a->O * (a->C / a->groups) * a->kh * a->kw) * es;
-    void *sw = dw ? NULL : cpu_scratch_alloc(nw);
-    if (!dw && !sw) s = em_error(EM_ERR_OOM, WHO ": out of memory for a %zu-byte weight gradient", nw);
-    if (!s) s = entry_get(a, db != NULL, BWD_WEIGHTS, &e, &tmp);
+    nw = (size_t)(a->O * (a->C / a->groups) * a->kh * a->kw) * cpu_dtype_size(a->dtype);
+    if (!dw && !(sw = cpu_scratch_alloc(nw)))
+      s = em_error(EM_ERR_OOM, WHO ": out of memory for a %zu-byte weight gradient", nw);
     void *ptr[NUSER] = {(void *)x, dw ? dw : sw, (void *)dy, db};
-    if (!s) s = prim_run(e, BWD_WEIGHTS, ptr);
-    if (sw) cpu_scratch_free(sw, nw);
+    if (!s) s = prim_run(e, BWD_WEIGHTS, ptr, pre);
   }
+  if (sw) cpu_scratch_free(sw, nw);
+  if (pre[UY]) cpu_scratch_free(pre[UY], npre);
   entry_destroy(&tmp);
   return s;
 }
