@@ -1,6 +1,9 @@
 -- conv.lua -- nn.Conv2d forward + backward, side by side in one run:
---   ember     nn.Conv2d on its kernel route (oneDNN's convolution primitives
---             with the reorders from and to NCHW, core/src/ops_conv.c);
+--   ember     nn.Conv2d as a user gets it (route "auto", printed beside it):
+--             the kernel route, oneDNN's convolution primitives with the
+--             reorders from and to NCHW (core/src/ops_conv.c), except a
+--             patch embedding of few channels with an input gradient,
+--             which nn/_conv.lua composes (measured faster);
 --   composed  nn.Conv2d{route = "composed"}: strided views and one matmul;
 --   op        the kernel op alone (ember._conv2d forward, then its backward
 --             from a ready dy), inputs already in the dtype: no autocast
@@ -119,21 +122,20 @@ local function f(v) return v and ("%.2f"):format(v) or "-" end
 local function r(a, b) return a and b and ("%.2f"):format(a / b) or "-" end
 
 print(("%d threads, best of %d, wall ms, forward + backward"):format(threads, reps))
-print(("%-10s %-4s %8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format("case", "prec", "ember", "composed", "op",
+print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format("case", "prec", "ember", "(route)", "composed", "op",
   "oneDNN", "torch", "ember/torch", "comp/torch", "oneDNN/ember", "oneDNN/op", "oneDNN impl (fwd/bwd-data/bwd-weights)"))
 for _, name in ipairs(ORDER) do
   local c = CASES[name]
   for _, prec in ipairs(bf16 and { "fp32", "bf16" } or { "fp32" }) do
     local before = ember.conv_routes().kernel
     local e = best_ms(step_of(c, prec == "bf16"))
-    if ember.conv_routes().kernel == before then
-      io.stderr:write(("conv.lua: %s %s: the kernel route did not run (composed instead)\n"):format(name, prec))
-    end
+    -- nn.Conv2d's own choice ("auto"): a patch embedding of few channels with an input gradient is composed
+    local route = ember.conv_routes().kernel > before and "kernel" or "composed"
     local comp = best_ms(step_of(c, prec == "bf16", "composed"))
     local op = best_ms(op_step(c, prec == "bf16"))
     local d, impl = onednn_ms(name, c, prec)
     local t = with_torch and torch_ms(name, c, prec) or nil
-    print(("%-10s %-4s %8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format(name, prec, f(e), f(comp), f(op), f(d),
+    print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format(name, prec, f(e), route, f(comp), f(op), f(d),
       f(t), r(e, t), r(comp, t), r(d, e), r(d, op), impl or "-"))
   end
 end
