@@ -83,12 +83,15 @@ local function patches(x, kh, kw, s, p, d, g)
 end
 
 function M.conv2d(x, w, b, s, p, d, g, route)
-  -- oneDNN's backward-data for a patch embedding pads the few input
+  -- oneDNN's float32 backward-data for a patch embedding pads the few input
   -- channels to a block of 16: on the ViT stem of scripts/bench/conv.lua
-  -- (B32, 3 -> 192, 4x4) it took 3.5 of the kernel route's 5.4-7.0 ms in
-  -- float32, where the composition took 3.2-4.2 in all; without an input
-  -- gradient the kernel route was the faster (2.3 against 2.6-2.8 ms).
-  if (route or "auto") == "auto" and x.requires_grad and ember.is_grad_enabled() and patches(x, w.shape[3], w.shape[4], s, p, d, g) then
+  -- (B32, 3 -> 192, 4x4) it took 3.5 of the kernel route's 5.4-7.0 ms,
+  -- where the composition took 3.2-4.2 in all. Without an input gradient
+  -- (2.3 against 2.6-2.8 ms), and in bfloat16 (its backward-data 1.1 ms,
+  -- the route about 2.6), the kernel route was the faster.
+  local low = ember.autocast.enabled() or x.dtype ~= "float32"
+  if (route or "auto") == "auto" and not low and x.requires_grad and ember.is_grad_enabled()
+    and patches(x, w.shape[3], w.shape[4], s, p, d, g) then
     route = "composed"
   end
   if route ~= "composed" then
