@@ -20,7 +20,6 @@
 #include "cpu_dnnl.h"
 
 #include <pthread.h>
-#include <stdio.h>
 
 #define WHO "cpu conv2d"
 
@@ -57,7 +56,6 @@ typedef struct conv_entry {
   dnnl_memory_desc_t user[NUSER];
   dnnl_primitive_desc_t fwd_pd; /* the backward primitives' hint */
   conv_prim prim[NPRIM];
-  char impl[NPRIM][48];         /* what oneDNN chose ("brgconv:avx512_core") */
 } conv_entry;
 
 static pthread_mutex_t conv_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -148,9 +146,6 @@ static em_status prim_create(conv_entry *e, int k, dnnl_engine_t eng) {
   dnnl_primitive_desc_t pd = NULL;
   st = dnnl_primitive_desc_create(&pd, &d, NULL, eng, k == FWD ? NULL : e->fwd_pd);
   if (st) return cpu_dnnl_fail(WHO, "primitive_desc_create", st);
-  const char *impl = NULL;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-    snprintf(e->impl[k], sizeof e->impl[k], "%s", impl);
   int spec[4][5];
   cp->nio = io_specs(k, e->bias, spec);
   em_status s = EM_OK;
