@@ -380,6 +380,8 @@ static const em_backend cpu_backend = {
   .attention_forward = cpu_attention_forward,
   .attention_backward = cpu_attention_backward,
   .kernel_info = cpu_kernel_info,
+  .conv2d = cpu_conv2d,
+  .conv2d_backward = cpu_conv2d_backward,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -14,9 +14,8 @@
 ** bfloat16 products accumulate in float32 inside oneDNN and are rounded
 ** once to bfloat16 on the way out (alpha and beta applied in float32).
 */
-#include "cpu_internal.h"
+#include "cpu_dnnl.h"
 
-#include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -48,23 +47,44 @@ static int dnnl_cached;
 ** ("brg:avx512_core_amx", ...), for cpu_info. */
 static char dnnl_impl[EM_NDTYPES][64];
 
-/* dnnl_unimplemented (no kernel for this dtype on this ISA, e.g. bfloat16
-** under ONEDNN_MAX_CPU_ISA=AVX2) is EM_ERR_UNSUPPORTED: cpu_gemm then
-** takes its own path. */
-static em_status dnnl_fail(const char *what, dnnl_status_t st) {
+/* dnnl_unimplemented is EM_ERR_UNSUPPORTED: cpu_gemm then takes its own
+** path (and nn.Conv2d its composition). */
+em_status cpu_dnnl_fail(const char *who, const char *what, dnnl_status_t st) {
   return em_error(st == dnnl_unimplemented ? EM_ERR_UNSUPPORTED : EM_ERR_BACKEND,
-                  "cpu gemm (oneDNN): %s failed (dnnl status %d)", what, (int)st);
+                  "%s (oneDNN): %s failed (dnnl status %d)", who, what, (int)st);
+}
+
+static em_status dnnl_fail(const char *what, dnnl_status_t st) {
+  return cpu_dnnl_fail("cpu gemm", what, st);
 }
 
 /* Engine and stream, created on first use (under dnnl_lock). */
-static em_status dnnl_ready(void) {
+static em_status dnnl_ready(const char *who) {
   dnnl_status_t st;
   if (!dnnl_eng && (st = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0)) != dnnl_success)
-    return dnnl_fail("engine_create", st);
+    return cpu_dnnl_fail(who, "engine_create", st);
   if (!dnnl_strm &&
       (st = dnnl_stream_create(&dnnl_strm, dnnl_eng, dnnl_stream_default_flags)) != dnnl_success)
-    return dnnl_fail("stream_create", st);
+    return cpu_dnnl_fail(who, "stream_create", st);
   return EM_OK;
+}
+
+em_status cpu_dnnl_engine(const char *who, dnnl_engine_t *eng) {
+  pthread_mutex_lock(&dnnl_lock);
+  em_status s = dnnl_ready(who);
+  pthread_mutex_unlock(&dnnl_lock);
+  if (s) return s;
+  *eng = dnnl_eng;
+  return EM_OK;
+}
+
+em_status cpu_dnnl_execute(const char *who, dnnl_primitive_t p, int nargs,
+                           const dnnl_exec_arg_t *args) {
+  pthread_mutex_lock(&exec_lock);
+  dnnl_status_t st = dnnl_primitive_execute(p, dnnl_strm, nargs, args);
+  if (st == dnnl_success) st = dnnl_stream_wait(dnnl_strm);
+  pthread_mutex_unlock(&exec_lock);
+  return st ? cpu_dnnl_fail(who, "primitive_execute", st) : EM_OK;
 }
 
 static bool key_eq(const dnnl_key *x, const dnnl_key *y) {
@@ -147,11 +167,7 @@ static em_status run(const dnnl_entry *e, const void *a, const void *b, void *c)
   } else {
     dnnl_exec_arg_t args[3] = {
       {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-    pthread_mutex_lock(&exec_lock);
-    st = dnnl_primitive_execute(e->prim, dnnl_strm, 3, args);
-    if (st == dnnl_success) st = dnnl_stream_wait(dnnl_strm);
-    pthread_mutex_unlock(&exec_lock);
-    if (st) s = dnnl_fail("primitive_execute", st);
+    s = cpu_dnnl_execute("cpu gemm", e->prim, 3, args);
   }
   if (ma) dnnl_memory_destroy(ma);
   if (mb) dnnl_memory_destroy(mb);
@@ -178,7 +194,7 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
   const dnnl_key key = {dt,  ta,       tb,       m,        n,     k,     lda,  ldb,
                         ldc, stride_a, stride_b, stride_c, batch, alpha, beta};
   pthread_mutex_lock(&dnnl_lock);
-  em_status s = dnnl_ready();
+  em_status s = dnnl_ready("cpu gemm");
   const dnnl_entry *hit = NULL;
   for (int i = 0; !s && i < dnnl_cached && !hit; i++)
     if (key_eq(&dnnl_cache[i].key, &key)) hit = &dnnl_cache[i];
@@ -205,7 +221,7 @@ em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n) {
   static const int64_t p = 256;
   const dnnl_key key = {dt, false, false, p, p, p, p, p, p, p * p, p * p, p * p, 1, 1.0, 0.0};
   pthread_mutex_lock(&dnnl_lock);
-  em_status s = dnnl_ready();
+  em_status s = dnnl_ready("cpu gemm");
   if (!s) {
     dnnl_entry e = {0};
     s = entry_create(&e, &key);

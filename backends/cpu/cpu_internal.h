@@ -175,6 +175,13 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
 ** ("brg:avx512_core_amx", ...). */
 em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n);
 
+/* cpu_conv.c: the backend's conv2d and conv2d_backward (ember_backend.h),
+** on oneDNN's convolution primitives; float32 and bfloat16. */
+em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, const void *w,
+                     const void *b);
+em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void *dw, void *db,
+                              const void *dy, const void *x, const void *w);
+
 /* cpu_backend.c: scratch memory for kernels, from the cache of large blocks
 ** that tensors use, so that a training loop does not page-fault fresh
 ** buffers in every step (a tenth of a bfloat16 step did). Free with the

@@ -340,6 +340,20 @@ EM_API em_status em_log_softmax(em_tensor **out, em_tensor *x, int dim);
 ** dims) may be NULL. */
 EM_API em_status em_layer_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight, em_tensor *bias, double eps);
 
+/* 2-d convolution (cross-correlation, torch.nn.functional.conv2d) of x
+** [N, C, H, W] with w [O, C/groups, kh, kw] and bias [O] (may be NULL), on
+** the backend's kernel; stride and dilation {h, w}, padding {top, bottom,
+** left, right}. Runs in bfloat16 under autocast. EM_ERR_UNSUPPORTED when
+** the backend has no kernel for the call (none at all, float64, ...): the
+** caller composes it from other ops then (nn.Conv2d does). */
+EM_API em_status em_conv2d(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *bias,
+                           const int64_t stride[2], const int64_t padding[4],
+                           const int64_t dilation[2], int64_t groups);
+/* Calls so far that ran on the backend's kernel, and those a caller
+** composed and counted with em_conv_count_composed. */
+EM_API void em_conv_route_counts(uint64_t *kernel, uint64_t *composed);
+EM_API void em_conv_count_composed(void);
+
 /* Indices here are int64 and 0-based in C (Lua adds the 1). */
 EM_API em_status em_embedding(em_tensor **out, em_tensor *weight, em_tensor *index);
 EM_API em_status em_index_select(em_tensor **out, em_tensor *x, int dim, em_tensor *index);

@@ -187,6 +187,20 @@ typedef struct em_attention_args {
   int64_t kv_rows;
 } em_attention_args;
 
+/* A 2-d convolution (cross-correlation, as torch.nn.functional.conv2d):
+** x [N, C, H, W], w [O, C/groups, kh, kw], b [O], y [N, O, Ho, Wo], all
+** contiguous and of one dtype; Ho = (H + pad[0] + pad[1] - dilation[0] *
+** (kh - 1) - 1) / stride[0] + 1, Wo likewise with pad[2], pad[3]. The core
+** has checked the sizes (Ho, Wo >= 1, groups dividing C and O). A 1-d
+** convolution comes as H = kh = 1. */
+typedef struct em_conv_args {
+  em_dtype dtype;
+  int64_t N, C, H, W, O, kh, kw, Ho, Wo;
+  int64_t stride[2], dilation[2];
+  int64_t pad[4];              /* top, bottom, left, right */
+  int64_t groups;
+} em_conv_args;
+
 typedef struct em_backend {
   uint32_t abi_version;  /* EM_BACKEND_ABI_VERSION, checked again on init */
   uint32_t struct_size;  /* sizeof(em_backend) as the plugin was built */
@@ -326,6 +340,17 @@ typedef struct em_backend {
   ** on this device (for the CPU: the library and the instruction set it
   ** runs on, "onednn brg:avx512_core_amx_bf16"), for ember.cpu_info(). */
   em_status (*kernel_info)(int device, em_dtype dt, char *buf, size_t n);
+
+  /* ---- convolution (ABI 4) ---- */
+  /* optional: y = conv(x, w) + b (b may be NULL). A backend that has no
+  ** kernel for the call (a dtype, a size) returns EM_ERR_UNSUPPORTED and
+  ** the caller composes it from the other kernels. */
+  em_status (*conv2d)(int device, const em_conv_args *a, void *y, const void *x, const void *w,
+                      const void *b);
+  /* optional, with conv2d: from dy [N, O, Ho, Wo] and the forward's x and
+  ** w, writes (not accumulates) dx, dw and db; a NULL one is not wanted. */
+  em_status (*conv2d_backward)(int device, const em_conv_args *a, void *dx, void *dw, void *db,
+                               const void *dy, const void *x, const void *w);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

@@ -1,7 +1,8 @@
 /*
 ** l_nn.c -- the network-building ops: matmul, bmm, softmax, layer_norm,
 ** embedding, index_select, gather, scatter_add, cat, stack, split, chunk,
-** dropout and the losses. Index tensors arrive 1-based.
+** dropout and the losses, the convolution kernel. Index tensors arrive
+** 1-based.
 */
 #include <string.h>
 
@@ -59,6 +60,44 @@ static int f_layer_norm(lua_State *L) {
   double eps = luaL_optnumber(L, 5, 1e-5);
   em_tensor **out = lember_newslot(L);
   return finish(L, out, em_layer_norm(out, x, nnorm, w, bias, eps), "layer_norm");
+}
+
+/* _conv2d(x, w, b|nil, sh, sw, pad_top, pad_bottom, pad_left, pad_right,
+** dh, dw, groups): the backend's convolution kernel (em_conv2d), for
+** nn/_conv.lua. Returns nil and the reason when the backend declines the
+** call (EM_ERR_UNSUPPORTED): the caller composes it then. */
+static int f_conv2d(lua_State *L) {
+  em_tensor *x = lember_checktensor(L, 1), *w = lember_checktensor(L, 2);
+  em_tensor *b = lua_isnoneornil(L, 3) ? NULL : lember_checktensor(L, 3);
+  int64_t v[9];
+  for (int i = 0; i < 9; i++) v[i] = lember_checkint(L, 4 + i, "conv2d", "size");
+  const int64_t stride[2] = {v[0], v[1]}, pad[4] = {v[2], v[3], v[4], v[5]};
+  const int64_t dil[2] = {v[6], v[7]};
+  em_tensor **out = lember_newslot(L);
+  em_status s = em_conv2d(out, x, w, b, stride, pad, dil, v[8]);
+  if (s == EM_ERR_UNSUPPORTED) {
+    lua_pushnil(L);
+    lua_pushstring(L, em_error_message());
+    return 2;
+  }
+  return finish(L, out, s, "conv2d");
+}
+
+/* conv_routes() -> {kernel=, composed=}: convolutions run so far on the
+** backend's kernel and composed from core ops (em_conv_route_counts). */
+static int f_conv_routes(lua_State *L) {
+  uint64_t k, c;
+  em_conv_route_counts(&k, &c);
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)k), lua_setfield(L, -2, "kernel");
+  lua_pushinteger(L, (lua_Integer)c), lua_setfield(L, -2, "composed");
+  return 1;
+}
+
+static int f_conv_count_composed(lua_State *L) {
+  (void)L;
+  em_conv_count_composed();
+  return 0;
 }
 
 /* embedding(weight, ids): ids 1-based int64 */
@@ -232,7 +271,8 @@ static const luaL_Reg funcs[] = {
   {"matmul", f_matmul}, {"bmm", f_bmm}, {"softmax", f_softmax}, {"log_softmax", f_log_softmax},
   {"layer_norm", f_layer_norm}, {"embedding", f_embedding}, {"cat", f_cat},
   {"stack", f_stack}, {"dropout", f_dropout}, {"cross_entropy", f_cross_entropy},
-  {"mse_loss", f_mse_loss},
+  {"mse_loss", f_mse_loss}, {"_conv2d", f_conv2d}, {"conv_routes", f_conv_routes},
+  {"_conv_count_composed", f_conv_count_composed},
   {NULL, NULL}
 };
 

@@ -3,8 +3,8 @@
 ** says which ops run in the low-precision dtype and which in float32.
 **
 ** Under `em_autocast_set(true, EM_BF16)` (Lua: ember.autocast), ops follow
-** PyTorch's CPU autocast lists: the products (matmul, bmm, and so
-** nn.Linear) cast float32 inputs to bfloat16 and return bfloat16; the ops
+** PyTorch's CPU autocast lists: the products (matmul, bmm, conv2d, and so
+** nn.Linear and nn.Conv2d) cast float32 inputs to bfloat16 and return bfloat16; the ops
 ** that need range or precision (softmax, log_softmax, layer_norm, the
 ** losses, the reductions) cast bfloat16 inputs up to float32; elementwise
 ** ops given one bfloat16 and one float32 operand run in float32 (PyTorch's

@@ -44,6 +44,7 @@ em_status em__same_device(const char *op, const em_tensor *a, const em_tensor *b
 #define EM_AUTOCAST_OPS(X)                                                     \
   X(EM_AC_MATMUL, matmul, LOW)                                                 \
   X(EM_AC_BMM, bmm, LOW)                                                       \
+  X(EM_AC_CONV, conv2d, LOW)                                                   \
   X(EM_AC_ATTENTION, attention, LOW)                                           \
   X(EM_AC_ATTENTION_OWN, attention_own_kernels, F32)                           \
   X(EM_AC_SOFTMAX, softmax, F32)                                               \

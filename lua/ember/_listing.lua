@@ -5,7 +5,7 @@
 --
 -- The REPL prints any table without a __tostring through repr (core/cli/
 -- repl.c), and the listing functions (ember.attention_variants(),
--- ember.plugin_search_path(), ember.cpu_info(), ember.attention_routes(), ember.memory_stats(), t:split(), t:chunk(), t:stride()) return lists that print
+-- ember.plugin_search_path(), ember.cpu_info(), ember.attention_routes(), ember.conv_routes(), ember.memory_stats(), t:split(), t:chunk(), t:stride()) return lists that print
 -- the same way with print(). ember.plugins() has its own table printer in C.
 local core = require "ember.core"
 local guard = require("ember._helpers").guard -- C errors stay at the user's line
@@ -103,6 +103,7 @@ end
 wrap_list("plugin_search_path")
 wrap_list("cpu_info")
 wrap_list("attention_routes")
+wrap_list("conv_routes")
 wrap_list("memory_stats")
 wrap_list("attention_variants", VARIANTS_MT)
 -- attention_variants(name) gives one record: it prints through LIST_MT's repr

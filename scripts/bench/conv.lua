@@ -1,15 +1,32 @@
--- conv.lua -- nn.Conv2d forward + backward against PyTorch 1.13 in the same run:
+-- conv.lua -- nn.Conv2d forward + backward, side by side in one run:
+--   ember     nn.Conv2d as a user gets it (route "auto", printed beside it):
+--             the kernel route, oneDNN's convolution primitives with the
+--             reorders from and to NCHW (core/src/ops_conv.c), except a
+--             patch embedding of few channels with an input gradient,
+--             which nn/_conv.lua composes (measured faster);
+--   composed  nn.Conv2d{route = "composed"}: strided views and one matmul;
+--   op        the kernel op alone (ember._conv2d forward, then its backward
+--             from a ready dy), inputs already in the dtype: no autocast
+--             casts, no sum, no module;
+--   oneDNN    oneDNN's own primitives on the layouts they prefer, no
+--             reorders (scripts/bench/conv_peer.c, ember_conv_peer beside
+--             the ember binary): the ceiling of any caller;
+--   torch     PyTorch 1.13's nn.Conv2d (scripts/bench/conv_torch.py, run
+--             with /usr/bin/python3 at ember's thread count).
+-- Cases:
 --   vit_stem  the ViT patch embedding: B32, 3 -> 192 channels, kernel 4,
 --             stride 4, on 32x32 (a [32, 192, 8, 8] output);
 --   resnet3x3 a ResNet-style 3x3 convolution: B32, 64 -> 64 channels,
 --             32x32, padding 1.
 -- A step is y = conv(x), sum(y):backward() (gradients of x, weight and
--- bias). Times are the best of REPS after two warm-up steps, in ms; the
--- PyTorch side is scripts/bench/conv_torch.py, run with /usr/bin/python3 at
--- ember's thread count. The machine may be shared: read the ratios, which
--- come from the same run. float32 by default; --bf16 adds a bfloat16 row
--- per case (ember.autocast against torch.autocast("cpu", bfloat16)).
---   ember scripts/bench/conv.lua [REPS=5] [--no-torch] [--bf16]
+-- bias). Times are the best of REPS after two warm-up steps, in ms. The
+-- machine may be shared: read the ratios, which come from the same run:
+-- ember/torch (at most 1.0 is the goal), oneDNN/ember (the share of the
+-- primitives' own speed the module step keeps; at least 0.9 is the goal)
+-- and oneDNN/op (the same for the op alone: what the reorders cost).
+-- float32 and bfloat16 (ember.autocast against torch.autocast("cpu",
+-- bfloat16)); --fp32 runs float32 only.
+--   ember scripts/bench/conv.lua [REPS=5] [--no-torch] [--fp32]
 require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 local nn = require "ember.nn"
@@ -20,9 +37,9 @@ local CASES = {
 }
 local ORDER = { "vit_stem", "resnet3x3" }
 
-local function step_of(c, bf16)
+local function step_of(c, bf16, route)
   ember.manual_seed(0)
-  local m = nn.Conv2d(c.cin, c.cout, c.k, { stride = c.stride, padding = c.padding })
+  local m = nn.Conv2d(c.cin, c.cout, c.k, { stride = c.stride, padding = c.padding, route = route })
   local x = ember.randn(c.B, c.cin, c.H, c.H):requires_grad_()
   return function()
     local y = bf16 and ember.autocast("bfloat16", function() return m(x) end) or m(x)
@@ -32,19 +49,27 @@ local function step_of(c, bf16)
   end
 end
 
-local reps, with_torch, bf16 = 5, true, false
+local reps, with_torch, bf16 = 5, true, true
 for _, v in ipairs(arg) do
   if v == "--no-torch" then with_torch = false
-  elseif v == "--bf16" then bf16 = true
+  elseif v == "--fp32" then bf16 = false
+  elseif v == "--bf16" then bf16 = true -- the default; kept for old command lines
   elseif tonumber(v) then reps = math.tointeger(tonumber(v)) or reps
   else error("conv.lua: unknown argument " .. v .. " (see --help)", 0) end
 end
 local threads = ember.get_num_threads()
 local torch_py = arg[0]:gsub("conv%.lua$", "conv_torch.py")
 
+local exe = arg[-1] or "build/bin/ember"
+local peer = (exe:match("^(.*)/[^/]*$") or ".") .. "/ember_conv_peer"
+
+local function sizes(c, prec)
+  return ("%d %d %d %d %d %d %d %s %d %d"):format(c.B, c.cin, c.cout, c.k, c.stride, c.padding, c.H, prec, reps,
+    threads)
+end
+
 local function torch_ms(name, c, prec)
-  local p = io.popen(("/usr/bin/python3 %q %d %d %d %d %d %d %d %s %d %d 2>&1"):format(torch_py, c.B, c.cin, c.cout,
-    c.k, c.stride, c.padding, c.H, prec, reps, threads))
+  local p = io.popen(("/usr/bin/python3 %q %s 2>&1"):format(torch_py, sizes(c, prec)))
   local out = p:read("a")
   p:close()
   local v = tonumber(out:match("^%s*([%d%.]+)%s*$"))
@@ -52,23 +77,65 @@ local function torch_ms(name, c, prec)
   return v
 end
 
+-- oneDNN's own primitives: ms and the implementations it chose
+local function onednn_ms(name, c, prec)
+  -- with the OpenMP spin libember sets for its own team (core/src/plugin.c:
+  -- GOMP_SPINCOUNT=1000 unless OMP_WAIT_POLICY is set), so both wait alike
+  local env = os.getenv("OMP_WAIT_POLICY") and "" or "GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000} "
+  local p = io.popen(("%s%q %s 2>&1"):format(env, peer, sizes(c, prec)))
+  local out = p:read("a")
+  p:close()
+  local v, impl = out:match("^onednn ([%d%.]+) (%S+)")
+  if not v then io.stderr:write(("conv.lua: %s %s: the oneDNN peer failed: %s\n"):format(name, prec, out)) end
+  return tonumber(v), impl
+end
+
+local function best_ms(step)
+  step()
+  step()
+  local best = math.huge
+  for _ = 1, reps do
+    local t0 = ember.clock()
+    step()
+    best = math.min(best, ember.clock() - t0)
+  end
+  return best * 1e3
+end
+
+-- The op alone: forward and backward given dy, in the step's dtype.
+local function op_step(c, bf16)
+  ember.manual_seed(0)
+  local dt = bf16 and "bfloat16" or "float32"
+  local x = ember.randn(c.B, c.cin, c.H, c.H):to(dt):requires_grad_()
+  local w = (ember.randn(c.cout, c.cin, c.k, c.k) * 0.1):to(dt):requires_grad_()
+  local b = ember.randn(c.cout):to(dt):requires_grad_()
+  local s, p = c.stride, c.padding
+  local Ho = (c.H + 2 * p - c.k) // s + 1
+  local dy = ember.ones(c.B, c.cout, Ho, Ho):to(dt)
+  return function()
+    ember._conv2d(x, w, b, s, s, p, p, p, p, 1, 1, 1):backward(dy)
+    x.grad, w.grad, b.grad = nil, nil, nil
+  end
+end
+
+local function f(v) return v and ("%.2f"):format(v) or "-" end
+local function r(a, b) return a and b and ("%.2f"):format(a / b) or "-" end
+
 print(("%d threads, best of %d, wall ms, forward + backward"):format(threads, reps))
-print(("%-12s %-5s %10s %10s %12s"):format("case", "prec", "ember", "torch", "ember/torch"))
+print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format("case", "prec", "ember", "(route)", "composed", "op",
+  "oneDNN", "torch", "ember/torch", "comp/torch", "oneDNN/ember", "oneDNN/op", "oneDNN impl (fwd/bwd-data/bwd-weights)"))
 for _, name in ipairs(ORDER) do
   local c = CASES[name]
   for _, prec in ipairs(bf16 and { "fp32", "bf16" } or { "fp32" }) do
-    local step = step_of(c, prec == "bf16")
-    step()
-    step()
-    local best = math.huge
-    for _ = 1, reps do
-      local t0 = ember.clock()
-      step()
-      best = math.min(best, ember.clock() - t0)
-    end
-    local e = best * 1e3
+    local before = ember.conv_routes().kernel
+    local e = best_ms(step_of(c, prec == "bf16"))
+    -- nn.Conv2d's own choice ("auto"): a patch embedding of few channels with an input gradient is composed
+    local route = ember.conv_routes().kernel > before and "kernel" or "composed"
+    local comp = best_ms(step_of(c, prec == "bf16", "composed"))
+    local op = best_ms(op_step(c, prec == "bf16"))
+    local d, impl = onednn_ms(name, c, prec)
     local t = with_torch and torch_ms(name, c, prec) or nil
-    print(("%-12s %-5s %10.2f %10s %12s"):format(name, prec, e, t and ("%.2f"):format(t) or "-",
-      t and ("%.2fx"):format(e / t) or "-"))
+    print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format(name, prec, f(e), route, f(comp), f(op), f(d),
+      f(t), r(e, t), r(comp, t), r(d, e), r(d, op), impl or "-"))
   end
 end

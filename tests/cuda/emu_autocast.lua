@@ -84,5 +84,25 @@ for _, spec in ipairs{{attention = "relpos", mode = "t5"}, {attention = "relpos"
         ("%s, fused +%d, composed +%d, rel diff %.2e"):format(o.dtype, after.fused - before.fused,
                                                             after.composed - before.composed, d))
 end
+-- nn.Conv2d: the CUDA backend has no convolution kernel, so it is composed
+-- (im2col views + the bfloat16 gemm); the CPU runs oneDNN's kernel
+do
+  ember.manual_seed(7)
+  local cc = nn.Conv2d(3, 8, 3, { padding = 1, stride = 2 })
+  local cg = nn.Conv2d(3, 8, 3, { padding = 1, stride = 2 }):to("cuda")
+  cg:load_state_dict(cc:state_dict())
+  local x = ember.randn(2, 3, 9, 9)
+  local before, y = ember.conv_routes()
+  ember.autocast("bfloat16", function() y = cg(x:to("cuda")) end)
+  local mid = ember.conv_routes()
+  local want = cc(x)
+  local after = ember.conv_routes()
+  local d = rel(y, want)
+  check(y.dtype == "bfloat16" and mid.composed == before.composed + 1 and mid.kernel == before.kernel
+        and after.kernel == mid.kernel + 1 and d < TOL,
+        "Conv2d under autocast on cuda: composed, bfloat16, tracks the CPU's oneDNN kernel",
+        ("%s, composed +%d, kernel +%d, then the CPU kernel +%d, rel diff %.2e"):format(y.dtype,
+          mid.composed - before.composed, mid.kernel - before.kernel, after.kernel - mid.kernel, d))
+end
 print(("%d passed, %d failed"):format(n - failed, failed))
 os.exit(failed == 0 and 0 or 1)

@@ -1,11 +1,13 @@
---- nn.Conv1d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, padding_mode="zeros", dtype=, device=}]):
+--- nn.Conv1d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, padding_mode="zeros", dtype=, device=, route="auto"}]):
 -- 1-d convolution (cross-correlation) of [N, C, L] (or unbatched [C, L]),
 -- as torch.nn.Conv1d. Sizes are a number (or a table of one); padding is
 -- also "same" (stride 1) or "valid". The output is [N, out, Lo],
 -- Lo = floor((L + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
 -- Parameters as PyTorch: `weight` [out, in/groups, k] and `bias` [out], with
 -- its initialisation (U(+-1/sqrt(fan_in)), fan_in = in/groups * k).
--- It is nn.Conv2d's composition on a [N, C, 1, L] view (`nn/_conv.lua`).
+-- It is nn.Conv2d on a [N, C, 1, L] view (`nn/_conv.lua`): oneDNN's
+-- primitives where the backend has them, else (or with `route = "composed"`)
+-- the composition.
 -- Errors name nn.Conv1d at the caller's line.
 -- @usage local conv = nn.Conv1d(16, 32, 5, {padding = "same"})
 -- print(conv(ember.randn(4, 16, 100)).shape)   --> ember.Size{4, 32, 100}

@@ -1,4 +1,4 @@
---- nn.Conv2d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, padding_mode="zeros", dtype=, device=}]):
+--- nn.Conv2d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, padding_mode="zeros", dtype=, device=, route="auto"}]):
 -- 2-d convolution (cross-correlation) of [N, C, H, W] (or unbatched
 -- [C, H, W]), as torch.nn.Conv2d. Sizes are a number or a pair {h, w};
 -- padding is also "same" (stride 1; the extra row/column of an even kernel
@@ -8,10 +8,15 @@
 -- [out, in/groups, kh, kw] (kaiming_uniform_ with a = sqrt(5), i.e.
 -- U(+-1/sqrt(fan_in))) and `bias` [out] (U(+-1/sqrt(fan_in))),
 -- fan_in = in/groups * kh * kw.
--- Composed from core ops (so autograd, float32/float64, bfloat16 under
--- `ember.autocast` and every backend work): im2col, one strided copy per
--- kernel offset, then one matmul (one batched matmul over the groups);
--- see `nn/_conv.lua`. There is no oneDNN convolution primitive behind it yet.
+-- On the CPU in float32, and in bfloat16 under `ember.autocast`, it runs
+-- on oneDNN's convolution primitives (forward, backward-data,
+-- backward-weights). Elsewhere (float64, CUDA, a call oneDNN has no kernel
+-- for), or with the option `route = "composed"`, it is composed from core
+-- ops: im2col, one strided copy per kernel offset, then one matmul (one
+-- batched matmul over the groups); see `nn/_conv.lua`. A float32 patch
+-- embedding (kernel = stride, under 16 input channels) whose input needs a
+-- gradient is composed too: there that measured faster than oneDNN's backward.
+-- `ember.conv_routes()` counts which route ran.
 -- Errors name nn.Conv2d at the caller's line: bad sizes or options, groups
 -- not dividing the channels, a wrong channel count, a kernel larger than
 -- the padded input.

@@ -1,7 +1,15 @@
--- nn/_conv.lua (internal): the convolution shared by nn.Conv1d and nn.Conv2d,
--- composed from core ops (so autograd, every dtype, autocast and every
--- backend work). conv2d(x, w, b, s, p, d, g): x [N, C, H, W], w [O, C/g, kh, kw];
--- p = {top, bottom, left, right}. im2col through strided views: the
+-- nn/_conv.lua (internal): the convolution shared by nn.Conv1d and nn.Conv2d.
+-- conv2d(x, w, b, s, p, d, g [, route]): x [N, C, H, W], w [O, C/g, kh, kw];
+-- p = {top, bottom, left, right}. Two routes:
+-- * the kernel: the core op ember._conv2d (core/src/ops_conv.c) on the
+--   backend's convolution (oneDNN's primitives on the CPU, float32 and
+--   bfloat16), forward and backward in one node each;
+-- * the composition from core ops (so autograd, every dtype, autocast and
+--   every backend work), taken when the backend declines the call
+--   (float64, CUDA, no oneDNN kernel for the CPU) or when route is
+--   "composed". On CUDA it is im2col + cuBLAS.
+-- ember.conv_routes() counts the calls of each.
+-- The composition is im2col through strided views: the
 -- zero-padded input (cat) cut by one strided slice per kernel offset (as
 -- nn/_pool.lua cuts the pooling windows) and stacked, or for a patch
 -- embedding (kernel = stride, windows that tile the input) a reshape and a
@@ -66,7 +74,31 @@ local function columns(xp, k, s, d, Ho, Wo)
   return ember.stack(parts, 3)
 end
 
-function M.conv2d(x, w, b, s, p, d, g)
+-- A patch embedding (kernel = stride > 1, windows that tile the input) of
+-- few input channels per group (fewer than oneDNN's block of 16): its
+-- composition is a reshape and one matmul each way.
+local function patches(x, kh, kw, s, p, d, g)
+  return kh * kw > 1 and kh == s[1] and kw == s[2] and d[1] * d[2] == 1 and p[1] + p[2] + p[3] + p[4] == 0
+    and x.shape[3] % kh == 0 and x.shape[4] % kw == 0 and x.shape[2] // g < 16
+end
+
+function M.conv2d(x, w, b, s, p, d, g, route)
+  -- oneDNN's float32 backward-data for a patch embedding pads the few input
+  -- channels to a block of 16: on the ViT stem of scripts/bench/conv.lua
+  -- (B32, 3 -> 192, 4x4) it took 3.5 of the kernel route's 5.4-7.0 ms,
+  -- where the composition took 3.2-4.2 in all. Without an input gradient
+  -- (2.3 against 2.6-2.8 ms), and in bfloat16 (its backward-data 1.1 ms,
+  -- the route about 2.6), the kernel route was the faster.
+  local low = ember.autocast.enabled() or x.dtype ~= "float32"
+  if (route or "auto") == "auto" and not low and x.requires_grad and ember.is_grad_enabled()
+    and patches(x, w.shape[3], w.shape[4], s, p, d, g) then
+    route = "composed"
+  end
+  if route ~= "composed" then
+    local y = ember._conv2d(x, w, b, s[1], s[2], p[1], p[2], p[3], p[4], d[1], d[2], g)
+    if y then return y end
+  end
+  ember._conv_count_composed()
   local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
   local O, kh, kw = w.shape[1], w.shape[3], w.shape[4]
   local Ho, Wo = M.out_size(H, kh, s[1], p[1], p[2], d[1]), M.out_size(W, kw, s[2], p[3], p[4], d[2])
@@ -118,7 +150,7 @@ local function fmt(v)
 end
 
 local OPTS = { stride = true, padding = true, dilation = true, groups = true, bias = true, padding_mode = true,
-  dtype = true, device = true }
+  dtype = true, device = true, route = true }
 
 -- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
 function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
@@ -126,7 +158,7 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
   if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts))) end
   for k in pairs(opts) do
     if not OPTS[k] then
-      error(("%s: unknown option '%s' (stride, padding, dilation, groups, bias, padding_mode, dtype, device)")
+      error(("%s: unknown option '%s' (stride, padding, dilation, groups, bias, padding_mode, dtype, device, route)")
         :format(name, tostring(k)))
     end
   end
@@ -178,6 +210,12 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     error(("%s: padding_mode %s is not supported (only \"zeros\")"):format(name, fmt(mode)))
   end
   self.padding_mode = mode
+  local route = opts.route or "auto"
+  if route ~= "auto" and route ~= "composed" then
+    error(("%s: route must be \"auto\" (the backend's kernel where it has one) or \"composed\", got %s")
+      :format(name, fmt(route)))
+  end
+  self.route = route
   self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
   -- the padding actually applied: {top, bottom, left, right} (2-d view of a 1-d conv: {0, 0, left, right})
   local pads = {}
@@ -237,7 +275,7 @@ function M.forward(self, name, nd, x)
   if nd == 1 then w = w:unsqueeze(3) end
   local s = nd == 2 and self.stride or { 1, self.stride[1] }
   local d = nd == 2 and self.dilation or { 1, self.dilation[1] }
-  local y = M.conv2d(xb, w, self.bias, s, p, d, self.groups)
+  local y = M.conv2d(xb, w, self.bias, s, p, d, self.groups, self.route)
   if nd == 1 then y = y:squeeze(3) end
   if not batched then y = y:squeeze(1) end
   return y
