@@ -315,6 +315,19 @@ static int64_t attn_bytes(const em_attention_args *a, bool bwd) {
   return (bwd ? 2 : 1) * qkvo * dsz(a->dtype);
 }
 
+/* A convolution's multiply-adds: every output element sums C/groups x
+** kh x kw products; the backward computes dx and dw, twice as many. */
+static double conv_flops(const em_conv_args *a, bool bwd) {
+  const double macs = (double)a->N * a->O * a->Ho * a->Wo * (double)(a->C / a->groups) * a->kh * a->kw;
+  return (bwd ? 4 : 2) * macs;
+}
+
+static int64_t conv_bytes(const em_conv_args *a, bool bwd) {
+  const int64_t x = a->N * a->C * a->H * a->W, w = a->O * (a->C / a->groups) * a->kh * a->kw;
+  const int64_t y = a->N * a->O * a->Ho * a->Wo;
+  return (bwd ? 2 * (x + w) + y : x + w + y) * dsz(a->dtype);
+}
+
 #define PROF_CAT2(a, b) a##b
 #define PROF_CAT(a, b) PROF_CAT2(a, b)
 

@@ -133,7 +133,15 @@
   X(attention_forward, (int device, const em_attention_args *a), (device, a), "attention", false,    \
     attn_bytes(a, false), attn_flops(a, false), impl_of(PROF_SLOT, a->dtype, IMPL_ATTN))             \
   X(attention_backward, (int device, const em_attention_args *a), (device, a), "attention_grad",     \
-    false, attn_bytes(a, true), attn_flops(a, true), impl_of(PROF_SLOT, a->dtype, IMPL_ATTN))
+    false, attn_bytes(a, true), attn_flops(a, true), impl_of(PROF_SLOT, a->dtype, IMPL_ATTN))       \
+  X(conv2d, (int device, const em_conv_args *a, void *y, const void *x, const void *w, const void *b), \
+    (device, a, y, x, w, b), "conv2d", false, conv_bytes(a, false), conv_flops(a, false),            \
+    PROF_KERN(a->dtype))                                                                             \
+  X(conv2d_backward,                                                                                 \
+    (int device, const em_conv_args *a, void *dx, void *dw, void *db, const void *dy, const void *x, \
+     const void *w),                                                                                 \
+    (device, a, dx, dw, db, dy, x, w), "conv2d_grad", false, conv_bytes(a, true), conv_flops(a, true), \
+    PROF_KERN(a->dtype))
 #endif
 
 #define RE prof_real[PROF_SLOT]
