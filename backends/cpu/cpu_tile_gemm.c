@@ -105,10 +105,10 @@ static void tg_choose(void) {
   tg_path = asked >= 0 && tg_runs(asked) ? asked : best;
   if (!force || !*force)
     snprintf(tg_desc, sizeof tg_desc, "%s (%s)", tg_names[tg_path], what[tg_path]);
-  else if (asked == tg_path)
-    snprintf(tg_desc, sizeof tg_desc, "%s (%s; EMBER_CPU_TILE_GEMM)", tg_names[tg_path], what[tg_path]);
+  else if (asked == tg_path) /* no ';' inside: cpu_info's line uses it between its parts */
+    snprintf(tg_desc, sizeof tg_desc, "%s (%s, forced by EMBER_CPU_TILE_GEMM)", tg_names[tg_path], what[tg_path]);
   else
-    snprintf(tg_desc, sizeof tg_desc, "%s (%s; EMBER_CPU_TILE_GEMM=%s %s)", tg_names[tg_path],
+    snprintf(tg_desc, sizeof tg_desc, "%s (%s, EMBER_CPU_TILE_GEMM=%.24s %s)", tg_names[tg_path],
              what[tg_path], force, asked < 0 ? "is not avx512, avx2, plain or blas" : "does not run on this CPU");
 }
 
