@@ -120,8 +120,8 @@ describe("CPU row kernels in float32", function()
       assert.are.equal("avx2", info.tile_gemm)
     elseif cpu_flag("avx512f") == nil then
       return pending("no /proc/cpuinfo")
-    else
-      assert.are.equal("plain", info.tile_gemm)
+    else -- no kernel of ours beats OpenBLAS there (cpu_tile_gemm.c, tg_best)
+      assert.are.equal("blas", info.tile_gemm)
     end
   end)
 
