@@ -17,9 +17,10 @@
 **    place), B as [k/2][n][2]; a micro-kernel keeps 16 registers of C
 **    (4 rows x 64 columns, or 8 x 32 for a 32-wide C).
 **  - "plain": the same rounded operands widened to float32 and multiplied
-**    by the float32 tile kernels (cpu_tile_gemm.c); any CPU. Taken when the CPU lacks AVX512_BF16,
-**    when ONEDNN_MAX_CPU_ISA caps the machine below it (the tests emulate
-**    older CPUs that way), or with EMBER_CPU_BF16_DOT=plain.
+**    by the float32 tile kernels (cpu_tile_gemm.c); any CPU. Taken when
+**    the CPU lacks AVX512_BF16, when ONEDNN_MAX_CPU_ISA caps the machine
+**    below it (the tests emulate older CPUs that way), or with
+**    EMBER_CPU_BF16_DOT=plain.
 ** Blocks of MC x NC x KC keep the packed operands on the stack (64 KiB).
 */
 #include "cpu_internal.h"
