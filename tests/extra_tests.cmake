@@ -149,3 +149,15 @@ foreach(isa AVX512_CORE AVX2)
       ENVIRONMENT "${TEST_ENV};ONEDNN_MAX_CPU_ISA=${isa}")
   endforeach()
 endforeach()
+# The fused attention kernel's float32 tile products on each path of
+# cpu_tile_gemm.c besides the one this CPU picks (test_cpu_tile_gemm checks
+# the products themselves; these check the kernel around them).
+foreach(path avx2 plain)
+  foreach(spec attention_spec attention_fused_spec)
+    add_test(NAME lua.${spec}_tiles_${path}
+      COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/${spec}.lua
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(lua.${spec}_tiles_${path} PROPERTIES LABELS "lua"
+      ENVIRONMENT "${TEST_ENV};EMBER_CPU_TILE_GEMM=${path}")
+  endforeach()
+endforeach()

@@ -8,8 +8,9 @@
 ** online softmax). At the end out = acc / l and lse = m + log(l) is saved.
 ** Nothing of size Lq x Lk is ever allocated: scratch is a few tiles per
 ** thread. The products on a tile (S = scale * Q K^T, acc += P V) are
-** GEMMs: OpenBLAS on the calling thread (see TILE_MNK for why it stays on
-** one thread inside the OpenMP team).
+** GEMMs on the calling thread: float32 on ember's own micro-kernels
+** (cpu_tile_gemm.c), float64 on OpenBLAS (see TILE_MNK for why it stays
+** on one thread inside the OpenMP team), bfloat16 on cpu_bgemm.c.
 **
 ** Backward recomputes the probabilities from lse, P = exp(S - lse), tile
 ** by tile, and never writes the same memory from two threads (so no
@@ -180,31 +181,29 @@ static inline bool att_tile_empty(const att_ctx *c, int64_t bh, int64_t i0, int6
 /* C = alpha * op(A) op(B) + beta * C, row-major, on the calling thread.
 ** k == 0 leaves beta * C (BLAS rules, without its ld >= 1 complaints).
 ** Returns false when there is a product left for BLAS to do. */
-static inline bool att_gemm_trivial(int64_t m, int64_t n, int64_t k, double beta, void *C,
-                                    size_t es, int64_t ldc) {
+static inline bool att_gemm_trivial(int64_t m, int64_t n, int64_t k, double beta, double *C,
+                                    int64_t ldc) {
   if (m == 0 || n == 0) return true;
   if (k != 0) return false;
   for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) {
-      char *c = (char *)C + (size_t)(i * ldc + j) * es;
-      if (es == sizeof(float)) *(float *)c = beta == 0 ? 0 : (float)beta * *(float *)c;
-      else *(double *)c = beta == 0 ? 0 : beta * *(double *)c;
-    }
+    for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
   return true;
 }
 
+/* float32 tiles run on ember's own micro-kernels (cpu_tile_gemm.c), so
+** their speed no longer depends on the core OpenBLAS guessed. */
 static inline void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                             float *C, int64_t ldc) {
-  if (att_gemm_trivial(m, n, k, beta, C, sizeof *C, ldc)) return;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+  cpu_tile_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* float64 stays on OpenBLAS's dgemm: it is for gradient checks, where the
+** last bits matter and the speed does not. */
 static inline void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                             const double *A, int64_t lda, const double *B, int64_t ldb,
                             double beta, double *C, int64_t ldc) {
-  if (att_gemm_trivial(m, n, k, beta, C, sizeof *C, ldc)) return;
+  if (att_gemm_trivial(m, n, k, beta, C, ldc)) return;
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
@@ -219,7 +218,7 @@ static inline double att_exp_f64(double x) { return exp(x); }
 /* The templates compute in T and read q, k, v, dout, out and the declared
 ** tables in the storage type ST (from_st/to_st); mm is a tile product
 ** whose operands are each ST (the flag true) or T. For float32 and
-** float64 both types are one and mm is BLAS. For bfloat16, T is float32:
+** float64 both types are one and mm is gemm_f32 / gemm_f64 above. For bfloat16, T is float32:
 ** scores, the online softmax, lse, the accumulators and every gradient
 ** are float32, and mm (cpu_bgemm.c) multiplies bfloat16 operands --
 ** probability and score-gradient tiles rounded to bfloat16 on the way --

@@ -3,7 +3,7 @@
 ** included by cpu_attention.c with T (float or double) and SUF set.
 ** See cpu_attention.c for the algorithm and the masking rules.
 **
-** Every product is a GEMM on a tile (gemm_SUF, OpenBLAS on one thread);
+** Every product is a GEMM on a tile (mm_SUF, on the calling thread);
 ** the loops here only mask, exponentiate and rescale tile rows.
 */
 

@@ -328,8 +328,8 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
         snprintf(buf, n, "gemm: onednn %s; attention: %s; kernels: %s, computing in float32",
                  impl, cpu_bgemm_path(), own);
       else
-        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); kernels: %s; blas: %s",
-                 cpu_gemm_f32_rule(), impl, own, blas);
+        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); attention: %s; kernels: %s; "
+                 "blas: %s", cpu_gemm_f32_rule(), impl, cpu_tile_gemm_path(), own, blas);
       return append_programs(buf, n);
     case EM_F64:
       snprintf(buf, n, "gemm: openblas; kernels: %s; blas: %s", own, blas);

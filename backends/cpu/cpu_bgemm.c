@@ -17,14 +17,14 @@
 **    place), B as [k/2][n][2]; a micro-kernel keeps 16 registers of C
 **    (4 rows x 64 columns, or 8 x 32 for a 32-wide C).
 **  - "plain": the same rounded operands widened to float32 and multiplied
-**    by OpenBLAS's sgemm; any CPU. Taken when the CPU lacks AVX512_BF16,
-**    when ONEDNN_MAX_CPU_ISA caps the machine below it (the tests emulate
-**    older CPUs that way), or with EMBER_CPU_BF16_DOT=plain.
+**    by the float32 tile kernels (cpu_tile_gemm.c); any CPU. Taken when
+**    the CPU lacks AVX512_BF16, when ONEDNN_MAX_CPU_ISA caps the machine
+**    below it (the tests emulate older CPUs that way), or with
+**    EMBER_CPU_BF16_DOT=plain.
 ** Blocks of MC x NC x KC keep the packed operands on the stack (64 KiB).
 */
 #include "cpu_internal.h"
 
-#include <cblas.h>
 #include <pthread.h>
 #include <strings.h>
 #include <stdlib.h>
@@ -66,7 +66,7 @@ static void bg_choose(void) {
 
 const char *cpu_bgemm_path(void) {
   pthread_once(&bg_once, bg_choose);
-  return bg_avx ? "avx512_bf16 (vdpbf16ps)" : "plain (bfloat16 values, float32 sgemm)";
+  return bg_avx ? "avx512_bf16 (vdpbf16ps)" : "plain (bfloat16 values, float32 tile gemm)";
 }
 
 /* Element (i, p) of op(X), as a float32 rounded to bfloat16's bits. */
@@ -300,9 +300,8 @@ void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
           const int64_t mc = m - i0 < BG_MC ? m - i0 : BG_MC;
           if (ta) bg_pack_f32(Af, A, a_bf16, lda, q0, qc, i0, mc); /* [qc][mc] */
           else bg_pack_f32(Af, A, a_bf16, lda, i0, mc, q0, qc);    /* [mc][qc] */
-          cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                      (int)mc, (int)nc, (int)qc, alpha, Af, ta ? (int)mc : (int)qc, Bf,
-                      tb ? (int)qc : (int)nc, bq, C + i0 * ldc + j0, (int)ldc);
+          cpu_tile_gemm(ta, tb, mc, nc, qc, alpha, Af, ta ? mc : qc, Bf, tb ? qc : nc, bq,
+                        C + i0 * ldc + j0, ldc);
         }
       }
     }

@@ -231,6 +231,16 @@ void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
                float *C, int64_t ldc);
 const char *cpu_bgemm_path(void);
 
+/* cpu_tile_gemm.c: the fused attention kernel's float32 tile products,
+** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread, on
+** ember's own micro-kernels (AVX-512, AVX2+FMA or plain C, by cpuid;
+** EMBER_CPU_TILE_GEMM forces one, or OpenBLAS's sgemm). k == 0 leaves
+** beta * C. cpu_tile_gemm_path names the path ("avx512 (...)", ...). */
+void cpu_tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                   float *C, int64_t ldc);
+const char *cpu_tile_gemm_path(void);
+
 /* cpu_softmax_norm.c */
 em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,
                       bool log);

@@ -92,14 +92,17 @@ static int f_clock(lua_State *L) {
 /* ember.cpu_info(): what computes each dtype on the CPU backend (library
 ** and instruction set), the thread count and the processor's name; `blas`
 ** repeats the BLAS part of the float64 line ("; blas: " to the end: the
-** library, the core it runs and why), the line every CPU backend gives. */
+** library, the core it runs and why), the line every CPU backend gives;
+** `tile_gemm` is the first word of the float32 line's "attention: " part,
+** the path of the fused attention's float32 tiles ("avx512", "avx2",
+** "plain" or "blas"). */
 static int f_cpu_info(lua_State *L) {
   int slot;
   em_status s = em_backend_find("cpu", &slot);
   if (s) return lember_error(L, "cpu_info", s);
   const em_backend *be = em_backend_get(slot);
   char buf[1024];
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 8);
   if (be->kernel_info) {
     const em_dtype dts[] = {EM_F32, EM_BF16, EM_F64};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
@@ -110,6 +113,12 @@ static int f_cpu_info(lua_State *L) {
       if (blas) {
         lua_pushstring(L, blas + 8);
         lua_setfield(L, -2, "blas");
+      }
+      const char *tile = dts[i] == EM_F32 ? strstr(buf, "; attention: ") : NULL;
+      if (tile) {
+        tile += 13;
+        lua_pushlstring(L, tile, strcspn(tile, " ;"));
+        lua_setfield(L, -2, "tile_gemm");
       }
     }
   }

@@ -4,7 +4,7 @@
 --
 --   ember scripts/bench/attention.lua [--quick] [--no-torch] [--only LABEL,...]
 --        [--precision fp32|bf16|both] [--op] [--cpu-time] [--extra NAME[:k=v,...]] [--reps N]
---        [--rounds N] [--help]
+--        [--rounds N] [--tile_gemm all|PATH,...] [--help]
 --
 -- d_model 256, 8 heads, float32 (--precision bf16: the step under
 -- ember.autocast("bfloat16"), float32 weights; both: each row in float32
@@ -36,6 +36,12 @@
 -- CPU time of a 1-thread run (OMP_NUM_THREADS=1) is what stays comparable.
 -- --extra adds a row for any loaded variant, a dropped-in plugin included
 -- (EMBER_PLUGIN_PATH=its folder:...), with its options after a colon.
+-- --tile_gemm all (or a list of blas, avx512, avx2, plain) runs each row
+-- again per path of the fused kernel's float32 tile products
+-- (EMBER_CPU_TILE_GEMM in the child's environment; a path this CPU lacks
+-- falls back, see ember.cpu_info().tile_gemm) and notes each path's time
+-- and blas's time / the path's: the old OpenBLAS tiles against ours, in
+-- the same run. The time column stays the default path's.
 require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = ember or require "ember"
 
@@ -107,7 +113,7 @@ end
 
 -- ---------------------------------------------------------------- parent
 local quick, with_torch, only, precision, op_only, clock = false, true, nil, "fp32", false, "wall"
-local extra, reps_opt, rounds = {}, nil, 2
+local extra, reps_opt, rounds, tile_paths = {}, nil, 2, nil
 local function positive_int(flag, v)
   local n = math.tointeger(tonumber(v))
   if not n or n < 1 then
@@ -126,6 +132,17 @@ for i, a in ipairs(arg) do
   if a == "--only" then only = arg[i + 1] end
   if a == "--rounds" then rounds = positive_int(a, arg[i + 1]) end
   if a == "--reps" then reps_opt = positive_int(a, arg[i + 1]) end
+  if a == "--tile_gemm" then
+    local v = arg[i + 1] == "all" and "blas,avx512,avx2,plain" or arg[i + 1] or ""
+    tile_paths = {}
+    for w in v:gmatch("[^,]+") do
+      if w ~= "blas" and w ~= "avx512" and w ~= "avx2" and w ~= "plain" then
+        io.stderr:write("attention.lua: --tile_gemm takes all or a list of blas, avx512, avx2, plain; got " .. w .. "\n")
+        os.exit(2)
+      end
+      tile_paths[#tile_paths + 1] = w
+    end
+  end
 end
 local exe = arg[-1] or "ember"
 local script = arg[0]
@@ -219,13 +236,20 @@ for _, causal in ipairs({false, true}) do
     end
     for _, v in ipairs(variants) do
       if selected(v[1]) then
-        local function cmd(prec)
-          return string.format("%q %q --one %s %d %d %d %d %q %s %s %s", exe, script, v[2], L, B, causal and 1 or 0, reps,
+        local function cmd(prec, tile)
+          return string.format("%s%q %q --one %s %d %d %d %d %q %s %s %s", tile and ("EMBER_CPU_TILE_GEMM=" .. tile .. " ") or "",
+                               exe, script, v[2], L, B, causal and 1 or 0, reps,
                                v[3], prec, op_only and "op" or "layer", clock)
         end
-        local r = {label = v[1], variant = v[1], L = L, causal = causal}
+        local r = {label = v[1], variant = v[1], L = L, causal = causal, t_tile = {}}
         job(r, "t", cmd(precision == "bf16" and "bf16" or "fp32"))
         if precision == "both" then job(r, "t_bf16", cmd("bf16")) end
+        for _, tp in ipairs(tile_paths or {}) do
+          jobs[#jobs + 1] = function()
+            local t = run(cmd(precision == "bf16" and "bf16" or "fp32", tp))
+            if t and (not r.t_tile[tp] or t < r.t_tile[tp]) then r.t_tile[tp] = t end
+          end
+        end
         if v.kept then r.kept = v.kept(L, causal) end
         group[#group + 1] = r
         rows[#rows + 1] = r
@@ -247,6 +271,15 @@ for _, causal in ipairs({false, true}) do
       end
       if r.t_bf16 and r.t then
         note = string.format("bf16 %.3f s, fp32/bf16 %.2fx", r.t_bf16, r.t / r.t_bf16) .. (note ~= "" and "; " .. note or "")
+      end
+      if tile_paths and r.t_tile then -- tile paths: time, and blas / path
+        local parts, tb = {}, r.t_tile.blas
+        for _, tp in ipairs(tile_paths) do
+          local t = r.t_tile[tp]
+          parts[#parts + 1] = string.format("%s %s", tp, t and string.format("%.3f", t) or "failed")
+            .. ((t and tb and tp ~= "blas") and string.format(" (%.2fx)", tb / t) or "")
+        end
+        note = "tiles: " .. table.concat(parts, ", ") .. (note ~= "" and "; " .. note or "")
       end
       print(string.format("%-16s %5d %3d %6s %9s %9s %9s %8s %8s %s", r.label, L, B, tostring(causal),
                           r.t and string.format("%.3f", r.t) or "failed", r.peak and string.format("%.1f", r.peak) or "-",

@@ -100,4 +100,58 @@ describe("CPU row kernels in float32", function()
       assert.truthy(kernels:find("^x86%-64"), kernels)
     end
   end)
+
+  it("ember.cpu_info().tile_gemm names the path of the attention's float32 tiles", function()
+    local info = ember.cpu_info()
+    local part = info.float32:match("attention: ([^;]*)")
+    assert.truthy(part, info.float32)
+    assert.are.equal(part:match("^(%S+)"), info.tile_gemm)
+    local forced, cap = os.getenv("EMBER_CPU_TILE_GEMM"), os.getenv("ONEDNN_MAX_CPU_ISA")
+    local known = { avx512 = true, avx2 = true, plain = true, blas = true }
+    if forced and known[forced] and (forced ~= "avx512" or cpu_flag("avx512f"))
+       and (forced ~= "avx2" or cpu_flag("avx2")) then
+      assert.are.equal(forced, info.tile_gemm)
+      assert.truthy(part:find("forced by EMBER_CPU_TILE_GEMM", 1, true), part)
+    elseif forced or cap then
+      assert.truthy(known[info.tile_gemm], part)
+    elseif cpu_flag("avx512f") then
+      assert.are.equal("avx512", info.tile_gemm)
+    elseif cpu_flag("avx2") and cpu_flag("fma") then
+      assert.are.equal("avx2", info.tile_gemm)
+    elseif cpu_flag("avx512f") == nil then
+      return pending("no /proc/cpuinfo")
+    else -- no kernel of ours beats OpenBLAS there (cpu_tile_gemm.c, tg_best)
+      assert.are.equal("blas", info.tile_gemm)
+    end
+  end)
+
+  it("EMBER_CPU_TILE_GEMM forces a path; one the CPU lacks or an unknown name falls back, saying so", function()
+    -- the path is chosen once per process: each case runs a child ember
+    local build = os.getenv("EMBER_BUILD_DIR") or "build"
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write("local i = ember.cpu_info() print(i.tile_gemm .. '|' .. i.float32:match('attention: ([^;]*)'))")
+    f:close()
+    local function info_with(v)
+      local p = assert(io.popen(("env -u ONEDNN_MAX_CPU_ISA EMBER_CPU_TILE_GEMM=%s '%s/bin/ember' '%s' 2>&1")
+        :format(v, build, script)))
+      local out = p:read("a")
+      p:close()
+      local got, part = out:match("^(%S+)|([^\n]*)")
+      assert.truthy(got, out)
+      return got, part
+    end
+    for _, path in ipairs({ "plain", "blas" }) do
+      local got, part = info_with(path)
+      assert.are.equal(path, got, part)
+    end
+    local got, part = info_with("amx")
+    assert.truthy(got and got ~= "amx", part)
+    assert.truthy(part:find("EMBER_CPU_TILE_GEMM=amx is not", 1, true), part)
+    if cpu_flag("avx512f") == false then
+      got, part = info_with("avx512")
+      assert.truthy(part:find("does not run on this CPU", 1, true), part)
+    end
+    os.remove(script)
+  end)
 end)
