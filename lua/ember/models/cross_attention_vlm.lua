@@ -455,9 +455,12 @@ function VLM:forward(img, questions, need_weights)
   return logits, weights, mask, at
 end
 
--- The question tokens q [B*Q, 2, d] through the cross-attention blocks
--- over mem [B*Q, N, d] (copts: the blocks' options), averaged, to logits;
--- with need_weights also the last block's cross-attention.
+--- The question tokens through the cross-attention blocks, averaged, to logits.
+-- @tparam Tensor q [B*Q, 2, d_model] the question tokens
+-- @tparam Tensor mem [B*Q, N, d_model] the image tokens each question sees
+-- @tparam table copts the blocks' options (image_mask); need_weights is set here
+-- @bool[opt] need_weights also return the last block's cross-attention
+-- @return logits [B*Q, n_answers], and with need_weights the weights [B*Q, H, 2, N]
 function VLM:answer(q, mem, copts, need_weights)
   local weights
   for i = 1, self.n_cross do
