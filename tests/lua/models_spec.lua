@@ -14,7 +14,9 @@
 -- ViT: shapes and names, the Conv2d patch embedding equal to a Linear on
 -- row-major patches, one training step, a float64 gradcheck, bad input.
 -- CrossAttentionVLM: the Sort-of-CLEVR model (scripts/sort_of_clevr.lua
--- uses it; its --smoke run is scripts_spec's): shapes, names, a step, errors.
+-- uses it; its --smoke run is scripts_spec's): shapes, names, a step, errors;
+-- and its stem = "conv" (the script's default, from the pixels): shapes,
+-- state-dict keys, gradients to every parameter, the given parts refused.
 local ember = require "ember"
 local generate = require "ember.generate"
 local checkpoint = require "ember.checkpoint"
@@ -375,5 +377,89 @@ describe("ember.models.CrossAttentionVLM (the Sort-of-CLEVR demo's model)", func
       "config.distance_slopes must list one slope per head (4), got 2 slopes")
     raises_here(function() ember.models.CrossAttentionVLM({ slots = "pixels" }) end, "config.slots must be")
     raises_here(function() ember.models.CrossAttentionVLM({ d_modle = 8 }) end, "unknown config key 'd_modle'")
+  end)
+end)
+
+describe("ember.models.CrossAttentionVLM{stem = \"conv\"} (Sort-of-CLEVR from pixels)", function()
+  local soc = require("ember.data").sort_of_clevr
+  local scenes = soc.generate { n_images = 4, seed = 3 }
+  local img = soc.render(scenes)
+  local q, a = scenes.questions:narrow(2, 1, 5), scenes.answers:narrow(2, 1, 5) -- 5 questions per image
+
+  it("logits per question, 5x5 = 25 image tokens from four stride-2 convolutions, names, a heat map", function()
+    ember.manual_seed(0)
+    local m = ember.models.CrossAttentionVLM({ stem = "conv" })
+    local logits, w, mask, at = m(img, q, true)
+    assert.are.same({ 20, #soc.ANSWERS }, { logits.shape[1], logits.shape[2] })
+    assert.are.same({ 20, 4, 2, 25 }, { w.shape[1], w.shape[2], w.shape[3], w.shape[4] })
+    assert.is_nil(mask)
+    assert.is_nil(at)
+    local tok = ember.no_grad(function() return m:encode_conv(img) end)
+    assert.are.same({ 4, 25, 64 }, { tok.shape[1], tok.shape[2], tok.shape[3] })
+    local sd = m:state_dict()
+    for _, k in ipairs({ "stem.1.weight", "stem.2.running_mean", "stem.10.weight", "token_embed.weight",
+                         "img1.self_attn.q_proj.weight", "q_embed.weight", "q_pos.weight", "cross2.ff.linear1.weight",
+                         "norm.weight", "head.3.bias" }) do
+      assert(sd[k] ~= nil, "no " .. k)
+    end
+    for k in pairs(sd) do -- none of the pixel stem's given parts
+      assert(not (k:find("^pix") or k:find("^object_embed") or k:find("^slot") or k:find("slopes")), k)
+    end
+    assert.are.same({ 24, 5, 3, 3 }, { sd["stem.1.weight"].shape[1], sd["stem.1.weight"].shape[2],
+                                       sd["stem.1.weight"].shape[3], sd["stem.1.weight"].shape[4] })
+    local heat = m:attention_heat(w[1])
+    assert.are.same({ soc.SIZE, soc.SIZE }, { heat.shape[1], heat.shape[2] })
+    assert(math.abs(heat[1][1]:item() - w[1]:mean(1):mean(1)[1]:item()) < 1e-6) -- pixel (1, 1) is cell 1's
+    -- three convolutions: 75 -> 38 -> 19 -> 10, 100 tokens
+    local m3 = ember.models.CrossAttentionVLM({ stem = "conv", stem_channels = { 8, 8, 8 } })
+    local _, w3 = m3(img, q, true)
+    assert.are.equal(100, w3.shape[4])
+  end)
+
+  it("backward reaches every parameter, one AdamW step lowers the loss; eval mode uses BatchNorm's running statistics", function()
+    ember.manual_seed(1)
+    local m = ember.models.CrossAttentionVLM({ stem = "conv", image_layers = 1, cross_layers = 1 })
+    local opt = ember.optim.AdamW(m:parameters(), { lr = 3e-3 })
+    local l0 = ember.cross_entropy(m(img, q), a:reshape(-1))
+    l0:backward()
+    for i, p in ipairs(m:parameters()) do
+      assert(p.grad ~= nil and p.grad:abs():sum():item() > 0, "no gradient for " .. m:parameter_names()[i])
+    end
+    opt:step()
+    assert(ember.cross_entropy(m(img, q), a:reshape(-1)):item() < l0:item())
+    local train_out = ember.no_grad(function() return m(img, q) end)
+    m:eval()
+    local eval_out = ember.no_grad(function() return m(img, q) end)
+    assert(max_abs(train_out, eval_out) > 1e-4) -- batch statistics against running ones
+  end)
+
+  it("the image matters: the logits change with the picture", function()
+    ember.manual_seed(2)
+    local m = ember.models.CrossAttentionVLM({ stem = "conv" }):eval()
+    local other = soc.render(soc.generate { n_images = 4, seed = 4 })
+    local l1 = ember.no_grad(function() return m(img, q) end)
+    local l2 = ember.no_grad(function() return m(other, q) end)
+    assert(max_abs(l1, l2) > 1e-4)
+  end)
+
+  it("bad configs: the pixel stem's given parts are refused, errors at the caller's line", function()
+    raises_here(function() ember.models.CrossAttentionVLM({ stem = "cnn" }) end,
+      "config.stem must be \"pixels\" or \"conv\", got cnn")
+    for _, k in ipairs({ "distance_slopes", "subject_slopes" }) do
+      raises_here(function() ember.models.CrossAttentionVLM({ stem = "conv", [k] = { -1000, 1000, 0, 0 } }) end,
+        "config." .. k .. " is for stem = \"pixels\"")
+    end
+    raises_here(function() ember.models.CrossAttentionVLM({ stem = "conv", slots = "learned" }) end,
+      "config.slots is for stem = \"pixels\"")
+    raises_here(function() ember.models.CrossAttentionVLM({ stem = "conv", relative = true }) end,
+      "config.relative is for stem = \"pixels\"")
+    raises_here(function() ember.models.CrossAttentionVLM({ stem = "conv", stem_channels = {} }) end,
+      "config.stem_channels must list the channels of each convolution")
+    raises_here(function() ember.models.CrossAttentionVLM({ stem = "conv", stem_channels = { 8, 0 } }) end,
+      "config.stem_channels must hold positive integers, got 0")
+    raises_here(function() ember.models.CrossAttentionVLM({ stem_channels = { 8 } }) end,
+      "config.stem_channels is for stem = \"conv\"")
+    local m = ember.models.CrossAttentionVLM({ stem = "conv" })
+    raises_here(function() m(ember.rand(2, 1, 75, 75), q:narrow(1, 1, 2)) end, "Conv2d")
   end)
 end)

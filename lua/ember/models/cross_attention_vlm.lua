@@ -9,8 +9,18 @@
 --                      subject_slopes = {-1000, 1000, 0, 0}}
 --    local images, questions = ember.rand(2, 3, 75, 75), ember.randint(1, 3, {2, 4, 2})
 --    local logits = model(images, questions)   -- [B, 3, 75, 75], int64 [B, Q, 2] -> [B*Q, n_answers]
+--    local learned = VLM{stem = "conv"}         -- from the pixels, nothing given (the script's default)
 --
--- The parts:
+-- Two stems make the image tokens. `stem = "conv"`: the image with two
+-- coordinate channels (each pixel's x and y, CoordConv) through 3x3
+-- stride-2 convolutions with BatchNorm and ReLU (`stem_channels`, default
+-- four of 24 as Relation Networks' CNN: 75 -> 5x5 = 25 tokens); each cell
+-- of the last feature map is a token (its channels, its centre and Fourier
+-- features of the centre); the image layers and the question's blocks as
+-- below, without distance biases, and the question's colour token is that
+-- colour's embedding: which pixels are an object, of which colour and how
+-- far from which, is learned. `stem = "pixels"` (the default) hands the
+-- model parts of the answer:
 --  * the inked (non-white) pixels of an image are its pixel tokens; a small
 --    MLP (`pixel`) embeds each pixel's colour with Fourier features of the RGB values;
 --  * one object slot per colour: `slots = "colour"` pools the pixels of that
@@ -67,9 +77,16 @@ end
 local DEFAULTS = {
   d_model = 64, heads = 4, pixel_dim = 32, fourier = 4, image_layers = 2, cross_layers = 2, ffn = 128,
   dropout = 0.0, slots = "colour", compete = false, window = 0, relative = false, attention = "standard",
+  stem = "pixels",
 }
 local OPTIONAL = { "attention_dropout", "attention_options", "distance_slopes", "subject_slopes", "image_size",
-                   "n_objects", "object_rgb", "object_size", "n_question_tokens", "n_answers" }
+                   "n_objects", "object_rgb", "object_size", "n_question_tokens", "n_answers", "stem_channels" }
+-- The pixel stem's parts, each of which hands the model part of the answer
+-- (binding by colour, routing by distance): stem = "conv" has none of them.
+local PIXEL_STEM_ONLY = { "pixel_dim", "slots", "compete", "window", "relative", "distance_slopes", "subject_slopes" }
+-- The conv stem's default: Relation Networks' CNN for Sort-of-CLEVR, four
+-- 3x3 stride-2 convolutions of 24 channels (75 -> 38 -> 19 -> 10 -> 5).
+local STEM_CHANNELS = { 24, 24, 24, 24 }
 
 local function check_config(cfg)
   cfg = cfg or {}
@@ -97,6 +114,28 @@ local function check_config(cfg)
       raise("CrossAttentionVLM: config.%s must be a positive integer, got %s", k, tostring(o[k]))
     end
   end
+  if o.stem ~= "pixels" and o.stem ~= "conv" then
+    raise("CrossAttentionVLM: config.stem must be \"pixels\" or \"conv\", got %s", tostring(o.stem))
+  end
+  if o.stem == "conv" then
+    for _, k in ipairs(PIXEL_STEM_ONLY) do
+      if cfg[k] ~= nil and cfg[k] ~= DEFAULTS[k] then
+        raise("CrossAttentionVLM: config.%s is for stem = \"pixels\" (stem = \"conv\" learns binding and routing)", k)
+      end
+    end
+    local ch = o.stem_channels or STEM_CHANNELS
+    if type(ch) ~= "table" or #ch == 0 then
+      raise("CrossAttentionVLM: config.stem_channels must list the channels of each convolution, got %s", tostring(ch))
+    end
+    for _, c in ipairs(ch) do
+      if math.type(c) ~= "integer" or c < 1 then
+        raise("CrossAttentionVLM: config.stem_channels must hold positive integers, got %s", tostring(c))
+      end
+    end
+    o.stem_channels = ch
+  elseif o.stem_channels ~= nil then
+    raise("CrossAttentionVLM: config.stem_channels is for stem = \"conv\"")
+  end
   if o.slots ~= "colour" and o.slots ~= "learned" then
     raise("CrossAttentionVLM: config.slots must be \"colour\" or \"learned\", got %s", tostring(o.slots))
   end
@@ -118,24 +157,12 @@ local function check_config(cfg)
   return o
 end
 
---- Builds the model.
--- @tparam[opt] table config `d_model` (64), `heads` (4), `pixel_dim` (32:
--- the per-pixel features), `fourier` (4: frequencies per coordinate of an
--- object's centre), `image_layers` (2), `cross_layers` (2), `ffn` (128),
--- `dropout` (0), `attention_dropout`, `attention` ("standard") and
--- `attention_options` (the layers' attention variant), `slots` ("colour"
--- or "learned"), `compete` (false), `window` (0), `relative` (false),
--- `distance_slopes` and `subject_slopes` (one number per head, or nil for
--- no bias); the scene's `image_size`, `n_objects`, `object_rgb`,
--- `object_size`, `n_question_tokens`, `n_answers` (ember.data.sort_of_clevr's)
-function VLM:__init(config)
-  local o = check_config(config)
-  self.config = o
+-- The pixel stem (stem = "pixels"): inked pixels -> one object slot per
+-- colour (its pooled pixels, centre, spread, area; see encode_image).
+local function pixel_stem(self, o)
   local S, K = o.image_size, o.n_objects
   local d, dp = o.d_model, o.pixel_dim
-  self.grid, self.pixel_dim = S, dp
-  self.n_objects, self.object_size = K, o.object_size
-  self.n_freq = o.fourier
+  self.pixel_dim = dp
   self.window = o.window
   self.compete = o.compete
   self.colour_slots = o.slots == "colour"
@@ -158,6 +185,75 @@ function VLM:__init(config)
   self:register_buffer("slots", ember.tensor(slots, {dtype = "int64"}), false)
   -- an object token: pooled pixel values, centroid, mass, Fourier features of the centroid
   self:add_module("object_embed", nn.Linear(dp + 5 + 4 * o.fourier, d))
+end
+
+-- Fourier features of 2-D positions xy [..., 2] in [-1, 1]: sin and cos of
+-- each coordinate times pi * 2^(f-1) / 2, f = 1..n ([..., 4n]).
+local function fourier(xy, n)
+  local parts = {}
+  for f = 1, n do
+    local a = xy * (math.pi * 2 ^ (f - 1) / 2)
+    parts[#parts + 1] = a:sin()
+    parts[#parts + 1] = a:cos()
+  end
+  return ember.cat(parts, xy:dim())
+end
+
+-- The conv stem (stem = "conv"): the image and each pixel's x and y
+-- (CoordConv's coordinate channels, Liu et al. 2018) through 3x3 stride-2
+-- convolutions, each with BatchNorm and ReLU (Relation Networks' CNN);
+-- every cell of the last feature map is a token: its channels, the cell's
+-- centre and Fourier features of it, embedded. Nothing says which pixels
+-- are an object, which colour is which or how far apart things are:
+-- binding and routing are learned.
+local function conv_stem(self, o)
+  local S = o.image_size
+  local layers, c_in, side = {}, 3 + 2, S
+  for _, c in ipairs(o.stem_channels) do
+    layers[#layers + 1] = nn.Conv2d(c_in, c, 3, {stride = 2, padding = 1})
+    layers[#layers + 1] = nn.BatchNorm2d(c)
+    layers[#layers + 1] = nn.ReLU()
+    c_in, side = c, (side - 1) // 2 + 1
+  end
+  self:add_module("stem", nn.Sequential(table.unpack(layers)))
+  local xs, ys = {}, {}
+  for y = 1, S do for x = 1, S do xs[#xs + 1], ys[#ys + 1] = (x - 0.5) / S * 2 - 1, (y - 0.5) / S * 2 - 1 end end
+  self:register_buffer("pixel_xy", ember.tensor({xs, ys}):view(1, 2, S, S), false) -- [1, 2, S, S] in [-1, 1]
+  -- With kernel 3, stride 2 and padding 1, output cell i (0-based) is
+  -- centred on input pixel 2i, so after n layers cell i is on pixel 2^n i.
+  local step, cells = 1 << #o.stem_channels, {}
+  for i = 0, side - 1 do
+    for j = 0, side - 1 do cells[#cells + 1] = {(step * j + 0.5) / S * 2 - 1, (step * i + 0.5) / S * 2 - 1} end
+  end
+  local cxy = ember.tensor(cells)                                            -- [N, 2], row-major cells
+  self:register_buffer("token_pos", ember.cat({cxy, fourier(cxy, o.fourier)}, 2), false) -- [N, 2 + 4F]
+  self.cells, self.cell_step = side, step
+  self:add_module("token_embed", nn.Linear(c_in + 2 + 4 * o.fourier, o.d_model))
+end
+
+--- Builds the model.
+-- @tparam[opt] table config `d_model` (64), `heads` (4), `pixel_dim` (32:
+-- the per-pixel features), `fourier` (4: frequencies per coordinate of an
+-- object's centre), `image_layers` (2), `cross_layers` (2), `ffn` (128),
+-- `dropout` (0), `attention_dropout`, `attention` ("standard") and
+-- `attention_options` (the layers' attention variant), `slots` ("colour"
+-- or "learned"), `compete` (false), `window` (0), `relative` (false),
+-- `distance_slopes` and `subject_slopes` (one number per head, or nil for
+-- no bias); `stem` ("pixels", or "conv": then `stem_channels`, default
+-- {24, 24, 24, 24}, and none of pixel_dim, slots, compete, window,
+-- relative, distance_slopes, subject_slopes); the scene's `image_size`,
+-- `n_objects`, `object_rgb`, `object_size`, `n_question_tokens`,
+-- `n_answers` (ember.data.sort_of_clevr's)
+function VLM:__init(config)
+  local o = check_config(config)
+  self.config = o
+  local S, K = o.image_size, o.n_objects
+  local d = o.d_model
+  self.grid = S
+  self.n_objects, self.object_size = K, o.object_size
+  self.n_freq = o.fourier
+  self.conv_stem = o.stem == "conv"
+  if self.conv_stem then conv_stem(self, o) else pixel_stem(self, o) end
   self.n_img, self.n_cross = o.image_layers, o.cross_layers
   local lopts = {dim_feedforward = o.ffn, dropout = o.dropout, attention_dropout = o.attention_dropout,
                  norm_first = true, attention = o.attention, attention_options = o.attention_options}
@@ -201,6 +297,7 @@ end
 
 --- The object tokens of images.
 -- @tparam Tensor img [B, 3, image_size, image_size], values in [0, 1] (white background)
+-- (stem = "pixels"; the conv stem's tokens are encode_conv's)
 -- @return the object tokens after the image layers [B, K, d_model], before them [B, K, d_model],
 -- each slot's attention [B, K, M] over the M inkiest pixels, their indices [B, M] (0-based,
 -- row-major) and the slots' centres [B, K, 2] in [-1, 1]
@@ -276,19 +373,65 @@ function VLM:encode_image(img)
   return self.img_norm(tok), obj, w, at, pos
 end
 
+--- The image tokens of the conv stem (stem = "conv").
+-- @tparam Tensor img [B, 3, image_size, image_size], values in [0, 1]
+-- @treturn Tensor the tokens after the image layers [B, N, d_model], N the last feature map's cells (row-major)
+function VLM:encode_conv(img)
+  local B, S = img:size(1), self.grid
+  local f = self.stem(ember.cat({img, self.pixel_xy:expand(B, 2, S, S)}, 2))  -- [B, C, g, g]
+  local C, N = f:size(2), f:size(3) * f:size(4)
+  local pos = self.token_pos
+  -- (float32: under bf16 autocast the convolutions' output is bfloat16)
+  local tok = ember.cat({f:reshape(B, C, N):transpose(2, 3):float(), pos:view(1, N, pos:size(2)):expand(B, N, pos:size(2))}, 3)
+  tok = self.token_embed(tok)
+  for i = 1, self.n_img do tok = self["img" .. i](tok) end
+  return self.img_norm(tok)
+end
+
+--- The attention of a question over the image [image_size, image_size]:
+-- the cross-attention weights of one question (heads and tokens averaged)
+-- spread over the pixels each token stands for (an object slot's pixels
+-- for stem = "pixels", a feature-map cell's nearest pixels for "conv").
+-- @tparam Tensor weights [H, 2, N]: one question's row of forward's weights
+-- @param pixel_attention, pixel_index forward's third and fourth results for that image (stem = "pixels")
+-- @treturn Tensor [image_size, image_size]
+function VLM:attention_heat(weights, pixel_attention, pixel_index)
+  local S = self.grid
+  local per_token = weights:mean(1):mean(1)                                   -- [N]
+  if self.conv_stem then
+    local g, step, cell = self.cells, self.cell_step, {}
+    for y = 0, S - 1 do
+      for x = 0, S - 1 do
+        local cy, cx = math.min(g - 1, (y + step // 2) // step), math.min(g - 1, (x + step // 2) // step)
+        cell[#cell + 1] = cy * g + cx + 1                                     -- the nearest cell centre
+      end
+    end
+    return per_token:index_select(1, ember.tensor(cell, {dtype = "int64"})):view(S, S)
+  end
+  local to_image = ember.one_hot(pixel_index, S * S):float()                 -- [M, S*S]: inked pixel -> image
+  return per_token:view(1, -1):matmul(pixel_attention):matmul(to_image):view(S, S)
+end
+
 --- Answer logits for each question of each image.
 -- @tparam Tensor img [B, 3, image_size, image_size]
 -- @tparam Tensor questions int64 [B, Q, 2]: each question's kind and colour tokens (1-based)
 -- @bool[opt] need_weights also return the last block's cross-attention
 -- @return logits [B*Q, n_answers]; with need_weights the cross-attention
--- [B*Q, H, 2, K], and the slots' pixel attention [B, K, M] and pixel indices [B, M]
+-- [B*Q, H, 2, N] (N: K object tokens, or the conv stem's cells), and for
+-- stem = "pixels" the slots' pixel attention [B, K, M] and pixel indices [B, M]
 function VLM:forward(img, questions, need_weights)
   local K = self.n_objects
   local B, Q = questions:size(1), questions:size(2)
-  local mem, obj, mask, at, pos = self:encode_image(img)
+  local mem, obj, mask, at, pos
+  if self.conv_stem then mem = self:encode_conv(img) else mem, obj, mask, at, pos = self:encode_image(img) end
   local N, d = mem:size(2), mem:size(3)
   mem = mem:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d) -- each question sees its image
   local colour = questions:select(3, 2)                                       -- [B, Q]
+  local kind = self.q_embed(questions:select(3, 1):reshape(B * Q, 1))        -- [B*Q, 1, d]
+  if self.conv_stem then
+    -- the colour token is the colour's embedding: finding its object is learned
+    return self:answer(self.q_pos(ember.cat({kind, self.q_embed(colour:reshape(B * Q, 1))}, 2)), mem, {}, need_weights)
+  end
   local image_of = ember.arange(0, B, {dtype = "int64"}):view(B, 1):expand(B, Q) * K
   local subject_at = (image_of + colour):reshape(-1)                          -- [B*Q] into [B*K]
   if self.relative then
@@ -299,7 +442,6 @@ function VLM:forward(img, questions, need_weights)
   end
   -- the colour token of a question is the object its colour pools (slot c), so
   -- the question starts from its subject's centre and area
-  local kind = self.q_embed(questions:select(3, 1):reshape(B * Q, 1))        -- [B*Q, 1, d]
   local subject = obj:reshape(B * K, d):index_select(1, subject_at)
   local q = self.q_pos(ember.cat({kind, subject:view(B * Q, 1, d)}, 2))
   local copts = {}
@@ -309,6 +451,17 @@ function VLM:forward(img, questions, need_weights)
     local is_subject = ember.one_hot(colour:reshape(-1), K):float():view(B * Q, 1, 1, K)
     copts.image_mask = from * self.sub_slopes + is_subject * self.sub_block  -- [B*Q, H, 1, K]
   end
+  local logits, weights = self:answer(q, mem, copts, need_weights)
+  return logits, weights, mask, at
+end
+
+--- The question tokens through the cross-attention blocks, averaged, to logits.
+-- @tparam Tensor q [B*Q, 2, d_model] the question tokens
+-- @tparam Tensor mem [B*Q, N, d_model] the image tokens each question sees
+-- @tparam table copts the blocks' options (image_mask); need_weights is set here
+-- @bool[opt] need_weights also return the last block's cross-attention
+-- @return logits [B*Q, n_answers], and with need_weights the weights [B*Q, H, 2, N]
+function VLM:answer(q, mem, copts, need_weights)
   local weights
   for i = 1, self.n_cross do
     copts.need_weights = need_weights and i == self.n_cross
@@ -318,7 +471,7 @@ function VLM:forward(img, questions, need_weights)
       q = self["cross" .. i](q, mem, copts)
     end
   end
-  return self.head(self.norm(q):mean(2)), weights, mask, at
+  return self.head(self.norm(q):mean(2)), weights
 end
 
 
