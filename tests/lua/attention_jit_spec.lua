@@ -7,12 +7,7 @@
 -- Each case runs in a fresh process: the environment picks the path.
 local build = os.getenv("EMBER_BUILD_DIR") or "build"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'"))
-  return d
-end
+local tmpdir = require "tests.lua.helpers.tmpdir"
 
 -- Runs `body` (Lua) in a fresh ember with `env` ("K=V K=V"); returns its output.
 local function run(env, body)

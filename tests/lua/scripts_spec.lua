@@ -15,12 +15,7 @@ local function sanitized()
 end
 local SANITIZED = sanitized()
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  assert(os.execute("mkdir -p '" .. p .. "'"))
-  return p
-end
+local tmpdir = require "tests.lua.helpers.tmpdir"
 
 -- Runs `ember script args` and returns the output and the exit status.
 local function run(script, args)
