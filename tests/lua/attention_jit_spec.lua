@@ -87,6 +87,36 @@ describe("compiled traced programs", function()
     end
   end)
 
+  it("compile safely when processes share a cache: both compile at once and both load", function()
+    local dir = tmpdir()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local ember = require "ember"
+local att = ember.Attention({ heads = 2, head_dim = 8, attention = "softcap" })
+local x = ember.randn(1, 2, 16, 8)
+att(x, x, x)
+print("path=" .. ember.cpu_info().float32:match("traced programs: ([^;]*)"))
+]])
+    f:close()
+    local cmd = ("EMBER_PLUGIN_PATH='%s/plugins' EMBER_PLUGIN_PATH_ONLY=1 OMP_NUM_THREADS=1 EMBER_JIT_CACHE='%s' '%s/bin/ember' '%s'")
+      :format(build, dir, build, script)
+    local p = assert(io.popen(("(%s > '%s/a.out' 2>&1 & %s > '%s/b.out' 2>&1 & wait)"):format(cmd, dir, cmd, dir)))
+    p:close()
+    os.remove(script)
+    for _, name in ipairs { "a.out", "b.out" } do
+      local h = assert(io.open(dir .. "/" .. name))
+      local out = h:read("a")
+      h:close()
+      assert.truthy(out:find("path=compiled", 1, true), out)
+    end
+    local ls = assert(io.popen("ls '" .. dir .. "'"))
+    local names = ls:read("a")
+    ls:close()
+    assert.is_nil(names:find("tmp-", 1, true), names) -- no temporary file left behind
+    assert.truthy(names:find("%x+%.so"), names)
+  end)
+
   it("rebuild a corrupt or truncated cache entry instead of failing", function()
     run("EMBER_JIT_CACHE=" .. cache, CASES) -- fills the cache
     local p = assert(io.popen("ls '" .. cache .. "'"))
