@@ -317,7 +317,9 @@ TG_AVX2 static void tg_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, f
         const float *ar[MR];
         const int64_t aps = tg_rows(ar, MR, A, ta, lda, i0, mr, p0);
         float *c = C + i0 * ldc + j0;
-        if (nv == 2) tg_micro2(ar, aps, b, bs, kc, MR, 2, mr, nc, alpha, be, c, ldc);
+        if (nv == 2 && mr == 1) tg_micro2(ar, aps, b, bs, kc, 1, 2, mr, nc, alpha, be, c, ldc);
+        else if (nv == 2) tg_micro2(ar, aps, b, bs, kc, MR, 2, mr, nc, alpha, be, c, ldc);
+        else if (mr == 1) tg_micro2(ar, aps, b, bs, kc, 1, 1, mr, nc, alpha, be, c, ldc);
         else tg_micro2(ar, aps, b, bs, kc, MR, 1, mr, nc, alpha, be, c, ldc);
       }
     }
@@ -380,7 +382,15 @@ TG_AVX512 static void tg_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t 
         const float *ar[MR];
         const int64_t aps = tg_rows(ar, MR, A, ta, lda, i0, mr, p0);
         float *c = C + i0 * ldc + j0;
-        if (nv == 2) tg_micro5(ar, aps, b, bs, kc, MR, 2, mr, nc, alpha, be, c, ldc);
+        /* a short last block (a decoding step's one query row) computes
+        ** only its rows: same sums per element, a quarter or an eighth of
+        ** the FMAs */
+        const int mk = mr == 1 ? 1 : mr <= 4 ? 4 : MR;
+        if (nv == 2 && mk == 1) tg_micro5(ar, aps, b, bs, kc, 1, 2, mr, nc, alpha, be, c, ldc);
+        else if (nv == 2 && mk == 4) tg_micro5(ar, aps, b, bs, kc, 4, 2, mr, nc, alpha, be, c, ldc);
+        else if (nv == 2) tg_micro5(ar, aps, b, bs, kc, MR, 2, mr, nc, alpha, be, c, ldc);
+        else if (mk == 1) tg_micro5(ar, aps, b, bs, kc, 1, 1, mr, nc, alpha, be, c, ldc);
+        else if (mk == 4) tg_micro5(ar, aps, b, bs, kc, 4, 1, mr, nc, alpha, be, c, ldc);
         else tg_micro5(ar, aps, b, bs, kc, MR, 1, mr, nc, alpha, be, c, ldc);
       }
     }
