@@ -183,7 +183,7 @@ em_status em_plugin_list_dir(const char *dir, const char *suffix,
     else n++;
   }
   closedir(d);
-  if (s == EM_OK) qsort(names, n, sizeof names[0], em__cmp_str);
+  if (s == EM_OK && n > 1) qsort(names, n, sizeof names[0], em__cmp_str); /* names is NULL when n == 0 */
   for (size_t i = 0; i < n; i++) {
     if (s == EM_OK) fn(names[i], ud);
     free(names[i]);
