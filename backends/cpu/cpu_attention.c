@@ -63,6 +63,11 @@
 ** and the forward's merged steps are at most 128). */
 #define ATT_XCH 128
 
+/* Values per hoisted register (cpu_xhoist): room for the diagonals of the
+** widest score tile, br + ld - 1 (even: the int64 offsets after them stay
+** aligned). */
+#define ATT_HS(c) ((c)->br + (c)->ld)
+
 /* The first failure of a traced program (kind: 1 + the dim of a load's
 ** index out of range, or ATT_XERR_NAN), reported once the kernel ends. */
 #define ATT_XERR_NAN 100
@@ -96,6 +101,8 @@ typedef struct att_ctx {
   void *xg;         /* backward: [BH][xg_size] per-head sums of the learned captures' gradients */
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
   bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
+  const cpu_xhoist *xh; /* [CPU_XJIT_ROLES]: each role's registers on the diagonals */
+  int64_t xh_at;    /* where in a thread's registers their values are (xhoist) */
   /* the programs compiled to C (cpu_expr_jit.c), NULL where interpreted */
   cpu_xjit_fn xjit[CPU_XJIT_ROLES];     /* CPU_XJIT_SCORE, _GRAD, _MASK, _SCATTER */
   const void *xcap_data[EM_EXPR_MAX_CAPS];
@@ -270,6 +277,32 @@ static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 #undef ST
 #undef SUF
 
+/* What of program p a tile computes once per diagonal (cpu_xhoist). A
+** program whose diagonal registers are only k - q itself gains nothing and
+** gets an empty plan. */
+void cpu_xhoist_plan(const em_expr *p, const em_xcap *caps, bool scatter, cpu_xhoist *h) {
+  h->n_roots = h->n_gd = 0;
+  for (int i = 0; i < EM_EXPR_MAX_INS; i++) h->slot[i] = -1;
+  for (int g = 0; g < EM_EXPR_MAX_OUT - 2; g++) h->gslot[g] = -1;
+  if (!p || !p->dvar) return;
+  bool worth = false;
+  for (int i = 0; i < p->n; i++) worth |= p->dvar[i] && p->ins[i].op != EM_XOP_SUB;
+  if (!worth) return;
+  bool root[EM_EXPR_MAX_INS] = {false};
+  for (int i = 0; i < p->n; i++) {
+    const em_xins *x = &p->ins[i];
+    if (p->dvar[i]) continue;
+    const int ar = x->op == EM_XOP_LOAD ? caps[x->cap].ndim : em_xop_arity(x->op);
+    for (int a = 0; a < ar; a++) root[x->arg[a]] |= p->dvar[x->arg[a]];
+  }
+  for (int o = 0; o < p->n_out; o++) root[p->out[o]] |= p->dvar[p->out[o]];
+  for (int i = 0; i < p->n; i++)
+    if (root[i]) h->slot[i] = (int16_t)h->n_roots++;
+  if (scatter)
+    for (int g = 0; g < p->n_grad; g++)
+      if (p->dvar[p->grad_load[g]]) h->gslot[g] = (int8_t)h->n_gd++;
+}
+
 /* The compiled forms of the call's programs (all interpreted when one
 ** cannot be compiled: each tile then runs one evaluator). */
 static void xjit_prepare(att_ctx *c) {
@@ -285,7 +318,7 @@ static void xjit_prepare(att_ctx *c) {
   ** backward's calls then share one compiled source */
   const em_expr *g = a->score_grad;
   const em_expr *const progs[CPU_XJIT_ROLES] = {a->score_mod, g, a->mask_mod, g && g->n_grad ? g : NULL};
-  const bool all = cpu_xjit_get(progs, a->dtype == EM_F64, a->caps, c->xjit);
+  const bool all = cpu_xjit_get(progs, c->xh, a->dtype == EM_F64, a->caps, c->xjit);
   cpu_xjit_count(all);
 }
 
@@ -376,7 +409,8 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
   return EM_OK;
 }
 
-static att_ctx make_ctx(const em_attention_args *a) {
+/* xh: the caller's room for the programs' plans (cpu_xhoist). */
+static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   att_ctx c;
   c.a = a;
   c.shift = a->Lk - a->Lq;
@@ -400,6 +434,9 @@ static att_ctx make_ctx(const em_attention_args *a) {
     if (progs[i] && progs[i]->n > xn) xn = progs[i]->n;
   /* n registers, three broadcast buffers, the int64 offsets */
   c.xregs = xn ? (int64_t)(xn + 3) * ATT_XCH + ATT_XCH * 8 / (int64_t)sizeof(float) : 0;
+  const em_expr *const roles[CPU_XJIT_ROLES] = {a->score_mod, a->score_grad, a->mask_mod, a->score_grad};
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) cpu_xhoist_plan(roles[r], a->caps, r == CPU_XJIT_SCATTER, &xh[r]);
+  c.xh = xh;
   xjit_prepare(&c);
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */
@@ -423,6 +460,12 @@ static att_ctx make_ctx(const em_attention_args *a) {
   /* head dims beyond 1024: BLAS would thread each product, so the tiles
   ** run one after another on the calling thread */
   if (c.br * c.bc * d > TILE_MNK) c.parallel = false;
+  /* the hoisted registers after the rest: one role's roots at a time, then
+  ** the scatter's per-diagonal sums and their int64 offsets */
+  c.xh_at = c.xregs;
+  int64_t roots = 0;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) roots = xh[r].n_roots > roots ? xh[r].n_roots : roots;
+  if (c.xregs) c.xregs += (roots + 3 * (int64_t)xh[CPU_XJIT_SCATTER].n_gd) * ATT_HS(&c);
   return c;
 }
 
@@ -444,7 +487,8 @@ em_status cpu_attention_forward(int device, const em_attention_args *args) {
   (void)device;
   em_status s = check_args("attention_forward", args, false);
   if (s || args->B * args->H == 0) return s;
-  att_ctx c = make_ctx(args);
+  cpu_xhoist xh[CPU_XJIT_ROLES];
+  att_ctx c = make_ctx(args, xh);
   att_xerr xe = {0};
   c.xerr = &xe;
   s = args->dtype == EM_F32 ? forward_f32(&c)
@@ -457,7 +501,8 @@ em_status cpu_attention_backward(int device, const em_attention_args *args) {
   (void)device;
   em_status s = check_args("attention_backward", args, true);
   if (s || args->B * args->H == 0) return s;
-  att_ctx c = make_ctx(args);
+  cpu_xhoist xh[CPU_XJIT_ROLES];
+  att_ctx c = make_ctx(args, xh);
   att_xerr xe = {0};
   c.xerr = &xe;
   s = args->dtype == EM_F32 ? backward_f32(&c)

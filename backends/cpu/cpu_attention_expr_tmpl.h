@@ -65,16 +65,27 @@ ATT_ROW bool FN(xoffsets)(const att_ctx *c, const em_expr *p, const em_xins *x, 
 
 /* Runs program p for query row (b, h, q) (1-based; q on the key axis)
 ** and keys k0 .. k0+n-1, with s the row's raw scores (or NULL). Results
-** are registers of X. False when a load failed (recorded). */
+** are registers of X. False when a load failed (recorded). With hp and
+** hrow, the registers on the diagonals are not computed: the roots are
+** read from hrow (hrow[slot * hs + j], the tile's xhoist), the rest are
+** not needed. With diag, only the row's scalars and the registers on the
+** diagonals are computed (xhoist itself). */
 CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, int64_t b, int64_t h,
-                                           int64_t q, int64_t k0, int64_t n, const T *s, T *X) {
+                                           int64_t q, int64_t k0, int64_t n, const T *s, T *X,
+                                           const cpu_xhoist *hp, const T *hrow, bool diag) {
   T *tmp = X + (int64_t)p->n * ATT_XCH, *tb = tmp + ATT_XCH, *tc = tb + ATT_XCH;
   int64_t *off = (int64_t *)(tc + ATT_XCH);
   const T *RP[EM_EXPR_MAX_INS]; /* where each register's values are (S: the scores themselves) */
+  const int64_t hs = ATT_HS(c);
   for (int i = 0; i < p->n; i++) {
     const em_xins *x = &p->ins[i];
     T *r = X + (int64_t)i * ATT_XCH;
     RP[i] = r;
+    /* (k - q needs k: the diagonal pass computes the key register too) */
+    if (p->kvar[i] && (diag ? !p->dvar[i] && x->op != EM_XOP_K : hrow && p->dvar[i])) {
+      if (!diag && hp->slot[i] >= 0) memcpy(r, hrow + hp->slot[i] * hs, (size_t)n * sizeof(T));
+      continue;
+    }
     if (!p->kvar[i]) { /* one value for the row */
       double v;
       switch (x->op) {
@@ -178,8 +189,8 @@ ATT_ROW const T *FN(xout)(const em_expr *p, T *X, int o, int64_t n) {
 /* The score program on one row s of a tile (q: 1-based, on the key
 ** axis), in place; d score/ds into d when not NULL. */
 ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64_t h, int64_t q, int64_t j0,
-                            int64_t bc, T *s, T *X, T *d) {
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X)) {
+                            int64_t bc, T *s, T *X, T *d, const cpu_xhoist *hp, const T *hrow) {
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X, hp, hrow, false)) {
     for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
     return;
   }
@@ -204,9 +215,9 @@ ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64
 
 /* The mask program on one row: -inf where it says no. */
 ATT_ROW void FN(xmask_row)(const att_ctx *c, int64_t b, int64_t h, int64_t q, int64_t j0, int64_t bc, T *s,
-                           T *X) {
+                           T *X, const T *hrow) {
   const em_expr *p = c->a->mask_mod;
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, NULL, X)) {
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, NULL, X, &c->xh[CPU_XJIT_MASK], hrow, false)) {
     for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
     return;
   }
@@ -214,21 +225,55 @@ ATT_ROW void FN(xmask_row)(const att_ctx *c, int64_t b, int64_t h, int64_t q, in
   for (int64_t jj = 0; jj < bc; jj++) s[jj] = o[jj] != 0 ? s[jj] : -INFINITY;
 }
 
-/* The compiled program of `role` over rows of a tile; each row it leaves
-** (one that must report a bad index or a NaN) the interpreter runs.
-** False when the role is not compiled. */
+/* Program p's registers on the diagonals (plan hp) for every diagonal of
+** the tile [i0, i0+br) x [j0, j0+bc) of head bh, into Hb[slot * hs + t]:
+** the program run for the tile's last row over the keys that put each
+** diagonal t there, the other registers left alone; with Ho, also the
+** offsets of the learned loads on the diagonals. False when the plan is
+** empty or a load fails: nothing is recorded, and the tile's rows run
+** without it (and report it). */
+ATT_ROW bool FN(xhoist)(const att_ctx *c, const em_expr *p, const cpu_xhoist *hp, int64_t bh, int64_t i0,
+                        int64_t br, int64_t j0, int64_t bc, T *X, T *Hb, int64_t *Ho) {
+  if (!hp->n_roots && !(Ho && hp->n_gd)) return false;
+  const em_attention_args *a = c->a;
+  att_ctx quiet = *c;
+  att_xerr e = {0};
+  quiet.xerr = &e;
+  const int64_t hs = ATT_HS(c), nd = br + bc - 1, b = bh / a->H + 1, h = bh % a->H + 1;
+  /* diagonal t is key k0 + t of the last row: t = (k - q) - (k0 - q_last) */
+  const int64_t q_last = i0 + br + c->shift, k_first = j0 + 1;
+  T *tmp = X + (int64_t)p->n * ATT_XCH;
+  for (int64_t t0 = 0; t0 < nd; t0 += ATT_XCH) {
+    const int64_t n = nd - t0 < ATT_XCH ? nd - t0 : ATT_XCH;
+    if (!FN(xrow)(&quiet, p, b, h, q_last, k_first + t0, n, NULL, X, hp, NULL, true)) return false;
+    for (int i = 0; i < p->n; i++)
+      if (hp->slot[i] >= 0) memcpy(Hb + hp->slot[i] * hs + t0, X + (int64_t)i * ATT_XCH, (size_t)n * sizeof(T));
+    if (Ho)
+      for (int g = 0; g < p->n_grad; g++)
+        if (hp->gslot[g] >= 0 && !FN(xoffsets)(&quiet, p, &p->ins[p->grad_load[g]], X, tmp, n,
+                                                Ho + hp->gslot[g] * hs + t0, b, h, q_last, k_first + t0))
+          return false;
+  }
+  return true;
+}
+
+/* The compiled program of `role` over rows of a tile (Hb: its hoisted
+** registers, NULL when they are not there); each row it leaves (one
+** that must report a bad index or a NaN) the interpreter runs, without
+** the hoisted registers. False when the role is not compiled, or
+** compiled with hoisted registers that Hb does not have. */
 ATT_ROW bool FN(xjit_tile)(const att_ctx *c, int role, int64_t bh, int64_t i0, int64_t br, int64_t j0,
-                           int64_t bc, T *S, T *X, T *dsc) {
+                           int64_t bc, T *S, T *X, T *dsc, const T *Hb) {
   const cpu_xjit_fn f = c->xjit[role];
-  if (!f || bc > CPU_XJIT_MAX_COLS) return false;
+  if (!f || bc > CPU_XJIT_MAX_COLS || (c->xh[role].n_roots && !Hb)) return false;
   const em_attention_args *a = c->a;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld, q0 = i0 + c->shift + 1;
   for (int64_t ii = 0; ii < br;) {
-    const int64_t left = f(c->xcap_data, c->xcap_shape, b, h, q0, j0 + 1, ii, br, bc, ld, S, dsc);
+    const int64_t left = f(c->xcap_data, c->xcap_shape, b, h, q0, j0 + 1, ii, br, bc, ld, S, dsc, Hb, ATT_HS(c));
     if (left < 0) break;
-    if (role == CPU_XJIT_MASK) FN(xmask_row)(c, b, h, q0 + left, j0, bc, S + left * ld, X);
+    if (role == CPU_XJIT_MASK) FN(xmask_row)(c, b, h, q0 + left, j0, bc, S + left * ld, X, NULL);
     else FN(xscore_row)(c, role == CPU_XJIT_GRAD ? a->score_grad : a->score_mod, b, h, q0 + left, j0, bc,
-                        S + left * ld, X, dsc ? dsc + left * ld : NULL);
+                        S + left * ld, X, dsc ? dsc + left * ld : NULL, NULL, NULL);
     ii = left + 1;
   }
   return true;
@@ -241,14 +286,19 @@ ATT_ROW bool FN(xjit_tile)(const att_ctx *c, int role, int64_t bh, int64_t i0, i
 ATT_ROW void FN(xscore_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                              int64_t bc, T *S, T *X, T *dsc, T *raw) {
   const em_attention_args *a = c->a;
+  const int role = dsc ? CPU_XJIT_GRAD : CPU_XJIT_SCORE;
   const em_expr *p = dsc ? a->score_grad : a->score_mod;
+  const cpu_xhoist *hp = &c->xh[role];
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
   if (raw)
     for (int64_t ii = 0; ii < br; ii++)
       for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = S[ii * ld + jj];
-  if (FN(xjit_tile)(c, dsc ? CPU_XJIT_GRAD : CPU_XJIT_SCORE, bh, i0, br, j0, bc, S, X, dsc)) return;
+  T *Hb = X + c->xh_at;
+  if (!FN(xhoist)(c, p, hp, bh, i0, br, j0, bc, X, Hb, NULL)) Hb = NULL;
+  if (FN(xjit_tile)(c, role, bh, i0, br, j0, bc, S, X, dsc, Hb)) return;
   for (int64_t ii = 0; ii < br; ii++)
-    FN(xscore_row)(c, p, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, dsc ? dsc + ii * ld : NULL);
+    FN(xscore_row)(c, p, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, dsc ? dsc + ii * ld : NULL, hp,
+                   Hb ? Hb + (br - 1 - ii) : NULL);
 }
 
 /* The mask program over a tile: -inf where it says no. Full tiles of the
@@ -257,37 +307,60 @@ ATT_ROW void FN(xmask_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br
                             int64_t bc, T *S, T *X) {
   const em_attention_args *a = c->a;
   if (a->block_map && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_FULL) return;
-  if (FN(xjit_tile)(c, CPU_XJIT_MASK, bh, i0, br, j0, bc, S, X, NULL)) return;
+  T *Hb = X + c->xh_at;
+  if (!FN(xhoist)(c, a->mask_mod, &c->xh[CPU_XJIT_MASK], bh, i0, br, j0, bc, X, Hb, NULL)) Hb = NULL;
+  if (FN(xjit_tile)(c, CPU_XJIT_MASK, bh, i0, br, j0, bc, S, X, NULL, Hb)) return;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
-  for (int64_t ii = 0; ii < br; ii++) FN(xmask_row)(c, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X);
+  for (int64_t ii = 0; ii < br; ii++)
+    FN(xmask_row)(c, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, Hb ? Hb + (br - 1 - ii) : NULL);
 }
 
 /* The sink logit of query row i of head bh (-inf without a sink). */
 ATT_ROW T FN(xsink)(const att_ctx *c, int64_t bh, int64_t i, T *X) {
   const em_attention_args *a = c->a;
   if (!a->sink) return -INFINITY;
-  if (!FN(xrow)(c, a->sink, bh / a->H + 1, bh % a->H + 1, i + c->shift + 1, 1, 1, NULL, X)) return -INFINITY;
+  if (!FN(xrow)(c, a->sink, bh / a->H + 1, bh % a->H + 1, i + c->shift + 1, 1, 1, NULL, X, NULL, NULL, false))
+    return -INFINITY;
   return FN(xout)(a->sink, X, 0, 1)[0];
+}
+
+/* Backward, before a tile's rows: the gradient program's registers on
+** the diagonals (xhoist), with the offsets of its learned loads there and
+** their per-diagonal sums zeroed. Returns the hoisted registers, or NULL
+** when the tile scatters per element. */
+ATT_ROW T *FN(xscatter_begin)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0, int64_t bc,
+                              T *X) {
+  const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
+  const int64_t hs = ATT_HS(c);
+  T *Hb = X + c->xh_at, *acc = Hb + hp->n_roots * hs;
+  int64_t *Ho = (int64_t *)(acc + hp->n_gd * hs);
+  if (!FN(xhoist)(c, c->a->score_grad, hp, bh, i0, br, j0, bc, X, Hb, Ho)) return NULL;
+  memset(acc, 0, (size_t)(hp->n_gd * hs) * sizeof(T));
+  return Hb;
 }
 
 /* Backward, one row of a head's owner: adds ds * d score/d(load g) (ds:
 ** the gradient of the modified scores) into the head's table sums at each
-** load's element, the program run again on the row's raw scores. */
+** load's element, the program run again on the row's raw scores. With Hb
+** (xscatter_begin; hoff = br - 1 - ii, the row's offset), the loads on the
+** diagonals add into their per-diagonal sums instead (xscatter_flush). */
 ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
-                                    const T *raw, const T *ds, T *X) {
+                                    const T *raw, const T *ds, T *X, const T *Hb, int64_t hoff) {
   const em_attention_args *a = c->a;
   const em_expr *p = a->score_grad;
-  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
+  const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
+  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1, hs = ATT_HS(c);
   T *G = (T *)c->xg + bh * c->xg_size;
-  if (c->xjit[CPU_XJIT_SCATTER] && bc <= CPU_XJIT_MAX_COLS) {
+  T *acc = Hb ? (T *)Hb + hp->n_roots * hs : NULL;
+  if (c->xjit[CPU_XJIT_SCATTER] && bc <= CPU_XJIT_MAX_COLS && (Hb || !(hp->n_roots || hp->n_gd))) {
     void *Gc[EM_EXPR_MAX_CAPS];
     for (int k = 0; k < EM_EXPR_MAX_CAPS; k++) Gc[k] = k < a->n_caps && c->xg_off[k] >= 0 ? G + c->xg_off[k] : NULL;
     cpu_xjit_scatter_fn f; /* stored as a cpu_xjit_fn (cpu_internal.h) */
     memcpy(&f, &c->xjit[CPU_XJIT_SCATTER], sizeof f);
-    f(c->xcap_data, c->xcap_shape, b, h, q, j0 + 1, bc, raw, ds, Gc);
+    f(c->xcap_data, c->xcap_shape, b, h, q, j0 + 1, bc, raw, ds, Gc, Hb, hs, hoff, acc);
     return;
   }
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X)) return;
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X, hp, Hb ? Hb + hoff : NULL, false)) return;
   int64_t *off = (int64_t *)(X + (int64_t)(p->n + 3) * ATT_XCH);
   T *tmp = X + (int64_t)p->n * ATT_XCH;
   for (int g = 0; g < p->n_grad; g++) {
@@ -297,9 +370,34 @@ ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int
     /* the offsets again (xrow checked them): tmp is free once dl is read */
     T dlv[ATT_XCH];
     for (int64_t jj = 0; jj < bc; jj++) dlv[jj] = dl[jj] * ds[jj];
+    if (Hb && hp->gslot[g] >= 0) {
+      T *ad = acc + hp->gslot[g] * hs + hoff;
+      for (int64_t jj = 0; jj < bc; jj++) ad[jj] += dlv[jj];
+      continue;
+    }
     if (!FN(xoffsets)(c, p, x, X, tmp, bc, off, b, h, q, j0 + 1)) return;
     T *gc = G + c->xg_off[x->cap];
     for (int64_t jj = 0; jj < bc; jj++) gc[off[jj]] += dlv[jj];
+  }
+}
+
+/* Backward, after a tile's rows (Hb from xscatter_begin, or NULL): each
+** diagonal's sum into the head's table sums, once per diagonal. */
+ATT_ROW void FN(xscatter_flush)(const att_ctx *c, int64_t bh, int64_t br, int64_t bc, const T *Hb) {
+  if (!Hb) return;
+  const em_expr *p = c->a->score_grad;
+  const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
+  const int64_t hs = ATT_HS(c), nd = br + bc - 1;
+  const T *acc = Hb + hp->n_roots * hs;
+  const int64_t *Ho = (const int64_t *)(acc + hp->n_gd * hs);
+  T *G = (T *)c->xg + bh * c->xg_size;
+  for (int g = 0; g < p->n_grad; g++) {
+    const int cap = p->ins[p->grad_load[g]].cap;
+    if (hp->gslot[g] < 0 || c->xg_off[cap] < 0) continue;
+    const T *ad = acc + hp->gslot[g] * hs;
+    const int64_t *od = Ho + hp->gslot[g] * hs;
+    T *gc = G + c->xg_off[cap];
+    for (int64_t t = 0; t < nd; t++) gc[od[t]] += ad[t];
   }
 }
 
@@ -362,7 +460,7 @@ static void FN(xfinish)(att_ctx *c) {
   for (int64_t bh = 0; bh < BH; bh++)
     for (int64_t i = 0; i < a->Lq; i++) {
       const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
-      if (!FN(xrow)(c, p, b, h, q, 1, 1, NULL, X)) continue;
+      if (!FN(xrow)(c, p, b, h, q, 1, 1, NULL, X, NULL, NULL, false)) continue;
       const T sink = FN(xout)(p, X, 0, 1)[0];
       const T dsink = -FN(att_exp)(sink - lse[bh * a->Lq + i]) * (T)c->D[bh * a->Lq + i];
       for (int g = 0; g < p->n_grad; g++) {

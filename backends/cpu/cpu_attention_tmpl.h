@@ -257,6 +257,7 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
   FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dv, true, dv, 0, dS, ld);
+  T *xhs = raw ? FN(xscatter_begin)(c, bh, i0, br, j0, bc, X) : NULL;
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
     T *p = P + ii * ld, *ds = dS + ii * ld;
@@ -280,13 +281,14 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
     } else {
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
-    if (raw) FN(xscore_scatter_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X);
+    if (raw) FN(xscore_scatter_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X, xhs, br - 1 - ii);
     if (dsc)
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] *= dsc[ii * ld + jj];
     /* a uniform row's part of decl_accumulate: its sums go to table row u */
     if (owner && u >= 0 && (c->DSB || c->PB))
       FN(decl_uniform_sums)(c, i, u, c->DSB ? FN(row_sum)(ds, bc) : 0, c->PB ? FN(row_sum)(p, bc) : 0);
   }
+  FN(xscatter_flush)(c, bh, br, bc, xhs);
   /* the owner of these query rows sums them by table row (declared terms) */
   if (owner) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
 }

@@ -135,25 +135,41 @@ static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool 
   }
 }
 
+/* Whether plan hp hoists anything (the function then reads Hb). */
+static bool hoisted(const cpu_xhoist *hp) { return hp && (hp->n_roots || hp->n_gd); }
+
+/* The key loop's registers: a hoisted root is read from the row's place
+** in Hb, the other registers on the diagonals are not needed. */
+static void gen_key_loop(xbuf *b, const em_expr *p, const em_xcap *caps, const cpu_xhoist *hp, bool f64) {
+  for (int i = 0; i < p->n; i++) {
+    if (!p->kvar[i]) continue;
+    if (hoisted(hp) && p->dvar[i]) {
+      if (hp->slot[i] >= 0) xb_printf(b, "      const T r%d = hrow[%d * hs + jj];\n", i, hp->slot[i]);
+      continue;
+    }
+    gen_ins(b, p, caps, i, true, f64);
+  }
+}
+
 /* The tile function of program p in role `role` for compute type T.
 ** Returns -1 when every row from i_begin was done, else the first row it
 ** left alone (a bad index or a NaN score): the caller's interpreter runs
 ** that row, reports it, and calls again from the next. */
-static void gen_function(xbuf *b, const em_expr *p, int role, bool f64, const em_xcap *caps) {
+static void gen_function(xbuf *b, const em_expr *p, int role, bool f64, const em_xcap *caps, const cpu_xhoist *hp) {
   xb_printf(b, "int64_t em_xjit_tile%d(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,\n"
                "                     int64_t q0, int64_t k0, int64_t i_begin, int64_t br, int64_t bc,\n"
-               "                     int64_t ld, T *S, T *D) {\n"
-               "  (void)cap, (void)shape, (void)D;\n", role);
+               "                     int64_t ld, T *S, T *D, const T *Hb, int64_t hs) {\n"
+               "  (void)cap, (void)shape, (void)D, (void)Hb, (void)hs;\n", role);
   xb_printf(b, ""
                "  for (int64_t ii = i_begin; ii < br; ii++) {\n"
                "    const int64_t q = q0 + ii;\n    (void)q;\n"
                "    T *restrict s_ = S + ii * ld;\n    int bad = 0;\n"
+               "    const T *restrict hrow = Hb ? Hb + (br - 1 - ii) : 0;\n    (void)hrow;\n"
                "    T out0[MAXC], out1[MAXC];\n    (void)out1;\n");
   for (int i = 0; i < p->n; i++)
     if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64);
   xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
-  for (int i = 0; i < p->n; i++)
-    if (p->kvar[i]) gen_ins(b, p, caps, i, true, f64);
+  gen_key_loop(b, p, caps, hp, f64);
   xb_printf(b, "      out0[jj] = r%d;\n", p->out[0]);
   if (role == CPU_XJIT_GRAD) xb_printf(b, "      out1[jj] = r%d;\n", p->out[1]);
   xb_printf(b, "    }\n    if (bad) return ii;\n");
@@ -171,25 +187,34 @@ static void gen_function(xbuf *b, const em_expr *p, int role, bool f64, const em
 /* The backward's scatter for one row: the gradient program run on the
 ** row's raw scores, and ds * d score/d(load g) added into the per-head
 ** sums G[cap] at each learned load's element (the interpreter's
-** xscore_scatter_row). A row with a bad index adds nothing: its scores
-** were -inf and its error is already recorded. */
-static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps) {
+** xscore_scatter_row), or for a load on the diagonals (hp's gslot) into
+** its per-diagonal sums in acc. A row with a bad index adds nothing: its
+** scores were -inf and its error is already recorded. */
+static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps, const cpu_xhoist *hp) {
+  const bool hz = hoisted(hp);
   xb_printf(b, "void em_xjit_tile%d(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,\n"
-               "                   int64_t q, int64_t k0, int64_t bc, const T *raw, const T *ds, T *const *G) {\n"
-               "  (void)cap, (void)shape;\n  const T *restrict s_ = raw;\n  int bad = 0;\n",
+               "                   int64_t q, int64_t k0, int64_t bc, const T *raw, const T *ds, T *const *G,\n"
+               "                   const T *Hb, int64_t hs, int64_t hoff, T *acc) {\n"
+               "  (void)cap, (void)shape, (void)hs, (void)acc;\n  const T *restrict s_ = raw;\n  int bad = 0;\n"
+               "  const T *restrict hrow = Hb ? Hb + hoff : 0;\n  (void)hrow;\n",
             CPU_XJIT_SCATTER);
-  for (int g = 0; g < p->n_grad; g++) xb_printf(b, "  int64_t off%d[MAXC];\n  T val%d[MAXC];\n", g, g);
+  for (int g = 0; g < p->n_grad; g++) xb_printf(b, "  int64_t off%d[MAXC];\n  T val%d[MAXC];\n  (void)off%d;\n", g, g, g);
   for (int i = 0; i < p->n; i++)
     if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64);
   xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
-  for (int i = 0; i < p->n; i++)
-    if (p->kvar[i]) gen_ins(b, p, caps, i, true, f64);
-  for (int g = 0; g < p->n_grad; g++)
-    xb_printf(b, "      off%d[jj] = (int64_t)o%d;\n      val%d[jj] = r%d * ds[jj];\n", g, p->grad_load[g], g, p->out[2 + g]);
+  gen_key_loop(b, p, caps, hp, f64);
+  for (int g = 0; g < p->n_grad; g++) {
+    if (!(hz && hp->gslot[g] >= 0)) xb_printf(b, "      off%d[jj] = (int64_t)o%d;\n", g, p->grad_load[g]);
+    xb_printf(b, "      val%d[jj] = r%d * ds[jj];\n", g, p->out[2 + g]);
+  }
   xb_printf(b, "    }\n  if (bad) return;\n");
   for (int g = 0; g < p->n_grad; g++) {
     const int cap = p->ins[p->grad_load[g]].cap;
-    xb_printf(b, "  if (G[%d]) for (int64_t jj = 0; jj < bc; jj++) G[%d][off%d[jj]] += val%d[jj];\n", cap, cap, g, g);
+    if (hz && hp->gslot[g] >= 0)
+      xb_printf(b, "  if (G[%d]) { T *restrict A = acc + %d * hs + hoff; for (int64_t jj = 0; jj < bc; jj++) A[jj] += val%d[jj]; }\n",
+                cap, hp->gslot[g], g);
+    else
+      xb_printf(b, "  if (G[%d]) for (int64_t jj = 0; jj < bc; jj++) G[%d][off%d[jj]] += val%d[jj];\n", cap, cap, g, g);
   }
   xb_printf(b, "}\n");
 }
@@ -197,12 +222,13 @@ static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps
 /* One source for the call's programs (score, its gradient, mask: NULL
 ** where absent), compiled at once: one compiler run per variant and
 ** dtype, not three. */
-static void gen_source(xbuf *b, const em_expr *const *progs, bool f64, const em_xcap *caps) {
+static void gen_source(xbuf *b, const em_expr *const *progs, const cpu_xhoist *plans, bool f64,
+                       const em_xcap *caps) {
   xb_printf(b, "#include <stdint.h>\n#include <tgmath.h>\n#include \"cpu_expr_ops.h\"\n"
                "#define T %s\n#define MAXC %d\n", f64 ? "double" : "float", CPU_XJIT_MAX_COLS);
   for (int r = 0; r < CPU_XJIT_SCATTER; r++)
-    if (progs[r]) gen_function(b, progs[r], r, f64, caps);
-  if (progs[CPU_XJIT_SCATTER]) gen_scatter(b, progs[CPU_XJIT_SCATTER], f64, caps);
+    if (progs[r]) gen_function(b, progs[r], r, f64, caps, &plans[r]);
+  if (progs[CPU_XJIT_SCATTER]) gen_scatter(b, progs[CPU_XJIT_SCATTER], f64, caps, &plans[CPU_XJIT_SCATTER]);
 }
 
 /* ---- compiling, the cache folder, and what ran ---- */
@@ -368,7 +394,8 @@ static bool jit_enabled(void) {
   return !(e && strcmp(e, "0") == 0);
 }
 
-bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cpu_xjit_fn *fns) {
+bool cpu_xjit_get(const em_expr *const *progs, const cpu_xhoist *plans, bool f64, const em_xcap *caps,
+                  cpu_xjit_fn *fns) {
   for (int r = 0; r < CPU_XJIT_ROLES; r++) fns[r] = NULL;
   if (!jit_enabled()) {
     pthread_mutex_lock(&g_lock);
@@ -377,7 +404,7 @@ bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cp
     return false;
   }
   xbuf b = {0};
-  gen_source(&b, progs, f64, caps);
+  gen_source(&b, progs, plans, f64, caps);
   if (b.oom) {
     free(b.p);
     return false;

@@ -296,19 +296,44 @@ em_status cpu_attention_backward(int device, const em_attention_args *args);
 ** row it left for the interpreter to run and report (a bad index, a NaN). */
 enum { CPU_XJIT_SCORE, CPU_XJIT_GRAD, CPU_XJIT_MASK, CPU_XJIT_SCATTER, CPU_XJIT_ROLES };
 #define CPU_XJIT_MAX_COLS 256
+
+/* A program's registers that are the same along each diagonal k - q of a
+** score tile (em_expr.dvar: a relative position's bucket and its table
+** entry, a distance's bias, a window's test). A tile computes them once
+** per diagonal, br + bc - 1 values for br * bc scores, into
+** Hb[slot * hs + t] with t = (k - q) - (k0 - q_last) (the tile's first key
+** against its last query row), so row ii reads them contiguously from
+** Hb + (br - 1 - ii). The roots are the ones a row reads: outputs and
+** operands of the rest. A learned load on the diagonals (gslot) has its
+** gradient summed per diagonal in the tile, then added to its table once
+** per diagonal, as the built-in relative-position terms do. n_roots and
+** n_gd 0: nothing is hoisted (made by cpu_xhoist_plan, cpu_attention.c). */
+typedef struct cpu_xhoist {
+  int n_roots, n_gd;
+  int16_t slot[EM_EXPR_MAX_INS];       /* register -> root slot, -1: not a root */
+  int8_t gslot[EM_EXPR_MAX_OUT - 2];   /* gradient g -> its diagonal sums' slot, -1: per element */
+} cpu_xhoist;
+void cpu_xhoist_plan(const em_expr *p, const em_xcap *caps, bool scatter, cpu_xhoist *h);
+
+/* Hb, hs: the hoisted registers (cpu_xhoist), or NULL where the program
+** has none. */
 typedef int64_t (*cpu_xjit_fn)(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,
                                int64_t q0, int64_t k0, int64_t i_begin, int64_t br, int64_t bc,
-                               int64_t ld, void *S, void *D);
+                               int64_t ld, void *S, void *D, const void *Hb, int64_t hs);
 /* The backward's scatter of one row into the learned captures' per-head
-** sums G[cap] (NULL: not wanted); stored in fns[CPU_XJIT_SCATTER] as a
-** cpu_xjit_fn and cast back to this type to be called. */
+** sums G[cap] (NULL: not wanted), and of the loads on the diagonals into
+** their per-diagonal sums acc[gslot * hs + hoff + jj] (hoff: the row's
+** offset, br - 1 - ii); stored in fns[CPU_XJIT_SCATTER] as a cpu_xjit_fn
+** and cast back to this type to be called. */
 typedef void (*cpu_xjit_scatter_fn)(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,
                                     int64_t q, int64_t k0, int64_t bc, const void *raw, const void *ds,
-                                    void *const *G);
+                                    void *const *G, const void *Hb, int64_t hs, int64_t hoff, void *acc);
 /* fns[role] for progs[role] (score, score gradient, mask, and the
-** gradient program again for the scatter; NULL where absent); false (all
-** NULL) when they run interpreted. */
-bool cpu_xjit_get(const em_expr *const *progs, bool f64, const em_xcap *caps, cpu_xjit_fn *fns);
+** gradient program again for the scatter; NULL where absent), generated
+** with plans[role]'s hoisted registers; false (all NULL) when they run
+** interpreted. */
+bool cpu_xjit_get(const em_expr *const *progs, const cpu_xhoist *plans, bool f64, const em_xcap *caps,
+                  cpu_xjit_fn *fns);
 void cpu_xjit_count(bool compiled);
 void cpu_xjit_info(char *buf, size_t n);
 

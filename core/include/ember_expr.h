@@ -10,6 +10,11 @@
 ** The kernel runs a program for one query row and a run of keys at a time:
 ** registers that do not depend on the key are computed once per row
 ** (em_expr.kvar says which), the others as vectors over the keys.
+** Registers that depend on q and k only through k - q (em_expr.dvar: a
+** relative position's bucket, a distance's bias, a window's test) are the
+** same along each diagonal of a tile, so a kernel may compute them once per
+** diagonal -- br + bc - 1 values for br * bc scores -- and read them in
+** each row at its offset.
 **
 ** Values. Every register holds a number of the kernel's compute type
 ** (float32 or float64); booleans are 0 and 1; indices are 1-based
@@ -89,6 +94,7 @@ typedef struct em_expr {
   int n;
   const em_xins *ins;
   const uint8_t *kvar;               /* [n]: 1 when register i depends on the key */
+  const uint8_t *dvar;               /* [n]: 1 when it depends on q and k only through k - q */
   int n_out;
   int32_t out[EM_EXPR_MAX_OUT];
   /* score gradient programs: out[2 + g] is d score / d (the load
@@ -105,6 +111,7 @@ typedef struct em_expr {
 #define EM_XDEP_Q (1u << 2)
 #define EM_XDEP_K (1u << 3)
 #define EM_XDEP_S (1u << 4)
+#define EM_XDEP_REL (1u << 5)   /* k - q (or q - k) itself, not q or k alone */
 
 /* How a mask program treats a tile (the block map's cells). */
 #define EM_XTILE_EMPTY 0   /* no key visible: skipped in forward and backward */
@@ -189,7 +196,7 @@ static inline EM_XHD double em_xcap_read(const em_xcap *c, int64_t off) {
 /* ---- the core's side (core/src/attention_expr.c) ---- */
 /* Checks and copies a program: every operand names an earlier register,
 ** a load has its capture's ndim indices (cap_ndim[c]), outputs and
-** gradient loads exist; derives kvar and deps. */
+** gradient loads exist; derives kvar, dvar and deps. */
 EM_API em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const int32_t *outs,
                              int n_grad, const int32_t *grad_load, int n_caps, const int *cap_ndim);
 EM_API void em_expr_free(em_expr *e);

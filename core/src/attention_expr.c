@@ -23,6 +23,12 @@
 
 static bool bad_reg(int32_t r, int i) { return r < 0 || r >= i; }
 
+/* k - q or q - k: the relative position, whatever q and k are apart */
+static bool rel_pair(const em_xins *code, const em_xins *x) {
+  const int a = code[x->arg[0]].op, b = code[x->arg[1]].op;
+  return (a == EM_XOP_K && b == EM_XOP_Q) || (a == EM_XOP_Q && b == EM_XOP_K);
+}
+
 em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const int32_t *outs,
                       int n_grad, const int32_t *grad_load, int n_caps, const int *cap_ndim) {
   *out = NULL;
@@ -33,9 +39,9 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
   uint32_t *deps = calloc((size_t)n, sizeof *deps);
   em_expr *e = calloc(1, sizeof *e);
   em_xins *code = malloc((size_t)n * sizeof *code);
-  uint8_t *kvar = malloc((size_t)n);
-  if (!deps || !e || !code || !kvar) {
-    free(deps), free(e), free(code), free(kvar);
+  uint8_t *kvar = malloc((size_t)n), *dvar = malloc((size_t)n);
+  if (!deps || !e || !code || !kvar || !dvar) {
+    free(deps), free(e), free(code), free(kvar), free(dvar);
     return em_error(EM_ERR_OOM, "attention program: out of memory");
   }
   memcpy(code, ins, (size_t)n * sizeof *code);
@@ -67,9 +73,12 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
     case EM_XOP_K: deps[i] = EM_XDEP_K; break;
     case EM_XOP_S: deps[i] = EM_XDEP_S; break;
     default:
-      for (int a = 0; a < ar; a++) deps[i] |= deps[x->arg[a]];
+      if (x->op == EM_XOP_SUB && rel_pair(code, x)) deps[i] = EM_XDEP_REL;
+      else
+        for (int a = 0; a < ar; a++) deps[i] |= deps[x->arg[a]];
     }
-    kvar[i] = (deps[i] & (EM_XDEP_K | EM_XDEP_S)) != 0;
+    kvar[i] = (deps[i] & (EM_XDEP_K | EM_XDEP_S | EM_XDEP_REL)) != 0;
+    dvar[i] = kvar[i] && !(deps[i] & (EM_XDEP_Q | EM_XDEP_K | EM_XDEP_S));
   }
   for (int o = 0; o < n_out && s == EM_OK; o++)
     if (bad_reg(outs[o], n)) s = em_error(EM_ERR_ARG, "attention program: output %d is register %d", o, outs[o]);
@@ -77,10 +86,10 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
     if (bad_reg(grad_load[g], n) || code[grad_load[g]].op != EM_XOP_LOAD)
       s = em_error(EM_ERR_ARG, "attention program: gradient %d is not a load", g);
   if (s != EM_OK) {
-    free(deps), free(e), free(code), free(kvar);
+    free(deps), free(e), free(code), free(kvar), free(dvar);
     return s;
   }
-  e->n = n, e->ins = code, e->kvar = kvar, e->n_out = n_out, e->n_grad = n_grad;
+  e->n = n, e->ins = code, e->kvar = kvar, e->dvar = dvar, e->n_out = n_out, e->n_grad = n_grad;
   memcpy(e->out, outs, (size_t)n_out * sizeof *outs);
   if (n_grad) memcpy(e->grad_load, grad_load, (size_t)n_grad * sizeof *grad_load);
   e->deps = deps[outs[0]];
@@ -96,6 +105,7 @@ void em_expr_free(em_expr *e) {
   xmap_cache_forget(e);
   free((void *)e->ins);
   free((void *)e->kvar);
+  free((void *)e->dvar);
   free(e);
 }
 
