@@ -3,21 +3,31 @@
 -- `--> value` comment after a print or an expression) the output is checked.
 -- helpers/doc_examples.lua says what counts as an example, how one runs and
 -- how its key (file and first line) is made.
+--
+-- Most run here, in this process. Those that need a process of their own run
+-- through helpers/run_doc_examples.lua: the distributed ones on 2 ranks under
+-- mpirun (tests/distributed/run_mpi.sh, as the MPI tests: skipped without
+-- mpirun or the MPI module).
 -- NOT_RUN lists the examples that are not run, each with its reason; an
--- entry that names no example is itself a failure, so the list stays true.
+-- entry (of NOT_RUN or ON_RANKS) that names no example is itself a failure,
+-- so the lists stay true.
 local doc_examples = require "tests.lua.helpers.doc_examples"
 
-local SRC = os.getenv("EMBER_SOURCE_DIR") or "."
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  local p = assert(io.popen("pwd"))
+  local cwd = p:read("l"); p:close()
+  return cwd .. "/" .. path
+end
+
+local SRC = absolute(os.getenv("EMBER_SOURCE_DIR") or ".")
+local BUILD = absolute(os.getenv("EMBER_BUILD_DIR") or "build")
+local EMBER = BUILD .. "/bin/ember"
+local RUNNER = SRC .. "/tests/lua/helpers/run_doc_examples.lua"
 
 -- key -> why it is not run
 local NOT_RUN = {
-  ["core/distributed/README.md: local dist = require \"ember.distributed\""] = "needs mpirun (ranks, a model, a data set)",
-  ["lua/ember/distributed/init.lua: local dist = require \"ember.distributed\""] = "needs mpirun",
-  ["lua/ember/distributed/World.lua: local world = opts.world"] = "needs mpirun",
-  ["lua/ember/distributed/DistributedDataParallel.lua: local ddp = dist.DistributedDataParallel(model, {bucket_cap_mb = 25})"] =
-    "needs mpirun",
-  ["lua/ember/distributed/DistributedSampler.lua: local s = dist.DistributedSampler(ds, {shuffle = true, seed = 0})"] =
-    "needs mpirun",
   ["lua/ember/_errors.lua: local error = require(\"ember._errors\").error"] = "a list of signatures, not a program",
   ["lua/ember/generate.lua: local ids = generate.generate(model, prompt, {max_new_tokens=50,"] =
     "a signature: strategy=\"greedy\"|\"sample\" lists the choices",
@@ -29,24 +39,91 @@ local NOT_RUN = {
     "generates 9800 images (slow); idx of a batch",
 }
 
+-- Run on 2 ranks under mpirun, all in one launch (in this order).
+local ON_RANKS = {
+  "core/distributed/README.md: local dist = require \"ember.distributed\"",
+  "lua/ember/distributed/init.lua: local dist = require \"ember.distributed\"",
+  "lua/ember/distributed/World.lua: local world = require(\"ember.distributed.World\").from_env()",
+  "lua/ember/distributed/DistributedDataParallel.lua: local dist = require \"ember.distributed\"",
+  "lua/ember/distributed/DistributedSampler.lua: local dist = require \"ember.distributed\"",
+}
+
+-- `cmd` with its output and whether it succeeded.
+local function run_command(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok == true
+end
+
+local function runner_command(keys)
+  local q = {}
+  for i, k in ipairs(keys) do q[i] = shell_quote(k) end
+  return shell_quote(RUNNER) .. " " .. table.concat(q, " ")
+end
+
+-- Can this build run ember.distributed on ranks? (what run_mpi.sh checks)
+local function mpi_ready()
+  local f = io.open(BUILD .. "/lua/ember/distributed_mpi.so", "r")
+  if f then f:close() end
+  return f ~= nil and os.execute("command -v mpirun >/dev/null 2>&1") == true
+end
+
+-- The output of the ON_RANKS examples under mpirun, run once, when first asked.
+local ranks_output
+local function on_ranks()
+  if not ranks_output then
+    local out, ok = run_command(("cd %s && EMBER_SOURCE_DIR=%s EMBER_BUILD_DIR=%s EMBER_DIST_TIMEOUT=60 "
+      .. "bash tests/distributed/run_mpi.sh %s 2 %s"):format(shell_quote(SRC), shell_quote(SRC), shell_quote(BUILD),
+      shell_quote(EMBER), runner_command(ON_RANKS)))
+    ranks_output = {out = out, ok = ok}
+  end
+  return ranks_output
+end
+
+-- How many lines of s are exactly line?
+local function count_lines(s, line)
+  local n = 0
+  for l in s:gmatch("[^\n]+") do if l == line then n = n + 1 end end
+  return n
+end
+
 local examples = doc_examples.collect(SRC)
 
 describe("usage examples in the docs run", function()
-  local seen = {}
+  local seen, rank_key = {}, {}
+  for _, k in ipairs(ON_RANKS) do rank_key[k] = true end
+  local MPI = mpi_ready()
   for _, ex in ipairs(examples) do
     local key = ex.key
     seen[key] = true
     local name = key .. " (" .. ex.file .. ":" .. ex.line .. ")"
     if NOT_RUN[key] then
       pending(name .. " (not run: " .. NOT_RUN[key] .. ")")
+    elseif rank_key[key] and not MPI then
+      pending(name .. " (on 2 ranks: skipped, no mpirun or no MPI module in this build)")
+    elseif rank_key[key] then
+      it(name .. ", on 2 ranks", function()
+        -- each rank prints "ok - key" for each example that passed on it
+        local r = on_ranks()
+        assert(count_lines(r.out, "ok - " .. key) == 2, "on 2 ranks under mpirun:\n" .. r.out)
+      end)
     else
       it(name, function() doc_examples.run(ex) end)
     end
   end
 
-  it("finds the examples, and every NOT_RUN entry names one", function()
+  if MPI then
+    it("the distributed examples' mpirun exits with 0", function()
+      local r = on_ranks()
+      assert(r.ok, "on 2 ranks under mpirun:\n" .. r.out)
+    end)
+  end
+
+  it("finds the examples, and every entry of NOT_RUN and ON_RANKS names one", function()
     assert(#examples >= 40, "only " .. #examples .. " examples found")
     for key in pairs(NOT_RUN) do assert(seen[key], "NOT_RUN names no example: " .. key) end
+    for _, key in ipairs(ON_RANKS) do assert(seen[key], "ON_RANKS names no example: " .. key) end
   end)
 
   it("keys an example by its file and first line: a doc edited above it does not move the key", function()
