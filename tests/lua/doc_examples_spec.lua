@@ -7,11 +7,15 @@
 -- Most run here, in this process. Those that need a process of their own run
 -- through helpers/run_doc_examples.lua: the distributed ones on 2 ranks under
 -- mpirun (tests/distributed/run_mpi.sh, as the MPI tests: skipped without
--- mpirun or the MPI module).
+-- mpirun or the MPI module), and those that read files in a folder that
+-- this spec fills with small synthetic stand-ins (a Hugging Face checkpoint,
+-- Fashion-MNIST's idx files).
 -- NOT_RUN lists the examples that are not run, each with its reason; an
--- entry (of NOT_RUN or ON_RANKS) that names no example is itself a failure,
--- so the lists stay true.
+-- entry (of NOT_RUN, ON_RANKS or IN_FOLDER) that names no example is itself
+-- a failure, so the lists stay true.
+local ember = require "ember"
 local doc_examples = require "tests.lua.helpers.doc_examples"
+local tmpdir = require "tests.lua.helpers.tmpdir"
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 local function absolute(path)
@@ -25,6 +29,10 @@ local SRC = absolute(os.getenv("EMBER_SOURCE_DIR") or ".")
 local BUILD = absolute(os.getenv("EMBER_BUILD_DIR") or "build")
 local EMBER = BUILD .. "/bin/ember"
 local RUNNER = SRC .. "/tests/lua/helpers/run_doc_examples.lua"
+-- the plugin folders, absolute: an example may run in another folder
+local PLUGINS = {}
+for d in (os.getenv("EMBER_PLUGIN_PATH") or BUILD .. "/plugins"):gmatch("[^:]+") do PLUGINS[#PLUGINS + 1] = absolute(d) end
+PLUGINS = table.concat(PLUGINS, ":")
 
 -- key -> why it is not run
 local NOT_RUN = {
@@ -32,9 +40,6 @@ local NOT_RUN = {
   ["lua/ember/generate.lua: local ids = generate.generate(model, prompt, {max_new_tokens=50,"] =
     "a signature: strategy=\"greedy\"|\"sample\" lists the choices",
   ["lua/ember/cli.lua: local opts = cli.parse(arg, {"] = "parses a script's command line (arg)",
-  ["lua/ember/models/llama.lua: local Llama = require(\"ember.models\").Llama"] =
-    "reads model.safetensors, a Hugging Face checkpoint",
-  ["lua/ember/data/fashion_mnist.lua: local x, y = fashion_mnist.load(\"train\")"] = "reads the Fashion-MNIST files",
   ["lua/ember/data/sort_of_clevr.lua: local ds = sort_of_clevr.generate{n_images = 9800, seed = 1}"] =
     "generates 9800 images (slow); idx of a batch",
 }
@@ -46,6 +51,50 @@ local ON_RANKS = {
   "lua/ember/distributed/World.lua: local world = require(\"ember.distributed.World\").from_env()",
   "lua/ember/distributed/DistributedDataParallel.lua: local dist = require \"ember.distributed\"",
   "lua/ember/distributed/DistributedSampler.lua: local dist = require \"ember.distributed\"",
+}
+
+local function write(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes); f:close()
+end
+
+local function be32(n) return string.pack(">I4", n) end
+
+-- Run in a process of their own, in a fresh folder that fill(dir) prepares;
+-- fill returns the environment the process gets ("NAME=value" strings).
+local IN_FOLDER = {
+  -- a tiny Hugging Face Llama checkpoint: LlamaForCausalLM's tensor names,
+  -- 32 heads of dim 2, 8 key/value heads, one layer, 61 tokens
+  ["lua/ember/models/llama.lua: local Llama = require(\"ember.models\").Llama"] = function(dir)
+    local V, E, KV, F = 61, 64, 16, 96
+    local function w(...) return ember.randn(...) * 0.1 end
+    local t = {["model.embed_tokens.weight"] = w(V, E), ["model.norm.weight"] = ember.ones(E),
+               ["lm_head.weight"] = w(V, E)}
+    local l = "model.layers.0."
+    t[l .. "self_attn.q_proj.weight"], t[l .. "self_attn.o_proj.weight"] = w(E, E), w(E, E)
+    t[l .. "self_attn.k_proj.weight"], t[l .. "self_attn.v_proj.weight"] = w(KV, E), w(KV, E)
+    t[l .. "mlp.gate_proj.weight"], t[l .. "mlp.up_proj.weight"] = w(F, E), w(F, E)
+    t[l .. "mlp.down_proj.weight"] = w(E, F)
+    t[l .. "input_layernorm.weight"], t[l .. "post_attention_layernorm.weight"] = ember.ones(E), ember.ones(E)
+    require("ember.checkpoint").save_tensors(dir .. "/model.safetensors", t)
+    return {}
+  end,
+  -- Fashion-MNIST's four gzip'd idx files, 120 training and 20 test images
+  ["lua/ember/data/fashion_mnist.lua: local fashion_mnist = require \"ember.data.fashion_mnist\""] = function(dir)
+    for prefix, n in pairs({train = 120, t10k = 20}) do
+      local pixels, labels = {}, {}
+      for i = 1, n do
+        pixels[i] = string.rep(string.char(i % 256), 28 * 28)
+        labels[i] = string.char((i - 1) % 10)
+      end
+      local img = dir .. "/" .. prefix .. "-images-idx3-ubyte"
+      local lab = dir .. "/" .. prefix .. "-labels-idx1-ubyte"
+      write(img, be32(2051) .. be32(n) .. be32(28) .. be32(28) .. table.concat(pixels))
+      write(lab, be32(2049) .. be32(n) .. table.concat(labels))
+      assert(os.execute("gzip " .. shell_quote(img) .. " " .. shell_quote(lab)))
+    end
+    return {"EMBER_FASHION_MNIST=" .. dir}
+  end,
 }
 
 -- `cmd` with its output and whether it succeeded.
@@ -108,6 +157,17 @@ describe("usage examples in the docs run", function()
         local r = on_ranks()
         assert(count_lines(r.out, "ok - " .. key) == 2, "on 2 ranks under mpirun:\n" .. r.out)
       end)
+    elseif IN_FOLDER[key] then
+      it(name .. ", in a folder of its own", function()
+        local dir = tmpdir()
+        finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
+        local env = IN_FOLDER[key](dir)
+        for i, e in ipairs(env) do env[i] = shell_quote(e) end
+        local out, ok = run_command(("cd %s && env EMBER_SOURCE_DIR=%s EMBER_PLUGIN_PATH=%s %s %s %s"):format(
+          shell_quote(dir), shell_quote(SRC), shell_quote(PLUGINS), table.concat(env, " "), shell_quote(EMBER),
+          runner_command({key})))
+        assert(ok and count_lines(out, "ok - " .. key) == 1, out)
+      end)
     else
       it(name, function() doc_examples.run(ex) end)
     end
@@ -120,10 +180,11 @@ describe("usage examples in the docs run", function()
     end)
   end
 
-  it("finds the examples, and every entry of NOT_RUN and ON_RANKS names one", function()
+  it("finds the examples, and every entry of NOT_RUN, ON_RANKS and IN_FOLDER names one", function()
     assert(#examples >= 40, "only " .. #examples .. " examples found")
     for key in pairs(NOT_RUN) do assert(seen[key], "NOT_RUN names no example: " .. key) end
     for _, key in ipairs(ON_RANKS) do assert(seen[key], "ON_RANKS names no example: " .. key) end
+    for key in pairs(IN_FOLDER) do assert(seen[key], "IN_FOLDER names no example: " .. key) end
   end)
 
   it("keys an example by its file and first line: a doc edited above it does not move the key", function()
