@@ -115,6 +115,9 @@ foreach(case "auto;4;" "doubling;4;" "doubling;6;" "ring;3;" "ring;4;" "halving;
   set_tests_properties(mpi.collectives.${algo}.np${np} PROPERTIES LABELS "mpi" SKIP_RETURN_CODE 77
     PROCESSORS 2 TIMEOUT 600 ENVIRONMENT "${TEST_ENV};EMBER_DIST_ALLREDUCE=${algo};EMBER_MPIRUN_ARGS=${btl}")
 endforeach()
+# The docs' distributed usage examples run on 2 ranks inside this spec
+# (tests/lua/doc_examples_spec.lua starts mpirun through run_mpi.sh).
+set_tests_properties(lua.doc_examples_spec PROPERTIES PROCESSORS 2)
 # Every training script's --smoke run under mpirun -np 2.
 add_test(NAME mpi.scripts.np2
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_scripts.sh ${EMBER_BIN}

@@ -4,17 +4,23 @@
 -- user's code that called into ember, however many library frames (class
 -- constructors, module __call, wrappers) lie between. The fixed levels of
 -- error(msg, 2) break as soon as a call goes through one more frame, so
--- library files use this instead:
+-- library files use this instead (the example runs outside the library,
+-- so its own lines are the user's):
 --
---   local error = require("ember._errors").error  -- error(msg [, level])
---     -- raises msg at the first frame outside ember's Lua files; level 0
---     -- keeps msg without a position (command-line messages)
---   errors.raise(fmt, ...) -- error(fmt:format(...)) at the user's line; a
---                          -- library position a passed-on message starts
---                          -- with is dropped
---   errors.shape_str(t)    -- "[2, 3]", as messages name shapes
---   errors.wrap(fn)   -- fn whose errors (also those of C functions it calls,
---                     -- which name the library line) move to the user's line
+--   local errors = require "ember._errors"
+--   -- errors.error(msg [, level]): raises msg at the first frame outside ember's
+--   -- Lua files (library files: local error = errors.error); level 0 keeps msg
+--   -- without a position (command-line messages)
+--   print(pcall(errors.error, "no such option --foo", 0))   --> false no such option --foo
+--   -- errors.raise(fmt, ...): error(fmt:format(...)) at the user's line; a library
+--   -- position that a passed-on message starts with is dropped
+--   print(pcall(errors.raise, "k must be positive, got %d", -2))   --> false ...: k must be positive, got -2
+--   -- errors.shape_str(t): a shape as messages write it
+--   print(errors.shape_str(ember.zeros(2, 3)), errors.shape_str(ember.tensor(1)))   --> [2, 3] []
+--   -- errors.wrap(fn): fn whose errors (also those of C functions it calls,
+--   -- which name the library line) move to the user's line
+--   local view5 = errors.wrap(function(t) return t:view(5) end)
+--   print(pcall(view5, ember.zeros(2, 3)))          --> false ...: ember.view: shape [5] is invalid ... [2, 3] ...
 local M = {}
 
 -- The folder of ember's Lua files ("@/path/to/lua/ember/"), from this file's source.

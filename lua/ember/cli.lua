@@ -1,5 +1,7 @@
 --- ember.cli: the command-line options every example script shares.
 --
+--   local cli = require "ember.cli"
+--   -- arg: the script's command line; here `ember scripts/langid.lua --layers 3 --lr=0.01`
 --   local opts = cli.parse(arg, {
 --     script = "scripts/langid.lua",
 --     about = "Language identification of single words.",
@@ -9,6 +11,7 @@
 --       {"predict", nil, "predict the language of one word", type = "string"},
 --     },
 --   })
+--   print(opts.layers, opts.lr, opts.epochs, opts.predict)   --> 3 0.01 4 nil
 --
 -- Shared: --epochs --lr --batch --attention --seed --threads --device
 -- --precision --smoke --out --help. A script runs its forward pass and loss

@@ -2,13 +2,19 @@
 -- top-p (nucleus) sampling, repetition penalty, stop sequences, a time limit
 -- and batches of left-padded prompts -- with an optional key/value cache.
 --
---   local ids = generate.generate(model, prompt, {max_new_tokens=50,
---       strategy="greedy"|"sample", temperature=1, top_k=nil, top_p=nil,
---       repetition_penalty=nil, eos_id=nil, stop=nil, pad_id=nil, max_time=nil,
---       prompt_padding_mask=nil, memory=nil, memory_key_padding_mask=nil,
---       use_cache=true, return_logits=false})
+--   local generate = require "ember.generate"
+--   local model = require("ember.models").Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32,
+--                                                num_hidden_layers = 1, num_attention_heads = 2}
+--   local prompt = ember.tensor({{5, 9, 2}}, {dtype = "int64"})       -- [B, L0] token ids
+--   local ids = generate.generate(model, prompt, {max_new_tokens = 4})   -- greedy
+--   print(ids.shape)                                                  --> ember.Size{1, 7}
+--   local sampled, logits = generate.generate(model, prompt, {max_new_tokens = 4, strategy = "sample",
+--       temperature = 0.8, top_k = 10, top_p = 0.9, return_logits = true})
+--   print(#logits, logits[1].shape)                                   --> 4 ember.Size{1, 50}
+--   print(pcall(generate.generate, model, prompt, {top_q = 0.9}))     --> false ...unknown option 'top_q'...
 --
--- An option generate does not know is an error that lists the known ones.
+-- generate.generate's doc (below) lists the options and their defaults. An
+-- option generate does not know is an error that lists the known ones.
 --
 -- The model is any object with
 --   model:decode(ids [B, L] int64, {cache=, start=, memory=, memory_key_padding_mask=,

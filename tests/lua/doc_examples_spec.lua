@@ -1,210 +1,211 @@
 -- Docs tested for what they say (issue 26): every usage example in the LDoc
 -- comments and the READMEs runs, and where it shows a printed result (a
 -- `--> value` comment after a print or an expression) the output is checked.
+-- helpers/doc_examples.lua says what counts as an example, how one runs and
+-- how its key (file and first line) is made.
 --
--- What counts as an example:
---   * a ```lua fenced block of any tracked *.md file;
---   * an LDoc `@usage` (the rest of its line and the comment lines after it,
---     up to the next @tag or the end of the comment block) in lua/ember/;
---   * an indented block in a doc comment of lua/ember/ (lines "--" then at
---     least three spaces) whose first line starts `local `, `ember.`,
---     `print(` or `require` (formulas and option lists do not).
--- Each runs in a fresh environment (`ember`, `nn`, `optim` preloaded, `print`
--- captured, seed 0). `--> a ... b` matches the captured output of that line
--- with runs of whitespace collapsed, `...` standing for anything.
--- NOT_RUN lists the examples that are not run, each with its reason; an entry
--- that no longer names an example is itself a failure, so the list stays true.
+-- Most run here, in this process. Those that need a process of their own run
+-- through helpers/run_doc_examples.lua: the distributed ones on 2 ranks under
+-- mpirun (tests/distributed/run_mpi.sh, as the MPI tests: skipped without
+-- mpirun or the MPI module), and those that read files in a folder that
+-- this spec fills with small synthetic stand-ins (a Hugging Face checkpoint,
+-- Fashion-MNIST's idx files).
+-- NOT_RUN lists the examples that are not run, each with its reason; an
+-- entry (of NOT_RUN, ON_RANKS, IN_FOLDER or GLOBALS) that names no example is
+-- itself a failure, so the lists stay true.
 local ember = require "ember"
-local nn = require "ember.nn"
-local optim = require "ember.optim"
+local doc_examples = require "tests.lua.helpers.doc_examples"
+local tmpdir = require "tests.lua.helpers.tmpdir"
 
-local SRC = os.getenv("EMBER_SOURCE_DIR") or "."
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  local p = assert(io.popen("pwd"))
+  local cwd = p:read("l"); p:close()
+  return cwd .. "/" .. path
+end
 
--- "file:line" of the example's first line -> why it is not run
-local NOT_RUN = {
-  ["core/distributed/README.md:43"] = "needs mpirun (ranks, a model, a data set)",
-  ["lua/ember/distributed/init.lua:3"] = "needs mpirun",
-  ["lua/ember/distributed/World.lua:4"] = "needs mpirun",
-  ["lua/ember/distributed/DistributedDataParallel.lua:4"] = "needs mpirun",
-  ["lua/ember/distributed/DistributedSampler.lua:5"] = "needs mpirun",
-  ["lua/ember/_errors.lua:9"] = "a list of signatures, not a program",
-  ["lua/ember/generate.lua:5"] = "a signature: strategy=\"greedy\"|\"sample\" lists the choices",
-  ["lua/ember/cli.lua:3"] = "parses a script's command line (arg)",
-  ["lua/ember/models/llama.lua:5"] = "reads model.safetensors, a Hugging Face checkpoint",
-  ["lua/ember/data/fashion_mnist.lua:3"] = "reads the Fashion-MNIST files",
-  ["lua/ember/data/sort_of_clevr.lua:12"] = "generates 9800 images (slow); idx of a batch",
+local SRC = absolute(os.getenv("EMBER_SOURCE_DIR") or ".")
+local BUILD = absolute(os.getenv("EMBER_BUILD_DIR") or "build")
+local EMBER = BUILD .. "/bin/ember"
+local RUNNER = SRC .. "/tests/lua/helpers/run_doc_examples.lua"
+-- the plugin folders, absolute: an example may run in another folder
+local PLUGINS = {}
+for d in (os.getenv("EMBER_PLUGIN_PATH") or BUILD .. "/plugins"):gmatch("[^:]+") do PLUGINS[#PLUGINS + 1] = absolute(d) end
+PLUGINS = table.concat(PLUGINS, ":")
+
+-- key -> why it is not run (only what is outside this project's power)
+local NOT_RUN = {}
+
+-- Run on 2 ranks under mpirun, all in one launch (in this order).
+local ON_RANKS = {
+  "core/distributed/README.md: local dist = require \"ember.distributed\"",
+  "lua/ember/distributed/init.lua: local dist = require \"ember.distributed\"",
+  "lua/ember/distributed/World.lua: local world = require(\"ember.distributed.World\").from_env()",
+  "lua/ember/distributed/DistributedDataParallel.lua: local dist = require \"ember.distributed\"",
+  "lua/ember/distributed/DistributedSampler.lua: local dist = require \"ember.distributed\"",
 }
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a"); f:close(); return s
+local function write(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes); f:close()
 end
 
-local function lines(s)
-  local t = {}
-  for l in (s .. "\n"):gmatch("(.-)\r?\n") do t[#t + 1] = l end
-  if t[#t] == "" then t[#t] = nil end
-  return t
-end
+local function be32(n) return string.pack(">I4", n) end
 
-local examples = {}
-local function add(file, line, code_lines)
-  examples[#examples + 1] = {file = file, line = line, code = table.concat(code_lines, "\n")}
-end
-
--- (a) ```lua blocks of the tracked markdown files
-local function md_files()
-  local p = assert(io.popen("cd '" .. SRC .. "' && git ls-files '*.md' 2>/dev/null"))
-  local t = {}
-  for l in p:lines() do t[#t + 1] = l end
-  p:close()
-  if #t == 0 then t = {"README.md", "plugins/README.md", "core/distributed/README.md"} end
-  return t
-end
-
-for _, rel in ipairs(md_files()) do
-  local ls = lines(read(SRC .. "/" .. rel))
-  local i = 1
-  while i <= #ls do
-    if ls[i]:match("^%s*```lua%s*$") then
-      local start, code = i + 1, {}
-      i = i + 1
-      while i <= #ls and not ls[i]:match("^%s*```") do code[#code + 1] = ls[i]; i = i + 1 end
-      add(rel, start, code)
-    end
-    i = i + 1
-  end
-end
-
--- (b) @usage and indented blocks of the doc comments in lua/ember/
-local function lua_files()
-  local p = assert(io.popen("cd '" .. SRC .. "' && find lua/ember -name '*.lua' -o -name '*.luadoc' | sort"))
-  local t = {}
-  for l in p:lines() do t[#t + 1] = l end
-  p:close()
-  return t
-end
-
-local function is_tag(text) return text:match("^%s*@%a") ~= nil end
-
-for _, rel in ipairs(lua_files()) do
-  if not rel:match("_doc%.lua$") then
-    local ls = lines(read(SRC .. "/" .. rel))
-    local i = 1
-    while i <= #ls do
-      local l = ls[i]
-      local rest = l:match("^%s*%-%-%-?%s*@usage%s?(.*)$")
-      if rest then
-        local start, code = i, {}
-        if rest:match("%S") then code[1] = rest else start = i + 1 end
-        i = i + 1
-        while i <= #ls do
-          local c = ls[i]:match("^%s*%-%-(.*)$")
-          if not c or ls[i]:match("^%s*%-%-%-") or is_tag(c) then break end
-          code[#code + 1] = c:gsub("^ ", "")
-          i = i + 1
-        end
-        add(rel, start, code)
-      elseif l:match("^%-%-   +%S") then
-        local start, block = i, {}
-        while i <= #ls and ls[i]:match("^%-%-   +%S") do block[#block + 1] = ls[i]:sub(3); i = i + 1 end
-        local indent = #block[1]:match("^ *")
-        local first = block[1]:sub(indent + 1)
-        if first:match("^local ") or first:match("^ember%.") or first:match("^print%(") or first:match("^require") then
-          local code = {}
-          for k, b in ipairs(block) do code[k] = b:sub(indent + 1) end
-          add(rel, start, code)
-        end
-      else
-        i = i + 1
+-- Run in a process of their own, in a fresh folder that fill(dir) prepares;
+-- fill returns the environment the process gets ("NAME=value" strings).
+local IN_FOLDER = {
+  -- a tiny Hugging Face Llama checkpoint: LlamaForCausalLM's tensor names,
+  -- 32 heads of dim 2, 8 key/value heads, one layer, 61 tokens
+  ["lua/ember/models/llama.lua: local Llama = require(\"ember.models\").Llama"] = function(dir)
+    local V, E, KV, F = 61, 64, 16, 96
+    local function w(...) return ember.randn(...) * 0.1 end
+    local t = {["model.embed_tokens.weight"] = w(V, E), ["model.norm.weight"] = ember.ones(E),
+               ["lm_head.weight"] = w(V, E)}
+    local l = "model.layers.0."
+    t[l .. "self_attn.q_proj.weight"], t[l .. "self_attn.o_proj.weight"] = w(E, E), w(E, E)
+    t[l .. "self_attn.k_proj.weight"], t[l .. "self_attn.v_proj.weight"] = w(KV, E), w(KV, E)
+    t[l .. "mlp.gate_proj.weight"], t[l .. "mlp.up_proj.weight"] = w(F, E), w(F, E)
+    t[l .. "mlp.down_proj.weight"] = w(E, F)
+    t[l .. "input_layernorm.weight"], t[l .. "post_attention_layernorm.weight"] = ember.ones(E), ember.ones(E)
+    require("ember.checkpoint").save_tensors(dir .. "/model.safetensors", t)
+    return {}
+  end,
+  -- Fashion-MNIST's four gzip'd idx files, 120 training and 20 test images
+  ["lua/ember/data/fashion_mnist.lua: local fashion_mnist = require \"ember.data.fashion_mnist\""] = function(dir)
+    for prefix, n in pairs({train = 120, t10k = 20}) do
+      local pixels, labels = {}, {}
+      for i = 1, n do
+        pixels[i] = string.rep(string.char(i % 256), 28 * 28)
+        labels[i] = string.char((i - 1) % 10)
       end
+      local img = dir .. "/" .. prefix .. "-images-idx3-ubyte"
+      local lab = dir .. "/" .. prefix .. "-labels-idx1-ubyte"
+      write(img, be32(2051) .. be32(n) .. be32(28) .. be32(28) .. table.concat(pixels))
+      write(lab, be32(2049) .. be32(n) .. table.concat(labels))
+      assert(os.execute("gzip " .. shell_quote(img) .. " " .. shell_quote(lab)))
     end
-  end
+    return {"EMBER_FASHION_MNIST=" .. dir}
+  end,
+}
+
+-- Extra globals of an example run here: the command line a script is given
+-- (cli.lua's header example; a later one there starts the same way: " #2").
+local GLOBALS = {
+  ["lua/ember/cli.lua: local cli = require \"ember.cli\""] =
+    {arg = {[0] = "scripts/langid.lua", "--layers", "3", "--lr=0.01"}},
+}
+
+-- `cmd` with its output and whether it succeeded.
+local function run_command(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1"))
+  local out = p:read("a")
+  local ok = p:close()
+  return out, ok == true
 end
 
--- `code --> expected` lines: a print or an expression whose output is checked
-local function split_expect(code)
-  local out, expects = {}, {}
-  for n, l in ipairs(lines(code)) do
-    local src, want = l:match("^(.-)%s*%-%->%s*(.-)%s*$")
-    if src and src:match("%S") and not src:match("^%s*%-%-") then
-      if not src:match("^%s*print%(") then src = "print(" .. src .. ")" end
-      expects[n] = want
-      out[n] = src
-    else
-      out[n] = l
-    end
-  end
-  return table.concat(out, "\n"), expects
+local function runner_command(keys)
+  local q = {}
+  for i, k in ipairs(keys) do q[i] = shell_quote(k) end
+  return shell_quote(RUNNER) .. " " .. table.concat(q, " ")
 end
 
-local function norm(s) return (s:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")) end
-
--- `a ... b` against got: pieces in order, the first at the start and the last
--- at the end unless the pattern starts or ends with "..."
-local function matches(want, got)
-  want, got = norm(want), norm(got)
-  local pieces, pos = {}, 1
-  for p in (want .. "..."):gmatch("(.-)%.%.%.") do pieces[#pieces + 1] = norm(p) end
-  local open_start, open_end = want:match("^%.%.%.") ~= nil, want:match("%.%.%.$") ~= nil
-  for k, p in ipairs(pieces) do
-    if p ~= "" then
-      local s, e = got:find(p, pos, true)
-      if not s or (k == 1 and not open_start and s ~= 1) then return false end
-      pos = e + 1
-    end
-  end
-  local last = pieces[#pieces]
-  if not open_end and last ~= "" and got:sub(-#last) ~= last then return false end
-  return true
+-- Can this build run ember.distributed on ranks? (what run_mpi.sh checks)
+local function mpi_ready()
+  local f = io.open(BUILD .. "/lua/ember/distributed_mpi.so", "r")
+  if f then f:close() end
+  return f ~= nil and os.execute("command -v mpirun >/dev/null 2>&1") == true
 end
 
-local function run(ex)
-  local code, expects = split_expect(ex.code)
-  local chunkname = "=" .. ex.file .. ":" .. ex.line
-  local printed = {}
-  local env = setmetatable({ember = ember, nn = nn, optim = optim}, {__index = _G})
-  env.print = function(...)
-    local t = table.pack(...)
-    for k = 1, t.n do t[k] = tostring(t[k]) end
-    local info = debug.getinfo(2, "Sl")
-    local line = info and info.source == chunkname and info.currentline or 0
-    printed[line] = (printed[line] and printed[line] .. "\n" or "") .. table.concat(t, "\t", 1, t.n)
+-- The output of the ON_RANKS examples under mpirun, run once, when first asked.
+local ranks_output
+local function on_ranks()
+  if not ranks_output then
+    local out, ok = run_command(("cd %s && EMBER_SOURCE_DIR=%s EMBER_BUILD_DIR=%s EMBER_DIST_TIMEOUT=60 "
+      .. "bash tests/distributed/run_mpi.sh %s 2 %s"):format(shell_quote(SRC), shell_quote(SRC), shell_quote(BUILD),
+      shell_quote(EMBER), runner_command(ON_RANKS)))
+    ranks_output = {out = out, ok = ok}
   end
-  local f, err = load(code, chunkname, "t", env)
-  assert(f, err)
-  ember.manual_seed(0)
-  local ok, e = pcall(f)
-  assert(ok, ("%s:%d: the example fails:\n%s\n-- error: %s"):format(ex.file, ex.line, ex.code, tostring(e)))
-  for n, want in pairs(expects) do
-    local got = printed[n]
-    assert(got, ("%s:%d: nothing printed for `--> %s`"):format(ex.file, ex.line + n - 1, want))
-    assert(matches(want, got), ("%s:%d: printed\n  %s\nbut the doc says\n  %s"):format(
-      ex.file, ex.line + n - 1, norm(got), want))
-  end
+  return ranks_output
 end
+
+-- How many lines of s are exactly line?
+local function count_lines(s, line)
+  local n = 0
+  for l in s:gmatch("[^\n]+") do if l == line then n = n + 1 end end
+  return n
+end
+
+local examples = doc_examples.collect(SRC)
 
 describe("usage examples in the docs run", function()
-  local seen = {}
+  local seen, rank_key = {}, {}
+  for _, k in ipairs(ON_RANKS) do rank_key[k] = true end
+  local MPI = mpi_ready()
   for _, ex in ipairs(examples) do
-    local key = ex.file .. ":" .. ex.line
+    local key = ex.key
     seen[key] = true
+    local name = key .. " (" .. ex.file .. ":" .. ex.line .. ")"
     if NOT_RUN[key] then
-      pending(key .. " (not run: " .. NOT_RUN[key] .. ")")
+      pending(name .. " (not run: " .. NOT_RUN[key] .. ")")
+    elseif rank_key[key] and not MPI then
+      pending(name .. " (on 2 ranks: skipped, no mpirun or no MPI module in this build)")
+    elseif rank_key[key] then
+      it(name .. ", on 2 ranks", function()
+        -- each rank prints "ok - key" for each example that passed on it
+        local r = on_ranks()
+        assert(count_lines(r.out, "ok - " .. key) == 2, "on 2 ranks under mpirun:\n" .. r.out)
+      end)
+    elseif IN_FOLDER[key] then
+      it(name .. ", in a folder of its own", function()
+        local dir = tmpdir()
+        finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
+        local env = IN_FOLDER[key](dir)
+        for i, e in ipairs(env) do env[i] = shell_quote(e) end
+        local out, ok = run_command(("cd %s && env EMBER_SOURCE_DIR=%s EMBER_PLUGIN_PATH=%s %s %s %s"):format(
+          shell_quote(dir), shell_quote(SRC), shell_quote(PLUGINS), table.concat(env, " "), shell_quote(EMBER),
+          runner_command({key})))
+        assert(ok and count_lines(out, "ok - " .. key) == 1, out)
+      end)
     else
-      it(key, function() run(ex) end)
+      it(name, function() doc_examples.run(ex, GLOBALS[key]) end)
     end
   end
 
-  it("finds the examples, and every NOT_RUN entry names one", function()
+  if MPI then
+    it("the distributed examples' mpirun exits with 0", function()
+      local r = on_ranks()
+      assert(r.ok, "on 2 ranks under mpirun:\n" .. r.out)
+    end)
+  end
+
+  it("finds the examples, and every entry of NOT_RUN, ON_RANKS, IN_FOLDER and GLOBALS names one", function()
     assert(#examples >= 40, "only " .. #examples .. " examples found")
     for key in pairs(NOT_RUN) do assert(seen[key], "NOT_RUN names no example: " .. key) end
+    for _, key in ipairs(ON_RANKS) do assert(seen[key], "ON_RANKS names no example: " .. key) end
+    for key in pairs(IN_FOLDER) do assert(seen[key], "IN_FOLDER names no example: " .. key) end
+    for key in pairs(GLOBALS) do assert(seen[key], "GLOBALS names no example: " .. key) end
+  end)
+
+  it("keys an example by its file and first line: a doc edited above it does not move the key", function()
+    local doc = "```lua\nprint(1)\n```\n```lua\n\nprint(1)   --> 1\n```\n"
+    local a = doc_examples.examples_of("x.md", doc)
+    local b = doc_examples.examples_of("x.md", "# Title\n\nMore text.\n" .. doc)
+    assert.are.same({"x.md: print(1)", "x.md: print(1) #2"}, {a[1].key, a[2].key})
+    assert.are.same({a[1].key, a[2].key}, {b[1].key, b[2].key})
+    assert.are.same({2, 5}, {a[1].line, a[2].line})
+    assert.are.same({5, 8}, {b[1].line, b[2].line})
+    local l = doc_examples.examples_of("y.lua",
+      "--- A module.\n--\n--   local y = 1   -- one\n--   print(y)\n-- @usage print(\"-- 2\")  -- \"two\"\n")
+    assert.are.same({"y.lua: local y = 1", "y.lua: print(\"-- 2\")  -- \"two\""}, {l[1].key, l[2].key})
   end)
 
   it("checks `-->` (a wrong printed value fails)", function()
+    local matches = doc_examples.matches
     assert.is_true(matches("ember.Size{2, 3}", "ember.Size{2, 3}"))
     assert.is_false(matches("ember.Size{2, 4}", "ember.Size{2, 3}"))
     assert.is_true(matches("... ember.Size{2, 3}", "tensor\n 1 2\n ember.Size{2, 3}"))
-    assert.is_false((pcall(run, {file = "x", line = 1, code = "print(1 + 1)   --> 3"})))
+    assert.is_false((pcall(doc_examples.run, {file = "x", line = 1, code = "print(1 + 1)   --> 3"})))
   end)
 end)

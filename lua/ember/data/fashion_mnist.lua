@@ -1,7 +1,14 @@
 --- ember.data.fashion_mnist: the idx files of Debian's dataset-fashion-mnist.
 --
+--   local fashion_mnist = require "ember.data.fashion_mnist"
 --   local x, y = fashion_mnist.load("train")   -- x float32 [60000, 28, 28] in [0, 1]
 --                                               -- y int64 [60000], labels 1..10
+--   local tx, ty = fashion_mnist.load("test", {limit = 10})   -- the first 10 of 10,000
+--   print(tx.shape, ty.shape)                   --> ember.Size{10, 28, 28} ember.Size{10}
+--   print(fashion_mnist.CLASSES[ty[1]:item()])  -- the name of a label
+--
+-- The files are read from EMBER_FASHION_MNIST (a folder), else from M.DIR
+-- (Debian's package).
 -- @module data.fashion_mnist
 local error = require("ember._errors").error -- raises at the user's line
 local source = require "ember.data.source"

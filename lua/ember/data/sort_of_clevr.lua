@@ -9,11 +9,17 @@
 --               how many objects have the shape of <c>?
 -- Answers come from a vocabulary of 10: yes no rectangle circle 1..6.
 --
---   local ds = sort_of_clevr.generate{n_images = 9800, seed = 1}
+--   local sort_of_clevr = require "ember.data.sort_of_clevr"
+--   local ds = sort_of_clevr.generate{n_images = 20, seed = 1}   -- the paper's set: 9800 (train)
 --   -- ds.centers float32 [N, 6, 2] (x, y in pixels), ds.shapes int64 [N, 6]
 --   -- (1 rectangle, 2 circle), ds.questions int64 [N, 20, 2] (question tokens),
 --   -- ds.answers int64 [N, 20] (1..10), ds.relational bool [N, 20]
+--   print(ds.questions.shape, ds.answers.shape)   --> ember.Size{20, 20, 2} ember.Size{20, 20}
+--   local idx = ember.tensor({3, 1, 4}, {dtype = "int64"})   -- a batch: images 3, 1, 4
 --   local img = sort_of_clevr.render(ds, idx)   -- float32 [B, 3, 75, 75] in [0, 1]
+--   print(img.shape)                             --> ember.Size{3, 3, 75, 75}
+--   local q = ds.questions[1][1]                 -- image 1's first question: {kind, colour}
+--   print(sort_of_clevr.question_text(q[1]:item() - 6, q[2]:item()))   -- tokens 7..12 are the kinds
 --
 -- Images are rendered from the scene descriptions per batch with tensor
 -- ops, so 10,000 scenes cost a few hundred kilobytes instead of 675 MB of

@@ -1,11 +1,18 @@
 -- DistributedDataParallel(module [, opts]): the same model on every rank,
 -- gradients averaged over the ranks during backward (Li et al., VLDB 2020).
 --
+--   local dist = require "ember.distributed"     -- under `mpirun -np 2 build/bin/ember x.lua`
+--   dist.init()
+--   local model, criterion = nn.Linear(4, 2), nn.MSELoss()
+--   local opt = optim.SGD(model:parameters(), {lr = 0.1})
 --   local ddp = dist.DistributedDataParallel(model, {bucket_cap_mb = 25})
+--   local x, y = ember.randn(8, 4) + dist.rank(), ember.randn(8, 2)   -- each rank its own batch
 --   local loss = criterion(ddp(x), y)      -- ddp(...) is model(...)
 --   opt:zero_grad(); loss:backward()       -- p.grad is the average over ranks here
 --   opt:step()
---   ddp:no_sync(function() ... loss:backward() end) -- accumulate locally, no communication
+--   local w = dist.all_gather(model.weight)   -- so every rank took the same step
+--   print((w[1] - w[2]):abs():max():item())   --> 0.0
+--   ddp:no_sync(function() criterion(ddp(x), y):backward() end) -- accumulate locally, no communication
 --
 -- At construction every rank checks that it has the same parameter and
 -- buffer names, shapes and dtypes as rank 0 (the first difference is an

@@ -2,9 +2,15 @@
 -- reads each epoch (torch.utils.data.DistributedSampler). n may be the
 -- dataset itself (its size() or #).
 --
+--   local dist = require "ember.distributed"     -- under `mpirun -np 2 build/bin/ember x.lua`
+--   dist.init()
+--   local ds = require("ember.data.dataset").new({x = ember.arange(1, 11):view(10, 1)})
 --   local s = dist.DistributedSampler(ds, {shuffle = true, seed = 0})   -- or ds:size()
---   s:set_epoch(epoch)
---   for b in ds:batches(per_rank_batch, {sampler = s}) do ... end   -- or s:batches(ds, bs), s:indices()
+--   s:set_epoch(1)
+--   local mine = 0
+--   for b in ds:batches(2, {sampler = s}) do mine = mine + b.x:size(1) end   -- or s:batches(ds, bs), s:indices()
+--   print(mine, #s)                        --> 5 5
+--   print(dist.sum_numbers(#s))            --> 10.0
 --
 -- Every rank draws the same permutation of 1..n from (seed, epoch) with a
 -- generator of its own (not ember's global one), then takes every

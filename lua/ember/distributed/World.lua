@@ -1,11 +1,18 @@
 -- World: what a training script needs to run the same under `mpirun -np N`
--- and alone. cli.parse makes one (opts.world); scripts use it as
+-- and alone. cli.parse makes one (opts.world); scripts use it as below
+-- (the outputs shown are those of `mpirun -np 2`; alone, 8 rows and 3 10)
 --
---   local world = opts.world
---   local net = world:wrap(model)                 -- DDP when there are several ranks
---   for b in world:batches(train, opts.batch, {shuffle = true, epoch = e}) do ... end
---   local correct, n = world:sum(correct, n)      -- test metrics over every rank's shard
---   if world.main then checkpoint.save(...) end   -- rank 0 writes files
+--   local world = require("ember.distributed.World").from_env()   -- a script: opts.world
+--   local net = world:wrap(nn.Linear(4, 2))       -- DDP when there are several ranks
+--   local train = require("ember.data.dataset").new({x = ember.randn(32, 4), y = ember.randn(32, 2)})
+--   local rows = 0
+--   for b in world:batches(train, 8, {shuffle = true, epoch = 1}) do   -- global batch 8
+--     rows = rows + b.x:size(1)                   -- forward and backward of net here
+--   end
+--   print(rows)                                   --> 16
+--   local correct, n = world:sum(3, 10)           -- test metrics over every rank's shard
+--   print(correct, n)                             --> 6.0 20.0
+--   if world.main then print(tostring(world)) end -- rank 0 writes files
 --
 -- Alone (not launched by mpirun) it is a world of one: wrap returns the
 -- model, batches is ds:batches, sum returns its arguments, so a script's

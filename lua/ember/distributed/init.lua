@@ -1,11 +1,14 @@
 -- ember.distributed: data-parallel training over MPI (Open MPI on Debian).
 --
---   local dist = require "ember.distributed"
+--   local dist = require "ember.distributed"     -- run by `mpirun -np 2 build/bin/ember x.lua`
 --   dist.init()                               -- from the environment mpirun sets
---   print(dist.rank(), dist.world_size())     -- 0 .. world_size-1, as MPI numbers them
+--   print(dist.rank(), dist.world_size())     -- 0 .. world_size-1, as MPI numbers them: 0 2, 1 2
+--   local t = ember.ones(3)
 --   dist.all_reduce(t)                        -- in place; op "sum" (default), "mean", "max", "min"
---   local w = dist.all_reduce(t, "mean", {async = true}); ...; w:wait()
---   local ddp = dist.DistributedDataParallel(model)
+--   print(t:sum():item())                     --> 6.0
+--   local w = dist.all_reduce(t, "mean", {async = true})
+--   w:wait()                                  -- t holds the mean after wait()
+--   local ddp = dist.DistributedDataParallel(nn.Linear(4, 2))
 --
 -- Ranks are MPI's own numbers, 0-based (rank 0 is the main process), as in
 -- torch.distributed and TorchMPI: they name processes, they are not

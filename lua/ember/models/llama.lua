@@ -5,9 +5,13 @@
 --    local Llama = require("ember.models").Llama
 --    local model = Llama{vocab_size = 61, hidden_size = 32, intermediate_size = 64,
 --                        num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2}
---    local logits = model(ids)                       -- ids int64 [B, L], 1-based
+--    local ids = ember.tensor({{1, 5, 9}, {2, 7, 3}}, {dtype = "int64"})   -- [B, L], 1-based
+--    print(model(ids).shape)                         --> ember.Size{2, 3, 61}
+--    -- a Hugging Face checkpoint in the current folder (the config gives what
+--    -- the file's shapes do not say; the tests run this on a tiny one)
 --    local m = Llama.from_safetensors("model.safetensors", {num_attention_heads = 32})
---    local out = require("ember.generate").generate(m, prompt, {max_new_tokens = 20})
+--    local out = require("ember.generate").generate(m, ids, {max_new_tokens = 20})
+--    print(out.shape)                                --> ember.Size{2, 23}
 --
 -- The architecture: token embedding, then `num_hidden_layers` blocks of
 --
