@@ -90,6 +90,15 @@ static const char *cap_ctype(em_dtype dt) {
   return dt == EM_F32 ? "float" : dt == EM_F64 ? "double" : "int64_t";
 }
 
+/* Whether a load's offset is kept in T: while T holds it exactly and
+** int32 reads it, GCC vectorises the loop (a gather), not with int64
+** offsets. */
+static bool offset_in_t(const em_xcap *cp, bool f64) {
+  int64_t numel = 1;
+  for (int d = 0; d < cp->ndim; d++) numel *= cp->shape[d];
+  return numel < (f64 ? ((int64_t)1 << 31) : ((int64_t)1 << 24));
+}
+
 /* Register i's definition: `const T r<i> = ...;` (a load also checks its
 ** indices: a row with one out of range is the interpreter's to report). */
 static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool in_loop, bool f64) {
@@ -104,11 +113,7 @@ static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool 
   case EM_XOP_LOAD: {
     const em_xcap *cp = &caps[x->cap];
     const char *ind = in_loop ? "      " : "    ";
-    /* The offset in T while T holds it exactly and int32 reads it: GCC
-    ** vectorises that loop (a gather), not one with int64 offsets. */
-    int64_t numel = 1;
-    for (int d = 0; d < cp->ndim; d++) numel *= cp->shape[d];
-    const bool in_t = numel < (f64 ? ((int64_t)1 << 31) : ((int64_t)1 << 24));
+    const bool in_t = offset_in_t(cp, f64);
     const char *ot = in_t ? "T" : "int64_t";
     xb_printf(b, "%s%s o%d = 0;\n", ind, ot, i);
     for (int d = 0; d < cp->ndim; d++) {
@@ -244,6 +249,20 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *c = p;
   for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
   return h;
+}
+
+/* fnv's rule a word at a time, for the per-call key (eight times fewer
+** dependent multiplies over a program's instructions). */
+static uint64_t fnv_words(uint64_t h, const void *p, size_t n) {
+  const unsigned char *c = p;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, c + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+    h ^= h >> 32;
+  }
+  return fnv(h, c + i, n - i);
 }
 
 static const char *isa_flags(void) {
@@ -394,6 +413,34 @@ static bool jit_enabled(void) {
   return !(e && strcmp(e, "0") == 0);
 }
 
+/* What the generated source depends on, hashed without generating it:
+** the programs (the plans follow from them), the captures' dtypes and
+** offset kind, the compute type, the compiler and its flags. A call finds
+** its compiled functions in this process by this key; generating and
+** hashing the source every call cost a decoding step more than its
+** attention. */
+static uint64_t program_key(const em_expr *const *progs, bool f64, const em_xcap *caps, const char *cc) {
+  uint64_t h = fnv_words(1469598103934665603ull, &f64, sizeof f64);
+  int max_cap = -1;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) {
+    const em_expr *p = progs[r];
+    const int n = p ? p->n : -1;
+    h = fnv_words(h, &n, sizeof n);
+    if (!p) continue;
+    h = fnv_words(h, p->ins, (size_t)p->n * sizeof *p->ins);
+    h = fnv_words(h, &p->n_out, sizeof p->n_out), h = fnv_words(h, p->out, (size_t)p->n_out * sizeof *p->out);
+    h = fnv_words(h, &p->n_grad, sizeof p->n_grad), h = fnv_words(h, p->grad_load, (size_t)p->n_grad * sizeof *p->grad_load);
+    for (int i = 0; i < p->n; i++)
+      if (p->ins[i].op == EM_XOP_LOAD && p->ins[i].cap > max_cap) max_cap = p->ins[i].cap;
+  }
+  for (int c = 0; c <= max_cap; c++) {
+    const int kind[3] = {caps[c].dtype, caps[c].ndim, offset_in_t(&caps[c], f64)};
+    h = fnv_words(h, kind, sizeof kind);
+  }
+  h = fnv_words(h, cc, strlen(cc));
+  return fnv_words(h, isa_flags(), strlen(isa_flags()));
+}
+
 bool cpu_xjit_get(const em_expr *const *progs, const cpu_xhoist *plans, bool f64, const em_xcap *caps,
                   cpu_xjit_fn *fns) {
   for (int r = 0; r < CPU_XJIT_ROLES; r++) fns[r] = NULL;
@@ -403,21 +450,33 @@ bool cpu_xjit_get(const em_expr *const *progs, const cpu_xhoist *plans, bool f64
     pthread_mutex_unlock(&g_lock);
     return false;
   }
+  const char *cc = getenv("EMBER_CC");
+  if (!cc || !*cc) cc = "cc";
+  const uint64_t pkey = program_key(progs, f64, caps, cc);
+  pthread_mutex_lock(&g_lock);
+  int i = 0;
+  while (i < g_nslots && g_slots[i].key != pkey) i++;
+  bool ok;
+  if (i < g_nslots) {
+    ok = g_slots[i].ok;
+    for (int r = 0; r < CPU_XJIT_ROLES; r++) fns[r] = g_slots[i].fn[r];
+    pthread_mutex_unlock(&g_lock);
+    return ok;
+  }
+  pthread_mutex_unlock(&g_lock);
   xbuf b = {0};
   gen_source(&b, progs, plans, f64, caps);
   if (b.oom) {
     free(b.p);
     return false;
   }
-  const char *cc = getenv("EMBER_CC");
-  if (!cc || !*cc) cc = "cc";
+  /* the cache file is named by the source itself, so a stale one is never found */
   uint64_t key = fnv(1469598103934665603ull, b.p, b.n);
   key = fnv(key, cc, strlen(cc));
   key = fnv(key, isa_flags(), strlen(isa_flags()));
   pthread_mutex_lock(&g_lock);
-  int i = 0;
-  while (i < g_nslots && g_slots[i].key != key) i++;
-  bool ok;
+  i = 0;
+  while (i < g_nslots && g_slots[i].key != pkey) i++; /* another thread may have built it meanwhile */
   if (i < g_nslots) {
     ok = g_slots[i].ok;
     for (int r = 0; r < CPU_XJIT_ROLES; r++) fns[r] = g_slots[i].fn[r];
@@ -429,7 +488,7 @@ bool cpu_xjit_get(const em_expr *const *progs, const cpu_xhoist *plans, bool f64
                !isa[0] ? "" : strstr(isa, "512") ? ", avx512" : ", avx2");
     }
     if (g_nslots < XJ_SLOTS) { /* failures too: not tried again in this process */
-      g_slots[g_nslots].key = key, g_slots[g_nslots].ok = ok;
+      g_slots[g_nslots].key = pkey, g_slots[g_nslots].ok = ok;
       for (int r = 0; r < CPU_XJIT_ROLES; r++) g_slots[g_nslots].fn[r] = fns[r];
       g_nslots++;
     }
