@@ -68,6 +68,11 @@
 ** aligned). */
 #define ATT_HS(c) ((c)->br + (c)->ld)
 
+/* How xrow (cpu_attention_expr_tmpl.h) treats the registers on the
+** diagonals: computes them all, reads the hoisted ones, or computes only
+** them (the hoisting pass). */
+enum { XROW_ALL, XROW_HOISTED, XROW_DIAGONALS };
+
 /* The first failure of a traced program (kind: 1 + the dim of a load's
 ** index out of range, or ATT_XERR_NAN), reported once the kernel ends. */
 #define ATT_XERR_NAN 100
@@ -102,7 +107,11 @@ typedef struct att_ctx {
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
   bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
   const cpu_xhoist *xh; /* [CPU_XJIT_ROLES]: each role's registers on the diagonals */
-  int64_t xh_at;    /* where in a thread's registers their values are (xhoist) */
+  int64_t xh_at;    /* where in a thread's registers a tile's own are (xview_tile) */
+  void *xd[CPU_XJIT_ROLES]; /* each role's, for every diagonal of the call (xdiag_prepare), or NULL */
+  int64_t *xdo;     /* the scatter's learned loads' offsets on every diagonal, or NULL */
+  int64_t xd_n;     /* diagonals: Lq + Lk - 1 */
+  size_t xd_bytes[CPU_XJIT_ROLES], xdo_bytes;
   /* the programs compiled to C (cpu_expr_jit.c), NULL where interpreted */
   cpu_xjit_fn xjit[CPU_XJIT_ROLES];     /* CPU_XJIT_SCORE, _GRAD, _MASK, _SCATTER */
   const void *xcap_data[EM_EXPR_MAX_CAPS];
@@ -301,6 +310,17 @@ void cpu_xhoist_plan(const em_expr *p, const em_xcap *caps, bool scatter, cpu_xh
   if (scatter)
     for (int g = 0; g < p->n_grad; g++)
       if (p->dvar[p->grad_load[g]]) h->gslot[g] = (int8_t)h->n_gd++;
+  /* whether the registers on the diagonals read b or h (a call's table of
+  ** them is then made per batch or per head) */
+  bool rb[EM_EXPR_MAX_INS], rh[EM_EXPR_MAX_INS];
+  h->reads_b = h->reads_h = false;
+  for (int i = 0; i < p->n; i++) {
+    const em_xins *x = &p->ins[i];
+    const int ar = x->op == EM_XOP_LOAD ? caps[x->cap].ndim : em_xop_arity(x->op);
+    rb[i] = x->op == EM_XOP_B, rh[i] = x->op == EM_XOP_H;
+    for (int a = 0; a < ar; a++) rb[i] |= rb[x->arg[a]], rh[i] |= rh[x->arg[a]];
+    if (p->dvar[i]) h->reads_b |= rb[i], h->reads_h |= rh[i];
+  }
 }
 
 /* The compiled forms of the call's programs (all interpreted when one
@@ -437,6 +457,8 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   const em_expr *const roles[CPU_XJIT_ROLES] = {a->score_mod, a->score_grad, a->mask_mod, a->score_grad};
   for (int r = 0; r < CPU_XJIT_ROLES; r++) cpu_xhoist_plan(roles[r], a->caps, r == CPU_XJIT_SCATTER, &xh[r]);
   c.xh = xh;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) c.xd[r] = NULL, c.xd_bytes[r] = 0;
+  c.xdo = NULL, c.xdo_bytes = 0, c.xd_n = 0;
   xjit_prepare(&c);
   /* largest tiles (64 x 128, halving bc then br down to 16) whose products
   ** stay on one BLAS thread */

@@ -65,25 +65,25 @@ ATT_ROW bool FN(xoffsets)(const att_ctx *c, const em_expr *p, const em_xins *x, 
 
 /* Runs program p for query row (b, h, q) (1-based; q on the key axis)
 ** and keys k0 .. k0+n-1, with s the row's raw scores (or NULL). Results
-** are registers of X. False when a load failed (recorded). With hp and
-** hrow, the registers on the diagonals are not computed: the roots are
-** read from hrow (hrow[slot * hs + j], the tile's xhoist), the rest are
-** not needed. With diag, only the row's scalars and the registers on the
-** diagonals are computed (xhoist itself). */
+** are registers of X. False when a load failed (recorded). XROW_HOISTED:
+** the registers on the diagonals are not computed, the roots are read
+** from hrow[slot * hs + j] (the row's place in its tile's xview);
+** XROW_DIAGONALS: only the row's scalars and the registers on the
+** diagonals are (the hoisting pass itself). */
 CPU_VECTOR_CLONES_512 static bool FN(xrow)(const att_ctx *c, const em_expr *p, int64_t b, int64_t h,
                                            int64_t q, int64_t k0, int64_t n, const T *s, T *X,
-                                           const cpu_xhoist *hp, const T *hrow, bool diag) {
+                                           const cpu_xhoist *hp, const T *hrow, int64_t hs, int mode) {
   T *tmp = X + (int64_t)p->n * ATT_XCH, *tb = tmp + ATT_XCH, *tc = tb + ATT_XCH;
   int64_t *off = (int64_t *)(tc + ATT_XCH);
   const T *RP[EM_EXPR_MAX_INS]; /* where each register's values are (S: the scores themselves) */
-  const int64_t hs = ATT_HS(c);
   for (int i = 0; i < p->n; i++) {
     const em_xins *x = &p->ins[i];
     T *r = X + (int64_t)i * ATT_XCH;
     RP[i] = r;
     /* (k - q needs k: the diagonal pass computes the key register too) */
-    if (p->kvar[i] && (diag ? !p->dvar[i] && x->op != EM_XOP_K : hrow && p->dvar[i])) {
-      if (!diag && hp->slot[i] >= 0) memcpy(r, hrow + hp->slot[i] * hs, (size_t)n * sizeof(T));
+    if (p->kvar[i] && (mode == XROW_DIAGONALS ? !p->dvar[i] && x->op != EM_XOP_K
+                                              : mode == XROW_HOISTED && p->dvar[i])) {
+      if (mode == XROW_HOISTED && hp->slot[i] >= 0) memcpy(r, hrow + hp->slot[i] * hs, (size_t)n * sizeof(T));
       continue;
     }
     if (!p->kvar[i]) { /* one value for the row */
@@ -186,11 +186,34 @@ ATT_ROW const T *FN(xout)(const em_expr *p, T *X, int o, int64_t n) {
   return FN(xvec)(p, X, p->out[o], tmp, n);
 }
 
+/* A tile's registers on the diagonals (cpu_xhoist), when on: row ii
+** reads root `slot` at H[slot * hs + (br - 1 - ii) + jj]; in the
+** backward's scatter, the learned loads on the diagonals sum into
+** acc[gslot * as + t] and go to their table at offsets O[gslot * os + t]. */
+typedef struct FN(xview) {
+  bool on;
+  const T *H;
+  int64_t hs;
+  T *acc;
+  int64_t as;
+  const int64_t *O;
+  int64_t os;
+} FN(xview);
+
+/* Row ii's place in a tile's view (NULL when it is off). */
+ATT_ROW const T *FN(xview_row)(const FN(xview) *v, int64_t br, int64_t ii) {
+  return v->on && v->H ? v->H + (br - 1 - ii) : NULL;
+}
+
 /* The score program on one row s of a tile (q: 1-based, on the key
-** axis), in place; d score/ds into d when not NULL. */
+** axis), in place; d score/ds into d when not NULL; hrow: the row's
+** hoisted registers (xview_row), or NULL. */
 ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64_t h, int64_t q, int64_t j0,
-                            int64_t bc, T *s, T *X, T *d, const cpu_xhoist *hp, const T *hrow) {
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X, hp, hrow, false)) {
+                            int64_t bc, T *s, T *X, T *d, const cpu_xhoist *hp, const FN(xview) *v,
+                            int64_t ii, int64_t br) {
+  const bool hz = v && v->on;
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, s, X, hp, hz ? FN(xview_row)(v, br, ii) : NULL, hz ? v->hs : 0,
+                hz ? XROW_HOISTED : XROW_ALL)) {
     for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
     return;
   }
@@ -215,9 +238,11 @@ ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64
 
 /* The mask program on one row: -inf where it says no. */
 ATT_ROW void FN(xmask_row)(const att_ctx *c, int64_t b, int64_t h, int64_t q, int64_t j0, int64_t bc, T *s,
-                           T *X, const T *hrow) {
+                           T *X, const FN(xview) *v, int64_t ii, int64_t br) {
   const em_expr *p = c->a->mask_mod;
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, NULL, X, &c->xh[CPU_XJIT_MASK], hrow, false)) {
+  const bool hz = v && v->on;
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, NULL, X, &c->xh[CPU_XJIT_MASK], hz ? FN(xview_row)(v, br, ii) : NULL,
+                hz ? v->hs : 0, hz ? XROW_HOISTED : XROW_ALL)) {
     for (int64_t jj = 0; jj < bc; jj++) s[jj] = -INFINITY;
     return;
   }
@@ -225,55 +250,82 @@ ATT_ROW void FN(xmask_row)(const att_ctx *c, int64_t b, int64_t h, int64_t q, in
   for (int64_t jj = 0; jj < bc; jj++) s[jj] = o[jj] != 0 ? s[jj] : -INFINITY;
 }
 
-/* Program p's registers on the diagonals (plan hp) for every diagonal of
-** the tile [i0, i0+br) x [j0, j0+bc) of head bh, into Hb[slot * hs + t]:
-** the program run for the tile's last row over the keys that put each
-** diagonal t there, the other registers left alone; with Ho, also the
-** offsets of the learned loads on the diagonals. False when the plan is
-** empty or a load fails: nothing is recorded, and the tile's rows run
-** without it (and report it). */
-ATT_ROW bool FN(xhoist)(const att_ctx *c, const em_expr *p, const cpu_xhoist *hp, int64_t bh, int64_t i0,
-                        int64_t br, int64_t j0, int64_t bc, T *X, T *Hb, int64_t *Ho) {
-  if (!hp->n_roots && !(Ho && hp->n_gd)) return false;
-  const em_attention_args *a = c->a;
+/* Program p's registers on the diagonals (plan hp) for head (b, h)
+** (1-based), n diagonals from the one through (q_last, k_first): the
+** program run for row q_last over keys k_first.., the other registers
+** left alone; roots into H[slot * hs + t], and with O the offsets of the
+** learned loads on the diagonals into O[gslot * hs + t]. False when a load
+** fails: nothing is recorded (the rows that meet it report it). */
+static bool FN(xdiagonals)(const att_ctx *c, const em_expr *p, const cpu_xhoist *hp, int64_t b, int64_t h,
+                           int64_t q_last, int64_t k_first, int64_t n_diag, T *X, T *H, int64_t *O, int64_t hs) {
   att_ctx quiet = *c;
   att_xerr e = {0};
   quiet.xerr = &e;
-  const int64_t hs = ATT_HS(c), nd = br + bc - 1, b = bh / a->H + 1, h = bh % a->H + 1;
-  /* diagonal t is key k0 + t of the last row: t = (k - q) - (k0 - q_last) */
-  const int64_t q_last = i0 + br + c->shift, k_first = j0 + 1;
   T *tmp = X + (int64_t)p->n * ATT_XCH;
-  for (int64_t t0 = 0; t0 < nd; t0 += ATT_XCH) {
-    const int64_t n = nd - t0 < ATT_XCH ? nd - t0 : ATT_XCH;
-    if (!FN(xrow)(&quiet, p, b, h, q_last, k_first + t0, n, NULL, X, hp, NULL, true)) return false;
+  for (int64_t t0 = 0; t0 < n_diag; t0 += ATT_XCH) {
+    const int64_t n = n_diag - t0 < ATT_XCH ? n_diag - t0 : ATT_XCH;
+    if (!FN(xrow)(&quiet, p, b, h, q_last, k_first + t0, n, NULL, X, hp, NULL, 0, XROW_DIAGONALS)) return false;
     for (int i = 0; i < p->n; i++)
-      if (hp->slot[i] >= 0) memcpy(Hb + hp->slot[i] * hs + t0, X + (int64_t)i * ATT_XCH, (size_t)n * sizeof(T));
-    if (Ho)
+      if (hp->slot[i] >= 0) memcpy(H + hp->slot[i] * hs + t0, X + (int64_t)i * ATT_XCH, (size_t)n * sizeof(T));
+    if (O)
       for (int g = 0; g < p->n_grad; g++)
         if (hp->gslot[g] >= 0 && !FN(xoffsets)(&quiet, p, &p->ins[p->grad_load[g]], X, tmp, n,
-                                                Ho + hp->gslot[g] * hs + t0, b, h, q_last, k_first + t0))
+                                                O + hp->gslot[g] * hs + t0, b, h, q_last, k_first + t0))
           return false;
   }
   return true;
 }
 
-/* The compiled program of `role` over rows of a tile (Hb: its hoisted
-** registers, NULL when they are not there); each row it leaves (one
-** that must report a bad index or a NaN) the interpreter runs, without
-** the hoisted registers. False when the role is not compiled, or
-** compiled with hoisted registers that Hb does not have. */
+/* The tile [i0, i0+br) x [j0, j0+bc) of head bh's view of its registers
+** on the diagonals for `role`: a window of the call's table (xdiag_prepare)
+** or, where there is none, computed for the tile (br + bc - 1 diagonals
+** into the thread's registers). Off when the plan is empty or a load
+** fails. With scatter, the per-diagonal sums are zeroed. */
+ATT_ROW FN(xview) FN(xview_tile)(const att_ctx *c, int role, const em_expr *p, int64_t bh, int64_t i0,
+                                 int64_t br, int64_t j0, int64_t bc, T *X, bool scatter) {
+  const em_attention_args *a = c->a;
+  const cpu_xhoist *hp = &c->xh[role];
+  FN(xview) v = {0};
+  if (!hp->n_roots && !(scatter && hp->n_gd)) return v;
+  const int64_t ths = ATT_HS(c);
+  T *local = X + c->xh_at;
+  if (c->xd[role]) {
+    /* the tile's first diagonal, (j0 + 1) - (i0 + br + shift), counted from the table's, 1 - Lk */
+    const int64_t n_r = c->xd_n, first = j0 - i0 - br + a->Lq;
+    const int64_t cell = (hp->reads_b ? bh / a->H : 0) * (hp->reads_h ? a->H : 1) + (hp->reads_h ? bh % a->H : 0);
+    v.H = (const T *)c->xd[role] + cell * hp->n_roots * n_r + first, v.hs = n_r;
+    if (scatter) v.O = c->xdo + cell * hp->n_gd * n_r + first, v.os = n_r;
+  } else {
+    int64_t *O = scatter ? (int64_t *)(local + (hp->n_roots + hp->n_gd) * ths) : NULL;
+    if (!FN(xdiagonals)(c, p, hp, bh / a->H + 1, bh % a->H + 1, i0 + br + c->shift, j0 + 1, br + bc - 1, X, local,
+                        O, ths))
+      return v;
+    v.H = local, v.hs = ths, v.O = O, v.os = ths;
+  }
+  if (scatter) {
+    v.acc = local + hp->n_roots * ths, v.as = ths;
+    memset(v.acc, 0, (size_t)(hp->n_gd * ths) * sizeof(T));
+  }
+  v.on = true;
+  return v;
+}
+
+/* The compiled program of `role` over rows of a tile (v: its hoisted
+** registers); each row it leaves (one that must report a bad index or a
+** NaN) the interpreter runs, without them. False when the role is not
+** compiled, or compiled with hoisted registers that v does not have. */
 ATT_ROW bool FN(xjit_tile)(const att_ctx *c, int role, int64_t bh, int64_t i0, int64_t br, int64_t j0,
-                           int64_t bc, T *S, T *X, T *dsc, const T *Hb) {
+                           int64_t bc, T *S, T *X, T *dsc, const FN(xview) *v) {
   const cpu_xjit_fn f = c->xjit[role];
-  if (!f || bc > CPU_XJIT_MAX_COLS || (c->xh[role].n_roots && !Hb)) return false;
+  if (!f || bc > CPU_XJIT_MAX_COLS || (c->xh[role].n_roots && !v->on)) return false;
   const em_attention_args *a = c->a;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld, q0 = i0 + c->shift + 1;
   for (int64_t ii = 0; ii < br;) {
-    const int64_t left = f(c->xcap_data, c->xcap_shape, b, h, q0, j0 + 1, ii, br, bc, ld, S, dsc, Hb, ATT_HS(c));
+    const int64_t left = f(c->xcap_data, c->xcap_shape, b, h, q0, j0 + 1, ii, br, bc, ld, S, dsc, v->H, v->hs);
     if (left < 0) break;
-    if (role == CPU_XJIT_MASK) FN(xmask_row)(c, b, h, q0 + left, j0, bc, S + left * ld, X, NULL);
+    if (role == CPU_XJIT_MASK) FN(xmask_row)(c, b, h, q0 + left, j0, bc, S + left * ld, X, NULL, left, br);
     else FN(xscore_row)(c, role == CPU_XJIT_GRAD ? a->score_grad : a->score_mod, b, h, q0 + left, j0, bc,
-                        S + left * ld, X, dsc ? dsc + left * ld : NULL, NULL, NULL);
+                        S + left * ld, X, dsc ? dsc + left * ld : NULL, NULL, NULL, left, br);
     ii = left + 1;
   }
   return true;
@@ -288,17 +340,15 @@ ATT_ROW void FN(xscore_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
   const em_attention_args *a = c->a;
   const int role = dsc ? CPU_XJIT_GRAD : CPU_XJIT_SCORE;
   const em_expr *p = dsc ? a->score_grad : a->score_mod;
-  const cpu_xhoist *hp = &c->xh[role];
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
   if (raw)
     for (int64_t ii = 0; ii < br; ii++)
       for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = S[ii * ld + jj];
-  T *Hb = X + c->xh_at;
-  if (!FN(xhoist)(c, p, hp, bh, i0, br, j0, bc, X, Hb, NULL)) Hb = NULL;
-  if (FN(xjit_tile)(c, role, bh, i0, br, j0, bc, S, X, dsc, Hb)) return;
+  const FN(xview) v = FN(xview_tile)(c, role, p, bh, i0, br, j0, bc, X, false);
+  if (FN(xjit_tile)(c, role, bh, i0, br, j0, bc, S, X, dsc, &v)) return;
   for (int64_t ii = 0; ii < br; ii++)
-    FN(xscore_row)(c, p, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, dsc ? dsc + ii * ld : NULL, hp,
-                   Hb ? Hb + (br - 1 - ii) : NULL);
+    FN(xscore_row)(c, p, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, dsc ? dsc + ii * ld : NULL,
+                   &c->xh[role], &v, ii, br);
 }
 
 /* The mask program over a tile: -inf where it says no. Full tiles of the
@@ -307,60 +357,46 @@ ATT_ROW void FN(xmask_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br
                             int64_t bc, T *S, T *X) {
   const em_attention_args *a = c->a;
   if (a->block_map && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_FULL) return;
-  T *Hb = X + c->xh_at;
-  if (!FN(xhoist)(c, a->mask_mod, &c->xh[CPU_XJIT_MASK], bh, i0, br, j0, bc, X, Hb, NULL)) Hb = NULL;
-  if (FN(xjit_tile)(c, CPU_XJIT_MASK, bh, i0, br, j0, bc, S, X, NULL, Hb)) return;
+  const FN(xview) v = FN(xview_tile)(c, CPU_XJIT_MASK, a->mask_mod, bh, i0, br, j0, bc, X, false);
+  if (FN(xjit_tile)(c, CPU_XJIT_MASK, bh, i0, br, j0, bc, S, X, NULL, &v)) return;
   const int64_t b = bh / a->H + 1, h = bh % a->H + 1, ld = c->ld;
   for (int64_t ii = 0; ii < br; ii++)
-    FN(xmask_row)(c, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, Hb ? Hb + (br - 1 - ii) : NULL);
+    FN(xmask_row)(c, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, &v, ii, br);
 }
 
 /* The sink logit of query row i of head bh (-inf without a sink). */
 ATT_ROW T FN(xsink)(const att_ctx *c, int64_t bh, int64_t i, T *X) {
   const em_attention_args *a = c->a;
   if (!a->sink) return -INFINITY;
-  if (!FN(xrow)(c, a->sink, bh / a->H + 1, bh % a->H + 1, i + c->shift + 1, 1, 1, NULL, X, NULL, NULL, false))
+  if (!FN(xrow)(c, a->sink, bh / a->H + 1, bh % a->H + 1, i + c->shift + 1, 1, 1, NULL, X, NULL, NULL, 0, XROW_ALL))
     return -INFINITY;
   return FN(xout)(a->sink, X, 0, 1)[0];
 }
 
-/* Backward, before a tile's rows: the gradient program's registers on
-** the diagonals (xhoist), with the offsets of its learned loads there and
-** their per-diagonal sums zeroed. Returns the hoisted registers, or NULL
-** when the tile scatters per element. */
-ATT_ROW T *FN(xscatter_begin)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0, int64_t bc,
-                              T *X) {
-  const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
-  const int64_t hs = ATT_HS(c);
-  T *Hb = X + c->xh_at, *acc = Hb + hp->n_roots * hs;
-  int64_t *Ho = (int64_t *)(acc + hp->n_gd * hs);
-  if (!FN(xhoist)(c, c->a->score_grad, hp, bh, i0, br, j0, bc, X, Hb, Ho)) return NULL;
-  memset(acc, 0, (size_t)(hp->n_gd * hs) * sizeof(T));
-  return Hb;
-}
-
 /* Backward, one row of a head's owner: adds ds * d score/d(load g) (ds:
 ** the gradient of the modified scores) into the head's table sums at each
-** load's element, the program run again on the row's raw scores. With Hb
-** (xscatter_begin; hoff = br - 1 - ii, the row's offset), the loads on the
-** diagonals add into their per-diagonal sums instead (xscatter_flush). */
+** load's element, the program run again on the row's raw scores. With v
+** on (xview_tile with scatter; ii: the row in its tile of br), the loads
+** on the diagonals add into their per-diagonal sums instead
+** (xscatter_flush). */
 ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int64_t j0, int64_t bc,
-                                    const T *raw, const T *ds, T *X, const T *Hb, int64_t hoff) {
+                                    const T *raw, const T *ds, T *X, const FN(xview) *v, int64_t ii, int64_t br) {
   const em_attention_args *a = c->a;
   const em_expr *p = a->score_grad;
   const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
-  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1, hs = ATT_HS(c);
+  const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1, hoff = br - 1 - ii;
   T *G = (T *)c->xg + bh * c->xg_size;
-  T *acc = Hb ? (T *)Hb + hp->n_roots * hs : NULL;
-  if (c->xjit[CPU_XJIT_SCATTER] && bc <= CPU_XJIT_MAX_COLS && (Hb || !(hp->n_roots || hp->n_gd))) {
+  if (c->xjit[CPU_XJIT_SCATTER] && bc <= CPU_XJIT_MAX_COLS && (v->on || !(hp->n_roots || hp->n_gd))) {
     void *Gc[EM_EXPR_MAX_CAPS];
     for (int k = 0; k < EM_EXPR_MAX_CAPS; k++) Gc[k] = k < a->n_caps && c->xg_off[k] >= 0 ? G + c->xg_off[k] : NULL;
     cpu_xjit_scatter_fn f; /* stored as a cpu_xjit_fn (cpu_internal.h) */
     memcpy(&f, &c->xjit[CPU_XJIT_SCATTER], sizeof f);
-    f(c->xcap_data, c->xcap_shape, b, h, q, j0 + 1, bc, raw, ds, Gc, Hb, hs, hoff, acc);
+    f(c->xcap_data, c->xcap_shape, b, h, q, j0 + 1, bc, raw, ds, Gc, v->H, v->hs, hoff, v->acc, v->as);
     return;
   }
-  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X, hp, Hb ? Hb + hoff : NULL, false)) return;
+  if (!FN(xrow)(c, p, b, h, q, j0 + 1, bc, raw, X, hp, FN(xview_row)(v, br, ii), v->hs,
+                v->on ? XROW_HOISTED : XROW_ALL))
+    return;
   int64_t *off = (int64_t *)(X + (int64_t)(p->n + 3) * ATT_XCH);
   T *tmp = X + (int64_t)p->n * ATT_XCH;
   for (int g = 0; g < p->n_grad; g++) {
@@ -370,8 +406,8 @@ ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int
     /* the offsets again (xrow checked them): tmp is free once dl is read */
     T dlv[ATT_XCH];
     for (int64_t jj = 0; jj < bc; jj++) dlv[jj] = dl[jj] * ds[jj];
-    if (Hb && hp->gslot[g] >= 0) {
-      T *ad = acc + hp->gslot[g] * hs + hoff;
+    if (v->on && hp->gslot[g] >= 0) {
+      T *ad = v->acc + hp->gslot[g] * v->as + hoff;
       for (int64_t jj = 0; jj < bc; jj++) ad[jj] += dlv[jj];
       continue;
     }
@@ -381,24 +417,69 @@ ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int
   }
 }
 
-/* Backward, after a tile's rows (Hb from xscatter_begin, or NULL): each
+/* Backward, after a tile's rows (v from xview_tile with scatter): each
 ** diagonal's sum into the head's table sums, once per diagonal. */
-ATT_ROW void FN(xscatter_flush)(const att_ctx *c, int64_t bh, int64_t br, int64_t bc, const T *Hb) {
-  if (!Hb) return;
+ATT_ROW void FN(xscatter_flush)(const att_ctx *c, int64_t bh, int64_t br, int64_t bc, const FN(xview) *v) {
+  if (!v->on) return;
   const em_expr *p = c->a->score_grad;
   const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
-  const int64_t hs = ATT_HS(c), nd = br + bc - 1;
-  const T *acc = Hb + hp->n_roots * hs;
-  const int64_t *Ho = (const int64_t *)(acc + hp->n_gd * hs);
+  const int64_t nd = br + bc - 1;
   T *G = (T *)c->xg + bh * c->xg_size;
   for (int g = 0; g < p->n_grad; g++) {
     const int cap = p->ins[p->grad_load[g]].cap;
     if (hp->gslot[g] < 0 || c->xg_off[cap] < 0) continue;
-    const T *ad = acc + hp->gslot[g] * hs;
-    const int64_t *od = Ho + hp->gslot[g] * hs;
+    const T *ad = v->acc + hp->gslot[g] * v->as;
+    const int64_t *od = v->O + hp->gslot[g] * v->os;
     T *gc = G + c->xg_off[cap];
     for (int64_t t = 0; t < nd; t++) gc[od[t]] += ad[t];
   }
+}
+
+/* Before the tiles: each role's registers on the diagonals for every
+** diagonal of the whole score matrix (Lq + Lk - 1, from k - q = 1 - Lk),
+** per batch and head where they read b or h, so that a tile only reads
+** its window (xview_tile): once a call instead of once a tile. A role
+** whose pass fails (a load out of range on some diagonal) gets none, and
+** its tiles compute their own, whose rows report the error. */
+static void FN(xdiag_prepare)(att_ctx *c, bool backward) {
+  const em_attention_args *a = c->a;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) c->xd[r] = NULL, c->xd_bytes[r] = 0;
+  c->xdo = NULL, c->xdo_bytes = 0;
+  c->xd_n = a->Lq + a->Lk - 1;
+  if (!c->xregs || c->xd_n < 1) return;
+  const em_expr *progs[CPU_XJIT_ROLES] = {a->score_mod, a->score_grad, a->mask_mod, a->score_grad};
+  bool want[CPU_XJIT_ROLES] = {a->score_mod && (!backward || c->x_additive), backward && a->score_grad && !c->x_additive,
+                               a->mask_mod != NULL, backward && c->xg != NULL};
+  T *X = NULL;
+  for (int r = 0; r < CPU_XJIT_ROLES; r++) {
+    const cpu_xhoist *hp = &c->xh[r];
+    const bool scatter = r == CPU_XJIT_SCATTER;
+    if (!want[r] || !progs[r] || (!hp->n_roots && !(scatter && hp->n_gd))) continue;
+    const int64_t n_r = c->xd_n, Bm = hp->reads_b ? a->B : 1, Hm = hp->reads_h ? a->H : 1;
+    const size_t bytes = (size_t)(Bm * Hm * (hp->n_roots > 0 ? hp->n_roots : 1) * n_r) * sizeof(T);
+    const size_t obytes = scatter ? (size_t)(Bm * Hm * hp->n_gd * n_r) * sizeof(int64_t) : 0;
+    if (!X && !(X = cpu_scratch_alloc((size_t)c->xregs * sizeof(T)))) return;
+    T *H = cpu_scratch_alloc(bytes);
+    int64_t *O = obytes ? cpu_scratch_alloc(obytes) : NULL;
+    bool ok = H && (!obytes || O);
+    for (int64_t cell = 0; ok && cell < Bm * Hm; cell++)
+      ok = FN(xdiagonals)(c, progs[r], hp, cell / Hm + 1, cell % Hm + 1, a->Lk, 1, n_r, X,
+                          H + cell * hp->n_roots * n_r, O ? O + cell * hp->n_gd * n_r : NULL, n_r);
+    if (!ok) {
+      if (H) cpu_scratch_free(H, bytes);
+      if (O) cpu_scratch_free(O, obytes);
+      continue;
+    }
+    c->xd[r] = H, c->xd_bytes[r] = bytes;
+    if (scatter) c->xdo = O, c->xdo_bytes = obytes;
+  }
+  if (X) cpu_scratch_free(X, (size_t)c->xregs * sizeof(T));
+}
+
+static void FN(xdiag_release)(att_ctx *c) {
+  for (int r = 0; r < CPU_XJIT_ROLES; r++)
+    if (c->xd[r]) cpu_scratch_free(c->xd[r], c->xd_bytes[r]), c->xd[r] = NULL;
+  if (c->xdo) cpu_scratch_free(c->xdo, c->xdo_bytes), c->xdo = NULL;
 }
 
 /* Backward: where the learned captures' gradients are summed per head
@@ -460,7 +541,7 @@ static void FN(xfinish)(att_ctx *c) {
   for (int64_t bh = 0; bh < BH; bh++)
     for (int64_t i = 0; i < a->Lq; i++) {
       const int64_t b = bh / a->H + 1, h = bh % a->H + 1, q = i + c->shift + 1;
-      if (!FN(xrow)(c, p, b, h, q, 1, 1, NULL, X, NULL, NULL, false)) continue;
+      if (!FN(xrow)(c, p, b, h, q, 1, 1, NULL, X, NULL, NULL, 0, XROW_ALL)) continue;
       const T sink = FN(xout)(p, X, 0, 1)[0];
       const T dsink = -FN(att_exp)(sink - lse[bh * a->Lq + i]) * (T)c->D[bh * a->Lq + i];
       for (int g = 0; g < p->n_grad; g++) {

@@ -210,6 +210,7 @@ static em_status FN(forward)(att_ctx *c) {
       (size_t)(c->br * c->ld + c->br * a->dv + 2 * c->br + npb + c->xregs + 1) * sizeof(T);
   em_status ds = FN(decl_prepare)(c, false);
   if (ds != EM_OK) return ds;
+  FN(xdiag_prepare)(c, false);
   int failed = 0;
   if (c->parallel) {
 #pragma omp parallel
@@ -227,6 +228,7 @@ static em_status FN(forward)(att_ctx *c) {
     for (int64_t t = 0; t < items && S; t++) FN(forward_item)(c, t, nqt, S);
     cpu_scratch_free(S, per_thread);
   }
+  FN(xdiag_release)(c);
   FN(decl_release)(c);
   if (failed)
     return em_error(EM_ERR_OOM,
@@ -257,7 +259,8 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
   FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dv, true, dv, 0, dS, ld);
-  T *xhs = raw ? FN(xscatter_begin)(c, bh, i0, br, j0, bc, X) : NULL;
+  const FN(xview) xv = raw ? FN(xview_tile)(c, CPU_XJIT_SCATTER, a->score_grad, bh, i0, br, j0, bc, X, true)
+                           : (FN(xview)){0};
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
     T *p = P + ii * ld, *ds = dS + ii * ld;
@@ -281,14 +284,14 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
     } else {
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
-    if (raw) FN(xscore_scatter_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X, xhs, br - 1 - ii);
+    if (raw) FN(xscore_scatter_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X, &xv, ii, br);
     if (dsc)
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] *= dsc[ii * ld + jj];
     /* a uniform row's part of decl_accumulate: its sums go to table row u */
     if (owner && u >= 0 && (c->DSB || c->PB))
       FN(decl_uniform_sums)(c, i, u, c->DSB ? FN(row_sum)(ds, bc) : 0, c->PB ? FN(row_sum)(p, bc) : 0);
   }
-  FN(xscatter_flush)(c, bh, br, bc, xhs);
+  FN(xscatter_flush)(c, bh, br, bc, &xv);
   /* the owner of these query rows sums them by table row (declared terms) */
   if (owner) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
 }
@@ -433,6 +436,7 @@ static em_status FN(backward)(att_ctx *c) {
   c->D = D;
   em_status ds = FN(decl_prepare)(c, true);
   if (ds == EM_OK) ds = FN(xprepare)(c);
+  if (ds == EM_OK) FN(xdiag_prepare)(c, true);
   if (ds != EM_OK) {
     FN(decl_release)(c);
     cpu_scratch_free(D, d_bytes);
@@ -481,6 +485,7 @@ static em_status FN(backward)(att_ctx *c) {
   }
   if (!failed) FN(decl_finish)(c);
   if (!failed) FN(xfinish)(c);
+  FN(xdiag_release)(c);
   FN(xrelease)(c);
   FN(decl_release)(c);
   cpu_scratch_free(D, d_bytes);

@@ -199,8 +199,8 @@ static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps
   const bool hz = hoisted(hp);
   xb_printf(b, "void em_xjit_tile%d(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,\n"
                "                   int64_t q, int64_t k0, int64_t bc, const T *raw, const T *ds, T *const *G,\n"
-               "                   const T *Hb, int64_t hs, int64_t hoff, T *acc) {\n"
-               "  (void)cap, (void)shape, (void)hs, (void)acc;\n  const T *restrict s_ = raw;\n  int bad = 0;\n"
+               "                   const T *Hb, int64_t hs, int64_t hoff, T *acc, int64_t as) {\n"
+               "  (void)cap, (void)shape, (void)hs, (void)acc, (void)as;\n  const T *restrict s_ = raw;\n  int bad = 0;\n"
                "  const T *restrict hrow = Hb ? Hb + hoff : 0;\n  (void)hrow;\n",
             CPU_XJIT_SCATTER);
   for (int g = 0; g < p->n_grad; g++) xb_printf(b, "  int64_t off%d[MAXC];\n  T val%d[MAXC];\n  (void)off%d;\n", g, g, g);
@@ -216,7 +216,7 @@ static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps
   for (int g = 0; g < p->n_grad; g++) {
     const int cap = p->ins[p->grad_load[g]].cap;
     if (hz && hp->gslot[g] >= 0)
-      xb_printf(b, "  if (G[%d]) { T *restrict A = acc + %d * hs + hoff; for (int64_t jj = 0; jj < bc; jj++) A[jj] += val%d[jj]; }\n",
+      xb_printf(b, "  if (G[%d]) { T *restrict A = acc + %d * as + hoff; for (int64_t jj = 0; jj < bc; jj++) A[jj] += val%d[jj]; }\n",
                 cap, hp->gslot[g], g);
     else
       xb_printf(b, "  if (G[%d]) for (int64_t jj = 0; jj < bc; jj++) G[%d][off%d[jj]] += val%d[jj];\n", cap, cap, g, g);

@@ -310,6 +310,7 @@ enum { CPU_XJIT_SCORE, CPU_XJIT_GRAD, CPU_XJIT_MASK, CPU_XJIT_SCATTER, CPU_XJIT_
 ** n_gd 0: nothing is hoisted (made by cpu_xhoist_plan, cpu_attention.c). */
 typedef struct cpu_xhoist {
   int n_roots, n_gd;
+  bool reads_b, reads_h;               /* they depend on the batch, the head */
   int16_t slot[EM_EXPR_MAX_INS];       /* register -> root slot, -1: not a root */
   int8_t gslot[EM_EXPR_MAX_OUT - 2];   /* gradient g -> its diagonal sums' slot, -1: per element */
 } cpu_xhoist;
@@ -322,12 +323,13 @@ typedef int64_t (*cpu_xjit_fn)(const void *const *cap, const int64_t *shape, int
                                int64_t ld, void *S, void *D, const void *Hb, int64_t hs);
 /* The backward's scatter of one row into the learned captures' per-head
 ** sums G[cap] (NULL: not wanted), and of the loads on the diagonals into
-** their per-diagonal sums acc[gslot * hs + hoff + jj] (hoff: the row's
+** their per-diagonal sums acc[gslot * as + hoff + jj] (hoff: the row's
 ** offset, br - 1 - ii); stored in fns[CPU_XJIT_SCATTER] as a cpu_xjit_fn
 ** and cast back to this type to be called. */
 typedef void (*cpu_xjit_scatter_fn)(const void *const *cap, const int64_t *shape, int64_t b, int64_t h,
                                     int64_t q, int64_t k0, int64_t bc, const void *raw, const void *ds,
-                                    void *const *G, const void *Hb, int64_t hs, int64_t hoff, void *acc);
+                                    void *const *G, const void *Hb, int64_t hs, int64_t hoff, void *acc,
+                                    int64_t as);
 /* fns[role] for progs[role] (score, score gradient, mask, and the
 ** gradient program again for the scatter; NULL where absent), generated
 ** with plans[role]'s hoisted registers; false (all NULL) when they run
