@@ -220,10 +220,10 @@ static void test_attention(void) {
       /* rows of 131 keys start between Philox blocks (4 elements each), and
       ** a tile row of 128 takes the 64-at-a-time keep path after that */
       {"tiles Lq9 Lk131 dropout 0.3", 1, 2, 9, 131, 8, 8, false, false, false, 0.3, false},
-      /* Lq <= 4: float32 takes the rows path (cpu_tile_rows) */
+      /* Lq <= 2: float32 takes the rows path (cpu_tile_rows) by default */
       {"rows Lq1 Lk200 causal + padding + bias", 2, 3, 1, 200, 20, 12, true, true, true, 0, false},
-      {"rows Lq3 Lk131 causal + dropout 0.2", 2, 2, 3, 131, 32, 40, true, false, false, 0.2, false},
-      {"rows Lq4 Lk9 padding (fully masked batch)", 2, 2, 4, 9, 5, 3, false, true, false, 0, true},
+      {"rows Lq2 Lk131 causal + dropout 0.2", 2, 2, 2, 131, 32, 40, true, false, false, 0.2, false},
+      {"rows Lq2 Lk9 padding (fully masked batch)", 2, 2, 2, 9, 5, 3, false, true, false, 0, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(&cases[i]);
   em_attention_args a;

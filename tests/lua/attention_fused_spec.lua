@@ -4,7 +4,7 @@
 -- q, k, v and of the learned tables included; float64 finite differences of
 -- the table gradients; no silent fallback to the composed route; KV-cached
 -- decoding == uncached for every variant and mode, in float64 and (steps of
--- 1-4 rows: the CPU kernel's rows path) float32.
+-- 1-4 rows, 1-2 on the CPU kernel's rows path) float32.
 local ember = require "ember"
 
 -- Every shipped declared variant, in every mode.
@@ -278,7 +278,7 @@ describe("KV-cached decoding", function()
   end
 end)
 
--- float32 decoding steps of 1-4 rows take the CPU kernel's rows path
+-- float32 decoding steps of 1 and 2 rows take the CPU kernel's rows path
 -- (cpu_tile_rows: q.K^T and P.V from the cache's rows in place); the one
 -- causal pass (150 rows) takes the packed tiles: they agree within float32
 -- rounding for every variant, with grouped kv heads and a padding mask.
