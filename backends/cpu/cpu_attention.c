@@ -9,8 +9,9 @@
 ** Nothing of size Lq x Lk is ever allocated: scratch is a few tiles per
 ** thread. The products on a tile (S = scale * Q K^T, acc += P V) are
 ** GEMMs on the calling thread: float32 on ember's own micro-kernels
-** (cpu_tile_gemm.c), float64 on OpenBLAS (see TILE_MNK for why it stays
-** on one thread inside the OpenMP team), bfloat16 on cpu_bgemm.c.
+** (cpu_tile_gemm.c; a call of few query rows, a decoding step, on its
+** cpu_tile_rows: see mmq_f32), float64 on OpenBLAS (see TILE_MNK for why
+** it stays on one thread inside the OpenMP team), bfloat16 on cpu_bgemm.c.
 **
 ** Backward recomputes the probabilities from lse, P = exp(S - lse), tile
 ** by tile, and never writes the same memory from two threads (so no
@@ -44,6 +45,7 @@
 #include "cpu_internal.h"
 #include "cpu_expr_ops.h"
 #include "cpu_vmath.h"
+#include "ember_plugin.h"
 #include "ember_philox.h"
 
 #include <cblas.h>
@@ -88,6 +90,7 @@ typedef struct att_ctx {
   int64_t br, bc; /* tile sizes: queries per work item, keys per tile */
   int64_t ld;     /* row stride of the score scratch: the widest forward step (>= bc) */
   bool parallel;  /* enough work to wake the thread team */
+  bool rows;      /* float32 with few query rows (a decoding step): mmq reads K and V rows in place */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
   /* declared terms (cpu_attention_decl_tmpl.h), in the compute type */
   int64_t n_r;    /* Lq + Lk - 1 relative positions */
@@ -260,6 +263,57 @@ static inline void mm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
                            const void *A, bool as, int64_t lda, const void *B, bool bs,
                            int64_t ldb, float beta, float *C, int64_t ldc) {
   cpu_bgemm(ta, tb, m, n, k, alpha, A, as, lda, B, bs, ldb, beta, C, ldc);
+}
+
+/* A product whose A is the tile's query rows (S = scale Q K^T, acc += P V,
+** dO V^T). With few rows (c->rows, float32 only) the tile's share of
+** packing K^T outweighs its arithmetic -- a third of a decoding step at
+** 2048 cached keys -- so they run on cpu_tile_rows: dot products with K's
+** rows and sums of V's rows, read where they lie. The choice is the
+** call's (Lq), so the backward recomputes the forward's scores. */
+static inline void mmq_f32(const att_ctx *c, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *A, bool as, int64_t lda, const void *B, bool bs,
+                           int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (c->rows) cpu_tile_rows(tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  else mm_f32(false, tb, m, n, k, alpha, A, as, lda, B, bs, ldb, beta, C, ldc);
+}
+static inline void mmq_f64(const att_ctx *c, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                           const void *A, bool as, int64_t lda, const void *B, bool bs,
+                           int64_t ldb, double beta, double *C, int64_t ldc) {
+  (void)c;
+  mm_f64(false, tb, m, n, k, alpha, A, as, lda, B, bs, ldb, beta, C, ldc);
+}
+static inline void mmq_bf16(const att_ctx *c, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                            const void *A, bool as, int64_t lda, const void *B, bool bs,
+                            int64_t ldb, float beta, float *C, int64_t ldc) {
+  (void)c;
+  mm_bf16(false, tb, m, n, k, alpha, A, as, lda, B, bs, ldb, beta, C, ldc);
+}
+
+/* The most query rows (Lq) that take cpu_tile_rows: EMBER_CPU_ATTENTION_ROWS
+** (0 turns the path off), else ATT_ROWS_DEFAULT (at 4 rows the tiles were
+** faster again: 221-272 against 306-312 us for 8 heads x 2048 keys, each
+** row re-reading K and V; at 1 and 2 rows the rows path won); the tests set it through
+** ember_cpu_attention_rows to compare both paths in one process. */
+#define ATT_ROWS_DEFAULT 2
+static int64_t att_rows_max = -1;
+
+static int64_t att_rows_limit(void) {
+  int64_t n = __atomic_load_n(&att_rows_max, __ATOMIC_RELAXED);
+  if (n >= 0) return n;
+  const char *e = getenv("EMBER_CPU_ATTENTION_ROWS");
+  n = e && *e ? strtoll(e, NULL, 10) : ATT_ROWS_DEFAULT;
+  if (n < 0) n = 0;
+  __atomic_store_n(&att_rows_max, n, __ATOMIC_RELAXED);
+  return n;
+}
+
+EM_PLUGIN_EXPORT int64_t ember_cpu_attention_rows(int64_t max_rows);
+/* Sets the limit (max_rows >= 0) and returns the one before. */
+EM_PLUGIN_EXPORT int64_t ember_cpu_attention_rows(int64_t max_rows) {
+  const int64_t old = att_rows_limit();
+  if (max_rows >= 0) __atomic_store_n(&att_rows_max, max_rows, __ATOMIC_RELAXED);
+  return old;
 }
 
 #define T float
@@ -436,6 +490,7 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.shift = a->Lk - a->Lq;
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0;
+  c.rows = a->dtype == EM_F32 && a->Lq <= att_rows_limit();
   c.D = NULL;
   c.n_r = 0;
   c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;

@@ -32,7 +32,7 @@ ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, in
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->ld;
   const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
   const ST *k = (const ST *)a->k + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dk;
-  FN(mm)(false, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
+  FN(mmq)(c, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
   if (a->score_mod) FN(xscore_tile)(c, bh, i0, br, j0, bc, S, X, dsc, raw);
   const T *bias = a->bias;
   const uint8_t *pad = a->key_padding ? a->key_padding + b * a->Lk + j0 : NULL;
@@ -172,7 +172,7 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
       else if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
-    FN(mm)(false, false, br, dv, bc, 1, S, false, LD, v_bh + j0 * dv, true, dv, 1, acc, dv);
+    FN(mmq)(c, false, br, dv, bc, 1, S, false, LD, v_bh + j0 * dv, true, dv, 1, acc, dv);
   }
   /* Shaw's output term: acc += (P summed by table row) rel_v */
   if (pbt) FN(mm)(false, false, br, dv, nrel, 1, pbt, false, nrel, a->rel_v, true, dv, 1, acc, dv);
@@ -257,7 +257,7 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   T *raw = a->score_grad && c->xg && owner ? X + c->xregs + c->br * ld : NULL;
   /* an additive score (d/ds = 1) runs its plain program: the same scores, no d/ds tile */
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
-  FN(mm)(false, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
+  FN(mmq)(c, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dv, true, dv, 0, dS, ld);
   const FN(xview) xv = raw ? FN(xview_tile)(c, CPU_XJIT_SCATTER, a->score_grad, bh, i0, br, j0, bc, X, true)
                            : (FN(xview)){0};

@@ -240,6 +240,14 @@ void cpu_tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                    float *C, int64_t ldc);
 const char *cpu_tile_gemm_path(void);
+/* The same products for a few rows of A (a decoding step's query rows),
+** B's rows read in place instead of packed: tb, C = alpha * A B^T + beta
+** * C as dot products of A's rows with B's rows; else C = alpha * A B +
+** beta * C as B's rows scaled and summed. Sums in their own fixed order
+** (cpu_tile_gemm.c): within float32 rounding of cpu_tile_gemm, not its
+** bits. On the ISA cpu_tile_gemm runs (on OpenBLAS, the same products). */
+void cpu_tile_rows(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* cpu_softmax_norm.c */
 em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,

@@ -396,6 +396,229 @@ TG_AVX512 static void tg_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t 
     }
   }
 }
+
+/* ---- few rows: products read straight from B's rows (cpu_tile_rows) ----
+**
+** A decoding step multiplies one query row (a few with GQA or a short
+** chunk) by every cached key: packing K^T there costs more than the
+** product. Here each element is summed in a fixed order that does not
+** depend on the ISA, the shape or the element's place, so avx512 and avx2
+** give the same bits (plain C too where its compiler contracts to FMA):
+**  - dot (tb): lane i of 16 sums a_p b_p for p = i mod 16 in order (one
+**    FMA each), lanes l[i] + l[i+8] folded, then
+**    ((f0+f1)+(f2+f3)) + ((f4+f5)+(f6+f7)); C = alpha * s (+ beta * C);
+**  - axpy: four partial sums over k = u mod 4 (one FMA each, in order),
+**    ((s0+s1)+(s2+s3)); C = alpha * s (+ beta * C). Four chains, not one:
+**    a single row's single chain waited on each FMA's latency.
+** Neither is cpu_tile_gemm's order, so results agree with it within
+** float32 rounding, not to the bit. */
+
+/* The four sums of f[0..4) (8 lanes each), one per vector, each as
+** ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). */
+TG_AVX2 TG_INLINE __m128 tg_hsum4(__m256 f0, __m256 f1, __m256 f2, __m256 f3) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(f0, f1), _mm256_hadd_ps(f2, f3));
+  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+/* C[0..nj) = alpha * s (+ beta * C by one FMA), nj <= 4. */
+TG_AVX2 TG_INLINE void tg_store4(float *C, __m128 s, int nj, float alpha, float beta) {
+  __m128 x = _mm_mul_ps(_mm_set1_ps(alpha), s);
+  if (nj == 4) {
+    if (beta != 0) x = _mm_fmadd_ps(_mm_set1_ps(beta), _mm_loadu_ps(C), x);
+    _mm_storeu_ps(C, x);
+    return;
+  }
+  float t[4];
+  _mm_storeu_ps(t, x);
+  for (int j = 0; j < nj; j++) C[j] = beta != 0 ? fmaf(beta, C[j], t[j]) : t[j];
+}
+
+/* AVX2: row a with keys b[0..nj) (nj <= 4), the 16 lanes as two ymm halves. */
+TG_AVX2 static __m128 tg_dot4_avx2(const float *a, const float *b, int64_t ldb, int nj, int64_t k) {
+  __m256 lo[4], hi[4];
+  for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t p = 0; p < k; p += 16) {
+    const int64_t left = k - p;
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 8 ? 8 : (int)left), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(left > 16 ? 8 : left > 8 ? (int)left - 8 : 0), lane);
+    const __m256 a0 = _mm256_maskload_ps(a + p, m0), a1 = _mm256_maskload_ps(a + p + 8, m1);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      if (j >= nj) break;
+      lo[j] = _mm256_fmadd_ps(a0, _mm256_maskload_ps(b + j * ldb + p, m0), lo[j]);
+      hi[j] = _mm256_fmadd_ps(a1, _mm256_maskload_ps(b + j * ldb + p + 8, m1), hi[j]);
+    }
+  }
+  return tg_hsum4(_mm256_add_ps(lo[0], hi[0]), _mm256_add_ps(lo[1], hi[1]), _mm256_add_ps(lo[2], hi[2]),
+                  _mm256_add_ps(lo[3], hi[3]));
+}
+
+TG_AVX2 static void tg_dot_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                int64_t ldc) {
+  for (int64_t j0 = 0; j0 < n; j0 += 4) {
+    const int nj = n - j0 < 4 ? (int)(n - j0) : 4;
+    for (int64_t r = 0; r < m; r++)
+      tg_store4(C + r * ldc + j0, tg_dot4_avx2(A + r * lda, B + j0 * ldb, ldb, nj, k), nj, alpha, beta);
+  }
+}
+
+/* AVX-512: row a with keys b[0..nj) (nj <= 16) into C[0..nj), one zmm
+** accumulator per key. NQ > 0: k <= 16 * NQ, a held in NQ registers and
+** each key's row read front to back; NQ == 0: any k, 16 at a time. */
+TG_AVX512 TG_INLINE void tg_dot16(const float *a, const float *b, int64_t ldb, int nj, int64_t k,
+                                  const int NQ, float alpha, float beta, float *C) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+  if (NQ > 0) {
+    __m512 av[4];
+    __mmask16 mk[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++) {
+      const int64_t left = k - 16 * q;
+      mk[q] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+      av[q] = _mm512_maskz_loadu_ps(mk[q], a + 16 * q);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+      if (j >= nj) break;
+#pragma GCC unroll 4
+      for (int q = 0; q < NQ; q++) {
+        acc[j] = _mm512_fmadd_ps(av[q], _mm512_maskz_loadu_ps(mk[q], b + j * ldb + 16 * q), acc[j]);
+      }
+    }
+  } else {
+    for (int64_t p = 0; p < k; p += 16) {
+      const __mmask16 mk = k - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - p)) - 1);
+      const __m512 av = _mm512_maskz_loadu_ps(mk, a + p);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; j++)
+        if (j < nj) acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk, b + j * ldb + p), acc[j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    if (4 * g >= nj) break;
+    __m256 f[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) {
+      const __m512 v = acc[4 * g + x];
+      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
+  }
+}
+
+TG_AVX512 static void tg_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                                    int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                    int64_t ldc) {
+  const int64_t nq = (k + 15) / 16;
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int nj = n - j0 < 16 ? (int)(n - j0) : 16;
+    const float *b = B + j0 * ldb;
+    for (int64_t r = 0; r < m; r++) {
+      const float *a = A + r * lda;
+      float *c = C + r * ldc + j0;
+      switch (nq) { /* head dims up to 64 (16 * 4) keep q in registers */
+        case 1: tg_dot16(a, b, ldb, nj, k, 1, alpha, beta, c); break;
+        case 2: tg_dot16(a, b, ldb, nj, k, 2, alpha, beta, c); break;
+        case 3: tg_dot16(a, b, ldb, nj, k, 3, alpha, beta, c); break;
+        case 4: tg_dot16(a, b, ldb, nj, k, 4, alpha, beta, c); break;
+        default: tg_dot16(a, b, ldb, nj, k, 0, alpha, beta, c); break;
+      }
+    }
+  }
+}
+
+/* AVX-512: one row of C, columns [x0, x0 + 16 NV) (masked past ncols). */
+TG_AVX512 TG_INLINE void tg_axpy5(const float *a, const float *B, int64_t ldb, int64_t k, int64_t x0,
+                                  int64_t ncols, const int NV, float alpha, float beta, float *C) {
+  __mmask16 mk[4];
+  for (int v = 0; v < NV; v++) {
+    const int64_t left = ncols - x0 - 16 * v;
+    mk[v] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+  }
+  __m512 acc[4][4];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; u++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) acc[u][v] = _mm512_setzero_ps();
+  const float *b = B + x0;
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; u++) {
+      const __m512 av = _mm512_set1_ps(a[p + u]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++)
+        acc[u][v] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk[v], b + (p + u) * ldb + 16 * v), acc[u][v]);
+    }
+#pragma GCC unroll 4
+  for (int u = 0; u < 3; u++) {
+    if (p + u >= k) break;
+    const __m512 av = _mm512_set1_ps(a[p + u]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      acc[u][v] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk[v], b + (p + u) * ldb + 16 * v), acc[u][v]);
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; v++) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]), _mm512_add_ps(acc[2][v], acc[3][v]));
+    float *c = C + x0 + 16 * v;
+    __m512 x = _mm512_mul_ps(va, sum);
+    if (beta != 0) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mk[v], c), x);
+    _mm512_mask_storeu_ps(c, mk[v], x);
+  }
+}
+
+TG_AVX512 static void tg_axpy_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                                     int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                     int64_t ldc) {
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t x0 = 0; x0 < n; x0 += 64) {
+      const int64_t w = n - x0; /* 16 columns a vector: as few as cover them (head dim 32: 2) */
+      const float *a = A + r * lda;
+      float *c = C + r * ldc;
+      if (w > 48) tg_axpy5(a, B, ldb, k, x0, n, 4, alpha, beta, c);
+      else if (w > 32) tg_axpy5(a, B, ldb, k, x0, n, 3, alpha, beta, c);
+      else if (w > 16) tg_axpy5(a, B, ldb, k, x0, n, 2, alpha, beta, c);
+      else tg_axpy5(a, B, ldb, k, x0, n, 1, alpha, beta, c);
+    }
+}
+
+/* AVX2: the same sums, 16 columns (2 ymm) at a time. */
+TG_AVX2 static void tg_axpy_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                                 int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                 int64_t ldc) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t x0 = 0; x0 < n; x0 += 16) {
+      const float *a = A + r * lda, *b = B + x0;
+      __m256i mk[2];
+      for (int v = 0; v < 2; v++) {
+        const int64_t left = n - x0 - 8 * v;
+        mk[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : left > 0 ? (int)left : 0), lane);
+      }
+      __m256 acc[4][2];
+      for (int u = 0; u < 4; u++) acc[u][0] = acc[u][1] = _mm256_setzero_ps();
+      for (int64_t p = 0; p < k; p++) {
+        const int u = (int)(p & 3);
+        const __m256 av = _mm256_broadcast_ss(a + p);
+        acc[u][0] = _mm256_fmadd_ps(av, _mm256_maskload_ps(b + p * ldb, mk[0]), acc[u][0]);
+        acc[u][1] = _mm256_fmadd_ps(av, _mm256_maskload_ps(b + p * ldb + 8, mk[1]), acc[u][1]);
+      }
+      for (int v = 0; v < 2; v++) {
+        const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[0][v], acc[1][v]), _mm256_add_ps(acc[2][v], acc[3][v]));
+        float *c = C + r * ldc + x0 + 8 * v;
+        __m256 x = _mm256_mul_ps(_mm256_set1_ps(alpha), sum);
+        if (beta != 0) x = _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_maskload_ps(c, mk[v]), x);
+        _mm256_maskstore_ps(c, mk[v], x);
+      }
+    }
+}
 #endif
 
 /* k == 0: C = beta * C (0 where beta is 0, even over NaN: BLAS's rule). */
@@ -432,6 +655,60 @@ void cpu_tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
   tg_run(tg_path, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+
+/* Plain C: the same orders (without FMA where the compiler does not
+** contract: the last bits may differ). */
+static void tg_rows_plain(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                          int64_t ldc) {
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t j = 0; j < n; j++) {
+      float s;
+      if (tb) {
+        float l[16] = {0}, f[8];
+        for (int64_t p = 0; p < k; p++) l[p % 16] += A[r * lda + p] * B[j * ldb + p];
+        for (int i = 0; i < 8; i++) f[i] = l[i] + l[i + 8];
+        s = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+      } else {
+        float u[4] = {0};
+        for (int64_t p = 0; p < k; p++) u[p % 4] += A[r * lda + p] * B[p * ldb + j];
+        s = (u[0] + u[1]) + (u[2] + u[3]);
+      }
+      float *c = C + r * ldc + j;
+      *c = beta != 0 ? alpha * s + beta * *c : alpha * s;
+    }
+}
+
+static void tg_rows_run(int path, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    tg_scale(m, n, beta, C, ldc);
+    return;
+  }
+  switch (path) {
+#if TG_X86
+    case TG_AVX512_PATH:
+      if (tb) tg_dot_avx512(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+      else tg_axpy_avx512(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+    case TG_AVX2_PATH:
+      if (tb) tg_dot_avx2(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+      else tg_axpy_avx2(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+      return;
+#endif
+    case TG_BLAS: tg_run(path, false, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); return;
+    default: tg_rows_plain(tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); return;
+  }
+}
+
+void cpu_tile_rows(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  pthread_once(&tg_once, tg_choose);
+  tg_rows_run(tg_path, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* For tests/c/test_cpu_tile_gemm.c: one product on the named path
 ** ("avx512", "avx2", "plain", "blas"), whatever the process chose. Returns
 ** 0, or -1 when the name is unknown or this CPU cannot run the path. */
@@ -447,5 +724,20 @@ EM_PLUGIN_EXPORT int ember_cpu_tile_gemm(const char *path, int ta, int tb, int64
   const int p = path ? tg_parse(path) : -1;
   if (p < 0 || !tg_runs(p)) return -1;
   tg_run(p, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  return 0;
+}
+
+/* The same for cpu_tile_rows (tb: dot products with B's rows; else rows
+** of A times B). */
+EM_PLUGIN_EXPORT int ember_cpu_tile_rows(const char *path, int tb, int64_t m, int64_t n, int64_t k,
+                                         float alpha, const float *A, int64_t lda, const float *B,
+                                         int64_t ldb, float beta, float *C, int64_t ldc);
+
+EM_PLUGIN_EXPORT int ember_cpu_tile_rows(const char *path, int tb, int64_t m, int64_t n, int64_t k,
+                                         float alpha, const float *A, int64_t lda, const float *B,
+                                         int64_t ldb, float beta, float *C, int64_t ldc) {
+  const int p = path ? tg_parse(path) : -1;
+  if (p < 0 || !tg_runs(p)) return -1;
+  tg_rows_run(p, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   return 0;
 }

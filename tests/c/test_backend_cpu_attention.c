@@ -8,6 +8,8 @@
 #include "backend_cpu.h"
 #include "ember_philox.h"
 
+#include <dlfcn.h>
+
 /* ---- attention ---- */
 
 typedef struct att_case {
@@ -218,6 +220,10 @@ static void test_attention(void) {
       /* rows of 131 keys start between Philox blocks (4 elements each), and
       ** a tile row of 128 takes the 64-at-a-time keep path after that */
       {"tiles Lq9 Lk131 dropout 0.3", 1, 2, 9, 131, 8, 8, false, false, false, 0.3, false},
+      /* Lq <= 2: float32 takes the rows path (cpu_tile_rows) by default */
+      {"rows Lq1 Lk200 causal + padding + bias", 2, 3, 1, 200, 20, 12, true, true, true, 0, false},
+      {"rows Lq2 Lk131 causal + dropout 0.2", 2, 2, 2, 131, 32, 40, true, false, false, 0.2, false},
+      {"rows Lq2 Lk9 padding (fully masked batch)", 2, 2, 2, 9, 5, 3, false, true, false, 0, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(&cases[i]);
   em_attention_args a;
@@ -227,9 +233,104 @@ static void test_attention(void) {
         "attention on int64 is a dtype error naming the supported ones: %s", em_error_message());
 }
 
+/* ---- few query rows (a decoding step): cpu_tile_rows against the tiles ---- */
+
+typedef int64_t (*rows_limit_fn)(int64_t);
+
+typedef struct rows_case {
+  int64_t H, Hkv, Lq, Lk, kv_rows, dk, dv;
+  bool causal, pad, bias;
+  double p;
+} rows_case;
+
+/* The largest |x - y| over n floats relative to max(1, |y|), and whether any bits differ. */
+static double rel_diff(const float *x, const float *y, int64_t n, bool *differ) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (isinf(y[i]) && x[i] == y[i]) continue;
+    worst = fmax(worst, fabs((double)x[i] - y[i]) / fmax(1, fabs((double)y[i])));
+    if (memcmp(&x[i], &y[i], 4)) *differ = true;
+  }
+  return worst;
+}
+
+/* One float32 call with few query rows, run with the rows path off (the
+** packed tiles) and on: outputs, lse and the backward's gradients agree
+** within float32 rounding, and some bits differ (the rows path ran: its
+** dot products sum in another order). K and V sit in a cache's buffers of
+** kv_rows rows per head, the rows past Lk NaN (never read), read by Hkv
+** heads. */
+static bool rows_case_run(rows_limit_fn limit, const rows_case *c, bool *differ) {
+  const int64_t B = 2, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk, R = c->kv_rows;
+  const int64_t nq = B * H * Lq * c->dk, nk = B * Hkv * R * c->dk, nv = B * Hkv * R * c->dv;
+  const int64_t no = B * H * Lq * c->dv, nl = B * H * Lq, nb = H * Lq * Lk;
+  float *q = to_f32(rand_arr(EM_F64, nq, -1.5, 1.5, NULL), nq), *k = to_f32(rand_arr(EM_F64, nk, -1.5, 1.5, NULL), nk);
+  float *v = to_f32(rand_arr(EM_F64, nv, -1, 1, NULL), nv), *dout = to_f32(rand_arr(EM_F64, no, -1, 1, NULL), no);
+  float *bias = to_f32(rand_arr(EM_F64, nb, -1, 1, NULL), nb);
+  for (int64_t i = 0; i < nb; i += 7) bias[i] = -INFINITY;
+  for (int64_t g = 0; g < B * Hkv; g++)
+    for (int64_t j = Lk; j < R; j++) {
+      for (int64_t x = 0; x < c->dk; x++) k[(g * R + j) * c->dk + x] = NAN;
+      for (int64_t x = 0; x < c->dv; x++) v[(g * R + j) * c->dv + x] = NAN;
+    }
+  uint8_t *pad = xmalloc(B * Lk + 1);
+  for (int64_t j = 0; j < B * Lk; j++) pad[j] = j < 5 || j % 11 == 3; /* left padding and holes */
+  em_attention_args a;
+  memset(&a, 0, sizeof a);
+  a.dtype = EM_F32, a.B = B, a.H = H, a.Hkv = Hkv, a.Lq = Lq, a.Lk = Lk, a.kv_rows = R, a.dk = c->dk, a.dv = c->dv;
+  a.q = q, a.k = k, a.v = v, a.dout = dout, a.bias = c->bias ? bias : NULL, a.key_padding = c->pad ? pad : NULL;
+  a.bias_stride[0] = 0, a.bias_stride[1] = Lq * Lk, a.bias_stride[2] = Lk, a.bias_stride[3] = 1;
+  a.causal = c->causal, a.scale = 1 / sqrt((double)c->dk), a.dropout_p = c->p, a.seed = 3, a.offset = 5;
+  float *res[2][5];
+  /* dk_ and dv_ are per query head, [B, H, Lk, d]: the core sums each group */
+  const int64_t cnt[5] = {no, nl, nq, B * H * Lk * c->dk, B * H * Lk * c->dv};
+  bool ok = true;
+  for (int run = 0; run < 2; run++) {
+    limit(run ? 4 : 0);
+    for (int t = 0; t < 5; t++) res[run][t] = xmalloc(cnt[t] * 4 + 4);
+    a.out = res[run][0], a.lse = res[run][1], a.dq = res[run][2], a.dk_ = res[run][3], a.dv_ = res[run][4];
+    ok &= be->attention_forward(0, &a) == EM_OK && be->attention_backward(0, &a) == EM_OK;
+  }
+  limit(4);
+  double worst = 0;
+  for (int t = 0; t < 5 && ok; t++) worst = fmax(worst, rel_diff(res[1][t], res[0][t], cnt[t], differ));
+  ok &= worst < 2e-5;
+  if (!ok) printf("# rows H%lld/%lld Lq%lld Lk%lld dk%lld dv%lld: largest difference %.3g\n", (long long)H,
+                  (long long)Hkv, (long long)Lq, (long long)Lk, (long long)c->dk, (long long)c->dv, worst);
+  for (int run = 0; run < 2; run++)
+    for (int t = 0; t < 5; t++) free(res[run][t]);
+  free(q), free(k), free(v), free(dout), free(bias), free(pad);
+  return ok;
+}
+
+static void test_rows_path(void *h) {
+  rows_limit_fn limit;
+  *(void **)&limit = dlsym(h, "ember_cpu_attention_rows");
+  check(limit != NULL, "the plugin exports ember_cpu_attention_rows");
+  if (!limit) return;
+  const int64_t before = limit(-1);
+  const rows_case cases[] = {
+      {8, 8, 1, 2048, 2100, 32, 32, true, false, false, 0},  /* the MHA decoding step */
+      {8, 2, 1, 300, 333, 32, 32, true, true, false, 0},     /* GQA, left padding */
+      {4, 1, 3, 300, 300, 20, 24, true, true, true, 0},      /* MQA, 3 rows, head dims with tails */
+      {4, 4, 4, 130, 200, 64, 100, false, true, true, 0},    /* 4 rows, bias, dv past 64 */
+      {2, 2, 2, 257, 300, 80, 17, true, false, true, 0.2},   /* dropout, dk past 64 */
+      {2, 1, 1, 50, 64, 300, 8, false, false, false, 0},     /* dk past one chunk of 256 */
+  };
+  int good = 0;
+  bool differ = false;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) good += rows_case_run(limit, &cases[i], &differ);
+  check(good == (int)(sizeof cases / sizeof cases[0]),
+        "few query rows: the rows path == the packed tiles within float32 rounding (%d of %d cases, forward and backward)",
+        good, (int)(sizeof cases / sizeof cases[0]));
+  check(differ, "the rows path ran (its sums differ from the tiles' in some last bits)");
+  limit(before);
+}
+
 int main(int argc, char **argv) {
   void *h = backend_cpu_open(argc, argv);
   if (!h) return 2;
   test_attention();
+  test_rows_path(h);
   return backend_cpu_done(h);
 }

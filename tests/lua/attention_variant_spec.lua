@@ -102,6 +102,28 @@ describe("Lua attention variants: fused == composed", function()
     end)
   end
 
+  -- a decoding step's 1-2 query rows take the CPU kernel's rows path in
+  -- float32 (cpu_tile_rows: q.K^T and P.V from K's and V's rows), the full
+  -- pass the packed tiles; the score and mask programs run on the same tiles
+  for _, c in ipairs(cases(2, 150)) do
+    it(c[1] .. " in float32: the last 1-4 query rows alone == the full pass's (bottom-right), forward and backward", function()
+      local att = make(c[1], c[2], 2, 20, "float32") -- head dim 20: lane tails
+      local q, k, v = qkv(2, 2, 150, 150, 20, "float32")
+      local o = {}
+      for a, b in pairs(c[3]) do o[a] = b end
+      o.variant_inputs = c[4]
+      local full = att(q, k, v, o)
+      for n = 1, 4 do
+        local part = att(q:narrow(3, 151 - n, n), k, v, o)
+        local d = (part - full:narrow(3, 151 - n, n)):abs():max():item() / math.max(1, full:abs():max():item())
+        assert(d < 2e-5, ("%s, %d rows: max difference %.3g"):format(c[1], n, d))
+      end
+      local err, fused = fused_vs_composed(att, q:narrow(3, 149, 2), k, v, o)
+      assert.are.equal(1, fused, "the call must take the fused kernel")
+      assert(err < 2e-5, ("%s: 2 rows, fused vs composed %.3g"):format(c[1], err))
+    end)
+  end
+
   it("cross-attention and a KV-cached step see bottom-right positions", function()
     local att = make("sliding_sinks", { window_left = 7, window_right = 0, sinks = 2 }, 2, 8, "float64")
     local q, k, v = qkv(1, 2, 90, 90, 8)
