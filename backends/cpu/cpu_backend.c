@@ -382,6 +382,7 @@ static const em_backend cpu_backend = {
   .kernel_info = cpu_kernel_info,
   .conv2d = cpu_conv2d,
   .conv2d_backward = cpu_conv2d_backward,
+  .attention_grouped_kv = true,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -104,6 +104,7 @@ struct AttXDev {
 ** storage type inside the kernels. */
 struct AttParams {
   int64_t B, H, Lq, Lk, dk, dv;
+  int64_t Hkv;           /* k and v heads: H, or fewer read in place (grouped-query attention) */
   const void *q, *k, *v, *dout;
   void *out, *dq, *dk_, *dv_;
   const float *lse_in;   /* backward */
@@ -133,6 +134,15 @@ struct AttParams {
   const uint8_t *map;
   int64_t map_grain, map_nk, map_sb, map_sh;
 };
+
+/* The k/v head that (batch, query head) bh reads: bh itself, or with
+** grouped heads head h / (H / Hkv) of its batch (the CPU kernel's rule,
+** att_kvh). Its gradients are written per query head; the core sums each
+** group (attention_sdpa.c). */
+__host__ __device__ __forceinline__ int64_t att_kvh(const AttParams &p, int64_t bh) {
+  if (p.Hkv == p.H) return bh;
+  return (bh / p.H) * p.Hkv + (bh % p.H) / (p.H / p.Hkv);
+}
 
 /* Rows [r0, r0 + 64) x columns [c0, c0 + 16) of a row-major [L, d] matrix
 ** into dst as float, zeros outside the matrix. */
@@ -499,6 +509,9 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
       a->win_left < 0 || a->win_right < 0 || a->local < 0 || a->global < 0)
     return em_error(EM_ERR_ARG, "cuda %s: bad block mask (kind %d, block %lld)", kernel,
                     a->mask_kind, (long long)a->block);
+  if (a->Hkv < 0 || (a->Hkv && a->H % a->Hkv))
+    return em_error(EM_ERR_ARG, "cuda %s: %lld query heads are not a multiple of %lld key/value heads", kernel,
+                    (long long)a->H, (long long)a->Hkv);
   if (a->dk > EMC_ATT_MAX_D || a->dv > EMC_ATT_MAX_D)
     return em_error(EM_ERR_UNSUPPORTED,
                     "cuda %s: head dims dk=%lld dv=%lld, the fused kernel takes at most %d; "
@@ -519,6 +532,7 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
   *p = AttParams{};
   p->B = a->B;
   p->H = a->H;
+  p->Hkv = a->Hkv > 0 ? a->Hkv : a->H;
   p->Lq = a->Lq;
   p->Lk = a->Lk;
   p->dk = a->dk;

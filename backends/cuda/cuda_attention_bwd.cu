@@ -109,8 +109,8 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   const int64_t bh = blockIdx.x / k_tiles, k0 = (blockIdx.x % k_tiles) * ATT_BK;
   const int64_t b = bh / p.H, h = bh % p.H;
   const T *Q = (const T *)p.q + bh * p.Lq * p.dk;
-  const T *K = (const T *)p.k + bh * p.Lk * p.dk;
-  const T *V = (const T *)p.v + bh * p.Lk * p.dv;
+  const T *K = (const T *)p.k + att_kvh(p, bh) * p.Lk * p.dk;
+  const T *V = (const T *)p.v + att_kvh(p, bh) * p.Lk * p.dv;
   const T *dO = (const T *)p.dout + bh * p.Lq * p.dv;
   float *dQ = p.dq_acc + bh * p.Lq * p.dk;
 

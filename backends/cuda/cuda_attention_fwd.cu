@@ -36,8 +36,8 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   const int64_t bh = blockIdx.x / q_tiles, q0 = (blockIdx.x % q_tiles) * ATT_BQ;
   const int64_t b = bh / p.H, h = bh % p.H;
   const T *Q = (const T *)p.q + bh * p.Lq * p.dk;
-  const T *K = (const T *)p.k + bh * p.Lk * p.dk;
-  const T *V = (const T *)p.v + bh * p.Lk * p.dv;
+  const T *K = (const T *)p.k + att_kvh(p, bh) * p.Lk * p.dk;
+  const T *V = (const T *)p.v + att_kvh(p, bh) * p.Lk * p.dv;
 
   float o[4][NCH], m[4], l[4];
   double R[XP ? ATT_XMAX_INS : 1]; /* a traced program's registers */

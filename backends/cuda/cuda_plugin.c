@@ -57,6 +57,7 @@ static const em_backend cuda_backend = {
   .sgd_step = emc_sgd_step,
   .attention_forward = emc_attention_forward,
   .attention_backward = emc_attention_backward,
+  .attention_grouped_kv = true,
 };
 
 EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {

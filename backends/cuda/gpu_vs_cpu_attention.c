@@ -4,7 +4,8 @@
 ** (with fully masked rows), an additive bias broadcast over heads and
 ** holding -inf, dropout, head dims on both sides of 64 and dk != dv. The
 ** CUDA kernel takes float32 and bfloat16; bfloat16 is compared with the
-** CPU in float32 on the same rounded inputs.
+** CPU in float32 on the same rounded inputs. Grouped heads (Hkv < H, MQA)
+** are read in place by both.
 */
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@ typedef struct att_case {
   int64_t B, H, Lq, Lk, dk, dv;
   bool causal, pad, bias, masked_batch;
   double p;
+  int64_t Hkv; /* k and v heads (0: H), read in place by both kernels */
 } att_case;
 
 /* Attention arguments for one side: dtype d, the sizes, device copies of
@@ -69,6 +71,7 @@ static void attention_case(const att_case *c, em_dtype dt) {
       a.bias_stride[0] = c->Lq * c->Lk, a.bias_stride[1] = 0;
       a.bias_stride[2] = c->Lk, a.bias_stride[3] = 1;
     }
+    a.Hkv = c->Hkv; /* k and v hold B*H heads of which the first B*Hkv are read */
     a.causal = c->causal;
     a.scale = 1.0 / sqrt((double)c->dk);
     a.dropout_p = c->p;
@@ -88,9 +91,9 @@ static void attention_case(const att_case *c, em_dtype dt) {
   }
   char name[200];
   snprintf(name, sizeof name,
-           "attention %s B=%lld H=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld%s%s%s%s p=%.2f", em_dtype_name(dt),
-           (long long)c->B, (long long)c->H, (long long)c->Lq, (long long)c->Lk, (long long)c->dk,
-           (long long)c->dv, c->causal ? " causal" : "", c->pad ? " padding" : "",
+           "attention %s B=%lld H=%lld Hkv=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld%s%s%s%s p=%.2f", em_dtype_name(dt),
+           (long long)c->B, (long long)c->H, (long long)(c->Hkv ? c->Hkv : c->H), (long long)c->Lq, (long long)c->Lk,
+           (long long)c->dk, (long long)c->dv, c->causal ? " causal" : "", c->pad ? " padding" : "",
            c->bias ? " bias" : "", c->masked_batch ? " masked-rows" : "", c->p);
   double ft = dt == EM_BF16 ? 2e-2 : 2e-5, bt = dt == EM_BF16 ? 5e-2 : 2e-4;
   double wf = fmax(compare(dt, out[0], cdt, out[1], no, ft, ft * 10),
@@ -123,15 +126,19 @@ void test_attention(void) {
     return;
   }
   const att_case cases[] = {
-    {2, 3, 70, 70, 16, 16, false, false, false, false, 0},
-    {1, 2, 100, 150, 32, 32, true, false, false, false, 0},
-    {2, 2, 150, 70, 64, 64, true, true, false, true, 0},
-    {1, 2, 65, 129, 24, 24, false, true, true, false, 0},
-    {1, 2, 130, 130, 40, 40, true, false, true, false, 0.2},
-    {1, 1, 3, 200, 8, 8, true, true, false, false, 0},
-    {1, 2, 70, 90, 40, 24, false, false, false, false, 0},
-    {1, 2, 80, 80, 96, 128, true, false, true, false, 0.1},
-    {1, 1, 64, 64, 200, 256, false, true, false, false, 0},
+    {2, 3, 70, 70, 16, 16, false, false, false, false, 0, 0},
+    {1, 2, 100, 150, 32, 32, true, false, false, false, 0, 0},
+    {2, 2, 150, 70, 64, 64, true, true, false, true, 0, 0},
+    {1, 2, 65, 129, 24, 24, false, true, true, false, 0, 0},
+    {1, 2, 130, 130, 40, 40, true, false, true, false, 0.2, 0},
+    {1, 1, 3, 200, 8, 8, true, true, false, false, 0, 0},
+    {1, 2, 70, 90, 40, 24, false, false, false, false, 0, 0},
+    {1, 2, 80, 80, 96, 128, true, false, true, false, 0.1, 0},
+    {1, 1, 64, 64, 200, 256, false, true, false, false, 0, 0},
+    /* grouped-query attention: 4 query heads on 2 kv heads, and MQA */
+    {2, 4, 70, 90, 32, 32, true, true, false, false, 0, 2},
+    {1, 4, 1, 130, 16, 16, true, false, false, false, 0, 1},
+    {1, 6, 65, 65, 24, 24, false, false, true, false, 0.1, 3},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     attention_case(&cases[i], EM_F32);

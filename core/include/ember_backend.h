@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 4
+#define EM_BACKEND_ABI_VERSION 5
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -351,6 +351,12 @@ typedef struct em_backend {
   ** w, writes (not accumulates) dx, dw and db; a NULL one is not wanted. */
   em_status (*conv2d_backward)(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                                const void *dy, const void *x, const void *w);
+
+  /* ---- grouped-query attention (ABI 5) ---- */
+  /* The fused kernels read grouped heads in place (em_attention_args.Hkv:
+  ** query head h reads kv head h / (H / Hkv)); without it, a grouped call
+  ** is composed with k and v repeated to H heads. */
+  bool attention_grouped_kv;
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

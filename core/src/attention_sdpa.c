@@ -296,9 +296,9 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   const em_backend *be = em_backend_of(c->q);
   if (!be->attention_forward || !be->attention_backward)
     return em_error(EM_ERR_UNSUPPORTED, "the %s backend has no fused attention kernel", be->name);
-  /* grouped heads read in place: the CPU kernel; other backends' kernels
-  ** get the call composed, heads repeated */
-  if (c->Hkv != c->H && !be->host_memory)
+  /* grouped heads read in place where the kernels can (a capability);
+  ** other backends' kernels get the call composed, heads repeated */
+  if (c->Hkv != c->H && !be->attention_grouped_kv)
     return em_error(EM_ERR_UNSUPPORTED, "the %s backend's fused kernel does not read grouped heads", be->name);
   sdpa_saved *sv = calloc(1, sizeof *sv);
   if (!sv) return em_error(EM_ERR_OOM, "attention: out of memory");
