@@ -1,6 +1,7 @@
 -- On the emulated CUDA device (backends/cuda/emu): every declared variant
 -- (relpos alibi / t5 bidirectional and not / shaw, local sliding, causal +
--- window, block-sparse with global tokens, cross-attention Lq ~= Lk) must
+-- window, block-sparse with global tokens, cross-attention Lq ~= Lk, and
+-- grouped heads: k and v with fewer heads than q) must
 -- take the fused kernel (ember.attention_routes(): fused +1 forward, and
 -- nothing composed), so a silent fallback to the composition fails here;
 -- and it must agree with the CPU: output, dq, dk, dv and the tables'
@@ -18,6 +19,10 @@ local specs = {
   {attention = "local", mode = "block", block_size = 4, global_tokens = 2},
   {attention = "relpos", mode = "t5", num_buckets = 8, max_distance = 12, lq = 9},
   {attention = "local", window_left = 3, window_right = 3, lq = 7},
+  -- grouped heads (MQA here: 2 query heads on 1 k/v head), read in place by both kernels
+  {attention = "standard", kv = 1},
+  {attention = "relpos", mode = "alibi", kv = 1},
+  {attention = "local", window_left = 5, window_right = 2, kv = 1},
 }
 local failed = 0
 local function maxdiff(a, b) return (a:to("cpu"):to("float32") - b):abs():max():item() end
@@ -25,7 +30,7 @@ local function maxdiff(a, b) return (a:to("cpu"):to("float32") - b):abs():max():
 for _, spec in ipairs(specs) do
   for _, dt in ipairs({"float32", "bfloat16"}) do
     local s = {heads = 2, head_dim = 8}
-    for k, v in pairs(spec) do if k ~= "causal" and k ~= "lq" then s[k] = v end end
+    for k, v in pairs(spec) do if k ~= "causal" and k ~= "lq" and k ~= "kv" then s[k] = v end end
     local opts = {causal = spec.causal or spec.attention ~= "local"}
     local a = ember.Attention(s)
     ember.no_grad(function() for _, t in ipairs(a:parameters()) do t:copy_(ember.randn(t.shape) * 0.5) end end)
@@ -33,7 +38,8 @@ for _, spec in ipairs(specs) do
     g:load_state_dict(a:state_dict())
     if dt == "bfloat16" then g = g:to("bfloat16") end
     local lq, lk = spec.lq or 20, 20
-    local q, k, v = ember.randn(2, 2, lq, 8), ember.randn(2, 2, lk, 8), ember.randn(2, 2, lk, 8)
+    local hkv = spec.kv or 2
+    local q, k, v = ember.randn(2, 2, lq, 8), ember.randn(2, hkv, lk, 8), ember.randn(2, hkv, lk, 8)
     if dt == "bfloat16" then -- both sides start from the same rounded inputs
       q, k, v = q:to("bfloat16"):to("float32"), k:to("bfloat16"):to("float32"), v:to("bfloat16"):to("float32")
     end
@@ -54,8 +60,8 @@ for _, spec in ipairs(specs) do
     local composed = after.composed - before.composed
     local ok = d < tol and fused == 1 and composed == 0
     if not ok then failed = failed + 1 end
-    print(string.format("%s %s %s %s Lq=%d Lk=%d %s: max diff vs cpu %.2e (tol %g), fused +%d, composed +%d",
-                        ok and "ok" or "not ok", dt, spec.attention, spec.mode or "", lq, lk,
+    print(string.format("%s %s %s %s Lq=%d Lk=%d kv_heads=%d %s: max diff vs cpu %.2e (tol %g), fused +%d, composed +%d",
+                        ok and "ok" or "not ok", dt, spec.attention, spec.mode or "", lq, lk, hkv,
                         opts.causal and "causal" or "", d, tol, fused, composed))
   end
 end
