@@ -627,14 +627,18 @@ static void tg_scale(int64_t m, int64_t n, float beta, float *C, int64_t ldc) {
     for (int64_t j = 0; j < n; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
 }
 
+/* An empty product (nothing to write, or k = 0: C = beta C); true when done. */
+static bool tg_empty(int64_t m, int64_t n, int64_t k, float beta, float *C, int64_t ldc) {
+  if (m <= 0 || n <= 0) return true;
+  if (k > 0) return false;
+  tg_scale(m, n, beta, C, ldc);
+  return true;
+}
+
 static void tg_run(int path, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                    int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    tg_scale(m, n, beta, C, ldc);
-    return;
-  }
+  if (tg_empty(m, n, k, beta, C, ldc)) return;
   switch (path) {
 #if TG_X86
     case TG_AVX512_PATH: tg_avx512(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); return;
@@ -682,11 +686,7 @@ static void tg_rows_plain(bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 static void tg_rows_run(int path, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                         float *C, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    tg_scale(m, n, beta, C, ldc);
-    return;
-  }
+  if (tg_empty(m, n, k, beta, C, ldc)) return;
   switch (path) {
 #if TG_X86
     case TG_AVX512_PATH:
