@@ -26,11 +26,14 @@
 ** is compiled again once. Writes are atomic (a unique temporary file,
 ** then rename), so processes sharing the cache never see half a file.
 ** EMBER_JIT=0 turns compiling off; EMBER_JIT_KEEP=1 keeps each generated
-** source beside its .so.
+** source beside its .so. The folder keeps the EMBER_JIT_CACHE_MAX (512)
+** entries used last: a load touches its file, and a compile removes the
+** oldest beyond that (and temporary files a crashed compile left).
 */
 #include "cpu_internal.h"
 #include "cpu_expr_ops.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +45,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -360,6 +364,66 @@ static void first_line(const char *log, char *buf, size_t n) {
   fclose(f);
 }
 
+/* ---- the cache folder's size ---- */
+
+typedef struct cache_entry { struct timespec mtime; char name[64]; } cache_entry;
+
+static int by_mtime(const void *a, const void *b) {
+  const struct timespec x = ((const cache_entry *)a)->mtime, y = ((const cache_entry *)b)->mtime;
+  return x.tv_sec != y.tv_sec ? (x.tv_sec < y.tv_sec ? -1 : 1) : (x.tv_nsec > y.tv_nsec) - (x.tv_nsec < y.tv_nsec);
+}
+
+static long cache_max(void) {
+  const char *e = getenv("EMBER_JIT_CACHE_MAX");
+  const long n = e && *e ? strtol(e, NULL, 10) : 512;
+  return n > 0 ? n : 1;
+}
+
+/* Removes the entries of dir used longest ago beyond cache_max() (their
+** kept sources too; never `fresh`, the one just made), and temporary files
+** older than an hour. Another process that is about to load a removed
+** entry finds it missing and compiles it again. */
+static void cache_prune(const char *dir, const char *fresh) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  cache_entry *e = NULL;
+  size_t n = 0, cap = 0;
+  const time_t now = time(NULL);
+  char path[1200];
+  for (struct dirent *de; (de = readdir(d));) {
+    const size_t len = strlen(de->d_name);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (len >= sizeof e->name || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (strncmp(de->d_name, "tmp-", 4) == 0) {
+      if (now - st.st_mtime > 3600) unlink(path);
+      continue;
+    }
+    if (len < 4 || strcmp(de->d_name + len - 3, ".so") != 0 || strcmp(de->d_name, fresh) == 0) continue;
+    if (n == cap) {
+      cache_entry *g = realloc(e, (cap = cap ? 2 * cap : 64) * sizeof *e);
+      if (!g) break;
+      e = g;
+    }
+    e[n].mtime = st.st_mtim;
+    memcpy(e[n].name, de->d_name, len + 1);
+    n++;
+  }
+  closedir(d);
+  const size_t keep = (size_t)cache_max() - 1; /* and fresh */
+  if (n > keep) {
+    qsort(e, n, sizeof *e, by_mtime);
+    for (size_t i = 0; i < n - keep; i++) {
+      snprintf(path, sizeof path, "%s/%s", dir, e[i].name);
+      unlink(path);
+      path[strlen(path) - 3] = 0;
+      strcat(path, ".c"); /* EMBER_JIT_KEEP's source, if any */
+      unlink(path);
+    }
+  }
+  free(e);
+}
+
 /* Compiles src into dir/<key>.so (or loads it when there); NULL and a
 ** reason in g_state when it cannot. */
 static bool build(const char *src, size_t n, uint64_t key, const em_expr *const *progs, cpu_xjit_fn *fns) {
@@ -372,7 +436,10 @@ static bool build(const char *src, size_t n, uint64_t key, const em_expr *const 
   }
   snprintf(so, sizeof so, "%s/%016llx.so", dir, (unsigned long long)key);
   if (access(so, R_OK) == 0) {
-    if (load_so(so, progs, fns)) return true;
+    if (load_so(so, progs, fns)) {
+      utimensat(AT_FDCWD, so, NULL, 0); /* used now: the last that cache_prune removes */
+      return true;
+    }
     unlink(so); /* truncated or foreign: made again below */
   }
   snprintf(tmp_c, sizeof tmp_c, "%s/tmp-%016llx-%ld.c", dir, (unsigned long long)key, (long)getpid());
@@ -403,6 +470,7 @@ static bool build(const char *src, size_t n, uint64_t key, const em_expr *const 
     snprintf(g_state, sizeof g_state, "interpreted (cannot write %s)", so);
     return false;
   }
+  cache_prune(dir, strrchr(so, '/') + 1);
   if (load_so(so, progs, fns)) return true;
   snprintf(g_state, sizeof g_state, "interpreted (%s does not load)", so);
   return false;

@@ -139,6 +139,34 @@ print("path=" .. ember.cpu_info().float32:match("traced programs: ([^;]*)"))
     end
   end)
 
+  it("keep the cache folder to EMBER_JIT_CACHE_MAX entries, the ones used last", function()
+    local dir = tmpdir()
+    local function entries()
+      local p = assert(io.popen("ls '" .. dir .. "'"))
+      local t = {}
+      for name in p:lines() do if name:match("%.so$") then t[#t + 1] = name end end
+      p:close()
+      return t
+    end
+    -- a stale temporary file of a crashed compile goes too
+    local tmp = dir .. "/tmp-0000000000000000-1.c"
+    assert(io.open(tmp, "w")):close()
+    os.execute("touch -d '2 hours ago' '" .. tmp .. "'")
+    local ref = results(run("EMBER_JIT=0", CASES))
+    local out = run("EMBER_JIT_CACHE=" .. dir .. " EMBER_JIT_CACHE_MAX=2", CASES)
+    assert.truthy(out:find("path=compiled", 1, true), out)
+    assert.truthy(out:find("0 interpreted", 1, true), out)
+    for name, v in pairs(results(out)) do
+      if name ~= "path" then assert.are.equal(ref[name], v, name) end
+    end
+    assert.are.equal(2, #entries())
+    assert.is_nil(io.open(tmp, "r"), "the stale temporary file is removed")
+    -- without the limit the same cases leave one entry per variant and dtype
+    local all = run("EMBER_JIT_CACHE=" .. dir, CASES)
+    assert.truthy(all:find("path=compiled", 1, true), all)
+    assert.is_true(#entries() >= 5, table.concat(entries(), " "))
+  end)
+
   it("leave a row with a bad index, a NaN or +inf to the interpreter, whose error names it", function()
     for _, env in ipairs { "EMBER_JIT_CACHE=" .. cache, "EMBER_JIT=0" } do
     local out = run(env, [[
