@@ -45,6 +45,7 @@
 #include "cpu_internal.h"
 #include "cpu_expr_ops.h"
 #include "cpu_vmath.h"
+#include "ember_blockmask.h"
 #include "ember_plugin.h"
 #include "ember_philox.h"
 
@@ -90,6 +91,7 @@ typedef struct att_ctx {
   int64_t br, bc; /* tile sizes: queries per work item, keys per tile */
   int64_t ld;     /* row stride of the score scratch: the widest forward step (>= bc) */
   bool parallel;  /* enough work to wake the thread team */
+  em_attn_block_mask bmask; /* the declared block mask (ember_blockmask.h) */
   bool rows;      /* float32 with few query rows (a decoding step): mmq reads K and V rows in place */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
   /* declared terms (cpu_attention_decl_tmpl.h), in the compute type */
@@ -137,17 +139,6 @@ static inline int64_t att_kv_rows(const em_attention_args *a) {
   return a->kv_rows > 0 ? a->kv_rows : a->Lk;
 }
 
-/* Keys [lo, hi] (inclusive) of the window/block band of position p. Both
-** ends grow with p, which is what lets a tile be judged by its corners. */
-static inline void att_band(const em_attention_args *a, int64_t p, int64_t *lo, int64_t *hi) {
-  if (a->mask_kind == 1) {
-    *lo = p - a->win_left, *hi = p + a->win_right;
-  } else {
-    const int64_t b = p / a->block;
-    *lo = (b - a->local) * a->block, *hi = (b + a->local + 1) * a->block - 1;
-  }
-}
-
 /* How a traced mask's block map treats the tile: its cells combined. */
 static inline int att_xmap_class(const em_attention_args *a, int64_t bh, int64_t i0, int64_t br,
                                  int64_t j0, int64_t bc) {
@@ -170,18 +161,8 @@ static inline int att_tile_class(const att_ctx *c, int64_t bh, int64_t i0, int64
   const em_attention_args *a = c->a;
   if (a->block_map) return att_xmap_class(a, bh, i0, br, j0, bc);
   if (!a->mask_kind) return ATT_TILE_FULL;
-  const int64_t p0 = i0 + c->shift, p1 = i0 + br - 1 + c->shift, j1 = j0 + bc - 1;
-  bool some_global = false;
-  if (a->global > 0) {
-    if (p1 < a->global || j1 < a->global) return ATT_TILE_FULL;
-    some_global = p0 < a->global || j0 < a->global;
-  }
-  int64_t lo0, hi0, lo1, hi1;
-  att_band(a, p0, &lo0, &hi0);
-  att_band(a, p1, &lo1, &hi1);
-  if (j1 < lo0 || j0 > hi1) return some_global ? ATT_TILE_PARTIAL : ATT_TILE_EMPTY;
-  if (j0 >= lo1 && j1 <= hi0) return ATT_TILE_FULL;
-  return ATT_TILE_PARTIAL;
+  const int t = em_attn_band_tile(&c->bmask, i0 + c->shift, i0 + br - 1 + c->shift, j0, j0 + bc - 1);
+  return t == EM_XTILE_EMPTY ? ATT_TILE_EMPTY : t == EM_XTILE_FULL ? ATT_TILE_FULL : ATT_TILE_PARTIAL;
 }
 
 /* Does the tile hold no visible element under the block mask? */
@@ -490,6 +471,8 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.shift = a->Lk - a->Lq;
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0;
+  c.bmask = (em_attn_block_mask){(em_attn_mask_kind)a->mask_kind, a->win_left, a->win_right, a->block, a->local,
+                                 a->global};
   c.rows = a->dtype == EM_F32 && a->Lq <= att_rows_limit();
   c.D = NULL;
   c.n_r = 0;

@@ -141,7 +141,7 @@ ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
       const int64_t p = i0 + ii + c->shift;
       if (p < a->global) continue;
       int64_t lo, hi;
-      att_band(a, p, &lo, &hi);
+      em_attn_band(&c->bmask, p, &lo, &hi);
       const int64_t g = a->global > j0 ? a->global - j0 : 0; /* tile keys [0, g) are global */
       int64_t e1 = lo - j0 < bc ? lo - j0 : bc, b2 = hi + 1 - j0;
       b2 = b2 < g ? g : b2;

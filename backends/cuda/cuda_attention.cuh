@@ -28,7 +28,7 @@
 ** diagonals, merged over runs of equal rows (a clipped distance or a T5
 ** bucket covers most of a tile) and added with atomicAdd into float
 ** accumulators. The block mask skips tiles that no query of the query tile
-** may see (emc_attn_tile_empty) and applies the element rule elsewhere.
+** may see (em_attn_band_tile, ember_blockmask.h) and applies the element rule elsewhere.
 **
 ** Traced variants (ember_expr.h: programs written in Lua, lowered by
 ** lua/ember/variant.lua). The programs, the capture descriptors and an
@@ -123,7 +123,7 @@ struct AttParams {
   const int64_t *rel_row; /* [Lq + Lk - 1] table row of r at r + Lk - 1, or NULL */
   const double *alibi;    /* [H] slopes, or NULL */
   const void *table, *rel_k, *rel_v;
-  emc_blockmask mask;
+  em_attn_block_mask mask; /* the declared block mask (ember_blockmask.h) */
   int64_t shift;          /* Lk - Lq: query i sits at key position i + shift */
   float *g_table, *g_rel_k, *g_rel_v; /* backward: float accumulators, or NULL */
   /* a traced variant: its programs on the device (NULL: none), which of
@@ -162,7 +162,7 @@ __device__ __forceinline__ void att_load_chunk(float (*dst)[ATT_DC + 1], const T
 __device__ __forceinline__ bool att_masked(const AttParams &p, int64_t b, int64_t i, int64_t j) {
   if (i >= p.Lq || j >= p.Lk) return true;
   if (p.pad && p.pad[b * p.Lk + j]) return true;
-  if (p.mask.kind && !emc_attn_allows(&p.mask, i + p.shift, j)) return true;
+  if (p.mask.kind && !em_attn_band_allows(&p.mask, i + p.shift, j)) return true;
   return p.causal && !emc_causal_visible(i, j, p.Lq, p.Lk);
 }
 
@@ -172,7 +172,7 @@ __device__ __forceinline__ bool att_tile_skipped(const AttParams &p, int64_t q0,
   if (!p.mask.kind) return false;
   const int64_t q1 = (q0 + ATT_BQ < p.Lq ? q0 + ATT_BQ : p.Lq) - 1;
   const int64_t k1 = (k0 + ATT_BK < p.Lk ? k0 + ATT_BK : p.Lk) - 1;
-  return emc_attn_tile_empty(&p.mask, q0 + p.shift, q1 + p.shift, k0, k1);
+  return em_attn_band_tile(&p.mask, q0 + p.shift, q1 + p.shift, k0, k1) == EM_XTILE_EMPTY;
 }
 
 /* ---- traced programs ---- */
@@ -561,7 +561,8 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
   p->table = a->bias_table;
   p->rel_k = a->rel_k;
   p->rel_v = a->rel_v;
-  p->mask = emc_blockmask{a->mask_kind, a->win_left, a->win_right, a->block, a->local, a->global};
+  p->mask = em_attn_block_mask{(em_attn_mask_kind)a->mask_kind, a->win_left, a->win_right, a->block, a->local,
+                               a->global};
   p->shift = a->Lk - a->Lq;
   p->x_score = a->score_mod, p->x_score_grad = a->score_grad, p->x_mask = a->mask_mod;
   p->x_sink = a->sink, p->x_sink_grad = a->sink_grad && a->sink_grad->n_grad > 0;

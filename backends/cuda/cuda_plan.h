@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ember_blockmask.h"
 #include "ember_philox.h"
 
 /* Functions both the host and the kernels call. */
@@ -178,45 +179,6 @@ EMC_HOSTDEV bool emc_attn_keep(uint64_t seed, uint64_t offset, int64_t bh, int64
 /* The declared block mask of the fused attention (em_attention_args
 ** mask_kind .. global; ember_attention.h em_attn_block_mask). p = i + Lk - Lq
 ** is a query's position on the key axis. */
-typedef struct emc_blockmask {
-  int kind;                /* 0 none, 1 window, 2 blocks */
-  int64_t left, right;     /* window: p - left <= j <= p + right */
-  int64_t block, local;    /* blocks: |j/block - p/block| <= local */
-  int64_t global;          /* positions [0, global) see and are seen by all */
-} emc_blockmask;
-
-/* Keys [lo, hi] of the band of position p. Both ends grow with p, so a tile
-** is judged by its corner rows (the CPU kernel's att_band). */
-EMC_HOSTDEV void emc_attn_band(const emc_blockmask *m, int64_t p, int64_t *lo, int64_t *hi) {
-  if (m->kind == 1) {
-    *lo = p - m->left, *hi = p + m->right;
-  } else {
-    const int64_t b = p / m->block;
-    *lo = (b - m->local) * m->block, *hi = (b + m->local + 1) * m->block - 1;
-  }
-}
-
-/* Does the block mask let position p see key j (em_attn_mask_allows)? */
-EMC_HOSTDEV bool emc_attn_allows(const emc_blockmask *m, int64_t p, int64_t j) {
-  if (!m->kind) return true;
-  if (m->global > 0 && (p < m->global || j < m->global)) return true;
-  int64_t lo, hi;
-  emc_attn_band(m, p, &lo, &hi);
-  return j >= lo && j <= hi;
-}
-
-/* Is every (p, j) with p0 <= p <= p1, j0 <= j <= j1 hidden by the block
-** mask? Such a tile is skipped by the forward and the backward. */
-EMC_HOSTDEV bool emc_attn_tile_empty(const emc_blockmask *m, int64_t p0, int64_t p1, int64_t j0,
-                                     int64_t j1) {
-  if (!m->kind) return false;
-  if (m->global > 0 && (p0 < m->global || j0 < m->global)) return false;
-  int64_t lo0, hi0, lo1, hi1;
-  emc_attn_band(m, p0, &lo0, &hi0);
-  emc_attn_band(m, p1, &lo1, &hi1);
-  return j1 < lo0 || j0 > hi1;
-}
-
 /* Blocks of the fused attention: one per (b*H + h, query tile) forward,
 ** one per (b*H + h, key tile) backward. */
 int64_t emc_attn_tiles(int64_t L, int64_t tile);

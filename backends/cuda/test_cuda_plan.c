@@ -201,7 +201,7 @@ static void test_reduce_plan(void) {
 /* The block mask helpers against the element rule of the core
 ** (em_attn_mask_allows, written out here): a tile called empty holds no
 ** visible element, and random tiles of every kind are checked. */
-static bool mask_ref(const emc_blockmask *m, int64_t p, int64_t j) {
+static bool mask_ref(const em_attn_block_mask *m, int64_t p, int64_t j) {
   if (m->global > 0 && (p < m->global || j < m->global)) return true;
   if (m->kind == 1) return j >= p - m->left && j <= p + m->right;
   if (m->kind == 2) {
@@ -214,18 +214,18 @@ static bool mask_ref(const emc_blockmask *m, int64_t p, int64_t j) {
 static void test_block_mask(void) {
   int bad = 0, empty = 0, tiles = 0;
   for (int t = 0; t < 400; t++) {
-    emc_blockmask m = {1 + (int)(rnd() % 2), (int64_t)(rnd() % 40), (int64_t)(rnd() % 40),
+    em_attn_block_mask m = {(em_attn_mask_kind)(1 + rnd() % 2), (int64_t)(rnd() % 40), (int64_t)(rnd() % 40),
                        1 + (int64_t)(rnd() % 24), (int64_t)(rnd() % 3), (int64_t)(rnd() % 3 == 0 ? rnd() % 20 : 0)};
     int64_t Lq = 1 + rnd() % 300, Lk = 1 + rnd() % 300, shift = Lk - Lq;
     for (int64_t q0 = 0; q0 < Lq; q0 += EMC_ATT_BQ)
       for (int64_t k0 = 0; k0 < Lk; k0 += EMC_ATT_BK) {
         int64_t q1 = (q0 + EMC_ATT_BQ < Lq ? q0 + EMC_ATT_BQ : Lq) - 1;
         int64_t k1 = (k0 + EMC_ATT_BK < Lk ? k0 + EMC_ATT_BK : Lk) - 1;
-        bool e = emc_attn_tile_empty(&m, q0 + shift, q1 + shift, k0, k1), any = false;
+        bool e = em_attn_band_tile(&m, q0 + shift, q1 + shift, k0, k1) == EM_XTILE_EMPTY, any = false;
         for (int64_t i = q0; i <= q1; i++)
           for (int64_t j = k0; j <= k1; j++) {
             bool ok = mask_ref(&m, i + shift, j);
-            if (ok != emc_attn_allows(&m, i + shift, j)) bad++;
+            if (ok != em_attn_band_allows(&m, i + shift, j)) bad++;
             any = any || ok;
           }
         if (e && any) bad++;

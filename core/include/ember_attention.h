@@ -63,6 +63,7 @@
 #define EMBER_ATTENTION_H
 
 #include "ember.h"
+#include "ember_blockmask.h"
 #include "ember_expr.h"
 #include "ember_plugin.h"
 
@@ -199,24 +200,8 @@ typedef enum em_attn_rel_kind {
                             not, distances from max_distance on share the last bucket */
 } em_attn_rel_kind;
 
-/* Which keys a query may see, on top of causal and the masks:
-**   WINDOW: p - left <= j <= p + right;
-**   BLOCKS: key block j/block within +-local of query block p/block;
-** and with global > 0, positions [0, global) see and are seen by all.
-** Kernels classify each (query tile, key tile) as empty (skipped in forward
-** and backward), full, or partial (the element rule applied). */
-typedef enum em_attn_mask_kind {
-  EM_ATTN_MASK_NONE = 0,
-  EM_ATTN_MASK_WINDOW,
-  EM_ATTN_MASK_BLOCKS
-} em_attn_mask_kind;
-
-typedef struct em_attn_block_mask {
-  em_attn_mask_kind kind;
-  int64_t left, right;   /* WINDOW, >= 0 */
-  int64_t block, local;  /* BLOCKS: block > 0, local >= 0 */
-  int64_t global;        /* >= 0 */
-} em_attn_block_mask;
+/* The block mask (em_attn_mask_kind, em_attn_block_mask) and its element
+** rules: ember_blockmask.h. */
 
 /* Which route the core takes for a declared call. */
 typedef enum em_attn_route {

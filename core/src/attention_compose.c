@@ -228,13 +228,7 @@ double em_attn_alibi_slope(int64_t h, int64_t n) {
 }
 
 bool em_attn_mask_allows(const em_attn_block_mask *m, int64_t p, int64_t j) {
-  if (m->global > 0 && (p < m->global || j < m->global)) return true;
-  if (m->kind == EM_ATTN_MASK_WINDOW) return j >= p - m->left && j <= p + m->right;
-  if (m->kind == EM_ATTN_MASK_BLOCKS) {
-    const int64_t d = j / m->block - p / m->block;
-    return d >= -m->local && d <= m->local;
-  }
-  return true;
+  return em_attn_band_allows(m, p, j);
 }
 
 /* An int64 [Lq, Lk] tensor of the table row of every (i, j). */
