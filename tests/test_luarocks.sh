@@ -2,7 +2,8 @@
 # Packaging from a clone: (1) `luarocks make` builds ember and installs it
 # into a temporary Lua tree, after which a stock lua5.4 with that tree's
 # paths (`luarocks path`) does require "ember", finds the plugins and
-# computes; (2) the build tree's ember-uninstalled.pc lets a C program build
+# computes, and with the sources removed still compiles a Lua variant's
+# programs from the installed headers; (2) the build tree's ember-uninstalled.pc lets a C program build
 # against the uninstalled tree with `pkg-config --cflags --libs ember`.
 #   usage: test_luarocks.sh EMBER_BIN BUILD_DIR   (from the source root)
 # Skipped (77) without luarocks, and in sanitizer builds (the rock is a
@@ -90,5 +91,20 @@ case "$out" in
   *) echo "$out"; notok "require ember from the LuaRocks tree" ;;
 esac
 if [ -x "$T/tree/bin/ember" ]; then ok "the ember program is in the tree's bin"; else notok "no bin/ember in the tree"; fi
+
+# 1b. the rock without its build folder (gone, as after luarocks install):
+# a Lua variant's programs still compile, from the tree's installed headers
+rm -rf "$T/src"
+out=$(cd /tmp && eval "$paths" && env -u EMBER_PLUGIN_PATH -u EMBER_PLUGIN_PATH_ONLY -u EMBER_JIT_INCLUDE \
+      EMBER_JIT_CACHE="$T/jit" lua5.4 -e '
+  local ember = require "ember"
+  local att = ember.Attention { attention = "softcap", cap = 5, heads = 2, head_dim = 8 }
+  local q = ember.randn(1, 2, 16, 8)
+  att(q, q, q)
+  print(ember.cpu_info().float32)' 2>&1)
+case "$out" in
+  *"traced programs: compiled"*) ok "a Lua variant compiles from the installed headers: ${out##*traced programs: }" ;;
+  *) echo "$out"; notok "a Lua variant from the tree without its sources is not compiled" ;;
+esac
 
 exit $fail

@@ -312,15 +312,15 @@ static bool run_cc(const char *cc, const char *src, const char *out, const char 
   snprintf(flags, sizeof flags, "-O3 -std=gnu11 -fPIC -shared -fno-trapping-math -fno-math-errno %s", isa_flags());
   argv[n++] = (char *)cc;
   for (char *t = strtok(flags, " "); t && n < 40; t = strtok(NULL, " ")) argv[n++] = t;
-  char incs[4][1024];
+  char incs[8][1024];
   int ni = 0;
   const char *dirs[2] = {getenv("EMBER_JIT_INCLUDE"), EM_JIT_INCLUDE_DIRS};
   for (int d = 0; d < 2; d++) {
     if (!dirs[d] || !*dirs[d]) continue;
-    char list[2048];
+    char list[4096];
     snprintf(list, sizeof list, "%s", dirs[d]);
     char *save = NULL;
-    for (char *t = strtok_r(list, ":", &save); t && ni < 4; t = strtok_r(NULL, ":", &save))
+    for (char *t = strtok_r(list, ":", &save); t && ni < 8; t = strtok_r(NULL, ":", &save))
       snprintf(incs[ni], sizeof incs[ni], "-I%s", t), argv[n++] = incs[ni++];
   }
   argv[n++] = (char *)src, argv[n++] = "-o", argv[n++] = (char *)out, argv[n++] = "-lm", argv[n] = NULL;
