@@ -53,6 +53,9 @@ extern char **environ;
 #ifndef EM_JIT_INCLUDE_DIRS
 #define EM_JIT_INCLUDE_DIRS ""
 #endif
+#ifndef EM_JIT_HEADERS
+#define EM_JIT_HEADERS "unknown"
+#endif
 
 /* The ops' text, stringified from the one list. */
 static const char *const XOP_TEXT[EM_XOP_COUNT] = {
@@ -233,6 +236,8 @@ static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps
 ** dtype, not three. */
 static void gen_source(xbuf *b, const em_expr *const *progs, const cpu_xhoist *plans, bool f64,
                        const em_xcap *caps) {
+  /* the headers' version first: a cache entry built against other rules is another file */
+  xb_printf(b, "/* ember traced programs, headers %s */\n", EM_JIT_HEADERS);
   xb_printf(b, "#include <stdint.h>\n#include <tgmath.h>\n#include \"cpu_expr_ops.h\"\n"
                "#define T %s\n#define MAXC %d\n", f64 ? "double" : "float", CPU_XJIT_MAX_COLS);
   for (int r = 0; r < CPU_XJIT_SCATTER; r++)

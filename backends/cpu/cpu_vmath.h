@@ -47,6 +47,34 @@ CPU_VMATH_INLINE float cpu_exp_f32(float x) {
   return x < lo ? 0.0f : (x == x ? y * pow2n : x); /* NaN stays NaN */
 }
 
+/* tanh x for float32 in straight-line code: a rational minimax form,
+** x P(x^2) / Q(x^2) (degrees 13 and 6, Eigen's coefficients) on x clamped
+** to +-7.905 (the form's range); x itself below 4e-4, +-1 from 9 on, where
+** float's tanh is 1. Within 5 ulp (3e-7 absolute) of tanh, |result| <= 1,
+** odd, NaN stays NaN;
+** a third cheaper than 1 - 2 / (e^{2x} + 1) on the vectorised exp, and
+** without that form's cancellation near 0 (traced programs' tanh, softcap). */
+CPU_VMATH_INLINE float cpu_tanh_f32(float x) {
+  const float c = 7.90531110763549805f;
+  const float xc = x > c ? c : x < -c ? -c : x, x2 = xc * xc;
+  /* fmaf, not a * b + c: one rounding whether or not a compiler contracts,
+  ** so the interpreter's build and the compiled programs (other flags)
+  ** give the same bits */
+  float p = -2.76076847742355e-16f;
+  p = fmaf(p, x2, 2.00018790482477e-13f);
+  p = fmaf(p, x2, -8.60467152213735e-11f);
+  p = fmaf(p, x2, 5.12229709037114e-08f);
+  p = fmaf(p, x2, 1.48572235717979e-05f);
+  p = fmaf(p, x2, 6.37261928875436e-04f);
+  p = fmaf(p, x2, 4.89352455891786e-03f);
+  float q = 1.19825839466702e-06f;
+  q = fmaf(q, x2, 1.18534705686654e-04f);
+  q = fmaf(q, x2, 2.26843463243900e-03f);
+  q = fmaf(q, x2, 4.89352518554385e-03f);
+  const float r = xc * p / q;
+  return fabsf(x) < 0.0004f ? x : fabsf(x) >= 9.0f ? copysignf(1.0f, x) : r;
+}
+
 /* ln x for float32 in straight-line code, for the same reason as
 ** cpu_exp_f32: Cephes' logf, within 2 ulp. x = m 2^e with m in
 ** [sqrt(1/2), sqrt(2)), ln(m) by a degree-9 polynomial in m - 1. Subnormal

@@ -1,5 +1,5 @@
 /*
-** test_cpu_vmath.c -- the CPU backend's branch-free float32 exp and log
+** test_cpu_vmath.c -- the CPU backend's branch-free float32 exp, log and tanh
 ** (backends/cpu/cpu_vmath.h), which the fused attention kernel and the
 ** traced programs (interpreted and compiled alike) use: within 2 ulp of
 ** the double-precision result over the whole float range, subnormals
@@ -10,6 +10,7 @@
 #include "../../backends/cpu/cpu_vmath.h"
 
 #include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -55,8 +56,30 @@ static void test_exp(void) {
   CHECK(isnan(cpu_exp_f32(NAN)), "exp NaN is NaN");
 }
 
+static void test_tanh(void) {
+  double worst = 0, abs_worst = 0;
+  bool bounded = true, odd = true;
+  for (float x = -12.0f; x < 12.0f; x += 0.000244140625f) {
+    const float y = cpu_tanh_f32(x);
+    const double t = tanh((double)x);
+    const double e = ulps(y, t);
+    if (e > worst) worst = e;
+    if (fabs(y - t) > abs_worst) abs_worst = fabs(y - t);
+    bounded = bounded && fabsf(y) <= 1.0f;
+    odd = odd && cpu_tanh_f32(-x) == -y;
+  }
+  printf("# cpu_tanh_f32: worst %.2f ulp, %.3g absolute on [-12, 12)\n", worst, abs_worst);
+  CHECK(worst <= 5.0 && abs_worst <= 3e-7, "cpu_tanh_f32 within 5 ulp and 3e-7 of tanh");
+  CHECK(bounded && odd, "cpu_tanh_f32 stays in [-1, 1] and is odd");
+  CHECK(cpu_tanh_f32(1e-6f) == 1e-6f && cpu_tanh_f32(0.0f) == 0.0f, "tanh of a tiny x is x");
+  CHECK(cpu_tanh_f32(INFINITY) == 1.0f && cpu_tanh_f32(-INFINITY) == -1.0f && cpu_tanh_f32(10.0f) == 1.0f,
+        "tanh from 9 on, and of +-inf, is +-1");
+  CHECK(isnan(cpu_tanh_f32(NAN)), "tanh NaN is NaN");
+}
+
 int main(void) {
   test_log();
   test_exp();
+  test_tanh();
   return tap_done();
 }
