@@ -458,6 +458,7 @@ static void FN(xdiag_prepare)(att_ctx *c, bool backward) {
     const int64_t n_r = c->xd_n, Bm = hp->reads_b ? a->B : 1, Hm = hp->reads_h ? a->H : 1;
     const size_t bytes = (size_t)(Bm * Hm * (hp->n_roots > 0 ? hp->n_roots : 1) * n_r) * sizeof(T);
     const size_t obytes = scatter ? (size_t)(Bm * Hm * hp->n_gd * n_r) * sizeof(int64_t) : 0;
+    if (bytes + obytes > ((size_t)256 << 20)) continue; /* per batch and head at long L: the tiles make their own */
     if (!X && !(X = cpu_scratch_alloc((size_t)c->xregs * sizeof(T)))) return;
     T *H = cpu_scratch_alloc(bytes);
     int64_t *O = obytes ? cpu_scratch_alloc(obytes) : NULL;
