@@ -107,6 +107,14 @@ static float *to_f32(const double *x, int64_t n) {
   return f;
 }
 
+/* n uniform float32 values in [lo, hi) (drawn in double, as the other cases). */
+static float *rand_f32(int64_t n, double lo, double hi) {
+  double *d = rand_arr(EM_F64, n, lo, hi, NULL);
+  float *f = to_f32(d, n);
+  free(d);
+  return f;
+}
+
 static void attention_case(const att_case *c) {
   const int64_t BH = c->B * c->H, nq = BH * c->Lq * c->dk, nk = BH * c->Lk * c->dk,
                 nv = BH * c->Lk * c->dv;
@@ -264,9 +272,9 @@ static bool rows_case_run(rows_limit_fn limit, const rows_case *c, bool *differ)
   const int64_t B = 2, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk, R = c->kv_rows;
   const int64_t nq = B * H * Lq * c->dk, nk = B * Hkv * R * c->dk, nv = B * Hkv * R * c->dv;
   const int64_t no = B * H * Lq * c->dv, nl = B * H * Lq, nb = H * Lq * Lk;
-  float *q = to_f32(rand_arr(EM_F64, nq, -1.5, 1.5, NULL), nq), *k = to_f32(rand_arr(EM_F64, nk, -1.5, 1.5, NULL), nk);
-  float *v = to_f32(rand_arr(EM_F64, nv, -1, 1, NULL), nv), *dout = to_f32(rand_arr(EM_F64, no, -1, 1, NULL), no);
-  float *bias = to_f32(rand_arr(EM_F64, nb, -1, 1, NULL), nb);
+  float *q = rand_f32(nq, -1.5, 1.5), *k = rand_f32(nk, -1.5, 1.5);
+  float *v = rand_f32(nv, -1, 1), *dout = rand_f32(no, -1, 1);
+  float *bias = rand_f32(nb, -1, 1);
   for (int64_t i = 0; i < nb; i += 7) bias[i] = -INFINITY;
   for (int64_t g = 0; g < B * Hkv; g++)
     for (int64_t j = Lk; j < R; j++) {
