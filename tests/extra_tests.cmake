@@ -143,13 +143,16 @@ endif()
 # AVX2 (no oneDNN bf16 kernel: the CPU backend widens to float32 itself).
 # The fused attention kernel's bfloat16 products follow the cap too (below
 # AVX512_CORE_BF16 they take the plain path, cpu_bgemm.c).
+# A spec run again as lua.<spec>_<suffix> with one more environment setting.
+function(ember_spec_again spec suffix setting)
+  add_test(NAME lua.${spec}_${suffix}
+    COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/${spec}.lua
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(lua.${spec}_${suffix} PROPERTIES LABELS "lua" ENVIRONMENT "${TEST_ENV};${setting}")
+endfunction()
 foreach(isa AVX512_CORE AVX2)
   foreach(spec bf16_spec attention_bf16_spec)
-    add_test(NAME lua.${spec}_${isa}
-      COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/${spec}.lua
-      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(lua.${spec}_${isa} PROPERTIES LABELS "lua"
-      ENVIRONMENT "${TEST_ENV};ONEDNN_MAX_CPU_ISA=${isa}")
+    ember_spec_again(${spec} ${isa} ONEDNN_MAX_CPU_ISA=${isa})
   endforeach()
 endforeach()
 # The fused attention kernel's float32 tile products on each path of
@@ -157,10 +160,6 @@ endforeach()
 # the products themselves; these check the kernel around them).
 foreach(path avx2 plain)
   foreach(spec attention_spec attention_fused_spec)
-    add_test(NAME lua.${spec}_tiles_${path}
-      COMMAND ${EMBER_BIN} ${BUSTED} -o plainTerminal ${CMAKE_CURRENT_SOURCE_DIR}/lua/${spec}.lua
-      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(lua.${spec}_tiles_${path} PROPERTIES LABELS "lua"
-      ENVIRONMENT "${TEST_ENV};EMBER_CPU_TILE_GEMM=${path}")
+    ember_spec_again(${spec} tiles_${path} EMBER_CPU_TILE_GEMM=${path})
   endforeach()
 endforeach()

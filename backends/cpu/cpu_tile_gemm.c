@@ -20,9 +20,9 @@
 ** lacks falls back to the best it has, and the name says so. Like
 ** cpu_bgemm.c, a ONEDNN_MAX_CPU_ISA cap below AVX-512 (AVX2) also caps
 ** this choice, so that the tests can emulate an older CPU.
-** AMX is not implemented: it has no float32 tiles (bfloat16 and int8
-** only), and no machine of this project exposes it, so it could not be
-** tested.
+** There is no AMX path: AMX has no float32 tiles (bfloat16 and int8
+** only), and no machine of this project has exposed it to run one on; a
+** CPU with AMX takes the avx512 path (an open part of issue 25).
 **
 ** op(A) is never packed: the micro-kernel broadcasts its elements from
 ** where they are (a row of A, or with A transposed a column, both cheap
