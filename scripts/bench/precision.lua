@@ -1,7 +1,8 @@
 -- precision.lua -- bfloat16 (ember.autocast) against float32, and both
 -- against PyTorch fp32 and torch.autocast("cpu", bfloat16), in one run:
 --   attention  one MultiHeadAttention layer fwd+bwd, d_model 256, 8 heads,
---              B*L = 4096 (L = 256, 1024, 4096);
+--              B*L = 4096 (L = 256, 1024, 4096), and causal at L = 4096
+--              (both sides: ember's causal flag, torch's triangular mask);
 --   classifier a training step of the seed AttentionClassifier (embedding
 --              10000x128, one encoder layer with 4 heads and FFN 256, mean
 --              pool, 5 classes; AdamW, gradient clipping 0.5) at B64 L64 and
@@ -20,9 +21,9 @@ local ember = ember or require "ember"
 local nn = require "ember.nn"
 local optim = require "ember.optim"
 
-local function attention_step(L, B, bf16)
+local function attention_step(L, B, bf16, causal)
   ember.manual_seed(0)
-  local m = ember.MultiHeadAttention { d_model = 256, heads = 8 }
+  local m = ember.MultiHeadAttention { d_model = 256, heads = 8, causal = causal }
   local x = ember.randn(B, L, 256):requires_grad_()
   return function()
     local out = bf16 and ember.autocast("bfloat16", function() return m:forward(x) end) or m:forward(x)
@@ -58,7 +59,8 @@ end
 if arg[1] == "--one" then
   local kind, a, b, prec, reps = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5], tonumber(arg[6])
   local now = arg[7] == "cpu" and os.clock or ember.clock -- os.clock: the process's CPU time
-  local step = kind == "attention" and attention_step(a, b, prec == "bf16") or classifier_step(a, b, prec == "bf16")
+  local step = kind == "classifier" and classifier_step(a, b, prec == "bf16")
+    or attention_step(a, b, prec == "bf16", kind == "causal")
   step()
   step()
   if arg[8] == "profile" then
@@ -110,16 +112,19 @@ local function run(cmd)
 end
 
 local cases = {
-  { "attention", 256, 16 }, { "attention", 1024, 4 }, { "attention", 4096, 1 },
+  { "attention", 256, 16 }, { "attention", 1024, 4 }, { "attention", 4096, 1 }, { "causal", 4096, 1 },
   { "classifier", 64, 64 }, { "classifier", 32, 256 },
 }
+local function case_label(c)
+  if c[1] == "classifier" then return ("classifier B%d L%d"):format(c[2], c[3]) end
+  return ("attention L%d B%d%s"):format(c[2], c[3], c[1] == "causal" and " causal" or "")
+end
 if quick then cases = { { "attention", 256, 16 }, { "classifier", 64, 64 } } end
 
 if profile then
   print(("%d threads, float32, best of %d alternating steps, %s ms"):format(threads, reps, clock))
   for _, c in ipairs(cases) do
-    local label = c[1] == "attention" and ("attention L%d B%d"):format(c[2], c[3])
-                                       or ("classifier B%d L%d"):format(c[2], c[3])
+    local label = case_label(c)
     local p = io.popen(("%q %q --one %s %d %d fp32 %d %s profile 2>&1"):format(exe, script, c[1], c[2], c[3],
       reps, clock))
     local out = p:read("a")
@@ -139,8 +144,7 @@ print(("%d threads, best of %d, %s ms; ember bf16 products: %s"):format(threads,
 print(("%-22s %9s %9s %9s %9s | %8s %8s"):format("case", "ember f32", "ember bf16", "torch f32",
   "torch bf16", "e32/ebf", "tbf/ebf"))
 for _, c in ipairs(cases) do
-  local label = c[1] == "attention" and ("attention L%d B%d"):format(c[2], c[3])
-                                     or ("classifier B%d L%d"):format(c[2], c[3])
+  local label = case_label(c)
   local t = {}
   for _, prec in ipairs { "fp32", "bf16" } do
     local v, out = run(("%q %q --one %s %d %d %s %d %s"):format(exe, script, c[1], c[2], c[3], prec, reps, clock))

@@ -2,6 +2,7 @@
 """PyTorch peer of scripts/bench/precision.lua, one case per run:
 
   /usr/bin/python3 scripts/bench/precision_torch.py attention L B fp32|bf16 REPS THREADS [wall|cpu]
+  /usr/bin/python3 scripts/bench/precision_torch.py causal L B fp32|bf16 REPS THREADS [wall|cpu]
   /usr/bin/python3 scripts/bench/precision_torch.py classifier B L fp32|bf16 REPS THREADS [wall|cpu]
 
 bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16),
@@ -14,13 +15,15 @@ import time
 import torch
 
 
-def attention_step(L, B, bf16):
+def attention_step(L, B, bf16, causal=False):
     mha = torch.nn.MultiheadAttention(256, 8, batch_first=True)
     x = torch.randn(B, L, 256, requires_grad=True)
+    # torch 1.13's MultiheadAttention has no is_causal: a boolean mask, True = hidden
+    mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1) if causal else None
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            out, _ = mha(x, x, x, need_weights=False)
+            out, _ = mha(x, x, x, need_weights=False, attn_mask=mask)
         out.float().sum().backward()
         mha.zero_grad()
     return step
@@ -55,7 +58,10 @@ def main():
     now = time.process_time if len(sys.argv) == 8 and sys.argv[7] == "cpu" else time.perf_counter
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    step = attention_step(a, b, prec == "bf16") if kind == "attention" else classifier_step(a, b, prec == "bf16")
+    if kind == "classifier":
+        step = classifier_step(a, b, prec == "bf16")
+    else:
+        step = attention_step(a, b, prec == "bf16", kind == "causal")
     step()
     step()
     best = float("inf")
