@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 5
+#define EM_BACKEND_ABI_VERSION 6
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -140,22 +140,19 @@ typedef struct em_attention_args {
   const void *dout;
   void *dq, *dk_, *dv_;        /* written (not accumulated) */
 
-  /* ---- declared terms (ABI 2; ember_attention.h em_attn_decl, expanded by
-  ** the core). r = j - (i + Lk - Lq) is the relative position. A kernel
-  ** that does not implement a term that is set returns EM_ERR_UNSUPPORTED
-  ** and the core runs the call composed. */
-  const int64_t *rel_row;      /* [Lq + Lk - 1]: table row of r at r + Lk - 1; NULL: no table term */
-  int64_t n_rel;               /* rows of the tables below */
-  const double *alibi_slopes;  /* [H]: s -= slope_h * |r|; NULL if none */
-  const void *bias_table;      /* [n_rel, H], q's dtype: s += table[rel_row(r), h] */
-  const void *rel_k;           /* [n_rel, dk]: s += scale * q_i . rel_k[rel_row(r)] */
-  const void *rel_v;           /* [n_rel, dv]: out_i += sum_j P_ij rel_v[rel_row(r)] */
-  int mask_kind;               /* 0 none, 1 window, 2 blocks (em_attn_mask_kind) */
-  int64_t win_left, win_right; /* window: p - left <= j <= p + right */
-  int64_t block, local;        /* blocks: |j/block - p/block| <= local */
-  int64_t global;              /* positions [0, global) see and are seen by all */
-  /* backward: gradients of the tables (written, not accumulated; NULL = not wanted) */
-  void *d_bias_table, *d_rel_k, *d_rel_v;
+  /* ---- Shaw's relative-position vectors (Shaw et al. 2018), the one
+  ** term that is not a function of (s, b, h, q, k) and so not a program:
+  ** s += scale * q_i . rel_k[rel_row(r)], out_i += sum_j P_ij rel_v[rel_row(r)],
+  ** r = j - (i + Lk - Lq). Every other declared term (ALiBi, bias tables,
+  ** windows, blocks, global tokens) reaches the kernel as the programs
+  ** below, lowered by the core (attention_lower.c). A kernel without it
+  ** returns EM_ERR_UNSUPPORTED when rel_k is set; the core composes. */
+  const int64_t *rel_row;      /* [Lq + Lk - 1]: table row of r at r + Lk - 1; NULL: none */
+  int64_t n_rel;               /* rows of rel_k and rel_v */
+  const void *rel_k;           /* [n_rel, dk], q's dtype */
+  const void *rel_v;           /* [n_rel, dv], or NULL */
+  /* backward: their gradients (written, not accumulated; NULL = not wanted) */
+  void *d_rel_k, *d_rel_v;
 
   /* ---- a traced variant (ember_expr.h, em_attn_mods in ember_attention.h),
   ** NULL when none. A kernel that does not run programs returns
