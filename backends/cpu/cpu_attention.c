@@ -45,7 +45,6 @@
 #include "cpu_internal.h"
 #include "cpu_expr_ops.h"
 #include "cpu_vmath.h"
-#include "ember_blockmask.h"
 #include "ember_plugin.h"
 #include "ember_philox.h"
 
@@ -91,19 +90,16 @@ typedef struct att_ctx {
   int64_t br, bc; /* tile sizes: queries per work item, keys per tile */
   int64_t ld;     /* row stride of the score scratch: the widest forward step (>= bc) */
   bool parallel;  /* enough work to wake the thread team */
-  em_attn_block_mask bmask; /* the declared block mask (ember_blockmask.h) */
   bool rows;      /* float32 with few query rows (a decoding step): mmq reads K and V rows in place */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
-  /* declared terms (cpu_attention_decl_tmpl.h), in the compute type */
+  /* Shaw's terms (cpu_attention_decl_tmpl.h), in the compute type */
   int64_t n_r;    /* Lq + Lk - 1 relative positions */
-  void *rbias;    /* [H][n_r] ALiBi + table bias over r, or NULL */
   void *QR;       /* [threads][Lq, n_rel] scale * Q rel_k^T, or NULL */
   void *DR;       /* backward: [threads][Lq, n_rel] dO rel_v^T, or NULL */
   void *DSB, *PB; /* backward: [threads][Lq, n_rel] dS and dropped P summed by table row */
   int64_t *run_end; /* [n_r]: end of the run of equal table rows holding n */
   int64_t *long_from; /* [n_r]: the next position in a long run (inside run_end's block) */
   int64_t *step_end;  /* [n_r]: end of the stretch from n where the row grows by 1 a position (same block) */
-  void *DVEC;       /* backward: [BH][n_r] dS summed along diagonals (bias table) */
   void *GK, *GV;    /* backward: [BH][n_rel][dk or dv] per-head parts of Shaw's gradients */
   /* a traced variant (cpu_attention_expr_tmpl.h) */
   att_xerr *xerr;   /* the first failure */
@@ -154,21 +150,18 @@ static inline int att_xmap_class(const em_attention_args *a, int64_t bh, int64_t
   return empty ? ATT_TILE_EMPTY : full ? ATT_TILE_FULL : ATT_TILE_PARTIAL;
 }
 
-/* How the block mask (declared or traced) treats query rows [i0, i0+br)
-** x keys [j0, j0+bc) of head bh. */
+/* How the mask program's block map treats query rows [i0, i0+br) x keys
+** [j0, j0+bc) of head bh (full where there is no mask program). */
 static inline int att_tile_class(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                                  int64_t bc) {
   const em_attention_args *a = c->a;
-  if (a->block_map) return att_xmap_class(a, bh, i0, br, j0, bc);
-  if (!a->mask_kind) return ATT_TILE_FULL;
-  const int t = em_attn_band_tile(&c->bmask, i0 + c->shift, i0 + br - 1 + c->shift, j0, j0 + bc - 1);
-  return t == EM_XTILE_EMPTY ? ATT_TILE_EMPTY : t == EM_XTILE_FULL ? ATT_TILE_FULL : ATT_TILE_PARTIAL;
+  return a->block_map ? att_xmap_class(a, bh, i0, br, j0, bc) : ATT_TILE_FULL;
 }
 
-/* Does the tile hold no visible element under the block mask? */
+/* Does the tile hold no visible element under the block map? */
 static inline bool att_tile_empty(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0,
                                   int64_t bc) {
-  return (c->a->mask_kind || c->a->block_map) && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_EMPTY;
+  return c->a->block_map && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_EMPTY;
 }
 
 /* Tiles are sized so that br * bc * max(dk, dv) <= TILE_MNK (64 x 128 at
@@ -384,26 +377,25 @@ static void xjit_prepare(att_ctx *c) {
 static em_status backward_bf16_outer(att_ctx *c) {
   const em_attention_args *a = c->a;
   const int64_t nrel = a->n_rel;
-  const int64_t n[3] = {a->d_bias_table ? nrel * a->H : 0, a->d_rel_k ? nrel * a->dk : 0,
-                        a->d_rel_v ? nrel * a->dv : 0};
-  void *const dst[3] = {a->d_bias_table, a->d_rel_k, a->d_rel_v};
-  const int64_t total = n[0] + n[1] + n[2];
+  const int64_t n[2] = {a->d_rel_k ? nrel * a->dk : 0, a->d_rel_v ? nrel * a->dv : 0};
+  void *const dst[2] = {a->d_rel_k, a->d_rel_v};
+  const int64_t total = n[0] + n[1];
   if (total == 0) return backward_bf16(c);
   float *buf = cpu_scratch_alloc((size_t)total * sizeof(float));
   if (!buf)
     return em_error(EM_ERR_OOM,
                     "cpu attention_backward: out of memory for %lld float32 table gradients",
                     (long long)total);
-  float *g[3];
+  float *g[2];
   int64_t off = 0;
-  for (int t = 0; t < 3; t++) g[t] = dst[t] ? buf + off : NULL, off += n[t];
+  for (int t = 0; t < 2; t++) g[t] = dst[t] ? buf + off : NULL, off += n[t];
   em_attention_args w = *a;
-  w.d_bias_table = g[0], w.d_rel_k = g[1], w.d_rel_v = g[2];
+  w.d_rel_k = g[0], w.d_rel_v = g[1];
   c->a = &w;
   em_status s = backward_bf16(c);
   c->a = a;
   if (s == EM_OK)
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 2; t++)
       if (g[t]) cpu_bf16_narrow(dst[t], g[t], n[t]);
   cpu_scratch_free(buf, (size_t)total * sizeof(float));
   return s;
@@ -431,12 +423,8 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
   if (a->B * a->H == 0) return EM_OK;
   if (a->rel_row && (a->n_rel <= 0 || a->n_rel > INT_MAX / 2))
     return em_error(EM_ERR_ARG, "cpu %s: %lld table rows", kernel, (long long)a->n_rel);
-  if ((a->bias_table || a->rel_k || a->rel_v) && !a->rel_row)
-    return em_error(EM_ERR_ARG, "cpu %s: a table term without rel_row", kernel);
-  if (a->mask_kind < 0 || a->mask_kind > 2 || (a->mask_kind == 2 && a->block <= 0) ||
-      a->win_left < 0 || a->win_right < 0 || a->local < 0 || a->global < 0)
-    return em_error(EM_ERR_ARG, "cpu %s: bad block mask (kind %d, block %lld)", kernel,
-                    a->mask_kind, (long long)a->block);
+  if ((a->rel_k || a->rel_v) && !a->rel_row)
+    return em_error(EM_ERR_ARG, "cpu %s: a Shaw table without rel_row", kernel);
   /* relative rows and the QR / DSB arrays are indexed by int64 products of
   ** the sizes checked above, and GEMM'd over B*H*Lq rows (int) */
   if (a->rel_row && (double)a->B * a->H * a->Lq > INT_MAX)
@@ -471,14 +459,12 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.shift = a->Lk - a->Lq;
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0;
-  c.bmask = (em_attn_block_mask){(em_attn_mask_kind)a->mask_kind, a->win_left, a->win_right, a->block, a->local,
-                                 a->global};
   c.rows = a->dtype == EM_F32 && a->Lq <= att_rows_limit();
   c.D = NULL;
   c.n_r = 0;
-  c.rbias = c.QR = c.DR = c.DSB = c.PB = NULL;
+  c.QR = c.DR = c.DSB = c.PB = NULL;
   c.run_end = c.long_from = c.step_end = NULL;
-  c.DVEC = c.GK = c.GV = NULL;
+  c.GK = c.GV = NULL;
   c.xerr = NULL, c.xg = NULL, c.xg_size = 0;
   c.x_additive = false;
   if (a->score_grad && a->score_grad->n_out > 1) {
@@ -504,19 +490,14 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.br = 64, c.bc = 128;
   while (c.bc > 16 && c.br * c.bc * d > TILE_MNK) c.bc /= 2;
   while (c.br > 16 && c.br * c.bc * d > TILE_MNK) c.br /= 2;
-  /* a block mask keeps a band of keys: where the band is narrow against the
-  ** sequence, narrower key tiles follow it closer (a 64 + 64 window touches
-  ** 3-4 tiles of 64 keys, not 2-3 of 128); where it is wide they only cost.
+  /* a mask program keeps a band of keys, mostly: narrower key tiles follow
+  ** it closer (a 64 + 64 window touches 3-4 tiles of 64 keys, not 2-3 of
+  ** 128), and the block map's cells are 16 positions a side.
   ** The forward joins neighbouring kept tiles into steps of the full width
   ** (c.ld): the row maxima and sums, and each product's setup, then come
   ** once per 128 keys where the band allows, as in standard attention. */
   c.ld = c.bc;
   if (a->block_map && c.bc > 64) c.bc = 64;
-  if (a->mask_kind && c.bc > 64) {
-    const double band = a->mask_kind == 1 ? (double)a->win_left + (double)a->win_right + 1
-                                          : (2.0 * (double)a->local + 1) * (double)a->block;
-    if (4 * band <= (double)a->Lk) c.bc = 64;
-  }
   /* head dims beyond 1024: BLAS would thread each product, so the tiles
   ** run one after another on the calling thread */
   if (c.br * c.bc * d > TILE_MNK) c.parallel = false;

@@ -1,24 +1,22 @@
 /*
-** cpu_attention_decl_tmpl.h -- the declared terms of the fused attention
-** kernel (em_attention_args: rel_row, alibi_slopes, bias_table, rel_k,
-** rel_v, the block mask and the table gradients) for one float type;
-** included by cpu_attention_tmpl.h. See cpu_attention.c for the algorithm.
+** cpu_attention_decl_tmpl.h -- Shaw's relative-position terms in the fused
+** attention kernel (em_attention_args: rel_row, rel_k, rel_v and their
+** gradients), the one declared term that is not a program, for one float
+** type; included by cpu_attention_tmpl.h. See cpu_attention.c for the
+** algorithm. (ALiBi, bias tables and block masks come as programs, which
+** the core lowers: cpu_attention_expr_tmpl.h runs them.)
 **
 ** Everything is indexed by n = r + Lk - 1 = j - i + Lq - 1, where r is the
-** relative position of key j to query i. The scalar biases (ALiBi, the
-** table) become, per head, one vector over n (rbias, [H][Lq+Lk-1]), so a
-** score row adds a contiguous slice of it. Shaw's key term is the GEMM
+** relative position of key j to query i. Shaw's key term is the GEMM
 ** QR = scale * Q rel_k^T [Lq, n_rel] per thread, gathered by table row
 ** (each work item computes the rows of QR it owns). The
 ** backward (a head per thread) gathers dO rel_v^T (DR) the same way and
 ** scatters dS and the dropped P by table row into DSB and PB
 ** (a block of Lq rows per thread); at the end of a head, three GEMMs give its share of dQ
 ** and its parts of the Shaw tables' gradients (GK, GV), summed in head
-** order after the tiles; a bias
-** table's gradient is dS summed along each diagonal n of a head (DVEC,
-** [BH][n_r], the backward then gives each thread whole heads). So the
-** table gradients are a few GEMMs and sums after the tiles, in a fixed
-** order, and do not depend on the thread count.
+** order after the tiles. So the table gradients are a few GEMMs and sums
+** after the tiles, in a fixed order, and do not depend on the thread
+** count.
 */
 
 /* The sum of s[0..n), in 32 lanes added in a fixed order, so that it
@@ -114,20 +112,11 @@ ATT_ROW T FN(uniform_score)(const att_ctx *c, int64_t i, int64_t u) {
   return u >= 0 && c->QR ? ((const T *)c->QR)[FN(drow)(c, i) + u] : 0;
 }
 
-/* Adds the declared biases and applies the block mask to the score tile
-** (rows of S have stride c->ld). */
+/* Adds Shaw's key term to the score tile (rows of S have stride c->ld). */
 ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                              int64_t j0, int64_t bc, T *S) {
-  const em_attention_args *a = c->a;
-  const int64_t h = bh % a->H, Lq = a->Lq, ld = c->ld;
-  if (c->rbias) {
-    const T *rb = (const T *)c->rbias + h * c->n_r;
-    for (int64_t ii = 0; ii < br; ii++) {
-      const T *b = rb + (j0 - (i0 + ii) + Lq - 1);
-      T *s = S + ii * ld;
-      for (int64_t jj = 0; jj < bc; jj++) s[jj] += b[jj];
-    }
-  }
+  (void)bh;
+  const int64_t Lq = c->a->Lq, ld = c->ld;
   if (c->QR) {
     for (int64_t ii = 0; ii < br; ii++) {
       if (FN(uniform_row)(c, i0 + ii, j0, bc) >= 0) continue; /* the caller adds uniform_score */
@@ -135,20 +124,6 @@ ATT_ROW void FN(decl_scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
       FN(run_gather_add)(c, j0 - (i0 + ii) + Lq - 1, bc, qr, S + ii * ld);
     }
   }
-  if (a->mask_kind && att_tile_class(c, bh, i0, br, j0, bc) == ATT_TILE_PARTIAL)
-    for (int64_t ii = 0; ii < br; ii++) {
-      /* hidden: keys outside the band [lo, hi], unless global */
-      const int64_t p = i0 + ii + c->shift;
-      if (p < a->global) continue;
-      int64_t lo, hi;
-      em_attn_band(&c->bmask, p, &lo, &hi);
-      const int64_t g = a->global > j0 ? a->global - j0 : 0; /* tile keys [0, g) are global */
-      int64_t e1 = lo - j0 < bc ? lo - j0 : bc, b2 = hi + 1 - j0;
-      b2 = b2 < g ? g : b2;
-      T *s = S + ii * ld;
-      for (int64_t jj = g; jj < e1; jj++) s[jj] = -INFINITY;
-      for (int64_t jj = b2 < 0 ? 0 : b2; jj < bc; jj++) s[jj] = -INFINITY;
-    }
 }
 
 /* Forward, Shaw's output term: PBt[ii][row(r)] += the dropped probability
@@ -180,12 +155,7 @@ ATT_ROW void FN(decl_uniform_sums)(const att_ctx *c, int64_t i, int64_t u, T sum
 ATT_ROW void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br,
                                  int64_t j0, int64_t bc, const T *P, const T *dS) {
   const em_attention_args *a = c->a;
-  if (c->DVEC)
-    for (int64_t ii = 0; ii < br; ii++) {
-      T *d = (T *)c->DVEC + bh * c->n_r + (j0 - (i0 + ii) + a->Lq - 1);
-      const T *ds = dS + ii * c->ld;
-      for (int64_t jj = 0; jj < bc; jj++) d[jj] += ds[jj];
-    }
+  (void)bh;
   if (!c->DSB && !c->PB) return;
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii, n0 = j0 - i + a->Lq - 1;
@@ -236,14 +206,14 @@ static void FN(decl_head_done)(const att_ctx *c, int64_t bh, T *gq) {
 
 /* Frees what decl_prepare made. */
 static void FN(decl_release)(att_ctx *c) {
-  free(c->rbias), free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
-  free(c->DVEC), free(c->GK), free(c->GV);
-  c->rbias = c->QR = c->DR = c->DSB = c->PB = c->DVEC = c->GK = c->GV = NULL;
+  free(c->QR), free(c->DR), free(c->DSB), free(c->PB), free(c->run_end);
+  free(c->GK), free(c->GV);
+  c->QR = c->DR = c->DSB = c->PB = c->GK = c->GV = NULL;
   c->run_end = c->long_from = c->step_end = NULL;
 }
 
-/* Makes the per-call arrays of the declared terms: rbias, QR, and in the
-** backward DR, DSB and PB. */
+/* Makes the per-call arrays of Shaw's terms: QR, and in the backward DR,
+** DSB and PB. */
 static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
   const em_attention_args *a = c->a;
   const int64_t H = a->H, Lq = a->Lq, Lk = a->Lk, BH = a->B * H, nrel = a->n_rel;
@@ -266,19 +236,6 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
       c->long_from = from;
     }
   }
-  if (ok && (a->alibi_slopes || (a->bias_table && a->rel_row))) {
-    T *rb = malloc((size_t)(H * c->n_r) * sizeof(T));
-    ok = rb != NULL;
-    for (int64_t h = 0; ok && h < H; h++)
-      for (int64_t n = 0; n < c->n_r; n++) {
-        const int64_t r = n - (Lk - 1);
-        double b = 0;
-        if (a->alibi_slopes) b -= a->alibi_slopes[h] * (double)(r < 0 ? -r : r);
-        if (a->bias_table && a->rel_row) b += (double)FN(from_st)(((const ST *)a->bias_table)[a->rel_row[n] * H + h]);
-        rb[h * c->n_r + n] = (T)b;
-      }
-    c->rbias = rb;
-  }
   /* QR, DR, DSB, PB: a block of Lq rows per thread (see drow), filled by
   ** the owner of the rows (decl_rows) */
   const int64_t trows = (c->parallel ? omp_get_max_threads() : 1) * Lq;
@@ -290,11 +247,7 @@ static em_status FN(decl_prepare)(att_ctx *c, bool backward) {
     ok = (c->GK = malloc((size_t)(BH * nrel * a->dk) * sizeof(T))) != NULL;
   if (ok && backward && a->rel_v && a->rel_row && a->d_rel_v)
     ok = (c->GV = malloc((size_t)(BH * nrel * a->dv) * sizeof(T))) != NULL;
-  /* the table's gradient sums dS along diagonals: per head, over n (the
-  ** backward then runs a head per thread, which owns that vector); Shaw's
-  ** key term needs dS by (query row, table row) for dQ as well */
-  if (ok && backward && a->d_bias_table && a->rel_row)
-    ok = (c->DVEC = calloc((size_t)(BH * c->n_r), sizeof(T))) != NULL;
+  /* Shaw's key term needs dS by (query row, table row) for dQ as well */
   if (ok && backward && a->rel_k && a->rel_row)
     ok = (c->DSB = malloc((size_t)(trows * nrel) * sizeof(T))) != NULL;
   if (ok && backward && a->rel_v && a->d_rel_v && a->rel_row)
@@ -322,14 +275,5 @@ static void FN(decl_finish)(const att_ctx *c) {
     for (int64_t x = 0; x < n[t]; x++) g[x] = 0;
     for (int64_t bh = 0; bh < BH; bh++)
       for (int64_t x = 0; x < n[t]; x++) g[x] += pt[bh * n[t] + x];
-  }
-  if (c->DVEC && a->d_bias_table) {
-    T *g = a->d_bias_table;
-    for (int64_t x = 0; x < nrel * H; x++) g[x] = 0;
-    for (int64_t bh = 0; bh < BH; bh++) {
-      const int64_t h = bh % H;
-      const T *d = (const T *)c->DVEC + bh * c->n_r;
-      for (int64_t n = 0; n < c->n_r; n++) g[a->rel_row[n] * H + h] += d[n];
-    }
   }
 }

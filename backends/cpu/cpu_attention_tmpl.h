@@ -448,7 +448,7 @@ static em_status FN(backward)(att_ctx *c) {
   ** alongside dK and dV). With fewer heads than threads, two passes split
   ** finer without write races: key tiles (dK, dV), then query tiles (dQ),
   ** which recomputes the probabilities once more. Same bits either way. */
-  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->DVEC || c->QR || c->xg;
+  const bool per_head = !c->parallel || BH >= omp_get_max_threads() || c->QR || c->xg;
   const int64_t n_acc = ATT_DIRECT ? 0 : c->ld * (a->dk + a->dv) + (per_head ? Lq : c->br) * a->dk;
   /* a traced score keeps its raw tile after the program registers */
   const int64_t n_x = c->xregs ? c->xregs + (a->score_grad ? (c->xg ? 2 : 1) * c->br * c->ld : 0) : 0;

@@ -39,8 +39,10 @@
 ** - declare: the variant says, as data (em_attn_decl below), how it
 **   changes standard attention -- a score bias of a built-in kind, a block
 **   mask, Shaw's output term -- and the core runs it: the backend's fused
-**   kernel (the fused route) when that kernel covers the call (table
-**   gradients come out of its backward), the variant's compose (or, without
+**   kernel (the fused route) when that kernel covers the call (the core
+**   lowers the bias and the mask to traced programs, attention_lower.c, so
+**   kernels see programs, not these kinds; table gradients come out of its
+**   backward), the variant's compose (or, without
 **   one, the core's own composition of the declaration; the composed route)
 **   otherwise. No kernel to write.
 ** - forward + backward (+ free_saved), the forward route: one autograd

@@ -7,10 +7,11 @@
 ** turns a declaration into em_attention_args.
 **
 ** What the kernel gets, on q's device: q, k, v contiguous; the attn mask as
-** an additive bias with broadcast dims kept at stride 0; the table row of
-** every relative position (int64 [Lq+Lk-1]); ALiBi slopes (float64 [H]);
-** the declared tables; the block mask with its sizes clamped to the
-** sequence (so no product of option values can overflow).
+** an additive bias with broadcast dims kept at stride 0; a traced variant's
+** programs, or the declaration's terms lowered to programs
+** (attention_lower.c), with their captures and the mask's block map; for
+** Shaw's terms, the table row of every relative position (int64
+** [Lq+Lk-1]) and the two tables.
 */
 #include "internal.h"
 #include "ember_attention.h"
@@ -74,9 +75,9 @@ em_status em__attn_decl_check(const em_attn_call *c, const em_attn_decl *d) {
 }
 
 typedef struct sdpa_saved {
-  em_tensor *q, *k, *v, *out, *lse, *bias, *kp, *rel_row, *slopes;
-  em_tensor *tab[3];   /* bias table, rel_k, rel_v (detached) or NULL */
-  int tab_param[3];    /* their indices in the params, or -1 */
+  em_tensor *q, *k, *v, *out, *lse, *bias, *kp, *rel_row;
+  em_tensor *tab[2];   /* Shaw's rel_k and rel_v (detached) or NULL */
+  int tab_param[2];    /* their indices in the params, or -1 */
   /* a traced variant: its captures as the kernel reads them, the block map */
   em_tensor *xt[EM_EXPR_MAX_CAPS], *xmap;
   em_xcap xcap[EM_EXPR_MAX_CAPS];
@@ -90,8 +91,8 @@ static void sdpa_free(void *p) {
   sdpa_saved *s = p;
   if (!s) return;
   em_release(s->q), em_release(s->k), em_release(s->v), em_release(s->out), em_release(s->lse);
-  em_release(s->bias), em_release(s->kp), em_release(s->rel_row), em_release(s->slopes);
-  for (int t = 0; t < 3; t++) em_release(s->tab[t]);
+  em_release(s->bias), em_release(s->kp), em_release(s->rel_row);
+  for (int t = 0; t < 2; t++) em_release(s->tab[t]);
   for (int t = 0; t < EM_EXPR_MAX_CAPS; t++) em_release(s->xt[t]);
   em_release(s->xmap);
   free(s);
@@ -133,50 +134,26 @@ static em_status make_bias(const em_attn_call *c, em_tensor **bias, int64_t stri
   return EM_OK;
 }
 
-static int64_t clamp_len(int64_t x, int64_t cap) { return x > cap ? cap : x; }
-
-/* The declared terms into the kernel's arguments (tensors kept in sv). */
-static em_status fill_decl(sdpa_saved *sv, const em_attn_call *c, const em_attn_decl *d) {
+/* Shaw's terms into the kernel's arguments (tensors kept in sv); the
+** other declared terms are programs (attention_lower.c). */
+static em_status fill_shaw(sdpa_saved *sv, const em_attn_call *c, const em_attn_decl *d) {
   em_attention_args *a = &sv->args;
+  sv->tab_param[0] = sv->tab_param[1] = -1;
+  if (d->bias != EM_ATTN_BIAS_SHAW) return EM_OK;
   const int64_t nr = c->Lq + c->Lk - 1;
-  if (d->bias == EM_ATTN_BIAS_TABLE || d->bias == EM_ATTN_BIAS_SHAW) {
-    int64_t *rows = malloc((size_t)nr * sizeof *rows);
-    if (!rows) return em_error(EM_ERR_OOM, "attention: out of memory");
-    for (int64_t n = 0; n < nr; n++) rows[n] = em_attn_rel_row(d, n - (c->Lk - 1));
-    em_status s = em_from_host(&sv->rel_row, 1, &nr, EM_I64, rows, c->q->device);
-    free(rows);
-    EM_TRY(s);
-    a->rel_row = em_data(sv->rel_row);
-    a->n_rel = em_attn_decl_rows(d);
-  }
-  if (d->bias == EM_ATTN_BIAS_ALIBI) {
-    double *sl = malloc((size_t)c->H * sizeof *sl);
-    if (!sl) return em_error(EM_ERR_OOM, "attention: out of memory");
-    for (int64_t h = 0; h < c->H; h++) sl[h] = em_attn_alibi_slope(h, c->H);
-    em_status s = em_from_host(&sv->slopes, 1, &c->H, EM_F64, sl, c->q->device);
-    free(sl);
-    EM_TRY(s);
-    a->alibi_slopes = em_data(sv->slopes);
-  }
-  sv->tab_param[0] = d->bias == EM_ATTN_BIAS_TABLE ? d->table_param : -1;
-  sv->tab_param[1] = d->bias == EM_ATTN_BIAS_SHAW ? d->rel_k_param : -1;
-  sv->tab_param[2] = d->bias == EM_ATTN_BIAS_SHAW ? d->rel_v_param : -1;
-  for (int t = 0; t < 3; t++)
+  int64_t *rows = malloc((size_t)nr * sizeof *rows);
+  if (!rows) return em_error(EM_ERR_OOM, "attention: out of memory");
+  for (int64_t n = 0; n < nr; n++) rows[n] = em_attn_rel_row(d, n - (c->Lk - 1));
+  em_status s = em_from_host(&sv->rel_row, 1, &nr, EM_I64, rows, c->q->device);
+  free(rows);
+  EM_TRY(s);
+  a->rel_row = em_data(sv->rel_row);
+  a->n_rel = em_attn_decl_rows(d);
+  sv->tab_param[0] = d->rel_k_param, sv->tab_param[1] = d->rel_v_param;
+  for (int t = 0; t < 2; t++)
     if (sv->tab_param[t] >= 0) EM_TRY(em_contiguous(&sv->tab[t], c->params[sv->tab_param[t]]));
-  a->bias_table = sv->tab[0] ? em_data(sv->tab[0]) : NULL;
-  a->rel_k = sv->tab[1] ? em_data(sv->tab[1]) : NULL;
-  a->rel_v = sv->tab[2] ? em_data(sv->tab[2]) : NULL;
-  /* sizes past the sequence mean "everything": clamp them there */
-  const int64_t cap = (c->Lq > c->Lk ? c->Lq : c->Lk) + c->Lk + 1;
-  a->mask_kind = (int)d->mask.kind;
-  a->win_left = clamp_len(d->mask.left, cap), a->win_right = clamp_len(d->mask.right, cap);
-  a->block = d->mask.kind == EM_ATTN_MASK_BLOCKS ? clamp_len(d->mask.block, cap) : 1;
-  a->local = clamp_len(d->mask.local, cap);
-  a->global = clamp_len(d->mask.global, cap);
-  if (a->mask_kind == EM_ATTN_MASK_NONE && a->global > 0) {
-    /* global tokens alone add nothing to full attention */
-    a->global = 0;
-  }
+  a->rel_k = sv->tab[0] ? em_data(sv->tab[0]) : NULL;
+  a->rel_v = sv->tab[1] ? em_data(sv->tab[1]) : NULL;
   return EM_OK;
 }
 
@@ -188,8 +165,7 @@ static em_status fill_decl(sdpa_saved *sv, const em_attn_call *c, const em_attn_
 ** backend's captures that the mask reads are copied back for it (document
 ** ids: O(B*L) bytes), and the map (O(B*L^2/grain^2) bytes) goes to the
 ** device. */
-static em_status xmap_for(sdpa_saved *sv, const em_attn_call *c) {
-  const em_attn_mods *m = c->mods;
+static em_status xmap_for(sdpa_saved *sv, const em_attn_call *c, const em_attn_mods *m) {
   em_attention_args *a = &sv->args;
   if (em_backend_of(c->q)->host_memory)
     return em__xmap_get(m->mask, sv->xcap, c->B, c->H, c->Lq, c->Lk, XMAP_GRAIN, &sv->xmap,
@@ -217,11 +193,11 @@ static em_status xmap_for(sdpa_saved *sv, const em_attn_call *c) {
   return s;
 }
 
-/* A traced variant's programs and captures into the kernel's arguments:
-** each capture contiguous on q's device, floats in the compute dtype,
-** integers as int64; the mask's block map. */
-static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c) {
-  const em_attn_mods *m = c->mods;
+/* Programs (a traced variant's, or a declaration's lowered) and their
+** captures into the kernel's arguments: each capture contiguous on q's
+** device, floats in the compute dtype, integers as int64; the mask's block
+** map. */
+static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c, const em_attn_mods *m) {
   em_attention_args *a = &sv->args;
   const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
   const char *vn = c->variant->name;
@@ -252,7 +228,7 @@ static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c) {
   a->sink = m->sink, a->sink_grad = m->sink_grad;
   a->n_caps = m->n_caps, a->caps = sv->xcap;
   if (m->mask) {
-    EM_TRY(xmap_for(sv, c));
+    EM_TRY(xmap_for(sv, c, m));
     a->block_map = em_data(sv->xmap);
     a->map_grain = XMAP_GRAIN;
   }
@@ -310,9 +286,14 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
   if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, cdt, c->q->device);
   if (s == EM_OK) s = make_bias(c, &sv->bias, a->bias_stride);
-  if (s == EM_OK) s = fill_decl(sv, c, d);
+  if (s == EM_OK) s = fill_shaw(sv, c, d);
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) sv->xparam[i] = -1;
-  if (s == EM_OK && c->mods) s = fill_mods(sv, c);
+  em__attn_lowered low = {0};
+  if (s == EM_OK) s = em__attn_lower(c, d, &low);
+  if (s == EM_OK && low.active && c->mods)
+    s = em_error(EM_ERR_PLUGIN, "attention '%s': a traced variant that also declares terms", c->variant->name);
+  if (s == EM_OK && (c->mods || low.active)) s = fill_mods(sv, c, c->mods ? c->mods : &low.mods);
+  em__attn_lowered_free(&low); /* fill_mods keeps its own references */
   if (s != EM_OK) {
     sdpa_free(sv);
     return s;
@@ -352,7 +333,7 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
 static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_tensor **grads) {
   sdpa_saved *sv = p;
   if (!sv) return em_error(EM_ERR_AUTOGRAD, "attention: backward without saved state");
-  em_tensor *g[3] = {NULL}, *gt[3] = {NULL}, *gx[EM_EXPR_MAX_CAPS] = {NULL};
+  em_tensor *g[3] = {NULL}, *gt[2] = {NULL}, *gx[EM_EXPR_MAX_CAPS] = {NULL};
   void *dx[EM_EXPR_MAX_CAPS] = {NULL};
   em_tensor *const src[3] = {sv->q, sv->k, sv->v};
   em_status s = EM_OK;
@@ -367,16 +348,15 @@ static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_t
     int64_t shape[4] = {src[i]->shape[0], sv->args.H, src[i]->shape[2], src[i]->shape[3]};
     s = em_empty(&g[i], 4, shape, src[i]->dtype, src[i]->device);
   }
-  for (int t = 0; t < 3 && s == EM_OK; t++)
+  for (int t = 0; t < 2 && s == EM_OK; t++)
     if (sv->tab[t] && needs[3 + sv->tab_param[t]])
       s = em_empty(&gt[t], 2, sv->tab[t]->shape, sv->tab[t]->dtype, sv->tab[t]->device);
   if (s == EM_OK) {
     em_attention_args a = sv->args; /* a copy: backward may run twice */
     a.dout = em_data(dout);
     a.dq = em_data(g[0]), a.dk_ = em_data(g[1]), a.dv_ = em_data(g[2]);
-    a.d_bias_table = gt[0] ? em_data(gt[0]) : NULL;
-    a.d_rel_k = gt[1] ? em_data(gt[1]) : NULL;
-    a.d_rel_v = gt[2] ? em_data(gt[2]) : NULL;
+    a.d_rel_k = gt[0] ? em_data(gt[0]) : NULL;
+    a.d_rel_v = gt[1] ? em_data(gt[1]) : NULL;
     a.d_caps = a.n_caps ? dx : NULL;
     s = sv->be->attention_backward(sv->device, &a);
   }
@@ -403,14 +383,15 @@ static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_t
       gx[i] = r;
     }
   if (s != EM_OK) {
-    for (int i = 0; i < 3; i++) em_release(g[i]), em_release(gt[i]);
+    for (int i = 0; i < 3; i++) em_release(g[i]);
+    for (int i = 0; i < 2; i++) em_release(gt[i]);
     for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(gx[i]);
     return s;
   }
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++)
     if (gx[i]) grads[3 + sv->xparam[i]] = gx[i];
   for (int i = 0; i < 3; i++) grads[i] = g[i];
-  for (int t = 0; t < 3; t++)
+  for (int t = 0; t < 2; t++)
     if (gt[t]) grads[3 + sv->tab_param[t]] = gt[t];
   return EM_OK;
 }

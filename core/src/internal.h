@@ -6,6 +6,7 @@
 #define EMBER_INTERNAL_H
 
 #include "ember.h"
+#include "ember_attention.h"
 #include "ember_backend.h"
 #include "ember_plugin.h"
 
@@ -86,6 +87,16 @@ em_status em__sdpa_forward(const struct em_attn_call *c, const struct em_attn_de
                            em_tensor **out, void **saved);
 em_status em__sdpa_backward(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
 void em__sdpa_free(void *saved);
+/* attention_lower.c: a declaration's terms (ALiBi, a bias table, a block
+** mask) as traced programs, with the captured tensors of one call (own[],
+** released by em__attn_lowered_free). active: there was a term to lower. */
+typedef struct em__attn_lowered {
+  struct em_attn_mods mods;
+  em_tensor *own[EM_EXPR_MAX_CAPS];
+  bool active;
+} em__attn_lowered;
+em_status em__attn_lower(const struct em_attn_call *c, const struct em_attn_decl *d, em__attn_lowered *lo);
+void em__attn_lowered_free(em__attn_lowered *lo);
 /* The block map of a mask program (attention_expr.c): bytes EM_XTILE_* on
 ** a grid of g x g positions, [Bm][Hm][nq][nk] with strides sb, sh (0 where
 ** the mask reads no batch or head). */

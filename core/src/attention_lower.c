@@ -1,0 +1,195 @@
+/*
+** attention_lower.c -- a declaration's terms as traced programs.
+**
+** A C variant declares its changes to attention as data (em_attn_decl in
+** ember_attention.h): an ALiBi bias, a bias table indexed by a relative
+** position's row (T5's buckets, clipped distances), a window or block mask
+** with global tokens. Kernels do not know those words: the core writes
+** each as the same kind of program a variant written in Lua brings
+** (ember_expr.h), and the kernels run programs. So a backend implements
+** one mechanism, not a list of terms, and a new term is a program, not a
+** field of em_attention_args in every backend. (Shaw's q . rel_k and
+** P . rel_v terms are vectors, not functions of (s, b, h, q, k): they stay
+** the one explicit extension, ember_backend.h.)
+**
+** The programs do not depend on option values or sizes: those come in
+** small captured tensors (the window's sides, the table's rows of each
+** relative position, Lk), so one program per kind of term serves every
+** instance and every call -- one JIT compile, one block-map rule. The
+** table rows are made here per call with the double-precision rule of
+** em_attn_rel_row, so checkpoints and fixtures see exactly the rows they
+** always did.
+*/
+#include "internal.h"
+#include "ember_attention.h"
+
+#include <pthread.h>
+
+/* A program under construction: append an instruction, get its register. */
+typedef struct lw_prog {
+  em_xins ins[48];
+  int n;
+} lw_prog;
+
+static int lw_op(lw_prog *p, int op, int a, int b) {
+  em_xins *x = &p->ins[p->n];
+  memset(x, 0, sizeof *x);
+  x->op = op, x->arg[0] = a, x->arg[1] = b;
+  return p->n++;
+}
+
+static int lw_const(lw_prog *p, double k) {
+  const int r = lw_op(p, EM_XOP_CONST, 0, 0);
+  p->ins[r].k = k;
+  return r;
+}
+
+/* LOAD cap[i0] (i1 < 0) or cap[i0][i1]. */
+static int lw_load(lw_prog *p, int cap, int i0, int i1) {
+  const int r = lw_op(p, EM_XOP_LOAD, i0, i1);
+  p->ins[r].cap = cap;
+  return r;
+}
+
+/* The bias's captures (kinds of em_attn_bias_kind that are programs). */
+enum { LW_NONE, LW_ALIBI, LW_TABLE, LW_NBIAS };
+static const int lw_bias_caps[LW_NBIAS] = {0, 1, 3};
+
+/* s - slopes[h] * |k - q|; captures: slopes [H]. */
+static int lw_alibi(lw_prog *p, int *load) {
+  const int d = lw_op(p, EM_XOP_SUB, lw_op(p, EM_XOP_K, 0, 0), lw_op(p, EM_XOP_Q, 0, 0));
+  const int slope = lw_load(p, 0, lw_op(p, EM_XOP_H, 0, 0), -1);
+  *load = -1;
+  return lw_op(p, EM_XOP_SUB, lw_op(p, EM_XOP_S, 0, 0), lw_op(p, EM_XOP_MUL, slope, lw_op(p, EM_XOP_ABS, d, 0)));
+}
+
+/* s + table[rows[k - q + Lk] + 1][h]; captures: table [n, H], rows
+** [Lq + Lk - 1] (0-based table rows of r = k - q at r + Lk - 1), Lk [1]. */
+static int lw_table(lw_prog *p, int *load) {
+  const int one = lw_const(p, 1);
+  const int d = lw_op(p, EM_XOP_SUB, lw_op(p, EM_XOP_K, 0, 0), lw_op(p, EM_XOP_Q, 0, 0));
+  const int at = lw_op(p, EM_XOP_ADD, d, lw_load(p, 2, one, -1));
+  const int row = lw_op(p, EM_XOP_ADD, lw_load(p, 1, at, -1), one);
+  *load = lw_load(p, 0, row, lw_op(p, EM_XOP_H, 0, 0));
+  return lw_op(p, EM_XOP_ADD, lw_op(p, EM_XOP_S, 0, 0), *load);
+}
+
+/* The mask: window (p - left <= j <= p + right) or blocks (|j/block -
+** p/block| <= local), each with or without global tokens (p < global or
+** j < global: 1-based, q <= global or k <= global). Capture c: [3] int64
+** {left, right, global} or {block, local, global}. */
+static int lw_mask(lw_prog *p, int kind, bool global, int c) {
+  const int q = lw_op(p, EM_XOP_Q, 0, 0), k = lw_op(p, EM_XOP_K, 0, 0);
+  const int one = lw_const(p, 1), two = lw_const(p, 2), three = lw_const(p, 3);
+  int in;
+  if (kind == EM_ATTN_MASK_WINDOW) {
+    const int l = lw_op(p, EM_XOP_LE, lw_op(p, EM_XOP_SUB, q, k), lw_load(p, c, one, -1));
+    const int r = lw_op(p, EM_XOP_LE, lw_op(p, EM_XOP_SUB, k, q), lw_load(p, c, two, -1));
+    in = lw_op(p, EM_XOP_AND, l, r);
+  } else {
+    const int blk = lw_load(p, c, one, -1);
+    const int bq = lw_op(p, EM_XOP_IDIV, lw_op(p, EM_XOP_SUB, q, one), blk);
+    const int bk = lw_op(p, EM_XOP_IDIV, lw_op(p, EM_XOP_SUB, k, one), blk);
+    const int dist = lw_op(p, EM_XOP_ABS, lw_op(p, EM_XOP_SUB, bk, bq), 0);
+    in = lw_op(p, EM_XOP_LE, dist, lw_load(p, c, two, -1));
+  }
+  if (!global) return in;
+  const int g = lw_load(p, c, three, -1);
+  const int any = lw_op(p, EM_XOP_OR, lw_op(p, EM_XOP_LE, q, g), lw_op(p, EM_XOP_LE, k, g));
+  return lw_op(p, EM_XOP_OR, in, any);
+}
+
+/* The programs, made once per kind and kept for the process: a score and
+** its gradient per bias kind; a mask per (kind, global, first capture). */
+static struct {
+  em_expr *score[LW_NBIAS], *grad[LW_NBIAS];
+  em_expr *mask[3][2][LW_NBIAS];
+} lw_progs;
+static pthread_mutex_t lw_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static em_status lw_make_bias(int bias) {
+  static const int ndim[LW_NBIAS][3] = {{0}, {1}, {2, 1, 1}};
+  lw_prog p = {.n = 0};
+  int load;
+  const int out = bias == LW_ALIBI ? lw_alibi(&p, &load) : lw_table(&p, &load);
+  const int one = lw_const(&p, 1);
+  const int32_t outs[3] = {out, one, one}, gl[1] = {load};
+  const int ng = load >= 0 ? 1 : 0;
+  EM_TRY(em_expr_new(&lw_progs.score[bias], p.n, p.ins, 1, outs, 0, NULL, lw_bias_caps[bias], ndim[bias]));
+  return em_expr_new(&lw_progs.grad[bias], p.n, p.ins, 2 + ng, outs, ng, gl, lw_bias_caps[bias], ndim[bias]);
+}
+
+static em_status lw_make_mask(int kind, bool global, int bias) {
+  lw_prog p = {.n = 0};
+  const int c = lw_bias_caps[bias];
+  int ndim[EM_EXPR_MAX_CAPS] = {0};
+  ndim[c] = 1; /* the bias's captures come first; the mask reads none of them */
+  const int32_t out = lw_mask(&p, kind, global, c);
+  return em_expr_new(&lw_progs.mask[kind][global][bias], p.n, p.ins, 1, &out, 0, NULL, c + 1, ndim);
+}
+
+/* A new int64 tensor of n values on q's device. */
+static em_status lw_ints(em_tensor **t, const em_attn_call *c, int64_t n, const int64_t *v) {
+  return em_from_host(t, 1, &n, EM_I64, v, c->q->device);
+}
+
+static int64_t lw_clamp(int64_t x, int64_t cap) { return x > cap ? cap : x; }
+
+em_status em__attn_lower(const em_attn_call *c, const em_attn_decl *d, em__attn_lowered *lo) {
+  memset(lo, 0, sizeof *lo);
+  em_attn_mods *m = &lo->mods;
+  const int bias = d->bias == EM_ATTN_BIAS_ALIBI ? LW_ALIBI : d->bias == EM_ATTN_BIAS_TABLE ? LW_TABLE : LW_NONE;
+  /* sizes past the sequence mean "everything": clamped there, so that no
+  ** product of option values overflows and float32 registers hold them */
+  const int64_t cap = (c->Lq > c->Lk ? c->Lq : c->Lk) + c->Lk + 1;
+  const int kind = (int)d->mask.kind;
+  const int64_t global = kind == EM_ATTN_MASK_NONE ? 0 : lw_clamp(d->mask.global, cap);
+  if (bias == LW_NONE && kind == EM_ATTN_MASK_NONE) return EM_OK;
+  pthread_mutex_lock(&lw_lock);
+  em_status s = EM_OK;
+  if (bias != LW_NONE && !lw_progs.score[bias]) s = lw_make_bias(bias);
+  if (s == EM_OK && kind != EM_ATTN_MASK_NONE && !lw_progs.mask[kind][global > 0][bias])
+    s = lw_make_mask(kind, global > 0, bias);
+  pthread_mutex_unlock(&lw_lock);
+  EM_TRY(s);
+  lo->active = true;
+  if (bias == LW_ALIBI) {
+    double *sl = malloc((size_t)c->H * sizeof *sl);
+    if (!sl) return em_error(EM_ERR_OOM, "attention: out of memory");
+    for (int64_t h = 0; h < c->H; h++) sl[h] = em_attn_alibi_slope(h, c->H);
+    s = em_from_host(&lo->own[0], 1, &c->H, EM_F64, sl, c->q->device);
+    free(sl);
+    m->cap_param[0] = -1, m->cap_name[0] = "ALiBi slopes", m->cap_ndim[0] = 1;
+  } else if (bias == LW_TABLE) {
+    const int64_t nr = c->Lq + c->Lk - 1;
+    int64_t *rows = malloc((size_t)nr * sizeof *rows);
+    if (!rows) return em_error(EM_ERR_OOM, "attention: out of memory");
+    for (int64_t n = 0; n < nr; n++) rows[n] = em_attn_rel_row(d, n - (c->Lk - 1));
+    s = lw_ints(&lo->own[1], c, nr, rows);
+    free(rows);
+    if (s == EM_OK) s = lw_ints(&lo->own[2], c, 1, &c->Lk);
+    m->cap_param[0] = d->table_param, m->cap_name[0] = "bias table", m->cap_ndim[0] = 2;
+    m->cap_param[1] = -1, m->cap_name[1] = "table rows", m->cap_ndim[1] = 1;
+    m->cap_param[2] = -1, m->cap_name[2] = "Lk", m->cap_ndim[2] = 1;
+  }
+  m->n_caps = lw_bias_caps[bias];
+  if (s == EM_OK && kind != EM_ATTN_MASK_NONE) {
+    const int i = m->n_caps++;
+    const em_attn_block_mask *bm = &d->mask;
+    const int64_t w[3] = {lw_clamp(kind == EM_ATTN_MASK_WINDOW ? bm->left : bm->block, cap),
+                          lw_clamp(kind == EM_ATTN_MASK_WINDOW ? bm->right : bm->local, cap), global};
+    s = lw_ints(&lo->own[i], c, 3, w);
+    m->cap_param[i] = -1, m->cap_ndim[i] = 1;
+    m->cap_name[i] = kind == EM_ATTN_MASK_WINDOW ? "window" : "blocks";
+    m->mask = lw_progs.mask[kind][global > 0][bias];
+  }
+  for (int i = 0; i < m->n_caps; i++) m->cap_input[i] = lo->own[i];
+  if (bias != LW_NONE) m->score = lw_progs.score[bias], m->score_grad = lw_progs.grad[bias];
+  if (s != EM_OK) em__attn_lowered_free(lo);
+  return s;
+}
+
+void em__attn_lowered_free(em__attn_lowered *lo) {
+  for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(lo->own[i]), lo->own[i] = NULL;
+  lo->active = false;
+}
