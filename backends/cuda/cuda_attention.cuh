@@ -17,18 +17,18 @@
 ** additive bias may also hold -inf. A row with no visible key gets output
 ** 0 and lse = +inf, and then zero gradients.
 **
-** Declared terms (em_attention_args ABI 2). A 64 x 64 tile holds 127
-** relative positions: cell (query qi, key kj) of the tile at (q0, k0) has
+** Shaw's relative-position vectors (em_attention_args rel_row, rel_k,
+** rel_v), the one declared term that reaches the kernel as such (ALiBi,
+** bias tables, windows, blocks and global tokens come lowered by the core
+** into the traced programs below). A 64 x 64 tile holds 127 relative
+** positions: cell (query qi, key kj) of the tile at (q0, k0) has
 ** r = k0 - q0 - (Lk - Lq) + t - 63 with t = kj - qi + 63, its diagonal.
-** So each tile first puts, per diagonal, the table row (rowt) and the
-** scalar bias (bvec: -slope_h |r| + table[row, h]) in shared memory, and
-** Shaw's tables are staged 16 columns at a time as 127 rows (one per
-** diagonal) next to the K/V chunks: the key term is q . (k + rel_k[row]),
-** the value term sums P (v + rel_v[row]). The table gradients are sums over
-** diagonals, merged over runs of equal rows (a clipped distance or a T5
-** bucket covers most of a tile) and added with atomicAdd into float
-** accumulators. The block mask skips tiles that no query of the query tile
-** may see (em_attn_band_tile, ember_blockmask.h) and applies the element rule elsewhere.
+** So each tile first puts, per diagonal, the table row (rowt) in shared
+** memory, and the tables are staged 16 columns at a time as 127 rows (one
+** per diagonal) next to the K/V chunks: the key term is q . (k + rel_k[row]),
+** the value term sums P (v + rel_v[row]). Their gradients are sums over
+** diagonals, merged over runs of equal rows (a clipped distance covers
+** most of a tile) and added with atomicAdd into float accumulators.
 **
 ** Traced variants (ember_expr.h: programs written in Lua, lowered by
 ** lua/ember/variant.lua). The programs, the capture descriptors and an
@@ -42,15 +42,16 @@
 ** softmax (m = sink, l = 1). The backward multiplies dS by d score/ds and
 ** adds dS * d score/d(load) into the learned captures' float gradients
 ** with atomicAdd; the sinks' gradient, -exp(sink - lse) D per row, is a
-** kernel of its own. The mask's block map (made by the core on the host,
-** attention_sdpa.c) skips empty tiles and the mask on full ones. A load
+** kernel of its own. The mask's block map (made by the core on the host)
+** skips empty tiles and the mask on full ones: a 64 x 64 tile combines
+** the map's cells it covers (emc_attn_map_tile, cuda_plan.h). A load
 ** out of range or a NaN score is recorded (the first one) in the device
 ** record, which the host reads back after the kernel and reports; the
 ** score becomes -inf meanwhile. Programs are at most ATT_XMAX_INS
 ** instructions (registers are a local array): a longer one is
 ** EM_ERR_UNSUPPORTED, and the caller runs the variant densely.
-** These instances are separate template instances (XP), so the kernels
-** of declared variants are unchanged.
+** These are separate template instances (XP), so standard attention and
+** Shaw's terms run kernels without the interpreter.
 */
 #ifndef EMBER_CUDA_ATTENTION_CUH
 #define EMBER_CUDA_ATTENTION_CUH
@@ -119,13 +120,12 @@ struct AttParams {
   uint64_t seed, offset;
   float *D;              /* backward: rowsum(dO * O), [B*H*Lq] */
   float *dq_acc;         /* backward: float accumulator for dq */
-  /* declared terms; the tables are in the storage type */
-  const int64_t *rel_row; /* [Lq + Lk - 1] table row of r at r + Lk - 1, or NULL */
-  const double *alibi;    /* [H] slopes, or NULL */
-  const void *table, *rel_k, *rel_v;
-  em_attn_block_mask mask; /* the declared block mask (ember_blockmask.h) */
+  /* Shaw's tables, in the storage type */
+  const int64_t *rel_row; /* [Lq + Lk - 1] table row of r at r + Lk - 1; NULL when
+                             neither rel_k nor rel_v is set */
+  const void *rel_k, *rel_v;
   int64_t shift;          /* Lk - Lq: query i sits at key position i + shift */
-  float *g_table, *g_rel_k, *g_rel_v; /* backward: float accumulators, or NULL */
+  float *g_rel_k, *g_rel_v; /* backward: float accumulators, or NULL */
   /* a traced variant: its programs on the device (NULL: none), which of
   ** them are set (read by the host-side launch and uniformly by blocks),
   ** and the mask's block map (NULL: every tile partial) */
@@ -158,21 +158,11 @@ __device__ __forceinline__ void att_load_chunk(float (*dst)[ATT_DC + 1], const T
 }
 
 /* Is score (i, j) of head bh hidden by padding, the causal rule or the
-** tile edge? */
+** tile edge? (A mask program hides more: att_xscore.) */
 __device__ __forceinline__ bool att_masked(const AttParams &p, int64_t b, int64_t i, int64_t j) {
   if (i >= p.Lq || j >= p.Lk) return true;
   if (p.pad && p.pad[b * p.Lk + j]) return true;
-  if (p.mask.kind && !em_attn_band_allows(&p.mask, i + p.shift, j)) return true;
   return p.causal && !emc_causal_visible(i, j, p.Lq, p.Lk);
-}
-
-/* Is the tile at (q0, k0) hidden by the block mask for all its cells? The
-** same answer for every thread of a block, so a kernel may skip it. */
-__device__ __forceinline__ bool att_tile_skipped(const AttParams &p, int64_t q0, int64_t k0) {
-  if (!p.mask.kind) return false;
-  const int64_t q1 = (q0 + ATT_BQ < p.Lq ? q0 + ATT_BQ : p.Lq) - 1;
-  const int64_t k1 = (k0 + ATT_BK < p.Lk ? k0 + ATT_BK : p.Lk) - 1;
-  return em_attn_band_tile(&p.mask, q0 + p.shift, q1 + p.shift, k0, k1) == EM_XTILE_EMPTY;
 }
 
 /* ---- traced programs ---- */
@@ -240,17 +230,9 @@ __device__ __forceinline__ double att_xout(const AttXDev *x, int pr, int o, cons
 __device__ __forceinline__ int att_xtile(const AttParams &p, int64_t bh, int64_t q0, int64_t k0) {
   if (!p.map) return p.x_mask ? EM_XTILE_PARTIAL : EM_XTILE_FULL;
   const uint8_t *m = p.map + (bh / p.H) * p.map_sb + (bh % p.H) * p.map_sh;
-  const int64_t g = p.map_grain;
   const int64_t q1 = (q0 + ATT_BQ < p.Lq ? q0 + ATT_BQ : p.Lq) - 1;
   const int64_t k1 = (k0 + ATT_BK < p.Lk ? k0 + ATT_BK : p.Lk) - 1;
-  bool empty = true, full = true;
-  for (int64_t iq = q0 / g; iq <= q1 / g; iq++)
-    for (int64_t jk = k0 / g; jk <= k1 / g; jk++) {
-      const uint8_t v = m[iq * p.map_nk + jk];
-      empty &= v == EM_XTILE_EMPTY, full &= v == EM_XTILE_FULL;
-      if (!empty && !full) return EM_XTILE_PARTIAL;
-    }
-  return empty ? EM_XTILE_EMPTY : full ? EM_XTILE_FULL : EM_XTILE_PARTIAL;
+  return emc_attn_map_tile(m, p.map_nk, p.map_grain, q0, q1, k0, k1);
 }
 
 /* The score (i, j) of head (b, h) that padding and causality leave
@@ -283,23 +265,13 @@ __device__ __forceinline__ float att_xscore(const AttParams &p, float dot, int64
   return s;
 }
 
-/* The tile's table row (-1 outside the sequences) and scalar bias of each
-** diagonal t (see the top of this file). The caller synchronises after. */
-template <class T>
-__device__ __forceinline__ void att_tile_rel(const AttParams &p, int64_t h, int64_t q0, int64_t k0,
-                                             int *rowt, float *bvec) {
+/* The tile's table row of each diagonal t (-1 outside the sequences; see
+** the top of this file). The caller synchronises after. */
+__device__ __forceinline__ void att_tile_rel(const AttParams &p, int64_t q0, int64_t k0, int *rowt) {
   const int tid = threadIdx.y * ATT_T + threadIdx.x;
   for (int t = tid; t < ATT_NREL; t += ATT_T * ATT_T) {
     const int64_t r = k0 - q0 - p.shift + t - (ATT_BQ - 1), n = r + p.Lk - 1;
-    int row = -1;
-    double bias = 0;
-    if (n >= 0 && n < p.Lq + p.Lk - 1) {
-      if (p.rel_row) row = (int)p.rel_row[n];
-      if (p.alibi) bias -= p.alibi[h] * (double)(r < 0 ? -r : r);
-      if (p.table && row >= 0) bias += (double)to_acc(((const T *)p.table)[row * p.H + h]);
-    }
-    rowt[t] = row;
-    bvec[t] = (float)bias;
+    rowt[t] = n >= 0 && n < p.Lq + p.Lk - 1 ? (int)p.rel_row[n] : -1;
   }
 }
 
@@ -394,29 +366,6 @@ __device__ __forceinline__ void att_diag_scatter(const float (*M)[ATT_BQ + 1],
   }
 }
 
-/* Backward, the bias table's gradient: dS summed along each diagonal of
-** the key-major tile M (into dsum, 127 floats of shared memory), then by
-** runs into dst[row, h] ([n_rel, H]). Ends synchronised. */
-__device__ __forceinline__ void att_diag_table(const float (*M)[ATT_BQ + 1], const int *rowt,
-                                               float *dsum, float *dst, int64_t H, int64_t h) {
-  const int tid = threadIdx.y * ATT_T + threadIdx.x;
-  for (int t = tid; t < ATT_NREL; t += ATT_T * ATT_T) {
-    const int qlo = t < ATT_BQ - 1 ? ATT_BQ - 1 - t : 0;
-    const int qhi = t > ATT_BK - 1 ? ATT_NREL - 1 - t : ATT_BQ - 1;
-    float acc = 0.0f;
-    for (int qi = qlo; qi <= qhi; qi++) acc += M[qi + t - (ATT_BQ - 1)][qi];
-    dsum[t] = acc;
-  }
-  __syncthreads();
-  for (int t = tid; t < ATT_NREL; t += ATT_T * ATT_T) {
-    if (!att_run_start(rowt, t, 0)) continue;
-    float sum = 0.0f;
-    for (int u = t; u < ATT_NREL && rowt[u] == rowt[t]; u++) sum += dsum[u];
-    atomicAdd(&dst[(int64_t)rowt[t] * H + h], sum);
-  }
-  __syncthreads();
-}
-
 /* scale * q.k + bias for a visible score. */
 __device__ __forceinline__ float att_score(const AttParams &p, float dot, int64_t b, int64_t h,
                                            int64_t i, int64_t j) {
@@ -500,15 +449,12 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
                     "cuda %s: negative size B=%lld H=%lld Lq=%lld Lk=%lld dk=%lld dv=%lld", kernel,
                     (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk,
                     (long long)a->dk, (long long)a->dv);
-  if ((a->bias_table || a->rel_k || a->rel_v) && !a->rel_row)
-    return em_error(EM_ERR_ARG, "cuda %s: a table term without rel_row", kernel);
+  const bool shaw = a->rel_k || a->rel_v;
+  if (shaw && !a->rel_row)
+    return em_error(EM_ERR_ARG, "cuda %s: Shaw's rel_k or rel_v without rel_row", kernel);
   /* table rows are int on the device (shared memory per tile) */
-  if (a->rel_row && (a->n_rel <= 0 || a->n_rel > 0x3fffffffLL))
-    return em_error(EM_ERR_ARG, "cuda %s: %lld table rows", kernel, (long long)a->n_rel);
-  if (a->mask_kind < 0 || a->mask_kind > 2 || (a->mask_kind == 2 && a->block <= 0) ||
-      a->win_left < 0 || a->win_right < 0 || a->local < 0 || a->global < 0)
-    return em_error(EM_ERR_ARG, "cuda %s: bad block mask (kind %d, block %lld)", kernel,
-                    a->mask_kind, (long long)a->block);
+  if (shaw && (a->n_rel <= 0 || a->n_rel > 0x3fffffffLL))
+    return em_error(EM_ERR_ARG, "cuda %s: %lld rows of rel_k and rel_v", kernel, (long long)a->n_rel);
   if (a->Hkv < 0 || (a->Hkv && a->H % a->Hkv))
     return em_error(EM_ERR_ARG, "cuda %s: %lld query heads are not a multiple of %lld key/value heads", kernel,
                     (long long)a->H, (long long)a->Hkv);
@@ -556,13 +502,9 @@ static em_status att_prepare(const char *kernel, const em_attention_args *a, boo
   p->keep_scale = a->dropout_p < 1 ? (float)(1.0 / (1.0 - a->dropout_p)) : 0.0f;
   p->seed = a->seed;
   p->offset = a->offset;
-  p->rel_row = a->rel_row;
-  p->alibi = a->alibi_slopes;
-  p->table = a->bias_table;
+  p->rel_row = shaw ? a->rel_row : NULL;
   p->rel_k = a->rel_k;
   p->rel_v = a->rel_v;
-  p->mask = em_attn_block_mask{(em_attn_mask_kind)a->mask_kind, a->win_left, a->win_right, a->block, a->local,
-                               a->global};
   p->shift = a->Lk - a->Lq;
   p->x_score = a->score_mod, p->x_score_grad = a->score_grad, p->x_mask = a->mask_mod;
   p->x_sink = a->sink, p->x_sink_grad = a->sink_grad && a->sink_grad->n_grad > 0;

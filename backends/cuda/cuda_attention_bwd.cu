@@ -19,14 +19,16 @@
 ** learned captures' gradients by atomicAdd, and a kernel after the
 ** backward adds the sinks' share per row.
 **
-** Declared terms: query tiles the block mask hides from the block's keys
-** are skipped; Shaw's key term is q . (k + rel_k[row]) in S and dQ, its
+** Query tiles the mask's block map marks empty for the block's keys are
+** skipped.
+**
+** Shaw's terms: the key term is q . (k + rel_k[row]) in S and dQ, the
 ** value term dO . (v + rel_v[row]) in dP, and the tables' gradients are
 ** sums over the tile's diagonals added with atomicAdd into float
-** accumulators (cuda_attention.cuh): d table[row, h] += sum dS,
-** d rel_k[row] += scale * sum dS q, d rel_v[row] += sum Pd dO. Shared
-** memory stays under the 48 KB of static allocation because the staged
-** Shaw rows and the diagonal sums reuse PdT and As while those are free.
+** accumulators (cuda_attention.cuh): d rel_k[row] += scale * sum dS q,
+** d rel_v[row] += sum Pd dO. Shared memory stays under the 48 KB of static
+** allocation because the staged rows and the diagonal sums reuse PdT and
+** As while those are free.
 */
 #include "cuda_attention.cuh"
 
@@ -99,7 +101,6 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   __shared__ float dST[ATT_BK][ATT_BQ + 1];   /* dS, key-major */
   __shared__ float Ds[ATT_BQ], Ls[ATT_BQ];
   __shared__ int rowt[ATT_NREL];
-  __shared__ float bvec[ATT_NREL];
   /* Shaw's staged rows (score and dQ phases) and the d rel_k diagonal sums
   ** live in PdT when it is not holding this tile's probabilities; the
   ** d rel_v sums in As, which the dV loop does not use. */
@@ -123,19 +124,17 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
 
   int64_t qbegin = 0;
   if (p.causal) qbegin = emc_causal_query_begin(k0, p.Lq, p.Lk) / ATT_BQ * ATT_BQ;
-  const bool rel = p.rel_row || p.alibi;
   for (int64_t q0 = qbegin; q0 < p.Lq; q0 += ATT_BQ) {
-    if (att_tile_skipped(p, q0, k0)) continue; /* uniform over the block */
     const int xt = XP ? att_xtile(p, bh, q0, k0) : EM_XTILE_FULL;
-    if (xt == EM_XTILE_EMPTY) continue; /* the traced mask's map: uniform too */
+    if (xt == EM_XTILE_EMPTY) continue; /* the traced mask's map: uniform over the block */
     __syncthreads(); /* the previous tile is done with Ds, Ls, PdT, dST, rowt */
     if (tid < ATT_BQ) {
       int64_t i = q0 + tid;
       Ds[tid] = i < p.Lq ? p.D[bh * p.Lq + i] : 0.0f;
       Ls[tid] = i < p.Lq ? p.lse_in[bh * p.Lq + i] : INFINITY;
     }
-    if (rel) {
-      att_tile_rel<T>(p, h, q0, k0, rowt, bvec);
+    if (p.rel_row) {
+      att_tile_rel(p, q0, k0, rowt);
       __syncthreads();
     }
     /* S^T = K Q^T and dP^T = V dO^T, key-major. */
@@ -173,7 +172,6 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
         if (!att_masked(p, b, i, j)) {
           float sc = XP ? att_xscore<true>(p, s[a][c], b, h, i, j, xt == EM_XTILE_PARTIAL, R)
                         : att_score(p, s[a][c], b, h, i, j);
-          if (rel) sc += bvec[ty + 16 * a - qi + ATT_BQ - 1];
           pr = expf(sc - Ls[qi]);
           z = att_dropout(p, bh, i, j);
         }
@@ -185,8 +183,6 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
       }
     }
     __syncthreads();
-    /* bvec has been read: it holds the diagonal sums */
-    if (p.g_table) att_diag_table(dST, rowt, bvec, p.g_table, p.H, h);
     /* dV += Pd^T dO and dK += dS^T Q, 16 columns at a time (with the
     ** diagonal sums of Shaw's table gradients). */
 #pragma unroll
@@ -263,7 +259,7 @@ attention_backward_kernel(AttParams p, int64_t k_tiles) {
   }
 }
 
-/* dq (or a table gradient) = its float accumulator, in the storage type. */
+/* dq (or a gradient of Shaw's tables) = its float accumulator, in the storage type. */
 template <class T>
 __global__ void attention_dq_convert(int64_t n, const float *acc, T *dq) {
   EMC_GRID_LOOP(i, n) dq[i] = from_acc<T>(acc[i]);
@@ -276,14 +272,15 @@ static void launch_backward(emc_device *d, const AttParams &p) {
   EMC_LAUNCH(k, emc_grid(p.B * p.H * k_tiles), dim3(ATT_T, ATT_T), d->stream, p, k_tiles);
 }
 
-/* The float accumulators of the backward: dq and the wanted table
-** gradients. float32 accumulates into the outputs themselves; bfloat16
+/* The float accumulators of the backward: dq and the wanted gradients of
+** Shaw's tables. float32 accumulates into the outputs themselves; bfloat16
 ** into scratch, converted at the end. */
+enum { ATT_ACC_DQ, ATT_ACC_REL_K, ATT_ACC_REL_V, ATT_ACCS };
 struct AttAccum {
-  float *acc[4];   /* dq, d table, d rel_k, d rel_v; NULL: not wanted */
-  void *out[4];    /* where they end up (storage type) */
-  int64_t n[4];    /* elements */
-  void *scratch[4];
+  float *acc[ATT_ACCS];   /* NULL: not wanted */
+  void *out[ATT_ACCS];    /* where they end up (storage type) */
+  int64_t n[ATT_ACCS];    /* elements */
+  void *scratch[ATT_ACCS];
 };
 
 template <class T>
@@ -292,14 +289,13 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
   const int64_t rows = p.B * p.H * p.Lq;
   const bool is_float = sizeof(T) == sizeof(float);
   AttAccum ac = {};
-  ac.out[0] = p.dq, ac.n[0] = rows * p.dk;
-  if (a->d_bias_table && p.table) ac.out[1] = a->d_bias_table, ac.n[1] = a->n_rel * p.H;
-  if (a->d_rel_k && p.rel_k) ac.out[2] = a->d_rel_k, ac.n[2] = a->n_rel * p.dk;
-  if (a->d_rel_v && p.rel_v) ac.out[3] = a->d_rel_v, ac.n[3] = a->n_rel * p.dv;
+  ac.out[ATT_ACC_DQ] = p.dq, ac.n[ATT_ACC_DQ] = rows * p.dk;
+  if (a->d_rel_k && p.rel_k) ac.out[ATT_ACC_REL_K] = a->d_rel_k, ac.n[ATT_ACC_REL_K] = a->n_rel * p.dk;
+  if (a->d_rel_v && p.rel_v) ac.out[ATT_ACC_REL_V] = a->d_rel_v, ac.n[ATT_ACC_REL_V] = a->n_rel * p.dv;
   void *D = NULL;
   em_status s = emc_scratch(d, (size_t)rows * sizeof(float), kernel, &D);
   cudaError_t e = cudaSuccess;
-  for (int t = 0; t < 4 && !s; t++) {
+  for (int t = 0; t < ATT_ACCS && !s; t++) {
     if (!ac.out[t]) continue;
     if (is_float) ac.acc[t] = (float *)ac.out[t];
     else if (!(s = emc_scratch(d, (size_t)ac.n[t] * sizeof(float), kernel, &ac.scratch[t])))
@@ -308,8 +304,8 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
       e = cudaMemsetAsync(ac.acc[t], 0, (size_t)ac.n[t] * sizeof(float), d->stream);
   }
   p.D = (float *)D;
-  p.dq_acc = ac.acc[0];
-  p.g_table = ac.acc[1], p.g_rel_k = ac.acc[2], p.g_rel_v = ac.acc[3];
+  p.dq_acc = ac.acc[ATT_ACC_DQ];
+  p.g_rel_k = ac.acc[ATT_ACC_REL_K], p.g_rel_v = ac.acc[ATT_ACC_REL_V];
   /* a traced variant: the learned captures' gradients (float, the compute
   ** dtype) are sums of atomicAdds, so they start at zero */
   float *g_caps[EM_EXPR_MAX_CAPS] = {NULL};
@@ -333,7 +329,7 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
       auto ks = attention_sink_grad_kernel;
       EMC_LAUNCH(ks, emc_grid(emc_blocks_for(rows, EMC_THREADS)), EMC_THREADS, d->stream, p, rows);
     }
-    for (int t = 0; t < 4 && !is_float; t++) {
+    for (int t = 0; t < ATT_ACCS && !is_float; t++) {
       if (!ac.acc[t]) continue;
       auto kc = attention_dq_convert<T>;
       EMC_LAUNCH(kc, emc_grid(emc_blocks_for(ac.n[t], EMC_THREADS)), EMC_THREADS, d->stream,
@@ -344,7 +340,7 @@ static em_status run_backward(emc_device *d, AttParams &p, const em_attention_ar
   if (!s && e == cudaSuccess && xbuf) s = att_xreport(d, kernel, a, (const AttXDev *)xbuf);
   if (xbuf) emc_scratch_free(d, xbuf);
   if (D) emc_scratch_free(d, D); /* stream ordered */
-  for (int t = 0; t < 4; t++)
+  for (int t = 0; t < ATT_ACCS; t++)
     if (ac.scratch[t]) emc_scratch_free(d, ac.scratch[t]);
   if (s) return s;
   return e == cudaSuccess ? EM_OK : emc_cuda_error(e, kernel);
@@ -364,11 +360,10 @@ extern "C" em_status emc_attention_backward(int device, const em_attention_args 
     if (nq) EMC_CHECK(cudaMemsetAsync(p.dq, 0, nq * (size_t)p.dk * el, d->stream), kernel);
     if (nk) EMC_CHECK(cudaMemsetAsync(p.dk_, 0, nk * (size_t)p.dk * el, d->stream), kernel);
     if (nk) EMC_CHECK(cudaMemsetAsync(p.dv_, 0, nk * (size_t)p.dv * el, d->stream), kernel);
-    /* and so are the tables' */
-    void *g[3] = {p.table ? args->d_bias_table : NULL, p.rel_k ? args->d_rel_k : NULL,
-                  p.rel_v ? args->d_rel_v : NULL};
-    const int64_t cols[3] = {p.H, p.dk, p.dv};
-    for (int t = 0; t < 3; t++)
+    /* and so are Shaw's tables' */
+    void *g[2] = {p.rel_k ? args->d_rel_k : NULL, p.rel_v ? args->d_rel_v : NULL};
+    const int64_t cols[2] = {p.dk, p.dv};
+    for (int t = 0; t < 2; t++)
       if (g[t] && args->n_rel * cols[t] > 0)
         EMC_CHECK(cudaMemsetAsync(g[t], 0, (size_t)(args->n_rel * cols[t]) * el, d->stream), kernel);
     /* and the learned captures' (float: the compute dtype) */

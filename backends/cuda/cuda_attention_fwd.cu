@@ -10,15 +10,15 @@
 ** every visible key, as dropout(softmax(S)) V). At the end out = O / l and
 ** lse = m + log l. In causal mode the key loop stops at the last key any
 ** query of the tile can see (emc_causal_key_end), so tiles wholly in the
-** future are never touched; key tiles the block mask hides from every
-** query of the tile are skipped. Declared biases are added per score from
-** the tile's diagonal vectors; Shaw's key term adds rel_k (staged per tile
+** future are never touched. Shaw's key term adds rel_k (staged per tile
 ** diagonal) to the key in q . k, its value term rel_v to the value in P V.
-** A traced variant's programs (XP instances) change each visible score,
-** hide keys and start each row with its sink logit (cuda_attention.cuh).
-** Inputs may be bfloat16; everything is computed in float. See
-** cuda_attention.cuh for the thread layout, the mask rule and the layout
-** of the declared terms.
+** A traced variant's programs (XP instances: also the core's lowering of
+** ALiBi, bias tables, windows, blocks and global tokens) change each
+** visible score, hide keys and start each row with its sink logit; key
+** tiles the mask's block map marks empty for the whole query tile are
+** skipped (cuda_attention.cuh). Inputs may be bfloat16; everything is
+** computed in float. See cuda_attention.cuh for the thread layout, the
+** mask rule and the layout of Shaw's tables.
 */
 #include "cuda_attention.cuh"
 
@@ -31,7 +31,6 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   __shared__ float Ps[ATT_BQ][ATT_BK + 1];
   __shared__ float Xs[ATT_NREL][ATT_DC + 1]; /* rel_k or rel_v chunk, by diagonal */
   __shared__ int rowt[ATT_NREL];
-  __shared__ float bvec[ATT_NREL];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t bh = blockIdx.x / q_tiles, q0 = (blockIdx.x % q_tiles) * ATT_BQ;
   const int64_t b = bh / p.H, h = bh % p.H;
@@ -56,14 +55,12 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
   }
 
   const int64_t kend = p.causal ? emc_causal_key_end(q0, ATT_BQ, p.Lq, p.Lk) : p.Lk;
-  const bool rel = p.rel_row || p.alibi;
   for (int64_t k0 = 0; k0 < kend; k0 += ATT_BK) {
-    if (att_tile_skipped(p, q0, k0)) continue; /* uniform over the block */
     const int xt = XP ? att_xtile(p, bh, q0, k0) : EM_XTILE_FULL;
-    if (xt == EM_XTILE_EMPTY) continue; /* the traced mask's map: uniform too */
+    if (xt == EM_XTILE_EMPTY) continue; /* the traced mask's map: uniform over the block */
     __syncthreads(); /* the previous tile's readers of Ps, Xs, rowt are done */
-    if (rel) {
-      att_tile_rel<T>(p, h, q0, k0, rowt, bvec);
+    if (p.rel_row) {
+      att_tile_rel(p, q0, k0, rowt);
       __syncthreads();
     }
     /* S = Q K^T over the head dim, 16 columns at a time. */
@@ -81,7 +78,7 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
       /* Shaw: s = q . (k + rel_k[row(i, j)]), diagonal kj - qi + 63 */
       att_chunk_dot<false>(s, Qs, Ks, p.rel_k ? Xs : nullptr);
     }
-    /* Scale, bias and masks, then the online softmax of each row. */
+    /* Scale, programs, bias and masks, then the online softmax of each row. */
 #pragma unroll
     for (int a = 0; a < 4; a++) {
       const int64_t i = q0 + ty + 16 * a;
@@ -92,7 +89,6 @@ attention_forward_kernel(AttParams p, int64_t q_tiles) {
         s[a][c] = att_masked(p, b, i, j) ? -INFINITY
                   : XP ? att_xscore<false>(p, s[a][c], b, h, i, j, xt == EM_XTILE_PARTIAL, R)
                        : att_score(p, s[a][c], b, h, i, j);
-        if (rel) s[a][c] += bvec[tx + 16 * c - ty - 16 * a + ATT_BQ - 1];
         tile_max = fmaxf(tile_max, s[a][c]);
       }
       const float m_new = fmaxf(m[a], att_row_max(tile_max));

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ember_blockmask.h"
+#include "ember_expr.h" /* EM_XTILE_* */
 #include "ember_philox.h"
 
 /* Functions both the host and the kernels call. */
@@ -176,9 +176,25 @@ EMC_HOSTDEV bool emc_attn_keep(uint64_t seed, uint64_t offset, int64_t bh, int64
   return em_philox_keep(seed, offset, e, em_philox_keep_threshold(p));
 }
 
-/* The declared block mask of the fused attention (em_attention_args
-** mask_kind .. global; ember_attention.h em_attn_block_mask). p = i + Lk - Lq
-** is a query's position on the key axis. */
+/* The class (EM_XTILE_*) of the attention tile of queries [q0, q1] and
+** keys [k0, k1] (inclusive) under a mask program's block map m of one
+** (batch, head): cell (iq, jk), at m[iq * nk + jk], covers queries
+** [iq*g, iq*g + g) and keys [jk*g, jk*g + g) (em_attention_args block_map,
+** map_grain, map_nk). The tile is empty when every cell it touches is,
+** full when every one is, else partial: any grain works, since a cell
+** that is empty or full is so for the part of it inside the tile. */
+EMC_HOSTDEV int emc_attn_map_tile(const uint8_t *m, int64_t nk, int64_t g, int64_t q0, int64_t q1,
+                                  int64_t k0, int64_t k1) {
+  bool empty = true, full = true;
+  for (int64_t iq = q0 / g; iq <= q1 / g; iq++)
+    for (int64_t jk = k0 / g; jk <= k1 / g; jk++) {
+      const uint8_t v = m[iq * nk + jk];
+      empty = empty && v == EM_XTILE_EMPTY, full = full && v == EM_XTILE_FULL;
+      if (!empty && !full) return EM_XTILE_PARTIAL;
+    }
+  return empty ? EM_XTILE_EMPTY : full ? EM_XTILE_FULL : EM_XTILE_PARTIAL;
+}
+
 /* Blocks of the fused attention: one per (b*H + h, query tile) forward,
 ** one per (b*H + h, key tile) backward. */
 int64_t emc_attn_tiles(int64_t L, int64_t tile);

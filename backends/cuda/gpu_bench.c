@@ -8,14 +8,18 @@
 **   float32 and bfloat16, in TFLOP/s;
 ** attention: the fused forward and backward kernels at B=1, H=16, d=64,
 **   L = 1K, 4K, 16K, non-causal, float32 and bfloat16, in milliseconds.
-** variant: the same kernels with each kind of declared term (block masks:
-**   a 256 + 256 window, blocks of 64 with one neighbour and 64 global
-**   tokens; biases: ALiBi, a T5 table of 32 buckets, Shaw with key and
-**   value tables clipped at 16, their gradients included) at L = 1K, 4K.
-**   And two traced variants (ember_expr.h programs, as the Lua variants
-**   plugins/flex/softcap.lua and document.lua lower to): softcap (cap 50,
-**   with its score gradient program) and a document mask of 8 equal
-**   documents with its block map (tiles across documents skipped).
+** variant: the same kernels with each kind of declared term at L = 1K,
+**   4K: Shaw with key and value tables clipped at 16 (em_attention_args
+**   rel_k, rel_v and their gradients), and the terms the core lowers to
+**   ember_expr.h programs (em_attention_args ABI 6), built here as such
+**   programs: a 256 + 256 window and blocks of 64 with one neighbour and
+**   64 global tokens as mask programs with their block maps (16-position
+**   cells), ALiBi and a T5 table of 32 buckets as score programs (the
+**   table a learned capture, its gradient included). And two traced
+**   variants (as the Lua variants plugins/flex/softcap.lua and
+**   document.lua lower to): softcap (cap 50, with its score gradient
+**   program) and a document mask of 8 equal documents with its block map
+**   (tiles across documents skipped).
 ** Output lines are "matmul DTYPE N EMBER_TFLOPS CUBLAS_TFLOPS",
 ** "attention DTYPE L FWD_MS BWD_MS" and "variant DTYPE L NAME FWD_MS
 ** BWD_MS", for the script to tabulate. Exit 77 when the plugin refuses to
@@ -158,38 +162,103 @@ static void *dev_copy(const void *host, size_t bytes) {
   return p;
 }
 
-/* The declared variants: the kernel arguments expanded from an
-** em_attn_decl with the core's functions, as core/src/attention_sdpa.c does. */
+/* The variants: Shaw's terms as em_attention_args fields, expanded from an
+** em_attn_decl with the core's functions; the others as programs. */
 enum { V_STANDARD, V_WINDOW, V_BLOCKS, V_ALIBI, V_T5, V_SHAW, V_SOFTCAP, V_DOCUMENT, V_COUNT };
 static const char *const VARIANT_NAME[V_COUNT] = {"standard", "window", "blocks", "alibi", "t5", "shaw",
                                                   "softcap", "document"};
 
-/* One instruction of a traced program (unused operands -1). */
-static em_xins xi(int op, int cap, int a0, int a1, double k) {
+/* A program being built: append instructions, each returns its register
+** (unused operands -1). */
+typedef struct prog {
+  em_xins ins[32];
+  int n;
+} prog;
+static int pi(prog *p, int op, int cap, int a0, int a1, double k) {
   em_xins x = {op, cap, {a0, a1, -1, -1}, k};
-  return x;
+  p->ins[p->n] = x;
+  return p->n++;
+}
+#define OP0(p, o) pi(p, EM_XOP_##o, 0, -1, -1, 0)
+#define OP1(p, o, a) pi(p, EM_XOP_##o, 0, a, -1, 0)
+#define OP2(p, o, a, b) pi(p, EM_XOP_##o, 0, a, b, 0)
+#define CST(p, k) pi(p, EM_XOP_CONST, 0, -1, -1, k)
+
+/* The programs of a variant (NULL where it has none):
+**   softcap: 50 * tanh(s / 50), its gradient program out[1] = 1 - tanh^2;
+**   alibi: s - slope[h] |k - q| (capture 0: the slopes, float [H]);
+**   t5: s + table[rows[k - q + L] + 1, h] (capture 0: the rows, int64
+**     [2L - 1], 0-based; capture 1: the learned table, float [n, H]),
+**     gradient program out[1] = d/ds = 1, out[2] = d/d table = 1;
+**   window: q - 256 <= k <= q + 256; blocks: |(k-1)//64 - (q-1)//64| <= 1
+**     or q or k <= 64;
+**   document: doc[b][q] == doc[b][k] (capture 0, int64 [B, L]). */
+static em_status programs(int kind, int64_t L, em_expr **score, em_expr **grad, em_expr **mask) {
+  *score = *grad = *mask = NULL;
+  prog p = {.n = 0};
+  if (kind == V_SOFTCAP) {
+    const int s = OP0(&p, S), t = OP1(&p, TANH, OP2(&p, MUL, s, CST(&p, 1.0 / 50)));
+    const int out = OP2(&p, MUL, CST(&p, 50), t);
+    const int d = OP2(&p, SUB, CST(&p, 1), OP2(&p, MUL, t, t));
+    const int32_t outs[2] = {out, d};
+    em_status st = em_expr_new(score, out + 1, p.ins, 1, outs, 0, NULL, 0, NULL);
+    return st ? st : em_expr_new(grad, p.n, p.ins, 2, outs, 0, NULL, 0, NULL);
+  }
+  if (kind == V_ALIBI || kind == V_T5) {
+    const int s = OP0(&p, S), h = OP0(&p, H), q = OP0(&p, Q), k = OP0(&p, K), r = OP2(&p, SUB, k, q);
+    int out, tab = -1;
+    if (kind == V_ALIBI) {
+      out = OP2(&p, SUB, s, OP2(&p, MUL, pi(&p, EM_XOP_LOAD, 0, h, -1, 0), OP1(&p, ABS, r)));
+    } else {
+      const int row = pi(&p, EM_XOP_LOAD, 0, OP2(&p, ADD, r, CST(&p, (double)L)), -1, 0);
+      tab = pi(&p, EM_XOP_LOAD, 1, OP2(&p, ADD, row, CST(&p, 1)), h, 0);
+      out = OP2(&p, ADD, s, tab);
+    }
+    const int one = CST(&p, 1);
+    const int32_t outs[3] = {out, one, one}, grad_load[1] = {tab};
+    const int n_caps = kind == V_ALIBI ? 1 : 2, cap_ndim[2] = {1, 2}, n_grad = kind == V_T5;
+    em_status st = em_expr_new(score, out + 1, p.ins, 1, outs, 0, NULL, n_caps, cap_ndim);
+    return st ? st : em_expr_new(grad, p.n, p.ins, 2 + n_grad, outs, n_grad, grad_load, n_caps, cap_ndim);
+  }
+  if (kind == V_WINDOW || kind == V_BLOCKS) {
+    const int q = OP0(&p, Q), k = OP0(&p, K);
+    int out;
+    if (kind == V_WINDOW) {
+      out = OP2(&p, AND, OP2(&p, LE, OP2(&p, SUB, q, k), CST(&p, 256)), OP2(&p, LE, OP2(&p, SUB, k, q), CST(&p, 256)));
+    } else {
+      const int one = CST(&p, 1), b = CST(&p, 64), g = CST(&p, 64);
+      const int bq = OP2(&p, IDIV, OP2(&p, SUB, q, one), b), bk = OP2(&p, IDIV, OP2(&p, SUB, k, one), b);
+      out = OP2(&p, LE, OP1(&p, ABS, OP2(&p, SUB, bk, bq)), one);
+      out = OP2(&p, OR, out, OP2(&p, OR, OP2(&p, LE, q, g), OP2(&p, LE, k, g)));
+    }
+    const int32_t outs[1] = {out};
+    return em_expr_new(mask, p.n, p.ins, 1, outs, 0, NULL, 0, NULL);
+  }
+  /* document */
+  const int b = OP0(&p, B), dq = pi(&p, EM_XOP_LOAD, 0, b, OP0(&p, Q), 0), dk = pi(&p, EM_XOP_LOAD, 0, b, OP0(&p, K), 0);
+  const int32_t outs[1] = {OP2(&p, EQ, dq, dk)};
+  const int ndim[1] = {2};
+  return em_expr_new(mask, p.n, p.ins, 1, outs, 0, NULL, 1, ndim);
 }
 
-/* softcap = 50 * tanh(s / 50): the score program (out[0]) and its gradient
-** program (out[0] the score, out[1] d/ds = 1 - tanh^2); or the document
-** mask doc[b][q] == doc[b][k] (capture 0, int64 [B, L]). */
-static em_status traced_programs(int kind, em_expr **score, em_expr **grad, em_expr **mask) {
-  *score = *grad = *mask = NULL;
-  if (kind == V_SOFTCAP) {
-    const em_xins ins[9] = {xi(EM_XOP_S, 0, -1, -1, 0),      xi(EM_XOP_CONST, 0, -1, -1, 1.0 / 50),
-                            xi(EM_XOP_MUL, 0, 0, 1, 0),      xi(EM_XOP_TANH, 0, 2, -1, 0),
-                            xi(EM_XOP_CONST, 0, -1, -1, 50), xi(EM_XOP_MUL, 0, 4, 3, 0),
-                            xi(EM_XOP_MUL, 0, 3, 3, 0),      xi(EM_XOP_CONST, 0, -1, -1, 1),
-                            xi(EM_XOP_SUB, 0, 7, 6, 0)};
-    const int32_t out_s[1] = {5}, out_g[2] = {5, 8};
-    em_status s = em_expr_new(score, 6, ins, 1, out_s, 0, NULL, 0, NULL);
-    return s ? s : em_expr_new(grad, 9, ins, 2, out_g, 0, NULL, 0, NULL);
-  }
-  const em_xins ins[6] = {xi(EM_XOP_B, 0, -1, -1, 0), xi(EM_XOP_Q, 0, -1, -1, 0), xi(EM_XOP_LOAD, 0, 0, 1, 0),
-                          xi(EM_XOP_K, 0, -1, -1, 0), xi(EM_XOP_LOAD, 0, 0, 3, 0), xi(EM_XOP_EQ, 0, 2, 4, 0)};
-  const int32_t out_m[1] = {5};
-  const int ndim[1] = {2};
-  return em_expr_new(mask, 6, ins, 1, out_m, 0, NULL, 1, ndim);
+/* The block map of a mask program of positions alone (no capture) over
+** L x L at cells of g: each cell from the program at its elements, as the
+** core makes it. NULL when out of memory. */
+static uint8_t *position_map(const em_expr *m, int64_t L, int64_t g) {
+  const int64_t nc = (L + g - 1) / g;
+  uint8_t *map = malloc((size_t)(nc * nc));
+  double regs[32];
+  for (int64_t iq = 0; map && iq < nc; iq++)
+    for (int64_t jk = 0; jk < nc; jk++) {
+      bool any = false, all = true;
+      for (int64_t i = iq * g; i < (iq + 1) * g && i < L && (all || !any); i++)
+        for (int64_t j = jk * g; j < (jk + 1) * g && j < L; j++) {
+          const bool ok = em_expr_eval(m, NULL, 0, 1, 1, (double)(i + 1), (double)(j + 1), 0, regs) != 0;
+          any = any || ok, all = all && ok;
+        }
+      map[iq * nc + jk] = !any ? EM_XTILE_EMPTY : all ? EM_XTILE_FULL : EM_XTILE_PARTIAL;
+    }
+  return map;
 }
 
 static int bench_variant(em_dtype dt, int64_t L, int kind) {
@@ -197,16 +266,13 @@ static int bench_variant(em_dtype dt, int64_t L, int kind) {
   const size_t bytes = (size_t)n * em_dtype_size(dt), es = em_dtype_size(dt);
   em_attn_decl dc;
   em_attn_decl_init(&dc);
-  if (kind == V_WINDOW) dc.mask = (em_attn_block_mask){EM_ATTN_MASK_WINDOW, 256, 256, 0, 0, 0};
-  if (kind == V_BLOCKS) dc.mask = (em_attn_block_mask){EM_ATTN_MASK_BLOCKS, 0, 0, 64, 1, 64};
-  if (kind == V_ALIBI) dc.bias = EM_ATTN_BIAS_ALIBI;
   if (kind == V_T5)
     dc.bias = EM_ATTN_BIAS_TABLE, dc.rel = EM_ATTN_REL_T5, dc.num_buckets = 32, dc.max_distance = 128,
     dc.bidirectional = true, dc.table_param = 0;
   if (kind == V_SHAW)
     dc.bias = EM_ATTN_BIAS_SHAW, dc.rel = EM_ATTN_REL_CLIP, dc.max_distance = 16, dc.rel_k_param = 0,
     dc.rel_v_param = 1;
-  const int64_t nrel = em_attn_decl_rows(&dc);
+  const int64_t nrel = kind == V_T5 || kind == V_SHAW ? em_attn_decl_rows(&dc) : 0;
   em_attention_args a;
   memset(&a, 0, sizeof a);
   a.dtype = dt;
@@ -221,60 +287,74 @@ static int bench_variant(em_dtype dt, int64_t L, int kind) {
   a.out = KEEP(dev_random(dt, n), bytes), a.dq = KEEP(dev_random(dt, n), bytes);
   a.dk_ = KEEP(dev_random(dt, n), bytes), a.dv_ = KEEP(dev_random(dt, n), bytes);
   a.lse = KEEP(dev_random(EM_F32, B * H * L), (size_t)(B * H * L) * sizeof(float));
+  /* the table rows of r = j - i at r + L - 1 (Shaw's rel_row, t5's capture) */
+  void *rows_dev = NULL;
   if (nrel > 0) {
     int64_t *rows = malloc((size_t)nr * sizeof *rows);
     for (int64_t i = 0; rows && i < nr; i++) rows[i] = em_attn_rel_row(&dc, i - (L - 1));
-    a.rel_row = rows ? KEEP(dev_copy(rows, (size_t)nr * sizeof *rows), (size_t)nr * sizeof *rows) : NULL;
+    rows_dev = rows ? KEEP(dev_copy(rows, (size_t)nr * sizeof *rows), (size_t)nr * sizeof *rows) : NULL;
     bad |= rows == NULL;
     free(rows);
-    a.n_rel = nrel;
-  }
-  if (kind == V_ALIBI) {
-    double sl[16];
-    for (int64_t h = 0; h < H; h++) sl[h] = em_attn_alibi_slope(h, H);
-    a.alibi_slopes = KEEP(dev_copy(sl, sizeof sl), sizeof sl);
-  }
-  if (kind == V_T5) {
-    a.bias_table = KEEP(dev_random(dt, nrel * H), (size_t)(nrel * H) * es);
-    a.d_bias_table = KEEP(dev_random(dt, nrel * H), (size_t)(nrel * H) * es);
   }
   if (kind == V_SHAW) {
+    a.rel_row = rows_dev, a.n_rel = nrel;
     a.rel_k = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
     a.rel_v = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
     a.d_rel_k = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
     a.d_rel_v = KEEP(dev_random(dt, nrel * d), (size_t)(nrel * d) * es);
   }
-  /* traced variants: the programs, and for the document mask the ids and
-  ** the block map (16-position cells; documents of L/8 positions are whole
-  ** cells, so a cell is full inside a document and empty across two) */
+  /* the programs, their captures (float ones in float32, the compute
+  ** dtype) and the masks' block maps (16-position cells; for the document
+  ** mask, documents of L/8 positions are whole cells, so a cell is full
+  ** inside a document and empty across two) */
   em_expr *xs = NULL, *xg = NULL, *xm = NULL;
-  em_xcap xcap[1];
-  em_status ps = kind == V_SOFTCAP || kind == V_DOCUMENT ? traced_programs(kind, &xs, &xg, &xm) : EM_OK;
+  em_xcap xcap[2];
+  memset(xcap, 0, sizeof xcap);
+  void *d_caps[2] = {NULL, NULL};
+  const bool traced = kind != V_STANDARD && kind != V_SHAW;
+  em_status ps = traced ? programs(kind, L, &xs, &xg, &xm) : EM_OK;
   bad |= ps != EM_OK;
   a.score_mod = xs, a.score_grad = xg, a.mask_mod = xm;
+  const int64_t g = 16, nc = (L + g - 1) / g;
+  uint8_t *map = NULL;
+  if (kind == V_ALIBI) {
+    float sl[16];
+    for (int64_t h = 0; h < H; h++) sl[h] = (float)em_attn_alibi_slope(h, H);
+    xcap[0] = (em_xcap){KEEP(dev_copy(sl, sizeof sl), sizeof sl), EM_F32, 1, {H}, "slopes"};
+    a.n_caps = 1;
+  }
+  if (kind == V_T5) {
+    xcap[0] = (em_xcap){rows_dev, EM_I64, 1, {nr}, "rows"};
+    xcap[1] = (em_xcap){KEEP(dev_random(EM_F32, nrel * H), (size_t)(nrel * H) * sizeof(float)), EM_F32, 2,
+                        {nrel, H}, "table"};
+    d_caps[1] = KEEP(dev_random(EM_F32, nrel * H), (size_t)(nrel * H) * sizeof(float));
+    a.n_caps = 2, a.d_caps = d_caps;
+  }
+  if ((kind == V_WINDOW || kind == V_BLOCKS) && !ps) {
+    map = position_map(xm, L, g);
+    bad |= map == NULL;
+  }
   if (kind == V_DOCUMENT && !ps) {
-    const int64_t g = 16, nc = (L + g - 1) / g;
     int64_t *ids = malloc((size_t)L * sizeof *ids);
-    uint8_t *map = malloc((size_t)(nc * nc));
+    map = malloc((size_t)(nc * nc));
     for (int64_t p = 0; ids && p < L; p++) ids[p] = p * 8 / L + 1;
     for (int64_t iq = 0; ids && map && iq < nc; iq++)
       for (int64_t jk = 0; jk < nc; jk++)
         map[iq * nc + jk] = ids[iq * g] == ids[jk * g] ? EM_XTILE_FULL : EM_XTILE_EMPTY;
-    memset(xcap, 0, sizeof xcap);
     xcap[0].data = ids ? KEEP(dev_copy(ids, (size_t)L * sizeof *ids), (size_t)L * sizeof *ids) : NULL;
     xcap[0].dtype = EM_I64, xcap[0].ndim = 2, xcap[0].shape[0] = 1, xcap[0].shape[1] = L, xcap[0].name = "doc";
-    a.n_caps = 1, a.caps = xcap;
-    a.block_map = map ? KEEP(dev_copy(map, (size_t)(nc * nc)), (size_t)(nc * nc)) : NULL;
-    a.map_grain = g, a.map_nq = nc, a.map_nk = nc, a.map_sb = 0, a.map_sh = 0;
+    a.n_caps = 1;
     bad |= !ids || !map;
-    free(ids), free(map);
+    free(ids);
+  }
+  a.caps = a.n_caps ? xcap : NULL;
+  if (map) {
+    a.block_map = KEEP(dev_copy(map, (size_t)(nc * nc)), (size_t)(nc * nc));
+    a.map_grain = g, a.map_nq = nc, a.map_nk = nc, a.map_sb = 0, a.map_sh = 0;
+    free(map);
   }
 #undef KEEP
-  a.mask_kind = (int)dc.mask.kind;
-  a.win_left = dc.mask.left, a.win_right = dc.mask.right;
-  a.block = dc.mask.kind == EM_ATTN_MASK_BLOCKS ? dc.mask.block : 1;
-  a.local = dc.mask.local, a.global = dc.mask.global;
-  em_status s = bad ? EM_ERR_OOM : EM_OK;
+  em_status s = bad ? (ps ? ps : EM_ERR_OOM) : EM_OK;
   const int iters = L <= 1024 ? 10 : 5;
   double t0 = 0, t1 = 0, t2 = 0;
   if (!s) {

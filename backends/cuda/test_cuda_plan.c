@@ -1,10 +1,17 @@
 /*
 ** test_cuda_plan.c -- host tests of the CUDA backend's plain-C logic:
 ** layout coalescing, launch and reduction plans, the attention tile and
-** mask rules (including a tiled flash-attention forward and backward
-** written with the same helpers as the kernels, against dense attention),
-** and the caching allocator with malloc standing in for cudaMalloc.
-** Prints "N passed, M failed" and exits non-zero on a failure.
+** mask rules (the causal tile bounds, and the class of a tile from a mask
+** program's block map; including a tiled flash-attention forward and
+** backward written with the same helpers as the kernels, against dense
+** attention), and the caching allocator with malloc standing in for
+** cudaMalloc. Prints "N passed, M failed" and exits non-zero on a failure.
+**
+** The kernels no longer take a declared block mask (em_attention_args ABI
+** 6: the core lowers windows, blocks and global tokens to a mask program
+** and its block map), so the band rules of ember_blockmask.h are not
+** tested here any more; test_map_tile checks the same kinds of mask
+** through the block map, as the kernels now skip tiles.
 */
 #include <math.h>
 #include <stdio.h>
@@ -198,43 +205,75 @@ static void test_reduce_plan(void) {
 /* attention rules                                                     */
 /* ------------------------------------------------------------------ */
 
-/* The block mask helpers against the element rule of the core
-** (em_attn_mask_allows, written out here): a tile called empty holds no
-** visible element, and random tiles of every kind are checked. */
-static bool mask_ref(const em_attn_block_mask *m, int64_t p, int64_t j) {
+/* The mask program's block map as the kernels read it (emc_attn_map_tile,
+** cuda_attention.cuh att_xtile): masks of the kinds the core lowers to
+** programs (a window, local blocks, global tokens; written out here as
+** element rules of the query's key-axis position p = i + Lk - Lq and the
+** key j), a map of their cells made by brute force at a grain g, and every
+** 64 x 64 tile classified from it. A tile called empty must hold no
+** visible element (the kernels skip it), one called full no hidden element
+** (the kernels skip the mask there); with g dividing 64 the cells tile the
+** tile exactly, so the class must be the tile's own. */
+typedef struct band {
+  int kind;                    /* 1 window [p - left, p + right], 2 blocks within +-local */
+  int64_t left, right, block, local, global;
+} band;
+
+static bool band_allows(const band *m, int64_t p, int64_t j) {
   if (m->global > 0 && (p < m->global || j < m->global)) return true;
   if (m->kind == 1) return j >= p - m->left && j <= p + m->right;
-  if (m->kind == 2) {
-    const int64_t d = j / m->block - p / m->block;
-    return d >= -m->local && d <= m->local;
-  }
-  return true;
+  const int64_t d = j / m->block - p / m->block;
+  return d >= -m->local && d <= m->local;
 }
 
-static void test_block_mask(void) {
-  int bad = 0, empty = 0, tiles = 0;
-  for (int t = 0; t < 400; t++) {
-    em_attn_block_mask m = {(em_attn_mask_kind)(1 + rnd() % 2), (int64_t)(rnd() % 40), (int64_t)(rnd() % 40),
-                       1 + (int64_t)(rnd() % 24), (int64_t)(rnd() % 3), (int64_t)(rnd() % 3 == 0 ? rnd() % 20 : 0)};
-    int64_t Lq = 1 + rnd() % 300, Lk = 1 + rnd() % 300, shift = Lk - Lq;
+/* The class of queries [q0, q1] x keys [k0, k1] from the element rule. */
+static int band_class(const band *m, int64_t shift, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+  bool any = false, all = true;
+  for (int64_t i = q0; i <= q1; i++)
+    for (int64_t j = k0; j <= k1; j++) {
+      const bool ok = band_allows(m, i + shift, j);
+      any = any || ok, all = all && ok;
+    }
+  return !any ? EM_XTILE_EMPTY : all ? EM_XTILE_FULL : EM_XTILE_PARTIAL;
+}
+
+static void test_map_tile(void) {
+  static const int64_t grains[] = {1, 7, 16, 32, 64, 100};
+  int bad = 0, inexact = 0, tiles = 0, empty = 0, full = 0;
+  for (int t = 0; t < 300; t++) {
+    const band m = {1 + (int)(rnd() % 2), (int64_t)(rnd() % 40), (int64_t)(rnd() % 40), 1 + (int64_t)(rnd() % 24),
+                    (int64_t)(rnd() % 3), (int64_t)(rnd() % 3 == 0 ? rnd() % 20 : 0)};
+    const int64_t Lq = 1 + rnd() % 260, Lk = 1 + rnd() % 260, shift = Lk - Lq;
+    const int64_t g = grains[rnd() % (sizeof grains / sizeof grains[0])];
+    const int64_t nq = (Lq + g - 1) / g, nk = (Lk + g - 1) / g;
+    uint8_t *map = malloc((size_t)(nq * nk));
+    for (int64_t iq = 0; iq < nq; iq++)
+      for (int64_t jk = 0; jk < nk; jk++) {
+        const int64_t i1 = (iq + 1) * g < Lq ? (iq + 1) * g : Lq, j1 = (jk + 1) * g < Lk ? (jk + 1) * g : Lk;
+        map[iq * nk + jk] = (uint8_t)band_class(&m, shift, iq * g, i1 - 1, jk * g, j1 - 1);
+      }
     for (int64_t q0 = 0; q0 < Lq; q0 += EMC_ATT_BQ)
       for (int64_t k0 = 0; k0 < Lk; k0 += EMC_ATT_BK) {
-        int64_t q1 = (q0 + EMC_ATT_BQ < Lq ? q0 + EMC_ATT_BQ : Lq) - 1;
-        int64_t k1 = (k0 + EMC_ATT_BK < Lk ? k0 + EMC_ATT_BK : Lk) - 1;
-        bool e = em_attn_band_tile(&m, q0 + shift, q1 + shift, k0, k1) == EM_XTILE_EMPTY, any = false;
-        for (int64_t i = q0; i <= q1; i++)
-          for (int64_t j = k0; j <= k1; j++) {
-            bool ok = mask_ref(&m, i + shift, j);
-            if (ok != em_attn_band_allows(&m, i + shift, j)) bad++;
-            any = any || ok;
-          }
-        if (e && any) bad++;
-        tiles++, empty += e;
+        const int64_t q1 = (q0 + EMC_ATT_BQ < Lq ? q0 + EMC_ATT_BQ : Lq) - 1;
+        const int64_t k1 = (k0 + EMC_ATT_BK < Lk ? k0 + EMC_ATT_BK : Lk) - 1;
+        const int c = emc_attn_map_tile(map, nk, g, q0, q1, k0, k1), want = band_class(&m, shift, q0, q1, k0, k1);
+        if ((c == EM_XTILE_EMPTY || c == EM_XTILE_FULL) && c != want) bad++;
+        if (EMC_ATT_BQ % g == 0 && c != want) inexact++;
+        tiles++, empty += c == EM_XTILE_EMPTY, full += c == EM_XTILE_FULL;
       }
+    free(map);
   }
-  CHECK(bad == 0 && empty > 0 && empty < tiles,
-        "block mask: element rule as the core's, empty tiles hold nothing visible (%d bad, %d of %d tiles empty)",
-        bad, empty, tiles);
+  CHECK(bad == 0 && inexact == 0 && empty > 0 && full > 0 && empty + full < tiles,
+        "block map tiles: empty and full only when every element is so, exact for grains dividing 64 "
+        "(%d wrong, %d inexact; %d empty and %d full of %d tiles)",
+        bad, inexact, empty, full, tiles);
+  /* a hand-made map: 2 x 2 cells of 40 positions, the tile [0, 63] x [0, 63] touches all four */
+  const uint8_t e = EM_XTILE_EMPTY, f = EM_XTILE_FULL, p = EM_XTILE_PARTIAL;
+  const uint8_t all_e[4] = {e, e, e, e}, all_f[4] = {f, f, f, f}, mixed[4] = {e, e, e, f}, part[4] = {f, p, f, f};
+  CHECK(emc_attn_map_tile(all_e, 2, 40, 0, 63, 0, 63) == e && emc_attn_map_tile(all_f, 2, 40, 0, 63, 0, 63) == f &&
+            emc_attn_map_tile(mixed, 2, 40, 0, 63, 0, 63) == p && emc_attn_map_tile(part, 2, 40, 0, 63, 0, 63) == p &&
+            emc_attn_map_tile(mixed, 2, 40, 0, 39, 0, 63) == e && emc_attn_map_tile(mixed, 2, 40, 40, 63, 40, 63) == f,
+        "block map tiles: a tile is empty or full only when every cell it touches is");
 }
 
 static void test_causal(void) {
@@ -578,7 +617,7 @@ int main(void) {
   test_launch();
   test_reduce_plan();
   test_causal();
-  test_block_mask();
+  test_map_tile();
   test_tiled_attention();
   test_size_classes();
   test_cache();
