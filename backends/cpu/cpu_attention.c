@@ -107,6 +107,8 @@ typedef struct att_ctx {
   void *xg;         /* backward: [BH][xg_size] per-head sums of the learned captures' gradients */
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
   bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
+  int x_diag_bias;  /* the score is s + a register on the diagonals: its root slot (xh[SCORE]), or -1 */
+  bool x_diag_grad; /* every learned load is on the diagonals with d score/d load = 1 (a bias table) */
   const cpu_xhoist *xh; /* [CPU_XJIT_ROLES]: each role's registers on the diagonals */
   int64_t xh_at;    /* where in a thread's registers a tile's own are (xview_tile) */
   void *xd[CPU_XJIT_ROLES]; /* each role's, for every diagonal of the call (xdiag_prepare), or NULL */
@@ -481,6 +483,25 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   const em_expr *const roles[CPU_XJIT_ROLES] = {a->score_mod, a->score_grad, a->mask_mod, a->score_grad};
   for (int r = 0; r < CPU_XJIT_ROLES; r++) cpu_xhoist_plan(roles[r], a->caps, r == CPU_XJIT_SCATTER, &xh[r]);
   c.xh = xh;
+  /* s + (a register on the diagonals): ALiBi, a bias table (T5), a Lua
+  ** variant's distance bias. The tiles add the diagonals' values as a
+  ** vector, not through the program (xscore_tile). */
+  c.x_diag_bias = -1;
+  if (a->score_mod) {
+    const em_xins *ins = a->score_mod->ins, *o = &ins[a->score_mod->out[0]];
+    if (o->op == EM_XOP_ADD && (ins[o->arg[0]].op == EM_XOP_S || ins[o->arg[1]].op == EM_XOP_S)) {
+      const int r = ins[o->arg[0]].op == EM_XOP_S ? o->arg[1] : o->arg[0];
+      c.x_diag_bias = xh[CPU_XJIT_SCORE].slot[r];
+    }
+  }
+  /* then the backward sums dS along the diagonals for the tables, without
+  ** the program (grad_tile) */
+  const em_expr *g = a->score_grad;
+  c.x_diag_grad = g && g->n_grad > 0;
+  for (int i = 0; c.x_diag_grad && i < g->n_grad; i++) {
+    const em_xins *d = &g->ins[g->out[2 + i]];
+    c.x_diag_grad = d->op == EM_XOP_CONST && d->k == 1 && xh[CPU_XJIT_SCATTER].gslot[i] >= 0;
+  }
   for (int r = 0; r < CPU_XJIT_ROLES; r++) c.xd[r] = NULL, c.xd_bytes[r] = 0;
   c.xdo = NULL, c.xdo_bytes = 0, c.xd_n = 0;
   xjit_prepare(&c);

@@ -222,18 +222,15 @@ ATT_ROW void FN(xscore_row)(const att_ctx *c, const em_expr *p, int64_t b, int64
     for (int64_t jj = 0; jj < bc; jj++) d[jj] = g[jj];
   }
   const T *o = FN(xout)(p, X, 0, bc);
-  /* NaN or +inf: no probability comes of it (-inf hides the key) */
-  bool bad = false;
+  /* NaN or +inf: no probability comes of it (-inf hides the key). A
+  ** score that was NaN already (from q and k) stays NaN, as in standard
+  ** attention: the error is for what the function made. */
+  int64_t bad = -1;
   for (int64_t jj = 0; jj < bc; jj++) {
-    bad |= !(o[jj] < (T)INFINITY);
+    if (bad < 0 && !(o[jj] < (T)INFINITY) && s[jj] == s[jj]) bad = jj;
     s[jj] = o[jj];
   }
-  if (bad)
-    for (int64_t jj = 0; jj < bc; jj++)
-      if (!(s[jj] < (T)INFINITY)) {
-        FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + jj + 1, (double)s[jj]);
-        break;
-      }
+  if (bad >= 0) FN(xfail)(c, ATT_XERR_NAN, -1, b, h, q, j0 + bad + 1, (double)s[bad]);
 }
 
 /* The mask program on one row: -inf where it says no. */
@@ -331,6 +328,24 @@ ATT_ROW bool FN(xjit_tile)(const att_ctx *c, int role, int64_t bh, int64_t i0, i
   return true;
 }
 
+/* A score s + d where d is a register on the diagonals (att_ctx.x_diag_bias)
+** over a tile: each row adds its slice of the diagonals' values, as a
+** vector. False (the program runs) when the view is off or a value in the
+** tile's window is not finite: those rows report their NaN. */
+ATT_ROW bool FN(xdiag_bias_tile)(const att_ctx *c, int64_t br, int64_t bc, T *S, const FN(xview) *v) {
+  if (c->x_diag_bias < 0 || !v->on) return false;
+  const T *d = v->H + c->x_diag_bias * v->hs;
+  bool finite = true;
+  for (int64_t t = 0; t < br + bc - 1; t++) finite &= d[t] - d[t] == 0;
+  if (!finite) return false;
+  for (int64_t ii = 0; ii < br; ii++) {
+    const T *dr = d + (br - 1 - ii);
+    T *s = S + ii * c->ld;
+    for (int64_t jj = 0; jj < bc; jj++) s[jj] += dr[jj];
+  }
+  return true;
+}
+
 /* The score program over a score tile, in place. In the backward (dsc not
 ** NULL) the gradient program runs instead, one pass for both: the score
 ** into S and d score/ds into dsc; raw (when not NULL) keeps the scores it
@@ -345,6 +360,7 @@ ATT_ROW void FN(xscore_tile)(const att_ctx *c, int64_t bh, int64_t i0, int64_t b
     for (int64_t ii = 0; ii < br; ii++)
       for (int64_t jj = 0; jj < bc; jj++) raw[ii * ld + jj] = S[ii * ld + jj];
   const FN(xview) v = FN(xview_tile)(c, role, p, bh, i0, br, j0, bc, X, false);
+  if (!dsc && FN(xdiag_bias_tile)(c, br, bc, S, &v)) return;
   if (FN(xjit_tile)(c, role, bh, i0, br, j0, bc, S, X, dsc, &v)) return;
   for (int64_t ii = 0; ii < br; ii++)
     FN(xscore_row)(c, p, b, h, i0 + ii + c->shift + 1, j0, bc, S + ii * ld, X, dsc ? dsc + ii * ld : NULL,
@@ -415,6 +431,22 @@ ATT_ROW void FN(xscore_scatter_row)(const att_ctx *c, int64_t bh, int64_t i, int
     T *gc = G + c->xg_off[x->cap];
     for (int64_t jj = 0; jj < bc; jj++) gc[off[jj]] += dlv[jj];
   }
+}
+
+/* Backward, row ii of a tile where every learned load is on the diagonals
+** with d score/d load = 1 (att_ctx.x_diag_grad): dS adds into each one's
+** per-diagonal sums, no program run. False when the view is off. */
+ATT_ROW bool FN(xdiag_grad_row)(const att_ctx *c, const T *ds, const FN(xview) *v, int64_t ii, int64_t br,
+                                int64_t bc) {
+  if (!v->on) return false;
+  const em_expr *p = c->a->score_grad;
+  const cpu_xhoist *hp = &c->xh[CPU_XJIT_SCATTER];
+  for (int g = 0; g < p->n_grad; g++) {
+    if (c->xg_off[p->ins[p->grad_load[g]].cap] < 0) continue;
+    T *ad = v->acc + hp->gslot[g] * v->as + (br - 1 - ii);
+    for (int64_t jj = 0; jj < bc; jj++) ad[jj] += ds[jj];
+  }
+  return true;
 }
 
 /* Backward, after a tile's rows (v from xview_tile with scatter): each

@@ -254,12 +254,14 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
 
   /* a traced score: d score/ds [br][ld], and the raw scores when learned tables need them */
   T *dsc = a->score_grad && !c->x_additive ? X + c->xregs : NULL;
-  T *raw = a->score_grad && c->xg && owner ? X + c->xregs + c->br * ld : NULL;
+  T *raw = a->score_grad && c->xg && owner && !c->x_diag_grad ? X + c->xregs + c->br * ld : NULL;
+  const bool diag_grad = a->score_grad && c->xg && owner && c->x_diag_grad; /* no raw scores needed */
   /* an additive score (d/ds = 1) runs its plain program: the same scores, no d/ds tile */
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
   FN(mmq)(c, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
          (const ST *)a->v + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dv, true, dv, 0, dS, ld);
-  const FN(xview) xv = raw ? FN(xview_tile)(c, CPU_XJIT_SCATTER, a->score_grad, bh, i0, br, j0, bc, X, true)
+  const FN(xview) xv = raw || diag_grad
+                           ? FN(xview_tile)(c, CPU_XJIT_SCATTER, a->score_grad, bh, i0, br, j0, bc, X, true)
                            : (FN(xview)){0};
   for (int64_t ii = 0; ii < br; ii++) {
     const int64_t i = i0 + ii;
@@ -285,6 +287,10 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] = p[jj] * (ds[jj] - (Di - y));
     }
     if (raw) FN(xscore_scatter_row)(c, bh, i, j0, bc, raw + ii * ld, ds, X, &xv, ii, br);
+    /* the tables' gradients do not read s: ds stands in for it where the
+    ** diagonals' view is off (a load out of range, which the row reports) */
+    if (diag_grad && !FN(xdiag_grad_row)(c, ds, &xv, ii, br, bc))
+      FN(xscore_scatter_row)(c, bh, i, j0, bc, ds, ds, X, &xv, ii, br);
     if (dsc)
       for (int64_t jj = 0; jj < bc; jj++) ds[jj] *= dsc[ii * ld + jj];
     /* a uniform row's part of decl_accumulate: its sums go to table row u */
