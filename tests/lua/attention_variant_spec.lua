@@ -383,6 +383,26 @@ describe("Lua attention variants: definitions and errors", function()
     assert.matches("NaN", tostring(err))
   end)
 
+  it("a NaN in q is not the score function's: no error, the same NaN rows as standard attention", function()
+    ember.attention_variant { name = "nan_bias", score = function(s, b, h, q, k) return s - 0.5 * ember.abs(q - k) end }
+    local q, k, v = qkv(1, 1, 8, 8, 4, "float32")
+    q = q:detach():clone()
+    q[1][1][3][2] = 0 / 0
+    local function nan_rows(spec)
+      spec.heads, spec.head_dim = 1, 4
+      local ok, out = pcall(ember.Attention(spec), q, k, v)
+      assert.is_true(ok, spec.attention .. ": " .. tostring(out))
+      local rows = {}
+      for i = 1, 8 do rows[i] = out[1][1][i]:sum():item() ~= out[1][1][i]:sum():item() end
+      return rows
+    end
+    local want = nan_rows { attention = "standard" }
+    for _, spec in ipairs { { attention = "nan_bias" }, { attention = "relpos", mode = "alibi" },
+                            { attention = "relpos", mode = "t5" } } do
+      assert.are.same(want, nan_rows(spec), spec.attention)
+    end
+  end)
+
   it("a missing or misshapen per-call tensor is an error naming it", function()
     local att = ember.Attention { attention = "document", heads = 1, head_dim = 4 }
     local q, k, v = qkv(1, 1, 8, 8, 4, "float32")
