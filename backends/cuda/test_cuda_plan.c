@@ -9,8 +9,8 @@
 **
 ** The kernels no longer take a declared block mask (em_attention_args ABI
 ** 6: the core lowers windows, blocks and global tokens to a mask program
-** and its block map), so the band rules of ember_blockmask.h are not
-** tested here any more; test_map_tile checks the same kinds of mask
+** and its block map), so the declared band rules are not tested here
+** any more; test_map_tile checks the same kinds of mask
 ** through the block map, as the kernels now skip tiles.
 */
 #include <math.h>

@@ -65,7 +65,6 @@
 #define EMBER_ATTENTION_H
 
 #include "ember.h"
-#include "ember_blockmask.h"
 #include "ember_expr.h"
 #include "ember_plugin.h"
 
@@ -202,8 +201,25 @@ typedef enum em_attn_rel_kind {
                             not, distances from max_distance on share the last bucket */
 } em_attn_rel_kind;
 
-/* The block mask (em_attn_mask_kind, em_attn_block_mask) and its element
-** rules: ember_blockmask.h. */
+/* Which keys a query may see, on top of causal and the masks:
+**   WINDOW: p - left <= j <= p + right;
+**   BLOCKS: key block j/block within +-local of query block p/block;
+** and with global > 0, positions [0, global) see and are seen by all. The
+** core lowers it to a mask program (attention_lower.c: the one place the
+** rule is written), whose block map lets kernels skip the (query tile,
+** key tile) pairs it hides, in forward and backward. */
+typedef enum em_attn_mask_kind {
+  EM_ATTN_MASK_NONE = 0,
+  EM_ATTN_MASK_WINDOW,
+  EM_ATTN_MASK_BLOCKS
+} em_attn_mask_kind;
+
+typedef struct em_attn_block_mask {
+  em_attn_mask_kind kind;
+  int64_t left, right;   /* WINDOW, >= 0 */
+  int64_t block, local;  /* BLOCKS: block > 0, local >= 0 */
+  int64_t global;        /* >= 0 */
+} em_attn_block_mask;
 
 /* Which route the core takes for a declared call. */
 typedef enum em_attn_route {
@@ -233,7 +249,8 @@ EM_API int64_t em_attn_decl_rows(const em_attn_decl *d);
 EM_API int64_t em_attn_rel_row(const em_attn_decl *d, int64_t r);
 /* ALiBi slope of head h of n heads. */
 EM_API double em_attn_alibi_slope(int64_t h, int64_t n);
-/* Does the block mask let the query at key-axis position p see key j? */
+/* Does the block mask let the query at key-axis position p see key j?
+** (Its lowered program, evaluated once.) */
 EM_API bool em_attn_mask_allows(const em_attn_block_mask *m, int64_t p, int64_t j);
 
 /* Query i's position on the key axis (bottom-right alignment). */

@@ -227,10 +227,6 @@ double em_attn_alibi_slope(int64_t h, int64_t n) {
   return pow(2.0, -8.0 / (double)(2 * p) * (double)(2 * (h - p) + 1));
 }
 
-bool em_attn_mask_allows(const em_attn_block_mask *m, int64_t p, int64_t j) {
-  return em_attn_band_allows(m, p, j);
-}
-
 /* An int64 [Lq, Lk] tensor of the table row of every (i, j). */
 static em_status rel_rows(const em_attn_call *c, const em_attn_decl *d, em_tensor **out) {
   int64_t *idx = malloc((size_t)(c->Lq * c->Lk) * sizeof *idx);
@@ -244,23 +240,17 @@ static em_status rel_rows(const em_attn_call *c, const em_attn_decl *d, em_tenso
   return s;
 }
 
-/* ALiBi bias [H, Lq, Lk] in q's dtype. */
-static em_status alibi_bias(const em_attn_call *c, em_tensor **out) {
+/* ALiBi bias [H, Lq, Lk] in q's dtype: the kernels' program evaluated
+** densely (attention_lower.c), not a copy of its rule. */
+static em_status alibi_bias(const em_attn_call *c, const em_attn_decl *d, em_tensor **out) {
   int64_t n = c->H * c->Lq * c->Lk;
   double *b = malloc((size_t)n * sizeof *b);
   if (!b) return em_error(EM_ERR_OOM, "out of memory for a [%lld, %lld, %lld] ALiBi bias", (long long)c->H,
                           (long long)c->Lq, (long long)c->Lk);
-  for (int64_t h = 0; h < c->H; h++) {
-    double m = em_attn_alibi_slope(h, c->H);
-    for (int64_t i = 0; i < c->Lq; i++)
-      for (int64_t j = 0; j < c->Lk; j++) {
-        int64_t r = j - em_attn_qpos(c, i);
-        b[(h * c->Lq + i) * c->Lk + j] = -m * (double)(r < 0 ? -r : r);
-      }
-  }
+  em_status s = em__attn_lowered_dense(c, d, NULL, b);
   int64_t shape[3] = {c->H, c->Lq, c->Lk};
   em_tensor *t = NULL;
-  em_status s = em_from_host(&t, 3, shape, EM_F64, b, c->q->device);
+  if (s == EM_OK) s = em_from_host(&t, 3, shape, EM_F64, b, c->q->device);
   free(b);
   if (s == EM_OK) s = em_to_dtype(out, t, c->q->dtype);
   em_release(t);
@@ -274,10 +264,10 @@ static em_status block_allowed(const em_attn_call *c, const em_attn_decl *d, em_
   uint8_t *m = malloc((size_t)(c->Lq * c->Lk) + 1);
   if (!m) return em_error(EM_ERR_OOM, "attention: out of memory for a [%lld, %lld] pattern",
                           (long long)c->Lq, (long long)c->Lk);
-  for (int64_t i = 0; i < c->Lq; i++)
-    for (int64_t j = 0; j < c->Lk; j++) m[i * c->Lk + j] = em_attn_mask_allows(&d->mask, em_attn_qpos(c, i), j);
+  /* the kernels' mask program, evaluated densely (attention_lower.c) */
+  em_status s = em__attn_lowered_dense(c, d, m, NULL);
   int64_t shape[2] = {c->Lq, c->Lk};
-  em_status s = em_from_host(out, 2, shape, EM_BOOL, m, c->q->device);
+  if (s == EM_OK) s = em_from_host(out, 2, shape, EM_BOOL, m, c->q->device);
   free(m);
   return s;
 }
@@ -339,7 +329,7 @@ em_status em_attn_compose_decl(const em_attn_call *c, const em_attn_decl *d, em_
     em_release(allowed);
     return s;
   }
-  if (s == EM_OK && d->bias == EM_ATTN_BIAS_ALIBI) s = alibi_bias(c, &bias);
+  if (s == EM_OK && d->bias == EM_ATTN_BIAS_ALIBI) s = alibi_bias(c, d, &bias);
   if (s == EM_OK && d->bias == EM_ATTN_BIAS_TABLE) {
     /* table [n, H] -> bias [H, Lq, Lk], differentiable in the table */
     em_tensor *idx = NULL, *e = NULL;

@@ -26,8 +26,10 @@
 #include <pthread.h>
 
 /* A program under construction: append an instruction, get its register. */
+#define LW_MAX_INS 48
+
 typedef struct lw_prog {
-  em_xins ins[48];
+  em_xins ins[LW_MAX_INS];
   int n;
 } lw_prog;
 
@@ -128,63 +130,92 @@ static em_status lw_make_mask(int kind, bool global, int bias) {
   return em_expr_new(&lw_progs.mask[kind][global][bias], p.n, p.ins, 1, &out, 0, NULL, c + 1, ndim);
 }
 
+/* The programs of a kind, made on first use. */
+static em_status lw_programs(int bias, int kind, bool global) {
+  pthread_mutex_lock(&lw_lock);
+  em_status s = EM_OK;
+  if (bias != LW_NONE && !lw_progs.score[bias]) s = lw_make_bias(bias);
+  if (s == EM_OK && kind != EM_ATTN_MASK_NONE && !lw_progs.mask[kind][global][bias])
+    s = lw_make_mask(kind, global, bias);
+  pthread_mutex_unlock(&lw_lock);
+  return s;
+}
+
+static int64_t lw_clamp(int64_t x, int64_t cap) { return x > cap ? cap : x; }
+
+/* A declaration's terms for one call, on the host: which programs, and
+** the values of their small captures. */
+typedef struct lw_terms {
+  int bias, kind;
+  int64_t w[3];       /* the mask's capture: {left, right, global} or {block, local, global} */
+  double *slopes;     /* ALiBi: [H] */
+  int64_t *rows, lk;  /* a table: the row of each relative position, [Lq + Lk - 1]; Lk */
+} lw_terms;
+
+static void lw_terms_free(lw_terms *t) { free(t->slopes), free(t->rows); }
+
+static em_status lw_terms_of(const em_attn_call *c, const em_attn_decl *d, lw_terms *t) {
+  memset(t, 0, sizeof *t);
+  t->bias = d->bias == EM_ATTN_BIAS_ALIBI ? LW_ALIBI : d->bias == EM_ATTN_BIAS_TABLE ? LW_TABLE : LW_NONE;
+  t->kind = (int)d->mask.kind;
+  /* sizes past the sequence mean "everything": clamped there, so that no
+  ** product of option values overflows and float32 registers hold them */
+  const int64_t cap = (c->Lq > c->Lk ? c->Lq : c->Lk) + c->Lk + 1;
+  const em_attn_block_mask *m = &d->mask;
+  const bool win = t->kind == EM_ATTN_MASK_WINDOW;
+  t->w[0] = lw_clamp(win ? m->left : m->block, cap);
+  t->w[1] = lw_clamp(win ? m->right : m->local, cap);
+  t->w[2] = t->kind == EM_ATTN_MASK_NONE ? 0 : lw_clamp(m->global, cap);
+  if (t->bias == LW_ALIBI) {
+    if (!(t->slopes = malloc((size_t)c->H * sizeof *t->slopes))) goto oom;
+    for (int64_t h = 0; h < c->H; h++) t->slopes[h] = em_attn_alibi_slope(h, c->H);
+  } else if (t->bias == LW_TABLE) {
+    const int64_t nr = c->Lq + c->Lk - 1;
+    if (!(t->rows = malloc((size_t)nr * sizeof *t->rows))) goto oom;
+    for (int64_t n = 0; n < nr; n++) t->rows[n] = em_attn_rel_row(d, n - (c->Lk - 1));
+    t->lk = c->Lk;
+  }
+  return lw_programs(t->bias, t->kind, t->w[2] > 0);
+oom:
+  lw_terms_free(t);
+  return em_error(EM_ERR_OOM, "attention: out of memory");
+}
+
 /* A new int64 tensor of n values on q's device. */
 static em_status lw_ints(em_tensor **t, const em_attn_call *c, int64_t n, const int64_t *v) {
   return em_from_host(t, 1, &n, EM_I64, v, c->q->device);
 }
 
-static int64_t lw_clamp(int64_t x, int64_t cap) { return x > cap ? cap : x; }
-
 em_status em__attn_lower(const em_attn_call *c, const em_attn_decl *d, em__attn_lowered *lo) {
   memset(lo, 0, sizeof *lo);
   em_attn_mods *m = &lo->mods;
-  const int bias = d->bias == EM_ATTN_BIAS_ALIBI ? LW_ALIBI : d->bias == EM_ATTN_BIAS_TABLE ? LW_TABLE : LW_NONE;
-  /* sizes past the sequence mean "everything": clamped there, so that no
-  ** product of option values overflows and float32 registers hold them */
-  const int64_t cap = (c->Lq > c->Lk ? c->Lq : c->Lk) + c->Lk + 1;
-  const int kind = (int)d->mask.kind;
-  const int64_t global = kind == EM_ATTN_MASK_NONE ? 0 : lw_clamp(d->mask.global, cap);
-  if (bias == LW_NONE && kind == EM_ATTN_MASK_NONE) return EM_OK;
-  pthread_mutex_lock(&lw_lock);
-  em_status s = EM_OK;
-  if (bias != LW_NONE && !lw_progs.score[bias]) s = lw_make_bias(bias);
-  if (s == EM_OK && kind != EM_ATTN_MASK_NONE && !lw_progs.mask[kind][global > 0][bias])
-    s = lw_make_mask(kind, global > 0, bias);
-  pthread_mutex_unlock(&lw_lock);
-  EM_TRY(s);
+  if (d->bias != EM_ATTN_BIAS_ALIBI && d->bias != EM_ATTN_BIAS_TABLE && d->mask.kind == EM_ATTN_MASK_NONE)
+    return EM_OK;
+  lw_terms t;
+  EM_TRY(lw_terms_of(c, d, &t));
   lo->active = true;
-  if (bias == LW_ALIBI) {
-    double *sl = malloc((size_t)c->H * sizeof *sl);
-    if (!sl) return em_error(EM_ERR_OOM, "attention: out of memory");
-    for (int64_t h = 0; h < c->H; h++) sl[h] = em_attn_alibi_slope(h, c->H);
-    s = em_from_host(&lo->own[0], 1, &c->H, EM_F64, sl, c->q->device);
-    free(sl);
+  em_status s = EM_OK;
+  if (t.bias == LW_ALIBI) {
+    s = em_from_host(&lo->own[0], 1, &c->H, EM_F64, t.slopes, c->q->device);
     m->cap_param[0] = -1, m->cap_name[0] = "ALiBi slopes", m->cap_ndim[0] = 1;
-  } else if (bias == LW_TABLE) {
-    const int64_t nr = c->Lq + c->Lk - 1;
-    int64_t *rows = malloc((size_t)nr * sizeof *rows);
-    if (!rows) return em_error(EM_ERR_OOM, "attention: out of memory");
-    for (int64_t n = 0; n < nr; n++) rows[n] = em_attn_rel_row(d, n - (c->Lk - 1));
-    s = lw_ints(&lo->own[1], c, nr, rows);
-    free(rows);
-    if (s == EM_OK) s = lw_ints(&lo->own[2], c, 1, &c->Lk);
+  } else if (t.bias == LW_TABLE) {
+    s = lw_ints(&lo->own[1], c, c->Lq + c->Lk - 1, t.rows);
+    if (s == EM_OK) s = lw_ints(&lo->own[2], c, 1, &t.lk);
     m->cap_param[0] = d->table_param, m->cap_name[0] = "bias table", m->cap_ndim[0] = 2;
     m->cap_param[1] = -1, m->cap_name[1] = "table rows", m->cap_ndim[1] = 1;
     m->cap_param[2] = -1, m->cap_name[2] = "Lk", m->cap_ndim[2] = 1;
   }
-  m->n_caps = lw_bias_caps[bias];
-  if (s == EM_OK && kind != EM_ATTN_MASK_NONE) {
+  m->n_caps = lw_bias_caps[t.bias];
+  if (s == EM_OK && t.kind != EM_ATTN_MASK_NONE) {
     const int i = m->n_caps++;
-    const em_attn_block_mask *bm = &d->mask;
-    const int64_t w[3] = {lw_clamp(kind == EM_ATTN_MASK_WINDOW ? bm->left : bm->block, cap),
-                          lw_clamp(kind == EM_ATTN_MASK_WINDOW ? bm->right : bm->local, cap), global};
-    s = lw_ints(&lo->own[i], c, 3, w);
+    s = lw_ints(&lo->own[i], c, 3, t.w);
     m->cap_param[i] = -1, m->cap_ndim[i] = 1;
-    m->cap_name[i] = kind == EM_ATTN_MASK_WINDOW ? "window" : "blocks";
-    m->mask = lw_progs.mask[kind][global > 0][bias];
+    m->cap_name[i] = t.kind == EM_ATTN_MASK_WINDOW ? "window" : "blocks";
+    m->mask = lw_progs.mask[t.kind][t.w[2] > 0][t.bias];
   }
   for (int i = 0; i < m->n_caps; i++) m->cap_input[i] = lo->own[i];
-  if (bias != LW_NONE) m->score = lw_progs.score[bias], m->score_grad = lw_progs.grad[bias];
+  if (t.bias != LW_NONE) m->score = lw_progs.score[t.bias], m->score_grad = lw_progs.grad[t.bias];
+  lw_terms_free(&t);
   if (s != EM_OK) em__attn_lowered_free(lo);
   return s;
 }
@@ -192,4 +223,43 @@ em_status em__attn_lower(const em_attn_call *c, const em_attn_decl *d, em__attn_
 void em__attn_lowered_free(em__attn_lowered *lo) {
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(lo->own[i]), lo->own[i] = NULL;
   lo->active = false;
+}
+
+/* The mask program with its capture first (the one a declaration without
+** a bias gets), on the window or blocks of w. */
+static double lw_eval_mask(const em_expr *e, const int64_t *w, int64_t q, int64_t k, double *regs) {
+  const em_xcap cap = {.data = w, .dtype = EM_I64, .ndim = 1, .shape = {3}, .name = "mask"};
+  return em_expr_eval(e, &cap, 0, 1, 1, (double)q, (double)k, 0, regs);
+}
+
+em_status em__attn_lowered_dense(const em_attn_call *c, const em_attn_decl *d, uint8_t *mask, double *bias) {
+  lw_terms t;
+  EM_TRY(lw_terms_of(c, d, &t));
+  em_status s = lw_programs(LW_NONE, t.kind, t.w[2] > 0);
+  double regs[LW_MAX_INS];
+  const int64_t shift = c->Lk - c->Lq;
+  if (s == EM_OK && mask)
+    for (int64_t i = 0; i < c->Lq; i++)
+      for (int64_t j = 0; j < c->Lk; j++)
+        mask[i * c->Lk + j] = t.kind == EM_ATTN_MASK_NONE ||
+                              lw_eval_mask(lw_progs.mask[t.kind][t.w[2] > 0][LW_NONE], t.w, i + shift + 1, j + 1, regs) != 0;
+  if (s == EM_OK && bias && t.bias == LW_ALIBI) {
+    const em_xcap cap = {.data = t.slopes, .dtype = EM_F64, .ndim = 1, .shape = {c->H}, .name = "ALiBi slopes"};
+    for (int64_t h = 0; h < c->H; h++)
+      for (int64_t i = 0; i < c->Lq; i++)
+        for (int64_t j = 0; j < c->Lk; j++)
+          bias[(h * c->Lq + i) * c->Lk + j] =
+            em_expr_eval(lw_progs.score[LW_ALIBI], &cap, 0, 1, (double)(h + 1), (double)(i + shift + 1), (double)(j + 1), 0, regs);
+  }
+  lw_terms_free(&t);
+  return s;
+}
+
+bool em_attn_mask_allows(const em_attn_block_mask *m, int64_t p, int64_t j) {
+  if (m->kind == EM_ATTN_MASK_NONE) return true;
+  const bool win = m->kind == EM_ATTN_MASK_WINDOW;
+  const int64_t w[3] = {win ? m->left : m->block, win ? m->right : m->local, m->global};
+  if (lw_programs(LW_NONE, m->kind, m->global > 0) != EM_OK) return false;
+  double regs[LW_MAX_INS];
+  return lw_eval_mask(lw_progs.mask[m->kind][m->global > 0][LW_NONE], w, p + 1, j + 1, regs) != 0;
 }

@@ -97,6 +97,11 @@ typedef struct em__attn_lowered {
 } em__attn_lowered;
 em_status em__attn_lower(const struct em_attn_call *c, const struct em_attn_decl *d, em__attn_lowered *lo);
 void em__attn_lowered_free(em__attn_lowered *lo);
+/* The same programs evaluated densely on the host for the composed route:
+** mask [Lq*Lk] (1 = may attend) and the ALiBi bias with s = 0 [H*Lq*Lk];
+** either may be NULL. */
+em_status em__attn_lowered_dense(const struct em_attn_call *c, const struct em_attn_decl *d, uint8_t *mask,
+                                 double *bias);
 /* The block map of a mask program (attention_expr.c): bytes EM_XTILE_* on
 ** a grid of g x g positions, [Bm][Hm][nq][nk] with strides sb, sh (0 where
 ** the mask reads no batch or head). */
