@@ -117,8 +117,15 @@ static em_status lw_make_bias(int bias) {
   const int one = lw_const(&p, 1);
   const int32_t outs[3] = {out, one, one}, gl[1] = {load};
   const int ng = load >= 0 ? 1 : 0;
-  EM_TRY(em_expr_new(&lw_progs.score[bias], p.n, p.ins, 1, outs, 0, NULL, lw_bias_caps[bias], ndim[bias]));
-  return em_expr_new(&lw_progs.grad[bias], p.n, p.ins, 2 + ng, outs, ng, gl, lw_bias_caps[bias], ndim[bias]);
+  em_expr *score = NULL, *grad = NULL;
+  em_status s = em_expr_new(&score, p.n, p.ins, 1, outs, 0, NULL, lw_bias_caps[bias], ndim[bias]);
+  if (s == EM_OK) s = em_expr_new(&grad, p.n, p.ins, 2 + ng, outs, ng, gl, lw_bias_caps[bias], ndim[bias]);
+  if (s != EM_OK) {
+    em_expr_free(score);
+    return s;
+  }
+  lw_progs.score[bias] = score, lw_progs.grad[bias] = grad; /* both or neither */
+  return EM_OK;
 }
 
 static em_status lw_make_mask(int kind, bool global, int bias) {
