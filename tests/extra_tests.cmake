@@ -155,6 +155,12 @@ foreach(isa AVX512_CORE AVX2)
     ember_spec_again(${spec} ${isa} ONEDNN_MAX_CPU_ISA=${isa})
   endforeach()
 endforeach()
+# The declared variants (the core lowers them to traced programs) and the
+# Lua variants with their programs interpreted, as where no compiler is
+# found at run time (attention_jit_spec checks the two paths agree).
+foreach(spec attention_fused_spec attention_variant_spec)
+  ember_spec_again(${spec} interpreted EMBER_JIT=0)
+endforeach()
 # The fused attention kernel's float32 tile products on each path of
 # cpu_tile_gemm.c besides the one this CPU picks (test_cpu_tile_gemm checks
 # the products themselves; these check the kernel around them).
