@@ -141,7 +141,7 @@ end
 local info = ember.cpu_info()
 print(("%d threads, best of %d, %s ms; ember bf16 products: %s"):format(threads, reps,
   clock == "cpu" and "process CPU" or "wall", info.bfloat16))
-print(("%-22s %9s %9s %9s %9s | %8s %8s"):format("case", "ember f32", "ember bf16", "torch f32",
+print(("%-26s %9s %9s %9s %9s | %8s %8s"):format("case", "ember f32", "ember bf16", "torch f32",
   "torch bf16", "e32/ebf", "tbf/ebf"))
 for _, c in ipairs(cases) do
   local label = case_label(c)
@@ -156,6 +156,6 @@ for _, c in ipairs(cases) do
     end
   end
   local function f(v) return v and ("%9.1f"):format(v) or ("%9s"):format("-") end
-  print(("%-22s %s %s %s %s | %7.2fx %7sx"):format(label, f(t.efp32), f(t.ebf16), f(t.tfp32), f(t.tbf16),
+  print(("%-26s %s %s %s %s | %7.2fx %7sx"):format(label, f(t.efp32), f(t.ebf16), f(t.tfp32), f(t.tbf16),
     t.efp32 / t.ebf16, t.tbf16 and ("%.2f"):format(t.tbf16 / t.ebf16) or "-"))
 end
