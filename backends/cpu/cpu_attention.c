@@ -210,7 +210,7 @@ static inline float att_exp_f32(float x) { return cpu_exp_f32(x); }
 ** checks), not the speed. */
 static inline double att_exp_f64(double x) { return exp(x); }
 
-/* The templates compute in T and read q, k, v, dout, out and the declared
+/* The templates compute in T and read q, k, v, dout, out and Shaw's
 ** tables in the storage type ST (from_st/to_st); mm is a tile product
 ** whose operands are each ST (the flag true) or T. For float32 and
 ** float64 both types are one and mm is gemm_f32 / gemm_f64 above. For bfloat16, T is float32:

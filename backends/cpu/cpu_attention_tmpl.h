@@ -298,7 +298,7 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
       FN(decl_uniform_sums)(c, i, u, c->DSB ? FN(row_sum)(ds, bc) : 0, c->PB ? FN(row_sum)(p, bc) : 0);
   }
   FN(xscatter_flush)(c, bh, br, bc, &xv);
-  /* the owner of these query rows sums them by table row (declared terms) */
+  /* the owner of these query rows sums them by table row (Shaw's terms) */
   if (owner) FN(decl_accumulate)(c, bh, i0, br, j0, bc, P, dS);
 }
 
