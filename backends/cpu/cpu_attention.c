@@ -483,9 +483,10 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   const em_expr *const roles[CPU_XJIT_ROLES] = {a->score_mod, a->score_grad, a->mask_mod, a->score_grad};
   for (int r = 0; r < CPU_XJIT_ROLES; r++) cpu_xhoist_plan(roles[r], a->caps, r == CPU_XJIT_SCATTER, &xh[r]);
   c.xh = xh;
-  /* s + (a register on the diagonals): ALiBi, a bias table (T5), a Lua
-  ** variant's distance bias. The tiles add the diagonals' values as a
-  ** vector, not through the program (xscore_tile). */
+  /* s + (a register on the diagonals): a bias table (T5, clipped
+  ** distances), a Lua variant's s + bias of k - q. The tiles add the
+  ** diagonals' values as a vector, not through the program (xscore_tile).
+  ** (ALiBi's s - slope * |k - q| is a SUB: it still runs its program.) */
   c.x_diag_bias = -1;
   if (a->score_mod) {
     const em_xins *ins = a->score_mod->ins, *o = &ins[a->score_mod->out[0]];
