@@ -200,7 +200,6 @@ em_status em__attn_lower(const em_attn_call *c, const em_attn_decl *d, em__attn_
     return EM_OK;
   lw_terms t;
   EM_TRY(lw_terms_of(c, d, &t));
-  lo->active = true;
   em_status s = EM_OK;
   if (t.bias == LW_ALIBI) {
     s = em_from_host(&lo->own[0], 1, &c->H, EM_F64, t.slopes, c->q->device);
@@ -229,7 +228,7 @@ em_status em__attn_lower(const em_attn_call *c, const em_attn_decl *d, em__attn_
 
 void em__attn_lowered_free(em__attn_lowered *lo) {
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) em_release(lo->own[i]), lo->own[i] = NULL;
-  lo->active = false;
+  lo->mods.n_caps = 0;
 }
 
 /* The mask program with its capture first (the one a declaration without

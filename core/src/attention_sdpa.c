@@ -290,9 +290,9 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) sv->xparam[i] = -1;
   em__attn_lowered low = {0};
   if (s == EM_OK) s = em__attn_lower(c, d, &low);
-  if (s == EM_OK && low.active && c->mods)
+  if (s == EM_OK && low.mods.n_caps && c->mods)
     s = em_error(EM_ERR_PLUGIN, "attention '%s': a traced variant that also declares terms", c->variant->name);
-  if (s == EM_OK && (c->mods || low.active)) s = fill_mods(sv, c, c->mods ? c->mods : &low.mods);
+  if (s == EM_OK && (c->mods || low.mods.n_caps)) s = fill_mods(sv, c, c->mods ? c->mods : &low.mods);
   em__attn_lowered_free(&low); /* fill_mods keeps its own references */
   if (s != EM_OK) {
     sdpa_free(sv);

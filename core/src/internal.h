@@ -89,11 +89,11 @@ em_status em__sdpa_backward(void *saved, em_tensor *dout, const bool *needs, em_
 void em__sdpa_free(void *saved);
 /* attention_lower.c: a declaration's terms (ALiBi, a bias table, a block
 ** mask) as traced programs, with the captured tensors of one call (own[],
-** released by em__attn_lowered_free). active: there was a term to lower. */
+** released by em__attn_lowered_free). mods.n_caps > 0: there was a term
+** to lower (every lowered term reads at least one capture). */
 typedef struct em__attn_lowered {
   struct em_attn_mods mods;
   em_tensor *own[EM_EXPR_MAX_CAPS];
-  bool active;
 } em__attn_lowered;
 em_status em__attn_lower(const struct em_attn_call *c, const struct em_attn_decl *d, em__attn_lowered *lo);
 void em__attn_lowered_free(em__attn_lowered *lo);
