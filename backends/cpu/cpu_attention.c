@@ -107,7 +107,8 @@ typedef struct att_ctx {
   void *xg;         /* backward: [BH][xg_size] per-head sums of the learned captures' gradients */
   int64_t xg_size, xg_off[EM_EXPR_MAX_CAPS]; /* a capture's place in them, -1: none */
   bool x_additive;  /* the score program adds to s (d/ds is the constant 1) */
-  int x_diag_bias;  /* the score is s + a register on the diagonals: its root slot (xh[SCORE]), or -1 */
+  int x_diag_bias;  /* the score is s +- a register on the diagonals: its root slot (xh[SCORE]), or -1 */
+  bool x_diag_sub;  /* ... and it is s - that register */
   bool x_diag_grad; /* every learned load is on the diagonals with d score/d load = 1 (a bias table) */
   const cpu_xhoist *xh; /* [CPU_XJIT_ROLES]: each role's registers on the diagonals */
   int64_t xh_at;    /* where in a thread's registers a tile's own are (xview_tile) */
@@ -483,16 +484,18 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   const em_expr *const roles[CPU_XJIT_ROLES] = {a->score_mod, a->score_grad, a->mask_mod, a->score_grad};
   for (int r = 0; r < CPU_XJIT_ROLES; r++) cpu_xhoist_plan(roles[r], a->caps, r == CPU_XJIT_SCATTER, &xh[r]);
   c.xh = xh;
-  /* s + (a register on the diagonals): a bias table (T5, clipped
-  ** distances), a Lua variant's s + bias of k - q. The tiles add the
-  ** diagonals' values as a vector, not through the program (xscore_tile).
-  ** (ALiBi's s - slope * |k - q| is a SUB: it still runs its program.) */
-  c.x_diag_bias = -1;
+  /* s + d or s - d, d a register on the diagonals: a bias table (T5,
+  ** clipped distances), ALiBi's s - slope * |k - q|, a Lua variant's
+  ** s + bias of k - q. The tiles add or subtract the diagonals' values as
+  ** a vector, not through the program (xscore_tile); s - d is s + (-d) in
+  ** IEEE arithmetic, so the bits are the program's. */
+  c.x_diag_bias = -1, c.x_diag_sub = false;
   if (a->score_mod) {
     const em_xins *ins = a->score_mod->ins, *o = &ins[a->score_mod->out[0]];
-    if (o->op == EM_XOP_ADD && (ins[o->arg[0]].op == EM_XOP_S || ins[o->arg[1]].op == EM_XOP_S)) {
-      const int r = ins[o->arg[0]].op == EM_XOP_S ? o->arg[1] : o->arg[0];
-      c.x_diag_bias = xh[CPU_XJIT_SCORE].slot[r];
+    const bool s0 = ins[o->arg[0]].op == EM_XOP_S, s1 = ins[o->arg[1]].op == EM_XOP_S;
+    if ((o->op == EM_XOP_ADD && (s0 || s1)) || (o->op == EM_XOP_SUB && s0 && !s1)) {
+      c.x_diag_bias = xh[CPU_XJIT_SCORE].slot[s0 ? o->arg[1] : o->arg[0]];
+      c.x_diag_sub = o->op == EM_XOP_SUB;
     }
   }
   /* then the backward sums dS along the diagonals for the tables, without

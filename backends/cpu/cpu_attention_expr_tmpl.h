@@ -328,10 +328,11 @@ ATT_ROW bool FN(xjit_tile)(const att_ctx *c, int role, int64_t bh, int64_t i0, i
   return true;
 }
 
-/* A score s + d where d is a register on the diagonals (att_ctx.x_diag_bias)
-** over a tile: each row adds its slice of the diagonals' values, as a
-** vector. False (the program runs) when the view is off or a value in the
-** tile's window is not finite: those rows report their NaN. */
+/* A score s + d (or s - d) where d is a register on the diagonals
+** (att_ctx.x_diag_bias, x_diag_sub) over a tile: each row adds (subtracts)
+** its slice of the diagonals' values, as a vector. False (the program
+** runs) when the view is off or a value in the tile's window is not
+** finite: those rows report their NaN. */
 ATT_ROW bool FN(xdiag_bias_tile)(const att_ctx *c, int64_t br, int64_t bc, T *S, const FN(xview) *v) {
   if (c->x_diag_bias < 0 || !v->on) return false;
   const T *d = v->H + c->x_diag_bias * v->hs;
@@ -341,7 +342,10 @@ ATT_ROW bool FN(xdiag_bias_tile)(const att_ctx *c, int64_t br, int64_t bc, T *S,
   for (int64_t ii = 0; ii < br; ii++) {
     const T *dr = d + (br - 1 - ii);
     T *s = S + ii * c->ld;
-    for (int64_t jj = 0; jj < bc; jj++) s[jj] += dr[jj];
+    if (c->x_diag_sub)
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] -= dr[jj];
+    else
+      for (int64_t jj = 0; jj < bc; jj++) s[jj] += dr[jj];
   }
   return true;
 }
