@@ -15,6 +15,19 @@ describe("data.pack", function()
     assert.are.equal("int64", p.doc.dtype)
   end)
 
+  it("takes 1-D integer tensors as sequences too", function()
+    local i64 = { dtype = "int64" }
+    local p = ember.data.pack({ ember.tensor({ 5, 6, 7 }, i64), { 8, 9 }, ember.tensor({ 4, 4, 4, 4 }, i64) }, 6,
+      { pad_id = 1 })
+    assert.are.same({ { 5, 6, 7, 8, 9, 1 }, { 4, 4, 4, 4, 1, 1 } }, p.tokens:totable())
+    assert.are.same({ { 1, 1, 1, 2, 2, 0 }, { 1, 1, 1, 1, 0, 0 } }, p.doc:totable())
+    local ok, err = pcall(ember.data.pack, { ember.randn(3) }, 4, { pad_id = 0 })
+    assert.is_false(ok)
+    assert.matches("sequence 1 must be a 1%-D int64 tensor, got float32", tostring(err))
+    ok, err = pcall(ember.data.pack, { ember.zeros(2, 2, i64) }, 4, { pad_id = 0 })
+    assert.matches("shape %[2, 2%]", tostring(err))
+  end)
+
   it("names its errors", function()
     local ok, err = pcall(ember.data.pack, { { 1, 2 } }, 4)
     assert.is_false(ok)

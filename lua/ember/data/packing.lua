@@ -19,7 +19,8 @@ local M = {}
 local function ember() return require "ember" end
 
 --- Packs lists of ids into rows of `len` positions.
--- @tparam table seqs a list of Lua lists of ids
+-- @tparam table seqs a list of sequences: Lua lists of ids, or 1-D
+-- int64 tensors
 -- @int len positions per row
 -- @tparam table opts `pad_id` (required when a row has room left), `rows`
 -- (pad to at least this many rows)
@@ -44,7 +45,14 @@ function M.pack(seqs, len, opts)
     rows[#rows + 1] = cur
   end
   for i, s in ipairs(seqs) do
-    if type(s) ~= "table" then errors.raise("data.pack: sequence %d must be a list of ids, got %s", i, type(s)) end
+    if ember().is_tensor(s) then
+      if s:dim() ~= 1 or s.dtype ~= "int64" then
+        errors.raise("data.pack: sequence %d must be a 1-D int64 tensor, got %s of shape [%s]", i,
+          s.dtype, table.concat(s.shape, ", "))
+      end
+      s = s:totable()
+    end
+    if type(s) ~= "table" then errors.raise("data.pack: sequence %d must be a list of ids or a 1-D integer tensor, got %s", i, type(s)) end
     local n, at = #s, 1
     if n > 0 and (not cur or #cur.tokens + math.min(n, len) > len) then new_row() end
     while at <= n do
