@@ -8,6 +8,8 @@ return {
     help = "the cap: scores stay inside (-cap, cap)" } },
   score = function(s, b, h, q, k, ctx)
     local cap = ctx.options.cap
-    return cap * ember.tanh(s / cap)
+    -- times 1/cap, not divided by cap: one division per score less (the
+    -- kernel's tanh has its own), forward and backward; within an ulp
+    return cap * ember.tanh(s * (1 / cap))
   end,
 }
