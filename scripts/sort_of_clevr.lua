@@ -156,6 +156,7 @@ local opts = cli.parse(arg, {
      .. "given: object slots pooled from the pixels of each known colour (binding given) and heads routed by fixed distance slopes",
      choices = {"conv", "given"}},
     {"stem_channels", "24,24,24,24", "--model conv: channels of each 3x3 stride-2 convolution (four: 5x5 = 25 image tokens)"},
+    {"condition", false, "--model conv: the question scales and shifts the image tokens before the image layers (FiLM; the image layers then run once per question)"},
     {"pixel_dim", nil, "--model given: width of the per-pixel features (default 32)", type = "number"},
     {"relative", false, "--model given: add each object's offset from the question's subject to the image tokens"},
     {"subject_slopes", nil, "--model given: per cross-attention head, slope of the bias by distance from the question's subject (negative: nearest other object, positive: furthest; 0: none; empty: no bias; default -1000,1000,0,0)",
@@ -183,6 +184,7 @@ local opts = cli.parse(arg, {
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
 if opts.model == "given" then
+  if opts.condition then cli.option_error("--condition is an option of --model conv") end
   opts.pixel_dim = opts.pixel_dim or 32
   opts.slots = opts.slots or "colour"
   opts.subject_slopes = opts.subject_slopes or "-1000,1000,0,0"
@@ -237,7 +239,7 @@ local function VQA(o)
       stem = "conv", stem_channels = parse_channels(o.stem_channels), d_model = o.d_model, heads = o.heads,
       fourier = o.fourier, image_layers = o.image_layers, cross_layers = o.cross_layers, ffn = o.ffn,
       dropout = o.dropout, attention_dropout = o.attention_dropout, attention = o.attention,
-      attention_options = o.attention_opts,
+      attention_options = o.attention_opts, condition = o.condition,
     })
   end
   return ember.models.CrossAttentionVLM({
@@ -375,7 +377,7 @@ print(("RESULT ember_sort_of_clevr rel_acc=%.2f%% nonrel_acc=%.2f%% closest_acc=
 log:close()
 if world.main then
   checkpoint.save(opts.out .. "/sort_of_clevr.safetensors", {model = model,
-    metadata = cli.config_metadata(opts, {"model", "stem_channels", "pixel_dim", "fourier", "d_model", "heads", "image_layers", "cross_layers", "ffn",
+    metadata = cli.config_metadata(opts, {"model", "stem_channels", "condition", "pixel_dim", "fourier", "d_model", "heads", "image_layers", "cross_layers", "ffn",
       "slots", "distance_slopes", "subject_slopes", "window", "compete", "relative", "attention", "attention_options"})})
 end
 print("saved " .. opts.out .. "/sort_of_clevr.safetensors")

@@ -433,6 +433,32 @@ describe("ember.models.CrossAttentionVLM{stem = \"conv\"} (Sort-of-CLEVR from pi
     assert(max_abs(train_out, eval_out) > 1e-4) -- batch statistics against running ones
   end)
 
+  it("condition = true: the question modulates the image tokens (FiLM), one set of tokens per question", function()
+    ember.manual_seed(5)
+    local m = ember.models.CrossAttentionVLM({ stem = "conv", condition = true, image_layers = 1, cross_layers = 1 })
+    local tok = ember.no_grad(function() return m:encode_conv(img, q) end)
+    assert.are.same({ 20, 25, 64 }, { tok.shape[1], tok.shape[2], tok.shape[3] })
+    -- with the FiLM projection at zero the tokens are the unconditioned ones, for every question
+    ember.no_grad(function() m.film.weight:zero_(); m.film.bias:zero_() end)
+    local plain = ember.no_grad(function() return m:encode_conv(img) end)
+    local zeroed = ember.no_grad(function() return m:encode_conv(img, q) end)
+    assert(max_abs(zeroed:view(4, 5, 25, 64), plain:unsqueeze(2):expand(4, 5, 25, 64)) < 1e-6)
+    -- questions about the same image get different tokens once the projection is not zero
+    ember.no_grad(function() m.film.weight:copy_(ember.randn(128, 64) * 0.1) end)
+    local cond = ember.no_grad(function() return m:encode_conv(img, q) end):view(4, 5, 25, 64)
+    assert(max_abs(cond:select(2, 1), cond:select(2, 2)) > 1e-3)
+    -- the logits' shape is the plain model's; the gradient reaches the FiLM projection
+    local logits = m(img, q)
+    assert.are.same({ 20, #soc.ANSWERS }, { logits.shape[1], logits.shape[2] })
+    ember.cross_entropy(logits, a:reshape(-1)):backward()
+    assert(m.film.weight.grad:abs():sum():item() > 0)
+    assert(m:state_dict()["film.weight"] ~= nil)
+    raises_here(function() ember.models.CrossAttentionVLM({ condition = true }) end,
+      "config.condition is for stem = \"conv\"")
+    raises_here(function() ember.models.CrossAttentionVLM({ stem = "conv", condition = "yes" }) end,
+      "config.condition must be a boolean, got yes")
+  end)
+
   it("the image matters: the logits change with the picture", function()
     ember.manual_seed(2)
     local m = ember.models.CrossAttentionVLM({ stem = "conv" }):eval()

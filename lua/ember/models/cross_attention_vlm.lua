@@ -77,7 +77,7 @@ end
 local DEFAULTS = {
   d_model = 64, heads = 4, pixel_dim = 32, fourier = 4, image_layers = 2, cross_layers = 2, ffn = 128,
   dropout = 0.0, slots = "colour", compete = false, window = 0, relative = false, attention = "standard",
-  stem = "pixels",
+  stem = "pixels", condition = false,
 }
 local OPTIONAL = { "attention_dropout", "attention_options", "distance_slopes", "subject_slopes", "image_size",
                    "n_objects", "object_rgb", "object_size", "n_question_tokens", "n_answers", "stem_channels" }
@@ -135,6 +135,12 @@ local function check_config(cfg)
     o.stem_channels = ch
   elseif o.stem_channels ~= nil then
     raise("CrossAttentionVLM: config.stem_channels is for stem = \"conv\"")
+  end
+  if type(o.condition) ~= "boolean" then
+    raise("CrossAttentionVLM: config.condition must be a boolean, got %s", tostring(o.condition))
+  end
+  if o.condition and o.stem ~= "conv" then
+    raise("CrossAttentionVLM: config.condition is for stem = \"conv\" (the pixel stem starts each question from its subject)")
   end
   if o.slots ~= "colour" and o.slots ~= "learned" then
     raise("CrossAttentionVLM: config.slots must be \"colour\" or \"learned\", got %s", tostring(o.slots))
@@ -229,6 +235,11 @@ local function conv_stem(self, o)
   self:register_buffer("token_pos", ember.cat({cxy, fourier(cxy, o.fourier)}, 2), false) -- [N, 2 + 4F]
   self.cells, self.cell_step = side, step
   self:add_module("token_embed", nn.Linear(c_in + 2 + 4 * o.fourier, o.d_model))
+  -- condition = true: the question (its kind's and colour's embeddings,
+  -- summed) scales and shifts every image token (FiLM, Perez et al. 2018)
+  -- before the image layers, so they see the image as the question asks
+  -- about it (1 + gamma, beta: a zero projection would change nothing)
+  if o.condition then self:add_module("film", nn.Linear(o.d_model, 2 * o.d_model)) end
 end
 
 --- Builds the model.
@@ -240,7 +251,8 @@ end
 -- or "learned"), `compete` (false), `window` (0), `relative` (false),
 -- `distance_slopes` and `subject_slopes` (one number per head, or nil for
 -- no bias); `stem` ("pixels", or "conv": then `stem_channels`, default
--- {24, 24, 24, 24}, and none of pixel_dim, slots, compete, window,
+-- {24, 24, 24, 24}, `condition` (false: true modulates the image tokens
+-- by the question, FiLM), and none of pixel_dim, slots, compete, window,
 -- relative, distance_slopes, subject_slopes); the scene's `image_size`,
 -- `n_objects`, `object_rgb`, `object_size`, `n_question_tokens`,
 -- `n_answers` (ember.data.sort_of_clevr's)
@@ -375,8 +387,11 @@ end
 
 --- The image tokens of the conv stem (stem = "conv").
 -- @tparam Tensor img [B, 3, image_size, image_size], values in [0, 1]
--- @treturn Tensor the tokens after the image layers [B, N, d_model], N the last feature map's cells (row-major)
-function VLM:encode_conv(img)
+-- @tparam[opt] Tensor questions [B, Q, 2] (config.condition: each image's tokens are made once per
+-- question, modulated by it)
+-- @treturn Tensor the tokens after the image layers [B, N, d_model] ([B*Q, N, d_model] with
+-- questions), N the last feature map's cells (row-major)
+function VLM:encode_conv(img, questions)
   local B, S = img:size(1), self.grid
   local f = self.stem(ember.cat({img, self.pixel_xy:expand(B, 2, S, S)}, 2))  -- [B, C, g, g]
   local C, N = f:size(2), f:size(3) * f:size(4)
@@ -384,6 +399,12 @@ function VLM:encode_conv(img)
   -- (float32: under bf16 autocast the convolutions' output is bfloat16)
   local tok = ember.cat({f:reshape(B, C, N):transpose(2, 3):float(), pos:view(1, N, pos:size(2)):expand(B, N, pos:size(2))}, 3)
   tok = self.token_embed(tok)
+  if self.film and questions then
+    local Q, d = questions:size(2), tok:size(3)
+    local e = self.q_embed(questions:reshape(B * Q, 2))                       -- [B*Q, 2, d]
+    local gb = self.film(e:sum(2, true))                                      -- [B*Q, 1, 2d]
+    tok = tok:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d) * (gb:narrow(3, 1, d) + 1) + gb:narrow(3, d + 1, d)
+  end
   for i = 1, self.n_img do tok = self["img" .. i](tok) end
   return self.img_norm(tok)
 end
@@ -423,10 +444,12 @@ function VLM:forward(img, questions, need_weights)
   local K = self.n_objects
   local B, Q = questions:size(1), questions:size(2)
   local mem, obj, mask, at, pos
-  if self.conv_stem then mem = self:encode_conv(img) else mem, obj, mask, at, pos = self:encode_image(img) end
-  local N, d = mem:size(2), mem:size(3)
-  mem = mem:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d) -- each question sees its image
   local colour = questions:select(3, 2)                                       -- [B, Q]
+  if self.conv_stem then mem = self:encode_conv(img, questions) else mem, obj, mask, at, pos = self:encode_image(img) end
+  local N, d = mem:size(2), mem:size(3)
+  if mem:size(1) == B then -- each question sees its image (conditioned tokens already are per question)
+    mem = mem:unsqueeze(2):expand(B, Q, N, d):reshape(B * Q, N, d)
+  end
   local kind = self.q_embed(questions:select(3, 1):reshape(B * Q, 1))        -- [B*Q, 1, d]
   if self.conv_stem then
     -- the colour token is the colour's embedding: finding its object is learned
