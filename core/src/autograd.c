@@ -297,12 +297,14 @@ static em_status em__run_node(em_node *n, em__nodelist *ready) {
       s = em_error(EM_ERR_AUTOGRAD,
                    "backward: the graph through '%s' was already freed by an earlier backward(); "
                    "call backward with retain_graph=true to go through it twice", n->op->name);
-    else if (em__prof_is_on()) {
-      em__prof_backward_begin(n->op->name);
-      s = n->op->backward(n, n->pending_grad, grads);
-      em__prof_backward_end();
-    } else {
-      s = n->op->backward(n, n->pending_grad, grads);
+    else {
+      const bool prof = em__prof_is_on();
+      if (prof) em__prof_backward_begin(n->op->name);
+      bool routed = false; /* a piece of a tensor, added straight into its gradient */
+      if (n->n_inputs == 1 && n->needs_grad[0] && n->edges[0].fn && !n->edges[0].leaf)
+        s = em__region_accumulate(n, n->pending_grad, &n->edges[0].fn->pending_grad, &routed);
+      if (s == EM_OK && !routed) s = n->op->backward(n, n->pending_grad, grads);
+      if (prof) em__prof_backward_end();
     }
   }
   for (int i = 0; i < n->n_inputs; i++) {

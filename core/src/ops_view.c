@@ -229,23 +229,28 @@ em_status em_transpose(em_tensor **out, em_tensor *x, int d0, int d1) {
 
 typedef struct { int dim; int64_t start, step; bool drop; } region_ctx;
 
-static em_status region_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+/* gy into the region of z (shaped like the input) that the forward
+** selected: copied, or added when `add`. */
+static em_status region_put(const em_node *n, em_tensor *z, em_tensor *gy, bool add) {
   const region_ctx *c = n->ctx;
-  em_tensor *z, *part = NULL, *g = gy;
-  em_status s;
-  EM_TRY(em_zeros(&z, n->in_ndim[0], n->in_shape[0], gy->dtype, gy->device));
-  int64_t len = c->drop ? 1 : gy->shape[c->dim];
-  /* The region of z that the forward selected. */
+  em_tensor *part = NULL, *g = gy;
   int64_t sh[EM_MAX_DIMS], st[EM_MAX_DIMS];
   memcpy(sh, z->shape, sizeof sh);
   memcpy(st, z->stride, sizeof st);
-  sh[c->dim] = len;
+  sh[c->dim] = c->drop ? 1 : gy->shape[c->dim];
   st[c->dim] *= c->step;
-  s = em__alias(&part, z, z->ndim, sh, st, c->start * z->stride[c->dim]);
+  em_status s = em__alias(&part, z, z->ndim, sh, st, z->offset + c->start * z->stride[c->dim]);
   if (s == EM_OK && c->drop) s = em_unsqueeze(&g, gy, c->dim);
-  if (s == EM_OK) s = em_copy_(part, g);
+  if (s == EM_OK) s = add ? em_add_(part, g, 1.0) : em_copy_(part, g);
   if (g != gy) em_release(g);
   em_release(part);
+  return s;
+}
+
+static em_status region_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *z;
+  EM_TRY(em_zeros(&z, n->in_ndim[0], n->in_shape[0], gy->dtype, gy->device));
+  em_status s = region_put(n, z, gy, false);
   if (s != EM_OK) {
     em_release(z);
     return s;
@@ -256,6 +261,28 @@ static em_status region_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
 static const em_opdef NARROW_OP = {"narrow", region_backward, free};
 static const em_opdef SELECT_OP = {"select", region_backward, free};
 static const em_opdef SLICE_OP = {"slice", region_backward, free};
+
+/* For the backward engine: when node n is a narrow, select or slice and
+** its input's gradient so far (*acc) is a contiguous tensor nothing else
+** holds, n's output gradient is added into acc's region in place (*done).
+** Pieces of one tensor -- chunk and split, a fused q/k/v projection cut in
+** three -- then cost their own size each, not a zero tensor of the whole
+** and a sum of wholes per piece. The first piece to arrive still makes
+** the zero tensor (region_backward). */
+em_status em__region_accumulate(em_node *n, em_tensor *gy, em_tensor **acc, bool *done) {
+  *done = false;
+  em_tensor *a = *acc;
+  if (n->op != &NARROW_OP && n->op != &SELECT_OP && n->op != &SLICE_OP) return EM_OK;
+  if (!a || !n->ctx || a->refcount != 1 || a->storage->refcount != 1 || !em_is_contiguous(a) ||
+      a->dtype != gy->dtype || a->device.backend != gy->device.backend || a->device.index != gy->device.index ||
+      a->ndim != n->in_ndim[0])
+    return EM_OK;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != n->in_shape[0][d]) return EM_OK;
+  EM_TRY(region_put(n, a, gy, true));
+  *done = true;
+  return EM_OK;
+}
 
 static em_status region(em_tensor **out, em_tensor *x, const em_opdef *op, int d, int64_t start,
                         int64_t len, int64_t step, bool drop) {

@@ -63,6 +63,47 @@ describe("backward", function()
   end)
 end)
 
+describe("backward through pieces of one tensor", function()
+  -- narrow, select, slice, chunk and split: each piece's gradient goes into
+  -- its region of the whole's (added in place once the whole has one)
+  local function close(a, b) return (a:double() - b:double()):abs():max():item() < 1e-12 end
+
+  it("chunk, split, narrow, select and slice pieces of a non-leaf sum into its gradient", function()
+    local x = ember.randn(4, 6, { dtype = "float64" }):requires_grad_()
+    local y = x * 2 -- not a leaf: the pieces' gradients meet in y's pending gradient
+    local a, b, c = table.unpack(y:chunk(3, 2))
+    local p, q = table.unpack(y:split(3, 2))
+    local loss = (a * 1 + b * 2 + c * 3):sum() + (p * 10):sum() + (q * q):sum()
+      + y:narrow(1, 2, 2):sum() * 100 + y:narrow(1, 3, 2):sum() * 1000 -- overlapping rows 3
+      + y:select(2, 6):sum() * 7 + y:slice(2, 1, 6, 2):sum() * 5
+    loss:backward()
+    -- the same gradient written out: d loss / d y, then times 2
+    local dy = ember.zeros(4, 6, { dtype = "float64" })
+    local yd = (x * 2):detach()
+    for i = 1, 4 do
+      for j = 1, 6 do
+        local g = (j <= 2 and 1 or j <= 4 and 2 or 3) + (j <= 3 and 10 or 2 * yd[i][j]:item())
+        if i == 2 or i == 3 then g = g + 100 end
+        if i == 3 or i == 4 then g = g + 1000 end
+        if j == 6 then g = g + 7 end
+        if j % 2 == 1 then g = g + 5 end
+        dy[i][j] = g
+      end
+    end
+    assert.is_true(close(x.grad, dy * 2))
+  end)
+
+  it("a piece whose whole is also used as a whole, and a shared gradient, stay right", function()
+    local x = ember.randn(3, 4, { dtype = "float64" }):requires_grad_()
+    local y = x + 0
+    local z = y + y -- add's backward hands the same gradient to both of its inputs
+    local loss = (z:narrow(2, 1, 2) * 3):sum() + z:sum() + (y:narrow(2, 3, 2) * 5):sum()
+    loss:backward()
+    local want = ember.tensor({ { 8, 8, 7, 7 }, { 8, 8, 7, 7 }, { 8, 8, 7, 7 } }, { dtype = "float64" })
+    assert.is_true(close(x.grad, want))
+  end)
+end)
+
 describe("grad mode", function()
   it("no_grad runs a function without recording and returns its results", function()
     local x = ember.ones(2, { requires_grad = true })
