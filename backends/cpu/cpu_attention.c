@@ -492,7 +492,8 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.x_diag_bias = -1, c.x_diag_sub = false;
   if (a->score_mod) {
     const em_xins *ins = a->score_mod->ins, *o = &ins[a->score_mod->out[0]];
-    const bool s0 = ins[o->arg[0]].op == EM_XOP_S, s1 = ins[o->arg[1]].op == EM_XOP_S;
+    const bool binary = o->op == EM_XOP_ADD || o->op == EM_XOP_SUB; /* only then is arg[1] an operand */
+    const bool s0 = binary && ins[o->arg[0]].op == EM_XOP_S, s1 = binary && ins[o->arg[1]].op == EM_XOP_S;
     if ((o->op == EM_XOP_ADD && (s0 || s1)) || (o->op == EM_XOP_SUB && s0 && !s1)) {
       c.x_diag_bias = xh[CPU_XJIT_SCORE].slot[s0 ? o->arg[1] : o->arg[0]];
       c.x_diag_sub = o->op == EM_XOP_SUB;
