@@ -52,7 +52,7 @@ function M.pack(seqs, len, opts)
       end
       s = s:totable()
     end
-    if type(s) ~= "table" then errors.raise("data.pack: sequence %d must be a list of ids or a 1-D integer tensor, got %s", i, type(s)) end
+    if type(s) ~= "table" then errors.raise("data.pack: sequence %d must be a list of ids or a 1-D int64 tensor, got %s", i, type(s)) end
     local n, at = #s, 1
     if n > 0 and (not cur or #cur.tokens + math.min(n, len) > len) then new_row() end
     while at <= n do
