@@ -42,8 +42,12 @@
 -- non-relational answer goes past 98%, count to 100%. closest and
 -- furthest -- which object is nearest to another -- stay at 65-74%, so
 -- relational accuracy is 80.5% after 27 minutes: the issue's 94%
--- (Relation Networks from pixels) is not reached. Runs that did not do
--- better:
+-- (Relation Networks from pixels) is not reached at 30 minutes. A longer
+-- run, --epochs 60 (the same recipe stretched), 1 thread beside other jobs:
+-- 84.5% relational at epoch 32, 88.4% at 44, 89.0% at the end (3283 s of
+-- training, 2265 CPU s): closest 73.2%, furthest 93.2%, count 100%,
+-- non-relational 99.05%. Still short of 94%; closest is what is left.
+-- Runs that did not do better:
 --   lr 3e-3 (the earlier default), 20 of 60 epochs: 56.9% relational,
 --     54.7% non-relational, left/top at chance (775 s); 10 epochs of
 --     another lr 3e-3 run: 68.5% / 56.5%.
