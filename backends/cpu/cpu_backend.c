@@ -279,18 +279,17 @@ static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
 /* The instruction set our own loops run here, by group: the loops marked
 ** CPU_VECTOR_CLONES_512 pick their AVX-512 build on a CPU with AVX-512F,
-** those marked CPU_VECTOR_CLONES their AVX2 one, and the unary ops'
-** forward loops are built for the baseline only (GCC's ifunc resolver
+** those marked CPU_VECTOR_CLONES their AVX2 one (GCC's ifunc resolver
 ** picks each clone by cpuid, as __builtin_cpu_supports does). Keep the
 ** groups in step with those markers. */
 static const char *cpu_own_isa(char *buf, size_t n) {
   const char *v256 = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
   const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f" : v256;
   if (v512 == v256)
-    snprintf(buf, n, "%s (x86-64 for the unary ops but GELU)", v256);
+    snprintf(buf, n, "%s", v256);
   else
-    snprintf(buf, n, "%s (softmax, layer norm, cross entropy, binary ops, sums, GELU, attention "
-             "rows, optimizers), %s (casts, dropout, unary derivatives), x86-64 (other unary ops)",
+    snprintf(buf, n, "%s (softmax, layer norm, cross entropy, binary ops, sums, unary ops and their "
+             "derivatives, attention rows, optimizers), %s (casts, dropout)",
              v512, v256);
   return buf;
 }

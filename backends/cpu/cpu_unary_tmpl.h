@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) void FN(un_run)(char **p, const int
 ** cpu_unary.c maps m_exp ... to <tgmath.h>'s type-generic functions. */
 #include "ember_unary_rules.h"
 
-static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx *c) {
+CPU_VECTOR_CLONES_512 static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx *c) {
   const ACC a = (ACC)c->alpha, b = (ACC)c->beta;
   switch (c->op) {
     case EM_NEG: FN(un_run)(p, s, n, FN(u_neg), a, b); return;
@@ -79,19 +79,24 @@ static void FN(unary_ops)(char **p, const int64_t *s, int64_t n, const unary_ctx
 ** ember_unary_rules.h); all arrays contiguous, x or y NULL when the op
 ** does not read it. */
 
+/* One loop per combination of the operands present: a test of X or Y
+** inside the loop is control flow, which keeps GCC from vectorising it. */
 static inline __attribute__((always_inline)) void FN(grad_run)(
     int64_t lo, int64_t hi, T *GX, const T *GY, const T *X, const T *Y,
     ACC (*f)(ACC, ACC, ACC, ACC, ACC), ACC a, ACC b) {
-  for (int64_t i = lo; i < hi; i++) {
-    const ACC x = X ? LD(X[i]) : K(0);
-    const ACC y = Y ? LD(Y[i]) : K(0);
-    GX[i] = ST(f(LD(GY[i]), x, y, a, b));
-  }
+  if (X && Y)
+    for (int64_t i = lo; i < hi; i++) GX[i] = ST(f(LD(GY[i]), LD(X[i]), LD(Y[i]), a, b));
+  else if (X)
+    for (int64_t i = lo; i < hi; i++) GX[i] = ST(f(LD(GY[i]), LD(X[i]), K(0), a, b));
+  else if (Y)
+    for (int64_t i = lo; i < hi; i++) GX[i] = ST(f(LD(GY[i]), K(0), LD(Y[i]), a, b));
+  else
+    for (int64_t i = lo; i < hi; i++) GX[i] = ST(f(LD(GY[i]), K(0), K(0), a, b));
 }
 
 /* Elements [lo, hi) of op's derivative: a vector clone, with f inlined
 ** into each case's loop (see CPU_FOR_RANGES). */
-CPU_VECTOR_CLONES static void FN(grad_range)(em_unary_op op, int64_t lo, int64_t hi, T *gx,
+CPU_VECTOR_CLONES_512 static void FN(grad_range)(em_unary_op op, int64_t lo, int64_t hi, T *gx,
                                              const T *gy, const T *x, const T *y, ACC a, ACC b) {
 #define GRAD_CASE(OP, F) \
   case OP: FN(grad_run)(lo, hi, gx, gy, x, y, FN(F), a, b); break;

@@ -21,6 +21,31 @@
 ** program's loop with a log left out of line did not vectorise). */
 #define CPU_VMATH_INLINE static inline __attribute__((always_inline))
 
+/* e^r (= e^x 2^-n) for x = n ln2 + r, |r| <= ln2/2: the reduction and the
+** polynomial that cpu_exp_f32 and cpu_exp_any_f32 share; *n gets n. */
+CPU_VMATH_INLINE float cpu_exp_reduced_f32(float xc, float *n_out) {
+  /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  /* ln2 split in two so that n * ln2_hi is exact */
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  *n_out = n;
+  return y * (r * r) + r + 1.0f;
+}
+
+/* 2^n for an integral float n in [-126, 127], from the exponent bits. */
+CPU_VMATH_INLINE float cpu_pow2i_f32(float n) {
+  const int32_t bits = ((int32_t)n + 127) << 23;
+  float p;
+  memcpy(&p, &bits, sizeof p);
+  return p;
+}
+
 /* e^x for float32 in straight-line code (libm's expf is a call per
 ** element): Cephes' expf, within 2 ulp of the true value. x = n ln2 + r
 ** with |r| <= ln2/2, exp(r) by a degree-7 polynomial, 2^n by building the
@@ -30,21 +55,26 @@ CPU_VMATH_INLINE float cpu_exp_f32(float x) {
   const float lo = -87.3365447505f, hi = 88.0f;
   float xc = x > lo ? x : lo; /* NaN becomes lo here (no float->int UB below) */
   xc = xc < hi ? xc : hi;
-  /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  /* ln2 split in two so that n * ln2_hi is exact */
-  float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
-  float pow2n;
-  memcpy(&pow2n, &bits, sizeof pow2n);
-  return x < lo ? 0.0f : (x == x ? y * pow2n : x); /* NaN stays NaN */
+  float n;
+  const float y = cpu_exp_reduced_f32(xc, &n);
+  return x < lo ? 0.0f : (x == x ? y * cpu_pow2i_f32(n) : x); /* NaN stays NaN */
+}
+
+/* e^x over the whole float range, for the unary ops (exp, sigmoid, SiLU,
+** ELU), whose inputs may be large: the same reduction and polynomial
+** (within 2 ulp), with 2^n built as two factors so that n runs from -150
+** to 128: above ln(FLT_MAX) = 88.72 the product overflows to +inf, and
+** below -87.3 it falls through the subnormals to 0, as expf does (where
+** cpu_exp_f32 clamps at 88 and flushes below -87.3). */
+CPU_VMATH_INLINE float cpu_exp_any_f32(float x) {
+  const float lo = -104.0f, hi = 89.0f; /* e^-104 < FLT_TRUE_MIN / 2, e^89 > FLT_MAX */
+  float xc = x > lo ? x : lo;           /* NaN becomes lo, as above */
+  xc = xc < hi ? xc : hi;
+  float n;
+  const float y = cpu_exp_reduced_f32(xc, &n);
+  const float n1 = (float)((int32_t)n >> 1); /* floor(n / 2): both halves in range */
+  const float r = y * cpu_pow2i_f32(n1) * cpu_pow2i_f32(n - n1);
+  return x == x ? r : x;
 }
 
 /* tanh x for float32 in straight-line code: a rational minimax form,

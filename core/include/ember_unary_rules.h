@@ -45,9 +45,12 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #endif
 
-/* Numerically stable logistic function. */
+/* Numerically stable logistic function: e = e^-|x| is in (0, 1], so
+** neither side overflows, and one exponential serves both (a select, not
+** a branch, so the CPU's loops vectorise). */
 EM_UR_FN ACC FN(em_sigmoid)(ACC x) {
-  return x >= 0 ? EM_UR_K(1) / (EM_UR_K(1) + m_exp(-x)) : m_exp(x) / (EM_UR_K(1) + m_exp(x));
+  const ACC e = m_exp(-m_fabs(x));
+  return x >= 0 ? EM_UR_K(1) / (EM_UR_K(1) + e) : e / (EM_UR_K(1) + e);
 }
 
 /* ---- ops ---- */

@@ -7,6 +7,9 @@
 ** the harness.
 */
 #include "backend_cpu.h"
+#include "ember_bf16.h"
+
+#include <float.h>
 
 #include <time.h>
 
@@ -457,6 +460,88 @@ static void test_gelu_f32(void) {
   free(gx);
 }
 
+/* exp, sigmoid, SiLU, ELU and tanh in float32 run cpu_vmath.h's
+** straight-line exp and tanh (so that their loops vectorise) instead of
+** libm's: over the whole float range, on a long contiguous run (the
+** vector clone), against double: exp within 4 ulp where the result is
+** normal, +inf past ln(FLT_MAX), subnormal and then 0 below -87.3; the
+** others within their stated bounds; NaN and the infinities as libm. */
+static void test_exp_family_f32(void) {
+  enum { N = 20001 };
+  float *x = xmalloc(N * 4), *y = xmalloc(N * 4), *gy = xmalloc(N * 4), *gx = xmalloc(N * 4);
+  int64_t sh[1] = {N};
+  em_kview vy = kv(y, EM_F32, 1, sh), vx = kv(x, EM_F32, 1, sh);
+  for (int i = 0; i < N; i++) x[i] = -110.0f + 205.0f * (float)i / (N - 1), gy[i] = 1.0f;
+  check(be->unary(0, EM_EXP, &vy, &vx, 0, 0) == EM_OK, "exp f32 over [-110, 95]");
+  double worst = 0;
+  int bad_inf = 0, bad_tiny = 0;
+  for (int i = 0; i < N; i++) {
+    const double want = exp((double)x[i]);
+    if (want > FLT_MAX) bad_inf += y[i] != INFINITY;
+    else if (want < FLT_MIN) bad_tiny += !(fabs(y[i] - want) <= 2 * 1.4e-45);
+    else if (fabs(y[i] - want) / want > worst) worst = fabs(y[i] - want) / want;
+  }
+  check(worst < 4.8e-7 && bad_inf == 0 && bad_tiny == 0,
+        "exp f32: relative error %.2e < 4 ulp; %d not +inf past ln(FLT_MAX), %d subnormals off", worst,
+        bad_inf, bad_tiny);
+  /* sigmoid, SiLU and their derivatives over [-100, 100], tanh over [-12, 12] */
+  for (int i = 0; i < N; i++) x[i] = -100.0f + 200.0f * (float)i / (N - 1);
+  const em_unary_op ops[3] = {EM_SIGMOID, EM_SILU, EM_TANH};
+  for (int k = 0; k < 3; k++) {
+    const em_unary_op op = ops[k];
+    const float span = op == EM_TANH ? 12.0f : 100.0f;
+    for (int i = 0; i < N; i++) x[i] = -span + 2 * span * (float)i / (N - 1);
+    check(be->unary(0, op, &vy, &vx, 0, 0) == EM_OK &&
+              be->unary_backward(0, op, EM_F32, N, gx, gy, x, y, 0, 0) == EM_OK,
+          "%s f32 and its derivative", em_kernel_unary_name(op));
+    double wy = 0, wg = 0;
+    for (int i = 0; i < N; i++) {
+      const double xi = x[i], sg = 1 / (1 + exp(-xi)), t = tanh(xi);
+      const double want = op == EM_SIGMOID ? sg : op == EM_SILU ? xi * sg : t;
+      const double wgrad = op == EM_SIGMOID ? sg * (1 - sg) : op == EM_SILU ? sg * (1 + xi * (1 - sg)) : 1 - t * t;
+      /* relative where e^-|x| is normal (below -87.3 it is subnormal and
+      ** carries fewer bits, in libm's expf too), absolute for tanh */
+      const double ey = op == EM_TANH ? fabs(y[i] - want)
+                        : exp(-fabs(xi)) < FLT_MIN ? fabs(y[i] - want)
+                                                   : fabs(y[i] - want) / fabs(want);
+      if (ey > wy) wy = ey;
+      if (fabs(gx[i] - wgrad) > wg) wg = fabs(gx[i] - wgrad);
+    }
+    check(wy < (op == EM_TANH ? 3e-7 : 1e-6) && wg < 2e-6, "%s f32: error %.2e, derivative's %.2e",
+          em_kernel_unary_name(op), wy, wg);
+  }
+  float sx[5] = {NAN, INFINITY, -INFINITY, 0.0f, 89.0f}, sy[5];
+  int64_t s5[1] = {5};
+  em_kview vsy = kv(sy, EM_F32, 1, s5), vsx = kv(sx, EM_F32, 1, s5);
+  check(be->unary(0, EM_EXP, &vsy, &vsx, 0, 0) == EM_OK && isnan(sy[0]) && sy[1] == INFINITY &&
+            sy[2] == 0 && sy[3] == 1 && sy[4] == INFINITY,
+        "exp f32: NaN -> NaN, inf -> inf, -inf -> 0, 0 -> 1, 89 -> inf");
+  check(be->unary(0, EM_SIGMOID, &vsy, &vsx, 0, 0) == EM_OK && isnan(sy[0]) && sy[1] == 1 &&
+            sy[2] == 0 && sy[3] == 0.5f && sy[4] == 1,
+        "sigmoid f32: NaN -> NaN, inf -> 1, -inf -> 0, 0 -> 1/2");
+  check(be->unary(0, EM_TANH, &vsy, &vsx, 0, 0) == EM_OK && isnan(sy[0]) && sy[1] == 1 &&
+            sy[2] == -1 && sy[3] == 0 && sy[4] == 1,
+        "tanh f32: NaN -> NaN, +-inf -> +-1, 0 -> 0");
+  /* bfloat16 GELU and its derivative compute in float32: one rounding of
+  ** the float32 kernel's result */
+  uint16_t *bx = xmalloc(N * 2), *by = xmalloc(N * 2), *bg = xmalloc(N * 2), *bgx = xmalloc(N * 2);
+  for (int i = 0; i < N; i++) {
+    bx[i] = em_f32_to_bf16(-8.0f + 16.0f * (float)i / (N - 1));
+    x[i] = em_bf16_to_f32(bx[i]);
+    bg[i] = em_f32_to_bf16(1.0f);
+  }
+  em_kview vby = kv(by, EM_BF16, 1, sh), vbx = kv(bx, EM_BF16, 1, sh);
+  check(be->unary(0, EM_GELU, &vby, &vbx, 0, 0) == EM_OK && be->unary(0, EM_GELU, &vy, &vx, 0, 0) == EM_OK &&
+            be->unary_backward(0, EM_GELU, EM_BF16, N, bgx, bg, bx, by, 0, 0) == EM_OK &&
+            be->unary_backward(0, EM_GELU, EM_F32, N, gx, gy, x, y, 0, 0) == EM_OK,
+        "gelu bf16 and f32");
+  int differ = 0;
+  for (int i = 0; i < N; i++) differ += by[i] != em_f32_to_bf16(y[i]) || bgx[i] != em_f32_to_bf16(gx[i]);
+  check(differ == 0, "gelu bf16 is the float32 kernel rounded once (%d of %d differ)", differ, N);
+  free(bx), free(by), free(bg), free(bgx);
+  free(x), free(y), free(gy), free(gx);
+}
+
 /* ---- speed (informational) ---- */
 
 static void time_small_add(void) {
@@ -483,6 +568,7 @@ int main(int argc, char **argv) {
   test_binary();
   test_unary();
   test_gelu_f32();
+  test_exp_family_f32();
   time_small_add();
   return backend_cpu_done(h);
 }
