@@ -382,6 +382,8 @@ static const em_backend cpu_backend = {
   .conv2d = cpu_conv2d,
   .conv2d_backward = cpu_conv2d_backward,
   .attention_grouped_kv = true,
+  .rms_norm = cpu_rms_norm,
+  .rms_norm_backward = cpu_rms_norm_backward,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -154,32 +154,33 @@ em_status cpu_softmax_backward_bf16(void *gx, const void *gy, const void *y, int
 }
 
 /* mean and rstd are float32 for bfloat16 inputs (the core's stat dtype). */
-em_status cpu_layer_norm_bf16(void *y, void *mean, void *rstd, const void *xin, const void *w,
-                              const void *b, int64_t rows, int64_t n, double eps) {
+em_status cpu_norm_bf16(const char *kernel, void *y, void *mean, void *rstd, const void *xin,
+                        const void *w, const void *b, int64_t rows, int64_t n, double eps,
+                        bool centred) {
   bf_scratch sc = {0};
   float *x = NULL, *wf = NULL, *bf = NULL, *yf = NULL;
-  em_status s = widen(&sc, "layer_norm", xin, rows * n, &x);
-  if (!s) s = widen(&sc, "layer_norm", w, n, &wf);
-  if (!s) s = widen(&sc, "layer_norm", b, n, &bf);
-  if (!s) s = scratch(&sc, "layer_norm", y, rows * n, &yf);
-  if (!s) s = cpu_layer_norm(0, EM_F32, yf, mean, rstd, x, wf, bf, rows, n, eps);
+  em_status s = widen(&sc, kernel, xin, rows * n, &x);
+  if (!s) s = widen(&sc, kernel, w, n, &wf);
+  if (!s) s = widen(&sc, kernel, b, n, &bf);
+  if (!s) s = scratch(&sc, kernel, y, rows * n, &yf);
+  if (!s) s = cpu_norm(kernel, EM_F32, yf, mean, rstd, x, wf, bf, rows, n, eps, centred);
   if (!s) narrow(y, yf, rows * n);
   return release(&sc, s);
 }
 
-em_status cpu_layer_norm_backward_bf16(void *dx, void *dw, void *db, const void *dy,
-                                       const void *xin, const void *mean, const void *rstd,
-                                       const void *w, int64_t rows, int64_t n) {
+em_status cpu_norm_backward_bf16(const char *kernel, void *dx, void *dw, void *db, const void *dy,
+                                 const void *xin, const void *mean, const void *rstd,
+                                 const void *w, int64_t rows, int64_t n) {
   bf_scratch sc = {0};
   float *g = NULL, *x = NULL, *wf = NULL, *dxf = NULL, *dwf = NULL, *dbf = NULL;
-  em_status s = widen(&sc, "layer_norm_backward", dy, rows * n, &g);
-  if (!s) s = widen(&sc, "layer_norm_backward", xin, rows * n, &x);
-  if (!s) s = widen(&sc, "layer_norm_backward", w, n, &wf);
-  if (!s) s = scratch(&sc, "layer_norm_backward", dx, rows * n, &dxf);
+  em_status s = widen(&sc, kernel, dy, rows * n, &g);
+  if (!s) s = widen(&sc, kernel, xin, rows * n, &x);
+  if (!s) s = widen(&sc, kernel, w, n, &wf);
+  if (!s) s = scratch(&sc, kernel, dx, rows * n, &dxf);
   /* widened, not fresh: the kernel may add into dw and db */
-  if (!s) s = widen(&sc, "layer_norm_backward", dw, n, &dwf);
-  if (!s) s = widen(&sc, "layer_norm_backward", db, n, &dbf);
-  if (!s) s = cpu_layer_norm_backward(0, EM_F32, dxf, dwf, dbf, g, x, mean, rstd, wf, rows, n);
+  if (!s) s = widen(&sc, kernel, dw, n, &dwf);
+  if (!s) s = widen(&sc, kernel, db, n, &dbf);
+  if (!s) s = cpu_norm_backward(kernel, EM_F32, dxf, dwf, dbf, g, x, mean, rstd, wf, rows, n);
   if (!s) {
     narrow(dx, dxf, rows * n);
     narrow(dw, dwf, n);

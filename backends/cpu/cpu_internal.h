@@ -201,11 +201,13 @@ em_status cpu_reduce_bf16(em_reduce_op op, void *out, int64_t *idx, const void *
 em_status cpu_softmax_bf16(void *out, const void *x, int64_t rows, int64_t n, bool log);
 em_status cpu_softmax_backward_bf16(void *gx, const void *gy, const void *y, int64_t rows,
                                     int64_t n, bool log);
-em_status cpu_layer_norm_bf16(void *y, void *mean, void *rstd, const void *x, const void *w,
-                              const void *b, int64_t rows, int64_t n, double eps);
-em_status cpu_layer_norm_backward_bf16(void *dx, void *dw, void *db, const void *dy,
-                                       const void *x, const void *mean, const void *rstd,
-                                       const void *w, int64_t rows, int64_t n);
+/* cpu_norm and cpu_norm_backward on a float32 copy */
+em_status cpu_norm_bf16(const char *kernel, void *y, void *mean, void *rstd, const void *x,
+                        const void *w, const void *b, int64_t rows, int64_t n, double eps,
+                        bool centred);
+em_status cpu_norm_backward_bf16(const char *kernel, void *dx, void *dw, void *db, const void *dy,
+                                 const void *x, const void *mean, const void *rstd,
+                                 const void *w, int64_t rows, int64_t n);
 em_status cpu_cross_entropy_bf16(void *loss, void *lse, const void *logits,
                                  const int64_t *target, int64_t rows, int64_t classes,
                                  int64_t ignore_index, double smoothing);
@@ -259,6 +261,18 @@ em_status cpu_layer_norm(int device, em_dtype dt, void *y, void *mean, void *rst
 em_status cpu_layer_norm_backward(int device, em_dtype dt, void *dx, void *dw, void *db,
                                   const void *dy, const void *x, const void *mean,
                                   const void *rstd, const void *w, int64_t rows, int64_t n);
+em_status cpu_rms_norm(int device, em_dtype dt, void *y, void *rstd, const void *x, const void *w,
+                       int64_t rows, int64_t n, double eps);
+em_status cpu_rms_norm_backward(int device, em_dtype dt, void *dx, void *dw, const void *dy,
+                                const void *x, const void *rstd, const void *w, int64_t rows,
+                                int64_t n);
+/* Layer norm, or RMS norm with centred false (mean and b NULL). */
+em_status cpu_norm(const char *kernel, em_dtype dt, void *y, void *mean, void *rstd, const void *x,
+                   const void *w, const void *b, int64_t rows, int64_t n, double eps, bool centred);
+/* cpu_norm's backward: mean NULL (and db NULL) for RMS norm. */
+em_status cpu_norm_backward(const char *kernel, em_dtype dt, void *dx, void *dw, void *db,
+                            const void *dy, const void *x, const void *mean, const void *rstd,
+                            const void *w, int64_t rows, int64_t n);
 
 /* cpu_index.c */
 em_status cpu_index_select(int device, em_dtype dt, void *out, const void *in, const int64_t *idx,

@@ -1,6 +1,6 @@
 /*
-** cpu_softmax_norm.c -- softmax, log_softmax and layer norm over the rows
-** of a contiguous [rows, n] tensor, forward and backward.
+** cpu_softmax_norm.c -- softmax, log_softmax, layer norm and RMS norm over
+** the rows of a contiguous [rows, n] tensor, forward and backward.
 **
 ** softmax subtracts the row max before exp(); log_softmax is x minus the
 ** row's logsumexp; layer norm uses a two-pass variance. The kernels are in
@@ -61,32 +61,58 @@ em_status cpu_softmax_backward(int device, em_dtype dt, void *gx, const void *gy
   return EM_OK;
 }
 
+/* Layer norm, or RMS norm with centred false (mean NULL, b NULL): the
+** kernels of both (ember_backend.h's layer_norm and rms_norm). */
+em_status cpu_norm(const char *kernel, em_dtype dt, void *y, void *mean, void *rstd, const void *x,
+                   const void *w, const void *b, int64_t rows, int64_t n, double eps, bool centred) {
+  em_status s = check_rows(kernel, dt, rows, n);
+  if (s) return s;
+  if (n == 0 && rows > 0) return em_error(EM_ERR_SHAPE, "cpu %s: cannot normalise rows of size 0", kernel);
+  if (!(eps >= 0)) return em_error(EM_ERR_ARG, "cpu %s: eps %g, expected >= 0", kernel, eps);
+  if (dt == EM_BF16) return cpu_norm_bf16(kernel, y, mean, rstd, x, w, b, rows, n, eps, centred);
+  if (dt == EM_F32) layer_norm_f32(y, mean, rstd, x, w, b, rows, n, eps, centred);
+  else layer_norm_f64(y, mean, rstd, x, w, b, rows, n, eps, centred);
+  return EM_OK;
+}
+
+/* The backward of cpu_norm: mean NULL (and db NULL) for RMS norm. */
+em_status cpu_norm_backward(const char *kernel, em_dtype dt, void *dx, void *dw, void *db,
+                            const void *dy, const void *x, const void *mean, const void *rstd,
+                            const void *w, int64_t rows, int64_t n) {
+  em_status s = check_rows(kernel, dt, rows, n);
+  if (s) return s;
+  if (rows > 0 && n > 0 && !rstd)
+    return em_error(EM_ERR_ARG, "cpu %s: needs the forward's rstd, got NULL", kernel);
+  if (dt == EM_BF16) return cpu_norm_backward_bf16(kernel, dx, dw, db, dy, x, mean, rstd, w, rows, n);
+  if (dt == EM_F32) layer_norm_backward_f32(dx, dw, db, dy, x, mean, rstd, w, rows, n);
+  else layer_norm_backward_f64(dx, dw, db, dy, x, mean, rstd, w, rows, n);
+  return EM_OK;
+}
+
 em_status cpu_layer_norm(int device, em_dtype dt, void *y, void *mean, void *rstd, const void *x,
                          const void *w, const void *b, int64_t rows, int64_t n, double eps) {
   (void)device;
-  em_status s = check_rows("layer_norm", dt, rows, n);
-  if (s) return s;
-  if (n == 0 && rows > 0)
-    return em_error(EM_ERR_SHAPE, "cpu layer_norm: cannot normalise rows of size 0");
-  if (!(eps >= 0)) return em_error(EM_ERR_ARG, "cpu layer_norm: eps %g, expected >= 0", eps);
-  if (dt == EM_BF16) return cpu_layer_norm_bf16(y, mean, rstd, x, w, b, rows, n, eps);
-  if (dt == EM_F32) layer_norm_f32(y, mean, rstd, x, w, b, rows, n, eps);
-  else layer_norm_f64(y, mean, rstd, x, w, b, rows, n, eps);
-  return EM_OK;
+  return cpu_norm("layer_norm", dt, y, mean, rstd, x, w, b, rows, n, eps, true);
 }
 
 em_status cpu_layer_norm_backward(int device, em_dtype dt, void *dx, void *dw, void *db,
                                   const void *dy, const void *x, const void *mean,
                                   const void *rstd, const void *w, int64_t rows, int64_t n) {
   (void)device;
-  em_status s = check_rows("layer_norm_backward", dt, rows, n);
-  if (s) return s;
-  if (rows > 0 && n > 0 && (!mean || !rstd))
-    return em_error(EM_ERR_ARG,
-                    "cpu layer_norm_backward: needs the forward's mean and rstd, got NULL");
-  if (dt == EM_BF16)
-    return cpu_layer_norm_backward_bf16(dx, dw, db, dy, x, mean, rstd, w, rows, n);
-  if (dt == EM_F32) layer_norm_backward_f32(dx, dw, db, dy, x, mean, rstd, w, rows, n);
-  else layer_norm_backward_f64(dx, dw, db, dy, x, mean, rstd, w, rows, n);
-  return EM_OK;
+  if (rows > 0 && n > 0 && !mean)
+    return em_error(EM_ERR_ARG, "cpu layer_norm_backward: needs the forward's mean and rstd, got NULL");
+  return cpu_norm_backward("layer_norm_backward", dt, dx, dw, db, dy, x, mean, rstd, w, rows, n);
+}
+
+em_status cpu_rms_norm(int device, em_dtype dt, void *y, void *rstd, const void *x, const void *w,
+                       int64_t rows, int64_t n, double eps) {
+  (void)device;
+  return cpu_norm("rms_norm", dt, y, NULL, rstd, x, w, NULL, rows, n, eps, false);
+}
+
+em_status cpu_rms_norm_backward(int device, em_dtype dt, void *dx, void *dw, const void *dy,
+                                const void *x, const void *rstd, const void *w, int64_t rows,
+                                int64_t n) {
+  (void)device;
+  return cpu_norm_backward("rms_norm_backward", dt, dx, dw, NULL, dy, x, NULL, rstd, w, rows, n);
 }

@@ -48,9 +48,13 @@ static void FN(softmax_backward)(T *gx, const T *gy, const T *y, int64_t rows, i
           FN(softmax_backward_row)(gx + r * n, gy + r * n, y + r * n, n, log_););
 }
 
+/* Layer norm of a row, or with centred false RMS norm (mu = 0: x scaled
+** by 1/sqrt(mean(x^2) + eps), Zhang and Sennrich 2019), which is the same
+** computation without the mean. */
 CPU_VECTOR_CLONES_512 static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr,
-                                                 const T *w, const T *b, int64_t n, double eps) {
-  const double mu = CPU_CAT(cpu_sum, SUF)(xr, n) / (double)n;
+                                                 const T *w, const T *b, int64_t n, double eps,
+                                                 bool centred) {
+  const double mu = centred ? CPU_CAT(cpu_sum, SUF)(xr, n) / (double)n : 0.0;
   /* two passes: the variance never goes negative */
   const double m2 = CPU_CAT(cpu_sqdev, SUF)(xr, n, mu);
   const double rs = 1.0 / sqrt(m2 / (double)n + eps);
@@ -68,16 +72,17 @@ CPU_VECTOR_CLONES_512 static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, co
 }
 
 static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b,
-                           int64_t rows, int64_t n, double eps) {
+                           int64_t rows, int64_t n, double eps, bool centred) {
   CPU_FOR(rows * n > CPU_PAR_MIN, r, rows,
           FN(layer_norm_row)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n,
-                             w, b, n, eps););
+                             w, b, n, eps, centred););
 }
 
 /* With xhat = (x - mean) * rstd and g = dy * w:
-**   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) */
+**   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+** and for RMS norm (centred false, mu = 0) the same without mean(g). */
 CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu,
-                                                    T rs, const T *w, int64_t n) {
+                                                    T rs, const T *w, int64_t n, bool centred) {
   /* both sums in the lanes of cpu_sum (cpu_vmath.h): one order on every clone */
   double asg[CPU_LANES] = {0}, asgx[CPU_LANES] = {0};
   int64_t j = 0;
@@ -94,7 +99,7 @@ CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, co
     sg += (double)g;
     sgx += (double)g * (double)((xr[j] - mu) * rs);
   }
-  const T a = (T)(sg / (double)n), c = (T)(sgx / (double)n);
+  const T a = centred ? (T)(sg / (double)n) : (T)0, c = (T)(sgx / (double)n);
   for (j = 0; j < n; j++) {
     T g = w ? dyr[j] * w[j] : dyr[j];
     dxr[j] = rs * (g - a - (xr[j] - mu) * rs * c);
@@ -103,7 +108,8 @@ CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, co
 
 /* dw = sum over rows of dy * xhat, db = sum over rows of dy, for the
 ** columns [j0, j0 + nb): the block reads its piece of every row, so no two
-** blocks collide and the sums do not depend on the thread count. */
+** blocks collide and the sums do not depend on the thread count. mean is
+** NULL for RMS norm (mu = 0). */
 enum { FN(LN_CB) = 64 };
 static void FN(layer_norm_dwdb_block)(T *dw, T *db, const T *dy, const T *x, const T *mean,
                                       const T *rstd, int64_t rows, int64_t n, int64_t j0,
@@ -112,7 +118,7 @@ static void FN(layer_norm_dwdb_block)(T *dw, T *db, const T *dy, const T *x, con
   for (int64_t j = 0; j < nb; j++) aw[j] = ab[j] = 0;
   for (int64_t r = 0; r < rows; r++) {
     const T *xr = x + r * n + j0, *dyr = dy + r * n + j0;
-    const T mu = mean[r], rs = rstd[r];
+    const T mu = mean ? mean[r] : (T)0, rs = rstd[r];
     for (int64_t j = 0; j < nb; j++) {
       aw[j] += (double)(dyr[j] * ((xr[j] - mu) * rs));
       ab[j] += (double)dyr[j];
@@ -124,11 +130,13 @@ static void FN(layer_norm_dwdb_block)(T *dw, T *db, const T *dy, const T *x, con
   }
 }
 
+/* mean NULL: RMS norm's backward. */
 static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x, const T *mean,
                                     const T *rstd, const T *w, int64_t rows, int64_t n) {
   const bool par = rows * n > CPU_PAR_MIN;
   CPU_FOR(par, r, rows,
-          FN(layer_norm_dx_row)(dx + r * n, dy + r * n, x + r * n, mean[r], rstd[r], w, n););
+          FN(layer_norm_dx_row)(dx + r * n, dy + r * n, x + r * n, mean ? mean[r] : (T)0, rstd[r],
+                                w, n, mean != NULL););
   if (!dw && !db) return;
   const int64_t nblk = (n + FN(LN_CB) - 1) / FN(LN_CB);
   CPU_FOR(par, blk, nblk,

@@ -339,6 +339,11 @@ EM_API em_status em_log_softmax(em_tensor **out, em_tensor *x, int dim);
 /* Normalises over the last `nnorm` dims; weight and bias (shape of those
 ** dims) may be NULL. */
 EM_API em_status em_layer_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight, em_tensor *bias, double eps);
+/* RMS norm over the last `nnorm` dims: x / sqrt(mean(x^2) + eps) * weight
+** (weight may be NULL). Runs in float32 under autocast. EM_ERR_UNSUPPORTED
+** when the backend has no RMS norm kernel (it is optional): the caller
+** composes it then (nn.RMSNorm does). */
+EM_API em_status em_rms_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight, double eps);
 
 /* 2-d convolution (cross-correlation, torch.nn.functional.conv2d) of x
 ** [N, C, H, W] with w [O, C/groups, kh, kw] and bias [O] (may be NULL), on

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 6
+#define EM_BACKEND_ABI_VERSION 7
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -354,6 +354,19 @@ typedef struct em_backend {
   ** query head h reads kv head h / (H / Hkv)); without it, a grouped call
   ** is composed with k and v repeated to H heads. */
   bool attention_grouped_kv;
+
+  /* ---- RMS normalisation (ABI 7) ---- */
+  /* optional: y = x / sqrt(mean(x^2) + eps) * w over the rows of a
+  ** contiguous [rows, n] x (w may be NULL); rstd gets each row's
+  ** 1/sqrt(mean(x^2) + eps) ([rows], float32 for bfloat16 x, as
+  ** layer_norm's). Without it, or when it returns EM_ERR_UNSUPPORTED, the
+  ** caller composes the norm from the other kernels (nn.RMSNorm). */
+  em_status (*rms_norm)(int device, em_dtype dt, void *y, void *rstd, const void *x,
+                        const void *w, int64_t rows, int64_t n, double eps);
+  /* optional, with rms_norm: dx always; dw (may be NULL) is overwritten. */
+  em_status (*rms_norm_backward)(int device, em_dtype dt, void *dx, void *dw, const void *dy,
+                                 const void *x, const void *rstd, const void *w, int64_t rows,
+                                 int64_t n);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

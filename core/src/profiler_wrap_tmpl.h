@@ -141,7 +141,17 @@
     (int device, const em_conv_args *a, void *dx, void *dw, void *db, const void *dy, const void *x, \
      const void *w),                                                                                 \
     (device, a, dx, dw, db, dy, x, w), "conv2d_grad", false, conv_bytes(a, true), conv_flops(a, true), \
-    PROF_KERN(a->dtype))
+    PROF_KERN(a->dtype))                                                                             \
+  X(rms_norm,                                                                                        \
+    (int device, em_dtype dt, void *y, void *rstd, const void *x, const void *w, int64_t rows,       \
+     int64_t n, double eps),                                                                         \
+    (device, dt, y, rstd, x, w, rows, n, eps), "rms_norm", false,                                    \
+    (2 * rows * n + rows + (w != NULL) * n) * dsz(dt), 0, PROF_KERN(dt))                             \
+  X(rms_norm_backward,                                                                               \
+    (int device, em_dtype dt, void *dx, void *dw, const void *dy, const void *x, const void *rstd,   \
+     const void *w, int64_t rows, int64_t n),                                                        \
+    (device, dt, dx, dw, dy, x, rstd, w, rows, n), "rms_norm_grad", false,                           \
+    (3 * rows * n + rows + ((dw != NULL) + (w != NULL)) * n) * dsz(dt), 0, PROF_KERN(dt))
 #endif
 
 #define RE prof_real[PROF_SLOT]

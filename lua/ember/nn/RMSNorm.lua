@@ -13,6 +13,10 @@
 -- too much in bfloat16) and returned as bfloat16; under
 -- `ember.autocast("bfloat16")` the result is float32, as norms are there
 -- (`ember.layer_norm` too).
+-- The norm runs on the backend's fused kernel (`rms_norm` of ember_backend.h:
+-- one pass forward, one backward) where it has one; a backend without it
+-- (the CUDA plugin today), or a weight in another dtype than x outside
+-- autocast, gets it composed from core ops, with the same result.
 -- Errors name nn.RMSNorm: a bad shape or eps, an input whose last dims are not `shape`.
 -- @usage local norm = nn.RMSNorm(64, {eps = 1e-6})
 -- local y = norm(ember.randn(2, 10, 64))   -- normalised over the last dim
@@ -69,8 +73,17 @@ function RMSNorm:forward(x)
   end
   local in_dtype = x.dtype
   local low = in_dtype == "bfloat16" or in_dtype == "float16"
+  local eps = self.eps or MACHINE_EPS[low and "float32" or in_dtype] or MACHINE_EPS.float32
+  -- the backend's fused kernel (forward and backward in one pass each; a
+  -- bfloat16 input computes in float32 there), where it has one and the
+  -- weight is in x's dtype (under autocast both become float32)
+  local w = self.weight
+  if w == nil or w.dtype == in_dtype or ember.autocast.enabled() then
+    local y = ember._rms_norm(x, n, w, eps)
+    if y then return y end
+  end
+  -- composed from core ops (a backend without the kernel, mixed dtypes)
   local h = low and x:to("float32") or x
-  local eps = self.eps or MACHINE_EPS[h.dtype] or MACHINE_EPS.float32
   -- the mean of squares over the last n dims, kept for broadcasting
   local sq = h * h
   local ms
