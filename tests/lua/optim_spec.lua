@@ -186,6 +186,66 @@ describe("learning-rate schedules", function()
     end)
   end
 
+  -- torch.optim.lr_scheduler's lrs for these calls (PyTorch 1.13, SGD lr
+  -- 0.1, the lr before each of 8 or 10 steps), printed by:
+  --   o = torch.optim.SGD([p], lr=0.1); s = L.StepLR(o, 3, 0.5)
+  --   for i in range(8): lrs.append(o.param_groups[0]['lr']); o.step(); s.step()
+  local TORCH = {
+    { "StepLR(3, 0.5)", function(o) return optim.StepLR(o, 3, 0.5) end,
+      { 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025 } },
+    { "StepLR{step_size = 3, gamma = 0.5}", function(o) return optim.StepLR(o, { step_size = 3, gamma = 0.5 }) end,
+      { 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025 } },
+    { "MultiStepLR({2, 5}, 0.1)", function(o) return optim.MultiStepLR(o, { 2, 5 }, 0.1) end,
+      { 0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.001, 0.001 } },
+    { "MultiStepLR{milestones = {2, 5}}", function(o) return optim.MultiStepLR(o, { milestones = { 2, 5 } }) end,
+      { 0.1, 0.1, 0.01, 0.01, 0.01, 0.001, 0.001, 0.001 } },
+    { "ExponentialLR(0.9)", function(o) return optim.ExponentialLR(o, 0.9) end,
+      { 0.1, 0.09, 0.081, 0.0729, 0.06561, 0.059049, 0.0531441, 0.04782969 } },
+    { "CosineAnnealingLR(4, 0.01)", function(o) return optim.CosineAnnealingLR(o, 4, 0.01) end,
+      { 0.1, 0.08681980515339464, 0.055, 0.023180194846605363, 0.01, 0.023180194846605363, 0.055,
+        0.08681980515339469, 0.1, 0.0868198051533947 } },
+    { "LambdaLR(1 / (epoch + 1))", function(o) return optim.LambdaLR(o, function(e) return 1 / (e + 1) end) end,
+      { 0.1, 0.05, 0.1 / 3, 0.025, 0.02, 0.1 / 6, 0.1 / 7, 0.0125 } },
+  }
+  for _, c in ipairs(TORCH) do
+    it(c[1] .. " gives torch.optim.lr_scheduler's lrs", function()
+      local opt = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 0.1 })
+      local s = c[2](opt)
+      for i, want in ipairs(c[3]) do
+        if i > 1 then s:step() end
+        assert.are.near(want, opt.param_groups[1].lr, 1e-15)
+      end
+    end)
+  end
+
+  it("PyTorch's schedules keep each group's base lr, save their position, and check their options", function()
+    local opt = optim.SGD({ { params = { ember.zeros(1, { requires_grad = true }) }, lr = 1 },
+                            { params = { ember.zeros(1, { requires_grad = true }) }, lr = 0.5 } }, { lr = 1 })
+    local s = optim.CosineAnnealingLR(opt, { T_max = 2, eta_min = 0.1 })
+    s:step()
+    assert.are.near(0.55, opt.param_groups[1].lr, 1e-15) -- eta_min + (1 - eta_min) / 2
+    assert.are.near(0.3, opt.param_groups[2].lr, 1e-15)  -- eta_min + (0.5 - eta_min) / 2
+    local s2 = optim.CosineAnnealingLR(optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 }), 2, 0.1)
+    local sd = optim.StepLR(optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 }), 1, 0.5)
+    for _ = 1, 3 do sd:step() end
+    local o3 = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
+    optim.StepLR(o3, 1, 0.5):load_state_dict(sd:state_dict())
+    assert.are.equal(0.125, o3.param_groups[1].lr)
+    assert.is_not_nil(s2)
+    local o = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
+    assert.has_error(function() optim.StepLR(o, 0) end, "StepLR: step_size must be a positive integer, got 0")
+    assert.has_error(function() optim.StepLR(o, 2, -1) end, "StepLR: gamma must be a number > 0, got -1")
+    assert.has_error(function() optim.StepLR(o, { step = 2 }) end,
+      "StepLR: unknown option 'step' (expected step_size, gamma)")
+    assert.has_error(function() optim.MultiStepLR(o, { 5, 2 }) end,
+      "MultiStepLR: milestones must be increasing positive integers, got 2 at 2")
+    assert.has_error(function() optim.ExponentialLR(o) end, "ExponentialLR: gamma must be a number > 0, got nil")
+    assert.has_error(function() optim.CosineAnnealingLR(o, 10, -1) end, "CosineAnnealingLR: eta_min must be a number >= 0, got -1")
+    assert.has_error(function() optim.LambdaLR(o, 3) end, "LambdaLR: lr_lambda must be a function of the step, got number")
+    local bad = optim.LambdaLR(o, function(e) return e == 0 and 1 or "x" end)
+    assert.has_error(function() bad:step() end, "LambdaLR: lr_lambda(1) returned string, expected a number")
+  end)
+
   it("save and restore their position", function()
     local opt = optim.AdamW({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
     local s = optim.WarmupCosine(opt, { warmup_steps = 2, total_steps = 10 })

@@ -41,9 +41,40 @@ end
 -- @tparam integer s the step
 function Scheduler:factor(s) error(self.__name .. ".factor: not defined", 2) end
 
+--- The lr of a group whose base lr is `base` at step s: base * factor(s)
+-- (a schedule with a floor in lr units, CosineAnnealingLR's eta_min,
+-- overrides this instead).
+-- @number base
+-- @tparam integer s the step
+function Scheduler:lr_at(base, s) return base * self:factor(s) end
+
 function Scheduler:_apply()
-  local f = self:factor(self.last_step)
-  for i, g in ipairs(self.optimizer.param_groups) do g.lr = self.base_lrs[i] * f end
+  for i, g in ipairs(self.optimizer.param_groups) do g.lr = self:lr_at(self.base_lrs[i], self.last_step) end
+end
+
+-- The options of torch.optim.lr_scheduler's classes, given either as
+-- PyTorch's positional arguments (`StepLR(opt, 30, 0.1)`) or as a table
+-- (`StepLR(opt, {step_size = 30, gamma = 0.1})`): a table of `names`.
+function Scheduler:_torch_opts(names, ...)
+  local first = ...
+  if type(first) == "table" and getmetatable(first) == nil then
+    for k in pairs(first) do
+      local known = false
+      for _, n in ipairs(names) do known = known or n == k end
+      if not known then self:_error("unknown option '%s' (expected %s)", tostring(k), table.concat(names, ", ")) end
+    end
+    return first
+  end
+  local o, args = {}, table.pack(...)
+  for i, n in ipairs(names) do o[n] = args[i] end
+  return o
+end
+
+-- gamma > 0 (a number); nil gives `default` (nil: required).
+function Scheduler:_check_gamma(g, default)
+  if g == nil then g = default end
+  if type(g) ~= "number" or not (g > 0) then self:_error("gamma must be a number > 0, got %s", tostring(g)) end
+  return g
 end
 
 --- Advances one step and sets each group's lr to base_lr * factor(step).

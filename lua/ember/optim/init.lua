@@ -9,4 +9,9 @@ return {
   Scheduler = require "ember.optim.Scheduler",
   WarmupCosine = require "ember.optim.WarmupCosine",
   WarmupLinear = require "ember.optim.WarmupLinear",
+  StepLR = require "ember.optim.StepLR",
+  MultiStepLR = require "ember.optim.MultiStepLR",
+  ExponentialLR = require "ember.optim.ExponentialLR",
+  CosineAnnealingLR = require "ember.optim.CosineAnnealingLR",
+  LambdaLR = require "ember.optim.LambdaLR",
 }
