@@ -1,7 +1,7 @@
 -- ember/_helpers.lua: PyTorch's everyday tensor helpers, built from core
 -- ops so that autograd, every dtype and every backend come for free:
 -- triu/tril, eye, linspace, randint, *_like, sort/argsort/topk, std, norm,
--- all/any, isnan/isinf/isfinite, cumsum, masked_select, flip, roll,
+-- all/any, isnan/isinf/isfinite, equal/allclose, cumsum, masked_select, flip, roll,
 -- mm/dot/outer, square, reciprocal, logsumexp, amax/amin, unbind, tile,
 -- uniform_/normal_, and Torch7's table indexing t[{i, {a, b}, {}}].
 -- init.lua loads it; each helper is both a tensor method (x:triu(1)) and a
@@ -272,6 +272,45 @@ set("isfinite", function(x)
   check_tensor("isfinite", x)
   if not is_float(x) then return core.ones(x.shape, { dtype = "bool", device = x.device }) end
   return x:eq(x):logical_and(x:abs():ne(math.huge))
+end, true)
+
+-- ---- comparing whole tensors ------------------------------------------------------
+
+-- ember.equal(a, b) / a:equal(b): whether a and b have the same shape and
+-- the same elements (torch.equal; NaN equals nothing), as a Lua boolean.
+set("equal", function(a, b)
+  check_tensor("equal", a)
+  check_tensor("equal", b, "argument 2")
+  if a:dim() ~= b:dim() then return false end
+  for i = 1, a:dim() do
+    if a:size(i) ~= b:size(i) then return false end
+  end
+  return a:numel() == 0 or a:eq(b):all():item()
+end, true)
+
+-- ember.allclose(a, b [, rtol = 1e-5 [, atol = 1e-8 [, equal_nan = false]]])
+-- or (a, b, {rtol =, atol =, equal_nan =}), and a:allclose(b, ...): whether
+-- |a - b| <= atol + rtol * |b| everywhere (broadcasting; equal infinities
+-- are close), as torch.allclose, compared in float64, as a Lua boolean.
+set("allclose", function(a, b, rtol, atol, equal_nan)
+  check_tensor("allclose", a)
+  check_tensor("allclose", b, "argument 2")
+  if type(rtol) == "table" then
+    local o = rtol
+    for k in pairs(o) do
+      if k ~= "rtol" and k ~= "atol" and k ~= "equal_nan" then
+        fail("allclose", "unknown option '%s' (expected rtol, atol, equal_nan)", tostring(k))
+      end
+    end
+    rtol, atol, equal_nan = o.rtol, o.atol, o.equal_nan
+  end
+  rtol, atol = rtol or 1e-5, atol or 1e-8
+  if type(rtol) ~= "number" or not (rtol >= 0) then fail("allclose", "rtol must be a number >= 0, got %s", tostring(rtol)) end
+  if type(atol) ~= "number" or not (atol >= 0) then fail("allclose", "atol must be a number >= 0, got %s", tostring(atol)) end
+  local x, y = a:double(), b:double()
+  local close = (x - y):abs():le(y:abs() * rtol + atol):logical_or(x:eq(y))
+  if equal_nan then close = close:logical_or(x:ne(x):logical_and(y:ne(y))) end
+  return close:numel() == 0 or close:all():item()
 end, true)
 
 -- ---- scans and rearrangements ---------------------------------------------------

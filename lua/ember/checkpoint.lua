@@ -5,6 +5,7 @@
 --   checkpoint.save(path, {model=, optimizer=, scheduler=, metadata={k="v"}})
 --   local meta = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true})
 --   checkpoint.save_tensors(path, {name=tensor, ...} [, metadata])
+--   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a state dict or a module's
 --   local tensors, metadata, names = checkpoint.load_tensors(path)
 --
 -- Layout of a file written by save():
@@ -121,6 +122,45 @@ function checkpoint.load_tensors(path)
   if type(path) ~= "string" then error("checkpoint.load_tensors: path must be a string", 2) end
   local names, tensors, meta = core.safetensors_load(path)
   return tensors, meta, names
+end
+
+--- ember.save(obj, path), as torch.save(obj, path) (Torch7's order,
+-- torch.save(path, obj), works too): a tensor, a table of name -> tensor (a
+-- state dict) or a module (its state_dict()) in a safetensors file, which
+-- ember.load reads back. For a model with its optimizer and schedule, use
+-- checkpoint.save.
+-- @param obj a tensor, a table of name -> tensor, or a module
+-- @tparam string path
+function checkpoint.save_object(a, b)
+  local obj, path = a, b
+  if type(a) == "string" and type(b) ~= "string" then obj, path = b, a end
+  if type(path) ~= "string" then error("ember.save: expected (object, path), got a " .. type(path) .. " as the path", 2) end
+  if is_tensor(obj) then
+    return checkpoint.save_tensors(path, { tensor = obj }, { ["ember.object"] = "tensor" })
+  end
+  local what = "a table of tensors"
+  if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict" end
+  if type(obj) ~= "table" then
+    error("ember.save: can save a tensor, a table of name -> tensor or a module, got a " .. type(obj), 2)
+  end
+  for k, v in pairs(obj) do
+    if type(k) ~= "string" or not is_tensor(v) then
+      error(("ember.save: a table to save maps names to tensors, got %s -> %s"):format(type(k),
+        is_tensor(v) and "tensor" or type(v)), 2)
+    end
+  end
+  checkpoint.save_tensors(path, obj, { ["ember.object"] = what })
+end
+
+--- ember.load(path): what ember.save wrote (a tensor, or a table of name
+-- -> tensor, for `model:load_state_dict(ember.load(path))`); any other
+-- safetensors file as a table of its tensors.
+-- @tparam string path
+function checkpoint.load_object(path)
+  if type(path) ~= "string" then error("ember.load: path must be a string, got a " .. type(path), 2) end
+  local tensors, meta = checkpoint.load_tensors(path)
+  if meta["ember.object"] == "tensor" then return tensors.tensor end
+  return tensors
 end
 
 local function optimizer_type(opt) return opt.__name or "Optimizer" end

@@ -16,6 +16,10 @@ require("ember.variant").install(ember) -- ember.attention_variant: variants wri
 function ember.help(...) return require("ember._doc").help(...) end
 -- ember.profile(fn, ...) runs fn under the profiler (lua/ember/profiler.lua)
 function ember.profile(...) return require("ember.profiler").profile(...) end
+-- ember.save(obj, path) / ember.load(path), as torch.save / torch.load, for a
+-- tensor, a state dict or a module's (lua/ember/checkpoint.lua)
+function ember.save(...) return require("ember.checkpoint").save_object(...) end
+function ember.load(...) return require("ember.checkpoint").load_object(...) end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.

@@ -313,3 +313,50 @@ describe("model checkpoints", function()
     assert.truthy(err:find("holds Adam state, the optimizer is SGD", 1, true), err)
   end)
 end)
+
+describe("ember.save / ember.load (torch.save / torch.load)", function()
+  it("round-trip a tensor, a state dict and a module's state dict, in either argument order", function()
+    local t = ember.randn(3, 4):bfloat16()
+    ember.save(t, path("t.safetensors"))
+    local back = ember.load(path("t.safetensors"))
+    assert.is_true(ember.is_tensor(back))
+    assert.are.equal("bfloat16", back.dtype)
+    assert.is_true(ember.equal(back, t))
+    ember.save(path("t2.safetensors"), t:double()) -- Torch7's order
+    assert.is_true(ember.equal(ember.load(path("t2.safetensors")), t:double()))
+
+    ember.manual_seed(1)
+    local m = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+    ember.save(m, path("m.safetensors"))
+    local sd = ember.load(path("m.safetensors"))
+    assert.are.same({ "1.bias", "1.weight", "3.bias", "3.weight" }, (function()
+      local k = {}
+      for n in pairs(sd) do k[#k + 1] = n end
+      table.sort(k)
+      return k
+    end)())
+    ember.manual_seed(2)
+    local m2 = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+    m2:load_state_dict(sd)
+    local x = ember.randn(2, 4)
+    assert.is_true(ember.equal(m(x), m2(x)))
+    ember.save(m:state_dict(), path("sd.safetensors"))
+    assert.is_true(ember.equal(ember.load(path("sd.safetensors"))["3.weight"], m:state_dict()["3.weight"]))
+  end)
+
+  it("refuse what they cannot save or read, at the caller's line", function()
+    local function raises(f, msg)
+      local line = debug.getinfo(2, "l").currentline
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.truthy(err:find(msg, 1, true), err)
+      assert.truthy(err:find("checkpoint_spec.lua:" .. line .. ":", 1, true), "at the caller's line: " .. err)
+    end
+    raises(function() ember.save({ a = 1 }, path("x.safetensors")) end,
+      "ember.save: a table to save maps names to tensors, got string -> number")
+    raises(function() ember.save(function() end, path("x.safetensors")) end,
+      "ember.save: can save a tensor, a table of name -> tensor or a module, got a function")
+    raises(function() ember.save(ember.zeros(1)) end, "ember.save: expected (object, path), got a nil as the path")
+    raises(function() ember.load(path("missing.safetensors")) end, "missing.safetensors")
+  end)
+end)

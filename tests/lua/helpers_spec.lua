@@ -1,5 +1,5 @@
 -- The everyday helpers of lua/ember/_helpers.lua (triu/tril, eye, *_like,
--- sort/argsort/topk, std, norm, all/any, isnan/isinf/isfinite, cumsum,
+-- sort/argsort/topk, std, norm, all/any, isnan/isinf/isfinite, equal/allclose, cumsum,
 -- masked_select, flip, roll, mm/dot/outer, square, reciprocal, logsumexp,
 -- amax/amin, unbind, tile, uniform_/normal_), ember.einsum (lua/ember/_einsum.lua),
 -- ember.Size and Torch7 table indexing:
@@ -124,6 +124,28 @@ describe("helper values", function()
     same(y:isinf(), { false, true, true, false })
     same(y:isfinite(), { false, false, false, true })
     same(ember.isnan(ember.tensor({ 1 }, { dtype = "int64" })), { false })
+  end)
+
+  it("equal and allclose, as torch.equal and torch.allclose", function()
+    local a = ember.tensor { { 1, 2 }, { 3, 4 } }
+    assert.is_true(ember.equal(a, a:clone()))
+    assert.is_true(a:equal(ember.tensor { { 1, 2 }, { 3, 4 } }))
+    assert.is_false(a:equal(ember.tensor { 1, 2, 3, 4 }))            -- another shape
+    assert.is_false(a:equal(a + 1e-6))
+    assert.is_false(ember.tensor { 0 / 0 }:equal(ember.tensor { 0 / 0 }))
+    assert.is_true(ember.equal(ember.zeros(0), ember.zeros(0)))
+    assert.is_true(a:allclose(a + 1e-6, 1e-5))                        -- |d| <= atol + rtol |b|
+    assert.is_false(a:allclose(a + 1e-3))
+    assert.is_true(ember.allclose(a, a + 1e-3, { atol = 1e-2 }))
+    assert.is_true(ember.allclose(a:bfloat16(), a))                   -- dtypes compared in float64
+    assert.is_true(ember.allclose(ember.tensor { 1, 1 }, ember.tensor { 1 })) -- broadcast
+    local inf = ember.tensor { math.huge, -math.huge, 0 / 0 }
+    assert.is_false(inf:allclose(inf))
+    assert.is_true(inf:allclose(inf, { equal_nan = true }))
+    assert.has_error(function() a:allclose(a, -1) end, "ember.allclose: rtol must be a number >= 0, got -1")
+    assert.has_error(function() a:allclose(a, { tol = 1 }) end,
+      "ember.allclose: unknown option 'tol' (expected rtol, atol, equal_nan)")
+    assert.has_error(function() ember.equal(a, 1) end, "ember.equal: argument 2 must be a tensor, got number")
   end)
 
   it("cumsum of int64 and bool, flip, roll, masked_select", function()
