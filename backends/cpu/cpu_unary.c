@@ -32,6 +32,8 @@
 #define m_ceil ceil
 #define m_rint nearbyint
 #define m_trunc trunc
+#define m_log1p log1p
+#define m_expm1 expm1
 
 static const char *unary_name(em_unary_op op) { return em_kernel_unary_name(op); }
 

@@ -9,7 +9,7 @@
 **   FN(name)  the name each function gets for that type (CPU: name_f32 ...;
 **             C++: the name itself, so the types' copies are overloads);
 **   m_exp, m_log, m_sqrt, m_fabs, m_tanh, m_erf, m_pow, m_sin, m_cos,
-**   m_floor, m_ceil, m_rint (halves to even), m_trunc
+**   m_floor, m_ceil, m_rint (halves to even), m_trunc, m_log1p, m_expm1
 **             the math functions for ACC (C: <tgmath.h>'s; CUDA: the
 **             overloads of cuda_kernels.cuh).
 ** Functions are static inline in C, __device__ __forceinline__ in CUDA
@@ -88,6 +88,8 @@ EM_UR_FN ACC FN(u_ceil)(ACC x, ACC a, ACC b) { return m_ceil(x); }
 EM_UR_FN ACC FN(u_round)(ACC x, ACC a, ACC b) { return m_rint(x); }
 EM_UR_FN ACC FN(u_trunc)(ACC x, ACC a, ACC b) { return m_trunc(x); }
 EM_UR_FN ACC FN(u_sign)(ACC x, ACC a, ACC b) { return (ACC)((x > 0) - (x < 0)); }
+EM_UR_FN ACC FN(u_log1p)(ACC x, ACC a, ACC b) { return m_log1p(x); }
+EM_UR_FN ACC FN(u_expm1)(ACC x, ACC a, ACC b) { return m_expm1(x); }
 
 /* ---- derivatives ---- */
 EM_UR_FN ACC FN(em_gelu_tanh_grad)(ACC x) {
@@ -139,6 +141,8 @@ EM_UR_FN ACC FN(d_affine)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * a; }
 EM_UR_FN ACC FN(d_silu)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * FN(em_silu_grad)(x); }
 EM_UR_FN ACC FN(d_sin)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * m_cos(x); }
 EM_UR_FN ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * m_sin(x); }
+EM_UR_FN ACC FN(d_log1p)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / (EM_UR_K(1) + x); }
+EM_UR_FN ACC FN(d_expm1)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * (y + EM_UR_K(1)); }
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop

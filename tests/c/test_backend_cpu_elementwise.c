@@ -333,6 +333,8 @@ static double ref_unary(em_unary_op op, double x, double a, double b) {
     case EM_ROUND: return nearbyint(x); /* halves to even */
     case EM_TRUNC: return trunc(x);
     case EM_SIGN: return (x > 0) - (x < 0);
+    case EM_LOG1P: return log1p(x);
+    case EM_EXPM1: return expm1(x);
     default: return NAN;
   }
 }
@@ -343,7 +345,7 @@ static void test_unary(void) {
   const double beta[EM_NUNARY] = {[EM_CLAMP] = 0.5, [EM_AFFINE] = 0.5};
   for (int op = 0; op < EM_NUNARY; op++) {
     if (op == EM_NOT) continue; /* bool only: below */
-    bool pos = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR;
+    bool pos = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR || op == EM_LOG1P;
     for (int k = 0; k < 2; k++) {
       em_dtype dt = k ? EM_F64 : EM_F32;
       /* x is read through a [6,5] transposed view of a [5,6] buffer */

@@ -281,6 +281,8 @@ static void test_unary_values(void) {
     {EM_SILU, 0, 0, {-0.2384058440442351, -0.18877033439907268, 0.3112296656009273, 2.8577223804673}},
     {EM_SIN, 0, 0, {-0.9092974268256817, -0.479425538604203, 0.479425538604203, 0.1411200080598672}},
     {EM_COS, 0, 0, {-0.4161468365471424, 0.8775825618903728, 0.8775825618903728, -0.9899924966004454}},
+    /* torch.expm1(x) (log1p below, on positive inputs) */
+    {EM_EXPM1, 0, 0, {-0.8646647167633873, -0.3934693402873666, 0.6487212707001282, 19.085536923187668}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char name[96];
@@ -298,6 +300,14 @@ static void test_unary_values(void) {
   CHECK_OK(em_unary(&y, EM_SQRT, p, 0, 0), "sqrt");
   CHECK(VALS(y, 1e-12, 0.5, 1, 2), "sqrt values");
   em_release(y);
+  /* torch.log1p: log(1 + x) without 1 + x's rounding (1e-20 is not lost) */
+  em_tensor *q = f64(SHAPE(3), (double[]){1e-20, 1, 4});
+  CHECK_OK(em_unary(&y, EM_LOG1P, q, 0, 0), "log1p");
+  CHECK(VALS(y, 1e-12, 1e-20, 0.6931471805599453, 1.6094379124341003) &&
+            fabs(((double *)em_data(y))[0] - 1e-20) < 1e-32,
+        "log1p values");
+  em_release(y);
+  em_release(q);
   CHECK_OK(em_unary(&y, EM_RSQRT, p, 0, 0), "rsqrt");
   CHECK(VALS(y, 1e-12, 2, 1, 0.5), "rsqrt values");
   em_release(y);
@@ -755,11 +765,11 @@ static void test_unary_grads(void) {
     {EM_RSQRT, 0, 0}, {EM_ABS, 0, 0},      {EM_TANH, 0, 0},    {EM_SIGMOID, 0, 0},
     {EM_RELU, 0, 0}, {EM_GELU, 0, 0},      {EM_GELU_TANH, 0, 0}, {EM_ELU, 1.3, 0},
     {EM_CLAMP, -0.4, 0.7}, {EM_POW_SCALAR, 2.5, 0}, {EM_AFFINE, -1.5, 0.25}, {EM_SILU, 0, 0},
-    {EM_SIN, 0, 0},  {EM_COS, 0, 0},
+    {EM_SIN, 0, 0},  {EM_COS, 0, 0},  {EM_LOG1P, 0, 0}, {EM_EXPM1, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     em_unary_op op = cases[i].op;
-    bool positive = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR;
+    bool positive = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR || op == EM_LOG1P;
     em_tensor *x = rnd(SHAPE(3, 4), 0.37 * (double)i, positive, true);
     char name[96];
     snprintf(name, sizeof name, "%s gradcheck", em_unary_name(op));
