@@ -15,7 +15,8 @@ to the inputs and every parameter. All float64.
   is PyTorch's square subsequent mask, ember's causal=true.
 
 nn_modern.lua -- the modules of issue 27 (SiLU, RMSNorm, gated FeedForward,
-Flatten, ModuleList/ModuleDict state-dict names) as nn_modules.lua, but with
+Flatten, ModuleList/ModuleDict state-dict names), and the activations and
+binary losses of lua/ember/_activations.lua, as nn_modules.lua, but with
 PyTorch's own parameter names (which are ember's for these modules), and
 their own seed so adding cases leaves nn_modules.lua unchanged. PyTorch 1.13
 has no nn.RMSNorm: the reference is its formula, x * rsqrt(mean(x^2) + eps)
@@ -353,7 +354,52 @@ def modern_cases():
     md = torch.nn.ModuleDict([("head_b", torch.nn.Linear(4, 2)), ("head_a", torch.nn.Linear(4, 2, bias=False))])
     cases.append(run_plain("ModuleDict", md, {"order": ["head_b", "head_a"]}, {"x": torch.randn(3, 4)},
                            lambda m, x: m["head_b"](x) * m["head_a"](x).tanh()))
-    return cases + vision_cases()
+    return cases + vision_cases() + activation_cases()
+
+
+def activation_cases():
+    """The activation modules and binary losses composed in
+    lua/ember/_activations.lua (their own seed). Softmax's dim is ember's
+    (1-based) in the config. The losses' targets are float32 multiples of
+    1/8 (exact in either dtype), so they carry no gradient; weight and
+    pos_weight are the state (ember's module buffers)."""
+    torch.manual_seed(20261206)
+    cases = []
+    x = torch.randn(2, 3, 4) * 2
+    x[0, 0, 0] = 0.0  # LeakyReLU's and ELU's derivative at 0
+    for label, mod, cfg in (("Tanh", torch.nn.Tanh(), {}), ("Sigmoid", torch.nn.Sigmoid(), {}),
+                            ("Softmax_dim2", torch.nn.Softmax(dim=1), {"dim": 2}),
+                            ("LogSoftmax", torch.nn.LogSoftmax(dim=-1), {"dim": -1}),
+                            ("LeakyReLU", torch.nn.LeakyReLU(0.2), {"negative_slope": 0.2}),
+                            ("ELU", torch.nn.ELU(1.3), {"alpha": 1.3}),
+                            ("Softplus", torch.nn.Softplus(beta=2, threshold=5), {"beta": 2, "threshold": 5})):
+        cases.append(run_plain(label, mod, cfg, {"x": x.clone() * (3 if label == "Softplus" else 1)},
+                               lambda m, x: m(x)))
+
+    def loss_case(label, fn, cfg, logits, target, state):
+        logits = logits.clone().requires_grad_(True)
+        out = fn(logits, target.double(), **{k: v for k, v in state.items()}, reduction=cfg["reduction"])
+        R = torch.randn_like(out)
+        (out * R).sum().backward()
+        return {"name": label, "config": cfg, "state": state,
+                "inputs": {"x": logits.detach(), "target": target},
+                "out": out.detach(), "R": R, "grad_inputs": {"x": logits.grad}, "grads": {}}
+
+    F = torch.nn.functional
+    logits = torch.randn(4, 3) * 3
+    logits[0, 0], logits[0, 1], logits[0, 2] = 0.0, 40.0, -40.0
+    hard = (torch.rand(4, 3) > 0.5).float()
+    soft = torch.randint(0, 9, (4, 3)).float() / 8
+    for red in ("mean", "sum", "none"):
+        cases.append(loss_case("BCEWithLogitsLoss_" + red, F.binary_cross_entropy_with_logits,
+                               {"reduction": red}, logits, hard, {}))
+    cases.append(loss_case("BCEWithLogitsLoss_weights", F.binary_cross_entropy_with_logits, {"reduction": "mean"},
+                           logits, soft, {"weight": torch.rand(4, 3) + 0.5, "pos_weight": torch.rand(3) * 3}))
+    probs = torch.rand(4, 3) * 0.9 + 0.05
+    cases.append(loss_case("BCELoss_mean", F.binary_cross_entropy, {"reduction": "mean"}, probs, soft, {}))
+    cases.append(loss_case("BCELoss_weight_sum", F.binary_cross_entropy, {"reduction": "sum"}, probs, hard,
+                           {"weight": torch.rand(4, 3) + 0.5}))
+    return cases
 
 
 def vision_cases():

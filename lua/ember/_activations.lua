@@ -1,0 +1,136 @@
+-- ember/_activations.lua: the activations and binary losses of
+-- torch.nn.functional that ember composes from core ops (so autograd,
+-- every dtype and every backend come for free): softplus, leaky_relu,
+-- binary_cross_entropy and binary_cross_entropy_with_logits, as functions
+-- (ember.softplus(x)) and, the activations, as tensor methods. The nn
+-- modules (nn.Softplus, nn.LeakyReLU, nn.BCELoss, nn.BCEWithLogitsLoss)
+-- call these: each formula is written here only.
+-- init.lua loads it. Errors are raised at the caller's line.
+local core = require "ember.core"
+local T = core.Tensor
+local guard = require("ember._errors").wrap
+local shape_str = require("ember._errors").shape_str
+
+local function fail(op, fmt, ...) error(("ember.%s: " .. fmt):format(op, ...), 0) end
+
+local function check_tensor(op, x, what)
+  if not core.is_tensor(x) then fail(op, "%s must be a tensor, got %s", what or "argument 1", type(x)) end
+  return x
+end
+
+local function set(name, fn, method)
+  local g = guard(fn)
+  core[name] = g
+  if method then T[name] = g end
+end
+
+local function check_opts(op, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then fail(op, "options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      fail(op, "unknown option '%s' (expected %s)", tostring(k), table.concat(names, ", "))
+    end
+  end
+  return opts
+end
+
+-- log1p(e^z) where z <= threshold, z above it (the function is z to
+-- within e^-threshold there). e^min(z, threshold) never overflows, so the
+-- branch that where() drops has a finite gradient (a zero times an inf
+-- would be NaN); at z = 0 the derivative is 1/2, as it should be; log1p
+-- keeps e^z where it is far below 1 (log(1 + e^-50) would be 0).
+local function softplus_of(z, threshold)
+  return core.where(z:gt(threshold), z, z:clamp(-math.huge, threshold):exp():log1p())
+end
+
+-- ember.softplus(x [, {beta = 1, threshold = 20}]): log(1 + e^(beta x)) / beta,
+-- x itself where beta x > threshold (torch.nn.functional.softplus).
+set("softplus", function(x, opts)
+  check_tensor("softplus", x)
+  opts = check_opts("softplus", opts, { beta = true, threshold = true })
+  local beta, threshold = opts.beta or 1, opts.threshold or 20
+  if type(beta) ~= "number" or not (beta > 0) then fail("softplus", "beta must be a number > 0, got %s", tostring(beta)) end
+  if type(threshold) ~= "number" then fail("softplus", "threshold must be a number, got %s", tostring(threshold)) end
+  if beta == 1 then return softplus_of(x, threshold) end
+  return softplus_of(x * beta, threshold) / beta
+end, true)
+
+-- ember.leaky_relu(x [, negative_slope = 0.01]): x where x > 0, slope * x
+-- elsewhere (torch.nn.functional.leaky_relu; the derivative at 0 is the slope).
+set("leaky_relu", function(x, slope)
+  check_tensor("leaky_relu", x)
+  slope = slope or 0.01
+  if type(slope) ~= "number" then fail("leaky_relu", "negative_slope must be a number, got %s", type(slope)) end
+  return core.where(x:gt(0), x, x * slope)
+end, true)
+
+local REDUCTIONS = { mean = true, sum = true, none = true }
+
+local function reduce(op, loss, reduction)
+  if reduction == "mean" then return loss:mean() end
+  if reduction == "sum" then return loss:sum() end
+  return loss
+end
+
+-- The options both binary losses take: weight (broadcast to the input),
+-- reduction, and for the logits form pos_weight.
+local function binary_opts(op, input, target, opts, known)
+  check_tensor(op, input, "input")
+  check_tensor(op, target, "target")
+  opts = check_opts(op, opts, known)
+  local red = opts.reduction or "mean"
+  if not REDUCTIONS[red] then fail(op, "reduction must be \"mean\", \"sum\" or \"none\", got %s", tostring(red)) end
+  local same = input:dim() == target:dim()
+  for i = 1, input:dim() do same = same and input:size(i) == target:size(i) end
+  if not same then
+    fail(op, "target shape %s must equal input shape %s", shape_str(target), shape_str(input))
+  end
+  if opts.weight ~= nil then check_tensor(op, opts.weight, "weight") end
+  if opts.pos_weight ~= nil then check_tensor(op, opts.pos_weight, "pos_weight") end
+  return opts, red
+end
+
+-- ember.binary_cross_entropy_with_logits(input, target [, {weight =,
+-- pos_weight =, reduction = "mean"}]): -[p y log s(x) + (1 - y) log(1 - s(x))]
+-- with s the sigmoid and p the pos_weight (torch's), computed as
+-- (1 - y) x + (1 + (p - 1) y) softplus(-x), which neither overflows nor
+-- loses the gradient at x = 0.
+set("binary_cross_entropy_with_logits", function(input, target, opts)
+  local op = "binary_cross_entropy_with_logits"
+  local o, red = binary_opts(op, input, target, opts, { weight = true, pos_weight = true, reduction = true })
+  local target_f = target:to(input.dtype)
+  local sp = softplus_of(-input, 20)
+  local loss
+  if o.pos_weight then
+    loss = (1 - target_f) * input + (target_f * (o.pos_weight - 1) + 1) * sp
+  else
+    loss = (1 - target_f) * input + sp
+  end
+  if o.weight then loss = loss * o.weight end
+  return reduce(op, loss, red)
+end)
+
+-- ember.binary_cross_entropy(input, target [, {weight =, reduction = "mean"}]):
+-- -[y log p + (1 - y) log(1 - p)] for probabilities p, each log at least
+-- -100 as PyTorch's (so p = 0 or 1 gives a finite loss). p is first
+-- raised to float32's smallest subnormal, 2^-149 (log -103.3), so that the
+-- log's gradient stays finite too (0 / 0 would be NaN); bfloat16 computes
+-- in float32, which has that subnormal.
+local TINY = 2.0 ^ -149
+set("binary_cross_entropy", function(input, target, opts)
+  local op = "binary_cross_entropy"
+  local o, red = binary_opts(op, input, target, opts, { weight = true, reduction = true })
+  local p = input.dtype == "bfloat16" and input:float() or input
+  local y = target:to(p.dtype)
+  local log_p = p:clamp(TINY, math.huge):log():clamp(-100, math.huge)
+  local log_1p = (1 - p):clamp(TINY, math.huge):log():clamp(-100, math.huge)
+  local loss = -(y * log_p + (1 - y) * log_1p)
+  if o.weight then loss = loss * o.weight end
+  return reduce(op, loss, red)
+end)
+
+return {}
