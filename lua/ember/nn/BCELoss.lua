@@ -11,19 +11,25 @@ local BCELoss = Module:extend("BCELoss")
 
 local REDUCTIONS = { mean = true, sum = true, none = true }
 
-function BCELoss:__init(opts)
+-- Reads the reduction and the tensor options `buffers` names (registered
+-- as buffers, so that :to(device) moves them); nn.BCEWithLogitsLoss too.
+function BCELoss:_init(opts, buffers)
   opts = opts or {}
   if type(opts) == "string" then opts = { reduction = opts } end
-  if type(opts) ~= "table" then error("BCELoss: options must be a table, got " .. type(opts), 3) end
+  if type(opts) ~= "table" then error(self.__name .. ": options must be a table, got " .. type(opts), 3) end
   self.reduction = opts.reduction or "mean"
   if not REDUCTIONS[self.reduction] then
-    error("BCELoss: reduction must be \"mean\", \"sum\" or \"none\", got " .. tostring(self.reduction), 3)
+    error(self.__name .. ": reduction must be \"mean\", \"sum\" or \"none\", got " .. tostring(self.reduction), 3)
   end
-  if opts.weight ~= nil then
-    if not ember.is_tensor(opts.weight) then error("BCELoss: weight must be a tensor, got " .. type(opts.weight), 3) end
-    self:register_buffer("weight", opts.weight)
+  for _, k in ipairs(buffers) do
+    if opts[k] ~= nil then
+      if not ember.is_tensor(opts[k]) then error(self.__name .. ": " .. k .. " must be a tensor, got " .. type(opts[k]), 3) end
+      self:register_buffer(k, opts[k])
+    end
   end
 end
+
+function BCELoss:__init(opts) self:_init(opts, { "weight" }) end
 
 --- The loss of probabilities against targets.
 -- @tparam Tensor input

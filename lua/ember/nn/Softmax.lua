@@ -11,7 +11,7 @@ local Softmax = Module:extend("Softmax")
 function Softmax:__init(dim)
   dim = dim or -1
   if math.type(dim) ~= "integer" or dim == 0 then
-    error("Softmax: dim must be a non-zero integer (1-based; -1 is the last), got " .. tostring(dim), 3)
+    error(self.__name .. ": dim must be a non-zero integer (1-based; -1 is the last), got " .. tostring(dim), 3)
   end
   self.dim = dim
 end
