@@ -16,7 +16,7 @@ to the inputs and every parameter. All float64.
 
 nn_modern.lua -- the modules of issue 27 (SiLU, RMSNorm, gated FeedForward,
 Flatten, ModuleList/ModuleDict state-dict names), and the activations and
-binary losses of lua/ember/_activations.lua, as nn_modules.lua, but with
+binary losses of lua/ember/_functional.lua, as nn_modules.lua, but with
 PyTorch's own parameter names (which are ember's for these modules), and
 their own seed so adding cases leaves nn_modules.lua unchanged. PyTorch 1.13
 has no nn.RMSNorm: the reference is its formula, x * rsqrt(mean(x^2) + eps)
@@ -359,7 +359,7 @@ def modern_cases():
 
 def activation_cases():
     """The activation modules and binary losses composed in
-    lua/ember/_activations.lua (their own seed). Softmax's dim is ember's
+    lua/ember/_functional.lua (their own seed). Softmax's dim is ember's
     (1-based) in the config. The losses' targets are float32 multiples of
     1/8 (exact in either dtype), so they carry no gradient; weight and
     pos_weight are the state (ember's module buffers)."""

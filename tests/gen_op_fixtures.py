@@ -900,6 +900,41 @@ def einsum():
     es("size1_broadcast_later", "ij,jk,ik->ik", (1, 2), (2, 3), (4, 3))
 
 
+def functional():
+    """prod, cumprod, repeat_interleave, log1p, expm1, normalize,
+    cosine_similarity, softplus and leaky_relu (ember composes most of them
+    in Lua); their own seed and file, so the other files stay as they are."""
+    torch.manual_seed(20261206)
+    f = "ops_functional"
+    x = randn(3, 4)
+    z = randn(2, 3, 4)
+    z[0, 1, 2] = 0.0  # a zero factor: the gradient of a product through it
+    case(f, "prod_all", "prod", {"x": x}, lambda x: x.prod())
+    case(f, "prod_dim2", "prod", {"x": z}, lambda x: x.prod(1), {"dim": 2})
+    case(f, "prod_last_keepdim", "prod", {"x": z}, lambda x: x.prod(-1, keepdim=True), {"dim": -1, "keepdim": True})
+    case(f, "prod_odd_dim", "prod", {"x": randn(7, 2)}, lambda x: x.prod(0), {"dim": 1})
+    case(f, "cumprod_dim2", "cumprod", {"x": z}, lambda x: x.cumprod(1), {"dim": 2})
+    case(f, "cumprod_long", "cumprod", {"x": randn(19) * 0.3 + 1}, lambda x: x.cumprod(0), {"dim": 1})
+    case(f, "repeat_interleave_int", "repeat_interleave", {"x": x}, lambda x: x.repeat_interleave(2, 1),
+         {"repeats": 2, "dim": 2})
+    case(f, "repeat_interleave_counts", "repeat_interleave", {"x": x},
+         lambda x: x.repeat_interleave(torch.tensor([1, 0, 3]), 0), {"repeats": [1, 0, 3], "dim": 1})
+    case(f, "repeat_interleave_flat", "repeat_interleave", {"x": randn(2, 2)}, lambda x: x.repeat_interleave(3),
+         {"repeats": 3})
+    case(f, "log1p", "log1p", {"x": positive(3, 4, lo=0.01, hi=3.0) - 0.005}, lambda x: x.log1p())
+    case(f, "expm1", "expm1", {"x": randn(3, 4)}, lambda x: x.expm1())
+    case(f, "normalize_last", "normalize", {"x": z}, lambda x: F.normalize(x, dim=-1), {"dim": -1})
+    case(f, "normalize_p1_dim1", "normalize", {"x": x}, lambda x: F.normalize(x, p=1.0, dim=0), {"p": 1, "dim": 1})
+    case(f, "cosine_similarity", "cosine_similarity", {"a": randn(4, 5), "b": randn(4, 5)},
+         lambda a, b: F.cosine_similarity(a, b, dim=-1), {"dim": -1})
+    case(f, "cosine_similarity_broadcast_dim1", "cosine_similarity", {"a": randn(3, 4), "b": randn(3, 1)},
+         lambda a, b: F.cosine_similarity(a, b, dim=0), {"dim": 1})
+    case(f, "softplus", "softplus", {"x": randn(3, 4) * 4}, lambda x: F.softplus(x, beta=1.5, threshold=4),
+         {"beta": 1.5, "threshold": 4})
+    case(f, "leaky_relu", "leaky_relu", {"x": away(randn(3, 4))}, lambda x: F.leaky_relu(x, 0.1),
+         {"negative_slope": 0.1})
+
+
 def main():
     elementwise()
     reductions()
@@ -913,6 +948,7 @@ def main():
     compat()
     rounding()
     einsum()
+    functional()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         WRITER.write(path, "tests/gen_op_fixtures.py", FILES[name])

@@ -24,7 +24,8 @@ static em_status check_param(const char *op, const em_tensor *x, int nnorm, cons
   for (int i = 0; same && i < nnorm; i++) same = p->shape[i] == want[i];
   if (!same)
     return em_error(EM_ERR_SHAPE,
-                    "%s: %s has shape %s, expected %s (the last %d dims of input %s)", op, what, em_shape_str(p->ndim, p->shape, b1, sizeof b1),
+                    "%s: %s has shape %s, expected %s (the last %d dims of input %s)", op, what,
+                    em_shape_str(p->ndim, p->shape, b1, sizeof b1),
                     em_shape_str(nnorm, want, b2, sizeof b2), nnorm,
                     em_shape_str(x->ndim, x->shape, b3, sizeof b3));
   if (p->dtype != x->dtype)

@@ -1,7 +1,8 @@
 -- ember/_helpers.lua: PyTorch's everyday tensor helpers, built from core
 -- ops so that autograd, every dtype and every backend come for free:
 -- triu/tril, eye, linspace, randint, *_like, sort/argsort/topk, std, norm,
--- all/any, isnan/isinf/isfinite, equal/allclose, cumsum, masked_select, flip, roll,
+-- all/any, isnan/isinf/isfinite, equal/isclose/allclose, prod, cumsum/cumprod,
+-- repeat_interleave, masked_select, flip, roll,
 -- mm/dot/outer, square, reciprocal, logsumexp, amax/amin, unbind, tile,
 -- uniform_/normal_, and Torch7's table indexing t[{i, {a, b}, {}}].
 -- init.lua loads it; each helper is both a tensor method (x:triu(1)) and a
@@ -288,52 +289,150 @@ set("equal", function(a, b)
   return a:numel() == 0 or a:eq(b):all():item()
 end, true)
 
--- ember.allclose(a, b [, rtol = 1e-5 [, atol = 1e-8 [, equal_nan = false]]])
--- or (a, b, {rtol =, atol =, equal_nan =}), and a:allclose(b, ...): whether
--- |a - b| <= atol + rtol * |b| everywhere (broadcasting; equal infinities
--- are close), as torch.allclose, compared in float64, as a Lua boolean.
-set("allclose", function(a, b, rtol, atol, equal_nan)
-  check_tensor("allclose", a)
-  check_tensor("allclose", b, "argument 2")
+-- The options of isclose and allclose: (rtol, atol, equal_nan) or a table.
+local function close_opts(op, rtol, atol, equal_nan)
   if type(rtol) == "table" then
     local o = rtol
     for k in pairs(o) do
       if k ~= "rtol" and k ~= "atol" and k ~= "equal_nan" then
-        fail("allclose", "unknown option '%s' (expected rtol, atol, equal_nan)", tostring(k))
+        fail(op, "unknown option '%s' (expected rtol, atol, equal_nan)", tostring(k))
       end
     end
     rtol, atol, equal_nan = o.rtol, o.atol, o.equal_nan
   end
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  if type(rtol) ~= "number" or not (rtol >= 0) then fail("allclose", "rtol must be a number >= 0, got %s", tostring(rtol)) end
-  if type(atol) ~= "number" or not (atol >= 0) then fail("allclose", "atol must be a number >= 0, got %s", tostring(atol)) end
+  if type(rtol) ~= "number" or not (rtol >= 0) then fail(op, "rtol must be a number >= 0, got %s", tostring(rtol)) end
+  if type(atol) ~= "number" or not (atol >= 0) then fail(op, "atol must be a number >= 0, got %s", tostring(atol)) end
+  return rtol, atol, equal_nan
+end
+
+-- Where |a - b| <= atol + rtol * |b| (broadcasting; equal infinities are
+-- close, NaN only with equal_nan), compared in float64: a bool tensor.
+local function isclose(op, a, b, rtol, atol, equal_nan)
+  check_tensor(op, a)
+  check_tensor(op, b, "argument 2")
+  rtol, atol, equal_nan = close_opts(op, rtol, atol, equal_nan)
   local x, y = a:double(), b:double()
   local close = (x - y):abs():le(y:abs() * rtol + atol):logical_or(x:eq(y))
   if equal_nan then close = close:logical_or(x:ne(x):logical_and(y:ne(y))) end
+  return close
+end
+
+-- ember.isclose(a, b [, rtol = 1e-5 [, atol = 1e-8 [, equal_nan = false]]])
+-- or (a, b, {rtol =, atol =, equal_nan =}), and a:isclose(b, ...): the bool
+-- tensor of where a and b are close, as torch.isclose.
+set("isclose", function(a, b, rtol, atol, equal_nan)
+  return isclose("isclose", a, b, rtol, atol, equal_nan)
+end, true)
+
+-- ember.allclose(a, b, ...) / a:allclose(b, ...): whether isclose holds
+-- everywhere, as torch.allclose, as a Lua boolean.
+set("allclose", function(a, b, rtol, atol, equal_nan)
+  local close = isclose("allclose", a, b, rtol, atol, equal_nan)
   return close:numel() == 0 or close:all():item()
 end, true)
 
 -- ---- scans and rearrangements ---------------------------------------------------
 
--- x:cumsum(dim): a log-step (Hillis-Steele) scan of shifted adds, so the
--- backward is autograd's; bool counts as int64, as in PyTorch.
-set("cumsum", function(x, dim)
-  check_tensor("cumsum", x)
-  if dim == nil then fail("cumsum", "dim is required (1-based; -1 is the last)") end
+-- A log-step (Hillis-Steele) scan along dim: y = y (+ or *) y shifted by k,
+-- k = 1, 2, 4, ..., the shifted-in places holding the identity (0 or 1),
+-- so the backward is autograd's (a product's too, zeros included); bool
+-- counts as int64, as in PyTorch.
+local function scan(op, x, dim, combine, identity)
+  check_tensor(op, x)
+  if dim == nil then fail(op, "dim is required (1-based; -1 is the last)") end
   if x.dtype == "bool" then x = x:long() end
-  if x:dim() == 0 then check_dim("cumsum", x, dim); return x:clone() end
-  local d = check_dim("cumsum", x, dim)
+  if x:dim() == 0 then check_dim(op, x, dim); return x:clone() end
+  local d = check_dim(op, x, dim)
   local n = x:size(d)
   local y, k = x, 1
   while k < n do
     local shape = x:size()
     shape[d] = k
-    local pad = core.zeros(shape, { dtype = x.dtype, device = x.device })
-    y = y + core.cat({ pad, y:narrow(d, 1, n - k) }, d)
+    local pad = core.full(shape, identity, { dtype = x.dtype, device = x.device })
+    y = combine(y, core.cat({ pad, y:narrow(d, 1, n - k) }, d))
     k = k * 2
   end
   if rawequal(y, x) then y = x:clone() end
   return y
+end
+
+-- x:cumsum(dim), x:cumprod(dim): running sums and products along dim.
+set("cumsum", function(x, dim) return scan("cumsum", x, dim, function(a, b) return a + b end, 0) end, true)
+set("cumprod", function(x, dim) return scan("cumprod", x, dim, function(a, b) return a * b end, 1) end, true)
+
+-- x:prod([dim [, keepdim]]): the product of all elements (0-d), or along
+-- dim, by halving (the two halves multiplied, an odd last slice carried),
+-- so the gradient is autograd's, exact where elements are zero; bool
+-- counts as int64, as in PyTorch.
+set("prod", function(x, dim, keepdim)
+  check_tensor("prod", x)
+  if x.dtype == "bool" then x = x:long() end
+  if dim == nil then
+    if x:numel() == 0 then return core.ones({}, { dtype = x.dtype, device = x.device }) end
+    return core.prod(x:reshape(-1), 1)
+  end
+  if x:dim() == 0 then check_dim("prod", x, dim); return x:clone() end
+  local d = check_dim("prod", x, dim)
+  local y = x
+  if y:size(d) == 0 then
+    local shape = x:size()
+    shape[d] = 1
+    y = core.ones(shape, { dtype = x.dtype, device = x.device })
+  end
+  while y:size(d) > 1 do
+    local m = y:size(d)
+    local h = m // 2
+    local half = y:narrow(d, 1, h) * y:narrow(d, h + 1, h)
+    y = m % 2 == 1 and core.cat({ half, y:narrow(d, m, 1) }, d) or half
+  end
+  if rawequal(y, x) then y = x:clone() end
+  if not keepdim then y = y:squeeze(d) end
+  return y
+end, true)
+
+-- x:repeat_interleave(repeats [, dim]): each slice along dim repeated
+-- `repeats` times (an integer, or a 1-d int64 tensor or list with one count
+-- per slice), as torch.repeat_interleave; without dim, of x flattened.
+-- An index_select, so the gradient sums the copies.
+set("repeat_interleave", function(x, repeats, dim)
+  check_tensor("repeat_interleave", x)
+  if dim == nil then x, dim = x:reshape(-1), 1 end
+  local d = check_dim("repeat_interleave", x, dim)
+  local n = x:size(d)
+  local counts = {}
+  if math.type(repeats) == "integer" then
+    if repeats < 0 then fail("repeat_interleave", "repeats must be >= 0, got %d", repeats) end
+    for i = 1, n do counts[i] = repeats end
+  else
+    if core.is_tensor(repeats) then
+      if repeats.dtype ~= "int64" or repeats:dim() > 1 then
+        fail("repeat_interleave", "repeats must be an integer or a 1-d int64 tensor, got a %d-d %s tensor",
+          repeats:dim(), repeats.dtype)
+      end
+      repeats = repeats:dim() == 0 and { repeats:item() } or repeats:totable()
+    end
+    if type(repeats) ~= "table" then
+      fail("repeat_interleave", "repeats must be an integer, a list or a 1-d int64 tensor, got %s", type(repeats))
+    end
+    if #repeats == 1 then for i = 1, n do counts[i] = repeats[1] end else counts = repeats end
+    if #counts ~= n then
+      fail("repeat_interleave", "repeats has %d counts for %d slices along dim %d", #counts, n, d)
+    end
+  end
+  local idx = {}
+  for i, c in ipairs(counts) do
+    if math.type(c) ~= "integer" or c < 0 then
+      fail("repeat_interleave", "repeats must hold integers >= 0, got %s", tostring(c))
+    end
+    for _ = 1, c do idx[#idx + 1] = i end
+  end
+  if #idx == 0 then
+    local shape = x:size()
+    shape[d] = 0
+    return core.zeros(shape, { dtype = x.dtype, device = x.device })
+  end
+  return x:index_select(d, core.tensor(idx, { dtype = "int64", device = x.device }))
 end, true)
 
 local function broadcast_shape(op, a, b)

@@ -10,7 +10,7 @@ local core = require "ember.core"
 local ember = core
 require "ember._helpers" -- triu, sort, cumsum, ... and t[{i, {a, b}}] (adds to core)
 require "ember._einsum" -- ember.einsum (adds to core)
-require "ember._activations" -- softplus, leaky_relu, the binary cross-entropies (adds to core)
+require "ember._functional" -- softplus, leaky_relu, the binary cross-entropies (adds to core)
 require "ember._listing" -- listing functions return lists that print readably
 require("ember.variant").install(ember) -- ember.attention_variant: variants written in Lua
 -- help(x) prints x's reference entry (the doc comments, read on first use)

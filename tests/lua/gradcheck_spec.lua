@@ -302,6 +302,20 @@ case("rank 4: layer_norm two dims", function(mk) return { mk{ 2, 1, 3, 4 }, mk{ 
 case("rank 8: transpose and sum", function(mk) return { mk{ 2, 1, 2, 1, 2, 1, 2, 2 } } end,
   function(x) return x:transpose(1, 8):sin():sum(5) end)
 
+-- ---- torch's and torch.nn.functional's, composed in Lua (and log1p, expm1) --------
+case("prod along a dim, with a zero", function(mk) return { mk{ 3, 5 } } end,
+  function(x) return (x * ember.tensor({ 1, 1, 0, 1, 1 }, D64)):prod(2) end)
+case("prod of all", function(mk) return { mk{ 2, 3 } } end, function(x) return x:prod() end)
+case("cumprod", function(mk) return { mk{ 2, 6 } } end, function(x) return x:cumprod(-1) end)
+case("repeat_interleave with counts", function(mk) return { mk{ 3, 2 } } end,
+  function(x) return x:repeat_interleave({ 2, 0, 1 }, 1) end)
+case("log1p", function(mk) return { positive(mk{ 2, 3 }) } end, function(x) return x:log1p() end)
+case("expm1", function(mk) return { mk{ 2, 3 } } end, function(x) return x:expm1() end)
+case("normalize", function(mk) return { mk{ 3, 4 } } end, function(x) return x:normalize({ dim = 2 }) end)
+case("cosine_similarity", function(mk) return { mk{ 3, 4 }, mk{ 3, 4 } } end,
+  function(a, b) return ember.cosine_similarity(a, b) end)
+case("softplus", function(mk) return { mk{ 3, 4 } } end, function(x) return (x * 3):softplus({ threshold = 2 }) end)
+
 -- ---- composites ------------------------------------------------------------
 case("attention-like composite", function(mk) return { mk{ 2, 3, 4 }, mk{ 2, 3, 4 }, mk{ 2, 3, 4 } } end,
   function(q, k, v)

@@ -146,6 +146,27 @@ describe("helper values", function()
     assert.has_error(function() a:allclose(a, { tol = 1 }) end,
       "ember.allclose: unknown option 'tol' (expected rtol, atol, equal_nan)")
     assert.has_error(function() ember.equal(a, 1) end, "ember.equal: argument 2 must be a tensor, got number")
+    local c = ember.tensor({ 1, 2, 0 / 0 }):isclose(ember.tensor { 1, 2.1, 0 / 0 })
+    assert.are.equal("bool", c.dtype)
+    same(c, { true, false, false })
+    same(ember.isclose(ember.tensor { 0 / 0 }, ember.tensor { 0 / 0 }, { equal_nan = true }), { true })
+  end)
+
+  it("prod, cumprod and repeat_interleave: edge cases and errors", function()
+    same(ember.tensor({ true, true }):prod(), 1)
+    assert.are.equal("int64", ember.tensor({ true, false }):prod().dtype)
+    same(ember.zeros(2, 0):prod(2), { 1, 1 })
+    same(ember.zeros(0):prod(), 1)
+    same(ember.tensor({ 2, 3, 4 }, { dtype = "int64" }):cumprod(1), { 2, 6, 24 })
+    same(ember.tensor({ { 1, 2 }, { 3, 4 } }):repeat_interleave(2), { 1, 1, 2, 2, 3, 3, 4, 4 })
+    same(ember.tensor({ 5, 6 }):repeat_interleave(ember.tensor({ 0, 2 }, { dtype = "int64" })), { 6, 6 })
+    assert.are.same(ember.Size { 0, 2 }, ember.ones(2, 2):repeat_interleave(0, 1).shape)
+    assert.has_error(function() ember.ones(3):repeat_interleave({ 1, 2 }) end,
+      "ember.repeat_interleave: repeats has 2 counts for 3 slices along dim 1")
+    assert.has_error(function() ember.ones(3):repeat_interleave(-1) end, "ember.repeat_interleave: repeats must be >= 0, got -1")
+    assert.has_error(function() ember.ones(3):cumprod() end, "ember.cumprod: dim is required (1-based; -1 is the last)")
+    assert.has_error(function() ember.ones(3):prod(2) end,
+      "ember.prod: dim 2 is out of range for a tensor with 1 dims (expected 1..1 or -1..-1)")
   end)
 
   it("cumsum of int64 and bool, flip, roll, masked_select", function()

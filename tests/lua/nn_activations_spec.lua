@@ -1,5 +1,5 @@
 -- The activation modules and binary losses composed in
--- lua/ember/_activations.lua and their modules: nn.Tanh, Sigmoid, Softmax,
+-- lua/ember/_functional.lua and their modules: nn.Tanh, Sigmoid, Softmax,
 -- LogSoftmax, LeakyReLU, ELU, Softplus, BCELoss and BCEWithLogitsLoss.
 -- Values and gradients against PyTorch 1.13 in float64 through the
 -- committed fixtures (tests/gen_nn_fixtures.py -> tests/fixtures/nn_modern.lua),

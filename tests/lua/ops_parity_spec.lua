@@ -12,7 +12,7 @@ local ember = require "ember"
 local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
 
 local FILES = { "ops_elementwise", "ops_reduce", "ops_nn", "ops_index", "ops_views", "ops_edge",
-                "ops_rank", "ops_helpers", "ops_compat", "ops_rounding", "ops_einsum" }
+                "ops_rank", "ops_helpers", "ops_compat", "ops_rounding", "ops_einsum", "ops_functional" }
 
 -- Relative tolerance per dtype; the absolute floor is rtol * max|expected|
 -- of the tensor (plus a tiny constant for all-zero tensors), so an element
@@ -127,6 +127,16 @@ local OPS = {
   unbind = function(I, A) return I.x:unbind(A.dim) end,
   tile = function(I, A) return I.x:tile(A.reps) end,
   index_table = function(I, A) return I.x[A.key] end,
+  -- torch's and torch.nn.functional's (lua/ember/_helpers.lua, _functional.lua; log1p, expm1 in C)
+  prod = function(I, A) return I.x:prod(A.dim, A.keepdim) end,
+  cumprod = function(I, A) return ember.cumprod(I.x, A.dim) end,
+  repeat_interleave = function(I, A) return I.x:repeat_interleave(A.repeats, A.dim) end,
+  log1p = function(I) return I.x:log1p() end,
+  expm1 = function(I) return ember.expm1(I.x) end,
+  normalize = function(I, A) return I.x:normalize({ p = A.p, dim = A.dim }) end,
+  cosine_similarity = function(I, A) return ember.cosine_similarity(I.a, I.b, { dim = A.dim }) end,
+  softplus = function(I, A) return I.x:softplus({ beta = A.beta, threshold = A.threshold }) end,
+  leaky_relu = function(I, A) return ember.leaky_relu(I.x, A.negative_slope) end,
 }
 
 -- view() needs a layout that fits; it rightly refuses these inputs.

@@ -1,10 +1,10 @@
--- ember/_activations.lua: the activations and binary losses of
--- torch.nn.functional that ember composes from core ops (so autograd,
--- every dtype and every backend come for free): softplus, leaky_relu,
--- binary_cross_entropy and binary_cross_entropy_with_logits, as functions
--- (ember.softplus(x)) and, the activations, as tensor methods. The nn
--- modules (nn.Softplus, nn.LeakyReLU, nn.BCELoss, nn.BCEWithLogitsLoss)
--- call these: each formula is written here only.
+-- ember/_functional.lua: what torch.nn.functional has and ember composes
+-- from core ops (so autograd, every dtype and every backend come for
+-- free): softplus, leaky_relu, binary_cross_entropy(_with_logits),
+-- normalize and cosine_similarity, as functions (ember.softplus(x)) and,
+-- the one-tensor ones, as tensor methods. The nn modules (nn.Softplus,
+-- nn.LeakyReLU, nn.BCELoss, nn.BCEWithLogitsLoss) call these: each
+-- formula is written here only.
 -- init.lua loads it. Errors are raised at the caller's line.
 local core = require "ember.core"
 local T = core.Tensor
@@ -131,6 +131,32 @@ set("binary_cross_entropy", function(input, target, opts)
   local loss = -(y * log_p + (1 - y) * log_1p)
   if o.weight then loss = loss * o.weight end
   return reduce(op, loss, red)
+end)
+
+-- ember.normalize(x [, {p = 2, dim = -1, eps = 1e-12}]): x / max(||x||_p, eps)
+-- along dim (torch.nn.functional.normalize).
+set("normalize", function(x, opts)
+  check_tensor("normalize", x)
+  opts = check_opts("normalize", opts, { p = true, dim = true, eps = true })
+  local p, dim, eps = opts.p or 2, opts.dim or -1, opts.eps or 1e-12
+  if type(eps) ~= "number" or not (eps >= 0) then fail("normalize", "eps must be a number >= 0, got %s", tostring(eps)) end
+  return x / x:norm(p, dim, true):clamp(eps, math.huge)
+end, true)
+
+-- ember.cosine_similarity(a, b [, {dim = -1, eps = 1e-8}]): the cosine of
+-- the angle between a and b along dim (broadcasting), each normalised first
+-- with its norm at least eps (torch.nn.functional.cosine_similarity).
+set("cosine_similarity", function(a, b, opts)
+  check_tensor("cosine_similarity", a, "argument 1")
+  check_tensor("cosine_similarity", b, "argument 2")
+  opts = check_opts("cosine_similarity", opts, { dim = true, eps = true })
+  local dim, eps = opts.dim or -1, opts.eps or 1e-8
+  if type(eps) ~= "number" or not (eps >= 0) then
+    fail("cosine_similarity", "eps must be a number >= 0, got %s", tostring(eps))
+  end
+  local na = a:norm(2, dim, true):clamp(eps, math.huge)
+  local nb = b:norm(2, dim, true):clamp(eps, math.huge)
+  return ((a / na) * (b / nb)):sum(dim)
 end)
 
 return {}
