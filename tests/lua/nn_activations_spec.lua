@@ -138,3 +138,25 @@ describe("activation and loss modules", function()
     raises_here(function() nn.Tanh()(3) end, "Tanh.forward: expected a tensor, got number")
   end)
 end)
+
+describe("nn.Parameter", function()
+  it("makes a leaf requiring grad that a module registers, as torch.nn.Parameter", function()
+    local Scale = nn.Module:extend("Scale")
+    function Scale:__init(n) self.gain = nn.Parameter(ember.ones(n)) end
+    function Scale:forward(x) return x * self.gain end
+    local m = Scale(3)
+    assert.are.same({ "gain" }, { table.unpack(m:parameter_names()) })
+    local x = ember.randn(2, 3)
+    m(x):sum():backward()
+    assert.is_true(ember.allclose(m.gain.grad, x:sum(1)))
+    -- detached from the graph it came from, sharing its storage
+    local a = ember.randn(2):requires_grad_()
+    local p = nn.Parameter(a * 2)
+    assert.is_true(p.requires_grad and p.is_leaf)
+    local frozen = nn.Parameter(ember.ones(2), false)
+    assert.is_false(frozen.requires_grad)
+    raises_here(function() nn.Parameter(3) end, "nn.Parameter: expected a tensor, got number")
+    raises_here(function() nn.Parameter(ember.ones(2, "int64")) end,
+      "nn.Parameter: only floating-point tensors can require grad, got int64")
+  end)
+end)

@@ -2,6 +2,7 @@
 -- built on nn.Module). `local nn = require "ember.nn"`; `nn.Linear(4, 3)`.
 return {
   Module = require "ember.nn.Module",
+  Parameter = require("ember.nn.Parameter").Parameter,
   Sequential = require "ember.nn.Sequential",
   Linear = require "ember.nn.Linear",
   Embedding = require "ember.nn.Embedding",
