@@ -933,6 +933,14 @@ def functional():
          {"beta": 1.5, "threshold": 4})
     case(f, "leaky_relu", "leaky_relu", {"x": away(randn(3, 4))}, lambda x: F.leaky_relu(x, 0.1),
          {"negative_slope": 0.1})
+    img = randn(2, 3, 4, 5)
+    case(f, "pad_constant", "pad", {"x": img}, lambda x: F.pad(x, (1, 2, 0, 3), value=0.5),
+         {"pad": [1, 2, 0, 3], "mode": "constant", "value": 0.5})
+    case(f, "pad_crop", "pad", {"x": img}, lambda x: F.pad(x, (-1, 2, 1, -2)),
+         {"pad": [-1, 2, 1, -2], "mode": "constant"})
+    for mode in ("reflect", "replicate", "circular"):
+        case(f, "pad_" + mode, "pad", {"x": img}, lambda x, mode=mode: F.pad(x, (2, 1, 3, 2), mode=mode),
+             {"pad": [2, 1, 3, 2], "mode": mode})
 
 
 def main():

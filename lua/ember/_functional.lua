@@ -1,7 +1,7 @@
 -- ember/_functional.lua: what torch.nn.functional has and ember composes
 -- from core ops (so autograd, every dtype and every backend come for
 -- free): softplus, leaky_relu, binary_cross_entropy(_with_logits),
--- normalize and cosine_similarity, as functions (ember.softplus(x)) and,
+-- normalize, cosine_similarity and pad, as functions (ember.softplus(x)) and,
 -- the one-tensor ones, as tensor methods. The nn modules (nn.Softplus,
 -- nn.LeakyReLU, nn.BCELoss, nn.BCEWithLogitsLoss) call these: each
 -- formula is written here only.
@@ -157,6 +157,77 @@ set("cosine_similarity", function(a, b, opts)
   local na = a:norm(2, dim, true):clamp(eps, math.huge)
   local nb = b:norm(2, dim, true):clamp(eps, math.huge)
   return ((a / na) * (b / nb)):sum(dim)
+end)
+
+local PAD_MODES = { constant = true, reflect = true, replicate = true, circular = true }
+
+-- The source index (1-based) of padded position j (1 - left .. n + right)
+-- of a dim of n elements, for the index modes.
+local function pad_source(mode, j, n)
+  if mode == "replicate" then return math.min(math.max(j, 1), n) end
+  if mode == "circular" then return (j - 1) % n + 1 end
+  -- reflect: mirrored about the edge elements, which are not repeated
+  local period = 2 * (n - 1)
+  local k = (j - 1) % period
+  return (k < n and k or period - k) + 1
+end
+
+-- ember.pad(x, pad [, mode = "constant" [, value = 0]]) or (x, pad,
+-- {mode =, value =}): torch.nn.functional.pad. pad lists (left, right)
+-- amounts from the last dim backwards; negative amounts crop (constant
+-- mode). reflect, replicate and circular are an index_select per dim, so
+-- the gradient sums what was copied; constant is a cat with filled blocks.
+set("pad", function(x, pad, mode, value)
+  check_tensor("pad", x)
+  if type(mode) == "table" then
+    local o = check_opts("pad", mode, { mode = true, value = true })
+    mode, value = o.mode, o.value
+  end
+  mode, value = mode or "constant", value or 0
+  if not PAD_MODES[mode] then
+    fail("pad", "mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", got %s", tostring(mode))
+  end
+  if type(value) ~= "number" then fail("pad", "value must be a number, got %s", type(value)) end
+  if type(pad) ~= "table" or #pad % 2 ~= 0 or #pad // 2 > x:dim() then
+    fail("pad", "pad must list (left, right) pairs for at most the %d dims of the input, got %s", x:dim(),
+      type(pad) == "table" and (#pad .. " numbers") or type(pad))
+  end
+  for i = 1, #pad do
+    if math.type(pad[i]) ~= "integer" then fail("pad", "pad amounts must be integers, got %s", tostring(pad[i])) end
+  end
+  local y = x
+  for i = 1, #pad // 2 do
+    local d = x:dim() - i + 1
+    local left, right, n = pad[2 * i - 1], pad[2 * i], y:size(d)
+    if mode == "constant" then
+      if left < 0 or right < 0 then
+        local lo, hi = math.max(-left, 0), math.max(-right, 0)
+        if lo + hi > n then fail("pad", "cropping %d of dim %d's %d elements", lo + hi, d, n) end
+        y = y:narrow(d, lo + 1, n - lo - hi)
+      end
+      local parts = {}
+      local function block(k)
+        local shape = y:size()
+        shape[d] = k
+        return core.full(shape, value, { dtype = y.dtype, device = y.device })
+      end
+      if left > 0 then parts[#parts + 1] = block(left) end
+      parts[#parts + 1] = y
+      if right > 0 then parts[#parts + 1] = block(right) end
+      if #parts > 1 then y = core.cat(parts, d) end
+    else
+      if left < 0 or right < 0 then fail("pad", "%s padding takes amounts >= 0, got %d and %d", mode, left, right) end
+      local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
+      if n == 0 or left > limit or right > limit then
+        fail("pad", "%s padding of (%d, %d) needs more elements in dim %d than its %d", mode, left, right, d, n)
+      end
+      local idx = {}
+      for j = 1 - left, n + right do idx[#idx + 1] = pad_source(mode, j, n) end
+      y = y:index_select(d, core.tensor(idx, { dtype = "int64", device = y.device }))
+    end
+  end
+  if rawequal(y, x) then y = x:clone() end
+  return y
 end)
 
 return {}

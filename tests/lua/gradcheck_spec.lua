@@ -315,6 +315,8 @@ case("normalize", function(mk) return { mk{ 3, 4 } } end, function(x) return x:n
 case("cosine_similarity", function(mk) return { mk{ 3, 4 }, mk{ 3, 4 } } end,
   function(a, b) return ember.cosine_similarity(a, b) end)
 case("softplus", function(mk) return { mk{ 3, 4 } } end, function(x) return (x * 3):softplus({ threshold = 2 }) end)
+case("pad reflect and constant crop", function(mk) return { mk{ 2, 4, 5 } } end,
+  function(x) return ember.pad(ember.pad(x, { 2, 1, 1, 3 }, "reflect"), { -1, 2 }, { value = 3 }) end)
 
 -- ---- composites ------------------------------------------------------------
 case("attention-like composite", function(mk) return { mk{ 2, 3, 4 }, mk{ 2, 3, 4 }, mk{ 2, 3, 4 } } end,

@@ -152,6 +152,23 @@ describe("helper values", function()
     same(ember.isclose(ember.tensor { 0 / 0 }, ember.tensor { 0 / 0 }, { equal_nan = true }), { true })
   end)
 
+  it("pad: values by hand, and errors", function()
+    local x = ember.tensor { 1, 2, 3 }
+    same(ember.pad(x, { 2, 1 }), { 0, 0, 1, 2, 3, 0 })
+    same(ember.pad(x, { 1, 1 }, { value = -1 }), { -1, 1, 2, 3, -1 })
+    same(ember.pad(x, { -1, 0 }), { 2, 3 })
+    same(ember.pad(x, { 2, 2 }, "reflect"), { 3, 2, 1, 2, 3, 2, 1 })
+    same(ember.pad(x, { 2, 2 }, "replicate"), { 1, 1, 1, 2, 3, 3, 3 })
+    same(ember.pad(x, { 3, 2 }, "circular"), { 1, 2, 3, 1, 2, 3, 1, 2 })
+    assert.has_error(function() ember.pad(x, { 1 }) end,
+      "ember.pad: pad must list (left, right) pairs for at most the 1 dims of the input, got 1 numbers")
+    assert.has_error(function() ember.pad(x, { 3, 0 }, "reflect") end,
+      "ember.pad: reflect padding of (3, 0) needs more elements in dim 1 than its 3")
+    assert.has_error(function() ember.pad(x, { 1, 1 }, "edge") end,
+      "ember.pad: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", got edge")
+    assert.has_error(function() ember.pad(x, { -2, -2 }) end, "ember.pad: cropping 4 of dim 1's 3 elements")
+  end)
+
   it("prod, cumprod and repeat_interleave: edge cases and errors", function()
     same(ember.tensor({ true, true }):prod(), 1)
     assert.are.equal("int64", ember.tensor({ true, false }):prod().dtype)

@@ -137,6 +137,7 @@ local OPS = {
   cosine_similarity = function(I, A) return ember.cosine_similarity(I.a, I.b, { dim = A.dim }) end,
   softplus = function(I, A) return I.x:softplus({ beta = A.beta, threshold = A.threshold }) end,
   leaky_relu = function(I, A) return ember.leaky_relu(I.x, A.negative_slope) end,
+  pad = function(I, A) return ember.pad(I.x, A.pad, A.mode, A.value) end,
 }
 
 -- view() needs a layout that fits; it rightly refuses these inputs.
