@@ -77,6 +77,7 @@ CPU_VECTOR_CLONES_512 static void FN(unary_ops)(char **p, const int64_t *s, int6
   }
 }
 
+#if !UNARY_GRAD_VIA_F32 /* bfloat16's derivatives run the float32 loops (cpu_unary.c) */
 /* ---- derivatives: gx = f(g, x, y, a, b) (the d_ rules of
 ** ember_unary_rules.h); all arrays contiguous, x or y NULL when the op
 ** does not read it. */
@@ -141,6 +142,7 @@ static void FN(unary_grad)(em_unary_op op, int64_t n, T *gx, const T *gy, const 
   const ACC a = (ACC)alpha, b = (ACC)beta;
   CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi, FN(grad_range)(op, lo, hi, gx, gy, x, y, a, b););
 }
+#endif /* !UNARY_GRAD_VIA_F32 */
 
 #endif /* IS_FLOAT */
 

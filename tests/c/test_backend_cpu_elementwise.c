@@ -544,6 +544,49 @@ static void test_exp_family_f32(void) {
   free(x), free(y), free(gy), free(gx);
 }
 
+/* bfloat16 unary ops and derivatives compute in float32 and round once:
+** every op's bfloat16 result (a contiguous run long enough for several
+** stack chunks, and a strided one) equals the float32 kernel's on the
+** widened input, rounded. */
+static void test_bf16_unary_is_f32_rounded(void) {
+  enum { N = 2500 };
+  const double alpha[EM_NUNARY] = {[EM_ELU] = 1.3, [EM_CLAMP] = -0.5, [EM_POW_SCALAR] = 2.5, [EM_AFFINE] = 2};
+  const double beta[EM_NUNARY] = {[EM_CLAMP] = 0.5, [EM_AFFINE] = 0.5};
+  uint16_t *bx = xmalloc(N * 2), *by = xmalloc(N * 2), *bg = xmalloc(N * 2), *bgx = xmalloc(N * 2);
+  float *x = xmalloc(N * 4), *y = xmalloc(N * 4), *g = xmalloc(N * 4), *gx = xmalloc(N * 4);
+  int64_t sh[1] = {N}, half[1] = {N / 2}, st2[1] = {2};
+  for (int op = 0; op < EM_NUNARY; op++) {
+    if (op == EM_NOT) continue;
+    const bool pos = op == EM_LOG || op == EM_SQRT || op == EM_RSQRT || op == EM_POW_SCALAR || op == EM_LOG1P;
+    for (int i = 0; i < N; i++) {
+      bx[i] = em_f32_to_bf16(pos ? 0.05f + 4.0f * (float)i / N : -6.0f + 12.0f * (float)i / N);
+      x[i] = em_bf16_to_f32(bx[i]);
+      bg[i] = em_f32_to_bf16(0.5f + (float)(i % 7) / 7);
+      g[i] = em_bf16_to_f32(bg[i]);
+    }
+    em_kview vby = kv(by, EM_BF16, 1, sh), vbx = kv(bx, EM_BF16, 1, sh);
+    em_kview vy = kv(y, EM_F32, 1, sh), vx = kv(x, EM_F32, 1, sh);
+    const em_unary_op u = (em_unary_op)op;
+    bool ok = be->unary(0, u, &vby, &vbx, alpha[op], beta[op]) == EM_OK &&
+              be->unary(0, u, &vy, &vx, alpha[op], beta[op]) == EM_OK;
+    int differ = 0;
+    for (int i = 0; ok && i < N; i++) differ += by[i] != em_f32_to_bf16(y[i]);
+    /* the strided run: every other element */
+    em_kview vbh = kv(by, EM_BF16, 1, half), vbs = kvs(bx, EM_BF16, 1, half, st2);
+    ok = ok && be->unary(0, u, &vbh, &vbs, alpha[op], beta[op]) == EM_OK;
+    for (int i = 0; ok && i < N / 2; i++) differ += by[i] != em_f32_to_bf16(y[2 * i]);
+    /* the derivative, from the forward's x and y */
+    for (int i = 0; i < N; i++) by[i] = em_f32_to_bf16(y[i]), y[i] = em_bf16_to_f32(by[i]);
+    ok = ok && be->unary_backward(0, u, EM_BF16, N, bgx, bg, bx, by, alpha[op], beta[op]) == EM_OK &&
+         be->unary_backward(0, u, EM_F32, N, gx, g, x, y, alpha[op], beta[op]) == EM_OK;
+    for (int i = 0; ok && i < N; i++) differ += bgx[i] != em_f32_to_bf16(gx[i]);
+    check(ok && differ == 0, "unary %s bfloat16 = float32 rounded once, forward (contiguous, strided) and derivative "
+          "(%d of %d differ)", em_kernel_unary_name(u), differ, 2 * N + N / 2);
+  }
+  free(bx), free(by), free(bg), free(bgx);
+  free(x), free(y), free(g), free(gx);
+}
+
 /* ---- speed (informational) ---- */
 
 static void time_small_add(void) {
@@ -571,6 +614,7 @@ int main(int argc, char **argv) {
   test_unary();
   test_gelu_f32();
   test_exp_family_f32();
+  test_bf16_unary_is_f32_rounded();
   time_small_add();
   return backend_cpu_done(h);
 }
