@@ -399,6 +399,37 @@ def activation_cases():
     cases.append(loss_case("BCELoss_mean", F.binary_cross_entropy, {"reduction": "mean"}, probs, soft, {}))
     cases.append(loss_case("BCELoss_weight_sum", F.binary_cross_entropy, {"reduction": "sum"}, probs, hard,
                            {"weight": torch.rand(4, 3) + 0.5}))
+
+    # NLLLoss on log-probabilities; targets 1-based in the fixture
+    logp = torch.log_softmax(torch.randn(6, 4), -1)
+    cls = torch.tensor([0, 3, 2, 2, 1, 3])
+    for label, red, weight, ignore in (("NLLLoss_mean", "mean", None, None),
+                                       ("NLLLoss_weight_ignore", "mean", torch.rand(4) + 0.5, 2),
+                                       ("NLLLoss_sum_ignore", "sum", None, 3), ("NLLLoss_none", "none", None, None)):
+        x = logp.clone().requires_grad_(True)
+        kw = {"reduction": red}
+        if weight is not None:
+            kw["weight"] = weight
+        if ignore is not None:
+            kw["ignore_index"] = ignore
+        out = F.nll_loss(x, cls, **kw)
+        R = torch.randn_like(out)
+        (out * R).sum().backward()
+        cfg = {"reduction": red}
+        if ignore is not None:
+            cfg["ignore_index"] = ignore + 1
+        cases.append({"name": label, "config": cfg, "state": {"weight": weight} if weight is not None else {},
+                      "inputs": {"x": x.detach(), "target": cls + 1}, "out": out.detach(), "R": R,
+                      "grad_inputs": {"x": x.grad}, "grads": {}})
+
+    # L1 and smooth L1 (targets float32, so they carry no gradient)
+    pred, tgt = torch.randn(4, 5), torch.randn(4, 5).float()
+    for red in ("mean", "sum"):
+        cases.append(loss_case("L1Loss_" + red, F.l1_loss, {"reduction": red}, pred, tgt, {}))
+    cases.append(loss_case("SmoothL1Loss_beta05", lambda x, t, reduction: F.smooth_l1_loss(x, t, reduction=reduction,
+                                                                                          beta=0.5),
+                           {"reduction": "mean", "beta": 0.5}, pred, tgt, {}))
+    cases.append(loss_case("SmoothL1Loss_none", F.smooth_l1_loss, {"reduction": "none"}, pred, tgt, {}))
     return cases
 
 

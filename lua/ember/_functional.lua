@@ -1,10 +1,10 @@
 -- ember/_functional.lua: what torch.nn.functional has and ember composes
 -- from core ops (so autograd, every dtype and every backend come for
 -- free): softplus, leaky_relu, binary_cross_entropy(_with_logits),
--- normalize, cosine_similarity and pad, as functions (ember.softplus(x)) and,
--- the one-tensor ones, as tensor methods. The nn modules (nn.Softplus,
--- nn.LeakyReLU, nn.BCELoss, nn.BCEWithLogitsLoss) call these: each
--- formula is written here only.
+-- nll_loss, l1_loss, smooth_l1_loss, normalize, cosine_similarity and pad,
+-- as functions (ember.softplus(x)) and, the one-tensor ones, as tensor
+-- methods. The nn modules (nn.Softplus, nn.LeakyReLU, the BCE, NLL, L1 and
+-- SmoothL1 losses) call these: each formula is written here only.
 -- init.lua loads it. Errors are raised at the caller's line.
 local core = require "ember.core"
 local T = core.Tensor
@@ -157,6 +157,63 @@ set("cosine_similarity", function(a, b, opts)
   local na = a:norm(2, dim, true):clamp(eps, math.huge)
   local nb = b:norm(2, dim, true):clamp(eps, math.huge)
   return ((a / na) * (b / nb)):sum(dim)
+end)
+
+-- ember.nll_loss(input, target [, {weight =, ignore_index =, reduction = "mean"}]):
+-- the negative log-likelihood of log-probabilities input [N, C] at the
+-- 1-based int64 class ids target [N] (torch.nn.functional.nll_loss; Torch7's
+-- ClassNLLCriterion): -w[y] input[i, y], averaged with the weights w[y] of the
+-- counted rows for "mean"; rows whose target is ignore_index count nothing.
+set("nll_loss", function(input, target, opts)
+  local op = "nll_loss"
+  check_tensor(op, input, "input")
+  check_tensor(op, target, "target")
+  opts = check_opts(op, opts, { weight = true, ignore_index = true, reduction = true })
+  local red = opts.reduction or "mean"
+  if not REDUCTIONS[red] then fail(op, "reduction must be \"mean\", \"sum\" or \"none\", got %s", tostring(red)) end
+  if input:dim() ~= 2 or target:dim() ~= 1 or target:size(1) ~= input:size(1) then
+    fail(op, "expected input [N, C] and target [N], got %s and %s", shape_str(input), shape_str(target))
+  end
+  if target.dtype ~= "int64" then fail(op, "target must be int64 class ids (1-based), got %s", target.dtype) end
+  local C = input:size(2)
+  local keep = core.ones(target.shape, { dtype = input.dtype, device = input.device })
+  local ids = target
+  if opts.ignore_index ~= nil then
+    local ignored = target:eq(opts.ignore_index)
+    keep = keep:masked_fill(ignored, 0)
+    ids = target:masked_fill(ignored, 1) -- any valid id: its term is multiplied by 0
+  end
+  if ids:numel() > 0 and (ids:min():item() < 1 or ids:max():item() > C) then
+    fail(op, "target ids must be in 1..%d (1-based), got %d..%d", C, ids:min():item(), ids:max():item())
+  end
+  local w = keep
+  if opts.weight ~= nil then
+    check_tensor(op, opts.weight, "weight")
+    w = w * opts.weight:to(input.dtype):index_select(1, ids)
+  end
+  local loss = -(input:gather(2, ids:view(-1, 1)):view(-1) * w)
+  if red == "none" then return loss end
+  if red == "sum" then return loss:sum() end
+  return loss:sum() / w:sum()
+end)
+
+-- ember.l1_loss(input, target [, {reduction = "mean"}]): |input - target|
+-- (torch.nn.functional.l1_loss).
+set("l1_loss", function(input, target, opts)
+  local _, red = binary_opts("l1_loss", input, target, opts, { reduction = true })
+  return reduce("l1_loss", (input - target):abs(), red)
+end)
+
+-- ember.smooth_l1_loss(input, target [, {beta = 1, reduction = "mean"}]): the
+-- Huber-like loss 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere
+-- (torch.nn.functional.smooth_l1_loss; beta = 0 is the L1 loss).
+set("smooth_l1_loss", function(input, target, opts)
+  local o, red = binary_opts("smooth_l1_loss", input, target, opts, { beta = true, reduction = true })
+  local beta = o.beta or 1
+  if type(beta) ~= "number" or not (beta >= 0) then fail("smooth_l1_loss", "beta must be a number >= 0, got %s", tostring(beta)) end
+  local d = (input - target):abs()
+  if beta == 0 then return reduce("smooth_l1_loss", d, red) end
+  return reduce("smooth_l1_loss", core.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta), red)
 end)
 
 local PAD_MODES = { constant = true, reflect = true, replicate = true, circular = true }

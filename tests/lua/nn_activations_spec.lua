@@ -1,6 +1,6 @@
--- The activation modules and binary losses composed in
--- lua/ember/_functional.lua and their modules: nn.Tanh, Sigmoid, Softmax,
--- LogSoftmax, LeakyReLU, ELU, Softplus, BCELoss and BCEWithLogitsLoss.
+-- The activation modules and losses composed in lua/ember/_functional.lua
+-- and their modules: nn.Tanh, Sigmoid, Softmax, LogSoftmax, LeakyReLU, ELU,
+-- Softplus, BCELoss, BCEWithLogitsLoss, NLLLoss, L1Loss, SmoothL1Loss.
 -- Values and gradients against PyTorch 1.13 in float64 through the
 -- committed fixtures (tests/gen_nn_fixtures.py -> tests/fixtures/nn_modern.lua),
 -- float64 gradchecks, the extremes (logits of +-1e4, probabilities of 0 and
@@ -45,6 +45,24 @@ describe("activations and binary losses match PyTorch (float64)", function()
       compare.module(m, c, { forward = function(mod, i) return mod(i.x, i.target) end })
     end)
   end
+
+  for _, name in ipairs { "NLLLoss_mean", "NLLLoss_weight_ignore", "NLLLoss_sum_ignore", "NLLLoss_none" } do
+    it(name, function()
+      local c = case(name)
+      local o = { reduction = c.config.reduction, ignore_index = c.config.ignore_index }
+      if c.state.weight then o.weight = ember.zeros(4, F64) end
+      compare.module(nn.NLLLoss(o), c, { forward = function(mod, i) return mod(i.x, i.target) end })
+    end)
+  end
+
+  for name, make in pairs { L1Loss_mean = function() return nn.L1Loss() end,
+                            L1Loss_sum = function() return nn.L1Loss("sum") end,
+                            SmoothL1Loss_beta05 = function() return nn.SmoothL1Loss({ beta = 0.5 }) end,
+                            SmoothL1Loss_none = function() return nn.SmoothL1Loss({ reduction = "none" }) end } do
+    it(name, function()
+      compare.module(make(), case(name), { forward = function(mod, i) return mod(i.x, i.target) end })
+    end)
+  end
 end)
 
 describe("activations and binary losses: float64 gradchecks", function()
@@ -69,6 +87,16 @@ describe("activations and binary losses: float64 gradchecks", function()
       { ember.randn({ 3, 4 }, F64) * 3 })
     gc("BCE", function(p) return ember.binary_cross_entropy(p, y, { reduction = "sum" }) end,
       { ember.rand({ 3, 4 }, F64) * 0.8 + 0.1 })
+  end)
+
+  it("NLL, L1 and smooth L1", function()
+    local ids = ember.tensor({ 2, 1, 3 }, { dtype = "int64" })
+    local w = ember.rand({ 4 }, F64) + 0.5
+    gc("NLL", function(x) return ember.nll_loss(x, ids, { weight = w, ignore_index = 1 }) end,
+      { ember.randn({ 3, 4 }, F64) })
+    local t = ember.randn({ 3, 4 }, F64)
+    gc("L1", function(x) return ember.l1_loss(x, t) end, { t + ember.randn({ 3, 4 }, F64):sign() * 0.5 })
+    gc("smooth L1", function(x) return ember.smooth_l1_loss(x, t, { beta = 2 }) end, { ember.randn({ 3, 4 }, F64) })
   end)
 end)
 
@@ -122,6 +150,8 @@ describe("activation and loss modules", function()
     assert.are.equal("Softplus(beta=1, threshold=20)", tostring(nn.Softplus()))
     assert.are.equal("BCEWithLogitsLoss(reduction=mean)", tostring(nn.BCEWithLogitsLoss()))
     assert.are.equal("Tanh()", tostring(nn.Tanh()))
+    assert.are.equal("NLLLoss(reduction=mean, ignore_index=3)", tostring(nn.NLLLoss({ ignore_index = 3 })))
+    assert.are.equal("SmoothL1Loss(beta=1, reduction=sum)", tostring(nn.SmoothL1Loss("sum")))
   end)
 
   it("raise clear errors at the caller's line", function()
@@ -136,6 +166,13 @@ describe("activation and loss modules", function()
     raises_here(function() ember.softplus(ember.randn(2), { bet = 1 }) end,
       "ember.softplus: unknown option 'bet' (expected beta, threshold)")
     raises_here(function() nn.Tanh()(3) end, "Tanh.forward: expected a tensor, got number")
+    raises_here(function() nn.NLLLoss()(ember.randn(3, 4), ember.tensor({ 1, 5, 2 }, { dtype = "int64" })) end,
+      "ember.nll_loss: target ids must be in 1..4 (1-based), got 1..5")
+    raises_here(function() nn.NLLLoss()(ember.randn(3, 4), ember.tensor { 1, 2, 2 }) end,
+      "ember.nll_loss: target must be int64 class ids (1-based), got float32")
+    raises_here(function() nn.SmoothL1Loss({ beta = "x" }) end, "SmoothL1Loss: beta must be a number, got string")
+    raises_here(function() nn.L1Loss({ reduction = "avg" }) end,
+      "L1Loss: reduction must be \"mean\", \"sum\" or \"none\", got avg")
   end)
 end)
 

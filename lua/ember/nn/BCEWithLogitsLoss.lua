@@ -2,15 +2,16 @@
 -- cross-entropy on logits, as torch.nn.BCEWithLogitsLoss (stable for any
 -- logit; `ember.binary_cross_entropy_with_logits`). weight scales each
 -- element's loss, pos_weight the positive targets' (broadcast over the last
--- dim). nn.BCELoss's options and checks, plus pos_weight.
+-- dim).
 -- @usage local loss = nn.BCEWithLogitsLoss()(ember.randn(4, 3), ember.rand(4, 3):gt(0.5):float())
 -- @classmod nn.BCEWithLogitsLoss
 local ember = require "ember.nn._ember"
 local BCELoss = require "ember.nn.BCELoss"
+local setup = require("ember.nn._loss").setup
 
-local BCEWithLogitsLoss = BCELoss:extend("BCEWithLogitsLoss")
+local BCEWithLogitsLoss = BCELoss:extend("BCEWithLogitsLoss") -- its printing
 
-function BCEWithLogitsLoss:__init(opts) self:_init(opts, { "weight", "pos_weight" }) end
+function BCEWithLogitsLoss:__init(opts) setup(self, opts, { "weight", "pos_weight" }) end
 
 --- The loss of logits against targets.
 -- @tparam Tensor input

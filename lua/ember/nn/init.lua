@@ -49,4 +49,7 @@ return {
   MSELoss = require "ember.nn.MSELoss",
   BCELoss = require "ember.nn.BCELoss",
   BCEWithLogitsLoss = require "ember.nn.BCEWithLogitsLoss",
+  NLLLoss = require "ember.nn.NLLLoss",
+  L1Loss = require "ember.nn.L1Loss",
+  SmoothL1Loss = require "ember.nn.SmoothL1Loss",
 }

@@ -1,0 +1,38 @@
+-- nn/_loss.lua (internal): the options every loss module of
+-- lua/ember/_functional.lua's losses reads the same way (BCELoss,
+-- BCEWithLogitsLoss, NLLLoss, L1Loss, SmoothL1Loss).
+-- setup(module, opts, buffers [, numbers]): opts is a table (or a string,
+-- the reduction); the reduction is checked and kept; the tensor options
+-- named in `buffers` become buffers (so that :to(device) moves them); the
+-- number options named in `numbers` are kept as fields. Returns opts.
+local errors = require "ember._errors"
+local ember = require "ember.nn._ember"
+
+local M = {}
+
+local REDUCTIONS = { mean = true, sum = true, none = true }
+
+function M.setup(self, opts, buffers, numbers)
+  opts = opts or {}
+  if type(opts) == "string" then opts = { reduction = opts } end
+  if type(opts) ~= "table" then errors.raise("%s: options must be a table, got %s", self.__name, type(opts)) end
+  self.reduction = opts.reduction or "mean"
+  if not REDUCTIONS[self.reduction] then
+    errors.raise("%s: reduction must be \"mean\", \"sum\" or \"none\", got %s", self.__name, tostring(self.reduction))
+  end
+  for _, k in ipairs(buffers or {}) do
+    if opts[k] ~= nil then
+      if not ember.is_tensor(opts[k]) then errors.raise("%s: %s must be a tensor, got %s", self.__name, k, type(opts[k])) end
+      self:register_buffer(k, opts[k])
+    end
+  end
+  for _, k in ipairs(numbers or {}) do
+    if opts[k] ~= nil and math.type(opts[k]) == nil then
+      errors.raise("%s: %s must be a number, got %s", self.__name, k, type(opts[k]))
+    end
+    self[k] = opts[k]
+  end
+  return opts
+end
+
+return M
