@@ -218,6 +218,44 @@ describe("learning-rate schedules", function()
     end)
   end
 
+  it("ReduceLROnPlateau gives torch's lrs (patience, threshold, cooldown, per-group min_lr, max/abs)", function()
+    local opt = optim.SGD({ { params = { ember.zeros(1, { requires_grad = true }) } },
+                            { params = { ember.zeros(1, { requires_grad = true }) }, lr = 0.05 } }, { lr = 0.1 })
+    local s = optim.ReduceLROnPlateau(opt, { mode = "min", factor = 0.5, patience = 2, threshold = 0.01, cooldown = 1,
+                                            min_lr = { 0.02, 0.001 } })
+    local metrics = { 1.0, 0.995, 0.9, 0.9, 0.9, 0.9, 0.89, 0.95, 0.95, 0.95, 0.95, 0.95, 0.5, 0.5, 0.5, 0.5, 0.5 }
+    -- torch.optim.lr_scheduler.ReduceLROnPlateau, the same calls (PyTorch 1.13)
+    local want = { { 0.1, 0.05 }, { 0.1, 0.05 }, { 0.1, 0.05 }, { 0.1, 0.05 }, { 0.1, 0.05 }, { 0.05, 0.025 },
+                   { 0.05, 0.025 }, { 0.05, 0.025 }, { 0.05, 0.025 }, { 0.025, 0.0125 }, { 0.025, 0.0125 },
+                   { 0.025, 0.0125 }, { 0.025, 0.0125 }, { 0.025, 0.0125 }, { 0.025, 0.0125 }, { 0.02, 0.00625 },
+                   { 0.02, 0.00625 } }
+    local saved
+    for i, m in ipairs(metrics) do
+      s:step(m)
+      assert.are.near(want[i][1], opt.param_groups[1].lr, 1e-15)
+      assert.are.near(want[i][2], opt.param_groups[2].lr, 1e-15)
+      if i == 8 then saved = s:state_dict() end
+    end
+    -- a copy restored at step 8 goes on as the original did
+    local opt2 = optim.SGD({ { params = { ember.zeros(1, { requires_grad = true }) } },
+                             { params = { ember.zeros(1, { requires_grad = true }) }, lr = 0.05 } }, { lr = 0.1 })
+    local s2 = optim.ReduceLROnPlateau(opt2, { factor = 0.5, patience = 2, threshold = 0.01, cooldown = 1,
+                                              min_lr = { 0.02, 0.001 } }):load_state_dict(saved)
+    for i = 9, #metrics do s2:step(metrics[i]) end
+    assert.are.near(0.02, opt2.param_groups[1].lr, 1e-15)
+    assert.are.near(0.00625, opt2.param_groups[2].lr, 1e-15)
+    local o3 = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 1 })
+    local s3 = optim.ReduceLROnPlateau(o3, { mode = "max", factor = 0.1, patience = 1, threshold = 0.5, threshold_mode = "abs" })
+    local lrs = {}
+    for _, m in ipairs { 1, 1.4, 1.6, 2.2, 2.3, 2.4, 3.0 } do s3:step(ember.tensor(m)); lrs[#lrs + 1] = o3.param_groups[1].lr end
+    for i, w in ipairs { 1, 1, 1, 1, 1, 0.1, 0.1 } do assert.are.near(w, lrs[i], 1e-15) end
+    assert.has_error(function() s3:step() end, "ReduceLROnPlateau: step needs the metric (a number), got nil")
+    assert.has_error(function() optim.ReduceLROnPlateau(o3, { patience = -1 }) end,
+      "ReduceLROnPlateau: patience must be an integer >= 0, got -1")
+    assert.has_error(function() optim.ReduceLROnPlateau(o3, { min_lr = { 1, 2 } }) end,
+      "ReduceLROnPlateau: min_lr lists 2 lrs for 1 parameter groups")
+  end)
+
   it("PyTorch's schedules keep each group's base lr, save their position, and check their options", function()
     local opt = optim.SGD({ { params = { ember.zeros(1, { requires_grad = true }) }, lr = 1 },
                             { params = { ember.zeros(1, { requires_grad = true }) }, lr = 0.5 } }, { lr = 1 })

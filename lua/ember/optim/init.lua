@@ -14,4 +14,5 @@ return {
   ExponentialLR = require "ember.optim.ExponentialLR",
   CosineAnnealingLR = require "ember.optim.CosineAnnealingLR",
   LambdaLR = require "ember.optim.LambdaLR",
+  ReduceLROnPlateau = require "ember.optim.ReduceLROnPlateau",
 }

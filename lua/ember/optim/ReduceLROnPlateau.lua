@@ -1,0 +1,124 @@
+--- optim.ReduceLROnPlateau(optimizer [, {mode = "min", factor = 0.1, patience = 10,
+-- threshold = 1e-4, threshold_mode = "rel", cooldown = 0, min_lr = 0, eps = 1e-8}]):
+-- torch.optim.lr_scheduler.ReduceLROnPlateau. `sched:step(metric)` after each
+-- evaluation: when the metric has not improved (by more than threshold, relative
+-- or absolute) for more than `patience` steps, every group's lr is multiplied
+-- by `factor` (not below its `min_lr`: a number, or one per group; a change
+-- smaller than eps is skipped), then `cooldown` steps pass before bad steps
+-- count again. Unlike the other schedules the lr depends on the metrics'
+-- history, which state_dict() saves with the lrs.
+-- @usage local opt = optim.SGD(nn.Linear(4, 2), {lr = 0.1})
+-- local sched = optim.ReduceLROnPlateau(opt, {patience = 2})
+-- for _, val_loss in ipairs({1.0, 0.9, 0.9, 0.9, 0.9}) do sched:step(val_loss) end
+-- print(opt.param_groups[1].lr)   --> 0.01
+-- @classmod optim.ReduceLROnPlateau
+local Scheduler = require "ember.optim.Scheduler"
+
+local ReduceLROnPlateau = Scheduler:extend("ReduceLROnPlateau")
+
+local KNOWN = { mode = true, factor = true, patience = true, threshold = true, threshold_mode = true,
+                cooldown = true, min_lr = true, eps = true }
+
+function ReduceLROnPlateau:__init(optimizer, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then self:_error("options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not KNOWN[k] then self:_error("unknown option '%s'", tostring(k)) end
+  end
+  local function number(k, default, ok, what)
+    local v = opts[k] == nil and default or opts[k]
+    if type(v) ~= "number" or not ok(v) then self:_error("%s must be %s, got %s", k, what, tostring(v)) end
+    return v
+  end
+  self.mode = opts.mode or "min"
+  if self.mode ~= "min" and self.mode ~= "max" then self:_error("mode must be \"min\" or \"max\", got %s", tostring(self.mode)) end
+  self.threshold_mode = opts.threshold_mode or "rel"
+  if self.threshold_mode ~= "rel" and self.threshold_mode ~= "abs" then
+    self:_error("threshold_mode must be \"rel\" or \"abs\", got %s", tostring(self.threshold_mode))
+  end
+  self.factor = number("factor", 0.1, function(v) return v < 1 and v >= 0 end, "a number in [0, 1)")
+  self.patience = number("patience", 10, function(v) return math.type(v) == "integer" and v >= 0 end, "an integer >= 0")
+  self.threshold = number("threshold", 1e-4, function(v) return v >= 0 end, "a number >= 0")
+  self.cooldown = number("cooldown", 0, function(v) return math.type(v) == "integer" and v >= 0 end, "an integer >= 0")
+  self.eps = number("eps", 1e-8, function(v) return v >= 0 end, "a number >= 0")
+  if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
+    self:_error("expected an optimizer, got %s", type(optimizer))
+  end
+  local n = #optimizer.param_groups
+  local m = opts.min_lr or 0
+  self.min_lrs = {}
+  for i = 1, n do
+    local v = type(m) == "table" and m[i] or m
+    if type(v) ~= "number" or not (v >= 0) then
+      self:_error("min_lr must be a number >= 0 or one per parameter group (%d), got %s", n, tostring(v))
+    end
+    self.min_lrs[i] = v
+  end
+  if type(m) == "table" and #m ~= n then self:_error("min_lr lists %d lrs for %d parameter groups", #m, n) end
+  self.best = self.mode == "min" and math.huge or -math.huge
+  self.num_bad_steps, self.cooldown_counter = 0, 0
+  Scheduler.__init(self, optimizer)
+end
+
+-- The lrs are the optimizer's own: nothing to apply at construction.
+function ReduceLROnPlateau:_apply() end
+
+--- Not a factor schedule: the lr follows the metrics (see step).
+function ReduceLROnPlateau:factor() self:_error("has no factor: the lr follows the metrics given to step") end
+
+function ReduceLROnPlateau:_is_better(a)
+  local best, t = self.best, self.threshold
+  if self.mode == "min" then
+    return self.threshold_mode == "rel" and a < best * (1 - t) or (self.threshold_mode == "abs" and a < best - t)
+  end
+  return self.threshold_mode == "rel" and a > best * (1 + t) or (self.threshold_mode == "abs" and a > best + t)
+end
+
+--- One evaluation's metric (a number, or a 0-d tensor): may reduce the lrs.
+-- @param metric
+function ReduceLROnPlateau:step(metric)
+  if type(metric) == "userdata" and metric.item then metric = metric:item() end
+  if type(metric) ~= "number" then self:_error("step needs the metric (a number), got %s", type(metric)) end
+  self.last_step = self.last_step + 1
+  if self:_is_better(metric) then
+    self.best, self.num_bad_steps = metric, 0
+  else
+    self.num_bad_steps = self.num_bad_steps + 1
+  end
+  if self.cooldown_counter > 0 then
+    self.cooldown_counter = self.cooldown_counter - 1
+    self.num_bad_steps = 0
+  end
+  if self.num_bad_steps > self.patience then
+    for i, g in ipairs(self.optimizer.param_groups) do
+      local new = math.max(g.lr * self.factor, self.min_lrs[i])
+      if g.lr - new > self.eps then g.lr = new end
+    end
+    self.cooldown_counter, self.num_bad_steps = self.cooldown, 0
+  end
+end
+
+--- Its position and the metrics' history, with the lrs, for checkpoints.
+function ReduceLROnPlateau:state_dict()
+  local sd = Scheduler.state_dict(self)
+  -- best is +-inf before the first step: left out (files write numbers)
+  sd.best = self.best ~= math.huge and self.best ~= -math.huge and self.best or nil
+  sd.num_bad_steps, sd.cooldown_counter = self.num_bad_steps, self.cooldown_counter
+  sd.lrs = self:get_last_lr()
+  return sd
+end
+
+--- Restores a state_dict(), the lrs included.
+-- @tparam table sd
+function ReduceLROnPlateau:load_state_dict(sd)
+  Scheduler.load_state_dict(self, sd)
+  if type(sd.lrs) ~= "table" or #sd.lrs ~= #self.optimizer.param_groups then
+    self:_error("load_state_dict: expected one lr per parameter group")
+  end
+  self.best = sd.best or (self.mode == "min" and math.huge or -math.huge)
+  self.num_bad_steps, self.cooldown_counter = sd.num_bad_steps or 0, sd.cooldown_counter or 0
+  for i, g in ipairs(self.optimizer.param_groups) do g.lr = sd.lrs[i] end
+  return self
+end
+
+return ReduceLROnPlateau
