@@ -7,22 +7,10 @@
 -- SmoothL1 losses) call these: each formula is written here only.
 -- init.lua loads it. Errors are raised at the caller's line.
 local core = require "ember.core"
-local T = core.Tensor
-local guard = require("ember._errors").wrap
+local helpers = require "ember._helpers"
 local shape_str = require("ember._errors").shape_str
 
-local function fail(op, fmt, ...) error(("ember.%s: " .. fmt):format(op, ...), 0) end
-
-local function check_tensor(op, x, what)
-  if not core.is_tensor(x) then fail(op, "%s must be a tensor, got %s", what or "argument 1", type(x)) end
-  return x
-end
-
-local function set(name, fn, method)
-  local g = guard(fn)
-  core[name] = g
-  if method then T[name] = g end
-end
+local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
 
 local function check_opts(op, opts, known)
   if opts == nil then return {} end

@@ -72,6 +72,9 @@ local function set(name, fn, method)
   if method then T[name] = g end
 end
 
+-- Shared with ember/_functional.lua, which adds functions the same way.
+M.fail, M.check_tensor, M.set = fail, check_tensor, set
+
 -- ---- triangles and eye ------------------------------------------------------
 
 -- A bool [R, C] mask on x's device: col - row >= k (upper) or <= k (lower).
