@@ -68,6 +68,17 @@ static void test_gemm(void) {
     gemm_case(EM_F32, t & 1, t & 2, 301, 70, 40, 1, 0.5);
     gemm_case(EM_F64, t & 1, t & 2, 70, 301, 40, 1, 0.5);
   }
+  /* matrix-vector products (gemv): one row or one column of C, strided
+  ** x and y, small and split over threads, one product and a batch */
+  for (int t = 0; t < 4; t++)
+    for (int k = 0; k < 2; k++) {
+      em_dtype dt = k ? EM_F64 : EM_F32;
+      gemm_case(dt, t & 1, t & 2, 1, 37, 20, 1, 0);
+      gemm_case(dt, t & 1, t & 2, 37, 1, 20, 3, 0.5);
+      gemm_case(dt, t & 1, t & 2, 1, 301, 300, 1, 0.5);
+      gemm_case(dt, t & 1, t & 2, 301, 1, 300, 2, 0);
+      gemm_case(dt, t & 1, t & 2, 1, 150, 120, 5, 0);
+    }
   be->set_num_threads(2);
   float z[4];
   check(
@@ -85,37 +96,56 @@ static void test_gemm(void) {
 ** every transpose, alpha and beta, against double loops on the same
 ** (rounded) inputs. One rounding of a float32-accumulated result: within
 ** 2^-8 of the largest |C|. Also runs oneDNN's JIT under valgrind/ASan. */
+static void bf16_case(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  /* padded leading dimensions: a gemv's x and y are strided */
+  const int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+  const int64_t sa = (ta ? k : m) * lda, sb = (tb ? n : k) * ldb, sc = m * ldc;
+  double *A = xmalloc(batch * sa * 8), *B = xmalloc(batch * sb * 8), *C0 = xmalloc(batch * sc * 8),
+         *want = xmalloc(batch * sc * 8);
+  uint16_t *a = rand_bf16(batch * sa, A), *b = rand_bf16(batch * sb, B),
+           *c = rand_bf16(batch * sc, C0);
+  double big = 0;
+  for (int64_t q = 0; q < batch; q++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; p++) {
+          double x = ta ? A[q * sa + p * lda + i] : A[q * sa + i * lda + p];
+          double y = tb ? B[q * sb + j * ldb + p] : B[q * sb + p * ldb + j];
+          acc += x * y;
+        }
+        double v = 0.5 * acc + 0.25 * C0[q * sc + i * ldc + j];
+        want[q * sc + i * ldc + j] = v;
+        if (fabs(v) > big) big = fabs(v);
+      }
+  em_status s = be->gemm(0, EM_BF16, ta, tb, m, n, k, 0.5, a, lda, sa, b, ldb, sb, 0.25, c, ldc,
+                         sc, batch);
+  double worst = 0, gap = 0;
+  for (int64_t q = 0; s == EM_OK && q < batch; q++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < ldc; j++) {
+        const int64_t at = q * sc + i * ldc + j;
+        if (j < n)
+          worst = fmax(worst, fabs(em_bf16_to_f32(c[at]) - want[at]));
+        else /* the padding between rows is never written */
+          gap = fmax(gap, fabs(em_bf16_to_f32(c[at]) - C0[at]));
+      }
+  check(s == EM_OK && worst <= big / 256 && gap == 0,
+        "bf16 gemm ta=%d tb=%d %lldx%lldx%lld batch %lld, alpha, beta: error %.3g of %.3g, padding "
+        "moved %.3g (%s)", ta, tb, (long long)m, (long long)n, (long long)k, (long long)batch,
+        worst, big, gap, s ? em_error_message() : "ok");
+  free(A), free(B), free(C0), free(want), free(a), free(b), free(c);
+}
+
 static void test_bf16_gemm(void) {
-  const int64_t m = 37, n = 45, k = 29, batch = 3;
   for (int t = 0; t < 4; t++) {
     bool ta = t & 1, tb = t & 2;
-    double *A = xmalloc(batch * m * k * 8), *B = xmalloc(batch * k * n * 8),
-           *C0 = xmalloc(batch * m * n * 8), *want = xmalloc(batch * m * n * 8);
-    uint16_t *a = rand_bf16(batch * m * k, A), *b = rand_bf16(batch * k * n, B),
-             *c = rand_bf16(batch * m * n, C0);
-    const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-    double big = 0;
-    for (int64_t q = 0; q < batch; q++)
-      for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-          double acc = 0;
-          for (int64_t p = 0; p < k; p++) {
-            double x = ta ? A[q * m * k + p * lda + i] : A[q * m * k + i * lda + p];
-            double y = tb ? B[q * k * n + j * ldb + p] : B[q * k * n + p * ldb + j];
-            acc += x * y;
-          }
-          double v = 0.5 * acc + 0.25 * C0[q * m * n + i * n + j];
-          want[q * m * n + i * n + j] = v;
-          if (fabs(v) > big) big = fabs(v);
-        }
-    em_status s = be->gemm(0, EM_BF16, ta, tb, m, n, k, 0.5, a, lda, m * k, b, ldb, k * n, 0.25,
-                           c, n, m * n, batch);
-    double worst = 0;
-    for (int64_t i = 0; s == EM_OK && i < batch * m * n; i++)
-      worst = fmax(worst, fabs(em_bf16_to_f32(c[i]) - want[i]));
-    check(s == EM_OK && worst <= big / 256, "bf16 gemm ta=%d tb=%d alpha, beta, batch: error %.3g of %.3g (%s)",
-          ta, tb, worst, big, s ? em_error_message() : "ok");
-    free(A), free(B), free(C0), free(want), free(a), free(b), free(c);
+    bf16_case(ta, tb, 37, 45, 29, 3);
+    /* gemv (our loops): one row or column of C, small and split over threads */
+    bf16_case(ta, tb, 1, 45, 29, 3);
+    bf16_case(ta, tb, 45, 1, 37, 2);
+    bf16_case(ta, tb, 1, 400, 700, 2);
+    bf16_case(ta, tb, 400, 1, 700, 1);
   }
   /* float32 at 160^3 (past the oneDNN threshold) */
   const int64_t N = 160;
