@@ -18,6 +18,7 @@ local settings = {
   { "ember's default", "" },
   { "GOMP_SPINCOUNT=300000 (libgomp's)", "GOMP_SPINCOUNT=300000" },
   { "GOMP_SPINCOUNT=10000", "GOMP_SPINCOUNT=10000" },
+  { "GOMP_SPINCOUNT=3000", "GOMP_SPINCOUNT=3000" },
   { "GOMP_SPINCOUNT=1000", "GOMP_SPINCOUNT=1000" },
   { "OMP_WAIT_POLICY=passive", "OMP_WAIT_POLICY=passive" },
   { "OMP_WAIT_POLICY=active", "OMP_WAIT_POLICY=active" },
