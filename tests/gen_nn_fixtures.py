@@ -26,7 +26,8 @@ shapes (torch.nn.init._calculate_fan_in_and_fan_out), and the bound or std
 each initializer's formula gives for them.
 
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
-nesterov, weight decay), Adam and AdamW (with weight decay) on the loss
+nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
+momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
 sum(A * p^2 + B * p) over a few steps; clip_grad_norm (the returned norm and
 the clipped gradients); the warmup+cosine / warmup+linear schedules as
 LambdaLR with the factor functions documented in lua/ember/optim/.
@@ -212,6 +213,12 @@ def optim_cases():
         ("Adam", {"lr": 0.02, "betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 0.1}),
         ("AdamW", {"lr": 0.02, "weight_decay": 0.1}),
         ("AdamW", {"lr": 0.05, "betas": [0.85, 0.95], "weight_decay": 0.5}),
+        ("RMSprop", {"lr": 0.01}),
+        ("RMSprop", {"lr": 0.02, "alpha": 0.9, "eps": 1e-6, "weight_decay": 0.1, "momentum": 0.8}),
+        ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.5}),
+        ("Adagrad", {"lr": 0.1}),
+        ("Adagrad", {"lr": 0.2, "lr_decay": 0.05, "weight_decay": 0.1, "initial_accumulator_value": 0.3,
+                     "eps": 1e-6}),
     ]
     out = []
     for name, kw in specs:

@@ -73,6 +73,7 @@ CPU_VECTOR_CLONES_512 static void FN(unary_ops)(char **p, const int64_t *s, int6
     case EM_SIGN: FN(un_run)(p, s, n, FN(u_sign), a, b); return;
     case EM_LOG1P: FN(un_run)(p, s, n, FN(u_log1p), a, b); return;
     case EM_EXPM1: FN(un_run)(p, s, n, FN(u_expm1), a, b); return;
+    case EM_ERF: FN(un_run)(p, s, n, FN(u_erf), a, b); return;
     default: return;
   }
 }
@@ -132,6 +133,7 @@ CPU_VECTOR_CLONES_512 static void FN(grad_range)(em_unary_op op, int64_t lo, int
     GRAD_CASE(EM_SIGN, d_zero)
     GRAD_CASE(EM_LOG1P, d_log1p)
     GRAD_CASE(EM_EXPM1, d_expm1)
+    GRAD_CASE(EM_ERF, d_erf)
     default: break;
 #undef GRAD_CASE
   }

@@ -256,7 +256,8 @@ EM_API em_status em_mul_scalar_(em_tensor *dst, double s);
   X(EM_TRUNC, "trunc", 0, 0)                                                  \
   X(EM_SIGN, "sign", 0, 0)           /* -1, 0, 1; NaN and -0 give 0 */    \
   X(EM_LOG1P, "log1p", 1, 0)         /* log(1 + x), exact for small x */   \
-  X(EM_EXPM1, "expm1", 0, 1)         /* e^x - 1, exact for small x */
+  X(EM_EXPM1, "expm1", 0, 1)         /* e^x - 1, exact for small x */      \
+  X(EM_ERF, "erf", 1, 0)
 
 typedef enum em_unary_op {
 #define EM_X_(e, name, needs_x, needs_y) e,

@@ -90,6 +90,7 @@ EM_UR_FN ACC FN(u_trunc)(ACC x, ACC a, ACC b) { return m_trunc(x); }
 EM_UR_FN ACC FN(u_sign)(ACC x, ACC a, ACC b) { return (ACC)((x > 0) - (x < 0)); }
 EM_UR_FN ACC FN(u_log1p)(ACC x, ACC a, ACC b) { return m_log1p(x); }
 EM_UR_FN ACC FN(u_expm1)(ACC x, ACC a, ACC b) { return m_expm1(x); }
+EM_UR_FN ACC FN(u_erf)(ACC x, ACC a, ACC b) { return m_erf(x); }
 
 /* ---- derivatives ---- */
 EM_UR_FN ACC FN(em_gelu_tanh_grad)(ACC x) {
@@ -143,6 +144,10 @@ EM_UR_FN ACC FN(d_sin)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * m_cos(x);
 EM_UR_FN ACC FN(d_cos)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g * m_sin(x); }
 EM_UR_FN ACC FN(d_log1p)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / (EM_UR_K(1) + x); }
 EM_UR_FN ACC FN(d_expm1)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * (y + EM_UR_K(1)); }
+/* d erf / dx = 2 / sqrt(pi) * e^(-x^2) */
+EM_UR_FN ACC FN(d_erf)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * EM_UR_K(1.1283791670955126) * m_exp(-x * x);
+}
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop

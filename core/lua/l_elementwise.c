@@ -132,6 +132,7 @@ static int m_silu(lua_State *L) { return unary(L, EM_SILU, "silu", 0, 0); }
 static int m_sin(lua_State *L) { return unary(L, EM_SIN, "sin", 0, 0); }
 static int m_log1p(lua_State *L) { return unary(L, EM_LOG1P, "log1p", 0, 0); }
 static int m_expm1(lua_State *L) { return unary(L, EM_EXPM1, "expm1", 0, 0); }
+static int m_erf(lua_State *L) { return unary(L, EM_ERF, "erf", 0, 0); }
 static int m_cos(lua_State *L) { return unary(L, EM_COS, "cos", 0, 0); }
 static int m_logical_not(lua_State *L) { return unary(L, EM_NOT, "logical_not", 0, 0); }
 static int m_floor(lua_State *L) { return unary(L, EM_FLOOR, "floor", 0, 0); }
@@ -316,7 +317,7 @@ static const luaL_Reg methods[] = {
   {"logical_xor", m_logical_xor}, {"logical_not", m_logical_not},
   {"neg", m_neg}, {"exp", m_exp}, {"log", m_log}, {"sqrt", m_sqrt}, {"rsqrt", m_rsqrt},
   {"abs", m_abs}, {"tanh", m_tanh}, {"sigmoid", m_sigmoid}, {"relu", m_relu},
-  {"silu", m_silu}, {"sin", m_sin}, {"cos", m_cos}, {"log1p", m_log1p}, {"expm1", m_expm1}, {"gelu", m_gelu}, {"elu", m_elu},
+  {"silu", m_silu}, {"sin", m_sin}, {"cos", m_cos}, {"log1p", m_log1p}, {"expm1", m_expm1}, {"erf", m_erf}, {"gelu", m_gelu}, {"elu", m_elu},
   {"clamp", m_clamp}, {"floor", m_floor}, {"ceil", m_ceil}, {"round", m_round},
   {"trunc", m_trunc}, {"sign", m_sign}, {"masked_fill", m_masked_fill},
   {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_}, {"add_", m_add_},

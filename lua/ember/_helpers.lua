@@ -645,7 +645,7 @@ end)
 -- too: ember.exp(x) is x:exp(), the very same function, so help() shows
 -- the method's entry (lua/ember/_doc.lua).
 local FUNCTIONAL = {
-  "abs", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+  "abs", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "log1p", "expm1", "erf", "sqrt", "rsqrt", "sin", "cos",
   "tanh", "sigmoid", "relu", "gelu", "silu", "elu", "clamp", "maximum", "minimum",
   "floor", "ceil", "round", "trunc", "sign",
   "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",

@@ -335,6 +335,7 @@ static double ref_unary(em_unary_op op, double x, double a, double b) {
     case EM_SIGN: return (x > 0) - (x < 0);
     case EM_LOG1P: return log1p(x);
     case EM_EXPM1: return expm1(x);
+    case EM_ERF: return erf(x);
     default: return NAN;
   }
 }

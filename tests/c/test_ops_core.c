@@ -283,6 +283,8 @@ static void test_unary_values(void) {
     {EM_COS, 0, 0, {-0.4161468365471424, 0.8775825618903728, 0.8775825618903728, -0.9899924966004454}},
     /* torch.expm1(x) (log1p below, on positive inputs) */
     {EM_EXPM1, 0, 0, {-0.8646647167633873, -0.3934693402873666, 0.6487212707001282, 19.085536923187668}},
+    /* torch.erf(x) */
+    {EM_ERF, 0, 0, {-0.9953222650189527, -0.5204998778130465, 0.5204998778130465, 0.9999779095030014}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char name[96];
@@ -765,7 +767,7 @@ static void test_unary_grads(void) {
     {EM_RSQRT, 0, 0}, {EM_ABS, 0, 0},      {EM_TANH, 0, 0},    {EM_SIGMOID, 0, 0},
     {EM_RELU, 0, 0}, {EM_GELU, 0, 0},      {EM_GELU_TANH, 0, 0}, {EM_ELU, 1.3, 0},
     {EM_CLAMP, -0.4, 0.7}, {EM_POW_SCALAR, 2.5, 0}, {EM_AFFINE, -1.5, 0.25}, {EM_SILU, 0, 0},
-    {EM_SIN, 0, 0},  {EM_COS, 0, 0},  {EM_LOG1P, 0, 0}, {EM_EXPM1, 0, 0},
+    {EM_SIN, 0, 0},  {EM_COS, 0, 0},  {EM_LOG1P, 0, 0}, {EM_EXPM1, 0, 0}, {EM_ERF, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     em_unary_op op = cases[i].op;

@@ -1,4 +1,4 @@
--- ember.optim: SGD / Adam / AdamW trajectories, clip_grad_norm and the
+-- ember.optim: SGD / Adam / AdamW / RMSprop / Adagrad trajectories, clip_grad_norm and the
 -- warmup schedules against PyTorch 1.13 (tests/fixtures/nn_optim.lua, made by
 -- tests/gen_nn_fixtures.py), the fused C update against the same update
 -- composed of core ops, state save/restore, and the error paths.
@@ -65,8 +65,8 @@ end)
 
 describe("optimizer state", function()
   it("state_dict / load_state_dict resume the same trajectory", function()
-    for _, name in ipairs { "SGD", "Adam", "AdamW" } do
-      local o = { lr = 0.05, momentum = name == "SGD" and 0.9 or nil, weight_decay = 0.01 }
+    for _, name in ipairs { "SGD", "Adam", "AdamW", "RMSprop", "Adagrad" } do
+      local o = { lr = 0.05, momentum = (name == "SGD" or name == "RMSprop") and 0.9 or nil, weight_decay = 0.01 }
       local full = run(function(ps) return optim[name](ps, o) end, 5)
       -- 3 steps, save, restore into a fresh optimizer, 2 more steps
       local _, opt, p = run(function(ps) return optim[name](ps, o) end, 3)
@@ -128,6 +128,9 @@ describe("optimizer state", function()
     assert.has_error(function() optim.Adam({ ember.zeros(2) }) end,
       "Adam: group 1, parameter 1 does not require grad")
     assert.has_error(function() optim.Adam({}) end, "Adam: got an empty parameter list")
+    assert.has_error(function() optim.RMSprop(p, { alpha = 1.5 }) end, "RMSprop: alpha must be a number in [0, 1], got 1.5")
+    assert.has_error(function() optim.RMSprop(p, { centered = 1 }) end, "RMSprop: centered must be a boolean, got 1")
+    assert.has_error(function() optim.Adagrad(p, { lr_decay = -1 }) end, "Adagrad: lr_decay must be a number >= 0, got -1")
   end)
 
   it("the fused C call checks its tensors", function()
@@ -169,6 +172,41 @@ describe("clip_grad_norm", function()
     assert.are.near(-1.5, p.grad:totable()[2], 1e-5)
     assert.has_error(function() optim.clip_grad_norm({ p }, -1) end,
       "clip_grad_norm: max_norm must be a number >= 0, got -1")
+    assert.has_error(function() optim.clip_grad_norm({ p }, 1, 0) end,
+      "clip_grad_norm: norm_type must be a number > 0 or math.huge, got 0")
+  end)
+
+  it("takes any p-norm, as torch's norm_type", function()
+    -- gradients {1, -3, 2} and {4}: the 1-norm is 10, the 3-norm (1 + 27 + 8 + 64)^(1/3)
+    for _, c in ipairs { { 1, 10 }, { 3, 100 ^ (1 / 3) }, { 2, math.sqrt(30) } } do
+      local a = ember.tensor({ 1, -3, 2 }, { dtype = "float64", requires_grad = true })
+      local b = ember.tensor({ 4 }, { dtype = "float64", requires_grad = true })
+      ;((a * ember.tensor({ 1, -3, 2 }, { dtype = "float64" })):sum() + b * 4):sum():backward()
+      local total = optim.clip_grad_norm({ a, b }, 2, c[1])
+      assert.are.near(c[2], total, 1e-12 * c[2])
+      local coef = 2 / (c[2] + 1e-6)
+      assert.are.near(-3 * coef, a.grad:totable()[2], 1e-12)
+      assert.are.near(4 * coef, b.grad:totable()[1], 1e-12)
+    end
+  end)
+end)
+
+describe("clip_grad_value", function()
+  it("clamps every gradient in place, as torch.nn.utils.clip_grad_value_", function()
+    local m = nn.Linear(3, 2)
+    local x = ember.tensor({ { 10, -20, 0.1 } })
+    m(x):sum():backward()
+    optim.clip_grad_value(m, 1.5)
+    local w = m.weight.grad:totable()
+    assert.are.near(0.1, w[1][3], 1e-6)
+    assert.are.equal(1.5, w[2][1])
+    assert.are.equal(-1.5, w[2][2])
+    assert.are.same({ 1, 1 }, m.bias.grad:totable())
+    local p = ember.zeros(2, { requires_grad = true })
+    optim.clip_grad_value({ p }, 1) -- no gradient: skipped
+    assert.is_nil(p.grad)
+    assert.has_error(function() optim.clip_grad_value({ p }, -1) end,
+      "clip_grad_value: clip_value must be a number >= 0, got -1")
   end)
 end)
 

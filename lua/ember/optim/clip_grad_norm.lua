@@ -1,7 +1,8 @@
 --- optim.clip_grad_norm(params, max_norm [, norm_type=2]) -> total norm
 -- (a number), as torch.nn.utils.clip_grad_norm_: the norm of all gradients
 -- together; when it exceeds max_norm every gradient is scaled in place by
--- max_norm / (norm + 1e-6). norm_type 2 or math.huge (the max abs value).
+-- max_norm / (norm + 1e-6). norm_type: any p > 0 (the p-norm, 2 by
+-- default) or math.huge (the max abs value).
 -- params: a list of tensors or a module. Parameters without a gradient are
 -- skipped; with none at all the norm is 0.
 -- @module optim.clip_grad_norm
@@ -13,9 +14,10 @@ local function clip_grad_norm(params, max_norm, norm_type)
   if type(max_norm) ~= "number" or not (max_norm >= 0) then -- NaN too
     error("clip_grad_norm: max_norm must be a number >= 0, got " .. tostring(max_norm), 2)
   end
-  if norm_type ~= 2 and norm_type ~= math.huge then
-    error("clip_grad_norm: norm_type must be 2 or math.huge, got " .. tostring(norm_type), 2)
+  if type(norm_type) ~= "number" or not (norm_type > 0) then
+    error("clip_grad_norm: norm_type must be a number > 0 or math.huge, got " .. tostring(norm_type), 2)
   end
+  local inf = norm_type == math.huge
   if type(params) ~= "table" or (params.parameters and getmetatable(params)) then
     params = params:parameters()
   end
@@ -29,13 +31,18 @@ local function clip_grad_norm(params, max_norm, norm_type)
     local acc
     for _, g in ipairs(grads) do
       -- per-tensor partial results in float64, one host sync at the end
-      local part = norm_type == 2 and (g * g):sum():double() or g:abs():max():double()
+      local part
+      if inf then part = g:abs():max():double()
+      elseif norm_type == 2 then part = (g * g):sum():double()
+      elseif norm_type == 1 then part = g:abs():sum():double()
+      else part = (g:double():abs() ^ norm_type):sum() end
       if acc == nil then acc = part
-      elseif norm_type == 2 then acc = acc + part
-      else acc = acc:maximum(part) end
+      elseif inf then acc = acc:maximum(part)
+      else acc = acc + part end
     end
     local v = acc:item()
-    return norm_type == 2 and math.sqrt(v) or v
+    if inf or norm_type == 1 then return v end
+    return norm_type == 2 and math.sqrt(v) or v ^ (1 / norm_type)
   end)
   local coef = max_norm / (total + 1e-6)
   if coef < 1 then
