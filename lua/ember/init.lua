@@ -17,6 +17,9 @@ require("ember.variant").install(ember) -- ember.attention_variant: variants wri
 function ember.help(...) return require("ember._doc").help(...) end
 -- ember.profile(fn, ...) runs fn under the profiler (lua/ember/profiler.lua)
 function ember.profile(...) return require("ember.profiler").profile(...) end
+-- ember.scaled_dot_product_attention(q, k, v [, opts]), as PyTorch's
+-- F.scaled_dot_product_attention, on the fused kernel (lua/ember/_sdpa.lua)
+function ember.scaled_dot_product_attention(...) return require("ember._sdpa")(...) end
 -- ember.save(obj, path) / ember.load(path), as torch.save / torch.load, for a
 -- tensor, a state dict or a module's (lua/ember/checkpoint.lua)
 function ember.save(...) return require("ember.checkpoint").save_object(...) end

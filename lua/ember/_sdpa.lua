@@ -1,0 +1,136 @@
+-- ember/_sdpa.lua: ember.scaled_dot_product_attention, PyTorch's
+-- F.scaled_dot_product_attention (2.x) on ember's fused standard attention.
+--
+--   out = ember.scaled_dot_product_attention(q, k, v
+--           [, {attn_mask=, dropout_p=0, is_causal=false, scale=, enable_gqa=false}])
+--
+-- q [..., Hq, L, E], k [..., H, S, E], v [..., H, S, Ev] (2-d [L, E] and
+-- 3-d [N, L, E] too) give [..., Hq, L, Ev]: softmax(q k^T * scale + mask) v,
+-- scale 1/sqrt(E) by default. As PyTorch:
+--   - attn_mask is bool (true = may attend) or float (added to the scores),
+--     broadcastable to [..., L, S]; it cannot come with is_causal;
+--   - is_causal is PyTorch's top-left causal mask: query i (1-based) sees
+--     keys 1..i even when L ~= S (ember.Attention's `causal` aligns the last
+--     query with the last key instead, as a KV-cached decoder wants);
+--   - dropout_p drops weights whenever it is > 0 (no training flag);
+--   - Hq ~= H (grouped-query attention) needs enable_gqa = true and Hq a
+--     multiple of H; kv head h // (Hq/H) is read in place, never repeated.
+-- Unlike PyTorch, a query row that may attend to no key gives 0, not NaN.
+-- The leading dims of q, k and v must be equal (no broadcasting).
+-- The work is one call of the fused kernel (ember.Attention, "standard").
+local core = require "ember.core"
+local errors = require "ember._errors"
+
+local WHO = "ember.scaled_dot_product_attention"
+local KNOWN = { attn_mask = true, dropout_p = true, is_causal = true, scale = true, enable_gqa = true }
+
+local function raise(fmt, ...) errors.raise(WHO .. ": " .. fmt, ...) end
+
+-- One ember.Attention per head layout, dtype and device (they hold no state).
+local modules = {}
+local function attention_for(H, E, Ev, dtype, device)
+  local key = table.concat({ H, E, Ev, dtype, tostring(device) }, ",")
+  local m = modules[key]
+  if not m then
+    m = core.Attention { attention = "standard", heads = H, head_dim = E, v_head_dim = Ev, dtype = dtype,
+                         device = device }
+    modules[key] = m
+  end
+  return m
+end
+
+local function check_opts(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not KNOWN[k] then
+      raise("unknown option '%s' (expected attn_mask, dropout_p, enable_gqa, is_causal, scale)", tostring(k))
+    end
+  end
+  local p = opts.dropout_p or 0
+  if type(p) ~= "number" or not (p >= 0 and p < 1) then raise("dropout_p must be a number in [0, 1), got %s", tostring(p)) end
+  if opts.scale ~= nil and (type(opts.scale) ~= "number" or opts.scale ~= opts.scale) then
+    raise("scale must be a number, got %s", tostring(opts.scale))
+  end
+  return opts
+end
+
+-- The dims before the last two, as a list.
+local function lead(t)
+  local s = {}
+  for i = 1, t.ndim - 2 do s[i] = t.shape[i] end
+  return s
+end
+
+local function shape_of(t) return errors.shape_str(t) end
+
+return function(q, k, v, opts)
+  for i, t in ipairs { q, k, v } do
+    if not core.is_tensor(t) then
+      raise("%s must be a tensor, got %s", ({ "query", "key", "value" })[i], type(t))
+    end
+  end
+  opts = check_opts(opts)
+  local nd = q.ndim
+  if nd < 2 or k.ndim ~= nd or v.ndim ~= nd then
+    raise("query, key and value must have the same number of dims (2 or more), got %s, %s and %s",
+      shape_of(q), shape_of(k), shape_of(v))
+  end
+  local L, E, S, Ev = q.shape[nd - 1], q.shape[nd], k.shape[nd - 1], v.shape[nd]
+  if k.shape[nd] ~= E or v.shape[nd - 1] ~= S then
+    raise("key must be [..., S, E=%d] and value [..., S, Ev] with key's S, got query %s, key %s, value %s", E,
+      shape_of(q), shape_of(k), shape_of(v))
+  end
+  -- B, H of each: the heads dim is the one before L from 4 dims on
+  local B, Hq, Hk = 1, 1, 1
+  if nd >= 4 then
+    Hq, Hk = q.shape[nd - 2], k.shape[nd - 2]
+    for i = 1, nd - 3 do B = B * q.shape[i] end
+  elseif nd == 3 then
+    B = q.shape[1]
+  end
+  for i = 1, nd - 2 do
+    local heads = nd >= 4 and i == nd - 2
+    if (not heads and (k.shape[i] ~= q.shape[i] or v.shape[i] ~= q.shape[i])) or (heads and v.shape[i] ~= k.shape[i]) then
+      raise("the leading dims of query %s, key %s and value %s must be equal (no broadcasting)",
+        shape_of(q), shape_of(k), shape_of(v))
+    end
+  end
+  if Hq ~= Hk then
+    if not opts.enable_gqa then
+      raise("query has %d heads and key/value %d: grouped-query attention needs {enable_gqa = true}", Hq, Hk)
+    end
+    if Hq % Hk ~= 0 then raise("query's %d heads must be a multiple of key/value's %d heads", Hq, Hk) end
+  end
+  local mask, causal = opts.attn_mask, false
+  if mask ~= nil then
+    if opts.is_causal then raise("attn_mask and is_causal cannot both be set (as PyTorch)") end
+    if not core.is_tensor(mask) then raise("attn_mask must be a tensor, got %s", type(mask)) end
+    if mask.ndim > nd then raise("attn_mask %s has more dims than query %s", shape_of(mask), shape_of(q)) end
+    -- the core broadcasts a mask of up to 4 dims against [B, H, L, S]; a
+    -- mask over more leading dims is expanded to q's and folded into them
+    if mask.ndim > 4 or (mask.ndim > 2 and nd ~= 4) then
+      local full = lead(q)
+      full[#full + 1], full[#full + 2] = L, S
+      local ok, e = pcall(mask.expand, mask, full)
+      if not ok then raise("attn_mask %s does not broadcast to %s", shape_of(mask), "[" .. table.concat(full, ", ") .. "]") end
+      mask = e:reshape(B, Hq, L, S)
+    end
+  elseif opts.is_causal then
+    if L == S then
+      causal = true -- the kernel's own mask: whole tiles above the diagonal are skipped
+    else -- top-left: key j <= query i
+      local i = core.arange(1, L + 1, { device = q.device }):view(L, 1)
+      local j = core.arange(1, S + 1, { device = q.device }):view(1, S)
+      mask = j:le(i)
+    end
+  end
+  local att = attention_for(Hq, E, Ev, q.dtype, q.device)
+  local p = opts.dropout_p or 0
+  att.training = p > 0
+  local out = att(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev),
+    { attn_mask = mask, causal = causal, scale = opts.scale, dropout = p > 0 and p or nil })
+  local shape = lead(q)
+  shape[#shape + 1], shape[#shape + 2] = L, Ev
+  return out:reshape(table.unpack(shape))
+end
