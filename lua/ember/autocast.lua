@@ -23,7 +23,8 @@ local M = {}
 
 local function scope(dtype, enabled)
   if enabled == nil then enabled = true end
-  local was, was_dtype = core.set_autocast(enabled, dtype)
+  local ok, was, was_dtype = pcall(core.set_autocast, enabled, dtype)
+  if not ok then require("ember._errors").raise("%s", tostring(was)) end -- at the user's line
   local closed = false
   return setmetatable({}, {
     __close = function()

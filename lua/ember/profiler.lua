@@ -31,7 +31,8 @@ Profile.__name = "ember.Profile"
 --- Starts a profile; returns it, to close (`<close>`, or `prof:stop()`).
 -- @treturn Profile
 function M.start()
-  core._profiler_start()
+  local ok, err = pcall(core._profiler_start)
+  if not ok then require("ember._errors").raise("%s", tostring(err)) end
   return setmetatable({ running = true }, Profile)
 end
 

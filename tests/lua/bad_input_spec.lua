@@ -170,7 +170,7 @@ local CASES = {
  {"Linear.load_state_dict", function() return nn.Linear(4,3):load_state_dict({weight=ember.ones(2,2)}) end},
  -- optimizers
  {"AdamW", function() return optim.AdamW({}, {lr=1}) end},
- {"AdamW", function() return optim.AdamW({x23}, {lr=1}) end},
+ {"AdamW", function() return optim.AdamW({ember.ones(2,{requires_grad=true}) * 2}, {lr=1}) end},
  {"AdamW", function() return optim.AdamW({ember.ones(2,{requires_grad=true})}, {lr=-1}) end},
  {"AdamW", function() return optim.AdamW({ember.ones(2,{requires_grad=true})}, {lrr=1}) end},
  {"SGD", function() return optim.SGD({ember.ones(2,{requires_grad=true})}) end},

@@ -321,7 +321,7 @@ describe("nn layers", function()
     local mem = ember.randn(2, 3, 8)
     assert.is_true(dec(x, mem) == dec.layers[2](dec.layers[1](x, mem), mem))
     assert.has_error(function() nn.TransformerDecoder(8, 2, 0) end,
-      "TransformerDecoder: num_layers must be a positive integer, got 0")
+      "nn.TransformerDecoder: num_layers must be a positive integer, got 0")
   end)
 
   it("CrossAttentionBlock: text attends to image tokens and can return the weights", function()
@@ -371,5 +371,63 @@ describe("nn layers", function()
     local mse = nn.MSELoss()
     assert.are.near(4, mse(ember.zeros(3), ember.full({ 3 }, 2)):item(), 1e-6)
     assert.are.near(12, nn.MSELoss("sum")(ember.zeros(3), ember.full({ 3 }, 2)):item(), 1e-6)
+  end)
+end)
+
+describe("options", function()
+  it("an unknown (misspelt) option is an error naming the module and what it takes, at the caller's line", function()
+    local cases = {
+      { function() nn.Linear(2, 2, { biass = false }) end, "nn.Linear: unknown option 'biass' (options: bias, device, dtype, init)" },
+      { function() nn.LayerNorm(4, { epsilon = 1e-3 }) end, "nn.LayerNorm: unknown option 'epsilon'" },
+      { function() nn.Embedding(8, 2, { pading_idx = 1 }) end, "nn.Embedding: unknown option 'pading_idx'" },
+      { function() nn.TransformerEncoderLayer(8, 2, { dim_ff = 16 }) end,
+        "nn.TransformerEncoderLayer: unknown option 'dim_ff'" },
+      { function() nn.TransformerEncoder(8, 2, 2, { dim_ff = 16 }) end, "nn.TransformerEncoder: unknown option 'dim_ff'" },
+      { function() nn.TransformerDecoder(8, 2, 2, { crosss = false }) end, "nn.TransformerDecoder: unknown option 'crosss'" },
+      { function() nn.CrossEntropyLoss { ignore_idx = 2 } end, "nn.CrossEntropyLoss: unknown option 'ignore_idx'" },
+      { function() nn.FeedForward(4, 8, { activaton = "gelu" }) end, "nn.FeedForward: unknown option 'activaton'" },
+      { function() nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 2) end,
+        "not PyTorch's (layer, num_layers)" },
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok)
+      assert.truthy(err:find(c[2], 1, true), err)
+      assert.truthy(err:find("nn_spec.lua:%d+:"), err)
+    end
+  end)
+
+  it("forward options too: a misspelt key_padding_mask is an error, not an unmasked run", function()
+    local layer = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    local x, pad = ember.randn(2, 3, 8), ember.tensor({ { false, false, true }, { false, false, false } })
+    local ok, err = pcall(layer.forward, layer, x, { key_padding_mak = pad })
+    assert.is_false(ok)
+    assert.truthy(err:find("TransformerEncoderLayer.forward: unknown option 'key_padding_mak'", 1, true), err)
+    local dec = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, cross = false })
+    ok, err = pcall(dec.forward, dec, x, nil, { tgt_key_padding = pad })
+    assert.truthy(err:find("TransformerDecoderLayer.forward: unknown option 'tgt_key_padding'", 1, true), err)
+    -- the Encoder passes its layers' options through, final_norm is its own
+    assert.is_not_nil(nn.TransformerEncoder(8, 2, 1, { dim_feedforward = 16, final_norm = true }).norm)
+  end)
+
+  it("named_modules() without a function lists {name, module}, as PyTorch's iterates", function()
+    local m = nn.Sequential(nn.Linear(2, 3), nn.Sequential(nn.ReLU(), nn.Linear(3, 1)))
+    local names = {}
+    for _, pair in ipairs(m:named_modules()) do names[#names + 1] = pair[1] end
+    assert.are.same({ "", "1", "2", "2.1", "2.2" }, names)
+    assert.has_error(function() m:named_modules(3) end)
+  end)
+end)
+
+describe("nn.CrossEntropyLoss", function()
+  it("takes the classes in the last dim and says how to move PyTorch's [N, C, L] there", function()
+    local ok, err = pcall(function() return nn.CrossEntropyLoss()(ember.randn(2, 4, 5), ember.ones(2, 5, { dtype = "int64" })) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("nn.CrossEntropyLoss: logits [2, 4, 5] need a target [2, 4] (the classes are the last dim), "
+      .. "got [2, 5]; for PyTorch's [N, C, ...] layout move the classes last first: logits:permute(1, 3, 2)", 1, true), err)
+    local logits, t = ember.randn(2, 4, 5, { dtype = "float64" }), ember.tensor({ { 1, 2, 3, 4, 1 }, { 4, 4, 3, 2, 1 } }, "int64")
+    local a = nn.CrossEntropyLoss()(logits:permute(1, 3, 2), t)
+    local b = nn.CrossEntropyLoss()(logits:permute(1, 3, 2):reshape(10, 4), t:reshape(10))
+    assert.are.near(b:item(), a:item(), 1e-12)
   end)
 end)

@@ -101,6 +101,19 @@ describe("optimizer state", function()
     assert.truthy(err:find("group 1 has 1 parameters in the state, 2 here", 1, true))
   end)
 
+  it("keeps frozen parameters and skips them, as PyTorch (fine-tuning)", function()
+    local m = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+    m[1].weight:requires_grad_(false)
+    local frozen = m[1].weight:clone()
+    local opt = optim.AdamW(m, { lr = 0.1 })
+    m(ember.randn(4, 3)):sum():backward()
+    assert.is_nil(m[1].weight.grad)
+    local before = m[2].weight:clone()
+    opt:step()
+    assert.is_true(m[1].weight == frozen)
+    assert.is_false(m[2].weight == before)
+  end)
+
   it("takes a module, parameter groups, and skips parameters without gradients", function()
     local m = nn.Linear(3, 2)
     local opt = optim.SGD(m, { lr = 0.1 })
@@ -125,8 +138,10 @@ describe("optimizer state", function()
       "Adam: betas must be {beta1, beta2} with each in [0, 1), got {0.9, 1}")
     assert.has_error(function() optim.AdamW(p, { lr = 0.1, momentum = 0.9 }) end,
       "AdamW: unknown option 'momentum' (options: betas, eps, lr, weight_decay)")
-    assert.has_error(function() optim.Adam({ ember.zeros(2) }) end,
-      "Adam: group 1, parameter 1 does not require grad")
+    local leaf = ember.zeros(2, { requires_grad = true })
+    assert.has_error(function() optim.Adam({ leaf * 2 }) end,
+      "Adam: group 1, parameter 1 is not a leaf (the result of an op): optimize the tensors it was computed "
+      .. "from, or p:detach():requires_grad_()")
     assert.has_error(function() optim.Adam({}) end, "Adam: got an empty parameter list")
     assert.has_error(function() optim.RMSprop(p, { alpha = 1.5 }) end, "RMSprop: alpha must be a number in [0, 1], got 1.5")
     assert.has_error(function() optim.RMSprop(p, { centered = 1 }) end, "RMSprop: centered must be a boolean, got 1")

@@ -28,7 +28,9 @@ local masks = require "ember.nn._masks"
 local Block = Module:extend("CrossAttentionBlock")
 
 function Block:__init(d_model, heads, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.CrossAttentionBlock", opts, { "dropout", "attention_dropout", "norm_first",
+    "self_attention", "layer_norm_eps", "image_dim", "dim_feedforward", "activation", "attention",
+    "attention_options", "rope", "bias", "kv_heads", "dtype", "device" })
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first ~= false
   self.self_attention = opts.self_attention or false

@@ -13,7 +13,7 @@ local Module = require "ember.nn.Module"
 local Embedding = Module:extend("Embedding")
 
 function Embedding:__init(num_embeddings, dim, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.Embedding", opts, { "padding_idx", "dtype", "device" })
   for what, v in pairs { num_embeddings = num_embeddings, embedding_dim = dim } do
     if math.type(v) ~= "integer" or v < 1 then
       error(("Embedding: %s must be a positive integer, got %s"):format(what, tostring(v)), 2)

@@ -39,7 +39,7 @@ local ACTIVATIONS = {
 }
 
 function FeedForward:__init(d_model, d_ff, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.FeedForward", opts, { "activation", "dropout", "bias", "dtype", "device" })
   local act = opts.activation or "relu"
   local kind = ACTIVATIONS[act]
   if not kind then

@@ -26,7 +26,7 @@ function GroupNorm:__init(num_groups, num_channels, opts)
   if num_channels % num_groups ~= 0 then
     error(("GroupNorm: num_channels=%d must be divisible by num_groups=%d"):format(num_channels, num_groups), 2)
   end
-  opts = opts or {}
+  opts = Module.check_options("nn.GroupNorm", opts, { "eps", "affine", "dtype", "device" })
   self.num_groups, self.num_channels = num_groups, num_channels
   self.eps = opts.eps or 1e-5
   self.affine = opts.affine ~= false

@@ -11,7 +11,7 @@ local Module = require "ember.nn.Module"
 local LayerNorm = Module:extend("LayerNorm")
 
 function LayerNorm:__init(shape, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.LayerNorm", opts, { "eps", "elementwise_affine", "dtype", "device" })
   if type(shape) == "number" then shape = { shape } end
   if type(shape) ~= "table" or #shape == 0 then
     error("LayerNorm: normalized_shape must be a positive integer or a table of them, got "

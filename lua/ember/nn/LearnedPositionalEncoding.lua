@@ -13,7 +13,7 @@ local Dropout = require "ember.nn.Dropout"
 local LPE = Module:extend("LearnedPositionalEncoding")
 
 function LPE:__init(max_len, d_model, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.LearnedPositionalEncoding", opts, { "dropout", "dtype", "device" })
   for what, v in pairs { max_len = max_len, d_model = d_model } do
     if math.type(v) ~= "integer" or v < 1 then
       error(("LearnedPositionalEncoding: %s must be a positive integer, got %s"):format(what, tostring(v)), 2)

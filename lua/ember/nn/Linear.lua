@@ -20,7 +20,7 @@ end
 function Linear:__init(in_features, out_features, opts)
   check_size(in_features, "in_features")
   check_size(out_features, "out_features")
-  opts = opts or {}
+  opts = Module.check_options("nn.Linear", opts, { "bias", "init", "dtype", "device" })
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   local topts = { dtype = opts.dtype, device = opts.device }

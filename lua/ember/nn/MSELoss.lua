@@ -9,8 +9,8 @@ local Module = require "ember.nn.Module"
 local MSELoss = Module:extend("MSELoss")
 
 function MSELoss:__init(opts)
-  opts = opts or {}
   if type(opts) == "string" then opts = { reduction = opts } end
+  opts = Module.check_options("nn.MSELoss", opts, { "reduction" })
   self.reduction = opts.reduction or "mean"
   if self.reduction ~= "mean" and self.reduction ~= "sum" and self.reduction ~= "none" then
     error("MSELoss: reduction must be \"mean\", \"sum\" or \"none\", got " .. tostring(self.reduction), 2)

@@ -286,8 +286,18 @@ function Module:modules(list)
 end
 
 --- Calls fn(prefix, module) for the module (prefix "") and every
--- descendant (prefix "a.b."), depth first.
+-- descendant (prefix "a.b."), depth first. Without fn, returns the list of
+-- {name, module} pairs instead, as PyTorch's named_modules() iterates
+-- (names without the trailing dot: "", "a", "a.b").
 function Module:named_modules(fn, prefix)
+  if fn == nil then
+    local list = {}
+    self:named_modules(function(p, m) list[#list + 1] = { p:gsub("%.$", ""), m } end)
+    return list
+  end
+  if type(fn) ~= "function" then
+    errors.raise("%s.named_modules: expected a function(prefix, module) or nothing, got %s", self.__name, type(fn))
+  end
   prefix = prefix or ""
   fn(prefix, self)
   for _, n in ipairs(self._children) do self._reg[n]:named_modules(fn, prefix .. n .. ".") end
@@ -320,6 +330,32 @@ function Module:zero_grad()
   for _, n in ipairs(self._params) do self._reg[n].grad = nil end
   for _, c in ipairs(self:children()) do c:zero_grad() end
   return self
+end
+
+--- Checks a constructor's or forward's options table: nil becomes {}, a
+-- key not in the name lists is an error at the user's line naming `who`
+-- and every option it takes (a misspelt key would otherwise be ignored:
+-- `{key_padding_mak = pad}` ran without the mask).
+-- @string who "nn.Linear", "TransformerEncoderLayer.forward", ...
+-- @tparam ?table opts
+-- @tparam table ... lists of option names
+-- @treturn table opts
+function Module.check_options(who, opts, ...)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then errors.raise("%s: options must be a table, got %s", who, type(opts)) end
+  local known, names = {}, {}
+  for i = 1, select("#", ...) do
+    for _, n in ipairs(select(i, ...)) do
+      if not known[n] then known[n], names[#names + 1] = true, n end
+    end
+  end
+  for k in pairs(opts) do
+    if not known[k] then
+      table.sort(names)
+      errors.raise("%s: unknown option '%s' (options: %s)", who, tostring(k), table.concat(names, ", "))
+    end
+  end
+  return opts
 end
 
 --- The floating-point dtype a name means ("double" -> "float64"), or nil

@@ -9,7 +9,9 @@
 -- (replaces), `ipairs(list)` and `pairs(list)` (1-based index, module) work;
 -- `append`, `extend`, `insert` and `pop` change it. A ModuleList has no
 -- forward: call its modules in your own forward.
--- Errors name nn.ModuleList: a non-module argument, an index out of range.
+-- Errors name nn.ModuleList: a non-module argument, an index out of range
+-- in an assignment or insert. Reading list[i] past the end gives nil, as a
+-- Lua list does (so that ipairs stops there), not PyTorch's IndexError.
 -- @usage local layers = nn.ModuleList()
 -- for i = 1, 4 do layers:append(nn.Linear(16, 16)) end
 -- local x = ember.randn(2, 16)

@@ -31,7 +31,7 @@ local RMSNorm = Module:extend("RMSNorm")
 local MACHINE_EPS = { float64 = 2.0 ^ -52, float32 = 2.0 ^ -23, bfloat16 = 2.0 ^ -7, float16 = 2.0 ^ -10 }
 
 function RMSNorm:__init(shape, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.RMSNorm", opts, { "eps", "elementwise_affine", "dtype", "device" })
   if type(opts) ~= "table" then error("RMSNorm: options must be a table, got " .. type(opts), 2) end
   if math.type(shape) == "integer" then shape = { shape } end
   if type(shape) == "userdata" and shape.totable then shape = shape:totable() end

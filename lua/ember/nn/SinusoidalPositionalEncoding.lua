@@ -16,7 +16,7 @@ local Dropout = require "ember.nn.Dropout"
 local PE = Module:extend("SinusoidalPositionalEncoding")
 
 function PE:__init(d_model, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.SinusoidalPositionalEncoding", opts, { "max_len", "dropout", "dtype", "device" })
   if math.type(d_model) ~= "integer" or d_model < 1 then
     error("SinusoidalPositionalEncoding: d_model must be a positive integer, got " .. tostring(d_model), 2)
   end

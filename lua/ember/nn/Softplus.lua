@@ -9,7 +9,7 @@ local Module = require "ember.nn.Module"
 local Softplus = Module:extend("Softplus")
 
 function Softplus:__init(opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.Softplus", opts, { "beta", "threshold" })
   if type(opts) ~= "table" then error("Softplus: options must be a table {beta =, threshold =}, got " .. type(opts), 3) end
   self.beta, self.threshold = opts.beta or 1, opts.threshold or 20
   if type(self.beta) ~= "number" or not (self.beta > 0) then

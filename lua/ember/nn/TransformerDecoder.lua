@@ -7,6 +7,7 @@
 -- opts.cache[i], so x may be just the new positions (see ember.generate).
 -- @classmod nn.TransformerDecoder
 local Module = require "ember.nn.Module"
+local errors = require "ember._errors"
 local Sequential = require "ember.nn.Sequential"
 local LayerNorm = require "ember.nn.LayerNorm"
 local DecoderLayer = require "ember.nn.TransformerDecoderLayer"
@@ -14,12 +15,18 @@ local DecoderLayer = require "ember.nn.TransformerDecoderLayer"
 local Decoder = Module:extend("TransformerDecoder")
 
 function Decoder:__init(d_model, heads, num_layers, opts)
-  opts = opts or {}
+  if Module.is_module(d_model) then
+    errors.raise("nn.TransformerDecoder: takes (d_model, heads, num_layers [, layer options]), not PyTorch's "
+      .. "(layer, num_layers): the layers are made here from the options")
+  end
+  opts = Module.check_options("nn.TransformerDecoder", opts, DecoderLayer.OPTIONS, { "final_norm" })
+  local layer_opts = {}
+  for k, v in pairs(opts) do if k ~= "final_norm" then layer_opts[k] = v end end
   if math.type(num_layers) ~= "integer" or num_layers < 1 then
-    error("TransformerDecoder: num_layers must be a positive integer, got " .. tostring(num_layers), 2)
+    errors.raise("nn.TransformerDecoder: num_layers must be a positive integer, got %s", tostring(num_layers))
   end
   local layers = Sequential()
-  for _ = 1, num_layers do layers:add(DecoderLayer(d_model, heads, opts)) end
+  for _ = 1, num_layers do layers:add(DecoderLayer(d_model, heads, layer_opts)) end
   self:add_module("layers", layers)
   local final = opts.final_norm
   if final == nil then final = opts.norm_first or false end

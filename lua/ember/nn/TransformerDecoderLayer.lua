@@ -36,8 +36,14 @@ local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
 local DecoderLayer = Module:extend("TransformerDecoderLayer")
 
+-- The constructor's options (TransformerDecoder takes them too).
+DecoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "dtype", "device",
+  "cross", "cross_attention", "cross_attention_options", "memory_dim" }
+local FORWARD_OPTIONS = { "causal", "tgt_mask", "tgt_allow_mask", "tgt_block_mask", "tgt_key_padding_mask",
+  "memory_mask", "memory_allow_mask", "memory_block_mask", "memory_key_padding_mask", "cache", "variant_inputs" }
+
 function DecoderLayer:__init(d_model, heads, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.TransformerDecoderLayer", opts, DecoderLayer.OPTIONS)
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false
   self.checkpoint = opts.checkpoint or false
@@ -102,7 +108,7 @@ end
 -- memory_key_padding_mask, cache
 -- @treturn Tensor [B, L, d_model]
 function DecoderLayer:forward(x, memory, opts)
-  opts = opts or {}
+  opts = Module.check_options("TransformerDecoderLayer.forward", opts, FORWARD_OPTIONS)
   if self.has_cross and memory == nil then
     require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end

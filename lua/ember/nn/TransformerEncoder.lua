@@ -5,6 +5,7 @@
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}])
 -- @classmod nn.TransformerEncoder
 local Module = require "ember.nn.Module"
+local errors = require "ember._errors"
 local Sequential = require "ember.nn.Sequential"
 local LayerNorm = require "ember.nn.LayerNorm"
 local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
@@ -12,12 +13,18 @@ local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
 local Encoder = Module:extend("TransformerEncoder")
 
 function Encoder:__init(d_model, heads, num_layers, opts)
-  opts = opts or {}
+  if Module.is_module(d_model) then
+    errors.raise("nn.TransformerEncoder: takes (d_model, heads, num_layers [, layer options]), not PyTorch's "
+      .. "(layer, num_layers): the layers are made here from the options")
+  end
+  opts = Module.check_options("nn.TransformerEncoder", opts, EncoderLayer.OPTIONS, { "final_norm" })
+  local layer_opts = {}
+  for k, v in pairs(opts) do if k ~= "final_norm" then layer_opts[k] = v end end
   if math.type(num_layers) ~= "integer" or num_layers < 1 then
-    error("TransformerEncoder: num_layers must be a positive integer, got " .. tostring(num_layers), 2)
+    errors.raise("nn.TransformerEncoder: num_layers must be a positive integer, got %s", tostring(num_layers))
   end
   local layers = Sequential()
-  for _ = 1, num_layers do layers:add(EncoderLayer(d_model, heads, opts)) end
+  for _ = 1, num_layers do layers:add(EncoderLayer(d_model, heads, layer_opts)) end
   self:add_module("layers", layers)
   local final = opts.final_norm
   if final == nil then final = opts.norm_first or false end

@@ -24,8 +24,12 @@ local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
 local EncoderLayer = Module:extend("TransformerEncoderLayer")
 
+-- The constructor's options (TransformerEncoder takes them too).
+EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "dtype", "device" }
+local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs" }
+
 function EncoderLayer:__init(d_model, heads, opts)
-  opts = opts or {}
+  opts = Module.check_options("nn.TransformerEncoderLayer", opts, EncoderLayer.OPTIONS)
   local dropout = opts.dropout or 0.1
   local o = { dtype = opts.dtype, device = opts.device }
   self.norm_first = opts.norm_first or false
@@ -55,7 +59,7 @@ end
 -- tensors of an attention variant written in Lua, e.g. `{doc = ids}`)
 -- @treturn Tensor [B, L, d_model]
 function EncoderLayer:forward(x, opts)
-  opts = opts or {}
+  opts = Module.check_options("TransformerEncoderLayer.forward", opts, FORWARD_OPTIONS)
   if self.checkpoint and self.training and ember.is_grad_enabled() then
     return checkpoint(function(xx) return self:_block(xx, opts) end, x)
   end

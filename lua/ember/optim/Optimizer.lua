@@ -91,7 +91,12 @@ function Optimizer:__init(params, opts)
     local g = { params = {} }
     for i, p in ipairs(spec.params) do
       if not is_tensor(p) then self:_error("group %d, parameter %d is a %s, not a tensor", gi, i, type(p)) end
-      if not p.requires_grad then self:_error("group %d, parameter %d does not require grad", gi, i) end
+      -- a frozen parameter (requires_grad false) is kept and skipped while it
+      -- has no gradient, as PyTorch's optimizers do (fine-tuning freezes some)
+      if not p.is_leaf then
+        self:_error("group %d, parameter %d is not a leaf (the result of an op): optimize the tensors "
+          .. "it was computed from, or p:detach():requires_grad_()", gi, i)
+      end
       g.params[i] = p
       self._params[#self._params + 1] = p
     end
