@@ -13,7 +13,12 @@
 ** constant over the cell. Only cells the intervals cannot decide are
 ** evaluated element by element, stopping at the first element that
 ** disagrees with the first. A cell left partial is never wrong: the kernel
-** evaluates the mask there.
+** evaluates the mask there. A cell where a load's indices may leave its
+** captured tensor (the intervals cannot prove them inside) is evaluated
+** element by element whatever the intervals decide, and an index out of
+** range is the call's error: a cell classified empty on it would never
+** reach the kernel's own check (probe 24: short document ids gave zero
+** rows). In-range calls, whose index intervals are inside, pay nothing.
 */
 #include "internal.h"
 #include "ember_attention.h"
@@ -188,8 +193,17 @@ static ival load_range(const em_xcap *c, const ival *idx) {
   return (ival){mn, mx};
 }
 
+/* Whether the box of indices idx (intervals) lies inside capture c. */
+static bool box_inside(const em_xcap *c, const ival *idx) {
+  for (int d = 0; d < c->ndim; d++)
+    if (!(idx[d].lo >= 1 && idx[d].hi <= (double)c->shape[d])) return false;
+  return true;
+}
+
+/* *maybe_oob is set when a load's indices may leave its capture: the cell
+** is then checked element by element, whatever the intervals decide. */
 static ival eval_ival(const em_xins *x, const ival *r, const em_xcap *caps, ival b, ival h, ival q,
-                      ival k) {
+                      ival k, bool *maybe_oob) {
   const ival a = r[x->arg[0] >= 0 ? x->arg[0] : 0], c = r[x->arg[1] >= 0 ? x->arg[1] : 0];
   switch (x->op) {
   case EM_XOP_CONST: return (ival){x->k, x->k};
@@ -245,27 +259,66 @@ static ival eval_ival(const em_xins *x, const ival *r, const em_xcap *caps, ival
   case EM_XOP_LOAD: {
     ival idx[EM_EXPR_MAX_DIMS];
     for (int d = 0; d < caps[x->cap].ndim; d++) idx[d] = r[x->arg[d]];
+    if (!box_inside(&caps[x->cap], idx)) *maybe_oob = true;
     return load_range(&caps[x->cap], idx);
   }
   default: return ANY; /* POW */
   }
 }
 
+/* The mask at one element, as em_expr_eval, but a load out of its
+** capture is an error (the kernel's, with the same words): its value would
+** be NaN, which a comparison turns into false, and a cell classified empty
+** on it would never reach the kernel's own check -- silent zero rows. */
+static em_status eval_checked(const em_expr *e, const em_xcap *caps, double b, double h, double q,
+                              double k, double *regs, double *out) {
+  for (int i = 0; i < e->n; i++) {
+    const em_xins *x = &e->ins[i];
+    if (x->op == EM_XOP_LOAD) {
+      const em_xcap *c = &caps[x->cap];
+      double idx[EM_EXPR_MAX_DIMS];
+      for (int d = 0; d < c->ndim; d++) idx[d] = regs[x->arg[d]];
+      const int64_t off = em_xcap_offset(c, idx);
+      if (off < 0) {
+        int d = 0;
+        while (d < c->ndim - 1 && idx[d] >= 1 && idx[d] <= (double)c->shape[d] && idx[d] == floor(idx[d])) d++;
+        return em_error(EM_ERR_INDEX,
+                        "mask: index %g out of range for dim %d of captured tensor '%s' (size %lld) at "
+                        "b=%g h=%g q=%g k=%g",
+                        idx[d], d + 1, c->name ? c->name : "?", (long long)c->shape[d], b, h, q, k);
+      }
+      regs[i] = em_xcap_read(c, off);
+    } else {
+      regs[i] = eval_ins(x, regs, caps, b, h, q, k, 0);
+    }
+  }
+  *out = regs[e->out[0]];
+  return EM_OK;
+}
+
 /* The cell (b, h, queries [i0, i1), keys [j0, j1)) by its elements: stops
-** at the first element that differs from the first. */
-static uint8_t cell_by_elements(const em_expr *e, const em_xcap *caps, double b, double h,
-                                int64_t shift, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                                double *regs) {
+** at the first element that differs from the first, unless every element's
+** loads must be checked (check_all). */
+static em_status cell_by_elements(const em_expr *e, const em_xcap *caps, double b, double h,
+                                  int64_t shift, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                                  bool check_all, double *regs, uint8_t *cls) {
   int first = -1;
+  bool partial = false;
   for (int64_t i = i0; i < i1; i++)
     for (int64_t j = j0; j < j1; j++) {
-      const double v = em_expr_eval(e, caps, 0, b, h, (double)(i + shift + 1), (double)(j + 1), 0, regs);
+      double v = 0;
+      EM_TRY(eval_checked(e, caps, b, h, (double)(i + shift + 1), (double)(j + 1), regs, &v));
       const int t = v != 0 && !isnan(v);
-      if (isnan(v)) return EM_XTILE_PARTIAL; /* the kernel meets it and reports it */
+      if (isnan(v)) partial = true; /* the kernel meets it and reports it */
       if (first < 0) first = t;
-      else if (t != first) return EM_XTILE_PARTIAL;
+      else if (t != first) partial = true;
+      if (partial && !check_all) {
+        *cls = EM_XTILE_PARTIAL;
+        return EM_OK;
+      }
     }
-  return first ? EM_XTILE_FULL : EM_XTILE_EMPTY;
+  *cls = partial ? EM_XTILE_PARTIAL : first ? EM_XTILE_FULL : EM_XTILE_EMPTY;
+  return EM_OK;
 }
 
 em_status em__xmap_build(const em_expr *e, const em_xcap *caps, int64_t B, int64_t H, int64_t Lq,
@@ -300,11 +353,20 @@ em_status em__xmap_build(const em_expr *e, const em_xcap *caps, int64_t B, int64
           const int64_t j0 = jk * grain, j1 = j0 + grain < Lk ? j0 + grain : Lk;
           const ival ki = {(double)(j0 + 1), (double)j1};
           const ival bi = {(double)(b + 1), (double)(b + 1)}, hi = {(double)(h + 1), (double)(h + 1)};
-          for (int i = 0; i < e->n; i++) r[i] = eval_ival(&e->ins[i], r, caps, bi, hi, qi, ki);
+          bool maybe_oob = false;
+          for (int i = 0; i < e->n; i++) r[i] = eval_ival(&e->ins[i], r, caps, bi, hi, qi, ki, &maybe_oob);
           const ival o = r[e->out[0]];
           uint8_t cls = surely_true(o) ? EM_XTILE_FULL : surely_false(o) ? EM_XTILE_EMPTY : EM_XTILE_PARTIAL;
-          if (cls == EM_XTILE_PARTIAL)
-            cls = cell_by_elements(e, caps, (double)(b + 1), (double)(h + 1), shift, i0, i1, j0, j1, regs);
+          if (cls == EM_XTILE_PARTIAL || maybe_oob) {
+            em_status s = cell_by_elements(e, caps, (double)(b + 1), (double)(h + 1), shift, i0, i1, j0, j1,
+                                           maybe_oob, regs, &cls);
+            if (s != EM_OK) {
+              free(r), free(regs);
+              em_release(*map);
+              *map = NULL;
+              return s;
+            }
+          }
           m[b * *sb + h * *sh + iq * *nk + jk] = cls;
         }
       }

@@ -374,6 +374,46 @@ describe("Lua attention variants: definitions and errors", function()
     assert.are.same({ true, true, true }, { listed("oob") })
   end)
 
+  -- probe 24: a mask's load out of range was NaN in the block map, a
+  -- comparison made it false, every cell was classified empty and the kernel
+  -- (whose index check would have fired) never ran: all-zero rows, no error
+  it("a mask reading past its captured tensor is an index error on the fused route too, never zero rows", function()
+    local att = ember.Attention { attention = "document", heads = 1, head_dim = 4 }
+    local function fails(q, kv, doc, what)
+      for _, kernel in ipairs { "fused", "composed" } do
+        local ok, err = pcall(att, q, kv, kv, { variant_inputs = { doc = doc }, kernel = kernel })
+        assert(not ok, what .. " on the " .. kernel .. " route gave no error")
+        err = tostring(err)
+        assert.matches("attention_variant_spec.lua:%d+:", err)
+        assert.matches("document", err)
+        assert.matches("'doc'", err)
+        assert.matches("out of range", err)
+      end
+    end
+    local ids = function(t) return ember.tensor(t, { dtype = "int64" }) end
+    fails(randn({ 1, 1, 1, 4 }, "float32"), randn({ 1, 1, 5, 4 }, "float32"), ids { { 2 } }, "doc [1,1] for Lk = 5")
+    local x = randn({ 2, 1, 6, 4 }, "float32")
+    fails(x, x, ids { { 1, 1, 1, 2, 2, 2 } }, "doc [1,6] for B = 2")
+    local y = randn({ 1, 1, 40, 4 }, "float32")
+    fails(y, y, ids { { 1, 1, 1 } }, "doc [1,3] for L = 40")
+    -- a KV-cached step given only the new position's id
+    local mha = nn.MultiHeadAttention(8, 2, { attention = "document" }):eval()
+    local cache = {}
+    mha:forward_cached(ember.randn(1, 4, 8), cache, { variant_inputs = { doc = ids { { 1, 1, 2, 2 } } } })
+    local ok, err = pcall(mha.forward_cached, mha, ember.randn(1, 1, 8), cache, { variant_inputs = { doc = ids { { 2 } } } })
+    assert.is_false(ok)
+    assert.matches("out of range.*'doc'", tostring(err))
+    -- a mask whose intervals decide the cell (a buffer read by b alone)
+    ember.attention_variant { name = "oob_mask_b", params = function() return { { name = "tb", tensor = ember.ones(1), learned = false } } end,
+      mask = function(b, h, q, k, ctx) return ctx.tb[b]:gt(0) end }
+    ok, err = pcall(ember.Attention { attention = "oob_mask_b", heads = 1, head_dim = 4 }, x, x, x)
+    assert.is_false(ok)
+    assert.matches("out of range.*'tb'", tostring(err))
+    -- in range: the same map as before, cells across documents skipped
+    local good = att(y, y, y, { variant_inputs = { doc = doc_ids(1, 40, { 17, 23 }) } })
+    assert.are.same({ 1, 1, 40, 4 }, good.shape)
+  end)
+
   it("a score that yields NaN is an error", function()
     ember.attention_variant { name = "nan_score", score = function(s) return ember.log(s - 1e9) end }
     local att = ember.Attention { attention = "nan_score", heads = 1, head_dim = 4 }
