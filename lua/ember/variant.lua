@@ -521,7 +521,10 @@ function M.dense(inst, tables, inputs, q, k, v, o)
   end
   if dead then p = p * dead:logical_not():to(dt) end
   local w = p
-  if o.training and (o.dropout or 0) > 0 then p = ember.nn_dropout and ember.nn_dropout(p, o.dropout, true) or p end
+  -- the core's dropout on the contiguous [B, H, Lq, Lk] probabilities:
+  -- it reserves B*H*Lq*Lk Philox counters and keeps element (b,h,i,j) by
+  -- the fused kernel's rule, so both routes drop the same weights under a seed
+  if o.training and (o.dropout or 0) > 0 then p = ember.dropout(p:contiguous(), o.dropout, true) end
   local out = p:matmul(v)
   if out_dtype == "bfloat16" then out, w = out:to("bfloat16"), w:to("bfloat16") end
   return out, w:detach()

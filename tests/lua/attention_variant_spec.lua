@@ -414,6 +414,37 @@ describe("Lua attention variants: definitions and errors", function()
     assert.are.same({ 1, 1, 40, 4 }, good.shape)
   end)
 
+  -- probe 24: variant.dense called a missing ember.nn_dropout, so the
+  -- composed route (kernel = "composed", need_weights) dropped nothing
+  it("attention dropout on the composed route and need_weights: the fused route's weights dropped, under a seed", function()
+    local att = ember.Attention { attention = "softcap", heads = 2, head_dim = 4, cap = 5 }:train()
+    local q, k, v = qkv(2, 2, 7, 9, 4, "float32")
+    local none = att(q, k, v)
+    ember.manual_seed(4)
+    local fused = att(q, k, v, { dropout = 0.4 })
+    ember.manual_seed(4)
+    local composed = att(q, k, v, { dropout = 0.4, kernel = "composed" })
+    ember.manual_seed(4)
+    local with_w = att(q, k, v, { dropout = 0.4, need_weights = true })
+    assert((fused - none):abs():max():item() > 1e-2, "the fused route dropped nothing")
+    assert((composed - none):abs():max():item() > 1e-2, "the composed route dropped nothing")
+    assert((composed - fused):abs():max():item() < 1e-5, "the routes dropped different weights under one seed")
+    assert((with_w - fused):abs():max():item() < 1e-5, "need_weights dropped different weights")
+    -- in evaluation mode nothing is dropped
+    att:eval()
+    assert((att(q, k, v, { dropout = 0.4, kernel = "composed" }) - none):abs():max():item() < 1e-6)
+    -- through MultiHeadAttention's own dropout, and the gradient flows through the kept weights
+    local mha = nn.MultiHeadAttention(8, 2, { attention = "softcap", dropout = 0.5 }):train()
+    local x = ember.randn(1, 6, 8):requires_grad_()
+    ember.manual_seed(9)
+    local y1 = mha(x)
+    ember.manual_seed(9)
+    local y2 = mha(x, { need_weights = true })
+    assert((y1 - y2):abs():max():item() < 1e-5)
+    y2:sum():backward()
+    assert.is_not_nil(x.grad)
+  end)
+
   it("a score that yields NaN is an error", function()
     ember.attention_variant { name = "nan_score", score = function(s) return ember.log(s - 1e9) end }
     local att = ember.Attention { attention = "nan_score", heads = 1, head_dim = 4 }
