@@ -26,16 +26,35 @@ em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int re
   return s;
 }
 
-/* t:backward([grad] [, retain_graph]) */
+/* retain_graph from an options table at idx (PyTorch's keyword), and the
+** gradient when the table is the first argument. */
+static void backward_options(lua_State *L, int idx, em_tensor **g, int *retain) {
+  static const char *const names[] = {"gradient", "retain_graph", NULL};
+  lember_checkoptions(L, idx, "backward", names);
+  if (lua_getfield(L, idx, "retain_graph") != LUA_TNIL) {
+    if (!lua_isboolean(L, -1)) luaL_error(L, "ember.backward: retain_graph must be a boolean");
+    *retain = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  if (g && lua_getfield(L, idx, "gradient") != LUA_TNIL) *g = lember_checktensor(L, -1);
+  if (g) lua_pop(L, 1);
+}
+
+/* t:backward([grad] [, retain_graph]), or with PyTorch's keywords as a
+** table: t:backward{gradient = g, retain_graph = true}, t:backward(g, {retain_graph = true}) */
 static int m_backward(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   em_tensor *g = NULL;
   int retain = 0;
   if (lua_isboolean(L, 2)) { /* t:backward(true) */
     retain = lua_toboolean(L, 2);
+  } else if (lua_istable(L, 2)) {
+    backward_options(L, 2, &g, &retain);
   } else {
     if (!lua_isnoneornil(L, 2)) g = lember_checktensor(L, 2);
-    if (!lua_isnoneornil(L, 3)) {
+    if (lua_istable(L, 3)) {
+      backward_options(L, 3, NULL, &retain);
+    } else if (!lua_isnoneornil(L, 3)) {
       luaL_checktype(L, 3, LUA_TBOOLEAN);
       retain = lua_toboolean(L, 3);
     }

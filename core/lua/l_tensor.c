@@ -154,8 +154,26 @@ static void push_shape(lua_State *L, const em_tensor *t) {
 }
 
 static const char *const properties[] = {
-  "shape", "dtype", "device", "grad", "requires_grad", "is_leaf", "grad_fn", "ndim", NULL
+  "shape", "dtype", "device", "grad", "requires_grad", "is_leaf", "grad_fn", "ndim", "T", "mT", NULL
 };
+
+/* t.T (every dim reversed, PyTorch's; a transpose for a matrix) and t.mT
+** (the last two dims swapped: a batch of matrices), as views. */
+static int push_transposed(lua_State *L, em_tensor *t, bool matrices) {
+  em_tensor **out = lember_newslot(L);
+  em_status s;
+  if (matrices) {
+    if (t->ndim < 2) return luaL_error(L, "ember.mT: needs a tensor of 2 or more dims, got %d", t->ndim);
+    s = em_transpose(out, t, t->ndim - 2, t->ndim - 1);
+  } else {
+    int perm[EM_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) perm[i] = t->ndim - 1 - i;
+    s = em_permute(out, t, t->ndim, perm);
+  }
+  if (s) return lember_error(L, matrices ? "mT" : "T", s);
+  lember_account(L, *out);
+  return 1;
+}
 
 static int push_property(lua_State *L, em_tensor *t, const char *k) {
   char buf[64];
@@ -181,6 +199,8 @@ static int push_property(lua_State *L, em_tensor *t, const char *k) {
       lua_pushnil(L);
   } else if (strcmp(k, "ndim") == 0) {
     lua_pushinteger(L, t->ndim);
+  } else if (strcmp(k, "T") == 0 || strcmp(k, "mT") == 0) {
+    return push_transposed(L, t, k[0] == 'm');
   } else {
     lua_pushnil(L);
   }

@@ -296,7 +296,8 @@ static em_status em__run_node(em_node *n, em__nodelist *ready) {
     if (n->released)
       s = em_error(EM_ERR_AUTOGRAD,
                    "backward: the graph through '%s' was already freed by an earlier backward(); "
-                   "call backward with retain_graph=true to go through it twice", n->op->name);
+                   "call backward with retain_graph=true to go through it twice "
+                   "(t:backward(nil, true), or t:backward{retain_graph = true})", n->op->name);
     else {
       const bool prof = em__prof_is_on();
       if (prof) em__prof_backward_begin(n->op->name);

@@ -261,3 +261,19 @@ describe("ember.Function", function()
     assert.are.equal(before, ember.live_bytes())
   end)
 end)
+
+describe("backward's PyTorch keywords", function()
+  it("takes {gradient =, retain_graph =} as a table, first or after the gradient", function()
+    local x = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local y = x * x
+    y:backward { gradient = ember.ones(3), retain_graph = true }
+    y:backward(ember.ones(3), { retain_graph = true })
+    y:backward { gradient = ember.ones(3) }
+    assert.are.same({ 6, 12, 18 }, x.grad:totable())
+    local ok, err = pcall(function() y:backward { gradient = ember.ones(3) } end)
+    assert.is_false(ok)
+    assert.truthy(err:find("t:backward{retain_graph = true}", 1, true), err)
+    ok, err = pcall(function() (x * 2):sum():backward { retain = true } end)
+    assert.truthy(err:find("ember.backward: unknown option 'retain'", 1, true), err)
+  end)
+end)
