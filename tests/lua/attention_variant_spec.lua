@@ -445,6 +445,35 @@ describe("Lua attention variants: definitions and errors", function()
     assert.is_not_nil(x.grad)
   end)
 
+  -- probe 24: the fused kernel detached a float per-call input silently
+  it("a float per-call input that requires grad gets the composed route's gradient; without grad it stays fused", function()
+    ember.attention_variant { name = "ext_bias", inputs = { bias = { ndim = 2, dtype = "float" } },
+      score = function(s, b, h, q, k, ctx) return s + ctx.bias[q][k] end }
+    local att = ember.Attention { attention = "ext_bias", heads = 2, head_dim = 4, dtype = "float64" }
+    local q, k, v = qkv(2, 2, 5, 6, 4, "float64")
+    local bias = randn({ 6, 6 }):requires_grad_()
+    local w = randn({ 2, 2, 5, 4 })
+    local function grads(kernel)
+      bias.grad = nil
+      local qq = q:detach():requires_grad_()
+      local out = att(qq, k, v, { variant_inputs = { bias = bias }, kernel = kernel })
+      assert.is_true(out.requires_grad)
+      ;(out * w):sum():backward()
+      return out, bias.grad:clone(), qq.grad:clone()
+    end
+    local o1, gb1, gq1 = grads(nil)
+    local o2, gb2, gq2 = grads("composed")
+    assert((o1 - o2):abs():max():item() < 1e-12)
+    assert(gb2:abs():max():item() > 1e-3)
+    assert((gb1 - gb2):abs():max():item() < 1e-12, "the bias' gradient differs from the composed one")
+    assert((gq1 - gq2):abs():max():item() < 1e-12)
+    -- a bias that needs no gradient, or grad mode off: the fused kernel
+    local before = ember.attention_routes().fused
+    att(q, k, v, { variant_inputs = { bias = bias:detach() } })
+    ember.no_grad(function() att(q, k, v, { variant_inputs = { bias = bias } }) end)
+    assert.are.equal(before + 2, ember.attention_routes().fused)
+  end)
+
   it("a score that yields NaN is an error", function()
     ember.attention_variant { name = "nan_score", score = function(s) return ember.log(s - 1e9) end }
     local att = ember.Attention { attention = "nan_score", heads = 1, head_dim = 4 }

@@ -161,6 +161,14 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
     return out
   end
   if composed or o.need_weights or not Module.is_tensor(q) then return dense() end
+  -- the fused kernel gives no gradient to a per-call input (only to the
+  -- learned tables): one that requires it runs as core ops, which give it,
+  -- rather than a silently detached result
+  if ember.is_grad_enabled() then
+    for _, t in pairs(list) do -- sparse: the params' slots are empty
+      if t.requires_grad then return dense() end
+    end
+  end
   -- on the CPU the fused kernel covers every call: a decline there is an error
   local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o, list, q.device ~= "cpu")
   if not ok then errors.raise("%s", tostring(out)) end
