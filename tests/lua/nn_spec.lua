@@ -226,7 +226,13 @@ describe("nn layers", function()
     assert.are.near(1000 / 0.75, y:sum():item() / kept * 1000, 1e-3) -- kept values are 1 / (1 - p), in float32
     d:eval()
     assert.is_true(d(x) == x)
-    assert.has_error(function() nn.Dropout(1) end, "Dropout: p must be a number in [0, 1), got 1")
+    assert.has_error(function() nn.Dropout(1.5) end, "nn.Dropout: p must be a number in [0, 1], got 1.5")
+    local all = nn.Dropout(1) -- PyTorch's p = 1: zeros, and zero gradients
+    local xg = ember.ones(4, { requires_grad = true })
+    local z = all(xg)
+    assert.are.same({ 0, 0, 0, 0 }, z:totable())
+    z:sum():backward()
+    assert.are.same({ 0, 0, 0, 0 }, xg.grad:totable())
   end)
 
   it("ReLU and GELU", function()
@@ -408,6 +414,21 @@ describe("options", function()
     assert.truthy(err:find("TransformerDecoderLayer.forward: unknown option 'tgt_key_padding'", 1, true), err)
     -- the Encoder passes its layers' options through, final_norm is its own
     assert.is_not_nil(nn.TransformerEncoder(8, 2, 1, { dim_feedforward = 16, final_norm = true }).norm)
+  end)
+
+  it("buffers() and named_buffers(), as PyTorch's", function()
+    local m = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm2d(3))
+    local names = {}
+    for n in pairs(m:named_buffers()) do names[#names + 1] = n end
+    table.sort(names)
+    assert.are.same({ "2.num_batches_tracked", "2.running_mean", "2.running_var" }, names)
+    assert.are.equal(3, #m:buffers())
+  end)
+
+  it("Linear says an integer input must be converted", function()
+    local ok, err = pcall(function() return nn.Linear(2, 2)(ember.ones(1, 2, { dtype = "int64" })) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("Linear.forward: input must be floating point (the weight is float32), got int64", 1, true), err)
   end)
 
   it("named_modules() without a function lists {name, module}, as PyTorch's iterates", function()

@@ -2,7 +2,7 @@
 -- torch.nn.CrossEntropyLoss with the classes in the LAST dim: logits [N, C]
 -- with targets [N], [B, L, C] with [B, L] (any number of leading dims), or
 -- [C] with a 0-d target. (PyTorch puts them in dim 2, [N, C, d1, ...]:
--- move them last, logits:movedim(2, -1) or :permute, before the call.)
+-- move them last first, logits:permute(1, 3, 2) for [N, C, L].)
 -- Targets are 1-based int64 class ids; ignore_index is compared with them
 -- (e.g. the padding id). `weight` [C] rescales each class as PyTorch's:
 -- "mean" then divides by the summed weights of the counted targets, and
@@ -10,6 +10,7 @@
 -- weight; with it, log_softmax and the weighted NLL composed.
 -- @usage local logits, targets = ember.randn(4, 5), ember.tensor({1, 5, 2, 3}, "int64")
 -- local loss = nn.CrossEntropyLoss{label_smoothing = 0.1}(logits, targets)   -- logits [N, C], targets int64 [N], 1-based
+-- @classmod nn.CrossEntropyLoss
 local errors = require "ember._errors"
 local error = errors.error -- raises at the user's line
 local ember = require "ember.nn._ember"

@@ -1,5 +1,5 @@
 --- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
--- 1/(1-p)), the identity in eval mode. Draws from the seeded generator.
+-- 1/(1-p); p = 1 gives zeros), the identity in eval mode. Draws from the seeded generator.
 -- @usage local drop = nn.Dropout(0.1)
 -- drop:eval()   -- identity from now on; drop:train() turns it back on
 -- @classmod nn.Dropout
@@ -11,8 +11,8 @@ local Dropout = Module:extend("Dropout")
 
 function Dropout:__init(p)
   p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p >= 1 then
-    error("Dropout: p must be a number in [0, 1), got " .. tostring(p), 2)
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error("nn.Dropout: p must be a number in [0, 1], got " .. tostring(p), 2)
   end
   self.p = p
 end
@@ -21,6 +21,7 @@ end
 -- @tparam Tensor x
 function Dropout:forward(x)
   if not self.training or self.p == 0 then return x end
+  if self.p == 1 then return x * 0 end -- everything dropped (PyTorch's p = 1): zeros, and zero gradients
   return ember.dropout(x, self.p, true)
 end
 

@@ -42,6 +42,10 @@ function Linear:forward(x)
     error(("Linear.forward: expected a tensor of shape [..., %d], got %s"):format(self.in_features,
       ember.is_tensor(x) and "a 0-d tensor" or type(x)), 2)
   end
+  if not ember.dtype_info(x.dtype).floating then
+    error(("Linear.forward: input must be floating point (the weight is %s), got %s: convert it with "
+      .. ":to(\"%s\")"):format(self.weight.dtype, x.dtype, self.weight.dtype), 2)
+  end
   local n = x.shape[x.ndim]
   if n ~= self.in_features then
     error(("Linear.forward: input's last dim is %d, expected in_features=%d (input shape [%s])"):format(

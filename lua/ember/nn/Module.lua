@@ -252,6 +252,27 @@ function Module:named_parameters()
   return list_of(map)
 end
 
+--- The distinct buffers (running statistics, tables; persistent or not),
+-- in registration order, as PyTorch's buffers().
+-- @treturn {Tensor,...}
+function Module:buffers()
+  local list, seen = {}, {}
+  self:_each_tensor(function(_, t, kind)
+    if kind ~= "param" and not seen[t] then seen[t], list[#list + 1] = true, t end
+  end)
+  return list_of(list)
+end
+
+--- name -> buffer, as PyTorch's named_buffers() (the tensors themselves).
+-- @treturn table
+function Module:named_buffers()
+  local map, seen = {}, {}
+  self:_each_tensor(function(n, t, kind)
+    if kind ~= "param" and not seen[t] then seen[t], map[n] = true, t end
+  end)
+  return list_of(map)
+end
+
 --- The names of `parameters()`, in the same order.
 -- @treturn {string,...}
 function Module:parameter_names()
