@@ -25,6 +25,12 @@ Also nn.init's reference numbers: calculate_gain, fan_in/fan_out of several
 shapes (torch.nn.init._calculate_fan_in_and_fan_out), and the bound or std
 each initializer's formula gives for them.
 
+nn_more.lua -- more_cases(): the modules PyTorch users expect (BatchNorm1d,
+ReLU6/Hardtanh/Hardswish/Hardsigmoid/Mish/Softsign/GLU/PReLU, Unflatten,
+KLDivLoss, HuberLoss, CosineSimilarity, PairwiseDistance, the 2-d paddings,
+1-d pools, nearest Upsample, PixelShuffle/Unshuffle) as nn_modern.lua, with
+each module's PyTorch state_dict keys; their own seed.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
 momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
@@ -504,6 +510,156 @@ def vision_cases():
     return cases
 
 
+# ---------------------------------------------------------------- more PyTorch modules
+
+def more_cases():
+    """Modules PyTorch users expect (BatchNorm1d, the hard activations, GLU,
+    PReLU, Unflatten, KLDiv/Huber losses, the distances, 2-d padding, 1-d
+    pools, nearest Upsample, PixelShuffle) for tests/lua/nn_more_spec.lua,
+    with their own seed. Configs are ember's (1-based dims). Each case also
+    lists the module's PyTorch state_dict keys ("keys")."""
+    torch.manual_seed(20261214)
+    cases = []
+
+    def plain(name, mod, cfg, inputs, forward=lambda m, x: m(x)):
+        case = run_plain(name, mod, cfg, inputs, forward)
+        case["keys"] = sorted(mod.state_dict().keys())
+        case["buffers"] = {n: b.detach().clone() for n, b in mod.named_buffers()}
+        cases.append(case)
+        return case
+
+    # BatchNorm1d: [N, C] and [N, C, L] in training, eval with running stats
+    # of its own, momentum=None over two batches, and neither affine nor stats
+    def bn(c, **kw):
+        m = torch.nn.BatchNorm1d(c, **kw)
+        if m.affine:
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.3 * torch.randn(c))
+                m.bias.copy_(0.3 * torch.randn(c))
+        return m
+
+    plain("BatchNorm1d_2d", bn(3), {"num_features": 3}, {"x": torch.randn(6, 3) * 2 + 0.5})
+    plain("BatchNorm1d_3d", bn(4, momentum=0.3), {"num_features": 4, "momentum": 0.3},
+          {"x": torch.randn(3, 4, 5) * 1.5 - 0.2})
+    m = bn(3, eps=1e-3)
+    with torch.no_grad():
+        m.running_mean.copy_(torch.randn(3))
+        m.running_var.copy_(torch.rand(3) + 0.5)
+        m.num_batches_tracked.fill_(5)
+    before = {n: b.detach().clone() for n, b in m.named_buffers()}
+    m.eval()
+    plain("BatchNorm1d_eval", m, {"num_features": 3, "eps": 1e-3, "eval": True}, {"x": torch.randn(2, 3, 4)})
+    cases[-1]["buffers_in"] = before
+    m = bn(2, momentum=None)
+    x1 = torch.randn(5, 2, 3) + 1
+    with torch.no_grad():
+        m(x1)
+    plain("BatchNorm1d_cumulative", m, {"num_features": 2, "momentum": False}, {"x": torch.randn(4, 2, 3) * 0.5})
+    cases[-1]["first_batch"] = x1
+    m = bn(3, affine=False, track_running_stats=False)
+    m.eval()
+    plain("BatchNorm1d_bare_eval", m, {"num_features": 3, "affine": False, "track_running_stats": False},
+          {"x": torch.randn(5, 3) * 3})
+
+    # activations; x holds the kinks exactly (0, +-1, +-3, 6, ...)
+    x = torch.randn(2, 3, 4) * 3
+    kinks = [0.0, 1.0, -1.0, 3.0, -3.0, 6.0, -2.0, 1.5, 2.0]
+    x.view(-1)[:len(kinks)] = torch.tensor(kinks)
+    for label, mod, cfg in (("ReLU6", torch.nn.ReLU6(), {}),
+                            ("Hardtanh", torch.nn.Hardtanh(-2.0, 1.5), {"min_val": -2.0, "max_val": 1.5}),
+                            ("Hardtanh_default", torch.nn.Hardtanh(), {}),
+                            ("Hardswish", torch.nn.Hardswish(), {}), ("Hardsigmoid", torch.nn.Hardsigmoid(), {}),
+                            ("Mish", torch.nn.Mish(), {}), ("Softsign", torch.nn.Softsign(), {}),
+                            ("PReLU", torch.nn.PReLU(), {}),
+                            ("GLU_dim2", torch.nn.GLU(dim=1), {"dim": 2}),
+                            ("GLU_last", torch.nn.GLU(), {"dim": -1})):
+        xx = x.clone()
+        if label.startswith("GLU") and label.endswith("dim2"):
+            xx = torch.randn(2, 6, 3)
+        plain(label, mod, cfg, {"x": xx})
+    m = torch.nn.PReLU(3, init=0.1)
+    with torch.no_grad():
+        m.weight.copy_(torch.tensor([0.1, -0.4, 0.7]))
+    plain("PReLU_channels", m, {"num_parameters": 3, "init": 0.1}, {"x": x.clone().reshape(2, 3, 4)})
+    plain("Unflatten", torch.nn.Unflatten(1, (2, 3)), {"dim": 2, "sizes": [2, 3]}, {"x": torch.randn(2, 6, 4)})
+
+    # losses: both arguments require grad (KLDiv's target > 0 here: PyTorch's
+    # xlogy has a NaN gradient at a zero target)
+    F = torch.nn.functional
+    logp = torch.log_softmax(torch.randn(4, 5), -1)
+    tp = torch.softmax(torch.randn(4, 5), -1)
+    for red in ("mean", "batchmean", "sum", "none"):
+        plain("KLDivLoss_" + red, torch.nn.KLDivLoss(reduction=red), {"reduction": red},
+              {"x": logp.clone(), "target": tp.clone()}, lambda m, x, target: m(x, target))
+    plain("KLDivLoss_log_target", torch.nn.KLDivLoss(reduction="batchmean", log_target=True),
+          {"reduction": "batchmean", "log_target": True},
+          {"x": logp.clone(), "target": torch.log(tp)}, lambda m, x, target: m(x, target))
+    # a zero target: the loss there is 0 (xlogy); only the input's gradient
+    tz = tp.clone()
+    tz[0, 1] = 0.0
+    xz = logp.clone().requires_grad_(True)
+    out = F.kl_div(xz, tz, reduction="sum")
+    R = torch.randn_like(out)
+    (out * R).sum().backward()
+    cases.append({"name": "KLDivLoss_zero_target", "config": {"reduction": "sum"}, "state": {}, "keys": [],
+                  "inputs": {"x": xz.detach(), "target": tz.float()}, "target64": tz, "out": out.detach(), "R": R,
+                  "grad_inputs": {"x": xz.grad}, "grads": {}, "buffers": {}})
+    pred, tgt = torch.randn(4, 5), torch.randn(4, 5)
+    pred[0, 0], tgt[0, 0] = 0.5, 0.0  # |d| = delta exactly
+    pred[0, 1], tgt[0, 1] = 1.0, 0.0
+    for label, delta, red in (("HuberLoss_mean", 1.0, "mean"), ("HuberLoss_delta05_sum", 0.5, "sum"),
+                              ("HuberLoss_delta2_none", 2.0, "none")):
+        plain(label, torch.nn.HuberLoss(reduction=red, delta=delta), {"reduction": red, "delta": delta},
+              {"x": pred.clone() * 2, "target": tgt.clone()}, lambda m, x, target: m(x, target))
+    plain("CosineSimilarity", torch.nn.CosineSimilarity(), {"dim": 2},
+          {"x": torch.randn(3, 5, 2), "x2": torch.randn(3, 5, 2)}, lambda m, x, x2: m(x, x2))
+    plain("CosineSimilarity_last_broadcast", torch.nn.CosineSimilarity(dim=-1, eps=1e-6), {"dim": -1, "eps": 1e-6},
+          {"x": torch.randn(4, 6), "x2": torch.randn(1, 6)}, lambda m, x, x2: m(x, x2))
+    for label, kw, cfg in (("PairwiseDistance", {}, {}), ("PairwiseDistance_p1_keepdim", {"p": 1.0, "keepdim": True},
+                                                          {"p": 1, "keepdim": True}),
+                           ("PairwiseDistance_p3_eps", {"p": 3.0, "eps": 1e-3}, {"p": 3, "eps": 1e-3})):
+        plain(label, torch.nn.PairwiseDistance(**kw), cfg, {"x": torch.randn(4, 6), "x2": torch.randn(4, 6)},
+              lambda m, x, x2: m(x, x2))
+
+    # padding
+    for label, mod, cfg, shape in (
+            ("ZeroPad2d", torch.nn.ZeroPad2d((1, 2, 0, 1)), {"padding": [1, 2, 0, 1]}, (2, 3, 4, 5)),
+            ("ZeroPad2d_int", torch.nn.ZeroPad2d(2), {"padding": 2}, (3, 2, 3)),
+            ("ConstantPad2d_crop", torch.nn.ConstantPad2d((1, 0, -1, 2), 0.5), {"padding": [1, 0, -1, 2], "value": 0.5},
+             (2, 2, 4, 3)),
+            ("ReflectionPad2d", torch.nn.ReflectionPad2d((2, 1, 1, 3)), {"padding": [2, 1, 1, 3]}, (2, 2, 4, 5)),
+            ("ReflectionPad2d_unbatched", torch.nn.ReflectionPad2d(1), {"padding": 1}, (3, 3, 3)),
+            ("ReplicationPad2d", torch.nn.ReplicationPad2d((1, 2, 3, 0)), {"padding": [1, 2, 3, 0]}, (2, 2, 3, 4))):
+        plain(label, mod, cfg, {"x": torch.randn(*shape)})
+
+    # 1-d pools
+    for label, mod, cfg, shape in (
+            ("MaxPool1d_k3s2p1", torch.nn.MaxPool1d(3, stride=2, padding=1), {"kernel_size": 3, "stride": 2, "padding": 1},
+             (2, 3, 9)),
+            ("MaxPool1d_dilated_unbatched", torch.nn.MaxPool1d(2, stride=1, dilation=2),
+             {"kernel_size": 2, "stride": 1, "dilation": 2}, (3, 8)),
+            ("AvgPool1d_k3s2p1", torch.nn.AvgPool1d(3, stride=2, padding=1), {"kernel_size": 3, "stride": 2, "padding": 1},
+             (2, 3, 9)),
+            ("AvgPool1d_exclude_pad", torch.nn.AvgPool1d(4, stride=3, padding=2, count_include_pad=False),
+             {"kernel_size": 4, "stride": 3, "padding": 2, "count_include_pad": False}, (2, 2, 10)),
+            ("AdaptiveAvgPool1d_3", torch.nn.AdaptiveAvgPool1d(3), {"output_size": 3}, (2, 3, 7)),
+            ("AdaptiveAvgPool1d_4_unbatched", torch.nn.AdaptiveAvgPool1d(4), {"output_size": 4}, (3, 10))):
+        plain(label, mod, cfg, {"x": torch.randn(*shape)})
+
+    # nearest upsampling (fractional factors pick PyTorch's float32 rows) and pixel shuffles
+    for label, mod, cfg in (("Upsample_x2", torch.nn.Upsample(scale_factor=2), {"scale_factor": 2}),
+                            ("Upsample_x1.5", torch.nn.Upsample(scale_factor=1.5), {"scale_factor": 1.5}),
+                            ("Upsample_x2.6_x3", torch.nn.Upsample(scale_factor=(2.6, 3)), {"scale_factor": [2.6, 3]}),
+                            ("Upsample_size", torch.nn.Upsample(size=(5, 7)), {"size": [5, 7]}),
+                            ("Upsample_size_down", torch.nn.Upsample(size=(2, 3)), {"size": [2, 3]})):
+        plain(label, mod, cfg, {"x": torch.randn(2, 2, 3, 4)})
+    plain("PixelShuffle", torch.nn.PixelShuffle(2), {"upscale_factor": 2}, {"x": torch.randn(2, 12, 3, 4)})
+    plain("PixelShuffle_5d", torch.nn.PixelShuffle(3), {"upscale_factor": 3}, {"x": torch.randn(2, 2, 9, 2, 3)})
+    plain("PixelUnshuffle", torch.nn.PixelUnshuffle(2), {"downscale_factor": 2}, {"x": torch.randn(2, 3, 4, 6)})
+    plain("PixelUnshuffle_unbatched", torch.nn.PixelUnshuffle(3), {"downscale_factor": 3}, {"x": torch.randn(2, 6, 3)})
+    return cases
+
+
 def init_cases():
     """nn.init's formulas, through PyTorch's own helpers."""
     init = torch.nn.init
@@ -571,6 +727,7 @@ def main():
            "schedules": schedule_cases()})
     write(os.path.join(HERE, "fixtures", "nn_modern.lua"),
           {"torch_version": torch.__version__, "cases": modern_cases(), "init": init_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_more.lua"), {"torch_version": torch.__version__, "cases": more_cases()})
 
 
 if __name__ == "__main__":

@@ -24,19 +24,7 @@ function AdaptiveAvgPool2d:__init(output_size)
   end
 end
 
--- x's dim `dim` (of size n) pooled to `out` bins.
-local function pool_dim(x, dim, out)
-  local n = x.shape[dim]
-  if out == n then return x end
-  if out == 1 then return x:mean(dim, true) end
-  local parts = {}
-  for i = 0, out - 1 do
-    local a = (i * n) // out
-    local b = -((-(i + 1) * n) // out) -- ceil((i + 1) n / out)
-    parts[#parts + 1] = x:narrow(dim, a + 1, b - a):mean(dim, true)
-  end
-  return ember.cat(parts, dim)
-end
+local pool_dim = pool.adaptive_mean
 
 --- The mean of each adaptive bin.
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]

@@ -36,20 +36,24 @@ end
 -- @treturn Tensor [N, C, Ho, Wo] (or [C, Ho, Wo])
 function AvgPool2d:forward(x)
   local xb, unbatch = MaxPool2d._check(self, "AvgPool2d", x)
-  local k, s, p, d = self.kernel_size, self.stride, self.padding, self.dilation
+  return unbatch(AvgPool2d._mean(self, xb))
+end
+
+-- The window means of xb [N, C, H, W] under cfg's kernel_size, stride,
+-- padding, dilation (pairs), count_include_pad and divisor_override (shared
+-- with nn.AvgPool1d, which passes a [N, C, 1, L] view).
+function AvgPool2d._mean(cfg, xb)
+  local k, s, p, d = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation
   local sum = pool.windows(xb, k, s, p, d, 0):sum(5)
-  local y
-  if self.divisor_override then
-    y = sum / self.divisor_override
-  elseif self.count_include_pad or (p[1] == 0 and p[2] == 0) then
-    y = sum / (k[1] * k[2])
-  else
-    -- how many of each window's elements are the input's: the same windows of ones
-    local ones = ember.ones({ 1, 1, xb.shape[3], xb.shape[4] }, { dtype = xb.dtype, device = xb.device })
-    local count = pool.windows(ones, k, s, p, d, 0):sum(5)
-    y = sum / count
+  if cfg.divisor_override then
+    return sum / cfg.divisor_override
+  elseif cfg.count_include_pad or (p[1] == 0 and p[2] == 0) then
+    return sum / (k[1] * k[2])
   end
-  return unbatch(y)
+  -- how many of each window's elements are the input's: the same windows of ones
+  local ones = ember.ones({ 1, 1, xb.shape[3], xb.shape[4] }, { dtype = xb.dtype, device = xb.device })
+  local count = pool.windows(ones, k, s, p, d, 0):sum(5)
+  return sum / count
 end
 
 --- The sizes, for printing.

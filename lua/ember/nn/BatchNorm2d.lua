@@ -23,19 +23,22 @@ local Module = require "ember.nn.Module"
 
 local BatchNorm2d = Module:extend("BatchNorm2d")
 
-function BatchNorm2d:__init(num_features, opts)
+-- The constructor's checks and tensors, shared with nn.BatchNorm1d (`name`
+-- is the module's, for its errors).
+function BatchNorm2d._init_shared(self, name, num_features, opts)
   if math.type(num_features) ~= "integer" or num_features < 1 then
-    error("BatchNorm2d: num_features must be a positive integer, got " .. tostring(num_features), 2)
+    error(name .. ": num_features must be a positive integer, got " .. tostring(num_features), 2)
   end
   opts = opts or {}
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 2) end
   self.num_features = num_features
   self.eps = opts.eps or 1e-5
   if opts.momentum == false then self.momentum = nil else self.momentum = opts.momentum or 0.1 end
   if type(self.eps) ~= "number" or self.eps < 0 then
-    error("BatchNorm2d: eps must be a non-negative number, got " .. tostring(self.eps), 2)
+    error(name .. ": eps must be a non-negative number, got " .. tostring(self.eps), 2)
   end
   if self.momentum ~= nil and (type(self.momentum) ~= "number" or self.momentum < 0 or self.momentum > 1) then
-    error("BatchNorm2d: momentum must be a number in [0, 1] or false, got " .. tostring(self.momentum), 2)
+    error(name .. ": momentum must be a number in [0, 1] or false, got " .. tostring(self.momentum), 2)
   end
   self.affine = opts.affine ~= false
   self.track_running_stats = opts.track_running_stats ~= false
@@ -51,6 +54,10 @@ function BatchNorm2d:__init(num_features, opts)
   end
 end
 
+function BatchNorm2d:__init(num_features, opts)
+  BatchNorm2d._init_shared(self, "BatchNorm2d", num_features, opts)
+end
+
 --- x normalised per channel (batch statistics in training, running ones in eval), scaled and shifted.
 -- @tparam Tensor x [N, C, H, W]
 -- @treturn Tensor [N, C, H, W]
@@ -59,15 +66,22 @@ function BatchNorm2d:forward(x)
     error(("BatchNorm2d.forward: expected a 4-d input [N, C, H, W] with C = num_features = %d, got %s"):format(
       self.num_features, ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
+  return BatchNorm2d._normalize(self, "BatchNorm2d", x)
+end
+
+-- The normalisation of x [N, C, *] (checked by the caller), shared with
+-- nn.BatchNorm1d (`name` is the module's, for its errors).
+function BatchNorm2d._normalize(self, name, x)
   local C = self.num_features
-  local bshape = { 1, C, 1, 1 }
+  local bshape = { 1, C }
+  for _ = 3, x.ndim do bshape[#bshape + 1] = 1 end
   local use_batch = self.training or not self.track_running_stats
   local mean, var
   if use_batch then
     local n = x:numel() / C
     if n <= 1 then
-      error(("BatchNorm2d.forward: expected more than 1 value per channel when training, got input shape [%s]")
-        :format(table.concat(x.shape, ", ")), 2)
+      error(("%s.forward: expected more than 1 value per channel when training, got input shape [%s]")
+        :format(name, table.concat(x.shape, ", ")), 2)
     end
     local xc = x:transpose(1, 2):reshape({ C, -1 }) -- [C, N*H*W]
     mean = xc:mean(2)

@@ -4,7 +4,9 @@
 -- setup(module, opts, buffers [, numbers]): opts is a table (or a string,
 -- the reduction); the reduction is checked and kept; the tensor options
 -- named in `buffers` become buffers (so that :to(device) moves them); the
--- number options named in `numbers` are kept as fields. Returns opts.
+-- number options named in `numbers` are kept as fields; `reductions` (a
+-- list) replaces the usual "mean", "sum", "none" (KLDivLoss adds
+-- "batchmean"). Returns opts.
 local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 
@@ -12,12 +14,19 @@ local M = {}
 
 local REDUCTIONS = { mean = true, sum = true, none = true }
 
-function M.setup(self, opts, buffers, numbers)
+function M.setup(self, opts, buffers, numbers, reductions)
   opts = opts or {}
   if type(opts) == "string" then opts = { reduction = opts } end
   if type(opts) ~= "table" then errors.raise("%s: options must be a table, got %s", self.__name, type(opts)) end
   self.reduction = opts.reduction or "mean"
-  if not REDUCTIONS[self.reduction] then
+  if reductions then
+    local ok = false
+    for _, r in ipairs(reductions) do ok = ok or r == self.reduction end
+    if not ok then
+      errors.raise("%s: reduction must be \"%s\" or \"%s\", got %s", self.__name,
+        table.concat(reductions, "\", \"", 1, #reductions - 1), reductions[#reductions], tostring(self.reduction))
+    end
+  elseif not REDUCTIONS[self.reduction] then
     errors.raise("%s: reduction must be \"mean\", \"sum\" or \"none\", got %s", self.__name, tostring(self.reduction))
   end
   for _, k in ipairs(buffers or {}) do

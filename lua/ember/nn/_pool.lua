@@ -54,6 +54,41 @@ function M.windows(x, k, s, p, d, fill)
   return ember.stack(parts, 5), Ho, Wo
 end
 
+-- x's dim `dim` (of size n) pooled to `out` adaptive bins (PyTorch's): bin i
+-- (0-based) averages floor(i n / out) .. ceil((i + 1) n / out) - 1.
+function M.adaptive_mean(x, dim, out)
+  local n = x.shape[dim]
+  if out == n then return x end
+  if out == 1 then return x:mean(dim, true) end
+  local parts = {}
+  for i = 0, out - 1 do
+    local a = (i * n) // out
+    local b = -((-(i + 1) * n) // out) -- ceil((i + 1) n / out)
+    parts[#parts + 1] = x:narrow(dim, a + 1, b - a):mean(dim, true)
+  end
+  return ember.cat(parts, dim)
+end
+
+-- A number or a table of one as an integer >= min (1-d sizes); nil when invalid.
+function M.single(v, min)
+  if type(v) == "table" and #v == 1 then v = v[1] end
+  if math.type(v) ~= "integer" or v < (min or 1) then return nil end
+  return v
+end
+
+-- [N, C, L] or [C, L] -> [N, C, 1, L] (the 1-d pools run the 2-d code on
+-- it); the second result takes a [N, C, 1, Lo] result back to x's layout.
+function M.as_2d(x)
+  local x4 = x:unsqueeze(x.ndim)
+  if x.ndim == 2 then x4 = x4:unsqueeze(1) end
+  local unbatched = x.ndim == 2
+  return x4, function(y)
+    y = y:squeeze(3)
+    if unbatched then y = y:squeeze(1) end
+    return y
+  end
+end
+
 -- [C, H, W] -> [1, C, H, W] (PyTorch's unbatched input); the second result undoes it.
 function M.batch(x)
   if x.ndim == 3 then return x:unsqueeze(1), function(y) return y:squeeze(1) end end

@@ -1,0 +1,46 @@
+--- nn.Dropout2d([p = 0.5]): channel dropout while training, as
+-- torch.nn.Dropout2d: each channel of [N, C, H, W] (or [C, H, W]) is zeroed
+-- whole with probability p, the others scaled by 1/(1-p); the identity in
+-- eval mode. Draws from the seeded generator (`ember.dropout` on a
+-- [N, C, 1, 1] tensor of ones: the channel mask).
+-- Errors name nn.Dropout2d: p outside [0, 1), an input that is not 3-d or 4-d.
+-- @usage local drop = nn.Dropout2d(0.2)
+-- print(drop(ember.randn(2, 8, 4, 4)).shape)   --> ember.Size{2, 8, 4, 4}
+-- @classmod nn.Dropout2d
+local error = require("ember._errors").error -- raises at the user's line
+local shape_str = require("ember._errors").shape_str
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local Dropout2d = Module:extend("Dropout2d")
+
+function Dropout2d:__init(p)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p >= 1 then
+    error("Dropout2d: p must be a number in [0, 1), got " .. tostring(p), 2)
+  end
+  self.p = p
+end
+
+--- x with whole channels zeroed with probability p and the rest scaled by 1/(1-p) in training mode; x in eval mode.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @treturn Tensor the same shape
+function Dropout2d:forward(x)
+  if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
+    error(("Dropout2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
+      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
+  end
+  if not self.training or self.p == 0 then return x end
+  local mshape = {}
+  for i = 1, x.ndim do mshape[i] = i <= x.ndim - 2 and x.shape[i] or 1 end
+  local mask = ember.dropout(ember.ones(mshape, { dtype = x.dtype, device = x.device }), self.p, true)
+  return x * mask
+end
+
+--- "p=...", for printing.
+function Dropout2d:extra_repr() return ("p=%g"):format(self.p) end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Dropout2d.forward = require("ember._errors").wrap(Dropout2d.forward)
+
+return Dropout2d

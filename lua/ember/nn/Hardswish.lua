@@ -1,0 +1,26 @@
+--- nn.Hardswish(): x * min(max(x + 3, 0), 6) / 6, as torch.nn.Hardswish
+-- (MobileNetV3); its gradient is PyTorch's (its vectorised CPU kernel,
+-- which every tensor of more than a few elements takes): 0 below -3,
+-- x / 3 + 1/2 on [-3, 3), 1 from 3 up.
+-- Errors name nn.Hardswish: an input that is not a tensor.
+-- @usage print(nn.Hardswish()(ember.tensor({-4, 0, 4})))   --> tensor([0.0000, 0.0000, 4.0000], shape=[3], dtype=float32, device=cpu)
+-- @classmod nn.Hardswish
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local Hardswish = Module:extend("Hardswish")
+
+--- x * relu6(x + 3) / 6.
+-- @tparam Tensor x
+-- @treturn Tensor the same shape
+function Hardswish:forward(x)
+  if not ember.is_tensor(x) then error("Hardswish.forward: expected a tensor, got " .. type(x), 2) end
+  local mid = x * (x + 3) / 6
+  return ember.where(x:lt(-3), ember.zeros_like(x), ember.where(x:ge(3), x, mid))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Hardswish.forward = require("ember._errors").wrap(Hardswish.forward)
+
+return Hardswish

@@ -1,0 +1,83 @@
+--- nn.MaxPool1d(kernel_size [, {stride=kernel_size, padding=0, dilation=1}]):
+-- the largest value of each window of [N, C, L] (or [C, L]), as
+-- torch.nn.MaxPool1d. Sizes are a number (or a table of one). Padding is
+-- -inf, at most half the kernel (PyTorch's limit). The output is
+-- [N, C, Lo], Lo = floor((L + 2 padding - dilation (kernel - 1) - 1) / stride) + 1;
+-- the gradient goes to the first largest value of each window.
+-- It is `nn.MaxPool2d`'s code on a [N, C, 1, L] view.
+-- Errors name nn.MaxPool1d: bad sizes, ceil_mode, an input that is not 2-d or 3-d, a window larger than the padded input.
+-- @usage local pool = nn.MaxPool1d(3, {stride = 2, padding = 1})
+-- print(pool(ember.randn(4, 8, 20)).shape)   --> ember.Size{4, 8, 10}
+-- @classmod nn.MaxPool1d
+local error = require("ember._errors").error -- raises at the user's line
+local shape_str = require("ember._errors").shape_str
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local MaxPool2d = require "ember.nn.MaxPool2d"
+local pool = require "ember.nn._pool"
+
+local MaxPool1d = Module:extend("MaxPool1d")
+
+-- The 1-d sizes as fields (for printing) and as the 2-d pairs of a
+-- [N, C, 1, L] view in self._cfg, through nn.MaxPool2d's checks (shared
+-- with nn.AvgPool1d; `name` is the module's).
+function MaxPool1d._sizes(self, name, kernel_size, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 2) end
+  local k = pool.single(kernel_size)
+  if not k then
+    error(("%s: kernel_size must be a positive integer, got %s"):format(name, tostring(kernel_size)), 2)
+  end
+  local v = { kernel_size = k }
+  for _, f in ipairs { { "stride", k, 1 }, { "padding", 0, 0 }, { "dilation", 1, 1 } } do
+    local given = opts[f[1]]
+    v[f[1]] = given == nil and f[2] or pool.single(given, f[3])
+    if not v[f[1]] then
+      error(("%s: %s must be a %s integer, got %s"):format(name, f[1], f[3] == 0 and "non-negative" or "positive",
+        tostring(given)), 2)
+    end
+  end
+  self.kernel_size, self.stride, self.padding, self.dilation = v.kernel_size, v.stride, v.padding, v.dilation
+  self._cfg = {}
+  MaxPool2d._sizes(self._cfg, name, { 1, v.kernel_size }, { stride = { 1, v.stride }, padding = { 0, v.padding },
+    dilation = { 1, v.dilation }, ceil_mode = opts.ceil_mode })
+end
+
+function MaxPool1d:__init(kernel_size, opts)
+  MaxPool1d._sizes(self, "MaxPool1d", kernel_size, opts)
+end
+
+-- Checks x ([N, C, L] or [C, L]; the name is the module's) and gives its
+-- [N, C, 1, L] view and the function that takes a result back.
+function MaxPool1d._check(self, name, x)
+  if not ember.is_tensor(x) or (x.ndim ~= 2 and x.ndim ~= 3) then
+    error(("%s.forward: expected an input [N, C, L] or [C, L], got %s"):format(name,
+      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
+  end
+  local L = x.shape[x.ndim]
+  if pool.out_size(L, self.kernel_size, self.stride, self.padding, self.dilation) < 1 then
+    error(("%s.forward: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) of shape %s")
+      :format(name, self.kernel_size, self.dilation, L, self.padding, shape_str(x)), 2)
+  end
+  return pool.as_2d(x)
+end
+
+--- The max of each window.
+-- @tparam Tensor x [N, C, L] or [C, L]
+-- @treturn Tensor [N, C, Lo] (or [C, Lo])
+function MaxPool1d:forward(x)
+  local x4, back = MaxPool1d._check(self, "MaxPool1d", x)
+  local c = self._cfg
+  return back((pool.windows(x4, c.kernel_size, c.stride, c.padding, c.dilation, -math.huge):max(5)))
+end
+
+--- The sizes, for printing.
+function MaxPool1d:extra_repr()
+  return ("kernel_size=%d, stride=%d, padding=%d, dilation=%d"):format(self.kernel_size, self.stride, self.padding,
+    self.dilation)
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+MaxPool1d.forward = require("ember._errors").wrap(MaxPool1d.forward)
+
+return MaxPool1d

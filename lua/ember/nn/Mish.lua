@@ -1,0 +1,22 @@
+--- nn.Mish(): x * tanh(softplus(x)), as torch.nn.Mish (`ember.softplus`).
+-- Errors name nn.Mish: an input that is not a tensor.
+-- @usage local y = nn.Mish()(ember.randn(2, 3))
+-- @classmod nn.Mish
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local Mish = Module:extend("Mish")
+
+--- x * tanh(softplus(x)).
+-- @tparam Tensor x
+-- @treturn Tensor the same shape
+function Mish:forward(x)
+  if not ember.is_tensor(x) then error("Mish.forward: expected a tensor, got " .. type(x), 2) end
+  return x * ember.softplus(x):tanh()
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+Mish.forward = require("ember._errors").wrap(Mish.forward)
+
+return Mish

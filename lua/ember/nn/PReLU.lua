@@ -1,0 +1,56 @@
+--- nn.PReLU([num_parameters = 1 [, {init = 0.25, dtype=, device=}]]): x where
+-- x > 0, weight * x elsewhere, with a learned slope `weight`
+-- [num_parameters] (filled with init), as torch.nn.PReLU. One slope for
+-- everything, or one per channel: then the input's dim 2 (its channels) must
+-- have num_parameters entries. `nn.PReLU(n, 0.1)` is `nn.PReLU(n, {init = 0.1})`.
+-- State dict as PyTorch: weight.
+-- Errors name nn.PReLU: a bad num_parameters or init, an input whose channels differ.
+-- @usage local act = nn.PReLU(16)
+-- print(act(ember.randn(2, 16, 8, 8)).shape)   --> ember.Size{2, 16, 8, 8}
+-- @classmod nn.PReLU
+local error = require("ember._errors").error -- raises at the user's line
+local shape_str = require("ember._errors").shape_str
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+
+local PReLU = Module:extend("PReLU")
+
+function PReLU:__init(num_parameters, opts)
+  num_parameters = num_parameters or 1
+  if math.type(num_parameters) ~= "integer" or num_parameters < 1 then
+    error("PReLU: num_parameters must be a positive integer, got " .. tostring(num_parameters), 2)
+  end
+  if type(opts) == "number" then opts = { init = opts } end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("PReLU: options must be a table {init =, dtype =, device =}, got " .. type(opts), 2) end
+  local init = opts.init or 0.25
+  if type(init) ~= "number" then error("PReLU: init must be a number, got " .. type(init), 2) end
+  self.num_parameters, self.init = num_parameters, init
+  self:register_parameter("weight", ember.full({ num_parameters }, init, { dtype = opts.dtype, device = opts.device }))
+end
+
+--- x where x > 0, weight * x elsewhere (per channel: dim 2).
+-- @tparam Tensor x any shape with one slope; [N, C, *] with C = num_parameters otherwise
+-- @treturn Tensor the same shape
+function PReLU:forward(x)
+  if not ember.is_tensor(x) then error("PReLU.forward: expected a tensor, got " .. type(x), 2) end
+  local C = self.num_parameters
+  local wshape = {}
+  for i = 1, x.ndim do wshape[i] = 1 end
+  if C > 1 then
+    if x.ndim < 2 or x.shape[2] ~= C then
+      error(("PReLU.forward: expected an input [N, C, *] with C = num_parameters = %d, got shape %s"):format(C,
+        shape_str(x)), 2)
+    end
+    wshape[2] = C
+  end
+  return ember.where(x:gt(0), x, x * self.weight:reshape(wshape))
+end
+
+--- The number of slopes, for printing.
+function PReLU:extra_repr() return ("num_parameters=%d"):format(self.num_parameters) end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+PReLU.forward = require("ember._errors").wrap(PReLU.forward)
+
+return PReLU
