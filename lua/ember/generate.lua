@@ -49,7 +49,7 @@ local generate = {}
 local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p" }
 local GEN_OPTS = { "max_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
                    "stop", "pad_id", "max_time", "prompt_padding_mask", "memory", "memory_key_padding_mask",
-                   "use_cache", "return_logits" }
+                   "use_cache", "return_logits", "variant_inputs" }
 
 local function check_names(opts, known, who)
   if opts == nil then return {} end
@@ -198,6 +198,10 @@ local function check_generate(model, prompt, opts)
   if mt ~= nil and (type(mt) ~= "number" or mt < 0) then
     error("generate: max_time must be a number of seconds >= 0, got " .. tostring(mt))
   end
+  local vi = opts.variant_inputs
+  if vi ~= nil and type(vi) ~= "table" and type(vi) ~= "function" then
+    error("generate: variant_inputs must be a table {name = tensor} or a function(start, L) returning one, got " .. type(vi))
+  end
   local pm = opts.prompt_padding_mask
   if pm ~= nil and not (ember.is_tensor(pm) and pm.dtype == "bool" and pm.ndim == 2
       and pm.shape[1] == prompt.shape[1] and pm.shape[2] == prompt.shape[2]) then
@@ -209,7 +213,7 @@ local function check_generate(model, prompt, opts)
 end
 
 --- Decodes up to opts.max_new_tokens tokens after prompt (int64 [B, L], 1-based ids).
--- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=})` -> logits [B, L, V]
+-- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=, variant_inputs=})` -> logits [B, L, V]
 -- @tparam Tensor prompt int64 [B, L]
 -- @param[opt] opts `max_new_tokens` (32), `strategy` ("greedy" or "sample"),
 -- `temperature` (1), `top_k`, `top_p` (nucleus sampling), `repetition_penalty`
@@ -219,7 +223,11 @@ end
 -- (what done rows emit; default eos_id, else 1), `max_time` (seconds: no new
 -- step starts after it), `prompt_padding_mask` (bool [B, L], true = padding,
 -- for left-padded prompts), `memory`, `memory_key_padding_mask`, `use_cache`
--- (true), `return_logits` (false). Generation ends when every row is done.
+-- (true), `return_logits` (false), `variant_inputs` (the per-call tensors
+-- of the model's attention variant written in Lua, handed to every decode
+-- call: a table, e.g. `{prefix = n}` for "prefix_lm", or a function(start,
+-- L) returning the table for the call whose ids begin at position start
+-- and number L). Generation ends when every row is done.
 -- @return ids int64 [B, L + n] (and the logits with return_logits)
 function generate.generate(model, prompt, opts)
   opts = check_names(opts, GEN_OPTS, "generate")
@@ -248,10 +256,13 @@ function generate.generate(model, prompt, opts)
   ember.no_grad(function()
     local input, start = prompt, 1
     for _ = 1, n do
+      local vi = opts.variant_inputs
+      if type(vi) == "function" then vi = vi(start, input.shape[2]) end
       local logits = model:decode(input, {
         cache = cache, start = start, memory = opts.memory,
         memory_key_padding_mask = opts.memory_key_padding_mask,
         key_padding_mask = (not use_cache or start == 1) and pad_mask or nil,
+        variant_inputs = vi,
       })
       local last = logits:select(2, logits.shape[2])
       if opts.return_logits then all_logits[#all_logits + 1] = last end

@@ -243,6 +243,49 @@ describe("ember.models.Llama matches a PyTorch Llama (Hugging Face layout)", fun
   end)
 end)
 
+describe("ember.models.Llama with a variant written in Lua", function()
+  local models = require "ember.models"
+  local function cfg(extra)
+    local c = { vocab_size = 20, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 2,
+                num_attention_heads = 4, num_key_value_heads = 2 }
+    for k, v in pairs(extra) do c[k] = v end
+    return c
+  end
+
+  it("prefix_lm (causal = false): the prefix sees itself both ways, the rest is causal; generate takes its inputs", function()
+    ember.manual_seed(3)
+    local m = models.Llama(cfg { attention = "prefix_lm", causal = false })
+    local n = ember.tensor({ 3 }, { dtype = "int64" })
+    local vi = { variant_inputs = { prefix = n } }
+    local x = ember.tensor({ { 3, 5, 7, 2, 6 } }, { dtype = "int64" })
+    local y = ember.tensor({ { 3, 5, 9, 2, 6 } }, { dtype = "int64" }) -- position 3 (in the prefix) changed
+    local z = ember.tensor({ { 3, 5, 7, 8, 6 } }, { dtype = "int64" }) -- position 4 (after it) changed
+    local lx = m(x, vi)
+    assert.is_true((lx:narrow(2, 1, 1) - m(y, vi):narrow(2, 1, 1)):abs():max():item() > 0)
+    assert.are.equal(0, (lx:narrow(2, 1, 3) - m(z, vi):narrow(2, 1, 3)):abs():max():item())
+    -- cached generation equals uncached, with the inputs as a table or a function of the call
+    local a = generate.generate(m, x, { max_new_tokens = 4, variant_inputs = { prefix = n } })
+    local b = generate.generate(m, x, { max_new_tokens = 4, use_cache = false,
+      variant_inputs = function(start, L) assert(start >= 1 and L >= 1); return { prefix = n } end })
+    assert.is_true(ember.equal(a, b))
+    -- and the whole generated sequence's logits agree with the cached steps' choice
+    assert.are.same({ 1, 9 }, a.shape)
+  end)
+
+  it("the default (causal) with the standard variant is unchanged; bad keys are errors", function()
+    ember.manual_seed(4)
+    local m = models.Llama(cfg {})
+    local x = ember.tensor({ { 3, 5, 7 } }, { dtype = "int64" })
+    local l = m(x)
+    local w = m(ember.tensor({ { 3, 5, 9 } }, { dtype = "int64" }))
+    assert.are.equal(0, (l:narrow(2, 1, 2) - w:narrow(2, 1, 2)):abs():max():item())
+    assert.truthy(select(2, pcall(models.Llama, cfg { causal = "no" })):find("config.causal must be a boolean", 1, true))
+    assert.truthy(select(2, pcall(models.Llama, cfg { attention = 3 })):find("config.attention must be", 1, true))
+    assert.truthy(select(2, pcall(generate.generate, m, x, { variant_inputs = 3 })):find(
+      "variant_inputs must be a table", 1, true))
+  end)
+end)
+
 describe("ember.models.ViT", function()
   local gradcheck = require "tests.lua.helpers.gradcheck"
   local function sz(t)

@@ -79,6 +79,9 @@ local function check_config(cfg, who)
   for _, k in ipairs(IGNORED) do known[k] = true end
   for k in pairs(FIXED) do known[k] = true end
   known.num_key_value_heads, known.head_dim, known.rope_scaling = true, true, true
+  -- ember's own: the self-attention's variant, and whether the causal mask
+  -- joins its mask (false where the variant's mask decides: prefix_lm)
+  known.attention, known.attention_options, known.causal = true, true, true
   for k in pairs(cfg) do
     if not known[k] then
       local names = {}
@@ -117,6 +120,16 @@ local function check_config(cfg, who)
       raise("%s: config.%s must be %s here, got %s", who, k, tostring(want), tostring(cfg[k]))
     end
   end
+  if cfg.attention ~= nil and type(cfg.attention) ~= "string" then
+    raise("%s: config.attention must be an attention variant's name, got %s", who, type(cfg.attention))
+  end
+  if cfg.attention_options ~= nil and type(cfg.attention_options) ~= "table" then
+    raise("%s: config.attention_options must be a table, got %s", who, type(cfg.attention_options))
+  end
+  if cfg.causal ~= nil and type(cfg.causal) ~= "boolean" then
+    raise("%s: config.causal must be a boolean, got %s", who, type(cfg.causal))
+  end
+  c.attention, c.attention_options, c.causal = cfg.attention, cfg.attention_options, cfg.causal ~= false
   for k, d in pairs(DEFAULTS) do
     local v = cfg[k]
     if v == nil then v = d end
@@ -133,10 +146,12 @@ end
 local LlamaAttention = MultiHeadAttention:extend("LlamaAttention")
 
 function LlamaAttention:__init(c)
-  MultiHeadAttention.__init(self, {
+  local spec = {
     d_model = c.hidden_size, heads = c.num_attention_heads, kv_heads = c.num_key_value_heads,
-    bias = false, rope = true, rope_base = c.rope_theta, causal = true,
-  })
+    bias = false, rope = true, rope_base = c.rope_theta, causal = c.causal, attention = c.attention,
+  }
+  for k, v in pairs(c.attention_options or {}) do spec[k] = v end
+  MultiHeadAttention.__init(self, spec)
   local o = self.out_proj
   self.out_proj = nil -- unregistered ...
   self.o_proj = o     -- ... and registered again under Hugging Face's name
@@ -177,16 +192,19 @@ end
 --- h + attention(norm(h)), then + mlp(norm(.)).
 -- @tparam Tensor h [B, L, hidden_size] (with a cache: only the new positions)
 -- @tparam[opt] table opts `cache` (this layer's KV cache table, see
--- MultiHeadAttention.forward_cached), `key_padding_mask` (bool, true = padding)
+-- MultiHeadAttention.forward_cached), `key_padding_mask` (bool, true = padding),
+-- `variant_inputs` (the per-call tensors of an attention variant written in Lua)
 -- @treturn Tensor [B, L, hidden_size]
 function LlamaDecoderLayer:forward(h, opts)
   opts = opts or {}
   local x = self.input_layernorm(h)
   local a
+  local o = { key_padding_mask = opts.key_padding_mask, variant_inputs = opts.variant_inputs,
+              causal = self.self_attn.causal }
   if opts.cache then
-    a = self.self_attn:forward_cached(x, opts.cache, { key_padding_mask = opts.key_padding_mask })
+    a = self.self_attn:forward_cached(x, opts.cache, o)
   else
-    a = self.self_attn(x, { key_padding_mask = opts.key_padding_mask, causal = true })
+    a = self.self_attn(x, o)
   end
   h = h + a
   return h + self.mlp(self.post_attention_layernorm(h))
@@ -217,7 +235,7 @@ function LlamaModel:forward(ids, opts)
       cache[i] = cache[i] or { reserve = cache.reserve } -- positions to preallocate, if known
       lc = cache[i]
     end
-    h = layer(h, { cache = lc, key_padding_mask = opts.key_padding_mask })
+    h = layer(h, { cache = lc, key_padding_mask = opts.key_padding_mask, variant_inputs = opts.variant_inputs })
   end
   return self.norm(h)
 end
@@ -231,7 +249,10 @@ local Llama = Module:extend("Llama")
 -- `num_attention_heads` (required); `num_key_value_heads` (default
 -- num_attention_heads; fewer is grouped-query attention, 1 multi-query),
 -- `rms_norm_eps` (1e-6), `rope_theta` (10000), `tie_word_embeddings`
--- (false), `initializer_range` (0.02). Other keys of a Hugging Face
+-- (false), `initializer_range` (0.02); ember's own `attention` (the
+-- self-attention's variant, "standard"), `attention_options` and `causal`
+-- (true: the causal mask joins the variant's; false for a variant whose
+-- mask decides alone, as "prefix_lm" with its bidirectional prefix). Other keys of a Hugging Face
 -- config.json that do not change the computation (token ids,
 -- max_position_embeddings, ...) are ignored; `hidden_act` must be "silu",
 -- `attention_bias`/`mlp_bias` false, `rope_scaling` absent; an unknown key
@@ -263,7 +284,8 @@ end
 -- @tparam Tensor ids int64 [B, L], 1-based (Hugging Face's id + 1)
 -- @tparam[opt] table opts `key_padding_mask` (bool [B, L], true = padding),
 -- `cache` (a table, {} at a sequence's first call: then later calls take
--- only the new ids; see `decode`)
+-- only the new ids; see `decode`), `variant_inputs` (per-call tensors of
+-- the config's attention variant, e.g. `{prefix = n}` for "prefix_lm")
 -- @treturn Tensor logits [B, L, vocab_size]
 function Llama:forward(ids, opts)
   if not ember.is_tensor(ids) or ids.dtype ~= "int64" or ids.ndim ~= 2 then
@@ -281,13 +303,14 @@ end
 -- new token. RoPE positions come from the cache's length, so `start` is
 -- not needed.
 -- @tparam Tensor ids int64 [B, L], 1-based
--- @tparam[opt] table opts `cache`, `key_padding_mask` (as generate passes them;
+-- @tparam[opt] table opts `cache`, `key_padding_mask`, `variant_inputs` (as generate passes them;
 -- `start`, `memory` and `memory_key_padding_mask` are not used: no cross-attention)
 -- @treturn Tensor logits [B, L, vocab_size]
 function Llama:decode(ids, opts)
   opts = opts or {}
   if opts.memory ~= nil then raise("Llama.decode: a decoder-only model takes no memory") end
-  return self:forward(ids, { cache = opts.cache, key_padding_mask = opts.key_padding_mask })
+  return self:forward(ids, { cache = opts.cache, key_padding_mask = opts.key_padding_mask,
+    variant_inputs = opts.variant_inputs })
 end
 
 -- Reads a safetensors file; name -> tensor.
