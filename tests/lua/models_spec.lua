@@ -420,6 +420,12 @@ describe("ember.models.CrossAttentionVLM (the Sort-of-CLEVR demo's model)", func
       "config.distance_slopes must list one slope per head (4), got 2 slopes")
     raises_here(function() ember.models.CrossAttentionVLM({ slots = "pixels" }) end, "config.slots must be")
     raises_here(function() ember.models.CrossAttentionVLM({ d_modle = 8 }) end, "unknown config key 'd_modle'")
+    local m = ember.models.CrossAttentionVLM({ stem = "conv", d_model = 32, heads = 4 })
+    local q = ember.ones(2, 3, 2, { dtype = "int64" })
+    raises_here(function() m(ember.rand(2, 3, 64, 64), q) end,
+      "CrossAttentionVLM.forward: images must be [B, 3, 75, 75] (image_size 75), got [2, 3, 64, 64]")
+    raises_here(function() m(ember.rand(2, 3, 75, 75), ember.ones(2, 3, { dtype = "int64" })) end,
+      "CrossAttentionVLM.forward: questions must be int64 [B=2, Q, 2]")
   end)
 end)
 

@@ -441,6 +441,17 @@ end
 -- [B*Q, H, 2, N] (N: K object tokens, or the conv stem's cells), and for
 -- stem = "pixels" the slots' pixel attention [B, K, M] and pixel indices [B, M]
 function VLM:forward(img, questions, need_weights)
+  local S = self.config.image_size
+  if not ember.is_tensor(img) or img.ndim ~= 4 or img.shape[2] ~= 3 or img.shape[3] ~= S or img.shape[4] ~= S then
+    raise("CrossAttentionVLM.forward: images must be [B, 3, %d, %d] (image_size %d), got %s", S, S, S,
+      ember.is_tensor(img) and errors.shape_str(img) or type(img))
+  end
+  if not ember.is_tensor(questions) or questions.dtype ~= "int64" or questions.ndim ~= 3 or questions.shape[3] ~= 2
+      or questions.shape[1] ~= img.shape[1] then
+    raise("CrossAttentionVLM.forward: questions must be int64 [B=%d, Q, 2] (each question's kind and colour "
+      .. "tokens, 1-based), got %s", img.shape[1], ember.is_tensor(questions)
+      and (questions.dtype .. " " .. errors.shape_str(questions)) or type(questions))
+  end
   local K = self.n_objects
   local B, Q = questions:size(1), questions:size(2)
   local mem, obj, mask, at, pos
