@@ -11,11 +11,16 @@
 -- s), which the kernels use to compute key-independent values once a row.
 --
 -- What cannot be traced raises an error at the user's line: comparisons
--- with == < <= (Lua turns their result into a boolean, so use :eq, :lt, ...
--- or ember.eq, ember.lt), indexing a captured tensor with the wrong number of
--- indices or with a non-integer, and arithmetic on a value that is not a
--- number or a symbol. Lua's `and`, `or` and `if` cannot be overloaded: use
--- ember.where, ember.logical_and / logical_or / logical_not.
+-- of two traced values with == < <= > >= (Lua turns their result into a
+-- boolean, so use :eq, :lt, ... or ember.eq, ember.lt), indexing a captured
+-- tensor with the wrong number of indices or with a non-integer, arithmetic
+-- on a value that is not a number or a symbol, and a plain Lua boolean
+-- where a traced value is expected (an operand, a where branch, a function's
+-- result): Lua's `not x` (always false), `x == 1` / `x ~= 1` with a number
+-- (Lua does not call __eq then: always false / true) give one. Lua's `and`,
+-- `or` and `if` cannot be overloaded, and a traced value is always "true"
+-- to them: `a and b` is b, unseen. Use ember.where, ember.logical_and /
+-- logical_or / logical_not.
 local M = {}
 
 local Sym = {}
@@ -31,9 +36,22 @@ M.DEP = DEP
 -- The tracing state: the variant's name (for messages) and the node table.
 local state = nil
 
+-- This file's folder: frames of ember's own Lua files are not the user's.
+local LIB = debug.getinfo(1, "S").source:match("^(@.*[/\\])_trace%.lua$")
+
+-- Raises msg at `level` as error() counts (1: fail's caller). Where that
+-- frame is gone (the user's function ended in a tail call, `return
+-- ember.logical_or(...)`) or is not the user's, the message points at the
+-- traced function's definition instead.
 local function fail(msg, level)
   local name = state and state.variant or "?"
-  error(("attention variant '%s': %s"):format(name, msg), (level or 1) + 1)
+  msg = ("attention variant '%s': %s"):format(name, msg)
+  level = (level or 1) + 1
+  local info = debug.getinfo(level, "Sl")
+  local users = info and info.what ~= "C" and info.currentline > 0 and
+    not (LIB and info.source:sub(1, #LIB) == LIB)
+  if not users and state and state.where then error(state.where .. ": " .. msg, 0) end
+  error(msg, level)
 end
 M.fail = fail
 
@@ -101,10 +119,24 @@ local function const(v)
 end
 M.const = const
 
+-- Why a plain Lua boolean met while tracing is refused: it is what Lua's
+-- own operators give on traced values, and it is wrong. `not x` is false
+-- for every x (a traced value is "true"); `x == 1` and `x ~= 1` never call
+-- __eq when one side is a number, so they are false and true whatever x
+-- would be; `a and b` and `a or b` pick an operand by truth (b and a).
+M.BOOL_HINT = "Lua's not, and, or, == and ~= cannot be traced (`not x` is always false, `x == 1` always " ..
+  "false and `x ~= 1` always true, `a and b` is b and `a or b` is a): write ember.logical_not(x), " ..
+  "ember.logical_and(a, b), ember.logical_or(a, b), x:eq(1), x:ne(1), ember.where(c, a, b); " ..
+  "a constant is 1 or 0, and a bool option goes through `if`"
+
 local function to_sym(x, what, level)
   if is_sym(x) then return x end
   local t = type(x)
-  if t == "number" or t == "boolean" then return const(x) end
+  if t == "number" then return const(x) end
+  if t == "boolean" then
+    fail(("%s got a plain Lua boolean (%s) where a traced value is expected. %s"):format(
+      what, tostring(x), M.BOOL_HINT), level + 1)
+  end
   if getmetatable(x) == Cap then
     fail(("captured tensor '%s' is %d-d but was used with %d index(es); index it fully (t[i][j])"):format(
       x.name, x.ndim, #x.idx), level + 1)
@@ -181,14 +213,21 @@ function M.div(a, b)
   return node("DIV", { a, b })
 end
 
+-- Ops as users write them (for messages).
+local SPELLED = { ADD = "'+'", SUB = "'-'", MUL = "'*'", DIV = "'/'", IDIV = "'//'", MOD = "'%'", POW = "'^'",
+  NEG = "unary '-'", MIN = "minimum", MAX = "maximum", EQ = "eq", NE = "ne", LT = "lt", LE = "le",
+  AND = "logical_and", OR = "logical_or", NOT = "logical_not" }
+
 local function binary(op, impl)
+  local what = SPELLED[op] or op:lower()
   return function(a, b)
-    a, b = to_sym(a, "'" .. op .. "'", 2), to_sym(b, "'" .. op .. "'", 2)
+    a, b = to_sym(a, what, 2), to_sym(b, what, 2)
     return impl and impl(a, b) or node(op, { a, b })
   end
 end
 local function unary(op)
-  return function(a) return node(op, { to_sym(a, op:lower(), 2) }) end
+  local what = SPELLED[op] or op:lower()
+  return function(a) return node(op, { to_sym(a, what, 2) }) end
 end
 
 Sym.__add = binary("ADD", M.add)
@@ -287,9 +326,12 @@ for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__idiv", "__mod", "__
 end
 
 -- Runs fn(...) under a fresh trace; returns fn's results.
+-- variant: the name, or {name =, where = "file:line" of the user's function}.
 function M.run(variant, fn, ...)
   local prev = state
-  state = { variant = variant, nodes = {}, n = 0 }
+  local where = nil
+  if type(variant) == "table" then variant, where = variant.name, variant.where end
+  state = { variant = variant, where = where, nodes = {}, n = 0 }
   local saved = state
   local res = table.pack(pcall(fn, ...))
   state = prev
@@ -308,5 +350,8 @@ function M.with(st, fn, ...)
 end
 
 function M.to_sym(x, what) return to_sym(x, what, 2) end
+
+-- Whether a trace is running (ember.where & co. route plain values to it).
+function M.active() return state ~= nil end
 
 return M

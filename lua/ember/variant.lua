@@ -38,10 +38,14 @@
 -- (`ember.eq(a, b)` or `a:eq(b)`, also ne, lt, le, gt, ge), `abs`, `min`
 -- and `max` (ember.minimum / maximum, math.min / math.max), `clamp`,
 -- `floor`, `ceil`, `exp`, `log`, `tanh`, `sqrt`, `sigmoid` and `sign`
--- are traced. Lua's `==`, `<` and `<=` cannot return a traced value, so they
--- raise an error that says what to write instead; `and`, `or` and `if` on
--- a traced value cannot be seen at all (a traced value is always "true"):
--- use `ember.where` and the logical helpers.
+-- are traced. Lua's `==`, `<`, `<=`, `>` and `>=` between traced values
+-- cannot return one, so they raise an error that says what to write
+-- instead. With a number on one side Lua never calls ember (`k == 1` is
+-- false, `k ~= 1` true), and `not x` is false: a plain boolean is refused
+-- wherever a traced value is expected (an operand, a where branch, the
+-- function's result). `and`, `or` and `if` on a traced value cannot be
+-- seen at all (a traced value is always "true": `a and b` is b): use
+-- `ember.where` and the logical helpers.
 --
 -- The mask also makes a block map: every (query tile, key tile) is empty
 -- (skipped), full (mask not evaluated) or partial, found by interval
@@ -198,12 +202,18 @@ end
 local MATH = { abs = "abs", floor = "floor", ceil = "ceil", exp = "exp", log = "log", sqrt = "sqrt",
   min = "minimum", max = "maximum" }
 
+-- The user's function named `what` in def (for positions in messages).
+local function fn_of(def, what) return type(def[what]) == "function" and def[what] or nil end
+
 -- Calls fn under a trace with math.* made symbol-aware; returns the state
 -- and the function's result.
 local function traced_call(def, what, fn, ...)
   local saved = {}
   for k, f in pairs(MATH) do saved[k] = math[k]; math[k] = sym_aware(math[k], trace.F[f]) end
-  local ok, st, res = pcall(trace.run, def.name, fn, ...)
+  local user = fn_of(def, what)
+  local info = user and debug.getinfo(user, "S")
+  local where = info and info.what == "Lua" and ("%s:%d"):format(info.short_src, info.linedefined) or nil
+  local ok, st, res = pcall(trace.run, { name = def.name, where = where }, fn, ...)
   for k, f in pairs(saved) do math[k] = f end
   if not ok then
     -- the user's own error (a bad option value, a typo) names the variant and
@@ -218,7 +228,12 @@ local function traced_call(def, what, fn, ...)
   if res == nil then
     errors.raise("attention variant '%s': %s returned nothing", def.name, what)
   end
-  if type(res) == "boolean" or type(res) == "number" then
+  if type(res) == "boolean" then
+    -- at the function's own line: its result is what is wrong
+    error(("%sattention variant '%s': %s returned a plain Lua boolean (%s), not a traced value. %s%s"):format(
+      where and where .. ": " or "", def.name, what, tostring(res), trace.BOOL_HINT,
+      what == "mask" and " (a mask that hides nothing: return 1, or give no mask)" or ""), 0)
+  elseif type(res) == "number" then
     res = trace.with(st, trace.const, res)
   elseif not trace.is_sym(res) then
     errors.raise("attention variant '%s': %s returned a %s, not a traced value or a number%s", def.name, what,
@@ -585,8 +600,12 @@ function M.install(core)
     local orig, f = rawget(core, name), trace.F[name]
     if f then
       local w = function(...)
+        local tracing = trace.active()
         for i = 1, select("#", ...) do
-          if trace.is_sym((select(i, ...))) then return f(...) end
+          local a = select(i, ...)
+          -- a boolean while tracing is Lua's not/==/~= on a traced value:
+          -- the traced function says so
+          if trace.is_sym(a) or (tracing and type(a) == "boolean") then return f(...) end
         end
         if not orig then errors.raise("ember.%s: expected traced values (inside an attention variant)", name) end
         return orig(...)

@@ -291,6 +291,38 @@ describe("Lua attention variants: definitions and errors", function()
     assert.matches("'==' cannot be traced", err)
   end)
 
+  -- probe 24: Lua's not / == / ~= with a number give plain booleans (Lua
+  -- calls no metamethod), which were traced as constants: wrong masks
+  it("Lua's not, == and ~= with a number are errors naming the variant at the user's line, saying what to write", function()
+    local cases = {
+      { "bool_not", function(b, h, q, k) return not k:le(q) end, "mask returned a plain Lua boolean" },
+      { "bool_eq", function(b, h, q, k) return ember.logical_or(k:le(q), k == 1) end, "logical_or got a plain Lua boolean" },
+      { "bool_ne", function(b, h, q, k) return ember.where(k ~= 1, k:le(q), 1) end, "where got a plain Lua boolean" },
+      { "bool_arith", function(b, h, q, k) return (k + (k == 1)):le(q) end, "'%+' got a plain Lua boolean" },
+      { "bool_lnot", function(b, h, q, k) return ember.logical_not(k == 1) end, "logical_not got a plain Lua boolean" },
+      { "bool_meth", function(b, h, q, k) return k:le(q):logical_and(q ~= 2) end, "logical_and got a plain Lua boolean" },
+    }
+    for _, c in ipairs(cases) do
+      local err = def_error { name = c[1], mask = c[2] }
+      assert.matches("attention_variant_spec.lua:%d+: attention variant '" .. c[1] .. "': " .. c[3], err)
+      assert.matches("x:eq%(1%)", err)
+      assert.matches("ember.logical_not", err)
+      assert.is_nil(variant_mod.get(c[1]), c[1] .. " was registered")
+    end
+    local err = def_error { name = "bool_score", score = function(s, b, h, q, k) return k == 3 end }
+    assert.matches("score returned a plain Lua boolean", err)
+    -- what stays legitimate: numbers, a constant score or mask, a bool option through if
+    ember.attention_variant { name = "bool_ok", options = { { name = "full", type = "bool", default = false } },
+      score = function(s, b, h, q, k, ctx) return ctx.options.full and 2 or s * 0.5 + 1 end,
+      mask = function(b, h, q, k, ctx) if ctx.options.full then return 1 end return ember.where(k:eq(1), 1, k:le(q)) end }
+    local q, k, v = qkv(1, 1, 6, 6, 4, "float64")
+    local att = ember.Attention { attention = "bool_ok", heads = 1, head_dim = 4, dtype = "float64" }
+    local a, b = att(q, k, v), att(q, k, v, { kernel = "composed" })
+    assert((a - b):abs():max():item() < 1e-12)
+    local full = ember.Attention { attention = "bool_ok", heads = 1, head_dim = 4, dtype = "float64", full = true }
+    assert((full(q, k, v) - v:mean(3):expand(1, 1, 6, 4)):abs():max():item() < 1e-12)
+  end)
+
   it("a captured tensor indexed with the wrong arity or a float is an error", function()
     local err = def_error { name = "bad_arity",
       params = function(o, d) return { { name = "t", tensor = ember.zeros(3, d.heads) } } end,
