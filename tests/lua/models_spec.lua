@@ -535,6 +535,6 @@ describe("ember.models.CrossAttentionVLM{stem = \"conv\"} (Sort-of-CLEVR from pi
     raises_here(function() ember.models.CrossAttentionVLM({ stem_channels = { 8 } }) end,
       "config.stem_channels is for stem = \"conv\"")
     local m = ember.models.CrossAttentionVLM({ stem = "conv" })
-    raises_here(function() m(ember.rand(2, 1, 75, 75), q:narrow(1, 1, 2)) end, "Conv2d")
+    raises_here(function() m(ember.rand(2, 1, 75, 75), q:narrow(1, 1, 2)) end, "CrossAttentionVLM.forward: images must be [B, 3, 75, 75]")
   end)
 end)
