@@ -65,6 +65,67 @@ local OPT_TYPES = { int = true, float = true, bool = true, string = true }
 local DEF_KEYS = { name = true, description = true, version = true, options = true, params = true,
   inputs = true, score = true, mask = true, sink = true, caps = true, check = true }
 
+local OPT_KEYS = { name = true, type = true, default = true, min = true, max = true, choices = true, help = true }
+
+-- The choices of a string option as a list ("a|b" or {"a", "b"}), or nil.
+local function choice_list(c)
+  if c == nil then return nil end
+  if type(c) == "string" then
+    local list = {}
+    for x in c:gmatch("[^|]+") do list[#list + 1] = x end
+    return list
+  end
+  return c
+end
+
+-- One option spec, checked where the variant is defined: the trial trace
+-- and every instance not given a value use its default, so the default must
+-- be one the option accepts.
+local function check_option(def, o, seen)
+  local function bad(fmt, ...)
+    errors.raise("attention_variant '%s': option '%s' " .. fmt, def.name, o.name, ...)
+  end
+  if seen[o.name] then bad("is declared twice") end
+  seen[o.name] = true
+  for k in pairs(o) do
+    if not OPT_KEYS[k] then bad("has an unknown field '%s' (fields: name, type, default, min, max, choices, help)", tostring(k)) end
+  end
+  if o.help ~= nil and type(o.help) ~= "string" then bad("help must be a string, got %s", type(o.help)) end
+  local d = o.default
+  if d == nil then
+    bad("needs a default: the variant is traced once at definition with the default options, and an " ..
+      "instance that does not set it uses it (e.g. {name = '%s', type = '%s', default = %s})", o.name, o.type,
+      ({ int = "1", float = "1.0", bool = "false", string = '"..."' })[o.type])
+  end
+  local ok = (o.type == "int" and math.type(d) == "integer") or (o.type == "float" and type(d) == "number")
+    or (o.type == "bool" and type(d) == "boolean") or (o.type == "string" and type(d) == "string")
+  if o.type == "int" and type(d) == "number" and d == math.floor(d) then ok = true end
+  if not ok then bad("is %s but its default is %s (%s)", o.type == "int" and "an int" or "a " .. o.type, tostring(d), math.type(d) or type(d)) end
+  for _, b in ipairs { "min", "max" } do
+    if o[b] ~= nil then
+      if o.type ~= "int" and o.type ~= "float" then bad("is %s: %s is for int and float options", o.type, b) end
+      if type(o[b]) ~= "number" then bad("%s must be a number, got %s", b, type(o[b])) end
+    end
+  end
+  if o.min and o.max and o.min > o.max then bad("has min %s > max %s", tostring(o.min), tostring(o.max)) end
+  if (o.min and d < o.min) or (o.max and d > o.max) then
+    bad("has the default %s outside its range [%s, %s]", tostring(d), tostring(o.min or "-inf"), tostring(o.max or "inf"))
+  end
+  if o.choices ~= nil then
+    if o.type ~= "string" then bad("is %s: choices are for string options", o.type) end
+    local list = choice_list(o.choices)
+    if type(list) ~= "table" or #list == 0 then bad("choices must be a list of strings {\"a\", \"b\"} or \"a|b\"") end
+    local found = false
+    for _, c in ipairs(list) do
+      if type(c) ~= "string" or c == "" or c:find("|", 1, true) then
+        bad("choices must be non-empty strings without '|', got %s", tostring(c))
+      end
+      if c == d then found = true end
+    end
+    if not found then bad("has the default \"%s\", not one of its choices %s", d, table.concat(list, "|")) end
+  end
+end
+
 local function check_def(def, level)
   level = level + 1
   if type(def) ~= "table" then
@@ -88,11 +149,13 @@ local function check_def(def, level)
   end
   local opts = def.options or {}
   if type(opts) ~= "table" then errors.raise("attention_variant '%s': options must be a list of specs", def.name) end
+  local seen = {}
   for i, o in ipairs(opts) do
     if type(o) ~= "table" or type(o.name) ~= "string" or not OPT_TYPES[o.type] then
       errors.raise("attention_variant '%s': option %d must be {name=, type='int'|'float'|'bool'|'string', default=, min=, max=, choices=, help=}",
         def.name, i)
     end
+    check_option(def, o, seen)
   end
   local inputs = def.inputs or {}
   if type(inputs) ~= "table" then errors.raise("attention_variant '%s': inputs must be a table {name = ndim}", def.name) end
@@ -111,7 +174,9 @@ end
 -- `--attention name`, and it is listed by `ember.plugins()`.
 -- @tparam table def `name`, `description`, `version`, `options` (a list of
 -- `{name=, type=, default=, min=, max=, choices=, help=}`, checked by the
--- core as a C plugin's), `params` (`function(options, dims)` returning a
+-- core as a C plugin's; every option needs a default of its type, inside
+-- min/max and among the choices, as the trial trace uses the defaults;
+-- `choices` of a string option is `{"a", "b"}` or `"a|b"`), `params` (`function(options, dims)` returning a
 -- list of `{name=, tensor=, learned=}`), `inputs` (`{doc = 2}`: per-call
 -- tensors and their number of dims, int64 unless `{ndim=, dtype="float"}`),
 -- and `score`, `mask`, `sink` (see the module's description); `check`:
@@ -121,9 +186,17 @@ end
 function M.define(def, path)
   check_def(def, 2)
   M.try_trace(def)
+  -- the core takes choices as "a|b"
+  local options = {}
+  for i, o in ipairs(def.options or {}) do
+    local c = {}
+    for k, v in pairs(o) do c[k] = v end
+    if type(c.choices) == "table" then c.choices = table.concat(c.choices, "|") end
+    options[i] = c
+  end
   local ok, err = pcall(ember._register_variant, {
     name = def.name, description = def.description or ("attention variant written in Lua"),
-    version = def.version or "lua", options = def.options or {}, path = path or "(defined in Lua)",
+    version = def.version or "lua", options = options, path = path or "(defined in Lua)",
   })
   if not ok then errors.raise("%s", tostring(err)) end
   registry[def.name] = def

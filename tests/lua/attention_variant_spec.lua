@@ -273,6 +273,35 @@ describe("Lua attention variants: definitions and errors", function()
     assert.matches("nope", tostring(err))
   end)
 
+  -- probe 24: choices as a table were ignored; bad or missing defaults were
+  -- found only by the trial trace, or never
+  it("option specs are checked at definition: choices as a table or 'a|b', defaults of the type, in range, present", function()
+    ember.attention_variant { name = "opt_choices", options = { { name = "mode", type = "string", default = "a", choices = { "a", "b" } } },
+      score = function(s, b, h, q, k, ctx) if ctx.options.mode == "a" then return s end return -s end }
+    local ok, err = pcall(ember.Attention, { attention = "opt_choices", heads = 1, head_dim = 4, mode = "c" })
+    assert.is_false(ok)
+    assert.matches("attention_variant_spec.lua:%d+: .*option 'mode' must be one of a|b, got \"c\"", err)
+    assert.is_true((pcall(ember.Attention, { attention = "opt_choices", heads = 1, head_dim = 4, mode = "b" })))
+    local function bad(opt, want)
+      local name = "opt_bad_" .. opt.name
+      local ok2, err2 = pcall(ember.attention_variant, { name = name, options = { opt },
+        score = function(s, b, h, q, k, ctx) return s end })
+      assert.is_false(ok2, want)
+      assert.matches("attention_variant_spec.lua:%d+: attention_variant '" .. name .. "': option '" .. opt.name .. "' " .. want, err2)
+      assert.is_nil(variant_mod.get(name))
+    end
+    bad({ name = "w", type = "int", default = -1, min = 0 }, "has the default %-1 outside its range %[0, inf%]")
+    bad({ name = "u", type = "float", default = 5, min = 0, max = 1 }, "has the default 5 outside its range %[0, 1%]")
+    bad({ name = "t", type = "int", default = "big" }, "is an int but its default is big %(string%)")
+    bad({ name = "f", type = "int", default = 1.5 }, "is an int but its default is 1.5")
+    bad({ name = "g", type = "bool", default = 1 }, "is a bool but its default is 1")
+    bad({ name = "c", type = "string", default = "z", choices = { "a", "b" } }, "has the default \"z\", not one of its choices a|b")
+    bad({ name = "c2", type = "string", default = "z", choices = "a|b" }, "has the default \"z\", not one of its choices a|b")
+    bad({ name = "n", type = "int", choices = { "a" }, default = 1 }, "is int: choices are for string options")
+    bad({ name = "K", type = "int", min = 1 }, "needs a default: the variant is traced once at definition with the default options")
+    bad({ name = "typo", type = "int", default = 1, minimum = 0 }, "has an unknown field 'minimum'")
+  end)
+
   local function def_error(def)
     local ok, err = pcall(function()
       ember.attention_variant(def)
