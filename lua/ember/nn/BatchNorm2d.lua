@@ -29,8 +29,7 @@ function BatchNorm2d._init_shared(self, name, num_features, opts)
   if math.type(num_features) ~= "integer" or num_features < 1 then
     error(name .. ": num_features must be a positive integer, got " .. tostring(num_features), 2)
   end
-  opts = opts or {}
-  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 2) end
+  opts = Module.check_options("nn." .. name, opts, { "eps", "momentum", "affine", "track_running_stats", "dtype", "device" })
   self.num_features = num_features
   self.eps = opts.eps or 1e-5
   if opts.momentum == false then self.momentum = nil else self.momentum = opts.momentum or 0.1 end

@@ -20,7 +20,7 @@ local setup = require("ember.nn._loss").setup
 local KLDivLoss = Module:extend("KLDivLoss")
 
 function KLDivLoss:__init(opts)
-  opts = setup(self, opts, nil, nil, { "mean", "batchmean", "sum", "none" })
+  opts = setup(self, opts, nil, nil, { "mean", "batchmean", "sum", "none" }, { "log_target" })
   if opts.log_target ~= nil and type(opts.log_target) ~= "boolean" then
     error("KLDivLoss: log_target must be a boolean, got " .. type(opts.log_target), 2)
   end

@@ -22,8 +22,10 @@ local MaxPool1d = Module:extend("MaxPool1d")
 -- [N, C, 1, L] view in self._cfg, through nn.MaxPool2d's checks (shared
 -- with nn.AvgPool1d; `name` is the module's).
 function MaxPool1d._sizes(self, name, kernel_size, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 2) end
+  opts = Module.check_options("nn." .. name, opts, MaxPool2d.OPTIONS[name])
+  if opts.return_indices then
+    error(name .. ": return_indices is not supported (use ember.max over the unfolded windows, or argmax)", 2)
+  end
   local k = pool.single(kernel_size)
   if not k then
     error(("%s: kernel_size must be a positive integer, got %s"):format(name, tostring(kernel_size)), 2)

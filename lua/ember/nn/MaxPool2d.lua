@@ -17,10 +17,21 @@ local pool = require "ember.nn._pool"
 
 local MaxPool2d = Module:extend("MaxPool2d")
 
+-- The options each pool takes (MaxPool1d's and AvgPool1d's as their 2-d twins').
+local OPTIONS = {
+  MaxPool2d = { "stride", "padding", "dilation", "ceil_mode", "return_indices" },
+  AvgPool2d = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" },
+}
+OPTIONS.MaxPool1d, OPTIONS.AvgPool1d = OPTIONS.MaxPool2d, { "stride", "padding", "ceil_mode", "count_include_pad" }
+MaxPool2d.OPTIONS = OPTIONS
+
 local function sizes(self, name, kernel_size, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts)), 3) end
+  -- (the 1-d pools check theirs first, then come here with a 2-d view's)
+  opts = Module.check_options("nn." .. name, opts, name:find("1d$") and OPTIONS.MaxPool2d or OPTIONS[name])
   if opts.ceil_mode then error(name .. ": ceil_mode is not supported (only ceil_mode = false)", 3) end
+  if opts.return_indices then
+    error(name .. ": return_indices is not supported (use ember.max over the unfolded windows, or argmax)", 3)
+  end
   self.kernel_size = pool.pair(kernel_size)
   if not self.kernel_size then
     error(("%s: kernel_size must be a positive integer or a pair of them, got %s"):format(name, tostring(kernel_size)), 3)

@@ -1,12 +1,13 @@
 -- nn/_loss.lua (internal): the options every loss module of
 -- lua/ember/_functional.lua's losses reads the same way (BCELoss,
 -- BCEWithLogitsLoss, NLLLoss, L1Loss, SmoothL1Loss).
--- setup(module, opts, buffers [, numbers]): opts is a table (or a string,
--- the reduction); the reduction is checked and kept; the tensor options
--- named in `buffers` become buffers (so that :to(device) moves them); the
--- number options named in `numbers` are kept as fields; `reductions` (a
--- list) replaces the usual "mean", "sum", "none" (KLDivLoss adds
--- "batchmean"). Returns opts.
+-- setup(module, opts, buffers [, numbers [, reductions [, others]]]):
+-- opts is a table (or a string, the reduction); the reduction is checked
+-- and kept; the tensor options named in `buffers` become buffers (so that
+-- :to(device) moves them); the number options named in `numbers` are kept
+-- as fields; `reductions` (a list) replaces the usual "mean", "sum",
+-- "none" (KLDivLoss adds "batchmean"); `others` names the options the
+-- module reads itself. Any other key is an error. Returns opts.
 local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 
@@ -14,10 +15,12 @@ local M = {}
 
 local REDUCTIONS = { mean = true, sum = true, none = true }
 
-function M.setup(self, opts, buffers, numbers, reductions)
+function M.setup(self, opts, buffers, numbers, reductions, others)
   opts = opts or {}
   if type(opts) == "string" then opts = { reduction = opts } end
-  if type(opts) ~= "table" then errors.raise("%s: options must be a table, got %s", self.__name, type(opts)) end
+  -- every option a loss reads is named here, so a misspelt one is an error
+  opts = require("ember.nn.Module").check_options("nn." .. self.__name, opts, { "reduction" }, buffers or {},
+    numbers or {}, others or {})
   self.reduction = opts.reduction or "mean"
   if reductions then
     local ok = false
