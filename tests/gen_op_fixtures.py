@@ -943,6 +943,214 @@ def functional():
              {"pad": [2, 1, 3, 2], "mode": mode})
 
 
+def more():
+    """The tensor functions ember composes in lua/ember/_functional_more.lua
+    and the activations and losses added to _functional.lua, read by
+    tests/lua/ops_more_spec.lua (not ops_parity_spec: some inputs hold NaN
+    and infinities). Its own seed and file, so the other files stay as they
+    are. A differentiable case is op "call": args.fn is called with
+    args.call, where "@k" names input k (also inside a nested list), as
+    ember.<fn>(...) and, with args.method, as a method of its first
+    argument too. A non-differentiable case (value = true) lists inputs and
+    outs as {shape =, dtype =, data =} written as they are -- int64 values
+    are NOT shifted, and the indices among the outputs are already 1-based."""
+    torch.manual_seed(20261207)
+    f = "ops_more"
+
+    def call(name, fn, inputs, torch_fn, args, method=False, multi=False):
+        a = {"fn": fn, "call": args}
+        if method:
+            a["method"] = True
+        case(f, name, "call", inputs, torch_fn, a, multi=multi)
+
+    class Flat:
+        """A tensor as {shape =, dtype =, data =}, int64 values as they are."""
+
+        def __init__(self, t):
+            self.t = t.detach()
+
+        def lua(self, writer, indent):
+            return Writer.tensor(writer, self.t)
+
+    def value(name, fn, inputs, torch_fn, args):
+        """A non-differentiable case: torch_fn(**inputs) is a tensor or a tuple."""
+        res = torch_fn(**inputs)
+        outs = list(res) if isinstance(res, (tuple, list)) else [res]
+        c = {"op": "value", "value": True, "inputs": {k: Flat(v) for k, v in inputs.items()},
+             "args": {"fn": fn, "call": args}, "outs": [Flat(o) for o in outs]}
+        assert name not in FILES.setdefault(f, {}), name
+        FILES[f][name] = c
+
+    x = randn(3, 4)
+    # clamp with one bound, and with tensor bounds (broadcast)
+    call("clamp_min_number", "clamp_min", {"x": away(x, (0.2,))}, lambda x: x.clamp_min(0.2), ["@x", 0.2], True)
+    call("clamp_max_number", "clamp_max", {"x": away(x, (-0.1,))}, lambda x: x.clamp_max(-0.1), ["@x", -0.1], True)
+    lo, hi = randn(3, 4) * 0.3 - 0.6, randn(4) * 0.3 + 0.6
+    xc = x.clone()
+    for bound in (lo, hi.expand(3, 4)):
+        xc = torch.where((xc - bound).abs() < 0.1, bound + 0.15, xc)
+    call("clamp_min_tensor", "clamp_min", {"x": xc, "lo": lo}, lambda x, lo: torch.clamp_min(x, lo), ["@x", "@lo"], True)
+    call("clamp_max_tensor", "clamp_max", {"x": xc, "hi": hi}, lambda x, hi: torch.clamp_max(x, hi), ["@x", "@hi"], True)
+    call("clamp_tensors", "clamp", {"x": xc, "lo": lo, "hi": hi}, lambda x, lo, hi: torch.clamp(x, lo, hi),
+         ["@x", "@lo", "@hi"], True)
+    call("clamp_tensor_number", "clamp", {"x": away(xc, (0.5,)), "lo": lo}, lambda x, lo: torch.clamp(x, lo, torch.tensor(0.5)),
+         ["@x", "@lo", 0.5], True)
+    # activations
+    call("hardtanh", "hardtanh", {"x": away(randn(3, 4), (-0.5, 0.8))},
+         lambda x: F.hardtanh(x, -0.5, 0.8), ["@x", -0.5, 0.8])
+    call("hardtanh_opts", "hardtanh", {"x": away(randn(3, 4) * 2, (-1.0, 1.0))}, lambda x: F.hardtanh(x),
+         ["@x", {"max_val": 1}])
+    call("relu6", "relu6", {"x": away(randn(3, 4) * 4, (0.0, 6.0))}, lambda x: F.relu6(x), ["@x"])
+    call("hardswish", "hardswish", {"x": away(randn(3, 4) * 3, (-3.0, 3.0))}, lambda x: F.hardswish(x), ["@x"])
+    call("hardsigmoid", "hardsigmoid", {"x": away(randn(3, 4) * 3, (-3.0, 3.0))}, lambda x: F.hardsigmoid(x), ["@x"])
+    call("mish", "mish", {"x": randn(3, 4) * 3}, lambda x: F.mish(x), ["@x"])
+    call("glu_last", "glu", {"x": randn(3, 6)}, lambda x: F.glu(x), ["@x"])
+    call("glu_dim1", "glu", {"x": randn(4, 2, 3)}, lambda x: F.glu(x, 0), ["@x", 1])
+    call("logit", "logit", {"x": positive(3, 4, lo=0.05, hi=0.95)}, lambda x: torch.logit(x), ["@x"], True)
+    call("logit_eps", "logit", {"x": away(positive(3, 4, lo=0.0, hi=1.0), (0.2, 0.8), 0.05)},
+         lambda x: torch.logit(x, 0.2), ["@x", 0.2], True)
+    # combinations
+    a, b = randn(3, 4), randn(3, 4)
+    call("lerp_low", "lerp", {"a": a, "b": b}, lambda a, b: torch.lerp(a, b, 0.3), ["@a", "@b", 0.3], True)
+    call("lerp_high", "lerp", {"a": a, "b": b}, lambda a, b: torch.lerp(a, b, 0.8), ["@a", "@b", 0.8], True)
+    w = away(positive(3, 4, lo=0.0, hi=1.0), (0.5,), 0.05)
+    call("lerp_tensor", "lerp", {"a": a, "b": randn(4), "w": w}, lambda a, b, w: torch.lerp(a, b, w),
+         ["@a", "@b", "@w"], True)
+    call("addcmul", "addcmul", {"x": randn(3, 4), "t1": randn(3, 1), "t2": randn(4)},
+         lambda x, t1, t2: torch.addcmul(x, t1, t2, value=0.5), ["@x", "@t1", "@t2", {"value": 0.5}], True)
+    call("addcdiv", "addcdiv", {"x": randn(3, 4), "t1": randn(3, 4), "t2": nonzero(3, 4)},
+         lambda x, t1, t2: torch.addcdiv(x, t1, t2, value=-2), ["@x", "@t1", "@t2", {"value": -2}], True)
+    call("addcmul_default", "addcmul", {"x": randn(3, 4), "t1": randn(3, 4), "t2": randn(3, 4)},
+         lambda x, t1, t2: torch.addcmul(x, t1, t2), ["@x", "@t1", "@t2"], True)
+    # unary math
+    call("exp2", "exp2", {"x": randn(3, 4) * 3}, lambda x: torch.exp2(x), ["@x"], True)
+    call("log2", "log2", {"x": positive(3, 4, lo=0.1, hi=10.0)}, lambda x: torch.log2(x), ["@x"], True)
+    call("log10", "log10", {"x": positive(3, 4, lo=0.1, hi=100.0)}, lambda x: torch.log10(x), ["@x"], True)
+    call("sinh", "sinh", {"x": randn(3, 4) * 3}, lambda x: torch.sinh(x), ["@x"], True)
+    call("sinh_small", "sinh", {"x": randn(3, 4) * 1e-3}, lambda x: torch.sinh(x), ["@x"], True)
+    call("cosh", "cosh", {"x": randn(3, 4) * 3}, lambda x: torch.cosh(x), ["@x"], True)
+    call("tan", "tan", {"x": randn(3, 4) * 0.6}, lambda x: torch.tan(x), ["@x"], True)
+    xz = randn(3, 4)
+    xz[0, 1] = 0.0
+    xz[2, 3] = 0.0
+    call("xlogy", "xlogy", {"x": xz, "y": positive(3, 4, lo=0.1, hi=3.0)}, lambda x, y: torch.xlogy(x, y), ["@x", "@y"], True)
+    call("xlogy_number", "xlogy", {"y": positive(3, 4, lo=0.1, hi=3.0)}, lambda y: torch.xlogy(2.5, y),
+         [2.5, "@y"])
+    # remainders: the quotients kept off the integers, so that float32 rounds the same way
+    bb = nonzero(3, 4, lo=0.5, hi=2.0)
+    frac = positive(3, 4, lo=0.1, hi=0.9)
+    aa = bb * (torch.randint(-4, 4, (3, 4)).double() + frac)
+    call("remainder", "remainder", {"a": aa, "b": bb}, lambda a, b: torch.remainder(a, b), ["@a", "@b"], True)
+    call("fmod", "fmod", {"a": aa, "b": bb}, lambda a, b: torch.fmod(a, b), ["@a", "@b"], True)
+    xr = 1.5 * (torch.randint(-4, 4, (3, 4)).double() + positive(3, 4, lo=0.1, hi=0.9))
+    call("remainder_number", "remainder", {"a": xr}, lambda a: torch.remainder(a, -1.5), ["@a", -1.5], True)
+    call("fmod_number", "fmod", {"a": xr}, lambda a: torch.fmod(a, 1.5), ["@a", 1.5], True)
+    xn = randn(3, 4)
+    xn[0, 0], xn[1, 2], xn[2, 1] = math.nan, math.inf, -math.inf
+    call("nan_to_num", "nan_to_num", {"x": xn}, lambda x: torch.nan_to_num(x, 0.5, 3.0, -4.0),
+         ["@x", {"nan": 0.5, "posinf": 3, "neginf": -4}], True)
+    # losses
+    inp = F.log_softmax(randn(3, 5), -1)
+    tgt = F.softmax(randn(3, 5), -1)
+    for red in ("batchmean", "sum", "mean", "none"):
+        call("kl_div_" + red, "kl_div", {"input": inp, "target": tgt},
+             lambda input, target, red=red: F.kl_div(input, target, reduction=red),
+             ["@input", "@target", {"reduction": red}])
+    call("kl_div_log_target", "kl_div", {"input": inp, "target": F.log_softmax(randn(3, 5), -1)},
+         lambda input, target: F.kl_div(input, target, reduction="batchmean", log_target=True),
+         ["@input", "@target", {"reduction": "batchmean", "log_target": True}])
+    tz = tgt.clone()
+    tz[1, 2] = 0.0  # a zero target: no loss, PyTorch's NaN gradient for the target
+    call("kl_div_zero_target", "kl_div", {"input": inp, "target": tz},
+         lambda input, target: F.kl_div(input, target, reduction="sum"), ["@input", "@target", {"reduction": "sum"}])
+    hi_, ht_ = randn(4, 5) * 2, randn(4, 5)
+    d = hi_ - ht_
+    hi_ = torch.where((d.abs() - 0.7).abs() < 0.05, hi_ + 0.2 * torch.sign(d), hi_)
+    for red in ("mean", "sum", "none"):
+        call("huber_loss_" + red, "huber_loss", {"input": hi_, "target": ht_},
+             lambda input, target, red=red: F.huber_loss(input, target, reduction=red, delta=0.7),
+             ["@input", "@target", {"reduction": red, "delta": 0.7}])
+    # matrices and shapes
+    v = randn(4)
+    for k in (0, 2, -1):
+        call("diag_vector_%d" % k, "diag", {"x": v}, lambda x, k=k: torch.diag(x, k), ["@x", k], True)
+    m = randn(3, 5)
+    for k in (0, 1, -2, 4):
+        call("diag_matrix_%d" % k, "diag", {"x": m}, lambda x, k=k: torch.diag(x, k), ["@x", k], True)
+    call("trace_square", "trace", {"x": randn(4, 4)}, lambda x: torch.trace(x), ["@x"], True)
+    call("trace_wide", "trace", {"x": m}, lambda x: torch.trace(x), ["@x"], True)
+    call("diff_last", "diff", {"x": randn(3, 5)}, lambda x: torch.diff(x), ["@x"], True)
+    call("diff_n2_dim1", "diff", {"x": randn(5, 3)}, lambda x: torch.diff(x, 2, 0), ["@x", 2, 1], True)
+    call("diff_prepend_append", "diff", {"x": randn(2, 4), "p": randn(2, 1), "q": randn(2, 2)},
+         lambda x, p, q: torch.diff(x, 1, -1, p, q), ["@x", {"prepend": "@p", "append": "@q"}], True)
+    call("mv", "mv", {"a": randn(3, 4), "v": randn(4)}, lambda a, v: torch.mv(a, v), ["@a", "@v"], True)
+    t3 = randn(2, 3, 4)
+    call("movedim_one", "movedim", {"x": t3}, lambda x: torch.movedim(x, 0, -1), ["@x", 1, -1], True)
+    call("movedim_two", "movedim", {"x": t3}, lambda x: torch.movedim(x, (0, 1), (2, 0)),
+         ["@x", [1, 2], [3, 1]], True)
+    call("moveaxis", "moveaxis", {"x": t3}, lambda x: torch.moveaxis(x, 2, 0), ["@x", 3, 1], True)
+    call("swapaxes", "swapaxes", {"x": t3}, lambda x: torch.swapaxes(x, 0, 2), ["@x", 1, 3], True)
+    call("swapdims", "swapdims", {"x": t3}, lambda x: torch.swapdims(x, -1, 1), ["@x", -1, 2], True)
+    call("broadcast_to", "broadcast_to", {"x": randn(3, 1)}, lambda x: torch.broadcast_to(x, (2, 3, 4)),
+         ["@x", [2, 3, 4]], True)
+    call("hstack_1d", "hstack", {"a": randn(2), "b": randn(3)}, lambda a, b: torch.hstack((a, b)), [["@a", "@b"]])
+    call("hstack_2d", "hstack", {"a": randn(2, 2), "b": randn(2, 3)}, lambda a, b: torch.hstack((a, b)),
+         [["@a", "@b"]])
+    call("vstack", "vstack", {"a": randn(3), "b": randn(2, 3)}, lambda a, b: torch.vstack((a, b)), [["@a", "@b"]])
+    call("dstack", "dstack", {"a": randn(2, 3), "b": randn(2, 3, 2)}, lambda a, b: torch.dstack((a, b)),
+         [["@a", "@b"]])
+    call("dstack_1d", "dstack", {"a": randn(3), "b": randn(3)}, lambda a, b: torch.dstack((a, b)), [["@a", "@b"]])
+    call("tensor_split_sections", "tensor_split", {"x": randn(7, 2)}, lambda x: list(torch.tensor_split(x, 3)),
+         ["@x", 3], True, multi=True)
+    # torch's split points 1 and 4 are ember's start positions 2 and 5
+    call("tensor_split_indices", "tensor_split", {"x": randn(2, 6)},
+         lambda x: list(torch.tensor_split(x, [1, 4], dim=1)), ["@x", [2, 5], 2], True, multi=True)
+    # not differentiable: values only
+    ic = torch.randint(0, 3, (3, 4)).double() * randn(3, 4).sign()
+    value("count_nonzero_all", "count_nonzero", {"x": ic}, lambda x: torch.count_nonzero(x), ["@x"])
+    value("count_nonzero_dim1", "count_nonzero", {"x": ic}, lambda x: torch.count_nonzero(x, 0), ["@x", 1])
+    value("count_nonzero_dims", "count_nonzero", {"x": ic}, lambda x: torch.count_nonzero(x, (0, 1)),
+          ["@x", [1, -1]])
+    ia = torch.randint(-7, 8, (3, 4))
+    ib = torch.randint(1, 4, (3, 4)) * torch.where(torch.rand(3, 4) < 0.5, -1, 1)
+    value("floor_divide_float", "floor_divide", {"a": aa, "b": bb}, lambda a, b: torch.floor_divide(a, b), ["@a", "@b"])
+    value("floor_divide_int", "floor_divide", {"a": ia, "b": ib}, lambda a, b: torch.floor_divide(a, b), ["@a", "@b"])
+    value("remainder_int", "remainder", {"a": ia, "b": ib}, lambda a, b: torch.remainder(a, b), ["@a", "@b"])
+    value("fmod_int", "fmod", {"a": ia, "b": ib}, lambda a, b: torch.fmod(a, b), ["@a", "@b"])
+    value("remainder_int_number", "remainder", {"a": ia}, lambda a: torch.remainder(a, -3), ["@a", -3])
+    # indices among the outputs: 1-based for ember (+ 1)
+    value("nonzero", "nonzero", {"x": ic}, lambda x: torch.nonzero(x) + 1, ["@x"])
+    value("nonzero_3d", "nonzero", {"x": torch.rand(2, 3, 2) < 0.4}, lambda x: torch.nonzero(x) + 1, ["@x"])
+    value("nonzero_as_tuple", "nonzero", {"x": ic}, lambda x: tuple(i + 1 for i in torch.nonzero(x, as_tuple=True)),
+          ["@x", {"as_tuple": True}])
+    value("argwhere", "argwhere", {"x": ic}, lambda x: torch.argwhere(x) + 1, ["@x"])
+    iu = torch.randint(-3, 4, (4, 5))
+    value("unique", "unique", {"x": iu}, lambda x: torch.unique(x), ["@x"])
+    value("unique_inverse_counts", "unique", {"x": iu},
+          lambda x: (lambda o, i, c: (o, i + 1, c))(*torch.unique(x, return_inverse=True, return_counts=True)),
+          ["@x", {"return_inverse": True, "return_counts": True}])
+    value("unique_float_counts", "unique", {"x": ic}, lambda x: torch.unique(x, return_counts=True),
+          ["@x", {"return_counts": True}])
+    ibin = torch.randint(0, 6, (12,))
+    value("bincount", "bincount", {"x": ibin}, lambda x: torch.bincount(x), ["@x"])
+    value("bincount_minlength", "bincount", {"x": ibin}, lambda x: torch.bincount(x, minlength=9),
+          ["@x", {"minlength": 9}])
+    value("bincount_weights", "bincount", {"x": ibin, "w": randn(12)},
+          lambda x, w: torch.bincount(x, weights=w), ["@x", {"weights": "@w"}])
+    seq = torch.tensor([-1.0, 0.0, 0.0, 0.5, 2.0])
+    vals = torch.tensor([[-2.0, 0.0, 0.25], [0.5, 3.0, -1.0]])
+    value("searchsorted_left", "searchsorted", {"s": seq, "v": vals},
+          lambda s, v: torch.searchsorted(s, v) + 1, ["@s", "@v"])
+    value("searchsorted_right", "searchsorted", {"s": seq, "v": vals},
+          lambda s, v: torch.searchsorted(s, v, right=True) + 1, ["@s", "@v", {"right": True}])
+    s2 = torch.sort(randn(3, 6), -1).values
+    value("searchsorted_batched", "searchsorted", {"s": s2, "v": randn(3, 4)},
+          lambda s, v: torch.searchsorted(s, v, side="right") + 1, ["@s", "@v", {"side": "right"}])
+    value("bucketize", "bucketize", {"x": vals, "b": seq}, lambda x, b: torch.bucketize(x, b) + 1, ["@x", "@b"])
+    value("bucketize_right", "bucketize", {"x": vals, "b": seq},
+          lambda x, b: torch.bucketize(x, b, right=True) + 1, ["@x", "@b", {"right": True}])
+
+
 def main():
     elementwise()
     reductions()
@@ -957,6 +1165,7 @@ def main():
     rounding()
     einsum()
     functional()
+    more()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         WRITER.write(path, "tests/gen_op_fixtures.py", FILES[name])

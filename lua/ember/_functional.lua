@@ -3,9 +3,13 @@
 -- free): softplus, leaky_relu, binary_cross_entropy(_with_logits),
 -- nll_loss, l1_loss, smooth_l1_loss, normalize, cosine_similarity and pad,
 -- as functions (ember.softplus(x)) and, the one-tensor ones, as tensor
--- methods. The nn modules (nn.Softplus, nn.LeakyReLU, the BCE, NLL, L1 and
+-- methods; and, as functions only (PyTorch has no such methods either),
+-- hardtanh, relu6, hardswish, hardsigmoid, mish, glu, kl_div and huber_loss.
+-- The nn modules (nn.Softplus, nn.LeakyReLU, the BCE, NLL, L1 and
 -- SmoothL1 losses) call these: each formula is written here only.
--- init.lua loads it. Errors are raised at the caller's line.
+-- init.lua loads it; it loads ember/_functional_more.lua (torch's tensor
+-- functions: lerp, remainder, diag, unique, ...). Errors are raised at the
+-- caller's line.
 local core = require "ember.core"
 local helpers = require "ember._helpers"
 local shape_str = require("ember._errors").shape_str
@@ -275,4 +279,137 @@ set("pad", function(x, pad, mode, value)
   return y
 end)
 
-return {}
+-- ---- more activations (torch.nn.functional's) ---------------------------------
+
+-- A user's 1-based dim (negative from the end) as a positive one, with
+-- _helpers' messages.
+local function check_dim(op, x, d)
+  local n = x:dim()
+  if math.type(d) ~= "integer" then
+    fail(op, "dim must be an integer, got %s", type(d) == "number" and tostring(d) or type(d))
+  end
+  local hi = n == 0 and 1 or n
+  if d == 0 then fail(op, "dim 0 is not a dim: dims are 1-based (1 is the first, -1 the last)") end
+  if d < -hi or d > hi then
+    fail(op, "dim %d is out of range for a tensor with %d dims (expected %d..%d or -%d..-1)", d, n, 1, hi, hi)
+  end
+  return d < 0 and n + 1 + d or d
+end
+
+local function check_number(op, v, what)
+  if type(v) ~= "number" then fail(op, "%s must be a number, got %s", what, type(v)) end
+  return v
+end
+
+-- x clamped into [lo, hi] with the gradient of hardtanh: 1 strictly
+-- inside, 0 at and beyond the bounds (clamp's gradient is 1 at the bounds).
+local function hard_clamp(x, lo, hi)
+  return core.where(x:gt(lo):logical_and(x:lt(hi)), x, x:clamp(lo, hi):detach())
+end
+
+-- ember.hardtanh(x [, min_val = -1 [, max_val = 1]]) or (x, {min_val =, max_val =}):
+-- x clamped into [min_val, max_val] (torch.nn.functional.hardtanh; the
+-- gradient is 0 at the bounds, as PyTorch's).
+set("hardtanh", function(x, lo, hi)
+  check_tensor("hardtanh", x)
+  if type(lo) == "table" then
+    local o = check_opts("hardtanh", lo, { min_val = true, max_val = true })
+    lo, hi = o.min_val, o.max_val
+  end
+  lo, hi = check_number("hardtanh", lo or -1, "min_val"), check_number("hardtanh", hi or 1, "max_val")
+  if not (lo <= hi) then fail("hardtanh", "min_val (%s) must not be above max_val (%s)", tostring(lo), tostring(hi)) end
+  return hard_clamp(x, lo, hi)
+end)
+
+-- ember.relu6(x): min(max(x, 0), 6) (torch.nn.functional.relu6, hardtanh(x, 0, 6)).
+set("relu6", function(x)
+  check_tensor("relu6", x)
+  return hard_clamp(x, 0, 6)
+end)
+
+-- ember.hardswish(x): x * relu6(x + 3) / 6 (torch.nn.functional.hardswish;
+-- its gradient is x / 3 + 1/2 on [-3, 3], the bounds included, as PyTorch's).
+set("hardswish", function(x)
+  check_tensor("hardswish", x)
+  return x * (x + 3):clamp(0, 6) / 6
+end)
+
+-- ember.hardsigmoid(x): relu6(x + 3) / 6 (torch.nn.functional.hardsigmoid).
+set("hardsigmoid", function(x)
+  check_tensor("hardsigmoid", x)
+  return hard_clamp(x + 3, 0, 6) / 6
+end)
+
+-- ember.mish(x): x * tanh(softplus(x)) (torch.nn.functional.mish).
+set("mish", function(x)
+  check_tensor("mish", x)
+  return x * softplus_of(x, 20):tanh()
+end)
+
+-- ember.glu(x [, dim = -1]): a * sigmoid(b), a and b the two halves of x
+-- along dim (torch.nn.functional.glu).
+set("glu", function(x, dim)
+  check_tensor("glu", x)
+  if x:dim() == 0 then fail("glu", "expected a tensor with at least 1 dim, got a 0-d tensor") end
+  local d = check_dim("glu", x, dim or -1)
+  local n = x:size(d)
+  if n % 2 ~= 0 then fail("glu", "dim %d must have an even size to be halved, got %d", d, n) end
+  return x:narrow(d, 1, n // 2) * x:narrow(d, n // 2 + 1, n // 2):sigmoid()
+end)
+
+-- ---- more losses ----------------------------------------------------------------
+
+local KL_REDUCTIONS = { mean = true, sum = true, none = true, batchmean = true }
+
+-- ember.kl_div(input, target [, {reduction = "mean", log_target = false}]):
+-- the pointwise KL divergence target * (log target - input) of
+-- log-probabilities input (torch.nn.functional.kl_div): xlogy(t, t) - t x,
+-- 0 where t = 0 (where the target's gradient is NaN, as PyTorch's); with
+-- log_target, e^t (t - x). "batchmean" divides the sum
+-- by the size of dim 1 (the true KL divergence per sample); "mean" by the
+-- number of elements, as PyTorch's.
+set("kl_div", function(input, target, opts)
+  local op = "kl_div"
+  check_tensor(op, input, "input")
+  check_tensor(op, target, "target")
+  opts = check_opts(op, opts, { reduction = true, log_target = true })
+  local red = opts.reduction or "mean"
+  if not KL_REDUCTIONS[red] then
+    fail(op, "reduction must be \"mean\", \"batchmean\", \"sum\" or \"none\", got %s", tostring(red))
+  end
+  if opts.log_target ~= nil and type(opts.log_target) ~= "boolean" then
+    fail(op, "log_target must be a boolean, got %s", type(opts.log_target))
+  end
+  local same = input:dim() == target:dim()
+  for i = 1, input:dim() do same = same and input:size(i) == target:size(i) end
+  if not same then fail(op, "target shape %s must equal input shape %s", shape_str(target), shape_str(input)) end
+  local loss
+  if opts.log_target then
+    loss = target:exp() * (target - input)
+  else
+    loss = core.xlogy(target, target) - target * input
+  end
+  if red == "batchmean" then
+    if input:dim() == 0 then return loss:sum() end
+    return loss:sum() / input:size(1)
+  end
+  return reduce(op, loss, red)
+end)
+
+-- ember.huber_loss(input, target [, {delta = 1, reduction = "mean"}]):
+-- 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere, d = input
+-- - target (torch.nn.functional.huber_loss; smooth_l1_loss times delta).
+set("huber_loss", function(input, target, opts)
+  local o, red = binary_opts("huber_loss", input, target, opts, { delta = true, reduction = true })
+  local delta = o.delta or 1
+  if type(delta) ~= "number" or not (delta > 0) then
+    fail("huber_loss", "delta must be a number > 0, got %s", tostring(delta))
+  end
+  local d = (input - target):abs()
+  return reduce("huber_loss", core.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta), red)
+end)
+
+local M = { check_opts = check_opts, check_dim = check_dim, check_number = check_number }
+package.loaded["ember._functional"] = M -- for _functional_more, which this file loads
+require "ember._functional_more"
+return M
