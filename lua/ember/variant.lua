@@ -234,7 +234,8 @@ function M.get(name) return registry[name] end
 local function capture_list(def, tables)
   local caps = {}
   for i, t in ipairs(tables) do
-    caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim, kind = t.tensor.dtype == "int64" and "int" or "float",
+    local int = t.tensor.dtype == "int64" or t.tensor.dtype == "bool" -- bool reads as 0/1
+    caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim, kind = int and "int" or "float",
       learned = t.learned, param = i }
   end
   local names = {}

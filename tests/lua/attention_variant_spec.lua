@@ -302,6 +302,25 @@ describe("Lua attention variants: definitions and errors", function()
     bad({ name = "typo", type = "int", default = 1, minimum = 0 }, "has an unknown field 'minimum'")
   end)
 
+  -- probe 24: a bool buffer was accepted, then every forward failed
+  it("a bool table or per-call tensor (a precomputed mask) reads as 0/1, on both routes", function()
+    local allowed = ember.tril(ember.ones(7, 7)):bool()
+    ember.attention_variant { name = "bool_buffer",
+      params = function() return { { name = "allow", tensor = allowed, learned = false } } end,
+      mask = function(b, h, q, k, ctx) return ctx.allow[q][k] end }
+    ember.attention_variant { name = "bool_input", inputs = { allow = 2 },
+      mask = function(b, h, q, k, ctx) return ctx.allow[q][k] end }
+    local q, k, v = qkv(2, 2, 7, 7, 4, "float64")
+    local want = ember.Attention { heads = 2, head_dim = 4, dtype = "float64" }(q, k, v, { causal = true })
+    local buf = ember.Attention { attention = "bool_buffer", heads = 2, head_dim = 4, dtype = "float64" }
+    local inp = ember.Attention { attention = "bool_input", heads = 2, head_dim = 4, dtype = "float64" }
+    for _, kernel in ipairs { "fused", "composed" } do
+      assert((buf(q, k, v, { kernel = kernel }) - want):abs():max():item() < 1e-12, kernel)
+      local got = inp(q, k, v, { kernel = kernel, variant_inputs = { allow = allowed } })
+      assert((got - want):abs():max():item() < 1e-12, kernel)
+    end
+  end)
+
   local function def_error(def)
     local ok, err = pcall(function()
       ember.attention_variant(def)

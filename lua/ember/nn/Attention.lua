@@ -65,7 +65,8 @@ function Attention:_trace(def, core)
         errors.raise("attention variant '%s': params entry %d must be {name=, tensor=, learned=}", def.name, i)
       end
       local x = t.tensor
-      if x.dtype ~= "int64" and x.dtype ~= "bool" and x.dtype ~= self.dtype then x = x:to(self.dtype) end
+      if x.dtype == "bool" then x = x:long() end -- a bool table (a precomputed mask) reads as 0/1
+      if x.dtype ~= "int64" and x.dtype ~= self.dtype then x = x:to(self.dtype) end
       if x.device ~= self.device then x = x:to(self.device) end
       if t.learned then
         if x.dtype == "int64" or x.dtype == "bool" then
@@ -131,7 +132,7 @@ end
 function Attention:_forward_traced(tables, q, k, v, o, inputs)
   local inst = self._variant
   if type(inputs) ~= "table" then errors.raise("Attention.forward: variant_inputs must be a table {name = tensor}") end
-  local list = {}
+  local list, converted = {}, nil
   for i, c in ipairs(inst.caps) do
     if c.input then
       local t = inputs[c.input]
@@ -143,6 +144,11 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
         errors.raise("Attention.forward: variant '%s' indexes '%s' with %d indices, got a %d-d tensor", self.attention,
           c.input, c.ndim, t.ndim)
       end
+      if t.dtype == "bool" then -- reads as 0/1, as a bool table
+        t = t:long()
+        converted = converted or {}
+        converted[c.input] = t
+      end
       list[i] = t
     end
   end
@@ -150,6 +156,11 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
     local known = false
     for _, c in ipairs(inst.caps) do if c.input == name then known = true end end
     if not known then errors.raise("Attention.forward: variant '%s' takes no input '%s'", self.attention, tostring(name)) end
+  end
+  if converted then
+    local all = {}
+    for n, t in pairs(inputs) do all[n] = converted[n] or t end
+    inputs = all
   end
   local composed = o.kernel == "composed"
   o.kernel = nil
