@@ -25,7 +25,8 @@ Also nn.init's reference numbers: calculate_gain, fan_in/fan_out of several
 shapes (torch.nn.init._calculate_fan_in_and_fan_out), and the bound or std
 each initializer's formula gives for them.
 
-nn_more.lua -- more_cases(): the modules PyTorch users expect (BatchNorm1d,
+nn_more.lua -- cross_entropy_cases(): nn.CrossEntropyLoss with class weights;
+more_cases(): the modules PyTorch users expect (BatchNorm1d,
 ReLU6/Hardtanh/Hardswish/Hardsigmoid/Mish/Softsign/GLU/PReLU, Unflatten,
 KLDivLoss, HuberLoss, CosineSimilarity, PairwiseDistance, the 2-d paddings,
 1-d pools, nearest Upsample, PixelShuffle/Unshuffle) as nn_modern.lua, with
@@ -719,6 +720,46 @@ def write(path, value):
     Writer(keys="quoted").write(path, "tests/gen_nn_fixtures.py", value)
 
 
+def cross_entropy_cases():
+    """nn.CrossEntropyLoss with class weights (with label smoothing and
+    ignore_index, every reduction), and [B, C, L] logits (ember's [B, L, C]:
+    the spec permutes), own seed. Targets are written 1-based; "R" weights
+    the per-element losses of reduction "none"."""
+    torch.manual_seed(20261215)
+    out = []
+    specs = [
+        ({"weight": True}, "mean"), ({"weight": True}, "sum"), ({"weight": True}, "none"),
+        ({"weight": True, "label_smoothing": 0.2}, "mean"), ({"weight": True, "label_smoothing": 0.2}, "none"),
+        ({"weight": True, "ignore_index": 2, "label_smoothing": 0.1}, "mean"),
+        ({"ignore_index": 2, "label_smoothing": 0.3}, "mean"), ({"label_smoothing": 0.1, "three_d": True}, "mean"),
+        ({"weight": True, "three_d": True}, "mean"),
+    ]
+    for opts, red in specs:
+        three = opts.get("three_d", False)
+        logits = torch.randn(2, 4, 3) if three else torch.randn(7, 4)  # [B, C, L] or [N, C]
+        logits.requires_grad_(True)
+        target = torch.randint(0, 4, (2, 3) if three else (7,))
+        if "ignore_index" in opts:
+            target[0] = opts["ignore_index"] - 1  # 1-based ignore_index in ember
+            if not three:
+                target[3] = opts["ignore_index"] - 1
+        w = torch.rand(4) + 0.25 if opts.get("weight") else None
+        loss = torch.nn.functional.cross_entropy(
+            logits, target, weight=w, reduction=red, label_smoothing=opts.get("label_smoothing", 0.0),
+            ignore_index=opts["ignore_index"] - 1 if "ignore_index" in opts else -100)
+        R = torch.randn_like(loss)
+        (loss * R).sum().backward()
+        case = {"reduction": red, "three_d": three, "logits": logits.detach(), "target": (target + 1).tolist(),
+                "loss": loss.detach(), "R": R, "grad": logits.grad.clone(),
+                "label_smoothing": opts.get("label_smoothing", 0.0)}
+        if w is not None:
+            case["weight"] = w
+        if "ignore_index" in opts:
+            case["ignore_index"] = opts["ignore_index"]
+        out.append(case)
+    return out
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -727,7 +768,8 @@ def main():
            "schedules": schedule_cases()})
     write(os.path.join(HERE, "fixtures", "nn_modern.lua"),
           {"torch_version": torch.__version__, "cases": modern_cases(), "init": init_cases()})
-    write(os.path.join(HERE, "fixtures", "nn_more.lua"), {"torch_version": torch.__version__, "cases": more_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_more.lua"), {"torch_version": torch.__version__, "cases": more_cases(),
+                                                          "cross_entropy": cross_entropy_cases()})
 
 
 if __name__ == "__main__":
