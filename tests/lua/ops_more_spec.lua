@@ -14,6 +14,10 @@ local raises_here = require("tests.lua.helpers.parity").raises_here
 local CASES = dofile("tests/fixtures/ops_more.lua")
 local F64 = { dtype = "float64" }
 
+-- EMBER_TEST_DEVICE (default "cpu") runs the fixture cases on another
+-- device, e.g. "cuda" (a GPU or the emulated backend, build/backends/cuda/emu).
+local DEVICE = os.getenv("EMBER_TEST_DEVICE") or "cpu"
+
 -- Relative tolerance per dtype, of the tensor's scale (max |expected|):
 -- an element small next to its neighbours is judged at the tensor's scale.
 local RTOL = { float64 = 1e-12, float32 = 1e-4, bfloat16 = 4e-2 }
@@ -57,6 +61,7 @@ local function compare(what, got, want, dtype, rtol)
   assert(sstr(got.shape) == sstr(shape_of(want)),
     ("%s: shape %s, expected %s"):format(what, sstr(got.shape), sstr(shape_of(want))))
   assert(got.dtype == dtype, ("%s: dtype %s, expected %s"):format(what, got.dtype, dtype))
+  assert(got.device:match("^%a+") == DEVICE:match("^%a+"), ("%s: on %s, expected %s"):format(what, got.device, DEVICE))
   local g, w = flat(got:double()), flatten(want)
   local scale = 0
   for i = 1, #w do
@@ -113,6 +118,7 @@ local function run_case(c, dtype, layout, as_method, name)
   for k, v in pairs(c.inputs) do
     local t = ember.tensor(v, F64)
     if dtype ~= "float64" then t = t:to(dtype) end
+    t = t:to(DEVICE)
     if layout == "non-contiguous" then t = noncontiguous(t) end
     I[k] = t:requires_grad_(true)
   end
@@ -123,7 +129,7 @@ local function run_case(c, dtype, layout, as_method, name)
   for k = 1, #outs do compare("output " .. k, outs[k], wants[k], dtype) end
   local loss
   for k = 1, #outs do
-    local s = (outs[k] * ember.tensor(ws[k], F64):to(dtype)):sum()
+    local s = (outs[k] * ember.tensor(ws[k], F64):to(dtype):to(DEVICE)):sum()
     loss = loss and loss + s or s
   end
   loss:backward()
@@ -139,10 +145,10 @@ end
 
 -- {shape =, dtype =, data =} (no dtype: float64) as a tensor
 local function from_flat(v)
-  local dt = v.dtype or "float64"
-  if #v.shape == 0 then return ember.tensor(v.data[1], { dtype = dt }) end
-  if #v.data == 0 then return ember.zeros(v.shape, { dtype = dt }) end
-  return ember.tensor(v.data, { dtype = dt }):view(v.shape)
+  local o = { dtype = v.dtype or "float64", device = DEVICE }
+  if #v.shape == 0 then return ember.tensor(v.data[1], o) end
+  if #v.data == 0 then return ember.zeros(v.shape, o) end
+  return ember.tensor(v.data, o):view(v.shape)
 end
 
 local function run_value_case(c, as_method)
@@ -156,6 +162,7 @@ local function run_value_case(c, as_method)
     local dt = want.dtype or "float64"
     assert(sstr(got.shape) == sstr(want.shape), ("result %d: shape %s, expected %s"):format(k, sstr(got.shape), sstr(want.shape)))
     assert(got.dtype == dt, ("result %d: dtype %s, expected %s"):format(k, got.dtype, dt))
+    assert(got.device:match("^%a+") == DEVICE:match("^%a+"), ("result %d: on %s"):format(k, got.device))
     local g = got:numel() > 0 and flat(got) or {}
     for i, w in ipairs(want.data) do
       local ok = g[i] == w or (dt == "float64" and math.abs(g[i] - w) <= 1e-12 * math.abs(w))
