@@ -65,6 +65,14 @@ local OPT_TYPES = { int = true, float = true, bool = true, string = true }
 local DEF_KEYS = { name = true, description = true, version = true, options = true, params = true,
   inputs = true, score = true, mask = true, sink = true, caps = true, check = true }
 
+-- Names an option cannot take: ember.Attention's own spec keys
+-- (core/lua/l_attention.c's core_own, and dtype, device) and
+-- MultiHeadAttention's (its OWN list): those modules keep them, so the
+-- variant would never see a value.
+local RESERVED = {}
+for _, n in ipairs { "attention", "heads", "head_dim", "v_head_dim", "dtype", "device", "d_model", "kv_heads",
+  "kdim", "vdim", "dropout", "bias", "rope", "rope_base", "causal" } do RESERVED[n] = true end
+
 local OPT_KEYS = { name = true, type = true, default = true, min = true, max = true, choices = true, help = true }
 
 -- The choices of a string option as a list ("a|b" or {"a", "b"}), or nil.
@@ -86,6 +94,15 @@ local function check_option(def, o, seen)
     errors.raise("attention_variant '%s': option '%s' " .. fmt, def.name, o.name, ...)
   end
   if seen[o.name] then bad("is declared twice") end
+  if RESERVED[o.name] then
+    bad("has the name of one of ember.Attention's or MultiHeadAttention's own options, which they keep " ..
+      "(%s): it could never be set; rename it", (function()
+        local l = {}
+        for n in pairs(RESERVED) do l[#l + 1] = n end
+        table.sort(l)
+        return table.concat(l, ", ")
+      end)())
+  end
   seen[o.name] = true
   for k in pairs(o) do
     if not OPT_KEYS[k] then bad("has an unknown field '%s' (fields: name, type, default, min, max, choices, help)", tostring(k)) end

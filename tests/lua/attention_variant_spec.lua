@@ -300,6 +300,10 @@ describe("Lua attention variants: definitions and errors", function()
     bad({ name = "n", type = "int", choices = { "a" }, default = 1 }, "is int: choices are for string options")
     bad({ name = "K", type = "int", min = 1 }, "needs a default: the variant is traced once at definition with the default options")
     bad({ name = "typo", type = "int", default = 1, minimum = 0 }, "has an unknown field 'minimum'")
+    -- probe 24: named like a module's own option, it could never be set
+    for _, n in ipairs { "dropout", "heads", "head_dim", "causal", "dtype", "bias" } do
+      bad({ name = n, type = "float", default = 0 }, "has the name of one of ember.Attention's or MultiHeadAttention's own options")
+    end
   end)
 
   -- probe 24: a bool buffer was accepted, then every forward failed
