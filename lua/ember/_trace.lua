@@ -239,16 +239,45 @@ Sym.__mod = binary("MOD")
 Sym.__pow = binary("POW")
 Sym.__unm = unary("NEG")
 
-local function no_compare(what, fn)
-  return function()
-    fail(("'%s' cannot be traced: Lua turns a comparison into a boolean, and branching on a traced value " ..
-      "cannot be followed. Use a:%s(b) or ember.%s(a, b), and ember.where(c, x, y) instead of if/and/or"):format(
-      what, fn, fn), 2)
+-- How the user wrote v: a number, or the name of a local of the function at
+-- `level` (as debug.getlocal counts) that holds it; nil when neither.
+local function spell(v, level)
+  if not is_sym(v) then return tostring(v) end
+  for i = 1, 250 do
+    local n, val = debug.getlocal(level + 1, i)
+    if not n then break end
+    if rawequal(val, v) and not n:find("^%(") then return n end
+  end
+  return nil
+end
+
+-- a < b, a <= b, a == b on traced values: Lua calls __lt(a, b) for a < b
+-- and for b > a (__le likewise), so a number on the left is `s > 0`.
+local function no_compare(op, flipped, fn, flipfn)
+  return function(a, b)
+    local A, B = spell(a, 2), spell(b, 2)
+    if not A then A = B == "x" and "y" or "x" end -- an expression, not a local
+    if not B then B = A == "x" and "y" or "x" end
+    local say
+    if op == "==" then
+      say = ("'==' cannot be traced: Lua turns a comparison into a boolean. Write %s:eq(%s) (or ember.eq)"):format(A, B)
+    elseif not is_sym(a) then -- a number on the left: most likely `b > a`
+      say = ("'%s' cannot be traced: Lua turns a comparison into a boolean. Write %s:%s(%s) for %s %s %s (or ember.%s)")
+        :format(flipped, B, flipfn, A, B, flipped, A, flipfn)
+    elseif not is_sym(b) then -- a number on the right: `a < b`
+      say = ("'%s' cannot be traced: Lua turns a comparison into a boolean. Write %s:%s(%s) for %s %s %s (or ember.%s)")
+        :format(op, A, fn, B, A, op, B, fn)
+    else
+      say = ("'%s' (or '%s') cannot be traced: Lua turns a comparison into a boolean. Write %s:%s(%s) for %s %s %s, " ..
+        "or %s:%s(%s) for %s %s %s"):format(op, flipped, A, fn, B, A, op, B, B, flipfn, A, B, flipped, A)
+    end
+    fail(say .. "; branching (if) on a traced value cannot be followed: use ember.where(c, x, y) instead of " ..
+      "if/and/or", 2)
   end
 end
-Sym.__lt = no_compare("<", "lt")
-Sym.__le = no_compare("<=", "le")
-Sym.__eq = no_compare("==", "eq")
+Sym.__lt = no_compare("<", ">", "lt", "gt")
+Sym.__le = no_compare("<=", ">=", "le", "ge")
+Sym.__eq = no_compare("==")
 Sym.__concat = function() fail("a traced value cannot be concatenated to a string", 2) end
 Sym.__call = function() fail("a traced value cannot be called", 2) end
 Sym.__len = function() fail("'#' of a traced value cannot be traced", 2) end

@@ -390,7 +390,7 @@ end
 -- Lowering to the program format (core/include/ember_expr.h)
 -- ---------------------------------------------------------------------
 
-local function lower(outs, grad_loads)
+local function lower(outs, grad_loads, name)
   local set, list = {}, {}
   local function visit(n)
     if set[n] then return end
@@ -408,7 +408,9 @@ local function lower(outs, grad_loads)
     for j, a in ipairs(n.args) do args[j] = reg[a] end
     ins[i] = { op = trace.OPNUM[n.op], cap = rawget(n, "cap") or 0, args = args, k = rawget(n, "value") or 0 }
   end
-  if #ins > 512 then errors.raise("attention variant: a traced function of %d operations (at most 512)", #ins) end
+  if #ins > 512 then
+    errors.raise("attention variant '%s': %s traces to %d operations (at most 512)", name.variant, name.what, #ins)
+  end
   local out = {}
   for i, o in ipairs(outs) do out[i] = reg[o] end
   local gl = {}
@@ -432,9 +434,11 @@ end
 
 -- Value and gradient programs of a function whose derivative is wanted
 -- with respect to s (when with_s) and the learned loads.
-local function grad_programs(st, out, caps, with_s)
+local function grad_programs(st, out, caps, with_s, name)
   local loads = learned_loads(out, caps)
-  if #loads > 8 then errors.raise("attention variant: %d loads of learned tables in one function (at most 8)", #loads) end
+  if #loads > 8 then
+    errors.raise("attention variant '%s': %s has %d loads of learned tables (at most 8)", name.variant, name.what, #loads)
+  end
   local is_load = {}
   for _, l in ipairs(loads) do is_load[l] = true end
   local adj = derivatives(st, out, function(n) return (with_s and n.op == "S") or is_load[n] end)
@@ -444,7 +448,8 @@ local function grad_programs(st, out, caps, with_s)
     outs[2] = (s_leaf and adj[s_leaf]) or trace.const(0)
     for i, l in ipairs(loads) do outs[2 + i] = adj[l] or trace.const(0) end
   end)
-  return lower({ out }), lower(outs, loads), loads
+  local grad = { variant = name.variant, what = name.what .. "'s gradient" }
+  return lower({ out }, nil, name), lower(outs, loads, grad), loads
 end
 
 --- Traces a variant for one instance (an ember.Attention module).
@@ -465,7 +470,7 @@ function M.trace(def, options, dims, tables)
     end)
     if out.kind == "bool" then errors.raise("attention variant '%s': score returned a boolean (a mask belongs in mask)", def.name) end
     r.score_graph = out
-    r.score, r.score_grad = grad_programs(st, out, caps, true)
+    r.score, r.score_grad = grad_programs(st, out, caps, true, { variant = def.name, what = "score" })
   end
   if def.mask then
     local st, out = traced_call(def, "mask", function()
@@ -474,7 +479,7 @@ function M.trace(def, options, dims, tables)
     end)
     if out.deps & trace.DEP.S ~= 0 then errors.raise("attention variant '%s': mask cannot read the score", def.name) end
     r.mask_graph = out
-    r.mask = lower({ out })
+    r.mask = lower({ out }, nil, { variant = def.name, what = "mask" })
     r.mask_st = st
   end
   if def.sink then
@@ -486,7 +491,7 @@ function M.trace(def, options, dims, tables)
       errors.raise("attention variant '%s': sink is one logit per query row: it cannot read k or s", def.name)
     end
     r.sink_graph = out
-    r.sink, r.sink_grad = grad_programs(st, out, caps, false)
+    r.sink, r.sink_grad = grad_programs(st, out, caps, false, { variant = def.name, what = "sink" })
   end
   return r
 end

@@ -336,11 +336,39 @@ describe("Lua attention variants: definitions and errors", function()
 
   it("comparisons with < and == say what to write instead, at the user's line", function()
     local err = def_error { name = "bad_lt", mask = function(b, h, q, k) return q < k end }
-    assert.matches("'<' cannot be traced", err)
+    assert.matches("'<' %(or '>'%) cannot be traced.*q:lt%(k%) for q < k, or k:gt%(q%) for k > q", err)
     assert.matches("attention_variant_spec.lua:%d+", err)
     assert.matches("bad_lt", err)
     err = def_error { name = "bad_eq", mask = function(b, h, q, k) if q == k then return 1 end return 0 end }
-    assert.matches("'==' cannot be traced", err)
+    assert.matches("'==' cannot be traced.*q:eq%(k%)", err)
+    -- probe 24: `s > 0` is Lua's __lt(0, s): it was reported as '<' with a:lt(b)
+    err = def_error { name = "bad_gt", score = function(s) if s > 0 then return s end return 0 end }
+    assert.matches("attention_variant_spec.lua:%d+: attention variant 'bad_gt': '>' cannot be traced.*s:gt%(0%) for s > 0", err)
+    err = def_error { name = "bad_le", mask = function(b, h, q, k) local rel = q - k; if rel <= 3 then return 1 end return 0 end }
+    assert.matches("'<=' cannot be traced.*rel:le%(3%) for rel <= 3", err)
+  end)
+
+  it("limit errors name the variant and the function; composed-route errors name the user's line once", function()
+    local ok, err = pcall(ember.attention_variant, { name = "too_long", score = function(s)
+      for i = 1, 300 do s = ember.tanh(s) * (1 + i * 1e-3) end
+      return s
+    end })
+    assert.is_false(ok)
+    assert.matches("attention_variant_spec.lua:%d+: attention variant 'too_long': score traces to %d+ operations %(at most 512%)", err)
+    ok, err = pcall(ember.attention_variant, { name = "too_many_loads",
+      params = function(o, d) return { { name = "t", tensor = ember.zeros(16, d.heads), learned = true } } end,
+      score = function(s, b, h, q, k, ctx)
+        for i = 1, 9 do s = s + ctx.t[i][h] * (q - k) end
+        return s
+      end })
+    assert.is_false(ok)
+    assert.matches("attention variant 'too_many_loads': score has 9 loads of learned tables %(at most 8%)", err)
+    local att = ember.Attention { attention = "document", heads = 1, head_dim = 4 }
+    local x = randn({ 1, 1, 6, 4 }, "float32")
+    ok, err = pcall(att, x, x, x, { variant_inputs = { doc = ember.ones(1, 4, { dtype = "int64" }) }, need_weights = true })
+    assert.is_false(ok)
+    local _, n = tostring(err):gsub("attention_variant_spec.lua:%d+:", "")
+    assert.are.equal(1, n, tostring(err))
   end)
 
   -- probe 24: Lua's not / == / ~= with a number give plain booleans (Lua

@@ -167,7 +167,12 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
   local function dense()
     ember._attention_count("composed")
     local ok, out, w = pcall(variant.dense, inst, tables, inputs, q, k, v, o)
-    if not ok then errors.raise("%s", tostring(out)) end
+    if not ok then
+      -- variant.dense's own errors already name the user's line: keep that one
+      local msg = tostring(out)
+      if msg:match("^[^\n:]*:%d+: ") and errors.strip_library_position(msg) == msg then error(msg, 0) end
+      errors.raise("%s", msg)
+    end
     if o.need_weights then return out, w end
     return out
   end
