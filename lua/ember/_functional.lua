@@ -327,11 +327,14 @@ set("relu6", function(x)
   return hard_clamp(x, 0, 6)
 end)
 
--- ember.hardswish(x): x * relu6(x + 3) / 6 (torch.nn.functional.hardswish;
--- its gradient is x / 3 + 1/2 on [-3, 3], the bounds included, as PyTorch's).
+-- ember.hardswish(x): x * relu6(x + 3) / 6 (torch.nn.functional.hardswish).
+-- Its gradient is 0 below -3, x / 3 + 1/2 on [-3, 3), 1 from 3 up: what
+-- PyTorch 1.13's vectorised CPU loop gives, which every tensor of more
+-- than a few elements takes (its scalar loop, on the smallest tensors,
+-- gives 1.5 at exactly 3).
 set("hardswish", function(x)
   check_tensor("hardswish", x)
-  return x * (x + 3):clamp(0, 6) / 6
+  return core.where(x:lt(-3), core.zeros_like(x), core.where(x:ge(3), x, x * (x + 3) / 6))
 end)
 
 -- ember.hardsigmoid(x): relu6(x + 3) / 6 (torch.nn.functional.hardsigmoid).

@@ -34,8 +34,7 @@ function GLU:forward(x)
     error(("GLU.forward: the halved dim must have an even size, but dim %d of shape %s has %d"):format(self.dim,
       shape_str(x), n), 2)
   end
-  local h = n // 2
-  return x:narrow(d, 1, h) * x:narrow(d, h + 1, h):sigmoid()
+  return ember.glu(x, d)
 end
 
 --- The dim, for printing.

@@ -8,7 +8,6 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
-local clip = require("ember.nn.Hardtanh")._clip
 
 local Hardsigmoid = Module:extend("Hardsigmoid")
 
@@ -17,7 +16,7 @@ local Hardsigmoid = Module:extend("Hardsigmoid")
 -- @treturn Tensor the same shape
 function Hardsigmoid:forward(x)
   if not ember.is_tensor(x) then error("Hardsigmoid.forward: expected a tensor, got " .. type(x), 2) end
-  return clip(x + 3, 0, 6) / 6
+  return ember.hardsigmoid(x)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -1,7 +1,7 @@
 --- nn.Hardswish(): x * min(max(x + 3, 0), 6) / 6, as torch.nn.Hardswish
--- (MobileNetV3); its gradient is PyTorch's (its vectorised CPU kernel,
--- which every tensor of more than a few elements takes): 0 below -3,
--- x / 3 + 1/2 on [-3, 3), 1 from 3 up.
+-- (MobileNetV3), through ember.hardswish: its gradient is PyTorch's formula
+-- (0 below -3, x / 3 + 1/2 on [-3, 3], 1 above; PyTorch 1.13's vectorised
+-- CPU loop gives 1 at exactly 3 instead).
 -- Errors name nn.Hardswish: an input that is not a tensor.
 -- @usage print(nn.Hardswish()(ember.tensor({-4, 0, 4})))   --> tensor([0.0000, 0.0000, 4.0000], shape=[3], dtype=float32, device=cpu)
 -- @classmod nn.Hardswish
@@ -16,8 +16,7 @@ local Hardswish = Module:extend("Hardswish")
 -- @treturn Tensor the same shape
 function Hardswish:forward(x)
   if not ember.is_tensor(x) then error("Hardswish.forward: expected a tensor, got " .. type(x), 2) end
-  local mid = x * (x + 3) / 6
-  return ember.where(x:lt(-3), ember.zeros_like(x), ember.where(x:ge(3), x, mid))
+  return ember.hardswish(x)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -13,9 +13,6 @@ local Hardtanh = Module:extend("Hardtanh")
 
 -- x clipped to [lo, hi], the gradient passing strictly inside only (shared
 -- by nn.ReLU6 and nn.Hardsigmoid).
-function Hardtanh._clip(x, lo, hi)
-  return ember.where(x:gt(lo):logical_and(x:lt(hi)), x, x:clamp(lo, hi):detach())
-end
 
 function Hardtanh:__init(min_val, max_val)
   min_val, max_val = min_val or -1, max_val or 1
@@ -31,7 +28,7 @@ end
 -- @treturn Tensor the same shape
 function Hardtanh:forward(x)
   if not ember.is_tensor(x) then error(self.__name .. ".forward: expected a tensor, got " .. type(x), 2) end
-  return Hardtanh._clip(x, self.min_val, self.max_val)
+  return ember.hardtanh(x, self.min_val, self.max_val)
 end
 
 --- The bounds, for printing.

@@ -25,7 +25,7 @@ end
 -- @treturn Tensor a scalar, or input's shape with reduction "none"
 function HuberLoss:forward(input, target)
   check_pair("HuberLoss", input, target)
-  return ember.smooth_l1_loss(input, target, { beta = self.delta, reduction = self.reduction }) * self.delta
+  return ember.huber_loss(input, target, { delta = self.delta, reduction = self.reduction })
 end
 
 --- Its options, for printing.

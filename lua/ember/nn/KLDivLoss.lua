@@ -6,7 +6,8 @@
 -- exp(target) (target - input) with log_target. reduction "batchmean"
 -- (the sum over the batch size input:size(1): the true KL divergence, what
 -- PyTorch recommends), "mean" (over every element, PyTorch's default),
--- "sum" or "none". Gradients reach both input and target.
+-- "sum" or "none". Gradients reach both input and target (NaN for the
+-- target where it is 0, as PyTorch's). ember.kl_div computes it.
 -- Errors name nn.KLDivLoss: a bad reduction or log_target, inputs that are not tensors of one shape.
 -- @usage local kl = nn.KLDivLoss({reduction = "batchmean"})
 -- local loss = kl(ember.randn(4, 5):log_softmax(2), ember.randn(4, 5):softmax(2))
@@ -48,19 +49,7 @@ KLDivLoss._check_pair = check_pair
 -- @treturn Tensor a scalar, or input's shape with reduction "none"
 function KLDivLoss:forward(input, target)
   check_pair("KLDivLoss", input, target)
-  local loss
-  if self.log_target then
-    loss = target:exp() * (target - input)
-  else
-    -- xlogy(t, t): 0 at t = 0 with a finite gradient (log of 1 there)
-    local safe = ember.where(target:eq(0), ember.ones_like(target), target)
-    loss = target * safe:log() - target * input
-  end
-  local r = self.reduction
-  if r == "mean" then return loss:mean() end
-  if r == "sum" then return loss:sum() end
-  if r == "batchmean" then return input.ndim == 0 and loss:sum() or loss:sum() / input.shape[1] end
-  return loss
+  return ember.kl_div(input, target, { reduction = self.reduction, log_target = self.log_target })
 end
 
 --- Its options, for printing.

@@ -13,7 +13,7 @@ local Mish = Module:extend("Mish")
 -- @treturn Tensor the same shape
 function Mish:forward(x)
   if not ember.is_tensor(x) then error("Mish.forward: expected a tensor, got " .. type(x), 2) end
-  return x * ember.softplus(x):tanh()
+  return ember.mish(x)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
