@@ -116,6 +116,12 @@ local TINY = 2.0 ^ -149
 set("binary_cross_entropy", function(input, target, opts)
   local op = "binary_cross_entropy"
   local o, red = binary_opts(op, input, target, opts, { weight = true, reduction = true })
+  -- probabilities outside [0, 1] give a meaningless (even negative) loss:
+  -- refused, as PyTorch does (one reduction and a read of its result)
+  if input:numel() > 0 and input:lt(0):logical_or(input:gt(1)):any():item() then
+    fail(op, "input must hold probabilities in [0, 1] (apply sigmoid first, or use binary_cross_entropy_with_logits), "
+      .. "got values from %g to %g", input:min():item(), input:max():item())
+  end
   local p = input.dtype == "bfloat16" and input:float() or input
   local y = target:to(p.dtype)
   local log_p = p:clamp(TINY, math.huge):log():clamp(-100, math.huge)

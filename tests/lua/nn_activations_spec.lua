@@ -166,6 +166,8 @@ describe("activation and loss modules", function()
     raises_here(function() ember.softplus(ember.randn(2), { bet = 1 }) end,
       "ember.softplus: unknown option 'bet' (expected beta, threshold)")
     raises_here(function() nn.Tanh()(3) end, "Tanh.forward: expected a tensor, got number")
+    raises_here(function() nn.BCELoss()(ember.tensor { 1.5, -0.2 }, ember.tensor { 1, 0 }) end,
+      "ember.binary_cross_entropy: input must hold probabilities in [0, 1]")
     raises_here(function() nn.NLLLoss()(ember.randn(3, 4), ember.tensor({ 1, 5, 2 }, { dtype = "int64" })) end,
       "ember.nll_loss: target ids must be in 1..4 (1-based), got 1..5")
     raises_here(function() nn.NLLLoss()(ember.randn(3, 4), ember.tensor { 1, 2, 2 }) end,
