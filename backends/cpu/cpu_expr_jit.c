@@ -309,12 +309,19 @@ static bool write_file(const char *path, const char *text, size_t n) {
   return fclose(f) == 0 && ok;
 }
 
+/* The compile flags before the ISA's. -ffp-contract=off: gnu11 lets GCC
+** fuse a product and a sum of separate statements into one FMA (one
+** rounding fewer), which the interpreter (built as ISO C11, where GCC does
+** not contract) never does -- softcap's d/ds = 1 - t*t differed by an ulp.
+** Part of the cache key: entries compiled otherwise are not found. */
+#define JIT_CFLAGS "-O3 -std=gnu11 -ffp-contract=off -fPIC -shared -fno-trapping-math -fno-math-errno"
+
 /* Runs the compiler; its output goes to log. */
 static bool run_cc(const char *cc, const char *src, const char *out, const char *log) {
   char *argv[64];
   int n = 0;
   char flags[512];
-  snprintf(flags, sizeof flags, "-O3 -std=gnu11 -fPIC -shared -fno-trapping-math -fno-math-errno %s", isa_flags());
+  snprintf(flags, sizeof flags, JIT_CFLAGS " %s", isa_flags());
   argv[n++] = (char *)cc;
   for (char *t = strtok(flags, " "); t && n < 40; t = strtok(NULL, " ")) argv[n++] = t;
   char incs[8][1024];
@@ -511,6 +518,7 @@ static uint64_t program_key(const em_expr *const *progs, bool f64, const em_xcap
     h = fnv_words(h, kind, sizeof kind);
   }
   h = fnv_words(h, cc, strlen(cc));
+  h = fnv_words(h, JIT_CFLAGS, strlen(JIT_CFLAGS));
   return fnv_words(h, isa_flags(), strlen(isa_flags()));
 }
 
@@ -546,6 +554,7 @@ bool cpu_xjit_get(const em_expr *const *progs, const cpu_xhoist *plans, bool f64
   /* the cache file is named by the source itself, so a stale one is never found */
   uint64_t key = fnv(1469598103934665603ull, b.p, b.n);
   key = fnv(key, cc, strlen(cc));
+  key = fnv(key, JIT_CFLAGS, strlen(JIT_CFLAGS));
   key = fnv(key, isa_flags(), strlen(isa_flags()));
   pthread_mutex_lock(&g_lock);
   i = 0;
