@@ -221,12 +221,15 @@ static int index_integer(lua_State *L, em_tensor *t) {
 /* t[idx] with an int64 tensor of 1-based positions in dim 1: as
 ** t:index_select(1, idx), and for an idx of any shape the result is idx's
 ** shape followed by t's other dims (PyTorch's x[idx]). */
+static int call_table_index(lua_State *L, const char *handler, int nargs);
+
 static int index_tensor(lua_State *L, em_tensor *t) {
   em_tensor *idx = lember_checktensor(L, 2);
   if (t->ndim == 0) return luaL_error(L, "ember.index: a 0-d tensor cannot be indexed (use :item())");
+  if (idx->dtype == EM_BOOL) return call_table_index(L, "__mask_index", 2); /* x[mask], Lua side */
   if (idx->dtype != EM_I64)
-    return luaL_error(L, "ember.index: an index tensor must be int64 (1-based positions in dim 1), "
-                         "got %s; for a mask use masked_fill or where", em_dtype_name(idx->dtype));
+    return luaL_error(L, "ember.index: an index tensor must be int64 (1-based positions in dim 1) or a bool "
+                         "mask, got %s", em_dtype_name(idx->dtype));
   if (idx->ndim + t->ndim - 1 > EM_MAX_DIMS)
     return luaL_error(L, "ember.index: the result would have more than %d dims", EM_MAX_DIMS);
   int64_t shape[EM_MAX_DIMS], flat_n = em_numel(idx);
@@ -333,7 +336,11 @@ static int t_newindex(lua_State *L) {
     return luaL_error(L, "ember: cannot set field '%s' of a tensor (settable: requires_grad, grad, t[i])", k);
   }
   if (kt == LUA_TTABLE) return call_table_index(L, "__table_newindex", 3), 0;
-  return luaL_error(L, "ember: cannot index a tensor with a %s", luaL_typename(L, 2));
+  if (lember_istensor(L, 2) && lember_checktensor(L, 2)->dtype == EM_BOOL)
+    return call_table_index(L, "__mask_newindex", 3), 0; /* x[mask] = v, Lua side */
+  return luaL_error(L, "ember: cannot assign to a tensor indexed by a %s (t[i] = v, t[{...}] = v and "
+                       "t[bool mask] = v can be assigned)", lember_istensor(L, 2) ? "non-bool tensor" :
+                       luaL_typename(L, 2));
 }
 
 /* #t is the size of the first dim. */

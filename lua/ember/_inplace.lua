@@ -28,3 +28,62 @@ for _, op in ipairs(OPS) do
     end
   end
 end
+
+-- ---- boolean masks as indices: x[mask] and x[mask] = v ----------------------
+
+local mt = debug.getregistry()["ember.Tensor"]
+local shape_str = errors.shape_str
+
+-- The mask's checks (its shape is x's leading dims) and the 1-based row
+-- numbers it selects in x viewed as [rows, rest...].
+local function mask_rows(op, x, mask)
+  local ok = mask.ndim >= 1 and mask.ndim <= x.ndim and mask.device == x.device
+  for i = 1, ok and mask.ndim or 0 do ok = ok and mask.shape[i] == x.shape[i] end
+  if not ok then
+    errors.raise("ember.%s: a bool mask must have the tensor's leading dims (and device): mask %s, tensor %s",
+      op, shape_str(mask), shape_str(x))
+  end
+  local rest = {}
+  for i = mask.ndim + 1, x.ndim do rest[#rest + 1] = x.shape[i] end
+  return core.nonzero(mask:reshape(-1)):view(-1), rest
+end
+
+-- x[mask]: the selected elements (rows, when the mask covers leading dims
+-- only) as [n, rest...], in row-major order, as PyTorch (differentiable:
+-- an index_select).
+mt.__mask_index = function(x, mask)
+  local idx, rest = mask_rows("index", x, mask)
+  return x:reshape(-1, table.unpack(rest)):index_select(1, idx)
+end
+
+-- x[mask] = v: a number, or a tensor of the selected shape [n, rest...]
+-- (or one that broadcasts to it), written in place (as copy_: not on a
+-- tensor of an autograd graph).
+mt.__mask_newindex = function(x, mask, v)
+  local idx, rest = mask_rows("setindex", x, mask)
+  local ok, err = pcall(function()
+    if type(v) == "number" or type(v) == "boolean" then
+      local full = mask
+      for _ = 1, #rest do full = full:unsqueeze(-1) end
+      x:copy_(x:masked_fill(full:expand(x.shape), v))
+    elseif core.is_tensor(v) then
+      local rows = x:reshape(-1, table.unpack(rest)):clone()
+      local n = idx.shape[1]
+      local shape = { n, table.unpack(rest) }
+      local src = v:to(x.dtype):expand(shape)
+      -- one row at a time is slow; an index_copy along dim 1 in one op:
+      -- zero the selected rows, then add the values there
+      local keep = core.ones(rows.shape[1], { dtype = x.dtype, device = x.device })
+      keep = keep:masked_fill(mask:reshape(-1), 0)
+      local view = { rows.shape[1] }
+      for _ = 1, #rest do view[#view + 1] = 1 end
+      rows = rows * keep:view(table.unpack(view))
+      local index = idx:view(n, table.unpack(view, 2)):expand(shape)
+      rows = rows:scatter_add(1, index, src)
+      x:copy_(rows:reshape(x.shape))
+    else
+      errors.raise("ember.setindex: value must be a number or a tensor, got %s", type(v))
+    end
+  end)
+  if not ok then errors.raise("%s", (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("ember%.copy_", "ember.setindex"))) end
+end
