@@ -32,6 +32,11 @@ KLDivLoss, HuberLoss, CosineSimilarity, PairwiseDistance, the 2-d paddings,
 1-d pools, nearest Upsample, PixelShuffle/Unshuffle) as nn_modern.lua, with
 each module's PyTorch state_dict keys; their own seed.
 
+nn_rnn.lua -- rnn_cases(): nn.RNN, LSTM, GRU and the LSTM/GRU cells (1 and 2
+layers, bidirectional, batch_first, unbatched, with and without hx, without
+biases), with PyTorch's parameter names; outputs, last states and the
+gradients of input, hx and every parameter; its own seed.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
 momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
@@ -760,6 +765,92 @@ def cross_entropy_cases():
     return out
 
 
+def rnn_cases():
+    """nn.RNN (tanh, relu), nn.LSTM, nn.GRU, nn.LSTMCell and nn.GRUCell against
+    PyTorch 1.13, own seed (tests/fixtures/nn_rnn.lua). Each case: the kind, the
+    sizes and ember's options, the parameter names in PyTorch's order (the state
+    dict's keys), the state, the inputs (x, and h0 / c0 when the case passes hx),
+    the outputs (out; h_n, c_n: for a cell h' is out and c' is c_n) and the
+    gradients of sum(out * R) + sum(h_n * R_h) + sum(c_n * R_c) with respect to
+    the inputs and every parameter; float64, PyTorch's own initialisation."""
+    torch.manual_seed(20261221)
+    specs = [
+        # name, kind, input_size, hidden_size, options, L, N (None: unbatched), hx, train
+        ("RNN_tanh", "RNN", 3, 4, {}, 5, 2, False, True),
+        ("RNN_relu_2layers_hx", "RNN", 3, 4, {"num_layers": 2, "nonlinearity": "relu"}, 5, 2, True, True),
+        ("RNN_bidir_batch_first_hx", "RNN", 3, 4, {"bidirectional": True, "batch_first": True}, 4, 3, True, True),
+        ("RNN_dropout_eval", "RNN", 3, 4, {"num_layers": 2, "dropout": 0.5}, 4, 2, False, False),
+        ("LSTM", "LSTM", 3, 4, {}, 5, 2, False, True),
+        ("LSTM_hx", "LSTM", 3, 4, {}, 5, 2, True, True),
+        ("LSTM_2layers_bidir_hx", "LSTM", 3, 4, {"num_layers": 2, "bidirectional": True}, 5, 2, True, True),
+        ("LSTM_2layers_batch_first", "LSTM", 3, 5, {"num_layers": 2, "batch_first": True}, 4, 3, False, True),
+        ("LSTM_unbatched_hx", "LSTM", 3, 4, {"num_layers": 2}, 6, None, True, True),
+        ("LSTM_nobias_bidir_batch_first_hx", "LSTM", 2, 3,
+         {"bias": False, "bidirectional": True, "batch_first": True}, 4, 2, True, True),
+        ("GRU", "GRU", 3, 4, {}, 5, 2, False, True),
+        ("GRU_2layers_bidir_batch_first_hx", "GRU", 3, 4,
+         {"num_layers": 2, "bidirectional": True, "batch_first": True}, 4, 3, True, True),
+        ("GRU_unbatched", "GRU", 3, 4, {}, 6, None, False, True),
+        ("GRU_nobias_2layers_hx", "GRU", 3, 4, {"bias": False, "num_layers": 2}, 5, 2, True, True),
+        ("LSTMCell_hx", "LSTMCell", 3, 4, {}, None, 3, True, True),
+        ("LSTMCell_unbatched", "LSTMCell", 3, 4, {}, None, None, False, True),
+        ("GRUCell_hx", "GRUCell", 3, 4, {}, None, 3, True, True),
+        ("GRUCell_unbatched_nobias", "GRUCell", 3, 4, {"bias": False}, None, None, False, True),
+    ]
+    cases = []
+    for name, kind, isz, hsz, opts, L, N, with_hx, train in specs:
+        cell = kind.endswith("Cell")
+        m = getattr(torch.nn, kind)(isz, hsz, **opts)
+        m.train(train)
+        D = 2 if opts.get("bidirectional") else 1
+        S = D * opts.get("num_layers", 1)
+        if cell:
+            xshape = (N, isz) if N else (isz,)
+            hshape = (N, hsz) if N else (hsz,)
+        else:
+            xshape = ((N, L, isz) if opts.get("batch_first") else (L, N, isz)) if N else (L, isz)
+            hshape = (S, N, hsz) if N else (S, hsz)
+        inputs = {"x": torch.randn(*xshape)}
+        if with_hx:
+            inputs["h0"] = torch.randn(*hshape) * 0.5
+            if kind.startswith("LSTM"):
+                inputs["c0"] = torch.randn(*hshape) * 0.5
+        for t in inputs.values():
+            t.requires_grad_(True)
+        hx = None
+        if with_hx:
+            hx = (inputs["h0"], inputs["c0"]) if kind.startswith("LSTM") else inputs["h0"]
+        res = m(inputs["x"], hx)
+        if kind == "LSTMCell":
+            out, h_n, c_n = res[0], None, res[1]
+        elif cell:
+            out, h_n, c_n = res, None, None
+        elif kind == "LSTM":
+            out, (h_n, c_n) = res
+        else:
+            out, (h_n, c_n) = res[0], (res[1], None)
+        case = {"name": name, "kind": kind, "input_size": isz, "hidden_size": hsz, "options": opts,
+                "train": train, "param_names": list(m.state_dict().keys()),
+                "state": {n: p.detach().clone() for n, p in m.named_parameters()},
+                "inputs": {k: v.detach() for k, v in inputs.items()}, "out": out.detach()}
+        R = torch.randn_like(out)
+        loss = (out * R).sum()
+        case["R"] = R
+        if h_n is not None:
+            case["h_n"] = h_n.detach()
+            case["R_h"] = torch.randn_like(h_n)
+            loss = loss + (h_n * case["R_h"]).sum()
+        if c_n is not None:
+            case["c_n"] = c_n.detach()
+            case["R_c"] = torch.randn_like(c_n)
+            loss = loss + (c_n * case["R_c"]).sum()
+        loss.backward()
+        case["grad_inputs"] = {k: v.grad for k, v in inputs.items()}
+        case["grads"] = {n: p.grad.clone() for n, p in m.named_parameters()}
+        cases.append(case)
+    return cases
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -770,6 +861,7 @@ def main():
           {"torch_version": torch.__version__, "cases": modern_cases(), "init": init_cases()})
     write(os.path.join(HERE, "fixtures", "nn_more.lua"), {"torch_version": torch.__version__, "cases": more_cases(),
                                                           "cross_entropy": cross_entropy_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_rnn.lua"), {"torch_version": torch.__version__, "cases": rnn_cases()})
 
 
 if __name__ == "__main__":

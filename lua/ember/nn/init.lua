@@ -77,4 +77,9 @@ return {
   Upsample = require "ember.nn.Upsample",
   PixelShuffle = require "ember.nn.PixelShuffle",
   PixelUnshuffle = require "ember.nn.PixelUnshuffle",
+  RNN = require "ember.nn.RNN",
+  LSTM = require "ember.nn.LSTM",
+  GRU = require "ember.nn.GRU",
+  LSTMCell = require "ember.nn.LSTMCell",
+  GRUCell = require "ember.nn.GRUCell",
 }
