@@ -700,6 +700,22 @@ static em_status attention_run(em_tensor **out, em_tensor **weights, const em_at
     return em_error(EM_ERR_SHAPE, "attention '%s': empty head or batch dims (B=%lld H=%lld dk=%lld dv=%lld)",
                     v->name, (long long)c.B, (long long)c.H, (long long)c.dims.dk, (long long)c.dims.dv);
   if (v->check) EM_TRY(v->check(o, &c.dims));
+  if (c.Lq == 0 || c.Lk == 0) {
+    /* no queries, or no keys: softmax over nothing weighs nothing, so the
+    ** output is zeros (an empty tensor for Lq = 0), as PyTorch's
+    ** attention gives; no kernel sees an empty buffer */
+    const int64_t shape[4] = {c.B, c.H, c.Lq, c.dims.dv}, wshape[4] = {c.B, c.H, c.Lq, c.Lk};
+    EM_TRY(em_zeros(out, 4, shape, q->dtype, q->device));
+    if (a->need_weights && weights) {
+      em_status s = em_zeros(weights, 4, wshape, q->dtype, q->device);
+      if (s) {
+        em_release(*out);
+        *out = NULL;
+        return s;
+      }
+    }
+    return EM_OK;
+  }
   c.causal = a->causal;
   c.scale = a->scale > 0 ? a->scale : 1.0 / sqrt((double)c.dims.dk);
   c.training = a->training;

@@ -276,3 +276,18 @@ describe("ember.Attention", function()
     assert.is_true(a.caps.mask)
   end)
 end)
+
+describe("empty sequences", function()
+  it("no queries give an empty output, no keys give zeros (as PyTorch), not a kernel's error", function()
+    local nn = require "ember.nn"
+    local m = nn.MultiHeadAttention(4, 2)
+    assert.are.same({ 1, 0, 4 }, m(ember.zeros(1, 0, 4)).shape)
+    local a = ember.Attention { heads = 2, head_dim = 2 }
+    local o, w = a(ember.randn(1, 2, 3, 2), ember.zeros(1, 2, 0, 2), ember.zeros(1, 2, 0, 2), { need_weights = true })
+    assert.are.same({ 1, 2, 3, 2 }, o.shape)
+    assert.are.equal(0, o:abs():sum():item())
+    assert.are.same({ 1, 2, 3, 0 }, w.shape)
+    assert.are.same({ 2, 2, 0, 2 }, a(ember.zeros(2, 2, 0, 2), ember.randn(2, 2, 5, 2), ember.randn(2, 2, 5, 2)).shape)
+  end)
+end)
+
