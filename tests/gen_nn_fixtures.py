@@ -37,6 +37,12 @@ layers, bidirectional, batch_first, unbatched, with and without hx, without
 biases), with PyTorch's parameter names; outputs, last states and the
 gradients of input, hx and every parameter; its own seed.
 
+nn_optim_more.lua -- optim_more_cases(): NAdam, RAdam, Adamax, Adadelta and
+Adam/AdamW amsgrad trajectories; schedule_more_cases(): the lrs (and
+momentum / beta1) of LinearLR, ConstantLR, PolynomialLR,
+CosineAnnealingWarmRestarts, OneCycleLR, CyclicLR and SequentialLR; their
+own seed, so nn_optim.lua stays unchanged.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
 momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
@@ -851,6 +857,156 @@ def rnn_cases():
     return cases
 
 
+STEPS_MORE = 10
+
+
+def optim_more_cases():
+    """NAdam, RAdam, Adamax, Adadelta and Adam/AdamW with amsgrad on the
+    loss of optim_cases() (their own p0, A, B and seed), 10 steps (RAdam's
+    rectified branch starts at step 6 with beta2 0.9). NAdam's reference is
+    1.13's foreach path: its default single-tensor loop has the mu_product
+    bug PyTorch 2.0 fixed (see lua/ember/optim/NAdam.lua)."""
+    torch.manual_seed(20261221)
+    p0 = torch.randn(3, 4)
+    A = torch.rand(3, 4) + 0.5
+    B = torch.randn(3, 4)
+    specs = [
+        ("NAdam", {"lr": 0.01}),
+        ("NAdam", {"lr": 0.02, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1, "momentum_decay": 0.01}),
+        ("RAdam", {"lr": 0.01}),
+        ("RAdam", {"lr": 0.05, "betas": [0.9, 0.9], "eps": 1e-6, "weight_decay": 0.1}),
+        ("Adamax", {"lr": 0.02}),
+        ("Adamax", {"lr": 0.05, "betas": [0.8, 0.9], "eps": 1e-4, "weight_decay": 0.1}),
+        ("Adamax", {"lr": 0.02, "maximize": True}),
+        ("Adadelta", {}),
+        ("Adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-4, "weight_decay": 0.1}),
+        ("Adadelta", {"lr": 0.3, "maximize": True}),
+        ("Adam", {"lr": 0.05, "amsgrad": True}),
+        ("Adam", {"lr": 0.05, "betas": [0.8, 0.9], "weight_decay": 0.1, "amsgrad": True}),
+        ("AdamW", {"lr": 0.05, "betas": [0.9, 0.8], "weight_decay": 0.5, "amsgrad": True}),
+    ]
+    out = []
+    global STEPS
+    saved, STEPS = STEPS, STEPS_MORE
+    try:
+        for name, kw in specs:
+            tkw = dict(kw)
+            if "betas" in tkw:
+                tkw["betas"] = tuple(tkw["betas"])
+            if name == "NAdam":
+                tkw["foreach"] = True
+            cls = getattr(torch.optim, name)
+            traj = trajectory(lambda ps: cls(ps, **tkw), p0, A, B)
+            out.append({"optimizer": name, "options": kw, "trajectory": traj})
+    finally:
+        STEPS = saved
+    return {"p0": p0, "A": A, "B": B, "steps": STEPS_MORE, "cases": out}
+
+
+def schedule_more_cases():
+    """torch.optim.lr_scheduler's LinearLR, ConstantLR, PolynomialLR,
+    CosineAnnealingWarmRestarts (also stepped to given epochs), OneCycleLR,
+    CyclicLR and SequentialLR: the lrs of two parameter groups (lr 0.1 and
+    0.05) at construction and after each step, and with cycle_momentum the
+    momentum (SGD's, or Adam's beta1; beta2 recorded to check it stays).
+    "scale_fn": "inv" is 1 / (x + 1)."""
+    L = torch.optim.lr_scheduler
+    fns = {"inv": lambda x: 1 / (x + 1)}
+
+    def make(opt, spec):
+        name, kw = spec["scheduler"], dict(spec.get("options", {}))
+        if name == "SequentialLR":
+            subs = [make(opt, s) for s in spec["schedulers"]]
+            return L.SequentialLR(opt, subs, spec["milestones"])
+        if "scale_fn" in kw:
+            kw["scale_fn"] = fns[kw["scale_fn"]]
+        return getattr(L, name)(opt, **kw)
+
+    specs = [
+        {"scheduler": "LinearLR", "steps": 8},
+        {"scheduler": "LinearLR", "options": {"start_factor": 0.25, "end_factor": 0.75, "total_iters": 4}, "steps": 7},
+        {"scheduler": "ConstantLR", "steps": 8},
+        {"scheduler": "ConstantLR", "options": {"factor": 0.5, "total_iters": 3}, "steps": 6},
+        {"scheduler": "PolynomialLR", "steps": 8},
+        {"scheduler": "PolynomialLR", "options": {"total_iters": 6, "power": 2.0}, "steps": 8},
+        {"scheduler": "PolynomialLR", "options": {"total_iters": 4, "power": 0.5}, "steps": 6},
+        {"scheduler": "CosineAnnealingWarmRestarts", "options": {"T_0": 3}, "steps": 10},
+        {"scheduler": "CosineAnnealingWarmRestarts", "options": {"T_0": 2, "T_mult": 2, "eta_min": 0.01},
+         "steps": 16},
+        {"scheduler": "CosineAnnealingWarmRestarts", "options": {"T_0": 2, "T_mult": 3, "eta_min": 0.001},
+         "epochs": [0.5, 1.75, 2, 5.5, 9, 20.25, 3, 0, 7.999]},
+        {"scheduler": "CosineAnnealingWarmRestarts", "options": {"T_0": 4}, "epochs": [1.5, 4, 6.25, 13, 2]},
+        {"scheduler": "OneCycleLR", "options": {"max_lr": [0.1, 0.2], "total_steps": 20}, "steps": 20,
+         "momentum": 0.9},
+        {"scheduler": "OneCycleLR", "options": {"max_lr": 0.5, "epochs": 4, "steps_per_epoch": 5, "pct_start": 0.25,
+                                                "anneal_strategy": "linear", "three_phase": True, "div_factor": 10.0,
+                                                "final_div_factor": 100.0, "base_momentum": [0.8, 0.7],
+                                                "max_momentum": 0.9}, "steps": 20, "momentum": 0.9},
+        {"scheduler": "OneCycleLR", "options": {"max_lr": 0.01, "total_steps": 15, "pct_start": 0.4}, "steps": 15,
+         "optimizer": "Adam"},
+        {"scheduler": "OneCycleLR", "options": {"max_lr": 0.3, "total_steps": 12, "cycle_momentum": False,
+                                                "three_phase": True}, "steps": 12},
+        {"scheduler": "CyclicLR", "options": {"base_lr": 0.01, "max_lr": [0.1, 0.2], "step_size_up": 3,
+                                              "step_size_down": 2}, "steps": 14, "momentum": 0.9},
+        {"scheduler": "CyclicLR", "options": {"base_lr": [0.01, 0.02], "max_lr": 0.1, "step_size_up": 2,
+                                              "mode": "triangular2", "base_momentum": 0.85,
+                                              "max_momentum": [0.95, 0.9]}, "steps": 14, "momentum": 0.9},
+        {"scheduler": "CyclicLR", "options": {"base_lr": 0.001, "max_lr": 0.1, "step_size_up": 3, "mode": "exp_range",
+                                              "gamma": 0.9}, "steps": 14, "momentum": 0.9},
+        {"scheduler": "CyclicLR", "options": {"base_lr": 0.001, "max_lr": 0.1, "step_size_up": 2, "scale_fn": "inv",
+                                              "scale_mode": "iterations", "cycle_momentum": False},
+         "steps": 10, "optimizer": "Adam"},
+        {"scheduler": "SequentialLR", "schedulers": [
+            {"scheduler": "LinearLR", "options": {"start_factor": 0.1, "total_iters": 3}},
+            {"scheduler": "ExponentialLR", "options": {"gamma": 0.9}}], "milestones": [3], "steps": 10},
+        {"scheduler": "SequentialLR", "schedulers": [
+            {"scheduler": "ConstantLR", "options": {"factor": 0.5, "total_iters": 2}},
+            {"scheduler": "CosineAnnealingLR", "options": {"T_max": 4, "eta_min": 0.001}},
+            {"scheduler": "StepLR", "options": {"step_size": 2, "gamma": 0.5}}], "milestones": [2, 7], "steps": 14},
+        {"scheduler": "SequentialLR", "schedulers": [
+            {"scheduler": "LinearLR", "options": {"start_factor": 0.5, "total_iters": 4}},
+            {"scheduler": "CosineAnnealingWarmRestarts", "options": {"T_0": 3}}], "milestones": [4], "steps": 12},
+    ]
+    out = []
+    for spec in specs:
+        a = torch.zeros(1, requires_grad=True)
+        b = torch.zeros(1, requires_grad=True)
+        groups = [{"params": [a]}, {"params": [b], "lr": 0.05}]
+        if spec.get("optimizer") == "Adam":
+            opt = torch.optim.Adam(groups, lr=0.1, betas=(0.9, 0.99))
+        else:
+            opt = torch.optim.SGD(groups, lr=0.1, momentum=spec.get("momentum", 0.0))
+        sched = make(opt, spec)
+
+        def record():
+            lrs.append([g["lr"] for g in opt.param_groups])
+            if "betas" in opt.param_groups[0]:
+                moms.append([g["betas"][0] for g in opt.param_groups])
+                beta2.append([g["betas"][1] for g in opt.param_groups])
+            else:
+                moms.append([g["momentum"] for g in opt.param_groups])
+
+        lrs, moms, beta2 = [], [], []
+        record()
+        if "epochs" in spec:
+            for e in spec["epochs"]:
+                opt.step()
+                sched.step(e)
+                record()
+        else:
+            for _ in range(spec["steps"]):
+                opt.step()
+                sched.step()
+                record()
+        case = {k: v for k, v in spec.items()}
+        case.setdefault("optimizer", "SGD")
+        case["lrs"], case["momentums"] = lrs, moms
+        if beta2:
+            case["beta2"] = beta2
+        out.append(case)
+    return out
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -862,6 +1018,8 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_more.lua"), {"torch_version": torch.__version__, "cases": more_cases(),
                                                           "cross_entropy": cross_entropy_cases()})
     write(os.path.join(HERE, "fixtures", "nn_rnn.lua"), {"torch_version": torch.__version__, "cases": rnn_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_optim_more.lua"),
+          {"torch_version": torch.__version__, "optim": optim_more_cases(), "schedules": schedule_more_cases()})
 
 
 if __name__ == "__main__":

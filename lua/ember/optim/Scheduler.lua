@@ -33,6 +33,15 @@ function Scheduler:__init(optimizer)
   self.optimizer = optimizer
   self.base_lrs = {}
   for i, g in ipairs(optimizer.param_groups) do self.base_lrs[i] = g.lr end
+  -- the lrs before the first schedule, PyTorch's group['initial_lr']:
+  -- SequentialLR starts each of its schedules from them
+  if not optimizer._initial_lrs then optimizer._initial_lrs = { table.unpack(self.base_lrs) } end
+  self.last_step = 0
+  self:_apply()
+end
+
+-- Back to step 0 (SequentialLR at a milestone: PyTorch's step(0)).
+function Scheduler:_restart()
   self.last_step = 0
   self:_apply()
 end
@@ -54,10 +63,11 @@ end
 
 -- The options of torch.optim.lr_scheduler's classes, given either as
 -- PyTorch's positional arguments (`StepLR(opt, 30, 0.1)`) or as a table
--- (`StepLR(opt, {step_size = 30, gamma = 0.1})`): a table of `names`.
+-- (`StepLR(opt, {step_size = 30, gamma = 0.1})`): a table of `names`. A
+-- list first (OneCycleLR's per-group max_lr) is a positional argument.
 function Scheduler:_torch_opts(names, ...)
   local first = ...
-  if type(first) == "table" and getmetatable(first) == nil then
+  if type(first) == "table" and getmetatable(first) == nil and first[1] == nil then
     for k in pairs(first) do
       local known = false
       for _, n in ipairs(names) do known = known or n == k end
@@ -68,6 +78,38 @@ function Scheduler:_torch_opts(names, ...)
   local o, args = {}, table.pack(...)
   for i, n in ipairs(names) do o[n] = args[i] end
   return o
+end
+
+-- PyTorch's _format_param: `v` (nil: `default`) is a number for every
+-- group or a list of one per group; each must pass ok(v). Returns the list.
+function Scheduler:_per_group(optimizer, name, v, default, what, ok)
+  if v == nil then v = default end
+  local n, out = #optimizer.param_groups, {}
+  if type(v) == "table" and #v ~= n then self:_error("%s lists %d values for %d parameter groups", name, #v, n) end
+  for i = 1, n do
+    local x = type(v) == "table" and v[i] or v
+    if type(x) ~= "number" or not ok(x) then
+      self:_error("%s must be %s (or a list of one per parameter group), got %s", name, what, tostring(x))
+    end
+    out[i] = x
+  end
+  return out
+end
+
+-- The momentum a cyclic schedule drives (cycle_momentum): "betas" (beta1,
+-- the Adam family, where `betas_ok`) or "momentum" (SGD, RMSprop).
+function Scheduler:_momentum_option(optimizer, betas_ok)
+  local d = optimizer.DEFAULTS or {}
+  if betas_ok and d.betas ~= nil then return "betas" end
+  if d.momentum ~= nil then return "momentum" end
+  self:_error("cycle_momentum needs an optimizer with a momentum option%s (%s has none): give cycle_momentum = false",
+    betas_ok and " or betas" or "", tostring(optimizer.__name))
+end
+
+-- Sets a group's momentum (or beta1: a new betas table, the defaults' own
+-- table is shared between optimizers).
+function Scheduler._set_momentum(g, option, m)
+  if option == "betas" then g.betas = { m, g.betas[2] } else g.momentum = m end
 end
 
 -- gamma > 0 (a number); nil gives `default` (nil: required).

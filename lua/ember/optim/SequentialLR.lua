@@ -1,0 +1,101 @@
+--- optim.SequentialLR(optimizer, schedulers, milestones), or
+-- optim.SequentialLR(optimizer, {schedulers =, milestones =}):
+-- torch.optim.lr_scheduler.SequentialLR, one schedule after another: the
+-- first until step milestones[1], where the second starts at its own step 0,
+-- and so on (one milestone fewer than schedules). The schedules are made
+-- on the same optimizer first; each one starts from the lrs the optimizer
+-- had before the first schedule was made (PyTorch's initial_lr), not from
+-- what the schedules made before it left.
+-- @usage local opt = optim.AdamW(model, {lr = 1e-3})
+-- local warm = optim.LinearLR(opt, {start_factor = 0.01, total_iters = 100})
+-- local decay = optim.CosineAnnealingLR(opt, {T_max = 900})
+-- local sched = optim.SequentialLR(opt, {warm, decay}, {100})
+-- @classmod optim.SequentialLR
+local Scheduler = require "ember.optim.Scheduler"
+
+local SequentialLR = Scheduler:extend("SequentialLR")
+
+function SequentialLR:__init(optimizer, ...)
+  local first = ...
+  local o
+  if type(first) == "table" and getmetatable(first) == nil and first[1] ~= nil then
+    o = { schedulers = first, milestones = select(2, ...) }
+  else
+    o = self:_torch_opts({ "schedulers", "milestones" }, ...)
+  end
+  if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
+    self:_error("expected an optimizer, got %s", type(optimizer))
+  end
+  local ss, ms = o.schedulers, o.milestones
+  if type(ss) ~= "table" or #ss == 0 then self:_error("schedulers must be a non-empty list of schedules, got %s", tostring(ss)) end
+  for i, s in ipairs(ss) do
+    local name = type(s) == "table" and getmetatable(s) and getmetatable(s).__name
+    if type(s) ~= "table" or type(s.step) ~= "function" or type(s._restart) ~= "function" or not name then
+      self:_error("schedulers[%d] is not a schedule (a %s)", i, type(s))
+    end
+    if name == "ReduceLROnPlateau" or name == "SequentialLR" then
+      self:_error("schedulers[%d] is a %s, which cannot run inside SequentialLR", i, name)
+    end
+    if s.optimizer ~= optimizer then self:_error("schedulers[%d] belongs to another optimizer", i) end
+  end
+  if type(ms) ~= "table" or #ms ~= #ss - 1 then
+    self:_error("expects one milestone fewer than schedules: %d schedules, %s milestones", #ss,
+      type(ms) == "table" and tostring(#ms) or tostring(ms))
+  end
+  for i, v in ipairs(ms) do
+    if math.type(v) ~= "integer" or v < 1 or (i > 1 and v <= ms[i - 1]) then
+      self:_error("milestones must be increasing positive integers, got %s at %d", tostring(v), i)
+    end
+  end
+  self.optimizer = optimizer
+  self.schedulers, self.milestones = { table.unpack(ss) }, { table.unpack(ms) }
+  local init = optimizer._initial_lrs
+  self.base_lrs = { table.unpack(init) }
+  for _, s in ipairs(self.schedulers) do
+    if not s._own_lrs then s.base_lrs = { table.unpack(init) } end
+    s.last_step = 0
+  end
+  self.last_step = 0
+  self.schedulers[1]:_restart()
+end
+
+--- The index of the schedule that runs at step s.
+-- @tparam integer s the step
+function SequentialLR:index(s)
+  local idx = 1
+  for _, m in ipairs(self.milestones) do if s >= m then idx = idx + 1 end end
+  return idx
+end
+
+--- Not a factor schedule: the lr is the running schedule's.
+function SequentialLR:factor() self:_error("has no factor: the lr is its running schedule's") end
+
+function SequentialLR:_apply() self.schedulers[self:index(self.last_step)]:_apply() end
+
+--- Advances one step: the running schedule steps, or the next one starts at a milestone.
+function SequentialLR:step()
+  self.last_step = self.last_step + 1
+  local idx = self:index(self.last_step)
+  local s = self.schedulers[idx]
+  if idx > 1 and self.milestones[idx - 1] == self.last_step then s:_restart() else s:step() end
+end
+
+--- {last_step=, base_lrs=, schedulers={each one's state_dict()}}, for checkpoints.
+function SequentialLR:state_dict()
+  local sd = Scheduler.state_dict(self)
+  sd.schedulers = {}
+  for i, s in ipairs(self.schedulers) do sd.schedulers[i] = s:state_dict() end
+  return sd
+end
+
+--- Restores a state_dict(): its position and every schedule's.
+-- @tparam table sd
+function SequentialLR:load_state_dict(sd)
+  if type(sd) ~= "table" or type(sd.schedulers) ~= "table" or #sd.schedulers ~= #self.schedulers then
+    self:_error("load_state_dict: expected {last_step =, base_lrs =, schedulers = {%d states}}", #self.schedulers)
+  end
+  for i, s in ipairs(self.schedulers) do s:load_state_dict(sd.schedulers[i]) end
+  return Scheduler.load_state_dict(self, sd)
+end
+
+return SequentialLR
