@@ -1,0 +1,355 @@
+-- ember/_compat.lua: more of what a PyTorch user types, composed from ember's
+-- ops: sampling (multinomial, bernoulli), median / kthvalue, meshgrid,
+-- logspace, the new_* and *_like constructors, addmm / baddbmm, cross,
+-- index_add / index_fill / scatter, and ember.grad (torch.autograd.grad for
+-- leaves). Aliases: tolist (totable), clip (clamp). init.lua loads it.
+local core = require "ember.core"
+local helpers = require "ember._helpers"
+local shape_str = require("ember._errors").shape_str
+
+local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
+local T = core.Tensor
+
+local function check_opts(op, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then fail(op, "options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      fail(op, "unknown option '%s' (expected %s)", tostring(k), table.concat(names, ", "))
+    end
+  end
+  return opts
+end
+
+local function check_int(op, v, what, lo)
+  if math.type(v) ~= "integer" or v < (lo or 0) then
+    fail(op, "%s must be an integer >= %d, got %s", what, lo or 0, tostring(v))
+  end
+  return v
+end
+
+-- A user's dim (1-based, negative from the end) as a positive one.
+local function dim_of(op, x, d)
+  local n = x:dim()
+  if math.type(d) ~= "integer" or d == 0 or d < -n or d > n then
+    fail(op, "dim must be an integer in 1..%d or -%d..-1 (dims are 1-based), got %s", n, n, tostring(d))
+  end
+  return d < 0 and n + 1 + d or d
+end
+
+-- ---- aliases ---------------------------------------------------------------
+
+T.tolist = T.totable -- torch's name (nested Lua tables)
+set("clip", function(x, ...) return check_tensor("clip", x):clamp(...) end, true)
+
+-- ---- sampling -------------------------------------------------------------------
+
+-- ember.multinomial(probs, n [, {replacement = false}]): n class ids (1-based)
+-- per row of probs [C] or [B, C] (non-negative weights, not necessarily
+-- normalised), as torch.multinomial, from ember's seeded generator. With
+-- replacement each draw inverts the row's CDF; without, the n largest of
+-- log p - log(-log u) (Gumbel top-k: the order of sequential draws without
+-- replacement), so a zero weight is never drawn.
+set("multinomial", function(probs, n, opts)
+  local op = "multinomial"
+  check_tensor(op, probs, "probs")
+  opts = check_opts(op, opts, { replacement = true })
+  if probs:dim() ~= 1 and probs:dim() ~= 2 then fail(op, "probs must be [C] or [B, C], got %s", shape_str(probs)) end
+  check_int(op, n, "num_samples", 1)
+  local p = probs:dim() == 1 and probs:view(1, -1) or probs
+  p = p:double()
+  local B, C = p:size(1), p:size(2)
+  local bad = p:lt(0):logical_or(p:isnan()):any():item() or p:isinf():any():item()
+  if bad then fail(op, "probs must be finite and >= 0") end
+  local total = p:sum(2, true)
+  if total:eq(0):any():item() then fail(op, "each row of probs needs a positive weight") end
+  local out
+  if opts.replacement then
+    local cdf = (p / total):cumsum(2)
+    local u = core.rand(B, n, { dtype = "float64", device = p.device })
+    local rows = {}
+    for b = 1, B do rows[b] = core.searchsorted(cdf[b], u[b], { right = true }) end
+    out = core.stack(rows, 1)
+    out = out:masked_fill(out:gt(C), C) -- u < 1; only the last CDF value's rounding could pass C
+  else
+    local nz = p:gt(0):long():sum(2):min():item()
+    if n > nz then
+      fail(op, "cannot draw %d samples without replacement from a row with %d non-zero weights", n, nz)
+    end
+    local u = core.rand(B, C, { dtype = "float64", device = p.device }):clamp(1e-300, 1)
+    local keys = p:log() - (-u:log()):log()
+    local _, idx = keys:topk(n, 2)
+    out = idx
+  end
+  return probs:dim() == 1 and out:view(-1) or out
+end, true)
+
+-- ember.bernoulli(p): 1 with probability p, elementwise (torch.bernoulli),
+-- in p's dtype; p in [0, 1].
+set("bernoulli", function(p)
+  check_tensor("bernoulli", p)
+  if p:lt(0):logical_or(p:gt(1)):any():item() then fail("bernoulli", "p must be in [0, 1]") end
+  return core.rand(p.shape, { dtype = p.dtype == "bfloat16" and "float32" or p.dtype, device = p.device })
+    :lt(p):to(p.dtype)
+end, true)
+
+-- ---- order statistics --------------------------------------------------------------
+
+-- ember.kthvalue(x, k [, dim = -1 [, keepdim]]): the k-th smallest value
+-- along dim and its 1-based index (torch.kthvalue).
+set("kthvalue", function(x, k, dim, keepdim)
+  check_tensor("kthvalue", x)
+  local d = dim_of("kthvalue", x, dim or -1)
+  local n = x:size(d)
+  if math.type(k) ~= "integer" or k < 1 or k > n then fail("kthvalue", "k must be in 1..%d, got %s", n, tostring(k)) end
+  local v, i = x:sort(d)
+  v, i = v:narrow(d, k, 1), i:narrow(d, k, 1)
+  if not keepdim then v, i = v:squeeze(d), i:squeeze(d) end
+  return v, i
+end, true)
+
+-- ember.median(x [, dim [, keepdim]]): without dim the lower median of all
+-- elements (a 0-d tensor); with dim the lower median along it and its
+-- 1-based index (torch.median: the smaller of the two middle values).
+set("median", function(x, dim, keepdim)
+  check_tensor("median", x)
+  if dim == nil then
+    local flat = x:reshape(-1)
+    local n = flat:size(1)
+    if n == 0 then fail("median", "the tensor is empty") end
+    local v = flat:sort()
+    return v[(n + 1) // 2]
+  end
+  local d = dim_of("median", x, dim)
+  return core.kthvalue(x, (x:size(d) + 1) // 2, d, keepdim)
+end, true)
+
+-- ---- constructors ---------------------------------------------------------------------
+
+-- ember.logspace(start, stop, steps [, base = 10 [, opts]]): base^linspace(start, stop, steps).
+set("logspace", function(start, stop, steps, base, opts)
+  if type(base) == "table" then base, opts = nil, base end
+  base = base or 10
+  if type(base) ~= "number" or not (base > 0) then fail("logspace", "base must be a number > 0, got %s", tostring(base)) end
+  local e = core.linspace(start, stop, steps, { dtype = "float64" })
+  local out = (e * math.log(base)):exp()
+  opts = opts or {}
+  return out:to(opts.dtype or "float32"):to(opts.device or "cpu")
+end)
+
+-- ember.meshgrid(a, b, ... [, {indexing = "ij"}]) or ember.meshgrid({a, b, ...}):
+-- the coordinate grids of 1-d tensors (torch.meshgrid; "xy" swaps the first two
+-- output dims, as numpy). Returns the grids as values.
+set("meshgrid", function(...)
+  local args = { ... }
+  if #args == 1 and type(args[1]) == "table" and not core.is_tensor(args[1]) then args = args[1] end
+  local opts = {}
+  if type(args[#args]) == "table" and not core.is_tensor(args[#args]) then opts = table.remove(args) end
+  opts = check_opts("meshgrid", opts, { indexing = true })
+  local ix = opts.indexing or "ij"
+  if ix ~= "ij" and ix ~= "xy" then fail("meshgrid", "indexing must be \"ij\" or \"xy\", got %s", tostring(ix)) end
+  if #args == 0 then fail("meshgrid", "expected 1-d tensors") end
+  local sizes = {}
+  for i, t in ipairs(args) do
+    check_tensor("meshgrid", t, "argument " .. i)
+    if t:dim() ~= 1 then fail("meshgrid", "argument %d must be 1-d, got %s", i, shape_str(t)) end
+    sizes[i] = t:size(1)
+  end
+  local order = {}
+  for i = 1, #args do order[i] = i end
+  if ix == "xy" and #args >= 2 then order[1], order[2] = 2, 1 end
+  local shape = {}
+  for j, i in ipairs(order) do shape[j] = sizes[i] end
+  local out = {}
+  for i, t in ipairs(args) do
+    local view = {}
+    for j, o in ipairs(order) do view[j] = o == i and sizes[i] or 1 end
+    out[i] = t:view(table.unpack(view)):expand(shape)
+  end
+  return table.unpack(out)
+end)
+
+local function like_opts(x, opts)
+  opts = opts or {}
+  return { dtype = opts.dtype or x.dtype, device = opts.device or x.device, requires_grad = opts.requires_grad }
+end
+
+-- ember.empty_like(x [, opts]): as zeros_like (ember's empty memory is not
+-- promised to be anything, so zeros it is).
+set("empty_like", function(x, opts) return core.zeros(check_tensor("empty_like", x).shape, like_opts(x, opts)) end)
+
+-- x:new_zeros(shape...), new_ones, new_full(shape, value), new_tensor(data):
+-- x's dtype and device, as PyTorch's methods.
+local function shape_args(op, ...)
+  local a = { ... }
+  local opts
+  if type(a[#a]) == "table" and #a > 1 then opts = table.remove(a) end
+  if #a == 1 and type(a[1]) == "table" then a = a[1] end
+  for i, s in ipairs(a) do check_int(op, s, "size " .. i) end
+  return a, opts
+end
+T.new_zeros = helpers.guard(function(x, ...)
+  local s, o = shape_args("new_zeros", ...)
+  return core.zeros(s, like_opts(x, o))
+end)
+T.new_ones = helpers.guard(function(x, ...)
+  local s, o = shape_args("new_ones", ...)
+  return core.ones(s, like_opts(x, o))
+end)
+T.new_full = helpers.guard(function(x, shape, value, opts)
+  if type(shape) ~= "table" then fail("new_full", "shape must be a table of sizes, got %s", type(shape)) end
+  return core.full(shape, value, like_opts(x, opts))
+end)
+T.new_tensor = helpers.guard(function(x, data, opts) return core.tensor(data, like_opts(x, opts)) end)
+
+-- ---- products ------------------------------------------------------------------------
+
+-- ember.addmm(input, m1, m2 [, {beta = 1, alpha = 1}]): beta input + alpha m1 @ m2
+-- (torch.addmm); baddbmm the same for batches [B, n, m] @ [B, m, p].
+local function add_product(op, input, a, b, opts, nd)
+  check_tensor(op, input, "input")
+  check_tensor(op, a, "batch1")
+  check_tensor(op, b, "batch2")
+  opts = check_opts(op, opts, { beta = true, alpha = true })
+  if a:dim() ~= nd or b:dim() ~= nd then
+    fail(op, "expected %d-d operands, got %s and %s", nd, shape_str(a), shape_str(b))
+  end
+  local beta, alpha = opts.beta or 1, opts.alpha or 1
+  local prod = a:matmul(b)
+  if alpha ~= 1 then prod = prod * alpha end
+  if beta == 0 then return prod + input * 0 end -- input's shape still broadcasts
+  return (beta == 1 and input or input * beta) + prod
+end
+set("addmm", function(input, m1, m2, opts) return add_product("addmm", input, m1, m2, opts, 2) end, true)
+set("baddbmm", function(input, b1, b2, opts) return add_product("baddbmm", input, b1, b2, opts, 3) end, true)
+
+-- ember.cross(a, b [, dim]): the cross product of 3-vectors along dim (the
+-- first dim of size 3 by default, as torch.cross / torch.linalg.cross -1).
+set("cross", function(a, b, dim)
+  check_tensor("cross", a)
+  check_tensor("cross", b, "argument 2")
+  local d = dim
+  if d == nil then
+    for i = 1, a:dim() do if a:size(i) == 3 then d = i; break end end
+    if d == nil then fail("cross", "no dim of size 3 in %s", shape_str(a)) end
+  end
+  d = dim_of("cross", a, d)
+  if a:size(d) ~= 3 or b:dim() ~= a:dim() or b:size(d) ~= 3 then
+    fail("cross", "dim %d must have size 3 in both, got %s and %s", d, shape_str(a), shape_str(b))
+  end
+  local function c(t, i) return t:narrow(d, i, 1) end
+  return core.cat({ c(a, 2) * c(b, 3) - c(a, 3) * c(b, 2), c(a, 3) * c(b, 1) - c(a, 1) * c(b, 3),
+                    c(a, 1) * c(b, 2) - c(a, 2) * c(b, 1) }, d)
+end, true)
+
+-- ---- writing by index (out of place) ------------------------------------------------------
+
+-- The 1-based int64 index [n] spread over x's shape with n along dim (for scatter_add).
+local function spread(op, x, d, index, n_src_shape)
+  if not core.is_tensor(index) or index.dtype ~= "int64" or index:dim() ~= 1 then
+    fail(op, "index must be a 1-d int64 tensor of 1-based positions, got %s",
+      core.is_tensor(index) and (index.dtype .. " " .. shape_str(index)) or type(index))
+  end
+  local view = {}
+  for i = 1, x:dim() do view[i] = i == d and index:size(1) or 1 end
+  return index:view(table.unpack(view)):expand(n_src_shape)
+end
+
+-- ember.index_add(x, dim, index, source [, {alpha = 1}]): x with alpha *
+-- source's slices added at the 1-based positions index along dim
+-- (torch.index_add; repeated positions add up). Differentiable.
+set("index_add", function(x, dim, index, source, opts)
+  local op = "index_add"
+  check_tensor(op, x)
+  check_tensor(op, source, "source")
+  opts = check_opts(op, opts, { alpha = true })
+  local d = dim_of(op, x, dim)
+  local ok = source:dim() == x:dim() and core.is_tensor(index) and index:dim() == 1 and source:size(d) == index:size(1)
+  for i = 1, x:dim() do ok = ok and (i == d or source:size(i) == x:size(i)) end
+  if not ok then
+    fail(op, "source must be x's shape %s with dim %d the index's length, got %s", shape_str(x), d, shape_str(source))
+  end
+  local src = (opts.alpha or 1) ~= 1 and source * opts.alpha or source
+  return x:scatter_add(d, spread(op, x, d, index, source.shape), src)
+end, true)
+
+-- ember.index_fill(x, dim, index, value): x with the slices at the 1-based
+-- positions index along dim set to value (torch.index_fill).
+set("index_fill", function(x, dim, index, value)
+  local op = "index_fill"
+  check_tensor(op, x)
+  local d = dim_of(op, x, dim)
+  if type(value) ~= "number" and not core.is_tensor(value) then fail(op, "value must be a number, got %s", type(value)) end
+  local hit = core.zeros(x:size(d), { dtype = "float32", device = x.device })
+  hit = hit:scatter_add(1, index, core.ones(index.shape, { dtype = "float32", device = x.device })):gt(0)
+  local view = {}
+  for i = 1, x:dim() do view[i] = i == d and x:size(d) or 1 end
+  return x:masked_fill(hit:view(table.unpack(view)):expand(x.shape), value)
+end, true)
+
+-- ember.scatter(x, dim, index, src): x with src's values written at the
+-- 1-based positions index (same shape as src) along dim (torch.scatter;
+-- src may be a number). Where an index repeats, the values are summed
+-- (PyTorch leaves which one wins unspecified; give distinct indices).
+set("scatter", function(x, dim, index, src)
+  local op = "scatter"
+  check_tensor(op, x)
+  local d = dim_of(op, x, dim)
+  if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
+  local s = core.is_tensor(src) and src or core.full(index.shape, src, { dtype = x.dtype, device = x.device })
+  local ones = core.ones(index.shape, { dtype = x.dtype, device = x.device })
+  local hit = core.zeros(x.shape, { dtype = x.dtype, device = x.device }):scatter_add(d, index, ones):gt(0)
+  return x:masked_fill(hit, 0):scatter_add(d, index, s:to(x.dtype))
+end, true)
+
+-- ---- autograd -------------------------------------------------------------------------------
+
+-- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false}]):
+-- the gradients of outputs (a tensor, or a list summed) with respect to
+-- each of inputs (a tensor or a list of leaf tensors that require grad),
+-- returned as a list without touching their .grad (torch.autograd.grad;
+-- create_graph is not supported: ember's backward is not differentiable).
+set("grad", function(outputs, inputs, opts)
+  local op = "grad"
+  opts = check_opts(op, opts, { grad_outputs = true, retain_graph = true, allow_unused = true })
+  local outs = core.is_tensor(outputs) and { outputs } or outputs
+  local ins = core.is_tensor(inputs) and { inputs } or inputs
+  if type(outs) ~= "table" or #outs == 0 then fail(op, "outputs must be a tensor or a list of tensors") end
+  if type(ins) ~= "table" or #ins == 0 then fail(op, "inputs must be a tensor or a list of tensors") end
+  for i, t in ipairs(ins) do
+    check_tensor(op, t, "input " .. i)
+    if not t.requires_grad or not t.is_leaf then
+      fail(op, "input %d must be a leaf tensor that requires grad (ember computes gradients of leaves)", i)
+    end
+  end
+  local saved = {}
+  for i, t in ipairs(ins) do saved[i] = t.grad; t.grad = nil end
+  local gouts = opts.grad_outputs
+  if core.is_tensor(gouts) then gouts = { gouts } end
+  local ok, err = pcall(function()
+    local root
+    for i, o in ipairs(outs) do
+      check_tensor(op, o, "output " .. i)
+      local g = gouts and gouts[i]
+      local term = g and (o * g):sum() or (o:numel() == 1 and o:sum() or nil)
+      if term == nil then fail(op, "output %d is not a scalar: give grad_outputs", i) end
+      root = root and root + term or term
+    end
+    root:backward(nil, opts.retain_graph == true)
+  end)
+  local result = {}
+  for i, t in ipairs(ins) do
+    result[i] = t.grad
+    t.grad = saved[i]
+  end
+  if not ok then error(err, 0) end
+  for i = 1, #ins do
+    if result[i] == nil and not opts.allow_unused then
+      fail(op, "input %d was not used to compute the outputs (allow_unused = true gives nil)", i)
+    end
+  end
+  return result
+end)
