@@ -73,7 +73,9 @@ local function unflatten(flat, prefix, tree, convert)
         node[parts[i]] = node[parts[i]] or {}
         node = node[parts[i]]
       end
-      node[parts[#parts]] = convert and parse_value(v) or v
+      -- not `convert and parse_value(v) or v`: a parsed false would fall
+      -- through to the string "false", which Lua counts as true
+      if convert then node[parts[#parts]] = parse_value(v) else node[parts[#parts]] = v end
     end
   end
   return tree

@@ -284,6 +284,7 @@ describe("model checkpoints", function()
     assert.are.equal(opt.param_groups[1].lr, opt2.param_groups[1].lr)
     assert.are.equal(3, opt2.state[1].step)
     assert.are.equal(math.type(3), math.type(opt2.state[1].step))
+    assert.are.equal(false, opt2.param_groups[1].amsgrad) -- a false option comes back false, not "false"
 
     train_steps(m, opt, sched, 2)
     train_steps(m2, opt2, sched2, 2)
