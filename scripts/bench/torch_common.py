@@ -20,6 +20,8 @@ def parser(description, epochs, lr, batch):
     p.add_argument("--max-steps", "--max_steps", type=int, default=None, help="stop after this many steps")
     p.add_argument("--time-limit", "--time_limit", type=float, default=None,
                    help="stop after this many seconds of training (the schedule is unchanged), then evaluate")
+    p.add_argument("--bf16", action="store_true",
+                   help="run everything under CPU autocast to bfloat16 (torch.autocast's op lists)")
     return p
 
 
@@ -27,7 +29,15 @@ def setup(args):
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if getattr(args, "bf16", False):
+        # torch.autocast("cpu", torch.bfloat16) for the whole run, without its
+        # cast cache: the cache lives until the outermost autocast exits, so
+        # kept on for the whole run it would keep the weights of step 1
+        torch.set_autocast_cpu_dtype(torch.bfloat16)
+        torch.set_autocast_cpu_enabled(True)
+        torch.set_autocast_cache_enabled(False)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+          + (", autocast bfloat16" if getattr(args, "bf16", False) else ""))
 
 
 def warmup_cosine(opt, warmup, total, min_ratio=0.0):

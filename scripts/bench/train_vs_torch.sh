@@ -9,7 +9,8 @@
 #        the scripts' full defaults), EXTRA (more options for both sides),
 #        TORCH_TIME_LIMIT (stop the PyTorch peer after this many training
 #        seconds, schedule unchanged: enough to see whether it reaches the
-#        target in the time ember took)
+#        target in the time ember took), TORCH_BF16=1 (the PyTorch peer under
+#        CPU autocast to bfloat16 instead of float32)
 #
 # Logs go to $OUT (runs/bench); the last lines of each are the RESULT lines.
 # A second table gives the training time at which each side's test metric
@@ -43,6 +44,7 @@ for t in "${TASKS[@]}"; do
   echo "== $t: torch"
   py_limit=""
   [ -n "${TORCH_TIME_LIMIT:-}" ] && py_limit="--time-limit $TORCH_TIME_LIMIT"
+  [ -n "${TORCH_BF16:-}" ] && py_limit="$py_limit --bf16"
   (cd scripts/bench && /usr/bin/python3 "torch_$t.py" --threads "$THREADS" $py_steps $py_limit ${EXTRA:-}) \
     >"$OUT/$t.torch.log" 2>&1 || echo "torch run failed, see $OUT/$t.torch.log"
   tail -2 "$OUT/$t.torch.log"
