@@ -10,19 +10,7 @@ local shape_str = require("ember._errors").shape_str
 local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
 local T = core.Tensor
 
-local function check_opts(op, opts, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(op, "options must be a table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      fail(op, "unknown option '%s' (expected %s)", tostring(k), table.concat(names, ", "))
-    end
-  end
-  return opts
-end
+local check_opts = require("ember._functional").check_opts
 
 local function check_int(op, v, what, lo)
   if math.type(v) ~= "integer" or v < (lo or 0) then

@@ -145,6 +145,30 @@ local function check_state(who, t, what, want, dtype, how)
   end
 end
 
+-- The initial state hx of a module (want [layers*dirs, N, H]) or a cell
+-- ([N, H]): a tensor, or LSTM's table {h_0, c_0}, checked; an unbatched
+-- input's state gains its batch dim at `dim`. Returns h_0, c_0.
+local function read_state(who, hx, lstm, want, how, dtype, batched, dim)
+  local h, c
+  if lstm then
+    if type(hx) ~= "table" or ember.is_tensor(hx) or hx[1] == nil or hx[2] == nil then
+      raise("%s: hx must be a table {h_0, c_0} of two tensors %s, got %s", who, shape_str({ shape = want }),
+        ember.is_tensor(hx) and "a tensor" or type(hx))
+    end
+    h, c = hx[1], hx[2]
+    check_state(who, h, "h_0", want, dtype, how)
+    check_state(who, c, "c_0", want, dtype, how)
+  else
+    h = hx
+    check_state(who, h, "hx", want, dtype, how)
+  end
+  if not batched then
+    h = h:unsqueeze(dim)
+    if c then c = c:unsqueeze(dim) end
+  end
+  return h, c
+end
+
 -- One direction of one layer over the whole sequence: x [L, N, in] ->
 -- out [L, N, H], h_n [N, H], c_n [N, H] (LSTM).
 local function run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse)
@@ -191,22 +215,7 @@ function M.forward(self, input, hx)
     local want = batched and { S, N, H } or { S, H }
     local how = batched and "num_layers * num_directions, batch, hidden_size"
       or "num_layers * num_directions, hidden_size, for an unbatched input"
-    if lstm then
-      if type(hx) ~= "table" or ember.is_tensor(hx) or hx[1] == nil or hx[2] == nil then
-        raise("%s: hx must be a table {h_0, c_0} of two tensors %s, got %s", who, shape_str({ shape = want }),
-          ember.is_tensor(hx) and "a tensor" or type(hx))
-      end
-      h0, c0 = hx[1], hx[2]
-      check_state(who, h0, "h_0", want, input.dtype, how)
-      check_state(who, c0, "c_0", want, input.dtype, how)
-    else
-      h0 = hx
-      check_state(who, h0, "hx", want, input.dtype, how)
-    end
-    if not batched then
-      h0 = h0:unsqueeze(2)
-      if c0 then c0 = c0:unsqueeze(2) end
-    end
+    h0, c0 = read_state(who, hx, lstm, want, how, input.dtype, batched, 2)
   end
   local zero = ember.zeros({ N, H }, { dtype = x.dtype, device = x.device })
   local hs = h0 and ember.unbind(h0, 1)
@@ -281,22 +290,7 @@ function M.cell_forward(self, input, hx)
   if hx ~= nil then
     local want = batched and { N, H } or { H }
     local how = batched and "batch, hidden_size" or "hidden_size, for an unbatched input"
-    if lstm then
-      if type(hx) ~= "table" or ember.is_tensor(hx) or hx[1] == nil or hx[2] == nil then
-        raise("%s: hx must be a table {h_0, c_0} of two tensors %s, got %s", who, shape_str({ shape = want }),
-          ember.is_tensor(hx) and "a tensor" or type(hx))
-      end
-      h, c = hx[1], hx[2]
-      check_state(who, h, "h_0", want, input.dtype, how)
-      check_state(who, c, "c_0", want, input.dtype, how)
-    else
-      h = hx
-      check_state(who, h, "hx", want, input.dtype, how)
-    end
-    if not batched then
-      h = h:unsqueeze(1)
-      if c then c = c:unsqueeze(1) end
-    end
+    h, c = read_state(who, hx, lstm, want, how, input.dtype, batched, 1)
   end
   local zero = (h == nil or (lstm and c == nil)) and ember.zeros({ N, H }, { dtype = x.dtype, device = x.device })
   h, c = h or zero, lstm and (c or zero) or nil

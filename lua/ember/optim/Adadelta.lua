@@ -35,7 +35,7 @@ function Adadelta:update(p, grad, st, g)
     end
     st.step = st.step + 1
     local rho = g.rho
-    local d = g.maximize == true and -grad or grad
+    local d = g.maximize and -grad or grad
     if g.weight_decay ~= 0 then d = d + p * g.weight_decay end
     st.square_avg:mul_(rho):add_(d * d * (1 - rho))
     local delta = (st.acc_delta + g.eps):sqrt() / (st.square_avg + g.eps):sqrt() * d

@@ -60,8 +60,7 @@ function Adam:update(p, grad, st, g)
     st.exp_avg_sq = self.zeros_like(p)
   end
   st.step = st.step + 1
-  -- `== true`: a checkpoint may hand back the string "false"
-  if g.amsgrad == true then return amsgrad_step(self, p, grad, st, g) end
+  if g.amsgrad then return amsgrad_step(self, p, grad, st, g) end
   core.adam_step(p, grad, st.exp_avg, st.exp_avg_sq, g.lr, g.betas[1], g.betas[2], g.eps,
     g.weight_decay, st.step, self.decoupled, self.composed)
 end

@@ -30,7 +30,7 @@ function Adamax:update(p, grad, st, g)
     end
     st.step = st.step + 1
     local b1, b2 = g.betas[1], g.betas[2]
-    local d = g.maximize == true and -grad or grad
+    local d = g.maximize and -grad or grad
     if g.weight_decay ~= 0 then d = d + p * g.weight_decay end
     st.exp_avg:mul_(b1):add_(d * (1 - b1))
     st.exp_inf:copy_(ember.maximum(st.exp_inf * b2, d:abs() + g.eps))
