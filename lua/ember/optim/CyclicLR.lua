@@ -11,7 +11,7 @@
 -- way, max_momentum to base_momentum: an optimizer without a momentum
 -- option (Adam) needs cycle_momentum = false, as in PyTorch 1.13.
 -- base_lr, max_lr, base_momentum, max_momentum may list one value per group.
--- @usage local opt = optim.SGD(model, {lr = 0.1, momentum = 0.9})
+-- @usage local opt = optim.SGD(nn.Linear(4, 2), {lr = 0.1, momentum = 0.9})
 -- local sched = optim.CyclicLR(opt, {base_lr = 0.01, max_lr = 0.1, step_size_up = 500})
 -- @classmod optim.CyclicLR
 local Scheduler = require "ember.optim.Scheduler"

@@ -13,8 +13,8 @@
 -- max_lr, base_momentum and max_momentum may list one value per group.
 -- The schedule sets the lr itself: the optimizer's lr is not used. Stepping
 -- past total_steps is an error.
--- @usage local opt = optim.SGD(model, {lr = 0.1, momentum = 0.9})
--- local sched = optim.OneCycleLR(opt, {max_lr = 0.1, epochs = 10, steps_per_epoch = #loader})
+-- @usage local opt = optim.SGD(nn.Linear(4, 2), {lr = 0.1, momentum = 0.9})
+-- local sched = optim.OneCycleLR(opt, {max_lr = 0.1, epochs = 10, steps_per_epoch = 100})
 -- @classmod optim.OneCycleLR
 local Scheduler = require "ember.optim.Scheduler"
 

@@ -6,7 +6,7 @@
 -- on the same optimizer first; each one starts from the lrs the optimizer
 -- had before the first schedule was made (PyTorch's initial_lr), not from
 -- what the schedules made before it left.
--- @usage local opt = optim.AdamW(model, {lr = 1e-3})
+-- @usage local opt = optim.AdamW(nn.Linear(4, 2), {lr = 1e-3})
 -- local warm = optim.LinearLR(opt, {start_factor = 0.01, total_iters = 100})
 -- local decay = optim.CosineAnnealingLR(opt, {T_max = 900})
 -- local sched = optim.SequentialLR(opt, {warm, decay}, {100})
