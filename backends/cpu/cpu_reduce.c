@@ -9,6 +9,10 @@
 #include "cpu_internal.h"
 
 #include <omp.h>
+
+/* Columns summed together by one pass over the rows: 32 double sums fill
+** eight AVX-512 (sixteen AVX2) registers, so they stay there. */
+#define CPU_COLSUM_W 32
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -54,6 +58,44 @@ static const char *reduce_name(em_reduce_op op) {
   }
 }
 
+/* bfloat16 sums and means over the middle dim of [outer, n, inner > 1]
+** (a bias's gradient under autocast), read in place: each element is
+** widened in a register and added in double, exactly as the float32
+** kernel adds the widened copy that cpu_reduce_bf16 would make (so the
+** same bits), without writing and reading that copy. */
+#define BF_IB CPU_COLSUM_W
+CPU_VECTOR_CLONES_512 static void colsum_block_bf16(const uint16_t *restrict x, int64_t n, int64_t inner,
+                                                    int64_t nb, double *restrict acc) {
+  if (nb == CPU_COLSUM_W) { /* a whole block: the sums stay in registers */
+    double a[CPU_COLSUM_W] = {0};
+    for (int64_t j = 0; j < n; j++) {
+      const uint16_t *row = x + j * inner;
+      for (int i = 0; i < CPU_COLSUM_W; i++) a[i] += (double)em_bf16_to_f32(row[i]);
+    }
+    for (int i = 0; i < CPU_COLSUM_W; i++) acc[i] = a[i];
+    return;
+  }
+  for (int64_t i = 0; i < nb; i++) acc[i] = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const uint16_t *row = x + j * inner;
+    for (int64_t i = 0; i < nb; i++) acc[i] += (double)em_bf16_to_f32(row[i]);
+  }
+}
+
+static void colsum_bf16(em_reduce_op op, uint16_t *out, const uint16_t *in, int64_t outer, int64_t n,
+                        int64_t inner) {
+  const int64_t nblk = (inner + BF_IB - 1) / BF_IB, total = outer * n * inner;
+  CPU_FOR(total > CPU_PAR_MIN && outer * nblk > 1, t, outer * nblk, {
+    const int64_t o = t / nblk, i0 = (t % nblk) * BF_IB, nb = inner - i0 < BF_IB ? inner - i0 : BF_IB;
+    double acc[BF_IB];
+    colsum_block_bf16(in + o * n * inner + i0, n, inner, nb, acc);
+    for (int64_t i = 0; i < nb; i++) {
+      const float v = op == EM_RED_SUM ? (float)acc[i] : (float)(acc[i] / (double)n);
+      out[o * inner + i0 + i] = em_f32_to_bf16(v);
+    }
+  });
+}
+
 em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_t *idx,
                      const void *in, int64_t outer, int64_t n, int64_t inner, int correction) {
   (void)device;
@@ -71,7 +113,12 @@ em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_
   switch (dt) {
     case EM_F32: return reduce_f32(op, out, idx, in, outer, n, inner, correction);
     case EM_F64: return reduce_f64(op, out, idx, in, outer, n, inner, correction);
-    case EM_BF16: return cpu_reduce_bf16(op, out, idx, in, outer, n, inner, correction);
+    case EM_BF16:
+      if (inner > 1 && (op == EM_RED_SUM || op == EM_RED_MEAN)) {
+        colsum_bf16(op, out, in, outer, n, inner);
+        return EM_OK;
+      }
+      return cpu_reduce_bf16(op, out, idx, in, outer, n, inner, correction);
     case EM_I64:
       if (op == EM_RED_MEAN || op == EM_RED_VAR) break;
       return reduce_i64(op, out, idx, in, outer, n, inner, correction);

@@ -183,6 +183,28 @@ static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
 /* The [outer, n, inner > 1] layout: for each outer slice, a block of up to
 ** IB adjacent columns is reduced together, reading contiguous pieces. */
 #define IB 64
+
+/* acc[0..nb) = the column sums of n rows of stride inner (a bias's
+** gradient): cloned, so the widening adds run as wide vectors; the same
+** adds in the same order in every clone. */
+CPU_VECTOR_CLONES_512 static void FN(colsum_block)(const T *restrict x, int64_t n, int64_t inner,
+                                                   int64_t nb, ACC *restrict acc) {
+  if (nb == CPU_COLSUM_W) { /* a whole block: the sums stay in registers */
+    ACC a[CPU_COLSUM_W] = {0};
+    for (int64_t j = 0; j < n; j++) {
+      const T *row = x + j * inner;
+      for (int i = 0; i < CPU_COLSUM_W; i++) a[i] += (ACC)row[i];
+    }
+    for (int i = 0; i < CPU_COLSUM_W; i++) acc[i] = a[i];
+    return;
+  }
+  for (int64_t i = 0; i < nb; i++) acc[i] = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const T *row = x + j * inner;
+    for (int64_t i = 0; i < nb; i++) acc[i] += (ACC)row[i];
+  }
+}
+
 static void FN(reduce_block)(em_reduce_op op, const T *x, int64_t n, int64_t inner, int64_t nb,
                              int correction, T *out, int64_t *idx) {
   if (op == EM_RED_MAX || op == EM_RED_MIN) {
@@ -208,11 +230,8 @@ static void FN(reduce_block)(em_reduce_op op, const T *x, int64_t n, int64_t inn
     return;
   }
   ACC acc[IB];
-  for (int64_t i = 0; i < nb; i++) acc[i] = 0;
-  for (int64_t j = 0; j < n; j++) {
-    const T *row = x + j * inner;
-    for (int64_t i = 0; i < nb; i++) acc[i] += (ACC)row[i];
-  }
+  for (int64_t i0 = 0; i0 < nb; i0 += CPU_COLSUM_W)
+    FN(colsum_block)(x + i0, n, inner, nb - i0 < CPU_COLSUM_W ? nb - i0 : CPU_COLSUM_W, acc + i0);
   if (op == EM_RED_SUM) {
     for (int64_t i = 0; i < nb; i++) out[i] = (T)acc[i];
     return;

@@ -81,6 +81,27 @@ static void test_reduce(void) {
   be->reduce(0, EM_RED_SUM, EM_F64, &s2, NULL, big, 1, n, 1, 0);
   check(s1 == s2, "sum of 300000 is the same with 1 and 2 threads");
   free(big);
+  /* bfloat16 sums and means over a middle dim (read in place, widened in
+  ** registers) equal the float32 kernel on the widened copy, rounded once:
+  ** whole blocks of 32 columns and a ragged one, one and several slices */
+  const int64_t bshapes[][3] = {{1, 300, 70}, {3, 17, 32}, {2, 5, 200}};
+  for (int op = EM_RED_SUM; op <= EM_RED_MEAN; op++)
+    for (int s = 0; s < 3; s++) {
+      const int64_t o = bshapes[s][0], n2 = bshapes[s][1], in = bshapes[s][2];
+      double *xd = xmalloc(o * n2 * in * 8);
+      uint16_t *xb = rand_bf16(o * n2 * in, xd), *yb = xmalloc(o * in * 2);
+      float *xf = xmalloc(o * n2 * in * 4), *yf = xmalloc(o * in * 4);
+      for (int64_t k = 0; k < o * n2 * in; k++) xf[k] = em_bf16_to_f32(xb[k]) * 100; /* away from 0 */
+      for (int64_t k = 0; k < o * n2 * in; k++) xb[k] = em_f32_to_bf16(xf[k]), xf[k] = em_bf16_to_f32(xb[k]);
+      em_status st = be->reduce(0, op, EM_BF16, yb, NULL, xb, o, n2, in, 0);
+      st = st ? st : be->reduce(0, op, EM_F32, yf, NULL, xf, o, n2, in, 0);
+      int64_t bad = 0;
+      for (int64_t k = 0; k < o * in; k++) bad += yb[k] != em_f32_to_bf16(yf[k]);
+      check(st == EM_OK && bad == 0, "bf16 %s over [%lld, %lld, %lld]: %lld of %lld differ from float32 rounded once",
+            op == EM_RED_SUM ? "sum" : "mean", (long long)o, (long long)n2, (long long)in, (long long)bad,
+            (long long)(o * in));
+      free(xd), free(xb), free(yb), free(xf), free(yf);
+    }
 }
 
 /* ---- softmax and layer norm ---- */
