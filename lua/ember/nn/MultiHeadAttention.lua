@@ -244,7 +244,10 @@ local function rope_table(dh, base, device, dtype, first, L)
     local inv = {}
     for m = 0, half - 1 do inv[m + 1] = base ^ (-2.0 * m / dh) end
     local ang = ember.arange(0, n, f64):unsqueeze(2) * ember.tensor(inv, f64):unsqueeze(1)
-    t = { n = n, cos = ang:cos():to(device):to(dtype), sin = ang:sin():to(device):to(dtype) }
+    -- over the whole head: cos twice, and sin with the first half negated,
+    -- so that rope(x) = x * cos + rotate(x) * sin is one cat and three ops
+    local c, s = ang:cos(), ang:sin()
+    t = { n = n, cos = ember.cat({ c, c }, 2):to(device):to(dtype), sin = ember.cat({ -s, s }, 2):to(device):to(dtype) }
     rope_tables[key] = t
     rope_builds = rope_builds + 1
   end
@@ -262,12 +265,16 @@ end
 
 -- Rotary position embedding (rotate-half form, as GPT-NeoX / LLaMA) on
 -- x [B, H, L, dh] for positions first, first+1, ... (0-based).
+-- x * cos + rotate(x) * sin with rotate(x) = [x2, x1] and the first half of
+-- sin negated: the same products and sums, so the same bits, as
+-- [x1 cos - x2 sin, x2 cos + x1 sin] (a - b is a + (-b) exactly), in four
+-- kernels on whole rows instead of eight on strided halves.
 function MHA:_rope(x, first)
   local L, dh = x.shape[3], x.shape[4]
   local half = dh // 2
   local c, s = rope_table(dh, self.rope_base, x.device, x.dtype, first, L)
-  local x1, x2 = x:narrow(4, 1, half), x:narrow(4, half + 1, half)
-  return ember.cat({ x1 * c - x2 * s, x2 * c + x1 * s }, 4)
+  local rotated = ember.cat({ x:narrow(4, half + 1, half), x:narrow(4, 1, half) }, 4)
+  return x * c + rotated * s
 end
 
 local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
