@@ -694,6 +694,8 @@ function M.install(core)
   core.attention_variant = M.define
   for _, name in ipairs(HELPERS) do
     local orig, f = rawget(core, name), trace.F[name]
+    -- outside tracing the core's function runs, its errors at the user's line
+    local call = orig and errors.wrap(orig)
     if f then
       local w = function(...)
         local tracing = trace.active()
@@ -704,7 +706,11 @@ function M.install(core)
           if trace.is_sym(a) or (tracing and type(a) == "boolean") then return f(...) end
         end
         if not orig then errors.raise("ember.%s: expected traced values (inside an attention variant)", name) end
-        return orig(...)
+        -- torch.where(cond) alone is nonzero(cond, as_tuple=True)
+        if name == "where" and select("#", ...) == 1 and core.is_tensor((...)) then
+          return core.nonzero((...), { as_tuple = true })
+        end
+        return call(...)
       end
       M.wrapped[w] = orig
       rawset(core, name, w)
