@@ -341,3 +341,64 @@ set("grad", function(outputs, inputs, opts)
   end
   return result
 end)
+
+-- ---- PyTorch's keyword forms of a few methods ---------------------------------------------
+
+-- x:sort{dim =, descending =}, x:argsort{...}, x:topk(k, {dim =, largest =,
+-- sorted =}): an options table where the positional arguments go.
+local function keyword(name, known, order, nlead)
+  local f = T[name]
+  local w = function(x, ...)
+    local args = { ... }
+    local opts = args[nlead + 1]
+    if type(opts) == "table" and not core.is_tensor(opts) and select("#", ...) == nlead + 1 then
+      opts = check_opts(name, opts, known)
+      for i, k in ipairs(order) do args[nlead + i] = opts[k] end
+      return f(x, table.unpack(args, 1, nlead + #order))
+    end
+    return f(x, ...)
+  end
+  T[name] = helpers.guard(w)
+  core[name] = T[name]
+end
+keyword("sort", { dim = true, descending = true, stable = true }, { "dim", "descending" }, 0)
+keyword("argsort", { dim = true, descending = true, stable = true }, { "dim", "descending" }, 0)
+keyword("topk", { dim = true, largest = true, sorted = true }, { "dim", "largest", "sorted" }, 1)
+
+-- x:split({2, 3, 5} [, dim]): pieces of the given sizes (torch.split with a
+-- list); a number keeps the equal-pieces form.
+do
+  local split = T.split
+  local w = function(x, size, dim)
+    if type(size) ~= "table" then return split(x, size, dim) end
+    check_tensor("split", x)
+    local d = dim_of("split", x, dim or 1)
+    local total, at, out = 0, 1, {}
+    for i, s in ipairs(size) do total = total + check_int("split", s, "size " .. i) end
+    if total ~= x:size(d) then
+      fail("split", "sizes sum to %d, but dim %d has size %d", total, d, x:size(d))
+    end
+    for i, s in ipairs(size) do
+      out[i] = x:narrow(d, at, s)
+      at = at + s
+    end
+    return setmetatable(out, getmetatable(split(x, x:size(d), d)))
+  end
+  T.split = helpers.guard(w)
+  core.split = T.split
+end
+
+-- x:squeeze({1, 3}): several size-1 dims at once (PyTorch 2's dim tuple).
+do
+  local squeeze = T.squeeze
+  T.squeeze = helpers.guard(function(x, dim)
+    if type(dim) ~= "table" then return squeeze(x, dim) end
+    check_tensor("squeeze", x)
+    local dims = {}
+    for i, d in ipairs(dim) do dims[i] = dim_of("squeeze", x, d) end
+    table.sort(dims, function(a, b) return a > b end)
+    for _, d in ipairs(dims) do x = squeeze(x, d) end
+    return x
+  end)
+  core.squeeze = T.squeeze
+end
