@@ -402,3 +402,29 @@ do
   end)
   core.squeeze = T.squeeze
 end
+
+-- ---- operators: a // b, a % b, and & | ~ on bool tensors -------------------------------------
+
+-- As Python's on torch tensors: // is floor_divide, % is remainder (the
+-- divisor's sign), and on bool tensors & | ~ (xor) and unary ~ are the
+-- logical ops. Integer bitwise operations are not ember's: an error says so.
+do
+  local mt = debug.getregistry()["ember.Tensor"]
+  local function bool_op(sym, fn)
+    return function(a, b)
+      for _, t in ipairs { a, b } do
+        if core.is_tensor(t) and t.dtype ~= "bool" then
+          fail("operator " .. sym, "%s on a %s tensor: only bool tensors (logical) take it; integer bitwise "
+            .. "operations are not supported", sym, t.dtype)
+        end
+      end
+      return fn(a, b)
+    end
+  end
+  mt.__idiv = helpers.guard(function(a, b) return core.floor_divide(a, b) end)
+  mt.__mod = helpers.guard(function(a, b) return core.remainder(a, b) end)
+  mt.__band = helpers.guard(bool_op("&", function(a, b) return core.logical_and(a, b) end))
+  mt.__bor = helpers.guard(bool_op("|", function(a, b) return core.logical_or(a, b) end))
+  mt.__bxor = helpers.guard(bool_op("~", function(a, b) return core.logical_xor(a, b) end))
+  mt.__bnot = helpers.guard(bool_op("~", function(a) return core.logical_not(a) end))
+end

@@ -156,3 +156,18 @@ describe("PyTorch's keyword forms", function()
     fails(function() x:sort { descend = true } end, "ember.sort: unknown option 'descend'")
   end)
 end)
+
+describe("operators", function()
+  it("// and % are Python's floor division and remainder; & | ~ are logical on bool tensors", function()
+    local a, b = ember.tensor { 7, -7, 5.5 }, ember.tensor { 2, 2, -2 }
+    assert.are.same({ 3, -4, -3 }, (a // b):totable()) -- torch: tensor([ 3., -4., -3.])
+    assert.are.same({ 1, 1, -0.5 }, (a % b):totable()) -- torch: tensor([ 1.,  1., -0.5])
+    local m, n = ember.tensor { true, false, true }, ember.tensor { true, true, false }
+    assert.are.same({ true, false, false }, (m & n):totable())
+    assert.are.same({ true, true, true }, (m | n):totable())
+    assert.are.same({ false, true, true }, (m ~ n):totable())
+    assert.are.same({ false, true, false }, (~m):totable())
+    fails(function() return ember.tensor { 1, 2 } & ember.tensor { 1, 2 } end,
+      "& on a float32 tensor: only bool tensors (logical) take it")
+  end)
+end)
