@@ -33,25 +33,8 @@ local NO_BF16 = { remainder = true, fmod = true, remainder_number = true, fmod_n
 -- (1.0f / 6.0f), 3e-8 away from ember's exact 1/6.
 local GRAD_RTOL = { hardsigmoid = { float64 = 1e-7 } }
 
-local function shape_of(v)
-  local shape = {}
-  while type(v) == "table" do
-    shape[#shape + 1] = #v
-    v = v[1]
-  end
-  return shape
-end
-
-local function flatten(v, out)
-  out = out or {}
-  if type(v) ~= "table" then out[#out + 1] = v else for _, e in ipairs(v) do flatten(e, out) end end
-  return out
-end
-
-local function flat(t)
-  if t:dim() == 0 then return { t:item() } end
-  return t:reshape(-1):totable()
-end
+local parity = require "tests.lua.helpers.parity"
+local shape_of, flatten, flat = parity.nested_shape, parity.nested_values, parity.values
 
 local function sstr(s) return "[" .. table.concat(s, ", ") .. "]" end
 

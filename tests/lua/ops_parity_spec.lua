@@ -143,30 +143,8 @@ local OPS = {
 -- view() needs a layout that fits; it rightly refuses these inputs.
 local CONTIGUOUS_ONLY = { view = true }
 
--- Shape of a nested-table tensor (a number is 0-d).
-local function shape_of(v)
-  local shape = {}
-  while type(v) == "table" do
-    shape[#shape + 1] = #v
-    v = v[1]
-  end
-  return shape
-end
-
-local function flatten_nested(v, out)
-  out = out or {}
-  if type(v) ~= "table" then
-    out[#out + 1] = v
-  else
-    for _, e in ipairs(v) do flatten_nested(e, out) end
-  end
-  return out
-end
-
-local function flat(t)
-  if t:dim() == 0 then return { t:item() } end
-  return t:reshape(-1):totable()
-end
+local parity = require "tests.lua.helpers.parity"
+local shape_of, flatten_nested, flat = parity.nested_shape, parity.nested_values, parity.values
 
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 

@@ -13,10 +13,12 @@ local T, max_rel = compare.T, compare.max_rel
 
 local F = dofile("tests/fixtures/nn_optim.lua")
 
--- Runs `steps` steps of opt on sum(A * p^2 + B * p); returns p after each.
-local function run(make, steps, dtype, composed, p0)
-  local A, B = T(F.optim.A, dtype), T(F.optim.B, dtype)
-  local p = (p0 or T(F.optim.p0, dtype)):clone():requires_grad_(true)
+-- Runs `steps` steps of opt on sum(A * p^2 + B * p) (A, B, p0 from the
+-- fixture table `src`, nn_optim.lua's by default); returns p after each.
+local function run(make, steps, dtype, composed, p0, src)
+  src = src or F.optim
+  local A, B = T(src.A, dtype), T(src.B, dtype)
+  local p = (p0 or T(src.p0, dtype)):clone():requires_grad_(true)
   local opt = make({ p })
   opt.composed = composed
   local traj = {}
@@ -371,19 +373,7 @@ end)
 local M = dofile("tests/fixtures/nn_optim_more.lua")
 
 -- As run(), on nn_optim_more.lua's loss.
-local function run_more(make, steps, dtype, p0)
-  local A, B = T(M.optim.A, dtype), T(M.optim.B, dtype)
-  local p = (p0 or T(M.optim.p0, dtype)):clone():requires_grad_(true)
-  local opt = make({ p })
-  local traj = {}
-  for i = 1, steps do
-    opt:zero_grad()
-    ;(A * p * p + B * p):sum():backward()
-    opt:step()
-    traj[i] = p:detach():clone()
-  end
-  return traj, opt, p
-end
+local function run_more(make, steps, dtype, p0) return run(make, steps, dtype, nil, p0, M.optim) end
 
 describe("NAdam, RAdam, Adamax, Adadelta, amsgrad:", function()
   for _, c in ipairs(M.optim.cases) do

@@ -11,6 +11,33 @@ local assert = require "luassert" -- busted's assert lives in the spec's environ
 
 local M = {}
 
+--- The shape of a nested-table tensor (as the op fixtures write them; a number is 0-d).
+function M.nested_shape(v)
+  local shape = {}
+  while type(v) == "table" do
+    shape[#shape + 1] = #v
+    v = v[1]
+  end
+  return shape
+end
+
+--- The numbers of a nested-table tensor in row-major order.
+function M.nested_values(v, out)
+  out = out or {}
+  if type(v) ~= "table" then
+    out[#out + 1] = v
+  else
+    for _, e in ipairs(v) do M.nested_values(e, out) end
+  end
+  return out
+end
+
+--- A tensor's values in row-major order (a 0-d tensor's one value too).
+function M.values(t)
+  if t:dim() == 0 then return { t:item() } end
+  return t:reshape(-1):totable()
+end
+
 --- The fixture tensor `spec` in its own dtype, else `dtype`, else float64.
 function M.T(spec, dtype)
   return ember.tensor(spec.data, { dtype = spec.dtype or dtype or "float64" }):view(spec.shape)
