@@ -346,20 +346,24 @@ end)
 
 -- x:sort{dim =, descending =}, x:argsort{...}, x:topk(k, {dim =, largest =,
 -- sorted =}): an options table where the positional arguments go.
+-- The plain call is a tail call of the original (its errors keep the
+-- caller's line, and it pays no pcall); only the options form is guarded.
 local function keyword(name, known, order, nlead)
   local f = T[name]
+  local with_opts = helpers.guard(function(x, args, opts)
+    opts = check_opts(name, opts, known)
+    for i, k in ipairs(order) do args[nlead + i] = opts[k] end
+    return f(x, table.unpack(args, 1, nlead + #order))
+  end)
   local w = function(x, ...)
-    local args = { ... }
-    local opts = args[nlead + 1]
-    if type(opts) == "table" and not core.is_tensor(opts) and select("#", ...) == nlead + 1 then
-      opts = check_opts(name, opts, known)
-      for i, k in ipairs(order) do args[nlead + i] = opts[k] end
-      return f(x, table.unpack(args, 1, nlead + #order))
+    local opts = select(nlead + 1, ...)
+    if select("#", ...) == nlead + 1 and type(opts) == "table" and not core.is_tensor(opts) then
+      return with_opts(x, { ... }, opts)
     end
     return f(x, ...)
   end
-  T[name] = helpers.guard(w)
-  core[name] = T[name]
+  T[name] = w
+  core[name] = w
 end
 keyword("sort", { dim = true, descending = true, stable = true }, { "dim", "descending" }, 0)
 keyword("argsort", { dim = true, descending = true, stable = true }, { "dim", "descending" }, 0)
@@ -369,8 +373,7 @@ keyword("topk", { dim = true, largest = true, sorted = true }, { "dim", "largest
 -- list); a number keeps the equal-pieces form.
 do
   local split = T.split
-  local w = function(x, size, dim)
-    if type(size) ~= "table" then return split(x, size, dim) end
+  local sizes = helpers.guard(function(x, size, dim)
     check_tensor("split", x)
     local d = dim_of("split", x, dim or 1)
     local total, at, out = 0, 1, {}
@@ -383,16 +386,18 @@ do
       at = at + s
     end
     return setmetatable(out, getmetatable(split(x, x:size(d), d)))
+  end)
+  T.split = function(x, size, dim)
+    if type(size) == "table" then return sizes(x, size, dim) end
+    return split(x, size, dim)
   end
-  T.split = helpers.guard(w)
   core.split = T.split
 end
 
 -- x:squeeze({1, 3}): several size-1 dims at once (PyTorch 2's dim tuple).
 do
   local squeeze = T.squeeze
-  T.squeeze = helpers.guard(function(x, dim)
-    if type(dim) ~= "table" then return squeeze(x, dim) end
+  local several = helpers.guard(function(x, dim)
     check_tensor("squeeze", x)
     local dims = {}
     for i, d in ipairs(dim) do dims[i] = dim_of("squeeze", x, d) end
@@ -400,6 +405,12 @@ do
     for _, d in ipairs(dims) do x = squeeze(x, d) end
     return x
   end)
+  -- the C method raises at its caller, which a Lua wrapper would be: guarded
+  local one = helpers.guard(squeeze)
+  T.squeeze = function(x, dim)
+    if type(dim) == "table" then return several(x, dim) end
+    return one(x, dim)
+  end
   core.squeeze = T.squeeze
 end
 

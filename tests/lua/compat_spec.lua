@@ -154,6 +154,10 @@ describe("PyTorch's keyword forms", function()
     assert.are.same({ 2 }, ember.zeros(1, 2, 1):squeeze({ 1, 3 }).shape)
     fails(function() x:split({ 1, 1 }) end, "ember.split: sizes sum to 2, but dim 1 has size 3")
     fails(function() x:sort { descend = true } end, "ember.sort: unknown option 'descend'")
+    -- the plain forms keep their errors at the caller's line through the wrappers
+    fails(function() ember.zeros(2, 2):squeeze(5) end, "ember.squeeze: dim 5 is out of range")
+    fails(function() x:split(0) end, "ember.split: piece size must be >= 1")
+    fails(function() x:topk(9) end, "ember.topk: k must be an integer in 0..3")
   end)
 end)
 
