@@ -119,12 +119,12 @@ end, true)
 
 -- ember.logspace(start, stop, steps [, base = 10 [, opts]]): base^linspace(start, stop, steps).
 set("logspace", function(start, stop, steps, base, opts)
-  if type(base) == "table" then base, opts = nil, base end
+  if type(base) == "table" or type(base) == "string" then base, opts = nil, base end
   base = base or 10
   if type(base) ~= "number" or not (base > 0) then fail("logspace", "base must be a number > 0, got %s", tostring(base)) end
+  opts = helpers.creation_opts("logspace", opts)
   local e = core.linspace(start, stop, steps, { dtype = "float64" })
   local out = (e * math.log(base)):exp()
-  opts = opts or {}
   return out:to(opts.dtype or "float32"):to(opts.device or "cpu")
 end)
 
@@ -161,7 +161,7 @@ set("meshgrid", function(...)
 end)
 
 local function like_opts(x, opts)
-  opts = opts or {}
+  opts = helpers.creation_opts("new_tensor", opts)
   return { dtype = opts.dtype or x.dtype, device = opts.device or x.device, requires_grad = opts.requires_grad }
 end
 
@@ -174,7 +174,7 @@ set("empty_like", function(x, opts) return core.zeros(check_tensor("empty_like",
 local function shape_args(op, ...)
   local a = { ... }
   local opts
-  if type(a[#a]) == "table" and #a > 1 then opts = table.remove(a) end
+  if (type(a[#a]) == "table" and #a > 1) or type(a[#a]) == "string" then opts = table.remove(a) end
   if #a == 1 and type(a[1]) == "table" then a = a[1] end
   for i, s in ipairs(a) do check_int(op, s, "size " .. i) end
   return a, opts

@@ -52,12 +52,16 @@ local function check_dim(op, x, d)
   return d < 0 and n + 1 + d or d
 end
 
+-- Creation options: a table {dtype=, device=, requires_grad=} or just a
+-- dtype name ("int64" stands for {dtype = "int64"}), as the C creators take.
 local function check_opts(op, opts)
+  if type(opts) == "string" then return { dtype = opts } end
   if opts ~= nil and type(opts) ~= "table" then
-    fail(op, "expected an options table {dtype=, device=, requires_grad=}, got %s", type(opts))
+    fail(op, "expected an options table {dtype=, device=, requires_grad=} or a dtype name, got %s", type(opts))
   end
   return opts or {}
 end
+M.creation_opts = check_opts
 
 local function opts_like(x, opts, op)
   opts = check_opts(op, opts)
@@ -100,12 +104,12 @@ set("triu", triangle("triu", true), true)
 set("tril", triangle("tril", false), true)
 
 set("eye", function(n, m, opts)
-  if type(m) == "table" then m, opts = nil, m end
+  if type(m) == "table" or type(m) == "string" then m, opts = nil, m end
   for _, v in ipairs { n, m or n } do
     if math.type(v) ~= "integer" or v < 0 then fail("eye", "sizes must be integers >= 0, got %s", tostring(v)) end
   end
   m = m or n
-  opts = opts or {}
+  opts = check_opts("eye", opts)
   local o = { dtype = "int64", device = opts.device }
   local e = core.arange(1, n + 1, o):view(n, 1):eq(core.arange(1, m + 1, o):view(1, m))
   e = e:to(opts.dtype or "float32")

@@ -239,7 +239,7 @@ describe("helper values", function()
     fails_here(function() local _ = ember.linspace(0, 1, -1) end, "ember.linspace", "steps")
     fails_here(function() local _ = ember.randint(5, 5, { 2 }) end, "ember.randint", "greater than low")
     fails_here(function() local _ = ember.randint(5, "x") end, "ember.randint", "shape must be a table")
-    fails_here(function() local _ = ember.linspace(0, 1, 3, "float64") end, "ember.linspace", "options table")
+    fails_here(function() local _ = ember.linspace(0, 1, 3, 64) end, "ember.linspace", "options table")
     fails_here(function() local _ = ember.randint(5, { 2 }, 7) end, "ember.randint", "options table")
   end)
 

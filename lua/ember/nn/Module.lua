@@ -345,6 +345,23 @@ end
 -- @treturn Module self
 function Module:eval() return self:train(false) end
 
+--- Sets requires_grad on every parameter (freezing with `false`), as
+-- PyTorch's `module.requires_grad_()`. An optimizer skips a frozen
+-- parameter while it has no gradient.
+-- @bool[opt=true] on
+-- @treturn Module self
+-- @usage local m = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+-- m[1]:requires_grad_(false)      -- freeze the first layer
+-- print(m[1].weight.requires_grad, m[2].weight.requires_grad)   --> false	true
+function Module:requires_grad_(on)
+  if on == nil then on = true end
+  if type(on) ~= "boolean" then
+    errors.raise("%s.requires_grad_: expected a boolean or nothing, got %s", self.__name, type(on))
+  end
+  for _, p in ipairs(self:parameters()) do p:requires_grad_(on) end
+  return self
+end
+
 --- Drops the gradients of every parameter.
 -- @treturn Module self
 function Module:zero_grad()
@@ -410,7 +427,8 @@ function Module:to(where, _moved)
   local function move(t, param)
     if moved[t] then return moved[t] end
     local new = (is_dtype and not ember.dtype_info(t.dtype).floating) and t or t:detach():to(where)
-    if param then new:requires_grad_(true) end
+    -- a frozen parameter stays frozen (PyTorch's to() keeps requires_grad)
+    if param then new:requires_grad_(t.requires_grad) end
     moved[t] = new
     return new
   end

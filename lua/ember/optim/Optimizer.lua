@@ -84,27 +84,51 @@ function Optimizer:__init(params, opts)
   local groups = params
   if is_tensor(params[1]) or #params == 0 then groups = { { params = params } } end
   self.param_groups, self.state, self._params = {}, {}, {}
-  for gi, spec in ipairs(groups) do
-    if type(spec) ~= "table" or type(spec.params) ~= "table" then
-      self:_error("group %d must be a table with a params list", gi)
-    end
-    local g = { params = {} }
-    for i, p in ipairs(spec.params) do
-      if not is_tensor(p) then self:_error("group %d, parameter %d is a %s, not a tensor", gi, i, type(p)) end
-      -- a frozen parameter (requires_grad false) is kept and skipped while it
-      -- has no gradient, as PyTorch's optimizers do (fine-tuning freezes some)
-      if not p.is_leaf then
-        self:_error("group %d, parameter %d is not a leaf (the result of an op): optimize the tensors "
-          .. "it was computed from, or p:detach():requires_grad_()", gi, i)
-      end
-      g.params[i] = p
-      self._params[#self._params + 1] = p
-    end
-    local o = {}
-    for k, v in pairs(spec) do if k ~= "params" then o[k] = v end end
-    self.param_groups[gi] = self:_group(g, o)
-  end
+  for gi, spec in ipairs(groups) do self:_add_group(gi, spec) end
   if #self._params == 0 then self:_error("got an empty parameter list") end
+end
+
+-- Checks one group spec {params = {...}, lr = ...} and appends it.
+function Optimizer:_add_group(gi, spec)
+  if type(spec) ~= "table" or type(spec.params) ~= "table" then
+    self:_error("group %d must be a table with a params list", gi)
+  end
+  local params = spec.params
+  if not is_tensor(params) and params.parameters then params = params:parameters() end
+  local seen = {}
+  for _, p in ipairs(self._params) do seen[p] = true end
+  local g = { params = {} }
+  for i, p in ipairs(params) do
+    if not is_tensor(p) then self:_error("group %d, parameter %d is a %s, not a tensor", gi, i, type(p)) end
+    -- a frozen parameter (requires_grad false) is kept and skipped while it
+    -- has no gradient, as PyTorch's optimizers do (fine-tuning freezes some)
+    if not p.is_leaf then
+      self:_error("group %d, parameter %d is not a leaf (the result of an op): optimize the tensors "
+        .. "it was computed from, or p:detach():requires_grad_()", gi, i)
+    end
+    if seen[p] then
+      self:_error("group %d, parameter %d is already optimized (in this or an earlier group)", gi, i)
+    end
+    seen[p] = true
+    g.params[i] = p
+  end
+  local o = {}
+  for k, v in pairs(spec) do if k ~= "params" then o[k] = v end end
+  self:_group(g, o)
+  for _, p in ipairs(g.params) do self._params[#self._params + 1] = p end
+  self.param_groups[gi] = g
+end
+
+--- Adds a parameter group, as PyTorch's `add_param_group` (fine-tuning:
+-- unfreeze a layer and give it its own lr). Options not given take the
+-- optimizer's defaults; a parameter already optimized is an error.
+-- @tparam table group `{params = {...} or a module, lr = ..., ...}`
+-- @usage local m = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+-- local opt = optim.SGD(m[2], {lr = 0.1, momentum = 0.9})
+-- opt:add_param_group({params = m[1]:parameters(), lr = 0.01})
+-- print(#opt.param_groups, opt.param_groups[2].lr, opt.param_groups[2].momentum)   --> 2	0.01	0.9
+function Optimizer:add_param_group(group)
+  self:_add_group(#self.param_groups + 1, group)
 end
 
 --- Sets every parameter's .grad to nil.
@@ -112,8 +136,29 @@ function Optimizer:zero_grad()
   for _, p in ipairs(self._params) do p.grad = nil end
 end
 
---- One update of every parameter that has a gradient.
-function Optimizer:step()
+--- One update of every parameter that has a gradient. With `closure`
+-- (a function that zeroes the gradients, computes the loss, calls
+-- backward and returns the loss), it is called first with grad mode on
+-- and its loss returned, as PyTorch's `optimizer.step(closure)`.
+-- @tparam[opt] function closure
+-- @return the closure's loss, or nothing
+function Optimizer:step(closure)
+  local loss
+  if closure ~= nil then
+    if type(closure) ~= "function" then
+      self:_error("step: closure must be a function that returns the loss, got %s", type(closure))
+    end
+    local prev = ember.set_grad_enabled(true)
+    local ok, r = pcall(closure)
+    ember.set_grad_enabled(prev)
+    if not ok then error(r, 0) end
+    loss = r
+  end
+  self:_step()
+  return loss
+end
+
+function Optimizer:_step()
   local k = 0
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do

@@ -1,0 +1,106 @@
+-- What a new user coming from PyTorch or Torch7 tries first in a training
+-- workflow: creation options, freezing, parameter groups, closures, grad
+-- mode scopes. Each block is a defect found by probing ember as such a
+-- user; the test fails without its fix.
+local ember = require "ember"
+local nn, optim = require "ember.nn", require "ember.optim"
+local raises_here = require("tests.lua.helpers.parity").raises_here
+
+describe("creation functions take a dtype name for the options", function()
+  it("as the C creators do (ember.zeros(2, 3, 'int64'))", function()
+    assert.are.equal("float64", ember.linspace(0, 1, 5, "float64").dtype)
+    assert.are.equal("float32", ember.randint(0, 10, { 3 }, "float32").dtype)
+    assert.are.equal("float64", ember.randint(10, { 3 }, "float64").dtype)
+    local x = ember.zeros(2)
+    for _, f in ipairs { "zeros_like", "ones_like", "empty_like" } do
+      assert.are.equal("int64", ember[f](x, "int64").dtype, f)
+    end
+    for _, f in ipairs { "rand_like", "randn_like" } do
+      assert.are.equal("float64", ember[f](x, "float64").dtype, f)
+    end
+    assert.are.equal("int64", ember.full_like(x, 3, "int64").dtype)
+    assert.are.equal("int64", x:new_zeros(2, 3, "int64").dtype)
+    assert.are.equal("bool", x:new_ones({ 2 }, "bool").dtype)
+    assert.are.equal("float64", ember.logspace(0, 2, 3, "float64").dtype)
+  end)
+
+  it("eye(n, m, dtype) and eye(n, dtype)", function()
+    local e = ember.eye(2, 3, "int64")
+    assert.are.equal("int64", e.dtype)
+    assert.are.same({ { 1, 0, 0 }, { 0, 1, 0 } }, e:totable())
+    assert.are.same({ 3, 3 }, { ember.eye(3, "float64"):size(1), ember.eye(3, "float64"):size(2) })
+    assert.are.equal("float64", ember.eye(3, "float64").dtype)
+  end)
+
+  it("anything else is still refused at the user's line", function()
+    raises_here(function() ember.linspace(0, 1, 5, 64) end, "ember.linspace: expected an options table")
+  end)
+end)
+
+describe("freezing", function()
+  it("Module:requires_grad_(false) freezes every parameter, true unfreezes", function()
+    local m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    assert.are.equal(m[1], m[1]:requires_grad_(false))
+    assert.is_false(m[1].weight.requires_grad)
+    assert.is_false(m[1].bias.requires_grad)
+    assert.is_true(m[3].weight.requires_grad)
+    m:requires_grad_()
+    assert.is_true(m[1].weight.requires_grad)
+    raises_here(function() m:requires_grad_("no") end, "Sequential.requires_grad_: expected a boolean")
+  end)
+
+  it("a frozen parameter stays frozen through to(dtype)", function()
+    local m = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    m[1].weight.requires_grad = false
+    m:to("float64")
+    assert.are.equal("float64", m[1].weight.dtype)
+    assert.is_false(m[1].weight.requires_grad)
+    assert.is_true(m[1].bias.requires_grad)
+    m:float()
+    assert.is_false(m[1].weight.requires_grad)
+  end)
+end)
+
+describe("optimizer", function()
+  it("add_param_group adds a group with its own options, the rest from the defaults", function()
+    ember.manual_seed(0)
+    local m = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    local opt = optim.SGD(m[2]:parameters(), { lr = 0.1, momentum = 0.9 })
+    opt:add_param_group({ params = m[1]:parameters(), lr = 0.01 })
+    assert.are.equal(2, #opt.param_groups)
+    assert.are.equal(0.01, opt.param_groups[2].lr)
+    assert.are.equal(0.9, opt.param_groups[2].momentum)
+    local w = m[1].weight:clone()
+    m(ember.randn(5, 3)):sum():backward()
+    local g = m[1].weight.grad:clone()
+    opt:step()
+    assert.is_true(ember.allclose(m[1].weight, w - g * 0.01))
+    -- the state of the added group round-trips
+    local sd = opt:state_dict()
+    assert.are.same({ 3, 4 }, sd.param_groups[2].params)
+    raises_here(function() opt:add_param_group({ params = m[2]:parameters() }) end, "already optimized")
+    raises_here(function() opt:add_param_group({ params = nn.Linear(2, 2), lrr = 1 }) end, "unknown option 'lrr'")
+  end)
+
+  it("step(closure) calls the closure with grad on and returns its loss", function()
+    ember.manual_seed(0)
+    local m = nn.Linear(3, 1)
+    local x, y = ember.randn(4, 3), ember.randn(4, 1)
+    local opt = optim.SGD(m, { lr = 0.1 })
+    local calls = 0
+    local function closure()
+      calls = calls + 1
+      opt:zero_grad()
+      local loss = ((m(x) - y) ^ 2):mean()
+      loss:backward()
+      return loss
+    end
+    local before = ((m(x) - y) ^ 2):mean():item()
+    local loss = ember.no_grad(function() return opt:step(closure) end)
+    assert.are.equal(1, calls)
+    assert.are.equal(before, loss:item())
+    assert.is_true(((m(x) - y) ^ 2):mean():item() < before)
+    assert.is_nil(opt:step())
+    raises_here(function() opt:step(42) end, "SGD: step: closure must be a function")
+  end)
+end)
