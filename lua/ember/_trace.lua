@@ -306,8 +306,48 @@ function F.clamp(x, lo, hi)
   if hi ~= nil then r = node("MIN", { r, to_sym(hi, "clamp", 2) }) end
   return r
 end
-F.min = function(a, b) return F.minimum(a, b) end
-F.max = function(a, b) return F.maximum(a, b) end
+-- min / max (math.min, math.max, x:min(y)) take any number of values, as Lua's
+local function fold(op, what)
+  return function(a, ...)
+    local r = to_sym(a, what, 2)
+    for i = 1, select("#", ...) do r = node(op, { r, to_sym((select(i, ...)), what, 2) }) end
+    return r
+  end
+end
+F.min, F.max = fold("MIN", "min"), fold("MAX", "max")
+-- math.log(x [, base])
+function M.math_log(x, base)
+  local l = node("LOG", { to_sym(x, "log", 2) })
+  if base == nil then return l end
+  return M.div(l, node("LOG", { to_sym(base, "log", 2) }))
+end
+-- fmod (math.fmod, ember.fmod): C's remainder a - trunc(a / b) b, with the
+-- sign of a; |a| % |b| is that remainder's size (% is floored, and exact)
+function F.fmod(a, b)
+  a, b = to_sym(a, "fmod", 2), to_sym(b, "fmod", 2)
+  return M.mul(node("SIGN", { a }), node("MOD", { node("ABS", { a }), node("ABS", { b }) }))
+end
+
+-- & | ~ (and binary ~, xor) on traced booleans are logical_and / or / not
+-- / ne, as on ember's bool tensors; on numbers they would be bitwise, which
+-- a variant cannot trace.
+local function logical(op, spelled, unary_op)
+  return function(a, b)
+    local args = unary_op and { to_sym(a, spelled, 2) } or { to_sym(a, spelled, 2), to_sym(b, spelled, 2) }
+    for _, x in ipairs(args) do
+      if x.kind ~= "bool" then
+        fail(("'%s' on traced values is the logical %s of booleans (as on ember's bool tensors), got an %s " ..
+          "value; bitwise operations cannot be traced (use // and %% for integer arithmetic)"):format(
+          spelled, ({ AND = "and", OR = "or", NOT = "not", NE = "xor" })[op], x.kind), 2)
+      end
+    end
+    return node(op, args)
+  end
+end
+Sym.__band = logical("AND", "&")
+Sym.__bor = logical("OR", "|")
+Sym.__bxor = logical("NE", "~")
+Sym.__bnot = logical("NOT", "~", true)
 
 Sym.__index = function(x, key)
   local f = F[key]

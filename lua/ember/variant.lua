@@ -35,10 +35,12 @@
 -- The functions run once per instance on symbolic values. Arithmetic
 -- (+ - * / // % ^, unary -), `ember.where`, `ember.logical_and`,
 -- `logical_or`, `logical_not`, comparisons as functions or methods
--- (`ember.eq(a, b)` or `a:eq(b)`, also ne, lt, le, gt, ge), `abs`, `min`
--- and `max` (ember.minimum / maximum, math.min / math.max), `clamp`,
--- `floor`, `ceil`, `exp`, `log`, `tanh`, `sqrt`, `sigmoid` and `sign`
--- are traced. Lua's `==`, `<`, `<=`, `>` and `>=` between traced values
+-- (`ember.eq(a, b)` or `a:eq(b)`, also ne, lt, le, gt, ge), `&`, `|`,
+-- `~` on booleans (logical and, or, not; binary `~` is xor), `abs`, `min`
+-- and `max` (ember.minimum / maximum, math.min / math.max of any number
+-- of values), `clamp`, `floor`, `ceil`, `exp`, `log` (math.log(x, base)
+-- too), `tanh`, `sqrt`, `sigmoid`, `sign`, `pow`, `floor_divide`,
+-- `remainder` and `fmod` (C's remainder, math.fmod) are traced. Lua's `==`, `<`, `<=`, `>` and `>=` between traced values
 -- cannot return one, so they raise an error that says what to write
 -- instead. With a number on one side Lua never calls ember (`k == 1` is
 -- false, `k ~= 1` true), and `not x` is false: a plain boolean is refused
@@ -290,8 +292,22 @@ local function sym_aware(orig, f)
   end
 end
 
-local MATH = { abs = "abs", floor = "floor", ceil = "ceil", exp = "exp", log = "log", sqrt = "sqrt",
-  min = "minimum", max = "maximum" }
+local MATH = { abs = "abs", floor = "floor", ceil = "ceil", exp = "exp", log = "math_log", sqrt = "sqrt",
+  min = "min", max = "max", fmod = "fmod" }
+
+-- What a score, mask or sink function can compute (added to the message of
+-- an error that met a traced value where a tensor or number was expected).
+local TRACED_HINT = "inside score, mask and sink the arguments are traced values, not tensors: traced are " ..
+  "+ - * / // % ^ and unary -, & | ~ on booleans, :eq :ne :lt :le :gt :ge, ember.where, ember.logical_and / " ..
+  "logical_or / logical_not, abs, minimum, maximum, clamp, floor, ceil, exp, log, tanh, sqrt, sigmoid, sign, " ..
+  "pow, floor_divide, remainder, fmod (as ember.f(x) or x:f()), and math.abs, floor, ceil, exp, log, sqrt, " ..
+  "min, max, fmod"
+
+-- The other math.* functions refuse a traced value by name (Lua's own
+-- message would only say a number was expected).
+local function untraceable_math(name)
+  return function() trace.fail(("math.%s cannot be traced; %s"):format(name, TRACED_HINT), 2) end
+end
 
 -- The user's function named `what` in def (for positions in messages).
 local function fn_of(def, what) return type(def[what]) == "function" and def[what] or nil end
@@ -300,7 +316,12 @@ local function fn_of(def, what) return type(def[what]) == "function" and def[wha
 -- and the function's result.
 local function traced_call(def, what, fn, ...)
   local saved = {}
-  for k, f in pairs(MATH) do saved[k] = math[k]; math[k] = sym_aware(math[k], trace.F[f]) end
+  for k, f in pairs(math) do
+    if type(f) == "function" and k ~= "type" then
+      saved[k] = f
+      math[k] = sym_aware(f, MATH[k] and (trace.F[MATH[k]] or trace[MATH[k]]) or untraceable_math(k))
+    end
+  end
   local user = fn_of(def, what)
   local info = user and debug.getinfo(user, "S")
   local where = info and info.what == "Lua" and ("%s:%d"):format(info.short_src, info.linedefined) or nil
@@ -313,6 +334,12 @@ local function traced_call(def, what, fn, ...)
     if not msg:find("attention variant '" .. def.name .. "'", 1, true) then
       local at, rest = msg:match("^([^\n]-:%d+: )(.*)$")
       msg = (at or "") .. ("attention variant '%s': %s failed: %s"):format(def.name, what, rest or msg)
+      -- an ember function that is not traced, given a traced value
+      if msg:find("ember.Symbol", 1, true) or msg:find("got table", 1, true) then
+        msg = msg .. " (" .. TRACED_HINT .. ")"
+      end
+    elseif msg:find("traced values have no field", 1, true) then
+      msg = msg .. " (" .. TRACED_HINT .. ")"
     end
     error(msg, 0)
   end
@@ -684,7 +711,8 @@ end
 M.wrapped = {} -- wrapper -> the function it wraps (help() shows the original's entry)
 
 local HELPERS = { "where", "logical_and", "logical_or", "logical_not", "eq", "ne", "lt", "le", "gt", "ge",
-  "minimum", "maximum", "clamp", "abs", "exp", "log", "tanh", "floor", "ceil", "sqrt", "sigmoid", "sign" }
+  "minimum", "maximum", "clamp", "abs", "exp", "log", "tanh", "floor", "ceil", "sqrt", "sigmoid", "sign",
+  "pow", "floor_divide", "remainder", "fmod" }
 
 --- Adds ember.attention_variant and lets ember.where, ember.tanh, ...
 -- take traced values; the `*.lua` variants on the plugin path are loaded

@@ -1,0 +1,96 @@
+-- What a new user of the attention side tries first, and what once went
+-- wrong there: Lua variants written with Lua's math library and with
+-- PyTorch's spellings (math.max of three values, math.log(x, 2),
+-- math.fmod, ember.pow / fmod / remainder / floor_divide, & | ~ on
+-- masks), each held to the same rule written densely in float64 on both
+-- routes (fused and composed); functions that cannot be traced refused by
+-- name, at the user's line.
+local ember = require "ember"
+local parity = require "tests.lua.helpers.parity"
+
+local D = { dtype = "float64" }
+local B, H, L, d = 1, 2, 7, 4
+
+local n_defined = 0
+local function define(score)
+  n_defined = n_defined + 1
+  local name = "probe_attn_" .. n_defined
+  ember.attention_variant { name = name, score = function(s, b, h, q, k, ctx) return s + score(q, k) end }
+  return name
+end
+
+-- The variant's output against softmax(q k^T / sqrt(d) + bias) v, bias[i][j] = rule(i, j)
+-- computed by plain Lua; the largest difference over the fused and composed routes.
+local function error_of(name, rule)
+  ember.manual_seed(3)
+  local q, k, v = ember.randn(B, H, L, d, D), ember.randn(B, H, L, d, D), ember.randn(B, H, L, d, D)
+  local bias = ember.zeros(1, 1, L, L, D)
+  for i = 1, L do for j = 1, L do bias[1][1][i][j] = rule(i, j) end end
+  local ref = (q:matmul(k:transpose(-1, -2)) / math.sqrt(d) + bias):softmax(-1):matmul(v)
+  local att = ember.Attention { attention = name, heads = H, head_dim = d, dtype = "float64" }
+  local err = 0
+  for _, kernel in ipairs { "auto", "composed" } do
+    local out = att(q, k, v, { kernel = kernel ~= "auto" and kernel or nil })
+    err = math.max(err, (out - ref):abs():max():item())
+  end
+  return err
+end
+
+describe("Lua variants written with Lua's math library", function()
+  local cases = {
+    { "math.max of three values", function(q, k) return math.max(q - k, 0, k - 5) end },
+    { "math.min of three values", function(q, k) return math.min(q, k, 4) end },
+    { "x:max(a, b)", function(q, k) return (q - k):max(0, 2) * 0.5 end,
+      function(q, k) return math.max(q - k, 0, 2) * 0.5 end },
+    { "math.log with a base", function(q, k) return math.log(k, 2) end },
+    { "math.fmod", function(q, k) return math.fmod(k - q, 3) end },
+    { "math.fmod of floats", function(q, k) return math.fmod(k - q - 0.5, 2) end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " means what Lua computes", function()
+      assert.is_true(error_of(define(c[2]), c[3] or c[2]) < 1e-12)
+    end)
+  end
+
+  it("math functions that cannot be traced are refused by name at the user's line", function()
+    parity.raises_here(function() define(function(q, k) return math.sin(q - k) end) end,
+      "math.sin cannot be traced")
+  end)
+end)
+
+describe("Lua variants written with PyTorch's spellings", function()
+  local cases = {
+    { "ember.fmod (sign of the dividend)", function(q, k) return ember.fmod(q - k, -3) end,
+      function(q, k) return math.fmod(q - k, -3) end },
+    { "ember.remainder (sign of the divisor)", function(q, k) return ember.remainder(q - k - 3, 4) end,
+      function(q, k) return (q - k - 3) % 4 end },
+    { "ember.floor_divide", function(q, k) return ember.floor_divide(q - k - 3, 2) end,
+      function(q, k) return (q - k - 3) // 2 end },
+    { "ember.pow", function(q, k) return ember.pow(k, 0.5) end, function(q, k) return k ^ 0.5 end },
+    { "& on masks", function(q, k) return ember.where(k:le(q) & (q - k):lt(3), 1, 0) end,
+      function(q, k) return (k <= q and q - k < 3) and 1 or 0 end },
+    { "| on masks", function(q, k) return ember.where(k:le(2) | k:ge(q), 1, 0) end,
+      function(q, k) return (k <= 2 or k >= q) and 1 or 0 end },
+    { "~ on a mask", function(q, k) return ember.where(~k:le(q), 1, 0) end,
+      function(q, k) return k > q and 1 or 0 end },
+    { "a ~ b (xor) on masks", function(q, k) return ember.where(k:le(q) ~ k:le(3), 1, 0) end,
+      function(q, k) return ((k <= q) ~= (k <= 3)) and 1 or 0 end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " as in PyTorch", function()
+      assert.is_true(error_of(define(c[2]), c[3]) < 1e-12)
+    end)
+  end
+
+  it("& on integers is refused (bitwise operations cannot be traced)", function()
+    parity.raises_here(function() define(function(q, k) return (q - k) & 1 end) end,
+      "'&' on traced values is the logical and of booleans")
+  end)
+
+  it("an ember function that is not traced says what is", function()
+    parity.raises_here(function() define(function(q, k) return ember.sin(q - k) end) end,
+      "traced values, not tensors: traced are")
+    parity.raises_here(function() define(function(q, k) return ember.add(q, k) end) end,
+      "traced values, not tensors: traced are")
+  end)
+end)
