@@ -102,11 +102,37 @@ return function(q, k, v, opts)
     end
     if Hq % Hk ~= 0 then raise("query's %d heads must be a multiple of key/value's %d heads", Hq, Hk) end
   end
+  local FLOAT = { float32 = true, float64 = true, bfloat16 = true }
+  if not FLOAT[q.dtype] or k.dtype ~= q.dtype or v.dtype ~= q.dtype then
+    raise("query, key and value must share a float32, float64 or bfloat16 dtype, got %s, %s and %s",
+      q.dtype, k.dtype, v.dtype)
+  end
+  if tostring(k.device) ~= tostring(q.device) or tostring(v.device) ~= tostring(q.device) then
+    raise("query, key and value must be on one device, got %s, %s and %s", tostring(q.device),
+      tostring(k.device), tostring(v.device))
+  end
   local mask, causal = opts.attn_mask, false
   if mask ~= nil then
     if opts.is_causal then raise("attn_mask and is_causal cannot both be set (as PyTorch)") end
     if not core.is_tensor(mask) then raise("attn_mask must be a tensor, got %s", type(mask)) end
     if mask.ndim > nd then raise("attn_mask %s has more dims than query %s", shape_of(mask), shape_of(q)) end
+    if mask.dtype ~= "bool" and mask.dtype ~= q.dtype then
+      raise("attn_mask must be bool (true = may attend) or float added to the scores in query's dtype %s, got %s",
+        q.dtype, mask.dtype)
+    end
+    if tostring(mask.device) ~= tostring(q.device) then
+      raise("attn_mask is on %s, query on %s", tostring(mask.device), tostring(q.device))
+    end
+    -- it broadcasts to [..., L, S] (the dims of q before L, then L and S)
+    local want = lead(q)
+    want[#want + 1], want[#want + 2] = L, S
+    for i = 1, mask.ndim do
+      local m, w = mask.shape[mask.ndim - i + 1], want[#want - i + 1]
+      if m ~= 1 and m ~= w then
+        raise("attn_mask %s does not broadcast to [%s] (query's leading dims, L = %d, S = %d)", shape_of(mask),
+          table.concat(want, ", "), L, S)
+      end
+    end
     -- the core broadcasts a mask of up to 4 dims against [B, H, L, S]; a
     -- mask over more leading dims is expanded to q's and folded into them
     if mask.ndim > 4 or (mask.ndim > 2 and nd ~= 4) then

@@ -120,6 +120,14 @@ describe("ember.scaled_dot_product_attention", function()
       { function() sdpa(q, ember.randn(1, 4, 3, 5), ember.randn(1, 4, 3, 5)) end, "key must be [..., S, E=8]" },
       { function() sdpa(q, ember.randn(2, 4, 3, 8), ember.randn(2, 4, 3, 8)) end, "must be equal (no broadcasting)" },
       { function() sdpa(q, q, "v") end, "value must be a tensor, got string" },
+      -- once reported by the inner module ("ember.Attention.forward: attention 'standard'"),
+      -- with the folded shape [B, H, L, S] instead of the user's
+      { function() sdpa(q, q, q, { attn_mask = ember.ones(3, 4, { dtype = "bool" }) }) end,
+        "attn_mask [3, 4] does not broadcast to [1, 4, 3, 3]" },
+      { function() sdpa(q, q, q, { attn_mask = ember.ones(3, 3, { dtype = "int64" }) }) end,
+        "attn_mask must be bool (true = may attend) or float added to the scores in query's dtype float32, got int64" },
+      { function() sdpa(q, q:double(), q) end,
+        "query, key and value must share a float32, float64 or bfloat16 dtype, got float32, float64 and float32" },
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(c[1])
