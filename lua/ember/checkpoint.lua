@@ -128,11 +128,23 @@ end
 
 --- ember.save(obj, path), as torch.save(obj, path) (Torch7's order,
 -- torch.save(path, obj), works too): a tensor, a table of name -> tensor (a
--- state dict) or a module (its state_dict()) in a safetensors file, which
--- ember.load reads back. For a model with its optimizer and schedule, use
--- checkpoint.save.
--- @param obj a tensor, a table of name -> tensor, or a module
+-- state dict), a module (its state_dict()), or any nest of tables holding
+-- tensors, numbers, booleans and strings -- an optimizer's or scheduler's
+-- state_dict(), or PyTorch's usual `{model = m:state_dict(), optimizer =
+-- opt:state_dict(), epoch = 3}` -- in a safetensors file, which ember.load
+-- reads back (the tensors under dotted names, the rest in the metadata).
+-- For a model with its optimizer and schedule, checkpoint.save does the same.
+-- @param obj a tensor, a table, or a module
 -- @tparam string path
+-- @usage local p = os.tmpname()
+-- local m = nn.Linear(2, 2)
+-- local opt = optim.Adam(m, {lr = 1e-3})
+-- m(ember.ones(1, 2)):sum():backward(); opt:step()
+-- ember.save({model = m:state_dict(), optimizer = opt:state_dict(), epoch = 3}, p)
+-- local ck = ember.load(p); os.remove(p)
+-- local opt2 = optim.Adam(nn.Linear(2, 2), {lr = 1e-3})
+-- opt2:load_state_dict(ck.optimizer)
+-- print(ck.epoch, opt2.state[1].step, ck.model.weight.shape)   --> 3	1	ember.Size{2, 2}
 function checkpoint.save_object(a, b)
   local obj, path = a, b
   if type(a) == "string" and type(b) ~= "string" then obj, path = b, a end
@@ -143,26 +155,83 @@ function checkpoint.save_object(a, b)
   local what = "a table of tensors"
   if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict" end
   if type(obj) ~= "table" then
-    error("ember.save: can save a tensor, a table of name -> tensor or a module, got a " .. type(obj), 2)
+    error("ember.save: can save a tensor, a table or a module, got a " .. type(obj), 2)
   end
+  local flat = true
   for k, v in pairs(obj) do
-    if type(k) ~= "string" or not is_tensor(v) then
-      error(("ember.save: a table to save maps names to tensors, got %s -> %s"):format(type(k),
-        is_tensor(v) and "tensor" or type(v)), 2)
-    end
+    if type(k) ~= "string" or not is_tensor(v) then flat = false end
   end
-  checkpoint.save_tensors(path, obj, { ["ember.object"] = what })
+  if flat then return checkpoint.save_tensors(path, obj, { ["ember.object"] = what }) end
+  -- a nest: tensors under their dotted paths, every other value typed in
+  -- the metadata ("tree.<path>" = "n:12" | "f:0.001" | "b:true" | "s:text" | "{}")
+  local tensors, meta = {}, { ["ember.object"] = "tree" }
+  local function walk(t, prefix, seen)
+    if seen[t] then error(("ember.save: the table under '%s' contains itself"):format(prefix), 4) end
+    seen[t] = true
+    for k, v in pairs(t) do
+      local key
+      if math.type(k) == "integer" then key = "#" .. k
+      elseif type(k) == "string" and k ~= "" and not k:find(".", 1, true) and k:sub(1, 1) ~= "#" then key = k
+      else
+        error(("ember.save: cannot save the key %s under '%s' (keys are integers or strings without '.' "
+          .. "that do not start with '#')"):format(type(k) == "string" and ("'" .. k .. "'") or ("of type " .. type(k)),
+          prefix == "" and "(top)" or prefix), 4)
+      end
+      local name = prefix == "" and key or (prefix .. "." .. key)
+      if is_tensor(v) then tensors[name] = v
+      elseif math.type(v) == "integer" then meta["tree." .. name] = "n:" .. num_str(v)
+      elseif type(v) == "number" then meta["tree." .. name] = "f:" .. num_str(v)
+      elseif type(v) == "boolean" then meta["tree." .. name] = "b:" .. tostring(v)
+      elseif type(v) == "string" then meta["tree." .. name] = "s:" .. v
+      elseif type(v) == "table" then
+        if next(v) == nil then meta["tree." .. name] = "{}" else walk(v, name, seen) end
+      else
+        error(("ember.save: cannot save '%s', a %s"):format(name, type(v)), 4)
+      end
+    end
+    seen[t] = nil
+  end
+  walk(obj, "", {})
+  checkpoint.save_tensors(path, tensors, meta)
 end
 
---- ember.load(path): what ember.save wrote (a tensor, or a table of name
--- -> tensor, for `model:load_state_dict(ember.load(path))`); any other
--- safetensors file as a table of its tensors.
+--- ember.load(path): what ember.save wrote (a tensor, a table of name
+-- -> tensor for `model:load_state_dict(ember.load(path))`, or the nest of
+-- tables it was given); any other safetensors file as a table of its tensors.
 -- @tparam string path
 function checkpoint.load_object(path)
   if type(path) ~= "string" then error("ember.load: path must be a string, got a " .. type(path), 2) end
   local tensors, meta = checkpoint.load_tensors(path)
   if meta["ember.object"] == "tensor" then return tensors.tensor end
-  return tensors
+  if meta["ember.object"] ~= "tree" then return tensors end
+  local root = {}
+  local function put(name, v)
+    local node, parts = root, {}
+    for part in name:gmatch("[^.]+") do
+      parts[#parts + 1] = part:sub(1, 1) == "#" and math.tointeger(tonumber(part:sub(2))) or part
+    end
+    for i = 1, #parts - 1 do
+      node[parts[i]] = node[parts[i]] or {}
+      node = node[parts[i]]
+    end
+    node[parts[#parts]] = v
+  end
+  for name, t in pairs(tensors) do put(name, t) end
+  for key, s in pairs(meta) do
+    if key:sub(1, 5) == "tree." then
+      local tag, rest = s:sub(1, 2), s:sub(3)
+      local v
+      if s == "{}" then v = {}
+      elseif tag == "n:" then v = math.tointeger(tonumber(rest))
+      elseif tag == "f:" then -- %.17g writes inf, -inf and nan or -nan, which tonumber does not read
+        v = tonumber(rest) or (rest == "inf" and math.huge) or (rest == "-inf" and -math.huge) or (0 / 0)
+        v = v + 0.0
+      elseif tag == "b:" then v = rest == "true"
+      else v = rest end
+      put(key:sub(6), v)
+    end
+  end
+  return root
 end
 
 local function optimizer_type(opt) return opt.__name or "Optimizer" end

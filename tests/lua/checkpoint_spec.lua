@@ -353,10 +353,10 @@ describe("ember.save / ember.load (torch.save / torch.load)", function()
       assert.truthy(err:find(msg, 1, true), err)
       assert.truthy(err:find("checkpoint_spec.lua:" .. line .. ":", 1, true), "at the caller's line: " .. err)
     end
-    raises(function() ember.save({ a = 1 }, path("x.safetensors")) end,
-      "ember.save: a table to save maps names to tensors, got string -> number")
+    raises(function() ember.save({ a = print }, path("x.safetensors")) end,
+      "ember.save: cannot save 'a', a function")
     raises(function() ember.save(function() end, path("x.safetensors")) end,
-      "ember.save: can save a tensor, a table of name -> tensor or a module, got a function")
+      "ember.save: can save a tensor, a table or a module, got a function")
     raises(function() ember.save(ember.zeros(1)) end, "ember.save: expected (object, path), got a nil as the path")
     raises(function() ember.load(path("missing.safetensors")) end, "missing.safetensors")
   end)
