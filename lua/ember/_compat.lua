@@ -295,6 +295,38 @@ end, true)
 
 -- ---- autograd -------------------------------------------------------------------------------
 
+-- ember.no_grad(fn, ...) runs fn with grad mode off (the C function);
+-- ember.no_grad() alone returns a scope for `local g <close> = ember.no_grad()`,
+-- as PyTorch's `with torch.no_grad():`. ember.enable_grad is the same with
+-- grad mode on (torch.enable_grad), for a piece of a no_grad region.
+local function grad_mode(name, on, run)
+  local function scope()
+    local prev = core.set_grad_enabled(on)
+    local closed = false
+    return setmetatable({}, {
+      __close = function()
+        if not closed then
+          closed = true
+          core.set_grad_enabled(prev)
+        end
+      end,
+      __name = "ember." .. name .. " scope",
+    })
+  end
+  return function(fn, ...)
+    if fn == nil and select("#", ...) == 0 then return scope() end
+    if type(fn) ~= "function" then
+      fail(name, "expected a function (ember.%s(fn, ...)) or nothing (local g <close> = ember.%s()), got %s",
+        name, name, type(fn))
+    end
+    if run then return run(fn, ...) end
+    local g <close> = scope()
+    return fn(...)
+  end
+end
+core.no_grad = helpers.guard(grad_mode("no_grad", false, core.no_grad))
+core.enable_grad = helpers.guard(grad_mode("enable_grad", true))
+
 -- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false}]):
 -- the gradients of outputs (a tensor, or a list summed) with respect to
 -- each of inputs (a tensor or a list of leaf tensors that require grad),

@@ -158,3 +158,27 @@ describe("ember.save / ember.load of a nest of tables (torch.save(dict))", funct
     raises_here(function() ember.save({ ["a.b"] = 1 }, tmp) end, "cannot save the key 'a.b'")
   end)
 end)
+
+describe("grad mode scopes", function()
+  it("local g <close> = ember.no_grad() is torch.no_grad()'s with-block; enable_grad inside it", function()
+    local w = ember.ones(2):requires_grad_()
+    do
+      local g <close> = ember.no_grad()
+      assert.is_false((w * 2).requires_grad)
+      do
+        local e <close> = ember.enable_grad()
+        assert.is_true((w * 2).requires_grad)
+      end
+      assert.is_false((w * 2).requires_grad)
+    end
+    assert.is_true((w * 2).requires_grad)
+    assert.is_true(ember.no_grad(function() return ember.enable_grad(function() return (w * 2).requires_grad end) end))
+    local a, b = ember.no_grad(function(k) return (w * k).requires_grad, k end, 3)
+    assert.is_false(a)
+    assert.are.equal(3, b)
+    -- an error inside the function restores the mode
+    assert.is_false(pcall(ember.no_grad, function() error("boom") end))
+    assert.is_true(ember.is_grad_enabled())
+    raises_here(function() ember.no_grad(3) end, "ember.no_grad: expected a function")
+  end)
+end)
