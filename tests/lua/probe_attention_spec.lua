@@ -94,3 +94,22 @@ describe("Lua variants written with PyTorch's spellings", function()
       "traced values, not tensors: traced are")
   end)
 end)
+
+describe("Transformer layers given a variant's options", function()
+  local nn = require "ember.nn"
+  -- nn.MultiHeadAttention takes them directly (README: {attention = "softcap2", cap = 20}),
+  -- the layers under attention_options: the error says so instead of only "unknown option"
+  it("say where the option goes", function()
+    parity.raises_here(function() nn.TransformerEncoderLayer(16, 4, { attention = "softcap", cap = 5 }) end,
+      "nn.TransformerEncoderLayer: 'cap' is an option of attention 'softcap': give it as attention_options = {cap = ...}")
+    parity.raises_here(function() nn.TransformerDecoderLayer(16, 4, { cross_attention = "softcap", cap = 5 }) end,
+      "give it as cross_attention_options = {cap = ...}")
+    parity.raises_here(function() nn.TransformerEncoderLayer(16, 4, { attention = "softcap", capp = 5 }) end,
+      "nn.TransformerEncoderLayer: unknown option 'capp'")
+  end)
+
+  it("take them under attention_options", function()
+    local layer = nn.TransformerEncoderLayer(16, 4, { attention = "softcap", attention_options = { cap = 5 } })
+    assert.are.equal(5, layer.self_attn:options().cap)
+  end)
+end)

@@ -43,7 +43,7 @@ local FORWARD_OPTIONS = { "causal", "tgt_mask", "tgt_allow_mask", "tgt_block_mas
   "memory_mask", "memory_allow_mask", "memory_block_mask", "memory_key_padding_mask", "cache", "variant_inputs" }
 
 function DecoderLayer:__init(d_model, heads, opts)
-  opts = Module.check_options("nn.TransformerDecoderLayer", opts, DecoderLayer.OPTIONS)
+  opts = attn_opts.check_layer_options("nn.TransformerDecoderLayer", opts, DecoderLayer.OPTIONS)
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false
   self.checkpoint = opts.checkpoint or false

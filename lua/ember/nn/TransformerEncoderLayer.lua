@@ -29,7 +29,7 @@ EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "act
 local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs" }
 
 function EncoderLayer:__init(d_model, heads, opts)
-  opts = Module.check_options("nn.TransformerEncoderLayer", opts, EncoderLayer.OPTIONS)
+  opts = attn_opts.check_layer_options("nn.TransformerEncoderLayer", opts, EncoderLayer.OPTIONS)
   local dropout = opts.dropout or 0.1
   local o = { dtype = opts.dtype, device = opts.device }
   self.norm_first = opts.norm_first or false

@@ -10,6 +10,8 @@
 --     has none (linear attention): so giving dropout=0.1 explicitly behaves
 --     exactly as leaving it out.
 local ember = require "ember.nn._ember"
+local errors = require "ember._errors"
+local Module = require "ember.nn.Module"
 
 local M = {}
 
@@ -27,6 +29,34 @@ end
 function M.default_attention_dropout(attention, dropout)
   if (dropout or 0) ~= 0 and has_dropout(attention or "standard") == false then return 0, true end
   return dropout
+end
+
+-- A layer's options checked as Module.check_options does; a key that is
+-- an option of the layer's attention variant (given as to
+-- nn.MultiHeadAttention, which takes them directly) is refused saying
+-- where it goes: attention_options (or cross_attention_options).
+function M.check_layer_options(who, opts, known)
+  if type(opts) == "table" then
+    local set = {}
+    for _, n in ipairs(known) do set[n] = true end
+    for key in pairs(opts) do
+      if not set[key] then
+        for _, field in ipairs { "attention", "cross_attention" } do
+          local name = opts[field] or "standard"
+          local ok, v = pcall(ember.attention_variants, name)
+          if set[field] and ok and type(v) == "table" then
+            for _, o in ipairs(v.options or {}) do
+              if o.name == key then
+                errors.raise("%s: '%s' is an option of attention '%s': give it as %s_options = {%s = ...}",
+                  who, tostring(key), name, field, tostring(key))
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  return Module.check_options(who, opts, known)
 end
 
 function M.mha_spec(d_model, heads, opts, extra)
