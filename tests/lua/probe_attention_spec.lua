@@ -113,3 +113,28 @@ describe("Transformer layers given a variant's options", function()
     assert.are.equal(5, layer.self_attn:options().cap)
   end)
 end)
+
+describe("MultiHeadAttention.forward_cached on a new module", function()
+  local nn = require "ember.nn"
+  -- a new module is in training mode; without dropout that changes nothing, so
+  -- decoding needs no :eval() (it once refused every module in training mode)
+  it("decodes without :eval() when nothing is random, equal to the causal pass", function()
+    ember.manual_seed(5)
+    local m = nn.MultiHeadAttention(16, 4, { attention = "softcap" })
+    assert.is_true(m.training)
+    local x = ember.randn(2, 6, 16)
+    local cache = {}
+    local steps = { m:forward_cached(x:narrow(2, 1, 4), cache) }
+    for t = 5, 6 do steps[#steps + 1] = m:forward_cached(x:narrow(2, t, 1), cache) end
+    assert.is_true((ember.cat(steps, 2) - m(x, { causal = true })):abs():max():item() < 1e-5)
+  end)
+
+  it("still asks for :eval() where training mode is random", function()
+    local x = ember.randn(1, 3, 16)
+    parity.raises_here(function() nn.MultiHeadAttention(16, 4, { dropout = 0.1 }):forward_cached(x, {}) end,
+      "call :eval() first (the module drops attention weights with p = 0.1")
+    parity.raises_here(function()
+      nn.MultiHeadAttention(16, 4, { attention = "linear", feature_map = "favor", redraw = true }):forward_cached(x, {})
+    end, "redraws its features")
+  end)
+end)

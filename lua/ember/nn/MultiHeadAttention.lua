@@ -471,7 +471,16 @@ end
 function MHA:forward_cached(x, cache, opts)
   local who = "MultiHeadAttention.forward_cached"
   opts = opts or {}
-  if self.training then errors.raise("%s: call :eval() first (no dropout in decoding)", who) end
+  -- without dropout (or linear's redrawn features) training mode computes
+  -- the same, and a new module is in it
+  if self.training and self.dropout > 0 then
+    errors.raise("%s: call :eval() first (the module drops attention weights with p = %g in training; " ..
+      "decoding takes no dropout)", who, self.dropout)
+  end
+  if self.training and self.attn:options().redraw then
+    errors.raise("%s: call :eval() first (attention '%s' redraws its features at every training forward)", who,
+      self.attention)
+  end
   if type(cache) ~= "table" then errors.raise("%s: cache must be a table ({} at the first step), got %s", who, type(cache)) end
   if not Module.is_tensor(x) or x.ndim ~= 3 or x.shape[3] ~= self.d_model then
     errors.raise("%s: x must be [B, Lnew, d_model=%d], got %s", who, self.d_model,
