@@ -43,6 +43,12 @@ momentum / beta1) of LinearLR, ConstantLR, PolynomialLR,
 CosineAnnealingWarmRestarts, OneCycleLR, CyclicLR and SequentialLR; their
 own seed, so nn_optim.lua stays unchanged.
 
+nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
+EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
+nn.Transformer.torch_state_dict does), Bilinear, TripletMarginLoss and
+MarginRankingLoss for tests/lua/nn_extra_spec.lua, as nn_more.lua; ids,
+offsets and padding_idx 1-based; its own seed.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
 momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
@@ -1007,6 +1013,146 @@ def schedule_more_cases():
     return out
 
 
+def extra_cases():
+    """The nn modules of tests/lua/nn_extra_spec.lua (tests/fixtures/nn_extra.lua),
+    own seed: ConvTranspose1d/2d, InstanceNorm1d/2d (running stats too),
+    EmbeddingBag (sum/mean/max, offsets and 2-d forms, padding_idx,
+    per_sample_weights), Transformer (PyTorch's names and masks), Bilinear,
+    TripletMarginLoss, MarginRankingLoss. As more_cases: configs are ember's,
+    ids, offsets and padding_idx 1-based; each case lists the module's PyTorch
+    state_dict keys ("keys") and its buffers after the forward ("buffers")."""
+    torch.manual_seed(20261206)
+    cases = []
+
+    def plain(name, mod, cfg, inputs, forward=lambda m, x: m(x), **extra):
+        case = run_plain(name, mod, cfg, inputs, forward)
+        case["keys"] = sorted(mod.state_dict().keys())
+        case["buffers"] = {n: b.detach().clone() for n, b in mod.named_buffers()}
+        case.update(extra)
+        cases.append(case)
+        return case
+
+    # ConvTranspose2d / 1d: PyTorch's own initialisation
+    ct = lambda cls, *args, **kw: cls(*args, **kw)  # noqa: E731
+
+    plain("ConvTranspose2d", ct(torch.nn.ConvTranspose2d, 3, 4, 3), {}, {"x": torch.randn(2, 3, 4, 5)})
+    plain("ConvTranspose2d_s2p1op1", ct(torch.nn.ConvTranspose2d, 3, 2, 3, stride=2, padding=1, output_padding=1),
+          {}, {"x": torch.randn(2, 3, 4, 3)})
+    plain("ConvTranspose2d_groups_dilation", ct(torch.nn.ConvTranspose2d, 4, 6, (2, 3), stride=(2, 1), padding=(0, 1),
+                                                dilation=(2, 1), groups=2), {}, {"x": torch.randn(2, 4, 3, 4)})
+    plain("ConvTranspose2d_crop_nobias_unbatched", ct(torch.nn.ConvTranspose2d, 2, 3, 3, stride=3, padding=3,
+                                                      output_padding=(2, 0), bias=False), {},
+          {"x": torch.randn(2, 4, 4)})
+    plain("ConvTranspose2d_depthwise_output_size", ct(torch.nn.ConvTranspose2d, 3, 3, 3, stride=2, padding=1,
+                                                      groups=3), {"output_size": [8, 7]},
+          {"x": torch.randn(1, 3, 4, 4)}, lambda m, x: m(x, output_size=[8, 7]))
+    plain("ConvTranspose1d", ct(torch.nn.ConvTranspose1d, 3, 4, 3), {}, {"x": torch.randn(2, 3, 6)})
+    plain("ConvTranspose1d_groups_stride_op", ct(torch.nn.ConvTranspose1d, 4, 6, 3, stride=3, padding=1,
+                                                 output_padding=2, dilation=2, groups=2), {},
+          {"x": torch.randn(2, 4, 5)})
+    plain("ConvTranspose1d_unbatched_dilation_op", ct(torch.nn.ConvTranspose1d, 2, 2, 2, dilation=3,
+                                                      output_padding=2, bias=False), {}, {"x": torch.randn(2, 5)})
+
+    # InstanceNorm1d / 2d
+    def inorm(cls, c, **kw):
+        m = cls(c, **kw)
+        if m.affine:
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.3 * torch.randn(c))
+                m.bias.copy_(0.3 * torch.randn(c))
+        return m
+
+    plain("InstanceNorm1d", inorm(torch.nn.InstanceNorm1d, 3), {}, {"x": torch.randn(2, 3, 5) * 2 + 0.5})
+    plain("InstanceNorm1d_affine_unbatched", inorm(torch.nn.InstanceNorm1d, 3, affine=True, eps=1e-3), {},
+          {"x": torch.randn(3, 6) * 1.5 - 1})
+    plain("InstanceNorm2d_affine_track", inorm(torch.nn.InstanceNorm2d, 4, affine=True, track_running_stats=True,
+                                               momentum=0.3), {}, {"x": torch.randn(3, 4, 3, 5) * 2 + 1})
+    m = inorm(torch.nn.InstanceNorm2d, 3, affine=True, track_running_stats=True)
+    with torch.no_grad():
+        m.running_mean.copy_(torch.randn(3))
+        m.running_var.copy_(torch.rand(3) + 0.5)
+    m.eval()
+    c = plain("InstanceNorm2d_track_eval", m, {}, {"x": torch.randn(2, 3, 4, 4)})
+    c["buffers_in"] = c["buffers"]
+    plain("InstanceNorm2d_unbatched", inorm(torch.nn.InstanceNorm2d, 2), {}, {"x": torch.randn(2, 3, 4)})
+
+    # EmbeddingBag: ids, offsets and padding_idx are 1-based in the fixture
+    def bag(name, n, d, inputs, mode="mean", padding_idx=None, **kw):
+        m = torch.nn.EmbeddingBag(n, d, mode=mode, padding_idx=padding_idx, **kw)
+        cfg = {"mode": mode}
+        if padding_idx is not None:
+            cfg["padding_idx"] = padding_idx + 1
+        for k, v in kw.items():
+            cfg[k] = v
+        ids, offsets = inputs["input"], inputs.get("offsets")
+        case = run_plain(name, m, cfg, inputs, lambda mod, **kw2: mod(**kw2))
+        case["inputs"]["input"] = ids + 1
+        if offsets is not None:
+            case["inputs"]["offsets"] = offsets + 1
+        case["keys"] = sorted(m.state_dict().keys())
+        cases.append(case)
+
+    ids = torch.tensor([2, 0, 4, 4, 7, 1, 3, 5, 6])
+    off = torch.tensor([0, 3, 3, 7])  # bag 2 is empty
+    bag("EmbeddingBag_mean_offsets", 8, 3, {"input": ids, "offsets": off})
+    bag("EmbeddingBag_sum_offsets_psw", 8, 3, {"input": ids, "offsets": off,
+                                               "per_sample_weights": torch.randn(9)}, mode="sum")
+    bag("EmbeddingBag_max_offsets", 8, 3, {"input": ids, "offsets": off}, mode="max")
+    bag("EmbeddingBag_mean_2d_padding", 6, 4, {"input": torch.tensor([[1, 2, 2], [0, 0, 5], [0, 0, 0]])},
+        padding_idx=0)
+    bag("EmbeddingBag_max_2d_padding", 6, 4, {"input": torch.tensor([[1, 3, 2], [4, 0, 5]])}, mode="max",
+        padding_idx=0)
+    bag("EmbeddingBag_sum_last_offset_padding", 7, 2, {"input": torch.tensor([3, 6, 1, 3, 0, 2]),
+                                                      "offsets": torch.tensor([0, 2, 2, 6])}, mode="sum",
+        padding_idx=3, include_last_offset=True)
+
+    # Transformer: PyTorch's names; dropout 0 in training mode (1.13's fast path is for eval)
+    def tf(name, cfg, B, Ls, Lt, masks=None):
+        m = torch.nn.Transformer(batch_first=True, dropout=0.0, **cfg)
+        randomize(m)
+        src, tgt = torch.randn(B, Ls, cfg["d_model"]), torch.randn(B, Lt, cfg["d_model"])
+        masks = masks or {}
+        case = run_plain(name, m, cfg, {"src": src, "tgt": tgt, **masks}, lambda mod, src, tgt, **mk: mod(src, tgt, **mk))
+        case["keys"] = sorted(m.state_dict().keys())
+        # ember's attention takes float masks as constants (no gradient)
+        for k in masks:
+            case["grad_inputs"].pop(k, None)
+        cases.append(case)
+
+    small = {"d_model": 8, "nhead": 2, "num_encoder_layers": 2, "num_decoder_layers": 1, "dim_feedforward": 12}
+    tf("Transformer", small, 2, 5, 4)
+    pad_s = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    pad_t = torch.tensor([[False] * 4, [False, False, False, True]])
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    tf("Transformer_masks", small, 2, 5, 4, {"tgt_mask": tmask, "src_key_padding_mask": pad_s,
+                                             "tgt_key_padding_mask": pad_t, "memory_key_padding_mask": pad_s})
+    smask = torch.randn(5, 5) * 0.5
+    mmask = torch.randn(4, 5) * 0.5
+    tf("Transformer_norm_first_gelu_float_masks",
+       {"d_model": 8, "nhead": 4, "num_encoder_layers": 1, "num_decoder_layers": 2, "dim_feedforward": 6,
+        "norm_first": True, "activation": "gelu", "layer_norm_eps": 1e-4}, 2, 5, 3,
+       {"src_mask": smask, "tgt_mask": torch.nn.Transformer.generate_square_subsequent_mask(3),
+        "memory_mask": mmask[:3]})
+    cases.append({"name": "square_subsequent_mask", "out": torch.nn.Transformer.generate_square_subsequent_mask(4)})
+
+    # Bilinear, TripletMarginLoss, MarginRankingLoss
+    plain("Bilinear", torch.nn.Bilinear(3, 4, 2), {}, {"x1": torch.randn(5, 3), "x2": torch.randn(5, 4)},
+          lambda m, x1, x2: m(x1, x2))
+    plain("Bilinear_nobias_3d", torch.nn.Bilinear(2, 3, 4, bias=False), {},
+          {"x1": torch.randn(2, 3, 2), "x2": torch.randn(2, 3, 3)}, lambda m, x1, x2: m(x1, x2))
+    trip = {"a": torch.randn(5, 4), "p": torch.randn(5, 4), "n": torch.randn(5, 4)}
+    for nm, kw in [("TripletMarginLoss", {}), ("TripletMarginLoss_p1_swap_sum", {"p": 1.0, "swap": True, "reduction": "sum"}),
+                   ("TripletMarginLoss_margin2_none", {"margin": 2.0, "reduction": "none", "eps": 1e-3})]:
+        plain(nm, torch.nn.TripletMarginLoss(**kw), kw, {k: v.clone() for k, v in trip.items()},
+              lambda m, a, p, n: m(a, p, n))
+    rk = {"x1": torch.randn(6), "x2": torch.randn(6), "y": torch.tensor([1., -1, 1, 1, -1, -1])}
+    for nm, kw in [("MarginRankingLoss", {}), ("MarginRankingLoss_margin_sum", {"margin": 0.5, "reduction": "sum"}),
+                   ("MarginRankingLoss_none", {"margin": 0.2, "reduction": "none"})]:
+        plain(nm, torch.nn.MarginRankingLoss(**kw), kw, {k: v.clone() for k, v in rk.items()},
+              lambda m, x1, x2, y: m(x1, x2, y))
+    return cases
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1020,6 +1166,7 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_rnn.lua"), {"torch_version": torch.__version__, "cases": rnn_cases()})
     write(os.path.join(HERE, "fixtures", "nn_optim_more.lua"),
           {"torch_version": torch.__version__, "optim": optim_more_cases(), "schedules": schedule_more_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_extra.lua"), {"torch_version": torch.__version__, "cases": extra_cases()})
 
 
 if __name__ == "__main__":
