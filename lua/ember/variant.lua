@@ -234,8 +234,17 @@ function M.try_trace(def)
   if def.params then
     local ok, list = pcall(def.params, options, dims)
     if not ok then errors.raise("attention variant '%s': params failed: %s", def.name, tostring(list)) end
-    for i, t in ipairs(type(list) == "table" and list or {}) do
-      if type(t) == "table" and type(t.tensor) == "userdata" then
+    -- the rules ember.Attention applies to every instance (nn/Attention.lua), here at the definition
+    if type(list) ~= "table" then
+      errors.raise("attention variant '%s': params must return a list of {name=, tensor=, learned=}, got %s",
+        def.name, type(list))
+    end
+    for i, t in ipairs(list) do
+      if type(t) == "table" and type(t.name) == "string" and ember.is_tensor(t.tensor) then
+        if t.learned and (t.tensor.dtype == "int64" or t.tensor.dtype == "bool") then
+          errors.raise("attention variant '%s': learned table '%s' must be a float tensor, got %s", def.name, t.name,
+            t.tensor.dtype)
+        end
         tables[#tables + 1] = { name = t.name, tensor = t.tensor, learned = t.learned }
       else
         errors.raise("attention variant '%s': params entry %d must be {name=, tensor=, learned=}", def.name, i)
@@ -355,7 +364,9 @@ local function traced_call(def, what, fn, ...)
     res = trace.with(st, trace.const, res)
   elseif not trace.is_sym(res) then
     errors.raise("attention variant '%s': %s returned a %s, not a traced value or a number%s", def.name, what,
-      type(res), getmetatable(res) == trace.Cap and " (a captured tensor not fully indexed)" or "")
+      type(res), getmetatable(res) == trace.Cap and " (a captured tensor not fully indexed)"
+        or (what == "sink" and type(res) == "table") and " (sink's arguments are b, h, q, ctx: a sink has no k, " ..
+          "so a fourth parameter is ctx)" or "")
   end
   return st, res
 end

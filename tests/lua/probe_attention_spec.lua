@@ -138,3 +138,26 @@ describe("MultiHeadAttention.forward_cached on a new module", function()
     end, "redraws its features")
   end)
 end)
+
+describe("A variant's definition", function()
+  -- the trial trace at the definition once skipped these: the variant was registered and
+  -- the error came at the first module built with it
+  it("refuses params that ember.Attention would refuse, where it is defined", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "probe_params_number", params = function() return 3 end,
+        score = function(s) return s end }
+    end, "attention variant 'probe_params_number': params must return a list of {name=, tensor=, learned=}, got number")
+    parity.raises_here(function()
+      ember.attention_variant { name = "probe_params_int",
+        params = function() return { { name = "t", tensor = ember.ones(2, { dtype = "int64" }), learned = true } } end,
+        score = function(s, b, h, q, k, ctx) return s + ctx.t[h] end }
+    end, "learned table 't' must be a float tensor, got int64")
+    assert.is_nil(require("ember.variant").get("probe_params_int"))
+  end)
+
+  it("says a sink has no k when its fourth parameter is used as one", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "probe_sink_k", sink = function(b, h, q, k, ctx) return k end }
+    end, "a sink has no k")
+  end)
+end)
