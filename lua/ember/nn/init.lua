@@ -82,4 +82,13 @@ return {
   GRU = require "ember.nn.GRU",
   LSTMCell = require "ember.nn.LSTMCell",
   GRUCell = require "ember.nn.GRUCell",
+  ConvTranspose1d = require "ember.nn.ConvTranspose1d",
+  ConvTranspose2d = require "ember.nn.ConvTranspose2d",
+  InstanceNorm1d = require "ember.nn.InstanceNorm1d",
+  InstanceNorm2d = require "ember.nn.InstanceNorm2d",
+  EmbeddingBag = require "ember.nn.EmbeddingBag",
+  Transformer = require "ember.nn.Transformer",
+  Bilinear = require "ember.nn.Bilinear",
+  TripletMarginLoss = require "ember.nn.TripletMarginLoss",
+  MarginRankingLoss = require "ember.nn.MarginRankingLoss",
 }

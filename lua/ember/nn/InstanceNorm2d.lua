@@ -1,0 +1,105 @@
+--- nn.InstanceNorm2d(num_features [, {eps=1e-5, momentum=0.1, affine=false,
+-- track_running_stats=false, dtype=, device=}]): instance normalisation of
+-- [N, C, H, W] (or unbatched [C, H, W]): each sample's channel normalised
+-- over H and W with its own mean and biased variance, as
+-- torch.nn.InstanceNorm2d (PyTorch's defaults: no affine, no running stats).
+--
+-- affine=true learns a per-channel `weight` (ones) and `bias` (zeros).
+-- track_running_stats=true keeps `running_mean` / `running_var` (moved
+-- each training call by momentum towards the batch's average of the
+-- instances' means and unbiased variances) and uses them after `eval()`;
+-- `num_batches_tracked` is in the state dict, as PyTorch's, and stays 0 as
+-- PyTorch's does. State dict names as PyTorch's.
+-- Without affine or running stats the channel count is free (PyTorch only
+-- warns); with either, C must be num_features.
+-- Composed from core ops (reshape, mean, rsqrt): gradients through autograd.
+-- Errors name nn.InstanceNorm2d at the caller's line: bad num_features or
+-- options, an input that is not 3-d or 4-d, the wrong channel count, a
+-- single spatial element while training.
+-- @usage local norm = nn.InstanceNorm2d(16, {affine = true})
+-- print(norm(ember.randn(8, 16, 32, 32)).shape)   --> ember.Size{8, 16, 32, 32}
+-- @classmod nn.InstanceNorm2d
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local BatchNorm2d = require "ember.nn.BatchNorm2d"
+
+local InstanceNorm2d = Module:extend("InstanceNorm2d")
+
+-- The constructor, shared with nn.InstanceNorm1d: BatchNorm2d's checks and
+-- tensors with PyTorch's instance-norm defaults (affine and running stats off).
+function InstanceNorm2d._init_shared(self, name, num_features, opts)
+  opts = Module.check_options("nn." .. name, opts,
+    { "eps", "momentum", "affine", "track_running_stats", "dtype", "device" })
+  if opts.momentum == false then
+    error(name .. ": momentum must be a number in [0, 1] (PyTorch's instance norms have no cumulative average), "
+      .. "got false")
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.affine, o.track_running_stats = opts.affine == true, opts.track_running_stats == true
+  BatchNorm2d._init_shared(self, name, num_features, o)
+end
+
+function InstanceNorm2d:__init(num_features, opts)
+  InstanceNorm2d._init_shared(self, "InstanceNorm2d", num_features, opts)
+end
+
+-- The normalisation of x [N, C, *] or [C, *] (nd spatial dims), shared with nn.InstanceNorm1d.
+function InstanceNorm2d._normalize(self, name, nd, x)
+  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
+  if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
+    error(("%s.forward: expected a %d-d or %d-d input %s, got %s"):format(name, nd + 1, nd + 2, shape,
+      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
+  end
+  local batched = x.ndim == nd + 2
+  local xb = batched and x or x:unsqueeze(1)
+  local N, C = xb.shape[1], xb.shape[2]
+  local C0 = self.num_features
+  if C ~= C0 and (self.affine or self.track_running_stats) then
+    error(("%s.forward: expected %d channels (num_features) at dim %d, got shape [%s]"):format(name, C0,
+      batched and 2 or 1, table.concat(x.shape, ", ")))
+  end
+  local xr = xb:reshape({ N, C, -1 })
+  local n = xr.shape[3]
+  local use_instance = self.training or not self.track_running_stats
+  local y
+  if use_instance then
+    if n <= 1 and self.training then
+      error(("%s.forward: expected more than 1 spatial element when training, got input shape [%s]")
+        :format(name, table.concat(x.shape, ", ")))
+    end
+    local mean = xr:mean(3, true)
+    local d = xr - mean
+    local var = (d * d):mean(3, true) -- biased, for normalising
+    if self.training and self.track_running_stats then
+      ember.no_grad(function()
+        local m = self.momentum
+        local unbiased = var:detach():reshape({ N, C }) * (n / (n - 1))
+        local bm = mean:detach():reshape({ N, C }):mean(1):to(self.running_mean.dtype)
+        self.running_mean:copy_(self.running_mean * (1 - m) + bm * m)
+        self.running_var:copy_(self.running_var * (1 - m) + unbiased:mean(1):to(self.running_var.dtype) * m)
+      end)
+    end
+    y = d * (var + self.eps):rsqrt()
+  else
+    y = (xr - self.running_mean:view({ 1, C, 1 })) * (self.running_var + self.eps):rsqrt():view({ 1, C, 1 })
+  end
+  if self.affine then y = y * self.weight:view({ 1, C, 1 }) + self.bias:view({ 1, C, 1 }) end
+  return y:reshape(x.shape)
+end
+
+--- Each sample's channels normalised over H and W (running statistics in eval with track_running_stats), scaled and shifted with affine.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @treturn Tensor the same shape
+function InstanceNorm2d:forward(x)
+  return InstanceNorm2d._normalize(self, "InstanceNorm2d", 2, x)
+end
+
+--- The settings, for printing (PyTorch's text).
+InstanceNorm2d.extra_repr = BatchNorm2d.extra_repr
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+InstanceNorm2d.forward = require("ember._errors").wrap(InstanceNorm2d.forward)
+
+return InstanceNorm2d

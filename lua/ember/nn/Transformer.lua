@@ -1,0 +1,212 @@
+--- nn.Transformer([d_model=512 [, nhead=8 [, opts]]]) or nn.Transformer{d_model=, nhead=, ...}:
+-- the encoder-decoder Transformer of "Attention Is All You Need", as
+-- torch.nn.Transformer: an nn.TransformerEncoder ("encoder") and an
+-- nn.TransformerDecoder ("decoder"), each ending with a LayerNorm, as
+-- PyTorch's (for post-norm layers too).
+--
+-- opts (PyTorch's names and defaults): num_encoder_layers=6,
+-- num_decoder_layers=6, dim_feedforward=2048, dropout=0.1,
+-- activation="relu"|"gelu", layer_norm_eps=1e-5, batch_first=true (ember
+-- is batch-first; false takes and returns [L, B, d_model] as PyTorch's
+-- default), norm_first=false, bias=true, dtype=, device=; and the ember
+-- layers' own: attention=, attention_options=, attention_dropout=,
+-- kv_heads=, checkpoint= (see nn.TransformerEncoderLayer).
+--
+-- forward(src, tgt [, opts]) -> [B, Lt, d_model], with PyTorch's mask
+-- names: src_mask, tgt_mask, memory_mask (float, added to the scores;
+-- generate_square_subsequent_mask makes tgt's), or their boolean forms
+-- src_allow_mask / src_block_mask, ... (true = may attend / true = masked:
+-- a boolean *_mask is refused as ambiguous, see nn/_masks.lua);
+-- src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask
+-- (bool, true = padding, as PyTorch); tgt_is_causal / src_is_causal (true:
+-- a causal mask without building one). As PyTorch's, the target's
+-- self-attention is causal only when asked (tgt_mask or tgt_is_causal).
+--
+-- State dict: ember's layer names ("encoder.layers.1.self_attn.q_proj.weight",
+-- "...ff.linear1.weight", "decoder.layers.1.cross_attn...."). A PyTorch
+-- state dict loads as it is (load_state_dict maps it, `upgrade_state_dict`):
+--   layers.i (0-based)               -> layers.i+1
+--   self_attn.in_proj_weight [3d, d] -> self_attn.q_proj/k_proj/v_proj.weight (rows split in three)
+--   self_attn.in_proj_bias           -> self_attn.q_proj/k_proj/v_proj.bias
+--   multihead_attn.                  -> cross_attn.
+--   linear1. / linear2.              -> ff.linear1. / ff.linear2.
+--   out_proj, norm1..3, encoder.norm, decoder.norm: the same names.
+-- `nn.Transformer.torch_state_dict(sd)` is that map alone.
+-- Errors name nn.Transformer at the caller's line.
+-- @usage local model = nn.Transformer{d_model = 32, nhead = 4, num_encoder_layers = 2,
+--   num_decoder_layers = 2, dim_feedforward = 64, dropout = 0}
+-- local src, tgt = ember.randn(2, 7, 32), ember.randn(2, 5, 32)
+-- local mask = nn.Transformer.generate_square_subsequent_mask(5)
+-- print(model(src, tgt, {tgt_mask = mask}).shape)             --> ember.Size{2, 5, 32}
+-- print(model(src, tgt, {tgt_is_causal = true}).shape)        --> ember.Size{2, 5, 32}
+-- @classmod nn.Transformer
+local ember = require "ember.nn._ember"
+local errors = require "ember._errors"
+local Module = require "ember.nn.Module"
+local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
+local Encoder = require "ember.nn.TransformerEncoder"
+local Decoder = require "ember.nn.TransformerDecoder"
+
+local Transformer = Module:extend("Transformer")
+
+local OWN = { "d_model", "nhead", "num_encoder_layers", "num_decoder_layers", "batch_first" }
+-- the layer options passed to both stacks
+local LAYER = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias",
+  "attention", "attention_options", "kv_heads", "checkpoint", "dtype", "device" }
+local FORWARD = { "src_mask", "src_allow_mask", "src_block_mask", "tgt_mask", "tgt_allow_mask", "tgt_block_mask",
+  "memory_mask", "memory_allow_mask", "memory_block_mask", "src_key_padding_mask", "tgt_key_padding_mask",
+  "memory_key_padding_mask", "src_is_causal", "tgt_is_causal" }
+
+local function count(v, name, default)
+  if v == nil then return default end
+  if math.type(v) ~= "integer" or v < 1 then
+    errors.raise("nn.Transformer: %s must be a positive integer, got %s", name, tostring(v))
+  end
+  return v
+end
+
+function Transformer:__init(d_model, nhead, opts)
+  if type(d_model) == "table" then
+    if nhead ~= nil or opts ~= nil then
+      errors.raise("nn.Transformer: give the options as one table {d_model=, nhead=, ...} or as (d_model, nhead, opts)")
+    end
+    opts = d_model
+    d_model, nhead = opts.d_model, opts.nhead
+  elseif opts ~= nil and type(opts) == "table" and (opts.d_model ~= nil or opts.nhead ~= nil) then
+    errors.raise("nn.Transformer: d_model and nhead are given twice (arguments and options)")
+  end
+  opts = Module.check_options("nn.Transformer", opts, OWN, LAYER)
+  self.d_model = count(d_model, "d_model", 512)
+  self.nhead = count(nhead, "nhead", 8)
+  local ne = count(opts.num_encoder_layers, "num_encoder_layers", 6)
+  local nd = count(opts.num_decoder_layers, "num_decoder_layers", 6)
+  if opts.batch_first ~= nil and type(opts.batch_first) ~= "boolean" then
+    errors.raise("nn.Transformer: batch_first must be a boolean, got %s", type(opts.batch_first))
+  end
+  self.batch_first = opts.batch_first ~= false
+  local layer = { final_norm = true }
+  for _, k in ipairs(LAYER) do layer[k] = opts[k] end
+  self:add_module("encoder", Encoder(self.d_model, self.nhead, ne, layer))
+  self:add_module("decoder", Decoder(self.d_model, self.nhead, nd, layer))
+  -- PyTorch's decoder self-attention is unmasked unless tgt_mask or
+  -- tgt_is_causal asks (ember's decoder layers default to causal): so the
+  -- layers say causal=false, and print so
+  for i = 1, nd do self.decoder.layers[i].self_attn.causal = false end
+end
+
+local function shape(t) return Module.is_tensor(t) and errors.shape_str(t) or type(t) end
+
+--- The encoder over src, then the decoder over tgt attending to the encoder's output.
+-- @tparam Tensor src [B, Ls, d_model] ([Ls, B, d_model] with batch_first = false)
+-- @tparam Tensor tgt [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false)
+-- @tparam[opt] table opts the masks (see the class's text): src_mask, tgt_mask, memory_mask
+-- (float) or their _allow_mask / _block_mask forms, src_key_padding_mask,
+-- tgt_key_padding_mask, memory_key_padding_mask, src_is_causal, tgt_is_causal
+-- @treturn Tensor [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false)
+function Transformer:forward(src, tgt, opts)
+  opts = Module.check_options("Transformer.forward", opts, FORWARD)
+  local who = "Transformer.forward"
+  for _, k in ipairs { "src_is_causal", "tgt_is_causal" } do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+      errors.raise("%s: %s must be a boolean, got %s", who, k, type(opts[k]))
+    end
+  end
+  local layout = self.batch_first and "[B, L, d_model]" or "[L, B, d_model]"
+  for _, a in ipairs { { "src", src }, { "tgt", tgt } } do
+    local t = a[2]
+    if not Module.is_tensor(t) or t.ndim ~= 3 or t.shape[3] ~= self.d_model then
+      errors.raise("%s: %s must be %s with d_model = %d, got %s", who, a[1], layout, self.d_model, shape(t))
+    end
+  end
+  if not self.batch_first then src, tgt = src:transpose(1, 2), tgt:transpose(1, 2) end
+  if src.shape[1] ~= tgt.shape[1] then
+    errors.raise("%s: src and tgt must have the same batch size, got %d and %d", who, src.shape[1], tgt.shape[1])
+  end
+  local memory = self.encoder(src, {
+    attn_mask = opts.src_mask, allow_mask = opts.src_allow_mask, block_mask = opts.src_block_mask,
+    key_padding_mask = opts.src_key_padding_mask, causal = opts.src_is_causal,
+  })
+  local out = self.decoder(tgt, memory, {
+    causal = opts.tgt_is_causal,
+    tgt_mask = opts.tgt_mask, tgt_allow_mask = opts.tgt_allow_mask, tgt_block_mask = opts.tgt_block_mask,
+    tgt_key_padding_mask = opts.tgt_key_padding_mask,
+    memory_mask = opts.memory_mask, memory_allow_mask = opts.memory_allow_mask,
+    memory_block_mask = opts.memory_block_mask, memory_key_padding_mask = opts.memory_key_padding_mask,
+  })
+  if not self.batch_first then out = out:transpose(1, 2) end
+  return out
+end
+
+--- PyTorch's causal mask for a target of sz positions: float [sz, sz], -inf
+-- above the diagonal (a position may not attend to later ones), 0 elsewhere
+-- (torch.nn.Transformer.generate_square_subsequent_mask). Call it on the
+-- class (`nn.Transformer.generate_square_subsequent_mask(5)`) or a model
+-- (`model:generate_square_subsequent_mask(5)`).
+-- @int sz the target's length
+-- @tparam[opt] table opts dtype= (default float32), device=
+-- @treturn Tensor [sz, sz]
+function Transformer.generate_square_subsequent_mask(sz, opts)
+  if Module.is_module(sz) then sz, opts = opts, nil end
+  if math.type(sz) ~= "integer" or sz < 1 then
+    errors.raise("Transformer.generate_square_subsequent_mask: sz must be a positive integer, got %s", tostring(sz))
+  end
+  opts = Module.check_options("Transformer.generate_square_subsequent_mask", opts, { "dtype", "device" })
+  return ember.full({ sz, sz }, -math.huge, { dtype = opts.dtype, device = opts.device }):triu(1)
+end
+
+-- "encoder.layers.0.linear1.weight" -> "encoder.layers.1.ff.linear1.weight", ...
+local function torch_name(k)
+  k = k:gsub("%.layers%.(%d+)%.", function(i) return ".layers." .. (tonumber(i) + 1) .. "." end, 1)
+  k = k:gsub("%.multihead_attn%.", ".cross_attn.")
+  k = k:gsub("%.linear([12])%.", ".ff.linear%1.")
+  return k
+end
+
+--- A PyTorch torch.nn.Transformer state dict under ember's names (the map
+-- in the class's text): in_proj_weight and in_proj_bias split into the
+-- q, k and v projections' (views, not copies), 0-based layer numbers made
+-- 1-based. Names that are not PyTorch's pass unchanged.
+-- @tparam table sd name -> tensor
+-- @treturn table
+function Transformer.torch_state_dict(sd)
+  local pytorch = false
+  for k in pairs(sd) do
+    if type(k) == "string" and (k:find("%.layers%.0%.") or k:find("in_proj_") or k:find("multihead_attn")) then
+      pytorch = true
+    end
+  end
+  if not pytorch then return sd end
+  local out = {}
+  for k, v in pairs(sd) do
+    local base, kind = k:match("^(.*)%.in_proj_(%a+)$")
+    if base and Module.is_tensor(v) and (kind == "weight" or kind == "bias") then
+      base = torch_name(base .. ".")
+      local d = v.shape[1] // 3
+      for i, which in ipairs { "q", "k", "v" } do
+        out[base .. which .. "_proj." .. kind] = v:narrow(1, (i - 1) * d + 1, d)
+      end
+    else
+      out[torch_name(k)] = v
+    end
+  end
+  return out
+end
+
+--- PyTorch's names mapped (`torch_state_dict`), then the names of earlier
+-- ember versions (Module.upgrade_state_dict).
+-- @tparam table sd name -> tensor
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function Transformer:upgrade_state_dict(sd)
+  return Module.upgrade_state_dict(self, Transformer.torch_state_dict(sd))
+end
+
+--- "d_model=..., nhead=..., batch_first=..."
+function Transformer:extra_repr()
+  return ("d_model=%d, nhead=%d, batch_first=%s"):format(self.d_model, self.nhead, tostring(self.batch_first))
+end
+
+-- C errors (bad shapes, dtypes) name the user's line, not this file's.
+Transformer.forward = errors.wrap(Transformer.forward)
+
+return Transformer
