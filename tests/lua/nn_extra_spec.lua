@@ -521,3 +521,19 @@ describe("nn.Bilinear, nn.TripletMarginLoss, nn.MarginRankingLoss", function()
       "MarginRankingLoss.forward: expected x1, x2 and y (1 or -1) of one shape, got [3], [3] and [4]")
   end)
 end)
+
+describe("nn.Transformer initialisation", function()
+  it("is PyTorch's xavier_uniform_ on every matrix (q, k, v with in_proj_weight's bound)", function()
+    ember.manual_seed(11)
+    local d = 64
+    local m = nn.Transformer(d, 4, { num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 96 })
+    local l = m.decoder.layers[1]
+    for _, c in ipairs {
+      { l.self_attn.q_proj.weight, math.sqrt(6 / (4 * d)) }, { l.cross_attn.v_proj.weight, math.sqrt(6 / (4 * d)) },
+      { l.self_attn.out_proj.weight, math.sqrt(6 / (2 * d)) }, { l.ff.linear1.weight, math.sqrt(6 / (d + 96)) },
+    } do
+      local top = c[1]:abs():max():item()
+      assert(top <= c[2] and top > 0.95 * c[2], ("max |w| %.4f, bound %.4f"):format(top, c[2]))
+    end
+  end)
+end)

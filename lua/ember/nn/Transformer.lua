@@ -22,6 +22,9 @@
 -- a causal mask without building one). As PyTorch's, the target's
 -- self-attention is causal only when asked (tgt_mask or tgt_is_causal).
 --
+-- Initialisation as PyTorch's: xavier_uniform_ on every matrix (the q, k, v
+-- projections with the bound of PyTorch's one [3 d_model, d_model] in_proj_weight).
+--
 -- State dict: ember's layer names ("encoder.layers.1.self_attn.q_proj.weight",
 -- "...ff.linear1.weight", "decoder.layers.1.cross_attn...."). A PyTorch
 -- state dict loads as it is (load_state_dict maps it, `upgrade_state_dict`):
@@ -46,6 +49,7 @@ local Module = require "ember.nn.Module"
 local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
 local Encoder = require "ember.nn.TransformerEncoder"
 local Decoder = require "ember.nn.TransformerDecoder"
+local init = require "ember.nn.weight_init"
 
 local Transformer = Module:extend("Transformer")
 
@@ -92,6 +96,15 @@ function Transformer:__init(d_model, nhead, opts)
   -- tgt_is_causal asks (ember's decoder layers default to causal): so the
   -- layers say causal=false, and print so
   for i = 1, nd do self.decoder.layers[i].self_attn.causal = false end
+  -- PyTorch's _reset_parameters: xavier_uniform_ on every matrix. Its q, k
+  -- and v projections are one [3 d, d] matrix (in_proj_weight): ours take
+  -- that matrix's bound, sqrt(6 / (d + 3 d)), so the draws are alike.
+  local qkv = math.sqrt(6 / (4 * self.d_model))
+  for name, p in pairs(self:named_parameters()) do
+    if p.ndim > 1 then
+      if name:match("_attn%.[qkv]_proj%.weight$") then init.uniform_(p, -qkv, qkv) else init.xavier_uniform_(p) end
+    end
+  end
 end
 
 local function shape(t) return Module.is_tensor(t) and errors.shape_str(t) or type(t) end
