@@ -696,16 +696,30 @@ static em_status attention_run(em_tensor **out, em_tensor **weights, const em_at
   memset(&c, 0, sizeof c);
   c.variant = v;
   EM_TRY(check_inputs(&c, v, q, k, vv, n_params, params, a));
-  if (c.dims.dk == 0 || c.dims.dv == 0 || c.B == 0 || c.H == 0)
-    return em_error(EM_ERR_SHAPE, "attention '%s': empty head or batch dims (B=%lld H=%lld dk=%lld dv=%lld)",
-                    v->name, (long long)c.B, (long long)c.H, (long long)c.dims.dk, (long long)c.dims.dv);
+  if (c.dims.dk == 0 || c.dims.dv == 0 || c.H == 0)
+    return em_error(EM_ERR_SHAPE, "attention '%s': empty head dims (H=%lld dk=%lld dv=%lld)", v->name,
+                    (long long)c.H, (long long)c.dims.dk, (long long)c.dims.dv);
   if (v->check) EM_TRY(v->check(o, &c.dims));
-  if (c.Lq == 0 || c.Lk == 0) {
-    /* no queries, or no keys: softmax over nothing weighs nothing, so the
-    ** output is zeros (an empty tensor for Lq = 0), as PyTorch's
-    ** attention gives; no kernel sees an empty buffer */
+  if (c.B == 0 || c.Lq == 0 || c.Lk == 0) {
+    /* an empty batch, no queries, or no keys: softmax over nothing weighs
+    ** nothing, so the output is zeros (an empty tensor for B = 0 or Lq =
+    ** 0), as PyTorch's attention gives; no kernel sees an empty buffer.
+    ** Under autograd it is (q k^T) v, an empty sum (never 0 * inf), so that
+    ** the output is in the graph as the inputs are and their gradients are
+    ** zeros (a bare zeros tensor would stop a backward there) */
     const int64_t shape[4] = {c.B, c.H, c.Lq, c.dims.dv}, wshape[4] = {c.B, c.H, c.Lq, c.Lk};
-    EM_TRY(em_zeros(out, 4, shape, q->dtype, q->device));
+    if (em_grad_enabled() && (q->requires_grad || k->requires_grad || vv->requires_grad)) {
+      em_tensor *kr = NULL, *vr = NULL, *kt = NULL, *qk = NULL;
+      em_status s = repeat_heads(&kr, k, c.H);
+      if (s == EM_OK) s = repeat_heads(&vr, vv, c.H);
+      if (s == EM_OK) s = em_transpose(&kt, kr, -2, -1);
+      if (s == EM_OK) s = em_matmul(&qk, q, kt);
+      if (s == EM_OK) s = em_matmul(out, qk, vr);
+      em_release(kr), em_release(vr), em_release(kt), em_release(qk);
+      EM_TRY(s);
+    } else {
+      EM_TRY(em_zeros(out, 4, shape, q->dtype, q->device));
+    }
     if (a->need_weights && weights) {
       em_status s = em_zeros(weights, 4, wshape, q->dtype, q->device);
       if (s) {

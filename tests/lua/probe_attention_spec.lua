@@ -161,3 +161,38 @@ describe("A variant's definition", function()
     end, "a sink has no k")
   end)
 end)
+
+describe("Attention over nothing", function()
+  local nn = require "ember.nn"
+  -- an empty key set or query set gave a bare zeros tensor outside the graph (the
+  -- user's backward failed: "does not require grad"), and an empty batch was an error
+  for _, name in ipairs { "standard", "softcap", "relpos" } do
+    it(name .. ": no keys, no queries or no batch give zeros inside the graph (zero gradients)", function()
+      local att = ember.Attention { attention = name, heads = 4, head_dim = 3, dtype = "float64" }
+      local function case(B, Lq, Lk, Hkv)
+        local q = ember.randn(B, 4, Lq, 3, D):requires_grad_()
+        local k = ember.randn(B, Hkv, Lk, 3, D):requires_grad_()
+        local v = ember.randn(B, Hkv, Lk, 3, D):requires_grad_()
+        local out = att(q, k, v)
+        assert.are.same({ B, 4, Lq, 3 }, { table.unpack(out.shape) })
+        assert.is_true(out.requires_grad)
+        out:sum():backward()
+        for _, t in ipairs { q, k, v } do
+          assert.are.same({ table.unpack(t.shape) }, { table.unpack(t.grad.shape) })
+          if t.grad:numel() > 0 then assert.are.equal(0, t.grad:abs():max():item()) end
+        end
+        if out:numel() > 0 then assert.are.equal(0, out:abs():max():item()) end
+      end
+      case(2, 5, 0, 4)
+      case(2, 5, 0, 2) -- grouped kv heads
+      case(2, 0, 6, 4)
+      case(0, 5, 5, 4)
+    end)
+  end
+
+  it("an empty batch goes through MultiHeadAttention and sdpa", function()
+    assert.are.same({ 0, 5, 8 }, { table.unpack(nn.MultiHeadAttention(8, 2)(ember.randn(0, 5, 8)).shape) })
+    local q = ember.randn(0, 2, 5, 4)
+    assert.are.same({ 0, 2, 5, 4 }, { table.unpack(ember.scaled_dot_product_attention(q, q, q).shape) })
+  end)
+end)
