@@ -625,6 +625,12 @@ function M.dense(inst, tables, inputs, q, k, v, o)
     end
     k, v = rep(k), rep(v)
   end
+  if B == 0 or Lq == 0 or Lk == 0 then
+    -- attention over nothing is zeros, as the core's (core/src/attention.c):
+    -- (q k^T) v is an empty sum, in the graph with zero gradients; the
+    -- variant's functions are not run (they would index empty tensors)
+    return q:matmul(k:transpose(3, 4)):matmul(v), ember.zeros({ B, H, Lq, Lk }, { dtype = q.dtype, device = q.device })
+  end
   local out_dtype = q.dtype
   if q.dtype == "bfloat16" then q, k, v = q:float(), k:float(), v:float() end
   local dt, dev = q.dtype, q.device

@@ -196,3 +196,33 @@ describe("Attention over nothing", function()
     assert.are.same({ 0, 2, 5, 4 }, { table.unpack(ember.scaled_dot_product_attention(q, q, q).shape) })
   end)
 end)
+
+describe("Attention over nothing, composed route of a Lua variant", function()
+  -- the dense evaluation broadcast a per-head table against an empty [B, H, Lq, 0]
+  -- score and failed inside ember.expand
+  for _, name in ipairs { "example_lua", "t5_lua", "sinks" } do
+    it(name .. " with kernel = composed and need_weights: zeros and zero gradients", function()
+      local att = ember.Attention { attention = name, heads = 2, head_dim = 4, dtype = "float64" }
+      for _, shape in ipairs { { 1, 5, 0 }, { 1, 0, 5 }, { 0, 5, 5 } } do
+        local B, Lq, Lk = shape[1], shape[2], shape[3]
+        local q = ember.randn(B, 2, Lq, 4, D):requires_grad_()
+        local k, v = ember.randn(B, 2, Lk, 4, D):requires_grad_(), ember.randn(B, 2, Lk, 4, D)
+        for _, o in ipairs { { kernel = "composed" }, { need_weights = true } } do
+          local out, w = att(q, k, v, o)
+          assert.are.same({ B, 2, Lq, 4 }, { table.unpack(out.shape) })
+          if w then assert.are.same({ B, 2, Lq, Lk }, { table.unpack(w.shape) }) end
+          q.grad, k.grad = nil, nil
+          out:sum():backward()
+          if q.grad:numel() > 0 then assert.are.equal(0, q.grad:abs():max():item()) end
+        end
+      end
+    end)
+  end
+
+  it("document with an empty row of ids", function()
+    local att = ember.Attention { attention = "document", heads = 2, head_dim = 4, dtype = "float64" }
+    local q, k = ember.randn(1, 2, 5, 4, D), ember.randn(1, 2, 0, 4, D)
+    local out = att(q, k, k, { kernel = "composed", variant_inputs = { doc = ember.ones(1, 0, { dtype = "int64" }) } })
+    assert.are.same({ 1, 2, 5, 4 }, { table.unpack(out.shape) })
+  end)
+end)
