@@ -422,6 +422,18 @@ EM_API em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph
 typedef em_status (*em_grad_ready_fn)(em_tensor *leaf, void *ud);
 EM_API void em_set_grad_ready_hook(em_grad_ready_fn fn, void *ud);
 
+/* Gradient hook (what t:register_hook and t:retain_grad are built on).
+** While set, em_backward calls fn(node, NULL, &g, ud) with the whole
+** gradient of a node's output just before the node's backward runs, and
+** fn(NULL, leaf, &g, ud) with the whole gradient a leaf gets in this pass
+** (the contributions of every edge summed) before it is added into
+** leaf->grad. fn may replace *g (release it, store a new reference of the
+** same shape and dtype); anything else is an error naming the shapes.
+** Grad mode is off during the calls. A status other than EM_OK stops the
+** backward, which returns it. One hook per process; fn NULL removes it. */
+typedef em_status (*em_grad_hook_fn)(em_node *node, em_tensor *leaf, em_tensor **grad, void *ud);
+EM_API void em_set_grad_hook(em_grad_hook_fn fn, void *ud);
+
 /*
 ** Declaring an op. An op's forward is an ordinary C function that computes
 ** its result and then, if em_autograd_needed(), calls em_autograd_record()

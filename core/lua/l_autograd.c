@@ -18,11 +18,14 @@
 /* The thread that called t:backward(), so Lua backwards run on it. */
 static _Thread_local lua_State *backward_thread;
 
+static void grad_hooks_sweep(lua_State *L);
+
 em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain) {
   lua_State *prev = backward_thread;
   backward_thread = L;
   em_status s = em_backward(root, grad, retain);
   backward_thread = prev;
+  if (!prev) grad_hooks_sweep(L); /* the outermost backward: drop the hooks of freed nodes */
   return s;
 }
 
@@ -243,6 +246,216 @@ static int f_register_backward_end_hook(lua_State *L) {
   lua_pushboolean(L, 1);
   lua_rawset(L, -3);
   push_hook_handle(L, NULL, 1);
+  return 1;
+}
+
+/* ---------------------------------------------------------------- */
+/* Tensor gradient hooks: t:register_hook(fn), t:retain_grad()       */
+/* ---------------------------------------------------------------- */
+
+/* The registry holds, under &grad_hooks_key, a table keyed by the light
+** userdata of a node (a non-leaf's grad_fn when the hook was registered)
+** or of a leaf tensor, to an entry {fn, fn, ..., node = true|false,
+** owner = the leaf's userdata, retain = a non-leaf's userdata whose .grad
+** keeps the gradient}. A node entry holds a reference to the node, so its
+** address cannot be reused while the entry lives; the entry goes when its
+** node is freed by a backward (the hooks can never fire again) or when the
+** last hook is removed. The C hook is set while any entry exists. */
+static const char grad_hooks_key = 'g';
+static int n_grad_entries;
+
+static em_status grad_hook_dispatch(em_node *node, em_tensor *leaf, em_tensor **g, void *ud);
+
+static void grad_entries_count(int delta) {
+  n_grad_entries += delta;
+  em_set_grad_hook(n_grad_entries > 0 ? grad_hook_dispatch : NULL, NULL);
+}
+
+typedef struct grad_hook_call {
+  em_node *node;
+  em_tensor *leaf;
+  em_tensor **g;
+} grad_hook_call;
+
+static int grad_hook_protected(lua_State *L) {
+  grad_hook_call *c = (grad_hook_call *)lua_touserdata(L, 1);
+  void *key = c->node ? (void *)c->node : (void *)c->leaf;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) return 0;
+  if (lua_rawgetp(L, -1, key) != LUA_TTABLE) return 0;
+  int entry = lua_gettop(L);
+  for (lua_Integer i = 1, n = luaL_len(L, entry); i <= n; i++) {
+    lua_rawgeti(L, entry, i);
+    lember_pushtensor(L, em_retain(*c->g));
+    lua_call(L, 1, 1);
+    if (!lua_isnil(L, -1)) {
+      em_tensor *r = lember_testtensor(L, -1);
+      if (!r) return luaL_error(L, "ember.register_hook: a hook must return nil or a tensor, got %s",
+                                luaL_typename(L, -1));
+      em_release(*c->g);
+      *c->g = em_retain(r);
+    }
+    lua_pop(L, 1);
+  }
+  if (lua_getfield(L, entry, "retain") == LUA_TUSERDATA) {
+    em_tensor *t = lember_checktensor(L, -1);
+    em_status s;
+    if (!t->grad) {
+      em_tensor *copy;
+      s = em_clone(&copy, *c->g);
+      if (s == EM_OK) t->grad = copy;
+    } else {
+      s = em_add_(t->grad, *c->g, 1.0);
+    }
+    if (s) return lember_error(L, "retain_grad", s);
+  }
+  return 0;
+}
+
+static em_status grad_hook_dispatch(em_node *node, em_tensor *leaf, em_tensor **g, void *ud) {
+  (void)ud;
+  lua_State *L = backward_thread;
+  if (!L) return EM_OK; /* a backward started from C */
+  if (!lua_checkstack(L, 8)) return em_error(EM_ERR_OOM, "gradient hook: Lua stack overflow");
+  grad_hook_call c = {node, leaf, g};
+  lua_pushcfunction(L, grad_hook_protected);
+  lua_pushlightuserdata(L, &c);
+  if (lua_pcall(L, 1, 0, 0) == LUA_OK) return EM_OK;
+  em_status s = em_error(EM_ERR_AUTOGRAD, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "a gradient hook failed");
+  lua_pop(L, 1);
+  return s;
+}
+
+/* Drops the entry at key from the table at idx (and the node reference). */
+static void grad_entry_drop(lua_State *L, int tbl, void *key) {
+  if (lua_rawgetp(L, tbl, key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  bool node = lua_getfield(L, -1, "node") == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  lua_pushnil(L);
+  lua_rawsetp(L, tbl, key);
+  if (node) em_node_release((em_node *)key);
+  grad_entries_count(-1);
+}
+
+static void grad_hooks_sweep(lua_State *L) {
+  if (n_grad_entries == 0 || !lua_checkstack(L, 8)) return;
+  int top = lua_gettop(L);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) {
+    lua_settop(L, top);
+    return;
+  }
+  int tbl = lua_gettop(L);
+  lua_newtable(L); /* the keys to drop: a table may not lose keys while next() walks it */
+  int dead = lua_gettop(L);
+  lua_Integer n_dead = 0;
+  for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
+    lua_getfield(L, -1, "node");
+    if (lua_toboolean(L, -1) && ((em_node *)lua_touserdata(L, -3))->released) {
+      lua_pushvalue(L, -3);
+      lua_rawseti(L, dead, ++n_dead);
+    }
+    lua_pop(L, 1);
+  }
+  for (lua_Integer i = 1; i <= n_dead; i++) {
+    lua_rawgeti(L, dead, i);
+    void *key = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    grad_entry_drop(L, tbl, key);
+  }
+  lua_settop(L, top);
+}
+
+/* The entry of t (created when missing) on the top of the stack; its key
+** through *key. */
+static int grad_entry_of(lua_State *L, int ti, em_tensor *t, void **key) {
+  hooks_table(L, &grad_hooks_key);
+  int tbl = lua_gettop(L);
+  *key = t->grad_fn ? (void *)t->grad_fn : (void *)t;
+  if (lua_rawgetp(L, tbl, *key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    if (t->grad_fn) {
+      em_node_retain(t->grad_fn);
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, "node");
+    } else {
+      lua_pushvalue(L, ti);
+      lua_setfield(L, -2, "owner");
+    }
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, tbl, *key);
+    grad_entries_count(1);
+  }
+  lua_remove(L, tbl);
+  return lua_gettop(L);
+}
+
+/* handle:remove(): upvalues are the key, the function and a done flag. */
+static int grad_hook_remove(lua_State *L) {
+  if (lua_toboolean(L, lua_upvalueindex(3))) return 0;
+  lua_pushboolean(L, 1);
+  lua_replace(L, lua_upvalueindex(3));
+  void *key = lua_touserdata(L, lua_upvalueindex(1));
+  hooks_table(L, &grad_hooks_key);
+  int tbl = lua_gettop(L);
+  if (lua_rawgetp(L, tbl, key) != LUA_TTABLE) return 0;
+  int entry = lua_gettop(L);
+  lua_Integer n = luaL_len(L, entry), at = 0;
+  for (lua_Integer i = 1; i <= n && !at; i++) {
+    lua_rawgeti(L, entry, i);
+    if (lua_rawequal(L, -1, lua_upvalueindex(2))) at = i;
+    lua_pop(L, 1);
+  }
+  if (!at) return 0;
+  for (lua_Integer i = at; i < n; i++) {
+    lua_rawgeti(L, entry, i + 1);
+    lua_rawseti(L, entry, i);
+  }
+  lua_pushnil(L);
+  lua_rawseti(L, entry, n);
+  bool retains = lua_getfield(L, entry, "retain") != LUA_TNIL;
+  lua_pop(L, 1);
+  if (n == 1 && !retains) grad_entry_drop(L, tbl, key);
+  return 0;
+}
+
+/* t:register_hook(fn) -> handle: fn(grad) runs in every backward with the
+** whole gradient of t (of this pass, for a leaf: before it goes into
+** t.grad); a tensor it returns replaces the gradient (torch's
+** Tensor.register_hook). handle:remove() takes it away. */
+static int m_register_hook(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!t->requires_grad)
+    return luaL_error(L, "ember.register_hook: cannot register a hook on a tensor that does not require grad");
+  void *key;
+  int entry = grad_entry_of(L, 1, t, &key);
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, entry, (lua_Integer)luaL_len(L, entry) + 1);
+  lua_newtable(L);
+  lua_pushlightuserdata(L, key);
+  lua_pushvalue(L, 2);
+  lua_pushboolean(L, 0);
+  lua_pushcclosure(L, grad_hook_remove, 3);
+  lua_setfield(L, -2, "remove");
+  return 1;
+}
+
+/* t:retain_grad(): a non-leaf keeps its gradient in t.grad (accumulated
+** over backwards, as a leaf's); nothing to do on a leaf. Returns t. */
+static int m_retain_grad(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (!t->requires_grad)
+    return luaL_error(L, "ember.retain_grad: the tensor does not require grad, so it gets no gradient");
+  lua_settop(L, 1);
+  if (!t->grad_fn) return 1;
+  void *key;
+  int entry = grad_entry_of(L, 1, t, &key);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, entry, "retain");
+  lua_settop(L, 1);
   return 1;
 }
 
@@ -537,6 +750,8 @@ static const luaL_Reg methods[] = {
   {"backward", m_backward},
   {"requires_grad_", m_requires_grad_},
   {"register_grad_ready_hook", m_register_grad_ready_hook},
+  {"register_hook", m_register_hook},
+  {"retain_grad", m_retain_grad},
   {NULL, NULL}
 };
 

@@ -246,7 +246,7 @@ void em_set_grad_ready_hook(em_grad_ready_fn fn, void *ud) {
 /* How many reachable edges still owe each leaf a gradient in this
 ** backward: open addressing on the pointer, built only while a hook is
 ** set, so a plain backward pays nothing. */
-typedef struct { em_tensor *leaf; int pending; } em__leafcount;
+typedef struct { em_tensor *leaf; int pending; em_tensor *buf; } em__leafcount;
 typedef struct { em__leafcount *v; size_t cap; } em__leafmap;
 
 static em__leafcount *em__leaf_slot(em__leafmap *m, const em_tensor *leaf) {
@@ -274,19 +274,63 @@ static em_status em__leafmap_build(em__leafmap *m, const em__nodelist *all) {
   return EM_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* Tensor gradient hooks                                               */
+/* ------------------------------------------------------------------ */
+
+static em_grad_hook_fn em__grad_hook;
+static void *em__grad_hook_ud;
+
+void em_set_grad_hook(em_grad_hook_fn fn, void *ud) {
+  em__grad_hook = fn;
+  em__grad_hook_ud = ud;
+}
+
+/* Runs the gradient hook on *g, the whole gradient of node n's output or
+** of leaf; a replacement must keep the shape and dtype. */
+static em_status em__run_grad_hook(em_node *n, em_tensor *leaf, em_tensor **g) {
+  em_tensor *before = *g;
+  EM_TRY(em__grad_hook(n, leaf, g, em__grad_hook_ud));
+  em_tensor *after = *g;
+  if (after == before) return EM_OK;
+  int ndim = n ? n->out_ndim : leaf->ndim;
+  const int64_t *shape = n ? n->out_shape : leaf->shape;
+  em_dtype dt = n ? n->out_dtype : leaf->dtype;
+  bool same = after && after->ndim == ndim && after->dtype == dt;
+  for (int d = 0; same && d < ndim; d++) same = after->shape[d] == shape[d];
+  if (same) return EM_OK;
+  char a[160], b[160];
+  return em_error(EM_ERR_AUTOGRAD, "backward: a gradient hook returned %s %s for a gradient of %s %s",
+                  after ? em_shape_str(after->ndim, after->shape, a, sizeof a) : "nothing",
+                  after ? em_dtype_name(after->dtype) : "", em_shape_str(ndim, shape, b, sizeof b),
+                  em_dtype_name(dt));
+}
+
 /* Node n has routed its gradients: leaves it was the last debtor of are
-** final now. */
+** final now. With a gradient hook, their gradients of this pass were
+** summed in the map; the hook sees the sum, which then goes into .grad. */
 static em_status em__leaves_done(em__leafmap *m, em_node *n) {
   for (int k = 0; k < n->n_inputs; k++) {
     if (!n->edges[k].leaf || !n->needs_grad[k]) continue;
     em__leafcount *c = em__leaf_slot(m, n->edges[k].leaf);
-    if (c->leaf && --c->pending == 0) EM_TRY(em__ready_fn(c->leaf, em__ready_ud));
+    if (!c->leaf || --c->pending != 0) continue;
+    if (c->buf) {
+      em_tensor *g = c->buf;
+      c->buf = NULL;
+      em_status s = em__grad_hook ? em__run_grad_hook(NULL, c->leaf, &g) : EM_OK;
+      if (s != EM_OK) {
+        em_release(g);
+        return s;
+      }
+      EM_TRY(em__accumulate_leaf(c->leaf, g));
+    }
+    if (em__ready_fn) EM_TRY(em__ready_fn(c->leaf, em__ready_ud));
   }
   return EM_OK;
 }
 
 /* Runs one node's backward and routes the input gradients. */
-static em_status em__run_node(em_node *n, em__nodelist *ready) {
+static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buffered) {
   em_tensor *grad_small[8], **grads = grad_small;
   em_status s = EM_OK;
   if (n->n_inputs > 8 && !(grads = calloc((size_t)n->n_inputs, sizeof *grads)))
@@ -299,10 +343,11 @@ static em_status em__run_node(em_node *n, em__nodelist *ready) {
                    "call backward with retain_graph=true to go through it twice "
                    "(t:backward(nil, true), or t:backward{retain_graph = true})", n->op->name);
     else {
-      const bool prof = em__prof_is_on();
+      if (em__grad_hook) s = em__run_grad_hook(n, NULL, &n->pending_grad);
+      const bool prof = s == EM_OK && em__prof_is_on();
       if (prof) em__prof_backward_begin(n->op->name);
       bool routed = false; /* a piece of a tensor, added straight into its gradient */
-      if (n->n_inputs == 1 && n->needs_grad[0] && n->edges[0].fn && !n->edges[0].leaf)
+      if (s == EM_OK && n->n_inputs == 1 && n->needs_grad[0] && n->edges[0].fn && !n->edges[0].leaf)
         s = em__region_accumulate(n, n->pending_grad, &n->edges[0].fn->pending_grad, &routed);
       if (s == EM_OK && !routed) s = n->op->backward(n, n->pending_grad, grads);
       if (prof) em__prof_backward_end();
@@ -314,6 +359,8 @@ static em_status em__run_node(em_node *n, em__nodelist *ready) {
     if (g && s == EM_OK && n->needs_grad[i]) s = em__check_grad(n, i, g);
     if (!g || s != EM_OK || !n->needs_grad[i]) {
       em_release(g);
+    } else if (n->edges[i].leaf && buffered) { /* summed for the gradient hook */
+      s = em__accumulate(&em__leaf_slot(buffered, n->edges[i].leaf)->buf, g);
     } else if (n->edges[i].leaf) {
       s = em__accumulate_leaf(n->edges[i].leaf, g);
     } else if (n->edges[i].fn) {
@@ -383,8 +430,11 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
   bool prev = em_set_grad_enabled(false);
   em_status s = EM_OK;
   em_grad_ready_fn hook = em__ready_fn;
+  const bool map = hook || em__grad_hook; /* leaves counted: gradients final per pass */
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
-    s = em__accumulate_leaf(root, seed);
+    if (em__grad_hook) s = em__run_grad_hook(NULL, root, &seed);
+    if (s == EM_OK) s = em__accumulate_leaf(root, seed);
+    else em_release(seed);
     if (s == EM_OK && hook) s = hook(root, em__ready_ud);
     if (s == EM_OK && hook && outermost) s = hook(NULL, em__ready_ud);
     em_set_grad_enabled(prev);
@@ -394,7 +444,7 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
   em__leafmap leaves = {0};
   em_node *top = root->grad_fn;
   s = em__collect(top, &all);
-  if (s == EM_OK && hook) s = em__leafmap_build(&leaves, &all);
+  if (s == EM_OK && map) s = em__leafmap_build(&leaves, &all);
   if (s == EM_OK) {
     top->pending_grad = seed;
     seed = NULL;
@@ -402,8 +452,8 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
   }
   while (s == EM_OK && ready.n > 0) {
     em_node *n = ready.v[--ready.n];
-    s = em__run_node(n, &ready);
-    if (s == EM_OK && hook) s = em__leaves_done(&leaves, n);
+    s = em__run_node(n, &ready, em__grad_hook ? &leaves : NULL);
+    if (s == EM_OK && map) s = em__leaves_done(&leaves, n);
     em_release(n->pending_grad);
     n->pending_grad = NULL;
   }
@@ -421,6 +471,7 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
     }
   }
   em_release(seed);
+  for (size_t i = 0; leaves.v && i < leaves.cap; i++) em_release(leaves.v[i].buf); /* after an error */
   free(leaves.v);
   free(all.v);
   free(ready.v);

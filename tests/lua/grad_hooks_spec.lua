@@ -109,3 +109,106 @@ describe("ember.distributed without mpirun", function()
     assert.has_error(function() dist.DistributedSampler(10, {shuffel = true}) end)
   end)
 end)
+
+-- t:register_hook(fn) and t:retain_grad() (torch's), on the engine's
+-- gradient hook (em_set_grad_hook): PyTorch 1.13 gives the values below.
+describe("tensor gradient hooks", function()
+  local raises_here = require("tests.lua.helpers.parity").raises_here
+
+  it("retain_grad keeps a non-leaf's gradient, accumulated over backwards", function()
+    local w = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local h = w * 2
+    assert.are.equal(h, h:retain_grad())
+    ;(h * h):sum():backward()
+    assert.are.same({ 4, 8, 12 }, h.grad:totable()) -- d(h^2)/dh = 2h
+    assert.are.same({ 8, 16, 24 }, w.grad:totable())
+    local a = ember.tensor({ 1, 2 }, { requires_grad = true })
+    local b = (a * 3):retain_grad()
+    local s = b:sum()
+    s:backward { retain_graph = true }
+    s:backward()
+    assert.are.same({ 2, 2 }, b.grad:totable())
+    assert.are.equal(w, w:retain_grad()) -- a leaf: nothing to do
+    assert.is_nil((w * 2).grad) -- not retained
+    raises_here(function() ember.ones(2):retain_grad() end, "ember.retain_grad: the tensor does not require grad")
+  end)
+
+  it("register_hook on a non-leaf sees its whole gradient once and may replace it", function()
+    local w = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local h = w * 2
+    local seen = {}
+    local handle = h:register_hook(function(g)
+      seen[#seen + 1] = g:totable()
+      return g * 10
+    end)
+    -- h is used twice: the hook gets the sum, once
+    ;((h * h):sum() + h:sum()):backward()
+    assert.are.same({ { 5, 9, 13 } }, seen)
+    assert.are.same({ 100, 180, 260 }, w.grad:totable())
+    handle:remove()
+    handle:remove() -- twice is fine
+  end)
+
+  it("register_hook on a leaf sees the summed gradient of the pass, before .grad", function()
+    local w = ember.tensor({ 1, 2, 3 }, { requires_grad = true })
+    local calls = 0
+    local handle = w:register_hook(function(g)
+      calls = calls + 1
+      return g:clamp(-5, 5)
+    end)
+    ;((w * w):sum() + (w * 3):sum()):backward() -- 2w + 3 = 5, 7, 9
+    assert.are.equal(1, calls)
+    assert.are.same({ 5, 5, 5 }, w.grad:totable())
+    handle:remove()
+    w.grad = nil
+    ;(w * w):sum():backward()
+    assert.are.same({ 2, 4, 6 }, w.grad:totable())
+    assert.are.equal(1, calls)
+  end)
+
+  it("a hook on the loss, and on parameters of a model in training", function()
+    ember.manual_seed(0)
+    local m = nn.Linear(3, 2)
+    local x = ember.randn(4, 3)
+    local ref = nn.Linear(3, 2)
+    ref:load_state_dict(m:state_dict())
+    ref(x):sum():backward()
+    local handle = m.weight:register_hook(function(g) return g * 0 end)
+    local loss = m(x):sum()
+    loss:register_hook(function(g) return g * 2 end)
+    loss:backward()
+    assert.are.same({ 0, 0, 0 }, m.weight.grad[1]:totable())
+    assert.is_true(ember.allclose(m.bias.grad, ref.bias.grad * 2))
+    handle:remove()
+  end)
+
+  it("errors name the hook and the shapes, at the user's line", function()
+    local a = ember.tensor({ 1, 2 }, { requires_grad = true })
+    raises_here(function() ember.ones(2):register_hook(print) end,
+      "ember.register_hook: cannot register a hook on a tensor that does not require grad")
+    raises_here(function()
+      local q = a * 2
+      q:register_hook(function() return 5 end)
+      q:sum():backward()
+    end, "a hook must return nil or a tensor, got number")
+    raises_here(function()
+      local q = a * 2
+      q:register_hook(function() return ember.ones(3) end)
+      q:sum():backward()
+    end, "a gradient hook returned [3] float32 for a gradient of [2] float32")
+  end)
+
+  it("hooks of a freed graph go with it: many steps leave no hook behind", function()
+    local w = ember.randn(8, 8, { requires_grad = true })
+    local before = ember.live_bytes()
+    for _ = 1, 200 do
+      local h = w:matmul(w):retain_grad()
+      h:register_hook(function(g) return g end)
+      h:sum():backward()
+      w.grad = nil
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.is_true(ember.live_bytes() - before < 64 * 1024, "tensors kept alive by old hooks")
+  end)
+end)
