@@ -51,6 +51,15 @@ local GEN_OPTS = { "max_new_tokens", "strategy", "temperature", "top_k", "top_p"
                    "stop", "pad_id", "max_time", "prompt_padding_mask", "memory", "memory_key_padding_mask",
                    "use_cache", "return_logits", "variant_inputs" }
 
+-- Hugging Face's names for generate's options: an unknown option that is
+-- one says what to write instead.
+local HF_NAMES = {
+  do_sample = 'strategy = "sample"',
+  attention_mask = "prompt_padding_mask = attention_mask:eq(0) (bool, true = padding; left-padded prompts)",
+  eos_token_id = "eos_id", pad_token_id = "pad_id", stop_strings = "stop (token id sequences)",
+  max_length = "max_new_tokens (the prompt not counted)",
+}
+
 local function check_names(opts, known, who)
   if opts == nil then return {} end
   if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(who, type(opts))) end
@@ -60,7 +69,8 @@ local function check_names(opts, known, who)
     if not set[k] then
       local names = { table.unpack(known) }
       table.sort(names)
-      error(("%s: unknown option '%s' (options: %s)"):format(who, tostring(k), table.concat(names, ", ")))
+      local hint = HF_NAMES[k] and set[HF_NAMES[k]:match("^[%w_]+")] and ("; Hugging Face's %s is %s here"):format(k, HF_NAMES[k]) or ""
+      error(("%s: unknown option '%s'%s (options: %s)"):format(who, tostring(k), hint, table.concat(names, ", ")))
     end
   end
   return opts

@@ -226,3 +226,36 @@ describe("Attention over nothing, composed route of a Lua variant", function()
     assert.are.same({ 1, 2, 5, 4 }, { table.unpack(out.shape) })
   end)
 end)
+
+describe("Options a Hugging Face user passes", function()
+  local Llama = require("ember.models").Llama
+  local generate = require "ember.generate"
+  local nn = require "ember.nn"
+  local model = Llama { vocab_size = 20, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
+    num_attention_heads = 2 }
+  local ids = ember.tensor({ { 5, 9, 2 } }, { dtype = "int64" })
+
+  -- Llama.forward/decode and forward_cached ignored unknown options: an attention_mask
+  -- (HF's way to mask padding) was silently dropped and the padding attended to
+  it("Llama refuses an unknown option, and says what attention_mask is here", function()
+    parity.raises_here(function() model(ids, { attention_mask = ember.ones(1, 3, { dtype = "int64" }) }) end,
+      "Llama.forward: unknown option 'attention_mask': ember takes key_padding_mask, true = padding")
+    parity.raises_here(function() model(ids, { foo = 1 }) end, "Llama.forward: unknown option 'foo'")
+    parity.raises_here(function() model:decode(ids, { foo = 1 }) end, "Llama.decode: unknown option 'foo'")
+  end)
+
+  it("forward_cached refuses an unknown option (need_weights included: a step returns none)", function()
+    local m = nn.MultiHeadAttention(8, 2)
+    parity.raises_here(function() m:forward_cached(ember.randn(1, 2, 8), {}, { need_weights = true }) end,
+      "MultiHeadAttention.forward_cached: unknown option 'need_weights'")
+  end)
+
+  it("generate names its own spelling of Hugging Face's options", function()
+    parity.raises_here(function() generate.generate(model, ids, { do_sample = true }) end,
+      "unknown option 'do_sample'; Hugging Face's do_sample is strategy = \"sample\" here")
+    parity.raises_here(function() generate.generate(model, ids, { attention_mask = ids }) end,
+      "prompt_padding_mask = attention_mask:eq(0)")
+    parity.raises_here(function() generate.generate(model, ids, { eos_token_id = 3 }) end,
+      "Hugging Face's eos_token_id is eos_id here")
+  end)
+end)

@@ -242,6 +242,16 @@ end
 
 local Llama = Module:extend("Llama")
 
+-- A call's options: an unknown one is an error (silently ignoring Hugging
+-- Face's attention_mask would attend to the padding).
+local function check_call_options(who, opts, known)
+  if type(opts) == "table" and opts.attention_mask ~= nil then
+    raise("%s: unknown option 'attention_mask': ember takes key_padding_mask, true = padding (Hugging Face's "
+      .. "attention_mask is 1 = attend: key_padding_mask = attention_mask:eq(0))", who)
+  end
+  return Module.check_options(who, opts, known)
+end
+
 --- Builds a randomly initialised model (as Hugging Face: every Linear and
 -- the embedding ~ N(0, initializer_range^2), norms at one).
 -- @tparam table config Hugging Face's LlamaConfig names: `vocab_size`,
@@ -292,6 +302,7 @@ function Llama:forward(ids, opts)
     raise("Llama.forward: ids must be int64 [B, L] (1-based token ids), got %s",
       ember.is_tensor(ids) and (ids.dtype .. " " .. shape_str(ids)) or type(ids))
   end
+  opts = check_call_options("Llama.forward", opts, { "key_padding_mask", "cache", "variant_inputs" })
   local h = self.model(ids, opts)
   if self.lm_head then return self.lm_head(h) end
   return h:matmul(self.model.embed_tokens.weight:transpose(1, 2))
@@ -307,7 +318,8 @@ end
 -- `start`, `memory` and `memory_key_padding_mask` are not used: no cross-attention)
 -- @treturn Tensor logits [B, L, vocab_size]
 function Llama:decode(ids, opts)
-  opts = opts or {}
+  opts = check_call_options("Llama.decode", opts,
+    { "cache", "start", "memory", "memory_key_padding_mask", "key_padding_mask", "variant_inputs" })
   if opts.memory ~= nil then raise("Llama.decode: a decoder-only model takes no memory") end
   return self:forward(ids, { cache = opts.cache, key_padding_mask = opts.key_padding_mask,
     variant_inputs = opts.variant_inputs })

@@ -293,6 +293,9 @@ end
 
 local shape_str = errors.shape_str
 
+-- forward_cached's options (no need_weights: a decoding step returns none)
+local CACHED_OPTS = { "memory", "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs" }
+
 -- (query [, key_value | key, value] [, opts]) -> query, key, value, opts
 local function read_args(who, query, ...)
   local n, args = select("#", ...), { ... }
@@ -470,7 +473,7 @@ end
 -- @treturn Tensor [B, Lnew, d_model]
 function MHA:forward_cached(x, cache, opts)
   local who = "MultiHeadAttention.forward_cached"
-  opts = opts or {}
+  opts = Module.check_options(who, opts, CACHED_OPTS)
   -- without dropout (or linear's redrawn features) training mode computes
   -- the same, and a new module is in it
   if self.training and self.dropout > 0 then
