@@ -209,6 +209,7 @@ describe("float64 gradchecks", function()
   it("ConvTranspose2d: input, weight and bias (stride, crop, output_padding, groups, dilation)", function()
     for _, o in ipairs {
       { 4, 6, 3, { stride = 2, padding = 1, output_padding = 1, groups = 2 } },
+      { 2, 2, { 2, 1 }, { stride = { 3, 2 }, padding = { 0, 1 }, output_padding = { 2, 1 } } }, -- phases without taps
       { 4, 2, { 2, 3 }, { stride = { 1, 3 }, padding = { 2, 0 }, dilation = { 2, 1 } } },
     } do
       local m = nn.ConvTranspose2d(o[1], o[2], o[3], { dtype = "float64", stride = o[4].stride, padding = o[4].padding,
@@ -285,13 +286,51 @@ describe("nn.ConvTranspose2d / ConvTranspose1d", function()
     assert(math.abs(lhs - rhs) <= 1e-10 * math.abs(lhs), ("%.17g vs %.17g"):format(lhs, rhs))
   end)
 
+  it("the adjoint identity over strides, dilations, kernels and paddings (phases without taps, gcd(s, d) > 1, crops)", function()
+    ember.manual_seed(9)
+    local n = 0
+    for _, st in ipairs { 1, 2, 3, 4 } do
+      for _, dl in ipairs { 1, 2, 3 } do
+        for _, ks in ipairs { 1, 2, 3, 5 } do
+          for _, pd in ipairs { 0, 1, 4 } do
+            local H, W = 9, 6
+            if H + 2 * pd >= dl * (ks - 1) + 1 and W + 2 * pd >= 2 * (3 - 1) + 1 then
+              local opts = { stride = { st, 2 }, padding = { pd, pd }, dilation = { dl, 2 }, bias = false, dtype = "float64",
+                groups = 2 }
+              local conv = nn.Conv2d(2, 4, { ks, 3 }, opts)
+              local tconv = nn.ConvTranspose2d(4, 2, { ks, 3 }, opts)
+              tconv.weight = conv.weight:detach():clone()
+              local x = ember.randn(1, 2, H, W, F64)
+              local cx = conv(x)
+              local y = ember.randn(cx.shape, F64)
+              local tx = tconv(y, x.shape)
+              local lhs, rhs = (cx * y):sum():item(), (x * tx):sum():item()
+              assert(math.abs(lhs - rhs) <= 1e-10 * (1 + math.abs(lhs)),
+                ("s=%d d=%d k=%d p=%d: %.17g vs %.17g"):format(st, dl, ks, pd, lhs, rhs))
+              n = n + 1
+            end
+          end
+        end
+      end
+    end
+    assert.is_true(n > 100)
+  end)
+
   it("float32: the backend's kernel and the composed route agree", function()
     ember.manual_seed(8)
     local a = nn.ConvTranspose2d(6, 4, 3, { stride = 2, padding = 1, output_padding = 1, groups = 2 })
     local b = nn.ConvTranspose2d(6, 4, 3, { stride = 2, padding = 1, output_padding = 1, groups = 2, route = "composed" })
     b:load_state_dict(a:state_dict())
     local x = ember.randn(2, 6, 5, 4)
-    check("kernel vs composed", a(x), b(x):double(), 1e-5)
+    local before = ember.conv_routes()
+    local ya = a(x)
+    local after = ember.conv_routes()
+    assert.are.equal(before.kernel + 4, after.kernel, "one kernel call per output phase (stride 2 x 2)")
+    check("kernel vs composed", ya, b(x):double(), 1e-5)
+    -- under autocast: bfloat16 products, the bias joined to them
+    local yb = ember.autocast("bfloat16", function() return a(x) end)
+    assert.are.equal("bfloat16", yb.dtype)
+    check("autocast bfloat16", yb:float(), ya:double(), 2e-2)
   end)
 
   it("output sizes follow PyTorch's formula; output_size picks output_padding", function()

@@ -6,8 +6,8 @@
 -- `forward(x, output_size)` picks output_padding from the size wanted.
 -- Parameters as PyTorch: `weight` [in, out/groups, k] and `bias` [out], with
 -- its initialisation (U(+-1/sqrt(fan_in)), fan_in = out/groups * k).
--- It is nn.ConvTranspose2d's computation on a [N, C, 1, L] view
--- (nn/_conv_transpose.lua).
+-- It is nn.ConvTranspose2d's computation (one convolution per output phase)
+-- on a [N, C, 1, L] view (nn/_conv_transpose.lua).
 -- Errors name nn.ConvTranspose1d at the caller's line.
 -- @usage local up = nn.ConvTranspose1d(16, 8, 4, {stride = 2, padding = 1})
 -- print(up(ember.randn(4, 16, 50)).shape)   --> ember.Size{4, 8, 100}

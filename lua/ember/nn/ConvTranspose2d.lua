@@ -11,10 +11,12 @@
 -- [in, out/groups, kh, kw] (kaiming_uniform_ with a = sqrt(5), i.e.
 -- U(+-1/sqrt(fan_in)), fan_in = out/groups * kh * kw, as PyTorch computes it
 -- for this layout) and `bias` [out] (U(+-1/sqrt(fan_in))).
--- Computed as an nn.Conv2d of the input dilated by the stride, with the
--- weight's per-group in/out axes swapped and its kernel flipped (the
--- backend's convolution kernel where it has one; see nn/_conv_transpose.lua
--- for why this route); `route = "composed"` as nn.Conv2d's.
+-- Computed as nn.Conv2d's convolutions, one per output phase (stride_h *
+-- stride_w of them, each with the kernel taps that reach it, flipped; the
+-- weight's in/out axes swapped per group), so the backend's convolution
+-- kernel runs where it has one and no product is spent on zeros (see
+-- nn/_conv_transpose.lua for why this route); `route = "composed"` as
+-- nn.Conv2d's.
 -- Errors name nn.ConvTranspose2d at the caller's line: bad sizes or options,
 -- groups not dividing the channels, output_padding not smaller than stride or
 -- dilation, a wrong channel count, an empty output.
