@@ -45,7 +45,7 @@ own seed, so nn_optim.lua stays unchanged.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
-nn.Transformer.torch_state_dict does), Bilinear, TripletMarginLoss and
+nn.Transformer.from_torch_state_dict does), Bilinear, TripletMarginLoss and
 MarginRankingLoss for tests/lua/nn_extra_spec.lua, as nn_more.lua; ids,
 offsets and padding_idx 1-based; its own seed.
 
