@@ -1153,6 +1153,36 @@ def extra_cases():
     return cases
 
 
+def probe_cases():
+    """nn.CrossEntropyLoss against class probabilities (soft targets shaped
+    like the logits: PyTorch 1.10+'s), with class weights, label smoothing
+    and every reduction, and [B, C, L] logits (ember's [B, L, C]: the spec
+    permutes logits and target), own seed. "R" weights the per-element
+    losses of reduction "none"."""
+    torch.manual_seed(20261206)
+    out = []
+    specs = [({}, "mean"), ({"weight": True}, "mean"), ({"label_smoothing": 0.2}, "mean"),
+             ({"weight": True, "label_smoothing": 0.1}, "sum"), ({"weight": True}, "none"),
+             ({"three_d": True}, "none"), ({"three_d": True, "label_smoothing": 0.3}, "mean")]
+    for opts, red in specs:
+        three = opts.get("three_d", False)
+        logits = torch.randn(2, 4, 3, dtype=torch.float64) if three else torch.randn(6, 4, dtype=torch.float64)
+        logits.requires_grad_(True)
+        target = torch.randn(logits.shape, dtype=torch.float64).softmax(1)
+        w = torch.rand(4, dtype=torch.float64) + 0.25 if opts.get("weight") else None
+        loss = torch.nn.functional.cross_entropy(logits, target, weight=w, reduction=red,
+                                                 label_smoothing=opts.get("label_smoothing", 0.0))
+        R = torch.randn_like(loss)
+        (loss * R).sum().backward()
+        case = {"reduction": red, "three_d": three, "logits": logits.detach(), "target": target,
+                "loss": loss.detach(), "R": R, "grad": logits.grad.clone(),
+                "label_smoothing": opts.get("label_smoothing", 0.0)}
+        if w is not None:
+            case["weight"] = w
+        out.append(case)
+    return out
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1167,6 +1197,8 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_optim_more.lua"),
           {"torch_version": torch.__version__, "optim": optim_more_cases(), "schedules": schedule_more_cases()})
     write(os.path.join(HERE, "fixtures", "nn_extra.lua"), {"torch_version": torch.__version__, "cases": extra_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_probe.lua"), {"torch_version": torch.__version__,
+                                                           "soft_cross_entropy": probe_cases()})
 
 
 if __name__ == "__main__":

@@ -182,3 +182,40 @@ describe("grad mode scopes", function()
     raises_here(function() ember.no_grad(3) end, "ember.no_grad: expected a function")
   end)
 end)
+
+describe("nn.CrossEntropyLoss with class probabilities (soft targets)", function()
+  local fx = dofile("tests/fixtures/nn_probe.lua")
+  local T = require("tests.lua.helpers.parity").T
+
+  it("matches PyTorch 1.13: weights, label smoothing, every reduction, [B, L, C]", function()
+    assert.is_true(#fx.soft_cross_entropy >= 7)
+    for i, c in ipairs(fx.soft_cross_entropy) do
+      local logits = T(c.logits):requires_grad_()
+      local x, t = logits, T(c.target)
+      if c.three_d then x, t = logits:permute(1, 3, 2), t:permute(1, 3, 2) end -- [B, C, L] -> [B, L, C]
+      local m = nn.CrossEntropyLoss { weight = c.weight and T(c.weight) or nil,
+        label_smoothing = c.label_smoothing, reduction = c.reduction }
+      local loss = m(x, t)
+      local want = T(c.loss)
+      assert.are.same(want.shape, loss.shape, "case " .. i)
+      assert.is_true((loss - want):abs():max():item() < 1e-12, "case " .. i .. " loss")
+      ;(loss * T(c.R)):sum():backward()
+      assert.is_true((logits.grad - T(c.grad)):abs():max():item() < 1e-12, "case " .. i .. " grad")
+    end
+  end)
+
+  it("passes a float64 gradcheck in the logits and the probabilities", function()
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    ember.manual_seed(0)
+    local logits = ember.randn(3, 4, "float64")
+    local t = ember.randn(3, 4, "float64"):softmax(2)
+    local w = ember.rand(4, "float64") + 0.5
+    gradcheck.check(function(a, b) return nn.CrossEntropyLoss { weight = w, label_smoothing = 0.1 }(a, b) end,
+      { logits, t })
+  end)
+
+  it("a float target of another shape is refused, naming both", function()
+    raises_here(function() nn.CrossEntropyLoss()(ember.randn(4, 3), ember.rand(4, 2)) end,
+      "nn.CrossEntropyLoss: a float target holds class probabilities and must have the logits' shape [4, 3], got [4, 2]")
+  end)
+end)

@@ -8,6 +8,9 @@
 -- "mean" then divides by the summed weights of the counted targets, and
 -- label smoothing's uniform part is weighted too. One fused C op without
 -- weight; with it, log_softmax and the weighted NLL composed.
+-- Targets may also be class probabilities (soft labels, mixup): a float
+-- tensor shaped like the logits, as PyTorch's; the loss of a row is
+-- -sum_c weight_c t_c log p_c (t smoothed first), "mean" averages the rows.
 -- @usage local logits, targets = ember.randn(4, 5), ember.tensor({1, 5, 2, 3}, "int64")
 -- local loss = nn.CrossEntropyLoss{label_smoothing = 0.1}(logits, targets)   -- logits [N, C], targets int64 [N], 1-based
 -- @classmod nn.CrossEntropyLoss
@@ -65,14 +68,42 @@ local function weighted(self, logits, target)
   return nll
 end
 
---- The loss of logits [..., C] (classes last) against 1-based int64 targets [...].
+-- The loss against class probabilities shaped like the logits (PyTorch's
+-- formula; ignore_index does not apply to them, as in PyTorch).
+local function soft(self, logits, target)
+  if errors.shape_str(target) ~= errors.shape_str(logits) then
+    error(("nn.CrossEntropyLoss: a float target holds class probabilities and must have the logits' shape %s, "
+      .. "got %s (class ids are int64)"):format(errors.shape_str(logits), errors.shape_str(target)), 3)
+  end
+  local C = logits.shape[logits.ndim]
+  local logp = logits:log_softmax(-1)
+  local t = target:to(logp.dtype)
+  local eps = self.label_smoothing
+  if eps > 0 then t = t * (1 - eps) + eps / C end
+  local prod = logp * t
+  if self.weight then
+    if self.weight.shape[1] ~= C then
+      error(("nn.CrossEntropyLoss: weight has %d classes, the logits %d"):format(self.weight.shape[1], C), 3)
+    end
+    prod = prod * self.weight:to(logp.dtype)
+  end
+  local loss = -prod:sum(-1)
+  if self.reduction == "mean" then return loss:mean() end
+  if self.reduction == "sum" then return loss:sum() end
+  return loss
+end
+
+--- The loss of logits [..., C] (classes last) against 1-based int64 targets
+-- [...], or against class probabilities shaped like the logits.
 -- @tparam Tensor logits
--- @tparam Tensor target int64, 1-based class ids
+-- @tparam Tensor target int64, 1-based class ids; or float probabilities [..., C]
 -- @treturn Tensor 0-d (or per element with reduction "none")
 function CrossEntropyLoss:forward(logits, target)
   if not ember.is_tensor(logits) or not ember.is_tensor(target) then
     error("nn.CrossEntropyLoss: expected logits and target tensors, got " .. type(logits) .. " and " .. type(target), 2)
   end
+  local info = ember.dtype_info(target.dtype)
+  if info and info.floating then return soft(self, logits, target) end
   local shape = target.shape
   if logits.ndim > 2 then
     local nd, ok = logits.ndim, target.ndim == logits.ndim - 1
