@@ -124,7 +124,7 @@ end
 local function keys_match(name, m, c)
   if name:match("^Transformer") then
     assert.are.same(c.keys, names_of(c.state), name .. ": the fixture's state is the whole state dict")
-    assert.are.same(names_of(m:state_dict()), names_of(nn.Transformer.torch_state_dict(tensors(c.state))),
+    assert.are.same(names_of(m:state_dict()), names_of(nn.Transformer.from_torch_state_dict(tensors(c.state))),
       name .. ": PyTorch's keys map onto the module's")
   else
     assert.are.same(c.keys, names_of(m:state_dict()), name .. ": state dict keys are PyTorch's")
@@ -139,7 +139,7 @@ local function ember_names(c)
   for k, v in pairs(c) do out[k] = v end
   for _, f in ipairs { "state", "grads" } do
     out[f] = {}
-    for k, v in pairs(nn.Transformer.torch_state_dict(tensors(c[f]))) do out[f][k] = spec(v) end
+    for k, v in pairs(nn.Transformer.from_torch_state_dict(tensors(c[f]))) do out[f][k] = spec(v) end
   end
   return out
 end
@@ -503,6 +503,20 @@ describe("nn.Transformer", function()
     check("seq-first", b(src:transpose(1, 2), tgt:transpose(1, 2)):transpose(1, 2), a(src, tgt), 1e-12)
   end)
 
+  it("unbatched [L, d_model] inputs (1-d key padding masks) are one batch of one", function()
+    ember.manual_seed(7)
+    local m = small()
+    local src, tgt = ember.randn(5, 8, F64), ember.randn(3, 8, F64)
+    local pad = ember.tensor({ false, false, false, true, false })
+    local one = m(src, tgt, { src_key_padding_mask = pad, memory_key_padding_mask = pad, tgt_is_causal = true })
+    assert.are.same(ember.Size { 3, 8 }, one.shape)
+    local batched = m(src:unsqueeze(1), tgt:unsqueeze(1), { src_key_padding_mask = pad:unsqueeze(1),
+      memory_key_padding_mask = pad:unsqueeze(1), tgt_is_causal = true })
+    check("unbatched", one, batched:squeeze(1), 1e-12)
+    raises_here(function() local _ = m(src, tgt:unsqueeze(1)) end,
+      "Transformer.forward: tgt must be [B, L, d_model] (or both unbatched [L, d_model]) with d_model = 8, got [1, 3, 8]")
+  end)
+
   it("defaults and printing are PyTorch's (final norms; the decoder's self-attention not causal)", function()
     local m = nn.Transformer()
     assert.are.equal(6, #m.encoder.layers)
@@ -527,7 +541,7 @@ describe("nn.Transformer", function()
     raises_here(function() local _ = m(src, ember.randn(3, 4, 8, F64)) end,
       "Transformer.forward: src and tgt must have the same batch size, got 2 and 3")
     raises_here(function() local _ = m(src, ember.randn(2, 4, 6, F64)) end,
-      "Transformer.forward: tgt must be [B, L, d_model] with d_model = 8, got [2, 4, 6]")
+      "Transformer.forward: tgt must be [B, L, d_model] (or both unbatched [L, d_model]) with d_model = 8, got [2, 4, 6]")
     raises_here(function() local _ = m(src, tgt, { tgt_mask = ember.ones(4, 4):bool() }) end,
       "a boolean tgt_mask is ambiguous")
     raises_here(function() local _ = m(src, tgt, { src_key_padding_mak = ember.ones(2, 5):bool() }) end,

@@ -12,7 +12,8 @@
 -- layers' own: attention=, attention_options=, attention_dropout=,
 -- kv_heads=, checkpoint= (see nn.TransformerEncoderLayer).
 --
--- forward(src, tgt [, opts]) -> [B, Lt, d_model], with PyTorch's mask
+-- forward(src, tgt [, opts]) -> [B, Lt, d_model] (src and tgt may also be
+-- unbatched [L, d_model], as PyTorch's), with PyTorch's mask
 -- names: src_mask, tgt_mask, memory_mask (float, added to the scores;
 -- generate_square_subsequent_mask makes tgt's), or their boolean forms
 -- src_allow_mask / src_block_mask, ... (true = may attend / true = masked:
@@ -34,7 +35,7 @@
 --   multihead_attn.                  -> cross_attn.
 --   linear1. / linear2.              -> ff.linear1. / ff.linear2.
 --   out_proj, norm1..3, encoder.norm, decoder.norm: the same names.
--- `nn.Transformer.torch_state_dict(sd)` is that map alone.
+-- `nn.Transformer.from_torch_state_dict(sd)` is that map alone.
 -- Errors name nn.Transformer at the caller's line.
 -- @usage local model = nn.Transformer{d_model = 32, nhead = 4, num_encoder_layers = 2,
 --   num_decoder_layers = 2, dim_feedforward = 64, dropout = 0}
@@ -110,12 +111,13 @@ end
 local function shape(t) return Module.is_tensor(t) and errors.shape_str(t) or type(t) end
 
 --- The encoder over src, then the decoder over tgt attending to the encoder's output.
--- @tparam Tensor src [B, Ls, d_model] ([Ls, B, d_model] with batch_first = false)
+-- @tparam Tensor src [B, Ls, d_model] ([Ls, B, d_model] with batch_first = false), or
+-- unbatched [Ls, d_model] (then tgt too, and the key padding masks [L])
 -- @tparam Tensor tgt [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false)
 -- @tparam[opt] table opts the masks (see the class's text): src_mask, tgt_mask, memory_mask
 -- (float) or their _allow_mask / _block_mask forms, src_key_padding_mask,
 -- tgt_key_padding_mask, memory_key_padding_mask, src_is_causal, tgt_is_causal
--- @treturn Tensor [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false)
+-- @treturn Tensor [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false; [Lt, d_model] unbatched)
 function Transformer:forward(src, tgt, opts)
   opts = Module.check_options("Transformer.forward", opts, FORWARD)
   local who = "Transformer.forward"
@@ -125,13 +127,26 @@ function Transformer:forward(src, tgt, opts)
     end
   end
   local layout = self.batch_first and "[B, L, d_model]" or "[L, B, d_model]"
+  local unbatched = Module.is_tensor(src) and src.ndim == 2
   for _, a in ipairs { { "src", src }, { "tgt", tgt } } do
     local t = a[2]
-    if not Module.is_tensor(t) or t.ndim ~= 3 or t.shape[3] ~= self.d_model then
-      errors.raise("%s: %s must be %s with d_model = %d, got %s", who, a[1], layout, self.d_model, shape(t))
+    if not Module.is_tensor(t) or t.ndim ~= (unbatched and 2 or 3) or t.shape[t.ndim] ~= self.d_model then
+      errors.raise("%s: %s must be %s (or both unbatched [L, d_model]) with d_model = %d, got %s", who, a[1], layout,
+        self.d_model, shape(t))
     end
   end
-  if not self.batch_first then src, tgt = src:transpose(1, 2), tgt:transpose(1, 2) end
+  if unbatched then
+    -- PyTorch's unbatched form: one sequence each, [L] key padding masks
+    src, tgt = src:unsqueeze(1), tgt:unsqueeze(1)
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    for _, k in ipairs { "src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask" } do
+      if Module.is_tensor(o[k]) and o[k].ndim == 1 then o[k] = o[k]:unsqueeze(1) end
+    end
+    opts = o
+  elseif not self.batch_first then
+    src, tgt = src:transpose(1, 2), tgt:transpose(1, 2)
+  end
   if src.shape[1] ~= tgt.shape[1] then
     errors.raise("%s: src and tgt must have the same batch size, got %d and %d", who, src.shape[1], tgt.shape[1])
   end
@@ -146,6 +161,7 @@ function Transformer:forward(src, tgt, opts)
     memory_mask = opts.memory_mask, memory_allow_mask = opts.memory_allow_mask,
     memory_block_mask = opts.memory_block_mask, memory_key_padding_mask = opts.memory_key_padding_mask,
   })
+  if unbatched then return out:squeeze(1) end
   if not self.batch_first then out = out:transpose(1, 2) end
   return out
 end
@@ -181,7 +197,7 @@ end
 -- 1-based. Names that are not PyTorch's pass unchanged.
 -- @tparam table sd name -> tensor
 -- @treturn table
-function Transformer.torch_state_dict(sd)
+function Transformer.from_torch_state_dict(sd)
   local pytorch = false
   for k in pairs(sd) do
     if type(k) == "string" and (k:find("%.layers%.0%.") or k:find("in_proj_") or k:find("multihead_attn")) then
@@ -205,13 +221,13 @@ function Transformer.torch_state_dict(sd)
   return out
 end
 
---- PyTorch's names mapped (`torch_state_dict`), then the names of earlier
+--- PyTorch's names mapped (`from_torch_state_dict`), then the names of earlier
 -- ember versions (Module.upgrade_state_dict).
 -- @tparam table sd name -> tensor
 -- @treturn table
 -- @treturn integer how many earlier-ember names were mapped
 function Transformer:upgrade_state_dict(sd)
-  return Module.upgrade_state_dict(self, Transformer.torch_state_dict(sd))
+  return Module.upgrade_state_dict(self, Transformer.from_torch_state_dict(sd))
 end
 
 --- "d_model=..., nhead=..., batch_first=..."
