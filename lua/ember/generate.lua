@@ -93,6 +93,7 @@ local function sample_row(probs, top_k, top_p, u)
   end
   local total = 0
   for _, i in ipairs(idx) do total = total + probs[i] end
+  if not (total > 0) then return nil end -- every logit -inf (or NaN): nothing to draw
   if top_p then
     local acc, keep = 0, 0
     for n, i in ipairs(idx) do
@@ -134,7 +135,13 @@ local function pick(logits, opts)
   local probs = (logits:double() / t):softmax(-1):totable()
   local u = ember.rand(#probs, { dtype = "float64" }):totable()
   local ids = {}
-  for b, row in ipairs(probs) do ids[b] = { sample_row(row, k, p, u[b]) } end
+  for b, row in ipairs(probs) do
+    local id = sample_row(row, k, p, u[b])
+    if not id then
+      error(("generate: row %d has no token to sample: its logits are all -inf or NaN"):format(b))
+    end
+    ids[b] = { id }
+  end
   return ember.tensor(ids, { dtype = "int64", device = logits.device })
 end
 
@@ -224,6 +231,7 @@ end
 
 --- Decodes up to opts.max_new_tokens tokens after prompt (int64 [B, L], 1-based ids).
 -- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=, variant_inputs=})` -> logits [B, L, V]
+-- (only the last position is read; other shapes, NaN logits, and a sampled row whose logits are all -inf are errors)
 -- @tparam Tensor prompt int64 [B, L]
 -- @param[opt] opts `max_new_tokens` (32), `strategy` ("greedy" or "sample"),
 -- `temperature` (1), `top_k`, `top_p` (nucleus sampling), `repetition_penalty`
@@ -274,7 +282,16 @@ function generate.generate(model, prompt, opts)
         key_padding_mask = (not use_cache or start == 1) and pad_mask or nil,
         variant_inputs = vi,
       })
+      -- (only the last position is read: a model may return just that one)
+      if not (ember.is_tensor(logits) and logits.ndim == 3 and logits.shape[1] == B and logits.shape[2] >= 1
+          and ember.dtype_info(logits.dtype).floating) then
+        error(("generate: model:decode must return float logits [B=%d, L=%d, V], got %s"):format(B, input.shape[2],
+          ember.is_tensor(logits) and ("%s [%s]"):format(logits.dtype, table.concat(logits.shape, ", ")) or type(logits)))
+      end
       local last = logits:select(2, logits.shape[2])
+      if last:isnan():any():item() then
+        error(("generate: the model's logits hold NaN at new token %d"):format(ids.shape[2] - prompt.shape[2] + 1))
+      end
       if opts.return_logits then all_logits[#all_logits + 1] = last end
       if penalty and penalty ~= 1 then last = penalize(last, seen, penalty) end
       local nxt = pick(last, opts)

@@ -259,3 +259,32 @@ describe("Options a Hugging Face user passes", function()
       "Hugging Face's eos_token_id is eos_id here")
   end)
 end)
+
+describe("generate with a model of the user's own", function()
+  local generate = require "ember.generate"
+  local ids = ember.tensor({ { 5, 9, 2 } }, { dtype = "int64" })
+  local function model(f) return { decode = function(_, x) return f(x) end } end
+
+  -- a decode of the wrong shape failed inside ember.cat or Lua ("attempt to index a nil
+  -- value"); NaN or all -inf logits were sampled silently (the last token every time)
+  it("says what decode must return", function()
+    parity.raises_here(function() generate.generate(model(function(x) return ember.randn(1, 7) end), ids) end,
+      "generate: model:decode must return float logits [B=1, L=3, V], got float32 [1, 7]")
+    parity.raises_here(function() generate.generate(model(function() return nil end), ids) end,
+      "got nil")
+  end)
+
+  it("takes a decode that returns the last position only", function()
+    local out = generate.generate(model(function(x) return ember.randn(x.shape[1], 1, 7) end), ids,
+      { max_new_tokens = 2 })
+    assert.are.same({ 1, 5 }, { table.unpack(out.shape) })
+  end)
+
+  it("refuses NaN logits and rows with nothing to sample", function()
+    local nan = model(function(x) return ember.full({ x.shape[1], x.shape[2], 7 }, 0 / 0) end)
+    parity.raises_here(function() generate.generate(nan, ids) end, "generate: the model's logits hold NaN at new token 1")
+    local dead = model(function(x) return ember.full({ x.shape[1], x.shape[2], 7 }, -math.huge) end)
+    parity.raises_here(function() generate.generate(dead, ids, { strategy = "sample" }) end,
+      "generate: row 1 has no token to sample: its logits are all -inf or NaN")
+  end)
+end)
