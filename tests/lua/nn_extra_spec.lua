@@ -426,6 +426,7 @@ describe("nn.EmbeddingBag", function()
     local a = m(x2)
     local b = m(x2:reshape({ -1 }), ember.tensor({ 1, 4 }, "int64"))
     check("2-d vs offsets", a, b:double(), 1e-7)
+    check("offsets as a Lua list", m(x2:reshape({ -1 }), { 1, 4 }), b:double(), 0)
     local e = m(ember.tensor({ 3, 4 }, "int64"), { offsets = ember.tensor({ 1, 1, 3 }, "int64") })
     assert.are.same(ember.Size { 3, 4 }, e.shape)
     assert.are.equal(0, e[1]:abs():sum():item())
@@ -448,6 +449,10 @@ describe("nn.EmbeddingBag", function()
     raises_here(function() local _ = m(ids) end, "EmbeddingBag.forward: a 1-d input needs offsets")
     raises_here(function() local _ = m(ids:float(), ember.tensor({ 1 }, "int64")) end,
       "EmbeddingBag.forward: input must be int64 ids (1-based)")
+    raises_here(function() local _ = m(ids, { 1, 2.5 }) end,
+      "EmbeddingBag.forward: offsets must be integers (1-based positions), got 2.5 at 2")
+    raises_here(function() local _ = m(ids, { ofsets = ember.tensor({ 1 }, "int64") }) end,
+      "EmbeddingBag.forward: unknown option 'ofsets'")
     raises_here(function() local _ = m(ids, ember.tensor({ 0, 2 }, "int64")) end,
       "EmbeddingBag.forward: the first offset must be 1")
     raises_here(function() local _ = m(ids, ember.tensor({ 1, 3, 2 }, "int64")) end,

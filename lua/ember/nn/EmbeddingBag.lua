@@ -5,7 +5,7 @@
 -- forward(input [, offsets [, per_sample_weights]]) (or
 -- forward(input, {offsets=, per_sample_weights=})) takes 1-based int64 ids:
 --
---  * input 1-d [n] with `offsets` (1-d int64): bag b is input[offsets[b]],
+--  * input 1-d [n] with `offsets` (1-d int64, or a Lua list): bag b is input[offsets[b]],
 --    ..., input[offsets[b+1] - 1]. Offsets are 1-based positions (ember's
 --    rule for indices): the first is 1 where PyTorch's is 0; equal offsets
 --    make an empty bag (its output is zeros). With include_last_offset=true
@@ -103,13 +103,23 @@ end
 
 --- The reduced bags.
 -- @tparam Tensor input int64 ids (1-based): [n] with offsets, or [B, L]
--- @tparam[opt] Tensor|table offsets int64 [B] (1-based starts), or a table {offsets=, per_sample_weights=}
+-- @tparam[opt] Tensor|table offsets int64 [B] (1-based starts; a Lua list of them too), or a
+-- table {offsets=, per_sample_weights=}
 -- @tparam[opt] Tensor per_sample_weights float, input's shape (mode "sum")
 -- @treturn Tensor [B, embedding_dim]
 function EmbeddingBag:forward(input, offsets, per_sample_weights)
-  if type(offsets) == "table" and not ember.is_tensor(offsets) then
+  if type(offsets) == "table" and not ember.is_tensor(offsets) and offsets[1] == nil then
     local o = Module.check_options(WHO, offsets, { "offsets", "per_sample_weights" })
     offsets, per_sample_weights = o.offsets, o.per_sample_weights
+  end
+  if type(offsets) == "table" and not ember.is_tensor(offsets) then
+    -- a Lua list of 1-based offsets
+    for i, v in ipairs(offsets) do
+      if math.type(v) ~= "integer" then
+        error(("%s: offsets must be integers (1-based positions), got %s at %d"):format(WHO, tostring(v), i))
+      end
+    end
+    offsets = ember.tensor(offsets, { dtype = "int64", device = input and input.device or nil })
   end
   if not ember.is_tensor(input) or input.dtype ~= "int64" or (input.ndim ~= 1 and input.ndim ~= 2) then
     error(("%s: input must be int64 ids (1-based), 1-d with offsets or 2-d [B, L], got %s"):format(WHO,
