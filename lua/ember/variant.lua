@@ -647,7 +647,19 @@ function M.dense(inst, tables, inputs, q, k, v, o)
   local s = q:matmul(k:transpose(3, 4)) * scale
   if inst.score_graph then
     env.S = s
+    local raw = s
     s = eval_dense(inst.score_graph, env):expand(B, H, Lq, Lk)
+    -- NaN or +inf made by the function is an error, as on the fused route (a
+    -- score that was NaN already, from q and k, stays NaN, as there)
+    local bad = s:isnan():logical_or(s:eq(math.huge)):logical_and(raw:isnan():logical_not())
+    if bad:any():item() then
+      local at = bad:reshape(-1):nonzero()[1][1]:item() - 1 -- 0-based flat index of the first
+      local kk, qq = at % Lk, (at // Lk) % Lq
+      local hh, bb = (at // (Lk * Lq)) % H, at // (Lk * Lq * H)
+      local val = s[bb + 1][hh + 1][qq + 1][kk + 1]:item()
+      errors.raise("attention variant '%s': the score function gave %s at b=%d h=%d q=%d k=%d", def.name,
+        val ~= val and "NaN" or "+inf", bb + 1, hh + 1, qq + 1, kk + 1)
+    end
   end
   if o.attn_mask and o.attn_mask.dtype ~= "bool" then s = s + o.attn_mask:to(dt) end
   local allowed = nil

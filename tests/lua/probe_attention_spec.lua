@@ -288,3 +288,20 @@ describe("generate with a model of the user's own", function()
       "generate: row 1 has no token to sample: its logits are all -inf or NaN")
   end)
 end)
+
+describe("A score function that makes NaN or +inf", function()
+  -- the fused route refused it; the composed route (need_weights, kernel = composed)
+  -- returned NaN silently
+  it("is refused on both routes, naming the same position", function()
+    ember.attention_variant { name = "probe_bad_score",
+      score = function(s, b, h, q, k, ctx)
+        return s + 1 / ember.where(ember.logical_and(h:eq(2), ember.logical_and(q:eq(3), k:eq(2))), 0, 1)
+      end }
+    local att = ember.Attention { attention = "probe_bad_score", heads = 2, head_dim = 4 }
+    local q = ember.randn(2, 2, 5, 4)
+    local at = "the score function gave +inf at b=1 h=2 q=3 k=2"
+    parity.raises_here(function() att(q, q, q) end, at)
+    parity.raises_here(function() att(q, q, q, { kernel = "composed" }) end, at)
+    parity.raises_here(function() att(q, q, q, { need_weights = true }) end, at)
+  end)
+end)
