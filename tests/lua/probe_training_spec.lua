@@ -219,3 +219,20 @@ describe("nn.CrossEntropyLoss with class probabilities (soft targets)", function
       "nn.CrossEntropyLoss: a float target holds class probabilities and must have the logits' shape [4, 3], got [4, 2]")
   end)
 end)
+
+describe("clear errors and option tables in the everyday modules", function()
+  it("nn.Linear names a dtype mismatch between input and weight and how to fix it", function()
+    raises_here(function() nn.Linear(3, 2)(ember.ones(4, 3, "float64")) end,
+      "Linear.forward: the input is float64 but the weight is float32: convert the input (x:to(\"float32\")) "
+      .. "or the module (m:to(\"float64\"))")
+    -- under autocast a bfloat16 input is fine
+    local y = ember.autocast("bfloat16", function() return nn.Linear(3, 2)(ember.ones(4, 3, "bfloat16")) end)
+    assert.are.equal("bfloat16", y.dtype)
+  end)
+
+  it("nn.Dropout takes an options table as the other modules do", function()
+    assert.are.equal(0.2, nn.Dropout { p = 0.2 }.p)
+    assert.are.equal(0.5, nn.Dropout {}.p)
+    raises_here(function() nn.Dropout { q = 1 } end, "nn.Dropout: unknown option 'q'")
+  end)
+end)

@@ -1,4 +1,4 @@
---- nn.Dropout(p=0.5): inverted dropout while training (kept values scaled by
+--- nn.Dropout(p=0.5) or nn.Dropout{p=0.5}: inverted dropout while training (kept values scaled by
 -- 1/(1-p); p = 1 gives zeros), the identity in eval mode. Draws from the seeded generator.
 -- @usage local drop = nn.Dropout(0.1)
 -- drop:eval()   -- identity from now on; drop:train() turns it back on
@@ -10,6 +10,9 @@ local Module = require "ember.nn.Module"
 local Dropout = Module:extend("Dropout")
 
 function Dropout:__init(p)
+  if type(p) == "table" then -- nn.Dropout{p = 0.2}, as the other modules take their options
+    p = Module.check_options("nn.Dropout", p, { "p", "inplace" }).p
+  end
   p = p or 0.5
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then
     error("nn.Dropout: p must be a number in [0, 1], got " .. tostring(p), 2)

@@ -46,6 +46,10 @@ function Linear:forward(x)
     error(("Linear.forward: input must be floating point (the weight is %s), got %s: convert it with "
       .. ":to(\"%s\")"):format(self.weight.dtype, x.dtype, self.weight.dtype), 2)
   end
+  if x.dtype ~= self.weight.dtype and not ember.autocast.enabled() then
+    error(("Linear.forward: the input is %s but the weight is %s: convert the input (x:to(\"%s\")) "
+      .. "or the module (m:to(\"%s\"))"):format(x.dtype, self.weight.dtype, self.weight.dtype, x.dtype), 2)
+  end
   local n = x.shape[x.ndim]
   if n ~= self.in_features then
     error(("Linear.forward: input's last dim is %d, expected in_features=%d (input shape [%s])"):format(
