@@ -554,6 +554,9 @@ describe("nn.Transformer", function()
       "Transformer.forward: tgt must be [B, L, d_model] (or both unbatched [L, d_model]) with d_model = 8, got [2, 4, 6]")
     raises_here(function() local _ = m(src, tgt, { tgt_mask = ember.ones(4, 4):bool() }) end,
       "a boolean tgt_mask is ambiguous")
+    raises_here(function() local _ = m(src, tgt, { tgt_mask = nn.Transformer.generate_square_subsequent_mask(4) }) end,
+      "Transformer.forward: tgt_mask must be a float mask of the inputs' dtype float64 (added to the scores; "
+      .. "generate_square_subsequent_mask(n, {dtype = \"float64\"}) makes one), got float32")
     raises_here(function() local _ = m(src, tgt, { src_key_padding_mak = ember.ones(2, 5):bool() }) end,
       "Transformer.forward: unknown option 'src_key_padding_mak'")
     raises_here(function() local _ = m(src, tgt, { tgt_is_causal = 1 }) end,

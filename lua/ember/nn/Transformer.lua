@@ -147,6 +147,13 @@ function Transformer:forward(src, tgt, opts)
   elseif not self.batch_first then
     src, tgt = src:transpose(1, 2), tgt:transpose(1, 2)
   end
+  for _, k in ipairs { "src_mask", "tgt_mask", "memory_mask" } do
+    local m = opts[k]
+    if Module.is_tensor(m) and m.dtype ~= "bool" and m.dtype ~= src.dtype then
+      errors.raise("%s: %s must be a float mask of the inputs' dtype %s (added to the scores; "
+        .. "generate_square_subsequent_mask(n, {dtype = \"%s\"}) makes one), got %s", who, k, src.dtype, src.dtype, m.dtype)
+    end
+  end
   if src.shape[1] ~= tgt.shape[1] then
     errors.raise("%s: src and tgt must have the same batch size, got %d and %d", who, src.shape[1], tgt.shape[1])
   end
