@@ -461,7 +461,7 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.a = a;
   c.shift = a->Lk - a->Lq;
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
-  c.parallel = work > 65536.0;
+  c.parallel = work > 65536.0 && cpu_team_go(work);
   c.rows = a->dtype == EM_F32 && a->Lq <= att_rows_limit();
   c.D = NULL;
   c.n_r = 0;

@@ -213,8 +213,11 @@ static em_status FN(forward)(att_ctx *c) {
   FN(xdiag_prepare)(c, false);
   int failed = 0;
   if (c->parallel) {
+    const uint64_t t0 = cpu_team_now();
+    uint64_t lag = 0;
 #pragma omp parallel
     {
+      CPU_TEAM_MARK(t0, lag);
       T *S = cpu_scratch_alloc(per_thread);
       if (!S) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
 #pragma omp for schedule(dynamic)
@@ -222,6 +225,7 @@ static em_status FN(forward)(att_ctx *c) {
         if (S) FN(forward_item)(c, t, nqt, S);
       cpu_scratch_free(S, per_thread);
     }
+    cpu_team_note(lag);
   } else {
     T *S = cpu_scratch_alloc(per_thread);
     failed = !S;
@@ -461,8 +465,11 @@ static em_status FN(backward)(att_ctx *c) {
   const size_t per_thread = (size_t)(2 * c->br * c->ld + n_acc + n_x + 1) * sizeof(T);
   int failed = 0;
   if (c->parallel) {
+    const uint64_t t0 = cpu_team_now();
+    uint64_t lag = 0;
 #pragma omp parallel
     {
+      CPU_TEAM_MARK(t0, lag);
       T *P = cpu_scratch_alloc(per_thread);
       if (!P) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
       T *dS = P ? P + c->br * c->ld : NULL, *acc = P ? dS + c->br * c->ld : NULL;
@@ -481,6 +488,7 @@ static em_status FN(backward)(att_ctx *c) {
       }
       cpu_scratch_free(P, per_thread);
     }
+    cpu_team_note(lag);
   } else {
     T *P = cpu_scratch_alloc(per_thread);
     failed = !P;

@@ -294,15 +294,17 @@ static const char *cpu_own_isa(char *buf, size_t n) {
   return buf;
 }
 
-/* How traced variants' programs ran (cpu_expr_jit.c), put before the
-** line's "; blas: " part (which stays last). */
+/* How traced variants' programs ran (cpu_expr_jit.c) and how the thread
+** team is used (cpu_team.c), put before the line's "; blas: " part (which
+** stays last). */
 static em_status append_programs(char *buf, size_t n) {
-  char jit[600], blas[1024] = "";
+  char jit[600], team[160], blas[1024] = "";
   cpu_xjit_info(jit, sizeof jit);
+  cpu_team_describe(team, sizeof team);
   char *at = strstr(buf, "; blas: ");
   if (at) snprintf(blas, sizeof blas, "%s", at), *at = 0;
   size_t used = strlen(buf);
-  if (used + 1 < n) snprintf(buf + used, n - used, "; traced programs: %s%s", jit, blas);
+  if (used + 1 < n) snprintf(buf + used, n - used, "; traced programs: %s; team: %s%s", jit, team, blas);
   return EM_OK;
 }
 

@@ -11,6 +11,8 @@
 #include "ember_bf16.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -18,17 +20,42 @@
 ** waking an OpenMP team costs microseconds, a 16-element add a few ns. */
 #define CPU_PAR_MIN 32768
 
+/* cpu_team.c: whether a parallel region of `work` (multiply-adds or
+** elements; 0 for an elementwise region) should use the team now (not
+** while other processes keep the CPUs busy, unless the work is large or
+** a periodic probe is due), the clock it measures with, and what a region
+** saw: the time its first worker took to start (0: the team had one
+** thread). */
+bool cpu_team_go(double work);
+uint64_t cpu_team_now(void);
+void cpu_team_note(uint64_t lag_ns);
+void cpu_team_describe(char *buf, size_t n);
+
+/* Inside a parallel region begun at T0 (cpu_team_now()): thread 1 records
+** in LAG how long it took to start. One writer, read after the region. */
+#define CPU_TEAM_MARK(T0, LAG)                                                \
+  do {                                                                        \
+    if (omp_get_thread_num() == 1) (LAG) = cpu_team_now() - (T0);             \
+  } while (0)
+
 /* for (int64_t VAR = 0; VAR < N; VAR++) { body }, spread over the OpenMP
-** team when PAR is true and on the calling thread otherwise. A plain
-** `if()` clause on the pragma is not enough: libgomp still builds a team
-** of one, which costs more than a whole small kernel. The body may use
-** `continue`, and commas. */
+** team when PAR is true (and cpu_team_go agrees) and on the calling thread
+** otherwise. A plain `if()` clause on the pragma is not enough: libgomp
+** still builds a team of one, which costs more than a whole small kernel.
+** The body may use `continue`, and commas. */
 #define CPU_FOR(PAR, VAR, N, ...)                                             \
   do {                                                                        \
     const int64_t cpu_for_n_ = (N);                                           \
-    if (PAR) {                                                                \
-      _Pragma("omp parallel for schedule(static)")                            \
-      for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }          \
+    if ((PAR) && cpu_team_go(0)) {                                             \
+      const uint64_t cpu_for_t0_ = cpu_team_now();                            \
+      uint64_t cpu_for_lag_ = 0;                                              \
+      _Pragma("omp parallel")                                                 \
+      {                                                                       \
+        CPU_TEAM_MARK(cpu_for_t0_, cpu_for_lag_);                             \
+        _Pragma("omp for schedule(static)")                                   \
+        for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }        \
+      }                                                                       \
+      cpu_team_note(cpu_for_lag_);                                            \
     } else {                                                                  \
       for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }          \
     }                                                                         \

@@ -128,15 +128,19 @@ static void run_range(const cpu_iter *it, cpu_loop_fn fn, void *ctx, int64_t lo,
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, void *ctx) {
   int64_t numel = it->numel;
   if (numel <= 0) return;
-  if (numel <= CPU_PAR_MIN) {
+  if (numel <= CPU_PAR_MIN || !cpu_team_go(0)) {
     run_range(it, fn, ctx, 0, numel);
     return;
   }
+  const uint64_t t0 = cpu_team_now();
+  uint64_t lag = 0;
 #pragma omp parallel
   {
+    CPU_TEAM_MARK(t0, lag);
     int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     int64_t lo = numel / nt * t + (t < numel % nt ? t : numel % nt);
     int64_t hi = lo + numel / nt + (t < numel % nt ? 1 : 0);
     if (lo < hi) run_range(it, fn, ctx, lo, hi);
   }
+  cpu_team_note(lag);
 }

@@ -130,12 +130,11 @@ static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
   }
   if (op == EM_RED_MAX || op == EM_RED_MIN) {
     int is_max = op == EM_RED_MAX;
-#pragma omp parallel for
-    for (int64_t c = 0; c < nch; c++) {
+    CPU_FOR(true, c, nch, {
       int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
       FN(ext_range)(x + j0, len, is_max, &pbest[c], &pidx[c]);
       pidx[c] += j0;
-    }
+    });
     T b = pbest[0];
     int64_t bi = pidx[0];
     for (int64_t c = 1; c < nch; c++)
@@ -146,11 +145,10 @@ static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
     *out = b;
     if (idx) *idx = bi;
   } else {
-#pragma omp parallel for
-    for (int64_t c = 0; c < nch; c++) {
+    CPU_FOR(true, c, nch, {
       int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
       part[c] = FN(sum_range)(x + j0, len);
-    }
+    });
     ACC total = 0;
     for (int64_t c = 0; c < nch; c++) total += part[c];
     if (op == EM_RED_SUM) {
@@ -162,11 +160,10 @@ static em_status FN(reduce_row_parallel)(em_reduce_op op, const T *x, int64_t n,
       if (op == EM_RED_MEAN) {
         *out = (T)mean;
       } else {
-#pragma omp parallel for
-        for (int64_t c = 0; c < nch; c++) {
+        CPU_FOR(true, c, nch, {
           int64_t j0 = c * CHUNK, len = n - j0 < CHUNK ? n - j0 : CHUNK;
           part[c] = FN(sqdev_range)(x + j0, len, mean);
-        }
+        });
         double m2 = 0;
         for (int64_t c = 0; c < nch; c++) m2 += part[c];
         *out = (T)(m2 / (double)(n - correction > 0 ? n - correction : 0));

@@ -95,7 +95,9 @@ static int f_clock(lua_State *L) {
 ** library, the core it runs and why), the line every CPU backend gives;
 ** `tile_gemm` is the first word of the float32 line's "attention: " part,
 ** the path of the fused attention's float32 tiles ("avx512", "avx2",
-** "plain" or "blas"). */
+** "plain" or "blas"); `team` is the float32 line's "; team: " part, how
+** the thread team is used ("adaptive, now parallel (...)": see
+** backends/cpu/cpu_team.c). */
 static int f_cpu_info(lua_State *L) {
   int slot;
   em_status s = em_backend_find("cpu", &slot);
@@ -113,6 +115,12 @@ static int f_cpu_info(lua_State *L) {
       if (blas) {
         lua_pushstring(L, blas + 8);
         lua_setfield(L, -2, "blas");
+      }
+      const char *team = dts[i] == EM_F32 ? strstr(buf, "; team: ") : NULL;
+      if (team) {
+        team += 8;
+        lua_pushlstring(L, team, strcspn(team, ";"));
+        lua_setfield(L, -2, "team");
       }
       const char *tile = dts[i] == EM_F32 ? strstr(buf, "; attention: ") : NULL;
       if (tile) {

@@ -101,6 +101,23 @@ describe("CPU row kernels in float32", function()
     end
   end)
 
+  it("ember.cpu_info().team says how the thread team is used (backends/cpu/cpu_team.c)", function()
+    local info = ember.cpu_info()
+    assert.truthy(info.float32:find("; team: " .. info.team, 1, true), info.float32)
+    if os.getenv("EMBER_CPU_TEAM") == "always" then
+      assert.are.equal("always (EMBER_CPU_TEAM=always)", info.team)
+    else
+      assert.truthy(info.team:find("^adaptive, now [ps][ae]r[ai][la][l:]"), info.team)
+      assert.truthy(info.team:find("%d+ switches to serial, %d+ regions run serially%)$"), info.team)
+    end
+    local build = os.getenv("EMBER_BUILD_DIR") or "build"
+    local p = io.popen(("EMBER_CPU_TEAM=always EMBER_PLUGIN_PATH='%s/plugins' EMBER_PLUGIN_PATH_ONLY=1 '%s/bin/ember' "
+      .. "-e 'io.write(ember.cpu_info().team)' 2>&1"):format(build, build))
+    local always = p:read("a")
+    p:close()
+    assert.are.equal("always (EMBER_CPU_TEAM=always)", always)
+  end)
+
   it("ember.cpu_info().tile_gemm names the path of the attention's float32 tiles", function()
     local info = ember.cpu_info()
     local part = info.float32:match("attention: ([^;]*)")

@@ -1,0 +1,120 @@
+/*
+** cpu_team.c -- whether the next parallel region should use our OpenMP
+** team, decided by how long the team took to start in recent ones.
+**
+** Why: on a machine where another process keeps a core busy, a region
+** waits until the scheduler finds the worker a core, and the worker's
+** spin afterwards (GOMP_SPINCOUNT) competes with the calling thread for
+** the core it needs. Measured beside one busy process (2 cores, AMD EPYC
+** VM, 64K-element ops): every cast, add or copy took 77-80 us instead of
+** 3; a KV-cached decoding step 3.0 ms instead of 0.45; the seed
+** classifier's step 43 ms against 31 on one thread. On an idle machine
+** the same regions start in about 1 us (workers spinning) to 10 (asleep),
+** and two threads are faster. No fixed rule is right for both, and which
+** one holds changes while a program runs, so it is measured: each region
+** records when its first worker began (CPU_FOR and the kernels' own
+** regions); two starts in a row slower than TEAM_SLOW_NS mark the machine
+** contended, and then regions of less than TEAM_BIG_WORK run on the calling
+** thread (their results do not depend on the split), except one probe
+** region every TEAM_PROBE_NS, whose quick start ends the contended state.
+**
+** EMBER_CPU_TEAM=always keeps the team on for every region (the rule
+** before this file); cpu_team_describe says what runs for ember.cpu_info.
+** Products on oneDNN keep their own regions: they are large enough that
+** a slow start costs a few percent of them.
+*/
+#include "cpu_internal.h"
+#include "ember_plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A start slower than this is a sign of contention: an idle machine's
+** sleeping worker wakes in about 10 us here, a contended one in 30-80+. */
+#define TEAM_SLOW_NS 25000u
+/* Work (multiply-adds, or elements) for which a contended team still
+** pays: a slow start is a few percent of it, and two threads sharing the
+** CPUs with one competitor get about 4/3 of a core against one thread's
+** one. Our elementwise regions (a few MB at most) run serially then; a
+** fused attention call of this size keeps the team. */
+#define TEAM_BIG_WORK 4194304.0
+/* How often a contended process tries its team again: a probe costs one
+** slow start (about 80 us) when the contention goes on. */
+#define TEAM_PROBE_NS 50000000u
+
+static int team_mode = -1;    /* -1 not read yet, 0 adaptive, 1 always */
+static int team_started;      /* the first region (which creates the threads) ran */
+static int team_slow_runs;    /* consecutive slow starts */
+static int team_contended;    /* regions run serially, but for probes */
+static uint64_t team_probe_at; /* when a contended process probes next */
+static uint64_t team_switches; /* idle -> contended changes, for cpu_info */
+static uint64_t team_serial;   /* regions run serially because of it */
+
+uint64_t cpu_team_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int mode(void) {
+  int m = __atomic_load_n(&team_mode, __ATOMIC_RELAXED);
+  if (m < 0) {
+    const char *e = getenv("EMBER_CPU_TEAM");
+    m = e && strcmp(e, "always") == 0;
+    __atomic_store_n(&team_mode, m, __ATOMIC_RELAXED);
+  }
+  return m;
+}
+
+/* The relaxed atomics keep concurrent callers (user threads, a region's
+** nested call) free of data races; the state is a hint, so an occasional
+** lost update only delays a switch by a region. */
+bool cpu_team_go(double work) {
+  if (mode() == 1 || !__atomic_load_n(&team_contended, __ATOMIC_RELAXED)) return true;
+  if (work >= TEAM_BIG_WORK) return true;
+  const uint64_t now = cpu_team_now();
+  if (now >= __atomic_load_n(&team_probe_at, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&team_probe_at, now + TEAM_PROBE_NS, __ATOMIC_RELAXED);
+    return true;
+  }
+  __atomic_add_fetch(&team_serial, 1, __ATOMIC_RELAXED);
+  return false;
+}
+
+void cpu_team_note(uint64_t lag_ns) {
+  if (lag_ns == 0) return; /* a team of one: nothing was measured */
+  /* the first region's start is libgomp creating its threads */
+  if (!__atomic_exchange_n(&team_started, 1, __ATOMIC_RELAXED)) return;
+  if (lag_ns < TEAM_SLOW_NS) {
+    __atomic_store_n(&team_slow_runs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&team_contended, 0, __ATOMIC_RELAXED);
+    return;
+  }
+  if (__atomic_add_fetch(&team_slow_runs, 1, __ATOMIC_RELAXED) >= 2 &&
+      !__atomic_load_n(&team_contended, __ATOMIC_RELAXED)) {
+    __atomic_store_n(&team_probe_at, cpu_team_now() + TEAM_PROBE_NS, __ATOMIC_RELAXED);
+    __atomic_store_n(&team_contended, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&team_switches, 1, __ATOMIC_RELAXED);
+  }
+}
+
+void cpu_team_describe(char *buf, size_t n) {
+  if (mode() == 1) {
+    snprintf(buf, n, "always (EMBER_CPU_TEAM=always)");
+    return;
+  }
+  snprintf(buf, n, "adaptive, now %s (%llu switches to serial, %llu regions run serially)",
+           __atomic_load_n(&team_contended, __ATOMIC_RELAXED) ? "serial: the CPUs are contended" : "parallel",
+           (unsigned long long)__atomic_load_n(&team_switches, __ATOMIC_RELAXED),
+           (unsigned long long)__atomic_load_n(&team_serial, __ATOMIC_RELAXED));
+}
+
+EM_PLUGIN_EXPORT int ember_cpu_team_feed(uint64_t lag_ns, double work);
+/* For tests: notes a region's start lag (0: none) and returns whether the
+** next region of `work` would use the team (cpu_team_go, probes included). */
+EM_PLUGIN_EXPORT int ember_cpu_team_feed(uint64_t lag_ns, double work) {
+  cpu_team_note(lag_ns);
+  return cpu_team_go(work);
+}
