@@ -151,6 +151,20 @@ static int m_detach(lua_State *L) {
   RESULT(L, "detach", em_detach(out, t));
 }
 
+/* t:detach_(): t itself cut from the graph (torch's detach_, e.g. an RNN's
+** hidden state between truncated-BPTT chunks); a leaf stops requiring
+** grad. Returns t. */
+static int m_detach_(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  if (t->grad_fn) {
+    em_node_release(t->grad_fn);
+    t->grad_fn = NULL;
+  }
+  t->requires_grad = false;
+  lua_settop(L, 1);
+  return 1;
+}
+
 /* Conversions return the tensor itself when nothing changes (as torch). */
 static int to_dtype(lua_State *L, em_tensor *t, em_dtype dt, const char *op) {
   if (t->dtype == dt) {
@@ -210,7 +224,7 @@ static const luaL_Reg methods[] = {
   {"transpose", m_transpose}, {"t", m_t}, {"permute", m_permute}, {"narrow", m_narrow},
   {"select", m_select}, {"slice", m_slice}, {"squeeze", m_squeeze},
   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
-  {"clone", m_clone}, {"detach", m_detach}, {"to", m_to}, {"float", m_float},
+  {"clone", m_clone}, {"detach", m_detach}, {"detach_", m_detach_}, {"to", m_to}, {"float", m_float},
   {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16},
   {"cpu", m_cpu}, {"cuda", m_cuda},
   {NULL, NULL}

@@ -236,3 +236,22 @@ describe("clear errors and option tables in the everyday modules", function()
     raises_here(function() nn.Dropout { q = 1 } end, "nn.Dropout: unknown option 'q'")
   end)
 end)
+
+describe("Tensor:detach_", function()
+  it("cuts the tensor itself from the graph: truncated BPTT over chunks", function()
+    ember.manual_seed(0)
+    local rnn = nn.GRU(3, 4, { batch_first = true })
+    local h
+    for _ = 1, 3 do
+      local out, hn = rnn(ember.randn(2, 5, 3), h)
+      out:sum():backward() -- without detach_, the second chunk reaches the freed graph of the first
+      h = hn:detach_()
+      assert.are.equal(hn, h)
+      assert.is_false(h.requires_grad)
+      assert.is_nil(h.grad_fn)
+    end
+    local w = ember.ones(2):requires_grad_()
+    w:detach_()
+    assert.is_false(w.requires_grad)
+  end)
+end)
