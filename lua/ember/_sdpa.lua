@@ -8,7 +8,10 @@
 -- 3-d [N, L, E] too) give [..., Hq, L, Ev]: softmax(q k^T * scale + mask) v,
 -- scale 1/sqrt(E) by default. As PyTorch:
 --   - attn_mask is bool (true = may attend) or float (added to the scores),
---     broadcastable to [..., L, S]; it cannot come with is_causal;
+--     broadcastable to [..., L, S]; it cannot come with is_causal; a float
+--     mask that requires grad (a learned bias) gets its gradient: the call
+--     then runs as core ops, O(L*S) memory (the kernel takes masks as
+--     constants);
 --   - is_causal is PyTorch's top-left causal mask: query i (1-based) sees
 --     keys 1..i even when L ~= S (ember.Attention's `causal` aligns the last
 --     query with the last key instead, as a KV-cached decoder wants);
@@ -22,6 +25,7 @@ local core = require "ember.core"
 local errors = require "ember._errors"
 
 local WHO = "ember.scaled_dot_product_attention"
+local dense_with_mask_grad
 local KNOWN = { attn_mask = true, dropout_p = true, is_causal = true, scale = true, enable_gqa = true }
 
 local function raise(fmt, ...) errors.raise(WHO .. ": " .. fmt, ...) end
@@ -64,7 +68,27 @@ end
 
 local function shape_of(t) return errors.shape_str(t) end
 
-return function(q, k, v, opts)
+-- softmax(q k^T * scale + mask) v by core ops, differentiable in the float
+-- mask too: q [B, Hq, L, E], k and v [B, Hk, S, *], mask broadcasting to
+-- [B, Hq, L, S]. A row the mask hides whole gives 0 and gradient 0, as the
+-- kernel's; dropout with ember.dropout. Returns out and the weights (before
+-- dropout, detached). nn.MultiHeadAttention uses it too.
+dense_with_mask_grad = function(q, k, v, mask, scale, p)
+  local B, Hq, L, Hk, S = q.shape[1], q.shape[2], q.shape[3], k.shape[2], k.shape[3]
+  local out_dtype = q.dtype
+  if out_dtype == "bfloat16" then q, k, v, mask = q:float(), k:float(), v:float(), mask:float() end
+  if Hk ~= Hq then k, v = k:repeat_interleave(Hq // Hk, 2), v:repeat_interleave(Hq // Hk, 2) end
+  local s = (q:matmul(k:transpose(3, 4)) * scale + mask):expand(B, Hq, L, S)
+  local dead = s:eq(-math.huge):all(4):view(B, Hq, L, 1)
+  local w = s:masked_fill(dead:expand(B, Hq, L, S), 0):softmax(4) * dead:logical_not():to(s.dtype)
+  local weights = w
+  if p > 0 then w = core.dropout(w:contiguous(), p, true) end
+  local out = w:matmul(v)
+  if out_dtype == "bfloat16" then out, weights = out:to("bfloat16"), weights:to("bfloat16") end
+  return out, weights:detach()
+end
+
+local function sdpa(q, k, v, opts)
   for i, t in ipairs { q, k, v } do
     if not core.is_tensor(t) then
       raise("%s must be a tensor, got %s", ({ "query", "key", "value" })[i], type(t))
@@ -151,12 +175,22 @@ return function(q, k, v, opts)
       mask = j:le(i)
     end
   end
-  local att = attention_for(Hq, E, Ev, q.dtype, q.device)
   local p = opts.dropout_p or 0
-  att.training = p > 0
-  local out = att(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev),
-    { attn_mask = mask, causal = causal, scale = opts.scale, dropout = p > 0 and p or nil })
+  local out
+  if mask ~= nil and mask.dtype ~= "bool" and mask.requires_grad and core.is_grad_enabled() then
+    -- a learned bias given as the mask gets its gradient, as in PyTorch (the
+    -- fused kernel takes masks as constants)
+    out = dense_with_mask_grad(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev), mask,
+      opts.scale or 1 / math.sqrt(E), p)
+  else
+    local att = attention_for(Hq, E, Ev, q.dtype, q.device)
+    att.training = p > 0
+    out = att(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev),
+      { attn_mask = mask, causal = causal, scale = opts.scale, dropout = p > 0 and p or nil })
+  end
   local shape = lead(q)
   shape[#shape + 1], shape[#shape + 2] = L, Ev
   return out:reshape(table.unpack(shape))
 end
+
+return setmetatable({ dense_with_mask_grad = dense_with_mask_grad }, { __call = function(_, ...) return sdpa(...) end })

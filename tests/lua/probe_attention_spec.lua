@@ -305,3 +305,47 @@ describe("A score function that makes NaN or +inf", function()
     parity.raises_here(function() att(q, q, q, { need_weights = true }) end, at)
   end)
 end)
+
+describe("A float attn_mask that requires grad (a learned bias)", function()
+  local gradcheck = require "tests.lua.helpers.gradcheck"
+  local nn = require "ember.nn"
+  -- the kernels take masks as constants: the mask was detached silently, so a bias
+  -- trained through it never learned (PyTorch gives it its gradient)
+  it("gets its gradient through scaled_dot_product_attention (GQA, a fully masked row)", function()
+    ember.manual_seed(2)
+    local q, k, v = ember.randn(2, 4, 3, 5, D), ember.randn(2, 2, 6, 5, D), ember.randn(2, 2, 6, 4, D)
+    local bias = ember.randn(1, 4, 3, 6, D)
+    bias[1][2][3] = -math.huge -- row 3 of head 2 sees nothing: output 0, gradient 0
+    bias[1][1][1][2] = -math.huge
+    gradcheck.check(function(qq, b)
+      return ember.scaled_dot_product_attention(qq, k, v, { attn_mask = b, enable_gqa = true })
+    end, { q, bias }, { wrt = { 1 } })
+    local b = bias:clone():requires_grad_()
+    local out = ember.scaled_dot_product_attention(q, k, v, { attn_mask = b, enable_gqa = true })
+    out:sum():backward()
+    assert.are.equal(0, b.grad[1][2][3]:abs():max():item())
+    assert.are.equal(0, out[1][2][3]:abs():max():item())
+    -- finite elements: finite differences (the -inf ones are held by the equality below)
+    local fin = ember.randn(1, 4, 3, 6, D)
+    gradcheck.check(function(bb)
+      return ember.scaled_dot_product_attention(q, k, v, { attn_mask = bb, enable_gqa = true })
+    end, { fin })
+  end)
+
+  it("gets its gradient through nn.MultiHeadAttention with key padding and causal", function()
+    ember.manual_seed(4)
+    local m = nn.MultiHeadAttention { d_model = 8, heads = 4, kv_heads = 2, dtype = "float64" }
+    local x = ember.randn(2, 5, 8, D)
+    local kpm = ember.tensor({ { false, false, false, false, true }, { false, false, false, false, false } })
+    for _, causal in ipairs { false, true } do
+      gradcheck.check(function(b) return m(x, { attn_mask = b, key_padding_mask = kpm, causal = causal }) end,
+        { ember.randn(4, 5, 5, D) })
+    end
+  end)
+
+  it("is refused by a variant that takes masks as constants", function()
+    local m = nn.MultiHeadAttention(8, 2, { attention = "softcap" })
+    parity.raises_here(function() m(ember.randn(1, 5, 8), { attn_mask = ember.zeros(5, 5):requires_grad_() }) end,
+      "MultiHeadAttention.forward: attn_mask requires grad, but attention 'softcap' takes masks as constants")
+  end)
+end)

@@ -384,13 +384,40 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
   end
-  local o, w = self.attn(q, k, v, {
-    key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,
-    need_weights = opts.need_weights, dropout = self.dropout > 0 and self.dropout or nil,
-    variant_inputs = opts.variant_inputs, -- per-call tensors of a variant written in Lua (document ids ...)
-  })
+  local o, w
+  if mask and mask.dtype ~= "bool" and mask.requires_grad and ember.is_grad_enabled() then
+    o, w = self:_attend_learned_mask(who, q, k, v, mask, opts.key_padding_mask, causal)
+  else
+    o, w = self.attn(q, k, v, {
+      key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,
+      need_weights = opts.need_weights, dropout = self.dropout > 0 and self.dropout or nil,
+      variant_inputs = opts.variant_inputs, -- per-call tensors of a variant written in Lua (document ids ...)
+    })
+  end
   o = o:transpose(2, 3):reshape(B, Lq, self.d_model)
   return self.out_proj(o), w
+end
+
+-- A float attn_mask that requires grad (a learned bias) gets its gradient,
+-- as in PyTorch: the kernels take masks as constants, so "standard" runs as
+-- core ops here (ember/_sdpa.lua), with the key padding and the
+-- (bottom-right) causal mask joined to it. Other variants refuse it.
+function MHA:_attend_learned_mask(who, q, k, v, mask, kpm, causal)
+  if self.attention ~= "standard" then
+    errors.raise("%s: attn_mask requires grad, but attention '%s' takes masks as constants (no gradient would "
+      .. "reach it); with attention 'standard' it gets its gradient, as in PyTorch, or give the bias as a learned "
+      .. "table of a Lua variant (ember.attention_variant)", who, self.attention)
+  end
+  local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+  local m = mask:expand(B, H, Lq, Lk)
+  if kpm then m = m:masked_fill(kpm:view(B, 1, 1, Lk):expand(B, H, Lq, Lk), -math.huge) end
+  if causal then
+    local i = ember.arange(1, Lq + 1, { device = q.device }):view(Lq, 1)
+    local j = ember.arange(1, Lk + 1, { device = q.device }):view(1, Lk)
+    m = m:masked_fill(j:gt(i + (Lk - Lq)):view(1, 1, Lq, Lk):expand(B, H, Lq, Lk), -math.huge)
+  end
+  local p = self.training and self.dropout or 0
+  return require("ember._sdpa").dense_with_mask_grad(q, k, v, m, 1 / math.sqrt(q.shape[4]), p)
 end
 
 function MHA._variants_with(cap)
@@ -408,7 +435,8 @@ end
 -- a single tensor after query is used as both key and value
 -- @tparam[opt] Tensor value [B, Lk, vdim] (default: key)
 -- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = padding,
--- as PyTorch), `attn_mask` (float, added to the scores), `allow_mask` (bool,
+-- as PyTorch), `attn_mask` (float, added to the scores; one that requires
+-- grad gets its gradient with attention "standard", by core ops), `allow_mask` (bool,
 -- true = may attend) or `block_mask` (bool, true = masked) -- see
 -- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
 -- (default: the module's), `need_weights`
