@@ -349,3 +349,22 @@ describe("A float attn_mask that requires grad (a learned bias)", function()
       "MultiHeadAttention.forward: attn_mask requires grad, but attention 'softcap' takes masks as constants")
   end)
 end)
+
+describe("Unbatched MultiHeadAttention with a Lua variant's per-call tensors", function()
+  local nn = require "ember.nn"
+  -- an unbatched query [L, E] took key_padding_mask [L] but refused doc [L]
+  -- ("indexes 'doc' with 2 indices, got a 1-d tensor")
+  it("takes them unbatched, as the batched call with a batch of one", function()
+    ember.manual_seed(6)
+    local m = nn.MultiHeadAttention(8, 2, { attention = "document" })
+    local x, doc = ember.randn(5, 8), ember.tensor({ 1, 1, 2, 2, 2 }, { dtype = "int64" })
+    local y = m(x, { variant_inputs = { doc = doc } })
+    local ref = m(x:unsqueeze(1), { variant_inputs = { doc = doc:unsqueeze(1) } })[1]
+    assert.are.equal(0, (y - ref):abs():max():item())
+    -- prefix_lm's prefix [B] as a 0-d tensor
+    local p = nn.MultiHeadAttention(8, 2, { attention = "prefix_lm" })
+    local n = ember.tensor(2, { dtype = "int64" })
+    assert.are.equal(0, (p(x, { variant_inputs = { prefix = n } })
+      - p(x:unsqueeze(1), { variant_inputs = { prefix = n:view(1) } })[1]):abs():max():item())
+  end)
+end)

@@ -430,7 +430,8 @@ end
 
 --- Attention of `query` over `key`/`value`.
 -- @tparam Tensor query [B, Lq, d_model], or unbatched [Lq, d_model] (as
--- PyTorch: then key, value and key_padding_mask are unbatched too)
+-- PyTorch: then key, value, key_padding_mask and a Lua variant's per-call
+-- tensors are unbatched too)
 -- @tparam[opt] Tensor key [B, Lk, kdim] (default: query, self-attention);
 -- a single tensor after query is used as both key and value
 -- @tparam[opt] Tensor value [B, Lk, vdim] (default: key)
@@ -460,7 +461,8 @@ function MHA:forward(query, ...)
 end
 
 -- Unbatched input, as PyTorch: query [Lq, E], key/value [Lk, kdim/vdim],
--- key_padding_mask [Lk]; out [Lq, E], weights [H, Lq, Lk].
+-- key_padding_mask [Lk], a Lua variant's per-call tensors without their
+-- batch dim (or with it, of size 1); out [Lq, E], weights [H, Lq, Lk].
 function MHA:_forward_unbatched(who, query, key, value, opts)
   for name, t in pairs({ key = key, value = value }) do
     if t.ndim ~= 2 then
@@ -476,6 +478,18 @@ function MHA:_forward_unbatched(who, query, key, value, opts)
         who, key.shape[1], Module.is_tensor(kpm) and shape_str(kpm) or type(kpm))
     end
     o.key_padding_mask = kpm:unsqueeze(1)
+  end
+  -- a Lua variant's per-call tensors one dim short of what it indexes are
+  -- unbatched too (doc [L] for document's doc [B, L], prefix as a 0-d tensor)
+  local inst = rawget(self.attn, "_variant")
+  if type(opts.variant_inputs) == "table" and inst then
+    local vi = {}
+    for name, t in pairs(opts.variant_inputs) do vi[name] = t end
+    for _, c in ipairs(inst.caps) do
+      local t = c.input and vi[c.input]
+      if Module.is_tensor(t) and t.ndim == c.ndim - 1 then vi[c.input] = t:unsqueeze(1) end
+    end
+    o.variant_inputs = vi
   end
   local y, w = self:forward(query:unsqueeze(1), key:unsqueeze(1), value:unsqueeze(1), o)
   return y:squeeze(1), w and w:squeeze(1)
