@@ -368,3 +368,30 @@ describe("Unbatched MultiHeadAttention with a Lua variant's per-call tensors", f
       - p(x:unsqueeze(1), { variant_inputs = { prefix = n:view(1) } })[1]):abs():max():item())
   end)
 end)
+
+describe("Llama from a sharded checkpoint", function()
+  local Llama = require("ember.models").Llama
+  local tmpdir = require "tests.lua.helpers.tmpdir"
+  -- Hugging Face's larger checkpoints come in shards; from_safetensors/load took one file only
+  it("loads a list of shard files as the one file", function()
+    ember.manual_seed(8)
+    local dir = tmpdir()
+    local full = Llama { vocab_size = 30, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 2,
+      num_attention_heads = 4, num_key_value_heads = 2 }
+    full:save(dir .. "/model.safetensors")
+    local a, b, i = {}, {}, 0
+    for name, t in pairs(full:state_dict()) do
+      i = i + 1
+      if i % 2 == 0 then a[name] = t else b[name] = t end
+    end
+    local ck = require "ember.checkpoint"
+    local shards = { dir .. "/model-00001-of-00002.safetensors", dir .. "/model-00002-of-00002.safetensors" }
+    ck.save_tensors(shards[1], a)
+    ck.save_tensors(shards[2], b)
+    local m = Llama.from_safetensors(shards, { num_attention_heads = 4 })
+    local ids = ember.tensor({ { 4, 6, 8 } }, { dtype = "int64" })
+    assert.are.equal(0, (m(ids) - full:eval()(ids)):abs():max():item())
+    parity.raises_here(function() Llama.from_safetensors({ shards[1], shards[1] }, { num_attention_heads = 4 }) end,
+      "is in both")
+  end)
+end)

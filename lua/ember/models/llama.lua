@@ -325,12 +325,26 @@ function Llama:decode(ids, opts)
     variant_inputs = opts.variant_inputs })
 end
 
--- Reads a safetensors file; name -> tensor.
+-- Reads a safetensors file, or the shards of a checkpoint given as a list
+-- of files (Hugging Face's model-00001-of-00002.safetensors, ...); name ->
+-- tensor. Also returns how to name the source in messages.
 local function read_file(path, who)
-  if type(path) ~= "string" then raise("%s: path must be a string, got %s", who, type(path)) end
+  if type(path) == "table" then
+    if #path == 0 then raise("%s: the list of shard files is empty", who) end
+    local all, from = {}, {}
+    for i, p in ipairs(path) do
+      if type(p) ~= "string" then raise("%s: shard %d must be a file name, got %s", who, i, type(p)) end
+      for name, t in pairs((read_file(p, who))) do
+        if from[name] then raise("%s: tensor '%s' is in both '%s' and '%s'", who, name, from[name], p) end
+        all[name], from[name] = t, p
+      end
+    end
+    return all, table.concat(path, ", ")
+  end
+  if type(path) ~= "string" then raise("%s: path must be a file name or a list of shard files, got %s", who, type(path)) end
   local ok, tensors = pcall(function() return require("ember.checkpoint").load_tensors(path) end)
   if not ok then raise("%s: cannot read '%s': %s", who, path, tostring(tensors):gsub("^[^:\n]*:%d+: ", "")) end
-  return tensors
+  return tensors, path
 end
 
 -- The shape of a file's tensor, or an error naming the key.
@@ -346,11 +360,13 @@ end
 --- Copies the tensors of a safetensors file in Hugging Face's layout into
 -- this model. Everything is checked first: a missing, extra or misshapen
 -- tensor is an error naming its key, and the model is left unchanged.
--- @string path the file
+-- @param path the file, or a list of the shard files of a sharded checkpoint
+-- (`{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}`)
 -- @treturn Llama self
 function Llama:load(path)
   local who = "Llama.load"
-  local tensors = read_file(path, who)
+  local tensors
+  tensors, path = read_file(path, who)
   if self.config.tie_word_embeddings and tensors["lm_head.weight"] ~= nil then
     -- Hugging Face may save the tied head too: it must be the embedding
     local e, h = tensors["model.embed_tokens.weight"], tensors["lm_head.weight"]
@@ -373,7 +389,8 @@ end
 -- k_proj); tie_word_embeddings is whether the file lacks lm_head.weight.
 -- The head count cannot be read from the shapes: give num_attention_heads.
 -- Values given in config win and must agree with the file.
--- @string path the .safetensors file
+-- @param path the .safetensors file, or a list of the shard files of a
+-- sharded checkpoint
 -- @tparam table config at least `num_attention_heads`; `rms_norm_eps` and
 -- `rope_theta` as the checkpoint's config.json says (defaults 1e-6, 10000)
 -- @treturn Llama the model, in eval mode
@@ -382,7 +399,9 @@ function Llama.from_safetensors(path, config)
   if type(config) ~= "table" or config.num_attention_heads == nil then
     raise("%s: give a config with at least num_attention_heads (the file's shapes do not say it)", who)
   end
-  local tensors = read_file(path, who)
+  local files = path
+  local tensors
+  tensors, path = read_file(path, who)
   local c = {}
   for k, v in pairs(config) do c[k] = v end
   local emb = dims(tensors, "model.embed_tokens.weight", 2, path, who)
@@ -406,7 +425,7 @@ function Llama.from_safetensors(path, config)
   end
   if c.tie_word_embeddings == nil then c.tie_word_embeddings = tensors["lm_head.weight"] == nil end
   local model = Llama(c)
-  model:load(path)
+  model:load(files)
   return model:eval()
 end
 
