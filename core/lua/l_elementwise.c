@@ -59,26 +59,39 @@ static double check_scalar(lua_State *L, int idx, const char *op) {
 /* Binary ops: tensor op tensor, tensor op number, number op tensor  */
 /* ---------------------------------------------------------------- */
 
+/* Is the operand at idx a Lua float (2.0, 0.5) next to an int64 or bool
+** tensor t in an arithmetic op? Then the result is float32, as a Python
+** float makes it in PyTorch (int64 * 2.0 is float32); a Lua integer keeps
+** t's dtype (int64 * 2 is int64). */
+static bool float_scalar(lua_State *L, int idx, const em_tensor *t, em_binary_op op) {
+  if (lua_type(L, idx) != LUA_TNUMBER || lua_isinteger(L, idx) || em_dtype_is_float(t->dtype)) return false;
+  return op == EM_ADD || op == EM_SUB || op == EM_MUL || op == EM_DIV || op == EM_MAXIMUM ||
+         op == EM_MINIMUM || op == EM_POW;
+}
+
 static int binary(lua_State *L, em_binary_op op, const char *name) {
   em_tensor *a = fast_tensor(L, 1);
   em_tensor *b = fast_tensor(L, 2);
-  em_tensor **out;
-  em_status s;
+  em_tensor **out, *f = NULL;
+  em_status s = EM_OK;
   if (a && b) {
     out = fast_slot(L);
     s = em_binary(out, op, a, b);
   } else if (a) {
     double v = check_scalar(L, 2, name);
+    if (float_scalar(L, 2, a, op) && (s = em_to_dtype(&f, a, EM_F32)) == EM_OK) a = f;
     out = fast_slot(L);
-    s = em_binary_scalar(out, op, a, v);
+    if (s == EM_OK) s = em_binary_scalar(out, op, a, v);
   } else if (b) {
     double v = check_scalar(L, 1, name);
+    if (float_scalar(L, 1, b, op) && (s = em_to_dtype(&f, b, EM_F32)) == EM_OK) b = f;
     out = fast_slot(L);
-    s = em_scalar_binary(out, op, v, b);
+    if (s == EM_OK) s = em_scalar_binary(out, op, v, b);
   } else {
     return luaL_error(L, "ember.%s: expected a tensor operand, got %s and %s", name,
                       luaL_typename(L, 1), luaL_typename(L, 2));
   }
+  em_release(f);
   return done(L, out, s, name);
 }
 
@@ -98,11 +111,29 @@ static int m_logical_and(lua_State *L) { return binary(L, EM_AND, "logical_and")
 static int m_logical_or(lua_State *L) { return binary(L, EM_OR, "logical_or"); }
 static int m_logical_xor(lua_State *L) { return binary(L, EM_XOR, "logical_xor"); }
 
-/* t ^ number is the scalar power (its own backward); otherwise binary. */
+/* t ^ number is the scalar power (its own backward); otherwise binary.
+** An int64 or bool tensor to a Lua integer power >= 0 stays int64 (as
+** PyTorch's; computed in float64, exact below 2^53); to a Lua float power,
+** float32. */
 static int m_pow(lua_State *L) {
   em_tensor *a = fast_tensor(L, 1);
   if (a && lua_type(L, 2) == LUA_TNUMBER) {
     double e = lua_tonumber(L, 2);
+    if (!em_dtype_is_float(a->dtype)) {
+      bool whole = lua_isinteger(L, 2);
+      if (whole && e < 0)
+        return luaL_error(L, "ember.pow: integers to negative integer powers are not allowed (%s ^ %d): "
+                             "convert the tensor first, e.g. x:double() ^ %d", em_dtype_name(a->dtype),
+                          (int)e, (int)e);
+      em_tensor *f = NULL, *p = NULL;
+      em_tensor **out = fast_slot(L);
+      em_status s = em_to_dtype(&f, a, whole ? EM_F64 : EM_F32);
+      if (s == EM_OK) s = em_unary(whole ? &p : out, EM_POW_SCALAR, f, e, 0);
+      if (s == EM_OK && whole) s = em_to_dtype(out, p, EM_I64);
+      em_release(f);
+      em_release(p);
+      return done(L, out, s, "pow");
+    }
     em_tensor **out = fast_slot(L);
     return done(L, out, em_unary(out, EM_POW_SCALAR, a, e, 0), "pow");
   }
@@ -177,10 +208,9 @@ static int f_where(lua_State *L) {
   em_tensor *cond = fast_check(L, 1);
   em_tensor *a = fast_tensor(L, 2), *b = fast_tensor(L, 3);
   em_dtype like = a ? a->dtype : b ? b->dtype : EM_F32;
-  /* a number with a fraction next to an int64/bool tensor: float32, as in PyTorch */
+  /* a Lua float (0.5, 0.0) next to an int64/bool tensor: float32, as a Python float in PyTorch */
   for (int i = 2; i <= 3; i++)
-    if (lua_type(L, i) == LUA_TNUMBER && !em_dtype_is_float(like) &&
-        lua_tonumber(L, i) != floor(lua_tonumber(L, i)))
+    if (lua_type(L, i) == LUA_TNUMBER && !em_dtype_is_float(like) && !lua_isinteger(L, i))
       like = EM_F32;
   if (!a) a = lember_totensor(L, 2, like, cond->device);
   if (!b) b = lember_totensor(L, 3, like, cond->device);

@@ -55,6 +55,25 @@ describe("type promotion", function()
     assert.are.equal(0.1 + ember.tensor { 0.1 }:double():item(), y:item()) -- the float32 0.1, widened
   end)
 
+  it("a Lua float is a Python float: int64 * 2.0 is float32, int64 * 2 stays int64 (PyTorch 1.13)", function()
+    local i = ember.tensor({ 1, 2, 3 }, "int64")
+    for _, case in ipairs {
+      { i * 2.0, "float32", { 2, 4, 6 } }, { 2.0 * i, "float32", { 2, 4, 6 } }, { i + 0.0, "float32", { 1, 2, 3 } },
+      { i - 1.0, "float32", { 0, 1, 2 } }, { 1.0 - i, "float32", { 0, -1, -2 } }, { i * 2, "int64", { 2, 4, 6 } },
+      { i:maximum(2.0), "float32", { 2, 2, 3 } }, { i ^ 2, "int64", { 1, 4, 9 } }, { i ^ 2.0, "float32", { 1, 4, 9 } },
+      { ember.tensor { true, false } * 1.0, "float32", { 1, 0 } }, { ember.tensor { true, false } + 1, "int64", { 2, 1 } },
+      { ember.where(ember.tensor { true, false }, i:narrow(1, 1, 2), 0.0), "float32", { 1, 0 } },
+      { ember.where(ember.tensor { true, false }, i:narrow(1, 1, 2), 0), "int64", { 1, 0 } },
+    } do
+      assert.are.equal(case[2], case[1].dtype)
+      assert.are.same(case[3], case[1]:totable())
+    end
+    assert.are.same({ 1, 2, 3 }, (i ^ 0.5 * i ^ 0.5):round():totable()) -- float32 square roots
+    local ok, err = pcall(function() return i ^ -1 end)
+    assert.is_false(ok)
+    assert.truthy(err:find("ember.pow: integers to negative integer powers are not allowed", 1, true), err)
+  end)
+
   it("Lua numbers promote int64 and bool but never change a float dtype", function()
     assert.are.equal("float32", (ember.ones(2) + 2.5).dtype)
     assert.are.equal("float32", (ember.ones(2) * 3).dtype)
