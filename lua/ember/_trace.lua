@@ -141,8 +141,16 @@ local function to_sym(x, what, level)
     fail(("captured tensor '%s' is %d-d but was used with %d index(es); index it fully (t[i][j])"):format(
       x.name, x.ndim, #x.idx), level + 1)
   end
-  fail(("cannot trace %s on a %s (only numbers and traced values)"):format(what, t), level + 1)
+  fail(("cannot trace %s on a %s (only numbers and traced values)%s"):format(what, t,
+    t == "nil" and "; a nil is an undefined name, or a Lua table indexed with a traced value (which gives nil: " ..
+    "give the numbers as a tensor in params, learned = false for a constant, and index ctx.<name>[h])" or ""), level + 1)
 end
+
+-- Tensors from outside the function (upvalues) meet traced indices only
+-- through their own indexing, which asks the index for its length or
+-- fields: the message says what to do instead.
+M.UPVALUE_HINT = "a tensor from outside the function cannot be indexed with a traced value: give it in params " ..
+  "(learned = false for a constant, true to train it) or as a per-call input (inputs), and index ctx.<name>[h][q]"
 
 -- The node for op(args), made once; all-constant operands are folded.
 local function node(op, args, extra)
@@ -280,7 +288,7 @@ Sym.__le = no_compare("<=", ">=", "le", "ge")
 Sym.__eq = no_compare("==")
 Sym.__concat = function() fail("a traced value cannot be concatenated to a string", 2) end
 Sym.__call = function() fail("a traced value cannot be called", 2) end
-Sym.__len = function() fail("'#' of a traced value cannot be traced", 2) end
+Sym.__len = function() fail("'#' of a traced value cannot be traced (" .. M.UPVALUE_HINT .. ")", 2) end
 Sym.__tostring = function(x) return ("ember.Symbol(%s, %s)"):format(x.op, x.kind) end
 Sym.__close = nil
 
@@ -354,7 +362,7 @@ Sym.__index = function(x, key)
   if f then return f end
   if is_sym(key) or type(key) == "number" then
     fail("a traced value was indexed like a tensor: too many indices for a captured tensor, " ..
-      "or indexing a value that is not a captured tensor", 2)
+      "or indexing a value that is not a captured tensor (" .. M.UPVALUE_HINT .. ")", 2)
   end
   fail(("traced values have no field '%s'"):format(tostring(key)), 2)
 end

@@ -395,3 +395,18 @@ describe("Llama from a sharded checkpoint", function()
       "is in both")
   end)
 end)
+
+describe("FlexAttention's closures over tensors", function()
+  -- score_mod in PyTorch may index a tensor it closes over (bias[h, q, k]); here that
+  -- failed with "'#' of a traced value cannot be traced", and a Lua table of slopes
+  -- with "cannot trace '*' on a nil", neither saying what to do
+  it("are refused saying to declare the tensor in params or inputs", function()
+    local bias, slopes = ember.randn(2, 16, 16), { 0.5, 0.25 }
+    parity.raises_here(function()
+      ember.attention_variant { name = "probe_upvalue", score = function(s, b, h, q, k) return s + bias[h][q][k] end }
+    end, "a tensor from outside the function cannot be indexed with a traced value: give it in params")
+    parity.raises_here(function()
+      ember.attention_variant { name = "probe_lua_table", score = function(s, b, h, q, k) return s - slopes[h] * (q - k) end }
+    end, "a Lua table indexed with a traced value (which gives nil: give the numbers as a tensor in params")
+  end)
+end)
