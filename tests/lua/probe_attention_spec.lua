@@ -410,3 +410,22 @@ describe("FlexAttention's closures over tensors", function()
     end, "a Lua table indexed with a traced value (which gives nil: give the numbers as a tensor in params")
   end)
 end)
+
+describe("scaled_dot_product_attention with a learned mask against PyTorch", function()
+  -- tests/fixtures/attention_sdpa.lua, made by tests/gen_sdpa_fixtures.py (torch's math attention)
+  local fixtures = dofile("tests/fixtures/attention_sdpa.lua")
+  for _, c in ipairs(fixtures.cases) do
+    it(c.name .. ": out and the gradients of q, k, v and the mask", function()
+      local q, k, v, m = parity.T(c.q), parity.T(c.k), parity.T(c.v), parity.T(c.mask)
+      for _, t in ipairs { q, k, v, m } do t:requires_grad_() end
+      local out = ember.scaled_dot_product_attention(q, k, v, { attn_mask = m, scale = c.scale,
+        enable_gqa = q.shape[2] ~= k.shape[2] })
+      ;(out * parity.T(c.grad_out)):sum():backward()
+      parity.check("out", out, parity.T(c.out), 1e-12)
+      parity.check("dq", q.grad, parity.T(c.dq), 1e-12)
+      parity.check("dk", k.grad, parity.T(c.dk), 1e-12)
+      parity.check("dv", v.grad, parity.T(c.dv), 1e-12)
+      parity.check("dmask", m.grad, parity.T(c.dmask), 1e-12)
+    end)
+  end
+end)
