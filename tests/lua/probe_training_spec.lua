@@ -255,3 +255,33 @@ describe("Tensor:detach_", function()
     assert.is_false(w.requires_grad)
   end)
 end)
+
+describe("data.Dataset as a PyTorch user reaches for it", function()
+  local data = require "ember.data"
+
+  it("data.Dataset(x, y) is TensorDataset: fields 1, 2; ds[i] is a row; #ds its length", function()
+    local x, y = ember.randn(10, 3), ember.arange(1, 11, "int64")
+    local ds = data.Dataset(x, y)
+    assert.are.equal(10, #ds)
+    local seen = 0
+    for b in ds:batches(4) do
+      assert.are.equal(b[1]:size(1), b[2]:size(1))
+      seen = seen + b[2]:size(1)
+    end
+    assert.are.equal(10, seen)
+    assert.are.equal(2, ds[2][2]:item())
+    assert.are.equal(10, ds[-1][2]:item())
+    assert.is_true(ember.equal(x[3], ds[3][1]))
+    local named = data.Dataset { x = x, y = y } -- the table form through the call too
+    assert.are.equal(4, named[4].y:item())
+    assert.are.equal(4, named:row(4).y:item())
+  end)
+
+  it("bad arguments are named at the user's line", function()
+    local ds = data.Dataset(ember.randn(10, 3))
+    raises_here(function() local _ = ds[11] end, "Dataset: row 11 is out of range (1..10 or -10..-1)")
+    raises_here(function() data.Dataset(ember.ones(2), 3) end, "Dataset.new: argument 2 is a number")
+    raises_here(function() data.Dataset("x") end, "Dataset.new: expected a table of name -> tensor or tensors, got string")
+    raises_here(function() data.Dataset { x = 3 } end, "Dataset.new: field 'x' is a number, not a tensor")
+  end)
+end)

@@ -18,15 +18,50 @@ local error = require("ember._errors").error -- raises at the user's line
 local padding = require "ember.data.padding"
 
 local Dataset = {}
-Dataset.__index = Dataset
 
---- fields: name -> tensor, all with the same first dim.
+-- ds[i] is row i (1-based, negative from the end) as a table of tensors,
+-- as PyTorch's dataset[i]; any other key is a method.
+function Dataset.__index(self, k)
+  if math.type(k) == "integer" then return self:row(k) end
+  return Dataset[k]
+end
+
+local function is_tensor(v)
+  local mt = getmetatable(v)
+  return mt ~= nil and mt.__name == "ember.Tensor"
+end
+
+--- fields: name -> tensor, all with the same first dim; or the tensors
+-- themselves, as torch's TensorDataset(x, y): `Dataset.new(x, y)` names
+-- them 1, 2, ... (batches are {x_rows, y_rows}). `data.Dataset{...}`
+-- calls new too.
 -- opts.pad: name -> pad id, for right-padded id fields to trim per batch
 -- (the batch gets <name>_mask too).
-function Dataset.new(fields, opts)
+-- @usage local data = require "ember.data"
+-- local ds = data.Dataset(ember.randn(10, 3), ember.arange(1, 11, "int64"))
+-- for b in ds:batches(4) do local x, y = b[1], b[2] end
+-- print(#ds, ds[2][2])   --> 10	tensor(2, shape=[], dtype=int64, device=cpu)
+function Dataset.new(fields, opts, ...)
+  if is_tensor(fields) then
+    fields, opts = { fields, opts, ... }, nil
+    for i, t in pairs(fields) do
+      if not is_tensor(t) then
+        error(("Dataset.new: argument %d is a %s; give tensors (Dataset.new(x, y)) or one table of "
+          .. "name -> tensor"):format(i, type(t)), 2)
+      end
+    end
+  elseif type(fields) ~= "table" then
+    error(("Dataset.new: expected a table of name -> tensor or tensors, got %s"):format(type(fields)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("Dataset.new: options must be a table {pad = ...}, got %s"):format(type(opts)), 2)
+  end
   local self = setmetatable({fields = {}, names = {}, pad = (opts and opts.pad) or {}}, Dataset)
   local n
   for name, t in pairs(fields) do
+    if not is_tensor(t) then
+      error(("Dataset.new: field '%s' is a %s, not a tensor"):format(tostring(name), type(t)), 2)
+    end
     self.names[#self.names + 1] = name
     self.fields[name] = t
     local rows = t:size(1)
@@ -47,6 +82,19 @@ end
 --- The number of rows.
 function Dataset:size() return self.n end
 Dataset.__len = Dataset.size
+
+--- Row i (1-based; negative counts from the end) as a table name -> tensor
+-- (the row of each field); `ds[i]` is the same.
+-- @tparam integer i
+function Dataset:row(i)
+  if math.type(i) ~= "integer" or i == 0 or i > self.n or i < -self.n then
+    error(("Dataset: row %s is out of range (1..%d or -%d..-1)"):format(tostring(i), self.n, self.n), 2)
+  end
+  if i < 0 then i = self.n + 1 + i end
+  local r = {}
+  for _, name in ipairs(self.names) do r[name] = self.fields[name][i] end
+  return r
+end
 
 --- Number of batches of size bs (the last one partial unless drop_last).
 function Dataset:num_batches(bs, drop_last)
@@ -136,6 +184,9 @@ function Dataset.batches_in_order(ds, order, bs, drop_last)
     return ds:gather(order:narrow(1, start, math.min(bs, m - start + 1))), i
   end
 end
+
+Dataset.__name = "data.Dataset"
+setmetatable(Dataset, { __call = function(_, ...) return Dataset.new(...) end })
 
 function Dataset:__tostring()
   local parts = {}
