@@ -32,8 +32,12 @@ em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int re
 /* retain_graph from an options table at idx (PyTorch's keyword), and the
 ** gradient when the table is the first argument. */
 static void backward_options(lua_State *L, int idx, em_tensor **g, int *retain) {
-  static const char *const names[] = {"gradient", "retain_graph", NULL};
+  static const char *const names[] = {"gradient", "retain_graph", "create_graph", NULL};
   lember_checkoptions(L, idx, "backward", names);
+  if (lua_getfield(L, idx, "create_graph") != LUA_TNIL && lua_toboolean(L, -1))
+    luaL_error(L, "ember.backward: create_graph is not supported: ember's backward is not itself "
+                  "differentiable (no higher-order gradients)");
+  lua_pop(L, 1);
   if (lua_getfield(L, idx, "retain_graph") != LUA_TNIL) {
     if (!lua_isboolean(L, -1)) luaL_error(L, "ember.backward: retain_graph must be a boolean");
     *retain = lua_toboolean(L, -1);

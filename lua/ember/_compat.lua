@@ -334,7 +334,10 @@ core.enable_grad = helpers.guard(grad_mode("enable_grad", true))
 -- create_graph is not supported: ember's backward is not differentiable).
 set("grad", function(outputs, inputs, opts)
   local op = "grad"
-  opts = check_opts(op, opts, { grad_outputs = true, retain_graph = true, allow_unused = true })
+  opts = check_opts(op, opts, { grad_outputs = true, retain_graph = true, allow_unused = true, create_graph = true })
+  if opts.create_graph then
+    fail(op, "create_graph is not supported: ember's backward is not itself differentiable (no higher-order gradients)")
+  end
   local outs = core.is_tensor(outputs) and { outputs } or outputs
   local ins = core.is_tensor(inputs) and { inputs } or inputs
   if type(outs) ~= "table" or #outs == 0 then fail(op, "outputs must be a tensor or a list of tensors") end

@@ -285,3 +285,16 @@ describe("data.Dataset as a PyTorch user reaches for it", function()
     raises_here(function() data.Dataset { x = 3 } end, "Dataset.new: field 'x' is a number, not a tensor")
   end)
 end)
+
+describe("higher-order gradients", function()
+  it("create_graph = true is refused as unsupported (not as an unknown option); false is fine", function()
+    local x = ember.ones(2):requires_grad_()
+    raises_here(function() (x * x):sum():backward { create_graph = true } end,
+      "ember.backward: create_graph is not supported: ember's backward is not itself differentiable")
+    raises_here(function() ember.grad((x * x):sum(), x, { create_graph = true }) end,
+      "ember.grad: create_graph is not supported")
+    ;(x * x):sum():backward { create_graph = false }
+    assert.are.same({ 2, 2 }, x.grad:totable())
+    assert.are.same({ 2, 2 }, ember.grad((x * x):sum(), x, { create_graph = false })[1]:totable())
+  end)
+end)
