@@ -27,7 +27,8 @@
 -- self-attention keys/values are written into the cache in place, and
 -- cross-attention keys/values of the memory are computed on the first call
 -- only. Without it each step recomputes the whole prefix (O(L^2)); both give
--- the same logits.
+-- the same logits. A model whose decode leaves the cache table untouched
+-- (it ignores it) is given the whole sequence at every step, as without one.
 --
 -- A batch of prompts of different lengths is left-padded, with
 -- prompt_padding_mask (bool [B, L], true = padding). decode gets it as
@@ -287,6 +288,13 @@ function generate.generate(model, prompt, opts)
           and ember.dtype_info(logits.dtype).floating) then
         error(("generate: model:decode must return float logits [B=%d, L=%d, V], got %s"):format(B, input.shape[2],
           ember.is_tensor(logits) and ("%s [%s]"):format(logits.dtype, table.concat(logits.shape, ", ")) or type(logits)))
+      end
+      if use_cache and start == 1 then
+        -- a decode that left the cache untouched ignores it: it would see only
+        -- the new token from here on, so the whole sequence goes to it instead
+        local used = false
+        for key in pairs(cache) do if key ~= "reserve" then used = true end end
+        if not used then use_cache, cache = false, nil end
       end
       local last = logits:select(2, logits.shape[2])
       if last:isnan():any():item() then

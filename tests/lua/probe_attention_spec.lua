@@ -429,3 +429,26 @@ describe("scaled_dot_product_attention with a learned mask against PyTorch", fun
     end)
   end
 end)
+
+describe("generate with a decode that ignores the cache", function()
+  local generate = require "ember.generate"
+  local nn = require "ember.nn"
+  -- the simplest decode a user writes (no cache) was given only the new token from the
+  -- second step on, silently: generations differed from use_cache = false
+  it("gives it the whole sequence at every step, as use_cache = false does", function()
+    ember.manual_seed(0)
+    local emb, layer, head = nn.Embedding(30, 16), nn.TransformerEncoderLayer(16, 4, { dim_feedforward = 32, dropout = 0 }),
+      nn.Linear(16, 30)
+    local calls = {}
+    local model = { decode = function(_, ids, o)
+      calls[#calls + 1] = ids.shape[2]
+      return head(layer(emb(ids), { causal = true, key_padding_mask = o.key_padding_mask }))
+    end }
+    local prompt = ember.tensor({ { 1, 1, 7, 9 }, { 3, 5, 7, 9 } }, { dtype = "int64" })
+    local pad = ember.tensor({ { true, true, false, false }, { false, false, false, false } })
+    local a = generate.generate(model, prompt, { max_new_tokens = 6, prompt_padding_mask = pad })
+    assert.are.same({ 4, 5, 6, 7, 8, 9 }, calls)
+    local b = generate.generate(model, prompt, { max_new_tokens = 6, prompt_padding_mask = pad, use_cache = false })
+    assert.is_true(ember.equal(a, b))
+  end)
+end)
