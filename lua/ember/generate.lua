@@ -272,7 +272,7 @@ function generate.generate(model, prompt, opts)
     end
   end
   local pad_mask = opts.prompt_padding_mask
-  ember.no_grad(function()
+  local ok, err = pcall(ember.no_grad, function()
     local input, start = prompt, 1
     for _ = 1, n do
       local vi = opts.variant_inputs
@@ -333,7 +333,9 @@ function generate.generate(model, prompt, opts)
       end
     end
   end)
+  -- the model's mode comes back on an error too
   if was_training and model.train then model:train() end
+  if not ok then error(err, 0) end
   if opts.return_logits then return ids, all_logits end
   return ids
 end

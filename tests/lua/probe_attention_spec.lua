@@ -452,3 +452,17 @@ describe("generate with a decode that ignores the cache", function()
     assert.is_true(ember.equal(a, b))
   end)
 end)
+
+describe("generate's error", function()
+  local generate = require "ember.generate"
+  -- generate switches the model to eval mode; an error left it there
+  it("leaves a training model in training mode", function()
+    local Llama = require("ember.models").Llama
+    local m = Llama { vocab_size = 10, hidden_size = 8, intermediate_size = 16, num_hidden_layers = 1,
+      num_attention_heads = 2 }
+    assert.is_true(m.training)
+    parity.raises_here(function() generate.generate(m, ember.tensor({ { 11 } }, { dtype = "int64" })) end,
+      "out of range")
+    assert.is_true(m.training)
+  end)
+end)
