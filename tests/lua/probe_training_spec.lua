@@ -298,3 +298,29 @@ describe("higher-order gradients", function()
     assert.are.same({ 2, 2 }, ember.grad((x * x):sum(), x, { create_graph = false })[1]:totable())
   end)
 end)
+
+describe("a parameter group added after the schedule was made", function()
+  it("keeps its own lr under every schedule (PyTorch's zip), and the schedule goes on", function()
+    local makers = {
+      function(o) return optim.StepLR(o, 1, 0.5) end,
+      function(o) return optim.ExponentialLR(o, 0.9) end,
+      function(o) return optim.CosineAnnealingLR(o, 10) end,
+      function(o) return optim.LambdaLR(o, function(e) return 1 / (e + 1) end) end,
+      function(o) return optim.LinearLR(o, { start_factor = 0.5, total_iters = 4 }) end,
+      function(o) return optim.OneCycleLR(o, { max_lr = 0.1, total_steps = 10 }) end,
+      function(o) return optim.CyclicLR(o, { base_lr = 0.01, max_lr = 0.1, step_size_up = 2 }) end,
+      function(o) return optim.CosineAnnealingWarmRestarts(o, { T_0 = 2 }) end,
+      function(o) return optim.WarmupCosine(o, { warmup_steps = 2, total_steps = 10 }) end,
+      function(o) return optim.ReduceLROnPlateau(o, { patience = 0 }) end,
+    }
+    for k, make in ipairs(makers) do
+      local m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+      local o = optim.SGD(m[1], { lr = 0.1, momentum = 0.9 })
+      local s = make(o)
+      o:add_param_group({ params = m[2]:parameters(), lr = 0.5 })
+      for step = 1, 3 do s:step(s.__name == "ReduceLROnPlateau" and 1 or nil) end
+      assert.are.equal(0.5, o.param_groups[2].lr, "schedule " .. k)
+      assert.are.equal(2, #s:get_last_lr(), "schedule " .. k)
+    end
+  end)
+end)

@@ -106,7 +106,7 @@ function CyclicLR:_apply()
   local s = self.last_step
   local f, cycle = self:factor(s)
   local sc = self:scale(cycle, s)
-  for i, g in ipairs(self.optimizer.param_groups) do
+  for i, g in ipairs(self:_groups()) do
     g.lr = self.base_lrs[i] + (self.max_lrs[i] - self.base_lrs[i]) * f * sc
     if self.cycle_momentum then
       Scheduler._set_momentum(g, self.momentum_option,

@@ -127,7 +127,7 @@ end
 function OneCycleLR:factor() self:_error("has no factor: its lr is set from max_lr") end
 
 function OneCycleLR:_apply()
-  for i, g in ipairs(self.optimizer.param_groups) do
+  for i, g in ipairs(self:_groups()) do
     local lr, mom = self:at(i, self.last_step)
     g.lr = lr
     if mom ~= nil then Scheduler._set_momentum(g, self.momentum_option, mom) end

@@ -90,7 +90,7 @@ function ReduceLROnPlateau:step(metric)
     self.num_bad_steps = 0
   end
   if self.num_bad_steps > self.patience then
-    for i, g in ipairs(self.optimizer.param_groups) do
+    for i, g in ipairs(self:_groups()) do
       local new = math.max(g.lr * self.factor, self.min_lrs[i])
       if g.lr - new > self.eps then g.lr = new end
     end

@@ -57,8 +57,18 @@ function Scheduler:factor(s) error(self.__name .. ".factor: not defined", 2) end
 -- @tparam integer s the step
 function Scheduler:lr_at(base, s) return base * self:factor(s) end
 
+--- The parameter groups the schedule was made for, `{i, group}` pairs: a
+-- group added later (Optimizer:add_param_group) keeps its own lr, as
+-- PyTorch's schedules leave it (they zip the groups with their base lrs).
+-- @treturn table
+function Scheduler:_groups()
+  local out, groups = {}, self.optimizer.param_groups
+  for i = 1, math.min(#groups, #self.base_lrs) do out[i] = groups[i] end
+  return out
+end
+
 function Scheduler:_apply()
-  for i, g in ipairs(self.optimizer.param_groups) do g.lr = self:lr_at(self.base_lrs[i], self.last_step) end
+  for i, g in ipairs(self:_groups()) do g.lr = self:lr_at(self.base_lrs[i], self.last_step) end
 end
 
 -- The options of torch.optim.lr_scheduler's classes, given either as
