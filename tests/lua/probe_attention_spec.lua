@@ -466,3 +466,44 @@ describe("generate's error", function()
     assert.is_true(m.training)
   end)
 end)
+
+describe("Lua variants in bfloat16", function()
+  -- attention_bf16_spec holds the declared variants to the float32 kernel; the Lua
+  -- variants' traced programs take the same path, held here to the same bounds
+  -- (its header derives them): out 2^-8 max|v|, gradients 2^-5 of their largest
+  local function bfround(t) return t:to("bfloat16"):to("float32") end
+  local doc = ember.ones(2, 70, { dtype = "int64" })
+  doc:narrow(2, 30, 41):fill_(2)
+  local cases = { { "softcap" }, { "sinks" }, { "example_lua" }, { "alibi_lua" }, { "sliding_sinks" }, { "t5_lua" },
+    { "document", { doc = doc } }, { "prefix_lm", { prefix = ember.tensor({ 5, 40 }, { dtype = "int64" }) } } }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " agrees with float32 on the same rounded inputs and tables", function()
+      ember.manual_seed(1)
+      local a32 = ember.Attention { attention = c[1], heads = 3, head_dim = 16, dtype = "float32" }
+      local abf = ember.Attention { attention = c[1], heads = 3, head_dim = 16, dtype = "bfloat16" }
+      ember.no_grad(function()
+        for i, p in ipairs(a32:parameters()) do
+          p:copy_(bfround(ember.randn(p.shape) * 0.5))
+          abf:parameters()[i]:copy_(p)
+        end
+      end)
+      local q, k, v = bfround(ember.randn(2, 3, 70, 16)), bfround(ember.randn(2, 3, 70, 16)), bfround(ember.randn(2, 3, 70, 16))
+      local g = bfround(ember.randn(2, 3, 70, 16))
+      local function run(a, dt)
+        local t = {}
+        for i, x in ipairs { q, k, v } do t[i] = x:to(dt):detach():clone():requires_grad_() end
+        local out = a(t[1], t[2], t[3], { causal = true, variant_inputs = c[2] })
+        ;(out:float() * g):sum():backward()
+        local gs = { t[1].grad:float(), t[2].grad:float(), t[3].grad:float() }
+        for _, p in ipairs(a:parameters()) do gs[#gs + 1] = p.grad:float() end
+        return out:float(), gs
+      end
+      local o32, g32 = run(a32, "float32")
+      local obf, gbf = run(abf, "bfloat16")
+      assert.is_true((o32 - obf):abs():max():item() <= 2 ^ -8 * v:abs():max():item())
+      for i = 1, #g32 do
+        assert.is_true((g32[i] - gbf[i]):abs():max():item() <= 2 ^ -5 * g32[i]:abs():max():item(), "gradient " .. i)
+      end
+    end)
+  end
+end)
