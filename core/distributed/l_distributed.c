@@ -137,6 +137,7 @@ static int mpi_takes_device_memory(em_tensor *t) {
 ** queued (MPI's own copies do not wait for our stream). */
 static em_status direct_buffer(em_tensor *t, void **ptr) {
   *ptr = NULL;
+  em_tensor_written(t); /* MPI may write it (a spurious count for a send only drops a cached cast) */
   if (on_cpu(t)) { /* the common case, first */
     if (em_is_contiguous(t)) *ptr = em_data(t);
     return EM_OK;

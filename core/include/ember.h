@@ -120,6 +120,8 @@ typedef struct em_storage {
   em_device device;
   void *data;    /* device pointer; host pointer when the backend is host */
   size_t nbytes;
+  uint64_t version; /* counts in-place writes (em_tensor_written): autocast's cast
+                    ** cache keeps a copy only while this stays the same */
 } em_storage;
 
 typedef struct em_node em_node;
@@ -139,6 +141,12 @@ typedef struct em_tensor {
   struct em_tensor *grad;         /* accumulated gradient of a leaf */
   em_node *grad_fn;               /* the node that made it; NULL on leaves */
 } em_tensor;
+
+/* Marks t's memory as changed in place (bumps its storage's version). The
+** core's in-place ops (copy_, fill_, add_, mul_, the optimizer steps) do it
+** themselves; code that writes em_data(t) directly (MPI, a plugin) calls it,
+** so that caches of values derived from t (autocast's casts) drop them. */
+EM_API void em_tensor_written(em_tensor *t);
 
 /* Reference counting: retain returns t with one more reference; release
 ** drops one and frees the tensor (and its storage) at zero. */
@@ -399,6 +407,12 @@ EM_API em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *targe
 ** reductions in float32. The previous state goes to was_* (may be NULL). */
 EM_API em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype *was_dt);
 EM_API bool em_autocast_enabled(em_dtype *dt);
+/* x as autocast's products take it: cast to the low dtype when autocast is
+** on and x is float32 (a parameter from the cast cache when grad mode is
+** off), else x itself (retained). For modules that cast a weight before
+** making a view of it (nn.Linear's transpose), which the cache, keyed by
+** the parameter, would not recognise. */
+EM_API em_status em_autocast_cast(em_tensor **out, em_tensor *x);
 
 /* Grad mode of this thread: whether ops record autograd nodes. */
 EM_API bool em_grad_enabled(void);

@@ -157,6 +157,25 @@ static int f_set_autocast(lua_State *L) {
   return 2;
 }
 
+/* core._autocast_state() -> enabled, dtype name: the state without setting
+** it (setting it, even to itself, would end a region's cast cache). */
+static int f_autocast_state(lua_State *L) {
+  em_dtype dt;
+  lua_pushboolean(L, em_autocast_enabled(&dt));
+  lua_pushstring(L, em_dtype_name(dt));
+  return 2;
+}
+
+/* core._autocast_cast(t) -> t as autocast's products take it (em_autocast_cast). */
+static int f_autocast_cast(lua_State *L) {
+  em_tensor *x = lember_checktensor(L, 1);
+  em_tensor **out = lember_newslot(L);
+  em_status s = em_autocast_cast(out, x);
+  if (s) return lember_error(L, "autocast.cast", s);
+  lember_account(L, *out);
+  return 1;
+}
+
 /* ember.dtype_info(name) -> {name=, size=, floating=} for any name the core
 ** accepts ("double" -> float64), or nil and the reason. Lua code asks this
 ** instead of keeping its own list of dtype names. */
@@ -263,6 +282,8 @@ static const luaL_Reg funcs[] = {
   {"cpu_info", f_cpu_info},
   {"dtype_info", f_dtype_info},
   {"set_autocast", f_set_autocast},
+  {"_autocast_state", f_autocast_state},
+  {"_autocast_cast", f_autocast_cast},
   {"set_num_threads", f_set_num_threads},
   {"get_num_threads", f_get_num_threads},
   {"device_count", f_device_count},

@@ -705,6 +705,7 @@ em_status em_copy_(em_tensor *dst, em_tensor *src) {
   if (!dst || !src) return em_error(EM_ERR_ARG, "copy_: NULL argument");
   EM_TRY(check_inplace("copy_", dst, src));
   EM_TRY(check_writable("copy_", dst));
+  em_tensor_written(dst);
   EM_TRY(check_bcast_to("copy_", dst, src));
   em_tensor *s1, *s2;
   if (!em_device_eq(src->device, dst->device))
@@ -726,6 +727,7 @@ em_status em_fill_(em_tensor *dst, double value) {
   if (!dst) return em_error(EM_ERR_ARG, "fill_: NULL argument");
   EM_TRY(check_inplace("fill_", dst, NULL));
   EM_TRY(check_writable("fill_", dst));
+  em_tensor_written(dst);
   em_kview kd;
   em_kview_of(dst, &kd);
   em_status s = em__be(dst)->fill(dst->device.index, &kd, value);
@@ -745,6 +747,7 @@ em_status em_add_(em_tensor *dst, em_tensor *src, double alpha) {
   if (!dst || !src) return em_error(EM_ERR_ARG, "add_: NULL argument");
   EM_TRY(check_inplace("add_", dst, src));
   EM_TRY(check_writable("add_", dst));
+  em_tensor_written(dst);
   EM_TRY(check_bcast_to("add_", dst, src));
   em_tensor *u, *b, *scaled = NULL, *tmp = NULL;
   if (src->dtype != dst->dtype && src->ndim != 0) {
@@ -788,6 +791,7 @@ em_status em_mul_scalar_(em_tensor *dst, double s) {
   if (!dst) return em_error(EM_ERR_ARG, "mul_scalar_: NULL argument");
   EM_TRY(check_inplace("mul_", dst, NULL));
   EM_TRY(check_writable("mul_", dst));
+  em_tensor_written(dst);
   em_tensor *y;
   if (!em_dtype_is_float(dst->dtype) || !em_is_contiguous(dst)) {
     /* Out of place, then back: not a hot path. */

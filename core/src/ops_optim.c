@@ -82,6 +82,7 @@ em_status em_adam_step(em_tensor *p, em_tensor *g, em_tensor *m, em_tensor *v, c
   const em_backend *be = em_backend_of(p);
   em_tensor *gc = NULL;
   EM_TRY(em_contiguous(&gc, g));
+  em_tensor_written(p);
   em_status s;
   if (be->adam_step && !a->composed) {
     s = be->adam_step(p->device.index, p->dtype, em_numel(p), em_data(p), em_data(gc), em_data(m), em_data(v),
@@ -150,6 +151,7 @@ em_status em_sgd_step(em_tensor *p, em_tensor *g, em_tensor *buf, const em_sgd_o
   const em_backend *be = em_backend_of(p);
   em_tensor *gc = NULL;
   EM_TRY(em_contiguous(&gc, g));
+  em_tensor_written(p);
   em_status s;
   if (be->sgd_step && !a->composed) {
     s = be->sgd_step(p->device.index, p->dtype, em_numel(p), em_data(p), em_data(gc), buf ? em_data(buf) : NULL,

@@ -55,6 +55,7 @@ static em_status em__storage_new(em_storage **out, size_t nbytes, em_device dev,
   s->device = dev;
   s->nbytes = nbytes;
   s->data = NULL;
+  s->version = 0;
   em_status st = be->alloc(dev.index, nbytes, &s->data);
   if (st != EM_OK) {
     em__header_free(s);
@@ -63,6 +64,10 @@ static em_status em__storage_new(em_storage **out, size_t nbytes, em_device dev,
   atomic_fetch_add(&em__live, nbytes);
   *out = s;
   return EM_OK;
+}
+
+void em_tensor_written(em_tensor *t) {
+  if (t && t->storage) __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
 }
 
 void em__storage_release(em_storage *s) {

@@ -52,9 +52,27 @@ end
 -- @treturn boolean on
 -- @treturn string|nil the dtype
 function M.enabled()
-  local on, dt = core.set_autocast(false)
-  core.set_autocast(on, dt)
-  return on, dt
+  return core._autocast_state()
+end
+
+--- A tensor as autocast's products take it: cast to bfloat16 when autocast
+-- is on and it is float32, else itself. With grad mode off (inference,
+-- `ember.generate`) a parameter's cast is cached for the rest of the
+-- outermost autocast region, as PyTorch caches it, and made again after an
+-- in-place change (`copy_`, an optimizer step); with grad mode on it is an
+-- ordinary differentiable cast. For modules that make a view of a weight
+-- before the product (nn.Linear's transpose), which the products' own casts
+-- would not find in the cache.
+-- @tparam Tensor t
+-- @treturn Tensor
+-- @usage
+-- local w = ember.randn(3, 4):requires_grad_()
+-- ember.autocast("bfloat16", function() ember.no_grad(function()
+--   print(ember.autocast.cast(w).dtype)   --> bfloat16
+-- end) end)
+-- print(ember.autocast.cast(w).dtype)     --> float32
+function M.cast(t)
+  return core._autocast_cast(t)
 end
 
 return setmetatable(M, { __call = autocast })

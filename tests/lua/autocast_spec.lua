@@ -95,4 +95,97 @@ describe("ember.autocast", function()
       assert(e < 2 ^ -5, ("parameter %d: gradient error %.3g"):format(i, e))
     end
   end)
+  describe("the cast cache (grad mode off: inference, decoding)", function()
+    local nn = require "ember.nn"
+    -- the "cast" kernels a call runs
+    local function casts(fn)
+      local n = 0
+      local prof = ember.profile(fn)
+      for _, r in ipairs(prof:stats()) do
+        if r.name == "cast" then n = n + r.calls end
+      end
+      return n
+    end
+
+    it("casts a parameter once per region, and again after an in-place change", function()
+      ember.manual_seed(3)
+      local lin = nn.Linear(8, 5)
+      local x = ember.randn(2, 8)
+      local first, again, after, changed, expect
+      ember.autocast("bfloat16", function()
+        ember.no_grad(function()
+          local y1
+          first = casts(function() y1 = lin(x) end)
+          local y2
+          again = casts(function() y2 = lin(x) end)
+          assert.are.same(y1:float():totable(), y2:float():totable())
+          lin.weight:copy_(lin.weight * 2) -- in place, inside the region
+          after = casts(function() changed = lin(x) end)
+        end)
+      end)
+      -- the same as a fresh region with the changed weight
+      ember.autocast("bfloat16", function() ember.no_grad(function() expect = lin(x) end) end)
+      assert.are.equal(3, first)  -- the input, the weight and the bias
+      assert.are.equal(1, again)  -- only the input: weight and bias come from the cache
+      assert.are.equal(2, after)  -- the input and the changed weight
+      assert.are.same(expect:float():totable(), changed:float():totable())
+    end)
+
+    it("sees an optimizer step taken inside the region", function()
+      ember.manual_seed(4)
+      local lin = nn.Linear(6, 3)
+      local opt = require("ember.optim").SGD(lin:parameters(), { lr = 0.5 })
+      local x = ember.randn(4, 6)
+      local before, stepped, expect
+      ember.autocast("bfloat16", function()
+        ember.no_grad(function() before = lin(x) end)
+        lin(x):float():sum():backward() -- grad mode on: nothing cached, the cast is differentiable
+        opt:step()
+        ember.no_grad(function() stepped = lin(x) end)
+      end)
+      ember.autocast("bfloat16", function() ember.no_grad(function() expect = lin(x) end) end)
+      assert.are.equal("float32", lin.weight.grad.dtype)
+      assert.are.same(expect:float():totable(), stepped:float():totable())
+      assert.are_not.same(before:float():totable(), stepped:float():totable())
+    end)
+
+    it("keeps nothing under grad mode, and nothing once the outermost region ends", function()
+      ember.manual_seed(5)
+      local lin = nn.Linear(256, 256)
+      local x = ember.randn(1, 256)
+      local n1, n2
+      ember.autocast("bfloat16", function()
+        n1 = casts(function() lin(x) end)
+        n2 = casts(function() lin(x) end)
+      end)
+      assert.are.equal(3, n1)
+      assert.are.equal(3, n2)
+      collectgarbage()
+      collectgarbage()
+      local base = ember.memory_stats().in_use
+      ember.autocast("bfloat16", function()
+        ember.no_grad(function()
+          ember.autocast("bfloat16", function() lin(x) end) -- a nested region ends: the cache stays
+          assert.are.equal(1, casts(function() lin(x) end))
+        end)
+      end)
+      collectgarbage()
+      collectgarbage()
+      -- the bfloat16 weight (128 KiB) was released with the region
+      assert.is_true(ember.memory_stats().in_use - base < 64 * 1024,
+        ("%d bytes still held"):format(ember.memory_stats().in_use - base))
+    end)
+
+    it("ember.autocast.cast: bfloat16 inside a region, the tensor itself outside", function()
+      local w = ember.randn(3, 4):requires_grad_()
+      assert.are.equal(w, ember.autocast.cast(w))
+      local c = ember.autocast("bfloat16", function() return ember.autocast.cast(w) end)
+      assert.are.equal("bfloat16", c.dtype)
+      c:float():sum():backward()
+      assert.are.same(ember.ones(3, 4):totable(), w.grad:totable())
+      local d = ember.randn(2, { dtype = "float64" })
+      assert.are.equal(d, ember.autocast("bfloat16", function() return ember.autocast.cast(d) end))
+      assert.has_error(function() ember.autocast.cast(3) end)
+    end)
+  end)
 end)

@@ -55,16 +55,17 @@ function Linear:forward(x)
     error(("Linear.forward: input's last dim is %d, expected in_features=%d (input shape [%s])"):format(
       n, self.in_features, table.concat(x.shape, ", ")), 2)
   end
-  local y = x:matmul(self.weight:transpose(1, 2))
-  local b = self.bias
+  local w, b = self.weight, self.bias
+  -- Under autocast the weight is cast before its transpose, so that a
+  -- decoding loop finds it in the cast cache (ember.autocast.cast), and the
+  -- bias joins the bfloat16 product in bfloat16, as torch.autocast runs
+  -- linear (all of it in the low dtype): added as float32 it would promote
+  -- the activations to float32, and the next product would cast them back.
+  local cast = ember.autocast.enabled() and w.dtype == "float32"
+  if cast then w = ember.autocast.cast(w) end
+  local y = x:matmul(w:transpose(1, 2))
   if b then
-    -- Under autocast the product is bfloat16 while the bias stays float32:
-    -- the bias joins it in bfloat16, as torch.autocast runs linear (all of it
-    -- in the low dtype). Added as float32 it would promote the activations
-    -- to float32, and the next product would cast them back down.
-    if y.dtype == "bfloat16" and b.dtype == "float32" and ember.autocast.enabled() then
-      b = b:to("bfloat16")
-    end
+    if cast and y.dtype == "bfloat16" and b.dtype == "float32" then b = ember.autocast.cast(b) end
     y = y + b
   end
   return y
