@@ -324,3 +324,44 @@ describe("a parameter group added after the schedule was made", function()
     end
   end)
 end)
+
+describe("forward hooks (PyTorch's register_forward_hook / register_forward_pre_hook)", function()
+  it("see a child's inputs and output inside a container, may replace them, and go with remove()", function()
+    ember.manual_seed(0)
+    local m = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    local x = ember.randn(5, 4)
+    local ref = m(x)
+    local feats, seen_mod, seen_in, calls = nil, nil, nil, 0
+    local h = m[2]:register_forward_hook(function(mod, inputs, out)
+      calls = calls + 1
+      seen_mod, seen_in, feats = mod, inputs[1], out
+    end)
+    assert.is_true(ember.equal(ref, m(x)))
+    assert.are.equal(1, calls)
+    assert.are.equal(m[2], seen_mod)
+    assert.is_true(ember.equal(seen_in, m[1](x)))
+    assert.is_true(ember.equal(feats, m[2](m[1](x))))
+    -- an output hook that replaces, and a pre-hook that replaces the input
+    local h2 = m[3]:register_forward_hook(function(_, _, out) return out * 0 end)
+    assert.are.same({ 0, 0 }, m(x)[1]:totable())
+    h2:remove()
+    local h3 = m[1]:register_forward_pre_hook(function(_, inputs) return inputs[1] * 0 end)
+    assert.is_true(ember.allclose(m(x)[1], m[3](m[2](m[1].bias:view(1, 3)))[1]))
+    h3:remove()
+    h:remove()
+    h:remove() -- twice is fine
+    calls = 0
+    assert.is_true(ember.equal(ref, m(x)))
+    assert.are.equal(0, calls)
+    -- gradients flow through a replaced output
+    local h4 = m[3]:register_forward_hook(function(_, _, out) return out * 2 end)
+    m:zero_grad()
+    m(x):sum():backward()
+    local g2 = m[3].bias.grad:clone()
+    h4:remove()
+    m:zero_grad()
+    m(x):sum():backward()
+    assert.is_true(ember.allclose(g2, m[3].bias.grad * 2))
+    raises_here(function() m:register_forward_hook(3) end, "Sequential.register_forward_hook: expected a function")
+  end)
+end)
