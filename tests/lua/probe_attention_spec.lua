@@ -507,3 +507,14 @@ describe("Lua variants in bfloat16", function()
     end)
   end
 end)
+
+describe("forward_cached's cross-attention memory", function()
+  local nn = require "ember.nn"
+  -- a memory of another batch size was reported by the inner ember.Attention with
+  -- the projected head shapes
+  it("is checked against the step's batch and kdim", function()
+    local m = nn.MultiHeadAttention(8, 2)
+    parity.raises_here(function() m:forward_cached(ember.randn(2, 1, 8), {}, { memory = ember.randn(3, 4, 8) }) end,
+      "MultiHeadAttention.forward_cached: memory must be [B=2, Lm, kdim=8], got [3, 4, 8]")
+  end)
+end)

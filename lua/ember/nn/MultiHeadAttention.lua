@@ -27,6 +27,7 @@ local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local masks = require "ember.nn._masks"
 local Module = require "ember.nn.Module"
+local torch_names = require "ember.nn._torch_names"
 local Linear = require "ember.nn.Linear"
 local Attention = require "ember.nn.Attention"
 local kv_cache = require "ember.nn._kv_cache"
@@ -535,6 +536,11 @@ function MHA:forward_cached(x, cache, opts)
   local cross = opts.memory ~= nil
   local k, v, kpm
   if cross then
+    local mem = opts.memory
+    if not Module.is_tensor(mem) or mem.ndim ~= 3 or mem.shape[1] ~= x.shape[1] or mem.shape[3] ~= self.kdim then
+      errors.raise("%s: memory must be [B=%d, Lm, kdim=%d], got %s", who, x.shape[1], self.kdim,
+        Module.is_tensor(mem) and shape_str(mem) or type(mem))
+    end
     if not cache.k then
       cache.k = split_heads(self.k_proj(opts.memory), self.kv_heads)
       cache.v = split_heads(self.v_proj(opts.memory), self.kv_heads)
@@ -568,5 +574,32 @@ function MHA:extra_repr()
     self.d_model, self.heads, self.kv_heads ~= self.heads and ("kv_heads=%d, "):format(self.kv_heads) or "",
     self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope), tostring(self.causal))
 end
+
+--- torch.nn.MultiheadAttention's state dict loads as it is: in_proj_weight
+-- [3 d_model, d_model] and in_proj_bias split by rows into q_proj, k_proj and
+-- v_proj (q_proj_weight, k_proj_weight, v_proj_weight, PyTorch's layout when
+-- kdim or vdim differ, renamed); out_proj has PyTorch's names. Then the
+-- names of earlier ember versions (`legacy_names`) and each child's own map.
+-- An in_proj_* of other rows is an error naming it and both shapes.
+-- @tparam table sd name -> tensor
+-- @string[opt] prefix as Module.upgrade_state_dict's (the error names the whole key)
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+-- @usage local torch_sd = {in_proj_weight = ember.randn(24, 8), in_proj_bias = ember.zeros(24),
+--   ["out_proj.weight"] = ember.randn(8, 8), ["out_proj.bias"] = ember.zeros(8)}
+-- local mha = nn.MultiHeadAttention(8, 2)
+-- mha:load_state_dict(torch_sd)
+-- print(mha.k_proj.weight:equal(torch_sd.in_proj_weight:narrow(1, 9, 8)))   --> true
+function MHA:upgrade_state_dict(sd, prefix)
+  local rows = { self.q_proj.weight.shape[1], self.k_proj.weight.shape[1], self.v_proj.weight.shape[1] }
+  return Module.upgrade_state_dict(self, torch_names.split_in_proj(sd, rows, "MultiHeadAttention.load_state_dict",
+    prefix), prefix)
+end
+
+--- PyTorch's layout, for `torch_state_dict`: the q, k and v projections as
+-- one in_proj_weight and in_proj_bias.
+-- @tparam table sd
+-- @treturn table
+function MHA:to_torch_names(sd) return torch_names.join_in_proj(sd) end
 
 return MHA
