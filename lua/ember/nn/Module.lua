@@ -540,40 +540,120 @@ end
 -- @treturn table|nil
 function Module:legacy_names() return nil end
 
---- A copy of `sd` with the names of earlier ember versions mapped to the
--- current ones (see `legacy_names`), and how many were mapped.
+-- sd's names grouped by their first component: child name -> {rest -> value};
+-- the names with no child's prefix stay in `own`.
+local function by_child(self, sd)
+  local own, parts = {}, {}
+  for k, v in pairs(sd) do
+    local head, rest = nil, nil
+    if type(k) == "string" then head, rest = k:match("^([^.]+)%.(.+)$") end
+    if head and kind_of(self, head) == "child" then
+      parts[head] = parts[head] or {}
+      parts[head][rest] = v
+    else
+      own[k] = v
+    end
+  end
+  return own, parts
+end
+
+--- A copy of `sd` (names relative to this module) under today's names, and
+-- how many names of earlier ember versions were mapped (`legacy_names`).
+-- This is the per-module hook load_state_dict calls: each module maps its
+-- own part, then hands every child the names under "child." (the prefix
+-- taken off, put back after) through the child's own upgrade_state_dict,
+-- so a module's map works at any depth. A module whose names differ
+-- elsewhere overrides it, maps its own level and calls
+-- `Module.upgrade_state_dict(self, mapped)`: nn.Sequential takes PyTorch's
+-- 0-based numbering, nn.MultiHeadAttention torch.nn.MultiheadAttention's
+-- in_proj_weight, the Transformer layers PyTorch's linear1/linear2 and
+-- multihead_attn (nn/_torch_names.lua).
 -- @tparam table sd name -> tensor
+-- @string[opt=""] prefix where the module sits in the model being loaded
+-- ("encoder.layers.1."), for messages; a hook passes it on
 -- @treturn table
 -- @treturn integer
-function Module:upgrade_state_dict(sd)
+function Module:upgrade_state_dict(sd, prefix)
   local out, n = {}, 0
   for k, v in pairs(sd) do out[k] = v end
-  self:named_modules(function(prefix, m)
-    local map = m:legacy_names()
-    for old, new in pairs(map or {}) do
-      old, new = prefix .. old, prefix .. new
-      if out[old] ~= nil and out[new] == nil and sd[new] == nil then
-        out[new], out[old], n = out[old], nil, n + 1
-      end
+  for old, new in pairs(self:legacy_names() or {}) do
+    if out[old] ~= nil and out[new] == nil and sd[new] == nil then
+      out[new], out[old], n = out[old], nil, n + 1
     end
-  end)
-  return out, n
+  end
+  local own, parts = by_child(self, out)
+  for name, sub in pairs(parts) do
+    local up, m = self._reg[name]:upgrade_state_dict(sub, (prefix or "") .. name .. ".")
+    n = n + (m or 0)
+    for k, v in pairs(up) do own[name .. "." .. k] = v end
+  end
+  return own, n
+end
+
+--- The per-module hook of `torch_state_dict`: `sd` (this module's state
+-- under ember's names, relative to it, its children's parts already
+-- mapped) under PyTorch's names and layouts. The default keeps the names;
+-- the modules whose names differ from PyTorch's override it.
+-- @tparam table sd name -> tensor
+-- @treturn table
+function Module:to_torch_names(sd) return sd end
+
+--- The state dict under PyTorch's names and layouts, for torch's
+-- `load_state_dict` (ember's `state_dict` and `load_state_dict` use
+-- ember's names, and load PyTorch's too): nn.Sequential's children
+-- numbered from 0, nn.MultiHeadAttention's q, k and v projections as one
+-- in_proj_weight / in_proj_bias, the Transformer layers' ff.linear1 as
+-- linear1 and cross_attn as multihead_attn. Tensors are detached; a
+-- stacked in_proj_weight is a new tensor, the others share storage.
+-- Save it with `ember.save(model:torch_state_dict(), "model.safetensors")`,
+-- then in Python `model.load_state_dict(safetensors.torch.load_file(path))`.
+-- @treturn table name -> tensor
+-- @usage local mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+-- local names = {}
+-- for k in pairs(mlp:torch_state_dict()) do names[#names + 1] = k end
+-- table.sort(names)
+-- print(table.concat(names, " "))   --> 0.bias 0.weight 2.bias 2.weight
+-- mlp:load_state_dict(mlp:torch_state_dict())   -- PyTorch's names load too
+function Module:torch_state_dict()
+  local own, reg = {}, self._reg
+  for _, n in ipairs(self._params) do own[n] = reg[n]:detach() end
+  for _, n in ipairs(self._buffers) do
+    if not self._nonpersistent[n] then own[n] = reg[n]:detach() end
+  end
+  for _, c in ipairs(self._children) do
+    for k, v in pairs(reg[c]:torch_state_dict()) do own[c .. "." .. k] = v end
+  end
+  return self:to_torch_names(own)
 end
 
 local shape_str = errors.shape_str
 
 --- Copies the tensors of `sd` into the module. Everything is checked
 -- before anything is copied, so a failed load leaves the module unchanged.
--- Names of earlier ember versions are mapped (`upgrade_state_dict`).
+-- Each module maps the names it knows first (`upgrade_state_dict`, at any
+-- depth): earlier ember versions' and PyTorch's (a torch.nn state dict
+-- loads as it is, see nn/_torch_names.lua). Values are converted to each
+-- tensor's dtype and device (a float64 or bfloat16 checkpoint into a
+-- float32 model); a shape that differs is an error naming the key and both
+-- shapes, strict or not, as PyTorch's.
 -- @tparam table sd name -> tensor
--- @bool[opt=true] strict every name must be present and no other may appear
+-- @tparam[opt=true] bool|table strict every name must be present and no other
+-- may appear (an error lists the missing and unexpected names); false loads
+-- the names that match. PyTorch's keyword form `{strict = false}` works too.
 -- @treturn Module self
--- @treturn {string,...} missing names
+-- @treturn {string,...} missing names (sorted, after the mapping)
 -- @treturn {string,...} unexpected names
+-- @usage local m = nn.Linear(3, 2)
+-- local _, missing, unexpected = m:load_state_dict({weight = ember.zeros(2, 3), scale = ember.ones(1)}, false)
+-- print(missing, unexpected)   --> {"bias"}	{"scale"}
 function Module:load_state_dict(sd, strict)
   local who = self.__name .. ".load_state_dict"
   if type(sd) ~= "table" then errors.raise("%s: expected a table of tensors, got %s", who, type(sd)) end
+  if type(strict) == "table" then strict = Module.check_options(who, strict, { "strict" }).strict end
   if strict == nil then strict = true end
+  if type(strict) ~= "boolean" then
+    errors.raise("%s: strict must be a boolean (or {strict = ...}), got %s", who, type(strict))
+  end
   sd = self:upgrade_state_dict(sd)
   local own = self:state_dict()
   local missing, unexpected = {}, {}
@@ -606,7 +686,7 @@ function Module:load_state_dict(sd, strict)
       end
     end
   end)
-  return self, missing, unexpected
+  return self, list_of(missing), list_of(unexpected)
 end
 
 --- One line describing the module's own settings, e.g. "in_features=4".

@@ -6,6 +6,7 @@
 -- @classmod nn.Sequential
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
+local torch_names = require "ember.nn._torch_names"
 
 local Sequential = Module:extend("Sequential")
 
@@ -42,6 +43,23 @@ function Sequential:forward(x, ...)
   for _, n in ipairs(self._children) do x = self[n](x, ...) end
   return x
 end
+
+--- PyTorch's state-dict numbering loads as it is: a state dict whose names
+-- start at "0." (torch.nn.Sequential's children "0", "1", ...) is read
+-- 1-based ("0.weight" -> "1.weight"), then each child maps its own part
+-- (Module.upgrade_state_dict).
+-- @tparam table sd name -> tensor
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function Sequential:upgrade_state_dict(sd, prefix)
+  return Module.upgrade_state_dict(self, torch_names.one_based(self, sd), prefix)
+end
+
+--- PyTorch's numbering for `torch_state_dict`: "1.weight" -> "0.weight".
+-- @tparam table sd
+-- @treturn table
+function Sequential:to_torch_names(sd) return torch_names.zero_based(sd) end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 Sequential.forward = require("ember._errors").wrap(Sequential.forward)

@@ -28,14 +28,18 @@
 --
 -- State dict: ember's layer names ("encoder.layers.1.self_attn.q_proj.weight",
 -- "...ff.linear1.weight", "decoder.layers.1.cross_attn...."). A PyTorch
--- state dict loads as it is (load_state_dict maps it, `upgrade_state_dict`):
+-- state dict loads as it is, with the model at the top or inside another
+-- module: load_state_dict hands each module its part and each maps its own
+-- names (`upgrade_state_dict` of nn.Sequential, the layers and
+-- nn.MultiHeadAttention; nn/_torch_names.lua):
 --   layers.i (0-based)               -> layers.i+1
 --   self_attn.in_proj_weight [3d, d] -> self_attn.q_proj/k_proj/v_proj.weight (rows split in three)
 --   self_attn.in_proj_bias           -> self_attn.q_proj/k_proj/v_proj.bias
 --   multihead_attn.                  -> cross_attn.
 --   linear1. / linear2.              -> ff.linear1. / ff.linear2.
 --   out_proj, norm1..3, encoder.norm, decoder.norm: the same names.
--- `nn.Transformer.from_torch_state_dict(sd)` is that map alone.
+-- `nn.Transformer.from_torch_state_dict(sd)` is that map alone, on a whole
+-- torch.nn.Transformer state dict; `model:torch_state_dict()` the way back.
 -- Errors name nn.Transformer at the caller's line.
 -- @usage local model = nn.Transformer{d_model = 32, nhead = 4, num_encoder_layers = 2,
 --   num_decoder_layers = 2, dim_feedforward = 64, dropout = 0}
@@ -226,15 +230,6 @@ function Transformer.from_torch_state_dict(sd)
     end
   end
   return out
-end
-
---- PyTorch's names mapped (`from_torch_state_dict`), then the names of earlier
--- ember versions (Module.upgrade_state_dict).
--- @tparam table sd name -> tensor
--- @treturn table
--- @treturn integer how many earlier-ember names were mapped
-function Transformer:upgrade_state_dict(sd)
-  return Module.upgrade_state_dict(self, Transformer.from_torch_state_dict(sd))
 end
 
 --- "d_model=..., nhead=..., batch_first=..."

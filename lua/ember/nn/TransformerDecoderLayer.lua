@@ -25,6 +25,7 @@
 -- exactly the batch computation.
 -- @classmod nn.TransformerDecoderLayer
 local Module = require "ember.nn.Module"
+local torch_names = require "ember.nn._torch_names"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
 local FeedForward = require "ember.nn.FeedForward"
@@ -140,5 +141,24 @@ function DecoderLayer:extra_repr()
   return ("norm_first=%s, cross=%s%s"):format(tostring(self.norm_first), tostring(self.has_cross),
     self.checkpoint and ", checkpoint=true" or "")
 end
+
+-- PyTorch's names of the layer's children -> ember's
+local TORCH = { linear1 = "ff.linear1", linear2 = "ff.linear2", multihead_attn = "cross_attn" }
+
+--- torch.nn.TransformerDecoderLayer's names load as they are: linear1, linear2 (-> ff.linear1,
+-- ff.linear2) and multihead_attn (-> cross_attn); then each child maps its own part (self_attn's
+-- in_proj_weight: nn.MultiHeadAttention.upgrade_state_dict).
+-- @tparam table sd name -> tensor
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function DecoderLayer:upgrade_state_dict(sd, prefix)
+  return Module.upgrade_state_dict(self, torch_names.rename(sd, TORCH), prefix)
+end
+
+--- PyTorch's names of the children, for `torch_state_dict`.
+-- @tparam table sd
+-- @treturn table
+function DecoderLayer:to_torch_names(sd) return torch_names.rename(sd, torch_names.inverse(TORCH)) end
 
 return DecoderLayer

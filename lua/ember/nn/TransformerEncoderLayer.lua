@@ -14,6 +14,7 @@
 -- block_mask= (bool, see nn/_masks.lua), causal=}])
 -- @classmod nn.TransformerEncoderLayer
 local Module = require "ember.nn.Module"
+local torch_names = require "ember.nn._torch_names"
 local LayerNorm = require "ember.nn.LayerNorm"
 local Dropout = require "ember.nn.Dropout"
 local FeedForward = require "ember.nn.FeedForward"
@@ -79,5 +80,24 @@ end
 function EncoderLayer:extra_repr()
   return "norm_first=" .. tostring(self.norm_first) .. (self.checkpoint and ", checkpoint=true" or "")
 end
+
+-- PyTorch's names of the layer's children -> ember's
+local TORCH = { linear1 = "ff.linear1", linear2 = "ff.linear2" }
+
+--- torch.nn.TransformerEncoderLayer's names load as they are: linear1, linear2 (-> ff.linear1,
+-- ff.linear2); then each child maps its own part (self_attn's
+-- in_proj_weight: nn.MultiHeadAttention.upgrade_state_dict).
+-- @tparam table sd name -> tensor
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function EncoderLayer:upgrade_state_dict(sd, prefix)
+  return Module.upgrade_state_dict(self, torch_names.rename(sd, TORCH), prefix)
+end
+
+--- PyTorch's names of the children, for `torch_state_dict`.
+-- @tparam table sd
+-- @treturn table
+function EncoderLayer:to_torch_names(sd) return torch_names.rename(sd, torch_names.inverse(TORCH)) end
 
 return EncoderLayer

@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""PyTorch models whose state dicts ember loads as they are (tests/lua/interop_spec.lua):
+
+  tests/fixtures/interop.lua               inputs, float64 outputs and state dicts (PyTorch's names)
+  tests/fixtures/interop_*.safetensors     the same state dicts as PyTorch files (F64, F32, BF16)
+
+The models are what a user moving from PyTorch has: an embedding, an
+nn.Transformer and a head inside an nn.Module (the Transformer is not the
+top module, so every module on the way must map its own names), nn.Sequential
+MLPs and CNNs (Conv2d, BatchNorm2d with running statistics and
+num_batches_tracked after three training batches, LayerNorm), an LSTM and a
+GRU in a module, and nn.MultiheadAttention alone (in_proj_weight, and
+q_proj_weight/k_proj_weight/v_proj_weight when kdim and vdim differ).
+Every model runs in float64 in eval mode; token ids are written 0-based, as
+PyTorch took them (the spec adds 1).
+
+The .safetensors files are written below with the standard library (json,
+struct) and tensor bytes as safetensors.torch.save_file writes them (8-byte
+header length, JSON header with "__metadata__": {"format": "pt"}, raw
+little-endian data): PyTorch 1.13 here has no safetensors package.
+
+Run with Debian's python3-torch: /usr/bin/python3 tests/gen_interop_fixtures.py
+"""
+import json
+import os
+import struct
+
+import torch
+import torch.nn as nn
+
+from fixture_writer import Writer
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+torch.manual_seed(20261206)
+torch.set_default_dtype(torch.float64)
+
+ST_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64",
+             torch.float16: "F16"}
+
+
+def save_safetensors(path, tensors, metadata=None):
+    """tensors: name -> torch tensor, written in sorted name order."""
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous()
+        raw = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+        data = raw.numpy().tobytes()
+        header[name] = {"dtype": ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    header["__metadata__"] = dict(metadata or {"format": "pt"})
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+V, D = 11, 8
+
+
+class Seq2Seq(nn.Module):
+    """An embedding, nn.Transformer and a head: the Transformer one level down."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.transformer = nn.Transformer(d_model=D, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+                                          dim_feedforward=16, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(D, V)
+
+    def forward(self, src, tgt):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1]).to(torch.float64)
+        return self.head(self.transformer(self.emb(src), self.emb(tgt), tgt_mask=mask))
+
+
+class Recurrent(nn.Module):
+    """A two-layer bidirectional LSTM, then a GRU, then a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(10, 3, batch_first=True)
+        self.head = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.head(self.gru(self.lstm(x)[0])[0])
+
+
+def randomize(m):
+    """Every parameter and float buffer nonzero, so a mixed-up name shows."""
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+
+
+def state(m):
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+def main():
+    cases = {}
+
+    # 1. nn.Transformer inside an nn.Module
+    m = Seq2Seq().eval()
+    randomize(m)
+    src, tgt = torch.randint(0, V, (2, 6)), torch.randint(0, V, (2, 4))
+    with torch.no_grad():
+        out = m(src, tgt)
+    sd = state(m)
+    cases["seq2seq"] = {"keys": list(sd), "state": sd, "src": src, "tgt": tgt, "out": out}
+    save_safetensors(os.path.join(FIX, "interop_seq2seq_f64.safetensors"), sd)
+    save_safetensors(os.path.join(FIX, "interop_seq2seq_f32.safetensors"), {k: v.float() for k, v in sd.items()})
+
+    # 2. nn.Sequential MLP with LayerNorm; its state also as bfloat16
+    m = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
+    randomize(m)
+    x = torch.randn(5, 4)
+    sd = state(m)
+    bf = {k: v.to(torch.bfloat16) for k, v in sd.items()}
+    m_bf = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
+    m_bf.load_state_dict({k: v.to(torch.float64) for k, v in bf.items()})
+    with torch.no_grad():
+        cases["mlp"] = {"keys": list(sd), "state": sd, "x": x, "out": m(x),
+                        "state_bf16": {k: v.to(torch.float64) for k, v in bf.items()}, "out_bf16": m_bf(x)}
+    save_safetensors(os.path.join(FIX, "interop_mlp_bf16.safetensors"), bf)
+
+    # 3. nn.Sequential CNN with BatchNorm2d's running statistics
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                      nn.Linear(4 * 3 * 3, 5))
+    randomize(m)
+    m.train()
+    with torch.no_grad():
+        for _ in range(3):
+            m(torch.randn(4, 3, 6, 6) * 2 + 1)
+    m.eval()
+    x = torch.randn(2, 3, 6, 6)
+    with torch.no_grad():
+        out = m(x)
+    sd = state(m)
+    cases["cnn"] = {"keys": list(sd), "state": sd, "x": x, "out": out}
+    save_safetensors(os.path.join(FIX, "interop_cnn_f32.safetensors"),
+                     {k: (v.float() if v.is_floating_point() else v) for k, v in sd.items()})
+
+    # 4. LSTM and GRU in a module
+    m = Recurrent().eval()
+    randomize(m)
+    x = torch.randn(2, 5, 4)
+    with torch.no_grad():
+        out = m(x)
+    sd = state(m)
+    cases["recurrent"] = {"keys": list(sd), "state": sd, "x": x, "out": out}
+
+    # 5. nn.MultiheadAttention alone: in_proj_weight, and separate q/k/v weights (kdim, vdim)
+    for name, kw, kv in [("mha", {}, (D, D)), ("mha_kdim", {"kdim": 6, "vdim": 5}, (6, 5))]:
+        m = nn.MultiheadAttention(D, 2, batch_first=True, **kw).eval()
+        randomize(m)
+        q, k, v = torch.randn(2, 3, D), torch.randn(2, 7, kv[0]), torch.randn(2, 7, kv[1])
+        with torch.no_grad():
+            out = m(q, k, v, need_weights=False)[0]
+        sd = state(m)
+        cases[name] = {"keys": list(sd), "state": sd, "q": q, "k": k, "v": v, "out": out}
+
+    Writer(keys="auto").write(os.path.join(FIX, "interop.lua"), "tests/gen_interop_fixtures.py", cases)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+-- PyTorch's weights in ember, as a user moving a model would try it: state
+-- dicts of PyTorch 1.13 models (tests/gen_interop_fixtures.py writes them,
+-- in tests/fixtures/interop.lua and interop_*.safetensors) load into the
+-- equivalent ember models as they are -- nn.Transformer one level down in a
+-- user's module, nn.Sequential's 0-based numbering, MultiheadAttention's
+-- in_proj_weight, Conv2d/BatchNorm2d (running statistics,
+-- num_batches_tracked), LayerNorm, Embedding, LSTM and GRU -- and give
+-- PyTorch's outputs (float64 to 1e-10; float32 and bfloat16 files into
+-- float32 models); torch_state_dict gives PyTorch's names and layouts back;
+-- strict and non-strict loading, dtype conversion and shape errors as
+-- PyTorch's load_state_dict.
+local ember = require "ember"
+local nn = require "ember.nn"
+local parity = require "tests.lua.helpers.parity"
+
+local fx = dofile("tests/fixtures/interop.lua")
+local T, check, raises_here, sorted_keys = parity.T, parity.check, parity.raises_here, parity.sorted_keys
+local FIX = "tests/fixtures/"
+
+local function tensors(specs, dtype)
+  local out = {}
+  for k, v in pairs(specs) do
+    out[k] = T(v)
+    if dtype and out[k].dtype == "float64" then out[k] = out[k]:to(dtype) end
+  end
+  return out
+end
+
+-- PyTorch's token ids are 0-based, ember's 1-based
+local function ids(spec) return T(spec) + 1 end
+
+local V, D = 11, 8
+
+-- the generator's Seq2Seq: an embedding, nn.Transformer, a head
+local Seq2Seq = nn.Module:extend("Seq2Seq")
+function Seq2Seq:__init(dtype)
+  self.emb = nn.Embedding(V, D, { dtype = dtype })
+  self.transformer = nn.Transformer { d_model = D, nhead = 2, num_encoder_layers = 2, num_decoder_layers = 1,
+    dim_feedforward = 16, dropout = 0, dtype = dtype }
+  self.head = nn.Linear(D, V, { dtype = dtype })
+end
+function Seq2Seq:forward(src, tgt)
+  local mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[2], { dtype = self.head.weight.dtype })
+  return self.head(self.transformer(self.emb(src), self.emb(tgt), { tgt_mask = mask }))
+end
+
+local Recurrent = nn.Module:extend("Recurrent")
+function Recurrent:__init(dtype)
+  self.lstm = nn.LSTM(4, 5, { num_layers = 2, batch_first = true, bidirectional = true, dtype = dtype })
+  self.gru = nn.GRU(10, 3, { batch_first = true, dtype = dtype })
+  self.head = nn.Linear(3, 2, { dtype = dtype })
+end
+function Recurrent:forward(x) return self.head((self.gru((self.lstm(x))))) end
+
+local function mlp(dtype)
+  return nn.Sequential(nn.Linear(4, 8, { dtype = dtype }), nn.LayerNorm(8, { dtype = dtype }), nn.Tanh(),
+    nn.Linear(8, 3, { dtype = dtype }))
+end
+
+local function cnn(dtype)
+  local o = { dtype = dtype }
+  return nn.Sequential(nn.Conv2d(3, 4, 3, { padding = 1, dtype = dtype }), nn.BatchNorm2d(4, o), nn.ReLU(),
+    nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 3, 5, o))
+end
+
+describe("PyTorch state dicts load as they are", function()
+  it("nn.Transformer inside a user's module (with an embedding and a head), float64", function()
+    local c = fx.seq2seq
+    local m = Seq2Seq("float64"):eval()
+    m:load_state_dict(tensors(c.state))
+    check("seq2seq", m(ids(c.src), ids(c.tgt)), T(c.out), 1e-10)
+    -- the nested map is the Transformer's documented one
+    local inner = {}
+    for k, v in pairs(c.state) do
+      if k:sub(1, 12) == "transformer." then inner[k:sub(13)] = T(v) end
+    end
+    local top = {}
+    for k in pairs(m:upgrade_state_dict(tensors(c.state))) do top[#top + 1] = k end
+    local want = {}
+    for k in pairs(nn.Transformer.from_torch_state_dict(inner)) do want[#want + 1] = "transformer." .. k end
+    for _, k in ipairs { "emb.weight", "head.weight", "head.bias" } do want[#want + 1] = k end
+    table.sort(top)
+    table.sort(want)
+    assert.are.same(want, top)
+  end)
+
+  it("nn.Transformer two levels down and inside a Sequential", function()
+    local c = fx.seq2seq
+    local Outer = nn.Module:extend("Outer")
+    function Outer:__init() self.net = Seq2Seq("float64") end
+    local o = Outer():eval()
+    local sd = {}
+    for k, v in pairs(tensors(c.state)) do sd["net." .. k] = v end
+    o:load_state_dict(sd)
+    check("outer", o.net(ids(c.src), ids(c.tgt)), T(c.out), 1e-10)
+    -- PyTorch's nn.Sequential(net): "0.transformer.encoder.layers.0...."
+    local s = nn.Sequential(Seq2Seq("float64")):eval()
+    sd = {}
+    for k, v in pairs(tensors(c.state)) do sd["0." .. k] = v end
+    s:load_state_dict(sd)
+    check("in a Sequential", s[1](ids(c.src), ids(c.tgt)), T(c.out), 1e-10)
+  end)
+
+  it("a float64 and a float32 safetensors file from PyTorch into a float32 model", function()
+    local c = fx.seq2seq
+    for _, f in ipairs { "interop_seq2seq_f64.safetensors", "interop_seq2seq_f32.safetensors" } do
+      local sd = ember.load(FIX .. f)
+      assert.are.same(sorted_keys(c.state), sorted_keys(sd))
+      local m = Seq2Seq():eval()
+      m:load_state_dict(sd)
+      assert.are.equal("float32", m.head.weight.dtype)
+      local out = m(ids(c.src), ids(c.tgt))
+      assert.are.equal("float32", out.dtype)
+      check(f, out, T(c.out), 1e-5)
+    end
+  end)
+
+  it("nn.Sequential MLP (0-based names, LayerNorm)", function()
+    local c = fx.mlp
+    local m = mlp("float64")
+    m:load_state_dict(tensors(c.state))
+    check("mlp", m(T(c.x)), T(c.out), 1e-12)
+    assert.are.equal(T(c.state["0.weight"]):max():item(), m[1].weight:max():item())
+  end)
+
+  it("a bfloat16 safetensors file into a float32 model (values exactly PyTorch's bfloat16)", function()
+    local c = fx.mlp
+    local sd = ember.load(FIX .. "interop_mlp_bf16.safetensors")
+    assert.are.equal("bfloat16", sd["0.weight"].dtype)
+    local m = mlp()
+    m:load_state_dict(sd)
+    assert.are.equal("float32", m[1].weight.dtype)
+    check("bf16 weight", m[1].weight, T(c.state_bf16["0.weight"]), 0)
+    check("bf16 into float32", m(T(c.x):float()), T(c.out_bf16), 1e-5)
+  end)
+
+  it("nn.Sequential CNN: Conv2d, BatchNorm2d's running statistics and num_batches_tracked", function()
+    local c = fx.cnn
+    local m = cnn("float64"):eval()
+    m:load_state_dict(tensors(c.state))
+    check("cnn", m(T(c.x)), T(c.out), 1e-10)
+    assert.are.equal(3, m[2].num_batches_tracked:item())
+    assert.are.equal("int64", m[2].num_batches_tracked.dtype)
+    local f = cnn():eval()
+    f:load_state_dict(ember.load(FIX .. "interop_cnn_f32.safetensors"))
+    check("cnn float32 file", f(T(c.x):float()), T(c.out), 1e-5)
+  end)
+
+  it("LSTM and GRU in a module (PyTorch's weight_ih_l0, ..._reverse names)", function()
+    local c = fx.recurrent
+    local m = Recurrent("float64"):eval()
+    assert.are.same(sorted_keys(c.state), sorted_keys(m:state_dict()))
+    m:load_state_dict(tensors(c.state))
+    check("recurrent", m(T(c.x)), T(c.out), 1e-10)
+  end)
+
+  it("nn.MultiheadAttention's in_proj_weight into nn.MultiHeadAttention, and q/k/v_proj_weight with kdim, vdim", function()
+    for _, name in ipairs { "mha", "mha_kdim" } do
+      local c = fx[name]
+      local m = nn.MultiHeadAttention(D, 2, { dtype = "float64", kdim = c.k.shape[3], vdim = c.v.shape[3] })
+      m:load_state_dict(tensors(c.state))
+      check(name, m(T(c.q), T(c.k), T(c.v)), T(c.out), 1e-10)
+    end
+  end)
+end)
+
+describe("torch_state_dict: PyTorch's names and layouts back", function()
+  local cases = {
+    seq2seq = function() return Seq2Seq("float64") end,
+    mlp = function() return mlp("float64") end,
+    cnn = function() return cnn("float64") end,
+    recurrent = function() return Recurrent("float64") end,
+    mha = function() return nn.MultiHeadAttention(D, 2, { dtype = "float64" }) end,
+    mha_kdim = function() return nn.MultiHeadAttention(D, 2, { dtype = "float64", kdim = 6, vdim = 5 }) end,
+  }
+  for name, make in pairs(cases) do
+    it(name .. ": the same names, shapes and values as PyTorch's state dict", function()
+      local c = fx[name]
+      local m = make()
+      m:load_state_dict(tensors(c.state))
+      local sd = m:torch_state_dict()
+      assert.are.same(sorted_keys(c.state), sorted_keys(sd))
+      for k, v in pairs(c.state) do check(name .. " " .. k, sd[k], T(v), 0) end
+    end)
+  end
+
+  it("survives a safetensors file (ember.save, then read back)", function()
+    local m = mlp()
+    local p = os.tmpname()
+    ember.save(m:torch_state_dict(), p)
+    local back = ember.load(p)
+    os.remove(p)
+    assert.are.same({ "0.bias", "0.weight", "1.bias", "1.weight", "3.bias", "3.weight" }, sorted_keys(back))
+    local m2 = mlp()
+    m2:load_state_dict(back)
+    assert.is_true(m2[4].weight:equal(m[4].weight))
+  end)
+end)
+
+describe("load_state_dict as PyTorch's", function()
+  it("strict: an error listing the missing and the unexpected names (after the mapping)", function()
+    local sd = tensors(fx.mlp.state)
+    sd["3.bias"], sd["9.weight"] = nil, ember.zeros(1)
+    local m = mlp("float64")
+    raises_here(function() m:load_state_dict(sd) end, "missing 4.bias; unexpected 10.weight")
+    raises_here(function() m:load_state_dict(sd, { strict = true }) end, "missing 4.bias")
+  end)
+
+  it("non-strict: loads what matches and returns both lists, printable; {strict = false} too", function()
+    local sd = tensors(fx.mlp.state)
+    sd["3.bias"], sd["extra"] = nil, ember.zeros(1)
+    for _, strict in ipairs { false, { strict = false } } do
+      local m = mlp("float64")
+      local r, missing, unexpected = m:load_state_dict(sd, strict)
+      assert.are.equal(m, r)
+      assert.are.same({ "4.bias" }, { table.unpack(missing) })
+      assert.are.same({ "extra" }, { table.unpack(unexpected) })
+      assert.are.equal('{"4.bias"}', tostring(missing))
+      assert.is_true(m[4].weight:equal(sd["3.weight"]))
+    end
+    raises_here(function() mlp():load_state_dict(sd, { strict = false, assign = true }) end, "unknown option 'assign'")
+    raises_here(function() mlp():load_state_dict(sd, "no") end, "strict must be a boolean")
+  end)
+
+  it("a shape mismatch names the key and both shapes, strict or not, and changes nothing", function()
+    local m = mlp()
+    local before = m[1].weight:clone()
+    local sd = tensors(fx.mlp.state, "float32")
+    sd["3.weight"] = ember.zeros(3, 7)
+    for _, strict in ipairs { true, false } do
+      raises_here(function() m:load_state_dict(sd, strict) end,
+        "'4.weight' has shape [3, 7] in the state dict, the module expects [3, 8]")
+    end
+    assert.is_true(m[1].weight:equal(before))
+    -- in_proj_weight of the wrong size, named by its whole key
+    sd = tensors(fx.seq2seq.state)
+    sd["transformer.encoder.layers.1.self_attn.in_proj_weight"] = ember.zeros(21, D, { dtype = "float64" })
+    raises_here(function() Seq2Seq("float64"):load_state_dict(sd) end,
+      "'transformer.encoder.layers.2.self_attn.in_proj_weight' has shape [21, 8] in the state dict")
+  end)
+end)
