@@ -231,8 +231,10 @@ end
 -- LDoc tags as plain text: "@tparam T x d" -> "  x (T): d", "@usage" -> "Example:".
 local function render(text)
   local out = {}
+  local in_usage = false -- an example's lines are indented, all of them
   for line in (text .. "\n"):gmatch("(.-)\n") do
     local kind, rest = line:match("^@(%w+)%s*(.*)$")
+    if kind then in_usage = kind == "usage" elseif in_usage and line ~= "" then line = "  " .. line end
     if kind == "tparam" or kind == "param" then
       local opt, r1 = rest:match("^%[(.-)%]%s*(.*)$")
       rest = r1 or rest

@@ -365,3 +365,10 @@ describe("forward hooks (PyTorch's register_forward_hook / register_forward_pre_
     raises_here(function() m:register_forward_hook(3) end, "Sequential.register_forward_hook: expected a function")
   end)
 end)
+
+describe("help()", function()
+  it("indents every line of a multi-line example, not only the first", function()
+    local out = require("ember._doc").render("Does x.\n@usage local a = 1\nprint(a)\n@treturn number")
+    assert.are.equal("Does x.\nExample:\n  local a = 1\n  print(a)\n  returns number", out)
+  end)
+end)
