@@ -518,3 +518,23 @@ describe("forward_cached's cross-attention memory", function()
       "MultiHeadAttention.forward_cached: memory must be [B=2, Lm, kdim=8], got [3, 4, 8]")
   end)
 end)
+
+describe("A variant that fails to trace for one module's options", function()
+  local nn = require "ember.nn"
+  -- MultiHeadAttention stripped every position from the message: the line in the
+  -- variant's function that failed was lost (ember.Attention kept it)
+  it("names the line in the variant's function as well as the module's line", function()
+    local fn_line
+    ember.attention_variant { name = "probe_opt_trace", options = { { name = "mode", type = "string", default = "a", choices = "a|b" } },
+      score = function(s, b, h, q, k, ctx)
+        if ctx.options.mode == "a" then return s end
+        fn_line = debug.getinfo(1, "l").currentline + 1
+        return s + q:foo()
+      end }
+    local ok, err = pcall(function() nn.MultiHeadAttention(8, 2, { attention = "probe_opt_trace", mode = "b" }) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("attention variant 'probe_opt_trace' (tests/lua/probe_attention_spec.lua:" .. fn_line .. ")", 1, true), err)
+    parity.raises_here(function() nn.MultiHeadAttention(8, 2, { attention = "probe_opt_trace", mode = "b" }) end,
+      "traced values have no field 'foo'")
+  end)
+end)

@@ -127,10 +127,15 @@ local function make_attention(s, name, variant_opts)
     -- every leading position (the caller's, then a library file's, when the
     -- variant was raised from Lua) goes: the message is the module's
     local msg = tostring(att)
+    local first = msg:match("^([^:\n]*:%d+): ")
     repeat
       local n
       msg, n = msg:gsub("^[^:\n]*:%d+: ", "")
     until n == 0
+    -- a traced function's own error keeps its line (in the user's variant), after the name
+    if first and errors.strip_library_position(first .. ": x") ~= "x" then
+      msg = msg:gsub("^(attention variant '[^']*')", "%1 (" .. first:gsub("%%", "%%%%") .. ")", 1)
+    end
     msg = msg:gsub("^ember%.Attention: ", "MultiHeadAttention: ")
     if msg:find("unknown option", 1, true) then
       msg = msg .. "; MultiHeadAttention's own options: " .. table.concat(OWN, ", ")
