@@ -192,6 +192,25 @@ T.new_full = helpers.guard(function(x, shape, value, opts)
   return core.full(shape, value, like_opts(x, opts))
 end)
 T.new_tensor = helpers.guard(function(x, data, opts) return core.tensor(data, like_opts(x, opts)) end)
+-- x:new_empty(shape...): as new_zeros (ember's empty memory is not promised to be anything)
+T.new_empty = T.new_zeros
+
+-- x:reshape_as(other), x:where(cond, y) (torch.where(cond, x, y)),
+-- x:element_size() (bytes per element), x:type() (the dtype's name;
+-- x:type(dtype) converts, as Torch7's and PyTorch's type).
+T.reshape_as = helpers.guard(function(x, other)
+  check_tensor("reshape_as", x)
+  check_tensor("reshape_as", other, "other")
+  return x:reshape(other.shape)
+end)
+T.where = helpers.guard(function(x, cond, y) return core.where(cond, check_tensor("where", x), y) end)
+T.element_size = function(x) return core.dtype_info(check_tensor("element_size", x).dtype).size end
+T.type = helpers.guard(function(x, dtype)
+  check_tensor("type", x)
+  if dtype == nil then return x.dtype end
+  if type(dtype) ~= "string" then fail("type", "expected a dtype name such as \"float64\", got %s", type(dtype)) end
+  return x:to(dtype)
+end)
 
 -- ---- products ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ local OPS = {
   "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "sub", "div", "pow", "abs", "neg", "exp", "log",
   "sqrt", "rsqrt", "sigmoid", "tanh", "floor", "ceil", "round", "trunc", "sign", "sin", "cos", "log1p", "expm1",
   "erf", "silu", "gelu", "lerp", "addcmul", "addcdiv", "nan_to_num",
+  "index_fill", "index_add", "scatter", "scatter_add", "tril", "triu", "fmod", "remainder",
 }
 
 for _, op in ipairs(OPS) do
