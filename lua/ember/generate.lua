@@ -212,6 +212,22 @@ local function check_generate(model, prompt, opts)
   if rp ~= nil and (type(rp) ~= "number" or rp <= 0) then
     error("generate: repetition_penalty must be a number > 0 (1 = none), got " .. tostring(rp))
   end
+  local n = opts.max_new_tokens
+  if n ~= nil and (math.type(n) ~= "integer" or n < 0) then
+    error("generate: max_new_tokens must be an integer >= 0, got " .. tostring(n))
+  end
+  -- eos_id: one id or a list of them (as Hugging Face's eos_token_id); ids are 1-based
+  local function id_ok(x) return math.type(x) == "integer" and x >= 1 end
+  local eos = opts.eos_id
+  local eos_ok = id_ok(eos) or (type(eos) == "table" and #eos > 0)
+  for _, x in ipairs(type(eos) == "table" and eos or {}) do eos_ok = eos_ok and id_ok(x) end
+  if eos ~= nil and not eos_ok then
+    error("generate: eos_id must be a token id (an integer >= 1: ids are 1-based) or a list of them, got " ..
+      tostring(eos))
+  end
+  if opts.pad_id ~= nil and not id_ok(opts.pad_id) then
+    error("generate: pad_id must be a token id (an integer >= 1: ids are 1-based), got " .. tostring(opts.pad_id))
+  end
   local mt = opts.max_time
   if mt ~= nil and (type(mt) ~= "number" or mt < 0) then
     error("generate: max_time must be a number of seconds >= 0, got " .. tostring(mt))
@@ -237,9 +253,9 @@ end
 -- @param[opt] opts `max_new_tokens` (32), `strategy` ("greedy" or "sample"),
 -- `temperature` (1), `top_k`, `top_p` (nucleus sampling), `repetition_penalty`
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely),
--- `eos_id` (a row that emits it is done), `stop` (token id sequences, e.g.
+-- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
 -- `{{5}, {7, 8}}`: a row whose generated ids end with one is done), `pad_id`
--- (what done rows emit; default eos_id, else 1), `max_time` (seconds: no new
+-- (what done rows emit; default eos_id (the first), else 1), `max_time` (seconds: no new
 -- step starts after it), `prompt_padding_mask` (bool [B, L], true = padding,
 -- for left-padded prompts), `memory`, `memory_key_padding_mask`, `use_cache`
 -- (true), `return_logits` (false), `variant_inputs` (the per-call tensors
@@ -254,7 +270,8 @@ function generate.generate(model, prompt, opts)
   local n = opts.max_new_tokens or 32
   local use_cache = opts.use_cache ~= false
   local penalty = opts.repetition_penalty
-  local pad_id = opts.pad_id or opts.eos_id or 1
+  local eos_ids = type(opts.eos_id) == "table" and opts.eos_id or (opts.eos_id and { opts.eos_id }) or nil
+  local pad_id = opts.pad_id or (eos_ids and eos_ids[1]) or 1
   local B = prompt.shape[1]
   local was_training = model.training
   if model.eval then model:eval() end
@@ -305,7 +322,7 @@ function generate.generate(model, prompt, opts)
       local nxt = pick(last, opts)
       if done then nxt = nxt:masked_fill(done, pad_id) end
       local now
-      if opts.eos_id then now = nxt:eq(opts.eos_id) end
+      for _, e in ipairs(eos_ids or {}) do now = now and now:logical_or(nxt:eq(e)) or nxt:eq(e) end
       if stop or penalty then
         local col = nxt:totable()
         local hits = {}

@@ -538,3 +538,38 @@ describe("A variant that fails to trace for one module's options", function()
       "traced values have no field 'foo'")
   end)
 end)
+
+describe("generate's ids and counts", function()
+  local generate = require "ember.generate"
+  local Llama = require("ember.models").Llama
+  ember.manual_seed(21)
+  local model = Llama { vocab_size = 40, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
+    num_attention_heads = 2 }
+  local ids = ember.tensor({ { 5, 9, 2 }, { 1, 2, 3 } }, { dtype = "int64" })
+
+  -- a list of eos ids (Hugging Face's eos_token_id may be one, Llama 3's are two)
+  -- failed in ember.eq; eos_id = 0 (never an id here), a negative or fractional
+  -- max_new_tokens and a string pad_id were taken silently
+  it("takes a list of eos ids: a row that emits any of them is done", function()
+    local free = generate.generate(model, ids, { max_new_tokens = 6 })
+    local e1, e2 = free[1][4]:item(), free[2][4]:item() -- each row's first new token
+    local out = generate.generate(model, ids, { max_new_tokens = 6, eos_id = { e2, e1 } })
+    assert.are.same({ 2, 4 }, { table.unpack(out.shape) }) -- both rows done after one step
+    assert.is_true(ember.equal(out, free:narrow(2, 1, 4)))
+    -- a row done early is padded with the first eos id while the other goes on
+    local one = generate.generate(model, ids, { max_new_tokens = 6, eos_id = { e1 } })
+    if e2 ~= e1 then
+      for j = 5, one.shape[2] do assert.are.equal(e1, one[1][j]:item()) end
+    end
+  end)
+
+  it("refuses ids that are not 1-based integers and counts that are not counts", function()
+    parity.raises_here(function() generate.generate(model, ids, { eos_id = 0 }) end,
+      "generate: eos_id must be a token id (an integer >= 1: ids are 1-based) or a list of them, got 0")
+    parity.raises_here(function() generate.generate(model, ids, { pad_id = "x" }) end, "generate: pad_id must be a token id")
+    parity.raises_here(function() generate.generate(model, ids, { max_new_tokens = -1 }) end,
+      "generate: max_new_tokens must be an integer >= 0, got -1")
+    parity.raises_here(function() generate.generate(model, ids, { max_new_tokens = 2.5 }) end,
+      "max_new_tokens must be an integer >= 0, got 2.5")
+  end)
+end)
