@@ -114,18 +114,25 @@ def main():
     save_safetensors(os.path.join(FIX, "interop_seq2seq_f64.safetensors"), sd)
     save_safetensors(os.path.join(FIX, "interop_seq2seq_f32.safetensors"), {k: v.float() for k, v in sd.items()})
 
-    # 2. nn.Sequential MLP with LayerNorm; its state also as bfloat16
-    m = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
+    # 2. nn.Sequential MLP with LayerNorm; its state also as bfloat16 and float16
+    #    (model.half(): most half-precision checkpoints), and as torch.save's zip
+    def make_mlp():
+        return nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
+    m = make_mlp()
     randomize(m)
     x = torch.randn(5, 4)
     sd = state(m)
-    bf = {k: v.to(torch.bfloat16) for k, v in sd.items()}
-    m_bf = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
-    m_bf.load_state_dict({k: v.to(torch.float64) for k, v in bf.items()})
+    cases["mlp"] = {"keys": list(sd), "state": sd, "x": x}
     with torch.no_grad():
-        cases["mlp"] = {"keys": list(sd), "state": sd, "x": x, "out": m(x),
-                        "state_bf16": {k: v.to(torch.float64) for k, v in bf.items()}, "out_bf16": m_bf(x)}
-    save_safetensors(os.path.join(FIX, "interop_mlp_bf16.safetensors"), bf)
+        cases["mlp"]["out"] = m(x)
+        for tag, dt in [("bf16", torch.bfloat16), ("f16", torch.float16)]:
+            low = {k: v.to(dt) for k, v in sd.items()}
+            m_low = make_mlp()
+            m_low.load_state_dict({k: v.to(torch.float64) for k, v in low.items()})
+            cases["mlp"]["state_" + tag] = {k: v.to(torch.float64) for k, v in low.items()}
+            cases["mlp"]["out_" + tag] = m_low(x)
+            save_safetensors(os.path.join(FIX, "interop_mlp_%s.safetensors" % tag), low)
+    torch.save({k: v.float() for k, v in sd.items()}, os.path.join(FIX, "interop_mlp.pt"))
 
     # 3. nn.Sequential CNN with BatchNorm2d's running statistics
     m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),

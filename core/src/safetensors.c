@@ -31,6 +31,21 @@ static const struct {
 };
 #define ST_NDTYPES (sizeof st_dtypes / sizeof st_dtypes[0])
 
+/* Dtypes ember has no tensor type for, read into a wider one on load
+** (never written): float16 -- the dtype of most half-precision PyTorch and
+** Hugging Face checkpoints -- as float32 (exact: every float16 value is a
+** float32 value), int32 as int64. */
+enum { ST_SAME = 0, ST_F16, ST_I32 };
+static const struct {
+  const char *name;
+  em_dtype dtype;
+  int widen;
+  size_t file_elsize;
+} st_widened[] = {
+  {"F16", EM_F32, ST_F16, 2}, {"I32", EM_I64, ST_I32, 4},
+};
+#define ST_NWIDENED (sizeof st_widened / sizeof st_widened[0])
+
 static const char *st_dtype_name(em_dtype dt) {
   for (size_t i = 0; i < ST_NDTYPES; i++)
     if (st_dtypes[i].dtype == dt) return st_dtypes[i].name;
@@ -298,7 +313,9 @@ em_status em_safetensors_save(const char *path, int n, const em_named_tensor *ts
 
 typedef struct st_entry {
   const char *name;     /* borrowed from the cJSON tree */
-  em_dtype dtype;
+  em_dtype dtype;       /* the tensor's */
+  int widen;            /* ST_SAME, or how the file's elements become dtype's */
+  size_t file_elsize;   /* bytes per element in the file */
   int ndim;
   int64_t shape[EM_MAX_DIMS];
   uint64_t begin, end;
@@ -327,9 +344,20 @@ static em_status parse_entry(const char *path, const cJSON *j, uint64_t data_siz
   if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs))
     return BAD("safetensors_load: '%s': entry '%s' needs \"dtype\" (string), \"shape\" (array) and "
                "\"data_offsets\" (array)", path, name);
-  if (!st_dtype_parse(dt->valuestring, &e->dtype))
-    return BAD("safetensors_load: '%s': tensor '%s' has dtype '%s', expected one of F32, F64, I64, "
-               "BOOL, BF16", path, name, dt->valuestring);
+  e->widen = ST_SAME;
+  if (st_dtype_parse(dt->valuestring, &e->dtype)) {
+    e->file_elsize = em_dtype_size(e->dtype);
+  } else {
+    size_t w = 0;
+    while (w < ST_NWIDENED && strcmp(st_widened[w].name, dt->valuestring) != 0) w++;
+    if (w == ST_NWIDENED)
+      return BAD("safetensors_load: '%s': tensor '%s' has dtype '%s', expected one of F32, F64, I64, "
+                 "BOOL, BF16 (or F16, read as float32, and I32, read as int64)", path, name,
+                 dt->valuestring);
+    e->dtype = st_widened[w].dtype;
+    e->widen = st_widened[w].widen;
+    e->file_elsize = st_widened[w].file_elsize;
+  }
   int nd = cJSON_GetArraySize(shape);
   if (nd > EM_MAX_DIMS)
     return BAD("safetensors_load: '%s': tensor '%s' has %d dims, at most %d are supported", path,
@@ -353,7 +381,7 @@ static em_status parse_entry(const char *path, const cJSON *j, uint64_t data_siz
     return BAD("safetensors_load: '%s': tensor '%s' has data_offsets [%llu, %llu] outside the "
                "%llu data bytes (file truncated?)", path, name, (unsigned long long)e->begin,
                (unsigned long long)e->end, (unsigned long long)data_size);
-  uint64_t want = (uint64_t)numel * em_dtype_size(e->dtype);
+  uint64_t want = (uint64_t)numel * e->file_elsize;
   if (e->end - e->begin != want) {
     char sh[160];
     return BAD("safetensors_load: '%s': tensor '%s' (%s, shape %s) needs %llu bytes, its "
@@ -446,6 +474,40 @@ static em_status read_metadata(const char *path, const cJSON *m, em_safetensors 
   return EM_OK;
 }
 
+/* IEEE binary16 -> binary32, exactly (subnormals, infinities and NaN payloads too). */
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  float f;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (man << 13); /* rebias: -15 + 127 */
+  } else {
+    f = (float)man * 0x1p-24f; /* zero or subnormal: man * 2^-24, exact in float32 */
+    return sign ? -f : f;
+  }
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* A widened entry's file elements (little-endian already) as dtype's, in a new buffer. */
+static void *widen_elements(const st_entry *e, const void *buf, size_t numel) {
+  void *out = malloc(numel ? numel * em_dtype_size(e->dtype) : 1);
+  if (!out) return NULL;
+  for (size_t i = 0; i < numel; i++) {
+    if (e->widen == ST_F16) {
+      uint16_t h;
+      memcpy(&h, (const uint8_t *)buf + 2 * i, 2);
+      ((float *)out)[i] = half_to_float(h);
+    } else { /* ST_I32 */
+      int32_t v;
+      memcpy(&v, (const uint8_t *)buf + 4 * i, 4);
+      ((int64_t *)out)[i] = v;
+    }
+  }
+  return out;
+}
+
 /* Reads the data of each entry (sorted by offset) into CPU tensors. */
 static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, st_entry *es,
                               int n, em_safetensors *f) {
@@ -470,7 +532,14 @@ static em_status read_tensors(const char *path, FILE *fp, uint64_t data_start, s
       return BAD("safetensors_load: '%s': cannot read the %zu bytes of '%s' (file truncated?)",
                  path, nbytes, es[i].name);
     }
-    if (host_is_big_endian()) swap_elements(buf, nbytes, em_dtype_size(es[i].dtype));
+    if (host_is_big_endian()) swap_elements(buf, nbytes, es[i].file_elsize);
+    if (es[i].widen != ST_SAME) {
+      void *wide = widen_elements(&es[i], buf, nbytes / es[i].file_elsize);
+      free(buf);
+      if (!wide)
+        return em_error(EM_ERR_OOM, "safetensors_load: '%s': out of memory widening '%s'", path, es[i].name);
+      buf = wide;
+    }
     if (es[i].dtype == EM_BOOL)
       for (size_t k = 0; k < nbytes; k++)
         if (((uint8_t *)buf)[k] > 1) {
@@ -541,6 +610,16 @@ static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_sa
                "length (truncated?)", path, (unsigned long long)file_size);
   uint64_t hlen = 0;
   for (int i = 0; i < 8; i++) hlen |= (uint64_t)lb[i] << (8 * i);
+  /* torch.save writes a zip archive (PyTorch >= 1.6) or a bare pickle, whose
+  ** first bytes read as an impossible length: say what the file is, and how
+  ** to convert it */
+  bool zip = lb[0] == 'P' && lb[1] == 'K' && lb[2] == 3 && lb[3] == 4;
+  bool pickle = lb[0] == 0x80 && lb[1] >= 2 && lb[1] <= 5;
+  if ((zip || pickle) && (hlen > file_size - 8 || hlen > ST_MAX_HEADER))
+    return BAD("safetensors_load: '%s' is a PyTorch torch.save file (%s), not safetensors, which "
+               "ember reads: in Python, safetensors.torch.save_file(torch.load(path), "
+               "\"model.safetensors\") converts a state dict", path,
+               zip ? "a zip archive" : "a pickle");
   if (hlen == 0 || hlen > file_size - 8)
     return BAD("safetensors_load: '%s': header length %llu does not fit the file of %llu bytes "
                "(truncated or not a safetensors file?)", path, (unsigned long long)hlen,

@@ -18,6 +18,15 @@
 --     "optimizer.type" = "AdamW", "optimizer.param_groups.1.lr" = "0.001",
 --     "optimizer.state.3.step" = "12", "scheduler.last_step" = "40", ...
 --     Numbers are written with 17 significant digits (exact round trip).
+--
+-- Files from PyTorch (safetensors.torch.save_file, Hugging Face) load as
+-- they are: F32, F64, BF16, I64 and BOOL tensors keep their dtype; F16
+-- (model.half()) reads as float32 and I32 as int64, exactly, as ember has
+-- neither dtype. `model:load_state_dict(ember.load(path))` converts to the
+-- model's dtypes and maps PyTorch's names (nn.Module.load_state_dict);
+-- `ember.save(model:torch_state_dict(), path)` writes PyTorch's names for
+-- torch's load_state_dict. A torch.save file (.pt, .pth) is not read: the
+-- error says how to convert it.
 -- @module checkpoint
 local error = require("ember._errors").error -- raises at the user's line
 local core = require "ember.core"

@@ -134,6 +134,49 @@ describe("PyTorch state dicts load as they are", function()
     check("bf16 into float32", m(T(c.x):float()), T(c.out_bf16), 1e-5)
   end)
 
+  it("a float16 safetensors file (model.half()) reads as float32, exactly, and loads", function()
+    local c = fx.mlp
+    local sd = ember.load(FIX .. "interop_mlp_f16.safetensors")
+    assert.are.equal("float32", sd["0.weight"].dtype)
+    for k, v in pairs(c.state_f16) do check("f16 " .. k, sd[k], T(v), 0) end
+    local m = mlp()
+    m:load_state_dict(sd)
+    check("f16 into float32", m(T(c.x):float()), T(c.out_f16), 1e-5)
+  end)
+
+  it("float16 special values and int32 read exactly (F16 as float32, I32 as int64)", function()
+    -- a safetensors file written byte by byte
+    local bits = { 0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xc000, 0x7bff, 0x3555, 0x7c00, 0xfc00, 0x7e00 }
+    local want = { 0.0, -0.0, 2.0 ^ -24, 1023 * 2.0 ^ -24, 2.0 ^ -14, 1.0, -2.0, 65504.0, 1365 * 2.0 ^ -12,
+      math.huge, -math.huge }
+    local h = ('{"h":{"dtype":"F16","shape":[%d],"data_offsets":[0,%d]},'
+      .. '"i":{"dtype":"I32","shape":[3],"data_offsets":[%d,%d]}}'):format(#bits, 2 * #bits, 2 * #bits, 2 * #bits + 12)
+    local data = {}
+    for _, b in ipairs(bits) do data[#data + 1] = string.pack("<I2", b) end
+    data[#data + 1] = string.pack("<i4i4i4", 1, -2, 2147483647)
+    local p = os.tmpname()
+    local f = assert(io.open(p, "wb"))
+    f:write(string.pack("<I8", #h), h, table.concat(data))
+    f:close()
+    local t = ember.load(p)
+    os.remove(p)
+    assert.are.equal("float32", t.h.dtype)
+    local got = t.h:double():totable()
+    for i, w in ipairs(want) do
+      assert.are.equal(w, got[i], "element " .. i)
+      assert.are.equal(1 / w, 1 / got[i], "sign of element " .. i)
+    end
+    assert.is_true(got[#bits] ~= got[#bits], "NaN stays NaN")
+    assert.are.equal("int64", t.i.dtype)
+    assert.are.same({ 1, -2, 2147483647 }, t.i:totable())
+  end)
+
+  it("a torch.save file is named as one, with the way to convert it", function()
+    raises_here(function() ember.load(FIX .. "interop_mlp.pt") end,
+      "is a PyTorch torch.save file (a zip archive), not safetensors, which ember reads: in Python, "
+      .. "safetensors.torch.save_file(torch.load(path), \"model.safetensors\")")
+  end)
+
   it("nn.Sequential CNN: Conv2d, BatchNorm2d's running statistics and num_batches_tracked", function()
     local c = fx.cnn
     local m = cnn("float64"):eval()
