@@ -1,6 +1,8 @@
 -- ember.optim: optimizers (one fused C update per parameter), gradient
 -- clipping and learning-rate schedules, all with state_dict/load_state_dict.
-return {
+-- PyTorch's names work too: optim.clip_grad_norm_ (torch.nn.utils'), and
+-- optim.lr_scheduler.StepLR and the like (torch.optim.lr_scheduler's).
+local optim = {
   Optimizer = require "ember.optim.Optimizer",
   SGD = require "ember.optim.SGD",
   Adam = require "ember.optim.Adam",
@@ -30,3 +32,7 @@ return {
   SequentialLR = require "ember.optim.SequentialLR",
   ReduceLROnPlateau = require "ember.optim.ReduceLROnPlateau",
 }
+optim.clip_grad_norm_ = optim.clip_grad_norm
+optim.clip_grad_value_ = optim.clip_grad_value
+optim.lr_scheduler = setmetatable({}, { __index = optim })
+return optim
