@@ -90,7 +90,7 @@ typedef struct att_ctx {
   int64_t br, bc; /* tile sizes: queries per work item, keys per tile */
   int64_t ld;     /* row stride of the score scratch: the widest forward step (>= bc) */
   bool parallel;  /* enough work to wake the thread team */
-  bool rows;      /* float32 with few query rows (a decoding step): mmq reads K and V rows in place */
+  bool rows;      /* few query rows (a decoding step): mmq reads K and V rows in place (bf16: AVX-512) */
   double *D;      /* backward: rowsum(dO * O), [B*H*Lq] */
   /* Shaw's terms (cpu_attention_decl_tmpl.h), in the compute type */
   int64_t n_r;    /* Lq + Lk - 1 relative positions */
@@ -263,7 +263,7 @@ static inline void mmq_f64(const att_ctx *c, bool tb, int64_t m, int64_t n, int6
 static inline void mmq_bf16(const att_ctx *c, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                             const void *A, bool as, int64_t lda, const void *B, bool bs,
                             int64_t ldb, float beta, float *C, int64_t ldc) {
-  (void)c;
+  if (c->rows && bs && cpu_tile_rows_bf16(tb, m, n, k, alpha, A, as, lda, B, ldb, beta, C, ldc)) return;
   mm_bf16(false, tb, m, n, k, alpha, A, as, lda, B, bs, ldb, beta, C, ldc);
 }
 
@@ -462,7 +462,7 @@ static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   c.shift = a->Lk - a->Lq;
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0 && cpu_team_go(work);
-  c.rows = a->dtype == EM_F32 && a->Lq <= att_rows_limit();
+  c.rows = (a->dtype == EM_F32 || a->dtype == EM_BF16) && a->Lq <= att_rows_limit();
   c.D = NULL;
   c.n_r = 0;
   c.QR = c.DR = c.DSB = c.PB = NULL;

@@ -277,6 +277,11 @@ const char *cpu_tile_gemm_path(void);
 ** bits. On the ISA cpu_tile_gemm runs (on OpenBLAS, the same products). */
 void cpu_tile_rows(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* The same with B in bfloat16 and A float32 (rounded to bfloat16 first)
+** or bfloat16 (a_bf16); false when this CPU or size has no such path (the
+** caller then runs the tile product). */
+bool cpu_tile_rows_bf16(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A, bool a_bf16,
+                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* cpu_softmax_norm.c */
 em_status cpu_softmax(int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n,

@@ -709,6 +709,134 @@ void cpu_tile_rows(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   tg_rows_run(tg_path, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* ---- few rows with bfloat16 keys and values (cpu_tile_rows_bf16) ----
+**
+** The same two products for the kernel's bfloat16 path (a decoding step
+** under ember.autocast: its cache holds bfloat16 K and V), B's bfloat16
+** rows widened in registers as they are read. A (a query row, dO, or P)
+** is first made float32 in a row buffer, rounded to bfloat16 when it was
+** float32, as cpu_bgemm.c rounds it: so both operands are bfloat16 values,
+** their products exact, the sums float32 in the orders of the float32
+** rows path above. AVX-512 only; elsewhere the tile path runs. */
+
+#if TG_X86
+/* 16 bfloat16 values from p as float32; only `left` of them when fewer. */
+TG_AVX512 TG_INLINE __m512 tg_wide16(const uint16_t *p, int64_t left) {
+  __m256i h;
+  if (left >= 16) {
+    h = _mm256_loadu_si256((const __m256i *)p);
+  } else {
+    uint16_t t[16] = {0};
+    for (int64_t i = 0; i < left; i++) t[i] = p[i];
+    h = _mm256_loadu_si256((const __m256i *)t);
+  }
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* tg_dot16 with bfloat16 keys: row a (float32, k <= 64) with keys b[0..nj). */
+TG_AVX512 static void tg_dot16_bf16(const float *a, const uint16_t *b, int64_t ldb, int nj, int64_t k,
+                                    float alpha, float beta, float *C) {
+  __m512 acc[16], av[4];
+  const int nq = (int)((k + 15) / 16);
+  for (int q = 0; q < nq; q++) {
+    const int64_t left = k - 16 * q;
+    av[q] = _mm512_maskz_loadu_ps(left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), a + 16 * q);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+  for (int j = 0; j < nj; j++)
+    for (int q = 0; q < nq; q++) acc[j] = _mm512_fmadd_ps(av[q], tg_wide16(b + j * ldb + 16 * q, k - 16 * q), acc[j]);
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    if (4 * g >= nj) break;
+    __m256 f[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) {
+      const __m512 v = acc[4 * g + x];
+      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
+  }
+}
+
+/* tg_axpy5 with bfloat16 rows of B: one row of C, columns [x0, x0 + 16 NV). */
+TG_AVX512 TG_INLINE void tg_axpy5_bf16(const float *a, const uint16_t *B, int64_t ldb, int64_t k, int64_t x0,
+                                       int64_t ncols, const int NV, float alpha, float beta, float *C) {
+  __mmask16 mk[4];
+  int64_t left[4];
+  for (int v = 0; v < NV; v++) {
+    left[v] = ncols - x0 - 16 * v;
+    mk[v] = left[v] >= 16 ? (__mmask16)0xffff : left[v] > 0 ? (__mmask16)((1u << left[v]) - 1) : 0;
+  }
+  __m512 acc[4][4];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; u++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) acc[u][v] = _mm512_setzero_ps();
+  const uint16_t *b = B + x0;
+  for (int64_t p = 0; p < k; p++) {
+    const int u = (int)(p & 3);
+    const __m512 av = _mm512_set1_ps(a[p]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) acc[u][v] = _mm512_fmadd_ps(av, tg_wide16(b + p * ldb + 16 * v, left[v]), acc[u][v]);
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; v++) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]), _mm512_add_ps(acc[2][v], acc[3][v]));
+    float *c = C + x0 + 16 * v;
+    __m512 x = _mm512_mul_ps(va, sum);
+    if (beta != 0) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mk[v], c), x);
+    _mm512_mask_storeu_ps(c, mk[v], x);
+  }
+}
+
+TG_AVX512 static void tg_rows_bf16_avx512(bool tb, int64_t n, int64_t k, float alpha, const float *a,
+                                          const uint16_t *B, int64_t ldb, float beta, float *c) {
+  if (tb) {
+    for (int64_t j0 = 0; j0 < n; j0 += 16)
+      tg_dot16_bf16(a, B + j0 * ldb, ldb, n - j0 < 16 ? (int)(n - j0) : 16, k, alpha, beta, c + j0);
+    return;
+  }
+  for (int64_t x0 = 0; x0 < n; x0 += 64) {
+    const int64_t w = n - x0;
+    if (w > 48) tg_axpy5_bf16(a, B, ldb, k, x0, n, 4, alpha, beta, c);
+    else if (w > 32) tg_axpy5_bf16(a, B, ldb, k, x0, n, 3, alpha, beta, c);
+    else if (w > 16) tg_axpy5_bf16(a, B, ldb, k, x0, n, 2, alpha, beta, c);
+    else tg_axpy5_bf16(a, B, ldb, k, x0, n, 1, alpha, beta, c);
+  }
+}
+#endif
+
+/* The longest A row the bf16 rows path buffers (a dot's head dim is at
+** most 64 there; an axpy's k is a key tile, at most 128). */
+enum { TG_ROWS_BF16_K = 256 };
+
+bool cpu_tile_rows_bf16(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A, bool a_bf16,
+                        int64_t lda, const uint16_t *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  pthread_once(&tg_once, tg_choose);
+#if TG_X86
+  if (tg_path != TG_AVX512_PATH || k > TG_ROWS_BF16_K || (tb && k > 64)) return false;
+  if (tg_empty(m, n, k, beta, C, ldc)) return true;
+  float a[TG_ROWS_BF16_K];
+  for (int64_t r = 0; r < m; r++) {
+    if (a_bf16) {
+      const uint16_t *ar = (const uint16_t *)A + r * lda;
+      for (int64_t p = 0; p < k; p++) a[p] = em_bf16_to_f32(ar[p]);
+    } else { /* rounded as cpu_bgemm.c packs a float32 operand */
+      const float *ar = (const float *)A + r * lda;
+      for (int64_t p = 0; p < k; p++) a[p] = em_bf16_to_f32(em_f32_to_bf16(ar[p]));
+    }
+    tg_rows_bf16_avx512(tb, n, k, alpha, a, B, ldb, beta, C + r * ldc);
+  }
+  return true;
+#else
+  (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)a_bf16, (void)lda, (void)B, (void)ldb,
+      (void)beta, (void)C, (void)ldc;
+  return false;
+#endif
+}
+
 /* For tests/c/test_cpu_tile_gemm.c: one product on the named path
 ** ("avx512", "avx2", "plain", "blas"), whatever the process chose. Returns
 ** 0, or -1 when the name is unknown or this CPU cannot run the path. */

@@ -262,13 +262,31 @@ static double rel_diff(const float *x, const float *y, int64_t n, bool *differ) 
   return worst;
 }
 
-/* One float32 call with few query rows, run with the rows path off (the
-** packed tiles) and on: outputs, lse and the backward's gradients agree
-** within float32 rounding, and some bits differ (the rows path ran: its
-** dot products sum in another order). K and V sit in a cache's buffers of
-** kv_rows rows per head, the rows past Lk NaN (never read), read by Hkv
-** heads. */
-static bool rows_case_run(rows_limit_fn limit, const rows_case *c, bool *differ) {
+/* n floats as bfloat16 (rounded), in a new array. */
+static uint16_t *to_bf16(const float *x, int64_t n) {
+  uint16_t *y = xmalloc(n * 2 + 2);
+  for (int64_t i = 0; i < n; i++) y[i] = em_f32_to_bf16(x[i]);
+  return y;
+}
+
+/* Widens a bfloat16 result in place of a float32 one: res holds n bf16 values;
+** a new float array replaces it. */
+static void widen_result(float **res, int64_t n) {
+  const uint16_t *h = (const uint16_t *)*res;
+  float *w = xmalloc(n * 4 + 4);
+  for (int64_t i = 0; i < n; i++) w[i] = em_bf16_to_f32(h[i]);
+  free(*res);
+  *res = w;
+}
+
+/* One call with few query rows, run with the rows path off (the packed
+** tiles) and on: outputs, lse and the backward's gradients agree within
+** float32 rounding -- bfloat16's (4 of its ulps) when dt is bfloat16,
+** whose outputs are rounded after sums that differ in their last float32
+** bits -- and some bits differ (the rows path ran: its dot products sum in
+** another order). K and V sit in a cache's buffers of kv_rows rows per
+** head, the rows past Lk NaN (never read), read by Hkv heads. */
+static bool rows_case_run(rows_limit_fn limit, const rows_case *c, em_dtype dt, bool *differ) {
   const int64_t B = 2, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk, R = c->kv_rows;
   const int64_t nq = B * H * Lq * c->dk, nk = B * Hkv * R * c->dk, nv = B * Hkv * R * c->dv;
   const int64_t no = B * H * Lq * c->dv, nl = B * H * Lq, nb = H * Lq * Lk;
@@ -283,10 +301,15 @@ static bool rows_case_run(rows_limit_fn limit, const rows_case *c, bool *differ)
     }
   uint8_t *pad = xmalloc(B * Lk + 1);
   for (int64_t j = 0; j < B * Lk; j++) pad[j] = j < 5 || j % 11 == 3; /* left padding and holes */
+  const bool bf = dt == EM_BF16;
+  uint16_t *hq = bf ? to_bf16(q, nq) : NULL, *hk = bf ? to_bf16(k, nk) : NULL;
+  uint16_t *hv = bf ? to_bf16(v, nv) : NULL, *hdo = bf ? to_bf16(dout, no) : NULL;
   em_attention_args a;
   memset(&a, 0, sizeof a);
-  a.dtype = EM_F32, a.B = B, a.H = H, a.Hkv = Hkv, a.Lq = Lq, a.Lk = Lk, a.kv_rows = R, a.dk = c->dk, a.dv = c->dv;
-  a.q = q, a.k = k, a.v = v, a.dout = dout, a.bias = c->bias ? bias : NULL, a.key_padding = c->pad ? pad : NULL;
+  a.dtype = dt, a.B = B, a.H = H, a.Hkv = Hkv, a.Lq = Lq, a.Lk = Lk, a.kv_rows = R, a.dk = c->dk, a.dv = c->dv;
+  a.q = bf ? (void *)hq : q, a.k = bf ? (void *)hk : k, a.v = bf ? (void *)hv : v;
+  a.dout = bf ? (void *)hdo : dout;
+  a.bias = c->bias ? bias : NULL, a.key_padding = c->pad ? pad : NULL;
   a.bias_stride[0] = 0, a.bias_stride[1] = Lq * Lk, a.bias_stride[2] = Lk, a.bias_stride[3] = 1;
   a.causal = c->causal, a.scale = 1 / sqrt((double)c->dk), a.dropout_p = c->p, a.seed = 3, a.offset = 5;
   float *res[2][5];
@@ -301,13 +324,17 @@ static bool rows_case_run(rows_limit_fn limit, const rows_case *c, bool *differ)
   }
   limit(4);
   double worst = 0;
+  for (int run = 0; run < 2 && bf; run++)
+    for (int t = 0; t < 5; t++)
+      if (t != 1) widen_result(&res[run][t], cnt[t]); /* lse is float32 */
   for (int t = 0; t < 5 && ok; t++) worst = fmax(worst, rel_diff(res[1][t], res[0][t], cnt[t], differ));
-  ok &= worst < 2e-5;
-  if (!ok) printf("# rows H%lld/%lld Lq%lld Lk%lld dk%lld dv%lld: largest difference %.3g\n", (long long)H,
-                  (long long)Hkv, (long long)Lq, (long long)Lk, (long long)c->dk, (long long)c->dv, worst);
+  ok &= worst < (bf ? 4 * 0x1p-8 : 2e-5);
+  if (!ok) printf("# rows %s H%lld/%lld Lq%lld Lk%lld dk%lld dv%lld: largest difference %.3g\n", em_dtype_name(dt),
+                  (long long)H, (long long)Hkv, (long long)Lq, (long long)Lk, (long long)c->dk, (long long)c->dv, worst);
   for (int run = 0; run < 2; run++)
     for (int t = 0; t < 5; t++) free(res[run][t]);
   free(q), free(k), free(v), free(dout), free(bias), free(pad);
+  free(hq), free(hk), free(hv), free(hdo);
   return ok;
 }
 
@@ -325,13 +352,18 @@ static void test_rows_path(void *h) {
       {2, 2, 2, 257, 300, 80, 17, true, false, true, 0.2},   /* dropout, dk past 64 */
       {2, 1, 1, 50, 64, 300, 8, false, false, false, 0},     /* dk past one chunk of 256 */
   };
-  int good = 0;
-  bool differ = false;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) good += rows_case_run(limit, &cases[i], &differ);
-  check(good == (int)(sizeof cases / sizeof cases[0]),
-        "few query rows: the rows path == the packed tiles within float32 rounding (%d of %d cases, forward and backward)",
-        good, (int)(sizeof cases / sizeof cases[0]));
-  check(differ, "the rows path ran (its sums differ from the tiles' in some last bits)");
+  const int n = (int)(sizeof cases / sizeof cases[0]);
+  for (int d = 0; d < 2; d++) {
+    const em_dtype dt = d ? EM_BF16 : EM_F32;
+    int good = 0;
+    bool differ = false;
+    for (int i = 0; i < n; i++) good += rows_case_run(limit, &cases[i], dt, &differ);
+    check(good == n, "few query rows, %s: the rows path == the packed tiles within its rounding (%d of %d cases, "
+          "forward and backward)", em_dtype_name(dt), good, n);
+    /* bfloat16 rows need AVX-512 (cpu_tile_rows_bf16); elsewhere both runs are the tiles */
+    if (dt == EM_F32 || __builtin_cpu_supports("avx512f"))
+      check(differ, "%s: the rows path ran (its sums differ from the tiles' in some last bits)", em_dtype_name(dt));
+  }
   limit(before);
 }
 
