@@ -176,17 +176,23 @@ local function sdpa(q, k, v, opts)
     end
   end
   local p = opts.dropout_p or 0
+  local scale = opts.scale
+  if scale ~= nil and scale <= 0 then
+    -- the kernel reads a scale <= 0 as "the default": q carries it instead
+    -- (0 gives uniform weights over the keys a row may see, as PyTorch)
+    q, scale = q * scale, 1
+  end
   local out
   if mask ~= nil and mask.dtype ~= "bool" and mask.requires_grad and core.is_grad_enabled() then
     -- a learned bias given as the mask gets its gradient, as in PyTorch (the
     -- fused kernel takes masks as constants)
     out = dense_with_mask_grad(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev), mask,
-      opts.scale or 1 / math.sqrt(E), p)
+      scale or 1 / math.sqrt(E), p)
   else
     local att = attention_for(Hq, E, Ev, q.dtype, q.device)
     att.training = p > 0
     out = att(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev),
-      { attn_mask = mask, causal = causal, scale = opts.scale, dropout = p > 0 and p or nil })
+      { attn_mask = mask, causal = causal, scale = scale, dropout = p > 0 and p or nil })
   end
   local shape = lead(q)
   shape[#shape + 1], shape[#shape + 2] = L, Ev

@@ -573,3 +573,20 @@ describe("generate's ids and counts", function()
       "max_new_tokens must be an integer >= 0, got 2.5")
   end)
 end)
+
+describe("scaled_dot_product_attention's scale", function()
+  local gradcheck = require "tests.lua.helpers.gradcheck"
+  -- the kernel reads scale <= 0 as "the default", so scale = 0 (uniform weights in
+  -- PyTorch) and a negative scale silently became 1/sqrt(E)
+  it("is used as given when 0 or negative (values and gradients)", function()
+    ember.manual_seed(12)
+    local q, k, v = ember.randn(1, 2, 3, 4, D), ember.randn(1, 2, 5, 4, D), ember.randn(1, 2, 5, 4, D)
+    for _, sc in ipairs { 0, -0.5 } do
+      local want = (q:matmul(k:transpose(-1, -2)) * sc):softmax(-1):matmul(v)
+      local got = ember.scaled_dot_product_attention(q, k, v, { scale = sc })
+      assert.is_true((got - want):abs():max():item() < 1e-12, "scale " .. sc)
+      gradcheck.check(function(a, b) return ember.scaled_dot_product_attention(a, b, v, { scale = sc, is_causal = true }) end,
+        { q:clone(), k:clone() })
+    end
+  end)
+end)
