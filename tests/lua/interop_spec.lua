@@ -189,6 +189,25 @@ describe("PyTorch state dicts load as they are", function()
     check("cnn float32 file", f(T(c.x):float()), T(c.out), 1e-5)
   end)
 
+  it("a state without num_batches_tracked (older PyTorch) loads it as 0, as PyTorch does from a plain dict", function()
+    local sd = tensors(fx.cnn.state)
+    sd["1.num_batches_tracked"] = nil
+    local m = cnn("float64"):eval()
+    ember.no_grad(function() m[2].num_batches_tracked:fill_(5) end)
+    m:load_state_dict(sd)
+    assert.are.equal(0, m[2].num_batches_tracked:item())
+    check("cnn", m(T(fx.cnn.x)), T(fx.cnn.out), 1e-10)
+    for _, make in ipairs { function() return nn.BatchNorm1d(3) end,
+      function() return nn.InstanceNorm2d(3, { track_running_stats = true }) end } do
+      local bn = make()
+      bn:load_state_dict({ running_mean = ember.ones(3), running_var = ember.ones(3),
+        weight = bn.weight, bias = bn.bias })
+      assert.is_true(bn.running_mean:equal(ember.ones(3)))
+    end
+    -- without running statistics nothing is added (strict still names what is missing)
+    raises_here(function() cnn():load_state_dict({ ["2.weight"] = ember.ones(4) }) end, "2.num_batches_tracked")
+  end)
+
   it("LSTM and GRU in a module (PyTorch's weight_ih_l0, ..._reverse names)", function()
     local c = fx.recurrent
     local m = Recurrent("float64"):eval()

@@ -35,6 +35,8 @@ end
 
 --- The settings, for printing.
 BatchNorm1d.extra_repr = BatchNorm2d.extra_repr
+--- A state without num_batches_tracked loads with it 0 (BatchNorm2d.upgrade_state_dict).
+BatchNorm1d.upgrade_state_dict = BatchNorm2d.upgrade_state_dict
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 BatchNorm1d.forward = require("ember._errors").wrap(BatchNorm1d.forward)

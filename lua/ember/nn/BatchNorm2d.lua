@@ -20,6 +20,7 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local torch_names = require "ember.nn._torch_names"
 
 local BatchNorm2d = Module:extend("BatchNorm2d")
 
@@ -101,6 +102,17 @@ function BatchNorm2d._normalize(self, name, x)
   local y = (x - mean:view(bshape)) * (var + self.eps):rsqrt():view(bshape)
   if self.affine then y = y * self.weight:view(bshape) + self.bias:view(bshape) end
   return y
+end
+
+--- A state without num_batches_tracked (older PyTorch, some converted
+-- files) loads with it 0, as PyTorch's (nn/_torch_names.lua); then
+-- Module.upgrade_state_dict. nn.BatchNorm1d and the InstanceNorms share it.
+-- @tparam table sd name -> tensor
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function BatchNorm2d:upgrade_state_dict(sd, prefix)
+  return Module.upgrade_state_dict(self, torch_names.num_batches_tracked(self, sd), prefix)
 end
 
 --- The settings, for printing.

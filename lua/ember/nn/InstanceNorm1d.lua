@@ -26,6 +26,8 @@ end
 
 --- The settings, for printing (PyTorch's text).
 InstanceNorm1d.extra_repr = InstanceNorm2d.extra_repr
+--- A state without num_batches_tracked loads with it 0 (BatchNorm2d.upgrade_state_dict).
+InstanceNorm1d.upgrade_state_dict = InstanceNorm2d.upgrade_state_dict
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 InstanceNorm1d.forward = require("ember._errors").wrap(InstanceNorm1d.forward)

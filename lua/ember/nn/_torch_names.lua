@@ -88,6 +88,21 @@ function names.zero_based(sd)
   return out
 end
 
+--- PyTorch's rule for a normalisation layer's state without
+-- num_batches_tracked (PyTorch before 0.4.1, and files written without
+-- it): running_mean there and num_batches_tracked not -> 0, as torch's
+-- _NormBase._load_from_state_dict does for a plain dict (what
+-- safetensors.torch.load_file returns).
+-- @tparam Module module a BatchNorm or InstanceNorm layer
+-- @tparam table sd
+-- @treturn table
+function names.num_batches_tracked(module, sd)
+  if not module.track_running_stats or sd.running_mean == nil or sd.num_batches_tracked ~= nil then return sd end
+  local out = copy(sd)
+  out.num_batches_tracked = module.num_batches_tracked:new_zeros({})
+  return out
+end
+
 local QKV = { "q", "k", "v" }
 
 --- PyTorch's MultiheadAttention input projections under ember's names:
