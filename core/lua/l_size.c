@@ -6,6 +6,7 @@
 ** (against another Size or a plain table of numbers).
 **   ember.Size{2, 3}      -- makes one
 **   s:numel()             -- the number of elements of that shape
+**   s[-1]                 -- the last size (negative positions from the end)
 */
 #include "lember.h"
 
@@ -70,6 +71,25 @@ static int s_numel(lua_State *L) {
   return 1;
 }
 
+/* s[-1] is the last size (negative positions count from the end, as dims
+** do everywhere in ember: x.shape[-1] as in PyTorch); other missing
+** integer keys are nil (ipairs stops there); names are the methods. */
+static int s_index(lua_State *L) {
+  if (lua_isinteger(L, 2)) {
+    lua_Integer k = lua_tointeger(L, 2), n = (lua_Integer)lua_rawlen(L, 1);
+    if (k < 0 && k >= -n) {
+      lua_rawgeti(L, 1, n + 1 + k);
+      return 1;
+    }
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &size_key);
+  lua_pushvalue(L, 2);
+  lua_rawget(L, -2);
+  return 1;
+}
+
 /* ember.Size{2, 3} or ember.Size(2, 3): a new Size (argument 1 is the
 ** Size table itself, since this is its __call). */
 static int s_new(lua_State *L) {
@@ -93,8 +113,8 @@ void lember_open_size(lua_State *L, int module, int methods, int mt) {
   lua_setfield(L, -2, "__eq");
   lua_pushcfunction(L, s_numel);
   lua_setfield(L, -2, "numel");
-  lua_pushvalue(L, -1);
-  lua_setfield(L, -2, "__index"); /* s:numel() */
+  lua_pushcfunction(L, s_index);
+  lua_setfield(L, -2, "__index"); /* s[-1], s:numel() */
   lua_newtable(L); /* the Size table's own metatable: ember.Size{...} */
   lua_pushcfunction(L, s_new);
   lua_setfield(L, -2, "__call");

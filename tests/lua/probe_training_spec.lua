@@ -420,3 +420,20 @@ describe("PyTorch's names in ember.optim", function()
     assert.are.equal(optim.CosineAnnealingLR, optim.lr_scheduler.CosineAnnealingLR)
   end)
 end)
+
+describe("ember.Size", function()
+  it("s[-1] is the last size (x.shape[-1] as in PyTorch); ipairs, # and methods unchanged", function()
+    local s = ember.zeros(2, 3, 4).shape
+    assert.are.equal(4, s[-1])
+    assert.are.equal(2, s[-3])
+    assert.is_nil(s[-4])
+    assert.is_nil(s[0])
+    assert.is_nil(s[4])
+    assert.are.equal(3, #s)
+    local n = 0
+    for _ in ipairs(s) do n = n + 1 end
+    assert.are.equal(3, n)
+    assert.are.equal(24, s:numel())
+    assert.are.equal(5, ember.zeros(7, 5):size()[-1])
+  end)
+end)
