@@ -89,6 +89,19 @@ class Recurrent(nn.Module):
         return self.head(self.gru(self.lstm(x)[0])[0])
 
 
+def make_mlp():
+    return nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
+
+
+def make_cnn():
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(4 * 3 * 3, 5))
+
+
+def make_mha(kdim=None, vdim=None):
+    return nn.MultiheadAttention(D, 2, batch_first=True, kdim=kdim, vdim=vdim).eval()
+
+
 def randomize(m):
     """Every parameter and float buffer nonzero, so a mixed-up name shows."""
     with torch.no_grad():
@@ -116,8 +129,6 @@ def main():
 
     # 2. nn.Sequential MLP with LayerNorm; its state also as bfloat16 and float16
     #    (model.half(): most half-precision checkpoints), and as torch.save's zip
-    def make_mlp():
-        return nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 3)).eval()
     m = make_mlp()
     randomize(m)
     x = torch.randn(5, 4)
@@ -135,8 +146,7 @@ def main():
     torch.save({k: v.float() for k, v in sd.items()}, os.path.join(FIX, "interop_mlp.pt"))
 
     # 3. nn.Sequential CNN with BatchNorm2d's running statistics
-    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                      nn.Linear(4 * 3 * 3, 5))
+    m = make_cnn()
     randomize(m)
     m.train()
     with torch.no_grad():
@@ -162,7 +172,7 @@ def main():
 
     # 5. nn.MultiheadAttention alone: in_proj_weight, and separate q/k/v weights (kdim, vdim)
     for name, kw, kv in [("mha", {}, (D, D)), ("mha_kdim", {"kdim": 6, "vdim": 5}, (6, 5))]:
-        m = nn.MultiheadAttention(D, 2, batch_first=True, **kw).eval()
+        m = make_mha(**kw)
         randomize(m)
         q, k, v = torch.randn(2, 3, D), torch.randn(2, 7, kv[0]), torch.randn(2, 7, kv[1])
         with torch.no_grad():

@@ -259,6 +259,58 @@ describe("torch_state_dict: PyTorch's names and layouts back", function()
   end)
 end)
 
+describe("ember's weights in PyTorch (where /usr/bin/python3 has torch)", function()
+  local has_torch = os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1")
+  -- every parameter drawn anew (the initialisation leaves biases at zero, where a mixed-up layout would not show)
+  local function randomize(m)
+    ember.no_grad(function()
+      for _, p in ipairs(m:parameters()) do p:copy_(ember.randn(p.shape, { dtype = p.dtype }) * 0.5) end
+    end)
+    return m
+  end
+  -- kind -> a fresh ember model and the fixture inputs it runs on
+  local runs = {
+    seq2seq = function()
+      local c = fx.seq2seq
+      local m = randomize(Seq2Seq("float64")):eval()
+      return m, { src = T(c.src), tgt = T(c.tgt) }, m(ids(c.src), ids(c.tgt))
+    end,
+    cnn = function()
+      local m = randomize(cnn("float64"))
+      for _ = 1, 2 do m(ember.randn({ 4, 3, 6, 6 }, { dtype = "float64" }) * 2 + 1) end -- running statistics
+      m:eval()
+      return m, { x = T(fx.cnn.x) }, m(T(fx.cnn.x))
+    end,
+    recurrent = function()
+      local m = randomize(Recurrent("float64")):eval()
+      return m, { x = T(fx.recurrent.x) }, m(T(fx.recurrent.x))
+    end,
+    mha_kdim = function()
+      local c = fx.mha_kdim
+      local m = randomize(nn.MultiHeadAttention(D, 2, { dtype = "float64", kdim = 6, vdim = 5 }))
+      return m, { q = T(c.q), k = T(c.k), v = T(c.v) }, m(T(c.q), T(c.k), T(c.v))
+    end,
+  }
+  for _, kind in ipairs { "seq2seq", "cnn", "recurrent", "mha_kdim" } do
+    it(kind .. ": torch_state_dict in a safetensors file loads strictly into PyTorch's model and gives ember's output", function()
+      if not has_torch then return pending("no PyTorch in /usr/bin/python3") end
+      local m, inputs, out = runs[kind]()
+      inputs.out = out:detach()
+      local state, io_path = os.tmpname(), os.tmpname()
+      ember.save(m:torch_state_dict(), state)
+      ember.save(inputs, io_path)
+      local h = io.popen(("/usr/bin/python3 tests/interop_torch_check.py %s %q %q 2>&1"):format(kind, state, io_path))
+      local said = h:read("a")
+      h:close()
+      os.remove(state)
+      os.remove(io_path)
+      local diff = tonumber(said:match("maxdiff (%S+)"))
+      assert(diff, said)
+      assert(diff <= 1e-10 * math.max(1, out:abs():max():item()), said)
+    end)
+  end
+end)
+
 describe("load_state_dict as PyTorch's", function()
   it("strict: an error listing the missing and the unexpected names (after the mapping)", function()
     local sd = tensors(fx.mlp.state)
