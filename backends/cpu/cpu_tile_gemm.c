@@ -720,32 +720,40 @@ void cpu_tile_rows(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 ** rows path above. AVX-512 only; elsewhere the tile path runs. */
 
 #if TG_X86
-/* 16 bfloat16 values from p as float32; only `left` of them when fewer. */
-TG_AVX512 TG_INLINE __m512 tg_wide16(const uint16_t *p, int64_t left) {
-  __m256i h;
-  if (left >= 16) {
-    h = _mm256_loadu_si256((const __m256i *)p);
-  } else {
-    uint16_t t[16] = {0};
-    for (int64_t i = 0; i < left; i++) t[i] = p[i];
-    h = _mm256_loadu_si256((const __m256i *)t);
-  }
+/* 16 bfloat16 values from p as float32. */
+TG_AVX512 TG_INLINE __m512 tg_wide16(const uint16_t *p) {
+  const __m256i h = _mm256_loadu_si256((const __m256i *)p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* tg_dot16 with bfloat16 keys: row a (float32, k <= 64) with keys b[0..nj). */
-TG_AVX512 static void tg_dot16_bf16(const float *a, const uint16_t *b, int64_t ldb, int nj, int64_t k,
-                                    float alpha, float beta, float *C) {
+/* The same for the last, partial vector of a row: only `left` (< 16) of
+** them, the rest 0 (a copy: no read past the row). */
+TG_AVX512 static __m512 tg_wide16_part(const uint16_t *p, int64_t left) {
+  uint16_t t[16] = {0};
+  for (int64_t i = 0; i < left; i++) t[i] = p[i];
+  return tg_wide16(t);
+}
+
+/* Full or partial, by `left`. */
+#define TG_WIDE(P, LEFT) ((LEFT) >= 16 ? tg_wide16(P) : (LEFT) > 0 ? tg_wide16_part(P, LEFT) : _mm512_setzero_ps())
+
+/* tg_dot16 with bfloat16 keys: row a (float32, k <= 16 NQ) with keys b[0..nj). */
+TG_AVX512 TG_INLINE void tg_dot16_bf16(const float *a, const uint16_t *b, int64_t ldb, int nj, int64_t k,
+                                       const int NQ, float alpha, float beta, float *C) {
   __m512 acc[16], av[4];
-  const int nq = (int)((k + 15) / 16);
-  for (int q = 0; q < nq; q++) {
+#pragma GCC unroll 4
+  for (int q = 0; q < NQ; q++) {
     const int64_t left = k - 16 * q;
     av[q] = _mm512_maskz_loadu_ps(left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), a + 16 * q);
   }
 #pragma GCC unroll 16
   for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-  for (int j = 0; j < nj; j++)
-    for (int q = 0; q < nq; q++) acc[j] = _mm512_fmadd_ps(av[q], tg_wide16(b + j * ldb + 16 * q, k - 16 * q), acc[j]);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) {
+    if (j >= nj) break;
+#pragma GCC unroll 4
+    for (int q = 0; q < NQ; q++) acc[j] = _mm512_fmadd_ps(av[q], TG_WIDE(b + j * ldb + 16 * q, k - 16 * q), acc[j]);
+  }
 #pragma GCC unroll 4
   for (int g = 0; g < 4; g++) {
     if (4 * g >= nj) break;
@@ -774,11 +782,22 @@ TG_AVX512 TG_INLINE void tg_axpy5_bf16(const float *a, const uint16_t *B, int64_
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) acc[u][v] = _mm512_setzero_ps();
   const uint16_t *b = B + x0;
-  for (int64_t p = 0; p < k; p++) {
-    const int u = (int)(p & 3);
-    const __m512 av = _mm512_set1_ps(a[p]);
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) acc[u][v] = _mm512_fmadd_ps(av, tg_wide16(b + p * ldb + 16 * v, left[v]), acc[u][v]);
+    for (int u = 0; u < 4; u++) {
+      const __m512 av = _mm512_set1_ps(a[p + u]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++)
+        acc[u][v] = _mm512_fmadd_ps(av, TG_WIDE(b + (p + u) * ldb + 16 * v, left[v]), acc[u][v]);
+    }
+#pragma GCC unroll 4
+  for (int u = 0; u < 3; u++) {
+    if (p + u >= k) break;
+    const __m512 av = _mm512_set1_ps(a[p + u]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      acc[u][v] = _mm512_fmadd_ps(av, TG_WIDE(b + (p + u) * ldb + 16 * v, left[v]), acc[u][v]);
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 4
@@ -791,11 +810,138 @@ TG_AVX512 TG_INLINE void tg_axpy5_bf16(const float *a, const uint16_t *B, int64_
   }
 }
 
+/* Whole 512-bit loads of 32 bfloat16 values split into the even ones
+** (shifted up) and the odd ones (masked): no widening shuffle. A product
+** then pairs even with even and odd with odd, and its sums run in that
+** order (a head dim of 32 or 64, or 32-column blocks of V). */
+TG_AVX512 TG_INLINE void tg_split32(const uint16_t *p, __m512 *even, __m512 *odd) {
+  const __m512i x = _mm512_loadu_si512((const void *)p);
+  *even = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  *odd = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* Row a (k = 32 NP floats) with keys b[0..nj): lane i sums a[2i] b[2i] and
+** a[2i+1] b[2i+1] of each 32, then the lanes are summed as tg_dot16's. */
+TG_AVX512 TG_INLINE void tg_dot32_bf16(const float *a, const uint16_t *b, int64_t ldb, int nj, const int NP,
+                                       float alpha, float beta, float *C) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  __m512 qe[2], qo[2], acc[16];
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; q++) {
+    const __m512 lo = _mm512_loadu_ps(a + 32 * q), hi = _mm512_loadu_ps(a + 32 * q + 16);
+    qe[q] = _mm512_permutex2var_ps(lo, ie, hi);
+    qo[q] = _mm512_permutex2var_ps(lo, io, hi);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; j++) {
+    acc[j] = _mm512_setzero_ps();
+    if (j >= nj) continue;
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; q++) {
+      __m512 ke, ko;
+      tg_split32(b + j * ldb + 32 * q, &ke, &ko);
+      acc[j] = _mm512_fmadd_ps(qe[q], ke, acc[j]);
+      acc[j] = _mm512_fmadd_ps(qo[q], ko, acc[j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    if (4 * g >= nj) break;
+    __m256 f[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) {
+      const __m512 v = acc[4 * g + x];
+      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
+  }
+}
+
+/* One row of C, columns [x0, x0 + 32 NV) (all inside it): four partial
+** sums over k = u mod 4 as tg_axpy5's, even and odd columns apart, then
+** put back in order. */
+TG_AVX512 TG_INLINE void tg_axpy32_bf16(const float *a, const uint16_t *B, int64_t ldb, int64_t k, int64_t x0,
+                                        const int NV, float alpha, float beta, float *C) {
+  __m512 ae[4][2], ao[4][2];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; u++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) ae[u][v] = ao[u][v] = _mm512_setzero_ps();
+  const uint16_t *b = B + x0;
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; u++) {
+      const __m512 av = _mm512_set1_ps(a[p + u]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; v++) {
+        __m512 e, o;
+        tg_split32(b + (p + u) * ldb + 32 * v, &e, &o);
+        ae[u][v] = _mm512_fmadd_ps(av, e, ae[u][v]);
+        ao[u][v] = _mm512_fmadd_ps(av, o, ao[u][v]);
+      }
+    }
+#pragma GCC unroll 4
+  for (int u = 0; u < 3; u++) {
+    if (p + u >= k) break;
+    const __m512 av = _mm512_set1_ps(a[p + u]);
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      __m512 e, o;
+      tg_split32(b + (p + u) * ldb + 32 * v, &e, &o);
+      ae[u][v] = _mm512_fmadd_ps(av, e, ae[u][v]);
+      ao[u][v] = _mm512_fmadd_ps(av, o, ao[u][v]);
+    }
+  }
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++) {
+    const __m512 se = _mm512_add_ps(_mm512_add_ps(ae[0][v], ae[1][v]), _mm512_add_ps(ae[2][v], ae[3][v]));
+    const __m512 so = _mm512_add_ps(_mm512_add_ps(ao[0][v], ao[1][v]), _mm512_add_ps(ao[2][v], ao[3][v]));
+    float *c = C + x0 + 32 * v;
+    __m512 x0v = _mm512_mul_ps(va, _mm512_permutex2var_ps(se, lo, so));
+    __m512 x1v = _mm512_mul_ps(va, _mm512_permutex2var_ps(se, hi, so));
+    if (beta != 0) {
+      x0v = _mm512_fmadd_ps(vb, _mm512_loadu_ps(c), x0v);
+      x1v = _mm512_fmadd_ps(vb, _mm512_loadu_ps(c + 16), x1v);
+    }
+    _mm512_storeu_ps(c, x0v);
+    _mm512_storeu_ps(c + 16, x1v);
+  }
+}
+
 TG_AVX512 static void tg_rows_bf16_avx512(bool tb, int64_t n, int64_t k, float alpha, const float *a,
                                           const uint16_t *B, int64_t ldb, float beta, float *c) {
+  if (tb && (k == 32 || k == 64)) {
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+      const int nj = n - j0 < 16 ? (int)(n - j0) : 16;
+      if (k == 32) tg_dot32_bf16(a, B + j0 * ldb, ldb, nj, 1, alpha, beta, c + j0);
+      else tg_dot32_bf16(a, B + j0 * ldb, ldb, nj, 2, alpha, beta, c + j0);
+    }
+    return;
+  }
+  if (!tb && n % 32 == 0) {
+    for (int64_t x0 = 0; x0 < n; x0 += 64) {
+      if (n - x0 >= 64) tg_axpy32_bf16(a, B, ldb, k, x0, 2, alpha, beta, c);
+      else tg_axpy32_bf16(a, B, ldb, k, x0, 1, alpha, beta, c);
+    }
+    return;
+  }
   if (tb) {
-    for (int64_t j0 = 0; j0 < n; j0 += 16)
-      tg_dot16_bf16(a, B + j0 * ldb, ldb, n - j0 < 16 ? (int)(n - j0) : 16, k, alpha, beta, c + j0);
+    const int64_t nq = (k + 15) / 16;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+      const uint16_t *b = B + j0 * ldb;
+      const int nj = n - j0 < 16 ? (int)(n - j0) : 16;
+      switch (nq) { /* k <= 64 here (cpu_tile_rows_bf16) */
+        case 1: tg_dot16_bf16(a, b, ldb, nj, k, 1, alpha, beta, c + j0); break;
+        case 2: tg_dot16_bf16(a, b, ldb, nj, k, 2, alpha, beta, c + j0); break;
+        case 3: tg_dot16_bf16(a, b, ldb, nj, k, 3, alpha, beta, c + j0); break;
+        default: tg_dot16_bf16(a, b, ldb, nj, k, 4, alpha, beta, c + j0); break;
+      }
+    }
     return;
   }
   for (int64_t x0 = 0; x0 < n; x0 += 64) {

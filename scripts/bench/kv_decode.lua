@@ -14,12 +14,22 @@
 -- The best of `rounds` rounds counts (a shared machine's busy moments only
 -- slow a round down).
 --
---   ember scripts/bench/kv_decode.lua [steps=32] [rounds=3] [positions=128,512,2048] [kv_heads=8]
+-- --bf16 runs the whole decoding under one ember.autocast("bfloat16")
+-- region: the products in bfloat16 with the weights cast once (autocast's
+-- cast cache), and K and V cached in bfloat16 (half the bytes).
+--
+--   ember scripts/bench/kv_decode.lua [steps=32] [rounds=3] [positions=128,512,2048] [kv_heads=8] [--bf16]
 --   ember scripts/bench/kv_decode.lua 32 3 128,512,2048,8192
 --   ember scripts/bench/kv_decode.lua 32 3 2048 2        -- GQA, 4 query heads per kv head
+--   ember scripts/bench/kv_decode.lua 32 3 128,2048 8 --bf16
 require("ember.cli").help_from_header(arg) -- --help prints the comment above
 local ember = require "ember"
 local nn = require "ember.nn"
+
+local bf16 = false
+for i = #arg, 1, -1 do
+  if arg[i] == "--bf16" then bf16 = true; table.remove(arg, i) end
+end
 
 local steps = math.tointeger(tonumber(arg[1])) or 32
 local rounds = math.tointeger(tonumber(arg[2])) or 3
@@ -45,17 +55,20 @@ end
 
 ember.manual_seed(1)
 local model = LM():eval()
-print(("# %d layers, d_model %d, %d heads (%d kv heads), FFN %d, B 1, float32, %d decode steps, best of %d rounds")
-  :format(LAYERS, D, H, kv_heads, F, steps, rounds))
+print(("# %d layers, d_model %d, %d heads (%d kv heads), FFN %d, B 1, %s, %d decode steps, best of %d rounds")
+  :format(LAYERS, D, H, kv_heads, F, bf16 and "bfloat16 (autocast, one region)" or "float32", steps, rounds))
 print("position ms_per_token prefill_s cache_MiB")
 
 local function cache_bytes(cache)
   local n = 0
   for _, layer in ipairs(cache) do
-    for _, buf in ipairs { layer.self._k or layer.self.k, layer.self._v or layer.self.v } do n = n + buf:numel() * 4 end
+    for _, buf in ipairs { layer.self._k or layer.self.k, layer.self._v or layer.self.v } do
+      n = n + buf:numel() * ember.dtype_info(buf.dtype).size
+    end
   end
   return n
 end
+local region <close> = bf16 and ember.autocast("bfloat16") or nil
 ember.no_grad(function()
   for _, P in ipairs(positions) do
     local best, prefill, bytes = math.huge, math.huge, 0
