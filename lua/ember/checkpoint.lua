@@ -41,6 +41,11 @@ local function fail(path, fmt, ...)
   error(("checkpoint '%s': " .. fmt):format(path, ...), 3)
 end
 
+-- An error message without its leading "file:line: " (fail() puts the user's line first).
+local function unplaced(err)
+  return (tostring(err):gsub("^[^:\n]*:%d+: ", ""))
+end
+
 local function num_str(v)
   if math.type(v) == "integer" then return ("%d"):format(v) end
   return ("%.17g"):format(v)
@@ -316,7 +321,7 @@ function checkpoint.load(path, parts)
   end
   if parts.model then
     local ok, err = pcall(parts.model.load_state_dict, parts.model, model_sd, parts.strict ~= false)
-    if not ok then fail(path, "%s", tostring(err)) end
+    if not ok then fail(path, "%s", unplaced(err)) end
   end
   if parts.optimizer then
     local sd = unflatten(meta, OPT, {}, true)
@@ -324,13 +329,13 @@ function checkpoint.load(path, parts)
     sd.type = nil
     sd.state = sd.state or {}
     local ok, err = pcall(parts.optimizer.load_state_dict, parts.optimizer, sd)
-    if not ok then fail(path, "%s", tostring(err)) end
+    if not ok then fail(path, "%s", unplaced(err)) end
   end
   if parts.scheduler then
     local sd = unflatten(meta, SCHED, {}, true)
     sd.type = nil
     local ok, err = pcall(parts.scheduler.load_state_dict, parts.scheduler, sd)
-    if not ok then fail(path, "%s", tostring(err)) end
+    if not ok then fail(path, "%s", unplaced(err)) end
   end
   local user = {}
   for k, v in pairs(meta) do

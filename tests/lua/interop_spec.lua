@@ -336,6 +336,17 @@ describe("load_state_dict as PyTorch's", function()
     raises_here(function() mlp():load_state_dict(sd, "no") end, "strict must be a boolean")
   end)
 
+  it("checkpoint.load takes a PyTorch file for the model, and its errors say the user's line once", function()
+    local checkpoint = require "ember.checkpoint"
+    local m = mlp()
+    checkpoint.load(FIX .. "interop_mlp_f16.safetensors", { model = m })
+    check("loaded", m[1].weight, T(fx.mlp.state_f16["0.weight"]), 0)
+    local wrong = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 4))
+    raises_here(function() checkpoint.load(FIX .. "interop_mlp_f16.safetensors", { model = wrong }) end,
+      "interop_mlp_f16.safetensors': Sequential.load_state_dict: '4.weight' has shape [3, 8] in the state dict, "
+      .. "the module expects [4, 8]")
+  end)
+
   it("a shape mismatch names the key and both shapes, strict or not, and changes nothing", function()
     local m = mlp()
     local before = m[1].weight:clone()
