@@ -591,3 +591,12 @@ describe("scaled_dot_product_attention's scale", function()
     end
   end)
 end)
+
+describe("ViT's call options", function()
+  -- an unknown one was named by the inner TransformerEncoderLayer.forward
+  it("are checked by ViT.forward itself", function()
+    local vit = require("ember.models").ViT { image_size = 8, patch_size = 4, in_channels = 1, num_classes = 5,
+      hidden_dim = 16, num_layers = 1, num_heads = 2, mlp_dim = 32 }
+    parity.raises_here(function() vit(ember.randn(1, 1, 8, 8), { foo = 1 }) end, "ViT.forward: unknown option 'foo'")
+  end)
+end)

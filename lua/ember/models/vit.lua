@@ -120,6 +120,7 @@ end
 -- @tparam[opt] table opts passed to every layer (`key_padding_mask`, ...)
 -- @treturn Tensor
 function ViT:features(x, opts)
+  opts = Module.check_options("ViT.forward", opts, TransformerEncoderLayer.FORWARD_OPTIONS)
   local c = self.config
   if not ember.is_tensor(x) or x.ndim ~= 4 or x.shape[2] ~= c.in_channels or x.shape[3] ~= c.image_size[1]
       or x.shape[4] ~= c.image_size[2] then

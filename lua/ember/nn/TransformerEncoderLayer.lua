@@ -28,6 +28,7 @@ local EncoderLayer = Module:extend("TransformerEncoderLayer")
 -- The constructor's options (TransformerEncoder takes them too).
 EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "dtype", "device" }
 local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs" }
+EncoderLayer.FORWARD_OPTIONS = FORWARD_OPTIONS -- models that hand their options to every layer check them by name
 
 function EncoderLayer:__init(d_model, heads, opts)
   opts = attn_opts.check_layer_options("nn.TransformerEncoderLayer", opts, EncoderLayer.OPTIONS)
