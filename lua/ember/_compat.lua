@@ -419,6 +419,41 @@ local function keyword(name, known, order, nlead)
   T[name] = w
   core[name] = w
 end
+-- x:sum{dim = 2, keepdim = true} and x:sum(2, {keepdim = true}): PyTorch's
+-- keywords for the reductions over (dim, keepdim), as std and var take them;
+-- a plain list of dims (x:sum({1, 2})) stays a list. The C methods raise at
+-- their caller, which a Lua wrapper would be: the plain call is guarded too.
+local function dim_keyword(name)
+  local f = T[name]
+  local plain = helpers.guard(f)
+  local with_opts = helpers.guard(function(x, dim, opts)
+    check_tensor(name, x)
+    opts = check_opts(name, opts, { dim = true, keepdim = true })
+    if dim ~= nil and opts.dim ~= nil then fail(name, "dim given twice (%s and dim = %s)", tostring(dim), tostring(opts.dim)) end
+    local d = dim
+    if d == nil then d = opts.dim end
+    if opts.keepdim ~= nil and type(opts.keepdim) ~= "boolean" then
+      fail(name, "keepdim must be a boolean, got %s", type(opts.keepdim))
+    end
+    if d == nil then
+      if not opts.keepdim or x:dim() == 0 then return f(x) end
+      d = {}
+      for i = 1, x:dim() do d[i] = i end -- every dim, kept: PyTorch's x.sum(keepdim=True)
+    end
+    return f(x, d, opts.keepdim == true)
+  end)
+  local w = function(x, a, b, ...)
+    if b == nil and type(a) == "table" and getmetatable(a) == nil and a[1] == nil then return with_opts(x, nil, a) end
+    if type(b) == "table" and getmetatable(b) == nil then return with_opts(x, a, b) end
+    return plain(x, a, b, ...)
+  end
+  T[name] = w
+  core[name] = w
+end
+for _, name in ipairs { "sum", "mean", "max", "min", "argmax", "argmin", "amax", "amin", "logsumexp", "all", "any", "prod", "median" } do
+  if T[name] then dim_keyword(name) end
+end
+
 keyword("sort", { dim = true, descending = true, stable = true }, { "dim", "descending" }, 0)
 keyword("argsort", { dim = true, descending = true, stable = true }, { "dim", "descending" }, 0)
 keyword("topk", { dim = true, largest = true, sorted = true }, { "dim", "largest", "sorted" }, 1)

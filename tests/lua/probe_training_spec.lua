@@ -437,3 +437,23 @@ describe("ember.Size", function()
     assert.are.equal(5, ember.zeros(7, 5):size()[-1])
   end)
 end)
+
+describe("reductions take PyTorch's keywords", function()
+  it("x:sum{dim =, keepdim =}, x:sum(dim, {keepdim =}), and the same for mean, max, argmax, any ...", function()
+    local x = ember.arange(6):view(2, 3)
+    assert.are.same({ { 3 }, { 12 } }, x:sum { dim = 2, keepdim = true }:totable())
+    assert.are.same({ { 3 }, { 12 } }, x:sum(2, { keepdim = true }):totable())
+    assert.are.same({ 1, 4 }, x:mean { dim = -1 }:totable())
+    assert.are.same({ { 15 } }, x:sum { keepdim = true }:totable())
+    assert.are.equal(15, x:sum({ 1, 2 }):item()) -- a list of dims stays a list
+    local v, i = x:max { dim = 2 }
+    assert.are.same({ 2, 5 }, v:totable())
+    assert.are.same({ 3, 3 }, i:totable())
+    assert.are.same({ 3, 3 }, x:argmax { dim = 2 }:totable())
+    assert.are.same({ { false }, { true } }, x:gt(2):all { dim = 2, keepdim = true }:totable())
+    assert.are.same({ 3, 5, 7 }, ember.sum(x, { dim = 1 }):totable())
+    raises_here(function() x:sum(2, { dim = 1 }) end, "ember.sum: dim given twice")
+    raises_here(function() x:sum { dims = 1 } end, "ember.sum: unknown option 'dims'")
+    raises_here(function() x:sum(5) end, "ember.sum: dim 5 is out of range") -- the plain call's error at the user's line
+  end)
+end)
