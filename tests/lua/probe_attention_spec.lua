@@ -600,3 +600,18 @@ describe("ViT's call options", function()
     parity.raises_here(function() vit(ember.randn(1, 1, 8, 8), { foo = 1 }) end, "ViT.forward: unknown option 'foo'")
   end)
 end)
+
+describe("CrossAttentionVLM's need_weights", function()
+  -- an options table (MultiHeadAttention's form) was taken as need_weights = true
+  -- whatever it held
+  it("is a boolean or {need_weights = ...}; anything else is named", function()
+    ember.manual_seed(3)
+    local m = require("ember.models").CrossAttentionVLM { d_model = 32, heads = 4 }
+    local im, q = ember.rand(1, 3, 75, 75), ember.randint(1, 3, { 1, 2, 2 })
+    local _, w = m(im, q, { need_weights = true })
+    local _, w2 = m(im, q, true)
+    assert.are.equal(0, (w - w2):abs():max():item())
+    parity.raises_here(function() m(im, q, { foo = 1 }) end, "CrossAttentionVLM.forward: unknown option 'foo'")
+    parity.raises_here(function() m(im, q, 1) end, "CrossAttentionVLM.forward: need_weights must be a boolean")
+  end)
+end)

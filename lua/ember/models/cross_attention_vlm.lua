@@ -50,6 +50,7 @@ local errors = require "ember._errors"
 local nn = require "ember.nn"
 
 local raise = errors.raise
+local Module = nn.Module
 
 local VLM = nn.Module:extend("CrossAttentionVLM")
 
@@ -436,11 +437,20 @@ end
 --- Answer logits for each question of each image.
 -- @tparam Tensor img [B, 3, image_size, image_size]
 -- @tparam Tensor questions int64 [B, Q, 2]: each question's kind and colour tokens (1-based)
--- @bool[opt] need_weights also return the last block's cross-attention
+-- @param[opt] need_weights also return the last block's cross-attention
+-- (true, or `{need_weights = true}`)
 -- @return logits [B*Q, n_answers]; with need_weights the cross-attention
 -- [B*Q, H, 2, N] (N: K object tokens, or the conv stem's cells), and for
 -- stem = "pixels" the slots' pixel attention [B, K, M] and pixel indices [B, M]
 function VLM:forward(img, questions, need_weights)
+  -- a boolean, or MultiHeadAttention's form {need_weights = true}
+  if type(need_weights) == "table" then
+    need_weights = Module.check_options("CrossAttentionVLM.forward", need_weights, { "need_weights" }).need_weights
+  end
+  if need_weights ~= nil and type(need_weights) ~= "boolean" then
+    raise("CrossAttentionVLM.forward: need_weights must be a boolean (or {need_weights = true}), got %s",
+      type(need_weights))
+  end
   local S = self.config.image_size
   if not ember.is_tensor(img) or img.ndim ~= 4 or img.shape[2] ~= 3 or img.shape[3] ~= S or img.shape[4] ~= S then
     raise("CrossAttentionVLM.forward: images must be [B, 3, %d, %d] (image_size %d), got %s", S, S, S,
