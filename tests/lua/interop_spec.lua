@@ -246,6 +246,14 @@ describe("torch_state_dict: PyTorch's names and layouts back", function()
     end)
   end
 
+  it("models.Llama keeps Hugging Face's names (q_proj, k_proj, v_proj apart, also without GQA)", function()
+    for _, kv in ipairs { 2, 1 } do
+      local m = ember.models.Llama { vocab_size = 13, hidden_size = 8, intermediate_size = 16, num_hidden_layers = 1,
+        num_attention_heads = 2, num_key_value_heads = kv }
+      assert.are.same(sorted_keys(m:state_dict()), sorted_keys(m:torch_state_dict()))
+    end
+  end)
+
   it("survives a safetensors file (ember.save, then read back)", function()
     local m = mlp()
     local p = os.tmpname()
@@ -343,8 +351,8 @@ describe("load_state_dict as PyTorch's", function()
     check("loaded", m[1].weight, T(fx.mlp.state_f16["0.weight"]), 0)
     local wrong = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Tanh(), nn.Linear(8, 4))
     raises_here(function() checkpoint.load(FIX .. "interop_mlp_f16.safetensors", { model = wrong }) end,
-      "interop_mlp_f16.safetensors': Sequential.load_state_dict: '4.weight' has shape [3, 8] in the state dict, "
-      .. "the module expects [4, 8]")
+      "interop_mlp_f16.safetensors': Sequential.load_state_dict: '4.bias' has shape [3] in the state dict, the "
+      .. "module expects [4]; '4.weight' has shape [3, 8] in the state dict, the module expects [4, 8]")
   end)
 
   it("a shape mismatch names the key and both shapes, strict or not, and changes nothing", function()

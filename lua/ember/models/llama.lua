@@ -162,6 +162,13 @@ end
 -- @treturn nil
 function LlamaAttention:legacy_names() return nil end
 
+--- Hugging Face's names are PyTorch's already: `torch_state_dict` keeps
+-- q_proj, k_proj and v_proj apart (MultiHeadAttention's would stack them
+-- into torch.nn.MultiheadAttention's in_proj_weight).
+-- @tparam table sd
+-- @treturn table
+function LlamaAttention:to_torch_names(sd) return sd end
+
 -- The gated MLP under Hugging Face's names: down_proj(silu(gate_proj(x)) * up_proj(x)).
 local LlamaMLP = Module:extend("LlamaMLP")
 

@@ -656,7 +656,7 @@ function Module:load_state_dict(sd, strict)
   end
   sd = self:upgrade_state_dict(sd)
   local own = self:state_dict()
-  local missing, unexpected = {}, {}
+  local missing, unexpected, mismatched = {}, {}, {}
   for n, dst in pairs(own) do
     local src = sd[n]
     if src == nil then
@@ -664,9 +664,16 @@ function Module:load_state_dict(sd, strict)
     elseif not is_tensor(src) then
       errors.raise("%s: '%s' is a %s, expected a tensor", who, n, type(src))
     elseif shape_str(src) ~= shape_str(dst) then
-      errors.raise("%s: '%s' has shape %s in the state dict, the module expects %s", who, n,
-        shape_str(src), shape_str(dst))
+      mismatched[#mismatched + 1] = n
     end
+  end
+  if #mismatched > 0 then -- every one, in name order (as PyTorch lists them)
+    table.sort(mismatched)
+    for i, n in ipairs(mismatched) do
+      mismatched[i] = ("'%s' has shape %s in the state dict, the module expects %s"):format(n, shape_str(sd[n]),
+        shape_str(own[n]))
+    end
+    errors.raise("%s: %s", who, table.concat(mismatched, "; "))
   end
   for n in pairs(sd) do if own[n] == nil then unexpected[#unexpected + 1] = tostring(n) end end
   table.sort(missing)
