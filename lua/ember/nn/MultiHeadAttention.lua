@@ -13,7 +13,10 @@
 -- and attn (an ember.Attention holding the variant and its tables). State
 -- dict names are therefore "q_proj.weight", ..., "attn.rel_k"; the names of
 -- earlier ember versions ("w_q", "b_q", ..., "relpos.rel_k") still load
--- (see `legacy_names`).
+-- (see `legacy_names`), and so does torch.nn.MultiheadAttention's state
+-- dict: in_proj_weight / in_proj_bias (or q_proj_weight, k_proj_weight,
+-- v_proj_weight) split into q_proj, k_proj and v_proj (`upgrade_state_dict`,
+-- at any depth of a model); `torch_state_dict()` stacks them back.
 --
 -- With kv_heads < heads (grouped-query attention; 1 is multi-query), k_proj
 -- and v_proj project to kv_heads * head_dim, and each key/value head serves
