@@ -151,6 +151,24 @@ static int m_detach(lua_State *L) {
   RESULT(L, "detach", em_detach(out, t));
 }
 
+/* t:_assign(src): this userdata now wraps src's tensor (its data, shape,
+** dtype, device and requires_grad), for leaves only. Module:to converts a
+** parameter through it, so that the parameter keeps its Lua identity and an
+** optimizer made before the conversion still updates the model (PyTorch's
+** module.to() changes param.data under the same Parameter). Returns t. */
+static int m__assign(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1), *src = lember_checktensor(L, 2);
+  if (t->grad_fn || src->grad_fn)
+    return luaL_error(L, "ember._assign: only leaf tensors (this is how Module:to keeps a parameter)");
+  em_tensor **slot = (em_tensor **)lua_touserdata(L, 1);
+  if (t != src) {
+    *slot = em_retain(src);
+    em_release(t);
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+
 /* t:detach_(): t itself cut from the graph (torch's detach_, e.g. an RNN's
 ** hidden state between truncated-BPTT chunks); a leaf stops requiring
 ** grad. Returns t. */
@@ -224,7 +242,7 @@ static const luaL_Reg methods[] = {
   {"transpose", m_transpose}, {"t", m_t}, {"permute", m_permute}, {"narrow", m_narrow},
   {"select", m_select}, {"slice", m_slice}, {"squeeze", m_squeeze},
   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
-  {"clone", m_clone}, {"detach", m_detach}, {"detach_", m_detach_}, {"to", m_to}, {"float", m_float},
+  {"clone", m_clone}, {"detach", m_detach}, {"detach_", m_detach_}, {"_assign", m__assign}, {"to", m_to}, {"float", m_float},
   {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16},
   {"cpu", m_cpu}, {"cuda", m_cuda},
   {NULL, NULL}

@@ -487,8 +487,11 @@ function Module.float_dtype(where, op)
 end
 
 --- Moves or converts every tensor: `to("cuda")`, `to("float64")`.
--- Parameters become new leaves (build the optimizer after moving the
--- model, as in PyTorch). A dtype converts only floating-point tensors;
+-- Parameters keep their identity (the same tensor objects, converted in
+-- place, their gradients dropped), so an optimizer made before still
+-- updates the model, as PyTorch's module.to() keeps its Parameters; the
+-- optimizer's state stays where it was (build it after moving, as PyTorch
+-- advises). A dtype converts only floating-point tensors;
 -- integer and bool buffers keep theirs. A tensor shared by several names
 -- (tied weights) stays shared.
 -- @string where a dtype or device name
@@ -503,8 +506,11 @@ function Module:to(where, _moved)
   local function move(t, param)
     if moved[t] then return moved[t] end
     local new = (is_dtype and not ember.dtype_info(t.dtype).floating) and t or t:detach():to(where)
-    -- a frozen parameter stays frozen (PyTorch's to() keeps requires_grad)
-    if param then new:requires_grad_(t.requires_grad) end
+    if param and not rawequal(new, t) then
+      -- a frozen parameter stays frozen (PyTorch's to() keeps requires_grad),
+      -- and the parameter stays the same object: an optimizer holds it
+      new = t:_assign(new:requires_grad_(t.requires_grad))
+    end
     moved[t] = new
     return new
   end
