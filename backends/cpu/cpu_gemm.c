@@ -195,14 +195,14 @@ static em_status gemv_batch(const gemm_args *g) {
   }
   const bool split = nt > 1 && bytes >= GEMV_PAR_BYTES;
   if (!split && nt > 1 && !bf16 && g->batch >= nt && bytes * g->batch >= GEMV_PAR_BYTES) {
-    CPU_FOR(true, i, g->batch, { gemv_args v = gemv_of(g, i); gemv_block(&v, 0, out); });
+    CPU_FOR_W(true, bytes * g->batch / 4, i, g->batch, { gemv_args v = gemv_of(g, i); gemv_block(&v, 0, out); });
     return EM_OK;
   }
   /* nt ranges of whole cache lines of y (or of its float32 sums) */
   const int64_t per = ((out + nt - 1) / nt + 15) / 16 * 16;
   for (int64_t i = 0; i < g->batch; i++) {
     const gemv_args v = bf16 ? gemv_of_bf16(g, i, xf, acc) : gemv_of(g, i);
-    CPU_FOR(split, w, split ? nt : 1, {
+    CPU_FOR_W(split, bytes / 4, w, split ? nt : 1, {
       const int64_t lo = split ? w * per : 0, hi = !split ? out : lo + per < out ? lo + per : out;
       if (lo < hi) gemv_block(&v, lo, hi);
     });
@@ -369,12 +369,12 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
   if (nt == 1 || (double)m * n * k * batch <= GEMM_PAR_MNK) {
     for (int64_t i = 0; i < batch; i++) gemm_block(&g, i, 0, m, 0, n);
   } else if (batch >= nt) {
-    CPU_FOR(true, i, batch, gemm_block(&g, i, 0, m, 0, n););
+    CPU_FOR_W(true, (double)m * n * k * batch, i, batch, gemm_block(&g, i, 0, m, 0, n););
   } else {
     /* nt blocks of each product: rows of C, or columns when C is wide */
     const bool by_rows = m >= n;
     const int64_t len = by_rows ? m : n, per = (len + nt - 1) / nt;
-    CPU_FOR(true, w, batch * nt, {
+    CPU_FOR_W(true, (double)m * n * k * batch, w, batch * nt, {
       const int64_t i = w / nt, lo = (w % nt) * per, hi = lo + per < len ? lo + per : len;
       if (lo >= hi) continue;
       if (by_rows) gemm_block(&g, i, lo, hi, 0, n);

@@ -39,14 +39,16 @@ void cpu_team_describe(char *buf, size_t n);
   } while (0)
 
 /* for (int64_t VAR = 0; VAR < N; VAR++) { body }, spread over the OpenMP
-** team when PAR is true (and cpu_team_go agrees) and on the calling thread
+** team when PAR is true (and cpu_team_go agrees for WORK, the region's
+** elements or multiply-adds, 0 when small) and on the calling thread
 ** otherwise. A plain `if()` clause on the pragma is not enough: libgomp
 ** still builds a team of one, which costs more than a whole small kernel.
 ** The body may use `continue`, and commas. */
-#define CPU_FOR(PAR, VAR, N, ...)                                             \
+#define CPU_FOR(PAR, VAR, N, ...) CPU_FOR_W(PAR, 0, VAR, N, __VA_ARGS__)
+#define CPU_FOR_W(PAR, WORK, VAR, N, ...)                                     \
   do {                                                                        \
     const int64_t cpu_for_n_ = (N);                                           \
-    if ((PAR) && cpu_team_go(0)) {                                             \
+    if ((PAR) && cpu_team_go(WORK)) {                                         \
       const uint64_t cpu_for_t0_ = cpu_team_now();                            \
       uint64_t cpu_for_lag_ = 0;                                              \
       _Pragma("omp parallel")                                                 \
@@ -73,7 +75,7 @@ void cpu_team_describe(char *buf, size_t n);
 #define CPU_FOR_RANGES(PAR, N, LO, HI, ...)                                    \
   do {                                                                        \
     const int64_t cpu_rn_ = (N);                                              \
-    CPU_FOR(PAR, cpu_rt_, (cpu_rn_ + CPU_RANGE - 1) / CPU_RANGE,              \
+    CPU_FOR_W(PAR, (double)cpu_rn_, cpu_rt_, (cpu_rn_ + CPU_RANGE - 1) / CPU_RANGE, \
       const int64_t LO = cpu_rt_ * CPU_RANGE;                                 \
       const int64_t HI = cpu_rn_ - LO < CPU_RANGE ? cpu_rn_ : LO + CPU_RANGE; \
       __VA_ARGS__);                                                           \

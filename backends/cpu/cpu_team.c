@@ -35,11 +35,12 @@
 ** sleeping worker wakes in about 10 us here, a contended one in 30-80+. */
 #define TEAM_SLOW_NS 25000u
 /* Work (multiply-adds, or elements) for which a contended team still
-** pays: a slow start is a few percent of it, and two threads sharing the
-** CPUs with one competitor get about 4/3 of a core against one thread's
-** one. Our elementwise regions (a few MB at most) run serially then; a
-** fused attention call of this size keeps the team. */
-#define TEAM_BIG_WORK 4194304.0
+** pays: a region this big runs 100 us or more alone, so a slow start costs
+** less than the second thread saves (two threads beside one competitor get
+** about 4/3 of a core against one thread's one). Regions that do not say
+** their work (most CPU_FOR loops: rows of a softmax, blocks of a sum) count
+** as small. */
+#define TEAM_BIG_WORK 524288.0
 /* How often a contended process tries its team again: a probe costs one
 ** slow start (about 80 us) when the contention goes on. */
 #define TEAM_PROBE_NS 50000000u
