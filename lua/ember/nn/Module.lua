@@ -537,7 +537,7 @@ function Module:state_dict()
   self:_each_tensor(function(n, t, kind)
     if kind ~= "nonpersistent" then sd[n] = t:detach() end
   end)
-  return sd
+  return list_of(sd) -- print(m:state_dict()) lists the names, as PyTorch's
 end
 
 --- Names this module had in earlier versions of ember: a table

@@ -198,7 +198,7 @@ function Optimizer:state_dict()
     for name, v in pairs(st) do s[name] = v end
     state[idx] = s
   end
-  return { state = state, param_groups = groups }
+  return require("ember._listing").list({ state = state, param_groups = groups }) -- prints readably
 end
 
 local shape_str = require("ember._errors").shape_str
