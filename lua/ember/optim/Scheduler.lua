@@ -139,7 +139,7 @@ end
 function Scheduler:get_last_lr()
   local lrs = {}
   for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = g.lr end
-  return lrs
+  return require("ember._listing").list(lrs) -- print(sched:get_last_lr()) shows them
 end
 
 --- {last_step=, base_lrs=}, for checkpoints.
