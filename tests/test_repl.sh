@@ -100,6 +100,13 @@ enter_line 'help(ember.matmul)'
 wait_for "Matrix product with broadcast batch dims"
 report $? "help(ember.matmul) prints the reference entry"
 
+enter_line 'help(nn.Linear)'
+wait_for "in_features"
+report $? "nn and optim are there, as the docs use them: help(nn.Linear)"
+enter_line 'optim.SGD.__name .. "!"'
+wait_for 'SGD!'
+report $? "optim is ember.optim"
+
 enter_line 'function twice(x)'
 wait_for ">> "
 report $? "an unfinished chunk asks for more (>> prompt)"

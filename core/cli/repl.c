@@ -213,10 +213,13 @@ static void print_results(lua_State *L, int base) {
 }
 
 /* REPL globals: plugins() lists the plugins, help(x) prints the reference
-** entry of x (ember.help, read from the doc comments by ember._doc). */
+** entry of x (ember.help, read from the doc comments by ember._doc), and
+** nn and optim are ember.nn and ember.optim, as the docs' examples use them
+** (help(nn.MultiHeadAttention), nn.Linear(4, 2) typed as it reads). */
 static const char plugins_fn[] =
   "function plugins() print(ember.plugins()) end\n"
-  "function help(...) return ember.help(...) end";
+  "function help(...) return ember.help(...) end\n"
+  "nn, optim = ember.nn, ember.optim";
 
 void ember_repl(lua_State *L) {
   int base = lua_gettop(L);
