@@ -24,6 +24,7 @@ Run with Debian's python3-torch: /usr/bin/python3 tests/gen_interop_fixtures.py
 import json
 import os
 import struct
+from collections import OrderedDict
 
 import torch
 import torch.nn as nn
@@ -35,7 +36,7 @@ torch.manual_seed(20261206)
 torch.set_default_dtype(torch.float64)
 
 ST_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64",
-             torch.float16: "F16"}
+             torch.float16: "F16", torch.bool: "BOOL", torch.int32: "I32"}
 
 
 def save_safetensors(path, tensors, metadata=None):
@@ -87,6 +88,61 @@ class Recurrent(nn.Module):
 
     def forward(self, x):
         return self.head(self.gru(self.lstm(x)[0])[0])
+
+
+class TVEncoderBlock(nn.Module):
+    """torchvision.models.vision_transformer.EncoderBlock (0.14), its names and computation."""
+
+    def __init__(self, num_heads, hidden_dim, mlp_dim):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden_dim, eps=1e-6)
+        self.self_attention = nn.MultiheadAttention(hidden_dim, num_heads, dropout=0.0, batch_first=True)
+        self.dropout = nn.Dropout(0.0)
+        self.ln_2 = nn.LayerNorm(hidden_dim, eps=1e-6)
+        # MLPBlock: torchvision.ops.MLP's Sequential of Linear, GELU, Dropout, Linear, Dropout
+        self.mlp = nn.Sequential(nn.Linear(hidden_dim, mlp_dim), nn.GELU(), nn.Dropout(0.0),
+                                 nn.Linear(mlp_dim, hidden_dim), nn.Dropout(0.0))
+
+    def forward(self, input):
+        x = self.ln_1(input)
+        x, _ = self.self_attention(x, x, x, need_weights=False)
+        x = self.dropout(x) + input
+        return x + self.mlp(self.ln_2(x))
+
+
+class TVEncoder(nn.Module):
+    def __init__(self, seq_length, num_layers, num_heads, hidden_dim, mlp_dim):
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.empty(1, seq_length, hidden_dim).normal_(std=0.02))
+        self.dropout = nn.Dropout(0.0)
+        self.layers = nn.Sequential(OrderedDict(
+            ("encoder_layer_%d" % i, TVEncoderBlock(num_heads, hidden_dim, mlp_dim)) for i in range(num_layers)))
+        self.ln = nn.LayerNorm(hidden_dim, eps=1e-6)
+
+    def forward(self, input):
+        return self.ln(self.layers(self.dropout(input + self.pos_embedding)))
+
+
+class TVVisionTransformer(nn.Module):
+    """torchvision.models.VisionTransformer (0.14) with representation_size=None: the module
+    names of its state dict and its computation, written out (no torchvision here)."""
+
+    def __init__(self, image_size=8, patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16,
+                 num_classes=3):
+        super().__init__()
+        self.hidden_dim, self.patch_size = hidden_dim, patch_size
+        self.conv_proj = nn.Conv2d(3, hidden_dim, kernel_size=patch_size, stride=patch_size)
+        seq_length = (image_size // patch_size) ** 2 + 1
+        self.class_token = nn.Parameter(torch.zeros(1, 1, hidden_dim))
+        self.encoder = TVEncoder(seq_length, num_layers, num_heads, hidden_dim, mlp_dim)
+        self.heads = nn.Sequential(OrderedDict([("head", nn.Linear(hidden_dim, num_classes))]))
+
+    def forward(self, x):
+        n, _, h, w = x.shape
+        x = self.conv_proj(x).reshape(n, self.hidden_dim, (h // self.patch_size) * (w // self.patch_size))
+        x = x.permute(0, 2, 1)
+        x = torch.cat([self.class_token.expand(n, -1, -1), x], dim=1)
+        return self.heads(self.encoder(x)[:, 0])
 
 
 def make_mlp():
@@ -179,6 +235,15 @@ def main():
             out = m(q, k, v, need_weights=False)[0]
         sd = state(m)
         cases[name] = {"keys": list(sd), "state": sd, "q": q, "k": k, "v": v, "out": out}
+
+    # 6. a torchvision-shaped ViT (its names: encoder.layers.encoder_layer_0.ln_1, mlp.0, heads.head, ...)
+    m = TVVisionTransformer().eval()
+    randomize(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        out = m(x)
+    sd = state(m)
+    cases["vit"] = {"keys": list(sd), "state": sd, "x": x, "out": out}
 
     Writer(keys="auto").write(os.path.join(FIX, "interop.lua"), "tests/gen_interop_fixtures.py", cases)
 

@@ -6,7 +6,7 @@ load_state_dict into the generator's model of that KIND, which then computes,
 on the inputs in INPUTS (written by ember.save too), the output ember computed.
 
 Usage: /usr/bin/python3 tests/interop_torch_check.py KIND STATE INPUTS
-KIND: seq2seq, cnn, recurrent, mha_kdim. Prints `maxdiff <max |torch - ember|>`.
+KIND: seq2seq, cnn, recurrent, mha_kdim, vit (torchvision's VisionTransformer, written out). Prints `maxdiff <max |torch - ember|>`.
 """
 import json
 import os
@@ -40,7 +40,7 @@ def main():
     kind, state_path, inputs_path = sys.argv[1:4]
     x = load(inputs_path)
     model = {"seq2seq": gen.Seq2Seq, "cnn": gen.make_cnn, "recurrent": gen.Recurrent,
-             "mha_kdim": lambda: gen.make_mha(kdim=6, vdim=5)}[kind]()
+             "mha_kdim": lambda: gen.make_mha(kdim=6, vdim=5), "vit": gen.TVVisionTransformer}[kind]()
     model.load_state_dict(load(state_path), strict=True)
     model.eval()
     with torch.no_grad():

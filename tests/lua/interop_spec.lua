@@ -57,6 +57,11 @@ local function mlp(dtype)
     nn.Linear(8, 3, { dtype = dtype }))
 end
 
+local function vit(dtype)
+  return ember.models.ViT { image_size = 8, patch_size = 4, in_channels = 3, num_classes = 3, hidden_dim = 8,
+    num_layers = 2, num_heads = 2, mlp_dim = 16, dtype = dtype }
+end
+
 local function cnn(dtype)
   local o = { dtype = dtype }
   return nn.Sequential(nn.Conv2d(3, 4, 3, { padding = 1, dtype = dtype }), nn.BatchNorm2d(4, o), nn.ReLU(),
@@ -216,6 +221,21 @@ describe("PyTorch state dicts load as they are", function()
     check("recurrent", m(T(c.x)), T(c.out), 1e-10)
   end)
 
+  it("models.ViT takes a torchvision VisionTransformer state dict (encoder_layer_0.ln_1, mlp.0, heads.head, ...)", function()
+    local c = fx.vit
+    local m = vit("float64"):eval()
+    m:load_state_dict(tensors(c.state))
+    check("vit", m(T(c.x)), T(c.out), 1e-10)
+    -- torchvision before 0.13 named the MLP's linears linear_1 and linear_2
+    local old = {}
+    for k, v in pairs(tensors(c.state)) do
+      old[(k:gsub("%.mlp%.0%.", ".mlp.linear_1."):gsub("%.mlp%.3%.", ".mlp.linear_2."))] = v
+    end
+    local m2 = vit("float64"):eval()
+    m2:load_state_dict(old)
+    check("vit, torchvision 0.12 names", m2(T(c.x)), T(c.out), 1e-10)
+  end)
+
   it("nn.MultiheadAttention's in_proj_weight into nn.MultiHeadAttention, and q/k/v_proj_weight with kdim, vdim", function()
     for _, name in ipairs { "mha", "mha_kdim" } do
       local c = fx[name]
@@ -234,6 +254,7 @@ describe("torch_state_dict: PyTorch's names and layouts back", function()
     recurrent = function() return Recurrent("float64") end,
     mha = function() return nn.MultiHeadAttention(D, 2, { dtype = "float64" }) end,
     mha_kdim = function() return nn.MultiHeadAttention(D, 2, { dtype = "float64", kdim = 6, vdim = 5 }) end,
+    vit = function() return vit("float64") end,
   }
   for name, make in pairs(cases) do
     it(name .. ": the same names, shapes and values as PyTorch's state dict", function()
@@ -298,8 +319,12 @@ describe("ember's weights in PyTorch (where /usr/bin/python3 has torch)", functi
       local m = randomize(nn.MultiHeadAttention(D, 2, { dtype = "float64", kdim = 6, vdim = 5 }))
       return m, { q = T(c.q), k = T(c.k), v = T(c.v) }, m(T(c.q), T(c.k), T(c.v))
     end,
+    vit = function()
+      local m = randomize(vit("float64")):eval()
+      return m, { x = T(fx.vit.x) }, m(T(fx.vit.x))
+    end,
   }
-  for _, kind in ipairs { "seq2seq", "cnn", "recurrent", "mha_kdim" } do
+  for _, kind in ipairs { "seq2seq", "cnn", "recurrent", "mha_kdim", "vit" } do
     it(kind .. ": torch_state_dict in a safetensors file loads strictly into PyTorch's model and gives ember's output", function()
       if not has_torch then return pending("no PyTorch in /usr/bin/python3") end
       local m, inputs, out = runs[kind]()

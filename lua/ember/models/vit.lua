@@ -18,10 +18,13 @@
 -- State dict: `class_token` [1, 1, D], `pos_embedding` [1, 1 + h*w, D],
 -- `conv_proj.{weight,bias}`, `layers.<i>.*` (i from 0; the encoder layer's
 -- own names: self_attn.q_proj, ff.linear1, norm1, ...), `norm.{weight,bias}`,
--- `head.{weight,bias}`. (The names are torchvision's where it has a
--- parameter of its own -- class_token, conv_proj -- but the encoder is
--- ember's TransformerEncoderLayer, so torchvision checkpoints do not load
--- without a key mapping.) Initialisation: positions and class token
+-- `head.{weight,bias}`. A torchvision `vit_*` state dict loads as it is
+-- (`upgrade_state_dict`: encoder.pos_embedding, encoder.layers.encoder_layer_<i>
+-- with ln_1, self_attention (its in_proj_weight split), ln_2, mlp.0 / mlp.3
+-- (or mlp.linear_1 / linear_2), encoder.ln, heads.head), and
+-- `torch_state_dict()` gives torchvision's names back (the model matches
+-- torchvision's VisionTransformer with representation_size = nil, whose
+-- LayerNorm eps 1e-6 is ember's default here). Initialisation: positions and class token
 -- N(0, 0.02^2) (as torchvision's positions; its class token starts at zero,
 -- which gives every image the same start), the conv and layers as their
 -- modules do, the head at zero (as torchvision).
@@ -152,6 +155,67 @@ function ViT:extra_repr()
   return ("image_size={%d, %d}, patch_size={%d, %d}, hidden_dim=%d, num_layers=%d, num_heads=%d, mlp_dim=%d, pool=%s")
     :format(c.image_size[1], c.image_size[2], c.patch_size[1], c.patch_size[2], c.hidden_dim, c.num_layers,
       c.num_heads, c.mlp_dim, c.pool)
+end
+
+-- torchvision's names -> ember's (Lua patterns on whole names, tried in
+-- order; a layer's own part is what follows "layers.<i>.")
+local TV_TOP = {
+  { "^encoder%.pos_embedding$", "pos_embedding" }, { "^encoder%.ln%.", "norm." }, { "^heads%.head%.", "head." },
+}
+local TV_LAYER = {
+  { "^ln_1%.", "norm1." }, { "^ln_2%.", "norm2." }, { "^self_attention%.", "self_attn." },
+  { "^mlp%.0%.", "ff.linear1." }, { "^mlp%.3%.", "ff.linear2." },
+  { "^mlp%.linear_1%.", "ff.linear1." }, { "^mlp%.linear_2%.", "ff.linear2." }, -- torchvision < 0.13
+}
+-- ember's -> torchvision's; a layer's names are PyTorch's by then (its
+-- own to_torch_names ran first: ff.linear1 -> linear1)
+local TO_TV_TOP = { { "^pos_embedding$", "encoder.pos_embedding" }, { "^norm%.", "encoder.ln." }, { "^head%.", "heads.head." } }
+local TO_TV_LAYER = { { "^norm1%.", "ln_1." }, { "^norm2%.", "ln_2." }, { "^self_attn%.", "self_attention." },
+  { "^linear1%.", "mlp.0." }, { "^linear2%.", "mlp.3." } }
+
+local function rewrite(name, rules)
+  for _, r in ipairs(rules) do
+    local n, hits = name:gsub(r[1], r[2])
+    if hits > 0 then return n end
+  end
+  return name
+end
+
+--- A torchvision VisionTransformer state dict loads as it is: its names
+-- mapped to ember's (see the class's text), then each child maps its own
+-- part (the layers' self_attn splits in_proj_weight: nn.MultiHeadAttention).
+-- @tparam table sd name -> tensor
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function ViT:upgrade_state_dict(sd, prefix)
+  local out = {}
+  for k, v in pairs(sd) do
+    local n = k
+    if type(k) == "string" then
+      local i, rest = k:match("^encoder%.layers%.encoder_layer_(%d+)%.(.+)$")
+      if i then n = "layers." .. i .. "." .. rewrite(rest, TV_LAYER) else n = rewrite(k, TV_TOP) end
+      if n ~= k and sd[n] ~= nil then n = k end -- both spellings given: each keeps its own
+    end
+    out[n] = v
+  end
+  return Module.upgrade_state_dict(self, out, prefix)
+end
+
+--- torchvision's names, for `torch_state_dict` (the inverse of the map above).
+-- @tparam table sd
+-- @treturn table
+function ViT:to_torch_names(sd)
+  local out = {}
+  for k, v in pairs(sd) do
+    local i, rest = k:match("^layers%.(%d+)%.(.+)$")
+    if i then
+      out["encoder.layers.encoder_layer_" .. i .. "." .. rewrite(rest, TO_TV_LAYER)] = v
+    else
+      out[rewrite(k, TO_TV_TOP)] = v
+    end
+  end
+  return out
 end
 
 -- C errors (bad shapes, dtypes) name the user's line, not this file's.
