@@ -21,12 +21,14 @@
 #include "ember_expr.h"
 
 /* float32: the vectorising exp, log and tanh of cpu_vmath.h (a libm call per element
-** would stop the loops vectorising); float64: libm, for gradchecks. */
+** would stop the loops vectorising); float64: libm, for gradchecks. exp is
+** the whole-range one (cpu_exp_any_f32), as ember.exp: a traced exp that
+** overflows gives +inf, which the kernel reports, not a saturated value. */
 static inline double cpu_xexp_f64(double x) { return exp(x); }
 static inline double cpu_xtanh_f64(double x) { return tanh(x); }
 static inline double cpu_xlog_f64(double x) { return log(x); }
 static inline float cpu_xtanh_f32(float x) { return cpu_tanh_f32(x); }
-#define cpu_xexp(x) _Generic((x), float: cpu_exp_f32, default: cpu_xexp_f64)(x)
+#define cpu_xexp(x) _Generic((x), float: cpu_exp_any_f32, default: cpu_xexp_f64)(x)
 #define cpu_xlog(x) _Generic((x), float: cpu_log_f32, default: cpu_xlog_f64)(x)
 #define cpu_xtanh(x) _Generic((x), float: cpu_xtanh_f32, default: cpu_xtanh_f64)(x)
 

@@ -198,6 +198,11 @@ ember.attention_variant { name = "inf_jit", score = function(s) return s * 0 + m
 att = ember.Attention({ heads = 1, head_dim = 8, attention = "inf_jit" })
 ok, err = pcall(att, x, x, x)
 print("inf=" .. tostring(ok) .. " " .. tostring(err))
+-- an exp that overflows float32 is +inf (as ember.exp), reported, not saturated to a finite score
+ember.attention_variant { name = "exp_jit", score = function(s, b, h, q, k) return s + ember.exp(k * 1000) end }
+att = ember.Attention({ heads = 1, head_dim = 8, attention = "exp_jit" })
+ok, err = pcall(att, x, x, x)
+print("exp=" .. tostring(ok) .. " " .. tostring(err))
 print("path=" .. info())
 ]])
     assert.truthy(out:find("index=false", 1, true), out)
@@ -207,6 +212,8 @@ print("path=" .. info())
     assert.truthy(out:find("gave NaN at b=1 h=1 q=1 k=1", 1, true), out)
     assert.truthy(out:find("inf=false", 1, true), out)
     assert.truthy(out:find("gave +inf at b=1 h=1 q=1 k=1", 1, true), out)
+    assert.truthy(out:find("exp=false", 1, true), out)
+    assert.truthy(out:find("exp=false[^\n]*gave %+inf at b=1 h=1 q=1 k=1"), out)
     assert.truthy(out:find(env == "EMBER_JIT=0" and "path=interpreted (EMBER_JIT=0)" or "path=compiled", 1, true), out)
     end
   end)
