@@ -200,15 +200,70 @@ static int to_device(lua_State *L, em_tensor *t, em_device dev, const char *op) 
   RESULT(L, op, em_to_device(out, t, dev));
 }
 
-/* t:to("float64") or t:to("cuda:1") */
+/* One name of t:to(...): a dtype or a device, each at most once. */
+static void to_name(lua_State *L, int idx, em_dtype *dt, bool *has_dt, em_device *dev, bool *has_dev) {
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "ember.to: expected a dtype or device name, a tensor or {dtype=, device=}, got %s",
+               luaL_typename(L, idx));
+  const char *what = lua_tostring(L, idx);
+  em_dtype d;
+  em_device v;
+  if (em_dtype_parse(what, &d) == EM_OK) {
+    if (*has_dt) luaL_error(L, "ember.to: two dtypes given (%s and %s)", em_dtype_name(*dt), what);
+    *dt = d;
+    *has_dt = true;
+  } else if (em_device_parse(what, &v) == EM_OK) {
+    if (*has_dev) luaL_error(L, "ember.to: two devices given (the second is %s)", what);
+    *dev = v;
+    *has_dev = true;
+  } else {
+    lember_device_error(L, "to", what, 1);
+  }
+}
+
+/* t:to("float64"), t:to("cuda:1"), t:to("cuda", "bfloat16") (either
+** order), t:to(other) (other's dtype and device, as torch's x.to(y)) or
+** t:to{dtype=, device=}; t itself when nothing changes. */
 static int m_to(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
-  em_dtype dt;
-  const char *what = luaL_checkstring(L, 2);
-  if (em_dtype_parse(what, &dt) == EM_OK) return to_dtype(L, t, dt, "to");
-  em_device dev;
-  if (em_device_parse(what, &dev) != EM_OK) return lember_device_error(L, "to", what, 1);
-  return to_device(L, t, dev, "to");
+  int n = lua_gettop(L);
+  em_dtype dt = t->dtype;
+  em_device dev = t->device;
+  bool has_dt = false, has_dev = false;
+  em_tensor *other = n == 2 ? lember_testtensor(L, 2) : NULL;
+  if (n < 2 || n > 3) {
+    return luaL_error(L, "ember.to: expected a dtype or device name (or both), a tensor or {dtype=, device=}, "
+                         "got %d arguments", n - 1);
+  } else if (other) {
+    dt = other->dtype;
+    dev = other->device;
+    has_dt = has_dev = true;
+  } else if (n == 2 && lua_type(L, 2) == LUA_TTABLE) {
+    static const char *const names[] = {"dtype", "device", NULL};
+    lember_checkoptions(L, 2, "to", names);
+    for (int k = 0; k < 2; k++) {
+      if (lua_getfield(L, 2, names[k]) != LUA_TNIL) to_name(L, lua_gettop(L), &dt, &has_dt, &dev, &has_dev);
+      lua_pop(L, 1);
+    }
+  } else {
+    for (int i = 2; i <= n; i++) to_name(L, i, &dt, &has_dt, &dev, &has_dev);
+  }
+  bool same_dt = t->dtype == dt, same_dev = em_device_eq(t->device, dev);
+  if (same_dt && same_dev) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  if (same_dev) RESULT(L, "to", em_to_dtype(out, t, dt));
+  if (same_dt) RESULT(L, "to", em_to_device(out, t, dev));
+  em_tensor *mid = NULL;
+  em_status s = em_to_dtype(&mid, t, dt);
+  if (s) return lember_error(L, "to", s);
+  em_tensor **out = lember_newslot(L);
+  s = em_to_device(out, mid, dev);
+  em_release(mid);
+  if (s) return lember_error(L, "to", s);
+  lember_account(L, *out);
+  return 1;
 }
 
 static int m_float(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_F32, "float"); }
