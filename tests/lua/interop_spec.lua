@@ -353,6 +353,20 @@ describe("load_state_dict as PyTorch's", function()
     raises_here(function() m:load_state_dict(sd, { strict = true }) end, "missing 4.bias")
   end)
 
+  it("a DistributedDataParallel checkpoint ('module.' before every name) is named as one", function()
+    local sd = {}
+    for k, v in pairs(tensors(fx.mlp.state)) do sd["module." .. k] = v end
+    raises_here(function() mlp("float64"):load_state_dict(sd) end,
+      "the state dict's names start with 'module.' (a model wrapped in PyTorch's DistributedDataParallel")
+    sd = {}
+    for k, v in pairs(tensors(fx.seq2seq.state)) do sd["module." .. k] = v end
+    raises_here(function() Seq2Seq("float64"):load_state_dict(sd) end, "take that prefix off each name")
+    sd["module.extra"] = ember.zeros(1)
+    local ok, err = pcall(Seq2Seq("float64").load_state_dict, Seq2Seq("float64"), sd)
+    assert.is_false(ok)
+    assert.is_nil(err:find("module.'", 1, true), "a name that is not the model's under 'module.': no hint")
+  end)
+
   it("non-strict: loads what matches and returns both lists, printable; {strict = false} too", function()
     local sd = tensors(fx.mlp.state)
     sd["3.bias"], sd["extra"] = nil, ember.zeros(1)

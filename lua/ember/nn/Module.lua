@@ -486,7 +486,8 @@ function Module.float_dtype(where, op)
   return info and info.name
 end
 
---- Moves or converts every tensor: `to("cuda")`, `to("float64")`.
+--- Moves or converts every tensor: `to("cuda")`, `to("float64")`, both
+-- `to("cuda", "bfloat16")`, another tensor's `to(x)`, or `to{dtype=, device=}`.
 -- Parameters keep their identity (the same tensor objects, converted in
 -- place, their gradients dropped), so an optimizer made before still
 -- updates the model, as PyTorch's module.to() keeps its Parameters; the
@@ -498,8 +499,26 @@ end
 -- @tparam[opt] table _moved old tensor -> new one, shared by a whole tree (internal)
 -- @treturn Module self
 function Module:to(where, _moved)
+  -- PyTorch's forms: to(device, dtype) in either order, to(tensor) (its
+  -- device and dtype), to{device =, dtype =}; each name is one pass
+  if type(_moved) == "string" or is_tensor(where) or (type(where) == "table" and not is_module(where)) then
+    local names
+    if is_tensor(where) then
+      names = { where.device, where.dtype }
+    elseif type(where) == "table" then
+      Module.check_options(self.__name .. ".to", where, { "dtype", "device" })
+      names = { where.device, where.dtype }
+    else
+      names = { where, _moved }
+    end
+    for i = 1, 2 do
+      if names[i] ~= nil then self:to(names[i]) end
+    end
+    return self
+  end
   if type(where) ~= "string" then
-    errors.raise("%s.to: expected a dtype or device name, got %s", self.__name, type(where))
+    errors.raise("%s.to: expected a dtype or device name (or both), a tensor or {dtype=, device=}, got %s",
+      self.__name, type(where))
   end
   local is_dtype = Module.float_dtype(where, self.__name .. ".to") ~= nil
   local moved = _moved or {} -- old tensor -> new one across the whole tree
@@ -688,6 +707,19 @@ function Module:load_state_dict(sd, strict)
     local parts = {}
     if #missing > 0 then parts[#parts + 1] = "missing " .. table.concat(missing, ", ") end
     if #unexpected > 0 then parts[#parts + 1] = "unexpected " .. table.concat(unexpected, ", ") end
+    -- a checkpoint of a model wrapped in DataParallel / DistributedDataParallel:
+    -- every name under "module."
+    local wrapped, inner = #unexpected > 0, {}
+    for _, n in ipairs(unexpected) do
+      if n:sub(1, 7) == "module." then inner[n:sub(8)] = sd[n] else wrapped = false end
+    end
+    if wrapped then
+      for n in pairs(self:upgrade_state_dict(inner)) do if own[n] == nil then wrapped = false end end
+    end
+    if wrapped then
+      parts[#parts + 1] = "the state dict's names start with 'module.' (a model wrapped in PyTorch's "
+        .. "DistributedDataParallel or DataParallel): take that prefix off each name"
+    end
     errors.raise("%s: names do not match the module: %s", who, table.concat(parts, "; "))
   end
   ember.no_grad(function()

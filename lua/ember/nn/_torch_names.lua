@@ -12,7 +12,10 @@
 --     k_proj_weight, v_proj_weight when kdim or vdim differ from d);
 --   the Transformer layers keep the feed-forward in "ff" (ff.linear1,
 --     ff.linear2) and the decoder's cross-attention in "cross_attn",
---     PyTorch's linear1, linear2 and multihead_attn.
+--     PyTorch's linear1, linear2 and multihead_attn;
+--   a normalisation layer's state without num_batches_tracked (older
+--     PyTorch) gets it as 0, as PyTorch does.
+-- models.ViT maps torchvision's names in its own file.
 -- @module nn._torch_names
 local Module = require "ember.nn.Module"
 local errors = require "ember._errors"
