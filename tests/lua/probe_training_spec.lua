@@ -520,3 +520,20 @@ describe("Tensor:to as PyTorch's", function()
     raises_here(function() x:to { dtpe = "x" } end, "ember.to: unknown option 'dtpe'")
   end)
 end)
+
+describe("Module:to as PyTorch's", function()
+  it("takes a device and a dtype together, a tensor, or {dtype=, device=}", function()
+    local m = nn.Sequential(nn.Linear(2, 2), nn.TransformerEncoderLayer(8, 2))
+    local w = m[1].weight
+    m:to("cpu", "float64") -- was an error inside Module.lua
+    assert.are.equal("float64", m[1].weight.dtype)
+    assert.are.equal("float64", m[2].self_attn.q_proj.weight.dtype)
+    assert.is_true(rawequal(w, m[1].weight))
+    m:to { dtype = "float32", device = "cpu" }
+    assert.are.equal("float32", m[1].weight.dtype)
+    m:to(ember.zeros(1, "bfloat16"))
+    assert.are.equal("bfloat16", m[1].weight.dtype)
+    raises_here(function() m:to { dtpe = "float64" } end, "Sequential.to: unknown option 'dtpe'")
+    raises_here(function() m:to(3) end, "Sequential.to: expected a dtype or device name (or both)")
+  end)
+end)
