@@ -176,12 +176,7 @@ local function sdpa(q, k, v, opts)
     end
   end
   local p = opts.dropout_p or 0
-  local scale = opts.scale
-  if scale ~= nil and scale <= 0 then
-    -- the kernel reads a scale <= 0 as "the default": q carries it instead
-    -- (0 gives uniform weights over the keys a row may see, as PyTorch)
-    q, scale = q * scale, 1
-  end
+  local scale = opts.scale -- 0 and negative ones as given (ember.Attention's rule)
   local out
   if mask ~= nil and mask.dtype ~= "bool" and mask.requires_grad and core.is_grad_enabled() then
     -- a learned bias given as the mask gets its gradient, as in PyTorch (the

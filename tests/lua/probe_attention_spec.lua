@@ -615,3 +615,39 @@ describe("CrossAttentionVLM's need_weights", function()
     parity.raises_here(function() m(im, q, 1) end, "CrossAttentionVLM.forward: need_weights must be a boolean")
   end)
 end)
+
+describe("ember.Attention's scale", function()
+  local gradcheck = require "tests.lua.helpers.gradcheck"
+  -- the core reads scale <= 0 as "the default": scale = 0 gave the same as no
+  -- scale on the fused route (the composed route of a Lua variant used it)
+  it("is used as given when 0 or negative, on both routes of a Lua variant (values and gradients)", function()
+    ember.manual_seed(13)
+    local q, k, v = ember.randn(1, 2, 3, 4, D), ember.randn(1, 2, 5, 4, D), ember.randn(1, 2, 5, 4, D)
+    local std = ember.Attention { attention = "standard", heads = 2, head_dim = 4, dtype = "float64" }
+    local cap = ember.Attention { attention = "softcap", heads = 2, head_dim = 4, dtype = "float64", cap = 2 }
+    local default = (q:matmul(k:transpose(-1, -2)) / 2):softmax(-1):matmul(v)
+    assert.is_true((std(q, k, v) - default):abs():max():item() < 1e-12, "nil is 1/sqrt(head_dim)")
+    for _, sc in ipairs { 0, -0.5 } do
+      local s = q:matmul(k:transpose(-1, -2)) * sc
+      local want = s:softmax(-1):matmul(v)
+      assert.is_true((std(q, k, v, { scale = sc }) - want):abs():max():item() < 1e-12, "standard, scale " .. sc)
+      local capped = ((s / 2):tanh() * 2):softmax(-1):matmul(v)
+      for _, kernel in ipairs { "auto", "composed" } do
+        local got = cap(q, k, v, { scale = sc, kernel = kernel ~= "auto" and kernel or nil })
+        assert.is_true((got - capped):abs():max():item() < 1e-12, ("softcap %s, scale %s"):format(kernel, sc))
+      end
+      gradcheck.check(function(a, b) return std(a, b, v, { scale = sc, causal = true }) end, { q:clone(), k:clone() })
+      gradcheck.check(function(a, b) return cap(a, b, v, { scale = sc }) end, { q:clone(), k:clone() })
+    end
+    assert.is_true((std(q, k, v, { scale = 0 }) - v:mean(3, true)):abs():max():item() < 1e-12, "0: uniform weights")
+  end)
+
+  it("is refused when 0 or negative by a variant that reads it itself, and when not a number", function()
+    local lin = ember.Attention { attention = "linear", heads = 1, head_dim = 4, feature_map = "favor" }
+    local q = ember.randn(1, 1, 3, 4)
+    parity.raises_here(function() lin(q, q, q, { scale = 0 }) end,
+      "Attention.forward: variant 'linear' reads the scale itself and needs scale > 0, got 0")
+    local std = ember.Attention { attention = "standard", heads = 1, head_dim = 4 }
+    parity.raises_here(function() std(q, q, q, { scale = 0 / 0 }) end, "Attention.forward: scale must be a number, got nan")
+  end)
+end)

@@ -101,7 +101,8 @@ end
 -- @tparam Tensor v [B, H, Lk, v_head_dim]
 -- @tparam[opt] table opts `key_padding_mask` (bool [B, Lk], true = padding,
 -- as PyTorch), `attn_mask` (bool: true = may attend; or float, added to scores),
--- `causal`, `need_weights`, `scale` (default 1/sqrt(head_dim)), `dropout`
+-- `causal`, `need_weights`, `scale` (nil: 1/sqrt(head_dim); any other
+-- number as given, 0 and negative ones included, as PyTorch), `dropout`
 -- (on the weights, in training mode only)
 -- @treturn Tensor out [B, H, Lq, v_head_dim]
 -- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights
@@ -113,6 +114,7 @@ function Attention:forward(q, k, v, opts)
     if type(opts) ~= "table" then errors.raise("Attention.forward: options must be a table, got %s", type(opts)) end
     for key, val in pairs(opts) do o[key] = val end
   end
+  q = self:_carry_scale(q, o)
   local inputs = o.variant_inputs
   o.variant_inputs = nil
   if self._variant then return self:_forward_traced(tables, q, k, v, o, inputs or {}) end
@@ -122,6 +124,29 @@ function Attention:forward(q, k, v, opts)
   local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o)
   if not ok then errors.raise("%s", tostring(out)) end
   return out, w
+end
+
+-- `scale` as PyTorch's: nil is the default 1/sqrt(head_dim), any other
+-- number is used as given, 0 (uniform weights) and negative ones included.
+-- The core reads a scale <= 0 as "the default" (em_attn_args, a C struct's
+-- zero), so q carries such a scale and the core gets 1: the same scores
+-- for every variant whose score starts from s = scale * q.k (the declaring
+-- ones and those written in Lua); one that reads the scale itself
+-- ("linear": FAVOR+ takes sqrt(scale)) refuses it. Returns q.
+function Attention:_carry_scale(q, o)
+  local sc = o.scale
+  if sc == nil then return q end
+  if type(sc) ~= "number" or sc ~= sc then
+    errors.raise("Attention.forward: scale must be a number, got %s", sc ~= sc and "nan" or type(sc))
+  end
+  if sc > 0 then return q end
+  if not self._variant and self.core:declaration() == nil then
+    errors.raise("Attention.forward: variant '%s' reads the scale itself and needs scale > 0, got %s (nil is 1/sqrt(head_dim))",
+      self.attention, tostring(sc))
+  end
+  if not Module.is_tensor(q) then return q end -- the core names a q that is not a tensor
+  o.scale = 1
+  return q * sc
 end
 
 -- A traced variant: the fused kernel (CPU, CUDA); its functions run densely
