@@ -537,3 +537,27 @@ describe("Module:to as PyTorch's", function()
     raises_here(function() m:to(3) end, "Sequential.to: expected a dtype or device name (or both)")
   end)
 end)
+
+describe("nn.init.orthogonal_ and eye_", function()
+  it("orthogonal_: orthonormal rows or columns (whichever are fewer) times gain, seeded, any float dtype", function()
+    for _, sh in ipairs { { 3, 5 }, { 5, 3 }, { 4, 4 }, { 8, 2, 3, 3 } } do
+      local w = nn.init.orthogonal_(ember.empty(sh, "float64"), 2)
+      local m = w:reshape(sh[1], -1)
+      local g = sh[1] <= m:size(2) and m:matmul(m:t()) or m:t():matmul(m)
+      assert.is_true((g - ember.eye(g:size(1), "float64") * 4):abs():max():item() < 1e-12, table.concat(sh, "x"))
+    end
+    ember.manual_seed(3)
+    local a = nn.init.orthogonal_(ember.empty(4, 6))
+    ember.manual_seed(3)
+    assert.is_true(ember.equal(a, nn.init.orthogonal_(ember.empty(4, 6))))
+    local lstm = nn.LSTM(3, 4)
+    nn.init.orthogonal_(lstm.weight_hh_l0) -- a parameter, filled in place
+    assert.is_true(lstm.weight_hh_l0.requires_grad)
+    raises_here(function() nn.init.orthogonal_(ember.empty(3)) end, "nn.init.orthogonal_: needs at least 2 dims")
+  end)
+
+  it("eye_ fills a 2-d tensor with the identity", function()
+    assert.are.same({ { 1, 0, 0 }, { 0, 1, 0 } }, nn.init.eye_(ember.empty(2, 3)):totable())
+    raises_here(function() nn.init.eye_(ember.empty(2, 2, 2)) end, "nn.init.eye_: needs a 2-d tensor")
+  end)
+end)

@@ -18,7 +18,10 @@
 --  * trunc_normal_(t, mean=0, std=1, a=-2, b=2): N(mean, std^2) restricted to
 --    [a, b] (a and b are values, not multiples of std, as PyTorch).
 --  * uniform_(t, a=0, b=1), normal_(t, mean=0, std=1), constant_(t, v),
---    zeros_(t), ones_(t).
+--    zeros_(t), ones_(t), eye_(t) (a 2-d identity).
+--  * orthogonal_(t, gain=1): a (semi-)orthogonal matrix from the QR
+--    decomposition of a normal one (rows or columns orthonormal, R's
+--    diagonal made positive), t seen as [rows, the rest], times gain.
 --
 -- The kaiming functions take their options positionally, as PyTorch, or
 -- as a table: `kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})`.
@@ -151,10 +154,57 @@ function M.ones_(t)
   return t
 end
 
+--- Fills a 2-d t with the identity (ones on the diagonal), as torch.nn.init.eye_.
+-- @tparam Tensor t 2-d
+-- @treturn Tensor t
+function M.eye_(t)
+  if not ember.is_tensor(t) then fail("eye_", "expected a tensor, got %s", type(t)) end
+  if t:dim() ~= 2 then fail("eye_", "needs a 2-d tensor, got %d dims", t:dim()) end
+  ember.no_grad(function() t:copy_(ember.eye(t:size(1), t:size(2), { dtype = t.dtype, device = t.device })) end)
+  return t
+end
+
 local function gain_of(fn, gain)
   gain = gain == nil and 1 or gain
   check_number(fn, "gain", gain)
   return gain
+end
+
+--- A (semi-)orthogonal matrix, as torch.nn.init.orthogonal_: t seen as
+-- [rows, cols] (cols the product of the other dims) is Q of the QR
+-- decomposition of a standard normal matrix (transposed first when rows <
+-- cols), with R's diagonal made positive, times gain: its rows (or its
+-- columns, whichever are fewer) are orthonormal. The QR is Gram-Schmidt
+-- twice over, in float64.
+-- @tparam Tensor t at least 2 dims
+-- @number[opt=1] gain
+-- @treturn Tensor t
+-- @usage local w = nn.init.orthogonal_(ember.empty(3, 5))
+-- print(ember.allclose(w:matmul(w:t()), ember.eye(3), 1e-5, 1e-5))   --> true
+function M.orthogonal_(t, gain)
+  check_float("orthogonal_", t)
+  gain = gain_of("orthogonal_", gain)
+  if t:dim() < 2 then fail("orthogonal_", "needs at least 2 dims, got %d", t:dim()) end
+  local rows = t:size(1)
+  local cols = t:numel() // math.max(rows, 1)
+  if rows == 0 or cols == 0 then return t end
+  ember.no_grad(function()
+    local a = ember.randn(rows, cols, { dtype = "float64", device = t.device })
+    if rows < cols then a = a:t():contiguous() end
+    local n, k = a:size(1), a:size(2) -- n >= k: orthonormalise the k columns
+    local q = ember.zeros(n, k, { dtype = "float64", device = t.device })
+    for j = 1, k do
+      local v = a:narrow(2, j, 1)
+      if j > 1 then
+        local done = q:narrow(2, 1, j - 1)
+        for _ = 1, 2 do v = v - done:matmul(done:t():matmul(v)) end -- Gram-Schmidt, twice for accuracy
+      end
+      q:narrow(2, j, 1):copy_(v / v:norm())
+    end
+    if rows < cols then q = q:t() end
+    t:copy_((q * gain):reshape(t.shape):to(t.dtype))
+  end)
+  return t
 end
 
 --- Xavier/Glorot uniform: U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)).
