@@ -128,6 +128,30 @@ describe("PyTorch state dicts load as they are", function()
     assert.are.equal(T(c.state["0.weight"]):max():item(), m[1].weight:max():item())
   end)
 
+  it("a PyTorch Sequential whose first module has no state (torchvision's Dropout-then-Linear classifier)", function()
+    local w, b = ember.randn(3, 4), ember.randn(3)
+    for _, first in ipairs { nn.Dropout(0.2), nn.Flatten() } do
+      local m = nn.Sequential(first, nn.Linear(4, 3))
+      m:load_state_dict({ ["1.weight"] = w, ["1.bias"] = b })   -- PyTorch's names: child 1 is the Linear
+      assert.is_true(m[2].weight:equal(w))
+      m:load_state_dict({ ["2.weight"] = b:view(3, 1):expand(3, 4), ["2.bias"] = w[1]:narrow(1, 1, 3) }) -- ember's
+      assert.is_true(m[2].bias:equal(w[1]:narrow(1, 1, 3)))
+    end
+    -- nested: PyTorch's Sequential(Dropout, Sequential(Linear)) and Sequential(Sequential(Linear), ReLU)
+    local nested = nn.Sequential(nn.Dropout(0.1), nn.Sequential(nn.Linear(4, 3)))
+    nested:load_state_dict({ ["1.0.weight"] = w, ["1.0.bias"] = b })
+    assert.is_true(nested[2][1].weight:equal(w))
+    nested = nn.Sequential(nn.Sequential(nn.Linear(4, 3)), nn.ReLU())
+    nested:load_state_dict({ ["0.0.weight"] = w, ["0.0.bias"] = b })
+    assert.is_true(nested[1][1].bias:equal(b))
+    -- ember's own names where both readings fit: ember's
+    local m = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    local sd = m:state_dict()
+    local m2 = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    m2:load_state_dict(sd)
+    assert.is_true(m2[1].weight:equal(m[1].weight) and m2[2].weight:equal(m[2].weight))
+  end)
+
   it("a bfloat16 safetensors file into a float32 model (values exactly PyTorch's bfloat16)", function()
     local c = fx.mlp
     local sd = ember.load(FIX .. "interop_mlp_bf16.safetensors")

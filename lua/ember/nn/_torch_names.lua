@@ -60,17 +60,37 @@ function names.inverse(map)
   return out
 end
 
---- PyTorch's 0-based child numbers ("0.weight") made 1-based ("1.weight"),
--- when `sd` has PyTorch's numbering: some name starts with "0." and `module`
--- has no child "0" (nn.Sequential's are "1", "2", ...). Otherwise `sd` as it is.
+-- How many names of sd, read with child numbers shifted by `shift`, land in
+-- a child that has a tensor or child of their next component ("1.weight"
+-- read 0-based lands in child "2": has it a "weight"?).
+local function fits(module, sd, shift)
+  local n = 0
+  for k in pairs(sd) do
+    local i, head = tostring(k):match("^(%d+)%.([^.]+)")
+    local child = i and module._reg[tostring(tonumber(i) + shift)]
+    -- a numbered head may be a nested Sequential's 0-based number
+    if Module.is_module(child) and (child._reg[head] ~= nil
+        or (head:match("^%d+$") and child._reg[tostring(tonumber(head) + 1)] ~= nil)) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--- PyTorch's 0-based child numbers ("0.weight") made 1-based ("1.weight")
+-- when `sd` has PyTorch's numbering: when more of its names land on a child
+-- that has them read 0-based than read 1-based. A name "0." decides it
+-- (nn.Sequential's children are "1", "2", ...), but a PyTorch Sequential
+-- whose first module has no state (Dropout, Flatten: torchvision's
+-- classifiers) starts at "1.", so the fit decides. Otherwise `sd` as it is.
 -- @tparam Module module the container
 -- @tparam table sd
 -- @treturn table
 function names.one_based(module, sd)
   if module._reg["0"] ~= nil then return sd end
-  local torch = false
-  for k in pairs(sd) do if type(k) == "string" and k:sub(1, 2) == "0." then torch = true; break end end
-  if not torch then return sd end
+  local zero = false
+  for k in pairs(sd) do if type(k) == "string" and k:sub(1, 2) == "0." then zero = true; break end end
+  if not zero and fits(module, sd, 1) <= fits(module, sd, 0) then return sd end
   local out = {}
   for k, v in pairs(sd) do
     local i, rest = tostring(k):match("^(%d+)(%..+)$")
