@@ -651,3 +651,36 @@ describe("ember.Attention's scale", function()
     parity.raises_here(function() std(q, q, q, { scale = 0 / 0 }) end, "Attention.forward: scale must be a number, got nan")
   end)
 end)
+
+describe("A Lua variant's per-call inputs", function()
+  local nn = require "ember.nn"
+  -- a float tensor given for the int64 ids of "document" ran, its 1.5 compared as a float
+  it("are refused in a dtype other than the declared one, naming the variant, the input and both dtypes", function()
+    local mha = nn.MultiHeadAttention(8, 2, { attention = "document" })
+    local x = ember.randn(1, 4, 8)
+    parity.raises_here(function() mha(x, { variant_inputs = { doc = ember.tensor({ { 1, 1.5, 2, 2 } }) } }) end,
+      "Attention.forward: variant 'document' declares its input 'doc' int64 (or bool, read as 0/1), got float32")
+    local att = ember.Attention { attention = "document", heads = 2, head_dim = 4, dtype = "float64" }
+    local q = ember.randn(1, 2, 4, 4, D)
+    parity.raises_here(function() att(q, q, q, { variant_inputs = { doc = ember.tensor({ { 1, 1, 2, 2 } }, D) } }) end,
+      "got float64")
+    local ids = ember.tensor({ { 1, 1, 2, 2 } }, { dtype = "int64" })
+    local want = att(q, q, q, { variant_inputs = { doc = ids }, kernel = "composed" })
+    assert.is_true((att(q, q, q, { variant_inputs = { doc = ids } }) - want):abs():max():item() < 1e-12)
+    local same = att(q, q, q, { variant_inputs = { doc = ember.tensor({ { true, true, false, false } }) } })
+    local ones = ember.tensor({ { 1, 1, 0, 0 } }, { dtype = "int64" })
+    assert.is_true((same - att(q, q, q, { variant_inputs = { doc = ones } })):abs():max():item() < 1e-12, "bool as 0/1")
+  end)
+
+  it("declared float are refused as int64 or bool", function()
+    ember.attention_variant { name = "probe_float_input", inputs = { w = { ndim = 2, dtype = "float" } },
+      score = function(s, b, h, q, k, ctx) return s + ctx.w[q][k] end }
+    local att = ember.Attention { attention = "probe_float_input", heads = 1, head_dim = 4 }
+    local q = ember.randn(1, 1, 3, 4)
+    parity.raises_here(function() att(q, q, q, { variant_inputs = { w = ember.ones({ 3, 3 }, { dtype = "int64" }) } }) end,
+      "Attention.forward: variant 'probe_float_input' declares its input 'w' float (float32, float64 or bfloat16), got int64")
+    local w = ember.randn(3, 3)
+    local want = (q:matmul(q:transpose(-1, -2)) / 2 + w):softmax(-1):matmul(q)
+    assert.is_true((att(q, q, q, { variant_inputs = { w = w } }) - want):abs():max():item() < 1e-5)
+  end)
+end)

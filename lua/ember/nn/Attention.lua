@@ -169,6 +169,15 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
         errors.raise("Attention.forward: variant '%s' indexes '%s' with %d indices, got a %d-d tensor", self.attention,
           c.input, c.ndim, t.ndim)
       end
+      -- the dtype the variant declares (lua/ember/variant.lua: int64 unless
+      -- {dtype = "float"}); strict as torch's index ops: float ids are not
+      -- rounded, ints are not taken for a float input
+      local int = t.dtype == "int64" or t.dtype == "bool"
+      if int ~= (c.kind == "int") then
+        errors.raise("Attention.forward: variant '%s' declares its input '%s' %s, got %s%s", self.attention, c.input,
+          c.kind == "int" and "int64 (or bool, read as 0/1)" or "float (float32, float64 or bfloat16)", t.dtype,
+          c.kind == "int" and " (ember.tensor(ids, {dtype = \"int64\"}), or x:long() of whole numbers)" or "")
+      end
       if t.dtype == "bool" then -- reads as 0/1, as a bool table
         t = t:long()
         converted = converted or {}
