@@ -127,7 +127,8 @@ local function with_inputs(att)
     local B, Lk = q.shape[1], k.shape[3]
     for input, spec in pairs(lua_def.inputs) do
       local nd = type(spec) == "table" and spec.ndim or spec
-      inputs[input] = ember.ones(nd == 1 and { B } or { B, Lk }, { dtype = "int64" })
+      local float = type(spec) == "table" and spec.dtype == "float" -- in the dtype it declares
+      inputs[input] = ember.ones(nd == 1 and { B } or { B, Lk }, { dtype = float and q.dtype or "int64" })
     end
     o.variant_inputs = o.variant_inputs or inputs
     return forward(self, q, k, v, o)

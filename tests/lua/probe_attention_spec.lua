@@ -684,3 +684,25 @@ describe("A Lua variant's per-call inputs", function()
     assert.is_true((att(q, q, q, { variant_inputs = { w = w } }) - want):abs():max():item() < 1e-5)
   end)
 end)
+
+describe("scripts/check_plugin.lua on a Lua variant with a float per-call input", function()
+  -- it made every per-call input int64 ones, which ember.Attention now refuses for a float one
+  it("gives the input in the dtype the variant declares", function()
+    local tmpdir = require "tests.lua.helpers.tmpdir"
+    local dir = tmpdir()
+    local f = assert(io.open(dir .. "/probe_float_w.lua", "w"))
+    f:write [[
+return { name = "probe_float_w", description = "a per-call float bias per key",
+  inputs = { w = { ndim = 2, dtype = "float" } },
+  score = function(s, b, h, q, k, ctx) return s + ctx.w[b][k] end }
+]]
+    f:close()
+    local build = os.getenv("EMBER_BUILD_DIR") or "build"
+    local p = assert(io.popen(("EMBER_PLUGIN_PATH=%s/plugins:%s %s/bin/ember scripts/check_plugin.lua probe_float_w --quick 2>&1")
+      :format(build, dir, build)))
+    local out = p:read("a")
+    local ok = p:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert(ok and out:find(" 0 failed", 1, true), out)
+  end)
+end)
