@@ -130,6 +130,52 @@ BG_TARGET static const bg_u32 *bg_pack_a(uint32_t *Ap, const void *A, bool bf, b
   return Ap;
 }
 
+#if BG_HAVE_X86
+/* r[0..16) := its transpose as a 16 x 16 matrix of 32-bit elements:
+** pairs within 128-bit lanes (4 x 4 blocks), then the lanes across
+** registers. */
+BG_TARGET static inline __attribute__((always_inline)) void bg_tr16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  /* u[4g + c], lane L: column 4L + c of rows 4g .. 4g+3 */
+  for (int g = 0; g < 4; g++) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    const __m512i a = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), b = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    const __m512i d = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), e = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(a, d, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(a, d, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(b, e, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(b, e, 0xDD);
+  }
+}
+
+/* Pairs [0, kh) of 16 rows of B (row stride ldb bfloat16) into B32[p *
+** npad + j], j < 16, by 16 x 16 register transposes (pairs past the last
+** whole 16 one by one). Row by row, the pairs were stored 4 bytes at a
+** time npad apart: a transpose by scattered stores, two thirds of
+** cpu_bgemm's own time in the bf16 MHA step at L256. */
+BG_TARGET static void bg_pack_bt16(uint32_t *B32, const uint16_t *rows, int64_t ldb, int64_t kh,
+                                   int64_t npad) {
+  int64_t p0 = 0;
+  for (; p0 + 16 <= kh; p0 += 16) {
+    __m512i r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const void *)(rows + i * ldb + 2 * p0));
+    bg_tr16(r);
+    for (int c = 0; c < 16; c++) _mm512_storeu_si512((void *)(B32 + (p0 + c) * npad), r[c]);
+  }
+  for (int64_t p = p0; p < kh; p++)
+    for (int i = 0; i < 16; i++) B32[p * npad + i] = *(const bg_u32 *)(rows + i * ldb + 2 * p);
+}
+#endif
+
 /* op(B) k [p0, p0+kc) x columns [j0, j0+nc) as Bp[(p * npad + j) * 2 + t] =
 ** op(B)(p0 + 2p + t, j0 + j), npad = nc rounded up to 16 (zeros past the edges). */
 static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb, int64_t p0,
@@ -137,14 +183,20 @@ static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb
   const int64_t kh = (kc + 1) / 2, npad = (nc + 15) / 16 * 16;
   if (bf && tb) { /* op(B)(k, j) = B[j][k]: a pair is two neighbours of row j */
     uint32_t *B32 = (uint32_t *)Bp;
-    for (int64_t j = 0; j < nc; j++) {
+    int64_t j = 0;
+#if BG_HAVE_X86
+    /* whole pairs of whole groups of 16 rows by gathers (bg_avx: AVX-512 is here) */
+    if (bg_avx && kc % 2 == 0)
+      for (; j + 16 <= nc; j += 16) bg_pack_bt16(B32 + j, (const uint16_t *)B + (j0 + j) * ldb + p0, ldb, kh, npad);
+#endif
+    for (; j < nc; j++) {
       const uint16_t *row = (const uint16_t *)B + (j0 + j) * ldb + p0;
       for (int64_t p = 0; p + 1 < kh || (p < kh && kc % 2 == 0); p++)
         B32[p * npad + j] = *(const bg_u32 *)(row + 2 * p);
       if (kc % 2) B32[(kh - 1) * npad + j] = row[kc - 1];
     }
     for (int64_t p = 0; p < kh; p++)
-      for (int64_t j = nc; j < npad; j++) B32[p * npad + j] = 0;
+      for (int64_t jj = nc; jj < npad; jj++) B32[p * npad + jj] = 0;
     return;
   }
   if (bf) { /* op(B) = B: a pair comes from two rows */
