@@ -88,15 +88,51 @@ local function events(self)
   return self.events
 end
 
+-- The columns a table sorts by, and PyTorch's names for them
+-- (key_averages().table(sort_by = "self_cpu_time_total", ...)).
+local SORT_KEYS = {
+  self = "self", total = "total", calls = "calls", bytes = "bytes", flops = "flops",
+  self_cpu_time_total = "self", cpu_time_total = "total", self_cuda_time_total = "self",
+  cuda_time_total = "total", self_device_time_total = "self", device_time_total = "total", count = "calls",
+}
+
+-- Checks a stats/table options table: known keys, a known sort column.
+local function check_opts(op, opts, known)
+  if opts == nil then return {} end
+  local raise = require("ember._errors").raise
+  if type(opts) ~= "table" then raise("Profile:%s: options must be a table, got %s", op, type(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      raise("Profile:%s: unknown option '%s' (options: %s)", op, tostring(k), table.concat(names, ", "))
+    end
+  end
+  if opts.sort_by ~= nil and not SORT_KEYS[opts.sort_by] then
+    local names = {}
+    for n in pairs(SORT_KEYS) do names[#names + 1] = n end
+    table.sort(names)
+    raise("Profile:%s: sort_by must be one of %s, got %s", op, table.concat(names, ", "), tostring(opts.sort_by))
+  end
+  if opts.row_limit ~= nil and (math.type(opts.row_limit) ~= "integer" or opts.row_limit < 0) then
+    raise("Profile:%s: row_limit must be an integer >= 0, got %s", op, tostring(opts.row_limit))
+  end
+  return opts
+end
+
 --- The events summed by name, phase and device: a list of `{name, phase
 -- ("forward" or "backward"), kind, device, calls, total, self (microseconds),
 -- bytes, flops, impl}`,
--- sorted by `sort_by` ("self" by default; "total", "calls", "bytes", "flops").
+-- sorted by `sort_by` ("self" by default; "total", "calls", "bytes", "flops";
+-- PyTorch's names "self_cpu_time_total", "cpu_time_total", "count" work too).
+-- An unknown option or sort key is an error.
 -- @tparam[opt] table opts `{sort_by = "self"}`
 -- @treturn table
 function Profile:stats(opts)
+  opts = check_opts("stats", opts, { sort_by = true })
   local ev = events(self)
-  local sort_by = opts and opts.sort_by or "self"
+  local sort_by = SORT_KEYS[opts.sort_by or "self"]
   local child = {}
   for _, e in ipairs(ev) do
     if e.parent > 0 then child[e.parent] = (child[e.parent] or 0) + e.dur end
@@ -145,11 +181,11 @@ end
 --- The table `print(prof)` shows: one row per op and phase, sorted by self
 -- time, with calls, total and self milliseconds, self's share, bytes,
 -- GFLOP/s where FLOPs are known, and what computed it.
--- @tparam[opt] table opts `{sort_by = "self", row_limit = 30}`
+-- @tparam[opt] table opts `{sort_by = "self", row_limit = 30}` (sort_by as `stats`)
 -- @treturn string
 function Profile:table(opts)
-  opts = opts or {}
-  local rows = self:stats(opts)
+  opts = check_opts("table", opts, { sort_by = true, row_limit = true })
+  local rows = self:stats({ sort_by = opts.sort_by })
   local total = 0
   for _, r in ipairs(rows) do total = total + r.self end
   local limit = opts.row_limit or 30

@@ -561,3 +561,17 @@ describe("nn.init.orthogonal_ and eye_", function()
     raises_here(function() nn.init.eye_(ember.empty(2, 2, 2)) end, "nn.init.eye_: needs a 2-d tensor")
   end)
 end)
+
+describe("ember.profile's table options", function()
+  it("PyTorch's sort_by names work; an unknown option or sort key is refused, not ignored", function()
+    local p = ember.profile(function() ember.randn(8, 8):matmul(ember.randn(8, 8)):sum() end)
+    local by_total = p:stats { sort_by = "cpu_time_total" }
+    for i = 2, #by_total do assert.is_true(by_total[i - 1].total >= by_total[i].total) end
+    local by_calls = p:stats { sort_by = "count" }
+    for i = 2, #by_calls do assert.is_true(by_calls[i - 1].calls >= by_calls[i].calls) end
+    assert.truthy(p:table { sort_by = "self_cpu_time_total", row_limit = 1 }:find("more rows", 1, true))
+    raises_here(function() p:table { sortby = "total" } end, "Profile:table: unknown option 'sortby'")
+    raises_here(function() p:table { sort_by = "bogus" } end, "Profile:table: sort_by must be one of")
+    raises_here(function() p:stats { sort_by = "bogus" } end, "Profile:stats: sort_by must be one of")
+  end)
+end)
