@@ -87,6 +87,11 @@ describe("PyTorch state dicts load as they are", function()
     table.sort(top)
     table.sort(want)
     assert.are.same(want, top)
+    -- and at the top, as before
+    local bare = nn.Transformer { d_model = D, nhead = 2, num_encoder_layers = 2, num_decoder_layers = 1,
+      dim_feedforward = 16, dropout = 0, dtype = "float64" }
+    bare:load_state_dict(inner)
+    for k, v in pairs(bare:state_dict()) do assert.is_true(v:equal(m.transformer:state_dict()[k]), k) end
   end)
 
   it("nn.Transformer two levels down and inside a Sequential", function()
