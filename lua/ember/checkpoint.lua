@@ -250,6 +250,20 @@ end
 
 local function optimizer_type(opt) return opt.__name or "Optimizer" end
 
+-- The keys of save's and load's parts table: a misspelt one (optimzer =)
+-- would otherwise be skipped without a word.
+local function check_parts(op, parts, known, hint)
+  for k in pairs(parts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("checkpoint.%s: unknown key '%s' (keys: %s%s)"):format(op, tostring(k), table.concat(names, ", "),
+        hint or ""), 3)
+    end
+  end
+end
+
 --- Saves a model's, optimizer's and scheduler's state in one safetensors file (atomic write).
 -- @tparam string path
 -- @tparam table parts `{model=, optimizer=, scheduler=, metadata={key="value"}}` (any may be absent)
@@ -261,6 +275,8 @@ local function optimizer_type(opt) return opt.__name or "Optimizer" end
 -- os.remove(path)
 function checkpoint.save(path, parts)
   if type(parts) ~= "table" then error("checkpoint.save: expected (path, {model=, optimizer=, scheduler=, metadata=})", 2) end
+  check_parts("save", parts, { model = true, optimizer = true, scheduler = true, metadata = true },
+    "; put other values in metadata, or use ember.save for a table of your own")
   local tensors, meta, order = {}, { format = "ember" }, {}
   for k, v in pairs(parts.metadata or {}) do
     if type(k) ~= "string" then fail(path, "metadata keys must be strings, got a %s", type(k)) end
@@ -293,6 +309,8 @@ end
 -- for before changing anything.
 function checkpoint.load(path, parts)
   parts = parts or {}
+  if type(parts) ~= "table" then error("checkpoint.load: expected (path [, {model=, optimizer=, scheduler=, strict=}])", 2) end
+  check_parts("load", parts, { model = true, optimizer = true, scheduler = true, strict = true })
   local tensors, meta = checkpoint.load_tensors(path)
   local model_sd, opt_tensors = {}, {}
   for n, t in pairs(tensors) do

@@ -575,3 +575,20 @@ describe("ember.profile's table options", function()
     raises_here(function() p:stats { sort_by = "bogus" } end, "Profile:stats: sort_by must be one of")
   end)
 end)
+
+describe("checkpoint.save / load parts", function()
+  it("a misspelt or unknown key is named, not skipped", function()
+    local checkpoint = require "ember.checkpoint"
+    local tmp = os.tmpname()
+    local m = nn.Linear(2, 2)
+    raises_here(function() checkpoint.save(tmp, { model = m, epoch = 3 }) end,
+      "checkpoint.save: unknown key 'epoch' (keys: metadata, model, optimizer, scheduler; put other values in metadata")
+    checkpoint.save(tmp, { model = m, metadata = { epoch = 3 } })
+    raises_here(function() checkpoint.load(tmp, { model = nn.Linear(2, 2), optimzer = optim.SGD(m, { lr = 1 }) }) end,
+      "checkpoint.load: unknown key 'optimzer' (keys: model, optimizer, scheduler, strict)")
+    local m2 = nn.Linear(2, 2)
+    assert.are.equal("3", checkpoint.load(tmp, { model = m2 }).epoch)
+    assert.is_true(ember.equal(m.weight, m2.weight))
+    os.remove(tmp)
+  end)
+end)
