@@ -176,6 +176,36 @@ describe("ember.autocast", function()
         ("%d bytes still held"):format(ember.memory_stats().in_use - base))
     end)
 
+    it("ember.generate inside one region casts the weights once and caches K and V in bfloat16", function()
+      local generate = require "ember.generate"
+      ember.manual_seed(0)
+      local model = require("ember.models").Llama { vocab_size = 50, hidden_size = 32, intermediate_size = 64,
+        num_hidden_layers = 2, num_attention_heads = 4 }
+      model:eval()
+      local prompt = ember.tensor({ { 5, 9, 2, 7 } }, { dtype = "int64" })
+      local first, again, cache_dtype
+      ember.autocast("bfloat16", function()
+        ember.no_grad(function()
+          first = casts(function() generate.generate(model, prompt, { max_new_tokens = 8 }) end)
+          again = casts(function() generate.generate(model, prompt, { max_new_tokens = 8 }) end)
+          local cache = {}
+          model:decode(prompt, { cache = cache, start = 1 })
+          for _, t in pairs(cache[1].self or cache[1]) do
+            if ember.is_tensor(t) then cache_dtype = t.dtype end
+          end
+        end)
+      end)
+      -- the second call finds at least the 15 matrices (7 a layer and the head) in the cache
+      assert.is_true(first - again >= 15, ("%d casts, then %d"):format(first, again))
+      assert.are.equal("bfloat16", cache_dtype)
+      local _, l32 = generate.generate(model, prompt, { max_new_tokens = 4, return_logits = true })
+      local _, lbf = ember.autocast("bfloat16", function()
+        return generate.generate(model, prompt, { max_new_tokens = 4, return_logits = true })
+      end)
+      local err = (l32[1] - lbf[1]:float()):abs():max():item() / l32[1]:abs():max():item()
+      assert.is_true(err < 2 ^ -5, "bfloat16 logits off by " .. err)
+    end)
+
     it("ember.autocast.cast: bfloat16 inside a region, the tensor itself outside", function()
       local w = ember.randn(3, 4):requires_grad_()
       assert.are.equal(w, ember.autocast.cast(w))
