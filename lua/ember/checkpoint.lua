@@ -147,6 +147,9 @@ end
 -- state_dict(), or PyTorch's usual `{model = m:state_dict(), optimizer =
 -- opt:state_dict(), epoch = 3}` -- in a safetensors file, which ember.load
 -- reads back (the tensors under dotted names, the rest in the metadata).
+-- A state dict's file says "format": "pt" in its metadata, as PyTorch's
+-- safetensors.torch.save_file writes (Hugging Face's loaders ask for it):
+-- `ember.save(model:torch_state_dict(), path)` is a file for PyTorch.
 -- For a model with its optimizer and schedule, checkpoint.save does the same.
 -- @param obj a tensor, a table, or a module
 -- @tparam string path
@@ -175,7 +178,9 @@ function checkpoint.save_object(a, b)
   for k, v in pairs(obj) do
     if type(k) ~= "string" or not is_tensor(v) then flat = false end
   end
-  if flat then return checkpoint.save_tensors(path, obj, { ["ember.object"] = what }) end
+  -- "format" = "pt", as safetensors.torch.save_file writes it: Hugging Face's
+  -- loaders refuse a file whose metadata lacks it
+  if flat then return checkpoint.save_tensors(path, obj, { ["ember.object"] = what, format = "pt" }) end
   -- a nest: tensors under their dotted paths, every other value typed in
   -- the metadata ("tree.<path>" = "n:12" | "f:0.001" | "b:true" | "s:text" | "{}")
   local tensors, meta = {}, { ["ember.object"] = "tree" }
