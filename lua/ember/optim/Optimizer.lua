@@ -1,5 +1,5 @@
 --- optim.Optimizer: the base of SGD, Adam and AdamW (PyTorch's layout).
---   opt = optim.AdamW(params, {lr=1e-3, ...})
+--   opt = optim.AdamW(params, {lr=1e-3, ...})   -- or optim.SGD(params, 0.1): PyTorch's positional lr
 -- params: a list of tensors, a module (its parameters()), or a list of
 -- groups {params={...}, lr=..., <other options>} whose missing options come
 -- from the defaults. opt.param_groups[i] holds each group's options (a
@@ -73,6 +73,10 @@ function Optimizer:check_group(g)
 end
 
 function Optimizer:__init(params, opts)
+  if type(opts) == "number" then opts = { lr = opts } end -- PyTorch's positional lr: optim.SGD(params, 0.1)
+  if opts ~= nil and type(opts) ~= "table" then
+    self:_error("options must be a table {lr = ...} or the lr, got %s", type(opts))
+  end
   opts = opts or {}
   self.defaults = {}
   for k, v in pairs(opts) do self.defaults[k] = v end
