@@ -238,6 +238,10 @@ describe("PyTorch state dicts load as they are", function()
         weight = bn.weight, bias = bn.bias })
       assert.is_true(bn.running_mean:equal(ember.ones(3)))
     end
+    -- a scalar saved as [1] (PyTorch before 0.4) loads into the 0-d buffer, as PyTorch does
+    sd["1.num_batches_tracked"] = ember.tensor({ 4 }, { dtype = "int64" })
+    m:load_state_dict(sd)
+    assert.are.equal(4, m[2].num_batches_tracked:item())
     -- without running statistics nothing is added (strict still names what is missing)
     raises_here(function() cnn():load_state_dict({ ["2.weight"] = ember.ones(4) }) end, "2.num_batches_tracked")
   end)

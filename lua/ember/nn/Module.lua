@@ -659,8 +659,9 @@ local shape_str = errors.shape_str
 -- depth): earlier ember versions' and PyTorch's (a torch.nn state dict
 -- loads as it is, see nn/_torch_names.lua). Values are converted to each
 -- tensor's dtype and device (a float64 or bfloat16 checkpoint into a
--- float32 model); a shape that differs is an error naming the key and both
--- shapes, strict or not, as PyTorch's.
+-- float32 model; a scalar saved as [1] fits a 0-d tensor, as PyTorch's); a
+-- shape that differs is an error naming every such key and both shapes,
+-- strict or not, as PyTorch's.
 -- @tparam table sd name -> tensor
 -- @tparam[opt=true] bool|table strict every name must be present and no other
 -- may appear (an error lists the missing and unexpected names); false loads
@@ -688,6 +689,8 @@ function Module:load_state_dict(sd, strict)
       missing[#missing + 1] = n
     elseif not is_tensor(src) then
       errors.raise("%s: '%s' is a %s, expected a tensor", who, n, type(src))
+    elseif dst.ndim == 0 and src.ndim == 1 and src.shape[1] == 1 then
+      sd[n] = src:reshape({}) -- a scalar saved as [1] (PyTorch before 0.4), as PyTorch loads it
     elseif shape_str(src) ~= shape_str(dst) then
       mismatched[#mismatched + 1] = n
     end
