@@ -2,13 +2,16 @@
 -- dicts of PyTorch 1.13 models (tests/gen_interop_fixtures.py writes them,
 -- in tests/fixtures/interop.lua and interop_*.safetensors) load into the
 -- equivalent ember models as they are -- nn.Transformer one level down in a
--- user's module, nn.Sequential's 0-based numbering, MultiheadAttention's
--- in_proj_weight, Conv2d/BatchNorm2d (running statistics,
--- num_batches_tracked), LayerNorm, Embedding, LSTM and GRU -- and give
--- PyTorch's outputs (float64 to 1e-10; float32 and bfloat16 files into
--- float32 models); torch_state_dict gives PyTorch's names and layouts back;
+-- user's module, nn.Sequential's 0-based numbering (also after a stateless
+-- first module), MultiheadAttention's in_proj_weight, Conv2d/BatchNorm2d
+-- (running statistics, num_batches_tracked), LayerNorm, Embedding, LSTM and
+-- GRU, a torchvision-shaped ViT -- and give PyTorch's outputs (float64 to
+-- 1e-10; float32, bfloat16 and float16 files into float32 models);
+-- torch_state_dict gives PyTorch's names and layouts back, and PyTorch
+-- itself loads them (tests/interop_torch_check.py, where torch is installed);
 -- strict and non-strict loading, dtype conversion and shape errors as
--- PyTorch's load_state_dict.
+-- PyTorch's load_state_dict; a torch.save file and a DistributedDataParallel
+-- checkpoint are named as such.
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
