@@ -456,16 +456,20 @@ end
 -- @treturn table opts
 function Module.check_options(who, opts, ...)
   if opts == nil then return {} end
-  if type(opts) ~= "table" then errors.raise("%s: options must be a table, got %s", who, type(opts)) end
   local known, names = {}, {}
   for i = 1, select("#", ...) do
     for _, n in ipairs(select(i, ...)) do
       if not known[n] then known[n], names[#names + 1] = true, n end
     end
   end
+  table.sort(names)
+  if type(opts) ~= "table" then
+    -- PyTorch's positional options (nn.Conv2d(1, 4, 3, 2, 1)) go by name here
+    errors.raise("%s: options must be a table, got %s (%s: the options after the sizes go by name, "
+      .. "e.g. {%s = ...}; options: %s)", who, type(opts), tostring(opts), names[1] or "name", table.concat(names, ", "))
+  end
   for k in pairs(opts) do
     if not known[k] then
-      table.sort(names)
       errors.raise("%s: unknown option '%s' (options: %s)", who, tostring(k), table.concat(names, ", "))
     end
   end

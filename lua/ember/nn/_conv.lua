@@ -149,19 +149,11 @@ local function fmt(v)
   return tostring(v)
 end
 
-local OPTS = { stride = true, padding = true, dilation = true, groups = true, bias = true, padding_mode = true,
-  dtype = true, device = true, route = true }
+local OPTS = { "stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "device", "route" }
 
 -- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
 function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error(("%s: options must be a table, got %s"):format(name, type(opts))) end
-  for k in pairs(opts) do
-    if not OPTS[k] then
-      error(("%s: unknown option '%s' (stride, padding, dilation, groups, bias, padding_mode, dtype, device, route)")
-        :format(name, tostring(k)))
-    end
-  end
+  opts = require("ember.nn.Module").check_options(name, opts, OPTS)
   for _, f in ipairs { { "in_channels", in_channels }, { "out_channels", out_channels } } do
     if math.type(f[2]) ~= "integer" or f[2] < 1 then
       error(("%s: %s must be a positive integer, got %s"):format(name, f[1], tostring(f[2])))
