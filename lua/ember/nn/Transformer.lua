@@ -52,6 +52,8 @@ local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local Module = require "ember.nn.Module"
 local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
+local DecoderLayer = require "ember.nn.TransformerDecoderLayer"
+local torch_names = require "ember.nn._torch_names"
 local Encoder = require "ember.nn.TransformerEncoder"
 local Decoder = require "ember.nn.TransformerDecoder"
 local init = require "ember.nn.weight_init"
@@ -194,42 +196,35 @@ function Transformer.generate_square_subsequent_mask(sz, opts)
   return ember.full({ sz, sz }, -math.huge, { dtype = opts.dtype, device = opts.device }):triu(1)
 end
 
--- "encoder.layers.0.linear1.weight" -> "encoder.layers.1.ff.linear1.weight", ...
-local function torch_name(k)
-  k = k:gsub("%.layers%.(%d+)%.", function(i) return ".layers." .. (tonumber(i) + 1) .. "." end, 1)
-  k = k:gsub("%.multihead_attn%.", ".cross_attn.")
-  k = k:gsub("%.linear([12])%.", ".ff.linear%1.")
-  return k
-end
-
 --- A PyTorch torch.nn.Transformer state dict under ember's names (the map
 -- in the class's text): in_proj_weight and in_proj_bias split into the
 -- q, k and v projections' (views, not copies), 0-based layer numbers made
--- 1-based. Names that are not PyTorch's pass unchanged.
+-- 1-based. Names that are not PyTorch's pass unchanged. It applies the
+-- rules the modules' own upgrade_state_dict hooks apply when a model loads
+-- (nn/_torch_names.lua, the layers' TORCH_NAMES), without a model.
 -- @tparam table sd name -> tensor
 -- @treturn table
 function Transformer.from_torch_state_dict(sd)
-  local pytorch = false
-  for k in pairs(sd) do
-    if type(k) == "string" and (k:find("%.layers%.0%.") or k:find("in_proj_") or k:find("multihead_attn")) then
-      pytorch = true
-    end
+  local stack_of = { encoder = EncoderLayer.TORCH_NAMES, decoder = DecoderLayer.TORCH_NAMES }
+  for stack, layer_names in pairs(stack_of) do
+    sd = torch_names.under(sd, stack .. ".layers", function(layers)
+      -- nn.Sequential's rule, for a container with children "1", "2", ...
+      layers = torch_names.one_based({ _reg = {} }, layers)
+      return torch_names.each_numbered(layers, function(layer)
+        layer = torch_names.rename(layer, layer_names)
+        for _, attn in ipairs { "self_attn", "cross_attn" } do
+          layer = torch_names.under(layer, attn, function(a)
+            local w = a.in_proj_weight or a.in_proj_bias
+            if not Module.is_tensor(w) then return a end
+            local d = w.shape[1] // 3
+            return torch_names.split_in_proj(a, { d, d, d }, "Transformer.from_torch_state_dict")
+          end)
+        end
+        return layer
+      end)
+    end)
   end
-  if not pytorch then return sd end
-  local out = {}
-  for k, v in pairs(sd) do
-    local base, kind = k:match("^(.*)%.in_proj_(%a+)$")
-    if base and Module.is_tensor(v) and (kind == "weight" or kind == "bias") then
-      base = torch_name(base .. ".")
-      local d = v.shape[1] // 3
-      for i, which in ipairs { "q", "k", "v" } do
-        out[base .. which .. "_proj." .. kind] = v:narrow(1, (i - 1) * d + 1, d)
-      end
-    else
-      out[torch_name(k)] = v
-    end
-  end
-  return out
+  return sd
 end
 
 --- "d_model=..., nhead=..., batch_first=..."

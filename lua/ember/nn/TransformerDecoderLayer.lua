@@ -142,8 +142,9 @@ function DecoderLayer:extra_repr()
     self.checkpoint and ", checkpoint=true" or "")
 end
 
--- PyTorch's names of the layer's children -> ember's
-local TORCH = { linear1 = "ff.linear1", linear2 = "ff.linear2", multihead_attn = "cross_attn" }
+-- PyTorch's names of the layer's children -> ember's (nn.Transformer.from_torch_state_dict reads them too)
+DecoderLayer.TORCH_NAMES = { linear1 = "ff.linear1", linear2 = "ff.linear2", multihead_attn = "cross_attn" }
+local TORCH = DecoderLayer.TORCH_NAMES
 
 --- torch.nn.TransformerDecoderLayer's names load as they are: linear1, linear2 (-> ff.linear1,
 -- ff.linear2) and multihead_attn (-> cross_attn); then each child maps its own part (self_attn's

@@ -82,8 +82,9 @@ function EncoderLayer:extra_repr()
   return "norm_first=" .. tostring(self.norm_first) .. (self.checkpoint and ", checkpoint=true" or "")
 end
 
--- PyTorch's names of the layer's children -> ember's
-local TORCH = { linear1 = "ff.linear1", linear2 = "ff.linear2" }
+-- PyTorch's names of the layer's children -> ember's (nn.Transformer.from_torch_state_dict reads them too)
+EncoderLayer.TORCH_NAMES = { linear1 = "ff.linear1", linear2 = "ff.linear2" }
+local TORCH = EncoderLayer.TORCH_NAMES
 
 --- torch.nn.TransformerEncoderLayer's names load as they are: linear1, linear2 (-> ff.linear1,
 -- ff.linear2); then each child maps its own part (self_attn's

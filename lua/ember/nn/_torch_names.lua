@@ -51,6 +51,40 @@ function names.rename(sd, map)
   return out
 end
 
+--- `fn` applied to the names under `path` ("encoder.layers": the part of sd
+-- under "encoder.layers.", the prefix taken off and put back).
+-- @tparam table sd
+-- @string path
+-- @tparam function fn table -> table
+-- @treturn table
+function names.under(sd, path, fn)
+  local out, sub, any = {}, {}, false
+  for k, v in pairs(sd) do
+    if type(k) == "string" and k:sub(1, #path + 1) == path .. "." then
+      sub[k:sub(#path + 2)], any = v, true
+    else
+      out[k] = v
+    end
+  end
+  if not any then return sd end
+  for k, v in pairs(fn(sub)) do out[path .. "." .. k] = v end
+  return out
+end
+
+--- `fn` applied to each numbered child's part of sd ("1.x" -> fn({x = ...}) under "1.").
+-- @tparam table sd
+-- @tparam function fn table -> table
+-- @treturn table
+function names.each_numbered(sd, fn)
+  local seen = {}
+  for k in pairs(sd) do
+    local i = type(k) == "string" and k:match("^(%d+)%.")
+    if i then seen[i] = true end
+  end
+  for i in pairs(seen) do sd = names.under(sd, i, fn) end
+  return sd
+end
+
 --- `map` turned around (new -> old), for the way back to PyTorch.
 -- @tparam table map
 -- @treturn table
