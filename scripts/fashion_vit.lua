@@ -73,6 +73,7 @@ local opts = cli.parse(arg, {
   script = "scripts/fashion_vit.lua",
   about = "A tiny ViT (conv stem to 4x4 tokens, d=64, 4 pre-LN layers, mean pooling) on Fashion-MNIST.",
   examples = {"--attention relpos --attention_options max_relative_position=4"},
+  attention_inputs = "sequence", -- document, prefix_lm: one image's tokens per row (cli.sequence_inputs)
   defaults = {epochs = 22, lr = 2e-3, batch = 128},
   options = {
     {"d_model", 64, "model width"},
@@ -105,6 +106,7 @@ local ViT = nn.Module:extend("ViT")
 
 function ViT:__init(o)
   self.n_convs = o.convs
+  self.attention_name = o.attention -- for its per-call tensors (document, prefix_lm)
   local n_patches
   if o.convs == 0 then
     local p = o.patch
@@ -164,7 +166,8 @@ function ViT:forward(x)
   end
   if self.pool == "cls" then tokens = ember.cat({self.cls:expand(B, 1, self.cls:size(3)), tokens}, 2) end
   local h = self.pos(tokens)
-  for i = 1, self.n_layers do h = self["layer" .. i](h) end
+  local inputs = cli.sequence_inputs(self.attention_name, h) -- one image one document; all tokens the prefix
+  for i = 1, self.n_layers do h = self["layer" .. i](h, {variant_inputs = inputs}) end
   return self.head(self.norm(self.pool == "cls" and h:select(2, 1) or h:mean(2)))
 end
 

@@ -42,6 +42,7 @@ local opts = cli.parse(arg, {
   script = "scripts/langid.lua",
   about = "Language identification of single words (en fr de es it) with an attention classifier.",
   examples = {"--attention local --attention_options window_left=8,window_right=8", "--predict Wörterbuch"},
+  attention_inputs = "sequence", -- document, prefix_lm: one word per row (cli.sequence_inputs)
   defaults = {epochs = 4, lr = 3e-3, batch = 64},
   options = {
     {"d_model", 64, "model width"},
@@ -87,6 +88,7 @@ function AttentionClassifier:__init(vocab_size, pad_id, classes, o)
   self:add_module("pos", nn.LearnedPositionalEncoding(MAX_CHARS + 2, o.d_model))
   if o.ngrams > 1 then self:add_module("ngram_embed", nn.Embedding(o.ngram_buckets, o.d_model, {padding_idx = 1})) end
   self.n_layers = o.layers
+  self.attention_name = o.attention -- for its per-call tensors (document, prefix_lm)
   for i = 1, o.layers do
     if o.ffn > 0 then
       self:add_module("layer" .. i, nn.TransformerEncoderLayer(o.d_model, o.heads, {
@@ -112,8 +114,10 @@ function AttentionClassifier:forward(ids, mask, grams)
     x = x + self.ngram_embed(grams:narrow(2, 1, ids:size(2))):sum(3)
   end
   x = self.pos(x)
+  -- document: the word one document, its padding another; prefix_lm: the whole row as the prefix
+  local inputs = cli.sequence_inputs(self.attention_name, x, mask)
   for i = 1, self.n_layers do
-    x = self["layer" .. i](x, {key_padding_mask = mask})
+    x = self["layer" .. i](x, {key_padding_mask = mask, variant_inputs = inputs})
   end
   if not self.attention_only then x = self.norm(x) end
   local keep = mask:logical_not():float():unsqueeze(3)        -- [B, L, 1]

@@ -21,6 +21,11 @@
 -- type comes from its default (or `type` when the default is nil); a
 -- `choices` list limits a string option. conf.examples (argument strings)
 -- are printed under "Examples:" in --help, and tests run each with --smoke.
+-- An attention variant that needs per-call tensors (document's doc ids,
+-- prefix_lm's prefix) is refused by --attention unless the script makes
+-- them: conf.attention_inputs = "sequence" says it passes
+-- cli.sequence_inputs (rows of one sequence each) to its layers; --help
+-- says which variants the script runs.
 -- After parsing, cli.parse seeds the global generator and sets the thread
 -- count, and puts in opts.world an ember.distributed.World: under
 -- `mpirun -np N` the N ranks share each global batch (see
@@ -100,6 +105,37 @@ local function attention_choices()
   return #names > 0 and names or nil
 end
 
+-- Which variants a script runs: those that need no per-call tensors, and
+-- with conf.attention_inputs = "sequence" (the script passes
+-- cli.sequence_inputs to its layers) those cli.sequence_inputs makes.
+-- Returns the list it runs and the one it does not (names, sorted).
+local function attention_support(conf)
+  local runs, not_here = {}, {}
+  local attn = require "ember.nn._attn_opts"
+  for _, n in ipairs(attention_choices() or {}) do
+    local made = conf.attention_inputs == "sequence" and attn.SEQUENCE_INPUTS[n]
+    if #attn.input_names(n) == 0 or made then runs[#runs + 1] = n else not_here[#not_here + 1] = n end
+  end
+  return runs, not_here
+end
+
+-- --attention's help: the variants, and what the script does with those
+-- that need per-call tensors.
+local function attention_help(conf)
+  local runs, not_here = attention_support(conf)
+  local help = "attention variant: " .. table.concat(runs, ", ")
+  if conf.attention_inputs == "sequence" then
+    local attn, made = require "ember.nn._attn_opts", {}
+    for n, what in pairs(attn.SEQUENCE_INPUTS) do made[#made + 1] = ("%s gets %s"):format(n, what) end
+    table.sort(made)
+    help = help .. "; " .. table.concat(made, ", ") .. " (as standard with key padding)"
+  end
+  if #not_here > 0 then
+    help = help .. "; not here: " .. table.concat(not_here, ", ") .. " (they need per-call tensors this script does not make)"
+  end
+  return help
+end
+
 -- The argparse parser of a script (lua-argparse: usage errors, choices,
 -- --help). Booleans are flags that also take true/false ("--smoke",
 -- "--retrain false"); defaults are applied after parsing, so the help
@@ -120,6 +156,7 @@ local function build_parser(conf, specs)
     local def = s[2] ~= nil and (" (default %s)"):format(tostring(s[2])) or ""
     local choices = k == "string" and (s.choices or (name == "attention" and attention_choices())) or nil
     local help = (s[3] or "") .. (choices and (": " .. table.concat(choices, ", ")) or "") .. def
+    if name == "attention" and choices and not s.choices then help = attention_help(conf) .. def end
     local o = p:option("--" .. name, help):target(name)
     if k == "boolean" then
       o:args("?"):argname("true|false"):convert(to_boolean(name))
@@ -211,6 +248,15 @@ function M.parse_only(argv, conf)
     error(("option --precision must be fp32, bf16 or auto, got %s"):format(tostring(o.precision)), 0)
   end
   o.attention_opts = M.parse_kv(o.attention_options)
+  if o.attention and attention_choices() then
+    local runs, not_here = attention_support(conf)
+    for _, n in ipairs(not_here) do
+      if n == o.attention then
+        error(("option --attention %s: the variant needs per-call tensors (%s) that this script does not make; it runs %s")
+          :format(n, table.concat(require("ember.nn._attn_opts").input_names(n), ", "), table.concat(runs, ", ")), 0)
+      end
+    end
+  end
   if not o.out then
     local base = (conf.script or "script"):match("([^/]+)%.lua$") or "script"
     o.out = "runs/" .. base
@@ -266,6 +312,27 @@ function M.option_error(fmt, ...)
   if select("#", ...) > 0 then fmt = fmt:format(...) end
   io.stderr:write(("%s: %s\n"):format(arg and arg[0] or "script", fmt))
   os.exit(2, true)
+end
+
+--- The per-call tensors (variant_inputs) of attention variant `attention`
+-- for a batch whose rows each hold one sequence (a classifier's, an
+-- encoder's; nothing packed), for a script parsed with
+-- `attention_inputs = "sequence"`: "document" gets doc ids (one document
+-- per row, its padding another), "prefix_lm" a prefix of the whole row;
+-- both then attend as standard attention with the key padding mask does.
+-- nil for a variant that needs none.
+-- @string attention the variant's name (opts.attention)
+-- @tparam Tensor x the layer's input [B, L, d]
+-- @tparam[opt] Tensor key_padding_mask bool [B, L], true = padding
+-- @treturn table|nil variant_inputs for the layers' forward
+-- @usage local ember, cli = require "ember", require "ember.cli"
+-- local x = ember.randn(2, 3, 8)
+-- local pad = ember.tensor({{false, false, true}, {false, false, false}})
+-- print(cli.sequence_inputs("document", x, pad).doc:totable()[1][3]) --> 2
+-- print(cli.sequence_inputs("prefix_lm", x, pad).prefix:totable()[1]) --> 3
+-- print(cli.sequence_inputs("standard", x, pad))                      --> nil
+function M.sequence_inputs(attention, x, key_padding_mask)
+  return require("ember.nn._attn_opts").sequence_inputs(attention, x, key_padding_mask)
 end
 
 --- The dropout on attention weights for opts.attention: opts.dropout, or 0

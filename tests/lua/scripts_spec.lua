@@ -32,17 +32,51 @@ local function exists(path)
   return f ~= nil
 end
 
+-- The fourth field: the script makes the per-call tensors of document and
+-- prefix_lm (rows of one sequence each: cli.sequence_inputs), or refuses
+-- them when parsing its options.
 local SCRIPTS = {
-  {"scripts/langid.lua", "test accuracy", "langid.safetensors"},
-  {"scripts/fashion_vit.lua", "test accuracy", "fashion_vit.safetensors"},
-  {"scripts/addition.lua", "held%-out exact match", "addition.safetensors"},
-  {"scripts/kjv_lm.lua", "bits per character", "kjv_lm.safetensors"},
-  {"scripts/sort_of_clevr.lua", "relational", "sort_of_clevr.safetensors"},
+  {"scripts/langid.lua", "test accuracy", "langid.safetensors", true},
+  {"scripts/fashion_vit.lua", "test accuracy", "fashion_vit.safetensors", true},
+  {"scripts/addition.lua", "held%-out exact match", "addition.safetensors", false},
+  {"scripts/kjv_lm.lua", "bits per character", "kjv_lm.safetensors", false},
+  {"scripts/sort_of_clevr.lua", "relational", "sort_of_clevr.safetensors", false},
 }
 
 for _, s in ipairs(SCRIPTS) do
-  local script, metric, ckpt = s[1], s[2], s[3]
+  local script, metric, ckpt, per_call = s[1], s[2], s[3], s[4]
   describe(script, function()
+    -- they crashed at the first step ("needs the per-call tensor 'doc'")
+    if per_call then
+      local train_it = SANITIZED and pending or it
+      train_it("trains with --attention document and prefix_lm, giving their per-call tensors", function()
+        local out, code = run(script, "--help")
+        assert.are.equal(0, code)
+        assert.truthy(out:gsub("%s+", " "):find("document gets doc: one document per row", 1, true), out)
+        for _, variant in ipairs { "document", "prefix_lm" } do
+          local dir = tmpdir()
+          out, code = run(script, "--smoke --attention " .. variant .. " --out " .. dir)
+          os.execute("rm -rf '" .. dir .. "'")
+          assert.are.equal(0, code, out)
+          assert.truthy(out:find("attention variant " .. variant, 1, true), out)
+          assert.matches("smoke: loss", out)
+        end
+      end)
+    else
+      it("refuses --attention document and prefix_lm when parsing, saying which variants it runs", function()
+        local out, code = run(script, "--help")
+        assert.are.equal(0, code)
+        assert.truthy(out:gsub("%s+", " "):find("not here: document, prefix_lm (they need per-call tensors", 1, true), out)
+        for variant, input in pairs { document = "doc", prefix_lm = "prefix" } do
+          out, code = run(script, "--smoke --attention " .. variant)
+          assert.are.equal(2, code, out)
+          assert.truthy(out:find(("option --attention %s: the variant needs per-call tensors (%s) that this script does not make; it runs ")
+            :format(variant, input), 1, true), out)
+          assert.truthy(out:find("standard", 1, true) and not out:find("Traceback", 1, true), out)
+        end
+      end)
+    end
+
     it("prints its options with --help", function()
       local out, code = run(script, "--help")
       assert.are.equal(0, code)

@@ -59,6 +59,48 @@ function M.check_layer_options(who, opts, known)
   return Module.check_options(who, opts, known)
 end
 
+-- The per-call tensors (variant_inputs) a variant written in Lua needs:
+-- their names, sorted; {} for a variant that needs none (the C ones) and
+-- for an unknown name (the module reports that).
+function M.input_names(attention)
+  pcall(ember.attention_variants, attention) -- loads the plugins (lua ones register then)
+  local def = require("ember.variant").get(attention or "standard")
+  local names = {}
+  for n in pairs(def and def.inputs or {}) do names[#names + 1] = n end
+  table.sort(names)
+  return names
+end
+
+-- The variants whose per-call tensors M.sequence_inputs makes, and what
+-- they are: for rows that each hold one sequence (a classifier's batch,
+-- an encoder's input; nothing packed), where both attend as standard
+-- attention with the key padding mask does.
+M.SEQUENCE_INPUTS = {
+  document = "doc: one document per row (its padding, if any, another)",
+  prefix_lm = "prefix: the whole row, seen both ways",
+}
+
+-- variant_inputs for `attention` on x [B, L, ...] whose rows each hold one
+-- sequence, key_padding_mask bool [B, L] (true = padding) or nil; nil for
+-- a variant that needs none. A variant it does not know is refused.
+function M.sequence_inputs(attention, x, key_padding_mask)
+  local names = M.input_names(attention)
+  if #names == 0 then return nil end
+  local B, L, device = x.shape[1], x.shape[2], x.device
+  if attention == "document" then
+    local doc = ember.ones({ B, L }, { dtype = "int64", device = device })
+    if key_padding_mask ~= nil then doc = doc + key_padding_mask:long() end
+    return { doc = doc }
+  elseif attention == "prefix_lm" then
+    return { prefix = ember.full({ B }, L, { dtype = "int64", device = device }) }
+  end
+  local known = {}
+  for n in pairs(M.SEQUENCE_INPUTS) do known[#known + 1] = n end
+  table.sort(known)
+  errors.raise("attention '%s' needs the per-call tensors %s, which are made here for %s only", attention,
+    table.concat(names, ", "), table.concat(known, " and "))
+end
+
 function M.mha_spec(d_model, heads, opts, extra)
   local attention = opts.attention or "standard"
   local dropout = opts.attention_dropout
