@@ -112,6 +112,20 @@ describe("Transformer layers given a variant's options", function()
     local layer = nn.TransformerEncoderLayer(16, 4, { attention = "softcap", attention_options = { cap = 5 } })
     assert.are.equal(5, layer.self_attn:options().cap)
   end)
+
+  -- the stacks checked their options first, with the plain "unknown option"
+  it("say where the option goes in the stacks too (TransformerEncoder, TransformerDecoder, Transformer)", function()
+    parity.raises_here(function() nn.TransformerEncoder(16, 4, 2, { attention = "softcap", cap = 5 }) end,
+      "nn.TransformerEncoder: 'cap' is an option of attention 'softcap': give it as attention_options = {cap = ...}")
+    parity.raises_here(function() nn.TransformerDecoder(16, 4, 2, { cross_attention = "softcap", cap = 5 }) end,
+      "nn.TransformerDecoder: 'cap' is an option of attention 'softcap': give it as cross_attention_options = {cap = ...}")
+    parity.raises_here(function() nn.Transformer(16, 4, { attention = "softcap", cap = 5 }) end,
+      "nn.Transformer: 'cap' is an option of attention 'softcap': give it as attention_options = {cap = ...}")
+    parity.raises_here(function() nn.TransformerEncoder(16, 4, 2, { attention = "softcap", final_norm = true, capp = 5 }) end,
+      "nn.TransformerEncoder: unknown option 'capp' (options: ")
+    local enc = nn.TransformerEncoder(16, 4, 2, { attention = "softcap", attention_options = { cap = 5 }, final_norm = true })
+    assert.are.equal(5, enc.layers[2].self_attn:options().cap)
+  end)
 end)
 
 describe("MultiHeadAttention.forward_cached on a new module", function()

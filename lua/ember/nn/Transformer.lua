@@ -57,6 +57,7 @@ local torch_names = require "ember.nn._torch_names"
 local Encoder = require "ember.nn.TransformerEncoder"
 local Decoder = require "ember.nn.TransformerDecoder"
 local init = require "ember.nn.weight_init"
+local attn_opts = require "ember.nn._attn_opts"
 
 local Transformer = Module:extend("Transformer")
 
@@ -86,7 +87,7 @@ function Transformer:__init(d_model, nhead, opts)
   elseif opts ~= nil and type(opts) == "table" and (opts.d_model ~= nil or opts.nhead ~= nil) then
     errors.raise("nn.Transformer: d_model and nhead are given twice (arguments and options)")
   end
-  opts = Module.check_options("nn.Transformer", opts, OWN, LAYER)
+  opts = attn_opts.check_layer_options("nn.Transformer", opts, OWN, LAYER)
   self.d_model = count(d_model, "d_model", 512)
   self.nhead = count(nhead, "nhead", 8)
   local ne = count(opts.num_encoder_layers, "num_encoder_layers", 6)

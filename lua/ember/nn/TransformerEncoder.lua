@@ -9,6 +9,7 @@ local errors = require "ember._errors"
 local Sequential = require "ember.nn.Sequential"
 local LayerNorm = require "ember.nn.LayerNorm"
 local EncoderLayer = require "ember.nn.TransformerEncoderLayer"
+local attn_opts = require "ember.nn._attn_opts"
 
 local Encoder = Module:extend("TransformerEncoder")
 
@@ -17,7 +18,7 @@ function Encoder:__init(d_model, heads, num_layers, opts)
     errors.raise("nn.TransformerEncoder: takes (d_model, heads, num_layers [, layer options]), not PyTorch's "
       .. "(layer, num_layers): the layers are made here from the options")
   end
-  opts = Module.check_options("nn.TransformerEncoder", opts, EncoderLayer.OPTIONS, { "final_norm" })
+  opts = attn_opts.check_layer_options("nn.TransformerEncoder", opts, EncoderLayer.OPTIONS, { "final_norm" })
   local layer_opts = {}
   for k, v in pairs(opts) do if k ~= "final_norm" then layer_opts[k] = v end end
   if math.type(num_layers) ~= "integer" or num_layers < 1 then

@@ -34,11 +34,14 @@ end
 -- A layer's options checked as Module.check_options does; a key that is
 -- an option of the layer's attention variant (given as to
 -- nn.MultiHeadAttention, which takes them directly) is refused saying
--- where it goes: attention_options (or cross_attention_options).
-function M.check_layer_options(who, opts, known)
+-- where it goes: attention_options (or cross_attention_options). The
+-- known options come in one or more lists (a stack's own and its layer's).
+function M.check_layer_options(who, opts, ...)
   if type(opts) == "table" then
     local set = {}
-    for _, n in ipairs(known) do set[n] = true end
+    for i = 1, select("#", ...) do
+      for _, n in ipairs(select(i, ...)) do set[n] = true end
+    end
     for key in pairs(opts) do
       if not set[key] then
         for _, field in ipairs { "attention", "cross_attention" } do
@@ -56,7 +59,7 @@ function M.check_layer_options(who, opts, known)
       end
     end
   end
-  return Module.check_options(who, opts, known)
+  return Module.check_options(who, opts, ...)
 end
 
 -- The per-call tensors (variant_inputs) a variant written in Lua needs:
