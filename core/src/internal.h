@@ -73,6 +73,10 @@ em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_ten
 /* Whether a binary op with operands of dtypes a and b runs in float32
 ** because autocast is on and one of them is the autocast dtype. */
 bool em__autocast_promotes(em_dtype a, em_dtype b);
+/* The result dtype of a op b, as torch.result_type (ops_elementwise.c):
+** the higher category (bool < int64 < float), then the wider float; a 0-d
+** operand against a dimensioned one decides only when its category is higher. */
+em_dtype em__promote_types(const em_tensor *a, const em_tensor *b);
 
 /* Checks the dtype is float32/float64 (and bf16 where allowed). */
 em_status em__need_float(const char *op, const em_tensor *t, const char *what);

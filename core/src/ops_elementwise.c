@@ -2,7 +2,7 @@
 ** ops_elementwise.c -- unary and binary elementwise ops, where, masked_fill
 ** and the in-place ops (copy_, fill_, add_, mul_scalar_).
 **
-** Operands of different dtypes are promoted as in PyTorch (promote_types
+** Operands of different dtypes are promoted as in PyTorch (em__promote_types
 ** below): the higher category wins (bool < int64 < float), within floats
 ** the wider; a 0-d tensor or a number decides only when its category is
 ** higher than the other operand's. A 0-d tensor also moves to the other
@@ -108,7 +108,7 @@ static int float_width(em_dtype d) { return d == EM_BF16 ? 0 : d == EM_F32 ? 1 :
 ** 0-d tensor against a dimensioned one decides only when its category is
 ** higher (int64 [n] * float64 [] is float64, float32 [n] * float64 [] is
 ** float32). */
-static em_dtype promote_types(const em_tensor *a, const em_tensor *b) {
+em_dtype em__promote_types(const em_tensor *a, const em_tensor *b) {
   if ((a->ndim == 0) != (b->ndim == 0)) {
     const em_tensor *z = a->ndim == 0 ? a : b, *d = a->ndim == 0 ? b : a;
     return dtype_category(z->dtype) > dtype_category(d->dtype) ? z->dtype : d->dtype;
@@ -119,7 +119,7 @@ static em_dtype promote_types(const em_tensor *a, const em_tensor *b) {
   return a->dtype;
 }
 
-/* Gives a and b a common dtype (promote_types) and device (a 0-d operand
+/* Gives a and b a common dtype (em__promote_types) and device (a 0-d operand
 ** moves to the other's). *pa and *pb are new references. */
 static em_status unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, em_tensor **pb) {
   em_tensor *x = em_retain(a), *y = em_retain(b), *t;
@@ -128,7 +128,7 @@ static em_status unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **p
   (void)op;
   if (x->dtype != y->dtype) {
     /* under autocast, bfloat16 with float32 computes in float32 (any shapes) */
-    em_dtype dt = em__autocast_promotes(x->dtype, y->dtype) ? EM_F32 : promote_types(x, y);
+    em_dtype dt = em__autocast_promotes(x->dtype, y->dtype) ? EM_F32 : em__promote_types(x, y);
     if (x->dtype != dt && (s = em_to_dtype(&t, x, dt)) == EM_OK) em_release(x), x = t;
     if (s == EM_OK && y->dtype != dt && (s = em_to_dtype(&t, y, dt)) == EM_OK) em_release(y), y = t;
   }

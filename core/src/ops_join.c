@@ -13,17 +13,15 @@ typedef struct cat_ctx {
   int dim; /* normalised dim the pieces were joined along */
 } cat_ctx;
 
-/* Checks that xs[i] can be joined with xs[0] along d: same ndim, dtype,
-** device, and sizes on every other dim (on every dim when d is -1).
-** Positions in messages are 1-based. */
+/* Checks that xs[i] can be joined with xs[0] along d: same ndim, device,
+** and sizes on every other dim (on every dim when d is -1); dtypes may
+** differ (em_cat promotes them, as torch.cat). Positions in messages are
+** 1-based. */
 static em_status check_joinable(const char *op, int n, em_tensor *const *xs, int d) {
   const em_tensor *a = xs[0];
   char b1[128], b2[128];
   for (int i = 1; i < n; i++) {
     const em_tensor *b = xs[i];
-    if (b->dtype != a->dtype)
-      return em_error(EM_ERR_DTYPE, "%s: tensor %d is %s but tensor 1 is %s", op, i + 1,
-                      em_dtype_name(b->dtype), em_dtype_name(a->dtype));
     if (!em_device_eq(a->device, b->device))
       return em_error(EM_ERR_DEVICE, "%s: tensor %d is on %s but tensor 1 is on %s", op, i + 1,
                       em_device_str(b->device, b1, sizeof b1),
@@ -82,6 +80,23 @@ em_status em_cat(em_tensor **out, int n, em_tensor *const *xs, int dim) {
     return em_error(EM_ERR_SHAPE, "cat: cannot join scalars (0-d tensors); use stack");
   EM_TRY(em__dim(op, dim, xs[0]->ndim, &d));
   EM_TRY(check_joinable(op, n, xs, d));
+  /* Pieces of several dtypes join in their common one (torch.cat's type
+  ** promotion): the others are converted first (differentiably). */
+  const em_tensor *widest = xs[0];
+  bool mixed = false;
+  for (int i = 1; i < n; i++) {
+    if (xs[i]->dtype != xs[0]->dtype) mixed = true;
+    if (em__promote_types(widest, xs[i]) != widest->dtype) widest = xs[i];
+  }
+  if (mixed) {
+    em_tensor **conv = calloc((size_t)n, sizeof *conv);
+    if (!conv) return em_error(EM_ERR_OOM, "cat: out of memory for %d tensors", n);
+    em_status s = EM_OK;
+    for (int i = 0; i < n && !s; i++) s = em_to_dtype(&conv[i], xs[i], widest->dtype);
+    if (!s) s = em_cat(out, n, conv, dim);
+    em_free_list(conv, n);
+    return s;
+  }
 
   int64_t shape[EM_MAX_DIMS];
   memcpy(shape, xs[0]->shape, sizeof shape);
