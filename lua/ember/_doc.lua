@@ -258,16 +258,92 @@ local function render(text)
 end
 M.render = render
 
+-- An option's range from its declared min/max ("" when unbounded: the
+-- core declares "no bound" as +-1e300).
+local function range_of(o)
+  local lo = o.min ~= nil and o.min > -1e299 and o.min or nil
+  local hi = o.max ~= nil and o.max < 1e299 and o.max or nil
+  local function num(x) return math.tointeger(x) and tostring(math.tointeger(x)) or tostring(x) end
+  if lo and hi then return (", %s..%s"):format(num(lo), num(hi)) end
+  if lo then return ", >= " .. num(lo) end
+  if hi then return ", <= " .. num(hi) end
+  return ""
+end
+
+-- The entry of an attention variant (a C plugin's or one written in Lua):
+-- its description, options with defaults and help, per-call inputs and
+-- what it supports, from what it declares. nil for no such variant.
+function M.variant_entry(name)
+  local ember = require "ember"
+  local ok, v = pcall(ember.attention_variants, name)
+  if not ok or type(v) ~= "table" or v.name ~= name then return nil end
+  local def = require("ember.variant").get(name)
+  local where = type(v.path) == "string" and not v.path:match("^%(") and (": " .. v.path) or ""
+  local out = { ("attention variant %s (%s%s)"):format(name, def and "written in Lua" or "a C plugin", where), "",
+    v.description or "" }
+  -- a Lua variant's file opens with a comment that says more (plugins/flex/*.lua)
+  local lines = def and type(v.path) == "string" and read_lines(v.path) or {}
+  local header = {}
+  for _, line in ipairs(lines) do
+    local t = line:match("^%-%-+ ?(.*)$")
+    if not t then break end
+    header[#header + 1] = "  " .. t
+  end
+  if #header > 0 then out[#out + 1] = table.concat(header, "\n") end
+  out[#out + 1] = ""
+  if #(v.options or {}) == 0 then
+    out[#out + 1] = "Options: none"
+  else
+    out[#out + 1] = "Options (ember.Attention and nn.MultiHeadAttention take them directly, the Transformer layers"
+      .. " as attention_options = {...}):"
+    for _, o in ipairs(v.options) do
+      local extra = o.choices and (", one of " .. tostring(o.choices):gsub("|", ", ")) or range_of(o)
+      out[#out + 1] = ("  %s (%s, default %s%s)%s"):format(o.name, o.type, tostring(o.default), extra,
+        (o.help and o.help ~= "") and (": " .. o.help) or "")
+    end
+  end
+  local inputs = def and require("ember.variant").inputs_of(def) or {}
+  if #inputs > 0 then
+    out[#out + 1] = "Per-call inputs (forward's variant_inputs = {name = tensor}):"
+    for _, c in ipairs(inputs) do
+      out[#out + 1] = ("  %s: %d-d, %s"):format(c.name, c.ndim, c.kind == "int" and "int64 (or bool, read as 0/1)" or
+        "float")
+    end
+  end
+  local caps = {}
+  for _, k in ipairs { "key_padding", "mask", "causal", "dropout", "weights", "cross" } do
+    if v.caps and v.caps[k] then caps[#caps + 1] = k end
+  end
+  out[#out + 1] = "Supports: " .. (#caps > 0 and table.concat(caps, ", ") or "none of key_padding, mask, causal, "
+    .. "dropout, weights, cross")
+  out[#out + 1] = ""
+  out[#out + 1] = "Example:"
+  local opt = v.options and v.options[1]
+  local example = opt and (", %s = %s"):format(opt.name, type(opt.default) == "string" and ("%q"):format(opt.default)
+    or tostring(opt.default)) or ""
+  out[#out + 1] = ('  local mha = nn.MultiHeadAttention(64, 4, {attention = "%s"%s})'):format(name, example)
+  if #inputs > 0 then
+    local given = {}
+    for i, c in ipairs(inputs) do given[i] = ("%s = ..."):format(c.name) end
+    out[#out + 1] = ("  local y = mha(x, {variant_inputs = {%s}})"):format(table.concat(given, ", "))
+  end
+  out[#out + 1] = "  (ember.attention_variants(\"" .. name .. "\") lists the same as a table)"
+  return table.concat(out, "\n")
+end
+
 function M.help(v)
   local text, name = M.lookup(v)
   local out
-  if text then
+  local variant = (text == nil and type(v) == "string") and M.variant_entry(v) or nil
+  if variant then
+    out = variant
+  elseif text then
     out = name .. "\n\n" .. render(text)
   elseif name then
     out = ("no reference entry for %s (see the reference: cmake --build build --target docs)"):format(name)
   else
     out = "help(x): x is a function, class or name of ember's API, e.g. help(ember.matmul), "
-      .. "help(nn.MultiHeadAttention), help(\"Tensor:sum\")"
+      .. "help(nn.MultiHeadAttention), help(\"Tensor:sum\"), or an attention variant's name: help(\"softcap\")"
   end
   print(out)
   return out

@@ -258,6 +258,24 @@ end
 -- @string name
 function M.get(name) return registry[name] end
 
+--- A variant's per-call inputs as declared, sorted by name: a list of
+-- `{name=, ndim=, kind=}`, kind "int" (int64, the default; bool reads as
+-- 0/1) or "float".
+-- @tparam table def a definition (`M.get(name)`)
+-- @treturn table
+function M.inputs_of(def)
+  local names, list = {}, {}
+  for n in pairs(def.inputs or {}) do names[#names + 1] = n end
+  table.sort(names)
+  for _, n in ipairs(names) do
+    local spec = def.inputs[n]
+    local nd = type(spec) == "table" and spec.ndim or spec
+    local kind = type(spec) == "table" and spec.dtype == "float" and "float" or "int"
+    list[#list + 1] = { name = n, ndim = nd, kind = kind }
+  end
+  return list
+end
+
 -- The capture list of an instance: params (module tables) then inputs.
 local function capture_list(def, tables)
   local caps = {}
@@ -266,14 +284,8 @@ local function capture_list(def, tables)
     caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim, kind = int and "int" or "float",
       learned = t.learned, param = i }
   end
-  local names = {}
-  for n in pairs(def.inputs or {}) do names[#names + 1] = n end
-  table.sort(names)
-  for _, n in ipairs(names) do
-    local spec = def.inputs[n]
-    local nd = type(spec) == "table" and spec.ndim or spec
-    local kind = type(spec) == "table" and spec.dtype == "float" and "float" or "int"
-    caps[#caps + 1] = { name = n, ndim = nd, kind = kind, learned = false, input = n }
+  for _, c in ipairs(M.inputs_of(def)) do
+    caps[#caps + 1] = { name = c.name, ndim = c.ndim, kind = c.kind, learned = false, input = c.name }
   end
   if #caps > 8 then errors.raise("attention variant '%s': %d captured tensors (at most 8)", def.name, #caps) end
   return caps

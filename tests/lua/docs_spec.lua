@@ -127,6 +127,28 @@ describe("help() prints the reference entry", function()
     s = captured(function() return ember.help(function() end) end)
     assert(s:find("help(x)", 1, true), s)
   end)
+
+  -- help("softcap") had no entry: an attention variant is named by a string too
+  it("of an attention variant: description, options with defaults and help, per-call inputs (Lua and C)", function()
+    local s = captured(function() return ember.help("softcap") end)
+    assert(s:find("^attention variant softcap %(written in Lua") and s:find("logit soft-capping", 1, true), s)
+    assert(s:find("  cap (float, default 50.0, 1e-06..1000000000): the cap: scores stay inside (-cap, cap)", 1, true), s)
+    s = captured(function() return ember.help("document") end)
+    assert(s:find("Options: none", 1, true) and s:find("  doc: 2-d, int64 (or bool, read as 0/1)", 1, true), s)
+    assert(s:find("ember.data.pack makes them", 1, true), s) -- the file's own comment
+    s = captured(function() return ember.help("linear") end)
+    assert(s:find("^attention variant linear %(a C plugin") and s:find("O(L) memory", 1, true), s)
+    assert(s:find("  feature_map (string, default elu, one of elu, favor): ", 1, true), s)
+    assert(s:find("Supports: key_padding, causal, weights, cross", 1, true) and not s:find("Per-call", 1, true), s)
+    -- a variant defined in the session, and a name that is none
+    ember.attention_variant { name = "docs_spec_variant", description = "a test variant",
+      options = { { name = "t", type = "float", default = 2, help = "the t" } }, inputs = { w = { ndim = 1, dtype = "float" } },
+      score = function(sc, b, h, q, k, ctx) return sc * ctx.options.t + ctx.w[k] end }
+    s = captured(function() return ember.help("docs_spec_variant") end)
+    assert(s:find("^attention variant docs_spec_variant %(written in Lua%)") and s:find("  t (float, default 2.0", 1, true) and s:find("  w: 1-d, float", 1, true), s)
+    s = captured(function() return ember.help("no_such_variant_here") end)
+    assert(s:find("no reference entry for no_such_variant_here", 1, true), s)
+  end)
 end)
 
 describe("LDoc builds the reference", function()

@@ -67,10 +67,10 @@ end
 -- for an unknown name (the module reports that).
 function M.input_names(attention)
   pcall(ember.attention_variants, attention) -- loads the plugins (lua ones register then)
-  local def = require("ember.variant").get(attention or "standard")
+  local variant = require "ember.variant"
+  local def = variant.get(attention or "standard")
   local names = {}
-  for n in pairs(def and def.inputs or {}) do names[#names + 1] = n end
-  table.sort(names)
+  for i, c in ipairs(def and variant.inputs_of(def) or {}) do names[i] = c.name end
   return names
 end
 
