@@ -378,7 +378,8 @@ EM_API em_status em_gather(em_tensor **out, em_tensor *x, int dim, em_tensor *in
 /* out = x with src added at index along dim (out of place). */
 EM_API em_status em_scatter_add(em_tensor **out, em_tensor *x, int dim, em_tensor *index, em_tensor *src);
 
-/* cat joins n tensors along an existing dim; stack along a new one. */
+/* cat joins n tensors along an existing dim; stack along a new one. Tensors
+** of several dtypes join in their common one (torch.cat's promotion). */
 EM_API em_status em_cat(em_tensor **out, int n, em_tensor *const *xs, int dim);
 EM_API em_status em_stack(em_tensor **out, int n, em_tensor *const *xs, int dim);
 /* Splits into pieces of `size` (the last may be smaller). *outs is a
