@@ -282,8 +282,8 @@ em_status em_plugin_register(int kind, const char *path, const char *name, const
   for (int i = 0; i < em__nrecords && !reason; i++)
     if (em__records[i]->kind == kind && em__records[i]->loaded && strcmp(em__records[i]->name, name) == 0) {
       if (em__records[i]->path[0] != '(' && strstr(em__records[i]->path, ".so"))
-        return em_error(EM_ERR_PLUGIN, "a %s plugin named '%s' is already loaded from %s", em__kind_name(kind),
-                        name, em__records[i]->path);
+        return em_error(EM_ERR_PLUGIN, "%s %s plugin named '%s' is already loaded from %s",
+                        kind == EM_PLUGIN_ATTENTION ? "an" : "a", em__kind_name(kind), name, em__records[i]->path);
       rec = em__records[i];
     }
   for (int i = 0; i < em__nrecords && reason && !rec; i++)

@@ -720,3 +720,11 @@ return { name = "probe_float_w", description = "a per-call float bias per key",
     assert(ok and out:find(" 0 failed", 1, true), out)
   end)
 end)
+
+describe("A Lua variant named as a loaded C plugin", function()
+  -- the loader said "a attention plugin named 'standard' ..."
+  it("is refused in English, at the user's line", function()
+    parity.raises_here(function() ember.attention_variant { name = "standard", score = function(s) return s end } end,
+      "ember.attention_variant: an attention plugin named 'standard' is already loaded from ")
+  end)
+end)
