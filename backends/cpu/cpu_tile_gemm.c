@@ -464,6 +464,22 @@ TG_AVX2 static void tg_dot_avx2(int64_t m, int64_t n, int64_t k, float alpha, co
   }
 }
 
+/* C[0..nj) = alpha * (the 16 lanes of acc[j] summed, as tg_dot16's order
+** says) (+ beta * C), nj <= 16. */
+TG_AVX512 TG_INLINE void tg_store16(const __m512 acc[16], int nj, float alpha, float beta, float *C) {
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; g++) {
+    if (4 * g >= nj) break;
+    __m256 f[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) {
+      const __m512 v = acc[4 * g + x];
+      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
+    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
+  }
+}
+
 /* AVX-512: row a with keys b[0..nj) (nj <= 16) into C[0..nj), one zmm
 ** accumulator per key. NQ > 0: k <= 16 * NQ, a held in NQ registers and
 ** each key's row read front to back; NQ == 0: any k, 16 at a time. */
@@ -498,17 +514,7 @@ TG_AVX512 TG_INLINE void tg_dot16(const float *a, const float *b, int64_t ldb, i
         if (j < nj) acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk, b + j * ldb + p), acc[j]);
     }
   }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; g++) {
-    if (4 * g >= nj) break;
-    __m256 f[4];
-#pragma GCC unroll 4
-    for (int x = 0; x < 4; x++) {
-      const __m512 v = acc[4 * g + x];
-      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    }
-    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
-  }
+  tg_store16(acc, nj, alpha, beta, C);
 }
 
 TG_AVX512 static void tg_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float *A,
@@ -754,17 +760,7 @@ TG_AVX512 TG_INLINE void tg_dot16_bf16(const float *a, const uint16_t *b, int64_
 #pragma GCC unroll 4
     for (int q = 0; q < NQ; q++) acc[j] = _mm512_fmadd_ps(av[q], TG_WIDE(b + j * ldb + 16 * q, k - 16 * q), acc[j]);
   }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; g++) {
-    if (4 * g >= nj) break;
-    __m256 f[4];
-#pragma GCC unroll 4
-    for (int x = 0; x < 4; x++) {
-      const __m512 v = acc[4 * g + x];
-      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    }
-    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
-  }
+  tg_store16(acc, nj, alpha, beta, C);
 }
 
 /* tg_axpy5 with bfloat16 rows of B: one row of C, columns [x0, x0 + 16 NV). */
@@ -845,17 +841,7 @@ TG_AVX512 TG_INLINE void tg_dot32_bf16(const float *a, const uint16_t *b, int64_
       acc[j] = _mm512_fmadd_ps(qo[q], ko, acc[j]);
     }
   }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; g++) {
-    if (4 * g >= nj) break;
-    __m256 f[4];
-#pragma GCC unroll 4
-    for (int x = 0; x < 4; x++) {
-      const __m512 v = acc[4 * g + x];
-      f[x] = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    }
-    tg_store4(C + 4 * g, tg_hsum4(f[0], f[1], f[2], f[3]), nj - 4 * g < 4 ? nj - 4 * g : 4, alpha, beta);
-  }
+  tg_store16(acc, nj, alpha, beta, C);
 }
 
 /* One row of C, columns [x0, x0 + 32 NV) (all inside it): four partial
