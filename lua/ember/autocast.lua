@@ -43,6 +43,16 @@ local function autocast(_, dtype, fn, ...)
   if type(dtype) ~= "string" then
     error(("ember.autocast: dtype must be a string such as \"bfloat16\", got %s"):format(type(dtype)), 2)
   end
+  local info = core.dtype_info(dtype)
+  local raise = require("ember._errors").raise -- at the user's line
+  if (info and info.name ~= "bfloat16") or dtype == "float16" or dtype == "half" then
+    raise("ember.autocast: dtype %s is not supported: autocast runs products in bfloat16 "
+      .. "(ember.autocast(\"bfloat16\", ...))", info and info.name or dtype)
+  end
+  if not info and (dtype == "cpu" or dtype:match("^cuda")) then
+    raise("ember.autocast: takes the dtype, not torch.autocast's device type: ember.autocast(\"bfloat16\", ...), "
+      .. "got \"%s\"", dtype)
+  end
   if type(fn) ~= "function" then return scope(dtype, fn) end
   local ac <close> = scope(dtype, true)
   return fn(...)

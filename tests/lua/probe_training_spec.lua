@@ -627,3 +627,13 @@ describe("cat and stack promote dtypes as torch.cat", function()
     raises_here(function() ember.cat({ ember.ones(2), ember.ones(3, 1) }) end, "ember.cat: tensor 1 has 1 dims but tensor 2 has 2")
   end)
 end)
+
+describe("ember.autocast's argument", function()
+  it("names torch.autocast's device type and the unsupported dtypes at the user's line", function()
+    raises_here(function() ember.autocast("cpu", function() end) end,
+      "ember.autocast: takes the dtype, not torch.autocast's device type: ember.autocast(\"bfloat16\", ...), got \"cpu\"")
+    raises_here(function() ember.autocast("float16", function() end) end, "ember.autocast: dtype float16 is not supported")
+    raises_here(function() ember.autocast("float32", function() end) end, "ember.autocast: dtype float32 is not supported")
+    assert.are.equal(1, ember.autocast("bfloat16", function() return 1 end))
+  end)
+end)
