@@ -464,6 +464,28 @@ TG_AVX2 static void tg_dot_avx2(int64_t m, int64_t n, int64_t k, float alpha, co
   }
 }
 
+/* 16 bfloat16 values from p as float32. */
+TG_AVX512 TG_INLINE __m512 tg_wide16(const uint16_t *p) {
+  const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The same for the last, partial vector of a row: only `left` (< 16) of
+** them, the rest 0 (a copy: no read past the row). */
+TG_AVX512 static __m512 tg_wide16_part(const uint16_t *p, int64_t left) {
+  uint16_t t[16] = {0};
+  for (int64_t i = 0; i < left; i++) t[i] = p[i];
+  return tg_wide16(t);
+}
+
+/* Full or partial, by `left`. */
+#define TG_WIDE(P, LEFT) ((LEFT) >= 16 ? tg_wide16(P) : (LEFT) > 0 ? tg_wide16_part(P, LEFT) : _mm512_setzero_ps())
+
+/* 16 elements of a row of B as float32: float32 itself (masked to mk) or,
+** with BF, bfloat16 widened (the `left` of them; cpu_tile_rows_bf16). */
+#define TG_ROW16(BF, P, MK, LEFT) \
+  ((BF) ? TG_WIDE((const uint16_t *)(P), LEFT) : _mm512_maskz_loadu_ps(MK, (const float *)(P)))
+
 /* C[0..nj) = alpha * (the 16 lanes of acc[j] summed, as tg_dot16's order
 ** says) (+ beta * C), nj <= 16. */
 TG_AVX512 TG_INLINE void tg_store16(const __m512 acc[16], int nj, float alpha, float beta, float *C) {
@@ -483,8 +505,10 @@ TG_AVX512 TG_INLINE void tg_store16(const __m512 acc[16], int nj, float alpha, f
 /* AVX-512: row a with keys b[0..nj) (nj <= 16) into C[0..nj), one zmm
 ** accumulator per key. NQ > 0: k <= 16 * NQ, a held in NQ registers and
 ** each key's row read front to back; NQ == 0: any k, 16 at a time. */
-TG_AVX512 TG_INLINE void tg_dot16(const float *a, const float *b, int64_t ldb, int nj, int64_t k,
-                                  const int NQ, float alpha, float beta, float *C) {
+TG_AVX512 TG_INLINE void tg_dot16(const float *a, const void *bv, int64_t ldb, int nj, int64_t k,
+                                  const int NQ, const int BF, float alpha, float beta, float *C) {
+  const size_t es = BF ? 2 : 4; /* element size of the keys: float32, or bfloat16 with BF */
+  const char *b = (const char *)bv;
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
@@ -502,7 +526,7 @@ TG_AVX512 TG_INLINE void tg_dot16(const float *a, const float *b, int64_t ldb, i
       if (j >= nj) break;
 #pragma GCC unroll 4
       for (int q = 0; q < NQ; q++) {
-        acc[j] = _mm512_fmadd_ps(av[q], _mm512_maskz_loadu_ps(mk[q], b + j * ldb + 16 * q), acc[j]);
+        acc[j] = _mm512_fmadd_ps(av[q], TG_ROW16(BF, b + (j * ldb + 16 * q) * es, mk[q], k - 16 * q), acc[j]);
       }
     }
   } else {
@@ -511,7 +535,7 @@ TG_AVX512 TG_INLINE void tg_dot16(const float *a, const float *b, int64_t ldb, i
       const __m512 av = _mm512_maskz_loadu_ps(mk, a + p);
 #pragma GCC unroll 16
       for (int j = 0; j < 16; j++)
-        if (j < nj) acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk, b + j * ldb + p), acc[j]);
+        if (j < nj) acc[j] = _mm512_fmadd_ps(av, TG_ROW16(BF, b + (j * ldb + p) * es, mk, k - p), acc[j]);
     }
   }
   tg_store16(acc, nj, alpha, beta, C);
@@ -528,30 +552,33 @@ TG_AVX512 static void tg_dot_avx512(int64_t m, int64_t n, int64_t k, float alpha
       const float *a = A + r * lda;
       float *c = C + r * ldc + j0;
       switch (nq) { /* head dims up to 64 (16 * 4) keep q in registers */
-        case 1: tg_dot16(a, b, ldb, nj, k, 1, alpha, beta, c); break;
-        case 2: tg_dot16(a, b, ldb, nj, k, 2, alpha, beta, c); break;
-        case 3: tg_dot16(a, b, ldb, nj, k, 3, alpha, beta, c); break;
-        case 4: tg_dot16(a, b, ldb, nj, k, 4, alpha, beta, c); break;
-        default: tg_dot16(a, b, ldb, nj, k, 0, alpha, beta, c); break;
+        case 1: tg_dot16(a, b, ldb, nj, k, 1, 0, alpha, beta, c); break;
+        case 2: tg_dot16(a, b, ldb, nj, k, 2, 0, alpha, beta, c); break;
+        case 3: tg_dot16(a, b, ldb, nj, k, 3, 0, alpha, beta, c); break;
+        case 4: tg_dot16(a, b, ldb, nj, k, 4, 0, alpha, beta, c); break;
+        default: tg_dot16(a, b, ldb, nj, k, 0, 0, alpha, beta, c); break;
       }
     }
   }
 }
 
-/* AVX-512: one row of C, columns [x0, x0 + 16 NV) (masked past ncols). */
-TG_AVX512 TG_INLINE void tg_axpy5(const float *a, const float *B, int64_t ldb, int64_t k, int64_t x0,
-                                  int64_t ncols, const int NV, float alpha, float beta, float *C) {
+/* AVX-512: one row of C, columns [x0, x0 + 16 NV) (masked past ncols); B
+** float32, or bfloat16 with BF. */
+TG_AVX512 TG_INLINE void tg_axpy5(const float *a, const void *Bv, int64_t ldb, int64_t k, int64_t x0,
+                                  int64_t ncols, const int NV, const int BF, float alpha, float beta, float *C) {
   __mmask16 mk[4];
+  int64_t left[4];
   for (int v = 0; v < NV; v++) {
-    const int64_t left = ncols - x0 - 16 * v;
-    mk[v] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+    left[v] = ncols - x0 - 16 * v;
+    mk[v] = left[v] >= 16 ? (__mmask16)0xffff : left[v] > 0 ? (__mmask16)((1u << left[v]) - 1) : 0;
   }
   __m512 acc[4][4];
 #pragma GCC unroll 4
   for (int u = 0; u < 4; u++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) acc[u][v] = _mm512_setzero_ps();
-  const float *b = B + x0;
+  const size_t es = BF ? 2 : 4; /* element size of B */
+  const char *b = (const char *)Bv + x0 * es;
   int64_t p = 0;
   for (; p + 4 <= k; p += 4)
 #pragma GCC unroll 4
@@ -559,7 +586,7 @@ TG_AVX512 TG_INLINE void tg_axpy5(const float *a, const float *B, int64_t ldb, i
       const __m512 av = _mm512_set1_ps(a[p + u]);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; v++)
-        acc[u][v] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk[v], b + (p + u) * ldb + 16 * v), acc[u][v]);
+        acc[u][v] = _mm512_fmadd_ps(av, TG_ROW16(BF, b + ((p + u) * ldb + 16 * v) * es, mk[v], left[v]), acc[u][v]);
     }
 #pragma GCC unroll 4
   for (int u = 0; u < 3; u++) {
@@ -567,7 +594,7 @@ TG_AVX512 TG_INLINE void tg_axpy5(const float *a, const float *B, int64_t ldb, i
     const __m512 av = _mm512_set1_ps(a[p + u]);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
-      acc[u][v] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mk[v], b + (p + u) * ldb + 16 * v), acc[u][v]);
+      acc[u][v] = _mm512_fmadd_ps(av, TG_ROW16(BF, b + ((p + u) * ldb + 16 * v) * es, mk[v], left[v]), acc[u][v]);
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 4
@@ -588,10 +615,10 @@ TG_AVX512 static void tg_axpy_avx512(int64_t m, int64_t n, int64_t k, float alph
       const int64_t w = n - x0; /* 16 columns a vector: as few as cover them (head dim 32: 2) */
       const float *a = A + r * lda;
       float *c = C + r * ldc;
-      if (w > 48) tg_axpy5(a, B, ldb, k, x0, n, 4, alpha, beta, c);
-      else if (w > 32) tg_axpy5(a, B, ldb, k, x0, n, 3, alpha, beta, c);
-      else if (w > 16) tg_axpy5(a, B, ldb, k, x0, n, 2, alpha, beta, c);
-      else tg_axpy5(a, B, ldb, k, x0, n, 1, alpha, beta, c);
+      if (w > 48) tg_axpy5(a, B, ldb, k, x0, n, 4, 0, alpha, beta, c);
+      else if (w > 32) tg_axpy5(a, B, ldb, k, x0, n, 3, 0, alpha, beta, c);
+      else if (w > 16) tg_axpy5(a, B, ldb, k, x0, n, 2, 0, alpha, beta, c);
+      else tg_axpy5(a, B, ldb, k, x0, n, 1, 0, alpha, beta, c);
     }
 }
 
@@ -726,85 +753,6 @@ void cpu_tile_rows(bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 ** rows path above. AVX-512 only; elsewhere the tile path runs. */
 
 #if TG_X86
-/* 16 bfloat16 values from p as float32. */
-TG_AVX512 TG_INLINE __m512 tg_wide16(const uint16_t *p) {
-  const __m256i h = _mm256_loadu_si256((const __m256i *)p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* The same for the last, partial vector of a row: only `left` (< 16) of
-** them, the rest 0 (a copy: no read past the row). */
-TG_AVX512 static __m512 tg_wide16_part(const uint16_t *p, int64_t left) {
-  uint16_t t[16] = {0};
-  for (int64_t i = 0; i < left; i++) t[i] = p[i];
-  return tg_wide16(t);
-}
-
-/* Full or partial, by `left`. */
-#define TG_WIDE(P, LEFT) ((LEFT) >= 16 ? tg_wide16(P) : (LEFT) > 0 ? tg_wide16_part(P, LEFT) : _mm512_setzero_ps())
-
-/* tg_dot16 with bfloat16 keys: row a (float32, k <= 16 NQ) with keys b[0..nj). */
-TG_AVX512 TG_INLINE void tg_dot16_bf16(const float *a, const uint16_t *b, int64_t ldb, int nj, int64_t k,
-                                       const int NQ, float alpha, float beta, float *C) {
-  __m512 acc[16], av[4];
-#pragma GCC unroll 4
-  for (int q = 0; q < NQ; q++) {
-    const int64_t left = k - 16 * q;
-    av[q] = _mm512_maskz_loadu_ps(left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1), a + 16 * q);
-  }
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; j++) {
-    if (j >= nj) break;
-#pragma GCC unroll 4
-    for (int q = 0; q < NQ; q++) acc[j] = _mm512_fmadd_ps(av[q], TG_WIDE(b + j * ldb + 16 * q, k - 16 * q), acc[j]);
-  }
-  tg_store16(acc, nj, alpha, beta, C);
-}
-
-/* tg_axpy5 with bfloat16 rows of B: one row of C, columns [x0, x0 + 16 NV). */
-TG_AVX512 TG_INLINE void tg_axpy5_bf16(const float *a, const uint16_t *B, int64_t ldb, int64_t k, int64_t x0,
-                                       int64_t ncols, const int NV, float alpha, float beta, float *C) {
-  __mmask16 mk[4];
-  int64_t left[4];
-  for (int v = 0; v < NV; v++) {
-    left[v] = ncols - x0 - 16 * v;
-    mk[v] = left[v] >= 16 ? (__mmask16)0xffff : left[v] > 0 ? (__mmask16)((1u << left[v]) - 1) : 0;
-  }
-  __m512 acc[4][4];
-#pragma GCC unroll 4
-  for (int u = 0; u < 4; u++)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) acc[u][v] = _mm512_setzero_ps();
-  const uint16_t *b = B + x0;
-  int64_t p = 0;
-  for (; p + 4 <= k; p += 4)
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; u++) {
-      const __m512 av = _mm512_set1_ps(a[p + u]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; v++)
-        acc[u][v] = _mm512_fmadd_ps(av, TG_WIDE(b + (p + u) * ldb + 16 * v, left[v]), acc[u][v]);
-    }
-#pragma GCC unroll 4
-  for (int u = 0; u < 3; u++) {
-    if (p + u >= k) break;
-    const __m512 av = _mm512_set1_ps(a[p + u]);
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++)
-      acc[u][v] = _mm512_fmadd_ps(av, TG_WIDE(b + (p + u) * ldb + 16 * v, left[v]), acc[u][v]);
-  }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; v++) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]), _mm512_add_ps(acc[2][v], acc[3][v]));
-    float *c = C + x0 + 16 * v;
-    __m512 x = _mm512_mul_ps(va, sum);
-    if (beta != 0) x = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mk[v], c), x);
-    _mm512_mask_storeu_ps(c, mk[v], x);
-  }
-}
 
 /* Whole 512-bit loads of 32 bfloat16 values split into the even ones
 ** (shifted up) and the odd ones (masked): no widening shuffle. A product
@@ -922,20 +870,20 @@ TG_AVX512 static void tg_rows_bf16_avx512(bool tb, int64_t n, int64_t k, float a
       const uint16_t *b = B + j0 * ldb;
       const int nj = n - j0 < 16 ? (int)(n - j0) : 16;
       switch (nq) { /* k <= 64 here (cpu_tile_rows_bf16) */
-        case 1: tg_dot16_bf16(a, b, ldb, nj, k, 1, alpha, beta, c + j0); break;
-        case 2: tg_dot16_bf16(a, b, ldb, nj, k, 2, alpha, beta, c + j0); break;
-        case 3: tg_dot16_bf16(a, b, ldb, nj, k, 3, alpha, beta, c + j0); break;
-        default: tg_dot16_bf16(a, b, ldb, nj, k, 4, alpha, beta, c + j0); break;
+        case 1: tg_dot16(a, b, ldb, nj, k, 1, 1, alpha, beta, c + j0); break;
+        case 2: tg_dot16(a, b, ldb, nj, k, 2, 1, alpha, beta, c + j0); break;
+        case 3: tg_dot16(a, b, ldb, nj, k, 3, 1, alpha, beta, c + j0); break;
+        default: tg_dot16(a, b, ldb, nj, k, 4, 1, alpha, beta, c + j0); break;
       }
     }
     return;
   }
   for (int64_t x0 = 0; x0 < n; x0 += 64) {
     const int64_t w = n - x0;
-    if (w > 48) tg_axpy5_bf16(a, B, ldb, k, x0, n, 4, alpha, beta, c);
-    else if (w > 32) tg_axpy5_bf16(a, B, ldb, k, x0, n, 3, alpha, beta, c);
-    else if (w > 16) tg_axpy5_bf16(a, B, ldb, k, x0, n, 2, alpha, beta, c);
-    else tg_axpy5_bf16(a, B, ldb, k, x0, n, 1, alpha, beta, c);
+    if (w > 48) tg_axpy5(a, B, ldb, k, x0, n, 4, 1, alpha, beta, c);
+    else if (w > 32) tg_axpy5(a, B, ldb, k, x0, n, 3, 1, alpha, beta, c);
+    else if (w > 16) tg_axpy5(a, B, ldb, k, x0, n, 2, 1, alpha, beta, c);
+    else tg_axpy5(a, B, ldb, k, x0, n, 1, 1, alpha, beta, c);
   }
 }
 #endif
