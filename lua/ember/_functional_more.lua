@@ -60,11 +60,15 @@ local function clamp(op, x, lo, hi)
       fail(op, "%s must be a number, a tensor or nil, got %s", b[2], type(b[1]))
     end
   end
-  if not core.is_tensor(lo) and not core.is_tensor(hi) then return c_clamp(x, lo, hi) end
+  -- the core's clamp is float-only: an int64 or bool x is composed too, where
+  -- maximum/minimum give PyTorch's dtypes (int64 with integer bounds, float32
+  -- with a Lua float bound: clamp(int64, 2.5, 6) is [2.5, 5, 6])
+  local composed = x.dtype == "int64" or x.dtype == "bool"
+  if not composed and not core.is_tensor(lo) and not core.is_tensor(hi) then return c_clamp(x, lo, hi) end
   -- tensor bounds broadcast: torch.clamp is min(max(x, lo), hi)
   local y = x
-  if lo ~= nil then y = core.is_tensor(lo) and y:maximum(lo) or c_clamp(y, lo, nil) end
-  if hi ~= nil then y = core.is_tensor(hi) and y:minimum(hi) or c_clamp(y, nil, hi) end
+  if lo ~= nil then y = (composed or core.is_tensor(lo)) and y:maximum(lo) or c_clamp(y, lo, nil) end
+  if hi ~= nil then y = (composed or core.is_tensor(hi)) and y:minimum(hi) or c_clamp(y, nil, hi) end
   if rawequal(y, x) then y = x:clone() end
   return y
 end

@@ -317,6 +317,23 @@ describe("ops_more edge cases (the PyTorch 1.13 result in a comment)", function(
     assert.same({ 1, 5, 9 }, values(x:clamp(nil, nil)))
   end)
 
+  -- ember.clamp refused int64 ("expected a float tensor"); torch 1.13's dtypes in the comments
+  it("clamp takes int64 and bool, with PyTorch's result dtypes", function()
+    local x = ember.tensor({ 1, 5, 9 }, { dtype = "int64" })
+    local function is(want, dtype, y)
+      assert.are.equal(dtype, y.dtype)
+      assert.same(want, values(y))
+    end
+    is({ 2, 5, 6 }, "int64", ember.clamp(x, 2, 6))        -- torch.clamp(x, 2, 6): tensor([2, 5, 6])
+    is({ 2.5, 5, 6 }, "float32", ember.clamp(x, 2.5, 6))  -- tensor([2.5, 5., 6.])
+    is({ 1, 5, 6 }, "float32", x:clamp(nil, 6.0))         -- torch.clamp(x, max=6.0): float
+    is({ 3, 5, 9 }, "int64", x:clamp_min(3))
+    is({ 1, 3.5, 3.5 }, "float32", x:clamp_max(3.5))
+    is({ 2, 2, 2 }, "int64", x:clamp(6, 2))               -- min > max: all max, as torch
+    is({ 2, 5, 6 }, "int64", x:clamp(ember.tensor({ 2, 2, 2 }, { dtype = "int64" }), ember.tensor({ 6, 6, 6 }, { dtype = "int64" })))
+    is({ 1, 0 }, "int64", ember.clamp(ember.tensor({ true, false }), 0, 1)) -- torch: tensor([1, 0])
+  end)
+
   it("kl_div: batchmean of a 0-d input is the sum; mean divides by every element", function()
     local i = ember.tensor({ { -1, -2 }, { -0.5, -3 } }, F64)
     local t = ember.tensor({ { 0.5, 0 }, { 0.25, 0.75 } }, F64)
