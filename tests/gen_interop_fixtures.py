@@ -14,50 +14,22 @@ q_proj_weight/k_proj_weight/v_proj_weight when kdim and vdim differ).
 Every model runs in float64 in eval mode; token ids are written 0-based, as
 PyTorch took them (the spec adds 1).
 
-The .safetensors files are written below with the standard library (json,
-struct) and tensor bytes as safetensors.torch.save_file writes them (8-byte
-header length, JSON header with "__metadata__": {"format": "pt"}, raw
-little-endian data): PyTorch 1.13 here has no safetensors package.
+The .safetensors files are written with fixture_writer.save_safetensors
+(the standard library; PyTorch 1.13 here has no safetensors package).
 
 Run with Debian's python3-torch: /usr/bin/python3 tests/gen_interop_fixtures.py
 """
-import json
 import os
-import struct
 from collections import OrderedDict
 
 import torch
 import torch.nn as nn
 
-from fixture_writer import Writer
+from fixture_writer import Writer, save_safetensors
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 torch.manual_seed(20261206)
 torch.set_default_dtype(torch.float64)
-
-ST_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64",
-             torch.float16: "F16", torch.bool: "BOOL", torch.int32: "I32"}
-
-
-def save_safetensors(path, tensors, metadata=None):
-    """tensors: name -> torch tensor, written in sorted name order."""
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous()
-        raw = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
-        data = raw.numpy().tobytes()
-        header[name] = {"dtype": ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    header["__metadata__"] = dict(metadata or {"format": "pt"})
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
 
 V, D = 11, 8
 

@@ -18,20 +18,18 @@ scaled by 1/sqrt(head_dim), the SwiGLU MLP down(silu(gate(x)) * up(x)), no
 biases, a final RMSNorm and lm_head (or the embedding when tied).
 
 Weights are random float32 (scaled so that logits spread, norms not all
-ones) and written with the small safetensors writer below (no safetensors
+ones) and written with fixture_writer.save_safetensors (no safetensors
 package needed). The reference runs in float64 on those float32 weights;
 ids in the .lua file are ember's, 1-based (Hugging Face's id + 1). The
 greedy continuation's smallest top-1/top-2 logit gap is recorded, so the
 spec can check that its float32 tolerance is far below it.
 """
-import json
 import math
 import os
-import struct
 
 import torch
 
-from fixture_writer import Writer
+from fixture_writer import Writer, save_safetensors
 
 torch.manual_seed(20261203)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -131,25 +129,6 @@ def greedy(w, c, ids, n):
         gap = min(gap, float((top[:, 0] - top[:, 1]).min()))
         ids = torch.cat([ids, last.argmax(-1, keepdim=True)], dim=1)
     return ids, gap
-
-
-def save_safetensors(path, tensors):
-    """A minimal safetensors writer: 8-byte header length, JSON header, raw little-endian data."""
-    header, blobs, off = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        data = struct.pack("<%df" % t.numel(), *t.reshape(-1).tolist())
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    header["__metadata__"] = {"format": "pt"}
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
 
 
 def main():
