@@ -364,6 +364,9 @@ describe("nn.ConvTranspose2d / ConvTranspose1d", function()
       "ConvTranspose2d: output_padding must be smaller than either stride or dilation (as PyTorch), got output_padding={2, 2}")
     raises_here(function() local _ = nn.ConvTranspose1d(3, 4, 3, { output_padding = 1 }) end,
       "ConvTranspose1d: output_padding must be smaller than either stride or dilation")
+    -- PyTorch: "negative output_padding is not supported" (at the forward)
+    raises_here(function() local _ = nn.ConvTranspose1d(3, 4, 3, { output_padding = -1, stride = 2 }) end,
+      "ConvTranspose1d: output_padding must be a non-negative integer or a table of one, got -1")
     raises_here(function() local _ = nn.ConvTranspose2d(3, 4, 3, { groups = 2 }) end,
       "ConvTranspose2d: in_channels=3 must be divisible by groups=2")
     raises_here(function() local _ = nn.ConvTranspose2d(4, 3, 3, { groups = 2 }) end,

@@ -125,7 +125,8 @@ function M.conv2d(x, w, b, s, p, d, g, route)
   return y
 end
 
--- A size option as nd positive (or, with min = 0, non-negative) integers.
+-- A size option as nd positive (or, with min = 0, non-negative) integers,
+-- or nil (shared with nn/_conv_transpose.lua, as fmt and the checks below).
 local function tuple(v, nd, min)
   if math.type(v) == "integer" then
     local t = {}
@@ -148,17 +149,52 @@ local function fmt(v)
   end
   return tostring(v)
 end
+M.tuple, M.fmt = tuple, fmt
+
+-- in_channels and out_channels positive integers, groups (default 1) a
+-- positive integer dividing both; returns groups. name: the module's.
+function M.check_channels(name, in_channels, out_channels, groups)
+  for _, f in ipairs { { "in_channels", in_channels }, { "out_channels", out_channels } } do
+    if math.type(f[2]) ~= "integer" or f[2] < 1 then
+      error(("%s: %s must be a positive integer, got %s"):format(name, f[1], tostring(f[2])))
+    end
+  end
+  groups = groups or 1
+  if math.type(groups) ~= "integer" or groups < 1 then
+    error(("%s: groups must be a positive integer, got %s"):format(name, tostring(groups)))
+  end
+  if in_channels % groups ~= 0 then
+    error(("%s: in_channels=%d must be divisible by groups=%d"):format(name, in_channels, groups))
+  end
+  if out_channels % groups ~= 0 then
+    error(("%s: out_channels=%d must be divisible by groups=%d"):format(name, out_channels, groups))
+  end
+  return groups
+end
+
+-- A forward's input: x [N, C, *spatial] or [C, *spatial] (nd spatial dims)
+-- with C = self.in_channels; returns whether it is batched.
+function M.check_input(self, name, nd, x)
+  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
+  if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
+    error(("%s.forward: expected an input %s, got %s"):format(name, shape,
+      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
+  end
+  local batched = x.ndim == nd + 2
+  local c = x.shape[batched and 2 or 1]
+  if c ~= self.in_channels then
+    error(("%s.forward: expected %d input channels (in_channels), got %d in an input of shape [%s]")
+      :format(name, self.in_channels, c, table.concat(x.shape, ", ")))
+  end
+  return batched
+end
 
 local OPTS = { "stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "device", "route" }
 
 -- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
 function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
   opts = require("ember.nn.Module").check_options(name, opts, OPTS)
-  for _, f in ipairs { { "in_channels", in_channels }, { "out_channels", out_channels } } do
-    if math.type(f[2]) ~= "integer" or f[2] < 1 then
-      error(("%s: %s must be a positive integer, got %s"):format(name, f[1], tostring(f[2])))
-    end
-  end
+  local groups = M.check_channels(name, in_channels, out_channels, opts.groups)
   local pair = nd == 2 and "a pair of them" or "a table of one"
   self.kernel_size = tuple(kernel_size, nd, 1)
   if not self.kernel_size then
@@ -186,16 +222,6 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
       error(("%s: padding must be a non-negative integer, %s, \"same\" or \"valid\", got %s"):format(name, pair,
         fmt(opts.padding)))
     end
-  end
-  local groups = opts.groups or 1
-  if math.type(groups) ~= "integer" or groups < 1 then
-    error(("%s: groups must be a positive integer, got %s"):format(name, tostring(groups)))
-  end
-  if in_channels % groups ~= 0 then
-    error(("%s: in_channels=%d must be divisible by groups=%d"):format(name, in_channels, groups))
-  end
-  if out_channels % groups ~= 0 then
-    error(("%s: out_channels=%d must be divisible by groups=%d"):format(name, out_channels, groups))
   end
   local mode = opts.padding_mode or "zeros"
   if mode ~= "zeros" then
@@ -239,17 +265,7 @@ end
 
 -- The module's forward: x [N, C, *spatial] or [C, *spatial], nd spatial dims.
 function M.forward(self, name, nd, x)
-  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
-  if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
-    error(("%s.forward: expected an input %s, got %s"):format(name, shape,
-      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
-  end
-  local batched = x.ndim == nd + 2
-  local c = x.shape[batched and 2 or 1]
-  if c ~= self.in_channels then
-    error(("%s.forward: expected %d input channels (in_channels), got %d in an input of shape [%s]")
-      :format(name, self.in_channels, c, table.concat(x.shape, ", ")))
-  end
+  local batched = M.check_input(self, name, nd, x)
   local xb = batched and x or x:unsqueeze(1)
   if nd == 1 then xb = xb:unsqueeze(3) end
   local p = self._pads

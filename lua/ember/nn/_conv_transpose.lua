@@ -43,45 +43,13 @@ local phases
 local OPTS = { "stride", "padding", "output_padding", "dilation", "groups", "bias", "padding_mode", "dtype", "device",
   "route" }
 
-local function fmt(v)
-  if type(v) == "table" then
-    local t = {}
-    for i, x in ipairs(v) do t[i] = tostring(x) end
-    return "{" .. table.concat(t, ", ") .. "}"
-  end
-  return type(v) == "string" and ("%q"):format(v) or tostring(v)
-end
-
--- output_padding as nd non-negative integers, or nil.
-local function tuple0(v, nd)
-  if math.type(v) == "integer" then
-    local t = {}
-    for i = 1, nd do t[i] = v end
-    return t
-  end
-  if type(v) ~= "table" or #v ~= nd then return nil end
-  for i = 1, nd do if math.type(v[i]) ~= "integer" or v[i] < 0 then return nil end end
-  return { table.unpack(v, 1, nd) }
-end
+local fmt = conv.fmt
 
 -- The module's sizes and parameters; nd = 1 or 2, name "ConvTranspose1d"/"ConvTranspose2d".
 function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
   opts = Module.check_options("nn." .. name, opts, OPTS)
-  for _, f in ipairs { { "in_channels", in_channels }, { "out_channels", out_channels } } do
-    if math.type(f[2]) ~= "integer" or f[2] < 1 then
-      error(("%s: %s must be a positive integer, got %s"):format(name, f[1], tostring(f[2])))
-    end
-  end
-  local groups = opts.groups or 1
-  if math.type(groups) ~= "integer" or groups < 1 then
-    error(("%s: groups must be a positive integer, got %s"):format(name, tostring(groups)))
-  end
-  if in_channels % groups ~= 0 then
-    error(("%s: in_channels=%d must be divisible by groups=%d"):format(name, in_channels, groups))
-  end
-  if out_channels % groups ~= 0 then
-    error(("%s: out_channels=%d must be divisible by groups=%d"):format(name, out_channels, groups))
-  end
+  -- checked here with this module's names (conv.setup sees them swapped)
+  conv.check_channels(name, in_channels, out_channels, opts.groups)
   if type(opts.padding) == "string" then
     error(("%s: padding must be a non-negative integer or %s (PyTorch's transposed convolutions take no \"%s\"), "
       .. "got %s"):format(name, nd == 2 and "a pair of them" or "a table of one", opts.padding, fmt(opts.padding)))
@@ -101,7 +69,7 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     self.bias = ember.uniform({ out_channels }, -bound, bound, { dtype = opts.dtype, device = opts.device })
       :requires_grad_()
   end
-  local op = tuple0(opts.output_padding or 0, nd)
+  local op = conv.tuple(opts.output_padding or 0, nd, 0)
   if not op then
     error(("%s: output_padding must be a non-negative integer or %s, got %s"):format(name,
       nd == 2 and "a pair of them" or "a table of one", fmt(opts.output_padding)))
@@ -169,17 +137,7 @@ end
 -- (optional, as PyTorch's forward(input, output_size)) picks the
 -- output_padding that gives those spatial sizes.
 function M.forward(self, name, nd, x, output_size)
-  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
-  if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
-    error(("%s.forward: expected an input %s, got %s"):format(name, shape,
-      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
-  end
-  local batched = x.ndim == nd + 2
-  local c = x.shape[batched and 2 or 1]
-  if c ~= self.in_channels then
-    error(("%s.forward: expected %d input channels (in_channels), got %d in an input of shape [%s]")
-      :format(name, self.in_channels, c, table.concat(x.shape, ", ")))
-  end
+  local batched = conv.check_input(self, name, nd, x)
   local n = {}
   for i = 1, nd do n[i] = x.shape[x.ndim - nd + i] end
   local op = self.output_padding
