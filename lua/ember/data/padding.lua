@@ -10,9 +10,15 @@ local function ember() return require "ember" end
 -- to the longest one (at least 1 column); items longer than max_len are cut.
 -- Returns ids int64 [B, L], mask bool [B, L], lengths int64 [B].
 function M.pad(lists, pad_id, max_len)
-  assert(type(pad_id) == "number", "padding.pad: pad_id must be a number")
+  local raise = require("ember._errors").raise -- at the user's line
+  if type(lists) ~= "table" then raise("data.pad: lists must be a list of id lists, got %s", type(lists)) end
+  if type(pad_id) ~= "number" then raise("data.pad: pad_id must be a number, got %s", type(pad_id)) end
+  if max_len ~= nil and (math.type(max_len) ~= "integer" or max_len < 1) then
+    raise("data.pad: max_len must be an integer >= 1, got %s", tostring(max_len))
+  end
   local B, L = #lists, 1
-  for _, ids in ipairs(lists) do
+  for i, ids in ipairs(lists) do
+    if type(ids) ~= "table" then raise("data.pad: item %d must be a list of ids, got %s", i, type(ids)) end
     local n = #ids
     if max_len and n > max_len then n = max_len end
     if n > L then L = n end
