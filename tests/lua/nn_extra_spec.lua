@@ -448,6 +448,11 @@ describe("nn.EmbeddingBag", function()
       "EmbeddingBag: mode must be \"sum\", \"mean\" or \"max\", got median")
     raises_here(function() local _ = nn.EmbeddingBag(5, 2, { padding_idx = 0 }) end,
       "EmbeddingBag: padding_idx must be an id in 1..5, got 0")
+    raises_here(function() local _ = nn.EmbeddingBag(5, 0) end, "EmbeddingBag: embedding_dim must be a positive integer, got 0")
+    -- the same rules (one helper) for nn.Embedding, named as it
+    raises_here(function() local _ = nn.Embedding(5, 2, { padding_idx = 6 }) end,
+      "Embedding: padding_idx must be an id in 1..5, got 6")
+    raises_here(function() local _ = nn.Embedding(5, 2.5) end, "Embedding: embedding_dim must be a positive integer, got 2.5")
     raises_here(function() local _ = nn.EmbeddingBag(5, 2, { sparse = true }) end, "nn.EmbeddingBag: unknown option 'sparse'")
     raises_here(function() local _ = m(ids) end, "EmbeddingBag.forward: a 1-d input needs offsets")
     raises_here(function() local _ = m(ids:float(), ember.tensor({ 1 }, "int64")) end,

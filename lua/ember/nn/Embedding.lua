@@ -12,25 +12,31 @@ local Module = require "ember.nn.Module"
 
 local Embedding = Module:extend("Embedding")
 
-function Embedding:__init(num_embeddings, dim, opts)
-  opts = Module.check_options("nn.Embedding", opts, { "padding_idx", "dtype", "device" })
-  for what, v in pairs { num_embeddings = num_embeddings, embedding_dim = dim } do
-    if math.type(v) ~= "integer" or v < 1 then
-      error(("Embedding: %s must be a positive integer, got %s"):format(what, tostring(v)), 2)
+-- The sizes, padding_idx and the weight ~ N(0, 1) with the padding row
+-- zero (PyTorch's reset_parameters), shared with nn.EmbeddingBag; name: the
+-- module's, for errors.
+function Embedding._init_weight(self, name, num_embeddings, embedding_dim, opts)
+  for _, f in ipairs { { "num_embeddings", num_embeddings }, { "embedding_dim", embedding_dim } } do
+    if math.type(f[2]) ~= "integer" or f[2] < 1 then
+      error(("%s: %s must be a positive integer, got %s"):format(name, f[1], tostring(f[2])))
     end
   end
-  self.num_embeddings, self.embedding_dim = num_embeddings, dim
-  local w = ember.randn({ num_embeddings, dim }, { dtype = opts.dtype, device = opts.device })
+  self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+  local w = ember.randn({ num_embeddings, embedding_dim }, { dtype = opts.dtype, device = opts.device })
   local pad = opts.padding_idx
   if pad ~= nil then
     if math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings then
-      error(("Embedding: padding_idx must be an id in 1..%d, got %s"):format(num_embeddings,
-        tostring(pad)), 2)
+      error(("%s: padding_idx must be an id in 1..%d, got %s"):format(name, num_embeddings, tostring(pad)))
     end
     self.padding_idx = pad
     w[pad] = 0
   end
   self:register_parameter("weight", w)
+end
+
+function Embedding:__init(num_embeddings, dim, opts)
+  opts = Module.check_options("nn.Embedding", opts, { "padding_idx", "dtype", "device" })
+  Embedding._init_weight(self, "Embedding", num_embeddings, dim, opts)
 end
 
 --- The rows of the weight for int64 ids (1-based): [...] ids give [..., dim].

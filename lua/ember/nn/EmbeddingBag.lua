@@ -38,6 +38,7 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local Embedding = require "ember.nn.Embedding"
 
 local EmbeddingBag = Module:extend("EmbeddingBag")
 
@@ -46,27 +47,14 @@ local MODES = { sum = true, mean = true, max = true }
 function EmbeddingBag:__init(num_embeddings, embedding_dim, opts)
   opts = Module.check_options("nn.EmbeddingBag", opts,
     { "mode", "padding_idx", "include_last_offset", "dtype", "device" })
-  for _, f in ipairs { { "num_embeddings", num_embeddings }, { "embedding_dim", embedding_dim } } do
-    if math.type(f[2]) ~= "integer" or f[2] < 1 then
-      error(("EmbeddingBag: %s must be a positive integer, got %s"):format(f[1], tostring(f[2])))
-    end
-  end
+  -- sizes, padding_idx and weight: nn.Embedding's
+  Embedding._init_weight(self, "EmbeddingBag", num_embeddings, embedding_dim, opts)
   local mode = opts.mode or "mean"
   if not MODES[mode] then
     error(("EmbeddingBag: mode must be \"sum\", \"mean\" or \"max\", got %s"):format(tostring(mode)))
   end
-  self.num_embeddings, self.embedding_dim, self.mode = num_embeddings, embedding_dim, mode
+  self.mode = mode
   self.include_last_offset = opts.include_last_offset == true
-  local w = ember.randn({ num_embeddings, embedding_dim }, { dtype = opts.dtype, device = opts.device })
-  local pad = opts.padding_idx
-  if pad ~= nil then
-    if math.type(pad) ~= "integer" or pad < 1 or pad > num_embeddings then
-      error(("EmbeddingBag: padding_idx must be an id in 1..%d, got %s"):format(num_embeddings, tostring(pad)))
-    end
-    self.padding_idx = pad
-    w[pad] = 0
-  end
-  self:register_parameter("weight", w)
 end
 
 local WHO = "EmbeddingBag.forward"
