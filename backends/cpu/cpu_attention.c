@@ -9,9 +9,10 @@
 ** Nothing of size Lq x Lk is ever allocated: scratch is a few tiles per
 ** thread. The products on a tile (S = scale * Q K^T, acc += P V) are
 ** GEMMs on the calling thread: float32 on ember's own micro-kernels
-** (cpu_tile_gemm.c; a call of few query rows, a decoding step, on its
-** cpu_tile_rows: see mmq_f32), float64 on OpenBLAS (see TILE_MNK for why
-** it stays on one thread inside the OpenMP team), bfloat16 on cpu_bgemm.c.
+** (cpu_tile_gemm.c; a call of few query rows, a decoding step, on
+** cpu_tile_rows.c: see mmq_f32), float64 on OpenBLAS (see TILE_MNK for why
+** it stays on one thread inside the OpenMP team), bfloat16 on cpu_bgemm.c
+** (few rows: cpu_tile_rows.c's bf16 kernels, see mmq_bf16).
 **
 ** Backward recomputes the probabilities from lse, P = exp(S - lse), tile
 ** by tile, and never writes the same memory from two threads (so no
