@@ -24,6 +24,24 @@ describe("nn modules match PyTorch (float64)", function()
     parity(nn.LayerNorm(6, { dtype = "float64" }), case("LayerNorm"), function(m, i) return m(i.x) end)
   end)
 
+  it("LayerNorm{bias = false}: the weight only (PyTorch 2.1's option), and its gradients", function()
+    ember.manual_seed(7)
+    local m = nn.LayerNorm(6, { bias = false, dtype = "float64" })
+    ember.no_grad(function() m.weight:copy_(ember.randn(6, { dtype = "float64" })) end)
+    local names = {}
+    for k in pairs(m:state_dict()) do names[#names + 1] = k end
+    assert.are.same({ "weight" }, names)
+    assert.truthy(tostring(m):find("bias=false", 1, true), tostring(m))
+    local x = ember.randn(3, 4, 6, { dtype = "float64" })
+    -- the same as an affine LayerNorm whose bias is zero
+    local ref = ember.layer_norm(x, 1, m.weight, ember.zeros(6, { dtype = "float64" }), 1e-5)
+    assert.is_true((m(x) - ref):abs():max():item() < 1e-14)
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    local xg = x:clone():requires_grad_()
+    gradcheck.check(function(a, w) return m(a) end, { xg, m.weight }, { name = "LayerNorm{bias = false}" })
+    assert.has_error(function() nn.LayerNorm(6, { bias = 0 }) end, "nn.LayerNorm: bias must be true or false, got number")
+  end)
+
   for _, act in ipairs { "relu", "gelu" } do
     it("FeedForward " .. act, function()
       local m = nn.FeedForward(6, 10, { activation = act, dtype = "float64" })

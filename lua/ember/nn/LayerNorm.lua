@@ -1,6 +1,8 @@
---- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, dtype=, device=}]):
+--- nn.LayerNorm(shape [, {eps=1e-5, elementwise_affine=true, bias=true, dtype=, device=}]):
 -- normalises over the last #shape dims (shape: a number or a table), then
--- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm.
+-- scales by weight (ones) and shifts by bias (zeros), as torch.nn.LayerNorm;
+-- `bias = false` keeps the weight only (PyTorch 2.1's option: OLMo-style
+-- models, checkpoints without a LayerNorm bias).
 -- @usage local ln = nn.LayerNorm(16)
 -- local y = ln(ember.randn(2, 5, 16))   -- normalised over the last dim
 -- @classmod nn.LayerNorm
@@ -11,7 +13,7 @@ local Module = require "ember.nn.Module"
 local LayerNorm = Module:extend("LayerNorm")
 
 function LayerNorm:__init(shape, opts)
-  opts = Module.check_options("nn.LayerNorm", opts, { "eps", "elementwise_affine", "dtype", "device" })
+  opts = Module.check_options("nn.LayerNorm", opts, { "eps", "elementwise_affine", "bias", "dtype", "device" })
   if type(shape) == "number" then shape = { shape } end
   if type(shape) ~= "table" or #shape == 0 then
     error("LayerNorm: normalized_shape must be a positive integer or a table of them, got "
@@ -25,9 +27,12 @@ function LayerNorm:__init(shape, opts)
   self.normalized_shape = shape
   self.eps = opts.eps or 1e-5
   local topts = { dtype = opts.dtype, device = opts.device }
+  if opts.bias ~= nil and type(opts.bias) ~= "boolean" then
+    error(("nn.LayerNorm: bias must be true or false, got %s"):format(type(opts.bias)), 2)
+  end
   if opts.elementwise_affine ~= false then
     self:register_parameter("weight", ember.ones(shape, topts))
-    self:register_parameter("bias", ember.zeros(shape, topts))
+    if opts.bias ~= false then self:register_parameter("bias", ember.zeros(shape, topts)) end
   end
 end
 
@@ -46,8 +51,10 @@ end
 
 --- The shape and eps, for printing.
 function LayerNorm:extra_repr()
-  return ("[%s], eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
+  local s = ("[%s], eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
     self.eps, tostring(self.weight ~= nil))
+  if self.weight ~= nil and self.bias == nil then s = s .. ", bias=false" end
+  return s
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
