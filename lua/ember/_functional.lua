@@ -60,9 +60,11 @@ set("leaky_relu", function(x, slope)
   return core.where(x:gt(0), x, x * slope)
 end, true)
 
+-- A loss's reductions, and what each does to the per-element loss: the
+-- one rule for every loss here and in nn (nn/_loss.lua passes both on).
 local REDUCTIONS = { mean = true, sum = true, none = true }
 
-local function reduce(op, loss, reduction)
+local function reduce(loss, reduction)
   if reduction == "mean" then return loss:mean() end
   if reduction == "sum" then return loss:sum() end
   return loss
@@ -103,7 +105,7 @@ set("binary_cross_entropy_with_logits", function(input, target, opts)
     loss = (1 - target_f) * input + sp
   end
   if o.weight then loss = loss * o.weight end
-  return reduce(op, loss, red)
+  return reduce(loss, red)
 end)
 
 -- ember.binary_cross_entropy(input, target [, {weight =, reduction = "mean"}]):
@@ -128,7 +130,7 @@ set("binary_cross_entropy", function(input, target, opts)
   local log_1p = (1 - p):clamp(TINY, math.huge):log():clamp(-100, math.huge)
   local loss = -(y * log_p + (1 - y) * log_1p)
   if o.weight then loss = loss * o.weight end
-  return reduce(op, loss, red)
+  return reduce(loss, red)
 end)
 
 -- ember.normalize(x [, {p = 2, dim = -1, eps = 1e-12}]): x / max(||x||_p, eps)
@@ -199,7 +201,7 @@ end)
 -- (torch.nn.functional.l1_loss).
 set("l1_loss", function(input, target, opts)
   local _, red = binary_opts("l1_loss", input, target, opts, { reduction = true })
-  return reduce("l1_loss", (input - target):abs(), red)
+  return reduce((input - target):abs(), red)
 end)
 
 -- ember.smooth_l1_loss(input, target [, {beta = 1, reduction = "mean"}]): the
@@ -210,8 +212,8 @@ set("smooth_l1_loss", function(input, target, opts)
   local beta = o.beta or 1
   if type(beta) ~= "number" or not (beta >= 0) then fail("smooth_l1_loss", "beta must be a number >= 0, got %s", tostring(beta)) end
   local d = (input - target):abs()
-  if beta == 0 then return reduce("smooth_l1_loss", d, red) end
-  return reduce("smooth_l1_loss", core.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta), red)
+  if beta == 0 then return reduce(d, red) end
+  return reduce(core.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta), red)
 end)
 
 local PAD_MODES = { constant = true, reflect = true, replicate = true, circular = true }
@@ -402,7 +404,7 @@ set("kl_div", function(input, target, opts)
     if input:dim() == 0 then return loss:sum() end
     return loss:sum() / input:size(1)
   end
-  return reduce(op, loss, red)
+  return reduce(loss, red)
 end)
 
 -- ember.huber_loss(input, target [, {delta = 1, reduction = "mean"}]):
@@ -415,10 +417,11 @@ set("huber_loss", function(input, target, opts)
     fail("huber_loss", "delta must be a number > 0, got %s", tostring(delta))
   end
   local d = (input - target):abs()
-  return reduce("huber_loss", core.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta), red)
+  return reduce(core.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta), red)
 end)
 
-local M = { check_opts = check_opts, check_dim = check_dim, check_number = check_number }
+local M = { check_opts = check_opts, check_dim = check_dim, check_number = check_number, reduce = reduce,
+  REDUCTIONS = REDUCTIONS }
 package.loaded["ember._functional"] = M -- for _functional_more, which this file loads
 require "ember._functional_more"
 return M

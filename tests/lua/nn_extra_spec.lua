@@ -593,6 +593,15 @@ describe("nn.Bilinear, nn.TripletMarginLoss, nn.MarginRankingLoss", function()
     raises_here(function() local _ = nn.MarginRankingLoss({ marginn = 1 }) end, "nn.MarginRankingLoss: unknown option 'marginn'")
     raises_here(function() local _ = nn.MarginRankingLoss()(ember.randn(3), ember.randn(3), ember.ones(4)) end,
       "MarginRankingLoss.forward: expected x1, x2 and y (1 or -1) of one shape, got [3], [3] and [4]")
+    raises_here(function() local _ = nn.MarginRankingLoss()(ember.randn(3), 1, ember.ones(3)) end,
+      "MarginRankingLoss.forward: expected x1, x2 and y (1 or -1) of one shape, got [3], number and [3]")
+    local x = ember.randn(2, 3, 4)
+    raises_here(function() local _ = nn.TripletMarginLoss()(x, x, x) end,
+      "TripletMarginLoss.forward: expected anchor, positive and negative of one shape [N, D] or [D], got [2, 3, 4], "
+      .. "[2, 3, 4] and [2, 3, 4]")
+    -- the reduction rule every loss shares (nn/_loss.lua)
+    raises_here(function() local _ = nn.MSELoss("avg") end, "MSELoss: reduction must be \"mean\", \"sum\" or \"none\", got avg")
+    raises_here(function() local _ = nn.MSELoss({ reductoin = "sum" }) end, "nn.MSELoss: unknown option 'reductoin'")
   end)
 end)
 

@@ -18,25 +18,21 @@ local errors = require "ember._errors"
 local error = errors.error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local losses = require "ember.nn._loss"
 
 local CrossEntropyLoss = Module:extend("CrossEntropyLoss")
 
-local REDUCTIONS = { mean = true, sum = true, none = true }
-
 function CrossEntropyLoss:__init(opts)
-  opts = Module.check_options("nn.CrossEntropyLoss", opts, { "weight", "ignore_index", "label_smoothing", "reduction" })
+  -- the reduction, checked as every loss's; the other options are read here
+  opts = losses.setup(self, opts, nil, nil, nil, { "weight", "ignore_index", "label_smoothing" })
   self.ignore_index = opts.ignore_index
   self.label_smoothing = opts.label_smoothing or 0
-  self.reduction = opts.reduction or "mean"
   if opts.weight ~= nil then
     if not ember.is_tensor(opts.weight) or opts.weight.ndim ~= 1 then
       error("nn.CrossEntropyLoss: weight must be a 1-d tensor [C] of class weights, got "
         .. (ember.is_tensor(opts.weight) and errors.shape_str(opts.weight) or type(opts.weight)), 2)
     end
     self:register_buffer("weight", opts.weight)
-  end
-  if not REDUCTIONS[self.reduction] then
-    error("CrossEntropyLoss: reduction must be \"mean\", \"sum\" or \"none\", got " .. tostring(self.reduction), 2)
   end
   if type(self.label_smoothing) ~= "number" or self.label_smoothing < 0 or self.label_smoothing > 1 then
     error("CrossEntropyLoss: label_smoothing must be in [0, 1], got " .. tostring(self.label_smoothing), 2)
@@ -87,10 +83,7 @@ local function soft(self, logits, target)
     end
     prod = prod * self.weight:to(logp.dtype)
   end
-  local loss = -prod:sum(-1)
-  if self.reduction == "mean" then return loss:mean() end
-  if self.reduction == "sum" then return loss:sum() end
-  return loss
+  return losses.reduce(-prod:sum(-1), self.reduction)
 end
 
 --- The loss of logits [..., C] (classes last) against 1-based int64 targets

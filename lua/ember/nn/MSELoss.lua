@@ -2,19 +2,14 @@
 -- @usage local pred, target = ember.randn(4, 3), ember.randn(4, 3)
 -- local loss = nn.MSELoss()(pred, target)
 -- @classmod nn.MSELoss
-local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local setup = require("ember.nn._loss").setup
 
 local MSELoss = Module:extend("MSELoss")
 
 function MSELoss:__init(opts)
-  if type(opts) == "string" then opts = { reduction = opts } end
-  opts = Module.check_options("nn.MSELoss", opts, { "reduction" })
-  self.reduction = opts.reduction or "mean"
-  if self.reduction ~= "mean" and self.reduction ~= "sum" and self.reduction ~= "none" then
-    error("MSELoss: reduction must be \"mean\", \"sum\" or \"none\", got " .. tostring(self.reduction), 2)
-  end
+  setup(self, opts) -- the reduction, checked as every loss's
 end
 
 --- The mean squared error of input against target (same shapes).

@@ -8,14 +8,13 @@
 -- print(loss(ember.randn(3), ember.randn(3), y).shape)   --> ember.Size{}
 -- @classmod nn.MarginRankingLoss
 local error = require("ember._errors").error -- raises at the user's line
-local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
-local setup = require("ember.nn._loss").setup
+local losses = require "ember.nn._loss"
 
 local MarginRankingLoss = Module:extend("MarginRankingLoss")
 
 function MarginRankingLoss:__init(opts)
-  setup(self, opts, nil, { "margin" })
+  losses.setup(self, opts, nil, { "margin" })
   self.margin = self.margin or 0
 end
 
@@ -25,20 +24,12 @@ end
 -- @tparam Tensor y x1's shape, 1 or -1
 -- @treturn Tensor a scalar, or x1's shape with reduction "none"
 function MarginRankingLoss:forward(x1, x2, y)
-  local ok = ember.is_tensor(x1) and ember.is_tensor(x2) and ember.is_tensor(y)
-  if ok then
-    local s = table.concat(x1.shape, ",")
-    ok = table.concat(x2.shape, ",") == s and table.concat(y.shape, ",") == s
-  end
-  if not ok then
-    local function s(t) return ember.is_tensor(t) and ("[" .. table.concat(t.shape, ", ") .. "]") or type(t) end
+  if not losses.same_shape(x1, x2, y) then
+    local s = losses.describe
     error(("MarginRankingLoss.forward: expected x1, x2 and y (1 or -1) of one shape, got %s, %s and %s")
       :format(s(x1), s(x2), s(y)))
   end
-  local loss = (-y:to(x1.dtype) * (x1 - x2) + self.margin):clamp_min(0)
-  if self.reduction == "mean" then return loss:mean() end
-  if self.reduction == "sum" then return loss:sum() end
-  return loss
+  return losses.reduce((-y:to(x1.dtype) * (x1 - x2) + self.margin):clamp_min(0), self.reduction)
 end
 
 --- Its options, for printing.

@@ -11,13 +11,13 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
-local setup = require("ember.nn._loss").setup
+local losses = require "ember.nn._loss"
 local PairwiseDistance = require "ember.nn.PairwiseDistance"
 
 local TripletMarginLoss = Module:extend("TripletMarginLoss")
 
 function TripletMarginLoss:__init(opts)
-  opts = setup(self, opts, nil, { "margin", "p", "eps" }, nil, { "swap" })
+  opts = losses.setup(self, opts, nil, { "margin", "p", "eps" }, nil, { "swap" })
   self.margin, self.p, self.eps = self.margin or 1, self.p or 2, self.eps or 1e-6
   if not (self.p > 0) then error("TripletMarginLoss: p must be a number > 0, got " .. tostring(self.p)) end
   if opts.swap ~= nil and type(opts.swap) ~= "boolean" then
@@ -34,24 +34,15 @@ end
 -- @tparam Tensor negative anchor's shape
 -- @treturn Tensor a scalar, or [N] with reduction "none"
 function TripletMarginLoss:forward(anchor, positive, negative)
-  local ok = ember.is_tensor(anchor) and ember.is_tensor(positive) and ember.is_tensor(negative)
-    and (anchor.ndim == 1 or anchor.ndim == 2)
-  if ok then
-    local s = table.concat(anchor.shape, ",")
-    ok = table.concat(positive.shape, ",") == s and table.concat(negative.shape, ",") == s
-  end
-  if not ok then
-    local function s(t) return ember.is_tensor(t) and ("[" .. table.concat(t.shape, ", ") .. "]") or type(t) end
+  if not (losses.same_shape(anchor, positive, negative) and (anchor.ndim == 1 or anchor.ndim == 2)) then
+    local s = losses.describe
     error(("TripletMarginLoss.forward: expected anchor, positive and negative of one shape [N, D] or [D], got %s, %s "
       .. "and %s"):format(s(anchor), s(positive), s(negative)))
   end
   local d_ap = self._dist(anchor, positive)
   local d_an = self._dist(anchor, negative)
   if self.swap then d_an = ember.minimum(d_an, self._dist(positive, negative)) end
-  local loss = (d_ap - d_an + self.margin):clamp_min(0)
-  if self.reduction == "mean" then return loss:mean() end
-  if self.reduction == "sum" then return loss:sum() end
-  return loss
+  return losses.reduce((d_ap - d_an + self.margin):clamp_min(0), self.reduction)
 end
 
 --- Its options, for printing.

@@ -1,6 +1,7 @@
 -- nn/_loss.lua (internal): the options every loss module of
 -- lua/ember/_functional.lua's losses reads the same way (BCELoss,
--- BCEWithLogitsLoss, NLLLoss, L1Loss, SmoothL1Loss).
+-- BCEWithLogitsLoss, NLLLoss, L1Loss, SmoothL1Loss, and the others'
+-- reduction: MSELoss, CrossEntropyLoss, the ranking losses).
 -- setup(module, opts, buffers [, numbers [, reductions [, others]]]):
 -- opts is a table (or a string, the reduction); the reduction is checked
 -- and kept; the tensor options named in `buffers` become buffers (so that
@@ -8,12 +9,34 @@
 -- as fields; `reductions` (a list) replaces the usual "mean", "sum",
 -- "none" (KLDivLoss adds "batchmean"); `others` names the options the
 -- module reads itself. Any other key is an error. Returns opts.
+-- reduce(loss, reduction): the per-element loss reduced ("mean", "sum";
+-- "none" keeps it), _functional.lua's rule, for the losses composed here.
+-- same_shape(...): whether all arguments are tensors of one shape;
+-- describe(v): a tensor's shape "[2, 3]" or v's type, for their messages.
 local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
+local functional = require "ember._functional"
 
 local M = {}
 
-local REDUCTIONS = { mean = true, sum = true, none = true }
+local REDUCTIONS = functional.REDUCTIONS
+M.reduce = functional.reduce
+
+function M.same_shape(...)
+  local s
+  for i = 1, select("#", ...) do
+    local t = select(i, ...)
+    if not ember.is_tensor(t) then return false end
+    local si = table.concat(t.shape, ",")
+    if s and si ~= s then return false end
+    s = si
+  end
+  return true
+end
+
+function M.describe(v)
+  return ember.is_tensor(v) and errors.shape_str(v) or type(v)
+end
 
 function M.setup(self, opts, buffers, numbers, reductions, others)
   opts = opts or {}
