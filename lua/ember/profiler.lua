@@ -96,19 +96,13 @@ local SORT_KEYS = {
   cuda_time_total = "total", self_device_time_total = "self", device_time_total = "total", count = "calls",
 }
 
--- Checks a stats/table options table: known keys, a known sort column.
+-- Checks a stats/table options table: known keys (a list; nn.Module's
+-- check_options names an unknown one), a known sort column.
 local function check_opts(op, opts, known)
   if opts == nil then return {} end
   local raise = require("ember._errors").raise
   if type(opts) ~= "table" then raise("Profile:%s: options must be a table, got %s", op, type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      raise("Profile:%s: unknown option '%s' (options: %s)", op, tostring(k), table.concat(names, ", "))
-    end
-  end
+  require("ember.nn.Module").check_options("Profile:" .. op, opts, known)
   if opts.sort_by ~= nil and not SORT_KEYS[opts.sort_by] then
     local names = {}
     for n in pairs(SORT_KEYS) do names[#names + 1] = n end
@@ -130,7 +124,7 @@ end
 -- @tparam[opt] table opts `{sort_by = "self"}`
 -- @treturn table
 function Profile:stats(opts)
-  opts = check_opts("stats", opts, { sort_by = true })
+  opts = check_opts("stats", opts, { "sort_by" })
   local ev = events(self)
   local sort_by = SORT_KEYS[opts.sort_by or "self"]
   local child = {}
@@ -184,7 +178,7 @@ end
 -- @tparam[opt] table opts `{sort_by = "self", row_limit = 30}` (sort_by as `stats`)
 -- @treturn string
 function Profile:table(opts)
-  opts = check_opts("table", opts, { sort_by = true, row_limit = true })
+  opts = check_opts("table", opts, { "sort_by", "row_limit" })
   local rows = self:stats({ sort_by = opts.sort_by })
   local total = 0
   for _, r in ipairs(rows) do total = total + r.self end
