@@ -172,17 +172,27 @@ static void hooks_table(lua_State *L, const char *key) {
 
 /* handle:remove(): upvalues are the tensor's pointer (or false for a
 ** backward-end hook) and the function; a second call does nothing. */
+/* A handle's key: a light userdata as it is (a node), or the tensor a
+** full userdata wraps now (a leaf: t:_assign may have given it another
+** tensor, and lember_rekey_hooks moved its entries there); NULL for false. */
+static void *hook_key(lua_State *L, int idx) {
+  if (lua_type(L, idx) == LUA_TLIGHTUSERDATA) return lua_touserdata(L, idx);
+  if (lua_type(L, idx) == LUA_TUSERDATA) return *(em_tensor **)lua_touserdata(L, idx);
+  return NULL;
+}
+
 static int hook_remove(lua_State *L) {
   if (lua_toboolean(L, lua_upvalueindex(3))) return 0;
   lua_pushboolean(L, 1);
   lua_replace(L, lua_upvalueindex(3));
-  void *leaf = lua_touserdata(L, lua_upvalueindex(1));
-  if (!leaf) {
+  void *leaf = hook_key(L, lua_upvalueindex(1));
+  if (!leaf && !lua_toboolean(L, lua_upvalueindex(1))) {
     hooks_table(L, &end_hooks_key);
     lua_pushvalue(L, lua_upvalueindex(2));
     lua_pushnil(L);
     lua_rawset(L, -3);
   } else {
+    if (!leaf) return 0; /* the tensor was closed */
     hooks_table(L, &hooks_key);
     if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return 0;
     lua_Integer n = luaL_len(L, -1), at = 0;
@@ -207,9 +217,10 @@ static int hook_remove(lua_State *L) {
   return 0;
 }
 
-static void push_hook_handle(lua_State *L, void *leaf, int fn) {
+/* leaf: the stack index of the tensor, or 0 for a backward-end hook. */
+static void push_hook_handle(lua_State *L, int leaf, int fn) {
   lua_newtable(L);
-  if (leaf) lua_pushlightuserdata(L, leaf); else lua_pushboolean(L, 0);
+  if (leaf) lua_pushvalue(L, leaf); else lua_pushboolean(L, 0);
   lua_pushvalue(L, fn);
   lua_pushboolean(L, 0);
   lua_pushcclosure(L, hook_remove, 3);
@@ -237,7 +248,7 @@ static int m_register_grad_ready_hook(lua_State *L) {
   }
   lua_pushvalue(L, 2);
   lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
-  push_hook_handle(L, t, 2);
+  push_hook_handle(L, 1, 2);
   return 1;
 }
 
@@ -249,7 +260,7 @@ static int f_register_backward_end_hook(lua_State *L) {
   lua_pushvalue(L, 1);
   lua_pushboolean(L, 1);
   lua_rawset(L, -3);
-  push_hook_handle(L, NULL, 1);
+  push_hook_handle(L, 0, 1);
   return 1;
 }
 
@@ -401,7 +412,8 @@ static int grad_hook_remove(lua_State *L) {
   if (lua_toboolean(L, lua_upvalueindex(3))) return 0;
   lua_pushboolean(L, 1);
   lua_replace(L, lua_upvalueindex(3));
-  void *key = lua_touserdata(L, lua_upvalueindex(1));
+  void *key = hook_key(L, lua_upvalueindex(1));
+  if (!key) return 0; /* the tensor was closed */
   hooks_table(L, &grad_hooks_key);
   int tbl = lua_gettop(L);
   if (lua_rawgetp(L, tbl, key) != LUA_TTABLE) return 0;
@@ -425,6 +437,23 @@ static int grad_hook_remove(lua_State *L) {
   return 0;
 }
 
+static void rekey(lua_State *L, const char *key, void *from, void *to) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE && lua_rawgetp(L, -1, from) != LUA_TNIL) {
+    lua_rawsetp(L, -2, to); /* the entry, now under the new address */
+    lua_pushnil(L);
+    lua_rawsetp(L, -2, from);
+  } else if (lua_istable(L, -1)) {
+    lua_pop(L, 1); /* the nil */
+  }
+  lua_pop(L, 1);
+}
+
+void lember_rekey_hooks(lua_State *L, em_tensor *from, em_tensor *to) {
+  if (from == to || !lua_checkstack(L, 4)) return;
+  rekey(L, &hooks_key, from, to);
+  rekey(L, &grad_hooks_key, from, to);
+}
+
 /* t:register_hook(fn) -> handle: fn(grad) runs in every backward with the
 ** whole gradient of t (of this pass, for a leaf: before it goes into
 ** t.grad); a tensor it returns replaces the gradient (torch's
@@ -439,7 +468,7 @@ static int m_register_hook(lua_State *L) {
   lua_pushvalue(L, 2);
   lua_rawseti(L, entry, (lua_Integer)luaL_len(L, entry) + 1);
   lua_newtable(L);
-  lua_pushlightuserdata(L, key);
+  if (t->grad_fn) lua_pushlightuserdata(L, key); else lua_pushvalue(L, 1); /* a leaf: found through its value */
   lua_pushvalue(L, 2);
   lua_pushboolean(L, 0);
   lua_pushcclosure(L, grad_hook_remove, 3);

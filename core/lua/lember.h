@@ -155,5 +155,9 @@ void lember_pushtostring(lua_State *L, em_tensor *t);
 
 /* Runs em_backward so that Lua backward functions run on this thread. */
 em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain);
+/* The hooks registered on leaf `from` (gradient-ready and gradient hooks,
+** keyed by its address) move to `to`: t:_assign swaps the tensor a Lua
+** value wraps, and the old address may be reused once it is freed. */
+void lember_rekey_hooks(lua_State *L, em_tensor *from, em_tensor *to);
 
 #endif

@@ -212,3 +212,30 @@ describe("tensor gradient hooks", function()
     assert.is_true(ember.live_bytes() - before < 64 * 1024, "tensors kept alive by old hooks")
   end)
 end)
+
+describe("hooks on a parameter converted by Module:to", function()
+  it("follow the parameter to its new tensor and are removed through their handles", function()
+    local m = nn.Linear(3, 2)
+    local ready, seen = 0, 0
+    local h1 = m.weight:register_grad_ready_hook(function() ready = ready + 1 end)
+    local h2 = m.weight:register_hook(function(g) seen = seen + 1; return g * 2 end)
+    m:double() -- the parameter keeps its identity; its tensor changes (Tensor:_assign)
+    m(ember.ones(1, 3, "float64")):sum():backward()
+    assert.are.equal(1, ready)
+    assert.are.equal(1, seen)
+    assert.are.same({ { 2, 2, 2 }, { 2, 2, 2 } }, m.weight.grad:totable())
+    h1:remove()
+    h2:remove()
+    m.weight.grad = nil
+    -- fresh tensors (which may reuse the old addresses) get no stale hook
+    for _ = 1, 50 do
+      local w = ember.ones(2, 3):requires_grad_()
+      ;(w * 1):sum():backward()
+      assert.are.same({ { 1, 1, 1 }, { 1, 1, 1 } }, w.grad:totable())
+    end
+    m(ember.ones(1, 3, "float64")):sum():backward()
+    assert.are.equal(1, ready)
+    assert.are.equal(1, seen)
+    assert.are.same({ { 1, 1, 1 }, { 1, 1, 1 } }, m.weight.grad:totable())
+  end)
+end)
