@@ -103,15 +103,7 @@ local MODULES = {
   MarginRankingLoss_none = { function() return nn.MarginRankingLoss({ margin = 0.2, reduction = "none" }) end, ranking },
 }
 
--- The buffers to load with the state: the case's starting ones, else the module's own.
-local function start_buffers(m, c, dtype)
-  local out = {}
-  for k, v in pairs(c.buffers_in or {}) do out[k] = T(v) end
-  local params = m:named_parameters()
-  for k, v in pairs(m:state_dict()) do if out[k] == nil and not params[k] then out[k] = v:clone() end end
-  for k, v in pairs(out) do if v.dtype ~= "int64" then out[k] = v:to(dtype) end end
-  return out
-end
+local start_buffers = compare.start_buffers
 
 -- The module's state dict keys under PyTorch's names: its own, except the
 -- Transformer's, compared through the map its load_state_dict applies.
@@ -158,23 +150,8 @@ end
 local function float32_parity(name, make, forward, tol)
   local c = case(name)
   local m = make("float32")
-  local sd = start_buffers(m, c, "float32")
-  for k, v in pairs(c.state) do sd[k] = T(v):float() end
-  m:load_state_dict(sd)
-  local inputs = {}
-  for k, v in pairs(c.inputs) do
-    inputs[k] = T(v)
-    if inputs[k].dtype == "float64" then inputs[k] = inputs[k]:float():requires_grad_(true) end
-  end
-  local out = (forward or one)(m, inputs)
-  assert.are.equal("float32", out.dtype)
-  check(name .. " float32 output", out, T(c.out), tol)
-  ;(out * T(c.R):float()):sum():backward()
-  for k, g in pairs(c.grad_inputs) do check(name .. " float32 grad " .. k, inputs[k].grad, T(g), tol) end
-  local params = m:named_parameters()
-  for k, g in pairs(m:upgrade_state_dict(tensors(c.grads))) do
-    if not k:match("k_proj%.bias$") then check(name .. " float32 grad " .. k, params[k].grad, g, tol) end
-  end
+  if name:match("^Transformer") then c = ember_names(c) end
+  compare.module_float32(m, c, { forward = forward or one, extra = start_buffers(m, c, "float32"), tol = tol })
 end
 
 local ORDER = {}

@@ -1,7 +1,8 @@
 -- tests/lua/helpers/parity.lua -- comparing ember against PyTorch's
 -- committed fixtures (tests/gen_*_fixtures.py write them): a fixture tensor
 -- {shape =, data =, dtype =} as an ember tensor, the relative error, the
--- shape-and-tolerance check, and a case by name.
+-- shape-and-tolerance check, a case by name, and a module against a case
+-- (in float64, and in float32 against the same float64 numbers).
 --
 --   local parity = require "tests.lua.helpers.parity"   -- from the source root
 --   local T, check = parity.T, parity.check
@@ -107,6 +108,46 @@ function M.module(m, c, opts)
   local count = 0
   for _ in pairs(params) do count = count + 1 end
   assert.are.equal(n, count, c.name .. ": parameter count")
+end
+
+--- The buffers to load with a case's state: the case's starting ones
+-- (c.buffers_in), else the module's own, in `dtype` (int64 ones stay).
+function M.start_buffers(m, c, dtype)
+  local out = {}
+  for k, v in pairs(c.buffers_in or {}) do out[k] = M.T(v) end
+  local params = m:named_parameters()
+  for k, v in pairs(m:state_dict()) do if out[k] == nil and not params[k] then out[k] = v:clone() end end
+  for k, v in pairs(out) do if v.dtype ~= "int64" then out[k] = v:to(dtype) end end
+  return out
+end
+
+--- A float32 module against its float64 fixture case `c`: loads opts.extra
+-- (tensors by name) and c.state rounded to float32, runs opts.forward(m,
+-- inputs) (default m(inputs.x)) on c.inputs (float64 ones rounded to
+-- float32 and requiring grad), backpropagates sum(out * c.R), and checks
+-- that the output is float32 and it, the input gradients and the parameter
+-- gradients (named as M.module maps them; a key projection's bias, zero in
+-- exact arithmetic, left out) are within opts.tol of PyTorch's float64 numbers.
+function M.module_float32(m, c, opts)
+  local T, check, tol = M.T, M.check, opts.tol
+  local sd = {}
+  for k, v in pairs(opts.extra or {}) do sd[k] = v end
+  for k, v in pairs(c.state) do sd[k] = T(v):float() end
+  m:load_state_dict(sd)
+  local inputs = {}
+  for k, v in pairs(c.inputs) do
+    inputs[k] = T(v)
+    if inputs[k].dtype == "float64" then inputs[k] = inputs[k]:float():requires_grad_(true) end
+  end
+  local out = (opts.forward or function(mod, i) return mod(i.x) end)(m, inputs)
+  assert.are.equal("float32", out.dtype)
+  check(c.name .. " float32 output", out, T(c.out), tol)
+  ;(out * T(c.R):float()):sum():backward()
+  for k, g in pairs(c.grad_inputs) do check(c.name .. " float32 grad " .. k, inputs[k].grad, T(g), tol) end
+  local params = m:named_parameters()
+  for k, g in pairs(m:upgrade_state_dict(c.grads)) do
+    if not k:match("k_proj%.bias$") then check(c.name .. " float32 grad " .. k, params[k].grad, T(g), tol) end
+  end
 end
 
 --- The keys of t, sorted (a state dict's names, to compare as a list).
