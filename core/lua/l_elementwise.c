@@ -321,9 +321,22 @@ static int m_copy_(lua_State *L) {
 }
 
 /* t:add_(x [, alpha]): t += alpha * x */
+/* An in-place op on an integer or bool tensor given a number that is not
+** an integer: torch refuses it ("result type Float can't be cast to the
+** desired output type Long"); converted to t's dtype it was truncated. */
+static void check_inplace_number(lua_State *L, int idx, const em_tensor *t, const char *op, const char *what) {
+  if (em_dtype_is_float(t->dtype) || lua_type(L, idx) != LUA_TNUMBER || lua_isinteger(L, idx)) return;
+  const double v = lua_tonumber(L, idx);
+  if (v != floor(v) || !isfinite(v))
+    luaL_error(L, "ember.%s: result type float can't be cast to the desired output type %s (%s %f is not an integer)",
+               op, em_dtype_name(t->dtype), what, (lua_Number)v);
+}
+
 static int m_add_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
   double alpha = luaL_optnumber(L, 3, 1.0);
+  check_inplace_number(L, 2, t, "add_", "the value");
+  check_inplace_number(L, 3, t, "add_", "alpha");
   em_tensor *x = lember_totensor(L, 2, t->dtype, t->device);
   em_status s = em_add_(t, x, alpha);
   if (s) return lember_error(L, "add_", s);
@@ -333,6 +346,7 @@ static int m_add_(lua_State *L) {
 
 static int m_mul_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
+  check_inplace_number(L, 2, t, "mul_", "the factor");
   em_status s = em_mul_scalar_(t, luaL_checknumber(L, 2));
   if (s) return lember_error(L, "mul_", s);
   lua_settop(L, 1);

@@ -16,11 +16,26 @@ local OPS = {
   "index_fill", "index_add", "scatter", "scatter_add", "tril", "triu", "fmod", "remainder",
 }
 
+-- bool < integers < floats: an in-place op may not write a result of a
+-- higher category into x (torch.can_cast: x:clamp_(2.5, 6) on int64 is
+-- "result type Float can't be cast to the desired output type Long").
+local function category(dt)
+  if dt == "bool" then return 0 end
+  local info = core.dtype_info(dt)
+  return info and info.floating and 2 or 1
+end
+
 for _, op in ipairs(OPS) do
   local name, f = op .. "_", T[op]
   if T[name] == nil and f ~= nil then
     T[name] = function(x, ...)
-      local ok, err = pcall(function(...) x:copy_(f(x, ...)) end, ...)
+      local ok, err = pcall(function(...)
+        local y = f(x, ...)
+        if core.is_tensor(y) and core.is_tensor(x) and category(y.dtype) > category(x.dtype) then
+          error(("ember.%s: result type %s can't be cast to the desired output type %s"):format(name, y.dtype, x.dtype), 0)
+        end
+        x:copy_(y)
+      end, ...)
       if not ok then
         -- the message names what the user called, not copy_
         errors.raise("%s", (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("ember%.copy_", "ember." .. name)))

@@ -494,6 +494,26 @@ describe("in-place twins (masked_fill_, clamp_, relu_, ...)", function()
     ember.no_grad(function() a:clamp_(0, 1) end)
     assert.are.same({ 0, 1 }, a:detach():totable())
   end)
+
+  it("refuse a float result into an integer tensor, as torch (it was truncated)", function()
+    local x = ember.tensor({ 1, 2, 3 }, { dtype = "int64" })
+    for _, case in ipairs {
+      { function() x:mul_(2.5) end, "ember.mul_: result type float can't be cast to the desired output type int64" },
+      { function() x:add_(1.5) end, "ember.add_: result type float can't be cast to the desired output type int64" },
+      { function() x:add_(1, 0.5) end, "(alpha 0.5 is not an integer)" },
+      { function() x:clamp_(2.5, 6) end, "ember.clamp_: result type float32 can't be cast to the desired output type int64" },
+    } do
+      local ok, err = pcall(case[1])
+      assert.is_false(ok)
+      assert.truthy(err:find(case[2], 1, true), err)
+    end
+    assert.are.same({ 1, 2, 3 }, x:totable()) -- untouched
+    x:mul_(2):add_(1):clamp_(4, 6)             -- integral values stay allowed
+    assert.are.same({ 4, 5, 6 }, x:totable())
+    local f = ember.tensor({ 1.5, 2 })
+    f:clamp_(1, 1.75):mul_(2)                  -- floats as before
+    assert.are.same({ 3, 3.5 }, f:totable())
+  end)
 end)
 
 describe("boolean masks as indices", function()
