@@ -649,3 +649,13 @@ describe("data.pad's arguments", function()
     raises_here(function() data.pad({ { 1 }, 2 }, 1) end, "data.pad: item 2 must be a list of ids, got number")
   end)
 end)
+
+describe("Module:apply", function()
+  it("visits the children first, then the module, as PyTorch's apply", function()
+    local m = nn.Sequential(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), nn.Linear(2, 1))
+    local order = {}
+    assert.are.equal(m, m:apply(function(mod) order[#order + 1] = mod.__name end))
+    assert.are.same({ "Linear", "ReLU", "Sequential", "Linear", "Sequential" }, order)
+    raises_here(function() m:apply(3) end, "Sequential.apply: expected a function(module), got number")
+  end)
+end)

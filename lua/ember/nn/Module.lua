@@ -400,10 +400,16 @@ function Module:named_modules(fn, prefix)
   for _, n in ipairs(self._children) do self._reg[n]:named_modules(fn, prefix .. n .. ".") end
 end
 
---- Calls fn(m) for the module and every descendant.
+--- Calls fn(m) for every descendant and then the module itself, children
+-- first as PyTorch's `module.apply(fn)` (an initialiser: `m:apply(init)`).
+-- @tparam function fn
 -- @treturn Module self
 function Module:apply(fn)
-  for _, m in ipairs(self:modules()) do fn(m) end
+  if type(fn) ~= "function" then
+    errors.raise("%s.apply: expected a function(module), got %s", self.__name, type(fn))
+  end
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  fn(self)
   return self
 end
 
