@@ -9,7 +9,8 @@
 -- causal) and before a SwiGLU MLP of hidden size 384, no biases, d=128
 -- (804,736 parameters). --model transformer is the earlier default: 4
 -- pre-LayerNorm decoder layers (causal self-attention + ReLU MLP 512;
--- 810,563 parameters), which also takes --attention variants and dropout.
+-- 810,563 parameters), which also takes dropout. Both take --attention
+-- variants (with grouped-query attention under llama).
 -- Both: context 128, AdamW 5e-3 (weight decay 0.1, 200 warm-up steps,
 -- cosine to 10%), batches of 32 random windows of 128 characters, 5500
 -- steps, products in bfloat16 where the CPU multiplies it in hardware and
@@ -120,7 +121,7 @@ local opts = cli.parse(arg, {
               "--temperature 0.5 --top_k 5"},
   defaults = {epochs = 1, lr = 5e-3, batch = 32, precision = "auto"},
   options = {
-    {"model", "llama", "the decoder: llama (ember.models.Llama: RMSNorm, SwiGLU, grouped-query attention) or transformer (pre-LayerNorm layers, ReLU MLP; takes --attention variants and --dropout)",
+    {"model", "llama", "the decoder: llama (ember.models.Llama: RMSNorm, SwiGLU, grouped-query attention) or transformer (pre-LayerNorm layers, ReLU MLP; takes --dropout); both take --attention variants",
      choices = {"transformer", "llama"}},
     {"steps", 5500, "training steps (batches of --batch windows)"},
     {"context", 128, "context length in characters"},
@@ -147,10 +148,7 @@ local opts = cli.parse(arg, {
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
-if opts.model == "llama" then -- Llama has no dropout, attention variants or position table: refused, not ignored
-  if opts.attention ~= "standard" then
-    cli.option_error("--model llama has standard attention only (got --attention %s)", opts.attention)
-  end
+if opts.model == "llama" then -- Llama has no dropout or position table: refused, not ignored
   if opts.dropout ~= 0 then cli.option_error("--model llama has no dropout (got --dropout %g)", opts.dropout) end
   if not opts.rope then cli.option_error("--model llama always has rotary positions (--rope false is --model transformer's)") end
   if opts.heads % opts.kv_heads ~= 0 then
@@ -203,7 +201,8 @@ function CharLM:forward(ids) return self:decode(ids) end
 local function Llama(vocab_size, o)
   local m = ember.models.Llama{vocab_size = vocab_size, hidden_size = o.d_model, intermediate_size = o.swiglu,
                                num_hidden_layers = o.layers, num_attention_heads = o.heads,
-                               num_key_value_heads = o.kv_heads}
+                               num_key_value_heads = o.kv_heads,
+                               attention = o.attention, attention_options = o.attention_opts}
   -- the character embedding starts as the transformer's, N(0, embed_std^2)
   -- (Llama's own init is N(0, 0.02^2))
   ember.no_grad(function()

@@ -77,6 +77,19 @@ for _, s in ipairs(SCRIPTS) do
       end)
     end
 
+    if script == "scripts/kjv_lm.lua" then
+      -- --model llama (the default) refused every variant but standard
+      local llama_it = SANITIZED and pending or it
+      llama_it("runs an --attention variant on its default Llama (grouped-query heads)", function()
+        local dir = tmpdir()
+        local out, code = run(script, "--smoke --attention alibi_lua --out " .. dir)
+        os.execute("rm -rf '" .. dir .. "'")
+        assert.are.equal(0, code, out)
+        assert.matches("smoke: loss", out)
+        assert.truthy(out:find("alibi_lua", 1, true), out)
+      end)
+    end
+
     it("prints its options with --help", function()
       local out, code = run(script, "--help")
       assert.are.equal(0, code)
