@@ -39,7 +39,7 @@ local DecoderLayer = Module:extend("TransformerDecoderLayer")
 
 -- The constructor's options (TransformerDecoder takes them too).
 DecoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "dtype", "device",
-  "cross", "cross_attention", "cross_attention_options", "memory_dim" }
+  "cross", "cross_attention", "cross_attention_options", "memory_dim", "batch_first" }
 local FORWARD_OPTIONS = { "causal", "tgt_mask", "tgt_allow_mask", "tgt_block_mask", "tgt_key_padding_mask",
   "memory_mask", "memory_allow_mask", "memory_block_mask", "memory_key_padding_mask", "cache", "variant_inputs" }
 
@@ -48,6 +48,7 @@ function DecoderLayer:__init(d_model, heads, opts)
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false
   self.checkpoint = opts.checkpoint or false
+  self.batch_first = attn_opts.batch_first("nn.TransformerDecoderLayer", opts)
   self.has_cross = opts.cross ~= false
   -- causal by default: the module says so when printed, and forward's
   -- `causal` option overrides it per call
@@ -113,6 +114,14 @@ function DecoderLayer:forward(x, memory, opts)
   if self.has_cross and memory == nil then
     require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end
+  if not self.batch_first then
+    local flip = attn_opts.flip_batch
+    return flip(self:_forward(flip(x), flip(memory), opts))
+  end
+  return self:_forward(x, memory, opts)
+end
+
+function DecoderLayer:_forward(x, memory, opts)
   if self.checkpoint and self.training and not opts.cache and ember.is_grad_enabled() then
     -- the memory is an argument: its gradient flows back through the recompute
     if memory ~= nil then
@@ -138,8 +147,8 @@ end
 
 --- "norm_first=..., cross=..."
 function DecoderLayer:extra_repr()
-  return ("norm_first=%s, cross=%s%s"):format(tostring(self.norm_first), tostring(self.has_cross),
-    self.checkpoint and ", checkpoint=true" or "")
+  return ("norm_first=%s, cross=%s%s%s"):format(tostring(self.norm_first), tostring(self.has_cross),
+    self.checkpoint and ", checkpoint=true" or "", self.batch_first and "" or ", batch_first=false")
 end
 
 -- PyTorch's names of the layer's children -> ember's (nn.Transformer.from_torch_state_dict reads them too)

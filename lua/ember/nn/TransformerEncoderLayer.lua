@@ -9,7 +9,8 @@
 -- attention_options={...}, rope=false, kv_heads= (grouped-query attention, see
 -- nn.MultiHeadAttention), checkpoint=false (activation checkpointing: in
 -- training, the layer keeps only its input and is run again in the backward,
--- nn.checkpoint), dtype=, device=.
+-- nn.checkpoint), batch_first=true (false: x is [L, B, d_model], as PyTorch's
+-- default; masks keep their shapes), dtype=, device=.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
 -- block_mask= (bool, see nn/_masks.lua), causal=}])
 -- @classmod nn.TransformerEncoderLayer
@@ -26,7 +27,7 @@ local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 local EncoderLayer = Module:extend("TransformerEncoderLayer")
 
 -- The constructor's options (TransformerEncoder takes them too).
-EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "dtype", "device" }
+EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "batch_first", "dtype", "device" }
 local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs" }
 EncoderLayer.FORWARD_OPTIONS = FORWARD_OPTIONS -- models that hand their options to every layer check them by name
 
@@ -36,6 +37,7 @@ function EncoderLayer:__init(d_model, heads, opts)
   local o = { dtype = opts.dtype, device = opts.device }
   self.norm_first = opts.norm_first or false
   self.checkpoint = opts.checkpoint or false
+  self.batch_first = attn_opts.batch_first("nn.TransformerEncoderLayer", opts)
   self:add_module("self_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, opts)))
   self:add_module("ff", FeedForward(d_model, opts.dim_feedforward or 2048, {
     activation = opts.activation, dropout = dropout, bias = opts.bias, dtype = o.dtype, device = o.device,
@@ -62,6 +64,11 @@ end
 -- @treturn Tensor [B, L, d_model]
 function EncoderLayer:forward(x, opts)
   opts = Module.check_options("TransformerEncoderLayer.forward", opts, FORWARD_OPTIONS)
+  if not self.batch_first then return attn_opts.flip_batch(self:_forward(attn_opts.flip_batch(x), opts)) end
+  return self:_forward(x, opts)
+end
+
+function EncoderLayer:_forward(x, opts)
   if self.checkpoint and self.training and ember.is_grad_enabled() then
     return checkpoint(function(xx) return self:_block(xx, opts) end, x)
   end
@@ -80,6 +87,7 @@ end
 --- "norm_first=..."
 function EncoderLayer:extra_repr()
   return "norm_first=" .. tostring(self.norm_first) .. (self.checkpoint and ", checkpoint=true" or "")
+    .. (self.batch_first and "" or ", batch_first=false")
 end
 
 -- PyTorch's names of the layer's children -> ember's (nn.Transformer.from_torch_state_dict reads them too)

@@ -62,6 +62,21 @@ function M.check_layer_options(who, opts, ...)
   return Module.check_options(who, opts, ...)
 end
 
+-- PyTorch's batch_first option of the Transformer layers: true (ember's
+-- layout, [B, L, E], the default here) or false ([L, B, E] in and out).
+function M.batch_first(who, opts)
+  local v = opts.batch_first
+  if v ~= nil and type(v) ~= "boolean" then errors.raise("%s: batch_first must be a boolean, got %s", who, type(v)) end
+  return v ~= false
+end
+
+-- [L, B, E] <-> [B, L, E] (a view) for a layer with batch_first = false; a
+-- 2-d (unbatched) input, or nil, is left as it is, as PyTorch leaves it.
+function M.flip_batch(x)
+  if Module.is_tensor(x) and x.ndim == 3 then return x:transpose(1, 2) end
+  return x
+end
+
 -- The per-call tensors (variant_inputs) a variant written in Lua needs:
 -- their names, sorted; {} for a variant that needs none (the C ones) and
 -- for an unknown name (the module reports that).
