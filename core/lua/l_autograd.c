@@ -161,10 +161,19 @@ static void hooks_count(int delta) {
   em_set_grad_ready_hook(n_hooks > 0 ? hooks_dispatch : NULL, NULL);
 }
 
+static int grad_hooks_gc(lua_State *L);
+static const char grad_hooks_key = 'g';
+
 static void hooks_table(lua_State *L, const char *key) {
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);
+    if (key == &grad_hooks_key) { /* its entries hold node references: released when the state closes */
+      lua_createtable(L, 0, 1);
+      lua_pushcfunction(L, grad_hooks_gc);
+      lua_setfield(L, -2, "__gc");
+      lua_setmetatable(L, -2);
+    }
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, key);
   }
@@ -276,7 +285,6 @@ static int f_register_backward_end_hook(lua_State *L) {
 ** address cannot be reused while the entry lives; the entry goes when its
 ** node is freed by a backward (the hooks can never fire again) or when the
 ** last hook is removed. The C hook is set while any entry exists. */
-static const char grad_hooks_key = 'g';
 static int n_grad_entries;
 
 static em_status grad_hook_dispatch(em_node *node, em_tensor *leaf, em_tensor **g, void *ud);
@@ -352,6 +360,19 @@ static void grad_entry_drop(lua_State *L, int tbl, void *key) {
   lua_rawsetp(L, tbl, key);
   if (node) em_node_release((em_node *)key);
   grad_entries_count(-1);
+}
+
+/* The table's __gc (lua_close): the node references of hooks that never
+** fired (a non-leaf never backpropagated through) are released. */
+static int grad_hooks_gc(lua_State *L) {
+  for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+    if (lua_type(L, -1) != LUA_TTABLE) continue;
+    const bool node = lua_getfield(L, -1, "node") == LUA_TBOOLEAN && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (node) em_node_release((em_node *)lua_touserdata(L, -2));
+    grad_entries_count(-1);
+  }
+  return 0;
 }
 
 static void grad_hooks_sweep(lua_State *L) {
