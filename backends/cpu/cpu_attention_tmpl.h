@@ -225,7 +225,7 @@ static em_status FN(forward)(att_ctx *c) {
         if (S) FN(forward_item)(c, t, nqt, S);
       cpu_scratch_free(S, per_thread);
     }
-    cpu_team_note(lag);
+    cpu_team_note(t0, lag);
   } else {
     T *S = cpu_scratch_alloc(per_thread);
     failed = !S;
@@ -488,7 +488,7 @@ static em_status FN(backward)(att_ctx *c) {
       }
       cpu_scratch_free(P, per_thread);
     }
-    cpu_team_note(lag);
+    cpu_team_note(t0, lag);
   } else {
     T *P = cpu_scratch_alloc(per_thread);
     failed = !P;

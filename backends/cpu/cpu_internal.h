@@ -28,7 +28,7 @@
 ** thread). */
 bool cpu_team_go(double work);
 uint64_t cpu_team_now(void);
-void cpu_team_note(uint64_t lag_ns);
+void cpu_team_note(uint64_t t0, uint64_t lag_ns);
 void cpu_team_describe(char *buf, size_t n);
 
 /* Inside a parallel region begun at T0 (cpu_team_now()): thread 1 records
@@ -57,7 +57,7 @@ void cpu_team_describe(char *buf, size_t n);
         _Pragma("omp for schedule(static)")                                   \
         for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }        \
       }                                                                       \
-      cpu_team_note(cpu_for_lag_);                                            \
+      cpu_team_note(cpu_for_t0_, cpu_for_lag_);                               \
     } else {                                                                  \
       for (int64_t VAR = 0; VAR < cpu_for_n_; VAR++) { __VA_ARGS__ }          \
     }                                                                         \

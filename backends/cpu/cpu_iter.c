@@ -142,5 +142,5 @@ void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, void *ctx) {
     int64_t hi = lo + numel / nt + (t < numel % nt ? 1 : 0);
     if (lo < hi) run_range(it, fn, ctx, lo, hi);
   }
-  cpu_team_note(lag);
+  cpu_team_note(t0, lag);
 }

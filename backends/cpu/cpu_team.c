@@ -13,9 +13,9 @@
 ** and two threads are faster. No fixed rule is right for both, and which
 ** one holds changes while a program runs, so it is measured: each region
 ** records when its first worker began (CPU_FOR and the kernels' own
-** regions); two starts in a row slower than TEAM_SLOW_NS mark the machine
-** contended, and then regions of less than TEAM_BIG_WORK run on the calling
-** thread (their results do not depend on the split), except one probe
+** regions); two slow starts in a row (over TEAM_SLOW_NS) of regions begun
+** while the worker still spins (TEAM_HOT_NS) mark the machine contended, and then regions too small to pay for such a start (see
+** TEAM_WORK_PER_NS) run on the calling thread (their results do not depend on the split), except one probe
 ** region every TEAM_PROBE_NS, whose quick start ends the contended state.
 **
 ** EMBER_CPU_TEAM=always keeps the team on for every region (the rule
@@ -35,14 +35,29 @@
 ** sleeping worker wakes in about 10 us here, a contended one in 30-80+. */
 #define TEAM_SLOW_NS 25000u
 /* Work (multiply-adds, or elements) for which a contended team still
-** pays: a region this big runs 100 us or more alone, so a slow start costs
-** less than the second thread saves (two threads beside one competitor get
-** about 4/3 of a core against one thread's one). Regions that do not say
-** their work (most CPU_FOR loops: rows of a softmax, blocks of a sum) count
-** as small. */
-#define TEAM_BIG_WORK 524288.0
-/* How often a contended process tries its team again: a probe costs one
-** slow start (about 80 us) when the contention goes on. */
+** pays: the second thread saves about half the region's time alone, a
+** slow start costs the start, so a region keeps the team when its work
+** takes twice the recent starts alone. One unit of work (an element of an
+** elementwise op, a multiply-add of the fused attention) took 0.05-0.08
+** ns on one thread here; TEAM_WORK_PER_NS rounds that to 16 a ns, so the
+** bar is 32 units per ns of the starts' average (2.5M at 80 us, 1M at
+** 30), and at least TEAM_BIG_WORK_MIN. A fixed 512K let a decoding step's
+** attention (1M) wake a sleeping worker every call: 232 us against 75 on
+** one thread, on a VM whose idle wake-up takes 80 us. Regions that do not
+** say their work (most CPU_FOR loops: rows of a softmax, blocks of a sum)
+** count as small. */
+#define TEAM_WORK_PER_NS 16.0
+#define TEAM_BIG_WORK_MIN 524288.0
+/* A region begun within this of the previous one's end finds the worker
+** still spinning (GOMP_SPINCOUNT=3000). Measured on the seed classifier's
+** step (AMD EPYC VM, 2 threads): idle, 7 of 275 such starts were slower
+** than TEAM_SLOW_NS, and 151 of 394 later ones (a sleeping worker's
+** wake-up, 80 us on that VM); beside a busy process 207 of 265 and 188 of
+** 404. So only these starts count. */
+#define TEAM_HOT_NS 20000u
+/* How often a contended process tries its team again: two regions in a
+** row (the second finds the worker awake, if the first woke it); a probe
+** costs a slow start or two (about 80 us each) when the contention goes on. */
 #define TEAM_PROBE_NS 50000000u
 
 static int team_mode = -1;    /* -1 not read yet, 0 adaptive, 1 always */
@@ -52,6 +67,9 @@ static int team_contended;    /* regions run serially, but for probes */
 static uint64_t team_probe_at; /* when a contended process probes next */
 static uint64_t team_switches; /* idle -> contended changes, for cpu_info */
 static uint64_t team_serial;   /* regions run serially because of it */
+static uint64_t team_lag_avg;  /* the recent starts, ns (each new one weighs 1/4) */
+static uint64_t team_last_end; /* when the last region with the team ended */
+static int team_probe_left;    /* regions of the current probe still to run with the team */
 
 uint64_t cpu_team_now(void) {
   struct timespec ts;
@@ -74,20 +92,33 @@ static int mode(void) {
 ** lost update only delays a switch by a region. */
 bool cpu_team_go(double work) {
   if (mode() == 1 || !__atomic_load_n(&team_contended, __ATOMIC_RELAXED)) return true;
-  if (work >= TEAM_BIG_WORK) return true;
+  const double bar = 2 * TEAM_WORK_PER_NS * (double)__atomic_load_n(&team_lag_avg, __ATOMIC_RELAXED);
+  if (work >= (bar > TEAM_BIG_WORK_MIN ? bar : TEAM_BIG_WORK_MIN)) return true;
+  if (__atomic_load_n(&team_probe_left, __ATOMIC_RELAXED) > 0) {
+    __atomic_sub_fetch(&team_probe_left, 1, __ATOMIC_RELAXED);
+    return true;
+  }
   const uint64_t now = cpu_team_now();
   if (now >= __atomic_load_n(&team_probe_at, __ATOMIC_RELAXED)) {
     __atomic_store_n(&team_probe_at, now + TEAM_PROBE_NS, __ATOMIC_RELAXED);
+    __atomic_store_n(&team_probe_left, 1, __ATOMIC_RELAXED);
     return true;
   }
   __atomic_add_fetch(&team_serial, 1, __ATOMIC_RELAXED);
   return false;
 }
 
-void cpu_team_note(uint64_t lag_ns) {
+void cpu_team_note(uint64_t t0, uint64_t lag_ns) {
+  const uint64_t last_end = __atomic_exchange_n(&team_last_end, cpu_team_now(), __ATOMIC_RELAXED);
   if (lag_ns == 0) return; /* a team of one: nothing was measured */
   /* the first region's start is libgomp creating its threads */
   if (!__atomic_exchange_n(&team_started, 1, __ATOMIC_RELAXED)) return;
+  const uint64_t avg = __atomic_load_n(&team_lag_avg, __ATOMIC_RELAXED);
+  __atomic_store_n(&team_lag_avg, avg ? (3 * avg + lag_ns) / 4 : lag_ns, __ATOMIC_RELAXED);
+  /* a worker idle for longer than it spins is asleep, and waking it is
+  ** slow on an idle machine too: only a start right after another region
+  ** (the worker still spinning) says whether the CPUs are contended */
+  if (last_end == 0 || t0 < last_end || t0 - last_end > TEAM_HOT_NS) return;
   if (lag_ns < TEAM_SLOW_NS) {
     __atomic_store_n(&team_slow_runs, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&team_contended, 0, __ATOMIC_RELAXED);
@@ -116,6 +147,6 @@ EM_PLUGIN_EXPORT int ember_cpu_team_feed(uint64_t lag_ns, double work);
 /* For tests: notes a region's start lag (0: none) and returns whether the
 ** next region of `work` would use the team (cpu_team_go, probes included). */
 EM_PLUGIN_EXPORT int ember_cpu_team_feed(uint64_t lag_ns, double work) {
-  cpu_team_note(lag_ns);
+  cpu_team_note(cpu_team_now(), lag_ns);
   return cpu_team_go(work);
 }

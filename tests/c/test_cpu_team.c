@@ -1,8 +1,9 @@
 /*
 ** test_cpu_team.c -- the CPU backend's rule for using its thread team
-** (backends/cpu/cpu_team.c): two slow starts in a row make regions run on
-** the calling thread, a probe comes back after the probe period, and one
-** quick start restores the team; cpu_info's line says which holds; results
+** (backends/cpu/cpu_team.c): two slow starts in a row, right after other
+** regions, make regions run on the calling thread (slow starts after an
+** idle moment do not count), a probe comes back after the probe period,
+** and one quick start restores the team; cpu_info's line says which holds; results
 ** do not depend on it. The lags are fed through the plugin's test export,
 ** so the test does not depend on how busy the machine is.
 */
@@ -30,6 +31,10 @@ static void test_rule(void) {
   char line[2048];
   feed(slow); /* maybe the first region ever (libgomp creating its threads): not counted */
   check(feed(quick) == 1, "a quick start: the team runs");
+  sleep_ms(2);
+  check(feed(slow) == 1, "a slow start after an idle moment (a sleeping worker's wake-up) does not count");
+  sleep_ms(2);
+  check(feed(slow) == 1 && feed(quick) == 1, "nor does a second one: only starts while the worker spins say contention");
   check(feed(slow) == 1, "one slow start is not enough to leave the team");
   check(feed(quick) == 1 && feed(slow) == 1, "slow starts must come in a row");
   check(feed(slow) == 0, "two slow starts in a row: regions run on the calling thread");
@@ -40,7 +45,7 @@ static void test_rule(void) {
   check(strstr(line, "; team: adaptive, now serial") != NULL, "cpu_info says so: %s",
         strstr(line, "; team: ") ? strstr(line, "; team: ") : line);
   sleep_ms(120); /* the probe period is 50 ms */
-  check(feed(0) == 1, "after the probe period one region tries the team");
+  check(feed(0) == 1 && feed(0) == 1, "after the probe period two regions in a row try the team");
   check(feed(0) == 0, "one probe per period");
   check(feed(quick) == 1 && feed(0) == 1, "a quick start ends the serial state");
   team_line(line, sizeof line);
