@@ -11,10 +11,12 @@
 
 #include <time.h>
 
-static int (*feed_work)(uint64_t lag_ns, double work);
+static int (*feed_work)(uint64_t lag_ns, double work, int hot);
 
-/* A region of elementwise work (0). */
-static int feed(uint64_t lag_ns) { return feed_work(lag_ns, 0); }
+/* A region of elementwise work (0) begun right after the last one. */
+static int feed(uint64_t lag_ns) { return feed_work(lag_ns, 0, 1); }
+/* The same after an idle moment (the worker asleep). */
+static int feed_cold(uint64_t lag_ns) { return feed_work(lag_ns, 0, 0); }
 
 static void team_line(char *buf, size_t n) {
   buf[0] = 0;
@@ -31,15 +33,13 @@ static void test_rule(void) {
   char line[2048];
   feed(slow); /* maybe the first region ever (libgomp creating its threads): not counted */
   check(feed(quick) == 1, "a quick start: the team runs");
-  sleep_ms(2);
-  check(feed(slow) == 1, "a slow start after an idle moment (a sleeping worker's wake-up) does not count");
-  sleep_ms(2);
-  check(feed(slow) == 1 && feed(quick) == 1, "nor does a second one: only starts while the worker spins say contention");
+  check(feed_cold(slow) == 1, "a slow start after an idle moment (a sleeping worker's wake-up) does not count");
+  check(feed_cold(slow) == 1 && feed(quick) == 1, "nor does a second one: only starts while the worker spins say contention");
   check(feed(slow) == 1, "one slow start is not enough to leave the team");
   check(feed(quick) == 1 && feed(slow) == 1, "slow starts must come in a row");
   check(feed(slow) == 0, "two slow starts in a row: regions run on the calling thread");
   check(feed(0) == 0 && feed(0) == 0, "and keep doing so until the probe period passes");
-  check(feed_work(0, 1e9) == 1, "except a large region (a fused attention call), which keeps the team");
+  check(feed_work(0, 1e9, 1) == 1, "except a large region (a fused attention call), which keeps the team");
   check(feed(0) == 0, "without using up the probe");
   team_line(line, sizeof line);
   check(strstr(line, "; team: adaptive, now serial") != NULL, "cpu_info says so: %s",
