@@ -9,14 +9,17 @@
 ** VM, 64K-element ops): every cast, add or copy took 77-80 us instead of
 ** 3; a KV-cached decoding step 3.0 ms instead of 0.45; the seed
 ** classifier's step 43 ms against 31 on one thread. On an idle machine
-** the same regions start in about 1 us (workers spinning) to 10 (asleep),
-** and two threads are faster. No fixed rule is right for both, and which
-** one holds changes while a program runs, so it is measured: each region
-** records when its first worker began (CPU_FOR and the kernels' own
-** regions); two slow starts in a row (over TEAM_SLOW_NS) of regions begun
-** while the worker still spins (TEAM_HOT_NS) mark the machine contended, and then regions too small to pay for such a start (see
-** TEAM_WORK_PER_NS) run on the calling thread (their results do not depend on the split), except one probe
-** region every TEAM_PROBE_NS, whose quick start ends the contended state.
+** a region right after another starts in about 1 us (the worker still
+** spinning), and two threads are faster; a worker that has gone to sleep
+** takes a while to wake on an idle machine too (80 us on that VM). No
+** fixed rule is right for both, and which one holds changes while a
+** program runs, so it is measured: each region records when its first
+** worker began (CPU_FOR and the kernels' own regions); two slow starts in
+** a row (over TEAM_SLOW_NS) of regions begun while the worker still spins
+** (TEAM_HOT_NS) mark the machine contended. Then regions too small to pay
+** for such a start (TEAM_WORK_PER_NS) run on the calling thread (their
+** results do not depend on the split), except a probe of two regions
+** every TEAM_PROBE_NS, whose quick start ends the contended state.
 **
 ** EMBER_CPU_TEAM=always keeps the team on for every region (the rule
 ** before this file); cpu_team_describe says what runs for ember.cpu_info.
@@ -31,8 +34,9 @@
 #include <string.h>
 #include <time.h>
 
-/* A start slower than this is a sign of contention: an idle machine's
-** sleeping worker wakes in about 10 us here, a contended one in 30-80+. */
+/* A start slower than this, right after another region, is a sign of
+** contention: a spinning worker starts in about 1 us, a contended one in
+** 30-80 or more. */
 #define TEAM_SLOW_NS 25000u
 /* Work (multiply-adds, or elements) for which a contended team still
 ** pays: the second thread saves about half the region's time alone, a
