@@ -160,6 +160,28 @@ end
 
 --- fn() must raise an error that points at the calling spec's line (the
 -- user's line, not the library's) and contains `want`.
+--- A CrossEntropyLoss fixture case (cross_entropy in nn_more.lua,
+-- soft_cross_entropy in nn_probe.lua): PyTorch's [B, C(, L)] logits, the
+-- target made by `target(c)` (permuted with the logits for a 3-d case,
+-- when permute_target), the module from the case's options; checks the
+-- loss and the logits' gradient of sum(loss * R) to 1e-12.
+function M.cross_entropy_case(nn, c, i, target, permute_target)
+  local logits = M.T(c.logits):requires_grad_()
+  local x, t = logits, target(c)
+  if c.three_d then -- PyTorch's [B, C, L] -> ember's [B, L, C]
+    x = logits:permute(1, 3, 2)
+    if permute_target then t = t:permute(1, 3, 2) end
+  end
+  local m = nn.CrossEntropyLoss { weight = c.weight and M.T(c.weight) or nil, ignore_index = c.ignore_index,
+    label_smoothing = c.label_smoothing, reduction = c.reduction }
+  local loss = m(x, t)
+  local want = M.T(c.loss)
+  assert.are.same(want.shape, loss.shape, "case " .. i)
+  assert.is_true((loss - want):abs():max():item() < 1e-12, "case " .. i .. " loss")
+  ;(loss * M.T(c.R)):sum():backward()
+  assert.is_true((logits.grad - M.T(c.grad)):abs():max():item() < 1e-12, "case " .. i .. " grad")
+end
+
 function M.raises_here(fn, want)
   local file = debug.getinfo(2, "S").short_src:match("[^/]+$")
   local ok, msg = pcall(fn)
