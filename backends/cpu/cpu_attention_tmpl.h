@@ -139,7 +139,10 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
     while (w + BC <= LD && j0 + w < j_end &&
            !att_tile_empty(c, bh, i0, br, j0 + w, Lk - j0 - w < BC ? Lk - j0 - w : BC))
       w += BC;
-    const int64_t bc = Lk - j0 < w ? Lk - j0 : w;
+    /* up to the causal frontier, not the tile's end: at L = 128 a causal
+    ** head's first query tile would otherwise score all 128 keys to mask
+    ** half of them (masked keys add exact zeros, so the bits are the same) */
+    const int64_t bc = j_end - j0 < w ? j_end - j0 : w;
     FN(scores)(c, bh, i0, br, j0, bc, S, X, NULL, NULL);
     for (int64_t ii = 0; ii < br; ii++) {
       T *s = S + ii * LD, *o = acc + ii * dv;
@@ -320,8 +323,8 @@ static void FN(store_grad)(ST *restrict dst, const T *restrict src, int64_t n) {
 }
 
 /* The part of key tile [j0, j0 + w) that query rows [i0, i0+br) can see:
-** keys [*ja, *jb), whole tiles of c->bc (the block mask's granule) up to
-** the causal frontier; *ja == *jb when none. Backward tiles are c->ld
+** keys [*ja, *jb), whole tiles of c->bc (the block mask's granule), the
+** last one cut at the causal frontier; *ja == *jb when none. Backward tiles are c->ld
 ** wide, so a block mask's neighbouring kept tiles share one step. */
 static void FN(tile_span)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t j0, int64_t w,
                           int64_t *ja, int64_t *jb) {
@@ -331,7 +334,7 @@ static void FN(tile_span)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, 
     const int64_t gw = j0 + w - g < c->bc ? j0 + w - g : c->bc;
     if (att_tile_empty(c, bh, i0, br, g, gw)) continue;
     if (lo < 0) lo = g;
-    hi = g + gw;
+    hi = g + gw < stop ? g + gw : stop;
   }
   *ja = lo < 0 ? j0 : lo;
   *jb = lo < 0 ? j0 : hi;
