@@ -72,7 +72,11 @@ EM_UR_FN ACC FN(u_gelu_tanh)(ACC x, ACC a, ACC b) {
          (EM_UR_K(1) + m_tanh(EM_UR_K(EM_SQRT_2_PI) * (x + EM_UR_K(EM_GELU_KAPPA) * x * x * x)));
 }
 EM_UR_FN ACC FN(u_elu)(ACC x, ACC a, ACC b) { return x > 0 ? x : a * (m_exp(x) - EM_UR_K(1)); }
-EM_UR_FN ACC FN(u_clamp)(ACC x, ACC a, ACC b) { return x < a ? a : (x > b ? b : x); }
+/* min(max(x, a), b), as torch.clamp: with a > b every element is b (and d_clamp is 0) */
+EM_UR_FN ACC FN(u_clamp)(ACC x, ACC a, ACC b) {
+  ACC lo = x < a ? a : x;
+  return lo > b ? b : lo;
+}
 /* pow_scalar is u_square for a = 2, u_ident for a = 1 and u_pow otherwise
 ** (exact where pow need not be, and cheaper) */
 EM_UR_FN ACC FN(u_square)(ACC x, ACC a, ACC b) { return x * x; }

@@ -95,10 +95,27 @@ static int binary(lua_State *L, em_binary_op op, const char *name) {
   return done(L, out, s, name);
 }
 
-static int m_add(lua_State *L) { return binary(L, EM_ADD, "add"); }
-static int m_sub(lua_State *L) { return binary(L, EM_SUB, "sub"); }
+/* a:add(b, {alpha =}), a:sub(b, alpha), a:div(b, {rounding_mode =}): PyTorch's
+** keyword arguments are Lua's (lua/ember/_functional_more.lua), which
+** stores the handler in the metatable as __<op>_options(a, b, opts); the
+** plain call, and the metamethods, stay here. */
+static int binary_options(lua_State *L, em_binary_op op, const char *name, const char *handler) {
+  if (lua_isnoneornil(L, 3)) return binary(L, op, name);
+  lua_settop(L, 3);
+  if (lua_getfield(L, MT, handler) != LUA_TFUNCTION)
+    return luaL_error(L, "ember.%s: options need ember's Lua side (require \"ember\")", name);
+  lua_insert(L, 1);
+  lua_call(L, 3, 1);
+  return 1;
+}
+
+static int m_add(lua_State *L) { return binary_options(L, EM_ADD, "add", "__add_options"); }
+static int m_sub(lua_State *L) { return binary_options(L, EM_SUB, "sub", "__sub_options"); }
 static int m_mul(lua_State *L) { return binary(L, EM_MUL, "mul"); }
-static int m_div(lua_State *L) { return binary(L, EM_DIV, "div"); }
+static int m_div(lua_State *L) { return binary_options(L, EM_DIV, "div", "__div_options"); }
+static int mm_add(lua_State *L) { return binary(L, EM_ADD, "add"); }
+static int mm_sub(lua_State *L) { return binary(L, EM_SUB, "sub"); }
+static int mm_div(lua_State *L) { return binary(L, EM_DIV, "div"); }
 static int m_maximum(lua_State *L) { return binary(L, EM_MAXIMUM, "maximum"); }
 static int m_minimum(lua_State *L) { return binary(L, EM_MINIMUM, "minimum"); }
 static int m_eq(lua_State *L) { return binary(L, EM_EQ, "eq"); }
@@ -370,7 +387,7 @@ static const luaL_Reg methods[] = {
 };
 
 static const luaL_Reg metamethods[] = {
-  {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
+  {"__add", mm_add}, {"__sub", mm_sub}, {"__mul", m_mul}, {"__div", mm_div},
   {"__pow", m_pow}, {"__unm", t_unm},
   {"__eq", t_eq}, {"__lt", t_lt}, {"__le", t_le},
   {NULL, NULL}

@@ -48,25 +48,41 @@ static int sum_mean(lua_State *L, int mean) {
 static int m_sum(lua_State *L) { return sum_mean(L, 0); }
 static int m_mean(lua_State *L) { return sum_mean(L, 1); }
 
-/* var([dim] [, {correction=1, keepdim=false}]) */
+/* var([dim] [, unbiased [, keepdim]]), PyTorch 1.13's positional order;
+** var(unbiased); var([dim] [, {correction=1, unbiased=, keepdim=false}]).
+** unbiased = false is correction 0. */
 static int m_var(lua_State *L) {
-  static const char *const names[] = {"correction", "keepdim", NULL};
+  static const char *const names[] = {"correction", "unbiased", "keepdim", NULL};
   em_tensor *t = lember_checktensor(L, 1);
   int dims[EM_MAX_DIMS];
   int n = 0, keep = 0, optidx = 3;
   lua_Integer correction = 1;
-  /* a table without array items in place of the dims is the options */
+  /* a table without array items in place of the dims is the options, a
+  ** boolean is unbiased */
   if (lua_type(L, 2) == LUA_TTABLE && luaL_len(L, 2) == 0) optidx = 2;
+  else if (lua_isboolean(L, 2)) optidx = 2;
   else n = reduce_dims(L, 2, "var", t, dims);
   if (lua_isboolean(L, optidx)) {
-    keep = lua_toboolean(L, optidx);
-  } else if (!lua_isnoneornil(L, optidx)) {
-    luaL_checktype(L, optidx, LUA_TTABLE);
+    correction = lua_toboolean(L, optidx) ? 1 : 0;
+    if (optidx == 3) keep = opt_keepdim(L, 4, "var");
+    else if (!lua_isnoneornil(L, 3))
+      return luaL_error(L, "ember.var: after unbiased without a dim, nothing more is taken (got a %s); "
+                           "use var(dim, unbiased, keepdim)", luaL_typename(L, 3));
+  } else if (lua_type(L, optidx) == LUA_TTABLE) {
     lember_checkoptions(L, optidx, "var", names);
-    if (lua_getfield(L, optidx, "correction") != LUA_TNIL)
-      correction = lember_checkint(L, -1, "var", "correction");
+    int has_c = lua_getfield(L, optidx, "correction") != LUA_TNIL;
+    if (has_c) correction = lember_checkint(L, -1, "var", "correction");
+    if (lua_getfield(L, optidx, "unbiased") != LUA_TNIL) {
+      if (has_c) return luaL_error(L, "ember.var: give unbiased or correction, not both");
+      if (!lua_isboolean(L, -1))
+        return luaL_error(L, "ember.var: unbiased must be a boolean, got %s", luaL_typename(L, -1));
+      correction = lua_toboolean(L, -1) ? 1 : 0;
+    }
     if (lua_getfield(L, optidx, "keepdim") != LUA_TNIL) keep = opt_keepdim(L, -1, "var");
-    lua_pop(L, 2);
+    lua_pop(L, 3);
+  } else if (!lua_isnoneornil(L, optidx)) {
+    return luaL_error(L, "ember.var: expected unbiased (a boolean) or an options table "
+                         "{correction=, unbiased=, keepdim=} after the dim, got %s", luaL_typename(L, optidx));
   }
   em_tensor **out = lember_newslot(L);
   em_status s = em_var(out, t, n, dims, (int)correction, keep);

@@ -246,6 +246,47 @@ set("floor_divide", function(a, b)
   end)
 end, true)
 
+-- ---- add/sub with alpha, div with rounding_mode --------------------------------------
+
+-- The C methods a:add(b), a:sub(b), a:div(b) (and the metamethods + - /)
+-- call these with a third argument: PyTorch's keyword arguments.
+local mt = debug.getregistry()["ember.Tensor"]
+local c_add, c_sub, c_div = core.add, core.sub, core.div
+
+-- alpha b for a + alpha b or a - alpha b (torch.add/sub's alpha; Torch7's
+-- and add_'s positional alpha too): alpha a number or {alpha =}. An
+-- integer or bool pair takes only an integer alpha, as PyTorch.
+local function scaled(op, a, b, opt)
+  local alpha = opt
+  if type(opt) == "table" then alpha = check_opts(op, opt, { alpha = true }).alpha end
+  if alpha ~= nil and type(alpha) ~= "number" then
+    fail(op, "alpha must be a number or an options table {alpha =}, got %s", type(alpha))
+  end
+  if alpha == nil or alpha == 1 then return b end
+  tensor_or_number(op, a, b)
+  if integral(a) and integral(b) and math.type(alpha) ~= "integer" then
+    if alpha ~= math.floor(alpha) then fail(op, "for integer tensors alpha must be an integer, got %s", alpha) end
+    alpha = math.tointeger(alpha)
+  end
+  return b * alpha
+end
+
+mt.__add_options = helpers.guard(function(a, b, opt) return c_add(a, scaled("add", a, b, opt)) end)
+mt.__sub_options = helpers.guard(function(a, b, opt) return c_sub(a, scaled("sub", a, b, opt)) end)
+
+-- a:div(b, {rounding_mode =}) or a:div(b, mode): rounded towards zero
+-- ("trunc") or down ("floor", as floor_divide); int64 stays int64 (torch.div).
+mt.__div_options = helpers.guard(function(a, b, opt)
+  local mode = opt
+  if type(opt) == "table" then mode = check_opts("div", opt, { rounding_mode = true }).rounding_mode end
+  if mode == nil then return c_div(a, b) end
+  if mode == "floor" then return core.floor_divide(a, b) end
+  if mode ~= "trunc" then
+    fail("div", "rounding_mode must be nil, \"trunc\" or \"floor\", got %s", tostring(mode))
+  end
+  return division("div", a, b, function(x, y) return c_div(x, y):trunc() end)
+end)
+
 -- The largest finite value of each float dtype.
 local FLOAT_MAX = { float32 = 3.4028234663852886e38, float64 = 1.7976931348623157e308,
                     bfloat16 = 3.3895313892515355e38 }

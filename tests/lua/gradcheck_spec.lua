@@ -157,7 +157,7 @@ case("var all correction 0", X3, function(x) return x:var(nil, { correction = 0 
 case("var dim", X3, function(x) return x:var(2) end)
 case("var dim keepdim correction 0", X3, function(x) return x:var(-1, { correction = 0, keepdim = true }) end)
 case("var dims", X3, function(x) return x:var({ 1, 3 }) end)
-case("var dim keepdim boolean", X3, function(x) return x:var(3, true) end)
+case("var dim unbiased keepdim booleans", X3, function(x) return x:var(3, true, true) end)
 case("max all", X3, function(x) return x:max() end)
 case("min all", X3, function(x) return x:min() end)
 case("max dim", X3, function(x) return (x:max(2)) end)

@@ -1,0 +1,114 @@
+-- What a new user coming from PyTorch 1.13 or Torch7 types at the REPL when
+-- exploring the tensor API: creation, indexing, arithmetic options,
+-- reductions. Each block is a defect found by probing ember as such a user
+-- (the values are PyTorch 1.13's); the test fails without its fix.
+local ember = require "ember"
+local raises_here = require("tests.lua.helpers.parity").raises_here
+
+local function I(t) return ember.tensor(t, "int64") end
+
+local function close(got, want, tol)
+  assert.are.same(ember.tensor(want).shape, got.shape)
+  local e = (got:double() - ember.tensor(want, "float64")):abs():max():item()
+  assert(e <= (tol or 1e-6), ("max error %g in %s"):format(e, tostring(got)))
+end
+
+describe("add and sub take alpha (torch.add(a, b, alpha=)): it was silently ignored", function()
+  local x = ember.tensor { -7, -3, 3, 7 }
+  it("as an options table and as a number (Torch7's and add_'s positional alpha)", function()
+    close(x:add(x, { alpha = 2 }), { -21, -9, 9, 21 })
+    close(x:add(x, 2), { -21, -9, 9, 21 })
+    close(x:sub(1, { alpha = 2 }), { -9, -5, 1, 5 })
+    close(ember.sub(x, x, { alpha = 0.5 }), { -3.5, -1.5, 1.5, 3.5 })
+    close(ember.add(1, x, { alpha = -1 }), { 8, 4, -2, -6 })
+  end)
+  it("keeps int64 with an integer alpha, refuses a float alpha on integers as torch", function()
+    local i = I { -7, -3, 3, 7 }
+    local y = i:add(i, { alpha = 2 })
+    assert.are.equal("int64", y.dtype)
+    assert.are.same({ -21, -9, 9, 21 }, y:totable())
+    raises_here(function() return i:add(i, { alpha = 0.5 }) end,
+      "ember.add: for integer tensors alpha must be an integer, got 0.5")
+  end)
+  it("differentiates through the scaled operand", function()
+    local a = ember.tensor({ 1, 2 }, { dtype = "float64", requires_grad = true })
+    local b = ember.tensor({ 3, 4 }, { dtype = "float64", requires_grad = true })
+    a:sub(b, { alpha = 3 }):sum():backward()
+    assert.are.same({ 1, 1 }, a.grad:totable())
+    assert.are.same({ -3, -3 }, b.grad:totable())
+  end)
+  it("refuses what it does not know", function()
+    raises_here(function() return x:add(x, { beta = 2 }) end, "ember.add: unknown option 'beta'")
+    raises_here(function() return x:sub(x, "2") end, "ember.sub: alpha must be a number or an options table {alpha =}, got string")
+  end)
+end)
+
+describe("div takes rounding_mode (torch.div(a, b, rounding_mode=)): it was silently ignored", function()
+  local f = ember.tensor { -7, -3, 3, 7 }
+  local i = I { -7, -3, 3, 7 }
+  it("'trunc' and 'floor' on floats", function()
+    close(f:div(2, { rounding_mode = "trunc" }), { -3, -1, 1, 3 })
+    close(f:div(2, { rounding_mode = "floor" }), { -4, -2, 1, 3 })
+    close(f:div(-2, "floor"), { 3, 1, -2, -4 })
+    close(ember.div(7, f, { rounding_mode = "trunc" }), { -1, -2, 2, 1 })
+    close(f:div(2, { rounding_mode = nil }), { -3.5, -1.5, 1.5, 3.5 })
+  end)
+  it("on int64 it stays int64 (true division gives float32)", function()
+    local t = i:div(2, { rounding_mode = "trunc" })
+    assert.are.equal("int64", t.dtype)
+    assert.are.same({ -3, -1, 1, 3 }, t:totable())
+    local fl = i:div(I { 2, 2, -2, -2 }, "floor")
+    assert.are.equal("int64", fl.dtype)
+    assert.are.same({ -4, -2, -2, -4 }, fl:totable())
+    assert.are.equal("float32", i:div(2).dtype)
+  end)
+  it("div_ writes the rounded quotient in place", function()
+    local y = ember.tensor { -7, 7 }
+    y:div_(2, { rounding_mode = "floor" })
+    assert.are.same({ -4, 3 }, y:totable())
+  end)
+  it("refuses an unknown mode and an integer division by zero", function()
+    raises_here(function() return f:div(2, { rounding_mode = "round" }) end,
+      "ember.div: rounding_mode must be nil, \"trunc\" or \"floor\", got round")
+    raises_here(function() return f:div(2, { mode = "floor" }) end, "ember.div: unknown option 'mode'")
+    raises_here(function() return i:div(0, "trunc") end, "integer division by zero")
+  end)
+end)
+
+describe("clamp with min > max gives max everywhere (torch: min(max(x, lo), hi))", function()
+  it("number bounds, on float and int64", function()
+    close(ember.tensor { -7, -3, 3, 7 }:clamp(5, -5), { -5, -5, -5, -5 })
+    assert.are.same({ -5, -5, -5 }, I { -7, 0, 7 }:clamp(5, -5):totable())
+    close(ember.tensor { -7, 7 }:double():clamp(5, -5), { -5, -5 })
+  end)
+  it("the gradient is zero everywhere, as torch's", function()
+    local x = ember.tensor({ -7, 0, 7 }, { dtype = "float64", requires_grad = true })
+    x:clamp(5, -5):sum():backward()
+    assert.are.same({ 0, 0, 0 }, x.grad:totable())
+  end)
+end)
+
+describe("var and std take PyTorch 1.13's positional (dim, unbiased, keepdim)", function()
+  local x = ember.tensor { { 1, 5, 3 }, { 4, 2, 6 } }
+  it("x:var(dim, false) is the biased variance (it was the unbiased one, keepdim false)", function()
+    close(x:var(2, false), { 8 / 3, 8 / 3 })
+    close(x:var(2, true), { 4, 4 })
+    close(x:var(2, false, true), { { 8 / 3 }, { 8 / 3 } })
+    close(x:std(1, false), { 1.5, 1.5, 1.5 })
+    close(x:var(false), 35 / 12)
+    close(x:std(true), math.sqrt(3.5))
+    close(x:var({ 1, 2 }, false, true), { { 35 / 12 } })
+  end)
+  it("and unbiased = as an option, beside correction and keepdim", function()
+    close(x:std(2, { unbiased = false }), { math.sqrt(8 / 3), math.sqrt(8 / 3) })
+    close(x:var({ unbiased = false, keepdim = true }), { { 35 / 12 } })
+    raises_here(function() return x:var(2, { unbiased = false, correction = 0 }) end,
+      "ember.var: give unbiased or correction, not both")
+    raises_here(function() return x:var(2, 1) end, "ember.var: expected unbiased (a boolean) or an options table")
+  end)
+  it("the gradient of the biased variance is torch's", function()
+    local y = ember.tensor({ { 1, -2, 3 }, { 4, 5, -6 } }, { dtype = "float64", requires_grad = true })
+    y:var(2, false):sum():backward()
+    close(y.grad, { { 2 / 9, -16 / 9, 14 / 9 }, { 2, 8 / 3, -14 / 3 } }, 1e-12)
+  end)
+end)
