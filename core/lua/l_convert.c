@@ -90,6 +90,8 @@ typedef struct fill_state {
   void *buf;
   int64_t n;               /* elements written */
   int leaf_type;           /* LUA_TNUMBER or LUA_TBOOLEAN */
+  int leaf_tensor;         /* the first leaf is a one-element tensor ... */
+  em_dtype leaf_dtype;     /* ... of this dtype (the default dtype, as torch.tensor's) */
 } fill_state;
 
 static const char *where(lua_State *L, const fill_state *f, int depth) {
@@ -114,22 +116,55 @@ static void infer_shape(lua_State *L, int idx, fill_state *f) {
     if (f->ndim == EM_MAX_DIMS)
       luaL_error(L, "ember.tensor: nested tables are deeper than %d dims", EM_MAX_DIMS);
     f->shape[f->ndim++] = (int64_t)luaL_len(L, -1);
-    if (luaL_len(L, -1) == 0) break;
+    if (luaL_len(L, -1) == 0) {
+      /* {a = 1} is not an empty list */
+      lua_pushnil(L);
+      if (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        luaL_error(L, "ember.tensor: expected a list (a nested table of numbers), got a table with the key %s",
+                   luaL_tolstring(L, -1, NULL));
+      }
+      break;
+    }
     lua_geti(L, -1, 1);
     lua_remove(L, -2);
   }
   f->leaf_type = lua_type(L, -1);
+  if (f->leaf_type == LUA_TUSERDATA && lember_istensor(L, -1)) {
+    f->leaf_tensor = 1;
+    f->leaf_dtype = lember_checktensor(L, -1)->dtype;
+    f->leaf_type = f->leaf_dtype == EM_BOOL ? LUA_TBOOLEAN : LUA_TNUMBER;
+  }
   lua_pop(L, 1);
 }
 
+/* A one-element tensor at idx stands for its number (or boolean), as in
+** torch.tensor([t1, t2]): replaced in place by it. */
+static void tensor_leaf(lua_State *L, fill_state *f, int idx, int depth) {
+  em_tensor *t = lember_checktensor(L, idx);
+  if (em_numel(t) != 1) {
+    char b[128];
+    luaL_error(L, "ember.tensor: only one-element tensors can stand for numbers, got shape %s at %s",
+               em_shape_str(t->ndim, t->shape, b, sizeof b), where(L, f, depth));
+  }
+  void *buf = to_host(L, t, "tensor");
+  push_element(L, buf, t->dtype, 0);
+  lua_replace(L, idx);
+  lua_pop(L, 1); /* the host buffer */
+}
+
 static void put(lua_State *L, fill_state *f, int idx, int depth) {
+  idx = lua_absindex(L, idx); /* where() pushes its string */
+  if (lua_type(L, idx) == LUA_TUSERDATA && lember_istensor(L, idx)) tensor_leaf(L, f, idx, depth);
   int tt = lua_type(L, idx);
-  if (tt != LUA_TNUMBER && tt != LUA_TBOOLEAN)
-    luaL_error(L, "ember.tensor: expected a number or a boolean at %s, got %s",
-               where(L, f, depth), luaL_typename(L, idx));
-  if (tt != f->leaf_type && f->leaf_type != LUA_TNONE)
-    luaL_error(L, "ember.tensor: mixed numbers and booleans (a %s at %s)", luaL_typename(L, idx),
-               where(L, f, depth));
+  if (tt != LUA_TNUMBER && tt != LUA_TBOOLEAN) {
+    const char *got = luaL_typename(L, idx);
+    luaL_error(L, "ember.tensor: expected a number or a boolean at %s, got %s", where(L, f, depth), got);
+  }
+  if (tt != f->leaf_type && f->leaf_type != LUA_TNONE) {
+    const char *got = luaL_typename(L, idx);
+    luaL_error(L, "ember.tensor: mixed numbers and booleans (a %s at %s)", got, where(L, f, depth));
+  }
   int64_t i = f->n++;
   switch (f->dt) {
     case EM_F32: ((float *)f->buf)[i] = (float)lua_tonumber(L, idx); break;
@@ -142,7 +177,7 @@ static void put(lua_State *L, fill_state *f, int idx, int depth) {
         ((int64_t *)f->buf)[i] = (int64_t)lua_tointeger(L, idx);
       } else {
         double v = tt == LUA_TBOOLEAN ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
-        if (!(v > -9.3e18 && v < 9.3e18))
+        if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) /* [-2^63, 2^63) */
           luaL_error(L, "ember.tensor: %f at %s does not fit int64", v, where(L, f, depth));
         ((int64_t *)f->buf)[i] = (int64_t)v; /* truncates, as torch does */
       }
@@ -205,7 +240,8 @@ static int f_tensor(lua_State *L) {
     return luaL_error(L, "ember.tensor: data must be a number, a boolean, a nested table or a tensor, got %s",
                       luaL_typename(L, 1));
   }
-  if (!o.has_dtype && f.leaf_type == LUA_TBOOLEAN) o.dtype = EM_BOOL;
+  if (!o.has_dtype && f.leaf_tensor) o.dtype = f.leaf_dtype;
+  else if (!o.has_dtype && f.leaf_type == LUA_TBOOLEAN) o.dtype = EM_BOOL;
   int64_t numel = 1;
   for (int i = 0; i < f.ndim; i++) numel *= f.shape[i];
   f.dt = o.dtype == EM_BF16 ? EM_F32 : o.dtype; /* bf16 is converted by the core */

@@ -112,3 +112,32 @@ describe("var and std take PyTorch 1.13's positional (dim, unbiased, keepdim)", 
     close(y.grad, { { 2 / 9, -16 / 9, 14 / 9 }, { 2, 8 / 3, -14 / 3 } }, 1e-12)
   end)
 end)
+
+describe("ember.tensor of a nested table", function()
+  it("takes one-element tensors as elements, as torch.tensor([t1, t2])", function()
+    local t = ember.tensor { ember.tensor(1.5), ember.tensor { 2 }, 3 }
+    assert.are.equal("float32", t.dtype)
+    assert.are.same({ 1.5, 2, 3 }, t:totable())
+    local a = ember.tensor { { 1, 5 }, { 7, 2 } }
+    local idx = ember.tensor { a[1]:argmax(), a[2]:argmax() } -- the first element's dtype, as torch
+    assert.are.equal("int64", idx.dtype)
+    assert.are.same({ 2, 1 }, idx:totable())
+    assert.are.equal("float64", ember.tensor { ember.tensor(1, "float64"), ember.tensor(2, "float64") }.dtype)
+    assert.are.same({ true, false }, ember.tensor { ember.tensor(true), ember.tensor(false) }:totable())
+    assert.are.equal("float64", ember.tensor({ ember.tensor(1) }, "float64").dtype)
+    raises_here(function() return ember.tensor { ember.ones(2), ember.ones(2) } end,
+      "ember.tensor: only one-element tensors can stand for numbers, got shape [2] at {1}")
+  end)
+  it("names what it found where a mix of numbers and booleans was given (it said 'a string')", function()
+    raises_here(function() return ember.tensor { 1, 2.5, true } end,
+      "ember.tensor: mixed numbers and booleans (a boolean at {3})")
+    raises_here(function() return ember.tensor { { 1, 2 }, { 3, "x" } } end,
+      "ember.tensor: expected a number or a boolean at {2, 2}, got string")
+  end)
+  it("refuses a table that is not a list (it gave an empty tensor) and int64 overflow", function()
+    raises_here(function() return ember.tensor { a = 1 } end, "ember.tensor: expected a list")
+    raises_here(function() return ember.tensor({ 2 ^ 63 }, "int64") end, "does not fit int64")
+    assert.are.same({ math.mininteger }, ember.tensor({ -2 ^ 63 }, "int64"):totable())
+    assert.are.same({ 0 }, ember.tensor {}.shape)
+  end)
+end)
