@@ -14,12 +14,26 @@
 ** layout around it, as PyTorch's mkldnn path does. The reorders are
 ** primitives too; all of them are cached per call shape, like the matmuls
 ** of cpu_dnnl.c, and the backward ones are made on the first backward.
+** With few channels (under oneDNN's block of 16 on either side, as a
+** ViT patch embedding of 3 colours) the blocked kernels pad the channels
+** to 16: backward-data of the ViT stem in scripts/bench/conv.lua took
+** 0.79 ms (float32) where oneDNN's gemm on ember's own layouts took 0.12,
+** with no reorders. So such a call has two candidates per primitive, on
+** the layouts oneDNN picks and on ember's plain ones, and the first call
+** times both (with their reorders) and keeps the faster
+** (EMBER_CONV_LAYOUT=blocked or plain skips the timing).
+** Reorders of under REORDER_SERIAL_BYTES run on the calling thread: a
+** weight's (9K values) took 0.15 ms on the team in a training step,
+** waking a sleeping worker, for microseconds of work.
 ** bfloat16 accumulates in float32 inside oneDNN; the bias and the weight
 ** and bias gradients are bfloat16, as under PyTorch's autocast.
 */
 #include "cpu_dnnl.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
 
 #define WHO "cpu conv2d"
 
@@ -27,11 +41,18 @@
 ** (correct, only slower). Entries are never evicted, so none is destroyed
 ** while another thread runs it. */
 #define CONV_CACHE_MAX 128
+/* A reorder moving fewer bytes than this runs on the calling thread. */
+#define REORDER_SERIAL_BYTES (256u << 10)
+/* Channels per group under this (oneDNN's block) on either side: the
+** plain layouts are a candidate too. */
+#define FEW_CHANNELS 16
 
 /* The tensors of a call, in ember's layout: x, w, y, b. */
 enum { UX, UW, UY, UB, NUSER };
 /* The three primitives. */
 enum { FWD, BWD_DATA, BWD_WEIGHTS, NPRIM };
+/* The layouts of a primitive's candidates: oneDNN's choice, ember's own. */
+enum { FMT_ANY, FMT_PLAIN, NFMT };
 
 /* One argument of a primitive: which tensor, its layout in the primitive
 ** and the reorder between that and ember's (NULL when they are the same). */
@@ -39,6 +60,7 @@ typedef struct conv_io {
   int arg;       /* DNNL_ARG_* */
   int user;      /* UX.. */
   bool out;      /* written by the primitive */
+  bool serial;   /* a small reorder: on the calling thread */
   dnnl_memory_desc_t md;
   dnnl_primitive_t reorder;
 } conv_io;
@@ -55,12 +77,20 @@ typedef struct conv_entry {
   bool bias;
   dnnl_memory_desc_t user[NUSER];
   dnnl_primitive_desc_t fwd_pd; /* the backward primitives' hint */
-  conv_prim prim[NPRIM];
+  conv_prim prim[NPRIM][NFMT];
+  _Atomic int pick[NPRIM];      /* the candidate run; -1 until timed */
 } conv_entry;
 
 static pthread_mutex_t conv_lock = PTHREAD_MUTEX_INITIALIZER;
 static conv_entry conv_cache[CONV_CACHE_MAX];
 static int conv_cached;
+
+/* EMBER_CONV_LAYOUT, read when an entry's primitives are made: unset or
+** "timed" (-1), "blocked" (FMT_ANY), "plain" (FMT_PLAIN). */
+static int forced_layout(void) {
+  const char *e = getenv("EMBER_CONV_LAYOUT");
+  return e && strcmp(e, "plain") == 0 ? FMT_PLAIN : e && strcmp(e, "blocked") == 0 ? FMT_ANY : -1;
+}
 
 static bool key_eq(const em_conv_args *a, bool abias, const em_conv_args *b, bool bbias) {
   return a->dtype == b->dtype && abias == bbias && a->N == b->N && a->C == b->C && a->H == b->H &&
@@ -87,16 +117,18 @@ static dnnl_status_t user_mds(conv_entry *e) {
   return dnnl_memory_desc_init_by_tag(&e->user[UW], 4, w, t, dnnl_oihw);
 }
 
-/* The convolution descriptor of primitive k, on the layouts oneDNN picks. */
-static dnnl_status_t conv_desc(const conv_entry *e, int k, dnnl_convolution_desc_t *d) {
+/* The convolution descriptor of primitive k, on the layouts oneDNN picks
+** (FMT_ANY) or on ember's (FMT_PLAIN). */
+static dnnl_status_t conv_desc(const conv_entry *e, int k, int fmt, dnnl_convolution_desc_t *d) {
   const em_conv_args *a = &e->key;
-  dnnl_memory_desc_t x, w, y;
+  dnnl_memory_desc_t x = e->user[UX], w = e->user[UW], y = e->user[UY];
   dnnl_status_t st;
   const dnnl_data_type_t t = a->dtype == EM_BF16 ? dnnl_bf16 : dnnl_f32;
-  if ((st = dnnl_memory_desc_init_by_tag(&x, 4, e->user[UX].dims, t, dnnl_format_tag_any)) ||
-      (st = dnnl_memory_desc_init_by_tag(&y, 4, e->user[UY].dims, t, dnnl_format_tag_any)) ||
-      (st = dnnl_memory_desc_init_by_tag(&w, e->user[UW].ndims, e->user[UW].dims, t,
-                                         dnnl_format_tag_any)))
+  if (fmt == FMT_ANY &&
+      ((st = dnnl_memory_desc_init_by_tag(&x, 4, e->user[UX].dims, t, dnnl_format_tag_any)) ||
+       (st = dnnl_memory_desc_init_by_tag(&y, 4, e->user[UY].dims, t, dnnl_format_tag_any)) ||
+       (st = dnnl_memory_desc_init_by_tag(&w, e->user[UW].ndims, e->user[UW].dims, t,
+                                          dnnl_format_tag_any))))
     return st;
   /* oneDNN's dilation counts the gaps: 0 is a dense kernel */
   dnnl_dims_t s = {a->stride[0], a->stride[1]}, dl = {a->dilation[0] - 1, a->dilation[1] - 1};
@@ -135,16 +167,17 @@ static int io_specs(int k, bool bias, int spec[4][5]) {
   return n;
 }
 
-/* Primitive k of e and its reorders; p stays NULL when oneDNN has no
-** kernel for it (remembered by `tried`). Under conv_lock. */
-static em_status prim_create(conv_entry *e, int k, dnnl_engine_t eng) {
-  conv_prim *cp = &e->prim[k];
+/* Candidate fmt of primitive k of e and its reorders; p stays NULL when
+** oneDNN has no kernel for it (remembered by `tried`). Under conv_lock. */
+static em_status prim_create(conv_entry *e, int k, int fmt, dnnl_engine_t eng) {
+  conv_prim *cp = &e->prim[k][fmt];
   cp->tried = true;
   dnnl_convolution_desc_t d;
-  dnnl_status_t st = conv_desc(e, k, &d);
+  dnnl_status_t st = conv_desc(e, k, fmt, &d);
   if (st) return cpu_dnnl_fail(WHO, "convolution_desc_init", st);
   dnnl_primitive_desc_t pd = NULL;
   st = dnnl_primitive_desc_create(&pd, &d, NULL, eng, k == FWD ? NULL : e->fwd_pd);
+  if (st == dnnl_unimplemented && fmt == FMT_PLAIN) return EM_OK; /* one candidate less */
   if (st) return cpu_dnnl_fail(WHO, "primitive_desc_create", st);
   int spec[4][5];
   cp->nio = io_specs(k, e->bias, spec);
@@ -156,6 +189,7 @@ static em_status prim_create(conv_entry *e, int k, dnnl_engine_t eng) {
     if (dnnl_memory_desc_equal(&io->md, &e->user[io->user])) continue;
     const dnnl_memory_desc_t *from = io->out ? &io->md : &e->user[io->user];
     const dnnl_memory_desc_t *to = io->out ? &e->user[io->user] : &io->md;
+    io->serial = dnnl_memory_desc_get_size(from) + dnnl_memory_desc_get_size(to) < REORDER_SERIAL_BYTES;
     dnnl_primitive_desc_t rpd = NULL;
     if ((st = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL)) ||
         (st = dnnl_primitive_create(&io->reorder, rpd)))
@@ -163,20 +197,52 @@ static em_status prim_create(conv_entry *e, int k, dnnl_engine_t eng) {
     if (rpd) dnnl_primitive_desc_destroy(rpd);
   }
   if (!s && (st = dnnl_primitive_create(&cp->p, pd))) s = cpu_dnnl_fail(WHO, "primitive_create", st);
-  if (k == FWD && !s) e->fwd_pd = pd;
+  if (k == FWD && fmt == FMT_ANY && !s) e->fwd_pd = pd;
   else dnnl_primitive_desc_destroy(pd);
   return s;
 }
 
 static void entry_destroy(conv_entry *e) {
-  for (int k = 0; k < NPRIM; k++) {
-    conv_prim *cp = &e->prim[k];
-    for (int i = 0; i < cp->nio; i++)
-      if (cp->io[i].reorder) dnnl_primitive_destroy(cp->io[i].reorder);
-    if (cp->p) dnnl_primitive_destroy(cp->p);
-  }
+  for (int k = 0; k < NPRIM; k++)
+    for (int f = 0; f < NFMT; f++) {
+      conv_prim *cp = &e->prim[k][f];
+      for (int i = 0; i < cp->nio; i++)
+        if (cp->io[i].reorder) dnnl_primitive_destroy(cp->io[i].reorder);
+      if (cp->p) dnnl_primitive_destroy(cp->p);
+    }
   if (e->fwd_pd) dnnl_primitive_desc_destroy(e->fwd_pd);
   memset(e, 0, sizeof *e);
+}
+
+/* Whether candidate cp reorders anything. */
+static bool reorders(const conv_prim *cp) {
+  for (int i = 0; i < cp->nio; i++)
+    if (cp->io[i].reorder) return true;
+  return false;
+}
+
+/* The candidates of primitive k: both formats when the channels are few
+** and oneDNN's choice reorders; pick set when one remains. Under conv_lock. */
+static em_status prim_candidates(conv_entry *e, int k, dnnl_engine_t eng) {
+  const em_conv_args *a = &e->key;
+  const int forced = forced_layout();
+  em_status s = EM_OK;
+  /* the forward of oneDNN's choice is the backward's hint: made always */
+  if (!e->prim[k][FMT_ANY].tried && (k == FWD || e->prim[FWD][FMT_ANY].p))
+    s = prim_create(e, k, FMT_ANY, eng);
+  const conv_prim *any = &e->prim[k][FMT_ANY];
+  const bool few = a->C / a->groups < FEW_CHANNELS || a->O / a->groups < FEW_CHANNELS;
+  if (!s && !e->prim[k][FMT_PLAIN].tried && (forced == FMT_PLAIN || (forced < 0 && few)) &&
+      (!any->p || reorders(any)))
+    s = prim_create(e, k, FMT_PLAIN, eng);
+  if (s) return s;
+  const bool has_any = any->p != NULL, has_plain = e->prim[k][FMT_PLAIN].p != NULL;
+  int pick = -1;
+  if (has_any != has_plain) pick = has_any ? FMT_ANY : FMT_PLAIN;
+  else if (has_any && forced >= 0) pick = forced;
+  else if (!has_any) pick = FMT_ANY; /* neither: none runs (entry_get says so) */
+  atomic_store(&e->pick[k], pick);
+  return EM_OK;
 }
 
 /* The entry of a call, with the primitives in the bit set `want` (1 << FWD,
@@ -196,6 +262,7 @@ static em_status entry_get(const em_conv_args *a, bool bias, unsigned want, conv
     memset(e, 0, sizeof *e);
     e->key = *a;
     e->bias = bias;
+    for (int k = 0; k < NPRIM; k++) atomic_store(&e->pick[k], -1);
     dnnl_status_t st = user_mds(e);
     if (st) s = cpu_dnnl_fail(WHO, "memory_desc_init", st);
   }
@@ -203,8 +270,8 @@ static em_status entry_get(const em_conv_args *a, bool bias, unsigned want, conv
   bool have = true;
   for (int k = 0; k < NPRIM && !s; k++) {
     if (!(want >> k & 1)) continue;
-    if (!e->prim[k].tried && (k == FWD || e->prim[FWD].p)) s = prim_create(e, k, eng);
-    have = have && e->prim[k].p;
+    if (!e->prim[k][FMT_ANY].tried) s = prim_candidates(e, k, eng);
+    have = have && (e->prim[k][FMT_ANY].p || e->prim[k][FMT_PLAIN].p);
   }
   pthread_mutex_unlock(&conv_lock);
   if (s) return s;
@@ -215,13 +282,24 @@ static em_status entry_get(const em_conv_args *a, bool bias, unsigned want, conv
   return EM_OK;
 }
 
-/* Runs primitive k of e on ember-layout buffers ptr[UX..UB], reordering each
-** argument whose layout differs into scratch memory (inputs before,
+/* A reorder; a small one on the calling thread (a worker's wake-up would
+** cost more than the copy). */
+static em_status reorder_exec(const conv_io *io, dnnl_memory_t from, dnnl_memory_t to) {
+  dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  if (!io->serial) return cpu_dnnl_execute(WHO, io->reorder, 2, r);
+  const int n = omp_get_max_threads();
+  omp_set_num_threads(1);
+  em_status s = cpu_dnnl_execute(WHO, io->reorder, 2, r);
+  omp_set_num_threads(n);
+  return s;
+}
+
+/* Runs candidate cp of e on ember-layout buffers ptr[UX..UB], reordering
+** each argument whose layout differs into scratch memory (inputs before,
 ** outputs after); an input whose pre[] is set is already in the
 ** primitive's layout there. */
-static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER],
+static em_status prim_run(const conv_entry *e, const conv_prim *cp, void *const ptr[NUSER],
                           void *const pre[NUSER]) {
-  const conv_prim *cp = &e->prim[k];
   dnnl_engine_t eng;
   em_status s = cpu_dnnl_engine(WHO, &eng);
   if (s) return s;
@@ -246,24 +324,49 @@ static em_status prim_run(const conv_entry *e, int k, void *const ptr[NUSER],
     }
     if ((st = dnnl_memory_create(&mem[i], &io->md, eng, data))) break;
     args[i] = (dnnl_exec_arg_t){io->arg, mem[i]};
-    if (io->reorder && !io->out && data == tmp[i]) {
-      dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, umem[i]}, {DNNL_ARG_TO, mem[i]}};
-      s = cpu_dnnl_execute(WHO, io->reorder, 2, r);
-    }
+    if (io->reorder && !io->out && data == tmp[i]) s = reorder_exec(io, umem[i], mem[i]);
   }
   if (st) s = cpu_dnnl_fail(WHO, "memory_create", st);
   if (!s) s = cpu_dnnl_execute(WHO, cp->p, cp->nio, args);
-  for (int i = 0; i < cp->nio && !s; i++) {
-    if (!cp->io[i].reorder || !cp->io[i].out) continue;
-    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, mem[i]}, {DNNL_ARG_TO, umem[i]}};
-    s = cpu_dnnl_execute(WHO, cp->io[i].reorder, 2, r);
-  }
+  for (int i = 0; i < cp->nio && !s; i++)
+    if (cp->io[i].reorder && cp->io[i].out) s = reorder_exec(&cp->io[i], mem[i], umem[i]);
   for (int i = 0; i < 4; i++) {
     if (mem[i]) dnnl_memory_destroy(mem[i]);
     if (umem[i]) dnnl_memory_destroy(umem[i]);
     if (tmp[i]) cpu_scratch_free(tmp[i], tmp_n[i]);
   }
   return s;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The candidate of primitive k to run: on the first call with two, both
+** run on this call's buffers (an output is written again by the caller's
+** run), alternately, and the faster of its best two of three is kept. */
+static em_status prim_pick(conv_entry *e, int k, void *const ptr[NUSER], int *fmt) {
+  int f = atomic_load(&e->pick[k]);
+  if (f >= 0) {
+    *fmt = f;
+    return EM_OK;
+  }
+  double best[NFMT] = {1e30, 1e30};
+  for (int r = 0; r < 3; r++)
+    for (f = 0; f < NFMT; f++) {
+      const double t0 = now_s();
+      em_status s = prim_run(e, &e->prim[k][f], ptr, NULL);
+      if (s) return s;
+      const double t = now_s() - t0;
+      if (r > 0 && t < best[f]) best[f] = t; /* the first runs warm up */
+    }
+  f = best[FMT_PLAIN] < best[FMT_ANY] ? FMT_PLAIN : FMT_ANY;
+  int unset = -1;
+  atomic_compare_exchange_strong(&e->pick[k], &unset, f);
+  *fmt = atomic_load(&e->pick[k]);
+  return EM_OK;
 }
 
 /* An input reordered from ember's layout into dst (the primitive's). */
@@ -276,10 +379,8 @@ static em_status reorder_into(const conv_entry *e, const conv_io *io, const void
   if ((st = dnnl_memory_create(&from, &e->user[io->user], eng, (void *)src)) ||
       (st = dnnl_memory_create(&to, &io->md, eng, dst)))
     s = cpu_dnnl_fail(WHO, "memory_create", st);
-  else {
-    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    s = cpu_dnnl_execute(WHO, io->reorder, 2, r);
-  }
+  else
+    s = reorder_exec(io, from, to);
   if (from) dnnl_memory_destroy(from);
   if (to) dnnl_memory_destroy(to);
   return s;
@@ -301,15 +402,17 @@ em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, 
   conv_entry tmp = {0}, *e = NULL;
   s = entry_get(a, b != NULL, 1u << FWD, &e, &tmp);
   void *ptr[NUSER] = {(void *)x, (void *)w, y, (void *)b};
-  if (!s) s = prim_run(e, FWD, ptr, NULL);
+  int f = FMT_ANY;
+  if (!s) s = prim_pick(e, FWD, ptr, &f);
+  if (!s) s = prim_run(e, &e->prim[FWD][f], ptr, NULL);
   entry_destroy(&tmp);
   return s;
 }
 
-/* The io of primitive k that reads tensor u, or NULL. */
-static const conv_io *io_of(const conv_entry *e, int k, int u) {
-  for (int i = 0; i < e->prim[k].nio; i++)
-    if (e->prim[k].io[i].user == u && !e->prim[k].io[i].out) return &e->prim[k].io[i];
+/* The io of candidate cp that reads tensor u, or NULL. */
+static const conv_io *io_of(const conv_prim *cp, int u) {
+  for (int i = 0; i < cp->nio; i++)
+    if (cp->io[i].user == u && !cp->io[i].out) return &cp->io[i];
   return NULL;
 }
 
@@ -326,27 +429,27 @@ em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void 
     entry_destroy(&tmp);
     return s;
   }
+  /* one primitive writes both gradients: the one not wanted goes to scratch */
+  void *sw = NULL;
+  const size_t nw = (size_t)(a->O * (a->C / a->groups) * a->kh * a->kw) * cpu_dtype_size(a->dtype);
+  if (weights && !dw && !(sw = cpu_scratch_alloc(nw)))
+    s = em_error(EM_ERR_OOM, WHO ": out of memory for a %zu-byte weight gradient", nw);
+  void *pd[NUSER] = {dx, (void *)w, (void *)dy, NULL};
+  void *pw[NUSER] = {(void *)x, dw ? dw : sw, (void *)dy, db};
+  int fd = FMT_ANY, fw = FMT_ANY;
+  if (!s && data) s = prim_pick(e, BWD_DATA, pd, &fd);
+  if (!s && weights) s = prim_pick(e, BWD_WEIGHTS, pw, &fw);
   /* both read dy: reordered once when they want the same layout */
-  void *pre[NUSER] = {0}, *sw = NULL;
-  size_t npre = 0, nw = 0;
-  const conv_io *dyd = data ? io_of(e, BWD_DATA, UY) : NULL;
-  const conv_io *dyw = weights ? io_of(e, BWD_WEIGHTS, UY) : NULL;
+  void *pre[NUSER] = {0};
+  size_t npre = 0;
+  const conv_io *dyd = !s && data ? io_of(&e->prim[BWD_DATA][fd], UY) : NULL;
+  const conv_io *dyw = !s && weights ? io_of(&e->prim[BWD_WEIGHTS][fw], UY) : NULL;
   if (dyd && dyw && dyd->reorder && dnnl_memory_desc_equal(&dyd->md, &dyw->md)) {
     npre = dnnl_memory_desc_get_size(&dyd->md);
     if ((pre[UY] = cpu_scratch_alloc(npre))) s = reorder_into(e, dyd, dy, pre[UY]);
   }
-  if (!s && data) {
-    void *ptr[NUSER] = {dx, (void *)w, (void *)dy, NULL};
-    s = prim_run(e, BWD_DATA, ptr, pre);
-  }
-  if (!s && weights) {
-    /* one primitive writes both: the one not wanted goes to scratch */
-    nw = (size_t)(a->O * (a->C / a->groups) * a->kh * a->kw) * cpu_dtype_size(a->dtype);
-    if (!dw && !(sw = cpu_scratch_alloc(nw)))
-      s = em_error(EM_ERR_OOM, WHO ": out of memory for a %zu-byte weight gradient", nw);
-    void *ptr[NUSER] = {(void *)x, dw ? dw : sw, (void *)dy, db};
-    if (!s) s = prim_run(e, BWD_WEIGHTS, ptr, pre);
-  }
+  if (!s && data) s = prim_run(e, &e->prim[BWD_DATA][fd], pd, pre);
+  if (!s && weights) s = prim_run(e, &e->prim[BWD_WEIGHTS][fw], pw, pre);
   if (sw) cpu_scratch_free(sw, nw);
   if (pre[UY]) cpu_scratch_free(pre[UY], npre);
   entry_destroy(&tmp);

@@ -1,9 +1,10 @@
 -- conv.lua -- nn.Conv2d forward + backward, side by side in one run:
 --   ember     nn.Conv2d as a user gets it (route "auto", printed beside it):
 --             the kernel route, oneDNN's convolution primitives with the
---             reorders from and to NCHW (core/src/ops_conv.c), except a
---             patch embedding of few channels with an input gradient,
---             which nn/_conv.lua composes (measured faster);
+--             reorders from and to NCHW (core/src/ops_conv.c on
+--             backends/cpu/cpu_conv.c; with few channels, as the ViT
+--             stem's 3, oneDNN's gemm on ember's plain layouts where the
+--             first call measured it faster);
 --   composed  nn.Conv2d{route = "composed"}: strided views and one matmul;
 --   op        the kernel op alone (ember._conv2d forward, then its backward
 --             from a ready dy), inputs already in the dtype: no autocast
@@ -19,7 +20,10 @@
 --   resnet3x3 a ResNet-style 3x3 convolution: B32, 64 -> 64 channels,
 --             32x32, padding 1.
 -- A step is y = conv(x), sum(y):backward() (gradients of x, weight and
--- bias). Times are the best of REPS after two warm-up steps, in ms. The
+-- bias). Times are the best of REPS after warm-up steps (at least two and
+-- WARM_S = 0.3 s: ember's thread team classifies the machine over its
+-- first regions, and a stem's step ran 2-3x slower for its first ~30 ms,
+-- backends/cpu/cpu_team.c; the peers warm up alike), in ms. The
 -- machine may be shared: read the ratios, which come from the same run:
 -- ember/torch (at most 1.0 is the goal), oneDNN/ember (the share of the
 -- primitives' own speed the module step keeps; at least 0.9 is the goal)
@@ -90,9 +94,13 @@ local function onednn_ms(name, c, prec)
   return tonumber(v), impl
 end
 
+local WARM_S = 0.3
 local function best_ms(step)
-  step()
-  step()
+  local t0, n = ember.clock(), 0
+  while n < 2 or ember.clock() - t0 < WARM_S do
+    step()
+    n = n + 1
+  end
   local best = math.huge
   for _ = 1, reps do
     local t0 = ember.clock()
@@ -129,7 +137,7 @@ for _, name in ipairs(ORDER) do
   for _, prec in ipairs(bf16 and { "fp32", "bf16" } or { "fp32" }) do
     local before = ember.conv_routes().kernel
     local e = best_ms(step_of(c, prec == "bf16"))
-    -- nn.Conv2d's own choice ("auto"): a patch embedding of few channels with an input gradient is composed
+    -- nn.Conv2d's own choice ("auto"): the kernel where the backend has one
     local route = ember.conv_routes().kernel > before and "kernel" or "composed"
     local comp = best_ms(step_of(c, prec == "bf16", "composed"))
     local op = best_ms(op_step(c, prec == "bf16"))

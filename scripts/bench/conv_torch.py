@@ -6,7 +6,7 @@
 A step is y = Conv2d(CIN, COUT, K, stride, padding)(x) on x [B, CIN, H, H],
 then y.float().sum().backward(); bf16 runs the forward under
 torch.autocast("cpu", dtype=torch.bfloat16). Prints the best of REPS (after
-two warm-up steps) in wall-clock ms.
+warm-up steps: at least two and 0.3 s, as conv.lua) in wall-clock ms.
 """
 import sys
 import time
@@ -35,8 +35,10 @@ def main():
         m.zero_grad()
         x.grad = None
 
-    step()
-    step()
+    t0, n = time.perf_counter(), 0
+    while n < 2 or time.perf_counter() - t0 < 0.3:
+        step()
+        n += 1
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()

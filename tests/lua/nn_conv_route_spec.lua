@@ -35,26 +35,14 @@ local function make(cfg, route)
     dilation = cfg.dilation, groups = cfg.groups, bias = cfg.bias, route = route })
 end
 
--- Whether nn/_conv.lua's "auto" takes the composition for c in float32
--- when the input needs a gradient: a patch embedding of few channels
--- (kernel = stride > 1, no padding, windows tiling the input, < 16 channels).
-local function patch_rule(c)
-  local cfg, shape = c.config, c.x.shape
-  local k = type(cfg.kernel_size) == "table" and cfg.kernel_size or { cfg.kernel_size, cfg.kernel_size }
-  local s = type(cfg.stride) == "table" and cfg.stride or { cfg.stride or 1, cfg.stride or 1 }
-  return cfg.nd == 2 and #shape == 4 and k[1] * k[2] > 1 and k[1] == s[1] and k[2] == s[2] and not cfg.padding
-    and not cfg.dilation and shape[3] % k[1] == 0 and shape[4] % k[2] == 0 and shape[2] // (cfg.groups or 1) < 16
-end
-
 -- Output and gradients (x, then the parameters by name) of one step with
 -- the fixture's weights and upstream gradient R; the routes taken.
--- no_x_grad: the input does not require a gradient.
-local function run(c, route, autocast, no_x_grad)
+local function run(c, route, autocast)
   local m = make(c.config, route)
   local sd = {}
   for k, v in pairs(c.state) do sd[k] = T(v, "float32") end
   m:load_state_dict(sd)
-  local x = T(c.x, "float32"):requires_grad_(not no_x_grad)
+  local x = T(c.x, "float32"):requires_grad_()
   local before = ember.conv_routes()
   local y = autocast and ember.autocast("bfloat16", function() return m(x) end) or m(x)
   local after = ember.conv_routes()
@@ -86,24 +74,16 @@ describe("nn.Conv2d/Conv1d on the backend's convolution kernel", function()
 
   for _, c in ipairs(fixtures.cases) do
     it(c.name .. ": float32 output and gradients match the composed route and PyTorch", function()
-      local patch = patch_rule(c)
-      if patch then
-        -- an input gradient sends it to the composition; without one it takes the kernel
-        local _, _, r = run(c, "auto")
-        assert.are.same({ kernel = 0, composed = 1 }, r, "a patch embedding whose input needs a gradient")
-      end
-      local yk, gk, rk = run(c, "auto", false, patch)
-      local yc, gc, rc = run(c, "composed", false, patch)
+      local yk, gk, rk = run(c, "auto")
+      local yc, gc, rc = run(c, "composed")
       assert.are.same({ kernel = 1, composed = 0 }, rk, "routes of the kernel module")
       assert.are.same({ kernel = 0, composed = 1 }, rc, "routes of the composed module")
       assert.are.equal("float32", yk.dtype)
       -- float32 sums of at most a few hundred products, in different orders
       check(c.name .. " output vs composed", yk, yc, 2e-6)
       check(c.name .. " output vs PyTorch", yk, T(c.out), 2e-6)
-      if not patch then
-        check(c.name .. " grad x vs composed", gk.x, gc.x, 2e-6)
-        check(c.name .. " grad x vs PyTorch", gk.x, T(c.grad_x), 2e-6)
-      end
+      check(c.name .. " grad x vs composed", gk.x, gc.x, 2e-6)
+      check(c.name .. " grad x vs PyTorch", gk.x, T(c.grad_x), 2e-6)
       local n = 0
       for k, g in pairs(c.grads) do
         n = n + 1
@@ -117,7 +97,6 @@ describe("nn.Conv2d/Conv1d on the backend's convolution kernel", function()
 
   it("bfloat16 under autocast: the kernel runs, within bfloat16's error of PyTorch's float64; float32 gradients", function()
     for _, c in ipairs(fixtures.cases) do
-      -- (a patch embedding too: the composition is chosen for float32 only)
       local yk, gk, rk = run(c, "auto", true)
       assert.are.same({ kernel = 1, composed = 0 }, rk, c.name)
       assert.are.equal("bfloat16", yk.dtype)

@@ -13,9 +13,9 @@
 -- backward-weights). Elsewhere (float64, CUDA, a call oneDNN has no kernel
 -- for), or with the option `route = "composed"`, it is composed from core
 -- ops: im2col, one strided copy per kernel offset, then one matmul (one
--- batched matmul over the groups); see `nn/_conv.lua`. A float32 patch
--- embedding (kernel = stride, under 16 input channels) whose input needs a
--- gradient is composed too: there that measured faster than oneDNN's backward.
+-- batched matmul over the groups); see `nn/_conv.lua`. With few channels
+-- (a patch embedding of 3 colours) the kernel times oneDNN's blocked and
+-- plain layouts on the first call of a shape and keeps the faster.
 -- `ember.conv_routes()` counts which route ran.
 -- Errors name nn.Conv2d at the caller's line: bad sizes or options, groups
 -- not dividing the channels, a wrong channel count, a kernel larger than

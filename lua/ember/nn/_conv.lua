@@ -74,26 +74,7 @@ local function columns(xp, k, s, d, Ho, Wo)
   return ember.stack(parts, 3)
 end
 
--- A patch embedding (kernel = stride > 1, windows that tile the input) of
--- few input channels per group (fewer than oneDNN's block of 16): its
--- composition is a reshape and one matmul each way.
-local function patches(x, kh, kw, s, p, d, g)
-  return kh * kw > 1 and kh == s[1] and kw == s[2] and d[1] * d[2] == 1 and p[1] + p[2] + p[3] + p[4] == 0
-    and x.shape[3] % kh == 0 and x.shape[4] % kw == 0 and x.shape[2] // g < 16
-end
-
 function M.conv2d(x, w, b, s, p, d, g, route)
-  -- oneDNN's float32 backward-data for a patch embedding pads the few input
-  -- channels to a block of 16: on the ViT stem of scripts/bench/conv.lua
-  -- (B32, 3 -> 192, 4x4) it took 3.5 of the kernel route's 5.4-7.0 ms,
-  -- where the composition took 3.2-4.2 in all. Without an input gradient
-  -- (2.3 against 2.6-2.8 ms), and in bfloat16 (its backward-data 1.1 ms,
-  -- the route about 2.6), the kernel route was the faster.
-  local low = ember.autocast.enabled() or x.dtype ~= "float32"
-  if (route or "auto") == "auto" and not low and x.requires_grad and ember.is_grad_enabled()
-    and patches(x, w.shape[3], w.shape[4], s, p, d, g) then
-    route = "composed"
-  end
   if route ~= "composed" then
     local y = ember._conv2d(x, w, b, s[1], s[2], p[1], p[2], p[3], p[4], d[1], d[2], g)
     if y then return y end
