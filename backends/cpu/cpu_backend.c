@@ -386,6 +386,7 @@ static const em_backend cpu_backend = {
   .attention_grouped_kv = true,
   .rms_norm = cpu_rms_norm,
   .rms_norm_backward = cpu_rms_norm_backward,
+  .rope = cpu_rope,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -300,6 +300,8 @@ em_status cpu_rms_norm(int device, em_dtype dt, void *y, void *rstd, const void 
 em_status cpu_rms_norm_backward(int device, em_dtype dt, void *dx, void *dw, const void *dy,
                                 const void *x, const void *rstd, const void *w, int64_t rows,
                                 int64_t n);
+em_status cpu_rope(int device, const em_kview *out, const em_kview *x, const void *cos,
+                   const void *sin, bool inverse);
 /* Layer norm, or RMS norm with centred false (mean and b NULL). */
 em_status cpu_norm(const char *kernel, em_dtype dt, void *y, void *mean, void *rstd, const void *x,
                    const void *w, const void *b, int64_t rows, int64_t n, double eps, bool centred);

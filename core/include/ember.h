@@ -355,6 +355,13 @@ EM_API em_status em_layer_norm(em_tensor **out, em_tensor *x, int nnorm, em_tens
 ** when the backend has no RMS norm kernel (it is optional): the caller
 ** composes it then (nn.RMSNorm does). */
 EM_API em_status em_rms_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor *weight, double eps);
+/* Rotary position embedding, rotate-half form (GPT-NeoX, Llama), over the
+** last two dims [..., L, d] of x (any strides): with h = d/2 and j < h,
+** out[j] = x[j] cos[l,j] - x[j+h] sin[l,j], out[j+h] = x[j+h] cos[l,j] +
+** x[j] sin[l,j] at position l. cos and sin are [L, h] of x's dtype and take
+** no gradient. EM_ERR_UNSUPPORTED when the backend has no rotary kernel
+** (it is optional): the caller composes it then (nn.MultiHeadAttention). */
+EM_API em_status em_rope(em_tensor **out, em_tensor *x, em_tensor *cos, em_tensor *sin);
 
 /* 2-d convolution (cross-correlation, torch.nn.functional.conv2d) of x
 ** [N, C, H, W] with w [O, C/groups, kh, kw] and bias [O] (may be NULL), on

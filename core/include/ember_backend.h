@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 7
+#define EM_BACKEND_ABI_VERSION 8
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -367,6 +367,20 @@ typedef struct em_backend {
   em_status (*rms_norm_backward)(int device, em_dtype dt, void *dx, void *dw, const void *dy,
                                  const void *x, const void *rstd, const void *w, int64_t rows,
                                  int64_t n);
+
+  /* ---- rotary positions (ABI 8) ---- */
+  /* optional: rotary position embedding, rotate-half form (GPT-NeoX,
+  ** Llama). x and out are [..., L, d] views of one shape and dtype, unit
+  ** stride in the last dim, d = 2h; cos and sin are contiguous [L, h] of
+  ** that dtype. For every row at position l < L and j < h:
+  **   out[j]     = x[j] cos[l,j] - x[j+h] sin[l,j]
+  **   out[j + h] = x[j+h] cos[l,j] + x[j] sin[l,j]
+  ** inverse rotates by minus the angles (the backward). bfloat16 computes
+  ** in float32 and rounds once. Without it, or when it returns
+  ** EM_ERR_UNSUPPORTED, the caller composes the rotation from the other
+  ** kernels. */
+  em_status (*rope)(int device, const em_kview *out, const em_kview *x, const void *cos,
+                    const void *sin, bool inverse);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

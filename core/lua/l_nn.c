@@ -80,6 +80,22 @@ static int f_rms_norm(lua_State *L) {
   return finish(L, out, s, "rms_norm");
 }
 
+/* _rope(x, cos, sin): the backend's rotary kernel (em_rope), for
+** nn.MultiHeadAttention. Returns nil and the reason when the backend has
+** none (EM_ERR_UNSUPPORTED): the caller composes it then. */
+static int f_rope(lua_State *L) {
+  em_tensor *x = lember_checktensor(L, 1), *c = lember_checktensor(L, 2);
+  em_tensor *sn = lember_checktensor(L, 3);
+  em_tensor **out = lember_newslot(L);
+  em_status s = em_rope(out, x, c, sn);
+  if (s == EM_ERR_UNSUPPORTED) {
+    lua_pushnil(L);
+    lua_pushstring(L, em_error_message());
+    return 2;
+  }
+  return finish(L, out, s, "rope");
+}
+
 /* _conv2d(x, w, b|nil, sh, sw, pad_top, pad_bottom, pad_left, pad_right,
 ** dh, dw, groups): the backend's convolution kernel (em_conv2d), for
 ** nn/_conv.lua. Returns nil and the reason when the backend declines the
@@ -289,7 +305,7 @@ static const luaL_Reg funcs[] = {
   {"matmul", f_matmul}, {"bmm", f_bmm}, {"softmax", f_softmax}, {"log_softmax", f_log_softmax},
   {"layer_norm", f_layer_norm}, {"embedding", f_embedding}, {"cat", f_cat},
   {"stack", f_stack}, {"dropout", f_dropout}, {"cross_entropy", f_cross_entropy},
-  {"mse_loss", f_mse_loss}, {"_conv2d", f_conv2d}, {"_rms_norm", f_rms_norm}, {"conv_routes", f_conv_routes},
+  {"mse_loss", f_mse_loss}, {"_conv2d", f_conv2d}, {"_rms_norm", f_rms_norm}, {"_rope", f_rope}, {"conv_routes", f_conv_routes},
   {"_conv_count_composed", f_conv_count_composed},
   {NULL, NULL}
 };

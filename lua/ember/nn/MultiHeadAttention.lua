@@ -256,11 +256,12 @@ local function rope_table(dh, base, device, dtype, first, L)
     -- over the whole head: cos twice, and sin with the first half negated,
     -- so that rope(x) = x * cos + rotate(x) * sin is one cat and three ops
     local c, s = ang:cos(), ang:sin()
-    t = { n = n, cos = ember.cat({ c, c }, 2):to(device):to(dtype), sin = ember.cat({ -s, s }, 2):to(device):to(dtype) }
+    t = { n = n, cos = ember.cat({ c, c }, 2):to(device):to(dtype), sin = ember.cat({ -s, s }, 2):to(device):to(dtype),
+          cos_half = c:to(device):to(dtype), sin_half = s:to(device):to(dtype) }
     rope_tables[key] = t
     rope_builds = rope_builds + 1
   end
-  return t.cos:narrow(1, first + 1, L), t.sin:narrow(1, first + 1, L)
+  return t, first + 1, L
 end
 
 --- How often rotary tables were built, and how many are cached (tests use
@@ -273,17 +274,24 @@ function MHA.rope_cache_info()
 end
 
 -- Rotary position embedding (rotate-half form, as GPT-NeoX / LLaMA) on
--- x [B, H, L, dh] for positions first, first+1, ... (0-based).
--- x * cos + rotate(x) * sin with rotate(x) = [x2, x1] and the first half of
--- sin negated: the same products and sums, so the same bits, as
--- [x1 cos - x2 sin, x2 cos + x1 sin] (a - b is a + (-b) exactly), in four
--- kernels on whole rows instead of eight on strided halves.
+-- x [B, H, L, dh] for positions first, first+1, ... (0-based):
+-- [x1 cos - x2 sin, x2 cos + x1 sin]. The backend's rope kernel reads the
+-- heads where they lie and its backward writes the gradient in their
+-- layout (core/src/ops_rope.c). Without it, x * cos + rotate(x) * sin with
+-- rotate(x) = [x2, x1] and the first half of sin negated: the same
+-- products and sums, so in float32 the same bits (a - b is a + (-b)
+-- exactly).
 function MHA:_rope(x, first)
   local L, dh = x.shape[3], x.shape[4]
   local half = dh // 2
-  local c, s = rope_table(dh, self.rope_base, x.device, x.dtype, first, L)
+  local t, from = rope_table(dh, self.rope_base, x.device, x.dtype, first, L)
+  if not t.composed then
+    local y = ember._rope(x, t.cos_half:narrow(1, from, L), t.sin_half:narrow(1, from, L))
+    if y then return y end
+    t.composed = true -- the backend has no rope kernel: compose from now on
+  end
   local rotated = ember.cat({ x:narrow(4, half + 1, half), x:narrow(4, 1, half) }, 4)
-  return x * c + rotated * s
+  return x * t.cos:narrow(1, from, L) + rotated * t.sin:narrow(1, from, L)
 end
 
 local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
