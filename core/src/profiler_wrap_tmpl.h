@@ -151,7 +151,13 @@
     (int device, em_dtype dt, void *dx, void *dw, const void *dy, const void *x, const void *rstd,   \
      const void *w, int64_t rows, int64_t n),                                                        \
     (device, dt, dx, dw, dy, x, rstd, w, rows, n), "rms_norm_grad", false,                           \
-    (3 * rows * n + rows + ((dw != NULL) + (w != NULL)) * n) * dsz(dt), 0, PROF_KERN(dt))
+    (3 * rows * n + rows + ((dw != NULL) + (w != NULL)) * n) * dsz(dt), 0, PROF_KERN(dt))         \
+  X(rope,                                                                                            \
+    (int device, const em_kview *out, const em_kview *x, const void *cos, const void *sin,           \
+     bool inverse),                                                                                  \
+    (device, out, x, cos, sin, inverse), inverse ? "rope_grad" : "rope", false,                      \
+    kv_bytes(out) + kv_bytes(x) + x->shape[x->ndim - 2] * x->shape[x->ndim - 1] * dsz(x->dtype), 0,  \
+    PROF_KERN(x->dtype))
 #endif
 
 #define RE prof_real[PROF_SLOT]

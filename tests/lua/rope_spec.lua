@@ -48,11 +48,15 @@ describe("rope kernel", function()
     local y = ember._rope(base:reshape(2, 5, 3, 6):transpose(2, 3), c, s)
     local gy = ember.randn(2, 3, 5, 6)
     local prof = ember.profile(function() y:backward(gy) end)
-    local copies = 0
+    local copies, rope_grad = 0, nil
     for _, r in ipairs(prof:stats()) do
       if r.name == "copy" then copies = copies + r.calls end
+      if r.name == "rope_grad" then rope_grad = r end
     end
     assert.are.equal(1, copies) -- the leaf's .grad (a clone); a contiguous gradient needs a second
+    -- the profiler names the kernel, with the bytes it moves (x, out and the tables)
+    assert.are.equal(1, rope_grad.calls)
+    assert.are.equal((2 * 2 * 3 * 5 * 6 + 5 * 6) * 4, rope_grad.bytes)
   end)
 
   it("float64: the gradient of strided heads reaches the projection as the composed one does", function()
