@@ -92,11 +92,19 @@ static int m_var(lua_State *L) {
 }
 
 /* max/min([dim [, keepdim]]): no dim gives a 0-d tensor, a dim gives
-** values and 1-based indices. */
+** values and 1-based indices; max/min(other) is maximum/minimum, as
+** torch.max(a, b). */
 static int max_min(lua_State *L, int is_max) {
   const char *op = is_max ? "max" : "min";
   em_tensor *t = lember_checktensor(L, 1);
   em_status s;
+  if (lember_istensor(L, 2)) {
+    em_tensor **out = lember_newslot(L);
+    s = em_binary(out, is_max ? EM_MAXIMUM : EM_MINIMUM, t, lember_checktensor(L, 2));
+    if (s) return lember_error(L, op, s);
+    lember_account(L, *out);
+    return 1;
+  }
   if (lua_isnoneornil(L, 2)) {
     em_tensor **out = lember_newslot(L);
     s = is_max ? em_max_all(out, t) : em_min_all(out, t);

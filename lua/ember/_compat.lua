@@ -252,6 +252,36 @@ set("cross", function(a, b, dim)
                     c(a, 1) * c(b, 2) - c(a, 2) * c(b, 1) }, d)
 end, true)
 
+-- ---- unflatten ---------------------------------------------------------------------------
+
+-- x:unflatten(dim, sizes): dim split into the dims sizes (one may be -1),
+-- as torch.Tensor.unflatten (a view where reshape gives one).
+set("unflatten", function(x, dim, sizes)
+  local op = "unflatten"
+  check_tensor(op, x)
+  local n = x:dim()
+  if math.type(dim) ~= "integer" or dim == 0 or dim < -n or dim > n then
+    fail(op, "dim %s is out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", tostring(dim), n, n, n)
+  end
+  local d = dim < 0 and n + 1 + dim or dim
+  local ok, known, free = type(sizes) == "table" and #sizes >= 1, 1, 0
+  for _, s in ipairs(ok and sizes or {}) do
+    if math.type(s) ~= "integer" or (s < 0 and s ~= -1) then ok = false end
+    if s == -1 then free = free + 1 else known = known * s end
+  end
+  if not ok or free > 1 then fail(op, "sizes must be a list of integers >= 0 (one may be -1), got %s", tostring(sizes)) end
+  local size = x:size(d)
+  if (free == 0 and known ~= size) or (free == 1 and (known == 0 or size % known ~= 0)) then
+    fail(op, "sizes {%s} do not multiply to the size %d of dim %d of shape %s", table.concat(sizes, ", "), size, d,
+      shape_str(x))
+  end
+  local shape = {}
+  for i = 1, d - 1 do shape[#shape + 1] = x:size(i) end
+  for _, s in ipairs(sizes) do shape[#shape + 1] = s end
+  for i = d + 1, n do shape[#shape + 1] = x:size(i) end
+  return x:reshape(shape)
+end, true)
+
 -- ---- writing by index (out of place) ------------------------------------------------------
 
 -- The 1-based int64 index [n] spread over x's shape with n along dim (for scatter_add).
@@ -263,6 +293,13 @@ local function spread(op, x, d, index, n_src_shape)
   local view = {}
   for i = 1, x:dim() do view[i] = i == d and index:size(1) or 1 end
   return index:view(table.unpack(view)):expand(n_src_shape)
+end
+
+-- x:scatter_add(...) for op (index_add, index_fill, scatter): its errors name op.
+local function scatter_add_as(op, x, d, index, src)
+  local ok, r = pcall(x.scatter_add, x, d, index, src)
+  if not ok then fail(op, "%s", (tostring(r):gsub("^.-ember%.scatter_add: ", ""))) end
+  return r
 end
 
 -- ember.index_add(x, dim, index, source [, {alpha = 1}]): x with alpha *
@@ -280,7 +317,7 @@ set("index_add", function(x, dim, index, source, opts)
     fail(op, "source must be x's shape %s with dim %d the index's length, got %s", shape_str(x), d, shape_str(source))
   end
   local src = (opts.alpha or 1) ~= 1 and source * opts.alpha or source
-  return x:scatter_add(d, spread(op, x, d, index, source.shape), src)
+  return scatter_add_as(op, x, d, spread(op, x, d, index, source.shape), src)
 end, true)
 
 -- ember.index_fill(x, dim, index, value): x with the slices at the 1-based
@@ -291,7 +328,7 @@ set("index_fill", function(x, dim, index, value)
   local d = dim_of(op, x, dim)
   if type(value) ~= "number" and not core.is_tensor(value) then fail(op, "value must be a number, got %s", type(value)) end
   local hit = core.zeros(x:size(d), { dtype = "float32", device = x.device })
-  hit = hit:scatter_add(1, index, core.ones(index.shape, { dtype = "float32", device = x.device })):gt(0)
+  hit = scatter_add_as(op, hit, 1, index, core.ones(index.shape, { dtype = "float32", device = x.device })):gt(0)
   local view = {}
   for i = 1, x:dim() do view[i] = i == d and x:size(d) or 1 end
   return x:masked_fill(hit:view(table.unpack(view)):expand(x.shape), value)
@@ -308,8 +345,8 @@ set("scatter", function(x, dim, index, src)
   if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
   local s = core.is_tensor(src) and src or core.full(index.shape, src, { dtype = x.dtype, device = x.device })
   local ones = core.ones(index.shape, { dtype = x.dtype, device = x.device })
-  local hit = core.zeros(x.shape, { dtype = x.dtype, device = x.device }):scatter_add(d, index, ones):gt(0)
-  return x:masked_fill(hit, 0):scatter_add(d, index, s:to(x.dtype))
+  local hit = scatter_add_as(op, core.zeros(x.shape, { dtype = x.dtype, device = x.device }), d, index, ones):gt(0)
+  return scatter_add_as(op, x:masked_fill(hit, 0), d, index, s:to(x.dtype))
 end, true)
 
 -- ---- autograd -------------------------------------------------------------------------------

@@ -571,17 +571,47 @@ set("logsumexp", function(x, dim, keepdim)
   return r
 end, true)
 
--- the values of max / min along a dim (torch.amax, torch.amin)
-set("amax", function(x, dim, keepdim)
-  check_tensor("amax", x)
-  if dim == nil then return x:max() end
-  return (x:max(check_dim("amax", x, dim), keepdim == true))
-end, true)
-set("amin", function(x, dim, keepdim)
-  check_tensor("amin", x)
-  if dim == nil then return x:min() end
-  return (x:min(check_dim("amin", x, dim), keepdim == true))
-end, true)
+-- The values of max / min over dims (kept), the gradient shared evenly by
+-- the elements equal to the result (NaN equal to a NaN result), as
+-- torch.amax's (max(dim)'s goes to the one index it returns).
+local function extreme_dims(name, is_max)
+  return core.Function {
+    name = name,
+    forward = function(ctx, x, dims, keepdim)
+      local y = x
+      for _, d in ipairs(dims) do y = (is_max and y:max(d, true) or y:min(d, true)) end
+      ctx.dims = dims
+      ctx:save_for_backward(x, y)
+      if keepdim then return y end
+      for i = #dims, 1, -1 do y = y:squeeze(dims[i]) end
+      return y
+    end,
+    backward = function(ctx, g)
+      local x, y = table.unpack(ctx.saved)
+      local mask = x:eq(y):logical_or(x:ne(x):logical_and(y:ne(y))):to(x.dtype)
+      return mask * (g:view(y.shape) / mask:sum(ctx.dims, true))
+    end,
+  }
+end
+local AMAX, AMIN = extreme_dims("amax", true), extreme_dims("amin", false)
+
+-- x:amax([dim [, keepdim]]): the largest values over dim, a table of dims,
+-- or all (torch.amax); amin the smallest.
+local function amax_amin(op, f, x, dim, keepdim)
+  check_tensor(op, x)
+  if dim == nil then return op == "amax" and x:max() or x:min() end
+  local dims, seen = {}, {}
+  for _, d in ipairs(type(dim) == "table" and dim or { dim }) do
+    d = check_dim(op, x, d)
+    if seen[d] then fail(op, "dim %d repeated", d) end
+    seen[d] = true
+    dims[#dims + 1] = d
+  end
+  table.sort(dims)
+  return f(x, dims, keepdim == true)
+end
+set("amax", function(x, dim, keepdim) return amax_amin("amax", AMAX, x, dim, keepdim) end, true)
+set("amin", function(x, dim, keepdim) return amax_amin("amin", AMIN, x, dim, keepdim) end, true)
 
 -- the slices along dim (default 1), as a list of views
 set("unbind", function(x, dim)

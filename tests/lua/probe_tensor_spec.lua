@@ -27,7 +27,7 @@ describe("add and sub take alpha (torch.add(a, b, alpha=)): it was silently igno
     local y = i:add(i, { alpha = 2 })
     assert.are.equal("int64", y.dtype)
     assert.are.same({ -21, -9, 9, 21 }, y:totable())
-    raises_here(function() return i:add(i, { alpha = 0.5 }) end,
+    raises_here(function() local _ = i:add(i, { alpha = 0.5 }) end,
       "ember.add: for integer tensors alpha must be an integer, got 0.5")
   end)
   it("differentiates through the scaled operand", function()
@@ -38,8 +38,8 @@ describe("add and sub take alpha (torch.add(a, b, alpha=)): it was silently igno
     assert.are.same({ -3, -3 }, b.grad:totable())
   end)
   it("refuses what it does not know", function()
-    raises_here(function() return x:add(x, { beta = 2 }) end, "ember.add: unknown option 'beta'")
-    raises_here(function() return x:sub(x, "2") end, "ember.sub: alpha must be a number or an options table {alpha =}, got string")
+    raises_here(function() local _ = x:add(x, { beta = 2 }) end, "ember.add: unknown option 'beta'")
+    raises_here(function() local _ = x:sub(x, "2") end, "ember.sub: alpha must be a number or an options table {alpha =}, got string")
   end)
 end)
 
@@ -68,10 +68,10 @@ describe("div takes rounding_mode (torch.div(a, b, rounding_mode=)): it was sile
     assert.are.same({ -4, 3 }, y:totable())
   end)
   it("refuses an unknown mode and an integer division by zero", function()
-    raises_here(function() return f:div(2, { rounding_mode = "round" }) end,
+    raises_here(function() local _ = f:div(2, { rounding_mode = "round" }) end,
       "ember.div: rounding_mode must be nil, \"trunc\" or \"floor\", got round")
-    raises_here(function() return f:div(2, { mode = "floor" }) end, "ember.div: unknown option 'mode'")
-    raises_here(function() return i:div(0, "trunc") end, "integer division by zero")
+    raises_here(function() local _ = f:div(2, { mode = "floor" }) end, "ember.div: unknown option 'mode'")
+    raises_here(function() local _ = i:div(0, "trunc") end, "integer division by zero")
   end)
 end)
 
@@ -102,9 +102,9 @@ describe("var and std take PyTorch 1.13's positional (dim, unbiased, keepdim)", 
   it("and unbiased = as an option, beside correction and keepdim", function()
     close(x:std(2, { unbiased = false }), { math.sqrt(8 / 3), math.sqrt(8 / 3) })
     close(x:var({ unbiased = false, keepdim = true }), { { 35 / 12 } })
-    raises_here(function() return x:var(2, { unbiased = false, correction = 0 }) end,
+    raises_here(function() local _ = x:var(2, { unbiased = false, correction = 0 }) end,
       "ember.var: give unbiased or correction, not both")
-    raises_here(function() return x:var(2, 1) end, "ember.var: expected unbiased (a boolean) or an options table")
+    raises_here(function() local _ = x:var(2, 1) end, "ember.var: expected unbiased (a boolean) or an options table")
   end)
   it("the gradient of the biased variance is torch's", function()
     local y = ember.tensor({ { 1, -2, 3 }, { 4, 5, -6 } }, { dtype = "float64", requires_grad = true })
@@ -125,19 +125,76 @@ describe("ember.tensor of a nested table", function()
     assert.are.equal("float64", ember.tensor { ember.tensor(1, "float64"), ember.tensor(2, "float64") }.dtype)
     assert.are.same({ true, false }, ember.tensor { ember.tensor(true), ember.tensor(false) }:totable())
     assert.are.equal("float64", ember.tensor({ ember.tensor(1) }, "float64").dtype)
-    raises_here(function() return ember.tensor { ember.ones(2), ember.ones(2) } end,
+    raises_here(function() local _ = ember.tensor { ember.ones(2), ember.ones(2) } end,
       "ember.tensor: only one-element tensors can stand for numbers, got shape [2] at {1}")
   end)
   it("names what it found where a mix of numbers and booleans was given (it said 'a string')", function()
-    raises_here(function() return ember.tensor { 1, 2.5, true } end,
+    raises_here(function() local _ = ember.tensor { 1, 2.5, true } end,
       "ember.tensor: mixed numbers and booleans (a boolean at {3})")
-    raises_here(function() return ember.tensor { { 1, 2 }, { 3, "x" } } end,
+    raises_here(function() local _ = ember.tensor { { 1, 2 }, { 3, "x" } } end,
       "ember.tensor: expected a number or a boolean at {2, 2}, got string")
   end)
   it("refuses a table that is not a list (it gave an empty tensor) and int64 overflow", function()
-    raises_here(function() return ember.tensor { a = 1 } end, "ember.tensor: expected a list")
-    raises_here(function() return ember.tensor({ 2 ^ 63 }, "int64") end, "does not fit int64")
+    raises_here(function() local _ = ember.tensor { a = 1 } end, "ember.tensor: expected a list")
+    raises_here(function() local _ = ember.tensor({ 2 ^ 63 }, "int64") end, "does not fit int64")
     assert.are.same({ math.mininteger }, ember.tensor({ -2 ^ 63 }, "int64"):totable())
     assert.are.same({ 0 }, ember.tensor {}.shape)
+  end)
+end)
+
+describe("amax and amin along dims", function()
+  it("share the gradient evenly among ties, as torch (it all went to the first)", function()
+    local x = ember.tensor({ 3, 1, 3, 0 }, { dtype = "float64", requires_grad = true })
+    x:amax(1):backward()
+    assert.are.same({ 0.5, 0, 0.5, 0 }, x.grad:totable())
+    local y = ember.tensor({ { 1, 0, 1 }, { 2, 2, 2 } }, { dtype = "float64", requires_grad = true })
+    y:amin(2):sum():backward()
+    assert.are.same({ { 0, 1, 0 }, { 1 / 3, 1 / 3, 1 / 3 } }, y.grad:totable())
+  end)
+  it("take a table of dims and keepdim, as torch.amax(x, (0, 1))", function()
+    local x = ember.tensor { { { 1, 9 }, { 4, 2 } }, { { 7, 3 }, { 5, 8 } } }
+    close(x:amax({ 1, 3 }), { 9, 8 })
+    close(x:amin({ 2, 3 }, true), { { { 1 } }, { { 3 } } })
+    close(x:amax({ -1, -2 }), { 9, 8 })
+    close(ember.amax(x, 2), { { 4, 9 }, { 7, 8 } })
+    local g = ember.tensor({ { 1, 5 }, { 5, 2 } }, { dtype = "float64", requires_grad = true })
+    g:amax({ 1, 2 }):backward()
+    assert.are.same({ { 0, 0.5 }, { 0.5, 0 } }, g.grad:totable())
+    assert.are.same({ 5, 7 }, I { { 1, 5 }, { 7, 2 } }:amax(2):totable())
+    raises_here(function() local _ = x:amax({ 1, 1 }) end, "ember.amax: dim 1 repeated")
+    raises_here(function() local _ = x:amax(4) end, "ember.amax: dim 4 is out of range")
+  end)
+end)
+
+describe("max and min with a tensor are the elementwise maximum and minimum (torch.max(a, b))", function()
+  it("it was 'dim must be an integer, got userdata'", function()
+    local a, b = ember.tensor { 1, 5, 3 }, ember.tensor { 4, 2, 3 }
+    close(a:max(b), { 4, 5, 3 })
+    close(ember.min(a, b), { 1, 2, 3 })
+    close(a:max(ember.tensor(2)), { 2, 5, 3 })
+  end)
+end)
+
+describe("x:unflatten(dim, sizes), as torch.Tensor.unflatten", function()
+  it("splits a dim (1-based, negative from the end, one size may be -1)", function()
+    local x = ember.arange(24):view(2, 12)
+    assert.are.same({ 2, 3, 4 }, x:unflatten(2, { 3, 4 }).shape)
+    assert.are.same({ 2, 2, 6 }, x:unflatten(-1, { 2, -1 }).shape)
+    assert.are.same({ 1, 2, 12 }, ember.unflatten(x, 1, { 1, 2 }).shape)
+    assert.are.same(x:view(2, 3, 4):totable(), x:unflatten(2, { 3, 4 }):totable())
+    raises_here(function() local _ = x:unflatten(2, { 5, 2 }) end,
+      "ember.unflatten: sizes {5, 2} do not multiply to the size 12 of dim 2")
+    raises_here(function() local _ = x:unflatten(3, { 1 }) end, "ember.unflatten: dim 3 is out of range")
+  end)
+end)
+
+describe("scatter, index_fill and index_add name themselves in errors (they said scatter_add)", function()
+  it("at the user's line", function()
+    raises_here(function() local _ = ember.zeros(3):index_fill(1, I { 4 }, 1) end,
+      "ember.index_fill: index 4 at {1} is out of range 1..3")
+    raises_here(function() local _ = ember.zeros(3):index_add(1, I { 0 }, ember.ones(1)) end,
+      "ember.index_add: index 0 at {1} is out of range 1..3")
+    raises_here(function() local _ = ember.zeros(3, 4):scatter(2, I { { 5 }, { 1 }, { 1 } }, 1) end,
+      "ember.scatter: index 5 at {1, 1} is out of range 1..4")
   end)
 end)
