@@ -420,6 +420,9 @@ describe("ember.models.CrossAttentionVLM (the Sort-of-CLEVR demo's model)", func
       "config.distance_slopes must list one slope per head (4), got 2 slopes")
     raises_here(function() ember.models.CrossAttentionVLM({ slots = "pixels" }) end, "config.slots must be")
     raises_here(function() ember.models.CrossAttentionVLM({ d_modle = 8 }) end, "unknown config key 'd_modle'")
+    -- a variant that reads per-call tensors: refused when built, not at the first forward
+    raises_here(function() ember.models.CrossAttentionVLM({ attention = "document" }) end,
+      "attention 'document' needs per-call tensors (doc), which this model's forward does not take")
     local m = ember.models.CrossAttentionVLM({ stem = "conv", d_model = 32, heads = 4 })
     local q = ember.ones(2, 3, 2, { dtype = "int64" })
     raises_here(function() m(ember.rand(2, 3, 64, 64), q) end,

@@ -143,6 +143,13 @@ local function check_config(cfg)
   if o.condition and o.stem ~= "conv" then
     raise("CrossAttentionVLM: config.condition is for stem = \"conv\" (the pixel stem starts each question from its subject)")
   end
+  -- a variant that reads per-call tensors (document ids, a prefix length)
+  -- would fail at the first forward, which takes only images and questions
+  local needs = require("ember.nn._attn_opts").input_names(o.attention)
+  if #needs > 0 then
+    raise("CrossAttentionVLM: attention '%s' needs per-call tensors (%s), which this model's forward does not take; "
+      .. "use a variant without them (standard, local, alibi_lua, softcap, ...)", tostring(o.attention), table.concat(needs, ", "))
+  end
   if o.slots ~= "colour" and o.slots ~= "learned" then
     raise("CrossAttentionVLM: config.slots must be \"colour\" or \"learned\", got %s", tostring(o.slots))
   end
