@@ -99,17 +99,31 @@ set("kthvalue", function(x, k, dim, keepdim)
   return v, i
 end, true)
 
+-- The lower median of all elements, the gradient shared by the elements
+-- equal to it (torch.median()'s; median(dim)'s goes to the index it returns).
+local MEDIAN_ALL = core.Function {
+  name = "median",
+  forward = function(ctx, x)
+    local flat = x:reshape(-1)
+    local y = (flat:sort())[(flat:size(1) + 1) // 2]
+    ctx:save_for_backward(x, y)
+    return y
+  end,
+  backward = function(ctx, g)
+    local x, y = table.unpack(ctx.saved)
+    local mask = x:eq(y):to(x.dtype)
+    return mask * (g / mask:sum())
+  end,
+}
+
 -- ember.median(x [, dim [, keepdim]]): without dim the lower median of all
 -- elements (a 0-d tensor); with dim the lower median along it and its
 -- 1-based index (torch.median: the smaller of the two middle values).
 set("median", function(x, dim, keepdim)
   check_tensor("median", x)
   if dim == nil then
-    local flat = x:reshape(-1)
-    local n = flat:size(1)
-    if n == 0 then fail("median", "the tensor is empty") end
-    local v = flat:sort()
-    return v[(n + 1) // 2]
+    if x:numel() == 0 then fail("median", "the tensor is empty") end
+    return MEDIAN_ALL(x)
   end
   local d = dim_of("median", x, dim)
   return core.kthvalue(x, (x:size(d) + 1) // 2, d, keepdim)

@@ -221,9 +221,29 @@ end, true)
 
 -- ---- reductions -------------------------------------------------------------------
 
+-- s^e (0 < e < 1) whose gradient is 0 where s is 0: a zero norm or
+-- spread has a zero gradient, as torch's norm and std (not 0 * inf = NaN).
+local function root(name)
+  return core.Function {
+    name = name,
+    forward = function(ctx, s, e)
+      local y = e == 0.5 and s:sqrt() or s ^ e
+      ctx.e = e
+      ctx:save_for_backward(s, y)
+      return y
+    end,
+    backward = function(ctx, g)
+      local s, y = table.unpack(ctx.saved)
+      local d = g * y * ctx.e / s
+      return core.where(s:eq(0), core.zeros({}, { dtype = d.dtype, device = d.device }), d)
+    end,
+  }
+end
+local NORM_ROOT, STD_ROOT = root("norm"), root("std")
+
 set("std", function(x, ...)
   check_tensor("std", x)
-  return x:var(...):sqrt()
+  return STD_ROOT(x:var(...), 0.5)
 end, true)
 
 -- x:norm([p=2 [, dim [, keepdim]]]): the vector p-norm over all elements, or
@@ -236,15 +256,13 @@ set("norm", function(x, p, dim, keepdim)
     fail("norm", "expected a float tensor, got %s (convert with :double() or :float())", x.dtype)
   end
   local a = x:abs()
-  if p == math.huge or p == -math.huge then
-    local f = p > 0 and a.max or a.min
-    if dim == nil then return f(a) end
-    if type(dim) ~= "number" then fail("norm", "p = %s takes one dim, got %s", tostring(p), type(dim)) end
-    return (f(a, dim, keepdim))
-  end
+  -- +-inf: ties share the gradient (amax), as torch's
+  if p == math.huge then return a:amax(dim, keepdim) end
+  if p == -math.huge then return a:amin(dim, keepdim) end
   if p == 0 then return a:ne(0):to(x.dtype):sum(dim, keepdim) end
   if p == 1 then return a:sum(dim, keepdim) end
-  if p == 2 then return (x * x):sum(dim, keepdim):sqrt() end
+  if p == 2 then return NORM_ROOT((x * x):sum(dim, keepdim), 0.5) end
+  if p > 0 then return NORM_ROOT((a ^ p):sum(dim, keepdim), 1 / p) end
   return (a ^ p):sum(dim, keepdim) ^ (1 / p)
 end, true)
 

@@ -198,3 +198,41 @@ describe("scatter, index_fill and index_add name themselves in errors (they said
       "ember.scatter: index 5 at {1, 1} is out of range 1..4")
   end)
 end)
+
+describe("gradients at a zero norm or a zero spread are 0, as torch's (they were NaN)", function()
+  local function leaf(v) return ember.tensor(v, { dtype = "float64", requires_grad = true }) end
+  it("norm for p = 2, 3, 0.5 over a dim, and of everything", function()
+    for _, p in ipairs { 2, 3, 0.5 } do
+      local x = leaf { { 0, 0 }, { 3, 4 } }
+      x:norm(p, 2):sum():backward()
+      local n = (3 ^ p + 4 ^ p) ^ (1 / p)
+      close(x.grad, { { 0, 0 }, { (3 / n) ^ (p - 1), (4 / n) ^ (p - 1) } }, 1e-12)
+    end
+    local z = leaf { 0, 0, 0 }
+    z:norm():backward()
+    assert.are.same({ 0, 0, 0 }, z.grad:totable())
+    assert.are.same({}, leaf { { 3, 4 } }:norm().shape)
+    assert.are.same({ 1, 1 }, leaf { { 3, 4 } }:norm(2, { 1, 2 }, true).shape)
+    close(leaf { { 3, 4 }, { 6, 8 } }:norm(2, 2, true), { { 5 }, { 10 } })
+  end)
+  it("normalize of a zero row (1 / eps, as torch.nn.functional.normalize)", function()
+    local x = leaf { { 0, 0 }, { 3, 4 } }
+    ember.normalize(x, { dim = 2 }):sum():backward()
+    close(x.grad, { { 1e12, 1e12 }, { 0.032, -0.024 } }, 1e-3)
+  end)
+  it("std of a constant row", function()
+    local w = leaf { { 1, 1, 1 }, { 1, 2, 3 } }
+    w:std(2):sum():backward()
+    close(w.grad, { { 0, 0, 0 }, { -0.5, 0, 0.5 } }, 1e-12)
+  end)
+  it("the infinity norm along a dim shares the gradient among ties, as torch", function()
+    local x = leaf { { -2, 2, 1 }, { 0, 3, -1 } }
+    x:norm(math.huge, 2):sum():backward()
+    assert.are.same({ { -0.5, 0.5, 0 }, { 0, 1, 0 } }, x.grad:totable())
+  end)
+  it("median of everything shares the gradient among ties, as torch", function()
+    local x = leaf { 1, 2, 2, 3 }
+    x:median():backward()
+    assert.are.same({ 0, 0.5, 0.5, 0 }, x.grad:totable())
+  end)
+end)
