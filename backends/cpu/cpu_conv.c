@@ -22,6 +22,8 @@
 ** the layouts oneDNN picks and on ember's plain ones, and the first call
 ** times both (with their reorders) and keeps the faster
 ** (EMBER_CONV_LAYOUT=blocked or plain skips the timing).
+** bfloat16 NCHW <-> nChw16c is ember's own AVX2 transpose (blk16): oneDNN
+** 2.6 runs it on its generic reorder at half the speed.
 ** Reorders of under REORDER_SERIAL_BYTES run on the calling thread: a
 ** weight's (9K values) took 0.15 ms on the team in a training step,
 ** waking a sleeping worker, for microseconds of work.
@@ -30,6 +32,7 @@
 */
 #include "cpu_dnnl.h"
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -61,6 +64,7 @@ typedef struct conv_io {
   int user;      /* UX.. */
   bool out;      /* written by the primitive */
   bool serial;   /* a small reorder: on the calling thread */
+  bool blk16;    /* bfloat16 NCHW <-> nChw16c: ember's transposer (blk16_run) */
   dnnl_memory_desc_t md;
   dnnl_primitive_t reorder;
 } conv_io;
@@ -84,6 +88,86 @@ typedef struct conv_entry {
 static pthread_mutex_t conv_lock = PTHREAD_MUTEX_INITIALIZER;
 static conv_entry conv_cache[CONV_CACHE_MAX];
 static int conv_cached;
+
+#define BLK_T __attribute__((target("avx2")))
+
+/* 8x8 transpose of 32-bit lanes. */
+BLK_T static inline void tr8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* One block of 16 channels of 2-byte values: 16 rows of hw values (row
+** stride hw) -> blk [hw][16], or back (to_blocked false). A pair of
+** channels is one 32-bit lane: 8 pairs by 8 positions make one 8x8
+** transpose of those. */
+BLK_T static void blk16(uint16_t *b, uint16_t *r, int64_t hw, bool to_blocked) {
+  int64_t j = 0;
+  const __m256i odd_even = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  for (; j + 8 <= hw; j += 8) {
+    __m256 v[8];
+    if (to_blocked) {
+      for (int p = 0; p < 8; p++) { /* channel pair p as 32-bit lanes */
+        const __m128i a = _mm_loadu_si128((const __m128i *)(r + (2 * p) * hw + j));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(r + (2 * p + 1) * hw + j));
+        v[p] = _mm256_castsi256_ps(_mm256_set_m128i(_mm_unpackhi_epi16(a, c), _mm_unpacklo_epi16(a, c)));
+      }
+      tr8(v);
+      for (int q = 0; q < 8; q++) _mm256_storeu_ps((float *)(b + (j + q) * 16), v[q]);
+    } else {
+      for (int q = 0; q < 8; q++) v[q] = _mm256_loadu_ps((const float *)(b + (j + q) * 16));
+      tr8(v); /* v[p]: pair p at positions j..j+7 */
+      for (int p = 0; p < 8; p++) {
+        /* evens (channel 2p) to the low 64 bits of each lane, odds high */
+        __m256i x = _mm256_shuffle_epi8(_mm256_castps_si256(v[p]), odd_even);
+        x = _mm256_permute4x64_epi64(x, 0xD8); /* [lo evens, hi evens, lo odds, hi odds] */
+        _mm_storeu_si128((__m128i *)(r + (2 * p) * hw + j), _mm256_castsi256_si128(x));
+        _mm_storeu_si128((__m128i *)(r + (2 * p + 1) * hw + j), _mm256_extracti128_si256(x, 1));
+      }
+    }
+  }
+  for (; j < hw; j++)
+    for (int c = 0; c < 16; c++)
+      if (to_blocked) b[j * 16 + c] = r[c * hw + j];
+      else r[c * hw + j] = b[j * 16 + c];
+}
+
+/* Whether io's reorder is bfloat16 NCHW <-> nChw16c over whole blocks:
+** oneDNN 2.6 runs that on its generic jit:uni reorder, 0.24 ms each way
+** on the ResNet block of scripts/bench/conv.lua ([32, 64, 32, 32]), where
+** blk16 takes 0.10 to and 0.16 from (its float32 jit:blk, 0.08 and 0.23,
+** stays). */
+static bool blk16_fits(const conv_io *io, const dnnl_memory_desc_t *user) {
+  const dnnl_memory_desc_t *m = &io->md;
+  dnnl_memory_desc_t t;
+  return m->data_type == dnnl_bf16 && m->ndims == 4 && m->dims[1] % 16 == 0 &&
+         user->ndims == 4 && __builtin_cpu_supports("avx2") &&
+         dnnl_memory_desc_init_by_tag(&t, 4, m->dims, dnnl_bf16, dnnl_aBcd16b) == dnnl_success &&
+         dnnl_memory_desc_equal(&t, m) &&
+         dnnl_memory_desc_init_by_tag(&t, 4, m->dims, dnnl_bf16, dnnl_nchw) == dnnl_success &&
+         dnnl_memory_desc_equal(&t, user);
+}
+
+/* io's reorder by blk16, over the team: nchw is ember's tensor, blk the primitive's. */
+static void blk16_run(const conv_io *io, void *nchw, void *blk) {
+  const int64_t N = io->md.dims[0], C = io->md.dims[1], hw = io->md.dims[2] * io->md.dims[3];
+  const int64_t CB = C / 16;
+  uint16_t *u = nchw, *b = blk;
+  const bool to = !io->out;
+  CPU_FOR_W(!io->serial, (double)(N * C * hw), i, N * CB,
+            blk16(b + i * hw * 16, u + ((i / CB) * C + (i % CB) * 16) * hw, hw, to););
+}
 
 /* EMBER_CONV_LAYOUT, read when an entry's primitives are made: unset or
 ** "timed" (-1), "blocked" (FMT_ANY), "plain" (FMT_PLAIN). */
@@ -190,6 +274,7 @@ static em_status prim_create(conv_entry *e, int k, int fmt, dnnl_engine_t eng) {
     const dnnl_memory_desc_t *from = io->out ? &io->md : &e->user[io->user];
     const dnnl_memory_desc_t *to = io->out ? &e->user[io->user] : &io->md;
     io->serial = dnnl_memory_desc_get_size(from) + dnnl_memory_desc_get_size(to) < REORDER_SERIAL_BYTES;
+    io->blk16 = blk16_fits(io, &e->user[io->user]);
     dnnl_primitive_desc_t rpd = NULL;
     if ((st = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL)) ||
         (st = dnnl_primitive_create(&io->reorder, rpd)))
@@ -284,7 +369,12 @@ static em_status entry_get(const em_conv_args *a, bool bias, unsigned want, conv
 
 /* A reorder; a small one on the calling thread (a worker's wake-up would
 ** cost more than the copy). */
-static em_status reorder_exec(const conv_io *io, dnnl_memory_t from, dnnl_memory_t to) {
+static em_status reorder_exec(const conv_io *io, dnnl_memory_t from, dnnl_memory_t to,
+                              void *user, void *prim) {
+  if (io->blk16) {
+    blk16_run(io, user, prim);
+    return EM_OK;
+  }
   dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
   if (!io->serial) return cpu_dnnl_execute(WHO, io->reorder, 2, r);
   const int n = omp_get_max_threads();
@@ -324,12 +414,14 @@ static em_status prim_run(const conv_entry *e, const conv_prim *cp, void *const 
     }
     if ((st = dnnl_memory_create(&mem[i], &io->md, eng, data))) break;
     args[i] = (dnnl_exec_arg_t){io->arg, mem[i]};
-    if (io->reorder && !io->out && data == tmp[i]) s = reorder_exec(io, umem[i], mem[i]);
+    if (io->reorder && !io->out && data == tmp[i])
+      s = reorder_exec(io, umem[i], mem[i], ptr[io->user], tmp[i]);
   }
   if (st) s = cpu_dnnl_fail(WHO, "memory_create", st);
   if (!s) s = cpu_dnnl_execute(WHO, cp->p, cp->nio, args);
   for (int i = 0; i < cp->nio && !s; i++)
-    if (cp->io[i].reorder && cp->io[i].out) s = reorder_exec(&cp->io[i], mem[i], umem[i]);
+    if (cp->io[i].reorder && cp->io[i].out)
+      s = reorder_exec(&cp->io[i], mem[i], umem[i], ptr[cp->io[i].user], tmp[i]);
   for (int i = 0; i < 4; i++) {
     if (mem[i]) dnnl_memory_destroy(mem[i]);
     if (umem[i]) dnnl_memory_destroy(umem[i]);
@@ -380,7 +472,7 @@ static em_status reorder_into(const conv_entry *e, const conv_io *io, const void
       (st = dnnl_memory_create(&to, &io->md, eng, dst)))
     s = cpu_dnnl_fail(WHO, "memory_create", st);
   else
-    s = reorder_exec(io, from, to);
+    s = reorder_exec(io, from, to, (void *)src, dst);
   if (from) dnnl_memory_destroy(from);
   if (to) dnnl_memory_destroy(to);
   return s;

@@ -221,6 +221,54 @@ static void test_dtypes(void) {
   free(xv), free(wv);
 }
 
+/* bfloat16 under autocast on channels in whole blocks of 16, large enough
+** that x, y, dy and dx go through cpu_conv.c's own NCHW <-> nChw16c
+** transposer (blk16), on a height * width that leaves a tail (30 * 30 is
+** not a multiple of 8): output and every gradient within bfloat16's
+** rounding of the direct loops. */
+static void test_bf16_blocks(void) {
+  const conv_case c = {"bf16 blocks", 4, 32, 30, 30, 16, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true};
+  const int64_t Ho = 30, Wo = 30, nx = 4 * 32 * 900, nw = 16 * 32 * 9, ny = 4 * 16 * 900;
+  const int64_t xs[4] = {4, 32, 30, 30}, ws[4] = {16, 32, 3, 3}, ys[4] = {4, 16, 30, 30};
+  double *x = irregular(nx, 0.4), *w = irregular(nw, 1.1), *b = irregular(16, 2.3), *dy = irregular(ny, 3.3);
+  for (int64_t i = 0; i < nw; i++) w[i] *= 0.1;
+  double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
+  double *dw = malloc(sizeof(double) * (size_t)nw), *db = malloc(sizeof(double) * 16);
+  /* the reference on the bfloat16-rounded inputs, as the kernel sees them */
+  em_tensor *tx = f32(4, xs, x, true), *tw = f32(4, ws, w, true), *tb = f32(1, &c.O, b, true);
+  em_tensor *dy32 = f32(4, ys, dy, false), *tdy = NULL, *ty = NULL;
+  const struct { em_tensor *t; double *v; int64_t n; } in[4] = {{tx, x, nx}, {tw, w, nw}, {tb, b, 16}, {dy32, dy, ny}};
+  for (int i = 0; i < 4; i++) {
+    em_tensor *r = NULL, *r64 = NULL;
+    em_to_dtype(&r, in[i].t, EM_BF16);
+    em_to_dtype(&r64, r, EM_F64);
+    em_to_host(r64, in[i].v);
+    if (i == 3) tdy = r;
+    else em_release(r);
+    em_release(r64);
+  }
+  reference(&c, Ho, Wo, x, w, b, dy, y, dx, dw, db);
+  bool was;
+  em_dtype wdt;
+  em_autocast_set(true, EM_BF16, &was, &wdt);
+  em_status s = em_conv2d(&ty, tx, tw, tb, c.stride, c.pad, c.dil, 1);
+  em_autocast_set(was, wdt, NULL, NULL);
+  if (s == EM_ERR_UNSUPPORTED) {
+    printf("ok - # SKIP no bfloat16 convolution on this CPU: %s\n", em_error_message());
+  } else {
+    CHECK(s == EM_OK && ty->dtype == EM_BF16, "bf16 blocks: runs in bfloat16");
+    if (!s) {
+      CHECK(rel_err(ty, y, ny) < 1e-2, "bf16 blocks: output");
+      CHECK_OK(em_backward(ty, tdy, false), "bf16 blocks: backward");
+      CHECK(rel_err(tx->grad, dx, nx) < 1e-2, "bf16 blocks: grad x");
+      CHECK(rel_err(tw->grad, dw, nw) < 1e-2, "bf16 blocks: grad weight");
+      CHECK(rel_err(tb->grad, db, 16) < 1e-2, "bf16 blocks: grad bias");
+    }
+  }
+  em_release(ty), em_release(tx), em_release(tw), em_release(tb), em_release(tdy), em_release(dy32);
+  free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+}
+
 static void test_errors(void) {
   const int64_t xs[4] = {2, 4, 5, 5}, ws[4] = {6, 2, 3, 3}, bs[1] = {5}, x3[3] = {4, 5, 5};
   const int64_t st[2] = {1, 1}, pad[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, dil3[2] = {3, 1};
@@ -251,6 +299,7 @@ int main(void) {
   }
   test_cases();
   test_dtypes();
+  test_bf16_blocks();
   test_errors();
   return tap_done();
 }
