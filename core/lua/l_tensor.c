@@ -338,9 +338,9 @@ static int t_newindex(lua_State *L) {
   if (kt == LUA_TTABLE) return call_table_index(L, "__table_newindex", 3), 0;
   if (lember_istensor(L, 2) && lember_checktensor(L, 2)->dtype == EM_BOOL)
     return call_table_index(L, "__mask_newindex", 3), 0; /* x[mask] = v, Lua side */
-  return luaL_error(L, "ember: cannot assign to a tensor indexed by a %s (t[i] = v, t[{...}] = v and "
-                       "t[bool mask] = v can be assigned)", lember_istensor(L, 2) ? "non-bool tensor" :
-                       luaL_typename(L, 2));
+  if (lember_istensor(L, 2)) return call_table_index(L, "__index_newindex", 3), 0; /* x[idx] = v, Lua side */
+  return luaL_error(L, "ember: cannot assign to a tensor indexed by a %s (t[i] = v, t[{...}] = v, "
+                       "t[int64 tensor] = v and t[bool mask] = v can be assigned)", luaL_typename(L, 2));
 }
 
 /* #t is the size of the first dim. */

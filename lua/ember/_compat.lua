@@ -316,6 +316,22 @@ local function scatter_add_as(op, x, d, index, src)
   return r
 end
 
+-- fn(...)'s results; its error, raised again as op's (the part after "ember.f: ").
+local function as_op(op, fn, ...)
+  local r = table.pack(pcall(fn, ...))
+  if not r[1] then fail(op, "%s", (tostring(r[2]):gsub("^.-ember%.[%w_]+: ", ""))) end
+  return table.unpack(r, 2, r.n)
+end
+
+-- source's shape for index_add / index_copy: x's, with dim d the index's length.
+local function check_source(op, x, d, index, source)
+  local ok = source:dim() == x:dim() and core.is_tensor(index) and index:dim() == 1 and source:size(d) == index:size(1)
+  for i = 1, x:dim() do ok = ok and (i == d or source:size(i) == x:size(i)) end
+  if not ok then
+    fail(op, "source must be x's shape %s with dim %d the index's length, got %s", shape_str(x), d, shape_str(source))
+  end
+end
+
 -- ember.index_add(x, dim, index, source [, {alpha = 1}]): x with alpha *
 -- source's slices added at the 1-based positions index along dim
 -- (torch.index_add; repeated positions add up). Differentiable.
@@ -325,13 +341,22 @@ set("index_add", function(x, dim, index, source, opts)
   check_tensor(op, source, "source")
   opts = check_opts(op, opts, { alpha = true })
   local d = dim_of(op, x, dim)
-  local ok = source:dim() == x:dim() and core.is_tensor(index) and index:dim() == 1 and source:size(d) == index:size(1)
-  for i = 1, x:dim() do ok = ok and (i == d or source:size(i) == x:size(i)) end
-  if not ok then
-    fail(op, "source must be x's shape %s with dim %d the index's length, got %s", shape_str(x), d, shape_str(source))
-  end
+  check_source(op, x, d, index, source)
   local src = (opts.alpha or 1) ~= 1 and source * opts.alpha or source
   return scatter_add_as(op, x, d, spread(op, x, d, index, source.shape), src)
+end, true)
+
+-- ember.index_copy(x, dim, index, source): x with the slices at the 1-based
+-- positions index along dim replaced by source's (torch.index_copy; give
+-- distinct positions: repeated ones add up). Differentiable in x and source.
+set("index_copy", function(x, dim, index, source)
+  local op = "index_copy"
+  check_tensor(op, x)
+  check_tensor(op, source, "source")
+  local d = dim_of(op, x, dim)
+  check_source(op, x, d, index, source)
+  local spread_index = spread(op, x, d, index, source.shape)
+  return scatter_add_as(op, as_op(op, x.index_fill, x, d, index, 0), d, spread_index, source:to(x.dtype))
 end, true)
 
 -- ember.index_fill(x, dim, index, value): x with the slices at the 1-based

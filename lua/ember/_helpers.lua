@@ -711,10 +711,13 @@ end
 
 -- ---- Torch7 table indexing ---------------------------------------------------------
 
--- t[{i, {a, b}, {a}, {}}]: a number selects (the dim goes away), {a, b} is
--- the inclusive range a..b, {a} the range a..a (the dim stays), {} all of
--- the dim; negative numbers count from the end. Dims not named stay whole.
-local function table_view(t, key)
+-- t[{i, {a, b}, {a}, {}, idx}]: a number selects (the dim goes away), {a, b}
+-- is the inclusive range a..b, {a} the range a..a (the dim stays), {} all of
+-- the dim; negative numbers count from the end; one 1-d int64 tensor idx
+-- picks the 1-based positions along its dim (as x[:, idx]). Dims not named
+-- stay whole. A view, but for idx: then the view with {} in its place, the
+-- dim and idx come back too (for assignments; the read is an index_select).
+local function table_view(t, key, for_write)
   local n = #key
   for k in pairs(key) do
     if math.type(k) ~= "integer" or k < 1 or k > n then
@@ -723,10 +726,19 @@ local function table_view(t, key)
   end
   if n > t:dim() then fail("index", "%d indices for a tensor with %d dims", n, t:dim()) end
   local v, d = t, 1
+  local picked, pick_dim
   for i = 1, n do
     local k = key[i]
     if type(k) == "number" then
       v = v:select(d, k)
+    elseif core.is_tensor(k) then
+      if picked then fail("index", "one int64 tensor per table index (index %d is the second)", i) end
+      if k.dtype ~= "int64" or k:dim() ~= 1 then
+        fail("index", "index %d: a tensor in a table index must be a 1-d int64 tensor of 1-based positions, got %s %s",
+          i, k.dtype, require("ember._errors").shape_str(k))
+      end
+      picked, pick_dim = k, d
+      d = d + 1
     elseif type(k) == "table" then
       local size = v:size(d)
       local a, b = k[1], k[2]
@@ -745,10 +757,11 @@ local function table_view(t, key)
       end
       d = d + 1
     else
-      fail("index", "index %d must be a number or a range table, got %s", i, type(k))
+      fail("index", "index %d must be a number, a range table or an int64 tensor, got %s", i, type(k))
     end
   end
-  return v
+  if picked and not for_write then return v:index_select(pick_dim, picked) end
+  return v, pick_dim, picked
 end
 
 -- the tensor metatable, from the registry (luaL_newmetatable's name): making a
@@ -756,7 +769,20 @@ end
 local mt = debug.getregistry()["ember.Tensor"]
 mt.__table_index = guard(table_view)
 mt.__table_newindex = guard(function(t, key, value)
-  local v = table_view(t, key)
+  local v, d, idx = table_view(t, key, true)
+  if idx then
+    -- the positions idx along dim d of the view v
+    if core.is_tensor(value) then
+      local shape = {}
+      for i = 1, v:dim() do shape[i] = i == d and idx:size(1) or v:size(i) end
+      v:copy_(v:index_copy(d, idx, value:to(v.dtype):expand(shape)))
+    elseif type(value) == "number" or type(value) == "boolean" then
+      v:copy_(v:index_fill(d, idx, type(value) == "boolean" and (value and 1 or 0) or value))
+    else
+      fail("setindex", "value must be a number or a tensor, got %s", type(value))
+    end
+    return
+  end
   if core.is_tensor(value) then
     v:copy_(value)
   elseif type(value) == "number" or type(value) == "boolean" then

@@ -13,7 +13,7 @@ local OPS = {
   "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "sub", "div", "pow", "abs", "neg", "exp", "log",
   "sqrt", "rsqrt", "sigmoid", "tanh", "floor", "ceil", "round", "trunc", "sign", "sin", "cos", "log1p", "expm1",
   "erf", "silu", "gelu", "lerp", "addcmul", "addcdiv", "nan_to_num",
-  "index_fill", "index_add", "scatter", "scatter_add", "tril", "triu", "fmod", "remainder",
+  "index_fill", "index_add", "index_copy", "scatter", "scatter_add", "tril", "triu", "fmod", "remainder",
 }
 
 -- bool < integers < floats: an in-place op may not write a result of a
@@ -102,4 +102,31 @@ mt.__mask_newindex = function(x, mask, v)
     end
   end)
   if not ok then errors.raise("%s", (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("ember%.copy_", "ember.setindex"))) end
+end
+
+-- ---- int64 tensors as indices: x[idx] = v -------------------------------------------
+
+-- x[idx] = v: the rows at the 1-based positions idx (an int64 tensor of any
+-- shape) set to v, a number or a tensor that broadcasts to [#idx, rest...]
+-- (torch's x[idx] = v; written in place, as copy_).
+mt.__index_newindex = function(x, idx, v)
+  local ok, err = pcall(function()
+    if idx.dtype ~= "int64" then
+      error(("ember.setindex: an index tensor must be int64 (1-based positions in dim 1) or a bool mask, got %s")
+        :format(idx.dtype), 0)
+    end
+    local flat = idx:reshape(-1)
+    if type(v) == "number" or type(v) == "boolean" then
+      x:copy_(x:index_fill(1, flat, type(v) == "boolean" and (v and 1 or 0) or v))
+    elseif core.is_tensor(v) then
+      local shape = { flat:numel() }
+      for i = 2, x.ndim do shape[i] = x.shape[i] end
+      x:copy_(x:index_copy(1, flat, v:to(x.dtype):expand(shape)))
+    else
+      error(("ember.setindex: value must be a number or a tensor, got %s"):format(type(v)), 0)
+    end
+  end)
+  if not ok then
+    errors.raise("%s", (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("^ember%.[%w_]+:", "ember.setindex:")))
+  end
 end
