@@ -357,6 +357,8 @@ static em_status entry_get(const em_conv_args *a, bool bias, unsigned want, conv
     if (!(want >> k & 1)) continue;
     if (!e->prim[k][FMT_ANY].tried) s = prim_candidates(e, k, eng);
     have = have && (e->prim[k][FMT_ANY].p || e->prim[k][FMT_PLAIN].p);
+    /* an entry made for one call is not worth timing: oneDNN's choice */
+    if (e == tmp && atomic_load(&e->pick[k]) < 0) atomic_store(&e->pick[k], FMT_ANY);
   }
   pthread_mutex_unlock(&conv_lock);
   if (s) return s;
