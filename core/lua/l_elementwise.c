@@ -314,6 +314,20 @@ static int t_le(lua_State *L) { return compare_all(L, EM_LE, "le"); }
 
 static int m_fill_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
+  em_tensor *v = fast_tensor(L, 2);
+  if (v) { /* a one-element tensor, as torch's fill_(0-d tensor) */
+    if (em_numel(v) != 1)
+      return luaL_error(L, "ember.fill_: the value must be a number or a one-element tensor, got %d elements",
+                        (int)em_numel(v));
+    double x = 0;
+    em_tensor *d = NULL;
+    em_status s = em_to_dtype(&d, v, EM_F64);
+    if (!s) s = em_to_host(d, &x);
+    em_release(d);
+    if (s) return lember_error(L, "fill_", s);
+    lua_pushnumber(L, x);
+    lua_replace(L, 2);
+  }
   em_status s = em_fill_(t, check_scalar(L, 2, "fill_"));
   if (s) return lember_error(L, "fill_", s);
   lua_settop(L, 1);
@@ -361,8 +375,34 @@ static int m_add_(lua_State *L) {
   return 1;
 }
 
+/* bool < integer < float: may an in-place op write a dtype-dt result into t? */
+static int category(em_dtype dt) { return dt == EM_BOOL ? 0 : em_dtype_is_float(dt) ? 2 : 1; }
+
 static int m_mul_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
+  em_tensor *x = fast_tensor(L, 2);
+  if (x) { /* t *= x, x broadcast to t (torch's mul_(other)) */
+    em_tensor *y = NULL;
+    em_status s = em_binary(&y, EM_MUL, t, x);
+    if (!s && category(y->dtype) > category(t->dtype)) {
+      const char *have = em_dtype_name(y->dtype);
+      em_release(y);
+      return luaL_error(L, "ember.mul_: result type %s can't be cast to the desired output type %s", have,
+                        em_dtype_name(t->dtype));
+    }
+    if (!s) s = em_copy_(t, y);
+    em_release(y);
+    if (s) { /* the message names mul_, not the mul and copy_ it is made of */
+      const char *m = em_error_message();
+      if (strncmp(m, "copy_: ", 7) == 0) m += 7;
+      else if (strncmp(m, "mul: ", 5) == 0) m += 5;
+      return luaL_error(L, "ember.mul_: %s", *m ? m : em_status_name(s));
+    }
+    lua_settop(L, 1);
+    return 1;
+  }
+  if (lua_type(L, 2) != LUA_TNUMBER)
+    return luaL_error(L, "ember.mul_: the factor must be a number or a tensor, got %s", luaL_typename(L, 2));
   check_inplace_number(L, 2, t, "mul_", "the factor");
   em_status s = em_mul_scalar_(t, luaL_checknumber(L, 2));
   if (s) return lember_error(L, "mul_", s);

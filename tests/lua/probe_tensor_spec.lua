@@ -288,3 +288,29 @@ describe("int64 tensors as indices in assignments and in table indices (x[idx] =
       "ember.index_copy: source must be x's shape [3, 2] with dim 1 the index's length")
   end)
 end)
+
+describe("mul_ and fill_ take tensors, as torch's mul_(other) and fill_(0-d tensor)", function()
+  it("mul_ broadcasts the other tensor (it was 'bad argument #1 to mul_')", function()
+    local x = ember.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+    local y = x:clone()
+    assert.are.equal(y, y:mul_(ember.tensor { 1, 2, 3 }))
+    assert.are.same({ { 1, 4, 9 }, { 4, 10, 18 } }, y:totable())
+    y:mul_(ember.tensor { { 2 }, { 0 } })
+    assert.are.same({ { 2, 8, 18 }, { 0, 0, 0 } }, y:totable())
+    local i = I { 1, 2 }
+    i:mul_(I { 3, 4 })
+    assert.are.same({ 3, 8 }, i:totable())
+    raises_here(function() i:mul_(ember.tensor { 1.5, 1 }) end,
+      "ember.mul_: result type float32 can't be cast to the desired output type int64")
+    raises_here(function() x:clone():mul_(ember.ones(3, 3)) end, "ember.mul_: shapes [2, 3] and [3, 3] cannot be broadcast")
+    raises_here(function() ember.ones(2):requires_grad_():mul_(ember.ones(2)) end,
+      "ember.mul_: a leaf tensor that requires grad")
+    raises_here(function() x:clone():mul_("2") end, "ember.mul_: the factor must be a number or a tensor, got string")
+  end)
+  it("fill_ takes a one-element tensor", function()
+    assert.are.same({ 3, 3 }, ember.zeros(2):fill_(ember.tensor(3)):totable())
+    assert.are.same({ 7, 7 }, ember.zeros(2, "int64"):fill_(ember.tensor({ 7 }, "int64")):totable())
+    raises_here(function() ember.zeros(2):fill_(ember.ones(2)) end,
+      "ember.fill_: the value must be a number or a one-element tensor, got 2 elements")
+  end)
+end)
