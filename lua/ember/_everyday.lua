@@ -1,0 +1,211 @@
+-- ember/_everyday.lua: more of the tensor functions a PyTorch 1.13 or
+-- Torch7 user reaches for at the prompt, composed from core ops (autograd,
+-- every dtype and backend for free), each a function (ember.nansum(x)) and
+-- a tensor method (x:nansum()):
+--   diagonal, take, take_along_dim, fliplr, flipud, nansum, nanmean,
+--   logaddexp, hypot, frac, deg2rad, rad2deg, sgn, true_divide,
+--   is_floating_point (as a function too);
+--   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
+--   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
+-- Dims and indices are 1-based, as everywhere in the Lua API; errors name
+-- the function and are raised at the caller's line. init.lua loads it.
+local core = require "ember.core"
+local helpers = require "ember._helpers"
+local shape_str = require("ember._errors").shape_str
+
+local T = core.Tensor
+local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
+
+-- A user's dim (1-based, negative from the end) as a positive one.
+local function dim_of(op, x, d)
+  local n = x:dim()
+  if math.type(d) ~= "integer" or d == 0 or d < -n or d > n then
+    fail(op, "dim %s is out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", tostring(d), n, n, n)
+  end
+  return d < 0 and n + 1 + d or d
+end
+
+local function int64_index(op, index, what)
+  if not core.is_tensor(index) or index.dtype ~= "int64" then
+    fail(op, "%s must be an int64 tensor of 1-based positions, got %s", what or "index",
+      core.is_tensor(index) and index.dtype or type(index))
+  end
+  return index
+end
+
+-- ---- views and indexing ---------------------------------------------------------
+
+-- x:diagonal([offset = 0 [, dim1 = 1 [, dim2 = 2]]]): the diagonal of the
+-- dim1 x dim2 matrices, as a last dim (torch.diagonal; offset > 0 above the
+-- main diagonal). A copy, not a view (differentiable).
+set("diagonal", function(x, offset, dim1, dim2)
+  local op = "diagonal"
+  check_tensor(op, x)
+  offset = offset or 0
+  if math.type(offset) ~= "integer" then fail(op, "offset must be an integer, got %s", tostring(offset)) end
+  if x:dim() < 2 then fail(op, "expected a tensor with at least 2 dims, got %s", shape_str(x)) end
+  local d1, d2 = dim_of(op, x, dim1 or 1), dim_of(op, x, dim2 or 2)
+  if d1 == d2 then fail(op, "dim1 and dim2 must differ, both are %d", d1) end
+  -- dim1 and dim2 last, then the positions (i, i + offset) of the flattened [n * k]
+  local perm, shape = {}, {}
+  for i = 1, x:dim() do
+    if i ~= d1 and i ~= d2 then
+      perm[#perm + 1] = i
+      shape[#shape + 1] = x:size(i)
+    end
+  end
+  perm[#perm + 1], perm[#perm + 2] = d1, d2
+  local n, k = x:size(d1), x:size(d2)
+  local r0, c0 = math.max(0, -offset), math.max(0, offset)
+  local len = math.max(0, math.min(n - r0, k - c0))
+  if len == 0 then
+    shape[#shape + 1] = 0
+    return core.zeros(shape, { dtype = x.dtype, device = x.device })
+  end
+  shape[#shape + 1] = n * k
+  local flat = x:permute(perm):reshape(shape)
+  local idx = core.arange(0, len, { dtype = "int64", device = x.device }) * (k + 1) + (r0 * k + c0 + 1)
+  return flat:index_select(flat:dim(), idx)
+end, true)
+
+-- x:take(index): the elements of x flattened at the 1-based positions index
+-- (any shape; the result has index's shape), as torch.take.
+set("take", function(x, index)
+  check_tensor("take", x)
+  int64_index("take", index)
+  return x:reshape(-1):index_select(1, index:reshape(-1)):view(index.shape)
+end, true)
+
+-- x:take_along_dim(index, dim): gather along dim with index broadcast to x
+-- (but along dim), as torch.take_along_dim; without dim, take of x flattened.
+set("take_along_dim", function(x, index, dim)
+  local op = "take_along_dim"
+  check_tensor(op, x)
+  int64_index(op, index)
+  if dim == nil then return x:reshape(-1):index_select(1, index:reshape(-1)) end
+  local d = dim_of(op, x, dim)
+  if index:dim() ~= x:dim() then
+    fail(op, "index must have as many dims as x: %s vs %s", shape_str(index), shape_str(x))
+  end
+  local xs, is = {}, {}
+  for i = 1, x:dim() do
+    local a, b = x:size(i), index:size(i)
+    if i ~= d and a ~= b and a ~= 1 and b ~= 1 then
+      fail(op, "index %s and x %s cannot be broadcast at dim %d", shape_str(index), shape_str(x), i)
+    end
+    xs[i] = i == d and a or math.max(a, b)
+    is[i] = i == d and b or math.max(a, b)
+  end
+  return x:expand(xs):gather(d, index:expand(is))
+end, true)
+
+-- x:fliplr() / x:flipud(): x reversed along dim 2 / dim 1 (torch's).
+set("fliplr", function(x)
+  check_tensor("fliplr", x)
+  if x:dim() < 2 then fail("fliplr", "expected a tensor with at least 2 dims, got %s", shape_str(x)) end
+  return x:flip(2)
+end, true)
+set("flipud", function(x)
+  check_tensor("flipud", x)
+  if x:dim() < 1 then fail("flipud", "expected a tensor with at least 1 dim, got a 0-d tensor") end
+  return x:flip(1)
+end, true)
+
+-- ---- reductions ignoring NaN ---------------------------------------------------------
+
+local function zero_nan(x)
+  if not x:is_floating_point() then return x end
+  return core.where(x:isnan(), core.zeros({}, { dtype = x.dtype, device = x.device }), x)
+end
+
+-- x:nansum([dim [, keepdim]]): sum with NaN counted as 0 (torch.nansum).
+set("nansum", function(x, dim, keepdim)
+  check_tensor("nansum", x)
+  return zero_nan(x):sum(dim, keepdim)
+end, true)
+
+-- x:nanmean([dim [, keepdim]]): the mean of the elements that are not NaN
+-- (torch.nanmean; NaN where all are).
+set("nanmean", function(x, dim, keepdim)
+  check_tensor("nanmean", x)
+  if not x:is_floating_point() then fail("nanmean", "expected a float tensor, got %s", x.dtype) end
+  local n = x:isnan():logical_not():to(x.dtype):sum(dim, keepdim)
+  return zero_nan(x):sum(dim, keepdim) / n
+end, true)
+
+-- ---- elementwise -------------------------------------------------------------------
+
+local function floating(op, x)
+  check_tensor(op, x)
+  if x:is_floating_point() then return x end
+  return x:float()
+end
+
+-- a:logaddexp(b): log(exp(a) + exp(b)) without overflow (torch.logaddexp).
+set("logaddexp", function(a, b)
+  local op = "logaddexp"
+  a = floating(op, a)
+  if type(b) == "number" then b = core.full({}, b, { dtype = a.dtype, device = a.device }) end
+  b = floating(op, b)
+  local m = a:maximum(b):detach()
+  m = core.where(m:isfinite(), m, core.zeros({}, { dtype = m.dtype, device = m.device }))
+  return ((a - m):exp() + (b - m):exp()):log() + m
+end, true)
+
+-- a:hypot(b): sqrt(a^2 + b^2), scaled against overflow (torch.hypot).
+set("hypot", function(a, b)
+  local op = "hypot"
+  a = floating(op, a)
+  if type(b) == "number" then b = core.full({}, b, { dtype = a.dtype, device = a.device }) end
+  b = floating(op, b)
+  local s = a:abs():maximum(b:abs()):detach()
+  s = core.where(s:eq(0), core.ones({}, { dtype = s.dtype, device = s.device }), s)
+  return s * ((a / s):square() + (b / s):square()):sqrt()
+end, true)
+
+-- x:frac(): x - trunc(x), the sign of x (torch.frac).
+set("frac", function(x)
+  x = floating("frac", x)
+  return x - x:trunc()
+end, true)
+
+-- x:deg2rad() / x:rad2deg(): degrees to radians and back.
+set("deg2rad", function(x) return floating("deg2rad", x) * (math.pi / 180) end, true)
+set("rad2deg", function(x) return floating("rad2deg", x) * (180 / math.pi) end, true)
+
+-- x:sgn(): sign(x) (torch.sgn, which is sign on real tensors).
+set("sgn", function(x) return check_tensor("sgn", x):sign() end, true)
+
+-- a:true_divide(b): a / b (torch.true_divide, div without rounding).
+set("true_divide", function(a, b) return core.div(a, b) end, true)
+
+-- ember.is_floating_point(x): x:is_floating_point() (torch.is_floating_point).
+set("is_floating_point", function(x) return check_tensor("is_floating_point", x):is_floating_point() end)
+
+-- ---- Torch7's names ---------------------------------------------------------------
+
+-- x:nDimension() / x:ndimension(): x:dim().
+T.nDimension = helpers.guard(function(x) return check_tensor("nDimension", x):dim() end)
+T.ndimension = helpers.guard(function(x) return check_tensor("ndimension", x):dim() end)
+-- x:nElement(): x:numel().
+T.nElement = helpers.guard(function(x) return check_tensor("nElement", x):numel() end)
+-- x:isContiguous(): x:is_contiguous().
+T.isContiguous = helpers.guard(function(x) return check_tensor("isContiguous", x):is_contiguous() end)
+-- x:fill(v) / x:zero(): in place, as Torch7's (x:fill_(v), x:zero_()).
+T.fill = helpers.guard(function(x, v) return check_tensor("fill", x):fill_(v) end)
+T.zero = helpers.guard(function(x) return check_tensor("zero", x):zero_() end)
+
+-- x:is_same_size(y) / x:isSameSizeAs(y): have x and y the same shape?
+local function same_size(op, x, y)
+  check_tensor(op, x)
+  check_tensor(op, y, "argument 2")
+  if x:dim() ~= y:dim() then return false end
+  for i = 1, x:dim() do
+    if x:size(i) ~= y:size(i) then return false end
+  end
+  return true
+end
+T.is_same_size = helpers.guard(function(x, y) return same_size("is_same_size", x, y) end)
+T.isSameSizeAs = helpers.guard(function(x, y) return same_size("isSameSizeAs", x, y) end)
+
+return {}
