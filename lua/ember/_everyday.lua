@@ -4,7 +4,8 @@
 -- a tensor method (x:nansum()):
 --   diagonal, take, take_along_dim, fliplr, flipud, nansum, nanmean,
 --   logaddexp, hypot, frac, deg2rad, rad2deg, sgn, true_divide,
---   is_floating_point (as a function too);
+--   is_floating_point (as a function too); ember.cat skipping 1-d empty
+--   tensors beside others, as torch.cat;
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -110,6 +111,28 @@ set("flipud", function(x)
   if x:dim() < 1 then fail("flipud", "expected a tensor with at least 1 dim, got a 0-d tensor") end
   return x:flip(1)
 end, true)
+
+-- ember.cat(tensors [, dim]) skips 1-d empty tensors beside others (their
+-- dtype still counts), as torch.cat does: `acc = ember.cat({acc, x})` from
+-- `acc = ember.tensor{}` is a common loop.
+local c_cat = core.cat
+set("cat", function(tensors, dim)
+  if type(tensors) ~= "table" then return c_cat(tensors, dim) end
+  local kept, skipped = {}, nil
+  for i = 1, #tensors do
+    local t = tensors[i]
+    if not core.is_tensor(t) then return c_cat(tensors, dim) end -- its error, numbered as given
+    if t:dim() == 1 and t:size(1) == 0 then
+      skipped = skipped or t
+    else
+      kept[#kept + 1] = t
+    end
+  end
+  if not skipped or #kept == 0 then return c_cat(tensors, dim) end
+  local y = c_cat(kept, dim)
+  local dt = (core.zeros({}, { dtype = skipped.dtype }) + core.zeros({}, { dtype = y.dtype })).dtype
+  return dt == y.dtype and y or y:to(dt)
+end)
 
 -- ---- reductions ignoring NaN ---------------------------------------------------------
 

@@ -365,3 +365,17 @@ describe("everyday functions a PyTorch user expects (they were missing)", functi
     assert.is_false(x:is_same_size(ember.ones(3, 2)))
   end)
 end)
+
+describe("ember.cat skips 1-d empty tensors beside others, as torch.cat (it was 'tensor 1 has 2 dims')", function()
+  it("so that acc = ember.cat({acc, x}) from acc = ember.tensor{} works", function()
+    local x = ember.ones(2, 3)
+    local acc = ember.tensor {}
+    for _ = 1, 2 do acc = ember.cat({ acc, x }) end
+    assert.are.same({ 4, 3 }, acc.shape)
+    assert.are.same({ 2, 3 }, ember.cat({ ember.tensor {}:long(), x }, 2).shape)
+    assert.are.equal("float32", ember.cat({ ember.tensor {}, x:long() }).dtype)
+    assert.are.same({ 0 }, ember.cat({ ember.tensor {}, ember.tensor {} }).shape)
+    raises_here(function() local _ = ember.cat({ ember.zeros(0, 3), ember.ones(2, 4) }) end, "ember.cat: tensors 1 and 2 differ")
+    raises_here(function() local _ = ember.cat({ ember.tensor {}, ember.ones(2), 3 }) end, "ember.cat: element 3 of the list is a number")
+  end)
+end)
