@@ -49,10 +49,11 @@ static int m_sum(lua_State *L) { return sum_mean(L, 0); }
 static int m_mean(lua_State *L) { return sum_mean(L, 1); }
 
 /* var([dim] [, unbiased [, keepdim]]), PyTorch 1.13's positional order;
-** var(unbiased); var([dim] [, {correction=1, unbiased=, keepdim=false}]).
+** var(unbiased); var([dim] [, {correction=1, unbiased=, keepdim=false}]);
+** var({dim=, ...}).
 ** unbiased = false is correction 0. */
 static int m_var(lua_State *L) {
-  static const char *const names[] = {"correction", "unbiased", "keepdim", NULL};
+  static const char *const names[] = {"dim", "correction", "unbiased", "keepdim", NULL};
   em_tensor *t = lember_checktensor(L, 1);
   int dims[EM_MAX_DIMS];
   int n = 0, keep = 0, optidx = 3;
@@ -79,10 +80,14 @@ static int m_var(lua_State *L) {
       correction = lua_toboolean(L, -1) ? 1 : 0;
     }
     if (lua_getfield(L, optidx, "keepdim") != LUA_TNIL) keep = opt_keepdim(L, -1, "var");
-    lua_pop(L, 3);
+    if (lua_getfield(L, optidx, "dim") != LUA_TNIL) { /* var({dim=, ...}), as the keyword form */
+      if (n) return luaL_error(L, "ember.var: the dim is given twice (argument and option)");
+      n = reduce_dims(L, lua_absindex(L, -1), "var", t, dims);
+    }
+    lua_pop(L, 4);
   } else if (!lua_isnoneornil(L, optidx)) {
     return luaL_error(L, "ember.var: expected unbiased (a boolean) or an options table "
-                         "{correction=, unbiased=, keepdim=} after the dim, got %s", luaL_typename(L, optidx));
+                         "{dim=, correction=, unbiased=, keepdim=} after the dim, got %s", luaL_typename(L, optidx));
   }
   em_tensor **out = lember_newslot(L);
   em_status s = em_var(out, t, n, dims, (int)correction, keep);

@@ -102,6 +102,9 @@ describe("var and std take PyTorch 1.13's positional (dim, unbiased, keepdim)", 
   it("and unbiased = as an option, beside correction and keepdim", function()
     close(x:std(2, { unbiased = false }), { math.sqrt(8 / 3), math.sqrt(8 / 3) })
     close(x:var({ unbiased = false, keepdim = true }), { { 35 / 12 } })
+    close(x:var({ dim = 2, unbiased = false }), { 8 / 3, 8 / 3 })
+    close(x:std({ dim = { 1, 2 }, keepdim = true }), { { math.sqrt(3.5) } })
+    raises_here(function() local _ = x:var(1, { dim = 2 }) end, "ember.var: the dim is given twice")
     raises_here(function() local _ = x:var(2, { unbiased = false, correction = 0 }) end,
       "ember.var: give unbiased or correction, not both")
     raises_here(function() local _ = x:var(2, 1) end, "ember.var: expected unbiased (a boolean) or an options table")
