@@ -342,6 +342,10 @@ EM_API em_status em_sum_to(em_tensor **out, em_tensor *x, int ndim, const int64_
 EM_API em_status em_matmul(em_tensor **out, em_tensor *a, em_tensor *b);
 /* Strict [B,n,m] x [B,m,p]. */
 EM_API em_status em_bmm(em_tensor **out, em_tensor *a, em_tensor *b);
+/* nn.Linear: x [..., in] @ w^T (w [out, in]) + b ([out], may be NULL), the
+** bias added in the product's pass. Runs in the autocast dtype under
+** autocast, as matmul. */
+EM_API em_status em_linear(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *b);
 
 /* Softmax and log-softmax along dim (0-based, negative from the end). */
 EM_API em_status em_softmax(em_tensor **out, em_tensor *x, int dim);

@@ -20,6 +20,15 @@ static int f_matmul(lua_State *L) {
   return finish(L, out, em_matmul(out, a, b), "matmul");
 }
 
+/* linear(x, w [, b]): x @ w^T + b as torch.nn.functional.linear, the bias
+** added in the product's pass (em_linear). */
+static int f_linear(lua_State *L) {
+  em_tensor *x = lember_checktensor(L, 1), *w = lember_checktensor(L, 2);
+  em_tensor *b = lua_isnoneornil(L, 3) ? NULL : lember_checktensor(L, 3);
+  em_tensor **out = lember_newslot(L);
+  return finish(L, out, em_linear(out, x, w, b), "linear");
+}
+
 static int f_bmm(lua_State *L) {
   em_tensor *a = lember_checktensor(L, 1), *b = lember_checktensor(L, 2);
   em_tensor **out = lember_newslot(L);
@@ -302,7 +311,7 @@ static const luaL_Reg methods[] = {
 };
 
 static const luaL_Reg funcs[] = {
-  {"matmul", f_matmul}, {"bmm", f_bmm}, {"softmax", f_softmax}, {"log_softmax", f_log_softmax},
+  {"matmul", f_matmul}, {"bmm", f_bmm}, {"linear", f_linear}, {"softmax", f_softmax}, {"log_softmax", f_log_softmax},
   {"layer_norm", f_layer_norm}, {"embedding", f_embedding}, {"cat", f_cat},
   {"stack", f_stack}, {"dropout", f_dropout}, {"cross_entropy", f_cross_entropy},
   {"mse_loss", f_mse_loss}, {"_conv2d", f_conv2d}, {"_rms_norm", f_rms_norm}, {"_rope", f_rope}, {"conv_routes", f_conv_routes},

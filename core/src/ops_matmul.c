@@ -276,3 +276,111 @@ em_status em_bmm(em_tensor **out, em_tensor *a, em_tensor *b) {
     return em_error(EM_ERR_SHAPE, "bmm: batch sizes differ: %s and %s", sa, sb);
   return matmul_autocast("bmm", EM_AC_BMM, out, a, b);
 }
+
+/* ------------------------------------------------------------------ */
+/* linear: y = x @ w^T + b (nn.Linear)                                 */
+/* ------------------------------------------------------------------ */
+
+/* x [..., k] as the matrix [rows, k], contiguous (a copy if it was not). */
+static em_status rows_of(em_tensor *x, em_tensor **out) {
+  const int64_t shape[2] = {em__numel_of(x->ndim - 1, x->shape), x->shape[x->ndim - 1]};
+  return reshaped(x, 2, shape, out);
+}
+
+/* saved: x, w. dx = dy @ w, dw = dy^T @ x (as w is stored: [n, k], no
+** transposed copy), db = the column sums of dy. */
+static em_status linear_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *x = n->saved[0], *w = n->saved[1];
+  const int64_t nout = w->shape[0];
+  em_tensor *G = NULL, *X = NULL, *T = NULL, *P = NULL;
+  em_status s;
+  if ((s = rows_of(gy, &G))) goto done;
+  if (n->needs_grad[0]) {
+    if ((s = matmul_impl("linear backward", &P, G, w)) || (s = reshaped(P, x->ndim, x->shape, &gx[0])))
+      goto done;
+    em_release(P), P = NULL;
+  }
+  if (n->needs_grad[1]) {
+    if ((s = rows_of(x, &X)) || (s = swap_last(G, &T)) || (s = matmul_impl("linear backward", &gx[1], T, X)))
+      goto done;
+  }
+  if (n->n_inputs > 2 && n->needs_grad[2]) s = em_sum_to(&gx[2], G, 1, &nout);
+done:
+  em_release(G), em_release(X), em_release(T), em_release(P);
+  return s;
+}
+
+static const em_opdef LINEAR_OP = {"linear", linear_backward, NULL};
+
+static em_status linear_check(const em_tensor *x, const em_tensor *w, const em_tensor *b) {
+  char sx[160], sw[160];
+  if (w->ndim != 2)
+    return em_error(EM_ERR_SHAPE, "linear: weight must be 2-d [out_features, in_features], got %s",
+                    em_shape_str(w->ndim, w->shape, sw, sizeof sw));
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+    return em_error(EM_ERR_SHAPE, "linear: input %s does not end in in_features = %lld (weight %s)",
+                    em_shape_str(x->ndim, x->shape, sx, sizeof sx), (long long)w->shape[1],
+                    em_shape_str(w->ndim, w->shape, sw, sizeof sw));
+  EM_TRY(check_operands("linear", x, w));
+  if (!b) return EM_OK;
+  if (b->ndim != 1 || b->shape[0] != w->shape[0])
+    return em_error(EM_ERR_SHAPE, "linear: bias must be [out_features = %lld], got %s",
+                    (long long)w->shape[0], em_shape_str(b->ndim, b->shape, sw, sizeof sw));
+  return check_operands("linear", x, b);
+}
+
+/* The bias is the product's C (beta = 1): it is added in the gemm's own
+** pass, not in an add of its own over the whole output, and a bfloat16
+** output is rounded once, after both. */
+static em_status linear_impl(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *b) {
+  EM_TRY(linear_check(x, w, b));
+  const int64_t k = w->shape[1], nout = w->shape[0], rows = em__numel_of(x->ndim - 1, x->shape);
+  int64_t oshape[EM_MAX_DIMS];
+  memcpy(oshape, x->shape, (size_t)x->ndim * sizeof *oshape);
+  oshape[x->ndim - 1] = nout;
+  em_tensor *y = NULL, *X = NULL;
+  gemm_operand gw = {0};
+  em_status s;
+  if ((s = em__new(&y, x->ndim, oshape, x->dtype, x->device, "linear"))) return s;
+  const em_backend *be = em__be(x);
+  const int64_t yshape[2] = {rows, nout};
+  if (rows * nout == 0) {
+    /* nothing to compute */
+  } else if (b) { /* every row of y starts as b */
+    em_kview dst, src;
+    em_kview_of(y, &dst);
+    dst.ndim = 2, dst.shape[0] = rows, dst.shape[1] = nout, dst.stride[0] = nout, dst.stride[1] = 1;
+    em__kview_bcast(b, 2, yshape, &src);
+    if ((s = be->copy(x->device.index, &dst, &src))) s = em__kernel_fail("linear", s);
+  } else if (k == 0) {
+    s = em_fill_(y, 0.0);
+  }
+  if (!s && rows * nout > 0 && k > 0 && !(s = rows_of(x, &X)) &&
+      !(s = gemm_operand_of("linear", w, 0, yshape, &gw))) {
+    /* op(B) = w^T: w's own layout, read the other way */
+    s = be->gemm(x->device.index, x->dtype, false, !gw.trans, rows, nout, k, 1.0, em_data(X), k, 0,
+                 gw.data, gw.ld, 0, b ? 1.0 : 0.0, em_data(y), nout, 0, 1);
+    if (s) s = em__kernel_fail("linear", s);
+  }
+  em_release(X), em_release(gw.hold);
+  em_tensor *in[3] = {x, w, b};
+  const int n_in = b ? 3 : 2;
+  if (!s && em_autograd_needed(n_in, in)) s = em_autograd_record(y, &LINEAR_OP, n_in, in, 2, in, NULL);
+  if (s) {
+    em_release(y);
+    return s;
+  }
+  *out = y;
+  return EM_OK;
+}
+
+/* Runs in the autocast dtype under autocast, as matmul (autocast.c). */
+em_status em_linear(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *b) {
+  if (!out || !x || !w) return em_error(EM_ERR_ARG, "linear: NULL argument");
+  *out = NULL;
+  em_tensor *in[3] = {x, w, b}, *ac[3];
+  EM_TRY(em__autocast_op(EM_AC_MATMUL, 3, in, ac));
+  em_status s = linear_impl(out, ac[0], ac[1], ac[2]);
+  for (int i = 0; i < 3; i++) em_release(ac[i]);
+  return s;
+}

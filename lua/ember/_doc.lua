@@ -334,8 +334,10 @@ end
 function M.help(v)
   local text, name = M.lookup(v)
   local out
-  local variant = (text == nil and type(v) == "string") and M.variant_entry(v) or nil
-  if variant then
+  local variant = type(v) == "string" and M.variant_entry(v) or nil
+  if variant and text then -- "linear" is ember.linear and an attention variant: both
+    out = name .. "\n\n" .. render(text) .. "\n\n" .. variant
+  elseif variant then
     out = variant
   elseif text then
     out = name .. "\n\n" .. render(text)

@@ -56,19 +56,17 @@ function Linear:forward(x)
       n, self.in_features, table.concat(x.shape, ", ")), 2)
   end
   local w, b = self.weight, self.bias
-  -- Under autocast the weight is cast before its transpose, so that a
-  -- decoding loop finds it in the cast cache (ember.autocast.cast), and the
-  -- bias joins the bfloat16 product in bfloat16, as torch.autocast runs
+  -- Under autocast the weight and the bias are cast here, so that a
+  -- decoding loop finds them in the cast cache (ember.autocast.cast), and
+  -- the bias joins the bfloat16 product in bfloat16, as torch.autocast runs
   -- linear (all of it in the low dtype): added as float32 it would promote
   -- the activations to float32, and the next product would cast them back.
-  local cast = ember.autocast.enabled() and w.dtype == "float32"
-  if cast then w = ember.autocast.cast(w) end
-  local y = x:matmul(w:transpose(1, 2))
-  if b then
-    if cast and y.dtype == "bfloat16" and b.dtype == "float32" then b = ember.autocast.cast(b) end
-    y = y + b
+  if ember.autocast.enabled() and w.dtype == "float32" then
+    w = ember.autocast.cast(w)
+    if b and b.dtype == "float32" then b = ember.autocast.cast(b) end
   end
-  return y
+  -- one product with the bias as its C: no add of its own over the output
+  return ember.linear(x, w, b)
 end
 
 --- The sizes, for printing.
