@@ -502,9 +502,15 @@ end
 local function dim_keyword(name)
   local f = T[name]
   local plain = helpers.guard(f)
-  local with_opts = helpers.guard(function(x, dim, opts)
+  local DTYPE = { sum = true, mean = true, prod = true } -- torch's dtype= (x converted first)
+  local with_opts = helpers.guard(function(x, dim, opts, keepdim)
     check_tensor(name, x)
-    opts = check_opts(name, opts, { dim = true, keepdim = true })
+    opts = check_opts(name, opts, { dim = true, keepdim = true, dtype = DTYPE[name] })
+    if opts.dtype ~= nil then x = x:to(opts.dtype) end
+    if keepdim ~= nil then
+      if opts.keepdim ~= nil then fail(name, "keepdim given twice") end
+      opts = { dim = opts.dim, keepdim = keepdim }
+    end
     if dim ~= nil and opts.dim ~= nil then fail(name, "dim given twice (%s and dim = %s)", tostring(dim), tostring(opts.dim)) end
     local d = dim
     if d == nil then d = opts.dim end
@@ -518,10 +524,12 @@ local function dim_keyword(name)
     end
     return f(x, d, opts.keepdim == true)
   end)
-  local w = function(x, a, b, ...)
+  local w = function(x, a, b, c, ...)
     if b == nil and type(a) == "table" and getmetatable(a) == nil and a[1] == nil then return with_opts(x, nil, a) end
     if type(b) == "table" and getmetatable(b) == nil then return with_opts(x, a, b) end
-    return plain(x, a, b, ...)
+    -- x:sum(dim, keepdim, {dtype =})
+    if type(c) == "table" and getmetatable(c) == nil then return with_opts(x, a, c, b) end
+    return plain(x, a, b, c, ...)
   end
   T[name] = w
   core[name] = w

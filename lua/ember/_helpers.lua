@@ -383,8 +383,25 @@ local function scan(op, x, dim, combine, identity)
 end
 
 -- x:cumsum(dim), x:cumprod(dim): running sums and products along dim.
-set("cumsum", function(x, dim) return scan("cumsum", x, dim, function(a, b) return a + b end, 0) end, true)
-set("cumprod", function(x, dim) return scan("cumprod", x, dim, function(a, b) return a * b end, 1) end, true)
+-- x:cumsum(dim [, {dtype =}]): a dtype (or a dtype name) converts x first, as torch's dtype=.
+local function scan_dtype(op, x, opts)
+  if opts == nil then return x end
+  local dt = opts
+  if type(opts) == "table" then
+    for k in pairs(opts) do
+      if k ~= "dtype" then fail(op, "unknown option '%s' (expected dtype)", tostring(k)) end
+    end
+    dt = opts.dtype
+  end
+  if type(dt) ~= "string" then fail(op, "dtype must be a dtype name, got %s", type(dt)) end
+  return check_tensor(op, x):to(dt)
+end
+set("cumsum", function(x, dim, opts)
+  return scan("cumsum", scan_dtype("cumsum", x, opts), dim, function(a, b) return a + b end, 0)
+end, true)
+set("cumprod", function(x, dim, opts)
+  return scan("cumprod", scan_dtype("cumprod", x, opts), dim, function(a, b) return a * b end, 1)
+end, true)
 
 -- x:prod([dim [, keepdim]]): the product of all elements (0-d), or along
 -- dim, by halving (the two halves multiplied, an odd last slice carried),
