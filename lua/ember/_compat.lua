@@ -572,6 +572,11 @@ do
   local squeeze = T.squeeze
   local several = helpers.guard(function(x, dim)
     check_tensor("squeeze", x)
+    if dim[1] == nil and next(dim) ~= nil then -- x:squeeze({dim = 2}), the keyword form
+      dim = check_opts("squeeze", dim, { dim = true }).dim
+      if dim == nil then return x:squeeze() end
+      if type(dim) ~= "table" then return squeeze(x, dim) end
+    end
     local dims = {}
     for i, d in ipairs(dim) do dims[i] = dim_of("squeeze", x, d) end
     table.sort(dims, function(a, b) return a > b end)

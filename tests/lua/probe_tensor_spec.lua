@@ -400,3 +400,13 @@ describe("sum, mean, prod, cumsum and cumprod take torch's dtype= (it was silent
     raises_here(function() local _ = x:sum(1, true, { keepdim = true }) end, "ember.sum: keepdim given twice")
   end)
 end)
+
+describe("squeeze takes the keyword form {dim =} (it silently squeezed nothing)", function()
+  it("as the reductions do", function()
+    local x = ember.zeros(1, 3, 1)
+    assert.are.same({ 3, 1 }, x:squeeze({ dim = 1 }).shape)
+    assert.are.same({ 3 }, x:squeeze({ dim = { 1, 3 } }).shape)
+    assert.are.same({ 1, 3 }, x:squeeze({ 3 }).shape)
+    raises_here(function() local _ = x:squeeze({ dims = 1 }) end, "ember.squeeze: unknown option 'dims'")
+  end)
+end)
