@@ -35,16 +35,31 @@ ROPE_ROW(f64, double, double, SAME, SAME)
 ROPE_ROW(bf16, uint16_t, float, em_bf16_to_f32, em_f32_to_bf16)
 #undef SAME
 
-/* Element offset of row r (rows in the order of the view's leading dims,
-** the last dim left out) in a view. */
-static int64_t row_offset(const em_kview *v, int64_t r) {
-  int64_t off = 0;
+/* Where rows go in a view: the element offset of each row (rows in the
+** order of the view's leading dims, the last dim left out), found once by
+** division for a chunk's first row and then stepped like an odometer:
+** rows are 32 elements at a head dim of 32, and four divisions a row were
+** a third of the kernel. */
+typedef struct rope_rows {
+  int64_t idx[EM_MAX_DIMS], off;
+} rope_rows;
+
+static void rows_start(rope_rows *r, const em_kview *v, int64_t row) {
+  r->off = 0;
   for (int d = v->ndim - 2; d >= 0; d--) {
-    const int64_t n = v->shape[d];
-    off += (r % n) * v->stride[d];
-    r /= n;
+    r->idx[d] = row % v->shape[d];
+    r->off += r->idx[d] * v->stride[d];
+    row /= v->shape[d];
   }
-  return off;
+}
+
+static void rows_next(rope_rows *r, const em_kview *v) {
+  for (int d = v->ndim - 2; d >= 0; d--) {
+    r->off += v->stride[d];
+    if (++r->idx[d] < v->shape[d]) return;
+    r->off -= r->idx[d] * v->stride[d];
+    r->idx[d] = 0;
+  }
 }
 
 em_status cpu_rope(int device, const em_kview *out, const em_kview *x, const void *cos,
@@ -60,20 +75,22 @@ em_status cpu_rope(int device, const em_kview *out, const em_kview *x, const voi
   if (!ok)
     return em_error(EM_ERR_SHAPE, "cpu rope: x and out must be [..., L, d] views of one shape and "
                     "dtype, with an even d and unit stride in the last dim");
-  const int64_t L = x->shape[nd - 2], h = x->shape[nd - 1] / 2;
+  const int64_t h = x->shape[nd - 1] / 2;
   int64_t rows = 1;
   for (int d = 0; d < nd - 1; d++) rows *= x->shape[d];
   const size_t es = cpu_dtype_size(dt);
   const float sn = inverse ? -1.0f : 1.0f;
-  /* rows of one position share the table's row; 64 rows a chunk keeps the
-  ** offsets' divisions off the elements */
+  /* 64 rows a chunk: one start by division, then steps */
   const int64_t chunks = (rows + 63) / 64;
   CPU_FOR_W(rows * h >= CPU_PAR_MIN, (double)(rows * h), t, chunks, {
     const int64_t r0 = t * 64, r1 = rows - r0 < 64 ? rows : r0 + 64;
-    for (int64_t r = r0; r < r1; r++) {
-      const int64_t l = r % L;
-      char *o = (char *)out->data + row_offset(out, r) * (int64_t)es;
-      const char *xi = (const char *)x->data + row_offset(x, r) * (int64_t)es;
+    rope_rows ro, rx;
+    rows_start(&ro, out, r0);
+    rows_start(&rx, x, r0);
+    for (int64_t r = r0; r < r1; r++, rows_next(&ro, out), rows_next(&rx, x)) {
+      const int64_t l = rx.idx[nd - 2];
+      char *o = (char *)out->data + ro.off * (int64_t)es;
+      const char *xi = (const char *)x->data + rx.off * (int64_t)es;
       const char *c = (const char *)cos + l * h * (int64_t)es, *s = (const char *)sin + l * h * (int64_t)es;
       if (dt == EM_F32) rope_row_f32((float *)o, (const float *)xi, (const float *)c, (const float *)s, h, sn);
       else if (dt == EM_F64) rope_row_f64((double *)o, (const double *)xi, (const double *)c, (const double *)s, h, sn);
