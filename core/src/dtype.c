@@ -27,7 +27,13 @@ em_status em_dtype_parse(const char *s, em_dtype *out) {
     {"float32", EM_F32}, {"float", EM_F32},  {"f32", EM_F32},     {"float64", EM_F64},
     {"double", EM_F64},  {"f64", EM_F64},    {"int64", EM_I64},   {"long", EM_I64},
     {"i64", EM_I64},     {"bool", EM_BOOL},  {"bfloat16", EM_BF16}, {"bf16", EM_BF16},
+    /* Torch7's tensor type names (x:type("torch.DoubleTensor")) */
+    {"torch.FloatTensor", EM_F32}, {"torch.DoubleTensor", EM_F64}, {"torch.LongTensor", EM_I64},
+    {"torch.BoolTensor", EM_BOOL}, {"torch.BFloat16Tensor", EM_BF16},
   };
+  if (!s) return em_error(EM_ERR_DTYPE, "unknown dtype (NULL)");
+  /* PyTorch's spelling: "torch.float64" is "float64" */
+  if (strncmp(s, "torch.", 6) == 0 && strchr(s + 6, '.') == NULL && !strstr(s, "Tensor")) s += 6;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(s, names[i].alias) == 0) {
       *out = names[i].dt;
