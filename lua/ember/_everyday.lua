@@ -5,7 +5,7 @@
 --   diagonal, take, take_along_dim, fliplr, flipud, nansum, nanmean,
 --   logaddexp, hypot, frac, deg2rad, rad2deg, sgn, true_divide,
 --   is_floating_point (as a function too); ember.cat skipping 1-d empty
---   tensors beside others, as torch.cat;
+--   tensors beside others, as torch.cat; ember.normal in torch's argument orders;
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -132,6 +132,29 @@ set("cat", function(tensors, dim)
   local y = c_cat(kept, dim)
   local dt = (core.zeros({}, { dtype = skipped.dtype }) + core.zeros({}, { dtype = y.dtype })).dtype
   return dt == y.dtype and y or y:to(dt)
+end)
+
+-- ember.normal also in torch's argument orders: normal(mean, std, size [, opts])
+-- with numbers, and normal(mean, std) with tensors (broadcast; one sample each,
+-- not differentiable); ember's own is normal(shape, mean, std [, opts]).
+local c_normal = core.normal
+set("normal", function(a, b, c, d)
+  if core.is_tensor(a) or core.is_tensor(b) then
+    for _, v in ipairs { a, b } do
+      if not core.is_tensor(v) and type(v) ~= "number" then
+        fail("normal", "mean and std must be tensors or numbers, got %s", type(v))
+      end
+    end
+    if c ~= nil then fail("normal", "normal(mean, std) with tensors takes no size (the result has their shape)") end
+    local like = core.is_tensor(a) and a or b
+    local zero = like:detach() * 0
+    local base = (core.is_tensor(a) and a:detach() or zero + a) + (core.is_tensor(b) and b:detach() * 0 or zero)
+    local std = core.is_tensor(b) and b:detach() or b
+    local dt = base:is_floating_point() and base.dtype or "float32"
+    return base:to(dt) + core.randn(base.shape, { dtype = dt, device = base.device }) * std
+  end
+  if type(a) == "number" and type(c) == "table" then return c_normal(c, a, b, d) end -- torch's order
+  return c_normal(a, b, c, d)
 end)
 
 -- ---- reductions ignoring NaN ---------------------------------------------------------
