@@ -6,6 +6,7 @@
 --   logaddexp, hypot, frac, deg2rad, rad2deg, sgn, true_divide,
 --   is_floating_point (as a function too); ember.cat skipping 1-d empty
 --   tensors beside others, as torch.cat; ember.normal in torch's argument orders;
+--   x[{rows, cols}] with several int64 tensors, pointwise (as x[rows, cols]);
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -155,6 +156,89 @@ set("normal", function(a, b, c, d)
   end
   if type(a) == "number" and type(c) == "table" then return c_normal(c, a, b, d) end -- torch's order
   return c_normal(a, b, c, d)
+end)
+
+-- ---- x[{rows, cols}]: several int64 tensors index pointwise ------------------------
+
+-- x[{i1, i2, ..., rest...}] with int64 tensors i1..ik leading the key picks
+-- the elements (x[i1[j], i2[j], ...]) pointwise, the tensors broadcast, as
+-- PyTorch's x[rows, cols] (logits[{ember.arange(1, B + 1), labels}]); the
+-- entries after them index the remaining dims. Assignable when the tensors
+-- are the whole key. One tensor keeps the table index's own rule.
+local mt = debug.getregistry()["ember.Tensor"]
+local table_index, table_newindex = mt.__table_index, mt.__table_newindex
+
+-- The leading int64 tensors of key (nil when fewer than 2), checked, and
+-- the 1-based positions they name in t viewed as [n1 * ... * nk, rest...].
+local function pointwise(op, t, key)
+  local k = 0
+  while core.is_tensor(key[k + 1]) do k = k + 1 end
+  if k < 2 then
+    for i = k + 1, #key do
+      if core.is_tensor(key[i]) and k >= 1 then
+        fail(op, "int64 tensors in a table index must lead it (x[{rows, cols, ...}]); index %d is one", i)
+      end
+    end
+    return nil
+  end
+  for i = k + 1, #key do
+    if core.is_tensor(key[i]) then
+      fail(op, "int64 tensors in a table index must lead it (x[{rows, cols, ...}]); index %d is one", i)
+    end
+  end
+  if k > t:dim() then fail(op, "%d indices for a tensor with %d dims", k, t:dim()) end
+  local zero
+  for i = 1, k do
+    local idx = key[i]
+    if idx.dtype ~= "int64" then fail(op, "index %d: an index tensor must be int64 (1-based), got %s", i, idx.dtype) end
+    zero = zero and (zero + idx * 0) or idx * 0
+  end
+  local lin, stride = zero, 1
+  for i = k, 1, -1 do
+    local idx, n = key[i], t:size(i)
+    if idx:numel() > 0 and (idx:lt(1):any():item() or idx:gt(n):any():item()) then
+      fail(op, "index %d: positions must be in 1..%d (1-based) for dim %d of size %d", i, n, i, n)
+    end
+    lin = lin + (idx - 1) * stride
+    stride = stride * n
+  end
+  local shape = { stride }
+  for i = k + 1, t:dim() do shape[#shape + 1] = t:size(i) end
+  return k, lin + 1, shape
+end
+
+mt.__table_index = helpers.guard(function(t, key)
+  local k, lin, shape = pointwise("index", t, key)
+  if not k then return table_index(t, key) end
+  local out = { table.unpack(lin.shape) }
+  for i = k + 1, t:dim() do out[#out + 1] = t:size(i) end
+  local y = t:reshape(shape):index_select(1, lin:reshape(-1)):view(out)
+  if #key == k then return y end
+  local rest = {}
+  for _ = 1, lin:dim() do rest[#rest + 1] = {} end
+  for i = k + 1, #key do rest[#rest + 1] = key[i] end
+  return table_index(y, rest)
+end)
+
+mt.__table_newindex = helpers.guard(function(t, key, value)
+  local k, lin, shape = pointwise("setindex", t, key)
+  if not k then return table_newindex(t, key, value) end
+  if #key ~= k then fail("setindex", "x[{rows, cols, ...}] = v takes int64 tensors only, without ranges after them") end
+  local flat = t:reshape(shape)
+  local pos = lin:reshape(-1)
+  if core.is_tensor(value) then
+    local vs, full = { pos:numel() }, { table.unpack(lin.shape) }
+    for i = 2, #shape do
+      vs[i] = shape[i]
+      full[#full + 1] = shape[i]
+    end
+    local src = value:to(t.dtype):expand(full):reshape(vs)
+    t:copy_(flat:index_copy(1, pos, src):view(t.shape))
+  elseif type(value) == "number" or type(value) == "boolean" then
+    t:copy_(flat:index_fill(1, pos, type(value) == "boolean" and (value and 1 or 0) or value):view(t.shape))
+  else
+    fail("setindex", "value must be a number or a tensor, got %s", type(value))
+  end
 end)
 
 -- ---- reductions ignoring NaN ---------------------------------------------------------

@@ -263,7 +263,8 @@ describe("int64 tensors as indices in assignments and in table indices (x[idx] =
     local g = ember.tensor({ { 1, 2 }, { 3, 4 } }, { dtype = "float64", requires_grad = true })
     g[{ {}, I { 2, 2 } }]:sum():backward()
     assert.are.same({ { 0, 2 }, { 0, 2 } }, g.grad:totable())
-    raises_here(function() local _ = x[{ I { 1 }, I { 1 } }] end, "ember.index: one int64 tensor per table index")
+    raises_here(function() local _ = ember.zeros(2, 2, 2)[{ {}, I { 1 }, I { 1 } }] end,
+      "ember.index: one int64 tensor per table index")
   end)
   it("x[{{}, idx}] = v writes through", function()
     local x = ember.zeros(2, 4)
@@ -437,5 +438,30 @@ describe("ember.normal in torch's argument orders (it was 'bad argument #3 to no
     assert.are.same({ 2, 3 }, z.shape)
     assert.is_false(ember.normal(ember.zeros(3):requires_grad_(), 1).requires_grad)
     raises_here(function() local _ = ember.normal(m, 1, { 3 }) end, "ember.normal: normal(mean, std) with tensors takes no size")
+  end)
+end)
+
+describe("several int64 tensors in a table index pick pointwise, as x[rows, cols] (it was an error)", function()
+  it("reads, broadcasting the tensors, with ranges after them", function()
+    local logits = ember.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+    assert.are.same({ 3, 4 }, logits[{ I { 1, 2 }, I { 3, 1 } }]:totable()) -- logits[arange(B), labels]
+    local x = ember.arange(24):view(2, 3, 4)
+    assert.are.same({ { 4, 5, 6, 7 }, { 20, 21, 22, 23 } }, x[{ I { 1, 2 }, I { 2, 3 } }]:totable())
+    assert.are.same({ { 5, 6 }, { 21, 22 } }, x[{ I { 1, 2 }, I { 2, 3 }, { 2, 3 } }]:totable())
+    assert.are.same({ { 1, 2 }, { 13, 14 } }, x[{ I { { 1 }, { 2 } }, I { 1 }, I { 2, 3 } }]:totable())
+    local g = ember.tensor({ { 1, 2 }, { 3, 4 } }, { dtype = "float64", requires_grad = true })
+    g[{ I { 1, 2, 2 }, I { 2, 1, 1 } }]:sum():backward()
+    assert.are.same({ { 0, 1 }, { 2, 0 } }, g.grad:totable())
+    raises_here(function() local _ = logits[{ I { 1, 3 }, I { 1, 1 } }] end, "ember.index: index 1: positions must be in 1..2")
+    raises_here(function() local _ = logits[{ I { 1 }, 2, I { 1 } }] end, "ember.index: int64 tensors in a table index must lead it")
+  end)
+  it("assigns numbers and tensors", function()
+    local x = ember.zeros(2, 3)
+    x[{ I { 1, 2 }, I { 3, 1 } }] = 5
+    assert.are.same({ { 0, 0, 5 }, { 5, 0, 0 } }, x:totable())
+    x[{ I { 2, 1 }, I { 2, 2 } }] = ember.tensor { 7, 8 }
+    assert.are.same({ { 0, 8, 5 }, { 5, 7, 0 } }, x:totable())
+    x[{ I { 1 }, I { 3 } }] = 1 -- replaced, not added
+    assert.are.same({ 0, 8, 1 }, x[1]:totable())
   end)
 end)
