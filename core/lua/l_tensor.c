@@ -201,6 +201,13 @@ static int push_property(lua_State *L, em_tensor *t, const char *k) {
     lua_pushinteger(L, t->ndim);
   } else if (strcmp(k, "T") == 0 || strcmp(k, "mT") == 0) {
     return push_transposed(L, t, k[0] == 'm');
+  } else if (strcmp(k, "data") == 0) { /* PyTorch's x.data: x:detach(), the same memory */
+    em_tensor **out = lember_newslot(L);
+    em_status s = em_detach(out, t);
+    if (s) return lember_error(L, "data", s);
+    lember_account(L, *out);
+  } else if (strcmp(k, "is_cuda") == 0) {
+    lua_pushboolean(L, strncmp(em_device_str(t->device, buf, sizeof buf), "cuda", 4) == 0);
   } else {
     lua_pushnil(L);
   }
