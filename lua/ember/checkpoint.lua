@@ -220,7 +220,10 @@ end
 -- @tparam string path
 function checkpoint.load_object(path)
   if type(path) ~= "string" then error("ember.load: path must be a string, got a " .. type(path), 2) end
-  local tensors, meta = checkpoint.load_tensors(path)
+  local ok, tensors, meta = pcall(checkpoint.load_tensors, path)
+  if not ok then -- the reading's error, named as what the user called
+    error((tostring(tensors):gsub("^.-ember%.safetensors_load: ", "ember.load: ")), 2)
+  end
   if meta["ember.object"] == "tensor" then return tensors.tensor end
   if meta["ember.object"] ~= "tree" then return tensors end
   local root = {}
