@@ -7,6 +7,7 @@
 --   is_floating_point (as a function too); ember.cat skipping 1-d empty
 --   tensors beside others, as torch.cat; ember.normal in torch's argument orders;
 --   x[{rows, cols}] with several int64 tensors, pointwise (as x[rows, cols]);
+--   cummax/cummin, unfold (sliding windows), rot90;
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -240,6 +241,94 @@ mt.__table_newindex = helpers.guard(function(t, key, value)
     fail("setindex", "value must be a number or a tensor, got %s", type(value))
   end
 end)
+
+-- ---- running extrema, sliding windows, rotation -----------------------------------
+
+-- The 1-based index of the running maximum (minimum) along dim d, ties and
+-- NaN resolved as PyTorch's cummax: the latest of equal values, and a NaN
+-- once met. A doubling scan: log2(n) steps, each comparing every position
+-- with the best of the segment just before it.
+local function running_index(x, d, is_max)
+  local n = x:size(d)
+  local view = {}
+  for i = 1, x:dim() do view[i] = i == d and n or 1 end
+  local idx = core.arange(1, n + 1, { dtype = "int64", device = x.device }):view(view):expand(x.shape):contiguous()
+  local val = x
+  local s = 1
+  while s < n do
+    -- the segment before each position; the first s positions face themselves
+    local pv = core.cat({ val:narrow(d, 1, s), val:narrow(d, 1, n - s) }, d)
+    local pi = core.cat({ idx:narrow(d, 1, s), idx:narrow(d, 1, n - s) }, d)
+    local better = is_max and pv:gt(val) or pv:lt(val)
+    if x:is_floating_point() then better = better:logical_or(pv:isnan():logical_and(val:isnan():logical_not())) end
+    val, idx = core.where(better, pv, val), core.where(better, pi, idx)
+    s = s * 2
+  end
+  return idx
+end
+
+local function cumulative(op, is_max)
+  return function(x, dim)
+    check_tensor(op, x)
+    if dim == nil then fail(op, "dim is required (1-based; -1 is the last)") end
+    if x:dim() == 0 then return x:clone(), core.ones({}, { dtype = "int64", device = x.device }) end
+    local d = dim_of(op, x, dim)
+    if x:size(d) == 0 then return x:clone(), core.zeros(x.shape, { dtype = "int64", device = x.device }) end
+    local idx = running_index(x:detach(), d, is_max)
+    return x:gather(d, idx), idx
+  end
+end
+
+-- x:cummax(dim) -> values, indices: the running maximum along dim and the
+-- 1-based index where it was taken (torch.cummax: ties give the latest
+-- index). Differentiable (the gradient goes to those indices).
+set("cummax", cumulative("cummax", true), true)
+-- x:cummin(dim) -> values, indices: the running minimum (torch.cummin).
+set("cummin", cumulative("cummin", false), true)
+
+-- x:unfold(dim, size, step): the windows of size elements every step along
+-- dim, as a new last dim (torch.Tensor.unfold: dim becomes the window count
+-- (n - size) // step + 1). A copy, not a view (differentiable).
+set("unfold", function(x, dim, size, step)
+  local op = "unfold"
+  check_tensor(op, x)
+  local d = x:dim() == 0 and 1 or dim_of(op, x, dim)
+  local n = x:dim() == 0 and 1 or x:size(d)
+  if math.type(size) ~= "integer" or size < 0 or size > n then
+    fail(op, "size must be an integer in 0..%d (the size of dim %d), got %s", n, d, tostring(size))
+  end
+  if math.type(step) ~= "integer" or step < 1 then fail(op, "step must be an integer >= 1, got %s", tostring(step)) end
+  if x:dim() == 0 then return x:view(1) end
+  local count = (n - size) // step + 1
+  local pieces = {}
+  for o = 1, size do pieces[o] = x:slice(d, o, o + (count - 1) * step, step) end
+  if size == 0 then
+    local shape = {}
+    for i = 1, x:dim() do shape[i] = i == d and count or x:size(i) end
+    shape[#shape + 1] = 0
+    return core.zeros(shape, { dtype = x.dtype, device = x.device })
+  end
+  return core.stack(pieces, -1)
+end, true)
+
+-- x:rot90([k = 1 [, dims = {1, 2}]]): rotated by 90 degrees k times, from
+-- the first dim towards the second (torch.rot90).
+set("rot90", function(x, k, dims)
+  local op = "rot90"
+  check_tensor(op, x)
+  k = k or 1
+  dims = dims or { 1, 2 }
+  if math.type(k) ~= "integer" then fail(op, "k must be an integer, got %s", tostring(k)) end
+  if type(dims) ~= "table" or #dims ~= 2 then fail(op, "dims must be a list of 2 dims, got %s", tostring(dims)) end
+  if x:dim() < 2 then fail(op, "expected a tensor with at least 2 dims, got %s", shape_str(x)) end
+  local a, b = dim_of(op, x, dims[1]), dim_of(op, x, dims[2])
+  if a == b then fail(op, "the two dims must differ, both are %d", a) end
+  k = k % 4
+  if k == 1 then return x:flip(b):transpose(a, b) end
+  if k == 2 then return x:flip({ a, b }) end
+  if k == 3 then return x:flip(a):transpose(a, b) end
+  return x:clone()
+end, true)
 
 -- ---- reductions ignoring NaN ---------------------------------------------------------
 
