@@ -55,6 +55,17 @@ em_tensor *lember_testtensor(lua_State *L, int idx) {
 
 em_tensor *lember_checktensor(lua_State *L, int idx) {
   em_tensor *t = lember_testtensor(L, idx);
+  int tt = lua_type(L, 1);
+  if (!t && idx == 1 && (tt == LUA_TNONE || tt == LUA_TNIL || tt == LUA_TNUMBER)) {
+    /* x.sum() for x:sum(), the usual slip: say so */
+    lua_Debug ar;
+    const char *name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) ? ar.name : NULL;
+    if (name)
+      luaL_error(L, "bad argument #1 to '%s' (ember.Tensor expected, got %s): call tensor methods with a colon, "
+                    "x:%s(...), not x.%s(...)", name, luaL_typename(L, 1), name, name);
+    luaL_error(L, "bad argument #1 (ember.Tensor expected, got %s): call tensor methods with a colon, "
+                  "x:name(...), not x.name(...)", luaL_typename(L, 1));
+  }
   if (!t) luaL_typeerror(L, idx, "ember.Tensor");
   return t;
 }

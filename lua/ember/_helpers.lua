@@ -30,6 +30,10 @@ end
 
 local function check_tensor(op, x, what)
   if not core.is_tensor(x) then
+    if what == nil and (x == nil or type(x) == "number") then -- x.f() for x:f(), the usual slip
+      fail(op, "argument 1 must be a tensor, got %s (call tensor methods with a colon: x:%s(...), not x.%s(...))",
+        type(x), op, op)
+    end
     fail(op, "%s must be a tensor, got %s", what or "argument 1", type(x))
   end
   return x

@@ -113,7 +113,7 @@ local CASES = {
  {"neg", function() return ember.ones(2):bool():neg() end},
  {"add_", function() local w = ember.ones(2, {requires_grad=true}); return w:add_(1) end},
  {"add_", function() return x23:add_(ember.ones(4)) end},
- {"'mul_'", function() return x23:clone():mul_(ember.ones(2,3,{dtype="float64"})) end},
+ {"ember.mul_", function() return x23:clone():mul_(ember.ones(3,2)) end},
  {"copy_", function() return x23:clone():copy_(ember.ones(4)) end},
  {"fill_", function() return x23:clone():fill_("a") end},
  -- reductions
