@@ -7,7 +7,9 @@
 --   is_floating_point (as a function too); ember.cat skipping 1-d empty
 --   tensors beside others, as torch.cat; ember.normal in torch's argument orders;
 --   x[{rows, cols}] with several int64 tensors, pointwise (as x[rows, cols]);
---   cummax/cummin, unfold (sliding windows), rot90;
+--   cummax/cummin, unfold (sliding windows), rot90; tensordot, inner, kron,
+--   cdist, tril_indices/triu_indices (1-based), broadcast_shapes,
+--   broadcast_tensors, diag_embed, ravel, var_mean/std_mean, aminmax;
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -328,6 +330,210 @@ set("rot90", function(x, k, dims)
   if k == 2 then return x:flip({ a, b }) end
   if k == 3 then return x:flip(a):transpose(a, b) end
   return x:clone()
+end, true)
+
+-- ---- products, distances, index lists, broadcasting ------------------------------
+
+-- A list of 1-based dims of x (negative from the end), or a count.
+local function dims_list(op, x, dims, what)
+  if type(dims) ~= "table" then fail(op, "%s must be a list of dims, got %s", what, type(dims)) end
+  local out, seen = {}, {}
+  for i, d in ipairs(dims) do
+    out[i] = dim_of(op, x, d)
+    if seen[out[i]] then fail(op, "%s: dim %d repeated", what, out[i]) end
+    seen[out[i]] = true
+  end
+  return out
+end
+
+-- ember.tensordot(a, b [, dims = 2]): the sum over the last dims of a and
+-- the first of b (dims a count), or over the dims given as {{a dims}, {b
+-- dims}} (1-based), as torch.tensordot. Differentiable.
+set("tensordot", function(a, b, dims)
+  local op = "tensordot"
+  check_tensor(op, a)
+  check_tensor(op, b, "argument 2")
+  dims = dims == nil and 2 or dims
+  local da, db
+  if math.type(dims) == "integer" then
+    if dims < 0 or dims > a:dim() or dims > b:dim() then fail(op, "dims %d is more than the operands have", dims) end
+    da, db = {}, {}
+    for i = 1, dims do
+      da[i] = a:dim() - dims + i
+      db[i] = i
+    end
+  elseif type(dims) == "table" and #dims == 2 then
+    da, db = dims_list(op, a, dims[1], "a's dims"), dims_list(op, b, dims[2], "b's dims")
+    if #da ~= #db then fail(op, "as many dims of a as of b, got %d and %d", #da, #db) end
+  else
+    fail(op, "dims must be a count or {{a dims}, {b dims}}, got %s", tostring(dims))
+  end
+  local ca, cb, k = {}, {}, 1
+  for i, d in ipairs(da) do
+    if a:size(d) ~= b:size(db[i]) then
+      fail(op, "contracted sizes differ: dim %d of a is %d, dim %d of b is %d", d, a:size(d), db[i], b:size(db[i]))
+    end
+    ca[d], cb[db[i]], k = true, true, k * a:size(d)
+  end
+  local pa, pb, shape, m, n = {}, {}, {}, 1, 1
+  for i = 1, a:dim() do if not ca[i] then pa[#pa + 1], shape[#shape + 1], m = i, a:size(i), m * a:size(i) end end
+  for _, d in ipairs(da) do pa[#pa + 1] = d end
+  for _, d in ipairs(db) do pb[#pb + 1] = d end
+  for i = 1, b:dim() do if not cb[i] then pb[#pb + 1], shape[#shape + 1], n = i, b:size(i), n * b:size(i) end end
+  local y = a:permute(pa):reshape(m, k):matmul(b:permute(pb):reshape(k, n))
+  return y:reshape(shape)
+end)
+
+-- a:inner(b): the sum over the last dims of a and b (torch.inner).
+set("inner", function(a, b)
+  check_tensor("inner", a)
+  check_tensor("inner", b, "argument 2")
+  if a:dim() == 0 or b:dim() == 0 then return a * b end
+  return core.tensordot(a, b, { { -1 }, { -1 } })
+end, true)
+
+-- ember.kron(a, b): the Kronecker product (torch.kron). Differentiable.
+set("kron", function(a, b)
+  local op = "kron"
+  check_tensor(op, a)
+  check_tensor(op, b, "argument 2")
+  local nd = math.max(a:dim(), b:dim())
+  local va, vb, out = {}, {}, {}
+  for i = 1, nd do
+    local sa = i > nd - a:dim() and a:size(i - (nd - a:dim())) or 1
+    local sb = i > nd - b:dim() and b:size(i - (nd - b:dim())) or 1
+    va[#va + 1], va[#va + 2] = sa, 1
+    vb[#vb + 1], vb[#vb + 2] = 1, sb
+    out[i] = sa * sb
+  end
+  return (a:reshape(va) * b:reshape(vb)):reshape(out)
+end, true)
+
+-- ember.cdist(x1, x2 [, p = 2]): the p-norm distances between the rows of
+-- x1 [..., P, M] and x2 [..., R, M], [..., P, R] (torch.cdist; a zero
+-- distance has a zero gradient). Differentiable.
+set("cdist", function(x1, x2, p)
+  local op = "cdist"
+  check_tensor(op, x1)
+  check_tensor(op, x2, "argument 2")
+  if x1:dim() < 2 or x2:dim() < 2 or x1:size(-1) ~= x2:size(-1) then
+    fail(op, "expected [..., P, M] and [..., R, M], got %s and %s", shape_str(x1), shape_str(x2))
+  end
+  return (x1:unsqueeze(-2) - x2:unsqueeze(-3)):norm(p or 2, -1)
+end)
+
+-- ember.tril_indices(rows, cols [, offset = 0 [, opts]]): the 1-based (row,
+-- col) positions of the lower triangle, as a [2, n] int64 tensor in
+-- row-major order (torch.tril_indices; +1); triu_indices the upper one.
+local function tri_indices(op, lower)
+  return function(rows, cols, offset, opts)
+    if type(offset) == "table" or type(offset) == "string" then offset, opts = nil, offset end
+    offset = offset or 0
+    for _, v in ipairs { rows, cols, offset } do
+      if math.type(v) ~= "integer" then fail(op, "rows, cols and offset must be integers, got %s", tostring(v)) end
+    end
+    if rows < 0 or cols < 0 then fail(op, "rows and cols must be >= 0, got %d and %d", rows, cols) end
+    local r, c = {}, {}
+    for i = 1, rows do
+      for j = 1, cols do
+        if (lower and j - i <= offset) or (not lower and j - i >= offset) then
+          r[#r + 1], c[#c + 1] = i, j
+        end
+      end
+    end
+    opts = helpers.creation_opts(op, opts)
+    return core.tensor({ r, c }, { dtype = opts.dtype or "int64", device = opts.device }):view(2, #r)
+  end
+end
+set("tril_indices", tri_indices("tril_indices", true))
+set("triu_indices", tri_indices("triu_indices", false))
+
+-- ember.broadcast_shapes(s1, s2, ...): the shape the given ones broadcast to
+-- (tables or ember.Size), as torch.broadcast_shapes.
+local function broadcast_shapes(op, shapes)
+  local n = 0
+  for _, s in ipairs(shapes) do n = math.max(n, #s) end
+  local out = {}
+  for i = 1, n do out[i] = 1 end
+  for k, s in ipairs(shapes) do
+    for i = 1, #s do
+      local j, v = n - #s + i, s[i]
+      if out[j] == 1 then out[j] = v
+      elseif v ~= 1 and v ~= out[j] then
+        fail(op, "shape %d [%s] does not broadcast to the others (size %d vs %d)", k, table.concat(s, ", "), v, out[j])
+      end
+    end
+  end
+  return core.Size(out)
+end
+set("broadcast_shapes", function(...)
+  local shapes = { ... }
+  for i, s in ipairs(shapes) do
+    if type(s) ~= "table" and type(s) ~= "userdata" then fail("broadcast_shapes", "argument %d must be a shape, got %s", i, type(s)) end
+  end
+  return broadcast_shapes("broadcast_shapes", shapes)
+end)
+
+-- ember.broadcast_tensors(a, b, ...): the tensors expanded (views) to their
+-- common shape, as a list (torch.broadcast_tensors).
+set("broadcast_tensors", function(...)
+  local ts, shapes = { ... }, {}
+  if #ts == 1 and type(ts[1]) == "table" and not core.is_tensor(ts[1]) then ts = ts[1] end
+  for i, t in ipairs(ts) do shapes[i] = check_tensor("broadcast_tensors", t, "argument " .. i).shape end
+  local shape = broadcast_shapes("broadcast_tensors", shapes)
+  local out = {}
+  for i, t in ipairs(ts) do out[i] = t:expand(shape) end
+  return out
+end)
+
+-- x:diag_embed([offset = 0]): the last dim of x on the diagonals of new
+-- last two dims (torch.diag_embed with dim1 = -2, dim2 = -1).
+set("diag_embed", function(x, offset, dim1, dim2)
+  local op = "diag_embed"
+  check_tensor(op, x)
+  offset = offset or 0
+  if math.type(offset) ~= "integer" then fail(op, "offset must be an integer, got %s", tostring(offset)) end
+  if (dim1 ~= nil and dim1 ~= -2) or (dim2 ~= nil and dim2 ~= -1) then
+    fail(op, "only the last two dims (dim1 = -2, dim2 = -1) are supported")
+  end
+  if x:dim() == 0 then fail(op, "expected a tensor with at least 1 dim, got a 0-d tensor") end
+  local n = x:size(-1)
+  local y = x:unsqueeze(-1) * core.eye(n, { dtype = x.dtype, device = x.device })
+  if offset > 0 then return core.pad(y, { offset, 0, 0, offset }) end
+  if offset < 0 then return core.pad(y, { 0, -offset, -offset, 0 }) end
+  return y
+end, true)
+
+-- x:ravel(): x flattened (torch.ravel: a view when x is contiguous).
+set("ravel", function(x) return check_tensor("ravel", x):reshape(-1) end, true)
+
+-- (dim, keepdim) of var's arguments, for var_mean and std_mean.
+local function var_dim_keep(a, b, c)
+  if type(a) == "table" and a[1] == nil then return a.dim, a.keepdim == true end
+  if type(a) == "boolean" then return nil, false end
+  if type(b) == "table" then return a, b.keepdim == true end
+  return a, c == true
+end
+
+-- x:var_mean(...) / x:std_mean(...): var (std) and mean over the same dims,
+-- with var's arguments (torch.var_mean, torch.std_mean).
+set("var_mean", function(x, ...)
+  check_tensor("var_mean", x)
+  local dim, keep = var_dim_keep(...)
+  return x:var(...), x:mean({ dim = dim, keepdim = keep })
+end, true)
+set("std_mean", function(x, ...)
+  check_tensor("std_mean", x)
+  local dim, keep = var_dim_keep(...)
+  return x:std(...), x:mean({ dim = dim, keepdim = keep })
+end, true)
+
+-- x:aminmax([dim [, keepdim]]) or x:aminmax({dim =, keepdim =}) -> min, max
+-- (torch.aminmax).
+set("aminmax", function(x, dim, keepdim)
+  check_tensor("aminmax", x)
+  if type(dim) == "table" and dim[1] == nil then dim, keepdim = dim.dim, dim.keepdim end
+  return x:amin(dim, keepdim), x:amax(dim, keepdim)
 end, true)
 
 -- ---- reductions ignoring NaN ---------------------------------------------------------
