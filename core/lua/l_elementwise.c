@@ -128,6 +128,42 @@ static int m_logical_and(lua_State *L) { return binary(L, EM_AND, "logical_and")
 static int m_logical_or(lua_State *L) { return binary(L, EM_OR, "logical_or"); }
 static int m_logical_xor(lua_State *L) { return binary(L, EM_XOR, "logical_xor"); }
 
+/* Is the operand at idx an int64/bool tensor or a Lua integer? */
+static bool integral(lua_State *L, int idx) {
+  em_tensor *t = fast_tensor(L, idx);
+  if (t) return t->dtype == EM_I64 || t->dtype == EM_BOOL;
+  return lua_type(L, idx) == LUA_TNUMBER && lua_isinteger(L, idx);
+}
+
+/* An integer base to an integer tensor exponent, as PyTorch's: int64, and
+** a negative exponent gives the truncated power (2 ^ -1 is 0, (-1) ^ -3 is
+** -1, 0 ^ -1 is 0) where the backend refuses it; computed in float64 (exact
+** below 2^53, as the scalar power). Pushes the result and returns true, or
+** returns false when the operands are not both integral. */
+static bool int_pow(lua_State *L) {
+  em_tensor *a = fast_tensor(L, 1), *b = fast_tensor(L, 2);
+  if (!(a || b) || !integral(L, 1) || !integral(L, 2)) return false;
+  em_tensor *fa = NULL, *fb = NULL, *p = NULL, *q = NULL, *abs = NULL, *inf = NULL, *r = NULL;
+  em_status s = EM_OK;
+  if (a) s = em_to_dtype(&fa, a, EM_F64);
+  if (!s && b) s = em_to_dtype(&fb, b, EM_F64);
+  if (!s) {
+    if (fa && fb) s = em_binary(&p, EM_POW, fa, fb);
+    else if (fa) s = em_binary_scalar(&p, EM_POW, fa, (double)lua_tointeger(L, 2));
+    else s = em_scalar_binary(&p, EM_POW, (double)lua_tointeger(L, 1), fb);
+  }
+  if (!s) s = em_unary(&q, EM_TRUNC, p, 0, 0);
+  if (!s) s = em_unary(&abs, EM_ABS, q, 0, 0);
+  if (!s) s = em_binary_scalar(&inf, EM_EQ, abs, INFINITY);
+  if (!s) s = em_masked_fill(&r, q, inf, 0.0);
+  em_tensor **out = fast_slot(L);
+  if (!s) s = em_to_dtype(out, r, EM_I64);
+  em_release(fa), em_release(fb), em_release(p), em_release(q), em_release(abs), em_release(inf), em_release(r);
+  if (s) lember_error(L, "pow", s);
+  lember_account(L, *out);
+  return true;
+}
+
 /* t ^ number is the scalar power (its own backward); otherwise binary.
 ** An int64 or bool tensor to a Lua integer power >= 0 stays int64 (as
 ** PyTorch's; computed in float64, exact below 2^53); to a Lua float power,
@@ -154,7 +190,7 @@ static int m_pow(lua_State *L) {
     em_tensor **out = fast_slot(L);
     return done(L, out, em_unary(out, EM_POW_SCALAR, a, e, 0), "pow");
   }
-  return binary(L, EM_POW, "pow");
+  return int_pow(L) ? 1 : binary(L, EM_POW, "pow");
 }
 
 /* ---------------------------------------------------------------- */

@@ -587,3 +587,17 @@ describe("more of torch's everyday functions (they were missing)", function()
     assert.are.same({ { 1, 2, 3 }, { 4, 5, 6 } }, { lo:totable(), hi:totable() })
   end)
 end)
+
+describe("integer powers with an integer tensor exponent, as torch (negative ones were an error)", function()
+  it("int64, the power truncated", function()
+    local b = I { 0, 1, -1, 2, -2, 3 }
+    assert.are.same({ 0, 1, -1, 0, 0, 0 }, b:pow(I(-1)):totable())
+    assert.are.same({ 0, 1, 1, 0, 0, 0 }, ember.pow(b, I { -2 }):totable())
+    local p = 2 ^ I { -1, 0, 3 }
+    assert.are.equal("int64", p.dtype)
+    assert.are.same({ 0, 1, 8 }, p:totable())
+    assert.are.same({ -1, 1 }, ember.pow(-1, I { -1, -2 }):totable())
+    assert.are.same({ 1, 1, -1, 4, 4, 27 }, b:pow(b:abs()):totable())
+    assert.are.equal("float32", (2.5 ^ I { 2 }).dtype)
+  end)
+end)
