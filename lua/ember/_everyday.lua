@@ -10,6 +10,7 @@
 --   cummax/cummin, unfold (sliding windows), rot90; tensordot, inner, kron,
 --   cdist, tril_indices/triu_indices (1-based), broadcast_shapes,
 --   broadcast_tensors, diag_embed, ravel, var_mean/std_mean, aminmax;
+--   index_put / index_put_ (accumulate too);
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -242,6 +243,50 @@ mt.__table_newindex = helpers.guard(function(t, key, value)
   else
     fail("setindex", "value must be a number or a tensor, got %s", type(value))
   end
+end)
+
+-- x:index_put(indices, values [, accumulate = false]): x with the elements
+-- at the 1-based int64 index tensors of indices (one per leading dim,
+-- broadcast) set to values, or values added there (accumulate; repeated
+-- positions add up), as torch.index_put; index_put_ writes x in place.
+local function index_put(op, x, indices, values, accumulate)
+  check_tensor(op, x)
+  if type(indices) ~= "table" or #indices == 0 then
+    fail(op, "indices must be a list of int64 tensors, got %s", type(indices))
+  end
+  for i, t in ipairs(indices) do
+    if not core.is_tensor(t) or t.dtype ~= "int64" then
+      fail(op, "indices[%d] must be an int64 tensor (1-based), got %s", i, core.is_tensor(t) and t.dtype or type(t))
+    end
+  end
+  local key = { table.unpack(indices) }
+  local y = x:clone()
+  if not accumulate then
+    if #key == 1 then y[key[1]] = values else y[key] = values end
+    return y
+  end
+  -- accumulate: the positions as rows of y viewed as [n, rest...], added
+  local k, lin, shape
+  if #key == 1 then
+    k, lin, shape = 1, key[1], { x:size(1) }
+    for i = 2, x:dim() do shape[i] = x:size(i) end
+  else
+    k, lin, shape = pointwise(op, x, key)
+  end
+  local pos = lin:reshape(-1)
+  local full, rows = { table.unpack(lin.shape) }, { pos:numel() }
+  for i = k + 1, x:dim() do
+    full[#full + 1] = x:size(i)
+    rows[#rows + 1] = x:size(i)
+  end
+  local src = core.is_tensor(values) and values:to(x.dtype) or core.full({}, values, { dtype = x.dtype, device = x.device })
+  return x:reshape(shape):index_add(1, pos, src:expand(full):reshape(rows)):view(x.shape)
+end
+set("index_put", function(x, indices, values, accumulate)
+  return index_put("index_put", x, indices, values, accumulate)
+end, true)
+T.index_put_ = helpers.guard(function(x, indices, values, accumulate)
+  return x:copy_(index_put("index_put_", x, indices, values, accumulate))
 end)
 
 -- ---- running extrema, sliding windows, rotation -----------------------------------
