@@ -74,6 +74,8 @@ static int m_backward(lua_State *L) {
 /* t:requires_grad_([on=true]) returns t */
 static int m_requires_grad_(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  if (!lua_isnoneornil(L, 2) && !lua_isboolean(L, 2))
+    return luaL_error(L, "ember.requires_grad_: expected a boolean, got %s", luaL_typename(L, 2));
   int on = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
   em_status s = em_set_requires_grad(t, on);
   if (s) return lember_error(L, "requires_grad_", s);

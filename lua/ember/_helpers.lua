@@ -109,10 +109,10 @@ set("tril", triangle("tril", false), true)
 
 set("eye", function(n, m, opts)
   if type(m) == "table" or type(m) == "string" then m, opts = nil, m end
-  for _, v in ipairs { n, m or n } do
+  m = m or n
+  for _, v in ipairs { n or "nothing", m or "nothing" } do -- (ipairs would stop at a nil n)
     if math.type(v) ~= "integer" or v < 0 then fail("eye", "sizes must be integers >= 0, got %s", tostring(v)) end
   end
-  m = m or n
   opts = check_opts("eye", opts)
   local o = { dtype = "int64", device = opts.device }
   local e = core.arange(1, n + 1, o):view(n, 1):eq(core.arange(1, m + 1, o):view(1, m))
