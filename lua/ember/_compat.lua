@@ -373,19 +373,61 @@ set("index_fill", function(x, dim, index, value)
   return x:masked_fill(hit:view(table.unpack(view)):expand(x.shape), value)
 end, true)
 
+local function scatter_same(op, x, d, index, src)
+  local s = core.is_tensor(src) and src or core.full(index.shape, src, { dtype = x.dtype, device = x.device })
+  local ones = core.ones(index.shape, { dtype = x.dtype, device = x.device })
+  local hit = scatter_add_as(op, core.zeros(x.shape, { dtype = x.dtype, device = x.device }), d, index, ones):gt(0)
+  return scatter_add_as(op, x:masked_fill(hit, 0), d, index, s:to(x.dtype))
+end
+
+-- PyTorch's scatter takes an index smaller than x in the dims other than
+-- dim, and a src larger than the index: the op then works on x's leading
+-- part of those dims (src cut to the index's shape), the rest of x kept.
+-- fn(x_part, index, src) is the op on matching shapes.
+local function on_index_part(x, d, index, src, fn)
+  if index:dim() ~= x:dim() then return fn(x, index, src) end -- its own error
+  if core.is_tensor(src) and src:dim() == index:dim() then
+    local cut, fits = src, true
+    for i = 1, src:dim() do
+      if src:size(i) < index:size(i) then fits = false end
+      if fits and src:size(i) > index:size(i) then cut = cut:narrow(i, 1, index:size(i)) end
+    end
+    if fits then src = cut end
+  end
+  local smaller = false
+  for i = 1, x:dim() do
+    if i ~= d then
+      if index:size(i) > x:size(i) then return fn(x, index, src) end -- its own error
+      smaller = smaller or index:size(i) < x:size(i)
+    end
+  end
+  if not smaller then return fn(x, index, src) end
+  local function part(t, upto)
+    -- t with the dims after upto (but dim d) cut to the index's sizes
+    for i = upto + 1, t:dim() do
+      if i ~= d and index:size(i) < t:size(i) then t = t:narrow(i, 1, index:size(i)) end
+    end
+    return t
+  end
+  local cur = fn(part(x, 0), index, src)
+  for i = 1, x:dim() do
+    local k, n = index:size(i), x:size(i)
+    if i ~= d and k < n then cur = core.cat({ cur, part(x, i):narrow(i, k + 1, n - k) }, i) end
+  end
+  return cur
+end
+
 -- ember.scatter(x, dim, index, src): x with src's values written at the
--- 1-based positions index (same shape as src) along dim (torch.scatter;
--- src may be a number). Where an index repeats, the values are summed
+-- 1-based positions index along dim (torch.scatter; src may be a number).
+-- As PyTorch's, index may be smaller than x in the other dims and src
+-- larger than index. Where an index repeats, the values are summed
 -- (PyTorch leaves which one wins unspecified; give distinct indices).
 set("scatter", function(x, dim, index, src)
   local op = "scatter"
   check_tensor(op, x)
   local d = dim_of(op, x, dim)
   if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
-  local s = core.is_tensor(src) and src or core.full(index.shape, src, { dtype = x.dtype, device = x.device })
-  local ones = core.ones(index.shape, { dtype = x.dtype, device = x.device })
-  local hit = scatter_add_as(op, core.zeros(x.shape, { dtype = x.dtype, device = x.device }), d, index, ones):gt(0)
-  return scatter_add_as(op, x:masked_fill(hit, 0), d, index, s:to(x.dtype))
+  return on_index_part(x, d, index, src, function(xp, i, s) return scatter_same(op, xp, d, i, s) end)
 end, true)
 
 -- ---- autograd -------------------------------------------------------------------------------

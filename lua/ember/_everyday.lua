@@ -105,6 +105,20 @@ set("take_along_dim", function(x, index, dim)
   return x:expand(xs):gather(d, index:expand(is))
 end, true)
 
+-- x:gather(dim, index): as the C op, and as PyTorch's gather an index
+-- smaller than x in the dims other than dim reads x's leading part there.
+local c_gather = T.gather
+set("gather", function(x, dim, index)
+  if core.is_tensor(x) and core.is_tensor(index) and index:dim() == x:dim() and math.type(dim) == "integer" and
+      dim ~= 0 and dim >= -x:dim() and dim <= x:dim() then
+    local d = dim < 0 and x:dim() + 1 + dim or dim
+    for i = 1, x:dim() do
+      if i ~= d and index:size(i) < x:size(i) then x = x:narrow(i, 1, index:size(i)) end
+    end
+  end
+  return c_gather(x, dim, index)
+end, true)
+
 -- x:fliplr() / x:flipud(): x reversed along dim 2 / dim 1 (torch's).
 set("fliplr", function(x)
   check_tensor("fliplr", x)
