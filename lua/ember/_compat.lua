@@ -310,8 +310,9 @@ local function spread(op, x, d, index, n_src_shape)
 end
 
 -- x:scatter_add(...) for op (index_add, index_fill, scatter): its errors name op.
+local c_scatter_add = T.scatter_add -- the C op
 local function scatter_add_as(op, x, d, index, src)
-  local ok, r = pcall(x.scatter_add, x, d, index, src)
+  local ok, r = pcall(c_scatter_add, x, d, index, src)
   if not ok then fail(op, "%s", (tostring(r):gsub("^.-ember%.scatter_add: ", ""))) end
   return r
 end
@@ -428,6 +429,17 @@ set("scatter", function(x, dim, index, src)
   local d = dim_of(op, x, dim)
   if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
   return on_index_part(x, d, index, src, function(xp, i, s) return scatter_same(op, xp, d, i, s) end)
+end, true)
+
+-- x:scatter_add(dim, index, src): as the C op, and as PyTorch's with an
+-- index smaller than x in the other dims and a src larger than the index.
+set("scatter_add", function(x, dim, index, src)
+  if core.is_tensor(x) and core.is_tensor(index) and core.is_tensor(src) and math.type(dim) == "integer" and
+      dim ~= 0 and dim >= -x:dim() and dim <= x:dim() then
+    local d = dim < 0 and x:dim() + 1 + dim or dim
+    return on_index_part(x, d, index, src, function(xp, i, s) return c_scatter_add(xp, dim, i, s) end)
+  end
+  return c_scatter_add(x, dim, index, src)
 end, true)
 
 -- ---- autograd -------------------------------------------------------------------------------

@@ -655,3 +655,12 @@ describe("gather and scatter take an index smaller than x in the other dims, as 
     assert.are.same({ { 1, 0 }, { 0, 0 } }, s.grad:totable())
   end)
 end)
+
+describe("scatter_add takes a smaller index and a larger src too, as PyTorch's", function()
+  it("adding into x's leading part", function()
+    local y = ember.ones(3, 4):scatter_add(2, I { { 2, 2 }, { 3, 1 } }, ember.arange(1, 13):view(3, 4))
+    assert.are.same({ { 1, 4, 1, 1 }, { 7, 1, 6, 1 }, { 1, 1, 1, 1 } }, y:totable())
+    raises_here(function() local _ = ember.ones(3, 4):scatter_add(2, I { { 9 } }, ember.ones(1, 1)) end,
+      "ember.scatter_add: index 9 at {1, 1} is out of range 1..4")
+  end)
+end)
