@@ -602,11 +602,18 @@ end, true)
 set("logsumexp", function(x, dim, keepdim)
   check_tensor("logsumexp", x)
   if dim == nil then fail("logsumexp", "dim is required (1-based; -1 is the last)") end
-  local d = check_dim("logsumexp", x, dim)
-  local m = x:max(d, true):detach()
+  -- dim: one, or a table of dims (torch's tuple)
+  local d = {}
+  for i, v in ipairs(type(dim) == "table" and dim or { dim }) do d[i] = check_dim("logsumexp", x, v) end
+  if #d == 0 then fail("logsumexp", "dim is required (1-based; -1 is the last)") end
+  local m = x:detach()
+  for _, v in ipairs(d) do m = m:max(v, true) end
   m = core.where(m:isfinite(), m, core.zeros({}, { dtype = m.dtype, device = m.device }))
   local r = (x - m):exp():sum(d, true):log() + m
-  if not keepdim then r = r:squeeze(d) end
+  if not keepdim then
+    table.sort(d, function(a, b) return a > b end)
+    for _, v in ipairs(d) do r = r:squeeze(v) end
+  end
   return r
 end, true)
 

@@ -664,3 +664,15 @@ describe("scatter_add takes a smaller index and a larger src too, as PyTorch's",
       "ember.scatter_add: index 9 at {1, 1} is out of range 1..4")
   end)
 end)
+
+describe("logsumexp over a table of dims, as torch's tuple (it was 'dim must be an integer')", function()
+  it("values and shapes", function()
+    local x = ember.tensor({ { { 1, 2 }, { 3, 4 } }, { { 5, 6 }, { 7, 1000 } } }, "float64")
+    local want = { math.log(math.exp(1) + math.exp(2) + math.exp(3) + math.exp(4)), 1000 }
+    close(x:logsumexp({ 2, 3 }), want, 1e-12)
+    assert.are.same({ 2, 1, 1 }, x:logsumexp({ -1, -2 }, true).shape)
+    close(x:logsumexp({ 1, 2, 3 }), 1000, 1e-12)
+    close(x:logsumexp(3), { { math.log(math.exp(1) + math.exp(2)), math.log(math.exp(3) + math.exp(4)) },
+      { math.log(math.exp(5) + math.exp(6)), 1000 } }, 1e-12)
+  end)
+end)
