@@ -434,12 +434,14 @@ end, true)
 -- x:scatter_add(dim, index, src): as the C op, and as PyTorch's with an
 -- index smaller than x in the other dims and a src larger than the index.
 set("scatter_add", function(x, dim, index, src)
+  local ok, y = pcall(c_scatter_add, x, dim, index, src) -- the common case costs one call
+  if ok then return y end
   if core.is_tensor(x) and core.is_tensor(index) and core.is_tensor(src) and math.type(dim) == "integer" and
       dim ~= 0 and dim >= -x:dim() and dim <= x:dim() then
     local d = dim < 0 and x:dim() + 1 + dim or dim
     return on_index_part(x, d, index, src, function(xp, i, s) return c_scatter_add(xp, dim, i, s) end)
   end
-  return c_scatter_add(x, dim, index, src)
+  error(y, 0)
 end, true)
 
 -- ---- autograd -------------------------------------------------------------------------------

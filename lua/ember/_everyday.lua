@@ -107,14 +107,18 @@ end, true)
 -- smaller than x in the dims other than dim reads x's leading part there.
 local c_gather = T.gather
 set("gather", function(x, dim, index)
+  local ok, y = pcall(c_gather, x, dim, index) -- the common case costs one call
+  if ok then return y end
   if core.is_tensor(x) and core.is_tensor(index) and index:dim() == x:dim() and math.type(dim) == "integer" and
       dim ~= 0 and dim >= -x:dim() and dim <= x:dim() then
-    local d = dim < 0 and x:dim() + 1 + dim or dim
+    local d, part = dim < 0 and x:dim() + 1 + dim or dim, x
     for i = 1, x:dim() do
-      if i ~= d and index:size(i) < x:size(i) then x = x:narrow(i, 1, index:size(i)) end
+      if i ~= d and index:size(i) > x:size(i) then error(y, 0) end
+      if i ~= d and index:size(i) < x:size(i) then part = part:narrow(i, 1, index:size(i)) end
     end
+    if part ~= x then return c_gather(part, dim, index) end
   end
-  return c_gather(x, dim, index)
+  error(y, 0)
 end, true)
 
 -- x:fliplr() / x:flipud(): x reversed along dim 2 / dim 1 (torch's).
@@ -134,19 +138,21 @@ end, true)
 -- `acc = ember.tensor{}` is a common loop.
 local c_cat = core.cat
 set("cat", function(tensors, dim)
-  if type(tensors) ~= "table" then return c_cat(tensors, dim) end
+  local ok, y = pcall(c_cat, tensors, dim) -- the common case costs one call
+  if ok then return y end
+  if type(tensors) ~= "table" then error(y, 0) end
   local kept, skipped = {}, nil
   for i = 1, #tensors do
     local t = tensors[i]
-    if not core.is_tensor(t) then return c_cat(tensors, dim) end -- its error, numbered as given
+    if not core.is_tensor(t) then error(y, 0) end -- its error, numbered as given
     if t:dim() == 1 and t:size(1) == 0 then
       skipped = skipped or t
     else
       kept[#kept + 1] = t
     end
   end
-  if not skipped or #kept == 0 then return c_cat(tensors, dim) end
-  local y = c_cat(kept, dim)
+  if not skipped or #kept == 0 then error(y, 0) end
+  y = c_cat(kept, dim)
   local dt = (core.zeros({}, { dtype = skipped.dtype }) + core.zeros({}, { dtype = y.dtype })).dtype
   return dt == y.dtype and y or y:to(dt)
 end)
