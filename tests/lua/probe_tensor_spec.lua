@@ -676,3 +676,53 @@ describe("logsumexp over a table of dims, as torch's tuple (it was 'dim must be 
       { math.log(math.exp(5) + math.exp(6)), 1000 } }, 1e-12)
   end)
 end)
+
+describe("float64 gradchecks of the functions added or changed here", function()
+  local gradcheck = require "tests.lua.helpers.gradcheck"
+  local function leaf(shape, seed)
+    ember.manual_seed(seed or 1)
+    return ember.randn(shape, "float64"):requires_grad_()
+  end
+  local cases = {
+    { "add alpha", { { 2, 3 }, { 3 } }, function(a, b) return a:add(b, { alpha = -2.5 }) end },
+    { "sub alpha", { { 2, 3 }, { 2, 3 } }, function(a, b) return ember.sub(a, b, 3) end },
+    { "var biased", { { 3, 4 } }, function(a) return a:var(2, false, true) end },
+    { "std unbiased dims", { { 3, 4, 2 } }, function(a) return a:std({ 1, 3 }) end },
+    { "amax dims", { { 3, 4, 2 } }, function(a) return a:amax({ 1, 3 }) end },
+    { "amin dim keepdim", { { 3, 4 } }, function(a) return a:amin(2, true) end },
+    { "norm p=3 dim", { { 3, 4 } }, function(a) return a:norm(3, 2) end },
+    { "norm p=2 all", { { 3, 4 } }, function(a) return a:norm() end },
+    { "median all", { { 3, 5 } }, function(a) return a:median() end },
+    { "cummax", { { 3, 6 } }, function(a) return (a:cummax(2)) end },
+    { "cummin", { { 5, 2 } }, function(a) return (a:cummin(1)) end },
+    { "diagonal offset", { { 2, 3, 4 } }, function(a) return a:diagonal(1, 2, 3) end },
+    { "take", { { 3, 4 } }, function(a) return a:take(I { { 1, 12 }, { 5, 5 } }) end },
+    { "take_along_dim", { { 3, 4 } }, function(a) return a:take_along_dim(I { { 2 }, { 4 }, { 1 } }, 2) end },
+    { "logaddexp", { { 3, 4 }, { 4 } }, function(a, b) return a:logaddexp(b) end },
+    { "hypot", { { 3, 4 }, { 3, 4 } }, function(a, b) return a:hypot(b) end },
+    { "frac", { { 3, 4 } }, function(a) return (a * 3):frac() end },
+    { "kron", { { 2, 3 }, { 3, 2 } }, function(a, b) return ember.kron(a, b) end },
+    { "tensordot", { { 2, 3, 4 }, { 4, 3, 5 } }, function(a, b) return ember.tensordot(a, b, { { 2, 3 }, { 2, 1 } }) end },
+    { "inner", { { 2, 3 }, { 4, 3 } }, function(a, b) return a:inner(b) end },
+    { "cdist", { { 3, 2 }, { 4, 2 } }, function(a, b) return ember.cdist(a, b) end },
+    { "unfold", { { 2, 7 } }, function(a) return a:unfold(2, 3, 2) end },
+    { "rot90", { { 2, 3 } }, function(a) return a:rot90(3) end },
+    { "diag_embed", { { 2, 3 } }, function(a) return a:diag_embed(-1) end },
+    { "index_copy", { { 4, 3 }, { 2, 3 } }, function(a, b) return a:index_copy(1, I { 4, 2 }, b) end },
+    { "index_put accumulate", { { 3, 3 }, { 2 } }, function(a, b) return a:index_put({ I { 1, 3 }, I { 2, 2 } }, b, true) end },
+    { "pointwise index", { { 3, 4 } }, function(a) return a[{ I { 3, 1, 3 }, I { 2, 4, 1 } }] end },
+    { "column index", { { 3, 4 } }, function(a) return a[{ {}, I { 4, 1 } }] end },
+    { "gather smaller index", { { 3, 4 } }, function(a) return a:gather(2, I { { 4, 1 }, { 2, 2 } }) end },
+    { "scatter smaller index", { { 3, 4 }, { 2, 2 } }, function(a, b) return a:scatter(2, I { { 4, 1 }, { 2, 3 } }, b) end },
+    { "logsumexp dims", { { 2, 3, 4 } }, function(a) return a:logsumexp({ 1, 3 }) end },
+    { "nansum", { { 3, 4 } }, function(a) return a:nansum(2) end },
+    { "var_mean", { { 3, 4 } }, function(a) local v, m = a:var_mean(2); return { v, m } end },
+  }
+  for i, c in ipairs(cases) do
+    it(c[1], function()
+      local inputs = {}
+      for j, shape in ipairs(c[2]) do inputs[j] = leaf(shape, 10 * i + j) end
+      gradcheck.check(c[3], inputs, { name = c[1] })
+    end)
+  end
+end)
