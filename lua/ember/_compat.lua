@@ -480,11 +480,15 @@ core.enable_grad = helpers.guard(grad_mode("enable_grad", true))
 
 -- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false}]):
 -- the gradients of outputs (a tensor, or a list summed) with respect to
--- each of inputs (a tensor or a list of leaf tensors that require grad),
--- returned as a list without touching their .grad (torch.autograd.grad;
+-- each of inputs (a tensor or a list of tensors that require grad, leaves
+-- or not), returned as a list without touching their .grad
+-- (torch.autograd.grad; grad_outputs may also come third, as torch's;
 -- create_graph is not supported: ember's backward is not differentiable).
 set("grad", function(outputs, inputs, opts)
   local op = "grad"
+  if core.is_tensor(opts) or (type(opts) == "table" and core.is_tensor(opts[1])) then
+    opts = { grad_outputs = opts } -- torch.autograd.grad(outputs, inputs, grad_outputs)
+  end
   opts = check_opts(op, opts, { grad_outputs = true, retain_graph = true, allow_unused = true, create_graph = true })
   if opts.create_graph then
     fail(op, "create_graph is not supported: ember's backward is not itself differentiable (no higher-order gradients)")
@@ -495,9 +499,8 @@ set("grad", function(outputs, inputs, opts)
   if type(ins) ~= "table" or #ins == 0 then fail(op, "inputs must be a tensor or a list of tensors") end
   for i, t in ipairs(ins) do
     check_tensor(op, t, "input " .. i)
-    if not t.requires_grad or not t.is_leaf then
-      fail(op, "input %d must be a leaf tensor that requires grad (ember computes gradients of leaves)", i)
-    end
+    if not t.requires_grad then fail(op, "input %d does not require grad", i) end
+    if not t.is_leaf then t:retain_grad() end -- a non-leaf's gradient, read from its .grad
   end
   local saved = {}
   for i, t in ipairs(ins) do saved[i] = t.grad; t.grad = nil end

@@ -726,3 +726,19 @@ describe("float64 gradchecks of the functions added or changed here", function()
     end)
   end
 end)
+
+describe("ember.grad as torch.autograd.grad: non-leaf inputs, grad_outputs third", function()
+  it("the gradient with respect to an intermediate tensor (it was 'must be a leaf')", function()
+    local x = ember.tensor({ 1, 2, 3 }, { dtype = "float64", requires_grad = true })
+    local h = x * 2
+    local z = (h * h):sum()
+    local g = ember.grad(z, { h, x })
+    assert.are.same({ 4, 8, 12 }, g[1]:totable())
+    assert.are.same({ 8, 16, 24 }, g[2]:totable())
+    assert.is_nil(h.grad)
+    assert.is_nil(x.grad)
+    local w = x * 3
+    assert.are.same({ 3, 6, 9 }, ember.grad(w, x, ember.tensor({ 1, 2, 3 }, "float64"))[1]:totable())
+    raises_here(function() local _ = ember.grad((x * 2):sum(), ember.ones(3)) end, "ember.grad: input 1 does not require grad")
+  end)
+end)
