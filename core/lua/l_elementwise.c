@@ -401,6 +401,14 @@ static void check_inplace_number(lua_State *L, int idx, const em_tensor *t, cons
 
 static int m_add_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
+  if (lua_type(L, 3) == LUA_TTABLE) { /* t:add_(x, {alpha =}), PyTorch's keyword */
+    static const char *const names[] = {"alpha", NULL};
+    lember_checkoptions(L, 3, "add_", names);
+    lua_getfield(L, 3, "alpha");
+    lua_replace(L, 3);
+  }
+  if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TNUMBER)
+    return luaL_error(L, "ember.add_: alpha must be a number, got %s", luaL_typename(L, 3));
   double alpha = luaL_optnumber(L, 3, 1.0);
   check_inplace_number(L, 2, t, "add_", "the value");
   check_inplace_number(L, 3, t, "add_", "alpha");
