@@ -274,6 +274,25 @@ static int f_where(lua_State *L) {
 static int m_masked_fill(lua_State *L) {
   em_tensor *x = fast_check(L, 1);
   em_tensor *mask = fast_check(L, 2);
+  em_tensor *vt = fast_tensor(L, 3);
+  if (vt) { /* a 0-d (one-element) tensor value, as torch's: where(mask, value, x), differentiable in both */
+    if (vt->ndim != 0 && em_numel(vt) != 1)
+      return luaL_error(L, "ember.masked_fill: the value must be a number or a one-element tensor, got %d elements",
+                        (int)em_numel(vt));
+    em_tensor *c = NULL, *r = NULL;
+    em_status s = em_to_dtype(&c, vt, x->dtype);
+    if (!s && vt->ndim != 0) {
+      em_tensor *c0 = NULL;
+      s = em_reshape(&c0, c, 0, NULL);
+      em_release(c);
+      c = c0;
+    }
+    em_tensor **out = fast_slot(L);
+    if (!s) s = em_where(&r, mask, c, x);
+    em_release(c);
+    *out = r;
+    return done(L, out, s, "masked_fill");
+  }
   double v = check_scalar(L, 3, "masked_fill");
   em_tensor **out = fast_slot(L);
   return done(L, out, em_masked_fill(out, x, mask, v), "masked_fill");
