@@ -9,6 +9,7 @@
 --   cummax/cummin, unfold (sliding windows), rot90; tensordot, inner, kron,
 --   cdist, tril_indices/triu_indices (1-based), broadcast_shapes,
 --   broadcast_tensors, diag_embed, ravel, var_mean/std_mean, aminmax;
+--   softmax / log_softmax with torch's dtype=;
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
@@ -471,6 +472,26 @@ set("aminmax", function(x, dim, keepdim)
   if type(dim) == "table" and dim[1] == nil then dim, keepdim = dim.dim, dim.keepdim end
   return x:amin(dim, keepdim), x:amax(dim, keepdim)
 end, true)
+
+-- x:softmax(dim [, {dtype =}]) and log_softmax: torch's dtype= converts x
+-- first (it was silently ignored); the C ops otherwise.
+local function with_dtype(op, c_op)
+  return function(x, dim, opts)
+    if opts ~= nil then
+      local dt = type(opts) == "table" and opts.dtype or opts
+      if type(opts) == "table" then
+        for k in pairs(opts) do
+          if k ~= "dtype" then fail(op, "unknown option '%s' (expected dtype)", tostring(k)) end
+        end
+      end
+      if type(dt) ~= "string" then fail(op, "dtype must be a dtype name, got %s", type(dt)) end
+      x = check_tensor(op, x):to(dt)
+    end
+    return c_op(x, dim)
+  end
+end
+set("softmax", with_dtype("softmax", T.softmax), true)
+set("log_softmax", with_dtype("log_softmax", T.log_softmax), true)
 
 -- ---- reductions ignoring NaN ---------------------------------------------------------
 

@@ -771,3 +771,14 @@ describe("masked_fill and index_fill take a 0-d tensor value, as torch's (it was
       "ember.masked_fill: the value must be a number or a one-element tensor, got 2 elements")
   end)
 end)
+
+describe("softmax and log_softmax take torch's dtype= (it was silently ignored)", function()
+  it("converting the input first", function()
+    local x = ember.tensor { { 1, 2 }, { 3, 4 } }
+    assert.are.equal("float64", x:softmax(2, { dtype = "float64" }).dtype)
+    assert.are.equal("float64", ember.log_softmax(x, -1, "float64").dtype)
+    assert.are.equal("float32", x:long():softmax(1, { dtype = "float32" }).dtype)
+    raises_here(function() local _ = x:softmax(2, { dim = 1 }) end, "ember.softmax: unknown option 'dim'")
+    raises_here(function() local _ = x:softmax(3) end, "ember.softmax: dim 3 is out of range")
+  end)
+end)
