@@ -22,13 +22,7 @@ local T = core.Tensor
 local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
 
 -- A user's dim (1-based, negative from the end) as a positive one.
-local function dim_of(op, x, d)
-  local n = x:dim()
-  if math.type(d) ~= "integer" or d == 0 or d < -n or d > n then
-    fail(op, "dim %s is out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", tostring(d), n, n, n)
-  end
-  return d < 0 and n + 1 + d or d
-end
+local dim_of = require("ember._functional").check_dim
 
 local function int64_index(op, index, what)
   if not core.is_tensor(index) or index.dtype ~= "int64" then
