@@ -277,3 +277,49 @@ describe("backward's PyTorch keywords", function()
     assert.truthy(err:find("ember.backward: unknown option 'retain'", 1, true), err)
   end)
 end)
+
+-- A leaf's first gradient becomes its .grad without a copy when nothing
+-- else can see it (core/src/autograd.c em__grad_owned), and is copied
+-- whenever something else can: the caller's gradient, one gradient handed
+-- to two leaves, a tensor a hook kept.
+describe("a leaf's first gradient", function()
+  local function backward_copies(f)
+    local prof = ember.profile(f)
+    local n = 0
+    for _, r in ipairs(prof:stats()) do
+      if r.phase == "backward" and r.name == "copy" then n = n + r.calls end
+    end
+    return n
+  end
+
+  it("is taken as it is when the engine holds the only reference", function()
+    local x = ember.randn(1000):requires_grad_()
+    assert.are.equal(0, backward_copies(function() x:exp():backward(ember.ones(1000)) end))
+    assert.is_true(ember.equal(x.grad, x:detach():exp()))
+  end)
+
+  it("is copied when the caller still holds it", function()
+    local x = ember.randn(5):requires_grad_()
+    local g = ember.ones(5)
+    x:backward(g)
+    g:mul_(3)
+    assert.are.same({ 1, 1, 1, 1, 1 }, x.grad:totable())
+  end)
+
+  it("is copied when one gradient goes to two leaves (add passes it on to both)", function()
+    local x, y = ember.zeros(4):requires_grad_(), ember.zeros(4):requires_grad_()
+    ;(x + y):backward(ember.ones(4) * 2)
+    x.grad:mul_(10)
+    assert.are.same({ 2, 2, 2, 2 }, y.grad:totable())
+    assert.are.same({ 20, 20, 20, 20 }, x.grad:totable())
+  end)
+
+  it("is copied when a hook kept it", function()
+    local x = ember.zeros(3):requires_grad_()
+    local kept
+    x:register_hook(function(g) kept = g end)
+    x:exp():backward(ember.ones(3))
+    kept:fill_(7)
+    assert.are.same({ 1, 1, 1 }, x.grad:totable())
+  end)
+end)

@@ -53,7 +53,8 @@ describe("rope kernel", function()
       if r.name == "copy" then copies = copies + r.calls end
       if r.name == "rope_grad" then rope_grad = r end
     end
-    assert.are.equal(1, copies) -- the leaf's .grad (a clone); a contiguous gradient needs a second
+    -- at most the leaf's .grad (a clone, unless the engine can hand it over); a contiguous gradient needs one more
+    assert.is_true(copies <= 1, copies .. " copies")
     -- the profiler names the kernel, with the bytes it moves (x, out and the tables)
     assert.are.equal(1, rope_grad.calls)
     assert.are.equal((2 * 2 * 3 * 5 * 6 + 5 * 6) * 4, rope_grad.bytes)
