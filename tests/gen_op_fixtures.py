@@ -1151,6 +1151,45 @@ def more():
           lambda x, b: torch.bucketize(x, b, right=True) + 1, ["@x", "@b", {"right": True}])
 
 
+def special():
+    """atan, asin, acos, erfinv, lgamma, digamma (core ops) and atan2,
+    logcumsumexp (lua/ember/_special.lua), read by tests/lua/ops_more_spec.lua
+    in more()'s "call" format. Its own seed and file, so the other files
+    stay as they are."""
+    torch.manual_seed(20261208)
+    f = "ops_special"
+
+    def call(name, fn, inputs, torch_fn, args, method=True):
+        a = {"fn": fn, "call": args}
+        if method:
+            a["method"] = True
+        case(f, name, "call", inputs, torch_fn, a)
+
+    def unit(*shape):
+        return torch.rand(*shape) * 1.9 - 0.95
+
+    # the poles of lgamma and digamma (0, -1, -2, ...) kept 0.3 away
+    poles = [float(-k) for k in range(0, 8)]
+    gam = away(randn(3, 4) * 3, poles, 0.2)
+    call("atan", "atan", {"x": randn(3, 4) * 3}, lambda x: torch.atan(x), ["@x"])
+    call("asin", "asin", {"x": unit(3, 4)}, lambda x: torch.asin(x), ["@x"])
+    call("acos", "acos", {"x": unit(3, 4)}, lambda x: torch.acos(x), ["@x"])
+    call("erfinv", "erfinv", {"x": unit(3, 4)}, lambda x: torch.erfinv(x), ["@x"])
+    call("lgamma", "lgamma", {"x": gam}, lambda x: torch.lgamma(x), ["@x"])
+    call("digamma", "digamma", {"x": gam}, lambda x: torch.digamma(x), ["@x"])
+    call("lgamma_large", "lgamma", {"x": positive(2, 3, lo=5.0, hi=300.0)}, lambda x: torch.lgamma(x), ["@x"])
+    # every quadrant, and y broadcast against x
+    call("atan2", "atan2", {"y": randn(3, 4), "x": randn(3, 4)}, lambda y, x: torch.atan2(y, x), ["@y", "@x"])
+    call("atan2_broadcast", "atan2", {"y": randn(3, 1), "x": randn(4)}, lambda y, x: torch.atan2(y, x), ["@y", "@x"])
+    # torch dim 1 is ember's 2; a spread of 60 in float64 and float32 alike
+    xs = randn(3, 6) * 3
+    xs[0, 0] = -60.0
+    xs[1, 3] = 40.0
+    call("logcumsumexp", "logcumsumexp", {"x": xs}, lambda x: torch.logcumsumexp(x, 1), ["@x", 2])
+    call("logcumsumexp_dim1", "logcumsumexp", {"x": randn(5, 2, 3)}, lambda x: torch.logcumsumexp(x, 0), ["@x", 1])
+    call("logcumsumexp_neg_dim", "logcumsumexp", {"x": randn(2, 7)}, lambda x: torch.logcumsumexp(x, -1), ["@x", -1])
+
+
 def main():
     elementwise()
     reductions()
@@ -1166,6 +1205,7 @@ def main():
     einsum()
     functional()
     more()
+    special()
     for name in sorted(FILES):
         path = os.path.join(HERE, "fixtures", name + ".lua")
         WRITER.write(path, "tests/gen_op_fixtures.py", FILES[name])

@@ -34,6 +34,12 @@
 #define m_trunc trunc
 #define m_log1p log1p
 #define m_expm1 expm1
+#define m_atan atan
+#define m_asin asin
+#define m_acos acos
+/* glibc's lgamma also writes the global signgam (unused here) */
+#define m_lgamma lgamma
+#define m_erfc erfc
 
 static const char *unary_name(em_unary_op op) { return em_kernel_unary_name(op); }
 

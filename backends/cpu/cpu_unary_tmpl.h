@@ -74,6 +74,12 @@ CPU_VECTOR_CLONES_512 static void FN(unary_ops)(char **p, const int64_t *s, int6
     case EM_LOG1P: FN(un_run)(p, s, n, FN(u_log1p), a, b); return;
     case EM_EXPM1: FN(un_run)(p, s, n, FN(u_expm1), a, b); return;
     case EM_ERF: FN(un_run)(p, s, n, FN(u_erf), a, b); return;
+    case EM_ATAN: FN(un_run)(p, s, n, FN(u_atan), a, b); return;
+    case EM_ASIN: FN(un_run)(p, s, n, FN(u_asin), a, b); return;
+    case EM_ACOS: FN(un_run)(p, s, n, FN(u_acos), a, b); return;
+    case EM_ERFINV: FN(un_run)(p, s, n, FN(u_erfinv), a, b); return;
+    case EM_LGAMMA: FN(un_run)(p, s, n, FN(u_lgamma), a, b); return;
+    case EM_DIGAMMA: FN(un_run)(p, s, n, FN(u_digamma), a, b); return;
     default: return;
   }
 }
@@ -134,6 +140,12 @@ CPU_VECTOR_CLONES_512 static void FN(grad_range)(em_unary_op op, int64_t lo, int
     GRAD_CASE(EM_LOG1P, d_log1p)
     GRAD_CASE(EM_EXPM1, d_expm1)
     GRAD_CASE(EM_ERF, d_erf)
+    GRAD_CASE(EM_ATAN, d_atan)
+    GRAD_CASE(EM_ASIN, d_asin)
+    GRAD_CASE(EM_ACOS, d_acos)
+    GRAD_CASE(EM_ERFINV, d_erfinv)
+    GRAD_CASE(EM_LGAMMA, d_lgamma)
+    GRAD_CASE(EM_DIGAMMA, d_digamma)
     default: break;
 #undef GRAD_CASE
   }

@@ -189,6 +189,12 @@ template <class A> __device__ __forceinline__ A unary_f(int op, A x, A a, A b) {
     case EM_LOG1P: return u_log1p(x, a, b);
     case EM_EXPM1: return u_expm1(x, a, b);
     case EM_ERF: return u_erf(x, a, b);
+    case EM_ATAN: return u_atan(x, a, b);
+    case EM_ASIN: return u_asin(x, a, b);
+    case EM_ACOS: return u_acos(x, a, b);
+    case EM_ERFINV: return u_erfinv(x, a, b);
+    case EM_LGAMMA: return u_lgamma(x, a, b);
+    case EM_DIGAMMA: return u_digamma(x, a, b);
     case EM_COS: return u_cos(x, a, b);
     case EM_FLOOR: return u_floor(x, a, b);
     case EM_CEIL: return u_ceil(x, a, b);
@@ -306,6 +312,12 @@ template <class A> __device__ __forceinline__ A unary_grad(int op, A g, A x, A y
     case EM_LOG1P: return d_log1p(g, x, y, a, b);
     case EM_EXPM1: return d_expm1(g, x, y, a, b);
     case EM_ERF: return d_erf(g, x, y, a, b);
+    case EM_ATAN: return d_atan(g, x, y, a, b);
+    case EM_ASIN: return d_asin(g, x, y, a, b);
+    case EM_ACOS: return d_acos(g, x, y, a, b);
+    case EM_ERFINV: return d_erfinv(g, x, y, a, b);
+    case EM_LGAMMA: return d_lgamma(g, x, y, a, b);
+    case EM_DIGAMMA: return d_digamma(g, x, y, a, b);
     case EM_COS: return d_cos(g, x, y, a, b);
     case EM_FLOOR: case EM_CEIL: case EM_ROUND: case EM_TRUNC: case EM_SIGN:
       return d_zero(g, x, y, a, b);

@@ -123,6 +123,11 @@ EMC_MATH1(m_floor, floorf, floor)
 EMC_MATH1(m_ceil, ceilf, ceil)
 EMC_MATH1(m_rint, rintf, rint) /* halves to even */
 EMC_MATH1(m_trunc, truncf, trunc)
+EMC_MATH1(m_atan, atanf, atan)
+EMC_MATH1(m_asin, asinf, asin)
+EMC_MATH1(m_acos, acosf, acos)
+EMC_MATH1(m_lgamma, lgammaf, lgamma)
+EMC_MATH1(m_erfc, erfcf, erfc)
 #undef EMC_MATH1
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }

@@ -265,7 +265,13 @@ EM_API em_status em_mul_scalar_(em_tensor *dst, double s);
   X(EM_SIGN, "sign", 0, 0)           /* -1, 0, 1; NaN and -0 give 0 */    \
   X(EM_LOG1P, "log1p", 1, 0)         /* log(1 + x), exact for small x */   \
   X(EM_EXPM1, "expm1", 0, 1)         /* e^x - 1, exact for small x */      \
-  X(EM_ERF, "erf", 1, 0)
+  X(EM_ERF, "erf", 1, 0)                                                      \
+  X(EM_ATAN, "atan", 1, 0)                                                    \
+  X(EM_ASIN, "asin", 1, 0)           /* NaN outside [-1, 1], as torch */     \
+  X(EM_ACOS, "acos", 1, 0)                                                    \
+  X(EM_ERFINV, "erfinv", 0, 1)       /* +-inf at +-1, NaN outside */         \
+  X(EM_LGAMMA, "lgamma", 1, 0)       /* log|gamma(x)| */                     \
+  X(EM_DIGAMMA, "digamma", 1, 0)     /* lgamma's derivative */
 
 typedef enum em_unary_op {
 #define EM_X_(e, name, needs_x, needs_y) e,

@@ -9,7 +9,8 @@
 **   FN(name)  the name each function gets for that type (CPU: name_f32 ...;
 **             C++: the name itself, so the types' copies are overloads);
 **   m_exp, m_log, m_sqrt, m_fabs, m_tanh, m_erf, m_pow, m_sin, m_cos,
-**   m_floor, m_ceil, m_rint (halves to even), m_trunc, m_log1p, m_expm1
+**   m_floor, m_ceil, m_rint (halves to even), m_trunc, m_log1p, m_expm1,
+**   m_atan, m_asin, m_acos, m_lgamma, m_erfc
 **             the math functions for ACC (C: <tgmath.h>'s; CUDA: the
 **             overloads of cuda_kernels.cuh).
 ** Functions are static inline in C, __device__ __forceinline__ in CUDA
@@ -95,6 +96,107 @@ EM_UR_FN ACC FN(u_sign)(ACC x, ACC a, ACC b) { return (ACC)((x > 0) - (x < 0)); 
 EM_UR_FN ACC FN(u_log1p)(ACC x, ACC a, ACC b) { return m_log1p(x); }
 EM_UR_FN ACC FN(u_expm1)(ACC x, ACC a, ACC b) { return m_expm1(x); }
 EM_UR_FN ACC FN(u_erf)(ACC x, ACC a, ACC b) { return m_erf(x); }
+EM_UR_FN ACC FN(u_atan)(ACC x, ACC a, ACC b) { return m_atan(x); }
+EM_UR_FN ACC FN(u_asin)(ACC x, ACC a, ACC b) { return m_asin(x); }
+EM_UR_FN ACC FN(u_acos)(ACC x, ACC a, ACC b) { return m_acos(x); }
+EM_UR_FN ACC FN(u_lgamma)(ACC x, ACC a, ACC b) { return m_lgamma(x); }
+
+/* erfinv: Giles' approximation ("Approximating the erfinv function", GPU
+** Computing Gems, 2011; relative error below 4e-7 in the centre, 1e-4 in the far
+** tail), then three Newton steps, which bring double to its precision. erfinv(+-1) = +-inf,
+** |y| > 1 gives NaN (the log of a negative number), as torch.erfinv. */
+EM_UR_FN ACC FN(em_erfinv)(ACC y) {
+  ACC w = -m_log((EM_UR_K(1) - y) * (EM_UR_K(1) + y)), p;
+  if (w < EM_UR_K(5)) {
+    w = w - EM_UR_K(2.5);
+    p = EM_UR_K(2.81022636e-08);
+    p = EM_UR_K(3.43273939e-07) + p * w;
+    p = EM_UR_K(-3.5233877e-06) + p * w;
+    p = EM_UR_K(-4.39150654e-06) + p * w;
+    p = EM_UR_K(0.00021858087) + p * w;
+    p = EM_UR_K(-0.00125372503) + p * w;
+    p = EM_UR_K(-0.00417768164) + p * w;
+    p = EM_UR_K(0.246640727) + p * w;
+    p = EM_UR_K(1.50140941) + p * w;
+  } else {
+    w = m_sqrt(w) - EM_UR_K(3);
+    p = EM_UR_K(-0.000200214257);
+    p = EM_UR_K(0.000100950558) + p * w;
+    p = EM_UR_K(0.00134934322) + p * w;
+    p = EM_UR_K(-0.00367342844) + p * w;
+    p = EM_UR_K(0.00573950773) + p * w;
+    p = EM_UR_K(-0.0076224613) + p * w;
+    p = EM_UR_K(0.00943887047) + p * w;
+    p = EM_UR_K(1.00167406) + p * w;
+    p = EM_UR_K(2.83297682) + p * w;
+  }
+  const ACC ay = m_fabs(y);
+  if (ay == EM_UR_K(1)) return y / (EM_UR_K(1) - ay); /* +-inf */
+  /* Newton on |y|: erf'(r) = 2/sqrt(pi) e^(-r^2); above 0.5 on
+  ** erfc(r) = 1 - |y|, exact there, which keeps the tail's accuracy that
+  ** erf(r), rounded near 1, loses (erfinv(1 - 1e-9) to 1e-16, not 1e-9) */
+  ACC r = p * ay;
+  for (int i = 0; i < 3; i++) { /* the tail's first guess is 1e-4 off */
+    const ACC f = ay > EM_UR_K(0.5) ? (EM_UR_K(1) - ay) - m_erfc(r) : m_erf(r) - ay;
+    r = r - f / (EM_UR_K(1.1283791670955126) * m_exp(-r * r));
+  }
+  return y < EM_UR_K(0) ? -r : r;
+}
+EM_UR_FN ACC FN(u_erfinv)(ACC x, ACC a, ACC b) { return FN(em_erfinv)(x); }
+
+/* digamma, as torch's calc_digamma (aten/src/ATen/native/Math.h):
+** digamma(+-0) = -+inf, NaN at the negative integers, the reflection
+** digamma(1 - x) - pi / tan(pi x) below 0, the recurrence up to 10 and the
+** asymptotic series there. */
+EM_UR_FN ACC FN(em_digamma_pos)(ACC x) {
+  ACC result = EM_UR_K(0);
+  while (x < EM_UR_K(10)) {
+    result -= EM_UR_K(1) / x;
+    x += EM_UR_K(1);
+  }
+  const ACC z = EM_UR_K(1) / (x * x);
+  const ACC poly =
+      z * (EM_UR_K(8.33333333333333333333E-2) +
+           z * (EM_UR_K(-8.33333333333333333333E-3) +
+                z * (EM_UR_K(3.96825396825396825397E-3) +
+                     z * (EM_UR_K(-4.16666666666666666667E-3) +
+                          z * (EM_UR_K(7.57575757575757575758E-3) +
+                               z * (EM_UR_K(-2.10927960927960927961E-2) +
+                                    z * EM_UR_K(8.33333333333333333333E-2)))))));
+  return result + m_log(x) - EM_UR_K(0.5) / x - poly;
+}
+EM_UR_FN ACC FN(em_digamma)(ACC x) {
+  const ACC pi = EM_UR_K(3.14159265358979323846);
+  if (x == EM_UR_K(0)) return -EM_UR_K(1) / x; /* 1/x is +inf for +0, -inf for -0 */
+  if (x < EM_UR_K(0)) {
+    if (x == m_trunc(x)) return (x - x) / (x - x); /* NaN */
+    const ACC r = x - m_trunc(x); /* modf's fraction: pi / tan(pi r) = pi / tan(pi x) */
+    return FN(em_digamma_pos)(EM_UR_K(1) - x) - pi * m_cos(pi * r) / m_sin(pi * r);
+  }
+  return FN(em_digamma_pos)(x);
+}
+/* trigamma, as torch's calc_trigamma: digamma's derivative */
+EM_UR_FN ACC FN(em_trigamma)(ACC x) {
+  const ACC pi = EM_UR_K(3.14159265358979323846);
+  ACC sign = EM_UR_K(1), result = EM_UR_K(0);
+  if (x < EM_UR_K(0.5)) {
+    const ACC s = m_sin(pi * x);
+    sign = EM_UR_K(-1);
+    result -= pi * pi / (s * s);
+    x = EM_UR_K(1) - x;
+  }
+  for (int i = 0; i < 6; i++) {
+    result += EM_UR_K(1) / (x * x);
+    x += EM_UR_K(1);
+  }
+  const ACC ixx = EM_UR_K(1) / (x * x);
+  result += (EM_UR_K(1) + EM_UR_K(1) / (EM_UR_K(2) * x) +
+             ixx * (EM_UR_K(1) / EM_UR_K(6) -
+                    ixx * (EM_UR_K(1) / EM_UR_K(30) - ixx * (EM_UR_K(1) / EM_UR_K(42))))) /
+            x;
+  return sign * result;
+}
+EM_UR_FN ACC FN(u_digamma)(ACC x, ACC a, ACC b) { return FN(em_digamma)(x); }
 
 /* ---- derivatives ---- */
 EM_UR_FN ACC FN(em_gelu_tanh_grad)(ACC x) {
@@ -152,6 +254,20 @@ EM_UR_FN ACC FN(d_expm1)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * (y + EM
 EM_UR_FN ACC FN(d_erf)(ACC g, ACC x, ACC y, ACC a, ACC b) {
   return g * EM_UR_K(1.1283791670955126) * m_exp(-x * x);
 }
+EM_UR_FN ACC FN(d_atan)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g / (EM_UR_K(1) + x * x); }
+/* asin, acos: PyTorch's g / sqrt(1 - x^2) (infinite at +-1, NaN outside) */
+EM_UR_FN ACC FN(d_asin)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g / m_sqrt(EM_UR_K(1) - x * x);
+}
+EM_UR_FN ACC FN(d_acos)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return -g / m_sqrt(EM_UR_K(1) - x * x);
+}
+/* d erfinv / dy = sqrt(pi) / 2 * e^(erfinv(y)^2) */
+EM_UR_FN ACC FN(d_erfinv)(ACC g, ACC x, ACC y, ACC a, ACC b) {
+  return g * EM_UR_K(0.88622692545275801365) * m_exp(y * y);
+}
+EM_UR_FN ACC FN(d_lgamma)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * FN(em_digamma)(x); }
+EM_UR_FN ACC FN(d_digamma)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * FN(em_trigamma)(x); }
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop

@@ -203,27 +203,66 @@ static int unary(lua_State *L, em_unary_op op, const char *name, double alpha, d
   return done(L, out, em_unary(out, op, x, alpha, beta), name);
 }
 
-static int m_neg(lua_State *L) { return unary(L, EM_NEG, "neg", 0, 0); }
-static int m_exp(lua_State *L) { return unary(L, EM_EXP, "exp", 0, 0); }
-static int m_log(lua_State *L) { return unary(L, EM_LOG, "log", 0, 0); }
-static int m_sqrt(lua_State *L) { return unary(L, EM_SQRT, "sqrt", 0, 0); }
-static int m_rsqrt(lua_State *L) { return unary(L, EM_RSQRT, "rsqrt", 0, 0); }
-static int m_abs(lua_State *L) { return unary(L, EM_ABS, "abs", 0, 0); }
-static int m_tanh(lua_State *L) { return unary(L, EM_TANH, "tanh", 0, 0); }
-static int m_sigmoid(lua_State *L) { return unary(L, EM_SIGMOID, "sigmoid", 0, 0); }
-static int m_relu(lua_State *L) { return unary(L, EM_RELU, "relu", 0, 0); }
-static int m_silu(lua_State *L) { return unary(L, EM_SILU, "silu", 0, 0); }
-static int m_sin(lua_State *L) { return unary(L, EM_SIN, "sin", 0, 0); }
-static int m_log1p(lua_State *L) { return unary(L, EM_LOG1P, "log1p", 0, 0); }
-static int m_expm1(lua_State *L) { return unary(L, EM_EXPM1, "expm1", 0, 0); }
-static int m_erf(lua_State *L) { return unary(L, EM_ERF, "erf", 0, 0); }
-static int m_cos(lua_State *L) { return unary(L, EM_COS, "cos", 0, 0); }
-static int m_logical_not(lua_State *L) { return unary(L, EM_NOT, "logical_not", 0, 0); }
-static int m_floor(lua_State *L) { return unary(L, EM_FLOOR, "floor", 0, 0); }
-static int m_ceil(lua_State *L) { return unary(L, EM_CEIL, "ceil", 0, 0); }
-static int m_round(lua_State *L) { return unary(L, EM_ROUND, "round", 0, 0); }
-static int m_trunc(lua_State *L) { return unary(L, EM_TRUNC, "trunc", 0, 0); }
-static int m_sign(lua_State *L) { return unary(L, EM_SIGN, "sign", 0, 0); }
+/* x:exp(2): PyTorch's TypeError ("exp() takes no arguments (1 given)"),
+** not an argument silently dropped. Trailing nils do not count (Lua code
+** that forwards optional arguments passes them). */
+static void no_more_args(lua_State *L, int n, const char *name) {
+  int top = lua_gettop(L);
+  while (top > n && lua_isnil(L, top)) top--;
+  int extra = top - n;
+  if (extra > 0)
+    luaL_error(L, "ember.%s: takes no arguments besides the tensor, got %d more (argument %d is a %s)", name,
+               extra, n + 1, luaL_typename(L, n + 1));
+}
+
+/* A unary op without parameters: t:neg(), t:floor() ... */
+static int unary0(lua_State *L, em_unary_op op, const char *name) {
+  no_more_args(L, 1, name);
+  return unary(L, op, name, 0, 0);
+}
+
+/* The float functions of PyTorch's that take an int64 or bool tensor and
+** compute in float32 (torch.exp(torch.arange(3)) is float32), as
+** _functional_more.lua's exp2, log2 ... do. */
+static int unary_float(lua_State *L, em_unary_op op, const char *name) {
+  em_tensor *x = fast_check(L, 1);
+  no_more_args(L, 1, name);
+  if (x->dtype != EM_I64 && x->dtype != EM_BOOL) return unary(L, op, name, 0, 0);
+  em_tensor *f = NULL;
+  em_tensor **out = fast_slot(L);
+  em_status s = em_to_dtype(&f, x, EM_F32);
+  if (s == EM_OK) s = em_unary(out, op, f, 0, 0);
+  em_release(f);
+  return done(L, out, s, name);
+}
+
+static int m_neg(lua_State *L) { return unary0(L, EM_NEG, "neg"); }
+static int m_exp(lua_State *L) { return unary_float(L, EM_EXP, "exp"); }
+static int m_log(lua_State *L) { return unary_float(L, EM_LOG, "log"); }
+static int m_sqrt(lua_State *L) { return unary_float(L, EM_SQRT, "sqrt"); }
+static int m_rsqrt(lua_State *L) { return unary_float(L, EM_RSQRT, "rsqrt"); }
+static int m_abs(lua_State *L) { return unary0(L, EM_ABS, "abs"); }
+static int m_tanh(lua_State *L) { return unary_float(L, EM_TANH, "tanh"); }
+static int m_sigmoid(lua_State *L) { return unary_float(L, EM_SIGMOID, "sigmoid"); }
+static int m_relu(lua_State *L) { return unary0(L, EM_RELU, "relu"); }
+static int m_silu(lua_State *L) { return unary0(L, EM_SILU, "silu"); }
+static int m_sin(lua_State *L) { return unary_float(L, EM_SIN, "sin"); }
+static int m_log1p(lua_State *L) { return unary_float(L, EM_LOG1P, "log1p"); }
+static int m_expm1(lua_State *L) { return unary_float(L, EM_EXPM1, "expm1"); }
+static int m_erf(lua_State *L) { return unary_float(L, EM_ERF, "erf"); }
+static int m_atan(lua_State *L) { return unary_float(L, EM_ATAN, "atan"); }
+static int m_asin(lua_State *L) { return unary_float(L, EM_ASIN, "asin"); }
+static int m_acos(lua_State *L) { return unary_float(L, EM_ACOS, "acos"); }
+static int m_erfinv(lua_State *L) { return unary_float(L, EM_ERFINV, "erfinv"); }
+static int m_lgamma(lua_State *L) { return unary_float(L, EM_LGAMMA, "lgamma"); }
+static int m_digamma(lua_State *L) { return unary_float(L, EM_DIGAMMA, "digamma"); }
+static int m_cos(lua_State *L) { return unary_float(L, EM_COS, "cos"); }
+static int m_logical_not(lua_State *L) { return unary0(L, EM_NOT, "logical_not"); }
+static int m_floor(lua_State *L) { return unary0(L, EM_FLOOR, "floor"); }
+static int m_ceil(lua_State *L) { return unary0(L, EM_CEIL, "ceil"); }
+static int m_round(lua_State *L) { return unary0(L, EM_ROUND, "round"); }
+static int m_trunc(lua_State *L) { return unary0(L, EM_TRUNC, "trunc"); }
+static int m_sign(lua_State *L) { return unary0(L, EM_SIGN, "sign"); }
 
 /* __unm gets the operand twice; only the first counts. */
 static int t_unm(lua_State *L) {
@@ -481,7 +520,9 @@ static const luaL_Reg methods[] = {
   {"logical_xor", m_logical_xor}, {"logical_not", m_logical_not},
   {"neg", m_neg}, {"exp", m_exp}, {"log", m_log}, {"sqrt", m_sqrt}, {"rsqrt", m_rsqrt},
   {"abs", m_abs}, {"tanh", m_tanh}, {"sigmoid", m_sigmoid}, {"relu", m_relu},
-  {"silu", m_silu}, {"sin", m_sin}, {"cos", m_cos}, {"log1p", m_log1p}, {"expm1", m_expm1}, {"erf", m_erf}, {"gelu", m_gelu}, {"elu", m_elu},
+  {"silu", m_silu}, {"sin", m_sin}, {"cos", m_cos}, {"log1p", m_log1p}, {"expm1", m_expm1}, {"erf", m_erf},
+  {"atan", m_atan}, {"asin", m_asin}, {"acos", m_acos}, {"erfinv", m_erfinv}, {"lgamma", m_lgamma},
+  {"digamma", m_digamma}, {"gelu", m_gelu}, {"elu", m_elu},
   {"clamp", m_clamp}, {"floor", m_floor}, {"ceil", m_ceil}, {"round", m_round},
   {"trunc", m_trunc}, {"sign", m_sign}, {"masked_fill", m_masked_fill},
   {"fill_", m_fill_}, {"zero_", m_zero_}, {"copy_", m_copy_}, {"add_", m_add_},

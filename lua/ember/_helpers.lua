@@ -726,6 +726,7 @@ end)
 -- the method's entry (lua/ember/_doc.lua).
 local FUNCTIONAL = {
   "abs", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "log1p", "expm1", "erf", "sqrt", "rsqrt", "sin", "cos",
+  "atan", "asin", "acos", "erfinv", "lgamma", "digamma",
   "tanh", "sigmoid", "relu", "gelu", "silu", "elu", "clamp", "maximum", "minimum",
   "floor", "ceil", "round", "trunc", "sign",
   "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",

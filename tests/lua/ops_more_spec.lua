@@ -12,6 +12,12 @@ local ember = require "ember"
 local raises_here = require("tests.lua.helpers.parity").raises_here
 
 local CASES = dofile("tests/fixtures/ops_more.lua")
+-- and the special functions (tests/gen_op_fixtures.py, special()): atan,
+-- asin, acos, erfinv, lgamma, digamma, atan2, logcumsumexp
+for name, c in pairs(dofile("tests/fixtures/ops_special.lua")) do
+  assert(CASES[name] == nil, name)
+  CASES[name] = c
+end
 local F64 = { dtype = "float64" }
 
 -- EMBER_TEST_DEVICE (default "cpu") runs the fixture cases on another
@@ -203,7 +209,8 @@ describe("ops_more against PyTorch (tests/fixtures/ops_more.lua)", function()
                           "xlogy", "remainder", "fmod", "floor_divide", "nan_to_num", "kl_div", "huber_loss", "diag",
                           "trace", "diff", "mv", "movedim", "moveaxis", "swapaxes", "swapdims", "broadcast_to",
                           "hstack", "vstack", "dstack", "tensor_split", "count_nonzero", "nonzero", "argwhere",
-                          "unique", "bincount", "searchsorted", "bucketize" } do
+                          "unique", "bincount", "searchsorted", "bucketize", "atan", "asin", "acos", "erfinv",
+                          "lgamma", "digamma", "atan2", "logcumsumexp" } do
       assert(seen[fn], "no fixture case for " .. fn)
       assert(type(ember[fn]) == "function", "no ember." .. fn)
     end
@@ -500,6 +507,15 @@ describe("ops_more errors name the function and what was wrong, at the caller's 
     { function() local _ = ember.searchsorted(v, v, { side = "middle" }) end,
       "ember.searchsorted: side must be \"left\" or \"right\", got middle" },
     { function() local _ = ember.bucketize(v, x) end, "ember.bucketize: boundaries must be 1-d, got shape [2, 3]" },
+    { function() local _ = x:atan(1) end, "ember.atan: takes no arguments besides the tensor, got 1 more" },
+    { function() local _ = ember.asin(x, 2) end, "ember.asin: takes no arguments besides the tensor, got 1 more" },
+    { function() local _ = x:acos(x) end, "ember.acos: takes no arguments besides the tensor, got 1 more" },
+    { function() local _ = x:erfinv(true) end, "ember.erfinv: takes no arguments besides the tensor, got 1 more" },
+    { function() local _ = x:lgamma(1, 2) end, "ember.lgamma: takes no arguments besides the tensor, got 2 more" },
+    { function() local _ = x:digamma(0) end, "ember.digamma: takes no arguments besides the tensor, got 1 more" },
+    { function() local _ = ember.atan2(x, v:narrow(1, 1, 2)) end, "ember.atan2: shapes [2, 3] and [2] cannot be broadcast" },
+    { function() local _ = ember.tensor({ 1 }, { dtype = "int64" }):logcumsumexp(1) end,
+      "ember.logcumsumexp: expected a float tensor, got int64" },
   }
   for i, e in ipairs(ERRORS) do
     it(e[2]:match("^ember%.[%w_]+") .. " (" .. i .. ")", function() raises_here(e[1], e[2]) end)
