@@ -271,6 +271,32 @@ EM_API void em_attention_route_counts(em_attn_route_counts *out);
 ** traced variant's composition runs in Lua. */
 EM_API void em_attention_count_route(int route);
 
+/* A tape of fused attention results, for a recompute (activation
+** checkpointing, lua/ember/nn/activation_checkpoint.lua;
+** core/src/attention_reuse.c has the rule). Pushed in RECORD mode around a
+** region's first forward, it keeps each fused call's out and lse (O(L*d)
+** bytes a call); pushed in REPLAY mode around the recompute, it hands them
+** back in call order instead of running the forward kernel, when the call
+** is the same (variant, options, sizes, scalars, sampled input values) and
+** out was not written since; else the call computes. The autograd node is
+** recorded either way. Tapes stack per thread; pop takes t (and anything
+** left above it) off. Host-memory backends only. */
+typedef struct em_attn_tape em_attn_tape;
+enum { EM_ATTN_TAPE_RECORD = 1, EM_ATTN_TAPE_REPLAY = 2 };
+typedef struct em_attn_tape_stats {
+  uint64_t recorded; /* calls kept while recording */
+  uint64_t reused;   /* calls handed back while replaying */
+  uint64_t missed;   /* calls that computed while replaying */
+  uint64_t kept;     /* entries held now */
+} em_attn_tape_stats;
+EM_API em_status em_attn_tape_new(em_attn_tape **out);
+EM_API void em_attn_tape_free(em_attn_tape *t); /* pops it first; NULL is fine */
+EM_API em_status em_attn_tape_push(em_attn_tape *t, int mode);
+EM_API void em_attn_tape_pop(em_attn_tape *t);   /* a no-op when t is not pushed */
+EM_API void em_attn_tape_clear(em_attn_tape *t); /* drops the kept results */
+EM_API void em_attn_tape_get_stats(const em_attn_tape *t, em_attn_tape_stats *out);
+EM_API int em_attn_tape_depth(void); /* tapes pushed on this thread */
+
 /* ------------------------------------------------------------------ */
 /* The vtable                                                          */
 /* ------------------------------------------------------------------ */

@@ -15,6 +15,11 @@
 **   ember.attention_variants([name]) -> descriptions of the loaded variants
 **   ember.attention_routes() -> {fused=, composed=, forward=, kv_in_place=}: calls per
 **     route so far (em_attention_route_counts), for tests and benchmarks
+**   core._attention_tape() -> tape (em_attn_tape, private to
+**     lua/ember/nn/activation_checkpoint.lua): tape:push("record" | "replay")
+**     returns the tape, whose __close (or tape:pop()) pops it;
+**     tape:clear(); tape:stats() -> {recorded=, reused=, missed=, kept=};
+**     core._attention_tapes() -> how many are pushed (for tests)
 **
 ** The split: this object is what only C can be -- the variant's handle, its
 ** checked options, the sizes it was built for, and the fused call. The
@@ -681,6 +686,83 @@ static int f_count(lua_State *L) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Tapes of fused results, for activation checkpointing               */
+/* ---------------------------------------------------------------- */
+
+#define TAPE_MT "ember.AttentionTape"
+
+static em_attn_tape **check_tape(lua_State *L) {
+  em_attn_tape **t = luaL_checkudata(L, 1, TAPE_MT);
+  if (!*t) luaL_error(L, "attention tape: already freed");
+  return t;
+}
+
+static int f_tape(lua_State *L) {
+  em_attn_tape **t = lua_newuserdatauv(L, sizeof *t, 0);
+  *t = NULL;
+  luaL_setmetatable(L, TAPE_MT);
+  em_status s = em_attn_tape_new(t);
+  if (s != EM_OK) return lember_error(L, "attention tape", s);
+  return 1;
+}
+
+static int tape_push(lua_State *L) {
+  static const char *const modes[] = {"record", "replay", NULL};
+  em_attn_tape **t = check_tape(L);
+  const int mode = luaL_checkoption(L, 2, NULL, modes) + 1; /* EM_ATTN_TAPE_RECORD / _REPLAY */
+  em_status s = em_attn_tape_push(*t, mode);
+  if (s != EM_OK) return lember_error(L, "attention tape", s);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int tape_pop(lua_State *L) {
+  em_attn_tape_pop(*check_tape(L));
+  return 0;
+}
+
+static int tape_clear(lua_State *L) {
+  em_attn_tape_clear(*check_tape(L));
+  return 0;
+}
+
+static int tape_stats(lua_State *L) {
+  em_attn_tape_stats st;
+  em_attn_tape_get_stats(*check_tape(L), &st);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)st.recorded), lua_setfield(L, -2, "recorded");
+  lua_pushinteger(L, (lua_Integer)st.reused), lua_setfield(L, -2, "reused");
+  lua_pushinteger(L, (lua_Integer)st.missed), lua_setfield(L, -2, "missed");
+  lua_pushinteger(L, (lua_Integer)st.kept), lua_setfield(L, -2, "kept");
+  return 1;
+}
+
+static int tape_gc(lua_State *L) {
+  em_attn_tape **t = luaL_checkudata(L, 1, TAPE_MT);
+  em_attn_tape_free(*t);
+  *t = NULL;
+  return 0;
+}
+
+static int f_tapes(lua_State *L) {
+  lua_pushinteger(L, em_attn_tape_depth());
+  return 1;
+}
+
+static void open_tape(lua_State *L, int module) {
+  static const luaL_Reg methods[] = {{"push", tape_push}, {"pop", tape_pop}, {"clear", tape_clear},
+                                      {"stats", tape_stats}, {NULL, NULL}};
+  luaL_newmetatable(L, TAPE_MT);
+  luaL_newlib(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, tape_pop), lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, tape_gc), lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, f_tape), lua_setfield(L, module, "_attention_tape");
+  lua_pushcfunction(L, f_tapes), lua_setfield(L, module, "_attention_tapes");
+}
+
+/* ---------------------------------------------------------------- */
 /* Registration                                                       */
 /* ---------------------------------------------------------------- */
 
@@ -705,5 +787,6 @@ void lember_open_attention(lua_State *L, int module) {
   lua_pushcfunction(L, f_reject_plugin), lua_setfield(L, module, "_reject_plugin");
   lua_pushcfunction(L, f_count), lua_setfield(L, module, "_attention_count");
   lua_pushcfunction(L, f_alibi_slopes), lua_setfield(L, module, "alibi_slopes");
+  open_tape(L, module);
   if (lember_open_heatmap) lember_open_heatmap(L, module);
 }

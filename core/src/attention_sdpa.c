@@ -281,11 +281,7 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   sv->be = be, sv->device = c->q->device.index;
   int64_t oshape[4] = {c->B, c->H, c->Lq, c->dims.dv}, lshape[3] = {c->B, c->H, c->Lq};
   em_attention_args *a = &sv->args;
-  em_status s = em_empty(&sv->out, 4, oshape, c->q->dtype, c->q->device);
-  /* lse (and the bias) in the kernel's compute dtype: float32 for bfloat16 */
-  const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
-  if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, cdt, c->q->device);
-  if (s == EM_OK) s = make_bias(c, &sv->bias, a->bias_stride);
+  em_status s = make_bias(c, &sv->bias, a->bias_stride);
   if (s == EM_OK) s = fill_shaw(sv, c, d);
   for (int i = 0; i < EM_EXPR_MAX_CAPS; i++) sv->xparam[i] = -1;
   em__attn_lowered low = {0};
@@ -315,9 +311,31 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   a->dropout_p = c->dropout_p;
   a->seed = c->seed, a->offset = c->offset;
   a->q = em_data(c->q), a->k = em_data(sv->k), a->v = em_data(sv->v);
-  a->out = em_data(sv->out);
-  a->lse = em_data(sv->lse);
-  s = be->attention_forward(sv->device, a);
+  /* a recompute under a replaying tape takes out and lse as its first
+  ** forward made them (attention_reuse.c); else the kernel writes them */
+  uint64_t key[EM__ATTN_KEY_MAX];
+  int n_key = 0;
+  if (em__attn_tape_active()) {
+    em_tensor *ins[7 + EM_EXPR_MAX_CAPS] = {sv->q, sv->k, sv->v, sv->bias, sv->kp};
+    int n_ins = 5;
+    for (int t = 0; t < 2; t++) ins[n_ins++] = sv->tab[t];
+    for (int i = 0; i < a->n_caps; i++) ins[n_ins++] = sv->xt[i];
+    n_key = em__attn_tape_key(key, c, a, ins, n_ins);
+  }
+  if (!n_key || !em__attn_tape_take(key, n_key, &sv->out, &sv->lse)) {
+    /* lse in the kernel's compute dtype: float32 for bfloat16 */
+    const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
+    s = em_empty(&sv->out, 4, oshape, c->q->dtype, c->q->device);
+    if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, cdt, c->q->device);
+    if (s == EM_OK) {
+      a->out = em_data(sv->out), a->lse = em_data(sv->lse);
+      s = be->attention_forward(sv->device, a);
+    }
+  }
+  /* a checkpoint inside a recompute keeps what the outer one handed back */
+  if (s == EM_OK && n_key) em__attn_tape_put(key, n_key, sv->out, sv->lse);
+  a->out = sv->out ? em_data(sv->out) : NULL;
+  a->lse = sv->lse ? em_data(sv->lse) : NULL;
   if (s != EM_OK) {
     sdpa_free(sv);
     return s;

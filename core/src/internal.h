@@ -124,6 +124,15 @@ em_status em__xmap_get(const struct em_expr *e, const struct em_xcap *caps, int6
                        int64_t *nk, int64_t *sb, int64_t *sh);
 /* counts a call in em_attention_route_counts: 0 fused, 1 composed, 2 forward */
 void em__attn_count(int route);
+/* The tape of em_attn_tape (attention_reuse.c): whether one is pushed; a
+** fused call's key (0 words: not recordable; k holds EM__ATTN_KEY_MAX); take hands
+** back a recorded out and lse (retained) or says false; put records them. */
+#define EM__ATTN_KEY_MAX 160
+bool em__attn_tape_active(void);
+int em__attn_tape_key(uint64_t *k, const em_attn_call *c, const em_attention_args *a,
+                      em_tensor *const *ins, int n_ins);
+bool em__attn_tape_take(const uint64_t *key, int n_key, em_tensor **out, em_tensor **lse);
+void em__attn_tape_put(const uint64_t *key, int n_key, em_tensor *out, em_tensor *lse);
 /* Prefixes the current error message with "op: " when a kernel failed. */
 em_status em__kernel_fail(const char *op, em_status s);
 /* Broadcast two shapes; error names op and both shapes. */

@@ -2,17 +2,21 @@
 -- Transformer encoder layers (pre-norm, d256, 8 heads, FFN 1024, dropout
 -- 0.1, causal): fwd+bwd ms and the memory the autograd graph keeps after
 -- the forward (ember.live_bytes after a full collection), with and without
--- `checkpoint = true`, side by side.
+-- `checkpoint = true`, side by side; and checkpointing with the fused
+-- attention recomputed too (nn.checkpoint's reuse_attention = false), the
+-- full recompute that the kept attention results avoid.
 --   build/bin/ember scripts/bench/checkpoint.lua [--layers 8] [--L 2048] [--reps 3]
 local ember = require "ember"
 local nn = require "ember.nn"
+local AC = require "ember.nn.activation_checkpoint"
 local layers, L, reps = 8, 2048, 3
 for i = 1, #arg do
   if arg[i] == "--help" or arg[i] == "-h" then
     print([[Usage: ember scripts/bench/checkpoint.lua [--layers N] [--L N] [--reps N]
 
 Activation checkpointing (checkpoint = true on TransformerEncoderLayer)
-against the plain stack: fwd+bwd ms and the bytes kept after the forward.
+against the plain stack: fwd+bwd ms and the bytes kept after the forward;
+also with the attention recomputed (no reuse of its kept results).
 
 Options:
    --layers N   encoder layers (default 8)
@@ -26,33 +30,56 @@ Options:
   if arg[i] == "--reps" then reps = tonumber(arg[i + 1]) end
 end
 
-local function run(ck)
+-- the three configurations, each with its own stack (same weights); the
+-- timed steps take turns (plain, checkpoint, recomputed, plain, ...) so
+-- that a machine whose load drifts slows all three alike
+local configs = {
+  { name = "plain", ck = false, reuse = true },
+  { name = "checkpoint = true", ck = true, reuse = true },
+  { name = "checkpoint, attention recomputed", ck = true, reuse = false },
+}
+local x = ember.randn(1, L, 256):requires_grad_()
+for _, c in ipairs(configs) do
   ember.manual_seed(1)
-  local stack = {}
+  c.stack, c.ts, c.cpu = {}, {}, {}
   for i = 1, layers do
-    stack[i] = nn.TransformerEncoderLayer(256, 8, { dim_feedforward = 1024, norm_first = true, checkpoint = ck })
+    c.stack[i] = nn.TransformerEncoderLayer(256, 8, { dim_feedforward = 1024, norm_first = true, checkpoint = c.ck })
   end
-  local x = ember.randn(1, L, 256):requires_grad_()
-  local kept, ts = 0, {}
-  for r = 0, reps do
-    collectgarbage(); collectgarbage()
-    local base = ember.live_bytes()
-    local t0 = ember.clock()
-    local y = x
-    for i = 1, layers do y = stack[i](y, { causal = true }) end
-    collectgarbage(); collectgarbage()
-    kept = ember.live_bytes() - base
-    y:sum():backward()
-    if r > 0 then ts[#ts + 1] = (ember.clock() - t0) * 1000 end
-  end
-  table.sort(ts)
-  return ts[(#ts + 1) // 2], kept
 end
 
-local t0, m0 = run(false)
-local t1, m1 = run(true)
-print(("%d layers, d256 h8 FFN1024, B1 L%d, fwd+bwd (median of %d)"):format(layers, L, reps))
-print("| | ms | vs plain | MB kept after forward | vs plain |")
-print("|---|---|---|---|---|")
-print(("| plain | %.0f | 1.00 | %.1f | 1.00 |"):format(t0, m0 / 2 ^ 20))
-print(("| checkpoint = true | %.0f | %.2f | %.1f | %.2f |"):format(t1, t1 / t0, m1 / 2 ^ 20, m1 / m0))
+local function step(c, timed)
+  AC.reuse_attention = c.reuse
+  x.grad = nil
+  collectgarbage(); collectgarbage()
+  local base = ember.live_bytes()
+  local t0, cpu0 = ember.clock(), os.clock()
+  local y = x
+  for i = 1, layers do y = c.stack[i](y, { causal = true }) end
+  collectgarbage(); collectgarbage()
+  c.kept = ember.live_bytes() - base
+  y:sum():backward()
+  if timed then
+    c.ts[#c.ts + 1] = (ember.clock() - t0) * 1000
+    c.cpu[#c.cpu + 1] = (os.clock() - cpu0) * 1000
+  end
+end
+
+for r = 0, reps do
+  for _, c in ipairs(configs) do step(c, r > 0) end
+end
+AC.reuse_attention = true
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+local p = configs[1]
+local pt, pc = median(p.ts), median(p.cpu)
+print(("%d layers, d256 h8 FFN1024, B1 L%d, fwd+bwd (median of %d, taking turns)"):format(layers, L, reps))
+print("| | ms | vs plain | CPU ms (all threads) | vs plain | MB kept after forward | vs plain |")
+print("|---|---|---|---|---|---|---|")
+for _, c in ipairs(configs) do
+  local t, cpu = median(c.ts), median(c.cpu)
+  print(("| %s | %.0f | %.2f | %.0f | %.2f | %.1f | %.2f |"):format(c.name, t, t / pt, cpu, cpu / pc,
+    c.kept / 2 ^ 20, c.kept / p.kept))
+end

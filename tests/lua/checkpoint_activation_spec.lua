@@ -294,3 +294,204 @@ describe("checkpoint = true on the Transformer layers", function()
     assert.matches("checkpoint=true", tostring(nn_.TransformerEncoderLayer(8, 2, { checkpoint = true })))
   end)
 end)
+
+-- Selective recompute: the first forward keeps each fused attention call's
+-- out and lse, and the recompute takes them back instead of running the
+-- attention kernel again (core/src/attention_reuse.c). The forward kernel's
+-- span is "attention"; its backward's "attention_grad".
+describe("nn.checkpoint keeps the fused attention's results for the recompute", function()
+  local AC = require "ember.nn.activation_checkpoint"
+
+  -- fn(...) with AC.reuse_attention set to `on`, set back even on errors
+  local function with_reuse(on, fn, ...)
+    local was = AC.reuse_attention
+    AC.reuse_attention = on
+    local r = table.pack(pcall(fn, ...))
+    AC.reuse_attention = was
+    assert(r[1], r[2])
+    return table.unpack(r, 2, r.n)
+  end
+
+  -- the attention forward kernel's calls in each phase of fn's run
+  local function kernel_calls(fn)
+    local n = { forward = 0, backward = 0 }
+    local prof = ember.profile(fn)
+    for _, r in ipairs(prof:stats()) do
+      if r.name == "attention" then n[r.phase] = n[r.phase] + r.calls end
+    end
+    return n
+  end
+
+  -- a causal stack with dropout and key padding: every gradient of a step
+  local function stack_step(ck, opts)
+    opts = opts or {}
+    ember.manual_seed(5)
+    local layers = {}
+    for i = 1, 3 do
+      layers[i] = nn.TransformerEncoderLayer(16, 2, { dim_feedforward = 24, dropout = 0.2, norm_first = true })
+    end
+    local x = ember.randn(2, 9, 16):requires_grad_()
+    local pad = ember.tensor({ { false, false, false, false, false, false, false, true, true },
+      { false, false, false, false, false, false, false, false, false } })
+    ember.manual_seed(6)
+    local h = x
+    local calls = kernel_calls(function()
+      local function body(u)
+        for i = 1, 3 do
+          local fi = function(v) return layers[i](v, { causal = true, key_padding_mask = pad }) end
+          if ck == "nested" then u = nn.checkpoint(fi, u) else u = fi(u) end
+        end
+        return u
+      end
+      local function run()
+        if ck then h = nn.checkpoint(body, h) else h = body(h) end
+        ;(h * h):sum():backward()
+      end
+      if opts.autocast then ember.autocast("bfloat16", run) else run() end
+    end)
+    local g = { h:detach():float(), x.grad }
+    for i = 1, 3 do
+      for _, p in ipairs(layers[i]:parameters()) do g[#g + 1] = p.grad end
+    end
+    return g, calls
+  end
+
+  local function same_grads(a, b, what)
+    assert.are.equal(#a, #b)
+    for i = 1, #a do bitwise_equal(a[i], b[i], ("%s, tensor %d"):format(what, i)) end
+  end
+
+  it("runs no attention forward kernel in the backward; gradients bitwise those without checkpoints", function()
+    local plain, c0 = stack_step(false)
+    local reused, c1 = with_reuse(true, stack_step, true)
+    local full, c2 = with_reuse(false, stack_step, true)
+    same_grads(plain, reused, "kept attention results")
+    same_grads(plain, full, "attention recomputed")
+    assert.are.same({ forward = 3, backward = 0 }, c0)
+    assert.are.same({ forward = 3, backward = 0 }, c1)
+    -- and the test can tell: recomputing runs the kernel again in the backward
+    assert.are.same({ forward = 3, backward = 3 }, c2)
+    assert.are.equal(0, ember._attention_tapes())
+  end)
+
+  it("nests: an inner checkpoint records while the outer one replays", function()
+    local plain = stack_step(false)
+    local nested, calls = with_reuse(true, stack_step, "nested")
+    same_grads(plain, nested, "nested checkpoints")
+    assert.are.same({ forward = 3, backward = 0 }, calls)
+    assert.are.equal(0, ember._attention_tapes())
+  end)
+
+  it("under autocast (bfloat16 attention)", function()
+    local plain = stack_step(false, { autocast = true })
+    local reused, calls = with_reuse(true, stack_step, true, { autocast = true })
+    same_grads(plain, reused, "autocast")
+    assert.are.same({ forward = 3, backward = 0 }, calls)
+  end)
+
+  it("computes again when the kept output was written in place", function()
+    -- fn returns the attention output itself: the checkpoint's output is
+    -- its storage, which the caller then changes
+    ember.manual_seed(8)
+    local q, k, v = ember.randn(1, 2, 6, 4), ember.randn(1, 2, 6, 4), ember.randn(1, 2, 6, 4)
+    local w = ember.randn(1, 2, 6, 4)
+    local function grads(ck)
+      local a, b, c = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
+      local calls = kernel_calls(function()
+        local y
+        if ck then
+          y = nn.checkpoint(ember.scaled_dot_product_attention, a, b, c)
+          ember.no_grad(function() y:add_(1) end)
+        else
+          y = ember.scaled_dot_product_attention(a, b, c)
+        end
+        ;(y * w):sum():backward()
+      end)
+      return { a.grad, b.grad, c.grad }, calls
+    end
+    local plain = grads(false)
+    local ck, calls = with_reuse(true, grads, true)
+    same_grads(plain, ck, "output written after the forward")
+    assert.are.same({ forward = 1, backward = 1 }, calls)
+  end)
+
+  it("hands back only the same call: values decide, not the order", function()
+    -- a fn whose recompute makes its two same-shaped calls in the other
+    -- order: the first call of the recompute is the second of the forward
+    ember.manual_seed(9)
+    local q, k, v = ember.randn(1, 2, 6, 4), ember.randn(1, 2, 6, 4), ember.randn(1, 2, 6, 4)
+    local sdpa = ember.scaled_dot_product_attention
+    local function grads(ck)
+      local a, b, c = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
+      local runs = 0
+      local function fn(x, y, z)
+        runs = runs + 1
+        local first, second
+        if runs == 1 then
+          first = sdpa(x, y, z); second = sdpa(y, x, z)
+        else
+          second = sdpa(y, x, z); first = sdpa(x, y, z)
+        end
+        return first * 2 + second
+      end
+      local calls = kernel_calls(function()
+        local out = ck and nn.checkpoint(fn, a, b, c) or fn(a, b, c)
+        out:sum():backward()
+      end)
+      return { a.grad, b.grad, c.grad }, calls
+    end
+    local plain = grads(false)
+    local ck, calls = with_reuse(true, grads, true)
+    same_grads(plain, ck, "calls in another order")
+    -- the recompute's first call takes the forward's second; its second computes
+    assert.are.same({ forward = 2, backward = 1 }, calls)
+  end)
+
+  for _, name in ipairs({ "relpos", "local", "sinks", "softcap", "alibi_lua" }) do
+    it(name .. " attention (tables, programs, captures): kept and bitwise equal", function()
+      local function step(ck)
+        ember.manual_seed(3)
+        local mha = nn.MultiHeadAttention(16, 2, { attention = name, dropout = 0.1 })
+        local x = ember.randn(2, 9, 16):requires_grad_()
+        ember.manual_seed(4)
+        local calls = kernel_calls(function()
+          local function fn(h) return (mha(h, { causal = true })) end
+          local y = ck and nn.checkpoint(fn, x) or fn(x)
+          ;(y * y):sum():backward()
+        end)
+        local g = { x.grad }
+        for _, p in ipairs(mha:parameters()) do g[#g + 1] = p.grad end
+        return g, calls
+      end
+      local plain = step(false)
+      local ck, calls = with_reuse(true, step, true)
+      same_grads(plain, ck, name)
+      assert.are.same({ forward = 1, backward = 0 }, calls)
+    end)
+  end
+
+  it("leaves no recording or replay behind when fn raises", function()
+    local layer = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    local x = ember.randn(1, 5, 8):requires_grad_()
+    -- in the forward, after an attention call
+    local ok = pcall(nn.checkpoint, function(h) local _ = layer(h); error("boom") end, x)
+    assert.is_false(ok)
+    assert.are.equal(0, ember._attention_tapes())
+    -- in the recompute only
+    local runs = 0
+    local y = nn.checkpoint(function(h)
+      runs = runs + 1
+      local out = layer(h)
+      if runs == 2 then error("boom in the recompute") end
+      return out
+    end, x)
+    local ok2, err = pcall(function() y:sum():backward() end)
+    assert.is_false(ok2)
+    assert.matches("boom in the recompute", tostring(err))
+    assert.are.equal(0, ember._attention_tapes())
+    -- and a later checkpoint works as before
+    local y2 = nn.checkpoint(layer, x)
+    y2:sum():backward()
+    assert.are.equal(0, ember._attention_tapes())
+  end)
+end)

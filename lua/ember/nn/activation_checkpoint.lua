@@ -9,6 +9,16 @@
 --    masks; afterwards the generator continues where it was, so a run with
 --    checkpoints draws exactly what the same run without them draws.
 --  * The recompute runs under the autocast state of the forward.
+--  * Fused attention is not computed twice (selective recompute, as
+--    PyTorch's selective activation checkpointing and Megatron's): the
+--    first forward keeps each fused attention call's output and row
+--    logsumexp (O(L*d) bytes a call, against O(L^2) work), and the
+--    recompute takes them back instead of running the attention kernel
+--    again, when the call is the same one (same sizes, options, dropout
+--    stream and sampled input values, output not written since; else it
+--    computes). The rule is core/src/attention_reuse.c's; the gradients
+--    are the same bits. `require("ember.nn.activation_checkpoint")
+--    .reuse_attention = false` recomputes everything (for measuring).
 --  * Gradients are those of the run without checkpointing, bit for bit (the
 --    recompute repeats the same ops on the same values); a parameter used
 --    both inside and outside fn gets the same sum, possibly added in
@@ -43,6 +53,9 @@ local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 
 local M = {}
+
+-- false: the recompute runs fused attention again (see the module's doc)
+M.reuse_attention = true
 
 local function callable(fn)
   if type(fn) == "function" then return true end
@@ -90,7 +103,12 @@ local Checkpoint = ember.Function {
   -- call's state (fn, the generator's state, ...), then fn's arguments
   forward = function(ctx, _anchor, st, ...)
     ctx.state = st
-    local y, shapes = pack(table.pack(st.fn(...)))
+    local results
+    do -- the fused attention calls' results, kept for the recompute
+      local _ <close> = st.tape and st.tape:push("record")
+      results = table.pack(st.fn(...))
+    end
+    local y, shapes = pack(results)
     st.shapes = shapes
     -- the arguments, as detached aliases (the ctx must not hold the graph)
     ctx:save_for_backward(...)
@@ -113,9 +131,16 @@ local Checkpoint = ember.Function {
     local ac_was, ac_dtype_was = ember.set_autocast(st.autocast, st.autocast_dtype)
     ember.set_rng_state(st.rng)
     local ok, err = pcall(function()
-      local y = pack(table.pack(st.fn(table.unpack(args, 1, saved.n))))
+      local results
+      do -- the attention calls take back what the forward kept
+        local _ <close> = st.tape and st.tape:push("replay")
+        results = table.pack(st.fn(table.unpack(args, 1, saved.n)))
+      end
+      if st.tape then st.tape:clear() end -- a second backward computes them
+      local y = pack(results)
       if y.requires_grad then y:backward(g) end
     end)
+    if st.tape then st.tape:clear() end
     ember.set_rng_state(now)
     ember.set_autocast(ac_was, ac_dtype_was)
     ember.set_grad_enabled(grad_was)
@@ -146,7 +171,7 @@ function M.checkpoint(fn, ...)
   end
   local ac, ac_dtype = ember.autocast.enabled()
   local state = { fn = fn, requires_grad = requires_grad, rng = ember.get_rng_state(),
-    autocast = ac, autocast_dtype = ac_dtype }
+    autocast = ac, autocast_dtype = ac_dtype, tape = M.reuse_attention and ember._attention_tape() or nil }
   -- a fresh leaf that requires grad, so that the node is recorded even when
   -- no argument requires grad (the parameters fn reads are not arguments)
   local anchor = ember.zeros({}, { dtype = "float32" }):requires_grad_()
