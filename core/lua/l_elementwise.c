@@ -203,21 +203,9 @@ static int unary(lua_State *L, em_unary_op op, const char *name, double alpha, d
   return done(L, out, em_unary(out, op, x, alpha, beta), name);
 }
 
-/* x:exp(2): PyTorch's TypeError ("exp() takes no arguments (1 given)"),
-** not an argument silently dropped. Trailing nils do not count (Lua code
-** that forwards optional arguments passes them). */
-static void no_more_args(lua_State *L, int n, const char *name) {
-  int top = lua_gettop(L);
-  while (top > n && lua_isnil(L, top)) top--;
-  int extra = top - n;
-  if (extra > 0)
-    luaL_error(L, "ember.%s: takes no arguments besides the tensor, got %d more (argument %d is a %s)", name,
-               extra, n + 1, luaL_typename(L, n + 1));
-}
-
 /* A unary op without parameters: t:neg(), t:floor() ... */
 static int unary0(lua_State *L, em_unary_op op, const char *name) {
-  no_more_args(L, 1, name);
+  lember_noextra(L, 1, name, NULL);
   return unary(L, op, name, 0, 0);
 }
 
@@ -226,7 +214,7 @@ static int unary0(lua_State *L, em_unary_op op, const char *name) {
 ** _functional_more.lua's exp2, log2 ... do. */
 static int unary_float(lua_State *L, em_unary_op op, const char *name) {
   em_tensor *x = fast_check(L, 1);
-  no_more_args(L, 1, name);
+  lember_noextra(L, 1, name, NULL);
   if (x->dtype != EM_I64 && x->dtype != EM_BOOL) return unary(L, op, name, 0, 0);
   em_tensor *f = NULL;
   em_tensor **out = fast_slot(L);

@@ -37,6 +37,7 @@ static int sum_mean(lua_State *L, int mean) {
   em_tensor *t = lember_checktensor(L, 1);
   int dims[EM_MAX_DIMS];
   int n = reduce_dims(L, 2, op, t, dims);
+  lember_noextra(L, 3, op, "dim, keepdim");
   int keep = opt_keepdim(L, 3, op);
   em_tensor **out = lember_newslot(L);
   em_status s = mean ? em_mean(out, t, n, dims, keep) : em_sum(out, t, n, dims, keep);

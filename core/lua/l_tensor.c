@@ -411,6 +411,7 @@ static int m_stride(lua_State *L) {
 }
 
 static int m_dim(lua_State *L) {
+  lember_noextra(L, 1, "dim", NULL);
   lua_pushinteger(L, lember_checktensor(L, 1)->ndim);
   return 1;
 }

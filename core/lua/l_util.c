@@ -20,6 +20,17 @@ int lember_error(lua_State *L, const char *op, em_status s) {
   return raise_message(L, op, em_error_message(), s);
 }
 
+void lember_noextra(lua_State *L, int n, const char *op, const char *what) {
+  int top = lua_gettop(L);
+  while (top > n && lua_isnil(L, top)) top--;
+  if (top <= n) return;
+  if (!what)
+    luaL_error(L, "ember.%s: takes no arguments besides the tensor, got %d more (argument %d is a %s)", op,
+               top - n, n + 1, luaL_typename(L, n + 1));
+  luaL_error(L, "ember.%s: takes at most %d arguments besides the tensor (%s), got %d (argument %d is a %s)", op,
+             n - 1, what, top - 1, n + 1, luaL_typename(L, n + 1));
+}
+
 int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what) {
   int isnum;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);

@@ -53,6 +53,7 @@ static int m_transpose(lua_State *L) {
 ** tensor as it is (a view). */
 static int m_t(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "t", NULL);
   if (t->ndim > 2) return luaL_error(L, "ember.t: expects a tensor of at most 2 dims, got %d (use transpose)", t->ndim);
   if (t->ndim == 2) RESULT(L, "t", em_transpose(out, t, 0, 1));
   RESULT(L, "t", em_view(out, t, t->ndim, t->shape));
@@ -148,6 +149,7 @@ static int m_clone(lua_State *L) {
 
 static int m_detach(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "detach", NULL);
   RESULT(L, "detach", em_detach(out, t));
 }
 
@@ -267,11 +269,31 @@ static int m_to(lua_State *L) {
   return 1;
 }
 
-static int m_float(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_F32, "float"); }
-static int m_double(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_F64, "double"); }
-static int m_long(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_I64, "long"); }
-static int m_bool(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_BOOL, "bool"); }
-static int m_bfloat16(lua_State *L) { return to_dtype(L, lember_checktensor(L, 1), EM_BF16, "bfloat16"); }
+static int m_float(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "float", NULL);
+  return to_dtype(L, t, EM_F32, "float");
+}
+static int m_double(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "double", NULL);
+  return to_dtype(L, t, EM_F64, "double");
+}
+static int m_long(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "long", NULL);
+  return to_dtype(L, t, EM_I64, "long");
+}
+static int m_bool(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "bool", NULL);
+  return to_dtype(L, t, EM_BOOL, "bool");
+}
+static int m_bfloat16(lua_State *L) {
+  em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "bfloat16", NULL);
+  return to_dtype(L, t, EM_BF16, "bfloat16");
+}
 
 static int m_cpu(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);

@@ -69,6 +69,11 @@ int lember_optdim(lua_State *L, int idx, const char *op, int def);
 int64_t lember_checkpos(lua_State *L, int idx, int64_t size, const char *op, const char *what);
 /* An integer argument (floats with an integral value are accepted). */
 int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what);
+/* Raises "ember.op: takes ..." when arguments follow index n (trailing
+** nils do not count): x:exp(2), x:t(1) are errors, as PyTorch's TypeError,
+** not arguments silently dropped. what names the arguments op takes after
+** the tensor ("dim, keepdim"), NULL for none. */
+void lember_noextra(lua_State *L, int n, const char *op, const char *what);
 /* A shape from either numbers at idx.. or one table at idx; returns ndim.
 ** Stops at the first non-number (so an options table may follow). Raises
 ** "<op>: shape must be ..." on anything else. `allow_neg1` lets -1 through

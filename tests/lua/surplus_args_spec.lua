@@ -1,0 +1,36 @@
+-- Surplus positional arguments to the C-written methods are errors naming
+-- the method, at the caller's line, as PyTorch's TypeError ("exp() takes
+-- no arguments (1 given)"); they were silently dropped, so x:t(1) or
+-- x:sum(1, true, 5) ran as if the argument were not there. Trailing nils
+-- do not count (Lua code forwards optional arguments as nil).
+local ember = require "ember"
+local raises_here = require("tests.lua.helpers.parity").raises_here
+
+describe("surplus arguments to C methods", function()
+  local x = ember.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+
+  it("methods without arguments", function()
+    for _, m in ipairs { "t", "detach", "float", "double", "long", "bool", "bfloat16", "dim", "exp", "neg", "abs", "floor" } do
+      raises_here(function() local _ = x[m](x, 1) end,
+        ("ember.%s: takes no arguments besides the tensor, got 1 more (argument 2 is a number)"):format(m))
+    end
+    raises_here(function() local _ = x:t(1, 2) end, "ember.t: takes no arguments besides the tensor, got 2 more")
+    raises_here(function() local _ = ember.exp(x, "a") end, "ember.exp: takes no arguments besides the tensor, got 1 more (argument 2 is a string)")
+  end)
+
+  it("sum and mean take dim and keepdim, then options, no more", function()
+    raises_here(function() local _ = x:sum(1, true, 5) end,
+      "ember.sum: takes at most 2 arguments besides the tensor (dim, keepdim), got 3 (argument 4 is a number)")
+    raises_here(function() local _ = x:mean(2, false, true) end,
+      "ember.mean: takes at most 2 arguments besides the tensor (dim, keepdim), got 3 (argument 4 is a boolean)")
+  end)
+
+  it("what they do take still works, trailing nils too", function()
+    assert.equals(ember.Size { 3, 2 }, x:t(nil).shape)
+    assert.equals(21, x:sum(nil, nil, nil):item())
+    assert.equals(ember.Size { 2, 1 }, x:sum(2, true).shape)
+    assert.equals("float64", x:sum(1, false, { dtype = "float64" }).dtype) -- torch's dtype= keyword
+    assert.equals(2, x:dim())
+    assert.equals(x:exp(), x:exp(nil))
+  end)
+end)
