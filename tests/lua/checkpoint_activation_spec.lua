@@ -158,6 +158,21 @@ describe("nn.checkpoint", function()
     bitwise_equal(gw, w.grad, "w")
   end)
 
+  it("takes a module that returns trailing nils (MultiHeadAttention's (out, nil)), as PyTorch drops None", function()
+    ember.manual_seed(7)
+    local mha = nn.MultiHeadAttention { d_model = 8, heads = 2, dtype = "float64" }
+    local x = ember.randn({ 2, 5, 8 }, F64):requires_grad_()
+    local y = mha(x)
+    y:sum():backward()
+    local gx = x.grad
+    x.grad = nil
+    local y2, extra = nn.checkpoint(mha, x)
+    assert.is_nil(extra)
+    y2:sum():backward()
+    bitwise_equal(y, y2, "out")
+    bitwise_equal(gx, x.grad, "x")
+  end)
+
   it("passes parameters' gradients when no argument requires grad", function()
     local lin = nn.Linear(3, 2)
     local y = nn.checkpoint(lin, ember.randn(4, 3))

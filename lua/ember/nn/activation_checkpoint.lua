@@ -67,6 +67,9 @@ end
 -- and joined (the caller splits them again). Returns the tensor and the
 -- shapes of the pieces (nil for a single tensor).
 local function pack(results)
+  -- trailing nils are left out, as PyTorch drops None outputs: a module
+  -- such as nn.MultiHeadAttention returns (out, nil) without need_weights
+  while results.n > 1 and results[results.n] == nil do results.n = results.n - 1 end
   if results.n == 1 and ember.is_tensor(results[1]) then return results[1], nil end
   if results.n == 0 then error("nn.checkpoint: fn returned nothing; it must return a tensor or several") end
   local flat, shapes = {}, {}
