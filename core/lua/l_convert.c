@@ -42,6 +42,7 @@ static void *to_host(lua_State *L, em_tensor *t, const char *op) {
 
 static int m_item(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "item", NULL);
   if (em_numel(t) != 1) {
     char b[128];
     return luaL_error(L, "ember.item: only a one-element tensor has an item, got shape %s",

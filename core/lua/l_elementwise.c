@@ -70,6 +70,7 @@ static bool float_scalar(lua_State *L, int idx, const em_tensor *t, em_binary_op
 }
 
 static int binary(lua_State *L, em_binary_op op, const char *name) {
+  lember_noextra(L, 2, name, "other"); /* metamethods pass exactly 2 */
   em_tensor *a = fast_tensor(L, 1);
   em_tensor *b = fast_tensor(L, 2);
   em_tensor **out, *f = NULL;

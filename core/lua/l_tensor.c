@@ -417,11 +417,13 @@ static int m_dim(lua_State *L) {
 }
 
 static int m_numel(lua_State *L) {
+  lember_noextra(L, 1, "numel", NULL);
   lua_pushinteger(L, (lua_Integer)em_numel(lember_checktensor(L, 1)));
   return 1;
 }
 
 static int m_is_contiguous(lua_State *L) {
+  lember_noextra(L, 1, "is_contiguous", NULL);
   lua_pushboolean(L, em_is_contiguous(lember_checktensor(L, 1)));
   return 1;
 }

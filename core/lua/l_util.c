@@ -27,8 +27,8 @@ void lember_noextra(lua_State *L, int n, const char *op, const char *what) {
   if (!what)
     luaL_error(L, "ember.%s: takes no arguments besides the tensor, got %d more (argument %d is a %s)", op,
                top - n, n + 1, luaL_typename(L, n + 1));
-  luaL_error(L, "ember.%s: takes at most %d arguments besides the tensor (%s), got %d (argument %d is a %s)", op,
-             n - 1, what, top - 1, n + 1, luaL_typename(L, n + 1));
+  luaL_error(L, "ember.%s: takes at most %d argument%s besides the tensor (%s), got %d (argument %d is a %s)", op,
+             n - 1, n == 2 ? "" : "s", what, top - 1, n + 1, luaL_typename(L, n + 1));
 }
 
 int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what) {

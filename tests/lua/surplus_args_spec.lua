@@ -10,12 +10,23 @@ describe("surplus arguments to C methods", function()
   local x = ember.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
 
   it("methods without arguments", function()
-    for _, m in ipairs { "t", "detach", "float", "double", "long", "bool", "bfloat16", "dim", "exp", "neg", "abs", "floor" } do
+    for _, m in ipairs { "numel", "is_contiguous", "t", "detach", "float", "double", "long", "bool", "bfloat16", "dim", "exp", "neg", "abs", "floor" } do
       raises_here(function() local _ = x[m](x, 1) end,
         ("ember.%s: takes no arguments besides the tensor, got 1 more (argument 2 is a number)"):format(m))
     end
     raises_here(function() local _ = x:t(1, 2) end, "ember.t: takes no arguments besides the tensor, got 2 more")
     raises_here(function() local _ = ember.exp(x, "a") end, "ember.exp: takes no arguments besides the tensor, got 1 more (argument 2 is a string)")
+  end)
+
+  it("binary ops take one operand (their options: add, sub, div)", function()
+    for _, m in ipairs { "mul", "maximum", "minimum", "eq", "lt", "ge", "pow" } do
+      raises_here(function() local _ = x[m](x, x, 2) end,
+        ("ember.%s: takes at most 1 argument besides the tensor (other), got 2 (argument 3 is a number)"):format(m))
+    end
+    raises_here(function() local _ = x:add(x, nil, 3) end, "ember.add: takes at most 1 argument besides the tensor (other), got 3")
+    raises_here(function() local _ = ember.ones(1):item(1) end, "ember.item: takes no arguments besides the tensor, got 1 more")
+    assert.equals(ember.tensor({ 4, 8 }), ember.tensor({ 1, 2 }):add(ember.tensor({ 1, 2 }), 3)) -- add's alpha
+    assert.equals(ember.tensor({ 2, 4 }), ember.tensor({ 1, 2 }) * 2) -- the metamethods
   end)
 
   it("sum and mean take dim and keepdim, then options, no more", function()
