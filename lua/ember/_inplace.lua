@@ -12,7 +12,7 @@ local T = core.Tensor
 local OPS = {
   "masked_fill", "clamp", "clamp_min", "clamp_max", "relu", "sub", "div", "pow", "abs", "neg", "exp", "log",
   "sqrt", "rsqrt", "sigmoid", "tanh", "floor", "ceil", "round", "trunc", "sign", "sin", "cos", "log1p", "expm1",
-  "erf", "atan", "asin", "acos", "erfinv", "lgamma", "digamma", "silu", "gelu", "lerp", "addcmul", "addcdiv", "nan_to_num",
+  "erf", "atan", "asin", "acos", "erfinv", "lgamma", "digamma", "atan2", "silu", "gelu", "lerp", "addcmul", "addcdiv", "nan_to_num",
   "index_fill", "index_add", "index_copy", "scatter", "scatter_add", "tril", "triu", "fmod", "remainder",
 }
 

@@ -4,7 +4,7 @@
 -- special functions with kernels (atan, asin, acos, erfinv, lgamma,
 -- digamma) are core ops (core/include/ember_unary_rules.h). Dims are
 -- 1-based; errors name the function and are raised at the caller's line.
--- init.lua loads it.
+-- NumPy's names arctan, arcsin, arccos, arctan2 are aliases. init.lua loads it.
 local core = require "ember.core"
 local helpers = require "ember._helpers"
 
@@ -74,5 +74,10 @@ set("logcumsumexp", function(x, dim)
   end
   return r
 end, true)
+
+-- NumPy's names, which torch has too: x:arctan() is x:atan(), ...
+for alias, name in pairs { arctan = "atan", arcsin = "asin", arccos = "acos", arctan2 = "atan2" } do
+  set(alias, core.Tensor[name], true)
+end
 
 return {}

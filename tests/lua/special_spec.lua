@@ -119,6 +119,18 @@ describe("special functions: dtypes", function()
     same(vals(y), { math.pi / 2, -math.pi / 4 }, 1e-6)
   end)
 
+  it("NumPy's names are the same functions", function()
+    local x = ember.tensor({ -0.5, 0.25 }, F64)
+    for alias, name in pairs { arctan = "atan", arcsin = "asin", arccos = "acos" } do
+      assert.equals(x[name](x), x[alias](x))
+      assert.equals(ember[name](x), ember[alias](x))
+    end
+    assert.equals(ember.atan2(x, x:flip(1)), x:arctan2(x:flip(1)))
+    local y = x:clone()
+    y:atan2_(ember.tensor({ -1, 1 }, F64))
+    same(vals(y), { math.atan(-0.5, -1), math.atan(0.25, 1) })
+  end)
+
   it("the in-place twins write back", function()
     local x = ember.tensor({ 0.5, -0.25 }, F64)
     assert.equals(x, x:atan_())
