@@ -269,31 +269,19 @@ static int m_to(lua_State *L) {
   return 1;
 }
 
-static int m_float(lua_State *L) {
-  em_tensor *t = lember_checktensor(L, 1);
-  lember_noextra(L, 1, "float", NULL);
-  return to_dtype(L, t, EM_F32, "float");
-}
-static int m_double(lua_State *L) {
-  em_tensor *t = lember_checktensor(L, 1);
-  lember_noextra(L, 1, "double", NULL);
-  return to_dtype(L, t, EM_F64, "double");
-}
-static int m_long(lua_State *L) {
-  em_tensor *t = lember_checktensor(L, 1);
-  lember_noextra(L, 1, "long", NULL);
-  return to_dtype(L, t, EM_I64, "long");
-}
-static int m_bool(lua_State *L) {
-  em_tensor *t = lember_checktensor(L, 1);
-  lember_noextra(L, 1, "bool", NULL);
-  return to_dtype(L, t, EM_BOOL, "bool");
-}
-static int m_bfloat16(lua_State *L) {
-  em_tensor *t = lember_checktensor(L, 1);
-  lember_noextra(L, 1, "bfloat16", NULL);
-  return to_dtype(L, t, EM_BF16, "bfloat16");
-}
+/* x:float(), x:double(), ...: to_dtype with no further arguments */
+#define CAST_METHOD(NAME, DT)                                                 \
+  static int m_##NAME(lua_State *L) {                                         \
+    em_tensor *t = lember_checktensor(L, 1);                                  \
+    lember_noextra(L, 1, #NAME, NULL);                                        \
+    return to_dtype(L, t, DT, #NAME);                                         \
+  }
+CAST_METHOD(float, EM_F32)
+CAST_METHOD(double, EM_F64)
+CAST_METHOD(long, EM_I64)
+CAST_METHOD(bool, EM_BOOL)
+CAST_METHOD(bfloat16, EM_BF16)
+#undef CAST_METHOD
 
 static int m_cpu(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
