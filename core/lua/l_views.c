@@ -46,6 +46,7 @@ static int m_transpose(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   int d0 = lember_checkdim_n(L, 2, "transpose", t->ndim);
   int d1 = lember_checkdim_n(L, 3, "transpose", t->ndim);
+  lember_noextra(L, 3, "transpose", "dim0, dim1");
   RESULT(L, "transpose", em_transpose(out, t, d0, d1));
 }
 
@@ -77,6 +78,7 @@ static int m_narrow(lua_State *L) {
   int64_t size = t->shape[d];
   int64_t i = lember_checkint(L, 3, "narrow", "start");
   int64_t len = lember_checkint(L, 4, "narrow", "length");
+  lember_noextra(L, 4, "narrow", "dim, start, length");
   if (i >= 1 && i <= size + 1) start = i - 1; /* size+1 with length 0 is empty, as torch */
   else if (i < 0 && i >= -size) start = size + i; /* not -i: math.mininteger */
   else
@@ -92,6 +94,7 @@ static int m_select(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   int d = lember_checkdim_n(L, 2, "select", t->ndim);
   int64_t i = lember_checkpos(L, 3, t->shape[d], "select", "index");
+  lember_noextra(L, 3, "select", "dim, index");
   RESULT(L, "select", em_select(out, t, d, i));
 }
 
@@ -122,6 +125,7 @@ static int m_squeeze(lua_State *L) {
 static int m_unsqueeze(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   int d = lember_checkdim_n(L, 2, "unsqueeze", t->ndim + 1);
+  lember_noextra(L, 2, "unsqueeze", "dim");
   RESULT(L, "unsqueeze", em_unsqueeze(out, t, d));
 }
 
@@ -135,6 +139,7 @@ static int m_flatten(lua_State *L) {
 
 static int m_contiguous(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "contiguous", NULL);
   if (em_is_contiguous(t)) { /* the same tensor, as torch */
     lua_settop(L, 1);
     return 1;
@@ -144,6 +149,7 @@ static int m_contiguous(lua_State *L) {
 
 static int m_clone(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  lember_noextra(L, 1, "clone", NULL);
   RESULT(L, "clone", em_clone(out, t));
 }
 

@@ -36,6 +36,19 @@ describe("surplus arguments to C methods", function()
       "ember.mean: takes at most 2 arguments besides the tensor (dim, keepdim), got 3 (argument 4 is a boolean)")
   end)
 
+  it("views and copies: transpose, narrow, select, unsqueeze, contiguous, clone", function()
+    raises_here(function() local _ = x:transpose(1, 2, 3) end,
+      "ember.transpose: takes at most 2 arguments besides the tensor (dim0, dim1), got 3 (argument 4 is a number)")
+    raises_here(function() local _ = x:narrow(2, 1, 2, 1) end,
+      "ember.narrow: takes at most 3 arguments besides the tensor (dim, start, length), got 4")
+    raises_here(function() local _ = x:select(1, 2, 2) end, "ember.select: takes at most 2 arguments besides the tensor (dim, index), got 3")
+    raises_here(function() local _ = x:unsqueeze(1, 2) end, "ember.unsqueeze: takes at most 1 argument besides the tensor (dim), got 2")
+    raises_here(function() local _ = x:contiguous(1) end, "ember.contiguous: takes no arguments besides the tensor, got 1 more")
+    raises_here(function() local _ = x:clone(true) end, "ember.clone: takes no arguments besides the tensor, got 1 more (argument 2 is a boolean)")
+    assert.equals(ember.Size { 3, 2 }, x:transpose(1, 2).shape)
+    assert.equals(ember.Size { 2, 2 }, x:narrow(2, 2, 2, nil).shape)
+  end)
+
   it("what they do take still works, trailing nils too", function()
     assert.equals(ember.Size { 3, 2 }, x:t(nil).shape)
     assert.equals(21, x:sum(nil, nil, nil):item())
