@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 8
+#define EM_BACKEND_ABI_VERSION 9
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -381,6 +381,17 @@ typedef struct em_backend {
   ** kernels. */
   em_status (*rope)(int device, const em_kview *out, const em_kview *x, const void *cos,
                     const void *sin, bool inverse);
+
+  /* ---- a product with a bias (ABI 9) ---- */
+  /* optional: C[m,n] = op(A)[m,k] @ op(B)[k,n] + bias[n] (every row gets
+  ** the contiguous bias, of dtype dt), one matrix, as gemm's arguments.
+  ** A library that adds the bias in the product's own pass (oneDNN's
+  ** matmul) saves a pass over C; bfloat16 rounds once, after both.
+  ** Without it the caller fills C with the bias and runs gemm with
+  ** beta = 1. */
+  em_status (*gemm_bias)(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                         int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
+                         const void *bias, void *c, int64_t ldc);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */
