@@ -188,9 +188,40 @@ CPU_VECTOR_CLONES_512 static void widen_run(float *dst, const uint16_t *src, int
 ** float32's speed. */
 enum { BF_UNARY_CHUNK = 1024 };
 
+/* ReLU on bfloat16 bits. Its result is its input or zero, so widening,
+** u_relu/d_relu in float32 and rounding back (what the loops above do,
+** three passes through a stack buffer: 12 GB/s on a KJV FFN's [4096, 512])
+** reduce to integer tests on the bits, 32 lanes to an AVX-512 register.
+** Both keep the float path's bits exactly: round(widen(v)) is v but for a
+** signalling NaN, which it quiets (bf16_pass); u_relu zeroes x < 0, the
+** bits 0x8001..0xff80 (not -0, not a NaN); d_relu passes g where x > 0,
+** the bits 0x0001..0x7f80, and is +0 elsewhere. */
+static inline uint16_t bf16_pass(uint16_t v) {
+  return (uint16_t)((v & 0x7fffu) > 0x7f80u ? v | 0x40u : v);
+}
+
+CPU_VECTOR_CLONES_512 static void relu_bits_bf16(uint16_t *restrict y, const uint16_t *restrict x,
+                                                 int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = (uint16_t)(x[i] - 0x8001u) <= 0x7f7fu ? 0 : bf16_pass(x[i]);
+}
+
+CPU_VECTOR_CLONES_512 static void relu_grad_bits_bf16(uint16_t *restrict gx,
+                                                      const uint16_t *restrict gy,
+                                                      const uint16_t *restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) { /* gy read unconditionally: a select, not a branch */
+    const uint16_t g = bf16_pass(gy[i]);
+    gx[i] = (uint16_t)(x[i] - 1u) <= 0x7f7fu ? g : 0;
+  }
+}
+
 static void unary_bf16(char **p, const int64_t *s, int64_t n, void *vctx) {
   const unary_ctx *c = vctx;
   const bool contiguous = s[1] == (int64_t)sizeof(uint16_t);
+  if (c->op == EM_RELU && contiguous) {
+    relu_bits_bf16((uint16_t *)p[0], (const uint16_t *)p[1], n);
+    return;
+  }
   if (c->op == EM_GELU) {
     if (contiguous) gelu_bf16((uint16_t *)p[0], (const uint16_t *)p[1], n);
     else un_run_bf16(p, s, n, gelu_one_ab_f32, 0, 0);
@@ -337,6 +368,10 @@ em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n,
                     unary_name(op));
   if ((dt == EM_F32 || dt == EM_BF16) && op == EM_GELU) gelu_grad_par(dt, gx, gy, x, n);
   else if (dt == EM_F32) unary_grad_f32(op, n, gx, gy, x, y, alpha, beta);
+  else if (dt == EM_BF16 && op == EM_RELU)
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   relu_grad_bits_bf16((uint16_t *)gx + lo, (const uint16_t *)gy + lo,
+                                       (const uint16_t *)x + lo, hi - lo););
   else if (dt == EM_BF16) unary_grad_bf16_via_f32(op, n, gx, gy, x, y, alpha, beta);
   else unary_grad_f64(op, n, gx, gy, x, y, alpha, beta);
   return EM_OK;

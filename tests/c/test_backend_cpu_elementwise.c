@@ -621,6 +621,35 @@ static void test_bf16_unary_is_f32_rounded(void) {
   free(x), free(y), free(g), free(gx);
 }
 
+/* ReLU's bfloat16 kernels work on the bits (cpu_unary.c): over every bit
+** pattern of x (and of g, in another order), forward and derivative give
+** the float32 path's result rounded once, -0, infinities and NaNs too. */
+static void test_bf16_relu_every_pattern(void) {
+  enum { N = 65536 + 37 }; /* an odd tail after the vector loop */
+  uint16_t *bx = xmalloc(N * 2), *by = xmalloc(N * 2), *bg = xmalloc(N * 2), *bgx = xmalloc(N * 2);
+  float *x = xmalloc(N * 4), *y = xmalloc(N * 4), *g = xmalloc(N * 4), *gx = xmalloc(N * 4);
+  for (int i = 0; i < N; i++) {
+    bx[i] = (uint16_t)i, bg[i] = (uint16_t)(i * 40503u + 7u); /* every g beside many x */
+    x[i] = em_bf16_to_f32(bx[i]), g[i] = em_bf16_to_f32(bg[i]);
+  }
+  int64_t sh[1] = {N};
+  em_kview vby = kv(by, EM_BF16, 1, sh), vbx = kv(bx, EM_BF16, 1, sh);
+  em_kview vy = kv(y, EM_F32, 1, sh), vx = kv(x, EM_F32, 1, sh);
+  bool ok = be->unary(0, EM_RELU, &vby, &vbx, 0, 0) == EM_OK && be->unary(0, EM_RELU, &vy, &vx, 0, 0) == EM_OK &&
+            be->unary_backward(0, EM_RELU, EM_BF16, N, bgx, bg, bx, NULL, 0, 0) == EM_OK &&
+            be->unary_backward(0, EM_RELU, EM_F32, N, gx, g, x, NULL, 0, 0) == EM_OK;
+  int fwd = 0, bwd = 0, first = -1;
+  for (int i = 0; ok && i < N; i++) {
+    const bool f = by[i] != em_f32_to_bf16(y[i]), b = bgx[i] != em_f32_to_bf16(gx[i]);
+    fwd += f, bwd += b;
+    if ((f || b) && first < 0) first = i;
+  }
+  check(ok && fwd == 0 && bwd == 0, "relu bfloat16 on every bit pattern = float32 rounded once "
+        "(forward %d, derivative %d differ; first x bits 0x%04x)", fwd, bwd, first < 0 ? 0 : bx[first]);
+  free(bx), free(by), free(bg), free(bgx);
+  free(x), free(y), free(g), free(gx);
+}
+
 /* ---- speed (informational) ---- */
 
 static void time_small_add(void) {
@@ -649,6 +678,7 @@ int main(int argc, char **argv) {
   test_gelu_f32();
   test_exp_family_f32();
   test_bf16_unary_is_f32_rounded();
+  test_bf16_relu_every_pattern();
   time_small_add();
   return backend_cpu_done(h);
 }
