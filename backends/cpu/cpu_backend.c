@@ -387,6 +387,7 @@ static const em_backend cpu_backend = {
   .rms_norm = cpu_rms_norm,
   .rms_norm_backward = cpu_rms_norm_backward,
   .rope = cpu_rope,
+  .gemm_bias = cpu_gemm_bias,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -29,12 +29,13 @@ typedef struct dnnl_key {
   bool ta, tb;
   int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
   double alpha, beta;
+  bool bias; /* C = op(A) op(B) + bias[n] (gemm_bias) */
 } dnnl_key;
 
 typedef struct dnnl_entry {
   dnnl_key key;
   dnnl_primitive_t prim; /* NULL: oneDNN has no kernel for it (remembered) */
-  dnnl_memory_desc_t a_md, b_md, c_md;
+  dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
 } dnnl_entry;
 
 static pthread_mutex_t dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -92,7 +93,7 @@ static bool key_eq(const dnnl_key *x, const dnnl_key *y) {
          x->k == y->k && x->lda == y->lda && x->ldb == y->ldb && x->ldc == y->ldc &&
          x->stride_a == y->stride_a && x->stride_b == y->stride_b &&
          x->stride_c == y->stride_c && x->batch == y->batch && x->alpha == y->alpha &&
-         x->beta == y->beta;
+         x->beta == y->beta && x->bias == y->bias;
 }
 
 /* [batch, rows, cols] with the given strides; a batch stride of 0 is a
@@ -114,10 +115,12 @@ static em_status entry_create(dnnl_entry *e, const dnnl_key *key) {
       (st = md3(&e->b_md, t, key->batch, key->k, key->n, key->stride_b, key->tb ? 1 : key->ldb,
                 key->tb ? key->ldb : 1)) ||
       (st = md3(&e->c_md, t, key->batch, key->m, key->n, key->stride_c == 0 ? 1 : key->stride_c,
-                key->ldc, 1)))
+                key->ldc, 1)) ||
+      (key->bias && (st = md3(&e->bias_md, t, 1, 1, key->n, 0, key->n, 1))))
     return dnnl_fail("memory_desc_init", st);
   dnnl_matmul_desc_t desc;
-  if ((st = dnnl_matmul_desc_init(&desc, &e->a_md, &e->b_md, NULL, &e->c_md)))
+  if ((st = dnnl_matmul_desc_init(&desc, &e->a_md, &e->b_md, key->bias ? &e->bias_md : NULL,
+                                  &e->c_md)))
     return dnnl_fail("matmul_desc_init", st);
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
@@ -156,22 +159,50 @@ done:
   return s;
 }
 
-static em_status run(const dnnl_entry *e, const void *a, const void *b, void *c) {
-  dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
+static em_status run(const dnnl_entry *e, const void *a, const void *b, const void *bias,
+                     void *c) {
+  dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, mbias = NULL;
   dnnl_status_t st;
   em_status s = EM_OK;
   if ((st = dnnl_memory_create(&ma, &e->a_md, dnnl_eng, (void *)a)) ||
       (st = dnnl_memory_create(&mb, &e->b_md, dnnl_eng, (void *)b)) ||
-      (st = dnnl_memory_create(&mc, &e->c_md, dnnl_eng, c))) {
+      (st = dnnl_memory_create(&mc, &e->c_md, dnnl_eng, c)) ||
+      (e->key.bias && (st = dnnl_memory_create(&mbias, &e->bias_md, dnnl_eng, (void *)bias)))) {
     s = dnnl_fail("memory_create", st);
   } else {
-    dnnl_exec_arg_t args[3] = {
-      {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-    s = cpu_dnnl_execute("cpu gemm", e->prim, 3, args);
+    dnnl_exec_arg_t args[4] = {
+      {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_BIAS, mbias}};
+    s = cpu_dnnl_execute("cpu gemm", e->prim, e->key.bias ? 4 : 3, args);
   }
   if (ma) dnnl_memory_destroy(ma);
   if (mb) dnnl_memory_destroy(mb);
   if (mc) dnnl_memory_destroy(mc);
+  if (mbias) dnnl_memory_destroy(mbias);
+  return s;
+}
+
+/* Runs the product of key on the cached primitive, created on first use. */
+static em_status run_key(const dnnl_key *key, const void *a, const void *b, const void *bias,
+                         void *c) {
+  pthread_mutex_lock(&dnnl_lock);
+  em_status s = dnnl_ready("cpu gemm");
+  const dnnl_entry *hit = NULL;
+  for (int i = 0; !s && i < dnnl_cached && !hit; i++)
+    if (key_eq(&dnnl_cache[i].key, key)) hit = &dnnl_cache[i];
+  dnnl_entry tmp = {0};
+  if (!s && !hit) {
+    dnnl_entry *e = dnnl_cached < DNNL_CACHE_MAX ? &dnnl_cache[dnnl_cached] : &tmp;
+    s = entry_create(e, key);
+    if ((!s || s == EM_ERR_UNSUPPORTED) && e != &tmp) dnnl_cached++;
+    hit = e;
+  }
+  pthread_mutex_unlock(&dnnl_lock);
+  if (s) return s;
+  if (!hit->prim)
+    return em_error(EM_ERR_UNSUPPORTED, "cpu gemm (oneDNN): no kernel for %s on this CPU",
+                    cpu_dtype_name(key->dt));
+  s = run(hit, a, b, bias, c);
+  if (tmp.prim) dnnl_primitive_destroy(tmp.prim);
   return s;
 }
 
@@ -192,34 +223,26 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
     return EM_OK;
   }
   const dnnl_key key = {dt,  ta,       tb,       m,        n,     k,     lda,  ldb,
-                        ldc, stride_a, stride_b, stride_c, batch, alpha, beta};
-  pthread_mutex_lock(&dnnl_lock);
-  em_status s = dnnl_ready("cpu gemm");
-  const dnnl_entry *hit = NULL;
-  for (int i = 0; !s && i < dnnl_cached && !hit; i++)
-    if (key_eq(&dnnl_cache[i].key, &key)) hit = &dnnl_cache[i];
-  dnnl_entry tmp = {0};
-  if (!s && !hit) {
-    dnnl_entry *e = dnnl_cached < DNNL_CACHE_MAX ? &dnnl_cache[dnnl_cached] : &tmp;
-    s = entry_create(e, &key);
-    if ((!s || s == EM_ERR_UNSUPPORTED) && e != &tmp) dnnl_cached++;
-    hit = e;
-  }
-  pthread_mutex_unlock(&dnnl_lock);
-  if (s) return s;
-  if (!hit->prim)
-    return em_error(EM_ERR_UNSUPPORTED, "cpu gemm (oneDNN): no kernel for %s on this CPU",
-                    cpu_dtype_name(dt));
-  s = run(hit, a, b, c);
-  if (tmp.prim) dnnl_primitive_destroy(tmp.prim);
-  return s;
+                        ldc, stride_a, stride_b, stride_c, batch, alpha, beta, false};
+  return run_key(&key, a, b, NULL, c);
+}
+
+/* One product plus a bias row added in oneDNN's own pass (its matmul's
+** bias argument): C = op(A) op(B) + bias, accumulated in float32 and, for
+** bfloat16, rounded once. */
+em_status cpu_dnnl_gemm_bias(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                             const void *a, int64_t lda, const void *b, int64_t ldb,
+                             const void *bias, void *c, int64_t ldc) {
+  if (m == 0 || n == 0) return EM_OK;
+  const dnnl_key key = {dt, ta, tb, m, n, k, lda, ldb, ldc, 0, 0, 0, 1, 1.0, 0.0, true};
+  return run_key(&key, a, b, bias, c);
 }
 
 /* Creates (or finds) a probe primitive for dt and reports what oneDNN
 ** chose for it: the ISA it will use for that dtype. */
 em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n) {
   static const int64_t p = 256;
-  const dnnl_key key = {dt, false, false, p, p, p, p, p, p, p * p, p * p, p * p, 1, 1.0, 0.0};
+  const dnnl_key key = {dt, false, false, p, p, p, p, p, p, p * p, p * p, p * p, 1, 1.0, 0.0, false};
   pthread_mutex_lock(&dnnl_lock);
   em_status s = dnnl_ready("cpu gemm");
   if (!s) {

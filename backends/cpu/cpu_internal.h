@@ -183,6 +183,9 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                    double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                    int64_t stride_c, int64_t batch);
+em_status cpu_gemm_bias(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                        int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
+                        const void *bias, void *c, int64_t ldc);
 
 /* Whether a float32 product goes to oneDNN rather than OpenBLAS, and the
 ** rule in words. */
@@ -200,6 +203,10 @@ em_status cpu_dnnl_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
                         double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
                         int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                         int64_t stride_c, int64_t batch);
+/* One product with a bias row: C = op(A) op(B) + bias (gemm_bias). */
+em_status cpu_dnnl_gemm_bias(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                             const void *a, int64_t lda, const void *b, int64_t ldb,
+                             const void *bias, void *c, int64_t ldc);
 /* The implementation oneDNN picks for a product of dtype dt
 ** ("brg:avx512_core_amx", ...). */
 em_status cpu_dnnl_impl(em_dtype dt, char *buf, size_t n);

@@ -329,23 +329,25 @@ static em_status linear_check(const em_tensor *x, const em_tensor *w, const em_t
   return check_operands("linear", x, b);
 }
 
-/* The bias is the product's C (beta = 1): it is added in the gemm's own
-** pass, not in an add of its own over the whole output, and a bfloat16
-** output is rounded once, after both. */
+/* The bias joins the product: given to a backend's gemm_bias (oneDNN adds
+** it in the matmul's own pass), else the product's C (y starts as b and
+** the gemm adds to it, beta = 1); either way no add pass over the whole
+** output, and a bfloat16 output is rounded once, after both. */
 static em_status linear_impl(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *b) {
   EM_TRY(linear_check(x, w, b));
   const int64_t k = w->shape[1], nout = w->shape[0], rows = em__numel_of(x->ndim - 1, x->shape);
   int64_t oshape[EM_MAX_DIMS];
   memcpy(oshape, x->shape, (size_t)x->ndim * sizeof *oshape);
   oshape[x->ndim - 1] = nout;
-  em_tensor *y = NULL, *X = NULL;
+  em_tensor *y = NULL, *X = NULL, *bc = NULL;
   gemm_operand gw = {0};
   em_status s;
   if ((s = em__new(&y, x->ndim, oshape, x->dtype, x->device, "linear"))) return s;
   const em_backend *be = em__be(x);
   const int64_t yshape[2] = {rows, nout};
-  if (rows * nout == 0) {
-    /* nothing to compute */
+  const bool fused_bias = b && be->gemm_bias && k > 0;
+  if (rows * nout == 0 || fused_bias) {
+    /* nothing to compute, or the bias goes to gemm_bias */
   } else if (b) { /* every row of y starts as b */
     em_kview dst, src;
     em_kview_of(y, &dst);
@@ -356,13 +358,18 @@ static em_status linear_impl(em_tensor **out, em_tensor *x, em_tensor *w, em_ten
     s = em_fill_(y, 0.0);
   }
   if (!s && rows * nout > 0 && k > 0 && !(s = rows_of(x, &X)) &&
-      !(s = gemm_operand_of("linear", w, 0, yshape, &gw))) {
+      !(s = gemm_operand_of("linear", w, 0, yshape, &gw)) &&
+      !(fused_bias && (s = em_contiguous(&bc, b)))) {
     /* op(B) = w^T: w's own layout, read the other way */
-    s = be->gemm(x->device.index, x->dtype, false, !gw.trans, rows, nout, k, 1.0, em_data(X), k, 0,
-                 gw.data, gw.ld, 0, b ? 1.0 : 0.0, em_data(y), nout, 0, 1);
+    if (fused_bias)
+      s = be->gemm_bias(x->device.index, x->dtype, false, !gw.trans, rows, nout, k, em_data(X), k,
+                        gw.data, gw.ld, em_data(bc), em_data(y), nout);
+    else
+      s = be->gemm(x->device.index, x->dtype, false, !gw.trans, rows, nout, k, 1.0, em_data(X), k,
+                   0, gw.data, gw.ld, 0, b ? 1.0 : 0.0, em_data(y), nout, 0, 1);
     if (s) s = em__kernel_fail("linear", s);
   }
-  em_release(X), em_release(gw.hold);
+  em_release(X), em_release(gw.hold), em_release(bc);
   em_tensor *in[3] = {x, w, b};
   const int n_in = b ? 3 : 2;
   if (!s && em_autograd_needed(n_in, in)) s = em_autograd_record(y, &LINEAR_OP, n_in, in, 2, in, NULL);

@@ -60,6 +60,12 @@
     ((stride_a ? batch : 1) * m * k + (stride_b ? batch : 1) * k * n +                               \
      (beta != 0 ? 2 : 1) * batch * m * n) * dsz(dt),                                                 \
     2.0 * (double)m * (double)n * (double)k * (double)batch, impl_of(PROF_SLOT, dt, IMPL_GEMM))      \
+  X(gemm_bias,                                                                                       \
+    (int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,      \
+     int64_t lda, const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc),               \
+    (device, dt, ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc), "gemm", false,                      \
+    (m * k + k * n + n + m * n) * dsz(dt), 2.0 * (double)m * (double)n * (double)k,                  \
+    impl_of(PROF_SLOT, dt, IMPL_GEMM))                                                               \
   X(softmax, (int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n, bool log), \
     (device, dt, out, x, rows, n, log), log ? "log_softmax" : "softmax", false,                      \
     2 * rows * n * dsz(dt), 0, PROF_KERN(dt))                                                        \

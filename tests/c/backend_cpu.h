@@ -88,12 +88,12 @@ static inline void *rand_arr(em_dtype dt, int64_t n, double lo, double hi, doubl
   return p;
 }
 
-/* bf16 arrays of n random values; `copy` gets the rounded values. */
+/* bf16 arrays of n random values; `copy` (may be NULL) gets the rounded values. */
 static inline uint16_t *rand_bf16(int64_t n, double *copy) {
   uint16_t *p = xmalloc((size_t)n * 2);
   for (int64_t i = 0; i < n; i++) {
     p[i] = em_f32_to_bf16((float)urand());
-    copy[i] = em_bf16_to_f32(p[i]);
+    if (copy) copy[i] = em_bf16_to_f32(p[i]);
   }
   return p;
 }

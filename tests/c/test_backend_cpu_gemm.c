@@ -164,6 +164,42 @@ static void test_bf16_gemm(void) {
   free(A), free(B), free(want), free(a), free(b), free(c);
 }
 
+/* gemm_bias against the same product with C filled by the bias and beta = 1
+** (what the core ran before gemm_bias): the bias joins the float32 sum the
+** same way on every route (oneDNN's bias argument for bfloat16 and large
+** float32, the fill and the product elsewhere), so the bits are equal. */
+static void gemm_bias_case(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  const int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3, es = esize(dt);
+  const int64_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb;
+  void *a = dt == EM_BF16 ? (void *)rand_bf16(na, NULL) : rand_arr(dt, na, -1, 1, NULL);
+  void *b = dt == EM_BF16 ? (void *)rand_bf16(nb, NULL) : rand_arr(dt, nb, -1, 1, NULL);
+  void *bias = dt == EM_BF16 ? (void *)rand_bf16(n, NULL) : rand_arr(dt, n, -4, 4, NULL);
+  char *c1 = calloc((size_t)(m * ldc), (size_t)es), *c2 = calloc((size_t)(m * ldc), (size_t)es);
+  for (int64_t i = 0; i < m; i++) memcpy(c2 + i * ldc * es, bias, (size_t)(n * es));
+  em_status s1 = be->gemm_bias(0, dt, ta, tb, m, n, k, a, lda, b, ldb, bias, c1, ldc);
+  em_status s2 = be->gemm(0, dt, ta, tb, m, n, k, 1, a, lda, 0, b, ldb, 0, 1, c2, ldc, 0, 1);
+  int differ = 0;
+  for (int64_t i = 0; i < m; i++) differ += memcmp(c1 + i * ldc * es, c2 + i * ldc * es, (size_t)(n * es)) != 0;
+  check(s1 == EM_OK && s2 == EM_OK && differ == 0,
+        "gemm_bias %s ta=%d tb=%d %lldx%lldx%lld = C filled with the bias, beta = 1 (%d rows differ)",
+        dt == EM_BF16 ? "bf16" : dt == EM_F32 ? "f32" : "f64", ta, tb, (long long)m, (long long)n,
+        (long long)k, differ);
+  free(a), free(b), free(bias), free(c1), free(c2);
+}
+
+static void test_gemm_bias(void) {
+  const em_dtype dts[3] = {EM_BF16, EM_F32, EM_F64};
+  for (int d = 0; d < 3; d++)
+    for (int t = 0; t < 4; t++) {
+      gemm_bias_case(dts[d], t & 1, t & 2, 300, 130, 70); /* oneDNN for bf16 and f32 */
+      gemm_bias_case(dts[d], t & 1, t & 2, 5, 7, 3);      /* the small kernels */
+      gemm_bias_case(dts[d], t & 1, t & 2, 1, 40, 33);    /* gemv */
+    }
+  float w[6] = {1, 2, 3, 4, 5, 6}, x[2] = {1, 1}, c[3];
+  check(be->gemm_bias(0, EM_F32, false, true, 1, 3, 2, x, 2, w, 2, NULL, c, 3) == EM_ERR_ARG,
+        "gemm_bias refuses a NULL bias");
+}
+
 /* The fused optimizers on bf16 parameters against the same step in f32:
 ** each stored value rounds once, so within 2^-8 of the largest |param|
 ** (near-zero results make an elementwise relative bound meaningless). */
@@ -173,5 +209,6 @@ int main(int argc, char **argv) {
   if (!h) return 2;
   test_gemm();
   test_bf16_gemm();
+  test_gemm_bias();
   return backend_cpu_done(h);
 }
