@@ -445,6 +445,51 @@ function MHA._variants_with(cap)
   return #names > 0 and table.concat(names, ", ") or "none loaded"
 end
 
+-- A projection that can join others in one product: an nn.Linear itself
+-- (not a subclass, which may compute something else) without forward hooks.
+local function joinable(m)
+  return getmetatable(m) == Linear and rawget(m, "_forward_hooks") == nil
+end
+
+-- Projections of one input in one product, as torch's in_proj: the weights
+-- (and biases) stacked by rows, one ember.linear, views of its columns. For
+-- a KJV layer that is one cast of x under autocast instead of three, one
+-- gemm of N = 3 d instead of three of d, and in the backward one dX product
+-- and no sums of three gradients. Linear.forward's checks on x are left to
+-- the separate path, which raises them.
+local function project_joined(x, projs)
+  local p1 = projs[1]
+  local dt = p1.weight.dtype
+  for _, p in ipairs(projs) do
+    if not joinable(p) or p.weight.dtype ~= dt or p.in_features ~= p1.in_features
+        or (p.bias == nil) ~= (p1.bias == nil) or (p.bias and p.bias.dtype ~= dt) then return nil end
+  end
+  if not ember.dtype_info(x.dtype).floating or x.shape[x.ndim] ~= p1.in_features
+      or (x.dtype ~= dt and not ember.autocast.enabled()) then return nil end
+  local ws, bs = {}, {}
+  for i, p in ipairs(projs) do ws[i], bs[i] = p.weight, p.bias end
+  local y = ember.linear(x, ember.cat(ws, 1), p1.bias and ember.cat(bs, 1) or nil)
+  local out, at = {}, 1
+  for i, p in ipairs(projs) do
+    out[i] = y:narrow(y.ndim, at, p.out_features)
+    at = at + p.out_features
+  end
+  return out
+end
+
+-- q, k and v projected: in one product for self-attention, k and v in one
+-- when they are one tensor (cross-attention over a memory).
+function MHA:_project(query, key, value)
+  if rawequal(query, key) and rawequal(key, value) then
+    local qkv = project_joined(query, { self.q_proj, self.k_proj, self.v_proj })
+    if qkv then return qkv[1], qkv[2], qkv[3] end
+  elseif rawequal(key, value) then
+    local kv = project_joined(key, { self.k_proj, self.v_proj })
+    if kv then return self.q_proj(query), kv[1], kv[2] end
+  end
+  return self.q_proj(query), self.k_proj(key), self.v_proj(value)
+end
+
 --- Attention of `query` over `key`/`value`.
 -- @tparam Tensor query [B, Lq, d_model], or unbatched [Lq, d_model] (as
 -- PyTorch: then key, value, key_padding_mask and a Lua variant's per-call
@@ -465,9 +510,8 @@ function MHA:forward(query, ...)
   local key, value, opts = read_args(who, query, ...)
   if query.ndim == 2 then return self:_forward_unbatched(who, query, key, value, opts) end
   self:_check_inputs(who, query, key, value)
-  local q = split_heads(self.q_proj(query), self.heads)
-  local k = split_heads(self.k_proj(key), self.kv_heads)
-  local v = split_heads(self.v_proj(value), self.kv_heads)
+  local q, k, v = self:_project(query, key, value)
+  q, k, v = split_heads(q, self.heads), split_heads(k, self.kv_heads), split_heads(v, self.kv_heads)
   if self.rope then
     q = self:_rope(q, key.shape[2] - query.shape[2]) -- bottom-right, as causal
     k = self:_rope(k, 0)
