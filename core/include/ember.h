@@ -488,6 +488,10 @@ typedef struct em_edge {
   em_tensor *leaf;     /* the input itself when it is a leaf requiring grad */
 } em_edge;
 
+/* Narrow pieces of one output whose gradients a node records as written
+** into its pending gradient (q, k and v of a joined projection: 3). */
+#define EM_NODE_PIECES 4
+
 struct em_node {
   const em_opdef *op;
   int refcount;
@@ -512,6 +516,13 @@ struct em_node {
   int mark;                 /* visited during the current backward */
   uint64_t seq;
   bool released;            /* saved tensors freed by a backward */
+  /* pending_grad's pieces (em__region_accumulate): when n_pieces > 0, it
+  ** was made zero for narrow pieces of this node's output along dim
+  ** piece_dim, and only [piece_lo, piece_hi) were written since, so a
+  ** piece outside them is copied in, not added. Any other gradient
+  ** accumulated into it clears the record (n_pieces = 0). */
+  int piece_dim, n_pieces;
+  int64_t piece_lo[EM_NODE_PIECES], piece_hi[EM_NODE_PIECES];
 };
 
 /* True when grad mode is on and some input requires grad. */

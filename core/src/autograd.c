@@ -363,7 +363,7 @@ static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buff
       if (prof) em__prof_backward_begin(n->op->name);
       bool routed = false; /* a piece of a tensor, added straight into its gradient */
       if (s == EM_OK && n->n_inputs == 1 && n->needs_grad[0] && n->edges[0].fn && !n->edges[0].leaf)
-        s = em__region_accumulate(n, n->pending_grad, &n->edges[0].fn->pending_grad, &routed);
+        s = em__region_accumulate(n, n->pending_grad, n->edges[0].fn, &routed);
       if (s == EM_OK && !routed) s = n->op->backward(n, n->pending_grad, grads);
       if (prof) em__prof_backward_end();
     }
@@ -379,6 +379,7 @@ static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buff
     } else if (n->edges[i].leaf) {
       s = em__accumulate_leaf(n->edges[i].leaf, g);
     } else if (n->edges[i].fn) {
+      n->edges[i].fn->n_pieces = 0; /* no longer zero outside the recorded pieces */
       s = em__accumulate(&n->edges[i].fn->pending_grad, g);
     } else {
       em_release(g);

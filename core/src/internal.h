@@ -32,9 +32,10 @@ em_status em__new(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, 
 ** (no autograd recording, requires_grad off). */
 em_status em__alias(em_tensor **out, em_tensor *x, int ndim, const int64_t *shape,
                     const int64_t *stride, int64_t offset);
-/* Backward engine: a narrow/select/slice node's gradient added into its
-** input's pending gradient in place where that is safe (ops_view.c). */
-em_status em__region_accumulate(em_node *n, em_tensor *gy, em_tensor **acc, bool *done);
+/* Backward engine: a narrow/select/slice node's gradient put into its
+** input's (node `to`'s) pending gradient in place where that is safe
+** (ops_view.c). */
+em_status em__region_accumulate(em_node *n, em_tensor *gy, em_node *to, bool *done);
 
 /* Normalises a dim (negative counts from the end) against ndim; error names op. */
 em_status em__dim(const char *op, int dim, int ndim, int *out);

@@ -262,24 +262,55 @@ static const em_opdef NARROW_OP = {"narrow", region_backward, free};
 static const em_opdef SELECT_OP = {"select", region_backward, free};
 static const em_opdef SLICE_OP = {"slice", region_backward, free};
 
-/* For the backward engine: when node n is a narrow, select or slice and
-** its input's gradient so far (*acc) is a contiguous tensor nothing else
-** holds, n's output gradient is added into acc's region in place (*done).
-** Pieces of one tensor -- chunk and split, a fused q/k/v projection cut in
-** three -- then cost their own size each, not a zero tensor of the whole
-** and a sum of wholes per piece. The first piece to arrive still makes
-** the zero tensor (region_backward). */
-em_status em__region_accumulate(em_node *n, em_tensor *gy, em_tensor **acc, bool *done) {
+/* Whether narrow node n's region of `to`'s pending gradient is still the
+** zero it was made, by to's record of the pieces written since; records
+** n's region when it is. */
+static bool piece_is_fresh(const em_node *n, em_node *to) {
+  const region_ctx *c = n->ctx;
+  if (n->op != &NARROW_OP || c->step != 1 || to->n_pieces <= 0 || to->piece_dim != c->dim)
+    return false;
+  const int64_t lo = c->start, hi = lo + n->out_shape[c->dim];
+  for (int i = 0; i < to->n_pieces; i++)
+    if (lo < to->piece_hi[i] && to->piece_lo[i] < hi) return false;
+  if (to->n_pieces == EM_NODE_PIECES) return false;
+  to->piece_lo[to->n_pieces] = lo, to->piece_hi[to->n_pieces] = hi, to->n_pieces++;
+  return true;
+}
+
+/* For the backward engine: n's output gradient gy goes straight into the
+** pending gradient of n's input (node `to`) when n is a narrow, select or
+** slice (*done). Pieces of one tensor -- chunk and split, a joined q/k/v
+** projection cut in three -- then cost their own size each, not a zero
+** tensor of the whole and a sum of wholes per piece: the first piece makes
+** the zero tensor and copies itself in, and the others are copied too
+** while their regions are untouched (to's record of the pieces), else
+** added. Only a contiguous pending gradient that nothing else holds is
+** written in place. */
+em_status em__region_accumulate(em_node *n, em_tensor *gy, em_node *to, bool *done) {
   *done = false;
-  em_tensor *a = *acc;
   if (n->op != &NARROW_OP && n->op != &SELECT_OP && n->op != &SLICE_OP) return EM_OK;
-  if (!a || !n->ctx || a->refcount != 1 || a->storage->refcount != 1 || !em_is_contiguous(a) ||
+  if (!n->ctx) return EM_OK;
+  em_tensor *a = to->pending_grad;
+  if (!a) { /* the first piece: a zero whole, its region recorded as written */
+    const region_ctx *c = n->ctx;
+    EM_TRY(region_backward(n, gy, &to->pending_grad));
+    to->n_pieces = 0;
+    if (n->op == &NARROW_OP && c->step == 1) {
+      to->piece_dim = c->dim, to->n_pieces = 1;
+      to->piece_lo[0] = c->start, to->piece_hi[0] = c->start + n->out_shape[c->dim];
+    }
+    *done = true;
+    return EM_OK;
+  }
+  if (a->refcount != 1 || a->storage->refcount != 1 || !em_is_contiguous(a) ||
       a->dtype != gy->dtype || a->device.backend != gy->device.backend || a->device.index != gy->device.index ||
       a->ndim != n->in_ndim[0])
     return EM_OK;
   for (int d = 0; d < a->ndim; d++)
     if (a->shape[d] != n->in_shape[0][d]) return EM_OK;
-  EM_TRY(region_put(n, a, gy, true));
+  const bool fresh = piece_is_fresh(n, to);
+  if (!fresh) to->n_pieces = 0; /* this region now holds a sum: the record no longer says where zeros are */
+  EM_TRY(region_put(n, a, gy, !fresh));
   *done = true;
   return EM_OK;
 }
