@@ -169,3 +169,14 @@ foreach(path avx2 plain)
     ember_spec_again(${spec} tiles_${path} EMBER_CPU_TILE_GEMM=${path})
   endforeach()
 endforeach()
+# The bfloat16 conversions' explicit AVX-512 paths (cpu_bf16_avx512.h:
+# contiguous f32 -> bf16 casts, rope, bfloat16 column sums) kept to the
+# integer rounding and to the scalar loops, where this CPU would take
+# AVX512_BF16's instruction: the same bits on each.
+foreach(level avx512 plain)
+  ember_spec_again(rope_spec bf16_${level} EMBER_CPU_BF16=${level})
+  foreach(t test_backend_cpu_elementwise test_backend_cpu_rows)
+    add_test(NAME c.${t}_bf16_${level} COMMAND ${t} $<TARGET_FILE:ember_backend_cpu> ${EMBER_BUILD_PLUGIN_DIR})
+    set_tests_properties(c.${t}_bf16_${level} PROPERTIES LABELS "c" ENVIRONMENT "${TEST_ENV};EMBER_CPU_BF16=${level}")
+  endforeach()
+endforeach()

@@ -14,6 +14,7 @@
 ** cpu_dropout_tmpl.h, ...).
 */
 #include "cpu_internal.h"
+#include "cpu_bf16_avx512.h"
 
 #include <stdlib.h>
 
@@ -23,28 +24,38 @@ CPU_VECTOR_CLONES static void widen_range(float *restrict f, const uint16_t *res
   for (int64_t i = lo; i < hi; i++) f[i] = em_bf16_to_f32(h[i]);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define ROUND_AVX512 1
-/* em_f32_to_bf16 on 16 lanes: the same integer rounding, so the same bits
-** (not vcvtneps2bf16, which flushes denormals). GCC vectorises the scalar
-** loop only to 256 bits and packs 32 -> 16 bits in four steps there; this
-** is one vpmovdw, half the time of a cast. */
-__attribute__((target("avx512f"))) static void round_avx512(uint16_t *restrict h,
-                                                            const float *restrict f, int64_t n) {
-  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i quiet = _mm512_set1_epi32(0x40);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-    const __m512i u = _mm512_maskz_loadu_epi32(m, f + i), top = _mm512_srli_epi32(u, 16);
-    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(top, one));
-    r = _mm512_srli_epi32(r, 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(top, quiet));
-    _mm512_mask_cvtepi32_storeu_epi16(h + i, m, r);
+int cpu_bf16_simd(void) {
+  static int level = -1; /* a race writes the same value */
+  if (level < 0) {
+    int l = CPU_BF16_PLAIN;
+#if CPU_BF16_AVX512
+    if (__builtin_cpu_supports("avx512f"))
+      l = __builtin_cpu_supports("avx512bf16") ? CPU_BF16_AVX512BF16 : CPU_BF16_AVX512F;
+#endif
+    const char *e = getenv("EMBER_CPU_BF16");
+    if (e && strcmp(e, "plain") == 0) l = CPU_BF16_PLAIN;
+    else if (e && strcmp(e, "avx512") == 0 && l > CPU_BF16_AVX512F) l = CPU_BF16_AVX512F;
+    level = l;
   }
+  return level;
 }
+
+#if CPU_BF16_AVX512
+/* em_f32_to_bf16 on 16 lanes at a time, the last ones masked: one vpmovdw
+** a vector, half the time of the scalar rule's 256-bit build. */
+#define ROUND_AVX512(NAME, TARGET, ROUND)                                                    \
+  TARGET static void NAME(uint16_t *restrict h, const float *restrict f, int64_t n) {        \
+    int64_t i = 0;                                                                           \
+    for (; i + 16 <= n; i += 16)                                                             \
+      _mm256_storeu_si256((__m256i *)(h + i), ROUND(_mm512_loadu_ps(f + i)));                \
+    if (i < n) {                                                                             \
+      const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                  \
+      const __m512i r = _mm512_cvtepu16_epi32(ROUND(_mm512_maskz_loadu_ps(m, f + i)));        \
+      _mm512_mask_cvtepi32_storeu_epi16(h + i, m, r);                                        \
+    }                                                                                        \
+  }
+ROUND_AVX512(round_avx512, CPU_AVX512_TARGET, cpu_bf16x16_round)
+ROUND_AVX512(round_avx512bf16, CPU_AVX512BF16_TARGET, cpu_bf16x16_round_hw)
 #endif
 
 CPU_VECTOR_CLONES static void round_plain(uint16_t *restrict h, const float *restrict f,
@@ -53,9 +64,11 @@ CPU_VECTOR_CLONES static void round_plain(uint16_t *restrict h, const float *res
 }
 
 void cpu_bf16_round(uint16_t *dst, const float *src, int64_t n) {
-#if ROUND_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
-    round_avx512(dst, src, n);
+#if CPU_BF16_AVX512
+  const int simd = cpu_bf16_simd();
+  if (simd != CPU_BF16_PLAIN) {
+    if (simd == CPU_BF16_AVX512BF16) round_avx512bf16(dst, src, n);
+    else round_avx512(dst, src, n);
     return;
   }
 #endif

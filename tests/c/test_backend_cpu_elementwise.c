@@ -144,6 +144,37 @@ static void test_copy_fill(void) {
       bad = i, ok = 0;
   }
   check(ok, "copy f32 -> bf16 rounds to nearest even, bf16 -> f32 exact (first bad %d)", bad);
+  /* the rule's very bits (ember_bf16.h) on special values, cycled through
+  ** whole vectors and a tail: NaNs keep their payload, made quiet; ties
+  ** (normal and denormal) go to even; denormals round as numbers, where
+  ** vcvtneps2bf16 alone would flush them to zero; the largest float
+  ** rounds to inf. EMBER_CPU_BF16=avx512/plain runs the other paths. */
+  static const uint32_t special[] = {
+      0x7f800001u, 0xffa12345u, 0x7fc00000u, 0x7fffffffu, 0x7f800000u, 0xff800000u, 0x00000000u,
+      0x80000000u, 0x00000001u, 0x80000001u, 0x00008000u, 0x00018000u, 0x00007fffu, 0x007fffffu,
+      0x807f8000u, 0x00800000u, 0x7f7fffffu, 0x7f7f8000u, 0xff7f8000u, 0x3f808000u, 0x3f818000u,
+      0x3f80ffffu, 0x00408000u, 0x80c18000u};
+  enum { NS = sizeof special / sizeof special[0], NSP = 16 * NS + 5 };
+  float sp[NSP], spb[NSP];
+  uint32_t spu[NSP];
+  uint16_t sph[NSP];
+  for (int i = 0; i < NSP; i++) {
+    /* lane i of each vector in turn a special value, among ordinary ones */
+    spu[i] = (i / 16) % 2 ? special[i % NS]
+             : i % 16 == (i / 32) % 16 ? special[(i / 32) % NS] : 0x3fc01234u + (uint32_t)i;
+    memcpy(&sp[i], &spu[i], 4);
+  }
+  int64_t spshape[1] = {NSP};
+  em_kview vsp = kv(sp, EM_F32, 1, spshape), vsph = kv(sph, EM_BF16, 1, spshape),
+           vspb = kv(spb, EM_F32, 1, spshape);
+  ok = be->copy(0, &vsph, &vsp) == EM_OK && be->copy(0, &vspb, &vsph) == EM_OK;
+  bad = -1;
+  for (int i = 0; i < NSP && ok; i++) {
+    const uint32_t wb = (uint32_t)em_f32_to_bf16(sp[i]) << 16;
+    if (sph[i] != em_f32_to_bf16(sp[i]) || memcmp(&spb[i], &wb, 4) != 0) bad = i, ok = 0;
+  }
+  check(ok, "copy f32 -> bf16 -> f32 gives ember_bf16.h's bits on NaN, inf, denormals, ties "
+        "(first bad %d: %04x for %08x)", bad, bad >= 0 ? sph[bad] : 0, bad >= 0 ? (unsigned)spu[bad] : 0u);
   double d2[3] = {1.0, 1.00390625, -2.5};
   uint16_t h2[3];
   int64_t s3[1] = {3};
