@@ -106,6 +106,54 @@ describe("rope kernel", function()
     assert.is_true(ember.equal(xl.grad, composed(gy:float(), c:float(), -s:float()):to("bfloat16")))
   end)
 
+  it("bfloat16: one rounding at every head width, row stride and row count, special values too", function()
+    -- The vector rows (backends/cpu/cpu_rope.c) take 16 pairs at a time: d = 32 is one
+    -- vector, 64 two, 42 one and a tail of 5, 6 the tail alone. Heads of a projection
+    -- [B, L, H*d] and of a fused q/k/v one [B, L, 3*H*d] (k's columns: a row stride of 3*H*d),
+    -- 222 rows (64-row chunks and a part). NaN, inf, values whose products are denormal
+    -- (they round as numbers: AVX512_BF16's instruction alone flushes them), huge ones.
+    -- ctest runs this again with EMBER_CPU_BF16=avx512 and =plain (the other paths).
+    math.randomseed(6)
+    local special = { 0 / 0, math.huge, -math.huge, 1e-39, -3e-39, 2e-38, 3e38, -3e38, 0.0, -0.0 }
+    local function same(a, b) -- NaN where the other has NaN, the same values elsewhere
+      local an, bn = a:isnan(), b:isnan()
+      return ember.equal(an, bn) and ember.equal(a:masked_fill(an, 0), b:masked_fill(bn, 0))
+    end
+    for _, d in ipairs({ 32, 64, 42, 6 }) do
+      for _, fused in ipairs({ false, true }) do
+        local B, L, H = 3, 37, 2
+        local w = (fused and 3 or 1) * H * d
+        local vals = {}
+        for i = 1, B * L * w do
+          vals[i] = i % 23 == 0 and special[(i // 23) % #special + 1] or (math.random() - 0.5) * 4
+        end
+        local base = ember.tensor(vals):reshape(B, L, w):to("bfloat16"):requires_grad_()
+        local c, s = tables(L, d, "bfloat16")
+        local first = fused and H * d + 1 or 1
+        local x = base:narrow(3, first, H * d):reshape(B, L, H, d):transpose(2, 3)
+        assert.are.equal(w, x:stride()[3])
+        local y = ember._rope(x, c, s)
+        local want = composed(x:detach():float(), c:float(), s:float()):to("bfloat16")
+        assert.is_true(same(y:float(), want:float()), ("d = %d, fused %s"):format(d, fused))
+        -- the backward: the rotation by minus the angles, into the projection's columns
+        local gy = ember.randn(B, H, L, d):to("bfloat16")
+        y:backward(gy)
+        local gx = base.grad:narrow(3, first, H * d):reshape(B, L, H, d):transpose(2, 3)
+        assert.is_true(ember.equal(gx, composed(gy:float(), c:float(), -s:float()):to("bfloat16")),
+          ("backward, d = %d, fused %s"):format(d, fused))
+        if fused then assert.are.equal(0, base.grad:narrow(3, 1, H * d):abs():sum():item()) end
+      end
+    end
+    -- position 0 turns by no angle: denormals come out as they went in (the check above
+    -- rounds its reference by the same cast, so it cannot see a rounding that flushes them)
+    -- (made by a product, not a cast: the casts round by the same rule)
+    local tiny = (ember.tensor({ 1, -3, 0.5, 11 }, { dtype = "bfloat16" }) * 2 ^ -130):expand(16, 4):reshape(1, 2, 32)
+    local c, s = tables(2, 32, "bfloat16")
+    local y = ember._rope(tiny, c, s)
+    assert.are.equal(0, tiny:select(2, 1):eq(0):sum():item())
+    assert.is_true(ember.equal(y:select(2, 1), tiny:select(2, 1)))
+  end)
+
   it("nn.MultiHeadAttention{rope = true} runs the kernel: outputs as the composed form, float64", function()
     ember.manual_seed(5)
     local mha = nn.MultiHeadAttention{ d_model = 16, heads = 2, rope = true, dtype = "float64" }
