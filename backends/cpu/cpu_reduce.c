@@ -7,6 +7,7 @@
 ** The kernels are written once in cpu_reduce_tmpl.h for each dtype.
 */
 #include "cpu_internal.h"
+#include "cpu_bf16_avx512.h"
 
 #include <omp.h>
 
@@ -82,16 +83,66 @@ CPU_VECTOR_CLONES_512 static void colsum_block_bf16(const uint16_t *restrict x, 
   }
 }
 
+#if CPU_BF16_AVX512
+/* The same sums on AVX-512 for V * 8 whole columns (V = 4, 8 or 16: up to
+** 128 columns, 16 registers of 8 double sums), each row's piece widened
+** 8 at a time (bfloat16 -> float32 -> double, both exact) and added in
+** the same order, so the same bits; GCC's clone of the loop above runs
+** 256 bits wide and at half float32's speed. Every other add is an FMA by
+** 1.0 (x * 1 is exact, so one rounding of x + a, the add's bits): the adds
+** then share the FMA pipes with the add pipes, a quarter faster on Zen 4. */
+#define COLSUM_BF16_AVX512(V)                                                                   \
+  CPU_AVX512_TARGET static void colsum_bf16_avx512_##V(const uint16_t *restrict x, int64_t n,   \
+                                                        int64_t inner, double *restrict acc) {  \
+    __m512d a[V];                                                                               \
+    const __m512d one = _mm512_set1_pd(1.0);                                                    \
+    _Pragma("GCC unroll 16") for (int v = 0; v < V; v++) a[v] = _mm512_setzero_pd();            \
+    for (int64_t j = 0; j < n; j++) {                                                           \
+      const uint16_t *row = x + j * inner;                                                      \
+      _Pragma("GCC unroll 16") for (int v = 0; v < V; v++) {                                    \
+        const __m128i h = _mm_loadu_si128((const __m128i *)(row + 8 * v));                      \
+        const __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  \
+        a[v] = v & 1 ? _mm512_fmadd_pd(_mm512_cvtps_pd(f), one, a[v])                           \
+                     : _mm512_add_pd(a[v], _mm512_cvtps_pd(f));                                 \
+      }                                                                                         \
+    }                                                                                           \
+    _Pragma("GCC unroll 16") for (int v = 0; v < V; v++) _mm512_storeu_pd(acc + 8 * v, a[v]);   \
+  }
+COLSUM_BF16_AVX512(4)
+COLSUM_BF16_AVX512(8)
+COLSUM_BF16_AVX512(16)
+#endif
+
+/* Blocks of BF_IB columns go to the threads in groups of up to four (one
+** pass over the rows reads 256 contiguous bytes of each), as many groups
+** as keep the team busy; a column's sum is the same whatever its group. */
 static void colsum_bf16(em_reduce_op op, uint16_t *out, const uint16_t *in, int64_t outer, int64_t n,
                         int64_t inner) {
   const int64_t nblk = (inner + BF_IB - 1) / BF_IB, total = outer * n * inner;
-  CPU_FOR(total > CPU_PAR_MIN && outer * nblk > 1, t, outer * nblk, {
-    const int64_t o = t / nblk, i0 = (t % nblk) * BF_IB, nb = inner - i0 < BF_IB ? inner - i0 : BF_IB;
-    double acc[BF_IB];
-    colsum_block_bf16(in + o * n * inner + i0, n, inner, nb, acc);
-    for (int64_t i = 0; i < nb; i++) {
-      const float v = op == EM_RED_SUM ? (float)acc[i] : (float)(acc[i] / (double)n);
-      out[o * inner + i0 + i] = em_f32_to_bf16(v);
+  const bool par = total > CPU_PAR_MIN && outer * nblk > 1;
+  const int64_t team = par ? omp_get_max_threads() : 1;
+  const bool simd = cpu_bf16_simd() != CPU_BF16_PLAIN;
+  int64_t g = simd ? 4 : 1; /* blocks a group */
+  while (g > 1 && outer * ((nblk + g - 1) / g) < team) g /= 2;
+  const int64_t ngrp = (nblk + g - 1) / g;
+  CPU_FOR(par, t, outer * ngrp, {
+    const int64_t o = t / ngrp, c0 = (t % ngrp) * g * BF_IB;
+    const int64_t nc = inner - c0 < g * BF_IB ? inner - c0 : g * BF_IB;
+    const uint16_t *x = in + o * n * inner + c0;
+    double acc[4 * BF_IB];
+    int64_t i = 0;
+#if CPU_BF16_AVX512
+    if (simd) {
+      for (; nc - i >= 128; i += 128) colsum_bf16_avx512_16(x + i, n, inner, acc + i);
+      for (; nc - i >= 64; i += 64) colsum_bf16_avx512_8(x + i, n, inner, acc + i);
+      for (; nc - i >= 32; i += 32) colsum_bf16_avx512_4(x + i, n, inner, acc + i);
+    }
+#endif
+    for (; i < nc; i += BF_IB)
+      colsum_block_bf16(x + i, n, inner, nc - i < BF_IB ? nc - i : BF_IB, acc + i);
+    for (int64_t k = 0; k < nc; k++) {
+      const float v = op == EM_RED_SUM ? (float)acc[k] : (float)(acc[k] / (double)n);
+      out[o * inner + c0 + k] = em_f32_to_bf16(v);
     }
   });
 }

@@ -83,15 +83,25 @@ static void test_reduce(void) {
   free(big);
   /* bfloat16 sums and means over a middle dim (read in place, widened in
   ** registers) equal the float32 kernel on the widened copy, rounded once:
-  ** whole blocks of 32 columns and a ragged one, one and several slices */
-  const int64_t bshapes[][3] = {{1, 300, 70}, {3, 17, 32}, {2, 5, 200}};
+  ** whole blocks of 32 columns and a ragged one, one and several slices;
+  ** the AVX-512 path's groups of 128, 64 and 32 columns and a scalar tail
+  ** ({1, 40, 300}: 128 + 128 + 32 + 12), with NaN, inf and inf - inf in
+  ** some columns and sums that only the rows' order gives (in double,
+  ** a bfloat16 column sums exactly unless its magnitudes are far apart);
+  ** EMBER_CPU_BF16=avx512/plain runs the other paths */
+  const int64_t bshapes[][3] = {{1, 300, 70}, {3, 17, 32}, {2, 5, 200}, {1, 40, 300}, {2, 33, 128}, {1, 9, 512}};
   for (int op = EM_RED_SUM; op <= EM_RED_MEAN; op++)
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 6; s++) {
       const int64_t o = bshapes[s][0], n2 = bshapes[s][1], in = bshapes[s][2];
       double *xd = xmalloc(o * n2 * in * 8);
       uint16_t *xb = rand_bf16(o * n2 * in, xd), *yb = xmalloc(o * in * 2);
       float *xf = xmalloc(o * n2 * in * 4), *yf = xmalloc(o * in * 4);
       for (int64_t k = 0; k < o * n2 * in; k++) xf[k] = em_bf16_to_f32(xb[k]) * 100; /* away from 0 */
+      if (s == 3) { /* NaN (a payload), inf, inf - inf; and 1e30 + 1 - 1e30, 0 in this order only */
+        xf[5 * in + 7] = NAN, xf[9 * in + 200] = INFINITY;
+        xf[10 * in + 201] = -INFINITY, xf[11 * in + 201] = INFINITY;
+        for (int64_t c = 100; c < 300; c += 50) xf[c] = 1e30f, xf[in + c] = 1, xf[2 * in + c] = -1e30f;
+      }
       for (int64_t k = 0; k < o * n2 * in; k++) xb[k] = em_f32_to_bf16(xf[k]), xf[k] = em_bf16_to_f32(xb[k]);
       em_status st = be->reduce(0, op, EM_BF16, yb, NULL, xb, o, n2, in, 0);
       st = st ? st : be->reduce(0, op, EM_F32, yf, NULL, xf, o, n2, in, 0);
