@@ -14,7 +14,8 @@
 
 /* cpu_bf16.c: what these helpers may use on this CPU, decided once:
 ** CPU_BF16_AVX512BF16 (both roundings), CPU_BF16_AVX512F (the integer
-** rounding) or CPU_BF16_PLAIN (the scalar loops). EMBER_CPU_BF16=avx512 or
+** rounding) or CPU_BF16_PLAIN (the callers' scalar loops, which the
+** compiler vectorises in its clones). EMBER_CPU_BF16=avx512 or
 ** plain caps it (the tests run the other paths so; ctest's *_bf16_*
 ** runs). */
 enum { CPU_BF16_PLAIN, CPU_BF16_AVX512F, CPU_BF16_AVX512BF16 };
