@@ -85,8 +85,17 @@ typedef struct att_xerr {
   double idx;
 } att_xerr;
 
+/* Where a tensor's heads lie: its strides in elements over batch, head
+** and row (the last dim has stride 1), from em_attention_args' strides or
+** the contiguous layout. */
+typedef struct att_lay {
+  int64_t b, h, r;
+} att_lay;
+
 typedef struct att_ctx {
   const em_attention_args *a;
+  att_lay q, k, v, o, go;  /* q, k, v, out and dout */
+  att_lay gq, gk, gv;      /* backward: dq, dk_ and dv_ (per query head) */
   int64_t shift;  /* Lk - Lq, the causal diagonal's offset */
   int64_t br, bc; /* tile sizes: queries per work item, keys per tile */
   int64_t ld;     /* row stride of the score scratch: the widest forward step (>= bc) */
@@ -125,18 +134,25 @@ typedef struct att_ctx {
 
 enum { ATT_TILE_EMPTY, ATT_TILE_FULL, ATT_TILE_PARTIAL };
 
-/* The k/v head that (batch, query head) bh reads: itself, or with grouped
-** heads (Hkv < H) head h / (H / Hkv) of its batch, read in place. */
-static inline int64_t att_kvh(const att_ctx *c, int64_t bh) {
-  const em_attention_args *a = c->a;
-  if (!a->Hkv || a->Hkv == a->H) return bh;
-  return (bh / a->H) * a->Hkv + (bh % a->H) / (a->H / a->Hkv);
+/* Where row i of query head bh (batch bh / H, head bh % H) of a tensor
+** laid out as l starts, in elements. */
+static inline int64_t att_row(const att_ctx *c, const att_lay *l, int64_t bh, int64_t i) {
+  return (bh / c->a->H) * l->b + (bh % c->a->H) * l->h + i * l->r;
 }
 
-/* Rows of k's and v's storage per kv head: Lk, or a KV cache's capacity
-** (em_attention_args.kv_rows: its filled part read in place). */
-static inline int64_t att_kv_rows(const em_attention_args *a) {
-  return a->kv_rows > 0 ? a->kv_rows : a->Lk;
+/* Row j of the k or v head that query head bh reads: its own, or with
+** grouped heads (Hkv < H) head h / (H / Hkv) of its batch, read in place. */
+static inline int64_t att_kv_row(const att_ctx *c, const att_lay *l, int64_t bh, int64_t j) {
+  const em_attention_args *a = c->a;
+  const int64_t g = a->Hkv && a->Hkv != a->H ? a->H / a->Hkv : 1;
+  return (bh / a->H) * l->b + ((bh % a->H) / g) * l->h + j * l->r;
+}
+
+/* A tensor's layout: its strides when given, else contiguous [B, heads,
+** rows, d]. */
+static inline att_lay att_lay_of(const int64_t st[3], int64_t heads, int64_t rows, int64_t d) {
+  if (st[0] || st[1] || st[2]) return (att_lay){st[0], st[1], st[2]};
+  return (att_lay){heads * rows * d, rows * d, d};
 }
 
 /* How a traced mask's block map treats the tile: its cells combined. */
@@ -449,6 +465,12 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
       (a->block_map && a->map_grain < 1))
     return em_error(EM_ERR_ARG, "cpu %s: bad traced programs (score without its gradient, captures, map)",
                     kernel);
+  const int64_t *st[8] = {a->q_stride, a->k_stride, a->v_stride, a->out_stride,
+                          a->dout_stride, a->dq_stride, a->dk_stride, a->dv_stride};
+  for (int t = 0; t < 8; t++)
+    if (st[t][0] < 0 || st[t][1] < 0 || st[t][2] < 0)
+      return em_error(EM_ERR_ARG, "cpu %s: negative strides (%lld, %lld, %lld)", kernel,
+                      (long long)st[t][0], (long long)st[t][1], (long long)st[t][2]);
   if (!a->q || !a->k || !a->v || !a->out || !a->lse)
     return em_error(EM_ERR_ARG, "cpu %s: q, k, v, out and lse must not be NULL", kernel);
   if (backward && (!a->dout || !a->dq || !a->dk_ || !a->dv_))
@@ -460,6 +482,17 @@ static em_status check_args(const char *kernel, const em_attention_args *a, bool
 static att_ctx make_ctx(const em_attention_args *a, cpu_xhoist *xh) {
   att_ctx c;
   c.a = a;
+  /* k and v: Lk rows per head, or a KV cache's capacity (kv_rows: its
+  ** filled part read in place) */
+  const int64_t hkv = a->Hkv ? a->Hkv : a->H, kvr = a->kv_rows > 0 ? a->kv_rows : a->Lk;
+  c.q = att_lay_of(a->q_stride, a->H, a->Lq, a->dk);
+  c.k = att_lay_of(a->k_stride, hkv, kvr, a->dk);
+  c.v = att_lay_of(a->v_stride, hkv, kvr, a->dv);
+  c.o = att_lay_of(a->out_stride, a->H, a->Lq, a->dv);
+  c.go = att_lay_of(a->dout_stride, a->H, a->Lq, a->dv);
+  c.gq = att_lay_of(a->dq_stride, a->H, a->Lq, a->dk);
+  c.gk = att_lay_of(a->dk_stride, a->H, a->Lk, a->dk);
+  c.gv = att_lay_of(a->dv_stride, a->H, a->Lk, a->dv);
   c.shift = a->Lk - a->Lq;
   double work = (double)a->B * a->H * a->Lq * a->Lk * (double)(a->dk + a->dv);
   c.parallel = work > 65536.0 && cpu_team_go(work);

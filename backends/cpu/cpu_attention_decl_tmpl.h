@@ -171,13 +171,13 @@ ATT_ROW void FN(decl_accumulate)(const att_ctx *c, int64_t bh, int64_t i0, int64
 ** QR = scale * Q rel_k^T and, in the backward, DR = dO rel_v^T. */
 static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, bool backward) {
   const em_attention_args *a = c->a;
-  const int64_t r0 = bh * a->Lq + i0, nrel = a->n_rel, d0 = FN(drow)(c, i0);
+  const int64_t nrel = a->n_rel, d0 = FN(drow)(c, i0);
   if (c->QR)
-    FN(mm)(false, true, br, nrel, a->dk, (T)a->scale, (const ST *)a->q + r0 * a->dk, true, a->dk,
-           a->rel_k, true, a->dk, 0, (T *)c->QR + d0, nrel);
+    FN(mm)(false, true, br, nrel, a->dk, (T)a->scale, (const ST *)a->q + att_row(c, &c->q, bh, i0), true,
+           c->q.r, a->rel_k, true, a->dk, 0, (T *)c->QR + d0, nrel);
   if (backward && c->DR)
-    FN(mm)(false, true, br, nrel, a->dv, 1, (const ST *)a->dout + r0 * a->dv, true, a->dv,
-           a->rel_v, true, a->dv, 0, (T *)c->DR + d0, nrel);
+    FN(mm)(false, true, br, nrel, a->dv, 1, (const ST *)a->dout + att_row(c, &c->go, bh, i0), true,
+           c->go.r, a->rel_v, true, a->dv, 0, (T *)c->DR + d0, nrel);
   if (backward && c->DSB)
     for (int64_t x = 0; x < br * nrel; x++) ((T *)c->DSB)[d0 + x] = 0;
   if (backward && c->PB)
@@ -185,23 +185,24 @@ static void FN(decl_rows)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, 
 }
 
 /* Backward, by the owner of head bh after its tiles: Shaw's share of its
-** dQ sum gq (s = scale * q . (k + rel_k[row]): dq += scale * DSB rel_k) and
-** its parts of the table gradients, d rel_k = scale * DSB^T Q, d rel_v =
-** PB^T dO. */
-static void FN(decl_head_done)(const att_ctx *c, int64_t bh, T *gq) {
+** dQ sum gq (row stride ldq; s = scale * q . (k + rel_k[row]): dq += scale
+** * DSB rel_k) and its parts of the table gradients, d rel_k = scale *
+** DSB^T Q, d rel_v = PB^T dO. */
+static void FN(decl_head_done)(const att_ctx *c, int64_t bh, T *gq, int64_t ldq) {
   const em_attention_args *a = c->a;
-  const int64_t Lq = a->Lq, nrel = a->n_rel, r0 = bh * Lq;
+  const int64_t Lq = a->Lq, nrel = a->n_rel;
   const T scale = (T)a->scale;
   if (!c->DSB) return;
   const T *dsb = (const T *)c->DSB + FN(drow)(c, 0);
-  FN(mm)(false, false, Lq, a->dk, nrel, scale, dsb, false, nrel, a->rel_k, true, a->dk, 1, gq,
-         a->dk);
+  FN(mm)(false, false, Lq, a->dk, nrel, scale, dsb, false, nrel, a->rel_k, true, a->dk, 1, gq, ldq);
   if (c->GK)
-    FN(mm)(true, false, nrel, a->dk, Lq, scale, dsb, false, nrel, (const ST *)a->q + r0 * a->dk,
-           true, a->dk, 0, (T *)c->GK + bh * nrel * a->dk, a->dk);
+    FN(mm)(true, false, nrel, a->dk, Lq, scale, dsb, false, nrel,
+           (const ST *)a->q + att_row(c, &c->q, bh, 0), true, c->q.r, 0,
+           (T *)c->GK + bh * nrel * a->dk, a->dk);
   if (c->GV && c->PB)
     FN(mm)(true, false, nrel, a->dv, Lq, 1, (const T *)c->PB + FN(drow)(c, 0), false, nrel,
-           (const ST *)a->dout + r0 * a->dv, true, a->dv, 0, (T *)c->GV + bh * nrel * a->dv, a->dv);
+           (const ST *)a->dout + att_row(c, &c->go, bh, 0), true, c->go.r, 0,
+           (T *)c->GV + bh * nrel * a->dv, a->dv);
 }
 
 /* Frees what decl_prepare made. */

@@ -30,9 +30,9 @@ ATT_ROW void FN(scores)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, in
                         int64_t bc, T *S, T *X, T *dsc, T *raw) {
   const em_attention_args *a = c->a;
   const int64_t dk = a->dk, b = bh / a->H, h = bh % a->H, ld = c->ld;
-  const ST *q = (const ST *)a->q + (bh * a->Lq + i0) * dk;
-  const ST *k = (const ST *)a->k + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dk;
-  FN(mmq)(c, true, br, bc, dk, (T)a->scale, q, true, dk, k, true, dk, 0, S, ld);
+  const ST *q = (const ST *)a->q + att_row(c, &c->q, bh, i0);
+  const ST *k = (const ST *)a->k + att_kv_row(c, &c->k, bh, j0);
+  FN(mmq)(c, true, br, bc, dk, (T)a->scale, q, true, c->q.r, k, true, c->k.r, 0, S, ld);
   if (a->score_mod) FN(xscore_tile)(c, bh, i0, br, j0, bc, S, X, dsc, raw);
   const T *bias = a->bias;
   const uint8_t *pad = a->key_padding ? a->key_padding + b * a->Lk + j0 : NULL;
@@ -117,7 +117,7 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
   const em_attention_args *a = c->a;
   const int64_t dv = a->dv, Lq = a->Lq, Lk = a->Lk, BR = c->br, BC = c->bc, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const ST *v_bh = (const ST *)a->v + att_kvh(c, bh) * att_kv_rows(a) * dv;
+  const ST *v_bh = (const ST *)a->v + att_kv_row(c, &c->v, bh, 0);
   const bool dropout = a->dropout_p > 0;
   const T inv_keep = (T)(1.0 / (1.0 - a->dropout_p));
 
@@ -175,15 +175,15 @@ CPU_VECTOR_CLONES_512 static void FN(forward_tile)(const att_ctx *c, int64_t bh,
       else if (pbt) FN(decl_scatter_row)(c, i0 + ii, j0, bc, s, pbt + ii * nrel);
       m[ii] = m_new;
     }
-    FN(mmq)(c, false, br, dv, bc, 1, S, false, LD, v_bh + j0 * dv, true, dv, 1, acc, dv);
+    FN(mmq)(c, false, br, dv, bc, 1, S, false, LD, v_bh + j0 * c->v.r, true, c->v.r, 1, acc, dv);
   }
   /* Shaw's output term: acc += (P summed by table row) rel_v */
   if (pbt) FN(mm)(false, false, br, dv, nrel, 1, pbt, false, nrel, a->rel_v, true, dv, 1, acc, dv);
 
-  ST *out = (ST *)a->out + (bh * Lq + i0) * dv;
+  ST *out = (ST *)a->out + att_row(c, &c->o, bh, i0);
   T *lse = (T *)a->lse + bh * Lq + i0;
   for (int64_t ii = 0; ii < br; ii++) {
-    ST *orow = out + ii * dv;
+    ST *orow = out + ii * c->o.r;
     const T *o = acc + ii * dv;
     if (l[ii] > 0) {
       const T inv = 1 / l[ii];
@@ -265,8 +265,8 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
   const bool diag_grad = a->score_grad && c->xg && owner && c->x_diag_grad; /* no raw scores needed */
   /* an additive score (d/ds = 1) runs its plain program: the same scores, no d/ds tile */
   FN(scores)(c, bh, i0, br, j0, bc, P, X, dsc, raw);
-  FN(mmq)(c, true, br, bc, dv, 1, (const ST *)a->dout + (bh * Lq + i0) * dv, true, dv,
-         (const ST *)a->v + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dv, true, dv, 0, dS, ld);
+  FN(mmq)(c, true, br, bc, dv, 1, (const ST *)a->dout + att_row(c, &c->go, bh, i0), true, c->go.r,
+         (const ST *)a->v + att_kv_row(c, &c->v, bh, j0), true, c->v.r, 0, dS, ld);
   const FN(xview) xv = raw || diag_grad
                            ? FN(xview_tile)(c, CPU_XJIT_SCATTER, a->score_grad, bh, i0, br, j0, bc, X, true)
                            : (FN(xview)){0};
@@ -317,9 +317,24 @@ CPU_VECTOR_CLONES_512 static void FN(grad_tile)(const att_ctx *c, int64_t bh, in
 ** passes of its own, was a tenth of a block-sparse backward. */
 #define ATT_DIRECT (sizeof(ST) == sizeof(T))
 
-/* Only bfloat16 storage comes here (ATT_DIRECT otherwise). */
-static void FN(store_grad)(ST *restrict dst, const T *restrict src, int64_t n) {
-  cpu_bf16_round((uint16_t *)dst, (const float *)src, n);
+/* rows x n of src (row stride n) into dst (row stride ld). Only bfloat16
+** storage comes here (ATT_DIRECT otherwise). Strided rows are rounded
+** here, by to_st (the rule cpu_bf16_round follows): a call per row of 32
+** was a tenth of a bfloat16 backward. */
+CPU_VECTOR_CLONES_512 static void FN(store_grad)(ST *restrict dst, int64_t ld, const T *restrict src,
+                                                 int64_t rows, int64_t n) {
+  if (ld == n) {
+    cpu_bf16_round((uint16_t *)dst, (const float *)src, rows * n);
+    return;
+  }
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t x = 0; x < n; x++) dst[r * ld + x] = FN(to_st)(src[r * n + x]);
+}
+
+/* Zeroes rows x n at p, row stride ld. */
+ATT_ROW void FN(zero_rows)(T *p, int64_t ld, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t x = 0; x < n; x++) p[r * ld + x] = 0;
 }
 
 /* The part of key tile [j0, j0 + w) that query rows [i0, i0+br) can see:
@@ -342,20 +357,23 @@ static void FN(tile_span)(const att_ctx *c, int64_t bh, int64_t i0, int64_t br, 
 
 /* One key tile of one head: writes dK and dV of its keys, summing over the
 ** query tiles that can see them (in acc, [bc][dk + dv], unless ATT_DIRECT);
-** gq, when not NULL, is the head's dQ sum, which each tile's share is added
-** to (the caller owns the whole head then, so nobody else writes there). */
-static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *gq, T *acc, T *X) {
+** gq, when not NULL, is the head's dQ sum (row stride ldq), which each
+** tile's share is added to (the caller owns the whole head then, so nobody
+** else writes there). */
+static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *dS, T *gq, int64_t ldq,
+                            T *acc, T *X) {
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, BR = c->br, LD = c->ld;
   const int64_t j0 = kt * LD, bc = Lk - j0 < LD ? Lk - j0 : LD;
   const T scale = (T)a->scale;
-  const ST *q_bh = (const ST *)a->q + bh * Lq * dk;
-  const ST *do_bh = (const ST *)a->dout + bh * Lq * dv;
-  const ST *k_j = (const ST *)a->k + (att_kvh(c, bh) * att_kv_rows(a) + j0) * dk;
-  ST *out_k = (ST *)a->dk_ + (bh * Lk + j0) * dk, *out_v = (ST *)a->dv_ + (bh * Lk + j0) * dv;
+  const ST *q_bh = (const ST *)a->q + att_row(c, &c->q, bh, 0);
+  const ST *do_bh = (const ST *)a->dout + att_row(c, &c->go, bh, 0);
+  const ST *k_j = (const ST *)a->k + att_kv_row(c, &c->k, bh, j0);
+  ST *out_k = (ST *)a->dk_ + att_row(c, &c->gk, bh, j0), *out_v = (ST *)a->dv_ + att_row(c, &c->gv, bh, j0);
   T *gk = ATT_DIRECT ? (T *)out_k : acc, *gv = ATT_DIRECT ? (T *)out_v : acc + bc * dk;
-  for (int64_t x = 0; x < bc * dk; x++) gk[x] = 0;
-  for (int64_t x = 0; x < bc * dv; x++) gv[x] = 0;
+  const int64_t ldk = ATT_DIRECT ? c->gk.r : dk, ldv = ATT_DIRECT ? c->gv.r : dv;
+  FN(zero_rows)(gk, ldk, bc, dk);
+  FN(zero_rows)(gv, ldv, bc, dv);
 
   /* causal: query i sees key j0 only if i >= j0 - shift; start at the
   ** query tile holding that row, the tiles backward_q walks too */
@@ -368,14 +386,17 @@ static void FN(backward_kv)(const att_ctx *c, int64_t bh, int64_t kt, T *P, T *d
     if (ja == jb) continue;
     const int64_t n = jb - ja, o = ja - j0;
     FN(grad_tile)(c, bh, i0, br, ja, n, P, dS, gq != NULL, X);
-    FN(mm)(true, false, n, dv, br, 1, P, false, LD, do_bh + i0 * dv, true, dv, 1, gv + o * dv, dv);
-    FN(mm)(true, false, n, dk, br, scale, dS, false, LD, q_bh + i0 * dk, true, dk, 1, gk + o * dk, dk);
+    FN(mm)(true, false, n, dv, br, 1, P, false, LD, do_bh + i0 * c->go.r, true, c->go.r, 1,
+           gv + o * ldv, ldv);
+    FN(mm)(true, false, n, dk, br, scale, dS, false, LD, q_bh + i0 * c->q.r, true, c->q.r, 1,
+           gk + o * ldk, ldk);
     if (gq)
-      FN(mm)(false, false, br, dk, n, scale, dS, false, LD, k_j + o * dk, true, dk, 1, gq + i0 * dk, dk);
+      FN(mm)(false, false, br, dk, n, scale, dS, false, LD, k_j + o * c->k.r, true, c->k.r, 1,
+             gq + i0 * ldq, ldq);
   }
   if (!ATT_DIRECT) {
-    FN(store_grad)(out_k, gk, bc * dk);
-    FN(store_grad)(out_v, gv, bc * dv);
+    FN(store_grad)(out_k, c->gk.r, gk, bc, dk);
+    FN(store_grad)(out_v, c->gv.r, gv, bc, dv);
   }
 }
 
@@ -386,49 +407,62 @@ static void FN(backward_q)(const att_ctx *c, int64_t bh, int64_t qt, T *P, T *dS
   const em_attention_args *a = c->a;
   const int64_t Lq = a->Lq, Lk = a->Lk, dk = a->dk, BR = c->br, LD = c->ld;
   const int64_t i0 = qt * BR, br = Lq - i0 < BR ? Lq - i0 : BR;
-  const ST *k_bh = (const ST *)a->k + att_kvh(c, bh) * att_kv_rows(a) * dk;
-  ST *out_q = (ST *)a->dq + (bh * Lq + i0) * dk;
+  const ST *k_bh = (const ST *)a->k + att_kv_row(c, &c->k, bh, 0);
+  ST *out_q = (ST *)a->dq + att_row(c, &c->gq, bh, i0);
   T *gq = ATT_DIRECT ? (T *)out_q : acc;
-  for (int64_t x = 0; x < br * dk; x++) gq[x] = 0;
+  const int64_t ldq = ATT_DIRECT ? c->gq.r : dk;
+  FN(zero_rows)(gq, ldq, br, dk);
   const int64_t j_end = FN(key_end)(c, i0, br);
   for (int64_t j0 = 0; j0 < j_end; j0 += LD) {
     int64_t ja, jb;
     FN(tile_span)(c, bh, i0, br, j0, Lk - j0 < LD ? Lk - j0 : LD, &ja, &jb);
     if (ja == jb) continue;
     FN(grad_tile)(c, bh, i0, br, ja, jb - ja, P, dS, true, X);
-    FN(mm)(false, false, br, dk, jb - ja, (T)a->scale, dS, false, LD, k_bh + ja * dk, true, dk, 1, gq, dk);
+    FN(mm)(false, false, br, dk, jb - ja, (T)a->scale, dS, false, LD, k_bh + ja * c->k.r, true, c->k.r,
+           1, gq, ldq);
   }
-  if (!ATT_DIRECT) FN(store_grad)(out_q, gq, br * dk);
+  if (!ATT_DIRECT) FN(store_grad)(out_q, c->gq.r, gq, br, dk);
 }
 
 /* A whole head in one pass: dQ is zeroed, then every key tile adds to it
 ** (acc: backward_kv's scratch, then the head's dQ sum unless ATT_DIRECT). */
 static void FN(backward_head)(const att_ctx *c, int64_t bh, int64_t nkt, T *P, T *dS, T *acc, T *X) {
-  const int64_t n = c->a->Lq * c->a->dk;
-  ST *out_q = (ST *)c->a->dq + bh * n;
-  T *gq = ATT_DIRECT ? (T *)out_q : acc + c->ld * (c->a->dk + c->a->dv);
-  for (int64_t x = 0; x < n; x++) gq[x] = 0;
-  FN(decl_rows)(c, bh, 0, c->a->Lq, true);
-  for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, gq, acc, X);
-  FN(decl_head_done)(c, bh, gq);
-  if (!ATT_DIRECT) FN(store_grad)(out_q, gq, n);
+  const int64_t Lq = c->a->Lq, dk = c->a->dk;
+  ST *out_q = (ST *)c->a->dq + att_row(c, &c->gq, bh, 0);
+  T *gq = ATT_DIRECT ? (T *)out_q : acc + c->ld * (dk + c->a->dv);
+  const int64_t ldq = ATT_DIRECT ? c->gq.r : dk;
+  FN(zero_rows)(gq, ldq, Lq, dk);
+  FN(decl_rows)(c, bh, 0, Lq, true);
+  for (int64_t kt = 0; kt < nkt; kt++) FN(backward_kv)(c, bh, kt, P, dS, gq, ldq, acc, X);
+  FN(decl_head_done)(c, bh, gq, ldq);
+  if (!ATT_DIRECT) FN(store_grad)(out_q, c->gq.r, gq, Lq, dk);
 }
 
 /* D[r] = dO_r . O_r for rows [r0, r0 + n), in double. Eight partial sums
 ** added in a fixed order: a single running sum was a chain of dependent
 ** adds (1.9 ms at B*H*Lq = 32768, dv = 32, a tenth of a block-sparse
 ** backward); these vectorise, with the same bits in every clone. */
-CPU_VECTOR_CLONES_512 static void FN(out_dots)(const ST *restrict dO, const ST *restrict O,
-                                               int64_t r0, int64_t n, int64_t dv,
-                                               double *restrict D) {
+CPU_VECTOR_CLONES_512 static void FN(out_dots)(const att_ctx *c, const ST *restrict dO,
+                                               const ST *restrict O, int64_t r0, int64_t n,
+                                               int64_t dv, double *restrict D) {
+  const int64_t Lq = c->a->Lq;
+  /* row r is row i of head bh; the rows' addresses step by the row strides
+  ** (a division per row was most of this loop's time at dv = 32) */
+  int64_t bh = r0 / Lq, i = r0 % Lq;
+  const ST *g = dO + att_row(c, &c->go, bh, i), *o = O + att_row(c, &c->o, bh, i);
   for (int64_t r = r0; r < r0 + n; r++) {
-    const ST *g = dO + r * dv, *o = O + r * dv;
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t x = 0;
     for (; x + 8 <= dv; x += 8)
       for (int y = 0; y < 8; y++) s[y] += (double)FN(from_st)(g[x + y]) * (double)FN(from_st)(o[x + y]);
     for (; x < dv; x++) s[0] += (double)FN(from_st)(g[x]) * (double)FN(from_st)(o[x]);
     D[r] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    if (++i < Lq) {
+      g += c->go.r, o += c->o.r;
+    } else if (r + 1 < r0 + n) {
+      i = 0, bh++;
+      g = dO + att_row(c, &c->go, bh, 0), o = O + att_row(c, &c->o, bh, 0);
+    }
   }
 }
 
@@ -445,7 +479,7 @@ static em_status FN(backward)(att_ctx *c) {
                     (long long)(BH * Lq));
   const int64_t rows = BH * Lq, chunks = (rows + 63) / 64;
   CPU_FOR(c->parallel, t, chunks,
-    FN(out_dots)(a->dout, a->out, t * 64, rows - t * 64 < 64 ? rows - t * 64 : 64, dv, D););
+    FN(out_dots)(c, a->dout, a->out, t * 64, rows - t * 64 < 64 ? rows - t * 64 : 64, dv, D););
   c->D = D;
   em_status ds = FN(decl_prepare)(c, true);
   if (ds == EM_OK) ds = FN(xprepare)(c);
@@ -484,7 +518,7 @@ static em_status FN(backward)(att_ctx *c) {
       } else {
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < BH * nkt; t++)
-          if (P) FN(backward_kv)(c, t / nkt, t % nkt, P, dS, NULL, acc, X);
+          if (P) FN(backward_kv)(c, t / nkt, t % nkt, P, dS, NULL, 0, acc, X);
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < BH * nqt; t++)
           if (P) FN(backward_q)(c, t / nqt, t % nqt, P, dS, acc, X);

@@ -264,7 +264,8 @@ typedef struct em_attn_route_counts {
   uint64_t composed;   /* core ops: compose, and a declaration where the kernel declines */
   uint64_t forward;    /* the variant's own forward/backward */
   uint64_t kv_in_place; /* fused calls that read k and v in place from a KV cache's
-                           buffers (em_attention_args.kv_rows) instead of copying them */
+                           buffers (em_attention_args.kv_rows, or k_stride and v_stride)
+                           instead of copying them */
 } em_attn_route_counts;
 EM_API void em_attention_route_counts(em_attn_route_counts *out);
 /* Counts a call a caller ran itself (0 fused, 1 composed, 2 forward): a

@@ -117,7 +117,8 @@ typedef enum em_random_kind {
 } em_random_kind;
 
 /* Arguments of the optional fused attention kernels. q, k, v, out, dout
-** and the gradients are contiguous [B,H,L,d]. lse is [B,H,Lq] in the
+** and the gradients are contiguous [B,H,L,d], unless their strides say
+** otherwise (q_stride ... dv_stride, at the end). lse is [B,H,Lq] in the
 ** compute dtype (float32 for bf16 inputs). */
 typedef struct em_attention_args {
   em_dtype dtype;
@@ -182,6 +183,28 @@ typedef struct em_attention_args {
   ** instead of copied at every decoding step. Set only for a backend with
   ** host memory (the CPU kernel); the others get contiguous k and v. */
   int64_t kv_rows;
+
+  /* ---- heads where they lie (ABI 9), read by a backend that sets
+  ** em_backend.attention_strided_heads (others always get the layouts
+  ** above, these left 0). Each tensor's strides in elements over its
+  ** batch, head and row dims, in that order; its last dim has stride 1:
+  ** element (b, h, i, x) of q is at q + b*q_stride[0] + h*q_stride[1] +
+  ** i*q_stride[2] + x. All three 0: the contiguous layout above (k and v
+  ** with kv_rows). k_stride and v_stride step over kv heads (Hkv of them),
+  ** dk_stride and dv_stride over the backward's per-query-head gradients
+  ** ([B,H,Lk,d]). Inputs may overlap themselves and each other, with 0
+  ** strides; out, dq, dk_ and dv_ do not. nn.MultiHeadAttention's heads
+  ** are transposed views of [B,L,H,d] (strides L*H*d, d, H*d), or of one
+  ** fused projection [B,L,3*H*d]; the core hands out out, dq, dk_ and dv_
+  ** laid out as [B,L,H,d], so that merging the heads back is a view. */
+  int64_t q_stride[3];
+  int64_t k_stride[3];
+  int64_t v_stride[3];
+  int64_t out_stride[3];       /* forward: written there; backward: read */
+  int64_t dout_stride[3];      /* backward only */
+  int64_t dq_stride[3];        /* backward only: written there */
+  int64_t dk_stride[3];        /* backward only: written there */
+  int64_t dv_stride[3];        /* backward only: written there */
 } em_attention_args;
 
 /* A 2-d convolution (cross-correlation, as torch.nn.functional.conv2d):
@@ -392,6 +415,12 @@ typedef struct em_backend {
   em_status (*gemm_bias)(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                          int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
                          const void *bias, void *c, int64_t ldc);
+
+  /* ---- attention on heads where they lie (ABI 9) ---- */
+  /* The fused attention kernels read and write the strided layouts of
+  ** em_attention_args (q_stride ... dv_stride); without it the core gives
+  ** them contiguous copies, as before. */
+  bool attention_strided_heads;
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

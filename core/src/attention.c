@@ -437,7 +437,7 @@ typedef struct attn_route {
   em_status (*backward)(void *saved, em_tensor *dout, const bool *needs, em_tensor **grads);
   void (*free_saved)(void *saved);
   const em_attn_decl *decl;
-  bool any_kv_strides; /* the forward takes k and v as views and copies what it must */
+  bool views; /* the forward takes q, k, v and the backward dout as views (copying what it must) */
 } attn_route;
 
 typedef struct attn_ctx {
@@ -473,7 +473,7 @@ static em_status attn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   bool needs[3 + EM_ATTN_MAX_PARAMS] = {false};
   for (int i = 0; i < n; i++) needs[i] = node->needs_grad[i];
   em_tensor *dout = NULL;
-  EM_TRY(em_contiguous(&dout, gy));
+  EM_TRY(x->r.views ? em_detach(&dout, gy) : em_contiguous(&dout, gy));
   em_status s = x->r.backward(x->saved, dout, needs, grads);
   em_release(dout);
   if (s != EM_OK) {
@@ -529,10 +529,11 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
   em_tensor *y = NULL, *w = NULL;
   void *saved = NULL;
   bool prev = em_set_grad_enabled(false);
-  em_status s = detached(&dq, q);
-  /* the fused route reads a KV cache's filled part in place (attention_sdpa.c) */
-  if (s == EM_OK) s = route->any_kv_strides ? em_detach(&dk, k) : detached(&dk, k);
-  if (s == EM_OK) s = route->any_kv_strides ? em_detach(&dv, vv) : detached(&dv, vv);
+  /* the fused route reads heads where they lie, and a KV cache's filled
+  ** part, where the backend can (attention_sdpa.c) */
+  em_status s = route->views ? em_detach(&dq, q) : detached(&dq, q);
+  if (s == EM_OK) s = route->views ? em_detach(&dk, k) : detached(&dk, k);
+  if (s == EM_OK) s = route->views ? em_detach(&dv, vv) : detached(&dv, vv);
   for (int i = 0; s == EM_OK && i < n_params; i++) s = em_detach(&dp[i], params[i]);
   if (s == EM_OK) {
     c->q = dq, c->k = dk, c->v = dv, c->params = dp;

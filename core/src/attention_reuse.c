@@ -99,7 +99,9 @@ int em_attn_tape_depth(void) {
   return n;
 }
 
-/* A hash of up to SAMPLES elements spread over t (contiguous, host). */
+/* A hash of up to SAMPLES elements spread over t (host, any strides: the
+** samples are at the same logical indices whatever the layout, as the
+** fused kernel reads heads where they lie). */
 static uint64_t sample_hash(const em_tensor *t) {
   uint64_t h = 1469598103934665603ull;
   const int64_t n = em_numel(t);
@@ -107,8 +109,12 @@ static uint64_t sample_hash(const em_tensor *t) {
   const unsigned char *p = em_data(t);
   const int64_t m = n < SAMPLES ? n : SAMPLES;
   for (int64_t s = 0; s < m; s++) {
-    const int64_t i = m > 1 ? s * (n - 1) / (m - 1) : 0;
-    for (size_t b = 0; b < es; b++) h = (h ^ p[i * (int64_t)es + (int64_t)b]) * 1099511628211ull;
+    int64_t i = m > 1 ? s * (n - 1) / (m - 1) : 0, at = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) { /* logical index -> element offset */
+      at += i % t->shape[d] * t->stride[d];
+      i /= t->shape[d];
+    }
+    for (size_t b = 0; b < es; b++) h = (h ^ p[at * (int64_t)es + (int64_t)b]) * 1099511628211ull;
   }
   return h;
 }
@@ -120,7 +126,7 @@ static bool key_tensor(uint64_t *k, int *n, const em_tensor *t) {
     k[(*n)++] = 0;
     return true;
   }
-  if (!em_is_contiguous(t) || !em_backend_of(t)->host_memory || *n + 3 + t->ndim > KEY_MAX) return false;
+  if (!em_backend_of(t)->host_memory || *n + 3 + t->ndim > KEY_MAX) return false;
   k[(*n)++] = 1 + (uint64_t)t->dtype;
   k[(*n)++] = (uint64_t)t->ndim;
   for (int d = 0; d < t->ndim; d++) k[(*n)++] = (uint64_t)t->shape[d];

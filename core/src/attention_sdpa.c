@@ -6,7 +6,12 @@
 ** the call. Plugins never see the backend: this file is the one place that
 ** turns a declaration into em_attention_args.
 **
-** What the kernel gets, on q's device: q, k, v contiguous; the attn mask as
+** What the kernel gets, on q's device: q, k, v where they lie when the
+** backend reads strided heads (em_backend.attention_strided_heads), with
+** out, dq, dk and dv laid out as [B,L,H,d] and handed back as [B,H,L,d]
+** views of it (merging the heads, nn.MultiHeadAttention's
+** transpose+reshape, is then a view, and so are the gradients' way back
+** through its split), else contiguous q, k, v, out and gradients; the attn mask as
 ** an additive bias with broadcast dims kept at stride 0; a traced variant's
 ** programs, or the declaration's terms lowered to programs
 ** (attention_lower.c), with their captures and the mask's block map; for
@@ -250,11 +255,58 @@ static int64_t kv_rows_of(const em_tensor *t) {
   return rows;
 }
 
-/* sv->k and sv->v as the kernel reads them: a forward without backward on
-** a backend with host memory (the CPU kernel) reads a KV cache in place
-** (args.kv_rows); every other call gets contiguous copies. */
+/* Can a kernel with attention_strided_heads read t [B,H,L,d] where it
+** lies? Unit stride in the last dim, none negative, and not every stride
+** over B, H and L 0 (the args' code for contiguous) past one row. */
+static bool heads_in_place(const em_tensor *t) {
+  const int64_t *st = t->stride, *sh = t->shape;
+  if (t->ndim != 4 || (sh[3] > 1 && st[3] != 1)) return false;
+  for (int d = 0; d < 3; d++)
+    if (st[d] < 0) return false;
+  return st[0] || st[1] || st[2] || sh[0] * sh[1] * sh[2] <= 1;
+}
+
+/* t as the kernel reads it: itself with its strides over B, H, L in st
+** where the backend can read it there, else a contiguous copy (st 0). */
+static em_status heads_input(em_tensor **out, em_tensor *t, const em_backend *be, int64_t st[3]) {
+  st[0] = st[1] = st[2] = 0;
+  if (!be->attention_strided_heads || !heads_in_place(t)) return em_contiguous(out, t);
+  for (int d = 0; d < 3; d++) st[d] = t->stride[d];
+  *out = em_retain(t);
+  return EM_OK;
+}
+
+/* A new [B,H,L,d] tensor for the kernel to write: a view of [B,L,H,d]
+** storage with its strides in st where the backend writes strided heads,
+** else contiguous (st 0). */
+static em_status heads_output(em_tensor **out, const int64_t shape[4], em_dtype dt, em_device dev,
+                              const em_backend *be, int64_t st[3]) {
+  st[0] = st[1] = st[2] = 0;
+  if (!be->attention_strided_heads) return em_empty(out, 4, shape, dt, dev);
+  const int64_t lh[4] = {shape[0], shape[2], shape[1], shape[3]};
+  em_tensor *t = NULL;
+  EM_TRY(em_empty(&t, 4, lh, dt, dev));
+  em_status s = em_transpose(out, t, 1, 2);
+  em_release(t);
+  if (s == EM_OK)
+    for (int d = 0; d < 3; d++) st[d] = (*out)->stride[d];
+  return s;
+}
+
+/* sv->k and sv->v as the kernel reads them: where they lie on a backend
+** that reads strided heads; on another with host memory, a forward without
+** backward reads a KV cache in place (args.kv_rows); every other call gets
+** contiguous copies. */
 static em_status kv_inputs(sdpa_saved *sv, const em_attn_call *c, const em_backend *be) {
   const int64_t rows = kv_rows_of(c->k);
+  if (be->attention_strided_heads) {
+    EM_TRY(heads_input(&sv->k, c->k, be, sv->args.k_stride));
+    EM_TRY(heads_input(&sv->v, c->v, be, sv->args.v_stride));
+    /* a KV cache's filled part, read in place */
+    if (rows > c->Lk && sv->k == c->k && sv->v == c->v)
+      __atomic_add_fetch(&g_routes.kv_in_place, 1, __ATOMIC_RELAXED);
+    return EM_OK;
+  }
   if (be->host_memory && !c->need_grad && rows > 0 && rows == kv_rows_of(c->v)) {
     sv->k = em_retain(c->k), sv->v = em_retain(c->v);
     sv->args.kv_rows = rows;
@@ -294,8 +346,8 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
     sdpa_free(sv);
     return s;
   }
-  sv->q = em_retain(c->q);
-  s = kv_inputs(sv, c, be);
+  s = heads_input(&sv->q, c->q, be, a->q_stride);
+  if (s == EM_OK) s = kv_inputs(sv, c, be);
   if (s != EM_OK) {
     sdpa_free(sv);
     return s;
@@ -310,7 +362,7 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   a->scale = c->scale;
   a->dropout_p = c->dropout_p;
   a->seed = c->seed, a->offset = c->offset;
-  a->q = em_data(c->q), a->k = em_data(sv->k), a->v = em_data(sv->v);
+  a->q = em_data(sv->q), a->k = em_data(sv->k), a->v = em_data(sv->v);
   /* a recompute under a replaying tape takes out and lse as its first
   ** forward made them (attention_reuse.c); else the kernel writes them */
   uint64_t key[EM__ATTN_KEY_MAX];
@@ -325,7 +377,7 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   if (!n_key || !em__attn_tape_take(key, n_key, &sv->out, &sv->lse)) {
     /* lse in the kernel's compute dtype: float32 for bfloat16 */
     const em_dtype cdt = c->q->dtype == EM_BF16 ? EM_F32 : c->q->dtype;
-    s = em_empty(&sv->out, 4, oshape, c->q->dtype, c->q->device);
+    s = heads_output(&sv->out, oshape, c->q->dtype, c->q->device, be, a->out_stride);
     if (s == EM_OK) s = em_empty(&sv->lse, 3, lshape, cdt, c->q->device);
     if (s == EM_OK) {
       a->out = em_data(sv->out), a->lse = em_data(sv->lse);
@@ -336,6 +388,9 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
   if (s == EM_OK && n_key) em__attn_tape_put(key, n_key, sv->out, sv->lse);
   a->out = sv->out ? em_data(sv->out) : NULL;
   a->lse = sv->lse ? em_data(sv->lse) : NULL;
+  /* the backward reads out as it lies (one the tape handed back included) */
+  for (int d = 0; d < 3; d++)
+    a->out_stride[d] = sv->out && be->attention_strided_heads ? sv->out->stride[d] : 0;
   if (s != EM_OK) {
     sdpa_free(sv);
     return s;
@@ -351,7 +406,8 @@ em_status em__sdpa_forward(const em_attn_call *c, const em_attn_decl *d, em_tens
 static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_tensor **grads) {
   sdpa_saved *sv = p;
   if (!sv) return em_error(EM_ERR_AUTOGRAD, "attention: backward without saved state");
-  em_tensor *g[3] = {NULL}, *gt[2] = {NULL}, *gx[EM_EXPR_MAX_CAPS] = {NULL};
+  em_tensor *g[3] = {NULL}, *gt[2] = {NULL}, *gx[EM_EXPR_MAX_CAPS] = {NULL}, *go = NULL;
+  em_attention_args a = sv->args; /* a copy: backward may run twice */
   void *dx[EM_EXPR_MAX_CAPS] = {NULL};
   em_tensor *const src[3] = {sv->q, sv->k, sv->v};
   em_status s = EM_OK;
@@ -362,31 +418,42 @@ static em_status sdpa_backward(void *p, em_tensor *dout, const bool *needs, em_t
       if (s == EM_OK) dx[i] = em_data(gx[i]);
     }
   /* dk and dv per query head; grouped heads are summed below */
+  int64_t *const gst[3] = {a.dq_stride, a.dk_stride, a.dv_stride};
   for (int i = 0; i < 3 && s == EM_OK; i++) {
     int64_t shape[4] = {src[i]->shape[0], sv->args.H, src[i]->shape[2], src[i]->shape[3]};
-    s = em_empty(&g[i], 4, shape, src[i]->dtype, src[i]->device);
+    s = heads_output(&g[i], shape, src[i]->dtype, src[i]->device, sv->be, gst[i]);
   }
+  if (s == EM_OK) s = heads_input(&go, dout, sv->be, a.dout_stride);
   for (int t = 0; t < 2 && s == EM_OK; t++)
     if (sv->tab[t] && needs[3 + sv->tab_param[t]])
       s = em_empty(&gt[t], 2, sv->tab[t]->shape, sv->tab[t]->dtype, sv->tab[t]->device);
   if (s == EM_OK) {
-    em_attention_args a = sv->args; /* a copy: backward may run twice */
-    a.dout = em_data(dout);
+    a.dout = em_data(go);
     a.dq = em_data(g[0]), a.dk_ = em_data(g[1]), a.dv_ = em_data(g[2]);
     a.d_rel_k = gt[0] ? em_data(gt[0]) : NULL;
     a.d_rel_v = gt[1] ? em_data(gt[1]) : NULL;
     a.d_caps = a.n_caps ? dx : NULL;
     s = sv->be->attention_backward(sv->device, &a);
   }
-  /* grouped-query attention: a kv head's gradient is the sum over its query heads */
+  em_release(go);
+  /* grouped-query attention: a kv head's gradient is the sum over its query
+  ** heads; summed as [B,L,Hkv,H/Hkv,d] when the kernel wrote [B,L,H,d], so
+  ** that the sum is laid out as [B,L,Hkv,d] too */
   for (int i = 1; i < 3 && s == EM_OK && sv->args.Hkv && sv->args.Hkv != sv->args.H; i++) {
-    const int64_t *sh = src[i]->shape, Hkv = sv->args.Hkv;
-    int64_t s5[5] = {sh[0], Hkv, sv->args.H / Hkv, sh[2], sh[3]};
-    const int dim = 2;
-    em_tensor *r = NULL, *sum = NULL;
-    s = em_reshape(&r, g[i], 5, s5);
+    const int64_t *sh = src[i]->shape, Hkv = sv->args.Hkv, G = sv->args.H / Hkv;
+    const bool lh = sv->be->attention_strided_heads;
+    int64_t s5[5] = {sh[0], Hkv, G, sh[2], sh[3]}, l5[5] = {sh[0], sh[2], Hkv, G, sh[3]};
+    const int dim = lh ? 3 : 2;
+    em_tensor *t = NULL, *r = NULL, *sum = NULL;
+    s = lh ? em_transpose(&t, g[i], 1, 2) : EM_OK;
+    if (s == EM_OK) s = em_reshape(&r, lh ? t : g[i], 5, lh ? l5 : s5);
     if (s == EM_OK) s = em_sum(&sum, r, 1, &dim, false);
-    em_release(r);
+    em_release(t), em_release(r);
+    if (s == EM_OK && lh) {
+      s = em_transpose(&t, sum, 1, 2);
+      em_release(sum);
+      sum = s == EM_OK ? t : NULL;
+    }
     if (s == EM_OK) {
       em_release(g[i]);
       g[i] = sum;

@@ -5,34 +5,35 @@
 **
 ** The kernel reads x where it lies (a projection's heads are a transposed
 ** view) and writes a contiguous result. The backward is the rotation by
-** minus the angles, written into a gradient laid out as x was, so that
-** the view ops in front of it (transpose, reshape) pass it on without a
-** copy. The kernel is optional: without it em_rope returns
+** minus the angles, written into a gradient laid out as x was (its dims in
+** x's order, without x's gaps: [B,L,H,d] for the heads of a fused
+** projection [B,L,3*H*d]), so that the view ops in front of it (transpose,
+** reshape) pass it on without a copy. The kernel is optional: without it em_rope returns
 ** EM_ERR_UNSUPPORTED and the caller composes the rotation.
 */
 #include "internal.h"
 
 #include <stdlib.h>
 
-/* x's strides, when x was a dense layout the gradient can take too. */
+/* The gradient's strides: x's layout, dense. */
 typedef struct rope_layout {
   int64_t stride[EM_MAX_DIMS];
 } rope_layout;
 
-/* Do t's elements fill [0, numel) exactly, in some order of its dims? */
-static bool dense_layout(const em_tensor *t) {
+/* Strides of a dense tensor shaped like t with its dims in t's order
+** (innermost: the smallest stride; of equal ones, the later dim): t's own
+** strides when t is dense in some order of its dims. */
+static void dense_layout(const em_tensor *t, int64_t *stride) {
   int64_t expect = 1;
   bool used[EM_MAX_DIMS] = {false};
   for (int k = 0; k < t->ndim; k++) { /* the dims from the innermost out */
     int best = -1;
-    for (int i = 0; i < t->ndim; i++)
-      if (!used[i] && t->shape[i] > 1 && (best < 0 || t->stride[i] < t->stride[best])) best = i;
-    if (best < 0) return true;
-    if (t->stride[best] != expect) return false;
+    for (int i = t->ndim - 1; i >= 0; i--)
+      if (!used[i] && (best < 0 || t->stride[i] < t->stride[best])) best = i;
     used[best] = true;
-    expect *= t->shape[best];
+    stride[best] = expect;
+    expect *= t->shape[best] > 1 ? t->shape[best] : 1;
   }
-  return true;
 }
 
 /* A new tensor shaped like x: with x's strides where layout says, else
@@ -124,8 +125,7 @@ em_status em_rope(em_tensor **out, em_tensor *x, em_tensor *cos, em_tensor *sin)
   if ((s = em__new(&y, x->ndim, x->shape, x->dtype, x->device, "rope"))) goto done;
   if ((s = run_kernel("rope", y, xc, cc, sc, false))) goto done;
   if (em_autograd_needed(1, &x)) {
-    if (dense_layout(xc) && (layout = malloc(sizeof *layout)))
-      memcpy(layout->stride, xc->stride, sizeof layout->stride);
+    if ((layout = malloc(sizeof *layout))) dense_layout(xc, layout->stride);
     em_tensor *saved[2] = {cc, sc};
     s = em_autograd_record(y, &ROPE_OP, 1, &x, 2, saved, layout);
   }

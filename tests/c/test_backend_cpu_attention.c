@@ -1,6 +1,7 @@
 /*
 ** test_backend_cpu_attention.c -- the attention kernel against naive attention
-** in double, gradients included.
+** in double, gradients included; every call again on strided heads (the
+** same bits).
 ** Checks the CPU backend plugin's kernels against straightforward
 ** reference loops (in double), and their error paths; backend_cpu.h has
 ** the harness.
@@ -26,6 +27,69 @@ typedef struct att_data {
   int64_t bst[4];
   double scale;
 } att_data;
+
+/* n = B * heads * rows contiguous rows of d elements of size es, laid out
+** anew as [B, rows, heads, d + 3]: the heads of a projection, with gaps of
+** 3 elements (the byte 0x7f) after each row. st gets the strides over B,
+** heads and rows (em_attention_args' q_stride, ...). src NULL: an output. */
+static void *spread(const void *src, size_t es, int64_t B, int64_t heads, int64_t rows, int64_t d,
+                    int64_t st[3]) {
+  const int64_t w = d + 3;
+  st[0] = rows * heads * w, st[1] = w, st[2] = heads * w;
+  const size_t n = (size_t)(B * st[0] + 1) * es;
+  unsigned char *buf = xmalloc(n);
+  memset(buf, 0x7f, n);
+  for (int64_t b = 0; src && b < B; b++)
+    for (int64_t h = 0; h < heads; h++)
+      for (int64_t i = 0; i < rows; i++)
+        memcpy(buf + (size_t)(b * st[0] + h * st[1] + i * st[2]) * es,
+               (const unsigned char *)src + (size_t)(((b * heads + h) * rows + i) * d) * es, (size_t)d * es);
+  return buf;
+}
+
+/* Do the rows spread() laid out in buf hold the bits of the contiguous
+** want, and its gaps still 0x7f? */
+static bool same_as_spread(const void *buf, const void *want, size_t es, int64_t B, int64_t heads,
+                           int64_t rows, int64_t d, const int64_t st[3]) {
+  const unsigned char *p = buf;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < heads; h++)
+      for (int64_t i = 0; i < rows; i++) {
+        const unsigned char *row = p + (size_t)(b * st[0] + h * st[1] + i * st[2]) * es;
+        if (memcmp(row, (const unsigned char *)want + (size_t)(((b * heads + h) * rows + i) * d) * es,
+                   (size_t)d * es))
+          return false;
+        for (size_t x = (size_t)d * es; x < (size_t)(d + 3) * es; x++)
+          if (row[x] != 0x7f) return false;
+      }
+  return true;
+}
+
+/* The call a, run again with every tensor's heads where a projection's
+** lie (spread: [B, L, H, d] with gaps), out and dout included: the same
+** bits in out, lse and the three gradients, and nothing written in the gaps. */
+static bool strided_same(const em_attention_args *a, size_t es) {
+  em_attention_args t = *a;
+  const int64_t B = a->B, H = a->H, Lq = a->Lq, Lk = a->Lk, dk = a->dk, dv = a->dv, nl = B * H * Lq;
+  t.q = spread(a->q, es, B, H, Lq, dk, t.q_stride);
+  t.k = spread(a->k, es, B, H, Lk, dk, t.k_stride);
+  t.v = spread(a->v, es, B, H, Lk, dv, t.v_stride);
+  t.dout = spread(a->dout, es, B, H, Lq, dv, t.dout_stride);
+  t.out = spread(NULL, es, B, H, Lq, dv, t.out_stride);
+  t.dq = spread(NULL, es, B, H, Lq, dk, t.dq_stride);
+  t.dk_ = spread(NULL, es, B, H, Lk, dk, t.dk_stride);
+  t.dv_ = spread(NULL, es, B, H, Lk, dv, t.dv_stride);
+  t.lse = xmalloc((size_t)nl * es + 8);
+  bool ok = be->attention_forward(0, &t) == EM_OK && be->attention_backward(0, &t) == EM_OK &&
+            !memcmp(t.lse, a->lse, (size_t)nl * es) &&
+            same_as_spread(t.out, a->out, es, B, H, Lq, dv, t.out_stride) &&
+            same_as_spread(t.dq, a->dq, es, B, H, Lq, dk, t.dq_stride) &&
+            same_as_spread(t.dk_, a->dk_, es, B, H, Lk, dk, t.dk_stride) &&
+            same_as_spread(t.dv_, a->dv_, es, B, H, Lk, dv, t.dv_stride);
+  free((void *)t.q), free((void *)t.k), free((void *)t.v), free((void *)t.dout);
+  free(t.out), free(t.dq), free(t.dk_), free(t.dv_), free(t.lse);
+  return ok;
+}
 
 /* Naive attention in double, one query row at a time; with grads != NULL
 ** also the analytic backward from dout. */
@@ -171,6 +235,8 @@ static void attention_case(const att_case *c) {
               close_to("attention dk", a.dk_, dt, g[1], nk, 5 * tol, 10 * tol) &&
               close_to("attention dv", a.dv_, dt, g[2], nv, 5 * tol, 10 * tol),
           "attention_backward %s %s", dtn(dt), c->name);
+    check(strided_same(&a, es), "attention %s %s on strided heads: the same bits, no write past a row",
+          dtn(dt), c->name);
     for (int t = 0; t < 5; t++) free(in[t]);
     free(a.out);
     free((void *)a.lse);
