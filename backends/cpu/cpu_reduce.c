@@ -114,16 +114,22 @@ COLSUM_BF16_AVX512(16)
 #endif
 
 /* Blocks of BF_IB columns go to the threads in groups of up to four (one
-** pass over the rows reads 256 contiguous bytes of each), as many groups
-** as keep the team busy; a column's sum is the same whatever its group. */
+** pass over the rows reads up to 256 contiguous bytes of each); a
+** column's sum is the same whatever its group. */
 static void colsum_bf16(em_reduce_op op, uint16_t *out, const uint16_t *in, int64_t outer, int64_t n,
                         int64_t inner) {
   const int64_t nblk = (inner + BF_IB - 1) / BF_IB, total = outer * n * inner;
   const bool par = total > CPU_PAR_MIN && outer * nblk > 1;
   const int64_t team = par ? omp_get_max_threads() : 1;
   const bool simd = cpu_bf16_simd() != CPU_BF16_PLAIN;
-  int64_t g = simd ? 4 : 1; /* blocks a group */
-  while (g > 1 && outer * ((nblk + g - 1) / g) < team) g /= 2;
+  /* blocks a group: the most (up to 4) for which the busiest thread has
+  ** the fewest blocks (n = 384: 3, four groups, not two threads with 8
+  ** and 4 blocks) */
+  int64_t g = 1, best = INT64_MAX;
+  for (int64_t k = simd ? 4 : 1; k >= 1; k--) {
+    const int64_t groups = outer * ((nblk + k - 1) / k), load = (groups + team - 1) / team * k;
+    if (load < best) best = load, g = k;
+  }
   const int64_t ngrp = (nblk + g - 1) / g;
   CPU_FOR(par, t, outer * ngrp, {
     const int64_t o = t / ngrp, c0 = (t % ngrp) * g * BF_IB;

@@ -2,7 +2,7 @@
 -- (B32 L128 d128 H4, autocast) alone, at the step's shapes: rope forward
 -- on heads viewed from a [B, L, 128] or a joined q/k/v [B, L, 384]
 -- projection and its backward, bias gradients (column sums of [4096, n]
--- bfloat16, float32 beside them), and the float32 <-> bfloat16 casts.
+-- bfloat16 for n = 128, 384, 512, float32 beside them), and the float32 <-> bfloat16 casts.
 -- Prints the median wall time of a call (output allocation included) and
 -- the kernel's own time from ember.profile. EMBER_CPU_BF16=avx512 or
 -- plain runs the integer-rounding or scalar paths (backends/cpu/README.md,
@@ -56,7 +56,7 @@ row("rope backward (autograd, rope_grad)", function()
   y:backward(gy, { retain_graph = true })
   leaf.grad = nil
 end, "rope_grad")
-for _, n in ipairs({ 128, 512 }) do
+for _, n in ipairs({ 128, 384, 512 }) do
   local g = ember.randn(4096, n)
   local gb = g:to("bfloat16")
   row(("bias gradient: sum over dim 1, bf16 [4096, %d]"):format(n), function() return gb:sum(1) end, "sum")
