@@ -17,6 +17,7 @@
 #include "cpu_bf16_avx512.h"
 
 #include <stdlib.h>
+#include <strings.h>
 
 /* The conversions of elements [lo, hi), as vector clones (CPU_FOR_RANGES). */
 CPU_VECTOR_CLONES static void widen_range(float *restrict f, const uint16_t *restrict h, int64_t lo,
@@ -32,6 +33,16 @@ int cpu_bf16_simd(void) {
     if (__builtin_cpu_supports("avx512f"))
       l = __builtin_cpu_supports("avx512bf16") ? CPU_BF16_AVX512BF16 : CPU_BF16_AVX512F;
 #endif
+    /* a ONEDNN_MAX_CPU_ISA cap emulates an older CPU here too, as in
+    ** cpu_bgemm.c and cpu_tile_gemm.c */
+    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    if (cap && *cap && strcasecmp(cap, "ALL") && strcasecmp(cap, "DEFAULT")) {
+      if (strncasecmp(cap, "AVX512", 6) && strncasecmp(cap, "AVX10", 5)) l = CPU_BF16_PLAIN;
+      else if (l == CPU_BF16_AVX512BF16 && strncasecmp(cap, "AVX10", 5) &&
+               strcasecmp(cap, "AVX512_CORE_BF16") && strcasecmp(cap, "AVX512_CORE_FP16") &&
+               strncasecmp(cap, "AVX512_CORE_AMX", 15))
+        l = CPU_BF16_AVX512F;
+    }
     const char *e = getenv("EMBER_CPU_BF16");
     if (e && strcmp(e, "plain") == 0) l = CPU_BF16_PLAIN;
     else if (e && strcmp(e, "avx512") == 0 && l > CPU_BF16_AVX512F) l = CPU_BF16_AVX512F;

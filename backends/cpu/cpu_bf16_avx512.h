@@ -17,7 +17,8 @@
 ** rounding) or CPU_BF16_PLAIN (the callers' scalar loops, which the
 ** compiler vectorises in its clones). EMBER_CPU_BF16=avx512 or
 ** plain caps it (the tests run the other paths so; ctest's *_bf16_*
-** runs). */
+** runs), and so does a ONEDNN_MAX_CPU_ISA cap below AVX512_CORE_BF16 or
+** below AVX-512 (the *_AVX512_CORE and *_AVX2 runs). */
 enum { CPU_BF16_PLAIN, CPU_BF16_AVX512F, CPU_BF16_AVX512BF16 };
 int cpu_bf16_simd(void);
 
