@@ -517,12 +517,15 @@ struct em_node {
   uint64_t seq;
   bool released;            /* saved tensors freed by a backward */
   /* pending_grad's pieces (em__region_accumulate): when n_pieces > 0, it
-  ** was made zero for narrow pieces of this node's output along dim
-  ** piece_dim, and only [piece_lo, piece_hi) were written since, so a
-  ** piece outside them is copied in, not added. Any other gradient
+  ** was made for narrow pieces of this node's output along dim piece_dim,
+  ** and only [piece_lo, piece_hi) were written since, so a piece outside
+  ** them is copied in, not added. Outside them it is zero, or with
+  ** pieces_unset not yet written at all: em__settle_pieces zeroes the
+  ** rest before anything else reads or adds to it. Any other gradient
   ** accumulated into it clears the record (n_pieces = 0). */
   int piece_dim, n_pieces;
   int64_t piece_lo[EM_NODE_PIECES], piece_hi[EM_NODE_PIECES];
+  bool pieces_unset;
 };
 
 /* True when grad mode is on and some input requires grad. */

@@ -358,7 +358,8 @@ static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buff
                    "call backward with retain_graph=true to go through it twice "
                    "(t:backward(nil, true), or t:backward{retain_graph = true})", n->op->name);
     else {
-      if (em__grad_hook) s = em__run_grad_hook(n, NULL, &n->pending_grad);
+      s = em__settle_pieces(n);
+      if (s == EM_OK && em__grad_hook) s = em__run_grad_hook(n, NULL, &n->pending_grad);
       const bool prof = s == EM_OK && em__prof_is_on();
       if (prof) em__prof_backward_begin(n->op->name);
       bool routed = false; /* a piece of a tensor, added straight into its gradient */
@@ -379,8 +380,10 @@ static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buff
     } else if (n->edges[i].leaf) {
       s = em__accumulate_leaf(n->edges[i].leaf, g);
     } else if (n->edges[i].fn) {
+      s = em__settle_pieces(n->edges[i].fn);
       n->edges[i].fn->n_pieces = 0; /* no longer zero outside the recorded pieces */
-      s = em__accumulate(&n->edges[i].fn->pending_grad, g);
+      if (s == EM_OK) s = em__accumulate(&n->edges[i].fn->pending_grad, g);
+      else em_release(g);
     } else {
       em_release(g);
     }

@@ -36,6 +36,9 @@ em_status em__alias(em_tensor **out, em_tensor *x, int ndim, const int64_t *shap
 ** input's (node `to`'s) pending gradient in place where that is safe
 ** (ops_view.c). */
 em_status em__region_accumulate(em_node *n, em_tensor *gy, em_node *to, bool *done);
+/* Zeroes what the pieces left unwritten of node n's pending gradient
+** (em_node.pieces_unset); before anything else reads or adds to it. */
+em_status em__settle_pieces(em_node *n);
 
 /* Normalises a dim (negative counts from the end) against ndim; error names op. */
 em_status em__dim(const char *op, int dim, int ndim, int *out);

@@ -291,17 +291,24 @@ em_status em__region_accumulate(em_node *n, em_tensor *gy, em_node *to, bool *do
   if (n->op != &NARROW_OP && n->op != &SELECT_OP && n->op != &SLICE_OP) return EM_OK;
   if (!n->ctx) return EM_OK;
   em_tensor *a = to->pending_grad;
-  if (!a) { /* the first piece: a zero whole, its region recorded as written */
-    const region_ctx *c = n->ctx;
-    EM_TRY(region_backward(n, gy, &to->pending_grad));
-    to->n_pieces = 0;
-    if (n->op == &NARROW_OP && c->step == 1) {
-      to->piece_dim = c->dim, to->n_pieces = 1;
-      to->piece_lo[0] = c->start, to->piece_hi[0] = c->start + n->out_shape[c->dim];
+  const region_ctx *c = n->ctx;
+  if (!a && n->op == &NARROW_OP && c->step == 1) {
+    /* the first piece: a whole whose other regions are left unset until
+    ** other pieces fill them or em__settle_pieces zeroes them (pieces
+    ** that cover the whole, q, k and v, never pay for a zero fill) */
+    EM_TRY(em__new(&a, n->in_ndim[0], n->in_shape[0], gy->dtype, gy->device, "narrow backward"));
+    em_status s = region_put(n, a, gy, false);
+    if (s != EM_OK) {
+      em_release(a);
+      return s;
     }
+    to->pending_grad = a;
+    to->piece_dim = c->dim, to->n_pieces = 1, to->pieces_unset = true;
+    to->piece_lo[0] = c->start, to->piece_hi[0] = c->start + n->out_shape[c->dim];
     *done = true;
     return EM_OK;
   }
+  if (!a) return EM_OK; /* select, slice: region_backward's zero whole */
   if (a->refcount != 1 || a->storage->refcount != 1 || !em_is_contiguous(a) ||
       a->dtype != gy->dtype || a->device.backend != gy->device.backend || a->device.index != gy->device.index ||
       a->ndim != n->in_ndim[0])
@@ -309,9 +316,40 @@ em_status em__region_accumulate(em_node *n, em_tensor *gy, em_node *to, bool *do
   for (int d = 0; d < a->ndim; d++)
     if (a->shape[d] != n->in_shape[0][d]) return EM_OK;
   const bool fresh = piece_is_fresh(n, to);
-  if (!fresh) to->n_pieces = 0; /* this region now holds a sum: the record no longer says where zeros are */
+  if (!fresh) { /* this region now holds a sum: the record no longer says where zeros are */
+    EM_TRY(em__settle_pieces(to));
+    to->n_pieces = 0;
+  }
   EM_TRY(region_put(n, a, gy, !fresh));
   *done = true;
+  return EM_OK;
+}
+
+em_status em__settle_pieces(em_node *n) {
+  if (!n->pieces_unset) return EM_OK;
+  n->pieces_unset = false;
+  em_tensor *a = n->pending_grad;
+  if (!a) return EM_OK;
+  /* the gaps between the recorded pieces, in order along piece_dim */
+  int64_t lo[EM_NODE_PIECES], hi[EM_NODE_PIECES];
+  const int k = n->n_pieces, d = n->piece_dim;
+  for (int i = 0; i < k; i++) {
+    int j = i;
+    while (j > 0 && lo[j - 1] > n->piece_lo[i]) lo[j] = lo[j - 1], hi[j] = hi[j - 1], j--;
+    lo[j] = n->piece_lo[i], hi[j] = n->piece_hi[i];
+  }
+  int64_t at = 0;
+  for (int i = 0; i <= k; i++) {
+    const int64_t end = i < k ? lo[i] : a->shape[d];
+    if (end > at) {
+      em_tensor *gap = NULL;
+      em_status s = em_narrow(&gap, a, d, at, end - at);
+      if (s == EM_OK) s = em_fill_(gap, 0.0);
+      em_release(gap);
+      if (s != EM_OK) return s;
+    }
+    if (i < k && hi[i] > at) at = hi[i];
+  }
   return EM_OK;
 }
 
