@@ -16,6 +16,7 @@
 #include "cpu_internal.h"
 #include "cpu_bf16_avx512.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -26,8 +27,9 @@ CPU_VECTOR_CLONES static void widen_range(float *restrict f, const uint16_t *res
 }
 
 int cpu_bf16_simd(void) {
-  static int level = -1; /* a race writes the same value */
-  if (level < 0) {
+  static atomic_int level = -1; /* threads that race here store the same value */
+  int lv = atomic_load_explicit(&level, memory_order_relaxed);
+  if (lv < 0) {
     int l = CPU_BF16_PLAIN;
 #if CPU_BF16_AVX512
     if (__builtin_cpu_supports("avx512f"))
@@ -46,9 +48,10 @@ int cpu_bf16_simd(void) {
     const char *e = getenv("EMBER_CPU_BF16");
     if (e && strcmp(e, "plain") == 0) l = CPU_BF16_PLAIN;
     else if (e && strcmp(e, "avx512") == 0 && l > CPU_BF16_AVX512F) l = CPU_BF16_AVX512F;
-    level = l;
+    atomic_store_explicit(&level, l, memory_order_relaxed);
+    lv = l;
   }
-  return level;
+  return lv;
 }
 
 #if CPU_BF16_AVX512
