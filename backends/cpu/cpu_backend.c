@@ -388,6 +388,7 @@ static const em_backend cpu_backend = {
   .rms_norm_backward = cpu_rms_norm_backward,
   .rope = cpu_rope,
   .gemm_bias = cpu_gemm_bias,
+  .sum_squares = cpu_sum_squares,
   .attention_strided_heads = true,
 };
 

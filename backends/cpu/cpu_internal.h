@@ -343,6 +343,7 @@ em_status cpu_dropout(int device, em_dtype dt, void *out, void *mask, const void
                       double p, uint64_t seed, uint64_t offset);
 
 /* cpu_optim.c */
+em_status cpu_sum_squares(int device, em_dtype dt, const void *x, int64_t n, double *out);
 em_status cpu_adam_step(int device, em_dtype dt, int64_t n, void *param, const void *grad,
                         void *m, void *v, double lr, double beta1, double beta2, double eps,
                         double weight_decay, int64_t step, bool decoupled);

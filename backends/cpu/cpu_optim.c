@@ -7,6 +7,10 @@
 **   m = b1 * m + (1 - b1) * g                 v = b2 * v + (1 - b2) * g^2
 **   param -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 **
+** The sum of squares (clip_grad_norm's norm of the gradients): in double,
+** chunk by chunk, the chunks' sums added in order, so the result does not
+** depend on the thread count.
+**
 ** SGD, as torch.optim.SGD:
 **   d = grad + wd * param
 **   with momentum: buf = d on the first step, else momentum * buf + (1 - dampening) * d;
@@ -14,8 +18,10 @@
 **   param -= lr * d
 */
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #define OPTIM_PAR_MIN 16384
 
@@ -107,5 +113,32 @@ em_status cpu_sgd_step(int device, em_dtype dt, int64_t n, void *param, const vo
     sgd_f32(n, param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
   else
     sgd_f64(n, param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
+  return EM_OK;
+}
+
+/* Chunks of this many elements are summed apart (over the team) and
+** their sums added in order. */
+#define SUMSQ_CHUNK 65536
+
+em_status cpu_sum_squares(int device, em_dtype dt, const void *x, int64_t n, double *out) {
+  (void)device;
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype("sum_squares", dt, "float32, float64, bfloat16");
+  if (n < 0 || !out || (n > 0 && !x))
+    return em_error(EM_ERR_ARG, "cpu sum_squares: n = %lld, x %s, out %s", (long long)n,
+                    x ? "set" : "NULL", out ? "set" : "NULL");
+  const int64_t nchunk = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+  double small[8], *part = nchunk <= 8 ? small : malloc((size_t)nchunk * sizeof *part);
+  if (!part) return em_error(EM_ERR_OOM, "cpu sum_squares: out of memory for %lld partial sums", (long long)nchunk);
+  CPU_FOR(n > OPTIM_PAR_MIN, c, nchunk, {
+    const int64_t lo = c * SUMSQ_CHUNK, hi = n - lo < SUMSQ_CHUNK ? n : lo + SUMSQ_CHUNK;
+    part[c] = dt == EM_F32   ? sumsq_range_f32(x, lo, hi)
+              : dt == EM_F64 ? sumsq_range_f64(x, lo, hi)
+                             : sumsq_range_bf16(x, lo, hi);
+  });
+  double s = 0;
+  for (int64_t c = 0; c < nchunk; c++) s += part[c];
+  if (part != small) free(part);
+  *out = s;
   return EM_OK;
 }

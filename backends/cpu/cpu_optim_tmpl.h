@@ -54,6 +54,22 @@ CPU_VECTOR_CLONES_512 static void FN(sgd_range)(int64_t lo, int64_t hi, T *restr
   }
 }
 
+/* The sum of x[i]^2 over [lo, hi) in double, in CPU_LANES interleaved
+** partials added in one order at the end: the same bits on every clone. */
+CPU_VECTOR_CLONES_512 static double FN(sumsq_range)(const T *restrict X, int64_t lo, int64_t hi) {
+  double acc[CPU_LANES] = {0};
+  int64_t i = lo;
+  for (; i + CPU_LANES <= hi; i += CPU_LANES)
+    for (int k = 0; k < CPU_LANES; k++) {
+      const double x = LD(X[i + k]);
+      acc[k] += x * x;
+    }
+  double s = 0;
+  for (int k = 0; k < CPU_LANES; k++) s += acc[k];
+  for (; i < hi; i++) s += LD(X[i]) * LD(X[i]);
+  return s;
+}
+
 static void FN(sgd)(int64_t n, T *P, const T *G, T *BUF, double lr, double momentum,
                     double dampening, double weight_decay, bool nesterov, bool first_step) {
   CPU_FOR_RANGES(n > OPTIM_PAR_MIN, n, lo, hi,

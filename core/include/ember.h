@@ -567,6 +567,12 @@ typedef struct em_sgd_opts {
 EM_API em_status em_sgd_step(em_tensor *param, em_tensor *grad, em_tensor *momentum_buf,
                              const em_sgd_opts *o);
 
+/* *out = the sum of the squares of every element of the n floating
+** tensors (clip_grad_norm's 2-norm, squared), in float64: the backend's
+** sum_squares where it has one, else squared and summed by core ops.
+** composed = true forces the latter, for tests. */
+EM_API em_status em_sum_squares(double *out, int n, em_tensor *const *ts, bool composed);
+
 /* ------------------------------------------------------------------ */
 /* Profiler (profiler.c)                                               */
 /* ------------------------------------------------------------------ */

@@ -421,6 +421,12 @@ typedef struct em_backend {
   ** em_attention_args (q_stride ... dv_stride); without it the core gives
   ** them contiguous copies, as before. */
   bool attention_strided_heads;
+  /* ---- the norm of gradients (ABI 9) ---- */
+  /* optional: *out = the sum of x[i]^2 over a contiguous x of n elements,
+  ** accumulated in float64 in an order that does not depend on the thread
+  ** count (clip_grad_norm). Without it the caller squares and sums with
+  ** the other kernels. */
+  em_status (*sum_squares)(int device, em_dtype dt, const void *x, int64_t n, double *out);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

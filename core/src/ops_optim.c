@@ -1,5 +1,6 @@
 /*
-** ops_optim.c -- fused optimizer steps: em_adam_step, em_sgd_step.
+** ops_optim.c -- fused optimizer steps: em_adam_step, em_sgd_step; and
+** em_sum_squares, the norm of the gradients that clip_grad_norm takes.
 **
 ** The dispatch lives here, beside every other op's: the backend's fused
 ** kernel (adam_step / sgd_step are optional in the ABI) or, without one,
@@ -164,4 +165,48 @@ em_status em_sgd_step(em_tensor *p, em_tensor *g, em_tensor *buf, const em_sgd_o
   }
   em_release(gc);
   return s;
+}
+
+/* ---------------------------------------------------------------- */
+/* The sum of squares of a list of tensors                           */
+/* ---------------------------------------------------------------- */
+
+/* One tensor's sum of squares from core ops: x * x summed, in float32
+** for float32 x, as clip_grad_norm composed it in Lua. */
+static em_status sum_squares_composed(em_tensor *t, double *out) {
+  em_tensor *sq = NULL, *sum = NULL;
+  em_status s = em_mul(&sq, t, t);
+  if (!s) s = em_sum(&sum, sq, 0, NULL, false);
+  if (!s) s = em_item(sum, out);
+  em_release(sq), em_release(sum);
+  return s;
+}
+
+/* A KJV model's 69 gradients cost four Lua ops each (a square, a sum, a
+** float64 cast, an add: 276 calls and two passes over each gradient, 1.5
+** ms of a 55 ms step); here one C call, one pass per tensor. */
+em_status em_sum_squares(double *out, int n, em_tensor *const *ts, bool composed) {
+  if (!out || n < 0 || (n > 0 && !ts)) return em_error(EM_ERR_ARG, "sum_squares: NULL argument");
+  *out = 0;
+  double total = 0;
+  for (int i = 0; i < n; i++) {
+    em_tensor *t = ts[i];
+    if (!t) return em_error(EM_ERR_ARG, "sum_squares: tensor %d is NULL", i + 1);
+    if (t->dtype != EM_F32 && t->dtype != EM_F64 && t->dtype != EM_BF16)
+      return em_error(EM_ERR_DTYPE, "sum_squares: tensor %d is %s, expected a floating dtype", i + 1,
+                      em_dtype_name(t->dtype));
+    const em_backend *be = em__be(t);
+    double part = 0;
+    em_status s;
+    if (!composed && be->sum_squares && em_is_contiguous(t)) {
+      s = be->sum_squares(t->device.index, t->dtype, em_data(t), em_numel(t), &part);
+      if (s) s = em__kernel_fail("sum_squares", s);
+    } else {
+      s = sum_squares_composed(t, &part);
+    }
+    if (s) return s;
+    total += part;
+  }
+  *out = total;
+  return EM_OK;
 }

@@ -60,6 +60,8 @@
     ((stride_a ? batch : 1) * m * k + (stride_b ? batch : 1) * k * n +                               \
      (beta != 0 ? 2 : 1) * batch * m * n) * dsz(dt),                                                 \
     2.0 * (double)m * (double)n * (double)k * (double)batch, impl_of(PROF_SLOT, dt, IMPL_GEMM))      \
+  X(sum_squares, (int device, em_dtype dt, const void *x, int64_t n, double *out),                  \
+    (device, dt, x, n, out), "sum_squares", false, n * dsz(dt), 0, PROF_KERN(dt))                   \
   X(gemm_bias,                                                                                       \
     (int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,      \
      int64_t lda, const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc),               \

@@ -167,11 +167,41 @@ static void test_bf16_optim(void) {
   free(p), free(g);
 }
 
+/* sum_squares against a float64 loop, across the chunk size (65536) and
+** the vector lanes' tail; bfloat16 values widen exactly. */
+static void test_sum_squares(void) {
+  const int64_t sizes[] = {0, 1, 17, 65536, 65536 * 3 + 5};
+  for (int si = 0; si < 5; si++) {
+    const int64_t n = sizes[si];
+    double *xd = xmalloc((size_t)(n + 1) * 8), want = 0, got[3] = {-1, -1, -1};
+    float *xf = rand_arr(EM_F32, n + 1, -3, 3, xd);
+    for (int64_t i = 0; i < n; i++) want += xd[i] * xd[i];
+    uint16_t *xb = xmalloc((size_t)(n + 1) * 2);
+    double wantb = 0;
+    for (int64_t i = 0; i < n; i++) {
+      xb[i] = em_f32_to_bf16(xf[i]);
+      const double v = em_bf16_to_f32(xb[i]);
+      wantb += v * v;
+    }
+    bool ok = be->sum_squares(0, EM_F32, xf, n, &got[0]) == EM_OK &&
+              be->sum_squares(0, EM_F64, xd, n, &got[1]) == EM_OK &&
+              be->sum_squares(0, EM_BF16, xb, n, &got[2]) == EM_OK;
+    const double tol = 1e-12 * (want > 1 ? want : 1), tolb = 1e-12 * (wantb > 1 ? wantb : 1);
+    check(ok && fabs(got[0] - want) <= tol && fabs(got[1] - want) <= tol && fabs(got[2] - wantb) <= tolb,
+          "sum_squares n=%lld: f32 %.17g f64 %.17g bf16 %.17g (want %.17g, bf16 %.17g)", (long long)n,
+          got[0], got[1], got[2], want, wantb);
+    free(xd), free(xf), free(xb);
+  }
+  double out;
+  check(be->sum_squares(0, EM_I64, NULL, 0, &out) == EM_ERR_DTYPE, "sum_squares refuses int64");
+}
+
 int main(int argc, char **argv) {
   void *h = backend_cpu_open(argc, argv);
   if (!h) return 2;
   test_random();
   test_optim();
   test_bf16_optim();
+  test_sum_squares();
   return backend_cpu_done(h);
 }

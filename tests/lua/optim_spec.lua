@@ -183,6 +183,28 @@ describe("clip_grad_norm", function()
     end)
   end
 
+  it("sums the squares in one C call, as the squares summed op by op", function()
+    local core = require "ember.core"
+    ember.manual_seed(3)
+    local ts = { ember.randn(300, 257), ember.randn(70000):double(), ember.randn(33, 9):bfloat16() }
+    local function exact(list)
+      local w = 0
+      for _, t in ipairs(list) do w = w + (t:double() * t:double()):sum():item() end
+      return w
+    end
+    local want = exact(ts)
+    assert.are.near(want, core._sum_squares(ts), 1e-12 * want) -- float64 sums
+    assert.are.near(want, core._sum_squares(ts, true), 1e-5 * want) -- float32 sums there
+    local strided = { ember.randn(40, 30):t() } -- not contiguous: composed
+    assert.are.near(exact(strided), core._sum_squares(strided), 1e-5 * exact(strided))
+    assert.are.equal(0, core._sum_squares({}))
+    assert.has_error(function() core._sum_squares({ ember.tensor({ 1, 2 }, { dtype = "int64" }) }) end)
+    -- the norm clip_grad_norm reports and uses
+    local p = ember.randn(5000):requires_grad_()
+    ;(p * 3):sum():backward()
+    assert.are.near(3 * math.sqrt(5000), optim.clip_grad_norm({ p }, 1e9), 1e-9)
+  end)
+
   it("supports the max norm, modules, and no gradients at all", function()
     local m = nn.Linear(2, 2)
     assert.are.equal(0, optim.clip_grad_norm(m, 1))

@@ -8,6 +8,7 @@
 -- @module optim.clip_grad_norm
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
+local core = require "ember.core"
 
 local function clip_grad_norm(params, max_norm, norm_type)
   norm_type = norm_type or 2
@@ -27,23 +28,28 @@ local function clip_grad_norm(params, max_norm, norm_type)
     if g ~= nil then grads[#grads + 1] = g end
   end
   if #grads == 0 then return 0 end
-  local total = ember.no_grad(function()
-    local acc
-    for _, g in ipairs(grads) do
-      -- per-tensor partial results in float64, one host sync at the end
-      local part
-      if inf then part = g:abs():max():double()
-      elseif norm_type == 2 then part = (g * g):sum():double()
-      elseif norm_type == 1 then part = g:abs():sum():double()
-      else part = (g:double():abs() ^ norm_type):sum() end
-      if acc == nil then acc = part
-      elseif inf then acc = acc:maximum(part)
-      else acc = acc + part end
-    end
-    local v = acc:item()
-    if inf or norm_type == 1 then return v end
-    return norm_type == 2 and math.sqrt(v) or v ^ (1 / norm_type)
-  end)
+  local total
+  if norm_type == 2 then
+    -- one C call: each gradient's squares summed in one pass, in float64
+    total = math.sqrt(core._sum_squares(grads))
+  else
+    total = ember.no_grad(function()
+      local acc
+      for _, g in ipairs(grads) do
+        -- per-tensor partial results in float64, one host sync at the end
+        local part
+        if inf then part = g:abs():max():double()
+        elseif norm_type == 1 then part = g:abs():sum():double()
+        else part = (g:double():abs() ^ norm_type):sum() end
+        if acc == nil then acc = part
+        elseif inf then acc = acc:maximum(part)
+        else acc = acc + part end
+      end
+      local v = acc:item()
+      if inf or norm_type == 1 then return v end
+      return v ^ (1 / norm_type)
+    end)
+  end
   local coef = max_norm / (total + 1e-6)
   if coef < 1 then
     ember.no_grad(function() for _, g in ipairs(grads) do g:mul_(coef) end end)
