@@ -261,6 +261,129 @@ static void test_layer_norm(void) {
   free(dxf);
 }
 
+/* The CPU kernels' exact order, written out plainly: every sum in double,
+** in 16 interleaved lanes (lane k takes elements k, k + 16, ...) added up
+** lane 0 first, then the tail; each column of dw and db over the rows in
+** order. f32 rounds every float operation (a float op's result is the
+** double result rounded once more: exact for + - * with float operands).
+** The kernels may block, interleave and vectorise rows in any way that
+** keeps this order, so their bits must match. */
+static double rt_(double v, bool f32) { return f32 ? (double)(float)v : v; }
+
+static double lanes_sum(const double *v, int64_t n) {
+  double acc[16] = {0}, s = 0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) acc[k] += v[j + k];
+  for (int k = 0; k < 16; k++) s += acc[k];
+  for (; j < n; j++) s += v[j];
+  return s;
+}
+
+/* forward and backward of one row set; mu = NULL: RMS norm */
+static void ref_norm_exact(bool f32, bool centred, const double *x, const double *w,
+                           const double *b, const double *dy, int64_t rows, int64_t n,
+                           double eps, double *y, double *mean, double *rstd, double *dx,
+                           double *dw, double *db) {
+  double *t = xmalloc(n * 8);
+  for (int64_t r = 0; r < rows; r++) {
+    const double *xr = x + r * n, *dyr = dy + r * n;
+    double mu = 0;
+    if (centred) mu = lanes_sum(xr, n) / (double)n;
+    for (int64_t j = 0; j < n; j++) t[j] = (xr[j] - mu) * (xr[j] - mu);
+    const double rs = 1.0 / sqrt(lanes_sum(t, n) / (double)n + eps);
+    const double tmu = rt_(mu, f32), trs = rt_(rs, f32);
+    mean[r] = tmu, rstd[r] = trs;
+    for (int64_t j = 0; j < n; j++) {
+      double v = rt_(rt_(xr[j] - tmu, f32) * trs, f32);
+      if (w) v = rt_(v * w[j], f32);
+      if (b) v = rt_(v + b[j], f32);
+      y[r * n + j] = v;
+    }
+    /* dx from the stored (rounded) mean and rstd, as the backward gets them */
+    for (int64_t j = 0; j < n; j++) t[j] = w ? rt_(dyr[j] * w[j], f32) : dyr[j];
+    const double sg = lanes_sum(t, n);
+    for (int64_t j = 0; j < n; j++) {
+      const double xh = rt_(rt_(xr[j] - tmu, f32) * trs, f32);
+      t[j] = (w ? rt_(dyr[j] * w[j], f32) : dyr[j]) * xh;
+    }
+    const double sgx = lanes_sum(t, n);
+    const double a = centred ? rt_(sg / (double)n, f32) : 0, c = rt_(sgx / (double)n, f32);
+    for (int64_t j = 0; j < n; j++) {
+      const double g = w ? rt_(dyr[j] * w[j], f32) : dyr[j];
+      const double xs = rt_(rt_(rt_(xr[j] - tmu, f32) * trs, f32) * c, f32);
+      dx[r * n + j] = rt_(trs * rt_(rt_(g - a, f32) - xs, f32), f32);
+    }
+  }
+  for (int64_t j = 0; j < n; j++) {
+    double aw = 0, ab = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      const double xh = rt_(rt_(x[r * n + j] - mean[r], f32) * rstd[r], f32);
+      aw += rt_(dy[r * n + j] * xh, f32);
+      ab += dy[r * n + j];
+    }
+    dw[j] = rt_(aw, f32), db[j] = rt_(ab, f32);
+  }
+  free(t);
+}
+
+/* Layer norm and RMS norm, float32 and float64, forward and backward, bit
+** for bit against ref_norm_exact: row counts around any row block (1 to
+** 37, and 300 for the team) and n below, at and past the 16 lanes. */
+static void test_norm_bits(void) {
+  static const int64_t rows_[] = {1, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 33, 37, 300};
+  static const int64_t n_[] = {1, 5, 16, 17, 40, 100, 128, 130, 257, 512};
+  int bad = 0, cases = 0;
+  for (int d = 0; d < 2; d++) {
+    const em_dtype dt = d ? EM_F64 : EM_F32;
+    const bool f32 = !d;
+    for (size_t ri = 0; ri < sizeof rows_ / sizeof *rows_; ri++)
+      for (size_t ni = 0; ni < sizeof n_ / sizeof *n_; ni++)
+        for (int centred = 0; centred < 2; centred++) {
+          const int64_t rows = rows_[ri], n = n_[ni], rn = rows * n;
+          if (rows == 300 && n > 130) continue;
+          double *xd = xmalloc(rn * 8), *dyd = xmalloc(rn * 8), *wd = xmalloc(n * 8),
+                 *bd = xmalloc(n * 8);
+          void *x = rand_arr(dt, rn, -3, 5, xd), *dy = rand_arr(dt, rn, -1, 1, dyd);
+          void *w = rand_arr(dt, n, 0.5, 1.5, wd), *b = rand_arr(dt, n, -1, 1, bd);
+          double *y = xmalloc(rn * 8), *dx = xmalloc(rn * 8), *mean = xmalloc(rows * 8),
+                 *rstd = xmalloc(rows * 8), *dw = xmalloc(n * 8), *db = xmalloc(n * 8);
+          double *wy = xmalloc(rn * 8), *wdx = xmalloc(rn * 8), *wmean = xmalloc(rows * 8),
+                 *wrstd = xmalloc(rows * 8), *wdw = xmalloc(n * 8), *wdb = xmalloc(n * 8);
+          /* with weight (and bias) on odd rows counts, without on even ones */
+          const bool wb = rows % 2;
+          ref_norm_exact(f32, centred, xd, wb ? wd : NULL, wb && centred ? bd : NULL, dyd, rows,
+                         n, 1e-5, wy, wmean, wrstd, wdx, wdw, wdb);
+          em_status s;
+          if (centred)
+            s = be->layer_norm(0, dt, y, mean, rstd, x, wb ? w : NULL, wb ? b : NULL, rows, n,
+                               1e-5);
+          else
+            s = be->rms_norm(0, dt, y, rstd, x, wb ? w : NULL, rows, n, 1e-5);
+          if (s == EM_OK && centred)
+            s = be->layer_norm_backward(0, dt, dx, dw, db, dy, x, mean, rstd, wb ? w : NULL, rows,
+                                        n);
+          else if (s == EM_OK)
+            s = be->rms_norm_backward(0, dt, dx, dw, dy, x, rstd, wb ? w : NULL, rows, n);
+          int ok = s == EM_OK && close_to("norm y", y, dt, wy, rn, 0, 0) &&
+                   close_to("norm rstd", rstd, dt, wrstd, rows, 0, 0) &&
+                   (!centred || close_to("norm mean", mean, dt, wmean, rows, 0, 0)) &&
+                   close_to("norm dx", dx, dt, wdx, rn, 0, 0) &&
+                   close_to("norm dw", dw, dt, wdw, n, 0, 0) &&
+                   (!centred || close_to("norm db", db, dt, wdb, n, 0, 0));
+          if (!ok && bad++ < 5)
+            printf("# %s %s [%lld, %lld] differs from the exact order\n",
+                   centred ? "layer_norm" : "rms_norm", dtn(dt), (long long)rows, (long long)n);
+          cases++;
+          free(xd), free(dyd), free(wd), free(bd), free(x), free(dy), free(w), free(b);
+          free(y), free(dx), free(mean), free(rstd), free(dw), free(db);
+          free(wy), free(wdx), free(wmean), free(wrstd), free(wdw), free(wdb);
+        }
+  }
+  check(bad == 0, "layer_norm and rms_norm f32/f64: %d cases bit for bit in the kernels' order (%d differ)",
+        cases, bad);
+}
+
 /* ---- indexing ---- */
 
 static void test_index(void) {
@@ -416,6 +539,7 @@ int main(int argc, char **argv) {
   test_reduce();
   test_softmax();
   test_layer_norm();
+  test_norm_bits();
   test_index();
   test_cross_entropy();
   return backend_cpu_done(h);
