@@ -390,6 +390,7 @@ static const em_backend cpu_backend = {
   .gemm_bias = cpu_gemm_bias,
   .sum_squares = cpu_sum_squares,
   .attention_strided_heads = true,
+  .binary_mixed_bf16 = true,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

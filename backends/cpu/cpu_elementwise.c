@@ -447,12 +447,60 @@ static void binary_bool(char **p, const int64_t *s, int64_t n, void *vctx) {
 static int is_comparison(em_binary_op op) { return op >= EM_EQ && op <= EM_GE; }
 static int is_logical(em_binary_op op) { return op >= EM_AND && op <= EM_XOR; }
 
+/* float32 add and sub with one bfloat16 operand (em_backend's
+** binary_mixed_bf16): the bfloat16 values widened as they are read, which
+** is exact, then float32's add or sub, so the bits of a cast to float32
+** followed by binary_f32, without the cast's pass and copy. */
+typedef struct mixed_ctx {
+  bool sub, a_bf16; /* a - b; which operand is bfloat16 */
+} mixed_ctx;
+
+CPU_VECTOR_CLONES_512 static void mixed_run(float *restrict o, const float *restrict x,
+                                            const uint16_t *restrict h, int64_t n, bool sub,
+                                            bool h_first) {
+  if (!sub)
+    for (int64_t i = 0; i < n; i++) o[i] = x[i] + em_bf16_to_f32(h[i]);
+  else if (h_first)
+    for (int64_t i = 0; i < n; i++) o[i] = em_bf16_to_f32(h[i]) - x[i];
+  else
+    for (int64_t i = 0; i < n; i++) o[i] = x[i] - em_bf16_to_f32(h[i]);
+}
+
+static void binary_mixed(char **p, const int64_t *s, int64_t n, void *vctx) {
+  const mixed_ctx *c = vctx;
+  const int xi = c->a_bf16 ? 2 : 1, hi = c->a_bf16 ? 1 : 2;
+  if (s[0] == 4 && s[xi] == 4 && s[hi] == 2) {
+    mixed_run((float *)p[0], (const float *)p[xi], (const uint16_t *)p[hi], n, c->sub, c->a_bf16);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const float x = *(const float *)(p[xi] + i * s[xi]);
+    const float h = em_bf16_to_f32(*(const uint16_t *)(p[hi] + i * s[hi]));
+    *(float *)(p[0] + i * s[0]) = !c->sub ? x + h : c->a_bf16 ? h - x : x - h;
+  }
+}
+
+static bool is_mixed_bf16(em_binary_op op, const em_kview *out, const em_kview *a,
+                          const em_kview *b) {
+  return (op == EM_ADD || op == EM_SUB) && out->dtype == EM_F32 &&
+         ((a->dtype == EM_F32 && b->dtype == EM_BF16) || (a->dtype == EM_BF16 && b->dtype == EM_F32));
+}
+
 em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_kview *a,
                      const em_kview *b) {
   (void)device;
   if ((unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "cpu binary: unknown op %d", (int)op);
   const char *name = em_kernel_binary_name(op);
+  if (is_mixed_bf16(op, out, a, b)) {
+    cpu_iter it;
+    const em_kview *v[3] = {out, a, b};
+    em_status s = cpu_iter_init(&it, name, 3, v);
+    if (s) return s;
+    mixed_ctx c = {op == EM_SUB, a->dtype == EM_BF16};
+    cpu_iter_run(&it, binary_mixed, &c);
+    return EM_OK;
+  }
   if (a->dtype != b->dtype)
     return em_error(EM_ERR_DTYPE, "cpu binary %s: operands are %s and %s, expected one dtype",
                     name, cpu_dtype_name(a->dtype), cpu_dtype_name(b->dtype));

@@ -427,6 +427,13 @@ typedef struct em_backend {
   ** count (clip_grad_norm). Without it the caller squares and sums with
   ** the other kernels. */
   em_status (*sum_squares)(int device, em_dtype dt, const void *x, int64_t n, double *out);
+
+  /* ---- float32 beside bfloat16 (ABI 9) ---- */
+  /* binary's add and sub take one bfloat16 operand beside a float32 one
+  ** (out float32), widening it as read: what a cast to float32 and the
+  ** float32 op give, without the cast's pass. Without it the caller casts
+  ** first (an autocast residual, x + block(x), pays a pass more). */
+  bool binary_mixed_bf16;
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

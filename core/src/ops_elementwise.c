@@ -353,6 +353,27 @@ static em_status minimum_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
   return extremum_backward(n, gy, gx, EM_GT);
 }
 
+/* float32 with bfloat16 in one kernel (binary_mixed below): each input's
+** gradient in its own dtype, as the cast's backward would give it. */
+static em_status mixed_backward(em_node *n, em_tensor *gy, em_tensor **gx);
+static const em_opdef MIXED_DEFS[2] = {{"add", mixed_backward, NULL}, {"sub", mixed_backward, NULL}};
+
+static em_status mixed_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  const bool sub = n->op == &MIXED_DEFS[1];
+  for (int i = 0; i < 2; i++) {
+    if (!n->needs_grad[i]) continue;
+    em_tensor *g = NULL, *c = NULL;
+    em_status s = i == 1 && sub ? em_unary(&g, EM_NEG, gy, 0, 0) : (g = em_retain(gy), EM_OK);
+    if (!s && g->dtype != n->in_dtype[i]) {
+      s = em_to_dtype(&c, g, n->in_dtype[i]);
+      em_release(g), g = c;
+    }
+    if (s) return s;
+    gx[i] = g;
+  }
+  return EM_OK;
+}
+
 static const em_opdef BINARY_DEFS[EM_MINIMUM + 1] = {
   [EM_ADD] = {"add", add_backward, NULL},
   [EM_SUB] = {"sub", sub_backward, NULL},
@@ -377,10 +398,43 @@ static em_status binary_record(em_tensor *y, em_binary_op op, em_tensor *a, em_t
   return em_autograd_record(y, &BINARY_DEFS[op], 2, in, n_saved, saved, NULL);
 }
 
+/* a + b or a - b of one shape, one float32 and one bfloat16, both
+** contiguous, on a backend whose binary takes them so (binary_mixed_bf16):
+** the float32 result in one pass. Under autocast that is every residual
+** of a block whose output is bfloat16. */
+static bool mixed_bf16(em_binary_op op, const em_tensor *a, const em_tensor *b) {
+  return (op == EM_ADD || op == EM_SUB) &&
+         ((a->dtype == EM_F32 && b->dtype == EM_BF16) || (a->dtype == EM_BF16 && b->dtype == EM_F32)) &&
+         em_device_eq(a->device, b->device) && same_shape(a, b) && em_is_contiguous(a) &&
+         em_is_contiguous(b) && em__be(a)->binary_mixed_bf16;
+}
+
+static em_status binary_mixed(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b) {
+  em_tensor *y;
+  EM_TRY(em__new(&y, a->ndim, a->shape, EM_F32, a->device, BINARY_NAMES[op]));
+  const int64_t n = em_numel(a);
+  em_kview ky, ka, kb;
+  kview_flat(y, n, &ky);
+  kview_flat(a, n, &ka);
+  kview_flat(b, n, &kb);
+  em_status s = em__be(a)->binary(a->device.index, op, &ky, &ka, &kb);
+  if (s) s = em__kernel_fail(BINARY_NAMES[op], s);
+  em_tensor *in[2] = {a, b};
+  if (!s && (a->requires_grad || b->requires_grad) && em_grad_enabled())
+    s = em_autograd_record(y, &MIXED_DEFS[op == EM_SUB], 2, in, 0, NULL, NULL);
+  if (s) {
+    em_release(y);
+    return s;
+  }
+  *out = y;
+  return EM_OK;
+}
+
 em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b) {
   if (!out || !a || !b || (unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
   *out = NULL;
+  if (mixed_bf16(op, a, b)) return binary_mixed(out, op, a, b);
   if (a->dtype != b->dtype || a->device.backend != b->device.backend ||
       a->device.index != b->device.index) {
     em_tensor *ua, *ub;
