@@ -148,6 +148,17 @@ static inline int64_t att_kv_row(const att_ctx *c, const att_lay *l, int64_t bh,
   return (bh / a->H) * l->b + ((bh % a->H) / g) * l->h + j * l->r;
 }
 
+/* The chunk of a parallel loop over work items grouped by head (per_head
+** items of each head, heads in order): a whole batch's items when there
+** are batches enough to go round, so that one thread takes all heads of a
+** batch one after another and finds the neighbouring heads' rows, which
+** come with its own where heads lie interleaved ([B, L, H, d]), in its
+** cache; else single items. Each head is one thread's work either way: the
+** same bits. */
+static inline int64_t att_batch_chunk(const att_ctx *c, int64_t per_batch) {
+  return c->a->B >= 2 * omp_get_max_threads() ? per_batch : 1;
+}
+
 /* A tensor's layout: its strides when given, else contiguous [B, heads,
 ** rows, d]. */
 static inline att_lay att_lay_of(const int64_t st[3], int64_t heads, int64_t rows, int64_t d) {

@@ -218,12 +218,13 @@ static em_status FN(forward)(att_ctx *c) {
   if (c->parallel) {
     const uint64_t t0 = cpu_team_now();
     uint64_t lag = 0;
+    const int64_t chunk = att_batch_chunk(c, a->H * nqt);
 #pragma omp parallel
     {
       CPU_TEAM_MARK(t0, lag);
       T *S = cpu_scratch_alloc(per_thread);
       if (!S) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic, chunk)
       for (int64_t t = 0; t < items; t++)
         if (S) FN(forward_item)(c, t, nqt, S);
       cpu_scratch_free(S, per_thread);
@@ -466,6 +467,25 @@ CPU_VECTOR_CLONES_512 static void FN(out_dots)(const att_ctx *c, const ST *restr
   }
 }
 
+/* out_dots for rows [i0, i0 + n) of every head of batch b, a row's heads
+** one after another: the order they lie in when heads are interleaved
+** ([B,L,H,d]), so the rows stream in as a contiguous tensor's do. */
+CPU_VECTOR_CLONES_512 static void FN(out_dots_by_row)(const att_ctx *c, const ST *restrict dO,
+                                                      const ST *restrict O, int64_t b, int64_t i0,
+                                                      int64_t n, int64_t dv, double *restrict D) {
+  const int64_t H = c->a->H, Lq = c->a->Lq;
+  for (int64_t i = i0; i < i0 + n; i++)
+    for (int64_t h = 0; h < H; h++) {
+      const ST *g = dO + b * c->go.b + h * c->go.h + i * c->go.r, *o = O + b * c->o.b + h * c->o.h + i * c->o.r;
+      double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t x = 0;
+      for (; x + 8 <= dv; x += 8)
+        for (int y = 0; y < 8; y++) s[y] += (double)FN(from_st)(g[x + y]) * (double)FN(from_st)(o[x + y]);
+      for (; x < dv; x++) s[0] += (double)FN(from_st)(g[x]) * (double)FN(from_st)(o[x]);
+      D[(b * H + h) * Lq + i] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    }
+}
+
 static em_status FN(backward)(att_ctx *c) {
   const em_attention_args *a = c->a;
   const int64_t BH = a->B * a->H, Lq = a->Lq, dv = a->dv;
@@ -478,8 +498,14 @@ static em_status FN(backward)(att_ctx *c) {
     return em_error(EM_ERR_OOM, "cpu attention_backward: out of memory for %lld row sums",
                     (long long)(BH * Lq));
   const int64_t rows = BH * Lq, chunks = (rows + 63) / 64;
-  CPU_FOR(c->parallel, t, chunks,
-    FN(out_dots)(c, a->dout, a->out, t * 64, rows - t * 64 < 64 ? rows - t * 64 : 64, dv, D););
+  if (c->go.h < c->go.r && c->o.h < c->o.r) { /* heads lie inside rows ([B,L,H,d]): rows in memory order */
+    const int64_t nb = (Lq + 63) / 64;
+    CPU_FOR(c->parallel, t, a->B * nb,
+      FN(out_dots_by_row)(c, a->dout, a->out, t / nb, t % nb * 64, Lq - t % nb * 64 < 64 ? Lq - t % nb * 64 : 64, dv, D););
+  } else {
+    CPU_FOR(c->parallel, t, chunks,
+      FN(out_dots)(c, a->dout, a->out, t * 64, rows - t * 64 < 64 ? rows - t * 64 : 64, dv, D););
+  }
   c->D = D;
   em_status ds = FN(decl_prepare)(c, true);
   if (ds == EM_OK) ds = FN(xprepare)(c);
@@ -504,6 +530,7 @@ static em_status FN(backward)(att_ctx *c) {
   if (c->parallel) {
     const uint64_t t0 = cpu_team_now();
     uint64_t lag = 0;
+    const int64_t chunk = att_batch_chunk(c, a->H);
 #pragma omp parallel
     {
       CPU_TEAM_MARK(t0, lag);
@@ -512,7 +539,7 @@ static em_status FN(backward)(att_ctx *c) {
       T *dS = P ? P + c->br * c->ld : NULL, *acc = P ? dS + c->br * c->ld : NULL;
       T *X = P && n_x ? acc + n_acc : NULL;
       if (per_head) {
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(dynamic, chunk)
         for (int64_t t = 0; t < BH; t++)
           if (P) FN(backward_head)(c, t, nkt, P, dS, acc, X);
       } else {
