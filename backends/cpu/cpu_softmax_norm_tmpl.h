@@ -1,7 +1,8 @@
 /*
 ** cpu_softmax_norm_tmpl.h -- softmax and layer norm for one float type;
 ** included by cpu_softmax_norm.c with T (float or double) and SUF set.
-** Each kernel is a function of one row, run over the rows by CPU_FOR.
+** Softmax's kernels are functions of one row, run over the rows by
+** CPU_FOR; the norms' of a block of LN_BLOCK rows.
 ** Row sums accumulate in double; EXP_T is the exponential for T (set by
 ** cpu_softmax_norm.c).
 */
@@ -48,62 +49,201 @@ static void FN(softmax_backward)(T *gx, const T *gy, const T *y, int64_t rows, i
           FN(softmax_backward_row)(gx + r * n, gy + r * n, y + r * n, n, log_););
 }
 
-/* Layer norm of a row, or with centred false RMS norm (mu = 0: x scaled
-** by 1/sqrt(mean(x^2) + eps), Zhang and Sennrich 2019), which is the same
-** computation without the mean. */
-CPU_VECTOR_CLONES_512 static void FN(layer_norm_row)(T *yr, T *mean, T *rstd, const T *xr,
-                                                 const T *w, const T *b, int64_t n, double eps,
-                                                 bool centred) {
-  const double mu = centred ? CPU_CAT(cpu_sum, SUF)(xr, n) / (double)n : 0.0;
+/* Layer norm, or with centred false RMS norm (mu = 0: x scaled by
+** 1/sqrt(mean(x^2) + eps), Zhang and Sennrich 2019), which is the same
+** computation without the mean.
+**
+** The rows go LN_R at a time through the statistics: each row's sums are
+** those of cpu_sum and cpu_sqdev (cpu_vmath.h: CPU_LANES double lanes,
+** added up lane 0 first, then the tail), so the bits are a single row's,
+** but the rows' chains of adds, the lanes' sum, the division and the
+** square root overlap instead of waiting on each other (one row at a time,
+** a [4096, 128] forward spent most of its time on that latency: 0.15 ->
+** 0.11 ms on a Zen 4 core, RMS norm 0.094 -> 0.071). ln_rows is inlined
+** with NR a constant: LN_R for rows up to LN_SHORT, else 1, and 1 for a
+** block's last rows. tests/c/test_backend_cpu_rows.c checks the bits
+** against the order written out plainly, across these boundaries. */
+enum { FN(LN_R) = 8, FN(LN_RB) = 4, FN(LN_BLOCK) = 32, FN(LN_SHORT) = 256 };
+
+/* CPU_LANES (16) lanes as two vectors of 8 doubles, written with GCC's
+** vector extensions: left to itself GCC vectorised the plain loops across
+** the rows (shuffles everywhere). Each clone lowers them to its own
+** registers, with the same operation per lane. */
+typedef double FN(v8d) __attribute__((vector_size(64)));
+typedef T FN(v8t) __attribute__((vector_size(8 * sizeof(T))));
+_Static_assert(CPU_LANES == 16, "ln_sum_rows holds the lanes as two vectors of 8");
+
+/* V[k] = (double)(E) for k = 0..7, element by element: GCC 12 makes one
+** vcvtps2pd of that, where __builtin_convertvector gave two halves and a
+** spill (and a function returning a vector changes the ABI between the
+** clones, -Wpsabi) */
+#define LN_WIDEN8(V, k_, E)                                                   \
+  for (int k_ = 0; k_ < 8; k_++) (V)[k_] = (double)(E)
+
+/* s[r] = cpu_sum of row r (mu NULL) or cpu_sqdev of row r about mu[r] */
+CPU_VMATH_INLINE void FN(ln_sum_rows)(double *s, const T *x, int64_t n, int NR,
+                                      const double *mu) {
+  FN(v8d) lo[FN(LN_R)], hi[FN(LN_R)];
+  for (int r = 0; r < NR; r++) lo[r] = hi[r] = (FN(v8d)){0};
+  int64_t j = 0;
+  for (; j + CPU_LANES <= n; j += CPU_LANES)
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+      const T *xr = x + r * n + j;
+      FN(v8d) a, b;
+      LN_WIDEN8(a, k, xr[k]);
+      LN_WIDEN8(b, k, xr[8 + k]);
+      if (mu) {
+        a -= mu[r];
+        b -= mu[r];
+        lo[r] += a * a;
+        hi[r] += b * b;
+      } else {
+        lo[r] += a;
+        hi[r] += b;
+      }
+    }
+  for (int r = 0; r < NR; r++) s[r] = 0;
+  for (int k = 0; k < 8; k++)
+    for (int r = 0; r < NR; r++) s[r] += lo[r][k];
+  for (int k = 0; k < 8; k++)
+    for (int r = 0; r < NR; r++) s[r] += hi[r][k];
+  for (int r = 0; r < NR; r++)
+    for (int64_t i = j; i < n; i++) {
+      const double v = (double)x[r * n + i];
+      s[r] += mu ? (v - mu[r]) * (v - mu[r]) : v;
+    }
+}
+
+CPU_VMATH_INLINE void FN(ln_rows)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
+                                  int64_t n, int NR, double eps, bool centred) {
+  double mu[FN(LN_R)], s[FN(LN_R)], rs[FN(LN_R)];
+  if (centred) {
+    FN(ln_sum_rows)(s, xr, n, NR, NULL);
+    for (int r = 0; r < NR; r++) mu[r] = s[r] / (double)n;
+  } else {
+    for (int r = 0; r < NR; r++) mu[r] = 0.0;
+  }
   /* two passes: the variance never goes negative */
-  const double m2 = CPU_CAT(cpu_sqdev, SUF)(xr, n, mu);
-  const double rs = 1.0 / sqrt(m2 / (double)n + eps);
-  if (mean) *mean = (T)mu;
-  if (rstd) *rstd = (T)rs;
-  const T tmu = (T)mu, trs = (T)rs;
-  if (w && b)
-    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs * w[j] + b[j];
-  else if (w)
-    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs * w[j];
-  else if (b)
-    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs + b[j];
-  else
-    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - tmu) * trs;
+  FN(ln_sum_rows)(s, xr, n, NR, mu);
+  for (int r = 0; r < NR; r++) rs[r] = 1.0 / sqrt(s[r] / (double)n + eps);
+  for (int r = 0; r < NR; r++) {
+    if (mean) mean[r] = (T)mu[r];
+    if (rstd) rstd[r] = (T)rs[r];
+    const T tmu = (T)mu[r], trs = (T)rs[r];
+    const T *x1 = xr + r * n;
+    T *y1 = yr + r * n;
+    if (w && b)
+      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs * w[j] + b[j];
+    else if (w)
+      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs * w[j];
+    else if (b)
+      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs + b[j];
+    else
+      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs;
+  }
+}
+
+/* rows [r0, r1) */
+CPU_VECTOR_CLONES_512 static void FN(layer_norm_block)(T *y, T *mean, T *rstd, const T *x,
+                                                     const T *w, const T *b, int64_t r0,
+                                                     int64_t r1, int64_t n, double eps,
+                                                     bool centred) {
+  int64_t r = r0;
+  /* long rows have latency enough to hide in their own chains: LN_R of
+  ** them at a time lost at n = 512 (0.42 -> 0.46 ms a [4096, 512]) */
+  if (n <= FN(LN_SHORT))
+    for (; r + FN(LN_R) <= r1; r += FN(LN_R))
+      FN(ln_rows)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n, w, b, n,
+                  FN(LN_R), eps, centred);
+  for (; r < r1; r++)
+    FN(ln_rows)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n, w, b, n, 1,
+                eps, centred);
 }
 
 static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b,
                            int64_t rows, int64_t n, double eps, bool centred) {
-  CPU_FOR(rows * n > CPU_PAR_MIN, r, rows,
-          FN(layer_norm_row)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n,
-                             w, b, n, eps, centred););
+  const int64_t nblk = (rows + FN(LN_BLOCK) - 1) / FN(LN_BLOCK);
+  CPU_FOR(rows * n > CPU_PAR_MIN, blk, nblk,
+    const int64_t r0 = blk * FN(LN_BLOCK);
+    FN(layer_norm_block)(y, mean, rstd, x, w, b, r0,
+                         rows - r0 < FN(LN_BLOCK) ? rows : r0 + FN(LN_BLOCK), n, eps, centred););
 }
 
 /* With xhat = (x - mean) * rstd and g = dy * w:
 **   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-** and for RMS norm (centred false, mu = 0) the same without mean(g). */
-CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_row)(T *dxr, const T *dyr, const T *xr, T mu,
-                                                    T rs, const T *w, int64_t n, bool centred) {
-  /* both sums in the lanes of cpu_sum (cpu_vmath.h): one order on every clone */
-  double asg[CPU_LANES] = {0}, asgx[CPU_LANES] = {0};
+** and for RMS norm (centred false, mu = 0) the same without mean(g).
+** NR rows at once (LN_RB, or 1), as the forward: both sums in the lanes of
+** cpu_sum, one order on every clone. */
+CPU_VMATH_INLINE void FN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T *mean,
+                                     const T *rstd, const T *w, int64_t n, int NR) {
+  FN(v8d) asg[FN(LN_RB)][2], asgx[FN(LN_RB)][2];
+  T mu[FN(LN_RB)], rs[FN(LN_RB)];
+  for (int r = 0; r < NR; r++) {
+    mu[r] = mean ? mean[r] : (T)0;
+    rs[r] = rstd[r];
+    for (int h = 0; h < 2; h++) asg[r][h] = asgx[r][h] = (FN(v8d)){0};
+  }
   int64_t j = 0;
-  for (; j + CPU_LANES <= n; j += CPU_LANES)
-    for (int k = 0; k < CPU_LANES; k++) {
-      const T g = w ? dyr[j + k] * w[j + k] : dyr[j + k];
-      asg[k] += (double)g;
-      asgx[k] += (double)g * (double)((xr[j + k] - mu) * rs);
+  /* unswitched on w and unrolled, so that the sums stay in registers; the
+  ** float products on vectors of T, then widened (GCC's SLP made a gather
+  ** of scalar products out of the element-wise form) */
+#define LN_DX_LANES(WEIGHT)                                                   \
+  for (; j + CPU_LANES <= n; j += CPU_LANES)                                  \
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                     \
+      FN(v8t) wv;                                                             \
+      if (WEIGHT) memcpy(&wv, w + j + 8 * h, sizeof wv);                      \
+      _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                  \
+        const int64_t o = r * n + j + 8 * h;                                  \
+        FN(v8t) g, xh;                                                        \
+        memcpy(&g, dyr + o, sizeof g);                                        \
+        memcpy(&xh, xr + o, sizeof xh);                                       \
+        if (WEIGHT) g *= wv;                                                  \
+        xh = (xh - mu[r]) * rs[r];                                            \
+        FN(v8d) gd, xd;                                                       \
+        LN_WIDEN8(gd, k, g[k]);                                               \
+        LN_WIDEN8(xd, k, xh[k]);                                              \
+        asg[r][h] += gd;                                                      \
+        asgx[r][h] += gd * xd;                                                \
+      }                                                                       \
     }
-  double sg = 0, sgx = 0;
-  for (int k = 0; k < CPU_LANES; k++) sg += asg[k], sgx += asgx[k];
-  for (; j < n; j++) {
-    const T g = w ? dyr[j] * w[j] : dyr[j];
-    sg += (double)g;
-    sgx += (double)g * (double)((xr[j] - mu) * rs);
+  if (w)
+    LN_DX_LANES(1)
+  else
+    LN_DX_LANES(0)
+#undef LN_DX_LANES
+  double sg[FN(LN_RB)], sgx[FN(LN_RB)];
+  for (int r = 0; r < NR; r++) sg[r] = 0, sgx[r] = 0;
+  for (int h = 0; h < 2; h++)
+    for (int k = 0; k < 8; k++)
+      for (int r = 0; r < NR; r++) sg[r] += asg[r][h][k], sgx[r] += asgx[r][h][k];
+  for (int r = 0; r < NR; r++)
+    for (int64_t i = j; i < n; i++) {
+      const T g = w ? dyr[r * n + i] * w[i] : dyr[r * n + i];
+      sg[r] += (double)g;
+      sgx[r] += (double)g * (double)((xr[r * n + i] - mu[r]) * rs[r]);
+    }
+  for (int r = 0; r < NR; r++) {
+    const T a = mean ? (T)(sg[r] / (double)n) : (T)0, c = (T)(sgx[r] / (double)n);
+    const T m = mu[r], s = rs[r];
+    const T *x1 = xr + r * n, *dy1 = dyr + r * n;
+    T *dx1 = dxr + r * n;
+    for (int64_t i = 0; i < n; i++) {
+      T g = w ? dy1[i] * w[i] : dy1[i];
+      dx1[i] = s * (g - a - (x1[i] - m) * s * c);
+    }
   }
-  const T a = centred ? (T)(sg / (double)n) : (T)0, c = (T)(sgx / (double)n);
-  for (j = 0; j < n; j++) {
-    T g = w ? dyr[j] * w[j] : dyr[j];
-    dxr[j] = rs * (g - a - (xr[j] - mu) * rs * c);
-  }
+}
+
+/* rows [r0, r1); mean NULL: RMS norm */
+CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_block)(T *dx, const T *dy, const T *x,
+                                                        const T *mean, const T *rstd, const T *w,
+                                                        int64_t r0, int64_t r1, int64_t n) {
+  int64_t r = r0;
+  for (; n <= FN(LN_SHORT) && r + FN(LN_RB) <= r1; r += FN(LN_RB))
+    FN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n,
+                   FN(LN_RB));
+  for (; r < r1; r++)
+    FN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n, 1);
 }
 
 /* dw = sum over rows of dy * xhat, db = sum over rows of dy, for the
@@ -146,9 +286,11 @@ CPU_VECTOR_CLONES_512 static void FN(layer_norm_dwdb_block)(T *restrict dw, T *r
 static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x, const T *mean,
                                     const T *rstd, const T *w, int64_t rows, int64_t n) {
   const bool par = rows * n > CPU_PAR_MIN;
-  CPU_FOR(par, r, rows,
-          FN(layer_norm_dx_row)(dx + r * n, dy + r * n, x + r * n, mean ? mean[r] : (T)0, rstd[r],
-                                w, n, mean != NULL););
+  const int64_t nrb = (rows + FN(LN_BLOCK) - 1) / FN(LN_BLOCK);
+  CPU_FOR(par, rb, nrb,
+    const int64_t r0 = rb * FN(LN_BLOCK);
+    FN(layer_norm_dx_block)(dx, dy, x, mean, rstd, w, r0,
+                            rows - r0 < FN(LN_BLOCK) ? rows : r0 + FN(LN_BLOCK), n););
   if (!dw && !db) return;
   const int64_t nblk = (n + FN(LN_CB) - 1) / FN(LN_CB);
   CPU_FOR(par, blk, nblk,
@@ -157,4 +299,5 @@ static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x
                               n - j0 < FN(LN_CB) ? n - j0 : FN(LN_CB)););
 }
 
+#undef LN_WIDEN8
 #undef FN
