@@ -89,7 +89,13 @@ em_status em_attn_softmax(const em_attn_call *c, em_tensor *scores, em_tensor *a
   em_tensor *s1 = em_retain(scores), *t = NULL;
   em_status s = EM_OK;
   if (c->mask && c->mask->dtype != EM_BOOL) {
-    s = em_add(&t, s1, c->mask);
+    /* a float mask of another dtype (float32 beside bfloat16 q) joins the
+    ** scores in their dtype, as the fused kernel takes it: added as it is,
+    ** it would promote the probabilities and fail the product with v */
+    em_tensor *m = em_retain(c->mask), *mc = NULL;
+    if (m->dtype != s1->dtype && (s = em_to_dtype(&mc, m, s1->dtype)) == EM_OK) em_release(m), m = mc;
+    if (s == EM_OK) s = em_add(&t, s1, m);
+    em_release(m);
     em_release(s1);
     s1 = t;
   }
