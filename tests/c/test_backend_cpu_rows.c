@@ -329,58 +329,70 @@ static void ref_norm_exact(bool f32, bool centred, const double *x, const double
 
 /* Layer norm and RMS norm, float32 and float64, forward and backward, bit
 ** for bit against ref_norm_exact: row counts around any row block (1 to
-** 37, and 300 for the team) and n below, at and past the 16 lanes. */
+** 37, and 300 for the team) and n below, at and past the 16 lanes, past
+** 256 (one row at a time) and past 1024 (dw and db by column blocks
+** after dx, never carried along with it); on 1 thread (dw and db carried
+** along with dx, block by block) and 2. */
 static void test_norm_bits(void) {
   static const int64_t rows_[] = {1, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 33, 37, 300};
-  static const int64_t n_[] = {1, 5, 16, 17, 40, 100, 128, 130, 257, 512};
+  static const int64_t n_[] = {1, 5, 16, 17, 40, 100, 128, 130, 257, 512, 1040};
   int bad = 0, cases = 0;
-  for (int d = 0; d < 2; d++) {
-    const em_dtype dt = d ? EM_F64 : EM_F32;
-    const bool f32 = !d;
-    for (size_t ri = 0; ri < sizeof rows_ / sizeof *rows_; ri++)
-      for (size_t ni = 0; ni < sizeof n_ / sizeof *n_; ni++)
-        for (int centred = 0; centred < 2; centred++) {
-          const int64_t rows = rows_[ri], n = n_[ni], rn = rows * n;
-          if (rows == 300 && n > 130) continue;
-          double *xd = xmalloc(rn * 8), *dyd = xmalloc(rn * 8), *wd = xmalloc(n * 8),
-                 *bd = xmalloc(n * 8);
-          void *x = rand_arr(dt, rn, -3, 5, xd), *dy = rand_arr(dt, rn, -1, 1, dyd);
-          void *w = rand_arr(dt, n, 0.5, 1.5, wd), *b = rand_arr(dt, n, -1, 1, bd);
-          double *y = xmalloc(rn * 8), *dx = xmalloc(rn * 8), *mean = xmalloc(rows * 8),
-                 *rstd = xmalloc(rows * 8), *dw = xmalloc(n * 8), *db = xmalloc(n * 8);
-          double *wy = xmalloc(rn * 8), *wdx = xmalloc(rn * 8), *wmean = xmalloc(rows * 8),
-                 *wrstd = xmalloc(rows * 8), *wdw = xmalloc(n * 8), *wdb = xmalloc(n * 8);
-          /* with weight (and bias) on odd rows counts, without on even ones */
-          const bool wb = rows % 2;
-          ref_norm_exact(f32, centred, xd, wb ? wd : NULL, wb && centred ? bd : NULL, dyd, rows,
-                         n, 1e-5, wy, wmean, wrstd, wdx, wdw, wdb);
-          em_status s;
-          if (centred)
-            s = be->layer_norm(0, dt, y, mean, rstd, x, wb ? w : NULL, wb ? b : NULL, rows, n,
-                               1e-5);
-          else
-            s = be->rms_norm(0, dt, y, rstd, x, wb ? w : NULL, rows, n, 1e-5);
-          if (s == EM_OK && centred)
-            s = be->layer_norm_backward(0, dt, dx, dw, db, dy, x, mean, rstd, wb ? w : NULL, rows,
-                                        n);
-          else if (s == EM_OK)
-            s = be->rms_norm_backward(0, dt, dx, dw, dy, x, rstd, wb ? w : NULL, rows, n);
-          int ok = s == EM_OK && close_to("norm y", y, dt, wy, rn, 0, 0) &&
-                   close_to("norm rstd", rstd, dt, wrstd, rows, 0, 0) &&
-                   (!centred || close_to("norm mean", mean, dt, wmean, rows, 0, 0)) &&
-                   close_to("norm dx", dx, dt, wdx, rn, 0, 0) &&
-                   close_to("norm dw", dw, dt, wdw, n, 0, 0) &&
-                   (!centred || close_to("norm db", db, dt, wdb, n, 0, 0));
-          if (!ok && bad++ < 5)
-            printf("# %s %s [%lld, %lld] differs from the exact order\n",
-                   centred ? "layer_norm" : "rms_norm", dtn(dt), (long long)rows, (long long)n);
-          cases++;
-          free(xd), free(dyd), free(wd), free(bd), free(x), free(dy), free(w), free(b);
-          free(y), free(dx), free(mean), free(rstd), free(dw), free(db);
-          free(wy), free(wdx), free(wmean), free(wrstd), free(wdw), free(wdb);
-        }
+  const int threads0 = be->get_num_threads ? be->get_num_threads() : 1;
+  for (int th = 1; th <= 2; th++) {
+    if (be->set_num_threads) be->set_num_threads(th);
+    for (int d = 0; d < 2; d++) {
+      const em_dtype dt = d ? EM_F64 : EM_F32;
+      const bool f32 = !d;
+      for (size_t ri = 0; ri < sizeof rows_ / sizeof *rows_; ri++)
+        for (size_t ni = 0; ni < sizeof n_ / sizeof *n_; ni++)
+          for (int centred = 0; centred < 2; centred++) {
+            const int64_t rows = rows_[ri], n = n_[ni], rn = rows * n;
+            if ((rows == 300 && n > 130) || (rows > 37 && n > 512) || (n > 512 && rows % 4 != 1))
+              continue;
+            double *xd = xmalloc(rn * 8), *dyd = xmalloc(rn * 8), *wd = xmalloc(n * 8),
+                   *bd = xmalloc(n * 8);
+            void *x = rand_arr(dt, rn, -3, 5, xd), *dy = rand_arr(dt, rn, -1, 1, dyd);
+            void *w = rand_arr(dt, n, 0.5, 1.5, wd), *b = rand_arr(dt, n, -1, 1, bd);
+            double *y = xmalloc(rn * 8), *dx = xmalloc(rn * 8), *mean = xmalloc(rows * 8),
+                   *rstd = xmalloc(rows * 8), *dw = xmalloc(n * 8), *db = xmalloc(n * 8);
+            double *wy = xmalloc(rn * 8), *wdx = xmalloc(rn * 8), *wmean = xmalloc(rows * 8),
+                   *wrstd = xmalloc(rows * 8), *wdw = xmalloc(n * 8), *wdb = xmalloc(n * 8);
+            /* with weight (and bias) on odd rows counts, without on even ones */
+            const bool wb = rows % 2;
+            ref_norm_exact(f32, centred, xd, wb ? wd : NULL, wb && centred ? bd : NULL, dyd, rows,
+                           n, 1e-5, wy, wmean, wrstd, wdx, wdw, wdb);
+            em_status s;
+            if (centred)
+              s = be->layer_norm(0, dt, y, mean, rstd, x, wb ? w : NULL, wb ? b : NULL, rows, n,
+                                 1e-5);
+            else
+              s = be->rms_norm(0, dt, y, rstd, x, wb ? w : NULL, rows, n, 1e-5);
+            if (s == EM_OK && centred)
+              s = be->layer_norm_backward(0, dt, dx, dw, db, dy, x, mean, rstd, wb ? w : NULL, rows,
+                                          n);
+            else if (s == EM_OK)
+              s = be->rms_norm_backward(0, dt, dx, dw, dy, x, rstd, wb ? w : NULL, rows, n);
+            int ok = s == EM_OK && close_to("norm y", y, dt, wy, rn, 0, 0) &&
+                     close_to("norm rstd", rstd, dt, wrstd, rows, 0, 0) &&
+                     (!centred || close_to("norm mean", mean, dt, wmean, rows, 0, 0)) &&
+                     close_to("norm dx", dx, dt, wdx, rn, 0, 0) &&
+                     close_to("norm dw", dw, dt, wdw, n, 0, 0) &&
+                     (!centred || close_to("norm db", db, dt, wdb, n, 0, 0));
+            if (!ok && bad++ < 5)
+              printf("# %s %s [%lld, %lld] on %d threads differs from the exact order\n",
+                     centred ? "layer_norm" : "rms_norm", dtn(dt), (long long)rows, (long long)n,
+                     th);
+            cases++;
+            free(xd), free(dyd), free(wd), free(bd), free(x), free(dy), free(w), free(b);
+            free(y), free(dx), free(mean), free(rstd), free(dw), free(db);
+            free(wy), free(wdx), free(wmean), free(wrstd), free(wdw), free(wdb);
+          }
+    }
   }
-  check(bad == 0, "layer_norm and rms_norm f32/f64: %d cases bit for bit in the kernels' order (%d differ)",
+  if (be->set_num_threads) be->set_num_threads(threads0);
+  check(bad == 0,
+        "layer_norm and rms_norm f32/f64, 1 and 2 threads: %d cases bit for bit in the kernels' "
+        "order (%d differ)",
         cases, bad);
 }
 
