@@ -7,9 +7,23 @@
 ** cpu_softmax_norm_tmpl.h, written once for float and double.
 */
 #include "cpu_internal.h"
+#include "cpu_bf16_avx512.h"
 #include "cpu_vmath.h"
 
 #include <tgmath.h>
+
+/* The norms' row kernels come at two vector widths (cpu_norm_rows_tmpl.h):
+** 8 doubles built for AVX-512 and run where cpu_bf16_simd finds it (so
+** EMBER_CPU_BF16=plain and a ONEDNN_MAX_CPU_ISA cap below AVX-512 run the
+** other: ctest's *_bf16_plain runs of test_backend_cpu_rows), 4 doubles in
+** the AVX2 and baseline clones. The same bits either way. */
+#if CPU_BF16_AVX512
+#define LN_WIDE_ATTR CPU_AVX512_TARGET
+static bool ln_wide(void) { return cpu_bf16_simd() >= CPU_BF16_AVX512F; }
+#else
+#define LN_WIDE_ATTR __attribute__((unused))
+static bool ln_wide(void) { return false; }
+#endif
 
 /* EXP_T: float32 rows use cpu_exp_f32 (within 2 ulp of expf), which
 ** vectorises; libm's expf is a call per element, and a softmax row spent

@@ -65,185 +65,31 @@ static void FN(softmax_backward)(T *gx, const T *gy, const T *y, int64_t rows, i
 ** against the order written out plainly, across these boundaries. */
 enum { FN(LN_R) = 8, FN(LN_RB) = 4, FN(LN_BLOCK) = 32, FN(LN_SHORT) = 256 };
 
-/* CPU_LANES (16) lanes as two vectors of 8 doubles, written with GCC's
-** vector extensions: left to itself GCC vectorised the plain loops across
-** the rows (shuffles everywhere). Each clone lowers them to its own
-** registers, with the same operation per lane. */
-typedef double FN(v8d) __attribute__((vector_size(64)));
-typedef T FN(v8t) __attribute__((vector_size(8 * sizeof(T))));
-_Static_assert(CPU_LANES == 16, "ln_sum_rows holds the lanes as two vectors of 8");
-
-/* V[k] = (double)(E) for k = 0..7, element by element: GCC 12 makes one
-** vcvtps2pd of that, where __builtin_convertvector gave two halves and a
-** spill (and a function returning a vector changes the ABI between the
-** clones, -Wpsabi) */
-#define LN_WIDEN8(V, k_, E)                                                   \
-  for (int k_ = 0; k_ < 8; k_++) (V)[k_] = (double)(E)
-
-/* s[r] = cpu_sum of row r (mu NULL) or cpu_sqdev of row r about mu[r] */
-CPU_VMATH_INLINE void FN(ln_sum_rows)(double *s, const T *x, int64_t n, int NR,
-                                      const double *mu) {
-  FN(v8d) lo[FN(LN_R)], hi[FN(LN_R)];
-  for (int r = 0; r < NR; r++) lo[r] = hi[r] = (FN(v8d)){0};
-  int64_t j = 0;
-  for (; j + CPU_LANES <= n; j += CPU_LANES)
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-      const T *xr = x + r * n + j;
-      FN(v8d) a, b;
-      LN_WIDEN8(a, k, xr[k]);
-      LN_WIDEN8(b, k, xr[8 + k]);
-      if (mu) {
-        a -= mu[r];
-        b -= mu[r];
-        lo[r] += a * a;
-        hi[r] += b * b;
-      } else {
-        lo[r] += a;
-        hi[r] += b;
-      }
-    }
-  for (int r = 0; r < NR; r++) s[r] = 0;
-  for (int k = 0; k < 8; k++)
-    for (int r = 0; r < NR; r++) s[r] += lo[r][k];
-  for (int k = 0; k < 8; k++)
-    for (int r = 0; r < NR; r++) s[r] += hi[r][k];
-  for (int r = 0; r < NR; r++)
-    for (int64_t i = j; i < n; i++) {
-      const double v = (double)x[r * n + i];
-      s[r] += mu ? (v - mu[r]) * (v - mu[r]) : v;
-    }
-}
-
-CPU_VMATH_INLINE void FN(ln_rows)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
-                                  int64_t n, int NR, double eps, bool centred) {
-  double mu[FN(LN_R)], s[FN(LN_R)], rs[FN(LN_R)];
-  if (centred) {
-    FN(ln_sum_rows)(s, xr, n, NR, NULL);
-    for (int r = 0; r < NR; r++) mu[r] = s[r] / (double)n;
-  } else {
-    for (int r = 0; r < NR; r++) mu[r] = 0.0;
-  }
-  /* two passes: the variance never goes negative */
-  FN(ln_sum_rows)(s, xr, n, NR, mu);
-  for (int r = 0; r < NR; r++) rs[r] = 1.0 / sqrt(s[r] / (double)n + eps);
-  for (int r = 0; r < NR; r++) {
-    if (mean) mean[r] = (T)mu[r];
-    if (rstd) rstd[r] = (T)rs[r];
-    const T tmu = (T)mu[r], trs = (T)rs[r];
-    const T *x1 = xr + r * n;
-    T *y1 = yr + r * n;
-    if (w && b)
-      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs * w[j] + b[j];
-    else if (w)
-      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs * w[j];
-    else if (b)
-      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs + b[j];
-    else
-      for (int64_t j = 0; j < n; j++) y1[j] = (x1[j] - tmu) * trs;
-  }
-}
-
-/* rows [r0, r1) */
-CPU_VECTOR_CLONES_512 static void FN(layer_norm_block)(T *y, T *mean, T *rstd, const T *x,
-                                                     const T *w, const T *b, int64_t r0,
-                                                     int64_t r1, int64_t n, double eps,
-                                                     bool centred) {
-  int64_t r = r0;
-  /* long rows have latency enough to hide in their own chains: LN_R of
-  ** them at a time lost at n = 512 (0.42 -> 0.46 ms a [4096, 512]) */
-  if (n <= FN(LN_SHORT))
-    for (; r + FN(LN_R) <= r1; r += FN(LN_R))
-      FN(ln_rows)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n, w, b, n,
-                  FN(LN_R), eps, centred);
-  for (; r < r1; r++)
-    FN(ln_rows)(y + r * n, mean ? mean + r : NULL, rstd ? rstd + r : NULL, x + r * n, w, b, n, 1,
-                eps, centred);
-}
+/* the row kernels, at both vector widths */
+#define LN_V 8
+#define VN(name) CPU_CAT(CPU_CAT(name, v8), SUF)
+#define LN_ATTR LN_WIDE_ATTR
+#include "cpu_norm_rows_tmpl.h"
+#undef LN_V
+#undef VN
+#undef LN_ATTR
+#define LN_V 4
+#define VN(name) CPU_CAT(CPU_CAT(name, v4), SUF)
+#define LN_ATTR CPU_VECTOR_CLONES
+#include "cpu_norm_rows_tmpl.h"
+#undef LN_V
+#undef VN
+#undef LN_ATTR
 
 static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b,
                            int64_t rows, int64_t n, double eps, bool centred) {
   const int64_t nblk = (rows + FN(LN_BLOCK) - 1) / FN(LN_BLOCK);
+  const bool wide = ln_wide();
   CPU_FOR(rows * n > CPU_PAR_MIN, blk, nblk,
     const int64_t r0 = blk * FN(LN_BLOCK);
-    FN(layer_norm_block)(y, mean, rstd, x, w, b, r0,
-                         rows - r0 < FN(LN_BLOCK) ? rows : r0 + FN(LN_BLOCK), n, eps, centred););
-}
-
-/* With xhat = (x - mean) * rstd and g = dy * w:
-**   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-** and for RMS norm (centred false, mu = 0) the same without mean(g).
-** NR rows at once (LN_RB, or 1), as the forward: both sums in the lanes of
-** cpu_sum, one order on every clone. */
-CPU_VMATH_INLINE void FN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T *mean,
-                                     const T *rstd, const T *w, int64_t n, int NR) {
-  FN(v8d) asg[FN(LN_RB)][2], asgx[FN(LN_RB)][2];
-  T mu[FN(LN_RB)], rs[FN(LN_RB)];
-  for (int r = 0; r < NR; r++) {
-    mu[r] = mean ? mean[r] : (T)0;
-    rs[r] = rstd[r];
-    for (int h = 0; h < 2; h++) asg[r][h] = asgx[r][h] = (FN(v8d)){0};
-  }
-  int64_t j = 0;
-  /* unswitched on w and unrolled, so that the sums stay in registers; the
-  ** float products on vectors of T, then widened (GCC's SLP made a gather
-  ** of scalar products out of the element-wise form) */
-#define LN_DX_LANES(WEIGHT)                                                   \
-  for (; j + CPU_LANES <= n; j += CPU_LANES)                                  \
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {                     \
-      FN(v8t) wv;                                                             \
-      if (WEIGHT) memcpy(&wv, w + j + 8 * h, sizeof wv);                      \
-      _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                  \
-        const int64_t o = r * n + j + 8 * h;                                  \
-        FN(v8t) g, xh;                                                        \
-        memcpy(&g, dyr + o, sizeof g);                                        \
-        memcpy(&xh, xr + o, sizeof xh);                                       \
-        if (WEIGHT) g *= wv;                                                  \
-        xh = (xh - mu[r]) * rs[r];                                            \
-        FN(v8d) gd, xd;                                                       \
-        LN_WIDEN8(gd, k, g[k]);                                               \
-        LN_WIDEN8(xd, k, xh[k]);                                              \
-        asg[r][h] += gd;                                                      \
-        asgx[r][h] += gd * xd;                                                \
-      }                                                                       \
-    }
-  if (w)
-    LN_DX_LANES(1)
-  else
-    LN_DX_LANES(0)
-#undef LN_DX_LANES
-  double sg[FN(LN_RB)], sgx[FN(LN_RB)];
-  for (int r = 0; r < NR; r++) sg[r] = 0, sgx[r] = 0;
-  for (int h = 0; h < 2; h++)
-    for (int k = 0; k < 8; k++)
-      for (int r = 0; r < NR; r++) sg[r] += asg[r][h][k], sgx[r] += asgx[r][h][k];
-  for (int r = 0; r < NR; r++)
-    for (int64_t i = j; i < n; i++) {
-      const T g = w ? dyr[r * n + i] * w[i] : dyr[r * n + i];
-      sg[r] += (double)g;
-      sgx[r] += (double)g * (double)((xr[r * n + i] - mu[r]) * rs[r]);
-    }
-  for (int r = 0; r < NR; r++) {
-    const T a = mean ? (T)(sg[r] / (double)n) : (T)0, c = (T)(sgx[r] / (double)n);
-    const T m = mu[r], s = rs[r];
-    const T *x1 = xr + r * n, *dy1 = dyr + r * n;
-    T *dx1 = dxr + r * n;
-    for (int64_t i = 0; i < n; i++) {
-      T g = w ? dy1[i] * w[i] : dy1[i];
-      dx1[i] = s * (g - a - (x1[i] - m) * s * c);
-    }
-  }
-}
-
-/* rows [r0, r1); mean NULL: RMS norm */
-CPU_VECTOR_CLONES_512 static void FN(layer_norm_dx_block)(T *dx, const T *dy, const T *x,
-                                                        const T *mean, const T *rstd, const T *w,
-                                                        int64_t r0, int64_t r1, int64_t n) {
-  int64_t r = r0;
-  for (; n <= FN(LN_SHORT) && r + FN(LN_RB) <= r1; r += FN(LN_RB))
-    FN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n,
-                   FN(LN_RB));
-  for (; r < r1; r++)
-    FN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n, 1);
+    const int64_t r1 = rows - r0 < FN(LN_BLOCK) ? rows : r0 + FN(LN_BLOCK);
+    if (wide) FN(layer_norm_block_v8)(y, mean, rstd, x, w, b, r0, r1, n, eps, centred);
+    else FN(layer_norm_block_v4)(y, mean, rstd, x, w, b, r0, r1, n, eps, centred););
 }
 
 /* dw = sum over rows of dy * xhat, db = sum over rows of dy: the running
@@ -293,7 +139,7 @@ CPU_VECTOR_CLONES_512 static void FN(layer_norm_dwdb_block)(double *restrict aw_
 static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x, const T *mean,
                                     const T *rstd, const T *w, int64_t rows, int64_t n) {
   const bool par = rows * n > CPU_PAR_MIN, sums = dw || db;
-  const bool can_fuse = sums && n <= FN(LN_FUSE_MAX);
+  const bool can_fuse = sums && n <= FN(LN_FUSE_MAX), wide = ln_wide();
   double aw[FN(LN_FUSE_MAX)], ab[FN(LN_FUSE_MAX)];
   if (can_fuse)
     for (int64_t j = 0; j < n; j++) aw[j] = 0, ab[j] = 0;
@@ -302,7 +148,8 @@ static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x
   CPU_FOR(par, rb, nrb,
     const int64_t r0 = rb * FN(LN_BLOCK);
     const int64_t r1 = rows - r0 < FN(LN_BLOCK) ? rows : r0 + FN(LN_BLOCK);
-    FN(layer_norm_dx_block)(dx, dy, x, mean, rstd, w, r0, r1, n);
+    if (wide) FN(layer_norm_dx_block_v8)(dx, dy, x, mean, rstd, w, r0, r1, n);
+    else FN(layer_norm_dx_block_v4)(dx, dy, x, mean, rstd, w, r0, r1, n);
     if (can_fuse && omp_get_num_threads() == 1) {
       fused = 1;
       for (int64_t j0 = 0; j0 < n; j0 += FN(LN_CB))
@@ -328,5 +175,4 @@ static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x
     });
 }
 
-#undef LN_WIDEN8
 #undef FN
