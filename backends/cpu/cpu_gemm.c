@@ -309,9 +309,8 @@ static bool is_small(int64_t m, int64_t n, int64_t k) {
 }
 
 /* The arguments' checks of gemm and gemm_bias (m, n, batch >= 1). */
-static em_status gemm_check(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                            const void *a, int64_t lda, const void *b, int64_t ldb, void *c,
-                            int64_t ldc) {
+static em_status gemm_check(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                            int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc) {
   em_status s;
   if ((s = check_ld("lda", lda, ta ? m : k)) || (s = check_ld("ldb", ldb, tb ? k : n)) ||
       (s = check_ld("ldc", ldc, n)))
@@ -324,7 +323,6 @@ static em_status gemm_check(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
     return em_error(EM_ERR_UNSUPPORTED,
                     "cpu gemm: sizes m=%lld n=%lld k=%lld exceed what BLAS takes (int)",
                     (long long)m, (long long)n, (long long)k);
-  (void)dt;
   return EM_OK;
 }
 
@@ -345,7 +343,7 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
   em_status s;
   if ((s = check_sizes(dt, m, n, k, batch))) return s;
   if (m == 0 || n == 0 || batch == 0) return EM_OK;
-  if ((s = gemm_check(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc))) return s;
+  if ((s = gemm_check(ta, tb, m, n, k, a, lda, b, ldb, c, ldc))) return s;
   const bool small = is_small(m, n, k);
 
   if (dt == EM_BF16 && k == 0) {
@@ -415,7 +413,7 @@ em_status cpu_gemm_bias(int device, em_dtype dt, bool ta, bool tb, int64_t m, in
   em_status s;
   if ((s = check_sizes(dt, m, n, k, 1))) return s;
   if (m == 0 || n == 0) return EM_OK;
-  if ((s = gemm_check(dt, ta, tb, m, n, k, a, lda, b, ldb, c, ldc))) return s;
+  if ((s = gemm_check(ta, tb, m, n, k, a, lda, b, ldb, c, ldc))) return s;
   if (!bias) return em_error(EM_ERR_ARG, "cpu gemm_bias: NULL bias");
   const bool dnnl = k > 0 && m > 1 && n > 1 && !is_small(m, n, k) &&
                     (dt == EM_BF16 || (dt == EM_F32 && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, 1)));
