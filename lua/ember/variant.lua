@@ -683,21 +683,20 @@ function M.dense(inst, tables, inputs, q, k, v, o)
     both(env.K:le(env.Q):expand(B, H, Lq, Lk))
   end
   local sink = inst.sink_graph and eval_dense(inst.sink_graph, env):expand(B, H, Lq, 1) or nil
-  local dead = nil -- rows that see no key and have no sink
-  if allowed then
-    local blocked = allowed:logical_not()
-    if not sink then
-      dead = blocked:all(4):view(B, H, Lq, 1)
-      blocked = blocked:logical_and(dead:logical_not():expand(B, H, Lq, Lk))
-    end
-    s = s:masked_fill(blocked, -math.huge)
-  end
-  local p
-  if sink then
-    p = ember.cat({ s, sink }, 4):softmax(4):narrow(4, 1, Lk)
+  if allowed then s = s:masked_fill(allowed:logical_not(), -math.huge) end
+  -- a row whose every logit is -inf (hidden by the mask, or made -inf by the
+  -- score function or a float mask; its sink too) sees nothing: output 0 and
+  -- gradient 0, as the fused kernel gives (plugins/README.md), not softmax's NaN
+  local logits = sink and ember.cat({ s, sink }, 4) or s
+  local n = logits.shape[4]
+  local dead = logits:eq(-math.huge):all(4):view(B, H, Lq, 1)
+  if dead:any():item() then
+    logits = logits:masked_fill(dead:expand(B, H, Lq, n), 0)
   else
-    p = s:softmax(4)
+    dead = nil
   end
+  local p = logits:softmax(4)
+  if sink then p = p:narrow(4, 1, Lk) end
   if dead then p = p * dead:logical_not():to(dt) end
   local w = p
   -- the core's dropout on the contiguous [B, H, Lq, Lk] probabilities:
