@@ -4,6 +4,13 @@
 ** work, and any function taking a shape table takes it) with a metatable
 ** that prints it as `ember.Size{2, 3}` and compares it by value with ==
 ** (against another Size or a plain table of numbers).
+** Every t.shape and t:size() is a fresh copy, so writing into one never
+** reaches the tensor or a later t:size() (Torch7's t:size() was a copy
+** too). Its entries are plain fields, so that next, pairs and luassert's
+** `same` see a sequence; writes to them cannot be caught, but every other
+** write is: s[-1] = n writes the last size (as s[-1] reads it), and new
+** positions (s[3] of a 2-d Size, s[0]), names and non-integer sizes at a
+** negative position raise naming ember.Size, so a Size holds a shape.
 **   ember.Size{2, 3}      -- makes one
 **   s:numel()             -- the number of elements of that shape
 **   s[-1]                 -- the last size (negative positions from the end)
@@ -90,6 +97,28 @@ static int s_index(lua_State *L) {
   return 1;
 }
 
+/* s[k] = v where s has no field k (see the header). */
+static int s_newindex(lua_State *L) {
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+  if (!lua_isinteger(L, 2)) {
+    if (lua_type(L, 2) == LUA_TSTRING)
+      return luaL_error(L, "ember.Size: cannot set '%s': a Size holds only its sizes", lua_tostring(L, 2));
+    return luaL_error(L, "ember.Size: cannot set a %s key: a Size holds only its sizes", luaL_typename(L, 2));
+  }
+  lua_Integer k = lua_tointeger(L, 2);
+  if (k >= 0 || k < -n)
+    return luaL_error(L, "ember.Size: position %I is outside a Size of %I dims (a Size does not grow: "
+                      "make a table, {table.unpack(s)}, to build another shape)", k, n);
+  if (!lua_isinteger(L, 3)) {
+    if (lua_type(L, 3) == LUA_TNUMBER)
+      return luaL_error(L, "ember.Size: a size must be an integer, got %f", lua_tonumber(L, 3));
+    return luaL_error(L, "ember.Size: a size must be an integer, got a %s", luaL_typename(L, 3));
+  }
+  lua_settop(L, 3);
+  lua_rawseti(L, 1, n + 1 + k);
+  return 0;
+}
+
 /* ember.Size{2, 3} or ember.Size(2, 3): a new Size (argument 1 is the
 ** Size table itself, since this is its __call). */
 static int s_new(lua_State *L) {
@@ -115,6 +144,8 @@ void lember_open_size(lua_State *L, int module, int methods, int mt) {
   lua_setfield(L, -2, "numel");
   lua_pushcfunction(L, s_index);
   lua_setfield(L, -2, "__index"); /* s[-1], s:numel() */
+  lua_pushcfunction(L, s_newindex);
+  lua_setfield(L, -2, "__newindex"); /* s[-1] = n; new positions and names refused */
   lua_newtable(L); /* the Size table's own metatable: ember.Size{...} */
   lua_pushcfunction(L, s_new);
   lua_setfield(L, -2, "__call");
