@@ -659,11 +659,13 @@ static int f_register_variant(lua_State *L) {
   return 0;
 }
 
-/* ember._reject_plugin(path, reason): a variant file that failed. */
+/* ember._reject_plugin(path, reason [, name]): a variant file that failed
+** (listed under its file name) or was shadowed (under the variant's name). */
 static int f_reject_plugin(lua_State *L) {
   const char *path = luaL_checkstring(L, 1), *reason = luaL_checkstring(L, 2);
   const char *base = strrchr(path, '/');
-  em_status s = em_plugin_register(EM_PLUGIN_ATTENTION, path, base ? base + 1 : path, "", "", NULL, reason);
+  const char *name = luaL_optstring(L, 3, base ? base + 1 : path);
+  em_status s = em_plugin_register(EM_PLUGIN_ATTENTION, path, name, "", "", NULL, reason);
   if (s != EM_OK) return lember_error(L, "load_plugin", s);
   return 0;
 }

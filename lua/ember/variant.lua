@@ -62,6 +62,7 @@ local M = {}
 
 local registry = {}   -- name -> definition
 M.registry = registry
+M.paths = {}          -- name -> the file it came from, or "(defined in Lua)"
 
 local OPT_TYPES = { int = true, float = true, bool = true, string = true }
 local DEF_KEYS = { name = true, description = true, version = true, options = true, params = true,
@@ -219,6 +220,7 @@ function M.define(def, path)
   })
   if not ok then errors.raise("%s", tostring(err)) end
   registry[def.name] = def
+  M.paths[def.name] = path or "(defined in Lua)"
   return def
 end
 
@@ -712,6 +714,18 @@ end
 -- Variants in files on the plugin path
 -- ---------------------------------------------------------------------
 
+-- Why a variant file was refused, starting with the file: a definition
+-- error raised by M.define names the user's line that first listed the
+-- plugins (the files load lazily), which is not where the fault is; a
+-- position inside the file (a trace error at the function's line) stays.
+local function file_reason(path, err)
+  local msg = tostring(err)
+  local at, rest = msg:match("^([^\n]-):%d+: (.*)$")
+  local tail = at and (at:match("^%.%.%.(.*)$") or at)
+  if at and path:sub(-#tail) == tail then return msg end
+  return path .. ": " .. (rest or msg)
+end
+
 --- Loads every `*.lua` file on the plugin path that returns a variant
 -- definition (a table with score, mask or sink), once; a file that fails is
 -- listed by ember.plugins() with the reason.
@@ -734,7 +748,9 @@ function M.load_path()
       if ok and type(def) == "table" and (def.score or def.mask or def.sink) then
         if not registry[def.name] then
           ok, err = pcall(M.define, def, path)
-          if ok then n = n + 1 else ember._reject_plugin(path, tostring(err)) end
+          if ok then n = n + 1 else ember._reject_plugin(path, file_reason(path, err)) end
+        else -- the first of a name wins, as for the loader's .so files
+          ember._reject_plugin(path, "shadowed by " .. (M.paths[def.name] or "(defined in Lua)"), def.name)
         end
       elseif not ok then
         ember._reject_plugin(path, tostring(def))

@@ -56,3 +56,58 @@ describe("Lua variants as a new user writes them", function()
     assert(max_diff(f2, c2) < 1e-12)
   end)
 end)
+
+-- Loads the *.lua variants of a folder as the plugin path would; returns
+-- ember.plugins()'s rows whose path lies in it.
+local tmpdir = require "tests.lua.helpers.tmpdir"
+local function load_folder(files)
+  local dir = tmpdir()
+  for name, text in pairs(files) do
+    local f = assert(io.open(dir .. "/" .. name, "w"))
+    f:write(text)
+    f:close()
+  end
+  local variant = require "ember.variant"
+  local path = ember.plugin_search_path
+  ember.plugin_search_path = function() return { dir } end
+  local ok, err = pcall(variant.load_path)
+  ember.plugin_search_path = path
+  assert(ok, err)
+  local rows = {}
+  for _, p in ipairs(ember.plugins()) do
+    if (p.path or ""):sub(1, #dir) == dir then rows[p.path:sub(#dir + 2)] = p end
+  end
+  os.execute("rm -rf '" .. dir .. "'")
+  return rows, dir
+end
+
+describe("Lua variant files on the plugin path", function()
+  it("a definition error in a file names the file, not the line that first listed the plugins", function()
+    local rows, dir = load_folder {
+      ["user_nameless.lua"] = "return { score = function(s, b, h, q, k, ctx) return s end }",
+      ["user_badopt.lua"] = "return { name = 'user_badopt', options = {{name = 'w', type = 'int', default = 1.5}},\n" ..
+        "  score = function(s, b, h, q, k, ctx) return s end }",
+    }
+    local me = debug.getinfo(1, "S").short_src:match("[^/]+$")
+    for file, want in pairs { ["user_nameless.lua"] = "name must be a string",
+      ["user_badopt.lua"] = "option 'w' is an int but its default is 1.5" } do
+      local row = assert(rows[file], file .. " is not listed")
+      local reason = tostring(row.reason)
+      assert.matches(want, reason, 1, true)
+      assert(reason:sub(1, #dir + #file + 3) == dir .. "/" .. file .. ": ", "the reason does not start with the file: " .. reason)
+      assert(not reason:find(me, 1, true), "the reason names the spec's line: " .. reason)
+    end
+  end)
+
+  it("a file whose variant name is taken is listed as shadowed, as a .so is", function()
+    local rows = load_folder {
+      ["user_dup_a.lua"] = "return { name = 'user_dup', score = function(s, b, h, q, k, ctx) return s end }",
+      ["user_dup_b.lua"] = "return { name = 'user_dup', score = function(s, b, h, q, k, ctx) return s * 2 end }",
+    }
+    local a, b = rows["user_dup_a.lua"], rows["user_dup_b.lua"]
+    assert(a and a.loaded, "the first file is not loaded")
+    assert(b, "the second file is not listed")
+    assert.are.equal("user_dup", b.name)
+    assert.matches("shadowed by .*user_dup_a%.lua", tostring(b.reason))
+  end)
+end)
