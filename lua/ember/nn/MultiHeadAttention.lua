@@ -564,7 +564,8 @@ end
 -- ember/nn/_kv_cache.lua; cache.k / cache.v are the filled part,
 -- [B, kv_heads, L, dh]) and attends causally (bottom-right) over all of them.
 -- A key_padding_mask once given (left-padded prompts) is kept in the cache
--- (cache.pad) for the later steps.
+-- (cache.pad) for the later steps. A cache belongs to the module that
+-- filled it: another module's call with it is an error.
 -- Cross-attention (opts.memory given): the memory's keys/values are
 -- projected on the first call only and kept in the cache.
 -- @tparam Tensor x the new positions [B, Lnew, d_model]
@@ -601,6 +602,7 @@ function MHA:forward_cached(x, cache, opts)
       errors.raise("%s: memory must be [B=%d, Lm, kdim=%d], got %s", who, x.shape[1], self.kdim,
         Module.is_tensor(mem) and shape_str(mem) or type(mem))
     end
+    kv_cache.claim(cache, self, who)
     if not cache.k then
       cache.k = split_heads(self.k_proj(opts.memory), self.kv_heads)
       cache.v = split_heads(self.v_proj(opts.memory), self.kv_heads)
@@ -610,7 +612,7 @@ function MHA:forward_cached(x, cache, opts)
   else
     local new_k, new_v = split_heads(self.k_proj(x), self.kv_heads), split_heads(self.v_proj(x), self.kv_heads)
     if self.rope then new_k = self:_rope(new_k, cache.len or 0) end
-    k, v = kv_cache.append(cache, new_k, new_v, who)
+    k, v = kv_cache.append(cache, new_k, new_v, who, self)
     kpm = kv_cache.padding(cache, opts.key_padding_mask, x.shape[2], who)
   end
   local Lq, Lk = q.shape[3], k.shape[3]

@@ -20,7 +20,8 @@
 -- Buffers are written with autograd off. Where a gradient is wanted (grad
 -- mode on and keys that require grad), the cache grows by concatenation
 -- instead, which autograd records, and the buffers are made again at the
--- next step under no_grad.
+-- next step under no_grad. A cache belongs to the module that filled it
+-- (cache._owner): another module refuses it, even where the shapes agree.
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 
@@ -50,10 +51,22 @@ local function check_fits(cache, k, who)
   end
 end
 
--- Appends keys and values [B, Hkv, n, dh]; returns the cached views
--- cache.k, cache.v [B, Hkv, len, dh].
-function M.append(cache, k, v, who)
+-- A cache belongs to the module that filled it first: another module's keys
+-- may have the same shapes, and would be attended to silently.
+function M.claim(cache, owner, who)
+  if cache._owner == nil then
+    cache._owner = owner
+  elseif cache._owner ~= owner then
+    errors.raise("%s: this cache was filled by another module (a cache of another model or layer? each attention "
+      .. "layer needs its own table: start a new one with {})", who)
+  end
+end
+
+-- Appends keys and values [B, Hkv, n, dh] for `owner` (the module);
+-- returns the cached views cache.k, cache.v [B, Hkv, len, dh].
+function M.append(cache, k, v, who, owner)
   check_fits(cache, k, who)
+  M.claim(cache, owner, who)
   local len, n = cache.len or 0, k.shape[3]
   local total = len + n
   if ember.is_grad_enabled() and (k.requires_grad or v.requires_grad) then
