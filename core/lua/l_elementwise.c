@@ -259,19 +259,42 @@ static int t_unm(lua_State *L) {
   return m_neg(L);
 }
 
+/* Argument 2 of gelu/elu: the value itself, or an options table holding
+** it under `name` (F.gelu(x, approximate='tanh'), F.elu(x, alpha=0.5));
+** left on the stack's top (nil when absent). Nothing may follow. */
+static void one_option(lua_State *L, const char *op, const char *name) {
+  lember_noextra(L, 2, op, name);
+  lua_settop(L, 2);
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    const char *const names[] = {name, NULL};
+    lember_checkoptions(L, 2, op, names);
+    lua_getfield(L, 2, name);
+  } else {
+    lua_pushvalue(L, 2);
+  }
+}
+
 static int m_gelu(lua_State *L) {
   em_unary_op op = EM_GELU;
-  if (!lua_isnoneornil(L, 2)) {
-    const char *a = luaL_checkstring(L, 2);
+  one_option(L, "gelu", "approximate");
+  if (!lua_isnil(L, 3)) {
+    const char *a = lua_type(L, 3) == LUA_TSTRING ? lua_tostring(L, 3) : "";
     if (strcmp(a, "tanh") == 0) op = EM_GELU_TANH;
+    else if (lua_type(L, 3) != LUA_TSTRING)
+      return luaL_error(L, "ember.gelu: approximate must be \"none\" or \"tanh\", got %s", luaL_typename(L, 3));
     else if (strcmp(a, "none") != 0)
       return luaL_error(L, "ember.gelu: approximate must be \"none\" or \"tanh\", got \"%s\"", a);
   }
+  lua_settop(L, 1);
   return unary(L, op, "gelu", 0, 0);
 }
 
 static int m_elu(lua_State *L) {
-  double alpha = luaL_optnumber(L, 2, 1.0);
+  one_option(L, "elu", "alpha");
+  if (!lua_isnil(L, 3) && lua_type(L, 3) != LUA_TNUMBER)
+    return luaL_error(L, "ember.elu: alpha must be a number, got %s", luaL_typename(L, 3));
+  double alpha = lua_isnil(L, 3) ? 1.0 : lua_tonumber(L, 3);
+  lua_settop(L, 1);
   return unary(L, EM_ELU, "elu", alpha, 0);
 }
 

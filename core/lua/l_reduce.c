@@ -66,11 +66,17 @@ static int m_var(lua_State *L) {
   else n = reduce_dims(L, 2, "var", t, dims);
   if (lua_isboolean(L, optidx)) {
     correction = lua_toboolean(L, optidx) ? 1 : 0;
-    if (optidx == 3) keep = opt_keepdim(L, 4, "var");
-    else if (!lua_isnoneornil(L, 3))
+    if (optidx == 3) {
+      keep = opt_keepdim(L, 4, "var");
+      lember_noextra(L, 4, "var", "dim, unbiased, keepdim");
+    } else if (!lua_isnoneornil(L, 3)) {
       return luaL_error(L, "ember.var: after unbiased without a dim, nothing more is taken (got a %s); "
                            "use var(dim, unbiased, keepdim)", luaL_typename(L, 3));
+    } else {
+      lember_noextra(L, 2, "var", "unbiased");
+    }
   } else if (lua_type(L, optidx) == LUA_TTABLE) {
+    lember_noextra(L, optidx, "var", optidx == 2 ? "options" : "dim, options");
     lember_checkoptions(L, optidx, "var", names);
     int has_c = lua_getfield(L, optidx, "correction") != LUA_TNIL;
     if (has_c) correction = lember_checkint(L, -1, "var", "correction");
@@ -86,6 +92,9 @@ static int m_var(lua_State *L) {
       n = reduce_dims(L, lua_absindex(L, -1), "var", t, dims);
     }
     lua_pop(L, 4);
+  } else if (lua_isnil(L, optidx) && !lua_isnone(L, optidx)) { /* var(dim, nil, keepdim): unbiased's default */
+    keep = opt_keepdim(L, 4, "var");
+    lember_noextra(L, 4, "var", "dim, unbiased, keepdim");
   } else if (!lua_isnoneornil(L, optidx)) {
     return luaL_error(L, "ember.var: expected unbiased (a boolean) or an options table "
                          "{dim=, correction=, unbiased=, keepdim=} after the dim, got %s", luaL_typename(L, optidx));
@@ -100,11 +109,20 @@ static int m_var(lua_State *L) {
 /* max/min([dim [, keepdim]]): no dim gives a 0-d tensor, a dim gives
 ** values and 1-based indices; max/min(other) is maximum/minimum, as
 ** torch.max(a, b). */
+/* No dim (nil or absent) and nothing after it: keepdim alone has no dims
+** to keep (PyTorch's x.max(keepdim=True) is a TypeError too). */
+static void no_dim_nothing_more(lua_State *L, const char *op) {
+  int top = lua_gettop(L);
+  while (top > 2 && lua_isnil(L, top)) top--;
+  if (top > 2) luaL_error(L, "ember.%s: keepdim needs a dim (got a %s after no dim)", op, luaL_typename(L, 3));
+}
+
 static int max_min(lua_State *L, int is_max) {
   const char *op = is_max ? "max" : "min";
   em_tensor *t = lember_checktensor(L, 1);
   em_status s;
   if (lember_istensor(L, 2)) {
+    lember_noextra(L, 2, op, "other");
     em_tensor **out = lember_newslot(L);
     s = em_binary(out, is_max ? EM_MAXIMUM : EM_MINIMUM, t, lember_checktensor(L, 2));
     if (s) return lember_error(L, op, s);
@@ -112,6 +130,7 @@ static int max_min(lua_State *L, int is_max) {
     return 1;
   }
   if (lua_isnoneornil(L, 2)) {
+    no_dim_nothing_more(L, op);
     em_tensor **out = lember_newslot(L);
     s = is_max ? em_max_all(out, t) : em_min_all(out, t);
     if (s) return lember_error(L, op, s);
@@ -120,6 +139,7 @@ static int max_min(lua_State *L, int is_max) {
   }
   int d = lember_checkdim_n(L, 2, op, t->ndim);
   int keep = opt_keepdim(L, 3, op);
+  lember_noextra(L, 3, op, "dim, keepdim");
   em_tensor **vals = lember_newslot(L);
   em_tensor **idx = lember_newslot(L);
   s = is_max ? em_max(vals, idx, t, d, keep) : em_min(vals, idx, t, d, keep);
@@ -141,12 +161,14 @@ static int arg_max_min(lua_State *L, int is_max) {
   em_status s = EM_OK;
   int d = 0, keep = 0;
   if (lua_isnoneornil(L, 2)) {
+    no_dim_nothing_more(L, op);
     int64_t all = -1;
     s = em_reshape(&flat, t, 1, &all);
     if (s) return lember_error(L, op, s);
   } else {
     d = lember_checkdim_n(L, 2, op, t->ndim);
     keep = opt_keepdim(L, 3, op);
+    lember_noextra(L, 3, op, "dim, keepdim");
   }
   em_tensor **out = lember_newslot(L);
   em_tensor *x = flat ? flat : t;

@@ -7,6 +7,7 @@
 ** light-userdata registry key (not luaL_checkudata's string lookup), and
 ** the metamethods that run in hot loops keep it as upvalue 1.
 */
+#include <stdio.h>
 #include <string.h>
 
 #include "lember.h"
@@ -434,6 +435,21 @@ static int m_is_closed(lua_State *L) {
   return 1;
 }
 
+/* core._noextra(op, what, n, x, ...): lember_noextra for ops written in
+** Lua, so they word surplus arguments as the C methods do:
+**   core._noextra("clamp", "min, max", 3, x, lo, hi, ...) */
+static int f_noextra(lua_State *L) {
+  char op[64], what[128];
+  snprintf(op, sizeof op, "%s", luaL_checkstring(L, 1));
+  int has_what = !lua_isnil(L, 2);
+  if (has_what) snprintf(what, sizeof what, "%s", luaL_checkstring(L, 2));
+  int n = (int)luaL_checkinteger(L, 3);
+  lua_rotate(L, 1, -3);
+  lua_pop(L, 3);
+  lember_noextra(L, n, op, has_what ? what : NULL);
+  return 0;
+}
+
 static int f_is_tensor(lua_State *L) {
   lua_pushboolean(L, lember_istensor(L, 1));
   return 1;
@@ -482,6 +498,8 @@ void lember_open_tensor(lua_State *L, int module, int methods_idx, int mt) {
 
   lua_pushcfunction(L, f_is_tensor);
   lua_setfield(L, module, "is_tensor");
+  lua_pushcfunction(L, f_noextra);
+  lua_setfield(L, module, "_noextra");
   lua_pushvalue(L, methods_idx);
   lua_setfield(L, module, "Tensor");
 }

@@ -31,6 +31,14 @@ void lember_noextra(lua_State *L, int n, const char *op, const char *what) {
              n - 1, n == 2 ? "" : "s", what, top - 1, n + 1, luaL_typename(L, n + 1));
 }
 
+void lember_noextra_after(lua_State *L, int next, const char *op, const char *what) {
+  int top = lua_gettop(L), i = next;
+  while (i <= top && lua_isnil(L, i)) i++;
+  if (i > top) return;
+  luaL_error(L, "ember.%s: expected %s as numbers or one table, got a %s after it (argument %d)", op, what,
+             luaL_typename(L, i), i);
+}
+
 int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what) {
   int isnum;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);

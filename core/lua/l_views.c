@@ -23,6 +23,7 @@ static int m_view(lua_State *L) {
   int64_t shape[EM_MAX_DIMS];
   int next;
   int n = lember_checkshape(L, 2, "view", shape, 1, &next);
+  lember_noextra_after(L, next, "view", "the shape");
   RESULT(L, "view", em_view(out, t, n, shape));
 }
 
@@ -31,6 +32,7 @@ static int m_reshape(lua_State *L) {
   int64_t shape[EM_MAX_DIMS];
   int next;
   int n = lember_checkshape(L, 2, "reshape", shape, 1, &next);
+  lember_noextra_after(L, next, "reshape", "the shape");
   RESULT(L, "reshape", em_reshape(out, t, n, shape));
 }
 
@@ -39,6 +41,7 @@ static int m_expand(lua_State *L) {
   int64_t shape[EM_MAX_DIMS];
   int next;
   int n = lember_checkshape(L, 2, "expand", shape, 1, &next);
+  lember_noextra_after(L, next, "expand", "the shape");
   RESULT(L, "expand", em_expand(out, t, n, shape));
 }
 
@@ -65,6 +68,7 @@ static int m_permute(lua_State *L) {
   int dims[EM_MAX_DIMS];
   int next;
   int n = lember_checkdims(L, 2, "permute", dims, &next);
+  lember_noextra_after(L, next, "permute", "the dims");
   for (int i = 0; i < n; i++) /* C takes negative dims too, but be exact */
     if (dims[i] < 0) dims[i] += t->ndim;
   RESULT(L, "permute", em_permute(out, t, n, dims));
@@ -239,6 +243,7 @@ static int m_to(lua_State *L) {
   em_dtype dt = t->dtype;
   em_device dev = t->device;
   bool has_dt = false, has_dev = false;
+  while (n > 1 && lua_isnil(L, n)) n--; /* trailing nils do not count */
   em_tensor *other = n == 2 ? lember_testtensor(L, 2) : NULL;
   if (n < 2 || n > 3) {
     return luaL_error(L, "ember.to: expected a dtype or device name (or both), a tensor or {dtype=, device=}, "

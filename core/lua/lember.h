@@ -74,6 +74,10 @@ int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what)
 ** not arguments silently dropped. what names the arguments op takes after
 ** the tensor ("dim, keepdim"), NULL for none. */
 void lember_noextra(lua_State *L, int n, const char *op, const char *what);
+/* The same after a shape or dims list that ended before `next` (see
+** lember_checkshape): "ember.view: expected the shape as numbers or one
+** table, got a string after it (argument 4)"; what is "the shape". */
+void lember_noextra_after(lua_State *L, int next, const char *op, const char *what);
 /* A shape from either numbers at idx.. or one table at idx; returns ndim.
 ** Stops at the first non-number (so an options table may follow). Raises
 ** "<op>: shape must be ..." on anything else. `allow_neg1` lets -1 through

@@ -74,7 +74,10 @@ local function clamp(op, x, lo, hi)
 end
 
 -- x:clamp(min, max): min and max may be numbers, tensors (broadcast) or nil.
-set("clamp", function(x, lo, hi) return clamp("clamp", x, lo, hi) end, true)
+set("clamp", function(x, lo, hi, ...)
+  if select("#", ...) > 0 then core._noextra("clamp", "min, max", 3, x, lo, hi, ...) end
+  return clamp("clamp", x, lo, hi)
+end, true)
 
 -- x:clamp_min(min) / x:clamp_max(max): clamp with one bound.
 set("clamp_min", function(x, lo)

@@ -50,3 +50,73 @@ describe("ember.Size: a fresh copy per call, which can only hold a shape", funct
     assert.are.same({ 2, 3, 4 }, { table.unpack(s) })
   end)
 end)
+
+describe("surplus and wrong-typed arguments are errors naming the op (they were dropped)", function()
+  local x = ember.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+  it("view, reshape, expand and permute: the shape or dims, then nothing", function()
+    raises_here(function() local _ = x:view(3, 2, "x") end,
+      "ember.view: expected the shape as numbers or one table, got a string after it (argument 4)")
+    raises_here(function() local _ = x:view({ 3, 2 }, 5) end,
+      "ember.view: expected the shape as numbers or one table, got a number after it (argument 3)")
+    raises_here(function() local _ = x:reshape(6, {}) end,
+      "ember.reshape: expected the shape as numbers or one table, got a table after it (argument 3)")
+    raises_here(function() local _ = ember.reshape(x, { 6 }, 1) end, "ember.reshape: expected the shape as numbers")
+    raises_here(function() local _ = x:expand({ 2, 3 }, 1) end, "ember.expand: expected the shape as numbers")
+    raises_here(function() local _ = x:permute(2, 1, "x") end,
+      "ember.permute: expected the dims as numbers or one table, got a string after it (argument 4)")
+    assert.are.equal(ember.Size { 3, 2 }, x:view(3, 2, nil).shape) -- trailing nils do not count
+    assert.are.equal(ember.Size { 6 }, x:reshape({ 6 }).shape)
+  end)
+  it("var and std: dim, unbiased, keepdim (or options), then nothing", function()
+    raises_here(function() local _ = x:var(1, true, false, {}) end,
+      "ember.var: takes at most 3 arguments besides the tensor (dim, unbiased, keepdim), got 4 (argument 5 is a table)")
+    raises_here(function() local _ = x:var(1, true, 7, "x") end, "ember.var: keepdim must be a boolean, got number")
+    raises_here(function() local _ = x:var(1, { unbiased = false }, 3) end,
+      "ember.var: takes at most 2 arguments besides the tensor (dim, options), got 3")
+    raises_here(function() local _ = x:var({ unbiased = false }, 3) end,
+      "ember.var: takes at most 1 argument besides the tensor (options), got 2")
+    raises_here(function() local _ = x:std(1, true, false, 5) end, "ember.var: takes at most 3 arguments")
+    -- var(dim, nil, keepdim): unbiased left at its default, keepdim still read
+    assert.are.equal(ember.Size { 1, 3 }, x:var(1, nil, true).shape)
+    assert.are.equal(4.5, x:var(1, true, true)[1][1]:item())
+  end)
+  it("max, min, argmax, argmin: dim and keepdim, or another tensor, then nothing", function()
+    for _, op in ipairs { "max", "min", "argmax", "argmin" } do
+      raises_here(function() local _ = x[op](x, 1, true, 5) end,
+        ("ember.%s: takes at most 2 arguments besides the tensor (dim, keepdim), got 3 (argument 4 is a number)"):format(op))
+      raises_here(function() local _ = x[op](x, nil, true) end,
+        ("ember.%s: keepdim needs a dim (got a boolean after no dim)"):format(op))
+    end
+    raises_here(function() local _ = x:max(x, 1) end,
+      "ember.max: takes at most 1 argument besides the tensor (other), got 2 (argument 3 is a number)")
+    raises_here(function() local _ = ember.min(x, 2, false, "y") end, "ember.min: takes at most 2 arguments")
+    local v, i = x:max(2, true)
+    assert.are.same({ { 3 }, { 6 } }, v:totable())
+    assert.are.same({ { 3 }, { 3 } }, i:totable())
+  end)
+  it("to: trailing nils do not count; a number after a dtype is refused", function()
+    raises_here(function() local _ = x:to("float32", 3) end, "ember.to: expected a dtype or device name")
+    assert.are.equal("float64", x:to("float64", nil).dtype)
+    assert.are.equal("float64", x:to("cpu", "float64", nil).dtype)
+  end)
+  it("gelu takes approximate (a string or {approximate=}), elu alpha (a number or {alpha=})", function()
+    raises_here(function() local _ = x:gelu("tanh", 3) end,
+      "ember.gelu: takes at most 1 argument besides the tensor (approximate), got 2 (argument 3 is a number)")
+    raises_here(function() local _ = x:gelu(3) end, "ember.gelu: approximate must be \"none\" or \"tanh\", got number")
+    raises_here(function() local _ = x:gelu({ approx = "tanh" }) end, "ember.gelu: unknown option 'approx'")
+    raises_here(function() local _ = x:elu(1, 2) end,
+      "ember.elu: takes at most 1 argument besides the tensor (alpha), got 2 (argument 3 is a number)")
+    raises_here(function() local _ = x:elu("x") end, "ember.elu: alpha must be a number, got string")
+    assert.are.equal(x:gelu("tanh"), x:gelu({ approximate = "tanh" }))
+    assert.are.equal(x:elu(0.5), x:elu({ alpha = 0.5 }))
+    -- F.gelu(tensor([-1.]), approximate='tanh') and F.elu(tensor([-1.]), 0.5)
+    assert(math.abs(ember.tensor({ -1 }):gelu({ approximate = "tanh" })[1]:item() - (-0.15880799293518066)) < 1e-7)
+    assert(math.abs(ember.tensor({ -1 }):elu({ alpha = 0.5 })[1]:item() - (-0.31606027483940125)) < 1e-7)
+  end)
+  it("clamp: min, max, then nothing", function()
+    raises_here(function() local _ = x:clamp(1, 2, 3) end,
+      "ember.clamp: takes at most 2 arguments besides the tensor (min, max), got 3 (argument 4 is a number)")
+    raises_here(function() local _ = ember.clamp(x, 1, nil, "x") end, "ember.clamp: takes at most 2 arguments")
+    assert.are.same({ { 2, 2, 3 }, { 3, 3, 3 } }, x:clamp(2, 3, nil):totable())
+  end)
+end)
