@@ -73,9 +73,11 @@ local function clamp(op, x, lo, hi)
   return y
 end
 
--- x:clamp(min, max): min and max may be numbers, tensors (broadcast) or nil.
+-- x:clamp(min, max): min and max may be numbers, tensors (broadcast) or nil,
+-- not both nil (torch.clamp: "At least one of 'min' or 'max' must not be None").
 set("clamp", function(x, lo, hi, ...)
   if select("#", ...) > 0 then core._noextra("clamp", "min, max", 3, x, lo, hi, ...) end
+  if lo == nil and hi == nil then fail("clamp", "at least one of 'min' or 'max' must not be nil") end
   return clamp("clamp", x, lo, hi)
 end, true)
 

@@ -321,7 +321,7 @@ describe("ops_more edge cases (the PyTorch 1.13 result in a comment)", function(
     assert.same({ 2, 5, 9 }, values(x:clamp_min(2)))
     assert.same({ 1, 5, 6 }, values(ember.clamp_max(x, ember.tensor({ 6, 6, 6 }))))
     assert.same({ 1, 5, 5 }, values(x:clamp(nil, 5)))
-    assert.same({ 1, 5, 9 }, values(x:clamp(nil, nil)))
+    -- x:clamp(nil, nil) raises as torch.clamp does (probe_tensor_more_spec.lua)
   end)
 
   -- ember.clamp refused int64 ("expected a float tensor"); torch 1.13's dtypes in the comments
