@@ -50,7 +50,7 @@ local function parse_command_line(argv)
     .. "masks, determinism, weights, exactness against the standard variant, float32.",
     "Examples:\n   ember scripts/check_plugin.lua local window_left=8 --quick\n"
     .. "   ember scripts/check_plugin.lua standard --quick")
-  p:argument("target", "a loaded variant's name (see ember.attention_variants()) or a plugin .so path")
+  p:argument("target", "a loaded variant's name (see ember.attention_variants()), a plugin .so path or a variant's .lua file")
   p:argument("options", "the variant's options, e.g. window_left=8 mode=block"):args("*")
   p:flag("--quick", "fewer and smaller problems")
   local r = p:parse(argv)
@@ -68,7 +68,7 @@ end
 local target, user_opts, quick = parse_command_line(arg)
 
 local name = target
-if target:find("/") or target:match("%.so$") then
+if target:find("/") or target:match("%.so$") or target:match("%.lua$") then
   name = ember.load_plugin(target).name
 end
 local desc = ember.attention_variants(name)

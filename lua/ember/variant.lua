@@ -746,7 +746,8 @@ function M.load_path()
       local ok, def = false, err
       if chunk then ok, def = pcall(chunk) end
       if ok and type(def) == "table" and (def.score or def.mask or def.sink) then
-        if not registry[def.name] then
+        if M.paths[def.name] == path then -- loaded already, by ember.load_plugin(path)
+        elseif not registry[def.name] then
           ok, err = pcall(M.define, def, path)
           if ok then n = n + 1 else ember._reject_plugin(path, file_reason(path, err)) end
         else -- the first of a name wins, as for the loader's .so files
@@ -758,6 +759,32 @@ function M.load_path()
     end
   end
   return n
+end
+
+--- Loads one variant file given by its path (ember.load_plugin(path) of a
+-- `.lua` file): defines the variant it returns, replacing a Lua variant of
+-- that name, as an explicit path comes first. A file that fails is an
+-- error naming it (and is listed by ember.plugins() with the reason).
+-- @string path the file
+-- @treturn table the plugin's row, as ember.plugins() lists it
+function M.load_file(path)
+  local function fail(reason)
+    pcall(ember._reject_plugin, path, reason)
+    errors.raise("ember.load_plugin: %s", reason)
+  end
+  local chunk, err = loadfile(path)
+  if not chunk then fail(tostring(err)) end
+  local ok, def = pcall(chunk)
+  if not ok then fail(file_reason(path, def)) end
+  if type(def) ~= "table" or not (def.score or def.mask or def.sink) then
+    fail(("%s: does not return an attention variant definition (a table with score, mask or sink), got %s"):format(
+      path, type(def) == "table" and "a table without them" or type(def)))
+  end
+  ok, err = pcall(M.define, def, path)
+  if not ok then fail(file_reason(path, err)) end
+  for _, row in ipairs(ember.plugins()) do
+    if row.kind == "attention" and row.name == def.name and row.loaded then return row end
+  end
 end
 
 -- ---------------------------------------------------------------------
@@ -814,6 +841,15 @@ function M.install(core)
   lazy("plugins")
   lazy("attention_variants")
   lazy("_attention_core")
+  -- a .lua path is a variant file; anything else goes to the loader (a
+  -- tail call: its errors name the caller's line)
+  local load_plugin = rawget(core, "load_plugin")
+  local function load(path, ...)
+    if type(path) == "string" and path:match("%.lua$") then return M.load_file(path) end
+    return load_plugin(path, ...)
+  end
+  M.wrapped[load] = load_plugin
+  rawset(core, "load_plugin", load)
 end
 
 return M
