@@ -49,6 +49,9 @@ nn.Transformer.from_torch_state_dict does), Bilinear, TripletMarginLoss and
 MarginRankingLoss for tests/lua/nn_extra_spec.lua, as nn_more.lua; ids,
 offsets and padding_idx 1-based; its own seed.
 
+nn_probe_models.lua -- probe_models_cases(): what a new user probing issue 27's
+modules tried (tests/lua/probe_models_spec.lua), as nn_more.lua; its own seed.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
 momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
@@ -1183,6 +1186,48 @@ def probe_cases():
     return out
 
 
+# ---------------------------------------------------------------- issue 27 probes
+
+def probe_models_cases():
+    """What a new user probing issue 27's modules tried (tests/lua/probe_models_spec.lua):
+    the pools with ceil_mode. Each case's config names the ember module, its
+    kernel_size and options; own seed."""
+    torch.manual_seed(20261207)
+    cases = []
+
+    def pool(name, cls, args, kw, ember_opts, shape):
+        cfg = {"module": cls.__name__, "kernel_size": ember_opts.pop("kernel_size"), "opts": ember_opts}
+        cases.append(run_plain(name, cls(*args, **kw), cfg, {"x": torch.randn(*shape)}, lambda m, x: m(x)))
+
+    P = torch.nn
+    pool("MaxPool2d_ceil", P.MaxPool2d, (3,), dict(stride=2, ceil_mode=True),
+         {"kernel_size": 3, "stride": 2, "ceil_mode": True}, (2, 2, 8, 7))
+    pool("MaxPool2d_ceil_pad_dilated", P.MaxPool2d, ((3, 2),), dict(stride=2, padding=1, dilation=(1, 2), ceil_mode=True),
+         {"kernel_size": [3, 2], "stride": 2, "padding": 1, "dilation": [1, 2], "ceil_mode": True}, (1, 2, 6, 9))
+    pool("MaxPool2d_ceil_window_past_input", P.MaxPool2d, (3,), dict(stride=2, ceil_mode=True),
+         {"kernel_size": 3, "stride": 2, "ceil_mode": True}, (1, 2, 2, 2))
+    pool("AvgPool2d_ceil_pad", P.AvgPool2d, (3,), dict(stride=2, padding=1, ceil_mode=True),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, (2, 2, 6, 7))
+    pool("AvgPool2d_ceil_exclude_pad", P.AvgPool2d, (3,), dict(stride=2, padding=1, ceil_mode=True,
+         count_include_pad=False),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}, (2, 2, 6, 7))
+    pool("AvgPool2d_ceil_divisor", P.AvgPool2d, ((2, 3),), dict(stride=2, ceil_mode=True, divisor_override=5),
+         {"kernel_size": [2, 3], "stride": 2, "ceil_mode": True, "divisor_override": 5}, (1, 2, 5, 6))
+    # the last window would start past the input and the left padding: PyTorch drops it
+    pool("MaxPool2d_ceil_last_window_dropped", P.MaxPool2d, (2,), dict(stride=4, padding=1, ceil_mode=True),
+         {"kernel_size": 2, "stride": 4, "padding": 1, "ceil_mode": True}, (1, 2, 5, 9))
+    pool("AvgPool1d_ceil_last_window_dropped", P.AvgPool1d, (2,), dict(stride=4, padding=1, ceil_mode=True),
+         {"kernel_size": 2, "stride": 4, "padding": 1, "ceil_mode": True}, (2, 1, 5))
+    pool("MaxPool1d_ceil", P.MaxPool1d, (3,), dict(stride=2, padding=1, ceil_mode=True),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, (2, 2, 8))
+    pool("AvgPool1d_ceil", P.AvgPool1d, (4,), dict(stride=3, padding=2, ceil_mode=True),
+         {"kernel_size": 4, "stride": 3, "padding": 2, "ceil_mode": True}, (2, 2, 9))
+    pool("AvgPool1d_ceil_exclude_pad", P.AvgPool1d, (4,), dict(stride=3, padding=2, ceil_mode=True,
+         count_include_pad=False),
+         {"kernel_size": 4, "stride": 3, "padding": 2, "ceil_mode": True, "count_include_pad": False}, (2, 2, 9))
+    return cases
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1199,6 +1244,8 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_extra.lua"), {"torch_version": torch.__version__, "cases": extra_cases()})
     write(os.path.join(HERE, "fixtures", "nn_probe.lua"), {"torch_version": torch.__version__,
                                                            "soft_cross_entropy": probe_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_probe_models.lua"), {"torch_version": torch.__version__,
+                                                                  "cases": probe_models_cases()})
 
 
 if __name__ == "__main__":

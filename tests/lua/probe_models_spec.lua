@@ -49,3 +49,42 @@ describe("a KV cache filled by one attention module is refused by another", func
     end)
   end)
 end)
+
+-- the PyTorch 1.13 numbers of the blocks below (tests/gen_nn_fixtures.py, probe_models_cases)
+local fixtures = dofile("tests/fixtures/nn_probe_models.lua")
+local parity = require "tests.lua.helpers.parity"
+
+describe("pooling with ceil_mode (PyTorch's option; it was refused)", function()
+  local F64 = "float64"
+  local makers = {
+    MaxPool2d = nn.MaxPool2d, AvgPool2d = nn.AvgPool2d, MaxPool1d = nn.MaxPool1d, AvgPool1d = nn.AvgPool1d,
+  }
+  for _, name in ipairs { "MaxPool2d_ceil", "MaxPool2d_ceil_pad_dilated", "MaxPool2d_ceil_window_past_input",
+                          "AvgPool2d_ceil_pad", "AvgPool2d_ceil_exclude_pad", "AvgPool2d_ceil_divisor",
+                          "MaxPool2d_ceil_last_window_dropped", "MaxPool1d_ceil", "AvgPool1d_ceil", "AvgPool1d_ceil_exclude_pad",
+                          "AvgPool1d_ceil_last_window_dropped" } do
+    it(name .. ": values and input gradient as PyTorch's, float64", function()
+      local c = parity.case(fixtures, name)
+      local m = makers[c.config.module](c.config.kernel_size, c.config.opts)
+      parity.module(m, c)
+      assert.are.equal(F64, m(parity.T(c.inputs.x)).dtype)
+    end)
+  end
+
+  it("float64 gradcheck of the ceil_mode windows (the overhang's -inf / divisor)", function()
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    local x = ember.randn({ 1, 2, 6, 7 }, { dtype = "float64" })
+    local avg = nn.AvgPool2d(3, { stride = 2, padding = 1, ceil_mode = true })
+    local mx = nn.MaxPool2d(3, { stride = 2, ceil_mode = true })
+    gradcheck.check(function(t) return avg(t) end, { x })
+    gradcheck.check(function(t) return mx(t) end, { ember.randn({ 1, 2, 6, 7 }, { dtype = "float64" }) })
+  end)
+
+  it("prints as PyTorch's (ceil_mode shown when set); a non-boolean is refused", function()
+    assert.are.equal("MaxPool2d(kernel_size=3, stride=2, padding=0, dilation=1, ceil_mode=true)",
+      tostring(nn.MaxPool2d(3, { stride = 2, ceil_mode = true })))
+    assert.are.equal("AvgPool1d(kernel_size=4, stride=3, padding=2, ceil_mode=true, count_include_pad=true)",
+      tostring(nn.AvgPool1d(4, { stride = 3, padding = 2, ceil_mode = true })))
+    raises_here(function() local _ = nn.MaxPool2d(2, { ceil_mode = 1 }) end, "MaxPool2d: ceil_mode must be a boolean")
+  end)
+end)

@@ -1,9 +1,9 @@
 --- nn.AvgPool1d(kernel_size [, {stride=kernel_size, padding=0,
--- count_include_pad=true}]): the mean of each window of [N, C, L] (or
+-- ceil_mode=false, count_include_pad=true}]): the mean of each window of [N, C, L] (or
 -- [C, L]), as torch.nn.AvgPool1d. Sizes are a number (or a table of one);
 -- padding is zeros (at most half the kernel), counted in the divisor with
 -- count_include_pad (PyTorch's default), not counted without. Output size
--- as `nn.MaxPool1d`. It is `nn.AvgPool2d`'s code on a [N, C, 1, L] view.
+-- as `nn.MaxPool1d` (ceil_mode too). It is `nn.AvgPool2d`'s code on a [N, C, 1, L] view.
 -- Errors name nn.AvgPool1d: bad sizes or options, an input that is not 2-d or 3-d, a window larger than the padded input.
 -- @usage local pool = nn.AvgPool1d(4)
 -- print(pool(ember.randn(2, 3, 16)).shape)   --> ember.Size{2, 3, 4}
@@ -34,8 +34,8 @@ end
 
 --- The sizes, for printing.
 function AvgPool1d:extra_repr()
-  return ("kernel_size=%d, stride=%d, padding=%d, count_include_pad=%s"):format(self.kernel_size, self.stride,
-    self.padding, tostring(self.count_include_pad))
+  return ("kernel_size=%d, stride=%d, padding=%d, %scount_include_pad=%s"):format(self.kernel_size, self.stride,
+    self.padding, self.ceil_mode and "ceil_mode=true, " or "", tostring(self.count_include_pad))
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -1,13 +1,14 @@
 --- nn.AvgPool2d(kernel_size [, {stride=kernel_size, padding=0,
--- count_include_pad=true, divisor_override=}]): the mean of each window of
+-- ceil_mode=false, count_include_pad=true, divisor_override=}]): the mean of each window of
 -- [N, C, H, W] (or [C, H, W]), as torch.nn.AvgPool2d. Sizes are a number
 -- or a pair {h, w}. Padding is zeros; with count_include_pad (PyTorch's
 -- default) they count in the divisor (kernel_h * kernel_w), without it
 -- only the input's elements do; divisor_override replaces the divisor.
 -- Padding is at most half the kernel, as in PyTorch. Output size as
--- `nn.MaxPool2d` (no dilation).
+-- `nn.MaxPool2d` (no dilation; ceil_mode too): a window that ceil_mode
+-- lets run past the padding divides by its positions inside it, as PyTorch.
 -- Composed from strided views (one per kernel offset) and a sum.
--- Errors name nn.AvgPool2d: bad sizes, ceil_mode, an input that is not 3-d or 4-d, a window larger than the padded input.
+-- Errors name nn.AvgPool2d: bad sizes, an input that is not 3-d or 4-d, a window larger than the padded input.
 -- @usage local pool = nn.AvgPool2d(2)
 -- local y = nn.AvgPool2d(3, {stride = 1, padding = 1})(ember.randn(2, 4, 8, 8))   -- [2, 4, 8, 8]
 -- @classmod nn.AvgPool2d
@@ -43,24 +44,27 @@ end
 -- padding, dilation (pairs), count_include_pad and divisor_override (shared
 -- with nn.AvgPool1d, which passes a [N, C, 1, L] view).
 function AvgPool2d._mean(cfg, xb)
-  local k, s, p, d = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation
-  local sum = pool.windows(xb, k, s, p, d, 0):sum(5)
-  if cfg.divisor_override then
-    return sum / cfg.divisor_override
-  elseif cfg.count_include_pad or (p[1] == 0 and p[2] == 0) then
+  local k, s, p, d, ceil = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, cfg.ceil_mode
+  local sum, Ho, Wo, over = pool.windows(xb, k, s, p, d, 0, ceil)
+  sum = sum:sum(5)
+  if cfg.divisor_override then return sum / cfg.divisor_override end
+  local with_pad = cfg.count_include_pad
+  if over[1] == 0 and over[2] == 0 and (with_pad or (p[1] == 0 and p[2] == 0)) then
     return sum / (k[1] * k[2])
   end
-  -- how many of each window's elements are the input's: the same windows of ones
-  local ones = ember.ones({ 1, 1, xb.shape[3], xb.shape[4] }, { dtype = xb.dtype, device = xb.device })
-  local count = pool.windows(ones, k, s, p, d, 0):sum(5)
+  -- how many of each window's positions count (the input's, and the
+  -- padding's with count_include_pad; never ceil_mode's overhang)
+  local count = pool.counts(xb.shape[3], xb.shape[4], k, s, p, d, ceil, with_pad,
+    { dtype = xb.dtype, device = xb.device })
+  assert(count.shape[3] == Ho and count.shape[4] == Wo)
   return sum / count
 end
 
 --- The sizes, for printing.
 function AvgPool2d:extra_repr()
   local function f(v) return v[1] == v[2] and tostring(v[1]) or ("(%d, %d)"):format(v[1], v[2]) end
-  return ("kernel_size=%s, stride=%s, padding=%s, count_include_pad=%s"):format(f(self.kernel_size),
-    f(self.stride), f(self.padding), tostring(self.count_include_pad))
+  return ("kernel_size=%s, stride=%s, padding=%s, %scount_include_pad=%s"):format(f(self.kernel_size),
+    f(self.stride), f(self.padding), self.ceil_mode and "ceil_mode=true, " or "", tostring(self.count_include_pad))
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -1,11 +1,12 @@
---- nn.MaxPool1d(kernel_size [, {stride=kernel_size, padding=0, dilation=1}]):
+--- nn.MaxPool1d(kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false}]):
 -- the largest value of each window of [N, C, L] (or [C, L]), as
 -- torch.nn.MaxPool1d. Sizes are a number (or a table of one). Padding is
 -- -inf, at most half the kernel (PyTorch's limit). The output is
--- [N, C, Lo], Lo = floor((L + 2 padding - dilation (kernel - 1) - 1) / stride) + 1;
+-- [N, C, Lo], Lo = floor((L + 2 padding - dilation (kernel - 1) - 1) / stride) + 1
+-- (ceil with ceil_mode, as `nn.MaxPool2d`);
 -- the gradient goes to the first largest value of each window.
 -- It is `nn.MaxPool2d`'s code on a [N, C, 1, L] view.
--- Errors name nn.MaxPool1d: bad sizes, ceil_mode, an input that is not 2-d or 3-d, a window larger than the padded input.
+-- Errors name nn.MaxPool1d: bad sizes, return_indices (not supported), an input that is not 2-d or 3-d, a window larger than the padded input.
 -- @usage local pool = nn.MaxPool1d(3, {stride = 2, padding = 1})
 -- print(pool(ember.randn(4, 8, 20)).shape)   --> ember.Size{4, 8, 10}
 -- @classmod nn.MaxPool1d
@@ -43,6 +44,7 @@ function MaxPool1d._sizes(self, name, kernel_size, opts)
   self._cfg = {}
   MaxPool2d._sizes(self._cfg, name, { 1, v.kernel_size }, { stride = { 1, v.stride }, padding = { 0, v.padding },
     dilation = { 1, v.dilation }, ceil_mode = opts.ceil_mode })
+  self.ceil_mode = self._cfg.ceil_mode
 end
 
 function MaxPool1d:__init(kernel_size, opts)
@@ -57,7 +59,7 @@ function MaxPool1d._check(self, name, x)
       ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
   end
   local L = x.shape[x.ndim]
-  if pool.out_size(L, self.kernel_size, self.stride, self.padding, self.dilation) < 1 then
+  if pool.out_size(L, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode) < 1 then
     error(("%s.forward: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) of shape %s")
       :format(name, self.kernel_size, self.dilation, L, self.padding, shape_str(x)), 2)
   end
@@ -70,13 +72,13 @@ end
 function MaxPool1d:forward(x)
   local x4, back = MaxPool1d._check(self, "MaxPool1d", x)
   local c = self._cfg
-  return back((pool.windows(x4, c.kernel_size, c.stride, c.padding, c.dilation, -math.huge):max(5)))
+  return back((pool.windows(x4, c.kernel_size, c.stride, c.padding, c.dilation, -math.huge, c.ceil_mode):max(5)))
 end
 
 --- The sizes, for printing.
 function MaxPool1d:extra_repr()
-  return ("kernel_size=%d, stride=%d, padding=%d, dilation=%d"):format(self.kernel_size, self.stride, self.padding,
-    self.dilation)
+  return ("kernel_size=%d, stride=%d, padding=%d, dilation=%d%s"):format(self.kernel_size, self.stride, self.padding,
+    self.dilation, self.ceil_mode and ", ceil_mode=true" or "")
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -1,14 +1,18 @@
---- nn.MaxPool2d(kernel_size [, {stride=kernel_size, padding=0, dilation=1}]):
+--- nn.MaxPool2d(kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false}]):
 -- the largest value of each window of [N, C, H, W] (or [C, H, W]), as
 -- torch.nn.MaxPool2d. Sizes are a number or a pair {h, w}. Padding is
 -- -inf (it is never the max); PyTorch's limit applies: padding at most
 -- half the kernel. The output is [N, C, Ho, Wo] with
--- Ho = floor((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
+-- Ho = floor((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1;
+-- with ceil_mode, ceil instead of floor (as PyTorch: the last window may
+-- run past the padded input, and is dropped if it would start past the
+-- input and the left padding).
 -- The gradient goes to the first largest value of each window, as PyTorch.
 -- Composed from strided views (one per kernel offset) and a max.
--- Errors name nn.MaxPool2d: bad sizes, ceil_mode, an input that is not 3-d or 4-d, a window larger than the padded input.
+-- Errors name nn.MaxPool2d: bad sizes, return_indices (not supported), an input that is not 3-d or 4-d, a window larger than the padded input.
 -- @usage local pool = nn.MaxPool2d(2)                        -- halves H and W
 -- local y = nn.MaxPool2d(3, {stride = 2, padding = 1})(ember.randn(1, 8, 32, 32))   -- [1, 8, 16, 16]
+-- print(nn.MaxPool2d(3, {stride = 2, ceil_mode = true})(ember.randn(1, 8, 8, 8)).shape)   --> ember.Size{1, 8, 4, 4}
 -- @classmod nn.MaxPool2d
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
@@ -28,7 +32,10 @@ MaxPool2d.OPTIONS = OPTIONS
 local function sizes(self, name, kernel_size, opts)
   -- (the 1-d pools check theirs first, then come here with a 2-d view's)
   opts = Module.check_options("nn." .. name, opts, name:find("1d$") and OPTIONS.MaxPool2d or OPTIONS[name])
-  if opts.ceil_mode then error(name .. ": ceil_mode is not supported (only ceil_mode = false)", 3) end
+  if opts.ceil_mode ~= nil and type(opts.ceil_mode) ~= "boolean" then
+    error(("%s: ceil_mode must be a boolean, got %s"):format(name, tostring(opts.ceil_mode)), 3)
+  end
+  self.ceil_mode = opts.ceil_mode == true
   if opts.return_indices then
     error(name .. ": return_indices is not supported (use ember.max over the unfolded windows, or argmax)", 3)
   end
@@ -68,7 +75,7 @@ function MaxPool2d._check(self, name, x)
   local xb, unbatch = pool.batch(x)
   for i = 1, 2 do
     local n = xb.shape[2 + i]
-    if pool.out_size(n, self.kernel_size[i], self.stride[i], self.padding[i], self.dilation[i]) < 1 then
+    if pool.out_size(n, self.kernel_size[i], self.stride[i], self.padding[i], self.dilation[i], self.ceil_mode) < 1 then
       error(("%s.forward: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) "
         .. "along dim %d of shape [%s]"):format(name, self.kernel_size[i], self.dilation[i], n, self.padding[i],
         x.ndim - 2 + i, table.concat(x.shape, ", ")), 3)
@@ -82,15 +89,15 @@ end
 -- @treturn Tensor [N, C, Ho, Wo] (or [C, Ho, Wo])
 function MaxPool2d:forward(x)
   local xb, unbatch = self:_check("MaxPool2d", x)
-  local w = pool.windows(xb, self.kernel_size, self.stride, self.padding, self.dilation, -math.huge)
+  local w = pool.windows(xb, self.kernel_size, self.stride, self.padding, self.dilation, -math.huge, self.ceil_mode)
   return unbatch((w:max(5)))
 end
 
 --- The sizes, for printing.
 function MaxPool2d:extra_repr()
   local function s(p) return p[1] == p[2] and tostring(p[1]) or ("(%d, %d)"):format(p[1], p[2]) end
-  return ("kernel_size=%s, stride=%s, padding=%s, dilation=%s"):format(s(self.kernel_size), s(self.stride),
-    s(self.padding), s(self.dilation))
+  return ("kernel_size=%s, stride=%s, padding=%s, dilation=%s%s"):format(s(self.kernel_size), s(self.stride),
+    s(self.padding), s(self.dilation), self.ceil_mode and ", ceil_mode=true" or "")
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -1,7 +1,9 @@
 -- nn/_pool.lua (internal): the windows of 2-d pooling, composed from views.
--- windows(x, k, s, p, d, fill) -> [N, C, Ho, Wo, kh*kw]: every window of x
--- [N, C, H, W] (padded by p with `fill`) as the last dim, one strided slice
--- per kernel offset; the pooling modules reduce it (max, mean).
+-- windows(x, k, s, p, d, fill [, ceil]) -> [N, C, Ho, Wo, kh*kw]: every
+-- window of x [N, C, H, W] (padded by p with `fill`; with ceil_mode also
+-- past it, for the last window) as the last dim, one strided slice per
+-- kernel offset; the pooling modules reduce it (max, mean). counts(...)
+-- gives avg_pool2d's divisors.
 local ember = require "ember.nn._ember"
 
 local M = {}
@@ -17,31 +19,46 @@ function M.pair(v, min)
   return { v[1], v[2] }
 end
 
--- x padded by p[1] rows and p[2] columns of `fill` on each side.
-local function pad(x, p, fill)
+-- x padded with `fill`: lo[1] rows above, hi[1] below, lo[2] columns on
+-- the left, hi[2] on the right.
+local function pad(x, lo, hi, fill)
   local opts = { dtype = x.dtype, device = x.device }
-  if p[1] > 0 then
-    local s = { x.shape[1], x.shape[2], p[1], x.shape[4] }
-    local band = ember.full(s, fill, opts)
-    x = ember.cat({ band, x, band }, 3)
-  end
-  if p[2] > 0 then
-    local s = { x.shape[1], x.shape[2], x.shape[3], p[2] }
-    local band = ember.full(s, fill, opts)
-    x = ember.cat({ band, x, band }, 4)
+  for i = 1, 2 do
+    if lo[i] > 0 or hi[i] > 0 then
+      local parts = {}
+      for _, n in ipairs { lo[i], -1, hi[i] } do
+        if n == -1 then
+          parts[#parts + 1] = x
+        elseif n > 0 then
+          local s = { x.shape[1], x.shape[2], x.shape[3], x.shape[4] }
+          s[2 + i] = n
+          parts[#parts + 1] = ember.full(s, fill, opts)
+        end
+      end
+      x = ember.cat(parts, 2 + i)
+    end
   end
   return x
 end
 
--- Output size of one dim.
-function M.out_size(n, k, s, p, d)
-  return (n + 2 * p - d * (k - 1) - 1) // s + 1
+-- Output size of one dim, as PyTorch's pooling_output_shape: with
+-- ceil_mode the last window may run past the padded input, but it must
+-- start inside the input or the left padding.
+function M.out_size(n, k, s, p, d, ceil)
+  local span = n + 2 * p - d * (k - 1) - 1
+  if not ceil then return span // s + 1 end
+  local o = -((-span) // s) + 1 -- ceil(span / s) + 1
+  if (o - 1) * s >= n + p then o = o - 1 end
+  return o
 end
 
-function M.windows(x, k, s, p, d, fill)
-  local H, W = x.shape[3], x.shape[4]
-  local Ho, Wo = M.out_size(H, k[1], s[1], p[1], d[1]), M.out_size(W, k[2], s[2], p[2], d[2])
-  local xp = pad(x, p, fill)
+-- How far the last of o windows runs past the padded input (ceil_mode).
+local function overhang(n, k, s, p, d, o)
+  return math.max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p))
+end
+
+-- The windows of xp (padded already) for Ho x Wo outputs.
+local function cut(xp, k, s, d, Ho, Wo)
   local parts = {}
   for i = 0, k[1] - 1 do
     local r0 = i * d[1] + 1
@@ -51,7 +68,30 @@ function M.windows(x, k, s, p, d, fill)
       parts[#parts + 1] = rows:slice(4, c0, c0 + (Wo - 1) * s[2], s[2])
     end
   end
-  return ember.stack(parts, 5), Ho, Wo
+  return ember.stack(parts, 5)
+end
+
+-- Also returns Ho, Wo and the overhang {rows, columns} past the padding
+-- (ceil_mode; those positions hold `fill` too).
+function M.windows(x, k, s, p, d, fill, ceil)
+  local H, W = x.shape[3], x.shape[4]
+  local Ho, Wo = M.out_size(H, k[1], s[1], p[1], d[1], ceil), M.out_size(W, k[2], s[2], p[2], d[2], ceil)
+  local over = { overhang(H, k[1], s[1], p[1], d[1], Ho), overhang(W, k[2], s[2], p[2], d[2], Wo) }
+  local xp = pad(x, p, { p[1] + over[1], p[2] + over[2] }, fill)
+  return cut(xp, k, s, d, Ho, Wo), Ho, Wo, over
+end
+
+-- How many of each window's positions lie inside a [H, W] input padded by
+-- p (with_pad: the padding counts; else only the input) -- not the
+-- overhang of ceil_mode: PyTorch's avg_pool2d divisors. [1, 1, Ho, Wo].
+function M.counts(H, W, k, s, p, d, ceil, with_pad, opts)
+  local h, w, lo = H, W, p
+  if with_pad then h, w, lo = H + 2 * p[1], W + 2 * p[2], { 0, 0 } end
+  local ones = ember.ones({ 1, 1, h, w }, opts)
+  local Ho, Wo = M.out_size(H, k[1], s[1], p[1], d[1], ceil), M.out_size(W, k[2], s[2], p[2], d[2], ceil)
+  local over = { overhang(H, k[1], s[1], p[1], d[1], Ho), overhang(W, k[2], s[2], p[2], d[2], Wo) }
+  local hi = with_pad and over or { p[1] + over[1], p[2] + over[2] }
+  return cut(pad(ones, lo, hi, 0), k, s, d, Ho, Wo):sum(5)
 end
 
 -- x's dim `dim` (of size n) pooled to `out` adaptive bins (PyTorch's): bin i
