@@ -293,16 +293,36 @@ local function capture_list(def, tables)
   return caps
 end
 
+-- The sorted keys of a table, joined (for messages).
+local function key_list(t)
+  local l = {}
+  for k in pairs(t) do l[#l + 1] = tostring(k) end
+  table.sort(l)
+  return table.concat(l, ", ")
+end
+
 -- ctx for a trace: options, sizes and the captures as symbolic tensors.
+-- Both ctx and ctx.options refuse a name they do not hold, at the user's
+-- line and with what they hold: a misspelled option or table name would
+-- otherwise be a nil that fails later as "cannot trace '*' on a nil".
 local function trace_ctx(def, options, dims, caps)
-  local ctx = { options = options, heads = dims.heads, head_dim = dims.head_dim, v_head_dim = dims.v_head_dim }
+  local opts = {}
+  for k, v in pairs(options) do opts[k] = v end
+  setmetatable(opts, { __index = function(_, k)
+    trace.fail(("ctx.options has no option '%s' (%s)"):format(tostring(k),
+      next(opts) and "its options: " .. key_list(opts) or "the variant declares no options"), 2)
+  end })
+  local ctx = { options = opts, heads = dims.heads, head_dim = dims.head_dim, v_head_dim = dims.v_head_dim }
   for slot, c in ipairs(caps) do
     if ctx[c.name] ~= nil then
       errors.raise("attention variant '%s': a table or input is named '%s', which ctx already has", def.name, c.name)
     end
     ctx[c.name] = trace.capture(slot - 1, c.name, c.ndim, c.kind)
   end
-  return ctx
+  return setmetatable(ctx, { __index = function(_, k)
+    trace.fail(("ctx has no field '%s' (ctx holds %s: options, the sizes, and the variant's params tables and " ..
+      "per-call inputs by name)"):format(tostring(k), key_list(ctx)), 2)
+  end })
 end
 
 -- math.* functions that accept traced values while tracing.

@@ -152,3 +152,39 @@ describe("a Lua variant file given by its path", function()
     assert(out:find("0 failed", 1, true) and out:find("rc=0", 1, true), out)
   end)
 end)
+
+describe("a typo inside a variant's function", function()
+  it("an option name that the variant does not have is named, with the options it has, at the user's line", function()
+    local ok, err = pcall(ember.attention_variant, { name = "user_typo_opt",
+      options = { { name = "cap", type = "float", default = 3 } },
+      score = function(s, b, h, q, k, ctx) return ctx.options.capp * s end })
+    assert.is_false(ok)
+    local me = debug.getinfo(1, "S").short_src:match("[^/]+$")
+    assert.matches(me .. ":%d+: attention variant 'user_typo_opt'", err)
+    assert.matches("no option 'capp'", err, 1, true)
+    assert.matches("its options: cap", err, 1, true)
+    assert.is_nil(require("ember.variant").get("user_typo_opt"))
+  end)
+
+  it("a ctx field that does not exist (a table's name misspelled) is named, with what ctx holds", function()
+    local ok, err = pcall(ember.attention_variant, { name = "user_typo_ctx",
+      params = function(o, d) return { { name = "tab", tensor = ember.zeros(d.heads), learned = true } } end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.taab[h] end })
+    assert.is_false(ok)
+    local me = debug.getinfo(1, "S").short_src:match("[^/]+$")
+    assert.matches(me .. ":%d+: attention variant 'user_typo_ctx'", err)
+    assert.matches("ctx has no field 'taab'", err, 1, true)
+    assert.matches("tab", err, 1, true)
+    -- what ctx does hold reads as before: options (a bool option false too), sizes, tables
+    ember.attention_variant { name = "user_ctx_fields",
+      options = { { name = "flag", type = "bool", default = false } },
+      params = function(o, d) return { { name = "tab", tensor = ember.zeros(d.heads), learned = true } } end,
+      score = function(s, b, h, q, k, ctx)
+        local n = 0
+        for _ in pairs(ctx.options) do n = n + 1 end
+        assert(n == 1 and ctx.options.flag == false and ctx.heads >= 1 and ctx.head_dim >= 1 and ctx.v_head_dim >= 1)
+        if ctx.options.flag then return s end
+        return s + ctx.tab[h]
+      end }
+  end)
+end)
