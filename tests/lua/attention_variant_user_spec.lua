@@ -188,3 +188,21 @@ describe("a typo inside a variant's function", function()
       end }
   end)
 end)
+
+describe("data.pack's options, as a new user gives them", function()
+  it("a pad_id that is not an integer is refused (1.5 was stored as 1), as is a rows that is not a count", function()
+    parity.raises_here(function() ember.data.pack({ { 1, 2 } }, 3, { pad_id = 1.5 }) end,
+      "data.pack: pad_id must be an integer token id, got 1.5")
+    parity.raises_here(function() ember.data.pack({ { 1, 2 } }, 3, { pad_id = "3" }) end, "pad_id must be an integer token id, got \"3\"")
+    parity.raises_here(function() ember.data.pack({ { 1, 2 } }, 3, { pad_id = 1, rows = "x" }) end,
+      "data.pack: rows must be an integer >= 0 (pad to at least this many rows), got \"x\"")
+    parity.raises_here(function() ember.data.pack({ { 1, 2 } }, 3, { pad_id = 1, rows = 1.5 }) end, "rows must be an integer")
+    assert.are.same({ { 1, 2, 7 }, { 7, 7, 7 } }, ember.data.pack({ { 1, 2 } }, 3, { pad_id = 7, rows = 2 }).tokens:totable())
+    assert.are.same({ { 1, 2, 7 } }, ember.data.pack({ { 1, 2 } }, 3, { pad_id = 7.0 }).tokens:totable())
+  end)
+
+  it("a 2-D tensor of sequences is refused saying what to give", function()
+    parity.raises_here(function() ember.data.pack(ember.ones({ 2, 3 }, { dtype = "int64" }), 4, { pad_id = 1 }) end,
+      "a list of 1-D tensors")
+  end)
+end)

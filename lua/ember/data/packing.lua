@@ -30,13 +30,25 @@ local function ember() return require "ember" end
 function M.pack(seqs, len, opts)
   opts = opts or {}
   local errors = require "ember._errors"
-  if type(seqs) ~= "table" then errors.raise("data.pack: expected a list of id lists, got %s", type(seqs)) end
+  if type(seqs) ~= "table" then
+    errors.raise("data.pack: expected a list of sequences (id lists or 1-D int64 tensors), got %s%s", type(seqs),
+      ember().is_tensor(seqs) and " (a tensor: give a list of 1-D tensors, e.g. t:unbind(1))" or "")
+  end
   if math.type(len) ~= "integer" or len < 1 then
     errors.raise("data.pack: the row length must be a positive integer, got %s", tostring(len))
   end
   if type(opts) ~= "table" then errors.raise("data.pack: options must be a table, got %s", type(opts)) end
   for k in pairs(opts) do
     if k ~= "pad_id" and k ~= "rows" then errors.raise("data.pack: unknown option '%s' (options: pad_id, rows)", tostring(k)) end
+  end
+  -- (an int64 tensor would truncate a pad_id of 1.5 to 1)
+  local function whole(x) return type(x) == "number" and math.tointeger(x) ~= nil end
+  local function shown(x) return type(x) == "string" and ("%q"):format(x) or tostring(x) end
+  if opts.pad_id ~= nil and not whole(opts.pad_id) then
+    errors.raise("data.pack: pad_id must be an integer token id, got %s", shown(opts.pad_id))
+  end
+  if opts.rows ~= nil and not (whole(opts.rows) and opts.rows >= 0) then
+    errors.raise("data.pack: rows must be an integer >= 0 (pad to at least this many rows), got %s", shown(opts.rows))
   end
   local rows = {}
   local cur = nil
