@@ -1190,7 +1190,7 @@ def probe_cases():
 
 def probe_models_cases():
     """What a new user probing issue 27's modules tried (tests/lua/probe_models_spec.lua):
-    the pools with ceil_mode. Each case's config names the ember module, its
+    the pools with ceil_mode, the convolutions with padding_mode. Each case's config names the ember module, its
     kernel_size and options; own seed."""
     torch.manual_seed(20261207)
     cases = []
@@ -1225,6 +1225,27 @@ def probe_models_cases():
     pool("AvgPool1d_ceil_exclude_pad", P.AvgPool1d, (4,), dict(stride=3, padding=2, ceil_mode=True,
          count_include_pad=False),
          {"kernel_size": 4, "stride": 3, "padding": 2, "ceil_mode": True, "count_include_pad": False}, (2, 2, 9))
+
+    def conv(name, cls, args, kw, opts, shape):
+        m = cls(*args, **kw)
+        cfg = {"module": cls.__name__, "in_channels": args[0], "out_channels": args[1], "kernel_size": args[2],
+               "opts": opts}
+        cases.append(run_plain(name, m, cfg, {"x": torch.randn(*shape)}, lambda m, x: m(x)))
+
+    # padding_mode: PyTorch pads with F.pad(mode) and convolves without padding
+    conv("Conv2d_reflect", P.Conv2d, (3, 4, 3), dict(padding=(1, 2), padding_mode="reflect", stride=2),
+         {"padding": [1, 2], "padding_mode": "reflect", "stride": 2}, (2, 3, 6, 7))
+    conv("Conv2d_replicate_groups_dilated", P.Conv2d, (2, 4, (3, 2)),
+         dict(padding=2, padding_mode="replicate", groups=2, dilation=(1, 2)),
+         {"padding": 2, "padding_mode": "replicate", "groups": 2, "dilation": [1, 2]}, (1, 2, 5, 6))
+    conv("Conv2d_circular", P.Conv2d, (2, 3, 3), dict(padding=1, padding_mode="circular"),
+         {"padding": 1, "padding_mode": "circular"}, (2, 2, 4, 5))
+    conv("Conv2d_same_reflect", P.Conv2d, (2, 3, 4), dict(padding="same", padding_mode="reflect"),
+         {"padding": "same", "padding_mode": "reflect"}, (2, 2, 6, 5))
+    conv("Conv1d_circular_stride", P.Conv1d, (2, 4, 5), dict(padding=2, padding_mode="circular", stride=2),
+         {"padding": 2, "padding_mode": "circular", "stride": 2}, (2, 2, 9))
+    conv("Conv1d_reflect_unbatched", P.Conv1d, (2, 4, 3), dict(padding=1, padding_mode="reflect"),
+         {"padding": 1, "padding_mode": "reflect"}, (2, 7))
     return cases
 
 

@@ -136,8 +136,8 @@ describe("nn.Conv2d and nn.Conv1d", function()
       "Conv2d: padding=\"same\" needs stride 1")
     raises_here(function() local _ = nn.Conv2d(3, 8, 3, { padding = "full" }) end,
       "Conv2d: padding must be a non-negative integer, a pair of them, \"same\" or \"valid\", got \"full\"")
-    raises_here(function() local _ = nn.Conv2d(3, 8, 3, { padding_mode = "reflect" }) end,
-      "Conv2d: padding_mode \"reflect\" is not supported (only \"zeros\")")
+    raises_here(function() local _ = nn.Conv2d(3, 8, 3, { padding_mode = "mirror" }) end,
+      "Conv2d: padding_mode must be \"zeros\", \"reflect\", \"replicate\" or \"circular\", got \"mirror\"")
     raises_here(function() local _ = nn.Conv1d(0, 8, 3) end, "Conv1d: in_channels must be a positive integer, got 0")
     raises_here(function() local _ = nn.Conv2d(3, 8, 3, { strides = 2 }) end, "Conv2d: unknown option 'strides'")
   end)

@@ -88,3 +88,32 @@ describe("pooling with ceil_mode (PyTorch's option; it was refused)", function()
     raises_here(function() local _ = nn.MaxPool2d(2, { ceil_mode = 1 }) end, "MaxPool2d: ceil_mode must be a boolean")
   end)
 end)
+
+describe("Conv1d/Conv2d take padding_mode reflect, replicate and circular (PyTorch's; refused before)", function()
+  for _, name in ipairs { "Conv2d_reflect", "Conv2d_replicate_groups_dilated", "Conv2d_circular",
+                          "Conv2d_same_reflect", "Conv1d_circular_stride", "Conv1d_reflect_unbatched" } do
+    it(name .. ": values and gradients as PyTorch's, float64 and float32", function()
+      local c = parity.case(fixtures, name)
+      local cfg = c.config
+      local make = nn[cfg.module]
+      local opts = {}
+      for k, v in pairs(cfg.opts) do opts[k] = v end
+      opts.dtype = "float64"
+      parity.module(make(cfg.in_channels, cfg.out_channels, cfg.kernel_size, opts), c)
+      opts.dtype = nil
+      parity.module_float32(make(cfg.in_channels, cfg.out_channels, cfg.kernel_size, opts), c, { tol = 1e-5 })
+    end)
+  end
+
+  it("prints padding_mode as PyTorch; bad modes and too much reflect padding are errors naming the module", function()
+    assert.are.equal("Conv2d(3, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), padding_mode=circular)",
+      tostring(nn.Conv2d(3, 4, 3, { padding = 1, padding_mode = "circular" })))
+    raises_here(function() local _ = nn.Conv1d(3, 4, 3, { padding_mode = "mirror" }) end,
+      'Conv1d: padding_mode must be "zeros", "reflect", "replicate" or "circular", got "mirror"')
+    raises_here(function() local _ = nn.ConvTranspose2d(3, 4, 3, { padding_mode = "reflect" }) end,
+      'ConvTranspose2d: only padding_mode "zeros" is supported')
+    local conv = nn.Conv2d(3, 4, 3, { padding = 3, padding_mode = "reflect" })
+    raises_here(function() conv(ember.randn(1, 3, 3, 8)) end,
+      'Conv2d.forward: padding_mode="reflect" pads 3 and 3, more than the 3 elements along dim 3')
+  end)
+end)

@@ -1,7 +1,8 @@
 --- nn.Conv1d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, padding_mode="zeros", dtype=, device=, route="auto"}]):
 -- 1-d convolution (cross-correlation) of [N, C, L] (or unbatched [C, L]),
 -- as torch.nn.Conv1d. Sizes are a number (or a table of one); padding is
--- also "same" (stride 1) or "valid". The output is [N, out, Lo],
+-- also "same" (stride 1) or "valid"; padding_mode "zeros" (default),
+-- "reflect", "replicate" or "circular" as nn.Conv2d's. The output is [N, out, Lo],
 -- Lo = floor((L + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
 -- Parameters as PyTorch: `weight` [out, in/groups, k] and `bias` [out], with
 -- its initialisation (U(+-1/sqrt(fan_in)), fan_in = in/groups * k).

@@ -4,6 +4,9 @@
 -- padding is also "same" (stride 1; the extra row/column of an even kernel
 -- goes after, as PyTorch) or "valid" (none). The output is [N, out, Ho, Wo],
 -- Ho = floor((H + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
+-- padding_mode "reflect", "replicate" or "circular" pads the input so
+-- (`ember.pad`, by the same amounts) and convolves it without padding, as
+-- PyTorch; "zeros" is the default.
 -- Parameters as PyTorch, so its state dicts load: `weight`
 -- [out, in/groups, kh, kw] (kaiming_uniform_ with a = sqrt(5), i.e.
 -- U(+-1/sqrt(fan_in))) and `bias` [out] (U(+-1/sqrt(fan_in))),
@@ -24,6 +27,8 @@
 -- print(conv(ember.randn(8, 3, 32, 32)).shape)             --> ember.Size{8, 64, 32, 32}
 -- local patch = nn.Conv2d(3, 192, 4, {stride = 4})          -- a ViT patch embedding
 -- local dw = nn.Conv2d(32, 32, 3, {padding = "same", groups = 32})   -- depthwise
+-- local refl = nn.Conv2d(3, 8, 3, {padding = 1, padding_mode = "reflect"})
+-- print(refl(ember.randn(1, 3, 5, 5)).shape)                  --> ember.Size{1, 8, 5, 5}
 -- @classmod nn.Conv2d
 local Module = require "ember.nn.Module"
 local conv = require "ember.nn._conv"

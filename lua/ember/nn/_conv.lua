@@ -171,6 +171,8 @@ function M.check_input(self, name, nd, x)
 end
 
 local OPTS = { "stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "device", "route" }
+-- padding_mode -> ember.pad's mode (PyTorch pads the input so, then convolves without padding)
+local PADDING_MODES = { zeros = "constant", reflect = "reflect", replicate = "replicate", circular = "circular" }
 
 -- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
 function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
@@ -205,8 +207,9 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     end
   end
   local mode = opts.padding_mode or "zeros"
-  if mode ~= "zeros" then
-    error(("%s: padding_mode %s is not supported (only \"zeros\")"):format(name, fmt(mode)))
+  if not PADDING_MODES[mode] then
+    error(("%s: padding_mode must be \"zeros\", \"reflect\", \"replicate\" or \"circular\", got %s"):format(name,
+      fmt(mode)))
   end
   self.padding_mode = mode
   local route = opts.route or "auto"
@@ -260,6 +263,25 @@ function M.forward(self, name, nd, x)
         table.concat(x.shape, ", ")))
     end
   end
+  if self.padding_mode ~= "zeros" then
+    -- PyTorch's F.pad(x, padding, mode) then a convolution without padding
+    local mode = PADDING_MODES[self.padding_mode]
+    -- ember.pad's order: the last dim first (a 1-d conv's [N, C, 1, L] view: that dim only)
+    local amounts = nd == 2 and { p[3], p[4], p[1], p[2] } or { p[3], p[4] }
+    for i = 1, nd do
+      local dim = 4 - nd + i
+      local n = xb.shape[dim]
+      local lo, hi = p[2 * (2 - nd + i) - 1], p[2 * (2 - nd + i)]
+      local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
+      if lo > limit or hi > limit or n == 0 then
+        error(("%s.forward: padding_mode=%q pads %d and %d, more than the %d elements along dim %d of shape [%s] "
+          .. "allow (%s)"):format(name, self.padding_mode, lo, hi, n, x.ndim - nd + i, table.concat(x.shape, ", "),
+          mode == "reflect" and "reflect padding must be less than the size" or "at most the size"))
+      end
+    end
+    xb = ember.pad(xb, amounts, mode)
+    p = { 0, 0, 0, 0 }
+  end
   local w = self.weight
   if nd == 1 then w = w:unsqueeze(3) end
   local s = nd == 2 and self.stride or { 1, self.stride[1] }
@@ -290,6 +312,7 @@ function M.extra_repr(self, nd)
   if not one then s = s .. ", dilation=" .. t(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
   if not self.bias then s = s .. ", bias=False" end
+  if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
   return s
 end
 

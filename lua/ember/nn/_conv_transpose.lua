@@ -54,6 +54,10 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     error(("%s: padding must be a non-negative integer or %s (PyTorch's transposed convolutions take no \"%s\"), "
       .. "got %s"):format(name, nd == 2 and "a pair of them" or "a table of one", opts.padding, fmt(opts.padding)))
   end
+  if opts.padding_mode ~= nil and opts.padding_mode ~= "zeros" then
+    error(("%s: only padding_mode \"zeros\" is supported (as PyTorch's transposed convolutions), got %s"):format(
+      name, fmt(opts.padding_mode)))
+  end
   -- The rest (kernel_size, stride, padding, dilation, padding_mode, route,
   -- and PyTorch's initialisation) is nn.Conv*d's, with the channels swapped:
   -- the weight is [in, out/groups, k...], and PyTorch initialises it as a
