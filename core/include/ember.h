@@ -526,6 +526,10 @@ struct em_node {
   int piece_dim, n_pieces;
   int64_t piece_lo[EM_NODE_PIECES], piece_hi[EM_NODE_PIECES];
   bool pieces_unset;
+  /* n_saved: each saved tensor's storage version when recorded; backward
+  ** refuses to run the node when one has been written in place since (its
+  ** gradient would use the new values), as PyTorch's version counter. */
+  uint64_t *saved_version;
 };
 
 /* True when grad mode is on and some input requires grad. */

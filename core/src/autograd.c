@@ -103,6 +103,8 @@ static em_node *em__node_alloc(int n_in, int n_saved) {
   sz += (size_t)n_in * sizeof(em_dtype);
   size_t off_needs = sz;
   sz += (size_t)n_in * sizeof(bool);
+  size_t off_version = sz = (sz + 7) & ~(size_t)7;
+  sz += (size_t)n_saved * sizeof(uint64_t);
   char *mem = calloc(1, sz);
   if (!mem) return NULL;
   em_node *n = (em_node *)mem;
@@ -112,6 +114,7 @@ static em_node *em__node_alloc(int n_in, int n_saved) {
   n->in_ndim = (int *)(mem + off_ndim);
   n->in_dtype = (em_dtype *)(mem + off_dtype);
   n->needs_grad = (bool *)(mem + off_needs);
+  n->saved_version = (uint64_t *)(mem + off_version);
   n->n_inputs = n_in;
   n->n_saved = n_saved;
   n->refcount = 1;
@@ -151,6 +154,7 @@ em_status em_autograd_record(em_tensor *output, const em_opdef *op, int n_inputs
       em_node_release(n);
       return st;
     }
+    if (s->storage) n->saved_version[i] = __atomic_load_n(&s->storage->version, __ATOMIC_RELAXED);
   }
   n->out_ndim = output->ndim;
   memcpy(n->out_shape, output->shape, sizeof output->shape);
@@ -344,6 +348,26 @@ static em_status em__leaves_done(em__leafmap *m, em_node *n) {
   return EM_OK;
 }
 
+/* PyTorch's version check: a tensor node n saved has been written in place
+** since (x:add_(1), x[i] = v, an optimizer step, or a view of it), so the
+** gradient would be computed from the new values. */
+static em_status em__check_saved(const em_node *n) {
+  for (int i = 0; i < n->n_saved; i++) {
+    const em_tensor *t = n->saved[i];
+    if (!t || !t->storage) continue;
+    uint64_t now = __atomic_load_n(&t->storage->version, __ATOMIC_RELAXED);
+    if (now == n->saved_version[i]) continue;
+    char d[200];
+    return em_error(EM_ERR_AUTOGRAD,
+                    "backward: a tensor that '%s' saved for its gradient (%s) has been modified by an "
+                    "in-place operation since (version %llu, expected %llu); do the in-place op after "
+                    "backward, or on a clone",
+                    n->op->name, em__desc(t, d, sizeof d), (unsigned long long)now,
+                    (unsigned long long)n->saved_version[i]);
+  }
+  return EM_OK;
+}
+
 /* Runs one node's backward and routes the input gradients. */
 static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buffered) {
   em_tensor *grad_small[8], **grads = grad_small;
@@ -358,7 +382,8 @@ static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buff
                    "call backward with retain_graph=true to go through it twice "
                    "(t:backward(nil, true), or t:backward{retain_graph = true})", n->op->name);
     else {
-      s = em__settle_pieces(n);
+      s = em__check_saved(n);
+      if (s == EM_OK) s = em__settle_pieces(n);
       if (s == EM_OK && em__grad_hook) s = em__run_grad_hook(n, NULL, &n->pending_grad);
       const bool prof = s == EM_OK && em__prof_is_on();
       if (prof) em__prof_backward_begin(n->op->name);
