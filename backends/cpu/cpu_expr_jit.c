@@ -108,7 +108,7 @@ static bool offset_in_t(const em_xcap *cp, bool f64) {
 
 /* Register i's definition: `const T r<i> = ...;` (a load also checks its
 ** indices: a row with one out of range is the interpreter's to report). */
-static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool in_loop, bool f64) {
+static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool in_loop, bool f64, bool small) {
   const em_xins *x = &p->ins[i];
   switch (x->op) {
   case EM_XOP_CONST: xb_printf(b, "    const T r%d = ", i), xb_const(b, x->k), xb_printf(b, ";\n"); return;
@@ -141,6 +141,11 @@ static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool 
       xb_printf(b, "%sconst T r%d = (T)NAN;\n", ind, i);
       return;
     }
+    if (small && x->op == EM_XOP_TANH) { /* see gen_function */
+      xb_printf(b, "%sconst T r%d = ({ const T a_ = r%d; big |= !cpu_tanh_small_ok(a_); cpu_tanh_small_f32(a_); });\n",
+                ind, i, x->arg[0]);
+      return;
+    }
     xb_printf(b, "%sconst T r%d = ({ const T a_ = r%d, b_ = r%d, c_ = r%d; (void)b_, (void)c_; (T)(%s); });\n",
               ind, i, x->arg[0], x->arg[ar > 1 ? 1 : 0], x->arg[ar > 2 ? 2 : 0], XOP_TEXT[x->op]);
   }
@@ -152,14 +157,42 @@ static bool hoisted(const cpu_xhoist *hp) { return hp && (hp->n_roots || hp->n_g
 
 /* The key loop's registers: a hoisted root is read from the row's place
 ** in Hb, the other registers on the diagonals are not needed. */
-static void gen_key_loop(xbuf *b, const em_expr *p, const em_xcap *caps, const cpu_xhoist *hp, bool f64) {
+static void gen_key_loop(xbuf *b, const em_expr *p, const em_xcap *caps, const cpu_xhoist *hp, bool f64,
+                         bool small) {
   for (int i = 0; i < p->n; i++) {
     if (!p->kvar[i]) continue;
     if (hoisted(hp) && p->dvar[i]) {
       if (hp->slot[i] >= 0) xb_printf(b, "      const T r%d = hrow[%d * hs + jj];\n", i, hp->slot[i]);
       continue;
     }
-    gen_ins(b, p, caps, i, true, f64);
+    gen_ins(b, p, caps, i, true, f64, small);
+  }
+}
+
+/* Whether program p has a float tanh in its key loop (see gen_function). */
+static bool has_key_tanh(const em_expr *p, const cpu_xhoist *hp, bool f64) {
+  if (f64) return false;
+  for (int i = 0; i < p->n; i++)
+    if (p->kvar[i] && !(hoisted(hp) && p->dvar[i]) && p->ins[i].op == EM_XOP_TANH) return true;
+  return false;
+}
+
+/* The key loop writing out0 (and out1 for the gradient role). With a
+** float tanh in it, the loop runs first with cpu_vmath.h's polynomial
+** tanh alone, which is the rule's own result for arguments inside
+** (-1, 1), and runs again with the whole rule only when some argument of
+** the row lies outside: a softcap's scores below its cap skip the rule's
+** division and selects. */
+static void gen_key_loops(xbuf *b, const em_expr *p, const em_xcap *caps, const cpu_xhoist *hp, int role, bool f64) {
+  const bool small = has_key_tanh(p, hp, f64);
+  for (int pass = small ? 0 : 1; pass < 2; pass++) {
+    if (pass == 1 && small) xb_printf(b, "    if (big) {\n    bad = 0;\n");
+    xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
+    gen_key_loop(b, p, caps, hp, f64, pass == 0);
+    xb_printf(b, "      out0[jj] = r%d;\n", p->out[0]);
+    if (role == CPU_XJIT_GRAD) xb_printf(b, "      out1[jj] = r%d;\n", p->out[1]);
+    xb_printf(b, "    }\n");
+    if (pass == 1 && small) xb_printf(b, "    }\n");
   }
 }
 
@@ -177,14 +210,11 @@ static void gen_function(xbuf *b, const em_expr *p, int role, bool f64, const em
                "    const int64_t q = q0 + ii;\n    (void)q;\n"
                "    T *restrict s_ = S + ii * ld;\n    int bad = 0;\n"
                "    const T *restrict hrow = Hb ? Hb + (br - 1 - ii) : 0;\n    (void)hrow;\n"
-               "    T out0[MAXC], out1[MAXC];\n    (void)out1;\n");
+               "    T out0[MAXC], out1[MAXC];\n    (void)out1;\n    int big = 0;\n    (void)big;\n");
   for (int i = 0; i < p->n; i++)
-    if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64);
-  xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
-  gen_key_loop(b, p, caps, hp, f64);
-  xb_printf(b, "      out0[jj] = r%d;\n", p->out[0]);
-  if (role == CPU_XJIT_GRAD) xb_printf(b, "      out1[jj] = r%d;\n", p->out[1]);
-  xb_printf(b, "    }\n    if (bad) return ii;\n");
+    if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64, false);
+  gen_key_loops(b, p, caps, hp, role, f64);
+  xb_printf(b, "    if (bad) return ii;\n");
   if (role == CPU_XJIT_MASK) {
     xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) s_[jj] = out0[jj] != 0 ? s_[jj] : -INFINITY;\n");
   } else {
@@ -212,9 +242,9 @@ static void gen_scatter(xbuf *b, const em_expr *p, bool f64, const em_xcap *caps
             CPU_XJIT_SCATTER);
   for (int g = 0; g < p->n_grad; g++) xb_printf(b, "  int64_t off%d[MAXC];\n  T val%d[MAXC];\n  (void)off%d;\n", g, g, g);
   for (int i = 0; i < p->n; i++)
-    if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64);
+    if (!p->kvar[i]) gen_ins(b, p, caps, i, false, f64, false);
   xb_printf(b, "    for (int64_t jj = 0; jj < bc; jj++) {\n");
-  gen_key_loop(b, p, caps, hp, f64);
+  gen_key_loop(b, p, caps, hp, f64, false);
   for (int g = 0; g < p->n_grad; g++) {
     if (!(hz && hp->gslot[g] >= 0)) xb_printf(b, "      off%d[jj] = (int64_t)o%d;\n", g, p->grad_load[g]);
     xb_printf(b, "      val%d[jj] = r%d * ds[jj];\n", g, p->out[2 + g]);

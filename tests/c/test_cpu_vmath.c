@@ -1,6 +1,6 @@
 /*
 ** test_cpu_vmath.c -- the CPU backend's branch-free float32 exp, log and tanh
-** (backends/cpu/cpu_vmath.h), which the fused attention kernel and the
+** (backends/cpu/cpu_vmath.h), with tanh's polynomial part alone, which the fused attention kernel and the
 ** traced programs (interpreted and compiled alike) use: within 2 ulp of
 ** the double-precision result over the whole float range, subnormals
 ** included, and the special values as libm gives them.
@@ -77,9 +77,36 @@ static void test_tanh(void) {
   CHECK(isnan(cpu_tanh_f32(NAN)), "tanh NaN is NaN");
 }
 
+/* The division-free polynomial that cpu_tanh_f32 takes inside (-1, 1),
+** and which compiled traced programs run alone on a row whose arguments
+** all lie there: within 1.01 ulp of tanh there (every 61st float, the
+** interval's two ends too), odd, and the whole rule's own result. */
+static void test_tanh_small(void) {
+  double worst = 0;
+  bool same = true, odd = true;
+  for (uint32_t bits = 0;; bits += 61) {
+    float x;
+    memcpy(&x, &bits, sizeof x);
+    if (!(x < 1.0f)) x = nextafterf(1.0f, 0.0f);
+    const float y = cpu_tanh_small_f32(x);
+    const double e = ulps(y, tanh((double)x));
+    if (e > worst) worst = e;
+    same = same && cpu_tanh_small_ok(x) && cpu_tanh_f32(x) == y && cpu_tanh_f32(-x) == -y;
+    odd = odd && cpu_tanh_small_f32(-x) == -y;
+    if (x == nextafterf(1.0f, 0.0f)) break;
+  }
+  printf("# cpu_tanh_small_f32: worst %.3f ulp on (-1, 1)\n", worst);
+  CHECK(worst <= 1.01, "cpu_tanh_small_f32 within 1.01 ulp of tanh on (-1, 1)");
+  CHECK(same && odd, "cpu_tanh_f32 is the polynomial inside (-1, 1), and it is odd");
+  CHECK(!cpu_tanh_small_ok(1.0f) && !cpu_tanh_small_ok(-1.0f) && !cpu_tanh_small_ok(NAN) &&
+            !cpu_tanh_small_ok(INFINITY),
+        "the polynomial's range ends before +-1, and excludes NaN and inf");
+}
+
 int main(void) {
   test_log();
   test_exp();
   test_tanh();
+  test_tanh_small();
   return tap_done();
 }
