@@ -12,6 +12,10 @@ static int raise_message(lua_State *L, const char *op, const char *msg, em_statu
   size_t n = strlen(op);
   /* The core's messages already start with "op: "; do not say it twice. */
   if (strncmp(msg, op, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+  /* Nor the in-place core op a method runs under its own name (zero_ and
+  ** t[i] = v fill_, "ember.zero_: fill_: ..."): a name ending in '_'. */
+  size_t k = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
+  if (k > 1 && msg[k - 1] == '_' && msg[k] == ':' && msg[k + 1] == ' ') msg += k + 2;
   if (*msg == '\0') msg = em_status_name(s);
   return luaL_error(L, "ember.%s: %s", op, msg);
 }

@@ -687,15 +687,30 @@ em_status em_masked_fill(em_tensor **out, em_tensor *x, em_tensor *mask, double 
 /* In place                                                            */
 /* ------------------------------------------------------------------ */
 
+/* The leaf that requiring-grad view t was taken from (w[1], w:narrow(...),
+** views of views), or NULL: down single-input nodes to a leaf that shares
+** t's memory (an op in between would have made new memory). */
+static const em_tensor *viewed_leaf(const em_tensor *t) {
+  const em_node *n = t->grad_fn;
+  for (int depth = 0; n && n->n_inputs == 1 && depth < 64; depth++) {
+    const em_tensor *leaf = n->edges[0].leaf;
+    if (leaf) return leaf->storage == t->storage ? leaf : NULL;
+    n = n->edges[0].fn;
+  }
+  return NULL;
+}
+
 /* In-place ops are not recorded, so with grad mode on they must not touch
 ** a tensor autograd cares about, nor take a gradient-carrying source. */
 static em_status check_inplace(const char *op, const em_tensor *dst, const em_tensor *src) {
   char d[200];
   if (!em_grad_enabled()) return EM_OK;
-  if (dst->requires_grad && !dst->grad_fn)
+  const em_tensor *leaf = dst->requires_grad && !dst->grad_fn ? dst : viewed_leaf(dst);
+  if (leaf)
     return em_error(EM_ERR_AUTOGRAD,
-                    "%s: a leaf tensor that requires grad (%s) is being used in an in-place "
-                    "operation; do it with grad mode off (no_grad)", op, em__desc(dst, d, sizeof d));
+                    "%s: %sa leaf tensor that requires grad (%s) is being used in an in-place "
+                    "operation; do it with grad mode off (no_grad)", op, leaf == dst ? "" : "a view of ",
+                    em__desc(leaf, d, sizeof d));
   if (dst->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
                     "%s: the tensor (%s) was made by '%s' and is part of an autograd graph; "

@@ -186,3 +186,27 @@ describe("backward refuses tensors modified in place after they were saved (PyTo
     assert.are.same({ 6, 8, 10 }, w.grad:totable())
   end)
 end)
+
+describe("in-place writes into a leaf that requires grad say so, whatever route they take", function()
+  -- PyTorch 1.13: "a leaf Variable that requires grad is being used in an in-place operation."
+  -- and, through a view (w[0] = 5), "a view of a leaf Variable that requires grad is being used ..."
+  local w = ember.ones(3):requires_grad_()
+  local LEAF = "a leaf tensor that requires grad ([3] float32 cpu) is being used in an in-place operation"
+  it("zero_ names zero_ once (it said 'ember.zero_: fill_: ...')", function()
+    raises_here(function() w:zero_() end, "ember.zero_: " .. LEAF)
+  end)
+  it("w[i] = v, w[{...}] = v, w[mask] = v and a narrow's fill_ name the leaf, not a 'select' graph", function()
+    local VIEW = "a view of " .. LEAF
+    raises_here(function() w[1] = 5 end, "ember.setindex: " .. VIEW)
+    raises_here(function() w[{ { 1, 2 } }] = 5 end, VIEW)
+    raises_here(function() w:narrow(1, 1, 2):fill_(0) end, "ember.fill_: " .. VIEW)
+    raises_here(function() w:view(3, 1):copy_(ember.zeros(3, 1)) end, "ember.copy_: " .. VIEW)
+    assert.are.same({ 1, 1, 1 }, w:totable())
+    ember.no_grad(function() w[1] = 5 end) -- as torch.no_grad()
+    assert.are.same({ 5, 1, 1 }, w:detach():totable())
+  end)
+  it("a view of a tensor made by an op keeps the graph message", function()
+    local h = w * 2
+    raises_here(function() h[1] = 0 end, "is part of an autograd graph")
+  end)
+end)
