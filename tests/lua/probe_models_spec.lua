@@ -105,6 +105,15 @@ describe("Conv1d/Conv2d take padding_mode reflect, replicate and circular (PyTor
     end)
   end
 
+  it("float64 gradcheck through each padding_mode", function()
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    for _, mode in ipairs { "reflect", "replicate", "circular" } do
+      local conv = nn.Conv2d(2, 2, 3, { padding = { 1, 2 }, padding_mode = mode, dtype = "float64" })
+      gradcheck.check(function(x, w) conv.weight = w return conv(x) end,
+        { ember.randn({ 1, 2, 4, 5 }, { dtype = "float64" }), conv.weight:detach():clone() })
+    end
+  end)
+
   it("prints padding_mode as PyTorch; bad modes and too much reflect padding are errors naming the module", function()
     assert.are.equal("Conv2d(3, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), padding_mode=circular)",
       tostring(nn.Conv2d(3, 4, 3, { padding = 1, padding_mode = "circular" })))
@@ -115,5 +124,57 @@ describe("Conv1d/Conv2d take padding_mode reflect, replicate and circular (PyTor
     local conv = nn.Conv2d(3, 4, 3, { padding = 3, padding_mode = "reflect" })
     raises_here(function() conv(ember.randn(1, 3, 3, 8)) end,
       'Conv2d.forward: padding_mode="reflect" pads 3 and 3, more than the 3 elements along dim 3')
+  end)
+end)
+
+describe("nn.init as a PyTorch user calls it", function()
+  local init = nn.init
+
+  -- the mean of N(mean, std^2) truncated to [a, b]
+  local function truncated_mean(mean, std, a, b)
+    local function pdf(z) return math.exp(-z * z / 2) / math.sqrt(2 * math.pi) end
+    local function cdf(z) return (1 + ember.erf(ember.tensor(z / math.sqrt(2), { dtype = "float64" })):item()) / 2 end
+    local za, zb = (a - mean) / std, (b - mean) / std
+    return mean + std * (pdf(za) - pdf(zb)) / (cdf(zb) - cdf(za))
+  end
+
+  it("trunc_normal_ on an interval in a tail (PyTorch's inverse-CDF draw takes it; rejection gave up)", function()
+    ember.manual_seed(11)
+    for _, c in ipairs { { 0, 1, 3, 4 }, { 1, 2, -9, -7 }, { 0, 1, 6, 7 }, { 0, 0.02, 0.05, 0.1 }, { 0, 1, -2, 2 } } do
+      local t = init.trunc_normal_(ember.empty({ 20000 }, { dtype = "float64" }), table.unpack(c))
+      assert.is_true(t:min():item() >= c[3] and t:max():item() <= c[4])
+      local want = truncated_mean(table.unpack(c))
+      local got = t:mean():item()
+      assert(math.abs(got - want) < 0.02 * c[2], ("trunc_normal_(%g, %g, %g, %g): mean %g, want %g"):format(
+        c[1], c[2], c[3], c[4], got, want))
+    end
+    local f = init.trunc_normal_(ember.empty({ 1000 }), 0, 1, 3, 4)
+    assert.are.equal("float32", f.dtype)
+    assert.is_true(f:min():item() >= 3 and f:max():item() <= 4)
+  end)
+
+  it("takes PyTorch's keyword arguments as a table, as the kaiming functions do", function()
+    ember.manual_seed(3)
+    local t = ember.empty({ 200, 300 }, { dtype = "float64" })
+    local function std(x) return x:std():item() end
+    assert(math.abs(std(init.trunc_normal_(t, { std = 0.02 })) - 0.02) < 0.002)
+    assert.is_true(t:abs():max():item() <= 2)
+    init.trunc_normal_(t, { mean = 1, std = 1, a = 0.5, b = 1.5 })
+    assert.is_true(t:min():item() >= 0.5 and t:max():item() <= 1.5)
+    init.normal_(t, { mean = 2, std = 0.5 })
+    assert(math.abs(t:mean():item() - 2) < 0.01 and math.abs(std(t) - 0.5) < 0.01)
+    init.uniform_(t, { a = -0.1, b = 0.1 })
+    assert.is_true(t:min():item() >= -0.1 and t:max():item() <= 0.1 and t:min():item() < -0.09)
+    local bound = 2 * math.sqrt(6 / 500)
+    init.xavier_uniform_(t, { gain = 2 })
+    assert.is_true(t:abs():max():item() <= bound and t:abs():max():item() > 0.95 * bound)
+    assert(math.abs(std(init.xavier_normal_(t, { gain = 3 })) - 3 * math.sqrt(2 / 500)) < 0.01)
+    local o = init.orthogonal_(ember.empty({ 3, 5 }, { dtype = "float64" }), { gain = 2 })
+    assert.is_true(ember.allclose(o:matmul(o:t()), ember.eye(3, { dtype = "float64" }) * 4, 1e-10, 1e-10))
+    init.constant_(t, { val = 0.25 })
+    assert.are.equal(0.25, t:max():item())
+    raises_here(function() init.trunc_normal_(t, { sd = 0.02 }) end,
+      "nn.init.trunc_normal_: unknown option 'sd' (mean, std, a, b)")
+    raises_here(function() init.xavier_uniform_(t, { gain = "2" }) end, "nn.init.xavier_uniform_: gain must be a number")
   end)
 end)

@@ -16,15 +16,18 @@
 --  * kaiming_normal_(t, a=0, mode="fan_in", nonlinearity="leaky_relu"):
 --    N(0, std^2), std = gain / sqrt(fan).
 --  * trunc_normal_(t, mean=0, std=1, a=-2, b=2): N(mean, std^2) restricted to
---    [a, b] (a and b are values, not multiples of std, as PyTorch).
+--    [a, b] (a and b are values, not multiples of std, as PyTorch; drawn by
+--    the inverse CDF, as PyTorch, so an interval in a tail works too).
 --  * uniform_(t, a=0, b=1), normal_(t, mean=0, std=1), constant_(t, v),
 --    zeros_(t), ones_(t), eye_(t) (a 2-d identity).
 --  * orthogonal_(t, gain=1): a (semi-)orthogonal matrix from the QR
 --    decomposition of a normal one (rows or columns orthonormal, R's
 --    diagonal made positive), t seen as [rows, the rest], times gain.
 --
--- The kaiming functions take their options positionally, as PyTorch, or
--- as a table: `kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})`.
+-- Options come positionally, as PyTorch's, or as a table of PyTorch's
+-- keyword names: `kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})`,
+-- `trunc_normal_(w, {std = 0.02})`, `xavier_uniform_(w, {gain = 2})`,
+-- `normal_(w, {mean = 0, std = 0.02})`, `constant_(w, {val = 0.5})`.
 -- Errors name the function (`nn.init.xavier_uniform_: ...`) at the caller's line.
 -- @usage local init = require("ember.nn").init
 -- local lin = nn.Linear(256, 128)
@@ -51,6 +54,21 @@ end
 
 local function check_number(fn, what, v)
   if type(v) ~= "number" or v ~= v then fail(fn, "%s must be a number, got %s", what, tostring(v)) end
+end
+
+-- PyTorch's keyword arguments: `first` may be a table of the options
+-- `names` (in their positional order); returns the values in that order,
+-- else the positional ones as given.
+local function options(fn, names, first, ...)
+  if type(first) ~= "table" or ember.is_tensor(first) then return first, ... end
+  local pos = {}
+  for i, n in ipairs(names) do pos[n] = i end
+  local out = {}
+  for k, v in pairs(first) do
+    if not pos[k] then fail(fn, "unknown option '%s' (%s)", tostring(k), table.concat(names, ", ")) end
+    out[pos[k]] = v
+  end
+  return table.unpack(out, 1, #names)
 end
 
 --- The gain PyTorch recommends for a nonlinearity (torch.nn.init.calculate_gain):
@@ -104,6 +122,7 @@ function M.calculate_fans(t) return fans("calculate_fans", t) end
 -- @treturn Tensor t
 function M.uniform_(t, a, b)
   check_float("uniform_", t)
+  a, b = options("uniform_", { "a", "b" }, a, b)
   a, b = a or 0, b or 1
   check_number("uniform_", "a", a)
   check_number("uniform_", "b", b)
@@ -118,6 +137,7 @@ end
 -- @treturn Tensor t
 function M.normal_(t, mean, std)
   check_float("normal_", t)
+  mean, std = options("normal_", { "mean", "std" }, mean, std)
   mean, std = mean or 0, std or 1
   check_number("normal_", "mean", mean)
   check_number("normal_", "std", std)
@@ -131,6 +151,7 @@ end
 -- @treturn Tensor t
 function M.constant_(t, v)
   if not ember.is_tensor(t) then fail("constant_", "expected a tensor, got %s", type(t)) end
+  v = options("constant_", { "val" }, v)
   check_number("constant_", "val", v)
   ember.no_grad(function() t:fill_(v) end)
   return t
@@ -165,6 +186,7 @@ function M.eye_(t)
 end
 
 local function gain_of(fn, gain)
+  gain = options(fn, { "gain" }, gain)
   gain = gain == nil and 1 or gain
   check_number(fn, "gain", gain)
   return gain
@@ -275,18 +297,24 @@ function M.kaiming_normal_(t, a, mode, nonlinearity)
 end
 
 --- N(mean, std^2) truncated to [a, b], as torch.nn.init.trunc_normal_: a
--- and b are values (not multiples of std). Drawn by rejection: values
--- outside [a, b] are drawn again until none is left, so [a, b] must hold a
--- fair part of the distribution (an interval far in a tail is an error
--- after 200 rounds rather than a long wait).
+-- and b are values (not multiples of std). Drawn as PyTorch draws it, by
+-- the inverse of the normal CDF (uniform between CDF(a) and CDF(b), then
+-- erfinv), in float64 (so an interval in a tail, [3, 4] or [6, 7] of
+-- N(0, 1), is drawn as well as one around the mean), then clamped to
+-- [a, b] and rounded to t's dtype. An interval holding less than about 1e-13 of the distribution is
+-- an error (float64 cannot tell its CDF values apart; PyTorch returns the
+-- bounds there).
 -- @tparam Tensor t
 -- @number[opt=0] mean
 -- @number[opt=1] std
 -- @number[opt=-2] a
 -- @number[opt=2] b
 -- @treturn Tensor t
+-- @usage local pos = nn.init.trunc_normal_(ember.empty(1, 50, 64), 0, 0.02)   -- ViT's, in [-2, 2]
+-- local w = nn.init.trunc_normal_(ember.empty(4, 4), {std = 0.02, a = -0.04, b = 0.04})   -- PyTorch's keywords
 function M.trunc_normal_(t, mean, std, a, b)
   check_float("trunc_normal_", t)
+  mean, std, a, b = options("trunc_normal_", { "mean", "std", "a", "b" }, mean, std, a, b)
   mean, std, a, b = mean or 0, std or 1, a or -2, b or 2
   for _, v in ipairs { { "mean", mean }, { "std", std }, { "a", a }, { "b", b } } do
     check_number("trunc_normal_", v[1], v[2])
@@ -294,23 +322,19 @@ function M.trunc_normal_(t, mean, std, a, b)
   if std < 0 then fail("trunc_normal_", "std must be >= 0, got %g", std) end
   if not (a < b) then fail("trunc_normal_", "a must be < b, got a=%g, b=%g", a, b) end
   ember.no_grad(function()
-    local opts = { dtype = t.dtype, device = t.device }
-    -- drawn in float32 (float64 for a float64 tensor), then rounded to t's dtype
-    local work = (t.dtype == "float64") and "float64" or "float32"
-    local wopts = { dtype = work, device = t.device }
-    local x = ember.normal(t.shape, mean, std, wopts)
-    local function outside(v) return v:lt(a):logical_or(v:gt(b)) end
-    local bad = outside(x)
-    local rounds = 0
-    while bad:any():item() do
-      rounds = rounds + 1
-      if rounds > 200 then
-        fail("trunc_normal_", "[a, b] = [%g, %g] holds too little of N(%g, %g^2) to draw by rejection", a, b, mean, std)
-      end
-      x = ember.where(bad, ember.normal(t.shape, mean, std, wopts), x)
-      bad = outside(x)
+    local f64 = { dtype = "float64", device = t.device }
+    if std == 0 or t:numel() == 0 then
+      t:fill_(math.min(math.max(mean, a), b))
+      return
     end
-    t:copy_(x:to(opts.dtype))
+    local function cdf(z) return (1 + ember.erf(ember.tensor(z / math.sqrt(2), f64)):item()) / 2 end
+    local lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    if not (hi - lo > 1e-13) then
+      fail("trunc_normal_", "[a, b] = [%g, %g] holds too little of N(%g, %g^2) to draw from (its CDF values are "
+        .. "equal in float64)", a, b, mean, std)
+    end
+    local z = ember.uniform(t.shape, 2 * lo - 1, 2 * hi - 1, f64):erfinv() * math.sqrt(2)
+    t:copy_((z * std + mean):clamp(a, b):to(t.dtype))
   end)
   return t
 end
