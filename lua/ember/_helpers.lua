@@ -83,6 +83,21 @@ end
 -- Shared with ember/_functional.lua, which adds functions the same way.
 M.fail, M.check_tensor, M.set = fail, check_tensor, set
 
+-- The value of x[key] = value, a tensor, in dtype and broadcast to the
+-- indexed result's shape (a table), or PyTorch's error naming op.
+function M.index_value(op, value, dtype, shape)
+  local n, ok = value:dim(), value:dim() <= #shape
+  for i = 0, ok and n - 1 or -1 do
+    local s = value:size(n - i)
+    ok = ok and (s == 1 or s == shape[#shape - i])
+  end
+  if not ok then
+    fail(op, "shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape [%s]",
+      require("ember._errors").shape_str(value), table.concat(shape, ", "))
+  end
+  return value:to(dtype):expand(shape)
+end
+
 -- ---- triangles and eye ------------------------------------------------------
 
 -- A bool [R, C] mask on x's device: col - row >= k (upper) or <= k (lower).

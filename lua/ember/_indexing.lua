@@ -77,7 +77,7 @@ local function table_assign(t, key, value)
     if core.is_tensor(value) then
       local shape = {}
       for i = 1, v:dim() do shape[i] = i == d and idx:size(1) or v:size(i) end
-      v:copy_(v:index_copy(d, idx, value:to(v.dtype):expand(shape)))
+      v:copy_(v:index_copy(d, idx, helpers.index_value("setindex", value, v.dtype, shape)))
     elseif type(value) == "number" or type(value) == "boolean" then
       v:copy_(v:index_fill(d, idx, type(value) == "boolean" and (value and 1 or 0) or value))
     else
@@ -86,7 +86,7 @@ local function table_assign(t, key, value)
     return
   end
   if core.is_tensor(value) then
-    v:copy_(value)
+    v:copy_(helpers.index_value("setindex", value, v.dtype, { table.unpack(v.shape) }))
   elseif type(value) == "number" or type(value) == "boolean" then
     v:fill_(type(value) == "boolean" and (value and 1 or 0) or value)
   else
@@ -169,7 +169,7 @@ mt.__table_newindex = guard(function(t, key, value)
       vs[i] = shape[i]
       full[#full + 1] = shape[i]
     end
-    local src = value:to(t.dtype):expand(full):reshape(vs)
+    local src = helpers.index_value("setindex", value, t.dtype, full):reshape(vs)
     t:copy_(flat:index_copy(1, pos, src):view(t.shape))
   elseif type(value) == "number" or type(value) == "boolean" then
     t:copy_(flat:index_fill(1, pos, type(value) == "boolean" and (value and 1 or 0) or value):view(t.shape))

@@ -7,6 +7,7 @@
 -- no_grad blocks) they do. init.lua loads it.
 local core = require "ember.core"
 local errors = require "ember._errors"
+local index_value = require("ember._helpers").index_value
 local T = core.Tensor
 
 local OPS = {
@@ -86,7 +87,7 @@ mt.__mask_newindex = function(x, mask, v)
       local rows = x:reshape(-1, table.unpack(rest)):clone()
       local n = idx.shape[1]
       local shape = { n, table.unpack(rest) }
-      local src = v:to(x.dtype):expand(shape)
+      local src = index_value("setindex", v, x.dtype, shape)
       -- one row at a time is slow; an index_copy along dim 1 in one op:
       -- zero the selected rows, then add the values there
       local keep = core.ones(rows.shape[1], { dtype = x.dtype, device = x.device })
@@ -121,7 +122,7 @@ mt.__index_newindex = function(x, idx, v)
     elseif core.is_tensor(v) then
       local shape = { flat:numel() }
       for i = 2, x.ndim do shape[i] = x.shape[i] end
-      x:copy_(x:index_copy(1, flat, v:to(x.dtype):expand(shape)))
+      x:copy_(x:index_copy(1, flat, index_value("setindex", v, x.dtype, shape)))
     else
       error(("ember.setindex: value must be a number or a tensor, got %s"):format(type(v)), 0)
     end

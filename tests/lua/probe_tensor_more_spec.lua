@@ -210,3 +210,31 @@ describe("in-place writes into a leaf that requires grad say so, whatever route 
     raises_here(function() h[1] = 0 end, "is part of an autograd graph")
   end)
 end)
+
+describe("x[key] = value with a value of the wrong shape names setindex and both shapes", function()
+  -- PyTorch 1.13: "shape mismatch: value tensor of shape [2] cannot be broadcast to indexing
+  -- result of shape [3]"; ember named expand or copy_, ops the user never called
+  local x = ember.arange(1, 7):view(2, 3):float()
+  local function msg(v, r)
+    return ("ember.setindex: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s"):format(v, r)
+  end
+  it("a bool mask, over all dims or leading ones", function()
+    raises_here(function() x[x:gt(3)] = ember.tensor({ 1, 2 }) end, msg("[2]", "[3]"))
+    raises_here(function() x[ember.tensor({ true, false })] = ember.tensor({ 1, 2 }) end, msg("[2]", "[1, 3]"))
+  end)
+  it("an int64 index tensor, pointwise index tensors, a range", function()
+    raises_here(function() x[ember.tensor({ 1, 2 }, "int64")] = ember.tensor({ 1, 2 }) end, msg("[2]", "[2, 3]"))
+    raises_here(function() x[{ ember.tensor({ 1, 2 }, "int64"), ember.tensor({ 3, 1 }, "int64") }] = ember.tensor({ 1, 2, 3 }) end,
+      msg("[3]", "[2]"))
+    raises_here(function() x[{ {}, 1 }] = ember.tensor({ 1, 2, 3 }) end, msg("[3]", "[2]"))
+    raises_here(function() x[{ {}, ember.tensor({ 1 }, "int64") }] = ember.tensor({ 1, 2, 3 }) end, msg("[3]", "[2, 1]"))
+    assert.are.same({ { 1, 2, 3 }, { 4, 5, 6 } }, x:totable())
+  end)
+  it("values that broadcast still go in", function()
+    local y = x:clone()
+    y[y:gt(3)] = ember.tensor({ 9 })
+    y[{ {}, 1 }] = ember.tensor({ 7 })
+    y[ember.tensor({ 1 }, "int64")] = ember.tensor({ 0, 1, 2 })
+    assert.are.same({ { 0, 1, 2 }, { 7, 9, 9 } }, y:totable())
+  end)
+end)
