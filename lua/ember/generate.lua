@@ -31,7 +31,8 @@
 -- (it ignores it) is given the whole sequence at every step, as without one.
 --
 -- A batch of prompts of different lengths is left-padded, with
--- prompt_padding_mask (bool [B, L], true = padding). decode gets it as
+-- prompt_padding_mask (bool [B, L], true = padding; padding after a token
+-- is an error, since a row continues from its last position). decode gets it as
 -- key_padding_mask: with a cache on the first call only (the layers keep it
 -- in the cache, see MultiHeadAttention.forward_cached), without one over
 -- every position so far. Positions count from the padded start, so a row's
@@ -215,6 +216,9 @@ local function check_generate(model, prompt, opts)
     error(("generate: prompt must be int64 [B, L], got %s"):format(ember.is_tensor(prompt) and
       ("%s [%s]"):format(prompt.dtype, table.concat(prompt.shape, ", ")) or type(prompt)))
   end
+  if prompt.shape[2] == 0 then
+    error(("generate: prompt must hold at least one token per row (a BOS id), got int64 [%d, 0]"):format(prompt.shape[1]))
+  end
   check_values(opts)
   local rp = opts.repetition_penalty
   if rp ~= nil and (type(rp) ~= "number" or rp <= 0) then
@@ -250,6 +254,19 @@ local function check_generate(model, prompt, opts)
     error(("generate: prompt_padding_mask must be a bool tensor [B=%d, L=%d] (true = padding), got %s")
       :format(prompt.shape[1], prompt.shape[2], ember.is_tensor(pm) and
         ("%s [%s]"):format(pm.dtype, table.concat(pm.shape, ", ")) or type(pm)))
+  end
+  -- each row continues from its last position: padding after a token would
+  -- put the pads between the prompt and its continuation
+  for b, row in ipairs(pm and pm:totable() or {}) do
+    local seen_token = false
+    for j, pad in ipairs(row) do
+      if not pad then
+        seen_token = true
+      elseif seen_token then
+        error(("generate: prompt_padding_mask row %d has padding after a token (position %d): pad prompts on the "
+          .. "left (Hugging Face's padding_side = \"left\"); a row continues from its last position"):format(b, j))
+      end
+    end
   end
   return check_stop(opts.stop)
 end

@@ -178,3 +178,28 @@ describe("nn.init as a PyTorch user calls it", function()
     raises_here(function() init.xavier_uniform_(t, { gain = "2" }) end, "nn.init.xavier_uniform_: gain must be a number")
   end)
 end)
+
+describe("generate refuses prompts it would continue wrongly", function()
+  local generate = require "ember.generate"
+  local Llama = require("ember.models").Llama
+  local model = Llama{ vocab_size = 11, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1,
+                       num_attention_heads = 4, num_key_value_heads = 2 }
+  local prompt = ember.tensor({ { 3, 4, 1 }, { 5, 6, 7 } }, { dtype = "int64" })
+
+  it("right padding (the next token would follow the pads: Hugging Face warns, ember continued silently)", function()
+    local right = ember.tensor({ { false, false, true }, { false, false, false } })
+    raises_here(function() generate.generate(model, prompt, { max_new_tokens = 2, prompt_padding_mask = right }) end,
+      "generate: prompt_padding_mask row 1 has padding after a token (position 3): pad prompts on the left")
+    local gap = ember.tensor({ { true, false, true }, { false, false, false } })
+    raises_here(function() generate.generate(model, prompt, { prompt_padding_mask = gap, use_cache = false }) end,
+      "row 1 has padding after a token (position 3)")
+    -- left padding is what it takes
+    local left = ember.tensor({ { true, false, false }, { false, false, false } })
+    assert.are.same({ 2, 5 }, generate.generate(model, prompt, { max_new_tokens = 2, prompt_padding_mask = left }).shape)
+  end)
+
+  it("an empty prompt is named as such (the message spoke of the model's logits)", function()
+    raises_here(function() generate.generate(model, ember.zeros({ 1, 0 }, { dtype = "int64" })) end,
+      "generate: prompt must hold at least one token per row (a BOS id), got int64 [1, 0]")
+  end)
+end)
