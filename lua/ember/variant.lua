@@ -30,7 +30,8 @@
 -- captured tensor by name: the variant's `params` (learned tables get
 -- gradients; buffers do not) and the per-call `inputs`, passed to the
 -- forward as `variant_inputs = {doc = ids}`. Index them as tensors,
--- `ctx.tbl[ember.clamp(q - k, -K, K) + K + 1][h]`, with integers.
+-- `ctx.tbl[ember.clamp(q - k, -K, K) + K + 1][h]`, with integers; a 0-d
+-- table (a learned scalar) reads as `ctx.name` itself.
 --
 -- The functions run once per instance on symbolic values. Arithmetic
 -- (+ - * / // % ^, unary -), `ember.where`, `ember.logical_and`,
@@ -313,15 +314,21 @@ local function trace_ctx(def, options, dims, caps)
       next(opts) and "its options: " .. key_list(opts) or "the variant declares no options"), 2)
   end })
   local ctx = { options = opts, heads = dims.heads, head_dim = dims.head_dim, v_head_dim = dims.v_head_dim }
+  local scalars = {} -- 0-d tables (a learned temperature): each read is a load with no index, in the running trace
   for slot, c in ipairs(caps) do
-    if ctx[c.name] ~= nil then
+    if ctx[c.name] ~= nil or scalars[c.name] then
       errors.raise("attention variant '%s': a table or input is named '%s', which ctx already has", def.name, c.name)
     end
-    ctx[c.name] = trace.capture(slot - 1, c.name, c.ndim, c.kind)
+    if c.ndim == 0 then scalars[c.name] = { cap = slot - 1, kind = c.kind }
+    else ctx[c.name] = trace.capture(slot - 1, c.name, c.ndim, c.kind) end
   end
   return setmetatable(ctx, { __index = function(_, k)
+    if scalars[k] then return trace.node("LOAD", {}, scalars[k]) end
+    local held = {}
+    for n in pairs(ctx) do held[n] = true end
+    for n in pairs(scalars) do held[n] = true end
     trace.fail(("ctx has no field '%s' (ctx holds %s: options, the sizes, and the variant's params tables and " ..
-      "per-call inputs by name)"):format(tostring(k), key_list(ctx)), 2)
+      "per-call inputs by name)"):format(tostring(k), key_list(held)), 2)
   end })
 end
 
@@ -621,6 +628,10 @@ local function dense_load(env, caps, tensors, variant)
     local shape = { 1, 1, 1, 1 }
     for _, x in ipairs(idx) do
       for d = 1, 4 do if x.shape[d] > shape[d] then shape[d] = x.shape[d] end end
+    end
+    if c.ndim == 0 then -- a 0-d table: its one value
+      local x = t:reshape(1, 1, 1, 1)
+      return x.dtype ~= env.dtype and x:to(env.dtype) or x
     end
     local flat = nil
     local stride = 1

@@ -206,3 +206,27 @@ describe("data.pack's options, as a new user gives them", function()
       "a list of 1-D tensors")
   end)
 end)
+
+describe("a 0-d table (a learned scalar, as torch.nn.Parameter(torch.tensor(1.0)))", function()
+  it("reads as ctx.name, trains on the fused route, equals the composed route and passes a float64 gradcheck", function()
+    ember.attention_variant { name = "user_scalar",
+      params = function(o, d)
+        return { { name = "temp", tensor = ember.tensor(1.5), learned = true },
+          { name = "lim", tensor = ember.tensor(20, { dtype = "int64" }), learned = false } }
+      end,
+      score = function(s, b, h, q, k, ctx) return s * ctx.temp + ctx.temp * ctx.temp end,
+      mask = function(b, h, q, k, ctx) return (q - k):le(ctx.lim) end,
+      sink = function(b, h, q, ctx) return ctx.temp end }
+    ember.manual_seed(8)
+    local att = ember.Attention { attention = "user_scalar", heads = 2, head_dim = 4, dtype = "float64" }
+    assert.are.same({}, att.temp.shape)
+    local q, k, v = randn { 2, 2, 70, 4 }, randn { 2, 2, 70, 4 }, randn { 2, 2, 70, 4 }
+    local fused, composed = run(att, q, k, v), run(att, q, k, v, { kernel = "composed" })
+    assert(max_diff(fused, composed) < 1e-10)
+    assert.are.same({}, fused[5].shape)
+    assert(fused[5]:abs():item() > 0, "the scalar got no gradient")
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    local qs, ks, vs = randn { 1, 2, 5, 4 }, randn { 1, 2, 5, 4 }, randn { 1, 2, 5, 4 }
+    gradcheck.check(function(a, b, c) return att(a, b, c) end, { qs, ks, vs, att.temp }, { name = "user_scalar" })
+  end)
+end)
