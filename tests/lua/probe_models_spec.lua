@@ -203,3 +203,28 @@ describe("generate refuses prompts it would continue wrongly", function()
       "generate: prompt must hold at least one token per row (a BOS id), got int64 [1, 0]")
   end)
 end)
+
+describe("a wrong input dtype is named by the module the user called", function()
+  it("Conv2d/Conv1d: another float dtype than the weight, or an integer input (ember.conv2d was named)", function()
+    local conv = nn.Conv2d(3, 4, 3)
+    raises_here(function() conv(ember.randn(1, 3, 5, 5, { dtype = "float64" })) end,
+      "Conv2d.forward: the input is float64 but the module's weight is float32")
+    raises_here(function() conv(ember.randn(1, 3, 5, 5):bfloat16()) end,
+      "Conv2d.forward: the input is bfloat16 but the module's weight is float32")
+    raises_here(function() conv(ember.ones(1, 3, 5, 5, { dtype = "int64" })) end,
+      "Conv2d.forward: expected a floating-point input, got int64")
+    raises_here(function() nn.Conv1d(3, 4, 3)(ember.ones(2, 3, 5, { dtype = "int64" })) end,
+      "Conv1d.forward: expected a floating-point input, got int64")
+    -- under autocast a bfloat16 input meets the float32 weight in bfloat16 products, as before
+    local y = ember.autocast("bfloat16", function() return conv(ember.randn(1, 3, 5, 5):bfloat16()) end)
+    assert.are.equal("bfloat16", y.dtype)
+  end)
+
+  it("BatchNorm2d, GroupNorm, AdaptiveAvgPool2d: an integer input (ember.mean was named)", function()
+    local x = ember.ones(2, 4, 3, 3, { dtype = "int64" })
+    raises_here(function() nn.BatchNorm2d(4)(x) end, "BatchNorm2d.forward: expected a floating-point input, got int64")
+    raises_here(function() nn.GroupNorm(2, 4)(x) end, "GroupNorm.forward: expected a floating-point input, got int64")
+    raises_here(function() nn.AdaptiveAvgPool2d(2)(x) end,
+      "AdaptiveAvgPool2d.forward: expected a floating-point input, got int64")
+  end)
+end)

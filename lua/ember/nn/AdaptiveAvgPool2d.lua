@@ -34,6 +34,7 @@ function AdaptiveAvgPool2d:forward(x)
     error(("AdaptiveAvgPool2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
+  Module.check_float_input("AdaptiveAvgPool2d.forward", x)
   local xb, unbatch = pool.batch(x)
   local y = pool_dim(pool_dim(xb, 3, self.output_size[1]), 4, self.output_size[2])
   return unbatch(y)

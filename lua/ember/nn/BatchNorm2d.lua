@@ -72,6 +72,7 @@ end
 -- The normalisation of x [N, C, *] (checked by the caller), shared with
 -- nn.BatchNorm1d (`name` is the module's, for its errors).
 function BatchNorm2d._normalize(self, name, x)
+  Module.check_float_input(name .. ".forward", x)
   local C = self.num_features
   local bshape = { 1, C }
   for _ = 3, x.ndim do bshape[#bshape + 1] = 1 end

@@ -45,6 +45,7 @@ function GroupNorm:forward(x)
     error(("GroupNorm.forward: expected an input [N, C, *] with C = num_channels = %d, got %s"):format(
       self.num_channels, ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
+  Module.check_float_input("GroupNorm.forward", x)
   local N, G = x.shape[1], self.num_groups
   local xg = x:reshape({ N, G, -1 })
   local mean = xg:mean(3, true)

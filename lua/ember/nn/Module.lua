@@ -482,6 +482,15 @@ function Module.check_options(who, opts, ...)
   return opts
 end
 
+--- Raises at the user's line unless the tensor x has a floating-point dtype
+-- (an integer input would fail deeper, in an op the user did not call).
+-- @string who the module's forward, for the error ("BatchNorm2d.forward")
+-- @tparam Tensor x
+function Module.check_float_input(who, x)
+  local info = ember.dtype_info(x.dtype)
+  if not (info and info.floating) then errors.raise("%s: expected a floating-point input, got %s", who, x.dtype) end
+end
+
 --- The floating-point dtype a name means ("double" -> "float64"), or nil
 -- when the name is no dtype (a device, then). Modules convert only to
 -- floating dtypes, so an integer or bool dtype is an error naming `op`.

@@ -67,10 +67,7 @@ function RMSNorm:forward(x)
     error(("RMSNorm.forward: input shape [%s] does not end with normalized_shape [%s]"):format(
       table.concat(x.shape, ", "), table.concat(ns, ", ")), 2)
   end
-  local info = ember.dtype_info(x.dtype)
-  if not info.floating then
-    error("RMSNorm.forward: expected a floating-point input, got " .. x.dtype, 2)
-  end
+  Module.check_float_input("RMSNorm.forward", x)
   local in_dtype = x.dtype
   local low = in_dtype == "bfloat16" or in_dtype == "float16"
   local eps = self.eps or MACHINE_EPS[low and "float32" or in_dtype] or MACHINE_EPS.float32

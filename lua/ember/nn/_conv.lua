@@ -162,6 +162,13 @@ function M.check_input(self, name, nd, x)
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
   end
   local batched = x.ndim == nd + 2
+  require("ember.nn.Module").check_float_input(name .. ".forward", x)
+  -- (under autocast the products run in bfloat16 whatever the two dtypes)
+  local wd = self.weight.dtype
+  if x.dtype ~= wd and not ember.autocast.enabled() then
+    error(("%s.forward: the input is %s but the module's weight is %s (convert one: x:to(\"%s\") or "
+      .. "module:to(\"%s\"))"):format(name, x.dtype, wd, wd, x.dtype))
+  end
   local c = x.shape[batched and 2 or 1]
   if c ~= self.in_channels then
     error(("%s.forward: expected %d input channels (in_channels), got %d in an input of shape [%s]")
