@@ -12,10 +12,13 @@ static int raise_message(lua_State *L, const char *op, const char *msg, em_statu
   size_t n = strlen(op);
   /* The core's messages already start with "op: "; do not say it twice. */
   if (strncmp(msg, op, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
-  /* Nor the in-place core op a method runs under its own name (zero_ and
-  ** t[i] = v fill_, "ember.zero_: fill_: ..."): a name ending in '_'. */
+  /* Nor the core op a method runs under its own name: an in-place one (zero_
+  ** and t[i] = v fill_, "ember.zero_: fill_: ..."), a name ending in '_',
+  ** or a variant of op's own ("ember.max: max_all: ..."). */
   size_t k = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
-  if (k > 1 && msg[k - 1] == '_' && msg[k] == ':' && msg[k + 1] == ' ') msg += k + 2;
+  if (k > 1 && msg[k] == ':' && msg[k + 1] == ' ' &&
+      (msg[k - 1] == '_' || (k > n && strncmp(msg, op, n) == 0 && msg[n] == '_')))
+    msg += k + 2;
   if (*msg == '\0') msg = em_status_name(s);
   return luaL_error(L, "ember.%s: %s", op, msg);
 }

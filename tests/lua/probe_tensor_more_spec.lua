@@ -238,3 +238,10 @@ describe("x[key] = value with a value of the wrong shape names setindex and both
     assert.are.same({ { 0, 1, 2 }, { 7, 9, 9 } }, y:totable())
   end)
 end)
+
+describe("max and min of an empty tensor", function()
+  it("name the op once (it said 'ember.max: max_all: ...')", function()
+    raises_here(function() local _ = ember.zeros(0):max() end, "ember.max: the tensor is empty (float32 [0]); there is no maximum")
+    raises_here(function() local _ = ember.zeros(2, 0):min() end, "ember.min: the tensor is empty")
+  end)
+end)
