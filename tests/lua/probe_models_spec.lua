@@ -228,3 +228,40 @@ describe("a wrong input dtype is named by the module the user called", function(
       "AdaptiveAvgPool2d.forward: expected a floating-point input, got int64")
   end)
 end)
+
+describe("Llama: activation checkpointing per decoder layer (Hugging Face's gradient_checkpointing_enable)", function()
+  local Llama = require("ember.models").Llama
+  local cfg = { vocab_size = 17, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2,
+                num_attention_heads = 4, num_key_value_heads = 2, tie_word_embeddings = true }
+
+  local function grads(on)
+    ember.manual_seed(5)
+    local m = Llama(cfg)
+    if on then assert.are.equal(m, m:gradient_checkpointing_enable()) end
+    -- count the MLP's runs: a checkpointed layer runs it again in the backward
+    local runs, mlp = 0, m.model.layers[1].mlp
+    local f = mlp.forward
+    mlp.forward = function(...) runs = runs + 1 return f(...) end
+    local ids = ember.tensor({ { 1, 5, 9, 2, 4 }, { 7, 3, 3, 8, 16 } }, { dtype = "int64" })
+    local pad = ember.tensor({ { true, false, false, false, false }, { false, false, false, false, false } })
+    local logits = m(ids, { key_padding_mask = pad })
+    logits:pow(2):mean():backward()
+    local out = {}
+    for k, p in pairs(m:named_parameters()) do out[k] = p.grad end
+    return out, runs, m
+  end
+
+  it("recomputes each layer in the backward; gradients equal the run without, bit for bit", function()
+    local g0, runs0 = grads(false)
+    local g1, runs1, m = grads(true)
+    assert.are.equal(1, runs0)
+    assert.are.equal(2, runs1)
+    for k, g in pairs(g0) do assert.is_true(g:equal(g1[k]), k) end
+    -- eval, no_grad and the KV cache run the layers once, as without it
+    m:gradient_checkpointing_disable()
+    assert.is_false(m.model.gradient_checkpointing)
+    local r = require("ember.generate").generate(m:gradient_checkpointing_enable(),
+      ember.tensor({ { 1, 2 } }, { dtype = "int64" }), { max_new_tokens = 3 })
+    assert.are.same({ 1, 5 }, r.shape)
+  end)
+end)

@@ -39,6 +39,9 @@
 -- FFN of nn.FeedForward{activation = "swiglu"} under Hugging Face's names
 -- (gate_proj = linear1, up_proj = linear3, down_proj = linear2).
 --
+-- `gradient_checkpointing_enable()` recomputes each layer in the backward
+-- (activation checkpointing, as Hugging Face's method of that name).
+--
 -- Token ids are ember's, 1-based: Hugging Face's id + 1 (row i + 1 of the
 -- embedding is Hugging Face's row i, so the weights load as they are).
 -- Positions count from 0 at the first token (RoPE), as Hugging Face's.
@@ -53,6 +56,7 @@ local Embedding = require "ember.nn.Embedding"
 local RMSNorm = require "ember.nn.RMSNorm"
 local ModuleList = require "ember.nn.ModuleList"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
+local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
 local raise = errors.raise
 local shape_str = errors.shape_str
@@ -221,6 +225,7 @@ end
 local LlamaModel = Module:extend("LlamaModel")
 
 function LlamaModel:__init(c)
+  self.gradient_checkpointing = false
   self.embed_tokens = Embedding(c.vocab_size, c.hidden_size)
   local layers = ModuleList()
   for _ = 1, c.num_hidden_layers do layers:append(LlamaDecoderLayer(c)) end
@@ -242,7 +247,12 @@ function LlamaModel:forward(ids, opts)
       cache[i] = cache[i] or { reserve = cache.reserve } -- positions to preallocate, if known
       lc = cache[i]
     end
-    h = layer(h, { cache = lc, key_padding_mask = opts.key_padding_mask, variant_inputs = opts.variant_inputs })
+    local lo = { cache = lc, key_padding_mask = opts.key_padding_mask, variant_inputs = opts.variant_inputs }
+    if self.gradient_checkpointing and self.training and not cache and ember.is_grad_enabled() then
+      h = checkpoint(layer, h, lo) -- recomputed in the backward (nn.checkpoint)
+    else
+      h = layer(h, lo)
+    end
   end
   return self.norm(h)
 end
@@ -287,6 +297,26 @@ function Llama:__init(config)
       if p.ndim == 2 then p:normal_(0, std) end
     end
   end)
+end
+
+--- Activation checkpointing of every decoder layer, as Hugging Face's
+-- `model.gradient_checkpointing_enable()`: in training mode with grad mode
+-- on (and no KV cache) each layer keeps only its input and runs again in
+-- the backward (`nn.checkpoint`), for the same gradients, bit for bit.
+-- @treturn Llama self
+-- @usage local m = require("ember.models").Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32,
+--   num_hidden_layers = 2, num_attention_heads = 2}:gradient_checkpointing_enable()
+-- m(ember.tensor({{3, 4, 5}}, {dtype = "int64"})):sum():backward()
+function Llama:gradient_checkpointing_enable()
+  self.model.gradient_checkpointing = true
+  return self
+end
+
+--- Turns activation checkpointing off again.
+-- @treturn Llama self
+function Llama:gradient_checkpointing_disable()
+  self.model.gradient_checkpointing = false
+  return self
 end
 
 --- The output weight [vocab_size, hidden_size]: lm_head's, or the
