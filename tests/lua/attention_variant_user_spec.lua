@@ -230,3 +230,64 @@ describe("a 0-d table (a learned scalar, as torch.nn.Parameter(torch.tensor(1.0)
     gradcheck.check(function(a, b, c) return att(a, b, c) end, { qs, ks, vs, att.temp }, { name = "user_scalar" })
   end)
 end)
+
+-- The bounds plugins/README.md states for the Lua variants in bfloat16: those
+-- attention_bf16_spec.lua derives for the declared ones (the same kernel,
+-- the score, mask and sink programs run in float32 on bfloat16-rounded
+-- inputs): output within 2^-8 max|v| of the float32 kernel on the same
+-- rounded inputs and tables, every gradient (tables too) within 2^-5 of its
+-- largest magnitude. Measured on these cases: output 1e-3 to 2e-3, gradients
+-- 3e-3 to 6e-3.
+describe("the shipped Lua variants in bfloat16", function()
+  local doc_ids = require "tests.lua.helpers.doc_ids"
+  local function bfround(t) return t:to("bfloat16"):to("float32") end
+  local cases = {
+    { "softcap", { cap = 2.5 }, { causal = true } },
+    { "document", {}, { causal = true }, { doc = doc_ids(2, 150, { 37, 90, 11 }) } },
+    { "sliding_sinks", { window_left = 20, window_right = 5, sinks = 3 }, {} },
+    { "prefix_lm", {}, {}, { prefix = ember.tensor({ 17, 60 }, { dtype = "int64" }) } },
+    { "sinks", {}, { causal = true } },
+    { "example_lua", { max_distance = 9 }, {} },
+    { "alibi_lua", {}, { causal = true } },
+    { "window_lua", { window_left = 16, window_right = 16 }, {} },
+    { "t5_lua", { num_buckets = 16, max_distance = 40 }, { causal = true } },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. ": output within 2^-8 max|v| and gradients within 2^-5 of the float32 kernel", function()
+      ember.manual_seed(1)
+      local function one(dt)
+        local o = { attention = c[1], heads = 4, head_dim = 16, dtype = dt }
+        for k, v in pairs(c[2]) do o[k] = v end
+        return ember.Attention(o)
+      end
+      local a32, abf = one("float32"), one("bfloat16")
+      ember.no_grad(function()
+        for i, p in ipairs(a32:parameters()) do
+          p:copy_(bfround(ember.randn(p.shape) * 0.5))
+          abf:parameters()[i]:copy_(p)
+        end
+      end)
+      local q, k, v = bfround(ember.randn(2, 4, 150, 16)), bfround(ember.randn(2, 4, 150, 16)), bfround(ember.randn(2, 4, 150, 16))
+      local go = bfround(ember.randn(2, 4, 150, 16))
+      local function grads(att, dt)
+        local qq, kk, vv = q:to(dt):detach():requires_grad_(), k:to(dt):detach():requires_grad_(), v:to(dt):detach():requires_grad_()
+        local o = { variant_inputs = c[4] }
+        for a, b in pairs(c[3]) do o[a] = b end
+        local before = ember.attention_routes().fused
+        local out = att(qq, kk, vv, o)
+        assert.are.equal(before + 1, ember.attention_routes().fused)
+        ;(out:float() * go):sum():backward()
+        local r = { out:float(), qq.grad:float(), kk.grad:float(), vv.grad:float() }
+        for _, p in ipairs(att:parameters()) do r[#r + 1] = p.grad:float() end
+        return r
+      end
+      local r32, rbf = grads(a32, "float32"), grads(abf, "bfloat16")
+      local out_err = (r32[1] - rbf[1]):abs():max():item()
+      assert(out_err <= 2 ^ -8 * v:abs():max():item(), ("output off by %.3g"):format(out_err))
+      for i = 2, #r32 do
+        local e = (r32[i] - rbf[i]):abs():max():item() / r32[i]:abs():max():item()
+        assert(e <= 2 ^ -5, ("gradient %d off by %.3g of its largest magnitude"):format(i, e))
+      end
+    end)
+  end
+end)
