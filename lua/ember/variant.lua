@@ -6,14 +6,14 @@
 -- kernel's memory, O(L)):
 --
 --    ember.attention_variant{
---      name = "softcap",
+--      name = "mycap",
 --      options = { {name = "cap", type = "float", default = 30, min = 1e-6} },
 --      score = function(s, b, h, q, k, ctx)
 --        local c = ctx.options.cap
 --        return c * ember.tanh(s / c)
 --      end,
 --    }
---    local mha = nn.MultiHeadAttention(64, 4, {attention = "softcap", cap = 20})
+--    local mha = nn.MultiHeadAttention(64, 4, {attention = "mycap", cap = 20})
 --
 -- The functions:
 --

@@ -291,3 +291,23 @@ describe("the shipped Lua variants in bfloat16", function()
     end)
   end
 end)
+
+describe("the docs' examples of ember.attention_variant", function()
+  -- an example a user pastes at the prompt defines its variant there: one
+  -- named like a shipped variant replaces it for the session (the module doc
+  -- of ember.variant redefined "softcap" with another default, and
+  -- docs_spec's help("softcap") failed after doc_examples_spec ran)
+  it("never take the name of a shipped variant", function()
+    local shipped = {}
+    for _, p in ipairs(ember.plugins()) do if p.kind == "attention" then shipped[p.name] = true end end
+    local examples = require("tests.lua.helpers.doc_examples").collect(".")
+    local seen = 0
+    for _, ex in ipairs(examples) do
+      for name in ex.code:gmatch("attention_variant%s*{%s*name%s*=%s*[\"']([%w_%-]+)[\"']") do
+        seen = seen + 1
+        assert(not shipped[name], ("%s defines the shipped variant name '%s'"):format(ex.key, name))
+      end
+    end
+    assert(seen >= 2, "no example found: the pattern is stale")
+  end)
+end)
