@@ -69,6 +69,21 @@ for i, n in ipairs(M.OPS) do M.OPNUM[n] = i - 1 end
 local function idiv(a, b) return math.floor(a / b) end
 local function fmod(a, b) return a - math.floor(a / b) * b end
 local function b2n(x) return x and 1 or 0 end
+-- e^x - 1 without the cancellation near 0 (Kahan's: the rounding of e^x
+-- cancels in (u - 1) / log(u)); tanh(a) = expm1(2a) / (expm1(2a) + 2), as
+-- accurate as C's tanh, which the kernels run
+local function expm1(x)
+  local u = math.exp(x)
+  if u == 1.0 then return x end
+  local um = u - 1.0
+  if um == -1.0 then return -1.0 end
+  return um * x / math.log(u)
+end
+local function tanh(a)
+  if a > 20 then return 1.0 elseif a < -20 then return -1.0 end
+  local e = expm1(2 * a)
+  return e / (e + 2)
+end
 -- The element rules for constant folding (the same as EM_XRULE_* in C).
 local FOLD = {
   ADD = function(a, b) return a + b end, SUB = function(a, b) return a - b end,
@@ -80,7 +95,7 @@ local FOLD = {
   AND = function(a, b) return b2n(a ~= 0 and b ~= 0) end, OR = function(a, b) return b2n(a ~= 0 or b ~= 0) end,
   NEG = function(a) return -a end, ABS = math.abs, FLOOR = function(a) return math.floor(a) + 0.0 end,
   CEIL = function(a) return math.ceil(a) + 0.0 end, EXP = math.exp, LOG = math.log,
-  TANH = function(a) local e = math.exp(2 * a); return (a > 20 and 1) or (a < -20 and -1) or (e - 1) / (e + 1) end,
+  TANH = tanh,
   SQRT = math.sqrt, SIGMOID = function(a) return 1 / (1 + math.exp(-a)) end,
   NOT = function(a) return b2n(a == 0) end, SIGN = function(a) return a > 0 and 1 or a < 0 and -1 or 0 end,
   WHERE = function(c, a, b) if c ~= 0 then return a else return b end end,

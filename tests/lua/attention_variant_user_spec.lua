@@ -311,3 +311,18 @@ describe("the docs' examples of ember.attention_variant", function()
     assert(seen >= 2, "no example found: the pattern is stale")
   end)
 end)
+
+describe("constants folded while tracing", function()
+  -- ember.tanh(c) of a number inside score is folded in Lua: it must be the
+  -- kernels' tanh (C's), not (e^2c - 1)/(e^2c + 1), which lost up to half the
+  -- digits near 0 (5e-9 relative at 1e-8)
+  it("tanh and sigmoid of a constant are C's to an ulp or two", function()
+    local FOLD = require("ember._trace").FOLD
+    for _, x in ipairs { 1e-300, 1e-12, -1e-8, 1e-5, 3e-3, -0.1, 0.5, 1, -3, 7.5, 19.9, 25, -40 } do
+      local want = ember.tensor(x, { dtype = "float64" }):tanh():item()
+      assert(math.abs(FOLD.TANH(x) - want) <= 4e-16 * math.abs(want), ("tanh(%g): %.17g, C's %.17g"):format(x, FOLD.TANH(x), want))
+      want = ember.tensor(x, { dtype = "float64" }):sigmoid():item()
+      assert(math.abs(FOLD.SIGMOID(x) - want) <= 4e-16 * math.abs(want), ("sigmoid(%g)"):format(x))
+    end
+  end)
+end)
