@@ -54,17 +54,25 @@ static int m_backward(lua_State *L) {
   em_tensor *g = NULL;
   int retain = 0;
   if (lua_isboolean(L, 2)) { /* t:backward(true) */
+    lember_noextra(L, 2, "backward", "retain_graph");
     retain = lua_toboolean(L, 2);
   } else if (lua_istable(L, 2)) {
+    lember_noextra(L, 2, "backward", "options");
     backward_options(L, 2, &g, &retain);
   } else {
-    if (!lua_isnoneornil(L, 2)) g = lember_checktensor(L, 2);
+    if (!lua_isnoneornil(L, 2)) {
+      if (!lember_istensor(L, 2))
+        return luaL_error(L, "ember.backward: gradient must be a tensor (or nil), got %s", luaL_typename(L, 2));
+      g = lember_checktensor(L, 2);
+    }
     if (lua_istable(L, 3)) {
       backward_options(L, 3, NULL, &retain);
     } else if (!lua_isnoneornil(L, 3)) {
-      luaL_checktype(L, 3, LUA_TBOOLEAN);
+      if (!lua_isboolean(L, 3))
+        return luaL_error(L, "ember.backward: retain_graph must be a boolean, got %s", luaL_typename(L, 3));
       retain = lua_toboolean(L, 3);
     }
+    lember_noextra(L, 3, "backward", "gradient, retain_graph");
   }
   em_status s = lember_backward(L, t, g, retain);
   if (s) return lember_error(L, "backward", s);

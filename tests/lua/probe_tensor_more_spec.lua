@@ -245,3 +245,20 @@ describe("max and min of an empty tensor", function()
     raises_here(function() local _ = ember.zeros(2, 0):min() end, "ember.min: the tensor is empty")
   end)
 end)
+
+describe("backward's arguments", function()
+  -- PyTorch 1.13: "gradients can be either Tensors or None, but got int"
+  local x = ember.ones(2):requires_grad_()
+  it("a gradient that is not a tensor, a retain_graph that is not a boolean, or more, name backward", function()
+    raises_here(function() (x * 2):sum():backward(1) end,
+      "ember.backward: gradient must be a tensor (or nil), got number")
+    raises_here(function() (x * 2):backward(ember.ones(2), "yes") end,
+      "ember.backward: retain_graph must be a boolean, got string")
+    raises_here(function() (x * 2):backward(ember.ones(2), true, 3) end,
+      "ember.backward: takes at most 2 arguments besides the tensor (gradient, retain_graph), got 3 (argument 4 is a number)")
+    local y = (x * 3):sum()
+    y:backward(nil, true)
+    y:backward(nil, nil)
+    assert.are.same({ 6, 6 }, x.grad:totable())
+  end)
+end)
