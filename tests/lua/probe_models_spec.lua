@@ -265,3 +265,14 @@ describe("Llama: activation checkpointing per decoder layer (Hugging Face's grad
     assert.are.same({ 1, 5 }, r.shape)
   end)
 end)
+
+describe("Transformer layers: boolean options take booleans", function()
+  it("checkpoint = \"yes\" or norm_first = 1 were taken as true silently", function()
+    raises_here(function() nn.TransformerEncoderLayer(16, 4, { checkpoint = "yes" }) end,
+      "nn.TransformerEncoderLayer: checkpoint must be a boolean, got string")
+    raises_here(function() nn.TransformerDecoderLayer(16, 4, { norm_first = 1 }) end,
+      "nn.TransformerDecoderLayer: norm_first must be a boolean, got number")
+    raises_here(function() nn.TransformerEncoder(16, 4, 2, { checkpoint = "no" }) end, "checkpoint must be a boolean")
+    assert.is_true(nn.TransformerEncoderLayer(16, 4, { checkpoint = true, norm_first = false }).checkpoint)
+  end)
+end)

@@ -59,7 +59,13 @@ function M.check_layer_options(who, opts, ...)
       end
     end
   end
-  return Module.check_options(who, opts, ...)
+  opts = Module.check_options(who, opts, ...)
+  for _, key in ipairs { "checkpoint", "norm_first" } do
+    if opts[key] ~= nil and type(opts[key]) ~= "boolean" then
+      errors.raise("%s: %s must be a boolean, got %s", who, key, type(opts[key]))
+    end
+  end
+  return opts
 end
 
 -- PyTorch's batch_first option of the Transformer layers: true (ember's
