@@ -33,6 +33,13 @@ end
 T.tolist = T.totable -- torch's name (nested Lua tables)
 set("clip", function(x, ...) return check_tensor("clip", x):clamp(...) end, true)
 
+-- x:multiply(y), divide, subtract, negative, absolute, fix: torch's alias
+-- names of mul, div, sub, neg, abs and trunc (the same functions, same options).
+for alias, name in pairs { multiply = "mul", divide = "div", subtract = "sub", negative = "neg", absolute = "abs",
+  fix = "trunc" } do
+  T[alias], core[alias] = T[name], core[name] or T[name]
+end
+
 -- ---- sampling -------------------------------------------------------------------
 
 -- ember.multinomial(probs, n [, {replacement = false}]): n class ids (1-based)
