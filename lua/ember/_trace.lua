@@ -65,6 +65,10 @@ M.OPS = { "CONST", "S", "B", "H", "Q", "K", "ADD", "SUB", "MUL", "DIV", "IDIV", 
   "SQRT", "SIGMOID", "NOT", "SIGN", "WHERE", "LOAD" }
 M.OPNUM = {}
 for i, n in ipairs(M.OPS) do M.OPNUM[n] = i - 1 end
+-- clamp's bounds are MAX and MIN in the programs; in the graph they are ops
+-- of their own, differentiated as torch.clamp (at the bound the value takes
+-- the whole gradient) where minimum / maximum split a tie in halves
+M.OPNUM.CLAMP_LO, M.OPNUM.CLAMP_HI = M.OPNUM.MAX, M.OPNUM.MIN
 
 local function idiv(a, b) return math.floor(a / b) end
 local function fmod(a, b) return a - math.floor(a / b) * b end
@@ -100,9 +104,11 @@ local FOLD = {
   NOT = function(a) return b2n(a == 0) end, SIGN = function(a) return a > 0 and 1 or a < 0 and -1 or 0 end,
   WHERE = function(c, a, b) if c ~= 0 then return a else return b end end,
 }
+FOLD.CLAMP_LO, FOLD.CLAMP_HI = FOLD.MAX, FOLD.MIN
 M.FOLD = FOLD
 
-local INT_OPS = { ADD = true, SUB = true, MUL = true, MIN = true, MAX = true, MOD = true, NEG = true, ABS = true }
+local INT_OPS = { ADD = true, SUB = true, MUL = true, MIN = true, MAX = true, MOD = true, NEG = true, ABS = true,
+  CLAMP_LO = true, CLAMP_HI = true }
 local BOOL_OPS = { LT = true, LE = true, EQ = true, NE = true, AND = true, OR = true, NOT = true }
 
 local function kind_of(op, args, extra)
@@ -325,8 +331,8 @@ function F.where(c, a, b)
 end
 function F.clamp(x, lo, hi)
   local r = to_sym(x, "clamp", 2)
-  if lo ~= nil then r = node("MAX", { r, to_sym(lo, "clamp", 2) }) end
-  if hi ~= nil then r = node("MIN", { r, to_sym(hi, "clamp", 2) }) end
+  if lo ~= nil then r = node("CLAMP_LO", { r, to_sym(lo, "clamp", 2) }) end
+  if hi ~= nil then r = node("CLAMP_HI", { r, to_sym(hi, "clamp", 2) }) end
   return r
 end
 -- min / max (math.min, math.max, x:min(y)) take any number of values, as Lua's

@@ -24,7 +24,7 @@ end
 local function max_diff(a, b)
   local m = 0
   for i = 1, #a do
-    assert(not b[i]:isnan():any():item(), "NaN in result " .. i)
+    assert(not a[i]:isnan():any():item() and not b[i]:isnan():any():item(), "NaN in result " .. i)
     m = math.max(m, (a[i] - b[i]):abs():max():item())
   end
   return m
@@ -324,5 +324,60 @@ describe("constants folded while tracing", function()
       want = ember.tensor(x, { dtype = "float64" }):sigmoid():item()
       assert(math.abs(FOLD.SIGMOID(x) - want) <= 4e-16 * math.abs(want), ("sigmoid(%g)"):format(x))
     end
+  end)
+end)
+
+describe("derivatives where PyTorch has a rule for the tie", function()
+  local function both_routes(name, Lq)
+    local att = ember.Attention { attention = name, heads = 2, head_dim = 4, dtype = "float64" }
+    ember.manual_seed(9)
+    local q, k, v = randn { 1, 2, Lq, 4 }, randn { 1, 2, Lq, 4 }, randn { 1, 2, Lq, 4 }
+    return att, run(att, q, k, v), run(att, q, k, v, { kernel = "composed" })
+  end
+
+  it("minimum and maximum of equal values split the gradient in halves (torch.minimum / maximum)", function()
+    -- two learned tables that start equal (zeros): every score is a tie
+    ember.attention_variant { name = "user_tie",
+      params = function(o, d)
+        return { { name = "a", tensor = ember.zeros(d.heads), learned = true },
+          { name = "b", tensor = ember.zeros(d.heads), learned = true } }
+      end,
+      score = function(s, b, h, q, k, ctx)
+        return s + ember.maximum(ctx.a[h], ctx.b[h]) * (q - k) * 0.1 + math.min(ctx.a[h], ctx.b[h]) * k * 0.05
+      end }
+    local _, fused, composed = both_routes("user_tie", 6)
+    assert(max_diff(fused, composed) < 1e-12)
+    assert((fused[5] - fused[6]):abs():max():item() < 1e-15, "the halves differ")
+    assert(fused[5]:abs():max():item() > 0)
+  end)
+
+  it("clamp at its bound gives the whole gradient to the value (torch.clamp), none to the bound", function()
+    ember.attention_variant { name = "user_clamp_tie",
+      params = function(o, d)
+        return { { name = "t", tensor = ember.zeros(d.heads), learned = true },
+          { name = "lo", tensor = ember.zeros(d.heads), learned = true } }
+      end,
+      score = function(s, b, h, q, k, ctx) return s + ember.clamp(ctx.t[h], ctx.lo[h], 1) * (q - k) * 0.1 end }
+    ember.attention_variant { name = "user_clamp_ref",
+      params = function(o, d)
+        return { { name = "t", tensor = ember.zeros(d.heads), learned = true },
+          { name = "lo", tensor = ember.zeros(d.heads), learned = true } }
+      end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.t[h] * (q - k) * 0.1 end }
+    local _, fused, composed = both_routes("user_clamp_tie", 6)
+    local _, ref = both_routes("user_clamp_ref", 6)
+    assert(max_diff(fused, composed) < 1e-12)
+    assert(max_diff(fused, ref) < 1e-12) -- t's gradient as if unclamped, lo's zero
+  end)
+
+  it("pow at 0 gives PyTorch's gradients (0, not NaN) for 0^0 and d/db of 0^b", function()
+    ember.attention_variant { name = "user_pow0",
+      params = function(o, d)
+        return { { name = "a", tensor = ember.zeros(d.heads), learned = true },
+          { name = "e", tensor = ember.tensor({ 0.0, 2.0 }), learned = true } }
+      end,
+      score = function(s, b, h, q, k, ctx) return s + ember.pow(ctx.a[h], ctx.e[h]) * (q - k) * 0.1 end }
+    local _, fused, composed = both_routes("user_pow0", 6)
+    assert(max_diff(fused, composed) < 1e-12)
   end)
 end)
