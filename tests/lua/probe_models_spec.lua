@@ -276,3 +276,100 @@ describe("Transformer layers: boolean options take booleans", function()
     assert.is_true(nn.TransformerEncoderLayer(16, 4, { checkpoint = true, norm_first = false }).checkpoint)
   end)
 end)
+
+describe("Llama.from_pretrained: a Hugging Face model folder (config.json and the safetensors)", function()
+  local Llama = require("ember.models").Llama
+  local tmpdir = require "tests.lua.helpers.tmpdir"
+  local function write(path, text)
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+  end
+  -- config.json as transformers writes it for a LlamaForCausalLM (null, nested lists, escapes)
+  local CONFIG = [[{
+  "_name_or_path": "tiny-llama\/test \"model\"",
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": [1, 2],
+  "hidden_act": "silu", "hidden_size": 16, "initializer_range": 0.02, "intermediate_size": 24,
+  "max_position_embeddings": 2048, "mlp_bias": false, "model_type": "llama", "num_attention_heads": 4,
+  "num_hidden_layers": 2, "num_key_value_heads": 2, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": null, "rope_theta": 500000.0, "tie_word_embeddings": %s, "torch_dtype": "bfloat16",
+  "transformers_version": "4.44.0", "use_cache": true, "vocab_size": 19
+}]]
+  local cfg = { vocab_size = 19, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2, num_attention_heads = 4,
+                num_key_value_heads = 2, rms_norm_eps = 1e-5, rope_theta = 500000.0 }
+  local ids = ember.tensor({ { 1, 5, 9, 2 }, { 7, 3, 3, 18 } }, { dtype = "int64" })
+
+  it("one model.safetensors, untied and tied: the config's sizes, eps and theta; the same logits", function()
+    for _, tied in ipairs { false, true } do
+      ember.manual_seed(8)
+      local c = {}
+      for k, v in pairs(cfg) do c[k] = v end
+      c.tie_word_embeddings = tied
+      local ref = Llama(c):eval()
+      local dir = tmpdir()
+      ref:save(dir .. "/model.safetensors")
+      write(dir .. "/config.json", CONFIG:format(tostring(tied)))
+      local m = Llama.from_pretrained(dir)
+      assert.is_false(m.training)
+      assert.are.equal(1e-5, m.config.rms_norm_eps)
+      assert.are.equal(500000.0, m.config.rope_theta)
+      assert.are.equal(tied, m.config.tie_word_embeddings)
+      assert.is_true(m(ids):equal(ref(ids)))
+      -- overrides win over config.json's
+      assert.are.equal(1e-6, Llama.from_pretrained(dir .. "/", { rms_norm_eps = 1e-6 }).config.rms_norm_eps)
+    end
+  end)
+
+  it("a sharded checkpoint through model.safetensors.index.json", function()
+    ember.manual_seed(9)
+    local ref = Llama(cfg):eval()
+    local dir = tmpdir()
+    local sd = ref:state_dict()
+    local shards, map = { {}, {} }, {}
+    for k, v in pairs(sd) do
+      local i = k:find("layers.1.", 1, true) and 2 or 1
+      shards[i][k] = v
+      map[#map + 1] = ('"%s": "model-0000%d-of-00002.safetensors"'):format(k, i)
+    end
+    for i = 1, 2 do
+      require("ember.checkpoint").save_tensors(("%s/model-0000%d-of-00002.safetensors"):format(dir, i), shards[i])
+    end
+    write(dir .. "/model.safetensors.index.json",
+      '{"metadata": {"total_size": 1234}, "weight_map": {' .. table.concat(map, ", ") .. "}}")
+    write(dir .. "/config.json", CONFIG:format("false"))
+    assert.is_true(Llama.from_pretrained(dir)(ids):equal(ref(ids)))
+  end)
+
+  it("overrides win; a missing folder, file or bad JSON is an error naming the file at the caller's line", function()
+    local dir = tmpdir()
+    raises_here(function() Llama.from_pretrained(dir) end, "Llama.from_pretrained: cannot read '" .. dir .. "/config.json'")
+    write(dir .. "/config.json", '{"hidden_size": 16,}')
+    raises_here(function() Llama.from_pretrained(dir) end, "Llama.from_pretrained: '" .. dir .. "/config.json': bad JSON")
+    write(dir .. "/config.json", CONFIG:format("false"))
+    raises_here(function() Llama.from_pretrained(dir) end, "has no model.safetensors or model.safetensors.index.json")
+    write(dir .. "/config.json", CONFIG:format("false"):gsub('"rope_scaling": null', '"rope_scaling": {"rope_type": "llama3"}'))
+    raises_here(function() Llama.from_pretrained(dir) end, "config.rope_scaling is not supported")
+  end)
+end)
+
+describe("models/_json.lua (config.json's reader)", function()
+  local json = require "ember.models._json"
+  it("escapes, surrogate pairs, integers as integers, null as nil; errors name the byte", function()
+    local v = json.decode([[ {"a": "caf\u00e9 \ud83d\ude00\n\"", "b": [1, -2.5e3, 0, true, false, null, {}], "c": 1e-05} ]])
+    assert.are.equal("café 😀\n\"", v.a)
+    assert.are.equal("integer", math.type(v.b[1]))
+    assert.are.equal(-2500.0, v.b[2])
+    assert.is_true(v.b[4])
+    assert.is_false(v.b[5])
+    assert.is_nil(v.b[6])
+    assert.are.same({}, v.b[7])
+    assert.are.equal(1e-05, v.c)
+    for bad, msg in pairs { ["[1,]"] = "byte 4: unexpected ']'", ['{"a" 1}'] = "byte 6: expected ':'",
+                            ['"abc'] = "unterminated string", ["{} x"] = "text after the value" } do
+      local ok, err = pcall(json.decode, bad)
+      assert.is_false(ok)
+      assert.truthy(err:find(msg, 1, true), err)
+    end
+  end)
+end)

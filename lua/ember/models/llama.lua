@@ -10,6 +10,8 @@
 --    -- a Hugging Face checkpoint in the current folder (the config gives what
 --    -- the file's shapes do not say; the tests run this on a tiny one)
 --    local m = Llama.from_safetensors("model.safetensors", {num_attention_heads = 32})
+--    -- or a whole Hugging Face folder (config.json, model.safetensors or its shards):
+--    -- Llama.from_pretrained("TinyLlama-1.1B-Chat-v1.0")
 --    local out = require("ember.generate").generate(m, ids, {max_new_tokens = 20})
 --    print(out.shape)                                --> ember.Size{2, 23}
 --
@@ -57,6 +59,7 @@ local RMSNorm = require "ember.nn.RMSNorm"
 local ModuleList = require "ember.nn.ModuleList"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
+local json = require "ember.models._json"
 
 local raise = errors.raise
 local shape_str = errors.shape_str
@@ -464,6 +467,70 @@ function Llama.from_safetensors(path, config)
   local model = Llama(c)
   model:load(files)
   return model:eval()
+end
+
+-- A file's text, or nil when it cannot be opened.
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+-- A JSON file of a model folder, decoded, or an error naming it.
+local function read_json(path, who, what)
+  local text = slurp(path)
+  if not text then raise("%s: cannot read '%s' (%s)", who, path, what) end
+  local ok, v = pcall(json.decode, text)
+  if not ok then raise("%s: '%s': %s", who, path, tostring(v)) end
+  if type(v) ~= "table" then raise("%s: '%s' holds a %s, not an object", who, path, type(v)) end
+  return v
+end
+
+--- Builds a model from a Hugging Face model folder, as
+-- `LlamaForCausalLM.from_pretrained(folder)`: the configuration from its
+-- config.json (every LlamaConfig key; those that do not change the
+-- computation are ignored, `rope_scaling` is refused), the weights from
+-- model.safetensors or from the shards that model.safetensors.index.json
+-- lists (its weight_map). The parameters are float32 (as Hugging Face's
+-- default; config.json's torch_dtype is not followed: `:to("bfloat16")`).
+-- @string dir the folder (a downloaded snapshot)
+-- @tparam[opt] table overrides config keys that win over config.json's
+-- @treturn Llama the model, in eval mode (see the class's example)
+function Llama.from_pretrained(dir, overrides)
+  local who = "Llama.from_pretrained"
+  if type(dir) ~= "string" then raise("%s: expected a folder name, got %s", who, type(dir)) end
+  if overrides ~= nil and type(overrides) ~= "table" then
+    raise("%s: overrides must be a table of config keys, got %s", who, type(overrides))
+  end
+  dir = dir:gsub("/+$", "")
+  local cfg = read_json(dir .. "/config.json", who, "a Hugging Face model folder holds config.json and the safetensors")
+  cfg.dtype = nil -- newer transformers' name for torch_dtype
+  for k, v in pairs(overrides or {}) do cfg[k] = v end
+  check_config(cfg, who) -- before reading gigabytes: an unsupported config says so first
+  local function exists(path)
+    local f = io.open(path, "rb")
+    if f then f:close() end
+    return f ~= nil
+  end
+  local files = dir .. "/model.safetensors"
+  if not exists(files) then
+    local ipath = dir .. "/model.safetensors.index.json"
+    if not exists(ipath) then
+      raise("%s: '%s' has no model.safetensors or model.safetensors.index.json", who, dir)
+    end
+    local index = read_json(ipath, who, "the index of a sharded checkpoint")
+    if type(index.weight_map) ~= "table" then raise("%s: '%s' has no weight_map", who, ipath) end
+    local seen = {}
+    files = {}
+    for _, f in pairs(index.weight_map) do
+      if type(f) ~= "string" then raise("%s: '%s': weight_map's values must be file names", who, ipath) end
+      if not seen[f] then seen[f], files[#files + 1] = true, dir .. "/" .. f end
+    end
+    table.sort(files)
+  end
+  return Llama.from_safetensors(files, cfg)
 end
 
 --- Writes the weights to a safetensors file under Hugging Face's names.
