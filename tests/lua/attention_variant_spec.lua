@@ -38,6 +38,7 @@ local function fused_vs_composed(att, q, k, v, opts)
   local err = 0
   for i = 1, #a do
     local d = (a[i]:double() - b[i]:double()):abs():max():item() / math.max(1, b[i]:double():abs():max():item())
+    if d ~= d then return math.huge end -- a NaN on either route (math.max would drop it)
     err = math.max(err, d)
   end
   return err, fused
