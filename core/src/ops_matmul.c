@@ -181,11 +181,42 @@ static em_status check_operands(const char *op, const em_tensor *a, const em_ten
     return em_error(EM_ERR_DTYPE, "%s: dtype mismatch: %s %s vs %s %s", op, em_dtype_name(a->dtype),
                     em_shape_str(a->ndim, a->shape, sa, sizeof sa), em_dtype_name(b->dtype),
                     em_shape_str(b->ndim, b->shape, sb, sizeof sb));
-  if (!em_dtype_is_float(a->dtype))
-    return em_error(EM_ERR_DTYPE, "%s: expected float tensors, got %s %s and %s %s", op,
+  if (!em_dtype_is_float(a->dtype) && a->dtype != EM_I64)
+    return em_error(EM_ERR_DTYPE, "%s: expected float or int64 tensors, got %s %s and %s %s", op,
                     em_dtype_name(a->dtype), em_shape_str(a->ndim, a->shape, sa, sizeof sa),
                     em_dtype_name(b->dtype), em_shape_str(b->ndim, b->shape, sb, sizeof sb));
   return em__same_device(op, a, b);
+}
+
+/* int64 operands (torch multiplies them on the CPU; there is no integer
+** gemm): y [batch..., m, n] summed over k as rank-1 products, a's column j
+** [..., m, 1] times b's row j [..., 1, n] broadcast, so exact (wrapping on
+** overflow as torch's). a as [..., m, k] and b as [..., k, n] (a 1-d one
+** made a row or a column); *out is then viewed as oshape. */
+static em_status matmul_int(const char *op, em_tensor **out, em_tensor *a, em_tensor *b, int nbatch,
+                            const int64_t *bshape, int ond, const int64_t *oshape) {
+  const int64_t k = a->shape[a->ndim - 1];
+  int64_t sa[2] = {1, k}, sb[2] = {k, 1}, yshape[EM_MAX_DIMS + 2];
+  em_tensor *A = NULL, *B = NULL, *y = NULL, *col = NULL, *row = NULL, *p = NULL;
+  em_status s = a->ndim == 1 ? em_reshape(&A, a, 2, sa) : em_reshape(&A, a, a->ndim, a->shape);
+  if (!s) s = b->ndim == 1 ? em_reshape(&B, b, 2, sb) : em_reshape(&B, b, b->ndim, b->shape);
+  if (s) goto done;
+  memcpy(yshape, bshape, (size_t)nbatch * sizeof *yshape);
+  yshape[nbatch] = A->shape[A->ndim - 2];
+  yshape[nbatch + 1] = B->shape[B->ndim - 1];
+  if ((s = em_zeros(&y, nbatch + 2, yshape, EM_I64, a->device))) goto done;
+  for (int64_t j = 0; j < k && !s; j++) {
+    if (!(s = em_narrow(&col, A, A->ndim - 1, j, 1)) && !(s = em_narrow(&row, B, B->ndim - 2, j, 1)) &&
+        !(s = em_binary(&p, EM_MUL, col, row)))
+      s = em_add_(y, p, 1.0);
+    em_release(col), em_release(row), em_release(p);
+    col = row = p = NULL;
+  }
+  if (!s) s = em_reshape(out, y, ond, oshape);
+done:
+  (void)op; /* the inner ops' errors (out of memory) name themselves */
+  em_release(A), em_release(B), em_release(y);
+  return s;
 }
 
 static em_status matmul_impl(const char *op, em_tensor **out, em_tensor *a, em_tensor *b) {
@@ -210,6 +241,7 @@ static em_status matmul_impl(const char *op, em_tensor **out, em_tensor *a, em_t
   memcpy(oshape, bshape, (size_t)nbatch * sizeof *oshape);
   if (a->ndim >= 2) oshape[ond++] = m;
   if (b->ndim >= 2) oshape[ond++] = n;
+  if (a->dtype == EM_I64) return matmul_int(op, out, a, b, nbatch, bshape, ond, oshape);
   em_tensor *y, *A = NULL, *B = NULL;
   gemm_operand ga = {0}, gb = {0};
   EM_TRY(em__new(&y, ond, oshape, a->dtype, a->device, op));

@@ -610,8 +610,14 @@ static void test_matmul_values(void) {
   CHECK(fails(em_matmul(&y, c23, c45), EM_ERR_SHAPE, "matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"),
         "matmul mismatch message as specified");
   em_tensor *ia = i64(SHAPE(2, 2), (int64_t[]){1, 2, 3, 4});
-  CHECK(fails(em_matmul(&y, ia, ia), EM_ERR_DTYPE, "matmul: expected float tensors, got int64"),
-        "int64 matmul is a dtype error");
+  CHECK_OK(em_matmul(&y, ia, ia), "int64 matmul (exact, as torch's on the CPU)");
+  CHECK(is(y, EM_I64, SHAPE(2, 2)) && VALS(y, 0, 7, 10, 15, 22), "int64 matmul values");
+  em_release(y);
+  em_tensor *bm = NULL;
+  em_to_dtype(&bm, ia, EM_BOOL);
+  CHECK(fails(em_matmul(&y, bm, bm), EM_ERR_DTYPE, "matmul: expected float or int64 tensors, got bool"),
+        "bool matmul is a dtype error");
+  em_release(bm);
   em_tensor *d = f64(SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 6});
   CHECK(fails(em_matmul(&y, a, d), EM_ERR_DTYPE, "matmul: dtype mismatch"), "matmul dtype mismatch");
   em_tensor *s = f32(0, NULL, (float[]){2});

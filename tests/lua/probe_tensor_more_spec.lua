@@ -286,3 +286,27 @@ describe("PyTorch's alias names and in-place twins a user types", function()
     assert.are.same({ -0.5, 0.5, 0 }, c:totable())
   end)
 end)
+
+describe("matmul of int64 tensors, as torch's on the CPU", function()
+  local function I(t) return ember.tensor(t, "int64") end
+  it("gives torch's exact int64 products for every shape rule", function()
+    local a, b = I { { 1, 2, 3 }, { 4, 5, 6 } }, I { { 1, -1 }, { 2, 0 }, { 3, 7 } }
+    local y = a:matmul(b)
+    assert.are.equal("int64", y.dtype)
+    assert.are.same({ { 14, 20 }, { 32, 38 } }, y:totable())
+    assert.are.same({ 7, 16 }, ember.matmul(a, I { 1, 0, 2 }):totable())
+    assert.are.same({ 9, 12, 15 }, ember.matmul(I { 1, 2 }, a):totable())
+    assert.are.equal(32, ember.matmul(I { 1, 2, 3 }, I { 4, 5, 6 }):item())
+    local A = ember.arange(0, 12):long():view(2, 2, 3)
+    assert.are.same({ { { 8, 14 }, { 26, 32 } }, { { 44, 50 }, { 62, 68 } } }, A:matmul(b):totable())
+    assert.are.same({ { { 10, 13 }, { 28, 40 } }, { { 172, 193 }, { 244, 274 } } },
+      ember.bmm(A, ember.arange(0, 12):long():view(2, 3, 2)):totable())
+    assert.are.same({ { 1152921504606846976 } }, I { { 1 << 40 } }:matmul(I { { 1 << 20 } }):totable()) -- past 2^53
+    assert.are.same({ { 0, 0, 0 }, { 0, 0, 0 } }, ember.zeros(2, 0, "int64"):matmul(ember.zeros(0, 3, "int64")):totable())
+  end)
+  it("still refuses bool and mixed dtypes, naming matmul", function()
+    raises_here(function() local _ = ember.tensor({ { true } }):matmul(ember.tensor({ { true } })) end,
+      "ember.matmul: expected float or int64 tensors, got bool [1, 1] and bool [1, 1]")
+    raises_here(function() local _ = I { { 1 } }:matmul(ember.ones(1, 1)) end, "ember.matmul: dtype mismatch")
+  end)
+end)
