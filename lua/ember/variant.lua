@@ -147,6 +147,16 @@ local function check_option(def, o, seen)
   end
 end
 
+-- A per-call input's declared dtype -> its kind, "int" or "float" (nil:
+-- not a dtype): "int", "float", or any name ember.dtype_info knows.
+local function input_kind(dtype)
+  if dtype == nil or dtype == "int" then return "int" end
+  if type(dtype) ~= "string" then return nil end
+  local info = ember.dtype_info(dtype)
+  if not info then return nil end
+  return info.floating and "float" or "int"
+end
+
 local function check_def(def, level)
   level = level + 1
   if type(def) ~= "table" then
@@ -186,6 +196,18 @@ local function check_def(def, level)
       errors.raise("attention_variant '%s': inputs must map names to a number of dims (1..4) or {ndim=, dtype=}, got %s = %s",
         def.name, tostring(n), tostring(spec))
     end
+    if type(spec) == "table" then
+      for k in pairs(spec) do
+        if k ~= "ndim" and k ~= "dtype" then
+          errors.raise("attention_variant '%s': input '%s' has an unknown field '%s' (fields: ndim, dtype)", def.name, n, tostring(k))
+        end
+      end
+      if spec.dtype ~= nil and input_kind(spec.dtype) == nil then
+        errors.raise("attention_variant '%s': input '%s' has dtype '%s'; give \"int\" (int64, the default; bool " ..
+          "reads as 0/1) or \"float\" (or a dtype name: float32, float64, bfloat16, int64, bool)", def.name, n,
+          tostring(spec.dtype))
+      end
+    end
   end
 end
 
@@ -199,7 +221,7 @@ end
 -- min/max and among the choices, as the trial trace uses the defaults;
 -- `choices` of a string option is `{"a", "b"}` or `"a|b"`), `params` (`function(options, dims)` returning a
 -- list of `{name=, tensor=, learned=}`), `inputs` (`{doc = 2}`: per-call
--- tensors and their number of dims, int64 unless `{ndim=, dtype="float"}`),
+-- tensors and their number of dims, int64 unless `{ndim=, dtype="float"}`: "int" or "float", or a dtype name such as "float32", "int64"),
 -- and `score`, `mask`, `sink` (see the module's description); `check`:
 -- properties for scripts/check_plugin.lua (`weights_sum_tol`, `tolerance`)
 -- @string[opt] path where the definition came from (a file on the plugin path)
@@ -273,7 +295,7 @@ function M.inputs_of(def)
   for _, n in ipairs(names) do
     local spec = def.inputs[n]
     local nd = type(spec) == "table" and spec.ndim or spec
-    local kind = type(spec) == "table" and spec.dtype == "float" and "float" or "int"
+    local kind = type(spec) == "table" and input_kind(spec.dtype) or "int"
     list[#list + 1] = { name = n, ndim = nd, kind = kind }
   end
   return list

@@ -381,3 +381,27 @@ describe("derivatives where PyTorch has a rule for the tie", function()
     assert(max_diff(fused, composed) < 1e-12)
   end)
 end)
+
+describe("a per-call input's declared dtype", function()
+  it("takes ember's dtype names (float32 is a float input), and refuses an unknown dtype or field", function()
+    ember.attention_variant { name = "user_in_f32", inputs = { w = { ndim = 1, dtype = "float32" } },
+      score = function(s, b, h, q, k, ctx) return s + ctx.w[k] end }
+    local att = ember.Attention { attention = "user_in_f32", heads = 1, head_dim = 4 }
+    local q = ember.randn(1, 1, 3, 4)
+    local w = ember.tensor { 0.5, -1, 2 }
+    local got = att(q, q, q, { variant_inputs = { w = w } })
+    local want = att(q, q, q, { variant_inputs = { w = w }, kernel = "composed" })
+    assert((got - want):abs():max():item() < 1e-6)
+    ember.attention_variant { name = "user_in_i64", inputs = { d = { ndim = 1, dtype = "int64" } },
+      mask = function(b, h, q, k, ctx) return ctx.d[k]:eq(1) end }
+    assert.are.equal("int", require("ember.variant").inputs_of(require("ember.variant").get("user_in_i64"))[1].kind)
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_in_bad", inputs = { w = { ndim = 1, dtype = "double precision" } },
+        score = function(s, b, h, q, k, ctx) return s + ctx.w[k] end }
+    end, "input 'w' has dtype 'double precision'")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_in_bad2", inputs = { w = { ndim = 1, dtyp = "float" } },
+        score = function(s, b, h, q, k, ctx) return s + ctx.w[k] end }
+    end, "input 'w' has an unknown field 'dtyp'")
+  end)
+end)
