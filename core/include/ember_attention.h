@@ -25,8 +25,10 @@
 **   row-major [B,H,Lq,Lk] grid is kept iff em_philox_keep(seed, offset,
 **   index, em_philox_keep_threshold(p)) (ember_philox.h: word index % 4 of
 **   counter offset + index / 4), the rule the backends' attention kernels
-**   follow. (A composed variant may
-**   use em_dropout instead, which draws its own seeded stream.)
+**   follow, and the core's own composition of a declared variant (weights
+**   asked for, kernel = "dense", a backend without the fused kernel) too.
+**   (A variant's own compose may use em_dropout instead, which draws its
+**   own seeded stream.)
 ** - weights, when asked for, are the probabilities before dropout, detached
 **   (for inspection: they carry no gradient).
 ** - masks get no gradient.

@@ -134,7 +134,10 @@ em_status em_attn_softmax(const em_attn_call *c, em_tensor *scores, em_tensor *a
     return s;
   }
   if (c->dropout_p > 0) {
-    s = em_dropout(dropped, p2, c->dropout_p, true);
+    /* the call's stream (attention.c reserved it): the fused kernel's
+    ** rule on the same row-major [B,H,Lq,Lk] grid, so need_weights and
+    ** kernel = "composed" drop what the fused call drops */
+    s = em__dropout_at(dropped, p2, c->dropout_p, c->seed, c->offset);
     if (s != EM_OK) {
       em_release(p2);
       return s;

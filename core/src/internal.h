@@ -146,6 +146,9 @@ em_status em__broadcast_shape(const char *op, int na, const int64_t *sa, int nb,
 void em__kview_bcast(const em_tensor *t, int ndim, const int64_t *shape, em_kview *kv);
 /* Contiguous input for a kernel: retains t or makes a copy (no autograd). */
 em_status em__contig(em_tensor **out, em_tensor *t);
+/* em_dropout on the given Philox stream (ops_loss.c): the composed
+** attention route drops what the fused kernel drops under the same seed. */
+em_status em__dropout_at(em_tensor **out, em_tensor *x, double p, uint64_t seed, uint64_t offset);
 /* [outer, n, inner] sizes of a contiguous shape around dim. */
 void em__split_dims(int ndim, const int64_t *shape, int dim, int64_t *outer, int64_t *n,
                     int64_t *inner);

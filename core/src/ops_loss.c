@@ -246,7 +246,12 @@ static em_status dropout_backward(em_node *node, em_tensor *gy, em_tensor **gx) 
 
 static const em_opdef DROPOUT_OP = {"dropout", dropout_backward, NULL};
 
-em_status em_dropout(em_tensor **out, em_tensor *x, double p, bool train) {
+/* Dropout of x on the Philox stream (seed, offset): element i of x, row
+** major, is kept as ember_philox.h's em_philox_keep(i) says, the rule of
+** the fused attention kernels' dropout too. draw: take a fresh stream of
+** numel(x) counters from the global generator instead (em_dropout). */
+static em_status dropout_on(em_tensor **out, em_tensor *x, double p, bool train, bool draw, uint64_t seed,
+                            uint64_t offset) {
   const char *op = "dropout";
   *out = NULL;
   if (!(p >= 0 && p <= 1))
@@ -268,7 +273,7 @@ em_status em_dropout(em_tensor **out, em_tensor *x, double p, bool train) {
     if ((s = em__new(&y, x->ndim, x->shape, x->dtype, x->device, op))) goto fail;
     if ((s = em__new(&mask, x->ndim, x->shape, x->dtype, x->device, op))) goto fail;
     if (n > 0) {
-      uint64_t seed = em_initial_seed(), offset = em_rng_advance((uint64_t)n);
+      if (draw) seed = em_initial_seed(), offset = em_rng_advance((uint64_t)n);
       s = em__be(x)->dropout(x->device.index, x->dtype, em_data(y), em_data(mask), em_data(xc),
                              n, p, seed, offset);
       if (s) {
@@ -289,4 +294,12 @@ fail:
   em_release(y);
   em_release(mask);
   return s;
+}
+
+em_status em_dropout(em_tensor **out, em_tensor *x, double p, bool train) {
+  return dropout_on(out, x, p, train, true, 0, 0);
+}
+
+em_status em__dropout_at(em_tensor **out, em_tensor *x, double p, uint64_t seed, uint64_t offset) {
+  return dropout_on(out, x, p, true, false, seed, offset);
 }

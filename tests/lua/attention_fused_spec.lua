@@ -215,6 +215,47 @@ describe("Shaw's terms folded on rows of one clipped distance", function()
   end)
 end)
 
+describe("dropout on both routes", function()
+  -- The composed route (need_weights, kernel = "dense") drops on the call's
+  -- Philox stream with the fused kernel's rule, so one seed gives one
+  -- output whichever route ran; it drew a stream of its own before, and
+  -- asking for the weights changed the output.
+  local function run(a, p, opts, weights, seed)
+    local q, k, v = p.q:clone():requires_grad_(), p.k:clone():requires_grad_(), p.v:clone():requires_grad_()
+    a:zero_grad()
+    local o = {need_weights = weights}
+    for key, val in pairs(opts) do o[key] = val end
+    ember.manual_seed(seed)
+    local out = a:forward(q, k, v, o)
+    ;(out * p.w):sum():backward()
+    return {out = out:detach(), q = q.grad, k = k.grad, v = v.grad}
+  end
+
+  it("the same seed drops the same weights fused and composed, for every declared variant", function()
+    for _, dtype in ipairs({"float64", "float32"}) do
+      for _, spec in ipairs(VARIANTS) do
+        local a = make(spec, 2, 8, 8, dtype):train()
+        local p = problem(2, 2, 40, 40, 8, 8, dtype)
+        for _, opts in ipairs({{dropout = 0.3}, {dropout = 0.5, causal = true}}) do
+          local before = ember.attention_routes()
+          local f, c = run(a, p, opts, false, 123), run(a, p, opts, true, 123)
+          local after = ember.attention_routes()
+          assert.are.equal(before.fused + 1, after.fused)
+          assert.are.equal(before.composed + 1, after.composed)
+          local tol = dtype == "float64" and 1e-12 or 2e-5
+          for _, key in ipairs({"out", "q", "k", "v"}) do
+            assert(maxdiff(f[key], c[key]) <= tol * scale(f[key]),
+                   string.format("%s %s dropout %g: %s differs by %g", label(spec), dtype, opts.dropout, key,
+                                 maxdiff(f[key], c[key])))
+          end
+          -- and dropout acted: another seed gives another output
+          assert(maxdiff(f.out, run(a, p, opts, true, 124).out) > 1e-3, label(spec) .. ": dropout did nothing")
+        end
+      end
+    end
+  end)
+end)
+
 describe("no silent fallback", function()
   it("every shipped declared variant runs fused on CPU float32 and float64, with every mask kind", function()
     for _, dtype in ipairs({"float32", "float64"}) do
