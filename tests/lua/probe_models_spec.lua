@@ -373,3 +373,26 @@ describe("models/_json.lua (config.json's reader)", function()
     end
   end)
 end)
+
+describe("ModuleList and Sequential indices as a PyTorch user writes them", function()
+  it("list[0] is an error saying indices are 1-based (it gave nil: 'attempt to call a nil value' later)", function()
+    local layers = nn.ModuleList { nn.Linear(2, 2), nn.ReLU() }
+    raises_here(function() return layers[0](ember.randn(1, 2)) end,
+      "ModuleList: index 0: indices are 1-based (list[1] is the first, list[-1] the last;")
+    local seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    raises_here(function() return seq[0] end, "Sequential: index 0: indices are 1-based (seq[1] is the first, seq[-1] the last;")
+    -- ipairs still ends at the end
+    local n = 0
+    for _ in ipairs(layers) do n = n + 1 end
+    assert.are.equal(2, n)
+    assert.is_nil(layers[3])
+  end)
+
+  it("seq[-1] is the last module, as PyTorch's model[-1] and as ModuleList's (it gave nil)", function()
+    local seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    assert.are.equal(seq[3], seq[-1])
+    assert.are.equal(seq[1], seq[-3])
+    assert.is_nil(seq[-4])
+    assert.is_nil(seq[4])
+  end)
+end)

@@ -10,8 +10,9 @@
 -- `append`, `extend`, `insert` and `pop` change it. A ModuleList has no
 -- forward: call its modules in your own forward.
 -- Errors name nn.ModuleList: a non-module argument, an index out of range
--- in an assignment or insert. Reading list[i] past the end gives nil, as a
--- Lua list does (so that ipairs stops there), not PyTorch's IndexError.
+-- in an assignment or insert, list[0] (indices are 1-based). Reading
+-- list[i] past the end gives nil, as a Lua list does (so that ipairs
+-- stops there), not PyTorch's IndexError.
 -- @usage local layers = nn.ModuleList()
 -- for i = 1, 4 do layers:append(nn.Linear(16, 16)) end
 -- local x = ember.randn(2, 16)
@@ -36,6 +37,10 @@ end
 --- list[i] is the i-th module (1-based); other keys as any module's.
 ModuleList.__index = function(t, k)
   if math.type(k) == "integer" then
+    if k == 0 then
+      error("ModuleList: index 0: indices are 1-based (list[1] is the first, list[-1] the last; PyTorch's list[0] "
+        .. "is list[1] here)", 2)
+    end
     local name = child_name(t, k)
     return name and t._reg[name] or nil
   end

@@ -1,6 +1,7 @@
 --- nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}: applies the
 -- modules in order. Children are named "1", "2", ... (1-based, as Torch7);
--- seq[i] and #seq work, and seq:add(m) appends.
+-- seq[i] (negative i counts from the end: seq[-1] is the last; seq[0] is
+-- an error) and #seq work, and seq:add(m) appends.
 -- @usage local mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 -- print(mlp[1], #mlp)   --> Linear(in_features=4, out_features=8, bias=true)   3
 -- @classmod nn.Sequential
@@ -13,7 +14,17 @@ local Sequential = Module:extend("Sequential")
 -- seq[i] finds child "i"; other keys as any module's (a subclass of
 -- Sequential inherits this function as its __index).
 Sequential.__index = function(t, k)
-  if math.type(k) == "integer" then k = tostring(k) end
+  if math.type(k) == "integer" then
+    if k == 0 then
+      error("Sequential: index 0: indices are 1-based (seq[1] is the first, seq[-1] the last; PyTorch's seq[0] "
+        .. "is seq[1] here)", 2)
+    end
+    if k < 0 then -- from the end, as PyTorch's seq[-1]
+      local name = t._children[#t._children + 1 + k]
+      return name and t._reg[name] or nil
+    end
+    k = tostring(k)
+  end
   return Module.__index(t, k)
 end
 
