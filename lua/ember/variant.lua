@@ -266,6 +266,18 @@ function M.try_trace(def)
     end
     for i, t in ipairs(list) do
       if type(t) == "table" and type(t.name) == "string" and ember.is_tensor(t.tensor) then
+        -- PyTorch's way of saying "train it" is not ember's: say so, rather than make a buffer
+        for k in pairs(t) do
+          if k ~= "name" and k ~= "tensor" and k ~= "learned" then
+            errors.raise("attention variant '%s': params entry %d ('%s') has an unknown field '%s' (fields: name, " ..
+              "tensor, learned; learned = true makes a table that trains, learned = false a buffer)", def.name, i,
+              t.name, tostring(k))
+          end
+        end
+        if t.learned == nil and t.tensor.requires_grad then
+          errors.raise("attention variant '%s': table '%s' requires grad but does not say learned = true, so it " ..
+            "would be a buffer that never trains: give learned = true (or learned = false for a buffer)", def.name, t.name)
+        end
         if t.learned and (t.tensor.dtype == "int64" or t.tensor.dtype == "bool") then
           errors.raise("attention variant '%s': learned table '%s' must be a float tensor, got %s", def.name, t.name,
             t.tensor.dtype)

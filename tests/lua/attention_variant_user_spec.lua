@@ -405,3 +405,23 @@ describe("a per-call input's declared dtype", function()
     end, "input 'w' has an unknown field 'dtyp'")
   end)
 end)
+
+describe("a params entry written the PyTorch way", function()
+  it("requires_grad = true, or a tensor that requires grad without learned, is refused saying learned = true trains it", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_rg",
+        params = function(o, d) return { { name = "t", tensor = ember.zeros(d.heads), requires_grad = true } } end,
+        score = function(s, b, h, q, k, ctx) return s + ctx.t[h] end }
+    end, "params entry 1 ('t') has an unknown field 'requires_grad' (fields: name, tensor, learned; learned = true")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_rg2",
+        params = function(o, d) return { { name = "t", tensor = ember.zeros(d.heads):requires_grad_() } } end,
+        score = function(s, b, h, q, k, ctx) return s + ctx.t[h] end }
+    end, "table 't' requires grad but does not say learned = true")
+    assert.is_nil(require("ember.variant").get("user_rg"))
+    -- learned = false on a tensor that requires grad is a buffer, as said
+    ember.attention_variant { name = "user_rg3",
+      params = function(o, d) return { { name = "t", tensor = ember.zeros(d.heads):requires_grad_(), learned = false } } end,
+      score = function(s, b, h, q, k, ctx) return s + ctx.t[h] end }
+  end)
+end)
