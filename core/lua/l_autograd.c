@@ -662,12 +662,50 @@ static int backward_protected(lua_State *L) {
   return 0;
 }
 
+/* ctx's private list of what save_for_backward saved: alias, storage
+** version when saved, alias, version, ... (ctx.saved is the user's). */
+static const char saved_versions_key = 'V';
+
+/* The core's version check (autograd.c) for a Lua Function's saved
+** tensors: one written in place since would give a wrong gradient. */
+static em_status check_saved_versions(lua_State *L, const lua_fn_ctx *c) {
+  em_status s = EM_OK;
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->ctx_ref);
+  if (lua_rawgetp(L, -1, &saved_versions_key) == LUA_TTABLE) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i + 1 <= n && !s; i += 2) {
+      lua_rawgeti(L, -1, i);
+      lua_rawgeti(L, -2, i + 1);
+      em_tensor **p = (em_tensor **)lua_touserdata(L, -2);
+      uint64_t was = (uint64_t)lua_tointeger(L, -1);
+      if (p && *p && (*p)->storage) {
+        uint64_t now = __atomic_load_n(&(*p)->storage->version, __ATOMIC_RELAXED);
+        char d[160], dev[32];
+        if (now != was)
+          s = em_error(EM_ERR_AUTOGRAD,
+                       "%s: a tensor saved with save_for_backward (%s %s %s) has been modified by an "
+                       "in-place operation since (version %llu, expected %llu); do the in-place op "
+                       "after backward, or on a clone", c->name,
+                       em_shape_str((*p)->ndim, (*p)->shape, d, sizeof d), em_dtype_name((*p)->dtype),
+                       em_device_str((*p)->device, dev, sizeof dev), (unsigned long long)now,
+                       (unsigned long long)was);
+      }
+      lua_pop(L, 2);
+    }
+  }
+  lua_settop(L, top);
+  return s;
+}
+
 static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   lua_fn_ctx *c = (lua_fn_ctx *)node->ctx;
   lua_State *L = backward_thread;
   if (!L || main_thread(L) != c->main) L = c->main;
   if (!lua_checkstack(L, 8))
     return em_error(EM_ERR_AUTOGRAD, "%s: no Lua stack space to run the backward", c->name);
+  em_status vs = check_saved_versions(L, c);
+  if (vs) return vs;
   backward_call b = {node, c, gy, gx};
   for (int i = 0; i < c->n_in; i++) gx[i] = NULL;
   int top = lua_gettop(L);
@@ -694,6 +732,8 @@ static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
 static int ctx_save_for_backward(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int n = lua_gettop(L) - 1;
+  lua_createtable(L, 0, 0); /* the versions (saved_versions_key) */
+  int versions = lua_gettop(L);
   lua_createtable(L, n, 1);
   for (int i = 1; i <= n; i++) {
     em_tensor *t = lember_testtensor(L, i + 1);
@@ -702,6 +742,11 @@ static int ctx_save_for_backward(lua_State *L) {
       em_status s = em_detach(out, t);
       if (s) return lember_error(L, "save_for_backward", s);
       lember_account(L, *out);
+      lua_Integer k = (lua_Integer)lua_rawlen(L, versions);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, versions, k + 1);
+      lua_pushinteger(L, t->storage ? (lua_Integer)__atomic_load_n(&t->storage->version, __ATOMIC_RELAXED) : 0);
+      lua_rawseti(L, versions, k + 2);
     } else {
       lua_pushvalue(L, i + 1);
     }
@@ -710,6 +755,8 @@ static int ctx_save_for_backward(lua_State *L) {
   lua_pushinteger(L, n);
   lua_setfield(L, -2, "n");
   lua_setfield(L, 1, "saved");
+  lua_pushvalue(L, versions);
+  lua_rawsetp(L, 1, &saved_versions_key);
   return 0;
 }
 

@@ -310,3 +310,22 @@ describe("matmul of int64 tensors, as torch's on the CPU", function()
     raises_here(function() local _ = I { { 1 } }:matmul(ember.ones(1, 1)) end, "ember.matmul: dtype mismatch")
   end)
 end)
+
+describe("ember.Function's saved tensors are checked as the core's", function()
+  -- torch.autograd.Function: ctx.saved_tensors raises when one was modified in place
+  local Square = ember.Function {
+    name = "square_fn",
+    forward = function(ctx, a) ctx:save_for_backward(a); return a * a end,
+    backward = function(ctx, g) return g * ctx.saved[1] * 2 end,
+  }
+  it("a saved input written in place since raises at backward, naming the Function", function()
+    local w = ember.tensor({ 1, 2 }, { requires_grad = true })
+    local y = Square(w):sum()
+    ember.no_grad(function() w:mul_(10) end)
+    raises_here(function() y:backward() end,
+      "ember.backward: square_fn: a tensor saved with save_for_backward ([2] float32 cpu) has been modified by an in-place operation since")
+    local y2 = Square(w):sum()
+    y2:backward()
+    assert.are.same({ 20, 40 }, w.grad:totable())
+  end)
+end)
