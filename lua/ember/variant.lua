@@ -67,7 +67,7 @@ M.paths = {}          -- name -> the file it came from, or "(defined in Lua)"
 
 local OPT_TYPES = { int = true, float = true, bool = true, string = true }
 local DEF_KEYS = { name = true, description = true, version = true, options = true, params = true,
-  inputs = true, score = true, mask = true, sink = true, caps = true, check = true }
+  inputs = true, score = true, mask = true, sink = true, check = true }
 
 -- Names an option cannot take: ember.Attention's own spec keys
 -- (core/lua/l_attention.c's core_own, and dtype, device) and

@@ -425,3 +425,12 @@ describe("a params entry written the PyTorch way", function()
       score = function(s, b, h, q, k, ctx) return s + ctx.t[h] end }
   end)
 end)
+
+describe("a definition's fields", function()
+  it("caps, which a Lua variant cannot set (it supports every mask kind), is an unknown field, not silently dropped", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_caps", caps = { causal = false },
+        score = function(s, b, h, q, k, ctx) return s end }
+    end, "unknown field 'caps'")
+  end)
+end)
