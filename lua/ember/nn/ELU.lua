@@ -7,7 +7,8 @@ local Module = require "ember.nn.Module"
 
 local ELU = Module:extend("ELU")
 
-function ELU:__init(alpha)
+function ELU:__init(...)
+  local alpha = Module.keyword_args("nn.ELU", { "alpha", "inplace" }, ...)
   alpha = alpha or 1
   if type(alpha) ~= "number" then error("ELU: alpha must be a number, got " .. type(alpha), 3) end
   self.alpha = alpha

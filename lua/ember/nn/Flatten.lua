@@ -1,4 +1,4 @@
---- nn.Flatten([start_dim=2 [, end_dim=-1]]): merges the dims start_dim..end_dim
+--- nn.Flatten([start_dim=2 [, end_dim=-1]]) or nn.Flatten{start_dim=, end_dim=}: merges the dims start_dim..end_dim
 -- into one, as torch.nn.Flatten. Dims are **1-based**, as everywhere in
 -- ember, and negative dims count from the end (-1 is the last): the
 -- default keeps dim 1 (the batch) and flattens the rest, which is PyTorch's
@@ -14,7 +14,8 @@ local Module = require "ember.nn.Module"
 
 local Flatten = Module:extend("Flatten")
 
-function Flatten:__init(start_dim, end_dim)
+function Flatten:__init(...)
+  local start_dim, end_dim = Module.keyword_args("nn.Flatten", { "start_dim", "end_dim" }, ...)
   start_dim, end_dim = start_dim or 2, end_dim or -1
   for _, d in ipairs { { "start_dim", start_dim }, { "end_dim", end_dim } } do
     if math.type(d[2]) ~= "integer" or d[2] == 0 then

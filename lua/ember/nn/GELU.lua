@@ -1,4 +1,4 @@
---- nn.GELU([approximate = "none" | "tanh"]): the exact erf form (PyTorch's
+--- nn.GELU([approximate = "none" | "tanh"]) or nn.GELU{approximate =}: the exact erf form (PyTorch's
 -- default) or the tanh approximation.
 -- @usage local x = ember.randn(2, 3)
 -- local y = nn.GELU("tanh")(x)
@@ -8,7 +8,8 @@ local Module = require "ember.nn.Module"
 
 local GELU = Module:extend("GELU")
 
-function GELU:__init(approximate)
+function GELU:__init(...)
+  local approximate = Module.keyword_args("nn.GELU", { "approximate" }, ...)
   approximate = approximate or "none"
   if approximate ~= "none" and approximate ~= "tanh" then
     error("GELU: approximate must be \"none\" or \"tanh\", got " .. tostring(approximate), 2)

@@ -14,7 +14,8 @@ local Hardtanh = Module:extend("Hardtanh")
 -- x clipped to [lo, hi], the gradient passing strictly inside only (shared
 -- by nn.ReLU6 and nn.Hardsigmoid).
 
-function Hardtanh:__init(min_val, max_val)
+function Hardtanh:__init(...)
+  local min_val, max_val = Module.keyword_args("nn." .. self.__name, { "min_val", "max_val", "inplace" }, ...)
   min_val, max_val = min_val or -1, max_val or 1
   if type(min_val) ~= "number" or type(max_val) ~= "number" or not (min_val < max_val) then
     error(("%s: min_val and max_val must be numbers with min_val < max_val, got %s and %s"):format(self.__name,

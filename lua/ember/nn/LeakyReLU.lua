@@ -1,4 +1,4 @@
---- nn.LeakyReLU([negative_slope = 0.01]): x where x > 0, negative_slope * x
+--- nn.LeakyReLU([negative_slope = 0.01]) or nn.LeakyReLU{negative_slope =}: x where x > 0, negative_slope * x
 -- elsewhere, as torch.nn.LeakyReLU (`ember.leaky_relu`).
 -- @usage local y = nn.LeakyReLU(0.2)(ember.randn(2, 3))
 -- @classmod nn.LeakyReLU
@@ -8,7 +8,8 @@ local Module = require "ember.nn.Module"
 
 local LeakyReLU = Module:extend("LeakyReLU")
 
-function LeakyReLU:__init(negative_slope)
+function LeakyReLU:__init(...)
+  local negative_slope = Module.keyword_args("nn.LeakyReLU", { "negative_slope", "inplace" }, ...)
   negative_slope = negative_slope or 0.01
   if type(negative_slope) ~= "number" then
     error("LeakyReLU: negative_slope must be a number, got " .. type(negative_slope), 3)

@@ -482,6 +482,25 @@ function Module.check_options(who, opts, ...)
   return opts
 end
 
+--- PyTorch's keyword arguments for a constructor whose arguments are all
+-- optional: `nn.Flatten{start_dim = 2}` is `nn.Flatten(2)`. When the only
+-- argument is a plain table (not a tensor or module), its keys must be
+-- among `names` (the positional order; an unknown key is an error naming
+-- `who` at the user's line) and the values come back in that order; other
+-- calls come back as given.
+-- @string who "nn.Flatten", ...
+-- @tparam {string,...} names the arguments' names, in positional order
+-- @param ... the constructor's arguments
+-- @return the arguments, positionally
+function Module.keyword_args(who, names, ...)
+  local first = ...
+  if select("#", ...) ~= 1 or type(first) ~= "table" or is_tensor(first) or is_module(first) then return ... end
+  Module.check_options(who, first, names)
+  local out = {}
+  for i, n in ipairs(names) do out[i] = first[n] end
+  return table.unpack(out, 1, #names)
+end
+
 --- Raises at the user's line unless the tensor x has a floating-point dtype
 -- (an integer input would fail deeper, in an op the user did not call).
 -- @string who the module's forward, for the error ("BatchNorm2d.forward")

@@ -1,4 +1,4 @@
---- nn.Softmax([dim = -1]): softmax along dim (1-based; negative from the end), as
+--- nn.Softmax([dim = -1]) or nn.Softmax{dim =}: softmax along dim (1-based; negative from the end), as
 -- torch.nn.Softmax (whose dim ember defaults to the last, as Torch7's nn.SoftMax).
 -- @usage local p = nn.Softmax(-1)(ember.randn(2, 5))   -- each row sums to 1
 -- @classmod nn.Softmax
@@ -8,7 +8,8 @@ local Module = require "ember.nn.Module"
 
 local Softmax = Module:extend("Softmax")
 
-function Softmax:__init(dim)
+function Softmax:__init(...)
+  local dim = Module.keyword_args("nn." .. self.__name, { "dim" }, ...)
   dim = dim or -1
   if math.type(dim) ~= "integer" or dim == 0 then
     error(self.__name .. ": dim must be a non-zero integer (1-based; -1 is the last), got " .. tostring(dim), 3)

@@ -13,7 +13,8 @@ local Module = require "ember.nn.Module"
 
 local Unflatten = Module:extend("Unflatten")
 
-function Unflatten:__init(dim, sizes)
+function Unflatten:__init(...)
+  local dim, sizes = Module.keyword_args("nn.Unflatten", { "dim", "unflattened_size" }, ...)
   if math.type(dim) ~= "integer" or dim == 0 then
     error("Unflatten: dim must be a nonzero integer (dims are 1-based; -1 is the last), got " .. tostring(dim), 2)
   end
