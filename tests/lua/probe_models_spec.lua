@@ -415,3 +415,28 @@ describe("modules whose arguments are all optional take PyTorch's keywords as a 
     raises_here(function() local _ = nn.Softmax{ axis = 1 } end, "nn.Softmax: unknown option 'axis'")
   end)
 end)
+
+describe("Module:isinstance, for PyTorch's init pattern model.apply(fn) with isinstance(m, nn.Linear)", function()
+  it("walks the class chain (a subclass is an instance of its parent); a list is any of them", function()
+    local Llama = require("ember.models").Llama
+    local m = Llama{ vocab_size = 11, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1,
+                     num_attention_heads = 4 }
+    local attn = m.model.layers[1].self_attn
+    assert.is_true(attn:isinstance(nn.MultiHeadAttention))
+    assert.is_true(attn:isinstance(nn.Module))
+    assert.is_false(attn:isinstance(nn.Linear))
+    assert.is_true(m.lm_head:isinstance({ nn.Conv2d, nn.Linear }))
+    -- Hugging Face's _init_weights, written as a PyTorch user would
+    local n = 0
+    m:apply(function(mod)
+      if mod:isinstance(nn.Linear) then
+        nn.init.zeros_(mod.weight)
+        n = n + 1
+      elseif mod:isinstance(nn.Embedding) then
+        nn.init.ones_(mod.weight)
+      end
+    end)
+    assert.are.equal(8, n) -- q, k, v, o, gate, up, down and lm_head
+    raises_here(function() attn:isinstance("Linear") end, "isinstance: expected a module class")
+  end)
+end)

@@ -413,6 +413,34 @@ function Module:apply(fn)
   return self
 end
 
+--- Whether the module is an instance of class `cls` or of a subclass of it,
+-- as PyTorch's `isinstance(m, nn.Linear)`; `cls` may be a list of classes
+-- (any of them, as isinstance's tuple). For initialisers under `apply`.
+-- @tparam table cls a module class (nn.Linear, ...) or a list of them
+-- @treturn boolean
+-- @usage local net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+-- net:apply(function(m) if m:isinstance(nn.Linear) then nn.init.zeros_(m.bias) end end)
+-- print(net[1]:isinstance(nn.Module), net[2]:isinstance({nn.Linear, nn.Conv2d}))   --> true false
+function Module:isinstance(cls)
+  local function is_class(c) return type(c) == "table" and rawget(c, "__name") ~= nil and rawget(c, "__call") ~= nil end
+  if type(cls) == "table" and not is_class(cls) and #cls > 0 then
+    for _, c in ipairs(cls) do
+      if self:isinstance(c) then return true end
+    end
+    return false
+  end
+  if not is_class(cls) then
+    errors.raise("%s.isinstance: expected a module class (nn.Linear, ...) or a list of them, got %s", self.__name,
+      type(cls) == "table" and "a table" or type(cls))
+  end
+  local c = getmetatable(self)
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+
 --- Sets training mode (dropout on) on the module and its descendants.
 -- @bool[opt=true] mode
 -- @treturn Module self
