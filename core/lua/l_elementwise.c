@@ -469,6 +469,9 @@ static void check_inplace_number(lua_State *L, int idx, const em_tensor *t, cons
                op, em_dtype_name(t->dtype), what, (lua_Number)v);
 }
 
+/* bool < integer < float: may an in-place op write a dtype-dt result into t? */
+static int category(em_dtype dt) { return dt == EM_BOOL ? 0 : em_dtype_is_float(dt) ? 2 : 1; }
+
 static int m_add_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
   if (lua_type(L, 3) == LUA_TTABLE) { /* t:add_(x, {alpha =}), PyTorch's keyword */
@@ -482,15 +485,20 @@ static int m_add_(lua_State *L) {
   double alpha = luaL_optnumber(L, 3, 1.0);
   check_inplace_number(L, 2, t, "add_", "the value");
   check_inplace_number(L, 3, t, "add_", "alpha");
-  em_tensor *x = lember_totensor(L, 2, t->dtype, t->device);
-  em_status s = em_add_(t, x, alpha);
+  em_tensor *x = lember_totensor(L, 2, t->dtype, t->device), *cast = NULL;
+  if (x->dtype != t->dtype) { /* torch: the result type must cast to t's (can_cast) */
+    if (category(x->dtype) > category(t->dtype))
+      return luaL_error(L, "ember.add_: result type %s can't be cast to the desired output type %s",
+                        em_dtype_name(x->dtype), em_dtype_name(t->dtype));
+    em_status cs = em_to_dtype(&cast, x, t->dtype);
+    if (cs) return lember_error(L, "add_", cs);
+  }
+  em_status s = em_add_(t, cast ? cast : x, alpha);
+  em_release(cast);
   if (s) return lember_error(L, "add_", s);
   lua_settop(L, 1);
   return 1;
 }
-
-/* bool < integer < float: may an in-place op write a dtype-dt result into t? */
-static int category(em_dtype dt) { return dt == EM_BOOL ? 0 : em_dtype_is_float(dt) ? 2 : 1; }
 
 static int m_mul_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);

@@ -329,3 +329,20 @@ describe("ember.Function's saved tensors are checked as the core's", function()
     assert.are.same({ 20, 40 }, w.grad:totable())
   end)
 end)
+
+describe("add_ with a tensor of another dtype follows torch's in-place casting rule", function()
+  -- torch: ones(2).add_(tensor([1, 2])) is [2., 3.]; a float result into an int64 tensor is
+  -- "result type Float can't be cast to the desired output type Long"
+  it("takes int64, bool and float64 sources into float32 (and bool into int64)", function()
+    assert.are.same({ 2, 3 }, ember.ones(2):add_(ember.tensor({ 1, 2 }, "int64")):totable())
+    assert.are.same({ 2, 1 }, ember.ones(2):add_(ember.tensor({ true, false })):totable())
+    assert.are.same({ 1.5, 1.5 }, ember.ones(2):add_(ember.tensor({ 0.25, 0.25 }, "float64"), 2):totable())
+    local i = ember.ones(2, "int64"):add_(ember.tensor({ true, false }))
+    assert.are.equal("int64", i.dtype)
+    assert.are.same({ 2, 1 }, i:totable())
+  end)
+  it("refuses a float source into an int64 tensor as torch", function()
+    raises_here(function() ember.ones(2, "int64"):add_(ember.tensor({ 1.5, 2 })) end,
+      "ember.add_: result type float32 can't be cast to the desired output type int64")
+  end)
+end)
