@@ -14,10 +14,12 @@ static int raise_message(lua_State *L, const char *op, const char *msg, em_statu
   if (strncmp(msg, op, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
   /* Nor the core op a method runs under its own name: an in-place one (zero_
   ** and t[i] = v fill_, "ember.zero_: fill_: ..."), a name ending in '_',
-  ** or a variant of op's own ("ember.max: max_all: ..."). */
+  ** a variant of op's own ("ember.max: max_all: ...") or the op an in-place
+  ** one runs ("ember.add_: add: ..."). */
   size_t k = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
   if (k > 1 && msg[k] == ':' && msg[k + 1] == ' ' &&
-      (msg[k - 1] == '_' || (k > n && strncmp(msg, op, n) == 0 && msg[n] == '_')))
+      (msg[k - 1] == '_' || (k > n && strncmp(msg, op, n) == 0 && msg[n] == '_') ||
+       (k < n && strncmp(msg, op, k) == 0 && op[k] == '_')))
     msg += k + 2;
   if (*msg == '\0') msg = em_status_name(s);
   return luaL_error(L, "ember.%s: %s", op, msg);

@@ -346,3 +346,9 @@ describe("add_ with a tensor of another dtype follows torch's in-place casting r
       "ember.add_: result type float32 can't be cast to the desired output type int64")
   end)
 end)
+
+describe("an in-place op's error names it once", function()
+  it("not the out-of-place op it runs ('ember.add_: add: ...')", function()
+    raises_here(function() ember.zeros(2, "bool"):add_(1) end, "ember.add_: arithmetic on two bool tensors is not supported")
+  end)
+end)
