@@ -440,3 +440,17 @@ describe("Module:isinstance, for PyTorch's init pattern model.apply(fn) with isi
     raises_here(function() attn:isinstance("Linear") end, "isinstance: expected a module class")
   end)
 end)
+
+describe("Llama:save writes the metadata transformers requires", function()
+  it("{format = 'pt'} as save_pretrained does (transformers 4.3x-4.4x fail on a file without it); the user's kept", function()
+    local Llama = require("ember.models").Llama
+    local m = Llama{ vocab_size = 11, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1, num_attention_heads = 4 }
+    local dir = require "tests.lua.helpers.tmpdir"()
+    m:save(dir .. "/a.safetensors")
+    local _, meta = require("ember.checkpoint").load_tensors(dir .. "/a.safetensors")
+    assert.are.same({ format = "pt" }, meta)
+    m:save(dir .. "/b.safetensors", { note = "run 3" })
+    _, meta = require("ember.checkpoint").load_tensors(dir .. "/b.safetensors")
+    assert.are.same({ format = "pt", note = "run 3" }, meta)
+  end)
+end)

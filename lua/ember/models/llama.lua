@@ -533,10 +533,18 @@ function Llama.from_pretrained(dir, overrides)
   return Llama.from_safetensors(files, cfg)
 end
 
---- Writes the weights to a safetensors file under Hugging Face's names.
+--- Writes the weights to a safetensors file under Hugging Face's names,
+-- with the metadata `format = "pt"` that save_pretrained writes
+-- (transformers refuses, or fails on, a file without it).
 -- @string path
--- @tparam[opt] table metadata string -> string
+-- @tparam[opt] table metadata string -> string (format defaults to "pt")
 function Llama:save(path, metadata)
+  if metadata ~= nil and type(metadata) ~= "table" then
+    raise("Llama.save: metadata must be a table of strings, got %s", type(metadata))
+  end
+  local meta = { format = "pt" }
+  for k, v in pairs(metadata or {}) do meta[k] = v end
+  metadata = meta
   local names = {}
   self:_each_tensor(function(name, _, kind) if kind ~= "nonpersistent" then names[#names + 1] = name end end)
   require("ember.checkpoint").save_tensors(path, self:state_dict(), metadata, names)
