@@ -153,7 +153,8 @@ static int max_min(lua_State *L, int is_max) {
 static int m_max(lua_State *L) { return max_min(L, 1); }
 static int m_min(lua_State *L) { return max_min(L, 0); }
 
-/* argmax/argmin([dim [, keepdim]]), 1-based; no dim: over all elements. */
+/* argmax/argmin([dim [, keepdim]]), 1-based; no dim: over all elements,
+** every dim kept as size 1 with keepdim (torch.argmax(x, keepdim=True)). */
 static int arg_max_min(lua_State *L, int is_max) {
   const char *op = is_max ? "argmax" : "argmin";
   em_tensor *t = lember_checktensor(L, 1);
@@ -161,7 +162,8 @@ static int arg_max_min(lua_State *L, int is_max) {
   em_status s = EM_OK;
   int d = 0, keep = 0;
   if (lua_isnoneornil(L, 2)) {
-    no_dim_nothing_more(L, op);
+    keep = opt_keepdim(L, 3, op);
+    lember_noextra(L, 3, op, "dim, keepdim");
     int64_t all = -1;
     s = em_reshape(&flat, t, 1, &all);
     if (s) return lember_error(L, op, s);
@@ -172,8 +174,16 @@ static int arg_max_min(lua_State *L, int is_max) {
   }
   em_tensor **out = lember_newslot(L);
   em_tensor *x = flat ? flat : t;
-  s = is_max ? em_argmax(out, x, d, keep) : em_argmin(out, x, d, keep);
+  s = is_max ? em_argmax(out, x, d, flat ? 0 : keep) : em_argmin(out, x, d, flat ? 0 : keep);
   em_release(flat);
+  if (!s && flat && keep) { /* every dim kept, as size 1 */
+    int64_t ones[EM_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) ones[i] = 1;
+    em_tensor *r = NULL;
+    s = em_reshape(&r, *out, t->ndim, ones);
+    em_release(*out);
+    *out = r;
+  }
   if (!s) s = lember_index_to_lua(out);
   if (s) return lember_error(L, op, s);
   lember_account(L, *out);

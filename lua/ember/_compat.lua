@@ -585,6 +585,8 @@ local function dim_keyword(name)
     end
     if d == nil then
       if not opts.keepdim or x:dim() == 0 then return f(x) end
+      -- max/min refuse keepdim without a dim, argmax/argmin keep every dim (torch)
+      if name == "max" or name == "min" or name == "argmax" or name == "argmin" then return f(x, nil, true) end
       d = {}
       for i = 1, x:dim() do d[i] = i end -- every dim, kept: PyTorch's x.sum(keepdim=True)
     end

@@ -84,8 +84,11 @@ describe("surplus and wrong-typed arguments are errors naming the op (they were 
     for _, op in ipairs { "max", "min", "argmax", "argmin" } do
       raises_here(function() local _ = x[op](x, 1, true, 5) end,
         ("ember.%s: takes at most 2 arguments besides the tensor (dim, keepdim), got 3 (argument 4 is a number)"):format(op))
-      raises_here(function() local _ = x[op](x, nil, true) end,
-        ("ember.%s: keepdim needs a dim (got a boolean after no dim)"):format(op))
+      if op == "max" or op == "min" then -- argmax/argmin keep every dim (below)
+        raises_here(function() local _ = x[op](x, nil, true) end,
+          ("ember.%s: keepdim needs a dim (got a boolean after no dim)"):format(op))
+      end
+      raises_here(function() local _ = x[op](x, nil, false, 3) end, ("ember.%s: "):format(op))
     end
     raises_here(function() local _ = x:max(x, 1) end,
       "ember.max: takes at most 1 argument besides the tensor (other), got 2 (argument 3 is a number)")
@@ -350,5 +353,21 @@ end)
 describe("an in-place op's error names it once", function()
   it("not the out-of-place op it runs ('ember.add_: add: ...')", function()
     raises_here(function() ember.zeros(2, "bool"):add_(1) end, "ember.add_: arithmetic on two bool tensors is not supported")
+  end)
+end)
+
+describe("argmax/argmin with keepdim and no dim, max/min with keepdim and no dim", function()
+  local x = ember.tensor({ { 1, 5, 3 }, { 4, 2, 6 } })
+  it("argmax keeps every dim as size 1 (torch.argmax(x, keepdim=True) is tensor([[5]]), 0-based)", function()
+    for _, y in ipairs { x:argmax(nil, true), x:argmax { keepdim = true }, ember.argmax(x, { keepdim = true }) } do
+      assert.are.equal(ember.Size { 1, 1 }, y.shape)
+      assert.are.equal(6, y:item())
+    end
+    assert.are.same({ { 1 } }, x:argmin(nil, true):totable())
+    assert.are.equal(ember.Size {}, x:argmax(nil, false).shape)
+  end)
+  it("max and min refuse keepdim without a dim in both spellings (torch: an invalid combination)", function()
+    raises_here(function() local _ = x:max { keepdim = true } end, "ember.max: keepdim needs a dim")
+    raises_here(function() local _ = x:min(nil, true) end, "ember.min: keepdim needs a dim")
   end)
 end)
