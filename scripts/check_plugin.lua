@@ -112,11 +112,13 @@ local function merged(extra)
 end
 
 -- A variant written in Lua (ember.attention_variant): its per-call tensors
--- are made for every call (ones, [B] or [B, Lk]: one document, a prefix of
--- one, the first row of any table: valid whatever they mean), and its
--- reference is its own composition (the traced functions run densely),
--- which the fused route is held to below instead of a declaration.
-local lua_def = require("ember.variant").get(name)
+-- are made for every call (ones: one document, a prefix of one, the first
+-- row of any table: valid whatever they mean), each dim long enough for
+-- any of b, h, q, k (a 4-d one [B, H, Lk, Lk], a 3-d one [max(B, H), Lk,
+-- Lk]), and its reference is its own composition (the traced functions run
+-- densely), which the fused route is held to below instead of a declaration.
+local variant_mod = require "ember.variant"
+local lua_def = variant_mod.get(name)
 
 local function with_inputs(att)
   if not (lua_def and lua_def.inputs and next(lua_def.inputs)) then return att end
@@ -124,11 +126,11 @@ local function with_inputs(att)
   att.forward = function(self, q, k, v, opts)
     local o, inputs = {}, {}
     for key, val in pairs(opts or {}) do o[key] = val end
-    local B, Lk = q.shape[1], k.shape[3]
-    for input, spec in pairs(lua_def.inputs) do
-      local nd = type(spec) == "table" and spec.ndim or spec
-      local float = type(spec) == "table" and spec.dtype == "float" -- in the dtype it declares
-      inputs[input] = ember.ones(nd == 1 and { B } or { B, Lk }, { dtype = float and q.dtype or "int64" })
+    local B, H, Lk = q.shape[1], q.shape[2], k.shape[3]
+    local any = math.max(B, H, Lk)
+    local shapes = { { any }, { any, math.max(H, Lk) }, { math.max(B, H), Lk, Lk }, { B, H, Lk, Lk } }
+    for _, c in ipairs(variant_mod.inputs_of(lua_def)) do -- in the dtype it declares
+      inputs[c.name] = ember.ones(shapes[c.ndim], { dtype = c.kind == "float" and q.dtype or "int64" })
     end
     o.variant_inputs = o.variant_inputs or inputs
     return forward(self, q, k, v, o)

@@ -151,6 +151,20 @@ describe("a Lua variant file given by its path", function()
     os.execute("rm -rf '" .. dir .. "'")
     assert(out:find("0 failed", 1, true) and out:find("rc=0", 1, true), out)
   end)
+
+  it("scripts/check_plugin.lua makes per-call tensors that any index of a variant's inputs reaches", function()
+    -- a 1-d input read by key (not by batch), a 3-d bias read [b][q][k], declared with a dtype name
+    local dir = tmpdir()
+    local path = write(dir, "user_checked_inputs.lua", "local ember = require 'ember'\n" ..
+      "return { name = 'user_checked_inputs', inputs = { w = { ndim = 1, dtype = 'float32' }, bias = { ndim = 3, dtype = 'float' } },\n" ..
+      "  score = function(s, b, h, q, k, ctx) return s + ctx.w[k] * 0.1 + ctx.bias[b][ember.maximum(q, 1)][k] end }")
+    local p = io.popen(("EMBER_PLUGIN_PATH_ONLY=1 EMBER_PLUGIN_PATH=build/plugins build/bin/ember scripts/check_plugin.lua '%s' --quick 2>&1; echo rc=$?")
+      :format(path))
+    local out = p:read("a")
+    p:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert(out:find(" 0 failed", 1, true) and out:find("rc=0", 1, true), out)
+  end)
 end)
 
 describe("a typo inside a variant's function", function()
