@@ -365,6 +365,11 @@ describe("models/_json.lua (config.json's reader)", function()
     assert.is_nil(v.b[6])
     assert.are.same({}, v.b[7])
     assert.are.equal(1e-05, v.c)
+    -- encode reads back as it was (save_pretrained's config.json)
+    local t = { s = "a\"b\\c\n\1", i = 3, f = 10000.0, e = 1e-05, l = { 1, 2.5, false }, o = { x = true } }
+    local back = json.decode(json.encode(t))
+    assert.are.same(t, back)
+    assert.are.equal("float", math.type(back.f))
     for bad, msg in pairs { ["[1,]"] = "byte 4: unexpected ']'", ['{"a" 1}'] = "byte 6: expected ':'",
                             ['"abc'] = "unterminated string", ["{} x"] = "text after the value" } do
       local ok, err = pcall(json.decode, bad)
@@ -452,5 +457,29 @@ describe("Llama:save writes the metadata transformers requires", function()
     m:save(dir .. "/b.safetensors", { note = "run 3" })
     _, meta = require("ember.checkpoint").load_tensors(dir .. "/b.safetensors")
     assert.are.same({ format = "pt", note = "run 3" }, meta)
+  end)
+end)
+
+describe("Llama:save_pretrained(folder): what from_pretrained and transformers read", function()
+  it("config.json with LlamaConfig's keys and model.safetensors; from_pretrained gives the same logits", function()
+    local Llama = require("ember.models").Llama
+    ember.manual_seed(12)
+    local m = Llama{ vocab_size = 13, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2,
+                     num_attention_heads = 4, num_key_value_heads = 1, rms_norm_eps = 1e-5, rope_theta = 500000.0,
+                     tie_word_embeddings = true }
+    local dir = require "tests.lua.helpers.tmpdir"() .. "/out model" -- made if missing, spaces and all
+    assert.are.equal(m, m:save_pretrained(dir))
+    local f = assert(io.open(dir .. "/config.json"))
+    local cfg = require("ember.models._json").decode(f:read("a"))
+    f:close()
+    assert.are.same({ "LlamaForCausalLM" }, cfg.architectures)
+    assert.are.equal("llama", cfg.model_type)
+    assert.are.equal("silu", cfg.hidden_act)
+    assert.are.equal(1e-5, cfg.rms_norm_eps)
+    assert.are.equal(1, cfg.num_key_value_heads)
+    assert.is_true(cfg.tie_word_embeddings)
+    assert.are.equal("float32", cfg.torch_dtype)
+    local ids = ember.tensor({ { 1, 5, 9, 2 } }, { dtype = "int64" })
+    assert.is_true(Llama.from_pretrained(dir)(ids):equal(m:eval()(ids)))
   end)
 end)

@@ -4,6 +4,7 @@
 -- (a missing key, as Lua has no null), integers without a fraction or
 -- exponent are Lua integers (so config sizes pass math.type checks), other
 -- numbers floats. Malformed text raises "bad JSON at byte N: ...".
+-- encode(value) writes one (config.json of Llama:save_pretrained).
 local M = {}
 
 local ESCAPES = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t" }
@@ -112,6 +113,49 @@ function M.decode(text)
   skip()
   if pos <= #text then fail("text after the value") end
   return v
+end
+
+-- The shortest text of a float that reads back as the same number.
+local function float_text(x)
+  if x ~= x or x == math.huge or x == -math.huge then error("JSON has no NaN or infinity", 2) end
+  for digits = 15, 17 do
+    local t = ("%." .. digits .. "g"):format(x)
+    if tonumber(t) == x then
+      if not t:find("[.eEn]") then t = t .. ".0" end -- stays a float when read back
+      return t
+    end
+  end
+end
+
+local function quote(str)
+  return '"' .. str:gsub('[%c"\\]', function(c)
+    local e = ({ ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" })[c]
+    return e or ("\\u%04x"):format(c:byte())
+  end) .. '"'
+end
+
+-- encode(value [, indent]) -> text: tables with keys 1..n are arrays, other
+-- tables objects (keys sorted, as json.dumps(sort_keys=True)); nested
+-- values on lines of their own, indented by `indent` spaces (default 2).
+function M.encode(v, indent, depth)
+  indent, depth = indent or 2, depth or 0
+  local t = type(v)
+  if t == "boolean" then return tostring(v) end
+  if t == "number" then return math.type(v) == "integer" and tostring(v) or float_text(v) end
+  if t == "string" then return quote(v) end
+  if t ~= "table" then error("JSON cannot hold a " .. t, 2) end
+  local pad, inner = ("\n" .. (" "):rep(indent * depth)), ("\n" .. (" "):rep(indent * (depth + 1)))
+  local parts = {}
+  if #v > 0 or next(v) == nil then
+    for i = 1, #v do parts[i] = M.encode(v[i], indent, depth + 1) end
+    if #parts == 0 then return "[]" end
+    return "[" .. inner .. table.concat(parts, "," .. inner) .. pad .. "]"
+  end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  for i, k in ipairs(keys) do parts[i] = quote(k) .. ": " .. M.encode(v[k], indent, depth + 1) end
+  return "{" .. inner .. table.concat(parts, "," .. inner) .. pad .. "}"
 end
 
 return M

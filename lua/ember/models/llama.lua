@@ -11,7 +11,7 @@
 --    -- the file's shapes do not say; the tests run this on a tiny one)
 --    local m = Llama.from_safetensors("model.safetensors", {num_attention_heads = 32})
 --    -- or a whole Hugging Face folder (config.json, model.safetensors or its shards):
---    -- Llama.from_pretrained("TinyLlama-1.1B-Chat-v1.0")
+--    -- Llama.from_pretrained("TinyLlama-1.1B-Chat-v1.0"); m:save_pretrained("out") writes one
 --    local out = require("ember.generate").generate(m, ids, {max_new_tokens = 20})
 --    print(out.shape)                                --> ember.Size{2, 23}
 --
@@ -548,6 +548,40 @@ function Llama:save(path, metadata)
   local names = {}
   self:_each_tensor(function(name, _, kind) if kind ~= "nonpersistent" then names[#names + 1] = name end end)
   require("ember.checkpoint").save_tensors(path, self:state_dict(), metadata, names)
+end
+
+--- Writes a Hugging Face model folder, as `save_pretrained(folder)`:
+-- config.json (LlamaConfig's keys: the sizes, rms_norm_eps, rope_theta,
+-- tie_word_embeddings, architectures = {"LlamaForCausalLM"}, the
+-- parameters' torch_dtype) and model.safetensors (`save`). The folder is
+-- made if missing. `Llama.from_pretrained` and transformers read it.
+-- @string dir the folder
+-- @treturn Llama self
+function Llama:save_pretrained(dir)
+  local who = "Llama.save_pretrained"
+  if type(dir) ~= "string" or dir == "" then raise("%s: expected a folder name, got %s", who, type(dir)) end
+  dir = dir:gsub("/+$", "")
+  local c = self.config
+  local text = json.encode({
+    architectures = { "LlamaForCausalLM" }, model_type = "llama", hidden_act = "silu",
+    attention_bias = false, mlp_bias = false, attention_dropout = 0.0,
+    vocab_size = c.vocab_size, hidden_size = c.hidden_size, intermediate_size = c.intermediate_size,
+    num_hidden_layers = c.num_hidden_layers, num_attention_heads = c.num_attention_heads,
+    num_key_value_heads = c.num_key_value_heads, head_dim = c.hidden_size // c.num_attention_heads,
+    rms_norm_eps = c.rms_norm_eps, rope_theta = c.rope_theta, tie_word_embeddings = c.tie_word_embeddings,
+    initializer_range = c.initializer_range, torch_dtype = self.model.norm.weight.dtype,
+  }) .. "\n"
+  local path = dir .. "/config.json"
+  local f = io.open(path, "w")
+  if not f then
+    os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+    f = io.open(path, "w")
+  end
+  if not f then raise("%s: cannot write '%s'", who, path) end
+  f:write(text)
+  f:close()
+  self:save(dir .. "/model.safetensors")
+  return self
 end
 
 --- The configuration, for printing.
