@@ -57,7 +57,7 @@ local generate = {}
 
 -- The options of pick, and those of generate (pick's among them).
 local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p" }
-local GEN_OPTS = { "max_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
+local GEN_OPTS = { "max_new_tokens", "min_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
                    "stop", "pad_id", "max_time", "prompt_padding_mask", "memory", "memory_key_padding_mask",
                    "use_cache", "return_logits", "variant_inputs" }
 
@@ -224,9 +224,11 @@ local function check_generate(model, prompt, opts)
   if rp ~= nil and (type(rp) ~= "number" or rp <= 0) then
     error("generate: repetition_penalty must be a number > 0 (1 = none), got " .. tostring(rp))
   end
-  local n = opts.max_new_tokens
-  if n ~= nil and (math.type(n) ~= "integer" or n < 0) then
-    error("generate: max_new_tokens must be an integer >= 0, got " .. tostring(n))
+  for _, k in ipairs { "max_new_tokens", "min_new_tokens" } do
+    local n = opts[k]
+    if n ~= nil and (math.type(n) ~= "integer" or n < 0) then
+      error(("generate: %s must be an integer >= 0, got %s"):format(k, tostring(n)))
+    end
   end
   -- eos_id: one id or a list of them (as Hugging Face's eos_token_id); ids are 1-based
   local function id_ok(x) return math.type(x) == "integer" and x >= 1 end
@@ -275,7 +277,8 @@ end
 -- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=, variant_inputs=})` -> logits [B, L, V]
 -- (only the last position is read; other shapes, NaN logits, and a sampled row whose logits are all -inf are errors)
 -- @tparam Tensor prompt int64 [B, L]
--- @param[opt] opts `max_new_tokens` (32), `strategy` ("greedy" or "sample"),
+-- @param[opt] opts `max_new_tokens` (32), `min_new_tokens` (0: the eos ids
+-- cannot be picked before that many new tokens, as Hugging Face's), `strategy` ("greedy" or "sample"),
 -- `temperature` (1), `top_k`, `top_p` (nucleus sampling), `repetition_penalty`
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
@@ -316,7 +319,7 @@ function generate.generate(model, prompt, opts)
   local pad_mask = opts.prompt_padding_mask
   local ok, err = pcall(ember.no_grad, function()
     local input, start = prompt, 1
-    for _ = 1, n do
+    for step = 1, n do
       local vi = opts.variant_inputs
       if type(vi) == "function" then vi = vi(start, input.shape[2]) end
       local logits = model:decode(input, {
@@ -344,6 +347,13 @@ function generate.generate(model, prompt, opts)
       end
       if opts.return_logits then all_logits[#all_logits + 1] = last end
       if penalty and penalty ~= 1 then last = penalize(last, seen, penalty) end
+      if eos_ids and step <= (opts.min_new_tokens or 0) then
+        -- Hugging Face's MinNewTokensLengthLogitsProcessor: no eos yet
+        last = last:clone()
+        for _, e in ipairs(eos_ids) do
+          if e <= last.shape[2] then last:narrow(2, e, 1):fill_(-math.huge) end
+        end
+      end
       local nxt = pick(last, opts)
       if done then nxt = nxt:masked_fill(done, pad_id) end
       local now

@@ -483,3 +483,30 @@ describe("Llama:save_pretrained(folder): what from_pretrained and transformers r
     assert.is_true(Llama.from_pretrained(dir)(ids):equal(m:eval()(ids)))
   end)
 end)
+
+describe("generate: min_new_tokens, as Hugging Face's (no eos before it)", function()
+  local generate = require "ember.generate"
+  local Llama = require("ember.models").Llama
+
+  it("the eos ids cannot be picked before min_new_tokens new tokens; then greedy as before", function()
+    ember.manual_seed(21)
+    local m = Llama{ vocab_size = 9, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1,
+                     num_attention_heads = 4 }
+    local prompt = ember.tensor({ { 1, 2, 3 } }, { dtype = "int64" })
+    -- the first greedy token as eos: without min_new_tokens generation stops at once
+    local first = generate.generate(m, prompt, { max_new_tokens = 1 })[1][4]:item()
+    local stopped = generate.generate(m, prompt, { max_new_tokens = 6, eos_id = first })
+    assert.are.same({ 1, 4 }, stopped.shape)
+    local out, logits = generate.generate(m, prompt, { max_new_tokens = 6, eos_id = first, min_new_tokens = 3,
+                                                       return_logits = true })
+    local row = out[1]:totable()
+    assert.is_true(#row >= 6)
+    for j = 4, 6 do assert.are_not.equal(first, row[j]) end
+    -- the tokens picked are the best of the others
+    local l1 = logits[1][1]:clone()
+    l1[first] = -math.huge
+    assert.are.equal(l1:argmax():item(), row[4])
+    raises_here(function() generate.generate(m, prompt, { min_new_tokens = -1 }) end,
+      "generate: min_new_tokens must be an integer >= 0, got -1")
+  end)
+end)
