@@ -67,7 +67,7 @@ local LAYER = { "dim_feedforward", "dropout", "attention_dropout", "activation",
   "attention", "attention_options", "kv_heads", "checkpoint", "dtype", "device" }
 local FORWARD = { "src_mask", "src_allow_mask", "src_block_mask", "tgt_mask", "tgt_allow_mask", "tgt_block_mask",
   "memory_mask", "memory_allow_mask", "memory_block_mask", "src_key_padding_mask", "tgt_key_padding_mask",
-  "memory_key_padding_mask", "src_is_causal", "tgt_is_causal" }
+  "memory_key_padding_mask", "src_is_causal", "tgt_is_causal", "src_variant_inputs", "tgt_variant_inputs" }
 
 local function count(v, name, default)
   if v == nil then return default end
@@ -123,7 +123,9 @@ local function shape(t) return Module.is_tensor(t) and errors.shape_str(t) or ty
 -- @tparam Tensor tgt [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false)
 -- @tparam[opt] table opts the masks (see the class's text): src_mask, tgt_mask, memory_mask
 -- (float) or their _allow_mask / _block_mask forms, src_key_padding_mask,
--- tgt_key_padding_mask, memory_key_padding_mask, src_is_causal, tgt_is_causal
+-- tgt_key_padding_mask, memory_key_padding_mask, src_is_causal, tgt_is_causal;
+-- src_variant_inputs, tgt_variant_inputs: the per-call tensors of an attention variant
+-- written in Lua (document ids ...) for the encoder's and the decoder's self-attention
 -- @treturn Tensor [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false; [Lt, d_model] unbatched)
 function Transformer:forward(src, tgt, opts)
   opts = Module.check_options("Transformer.forward", opts, FORWARD)
@@ -167,6 +169,7 @@ function Transformer:forward(src, tgt, opts)
   local memory = self.encoder(src, {
     attn_mask = opts.src_mask, allow_mask = opts.src_allow_mask, block_mask = opts.src_block_mask,
     key_padding_mask = opts.src_key_padding_mask, causal = opts.src_is_causal,
+    variant_inputs = opts.src_variant_inputs,
   })
   local out = self.decoder(tgt, memory, {
     causal = opts.tgt_is_causal,
@@ -174,6 +177,7 @@ function Transformer:forward(src, tgt, opts)
     tgt_key_padding_mask = opts.tgt_key_padding_mask,
     memory_mask = opts.memory_mask, memory_allow_mask = opts.memory_allow_mask,
     memory_block_mask = opts.memory_block_mask, memory_key_padding_mask = opts.memory_key_padding_mask,
+    variant_inputs = opts.tgt_variant_inputs,
   })
   if unbatched then return out:squeeze(1) end
   if not self.batch_first then out = out:transpose(1, 2) end
