@@ -467,20 +467,11 @@ set("aminmax", function(x, dim, keepdim)
   return x:amin(dim, keepdim), x:amax(dim, keepdim)
 end, true)
 
--- x:softmax(dim [, {dtype =}]) and log_softmax: torch's dtype= converts x
--- first (it was silently ignored); the C ops otherwise.
+-- x:softmax(dim [, {dtype =}]), x:softmax{dim =, dtype =} and log_softmax:
+-- torch's dim= and dtype= (a dtype converts x first); the C ops otherwise.
 local function with_dtype(op, c_op)
   return function(x, dim, opts)
-    if opts ~= nil then
-      local dt = type(opts) == "table" and opts.dtype or opts
-      if type(opts) == "table" then
-        for k in pairs(opts) do
-          if k ~= "dtype" then fail(op, "unknown option '%s' (expected dtype)", tostring(k)) end
-        end
-      end
-      if type(dt) ~= "string" then fail(op, "dtype must be a dtype name, got %s", type(dt)) end
-      x = check_tensor(op, x):to(dt)
-    end
+    x, dim = helpers.dim_and_dtype(op, x, dim, opts)
     return c_op(x, dim)
   end
 end

@@ -401,25 +401,43 @@ local function scan(op, x, dim, combine, identity)
   return y
 end
 
--- x:cumsum(dim), x:cumprod(dim): running sums and products along dim.
--- x:cumsum(dim [, {dtype =}]): a dtype (or a dtype name) converts x first, as torch's dtype=.
-local function scan_dtype(op, x, opts)
-  if opts == nil then return x end
+-- The (dim, opts) of op(x, dim [, opts]) or op(x, {dim =, dtype =}): torch's
+-- dim= and dtype= keywords (softmax, cumsum, ...); a dtype name may stand
+-- for opts, and a dtype converts x first. Returns x and dim.
+function M.dim_and_dtype(op, x, dim, opts)
+  if type(dim) == "table" and getmetatable(dim) == nil and dim[1] == nil then
+    if opts ~= nil then fail(op, "expected (dim [, options]) or ({dim =, dtype =}), got two tables") end
+    dim, opts = nil, dim
+  end
+  if opts == nil then return x, dim end
   local dt = opts
   if type(opts) == "table" then
     for k in pairs(opts) do
-      if k ~= "dtype" then fail(op, "unknown option '%s' (expected dtype)", tostring(k)) end
+      if k ~= "dtype" and k ~= "dim" then fail(op, "unknown option '%s' (expected dim, dtype)", tostring(k)) end
+    end
+    if opts.dim ~= nil then
+      if dim ~= nil then fail(op, "dim given twice (%s and dim = %s)", tostring(dim), tostring(opts.dim)) end
+      dim = opts.dim
     end
     dt = opts.dtype
   end
-  if type(dt) ~= "string" then fail(op, "dtype must be a dtype name, got %s", type(dt)) end
-  return check_tensor(op, x):to(dt)
+  if dt ~= nil then
+    if type(dt) ~= "string" then fail(op, "dtype must be a dtype name, got %s", type(dt)) end
+    x = check_tensor(op, x):to(dt)
+  end
+  return x, dim
 end
+
+-- x:cumsum(dim), x:cumprod(dim): running sums and products along dim.
+-- x:cumsum(dim [, {dtype =}]) or x:cumsum{dim =, dtype =}: a dtype (or a
+-- dtype name) converts x first, as torch's dtype=.
 set("cumsum", function(x, dim, opts)
-  return scan("cumsum", scan_dtype("cumsum", x, opts), dim, function(a, b) return a + b end, 0)
+  x, dim = M.dim_and_dtype("cumsum", x, dim, opts)
+  return scan("cumsum", x, dim, function(a, b) return a + b end, 0)
 end, true)
 set("cumprod", function(x, dim, opts)
-  return scan("cumprod", scan_dtype("cumprod", x, opts), dim, function(a, b) return a * b end, 1)
+  x, dim = M.dim_and_dtype("cumprod", x, dim, opts)
+  return scan("cumprod", x, dim, function(a, b) return a * b end, 1)
 end, true)
 
 -- x:prod([dim [, keepdim]]): the product of all elements (0-d), or along
