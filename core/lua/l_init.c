@@ -30,6 +30,7 @@ EM_API int luaopen_ember_core(lua_State *L) {
   if (lember_open_attention) lember_open_attention(L, module);
   if (lember_open_data) lember_open_data(L, module);
   if (lember_open_checkpoint) lember_open_checkpoint(L, module);
+  if (lember_open_json) lember_open_json(L, module);
   if (lember_open_optim) lember_open_optim(L, module);
   if (lember_open_plot) lember_open_plot(L, module);
   lua_settop(L, module);

@@ -146,6 +146,7 @@ void lember_open_attention(lua_State *L, int module) __attribute__((weak));
 /* Likewise for the data helpers (l_data.c) and checkpoints (l_checkpoint.c). */
 void lember_open_data(lua_State *L, int module) __attribute__((weak));
 void lember_open_checkpoint(lua_State *L, int module) __attribute__((weak));
+void lember_open_json(lua_State *L, int module) __attribute__((weak));
 void lember_open_optim(lua_State *L, int module) __attribute__((weak)); /* l_optim.c */
 /* PNG charts with cairo (core/lua/l_plot.c). */
 void lember_open_plot(lua_State *L, int module) __attribute__((weak));
