@@ -510,3 +510,16 @@ describe("generate: min_new_tokens, as Hugging Face's (no eos before it)", funct
       "generate: min_new_tokens must be an integer >= 0, got -1")
   end)
 end)
+
+describe("empty batches and impossible sizes", function()
+  it("GroupNorm of an empty batch is empty, as PyTorch's (ember.reshape failed on [0, G, -1])", function()
+    local gn = nn.GroupNorm(1, 3)
+    assert.are.same({ 0, 3, 4 }, gn(ember.randn(0, 3, 4)).shape)
+    assert.are.same({ 0, 3, 2, 2 }, nn.GroupNorm(3, 3)(ember.randn(0, 3, 2, 2)).shape)
+  end)
+
+  it("a constructor whose parameters cannot be allocated fails at the caller's line (it named _conv.lua)", function()
+    raises_here(function() local _ = nn.Conv2d(1, 1, 1000000) end, "cannot allocate a tensor of shape [1, 1, 1000000, 1000000]")
+    raises_here(function() local _ = nn.Linear(1000000, 10000000) end, "cannot allocate a tensor of shape [10000000, 1000000]")
+  end)
+end)

@@ -47,7 +47,7 @@ function GroupNorm:forward(x)
   end
   Module.check_float_input("GroupNorm.forward", x)
   local N, G = x.shape[1], self.num_groups
-  local xg = x:reshape({ N, G, -1 })
+  local xg = x:reshape({ N, G, x:numel() // math.max(N * G, 1) }) -- (not -1: an empty batch has no inferable dim)
   local mean = xg:mean(3, true)
   local d = xg - mean
   local var = (d * d):mean(3, true)

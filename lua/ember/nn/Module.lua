@@ -39,10 +39,14 @@ function Module.__index(t, k)
   return getmetatable(t)[k]
 end
 
+-- A constructor's errors, C ones too (a weight that cannot be allocated),
+-- at the user's line, as every forward's (errors.wrap).
+local init = errors.wrap(function(obj, ...) return obj:__init(...) end)
+
 local function construct(cls, ...)
   local obj = setmetatable({}, cls)
   Module._setup(obj)
-  obj:__init(...)
+  init(obj, ...)
   return obj
 end
 
