@@ -227,6 +227,7 @@ end
 -- @string[opt] path where the definition came from (a file on the plugin path)
 -- @treturn table the definition
 function M.define(def, path)
+  path = path or (M.loading and M.loading.path) -- a file on the plugin path calling this itself
   check_def(def, 2)
   M.try_trace(def)
   -- the core takes choices as "a|b"
@@ -244,6 +245,7 @@ function M.define(def, path)
   if not ok then errors.raise("%s", tostring(err)) end
   registry[def.name] = def
   M.paths[def.name] = path or "(defined in Lua)"
+  if M.loading then M.loading.names[#M.loading.names + 1] = def.name end
   return def
 end
 
@@ -788,6 +790,19 @@ end
 -- Variants in files on the plugin path
 -- ---------------------------------------------------------------------
 
+-- Runs a variant file's chunk; a definition it makes itself
+-- (ember.attention_variant{...} rather than returning the table) is
+-- recorded as the file's. Returns pcall's results and the names defined.
+M.loading = nil
+function M.run_file(chunk, path)
+  local prev = M.loading
+  M.loading = { path = path, names = {} }
+  local ok, def = pcall(chunk)
+  local names = M.loading.names
+  M.loading = prev
+  return ok, def, names
+end
+
 -- Why a variant file was refused, starting with the file: a definition
 -- error raised by M.define names the user's line that first listed the
 -- plugins (the files load lazily), which is not where the fault is; a
@@ -818,7 +833,7 @@ function M.load_path()
       local path = dir .. "/" .. f
       local chunk, err = loadfile(path)
       local ok, def = false, err
-      if chunk then ok, def = pcall(chunk) end
+      if chunk then ok, def = M.run_file(chunk, path) end
       if ok and type(def) == "table" and (def.score or def.mask or def.sink) then
         if M.paths[def.name] == path then -- loaded already, by ember.load_plugin(path)
         elseif not registry[def.name] then
@@ -848,14 +863,18 @@ function M.load_file(path)
   end
   local chunk, err = loadfile(path)
   if not chunk then fail(tostring(err)) end
-  local ok, def = pcall(chunk)
+  local ok, def, names = M.run_file(chunk, path)
   if not ok then fail(file_reason(path, def)) end
+  local itself = def == nil and #names > 0 -- it called ember.attention_variant itself
+  if itself then def = registry[names[#names]] end
   if type(def) ~= "table" or not (def.score or def.mask or def.sink) then
     fail(("%s: does not return an attention variant definition (a table with score, mask or sink), got %s"):format(
       path, type(def) == "table" and "a table without them" or type(def)))
   end
-  ok, err = pcall(M.define, def, path)
-  if not ok then fail(file_reason(path, err)) end
+  if not itself then
+    ok, err = pcall(M.define, def, path)
+    if not ok then fail(file_reason(path, err)) end
+  end
   for _, row in ipairs(ember.plugins()) do
     if row.kind == "attention" and row.name == def.name and row.loaded then return row end
   end

@@ -464,3 +464,30 @@ describe("nn.Transformer with a variant that takes per-call tensors", function()
     assert((got - want):abs():max():item() < 1e-6)
   end)
 end)
+
+describe("a variant file that calls ember.attention_variant itself", function()
+  it("(the README's snippet saved as a file) is listed with the file's path", function()
+    local rows = load_folder {
+      ["user_selfdef.lua"] = "local ember = require 'ember'\n" ..
+        "ember.attention_variant{name = 'user_selfdef', score = function(s, b, h, q, k, ctx) return s * 0.5 end}",
+    }
+    assert(rows["user_selfdef.lua"], "not listed under its file")
+    assert.is_true(rows["user_selfdef.lua"].loaded)
+    assert.are.equal("user_selfdef", rows["user_selfdef.lua"].name)
+  end)
+end)
+
+describe("ember.load_plugin of a file that calls ember.attention_variant itself", function()
+  it("returns the variant's row, with the file's path", function()
+    local dir = tmpdir()
+    local path = dir .. "/user_selfdef2.lua"
+    local f = assert(io.open(path, "w"))
+    f:write("local ember = require 'ember'\n" ..
+      "ember.attention_variant{name = 'user_selfdef2', score = function(s, b, h, q, k, ctx) return s * 0.5 end}")
+    f:close()
+    local rec = ember.load_plugin(path)
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.are.equal("user_selfdef2", rec.name)
+    assert.are.equal(path, rec.path)
+  end)
+end)
