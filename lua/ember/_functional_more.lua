@@ -81,6 +81,23 @@ set("clamp", function(x, lo, hi, ...)
   return clamp("clamp", x, lo, hi)
 end, true)
 
+-- x:round([decimals]) or x:round{decimals =}: torch.round's decimals, the
+-- scaled value rounded half to even (round(x * 10^d) / 10^d, as torch).
+local c_round = T.round -- the C op
+set("round", function(x, opts, ...)
+  if select("#", ...) > 0 then core._noextra("round", "decimals", 2, x, opts, ...) end
+  local d = opts
+  if type(opts) == "table" then d = check_opts("round", opts, { decimals = true }).decimals end
+  if d == nil or d == 0 then return c_round(x) end
+  if math.type(d) ~= "integer" and not (type(d) == "number" and d == math.floor(d)) then
+    fail("round", "decimals must be an integer, got %s", tostring(d))
+  end
+  check_tensor("round", x)
+  if not FLOATS[x.dtype] then fail("round", "decimals needs a float tensor, got %s", x.dtype) end
+  local s = 10.0 ^ d
+  return c_round(x * s) / s
+end, true)
+
 -- x:clamp_min(min) / x:clamp_max(max): clamp with one bound.
 set("clamp_min", function(x, lo)
   if lo == nil then fail("clamp_min", "min is required (a number or a tensor)") end
