@@ -523,3 +523,37 @@ describe("empty batches and impossible sizes", function()
     raises_here(function() local _ = nn.Linear(1000000, 10000000) end, "cannot allocate a tensor of shape [10000000, 1000000]")
   end)
 end)
+
+describe("Llama: checkpoints that carry rotary_emb.inv_freq (older transformers saved the buffer)", function()
+  local Llama = require("ember.models").Llama
+  local ck = require "ember.checkpoint"
+  local cfg = { vocab_size = 13, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2, num_attention_heads = 4,
+                rope_theta = 10000.0 }
+
+  local function with_inv_freq(theta)
+    ember.manual_seed(4)
+    local m = Llama(cfg):eval()
+    local sd = m:state_dict()
+    local hd = 4
+    local inv = {}
+    for i = 0, hd / 2 - 1 do inv[#inv + 1] = 1 / theta ^ (2 * i / hd) end
+    for l = 0, 1 do sd[("model.layers.%d.self_attn.rotary_emb.inv_freq"):format(l)] = ember.tensor(inv) end
+    local path = os.tmpname()
+    ck.save_tensors(path, sd)
+    return m, path
+  end
+
+  it("load as Hugging Face does (it ignores them: ember refused the unexpected keys)", function()
+    local m, path = with_inv_freq(10000.0)
+    local ids = ember.tensor({ { 1, 2, 3 } }, { dtype = "int64" })
+    assert.is_true(Llama.from_safetensors(path, cfg)(ids):equal(m(ids)))
+    os.remove(path)
+  end)
+
+  it("a buffer that disagrees with rope_theta is an error naming both (the file says which theta it was trained with)", function()
+    local _, path = with_inv_freq(500000.0)
+    raises_here(function() Llama.from_safetensors(path, cfg) end,
+      "rotary_emb.inv_freq' is RoPE with rope_theta = 500000, but the config's rope_theta is 10000")
+    os.remove(path)
+  end)
+end)

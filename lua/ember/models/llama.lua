@@ -416,6 +416,27 @@ function Llama:load(path)
     end
     tensors["lm_head.weight"] = nil
   end
+  -- older transformers saved each layer's RoPE buffer; Hugging Face ignores
+  -- it on load. It is checked against rope_theta here (the file says which
+  -- theta the model was trained with), then dropped.
+  local c = self.config
+  local hd = c.hidden_size // c.num_attention_heads
+  for name, t in pairs(tensors) do
+    if type(name) == "string" and name:match("^model%.layers%.%d+%.self_attn%.rotary_emb%.inv_freq$") then
+      if t.ndim ~= 1 or t.shape[1] ~= hd // 2 then
+        raise("%s: '%s': tensor '%s' has shape %s, expected [%d] (head_dim / 2)", who, path, name, shape_str(t), hd // 2)
+      end
+      if hd > 2 then
+        -- inv_freq[i] = theta^(-2 (i - 1) / hd): theta from the second entry
+        local theta = t[2]:item() ^ (-hd / 2)
+        if math.abs(theta - c.rope_theta) > 1e-3 * c.rope_theta then
+          raise("%s: '%s': tensor '%s' is RoPE with rope_theta = %.6g, but the config's rope_theta is %.6g",
+            who, path, name, theta, c.rope_theta)
+        end
+      end
+      tensors[name] = nil
+    end
+  end
   local ok, err = pcall(self.load_state_dict, self, tensors, true)
   if not ok then
     raise("%s: '%s': %s", who, path, (tostring(err):gsub("^[^:\n]*:%d+: ", ""):gsub("^Llama%.load_state_dict: ", "")))
