@@ -518,6 +518,11 @@ describe("empty batches and impossible sizes", function()
     assert.are.same({ 0, 3, 2, 2 }, nn.GroupNorm(3, 3)(ember.randn(0, 3, 2, 2)).shape)
   end)
 
+  it("RMSNorm over two dims of an empty batch on the composed route (mixed dtypes): empty too", function()
+    assert.are.same({ 0, 2, 4 }, nn.RMSNorm({ 2, 4 })(ember.randn(0, 2, 4):bfloat16()).shape)
+    assert.are.same({ 0, 2, 4 }, nn.RMSNorm({ 2, 4 }, { dtype = "float64" })(ember.randn(0, 2, 4)).shape)
+  end)
+
   it("a constructor whose parameters cannot be allocated fails at the caller's line (it named _conv.lua)", function()
     raises_here(function() local _ = nn.Conv2d(1, 1, 1000000) end, "cannot allocate a tensor of shape [1, 1, 1000000, 1000000]")
     raises_here(function() local _ = nn.Linear(1000000, 10000000) end, "cannot allocate a tensor of shape [10000000, 1000000]")

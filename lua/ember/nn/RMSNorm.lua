@@ -91,7 +91,9 @@ function RMSNorm:forward(x)
     for i = 1, x.ndim - n do lead[i] = x.shape[i] end
     local flat = {}
     for i = 1, #lead do flat[i] = lead[i] end
-    flat[#flat + 1] = -1
+    local count = 1
+    for i = 1, n do count = count * ns[i] end
+    flat[#flat + 1] = count -- (not -1: an empty batch has no inferable dim)
     ms = sq:reshape(flat):mean(-1, true)
     for _ = 2, n do ms = ms:unsqueeze(-1) end
   end
