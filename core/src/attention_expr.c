@@ -41,6 +41,11 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
       n_grad > EM_EXPR_MAX_OUT - 2 || n_caps < 0 || n_caps > EM_EXPR_MAX_CAPS)
     return em_error(EM_ERR_ARG, "attention program: %d instructions, %d outputs, %d gradients, %d captures",
                     n, n_out, n_grad, n_caps);
+  /* a load reads cap_ndim[c] operands from arg[EM_EXPR_MAX_DIMS] */
+  for (int c = 0; c < n_caps; c++)
+    if (cap_ndim[c] < 0 || cap_ndim[c] > EM_EXPR_MAX_DIMS)
+      return em_error(EM_ERR_ARG, "attention program: capture %d has %d dims (0 to %d)", c, cap_ndim[c],
+                      EM_EXPR_MAX_DIMS);
   uint32_t *deps = calloc((size_t)n, sizeof *deps);
   em_expr *e = calloc(1, sizeof *e);
   em_xins *code = malloc((size_t)n * sizeof *code);

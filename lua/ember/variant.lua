@@ -319,6 +319,10 @@ end
 local function capture_list(def, tables)
   local caps = {}
   for i, t in ipairs(tables) do
+    if t.tensor.ndim > 4 then -- EM_EXPR_MAX_DIMS: the indices of one load
+      errors.raise("attention variant '%s': table '%s' is %d-d; a captured tensor has at most 4 dims", def.name,
+        t.name, t.tensor.ndim)
+    end
     local int = t.tensor.dtype == "int64" or t.tensor.dtype == "bool" -- bool reads as 0/1
     caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim, kind = int and "int" or "float",
       learned = t.learned, param = i }

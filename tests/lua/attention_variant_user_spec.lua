@@ -491,3 +491,24 @@ describe("ember.load_plugin of a file that calls ember.attention_variant itself"
     assert.are.equal(path, rec.path)
   end)
 end)
+
+describe("a table with more dims than a load takes", function()
+  it("is refused where the variant is defined, naming it and the limit (a 5-d table was read past its indices)", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_five",
+        params = function(o, d) return { { name = "t5d", tensor = ember.zeros(2, 2, 2, 2, 2), learned = true } } end,
+        score = function(s, b, h, q, k, ctx) return s + ctx.t5d[1][1][1][1][1] end }
+    end, "attention variant 'user_five': table 't5d' is 5-d; a captured tensor has at most 4 dims")
+    assert.is_nil(require("ember.variant").get("user_five"))
+  end)
+
+  it("a program naming a capture of a bad rank is refused by the core, not read out of bounds", function()
+    local att = ember.Attention { attention = "softcap", heads = 1, head_dim = 4 }
+    for _, nd in ipairs { 5, 9, -1 } do
+      local ok, err = pcall(att.core.set_programs, att.core, { caps = { { name = "x", ndim = nd } },
+        score = { ins = { { op = 33, cap = 0, args = { 0, 0, 0, 0, 0 }, k = 0 } }, out = { 0 } } })
+      assert.is_false(ok)
+      assert.matches("capture 0 .* dims", tostring(err))
+    end
+  end)
+end)
