@@ -78,7 +78,14 @@ function BatchNorm2d._normalize(self, name, x)
   for _ = 3, x.ndim do bshape[#bshape + 1] = 1 end
   local use_batch = self.training or not self.track_running_stats
   local mean, var
-  if use_batch then
+  if use_batch and x:numel() == 0 then
+    -- an empty batch, as PyTorch: an empty output, the batch counted, the statistics unchanged
+    if self.training and self.track_running_stats then
+      ember.no_grad(function() self.num_batches_tracked:add_(1) end)
+    end
+    local o = { dtype = x.dtype, device = x.device }
+    mean, var = ember.zeros({ C }, o), ember.ones({ C }, o)
+  elseif use_batch then
     local n = x:numel() / C
     if n <= 1 then
       error(("%s.forward: expected more than 1 value per channel when training, got input shape [%s]")

@@ -60,8 +60,9 @@ function InstanceNorm2d._normalize(self, name, nd, x)
     error(("%s.forward: expected %d channels (num_features) at dim %d, got shape [%s]"):format(name, C0,
       batched and 2 or 1, table.concat(x.shape, ", ")))
   end
-  local xr = xb:reshape({ N, C, -1 })
-  local n = xr.shape[3]
+  local n = 1 -- the spatial size (from the shape: an empty batch has no inferable dim for -1)
+  for i = 3, xb.ndim do n = n * xb.shape[i] end
+  local xr = xb:reshape({ N, C, n })
   local use_instance = self.training or not self.track_running_stats
   local y
   if use_instance then
