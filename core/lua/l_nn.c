@@ -39,8 +39,18 @@ static int softmax_like(lua_State *L, int log) {
   const char *op = log ? "log_softmax" : "softmax";
   em_tensor *x = lember_checktensor(L, 1);
   if (lua_isnoneornil(L, 2)) return luaL_error(L, "ember.%s: a dim is required, e.g. %s(-1)", op, op);
-  int d = lember_checkdim_n(L, 2, op, x->ndim);
   em_tensor **out = lember_newslot(L);
+  if (x->ndim == 0) { /* dim 1 or -1 (torch's 0): x as [1], the result as [] again */
+    lember_checkdim_scalar(L, 2, op);
+    int64_t one = 1;
+    em_tensor *v = NULL, *y = NULL;
+    em_status s = em_reshape(&v, x, 1, &one);
+    if (!s) s = log ? em_log_softmax(&y, v, 0) : em_softmax(&y, v, 0);
+    if (!s) s = em_reshape(out, y, 0, NULL);
+    em_release(v), em_release(y);
+    return finish(L, out, s, op);
+  }
+  int d = lember_checkdim_n(L, 2, op, x->ndim);
   return finish(L, out, log ? em_log_softmax(out, x, d) : em_softmax(out, x, d), op);
 }
 

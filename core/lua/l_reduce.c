@@ -6,7 +6,16 @@
 
 #include "lember.h"
 
-/* The dims argument at idx: nil (all dims), a number or a table. */
+/* The dim of a 0-d tensor (lember_checkdim_scalar) or of another, as a C dim. */
+static int reduce_dim(lua_State *L, int idx, const char *op, const em_tensor *t) {
+  if (t->ndim > 0) return lember_checkdim_n(L, idx, op, t->ndim);
+  lember_checkdim_scalar(L, idx, op);
+  return 0;
+}
+
+/* The dims argument at idx: nil (all dims), a number or a table. A 0-d
+** tensor's dims (1 or -1) come back as dim 0 of the [1] it is viewed as
+** (scalar_view). */
 static int reduce_dims(lua_State *L, int idx, const char *op, const em_tensor *t, int *dims) {
   int n = 0;
   if (lua_isnoneornil(L, idx)) return 0;
@@ -15,14 +24,25 @@ static int reduce_dims(lua_State *L, int idx, const char *op, const em_tensor *t
     if (len > EM_MAX_DIMS) luaL_error(L, "ember.%s: at most %d dims", op, EM_MAX_DIMS);
     for (n = 0; n < (int)len; n++) {
       lua_geti(L, idx, n + 1);
-      dims[n] = lember_checkdim_n(L, -1, op, t->ndim);
+      dims[n] = reduce_dim(L, -1, op, t);
       lua_pop(L, 1);
     }
     if (n == 0) luaL_error(L, "ember.%s: empty dims table", op);
+    if (t->ndim == 0 && n > 1) luaL_error(L, "ember.%s: dim 1 appears more than once", op);
     return n;
   }
-  dims[0] = lember_checkdim_n(L, idx, op, t->ndim);
+  dims[0] = reduce_dim(L, idx, op, t);
   return 1;
+}
+
+/* A 0-d t reduced over its dim: t viewed as [1] (a new reference in *view)
+** over dim 0 without keepdim, so the result is 0-d, as torch's. Call after
+** every argument check (this takes a reference). */
+static em_tensor *scalar_view(lua_State *L, em_tensor *t, const char *op, em_tensor **view) {
+  int64_t one = 1;
+  em_status s = em_reshape(view, t, 1, &one);
+  if (s) lember_error(L, op, s);
+  return *view;
 }
 
 static int opt_keepdim(lua_State *L, int idx, const char *op) {
@@ -40,7 +60,10 @@ static int sum_mean(lua_State *L, int mean) {
   lember_noextra(L, 3, op, "dim, keepdim");
   int keep = opt_keepdim(L, 3, op);
   em_tensor **out = lember_newslot(L);
+  em_tensor *view = NULL;
+  if (t->ndim == 0 && n > 0) t = scalar_view(L, t, op, &view), n = 1, keep = 0;
   em_status s = mean ? em_mean(out, t, n, dims, keep) : em_sum(out, t, n, dims, keep);
+  em_release(view);
   if (s) return lember_error(L, op, s);
   lember_account(L, *out);
   return 1;
@@ -100,7 +123,10 @@ static int m_var(lua_State *L) {
                          "{dim=, correction=, unbiased=, keepdim=} after the dim, got %s", luaL_typename(L, optidx));
   }
   em_tensor **out = lember_newslot(L);
+  em_tensor *view = NULL;
+  if (t->ndim == 0 && n > 0) t = scalar_view(L, t, "var", &view), n = 1, keep = 0;
   em_status s = em_var(out, t, n, dims, (int)correction, keep);
+  em_release(view);
   if (s) return lember_error(L, "var", s);
   lember_account(L, *out);
   return 1;
@@ -137,12 +163,15 @@ static int max_min(lua_State *L, int is_max) {
     lember_account(L, *out);
     return 1;
   }
-  int d = lember_checkdim_n(L, 2, op, t->ndim);
+  int d = reduce_dim(L, 2, op, t);
   int keep = opt_keepdim(L, 3, op);
   lember_noextra(L, 3, op, "dim, keepdim");
   em_tensor **vals = lember_newslot(L);
   em_tensor **idx = lember_newslot(L);
+  em_tensor *view = NULL;
+  if (t->ndim == 0) t = scalar_view(L, t, op, &view), keep = 0;
   s = is_max ? em_max(vals, idx, t, d, keep) : em_min(vals, idx, t, d, keep);
+  em_release(view);
   if (!s) s = lember_index_to_lua(idx);
   if (s) return lember_error(L, op, s);
   lember_account(L, *vals);
@@ -168,9 +197,10 @@ static int arg_max_min(lua_State *L, int is_max) {
     s = em_reshape(&flat, t, 1, &all);
     if (s) return lember_error(L, op, s);
   } else {
-    d = lember_checkdim_n(L, 2, op, t->ndim);
+    d = reduce_dim(L, 2, op, t);
     keep = opt_keepdim(L, 3, op);
     lember_noextra(L, 3, op, "dim, keepdim");
+    if (t->ndim == 0) flat = scalar_view(L, t, op, &flat), keep = 0;
   }
   em_tensor **out = lember_newslot(L);
   em_tensor *x = flat ? flat : t;

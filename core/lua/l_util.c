@@ -80,6 +80,12 @@ int lember_checkdim_n(lua_State *L, int idx, const char *op, int ndim) {
   return 0;
 }
 
+void lember_checkdim_scalar(lua_State *L, int idx, const char *op) {
+  int64_t d = lember_checkint(L, idx, op, "dim");
+  if (d != 1 && d != -1)
+    luaL_error(L, "ember.%s: dim %I is out of range for a 0-d tensor (dims 1 or -1)", op, (lua_Integer)d);
+}
+
 int lember_optdim(lua_State *L, int idx, const char *op, int def) {
   return lua_isnoneornil(L, idx) ? def : lember_checkdim(L, idx, op);
 }

@@ -643,7 +643,7 @@ set("logsumexp", function(x, dim, keepdim)
   for _, v in ipairs(d) do m = m:max(v, true) end
   m = core.where(m:isfinite(), m, core.zeros({}, { dtype = m.dtype, device = m.device }))
   local r = (x - m):exp():sum(d, true):log() + m
-  if not keepdim then
+  if not keepdim and x:dim() > 0 then -- (a 0-d x reduces to 0-d, as torch's)
     table.sort(d, function(a, b) return a > b end)
     for _, v in ipairs(d) do r = r:squeeze(v) end
   end
@@ -686,6 +686,7 @@ local function amax_amin(op, f, x, dim, keepdim)
     seen[d] = true
     dims[#dims + 1] = d
   end
+  if x:dim() == 0 then return x:clone() end -- over torch's dim 0 of a scalar: itself
   table.sort(dims)
   return f(x, dims, keepdim == true)
 end
