@@ -539,7 +539,10 @@ function Llama.from_pretrained(dir, overrides)
   if not exists(files) then
     local ipath = dir .. "/model.safetensors.index.json"
     if not exists(ipath) then
-      raise("%s: '%s' has no model.safetensors or model.safetensors.index.json", who, dir)
+      local bin = exists(dir .. "/pytorch_model.bin") or exists(dir .. "/pytorch_model.bin.index.json")
+      raise("%s: '%s' has no model.safetensors or model.safetensors.index.json%s", who, dir, bin and
+        (" (its pytorch_model.bin is a torch.save pickle, which ember does not read: in Python, "
+          .. "LlamaForCausalLM.from_pretrained(folder).save_pretrained(folder, safe_serialization=True))") or "")
     end
     local index = read_json(ipath, who, "the index of a sharded checkpoint")
     if type(index.weight_map) ~= "table" then raise("%s: '%s' has no weight_map", who, ipath) end
