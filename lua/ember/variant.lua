@@ -79,6 +79,14 @@ for _, n in ipairs { "attention", "heads", "head_dim", "v_head_dim", "dtype", "d
 
 local OPT_KEYS = { name = true, type = true, default = true, min = true, max = true, choices = true, help = true }
 
+-- The sorted keys of a table, joined (for messages).
+local function key_list(t)
+  local l = {}
+  for k in pairs(t) do l[#l + 1] = tostring(k) end
+  table.sort(l)
+  return table.concat(l, ", ")
+end
+
 -- The choices of a string option as a list ("a|b" or {"a", "b"}), or nil.
 local function choice_list(c)
   if c == nil then return nil end
@@ -259,8 +267,22 @@ function M.try_trace(def)
   local dims = { heads = 2, head_dim = 8, v_head_dim = 8 }
   local tables = {}
   if def.params then
-    local ok, list = pcall(def.params, options, dims)
-    if not ok then errors.raise("attention variant '%s': params failed: %s", def.name, tostring(list)) end
+    -- read strictly here: a misspelled option or size is a nil that fails
+    -- later with a message that does not name it
+    local function strict(t, what)
+      local c = {}
+      for k, v in pairs(t) do c[k] = v end
+      return setmetatable(c, { __index = function(_, k)
+        errors.raise("attention variant '%s': %s '%s' (%s)", def.name, what, tostring(k),
+          next(c) and (what:match("option") and "its options: " or "dims: ") .. key_list(c) or "the variant declares no options")
+      end })
+    end
+    local ok, list = pcall(def.params, strict(options, "params has no option"), strict(dims, "params' dims have no field"))
+    if not ok then
+      local msg = tostring(list)
+      if msg:find("attention variant '" .. def.name .. "'", 1, true) then error(msg, 0) end -- a typo, at its line
+      errors.raise("attention variant '%s': params failed: %s", def.name, msg)
+    end
     -- the rules ember.Attention applies to every instance (nn/Attention.lua), here at the definition
     if type(list) ~= "table" then
       errors.raise("attention variant '%s': params must return a list of {name=, tensor=, learned=}, got %s",
@@ -332,14 +354,6 @@ local function capture_list(def, tables)
   end
   if #caps > 8 then errors.raise("attention variant '%s': %d captured tensors (at most 8)", def.name, #caps) end
   return caps
-end
-
--- The sorted keys of a table, joined (for messages).
-local function key_list(t)
-  local l = {}
-  for k in pairs(t) do l[#l + 1] = tostring(k) end
-  table.sort(l)
-  return table.concat(l, ", ")
 end
 
 -- ctx for a trace: options, sizes and the captures as symbolic tensors.

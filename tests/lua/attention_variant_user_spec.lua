@@ -512,3 +512,19 @@ describe("a table with more dims than a load takes", function()
     end
   end)
 end)
+
+describe("a typo inside params", function()
+  it("an option or size that does not exist is named where the variant is defined, with what there is", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_params_typo",
+        options = { { name = "max_distance", type = "int", default = 3 } },
+        params = function(o, d) return { { name = "t", tensor = ember.zeros(o.max_distnace + 1, d.heads), learned = true } } end,
+        score = function(s, b, h, q, k, ctx) return s end }
+    end, "params has no option 'max_distnace' (its options: max_distance)")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_params_typo2",
+        params = function(o, d) return { { name = "t", tensor = ember.zeros(d.head, 2), learned = true } } end,
+        score = function(s, b, h, q, k, ctx) return s end }
+    end, "params' dims have no field 'head' (dims: head_dim, heads, v_head_dim)")
+  end)
+end)
