@@ -186,8 +186,23 @@ local function check_def(def, level)
   if not (def.score or def.mask or def.sink) then
     errors.raise("attention_variant '%s': give at least one of score, mask or sink", def.name)
   end
+  for _, f in ipairs { "description", "version" } do
+    if def[f] ~= nil and type(def[f]) ~= "string" then
+      errors.raise("attention_variant '%s': %s must be a string, got %s", def.name, f, type(def[f]))
+    end
+  end
+  if def.check ~= nil and type(def.check) ~= "table" then
+    errors.raise("attention_variant '%s': check must be a table of properties for scripts/check_plugin.lua, got %s",
+      def.name, type(def.check))
+  end
   local opts = def.options or {}
   if type(opts) ~= "table" then errors.raise("attention_variant '%s': options must be a list of specs", def.name) end
+  for key in pairs(opts) do -- a map {cap = {...}} would be read as no options at all
+    if math.type(key) ~= "integer" then
+      errors.raise("attention_variant '%s': options must be a list of specs; it has the key '%s' (write {name = %q, " ..
+        "type = ..., default = ...})", def.name, tostring(key), tostring(key))
+    end
+  end
   local seen = {}
   for i, o in ipairs(opts) do
     if type(o) ~= "table" or type(o.name) ~= "string" or not OPT_TYPES[o.type] then

@@ -528,3 +528,21 @@ describe("a typo inside params", function()
     end, "params' dims have no field 'head' (dims: head_dim, heads, v_head_dim)")
   end)
 end)
+
+describe("a definition's other fields, mistyped", function()
+  it("options keyed by name, a description or version that is not a string, a check that is not a table: refused", function()
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_optmap", options = { cap = { type = "float", default = 1 } },
+        score = function(s, b, h, q, k, ctx) return s end }
+    end, "options must be a list of specs; it has the key 'cap' (write {name = \"cap\", type = ..., default = ...})")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_desc", description = 5, score = function(s, b, h, q, k, ctx) return s end }
+    end, "attention_variant 'user_desc': description must be a string, got number")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_ver", version = {}, score = function(s, b, h, q, k, ctx) return s end }
+    end, "version must be a string, got table")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_chk", check = 5, score = function(s, b, h, q, k, ctx) return s end }
+    end, "check must be a table of properties for scripts/check_plugin.lua, got number")
+  end)
+end)
