@@ -20,13 +20,7 @@ local function check_int(op, v, what, lo)
 end
 
 -- A user's dim (1-based, negative from the end) as a positive one.
-local function dim_of(op, x, d)
-  local n = x:dim()
-  if math.type(d) ~= "integer" or d == 0 or d < -n or d > n then
-    fail(op, "dim must be an integer in 1..%d or -%d..-1 (dims are 1-based), got %s", n, n, tostring(d))
-  end
-  return d < 0 and n + 1 + d or d
-end
+local dim_of = helpers.check_dim
 
 -- ---- aliases ---------------------------------------------------------------
 
@@ -98,8 +92,11 @@ end, true)
 set("kthvalue", function(x, k, dim, keepdim)
   check_tensor("kthvalue", x)
   local d = dim_of("kthvalue", x, dim or -1)
-  local n = x:size(d)
+  local n = x:dim() == 0 and 1 or x:size(d)
   if math.type(k) ~= "integer" or k < 1 or k > n then fail("kthvalue", "k must be in 1..%d, got %s", n, tostring(k)) end
+  if x:dim() == 0 then -- a scalar is its own k-th value, at index 1 (torch's 0)
+    return x:clone(), core.ones({}, { dtype = "int64", device = x.device })
+  end
   local v, i = x:sort(d)
   v, i = v:narrow(d, k, 1), i:narrow(d, k, 1)
   if not keepdim then v, i = v:squeeze(d), i:squeeze(d) end
@@ -133,7 +130,7 @@ set("median", function(x, dim, keepdim)
     return MEDIAN_ALL(x)
   end
   local d = dim_of("median", x, dim)
-  return core.kthvalue(x, (x:size(d) + 1) // 2, d, keepdim)
+  return core.kthvalue(x, ((x:dim() == 0 and 1 or x:size(d)) + 1) // 2, d, keepdim)
 end, true)
 
 -- ---- constructors ---------------------------------------------------------------------

@@ -291,18 +291,7 @@ end)
 
 -- A user's 1-based dim (negative from the end) as a positive one, with
 -- _helpers' messages.
-local function check_dim(op, x, d)
-  local n = x:dim()
-  if math.type(d) ~= "integer" then
-    fail(op, "dim must be an integer, got %s", type(d) == "number" and tostring(d) or type(d))
-  end
-  local hi = n == 0 and 1 or n
-  if d == 0 then fail(op, "dim 0 is not a dim: dims are 1-based (1 is the first, -1 the last)") end
-  if d < -hi or d > hi then
-    fail(op, "dim %d is out of range for a tensor with %d dims (expected %d..%d or -%d..-1)", d, n, 1, hi, hi)
-  end
-  return d < 0 and n + 1 + d or d
-end
+local check_dim = helpers.check_dim
 
 local function check_number(op, v, what)
   if type(v) ~= "number" then fail(op, "%s must be a number, got %s", what, type(v)) end

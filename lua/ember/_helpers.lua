@@ -39,13 +39,14 @@ local function check_tensor(op, x, what)
   return x
 end
 
--- A user's 1-based dim (negative from the end) as a positive 1-based dim.
+-- A user's 1-based dim (negative from the end) as a positive 1-based dim;
+-- a 0-d x has dim 1 (or -1), as torch's dim 0 of a scalar. The one check of
+-- the Lua ops (_functional and _compat use it too).
 local function check_dim(op, x, d)
   local n = x:dim()
-  if math.type(d) ~= "integer" and not (type(d) == "number" and d == math.floor(d)) then
-    fail(op, "dim must be an integer, got %s", type(d) == "number" and tostring(d) or type(d))
-  end
-  d = math.tointeger(d)
+  local di = math.tointeger(d) -- 2.0 is 2
+  if not di then fail(op, "dim must be an integer, got %s", type(d) == "number" and tostring(d) or type(d)) end
+  d = di
   local lo = n == 0 and -1 or -n
   local hi = n == 0 and 1 or n
   if d == 0 then fail(op, "dim 0 is not a dim: dims are 1-based (1 is the first, -1 the last)") end
@@ -53,8 +54,10 @@ local function check_dim(op, x, d)
     fail(op, "dim %d is out of range for a tensor with %d dims (expected %d..%d or -%d..-1)", d, n, 1,
       hi, hi)
   end
+  if n == 0 then return 1 end
   return d < 0 and n + 1 + d or d
 end
+M.check_dim = check_dim
 
 -- Creation options: a table {dtype=, device=, requires_grad=} or just a
 -- dtype name ("int64" stands for {dtype = "int64"}), as the C creators take.
