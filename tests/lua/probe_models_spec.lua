@@ -105,6 +105,13 @@ describe("Conv1d/Conv2d take padding_mode reflect, replicate and circular (PyTor
     end)
   end
 
+  it("a dim of size 1 that is not padded (a {1, 3} kernel over one row) with reflect padding", function()
+    local y = nn.Conv2d(2, 3, { 1, 3 }, { padding = { 0, 1 }, padding_mode = "reflect" })(ember.randn(1, 2, 1, 5))
+    assert.are.same({ 1, 3, 1, 5 }, y.shape)
+    y = nn.Conv2d(2, 3, { 3, 1 }, { padding = { 1, 0 }, padding_mode = "reflect" })(ember.randn(1, 2, 5, 1))
+    assert.are.same({ 1, 3, 5, 1 }, y.shape)
+  end)
+
   it("float64 gradcheck through each padding_mode", function()
     local gradcheck = require "tests.lua.helpers.gradcheck"
     for _, mode in ipairs { "reflect", "replicate", "circular" } do
