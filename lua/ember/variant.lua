@@ -303,6 +303,12 @@ function M.try_trace(def)
       errors.raise("attention variant '%s': params must return a list of {name=, tensor=, learned=}, got %s",
         def.name, type(list))
     end
+    for key in pairs(list) do
+      if math.type(key) ~= "integer" then
+        errors.raise("attention variant '%s': params must return a list of {name=, tensor=, learned=}; it has " ..
+          "the key '%s' (write {name = %q, tensor = ..., learned = ...})", def.name, tostring(key), tostring(key))
+      end
+    end
     for i, t in ipairs(list) do
       if type(t) == "table" and type(t.name) == "string" and ember.is_tensor(t.tensor) then
         -- PyTorch's way of saying "train it" is not ember's: say so, rather than make a buffer

@@ -530,7 +530,7 @@ describe("a typo inside params", function()
 end)
 
 describe("a definition's other fields, mistyped", function()
-  it("options keyed by name, a description or version that is not a string, a check that is not a table: refused", function()
+  it("options or params keyed by name, a description or version not a string, a check not a table: refused", function()
     parity.raises_here(function()
       ember.attention_variant { name = "user_optmap", options = { cap = { type = "float", default = 1 } },
         score = function(s, b, h, q, k, ctx) return s end }
@@ -544,5 +544,10 @@ describe("a definition's other fields, mistyped", function()
     parity.raises_here(function()
       ember.attention_variant { name = "user_chk", check = 5, score = function(s, b, h, q, k, ctx) return s end }
     end, "check must be a table of properties for scripts/check_plugin.lua, got number")
+    parity.raises_here(function()
+      ember.attention_variant { name = "user_parmap",
+        params = function(o, d) return { t = { tensor = ember.zeros(2), learned = true } } end,
+        score = function(s, b, h, q, k, ctx) return s + ctx.t[h] end }
+    end, "params must return a list of {name=, tensor=, learned=}; it has the key 't'")
   end)
 end)
