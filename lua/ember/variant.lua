@@ -38,8 +38,8 @@
 -- `logical_or`, `logical_not`, comparisons as functions or methods
 -- (`ember.eq(a, b)` or `a:eq(b)`, also ne, lt, le, gt, ge), `&`, `|`,
 -- `~` on booleans (logical and, or, not; binary `~` is xor), `abs`, `min`
--- and `max` (ember.minimum / maximum, math.min / math.max of any number
--- of values), `clamp`, `floor`, `ceil`, `exp`, `log` (math.log(x, base)
+-- and `max` (ember.minimum / maximum; ember.min / max, math.min / math.max
+-- of any number of values: elementwise), `clamp`, `floor`, `ceil`, `exp`, `log` (math.log(x, base)
 -- too), `tanh`, `sqrt`, `sigmoid`, `sign`, `pow`, `floor_divide`,
 -- `remainder` and `fmod` (C's remainder, math.fmod) are traced. Lua's `==`, `<`, `<=`, `>` and `>=` between traced values
 -- cannot return one, so they raise an error that says what to write
@@ -765,7 +765,7 @@ M.wrapped = {} -- wrapper -> the function it wraps (help() shows the original's 
 
 local HELPERS = { "where", "logical_and", "logical_or", "logical_not", "eq", "ne", "lt", "le", "gt", "ge",
   "minimum", "maximum", "clamp", "abs", "exp", "log", "tanh", "floor", "ceil", "sqrt", "sigmoid", "sign",
-  "pow", "floor_divide", "remainder", "fmod" }
+  "pow", "floor_divide", "remainder", "fmod", "min", "max" }
 
 --- Adds ember.attention_variant and lets ember.where, ember.tanh, ...
 -- take traced values; the `*.lua` variants on the plugin path are loaded

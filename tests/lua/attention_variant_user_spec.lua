@@ -551,3 +551,22 @@ describe("a definition's other fields, mistyped", function()
     end, "params must return a list of {name=, tensor=, learned=}; it has the key 't'")
   end)
 end)
+
+describe("ember.max and ember.min on traced values", function()
+  it("are the elementwise maximum and minimum, as x:max(y) and math.max (they failed as \"bad argument #1 to '?'\")", function()
+    ember.attention_variant { name = "user_emax",
+      score = function(s, b, h, q, k, ctx) return s + ember.max(q, k) * 0.01 + ember.min(s, 1, 0.5) end }
+    ember.attention_variant { name = "user_emax_ref",
+      score = function(s, b, h, q, k, ctx) return s + q:max(k) * 0.01 + math.min(s, 1, 0.5) end }
+    ember.manual_seed(2)
+    local q, k, v = randn { 1, 2, 5, 4 }, randn { 1, 2, 5, 4 }, randn { 1, 2, 5, 4 }
+    local a = ember.Attention { attention = "user_emax", heads = 2, head_dim = 4, dtype = "float64" }(q, k, v)
+    local b = ember.Attention { attention = "user_emax_ref", heads = 2, head_dim = 4, dtype = "float64" }(q, k, v)
+    assert.are.equal(0, (a - b):abs():max():item())
+    -- outside a variant they are the tensor reductions, as before
+    assert.are.equal(3, ember.max(ember.tensor { 1, 3, 2 }):item())
+    local vals, idx = ember.min(ember.tensor { { 4, 1 }, { 0, 5 } }, 2)
+    assert.are.same({ 1, 0 }, vals:totable())
+    assert.are.same({ 2, 1 }, idx:totable())
+  end)
+end)
