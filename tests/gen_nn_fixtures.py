@@ -1190,7 +1190,7 @@ def probe_cases():
 
 def probe_models_cases():
     """What a new user probing issue 27's modules tried (tests/lua/probe_models_spec.lua):
-    the pools with ceil_mode, the convolutions with padding_mode. Each case's config names the ember module, its
+    the pools with ceil_mode, the convolutions with padding_mode, the adaptive max pools. Each case's config names the ember module, its
     kernel_size and options; own seed."""
     torch.manual_seed(20261207)
     cases = []
@@ -1246,6 +1246,16 @@ def probe_models_cases():
          {"padding": 2, "padding_mode": "circular", "stride": 2}, (2, 2, 9))
     conv("Conv1d_reflect_unbatched", P.Conv1d, (2, 4, 3), dict(padding=1, padding_mode="reflect"),
          {"padding": 1, "padding_mode": "reflect"}, (2, 7))
+
+    # the adaptive max pools: the bins of the adaptive average, reduced by max
+    def adaptive(name, cls, out, shape):
+        cases.append(run_plain(name, cls(out), {"module": cls.__name__, "output_size": list(out) if isinstance(out, tuple)
+                                               else out}, {"x": torch.randn(*shape)}, lambda m, x: m(x)))
+
+    adaptive("AdaptiveMaxPool2d_3x5", P.AdaptiveMaxPool2d, (3, 5), (2, 3, 7, 11))
+    adaptive("AdaptiveMaxPool2d_1_unbatched", P.AdaptiveMaxPool2d, 1, (3, 5, 4))
+    adaptive("AdaptiveMaxPool2d_upsample", P.AdaptiveMaxPool2d, (4, 6), (1, 2, 3, 5))
+    adaptive("AdaptiveMaxPool1d_4", P.AdaptiveMaxPool1d, 4, (2, 3, 10))
     return cases
 
 

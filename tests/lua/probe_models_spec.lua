@@ -587,3 +587,29 @@ describe("Llama: checkpoints that carry rotary_emb.inv_freq (older transformers 
     os.remove(path)
   end)
 end)
+
+describe("nn.AdaptiveMaxPool2d and nn.AdaptiveMaxPool1d (PyTorch's; missing beside the adaptive average)", function()
+  local makers = { AdaptiveMaxPool2d = function(c) return nn.AdaptiveMaxPool2d(c.config.output_size) end,
+                   AdaptiveMaxPool1d = function(c) return nn.AdaptiveMaxPool1d(c.config.output_size) end }
+  for _, name in ipairs { "AdaptiveMaxPool2d_3x5", "AdaptiveMaxPool2d_1_unbatched", "AdaptiveMaxPool2d_upsample",
+                          "AdaptiveMaxPool1d_4" } do
+    it(name .. ": values and input gradient as PyTorch's", function()
+      local c = parity.case(fixtures, name)
+      parity.module(makers[c.config.module](c), c)
+    end)
+  end
+
+  it("gradcheck, printing, errors naming the module", function()
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    local m = nn.AdaptiveMaxPool2d({ 2, 3 })
+    gradcheck.check(function(x) return m(x) end, { ember.randn({ 1, 2, 5, 7 }, { dtype = "float64" }) })
+    assert.are.equal("AdaptiveMaxPool2d(output_size=(2, 3))", tostring(m))
+    assert.are.equal("AdaptiveMaxPool1d(output_size=4)", tostring(nn.AdaptiveMaxPool1d(4)))
+    raises_here(function() local _ = nn.AdaptiveMaxPool2d(0) end, "AdaptiveMaxPool2d: output_size must be a positive integer")
+    raises_here(function() local _ = nn.AdaptiveMaxPool2d(2, { return_indices = true }) end,
+      "AdaptiveMaxPool2d: return_indices is not supported")
+    raises_here(function() m(ember.randn(4, 4)) end, "AdaptiveMaxPool2d.forward: expected an input [N, C, H, W] or [C, H, W]")
+    raises_here(function() nn.AdaptiveMaxPool1d(2)(ember.randn(1, 2, 3, 4)) end,
+      "AdaptiveMaxPool1d.forward: expected an input [N, C, L] or [C, L]")
+  end)
+end)

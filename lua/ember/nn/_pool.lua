@@ -95,16 +95,21 @@ function M.counts(H, W, k, s, p, d, ceil, with_pad, opts)
 end
 
 -- x's dim `dim` (of size n) pooled to `out` adaptive bins (PyTorch's): bin i
--- (0-based) averages floor(i n / out) .. ceil((i + 1) n / out) - 1.
-function M.adaptive_mean(x, dim, out)
+-- (0-based) takes floor(i n / out) .. ceil((i + 1) n / out) - 1, reduced by
+-- `how` ("mean", the default, or "max": the gradient to the first largest).
+function M.adaptive_mean(x, dim, out, how)
+  local function reduce(t)
+    if how == "max" then return (t:max(dim, true)) end
+    return t:mean(dim, true)
+  end
   local n = x.shape[dim]
   if out == n then return x end
-  if out == 1 then return x:mean(dim, true) end
+  if out == 1 then return reduce(x) end
   local parts = {}
   for i = 0, out - 1 do
     local a = (i * n) // out
     local b = -((-(i + 1) * n) // out) -- ceil((i + 1) n / out)
-    parts[#parts + 1] = x:narrow(dim, a + 1, b - a):mean(dim, true)
+    parts[#parts + 1] = reduce(x:narrow(dim, a + 1, b - a))
   end
   return ember.cat(parts, dim)
 end

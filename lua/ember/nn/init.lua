@@ -74,6 +74,8 @@ return {
   MaxPool1d = require "ember.nn.MaxPool1d",
   AvgPool1d = require "ember.nn.AvgPool1d",
   AdaptiveAvgPool1d = require "ember.nn.AdaptiveAvgPool1d",
+  AdaptiveMaxPool2d = require "ember.nn.AdaptiveMaxPool2d",
+  AdaptiveMaxPool1d = require "ember.nn.AdaptiveMaxPool1d",
   Upsample = require "ember.nn.Upsample",
   PixelShuffle = require "ember.nn.PixelShuffle",
   PixelUnshuffle = require "ember.nn.PixelUnshuffle",

@@ -1,0 +1,50 @@
+--- nn.AdaptiveMaxPool2d(output_size): the largest value of each of PyTorch's
+-- adaptive bins, so the output is [N, C, oh, ow] whatever H and W are, as
+-- torch.nn.AdaptiveMaxPool2d. output_size is a number or a pair {oh, ow};
+-- the bins are `nn.AdaptiveAvgPool2d`'s (output row i, 0-based, takes
+-- input rows floor(i H / oh) to ceil((i + 1) H / oh) - 1). The gradient
+-- goes to the largest value of each bin. `return_indices` is not supported.
+-- Composed from narrow and max, one per output row and column.
+-- Errors name nn.AdaptiveMaxPool2d: a bad output_size, an input that is not 3-d or 4-d.
+-- @usage local gmp = nn.AdaptiveMaxPool2d(1)   -- global max pool
+-- print(gmp(ember.randn(2, 64, 7, 7)).shape)   --> ember.Size{2, 64, 1, 1}
+-- @classmod nn.AdaptiveMaxPool2d
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local pool = require "ember.nn._pool"
+
+local AdaptiveMaxPool2d = Module:extend("AdaptiveMaxPool2d")
+
+function AdaptiveMaxPool2d:__init(output_size, opts)
+  opts = Module.check_options("nn.AdaptiveMaxPool2d", opts, { "return_indices" })
+  if opts.return_indices then error("AdaptiveMaxPool2d: return_indices is not supported", 2) end
+  self.output_size = pool.pair(output_size)
+  if not self.output_size then
+    error("AdaptiveMaxPool2d: output_size must be a positive integer or a pair of them, got " .. tostring(output_size), 2)
+  end
+end
+
+--- The largest value of each adaptive bin.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @treturn Tensor [N, C, oh, ow] (or [C, oh, ow])
+function AdaptiveMaxPool2d:forward(x)
+  if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
+    error(("AdaptiveMaxPool2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
+      ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
+  end
+  local xb, unbatch = pool.batch(x)
+  local o = self.output_size
+  return unbatch(pool.adaptive_mean(pool.adaptive_mean(xb, 3, o[1], "max"), 4, o[2], "max"))
+end
+
+--- The output size, for printing.
+function AdaptiveMaxPool2d:extra_repr()
+  local o = self.output_size
+  return "output_size=" .. (o[1] == o[2] and tostring(o[1]) or ("(%d, %d)"):format(o[1], o[2]))
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+AdaptiveMaxPool2d.forward = require("ember._errors").wrap(AdaptiveMaxPool2d.forward)
+
+return AdaptiveMaxPool2d
