@@ -363,32 +363,6 @@ describe("Llama.from_pretrained: a Hugging Face model folder (config.json and th
   end)
 end)
 
-describe("models/_json.lua (config.json's reader)", function()
-  local json = require "ember.models._json"
-  it("escapes, surrogate pairs, integers as integers, null as nil; errors name the byte", function()
-    local v = json.decode([[ {"a": "caf\u00e9 \ud83d\ude00\n\"", "b": [1, -2.5e3, 0, true, false, null, {}], "c": 1e-05} ]])
-    assert.are.equal("café 😀\n\"", v.a)
-    assert.are.equal("integer", math.type(v.b[1]))
-    assert.are.equal(-2500.0, v.b[2])
-    assert.is_true(v.b[4])
-    assert.is_false(v.b[5])
-    assert.is_nil(v.b[6])
-    assert.are.same({}, v.b[7])
-    assert.are.equal(1e-05, v.c)
-    -- encode reads back as it was (save_pretrained's config.json)
-    local t = { s = "a\"b\\c\n\1", i = 3, f = 10000.0, e = 1e-05, l = { 1, 2.5, false }, o = { x = true } }
-    local back = json.decode(json.encode(t))
-    assert.are.same(t, back)
-    assert.are.equal("float", math.type(back.f))
-    for bad, msg in pairs { ["[1,]"] = "byte 4: unexpected ']'", ['{"a" 1}'] = "byte 6: expected ':'",
-                            ['"abc'] = "unterminated string", ["{} x"] = "text after the value" } do
-      local ok, err = pcall(json.decode, bad)
-      assert.is_false(ok)
-      assert.truthy(err:find(msg, 1, true), err)
-    end
-  end)
-end)
-
 describe("ModuleList and Sequential indices as a PyTorch user writes them", function()
   it("list[0] is an error saying indices are 1-based (it gave nil: 'attempt to call a nil value' later)", function()
     local layers = nn.ModuleList { nn.Linear(2, 2), nn.ReLU() }
@@ -480,7 +454,7 @@ describe("Llama:save_pretrained(folder): what from_pretrained and transformers r
     local dir = require "tests.lua.helpers.tmpdir"() .. "/out model" -- made if missing, spaces and all
     assert.are.equal(m, m:save_pretrained(dir))
     local f = assert(io.open(dir .. "/config.json"))
-    local cfg = require("ember.models._json").decode(f:read("a"))
+    local cfg = ember.json_decode(f:read("a"))
     f:close()
     assert.are.same({ "LlamaForCausalLM" }, cfg.architectures)
     assert.are.equal("llama", cfg.model_type)
