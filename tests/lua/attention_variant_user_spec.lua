@@ -570,3 +570,55 @@ describe("ember.max and ember.min on traced values", function()
     assert.are.same({ 2, 1 }, idx:totable())
   end)
 end)
+
+describe("a new user's whole path", function()
+  it("a learned variant file on EMBER_PLUGIN_PATH is listed, used by name and trains (its table moves, the loss falls)", function()
+    local dir = tmpdir()
+    local f = assert(io.open(dir .. "/user_reldist.lua", "w"))
+    f:write([[
+local ember = require "ember"
+return {
+  name = "user_reldist",
+  options = { { name = "max_distance", type = "int", default = 4, min = 1 } },
+  params = function(o, dims) return { { name = "bias", tensor = ember.zeros(2 * o.max_distance + 1, dims.heads), learned = true } } end,
+  score = function(s, b, h, q, k, ctx)
+    local K = ctx.options.max_distance
+    return s + ctx.bias[ember.clamp(k - q, -K, K) + K + 1][h]
+  end,
+  mask = function(b, h, q, k, ctx) return k:le(q) end,
+}
+]])
+    f:close()
+    local script = [[
+local nn, optim = require "ember.nn", require "ember.optim"
+local row
+for _, p in ipairs(ember.plugins()) do if p.name == "user_reldist" then row = p end end
+assert(row and row.loaded, "not listed")
+ember.manual_seed(1)
+local m = nn.MultiHeadAttention(16, 2, {attention = "user_reldist", max_distance = 3})
+local opt = optim.Adam(m:parameters(), {lr = 0.03})
+local x, t = ember.randn(4, 12, 16), ember.randn(4, 12, 16)
+local before = m.attn.bias:clone()
+local first, last
+for i = 1, 30 do
+  opt:zero_grad()
+  local loss = (m(x) - t):pow(2):mean()
+  loss:backward()
+  opt:step()
+  first, last = first or loss:item(), loss:item()
+end
+print(("moved %.3g first %.4f last %.4f routes %s"):format((m.attn.bias - before):abs():max():item(), first, last,
+  ember.attention_routes().fused))
+]]
+    local p = io.popen(("EMBER_PLUGIN_PATH='%s':build/plugins EMBER_PLUGIN_PATH_ONLY=1 build/bin/ember -e '%s' 2>&1"):format(
+      dir, script:gsub("'", "'\\''")))
+    local out = p:read("a")
+    p:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    local moved, first, last, fused = out:match("moved (%S+) first (%S+) last (%S+) routes (%d+)")
+    assert(moved, out)
+    assert(tonumber(moved) > 1e-3, out)
+    assert(tonumber(last) < tonumber(first), out)
+    assert(tonumber(fused) >= 30, "the fused kernel did not run: " .. out)
+  end)
+end)
