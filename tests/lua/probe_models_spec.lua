@@ -587,3 +587,15 @@ describe("nn.AdaptiveMaxPool2d and nn.AdaptiveMaxPool1d (PyTorch's; missing besi
       "AdaptiveMaxPool1d.forward: expected an input [N, C, L] or [C, L]")
   end)
 end)
+
+describe("Llama's call options: Hugging Face's names say what to write instead", function()
+  it("labels (the loss) and past_key_values (the cache)", function()
+    local Llama = require("ember.models").Llama
+    local m = Llama{ vocab_size = 11, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1, num_attention_heads = 4 }
+    local ids = ember.tensor({ { 1, 2, 3 } }, { dtype = "int64" })
+    raises_here(function() m(ids, { labels = ids }) end,
+      "Llama.forward: unknown option 'labels': ember's Llama returns the logits; Hugging Face's loss is")
+    raises_here(function() m(ids, { past_key_values = {} }) end,
+      "Llama.forward: unknown option 'past_key_values': ember's KV cache is the option cache")
+  end)
+end)

@@ -263,10 +263,19 @@ local Llama = Module:extend("Llama")
 
 -- A call's options: an unknown one is an error (silently ignoring Hugging
 -- Face's attention_mask would attend to the padding).
+-- Hugging Face's call options that ember spells otherwise: what to write instead.
+local HF_OPTIONS = {
+  attention_mask = "ember takes key_padding_mask, true = padding (Hugging Face's attention_mask is 1 = attend: "
+    .. "key_padding_mask = attention_mask:eq(0))",
+  labels = "ember's Llama returns the logits; Hugging Face's loss is nn.CrossEntropyLoss()(logits:narrow(2, 1, L - 1)"
+    .. ":reshape(-1, vocab_size), labels:narrow(2, 2, L - 1):reshape(-1)) (the next token's, shifted by one)",
+  past_key_values = "ember's KV cache is the option cache (a table, {} at a sequence's first call; see decode)",
+  use_cache = "ember caches when given the option cache (a table, {} at a sequence's first call)",
+}
+
 local function check_call_options(who, opts, known)
-  if type(opts) == "table" and opts.attention_mask ~= nil then
-    raise("%s: unknown option 'attention_mask': ember takes key_padding_mask, true = padding (Hugging Face's "
-      .. "attention_mask is 1 = attend: key_padding_mask = attention_mask:eq(0))", who)
+  for k, hint in pairs(HF_OPTIONS) do
+    if type(opts) == "table" and opts[k] ~= nil then raise("%s: unknown option '%s': %s", who, k, hint) end
   end
   return Module.check_options(who, opts, known)
 end
