@@ -213,6 +213,20 @@ cases.append(case("example_lua_cross", "example_lua", {"max_distance": Kd}, Lq=1
 cases.append(case("sliding_sinks_causal", "sliding_sinks", {"window_left": 9, "window_right": 0, "sinks": 3},
                   causal=True, Lq=8, mask=lambda pos, j: ((pos - j <= 9) & (j - pos <= 0)) | (j < 3)))
 
+# ties: the table's two rows are equal, so torch.maximum(t1, t2) gives each half
+# the gradient and torch.clamp(t1, min=t2) gives t1 all of it and t2 none (the
+# Lua variant "fixture_ties" is defined in attention_variant_fixtures_spec.lua)
+tie = rounded(1, H, std=0.5).repeat(2, 1)
+
+
+def ties(s, t):
+    rel = (torch.arange(L).view(1, -1) - torch.arange(L - s.shape[-2], L).view(-1, 1)).to(s.dtype)  # j - p
+    a, b = t[0].view(1, -1, 1, 1), t[1].view(1, -1, 1, 1)
+    return s + torch.maximum(a, b) * rel * 0.1 + torch.clamp(a, min=b) * rel * 0.05
+
+
+cases.append(case("ties", "fixture_ties", causal=True, table=tie, score=ties))
+
 fixture = {"torch_version": torch.__version__, "B": B, "H": H, "L": L, "d": D,
            "inputs": {"q": Exact(Q), "k": Exact(K), "v": Exact(V), "grad_out": Exact(R)},
            "cases": cases}

@@ -7,11 +7,21 @@
 -- the composed route (kernel = "composed"), in float64: the output and the
 -- gradients of q, k, v and of the learned table within 1e-10 of the fixture,
 -- relative to the largest magnitude of the reference tensor; rows that see no
--- key are exactly 0.
+-- key are exactly 0. The case "ties" holds the derivatives at ties to
+-- PyTorch's rules: a table whose two rows are equal, read through
+-- ember.maximum (torch.maximum splits the gradient in halves) and ember.clamp
+-- with the other row as the bound (torch.clamp gives the value all of it).
 local ember = require "ember"
 
 local fixtures = dofile("tests/fixtures/attention_flex.lua")
 local TOL = 1e-10
+
+ember.attention_variant { name = "fixture_ties",
+  params = function(o, d) return { { name = "t", tensor = ember.zeros(2, d.heads), learned = true } } end,
+  score = function(s, b, h, q, k, ctx)
+    local t1, t2 = ctx.t[1][h], ctx.t[2][h]
+    return s + ember.maximum(t1, t2) * (k - q) * 0.1 + ember.clamp(t1, t2) * (k - q) * 0.05
+  end }
 
 local function T(spec)
   local dtype = spec.dtype or "float64"
