@@ -1,6 +1,7 @@
 --- nn.AdaptiveAvgPool2d(output_size): the mean over PyTorch's adaptive bins,
 -- so the output is [N, C, oh, ow] whatever H and W are, as
--- torch.nn.AdaptiveAvgPool2d. output_size is a number or a pair {oh, ow}.
+-- torch.nn.AdaptiveAvgPool2d. output_size is a number or a pair {oh, ow}
+-- (an entry false, or a first nil, keeps that dim's size: PyTorch's None).
 -- Output row i (0-based) averages input rows floor(i H / oh) to
 -- ceil((i + 1) H / oh) - 1, and likewise for columns: the bins may overlap
 -- by one when H is not a multiple of oh. `nn.AdaptiveAvgPool2d(1)` is the
@@ -18,9 +19,9 @@ local pool = require "ember.nn._pool"
 local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
 
 function AdaptiveAvgPool2d:__init(output_size)
-  self.output_size = pool.pair(output_size)
+  self.output_size = pool.output_pair(output_size)
   if not self.output_size then
-    error("AdaptiveAvgPool2d: output_size must be a positive integer or a pair of them, got " .. tostring(output_size), 2)
+    error("AdaptiveAvgPool2d: output_size must be a positive integer or a pair of them (false: that dim's size, PyTorch's None), got " .. tostring(output_size), 2)
   end
 end
 
@@ -36,14 +37,14 @@ function AdaptiveAvgPool2d:forward(x)
   end
   Module.check_float_input("AdaptiveAvgPool2d.forward", x)
   local xb, unbatch = pool.batch(x)
-  local y = pool_dim(pool_dim(xb, 3, self.output_size[1]), 4, self.output_size[2])
+  local o = self.output_size
+  local y = pool_dim(pool_dim(xb, 3, o[1] or xb.shape[3]), 4, o[2] or xb.shape[4])
   return unbatch(y)
 end
 
 --- The output size, for printing.
 function AdaptiveAvgPool2d:extra_repr()
-  local o = self.output_size
-  return "output_size=" .. (o[1] == o[2] and tostring(o[1]) or ("(%d, %d)"):format(o[1], o[2]))
+  return "output_size=" .. pool.output_repr(self.output_size)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

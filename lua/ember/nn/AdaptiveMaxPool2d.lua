@@ -1,6 +1,7 @@
 --- nn.AdaptiveMaxPool2d(output_size): the largest value of each of PyTorch's
 -- adaptive bins, so the output is [N, C, oh, ow] whatever H and W are, as
--- torch.nn.AdaptiveMaxPool2d. output_size is a number or a pair {oh, ow};
+-- torch.nn.AdaptiveMaxPool2d. output_size is a number or a pair {oh, ow}
+-- (an entry false, or a first nil, keeps that dim's size: PyTorch's None);
 -- the bins are `nn.AdaptiveAvgPool2d`'s (output row i, 0-based, takes
 -- input rows floor(i H / oh) to ceil((i + 1) H / oh) - 1). The gradient
 -- goes to the largest value of each bin. `return_indices` is not supported.
@@ -19,9 +20,9 @@ local AdaptiveMaxPool2d = Module:extend("AdaptiveMaxPool2d")
 function AdaptiveMaxPool2d:__init(output_size, opts)
   opts = Module.check_options("nn.AdaptiveMaxPool2d", opts, { "return_indices" })
   if opts.return_indices then error("AdaptiveMaxPool2d: return_indices is not supported", 2) end
-  self.output_size = pool.pair(output_size)
+  self.output_size = pool.output_pair(output_size)
   if not self.output_size then
-    error("AdaptiveMaxPool2d: output_size must be a positive integer or a pair of them, got " .. tostring(output_size), 2)
+    error("AdaptiveMaxPool2d: output_size must be a positive integer or a pair of them (false: that dim's size, PyTorch's None), got " .. tostring(output_size), 2)
   end
 end
 
@@ -35,13 +36,12 @@ function AdaptiveMaxPool2d:forward(x)
   end
   local xb, unbatch = pool.batch(x)
   local o = self.output_size
-  return unbatch(pool.adaptive_mean(pool.adaptive_mean(xb, 3, o[1], "max"), 4, o[2], "max"))
+  return unbatch(pool.adaptive_mean(pool.adaptive_mean(xb, 3, o[1] or xb.shape[3], "max"), 4, o[2] or xb.shape[4], "max"))
 end
 
 --- The output size, for printing.
 function AdaptiveMaxPool2d:extra_repr()
-  local o = self.output_size
-  return "output_size=" .. (o[1] == o[2] and tostring(o[1]) or ("(%d, %d)"):format(o[1], o[2]))
+  return "output_size=" .. pool.output_repr(self.output_size)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -114,6 +114,35 @@ function M.adaptive_mean(x, dim, out, how)
   return ember.cat(parts, dim)
 end
 
+-- An adaptive pool's output_size: a positive integer or a pair whose
+-- entries are positive integers or false (PyTorch's None: that dim's input
+-- size; nil too for the first, {nil, 7}: a missing second entry is a table
+-- of one, refused); {oh, ow} with false for None, or nil when invalid.
+function M.output_pair(v)
+  if math.type(v) == "integer" then return v > 0 and { v, v } or nil end
+  if type(v) ~= "table" or v[2] == nil then return nil end
+  for k in pairs(v) do if k ~= 1 and k ~= 2 then return nil end end
+  local out = {}
+  for i = 1, 2 do
+    local e = v[i]
+    if e == nil or e == false then
+      out[i] = false
+    elseif math.type(e) == "integer" and e > 0 then
+      out[i] = e
+    else
+      return nil
+    end
+  end
+  return out
+end
+
+-- output_size as PyTorch prints it: 3, (3, 5) or (None, 5).
+function M.output_repr(o)
+  local function f(e) return e and tostring(e) or "None" end
+  if o[1] == o[2] and o[1] then return tostring(o[1]) end
+  return ("(%s, %s)"):format(f(o[1]), f(o[2]))
+end
+
 -- A number or a table of one as an integer >= min (1-d sizes); nil when invalid.
 function M.single(v, min)
   if type(v) == "table" and #v == 1 then v = v[1] end
