@@ -148,7 +148,8 @@ def case(name, attention, options=None, causal=False, Lq=L, kpm=None, inputs=Non
         c["variant_inputs"] = inputs
     if tbl is not None:
         c["table"] = Exact(table)
-    c["empty_rows"] = int((~allowed).all(-1).sum())
+    # rows that see no key: hidden by the rules, or every score made -inf
+    c["empty_rows"] = int(((~allowed).all(-1) | (out == 0).all(-1)).sum())
     c["out"] = out
     c["grad"] = {"q": q.grad, "k": k.grad, "v": v.grad}
     if tbl is not None:
@@ -226,6 +227,16 @@ def ties(s, t):
 
 
 cases.append(case("ties", "fixture_ties", causal=True, table=tie, score=ties))
+
+# FlexAttention's way to mask, a score of -inf: keys k <= q - 3 (1-based), so the
+# first 3 rows see nothing and give 0 (ember's rule; the Lua twin "fixture_neginf"
+# is defined in attention_variant_fixtures_spec.lua)
+def neginf(s, t):
+    rel = torch.arange(L).view(1, -1) - torch.arange(L - s.shape[-2], L).view(-1, 1)  # j - p
+    return torch.where(rel <= -3, s, torch.full((), -math.inf))
+
+
+cases.append(case("neginf_rows", "fixture_neginf", score=neginf))
 
 fixture = {"torch_version": torch.__version__, "B": B, "H": H, "L": L, "d": D,
            "inputs": {"q": Exact(Q), "k": Exact(K), "v": Exact(V), "grad_out": Exact(R)},

@@ -10,7 +10,8 @@
 -- key are exactly 0. The case "ties" holds the derivatives at ties to
 -- PyTorch's rules: a table whose two rows are equal, read through
 -- ember.maximum (torch.maximum splits the gradient in halves) and ember.clamp
--- with the other row as the bound (torch.clamp gives the value all of it).
+-- with the other row as the bound (torch.clamp gives the value all of it);
+-- "neginf_rows" a score of -inf over whole rows (output and gradients 0).
 local ember = require "ember"
 
 local fixtures = dofile("tests/fixtures/attention_flex.lua")
@@ -22,6 +23,9 @@ ember.attention_variant { name = "fixture_ties",
     local t1, t2 = ctx.t[1][h], ctx.t[2][h]
     return s + ember.maximum(t1, t2) * (k - q) * 0.1 + ember.clamp(t1, t2) * (k - q) * 0.05
   end }
+-- FlexAttention's way to mask: a score of -inf; rows with nothing left give 0
+ember.attention_variant { name = "fixture_neginf",
+  score = function(s, b, h, q, k, ctx) return ember.where(k:le(q - 3), s, -math.huge) end }
 
 local function T(spec)
   local dtype = spec.dtype or "float64"
