@@ -238,6 +238,12 @@ def neginf(s, t):
 
 cases.append(case("neginf_rows", "fixture_neginf", score=neginf))
 
+# a 0-d learned table (a temperature, torch.nn.Parameter(torch.tensor(x))) in the
+# score and as the sink of every head (the Lua twin "fixture_scalar" is defined in
+# attention_variant_fixtures_spec.lua)
+cases.append(case("scalar_table", "fixture_scalar", causal=True, table=torch.tensor(1.375),
+                  score=lambda s, t: s * t + t * t, sink=True))
+
 fixture = {"torch_version": torch.__version__, "B": B, "H": H, "L": L, "d": D,
            "inputs": {"q": Exact(Q), "k": Exact(K), "v": Exact(V), "grad_out": Exact(R)},
            "cases": cases}

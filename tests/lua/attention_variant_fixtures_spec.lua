@@ -11,7 +11,8 @@
 -- PyTorch's rules: a table whose two rows are equal, read through
 -- ember.maximum (torch.maximum splits the gradient in halves) and ember.clamp
 -- with the other row as the bound (torch.clamp gives the value all of it);
--- "neginf_rows" a score of -inf over whole rows (output and gradients 0).
+-- "neginf_rows" a score of -inf over whole rows (output and gradients 0);
+-- "scalar_table" a 0-d learned table.
 local ember = require "ember"
 
 local fixtures = dofile("tests/fixtures/attention_flex.lua")
@@ -23,6 +24,11 @@ ember.attention_variant { name = "fixture_ties",
     local t1, t2 = ctx.t[1][h], ctx.t[2][h]
     return s + ember.maximum(t1, t2) * (k - q) * 0.1 + ember.clamp(t1, t2) * (k - q) * 0.05
   end }
+-- a 0-d learned table: a temperature, also every head's sink
+ember.attention_variant { name = "fixture_scalar",
+  params = function(o, d) return { { name = "temp", tensor = ember.tensor(0.0), learned = true } } end,
+  score = function(s, b, h, q, k, ctx) return s * ctx.temp + ctx.temp * ctx.temp end,
+  sink = function(b, h, q, ctx) return ctx.temp end }
 -- FlexAttention's way to mask: a score of -inf; rows with nothing left give 0
 ember.attention_variant { name = "fixture_neginf",
   score = function(s, b, h, q, k, ctx) return ember.where(k:le(q - 3), s, -math.huge) end }
