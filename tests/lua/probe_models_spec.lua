@@ -613,3 +613,20 @@ describe("adaptive pools: PyTorch's None in output_size (keep that dim) as false
     raises_here(function() local _ = nn.AdaptiveAvgPool2d({ 2 }) end, "AdaptiveAvgPool2d: output_size must be")
   end)
 end)
+
+describe("nn.FeedForward (gated) loads Hugging Face's and Meta's MLP names, as its doc says", function()
+  it("gate_proj/up_proj/down_proj and w1/w3/w2 go to linear1/linear3/linear2 (they were 'unexpected')", function()
+    local w1, w3, w2 = ember.randn(6, 4), ember.randn(6, 4), ember.randn(4, 6)
+    local x = ember.randn(2, 4)
+    local want = (x:matmul(w1:t()):silu() * x:matmul(w3:t())):matmul(w2:t())
+    for _, names in ipairs { { "gate_proj", "up_proj", "down_proj" }, { "w1", "w3", "w2" } } do
+      local ff = nn.FeedForward(4, 6, { activation = "swiglu", bias = false })
+      ff:load_state_dict({ [names[1] .. ".weight"] = w1, [names[2] .. ".weight"] = w3, [names[3] .. ".weight"] = w2 })
+      assert.is_true(ember.allclose(ff(x), want, 1e-5, 1e-5), names[1])
+    end
+    -- inside a model, at any depth
+    local m = nn.Sequential(nn.FeedForward(4, 6, { activation = "swiglu", bias = false }))
+    m:load_state_dict({ ["0.gate_proj.weight"] = w1, ["0.up_proj.weight"] = w3, ["0.down_proj.weight"] = w2 })
+    assert.is_true(ember.allclose(m(x), want, 1e-5, 1e-5))
+  end)
+end)

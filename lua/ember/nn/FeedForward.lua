@@ -65,6 +65,33 @@ function FeedForward:forward(x)
   return self.linear2(self.dropout(h))
 end
 
+-- The gated projections' other names: Hugging Face's (Llama's MLP) and Meta's.
+local GATED_NAMES = { gate_proj = "linear1", up_proj = "linear3", down_proj = "linear2",
+                      w1 = "linear1", w3 = "linear3", w2 = "linear2" }
+
+--- A gated FFN loads Hugging Face's (gate_proj, up_proj, down_proj) and
+-- Meta's (w1, w3, w2) names as linear1, linear3 and linear2; then
+-- Module.upgrade_state_dict.
+-- @tparam table sd name -> tensor (relative to this module)
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer how many earlier-ember names were mapped
+function FeedForward:upgrade_state_dict(sd, prefix)
+  local out = {}
+  for k, v in pairs(sd) do out[k] = v end
+  if self.linear3 then
+    for k, v in pairs(sd) do
+      local head, rest
+      if type(k) == "string" then head, rest = k:match("^([^.]+)%.(.+)$") end
+      local to = head and GATED_NAMES[head]
+      if to and sd[to .. "." .. rest] == nil then
+        out[to .. "." .. rest], out[k] = v, nil
+      end
+    end
+  end
+  return Module.upgrade_state_dict(self, out, prefix)
+end
+
 --- The activation, for printing ("activation=swiglu" when gated).
 function FeedForward:extra_repr()
   return self.gated and ("activation=" .. self.activation_name) or ""
