@@ -157,8 +157,9 @@ foreach(isa AVX512_CORE AVX2)
 endforeach()
 # The declared variants (the core lowers them to traced programs) and the
 # Lua variants with their programs interpreted, as where no compiler is
-# found at run time (attention_jit_spec checks the two paths agree).
-foreach(spec attention_fused_spec attention_variant_spec)
+# found at run time (attention_jit_spec checks the two paths agree; the
+# fixtures spec holds the interpreter to PyTorch too).
+foreach(spec attention_fused_spec attention_variant_spec attention_variant_fixtures_spec)
   ember_spec_again(${spec} interpreted EMBER_JIT=0)
 endforeach()
 # The fused attention kernel's float32 tile products on each path of
