@@ -630,3 +630,14 @@ describe("nn.FeedForward (gated) loads Hugging Face's and Meta's MLP names, as i
     assert.is_true(ember.allclose(m(x), want, 1e-5, 1e-5))
   end)
 end)
+
+describe("Llama:generate, as Hugging Face's model.generate", function()
+  it("is ember.generate on the model; its errors at the caller's line", function()
+    local Llama = require("ember.models").Llama
+    ember.manual_seed(30)
+    local m = Llama{ vocab_size = 13, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1, num_attention_heads = 4 }
+    local ids = ember.tensor({ { 1, 2, 3 } }, { dtype = "int64" })
+    assert.is_true(m:generate(ids, { max_new_tokens = 5 }):equal(require("ember.generate").generate(m, ids, { max_new_tokens = 5 })))
+    raises_here(function() m:generate(ids, { top_q = 1 }) end, "generate: unknown option 'top_q'")
+  end)
+end)

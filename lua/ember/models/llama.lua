@@ -373,6 +373,19 @@ function Llama:decode(ids, opts)
     variant_inputs = opts.variant_inputs })
 end
 
+--- Decodes after `ids`, as Hugging Face's `model.generate`: ember.generate's
+-- `generate(self, ids, opts)` (greedy by default; sampling, top-k/top-p,
+-- repetition penalty, eos_id, stop, left-padded batches: its options).
+-- @tparam Tensor ids int64 [B, L], 1-based
+-- @tparam[opt] table opts ember.generate's options (`max_new_tokens`, ...)
+-- @return ids int64 [B, L + n] (and the logits with return_logits)
+-- @usage local m = require("ember.models").Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32,
+--   num_hidden_layers = 1, num_attention_heads = 2}
+-- print(m:generate(ember.tensor({{5, 9, 2}}, {dtype = "int64"}), {max_new_tokens = 4}).shape)   --> ember.Size{1, 7}
+function Llama:generate(ids, opts)
+  return require("ember.generate").generate(self, ids, opts)
+end
+
 -- Reads a safetensors file, or the shards of a checkpoint given as a list
 -- of files (Hugging Face's model-00001-of-00002.safetensors, ...); name ->
 -- tensor. Also returns how to name the source in messages.
