@@ -641,3 +641,29 @@ describe("Llama:generate, as Hugging Face's model.generate", function()
     raises_here(function() m:generate(ids, { top_q = 1 }) end, "generate: unknown option 'top_q'")
   end)
 end)
+
+describe("Llama:generate stops at the config's eos_token_id, as Hugging Face's generation_config", function()
+  local Llama = require("ember.models").Llama
+  local cfg = { vocab_size = 13, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1, num_attention_heads = 4 }
+
+  it("eos_token_id (Hugging Face's 0-based id) is eos_id = id + 1 unless the call gives one", function()
+    ember.manual_seed(31)
+    local m = Llama(cfg)
+    local ids = ember.tensor({ { 1, 2, 3 } }, { dtype = "int64" })
+    local free = m:generate(ids, { max_new_tokens = 6 })
+    local first = free[1][4]:item()
+    local c = {}
+    for k, v in pairs(cfg) do c[k] = v end
+    c.eos_token_id = first - 1 -- as config.json writes it
+    local m2 = Llama(c)
+    m2:load_state_dict(m:state_dict())
+    assert.are.same({ 1, 4 }, m2:generate(ids, { max_new_tokens = 6 }).shape)
+    -- a call's eos_id wins over the config's
+    assert.is_true(m2:generate(ids, { max_new_tokens = 6, eos_id = 13 }):equal(
+      require("ember.generate").generate(m, ids, { max_new_tokens = 6, eos_id = 13 })))
+    c.eos_token_id = { 12, first - 1 } -- a list, as Llama 3's
+    assert.are.same({ 1, 4 }, Llama(c):load_state_dict(m:state_dict()):generate(ids, { max_new_tokens = 6 }).shape)
+    c.eos_token_id = -1
+    raises_here(function() Llama(c) end, "Llama: config.eos_token_id must be a token id >= 0")
+  end)
+end)

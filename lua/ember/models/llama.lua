@@ -70,8 +70,7 @@ local DEFAULTS = { rms_norm_eps = 1e-6, rope_theta = 10000.0, tie_word_embedding
 -- Keys of a Hugging Face config.json that do not change the computation
 -- here (ids of special tokens, bookkeeping); accepted and ignored.
 local IGNORED = {
-  "architectures", "model_type", "torch_dtype", "transformers_version", "bos_token_id", "eos_token_id",
-  "pad_token_id", "max_position_embeddings", "use_cache", "pretraining_tp", "attention_dropout",
+  "architectures", "model_type", "torch_dtype", "transformers_version", "bos_token_id", "max_position_embeddings", "use_cache", "pretraining_tp", "attention_dropout",
   "_name_or_path",
 }
 -- Keys accepted only with the value this implementation computes.
@@ -85,6 +84,8 @@ local function check_config(cfg, who)
   for _, k in ipairs(IGNORED) do known[k] = true end
   for k in pairs(FIXED) do known[k] = true end
   known.num_key_value_heads, known.head_dim, known.rope_scaling = true, true, true
+  -- Hugging Face's 0-based ids that generate uses by default (generation_config)
+  known.eos_token_id, known.pad_token_id = true, true
   -- ember's own: the self-attention's variant, and whether the causal mask
   -- joins its mask (false where the variant's mask decides: prefix_lm)
   known.attention, known.attention_options, known.causal = true, true, true
@@ -136,6 +137,16 @@ local function check_config(cfg, who)
     raise("%s: config.causal must be a boolean, got %s", who, type(cfg.causal))
   end
   c.attention, c.attention_options, c.causal = cfg.attention, cfg.attention_options, cfg.causal ~= false
+  for _, k in ipairs { "eos_token_id", "pad_token_id" } do
+    local v = cfg[k]
+    local ok = v == nil or (math.type(v) == "integer" and v >= 0) or (type(v) == "table" and #v > 0)
+    for _, id in ipairs(type(v) == "table" and v or {}) do ok = ok and math.type(id) == "integer" and id >= 0 end
+    if not ok then
+      raise("%s: config.%s must be a token id >= 0 (Hugging Face's, 0-based) or a list of them, got %s", who, k,
+        tostring(v))
+    end
+    c[k] = v
+  end
   for k, d in pairs(DEFAULTS) do
     local v = cfg[k]
     if v == nil then v = d end
@@ -376,6 +387,9 @@ end
 --- Decodes after `ids`, as Hugging Face's `model.generate`: ember.generate's
 -- `generate(self, ids, opts)` (greedy by default; sampling, top-k/top-p,
 -- repetition penalty, eos_id, stop, left-padded batches: its options).
+-- As Hugging Face's generation config, the config's `eos_token_id` (an id
+-- or a list, 0-based as config.json writes them) and `pad_token_id` are the
+-- default eos_id and pad_id (+ 1: ember's ids are 1-based).
 -- @tparam Tensor ids int64 [B, L], 1-based
 -- @tparam[opt] table opts ember.generate's options (`max_new_tokens`, ...)
 -- @return ids int64 [B, L + n] (and the logits with return_logits)
@@ -383,6 +397,22 @@ end
 --   num_hidden_layers = 1, num_attention_heads = 2}
 -- print(m:generate(ember.tensor({{5, 9, 2}}, {dtype = "int64"}), {max_new_tokens = 4}).shape)   --> ember.Size{1, 7}
 function Llama:generate(ids, opts)
+  local c = self.config
+  if type(opts) == "table" or opts == nil then
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    -- the config's ids are Hugging Face's, 0-based
+    if o.eos_id == nil and c.eos_token_id ~= nil then
+      if type(c.eos_token_id) == "table" then
+        o.eos_id = {}
+        for i, id in ipairs(c.eos_token_id) do o.eos_id[i] = id + 1 end
+      else
+        o.eos_id = c.eos_token_id + 1
+      end
+    end
+    if o.pad_id == nil and c.pad_token_id ~= nil then o.pad_id = c.pad_token_id + 1 end
+    opts = o
+  end
   return require("ember.generate").generate(self, ids, opts)
 end
 
@@ -615,6 +645,7 @@ function Llama:save_pretrained(dir)
     num_key_value_heads = c.num_key_value_heads, head_dim = c.hidden_size // c.num_attention_heads,
     rms_norm_eps = c.rms_norm_eps, rope_theta = c.rope_theta, tie_word_embeddings = c.tie_word_embeddings,
     initializer_range = c.initializer_range, torch_dtype = self.model.norm.weight.dtype,
+    eos_token_id = c.eos_token_id, pad_token_id = c.pad_token_id,
   }) .. "\n"
   local path = dir .. "/config.json"
   local f = io.open(path, "w")
