@@ -302,8 +302,9 @@ end
 -- self-attention's variant, "standard"), `attention_options` and `causal`
 -- (true: the causal mask joins the variant's; false for a variant whose
 -- mask decides alone, as "prefix_lm" with its bidirectional prefix). Other keys of a Hugging Face
--- config.json that do not change the computation (token ids,
--- max_position_embeddings, ...) are ignored; `hidden_act` must be "silu",
+-- config.json that do not change the computation (bos_token_id,
+-- max_position_embeddings, ...) are ignored; `eos_token_id` and
+-- `pad_token_id` (0-based) are kept as `generate`'s defaults; `hidden_act` must be "silu",
 -- `attention_bias`/`mlp_bias` false, `rope_scaling` absent; an unknown key
 -- is an error.
 function Llama:__init(config)
