@@ -9,6 +9,9 @@ local parity = require "tests.lua.helpers.parity"
 
 local function randn(shape, dtype) return ember.randn(shape, { dtype = dtype or "float64" }) end
 
+-- the build under test (ctest sets EMBER_BUILD_DIR: the sanitizer build too)
+local BUILD = os.getenv("EMBER_BUILD_DIR") or "build"
+
 -- out and the gradients of q, k, v (and the module's tables) for one call;
 -- opts.kernel picks the route.
 local function run(att, q, k, v, opts)
@@ -144,8 +147,8 @@ describe("a Lua variant file given by its path", function()
     local dir = tmpdir()
     local path = write(dir, "user_checked.lua", "local ember = require 'ember'\n" ..
       "return { name = 'user_checked', mask = function(b, h, q, k, ctx) return k:le(q) end }")
-    local p = io.popen(("EMBER_PLUGIN_PATH_ONLY=1 EMBER_PLUGIN_PATH=build/plugins build/bin/ember scripts/check_plugin.lua '%s' --quick 2>&1; echo rc=$?")
-      :format(path))
+    local p = io.popen(("EMBER_PLUGIN_PATH_ONLY=1 EMBER_PLUGIN_PATH='%s/plugins' '%s/bin/ember' scripts/check_plugin.lua '%s' --quick 2>&1; echo rc=$?")
+      :format(BUILD, BUILD, path))
     local out = p:read("a")
     p:close()
     os.execute("rm -rf '" .. dir .. "'")
@@ -158,8 +161,8 @@ describe("a Lua variant file given by its path", function()
     local path = write(dir, "user_checked_inputs.lua", "local ember = require 'ember'\n" ..
       "return { name = 'user_checked_inputs', inputs = { w = { ndim = 1, dtype = 'float32' }, bias = { ndim = 3, dtype = 'float' } },\n" ..
       "  score = function(s, b, h, q, k, ctx) return s + ctx.w[k] * 0.1 + ctx.bias[b][ember.maximum(q, 1)][k] end }")
-    local p = io.popen(("EMBER_PLUGIN_PATH_ONLY=1 EMBER_PLUGIN_PATH=build/plugins build/bin/ember scripts/check_plugin.lua '%s' --quick 2>&1; echo rc=$?")
-      :format(path))
+    local p = io.popen(("EMBER_PLUGIN_PATH_ONLY=1 EMBER_PLUGIN_PATH='%s/plugins' '%s/bin/ember' scripts/check_plugin.lua '%s' --quick 2>&1; echo rc=$?")
+      :format(BUILD, BUILD, path))
     local out = p:read("a")
     p:close()
     os.execute("rm -rf '" .. dir .. "'")
@@ -610,8 +613,8 @@ end
 print(("moved %.3g first %.4f last %.4f routes %s"):format((m.attn.bias - before):abs():max():item(), first, last,
   ember.attention_routes().fused))
 ]]
-    local p = io.popen(("EMBER_PLUGIN_PATH='%s':build/plugins EMBER_PLUGIN_PATH_ONLY=1 build/bin/ember -e '%s' 2>&1"):format(
-      dir, script:gsub("'", "'\\''")))
+    local p = io.popen(("EMBER_PLUGIN_PATH='%s':'%s/plugins' EMBER_PLUGIN_PATH_ONLY=1 '%s/bin/ember' -e '%s' 2>&1"):format(
+      dir, BUILD, BUILD, script:gsub("'", "'\\''")))
     local out = p:read("a")
     p:close()
     os.execute("rm -rf '" .. dir .. "'")
