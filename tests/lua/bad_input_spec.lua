@@ -155,7 +155,7 @@ local CASES = {
  {"Linear", function() return nn.Linear(0, 3) end},
  {"Linear", function() return nn.Linear(4, 3):forward(ember.ones(2, 5)) end},
  {"ember.uniform", function() return nn.Linear(4, 3, {dtype="int64"}) end, lua_side = true},
- {"ember.embedding", function() return nn.Embedding(5, 2):forward(i64{7}) end, lua_side = true},
+ {"Embedding.forward", function() return nn.Embedding(5, 2):forward(i64{7}) end, lua_side = true},
  {"Embedding", function() return nn.Embedding(0, 2) end},
  {"LayerNorm", function() return nn.LayerNorm(4):forward(x23) end},
  {"Dropout", function() return nn.Dropout(2) end},

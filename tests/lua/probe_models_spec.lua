@@ -667,3 +667,16 @@ describe("Llama:generate stops at the config's eos_token_id, as Hugging Face's g
     raises_here(function() Llama(c) end, "Llama: config.eos_token_id must be a token id >= 0")
   end)
 end)
+
+describe("nn.Embedding names itself for bad ids (the error named ember.embedding; a number crashed in Lua)", function()
+  it("out of range (0-based ids from PyTorch), a number, a float tensor", function()
+    local emb = nn.Embedding(11, 4)
+    raises_here(function() emb(ember.tensor({ { 0, 2 } }, { dtype = "int64" })) end,
+      "Embedding.forward: id 0 at {1, 1} is out of range 1..11 (1-based")
+    raises_here(function() emb(5) end, "Embedding.forward: expected an int64 tensor of ids, got number")
+    raises_here(function() emb(ember.tensor({ 1, 2 })) end, "Embedding.forward: ids must be int64 (1-based), got float32")
+    local Llama = require("ember.models").Llama
+    local m = Llama{ vocab_size = 11, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1, num_attention_heads = 4 }
+    raises_here(function() m(ember.tensor({ { 12 } }, { dtype = "int64" })) end, "Embedding.forward: id 12 at {1, 1} is out of range 1..11")
+  end)
+end)

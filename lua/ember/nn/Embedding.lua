@@ -43,10 +43,16 @@ end
 -- @tparam Tensor ids int64, 1-based
 -- @treturn Tensor
 function Embedding:forward(ids)
+  if not ember.is_tensor(ids) then
+    error("Embedding.forward: expected an int64 tensor of ids, got " .. type(ids), 2)
+  end
   if ids.dtype ~= "int64" then
     error("Embedding.forward: ids must be int64 (1-based), got " .. ids.dtype, 2)
   end
-  local out = ember.embedding(self.weight, ids)
+  local ok, out = pcall(ember.embedding, self.weight, ids)
+  if not ok then -- an id out of range: named by this module (PyTorch's 0-based ids are the usual cause)
+    error("Embedding.forward: " .. tostring(out):gsub("^[^\n]-:%d+: ", ""):gsub("^ember%.embedding: ", ""), 2)
+  end
   if self.padding_idx then out = out:masked_fill(ids:eq(self.padding_idx):unsqueeze(-1), 0) end
   return out
 end
