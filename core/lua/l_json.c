@@ -4,8 +4,8 @@
 ** files of a model folder (lua/ember/models: config.json, the index of a
 ** sharded checkpoint):
 **
-**   core.json_decode(text) -> value
-**   core.json_encode(value [, indent=2]) -> text
+**   core._json_decode(text) -> value
+**   core._json_encode(value [, indent=2]) -> text
 **
 ** Objects become tables, arrays lists, null nil (a missing key: Lua has no
 ** null), true/false booleans; a number with an integral value within
@@ -226,7 +226,7 @@ static int l_json_encode(lua_State *L) {
 
 void lember_open_json(lua_State *L, int module) {
   lua_pushcfunction(L, l_json_decode);
-  lua_setfield(L, module, "json_decode");
+  lua_setfield(L, module, "_json_decode");
   lua_pushcfunction(L, l_json_encode);
-  lua_setfield(L, module, "json_encode");
+  lua_setfield(L, module, "_json_encode");
 }

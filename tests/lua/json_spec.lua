@@ -1,11 +1,11 @@
--- core.json_decode / core.json_encode (core/lua/l_json.c, on cJSON): the
+-- core._json_decode / core._json_encode (core/lua/l_json.c, on cJSON): the
 -- reader and writer of a model folder's JSON files (config.json, a sharded
 -- checkpoint's index), as Python's json module reads and writes them.
 local core = require "ember.core"
 
-describe("core.json_decode", function()
+describe("core._json_decode", function()
   it("reads objects, arrays, escapes, surrogate pairs, numbers, booleans and null", function()
-    local v = core.json_decode([[ {"a": "caf\u00e9 \ud83d\ude00\n\"", "b": [1, -2.5e3, 0.5, true, false, null, {}],
+    local v = core._json_decode([[ {"a": "caf\u00e9 \ud83d\ude00\n\"", "b": [1, -2.5e3, 0.5, true, false, null, {}],
       "c": 1e-05, "d": 16.0, "e": null, "big": 1e20, "neg": -7} ]])
     assert.are.equal("café 😀\n\"", v.a)
     assert.are.equal("integer", math.type(v.b[1]))
@@ -26,24 +26,24 @@ describe("core.json_decode", function()
     for bad, msg in pairs { ["[1,]"] = "bad JSON at byte 4", ['{"a" 1}'] = "bad JSON at byte 6",
                             ['"abc'] = "bad JSON at byte 2", ["{} x"] = "byte 4: text after the value near 'x'",
                             [""] = "bad JSON at byte 1", ["nul"] = "bad JSON at byte 1" } do
-      local ok, err = pcall(core.json_decode, bad)
+      local ok, err = pcall(core._json_decode, bad)
       assert.is_false(ok, bad)
       assert.truthy(tostring(err):find(msg, 1, true), tostring(err))
     end
-    assert.are.same({ 1 }, core.json_decode(" [1] \n\t"))
+    assert.are.same({ 1 }, core._json_decode(" [1] \n\t"))
   end)
 end)
 
-describe("core.json_encode", function()
+describe("core._json_encode", function()
   it("writes what json_decode reads back, keys sorted, 2-space indents by default", function()
     local v = { hidden_size = 16, rms_norm_eps = 1e-5, name = 'a"b\tc\n', arch = { "LlamaForCausalLM" },
                 nested = { x = { 1, 2.5, true, false } }, empty = {} }
-    local text = core.json_encode(v)
-    assert.are.same(v, core.json_decode(text))
+    local text = core._json_encode(v)
+    assert.are.same(v, core._json_decode(text))
     assert.truthy(text:find('\n  "arch": ["LlamaForCausalLM"],\n  "empty": [],\n  "hidden_size": 16,', 1, true), text)
-    assert.truthy(core.json_encode({ a = { b = 1 } }, 4):find('\n    "a": {\n        "b": 1\n    }\n}', 1, true))
-    assert.are.equal("0.1", core.json_encode(0.1))
-    assert.are.equal('"x"', core.json_encode("x"))
+    assert.truthy(core._json_encode({ a = { b = 1 } }, 4):find('\n    "a": {\n        "b": 1\n    }\n}', 1, true))
+    assert.are.equal("0.1", core._json_encode(0.1))
+    assert.are.equal('"x"', core._json_encode("x"))
   end)
 
   it("refuses what JSON cannot hold, naming where it is", function()
@@ -55,13 +55,13 @@ describe("core.json_encode", function()
       { { 1, 2, x = 3 }, "value mixes a list of 2 with other keys" },
       { { [2] = "b" }, "value has a number key" },
     } do
-      local ok, err = pcall(core.json_encode, c[1])
+      local ok, err = pcall(core._json_encode, c[1])
       assert.is_false(ok)
       assert.truthy(tostring(err):find(c[2], 1, true), tostring(err))
     end
     local t = {}
     t.self = t
-    local ok, err = pcall(core.json_encode, t)
+    local ok, err = pcall(core._json_encode, t)
     assert.is_false(ok)
     assert.truthy(err:find("nested more than 200 deep", 1, true), err)
   end)
