@@ -122,6 +122,8 @@ typedef struct em_storage {
   size_t nbytes;
   uint64_t version; /* counts in-place writes (em_tensor_written): autocast's cast
                     ** cache keeps a copy only while this stays the same */
+  int saved_refs;   /* of refcount, the aliases autograd nodes saved: an in-place op
+                    ** is recorded where no other tensor shares the memory */
 } em_storage;
 
 typedef struct em_node em_node;

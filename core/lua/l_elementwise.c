@@ -418,6 +418,17 @@ static int t_le(lua_State *L) { return compare_all(L, EM_LE, "le"); }
 /* In place (no autograd; optimizers run them under no_grad)         */
 /* ---------------------------------------------------------------- */
 
+/* An in-place write refused because other tensors share the destination's
+** memory (the core records one only where none does) may be sharing it
+** with tensors Lua no longer reaches but has not collected yet (a view's
+** dropped base): collect them and try once more, so that whether the write
+** is recorded does not depend on when the collector last ran. */
+static bool shared_retry(lua_State *L, em_status s) {
+  if (s != EM_ERR_AUTOGRAD || !strstr(em_error_message(), "share")) return false;
+  lua_gc(L, LUA_GCCOLLECT);
+  return true;
+}
+
 static int m_fill_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
   em_tensor *v = fast_tensor(L, 2);
@@ -434,7 +445,9 @@ static int m_fill_(lua_State *L) {
     lua_pushnumber(L, x);
     lua_replace(L, 2);
   }
-  em_status s = em_fill_(t, check_scalar(L, 2, "fill_"));
+  const double fill_value = check_scalar(L, 2, "fill_");
+  em_status s = em_fill_(t, fill_value);
+  if (shared_retry(L, s)) s = em_fill_(t, fill_value);
   if (s) return lember_error(L, "fill_", s);
   lua_settop(L, 1);
   return 1;
@@ -443,6 +456,7 @@ static int m_fill_(lua_State *L) {
 static int m_zero_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
   em_status s = em_fill_(t, 0.0);
+  if (shared_retry(L, s)) s = em_fill_(t, 0.0);
   if (s) return lember_error(L, "zero_", s);
   lua_settop(L, 1);
   return 1;
@@ -452,6 +466,7 @@ static int m_copy_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
   em_tensor *src = lember_totensor(L, 2, t->dtype, t->device);
   em_status s = em_copy_(t, src);
+  if (shared_retry(L, s)) s = em_copy_(t, src);
   if (s) return lember_error(L, "copy_", s);
   lua_settop(L, 1);
   return 1;
@@ -494,6 +509,7 @@ static int m_add_(lua_State *L) {
     if (cs) return lember_error(L, "add_", cs);
   }
   em_status s = em_add_(t, cast ? cast : x, alpha);
+  if (shared_retry(L, s)) s = em_add_(t, cast ? cast : x, alpha);
   em_release(cast);
   if (s) return lember_error(L, "add_", s);
   lua_settop(L, 1);
@@ -513,6 +529,7 @@ static int m_mul_(lua_State *L) {
                         em_dtype_name(t->dtype));
     }
     if (!s) s = em_copy_(t, y);
+    if (shared_retry(L, s)) s = em_copy_(t, y);
     em_release(y);
     if (s) { /* the message names mul_, not the mul and copy_ it is made of */
       const char *m = em_error_message();
@@ -526,7 +543,9 @@ static int m_mul_(lua_State *L) {
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "ember.mul_: the factor must be a number or a tensor, got %s", luaL_typename(L, 2));
   check_inplace_number(L, 2, t, "mul_", "the factor");
-  em_status s = em_mul_scalar_(t, luaL_checknumber(L, 2));
+  const double factor = luaL_checknumber(L, 2);
+  em_status s = em_mul_scalar_(t, factor);
+  if (shared_retry(L, s)) s = em_mul_scalar_(t, factor);
   if (s) return lember_error(L, "mul_", s);
   lua_settop(L, 1);
   return 1;

@@ -51,6 +51,7 @@ void em_node_retain(em_node *n) { n->refcount++; }
 ** the node dies. */
 static void em__node_drop_saved(em_node *n) {
   for (int i = 0; i < n->n_saved; i++) {
+    if (n->saved[i] && n->saved[i]->storage) n->saved[i]->storage->saved_refs--;
     em_release(n->saved[i]);
     n->saved[i] = NULL;
   }
@@ -155,6 +156,7 @@ em_status em_autograd_record(em_tensor *output, const em_opdef *op, int n_inputs
       return st;
     }
     if (s->storage) n->saved_version[i] = __atomic_load_n(&s->storage->version, __ATOMIC_RELAXED);
+    if (n->saved[i]->storage) n->saved[i]->storage->saved_refs++;
   }
   n->out_ndim = output->ndim;
   memcpy(n->out_shape, output->shape, sizeof output->shape);

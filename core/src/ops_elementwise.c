@@ -700,8 +700,56 @@ static const em_tensor *viewed_leaf(const em_tensor *t) {
   return NULL;
 }
 
-/* In-place ops are not recorded, so with grad mode on they must not touch
-** a tensor autograd cares about, nor take a gradient-carrying source. */
+/* In-place writes autograd records, as PyTorch's: with grad mode on, into
+** a tensor of a graph (not a leaf that requires grad), or from a source that
+** requires grad, where no other tensor shares dst's memory (a view of dst,
+** a detach() of it or a tensor an op saved would keep the old values or
+** history: refused by check_inplace). dst then takes the memory and history
+** of the out-of-place result (record_inplace). */
+static bool records_inplace(const em_tensor *dst, const em_tensor *src) {
+  if (!em_grad_enabled() || (dst->requires_grad && !dst->grad_fn)) return false;
+  if (!dst->grad_fn && !(src && src->requires_grad)) return false;
+  return dst->storage && dst->storage->refcount - dst->storage->saved_refs == 1;
+}
+
+/* dst becomes val (a new reference: a fresh contiguous tensor of dst's
+** shape, dtype and device, computed out of place from dst's old values):
+** its memory and its history. The old memory stays with whatever val's op
+** saved of dst, unchanged, so that op's gradient reads the old values.
+** The new memory's version follows the old one's, so that caches keyed on
+** (tensor, version) (autocast's casts) cannot take it for the old; val's
+** node, which may have saved val itself, is told (its version check). */
+static em_status record_inplace(const char *op, em_tensor *dst, em_tensor *val) {
+  if (val->dtype != dst->dtype || val->ndim != dst->ndim ||
+      memcmp(val->shape, dst->shape, sizeof(int64_t) * (size_t)dst->ndim) != 0 || !em_is_contiguous(val)) {
+    char a[200], b[200];
+    em_error(EM_ERR_AUTOGRAD, "%s: the result (%s) does not fit the destination (%s) in place", op,
+             em__desc(val, a, sizeof a), em__desc(dst, b, sizeof b));
+    em_release(val);
+    return EM_ERR_AUTOGRAD;
+  }
+  em_storage *old = dst->storage;
+  const uint64_t version = old->version + 1;
+  for (int i = 0; val->grad_fn && i < val->grad_fn->n_saved; i++)
+    if (val->grad_fn->saved[i] && val->grad_fn->saved[i]->storage == val->storage)
+      val->grad_fn->saved_version[i] = version;
+  val->storage->version = version;
+  val->storage->refcount++;
+  dst->storage = val->storage;
+  dst->offset = val->offset;
+  memcpy(dst->stride, val->stride, sizeof dst->stride);
+  em__storage_release(old);
+  if (val->grad_fn) em_node_retain(val->grad_fn);
+  if (dst->grad_fn) em_node_release(dst->grad_fn);
+  dst->grad_fn = val->grad_fn;
+  dst->requires_grad = val->requires_grad;
+  em_release(val);
+  return EM_OK;
+}
+
+/* In-place ops are recorded only as records_inplace says, so with grad
+** mode on they must not touch another tensor autograd cares about, nor
+** take a gradient-carrying source. */
 static em_status check_inplace(const char *op, const em_tensor *dst, const em_tensor *src) {
   char d[200];
   if (!em_grad_enabled()) return EM_OK;
@@ -713,14 +761,15 @@ static em_status check_inplace(const char *op, const em_tensor *dst, const em_te
                     em__desc(leaf, d, sizeof d));
   if (dst->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
-                    "%s: the tensor (%s) was made by '%s' and is part of an autograd graph; "
-                    "in-place ops are not recorded, use the out-of-place op", op,
+                    "%s: the tensor (%s) was made by '%s' and is part of an autograd graph, and other "
+                    "tensors share its memory (views, detach(), or an op saved it for its gradient): the "
+                    "in-place op cannot be recorded; use the out-of-place op", op,
                     em__desc(dst, d, sizeof d), dst->grad_fn->op->name);
   if (src && src->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
-                    "%s: the source (%s) requires grad, but in-place ops are not recorded by "
-                    "autograd; use the out-of-place op, or grad mode off", op,
-                    em__desc(src, d, sizeof d));
+                    "%s: the source (%s) requires grad, but other tensors share the destination's "
+                    "memory (views, detach(), or an op saved it): the in-place op cannot be recorded; "
+                    "use the out-of-place op, or grad mode off", op, em__desc(src, d, sizeof d));
   return EM_OK;
 }
 
@@ -772,6 +821,22 @@ static em_status detach_source(em_tensor *dst, em_tensor *src, em_tensor **out) 
 
 em_status em_copy_(em_tensor *dst, em_tensor *src) {
   if (!dst || !src) return em_error(EM_ERR_ARG, "copy_: NULL argument");
+  if (records_inplace(dst, src)) { /* dst = src, cast and broadcast, a fresh copy */
+    EM_TRY(check_writable("copy_", dst));
+    EM_TRY(check_bcast_to("copy_", dst, src));
+    em_tensor *c = NULL, *e = NULL, *v = NULL;
+    em_status s = src->dtype != dst->dtype ? em_to_dtype(&c, src, dst->dtype) : (c = em_retain(src), EM_OK);
+    if (!s && !em_device_eq(c->device, dst->device)) {
+      em_tensor *m = NULL;
+      s = em_to_device(&m, c, dst->device);
+      em_release(c);
+      c = m;
+    }
+    if (!s) s = em_expand(&e, c, dst->ndim, dst->shape);
+    if (!s) s = em_clone(&v, e);
+    em_release(c), em_release(e);
+    return s ? s : record_inplace("copy_", dst, v);
+  }
   EM_TRY(check_inplace("copy_", dst, src));
   EM_TRY(check_writable("copy_", dst));
   em_tensor_written(dst);
@@ -794,6 +859,14 @@ em_status em_copy_(em_tensor *dst, em_tensor *src) {
 
 em_status em_fill_(em_tensor *dst, double value) {
   if (!dst) return em_error(EM_ERR_ARG, "fill_: NULL argument");
+  if (records_inplace(dst, NULL)) { /* dst = value everywhere: old values get a zero gradient */
+    EM_TRY(check_writable("fill_", dst));
+    em_tensor *all = NULL, *v = NULL;
+    em_status s = em_full(&all, dst->ndim, dst->shape, 1, EM_BOOL, dst->device);
+    if (!s) s = em_masked_fill(&v, dst, all, value);
+    em_release(all);
+    return s ? s : record_inplace("fill_", dst, v);
+  }
   EM_TRY(check_inplace("fill_", dst, NULL));
   EM_TRY(check_writable("fill_", dst));
   em_tensor_written(dst);
@@ -814,6 +887,15 @@ static em_status copy_back(const char *op, em_tensor *dst, em_tensor *tmp) {
 
 em_status em_add_(em_tensor *dst, em_tensor *src, double alpha) {
   if (!dst || !src) return em_error(EM_ERR_ARG, "add_: NULL argument");
+  if (records_inplace(dst, src)) { /* dst = dst + alpha * src */
+    EM_TRY(check_writable("add_", dst));
+    EM_TRY(check_bcast_to("add_", dst, src));
+    em_tensor *b = NULL, *v = NULL;
+    em_status s = alpha != 1.0 ? em_binary_scalar(&b, EM_MUL, src, alpha) : (b = em_retain(src), EM_OK);
+    if (!s) s = em_binary(&v, EM_ADD, dst, b);
+    em_release(b);
+    return s ? s : record_inplace("add_", dst, v);
+  }
   EM_TRY(check_inplace("add_", dst, src));
   EM_TRY(check_writable("add_", dst));
   em_tensor_written(dst);
@@ -858,6 +940,12 @@ em_status em_add_(em_tensor *dst, em_tensor *src, double alpha) {
 
 em_status em_mul_scalar_(em_tensor *dst, double s) {
   if (!dst) return em_error(EM_ERR_ARG, "mul_scalar_: NULL argument");
+  if (records_inplace(dst, NULL)) { /* dst = dst * s */
+    EM_TRY(check_writable("mul_", dst));
+    em_tensor *v = NULL;
+    EM_TRY(em_binary_scalar(&v, EM_MUL, dst, s));
+    return record_inplace("mul_", dst, v);
+  }
   EM_TRY(check_inplace("mul_", dst, NULL));
   EM_TRY(check_writable("mul_", dst));
   em_tensor_written(dst);

@@ -56,6 +56,7 @@ static em_status em__storage_new(em_storage **out, size_t nbytes, em_device dev,
   s->nbytes = nbytes;
   s->data = NULL;
   s->version = 0;
+  s->saved_refs = 0;
   em_status st = be->alloc(dev.index, nbytes, &s->data);
   if (st != EM_OK) {
     em__header_free(s);

@@ -1,10 +1,9 @@
 -- ember/_inplace.lua: PyTorch's in-place twins of elementwise ops,
 -- t:masked_fill_(mask, v), t:clamp_(lo, hi), t:relu_(), t:sub_(x) ...:
 -- the out-of-place op, written back into t (t:copy_), t returned. As
--- copy_, they refuse a tensor that is part of an autograd graph (ember
--- does not record in-place ops: use the out-of-place op there) and a leaf
--- that requires grad outside no_grad; where copy_ works (data, buffers,
--- no_grad blocks) they do. init.lua loads it.
+-- copy_, they are recorded by autograd on a tensor of a graph that no other
+-- tensor shares (the core's records_inplace, as PyTorch's in-place ops), and
+-- refuse a leaf that requires grad outside no_grad. init.lua loads it.
 local core = require "ember.core"
 local errors = require "ember._errors"
 local index_value = require("ember._helpers").index_value

@@ -413,10 +413,19 @@ static void test_inplace(void) {
   CHECK(VALS(w, 0, 0.5, 1.5), "no-grad add_ values");
   em_tensor *v = NULL, *plain = f64(SHAPE(2), (double[]){0, 0});
   CHECK_OK(em_mul(&v, w, w), "a non-leaf");
-  CHECK(fails(em_mul_scalar_(v, 2), EM_ERR_AUTOGRAD, "part of an autograd graph"),
-        "in-place on a graph tensor is an error");
-  CHECK(fails(em_copy_(plain, v), EM_ERR_AUTOGRAD, "source"), "copy_ from a tensor needing grad is an error");
-  REL(x, t, r, ia, w, v, plain);
+  /* in place on a graph tensor nothing else shares: recorded, as PyTorch */
+  CHECK_OK(em_mul_scalar_(v, 2), "in-place on a graph tensor alone is recorded");
+  CHECK(VALS(v, 0, 0.5, 4.5) && v->grad_fn && v->requires_grad, "recorded mul_ values and history");
+  CHECK_OK(em_copy_(plain, v), "copy_ from a tensor needing grad into a plain one is recorded");
+  CHECK(VALS(plain, 0, 0.5, 4.5) && plain->grad_fn && plain->requires_grad, "recorded copy_ history");
+  em_tensor *view = NULL;
+  CHECK_OK(em_narrow(&view, v, 0, 0, 1), "a view of the graph tensor");
+  CHECK(fails(em_mul_scalar_(v, 2), EM_ERR_AUTOGRAD, "other tensors share its memory"),
+        "in-place on a graph tensor a view shares is an error");
+  em_tensor *plain2 = f64(SHAPE(2), (double[]){0, 0}), *view2 = NULL;
+  CHECK_OK(em_narrow(&view2, plain2, 0, 0, 1), "a view of a plain tensor");
+  CHECK(fails(em_copy_(plain2, v), EM_ERR_AUTOGRAD, "source"), "copy_ from a tensor needing grad into a shared one is an error");
+  REL(x, t, r, ia, w, v, plain, view, plain2, view2);
 }
 
 /* ---------------------------------------------------------------- */

@@ -467,3 +467,87 @@ describe("dim -1 of a 0-d tensor in the ops written in Lua", function()
     raises_here(function() local _ = x:median(2) end, "ember.median: dim 2 is out of range for a tensor with 0 dims")
   end)
 end)
+
+describe("in-place ops on a tensor of a graph are recorded, as PyTorch's", function()
+  -- each case's values are PyTorch 1.13's (y = w * 2; y.add_(1) ...); ember refused them all
+  local function W(t) return ember.tensor(t):requires_grad_() end
+  it("add_, mul_ (a number or a tensor), pow_, exp_, zero_", function()
+    local w = W { 1, 1, 1 }
+    local y = w * 2
+    y:add_(1)
+    assert.are.same({ 3, 3, 3 }, y:totable())
+    assert.are.equal("add", y.grad_fn)
+    y:sum():backward()
+    assert.are.same({ 2, 2, 2 }, w.grad:totable())
+    w = W { 1, 1, 1 }
+    y = w * 2
+    y:mul_(3);
+    (y * y):sum():backward()
+    assert.are.same({ 72, 72, 72 }, w.grad:totable())
+    w = W { 1, 2, 3 }
+    y = w * 2
+    y:mul_(w)
+    y:sum():backward()
+    assert.are.same({ 4, 8, 12 }, w.grad:totable())
+    w = W { 1, 2, 3 }
+    y = w * 1
+    y:pow_(2)
+    y:sum():backward()
+    assert.are.same({ 2, 4, 6 }, w.grad:totable())
+    w = W { 1, 2, 3 }
+    y = w * 2
+    y:zero_();
+    (y + w):sum():backward()
+    assert.are.same({ 1, 1, 1 }, w.grad:totable())
+  end)
+  it("y[mask] = v, y[idx] = v and masked_fill_ (torch's index_put_)", function()
+    local w = W { 1, 2, 3 }
+    local y = w * 2
+    y[y:gt(3)] = 0
+    assert.are.same({ 2, 0, 0 }, y:totable())
+    y:sum():backward()
+    assert.are.same({ 2, 0, 0 }, w.grad:totable())
+    w = W { 1, 2, 3 }
+    y = w * 2
+    y[ember.tensor({ 1 }, "int64")] = 0
+    y:masked_fill_(ember.tensor({ false, false, true }), 5)
+    y:sum():backward()
+    assert.are.same({ 0, 2, 0 }, w.grad:totable())
+  end)
+  it("copy_ and add_ from a tensor that requires grad into a plain one", function()
+    local w = W { 1, 2, 3 }
+    local y = ember.zeros(3)
+    y:add_(w);
+    (y * y):sum():backward()
+    assert.are.same({ 2, 4, 6 }, w.grad:totable())
+    w = W { 1, 2, 3 }
+    local z = ember.zeros(3)
+    z:copy_(w * 3)
+    assert.is_true(z.requires_grad)
+    z:sum():backward()
+    assert.are.same({ 3, 3, 3 }, w.grad:totable())
+  end)
+  it("refused where another tensor shares the memory (a view, a detach()): its values or history would go stale", function()
+    local w = W { 1, 1, 1 }
+    local y = w * 2
+    local v = y:narrow(1, 1, 2)
+    raises_here(function() y:add_(1) end, "ember.add_: the tensor ([3] float32 cpu) was made by 'affine' and is part of an autograd graph, and other tensors share its memory")
+    local base = w * 3
+    local d = base:detach()
+    raises_here(function() d:copy_(w) end, "ember.copy_: the source ([3] float32 cpu) requires grad, but other tensors share")
+    assert.are.same({ 2, 2 }, v:totable())
+    assert.are.same({ 3, 3, 3 }, base:totable())
+  end)
+  it("a tensor shared only with tensors Lua no longer reaches is recorded, whenever the collector ran", function()
+    for _ = 1, 3 do
+      local w = W { 1, 2 }
+      local y = (w * 2):view(2) -- the dropped w * 2 shares y's memory until collected
+      y:add_(1)
+      local z = (w * 1):t()
+      z:mul_(3)
+      z:copy_(z * 2);
+      (y + z):sum():backward()
+      assert.are.same({ 8, 8 }, w.grad:totable())
+    end
+  end)
+end)
