@@ -454,7 +454,7 @@ describe("Llama:save_pretrained(folder): what from_pretrained and transformers r
     local dir = require "tests.lua.helpers.tmpdir"() .. "/out model" -- made if missing, spaces and all
     assert.are.equal(m, m:save_pretrained(dir))
     local f = assert(io.open(dir .. "/config.json"))
-    local cfg = ember.json_decode(f:read("a"))
+    local cfg = ember._json_decode(f:read("a"))
     f:close()
     assert.are.same({ "LlamaForCausalLM" }, cfg.architectures)
     assert.are.equal("llama", cfg.model_type)
@@ -678,5 +678,14 @@ describe("nn.Embedding names itself for bad ids (the error named ember.embedding
     local Llama = require("ember.models").Llama
     local m = Llama{ vocab_size = 11, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1, num_attention_heads = 4 }
     raises_here(function() m(ember.tensor({ { 12 } }, { dtype = "int64" })) end, "Embedding.forward: id 12 at {1, 1} is out of range 1..11")
+  end)
+end)
+
+describe("activation and norm modules given something that is not a tensor", function()
+  it("name themselves (ReLU, GELU, LayerNorm, Dropout failed as 'attempt to index a number value')", function()
+    for name, m in pairs { ReLU = nn.ReLU(), GELU = nn.GELU(), LayerNorm = nn.LayerNorm(4), Dropout = nn.Dropout(0.1) } do
+      raises_here(function() m(5) end, name .. ".forward: expected a tensor, got number")
+      raises_here(function() m({}) end, name .. ".forward: expected a tensor, got table")
+    end
   end)
 end)

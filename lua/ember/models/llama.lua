@@ -555,7 +555,7 @@ end
 local function read_json(path, who, what)
   local text = slurp(path)
   if not text then raise("%s: cannot read '%s' (%s)", who, path, what) end
-  local ok, v = pcall(ember.json_decode, text)
+  local ok, v = pcall(ember._json_decode, text)
   if not ok then raise("%s: '%s': %s", who, path, tostring(v)) end
   if type(v) ~= "table" then raise("%s: '%s' holds a %s, not an object", who, path, type(v)) end
   return v
@@ -638,7 +638,7 @@ function Llama:save_pretrained(dir)
   if type(dir) ~= "string" or dir == "" then raise("%s: expected a folder name, got %s", who, type(dir)) end
   dir = dir:gsub("/+$", "")
   local c = self.config
-  local text = ember.json_encode({
+  local text = ember._json_encode({
     architectures = { "LlamaForCausalLM" }, model_type = "llama", hidden_act = "silu",
     attention_bias = false, mlp_bias = false, attention_dropout = 0.0,
     vocab_size = c.vocab_size, hidden_size = c.hidden_size, intermediate_size = c.intermediate_size,

@@ -23,6 +23,7 @@ end
 --- x with elements zeroed with probability p and the rest scaled by 1/(1-p) in training mode; x itself in eval mode.
 -- @tparam Tensor x
 function Dropout:forward(x)
+  Module.check_tensor_input("Dropout.forward", x)
   if not self.training or self.p == 0 then return x end
   if self.p == 1 then return x * 0 end -- everything dropped (PyTorch's p = 1): zeros, and zero gradients
   return ember.dropout(x, self.p, true)

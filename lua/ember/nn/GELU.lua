@@ -20,6 +20,7 @@ end
 --- GELU of x (exact, or the tanh approximation).
 -- @tparam Tensor x
 function GELU:forward(x)
+  Module.check_tensor_input("GELU.forward", x)
   if self.approximate == "tanh" then return x:gelu("tanh") end
   return x:gelu()
 end

@@ -39,6 +39,7 @@ end
 --- x normalised over its last dims (normalized_shape), then scaled and shifted.
 -- @tparam Tensor x [..., *normalized_shape]
 function LayerNorm:forward(x)
+  Module.check_tensor_input("LayerNorm.forward", x)
   local n = #self.normalized_shape
   for i = 1, n do
     if x.shape[x.ndim - n + i] ~= self.normalized_shape[i] then

@@ -533,11 +533,20 @@ function Module.keyword_args(who, names, ...)
   return table.unpack(out, 1, #names)
 end
 
+--- Raises at the user's line unless x is a tensor (a number or a table
+-- would fail deeper as "attempt to index a number value").
+-- @string who the module's forward, for the error ("ReLU.forward")
+-- @param x
+function Module.check_tensor_input(who, x)
+  if not is_tensor(x) then errors.raise("%s: expected a tensor, got %s", who, type(x)) end
+end
+
 --- Raises at the user's line unless the tensor x has a floating-point dtype
 -- (an integer input would fail deeper, in an op the user did not call).
 -- @string who the module's forward, for the error ("BatchNorm2d.forward")
 -- @tparam Tensor x
 function Module.check_float_input(who, x)
+  Module.check_tensor_input(who, x)
   local info = ember.dtype_info(x.dtype)
   if not (info and info.floating) then errors.raise("%s: expected a floating-point input, got %s", who, x.dtype) end
 end

@@ -8,7 +8,10 @@ local ReLU = Module:extend("ReLU")
 
 --- max(x, 0).
 -- @tparam Tensor x
-function ReLU:forward(x) return x:relu() end
+function ReLU:forward(x)
+  Module.check_tensor_input("ReLU.forward", x)
+  return x:relu()
+end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 ReLU.forward = require("ember._errors").wrap(ReLU.forward)
