@@ -36,6 +36,23 @@ static int tree_gc(lua_State *L) {
   return 0;
 }
 
+/* Pushes a holder of one cJSON tree (NULL at first), freed by its __gc. */
+static cJSON **new_box(lua_State *L) {
+  static const char key = 'J';
+  cJSON **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = NULL;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &key) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, tree_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &key);
+  }
+  lua_setmetatable(L, -2);
+  return box;
+}
+
 static void push_value(lua_State *L, const cJSON *v);
 
 static void push_number(lua_State *L, double d) {
@@ -78,12 +95,7 @@ static int bad_json(lua_State *L, const char *text, size_t len, const char *at, 
 static int l_json_decode(lua_State *L) {
   size_t len;
   const char *text = luaL_checklstring(L, 1, &len);
-  cJSON **box = lua_newuserdatauv(L, sizeof *box, 0);
-  *box = NULL;
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, tree_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
+  cJSON **box = new_box(L);
   const char *end = NULL;
   *box = cJSON_ParseWithLengthOpts(text, len, &end, 0);
   if (!*box) return bad_json(L, text, len, end ? end : cJSON_GetErrorPtr(), "malformed");
@@ -103,12 +115,20 @@ static int key_cmp(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The value at stack index idx as a new cJSON item (owned by the caller;
-** on an error, freed by the tree's __gc through `box`). `where` names it
-** for messages ("value", "value.b[2]"). */
+/* The value at stack index idx as a new cJSON item, owned by the caller.
+** `where` names it for messages ("value", "value.b[2]"). A table's item is
+** held by a box on the stack while it is filled, so an error inside frees
+** what was built. */
 static cJSON *to_json(lua_State *L, int idx, int depth, const char *where);
 
-static cJSON *table_to_json(lua_State *L, int idx, int depth, const char *where) {
+/* Adds child e to container c (under key, for an object); frees e if that fails. */
+static void add_item(lua_State *L, cJSON *c, const char *key, cJSON *e) {
+  if (key ? cJSON_AddItemToObject(c, key, e) : cJSON_AddItemToArray(c, e)) return;
+  cJSON_Delete(e);
+  luaL_error(L, "json_encode: out of memory");
+}
+
+static void fill_table(lua_State *L, int idx, int depth, const char *where, cJSON **box) {
   if (depth > JSON_MAX_DEPTH) {
     char head[64];
     snprintf(head, sizeof head, "%s", where);
@@ -123,16 +143,15 @@ static cJSON *table_to_json(lua_State *L, int idx, int depth, const char *where)
   if (n > 0 && count != n)
     luaL_error(L, "json_encode: %s mixes a list of %I with other keys; JSON has either", where, n);
   if (n > 0 || count == 0) {
-    cJSON *arr = cJSON_CreateArray();
-    if (!arr) luaL_error(L, "json_encode: out of memory");
+    if (!(*box = cJSON_CreateArray())) luaL_error(L, "json_encode: out of memory");
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, idx, i);
       const char *w = lua_pushfstring(L, "%s[%I]", where, i);
       cJSON *e = to_json(L, lua_gettop(L) - 1, depth + 1, w);
       lua_pop(L, 2);
-      cJSON_AddItemToArray(arr, e);
+      add_item(L, *box, NULL, e);
     }
-    return arr;
+    return;
   }
   /* an object: its string keys, sorted */
   size_t nk = 0;
@@ -151,17 +170,15 @@ static cJSON *table_to_json(lua_State *L, int idx, int depth, const char *where)
     lua_pop(L, 1);
   }
   qsort(keys, nk, sizeof *keys, key_cmp);
-  cJSON *obj = cJSON_CreateObject();
-  if (!obj) luaL_error(L, "json_encode: out of memory");
+  if (!(*box = cJSON_CreateObject())) luaL_error(L, "json_encode: out of memory");
   for (k = 0; k < nk; k++) {
     lua_getfield(L, idx, keys[k]);
     const char *w = lua_pushfstring(L, "%s.%s", where, keys[k]);
     cJSON *e = to_json(L, lua_gettop(L) - 1, depth + 1, w);
     lua_pop(L, 2);
-    cJSON_AddItemToObject(obj, keys[k], e);
+    add_item(L, *box, keys[k], e);
   }
   lua_pop(L, 1); /* keys */
-  return obj;
 }
 
 static cJSON *to_json(lua_State *L, int idx, int depth, const char *where) {
@@ -178,16 +195,11 @@ static cJSON *to_json(lua_State *L, int idx, int depth, const char *where) {
       break;
     }
     case LUA_TTABLE: {
-      /* the item goes into a holder first, so an error inside frees it */
-      cJSON **box = lua_newuserdatauv(L, sizeof *box, 0);
-      *box = NULL;
-      lua_createtable(L, 0, 1);
-      lua_pushcfunction(L, tree_gc);
-      lua_setfield(L, -2, "__gc");
-      lua_setmetatable(L, -2);
-      *box = table_to_json(L, idx < 0 ? idx - 1 : idx, depth, where);
+      idx = lua_absindex(L, idx);
+      cJSON **box = new_box(L);
+      fill_table(L, idx, depth, where, box);
       v = *box;
-      *box = NULL;
+      *box = NULL; /* the caller owns it now */
       lua_pop(L, 1);
       return v;
     }
@@ -203,12 +215,7 @@ static int l_json_encode(lua_State *L) {
   const lua_Integer indent = luaL_optinteger(L, 2, 2);
   luaL_argcheck(L, indent >= 0 && indent <= 16, 2, "indent must be 0 to 16 spaces");
   lua_settop(L, 1);
-  cJSON **box = lua_newuserdatauv(L, sizeof *box, 0);
-  *box = NULL;
-  lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, tree_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
+  cJSON **box = new_box(L);
   *box = to_json(L, 1, 0, "value");
   char *text = cJSON_Print(*box); /* formatted with tabs, which strings never hold unescaped */
   if (!text) return luaL_error(L, "json_encode: out of memory");
