@@ -327,7 +327,11 @@ F.ge = function(a, b) return F.le(b, a) end
 F.logical_and, F.logical_or = binary("AND"), binary("OR")
 F.floor_divide, F.remainder, F.pow = binary("IDIV"), binary("MOD"), binary("POW")
 function F.where(c, a, b)
-  return node("WHERE", { to_sym(c, "where", 2), to_sym(a, "where", 2), to_sym(b, "where", 2) })
+  c, a, b = to_sym(c, "where", 2), to_sym(a, "where", 2), to_sym(b, "where", 2)
+  -- a constant condition picks its branch (derivative rules make such
+  -- wheres: the programs stay as short as without them)
+  if c.op == "CONST" then return c.value ~= 0 and a or b end
+  return node("WHERE", { c, a, b })
 end
 function F.clamp(x, lo, hi)
   local r = to_sym(x, "clamp", 2)

@@ -625,3 +625,15 @@ print(("moved %.3g first %.4f last %.4f routes %s"):format((m.attn.bias - before
     assert(tonumber(fused) >= 30, "the fused kernel did not run: " .. out)
   end)
 end)
+
+describe("the gradient programs' size", function()
+  it("pow's and clamp's derivative rules add no where to s ^ 2 (a constant condition picks its branch)", function()
+    local variant = require "ember.variant"
+    local trace = require "ember._trace"
+    local def = { name = "user_pow_size", score = function(s, b, h, q, k, ctx) return s ^ 2 * 0.1 end }
+    local r = variant.trace(def, {}, { heads = 1, head_dim = 4, v_head_dim = 4 }, {})
+    for _, x in ipairs(r.score_grad.ins) do
+      assert.are_not.equal(trace.OPNUM.WHERE, x.op, "a where in the gradient of s ^ 2")
+    end
+  end)
+end)
