@@ -207,6 +207,12 @@ function Profile:table(opts)
   return table.concat(out, "\n")
 end
 
+--- The profile itself, so that torch.profiler's chain reads as written
+-- there: `prof:key_averages():table{sort_by = "cpu_time_total", row_limit = 10}`
+-- (ember's rows are already averaged by name, phase and device).
+-- @treturn Profile self
+function Profile:key_averages() return self end
+
 function Profile:__tostring()
   if self.running then return "ember.Profile (running)" end
   return self:table()

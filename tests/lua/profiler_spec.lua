@@ -217,6 +217,13 @@ describe("ember.profile", function()
     for i = 2, #rows do assert.is_true(rows[i - 1].self >= rows[i].self) end
   end)
 
+  it("reads as torch.profiler's chain: key_averages():table{sort_by=, row_limit=}", function()
+    local prof = ember.profile(program())
+    local text = prof:key_averages():table { sort_by = "cpu_time_total", row_limit = 2 }
+    assert.are.equal(prof:table { sort_by = "total", row_limit = 2 }, text)
+    assert.truthy(text:find("more rows", 1, true))
+  end)
+
   it("records the fused attention kernel with its FLOPs", function()
     local a = ember.Attention { heads = 2, head_dim = 8 }
     local q = ember.randn(1, 2, 16, 8):requires_grad_()
