@@ -129,9 +129,10 @@ local function check_values(opts)
   local t = opts.temperature or 1
   if type(t) ~= "number" or t <= 0 then error("generate: temperature must be > 0, got " .. tostring(t)) end
   local k = opts.top_k
-  if k ~= nil and (math.type(k) ~= "integer" or k < 1) then
-    error("generate: top_k must be a positive integer, got " .. tostring(k))
+  if k ~= nil and (math.type(k) ~= "integer" or k < 0) then
+    error("generate: top_k must be an integer >= 0 (0: no top-k filtering), got " .. tostring(k))
   end
+  if k == 0 then k = nil end -- Hugging Face's top_k=0: no filtering
   local p = opts.top_p
   if p ~= nil and (type(p) ~= "number" or not (p > 0 and p <= 1)) then
     error("generate: top_p must be a number in (0, 1], got " .. tostring(p))
@@ -158,7 +159,7 @@ end
 --- Next ids [B, 1] from logits [B, V].
 -- @tparam Tensor logits [B, V]
 -- @tparam[opt] table opts `strategy` ("greedy" or "sample"), `temperature`
--- (1), `top_k`, `top_p` (nucleus: sample among the most likely tokens whose
+-- (1), `top_k` (0: none, as Hugging Face's), `top_p` (nucleus: sample among the most likely tokens whose
 -- probabilities sum to top_p)
 -- @treturn Tensor int64 [B, 1], 1-based ids
 function generate.pick(logits, opts)
@@ -279,7 +280,7 @@ end
 -- @tparam Tensor prompt int64 [B, L]
 -- @param[opt] opts `max_new_tokens` (32), `min_new_tokens` (0: the eos ids
 -- cannot be picked before that many new tokens, as Hugging Face's), `strategy` ("greedy" or "sample"),
--- `temperature` (1), `top_k`, `top_p` (nucleus sampling), `repetition_penalty`
+-- `temperature` (1), `top_k` (0: none), `top_p` (nucleus sampling), `repetition_penalty`
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
 -- `{{5}, {7, 8}}`: a row whose generated ids end with one is done), `pad_id`

@@ -181,8 +181,8 @@ describe("sampling", function()
     assert.has_error(function() generate.generate({}, prompt(1, 1)) end,
       "generate: the model needs a decode(ids, opts) method")
     assert.has_error(function() generate.generate(m, prompt(1, 1), { strategy = "beam" }) end)
-    assert.has_error(function() generate.pick(ember.zeros(1, 3), { strategy = "sample", top_k = 0 }) end,
-      "generate: top_k must be a positive integer, got 0")
+    assert.has_error(function() generate.pick(ember.zeros(1, 3), { strategy = "sample", top_k = -1 }) end,
+      "generate: top_k must be an integer >= 0 (0: no top-k filtering), got -1")
   end)
 
   it("restores training mode", function()

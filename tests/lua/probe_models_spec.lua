@@ -689,3 +689,17 @@ describe("activation and norm modules given something that is not a tensor", fun
     end
   end)
 end)
+
+describe("generate: top_k = 0 is no top-k filtering, as Hugging Face's (its nucleus examples pass top_k=0)", function()
+  it("samples as without top_k (it was refused: 'top_k must be a positive integer')", function()
+    local generate = require "ember.generate"
+    local logits = ember.tensor({ { 2.0, 1.0, 0.5, 0.0, -1.0 } }):expand(64, 5):contiguous()
+    ember.manual_seed(40)
+    local a = generate.pick(logits, { strategy = "sample", top_k = 0, top_p = 0.9 })
+    ember.manual_seed(40)
+    local b = generate.pick(logits, { strategy = "sample", top_p = 0.9 })
+    assert.is_true(a:equal(b))
+    raises_here(function() generate.pick(logits, { strategy = "sample", top_k = -1 }) end,
+      "generate: top_k must be an integer >= 0 (0: no top-k filtering), got -1")
+  end)
+end)
