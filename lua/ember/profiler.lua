@@ -79,6 +79,12 @@ function M.range(name)
   end, __name = "ember.profiler range" })
 end
 
+--- torch.profiler.record_function's name for `range`:
+-- `local r <close> = ember.profiler.record_function("data")`.
+-- @string name
+-- @return a value to close
+function M.record_function(name) return M.range(name) end
+
 --- Whether a profile is recording.
 -- @treturn boolean
 function M.enabled() return core._profiler_enabled() end

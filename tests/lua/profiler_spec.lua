@@ -219,6 +219,13 @@ describe("ember.profile", function()
 
   it("reads as torch.profiler's chain: key_averages():table{sort_by=, row_limit=}", function()
     local prof = ember.profile(program())
+    local p = ember.profiler.start()
+    do
+      local r <close> = ember.profiler.record_function("torch's name")
+      program()()
+    end
+    p:stop()
+    assert.are.equal(1, count(p, "torch's name", "forward"))
     local text = prof:key_averages():table { sort_by = "cpu_time_total", row_limit = 2 }
     assert.are.equal(prof:table { sort_by = "total", row_limit = 2 }, text)
     assert.truthy(text:find("more rows", 1, true))
