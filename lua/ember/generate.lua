@@ -127,7 +127,11 @@ local function check_values(opts)
     error("generate: strategy must be \"greedy\" or \"sample\", got " .. tostring(strategy))
   end
   local t = opts.temperature or 1
-  if type(t) ~= "number" or t <= 0 then error("generate: temperature must be > 0, got " .. tostring(t)) end
+  -- greedy ignores it, and takes 0 as Hugging Face does (with do_sample=False)
+  if type(t) ~= "number" or t < 0 or (t == 0 and strategy == "sample") or t ~= t then
+    error(("generate: temperature must be > 0 when sampling, got %s (for greedy decoding: strategy = \"greedy\")")
+      :format(tostring(t)))
+  end
   local k = opts.top_k
   if k ~= nil and (math.type(k) ~= "integer" or k < 0) then
     error("generate: top_k must be an integer >= 0 (0: no top-k filtering), got " .. tostring(k))

@@ -703,3 +703,14 @@ describe("generate: top_k = 0 is no top-k filtering, as Hugging Face's (its nucl
       "generate: top_k must be an integer >= 0 (0: no top-k filtering), got -1")
   end)
 end)
+
+describe("generate: temperature = 0 with greedy decoding is allowed (ignored), as Hugging Face's", function()
+  it("greedy takes it (it was refused); sampling refuses it and points at greedy", function()
+    local generate = require "ember.generate"
+    local logits = ember.tensor({ { 0.5, 2.0, -1.0 } })
+    assert.are.equal(2, generate.pick(logits, { temperature = 0 })[1][1]:item())
+    raises_here(function() generate.pick(logits, { strategy = "sample", temperature = 0 }) end,
+      "generate: temperature must be > 0 when sampling, got 0 (for greedy decoding: strategy = \"greedy\")")
+    raises_here(function() generate.pick(logits, { temperature = -1 }) end, "generate: temperature must be")
+  end)
+end)
