@@ -53,6 +53,10 @@ local function autocast(_, dtype, fn, ...)
     raise("ember.autocast: takes the dtype, not torch.autocast's device type: ember.autocast(\"bfloat16\", ...), "
       .. "got \"%s\"", dtype)
   end
+  if not info then
+    raise("ember.autocast: unknown dtype \"%s\"; autocast runs products in bfloat16 (ember.autocast(\"bfloat16\", ...))",
+      dtype)
+  end
   if type(fn) ~= "function" then return scope(dtype, fn) end
   local ac <close> = scope(dtype, true)
   return fn(...)
