@@ -714,3 +714,26 @@ describe("generate: temperature = 0 with greedy decoding is allowed (ignored), a
     raises_here(function() generate.pick(logits, { temperature = -1 }) end, "generate: temperature must be")
   end)
 end)
+
+describe("ViT{checkpoint = true}: its encoder layers checkpointed (the layers' option was out of reach)", function()
+  it("recomputes each layer in the backward; gradients equal the run without, bit for bit", function()
+    local ViT = require("ember.models").ViT
+    local function run(ck)
+      ember.manual_seed(50)
+      local m = ViT{ image_size = 8, patch_size = 4, in_channels = 1, num_classes = 3, hidden_dim = 16, num_layers = 2,
+                     num_heads = 2, mlp_dim = 32, dropout = 0.1, checkpoint = ck }
+      local runs, ff = 0, m.layers[1].ff
+      local f = ff.forward
+      ff.forward = function(...) runs = runs + 1 return f(...) end
+      ember.manual_seed(51)
+      m(ember.randn(2, 1, 8, 8)):pow(2):sum():backward()
+      local g = {}
+      for k, p in pairs(m:named_parameters()) do g[k] = p.grad end
+      return g, runs
+    end
+    local g0, r0 = run(nil)
+    local g1, r1 = run(true)
+    assert.are.same({ 1, 2 }, { r0, r1 })
+    for k, g in pairs(g0) do assert.is_true(g:equal(g1[k]), k) end
+  end)
+end)

@@ -46,7 +46,7 @@ local ViT = Module:extend("ViT")
 
 local KEYS = { "image_size", "patch_size", "in_channels", "num_classes", "hidden_dim", "num_layers", "num_heads",
                "mlp_dim", "dropout", "attention_dropout", "layer_norm_eps", "pool", "attention", "attention_options",
-               "dtype", "device" }
+               "checkpoint", "dtype", "device" }
 
 local function pair(v, name)
   if math.type(v) == "integer" and v > 0 then return { v, v } end
@@ -69,7 +69,7 @@ local function check_config(cfg)
     num_layers = cfg.num_layers, num_heads = cfg.num_heads, mlp_dim = cfg.mlp_dim,
     dropout = cfg.dropout or 0, attention_dropout = cfg.attention_dropout or 0,
     layer_norm_eps = cfg.layer_norm_eps or 1e-6, pool = cfg.pool or "cls", attention = cfg.attention,
-    attention_options = cfg.attention_options, dtype = cfg.dtype, device = cfg.device,
+    attention_options = cfg.attention_options, checkpoint = cfg.checkpoint, dtype = cfg.dtype, device = cfg.device,
   }
   for _, k in ipairs({ "in_channels", "num_classes", "hidden_dim", "num_layers", "num_heads", "mlp_dim" }) do
     if math.type(c[k]) ~= "integer" or c[k] < 1 then
@@ -94,7 +94,8 @@ end
 -- (1000), `dropout` (0; after the positions and in each layer),
 -- `attention_dropout` (0), `layer_norm_eps` (1e-6), `pool` ("cls": the class
 -- token's output; "mean": the mean of all tokens), `attention` and
--- `attention_options` (an attention variant for the layers), `dtype`, `device`
+-- `attention_options` (an attention variant for the layers), `checkpoint`
+-- (false; true: each layer recomputed in the backward, nn.checkpoint), `dtype`, `device`
 function ViT:__init(config)
   local c = check_config(config)
   self.config = c
@@ -109,7 +110,8 @@ function ViT:__init(config)
     layers:append(TransformerEncoderLayer(D, c.num_heads, {
       dim_feedforward = c.mlp_dim, dropout = c.dropout, attention_dropout = c.attention_dropout,
       activation = "gelu", norm_first = true, layer_norm_eps = c.layer_norm_eps,
-      attention = c.attention, attention_options = c.attention_options, dtype = c.dtype, device = c.device,
+      attention = c.attention, attention_options = c.attention_options, checkpoint = c.checkpoint,
+      dtype = c.dtype, device = c.device,
     }))
   end
   self.layers = layers
