@@ -311,6 +311,15 @@ static int assign_integer(lua_State *L, em_tensor *t) {
   int64_t i = lember_checkpos(L, 2, t->shape[0], "setindex", "index");
   int vt = lua_type(L, 3);
   if (vt == LUA_TUSERDATA) src = lember_checktensor(L, 3);
+  /* a write autograd records goes the table way (_indexing.lua): t[{i}] = v
+  ** (a leaf that requires grad stays here, refused naming the view) */
+  if (em_grad_enabled() && !(t->requires_grad && !t->grad_fn) && (t->requires_grad || (src && src->requires_grad))) {
+    lua_createtable(L, 1, 0);
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, -2, 1);
+    lua_replace(L, 2);
+    return call_table_index(L, "__table_newindex", 3), 0;
+  }
   else if (vt != LUA_TNUMBER && vt != LUA_TBOOLEAN)
     return luaL_error(L, "ember.setindex: value must be a number or a tensor, got %s",
                       luaL_typename(L, 3));

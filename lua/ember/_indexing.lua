@@ -69,8 +69,37 @@ local function table_view(t, key, for_write)
   return v, pick_dim, picked
 end
 
+-- With grad mode on, a write into a tensor of a graph (not a leaf that
+-- requires grad) or of a value that requires grad is made out of place and
+-- copied in whole, which autograd records (copy_); a view's write would not be.
+local function records(t, value)
+  return core.is_grad_enabled() and not (t.requires_grad and t.is_leaf)
+    and (t.requires_grad or (core.is_tensor(value) and value.requires_grad))
+end
+
+-- t[key] = value through the positions key picks in t (1-based, flat):
+-- index_copy / index_fill of the flattened t, then t:copy_ of the whole.
+local function recorded_assign(t, key, value)
+  local pos = core.arange(1, t:numel() + 1, { dtype = "int64", device = t.device }):view(t.shape)
+  local pv, pd, pidx = table_view(pos, key, true)
+  if pidx then pv = pv:index_select(pd, pidx) end
+  local new
+  if core.is_tensor(value) then
+    local src = helpers.index_value("setindex", value, t.dtype, { table.unpack(pv.shape) })
+    new = t:reshape(-1):index_copy(1, pv:reshape(-1), src:reshape(-1))
+  elseif type(value) == "number" or type(value) == "boolean" then
+    new = t:reshape(-1):index_fill(1, pv:reshape(-1), type(value) == "boolean" and (value and 1 or 0) or value)
+  else
+    fail("setindex", "value must be a number or a tensor, got %s", type(value))
+  end
+  -- (t's flat view is no longer reachable: copy_ finds t unshared)
+  local ok, err = pcall(T.copy_, t, new:view(t.shape))
+  if not ok then error((tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("ember%.copy_", "ember.setindex")), 0) end
+end
+
 -- t[key] = value for a key with at most one tensor
 local function table_assign(t, key, value)
+  if records(t, value) then return recorded_assign(t, key, value) end
   local v, d, idx = table_view(t, key, true)
   if idx then
     -- the positions idx along dim d of the view v
