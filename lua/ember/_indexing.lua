@@ -190,8 +190,8 @@ mt.__table_newindex = guard(function(t, key, value)
   local k, lin, shape = pointwise("setindex", t, key)
   if not k then return table_assign(t, key, value) end
   if #key ~= k then fail("setindex", "x[{rows, cols, ...}] = v takes int64 tensors only, without ranges after them") end
-  local flat = t:reshape(shape)
   local pos = lin:reshape(-1)
+  local new -- (t's reshaped view is not kept: copy_ records the write where t is unshared)
   if core.is_tensor(value) then
     local vs, full = { pos:numel() }, { table.unpack(lin.shape) }
     for i = 2, #shape do
@@ -199,12 +199,13 @@ mt.__table_newindex = guard(function(t, key, value)
       full[#full + 1] = shape[i]
     end
     local src = helpers.index_value("setindex", value, t.dtype, full):reshape(vs)
-    t:copy_(flat:index_copy(1, pos, src):view(t.shape))
+    new = t:reshape(shape):index_copy(1, pos, src)
   elseif type(value) == "number" or type(value) == "boolean" then
-    t:copy_(flat:index_fill(1, pos, type(value) == "boolean" and (value and 1 or 0) or value):view(t.shape))
+    new = t:reshape(shape):index_fill(1, pos, type(value) == "boolean" and (value and 1 or 0) or value)
   else
     fail("setindex", "value must be a number or a tensor, got %s", type(value))
   end
+  t:copy_(new:view(t.shape))
 end)
 
 -- x:index_put(indices, values [, accumulate = false]): x with the elements

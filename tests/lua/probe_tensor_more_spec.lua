@@ -588,3 +588,13 @@ describe("t[i] = v and t[{...}] = v are recorded on graph tensors and from value
     raises_here(function() w[{ 1 }] = 0 end, "a leaf tensor that requires grad")
   end)
 end)
+
+describe("t[{rows, cols}] = v on a graph tensor", function()
+  it("is recorded too (torch: y[[0, 1], [1, 0]] = 0 gives m.grad [[1, 0], [0, 1]])", function()
+    local m = ember.tensor({ { 1, 2 }, { 3, 4 } }):requires_grad_()
+    local y = m * 1
+    y[{ ember.tensor({ 1, 2 }, "int64"), ember.tensor({ 2, 1 }, "int64") }] = 0
+    y:sum():backward()
+    assert.are.same({ { 1, 0 }, { 0, 1 } }, m.grad:totable())
+  end)
+end)
