@@ -7,6 +7,8 @@
 ** Floats get 4 decimals, or scientific notation when the magnitudes call
 ** for it (as PyTorch decides). Tensors of more than 1000 elements show the
 ** first and last 3 entries of each long dim with "..." between.
+** ember.set_printoptions{precision=, threshold=, edgeitems=, linewidth=,
+** sci_mode=, profile=} changes those, as torch.set_printoptions.
 */
 #include <math.h>
 #include <stdio.h>
@@ -14,9 +16,19 @@
 
 #include "lember.h"
 
-#define SUMMARIZE_ABOVE 1000 /* elements */
-#define EDGE 3               /* shown at each end of a summarized dim */
-#define LINE_WIDTH 80
+/* torch.set_printoptions' settings; the "default" profile. */
+typedef struct print_options {
+  int precision;     /* decimals of floats */
+  int64_t threshold; /* more elements than this are summarized */
+  int edgeitems;     /* shown at each end of a summarized dim */
+  int linewidth;     /* characters a line of elements may take */
+  int sci_mode;      /* -1: as PyTorch decides, 0: never, 1: always */
+} print_options;
+static const print_options profiles[3] = {{4, 1000, 3, 80, -1}, {2, 1000, 2, 80, -1}, {4, INT64_MAX, 3, 80, -1}};
+static print_options opts = {4, 1000, 3, 80, -1};
+#define SUMMARIZE_ABOVE opts.threshold
+#define EDGE opts.edgeitems
+#define LINE_WIDTH opts.linewidth
 #define PREFIX "tensor("
 #define PREFIX_LEN 7
 
@@ -73,7 +85,7 @@ static int fmt_element(const printer *p, int64_t i, char *buf, size_t n) {
       double v = ((const double *)p->data)[i];
       if (isnan(v)) return snprintf(buf, n, "nan");
       if (isinf(v)) return snprintf(buf, n, v > 0 ? "inf" : "-inf");
-      return snprintf(buf, n, p->sci ? "%.4e" : "%.4f", v);
+      return snprintf(buf, n, p->sci ? "%.*e" : "%.*f", opts.precision, v);
     }
   }
 }
@@ -88,7 +100,49 @@ static void choose_float_mode(printer *p, int64_t n) {
     if (a > maxa) maxa = a;
     if (a < mina) mina = a;
   }
-  p->sci = maxa > 0 && (maxa >= 1e8 || mina < 1e-4 || maxa / mina > 1e3);
+  p->sci = opts.sci_mode >= 0 ? opts.sci_mode : maxa > 0 && (maxa >= 1e8 || mina < 1e-4 || maxa / mina > 1e3);
+}
+
+/* ember.set_printoptions{precision =, threshold =, edgeitems =, linewidth =,
+** sci_mode =, profile =}: torch.set_printoptions' keywords (profile first:
+** "default", "short" or "full"; sci_mode nil is PyTorch's choice again). */
+int lember_set_printoptions(lua_State *L) {
+  static const char *const names[] = {"precision", "threshold", "edgeitems", "linewidth", "sci_mode", "profile", NULL};
+  static const char *const op = "set_printoptions";
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lember_checkoptions(L, 1, op, names);
+  lember_noextra(L, 1, op, "options");
+  print_options o = opts;
+  if (lua_getfield(L, 1, "profile") != LUA_TNIL) {
+    const char *p = lua_tostring(L, -1);
+    int k = !p ? -1 : strcmp(p, "default") == 0 ? 0 : strcmp(p, "short") == 0 ? 1 : strcmp(p, "full") == 0 ? 2 : -1;
+    if (k < 0 || lua_type(L, -1) != LUA_TSTRING)
+      return luaL_error(L, "ember.%s: profile must be \"default\", \"short\" or \"full\", got %s%s%s", op,
+                        p ? "\"" : "", p ? p : luaL_typename(L, -1), p ? "\"" : "");
+    o = profiles[k];
+  }
+  static const struct { const char *name; int64_t lo, hi; } ints[4] = {
+    {"precision", 0, 30}, {"threshold", 0, INT64_MAX}, {"edgeitems", 1, 1000000}, {"linewidth", 1, 1000000}};
+  for (int i = 0; i < 4; i++) {
+    if (lua_getfield(L, 1, ints[i].name) == LUA_TNIL) continue;
+    int64_t v = lember_checkint(L, -1, op, ints[i].name);
+    if (v < ints[i].lo || v > ints[i].hi) {
+      if (ints[i].hi == INT64_MAX)
+        return luaL_error(L, "ember.%s: %s must be an integer >= %I, got %I", op, ints[i].name, (lua_Integer)ints[i].lo, (lua_Integer)v);
+      return luaL_error(L, "ember.%s: %s must be an integer in %I..%I, got %I", op, ints[i].name,
+                        (lua_Integer)ints[i].lo, (lua_Integer)ints[i].hi, (lua_Integer)v);
+    }
+    if (i == 0) o.precision = (int)v;
+    if (i == 1) o.threshold = v;
+    if (i == 2) o.edgeitems = (int)v;
+    if (i == 3) o.linewidth = (int)v;
+  }
+  int t = lua_getfield(L, 1, "sci_mode");
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    return luaL_error(L, "ember.%s: sci_mode must be a boolean or nil, got %s", op, luaL_typename(L, -1));
+  if (t == LUA_TBOOLEAN) o.sci_mode = lua_toboolean(L, -1);
+  opts = o;
+  return 0;
 }
 
 static void add_spaces(luaL_Buffer *b, int n) {

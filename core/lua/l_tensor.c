@@ -509,6 +509,8 @@ void lember_open_tensor(lua_State *L, int module, int methods_idx, int mt) {
   lua_setfield(L, module, "is_tensor");
   lua_pushcfunction(L, f_noextra);
   lua_setfield(L, module, "_noextra");
+  lua_pushcfunction(L, lember_set_printoptions);
+  lua_setfield(L, module, "set_printoptions");
   lua_pushvalue(L, methods_idx);
   lua_setfield(L, module, "Tensor");
 }

@@ -164,6 +164,8 @@ void lember_pushsize(lua_State *L, int ndim, const int64_t *shape);
 
 /* Pushes the PyTorch-like string of t. */
 void lember_pushtostring(lua_State *L, em_tensor *t);
+/* ember.set_printoptions{...} (l_print.c). */
+int lember_set_printoptions(lua_State *L);
 
 /* ---- autograd (l_autograd.c) ---- */
 

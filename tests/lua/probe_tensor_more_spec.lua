@@ -598,3 +598,31 @@ describe("t[{rows, cols}] = v on a graph tensor", function()
     assert.are.same({ { 1, 0 }, { 0, 1 } }, m.grad:totable())
   end)
 end)
+
+describe("ember.set_printoptions, as torch.set_printoptions", function()
+  after_each(function() ember.set_printoptions { profile = "default" } end)
+  -- torch.set_printoptions(precision=2): tensor([1.23, 2.00]); sci_mode=False: tensor([0.0000, 1000000.0000]) ...
+  it("precision, sci_mode, threshold, edgeitems and linewidth change how tensors print", function()
+    ember.set_printoptions { precision = 2 }
+    assert.are.equal("tensor([1.23, 2.00], shape=[2], dtype=float32, device=cpu)", tostring(ember.tensor({ 1.23456, 2 })))
+    ember.set_printoptions { precision = 4, sci_mode = false }
+    assert.are.equal("tensor([1.0000e+00, 1.0000e+06], shape=[2], dtype=float32, device=cpu)",
+      (function() ember.set_printoptions { sci_mode = true }; return tostring(ember.tensor({ 1, 1e6 })) end)())
+    ember.set_printoptions { sci_mode = false }
+    assert.are.equal("tensor([      0.0001, 1000000.0000], shape=[2], dtype=float32, device=cpu)",
+      tostring(ember.tensor({ 1e-4, 1e6 })))
+    ember.set_printoptions { profile = "default", threshold = 5, edgeitems = 2 }
+    assert.are.equal("tensor([0, 1,  ..., 8, 9], shape=[10], dtype=int64, device=cpu)", tostring(ember.arange(0, 10):long()))
+    ember.set_printoptions { profile = "default", linewidth = 20 }
+    assert.are.equal("tensor([0, 1, 2, 3,\n        4, 5, 6, 7], shape=[8], dtype=int64, device=cpu)", tostring(ember.arange(0, 8):long()))
+    ember.set_printoptions { profile = "full" }
+    assert.is_nil(tostring(ember.zeros(2000)):find("...", 1, true))
+  end)
+  it("refuses unknown options and bad values, naming set_printoptions", function()
+    raises_here(function() ember.set_printoptions { precison = 2 } end, "ember.set_printoptions: unknown option 'precison'")
+    raises_here(function() ember.set_printoptions { precision = -1 } end, "ember.set_printoptions: precision must be an integer in 0..30, got -1")
+    raises_here(function() ember.set_printoptions { profile = "long" } end,
+      "ember.set_printoptions: profile must be \"default\", \"short\" or \"full\", got \"long\"")
+    raises_here(function() ember.set_printoptions { sci_mode = 1 } end, "ember.set_printoptions: sci_mode must be a boolean or nil")
+  end)
+end)
