@@ -272,6 +272,13 @@ end, true)
 -- along dim (a number or a table of dims; one dim for p = +-inf).
 set("norm", function(x, p, dim, keepdim)
   check_tensor("norm", x)
+  if type(p) == "table" and getmetatable(p) == nil then -- x:norm{p =, dim =, keepdim =}, torch's keywords
+    if dim ~= nil or keepdim ~= nil then fail("norm", "expected ({p =, dim =, keepdim =}) alone, got more arguments") end
+    for k in pairs(p) do
+      if k ~= "p" and k ~= "dim" and k ~= "keepdim" then fail("norm", "unknown option '%s' (expected p, dim, keepdim)", tostring(k)) end
+    end
+    p, dim, keepdim = p.p, p.dim, p.keepdim
+  end
   if p == nil or p == "fro" then p = 2 end
   if type(p) ~= "number" then fail("norm", "p must be a number, \"fro\", math.huge or -math.huge, got %s", tostring(p)) end
   if not core.Tensor.is_floating_point(x) then

@@ -626,3 +626,16 @@ describe("ember.set_printoptions, as torch.set_printoptions", function()
     raises_here(function() ember.set_printoptions { sci_mode = 1 } end, "ember.set_printoptions: sci_mode must be a boolean or nil")
   end)
 end)
+
+describe("norm takes torch's keywords", function()
+  -- torch.tensor([[3., 4.], [6., 8.]]).norm(p=1, dim=1) is [7., 14.]; .norm(dim=0, keepdim=True) [[6.7082, 8.9443]]
+  local x = ember.tensor({ { 3, 4 }, { 6, 8 } })
+  it("as {p =, dim =, keepdim =} alone", function()
+    assert.are.same({ 7, 14 }, x:norm { p = 1, dim = 2 }:totable())
+    local n = x:norm { dim = 1, keepdim = true }
+    assert.are.equal(ember.Size { 1, 2 }, n.shape)
+    assert(math.abs(n[1][1]:item() - 6.7082) < 1e-4)
+    assert(math.abs(ember.norm(x, { p = "fro" }):item() - 11.1803) < 1e-4)
+    raises_here(function() local _ = x:norm { p = 1, dims = 2 } end, "ember.norm: unknown option 'dims'")
+  end)
+end)
