@@ -311,6 +311,9 @@ static int assign_integer(lua_State *L, em_tensor *t) {
   int64_t i = lember_checkpos(L, 2, t->shape[0], "setindex", "index");
   int vt = lua_type(L, 3);
   if (vt == LUA_TUSERDATA) src = lember_checktensor(L, 3);
+  else if (vt != LUA_TNUMBER && vt != LUA_TBOOLEAN)
+    return luaL_error(L, "ember.setindex: value must be a number or a tensor, got %s",
+                      luaL_typename(L, 3));
   /* a write autograd records goes the table way (_indexing.lua): t[{i}] = v
   ** (a leaf that requires grad stays here, refused naming the view) */
   if (em_grad_enabled() && !(t->requires_grad && !t->grad_fn) && (t->requires_grad || (src && src->requires_grad))) {
@@ -320,9 +323,6 @@ static int assign_integer(lua_State *L, em_tensor *t) {
     lua_replace(L, 2);
     return call_table_index(L, "__table_newindex", 3), 0;
   }
-  else if (vt != LUA_TNUMBER && vt != LUA_TBOOLEAN)
-    return luaL_error(L, "ember.setindex: value must be a number or a tensor, got %s",
-                      luaL_typename(L, 3));
   double v = vt == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3);
   s = em_select(&dst, t, 0, i);
   if (!s) s = src ? em_copy_(dst, src) : em_fill_(dst, v);

@@ -555,6 +555,13 @@ end)
 describe("t[i] = v and t[{...}] = v are recorded on graph tensors and from values that require grad", function()
   -- PyTorch 1.13: out = zeros(3, 2); out[i] = w * (i + 1) in a loop; out.sum().backward(): w.grad = [6, 6]
   local function W(t) return ember.tensor(t):requires_grad_() end
+  it("plain tensors keep the plain write (t[i] = a tensor or a number)", function()
+    local t = ember.zeros(2, 3)
+    t[1] = ember.tensor({ 1, 2, 3 })
+    t[2] = 4
+    assert.are.same({ { 1, 2, 3 }, { 4, 4, 4 } }, t:totable())
+    raises_here(function() t[1] = "x" end, "ember.setindex: value must be a number or a tensor, got string")
+  end)
   it("filling a plain tensor row by row from a graph (an RNN's outputs)", function()
     local w = W { 1, 2 }
     local out = ember.zeros(3, 2)
@@ -639,3 +646,4 @@ describe("norm takes torch's keywords", function()
     raises_here(function() local _ = x:norm { p = 1, dims = 2 } end, "ember.norm: unknown option 'dims'")
   end)
 end)
+
