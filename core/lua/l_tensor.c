@@ -218,6 +218,8 @@ static int push_property(lua_State *L, em_tensor *t, const char *k) {
     em_status s = em_detach(out, t);
     if (s) return lember_error(L, "data", s);
     lember_account(L, *out);
+  } else if (strcmp(k, "_version") == 0) { /* PyTorch's: the in-place writes to t's memory so far */
+    lua_pushinteger(L, t->storage ? (lua_Integer)__atomic_load_n(&t->storage->version, __ATOMIC_RELAXED) : 0);
   } else if (strcmp(k, "is_cuda") == 0) {
     lua_pushboolean(L, strncmp(em_device_str(t->device, buf, sizeof buf), "cuda", 4) == 0);
   } else {
