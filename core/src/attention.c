@@ -580,7 +580,18 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
     }
     x->v = v, x->r = *route, x->r.decl = NULL, x->saved = saved, x->n_inputs = n_in;
     em_release(y);
-    s = em_autograd_record(alias, &ATTENTION_OP, n_in, inputs, 0, NULL, x); /* frees x on failure */
+    /* Everything the backward reads, as the node's saved tensors (aliases:
+    ** the route's own state holds the data), so that backward refuses to
+    ** run after one was written in place (autograd.c's version check):
+    ** q, k, v, the tables, a Lua variant's per-call tensors, the masks. */
+    em_tensor *keep[3 + EM_ATTN_MAX_PARAMS + EM_EXPR_MAX_CAPS + 2];
+    int n_keep = 0;
+    for (int i = 0; i < n_in; i++) keep[n_keep++] = inputs[i];
+    for (int i = 0; c->mods && i < c->mods->n_caps; i++)
+      if (c->mods->cap_input[i]) keep[n_keep++] = c->mods->cap_input[i];
+    if (c->key_padding) keep[n_keep++] = c->key_padding;
+    if (c->mask) keep[n_keep++] = c->mask;
+    s = em_autograd_record(alias, &ATTENTION_OP, n_in, inputs, n_keep, keep, x); /* frees x on failure */
     if (s != EM_OK) {
       em_release(alias), em_release(w);
       return s;

@@ -256,6 +256,48 @@ describe("dropout on both routes", function()
   end)
 end)
 
+describe("in-place writes between forward and backward", function()
+  -- The fused node saves what its backward reads, so backward refuses to
+  -- run on values written since (PyTorch's version counter); k:mul_(3)
+  -- changed q's gradient silently before.
+  local function refused(f)
+    local ok, err = pcall(f)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("modified by an in-place operation", 1, true), tostring(err))
+  end
+
+  it("q, k, v, a learned table, a key padding mask and a Lua variant's per-call ids", function()
+    local p = problem(1, 2, 12, 12, 8, 8, "float64")
+    local pad = ember.zeros({1, 12}, {dtype = "bool"})
+    local cases = {
+      {spec = {attention = "standard"}, write = function(q) ember.no_grad(function() q:mul_(2) end) end},
+      {spec = {attention = "standard"}, write = function(_, k) k:mul_(3) end},
+      {spec = {attention = "standard"}, write = function(_, _, v) v:add_(1) end},
+      {spec = {attention = "standard"}, opts = {key_padding_mask = pad}, write = function() pad[{1, 12}] = true end},
+      {spec = {attention = "relpos", mode = "t5"}, write = function(_, _, _, a)
+        ember.no_grad(function() a:parameters()[1]:add_(1) end)
+      end},
+    }
+    for _, c in ipairs(cases) do
+      local a = make(c.spec, 2, 8, 8, "float64")
+      local q, k, v = p.q:clone():requires_grad_(), p.k:clone(), p.v:clone()
+      local opts = {}
+      for key, val in pairs(c.opts or {}) do opts[key] = val end
+      local y = a:forward(q, k, v, opts)
+      y:sum():backward{retain_graph = true} -- untouched: runs
+      c.write(q, k, v, a)
+      refused(function() y:sum():backward() end)
+    end
+    -- a per-call tensor of a variant written in Lua (document ids)
+    local d = ember.Attention{heads = 2, head_dim = 8, attention = "document", dtype = "float64"}
+    local ids = ember.tensor({{1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3}}, {dtype = "int64"})
+    local q = p.q:clone():requires_grad_()
+    local y = d(q, p.k, p.v, {variant_inputs = {doc = ids}})
+    ids[{1, 1}] = 2
+    refused(function() y:sum():backward() end)
+  end)
+end)
+
 describe("no silent fallback", function()
   it("every shipped declared variant runs fused on CPU float32 and float64, with every mask kind", function()
     for _, dtype in ipairs({"float32", "float64"}) do
