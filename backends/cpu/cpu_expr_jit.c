@@ -346,8 +346,19 @@ static bool write_file(const char *path, const char *text, size_t n) {
 ** Part of the cache key: entries compiled otherwise are not found. */
 #define JIT_CFLAGS "-O3 -std=gnu11 -ffp-contract=off -fPIC -shared -fno-trapping-math -fno-math-errno"
 
-/* Runs the compiler; its output goes to log. */
-static bool run_cc(const char *cc, const char *src, const char *out, const char *log) {
+/* The first line of the compiler's log, for the report. */
+static void first_line(const char *log, char *buf, size_t n) {
+  buf[0] = 0;
+  FILE *f = fopen(log, "r");
+  if (!f) return;
+  if (fgets(buf, (int)n, f)) buf[strcspn(buf, "\n")] = 0;
+  fclose(f);
+}
+
+/* Runs the compiler; its output goes to log. When it fails, why (n bytes)
+** says how: the compiler's first line of output, else that it could not
+** be started, its exit status or signal, or that it wrote no `out`. */
+static bool run_cc(const char *cc, const char *src, const char *out, const char *log, char *why, size_t nwhy) {
   char *argv[64];
   int n = 0;
   char flags[512];
@@ -373,10 +384,26 @@ static bool run_cc(const char *cc, const char *src, const char *out, const char 
   pid_t pid;
   int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return false;
+  if (rc != 0) {
+    snprintf(why, nwhy, "cannot start it: %s", strerror(rc));
+    return false;
+  }
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+    if (access(out, R_OK) == 0) return true;
+    snprintf(why, nwhy, "it exited with status 0 but wrote no shared object");
+    return false;
+  }
+  first_line(log, why, nwhy);
+  if (why[0]) return false;
+  /* a child that exec could not start exits with 127 (posix_spawnp's
+  ** failure may be reported so, after the fork) */
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) snprintf(why, nwhy, "cannot start it (exit status 127)");
+  else if (WIFEXITED(st)) snprintf(why, nwhy, "it exited with status %d and printed nothing", WEXITSTATUS(st));
+  else if (WIFSIGNALED(st)) snprintf(why, nwhy, "it was killed by signal %d", WTERMSIG(st));
+  else snprintf(why, nwhy, "it did not finish");
+  return false;
 }
 
 /* The tile functions of a compiled source; false when it does not load
@@ -395,15 +422,6 @@ static bool load_so(const char *path, const em_expr *const *progs, cpu_xjit_fn *
     }
   }
   return true;
-}
-
-/* The first line of the compiler's log, for the report. */
-static void first_line(const char *log, char *buf, size_t n) {
-  buf[0] = 0;
-  FILE *f = fopen(log, "r");
-  if (!f) return;
-  if (fgets(buf, (int)n, f)) buf[strcspn(buf, "\n")] = 0;
-  fclose(f);
 }
 
 /* ---- the cache folder's size ---- */
@@ -491,11 +509,9 @@ static bool build(const char *src, size_t n, uint64_t key, const em_expr *const 
     snprintf(g_state, sizeof g_state, "interpreted (cannot write %s)", tmp_c);
     return false;
   }
-  if (!run_cc(cc, tmp_c, tmp_so, log)) {
-    char why[160];
-    first_line(log, why, sizeof why);
-    snprintf(g_state, sizeof g_state, "interpreted (compiling with %s failed: %s)", cc,
-             why[0] ? why : "the compiler did not run");
+  char why[160] = "";
+  if (!run_cc(cc, tmp_c, tmp_so, log, why, sizeof why)) {
+    snprintf(g_state, sizeof g_state, "interpreted (compiling with %s failed: %s)", cc, why);
     unlink(tmp_c), unlink(tmp_so), unlink(log);
     return false;
   }

@@ -98,6 +98,34 @@ describe("compiled traced programs", function()
     end
   end)
 
+  it("say how a compiler failed: not found, an exit status with no output, no output file, a signal", function()
+    local dir = tmpdir()
+    local function script(name, body)
+      local path = dir .. "/" .. name
+      local f = assert(io.open(path, "w"))
+      f:write("#!/bin/sh\n" .. body .. "\n")
+      f:close()
+      assert(os.execute("chmod +x '" .. path .. "'"))
+      return path
+    end
+    local probe = [[
+local att = ember.Attention({ heads = 2, head_dim = 8, attention = "softcap" })
+local q = ember.randn(1, 2, 4, 8)
+att(q, q, q)
+print("path=" .. info())
+]]
+    for cc, want in pairs {
+      ["/nonexistent/cc"] = "cannot start it: No such file or directory",
+      [script("fail.sh", "exit 3")] = "it exited with status 3 and printed nothing",
+      [script("says.sh", "echo 'cc: error: no input'; exit 1")] = "cc: error: no input",
+      [script("none.sh", "exit 0")] = "it exited with status 0 but wrote no shared object",
+      [script("killed.sh", "kill -9 $$")] = "it was killed by signal 9",
+    } do
+      local out = run("EMBER_JIT_CACHE=" .. tmpdir() .. " EMBER_CC=" .. cc, probe)
+      assert.truthy(out:find("path=interpreted (compiling with " .. cc .. " failed: " .. want, 1, true), out)
+    end
+  end)
+
   it("compile safely when processes share a cache: both compile at once and both load", function()
     local dir = tmpdir()
     local script = os.tmpname()
