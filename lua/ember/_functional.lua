@@ -272,7 +272,7 @@ set("pad", function(x, pad, mode, value)
       parts[#parts + 1] = y
       if right > 0 then parts[#parts + 1] = block(right) end
       if #parts > 1 then y = core.cat(parts, d) end
-    else
+    elseif left ~= 0 or right ~= 0 then -- a (0, 0) pair leaves the dim as it is, whatever its size
       if left < 0 or right < 0 then fail("pad", "%s padding takes amounts >= 0, got %d and %d", mode, left, right) end
       local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
       if n == 0 or left > limit or right > limit then

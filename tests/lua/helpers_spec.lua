@@ -160,6 +160,11 @@ describe("helper values", function()
     same(ember.pad(x, { 2, 2 }, "reflect"), { 3, 2, 1, 2, 3, 2, 1 })
     same(ember.pad(x, { 2, 2 }, "replicate"), { 1, 1, 1, 2, 3, 3, 3 })
     same(ember.pad(x, { 3, 2 }, "circular"), { 1, 2, 3, 1, 2, 3, 1, 2 })
+    -- a (0, 0) pair leaves its dim alone, even one of size 1 that reflect could not pad (torch.nn.functional.pad)
+    local row = ember.tensor { { 1, 2, 3 } }
+    for _, mode in ipairs { "reflect", "circular", "replicate" } do
+      same(ember.pad(row, { 1, 1, 0, 0 }, mode):select(1, 1), ember.pad(x, { 1, 1 }, mode):totable())
+    end
     assert.has_error(function() ember.pad(x, { 1 }) end,
       "ember.pad: pad must list (left, right) pairs for at most the 1 dims of the input, got 1 numbers")
     assert.has_error(function() ember.pad(x, { 3, 0 }, "reflect") end,
