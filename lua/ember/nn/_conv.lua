@@ -284,10 +284,9 @@ function M.forward(self, name, nd, x)
           mode == "reflect" and "reflect padding must be less than the size" or "at most the size"))
       end
     end
-    -- one dim at a time, only where it pads (ember.pad's reflect fails on a
-    -- (0, 0) pair of a size-1 dim): the last dim, then H through a transpose
-    if p[3] > 0 or p[4] > 0 then xb = ember.pad(xb, { p[3], p[4] }, mode) end
-    if p[1] > 0 or p[2] > 0 then xb = ember.pad(xb:transpose(3, 4), { p[1], p[2] }, mode):transpose(3, 4) end
+    -- ember.pad's order: the last dim first (a 1-d conv's [N, C, 1, L] view: that dim only)
+    local amounts = nd == 2 and { p[3], p[4], p[1], p[2] } or { p[3], p[4] }
+    xb = ember.pad(xb, amounts, mode)
     p = { 0, 0, 0, 0 }
   end
   local w = self.weight
