@@ -36,23 +36,14 @@ local VARIANTS = {
 
 local label = require "tests.lua.helpers.attention_label"
 
-local function bfround(t) return t:to("bfloat16"):to("float32") end
+local bf16_pair = require "tests.lua.helpers.bf16_pair"
+local bfround = bf16_pair.round
 
 -- a float32 and a bfloat16 instance with the same (bfloat16-representable) tables
 local function make_pair(spec, H, dk, dv)
-  local function one(dtype)
-    local o = {heads = H, head_dim = dk, v_head_dim = dv, dtype = dtype}
-    for k, v in pairs(spec) do o[k] = v end
-    return ember.Attention(o)
-  end
-  local a32, abf = one("float32"), one("bfloat16")
-  ember.no_grad(function()
-    for i, p in ipairs(a32:parameters()) do
-      p:copy_(bfround(ember.randn(p.shape) * 0.5))
-      abf:parameters()[i]:copy_(p)
-    end
-  end)
-  return a32, abf
+  local o = {heads = H, head_dim = dk, v_head_dim = dv}
+  for k, v in pairs(spec) do o[k] = v end
+  return bf16_pair.make(o)
 end
 
 local function absmax(t) return t:to("float32"):abs():max():item() end

@@ -257,7 +257,8 @@ end)
 -- 3e-3 to 6e-3.
 describe("the shipped Lua variants in bfloat16", function()
   local doc_ids = require "tests.lua.helpers.doc_ids"
-  local function bfround(t) return t:to("bfloat16"):to("float32") end
+  local bf16_pair = require "tests.lua.helpers.bf16_pair"
+  local bfround = bf16_pair.round
   local cases = {
     { "softcap", { cap = 2.5 }, { causal = true } },
     { "document", {}, { causal = true }, { doc = doc_ids(2, 150, { 37, 90, 11 }) } },
@@ -272,18 +273,9 @@ describe("the shipped Lua variants in bfloat16", function()
   for _, c in ipairs(cases) do
     it(c[1] .. ": output within 2^-8 max|v| and gradients within 2^-5 of the float32 kernel", function()
       ember.manual_seed(1)
-      local function one(dt)
-        local o = { attention = c[1], heads = 4, head_dim = 16, dtype = dt }
-        for k, v in pairs(c[2]) do o[k] = v end
-        return ember.Attention(o)
-      end
-      local a32, abf = one("float32"), one("bfloat16")
-      ember.no_grad(function()
-        for i, p in ipairs(a32:parameters()) do
-          p:copy_(bfround(ember.randn(p.shape) * 0.5))
-          abf:parameters()[i]:copy_(p)
-        end
-      end)
+      local o = { attention = c[1], heads = 4, head_dim = 16 }
+      for k, v in pairs(c[2]) do o[k] = v end
+      local a32, abf = bf16_pair.make(o)
       local q, k, v = bfround(ember.randn(2, 4, 150, 16)), bfround(ember.randn(2, 4, 150, 16)), bfround(ember.randn(2, 4, 150, 16))
       local go = bfround(ember.randn(2, 4, 150, 16))
       local function grads(att, dt)

@@ -485,7 +485,8 @@ describe("Lua variants in bfloat16", function()
   -- attention_bf16_spec holds the declared variants to the float32 kernel; the Lua
   -- variants' traced programs take the same path, held here to the same bounds
   -- (its header derives them): out 2^-8 max|v|, gradients 2^-5 of their largest
-  local function bfround(t) return t:to("bfloat16"):to("float32") end
+  local bf16_pair = require "tests.lua.helpers.bf16_pair"
+  local bfround = bf16_pair.round
   local doc = ember.ones(2, 70, { dtype = "int64" })
   doc:narrow(2, 30, 41):fill_(2)
   local cases = { { "softcap" }, { "sinks" }, { "example_lua" }, { "alibi_lua" }, { "sliding_sinks" }, { "t5_lua" },
@@ -493,14 +494,7 @@ describe("Lua variants in bfloat16", function()
   for _, c in ipairs(cases) do
     it(c[1] .. " agrees with float32 on the same rounded inputs and tables", function()
       ember.manual_seed(1)
-      local a32 = ember.Attention { attention = c[1], heads = 3, head_dim = 16, dtype = "float32" }
-      local abf = ember.Attention { attention = c[1], heads = 3, head_dim = 16, dtype = "bfloat16" }
-      ember.no_grad(function()
-        for i, p in ipairs(a32:parameters()) do
-          p:copy_(bfround(ember.randn(p.shape) * 0.5))
-          abf:parameters()[i]:copy_(p)
-        end
-      end)
+      local a32, abf = bf16_pair.make { attention = c[1], heads = 3, head_dim = 16 }
       local q, k, v = bfround(ember.randn(2, 3, 70, 16)), bfround(ember.randn(2, 3, 70, 16)), bfround(ember.randn(2, 3, 70, 16))
       local g = bfround(ember.randn(2, 3, 70, 16))
       local function run(a, dt)
