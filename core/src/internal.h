@@ -146,6 +146,17 @@ em_status em__broadcast_shape(const char *op, int na, const int64_t *sa, int nb,
 void em__kview_bcast(const em_tensor *t, int ndim, const int64_t *shape, em_kview *kv);
 /* Contiguous input for a kernel: retains t or makes a copy (no autograd). */
 em_status em__contig(em_tensor **out, em_tensor *t);
+/* ops_elementwise.c's rules that ops_inplace.c shares: an operand shown as
+** "float32 [2, 3]" in dtype messages; a binary op's dtype check (a and b
+** share a dtype); all n elements of a contiguous tensor as one run; a and b
+** given a common dtype and device (new references); a number rounded to
+** dt as PyTorch rounds a float32 scalar. */
+const char *em__dt_shape(const em_tensor *t, char *buf, size_t n);
+em_status em__binary_check(em_binary_op op, const em_tensor *a, const em_tensor *b);
+void em__kview_flat(const em_tensor *t, int64_t n, em_kview *kv);
+em_status em__unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, em_tensor **pb);
+double em__as_dtype(em_dtype dt, double s);
+
 /* em_dropout on the given Philox stream (ops_loss.c): the composed
 ** attention route drops what the fused kernel drops under the same seed. */
 em_status em__dropout_at(em_tensor **out, em_tensor *x, double p, uint64_t seed, uint64_t offset);
