@@ -11,7 +11,7 @@ static const opener openers[] = {
   lember_open_tensor, /* first: it stores the metatable the others use */
   lember_open_convert, lember_open_create, lember_open_elementwise, lember_open_views,
   lember_open_reduce, lember_open_nn, lember_open_autograd, lember_open_plugins,
-  lember_open_library, lember_open_sort, lember_open_size,
+  lember_open_library, lember_open_sort, lember_open_size, lember_open_function,
 };
 
 EM_API int luaopen_ember_core(lua_State *L) {

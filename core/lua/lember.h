@@ -144,6 +144,9 @@ void lember_open_plugins(lua_State *L, int module, int methods, int mt);
 void lember_open_library(lua_State *L, int module, int methods, int mt);
 void lember_open_sort(lua_State *L, int module, int methods, int mt); /* l_sort.c */
 void lember_open_size(lua_State *L, int module, int methods, int mt); /* l_size.c */
+void lember_open_function(lua_State *L, int module, int methods, int mt); /* l_function.c */
+/* l_autograd.c: the thread that called t:backward() (NULL outside one), where Lua backwards run. */
+lua_State *lember_backward_thread(void);
 /* The attention helper's file (core/lua/l_attention.c) defines it; weak
 ** so the module builds and loads without that file. */
 void lember_open_attention(lua_State *L, int module) __attribute__((weak));
