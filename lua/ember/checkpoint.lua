@@ -140,6 +140,14 @@ function checkpoint.load_tensors(path)
   return tensors, meta, names
 end
 
+-- save_tensors for ember.save: the writing's error (a folder that does not
+-- exist, a full disk) named as what the user called, at level 3 (the
+-- user's line: ember.save tail-calls save_object, which calls this).
+local function save_named(path, tensors, meta)
+  local ok, err = pcall(checkpoint.save_tensors, path, tensors, meta)
+  if not ok then error((tostring(err):gsub("^.-ember%.safetensors_save: ", "ember.save: ")), 3) end
+end
+
 --- ember.save(obj, path), as torch.save(obj, path) (Torch7's order,
 -- torch.save(path, obj), works too): a tensor, a table of name -> tensor (a
 -- state dict), a module (its state_dict()), or any nest of tables holding
@@ -167,7 +175,8 @@ function checkpoint.save_object(a, b)
   if type(a) == "string" and type(b) ~= "string" then obj, path = b, a end
   if type(path) ~= "string" then error("ember.save: expected (object, path), got a " .. type(path) .. " as the path", 2) end
   if is_tensor(obj) then
-    return checkpoint.save_tensors(path, { tensor = obj }, { ["ember.object"] = "tensor" })
+    save_named(path, { tensor = obj }, { ["ember.object"] = "tensor" }) -- not a tail call: the level counts it
+    return
   end
   local what = "a table of tensors"
   if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict" end
@@ -180,7 +189,10 @@ function checkpoint.save_object(a, b)
   end
   -- "format" = "pt", as safetensors.torch.save_file writes it: Hugging Face's
   -- loaders refuse a file whose metadata lacks it
-  if flat then return checkpoint.save_tensors(path, obj, { ["ember.object"] = what, format = "pt" }) end
+  if flat then
+    save_named(path, obj, { ["ember.object"] = what, format = "pt" })
+    return
+  end
   -- a nest: tensors under their dotted paths, every other value typed in
   -- the metadata ("tree.<path>" = "n:12" | "f:0.001" | "b:true" | "s:text" | "{}")
   local tensors, meta = {}, { ["ember.object"] = "tree" }
@@ -211,7 +223,7 @@ function checkpoint.save_object(a, b)
     seen[t] = nil
   end
   walk(obj, "", {})
-  checkpoint.save_tensors(path, tensors, meta)
+  save_named(path, tensors, meta)
 end
 
 --- ember.load(path): what ember.save wrote (a tensor, a table of name

@@ -477,7 +477,7 @@ describe("x.data and x.is_cuda, as PyTorch's (they were nil)", function()
   end)
 end)
 
-describe("ember.load names itself in errors (it said ember.safetensors_load)", function()
+describe("ember.load and ember.save name themselves in errors (they said ember.safetensors_*)", function()
   it("for a missing or a broken file, at the user's line", function()
     raises_here(function() local _ = ember.load("/nonexistent/x.safetensors") end,
       "ember.load: '/nonexistent/x.safetensors': No such file or directory")
@@ -487,6 +487,13 @@ describe("ember.load names itself in errors (it said ember.safetensors_load)", f
     f:close()
     raises_here(function() local _ = ember.load(p) end, "ember.load: '" .. p .. "': the file is 7 bytes")
     os.remove(p)
+  end)
+
+  it("and ember.save too, whatever it saves (it said ember.safetensors_save)", function()
+    local dir = "/nonexistent/dir/x.safetensors"
+    for _, obj in ipairs { ember.ones(2), { a = ember.ones(2) }, { a = ember.ones(2), epoch = 3 }, ember.nn.Linear(2, 2) } do
+      raises_here(function() ember.save(obj, dir) end, "ember.save: '" .. dir .. "': cannot create")
+    end
   end)
 end)
 
