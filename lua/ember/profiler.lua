@@ -224,12 +224,9 @@ function Profile:__tostring()
   return self:table()
 end
 
-local function json_string(s)
-  return '"' .. s:gsub('[%c"\\]', function(c)
-    if c == '"' then return '\\"' elseif c == "\\" then return "\\\\" end
-    return ("\\u%04x"):format(c:byte())
-  end) .. '"'
-end
+-- A Lua string as JSON text: the core's cJSON writer (core._json_encode),
+-- the one JSON escaping rule of the library.
+local function json_string(s) return core._json_encode(s) end
 
 --- Writes the events as a Chrome trace (the JSON Trace Event Format):
 -- open it in https://ui.perfetto.dev or chrome://tracing. Each span is a
