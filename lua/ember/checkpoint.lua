@@ -140,12 +140,20 @@ function checkpoint.load_tensors(path)
   return tensors, meta, names
 end
 
--- save_tensors for ember.save: the writing's error (a folder that does not
--- exist, a full disk) named as what the user called, at level 3 (the
--- user's line: ember.save tail-calls save_object, which calls this).
+-- fn(...) for ember.save / ember.load: an error of the core's file
+-- binding (core_name: a folder that does not exist, a truncated file) is
+-- named as what the user called, `op`, raised at `level` as the caller
+-- counts levels (as error's own level argument, from the caller).
+local function as_user(op, core_name, level, fn, ...)
+  local res = table.pack(pcall(fn, ...))
+  if not res[1] then error((tostring(res[2]):gsub("^.-ember%." .. core_name .. ": ", "ember." .. op .. ": ")), level + 1) end
+  return table.unpack(res, 2, res.n)
+end
+
+-- save_tensors for ember.save, at the user's line (ember.save tail-calls
+-- save_object, which calls this).
 local function save_named(path, tensors, meta)
-  local ok, err = pcall(checkpoint.save_tensors, path, tensors, meta)
-  if not ok then error((tostring(err):gsub("^.-ember%.safetensors_save: ", "ember.save: ")), 3) end
+  as_user("save", "safetensors_save", 3, checkpoint.save_tensors, path, tensors, meta)
 end
 
 --- ember.save(obj, path), as torch.save(obj, path) (Torch7's order,
@@ -232,10 +240,7 @@ end
 -- @tparam string path
 function checkpoint.load_object(path)
   if type(path) ~= "string" then error("ember.load: path must be a string, got a " .. type(path), 2) end
-  local ok, tensors, meta = pcall(checkpoint.load_tensors, path)
-  if not ok then -- the reading's error, named as what the user called
-    error((tostring(tensors):gsub("^.-ember%.safetensors_load: ", "ember.load: ")), 2)
-  end
+  local tensors, meta = as_user("load", "safetensors_load", 2, checkpoint.load_tensors, path)
   if meta["ember.object"] == "tensor" then return tensors.tensor end
   if meta["ember.object"] ~= "tree" then return tensors end
   local root = {}
