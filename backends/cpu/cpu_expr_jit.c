@@ -141,7 +141,7 @@ static void gen_ins(xbuf *b, const em_expr *p, const em_xcap *caps, int i, bool 
       xb_printf(b, "%sconst T r%d = (T)NAN;\n", ind, i);
       return;
     }
-    if (small && x->op == EM_XOP_TANH) { /* see gen_function */
+    if (small && x->op == EM_XOP_TANH) { /* see gen_key_loops */
       xb_printf(b, "%sconst T r%d = ({ const T a_ = r%d; big |= !cpu_tanh_small_ok(a_); cpu_tanh_small_f32(a_); });\n",
                 ind, i, x->arg[0]);
       return;
@@ -169,7 +169,7 @@ static void gen_key_loop(xbuf *b, const em_expr *p, const em_xcap *caps, const c
   }
 }
 
-/* Whether program p has a float tanh in its key loop (see gen_function). */
+/* Whether program p has a float tanh in its key loop (see gen_key_loops). */
 static bool has_key_tanh(const em_expr *p, const cpu_xhoist *hp, bool f64) {
   if (f64) return false;
   for (int i = 0; i < p->n; i++)
