@@ -5,7 +5,7 @@
 --   checkpoint.save(path, {model=, optimizer=, scheduler=, metadata={k="v"}})
 --   local meta = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true})
 --   checkpoint.save_tensors(path, {name=tensor, ...} [, metadata])
---   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a state dict or a module's
+--   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a Size, a state dict or a module's
 --   local tensors, metadata, names = checkpoint.load_tensors(path)
 --
 -- Layout of a file written by save():
@@ -150,9 +150,30 @@ local function as_user(op, core_name, level, fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
+-- What torch.save keeps beyond a tensor's values, in the metadata (which
+-- safetensors readers that do not know it skip): "ember.requires_grad.<name>"
+-- = "true" for a tensor that requires grad, and a tree's ember.Size as
+-- "z:2,3" (below). ember.load gives both back.
+local RG = "ember.requires_grad."
+local Size = core.Size
+local function is_size(v) return getmetatable(v) == Size end
+local function size_str(s)
+  local parts = {}
+  for i = 1, #s do parts[i] = num_str(s[i]) end
+  return table.concat(parts, ",")
+end
+local function size_parse(str)
+  local dims = {}
+  for d in str:gmatch("[^,]+") do dims[#dims + 1] = math.tointeger(tonumber(d)) end
+  return Size(dims)
+end
+
 -- save_tensors for ember.save, at the user's line (ember.save tail-calls
 -- save_object, which calls this).
 local function save_named(path, tensors, meta)
+  for name, t in pairs(tensors) do
+    if t.requires_grad then meta[RG .. name] = "true" end
+  end
   as_user("save", "safetensors_save", 3, checkpoint.save_tensors, path, tensors, meta)
 end
 
@@ -163,6 +184,8 @@ end
 -- state_dict(), or PyTorch's usual `{model = m:state_dict(), optimizer =
 -- opt:state_dict(), epoch = 3}` -- in a safetensors file, which ember.load
 -- reads back (the tensors under dotted names, the rest in the metadata).
+-- As torch.save, it keeps which tensors require grad, and an ember.Size
+-- (alone or in a nest) loads back as one.
 -- A state dict's file says "format": "pt" in its metadata, as PyTorch's
 -- safetensors.torch.save_file writes (Hugging Face's loaders ask for it):
 -- `ember.save(model:torch_state_dict(), path)` is a file for PyTorch.
@@ -186,6 +209,10 @@ function checkpoint.save_object(a, b)
     save_named(path, { tensor = obj }, { ["ember.object"] = "tensor" }) -- not a tail call: the level counts it
     return
   end
+  if is_size(obj) then
+    save_named(path, {}, { ["ember.object"] = "size", ["ember.size"] = size_str(obj) })
+    return
+  end
   local what = "a table of tensors"
   if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict" end
   if type(obj) ~= "table" then
@@ -202,7 +229,7 @@ function checkpoint.save_object(a, b)
     return
   end
   -- a nest: tensors under their dotted paths, every other value typed in
-  -- the metadata ("tree.<path>" = "n:12" | "f:0.001" | "b:true" | "s:text" | "{}")
+  -- the metadata ("tree.<path>" = "n:12" | "f:0.001" | "b:true" | "s:text" | "z:2,3" (an ember.Size) | "{}")
   local tensors, meta = {}, { ["ember.object"] = "tree" }
   local function walk(t, prefix, seen)
     if seen[t] then error(("ember.save: the table under '%s' contains itself"):format(prefix), 4) end
@@ -222,6 +249,7 @@ function checkpoint.save_object(a, b)
       elseif type(v) == "number" then meta["tree." .. name] = "f:" .. num_str(v)
       elseif type(v) == "boolean" then meta["tree." .. name] = "b:" .. tostring(v)
       elseif type(v) == "string" then meta["tree." .. name] = "s:" .. v
+      elseif is_size(v) then meta["tree." .. name] = "z:" .. size_str(v)
       elseif type(v) == "table" then
         if next(v) == nil then meta["tree." .. name] = "{}" else walk(v, name, seen) end
       else
@@ -235,13 +263,19 @@ function checkpoint.save_object(a, b)
 end
 
 --- ember.load(path): what ember.save wrote (a tensor, a table of name
--- -> tensor for `model:load_state_dict(ember.load(path))`, or the nest of
--- tables it was given); any other safetensors file as a table of its tensors.
+-- -> tensor for `model:load_state_dict(ember.load(path))`, an ember.Size, or
+-- the nest of tables it was given), as torch.load: a tensor that required
+-- grad requires it again, an ember.Size is one again; any other safetensors
+-- file as a table of its tensors.
 -- @tparam string path
 function checkpoint.load_object(path)
   if type(path) ~= "string" then error("ember.load: path must be a string, got a " .. type(path), 2) end
   local tensors, meta = as_user("load", "safetensors_load", 2, checkpoint.load_tensors, path)
+  for name, t in pairs(tensors) do
+    if meta[RG .. name] == "true" then t:requires_grad_(true) end
+  end
   if meta["ember.object"] == "tensor" then return tensors.tensor end
+  if meta["ember.object"] == "size" then return size_parse(meta["ember.size"] or "") end
   if meta["ember.object"] ~= "tree" then return tensors end
   local root = {}
   local function put(name, v)
@@ -266,6 +300,7 @@ function checkpoint.load_object(path)
         v = tonumber(rest) or (rest == "inf" and math.huge) or (rest == "-inf" and -math.huge) or (0 / 0)
         v = v + 0.0
       elseif tag == "b:" then v = rest == "true"
+      elseif tag == "z:" then v = size_parse(rest)
       else v = rest end
       put(key:sub(6), v)
     end

