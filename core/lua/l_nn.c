@@ -225,7 +225,7 @@ static int join(lua_State *L, int stack) {
   int n;
   lua_settop(L, 2); /* tensor_list pushes its buffer above the arguments */
   em_tensor **xs = tensor_list(L, 1, op, &n);
-  int d = lua_isnoneornil(L, 2) ? 0 : lember_checkdim_n(L, 2, op, xs[0]->ndim + stack);
+  int d = lua_isnoneornil(L, 2) ? 0 : (stack ? lember_checkdim_new(L, 2, op, xs[0]->ndim) : lember_checkdim_n(L, 2, op, xs[0]->ndim));
   em_tensor **out = lember_newslot(L);
   return finish(L, out, stack ? em_stack(out, n, xs, d) : em_cat(out, n, xs, d), op);
 }

@@ -80,6 +80,19 @@ int lember_checkdim_n(lua_State *L, int idx, const char *op, int ndim) {
   return 0;
 }
 
+/* The position of a new dim (unsqueeze, stack): ndim + 1 places, as
+** PyTorch's range [-ndim-1, ndim] in 1-based terms; the message names the
+** tensor's own dim count, not ndim + 1. */
+int lember_checkdim_new(lua_State *L, int idx, const char *op, int ndim) {
+  int64_t d = lember_checkint(L, idx, op, "dim");
+  int n = ndim + 1;
+  if (d >= 1 && d <= n) return (int)(d - 1);
+  if (d < 0 && d >= -n) return (int)(n + d);
+  luaL_error(L, "ember.%s: dim %I is out of range for a %d-d tensor (dims are 1-based: a new dim goes at "
+             "1..%d or -%d..-1)", op, (lua_Integer)d, ndim, n, n);
+  return 0;
+}
+
 void lember_checkdim_scalar(lua_State *L, int idx, const char *op) {
   int64_t d = lember_checkint(L, idx, op, "dim");
   if (d != 1 && d != -1)

@@ -128,7 +128,7 @@ static int m_squeeze(lua_State *L) {
 
 static int m_unsqueeze(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
-  int d = lember_checkdim_n(L, 2, "unsqueeze", t->ndim + 1);
+  int d = lember_checkdim_new(L, 2, "unsqueeze", t->ndim);
   lember_noextra(L, 2, "unsqueeze", "dim");
   RESULT(L, "unsqueeze", em_unsqueeze(out, t, d));
 }

@@ -61,6 +61,9 @@ int lember_checkdim(lua_State *L, int idx, const char *op);
 /* A 1-based dim checked against a tensor of `ndim` dims, as a C dim in
 ** [0, ndim); the message speaks 1-based. */
 int lember_checkdim_n(lua_State *L, int idx, const char *op, int ndim);
+/* Where a new dim goes in a tensor of `ndim` dims (unsqueeze, stack): a C
+** dim in [0, ndim]; the message names ndim and the ndim + 1 places. */
+int lember_checkdim_new(lua_State *L, int idx, const char *op, int ndim);
 /* The dim of an op on a 0-d tensor that takes torch's dim 0 or -1 there
 ** (reductions, softmax): 1 or -1; anything else raises naming op. The op
 ** then runs on the tensor viewed as [1] over dim 0 and gives a 0-d result. */

@@ -488,6 +488,7 @@ end
 -- x:nansum([dim [, keepdim]]): sum with NaN counted as 0 (torch.nansum).
 set("nansum", function(x, dim, keepdim)
   check_tensor("nansum", x)
+  helpers.check_dims("nansum", x, dim)
   return zero_nan(x):sum(dim, keepdim)
 end, true)
 
@@ -495,6 +496,7 @@ end, true)
 -- (torch.nanmean; NaN where all are).
 set("nanmean", function(x, dim, keepdim)
   check_tensor("nanmean", x)
+  helpers.check_dims("nanmean", x, dim)
   if not x:is_floating_point() then fail("nanmean", "expected a float tensor, got %s", x.dtype) end
   local n = x:isnan():logical_not():to(x.dtype):sum(dim, keepdim)
   return zero_nan(x):sum(dim, keepdim) / n

@@ -59,6 +59,17 @@ local function check_dim(op, x, d)
 end
 M.check_dim = check_dim
 
+-- The dim argument (nil, a dim or a list of dims) of an op composed of
+-- another reduction (all, any, norm, std, nansum, ...), checked under the
+-- op's own name: the inner sum's or var's error would name sum or var.
+local function check_dims(op, x, dim)
+  if type(dim) == "number" then check_dim(op, x, dim)
+  elseif type(dim) == "table" then
+    for _, d in ipairs(dim) do if type(d) == "number" then check_dim(op, x, d) end end
+  end
+end
+M.check_dims = check_dims
+
 -- Creation options: a table {dtype=, device=, requires_grad=} or just a
 -- dtype name ("int64" stands for {dtype = "int64"}), as the C creators take.
 local function check_opts(op, opts)
@@ -265,6 +276,7 @@ local NORM_ROOT, STD_ROOT = root("norm"), root("std")
 
 set("std", function(x, ...)
   check_tensor("std", x)
+  check_dims("std", x, (...))
   return STD_ROOT(x:var(...), 0.5)
 end, true)
 
@@ -280,6 +292,7 @@ set("norm", function(x, p, dim, keepdim)
     p, dim, keepdim = p.p, p.dim, p.keepdim
   end
   if p == nil or p == "fro" then p = 2 end
+  check_dims("norm", x, dim)
   if type(p) ~= "number" then fail("norm", "p must be a number, \"fro\", math.huge or -math.huge, got %s", tostring(p)) end
   if not core.Tensor.is_floating_point(x) then
     fail("norm", "expected a float tensor, got %s (convert with :double() or :float())", x.dtype)
@@ -303,10 +316,12 @@ end
 -- x:all([dim [, keepdim]]) / x:any(...): bool, over everything or along dim.
 set("all", function(x, dim, keepdim)
   check_tensor("all", x)
+  check_dims("all", x, dim)
   return truth(x):logical_not():sum(dim, keepdim):eq(0)
 end, true)
 set("any", function(x, dim, keepdim)
   check_tensor("any", x)
+  check_dims("any", x, dim)
   return truth(x):sum(dim, keepdim):gt(0)
 end, true)
 

@@ -67,3 +67,46 @@ describe("ember.save / ember.load keep requires_grad and ember.Size, as torch.sa
     m:load_state_dict(ember.load(dir .. "/m.safetensors"))
   end)
 end)
+
+describe("dim range errors name the tensor's own dims, in 1-based terms", function()
+  -- PyTorch 1.13: torch.zeros(2, 3).unsqueeze(3) -> "Dimension out of range (expected to be
+  -- in range of [-3, 2], but got 3)": a 2-d tensor has 3 places for a new dim
+  it("unsqueeze and stack: a 2-d tensor, a new dim at 1..3 or -3..-1", function()
+    local x = ember.zeros(2, 3)
+    raises_here(function() return x:unsqueeze(4) end,
+      "ember.unsqueeze: dim 4 is out of range for a 2-d tensor (dims are 1-based: a new dim goes at 1..3 or -3..-1)")
+    raises_here(function() return x:unsqueeze(-4) end, "ember.unsqueeze: dim -4 is out of range for a 2-d tensor")
+    raises_here(function() return ember.tensor(1):unsqueeze(2) end,
+      "ember.unsqueeze: dim 2 is out of range for a 0-d tensor (dims are 1-based: a new dim goes at 1..1 or -1..-1)")
+    raises_here(function() return ember.stack({ x, x }, 4) end,
+      "ember.stack: dim 4 is out of range for a 2-d tensor (dims are 1-based: a new dim goes at 1..3 or -3..-1)")
+    assert.are.equal(ember.Size { 2, 3, 1 }, x:unsqueeze(3).shape)
+    assert.are.equal(ember.Size { 1, 2, 3 }, x:unsqueeze(-3).shape)
+    assert.are.equal(ember.Size { 2, 3, 2 }, ember.stack({ x, x }, -1).shape)
+    assert.are.equal(ember.Size { 2, 2, 3 }, ember.stack({ x, x }, -3).shape)
+  end)
+  it("the ops that take an existing dim say 1..2 or -2..-1 for a 2-d tensor", function()
+    local x = ember.zeros(2, 3)
+    for op, f in pairs {
+      squeeze = function() return x:squeeze(3) end, transpose = function() return x:transpose(1, 3) end,
+      narrow = function() return x:narrow(3, 1, 1) end, select = function() return x:select(-3, 1) end,
+      cat = function() return ember.cat({ x, x }, 3) end, softmax = function() return x:softmax(3) end,
+      log_softmax = function() return x:log_softmax(-3) end, flatten = function() return x:flatten(1, 3) end,
+    } do
+      raises_here(function() local _ = f() end, "ember." .. op .. ": dim ")
+      raises_here(function() local _ = f() end, " is out of range for a 2-d tensor (dims are 1-based: 1..2 or -2..-1)")
+    end
+  end)
+  it("all, any, norm, std, nansum and nanmean name themselves, not the sum or var they run", function()
+    local x = ember.zeros(2, 3)
+    for op, f in pairs {
+      all = function() return x:all(3) end, any = function() return x:any(-3) end,
+      norm = function() return x:norm(2, 3) end, std = function() return x:std(3) end,
+      nansum = function() return x:nansum({ 1, 3 }) end, nanmean = function() return x:nanmean(3) end,
+    } do
+      raises_here(function() local _ = f() end, "ember." .. op .. ": dim ")
+    end
+    assert.are.equal(ember.Size { 2 }, x:any(2).shape)
+    assert.are.equal(ember.Size { 3 }, x:std(1).shape)
+  end)
+end)
