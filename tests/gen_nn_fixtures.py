@@ -52,6 +52,14 @@ offsets and padding_idx 1-based; its own seed.
 nn_probe_models.lua -- probe_models_cases(): what a new user probing issue 27's
 modules tried (tests/lua/probe_models_spec.lua), as nn_more.lua; its own seed.
 
+nn_flex.lua -- flex_cases(): ember.flex_attention's reference (tests/lua/flex_attention_spec.lua).
+PyTorch 1.13 has no flex_attention: each case writes its score_mod and
+mask_mod out in torch, softmax(score_mod(q k^T * scale) masked) v, a row
+that sees no key giving 0 and logsumexp -inf (as FlexAttention), and
+autograd's gradients of sum(out * R) for q, k, v and the learned bias. The
+spec's functions use 1-based indices (ember's), these 0-based: the same
+elements. Grouped heads: kv head h // (Hq / Hkv). Its own seed.
+
 nn_optim.lua -- parameter trajectories of SGD (plain, momentum+dampening,
 nesterov, weight decay), Adam and AdamW (with weight decay), RMSprop (plain,
 momentum, centered) and Adagrad (lr decay, initial accumulator) on the loss
@@ -1259,6 +1267,64 @@ def probe_models_cases():
     return cases
 
 
+# ---------------------------------------------------------------- ember.flex_attention
+
+def flex_cases():
+    """ember.flex_attention's reference (see the module docstring): the
+    score and mask functions of each case written out densely."""
+    torch.manual_seed(20261208)
+    cases = []
+
+    def run(name, B, Hq, Hkv, Lq, Lk, E, Ev, scale, score, mask, extra, learned):
+        q = torch.randn(B, Hq, Lq, E, requires_grad=True)
+        k = torch.randn(B, Hkv, Lk, E, requires_grad=True)
+        v = torch.randn(B, Hkv, Lk, Ev, requires_grad=True)
+        for t in learned:
+            extra[t].requires_grad_(True)
+        g = Hq // Hkv
+        kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        sc = scale if scale is not None else 1 / math.sqrt(E)
+        s = q @ kk.transpose(-1, -2) * sc
+        b = torch.arange(B).view(B, 1, 1, 1)
+        h = torch.arange(Hq).view(1, Hq, 1, 1)
+        qi = torch.arange(Lq).view(1, 1, Lq, 1)
+        ki = torch.arange(Lk).view(1, 1, 1, Lk)
+        if score is not None:
+            s = score(s, b, h, qi, ki, extra).expand(B, Hq, Lq, Lk)
+        if mask is not None:
+            allowed = mask(b, h, qi, ki, extra).expand(B, Hq, Lq, Lk)
+            s = s.masked_fill(~allowed, -math.inf)
+        lse = torch.logsumexp(s, -1)
+        dead = torch.isinf(lse) & (lse < 0)
+        p = torch.softmax(s.masked_fill(dead.unsqueeze(-1), 0), -1) * (~dead).unsqueeze(-1)
+        out = p @ vv
+        R = torch.randn_like(out)
+        (out * R).sum().backward()
+        case = {"name": name, "scale": scale, "q": q.detach(), "k": k.detach(), "v": v.detach(), "R": R,
+                "out": out.detach(), "lse": lse.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
+        for key, t in extra.items():
+            case[key] = t.detach()
+        for t in learned:
+            case["d" + t] = extra[t].grad
+        cases.append(case)
+
+    # a learned bias per head, causal (the README's example)
+    run("bias_causal", 2, 2, 2, 6, 6, 4, 4, None,
+        lambda s, b, h, qi, ki, x: s + x["bias"][h, qi, ki],
+        lambda b, h, qi, ki, x: qi >= ki, {"bias": torch.randn(2, 6, 6)}, ["bias"])
+    # grouped heads, softcap, a sliding window, Lq < Lk (q_idx is the row: top-left), a scale
+    run("gqa_softcap_window", 2, 4, 2, 5, 8, 4, 3, 0.5,
+        lambda s, b, h, qi, ki, x: 2.0 * torch.tanh(s / 2.0),
+        lambda b, h, qi, ki, x: (qi - ki).abs() <= 2, {}, [])
+    # documents (int ids captured), a per-head ALiBi slope (a constant tensor); the first row sees no key
+    run("document_alibi_empty_row", 2, 3, 3, 7, 7, 4, 4, None,
+        lambda s, b, h, qi, ki, x: s - x["slope"][h] * (qi - ki).abs(),
+        lambda b, h, qi, ki, x: (x["doc"][b, qi] == x["doc"][b, ki]) & (ki < qi),
+        {"doc": torch.tensor([[0, 0, 0, 1, 1, 2, 2], [0, 1, 1, 1, 1, 1, 2]]),
+         "slope": torch.tensor([0.5, 0.25, 0.125])}, [])
+    return cases
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1277,6 +1343,7 @@ def main():
                                                            "soft_cross_entropy": probe_cases()})
     write(os.path.join(HERE, "fixtures", "nn_probe_models.lua"), {"torch_version": torch.__version__,
                                                                   "cases": probe_models_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_flex.lua"), {"torch_version": torch.__version__, "cases": flex_cases()})
 
 
 if __name__ == "__main__":
