@@ -315,25 +315,30 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   if (s) return s;
   char own[256];
   cpu_own_isa(own, sizeof own);
-  char impl[96] = "", blas[320];
+  char impl[96] = "", blas[320], conv[96];
   cpu_blas_info(blas, sizeof blas);
+  cpu_conv_describe(conv, sizeof conv);
+  /* products with one row or one column (cpu_gemm.c's gemv_batch) */
+  const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f"
+                     : __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
   switch (dt) {
     case EM_BF16:
     case EM_F32:
       if ((s = cpu_dnnl_impl(dt, impl, sizeof impl))) return s;
       if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
         snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
-                 "CPU); attention: %s; kernels: %s, computing in float32; blas: %s",
-                 cpu_bgemm_path(), own, blas);
+                 "CPU); gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; kernels: %s, computing in "
+                 "float32; blas: %s", v512, cpu_bgemm_path(), conv, own, blas);
       else if (dt == EM_BF16)
-        snprintf(buf, n, "gemm: onednn %s; attention: %s; kernels: %s, computing in float32",
-                 impl, cpu_bgemm_path(), own);
+        snprintf(buf, n, "gemm: onednn %s; gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; "
+                 "kernels: %s, computing in float32", impl, v512, cpu_bgemm_path(), conv, own);
       else
-        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); attention: %s; kernels: %s; "
-                 "blas: %s", cpu_gemm_f32_rule(), impl, cpu_tile_gemm_path(), own, blas);
+        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); gemv: openblas sgemv; attention: %s; "
+                 "conv: %s; kernels: %s; blas: %s", cpu_gemm_f32_rule(), impl, cpu_tile_gemm_path(), conv, own,
+                 blas);
       return append_programs(buf, n);
     case EM_F64:
-      snprintf(buf, n, "gemm: openblas; kernels: %s; blas: %s", own, blas);
+      snprintf(buf, n, "gemm: openblas; gemv: openblas dgemv; kernels: %s; blas: %s", own, blas);
       return append_programs(buf, n);
     default: snprintf(buf, n, "kernels: %s (no products)", own); return EM_OK;
   }

@@ -32,9 +32,12 @@
 */
 #include "cpu_dnnl.h"
 
+#include <oneapi/dnnl/dnnl_debug.h>
+
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -487,6 +490,12 @@ static em_status conv_check(int device, const em_conv_args *a) {
     return em_error(EM_ERR_UNSUPPORTED, WHO ": no kernel for %s (float32 and bfloat16 only)",
                     cpu_dtype_name(a->dtype));
   return EM_OK;
+}
+
+void cpu_conv_describe(char *buf, size_t n) {
+  const char *isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+  if (strncmp(isa, "cpu_isa_", 8) == 0) isa += 8;
+  snprintf(buf, n, "onednn convolution up to %s", isa);
 }
 
 em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, const void *w,

@@ -217,6 +217,9 @@ em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, 
                      const void *b);
 em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                               const void *dy, const void *x, const void *w);
+/* What runs them, for kernel_info's "conv: " ("onednn convolution up to
+** avx512_core_bf16"): oneDNN picks each shape's kernel within that ISA. */
+void cpu_conv_describe(char *buf, size_t n);
 
 /* cpu_backend.c: scratch memory for kernels, from the cache of large blocks
 ** that tensors use, so that a training loop does not page-fault fresh

@@ -37,7 +37,7 @@ static size_t prof_names_cap, prof_names_n;
 
 /* What computed each dtype on each wrapped backend, from kernel_info:
 ** gemm products, the fused attention kernel, and our own loops. */
-enum { IMPL_GEMM, IMPL_ATTN, IMPL_KERN, IMPL_N };
+enum { IMPL_GEMM, IMPL_GEMV, IMPL_ATTN, IMPL_CONV, IMPL_KERN, IMPL_N };
 static char prof_impl[EM__PROF_SLOTS][EM_NDTYPES][IMPL_N][256];
 
 static const em_backend *prof_real[EM__PROF_SLOTS];
@@ -228,9 +228,10 @@ static void kernels_isas(char *s, size_t size) {
 
 /* kernel_info's line for each dtype, split into what the wrappers name:
 ** gemm ("gemm: ...", the rule's parenthesis when it has one, and the BLAS
-** core when OpenBLAS takes part), attention ("attention: ...", bfloat16's
+** core when OpenBLAS takes part), gemv ("gemv: ...", products with one
+** row or column, the same core named), attention ("attention: ...", bfloat16's
 ** tiles; the BLAS line for the others, whose tiles are sgemm/dgemm
-** calls) and our own loops ("kernels: ..."). Filled once per backend: the
+** calls), convolution ("conv: ...") and our own loops ("kernels: ..."). Filled once per backend: the
 ** answers do not change within a process, and asking oneDNN costs a
 ** primitive per dtype. */
 static void impl_fill(int slot, const em_backend *be) {
@@ -250,9 +251,15 @@ static void impl_fill(int slot, const em_backend *be) {
       snprintf(impl[IMPL_GEMM], sizeof impl[IMPL_GEMM], "%.200s; openblas core %.39s", gemm, cname);
     else
       snprintf(impl[IMPL_GEMM], sizeof impl[IMPL_GEMM], "%.250s", gemm);
+    field(line, "gemv: ", gemm, sizeof gemm);
+    if (core && strstr(gemm, "openblas"))
+      snprintf(impl[IMPL_GEMV], sizeof impl[IMPL_GEMV], "%.200s; openblas core %.39s", gemm, cname);
+    else
+      snprintf(impl[IMPL_GEMV], sizeof impl[IMPL_GEMV], "%.250s", gemm[0] ? gemm : impl[IMPL_GEMM]);
     field(line, "attention: ", impl[IMPL_ATTN], sizeof impl[IMPL_ATTN]);
     if (!impl[IMPL_ATTN][0] && core)
       snprintf(impl[IMPL_ATTN], sizeof impl[IMPL_ATTN], "tiles on openblas core %.39s", cname);
+    field(line, "conv: ", impl[IMPL_CONV], sizeof impl[IMPL_CONV]);
     field(line, "kernels: ", own, sizeof own);
     kernels_isas(own, sizeof own);
     if (own[0]) snprintf(impl[IMPL_KERN], sizeof impl[IMPL_KERN], "kernels: %.240s", own);
@@ -261,6 +268,11 @@ static void impl_fill(int slot, const em_backend *be) {
 
 static const char *impl_of(int slot, em_dtype dt, int what) {
   return (unsigned)dt < EM_NDTYPES ? prof_impl[slot][dt][what] : NULL;
+}
+
+/* A product's: one row or one column is a gemv (the backend's own route). */
+static const char *gemm_impl(int slot, em_dtype dt, int64_t m, int64_t n) {
+  return impl_of(slot, dt, m == 1 || n == 1 ? IMPL_GEMV : IMPL_GEMM);
 }
 
 /* ------------------------------------------------------------------ */

@@ -59,7 +59,7 @@
     "gemm", false,                                                                                   \
     ((stride_a ? batch : 1) * m * k + (stride_b ? batch : 1) * k * n +                               \
      (beta != 0 ? 2 : 1) * batch * m * n) * dsz(dt),                                                 \
-    2.0 * (double)m * (double)n * (double)k * (double)batch, impl_of(PROF_SLOT, dt, IMPL_GEMM))      \
+    2.0 * (double)m * (double)n * (double)k * (double)batch, gemm_impl(PROF_SLOT, dt, m, n))       \
   X(sum_squares, (int device, em_dtype dt, const void *x, int64_t n, double *out),                  \
     (device, dt, x, n, out), "sum_squares", false, n * dsz(dt), 0, PROF_KERN(dt))                   \
   X(gemm_bias,                                                                                       \
@@ -67,7 +67,7 @@
      int64_t lda, const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc),               \
     (device, dt, ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc), "gemm", false,                      \
     (m * k + k * n + n + m * n) * dsz(dt), 2.0 * (double)m * (double)n * (double)k,                  \
-    impl_of(PROF_SLOT, dt, IMPL_GEMM))                                                               \
+    gemm_impl(PROF_SLOT, dt, m, n))                                                                  \
   X(softmax, (int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n, bool log), \
     (device, dt, out, x, rows, n, log), log ? "log_softmax" : "softmax", false,                      \
     2 * rows * n * dsz(dt), 0, PROF_KERN(dt))                                                        \
@@ -144,12 +144,12 @@
     false, attn_bytes(a, true), attn_flops(a, true), impl_of(PROF_SLOT, a->dtype, IMPL_ATTN))       \
   X(conv2d, (int device, const em_conv_args *a, void *y, const void *x, const void *w, const void *b), \
     (device, a, y, x, w, b), "conv2d", false, conv_bytes(a, false), conv_flops(a, false),            \
-    PROF_KERN(a->dtype))                                                                             \
+    impl_of(PROF_SLOT, a->dtype, IMPL_CONV))                                                                             \
   X(conv2d_backward,                                                                                 \
     (int device, const em_conv_args *a, void *dx, void *dw, void *db, const void *dy, const void *x, \
      const void *w),                                                                                 \
     (device, a, dx, dw, db, dy, x, w), "conv2d_grad", false, conv_bytes(a, true), conv_flops(a, true), \
-    PROF_KERN(a->dtype))                                                                             \
+    impl_of(PROF_SLOT, a->dtype, IMPL_CONV))                                                                             \
   X(rms_norm,                                                                                        \
     (int device, em_dtype dt, void *y, void *rstd, const void *x, const void *w, int64_t rows,       \
      int64_t n, double eps),                                                                         \
