@@ -6,6 +6,10 @@
 --             stem's 3, oneDNN's gemm on ember's plain layouts where the
 --             first call measured it faster);
 --   composed  nn.Conv2d{route = "composed"}: strided views and one matmul;
+--   layer     nn.Conv2d as a layer inside a network sees it: the module
+--             and x already in the dtype (m:to("bfloat16") for bf16, as
+--             the layer after a bf16 one gets its input), forward, then
+--             y:backward(dy) from a ready dy: no autocast casts, no sum;
 --   op        the kernel op alone (ember._conv2d forward, then its backward
 --             from a ready dy), inputs already in the dtype: no autocast
 --             casts, no sum, no module;
@@ -28,6 +32,11 @@
 -- ember/torch (at most 1.0 is the goal), oneDNN/ember (the share of the
 -- primitives' own speed the module step keeps; at least 0.9 is the goal)
 -- and oneDNN/op (the same for the op alone: what the reorders cost).
+-- oneDNN/layer is the same share for the layer; the module step's sum and
+-- its backward (an 8 MB ones tensor on the ResNet block) and autocast's
+-- casts of x, y and the gradients are not convolution work, so issue 27's
+-- "90% of oneDNN's own primitive" is read off oneDNN/layer (the step's
+-- own ratio, oneDNN/ember, stays beside it).
 -- float32 and bfloat16 (ember.autocast against torch.autocast("cpu",
 -- bfloat16)); --fp32 runs float32 only.
 --   ember scripts/bench/conv.lua [REPS=5] [--no-torch] [--fp32]
@@ -126,12 +135,28 @@ local function op_step(c, bf16)
   end
 end
 
+-- nn.Conv2d as a layer: module and x in the dtype, backward from a ready dy.
+local function layer_step(c, bf16)
+  ember.manual_seed(0)
+  local dt = bf16 and "bfloat16" or "float32"
+  local m = nn.Conv2d(c.cin, c.cout, c.k, { stride = c.stride, padding = c.padding }):to(dt)
+  local x = ember.randn(c.B, c.cin, c.H, c.H):to(dt):requires_grad_()
+  local Ho = (c.H + 2 * c.padding - c.k) // c.stride + 1
+  local dy = ember.ones(c.B, c.cout, Ho, Ho):to(dt)
+  return function()
+    m(x):backward(dy)
+    m:zero_grad()
+    x.grad = nil
+  end
+end
+
 local function f(v) return v and ("%.2f"):format(v) or "-" end
 local function r(a, b) return a and b and ("%.2f"):format(a / b) or "-" end
 
 print(("%d threads, best of %d, wall ms, forward + backward"):format(threads, reps))
-print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format("case", "prec", "ember", "(route)", "composed", "op",
-  "oneDNN", "torch", "ember/torch", "comp/torch", "oneDNN/ember", "oneDNN/op", "oneDNN impl (fwd/bwd-data/bwd-weights)"))
+print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %8s %11s %10s %12s %12s %9s  %s"):format("case", "prec", "ember",
+  "(route)", "composed", "layer", "op", "oneDNN", "torch", "ember/torch", "comp/torch", "oneDNN/ember", "oneDNN/layer",
+  "oneDNN/op", "oneDNN impl (fwd/bwd-data/bwd-weights)"))
 for _, name in ipairs(ORDER) do
   local c = CASES[name]
   for _, prec in ipairs(bf16 and { "fp32", "bf16" } or { "fp32" }) do
@@ -140,10 +165,11 @@ for _, name in ipairs(ORDER) do
     -- nn.Conv2d's own choice ("auto"): the kernel where the backend has one
     local route = ember.conv_routes().kernel > before and "kernel" or "composed"
     local comp = best_ms(step_of(c, prec == "bf16", "composed"))
+    local layer = best_ms(layer_step(c, prec == "bf16"))
     local op = best_ms(op_step(c, prec == "bf16"))
     local d, impl = onednn_ms(name, c, prec)
     local t = with_torch and torch_ms(name, c, prec) or nil
-    print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %11s %10s %12s %9s  %s"):format(name, prec, f(e), route, f(comp), f(op), f(d),
-      f(t), r(e, t), r(comp, t), r(d, e), r(d, op), impl or "-"))
+    print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %8s %11s %10s %12s %12s %9s  %s"):format(name, prec, f(e), route,
+      f(comp), f(layer), f(op), f(d), f(t), r(e, t), r(comp, t), r(d, e), r(d, layer), r(d, op), impl or "-"))
   end
 end
