@@ -78,6 +78,14 @@ static int binary(lua_State *L, em_binary_op op, const char *name) {
   if (a && b) {
     out = fast_slot(L);
     s = em_binary(out, op, a, b);
+  } else if ((a && a->dtype == EM_BOOL && lua_type(L, 2) == LUA_TBOOLEAN) ||
+             (b && b->dtype == EM_BOOL && lua_type(L, 1) == LUA_TBOOLEAN)) {
+    /* a bool tensor and true/false: bool, as torch's Python bool (t + true is
+    ** t or true, t - true is refused); 0 or 1 with any other dtype */
+    em_tensor *t = a ? a : b;
+    s = em_full(&f, 0, NULL, lua_toboolean(L, a ? 2 : 1), EM_BOOL, t->device);
+    out = fast_slot(L);
+    if (s == EM_OK) s = a ? em_binary(out, op, a, f) : em_binary(out, op, f, b);
   } else if (a) {
     double v = check_scalar(L, 2, name);
     if (float_scalar(L, 2, a, op) && (s = em_to_dtype(&f, a, EM_F32)) == EM_OK) a = f;
@@ -498,6 +506,9 @@ static int m_add_(lua_State *L) {
   if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TNUMBER)
     return luaL_error(L, "ember.add_: alpha must be a number, got %s", luaL_typename(L, 3));
   double alpha = luaL_optnumber(L, 3, 1.0);
+  if (t->dtype == EM_BOOL && lua_type(L, 2) == LUA_TNUMBER) /* torch: bool.add_(1) is int64 */
+    return luaL_error(L, "ember.add_: result type %s can't be cast to the desired output type bool",
+                      lua_isinteger(L, 2) ? "int64" : "float32");
   check_inplace_number(L, 2, t, "add_", "the value");
   check_inplace_number(L, 3, t, "add_", "alpha");
   em_tensor *x = lember_totensor(L, 2, t->dtype, t->device), *cast = NULL;

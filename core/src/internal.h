@@ -153,6 +153,9 @@ em_status em__contig(em_tensor **out, em_tensor *t);
 ** dt as PyTorch rounds a float32 scalar. */
 const char *em__dt_shape(const em_tensor *t, char *buf, size_t n);
 em_status em__binary_check(em_binary_op op, const em_tensor *a, const em_tensor *b);
+/* PyTorch's refusal of subtraction with a bool operand (either may be NULL:
+** a number). */
+em_status em__bool_sub_check(const em_tensor *a, const em_tensor *b);
 void em__kview_flat(const em_tensor *t, int64_t n, em_kview *kv);
 em_status em__unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, em_tensor **pb);
 double em__as_dtype(em_dtype dt, double s);

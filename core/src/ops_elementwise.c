@@ -59,6 +59,10 @@ static em_status unary_check(em_unary_op op, const em_tensor *x) {
                     em__dt_shape(x, d, sizeof d));
   }
   if (em_dtype_is_float(x->dtype) || (x->dtype == EM_I64 && em_unary_takes_int64(op))) return EM_OK;
+  if (op == EM_NEG && x->dtype == EM_BOOL) /* PyTorch's words; Lua has logical_not for its `~` */
+    return em_error(EM_ERR_DTYPE, "neg: Negation, the `-` operator, on a bool tensor is not supported. If "
+                    "you are trying to invert a mask, use logical_not() instead (got %s)",
+                    em__dt_shape(x, d, sizeof d));
   return em_error(EM_ERR_DTYPE, "%s: expected a float tensor%s, got %s", UNARY_NAMES[op],
                   em_unary_takes_int64(op) ? " or int64" : "", em__dt_shape(x, d, sizeof d));
 }
@@ -75,10 +79,24 @@ em_status em__binary_check(em_binary_op op, const em_tensor *a, const em_tensor 
   }
   if (dt == EM_BOOL)
     return em_error(EM_ERR_DTYPE,
-                    "%s: arithmetic on two bool tensors is not supported, got %s and %s "
-                    "(supported: logical and/or/xor on bools; arithmetic once either side is "
-                    "int64 or float)",
+                    "%s: not supported on two bool tensors, got %s and %s "
+                    "(bools add, multiply, divide and take maximum/minimum as PyTorch's; for the "
+                    "rest convert either side to int64 or float)",
                     BINARY_NAMES[op], em__dt_shape(a, da, sizeof da), em__dt_shape(b, db, sizeof db));
+  return EM_OK;
+}
+
+/* PyTorch refuses subtraction with a bool operand (a tensor or, for two
+** bools, a Python bool), in these words; Lua's `~` and `^` are not
+** tensor operators, so the advice names the functions. */
+em_status em__bool_sub_check(const em_tensor *a, const em_tensor *b) {
+  bool ba = a && a->dtype == EM_BOOL, bb = b && b->dtype == EM_BOOL;
+  if (ba && bb)
+    return em_error(EM_ERR_DTYPE, "sub: Subtraction, the `-` operator, with two bool tensors is not "
+                    "supported. Use logical_xor() instead");
+  if (ba || bb)
+    return em_error(EM_ERR_DTYPE, "sub: Subtraction, the `-` operator, with a bool tensor is not "
+                    "supported. If you are trying to invert a mask, use logical_not() instead");
   return EM_OK;
 }
 
@@ -434,6 +452,7 @@ em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b
   if (!out || !a || !b || (unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
   *out = NULL;
+  if (op == EM_SUB) EM_TRY(em__bool_sub_check(a, b));
   if (mixed_bf16(op, a, b)) return binary_mixed(out, op, a, b);
   if (a->dtype != b->dtype || a->device.backend != b->device.backend ||
       a->device.index != b->device.index) {
@@ -444,7 +463,10 @@ em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b
     em_release(ub);
     return s;
   }
-  if (op == EM_DIV && a->dtype == EM_I64) { /* true division, as PyTorch: float32 */
+  /* two bools, as PyTorch: add and maximum are or, mul and minimum and */
+  if (a->dtype == EM_BOOL && (op == EM_ADD || op == EM_MAXIMUM)) return em_binary(out, EM_OR, a, b);
+  if (a->dtype == EM_BOOL && (op == EM_MUL || op == EM_MINIMUM)) return em_binary(out, EM_AND, a, b);
+  if (op == EM_DIV && (a->dtype == EM_I64 || a->dtype == EM_BOOL)) { /* true division, as PyTorch: float32 */
     em_tensor *fa = NULL, *fb = NULL;
     em_status s = em_to_dtype(&fa, a, EM_F32);
     if (!s) s = em_to_dtype(&fb, b, EM_F32);
@@ -554,6 +576,7 @@ em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a, doubl
   if (!out || !a || (unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
   *out = NULL;
+  if (op == EM_SUB) EM_TRY(em__bool_sub_check(a, NULL));
   if (em_dtype_is_float(a->dtype)) {
     double v = em__as_dtype(a->dtype, s);
     switch (op) {
@@ -583,6 +606,7 @@ em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor
   if (!out || !a || (unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
   *out = NULL;
+  if (op == EM_SUB) EM_TRY(em__bool_sub_check(NULL, a));
   if (em_dtype_is_float(a->dtype)) {
     double v = em__as_dtype(a->dtype, s);
     switch (op) {

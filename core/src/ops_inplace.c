@@ -233,8 +233,14 @@ em_status em_add_(em_tensor *dst, em_tensor *src, double alpha) {
   }
   EM_TRY(em__unify("add_", dst, src, &u, &b));
   em_release(u); /* dst itself: unify leaves non-0-d operands alone */
-  em_status s = em__binary_check(EM_ADD, dst, b);
-  if (!s && alpha != 1.0) {
+  /* two bools add as PyTorch's, a logical or (a zero alpha adds nothing) */
+  bool bools = dst->dtype == EM_BOOL && b->dtype == EM_BOOL;
+  if (bools && alpha == 0.0) {
+    em_release(b);
+    return EM_OK;
+  }
+  em_status s = bools ? EM_OK : em__binary_check(EM_ADD, dst, b);
+  if (!s && alpha != 1.0 && !bools) {
     s = em_binary_scalar(&scaled, EM_MUL, b, alpha);
     if (!s) em_release(b), b = scaled;
   }
@@ -255,7 +261,7 @@ em_status em_add_(em_tensor *dst, em_tensor *src, double alpha) {
     s = em__new(&tmp, dst->ndim, dst->shape, dst->dtype, dst->device, "add_");
     if (!s) em_kview_of(tmp, &ky);
   }
-  if (!s && (s = em__be(dst)->binary(dst->device.index, EM_ADD, &ky, &ka, &kb)))
+  if (!s && (s = em__be(dst)->binary(dst->device.index, bools ? EM_OR : EM_ADD, &ky, &ka, &kb)))
     s = em__kernel_fail("add_", s);
   if (!s && tmp) s = copy_back("add_", dst, tmp);
   em_release(tmp);

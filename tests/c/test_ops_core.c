@@ -167,7 +167,11 @@ static void test_binary_values(void) {
   em_release(t);
   CHECK(fails(em_binary(&t, EM_AND, a, a), EM_ERR_DTYPE, "logical_and: expected bool tensors"),
         "logical op on float is a dtype error");
-  CHECK(fails(em_add(&t, y, z), EM_ERR_DTYPE, "arithmetic on two bool tensors"), "add of two bools is a dtype error");
+  CHECK_OK(em_add(&t, y, z), "add of two bools"); /* PyTorch: bool, a logical or */
+  CHECK(is(t, EM_BOOL, SHAPE(2, 3)) && VALS(t, 0, 1, 1, 0, 1, 1, 1), "add of two bools is their or");
+  em_release(t);
+  CHECK(fails(em_sub(&t, y, z), EM_ERR_DTYPE, "with two bool tensors is not supported"),
+        "sub of two bools is a dtype error, in PyTorch's words");
   em_release(y);
   em_release(z);
 

@@ -110,3 +110,51 @@ describe("dim range errors name the tensor's own dims, in 1-based terms", functi
     assert.are.equal(ember.Size { 3 }, x:std(1).shape)
   end)
 end)
+
+describe("bool tensors in arithmetic promote as PyTorch 1.13's", function()
+  local a, b = ember.tensor { true, false, true }, ember.tensor { true, true, false }
+  it("bool + bool and bool * bool are bool (or, and), as are maximum and minimum", function()
+    -- torch: a + b -> tensor([True, True, True]); a * b -> tensor([True, False, False])
+    for _, case in ipairs {
+      { a + b, { true, true, true } }, { a:add(b), { true, true, true } }, { a * b, { true, false, false } },
+      { a:mul(b), { true, false, false } }, { ember.maximum(a, b), { true, true, true } },
+      { ember.minimum(a, b), { true, false, false } }, { a + true, { true, true, true } },
+      { false + a, { true, false, true } }, { a * false, { false, false, false } },
+      { a + ember.tensor(false), { true, false, true } },
+    } do
+      assert.are.equal("bool", case[1].dtype)
+      assert.are.same(case[2], case[1]:totable())
+    end
+    local c = a:clone()
+    c:add_(b)
+    assert.are.same({ true, true, true }, c:totable())
+    c = a:clone()
+    c:mul_(b)
+    assert.are.same({ true, false, false }, c:totable())
+  end)
+  it("with numbers and other dtypes they count as 0 and 1", function()
+    -- torch: a + 1 -> int64 [2, 1, 2]; a * 1.5 -> float32; a / b -> float32 [1, 0, inf]; a + int64 -> int64
+    for _, case in ipairs {
+      { a + 1, "int64", { 2, 1, 2 } }, { a * 1.5, "float32", { 1.5, 0, 1.5 } },
+      { a / b, "float32", { 1, 0, math.huge } }, { a + ember.tensor({ 1, 2, 3 }, "int64"), "int64", { 2, 2, 4 } },
+      { ember.tensor({ 1, 2, 3 }, "int64") + true, "int64", { 2, 3, 4 } }, { ember.ones(3) * b, "float32", { 1, 1, 0 } },
+    } do
+      assert.are.equal(case[2], case[1].dtype)
+      assert.are.same(case[3], case[1]:totable())
+    end
+  end)
+  it("subtraction and negation refuse bools in PyTorch's words", function()
+    local two = "Subtraction, the `-` operator, with two bool tensors is not supported. Use logical_xor() instead"
+    local one = "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use logical_not() instead"
+    raises_here(function() local _ = a - b end, "ember.sub: " .. two)
+    raises_here(function() local _ = a:sub(b) end, two)
+    raises_here(function() local _ = a - true end, two)
+    raises_here(function() local _ = a - 1 end, one)
+    raises_here(function() local _ = 1 - a end, one)
+    raises_here(function() local _ = ember.ones(3) - a end, one)
+    raises_here(function() local _ = a - ember.tensor({ 1, 2, 3 }, "int64") end, one)
+    raises_here(function() local _ = -a end,
+      "ember.neg: Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use logical_not() instead")
+    raises_here(function() a:clone():add_(1) end, "ember.add_: result type int64 can't be cast to the desired output type bool")
+  end)
+end)
