@@ -9,7 +9,7 @@ describe("data.pack", function()
     local p = ember.data.pack({ { 5, 6, 7 }, { 8, 9 }, { 4, 4, 4, 4 }, { 3, 3, 3, 3, 3, 3, 3, 3 } }, 6, { pad_id = 1 })
     assert.are.same({ { 5, 6, 7, 8, 9, 1 }, { 4, 4, 4, 4, 1, 1 }, { 3, 3, 3, 3, 3, 3 }, { 3, 3, 1, 1, 1, 1 } }, p.tokens:totable())
     assert.are.same({ { 1, 1, 1, 2, 2, 0 }, { 1, 1, 1, 1, 0, 0 }, { 1, 1, 1, 1, 1, 1 }, { 1, 1, 0, 0, 0, 0 } }, p.doc:totable())
-    assert.are.same({ { 1, 2, 3, 1, 2, 0 }, { 1, 2, 3, 4, 0, 0 }, { 1, 2, 3, 4, 5, 6 }, { 1, 2, 0, 0, 0, 0 } }, p.pos:totable())
+    assert.are.same({ { 1, 2, 3, 1, 2, 1 }, { 1, 2, 3, 4, 1, 1 }, { 1, 2, 3, 4, 5, 6 }, { 1, 2, 1, 1, 1, 1 } }, p.pos:totable()) -- padding: 1, a position nn.Embedding takes
     assert.are.same({ 5, 4, 6, 2 }, p.lengths:totable())
     assert.are.same({ false, false, false, false, false, true }, p.padding:totable()[1])
     assert.are.equal("int64", p.doc.dtype)

@@ -158,3 +158,37 @@ describe("bool tensors in arithmetic promote as PyTorch 1.13's", function()
     raises_here(function() a:clone():add_(1) end, "ember.add_: result type int64 can't be cast to the desired output type bool")
   end)
 end)
+
+describe("data.pack -> nn.Embedding -> a Transformer layer, as its docs show", function()
+  it("tokens and positions index Embedding tables as they are; packed equals each document alone", function()
+    ember.manual_seed(7)
+    local seqs = { { 3, 4, 5 }, { 6, 7 }, { 8, 9, 10, 11 } }
+    local p = ember.data.pack(seqs, 6, { pad_id = 1 })
+    assert.are.equal(1, p.pad_id)
+    assert.are.same({ { 3, 4, 5, 6, 7, 1 }, { 8, 9, 10, 11, 1, 1 } }, p.tokens:totable())
+    assert.are.same({ { 1, 2, 3, 1, 2, 1 }, { 1, 2, 3, 4, 1, 1 } }, p.pos:totable()) -- padding at position 1, not 0
+    local tok = nn.Embedding(12, 8, { padding_idx = p.pad_id })
+    local pos = nn.Embedding(6, 8)
+    local layer = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, attention = "document" })
+    local x = tok(p.tokens) + pos(p.pos)
+    local y = layer(x, { variant_inputs = { doc = p.doc }, key_padding_mask = p.padding, causal = true })
+    assert.are.equal(ember.Size { 2, 6, 8 }, y.shape)
+    -- each document alone (standard causal attention over its own tokens and positions)
+    local ref = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    ref:load_state_dict(layer:state_dict())
+    local where = { { 1, 1 }, { 1, 4 }, { 2, 1 } }
+    for i, s in ipairs(seqs) do
+      local ids, ps = ember.tensor({ s }, "int64"), ember.arange(1, #s + 1, { dtype = "int64" }):unsqueeze(1)
+      local alone = ref(tok(ids) + pos(ps), { causal = true })
+      local packed = y:narrow(1, where[i][1], 1):narrow(2, where[i][2], #s)
+      assert.is_true((alone - packed):abs():max():item() < 1e-5, "document " .. i)
+    end
+    -- a loss that skips the padding, and gradients for both tables
+    local head = nn.Linear(8, 12)
+    local loss = nn.CrossEntropyLoss { ignore_index = p.pad_id }(head(y):view(-1, 12), p.tokens:view(-1))
+    loss:backward()
+    assert.is_true(ember.isfinite(loss):item())
+    assert.are.equal(0, tok.weight.grad[p.pad_id]:abs():sum():item())
+    assert.is_true(pos.weight.grad:abs():sum():item() > 0)
+  end)
+end)

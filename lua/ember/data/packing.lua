@@ -4,11 +4,19 @@
 -- reads, so no token attends across documents.
 --
 --    local p = ember.data.pack({{5, 6, 7}, {8, 9}, {4, 4, 4, 4}}, 6, {pad_id = 1})
---    -- p.tokens [2, 6]: {5 6 7 8 9 1}, {4 4 4 4 1 1}
+--    -- p.tokens [2, 6]: {5 6 7 8 9 1}, {4 4 4 4 1 1}   (p.pad_id = 1 where a row has room)
 --    -- p.doc    [2, 6]: {1 1 1 2 2 0}, {1 1 1 1 0 0}   (0: padding)
---    -- p.pos    [2, 6]: {1 2 3 1 2 0}, {1 2 3 4 0 0}   (1-based within the document)
---    local mha, x = nn.MultiHeadAttention(16, 2, {attention = "document"}), ember.randn(2, 6, 16)
---    local y = mha(x, {variant_inputs = {doc = p.doc}, key_padding_mask = p.padding})
+--    -- p.pos    [2, 6]: {1 2 3 1 2 1}, {1 2 3 4 1 1}   (1-based within the document; padding 1)
+--    -- p.padding [2, 6]: true at the padding
+--    local tok = nn.Embedding(10, 16, {padding_idx = p.pad_id})   -- ids are 1-based: a pad id >= 1
+--    local pos = nn.Embedding(6, 16)
+--    local mha = nn.MultiHeadAttention(16, 2, {attention = "document"})
+--    local y = mha(tok(p.tokens) + pos(p.pos), {variant_inputs = {doc = p.doc}, key_padding_mask = p.padding})
+--
+-- Padding positions hold pad_id in tokens, 0 in doc (the document variant
+-- keeps them apart) and 1 in pos, so that p.tokens and p.pos index
+-- nn.Embedding tables (1-based ids) as they are; p.padding (and a loss's
+-- ignore_index = p.pad_id) keeps them out of the attention and the loss.
 --
 -- Sequences are taken in order and a row is closed when the next one does
 -- not fit; a sequence longer than a row is split over rows (each piece is a
@@ -24,9 +32,15 @@ local function ember() return require "ember" end
 -- @int len positions per row
 -- @tparam table opts `pad_id` (required when a row has room left), `rows`
 -- (pad to at least this many rows)
--- @treturn table `tokens`, `doc`, `pos` (int64 [B, len]), `padding` (bool
--- [B, len], true = padding, as key_padding_mask), `lengths` (int64 [B]: the
--- used positions of each row)
+-- @treturn table `tokens`, `doc`, `pos` (int64 [B, len]; at padding:
+-- pad_id, 0 and 1), `padding` (bool [B, len], true = padding, as
+-- key_padding_mask), `lengths` (int64 [B]: the used positions of each row),
+-- `pad_id` (the option, for nn.Embedding's padding_idx and a loss's
+-- ignore_index)
+-- @usage local p = ember.data.pack({{5, 6, 7}, {8, 9}}, 4, {pad_id = 1})
+-- local emb = nn.Embedding(10, 8, {padding_idx = p.pad_id})
+-- local pos = nn.Embedding(4, 8)
+-- print(p.pos:totable()[2][3], (emb(p.tokens) + pos(p.pos)).shape)   --> 1	ember.Size{2, 4, 8}
 function M.pack(seqs, len, opts)
   opts = opts or {}
   local errors = require "ember._errors"
@@ -93,14 +107,14 @@ function M.pack(seqs, len, opts)
       local used = j <= #r.tokens
       tokens[b][j] = used and r.tokens[j] or opts.pad_id
       doc[b][j] = used and r.doc[j] or 0
-      pos[b][j] = used and r.pos[j] or 0
+      pos[b][j] = used and r.pos[j] or 1 -- a position an nn.Embedding takes; the padding mask hides it
       pad[b][j] = not used
     end
   end
   local e = ember()
   local i64 = { dtype = "int64" }
   return { tokens = e.tensor(tokens, i64), doc = e.tensor(doc, i64), pos = e.tensor(pos, i64),
-    padding = e.tensor(pad, { dtype = "bool" }), lengths = e.tensor(lengths, i64) }
+    padding = e.tensor(pad, { dtype = "bool" }), lengths = e.tensor(lengths, i64), pad_id = opts.pad_id }
 end
 
 return M
