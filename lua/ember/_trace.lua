@@ -172,6 +172,9 @@ end
 -- fields: the message says what to do instead.
 M.UPVALUE_HINT = "a tensor from outside the function cannot be indexed with a traced value: give it in params " ..
   "(learned = false for a constant, true to train it) or as a per-call input (inputs), and index ctx.<name>[h][q]"
+-- The running trace's own hint (ember.flex_attention captures upvalues: it
+-- gives one of its own to trace.run), else UPVALUE_HINT.
+local function upvalue_hint() return state and state.upvalue_hint or M.UPVALUE_HINT end
 
 -- The node for op(args), made once; all-constant operands are folded.
 local function node(op, args, extra)
@@ -309,7 +312,7 @@ Sym.__le = no_compare("<=", ">=", "le", "ge")
 Sym.__eq = no_compare("==")
 Sym.__concat = function() fail("a traced value cannot be concatenated to a string", 2) end
 Sym.__call = function() fail("a traced value cannot be called", 2) end
-Sym.__len = function() fail("'#' of a traced value cannot be traced (" .. M.UPVALUE_HINT .. ")", 2) end
+Sym.__len = function() fail("'#' of a traced value cannot be traced (" .. upvalue_hint() .. ")", 2) end
 Sym.__tostring = function(x) return ("ember.Symbol(%s, %s)"):format(x.op, x.kind) end
 Sym.__close = nil
 
@@ -386,8 +389,12 @@ Sym.__index = function(x, key)
   local f = F[key]
   if f then return f end
   if is_sym(key) or type(key) == "number" then
+    local name = rawget(x, "cap_name")
+    if name then -- a load, indexed again
+      fail(("captured tensor '%s' is %d-d: too many indices (more than %d)"):format(name, x.cap_ndim, x.cap_ndim), 2)
+    end
     fail("a traced value was indexed like a tensor: too many indices for a captured tensor, " ..
-      "or indexing a value that is not a captured tensor (" .. M.UPVALUE_HINT .. ")", 2)
+      "or indexing a value that is not a captured tensor (" .. upvalue_hint() .. ")", 2)
   end
   fail(("traced values have no field '%s'"):format(tostring(key)), 2)
 end
@@ -417,7 +424,9 @@ Cap.__index = function(c, key)
     fail(("captured tensor '%s' is %d-d, indexed with %d indices"):format(c.name, ndim, #idx), 2)
   end
   if ndim and #idx == ndim then
-    return node("LOAD", idx, { cap = c.slot, kind = c.kind })
+    local n = node("LOAD", idx, { cap = c.slot, kind = c.kind })
+    n.cap_name, n.cap_ndim = c.name, ndim -- for the message when it is indexed again
+    return n
   end
   return setmetatable({ slot = c.slot, name = c.name, ndim = c.ndim, kind = c.kind, idx = idx }, Cap)
 end
@@ -428,12 +437,13 @@ for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__idiv", "__mod", "__
 end
 
 -- Runs fn(...) under a fresh trace; returns fn's results.
--- variant: the name, or {name =, where = "file:line" of the user's function}.
+-- variant: the name, or {name =, where = "file:line" of the user's function,
+-- upvalue_hint = what a message says of tensors from outside the function}.
 function M.run(variant, fn, ...)
   local prev = state
-  local where = nil
-  if type(variant) == "table" then variant, where = variant.name, variant.where end
-  state = { variant = variant, where = where, nodes = {}, n = 0 }
+  local where, hint = nil, nil
+  if type(variant) == "table" then variant, where, hint = variant.name, variant.where, variant.upvalue_hint end
+  state = { variant = variant, where = where, upvalue_hint = hint, nodes = {}, n = 0 }
   local saved = state
   local res = table.pack(pcall(fn, ...))
   state = prev

@@ -87,6 +87,10 @@ local function dense_load(env, caps, tensors, variant)
   end
 end
 
+-- ember.flex_attention's logsumexp and ember.create_block_mask's block map
+-- evaluate the same graphs the same way (lua/ember/_flex.lua)
+M.eval, M.loader = eval_dense, dense_load
+
 --- Runs an instance densely on [B, H, L, d] tensors (the composed route,
 -- and the reference the fused kernel is tested against).
 -- @tparam table inst what variant.trace returned

@@ -434,8 +434,13 @@ local function untraceable_math(name)
   return function() trace.fail(("math.%s cannot be traced; %s"):format(name, TRACED_HINT), 2) end
 end
 
--- The user's function named `what` in def (for positions in messages).
-local function fn_of(def, what) return type(def[what]) == "function" and def[what] or nil end
+-- The user's function named `what` in def (for positions in messages):
+-- def.sources[what] where a wrapper traces it (ember.flex_attention's
+-- score_mod and mask_mod, lua/ember/_flex.lua), else def[what].
+local function fn_of(def, what)
+  local f = def.sources and def.sources[what] or def[what]
+  return type(f) == "function" and f or nil
+end
 
 -- Calls fn under a trace with math.* made symbol-aware; returns the state
 -- and the function's result.
@@ -450,7 +455,7 @@ local function traced_call(def, what, fn, ...)
   local user = fn_of(def, what)
   local info = user and debug.getinfo(user, "S")
   local where = info and info.what == "Lua" and ("%s:%d"):format(info.short_src, info.linedefined) or nil
-  local ok, st, res = pcall(trace.run, { name = def.name, where = where }, fn, ...)
+  local ok, st, res = pcall(trace.run, { name = def.name, where = where, upvalue_hint = def.upvalue_hint }, fn, ...)
   for k, f in pairs(saved) do math[k] = f end
   if not ok then
     -- the user's own error (a bad option value, a typo) names the variant and

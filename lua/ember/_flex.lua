@@ -1,0 +1,585 @@
+--- FlexAttention's API, as PyTorch 2.5+ writes it
+-- (`torch.nn.attention.flex_attention`), on ember's traced attention
+-- variants (lua/ember/variant.lua): the functions become an anonymous
+-- variant, traced once into the fused CPU kernel's forward and backward.
+--
+--    local q, k, v = ember.randn(2, 8, 128, 16), ember.randn(2, 8, 128, 16), ember.randn(2, 8, 128, 16)
+--    local bias = ember.randn(8, 128, 128)              -- read by the closure
+--    local function score_mod(score, b, h, q_idx, kv_idx) return score + bias[h][q_idx][kv_idx] end
+--    local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+--    local bm = ember.create_block_mask(causal, nil, nil, 128, 128)
+--    local out = ember.flex_attention(q, k, v, {score_mod = score_mod, block_mask = bm})
+--
+-- As ember's variants, and unlike PyTorch, the indices `b`, `h`, `q_idx`,
+-- `kv_idx` are 1-based (every index in ember's Lua API is), and so is the
+-- indexing of captured tensors: `bias[h][q_idx][kv_idx]` reads the same
+-- element as PyTorch's `bias[h, q_idx, kv_idx]` with its 0-based indices.
+-- `q_idx` is the query's own row (1..Lq, top-left, as PyTorch's), not its
+-- position on the key axis as in a variant's `q`.
+--
+-- The functions run once on traced values (what they may compute is the
+-- list of ember.attention_variant's module description: arithmetic,
+-- `:ge` & co., `ember.where`, `ember.logical_and`, ...). A tensor they
+-- read as an upvalue becomes a captured tensor of the kernel, read again
+-- on every call (its current values): one that requires grad (a learned
+-- bias) gets its gradient from the fused backward. Other upvalues (numbers,
+-- strings, booleans) are constants of the trace.
+--
+-- The traced programs are cached: a call with the same functions re-uses
+-- them, and so does a closure made again each step from the same code
+-- (the key is the function's bytecode and its upvalues: a number's value,
+-- a tensor's number of dims, int or float, and whether it requires grad --
+-- with its shape and dtype then --, any other value by identity, a Lua
+-- function by its own bytecode and upvalues). So a changed number upvalue,
+-- or a different table or C function, traces again; a table's contents
+-- (a config read inside the function) are read when tracing only: change
+-- the table (a new one) to have them read again. Tensors inside tables, or
+-- in upvalues of functions the mod calls, are not captured: the mod itself
+-- must hold them.
+-- @module ember.flex
+local core = require "ember.core"
+local errors = require "ember._errors"
+local trace = require "ember._trace"
+local variant = require "ember.variant"
+local dense = require "ember._variant_dense"
+
+local M = {}
+
+local WHO = "ember.flex_attention"
+local NAME = "flex" -- the anonymous variant's name in trace messages, rewritten to WHO
+local function raise(fmt, ...) errors.raise(WHO .. ": " .. fmt, ...) end
+
+-- ---------------------------------------------------------------------
+-- Functions: their cache key and their tensor upvalues
+-- ---------------------------------------------------------------------
+
+local dumps = setmetatable({}, { __mode = "k" }) -- function -> its bytecode (never changes)
+local function bytecode(f)
+  local d = dumps[f]
+  if not d then
+    local ok, r = pcall(string.dump, f)
+    if not ok then return nil end
+    d = r
+    dumps[f] = d
+  end
+  return d
+end
+
+-- What trace messages say of a tensor the trace did not capture.
+local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they hold as upvalues themselves; a tensor in a " ..
+  "table, or read by another function they call, cannot be indexed with a traced value: make it a local the mod " ..
+  "reads (local bias = cfg.bias)"
+
+local CTX_FIELDS = { options = true, heads = true, head_dim = true, v_head_dim = true }
+
+local function tensor_kind(t) return (t.dtype == "int64" or t.dtype == "bool") and "int" or "float" end
+
+-- Adds f's description to parts, and its tensor upvalues (at depth 0) to
+-- caps: {list = {...}, of = {[tensor] = cap}}.
+local function describe(f, parts, caps, depth, seen)
+  parts[#parts + 1] = bytecode(f)
+  for i = 1, 255 do
+    local name, val = debug.getupvalue(f, i)
+    if name == nil then break end
+    local t = type(val)
+    if core.is_tensor(val) and depth == 0 then
+      local c = caps.of[val]
+      if not c then
+        if val.ndim > 4 then
+          raise("the tensor '%s' read by the function is %d-d; a captured tensor has at most 4 dims", name, val.ndim)
+        end
+        local learned = val.requires_grad and tensor_kind(val) == "float"
+        -- its name in messages ("captured tensor 'bias'"), unique among the captures
+        local cname, n = name:gsub("[^%w_]", "_"), 1
+        if CTX_FIELDS[cname] then cname = cname .. "_" end
+        local base = cname
+        while caps.named[cname] do n = n + 1; cname = base .. n end
+        c = { tensor = val, name = cname, ndim = val.ndim, kind = tensor_kind(val), learned = learned }
+        caps.list[#caps.list + 1] = c
+        caps.of[val], caps.named[cname] = c, true
+      end
+      local k = ("T%d%s%d"):format(#caps.list, c.kind, c.ndim)
+      if c.learned then k = k .. "L" .. table.concat(val.shape, "x") .. val.dtype end
+      parts[#parts + 1] = k
+    elseif t == "number" then
+      parts[#parts + 1] = math.type(val) .. ("%.17g"):format(val)
+    elseif t == "string" then
+      parts[#parts + 1] = ("%q"):format(val)
+    elseif t == "boolean" or t == "nil" then
+      parts[#parts + 1] = tostring(val)
+    elseif t == "function" and depth < 8 and not seen[val] and bytecode(val) then
+      seen[val] = true
+      parts[#parts + 1] = "F("
+      describe(val, parts, caps, depth + 1, seen)
+      parts[#parts + 1] = ")"
+    else
+      parts[#parts + 1] = ("%s%p"):format(t, val) -- identity: tables (_ENV, ember, math), C functions, ...
+    end
+  end
+end
+
+-- f loaded again from its bytecode, its upvalues shared with f's, but the
+-- captured tensors replaced by ctx's traced tensors (f itself and the
+-- variables it shares with other functions stay untouched).
+local function clone(f, caps, ctx)
+  local g = load(bytecode(f), nil, "b")
+  for i = 1, 255 do
+    local name, val = debug.getupvalue(f, i)
+    if name == nil then break end
+    local c = core.is_tensor(val) and caps.of[val]
+    if c then debug.setupvalue(g, i, ctx[c.name]) else debug.upvaluejoin(g, i, f, i) end
+  end
+  return g
+end
+
+-- ---------------------------------------------------------------------
+-- Tracing, cached
+-- ---------------------------------------------------------------------
+
+local traces = {}      -- key -> {inst =, caps =}
+local n_traces = 0
+local cores = {}       -- key .. sizes -> the core object holding the programs
+M.stats = { traces = 0, hits = 0 }
+
+-- The trace's messages name ember.flex_attention, score_mod and mask_mod.
+local function rename(msg)
+  msg = tostring(msg)
+  msg = msg:gsub("attention variant '" .. NAME .. "': score", WHO .. ": score_mod")
+  msg = msg:gsub("attention variant '" .. NAME .. "': mask", WHO .. ": mask_mod")
+  msg = msg:gsub("attention variant '" .. NAME .. "'", WHO)
+  msg = msg:gsub("inside score, mask and sink", "inside score_mod and mask_mod")
+  return msg
+end
+
+-- Re-raises a trace error: at the user's function's line where it names
+-- one (the message starts with a position outside the library), else at
+-- the user's call.
+local function reraise(msg, who)
+  msg = rename(msg)
+  if who then msg = msg:gsub(WHO, who) end
+  if msg:match("^[^\n]-:%d+: ") and errors.strip_library_position(msg) == msg then error(msg, 0) end
+  errors.raise("%s", msg)
+end
+
+-- The traced instance for score_mod / mask_mod, and the captures: from the
+-- cache, or traced now. spec: {score_mod, mask_mod, offset = Lk - Lq,
+-- b1 = the mask's batch broadcast, h1 = its heads'}.
+local function instance(spec)
+  local caps = { list = {}, of = {}, named = {} }
+  local parts = { tostring(spec.offset), spec.b1 and "b1" or "b", spec.h1 and "h1" or "h" }
+  for _, role in ipairs { "score_mod", "mask_mod" } do
+    local f = spec[role]
+    parts[#parts + 1] = role
+    if f then describe(f, parts, caps, 0, {}) end
+  end
+  if #caps.list > 8 then
+    raise("score_mod and mask_mod read %d tensors (at most 8 captured tensors)", #caps.list)
+  end
+  local key = table.concat(parts, "\0")
+  local hit = traces[key]
+  if hit then
+    M.stats.hits = M.stats.hits + 1
+    -- the cached trace's captures, with this call's tensors (same order)
+    for i, c in ipairs(hit.caps) do caps.list[i].name = c.name end
+    return hit.inst, caps.list, key
+  end
+  local tables, inputs = {}, {}
+  for _, c in ipairs(caps.list) do
+    if c.learned then tables[#tables + 1] = { name = c.name, tensor = c.tensor, learned = true }
+    else inputs[c.name] = { ndim = c.ndim, dtype = c.kind } end
+  end
+  local off = spec.offset
+  local score_mod, mask_mod = spec.score_mod, spec.mask_mod
+  local def = { name = NAME, inputs = inputs, sources = { score = score_mod, mask = mask_mod },
+    upvalue_hint = UPVALUE_HINT }
+  -- q_idx is the query's row: the kernel's q is its position on the key axis
+  local function row(q) return off ~= 0 and q - off or q end
+  if score_mod then
+    def.score = function(s, b, h, q, k, ctx) return clone(score_mod, caps, ctx)(s, b, h, row(q), k) end
+  end
+  if mask_mod then
+    def.mask = function(b, h, q, k, ctx)
+      if spec.b1 then b = trace.const(1) end -- a block mask made with B = nil: b is 1, as PyTorch's 0
+      if spec.h1 then h = trace.const(1) end
+      return clone(mask_mod, caps, ctx)(b, h, row(q), k)
+    end
+  end
+  local ok, inst = pcall(variant.trace, def, {}, { heads = 1, head_dim = 1, v_head_dim = 1 }, tables)
+  if not ok then reraise(inst) end
+  if n_traces >= 256 then traces, cores, n_traces = {}, {}, 0 end -- a loop making new functions: bounded
+  n_traces = n_traces + 1
+  M.stats.traces = M.stats.traces + 1
+  traces[key] = { inst = inst, caps = caps.list }
+  return inst, caps.list, key
+end
+
+-- The core object (ember.Attention's C half) for these programs and sizes.
+local function core_for(key, inst, caps, H, E, Ev, dtype, device)
+  local ck = table.concat({ key, H, E, Ev, dtype, tostring(device) }, "\0")
+  local c = cores[ck]
+  if c then return c end
+  c = core._attention_core({ attention = "standard", heads = H, head_dim = E, v_head_dim = Ev }, dtype, device)
+  local list = {}
+  local by_name = {}
+  for _, x in ipairs(caps) do by_name[x.name] = x end
+  for i, x in ipairs(inst.caps) do
+    list[i] = { name = x.name, ndim = x.ndim, param = x.param,
+      shape = x.param and by_name[x.name].tensor.shape or nil }
+  end
+  c:set_programs { score = inst.score, score_grad = inst.score_grad, mask = inst.mask, caps = list }
+  cores[ck] = c
+  return c
+end
+
+-- ---------------------------------------------------------------------
+-- Dense evaluation (the logsumexp, the block mask's map)
+-- ---------------------------------------------------------------------
+
+-- The environment of the dense evaluator for rows q0+1..q0+n of Lq.
+local function dense_env(inst, tensors, B, H, Lq, Lk, q0, n, dtype, device)
+  local o = { dtype = dtype, device = device }
+  local env = { dtype = dtype, device = device,
+    B = core.arange(1, B + 1, o):view(B, 1, 1, 1), H = core.arange(1, H + 1, o):view(1, H, 1, 1),
+    Q = core.arange(Lk - Lq + q0 + 1, Lk - Lq + q0 + n + 1, o):view(1, 1, n, 1),
+    K = core.arange(1, Lk + 1, o):view(1, 1, 1, Lk) }
+  env.load = dense.loader(env, inst.caps, tensors, WHO)
+  return env
+end
+
+-- inst.caps' tensors, in capture order.
+local function cap_tensors(inst, caps, learned_as)
+  local by_name, list = {}, {}
+  for _, c in ipairs(caps) do by_name[c.name] = c end
+  for i, c in ipairs(inst.caps) do
+    local x = by_name[c.name]
+    list[i] = (learned_as and learned_as[c.name]) or x.tensor
+  end
+  return list
+end
+
+-- ---------------------------------------------------------------------
+-- ember.create_block_mask
+-- ---------------------------------------------------------------------
+
+local BlockMask = {}
+BlockMask.__index = BlockMask
+BlockMask.__name = "ember.BlockMask"
+M.BlockMask = BlockMask
+
+--- The share of blocks that are skipped (no query of the block may see a
+-- key of it), in percent, as PyTorch's BlockMask.sparsity().
+-- @treturn number
+function BlockMask:sparsity()
+  local n, total = 0, 0
+  for _, v in ipairs(self.kinds:reshape(-1):totable()) do
+    total = total + 1
+    if v == 0 then n = n + 1 end
+  end
+  return total == 0 and 0 or 100 * n / total
+end
+
+--- The block map as a bool tensor [B, H, Q blocks, KV blocks]: true where
+-- the block is computed (partly or fully visible), as PyTorch's to_dense().
+-- @treturn Tensor
+function BlockMask:to_dense() return self.kinds:ne(0) end
+
+--- The block map drawn, one line per query block: `█` fully visible,
+-- `░` partly (the mask is evaluated), blank skipped; for the first
+-- `limit` (default 4) batch-and-head pairs.
+-- @int[opt] limit
+-- @treturn string
+function BlockMask:to_string(limit)
+  limit = limit or 4
+  local Bm, Hm, nq, nk = table.unpack(self.kinds.shape)
+  local rows, shown = {}, 0
+  local kinds = self.kinds:totable()
+  for b = 1, Bm do
+    for h = 1, Hm do
+      if shown >= limit then
+        rows[#rows + 1] = "..."
+        return table.concat(rows, "\n")
+      end
+      shown = shown + 1
+      rows[#rows + 1] = ("(%d, %d)"):format(b, h)
+      for i = 1, nq do
+        local line = {}
+        for j = 1, nk do line[j] = ({ [0] = "  ", [1] = "░░", [2] = "██" })[kinds[b][h][i][j]] end
+        rows[#rows + 1] = (table.concat(line):gsub("%s+$", ""))
+      end
+    end
+  end
+  return table.concat(rows, "\n")
+end
+
+function BlockMask:__tostring()
+  return ("BlockMask(shape=(%s, %s, %d, %d), block_size=%d, sparsity=%.2f%%,\n%s\n)"):format(
+    self.B and tostring(self.B) or "1", self.H and tostring(self.H) or "1", self.Q_LEN, self.KV_LEN,
+    self.BLOCK_SIZE, self:sparsity(), self:to_string())
+end
+
+local function check_len(v, what, who, allow_nil)
+  if v == nil and allow_nil then return end
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+    errors.raise("%s: %s must be %s, got %s", who, what, allow_nil and "a positive integer or nil (broadcast)"
+      or "a positive integer", v == nil and "nil" or tostring(v))
+  end
+  if v < 1 then errors.raise("%s: %s must be positive, got %s", who, what, tostring(v)) end
+end
+
+--- A block mask, as PyTorch's `create_block_mask`: the mask function
+-- `mask_mod(b, h, q_idx, kv_idx)` (1-based; true where query q_idx may see
+-- key kv_idx) for `B` batches and `H` heads (nil: the same for all, as
+-- PyTorch's None; the function then sees b = 1, h = 1) and `Q_LEN` x
+-- `KV_LEN` positions, with its map of `BLOCK_SIZE` blocks (default 128):
+-- empty (skipped), partial or full. Give it to ember.flex_attention as
+-- `block_mask`; the fused kernel skips the empty tiles of its own (finer)
+-- tiling of the same mask. The map is made by evaluating the mask densely,
+-- a block row at a time; it prints readably, with its sparsity.
+-- @tparam function mask_mod the mask function (traced, see ember.flex_attention)
+-- @int[opt] B batches, or nil
+-- @int[opt] H heads, or nil
+-- @int Q_LEN queries
+-- @int KV_LEN keys
+-- @tparam[opt] table opts `BLOCK_SIZE` (default 128), `device` ("cpu")
+-- @treturn BlockMask `mask_mod`, `B`, `H`, `Q_LEN`, `KV_LEN`, `BLOCK_SIZE`,
+-- `shape`, `kinds` (int64 [B or 1, H or 1, Q blocks, KV blocks]: 0 empty, 1
+-- partial, 2 full), `:sparsity()`, `:to_dense()`, `:to_string()`
+-- @usage
+-- local causal = function(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+-- local bm = ember.create_block_mask(causal, nil, nil, 256, 256, {BLOCK_SIZE = 64})
+-- print(bm)                       -- BlockMask(shape=(1, 1, 256, 256), block_size=64, sparsity=37.50%, ...
+-- assert(math.abs(bm:sparsity() - 37.5) < 1e-9)
+function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts)
+  local who = "ember.create_block_mask"
+  if type(mask_mod) ~= "function" or not bytecode(mask_mod) then
+    errors.raise("%s: mask_mod must be a Lua function(b, h, q_idx, kv_idx), got %s", who,
+      type(mask_mod) == "function" and "a C function" or type(mask_mod))
+  end
+  check_len(B, "B", who, true)
+  check_len(H, "H", who, true)
+  check_len(Q_LEN, "Q_LEN", who)
+  check_len(KV_LEN, "KV_LEN", who)
+  opts = opts or {}
+  if type(opts) ~= "table" then errors.raise("%s: options must be a table {BLOCK_SIZE=, device=}, got %s", who, type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "BLOCK_SIZE" and k ~= "device" then
+      errors.raise("%s: unknown option '%s' (expected BLOCK_SIZE, device)", who, tostring(k))
+    end
+  end
+  local bs = opts.BLOCK_SIZE or 128
+  check_len(bs, "BLOCK_SIZE", who)
+  local device = opts.device or "cpu"
+  local Bm, Hm = B or 1, H or 1
+  local ok, inst, caps = pcall(instance, { mask_mod = mask_mod, offset = KV_LEN - Q_LEN, b1 = B == nil, h1 = H == nil })
+  if not ok then reraise(inst, who) end
+  local tensors = cap_tensors(inst, caps)
+  for i, t in ipairs(tensors) do
+    if tostring(t.device) ~= tostring(device) then tensors[i] = t:to(device) end
+  end
+  local nq, nk = (Q_LEN + bs - 1) // bs, (KV_LEN + bs - 1) // bs
+  local kinds = core.zeros({ Bm, Hm, nq, nk }, { dtype = "int64" })
+  core.no_grad(function()
+    for i = 1, nq do
+      local q0 = (i - 1) * bs
+      local n = math.min(bs, Q_LEN - q0)
+      local env = dense_env(inst, tensors, Bm, Hm, Q_LEN, KV_LEN, q0, n, "float64", device)
+      local ok2, m = pcall(dense.eval, inst.mask_graph, env)
+      if not ok2 then errors.raise("%s: %s", who, (rename(m):gsub("^" .. WHO .. ": ", ""))) end
+      m = m:ne(0):expand(Bm, Hm, n, KV_LEN)
+      -- pad the keys to whole blocks (padding counts as hidden), then per block: any, all
+      local pad = nk * bs - KV_LEN
+      local any = m
+      if pad > 0 then any = core.cat({ m, core.zeros({ Bm, Hm, n, pad }, { dtype = "bool", device = device }) }, 4) end
+      local blocks = any:reshape(Bm, Hm, n, nk, bs)
+      local some = blocks:any(5):any(3) -- [Bm, Hm, nk]
+      local full = m
+      if pad > 0 then full = core.cat({ m, core.ones({ Bm, Hm, n, pad }, { dtype = "bool", device = device }) }, 4) end
+      local all = full:reshape(Bm, Hm, n, nk, bs):all(5):all(3)
+      local k = some:long() + all:logical_and(some):long()
+      kinds:narrow(3, i, 1):copy_(k:to("cpu"):view(Bm, Hm, 1, nk))
+    end
+  end)
+  return setmetatable({ mask_mod = mask_mod, B = B, H = H, Q_LEN = Q_LEN, KV_LEN = KV_LEN, BLOCK_SIZE = bs,
+    shape = { Bm, Hm, Q_LEN, KV_LEN }, kinds = kinds }, BlockMask)
+end
+
+-- ---------------------------------------------------------------------
+-- ember.flex_attention
+-- ---------------------------------------------------------------------
+
+local KNOWN = { score_mod = true, block_mask = true, scale = true, enable_gqa = true, return_lse = true }
+local FLOAT = { float32 = true, float64 = true, bfloat16 = true }
+
+local function shape_of(t) return errors.shape_str(t) end
+
+-- The row logsumexp of the scores after score_mod and the mask, by core
+-- ops (differentiable): [B, Hq, Lq]; -inf for a row that sees no key.
+local function logsumexp(inst, tensors, q, k, scale)
+  local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+  if k.shape[2] ~= H then k = k:repeat_interleave(H // k.shape[2], 2) end
+  local dt = q.dtype == "bfloat16" and "float32" or q.dtype
+  q, k = q:to(dt), k:to(dt)
+  local env = dense_env(inst, tensors, B, H, Lq, Lk, 0, Lq, dt, q.device)
+  local s = q:matmul(k:transpose(3, 4)) * scale
+  if inst.score_graph then
+    env.S = s
+    s = dense.eval(inst.score_graph, env):expand(B, H, Lq, Lk)
+  end
+  if inst.mask_graph then
+    s = s:masked_fill(dense.eval(inst.mask_graph, env):eq(0):expand(B, H, Lq, Lk), -math.huge)
+  end
+  return s:logsumexp(4)
+end
+
+--- Attention with a score function and a mask, as PyTorch's
+-- `flex_attention` (torch.nn.attention.flex_attention, 2.5+):
+-- softmax(score_mod(q k^T * scale) masked by block_mask) v, by ember's fused
+-- kernel (forward and backward, O(L) memory; fully masked tiles skipped).
+--
+-- `score_mod(score, b, h, q_idx, kv_idx)` returns the new score;
+-- `block_mask` is an ember.create_block_mask of `mask_mod(b, h, q_idx,
+-- kv_idx)`. The indices are 1-based (PyTorch's are 0-based), q_idx the
+-- query's row 1..Lq. Tensors the functions read as upvalues are read on
+-- every call; one that requires grad gets its gradient. The traced
+-- programs are cached by the functions' code and upvalues (see the module
+-- description), so a training loop traces once. A row no key may be seen
+-- by gives 0 (and its logsumexp -inf), as PyTorch's.
+-- @tparam Tensor query [B, Hq, Lq, E]
+-- @tparam Tensor key [B, Hkv, Lk, E]
+-- @tparam Tensor value [B, Hkv, Lk, Ev]
+-- @tparam[opt] table opts `score_mod`, `block_mask`, `scale` (default
+-- 1/sqrt(E)), `enable_gqa` (Hq a multiple of Hkv: each kv head serves
+-- Hq/Hkv query heads in a row), `return_lse` (also return the row
+-- logsumexp [B, Hq, Lq], computed densely by core ops: O(Lq*Lk) memory)
+-- @treturn Tensor out [B, Hq, Lq, Ev]
+-- @treturn[opt] Tensor lse [B, Hq, Lq] when return_lse
+-- @usage
+-- local q, k, v = ember.randn(2, 4, 64, 16), ember.randn(2, 4, 64, 16), ember.randn(2, 4, 64, 16)
+-- local bias = ember.randn(4, 64, 64):requires_grad_()     -- a learned bias per head
+-- local function score_mod(score, b, h, q_idx, kv_idx) return score + bias[h][q_idx][kv_idx] end
+-- local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+-- local bm = ember.create_block_mask(causal, nil, nil, 64, 64)
+-- local out = ember.flex_attention(q, k, v, {score_mod = score_mod, block_mask = bm})
+-- out:sum():backward()
+-- print(out.shape, bias.grad.shape)    --> ember.Size{2, 4, 64, 16} ember.Size{4, 64, 64}
+function M.flex_attention(q, k, v, opts)
+  for i, t in ipairs { q, k, v } do
+    if not core.is_tensor(t) then raise("%s must be a tensor, got %s", ({ "query", "key", "value" })[i], type(t)) end
+  end
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then raise("options must be a table, got %s", type(opts)) end
+  for key in pairs(opts) do
+    if not KNOWN[key] then
+      raise("unknown option '%s' (expected block_mask, enable_gqa, return_lse, scale, score_mod)", tostring(key))
+    end
+  end
+  if q.ndim ~= 4 or k.ndim ~= 4 or v.ndim ~= 4 then
+    raise("query, key and value must be 4-d [B, H, L, E], got %s, %s and %s", shape_of(q), shape_of(k), shape_of(v))
+  end
+  local B, Hq, Lq, E = table.unpack(q.shape)
+  local Hk, Lk, Ev = k.shape[2], k.shape[3], v.shape[4]
+  if k.shape[1] ~= B or v.shape[1] ~= B then
+    raise("query, key and value must have the same batch size, got %s, %s and %s", shape_of(q), shape_of(k), shape_of(v))
+  end
+  if k.shape[4] ~= E then raise("query and key must have the same head size E, got %s and %s", shape_of(q), shape_of(k)) end
+  if v.shape[2] ~= Hk or v.shape[3] ~= Lk then
+    raise("key %s and value %s must have the same heads and length", shape_of(k), shape_of(v))
+  end
+  if Hq ~= Hk then
+    if not opts.enable_gqa then
+      raise("query has %d heads and key/value %d: grouped-query attention needs {enable_gqa = true}", Hq, Hk)
+    end
+    if Hq % Hk ~= 0 then raise("query's %d heads must be a multiple of key/value's %d heads", Hq, Hk) end
+  end
+  if not FLOAT[q.dtype] or k.dtype ~= q.dtype or v.dtype ~= q.dtype then
+    raise("query, key and value must share a float32, float64 or bfloat16 dtype, got %s, %s and %s", q.dtype,
+      k.dtype, v.dtype)
+  end
+  if tostring(k.device) ~= tostring(q.device) or tostring(v.device) ~= tostring(q.device) then
+    raise("query, key and value must be on one device, got %s, %s and %s", tostring(q.device), tostring(k.device),
+      tostring(v.device))
+  end
+  local score_mod, bm = opts.score_mod, opts.block_mask
+  if score_mod ~= nil and (type(score_mod) ~= "function" or not bytecode(score_mod)) then
+    raise("score_mod must be a Lua function(score, b, h, q_idx, kv_idx), got %s",
+      type(score_mod) == "function" and "a C function" or type(score_mod))
+  end
+  if bm ~= nil then
+    if getmetatable(bm) ~= BlockMask then
+      raise("block_mask must be made by ember.create_block_mask, got %s", core.is_tensor(bm) and
+        "a tensor (a bool mask is scaled_dot_product_attention's attn_mask)" or type(bm))
+    end
+    if bm.Q_LEN ~= Lq or bm.KV_LEN ~= Lk then
+      raise("block_mask was made for Q_LEN=%d, KV_LEN=%d, got query length %d and key length %d", bm.Q_LEN,
+        bm.KV_LEN, Lq, Lk)
+    end
+    if (bm.B and bm.B ~= B) or (bm.H and bm.H ~= Hq) then
+      raise("block_mask was made for B=%s, H=%s, got B=%d and %d query heads (nil broadcasts)", tostring(bm.B),
+        tostring(bm.H), B, Hq)
+    end
+  end
+  local scale = opts.scale
+  if scale ~= nil and (type(scale) ~= "number" or scale ~= scale) then
+    raise("scale must be a number, got %s", scale ~= scale and "nan" or type(scale))
+  end
+  if opts.return_lse ~= nil and type(opts.return_lse) ~= "boolean" then
+    raise("return_lse must be a boolean, got %s", type(opts.return_lse))
+  end
+  if opts.enable_gqa ~= nil and type(opts.enable_gqa) ~= "boolean" then
+    raise("enable_gqa must be a boolean, got %s", type(opts.enable_gqa))
+  end
+  local sc = scale or 1 / math.sqrt(E)
+  local inst, caps, key = nil, nil, nil
+  if score_mod or bm then
+    inst, caps, key = instance { score_mod = score_mod, mask_mod = bm and bm.mask_mod, offset = Lk - Lq,
+      b1 = bm and bm.B == nil, h1 = bm and bm.H == nil }
+  end
+  -- captures that train are the kernel's tables (it gives them gradients),
+  -- in q's dtype and device; the others its per-call tensors
+  local tables, inputs, list, learned_as = {}, {}, {}, {}
+  if inst then
+    local by_name = {}
+    for _, c in ipairs(caps) do by_name[c.name] = c end
+    for i, c in ipairs(inst.caps) do
+      local t = by_name[c.name].tensor
+      if tostring(t.device) ~= tostring(q.device) then
+        raise("the tensor '%s' read by %s is on %s, query on %s", c.name, "score_mod or mask_mod", tostring(t.device),
+          tostring(q.device))
+      end
+      if c.param then
+        if t.dtype ~= q.dtype then t = t:to(q.dtype) end
+        tables[c.param] = t
+        learned_as[c.name] = t
+      else
+        inputs[c.name] = t
+        list[i] = t
+      end
+    end
+  end
+  local qs, run_scale = q, sc
+  if sc <= 0 then qs, run_scale = q * sc, 1 end -- the core reads scale <= 0 as its default (nn/Attention.lua)
+  local out
+  if not inst then
+    out = core.scaled_dot_product_attention(q, k, v, { scale = scale, enable_gqa = opts.enable_gqa })
+  else
+    local att = core_for(key, inst, caps, Hq, E, Ev, q.dtype, q.device)
+    local ok, r = pcall(att.forward, att, tables, qs, k, v, { scale = run_scale }, list, tostring(q.device) ~= "cpu")
+    if not ok then reraise(r) end
+    out = r
+    if out == nil then -- a device kernel that declines the call: core ops
+      core._attention_count("composed")
+      out = variant.dense(inst, tables, inputs, qs, k, v, { scale = run_scale })
+    end
+  end
+  if not opts.return_lse then return out end
+  local lse
+  if inst then
+    lse = logsumexp(inst, cap_tensors(inst, caps, learned_as), qs, k, run_scale)
+  else
+    local kk = Hk ~= Hq and k:repeat_interleave(Hq // Hk, 2) or k
+    lse = (q:matmul(kk:transpose(3, 4)) * sc):logsumexp(4)
+  end
+  return out, lse
+end
+
+return M
