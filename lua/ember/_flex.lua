@@ -144,6 +144,9 @@ M.stats = { traces = 0, hits = 0 }
 -- The trace's messages name ember.flex_attention, score_mod and mask_mod.
 local function rename(msg)
   msg = tostring(msg)
+  -- the kernel's own errors (an index out of range) name the core's call
+  msg = msg:gsub("ember%.Attention%.forward: attention 'standard': [%w_]+ attention_forward: ", WHO .. ": ")
+  msg = msg:gsub("ember%.Attention%.forward: attention 'standard': ", WHO .. ": ")
   msg = msg:gsub("attention variant '" .. NAME .. "': score", WHO .. ": score_mod")
   msg = msg:gsub("attention variant '" .. NAME .. "': mask", WHO .. ": mask_mod")
   msg = msg:gsub("attention variant '" .. NAME .. "'", WHO)

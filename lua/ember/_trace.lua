@@ -150,6 +150,10 @@ M.BOOL_HINT = "Lua's not, and, or, == and ~= cannot be traced (`not x` is always
   "ember.logical_and(a, b), ember.logical_or(a, b), x:eq(1), x:ne(1), ember.where(c, a, b); " ..
   "a constant is 1 or 0, and a bool option goes through `if`"
 
+-- The running trace's own hint (ember.flex_attention captures upvalues: it
+-- gives one of its own to trace.run), else UPVALUE_HINT (set below).
+local function upvalue_hint() return state and state.upvalue_hint or M.UPVALUE_HINT end
+
 local function to_sym(x, what, level)
   if is_sym(x) then return x end
   local t = type(x)
@@ -162,6 +166,9 @@ local function to_sym(x, what, level)
     fail(("captured tensor '%s' is %d-d but was used with %d index(es); index it fully (t[i][j])"):format(
       x.name, x.ndim, #x.idx), level + 1)
   end
+  if t == "userdata" then -- a tensor made or read inside the function
+    fail(("cannot trace %s on a tensor: only numbers and traced values (%s)"):format(what, upvalue_hint()), level + 1)
+  end
   fail(("cannot trace %s on a %s (only numbers and traced values)%s"):format(what, t,
     t == "nil" and "; a nil is an undefined name, or a Lua table indexed with a traced value (which gives nil: " ..
     "give the numbers as a tensor in params, learned = false for a constant, and index ctx.<name>[h])" or ""), level + 1)
@@ -172,9 +179,6 @@ end
 -- fields: the message says what to do instead.
 M.UPVALUE_HINT = "a tensor from outside the function cannot be indexed with a traced value: give it in params " ..
   "(learned = false for a constant, true to train it) or as a per-call input (inputs), and index ctx.<name>[h][q]"
--- The running trace's own hint (ember.flex_attention captures upvalues: it
--- gives one of its own to trace.run), else UPVALUE_HINT.
-local function upvalue_hint() return state and state.upvalue_hint or M.UPVALUE_HINT end
 
 -- The node for op(args), made once; all-constant operands are folded.
 local function node(op, args, extra)
