@@ -25,8 +25,6 @@ function AdaptiveAvgPool2d:__init(output_size)
   end
 end
 
-local pool_dim = pool.adaptive_mean
-
 --- The mean of each adaptive bin.
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]
 -- @treturn Tensor [N, C, oh, ow] (or [C, oh, ow])
@@ -37,9 +35,7 @@ function AdaptiveAvgPool2d:forward(x)
   end
   Module.check_float_input("AdaptiveAvgPool2d.forward", x)
   local xb, unbatch = pool.batch(x)
-  local o = self.output_size
-  local y = pool_dim(pool_dim(xb, 3, o[1] or xb.shape[3]), 4, o[2] or xb.shape[4])
-  return unbatch(y)
+  return unbatch(pool.adaptive2d(xb, self.output_size))
 end
 
 --- The output size, for printing.

@@ -35,8 +35,7 @@ function AdaptiveMaxPool2d:forward(x)
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
   local xb, unbatch = pool.batch(x)
-  local o = self.output_size
-  return unbatch(pool.adaptive_mean(pool.adaptive_mean(xb, 3, o[1] or xb.shape[3], "max"), 4, o[2] or xb.shape[4], "max"))
+  return unbatch(pool.adaptive2d(xb, self.output_size, "max"))
 end
 
 --- The output size, for printing.

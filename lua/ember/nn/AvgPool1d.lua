@@ -11,7 +11,7 @@
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local MaxPool1d = require "ember.nn.MaxPool1d"
-local AvgPool2d = require "ember.nn.AvgPool2d"
+local pool = require "ember.nn._pool"
 
 local AvgPool1d = Module:extend("AvgPool1d")
 
@@ -29,7 +29,7 @@ end
 -- @treturn Tensor [N, C, Lo] (or [C, Lo])
 function AvgPool1d:forward(x)
   local x4, back = MaxPool1d._check(self, "AvgPool1d", x)
-  return back(AvgPool2d._mean(self._cfg, x4))
+  return back(pool.avg2d(self._cfg, x4))
 end
 
 --- The sizes, for printing.

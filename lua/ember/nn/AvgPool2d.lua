@@ -37,28 +37,12 @@ end
 -- @treturn Tensor [N, C, Ho, Wo] (or [C, Ho, Wo])
 function AvgPool2d:forward(x)
   local xb, unbatch = MaxPool2d._check(self, "AvgPool2d", x)
-  return unbatch(AvgPool2d._mean(self, xb))
+  return unbatch(pool.avg2d(self, xb))
 end
 
 -- The window means of xb [N, C, H, W] under cfg's kernel_size, stride,
 -- padding, dilation (pairs), count_include_pad and divisor_override (shared
 -- with nn.AvgPool1d, which passes a [N, C, 1, L] view).
-function AvgPool2d._mean(cfg, xb)
-  local k, s, p, d, ceil = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, cfg.ceil_mode
-  local sum, Ho, Wo, over = pool.windows(xb, k, s, p, d, 0, ceil)
-  sum = sum:sum(5)
-  if cfg.divisor_override then return sum / cfg.divisor_override end
-  local with_pad = cfg.count_include_pad
-  if over[1] == 0 and over[2] == 0 and (with_pad or (p[1] == 0 and p[2] == 0)) then
-    return sum / (k[1] * k[2])
-  end
-  -- how many of each window's positions count (the input's, and the
-  -- padding's with count_include_pad; never ceil_mode's overhang)
-  local count = pool.counts(xb.shape[3], xb.shape[4], k, s, p, d, ceil, with_pad,
-    { dtype = xb.dtype, device = xb.device })
-  assert(count.shape[3] == Ho and count.shape[4] == Wo)
-  return sum / count
-end
 
 --- The sizes, for printing.
 function AvgPool2d:extra_repr()

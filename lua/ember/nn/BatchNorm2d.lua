@@ -10,7 +10,8 @@
 -- statistics are used. Then scaled by weight (ones) and shifted by bias
 -- (zeros). State dict as PyTorch: weight, bias, running_mean, running_var,
 -- num_batches_tracked (int64).
--- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd.
+-- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd;
+-- the computation is `nn.functional.batch_norm`'s (nn/_norm.lua).
 -- Errors name nn.BatchNorm2d: bad num_features, input that is not [N, C, H, W]
 -- with C = num_features, a batch of one value per channel while training.
 -- @usage local bn = nn.BatchNorm2d(16)
@@ -21,6 +22,7 @@ local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local torch_names = require "ember.nn._torch_names"
+local norm = require "ember.nn._norm"
 
 local BatchNorm2d = Module:extend("BatchNorm2d")
 
@@ -70,46 +72,13 @@ function BatchNorm2d:forward(x)
 end
 
 -- The normalisation of x [N, C, *] (checked by the caller), shared with
--- nn.BatchNorm1d (`name` is the module's, for its errors).
+-- nn.BatchNorm1d (`name` is the module's, for its errors): nn/_norm.lua's
+-- batch_norm (nn.functional.batch_norm's) with the module's tensors.
 function BatchNorm2d._normalize(self, name, x)
   Module.check_float_input(name .. ".forward", x)
-  local C = self.num_features
-  local bshape = { 1, C }
-  for _ = 3, x.ndim do bshape[#bshape + 1] = 1 end
-  local use_batch = self.training or not self.track_running_stats
-  local mean, var
-  if use_batch and x:numel() == 0 then
-    -- an empty batch, as PyTorch: an empty output, the batch counted, the statistics unchanged
-    if self.training and self.track_running_stats then
-      ember.no_grad(function() self.num_batches_tracked:add_(1) end)
-    end
-    local o = { dtype = x.dtype, device = x.device }
-    mean, var = ember.zeros({ C }, o), ember.ones({ C }, o)
-  elseif use_batch then
-    local n = x:numel() / C
-    if n <= 1 then
-      error(("%s.forward: expected more than 1 value per channel when training, got input shape [%s]")
-        :format(name, table.concat(x.shape, ", ")), 2)
-    end
-    local xc = x:transpose(1, 2):reshape({ C, -1 }) -- [C, N*H*W]
-    mean = xc:mean(2)
-    local d = xc - mean:view({ C, 1 })
-    var = (d * d):mean(2) -- biased, for normalising
-    if self.training and self.track_running_stats then
-      ember.no_grad(function()
-        self.num_batches_tracked:add_(1)
-        local m = self.momentum or (1 / self.num_batches_tracked:item())
-        local unbiased = var:detach() * (n / (n - 1))
-        self.running_mean:copy_(self.running_mean * (1 - m) + mean:detach():to(self.running_mean.dtype) * m)
-        self.running_var:copy_(self.running_var * (1 - m) + unbiased:to(self.running_var.dtype) * m)
-      end)
-    end
-  else
-    mean, var = self.running_mean, self.running_var
-  end
-  local y = (x - mean:view(bshape)) * (var + self.eps):rsqrt():view(bshape)
-  if self.affine then y = y * self.weight:view(bshape) + self.bias:view(bshape) end
-  return y
+  local track = self.track_running_stats
+  return norm.batch_norm(name .. ".forward", x, track and self.running_mean or nil, track and self.running_var or nil,
+    self.weight, self.bias, self.training or not track, self.momentum, self.eps, track and self.num_batches_tracked or nil)
 end
 
 --- A state without num_batches_tracked (older PyTorch, some converted

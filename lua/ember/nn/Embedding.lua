@@ -43,17 +43,24 @@ end
 -- @tparam Tensor ids int64, 1-based
 -- @treturn Tensor
 function Embedding:forward(ids)
-  if not ember.is_tensor(ids) then
-    error("Embedding.forward: expected an int64 tensor of ids, got " .. type(ids), 2)
+  return Embedding._lookup("Embedding.forward", self.weight, ids, self.padding_idx)
+end
+
+-- The rows of weight for ids (checked int64 here), padding_idx's rows
+-- without a gradient (PyTorch's): the module's forward and
+-- nn.functional.embedding's. who: the caller, for errors.
+function Embedding._lookup(who, weight, ids, padding_idx)
+  if not ember.is_tensor(ids) then error(who .. ": expected an int64 tensor of ids, got " .. type(ids)) end
+  if ids.dtype ~= "int64" then error(who .. ": ids must be int64 (1-based), got " .. ids.dtype) end
+  local ok, out = pcall(ember.embedding, weight, ids)
+  if not ok then -- an id out of range: named by the caller (PyTorch's 0-based ids are the usual cause)
+    error(who .. ": " .. tostring(out):gsub("^[^\n]-:%d+: ", ""):gsub("^ember%.embedding: ", ""))
   end
-  if ids.dtype ~= "int64" then
-    error("Embedding.forward: ids must be int64 (1-based), got " .. ids.dtype, 2)
+  if padding_idx then
+    -- the padding rows' values, cut off from the weight's gradient
+    local pad = ids:eq(padding_idx):unsqueeze(-1)
+    out = ember.where(pad, weight[padding_idx]:detach(), out)
   end
-  local ok, out = pcall(ember.embedding, self.weight, ids)
-  if not ok then -- an id out of range: named by this module (PyTorch's 0-based ids are the usual cause)
-    error("Embedding.forward: " .. tostring(out):gsub("^[^\n]-:%d+: ", ""):gsub("^ember%.embedding: ", ""), 2)
-  end
-  if self.padding_idx then out = out:masked_fill(ids:eq(self.padding_idx):unsqueeze(-1), 0) end
   return out
 end
 

@@ -6,7 +6,8 @@
 -- in training and evaluation (no running statistics). num_groups = 1 is a
 -- LayerNorm over (C, *) with per-channel affine; num_groups = C is
 -- instance normalisation.
--- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd.
+-- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd;
+-- the computation is `nn.functional.group_norm`'s (nn/_norm.lua).
 -- Errors name nn.GroupNorm: num_channels not divisible by num_groups, input channels that differ.
 -- @usage local gn = nn.GroupNorm(4, 32)
 -- local y = gn(ember.randn(2, 32, 8, 8))
@@ -14,6 +15,7 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local norm = require "ember.nn._norm"
 
 local GroupNorm = Module:extend("GroupNorm")
 
@@ -46,18 +48,7 @@ function GroupNorm:forward(x)
       self.num_channels, ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
   Module.check_float_input("GroupNorm.forward", x)
-  local N, G = x.shape[1], self.num_groups
-  local xg = x:reshape({ N, G, x:numel() // math.max(N * G, 1) }) -- (not -1: an empty batch has no inferable dim)
-  local mean = xg:mean(3, true)
-  local d = xg - mean
-  local var = (d * d):mean(3, true)
-  local y = (d * (var + self.eps):rsqrt()):reshape(x.shape)
-  if self.affine then
-    local cshape = { 1, self.num_channels }
-    for _ = 3, x.ndim do cshape[#cshape + 1] = 1 end
-    y = y * self.weight:view(cshape) + self.bias:view(cshape)
-  end
-  return y
+  return norm.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 end
 
 --- The settings, for printing.

@@ -23,6 +23,7 @@ local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local BatchNorm2d = require "ember.nn.BatchNorm2d"
+local norm = require "ember.nn._norm"
 
 local InstanceNorm2d = Module:extend("InstanceNorm2d")
 
@@ -54,40 +55,16 @@ function InstanceNorm2d._normalize(self, name, nd, x)
   end
   local batched = x.ndim == nd + 2
   local xb = batched and x or x:unsqueeze(1)
-  local N, C = xb.shape[1], xb.shape[2]
+  local C = xb.shape[2]
   local C0 = self.num_features
   if C ~= C0 and (self.affine or self.track_running_stats) then
     error(("%s.forward: expected %d channels (num_features) at dim %d, got shape [%s]"):format(name, C0,
       batched and 2 or 1, table.concat(x.shape, ", ")))
   end
-  local n = 1 -- the spatial size (from the shape: an empty batch has no inferable dim for -1)
-  for i = 3, xb.ndim do n = n * xb.shape[i] end
-  local xr = xb:reshape({ N, C, n })
-  local use_instance = self.training or not self.track_running_stats
-  local y
-  if use_instance then
-    if n <= 1 and self.training then
-      error(("%s.forward: expected more than 1 spatial element when training, got input shape [%s]")
-        :format(name, table.concat(x.shape, ", ")))
-    end
-    local mean = xr:mean(3, true)
-    local d = xr - mean
-    local var = (d * d):mean(3, true) -- biased, for normalising
-    if self.training and self.track_running_stats then
-      ember.no_grad(function()
-        local m = self.momentum
-        local unbiased = var:detach():reshape({ N, C }) * (n / (n - 1))
-        local bm = mean:detach():reshape({ N, C }):mean(1):to(self.running_mean.dtype)
-        self.running_mean:copy_(self.running_mean * (1 - m) + bm * m)
-        self.running_var:copy_(self.running_var * (1 - m) + unbiased:mean(1):to(self.running_var.dtype) * m)
-      end)
-    end
-    y = d * (var + self.eps):rsqrt()
-  else
-    y = (xr - self.running_mean:view({ 1, C, 1 })) * (self.running_var + self.eps):rsqrt():view({ 1, C, 1 })
-  end
-  if self.affine then y = y * self.weight:view({ 1, C, 1 }) + self.bias:view({ 1, C, 1 }) end
-  return y:reshape(x.shape)
+  local track = self.track_running_stats
+  return norm.instance_norm(name .. ".forward", xb, track and self.running_mean or nil,
+    track and self.running_var or nil, self.weight, self.bias, self.training or not track, self.momentum, self.eps,
+    self.training):reshape(x.shape)
 end
 
 --- Each sample's channels normalised over H and W (running statistics in eval with track_running_stats), scaled and shifted with affine.

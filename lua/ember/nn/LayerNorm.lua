@@ -9,6 +9,7 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local norm = require "ember.nn._norm"
 
 local LayerNorm = Module:extend("LayerNorm")
 
@@ -40,14 +41,7 @@ end
 -- @tparam Tensor x [..., *normalized_shape]
 function LayerNorm:forward(x)
   Module.check_tensor_input("LayerNorm.forward", x)
-  local n = #self.normalized_shape
-  for i = 1, n do
-    if x.shape[x.ndim - n + i] ~= self.normalized_shape[i] then
-      error(("LayerNorm.forward: input shape [%s] does not end with normalized_shape [%s]"):format(
-        table.concat(x.shape, ", "), table.concat(self.normalized_shape, ", ")), 2)
-    end
-  end
-  return ember.layer_norm(x, n, self.weight, self.bias, self.eps)
+  return norm.layer_norm("LayerNorm.forward", x, self.normalized_shape, self.weight, self.bias, self.eps)
 end
 
 --- The shape and eps, for printing.

@@ -23,7 +23,7 @@ local MaxPool1d = Module:extend("MaxPool1d")
 -- [N, C, 1, L] view in self._cfg, through nn.MaxPool2d's checks (shared
 -- with nn.AvgPool1d; `name` is the module's).
 function MaxPool1d._sizes(self, name, kernel_size, opts)
-  opts = Module.check_options("nn." .. name, opts, MaxPool2d.OPTIONS[name])
+  opts = Module.check_options(name:find("^nn%.") and name or "nn." .. name, opts, MaxPool2d.OPTIONS[name])
   if opts.return_indices then
     error(name .. ": return_indices is not supported (use ember.max over the unfolded windows, or argmax)", 2)
   end
@@ -54,14 +54,15 @@ end
 -- Checks x ([N, C, L] or [C, L]; the name is the module's) and gives its
 -- [N, C, 1, L] view and the function that takes a result back.
 function MaxPool1d._check(self, name, x)
+  local who = name:find("%.") and name or name .. ".forward"
   if not ember.is_tensor(x) or (x.ndim ~= 2 and x.ndim ~= 3) then
-    error(("%s.forward: expected an input [N, C, L] or [C, L], got %s"):format(name,
+    error(("%s: expected an input [N, C, L] or [C, L], got %s"):format(who,
       ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
   end
   local L = x.shape[x.ndim]
   if pool.out_size(L, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode) < 1 then
-    error(("%s.forward: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) of shape %s")
-      :format(name, self.kernel_size, self.dilation, L, self.padding, shape_str(x)), 2)
+    error(("%s: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) of shape %s")
+      :format(who, self.kernel_size, self.dilation, L, self.padding, shape_str(x)), 2)
   end
   return pool.as_2d(x)
 end
@@ -72,7 +73,7 @@ end
 function MaxPool1d:forward(x)
   local x4, back = MaxPool1d._check(self, "MaxPool1d", x)
   local c = self._cfg
-  return back((pool.windows(x4, c.kernel_size, c.stride, c.padding, c.dilation, -math.huge, c.ceil_mode):max(5)))
+  return back(pool.max2d(c, x4))
 end
 
 --- The sizes, for printing.

@@ -8,7 +8,8 @@
 -- run past the padded input, and is dropped if it would start past the
 -- input and the left padding).
 -- The gradient goes to the first largest value of each window, as PyTorch.
--- Composed from strided views (one per kernel offset) and a max.
+-- Composed from strided views (one per kernel offset) and a max
+-- (nn/_pool.lua's max2d, `nn.functional.max_pool2d`'s too).
 -- Errors name nn.MaxPool2d: bad sizes, return_indices (not supported), an input that is not 3-d or 4-d, a window larger than the padded input.
 -- @usage local pool = nn.MaxPool2d(2)                        -- halves H and W
 -- local y = nn.MaxPool2d(3, {stride = 2, padding = 1})(ember.randn(1, 8, 32, 32))   -- [1, 8, 16, 16]
@@ -27,11 +28,19 @@ local OPTIONS = {
   AvgPool2d = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" },
 }
 OPTIONS.MaxPool1d, OPTIONS.AvgPool1d = OPTIONS.MaxPool2d, { "stride", "padding", "ceil_mode", "count_include_pad" }
+-- nn.functional's (`name` is then the function's whole name)
+OPTIONS["nn.functional.max_pool2d"], OPTIONS["nn.functional.avg_pool2d"] = OPTIONS.MaxPool2d, OPTIONS.AvgPool2d
+OPTIONS["nn.functional.max_pool1d"], OPTIONS["nn.functional.avg_pool1d"] = OPTIONS.MaxPool1d, OPTIONS.AvgPool1d
 MaxPool2d.OPTIONS = OPTIONS
 
+-- The pool's sizes (kernel_size, stride, padding, dilation, ceil_mode) set
+-- on self from opts: the modules' and nn.functional's max_pool2d and
+-- avg_pool2d's. name: the module's ("MaxPool2d") or the function's
+-- ("nn.functional.max_pool2d"), for errors.
 local function sizes(self, name, kernel_size, opts)
   -- (the 1-d pools check theirs first, then come here with a 2-d view's)
-  opts = Module.check_options("nn." .. name, opts, name:find("1d$") and OPTIONS.MaxPool2d or OPTIONS[name])
+  opts = Module.check_options(name:find("^nn%.") and name or "nn." .. name, opts,
+    name:find("1d$") and OPTIONS.MaxPool2d or OPTIONS[name])
   if opts.ceil_mode ~= nil and type(opts.ceil_mode) ~= "boolean" then
     error(("%s: ceil_mode must be a boolean, got %s"):format(name, tostring(opts.ceil_mode)), 3)
   end
@@ -66,18 +75,20 @@ function MaxPool2d:__init(kernel_size, opts)
   sizes(self, "MaxPool2d", kernel_size, opts)
 end
 
--- Checks x and gives it a batch dim; the name is the module's.
+-- Checks x and gives it a batch dim; the name is the module's ("MaxPool2d",
+-- errors say "MaxPool2d.forward") or a function's ("nn.functional.max_pool2d").
 function MaxPool2d._check(self, name, x)
+  local who = name:find("%.") and name or name .. ".forward"
   if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
-    error(("%s.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(name,
+    error(("%s: expected an input [N, C, H, W] or [C, H, W], got %s"):format(who,
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 3)
   end
   local xb, unbatch = pool.batch(x)
   for i = 1, 2 do
     local n = xb.shape[2 + i]
     if pool.out_size(n, self.kernel_size[i], self.stride[i], self.padding[i], self.dilation[i], self.ceil_mode) < 1 then
-      error(("%s.forward: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) "
-        .. "along dim %d of shape [%s]"):format(name, self.kernel_size[i], self.dilation[i], n, self.padding[i],
+      error(("%s: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) "
+        .. "along dim %d of shape [%s]"):format(who, self.kernel_size[i], self.dilation[i], n, self.padding[i],
         x.ndim - 2 + i, table.concat(x.shape, ", ")), 3)
     end
   end
@@ -89,8 +100,7 @@ end
 -- @treturn Tensor [N, C, Ho, Wo] (or [C, Ho, Wo])
 function MaxPool2d:forward(x)
   local xb, unbatch = self:_check("MaxPool2d", x)
-  local w = pool.windows(xb, self.kernel_size, self.stride, self.padding, self.dilation, -math.huge, self.ceil_mode)
-  return unbatch((w:max(5)))
+  return unbatch(pool.max2d(self, xb))
 end
 
 --- The sizes, for printing.

@@ -24,11 +24,9 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local norm = require "ember.nn._norm"
 
 local RMSNorm = Module:extend("RMSNorm")
-
--- torch.finfo(dtype).eps of the dtypes a norm computes in
-local MACHINE_EPS = { float64 = 2.0 ^ -52, float32 = 2.0 ^ -23, bfloat16 = 2.0 ^ -7, float16 = 2.0 ^ -10 }
 
 function RMSNorm:__init(shape, opts)
   opts = Module.check_options("nn.RMSNorm", opts, { "eps", "elementwise_affine", "dtype", "device" })
@@ -60,47 +58,8 @@ end
 -- @treturn Tensor the same shape (float32 for bfloat16 input under autocast)
 function RMSNorm:forward(x)
   if not ember.is_tensor(x) then error("RMSNorm.forward: expected a tensor, got " .. type(x), 2) end
-  local ns, n = self.normalized_shape, #self.normalized_shape
-  local ok = x.ndim >= n
-  for i = 1, n do ok = ok and x.shape[x.ndim - n + i] == ns[i] end
-  if not ok then
-    error(("RMSNorm.forward: input shape [%s] does not end with normalized_shape [%s]"):format(
-      table.concat(x.shape, ", "), table.concat(ns, ", ")), 2)
-  end
   Module.check_float_input("RMSNorm.forward", x)
-  local in_dtype = x.dtype
-  local low = in_dtype == "bfloat16" or in_dtype == "float16"
-  local eps = self.eps or MACHINE_EPS[low and "float32" or in_dtype] or MACHINE_EPS.float32
-  -- the backend's fused kernel (forward and backward in one pass each; a
-  -- bfloat16 input computes in float32 there), where it has one and the
-  -- weight is in x's dtype (under autocast both become float32)
-  local w = self.weight
-  if w == nil or w.dtype == in_dtype or ember.autocast.enabled() then
-    local y = ember._rms_norm(x, n, w, eps)
-    if y then return y end
-  end
-  -- composed from core ops (a backend without the kernel, mixed dtypes)
-  local h = low and x:to("float32") or x
-  -- the mean of squares over the last n dims, kept for broadcasting
-  local sq = h * h
-  local ms
-  if n == 1 then
-    ms = sq:mean(-1, true)
-  else
-    local lead = {}
-    for i = 1, x.ndim - n do lead[i] = x.shape[i] end
-    local flat = {}
-    for i = 1, #lead do flat[i] = lead[i] end
-    local count = 1
-    for i = 1, n do count = count * ns[i] end
-    flat[#flat + 1] = count -- (not -1: an empty batch has no inferable dim)
-    ms = sq:reshape(flat):mean(-1, true)
-    for _ = 2, n do ms = ms:unsqueeze(-1) end
-  end
-  local y = h * (ms + eps):rsqrt()
-  if self.weight then y = y * self.weight end
-  if low and not ember.autocast.enabled() then y = y:to(in_dtype) end
-  return y
+  return norm.rms_norm("RMSNorm.forward", x, self.normalized_shape, self.weight, self.eps)
 end
 
 --- The shape, eps and whether it has a weight, for printing.

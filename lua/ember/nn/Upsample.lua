@@ -10,6 +10,8 @@
 -- inconsistent where a factor other than 2 or 1 gives exactly 2 H or H
 -- rows: its backward, and its forward when N * C = 1, then take rows i / 2
 -- or i; ember keeps to the formula.)
+-- The rule is `nn.functional.interpolate`'s (nn/_interpolate.lua), which
+-- also has the modes "bilinear", "bicubic", "nearest-exact" and "area".
 -- Errors name nn.Upsample: both or neither of size and scale_factor, a mode other than "nearest", an input that is not 4-d.
 -- @usage print(nn.Upsample(2)(ember.randn(1, 3, 4, 5)).shape)              --> ember.Size{1, 3, 8, 10}
 -- print(nn.Upsample({size = {6, 7}})(ember.randn(1, 3, 4, 5)).shape)     --> ember.Size{1, 3, 6, 7}
@@ -18,6 +20,7 @@ local error = require("ember._errors").error -- raises at the user's line
 local shape_str = require("ember._errors").shape_str
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local interpolate = require "ember.nn._interpolate"
 
 local Upsample = Module:extend("Upsample")
 
@@ -63,17 +66,6 @@ function Upsample:__init(a, b)
   end
 end
 
-local function f32(v) return (string.unpack("f", string.pack("f", v))) end
-
--- The source rows (1-based, int64) of `out` output rows from `n` input
--- rows: PyTorch's nearest_idx (float32 arithmetic).
-local function source(n, out, factor)
-  local idx = {}
-  local scale = f32(factor and 1.0 / factor or n / out)
-  for i = 0, out - 1 do idx[i + 1] = math.min(math.floor(f32(f32(i) * scale)), n - 1) + 1 end
-  return idx
-end
-
 --- x upsampled (nearest neighbour).
 -- @tparam Tensor x [N, C, H, W]
 -- @treturn Tensor [N, C, h, w]
@@ -82,20 +74,7 @@ function Upsample:forward(x)
     error(("Upsample.forward: expected a 4-d input [N, C, H, W], got %s"):format(
       ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
   end
-  local y = x
-  for i = 1, 2 do
-    local n = x.shape[2 + i]
-    local f = self.scale_factor and self.scale_factor[i]
-    local out = self.size and self.size[i] or math.floor(n * f)
-    if out < 1 then
-      error(("Upsample.forward: scale_factor %g gives an empty output from dim %d of shape %s"):format(f, 2 + i,
-        shape_str(x)), 2)
-    end
-    if not (out == n and (not f or f == 1)) then
-      y = y:index_select(2 + i, ember.tensor(source(n, out, f), { dtype = "int64", device = x.device }))
-    end
-  end
-  return y
+  return interpolate.interpolate("Upsample.forward", x, 2, self.size, self.scale_factor, self.mode)
 end
 
 --- The size or scale factor and the mode, for printing.

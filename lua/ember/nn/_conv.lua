@@ -74,6 +74,42 @@ local function columns(xp, k, s, d, Ho, Wo)
   return ember.stack(parts, 3)
 end
 
+-- im2col: x [N, C, H, W] padded by p = {top, bottom, left, right} cut into
+-- its blocks, [N, C * kh * kw, Ho * Wo] (nn.functional.unfold; the
+-- composed convolution below multiplies these columns).
+function M.unfold(x, k, s, p, d)
+  local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  local Ho, Wo = M.out_size(H, k[1], s[1], p[1], p[2], d[1]), M.out_size(W, k[2], s[2], p[3], p[4], d[2])
+  return columns(pad(x, p), k, s, d, Ho, Wo):reshape({ N, C * k[1] * k[2], Ho * Wo })
+end
+
+-- col2im, unfold's adjoint: cols [N, C * kh * kw, L] (L = blocks[1] *
+-- blocks[2]) added into [N, C, out[1], out[2]] padded by p = {ph, pw}
+-- (one index_add of every block position; the padding cut off after).
+function M.fold(cols, out, k, s, p, d, blocks)
+  local N, K = cols.shape[1], k[1] * k[2]
+  local C = cols.shape[2] // K
+  local Hp, Wp = out[1] + 2 * p[1], out[2] + 2 * p[2]
+  local idx, n = {}, 0
+  for i = 0, k[1] - 1 do
+    for j = 0, k[2] - 1 do
+      for oh = 0, blocks[1] - 1 do
+        local row = (i * d[1] + oh * s[1]) * Wp + j * d[2] + 1
+        for ow = 0, blocks[2] - 1 do
+          n = n + 1
+          idx[n] = row + ow * s[2]
+        end
+      end
+    end
+  end
+  local y = ember.zeros({ N, C, Hp * Wp }, { dtype = cols.dtype, device = cols.device })
+  y = y:index_add(3, ember.tensor(idx, { dtype = "int64", device = cols.device }), cols:reshape({ N, C, n }))
+  y = y:reshape({ N, C, Hp, Wp })
+  if p[1] > 0 then y = y:narrow(3, p[1] + 1, out[1]) end
+  if p[2] > 0 then y = y:narrow(4, p[2] + 1, out[2]) end
+  return y
+end
+
 function M.conv2d(x, w, b, s, p, d, g, route)
   if route ~= "composed" then
     local y = ember._conv2d(x, w, b, s[1], s[2], p[1], p[2], p[3], p[4], d[1], d[2], g)
@@ -154,25 +190,26 @@ function M.check_channels(name, in_channels, out_channels, groups)
 end
 
 -- A forward's input: x [N, C, *spatial] or [C, *spatial] (nd spatial dims)
--- with C = self.in_channels; returns whether it is batched.
-function M.check_input(self, name, nd, x)
+-- with C = self.in_channels; returns whether it is batched. who: the
+-- caller, for errors ("Conv2d.forward").
+function M.check_input(self, who, nd, x)
   local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
   if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
-    error(("%s.forward: expected an input %s, got %s"):format(name, shape,
+    error(("%s: expected an input %s, got %s"):format(who, shape,
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
   end
   local batched = x.ndim == nd + 2
-  require("ember.nn.Module").check_float_input(name .. ".forward", x)
+  require("ember.nn.Module").check_float_input(who, x)
   -- (under autocast the products run in bfloat16 whatever the two dtypes)
   local wd = self.weight.dtype
   if x.dtype ~= wd and not ember.autocast.enabled() then
-    error(("%s.forward: the input is %s but the module's weight is %s (convert one: x:to(\"%s\") or "
-      .. "module:to(\"%s\"))"):format(name, x.dtype, wd, wd, x.dtype))
+    error(("%s: the input is %s but the module's weight is %s (convert one: x:to(\"%s\") or "
+      .. "module:to(\"%s\"))"):format(who, x.dtype, wd, wd, x.dtype))
   end
   local c = x.shape[batched and 2 or 1]
   if c ~= self.in_channels then
-    error(("%s.forward: expected %d input channels (in_channels), got %d in an input of shape [%s]")
-      :format(name, self.in_channels, c, table.concat(x.shape, ", ")))
+    error(("%s: expected %d input channels (in_channels), got %d in an input of shape [%s]")
+      :format(who, self.in_channels, c, table.concat(x.shape, ", ")))
   end
   return batched
 end
@@ -181,10 +218,12 @@ local OPTS = { "stride", "padding", "dilation", "groups", "bias", "padding_mode"
 -- padding_mode -> ember.pad's mode (PyTorch pads the input so, then convolves without padding)
 local PADDING_MODES = { zeros = "constant", reflect = "reflect", replicate = "replicate", circular = "circular" }
 
--- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
-function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
-  opts = require("ember.nn.Module").check_options(name, opts, OPTS)
-  local groups = M.check_channels(name, in_channels, out_channels, opts.groups)
+-- The sizes of a convolution (the module's and nn.functional's):
+-- kernel_size, stride, dilation, padding, padding_mode, route and _pads
+-- (the padding applied: {top, bottom, left, right}; a 1-d conv's 2-d view
+-- {0, 0, left, right}) set on self from opts (checked by the caller).
+-- nd = 1 or 2; name for errors ("Conv2d", "nn.functional.conv2d").
+function M.sizes(self, name, nd, kernel_size, opts)
   local pair = nd == 2 and "a pair of them" or "a table of one"
   self.kernel_size = tuple(kernel_size, nd, 1)
   if not self.kernel_size then
@@ -225,8 +264,12 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
       :format(name, fmt(route)))
   end
   self.route = route
-  self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-  -- the padding actually applied: {top, bottom, left, right} (2-d view of a 1-d conv: {0, 0, left, right})
+  self._pads = M.pads(self, nd)
+end
+
+-- The padding a convolution applies: {top, bottom, left, right} ({0, 0,
+-- left, right} for nd = 1), "same" worked out (the extra one after, as PyTorch).
+function M.pads(self, nd)
   local pads = {}
   for i = 1, nd do
     local lo, hi
@@ -240,7 +283,15 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     pads[#pads + 1], pads[#pads + 2] = lo, hi
   end
   if nd == 1 then table.insert(pads, 1, 0); table.insert(pads, 1, 0) end
-  self._pads = pads
+  return pads
+end
+
+-- The module's sizes and parameters; nd = 1 or 2, name "Conv1d"/"Conv2d".
+function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
+  opts = require("ember.nn.Module").check_options(name, opts, OPTS)
+  local groups = M.check_channels(name, in_channels, out_channels, opts.groups)
+  M.sizes(self, name, nd, kernel_size, opts)
+  self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
   -- PyTorch's reset_parameters: kaiming_uniform_(a = sqrt(5)) is U(+-1/sqrt(fan_in)); the bias too
   local topts = { dtype = opts.dtype, device = opts.device }
   local shape = { out_channels, in_channels // groups, table.unpack(self.kernel_size) }
@@ -254,9 +305,13 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
   end
 end
 
--- The module's forward: x [N, C, *spatial] or [C, *spatial], nd spatial dims.
-function M.forward(self, name, nd, x)
-  local batched = M.check_input(self, name, nd, x)
+-- The convolution of x [N, C, *spatial] or [C, *spatial] (nd spatial dims)
+-- by cfg's weight, bias and sizes: the module's forward (cfg = the module)
+-- and nn.functional.conv1d/conv2d's (cfg from their arguments). `who`
+-- names the caller in errors (default name .. ".forward").
+function M.forward(self, name, nd, x, who)
+  who = who or name .. ".forward"
+  local batched = M.check_input(self, who, nd, x)
   local xb = batched and x or x:unsqueeze(1)
   if nd == 1 then xb = xb:unsqueeze(3) end
   local p = self._pads
@@ -265,8 +320,8 @@ function M.forward(self, name, nd, x)
     local lo, hi = p[2 * (2 - nd + i) - 1], p[2 * (2 - nd + i)]
     local k, d = self.kernel_size[i], self.dilation[i]
     if n + lo + hi < d * (k - 1) + 1 then
-      error(("%s.forward: the kernel (size %d, dilation %d: %d) is larger than the padded input (%d + %d) along "
-        .. "dim %d of shape [%s]"):format(name, k, d, d * (k - 1) + 1, n, lo + hi, x.ndim - nd + i,
+      error(("%s: the kernel (size %d, dilation %d: %d) is larger than the padded input (%d + %d) along "
+        .. "dim %d of shape [%s]"):format(who, k, d, d * (k - 1) + 1, n, lo + hi, x.ndim - nd + i,
         table.concat(x.shape, ", ")))
     end
   end
@@ -279,8 +334,8 @@ function M.forward(self, name, nd, x)
       local lo, hi = p[2 * (2 - nd + i) - 1], p[2 * (2 - nd + i)]
       local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
       if lo > limit or hi > limit or n == 0 then
-        error(("%s.forward: padding_mode=%q pads %d and %d, more than the %d elements along dim %d of shape [%s] "
-          .. "allow (%s)"):format(name, self.padding_mode, lo, hi, n, x.ndim - nd + i, table.concat(x.shape, ", "),
+        error(("%s: padding_mode=%q pads %d and %d, more than the %d elements along dim %d of shape [%s] "
+          .. "allow (%s)"):format(who, self.padding_mode, lo, hi, n, x.ndim - nd + i, table.concat(x.shape, ", "),
           mode == "reflect" and "reflect padding must be less than the size" or "at most the size"))
       end
     end

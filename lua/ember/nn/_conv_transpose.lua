@@ -45,11 +45,11 @@ local OPTS = { "stride", "padding", "output_padding", "dilation", "groups", "bia
 
 local fmt = conv.fmt
 
--- The module's sizes and parameters; nd = 1 or 2, name "ConvTranspose1d"/"ConvTranspose2d".
-function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
-  opts = Module.check_options("nn." .. name, opts, OPTS)
-  -- checked here with this module's names (conv.setup sees them swapped)
-  conv.check_channels(name, in_channels, out_channels, opts.groups)
+-- The sizes of a transposed convolution (the module's and nn.functional's):
+-- nn/_conv.lua's (kernel_size, stride, padding, dilation, route) and
+-- output_padding, set on self from opts (checked by the caller); nd = 1 or
+-- 2; name for errors ("ConvTranspose2d", "nn.functional.conv_transpose2d").
+function M.sizes(self, name, nd, kernel_size, opts)
   if type(opts.padding) == "string" then
     error(("%s: padding must be a non-negative integer or %s (PyTorch's transposed convolutions take no \"%s\"), "
       .. "got %s"):format(name, nd == 2 and "a pair of them" or "a table of one", opts.padding, fmt(opts.padding)))
@@ -58,21 +58,8 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     error(("%s: only padding_mode \"zeros\" is supported (as PyTorch's transposed convolutions), got %s"):format(
       name, fmt(opts.padding_mode)))
   end
-  -- The rest (kernel_size, stride, padding, dilation, padding_mode, route,
-  -- and PyTorch's initialisation) is nn.Conv*d's, with the channels swapped:
-  -- the weight is [in, out/groups, k...], and PyTorch initialises it as a
-  -- convolution's of that shape (fan_in = out/groups * prod(k)).
-  local copts = {}
-  for k, v in pairs(opts) do if k ~= "output_padding" then copts[k] = v end end
-  conv.setup(self, name, nd, out_channels, in_channels, kernel_size, copts)
-  self.in_channels, self.out_channels = in_channels, out_channels
+  conv.sizes(self, name, nd, kernel_size, opts)
   self._pads = nil
-  if self.bias then
-    -- conv.setup made it [in_channels] (its out_channels); PyTorch's is [out] with the same bound
-    local bound = 1 / math.sqrt(init.calculate_fans(self.weight))
-    self.bias = ember.uniform({ out_channels }, -bound, bound, { dtype = opts.dtype, device = opts.device })
-      :requires_grad_()
-  end
   local op = conv.tuple(opts.output_padding or 0, nd, 0)
   if not op then
     error(("%s: output_padding must be a non-negative integer or %s, got %s"):format(name,
@@ -85,6 +72,29 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
     end
   end
   self.output_padding = op
+end
+
+-- The module's sizes and parameters; nd = 1 or 2, name "ConvTranspose1d"/"ConvTranspose2d".
+function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
+  opts = Module.check_options("nn." .. name, opts, OPTS)
+  -- checked here with this module's names (conv.setup sees them swapped)
+  conv.check_channels(name, in_channels, out_channels, opts.groups)
+  M.sizes(self, name, nd, kernel_size, opts)
+  -- The parameters are nn.Conv*d's, with the channels swapped: the weight
+  -- is [in, out/groups, k...], and PyTorch initialises it as a
+  -- convolution's of that shape (fan_in = out/groups * prod(k)).
+  local copts = {}
+  for k, v in pairs(opts) do if k ~= "output_padding" then copts[k] = v end end
+  local op = self.output_padding
+  conv.setup(self, name, nd, out_channels, in_channels, kernel_size, copts)
+  self.in_channels, self.out_channels = in_channels, out_channels
+  self._pads, self.output_padding = nil, op
+  if self.bias then
+    -- conv.setup made it [in_channels] (its out_channels); PyTorch's is [out] with the same bound
+    local bound = 1 / math.sqrt(init.calculate_fans(self.weight))
+    self.bias = ember.uniform({ out_channels }, -bound, bound, { dtype = opts.dtype, device = opts.device })
+      :requires_grad_()
+  end
 end
 
 -- The output size of each spatial dim for input sizes n (a list of nd).
@@ -139,9 +149,12 @@ end
 
 -- The module's forward: x [N, C, *spatial] or [C, *spatial]; output_size
 -- (optional, as PyTorch's forward(input, output_size)) picks the
--- output_padding that gives those spatial sizes.
-function M.forward(self, name, nd, x, output_size)
-  local batched = conv.check_input(self, name, nd, x)
+-- output_padding that gives those spatial sizes. The module's forward (self
+-- = the module) and nn.functional.conv_transpose1d/2d's (self from their
+-- arguments); `who` names the caller in errors (default name .. ".forward").
+function M.forward(self, name, nd, x, output_size, who)
+  who = who or name .. ".forward"
+  local batched = conv.check_input(self, who, nd, x)
   local n = {}
   for i = 1, nd do n[i] = x.shape[x.ndim - nd + i] end
   local op = self.output_padding
@@ -161,8 +174,8 @@ function M.forward(self, name, nd, x, output_size)
       if math.type(v) ~= "integer" or v < lo[i] or v >= lo[i] + math.max(self.stride[i], self.dilation[i]) then
         local hi = {}
         for j = 1, nd do hi[j] = lo[j] + math.max(self.stride[j], self.dilation[j]) - 1 end
-        error(("%s.forward: output_size %s is not reachable from an input of shape [%s]: each size must be between "
-          .. "%s and %s"):format(name, fmt(output_size), table.concat(x.shape, ", "), fmt(lo), fmt(hi)))
+        error(("%s: output_size %s is not reachable from an input of shape [%s]: each size must be between "
+          .. "%s and %s"):format(who, fmt(output_size), table.concat(x.shape, ", "), fmt(lo), fmt(hi)))
       end
       op[i] = v - lo[i]
     end
@@ -170,8 +183,8 @@ function M.forward(self, name, nd, x, output_size)
   local o = out_sizes(self, n, op)
   for i = 1, nd do
     if o[i] < 1 then
-      error(("%s.forward: the output would be empty (size %d along dim %d) for an input of shape [%s]")
-        :format(name, o[i], x.ndim - nd + i, table.concat(x.shape, ", ")))
+      error(("%s: the output would be empty (size %d along dim %d) for an input of shape [%s]")
+        :format(who, o[i], x.ndim - nd + i, table.concat(x.shape, ", ")))
     end
   end
   local xb = batched and x or x:unsqueeze(1)

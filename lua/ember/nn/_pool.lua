@@ -114,6 +114,13 @@ function M.adaptive_mean(x, dim, out, how)
   return ember.cat(parts, dim)
 end
 
+-- xb [N, C, H, W] pooled to o = {oh, ow} adaptive bins (false: that dim's
+-- size) by `how` ("mean" or "max"): the adaptive pools' (modules' and
+-- nn.functional's) rule.
+function M.adaptive2d(xb, o, how)
+  return M.adaptive_mean(M.adaptive_mean(xb, 3, o[1] or xb.shape[3], how), 4, o[2] or xb.shape[4], how)
+end
+
 -- An adaptive pool's output_size: a positive integer or a pair whose
 -- entries are positive integers or false (PyTorch's None: that dim's input
 -- size; nil too for the first, {nil, 7}: a missing second entry is a table
@@ -161,6 +168,30 @@ function M.as_2d(x)
     if unbatched then y = y:squeeze(1) end
     return y
   end
+end
+
+-- Max pooling of xb [N, C, H, W] with cfg's kernel_size, stride, padding,
+-- dilation and ceil_mode (pairs): nn.MaxPool1d/2d's and
+-- nn.functional.max_pool1d/2d's. The gradient goes to the first largest.
+function M.max2d(cfg, xb)
+  return (M.windows(xb, cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, -math.huge, cfg.ceil_mode):max(5))
+end
+
+-- Average pooling of xb [N, C, H, W] with cfg's sizes (as max2d's),
+-- count_include_pad and divisor_override: nn.AvgPool1d/2d's and
+-- nn.functional.avg_pool1d/2d's.
+function M.avg2d(cfg, xb)
+  local k, s, p, d, ceil = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, cfg.ceil_mode
+  local sum, Ho, Wo, over = M.windows(xb, k, s, p, d, 0, ceil)
+  sum = sum:sum(5)
+  if cfg.divisor_override then return sum / cfg.divisor_override end
+  local with_pad = cfg.count_include_pad
+  if over[1] == 0 and over[2] == 0 and (with_pad or (p[1] == 0 and p[2] == 0)) then
+    return sum / (k[1] * k[2])
+  end
+  local count = M.counts(xb.shape[3], xb.shape[4], k, s, p, d, ceil, with_pad, { dtype = xb.dtype, device = xb.device })
+  assert(count.shape[3] == Ho and count.shape[4] == Wo)
+  return sum / count
 end
 
 -- [C, H, W] -> [1, C, H, W] (PyTorch's unbatched input); the second result undoes it.

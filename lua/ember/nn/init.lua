@@ -34,6 +34,8 @@ return {
   -- nn.init.xavier_uniform_ and the rest (torch.nn.init); the file is not
   -- ember/nn/init.lua, which is this package's own file
   init = require "ember.nn.weight_init",
+  -- nn.functional: torch.nn.functional (F.conv2d, F.max_pool2d, F.batch_norm, ...)
+  functional = require "ember.nn.functional",
   -- nn.checkpoint(fn, ...): activation checkpointing
   checkpoint = require("ember.nn.activation_checkpoint").checkpoint,
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",

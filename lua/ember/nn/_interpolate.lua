@@ -1,0 +1,144 @@
+-- nn/_interpolate.lua (internal): resampling of the spatial dims of
+-- [N, C, *spatial] (1 to 3 of them), as torch.nn.functional.interpolate:
+-- nn.functional.interpolate / upsample and nn.Upsample call it, so each
+-- rule is written here once.
+--
+-- Every mode PyTorch has for these inputs is separable: output position i
+-- along a dim is a weighted sum of a few input positions (taps) of that
+-- dim only, the same for every other index, and the modes of 2 and 3 dims
+-- (bilinear, bicubic, trilinear) are their 1-d mode applied along each dim
+-- in turn. So each dim is one index_select per tap, times the tap's weights,
+-- summed: autograd differentiates it (index_select's backward adds into
+-- the repeated positions), in every dtype and on every backend. The taps
+-- follow PyTorch 1.13's CPU kernels (aten/src/ATen/native/UpSample.h):
+--   nearest        src = min(floor(i * scale), n - 1), in float32
+--   nearest-exact  src = min(floor((i + 0.5) * scale), n - 1), in float32
+--   linear         x = scale * (i + 0.5) - 0.5 clamped at 0 (align_corners:
+--                  scale * i); taps floor(x) and the next (the last
+--                  position repeats), weights 1 - t and t
+--   cubic          x as linear's but not clamped; taps floor(x) - 1 .. + 2
+--                  clamped into the input, Keys' weights with A = -0.75
+-- scale = 1 / scale_factor when a scale_factor was given (and not
+-- recompute_scale_factor), else n / out; with align_corners
+-- (n - 1) / (out - 1) (0 when out = 1). "area" is the adaptive average pool.
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local pool = require "ember.nn._pool"
+
+local M = {}
+
+local function f32(v) return (string.unpack("f", string.pack("f", v))) end
+
+-- The dims each mode takes (nil: any of 1 to 3), and whether align_corners applies.
+local MODES = {
+  nearest = { interp = false }, ["nearest-exact"] = { interp = false }, area = { interp = false },
+  linear = { nd = 1, interp = true }, bilinear = { nd = 2, interp = true }, bicubic = { nd = 2, interp = true },
+  trilinear = { nd = 3, interp = true },
+}
+M.MODES = MODES
+
+-- The taps of one dim: a list of {idx = {1-based positions}, w = {weights} or nil}.
+local function taps(mode, n, out, factor, align_corners)
+  if mode == "nearest" or mode == "nearest-exact" then
+    local idx = {}
+    local scale = f32(factor and 1.0 / factor or n / out)
+    local half = mode == "nearest-exact" and 0.5 or 0
+    for i = 0, out - 1 do idx[i + 1] = math.min(math.floor(f32(f32(i + half) * scale)), n - 1) + 1 end
+    return { { idx = idx } }
+  end
+  local scale
+  if align_corners then
+    scale = out > 1 and (n - 1) / (out - 1) or 0
+  else
+    scale = factor and 1.0 / factor or n / out
+  end
+  local cubic = mode == "bicubic"
+  local function source(i)
+    if align_corners then return scale * i end
+    local x = scale * (i + 0.5) - 0.5
+    if not cubic and x < 0 then x = 0 end
+    return x
+  end
+  if not cubic then
+    local i0, i1, w0, w1 = {}, {}, {}, {}
+    for i = 0, out - 1 do
+      local x = source(i)
+      local lo = math.floor(x)
+      local t = math.min(math.max(x - lo, 0), 1)
+      i0[i + 1], i1[i + 1] = lo + 1, (lo < n - 1 and lo + 1 or lo) + 1
+      w0[i + 1], w1[i + 1] = 1 - t, t
+    end
+    return { { idx = i0, w = w0 }, { idx = i1, w = w1 } }
+  end
+  local A = -0.75
+  local function near(x) return ((A + 2) * x - (A + 3)) * x * x + 1 end      -- |x| <= 1
+  local function far(x) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A end -- 1 < |x| < 2
+  local list = {}
+  for k = 1, 4 do list[k] = { idx = {}, w = {} } end
+  for i = 0, out - 1 do
+    local x = source(i)
+    local lo = math.floor(x)
+    local t = x - lo
+    local w = { far(t + 1), near(t), near(1 - t), far(2 - t) }
+    for k = 1, 4 do
+      list[k].idx[i + 1] = math.min(math.max(lo - 2 + k, 0), n - 1) + 1
+      list[k].w[i + 1] = w[k]
+    end
+  end
+  return list
+end
+
+-- x resampled along `dim` to `out` positions.
+local function along(x, dim, mode, out, factor, align_corners)
+  local n = x.shape[dim]
+  if out == n and (factor == nil or factor == 1) then
+    -- every mode maps a dim onto itself when the scale is 1 (align_corners too)
+    return x
+  end
+  if mode == "area" then return pool.adaptive_mean(x, dim, out) end
+  local opts = { device = x.device }
+  local wshape = {}
+  for i = 1, x.ndim do wshape[i] = 1 end
+  wshape[dim] = out
+  local y
+  for _, tap in ipairs(taps(mode, n, out, factor, align_corners)) do
+    local part = x:index_select(dim, ember.tensor(tap.idx, { dtype = "int64", device = x.device }))
+    if tap.w then
+      opts.dtype = x.dtype
+      part = part * ember.tensor(tap.w, opts):view(wshape)
+    end
+    y = y and y + part or part
+  end
+  return y
+end
+
+-- The output sizes of x's nd spatial dims: `size` (a list of nd) or
+-- floor(n * scale_factor) (a list of nd); an empty one is an error.
+function M.out_sizes(who, x, nd, size, scale_factor)
+  local out = {}
+  for i = 1, nd do
+    local dim = x.ndim - nd + i
+    out[i] = size and size[i] or math.floor(x.shape[dim] * scale_factor[i])
+    if out[i] < 1 then
+      error(("%s: scale_factor %g gives an empty output from dim %d of shape [%s]"):format(who, scale_factor[i], dim,
+        table.concat(x.shape, ", ")))
+    end
+  end
+  return out
+end
+
+-- x [N, C, *spatial] (nd = #spatial, checked by the caller) resampled to
+-- `size` (a list of nd) or by `scale_factor` (a list of nd numbers), one of
+-- the two; mode a key of MODES (checked), align_corners a boolean or nil;
+-- recompute: scale_factor only sizes the output, the scale is n / out.
+function M.interpolate(who, x, nd, size, scale_factor, mode, align_corners, recompute)
+  local out = M.out_sizes(who, x, nd, size, scale_factor)
+  local y = x
+  for i = 1, nd do
+    local factor = scale_factor and not recompute and scale_factor[i] or nil
+    y = along(y, x.ndim - nd + i, mode, out[i], factor, align_corners)
+  end
+  return y
+end
+
+return M

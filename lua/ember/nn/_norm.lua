@@ -1,0 +1,171 @@
+-- nn/_norm.lua (internal): the normalisations, each written once. The
+-- modules (nn.BatchNorm1d/2d, nn.InstanceNorm1d/2d, nn.GroupNorm,
+-- nn.LayerNorm, nn.RMSNorm) own the parameters and buffers and call these;
+-- nn.functional's batch_norm, instance_norm, group_norm, layer_norm and
+-- rms_norm check their arguments and call them too. `who` names the caller
+-- in errors ("BatchNorm2d.forward", "nn.functional.batch_norm"); errors
+-- are raised at the user's line. Composed from core ops (reshape, mean,
+-- rsqrt), so gradients come from autograd; layer_norm and rms_norm run the
+-- backend's fused kernels where it has them.
+local error = require("ember._errors").error -- raises at the user's line
+local ember = require "ember.nn._ember"
+
+local M = {}
+
+local function shape_of(x) return "[" .. table.concat(x.shape, ", ") .. "]" end
+
+-- {1, C, 1, ...} for x of x.ndim dims: a per-channel tensor's broadcast shape.
+local function channel_shape(x, C)
+  local s = { 1, C }
+  for _ = 3, x.ndim do s[#s + 1] = 1 end
+  return s
+end
+
+-- Batch normalisation of x [N, C, *] over every dim but the channels.
+-- Batch statistics when `training` or when there are no running statistics
+-- (running_mean nil); then, when training with running statistics, they
+-- move by `momentum` towards the batch's (unbiased variance). `counter`
+-- (a module's num_batches_tracked, optional) counts the batches; momentum
+-- nil then means the cumulative average 1 / counter (PyTorch's None).
+function M.batch_norm(who, x, running_mean, running_var, weight, bias, training, momentum, eps, counter)
+  local C = x.shape[2]
+  local bshape = channel_shape(x, C)
+  local update = training and running_mean ~= nil
+  local mean, var
+  if (training or running_mean == nil) and x:numel() == 0 then
+    -- an empty batch, as PyTorch: an empty output, the batch counted, the statistics unchanged
+    if update and counter then ember.no_grad(function() counter:add_(1) end) end
+    local o = { dtype = x.dtype, device = x.device }
+    mean, var = ember.zeros({ C }, o), ember.ones({ C }, o)
+  elseif training or running_mean == nil then
+    local n = x:numel() / C
+    if n <= 1 and training then
+      error(("%s: expected more than 1 value per channel when training, got input shape %s"):format(who, shape_of(x)))
+    end
+    local xc = x:transpose(1, 2):reshape({ C, -1 }) -- [C, N*H*W]
+    mean = xc:mean(2)
+    local d = xc - mean:view({ C, 1 })
+    var = (d * d):mean(2) -- biased, for normalising
+    if update then
+      ember.no_grad(function()
+        if counter then counter:add_(1) end
+        local m = momentum or (1 / counter:item())
+        local unbiased = var:detach() * (n / (n - 1))
+        running_mean:copy_(running_mean * (1 - m) + mean:detach():to(running_mean.dtype) * m)
+        running_var:copy_(running_var * (1 - m) + unbiased:to(running_var.dtype) * m)
+      end)
+    end
+  else
+    mean, var = running_mean, running_var
+  end
+  local y = (x - mean:view(bshape)) * (var + eps):rsqrt():view(bshape)
+  if weight then y = y * weight:view(bshape) end
+  if bias then y = y + bias:view(bshape) end
+  return y
+end
+
+-- Instance normalisation of x [N, C, *]: each sample's channel over the
+-- spatial dims. use_input_stats: the instance's own statistics (and, with
+-- running statistics given, those move by momentum towards the batch's
+-- average of them); else the running statistics. `check_size`: an error
+-- when there is a single spatial element to normalise over.
+function M.instance_norm(who, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps, check_size)
+  local N, C = x.shape[1], x.shape[2]
+  local n = 1 -- the spatial size (from the shape: an empty batch has no inferable dim for -1)
+  for i = 3, x.ndim do n = n * x.shape[i] end
+  local xr = x:reshape({ N, C, n })
+  local y
+  if use_input_stats then
+    if n <= 1 and check_size then
+      error(("%s: expected more than 1 spatial element when training, got input shape %s"):format(who, shape_of(x)))
+    end
+    local mean = xr:mean(3, true)
+    local d = xr - mean
+    local var = (d * d):mean(3, true) -- biased, for normalising
+    if running_mean ~= nil then
+      ember.no_grad(function()
+        local m = momentum
+        local unbiased = var:detach():reshape({ N, C }) * (n / (n - 1))
+        local bm = mean:detach():reshape({ N, C }):mean(1):to(running_mean.dtype)
+        running_mean:copy_(running_mean * (1 - m) + bm * m)
+        running_var:copy_(running_var * (1 - m) + unbiased:mean(1):to(running_var.dtype) * m)
+      end)
+    end
+    y = d * (var + eps):rsqrt()
+  else
+    y = (xr - running_mean:view({ 1, C, 1 })) * (running_var + eps):rsqrt():view({ 1, C, 1 })
+  end
+  if weight then y = y * weight:view({ 1, C, 1 }) end
+  if bias then y = y + bias:view({ 1, C, 1 }) end
+  return y:reshape(x.shape)
+end
+
+-- Group normalisation of x [N, C, *] (C divisible by G, checked by the caller).
+function M.group_norm(x, G, weight, bias, eps)
+  local N = x.shape[1]
+  local xg = x:reshape({ N, G, x:numel() // math.max(N * G, 1) }) -- (not -1: an empty batch has no inferable dim)
+  local mean = xg:mean(3, true)
+  local d = xg - mean
+  local var = (d * d):mean(3, true)
+  local y = (d * (var + eps):rsqrt()):reshape(x.shape)
+  local cshape = channel_shape(x, x.shape[2])
+  if weight then y = y * weight:view(cshape) end
+  if bias then y = y + bias:view(cshape) end
+  return y
+end
+
+-- Raises unless x's last dims are `ns` (a table of integers).
+function M.check_trailing(who, x, ns)
+  local n = #ns
+  local ok = x.ndim >= n
+  for i = 1, n do ok = ok and x.shape[x.ndim - n + i] == ns[i] end
+  if not ok then
+    error(("%s: input shape %s does not end with normalized_shape [%s]"):format(who, shape_of(x), table.concat(ns, ", ")))
+  end
+end
+
+-- Layer normalisation over the last #ns dims (ember.layer_norm's kernel).
+function M.layer_norm(who, x, ns, weight, bias, eps)
+  M.check_trailing(who, x, ns)
+  return ember.layer_norm(x, #ns, weight, bias, eps)
+end
+
+-- torch.finfo(dtype).eps of the dtypes a norm computes in
+local MACHINE_EPS = { float64 = 2.0 ^ -52, float32 = 2.0 ^ -23, bfloat16 = 2.0 ^ -7, float16 = 2.0 ^ -10 }
+
+-- RMS normalisation over the last #ns dims: x / sqrt(mean(x^2) + eps) * weight;
+-- eps nil is the machine epsilon of the dtype it computes in. The backend's
+-- fused kernel where it has one and the weight is in x's dtype (under
+-- autocast both become float32), else composed (bfloat16 in float32).
+function M.rms_norm(who, x, ns, weight, eps)
+  M.check_trailing(who, x, ns)
+  local n = #ns
+  local in_dtype = x.dtype
+  local low = in_dtype == "bfloat16" or in_dtype == "float16"
+  eps = eps or MACHINE_EPS[low and "float32" or in_dtype] or MACHINE_EPS.float32
+  if weight == nil or weight.dtype == in_dtype or ember.autocast.enabled() then
+    local y = ember._rms_norm(x, n, weight, eps)
+    if y then return y end
+  end
+  local h = low and x:to("float32") or x
+  -- the mean of squares over the last n dims, kept for broadcasting
+  local sq = h * h
+  local ms
+  if n == 1 then
+    ms = sq:mean(-1, true)
+  else
+    local flat = {}
+    for i = 1, x.ndim - n do flat[i] = x.shape[i] end
+    local count = 1
+    for i = 1, n do count = count * ns[i] end
+    flat[#flat + 1] = count -- (not -1: an empty batch has no inferable dim)
+    ms = sq:reshape(flat):mean(-1, true)
+    for _ = 2, n do ms = ms:unsqueeze(-1) end
+  end
+  local y = h * (ms + eps):rsqrt()
+  if weight then y = y * weight end
+  if low and not ember.autocast.enabled() then y = y:to(in_dtype) end
+  return y
+end
+
+return M

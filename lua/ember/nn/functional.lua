@@ -1,0 +1,831 @@
+--- nn.functional: torch.nn.functional's functions, under its names:
+-- `local F = ember.nn.functional` (or `require "ember.nn.functional"`),
+-- then `F.conv2d(x, w, b, {stride = 2, padding = 1})`, `F.max_pool2d(x, 2)`,
+-- `F.batch_norm(x, mean, var, {training = true})`, `F.interpolate(x,
+-- {scale_factor = 2, mode = "bilinear"})`, `F.cross_entropy(logits, y)`.
+--
+-- What ember already has as a function is the same function here (no
+-- copy: `F.relu == ember.relu`, `F.softmax == ember.softmax`, with their
+-- conventions: ember.softmax needs its dim, ember.normalize's default dim
+-- is -1 (torch's is 1; the same on [N, D]), targets and ids are 1-based).
+-- The rest are written once, and the modules call the same code: nn.Conv2d's
+-- forward is `F.conv2d`'s with its own weight, nn.BatchNorm2d's is
+-- `F.batch_norm`'s with its running statistics, and so on.
+--
+-- Arguments: the tensors positionally, the rest either positionally in
+-- torch's order (`F.conv2d(x, w, b, 2, 1)`: stride 2, padding 1) or as an
+-- options table by torch's keyword names, where an options table may
+-- stand for all the arguments from its place on (`F.conv2d(x, w, {padding
+-- = 1})`: no bias). Unknown options are refused. Sizes are an integer or
+-- a table ({h, w}), as torch's int or tuple. Errors name the function
+-- ("nn.functional.conv2d: ...") at the caller's line.
+-- @usage local F = ember.nn.functional
+-- local x = ember.randn(2, 3, 8, 8)
+-- local y = F.conv2d(x, ember.randn(4, 3, 3, 3), nil, {padding = 1})
+-- print(y.shape)                                       --> ember.Size{2, 4, 8, 8}
+-- print(F.max_pool2d(y, 2).shape)                      --> ember.Size{2, 4, 4, 4}
+-- print(F.interpolate(x, {scale_factor = 2, mode = "bilinear"}).shape)   --> ember.Size{2, 3, 16, 16}
+-- print(F.relu == ember.relu)                          --> true
+-- @module nn.functional
+local errors = require "ember._errors"
+local error = errors.error -- raises at the user's line
+local ember = require "ember.nn._ember"
+local Module = require "ember.nn.Module"
+local conv = require "ember.nn._conv"
+local tconv = require "ember.nn._conv_transpose"
+local pool = require "ember.nn._pool"
+local norm = require "ember.nn._norm"
+local interp = require "ember.nn._interpolate"
+local MaxPool2d = require "ember.nn.MaxPool2d"
+local MaxPool1d = require "ember.nn.MaxPool1d"
+
+local F = {}
+
+-- ember's functions that are torch.nn.functional's (the same values)
+local SAME = {
+  "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "softplus", "sigmoid", "tanh", "hardtanh", "hardswish",
+  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "dropout", "linear", "one_hot", "pad", "normalize",
+  "cosine_similarity", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+  "binary_cross_entropy", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
+}
+for _, name in ipairs(SAME) do F[name] = ember[name] end
+
+local shape_str = errors.shape_str
+
+-- A plain table of options (not a tensor, not a size list such as {2, 2}).
+local function is_options(v)
+  return type(v) == "table" and v[1] == nil and not ember.is_tensor(v)
+end
+
+-- The arguments after the fixed ones, by name: positional in `names`' order,
+-- and an options table (the last argument) for the rest. A name given both
+-- ways, or more arguments than names, is an error naming `who`.
+local function args(who, names, ...)
+  local n = select("#", ...)
+  local out = {}
+  for i = 1, n do
+    local v = select(i, ...)
+    if i == n and is_options(v) then
+      Module.check_options(who, v, names)
+      for k, o in pairs(v) do
+        if out[k] ~= nil then errors.raise("%s: %s is given twice (by position and in the options)", who, k) end
+        out[k] = o
+      end
+    elseif i > #names then
+      errors.raise("%s: too many arguments (%d); after the tensors it takes %s, in this order, or an options table",
+        who, n, table.concat(names, ", "))
+    elseif v ~= nil then
+      out[names[i]] = v
+    end
+  end
+  return out
+end
+
+local function check_tensor(who, what, v, float)
+  if not ember.is_tensor(v) then errors.raise("%s: %s must be a tensor, got %s", who, what, type(v)) end
+  if float then
+    local info = ember.dtype_info(v.dtype)
+    if not info.floating then errors.raise("%s: %s must be floating-point, got %s", who, what, v.dtype) end
+  end
+end
+
+local function check_optional(who, what, v, shape)
+  if v == nil then return end
+  check_tensor(who, what, v)
+  if shape and (v.ndim ~= #shape or v.shape[1] ~= shape[1]) then
+    errors.raise("%s: %s must have shape [%s], got %s", who, what, table.concat(shape, ", "), shape_str(v))
+  end
+end
+
+local function check_number(who, what, v, lo)
+  if type(v) ~= "number" or v < (lo or -math.huge) then
+    errors.raise("%s: %s must be a number%s, got %s", who, what, lo and (" >= " .. lo) or "", tostring(v))
+  end
+end
+
+local function check_bool(who, what, v)
+  if v ~= nil and type(v) ~= "boolean" then errors.raise("%s: %s must be true or false, got %s", who, what, tostring(v)) end
+end
+
+------------------------------------------------------------------------
+-- convolutions
+
+local CONV = { "stride", "padding", "dilation", "groups" }
+
+local function convolution(nd, x, w, b, ...)
+  local who = "nn.functional.conv" .. nd .. "d"
+  if is_options(b) and select("#", ...) == 0 then return convolution(nd, x, w, nil, b) end
+  local o = args(who, CONV, ...)
+  check_tensor(who, "input", x)
+  check_tensor(who, "weight", w, true)
+  if w.ndim ~= nd + 2 then
+    errors.raise("%s: weight must be %d-d [out_channels, in_channels / groups, %s], got %s", who, nd + 2,
+      nd == 2 and "kh, kw" or "k", shape_str(w))
+  end
+  local g = o.groups or 1
+  if math.type(g) ~= "integer" or g < 1 then errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g)) end
+  local O = w.shape[1]
+  if O % g ~= 0 then
+    errors.raise("%s: the weight's %d output channels (dim 1 of %s) must be divisible by groups=%d", who, O, shape_str(w), g)
+  end
+  check_optional(who, "bias", b, { O })
+  local cfg = { weight = w, bias = b, groups = g, in_channels = w.shape[2] * g }
+  local k = {}
+  for i = 1, nd do k[i] = w.shape[2 + i] end
+  conv.sizes(cfg, who, nd, k, o)
+  if (x.ndim == nd + 1 or x.ndim == nd + 2) and x.shape[x.ndim - nd] ~= cfg.in_channels then
+    errors.raise("%s: expected %d input channels (the weight %s times groups=%d), got %d in an input of shape %s", who,
+      cfg.in_channels, shape_str(w), g, x.shape[x.ndim - nd], shape_str(x))
+  end
+  return conv.forward(cfg, who, nd, x, who)
+end
+
+--- 2-d convolution (cross-correlation), as torch.nn.functional.conv2d:
+-- `F.conv2d(x, weight [, bias] [, {stride=1, padding=0, dilation=1, groups=1}])`
+-- or torch's positional `F.conv2d(x, weight, bias, stride, padding, dilation, groups)`.
+-- x [N, C, H, W] or [C, H, W], weight [out, C / groups, kh, kw], bias [out]
+-- or nil. Sizes are an integer or a pair {h, w}; padding is also "same"
+-- (stride 1) or "valid". nn.Conv2d's forward is this (nn/_conv.lua): the
+-- backend's kernel where it has one, else composed from core ops.
+-- @tparam Tensor x
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @param[opt] ... stride, padding, dilation, groups, or an options table
+-- @treturn Tensor [N, out, Ho, Wo]
+-- @usage local F = ember.nn.functional
+-- local y = F.conv2d(ember.randn(1, 4, 9, 9), ember.randn(8, 2, 3, 3), nil, {stride = 2, groups = 2})
+-- print(y.shape)   --> ember.Size{1, 8, 4, 4}
+function F.conv2d(x, weight, bias, ...) return convolution(2, x, weight, bias, ...) end
+
+--- 1-d convolution, as torch.nn.functional.conv1d: `F.conv1d(x, weight [,
+-- bias] [, {stride=1, padding=0, dilation=1, groups=1}])` (or positional, as
+-- conv2d), x [N, C, L] or [C, L], weight [out, C / groups, k]. nn.Conv1d's
+-- forward is this.
+-- @tparam Tensor x
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @param[opt] ... stride, padding, dilation, groups, or an options table
+-- @treturn Tensor [N, out, Lo]
+-- @usage local F = ember.nn.functional
+-- print(F.conv1d(ember.randn(2, 3, 10), ember.randn(5, 3, 3), nil, {padding = "same"}).shape)   --> ember.Size{2, 5, 10}
+function F.conv1d(x, weight, bias, ...) return convolution(1, x, weight, bias, ...) end
+
+local TCONV = { "stride", "padding", "output_padding", "groups", "dilation" }
+
+local function transposed(nd, x, w, b, ...)
+  local who = "nn.functional.conv_transpose" .. nd .. "d"
+  if is_options(b) and select("#", ...) == 0 then return transposed(nd, x, w, nil, b) end
+  local o = args(who, TCONV, ...)
+  check_tensor(who, "input", x)
+  check_tensor(who, "weight", w, true)
+  if w.ndim ~= nd + 2 then
+    errors.raise("%s: weight must be %d-d [in_channels, out_channels / groups, %s], got %s", who, nd + 2,
+      nd == 2 and "kh, kw" or "k", shape_str(w))
+  end
+  local g = o.groups or 1
+  if math.type(g) ~= "integer" or g < 1 then errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g)) end
+  local C = w.shape[1]
+  if C % g ~= 0 then
+    errors.raise("%s: the weight's %d input channels (dim 1 of %s) must be divisible by groups=%d", who, C, shape_str(w), g)
+  end
+  check_optional(who, "bias", b, { w.shape[2] * g })
+  local cfg = { weight = w, bias = b, groups = g, in_channels = C }
+  local k = {}
+  for i = 1, nd do k[i] = w.shape[2 + i] end
+  tconv.sizes(cfg, who, nd, k, o)
+  return tconv.forward(cfg, who, nd, x, nil, who)
+end
+
+--- 2-d transposed convolution, as torch.nn.functional.conv_transpose2d:
+-- `F.conv_transpose2d(x, weight [, bias] [, {stride=1, padding=0,
+-- output_padding=0, groups=1, dilation=1}])` or torch's positional order
+-- (stride, padding, output_padding, groups, dilation). weight [C, out /
+-- groups, kh, kw]. The output is [N, out, Ho, Wo], Ho = (H - 1) stride -
+-- 2 padding + dilation (kh - 1) + output_padding + 1. nn.ConvTranspose2d's
+-- forward is this (nn/_conv_transpose.lua).
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @param[opt] ... stride, padding, output_padding, groups, dilation, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.conv_transpose2d(ember.randn(1, 4, 5, 5), ember.randn(4, 2, 4, 4), nil, {stride = 2, padding = 1}).shape)   --> ember.Size{1, 2, 10, 10}
+function F.conv_transpose2d(x, weight, bias, ...) return transposed(2, x, weight, bias, ...) end
+
+--- 1-d transposed convolution, as torch.nn.functional.conv_transpose1d:
+-- as conv_transpose2d on [N, C, L] (or [C, L]) with weight [C, out / groups, k].
+-- @tparam Tensor x
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @param[opt] ... stride, padding, output_padding, groups, dilation, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.conv_transpose1d(ember.randn(2, 3, 6), ember.randn(3, 5, 3), nil, {stride = 2}).shape)   --> ember.Size{2, 5, 13}
+function F.conv_transpose1d(x, weight, bias, ...) return transposed(1, x, weight, bias, ...) end
+
+------------------------------------------------------------------------
+-- pooling
+
+local function pooled(who, kind, nd, x, kernel_size, ...)
+  local names = kind == "max" and { "stride", "padding", "dilation", "ceil_mode", "return_indices" }
+    or nd == 2 and { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" }
+    or { "stride", "padding", "ceil_mode", "count_include_pad" }
+  local o = args(who, names, ...)
+  check_tensor(who, "input", x, true)
+  local cfg = {}
+  if nd == 2 then
+    MaxPool2d._sizes(cfg, who, kernel_size, o)
+    local xb, unbatch = MaxPool2d._check(cfg, who, x)
+    if kind == "max" then return unbatch(pool.max2d(cfg, xb)) end
+    check_bool(who, "count_include_pad", o.count_include_pad)
+    cfg.count_include_pad = o.count_include_pad ~= false
+    local dv = o.divisor_override
+    if dv ~= nil and (math.type(dv) ~= "integer" or dv < 1) then
+      errors.raise("%s: divisor_override must be a positive integer, got %s", who, tostring(dv))
+    end
+    cfg.divisor_override = dv
+    return unbatch(pool.avg2d(cfg, xb))
+  end
+  MaxPool1d._sizes(cfg, who, kernel_size, o)
+  local x4, back = MaxPool1d._check(cfg, who, x)
+  if kind == "max" then return back(pool.max2d(cfg._cfg, x4)) end
+  check_bool(who, "count_include_pad", o.count_include_pad)
+  cfg._cfg.count_include_pad = o.count_include_pad ~= false
+  return back(pool.avg2d(cfg._cfg, x4))
+end
+
+--- 2-d max pooling, as torch.nn.functional.max_pool2d: `F.max_pool2d(x,
+-- kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false}])`
+-- or positional (stride, padding, dilation, ceil_mode). x [N, C, H, W] or
+-- [C, H, W]; padding is -inf, at most half the kernel. The gradient goes
+-- to the first largest value of each window. nn.MaxPool2d's forward is this.
+-- return_indices is not supported.
+-- @tparam Tensor x
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.max_pool2d(ember.randn(1, 2, 7, 7), 3, {stride = 2, ceil_mode = true}).shape)   --> ember.Size{1, 2, 3, 3}
+function F.max_pool2d(x, kernel_size, ...) return pooled("nn.functional.max_pool2d", "max", 2, x, kernel_size, ...) end
+
+--- 2-d average pooling, as torch.nn.functional.avg_pool2d: `F.avg_pool2d(x,
+-- kernel_size [, {stride=kernel_size, padding=0, ceil_mode=false,
+-- count_include_pad=true, divisor_override=}])` or positional in that
+-- order. nn.AvgPool2d's forward is this.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... stride, padding, ceil_mode, count_include_pad, divisor_override, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.avg_pool2d(ember.ones(1, 1, 4, 4), 2):sum():item())   --> 4.0
+function F.avg_pool2d(x, kernel_size, ...) return pooled("nn.functional.avg_pool2d", "avg", 2, x, kernel_size, ...) end
+
+--- 1-d max pooling, as torch.nn.functional.max_pool1d: `F.max_pool1d(x,
+-- kernel_size [, {stride=, padding=0, dilation=1, ceil_mode=false}])`,
+-- x [N, C, L] or [C, L]. nn.MaxPool1d's forward is this.
+-- @tparam Tensor x
+-- @int kernel_size
+-- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.max_pool1d(ember.tensor{{{1, 5, 2, 4}}}, 2))   --> tensor([[[5.0000, 4.0000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
+function F.max_pool1d(x, kernel_size, ...) return pooled("nn.functional.max_pool1d", "max", 1, x, kernel_size, ...) end
+
+--- 1-d average pooling, as torch.nn.functional.avg_pool1d: `F.avg_pool1d(x,
+-- kernel_size [, {stride=, padding=0, ceil_mode=false, count_include_pad=true}])`.
+-- nn.AvgPool1d's forward is this.
+-- @tparam Tensor x [N, C, L] or [C, L]
+-- @int kernel_size
+-- @param[opt] ... stride, padding, ceil_mode, count_include_pad, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.avg_pool1d(ember.tensor{{{1, 5, 2, 4}}}, 2))   --> tensor([[[3.0000, 3.0000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
+function F.avg_pool1d(x, kernel_size, ...) return pooled("nn.functional.avg_pool1d", "avg", 1, x, kernel_size, ...) end
+
+local function adaptive(who, how, nd, x, output_size, ...)
+  local o = args(who, { "return_indices" }, ...)
+  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
+  check_tensor(who, "input", x, true)
+  if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
+    errors.raise("%s: expected an input %s, got shape %s", who, nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]",
+      shape_str(x))
+  end
+  if nd == 1 then
+    local s = pool.single(output_size)
+    if not s then errors.raise("%s: output_size must be a positive integer, got %s", who, tostring(output_size)) end
+    return pool.adaptive_mean(x, x.ndim, s, how)
+  end
+  local o2 = pool.output_pair(output_size)
+  if not o2 then
+    errors.raise("%s: output_size must be a positive integer or a pair of them (false: that dim's size, PyTorch's None), got %s",
+      who, conv.fmt(output_size))
+  end
+  local xb, unbatch = pool.batch(x)
+  return unbatch(pool.adaptive2d(xb, o2, how))
+end
+
+--- Adaptive 2-d average pooling, as torch.nn.functional.adaptive_avg_pool2d:
+-- `F.adaptive_avg_pool2d(x, output_size)`, output_size an integer or
+-- {oh, ow} (false: that dim's size, PyTorch's None); PyTorch's bins.
+-- nn.AdaptiveAvgPool2d's forward is this.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @param output_size
+-- @treturn Tensor [N, C, oh, ow]
+-- @usage local F = ember.nn.functional
+-- print(F.adaptive_avg_pool2d(ember.randn(2, 8, 7, 5), 1).shape)   --> ember.Size{2, 8, 1, 1}
+function F.adaptive_avg_pool2d(x, output_size)
+  return adaptive("nn.functional.adaptive_avg_pool2d", "mean", 2, x, output_size)
+end
+
+--- Adaptive 2-d max pooling, as torch.nn.functional.adaptive_max_pool2d
+-- (return_indices is not supported). nn.AdaptiveMaxPool2d's forward is this.
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @param output_size an integer or {oh, ow}
+-- @param[opt] ... return_indices (false), or an options table
+-- @treturn Tensor [N, C, oh, ow]
+-- @usage local F = ember.nn.functional
+-- print(F.adaptive_max_pool2d(ember.randn(2, 8, 7, 5), {3, 2}).shape)   --> ember.Size{2, 8, 3, 2}
+function F.adaptive_max_pool2d(x, output_size, ...)
+  return adaptive("nn.functional.adaptive_max_pool2d", "max", 2, x, output_size, ...)
+end
+
+--- Adaptive 1-d average pooling, as torch.nn.functional.adaptive_avg_pool1d.
+-- @tparam Tensor x [N, C, L] or [C, L]
+-- @int output_size
+-- @treturn Tensor [N, C, output_size]
+-- @usage local F = ember.nn.functional
+-- print(F.adaptive_avg_pool1d(ember.tensor{{{1, 2, 3, 4}}}, 2))   --> tensor([[[1.5000, 3.5000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
+function F.adaptive_avg_pool1d(x, output_size)
+  return adaptive("nn.functional.adaptive_avg_pool1d", "mean", 1, x, output_size)
+end
+
+--- Adaptive 1-d max pooling, as torch.nn.functional.adaptive_max_pool1d
+-- (return_indices is not supported).
+-- @tparam Tensor x [N, C, L] or [C, L]
+-- @int output_size
+-- @param[opt] ... return_indices (false), or an options table
+-- @treturn Tensor [N, C, output_size]
+-- @usage local F = ember.nn.functional
+-- print(F.adaptive_max_pool1d(ember.tensor{{{1, 2, 3, 4}}}, 2))   --> tensor([[[2.0000, 4.0000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
+function F.adaptive_max_pool1d(x, output_size, ...)
+  return adaptive("nn.functional.adaptive_max_pool1d", "max", 1, x, output_size, ...)
+end
+
+------------------------------------------------------------------------
+-- normalisation
+
+-- x as a floating tensor of at least `min` dims; its channel count (dim 2).
+local function check_input(who, x, min)
+  check_tensor(who, "input", x, true)
+  if x.ndim < min then
+    errors.raise("%s: expected an input [N, C, *] of at least %d dims, got shape %s", who, min, shape_str(x))
+  end
+  return x.shape[2]
+end
+
+local function check_stats(who, rm, rv, C)
+  if (rm == nil) ~= (rv == nil) then errors.raise("%s: give both running_mean and running_var, or neither", who) end
+  check_optional(who, "running_mean", rm, { C })
+  check_optional(who, "running_var", rv, { C })
+end
+
+local function check_momentum_eps(who, o)
+  local m = o.momentum
+  if m == nil then m = 0.1 end
+  if type(m) ~= "number" or m < 0 or m > 1 then
+    errors.raise("%s: momentum must be a number in [0, 1], got %s", who, tostring(o.momentum))
+  end
+  local eps = o.eps
+  if eps == nil then eps = 1e-5 end
+  check_number(who, "eps", eps, 0)
+  return m, eps
+end
+
+--- Batch normalisation, as torch.nn.functional.batch_norm:
+-- `F.batch_norm(x, running_mean, running_var [, weight, bias, training=false,
+-- momentum=0.1, eps=1e-5])`, or an options table for any of them from its
+-- place on (`F.batch_norm(x, rm, rv, {training = true})`). x [N, C, *].
+-- Training (or without running statistics): each channel normalised by the
+-- batch's mean and biased variance, and the running statistics (when
+-- given) updated in place: running = (1 - momentum) running + momentum
+-- batch (unbiased variance). Evaluation: the running statistics are used.
+-- Then times weight and plus bias ([C] each, optional). nn.BatchNorm1d/2d's
+-- forward is this (nn/_norm.lua).
+-- @tparam Tensor x
+-- @tparam[opt] Tensor running_mean [C], updated in place when training
+-- @tparam[opt] Tensor running_var [C], updated in place when training
+-- @param[opt] ... weight, bias, training, momentum, eps, or an options table
+-- @treturn Tensor x's shape
+-- @usage local F = ember.nn.functional
+-- local mean, var = ember.zeros(3), ember.ones(3)
+-- local y = F.batch_norm(ember.randn(8, 3, 4, 4) + 2, mean, var, {training = true})
+-- print(mean:gt(0.1):all():item())   --> true
+function F.batch_norm(x, ...)
+  local who = "nn.functional.batch_norm"
+  local o = args(who, { "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps" }, ...)
+  local C = check_input(who, x, 2)
+  check_stats(who, o.running_mean, o.running_var, C)
+  check_optional(who, "weight", o.weight, { C })
+  check_optional(who, "bias", o.bias, { C })
+  check_bool(who, "training", o.training)
+  local m, eps = check_momentum_eps(who, o)
+  if not o.training and o.running_mean == nil then
+    errors.raise("%s: running_mean and running_var are needed when training is false (evaluation normalises with them)",
+      who)
+  end
+  return norm.batch_norm(who, x, o.running_mean, o.running_var, o.weight, o.bias, o.training == true, m, eps)
+end
+
+--- Instance normalisation, as torch.nn.functional.instance_norm:
+-- `F.instance_norm(x [, running_mean, running_var, weight, bias,
+-- use_input_stats=true, momentum=0.1, eps=1e-5])` or an options table:
+-- each sample's channel normalised over the spatial dims of x [N, C, *]
+-- with its own mean and biased variance (use_input_stats; the running
+-- statistics, when given, move towards the batch's average of them), or
+-- with the running statistics. nn.InstanceNorm1d/2d's forward is this.
+-- @tparam Tensor x
+-- @param[opt] ... running_mean, running_var, weight, bias, use_input_stats, momentum, eps, or an options table
+-- @treturn Tensor x's shape
+-- @usage local F = ember.nn.functional
+-- local y = F.instance_norm(ember.randn(2, 3, 16) * 5 + 1)
+-- print(y:mean(3):abs():max():item() < 1e-5)   --> true
+function F.instance_norm(x, ...)
+  local who = "nn.functional.instance_norm"
+  local o = args(who, { "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps" }, ...)
+  local C = check_input(who, x, 3)
+  check_stats(who, o.running_mean, o.running_var, C)
+  check_optional(who, "weight", o.weight, { C })
+  check_optional(who, "bias", o.bias, { C })
+  check_bool(who, "use_input_stats", o.use_input_stats)
+  local m, eps = check_momentum_eps(who, o)
+  local use = o.use_input_stats ~= false
+  if not use and o.running_mean == nil then
+    errors.raise("%s: running_mean and running_var are needed when use_input_stats is false", who)
+  end
+  return norm.instance_norm(who, x, o.running_mean, o.running_var, o.weight, o.bias, use, m, eps, true)
+end
+
+--- Group normalisation, as torch.nn.functional.group_norm:
+-- `F.group_norm(x, num_groups [, weight, bias, eps=1e-5])` or an options
+-- table: the channels of x [N, C, *] split into num_groups groups, each
+-- sample's group normalised by its mean and biased variance, then times
+-- weight and plus bias ([C], optional). nn.GroupNorm's forward is this.
+-- @tparam Tensor x
+-- @int num_groups dividing C
+-- @param[opt] ... weight, bias, eps, or an options table
+-- @treturn Tensor x's shape
+-- @usage local F = ember.nn.functional
+-- print(F.group_norm(ember.randn(2, 6, 5), 3).shape)   --> ember.Size{2, 6, 5}
+function F.group_norm(x, num_groups, ...)
+  local who = "nn.functional.group_norm"
+  local o = args(who, { "weight", "bias", "eps" }, ...)
+  local C = check_input(who, x, 2)
+  if math.type(num_groups) ~= "integer" or num_groups < 1 then
+    errors.raise("%s: num_groups must be a positive integer, got %s", who, tostring(num_groups))
+  end
+  if C % num_groups ~= 0 then
+    errors.raise("%s: the input's %d channels (dim 2 of %s) must be divisible by num_groups=%d", who, C, shape_str(x),
+      num_groups)
+  end
+  check_optional(who, "weight", o.weight, { C })
+  check_optional(who, "bias", o.bias, { C })
+  local eps = o.eps == nil and 1e-5 or o.eps
+  check_number(who, "eps", eps, 0)
+  return norm.group_norm(x, num_groups, o.weight, o.bias, eps)
+end
+
+-- normalized_shape as a list of positive integers.
+local function normalized(who, ns)
+  if math.type(ns) == "integer" then ns = { ns } end
+  if type(ns) == "userdata" and ns.totable then ns = ns:totable() end
+  local ok = type(ns) == "table" and #ns > 0
+  for i = 1, ok and #ns or 0 do ok = ok and math.type(ns[i]) == "integer" and ns[i] > 0 end
+  if not ok then
+    errors.raise("%s: normalized_shape must be a positive integer or a table of them, got %s", who, conv.fmt(ns))
+  end
+  return { table.unpack(ns) }
+end
+
+local function check_affine(who, what, v, ns)
+  if v == nil then return end
+  check_tensor(who, what, v)
+  local ok = v.ndim == #ns
+  for i = 1, #ns do ok = ok and v.shape[i] == ns[i] end
+  if not ok then errors.raise("%s: %s must have shape [%s] (normalized_shape), got %s", who, what,
+    table.concat(ns, ", "), shape_str(v)) end
+end
+
+--- Layer normalisation, as torch.nn.functional.layer_norm:
+-- `F.layer_norm(x, normalized_shape [, weight, bias, eps=1e-5])` or an
+-- options table: x normalised over its last #normalized_shape dims (which
+-- must be normalized_shape: an integer or a table), then times weight and
+-- plus bias (normalized_shape each, optional). `ember.layer_norm(x, n, ...)`
+-- takes the number of dims instead. nn.LayerNorm's forward is this.
+-- @tparam Tensor x
+-- @param normalized_shape
+-- @param[opt] ... weight, bias, eps, or an options table
+-- @treturn Tensor x's shape
+-- @usage local F = ember.nn.functional
+-- local y = F.layer_norm(ember.randn(2, 5, 8), 8)
+-- print(y:mean(-1):abs():max():item() < 1e-5)   --> true
+function F.layer_norm(x, normalized_shape, ...)
+  local who = "nn.functional.layer_norm"
+  local o = args(who, { "weight", "bias", "eps" }, ...)
+  check_tensor(who, "input", x, true)
+  local ns = normalized(who, normalized_shape)
+  check_affine(who, "weight", o.weight, ns)
+  check_affine(who, "bias", o.bias, ns)
+  local eps = o.eps == nil and 1e-5 or o.eps
+  check_number(who, "eps", eps, 0)
+  return norm.layer_norm(who, x, ns, o.weight, o.bias, eps)
+end
+
+--- Root-mean-square normalisation, as torch.nn.functional.rms_norm
+-- (PyTorch 2.4): `F.rms_norm(x, normalized_shape [, weight, eps])` or an
+-- options table: x / sqrt(mean(x^2 over the last dims) + eps) * weight;
+-- eps nil is the machine epsilon of the dtype (float32's for bfloat16
+-- input, which is computed in float32). nn.RMSNorm's forward is this.
+-- @tparam Tensor x
+-- @param normalized_shape an integer or a table
+-- @param[opt] ... weight, eps, or an options table
+-- @treturn Tensor x's shape
+-- @usage local F = ember.nn.functional
+-- local y = F.rms_norm(ember.randn(3, 16) * 4, 16, {eps = 1e-6})
+-- print(((y * y):mean(-1) - 1):abs():max():item() < 1e-4)   --> true
+function F.rms_norm(x, normalized_shape, ...)
+  local who = "nn.functional.rms_norm"
+  local o = args(who, { "weight", "eps" }, ...)
+  check_tensor(who, "input", x, true)
+  local ns = normalized(who, normalized_shape)
+  check_affine(who, "weight", o.weight, ns)
+  if o.eps ~= nil then check_number(who, "eps", o.eps, 0) end
+  return norm.rms_norm(who, x, ns, o.weight, o.eps)
+end
+
+------------------------------------------------------------------------
+-- resampling
+
+local INTERP = { "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias" }
+
+-- A size or scale as a list of nd: an integer (a number for scales) or a table of nd.
+local function per_dim(v, nd, int)
+  if type(v) == "number" then
+    local t = {}
+    for i = 1, nd do t[i] = v end
+    v = t
+  end
+  if type(v) ~= "table" or #v ~= nd then return nil end
+  for i = 1, nd do
+    local e = v[i]
+    if type(e) ~= "number" or not (e > 0) or (int and math.type(e) ~= "integer") then return nil end
+  end
+  return { table.unpack(v, 1, nd) }
+end
+
+local function resample(who, x, o)
+  check_tensor(who, "input", x, true)
+  if x.ndim < 3 or x.ndim > 5 then
+    errors.raise("%s: expected an input [N, C, *spatial] with 1 to 3 spatial dims (3-d to 5-d), got shape %s", who,
+      shape_str(x))
+  end
+  local nd = x.ndim - 2
+  local mode = o.mode or "nearest"
+  local spec = interp.MODES[mode]
+  if not spec then
+    errors.raise("%s: mode must be \"nearest\", \"nearest-exact\", \"linear\", \"bilinear\", \"bicubic\", "
+      .. "\"trilinear\" or \"area\", got %s", who, conv.fmt(mode))
+  end
+  if spec.nd and spec.nd ~= nd then
+    errors.raise("%s: mode %q needs a %d-d input [N, C, %s], got shape %s (%d-d)", who, mode, spec.nd + 2,
+      ({ "L", "H, W", "D, H, W" })[spec.nd], shape_str(x), x.ndim)
+  end
+  check_bool(who, "align_corners", o.align_corners)
+  if o.align_corners ~= nil and not spec.interp then
+    errors.raise("%s: align_corners goes only with the interpolating modes (linear, bilinear, bicubic, trilinear), "
+      .. "not %q", who, mode)
+  end
+  check_bool(who, "recompute_scale_factor", o.recompute_scale_factor)
+  if o.antialias then errors.raise("%s: antialias is not supported", who) end
+  if (o.size == nil) == (o.scale_factor == nil) then
+    errors.raise("%s: give either size or scale_factor (one of them)", who)
+  end
+  local size, scale
+  if o.size ~= nil then
+    size = per_dim(o.size, nd, true)
+    if not size then
+      errors.raise("%s: size must be a positive integer or a table of %d of them, got %s", who, nd, conv.fmt(o.size))
+    end
+  else
+    scale = per_dim(o.scale_factor, nd)
+    if not scale then
+      errors.raise("%s: scale_factor must be a positive number or a table of %d of them, got %s", who, nd,
+        conv.fmt(o.scale_factor))
+    end
+  end
+  return interp.interpolate(who, x, nd, size, scale, mode, o.align_corners == true, o.recompute_scale_factor == true)
+end
+
+--- Resampling, as torch.nn.functional.interpolate: `F.interpolate(x,
+-- {size =, scale_factor =, mode = "nearest", align_corners =,
+-- recompute_scale_factor =})` (or torch's positional order). x
+-- [N, C, L], [N, C, H, W] or [N, C, D, H, W]; give size (an integer or a
+-- table: the output's spatial sizes) or scale_factor (a number or a table:
+-- each size times it, rounded down). Modes: "nearest" (PyTorch's, with its
+-- float32 index arithmetic), "nearest-exact", "linear" (3-d), "bilinear"
+-- (4-d), "bicubic" (4-d, A = -0.75, as PyTorch), "trilinear" (5-d) and
+-- "area" (adaptive average pooling). align_corners (the interpolating
+-- modes only; false by default) maps the corner pixels' centres onto each
+-- other. With a scale_factor the source positions use it (1 / scale_factor),
+-- as PyTorch, unless recompute_scale_factor. Differentiable (an
+-- index_select per tap, summed); nn.Upsample's forward is this. antialias
+-- is not supported.
+-- @tparam Tensor x
+-- @param[opt] ... size, scale_factor, mode, align_corners, recompute_scale_factor, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local x = ember.tensor{{{{1, 2}, {3, 4}}}}
+-- print(F.interpolate(x, {size = 3, mode = "bilinear", align_corners = true}))   --> tensor([[[[1.0000, 1.5000, 2.0000], [2.0000, 2.5000, 3.0000], [3.0000, 3.5000, 4.0000]]]], shape=[1, 1, 3, 3], dtype=float32, device=cpu)
+-- print(F.interpolate(x, {scale_factor = 2}).shape)                             --> ember.Size{1, 1, 4, 4}
+function F.interpolate(x, ...)
+  local who = "nn.functional.interpolate"
+  return resample(who, x, args(who, INTERP, ...))
+end
+
+--- torch.nn.functional.upsample (deprecated there): F.interpolate.
+-- @tparam Tensor x
+-- @param[opt] ... as interpolate's
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.upsample(ember.randn(1, 2, 3), {scale_factor = 2, mode = "linear"}).shape)   --> ember.Size{1, 2, 6}
+function F.upsample(x, ...)
+  local who = "nn.functional.upsample"
+  return resample(who, x, args(who, INTERP, ...))
+end
+
+--- torch.nn.functional.upsample_nearest: `F.upsample_nearest(x [, size, scale_factor])` (or an options table).
+-- @tparam Tensor x
+-- @param[opt] ... size, scale_factor, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.upsample_nearest(ember.randn(1, 2, 3, 3), {size = 5}).shape)   --> ember.Size{1, 2, 5, 5}
+function F.upsample_nearest(x, ...)
+  local who = "nn.functional.upsample_nearest"
+  local o = args(who, { "size", "scale_factor" }, ...)
+  o.mode = "nearest"
+  return resample(who, x, o)
+end
+
+--- torch.nn.functional.upsample_bilinear: bilinear with align_corners = true,
+-- as PyTorch's: `F.upsample_bilinear(x [, size, scale_factor])` (or an options table).
+-- @tparam Tensor x [N, C, H, W]
+-- @param[opt] ... size, scale_factor, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.upsample_bilinear(ember.randn(1, 2, 3, 3), {scale_factor = 2}).shape)   --> ember.Size{1, 2, 6, 6}
+function F.upsample_bilinear(x, ...)
+  local who = "nn.functional.upsample_bilinear"
+  local o = args(who, { "size", "scale_factor" }, ...)
+  o.mode, o.align_corners = "bilinear", true
+  return resample(who, x, o)
+end
+
+------------------------------------------------------------------------
+-- sliding windows
+
+local WINDOW = { "dilation", "padding", "stride" }
+
+local function window_sizes(who, kernel_size, o)
+  local v = {}
+  for _, f in ipairs { { "kernel_size", kernel_size, 1, nil }, { "dilation", o.dilation, 1, 1 },
+    { "padding", o.padding, 0, 0 }, { "stride", o.stride, 1, 1 } } do
+    local given = f[2]
+    if given == nil then given = f[4] end
+    v[f[1]] = given ~= nil and conv.tuple(given, 2, f[3]) or nil
+    if not v[f[1]] then
+      errors.raise("%s: %s must be a %s integer or a pair of them, got %s", who, f[1], f[3] == 0 and "non-negative"
+        or "positive", conv.fmt(f[2]))
+    end
+  end
+  return v
+end
+
+--- Sliding local blocks (im2col), as torch.nn.functional.unfold:
+-- `F.unfold(x, kernel_size [, dilation=1, padding=0, stride=1])` or an
+-- options table. x [N, C, H, W] (or [C, H, W]) gives [N, C kh kw, L]: column
+-- l holds block l's values (channel-major, then the kernel's rows and
+-- columns), L = Ho Wo blocks in row-major order. The columns nn.Conv2d's
+-- composed route multiplies (nn/_conv.lua). `ember.unfold` / `x:unfold` is
+-- torch's Tensor.unfold (windows of one dim), not this.
+-- @tparam Tensor x
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... dilation, padding, stride, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.unfold(ember.randn(2, 3, 5, 5), 3, {padding = 1}).shape)   --> ember.Size{2, 27, 25}
+function F.unfold(x, kernel_size, ...)
+  local who = "nn.functional.unfold"
+  local o = args(who, WINDOW, ...)
+  check_tensor(who, "input", x)
+  if x.ndim ~= 3 and x.ndim ~= 4 then
+    errors.raise("%s: expected an input [N, C, H, W] or [C, H, W], got shape %s", who, shape_str(x))
+  end
+  local v = window_sizes(who, kernel_size, o)
+  local xb, unbatch = pool.batch(x)
+  local p, k, d, s = v.padding, v.kernel_size, v.dilation, v.stride
+  for i = 1, 2 do
+    if conv.out_size(xb.shape[2 + i], k[i], s[i], p[i], p[i], d[i]) < 1 then
+      errors.raise("%s: the block (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) along dim %d "
+        .. "of shape %s", who, k[i], d[i], xb.shape[2 + i], p[i], x.ndim - 2 + i, shape_str(x))
+    end
+  end
+  return unbatch(conv.unfold(xb, k, s, { p[1], p[1], p[2], p[2] }, d))
+end
+
+--- Sliding local blocks summed back into an image (col2im), as
+-- torch.nn.functional.fold, unfold's adjoint: `F.fold(x, output_size,
+-- kernel_size [, dilation=1, padding=0, stride=1])` or an options table.
+-- x [N, C kh kw, L] (or [C kh kw, L]) gives [N, C, H, W] with {H, W} =
+-- output_size; values of overlapping blocks add up.
+-- @tparam Tensor x
+-- @param output_size an integer or {H, W}
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... dilation, padding, stride, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local ones = ember.ones(1, 4, 9)                 -- 3 x 3 blocks of 2 x 2, one channel
+-- local y = F.fold(ones, 4, 2)                       -- overlapping: the middle is hit 4 times
+-- print(y.shape, y:sum():item())                     --> ember.Size{1, 1, 4, 4} 36.0
+function F.fold(x, output_size, kernel_size, ...)
+  local who = "nn.functional.fold"
+  local o = args(who, WINDOW, ...)
+  check_tensor(who, "input", x)
+  if x.ndim ~= 2 and x.ndim ~= 3 then
+    errors.raise("%s: expected an input [N, C * kh * kw, L] or [C * kh * kw, L], got shape %s", who, shape_str(x))
+  end
+  local v = window_sizes(who, kernel_size, o)
+  local out = conv.tuple(output_size, 2, 1)
+  if not out then
+    errors.raise("%s: output_size must be a positive integer or a pair of them, got %s", who, conv.fmt(output_size))
+  end
+  local xb = x.ndim == 2 and x:unsqueeze(1) or x
+  local p, k, d, s = v.padding, v.kernel_size, v.dilation, v.stride
+  local K = k[1] * k[2]
+  local L, blocks = 1, {}
+  for i = 1, 2 do
+    blocks[i] = conv.out_size(out[i], k[i], s[i], p[i], p[i], d[i])
+    L = L * math.max(blocks[i], 0)
+  end
+  if xb.shape[2] % K ~= 0 then
+    errors.raise("%s: dim %d of the input (%d) must be divisible by the kernel's size %d x %d, got shape %s", who,
+      x.ndim - 1, xb.shape[2], k[1], k[2], shape_str(x))
+  end
+  if xb.shape[3] ~= L or L < 1 then
+    errors.raise("%s: expected %d blocks (dim %d) for output_size %s, kernel %s, dilation %s, padding %s and stride "
+      .. "%s, got shape %s", who, L, x.ndim, conv.fmt(out), conv.fmt(k), conv.fmt(d), conv.fmt(p), conv.fmt(s),
+      shape_str(x))
+  end
+  local y = conv.fold(xb, out, k, s, p, d, blocks)
+  return x.ndim == 2 and y:squeeze(1) or y
+end
+
+------------------------------------------------------------------------
+-- the rest: torch's argument order where ember's differs
+
+--- Rows of `weight` picked by int64 ids, as torch.nn.functional.embedding
+-- (torch's order: the ids first; `ember.embedding(weight, ids)` is the
+-- other): `F.embedding(ids, weight [, {padding_idx =}])`. Ids are 1-based
+-- (ember's convention); padding_idx (1-based) gets no gradient, as
+-- PyTorch's. nn.Embedding's forward is this.
+-- @tparam Tensor ids int64, 1-based
+-- @tparam Tensor weight [num, dim]
+-- @param[opt] ... padding_idx, or an options table
+-- @treturn Tensor [..., dim]
+-- @usage local F = ember.nn.functional
+-- local w = ember.tensor{{0, 0}, {1, 2}, {3, 4}}
+-- print(F.embedding(ember.tensor({3, 2}, {dtype = "int64"}), w))   --> tensor([[3.0000, 4.0000], [1.0000, 2.0000]], shape=[2, 2], dtype=float32, device=cpu)
+function F.embedding(ids, weight, ...)
+  local who = "nn.functional.embedding"
+  local o = args(who, { "padding_idx" }, ...)
+  check_tensor(who, "weight", weight)
+  local pad = o.padding_idx
+  if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > weight.shape[1]) then
+    errors.raise("%s: padding_idx must be an id in 1..%d, got %s", who, weight.shape[1], tostring(pad))
+  end
+  return require("ember.nn.Embedding")._lookup(who, weight, ids, pad)
+end
+
+--- Mean squared error, as torch.nn.functional.mse_loss: `F.mse_loss(input,
+-- target [, reduction])`, reduction "mean" (default), "sum" or "none", by
+-- position (as `ember.mse_loss`, which this calls) or as `{reduction =}`.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @param[opt] ... reduction, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.mse_loss(ember.tensor{1, 2}, ember.tensor{0, 0}, {reduction = "sum"}):item())   --> 5.0
+function F.mse_loss(input, target, ...)
+  local o = args("nn.functional.mse_loss", { "reduction" }, ...)
+  return ember.mse_loss(input, target, o.reduction or "mean")
+end
+
+return F
