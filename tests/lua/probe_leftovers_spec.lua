@@ -192,3 +192,57 @@ describe("data.pack -> nn.Embedding -> a Transformer layer, as its docs show", f
     assert.is_true(pos.weight.grad:abs():sum():item() > 0)
   end)
 end)
+
+describe("per-call tensors for the cross-attention's variant (as variant_inputs for self-attention)", function()
+  -- a per-call bias on the memory's keys: the same as a float memory mask on standard attention
+  ember.attention_variant { name = "leftover_key_bias", inputs = { kbias = { ndim = 2, dtype = "float" } },
+    score = function(s, b, h, q, k, ctx) return s + ctx.kbias[b][k] end }
+  local function close(a, b) return (a - b):abs():max():item() < 1e-5 end
+
+  it("TransformerDecoderLayer: memory_variant_inputs, in a batch and with a KV cache", function()
+    ember.manual_seed(11)
+    local layer = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, cross_attention = "leftover_key_bias" })
+    local ref = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    ref:load_state_dict(layer:state_dict())
+    local x, mem, kb = ember.randn(2, 5, 8), ember.randn(2, 4, 8), ember.randn(2, 4)
+    local y = layer(x, mem, { memory_variant_inputs = { kbias = kb } })
+    assert.is_true(close(y, ref(x, mem, { memory_mask = kb:view(2, 1, 1, 4) })))
+    local cache, steps = {}, {}
+    for i = 1, 5 do steps[i] = layer(x:narrow(2, i, 1), mem, { cache = cache, memory_variant_inputs = { kbias = kb } }) end
+    assert.is_true(close(ember.cat(steps, 2), y))
+    raises_here(function() layer(x, mem) end, "needs the per-call tensor 'kbias'")
+  end)
+
+  it("TransformerDecoder and nn.Transformer{cross_attention=} hand them to every layer", function()
+    ember.manual_seed(12)
+    local dec = nn.TransformerDecoder(8, 2, 2, { dim_feedforward = 16, dropout = 0, cross_attention = "leftover_key_bias" })
+    local ref = nn.TransformerDecoder(8, 2, 2, { dim_feedforward = 16, dropout = 0 })
+    ref:load_state_dict(dec:state_dict())
+    local x, mem, kb = ember.randn(2, 3, 8), ember.randn(2, 4, 8), ember.randn(2, 4)
+    assert.is_true(close(dec(x, mem, { memory_variant_inputs = { kbias = kb } }), ref(x, mem, { memory_mask = kb:view(2, 1, 1, 4) })))
+    local t = nn.Transformer { d_model = 8, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 16,
+      dropout = 0, cross_attention = "leftover_key_bias" }
+    local tr = nn.Transformer { d_model = 8, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 16,
+      dropout = 0 }
+    tr:load_state_dict(t:state_dict())
+    local src = ember.randn(2, 4, 8)
+    assert.is_true(close(t(src, x, { memory_variant_inputs = { kbias = kb } }), tr(src, x, { memory_mask = kb:view(2, 1, 1, 4) })))
+  end)
+
+  it("CrossAttentionBlock: image_variant_inputs for the cross-attention, variant_inputs for the self-attention", function()
+    ember.manual_seed(13)
+    local blk = nn.CrossAttentionBlock(8, 2, { dropout = 0, attention = "leftover_key_bias" })
+    local ref = nn.CrossAttentionBlock(8, 2, { dropout = 0 })
+    ref:load_state_dict(blk:state_dict())
+    local text, image, ib = ember.randn(2, 3, 8), ember.randn(2, 6, 8), ember.randn(2, 6)
+    assert.is_true(close(blk(text, image, { image_variant_inputs = { kbias = ib } }),
+      ref(text, image, { image_mask = ib:view(2, 1, 1, 6) })))
+    local both = nn.CrossAttentionBlock(8, 2, { dropout = 0, attention = "leftover_key_bias", self_attention = true })
+    local tb = ember.randn(2, 3)
+    local y = both(text, image, { variant_inputs = { kbias = tb }, image_variant_inputs = { kbias = ib } })
+    local y0 = both(text, image, { variant_inputs = { kbias = ember.zeros(2, 3) }, image_variant_inputs = { kbias = ib } })
+    assert.is_false(close(y, y0)) -- the self-attention saw its own tensors
+    raises_here(function() both(text, image, { image_variant_inputs = { kbias = ib } }) end, "needs the per-call tensor 'kbias'")
+    raises_here(function() blk(text, image, { image_padding = ib }) end, "CrossAttentionBlock.forward: unknown option 'image_padding'")
+  end)
+end)

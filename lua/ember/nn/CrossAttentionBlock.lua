@@ -13,7 +13,9 @@
 -- forward(text [B, Lt, d_model], image [B, Li, image_dim] [, {key_padding_mask=
 -- (text padding), image_padding_mask=, image_mask= (float, added to the
 -- cross-attention scores, broadcast to [B, heads, Lt, Li]) or image_allow_mask=
--- / image_block_mask= (bool, see nn/_masks.lua), need_weights=}]) -> out [, weights]
+-- / image_block_mask= (bool, see nn/_masks.lua), variant_inputs= / image_variant_inputs=
+-- (the per-call tensors of the self-attention's / the cross-attention's variant
+-- written in Lua, e.g. {doc = ids}), need_weights=}]) -> out [, weights]
 -- with need_weights: the cross-attention weights [B, heads, Lt, Li] (for a
 -- heatmap over the image).
 -- @classmod nn.CrossAttentionBlock
@@ -26,6 +28,9 @@ local attn_opts = require "ember.nn._attn_opts"
 local masks = require "ember.nn._masks"
 
 local Block = Module:extend("CrossAttentionBlock")
+
+local FORWARD_OPTIONS = { "key_padding_mask", "image_padding_mask", "image_mask", "image_allow_mask",
+  "image_block_mask", "need_weights", "variant_inputs", "image_variant_inputs" }
 
 function Block:__init(d_model, heads, opts)
   opts = Module.check_options("nn.CrossAttentionBlock", opts, { "dropout", "attention_dropout", "norm_first",
@@ -64,21 +69,23 @@ end
 -- @tparam Tensor text [B, Lt, d_model]
 -- @tparam Tensor image [B, Li, image_dim]
 -- @tparam[opt] table opts `key_padding_mask` (text padding), `image_padding_mask`,
--- `image_mask` (float) / `image_allow_mask` / `image_block_mask` (bool) on the cross-attention, `need_weights`
+-- `image_mask` (float) / `image_allow_mask` / `image_block_mask` (bool) on the cross-attention, `need_weights`,
+-- `variant_inputs` (the self-attention's variant) / `image_variant_inputs` (the cross-attention's)
 -- @treturn Tensor [B, Lt, d_model]
 -- @treturn[opt] Tensor the cross-attention weights [B, heads, Lt, Li] when need_weights
 function Block:forward(text, image, opts)
-  opts = opts or {}
+  opts = Module.check_options("CrossAttentionBlock.forward", opts, FORWARD_OPTIONS)
   local x, weights = text, nil
   local mask = masks.resolve(opts, "CrossAttentionBlock.forward", masks.names("image"))
   if self.self_attention then
     x = self:_step(x, self.norm_sa, self.dropout_sa, function(h)
-      return self.self_attn(h, { key_padding_mask = opts.key_padding_mask })
+      return self.self_attn(h, { key_padding_mask = opts.key_padding_mask, variant_inputs = opts.variant_inputs })
     end)
   end
   x = self:_step(x, self.norm_ca, self.dropout_ca, function(h)
     local y, w = self.cross_attn(h, image, masks.for_mha(mask, {
       key_padding_mask = opts.image_padding_mask, need_weights = opts.need_weights or false,
+      variant_inputs = opts.image_variant_inputs,
     }))
     weights = w
     return y

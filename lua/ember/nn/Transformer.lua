@@ -10,7 +10,8 @@
 -- is batch-first; false takes and returns [L, B, d_model] as PyTorch's
 -- default), norm_first=false, bias=true, dtype=, device=; and the ember
 -- layers' own: attention=, attention_options=, attention_dropout=,
--- kv_heads=, checkpoint= (see nn.TransformerEncoderLayer).
+-- kv_heads=, checkpoint= (see nn.TransformerEncoderLayer), and the decoder's
+-- cross_attention= / cross_attention_options= (see nn.TransformerDecoderLayer).
 --
 -- forward(src, tgt [, opts]) -> [B, Lt, d_model] (src and tgt may also be
 -- unbatched [L, d_model], as PyTorch's), with PyTorch's mask
@@ -61,13 +62,15 @@ local attn_opts = require "ember.nn._attn_opts"
 
 local Transformer = Module:extend("Transformer")
 
-local OWN = { "d_model", "nhead", "num_encoder_layers", "num_decoder_layers", "batch_first" }
+local OWN = { "d_model", "nhead", "num_encoder_layers", "num_decoder_layers", "batch_first", "cross_attention",
+  "cross_attention_options" }
 -- the layer options passed to both stacks
 local LAYER = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias",
   "attention", "attention_options", "kv_heads", "checkpoint", "dtype", "device" }
 local FORWARD = { "src_mask", "src_allow_mask", "src_block_mask", "tgt_mask", "tgt_allow_mask", "tgt_block_mask",
   "memory_mask", "memory_allow_mask", "memory_block_mask", "src_key_padding_mask", "tgt_key_padding_mask",
-  "memory_key_padding_mask", "src_is_causal", "tgt_is_causal", "src_variant_inputs", "tgt_variant_inputs" }
+  "memory_key_padding_mask", "src_is_causal", "tgt_is_causal", "src_variant_inputs", "tgt_variant_inputs",
+  "memory_variant_inputs" }
 
 local function count(v, name, default)
   if v == nil then return default end
@@ -99,6 +102,8 @@ function Transformer:__init(d_model, nhead, opts)
   local layer = { final_norm = true }
   for _, k in ipairs(LAYER) do layer[k] = opts[k] end
   self:add_module("encoder", Encoder(self.d_model, self.nhead, ne, layer))
+  -- the decoder's cross-attention variant (standard unless asked), as TransformerDecoderLayer's
+  layer.cross_attention, layer.cross_attention_options = opts.cross_attention, opts.cross_attention_options
   self:add_module("decoder", Decoder(self.d_model, self.nhead, nd, layer))
   -- PyTorch's decoder self-attention is unmasked unless tgt_mask or
   -- tgt_is_causal asks (ember's decoder layers default to causal): so the
@@ -125,7 +130,8 @@ local function shape(t) return Module.is_tensor(t) and errors.shape_str(t) or ty
 -- (float) or their _allow_mask / _block_mask forms, src_key_padding_mask,
 -- tgt_key_padding_mask, memory_key_padding_mask, src_is_causal, tgt_is_causal;
 -- src_variant_inputs, tgt_variant_inputs: the per-call tensors of an attention variant
--- written in Lua (document ids ...) for the encoder's and the decoder's self-attention
+-- written in Lua (document ids ...) for the encoder's and the decoder's self-attention;
+-- memory_variant_inputs: those of the decoder's cross-attention (cross_attention=)
 -- @treturn Tensor [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false; [Lt, d_model] unbatched)
 function Transformer:forward(src, tgt, opts)
   opts = Module.check_options("Transformer.forward", opts, FORWARD)
@@ -177,7 +183,7 @@ function Transformer:forward(src, tgt, opts)
     tgt_key_padding_mask = opts.tgt_key_padding_mask,
     memory_mask = opts.memory_mask, memory_allow_mask = opts.memory_allow_mask,
     memory_block_mask = opts.memory_block_mask, memory_key_padding_mask = opts.memory_key_padding_mask,
-    variant_inputs = opts.tgt_variant_inputs,
+    variant_inputs = opts.tgt_variant_inputs, memory_variant_inputs = opts.memory_variant_inputs,
   })
   if unbatched then return out:squeeze(1) end
   if not self.batch_first then out = out:transpose(1, 2) end

@@ -2,7 +2,9 @@
 -- TransformerDecoderLayer ("layers.1", ...) with the layer options `opts`
 -- (cross=false for a decoder-only model), plus a final LayerNorm ("norm")
 -- when final_norm is true -- by default exactly when norm_first is.
--- forward(x, memory [, opts]) takes the layer's options; with opts.cache (a
+-- forward(x, memory [, opts]) takes the layer's options (variant_inputs for
+-- the self-attention's variant, memory_variant_inputs for the cross-attention's,
+-- given to every layer); with opts.cache (a
 -- table, empty for a new sequence) layer i keeps its keys/values in
 -- opts.cache[i], so x may be just the new positions (see ember.generate).
 -- @classmod nn.TransformerDecoder

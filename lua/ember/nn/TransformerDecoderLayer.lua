@@ -16,7 +16,9 @@
 -- added to the scores) or tgt_allow_mask / tgt_block_mask (bool: true = may
 -- attend / true = masked; a boolean tgt_mask is refused, see nn/_masks.lua),
 -- tgt_key_padding_mask, memory_mask (memory_allow_mask, memory_block_mask),
--- memory_key_padding_mask, and cache: a
+-- memory_key_padding_mask, variant_inputs / memory_variant_inputs (the per-call
+-- tensors of the self-attention's / the cross-attention's variant written in
+-- Lua, e.g. {doc = ids}), and cache: a
 -- table (empty at the first step) that turns on incremental decoding: x is
 -- then only the new positions, self-attention keys/values are appended to
 -- the cache and the memory's keys/values are computed once (see
@@ -41,7 +43,8 @@ local DecoderLayer = Module:extend("TransformerDecoderLayer")
 DecoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "dtype", "device",
   "cross", "cross_attention", "cross_attention_options", "memory_dim", "batch_first" }
 local FORWARD_OPTIONS = { "causal", "tgt_mask", "tgt_allow_mask", "tgt_block_mask", "tgt_key_padding_mask",
-  "memory_mask", "memory_allow_mask", "memory_block_mask", "memory_key_padding_mask", "cache", "variant_inputs" }
+  "memory_mask", "memory_allow_mask", "memory_block_mask", "memory_key_padding_mask", "cache", "variant_inputs",
+  "memory_variant_inputs" }
 
 function DecoderLayer:__init(d_model, heads, opts)
   opts = attn_opts.check_layer_options("nn.TransformerDecoderLayer", opts, DecoderLayer.OPTIONS)
@@ -95,9 +98,10 @@ function DecoderLayer:_ca(x, memory, o)
   if o.cache then
     o.cache.cross = o.cache.cross or {}
     y = self.cross_attn:forward_cached(x, o.cache.cross, masks.for_mha(mask,
-      { memory = memory, key_padding_mask = o.memory_key_padding_mask }))
+      { memory = memory, key_padding_mask = o.memory_key_padding_mask, variant_inputs = o.memory_variant_inputs }))
   else
-    y = self.cross_attn(x, memory, masks.for_mha(mask, { key_padding_mask = o.memory_key_padding_mask }))
+    y = self.cross_attn(x, memory, masks.for_mha(mask, { key_padding_mask = o.memory_key_padding_mask,
+      variant_inputs = o.memory_variant_inputs }))
   end
   return self.dropout2(y)
 end
@@ -107,7 +111,8 @@ end
 -- @tparam Tensor memory [B, Lm, memory_dim] (nil when cross = false)
 -- @tparam[opt] table opts see the file's header: causal, tgt_mask / tgt_allow_mask /
 -- tgt_block_mask, tgt_key_padding_mask, memory_mask (and its allow/block forms),
--- memory_key_padding_mask, cache
+-- memory_key_padding_mask, variant_inputs (self-attention) / memory_variant_inputs
+-- (cross-attention), cache
 -- @treturn Tensor [B, L, d_model]
 function DecoderLayer:forward(x, memory, opts)
   opts = Module.check_options("TransformerDecoderLayer.forward", opts, FORWARD_OPTIONS)
