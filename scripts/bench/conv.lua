@@ -24,8 +24,8 @@
 --   resnet3x3 a ResNet-style 3x3 convolution: B32, 64 -> 64 channels,
 --             32x32, padding 1.
 -- A step is y = conv(x), sum(y):backward() (gradients of x, weight and
--- bias). Times are the best of REPS after warm-up steps (at least two and
--- WARM_S = 0.3 s: ember's thread team classifies the machine over its
+-- bias). Times are the best of REPS, the four ember steps taking turns,
+-- after warm-up steps (at least two and WARM_S = 0.3 s: ember's thread team classifies the machine over its
 -- first regions, and a stem's step ran 2-3x slower for its first ~30 ms,
 -- backends/cpu/cpu_team.c; the peers warm up alike), in ms. The
 -- machine may be shared: read the ratios, which come from the same run:
@@ -104,19 +104,28 @@ local function onednn_ms(name, c, prec)
 end
 
 local WARM_S = 0.3
-local function best_ms(step)
-  local t0, n = ember.clock(), 0
-  while n < 2 or ember.clock() - t0 < WARM_S do
-    step()
-    n = n + 1
+-- Best ms of each step, the steps taking turns rep by rep (so a busy
+-- moment, or what the step before left behind -- the composed route's
+-- large buffers slowed the next step's first reps -- does not land on one).
+local function best_ms(steps)
+  for _, step in ipairs(steps) do
+    local t0, n = ember.clock(), 0
+    while n < 2 or ember.clock() - t0 < WARM_S do
+      step()
+      n = n + 1
+    end
   end
-  local best = math.huge
+  local best = {}
+  for i = 1, #steps do best[i] = math.huge end
   for _ = 1, reps do
-    local t0 = ember.clock()
-    step()
-    best = math.min(best, ember.clock() - t0)
+    for i, step in ipairs(steps) do
+      local t0 = ember.clock()
+      step()
+      best[i] = math.min(best[i], ember.clock() - t0)
+    end
   end
-  return best * 1e3
+  for i = 1, #steps do best[i] = best[i] * 1e3 end
+  return table.unpack(best)
 end
 
 -- The op alone: forward and backward given dy, in the step's dtype.
@@ -161,12 +170,12 @@ for _, name in ipairs(ORDER) do
   local c = CASES[name]
   for _, prec in ipairs(bf16 and { "fp32", "bf16" } or { "fp32" }) do
     local before = ember.conv_routes().kernel
-    local e = best_ms(step_of(c, prec == "bf16"))
+    local auto = step_of(c, prec == "bf16")
+    auto()
     -- nn.Conv2d's own choice ("auto"): the kernel where the backend has one
     local route = ember.conv_routes().kernel > before and "kernel" or "composed"
-    local comp = best_ms(step_of(c, prec == "bf16", "composed"))
-    local layer = best_ms(layer_step(c, prec == "bf16"))
-    local op = best_ms(op_step(c, prec == "bf16"))
+    local e, comp, layer, op = best_ms { auto, step_of(c, prec == "bf16", "composed"), layer_step(c, prec == "bf16"),
+      op_step(c, prec == "bf16") }
     local d, impl = onednn_ms(name, c, prec)
     local t = with_torch and torch_ms(name, c, prec) or nil
     print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %8s %11s %10s %12s %12s %9s  %s"):format(name, prec, f(e), route,
