@@ -25,8 +25,9 @@
 --             32x32, padding 1.
 -- A step is y = conv(x), sum(y):backward() (gradients of x, weight and
 -- bias). Times are the best of REPS, the four ember steps taking turns,
--- after warm-up steps (at least two and WARM_S = 0.3 s: ember's thread team classifies the machine over its
--- first regions, and a stem's step ran 2-3x slower for its first ~30 ms,
+-- after warm-up steps (at least two and WARM_S = 0.3 s: ember's thread
+-- team classifies the machine over its first regions, and a stem's step
+-- ran 2-3x slower for its first ~30 ms,
 -- backends/cpu/cpu_team.c; the peers warm up alike), in ms. The
 -- machine may be shared: read the ratios, which come from the same run:
 -- ember/torch (at most 1.0 is the goal), oneDNN/ember (the share of the
