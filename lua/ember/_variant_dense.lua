@@ -88,7 +88,7 @@ local function dense_load(env, caps, tensors, variant)
 end
 
 -- ember.flex_attention's logsumexp and ember.create_block_mask's block map
--- evaluate the same graphs the same way (lua/ember/_flex.lua)
+-- evaluate the same graphs the same way (lua/ember/flex.lua)
 M.eval, M.loader = eval_dense, dense_load
 
 --- Runs an instance densely on [B, H, L, d] tensors (the composed route,

@@ -25,8 +25,8 @@ function ember.profile(...) return require("ember.profiler").profile(...) end
 -- ember.scaled_dot_product_attention(q, k, v [, opts]), as PyTorch's
 -- F.scaled_dot_product_attention, on the fused kernel (lua/ember/_sdpa.lua)
 function ember.scaled_dot_product_attention(...) return require("ember._sdpa")(...) end
--- ember.flex_attention / ember.create_block_mask: PyTorch's FlexAttention API (lua/ember/_flex.lua)
-for _, n in ipairs { "flex_attention", "create_block_mask" } do ember[n] = function(...) return require("ember._flex")[n](...) end end
+-- ember.flex_attention / ember.create_block_mask: PyTorch's FlexAttention API (lua/ember/flex.lua)
+for _, n in ipairs { "flex_attention", "create_block_mask" } do ember[n] = function(...) return require("ember.flex")[n](...) end end
 -- ember.save(obj, path) / ember.load(path), as torch.save / torch.load, for a
 -- tensor, a state dict or a module's (lua/ember/checkpoint.lua)
 function ember.save(...) return require("ember.checkpoint").save_object(...) end

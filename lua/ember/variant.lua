@@ -54,6 +54,11 @@
 -- (skipped), full (mask not evaluated) or partial, found by interval
 -- arithmetic over the tile's positions and refined by evaluating the
 -- partial ones (core/src/attention_expr.c).
+--
+-- `ember.flex_attention(q, k, v, {score_mod =, block_mask =})` (PyTorch's
+-- FlexAttention API, lua/ember/flex.lua) makes an anonymous variant of
+-- this kind from closures: the same indices, 1-based, but its q_idx is the
+-- query's row; the tensors they read as upvalues become its captures.
 -- @module ember.variant
 local ember = require "ember.core" -- the C module, which ember itself is (init.lua)
 local errors = require "ember._errors"
@@ -436,7 +441,7 @@ end
 
 -- The user's function named `what` in def (for positions in messages):
 -- def.sources[what] where a wrapper traces it (ember.flex_attention's
--- score_mod and mask_mod, lua/ember/_flex.lua), else def[what].
+-- score_mod and mask_mod, lua/ember/flex.lua), else def[what].
 local function fn_of(def, what)
   local f = def.sources and def.sources[what] or def[what]
   return type(f) == "function" and f or nil

@@ -1,4 +1,4 @@
--- ember.flex_attention and ember.create_block_mask (lua/ember/_flex.lua):
+-- ember.flex_attention and ember.create_block_mask (lua/ember/flex.lua):
 -- PyTorch 2.5's FlexAttention API on ember's traced variants. Values and
 -- gradients against tests/fixtures/nn_flex.lua (tests/gen_nn_fixtures.py
 -- writes each case's functions out in torch, 0-based; here they are
@@ -9,7 +9,7 @@
 local ember = require "ember"
 local parity = require "tests.lua.helpers.parity"
 local gradcheck = require "tests.lua.helpers.gradcheck"
-local flex = require "ember._flex"
+local flex = require "ember.flex"
 
 local T, check = parity.T, parity.check
 local fixtures = dofile("tests/fixtures/nn_flex.lua")

@@ -289,7 +289,7 @@ function BlockMask:to_dense() return self.kinds:ne(0) end
 --- The block map drawn, one line per query block: `█` fully visible,
 -- `░` partly (the mask is evaluated), blank skipped; for the first
 -- `limit` (default 4) batch-and-head pairs.
--- @int[opt] limit
+-- @tparam[opt] int limit
 -- @treturn string
 function BlockMask:to_string(limit)
   limit = limit or 4
@@ -314,6 +314,9 @@ function BlockMask:to_string(limit)
   return table.concat(rows, "\n")
 end
 
+--- "BlockMask(shape=(B, H, Q_LEN, KV_LEN), block_size=, sparsity=%," then the
+-- drawn map (BlockMask:to_string), as PyTorch prints a BlockMask.
+-- @treturn string
 function BlockMask:__tostring()
   return ("BlockMask(shape=(%s, %s, %d, %d), block_size=%d, sparsity=%.2f%%,\n%s\n)"):format(
     self.B and tostring(self.B) or "1", self.H and tostring(self.H) or "1", self.Q_LEN, self.KV_LEN,
@@ -339,10 +342,10 @@ end
 -- tiling of the same mask. The map is made by evaluating the mask densely,
 -- a block row at a time; it prints readably, with its sparsity.
 -- @tparam function mask_mod the mask function (traced, see ember.flex_attention)
--- @int[opt] B batches, or nil
--- @int[opt] H heads, or nil
--- @int Q_LEN queries
--- @int KV_LEN keys
+-- @tparam[opt] int B batches, or nil
+-- @tparam[opt] int H heads, or nil
+-- @tparam int Q_LEN queries
+-- @tparam int KV_LEN keys
 -- @tparam[opt] table opts `BLOCK_SIZE` (default 128), `device` ("cpu")
 -- @treturn BlockMask `mask_mod`, `B`, `H`, `Q_LEN`, `KV_LEN`, `BLOCK_SIZE`,
 -- `shape`, `kinds` (int64 [B or 1, H or 1, Q blocks, KV blocks]: 0 empty, 1
