@@ -453,7 +453,8 @@ end
 -- @tparam Tensor query [B, Hq, Lq, E]
 -- @tparam Tensor key [B, Hkv, Lk, E]
 -- @tparam Tensor value [B, Hkv, Lk, Ev]
--- @tparam[opt] table opts `score_mod`, `block_mask`, `scale` (default
+-- @tparam[opt] table opts (or score_mod alone, or a block mask alone, as
+-- PyTorch's positional arguments) `score_mod`, `block_mask`, `scale` (default
 -- 1/sqrt(E)), `enable_gqa` (Hq a multiple of Hkv: each kv head serves
 -- Hq/Hkv query heads in a row), `return_lse` (also return the row
 -- logsumexp [B, Hq, Lq], computed densely by core ops: O(Lq*Lk) memory)
@@ -473,7 +474,10 @@ function M.flex_attention(q, k, v, opts)
     if not core.is_tensor(t) then raise("%s must be a tensor, got %s", ({ "query", "key", "value" })[i], type(t)) end
   end
   if opts == nil then opts = {} end
-  if type(opts) ~= "table" then raise("options must be a table, got %s", type(opts)) end
+  -- PyTorch's positional flex_attention(q, k, v, score_mod) and a block mask alone
+  if type(opts) == "function" then opts = { score_mod = opts }
+  elseif getmetatable(opts) == BlockMask then opts = { block_mask = opts } end
+  if type(opts) ~= "table" then raise("options must be a table {score_mod =, block_mask =, ...}, got %s", type(opts)) end
   for key in pairs(opts) do
     if not KNOWN[key] then
       raise("unknown option '%s' (expected block_mask, enable_gqa, return_lse, scale, score_mod)", tostring(key))

@@ -79,6 +79,14 @@ describe("ember.flex_attention against PyTorch (written out densely)", function(
     check("lse", lse, s:logsumexp(4), 1e-12)
   end)
 
+  it("score_mod or a block mask alone as the fourth argument (PyTorch's positional form)", function()
+    local q, k, v = randn(1, 2, 4, 3), randn(1, 2, 4, 3), randn(1, 2, 4, 3)
+    local sm = function(s, b, h, qi, ki) return s * 2 end
+    check("score_mod", ember.flex_attention(q, k, v, sm), ember.flex_attention(q, k, v, { score_mod = sm }), 0)
+    local bm = ember.create_block_mask(function(b, h, qi, ki) return qi:ge(ki) end, nil, nil, 4, 4)
+    check("block_mask", ember.flex_attention(q, k, v, bm), ember.flex_attention(q, k, v, { block_mask = bm }), 0)
+  end)
+
   it("a scale of 0 or below is used as given (PyTorch's), not read as the default", function()
     local q, k, v = randn(1, 2, 4, 3), randn(1, 2, 4, 3), randn(1, 2, 4, 3)
     local sm = function(s, b, h, qi, ki) return s + 0.1 * ki end
@@ -217,6 +225,8 @@ describe("ember.flex_attention refuses bad input at the user's line", function()
     raises_here(function() ember.flex_attention(q, k, v, { score_mod = 3 }) end,
       "ember.flex_attention: score_mod must be a Lua function(score, b, h, q_idx, kv_idx), got number")
     raises_here(function() ember.flex_attention(q, k, "v") end, "ember.flex_attention: value must be a tensor, got string")
+    raises_here(function() ember.flex_attention(q, k, v, 2) end,
+      "ember.flex_attention: options must be a table {score_mod =, block_mask =, ...}, got number")
   end)
 
   it("a block mask of the wrong size or kind", function()
