@@ -43,6 +43,11 @@ momentum / beta1) of LinearLR, ConstantLR, PolynomialLR,
 CosineAnnealingWarmRestarts, OneCycleLR, CyclicLR and SequentialLR; their
 own seed, so nn_optim.lua stays unchanged.
 
+nn_functional.lua -- functional_cases(): torch.nn.functional's conv1d/2d, conv_transpose1d/2d, the pools and adaptive
+pools, batch_norm/instance_norm (running statistics in and out), group_norm, layer_norm, rms_norm (RMSNormRef's
+formula), interpolate in every mode, unfold/fold and embedding with padding_idx, for
+tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
 nn.Transformer.from_torch_state_dict does), Bilinear, TripletMarginLoss and
@@ -1325,6 +1330,111 @@ def flex_cases():
     return cases
 
 
+# ---------------------------------------------------------------- nn.functional
+
+def functional_cases():
+    """torch.nn.functional's functions for tests/lua/nn_functional_spec.lua: each case the inputs (float64 ones get
+    gradients), the output, R and the gradients of sum(out * R); the spec makes the matching F call by the case's
+    name. batch_norm/instance_norm cases also hold the running statistics after the call; embedding's ids and
+    padding_idx are 1-based. F.rms_norm (PyTorch 2.4) is RMSNormRef's formula. Own seed."""
+    torch.manual_seed(20261208)
+    F = torch.nn.functional
+    cases = []
+
+    def case(name, fn, inputs, extra=None):
+        c = run_plain(name, torch.nn.Identity(), {}, inputs, lambda m, **kw: fn(**kw))
+        del c["state"], c["grads"], c["config"]
+        if extra:
+            c.update(extra)
+        cases.append(c)
+        return c
+
+    r = torch.randn
+    D = dict(dtype=torch.float64)
+    case("conv2d_all_options", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2),
+                                                           groups=2),
+         {"x": r(2, 4, 7, 6, **D), "w": r(6, 2, 3, 2, **D), "b": r(6, **D)})
+    case("conv2d_same", lambda x, w: F.conv2d(x, w, padding="same"), {"x": r(1, 3, 5, 6, **D), "w": r(4, 3, 4, 3, **D)})
+    case("conv1d", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), {"x": r(2, 3, 9, **D), "w": r(4, 3, 3, **D),
+                                                                           "b": r(4, **D)})
+    case("conv_transpose2d", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 3), padding=(1, 0),
+                                                                output_padding=(1, 2), groups=2),
+         {"x": r(2, 4, 3, 4, **D), "w": r(4, 3, 3, 2, **D), "b": r(6, **D)})
+    case("conv_transpose1d", lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=1,
+                                                                dilation=2),
+         {"x": r(2, 3, 5, **D), "w": r(3, 2, 4, **D), "b": r(2, **D)})
+    case("max_pool2d", lambda x: F.max_pool2d(x, (3, 2), stride=2, padding=1, dilation=(1, 2), ceil_mode=True),
+         {"x": r(2, 3, 7, 8, **D)})
+    case("avg_pool2d", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+         {"x": r(2, 3, 7, 8, **D)})
+    case("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, (2, 3), divisor_override=4), {"x": r(1, 2, 6, 7, **D)})
+    case("max_pool1d", lambda x: F.max_pool1d(x, 3, stride=2, padding=1), {"x": r(2, 3, 10, **D)})
+    case("avg_pool1d", lambda x: F.avg_pool1d(x, 4, stride=3, padding=2, count_include_pad=False),
+         {"x": r(2, 3, 10, **D)})
+    case("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (3, 4)), {"x": r(2, 3, 7, 9, **D)})
+    case("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, (2, 3)), {"x": r(2, 3, 7, 9, **D)})
+    case("adaptive_avg_pool1d", lambda x: F.adaptive_avg_pool1d(x, 4), {"x": r(2, 3, 10, **D)})
+    case("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 3), {"x": r(2, 3, 10, **D)})
+
+    # the norms: running statistics in and out
+    rm, rv = r(3, **D), r(3, **D).abs() + 0.5
+    stats = {"running_mean_in": rm.clone(), "running_var_in": rv.clone()}
+    c = case("batch_norm_training", lambda x, w, b: F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.2,
+                                                                   eps=1e-3),
+             {"x": r(4, 3, 2, 5, **D) * 2 + 1, "w": r(3, **D), "b": r(3, **D)}, dict(stats))
+    c.update({"running_mean": rm.clone(), "running_var": rv.clone()})
+    case("batch_norm_eval", lambda x, w, b: F.batch_norm(x, stats["running_mean_in"], stats["running_var_in"], w, b),
+         {"x": r(4, 3, 6, **D), "w": r(3, **D), "b": r(3, **D)}, dict(stats))
+    rm2, rv2 = stats["running_mean_in"].clone(), stats["running_var_in"].clone()
+    c = case("instance_norm_stats", lambda x, w, b: F.instance_norm(x, rm2, rv2, w, b, use_input_stats=True,
+                                                                      momentum=0.3, eps=1e-4),
+             {"x": r(2, 3, 4, 5, **D) * 3 - 1, "w": r(3, **D), "b": r(3, **D)}, dict(stats))
+    c.update({"running_mean": rm2.clone(), "running_var": rv2.clone()})
+    case("instance_norm_plain", lambda x: F.instance_norm(x), {"x": r(2, 3, 7, **D)})
+    case("group_norm", lambda x, w, b: F.group_norm(x, 3, w, b, eps=1e-3),
+         {"x": r(2, 6, 3, 4, **D), "w": r(6, **D), "b": r(6, **D)})
+    case("layer_norm", lambda x, w, b: F.layer_norm(x, (4, 5), w, b, eps=1e-4),
+         {"x": r(2, 3, 4, 5, **D), "w": r(4, 5, **D), "b": r(4, 5, **D)})
+
+    def rms(x, w):
+        ref = RMSNormRef(8, eps=1e-6)
+        ref.weight = None
+        return ref(x) * w
+    case("rms_norm", rms, {"x": r(2, 3, 8, **D), "w": r(8, **D)})
+
+    # interpolate: every mode, align_corners both ways, sizes and scale factors
+    x3, x4, x5 = r(2, 2, 5, **D), r(2, 2, 4, 5, **D), r(1, 2, 3, 4, 3, **D)
+    I = F.interpolate
+    for name, x, kw in [
+        ("nearest_scale2", x4, dict(scale_factor=2)),
+        ("nearest_scale1.5_1d", x3, dict(scale_factor=1.5)),
+        ("nearest_size_3d", x5, dict(size=(5, 3, 7))),
+        ("nearest_down", x4, dict(size=(3, 2))),
+        ("nearest-exact", x4, dict(size=(7, 3), mode="nearest-exact")),
+        ("linear", x3, dict(scale_factor=1.7, mode="linear")),
+        ("linear_align", x3, dict(size=9, mode="linear", align_corners=True)),
+        ("bilinear", x4, dict(size=(7, 8), mode="bilinear")),
+        ("bilinear_align", x4, dict(size=(7, 8), mode="bilinear", align_corners=True)),
+        ("bilinear_scale", x4, dict(scale_factor=(2.5, 1.5), mode="bilinear")),
+        ("bilinear_down", x4, dict(scale_factor=0.6, mode="bilinear")),
+        ("bilinear_recompute", x4, dict(scale_factor=1.3, mode="bilinear", recompute_scale_factor=True)),
+        ("bicubic", x4, dict(size=(6, 9), mode="bicubic")),
+        ("bicubic_align", x4, dict(scale_factor=2, mode="bicubic", align_corners=True)),
+        ("trilinear", x5, dict(size=(4, 6, 5), mode="trilinear")),
+        ("area", x4, dict(size=(3, 2), mode="area")),
+    ]:
+        c = case("interpolate_" + name, lambda x, kw=kw: I(x, **kw), {"x": x.clone()})
+        c["kw"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()}
+
+    case("unfold", lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), {"x": r(2, 3, 6, 7, **D)})
+    case("fold", lambda x: F.fold(x, (6, 7), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+         {"x": r(2, 18, 20, **D)})
+    ids = torch.tensor([[2, 0, 4], [4, 1, 0]])
+    c = case("embedding_padding", lambda ids, w: F.embedding(ids, w, padding_idx=0), {"ids": ids, "w": r(5, 3, **D)})
+    c["inputs"]["ids"] = ids + 1
+    return cases
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1344,6 +1454,8 @@ def main():
     write(os.path.join(HERE, "fixtures", "nn_probe_models.lua"), {"torch_version": torch.__version__,
                                                                   "cases": probe_models_cases()})
     write(os.path.join(HERE, "fixtures", "nn_flex.lua"), {"torch_version": torch.__version__, "cases": flex_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_functional.lua"), {"torch_version": torch.__version__,
+                                                               "cases": functional_cases()})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,308 @@
+-- nn.functional (lua/ember/nn/functional.lua): torch.nn.functional under
+-- its names. Values and gradients against PyTorch 1.13 through the
+-- committed fixtures tests/fixtures/nn_functional.lua
+-- (tests/gen_nn_fixtures.py, functional_cases) in float64: convolutions,
+-- transposed convolutions, the pools, the norms with their running
+-- statistics, interpolate in every mode, unfold/fold, embedding; the
+-- modules equal to the functions they call; ember's own functions
+-- re-exported as the same values; torch's positional arguments and the
+-- options table agree; float64 gradchecks of what is new (interpolate's
+-- modes, fold, unfold, embedding's padding row); errors naming the
+-- function at the caller's line.
+local ember = require "ember"
+local nn = require "ember.nn"
+local F = require "ember.nn.functional"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+local parity = require "tests.lua.helpers.parity"
+
+local fixtures = dofile("tests/fixtures/nn_functional.lua")
+local T, check, raises_here = parity.T, parity.check, parity.raises_here
+local F64 = { dtype = "float64" }
+
+local function same(a, b) return a.shape == b.shape and (a - b):abs():max():item() == 0 end
+
+-- The F call each fixture case names (i: its inputs as ember tensors; c: the case).
+local CALLS = {
+  conv2d_all_options = function(i) return F.conv2d(i.x, i.w, i.b, { stride = { 2, 1 }, padding = { 1, 2 },
+    dilation = { 1, 2 }, groups = 2 }) end,
+  conv2d_same = function(i) return F.conv2d(i.x, i.w, { padding = "same" }) end,
+  conv1d = function(i) return F.conv1d(i.x, i.w, i.b, 2, 1) end,
+  conv_transpose2d = function(i) return F.conv_transpose2d(i.x, i.w, i.b, { stride = { 2, 3 }, padding = { 1, 0 },
+    output_padding = { 1, 2 }, groups = 2 }) end,
+  conv_transpose1d = function(i) return F.conv_transpose1d(i.x, i.w, i.b, { stride = 3, padding = 1,
+    output_padding = 1, dilation = 2 }) end,
+  max_pool2d = function(i) return F.max_pool2d(i.x, { 3, 2 }, { stride = 2, padding = 1, dilation = { 1, 2 },
+    ceil_mode = true }) end,
+  avg_pool2d = function(i) return F.avg_pool2d(i.x, 3, { stride = 2, padding = 1, ceil_mode = true,
+    count_include_pad = false }) end,
+  avg_pool2d_divisor = function(i) return F.avg_pool2d(i.x, { 2, 3 }, { divisor_override = 4 }) end,
+  max_pool1d = function(i) return F.max_pool1d(i.x, 3, 2, 1) end,
+  avg_pool1d = function(i) return F.avg_pool1d(i.x, 4, { stride = 3, padding = 2, count_include_pad = false }) end,
+  adaptive_avg_pool2d = function(i) return F.adaptive_avg_pool2d(i.x, { 3, 4 }) end,
+  adaptive_max_pool2d = function(i) return F.adaptive_max_pool2d(i.x, { 2, 3 }) end,
+  adaptive_avg_pool1d = function(i) return F.adaptive_avg_pool1d(i.x, 4) end,
+  adaptive_max_pool1d = function(i) return F.adaptive_max_pool1d(i.x, 3) end,
+  batch_norm_training = function(i, c)
+    c.rm, c.rv = T(c.running_mean_in), T(c.running_var_in)
+    return F.batch_norm(i.x, c.rm, c.rv, i.w, i.b, { training = true, momentum = 0.2, eps = 1e-3 })
+  end,
+  batch_norm_eval = function(i, c)
+    return F.batch_norm(i.x, T(c.running_mean_in), T(c.running_var_in), { weight = i.w, bias = i.b })
+  end,
+  instance_norm_stats = function(i, c)
+    c.rm, c.rv = T(c.running_mean_in), T(c.running_var_in)
+    return F.instance_norm(i.x, { running_mean = c.rm, running_var = c.rv, weight = i.w, bias = i.b,
+      momentum = 0.3, eps = 1e-4 })
+  end,
+  instance_norm_plain = function(i) return F.instance_norm(i.x) end,
+  group_norm = function(i) return F.group_norm(i.x, 3, i.w, i.b, 1e-3) end,
+  layer_norm = function(i) return F.layer_norm(i.x, { 4, 5 }, { weight = i.w, bias = i.b, eps = 1e-4 }) end,
+  rms_norm = function(i) return F.rms_norm(i.x, 8, i.w, 1e-6) end,
+  unfold = function(i) return F.unfold(i.x, { 2, 3 }, { dilation = { 1, 2 }, padding = 1, stride = { 2, 1 } }) end,
+  fold = function(i) return F.fold(i.x, { 6, 7 }, { 2, 3 }, { dilation = { 1, 2 }, padding = 1, stride = { 2, 1 } }) end,
+  embedding_padding = function(i) return F.embedding(i.ids, i.w, { padding_idx = 1 }) end,
+}
+
+describe("nn.functional against PyTorch 1.13 (float64)", function()
+  for _, c in ipairs(fixtures.cases) do
+    it(c.name, function()
+      local i = {}
+      for k, v in pairs(c.inputs) do
+        i[k] = T(v)
+        if i[k].dtype == "float64" then i[k]:requires_grad_() end
+      end
+      local call = CALLS[c.name]
+      if c.name:find("^interpolate_") then call = function(inp) return F.interpolate(inp.x, c.kw) end end
+      assert(call, "no call for fixture " .. c.name)
+      local out = call(i, c)
+      check("out", out, T(c.out), 1e-12)
+      local loss = (out * T(c.R)):sum()
+      loss:backward()
+      for k, g in pairs(c.grad_inputs) do check("grad " .. k, i[k].grad, T(g), 1e-12) end
+      if c.running_mean then
+        check("running_mean", c.rm, T(c.running_mean), 1e-12)
+        check("running_var", c.rv, T(c.running_var), 1e-12)
+      end
+    end)
+  end
+
+  it("every case has a call and every call a case", function()
+    local seen = {}
+    for _, c in ipairs(fixtures.cases) do seen[c.name] = true end
+    for name in pairs(CALLS) do assert(seen[name], "no fixture for " .. name) end
+  end)
+end)
+
+describe("nn.functional is torch.nn.functional's place", function()
+  it("is ember.nn.functional and require 'ember.nn.functional'", function()
+    assert.are.equal(F, nn.functional)
+    assert.are.equal(F, ember.nn.functional)
+  end)
+
+  it("re-exports ember's own functions as the same values", function()
+    for _, name in ipairs { "relu", "gelu", "silu", "softmax", "log_softmax", "dropout", "linear", "pad", "one_hot",
+      "normalize", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
+      "leaky_relu", "elu", "softplus", "hardtanh", "glu", "kl_div", "huber_loss", "smooth_l1_loss", "l1_loss" } do
+      assert(F[name] ~= nil, "no F." .. name)
+      assert.are.equal(ember[name], F[name], "F." .. name .. " is not ember." .. name)
+    end
+  end)
+
+  it("torch's positional arguments and the options table agree", function()
+    ember.manual_seed(1)
+    local x, w, b = ember.randn(2, 4, 7, 7, F64), ember.randn(6, 2, 3, 3, F64), ember.randn(6, F64)
+    assert(same(F.conv2d(x, w, b, 2, 1, 2, 2), F.conv2d(x, w, b, { stride = 2, padding = 1, dilation = 2, groups = 2 })))
+    assert(same(F.conv2d(x, w, b, 2, { padding = 1, groups = 2 }), F.conv2d(x, w, b, { stride = 2, padding = 1, groups = 2 })))
+    local wt = ember.randn(4, 3, 3, 3, F64)
+    assert(same(F.conv_transpose2d(x, wt, nil, 3, 2, 1), F.conv_transpose2d(x, wt, { stride = 3, padding = 2,
+      output_padding = 1 })))
+    assert(same(F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 3, { stride = 2, padding = 1 })))
+    assert(same(F.avg_pool2d(x, 3, 2, 1, false, false), F.avg_pool2d(x, 3, { stride = 2, padding = 1,
+      count_include_pad = false })))
+    local rm, rv = ember.zeros(4, F64), ember.ones(4, F64)
+    assert(same(F.batch_norm(x, rm, rv, nil, nil, false, 0.1, 1e-3), F.batch_norm(x, rm, rv, { eps = 1e-3 })))
+    assert(same(F.interpolate(x, nil, 2, "bilinear"), F.interpolate(x, { scale_factor = 2, mode = "bilinear" })))
+    assert(same(F.interpolate(x, { 9, 5 }), F.interpolate(x, { size = { 9, 5 } })))
+    assert(same(F.mse_loss(x, x * 2, "sum"), F.mse_loss(x, x * 2, { reduction = "sum" })))
+  end)
+end)
+
+describe("the modules are their functions with their parameters", function()
+  ember.manual_seed(2)
+  local x4 = ember.randn(2, 4, 9, 8, F64)
+  local x3 = ember.randn(2, 4, 11, F64)
+
+  it("convolutions", function()
+    local c2 = nn.Conv2d(4, 6, { 3, 2 }, { stride = 2, padding = 1, dilation = { 2, 1 }, groups = 2, dtype = "float64" })
+    assert(same(c2(x4), F.conv2d(x4, c2.weight, c2.bias, { stride = 2, padding = 1, dilation = { 2, 1 }, groups = 2 })))
+    local c1 = nn.Conv1d(4, 3, 4, { padding = "same", bias = false, dtype = "float64" })
+    assert(same(c1(x3), F.conv1d(x3, c1.weight, nil, { padding = "same" })))
+    local t2 = nn.ConvTranspose2d(4, 6, 3, { stride = 2, padding = 1, output_padding = 1, groups = 2, dtype = "float64" })
+    assert(same(t2(x4), F.conv_transpose2d(x4, t2.weight, t2.bias, { stride = 2, padding = 1, output_padding = 1,
+      groups = 2 })))
+    local t1 = nn.ConvTranspose1d(4, 2, 3, { stride = 3, dtype = "float64" })
+    assert(same(t1(x3), F.conv_transpose1d(x3, t1.weight, t1.bias, 3)))
+  end)
+
+  it("pools", function()
+    assert(same(nn.MaxPool2d(3, { stride = 2, ceil_mode = true })(x4), F.max_pool2d(x4, 3, { stride = 2, ceil_mode = true })))
+    assert(same(nn.AvgPool2d(2, { padding = 1 })(x4), F.avg_pool2d(x4, 2, { padding = 1 })))
+    assert(same(nn.MaxPool1d(3, { padding = 1 })(x3), F.max_pool1d(x3, 3, { padding = 1 })))
+    assert(same(nn.AvgPool1d(3)(x3), F.avg_pool1d(x3, 3)))
+    assert(same(nn.AdaptiveAvgPool2d({ 4, 3 })(x4), F.adaptive_avg_pool2d(x4, { 4, 3 })))
+    assert(same(nn.AdaptiveMaxPool2d(3)(x4), F.adaptive_max_pool2d(x4, 3)))
+    assert(same(nn.AdaptiveAvgPool1d(5)(x3), F.adaptive_avg_pool1d(x3, 5)))
+  end)
+
+  it("norms, running statistics included", function()
+    local bn = nn.BatchNorm2d(4, { momentum = 0.3, dtype = "float64" })
+    ember.no_grad(function() bn.weight:copy_(ember.randn(4, F64)); bn.bias:copy_(ember.randn(4, F64)) end)
+    local rm, rv = ember.zeros(4, F64), ember.ones(4, F64)
+    assert(same(bn(x4), F.batch_norm(x4, rm, rv, bn.weight, bn.bias, true, 0.3)))
+    assert(same(bn.running_mean, rm) and same(bn.running_var, rv))
+    bn:eval()
+    assert(same(bn(x4), F.batch_norm(x4, rm, rv, bn.weight, bn.bias)))
+    local inorm = nn.InstanceNorm1d(4, { affine = true, track_running_stats = true, dtype = "float64" })
+    local irm, irv = ember.zeros(4, F64), ember.ones(4, F64)
+    assert(same(inorm(x3), F.instance_norm(x3, irm, irv, inorm.weight, inorm.bias)))
+    assert(same(inorm.running_mean, irm) and same(inorm.running_var, irv))
+    local gn = nn.GroupNorm(2, 4, { eps = 1e-3, dtype = "float64" })
+    assert(same(gn(x4), F.group_norm(x4, 2, gn.weight, gn.bias, 1e-3)))
+    local ln = nn.LayerNorm({ 9, 8 }, { dtype = "float64" })
+    assert(same(ln(x4), F.layer_norm(x4, { 9, 8 }, ln.weight, ln.bias)))
+    local rms = nn.RMSNorm(8, { eps = 1e-6, dtype = "float64" })
+    assert(same(rms(x4), F.rms_norm(x4, 8, rms.weight, 1e-6)))
+  end)
+
+  it("Upsample and Embedding", function()
+    assert(same(nn.Upsample({ 1.5, 2 })(x4), F.interpolate(x4, { scale_factor = { 1.5, 2 } })))
+    assert(same(nn.Upsample({ size = { 4, 11 } })(x4), F.interpolate(x4, { size = { 4, 11 } })))
+    local emb = nn.Embedding(5, 3, { padding_idx = 2, dtype = "float64" })
+    local ids = ember.tensor({ { 1, 2 }, { 5, 2 } }, { dtype = "int64" })
+    assert(same(emb(ids), F.embedding(ids, emb.weight, { padding_idx = 2 })))
+  end)
+end)
+
+describe("float64 gradchecks", function()
+  ember.manual_seed(3)
+  for _, mode in ipairs { { "nearest", 4, { scale_factor = 1.7 } }, { "nearest-exact", 3, { size = 7 } },
+    { "linear", 3, { scale_factor = 2.5 } }, { "linear", 3, { size = 2, align_corners = true } },
+    { "bilinear", 4, { size = { 5, 3 } } }, { "bilinear", 4, { scale_factor = 1.5, align_corners = true } },
+    { "bicubic", 4, { size = { 6, 2 } } }, { "trilinear", 5, { scale_factor = { 1.5, 0.7, 2 } } },
+    { "area", 4, { size = { 2, 3 } } } } do
+    local name, nd, opts = mode[1], mode[2], mode[3]
+    it("interpolate " .. name .. " " .. (opts.align_corners and "align_corners" or ""), function()
+      local shape = ({ [3] = { 2, 2, 4 }, [4] = { 1, 2, 4, 5 }, [5] = { 1, 1, 3, 4, 3 } })[nd]
+      local o = { mode = name }
+      for k, v in pairs(opts) do o[k] = v end
+      gradcheck.check(function(x) return F.interpolate(x, o) end, { ember.randn(shape, F64) }, { name = name })
+    end)
+  end
+
+  it("unfold and fold", function()
+    gradcheck.check(function(x) return F.unfold(x, { 2, 3 }, { padding = 1, stride = { 2, 1 }, dilation = { 1, 2 } }) end,
+      { ember.randn(1, 2, 5, 6, F64) })
+    gradcheck.check(function(x) return F.fold(x, { 5, 6 }, 2, { padding = 1, stride = 2 }) end,
+      { ember.randn(1, 8, 12, F64) })
+  end)
+
+  it("embedding; the padding row's values come out, its gradient is zero (PyTorch's)", function()
+    local ids = ember.tensor({ 2, 1, 2, 4 }, { dtype = "int64" })
+    gradcheck.check(function(weight) return F.embedding(ids, weight) end, { ember.randn(4, 3, F64) })
+    local w = ember.randn(4, 3, F64):requires_grad_()
+    local y = F.embedding(ids, w, { padding_idx = 1 })
+    assert(same(y[2], w[1]:detach()))
+    y:sum():backward()
+    assert.are.same({ 0, 0, 0 }, w.grad[1]:totable())
+    assert.are.same({ 2, 2, 2 }, w.grad[2]:totable())
+  end)
+end)
+
+describe("errors name the function at the caller's line", function()
+  local x = ember.randn(2, 3, 8, 8)
+  local w = ember.randn(4, 3, 3, 3)
+  it("convolutions", function()
+    raises_here(function() F.conv2d(x, ember.randn(4, 2, 3, 3)) end,
+      "nn.functional.conv2d: expected 2 input channels (the weight [4, 2, 3, 3] times groups=1), got 3")
+    raises_here(function() F.conv2d(x, w, nil, { strides = 2 }) end, "nn.functional.conv2d: unknown option 'strides'")
+    raises_here(function() F.conv2d(x, ember.randn(3, 3, 3, 3), nil, { groups = 2 }) end,
+      "nn.functional.conv2d: the weight's 3 output channels (dim 1 of [3, 3, 3, 3]) must be divisible by groups=2")
+    raises_here(function() F.conv2d(x, ember.randn(4, 3, 3)) end, "nn.functional.conv2d: weight must be 4-d")
+    raises_here(function() F.conv2d(x, w, ember.randn(3)) end, "nn.functional.conv2d: bias must have shape [4], got [3]")
+    raises_here(function() F.conv2d(x, w, nil, 1, 0, 1, 1, 1) end, "nn.functional.conv2d: too many arguments")
+    raises_here(function() F.conv2d(x, w, nil, { padding = "same", stride = 2 }) end,
+      'nn.functional.conv2d: padding="same" needs stride 1')
+    raises_here(function() F.conv2d(ember.randn(3, 2, 2), w) end, "nn.functional.conv2d: the kernel (size 3, dilation 1: 3) "
+      .. "is larger than the padded input")
+    raises_here(function() F.conv2d(x, w, nil, 2, { stride = 1 }) end, "nn.functional.conv2d: stride is given twice")
+    raises_here(function() F.conv1d(x, w) end, "nn.functional.conv1d: weight must be 3-d")
+    raises_here(function() F.conv_transpose2d(x, ember.randn(3, 2, 3, 3), nil, { padding = "same" }) end,
+      "nn.functional.conv_transpose2d: padding must be a non-negative integer or a pair of them")
+    raises_here(function() F.conv_transpose2d(x, ember.randn(3, 2, 3, 3), nil, { output_padding = 1 }) end,
+      "nn.functional.conv_transpose2d: output_padding must be smaller than either stride or dilation")
+  end)
+
+  it("pools", function()
+    raises_here(function() F.max_pool2d(x, 0) end, "nn.functional.max_pool2d: kernel_size must be a positive integer")
+    raises_here(function() F.max_pool2d(x, 2, { return_indices = true }) end,
+      "nn.functional.max_pool2d: return_indices is not supported")
+    raises_here(function() F.max_pool2d(x, 4, { padding = 3 }) end, "nn.functional.max_pool2d: padding 3 is more than half")
+    raises_here(function() F.avg_pool2d(x, 2, { dilation = 2 }) end, "nn.functional.avg_pool2d: unknown option 'dilation'")
+    raises_here(function() F.max_pool2d(ember.randn(8), 2) end, "nn.functional.max_pool2d: expected an input [N, C, H, W]")
+    raises_here(function() F.max_pool1d(x, 2) end, "nn.functional.max_pool1d: expected an input [N, C, L] or [C, L]")
+    raises_here(function() F.avg_pool1d(ember.randn(1, 2, 3), 5) end, "nn.functional.avg_pool1d: the window (kernel 5")
+    raises_here(function() F.adaptive_avg_pool2d(x, 0) end, "nn.functional.adaptive_avg_pool2d: output_size must be")
+    raises_here(function() F.adaptive_max_pool1d(x, 2) end, "nn.functional.adaptive_max_pool1d: expected an input [N, C, L]")
+    raises_here(function() F.max_pool2d(x:to("int64"), 2) end, "nn.functional.max_pool2d: input must be floating-point")
+  end)
+
+  it("norms", function()
+    raises_here(function() F.batch_norm(x, nil, nil) end,
+      "nn.functional.batch_norm: running_mean and running_var are needed when training is false")
+    raises_here(function() F.batch_norm(x, ember.zeros(4), ember.ones(4)) end,
+      "nn.functional.batch_norm: running_mean must have shape [3], got [4]")
+    raises_here(function() F.batch_norm(x, ember.zeros(3), nil, { training = true }) end,
+      "nn.functional.batch_norm: give both running_mean and running_var, or neither")
+    raises_here(function() F.batch_norm(ember.randn(1, 3), nil, nil, { training = true }) end,
+      "nn.functional.batch_norm: expected more than 1 value per channel when training")
+    raises_here(function() F.batch_norm(x, nil, nil, { training = true, momentum = 2 }) end,
+      "nn.functional.batch_norm: momentum must be a number in [0, 1]")
+    raises_here(function() F.instance_norm(ember.randn(2, 3, 1)) end,
+      "nn.functional.instance_norm: expected more than 1 spatial element")
+    raises_here(function() F.group_norm(x, 2) end,
+      "nn.functional.group_norm: the input's 3 channels (dim 2 of [2, 3, 8, 8]) must be divisible by num_groups=2")
+    raises_here(function() F.layer_norm(x, { 4, 8 }) end,
+      "nn.functional.layer_norm: input shape [2, 3, 8, 8] does not end with normalized_shape [4, 8]")
+    raises_here(function() F.layer_norm(x, 8, ember.ones(7)) end,
+      "nn.functional.layer_norm: weight must have shape [8] (normalized_shape), got [7]")
+    raises_here(function() F.rms_norm(x, 0) end, "nn.functional.rms_norm: normalized_shape must be a positive integer")
+    raises_here(function() F.rms_norm(x, 8, { epsilon = 1 }) end, "nn.functional.rms_norm: unknown option 'epsilon'")
+  end)
+
+  it("interpolate, unfold, fold, embedding", function()
+    raises_here(function() F.interpolate(x, { scale_factor = 2, mode = "linear" }) end,
+      'nn.functional.interpolate: mode "linear" needs a 3-d input [N, C, L], got shape [2, 3, 8, 8] (4-d)')
+    raises_here(function() F.interpolate(x, { size = 4, scale_factor = 2 }) end,
+      "nn.functional.interpolate: give either size or scale_factor (one of them)")
+    raises_here(function() F.interpolate(x, { scale_factor = 2, mode = "cubic" }) end,
+      'nn.functional.interpolate: mode must be "nearest"')
+    raises_here(function() F.interpolate(x, { scale_factor = 2, align_corners = true }) end,
+      'nn.functional.interpolate: align_corners goes only with the interpolating modes')
+    raises_here(function() F.interpolate(x, { size = { 4, 4, 4 } }) end,
+      "nn.functional.interpolate: size must be a positive integer or a table of 2 of them")
+    raises_here(function() F.interpolate(x, { scale_factor = 0.1 }) end,
+      "nn.functional.interpolate: scale_factor 0.1 gives an empty output from dim 3 of shape [2, 3, 8, 8]")
+    raises_here(function() F.interpolate(ember.randn(4, 4), { scale_factor = 2 }) end,
+      "nn.functional.interpolate: expected an input [N, C, *spatial] with 1 to 3 spatial dims")
+    raises_here(function() F.unfold(x, 9) end, "nn.functional.unfold: the block (kernel 9, dilation 1) is larger")
+    raises_here(function() F.fold(ember.randn(1, 8, 5), 4, 2) end, "nn.functional.fold: expected 9 blocks (dim 3)")
+    raises_here(function() F.fold(ember.randn(1, 7, 9), 4, 2) end,
+      "nn.functional.fold: dim 2 of the input (7) must be divisible by the kernel's size 2 x 2")
+    raises_here(function() F.embedding(ember.tensor({ 1.0 }), ember.randn(3, 2)) end,
+      "nn.functional.embedding: ids must be int64 (1-based), got float32")
+    raises_here(function() F.embedding(ember.tensor({ 4 }, { dtype = "int64" }), ember.randn(3, 2)) end,
+      "nn.functional.embedding:")
+    raises_here(function() F.embedding(ember.tensor({ 1 }, { dtype = "int64" }), ember.randn(3, 2), { padding_idx = 0 }) end,
+      "nn.functional.embedding: padding_idx must be an id in 1..3, got 0")
+  end)
+end)
