@@ -25,17 +25,23 @@
 -- bias) gets its gradient from the fused backward. Other upvalues (numbers,
 -- strings, booleans) are constants of the trace.
 --
+-- Tensors read in tables count too: `self.rel_bias[h][q_idx - kv_idx + L]`
+-- in a module's forward (the table's fields, three levels deep; globals
+-- are the fields of _ENV). Tensors read by another function the mod calls
+-- are not captured (read them in the mod).
+--
 -- The traced programs are cached: a call with the same functions re-uses
--- them, and so does a closure made again each step from the same code
--- (the key is the function's bytecode and its upvalues: a number's value,
--- a tensor's number of dims, int or float, and whether it requires grad --
--- with its shape and dtype then --, any other value by identity, a Lua
--- function by its own bytecode and upvalues). So a changed number upvalue,
--- or a different table or C function, traces again; a table's contents
--- (a config read inside the function) are read when tracing only: change
--- the table (a new one) to have them read again. Tensors inside tables, or
--- in upvalues of functions the mod calls, are not captured: the mod itself
--- must hold them.
+-- them, and so does a closure made again each step from the same code.
+-- The key is the function's bytecode and its upvalues: a number's value,
+-- a tensor's number of dims, int or float, and whether it requires grad
+-- (with its shape and dtype then), a Lua function's own bytecode and
+-- upvalues, a library (ember, math) or C function by identity; for a table
+-- the mod reads, each field it read while tracing is read again and must be
+-- the same (a number, a function, ...) or the same kind of tensor. So a
+-- changed number, in an upvalue or in a table field, traces again (each
+-- table's trace is kept: two modules' self do not evict each other), and a
+-- tensor's new values are simply read. Not seen: a table's length and what
+-- pairs() walks in it (read when tracing only).
 -- @module ember.flex
 local core = require "ember.core"
 local errors = require "ember._errors"
@@ -66,13 +72,22 @@ local function bytecode(f)
 end
 
 -- What trace messages say of a tensor the trace did not capture.
-local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they hold as upvalues themselves; a tensor in a " ..
-  "table, or read by another function they call, cannot be indexed with a traced value: make it a local the mod " ..
-  "reads (local bias = cfg.bias)"
+local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they read themselves (upvalues, globals, " ..
+  "fields of tables such as self.bias); a tensor read by another function they call cannot be indexed with " ..
+  "a traced value: read it in the mod and pass the values"
 
 local CTX_FIELDS = { options = true, heads = true, head_dim = true, v_head_dim = true }
 
 local function tensor_kind(t) return (t.dtype == "int64" or t.dtype == "bool") and "int" or "float" end
+
+-- Whether table t is searched for tensors while tracing: not a library
+-- (ember, math, ...: package.loaded's values; the globals are searched).
+local function searched(t, name)
+  if type(t) ~= "table" or getmetatable(t) == trace.Cap then return false end
+  if name == "_ENV" then return true end
+  for _, m in pairs(package.loaded) do if rawequal(m, t) then return false end end
+  return true
+end
 
 -- Adds f's description to parts, and its tensor upvalues (at depth 0) to
 -- caps: {list = {...}, of = {[tensor] = cap}}.
@@ -94,11 +109,12 @@ local function describe(f, parts, caps, depth, seen)
         if CTX_FIELDS[cname] then cname = cname .. "_" end
         local base = cname
         while caps.named[cname] do n = n + 1; cname = base .. n end
-        c = { tensor = val, name = cname, ndim = val.ndim, kind = tensor_kind(val), learned = learned }
+        c = { tensor = val, name = cname, ndim = val.ndim, kind = tensor_kind(val), learned = learned,
+          index = #caps.list + 1 }
         caps.list[#caps.list + 1] = c
-        caps.of[val], caps.named[cname] = c, true
+        caps.of[val], caps.named[cname] = c, c
       end
-      local k = ("T%d%s%d"):format(#caps.list, c.kind, c.ndim)
+      local k = ("T%d%s%d"):format(c.index, c.kind, c.ndim)
       if c.learned then k = k .. "L" .. table.concat(val.shape, "x") .. val.dtype end
       parts[#parts + 1] = k
     elseif t == "number" then
@@ -112,22 +128,83 @@ local function describe(f, parts, caps, depth, seen)
       parts[#parts + 1] = "F("
       describe(val, parts, caps, depth + 1, seen)
       parts[#parts + 1] = ")"
+    elseif depth == 0 and searched(val, name) then
+      -- a table the mod reads: what it reads there is checked on a cache hit
+      -- (reads in refind), so a table made again each step hits the cache too
+      parts[#parts + 1] = "table"
     else
-      parts[#parts + 1] = ("%s%p"):format(t, val) -- identity: tables (_ENV, ember, math), C functions, ...
+      parts[#parts + 1] = ("%s%p"):format(t, val) -- identity: libraries (ember, math), C functions, ...
     end
   end
 end
 
+-- A capture for tensor x met while tracing as a field of a table the mod
+-- reads (at: its path {role =, up = upvalue index, keys = {...}}): x's
+-- capture already made, or a new one; returns x as the running trace sees
+-- it. The read is recorded in caps.reads (checked again on a cache hit).
+local function found_tensor(x, key, at, caps, ctx)
+  local c = caps.of[x]
+  local read = { path = at }
+  if not c then
+    if x.ndim > 4 then
+      trace.fail(("the tensor '%s' read by the function is %d-d; a captured tensor has at most 4 dims"):format(
+        tostring(key), x.ndim), 3)
+    end
+    local base = (type(key) == "string" and key or "t"):gsub("[^%w_]", "_")
+    if CTX_FIELDS[base] then base = base .. "_" end
+    local name, n = base, 1
+    while caps.named[name] do n = n + 1; name = base .. n end
+    local learned = x.requires_grad and tensor_kind(x) == "float"
+    c = { tensor = x, name = name, ndim = x.ndim, kind = tensor_kind(x), learned = learned }
+    c.slot = ctx._capture(name, c.ndim, c.kind, learned)
+    caps.list[#caps.list + 1] = c
+    caps.of[x], caps.named[name] = c, c
+    -- what a later call's tensor must be to use this trace
+    read.new = { ndim = c.ndim, kind = c.kind, learned = learned, dtype = x.dtype, shape = table.concat(x.shape, "x") }
+  end
+  read.name = c.name
+  caps.reads[#caps.reads + 1] = read
+  if not c.slot then return ctx[c.name] end -- an upvalue of the mod as well
+  if c.ndim == 0 then return trace.node("LOAD", {}, { cap = c.slot, kind = c.kind }) end
+  return trace.capture(c.slot, c.name, c.ndim, c.kind)
+end
+
+-- A stand-in for table t while tracing: its tensor fields are captures
+-- (found_tensor), its table fields stand-ins too (3 levels), the rest as t
+-- has them, each read recorded (a cache hit checks that it reads the same);
+-- writes go to t.
+local function stand_in(t, path, caps, ctx, depth)
+  return setmetatable({}, {
+    __index = function(_, key)
+      local x = t[key]
+      local keys = { table.unpack(path.keys) }
+      keys[#keys + 1] = key
+      local at = { role = path.role, up = path.up, keys = keys }
+      if core.is_tensor(x) then return found_tensor(x, key, at, caps, ctx) end
+      if depth < 3 and searched(x) then return stand_in(x, at, caps, ctx, depth + 1) end
+      caps.reads[#caps.reads + 1] = { path = at, value = x }
+      return x
+    end,
+    __newindex = t,
+    __len = function() return #t end,
+    __pairs = function() return next, t, nil end,
+  })
+end
+
 -- f loaded again from its bytecode, its upvalues shared with f's, but the
--- captured tensors replaced by ctx's traced tensors (f itself and the
--- variables it shares with other functions stay untouched).
-local function clone(f, caps, ctx)
+-- captured tensors replaced by ctx's traced tensors and the tables it reads
+-- by stand-ins that capture their tensor fields (f itself and the variables
+-- it shares with other functions stay untouched).
+local function clone(f, role, caps, ctx)
   local g = load(bytecode(f), nil, "b")
   for i = 1, 255 do
     local name, val = debug.getupvalue(f, i)
     if name == nil then break end
     local c = core.is_tensor(val) and caps.of[val]
-    if c then debug.setupvalue(g, i, ctx[c.name]) else debug.upvaluejoin(g, i, f, i) end
+    if c then debug.setupvalue(g, i, ctx[c.name])
+    elseif searched(val, name) then
+      debug.setupvalue(g, i, stand_in(val, { role = role, up = i, keys = {} }, caps, ctx, 1))
+    else debug.upvaluejoin(g, i, f, i) end
   end
   return g
 end
@@ -136,9 +213,11 @@ end
 -- Tracing, cached
 -- ---------------------------------------------------------------------
 
-local traces = {}      -- key -> {inst =, caps =}
+local traces = {}      -- key -> list of {inst =, reads = what the functions read in tables}
 local n_traces = 0
-local cores = {}       -- key .. sizes -> the core object holding the programs
+-- inst -> sizes -> the core object holding its programs (weak: a trace
+-- dropped from the cache takes its cores along)
+local cores = setmetatable({}, { __mode = "k" })
 M.stats = { traces = 0, hits = 0 }
 
 -- The trace's messages name ember.flex_attention, score_mod and mask_mod.
@@ -164,11 +243,51 @@ local function reraise(msg, who)
   errors.raise("%s", msg)
 end
 
+-- The tensor at a path now (nil when it is not there any more).
+local function at_path(spec, path)
+  local _, x = debug.getupvalue(spec[path.role], path.up)
+  for _, key in ipairs(path.keys) do
+    if type(x) ~= "table" then return nil end
+    local ok, y = pcall(function() return x[key] end)
+    if not ok then return nil end
+    x = y
+  end
+  return x
+end
+
+-- Whether a cached trace serves this call: every field it read in a table
+-- reads the same now (a number, a function, ...), and its tensors are the
+-- same kind of tensor (then added to caps: this call's captures).
+local function refind(spec, reads, caps)
+  for _, r in ipairs(reads) do
+    local x = at_path(spec, r.path)
+    if r.name then
+      local c = caps.named[r.name]
+      if r.new then
+        local f = r.new
+        if c or not core.is_tensor(x) or caps.of[x] or x.ndim ~= f.ndim or tensor_kind(x) ~= f.kind
+            or (x.requires_grad and f.kind == "float") ~= f.learned
+            or (f.learned and (x.dtype ~= f.dtype or table.concat(x.shape, "x") ~= f.shape)) then
+          return false
+        end
+        c = { tensor = x, name = r.name, ndim = f.ndim, kind = f.kind, learned = f.learned }
+        caps.list[#caps.list + 1] = c
+        caps.of[x], caps.named[r.name] = c, c
+      elseif not (c and rawequal(c.tensor, x)) then
+        return false
+      end
+    elseif not rawequal(x, r.value) then
+      return false
+    end
+  end
+  return true
+end
+
 -- The traced instance for score_mod / mask_mod, and the captures: from the
 -- cache, or traced now. spec: {score_mod, mask_mod, offset = Lk - Lq,
 -- b1 = the mask's batch broadcast, h1 = its heads'}.
 local function instance(spec)
-  local caps = { list = {}, of = {}, named = {} }
+  local caps = { list = {}, of = {}, named = {}, reads = {} }
   local parts = { tostring(spec.offset), spec.b1 and "b1" or "b", spec.h1 and "h1" or "h" }
   for _, role in ipairs { "score_mod", "mask_mod" } do
     local f = spec[role]
@@ -179,12 +298,19 @@ local function instance(spec)
     raise("score_mod and mask_mod read %d tensors (at most 8 captured tensors)", #caps.list)
   end
   local key = table.concat(parts, "\0")
-  local hit = traces[key]
-  if hit then
-    M.stats.hits = M.stats.hits + 1
-    -- the cached trace's captures, with this call's tensors (same order)
-    for i, c in ipairs(hit.caps) do caps.list[i].name = c.name end
-    return hit.inst, caps.list, key
+  -- the traces of these functions, each with what it read in tables (two
+  -- modules' self: one per module)
+  local entries = traces[key] or {}
+  local n_direct = #caps.list
+  for _, hit in ipairs(entries) do
+    if refind(spec, hit.reads, caps) then
+      M.stats.hits = M.stats.hits + 1
+      return hit.inst, caps.list, key
+    end
+    for i = #caps.list, n_direct + 1, -1 do -- what refind added
+      local c = caps.list[i]
+      caps.of[c.tensor], caps.named[c.name], caps.list[i] = nil, nil, nil
+    end
   end
   local tables, inputs = {}, {}
   for _, c in ipairs(caps.list) do
@@ -194,32 +320,39 @@ local function instance(spec)
   local off = spec.offset
   local score_mod, mask_mod = spec.score_mod, spec.mask_mod
   local def = { name = NAME, inputs = inputs, sources = { score = score_mod, mask = mask_mod },
-    upvalue_hint = UPVALUE_HINT }
+    upvalue_hint = UPVALUE_HINT, found_captures = true }
   -- q_idx is the query's row: the kernel's q is its position on the key axis
   local function row(q) return off ~= 0 and q - off or q end
   if score_mod then
-    def.score = function(s, b, h, q, k, ctx) return clone(score_mod, caps, ctx)(s, b, h, row(q), k) end
+    def.score = function(s, b, h, q, k, ctx) return clone(score_mod, "score_mod", caps, ctx)(s, b, h, row(q), k) end
   end
   if mask_mod then
     def.mask = function(b, h, q, k, ctx)
       if spec.b1 then b = trace.const(1) end -- a block mask made with B = nil: b is 1, as PyTorch's 0
       if spec.h1 then h = trace.const(1) end
-      return clone(mask_mod, caps, ctx)(b, h, row(q), k)
+      return clone(mask_mod, "mask_mod", caps, ctx)(b, h, row(q), k)
     end
   end
   local ok, inst = pcall(variant.trace, def, {}, { heads = 1, head_dim = 1, v_head_dim = 1 }, tables)
   if not ok then reraise(inst) end
-  if n_traces >= 256 then traces, cores, n_traces = {}, {}, 0 end -- a loop making new functions: bounded
+  if n_traces >= 256 then traces, n_traces = {}, 0 end -- a loop making new functions: bounded
   n_traces = n_traces + 1
   M.stats.traces = M.stats.traces + 1
-  traces[key] = { inst = inst, caps = caps.list }
+  if #entries >= 16 then table.remove(entries, 1) end
+  entries[#entries + 1] = { inst = inst, reads = caps.reads }
+  traces[key] = entries
   return inst, caps.list, key
 end
 
 -- The core object (ember.Attention's C half) for these programs and sizes.
-local function core_for(key, inst, caps, H, E, Ev, dtype, device)
-  local ck = table.concat({ key, H, E, Ev, dtype, tostring(device) }, "\0")
-  local c = cores[ck]
+local function core_for(inst, caps, H, E, Ev, dtype, device)
+  local ck = table.concat({ H, E, Ev, dtype, tostring(device) }, ",")
+  local per = cores[inst]
+  if not per then
+    per = {}
+    cores[inst] = per
+  end
+  local c = per[ck]
   if c then return c end
   c = core._attention_core({ attention = "standard", heads = H, head_dim = E, v_head_dim = Ev }, dtype, device)
   local list = {}
@@ -230,7 +363,7 @@ local function core_for(key, inst, caps, H, E, Ev, dtype, device)
       shape = x.param and by_name[x.name].tensor.shape or nil }
   end
   c:set_programs { score = inst.score, score_grad = inst.score_grad, mask = inst.mask, caps = list }
-  cores[ck] = c
+  per[ck] = c
   return c
 end
 
@@ -572,7 +705,7 @@ function M.flex_attention(q, k, v, opts)
   if not inst then
     out = core.scaled_dot_product_attention(q, k, v, { scale = scale, enable_gqa = opts.enable_gqa })
   else
-    local att = core_for(key, inst, caps, Hq, E, Ev, q.dtype, q.device)
+    local att = core_for(inst, caps, Hq, E, Ev, q.dtype, q.device)
     local ok, r = pcall(att.forward, att, tables, qs, k, v, { scale = run_scale }, list, tostring(q.device) ~= "cpu")
     if not ok then reraise(r) end
     out = r

@@ -632,6 +632,25 @@ function M.trace(def, options, dims, tables)
   local caps = capture_list(def, tables)
   local ctx = trace_ctx(def, options, dims, caps)
   local r = { caps = caps, def = def }
+  if def.found_captures then
+    -- tensors met while tracing (ember.flex_attention: a field of a table its
+    -- functions read): ctx._capture(name, ndim, kind, learned) adds one more
+    -- capture, a table (learned: its gradient is wanted) or a per-call
+    -- input, and returns its slot (0-based)
+    local n_params = #tables
+    rawset(ctx, "_capture", function(name, ndim, kind, learned)
+      if #caps >= 8 then trace.fail(("%d captured tensors (at most 8)"):format(#caps + 1), 3) end
+      local c = { name = name, ndim = ndim, kind = kind, learned = learned }
+      if learned then
+        n_params = n_params + 1
+        c.param = n_params
+      else
+        c.input = name
+      end
+      caps[#caps + 1] = c
+      return #caps - 1
+    end)
+  end
   local function leaves(...) return trace.leaf("B"), trace.leaf("H"), trace.leaf("Q"), trace.leaf("K") end
   if def.score then
     local st, out = traced_call(def, "score", function()

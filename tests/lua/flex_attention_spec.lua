@@ -164,6 +164,62 @@ describe("ember.flex_attention's trace cache", function()
   end)
 end)
 
+describe("ember.flex_attention in a module: tensors and numbers read in a table (self.bias, self.cap)", function()
+  local function layer(cap)
+    local self = { bias = randn(2, 5, 5):requires_grad_(), cap = cap, opts = { slope = randn(2) } }
+    function self.forward(q, k, v)
+      local function score_mod(s, b, h, qi, ki)
+        return self.cap * ember.tanh((s + self.bias[h][qi][ki] - self.opts.slope[h] * ki) / self.cap)
+      end
+      return ember.flex_attention(q, k, v, { score_mod = score_mod })
+    end
+    return self
+  end
+  local function reference(self, q, k, v)
+    local kk = ember.arange(1, 6, { dtype = "float64" }):view(1, 1, 1, 5)
+    local s = q:matmul(k:transpose(3, 4)) / math.sqrt(3) + self.bias:view(1, 2, 5, 5) - self.opts.slope:view(1, 2, 1, 1) * kk
+    return (self.cap * ember.tanh(s / self.cap)):softmax(4):matmul(v)
+  end
+  local q, k, v = randn(1, 2, 5, 3), randn(1, 2, 5, 3), randn(1, 2, 5, 3)
+
+  it("the learned field gets its gradient; the values match", function()
+    local m = layer(4)
+    local out = m.forward(q, k, v)
+    check("out", out, reference(m, q, k, v), 1e-12)
+    out:sum():backward()
+    local b2 = m.bias:detach():requires_grad_()
+    reference({ bias = b2, cap = 4, opts = m.opts }, q, k, v):sum():backward()
+    check("dbias", m.bias.grad, b2.grad, 1e-10)
+  end)
+
+  it("each module's trace is kept; a changed field traces again, a new tensor in the field is read", function()
+    local m1, m2 = layer(3), layer(5)
+    m1.forward(q, k, v); m2.forward(q, k, v)
+    local n = flex.stats.traces
+    check("m1", m1.forward(q, k, v), reference(m1, q, k, v), 1e-12)
+    check("m2", m2.forward(q, k, v), reference(m2, q, k, v), 1e-12)
+    m1.opts.slope = randn(2) -- another tensor in the field: read, no trace
+    check("new tensor", m1.forward(q, k, v), reference(m1, q, k, v), 1e-12)
+    assert.are.equal(n, flex.stats.traces)
+    m1.cap = 7 -- a number read while tracing: traced again, not stale
+    check("new cap", m1.forward(q, k, v), reference(m1, q, k, v), 1e-12)
+    assert.are.equal(n + 1, flex.stats.traces)
+    m1.bias = randn(2, 5, 6) -- a learned field becomes a constant of another shape: traced again
+    local ok = pcall(m1.forward, q, k, v)
+    assert.are.equal(n + 2, flex.stats.traces)
+    assert.is_true(ok)
+  end)
+
+  it("a global tensor (a field of _ENV)", function()
+    flex_spec_global_bias = randn(2, 5, 5)
+    local out = ember.flex_attention(q, k, v,
+      { score_mod = function(s, b, h, qi, ki) return s + flex_spec_global_bias[h][qi][ki] end })
+    local s = q:matmul(k:transpose(3, 4)) / math.sqrt(3) + flex_spec_global_bias:view(1, 2, 5, 5)
+    check("out", out, s:softmax(4):matmul(v), 1e-12)
+    flex_spec_global_bias = nil
+  end)
+end)
+
 describe("ember.create_block_mask", function()
   it("a causal mask's map: empty above the diagonal, partial on it, full below; sparsity and print", function()
     local bm = ember.create_block_mask(function(b, h, qi, ki) return qi:ge(ki) end, nil, nil, 256, 256,
@@ -268,10 +324,10 @@ describe("ember.flex_attention refuses bad input at the user's line", function()
     raises_here(function()
       ember.flex_attention(q, k, v, { score_mod = function(s) return s + ember.ones(1) end })
     end, "ember.flex_attention: cannot trace '+' on a tensor: only numbers and traced values (score_mod and mask_mod capture")
-    local cfg = { bias = bias }
+    local function row_of(h) return bias[h] end -- a tensor read by another function is not captured
     raises_here(function()
-      ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + cfg.bias[h][qi] end })
-    end, "score_mod and mask_mod capture the tensors they hold as upvalues themselves; a tensor in a table")
+      ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + row_of(h)[qi] end })
+    end, "score_mod and mask_mod capture the tensors they read themselves (upvalues, globals, fields of tables")
     raises_here(function()
       ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + bias[h] end })
     end, "captured tensor 'bias' is 2-d but was used with 1 index(es)")
