@@ -38,6 +38,7 @@ return {
   functional = require "ember.nn.functional",
   -- nn.checkpoint(fn, ...): activation checkpointing
   checkpoint = require("ember.nn.activation_checkpoint").checkpoint,
+  utils = require "ember.nn.utils", -- nn.utils: clip_grad_norm_, parameters_to_vector, rnn.pad_sequence (torch.nn.utils)
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
   Attention = require "ember.nn.Attention",

@@ -1,0 +1,151 @@
+--- nn.utils: torch.nn.utils' gradient clipping, parameters as one vector,
+-- and `nn.utils.rnn.pad_sequence`.
+--
+-- `clip_grad_norm_` and `clip_grad_value_` are `optim.clip_grad_norm` and
+-- `optim.clip_grad_value` (one rule, two names); `clip_grad_norm_` returns
+-- the total norm as a number (torch: a 0-d tensor). Wherever torch takes
+-- `parameters`, ember takes a list of tensors, one tensor, or a module.
+-- @module nn.utils
+local raise = require("ember._errors").raise -- at the user's line
+local ember = require "ember.nn._ember"
+local core = require "ember.core"
+local clip_grad_norm = require "ember.optim.clip_grad_norm"
+local clip_grad_value = require "ember.optim.clip_grad_value"
+
+local M = {}
+
+-- The parameters as a list of tensors: a list, one tensor, or a module's.
+local function param_list(op, parameters)
+  if core.is_tensor(parameters) then return { parameters } end
+  if type(parameters) ~= "table" then
+    raise("nn.utils.%s: parameters must be a list of tensors, a tensor or a module, got %s", op, type(parameters))
+  end
+  if type(parameters.parameters) == "function" and getmetatable(parameters) then parameters = parameters:parameters() end
+  for i, p in ipairs(parameters) do
+    if not core.is_tensor(p) then raise("nn.utils.%s: parameter %d is a %s, not a tensor", op, i, type(p)) end
+  end
+  return parameters
+end
+
+M.clip_grad_norm_ = clip_grad_norm
+M.clip_grad_value_ = clip_grad_value
+M.clip_grad_norm = clip_grad_norm -- torch's deprecated name
+
+--- torch.nn.utils.parameters_to_vector: the parameters flattened and
+-- concatenated in their order (a module's `parameters()` order, which is
+-- torch's), as one 1-d tensor; differentiable (a new tensor, not a view).
+-- @param parameters a list of tensors, a tensor or a module
+-- @usage local nn = require "ember.nn"
+-- local m = nn.Linear(3, 2)
+-- local v = nn.utils.parameters_to_vector(m)
+-- print(v.shape)   --> ember.Size{8}
+function M.parameters_to_vector(parameters)
+  local ps = param_list("parameters_to_vector", parameters)
+  if #ps == 0 then raise("nn.utils.parameters_to_vector: no parameters") end
+  local flat = {}
+  for i, p in ipairs(ps) do
+    if p.device ~= ps[1].device then
+      raise("nn.utils.parameters_to_vector: parameter %d is on %s, parameter 1 on %s (all must share a device)",
+        i, p.device, ps[1].device)
+    end
+    flat[i] = p:reshape(-1)
+  end
+  return ember.cat(flat, 1)
+end
+
+--- torch.nn.utils.vector_to_parameters: copies the 1-d vec into the
+-- parameters, slice by slice in their order (the inverse of
+-- parameters_to_vector), without recording gradients. vec must have
+-- exactly as many elements as the parameters together.
+-- @param vec a 1-d tensor
+-- @param parameters a list of tensors, a tensor or a module
+-- @usage local nn = require "ember.nn"
+-- local m = nn.Linear(3, 2)
+-- nn.utils.vector_to_parameters(ember.zeros(8), m)
+-- print(m.weight:abs():sum():item(), m.bias:abs():sum():item())   --> 0.0 0.0
+function M.vector_to_parameters(vec, parameters)
+  if not core.is_tensor(vec) then
+    raise("nn.utils.vector_to_parameters: expected vec to be a tensor, got %s", type(vec))
+  end
+  if vec:dim() ~= 1 then
+    raise("nn.utils.vector_to_parameters: vec must be 1-d, got shape [%s]", table.concat(vec.shape, ", "))
+  end
+  local ps = param_list("vector_to_parameters", parameters)
+  local total = 0
+  for _, p in ipairs(ps) do total = total + p:numel() end
+  if vec:numel() ~= total then
+    raise("nn.utils.vector_to_parameters: vec has %d elements, the parameters have %d", vec:numel(), total)
+  end
+  ember.no_grad(function()
+    local at = 1
+    for _, p in ipairs(ps) do
+      local n = p:numel()
+      p:copy_(vec:narrow(1, at, n):view(p.shape))
+      at = at + n
+    end
+  end)
+end
+
+--- nn.utils.rnn: torch.nn.utils.rnn's pad_sequence.
+M.rnn = {}
+
+--- torch.nn.utils.rnn.pad_sequence(sequences [, opts]): the tensors
+-- [L_i, *] padded at the end of dim 1 to the longest L and stacked:
+-- [L, B, *], or [B, L, *] with `batch_first = true`; the pad value is
+-- `padding_value` (0). The dtype is the first sequence's; differentiable.
+-- Trailing dims must match. (For Lua lists of ids use `data.pad`, which
+-- also gives the mask and the lengths.)
+-- @tparam table sequences a list of tensors
+-- @tparam[opt] table opts `{batch_first = false, padding_value = 0}`
+-- @usage local nn = require "ember.nn"
+-- local p = nn.utils.rnn.pad_sequence({ember.tensor({1, 2, 3}), ember.tensor({4})}, {batch_first = true})
+-- print(p:totable()[2][1], p:totable()[2][3], p.shape)   --> 4.0 0.0 ember.Size{2, 3}
+function M.rnn.pad_sequence(sequences, opts, padding_value)
+  local op = "nn.utils.rnn.pad_sequence"
+  if type(opts) == "boolean" then opts = { batch_first = opts, padding_value = padding_value } end -- torch's positional order
+  opts = opts or {}
+  if type(opts) ~= "table" then raise("%s: options must be a table {batch_first =, padding_value =}, got %s", op, type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "batch_first" and k ~= "padding_value" then
+      raise("%s: unknown option '%s' (options are batch_first, padding_value)", op, tostring(k))
+    end
+  end
+  if opts.padding_value ~= nil and type(opts.padding_value) ~= "number" and type(opts.padding_value) ~= "boolean" then
+    raise("%s: padding_value must be a number, got %s", op, type(opts.padding_value))
+  end
+  if core.is_tensor(sequences) or type(sequences) ~= "table" then
+    raise("%s: sequences must be a list of tensors, got %s", op, core.is_tensor(sequences) and "a tensor" or type(sequences))
+  end
+  if #sequences == 0 then raise("%s: received an empty list of sequences", op) end
+  local first = sequences[1]
+  local longest = 0
+  for i, s in ipairs(sequences) do
+    if not core.is_tensor(s) then raise("%s: sequence %d is a %s, not a tensor", op, i, type(s)) end
+    if s:dim() == 0 then raise("%s: sequence %d is 0-d; sequences are [L, *]", op, i) end
+    if core.is_tensor(first) and first:dim() >= 1 then
+      local same = s:dim() == first:dim()
+      for d = 2, s:dim() do same = same and s:size(d) == first:size(d) end
+      if not same then
+        raise("%s: sequence %d has shape [%s], sequence 1 [%s]: the dims after the first must match", op, i,
+          table.concat(s.shape, ", "), table.concat(first.shape, ", "))
+      end
+    end
+    if s:size(1) > longest then longest = s:size(1) end
+  end
+  local value = opts.padding_value or 0
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  local rows = {}
+  for i, s in ipairs(sequences) do
+    s = s:to(first.dtype)
+    local L = s:size(1)
+    if L < longest then
+      local shape = { longest - L }
+      for d = 2, s:dim() do shape[d] = s:size(d) end
+      s = ember.cat({ s, core.full(shape, value, { dtype = s.dtype, device = s.device }) }, 1)
+    end
+    rows[i] = s
+  end
+  return ember.stack(rows, opts.batch_first and 1 or 2)
+end
+
+return M
