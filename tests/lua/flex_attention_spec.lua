@@ -210,6 +210,32 @@ describe("ember.flex_attention in a module: tensors and numbers read in a table 
     assert.is_true(ok)
   end)
 
+  it("an nn.Module's parameter read as self.rel trains, traced once", function()
+    local nn = require "ember.nn"
+    local RelBias = nn.Module:extend("FlexSpecRelBias")
+    function RelBias:__init(H, L)
+      self.rel = nn.Parameter(ember.zeros(H, 2 * L - 1, { dtype = "float64" }))
+      self.L = L
+    end
+    function RelBias:forward(qq, kk, vv)
+      return ember.flex_attention(qq, kk, vv,
+        { score_mod = function(s, b, h, qi, ki) return s + self.rel[h][qi - ki + self.L] end })
+    end
+    local m = RelBias(2, 5)
+    local opt = require("ember.optim").SGD(m:parameters(), { lr = 0.1 })
+    local losses, n = {}, nil
+    for step = 1, 3 do
+      opt:zero_grad()
+      local loss = (m(q, k, v) * v:sum(3, true)):sum()
+      loss:backward()
+      opt:step()
+      losses[step] = loss:item()
+      if step == 1 then n = flex.stats.traces end
+    end
+    assert.are.equal(n, flex.stats.traces)
+    assert(losses[3] < losses[1], "the bias did not train")
+  end)
+
   it("a global tensor (a field of _ENV)", function()
     flex_spec_global_bias = randn(2, 5, 5)
     local out = ember.flex_attention(q, k, v,
