@@ -127,6 +127,28 @@ enter_line 'ember.zeros("2,3")'
 wait_for "ember.zeros: shape must be numbers or a table of numbers, got string"
 report $? "an ember error is a clear Lua error"
 
+# help prints its entry once (the REPL's help also returned the text, which printed again)
+enter_line 'help(ember.zeros)'
+wait_for "Zeros of a shape" && sleep 0.3
+[ "$(screen | grep -c '^Zeros of a shape')" -eq 1 ]
+report $? "help(x) prints its entry once"
+enter_line 'opt = optim.Adam({ember.zeros(1):requires_grad_()})'
+enter_line 'help(opt)'
+wait_for "torch.optim.Adam"
+report $? "help(opt) of an optimizer (or a module) shows its class's entry"
+
+# an error raised in ember's Lua code names the typed line, not the library's
+# (the REPL returned an expression's call, a tail call that dropped stdin's frame)
+enter_line 'nn.Linear("a")'
+wait_for "stdin:1: Linear: in_features must be a positive integer"
+report $? "a library error in an expression names stdin:1"
+enter_line 'ember.load_plugin("/nonexistent/p.so")'
+wait_for "stdin:1: ember.load_plugin: /nonexistent/p.so: cannot open"
+named=$?
+enter_line '4000 + 44'
+wait_for "4044" && [ "$named" -eq 0 ]
+report $? "load_plugin of a bad path names stdin:1 and the REPL carries on"
+
 type_text 'ember.zer'
 press Tab
 wait_for_line "> ember.zeros"

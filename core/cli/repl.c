@@ -3,8 +3,11 @@
 **
 ** Lines are read with GNU readline; Ctrl-C at the prompt drops the current
 ** input instead of killing the process. A line is first tried as an
-** expression ("return <line>") so values print by themselves; otherwise as
-** a statement, and while Lua says the chunk ends too early ("<eof>") more
+** expression so values print by themselves -- handed to a function as its
+** arguments, not returned: a returned call is a tail call, which takes the
+** chunk's frame off the stack, and an error raised inside ember's Lua code
+** then had no "stdin:1:" frame to name (it named the library's own line);
+** otherwise as a statement, and while Lua says the chunk ends too early ("<eof>") more
 ** lines are read. Errors print with a traceback and the loop goes on.
 ** History lives in ~/.ember_history.
 */
@@ -142,8 +145,9 @@ static int load_chunk(lua_State *L) {
   lua_pushstring(L, line);
   free(line);
   int code = lua_gettop(L);
-  /* an expression? */
-  const char *ret = lua_pushfstring(L, "return %s;", lua_tostring(L, code));
+  /* an expression? (its values, all of them, as the arguments of a call; the
+  ** newline ends a trailing -- comment) */
+  const char *ret = lua_pushfstring(L, "return (function(...) return ... end)(%s\n)", lua_tostring(L, code));
   int status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
   if (status == LUA_OK) {
     history_add(lua_tostring(L, code));
@@ -218,7 +222,7 @@ static void print_results(lua_State *L, int base) {
 ** (help(nn.MultiHeadAttention), nn.Linear(4, 2) typed as it reads). */
 static const char plugins_fn[] =
   "function plugins() print(ember.plugins()) end\n"
-  "function help(...) return ember.help(...) end\n"
+  "function help(...) ember.help(...) end\n" /* it prints; the returned text would print again */
   "nn, optim = ember.nn, ember.optim";
 
 void ember_repl(lua_State *L) {

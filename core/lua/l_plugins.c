@@ -134,11 +134,39 @@ static int list_tostring(lua_State *L) {
 
 /* ---------------------------------------------------------------- */
 
+/* Raises "ember.load_plugin: <msg>" at the user's line. ember.load_plugin is
+** reached through a Lua wrapper (ember/variant.lua: a .lua path is a
+** variant file), and Lua 5.4 keeps the caller's frame for a tail call to a C
+** function, so luaL_error's position named the wrapper's line: the message
+** goes through ember._errors.error, which skips ember's own frames. */
+static int load_error(lua_State *L, const char *msg) {
+  if (strncmp(msg, "load_plugin: ", 13) == 0) msg += 13;
+  lua_pushfstring(L, "ember.load_plugin: %s", msg);
+  int m = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "ember._errors");
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1) && lua_getfield(L, -1, "error") == LUA_TFUNCTION) {
+    lua_pushvalue(L, m);
+    lua_call(L, 1, 0); /* raises */
+  }
+  lua_settop(L, m); /* ember's Lua side is not on the path: here, then */
+  luaL_where(L, 1);
+  lua_insert(L, m);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
 static int f_load_plugin(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  if (lua_type(L, 1) != LUA_TSTRING)
+    return load_error(L, lua_pushfstring(L, "expected the path of a plugin (a .so file or a .lua variant), got %s",
+                                         luaL_typename(L, 1)));
+  const char *path = lua_tostring(L, 1);
   const em_plugin_record *r = NULL;
   em_status s = em_plugin_load(path, &r);
-  if (s) return lember_error(L, "load_plugin", s);
+  if (s) {
+    const char *msg = em_error_message();
+    return load_error(L, *msg ? msg : em_status_name(s));
+  }
   if (r) push_record(L, r);
   else lua_pushnil(L);
   return 1;

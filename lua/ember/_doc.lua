@@ -173,7 +173,7 @@ function M.index()
 end
 
 -- The name under which a value is documented, found by identity.
-local function name_of(v)
+local function name_of(v, depth)
   local ember = require "ember"
   -- ember.exp and the other helpers that also take traced values are
   -- wrappers (ember/variant.lua): name the function they wrap
@@ -206,6 +206,11 @@ local function name_of(v)
       for k, x in pairs(mod) do if rawequal(x, v) then return modname .. "." .. k end end
     end
   end
+  -- a value made by ember: a tensor is ember.Tensor; a module, optimizer,
+  -- scheduler or Size is its class (help(model), help(opt) at the REPL)
+  if ember.is_tensor(v) then return "ember.Tensor" end
+  local mt = type(v) == "table" and getmetatable(v) or nil
+  if type(mt) == "table" and not rawequal(mt, v) and (depth or 0) < 4 then return name_of(mt, (depth or 0) + 1) end
   return nil
 end
 M.name_of = name_of

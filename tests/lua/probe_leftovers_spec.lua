@@ -246,3 +246,24 @@ describe("per-call tensors for the cross-attention's variant (as variant_inputs 
     raises_here(function() blk(text, image, { image_padding = ib }) end, "CrossAttentionBlock.forward: unknown option 'image_padding'")
   end)
 end)
+
+describe("the REPL's helpers: ember.load_plugin's errors and help of values", function()
+  it("ember.load_plugin of a bad path, a non-plugin or no path raises at the caller's line, naming itself", function()
+    raises_here(function() ember.load_plugin("/nonexistent/leftover.so") end,
+      "ember.load_plugin: /nonexistent/leftover.so: cannot open")
+    raises_here(function() ember.load_plugin() end,
+      "ember.load_plugin: expected the path of a plugin (a .so file or a .lua variant), got nil")
+    raises_here(function() ember.load_plugin("/nonexistent/leftover.lua") end, "ember.load_plugin: cannot open /nonexistent/leftover.lua")
+    assert.is_true(#ember.plugins() > 0) -- nothing changed
+  end)
+  it("help of a module, an optimizer, a tensor or a Size shows its class's entry", function()
+    local doc = require "ember._doc"
+    local m = nn.Linear(2, 3)
+    local opt = require("ember.optim").SGD(m:parameters(), { lr = 0.1 })
+    assert.are.equal("nn.Linear", select(2, doc.lookup(m)))
+    assert.are.equal("optim.SGD", select(2, doc.lookup(opt)))
+    assert.are.equal("ember.Tensor", select(2, doc.lookup(ember.zeros(2))))
+    assert.are.equal("ember.Size", select(2, doc.lookup(ember.zeros(2).shape)))
+    assert.is_nil(select(2, doc.lookup({ 1, 2 })))
+  end)
+end)
