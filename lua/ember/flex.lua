@@ -27,8 +27,8 @@
 --
 -- Tensors read in tables count too: `self.rel_bias[h][q_idx - kv_idx + L]`
 -- in a module's forward (the table's fields, three levels deep; globals
--- are the fields of _ENV). Tensors read by another function the mod calls
--- are not captured (read them in the mod).
+-- are the fields of _ENV), and so do those of the functions the mod calls
+-- (its upvalues: a helper, the masks ember.flex.and_masks combines).
 --
 -- The traced programs are cached: a call with the same functions re-uses
 -- them, and so does a closure made again each step from the same code.
@@ -72,9 +72,9 @@ local function bytecode(f)
 end
 
 -- What trace messages say of a tensor the trace did not capture.
-local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they read themselves (upvalues, globals, " ..
-  "fields of tables such as self.bias); a tensor read by another function they call cannot be indexed with " ..
-  "a traced value: read it in the mod and pass the values"
+local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they and the functions they call read as " ..
+  "upvalues, globals or fields of tables (self.bias); a tensor reached another way (an argument of a function, " ..
+  "a table's method's result) cannot be indexed with a traced value: read it in the mod"
 
 local CTX_FIELDS = { options = true, heads = true, head_dim = true, v_head_dim = true }
 
@@ -89,15 +89,30 @@ local function searched(t, name)
   return true
 end
 
--- Adds f's description to parts, and its tensor upvalues (at depth 0) to
--- caps: {list = {...}, of = {[tensor] = cap}}.
+-- ember's own Lua files: their functions are not searched (except the
+-- masks and_masks / or_masks make, in `composed`)
+local LIB = debug.getinfo(1, "S").source:match("^(@.*[/\\])flex%.lua$")
+local composed = setmetatable({}, { __mode = "k" })
+
+-- Whether f, an upvalue of a mod, is searched (cloned, its tensors
+-- captured) as the mod is: a Lua function of the user's.
+local function searched_fn(f)
+  if type(f) ~= "function" or not bytecode(f) then return false end
+  if composed[f] then return true end
+  return not (LIB and debug.getinfo(f, "S").source:sub(1, #LIB) == LIB)
+end
+
+local MAX_DEPTH = 8 -- functions called by functions ... the mod calls
+
+-- Adds f's description to parts, and the tensors it and the functions it
+-- calls hold as upvalues to caps: {list = {...}, of = {[tensor] = cap}}.
 local function describe(f, parts, caps, depth, seen)
   parts[#parts + 1] = bytecode(f)
   for i = 1, 255 do
     local name, val = debug.getupvalue(f, i)
     if name == nil then break end
     local t = type(val)
-    if core.is_tensor(val) and depth == 0 then
+    if core.is_tensor(val) then
       local c = caps.of[val]
       if not c then
         if val.ndim > 4 then
@@ -123,12 +138,15 @@ local function describe(f, parts, caps, depth, seen)
       parts[#parts + 1] = ("%q"):format(val)
     elseif t == "boolean" or t == "nil" then
       parts[#parts + 1] = tostring(val)
-    elseif t == "function" and depth < 8 and not seen[val] and bytecode(val) then
-      seen[val] = true
+    elseif seen[val] then -- a function met before (shared, recursive): by its place, not its identity
+      parts[#parts + 1] = "F@" .. seen[val]
+    elseif depth < MAX_DEPTH and searched_fn(val) then
+      seen.n = (seen.n or 0) + 1
+      seen[val] = seen.n
       parts[#parts + 1] = "F("
       describe(val, parts, caps, depth + 1, seen)
       parts[#parts + 1] = ")"
-    elseif depth == 0 and searched(val, name) then
+    elseif searched(val, name) then
       -- a table the mod reads: what it reads there is checked on a cache hit
       -- (reads in refind), so a table made again each step hits the cache too
       parts[#parts + 1] = "table"
@@ -139,7 +157,7 @@ local function describe(f, parts, caps, depth, seen)
 end
 
 -- A capture for tensor x met while tracing as a field of a table the mod
--- reads (at: its path {role =, up = upvalue index, keys = {...}}): x's
+-- reads (at: its path {role =, ups = upvalue indices from the mod, keys = {...}}): x's
 -- capture already made, or a new one; returns x as the running trace sees
 -- it. The read is recorded in caps.reads (checked again on a cache hit).
 local function found_tensor(x, key, at, caps, ctx)
@@ -179,7 +197,7 @@ local function stand_in(t, path, caps, ctx, depth)
       local x = t[key]
       local keys = { table.unpack(path.keys) }
       keys[#keys + 1] = key
-      local at = { role = path.role, up = path.up, keys = keys }
+      local at = { role = path.role, ups = path.ups, keys = keys }
       if core.is_tensor(x) then return found_tensor(x, key, at, caps, ctx) end
       if depth < 3 and searched(x) then return stand_in(x, at, caps, ctx, depth + 1) end
       caps.reads[#caps.reads + 1] = { path = at, value = x }
@@ -192,18 +210,25 @@ local function stand_in(t, path, caps, ctx, depth)
 end
 
 -- f loaded again from its bytecode, its upvalues shared with f's, but the
--- captured tensors replaced by ctx's traced tensors and the tables it reads
--- by stand-ins that capture their tensor fields (f itself and the variables
--- it shares with other functions stay untouched).
-local function clone(f, role, caps, ctx)
+-- captured tensors replaced by ctx's traced tensors, the functions it calls
+-- by their clones and the tables it reads by stand-ins that capture their
+-- tensor fields (f itself and the variables it shares with other functions
+-- stay untouched). ups: the upvalue indices from the mod to f.
+local function clone(f, role, caps, ctx, ups, memo, depth)
+  if memo[f] then return memo[f] end
   local g = load(bytecode(f), nil, "b")
+  memo[f] = g
   for i = 1, 255 do
     local name, val = debug.getupvalue(f, i)
     if name == nil then break end
+    local here = { table.unpack(ups) }
+    here[#here + 1] = i
     local c = core.is_tensor(val) and caps.of[val]
     if c then debug.setupvalue(g, i, ctx[c.name])
+    elseif type(val) == "function" and (memo[val] or (depth < MAX_DEPTH and searched_fn(val))) then
+      debug.setupvalue(g, i, clone(val, role, caps, ctx, here, memo, depth + 1))
     elseif searched(val, name) then
-      debug.setupvalue(g, i, stand_in(val, { role = role, up = i, keys = {} }, caps, ctx, 1))
+      debug.setupvalue(g, i, stand_in(val, { role = role, ups = here, keys = {} }, caps, ctx, 1))
     else debug.upvaluejoin(g, i, f, i) end
   end
   return g
@@ -245,7 +270,12 @@ end
 
 -- The tensor at a path now (nil when it is not there any more).
 local function at_path(spec, path)
-  local _, x = debug.getupvalue(spec[path.role], path.up)
+  local f, x = spec[path.role], nil
+  for n, up in ipairs(path.ups) do
+    if type(f) ~= "function" then return nil end
+    local _, val = debug.getupvalue(f, up)
+    if n < #path.ups then f = val else x = val end
+  end
   for _, key in ipairs(path.keys) do
     if type(x) ~= "table" then return nil end
     local ok, y = pcall(function() return x[key] end)
@@ -324,13 +354,15 @@ local function instance(spec)
   -- q_idx is the query's row: the kernel's q is its position on the key axis
   local function row(q) return off ~= 0 and q - off or q end
   if score_mod then
-    def.score = function(s, b, h, q, k, ctx) return clone(score_mod, "score_mod", caps, ctx)(s, b, h, row(q), k) end
+    def.score = function(s, b, h, q, k, ctx)
+      return clone(score_mod, "score_mod", caps, ctx, {}, {}, 0)(s, b, h, row(q), k)
+    end
   end
   if mask_mod then
     def.mask = function(b, h, q, k, ctx)
       if spec.b1 then b = trace.const(1) end -- a block mask made with B = nil: b is 1, as PyTorch's 0
       if spec.h1 then h = trace.const(1) end
-      return clone(mask_mod, "mask_mod", caps, ctx)(b, h, row(q), k)
+      return clone(mask_mod, "mask_mod", caps, ctx, {}, {}, 0)(b, h, row(q), k)
     end
   end
   local ok, inst = pcall(variant.trace, def, {}, { heads = 1, head_dim = 1, v_head_dim = 1 }, tables)
@@ -392,6 +424,52 @@ local function cap_tensors(inst, caps, learned_as)
   end
   return list
 end
+
+-- ---------------------------------------------------------------------
+-- and_masks, or_masks
+-- ---------------------------------------------------------------------
+
+local function combine(who, op, ...)
+  local fns = table.pack(...)
+  if fns.n == 0 then errors.raise("ember.flex.%s: give at least one mask_mod", who) end
+  for i = 1, fns.n do
+    if type(fns[i]) ~= "function" then
+      errors.raise("ember.flex.%s: argument %d must be a mask_mod function(b, h, q_idx, kv_idx), got %s", who, i,
+        type(fns[i]))
+    end
+  end
+  -- pairs, so that each mask is an upvalue (traced with its tensors)
+  local function two(a, b)
+    local f = function(bb, h, q, k) return op(a(bb, h, q, k), b(bb, h, q, k)) end
+    composed[f] = true
+    return f
+  end
+  local r = fns[1]
+  for i = 2, fns.n do r = two(r, fns[i]) end
+  return r
+end
+
+--- A mask_mod true where every one of the given mask_mods is, as
+-- PyTorch's `and_masks` (torch.nn.attention.flex_attention).
+-- @tparam function ... mask_mod functions `(b, h, q_idx, kv_idx)`
+-- @treturn function the combined mask_mod
+-- @usage
+-- local doc = ember.tensor({1, 1, 2, 2, 2, 3}, {dtype = "int64"})
+-- local causal = function(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+-- local same_doc = function(b, h, q_idx, kv_idx) return doc[q_idx]:eq(doc[kv_idx]) end
+-- local bm = ember.create_block_mask(ember.flex.and_masks(causal, same_doc), nil, nil, 6, 6, {BLOCK_SIZE = 2})
+-- print(bm:sparsity())   --> 55.555555555556
+function M.and_masks(...) return combine("and_masks", function(a, b) return core.logical_and(a, b) end, ...) end
+
+--- A mask_mod true where any of the given mask_mods is, as PyTorch's `or_masks`.
+-- @tparam function ... mask_mod functions `(b, h, q_idx, kv_idx)`
+-- @treturn function the combined mask_mod
+-- @usage
+-- local window = function(b, h, q_idx, kv_idx) return ember.abs(q_idx - kv_idx):le(2) end
+-- local first = function(b, h, q_idx, kv_idx) return kv_idx:eq(1) end   -- a global token
+-- local bm = ember.create_block_mask(ember.flex.or_masks(window, first), nil, nil, 64, 64, {BLOCK_SIZE = 16})
+-- print(bm.kinds[1][1][4])   --> tensor([1, 0, 1, 1], shape=[4], dtype=int64, device=cpu)
+function M.or_masks(...) return combine("or_masks", function(a, b) return core.logical_or(a, b) end, ...) end
 
 -- ---------------------------------------------------------------------
 -- ember.create_block_mask

@@ -246,6 +246,46 @@ describe("ember.flex_attention in a module: tensors and numbers read in a table 
   end)
 end)
 
+describe("functions the mods call, and ember.flex.and_masks / or_masks", function()
+  it("a helper's tensor upvalue is captured (and a learned one trained); a helper made again hits the cache", function()
+    local q, k, v = randn(1, 2, 5, 3), randn(1, 2, 5, 3), randn(1, 2, 5, 3)
+    local bias = randn(2, 5):requires_grad_()
+    local function run()
+      local function rel(h, d) return bias[h][ember.abs(d) + 1] end
+      local function half(h, d) return 0.5 * rel(h, d) end -- rel met twice: keyed by its place, not its identity
+      return ember.flex_attention(q, k, v,
+        { score_mod = function(s, b, h, qi, ki) return s + half(h, qi - ki) + 0.5 * rel(h, qi - ki) end })
+    end
+    local out = run()
+    local n = flex.stats.traces
+    run()
+    assert.are.equal(n, flex.stats.traces)
+    local d = (ember.arange(1, 6):view(5, 1) - ember.arange(1, 6):view(1, 5)):abs():long() -- [5, 5], 0-based columns
+    local b2 = bias:detach():requires_grad_()
+    local table_ = b2:index_select(2, (d + 1):reshape(-1)):view(1, 2, 5, 5)
+    local ref = (q:matmul(k:transpose(3, 4)) / math.sqrt(3) + table_):softmax(4):matmul(v)
+    check("out", out, ref, 1e-12)
+    out:sum():backward(); ref:sum():backward()
+    check("dbias", bias.grad, b2.grad, 1e-10)
+  end)
+
+  it("and_masks and or_masks combine masks with their captured tensors, as PyTorch's", function()
+    local doc = ember.tensor({ 1, 1, 2, 2, 2, 3 }, { dtype = "int64" })
+    local causal = function(b, h, qi, ki) return qi:ge(ki) end
+    local same_doc = function(b, h, qi, ki) return doc[qi]:eq(doc[ki]) end
+    local first = function(b, h, qi, ki) return ki:eq(1) end
+    local m = flex.or_masks(flex.and_masks(causal, same_doc), first)
+    local q, k, v = randn(1, 1, 6, 2), randn(1, 1, 6, 2), randn(1, 1, 6, 2)
+    local out = ember.flex_attention(q, k, v, { block_mask = ember.create_block_mask(m, nil, nil, 6, 6) })
+    local i, j = ember.arange(1, 7):view(6, 1), ember.arange(1, 7):view(1, 6)
+    local allowed = i:ge(j):logical_and(doc:view(6, 1):eq(doc:view(1, 6))):logical_or(j:eq(1))
+    local s = (q:matmul(k:transpose(3, 4)) / math.sqrt(2)):masked_fill(allowed:logical_not():view(1, 1, 6, 6), -math.huge)
+    check("out", out, s:softmax(4):matmul(v), 1e-12)
+    parity.raises_here(function() flex.and_masks(causal, 3) end,
+      "ember.flex.and_masks: argument 2 must be a mask_mod function(b, h, q_idx, kv_idx), got number")
+  end)
+end)
+
 describe("ember.create_block_mask", function()
   it("a causal mask's map: empty above the diagonal, partial on it, full below; sparsity and print", function()
     local bm = ember.create_block_mask(function(b, h, qi, ki) return qi:ge(ki) end, nil, nil, 256, 256,
@@ -350,10 +390,11 @@ describe("ember.flex_attention refuses bad input at the user's line", function()
     raises_here(function()
       ember.flex_attention(q, k, v, { score_mod = function(s) return s + ember.ones(1) end })
     end, "ember.flex_attention: cannot trace '+' on a tensor: only numbers and traced values (score_mod and mask_mod capture")
-    local function row_of(h) return bias[h] end -- a tensor read by another function is not captured
+    local cfg = {}
+    function cfg.get() return bias end -- a function read from a table is not searched: its result is the tensor
     raises_here(function()
-      ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + row_of(h)[qi] end })
-    end, "score_mod and mask_mod capture the tensors they read themselves (upvalues, globals, fields of tables")
+      ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + cfg.get()[h][qi] end })
+    end, "score_mod and mask_mod capture the tensors they and the functions they call read as upvalues")
     raises_here(function()
       ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + bias[h] end })
     end, "captured tensor 'bias' is 2-d but was used with 1 index(es)")
