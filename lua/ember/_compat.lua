@@ -482,6 +482,42 @@ end
 core.no_grad = helpers.guard(grad_mode("no_grad", false, core.no_grad))
 core.enable_grad = helpers.guard(grad_mode("enable_grad", true))
 
+-- ember.inference_mode(fn, ...) / `local g <close> = ember.inference_mode()`:
+-- torch.inference_mode, which is no_grad here (ember has no inference
+-- tensors: what is made inside does not require grad, and may be used in
+-- autograd later). inference_mode(false) is a scope with recording on, as
+-- torch's; ember.is_inference_mode_enabled() says whether one is open.
+local inference_depth = 0
+local inference_on = grad_mode("inference_mode", false)
+local inference_off = grad_mode("inference_mode", true)
+core.inference_mode = helpers.guard(function(mode, ...)
+  local scope_of = mode == false and inference_off or inference_on
+  if mode == nil or type(mode) == "boolean" then
+    if select("#", ...) > 0 then
+      fail("inference_mode", "ember.inference_mode(mode) takes no function (give it to ember.inference_mode(fn, ...))")
+    end
+    local inner = scope_of()
+    local prev, closed = inference_depth, false
+    inference_depth = mode == false and 0 or inference_depth + 1
+    return setmetatable({}, {
+      __close = function()
+        if closed then return end
+        closed = true
+        inference_depth = prev
+        getmetatable(inner).__close(inner)
+      end,
+      __name = "ember.inference_mode scope",
+    })
+  end
+  if type(mode) ~= "function" then
+    fail("inference_mode", "expected a function (ember.inference_mode(fn, ...)), a boolean or nothing "
+      .. "(local g <close> = ember.inference_mode()), got %s", type(mode))
+  end
+  local g <close> = core.inference_mode()
+  return mode(...)
+end)
+core.is_inference_mode_enabled = function() return inference_depth > 0 end
+
 -- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false}]):
 -- the gradients of outputs (a tensor, or a list summed) with respect to
 -- each of inputs (a tensor or a list of tensors that require grad, leaves
@@ -682,3 +718,6 @@ do
   mt.__bxor = helpers.guard(bool_op("~", function(a, b) return core.logical_xor(a, b) end))
   mt.__bnot = helpers.guard(bool_op("~", function(a) return core.logical_not(a) end))
 end
+
+-- ember.Generator and the {generator = g} option of the random functions
+require "ember._generator"

@@ -2,6 +2,10 @@
 -- the data sets the example scripts train on.
 return {
   Dataset = require "ember.data.dataset",
+  -- torch.utils.data's: TensorDataset(x, y), DataLoader(ds, {batch_size =, shuffle =, ...})
+  TensorDataset = require "ember.data.tensor_dataset",
+  DataLoader = require "ember.data.dataloader",
+  default_collate = (require "ember.data.dataloader").default_collate,
   Vocab = require "ember.data.vocab",
   CharTokenizer = require "ember.data.char_tokenizer",
   WordTokenizer = require "ember.data.word_tokenizer",
