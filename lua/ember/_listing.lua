@@ -35,6 +35,17 @@ local function short_tensor(t)
   return ("tensor(shape=[%s], dtype=%s, device=%s)"):format(table.concat(t.shape, ", "), t.dtype, t.device)
 end
 
+-- A class (nn.Linear, optim.Adam, ember.Size: a table that names itself and
+-- is its instances' metatable) prints as <class nn.Linear>, as Python's
+-- <class '...'>, not as its methods and internals.
+local function class_repr(v)
+  local name = rawget(v, "__name")
+  if type(name) ~= "string" or rawget(v, "__index") == nil then return nil end
+  local ok, doc = pcall(require, "ember._doc")
+  local full = ok and doc.name_of(v) or nil
+  return "<class " .. (full or name) .. ">"
+end
+
 repr = function(v, depth, seen, indent)
   depth, seen, indent = depth or 0, seen or {}, indent or ""
   local tv = type(v)
@@ -44,6 +55,8 @@ repr = function(v, depth, seen, indent)
   if has_tostring(v) and (depth > 0 or getmetatable(v).__tostring ~= M.tostring) then
     return tostring(v)
   end
+  local class = class_repr(v)
+  if class then return class end
   if seen[v] then return "<cycle>" end
   if depth >= MAX_DEPTH then return "{...}" end
   seen[v] = true

@@ -267,3 +267,16 @@ describe("the REPL's helpers: ember.load_plugin's errors and help of values", fu
     assert.is_nil(select(2, doc.lookup({ 1, 2 })))
   end)
 end)
+
+describe("the REPL prints a class as <class name>, not its methods", function()
+  it("nn.Linear, optim.Adam, ember.Size alone and inside a table; instances and plain tables as before", function()
+    local repr = require("ember._listing").repr
+    local optim = require "ember.optim"
+    assert.are.equal("<class nn.Linear>", repr(nn.Linear))
+    assert.are.equal("<class optim.Adam>", repr(optim.Adam))
+    assert.are.equal("<class ember.Size>", repr(ember.Size))
+    assert.are.equal("{a = <class nn.ReLU>, b = 1}", repr({ a = nn.ReLU, b = 1 }))
+    assert.are.equal("Linear(in_features=2, out_features=3, bias=true)", repr(nn.Linear(2, 3)))
+    assert.are.equal("{1, 2, k = \"v\"}", repr({ 1, 2, k = "v" }))
+  end)
+end)
