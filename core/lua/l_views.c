@@ -47,6 +47,12 @@ static int m_expand(lua_State *L) {
 
 static int m_transpose(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
+  if (t->ndim == 0) { /* torch: a 0-d tensor's dim 0 (ours 1 or -1), swapped with itself */
+    lember_checkdim_scalar(L, 2, "transpose");
+    lember_checkdim_scalar(L, 3, "transpose");
+    lember_noextra(L, 3, "transpose", "dim0, dim1");
+    RESULT(L, "transpose", em_view(out, t, 0, t->shape));
+  }
   int d0 = lember_checkdim_n(L, 2, "transpose", t->ndim);
   int d1 = lember_checkdim_n(L, 3, "transpose", t->ndim);
   lember_noextra(L, 3, "transpose", "dim0, dim1");
@@ -122,7 +128,9 @@ static int m_slice(lua_State *L) {
 
 static int m_squeeze(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
-  int d = lua_isnoneornil(L, 2) ? EM_ALL_DIMS : lember_checkdim_n(L, 2, "squeeze", t->ndim);
+  /* a 0-d tensor takes torch's dim 0 (ours 1 or -1) and stays as it is */
+  if (t->ndim == 0 && !lua_isnoneornil(L, 2)) lember_checkdim_scalar(L, 2, "squeeze");
+  int d = lua_isnoneornil(L, 2) || t->ndim == 0 ? EM_ALL_DIMS : lember_checkdim_n(L, 2, "squeeze", t->ndim);
   RESULT(L, "squeeze", em_squeeze(out, t, d));
 }
 

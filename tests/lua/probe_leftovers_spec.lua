@@ -97,6 +97,17 @@ describe("dim range errors name the tensor's own dims, in 1-based terms", functi
       raises_here(function() local _ = f() end, " is out of range for a 2-d tensor (dims are 1-based: 1..2 or -2..-1)")
     end
   end)
+  it("a 0-d tensor takes dim 1 or -1 in squeeze and transpose, as torch's dim 0 (it stays 0-d)", function()
+    -- torch: torch.tensor(5.).squeeze(0).shape == torch.Size([]); .transpose(0, -1) too
+    local s = ember.tensor(5):requires_grad_()
+    assert.are.equal(ember.Size {}, s:squeeze(1).shape)
+    assert.are.equal(ember.Size {}, s:squeeze(-1).shape)
+    assert.are.equal(ember.Size {}, s:transpose(1, -1).shape)
+    s:transpose(1, 1):squeeze(1):backward()
+    assert.are.equal(1, s.grad:item())
+    raises_here(function() local _ = s:squeeze(2) end, "ember.squeeze: dim 2 is out of range for a 0-d tensor (dims 1 or -1)")
+    raises_here(function() local _ = s:transpose(1, 2) end, "ember.transpose: dim 2 is out of range for a 0-d tensor")
+  end)
   it("all, any, norm, std, nansum and nanmean name themselves, not the sum or var they run", function()
     local x = ember.zeros(2, 3)
     for op, f in pairs {
