@@ -45,7 +45,9 @@ own seed, so nn_optim.lua stays unchanged.
 
 nn_functional.lua -- functional_cases(): torch.nn.functional's conv1d/2d, conv_transpose1d/2d, the pools and adaptive
 pools, batch_norm/instance_norm (running statistics in and out), group_norm, layer_norm, rms_norm (RMSNormRef's
-formula), interpolate in every mode, unfold/fold and embedding with padding_idx, for
+formula), interpolate in every mode, unfold/fold, embedding with padding_idx, the functions of nn modules (softsign,
+prelu, pixel_(un)shuffle, pairwise_distance, triplet_margin_loss, margin_ranking_loss, bilinear) and logsigmoid,
+softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, for
 tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
@@ -1432,38 +1434,30 @@ def functional_cases():
     ids = torch.tensor([[2, 0, 4], [4, 1, 0]])
     c = case("embedding_padding", lambda ids, w: F.embedding(ids, w, padding_idx=0), {"ids": ids, "w": r(5, 3, **D)})
     c["inputs"]["ids"] = ids + 1
+    # the modules' rules as functions, and the activations ember had not
+    x = r(3, 4, 5, **D) * 2
+    case("softsign", lambda x: F.softsign(x), {"x": x.clone()})
+    case("prelu", lambda x, w: F.prelu(x, w), {"x": x.clone(), "w": r(4, **D)})
+    case("pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), {"x": r(2, 8, 3, 2, **D)})
+    case("pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 3), {"x": r(1, 2, 6, 3, **D)})
+    case("pairwise_distance", lambda a, b: F.pairwise_distance(a, b, p=1.5, eps=1e-3, keepdim=True),
+         {"a": r(4, 5, **D), "b": r(4, 5, **D)})
+    case("triplet_margin_loss", lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=2.0, p=1, swap=True,
+                                                                      reduction="none"),
+         {"a": r(4, 5, **D), "p": r(4, 5, **D), "n": r(4, 5, **D)})
+    case("margin_ranking_loss", lambda a, b, y: F.margin_ranking_loss(a, b, y, margin=0.3, reduction="sum"),
+         {"a": r(6, **D), "b": r(6, **D), "y": torch.tensor([1., -1, 1, 1, -1, -1], **D)})
+    case("bilinear", lambda a, b, w, bias: F.bilinear(a, b, w, bias),
+         {"a": r(2, 3, 4, **D), "b": r(2, 3, 5, **D), "w": r(6, 4, 5, **D), "bias": r(6, **D)})
+    case("logsigmoid", lambda x: F.logsigmoid(x), {"x": x.clone()})
+    case("softmin", lambda x: F.softmin(x, dim=1), {"x": x.clone()})
+    case("selu", lambda x: F.selu(x), {"x": x.clone()})
+    case("celu", lambda x: F.celu(x, alpha=0.7), {"x": x.clone()})
+    case("tanhshrink", lambda x: F.tanhshrink(x), {"x": x.clone()})
+    case("threshold", lambda x: F.threshold(x, 0.1, -2.0), {"x": x.clone()})
+    case("hardshrink", lambda x: F.hardshrink(x, 0.3), {"x": x.clone()})
+    case("softshrink", lambda x: F.softshrink(x, 0.3), {"x": x.clone()})
     return cases
-
-
-# ---------------------------------------------------------------- PyTorch user API
-
-def pytorch_user_cases():
-    """nn_pytorch_user.lua, for tests/lua/pytorch_user_api_spec.lua:
-    torch.nn.utils.parameters_to_vector of Sequential(Linear, LayerNorm,
-    Linear, GRU(2 layers)) with its state dict (PyTorch's 0-based keys; ember's
-    Sequential counts from 1), and rnn.pad_sequence (batch_first and not,
-    a padding value, an empty sequence) with the gradients of sum(out * R)
-    for each sequence; own seed."""
-    torch.manual_seed(20261208)
-    P = torch.nn
-    model = P.Sequential(P.Linear(3, 4), P.LayerNorm(4), P.Linear(4, 2), P.GRU(2, 3, num_layers=2))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn_like(p))
-    vec = torch.nn.utils.parameters_to_vector(model.parameters())
-    out = {"vector": {"state": {k: v.clone() for k, v in model.state_dict().items()}, "vec": vec.detach()},
-           "pad": []}
-    for name, shapes, bf, pv in [("time_first", [(3, 2), (1, 2), (4, 2)], False, 0.0),
-                                 ("batch_first_value", [(2, 3), (5, 3), (1, 3)], True, -1.5),
-                                 ("with_empty_1d", [(0,), (3,), (2,)], True, 7.0)]:
-        seqs = [torch.randn(*sh).requires_grad_(True) for sh in shapes]
-        y = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=bf, padding_value=pv)
-        R = torch.randn_like(y)
-        (y * R).sum().backward()
-        out["pad"].append({"name": name, "batch_first": bf, "padding_value": pv,
-                           "seqs": [s.detach() for s in seqs], "out": y.detach(), "R": R,
-                           "grads": [s.grad.clone() for s in seqs]})
-    return out
 
 
 def main():

@@ -52,9 +52,11 @@ set("softplus", function(x, opts)
 end, true)
 
 -- ember.leaky_relu(x [, negative_slope = 0.01]): x where x > 0, slope * x
--- elsewhere (torch.nn.functional.leaky_relu; the derivative at 0 is the slope).
+-- elsewhere (torch.nn.functional.leaky_relu; the derivative at 0 is the
+-- slope); also by name, {negative_slope =}, as torch's keyword.
 set("leaky_relu", function(x, slope)
   check_tensor("leaky_relu", x)
+  if type(slope) == "table" then slope = check_opts("leaky_relu", slope, { negative_slope = true }).negative_slope end
   slope = slope or 0.01
   if type(slope) ~= "number" then fail("leaky_relu", "negative_slope must be a number, got %s", type(slope)) end
   return core.where(x:gt(0), x, x * slope)
@@ -347,9 +349,10 @@ set("mish", function(x)
 end)
 
 -- ember.glu(x [, dim = -1]): a * sigmoid(b), a and b the two halves of x
--- along dim (torch.nn.functional.glu).
+-- along dim (torch.nn.functional.glu); also by name, {dim =}.
 set("glu", function(x, dim)
   check_tensor("glu", x)
+  if type(dim) == "table" then dim = check_opts("glu", dim, { dim = true }).dim end
   if x:dim() == 0 then fail("glu", "expected a tensor with at least 1 dim, got a 0-d tensor") end
   local d = check_dim("glu", x, dim or -1)
   local n = x:size(d)

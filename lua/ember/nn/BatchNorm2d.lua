@@ -78,7 +78,8 @@ function BatchNorm2d._normalize(self, name, x)
   Module.check_float_input(name .. ".forward", x)
   local track = self.track_running_stats
   return norm.batch_norm(name .. ".forward", x, track and self.running_mean or nil, track and self.running_var or nil,
-    self.weight, self.bias, self.training or not track, self.momentum, self.eps, track and self.num_batches_tracked or nil)
+    self.weight, self.bias, self.training or not track, self.momentum, self.eps,
+    track and self.num_batches_tracked or nil)
 end
 
 --- A state without num_batches_tracked (older PyTorch, some converted

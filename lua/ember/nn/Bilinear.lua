@@ -44,14 +44,20 @@ function Bilinear:forward(x1, x2)
     error(("Bilinear.forward: expected x1 [..., %d] and x2 [..., %d] with the same leading dims, got %s and %s")
       :format(self.in1_features, self.in2_features, s(x1), s(x2)))
   end
-  local O, I1, I2 = self.out_features, self.in1_features, self.in2_features
+  return Bilinear._bilinear(x1, x2, self.weight, self.bias)
+end
+
+-- x1^T W_o x2 + b_o for each output o, over the leading dims (checked by
+-- the caller): the module's forward and nn.functional.bilinear's.
+function Bilinear._bilinear(x1, x2, weight, bias)
+  local O, I1, I2 = weight.shape[1], weight.shape[2], weight.shape[3]
   local lead = {}
   for i = 1, x1.ndim - 1 do lead[i] = x1.shape[i] end
   local a = x1:reshape({ -1, I1 })
   local b = x2:reshape({ -1, 1, I2 })
-  local w = self.weight:permute(2, 1, 3):reshape({ I1, O * I2 })
+  local w = weight:permute(2, 1, 3):reshape({ I1, O * I2 })
   local y = (a:matmul(w):reshape({ -1, O, I2 }) * b):sum(3)
-  if self.bias then y = y + self.bias end
+  if bias then y = y + bias end
   lead[#lead + 1] = O
   return y:reshape(lead)
 end

@@ -26,14 +26,21 @@ end
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]
 -- @treturn Tensor the same shape
 function Dropout2d:forward(x)
+  return Dropout2d._dropout2d("Dropout2d.forward", x, self.p, self.training)
+end
+
+-- Channel dropout of x [N, C, H, W] or [C, H, W] (identity unless
+-- training): the module's forward and nn.functional.dropout2d's. who: the
+-- caller, for errors.
+function Dropout2d._dropout2d(who, x, p, training)
   if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
-    error(("Dropout2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
-      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
+    error(("%s: expected an input [N, C, H, W] or [C, H, W], got %s"):format(who,
+      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)))
   end
-  if not self.training or self.p == 0 then return x end
+  if not training or p == 0 then return x end
   local mshape = {}
   for i = 1, x.ndim do mshape[i] = i <= x.ndim - 2 and x.shape[i] or 1 end
-  local mask = ember.dropout(ember.ones(mshape, { dtype = x.dtype, device = x.device }), self.p, true)
+  local mask = ember.dropout(ember.ones(mshape, { dtype = x.dtype, device = x.device }), p, true)
   return x * mask
 end
 

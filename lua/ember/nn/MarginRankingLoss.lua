@@ -29,7 +29,13 @@ function MarginRankingLoss:forward(x1, x2, y)
     error(("MarginRankingLoss.forward: expected x1, x2 and y (1 or -1) of one shape, got %s, %s and %s")
       :format(s(x1), s(x2), s(y)))
   end
-  return losses.reduce((-y:to(x1.dtype) * (x1 - x2) + self.margin):clamp_min(0), self.reduction)
+  return MarginRankingLoss._loss(x1, x2, y, self.margin, self.reduction)
+end
+
+-- max(-y (x1 - x2) + margin, 0) reduced: the module's forward and
+-- nn.functional.margin_ranking_loss's (shapes checked by the caller).
+function MarginRankingLoss._loss(x1, x2, y, margin, reduction)
+  return losses.reduce((-y:to(x1.dtype) * (x1 - x2) + margin):clamp_min(0), reduction)
 end
 
 --- Its options, for printing.

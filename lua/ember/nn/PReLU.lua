@@ -34,17 +34,24 @@ end
 -- @treturn Tensor the same shape
 function PReLU:forward(x)
   if not ember.is_tensor(x) then error("PReLU.forward: expected a tensor, got " .. type(x), 2) end
-  local C = self.num_parameters
+  return PReLU._prelu("PReLU.forward", x, self.weight)
+end
+
+-- x where x > 0, weight * x elsewhere, weight [C] along dim 2 (one value:
+-- everywhere): the module's forward and nn.functional.prelu's. who: the
+-- caller, for errors.
+function PReLU._prelu(who, x, weight)
+  local C = weight:numel()
   local wshape = {}
   for i = 1, x.ndim do wshape[i] = 1 end
   if C > 1 then
     if x.ndim < 2 or x.shape[2] ~= C then
-      error(("PReLU.forward: expected an input [N, C, *] with C = num_parameters = %d, got shape %s"):format(C,
-        shape_str(x)), 2)
+      error(("%s: expected an input [N, C, *] with C = num_parameters = %d, got shape %s"):format(who, C,
+        shape_str(x)))
     end
     wshape[2] = C
   end
-  return ember.where(x:gt(0), x, x * self.weight:reshape(wshape))
+  return ember.where(x:gt(0), x, x * weight:reshape(wshape))
 end
 
 --- The number of slopes, for printing.

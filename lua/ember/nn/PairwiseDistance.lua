@@ -35,7 +35,13 @@ function PairwiseDistance:forward(x1, x2)
     error(("PairwiseDistance.forward: expected two tensors, got %s and %s"):format(
       ember.is_tensor(x1) and "a tensor" or type(x1), ember.is_tensor(x2) and "a tensor" or type(x2)), 2)
   end
-  return (x1 - x2 + self.eps):norm(self.norm, -1, self.keepdim)
+  return PairwiseDistance._distance(x1, x2, self.norm, self.eps, self.keepdim)
+end
+
+-- ||x1 - x2 + eps||_p over the last dim: the module's forward,
+-- nn.TripletMarginLoss's and nn.functional.pairwise_distance's.
+function PairwiseDistance._distance(x1, x2, p, eps, keepdim)
+  return (x1 - x2 + eps):norm(p, -1, keepdim)
 end
 
 --- Its options, for printing.

@@ -22,11 +22,12 @@ end
 
 function PixelShuffle:__init(upscale_factor) PixelShuffle._factor(self, "upscale_factor", upscale_factor) end
 
--- x's leading (batch) dims, and C, H, W, after checking x has at least 3 dims.
-function PixelShuffle._split(self, x)
+-- x's leading (batch) dims, and C, H, W, after checking x has at least 3
+-- dims; who: the caller ("PixelShuffle.forward"), for errors.
+function PixelShuffle._split(who, x)
   if not ember.is_tensor(x) or x.ndim < 3 then
-    error(("%s.forward: expected an input [*, C, H, W], got %s"):format(self.__name,
-      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 3)
+    error(("%s: expected an input [*, C, H, W], got %s"):format(who,
+      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)))
   end
   local lead = {}
   for i = 1, x.ndim - 3 do lead[i] = x.shape[i] end
@@ -45,11 +46,16 @@ PixelShuffle._shape = shape
 -- @tparam Tensor x [*, C r^2, H, W]
 -- @treturn Tensor [*, C, H r, W r]
 function PixelShuffle:forward(x)
-  local lead, C, H, W = PixelShuffle._split(self, x)
-  local r = self.upscale_factor
+  return PixelShuffle._shuffle(self.__name .. ".forward", x, self.upscale_factor)
+end
+
+-- [*, C r^2, H, W] -> [*, C, H r, W r]: the module's forward and
+-- nn.functional.pixel_shuffle's. who: the caller, for errors.
+function PixelShuffle._shuffle(who, x, r)
+  local lead, C, H, W = PixelShuffle._split(who, x)
   if C % (r * r) ~= 0 then
-    error(("PixelShuffle.forward: the channels (%d, dim %d of shape %s) must be divisible by upscale_factor^2 = %d")
-      :format(C, x.ndim - 2, shape_str(x), r * r), 2)
+    error(("%s: the channels (%d, dim %d of shape %s) must be divisible by upscale_factor^2 = %d")
+      :format(who, C, x.ndim - 2, shape_str(x), r * r))
   end
   local n, c = #lead, C // (r * r)
   local perm = {}

@@ -17,11 +17,16 @@ function PixelUnshuffle:__init(downscale_factor) PixelShuffle._factor(self, "dow
 -- @tparam Tensor x [*, C, H r, W r]
 -- @treturn Tensor [*, C r^2, H, W]
 function PixelUnshuffle:forward(x)
-  local lead, C, H, W = PixelShuffle._split(self, x)
-  local r = self.downscale_factor
+  return PixelUnshuffle._unshuffle("PixelUnshuffle.forward", x, self.downscale_factor)
+end
+
+-- [*, C, H r, W r] -> [*, C r^2, H, W]: the module's forward and
+-- nn.functional.pixel_unshuffle's. who: the caller, for errors.
+function PixelUnshuffle._unshuffle(who, x, r)
+  local lead, C, H, W = PixelShuffle._split(who, x)
   if H % r ~= 0 or W % r ~= 0 then
-    error(("PixelUnshuffle.forward: the height and width (%d, %d of shape %s) must be divisible by downscale_factor = %d")
-      :format(H, W, shape_str(x), r), 2)
+    error(("%s: the height and width (%d, %d of shape %s) must be divisible by downscale_factor = %d")
+      :format(who, H, W, shape_str(x), r))
   end
   local n, shape = #lead, PixelShuffle._shape
   local perm = {}

@@ -13,8 +13,11 @@ local Softsign = Module:extend("Softsign")
 -- @treturn Tensor the same shape
 function Softsign:forward(x)
   if not ember.is_tensor(x) then error("Softsign.forward: expected a tensor, got " .. type(x), 2) end
-  return x / (x:abs() + 1)
+  return Softsign._softsign(x)
 end
+
+-- x / (1 + |x|): the module's forward and nn.functional.softsign's.
+function Softsign._softsign(x) return x / (x:abs() + 1) end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 Softsign.forward = require("ember._errors").wrap(Softsign.forward)

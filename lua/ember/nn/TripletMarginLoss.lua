@@ -25,7 +25,6 @@ function TripletMarginLoss:__init(opts)
   end
   self.swap = opts.swap == true
   -- the distance (not a child: PyTorch's module has none, so neither does its printout)
-  rawset(self, "_dist", PairwiseDistance({ p = self.p, eps = self.eps }))
 end
 
 --- The triplet loss.
@@ -39,10 +38,18 @@ function TripletMarginLoss:forward(anchor, positive, negative)
     error(("TripletMarginLoss.forward: expected anchor, positive and negative of one shape [N, D] or [D], got %s, %s "
       .. "and %s"):format(s(anchor), s(positive), s(negative)))
   end
-  local d_ap = self._dist(anchor, positive)
-  local d_an = self._dist(anchor, negative)
-  if self.swap then d_an = ember.minimum(d_an, self._dist(positive, negative)) end
-  return losses.reduce((d_ap - d_an + self.margin):clamp_min(0), self.reduction)
+  return TripletMarginLoss._loss(anchor, positive, negative, self.margin, self.p, self.eps, self.swap, self.reduction)
+end
+
+-- max(d(a, p) - d(a, n) + margin, 0) reduced, d the pairwise distance (with
+-- swap, d(a, n) is min(d(a, n), d(p, n))): the module's forward and
+-- nn.functional.triplet_margin_loss's (shapes checked by the caller).
+function TripletMarginLoss._loss(anchor, positive, negative, margin, p, eps, swap, reduction)
+  local dist = PairwiseDistance._distance
+  local d_ap = dist(anchor, positive, p, eps)
+  local d_an = dist(anchor, negative, p, eps)
+  if swap then d_an = ember.minimum(d_an, dist(positive, negative, p, eps)) end
+  return losses.reduce((d_ap - d_an + margin):clamp_min(0), reduction)
 end
 
 --- Its options, for printing.

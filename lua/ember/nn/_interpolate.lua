@@ -24,6 +24,10 @@
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local pool = require "ember.nn._pool"
+local conv = require "ember.nn._conv"
+local checks = require "ember.nn._functional_checks"
+local errors = require "ember._errors"
+local shape_str = errors.shape_str
 
 local M = {}
 
@@ -139,6 +143,54 @@ function M.interpolate(who, x, nd, size, scale_factor, mode, align_corners, reco
     y = along(y, x.ndim - nd + i, mode, out[i], factor, align_corners)
   end
   return y
+end
+
+-- The options of nn.functional.interpolate, in torch's positional order.
+M.OPTIONS = { "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias" }
+
+-- nn.functional.interpolate's arguments (o: by name, OPTIONS) checked and
+-- the resampling done; who names the function in errors.
+function M.resample(who, x, o)
+  checks.check_tensor(who, "input", x, true)
+  if x.ndim < 3 or x.ndim > 5 then
+    errors.raise("%s: expected an input [N, C, *spatial] with 1 to 3 spatial dims (3-d to 5-d), got shape %s", who,
+      shape_str(x))
+  end
+  local nd = x.ndim - 2
+  local mode = o.mode or "nearest"
+  local spec = MODES[mode]
+  if not spec then
+    errors.raise("%s: mode must be \"nearest\", \"nearest-exact\", \"linear\", \"bilinear\", \"bicubic\", "
+      .. "\"trilinear\" or \"area\", got %s", who, conv.fmt(mode))
+  end
+  if spec.nd and spec.nd ~= nd then
+    errors.raise("%s: mode %q needs a %d-d input [N, C, %s], got shape %s (%d-d)", who, mode, spec.nd + 2,
+      ({ "L", "H, W", "D, H, W" })[spec.nd], shape_str(x), x.ndim)
+  end
+  checks.check_bool(who, "align_corners", o.align_corners)
+  if o.align_corners ~= nil and not spec.interp then
+    errors.raise("%s: align_corners goes only with the interpolating modes (linear, bilinear, bicubic, trilinear), "
+      .. "not %q", who, mode)
+  end
+  checks.check_bool(who, "recompute_scale_factor", o.recompute_scale_factor)
+  if o.antialias then errors.raise("%s: antialias is not supported", who) end
+  if (o.size == nil) == (o.scale_factor == nil) then
+    errors.raise("%s: give either size or scale_factor (one of them)", who)
+  end
+  local size, scale
+  if o.size ~= nil then
+    size = checks.per_dim(o.size, nd, true)
+    if not size then
+      errors.raise("%s: size must be a positive integer or a table of %d of them, got %s", who, nd, conv.fmt(o.size))
+    end
+  else
+    scale = checks.per_dim(o.scale_factor, nd)
+    if not scale then
+      errors.raise("%s: scale_factor must be a positive number or a table of %d of them, got %s", who, nd,
+        conv.fmt(o.scale_factor))
+    end
+  end
+  return M.interpolate(who, x, nd, size, scale, mode, o.align_corners == true, o.recompute_scale_factor == true)
 end
 
 return M

@@ -120,7 +120,8 @@ function M.check_trailing(who, x, ns)
   local ok = x.ndim >= n
   for i = 1, n do ok = ok and x.shape[x.ndim - n + i] == ns[i] end
   if not ok then
-    error(("%s: input shape %s does not end with normalized_shape [%s]"):format(who, shape_of(x), table.concat(ns, ", ")))
+    error(("%s: input shape %s does not end with normalized_shape [%s]"):format(who, shape_of(x),
+      table.concat(ns, ", ")))
   end
 end
 

@@ -28,9 +28,7 @@
 -- print(F.relu == ember.relu)                          --> true
 -- @module nn.functional
 local errors = require "ember._errors"
-local error = errors.error -- raises at the user's line
 local ember = require "ember.nn._ember"
-local Module = require "ember.nn.Module"
 local conv = require "ember.nn._conv"
 local tconv = require "ember.nn._conv_transpose"
 local pool = require "ember.nn._pool"
@@ -38,74 +36,27 @@ local norm = require "ember.nn._norm"
 local interp = require "ember.nn._interpolate"
 local MaxPool2d = require "ember.nn.MaxPool2d"
 local MaxPool1d = require "ember.nn.MaxPool1d"
+local checks = require "ember.nn._functional_checks"
+local args, is_options, check_tensor, check_optional = checks.args, checks.is_options, checks.check_tensor,
+  checks.check_optional
+local check_number, check_bool, check_input, check_stats = checks.check_number, checks.check_bool, checks.check_input,
+  checks.check_stats
+local check_momentum_eps, normalized, check_affine = checks.check_momentum_eps, checks.normalized, checks.check_affine
+local window_sizes, check_reduction, factor, lambd_of = checks.window_sizes, checks.check_reduction, checks.factor,
+  checks.lambd_of
 
 local F = {}
 
 -- ember's functions that are torch.nn.functional's (the same values)
 local SAME = {
   "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "softplus", "sigmoid", "tanh", "hardtanh", "hardswish",
-  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "dropout", "linear", "one_hot", "pad", "normalize",
+  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "one_hot", "pad", "normalize",
   "cosine_similarity", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
   "binary_cross_entropy", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
 }
 for _, name in ipairs(SAME) do F[name] = ember[name] end
 
 local shape_str = errors.shape_str
-
--- A plain table of options (not a tensor, not a size list such as {2, 2}).
-local function is_options(v)
-  return type(v) == "table" and v[1] == nil and not ember.is_tensor(v)
-end
-
--- The arguments after the fixed ones, by name: positional in `names`' order,
--- and an options table (the last argument) for the rest. A name given both
--- ways, or more arguments than names, is an error naming `who`.
-local function args(who, names, ...)
-  local n = select("#", ...)
-  local out = {}
-  for i = 1, n do
-    local v = select(i, ...)
-    if i == n and is_options(v) then
-      Module.check_options(who, v, names)
-      for k, o in pairs(v) do
-        if out[k] ~= nil then errors.raise("%s: %s is given twice (by position and in the options)", who, k) end
-        out[k] = o
-      end
-    elseif i > #names then
-      errors.raise("%s: too many arguments (%d); after the tensors it takes %s, in this order, or an options table",
-        who, n, table.concat(names, ", "))
-    elseif v ~= nil then
-      out[names[i]] = v
-    end
-  end
-  return out
-end
-
-local function check_tensor(who, what, v, float)
-  if not ember.is_tensor(v) then errors.raise("%s: %s must be a tensor, got %s", who, what, type(v)) end
-  if float then
-    local info = ember.dtype_info(v.dtype)
-    if not info.floating then errors.raise("%s: %s must be floating-point, got %s", who, what, v.dtype) end
-  end
-end
-
-local function check_optional(who, what, v, shape)
-  if v == nil then return end
-  check_tensor(who, what, v)
-  if shape and (v.ndim ~= #shape or v.shape[1] ~= shape[1]) then
-    errors.raise("%s: %s must have shape [%s], got %s", who, what, table.concat(shape, ", "), shape_str(v))
-  end
-end
-
-local function check_number(who, what, v, lo)
-  if type(v) ~= "number" or v < (lo or -math.huge) then
-    errors.raise("%s: %s must be a number%s, got %s", who, what, lo and (" >= " .. lo) or "", tostring(v))
-  end
-end
-
-local function check_bool(who, what, v)
-  if v ~= nil and type(v) ~= "boolean" then errors.raise("%s: %s must be true or false, got %s", who, what, tostring(v)) end
-end
 
 ------------------------------------------------------------------------
 -- convolutions
@@ -123,10 +74,13 @@ local function convolution(nd, x, w, b, ...)
       nd == 2 and "kh, kw" or "k", shape_str(w))
   end
   local g = o.groups or 1
-  if math.type(g) ~= "integer" or g < 1 then errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g)) end
+  if math.type(g) ~= "integer" or g < 1 then
+    errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g))
+  end
   local O = w.shape[1]
   if O % g ~= 0 then
-    errors.raise("%s: the weight's %d output channels (dim 1 of %s) must be divisible by groups=%d", who, O, shape_str(w), g)
+    errors.raise("%s: the weight's %d output channels (dim 1 of %s) must be divisible by groups=%d", who, O,
+      shape_str(w), g)
   end
   check_optional(who, "bias", b, { O })
   local cfg = { weight = w, bias = b, groups = g, in_channels = w.shape[2] * g }
@@ -183,10 +137,13 @@ local function transposed(nd, x, w, b, ...)
       nd == 2 and "kh, kw" or "k", shape_str(w))
   end
   local g = o.groups or 1
-  if math.type(g) ~= "integer" or g < 1 then errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g)) end
+  if math.type(g) ~= "integer" or g < 1 then
+    errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g))
+  end
   local C = w.shape[1]
   if C % g ~= 0 then
-    errors.raise("%s: the weight's %d input channels (dim 1 of %s) must be divisible by groups=%d", who, C, shape_str(w), g)
+    errors.raise("%s: the weight's %d input channels (dim 1 of %s) must be divisible by groups=%d", who, C,
+      shape_str(w), g)
   end
   check_optional(who, "bias", b, { w.shape[2] * g })
   local cfg = { weight = w, bias = b, groups = g, in_channels = C }
@@ -307,7 +264,8 @@ local function adaptive(who, how, nd, x, output_size, ...)
   if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
   check_tensor(who, "input", x, true)
   if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
-    errors.raise("%s: expected an input %s, got shape %s", who, nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]",
+    errors.raise("%s: expected an input %s, got shape %s", who,
+      nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]",
       shape_str(x))
   end
   if nd == 1 then
@@ -317,7 +275,8 @@ local function adaptive(who, how, nd, x, output_size, ...)
   end
   local o2 = pool.output_pair(output_size)
   if not o2 then
-    errors.raise("%s: output_size must be a positive integer or a pair of them (false: that dim's size, PyTorch's None), got %s",
+    errors.raise("%s: output_size must be a positive integer or a pair of them (false: that dim's size, "
+      .. "PyTorch's None), got %s",
       who, conv.fmt(output_size))
   end
   local xb, unbatch = pool.batch(x)
@@ -373,33 +332,6 @@ end
 
 ------------------------------------------------------------------------
 -- normalisation
-
--- x as a floating tensor of at least `min` dims; its channel count (dim 2).
-local function check_input(who, x, min)
-  check_tensor(who, "input", x, true)
-  if x.ndim < min then
-    errors.raise("%s: expected an input [N, C, *] of at least %d dims, got shape %s", who, min, shape_str(x))
-  end
-  return x.shape[2]
-end
-
-local function check_stats(who, rm, rv, C)
-  if (rm == nil) ~= (rv == nil) then errors.raise("%s: give both running_mean and running_var, or neither", who) end
-  check_optional(who, "running_mean", rm, { C })
-  check_optional(who, "running_var", rv, { C })
-end
-
-local function check_momentum_eps(who, o)
-  local m = o.momentum
-  if m == nil then m = 0.1 end
-  if type(m) ~= "number" or m < 0 or m > 1 then
-    errors.raise("%s: momentum must be a number in [0, 1], got %s", who, tostring(o.momentum))
-  end
-  local eps = o.eps
-  if eps == nil then eps = 1e-5 end
-  check_number(who, "eps", eps, 0)
-  return m, eps
-end
 
 --- Batch normalisation, as torch.nn.functional.batch_norm:
 -- `F.batch_norm(x, running_mean, running_var [, weight, bias, training=false,
@@ -494,27 +426,6 @@ function F.group_norm(x, num_groups, ...)
   return norm.group_norm(x, num_groups, o.weight, o.bias, eps)
 end
 
--- normalized_shape as a list of positive integers.
-local function normalized(who, ns)
-  if math.type(ns) == "integer" then ns = { ns } end
-  if type(ns) == "userdata" and ns.totable then ns = ns:totable() end
-  local ok = type(ns) == "table" and #ns > 0
-  for i = 1, ok and #ns or 0 do ok = ok and math.type(ns[i]) == "integer" and ns[i] > 0 end
-  if not ok then
-    errors.raise("%s: normalized_shape must be a positive integer or a table of them, got %s", who, conv.fmt(ns))
-  end
-  return { table.unpack(ns) }
-end
-
-local function check_affine(who, what, v, ns)
-  if v == nil then return end
-  check_tensor(who, what, v)
-  local ok = v.ndim == #ns
-  for i = 1, #ns do ok = ok and v.shape[i] == ns[i] end
-  if not ok then errors.raise("%s: %s must have shape [%s] (normalized_shape), got %s", who, what,
-    table.concat(ns, ", "), shape_str(v)) end
-end
-
 --- Layer normalisation, as torch.nn.functional.layer_norm:
 -- `F.layer_norm(x, normalized_shape [, weight, bias, eps=1e-5])` or an
 -- options table: x normalised over its last #normalized_shape dims (which
@@ -565,66 +476,6 @@ end
 ------------------------------------------------------------------------
 -- resampling
 
-local INTERP = { "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias" }
-
--- A size or scale as a list of nd: an integer (a number for scales) or a table of nd.
-local function per_dim(v, nd, int)
-  if type(v) == "number" then
-    local t = {}
-    for i = 1, nd do t[i] = v end
-    v = t
-  end
-  if type(v) ~= "table" or #v ~= nd then return nil end
-  for i = 1, nd do
-    local e = v[i]
-    if type(e) ~= "number" or not (e > 0) or (int and math.type(e) ~= "integer") then return nil end
-  end
-  return { table.unpack(v, 1, nd) }
-end
-
-local function resample(who, x, o)
-  check_tensor(who, "input", x, true)
-  if x.ndim < 3 or x.ndim > 5 then
-    errors.raise("%s: expected an input [N, C, *spatial] with 1 to 3 spatial dims (3-d to 5-d), got shape %s", who,
-      shape_str(x))
-  end
-  local nd = x.ndim - 2
-  local mode = o.mode or "nearest"
-  local spec = interp.MODES[mode]
-  if not spec then
-    errors.raise("%s: mode must be \"nearest\", \"nearest-exact\", \"linear\", \"bilinear\", \"bicubic\", "
-      .. "\"trilinear\" or \"area\", got %s", who, conv.fmt(mode))
-  end
-  if spec.nd and spec.nd ~= nd then
-    errors.raise("%s: mode %q needs a %d-d input [N, C, %s], got shape %s (%d-d)", who, mode, spec.nd + 2,
-      ({ "L", "H, W", "D, H, W" })[spec.nd], shape_str(x), x.ndim)
-  end
-  check_bool(who, "align_corners", o.align_corners)
-  if o.align_corners ~= nil and not spec.interp then
-    errors.raise("%s: align_corners goes only with the interpolating modes (linear, bilinear, bicubic, trilinear), "
-      .. "not %q", who, mode)
-  end
-  check_bool(who, "recompute_scale_factor", o.recompute_scale_factor)
-  if o.antialias then errors.raise("%s: antialias is not supported", who) end
-  if (o.size == nil) == (o.scale_factor == nil) then
-    errors.raise("%s: give either size or scale_factor (one of them)", who)
-  end
-  local size, scale
-  if o.size ~= nil then
-    size = per_dim(o.size, nd, true)
-    if not size then
-      errors.raise("%s: size must be a positive integer or a table of %d of them, got %s", who, nd, conv.fmt(o.size))
-    end
-  else
-    scale = per_dim(o.scale_factor, nd)
-    if not scale then
-      errors.raise("%s: scale_factor must be a positive number or a table of %d of them, got %s", who, nd,
-        conv.fmt(o.scale_factor))
-    end
-  end
-  return interp.interpolate(who, x, nd, size, scale, mode, o.align_corners == true, o.recompute_scale_factor == true)
-end
-
 --- Resampling, as torch.nn.functional.interpolate: `F.interpolate(x,
 -- {size =, scale_factor =, mode = "nearest", align_corners =,
 -- recompute_scale_factor =})` (or torch's positional order). x
@@ -648,7 +499,7 @@ end
 -- print(F.interpolate(x, {scale_factor = 2}).shape)                             --> ember.Size{1, 1, 4, 4}
 function F.interpolate(x, ...)
   local who = "nn.functional.interpolate"
-  return resample(who, x, args(who, INTERP, ...))
+  return interp.resample(who, x, args(who, interp.OPTIONS, ...))
 end
 
 --- torch.nn.functional.upsample (deprecated there): F.interpolate.
@@ -659,7 +510,7 @@ end
 -- print(F.upsample(ember.randn(1, 2, 3), {scale_factor = 2, mode = "linear"}).shape)   --> ember.Size{1, 2, 6}
 function F.upsample(x, ...)
   local who = "nn.functional.upsample"
-  return resample(who, x, args(who, INTERP, ...))
+  return interp.resample(who, x, args(who, interp.OPTIONS, ...))
 end
 
 --- torch.nn.functional.upsample_nearest: `F.upsample_nearest(x [, size, scale_factor])` (or an options table).
@@ -672,7 +523,7 @@ function F.upsample_nearest(x, ...)
   local who = "nn.functional.upsample_nearest"
   local o = args(who, { "size", "scale_factor" }, ...)
   o.mode = "nearest"
-  return resample(who, x, o)
+  return interp.resample(who, x, o)
 end
 
 --- torch.nn.functional.upsample_bilinear: bilinear with align_corners = true,
@@ -686,28 +537,13 @@ function F.upsample_bilinear(x, ...)
   local who = "nn.functional.upsample_bilinear"
   local o = args(who, { "size", "scale_factor" }, ...)
   o.mode, o.align_corners = "bilinear", true
-  return resample(who, x, o)
+  return interp.resample(who, x, o)
 end
 
 ------------------------------------------------------------------------
 -- sliding windows
 
 local WINDOW = { "dilation", "padding", "stride" }
-
-local function window_sizes(who, kernel_size, o)
-  local v = {}
-  for _, f in ipairs { { "kernel_size", kernel_size, 1, nil }, { "dilation", o.dilation, 1, 1 },
-    { "padding", o.padding, 0, 0 }, { "stride", o.stride, 1, 1 } } do
-    local given = f[2]
-    if given == nil then given = f[4] end
-    v[f[1]] = given ~= nil and conv.tuple(given, 2, f[3]) or nil
-    if not v[f[1]] then
-      errors.raise("%s: %s must be a %s integer or a pair of them, got %s", who, f[1], f[3] == 0 and "non-negative"
-        or "positive", conv.fmt(f[2]))
-    end
-  end
-  return v
-end
 
 --- Sliding local blocks (im2col), as torch.nn.functional.unfold:
 -- `F.unfold(x, kernel_size [, dilation=1, padding=0, stride=1])` or an
@@ -826,6 +662,294 @@ end
 function F.mse_loss(input, target, ...)
   local o = args("nn.functional.mse_loss", { "reduction" }, ...)
   return ember.mse_loss(input, target, o.reduction or "mean")
+end
+
+------------------------------------------------------------------------
+-- the modules' rules as functions, and torch's activations ember had not
+
+--- x / (1 + |x|), as torch.nn.functional.softsign (nn.Softsign's forward).
+-- @tparam Tensor x
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.softsign(ember.tensor{-3, 1}))   --> tensor([-0.7500,  0.5000], shape=[2], dtype=float32, device=cpu)
+function F.softsign(x)
+  check_tensor("nn.functional.softsign", "input", x, true)
+  return require("ember.nn.Softsign")._softsign(x)
+end
+
+--- x where x > 0, weight * x elsewhere, as torch.nn.functional.prelu
+-- (nn.PReLU's forward): weight has one value, or C values for the
+-- channels of x [N, C, *].
+-- @tparam Tensor x
+-- @tparam Tensor weight
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.prelu(ember.tensor{-2, 3}, ember.tensor{0.25}))   --> tensor([-0.5000,  3.0000], shape=[2], dtype=float32, device=cpu)
+function F.prelu(x, weight)
+  local who = "nn.functional.prelu"
+  check_tensor(who, "input", x, true)
+  check_tensor(who, "weight", weight, true)
+  if weight.ndim > 1 then errors.raise("%s: weight must be 0-d or 1-d, got %s", who, shape_str(weight)) end
+  return require("ember.nn.PReLU")._prelu(who, x, weight)
+end
+
+--- Channel dropout, as torch.nn.functional.dropout2d: `F.dropout2d(x [, p=0.5,
+-- training=true])` (or an options table): each channel of [N, C, H, W]
+-- (or [C, H, W]) zeroed whole with probability p, the rest scaled by
+-- 1 / (1 - p); x itself when not training. nn.Dropout2d's forward.
+-- @tparam Tensor x
+-- @param[opt] ... p, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.dropout2d(ember.ones(2, 3, 4, 4), 0.5, false):sum():item())   --> 96.0
+function F.dropout2d(x, ...)
+  local who = "nn.functional.dropout2d"
+  local o = args(who, { "p", "training" }, ...)
+  local p = o.p == nil and 0.5 or o.p
+  if type(p) ~= "number" or p < 0 or p >= 1 then
+    errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p))
+  end
+  check_bool(who, "training", o.training)
+  return require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false)
+end
+
+--- [*, C r^2, H, W] -> [*, C, H r, W r], as torch.nn.functional.pixel_shuffle (nn.PixelShuffle's forward).
+-- @tparam Tensor x
+-- @int upscale_factor r
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.pixel_shuffle(ember.randn(1, 8, 3, 3), 2).shape)   --> ember.Size{1, 2, 6, 6}
+function F.pixel_shuffle(x, upscale_factor)
+  factor("nn.functional.pixel_shuffle", "upscale_factor", upscale_factor)
+  return require("ember.nn.PixelShuffle")._shuffle("nn.functional.pixel_shuffle", x, upscale_factor)
+end
+
+--- [*, C, H r, W r] -> [*, C r^2, H, W], as torch.nn.functional.pixel_unshuffle (nn.PixelUnshuffle's forward).
+-- @tparam Tensor x
+-- @int downscale_factor r
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.pixel_unshuffle(ember.randn(1, 2, 6, 6), 2).shape)   --> ember.Size{1, 8, 3, 3}
+function F.pixel_unshuffle(x, downscale_factor)
+  factor("nn.functional.pixel_unshuffle", "downscale_factor", downscale_factor)
+  return require("ember.nn.PixelUnshuffle")._unshuffle("nn.functional.pixel_unshuffle", x, downscale_factor)
+end
+
+--- ||x1 - x2 + eps||_p over the last dim, as torch.nn.functional.pairwise_distance:
+-- `F.pairwise_distance(x1, x2 [, p=2, eps=1e-6, keepdim=false])` or an
+-- options table. nn.PairwiseDistance's forward.
+-- @tparam Tensor x1
+-- @tparam Tensor x2
+-- @param[opt] ... p, eps, keepdim, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.pairwise_distance(ember.tensor{{3, 4}}, ember.zeros(1, 2), {eps = 0}))   --> tensor([5.0000], shape=[1], dtype=float32, device=cpu)
+function F.pairwise_distance(x1, x2, ...)
+  local who = "nn.functional.pairwise_distance"
+  local o = args(who, { "p", "eps", "keepdim" }, ...)
+  check_tensor(who, "x1", x1, true)
+  check_tensor(who, "x2", x2, true)
+  local p, eps = o.p or 2, o.eps or 1e-6
+  if type(p) ~= "number" or not (p > 0) then errors.raise("%s: p must be a number > 0, got %s", who, tostring(p)) end
+  check_number(who, "eps", eps)
+  check_bool(who, "keepdim", o.keepdim)
+  return require("ember.nn.PairwiseDistance")._distance(x1, x2, p, eps, o.keepdim == true)
+end
+
+--- The triplet margin loss, as torch.nn.functional.triplet_margin_loss:
+-- `F.triplet_margin_loss(anchor, positive, negative [, margin=1, p=2,
+-- eps=1e-6, swap=false])`, with {reduction = "mean"} by name (or every
+-- option in the table): max(d(a, p) - d(a, n) + margin, 0), d the
+-- pairwise distance. nn.TripletMarginLoss's forward.
+-- @tparam Tensor anchor [N, D] or [D]
+-- @tparam Tensor positive
+-- @tparam Tensor negative
+-- @param[opt] ... margin, p, eps, swap, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local a = ember.zeros(1, 2)
+-- print(F.triplet_margin_loss(a, a, ember.tensor{{3, 4}}, {margin = 6, eps = 0}):item())   --> 1.0
+function F.triplet_margin_loss(anchor, positive, negative, ...)
+  local who = "nn.functional.triplet_margin_loss"
+  local o = args(who, { "margin", "p", "eps", "swap", "reduction" }, ...)
+  local losses = require "ember.nn._loss"
+  if not (losses.same_shape(anchor, positive, negative) and (anchor.ndim == 1 or anchor.ndim == 2)) then
+    local d = losses.describe
+    errors.raise("%s: expected anchor, positive and negative of one shape [N, D] or [D], got %s, %s and %s", who,
+      d(anchor), d(positive), d(negative))
+  end
+  local margin, p, eps = o.margin or 1, o.p or 2, o.eps or 1e-6
+  check_number(who, "margin", margin)
+  if type(p) ~= "number" or not (p > 0) then errors.raise("%s: p must be a number > 0, got %s", who, tostring(p)) end
+  check_number(who, "eps", eps)
+  check_bool(who, "swap", o.swap)
+  return require("ember.nn.TripletMarginLoss")._loss(anchor, positive, negative, margin, p, eps, o.swap == true,
+    check_reduction(who, o.reduction))
+end
+
+--- The margin ranking loss, as torch.nn.functional.margin_ranking_loss:
+-- `F.margin_ranking_loss(x1, x2, y [, margin=0])`, {reduction = "mean"} by
+-- name: max(-y (x1 - x2) + margin, 0), y 1 or -1. nn.MarginRankingLoss's forward.
+-- @tparam Tensor x1
+-- @tparam Tensor x2
+-- @tparam Tensor y
+-- @param[opt] ... margin, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.margin_ranking_loss(ember.tensor{1, 2}, ember.tensor{2, 1}, ember.tensor{1, 1}):item())   --> 0.5
+function F.margin_ranking_loss(x1, x2, y, ...)
+  local who = "nn.functional.margin_ranking_loss"
+  local o = args(who, { "margin", "reduction" }, ...)
+  local losses = require "ember.nn._loss"
+  if not losses.same_shape(x1, x2, y) then
+    local d = losses.describe
+    errors.raise("%s: expected x1, x2 and y (1 or -1) of one shape, got %s, %s and %s", who, d(x1), d(x2), d(y))
+  end
+  local margin = o.margin or 0
+  check_number(who, "margin", margin)
+  return require("ember.nn.MarginRankingLoss")._loss(x1, x2, y, margin, check_reduction(who, o.reduction))
+end
+
+--- x1^T W_o x2 (+ b_o) for every output o, as torch.nn.functional.bilinear:
+-- x1 [..., I1], x2 [..., I2] with the same leading dims, weight [O, I1, I2],
+-- bias [O] or nil. nn.Bilinear's forward.
+-- @tparam Tensor x1
+-- @tparam Tensor x2
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @treturn Tensor [..., O]
+-- @usage local F = ember.nn.functional
+-- print(F.bilinear(ember.randn(4, 2), ember.randn(4, 3), ember.randn(5, 2, 3)).shape)   --> ember.Size{4, 5}
+function F.bilinear(x1, x2, weight, bias)
+  local who = "nn.functional.bilinear"
+  check_tensor(who, "weight", weight, true)
+  if weight.ndim ~= 3 then errors.raise("%s: weight must be 3-d [out, in1, in2], got %s", who, shape_str(weight)) end
+  check_optional(who, "bias", bias, { weight.shape[1] })
+  local ok = ember.is_tensor(x1) and ember.is_tensor(x2) and x1.ndim >= 1 and x1.ndim == x2.ndim
+    and x1.shape[x1.ndim] == weight.shape[2] and x2.shape[x2.ndim] == weight.shape[3]
+  for i = 1, ok and x1.ndim - 1 or 0 do ok = ok and x1.shape[i] == x2.shape[i] end
+  if not ok then
+    local d = require("ember.nn._loss").describe
+    errors.raise("%s: expected x1 [..., %d] and x2 [..., %d] with the same leading dims (the weight %s), got %s and %s",
+      who, weight.shape[2], weight.shape[3], shape_str(weight), d(x1), d(x2))
+  end
+  return require("ember.nn.Bilinear")._bilinear(x1, x2, weight, bias)
+end
+
+--- log(sigmoid(x)) = -softplus(-x), as torch.nn.functional.logsigmoid (stable for large |x|).
+-- @tparam Tensor x
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.logsigmoid(ember.tensor{0, -100}))   --> tensor([  -0.6931, -100.0000], shape=[2], dtype=float32, device=cpu)
+function F.logsigmoid(x)
+  check_tensor("nn.functional.logsigmoid", "input", x, true)
+  return -ember.softplus(-x)
+end
+
+--- softmax(-x) along a dim, as torch.nn.functional.softmin: `F.softmin(x, dim)`
+-- (ember.softmax's arguments: a dim is required, `{dim =, dtype =}` too).
+-- @tparam Tensor x
+-- @param ... dim, as ember.softmax's
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.softmin(ember.tensor{0, math.log(3)}, 1))   --> tensor([0.7500, 0.2500], shape=[2], dtype=float32, device=cpu)
+function F.softmin(x, ...)
+  check_tensor("nn.functional.softmin", "input", x, true)
+  return ember.softmax(-x, ...)
+end
+
+local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+--- scale * elu(x, alpha) with PyTorch's constants (alpha 1.6733, scale 1.0507), as torch.nn.functional.selu.
+-- @tparam Tensor x
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.selu(ember.tensor{1}):item())   --> 1.0507010221481
+function F.selu(x)
+  check_tensor("nn.functional.selu", "input", x, true)
+  return ember.elu(x, SELU_ALPHA) * SELU_SCALE
+end
+
+--- max(0, x) + min(0, alpha (e^(x / alpha) - 1)), as torch.nn.functional.celu: `F.celu(x [, alpha=1])` (or {alpha =}).
+-- @tparam Tensor x
+-- @param[opt] ... alpha, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.celu(ember.tensor{2, -100}, 2))   --> tensor([ 2.0000, -2.0000], shape=[2], dtype=float32, device=cpu)
+function F.celu(x, ...)
+  local who = "nn.functional.celu"
+  local o = args(who, { "alpha" }, ...)
+  check_tensor(who, "input", x, true)
+  local alpha = o.alpha or 1
+  if type(alpha) ~= "number" or alpha == 0 then
+    errors.raise("%s: alpha must be a nonzero number, got %s", who, tostring(alpha))
+  end
+  return ember.elu(x / alpha) * alpha
+end
+
+--- x - tanh(x), as torch.nn.functional.tanhshrink.
+-- @tparam Tensor x
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.tanhshrink(ember.tensor{0}):item())   --> 0.0
+function F.tanhshrink(x)
+  check_tensor("nn.functional.tanhshrink", "input", x, true)
+  return x - x:tanh()
+end
+
+--- x where x > threshold, value elsewhere, as torch.nn.functional.threshold: `F.threshold(x, threshold, value)`.
+-- @tparam Tensor x
+-- @number threshold
+-- @number value
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.threshold(ember.tensor{1, 3}, 2, -1))   --> tensor([-1.0000, 3.0000], shape=[2], dtype=float32, device=cpu)
+function F.threshold(x, threshold, value)
+  local who = "nn.functional.threshold"
+  check_tensor(who, "input", x, true)
+  check_number(who, "threshold", threshold)
+  check_number(who, "value", value)
+  return ember.where(x:gt(threshold), x, ember.full_like(x, value))
+end
+
+--- x where |x| > lambd, 0 elsewhere, as torch.nn.functional.hardshrink: `F.hardshrink(x [, lambd=0.5])` (or {lambd =}).
+-- @tparam Tensor x
+-- @param[opt] ... lambd, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.hardshrink(ember.tensor{0.25, -2}))   --> tensor([ 0.0000, -2.0000], shape=[2], dtype=float32, device=cpu)
+function F.hardshrink(x, ...)
+  local who = "nn.functional.hardshrink"
+  check_tensor(who, "input", x, true)
+  local l = lambd_of(who, ...)
+  return ember.where(x:abs():gt(l), x, ember.zeros_like(x))
+end
+
+--- x - lambd where x > lambd, x + lambd where x < -lambd, 0 between, as
+-- torch.nn.functional.softshrink: `F.softshrink(x [, lambd=0.5])` (or {lambd =}).
+-- @tparam Tensor x
+-- @param[opt] ... lambd, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.softshrink(ember.tensor{0.25, -2}))   --> tensor([ 0.0000, -1.5000], shape=[2], dtype=float32, device=cpu)
+function F.softshrink(x, ...)
+  local who = "nn.functional.softshrink"
+  check_tensor(who, "input", x, true)
+  local l = lambd_of(who, ...)
+  return ember.where(x:gt(l), x - l, ember.where(x:lt(-l), x + l, ember.zeros_like(x)))
+end
+
+--- Dropout, as torch.nn.functional.dropout: `F.dropout(x [, p=0.5,
+-- training=true])` by position (`ember.dropout`, which this calls) or as
+-- `{p =, training =}`.
+-- @tparam Tensor x
+-- @param[opt] ... p, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.dropout(ember.ones(4), {p = 0.5, training = false}))   --> tensor([1.0000, 1.0000, 1.0000, 1.0000], shape=[4], dtype=float32, device=cpu)
+function F.dropout(x, ...)
+  local o = args("nn.functional.dropout", { "p", "training" }, ...)
+  return ember.dropout(x, o.p == nil and 0.5 or o.p, o.training ~= false)
 end
 
 return F
