@@ -1460,6 +1460,37 @@ def functional_cases():
     return cases
 
 
+# ---------------------------------------------------------------- PyTorch user API
+
+def pytorch_user_cases():
+    """nn_pytorch_user.lua, for tests/lua/pytorch_user_api_spec.lua:
+    torch.nn.utils.parameters_to_vector of Sequential(Linear, LayerNorm,
+    Linear, GRU(2 layers)) with its state dict (PyTorch's 0-based keys; ember's
+    Sequential counts from 1), and rnn.pad_sequence (batch_first and not,
+    a padding value, an empty sequence) with the gradients of sum(out * R)
+    for each sequence; own seed."""
+    torch.manual_seed(20261208)
+    P = torch.nn
+    model = P.Sequential(P.Linear(3, 4), P.LayerNorm(4), P.Linear(4, 2), P.GRU(2, 3, num_layers=2))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p))
+    vec = torch.nn.utils.parameters_to_vector(model.parameters())
+    out = {"vector": {"state": {k: v.clone() for k, v in model.state_dict().items()}, "vec": vec.detach()},
+           "pad": []}
+    for name, shapes, bf, pv in [("time_first", [(3, 2), (1, 2), (4, 2)], False, 0.0),
+                                 ("batch_first_value", [(2, 3), (5, 3), (1, 3)], True, -1.5),
+                                 ("with_empty_1d", [(0,), (3,), (2,)], True, 7.0)]:
+        seqs = [torch.randn(*sh).requires_grad_(True) for sh in shapes]
+        y = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=bf, padding_value=pv)
+        R = torch.randn_like(y)
+        (y * R).sum().backward()
+        out["pad"].append({"name": name, "batch_first": bf, "padding_value": pv,
+                           "seqs": [s.detach() for s in seqs], "out": y.detach(), "R": R,
+                           "grads": [s.grad.clone() for s in seqs]})
+    return out
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
