@@ -553,6 +553,9 @@ static int m_mul_(lua_State *L) {
   }
   if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "ember.mul_: the factor must be a number or a tensor, got %s", luaL_typename(L, 2));
+  if (t->dtype == EM_BOOL) /* torch: bool.mul_(2) is int64 */
+    return luaL_error(L, "ember.mul_: result type %s can't be cast to the desired output type bool",
+                      lua_isinteger(L, 2) ? "int64" : "float32");
   check_inplace_number(L, 2, t, "mul_", "the factor");
   const double factor = luaL_checknumber(L, 2);
   em_status s = em_mul_scalar_(t, factor);

@@ -286,6 +286,9 @@ local function scaled(op, a, b, opt)
   end
   if alpha == nil or alpha == 1 then return b end
   tensor_or_number(op, a, b)
+  if core.is_tensor(a) and core.is_tensor(b) and a.dtype == "bool" and b.dtype == "bool" then
+    return alpha ~= 0 and b or b:logical_and(false) -- bools stay bool, as PyTorch's: alpha counts as true or false
+  end
   if integral(a) and integral(b) and math.type(alpha) ~= "integer" then
     if alpha ~= math.floor(alpha) then fail(op, "for integer tensors alpha must be an integer, got %s", alpha) end
     alpha = math.tointeger(alpha)

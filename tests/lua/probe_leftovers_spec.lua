@@ -167,6 +167,13 @@ describe("bool tensors in arithmetic promote as PyTorch 1.13's", function()
     raises_here(function() local _ = -a end,
       "ember.neg: Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use logical_not() instead")
     raises_here(function() a:clone():add_(1) end, "ember.add_: result type int64 can't be cast to the desired output type bool")
+    raises_here(function() a:clone():mul_(2) end, "ember.mul_: result type int64 can't be cast to the desired output type bool")
+  end)
+  it("add's alpha keeps two bools bool (torch.add(a, b, alpha=2) is a or b)", function()
+    local s = a:add(b, { alpha = 2 })
+    assert.are.equal("bool", s.dtype)
+    assert.are.same({ true, true, true }, s:totable())
+    assert.are.same({ true, false, true }, a:add(b, { alpha = 0 }):totable())
   end)
 end)
 
