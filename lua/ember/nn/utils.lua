@@ -1,7 +1,7 @@
 --- nn.utils: torch.nn.utils' gradient clipping, parameters as one vector,
 -- and `nn.utils.rnn.pad_sequence`.
 --
--- `clip_grad_norm_` and `clip_grad_value_` are `optim.clip_grad_norm` and
+-- `clip_grad_norm_` and `clip_grad_value_` call `optim.clip_grad_norm` and
 -- `optim.clip_grad_value` (one rule, two names); `clip_grad_norm_` returns
 -- the total norm as a number (torch: a 0-d tensor). Wherever torch takes
 -- `parameters`, ember takes a list of tensors, one tensor, or a module.
@@ -27,9 +27,53 @@ local function param_list(op, parameters)
   return parameters
 end
 
-M.clip_grad_norm_ = clip_grad_norm
-M.clip_grad_value_ = clip_grad_value
-M.clip_grad_norm = clip_grad_norm -- torch's deprecated name
+--- torch.nn.utils.clip_grad_norm_(parameters, max_norm [, norm_type=2]):
+-- `optim.clip_grad_norm` (see there: the norm of all gradients together,
+-- each scaled in place by max_norm / (norm + 1e-6) when it exceeds
+-- max_norm; returns the norm, a number). The third argument may also be
+-- torch's keywords `{norm_type =, error_if_nonfinite = false, foreach =}`:
+-- with error_if_nonfinite a NaN or infinite norm is an error, before any
+-- gradient is touched (foreach is accepted and unused).
+-- @param parameters a list of tensors, a tensor or a module
+-- @tparam number max_norm
+-- @usage local nn = require "ember.nn"
+-- local m = nn.Linear(3, 2)
+-- m.weight.grad, m.bias.grad = ember.full({2, 3}, 1), ember.full({2}, 1)
+-- print(nn.utils.clip_grad_norm_(m, 1.0, {norm_type = 1}), m.bias.grad:totable()[1] < 0.2)   --> 8.0 true
+function M.clip_grad_norm_(parameters, max_norm, norm_type)
+  local check_nonfinite = false
+  if type(norm_type) == "table" then
+    for k in pairs(norm_type) do
+      if k ~= "norm_type" and k ~= "error_if_nonfinite" and k ~= "foreach" then
+        raise("nn.utils.clip_grad_norm_: unknown option '%s' (options are norm_type, error_if_nonfinite, foreach)", tostring(k))
+      end
+    end
+    check_nonfinite = norm_type.error_if_nonfinite == true
+    norm_type = norm_type.norm_type
+  end
+  local ps = param_list("clip_grad_norm_", parameters)
+  if check_nonfinite then
+    local total = clip_grad_norm(ps, math.huge, norm_type) -- the norm alone: nothing is scaled
+    if total ~= total or total == math.huge then
+      raise("nn.utils.clip_grad_norm_: the total norm of order %s for gradients from `parameters` is non-finite, "
+        .. "so it cannot be clipped (error_if_nonfinite = false skips this check)", tostring(norm_type or 2))
+    end
+  end
+  return clip_grad_norm(ps, max_norm, norm_type)
+end
+
+--- torch.nn.utils.clip_grad_value_(parameters, clip_value): `optim.clip_grad_value`
+-- (every gradient clamped in place to [-clip_value, clip_value]).
+-- @param parameters a list of tensors, a tensor or a module
+-- @tparam number clip_value
+-- @usage local nn = require "ember.nn"
+-- local w = ember.zeros(3):requires_grad_()
+-- w.grad = ember.tensor({-2, 0.5, 3})
+-- nn.utils.clip_grad_value_(w, 1)
+-- print(w.grad:totable()[1], w.grad:totable()[3])   --> -1.0 1.0
+function M.clip_grad_value_(parameters, clip_value)
+  return clip_grad_value(param_list("clip_grad_value_", parameters), clip_value)
+end
 
 --- torch.nn.utils.parameters_to_vector: the parameters flattened and
 -- concatenated in their order (a module's `parameters()` order, which is
