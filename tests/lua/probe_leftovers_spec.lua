@@ -228,7 +228,7 @@ describe("per-call tensors for the cross-attention's variant (as variant_inputs 
     local cache, steps = {}, {}
     for i = 1, 5 do steps[i] = layer(x:narrow(2, i, 1), mem, { cache = cache, memory_variant_inputs = { kbias = kb } }) end
     assert.is_true(close(ember.cat(steps, 2), y))
-    raises_here(function() layer(x, mem) end, "needs the per-call tensor 'kbias'")
+    raises_here(function() layer(x, mem) end, "needs the per-call tensor 'kbias' (memory_variant_inputs = {kbias = ...})")
   end)
 
   it("TransformerDecoder and nn.Transformer{cross_attention=} hand them to every layer", function()
@@ -260,7 +260,8 @@ describe("per-call tensors for the cross-attention's variant (as variant_inputs 
     local y = both(text, image, { variant_inputs = { kbias = tb }, image_variant_inputs = { kbias = ib } })
     local y0 = both(text, image, { variant_inputs = { kbias = ember.zeros(2, 3) }, image_variant_inputs = { kbias = ib } })
     assert.is_false(close(y, y0)) -- the self-attention saw its own tensors
-    raises_here(function() both(text, image, { image_variant_inputs = { kbias = ib } }) end, "needs the per-call tensor 'kbias'")
+    raises_here(function() both(text, image, { image_variant_inputs = { kbias = ib } }) end, "needs the per-call tensor 'kbias' (variant_inputs = {kbias = ...})")
+    raises_here(function() blk(text, image) end, "(image_variant_inputs = {kbias = ...})")
     raises_here(function() blk(text, image, { image_padding = ib }) end, "CrossAttentionBlock.forward: unknown option 'image_padding'")
   end)
 end)

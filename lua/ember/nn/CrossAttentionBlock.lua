@@ -83,7 +83,7 @@ function Block:forward(text, image, opts)
     end)
   end
   x = self:_step(x, self.norm_ca, self.dropout_ca, function(h)
-    local y, w = self.cross_attn(h, image, masks.for_mha(mask, {
+    local y, w = attn_opts.cross_call("image_variant_inputs", self.cross_attn, h, image, masks.for_mha(mask, {
       key_padding_mask = opts.image_padding_mask, need_weights = opts.need_weights or false,
       variant_inputs = opts.image_variant_inputs,
     }))

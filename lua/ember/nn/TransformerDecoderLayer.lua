@@ -97,11 +97,12 @@ function DecoderLayer:_ca(x, memory, o)
   local mask = masks.resolve(o, WHO, masks.names("memory"))
   if o.cache then
     o.cache.cross = o.cache.cross or {}
-    y = self.cross_attn:forward_cached(x, o.cache.cross, masks.for_mha(mask,
-      { memory = memory, key_padding_mask = o.memory_key_padding_mask, variant_inputs = o.memory_variant_inputs }))
+    y = attn_opts.cross_call("memory_variant_inputs", self.cross_attn.forward_cached, self.cross_attn, x,
+      o.cache.cross, masks.for_mha(mask, { memory = memory, key_padding_mask = o.memory_key_padding_mask,
+        variant_inputs = o.memory_variant_inputs }))
   else
-    y = self.cross_attn(x, memory, masks.for_mha(mask, { key_padding_mask = o.memory_key_padding_mask,
-      variant_inputs = o.memory_variant_inputs }))
+    y = attn_opts.cross_call("memory_variant_inputs", self.cross_attn, x, memory, masks.for_mha(mask,
+      { key_padding_mask = o.memory_key_padding_mask, variant_inputs = o.memory_variant_inputs }))
   end
   return self.dropout2(y)
 end

@@ -138,4 +138,15 @@ function M.mha_spec(d_model, heads, opts, extra)
   return spec
 end
 
+-- f(...), a cross-attention's call; when its variant lacks a per-call
+-- tensor, the error names the option that carries them in the calling
+-- module (memory_variant_inputs, image_variant_inputs), not variant_inputs.
+function M.cross_call(option, f, ...)
+  local res = table.pack(pcall(f, ...))
+  if res[1] then return table.unpack(res, 2, res.n) end
+  local msg = res[2]
+  if type(msg) == "string" then msg = msg:gsub("%(variant_inputs = {", "(" .. option .. " = {") end
+  error(msg, 0) -- as it was raised: at the user's line already
+end
+
 return M
