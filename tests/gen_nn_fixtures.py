@@ -47,8 +47,8 @@ nn_functional.lua -- functional_cases(): torch.nn.functional's conv1d/2d, conv_t
 pools, batch_norm/instance_norm (running statistics in and out), group_norm, layer_norm, rms_norm (RMSNormRef's
 formula), interpolate in every mode, unfold/fold, embedding with padding_idx, the functions of nn modules (softsign,
 prelu, pixel_(un)shuffle, pairwise_distance, triplet_margin_loss, margin_ranking_loss, bilinear) and logsigmoid,
-softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, for
-tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, normalize and cosine_similarity at torch's
+default dim, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
@@ -1457,6 +1457,12 @@ def functional_cases():
     case("threshold", lambda x: F.threshold(x, 0.1, -2.0), {"x": x.clone()})
     case("hardshrink", lambda x: F.hardshrink(x, 0.3), {"x": x.clone()})
     case("softshrink", lambda x: F.softshrink(x, 0.3), {"x": x.clone()})
+    # torch's default dim=1 (ember's dim 2), where ember's own functions take the last
+    x4 = r(2, 3, 4, 5, **D)
+    case("normalize_default_dim", lambda x: F.normalize(x), {"x": x4.clone()})
+    case("normalize_p1_dim0", lambda x: F.normalize(x, 1, 0), {"x": x4.clone()})
+    case("cosine_similarity_default_dim", lambda a, b: F.cosine_similarity(a, b),
+         {"a": x4.clone(), "b": r(2, 3, 4, 5, **D)})
     return cases
 
 

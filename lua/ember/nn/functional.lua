@@ -6,8 +6,10 @@
 --
 -- What ember already has as a function is the same function here (no
 -- copy: `F.relu == ember.relu`, `F.softmax == ember.softmax`, with their
--- conventions: ember.softmax needs its dim, ember.normalize's default dim
--- is -1 (torch's is 1; the same on [N, D]), targets and ids are 1-based).
+-- conventions: ember.softmax needs its dim, dims, targets and ids are
+-- 1-based). Where torch's default differs from ember's function, F has
+-- torch's: F.normalize and F.cosine_similarity work along dim 2 (torch's
+-- dim=1), ember.normalize and ember.cosine_similarity along the last.
 -- The rest are written once, and the modules call the same code: nn.Conv2d's
 -- forward is `F.conv2d`'s with its own weight, nn.BatchNorm2d's is
 -- `F.batch_norm`'s with its running statistics, and so on.
@@ -50,8 +52,7 @@ local F = {}
 -- ember's functions that are torch.nn.functional's (the same values)
 local SAME = {
   "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "softplus", "sigmoid", "tanh", "hardtanh", "hardswish",
-  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "one_hot", "pad", "normalize",
-  "cosine_similarity", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "one_hot", "pad", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
   "binary_cross_entropy", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
 }
 for _, name in ipairs(SAME) do F[name] = ember[name] end
@@ -950,6 +951,36 @@ end
 function F.dropout(x, ...)
   local o = args("nn.functional.dropout", { "p", "training" }, ...)
   return ember.dropout(x, o.p == nil and 0.5 or o.p, o.training ~= false)
+end
+
+--- x / max(||x||_p, eps) along a dim, as torch.nn.functional.normalize:
+-- `F.normalize(x [, p=2, dim=2, eps=1e-12])` or an options table. The
+-- default dim is torch's dim=1 (1-based: 2, the channels of [N, C, ...]);
+-- `ember.normalize`, which this calls, defaults to the last dim.
+-- @tparam Tensor x
+-- @param[opt] ... p, dim, eps, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.normalize(ember.tensor{{3, 0}, {4, 1}}, {dim = 1}))   --> tensor([[0.6000, 0.0000], [0.8000, 1.0000]], shape=[2, 2], dtype=float32, device=cpu)
+-- print(F.normalize(ember.tensor{{3, 4}}))                       --> tensor([[0.6000, 0.8000]], shape=[1, 2], dtype=float32, device=cpu)
+function F.normalize(x, ...)
+  local o = args("nn.functional.normalize", { "p", "dim", "eps" }, ...)
+  return ember.normalize(x, { p = o.p, dim = o.dim or 2, eps = o.eps })
+end
+
+--- The cosine of the angle between x1 and x2 along a dim, as
+-- torch.nn.functional.cosine_similarity: `F.cosine_similarity(x1, x2 [,
+-- dim=2, eps=1e-8])` or an options table; dim 2 is torch's default dim=1
+-- (`ember.cosine_similarity`, which this calls, defaults to the last dim).
+-- @tparam Tensor x1
+-- @tparam Tensor x2
+-- @param[opt] ... dim, eps, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.cosine_similarity(ember.tensor{{1, 0}}, ember.tensor{{1, 1}}):item())   --> 0.70710676908493
+function F.cosine_similarity(x1, x2, ...)
+  local o = args("nn.functional.cosine_similarity", { "dim", "eps" }, ...)
+  return ember.cosine_similarity(x1, x2, { dim = o.dim or 2, eps = o.eps })
 end
 
 return F
