@@ -1,11 +1,18 @@
 """PyTorch peer of scripts/kjv_lm.lua: a decoder-only character LM on the
-King James Bible (4 pre-LN layers, d=128, 4 heads, rotary positions in
-attention (no position table), MLP 512 ReLU, context 128, AdamW 5e-3, batches
-of 32 windows, 5500 steps), bits per character on the last 10%. The layer is
-written out (torch 1.13's TransformerEncoderLayer has no rotary positions),
-with the same parameters and initialisation as ember's.
+King James Bible (4 layers, d=128, 4 heads, rotary positions in attention (no
+position table), context 128, AdamW 5e-3, batches of 32 windows, 5500 steps),
+bits per character on the last 10%. As kjv_lm.lua, --model picks the layer:
+  llama (the default, ember.models.Llama's): RMSNorm, grouped-query attention
+        with --kv-heads 2 (K and V repeat_interleave'd to the 4 heads, as
+        Hugging Face's repeat_kv), SwiGLU --swiglu 384, no biases, projections
+        U(+-1/sqrt(fan_in)) (nn.Linear's default, kjv_lm.lua's --init uniform),
+        embedding N(0, 1), untied head;
+  transformer: pre-LayerNorm layers with biases, MLP 512 ReLU (--activation).
+The layers are written out (torch 1.13 has neither rotary positions in its
+TransformerEncoderLayer nor a Llama), with the same parameters and
+initialisation as ember's.
 
-    /usr/bin/python3 scripts/bench/torch_kjv_lm.py [--steps 5500] [--threads 2]
+    /usr/bin/python3 scripts/bench/torch_kjv_lm.py [--model llama] [--steps 5500] [--threads 2]
 """
 import math
 import re
@@ -61,6 +68,63 @@ class DecoderLayer(nn.Module):
         return x + self.ff2(self.act(self.ff1(self.norm2(x))))
 
 
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, the rms taken in float32 (Hugging Face's LlamaRMSNorm)."""
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float()
+        return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+class LlamaLayer(nn.Module):
+    """x + attn(rmsnorm(x)) with grouped-query heads, then x + down(silu(gate(h)) * up(h))."""
+    def __init__(self, d, heads, kv_heads, ffn):
+        super().__init__()
+        self.heads, self.kv_heads, self.dh = heads, kv_heads, d // heads
+        self.q_proj = nn.Linear(d, d, bias=False)
+        self.k_proj = nn.Linear(d, kv_heads * self.dh, bias=False)
+        self.v_proj = nn.Linear(d, kv_heads * self.dh, bias=False)
+        self.o_proj = nn.Linear(d, d, bias=False)
+        self.gate_proj, self.up_proj = nn.Linear(d, ffn, bias=False), nn.Linear(d, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, d, bias=False)
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(d), RMSNorm(d)
+
+    def forward(self, x, causal):
+        B, L, d = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_proj(h).view(B, L, self.heads, self.dh).transpose(1, 2)
+        k, v = (p(h).view(B, L, self.kv_heads, self.dh).transpose(1, 2) for p in (self.k_proj, self.v_proj))
+        q, k = rope(q), rope(k)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.dh)
+        a = torch.softmax(scores.masked_fill(causal, float("-inf")), -1) @ v
+        x = x + self.o_proj(a.transpose(1, 2).reshape(B, L, d))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class LlamaLM(nn.Module):
+    def __init__(self, V, d=128, heads=4, kv_heads=2, layers=4, ffn=384):
+        super().__init__()
+        self.embed = nn.Embedding(V, d)
+        self.layers = nn.ModuleList([LlamaLayer(d, heads, kv_heads, ffn) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        self.out = nn.Linear(d, V, bias=False)
+
+    def forward(self, ids):
+        L = ids.shape[1]
+        h = self.embed(ids)
+        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        for layer in self.layers:
+            h = layer(h, causal)
+        return self.out(self.norm(h))
+
+
 class CharLM(nn.Module):
     def __init__(self, V, d=128, heads=4, layers=4, ffn=512, activation="relu"):
         super().__init__()
@@ -98,6 +162,9 @@ def main():
     p = parser("PyTorch peer of scripts/kjv_lm.lua", epochs=1, lr=5e-3, batch=32)
     p.add_argument("--steps", type=int, default=5500)
     p.add_argument("--context", type=int, default=128)
+    p.add_argument("--model", choices=["llama", "transformer"], default="llama")
+    p.add_argument("--kv-heads", "--kv_heads", type=int, default=2)
+    p.add_argument("--swiglu", type=int, default=384)
     p.add_argument("--activation", choices=["relu", "gelu"], default="relu")
     p.add_argument("--eval-every", "--eval_every", type=int, default=500)
     args = p.parse_args()
@@ -112,7 +179,10 @@ def main():
     layers = 4
     if args.smoke:
         L, B, layers = 64, 16, 2
-    model = CharLM(len(chars) + 4, layers=layers, activation=args.activation)
+    if args.model == "llama":
+        model = LlamaLM(len(chars) + 4, kv_heads=args.kv_heads, layers=layers, ffn=args.swiglu)
+    else:
+        model = CharLM(len(chars) + 4, layers=layers, activation=args.activation)
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
     total = 25 if args.smoke else (args.max_steps or args.steps)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, betas=(0.9, 0.99))
