@@ -35,14 +35,17 @@ local function short_tensor(t)
   return ("tensor(shape=[%s], dtype=%s, device=%s)"):format(table.concat(t.shape, ", "), t.dtype, t.device)
 end
 
--- A class (nn.Linear, optim.Adam, ember.Size: a table that names itself and
--- is its instances' metatable) prints as <class nn.Linear>, as Python's
--- <class '...'>, not as its methods and internals.
+-- A class (nn.Linear, optim.Adam, ember.Size, data.Vocab: its instances'
+-- metatable, which names itself or indexes itself and prints them) prints
+-- as <class nn.Linear>, as Python's <class '...'>, not as its methods and
+-- internals.
 local function class_repr(v)
-  local name = rawget(v, "__name")
-  if type(name) ~= "string" or rawget(v, "__index") == nil then return nil end
+  local name, index = rawget(v, "__name"), rawget(v, "__index")
+  local named = type(name) == "string" and index ~= nil
+  if not named and not (rawequal(index, v) and rawget(v, "__tostring") ~= nil) then return nil end
   local ok, doc = pcall(require, "ember._doc")
   local full = ok and doc.name_of(v) or nil
+  if not (full or named) then return nil end
   return "<class " .. (full or name) .. ">"
 end
 
@@ -92,12 +95,13 @@ end
 
 -- ember.attention_variants(): one line per variant, then its options.
 local VARIANTS_MT = { __name = "ember.List", __tostring = function(list)
-  local lines = {}
+  local lines, width = {}, 10 -- the name column fits the longest name
+  for _, v in ipairs(list) do width = math.max(width, #tostring(v.name)) end
   for _, v in ipairs(list) do
     local names = {}
     for _, o in ipairs(v.options or {}) do names[#names + 1] = o.name end
-    lines[#lines + 1] = ("%-10s %-6s %s"):format(v.name, v.version or "", v.description or "")
-    if #names > 0 then lines[#lines + 1] = "           options: " .. table.concat(names, ", ") end
+    lines[#lines + 1] = ("%-" .. width .. "s %-6s %s"):format(v.name, v.version or "", v.description or "")
+    if #names > 0 then lines[#lines + 1] = (" "):rep(width + 1) .. "options: " .. table.concat(names, ", ") end
   end
   if #lines == 0 then return "(no attention variants loaded; see ember.plugins())" end
   return table.concat(lines, "\n")

@@ -297,5 +297,23 @@ describe("the REPL prints a class as <class name>, not its methods", function()
     assert.are.equal("{a = <class nn.ReLU>, b = 1}", repr({ a = nn.ReLU, b = 1 }))
     assert.are.equal("Linear(in_features=2, out_features=3, bias=true)", repr(nn.Linear(2, 3)))
     assert.are.equal("{1, 2, k = \"v\"}", repr({ 1, 2, k = "v" }))
+    assert.are.equal("<class data.Vocab>", repr(ember.data.Vocab)) -- a class that indexes itself and prints its instances
+  end)
+  it("ember.attention_variants() keeps its columns for names longer than ten characters", function()
+    ember.attention_variant { name = "leftover_long_variant_name", description = "a long name",
+      score = function(s) return s end }
+    local lines = {}
+    for line in tostring(ember.attention_variants()):gmatch("[^\n]+") do lines[#lines + 1] = line end
+    local col
+    for _, line in ipairs(lines) do
+      if not line:find("^%s") then
+        local space = line:find("%s")
+        local at = line:find("%S", space) -- where the version column starts
+        assert.is_number(at, line)
+        col = col or at
+        assert.are.equal(col, at, line)
+      end
+    end
+    assert.is_true(#lines > 3)
   end)
 end)
