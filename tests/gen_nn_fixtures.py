@@ -1463,6 +1463,23 @@ def functional_cases():
     case("normalize_p1_dim0", lambda x: F.normalize(x, 1, 0), {"x": x4.clone()})
     case("cosine_similarity_default_dim", lambda a, b: F.cosine_similarity(a, b),
          {"a": x4.clone(), "b": r(2, 3, 4, 5, **D)})
+    # return_indices (1-based in the fixture) and max_unpool
+    xp = r(2, 3, 7, 8, **D)
+    c = case("max_pool2d_indices", lambda x: F.max_pool2d(x, (3, 2), stride=2, padding=1, dilation=(1, 2),
+                                                          ceil_mode=True), {"x": xp.clone()})
+    c["indices"] = F.max_pool2d(xp, (3, 2), stride=2, padding=1, dilation=(1, 2), ceil_mode=True,
+                                return_indices=True)[1] + 1
+    xq = r(2, 3, 11, **D)
+    c = case("max_pool1d_indices", lambda x: F.max_pool1d(x, 3, stride=2, padding=1), {"x": xq.clone()})
+    c["indices"] = F.max_pool1d(xq, 3, stride=2, padding=1, return_indices=True)[1] + 1
+    # windows that do not overlap: repeated indices keep an unspecified one of their values
+    _, idx2 = F.max_pool2d(r(2, 3, 7, 8, **D), 2, stride=2, padding=1, return_indices=True)
+    c = case("max_unpool2d", lambda x: F.max_unpool2d(x, idx2, 2, stride=2, padding=1, output_size=(7, 8)),
+             {"x": r(2, 3, 4, 5, **D)})
+    c["indices"] = idx2 + 1
+    _, idx1 = F.max_pool1d(r(2, 3, 9, **D), 2, return_indices=True)
+    c = case("max_unpool1d", lambda x: F.max_unpool1d(x, idx1, 2), {"x": r(2, 3, 4, **D)})
+    c["indices"] = idx1 + 1
     return cases
 
 

@@ -81,6 +81,21 @@ local CALLS = {
   normalize_default_dim = function(i) return F.normalize(i.x) end,
   normalize_p1_dim0 = function(i) return F.normalize(i.x, 1, 1) end,
   cosine_similarity_default_dim = function(i) return F.cosine_similarity(i.a, i.b) end,
+  max_pool2d_indices = function(i, c)
+    local y, idx = F.max_pool2d(i.x, { 3, 2 }, { stride = 2, padding = 1, dilation = { 1, 2 }, ceil_mode = true,
+      return_indices = true })
+    c.got_indices = idx
+    return y
+  end,
+  max_pool1d_indices = function(i, c)
+    local y, idx = F.max_pool1d(i.x, 3, 2, 1, 1, false, true)
+    c.got_indices = idx
+    return y
+  end,
+  max_unpool2d = function(i, c)
+    return F.max_unpool2d(i.x, T(c.indices), 2, { stride = 2, padding = 1, output_size = { 7, 8 } })
+  end,
+  max_unpool1d = function(i, c) return F.max_unpool1d(i.x, T(c.indices), 2) end,
 }
 
 -- PyTorch 1.13's celu backward takes 1 / alpha in float32 (derivatives.yaml:
@@ -105,6 +120,7 @@ describe("nn.functional against PyTorch 1.13 (float64)", function()
       local loss = (out * T(c.R)):sum()
       loss:backward()
       for k, g in pairs(c.grad_inputs) do check("grad " .. k, i[k].grad, T(g), GRAD_TOL[c.name] or 1e-12) end
+      if c.got_indices then assert.are.same(T(c.indices):totable(), c.got_indices:totable()) end
       if c.running_mean then
         check("running_mean", c.rm, T(c.running_mean), 1e-12)
         check("running_var", c.rv, T(c.running_var), 1e-12)
@@ -268,6 +284,12 @@ describe("float64 gradchecks", function()
       { ember.randn(2, 3, F64), ember.randn(2, 4, F64), ember.randn(5, 3, 4, F64), ember.randn(5, F64) })
   end)
 
+  it("max_unpool2d", function()
+    local _, idx = F.max_pool2d(ember.randn(1, 2, 5, 6, F64), 2, { return_indices = true })
+    gradcheck.check(function(t) return F.max_unpool2d(t, idx, 2, { output_size = { 5, 6 } }) end,
+      { ember.randn(1, 2, 2, 3, F64) })
+  end)
+
   it("unfold and fold", function()
     gradcheck.check(function(x) return F.unfold(x, { 2, 3 }, { padding = 1, stride = { 2, 1 }, dilation = { 1, 2 } }) end,
       { ember.randn(1, 2, 5, 6, F64) })
@@ -313,8 +335,19 @@ describe("errors name the function at the caller's line", function()
 
   it("pools", function()
     raises_here(function() F.max_pool2d(x, 0) end, "nn.functional.max_pool2d: kernel_size must be a positive integer")
-    raises_here(function() F.max_pool2d(x, 2, { return_indices = true }) end,
-      "nn.functional.max_pool2d: return_indices is not supported")
+    raises_here(function() F.max_pool2d(x, 2, { return_indices = 1 }) end,
+      "nn.functional.max_pool2d: return_indices must be true or false, got 1")
+    local y, idx = F.max_pool2d(x, 2, { return_indices = true })
+    raises_here(function() F.max_unpool2d(y, idx:to("float32"), 2) end,
+      "nn.functional.max_unpool2d: indices must be int64 (1-based), got float32")
+    raises_here(function() F.max_unpool2d(y, idx:narrow(4, 1, 2), 2) end,
+      "nn.functional.max_unpool2d: indices must have the input's shape [2, 3, 4, 4], got [2, 3, 4, 2]")
+    raises_here(function() F.max_unpool2d(y, idx, 2, { output_size = { 4, 4 } }) end,
+      "nn.functional.max_unpool2d: indices must lie in 1..16 (the output's 4 x 4 plane), got 1..")
+    raises_here(function() F.max_unpool1d(ember.randn(1, 2, 3), ember.ones({ 1, 2, 3 }, { dtype = "int64" }), 0) end,
+      "nn.functional.max_unpool1d: kernel_size must be a positive integer, got 0")
+    raises_here(function() F.adaptive_max_pool2d(x, 2, { return_indices = true }) end,
+      "nn.functional.adaptive_max_pool2d: return_indices is not supported")
     raises_here(function() F.max_pool2d(x, 4, { padding = 3 }) end, "nn.functional.max_pool2d: padding 3 is more than half")
     raises_here(function() F.avg_pool2d(x, 2, { dilation = 2 }) end, "nn.functional.avg_pool2d: unknown option 'dilation'")
     raises_here(function() F.max_pool2d(ember.randn(8), 2) end, "nn.functional.max_pool2d: expected an input [N, C, H, W]")

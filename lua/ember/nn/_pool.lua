@@ -177,6 +177,22 @@ function M.max2d(cfg, xb)
   return (M.windows(xb, cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, -math.huge, cfg.ceil_mode):max(5))
 end
 
+-- max2d and where each max is: 1-based flat indices into each input
+-- plane of H * W (PyTorch's return_indices, 0-based there), int64
+-- [N, C, Ho, Wo]; the first largest of a window, as the gradient's.
+function M.max2d_indices(cfg, xb)
+  local k, s, p, d = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation
+  local w, Ho, Wo = M.windows(xb, k, s, p, d, -math.huge, cfg.ceil_mode)
+  local values, arg = w:max(5)
+  local off = arg - 1 -- the window offset, 0-based, row-major over the kernel
+  local io = { dtype = "int64", device = xb.device }
+  local rows = (ember.arange(0, Ho, 1, io) * s[1] - p[1]):view({ Ho, 1 })
+  local cols = (ember.arange(0, Wo, 1, io) * s[2] - p[2]):view({ 1, Wo })
+  local row = (off // k[2]) * d[1] + rows
+  local col = (off % k[2]) * d[2] + cols
+  return values, row * xb.shape[4] + col + 1
+end
+
 -- Average pooling of xb [N, C, H, W] with cfg's sizes (as max2d's),
 -- count_include_pad and divisor_override: nn.AvgPool1d/2d's and
 -- nn.functional.avg_pool1d/2d's.
@@ -192,6 +208,15 @@ function M.avg2d(cfg, xb)
   local count = M.counts(xb.shape[3], xb.shape[4], k, s, p, d, ceil, with_pad, { dtype = xb.dtype, device = xb.device })
   assert(count.shape[3] == Ho and count.shape[4] == Wo)
   return sum / count
+end
+
+-- max2d's inverse, as PyTorch's max_unpool2d: xb [N, C, H, W] put at
+-- the 1-based flat `indices` (max2d_indices') of [N, C, out[1], out[2]]
+-- planes, zeros elsewhere. Differentiable in xb.
+function M.unpool2d(xb, indices, out)
+  local N, C = xb.shape[1], xb.shape[2]
+  local y = ember.zeros({ N, C, out[1] * out[2] }, { dtype = xb.dtype, device = xb.device })
+  return y:scatter(3, indices:reshape({ N, C, -1 }), xb:reshape({ N, C, -1 })):reshape({ N, C, out[1], out[2] })
 end
 
 -- [C, H, W] -> [1, C, H, W] (PyTorch's unbatched input); the second result undoes it.

@@ -190,10 +190,17 @@ local function pooled(who, kind, nd, x, kernel_size, ...)
     or { "stride", "padding", "ceil_mode", "count_include_pad" }
   local o = args(who, names, ...)
   check_tensor(who, "input", x, true)
+  check_bool(who, "return_indices", o.return_indices)
+  local indices = o.return_indices
+  o.return_indices = nil -- (the modules' sizes refuse it: nn.MaxPool2d has no return_indices yet)
   local cfg = {}
   if nd == 2 then
     MaxPool2d._sizes(cfg, who, kernel_size, o)
     local xb, unbatch = MaxPool2d._check(cfg, who, x)
+    if kind == "max" and indices then
+      local y, i = pool.max2d_indices(cfg, xb)
+      return unbatch(y), unbatch(i)
+    end
     if kind == "max" then return unbatch(pool.max2d(cfg, xb)) end
     check_bool(who, "count_include_pad", o.count_include_pad)
     cfg.count_include_pad = o.count_include_pad ~= false
@@ -206,6 +213,10 @@ local function pooled(who, kind, nd, x, kernel_size, ...)
   end
   MaxPool1d._sizes(cfg, who, kernel_size, o)
   local x4, back = MaxPool1d._check(cfg, who, x)
+  if kind == "max" and indices then
+    local y, i = pool.max2d_indices(cfg._cfg, x4)
+    return back(y), back(i)
+  end
   if kind == "max" then return back(pool.max2d(cfg._cfg, x4)) end
   check_bool(who, "count_include_pad", o.count_include_pad)
   cfg._cfg.count_include_pad = o.count_include_pad ~= false
@@ -213,17 +224,22 @@ local function pooled(who, kind, nd, x, kernel_size, ...)
 end
 
 --- 2-d max pooling, as torch.nn.functional.max_pool2d: `F.max_pool2d(x,
--- kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false}])`
--- or positional (stride, padding, dilation, ceil_mode). x [N, C, H, W] or
--- [C, H, W]; padding is -inf, at most half the kernel. The gradient goes
--- to the first largest value of each window. nn.MaxPool2d's forward is this.
--- return_indices is not supported.
+-- kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false,
+-- return_indices=false}])` or positional (stride, padding, dilation,
+-- ceil_mode, return_indices). x [N, C, H, W] or [C, H, W]; padding is
+-- -inf, at most half the kernel. The gradient goes to the first largest
+-- value of each window. nn.MaxPool2d's forward is this. With
+-- return_indices, also where each max is: int64, 1-based flat indices into
+-- each H * W plane (PyTorch's, plus one), what `F.max_unpool2d` takes.
 -- @tparam Tensor x
 -- @param kernel_size an integer or {kh, kw}
--- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @param[opt] ... stride, padding, dilation, ceil_mode, return_indices, or an options table
 -- @treturn Tensor
+-- @treturn[opt] Tensor the indices, with return_indices
 -- @usage local F = ember.nn.functional
 -- print(F.max_pool2d(ember.randn(1, 2, 7, 7), 3, {stride = 2, ceil_mode = true}).shape)   --> ember.Size{1, 2, 3, 3}
+-- local y, idx = F.max_pool2d(ember.tensor{{{{1, 5}, {7, 2}}}}, 2, {return_indices = true})
+-- print(y:item(), idx:item())                                   --> 7.0 3
 function F.max_pool2d(x, kernel_size, ...) return pooled("nn.functional.max_pool2d", "max", 2, x, kernel_size, ...) end
 
 --- 2-d average pooling, as torch.nn.functional.avg_pool2d: `F.avg_pool2d(x,
@@ -239,12 +255,14 @@ function F.max_pool2d(x, kernel_size, ...) return pooled("nn.functional.max_pool
 function F.avg_pool2d(x, kernel_size, ...) return pooled("nn.functional.avg_pool2d", "avg", 2, x, kernel_size, ...) end
 
 --- 1-d max pooling, as torch.nn.functional.max_pool1d: `F.max_pool1d(x,
--- kernel_size [, {stride=, padding=0, dilation=1, ceil_mode=false}])`,
--- x [N, C, L] or [C, L]. nn.MaxPool1d's forward is this.
+-- kernel_size [, {stride=, padding=0, dilation=1, ceil_mode=false,
+-- return_indices=false}])`, x [N, C, L] or [C, L]. nn.MaxPool1d's forward
+-- is this. return_indices: also the 1-based positions of the maxima.
 -- @tparam Tensor x
 -- @int kernel_size
--- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @param[opt] ... stride, padding, dilation, ceil_mode, return_indices, or an options table
 -- @treturn Tensor
+-- @treturn[opt] Tensor the indices, with return_indices
 -- @usage local F = ember.nn.functional
 -- print(F.max_pool1d(ember.tensor{{{1, 5, 2, 4}}}, 2))   --> tensor([[[5.0000, 4.0000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
 function F.max_pool1d(x, kernel_size, ...) return pooled("nn.functional.max_pool1d", "max", 1, x, kernel_size, ...) end
@@ -259,6 +277,87 @@ function F.max_pool1d(x, kernel_size, ...) return pooled("nn.functional.max_pool
 -- @usage local F = ember.nn.functional
 -- print(F.avg_pool1d(ember.tensor{{{1, 5, 2, 4}}}, 2))   --> tensor([[[3.0000, 3.0000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
 function F.avg_pool1d(x, kernel_size, ...) return pooled("nn.functional.avg_pool1d", "avg", 1, x, kernel_size, ...) end
+
+local function unpooled(nd, x, indices, kernel_size, ...)
+  local who = "nn.functional.max_unpool" .. nd .. "d"
+  local o = args(who, { "stride", "padding", "output_size" }, ...)
+  check_tensor(who, "input", x, true)
+  check_tensor(who, "indices", indices)
+  if indices.dtype ~= "int64" then errors.raise("%s: indices must be int64 (1-based), got %s", who, indices.dtype) end
+  if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
+    errors.raise("%s: expected an input %s, got shape %s", who,
+      nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]", shape_str(x))
+  end
+  if table.concat(x.shape, ",") ~= table.concat(indices.shape, ",") then
+    errors.raise("%s: indices must have the input's shape %s, got %s", who, shape_str(x), shape_str(indices))
+  end
+  local k = conv.tuple(kernel_size, nd, 1)
+  local s = o.stride == nil and k or conv.tuple(o.stride, nd, 1)
+  local p = conv.tuple(o.padding or 0, nd, 0)
+  for _, f in ipairs { { "kernel_size", k, kernel_size }, { "stride", s, o.stride }, { "padding", p, o.padding } } do
+    if not f[2] then
+      errors.raise("%s: %s must be a %s integer%s, got %s", who, f[1], f[1] == "padding" and "non-negative" or "positive",
+        nd == 2 and " or a pair of them" or "", conv.fmt(f[3]))
+    end
+  end
+  local out = {}
+  for i = 1, nd do out[i] = (x.shape[x.ndim - nd + i] - 1) * s[i] - 2 * p[i] + k[i] end
+  if o.output_size ~= nil then
+    local want = math.type(o.output_size) == "integer" and { o.output_size } or o.output_size
+    local ok = type(want) == "table" and #want >= nd
+    for i = 1, nd do
+      local v = ok and want[#want - nd + i]
+      ok = ok and math.type(v) == "integer" and v > 0
+      out[i] = ok and v or out[i]
+    end
+    if not ok then
+      errors.raise("%s: output_size must be %d positive integers (or a whole shape ending in them), got %s", who, nd,
+        conv.fmt(o.output_size))
+    end
+  end
+  local plane = nd == 2 and out[1] * out[2] or out[1]
+  if indices:numel() > 0 and (indices:min():item() < 1 or indices:max():item() > plane) then
+    errors.raise("%s: indices must lie in 1..%d (the output's %s plane), got %d..%d", who, plane,
+      table.concat(out, " x "), indices:min():item(), indices:max():item())
+  end
+  if nd == 1 then
+    local x4, back = pool.as_2d(x)
+    return back(pool.unpool2d(x4, pool.as_2d(indices), { 1, out[1] }))
+  end
+  local xb, unbatch = pool.batch(x)
+  return unbatch(pool.unpool2d(xb, pool.batch(indices), out))
+end
+
+--- max_pool2d's partial inverse, as torch.nn.functional.max_unpool2d:
+-- `F.max_unpool2d(x, indices, kernel_size [, {stride=kernel_size,
+-- padding=0, output_size=}])` (or positional): each value of x put at its
+-- index (max_pool2d's return_indices, 1-based) of an output plane of
+-- (H - 1) stride - 2 padding + kernel rows (and columns; output_size
+-- chooses another size), zeros elsewhere. An index that repeats
+-- (overlapping windows) keeps one of its values, as PyTorch's (which one
+-- is unspecified there too).
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @tparam Tensor indices int64, x's shape
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... stride, padding, output_size, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local x = ember.tensor{{{{1, 5}, {7, 2}}}}
+-- local y, idx = F.max_pool2d(x, 2, {return_indices = true})
+-- print(F.max_unpool2d(y, idx, 2))   --> tensor([[[[0.0000, 0.0000], [7.0000, 0.0000]]]], shape=[1, 1, 2, 2], dtype=float32, device=cpu)
+function F.max_unpool2d(x, indices, kernel_size, ...) return unpooled(2, x, indices, kernel_size, ...) end
+
+--- max_pool1d's partial inverse, as torch.nn.functional.max_unpool1d:
+-- `F.max_unpool1d(x, indices, kernel_size [, {stride=, padding=0, output_size=}])`.
+-- @tparam Tensor x [N, C, L] or [C, L]
+-- @tparam Tensor indices int64, x's shape (1-based)
+-- @int kernel_size
+-- @param[opt] ... stride, padding, output_size, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local y, idx = F.max_pool1d(ember.tensor{{{1, 5, 2, 4}}}, 2, {return_indices = true})
+-- print(F.max_unpool1d(y, idx, 2))   --> tensor([[[0.0000, 5.0000, 0.0000, 4.0000]]], shape=[1, 1, 4], dtype=float32, device=cpu)
+function F.max_unpool1d(x, indices, kernel_size, ...) return unpooled(1, x, indices, kernel_size, ...) end
 
 local function adaptive(who, how, nd, x, output_size, ...)
   local o = args(who, { "return_indices" }, ...)
