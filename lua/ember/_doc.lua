@@ -184,21 +184,29 @@ local function name_of(v, depth)
     if rawequal(x, v) and type(k) == "string" and not ALIASES["ember." .. k] then return "ember." .. k end
   end
   for k, x in pairs(ember.Tensor) do if rawequal(x, v) and type(k) == "string" then return "Tensor:" .. k end end
+  -- a function exported twice (data.pack is data.packing.pack) takes the
+  -- name that has an entry, whatever order pairs() gives
+  local idx, fallback = M.index(), nil
+  local function documented(name)
+    if idx[name] then return name end
+    fallback = fallback or name
+  end
   for _, ns in ipairs(NAMESPACES) do
     local mod = ember[ns]
     for export, t in pairs(mod) do
-      if rawequal(t, v) then return ns .. "." .. export end
+      if rawequal(t, v) and documented(ns .. "." .. export) then return ns .. "." .. export end
       if type(t) == "table" then
         for k, x in pairs(t) do
           if rawequal(x, v) and type(k) == "string" then
-            local idx = M.index()
             local dot, colon = ns .. "." .. export .. "." .. k, ns .. "." .. export .. ":" .. k
-            return idx[colon] and colon or dot
+            local name = idx[colon] and colon or dot
+            if documented(name) then return name end
           end
         end
       end
     end
   end
+  if fallback then return fallback end
   for _, modname in ipairs { "checkpoint", "generate", "metrics", "progress", "cli" } do
     local ok, mod = pcall(require, "ember." .. modname)
     if ok and type(mod) == "table" then
@@ -227,6 +235,9 @@ function M.lookup(v)
   return nil, name
 end
 
+-- LDoc's type tags: "@int n d" is "@tparam int n d".
+local TYPE_TAGS = { int = true, string = true, number = true, bool = true, tab = true, func = true }
+
 --- Prints the reference entry of a function, class or name.
 -- `help(ember.matmul)`, `help(nn.MultiHeadAttention)`, `help("Tensor:sum")`.
 -- The text is the doc comment the HTML reference (the `docs` target) is
@@ -240,6 +251,7 @@ local function render(text)
   for line in (text .. "\n"):gmatch("(.-)\n") do
     local kind, rest = line:match("^@(%w+)%s*(.*)$")
     if kind then in_usage = kind == "usage" elseif in_usage and line ~= "" then line = "  " .. line end
+    if TYPE_TAGS[kind] then kind, rest = "tparam", kind .. " " .. rest end -- LDoc's @int n: @tparam int n
     if kind == "tparam" or kind == "param" then
       local opt, r1 = rest:match("^%[(.-)%]%s*(.*)$")
       rest = r1 or rest

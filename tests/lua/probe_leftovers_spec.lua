@@ -285,6 +285,14 @@ describe("the REPL's helpers: ember.load_plugin's errors and help of values", fu
     assert.are.equal("ember.Size", select(2, doc.lookup(ember.zeros(2).shape)))
     assert.is_nil(select(2, doc.lookup({ 1, 2 })))
   end)
+  it("help of a function exported twice finds its entry; LDoc's @int/@string tags render as @tparam's", function()
+    local doc = require "ember._doc"
+    local text, name = doc.lookup(ember.data.pack) -- also data.packing.pack: the documented name, whatever pairs() gives
+    assert.are.equal("data.packing.pack", name)
+    assert.is_string(text)
+    assert.are.equal("  len (int): positions per row", doc.render("@int len positions per row"))
+    assert.are.equal("  path (string): where", doc.render("@string path where"))
+  end)
 end)
 
 describe("the REPL prints a class as <class name>, not its methods", function()
