@@ -48,7 +48,8 @@ pools, batch_norm/instance_norm (running statistics in and out), group_norm, lay
 formula), interpolate in every mode, unfold/fold, embedding with padding_idx, the functions of nn modules (softsign,
 prelu, pixel_(un)shuffle, pairwise_distance, triplet_margin_loss, margin_ranking_loss, bilinear) and logsigmoid,
 softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, normalize and cosine_similarity at torch's
-default dim, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+default dim, return_indices and max_unpool, the losses ember had no module for (soft_margin, hinge_embedding,
+cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
@@ -1480,6 +1481,26 @@ def functional_cases():
     _, idx1 = F.max_pool1d(r(2, 3, 9, **D), 2, return_indices=True)
     c = case("max_unpool1d", lambda x: F.max_unpool1d(x, idx1, 2), {"x": r(2, 3, 4, **D)})
     c["indices"] = idx1 + 1
+    # the losses ember had no module for; targets that get no gradient are float32 or int64
+    f32 = dict(dtype=torch.float32)
+    pm = torch.tensor([1., -1, -1, 1, 1, -1], **f32)
+    case("soft_margin_loss", lambda x, y: F.soft_margin_loss(x, y.double(), reduction="sum"), {"x": r(6, **D), "y": pm})
+    case("hinge_embedding_loss", lambda x, y: F.hinge_embedding_loss(x, y.double(), margin=0.8, reduction="none"),
+         {"x": r(6, **D), "y": torch.tensor([1., -1, 0, 1, -1, -1], **f32)})
+    case("cosine_embedding_loss", lambda a, b, y: F.cosine_embedding_loss(a, b, y.double(), margin=0.2),
+         {"a": r(4, 5, **D), "b": r(4, 5, **D), "y": torch.tensor([1., -1, -1, 1], **f32)})
+    case("cosine_embedding_loss_1d", lambda a, b, y: F.cosine_embedding_loss(a, b, y.double(), reduction="sum"),
+         {"a": r(5, **D), "b": r(5, **D), "y": torch.tensor(-1., **f32)})
+    case("poisson_nll_loss", lambda x, t: F.poisson_nll_loss(x, t, log_input=False, full=True),
+         {"x": r(3, 4, **D).abs() + 0.1, "t": (r(3, 4, **D) * 3).abs().round() + 1})  # (0: PyTorch's gradient NaN)
+    case("poisson_nll_loss_log", lambda x, t: F.poisson_nll_loss(x, t, reduction="sum"),
+         {"x": r(3, 4, **D), "t": (r(3, 4, **D) * 3).abs().round()})
+    case("multilabel_soft_margin_loss", lambda x, y, w: F.multilabel_soft_margin_loss(x, y, weight=w),
+         {"x": r(3, 5, **D), "y": (r(3, 5, **D) > 0).double(), "w": r(5, **D).abs()})
+    mt, mw = torch.tensor([2, 0, 4, 1]), r(5, **D).abs()  # (PyTorch: no gradient for weight)
+    c = case("multi_margin_loss", lambda x: F.multi_margin_loss(x, mt, p=2, margin=0.7, weight=mw, reduction="none"),
+             {"x": r(4, 5, **D)})
+    c["inputs"]["target"], c["weight"] = mt + 1, mw
     return cases
 
 

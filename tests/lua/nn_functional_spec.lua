@@ -96,6 +96,18 @@ local CALLS = {
     return F.max_unpool2d(i.x, T(c.indices), 2, { stride = 2, padding = 1, output_size = { 7, 8 } })
   end,
   max_unpool1d = function(i, c) return F.max_unpool1d(i.x, T(c.indices), 2) end,
+  soft_margin_loss = function(i) return F.soft_margin_loss(i.x, i.y:double(), { reduction = "sum" }) end,
+  hinge_embedding_loss = function(i) return F.hinge_embedding_loss(i.x, i.y:double(), 0.8, { reduction = "none" }) end,
+  cosine_embedding_loss = function(i) return F.cosine_embedding_loss(i.a, i.b, i.y:double(), { margin = 0.2 }) end,
+  cosine_embedding_loss_1d = function(i)
+    return F.cosine_embedding_loss(i.a, i.b, i.y:double(), { reduction = "sum" })
+  end,
+  poisson_nll_loss = function(i) return F.poisson_nll_loss(i.x, i.t, false, true) end,
+  poisson_nll_loss_log = function(i) return F.poisson_nll_loss(i.x, i.t, { reduction = "sum" }) end,
+  multilabel_soft_margin_loss = function(i) return F.multilabel_soft_margin_loss(i.x, i.y, i.w) end,
+  multi_margin_loss = function(i, c)
+    return F.multi_margin_loss(i.x, i.target, { p = 2, margin = 0.7, weight = T(c.weight), reduction = "none" })
+  end,
 }
 
 -- PyTorch 1.13's celu backward takes 1 / alpha in float32 (derivatives.yaml:
@@ -284,6 +296,20 @@ describe("float64 gradchecks", function()
       { ember.randn(2, 3, F64), ember.randn(2, 4, F64), ember.randn(5, 3, 4, F64), ember.randn(5, F64) })
   end)
 
+  it("the losses ember had no module for", function()
+    local x, y = ember.tensor({ -1.3, -0.4, 0.2, 0.9, 1.6 }, F64), ember.tensor({ 1, -1, -1, 1, -1 }, F64)
+    gradcheck.check(function(t) return F.soft_margin_loss(t, y) end, { x:clone() })
+    gradcheck.check(function(t) return F.hinge_embedding_loss(t, y, 0.5, { reduction = "sum" }) end, { x:clone() })
+    gradcheck.check(function(a, b) return F.cosine_embedding_loss(a, b, ember.tensor({ 1, -1, -1 }, F64), -0.5) end,
+      { ember.randn(3, 4, F64), ember.randn(3, 4, F64) })
+    gradcheck.check(function(t, target) return F.poisson_nll_loss(t, target, false, true) end,
+      { ember.rand(2, 3, F64) + 0.5, ember.tensor({ { 0.5, 1.5, 2 }, { 3, 4.5, 1.2 } }, F64) })
+    gradcheck.check(function(t) return F.multilabel_soft_margin_loss(t, ember.tensor({ { 1, 0, 1 } }, F64)) end,
+      { ember.randn(1, 3, F64) })
+    gradcheck.check(function(t) return F.multi_margin_loss(t, ember.tensor({ 2, 1 }, { dtype = "int64" }), 2, 2) end,
+      { ember.tensor({ { 0.3, 1.1, -0.4 }, { 0.8, 0.1, 1.4 } }, F64) })
+  end)
+
   it("max_unpool2d", function()
     local _, idx = F.max_pool2d(ember.randn(1, 2, 5, 6, F64), 2, { return_indices = true })
     gradcheck.check(function(t) return F.max_unpool2d(t, idx, 2, { output_size = { 5, 6 } }) end,
@@ -404,6 +430,27 @@ describe("errors name the function at the caller's line", function()
       "nn.functional.softsign: input must be floating-point, got int64")
     raises_here(function() F.dropout(x, { p = 0.5, inplace = true }) end, "nn.functional.dropout: unknown option 'inplace'")
     raises_here(function() F.leaky_relu(x, { slope = 0.2 }) end, "ember.leaky_relu: unknown option 'slope'")
+  end)
+
+  it("the losses", function()
+    raises_here(function() F.soft_margin_loss(ember.randn(3), ember.randn(4)) end,
+      "nn.functional.soft_margin_loss: expected input and target of one shape, got [3], [4]")
+    raises_here(function() F.hinge_embedding_loss(ember.randn(3), ember.randn(3), { margin = "1" }) end,
+      "nn.functional.hinge_embedding_loss: margin must be a number")
+    raises_here(function() F.cosine_embedding_loss(ember.randn(3, 4), ember.randn(3, 4), ember.ones(4)) end,
+      "nn.functional.cosine_embedding_loss: expected x1, x2 [N, D] with y [N], or [D] with a 0-d y, got [3, 4], [3, 4] and [4]")
+    raises_here(function() F.poisson_nll_loss(ember.randn(3), ember.randn(3), { full = 1 }) end,
+      "nn.functional.poisson_nll_loss: full must be true or false, got 1")
+    raises_here(function() F.multilabel_soft_margin_loss(ember.randn(2, 3), ember.ones(2, 3), ember.ones(2)) end,
+      "nn.functional.multilabel_soft_margin_loss: weight must have shape [3], got [2]")
+    local ids = ember.tensor({ 1, 4 }, { dtype = "int64" })
+    raises_here(function() F.multi_margin_loss(ember.randn(2, 3), ids) end,
+      "nn.functional.multi_margin_loss: target ids must lie in 1..3 (1-based), got 1..4")
+    raises_here(function() F.multi_margin_loss(ember.randn(2, 3), ids:to("float32")) end,
+      "nn.functional.multi_margin_loss: target must be int64 class ids (1-based), got float32")
+    raises_here(function() F.multi_margin_loss(ember.randn(2, 4), ids, 3) end, "nn.functional.multi_margin_loss: p must be 1 or 2, got 3")
+    raises_here(function() F.multi_margin_loss(ember.randn(2, 4), ids, { reduction = "batchmean" }) end,
+      'nn.functional.multi_margin_loss: reduction must be "mean", "sum" or "none", got batchmean')
   end)
 
   it("interpolate, unfold, fold, embedding", function()

@@ -1082,4 +1082,186 @@ function F.cosine_similarity(x1, x2, ...)
   return ember.cosine_similarity(x1, x2, { dim = o.dim or 2, eps = o.eps })
 end
 
+------------------------------------------------------------------------
+-- torch's losses ember had no module for (each formula here only)
+
+local function reduced(loss, reduction) return require("ember.nn._loss").reduce(loss, reduction) end
+
+local function same_shapes(who, names, ...)
+  local losses = require "ember.nn._loss"
+  if not losses.same_shape(...) then
+    local got = {}
+    for i = 1, select("#", ...) do got[i] = losses.describe((select(i, ...))) end
+    errors.raise("%s: expected %s of one shape, got %s", who, names, table.concat(got, ", "))
+  end
+end
+
+--- log(1 + e^(-y x)) averaged, as torch.nn.functional.soft_margin_loss:
+-- `F.soft_margin_loss(input, target [, {reduction = "mean"}])`, target 1 or -1.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @param[opt] ... reduction, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.soft_margin_loss(ember.tensor{0}, ember.tensor{1}):item())   --> 0.6931471824646
+function F.soft_margin_loss(input, target, ...)
+  local who = "nn.functional.soft_margin_loss"
+  local o = args(who, { "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  return reduced(ember.softplus(-target:to(input.dtype) * input), check_reduction(who, o.reduction))
+end
+
+--- x where y = 1, max(0, margin - x) where y = -1, as
+-- torch.nn.functional.hinge_embedding_loss: `F.hinge_embedding_loss(input,
+-- target [, margin=1])`, {reduction =} by name.
+-- @tparam Tensor input
+-- @tparam Tensor target 1 or -1
+-- @param[opt] ... margin, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.hinge_embedding_loss(ember.tensor{0.3, 0.4}, ember.tensor{1, -1}, {reduction = "sum"}):item())   --> 0.90000003576279
+function F.hinge_embedding_loss(input, target, ...)
+  local who = "nn.functional.hinge_embedding_loss"
+  local o = args(who, { "margin", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  local margin = o.margin == nil and 1 or o.margin
+  check_number(who, "margin", margin)
+  local zeros = ember.zeros_like(input)
+  -- PyTorch's: both terms where the target is neither 1 nor -1
+  local loss = ember.where(target:ne(1), (-input + margin):clamp_min(0), zeros) + ember.where(target:ne(-1), input, zeros)
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+--- 1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1,
+-- as torch.nn.functional.cosine_embedding_loss: `F.cosine_embedding_loss(x1,
+-- x2, y [, margin=0])`, {reduction =} by name; x1, x2 [N, D] (y [N]) or [D]
+-- (y 0-d), the cosine along D with PyTorch's 1e-12 in each norm's square.
+-- @tparam Tensor x1
+-- @tparam Tensor x2
+-- @tparam Tensor y
+-- @param[opt] ... margin, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.cosine_embedding_loss(ember.tensor{{1, 0}}, ember.tensor{{0, 1}}, ember.tensor{1}):item())   --> 1.0
+function F.cosine_embedding_loss(x1, x2, y, ...)
+  local who = "nn.functional.cosine_embedding_loss"
+  local o = args(who, { "margin", "reduction" }, ...)
+  same_shapes(who, "x1 and x2", x1, x2)
+  local ok = (x1.ndim == 2 or x1.ndim == 1) and ember.is_tensor(y) and y.ndim == x1.ndim - 1
+    and (x1.ndim == 1 or y.shape[1] == x1.shape[1])
+  if not ok then
+    errors.raise("%s: expected x1, x2 [N, D] with y [N], or [D] with a 0-d y, got %s, %s and %s", who,
+      shape_str(x1), shape_str(x2), ember.is_tensor(y) and shape_str(y) or type(y))
+  end
+  local margin = o.margin == nil and 0 or o.margin
+  check_number(who, "margin", margin)
+  local d = x1.ndim
+  local eps = 1e-12
+  local cos = (x1 * x2):sum(d) / ((x1 * x1):sum(d) + eps):mul((x2 * x2):sum(d) + eps):sqrt()
+  local zeros = ember.zeros_like(cos)
+  local loss = ember.where(y:eq(1), -cos + 1, zeros) + ember.where(y:eq(-1), (cos - margin):clamp_min(0), zeros)
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+--- The Poisson negative log-likelihood, as torch.nn.functional.poisson_nll_loss:
+-- `F.poisson_nll_loss(input, target [, log_input=true, full=false, eps=1e-8])`,
+-- {reduction =} by name: e^input - target input (log_input), else
+-- input - target log(input + eps); full adds Stirling's term
+-- target log(target) - target + log(2 pi target) / 2 where target > 1.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @param[opt] ... log_input, full, eps, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.poisson_nll_loss(ember.tensor{0}, ember.tensor{2}):item())   --> 1.0
+function F.poisson_nll_loss(input, target, ...)
+  local who = "nn.functional.poisson_nll_loss"
+  local o = args(who, { "log_input", "full", "eps", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  check_bool(who, "log_input", o.log_input)
+  check_bool(who, "full", o.full)
+  local eps = o.eps == nil and 1e-8 or o.eps
+  check_number(who, "eps", eps)
+  local loss
+  if o.log_input ~= false then loss = input:exp() - target * input else loss = input - target * (input + eps):log() end
+  if o.full then
+    -- (where target <= 1 the term is 0, its gradient too: PyTorch's masked_fill gives NaN at target = 0)
+    local big = target:gt(1)
+    local safe = ember.where(big, target, ember.ones_like(target))
+    local stirling = safe * safe:log() - safe + (safe * (2 * math.pi)):log() * 0.5
+    loss = loss + ember.where(big, stirling, ember.zeros_like(stirling))
+  end
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+--- The multi-label one-versus-all loss, as
+-- torch.nn.functional.multilabel_soft_margin_loss: input [N, C] (or [C]),
+-- target of 0s and 1s the same shape: the mean over the classes of
+-- -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) (times weight [C] when
+-- given), then reduced over N. `F.multilabel_soft_margin_loss(input,
+-- target [, {weight =, reduction = "mean"}])`.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @param[opt] ... weight, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.multilabel_soft_margin_loss(ember.zeros(1, 2), ember.tensor{{1, 0}}):item())   --> 0.6931471824646
+function F.multilabel_soft_margin_loss(input, target, ...)
+  local who = "nn.functional.multilabel_soft_margin_loss"
+  local o = args(who, { "weight", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  local C = input.shape[input.ndim]
+  check_optional(who, "weight", o.weight, { C })
+  local y = target:to(input.dtype)
+  local loss = -(y * F.logsigmoid(input) + (1 - y) * F.logsigmoid(-input))
+  if o.weight then loss = loss * o.weight end
+  return reduced(loss:mean(input.ndim), check_reduction(who, o.reduction))
+end
+
+--- The multi-class hinge loss, as torch.nn.functional.multi_margin_loss:
+-- input [N, C] (or [C]), 1-based int64 targets [N] (or 0-d): for each
+-- sample, the sum over the classes i other than y of max(0, margin -
+-- x[y] + x[i])^p, divided by C (times weight[y] when given).
+-- `F.multi_margin_loss(input, target [, p=1, margin=1, weight])`,
+-- {reduction =} by name; p is 1 or 2.
+-- @tparam Tensor input
+-- @tparam Tensor target int64, 1-based
+-- @param[opt] ... p, margin, weight, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.multi_margin_loss(ember.tensor{{0.1, 0.2, 0.4, 0.8}}, ember.tensor({4}, {dtype = "int64"})):item())   --> 0.32499998807907
+function F.multi_margin_loss(input, target, ...)
+  local who = "nn.functional.multi_margin_loss"
+  local o = args(who, { "p", "margin", "weight", "reduction" }, ...)
+  check_tensor(who, "input", input, true)
+  check_tensor(who, "target", target)
+  if target.dtype ~= "int64" then errors.raise("%s: target must be int64 class ids (1-based), got %s", who, target.dtype) end
+  if not ((input.ndim == 2 and target.ndim == 1 and target.shape[1] == input.shape[1])
+      or (input.ndim == 1 and target.ndim == 0)) then
+    errors.raise("%s: expected input [N, C] with target [N], or [C] with a 0-d target, got %s and %s", who,
+      shape_str(input), shape_str(target))
+  end
+  local p = o.p == nil and 1 or o.p
+  if p ~= 1 and p ~= 2 then errors.raise("%s: p must be 1 or 2, got %s", who, tostring(p)) end
+  local margin = o.margin == nil and 1 or o.margin
+  check_number(who, "margin", margin)
+  local C = input.shape[input.ndim]
+  check_optional(who, "weight", o.weight, { C })
+  if target:numel() > 0 and (target:min():item() < 1 or target:max():item() > C) then
+    errors.raise("%s: target ids must lie in 1..%d (1-based), got %d..%d", who, C, target:min():item(),
+      target:max():item())
+  end
+  local x = input.ndim == 1 and input:unsqueeze(1) or input
+  local t = target:reshape({ -1, 1 })
+  local xy = x:gather(2, t) -- [N, 1]
+  local m = (-xy + x + margin):clamp_min(0)
+  if p == 2 then m = m * m end
+  if o.weight then m = m * o.weight:gather(1, t:reshape({ -1 })):view({ -1, 1 }) end
+  -- the target's own class does not count
+  local own = ember.one_hot(t:reshape({ -1 }), C):to("bool")
+  local loss = ember.where(own, ember.zeros_like(m), m):sum(2) / C
+  if input.ndim == 1 then loss = loss:squeeze(1) end
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
 return F
