@@ -1,0 +1,723 @@
+-- nn/_functional_impl.lua (internal): what nn.functional's functions do.
+-- lua/ember/nn/functional.lua is the public table, each function's
+-- documentation and a call of the function of the same name here; this
+-- file checks torch's arguments (nn/_functional_checks.lua's conventions)
+-- and calls the rule the modules call too (nn/_conv.lua,
+-- nn/_conv_transpose.lua, nn/_pool.lua, nn/_norm.lua, nn/_interpolate.lua,
+-- the modules' own _functions), or, for what no module has (torch's
+-- activations and losses ember had not), is the rule. Errors name the
+-- function ("nn.functional.conv2d") at the caller's line.
+local errors = require "ember._errors"
+local ember = require "ember.nn._ember"
+local conv = require "ember.nn._conv"
+local tconv = require "ember.nn._conv_transpose"
+local pool = require "ember.nn._pool"
+local norm = require "ember.nn._norm"
+local interp = require "ember.nn._interpolate"
+local MaxPool2d = require "ember.nn.MaxPool2d"
+local MaxPool1d = require "ember.nn.MaxPool1d"
+local checks = require "ember.nn._functional_checks"
+local args, is_options, check_tensor, check_optional = checks.args, checks.is_options, checks.check_tensor,
+  checks.check_optional
+local check_number, check_bool, check_input, check_stats = checks.check_number, checks.check_bool, checks.check_input,
+  checks.check_stats
+local check_momentum_eps, normalized, check_affine = checks.check_momentum_eps, checks.normalized, checks.check_affine
+local window_sizes, check_reduction, factor, lambd_of = checks.window_sizes, checks.check_reduction, checks.factor,
+  checks.lambd_of
+local shape_str = errors.shape_str
+
+local M = {}
+
+-- ---- convolutions ------------------------------------------------------
+
+local CONV = { "stride", "padding", "dilation", "groups" }
+
+local function convolution(nd, x, w, b, ...)
+  local who = "nn.functional.conv" .. nd .. "d"
+  if is_options(b) and select("#", ...) == 0 then return convolution(nd, x, w, nil, b) end
+  local o = args(who, CONV, ...)
+  check_tensor(who, "input", x)
+  check_tensor(who, "weight", w, true)
+  if w.ndim ~= nd + 2 then
+    errors.raise("%s: weight must be %d-d [out_channels, in_channels / groups, %s], got %s", who, nd + 2,
+      nd == 2 and "kh, kw" or "k", shape_str(w))
+  end
+  local g = o.groups or 1
+  if math.type(g) ~= "integer" or g < 1 then
+    errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g))
+  end
+  local O = w.shape[1]
+  if O % g ~= 0 then
+    errors.raise("%s: the weight's %d output channels (dim 1 of %s) must be divisible by groups=%d", who, O,
+      shape_str(w), g)
+  end
+  check_optional(who, "bias", b, { O })
+  local cfg = { weight = w, bias = b, groups = g, in_channels = w.shape[2] * g }
+  local k = {}
+  for i = 1, nd do k[i] = w.shape[2 + i] end
+  conv.sizes(cfg, who, nd, k, o)
+  if (x.ndim == nd + 1 or x.ndim == nd + 2) and x.shape[x.ndim - nd] ~= cfg.in_channels then
+    errors.raise("%s: expected %d input channels (the weight %s times groups=%d), got %d in an input of shape %s", who,
+      cfg.in_channels, shape_str(w), g, x.shape[x.ndim - nd], shape_str(x))
+  end
+  return conv.forward(cfg, who, nd, x, who)
+end
+
+function M.conv2d(x, weight, bias, ...)
+  return convolution(2, x, weight, bias, ...)
+end
+
+function M.conv1d(x, weight, bias, ...)
+  return convolution(1, x, weight, bias, ...)
+end
+
+local TCONV = { "stride", "padding", "output_padding", "groups", "dilation" }
+
+local function transposed(nd, x, w, b, ...)
+  local who = "nn.functional.conv_transpose" .. nd .. "d"
+  if is_options(b) and select("#", ...) == 0 then return transposed(nd, x, w, nil, b) end
+  local o = args(who, TCONV, ...)
+  check_tensor(who, "input", x)
+  check_tensor(who, "weight", w, true)
+  if w.ndim ~= nd + 2 then
+    errors.raise("%s: weight must be %d-d [in_channels, out_channels / groups, %s], got %s", who, nd + 2,
+      nd == 2 and "kh, kw" or "k", shape_str(w))
+  end
+  local g = o.groups or 1
+  if math.type(g) ~= "integer" or g < 1 then
+    errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g))
+  end
+  local C = w.shape[1]
+  if C % g ~= 0 then
+    errors.raise("%s: the weight's %d input channels (dim 1 of %s) must be divisible by groups=%d", who, C,
+      shape_str(w), g)
+  end
+  check_optional(who, "bias", b, { w.shape[2] * g })
+  local cfg = { weight = w, bias = b, groups = g, in_channels = C }
+  local k = {}
+  for i = 1, nd do k[i] = w.shape[2 + i] end
+  tconv.sizes(cfg, who, nd, k, o)
+  return tconv.forward(cfg, who, nd, x, nil, who)
+end
+
+function M.conv_transpose2d(x, weight, bias, ...)
+  return transposed(2, x, weight, bias, ...)
+end
+
+function M.conv_transpose1d(x, weight, bias, ...)
+  return transposed(1, x, weight, bias, ...)
+end
+
+-- ---- pooling -----------------------------------------------------------
+
+local function pooled(who, kind, nd, x, kernel_size, ...)
+  local names = kind == "max" and { "stride", "padding", "dilation", "ceil_mode", "return_indices" }
+    or nd == 2 and { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" }
+    or { "stride", "padding", "ceil_mode", "count_include_pad" }
+  local o = args(who, names, ...)
+  check_tensor(who, "input", x, true)
+  check_bool(who, "return_indices", o.return_indices)
+  local indices = o.return_indices
+  o.return_indices = nil -- (the modules' sizes refuse it: nn.MaxPool2d has no return_indices yet)
+  local cfg = {}
+  if nd == 2 then
+    MaxPool2d._sizes(cfg, who, kernel_size, o)
+    local xb, unbatch = MaxPool2d._check(cfg, who, x)
+    if kind == "max" and indices then
+      local y, i = pool.max2d_indices(cfg, xb)
+      return unbatch(y), unbatch(i)
+    end
+    if kind == "max" then return unbatch(pool.max2d(cfg, xb)) end
+    check_bool(who, "count_include_pad", o.count_include_pad)
+    cfg.count_include_pad = o.count_include_pad ~= false
+    local dv = o.divisor_override
+    if dv ~= nil and (math.type(dv) ~= "integer" or dv < 1) then
+      errors.raise("%s: divisor_override must be a positive integer, got %s", who, tostring(dv))
+    end
+    cfg.divisor_override = dv
+    return unbatch(pool.avg2d(cfg, xb))
+  end
+  MaxPool1d._sizes(cfg, who, kernel_size, o)
+  local x4, back = MaxPool1d._check(cfg, who, x)
+  if kind == "max" and indices then
+    local y, i = pool.max2d_indices(cfg._cfg, x4)
+    return back(y), back(i)
+  end
+  if kind == "max" then return back(pool.max2d(cfg._cfg, x4)) end
+  check_bool(who, "count_include_pad", o.count_include_pad)
+  cfg._cfg.count_include_pad = o.count_include_pad ~= false
+  return back(pool.avg2d(cfg._cfg, x4))
+end
+
+function M.max_pool2d(x, kernel_size, ...)
+  return pooled("nn.functional.max_pool2d", "max", 2, x, kernel_size, ...)
+end
+
+function M.avg_pool2d(x, kernel_size, ...)
+  return pooled("nn.functional.avg_pool2d", "avg", 2, x, kernel_size, ...)
+end
+
+function M.max_pool1d(x, kernel_size, ...)
+  return pooled("nn.functional.max_pool1d", "max", 1, x, kernel_size, ...)
+end
+
+function M.avg_pool1d(x, kernel_size, ...)
+  return pooled("nn.functional.avg_pool1d", "avg", 1, x, kernel_size, ...)
+end
+
+local function unpooled(nd, x, indices, kernel_size, ...)
+  local who = "nn.functional.max_unpool" .. nd .. "d"
+  local o = args(who, { "stride", "padding", "output_size" }, ...)
+  check_tensor(who, "input", x, true)
+  check_tensor(who, "indices", indices)
+  if indices.dtype ~= "int64" then errors.raise("%s: indices must be int64 (1-based), got %s", who, indices.dtype) end
+  if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
+    errors.raise("%s: expected an input %s, got shape %s", who,
+      nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]", shape_str(x))
+  end
+  if table.concat(x.shape, ",") ~= table.concat(indices.shape, ",") then
+    errors.raise("%s: indices must have the input's shape %s, got %s", who, shape_str(x), shape_str(indices))
+  end
+  local k = conv.tuple(kernel_size, nd, 1)
+  local s = o.stride == nil and k or conv.tuple(o.stride, nd, 1)
+  local p = conv.tuple(o.padding or 0, nd, 0)
+  for _, f in ipairs { { "kernel_size", k, kernel_size }, { "stride", s, o.stride }, { "padding", p, o.padding } } do
+    if not f[2] then
+      errors.raise("%s: %s must be a %s integer%s, got %s", who, f[1], f[1] == "padding" and "non-negative" or "positive",
+        nd == 2 and " or a pair of them" or "", conv.fmt(f[3]))
+    end
+  end
+  local out = {}
+  for i = 1, nd do out[i] = (x.shape[x.ndim - nd + i] - 1) * s[i] - 2 * p[i] + k[i] end
+  if o.output_size ~= nil then
+    local want = math.type(o.output_size) == "integer" and { o.output_size } or o.output_size
+    local ok = type(want) == "table" and #want >= nd
+    for i = 1, nd do
+      local v = ok and want[#want - nd + i]
+      ok = ok and math.type(v) == "integer" and v > 0
+      out[i] = ok and v or out[i]
+    end
+    if not ok then
+      errors.raise("%s: output_size must be %d positive integers (or a whole shape ending in them), got %s", who, nd,
+        conv.fmt(o.output_size))
+    end
+  end
+  local plane = nd == 2 and out[1] * out[2] or out[1]
+  if indices:numel() > 0 and (indices:min():item() < 1 or indices:max():item() > plane) then
+    errors.raise("%s: indices must lie in 1..%d (the output's %s plane), got %d..%d", who, plane,
+      table.concat(out, " x "), indices:min():item(), indices:max():item())
+  end
+  if nd == 1 then
+    local x4, back = pool.as_2d(x)
+    return back(pool.unpool2d(x4, pool.as_2d(indices), { 1, out[1] }))
+  end
+  local xb, unbatch = pool.batch(x)
+  return unbatch(pool.unpool2d(xb, pool.batch(indices), out))
+end
+
+function M.max_unpool2d(x, indices, kernel_size, ...)
+  return unpooled(2, x, indices, kernel_size, ...)
+end
+
+function M.max_unpool1d(x, indices, kernel_size, ...)
+  return unpooled(1, x, indices, kernel_size, ...)
+end
+
+local function adaptive(who, how, nd, x, output_size, ...)
+  local o = args(who, { "return_indices" }, ...)
+  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
+  check_tensor(who, "input", x, true)
+  if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
+    errors.raise("%s: expected an input %s, got shape %s", who,
+      nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]",
+      shape_str(x))
+  end
+  if nd == 1 then
+    local s = pool.single(output_size)
+    if not s then errors.raise("%s: output_size must be a positive integer, got %s", who, tostring(output_size)) end
+    return pool.adaptive_mean(x, x.ndim, s, how)
+  end
+  local o2 = pool.output_pair(output_size)
+  if not o2 then
+    errors.raise("%s: output_size must be a positive integer or a pair of them (false: that dim's size, "
+      .. "PyTorch's None), got %s",
+      who, conv.fmt(output_size))
+  end
+  local xb, unbatch = pool.batch(x)
+  return unbatch(pool.adaptive2d(xb, o2, how))
+end
+
+function M.adaptive_avg_pool2d(x, output_size)
+  return adaptive("nn.functional.adaptive_avg_pool2d", "mean", 2, x, output_size)
+end
+
+function M.adaptive_max_pool2d(x, output_size, ...)
+  return adaptive("nn.functional.adaptive_max_pool2d", "max", 2, x, output_size, ...)
+end
+
+function M.adaptive_avg_pool1d(x, output_size)
+  return adaptive("nn.functional.adaptive_avg_pool1d", "mean", 1, x, output_size)
+end
+
+function M.adaptive_max_pool1d(x, output_size, ...)
+  return adaptive("nn.functional.adaptive_max_pool1d", "max", 1, x, output_size, ...)
+end
+
+-- ---- normalisation -----------------------------------------------------
+
+function M.batch_norm(x, ...)
+  local who = "nn.functional.batch_norm"
+  local o = args(who, { "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps" }, ...)
+  local C = check_input(who, x, 2)
+  check_stats(who, o.running_mean, o.running_var, C)
+  check_optional(who, "weight", o.weight, { C })
+  check_optional(who, "bias", o.bias, { C })
+  check_bool(who, "training", o.training)
+  local m, eps = check_momentum_eps(who, o)
+  if not o.training and o.running_mean == nil then
+    errors.raise("%s: running_mean and running_var are needed when training is false (evaluation normalises with them)",
+      who)
+  end
+  return norm.batch_norm(who, x, o.running_mean, o.running_var, o.weight, o.bias, o.training == true, m, eps)
+end
+
+function M.instance_norm(x, ...)
+  local who = "nn.functional.instance_norm"
+  local o = args(who, { "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps" }, ...)
+  local C = check_input(who, x, 3)
+  check_stats(who, o.running_mean, o.running_var, C)
+  check_optional(who, "weight", o.weight, { C })
+  check_optional(who, "bias", o.bias, { C })
+  check_bool(who, "use_input_stats", o.use_input_stats)
+  local m, eps = check_momentum_eps(who, o)
+  local use = o.use_input_stats ~= false
+  if not use and o.running_mean == nil then
+    errors.raise("%s: running_mean and running_var are needed when use_input_stats is false", who)
+  end
+  return norm.instance_norm(who, x, o.running_mean, o.running_var, o.weight, o.bias, use, m, eps, true)
+end
+
+function M.group_norm(x, num_groups, ...)
+  local who = "nn.functional.group_norm"
+  local o = args(who, { "weight", "bias", "eps" }, ...)
+  local C = check_input(who, x, 2)
+  if math.type(num_groups) ~= "integer" or num_groups < 1 then
+    errors.raise("%s: num_groups must be a positive integer, got %s", who, tostring(num_groups))
+  end
+  if C % num_groups ~= 0 then
+    errors.raise("%s: the input's %d channels (dim 2 of %s) must be divisible by num_groups=%d", who, C, shape_str(x),
+      num_groups)
+  end
+  check_optional(who, "weight", o.weight, { C })
+  check_optional(who, "bias", o.bias, { C })
+  local eps = o.eps == nil and 1e-5 or o.eps
+  check_number(who, "eps", eps, 0)
+  return norm.group_norm(x, num_groups, o.weight, o.bias, eps)
+end
+
+function M.layer_norm(x, normalized_shape, ...)
+  local who = "nn.functional.layer_norm"
+  local o = args(who, { "weight", "bias", "eps" }, ...)
+  check_tensor(who, "input", x, true)
+  local ns = normalized(who, normalized_shape)
+  check_affine(who, "weight", o.weight, ns)
+  check_affine(who, "bias", o.bias, ns)
+  local eps = o.eps == nil and 1e-5 or o.eps
+  check_number(who, "eps", eps, 0)
+  return norm.layer_norm(who, x, ns, o.weight, o.bias, eps)
+end
+
+function M.rms_norm(x, normalized_shape, ...)
+  local who = "nn.functional.rms_norm"
+  local o = args(who, { "weight", "eps" }, ...)
+  check_tensor(who, "input", x, true)
+  local ns = normalized(who, normalized_shape)
+  check_affine(who, "weight", o.weight, ns)
+  if o.eps ~= nil then check_number(who, "eps", o.eps, 0) end
+  return norm.rms_norm(who, x, ns, o.weight, o.eps)
+end
+
+-- ---- resampling --------------------------------------------------------
+
+function M.interpolate(x, ...)
+  local who = "nn.functional.interpolate"
+  return interp.resample(who, x, args(who, interp.OPTIONS, ...))
+end
+
+function M.upsample(x, ...)
+  local who = "nn.functional.upsample"
+  return interp.resample(who, x, args(who, interp.OPTIONS, ...))
+end
+
+function M.upsample_nearest(x, ...)
+  local who = "nn.functional.upsample_nearest"
+  local o = args(who, { "size", "scale_factor" }, ...)
+  o.mode = "nearest"
+  return interp.resample(who, x, o)
+end
+
+function M.upsample_bilinear(x, ...)
+  local who = "nn.functional.upsample_bilinear"
+  local o = args(who, { "size", "scale_factor" }, ...)
+  o.mode, o.align_corners = "bilinear", true
+  return interp.resample(who, x, o)
+end
+
+-- ---- sliding windows ---------------------------------------------------
+
+local WINDOW = { "dilation", "padding", "stride" }
+
+function M.unfold(x, kernel_size, ...)
+  local who = "nn.functional.unfold"
+  local o = args(who, WINDOW, ...)
+  check_tensor(who, "input", x)
+  if x.ndim ~= 3 and x.ndim ~= 4 then
+    errors.raise("%s: expected an input [N, C, H, W] or [C, H, W], got shape %s", who, shape_str(x))
+  end
+  local v = window_sizes(who, kernel_size, o)
+  local xb, unbatch = pool.batch(x)
+  local p, k, d, s = v.padding, v.kernel_size, v.dilation, v.stride
+  for i = 1, 2 do
+    if conv.out_size(xb.shape[2 + i], k[i], s[i], p[i], p[i], d[i]) < 1 then
+      errors.raise("%s: the block (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) along dim %d "
+        .. "of shape %s", who, k[i], d[i], xb.shape[2 + i], p[i], x.ndim - 2 + i, shape_str(x))
+    end
+  end
+  return unbatch(conv.unfold(xb, k, s, { p[1], p[1], p[2], p[2] }, d))
+end
+
+function M.fold(x, output_size, kernel_size, ...)
+  local who = "nn.functional.fold"
+  local o = args(who, WINDOW, ...)
+  check_tensor(who, "input", x)
+  if x.ndim ~= 2 and x.ndim ~= 3 then
+    errors.raise("%s: expected an input [N, C * kh * kw, L] or [C * kh * kw, L], got shape %s", who, shape_str(x))
+  end
+  local v = window_sizes(who, kernel_size, o)
+  local out = conv.tuple(output_size, 2, 1)
+  if not out then
+    errors.raise("%s: output_size must be a positive integer or a pair of them, got %s", who, conv.fmt(output_size))
+  end
+  local xb = x.ndim == 2 and x:unsqueeze(1) or x
+  local p, k, d, s = v.padding, v.kernel_size, v.dilation, v.stride
+  local K = k[1] * k[2]
+  local L, blocks = 1, {}
+  for i = 1, 2 do
+    blocks[i] = conv.out_size(out[i], k[i], s[i], p[i], p[i], d[i])
+    L = L * math.max(blocks[i], 0)
+  end
+  if xb.shape[2] % K ~= 0 then
+    errors.raise("%s: dim %d of the input (%d) must be divisible by the kernel's size %d x %d, got shape %s", who,
+      x.ndim - 1, xb.shape[2], k[1], k[2], shape_str(x))
+  end
+  if xb.shape[3] ~= L or L < 1 then
+    errors.raise("%s: expected %d blocks (dim %d) for output_size %s, kernel %s, dilation %s, padding %s and stride "
+      .. "%s, got shape %s", who, L, x.ndim, conv.fmt(out), conv.fmt(k), conv.fmt(d), conv.fmt(p), conv.fmt(s),
+      shape_str(x))
+  end
+  local y = conv.fold(xb, out, k, s, p, d, blocks)
+  return x.ndim == 2 and y:squeeze(1) or y
+end
+
+-- ---- the rest: torch's argument order where ember's differs ------------
+
+function M.embedding(ids, weight, ...)
+  local who = "nn.functional.embedding"
+  local o = args(who, { "padding_idx" }, ...)
+  check_tensor(who, "weight", weight)
+  local pad = o.padding_idx
+  if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > weight.shape[1]) then
+    errors.raise("%s: padding_idx must be an id in 1..%d, got %s", who, weight.shape[1], tostring(pad))
+  end
+  return require("ember.nn.Embedding")._lookup(who, weight, ids, pad)
+end
+
+function M.mse_loss(input, target, ...)
+  local o = args("nn.functional.mse_loss", { "reduction" }, ...)
+  return ember.mse_loss(input, target, o.reduction or "mean")
+end
+
+-- ---- the modules' rules as functions, and torch's activations ember had not ----
+
+function M.softsign(x)
+  check_tensor("nn.functional.softsign", "input", x, true)
+  return require("ember.nn.Softsign")._softsign(x)
+end
+
+function M.prelu(x, weight)
+  local who = "nn.functional.prelu"
+  check_tensor(who, "input", x, true)
+  check_tensor(who, "weight", weight, true)
+  if weight.ndim > 1 then errors.raise("%s: weight must be 0-d or 1-d, got %s", who, shape_str(weight)) end
+  return require("ember.nn.PReLU")._prelu(who, x, weight)
+end
+
+function M.dropout2d(x, ...)
+  local who = "nn.functional.dropout2d"
+  local o = args(who, { "p", "training" }, ...)
+  local p = o.p == nil and 0.5 or o.p
+  if type(p) ~= "number" or p < 0 or p >= 1 then
+    errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p))
+  end
+  check_bool(who, "training", o.training)
+  return require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false)
+end
+
+function M.pixel_shuffle(x, upscale_factor)
+  factor("nn.functional.pixel_shuffle", "upscale_factor", upscale_factor)
+  return require("ember.nn.PixelShuffle")._shuffle("nn.functional.pixel_shuffle", x, upscale_factor)
+end
+
+function M.pixel_unshuffle(x, downscale_factor)
+  factor("nn.functional.pixel_unshuffle", "downscale_factor", downscale_factor)
+  return require("ember.nn.PixelUnshuffle")._unshuffle("nn.functional.pixel_unshuffle", x, downscale_factor)
+end
+
+function M.pairwise_distance(x1, x2, ...)
+  local who = "nn.functional.pairwise_distance"
+  local o = args(who, { "p", "eps", "keepdim" }, ...)
+  check_tensor(who, "x1", x1, true)
+  check_tensor(who, "x2", x2, true)
+  local p, eps = o.p or 2, o.eps or 1e-6
+  if type(p) ~= "number" or not (p > 0) then errors.raise("%s: p must be a number > 0, got %s", who, tostring(p)) end
+  check_number(who, "eps", eps)
+  check_bool(who, "keepdim", o.keepdim)
+  return require("ember.nn.PairwiseDistance")._distance(x1, x2, p, eps, o.keepdim == true)
+end
+
+function M.triplet_margin_loss(anchor, positive, negative, ...)
+  local who = "nn.functional.triplet_margin_loss"
+  local o = args(who, { "margin", "p", "eps", "swap", "reduction" }, ...)
+  local losses = require "ember.nn._loss"
+  if not (losses.same_shape(anchor, positive, negative) and (anchor.ndim == 1 or anchor.ndim == 2)) then
+    local d = losses.describe
+    errors.raise("%s: expected anchor, positive and negative of one shape [N, D] or [D], got %s, %s and %s", who,
+      d(anchor), d(positive), d(negative))
+  end
+  local margin, p, eps = o.margin or 1, o.p or 2, o.eps or 1e-6
+  check_number(who, "margin", margin)
+  if type(p) ~= "number" or not (p > 0) then errors.raise("%s: p must be a number > 0, got %s", who, tostring(p)) end
+  check_number(who, "eps", eps)
+  check_bool(who, "swap", o.swap)
+  return require("ember.nn.TripletMarginLoss")._loss(anchor, positive, negative, margin, p, eps, o.swap == true,
+    check_reduction(who, o.reduction))
+end
+
+function M.margin_ranking_loss(x1, x2, y, ...)
+  local who = "nn.functional.margin_ranking_loss"
+  local o = args(who, { "margin", "reduction" }, ...)
+  local losses = require "ember.nn._loss"
+  if not losses.same_shape(x1, x2, y) then
+    local d = losses.describe
+    errors.raise("%s: expected x1, x2 and y (1 or -1) of one shape, got %s, %s and %s", who, d(x1), d(x2), d(y))
+  end
+  local margin = o.margin or 0
+  check_number(who, "margin", margin)
+  return require("ember.nn.MarginRankingLoss")._loss(x1, x2, y, margin, check_reduction(who, o.reduction))
+end
+
+function M.bilinear(x1, x2, weight, bias)
+  local who = "nn.functional.bilinear"
+  check_tensor(who, "weight", weight, true)
+  if weight.ndim ~= 3 then errors.raise("%s: weight must be 3-d [out, in1, in2], got %s", who, shape_str(weight)) end
+  check_optional(who, "bias", bias, { weight.shape[1] })
+  local ok = ember.is_tensor(x1) and ember.is_tensor(x2) and x1.ndim >= 1 and x1.ndim == x2.ndim
+    and x1.shape[x1.ndim] == weight.shape[2] and x2.shape[x2.ndim] == weight.shape[3]
+  for i = 1, ok and x1.ndim - 1 or 0 do ok = ok and x1.shape[i] == x2.shape[i] end
+  if not ok then
+    local d = require("ember.nn._loss").describe
+    errors.raise("%s: expected x1 [..., %d] and x2 [..., %d] with the same leading dims (the weight %s), got %s and %s",
+      who, weight.shape[2], weight.shape[3], shape_str(weight), d(x1), d(x2))
+  end
+  return require("ember.nn.Bilinear")._bilinear(x1, x2, weight, bias)
+end
+
+function M.logsigmoid(x)
+  check_tensor("nn.functional.logsigmoid", "input", x, true)
+  return -ember.softplus(-x)
+end
+
+function M.softmin(x, ...)
+  check_tensor("nn.functional.softmin", "input", x, true)
+  return ember.softmax(-x, ...)
+end
+
+local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+function M.selu(x)
+  check_tensor("nn.functional.selu", "input", x, true)
+  return ember.elu(x, SELU_ALPHA) * SELU_SCALE
+end
+
+function M.celu(x, ...)
+  local who = "nn.functional.celu"
+  local o = args(who, { "alpha" }, ...)
+  check_tensor(who, "input", x, true)
+  local alpha = o.alpha or 1
+  if type(alpha) ~= "number" or alpha == 0 then
+    errors.raise("%s: alpha must be a nonzero number, got %s", who, tostring(alpha))
+  end
+  return ember.elu(x / alpha) * alpha
+end
+
+function M.tanhshrink(x)
+  check_tensor("nn.functional.tanhshrink", "input", x, true)
+  return x - x:tanh()
+end
+
+function M.threshold(x, threshold, value)
+  local who = "nn.functional.threshold"
+  check_tensor(who, "input", x, true)
+  check_number(who, "threshold", threshold)
+  check_number(who, "value", value)
+  return ember.where(x:gt(threshold), x, ember.full_like(x, value))
+end
+
+function M.hardshrink(x, ...)
+  local who = "nn.functional.hardshrink"
+  check_tensor(who, "input", x, true)
+  local l = lambd_of(who, ...)
+  return ember.where(x:abs():gt(l), x, ember.zeros_like(x))
+end
+
+function M.softshrink(x, ...)
+  local who = "nn.functional.softshrink"
+  check_tensor(who, "input", x, true)
+  local l = lambd_of(who, ...)
+  return ember.where(x:gt(l), x - l, ember.where(x:lt(-l), x + l, ember.zeros_like(x)))
+end
+
+function M.dropout(x, ...)
+  local o = args("nn.functional.dropout", { "p", "training" }, ...)
+  return ember.dropout(x, o.p == nil and 0.5 or o.p, o.training ~= false)
+end
+
+function M.normalize(x, ...)
+  local o = args("nn.functional.normalize", { "p", "dim", "eps" }, ...)
+  return ember.normalize(x, { p = o.p, dim = o.dim or 2, eps = o.eps })
+end
+
+function M.cosine_similarity(x1, x2, ...)
+  local o = args("nn.functional.cosine_similarity", { "dim", "eps" }, ...)
+  return ember.cosine_similarity(x1, x2, { dim = o.dim or 2, eps = o.eps })
+end
+
+-- ---- torch's losses ember had no module for (each formula here only) ----
+
+local function reduced(loss, reduction) return require("ember.nn._loss").reduce(loss, reduction) end
+
+local function same_shapes(who, names, ...)
+  local losses = require "ember.nn._loss"
+  if not losses.same_shape(...) then
+    local got = {}
+    for i = 1, select("#", ...) do got[i] = losses.describe((select(i, ...))) end
+    errors.raise("%s: expected %s of one shape, got %s", who, names, table.concat(got, ", "))
+  end
+end
+
+function M.soft_margin_loss(input, target, ...)
+  local who = "nn.functional.soft_margin_loss"
+  local o = args(who, { "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  return reduced(ember.softplus(-target:to(input.dtype) * input), check_reduction(who, o.reduction))
+end
+
+function M.hinge_embedding_loss(input, target, ...)
+  local who = "nn.functional.hinge_embedding_loss"
+  local o = args(who, { "margin", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  local margin = o.margin == nil and 1 or o.margin
+  check_number(who, "margin", margin)
+  local zeros = ember.zeros_like(input)
+  -- PyTorch's: both terms where the target is neither 1 nor -1
+  local loss = ember.where(target:ne(1), (-input + margin):clamp_min(0), zeros) + ember.where(target:ne(-1), input, zeros)
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+function M.cosine_embedding_loss(x1, x2, y, ...)
+  local who = "nn.functional.cosine_embedding_loss"
+  local o = args(who, { "margin", "reduction" }, ...)
+  same_shapes(who, "x1 and x2", x1, x2)
+  local ok = (x1.ndim == 2 or x1.ndim == 1) and ember.is_tensor(y) and y.ndim == x1.ndim - 1
+    and (x1.ndim == 1 or y.shape[1] == x1.shape[1])
+  if not ok then
+    errors.raise("%s: expected x1, x2 [N, D] with y [N], or [D] with a 0-d y, got %s, %s and %s", who,
+      shape_str(x1), shape_str(x2), ember.is_tensor(y) and shape_str(y) or type(y))
+  end
+  local margin = o.margin == nil and 0 or o.margin
+  check_number(who, "margin", margin)
+  local d = x1.ndim
+  local eps = 1e-12
+  local cos = (x1 * x2):sum(d) / ((x1 * x1):sum(d) + eps):mul((x2 * x2):sum(d) + eps):sqrt()
+  local zeros = ember.zeros_like(cos)
+  local loss = ember.where(y:eq(1), -cos + 1, zeros) + ember.where(y:eq(-1), (cos - margin):clamp_min(0), zeros)
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+function M.poisson_nll_loss(input, target, ...)
+  local who = "nn.functional.poisson_nll_loss"
+  local o = args(who, { "log_input", "full", "eps", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  check_bool(who, "log_input", o.log_input)
+  check_bool(who, "full", o.full)
+  local eps = o.eps == nil and 1e-8 or o.eps
+  check_number(who, "eps", eps)
+  local loss
+  if o.log_input ~= false then loss = input:exp() - target * input else loss = input - target * (input + eps):log() end
+  if o.full then
+    -- (where target <= 1 the term is 0, its gradient too: PyTorch's masked_fill gives NaN at target = 0)
+    local big = target:gt(1)
+    local safe = ember.where(big, target, ember.ones_like(target))
+    local stirling = safe * safe:log() - safe + (safe * (2 * math.pi)):log() * 0.5
+    loss = loss + ember.where(big, stirling, ember.zeros_like(stirling))
+  end
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+function M.multilabel_soft_margin_loss(input, target, ...)
+  local who = "nn.functional.multilabel_soft_margin_loss"
+  local o = args(who, { "weight", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  local C = input.shape[input.ndim]
+  check_optional(who, "weight", o.weight, { C })
+  local y = target:to(input.dtype)
+  local loss = -(y * M.logsigmoid(input) + (1 - y) * M.logsigmoid(-input))
+  if o.weight then loss = loss * o.weight end
+  return reduced(loss:mean(input.ndim), check_reduction(who, o.reduction))
+end
+
+function M.multi_margin_loss(input, target, ...)
+  local who = "nn.functional.multi_margin_loss"
+  local o = args(who, { "p", "margin", "weight", "reduction" }, ...)
+  check_tensor(who, "input", input, true)
+  check_tensor(who, "target", target)
+  if target.dtype ~= "int64" then errors.raise("%s: target must be int64 class ids (1-based), got %s", who, target.dtype) end
+  if not ((input.ndim == 2 and target.ndim == 1 and target.shape[1] == input.shape[1])
+      or (input.ndim == 1 and target.ndim == 0)) then
+    errors.raise("%s: expected input [N, C] with target [N], or [C] with a 0-d target, got %s and %s", who,
+      shape_str(input), shape_str(target))
+  end
+  local p = o.p == nil and 1 or o.p
+  if p ~= 1 and p ~= 2 then errors.raise("%s: p must be 1 or 2, got %s", who, tostring(p)) end
+  local margin = o.margin == nil and 1 or o.margin
+  check_number(who, "margin", margin)
+  local C = input.shape[input.ndim]
+  check_optional(who, "weight", o.weight, { C })
+  if target:numel() > 0 and (target:min():item() < 1 or target:max():item() > C) then
+    errors.raise("%s: target ids must lie in 1..%d (1-based), got %d..%d", who, C, target:min():item(),
+      target:max():item())
+  end
+  local x = input.ndim == 1 and input:unsqueeze(1) or input
+  local t = target:reshape({ -1, 1 })
+  local xy = x:gather(2, t) -- [N, 1]
+  local m = (-xy + x + margin):clamp_min(0)
+  if p == 2 then m = m * m end
+  if o.weight then m = m * o.weight:gather(1, t:reshape({ -1 })):view({ -1, 1 }) end
+  -- the target's own class does not count
+  local own = ember.one_hot(t:reshape({ -1 }), C):to("bool")
+  local loss = ember.where(own, ember.zeros_like(m), m):sum(2) / C
+  if input.ndim == 1 then loss = loss:squeeze(1) end
+  return reduced(loss, check_reduction(who, o.reduction))
+end
+
+return M
