@@ -303,8 +303,10 @@ typedef enum em_binary_op {
 EM_API const char *em_unary_name(em_unary_op op);
 EM_API const char *em_binary_name(em_binary_op op);
 
-/* Broadcasting as NumPy/PyTorch. Both operands must share a dtype, except
-** that a 0-d tensor takes the other operand's dtype. */
+/* Broadcasting as NumPy/PyTorch. Operands of different dtypes are promoted
+** as torch.result_type (ops_elementwise.c); two bools add (EM_ADD,
+** EM_MAXIMUM) as a logical or and multiply (EM_MUL, EM_MINIMUM) as an and,
+** and EM_SUB with a bool operand is an EM_ERR_DTYPE, as PyTorch's. */
 EM_API em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b);
 EM_API em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a, double s);
 /* s op a, for `2 - t` and `1 / t`. */

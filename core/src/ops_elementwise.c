@@ -6,7 +6,10 @@
 ** below): the higher category wins (bool < int64 < float), within floats
 ** the wider; a 0-d tensor or a number decides only when its category is
 ** higher than the other operand's. A 0-d tensor also moves to the other
-** operand's device, so that `x * loss` works whatever x is.
+** operand's device, so that `x * loss` works whatever x is. Two bools add
+** and take the maximum as a logical or, multiply and take the minimum as an
+** and, and divide as float32; subtraction with a bool and negation of one
+** are refused (all as PyTorch).
 **
 ** em_binary is the hottest function of the library (every `a + b` in Lua
 ** lands here), so its common case -- same shape, same dtype, contiguous --
