@@ -55,15 +55,28 @@ local aliases = { Attention = "ember.nn.Attention", MultiHeadAttention = "ember.
 -- leave ember.nn naming the old copy, so that ember.Attention.forward was
 -- not nn.Attention.forward any more (doc_conventions_spec failed after
 -- docs_spec in one process). require's own cache keeps this cheap.
+-- k -> "ember." .. k for the names that resolved to a module: the next
+-- lookup is two table reads (a layer's forward reads ember.autocast on every
+-- call; the pattern match and the concatenation were a tenth of a decoding
+-- step's Lua time). package.loaded stays the cache, so an unloaded module
+-- is required again.
+local resolved = {}
+
 setmetatable(ember, {
   __index = function(_, k)
+    local name = resolved[k]
+    if name then
+      local m = package.loaded[name]
+      if m ~= nil then return m end
+    end
     if aliases[k] then return require(aliases[k]) end
     -- only plain names; "init", "core" and _private files are not submodules
     if type(k) ~= "string" or not k:match("^%a[%w_]*$") or k == "init" or k == "core" then
       return nil
     end
-    local name = "ember." .. k
+    name = "ember." .. k
     if package.loaded[name] == nil and not module_exists(name) then return nil end
+    resolved[k] = name
     return require(name)
   end,
   __properties = submodules, -- read by the REPL's tab completion
