@@ -277,6 +277,24 @@ describe("nn layers", function()
       "SinusoidalPositionalEncoding.forward: positions 9..11 outside 1..max_len=10")
   end)
 
+  it("SinusoidalPositionalEncoding's table is sin/cos of pos / 10000^(2j/d), element by element, odd d too", function()
+    for _, c in ipairs { { 7, 33, "float32" }, { 6, 20, "float64" }, { 5, 9, "bfloat16" }, { 1, 4, "float32" } } do
+      local d, max_len, dt = c[1], c[2], c[3]
+      local rows = {}
+      for pos = 0, max_len - 1 do
+        local row = {}
+        for i = 0, d - 1 do
+          local angle = pos / 10000 ^ ((i - i % 2) / d)
+          row[i + 1] = i % 2 == 0 and math.sin(angle) or math.cos(angle)
+        end
+        rows[pos + 1] = row
+      end
+      local pe = nn.SinusoidalPositionalEncoding(d, { max_len = max_len, dtype = dt }).pe
+      assert.are.equal(dt, pe.dtype)
+      assert.is_true(ember.equal(pe, ember.tensor(rows, { dtype = dt })), ("d=%d %s"):format(d, dt))
+    end
+  end)
+
   it("LearnedPositionalEncoding is a learned table indexed from `start`", function()
     local pe = nn.LearnedPositionalEncoding(6, 4)
     local x = ember.zeros(2, 3, 4)

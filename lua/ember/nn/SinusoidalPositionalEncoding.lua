@@ -22,17 +22,20 @@ function PE:__init(d_model, opts)
   end
   local max_len = opts.max_len or 5000
   self.d_model, self.max_len = d_model, max_len
-  local rows = {}
-  for pos = 0, max_len - 1 do
-    local row = {}
-    for i = 0, d_model - 1 do
-      local k = i - i % 2
-      local angle = pos / 10000 ^ (k / d_model)
-      row[i + 1] = i % 2 == 0 and math.sin(angle) or math.cos(angle)
-    end
-    rows[pos + 1] = row
-  end
-  self:register_buffer("pe", ember.tensor(rows, { dtype = opts.dtype or "float32", device = opts.device }), false)
+  -- The table in float64 tensor ops, then rounded once to the dtype: the
+  -- same values as Lua's own sin and cos of pos / 10000^(k/d) (libm's, as
+  -- float64 sin and cos are on the CPU), without a Lua loop over every
+  -- element (max_len 5000 by d_model 512 took 0.3 s there). Column pair
+  -- 2j, 2j+1 (0-based) shares its angle: sin fills the first, cos the second.
+  local half = (d_model + 1) // 2
+  local denom = {}
+  for j = 0, half - 1 do denom[j + 1] = 10000 ^ (2 * j / d_model) end
+  local angle = ember.arange(0, max_len, { dtype = "float64" }):view(max_len, 1)
+      / ember.tensor(denom, { dtype = "float64" }):view(1, half)
+  local pe = ember.zeros(max_len, d_model, { dtype = opts.dtype or "float32", device = opts.device })
+  pe:slice(2, 1, d_model, 2):copy_(angle:sin())
+  if d_model > 1 then pe:slice(2, 2, d_model, 2):copy_(angle:narrow(2, 1, d_model // 2):cos()) end
+  self:register_buffer("pe", pe, false)
   self:add_module("dropout", Dropout(opts.dropout or 0))
 end
 
