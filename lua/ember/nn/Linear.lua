@@ -34,6 +34,15 @@ function Linear:__init(in_features, out_features, opts)
   if opts.bias ~= false then self.bias = init({ out_features }):requires_grad_() end
 end
 
+-- dtype name -> whether it is floating point (ember.dtype_info's answer,
+-- kept: a decoding step's forward asked it, and built its table, per layer)
+local floating = setmetatable({}, { __index = function(t, dt)
+  local info = ember.dtype_info(dt)
+  local v = info ~= nil and info.floating
+  t[dt] = v
+  return v
+end })
+
 --- x W^T + b.
 -- @tparam Tensor x [..., in_features]
 -- @treturn Tensor [..., out_features]
@@ -42,28 +51,30 @@ function Linear:forward(x)
     error(("Linear.forward: expected a tensor of shape [..., %d], got %s"):format(self.in_features,
       ember.is_tensor(x) and "a 0-d tensor" or type(x)), 2)
   end
-  if not ember.dtype_info(x.dtype).floating then
+  local w, b = self.weight, self.bias
+  local xdt, autocast = x.dtype, ember.autocast
+  local cast = autocast.enabled()
+  if not floating[xdt] then
     error(("Linear.forward: input must be floating point (the weight is %s), got %s: convert it with "
-      .. ":to(\"%s\")"):format(self.weight.dtype, x.dtype, self.weight.dtype), 2)
+      .. ":to(\"%s\")"):format(w.dtype, xdt, w.dtype), 2)
   end
-  if x.dtype ~= self.weight.dtype and not ember.autocast.enabled() then
+  if xdt ~= w.dtype and not cast then
     error(("Linear.forward: the input is %s but the weight is %s: convert the input (x:to(\"%s\")) "
-      .. "or the module (m:to(\"%s\"))"):format(x.dtype, self.weight.dtype, self.weight.dtype, x.dtype), 2)
+      .. "or the module (m:to(\"%s\"))"):format(xdt, w.dtype, w.dtype, xdt), 2)
   end
-  local n = x.shape[x.ndim]
+  local n = x:size(x.ndim)
   if n ~= self.in_features then
     error(("Linear.forward: input's last dim is %d, expected in_features=%d (input shape [%s])"):format(
       n, self.in_features, table.concat(x.shape, ", ")), 2)
   end
-  local w, b = self.weight, self.bias
   -- Under autocast the weight and the bias are cast here, so that a
   -- decoding loop finds them in the cast cache (ember.autocast.cast), and
   -- the bias joins the bfloat16 product in bfloat16, as torch.autocast runs
   -- linear (all of it in the low dtype): added as float32 it would promote
   -- the activations to float32, and the next product would cast them back.
-  if ember.autocast.enabled() and w.dtype == "float32" then
-    w = ember.autocast.cast(w)
-    if b and b.dtype == "float32" then b = ember.autocast.cast(b) end
+  if cast and w.dtype == "float32" then
+    w = autocast.cast(w)
+    if b and b.dtype == "float32" then b = autocast.cast(b) end
   end
   -- one product with the bias as its C: no add of its own over the output
   return ember.linear(x, w, b)
