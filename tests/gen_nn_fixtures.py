@@ -49,7 +49,7 @@ formula), interpolate in every mode, unfold/fold, embedding with padding_idx, th
 prelu, pixel_(un)shuffle, pairwise_distance, triplet_margin_loss, margin_ranking_loss, bilinear) and logsigmoid,
 softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, normalize and cosine_similarity at torch's
 default dim, return_indices and max_unpool, the losses ember had no module for (soft_margin, hinge_embedding,
-cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), affine_grid and grid_sample, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
@@ -1501,6 +1501,18 @@ def functional_cases():
     c = case("multi_margin_loss", lambda x: F.multi_margin_loss(x, mt, p=2, margin=0.7, weight=mw, reduction="none"),
              {"x": r(4, 5, **D)})
     c["inputs"]["target"], c["weight"] = mt + 1, mw
+    # affine_grid and grid_sample: points inside and outside the image, every mode and padding
+    th = r(2, 2, 3, **D) * 0.6
+    case("affine_grid", lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False), {"t": th.clone()})
+    case("affine_grid_align", lambda t: F.affine_grid(t, [2, 3, 4, 1], align_corners=True), {"t": th.clone()})
+    gx = r(2, 3, 4, 5, **D)
+    for mode, pad, align in [("bilinear", "zeros", False), ("bilinear", "border", True),
+                             ("bilinear", "reflection", False), ("bilinear", "reflection", True),
+                             ("nearest", "zeros", False), ("nearest", "border", True)]:
+        name = "grid_sample_%s_%s%s" % (mode, pad, "_align" if align else "")
+        c = case(name, lambda x, g, mode=mode, pad=pad, align=align: F.grid_sample(
+            x, g, mode=mode, padding_mode=pad, align_corners=align), {"x": gx.clone(), "g": r(2, 6, 7, 2, **D) * 1.3})
+        c["kw"] = {"mode": mode, "padding_mode": pad, "align_corners": align}
     return cases
 
 

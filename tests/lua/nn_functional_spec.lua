@@ -96,6 +96,8 @@ local CALLS = {
     return F.max_unpool2d(i.x, T(c.indices), 2, { stride = 2, padding = 1, output_size = { 7, 8 } })
   end,
   max_unpool1d = function(i, c) return F.max_unpool1d(i.x, T(c.indices), 2) end,
+  affine_grid = function(i) return F.affine_grid(i.t, { 2, 3, 4, 5 }) end,
+  affine_grid_align = function(i) return F.affine_grid(i.t, { 2, 3, 4, 1 }, { align_corners = true }) end,
   soft_margin_loss = function(i) return F.soft_margin_loss(i.x, i.y:double(), { reduction = "sum" }) end,
   hinge_embedding_loss = function(i) return F.hinge_embedding_loss(i.x, i.y:double(), 0.8, { reduction = "none" }) end,
   cosine_embedding_loss = function(i) return F.cosine_embedding_loss(i.a, i.b, i.y:double(), { margin = 0.2 }) end,
@@ -126,12 +128,17 @@ describe("nn.functional against PyTorch 1.13 (float64)", function()
       end
       local call = CALLS[c.name]
       if c.name:find("^interpolate_") then call = function(inp) return F.interpolate(inp.x, c.kw) end end
+      if c.name:find("^grid_sample_") then call = function(inp) return F.grid_sample(inp.x, inp.g, c.kw) end end
       assert(call, "no call for fixture " .. c.name)
       local out = call(i, c)
       check("out", out, T(c.out), 1e-12)
       local loss = (out * T(c.R)):sum()
       loss:backward()
-      for k, g in pairs(c.grad_inputs) do check("grad " .. k, i[k].grad, T(g), GRAD_TOL[c.name] or 1e-12) end
+      for k, g in pairs(c.grad_inputs) do
+        -- (grid_sample's nearest mode: no gradient reaches the grid, PyTorch's is zeros)
+        local got = i[k].grad or (c.name:find("^grid_sample_nearest") and k == "g" and ember.zeros_like(i[k]))
+        check("grad " .. k, got, T(g), GRAD_TOL[c.name] or 1e-12)
+      end
       if c.got_indices then assert.are.same(T(c.indices):totable(), c.got_indices:totable()) end
       if c.running_mean then
         check("running_mean", c.rm, T(c.running_mean), 1e-12)
@@ -310,6 +317,26 @@ describe("float64 gradchecks", function()
       { ember.tensor({ { 0.3, 1.1, -0.4 }, { 0.8, 0.1, 1.4 } }, F64) })
   end)
 
+  it("grid_sample (bilinear, each padding mode) and affine_grid", function()
+    -- points away from the pixel lattice, where the corners are constant
+    local g = ember.tensor({ { { { -0.93, 0.41 }, { 1.37, -1.21 }, { 0.13, 0.77 } },
+      { { -1.61, -0.33 }, { 0.58, 1.12 }, { 0.29, -0.52 } } } }, F64)
+    for _, pad in ipairs { "zeros", "border", "reflection" } do
+      for _, align in ipairs { false, true } do
+        gradcheck.check(function(x, grid) return F.grid_sample(x, grid, "bilinear", pad, align) end,
+          { ember.randn(1, 2, 3, 4, F64), g:clone() }, { name = pad })
+      end
+    end
+    gradcheck.check(function(t) return F.affine_grid(t, { 1, 1, 3, 4 }) end, { ember.randn(1, 2, 3, F64) })
+  end)
+
+  it("grid_sample's nearest rounds half to even, as PyTorch's nearbyint", function()
+    -- x at 0.5, 1.5, 2.5 (exact): PyTorch 1.13 gives 10, 30, 30
+    local x = ember.tensor({ { { { 10, 20, 30, 40 } } } })
+    local g = ember.tensor({ { { { -0.5, 0 }, { 0, 0 }, { 0.5, 0 } } } })
+    assert.are.same({ 10, 30, 30 }, F.grid_sample(x, g, { mode = "nearest" }):reshape({ -1 }):totable())
+  end)
+
   it("max_unpool2d", function()
     local _, idx = F.max_pool2d(ember.randn(1, 2, 5, 6, F64), 2, { return_indices = true })
     gradcheck.check(function(t) return F.max_unpool2d(t, idx, 2, { output_size = { 5, 6 } }) end,
@@ -451,6 +478,23 @@ describe("errors name the function at the caller's line", function()
     raises_here(function() F.multi_margin_loss(ember.randn(2, 4), ids, 3) end, "nn.functional.multi_margin_loss: p must be 1 or 2, got 3")
     raises_here(function() F.multi_margin_loss(ember.randn(2, 4), ids, { reduction = "batchmean" }) end,
       'nn.functional.multi_margin_loss: reduction must be "mean", "sum" or "none", got batchmean')
+  end)
+
+  it("grid_sample, affine_grid", function()
+    local g = ember.zeros(2, 3, 3, 2)
+    raises_here(function() F.grid_sample(ember.randn(2, 3, 4), g) end, "nn.functional.grid_sample: expected a 4-d input")
+    raises_here(function() F.grid_sample(x, ember.zeros(2, 3, 3)) end,
+      "nn.functional.grid_sample: expected a grid [N, Ho, Wo, 2] with N = 2 (the input's), got shape [2, 3, 3]")
+    raises_here(function() F.grid_sample(x, g, { mode = "bicubic" }) end,
+      'nn.functional.grid_sample: mode must be "bilinear" or "nearest" ("bicubic" is not supported), got "bicubic"')
+    raises_here(function() F.grid_sample(x, g, { padding_mode = "reflect" }) end,
+      'nn.functional.grid_sample: padding_mode must be "zeros", "border" or "reflection", got "reflect"')
+    raises_here(function() F.grid_sample(x, g:double()) end,
+      "nn.functional.grid_sample: the grid is float64 but the input is float32")
+    raises_here(function() F.affine_grid(ember.zeros(2, 2, 3), { 2, 3, 4 }) end,
+      "nn.functional.affine_grid: size must be the output's {N, C, H, W}")
+    raises_here(function() F.affine_grid(ember.zeros(1, 2, 3), { 2, 3, 4, 4 }) end,
+      "nn.functional.affine_grid: expected theta [N, 2, 3] with N = 2 (size's), got shape [1, 2, 3]")
   end)
 
   it("interpolate, unfold, fold, embedding", function()

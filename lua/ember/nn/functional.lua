@@ -690,4 +690,41 @@ function F.multilabel_soft_margin_loss(input, target, ...) return impl.multilabe
 -- print(F.multi_margin_loss(ember.tensor{{0.1, 0.2, 0.4, 0.8}}, ember.tensor({4}, {dtype = "int64"})):item())   --> 0.32499998807907
 function F.multi_margin_loss(input, target, ...) return impl.multi_margin_loss(input, target, ...) end
 
+-- ---- sampling at points ----------------------------------------------------
+
+--- The image sampled at given points, as torch.nn.functional.grid_sample:
+-- `F.grid_sample(x, grid [, {mode = "bilinear", padding_mode = "zeros",
+-- align_corners = false}])` (or positional). x [N, C, H, W], grid
+-- [N, Ho, Wo, 2] of (x, y) in [-1, 1] (-1: the left and top, 1: the right
+-- and bottom; align_corners: the corner pixels' centres, else their outer
+-- edges). mode "bilinear" or "nearest"; padding_mode "zeros" (outside reads
+-- 0), "border" (clamped to the edge) or "reflection" (mirrored). Gradients
+-- reach x and, in bilinear mode, the grid, as PyTorch's (nearest: no
+-- gradient to the grid; PyTorch's is zeros). 4-d only; no "bicubic".
+-- @tparam Tensor x
+-- @tparam Tensor grid
+-- @param[opt] ... mode, padding_mode, align_corners, or an options table
+-- @treturn Tensor [N, C, Ho, Wo]
+-- @usage local F = ember.nn.functional
+-- local x = ember.tensor{{{{1, 2}, {3, 4}}}}
+-- local grid = ember.tensor{{{{0, 0}, {1, 1}}}}   -- the centre and the bottom-right corner
+-- print(F.grid_sample(x, grid, {align_corners = true}))   --> tensor([[[[2.5000, 4.0000]]]], shape=[1, 1, 1, 2], dtype=float32, device=cpu)
+function F.grid_sample(x, grid, ...) return impl.grid_sample(x, grid, ...) end
+
+--- The sampling grid of an affine map, as torch.nn.functional.affine_grid:
+-- `F.affine_grid(theta, size [, {align_corners = false}])`, theta [N, 2, 3]
+-- taking output (x, y, 1) in [-1, 1] coordinates to input ones, size the
+-- output's {N, C, H, W}: [N, H, W, 2], what `F.grid_sample` takes (a
+-- spatial transformer). Differentiable in theta. 4-d only.
+-- @tparam Tensor theta
+-- @tparam table size {N, C, H, W}
+-- @param[opt] ... align_corners, or an options table
+-- @treturn Tensor [N, H, W, 2]
+-- @usage local F = ember.nn.functional
+-- local identity = ember.tensor{{{1, 0, 0}, {0, 1, 0}}}
+-- local x = ember.randn(1, 3, 4, 5)
+-- local y = F.grid_sample(x, F.affine_grid(identity, {1, 3, 4, 5}))
+-- print((y - x):abs():max():item() < 1e-6)   --> true
+function F.affine_grid(theta, size, ...) return impl.affine_grid(theta, size, ...) end
+
 return F
