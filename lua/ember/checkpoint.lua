@@ -5,7 +5,7 @@
 --   checkpoint.save(path, {model=, optimizer=, scheduler=, metadata={k="v"}})
 --   local meta = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true})
 --   checkpoint.save_tensors(path, {name=tensor, ...} [, metadata])
---   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a Size, a state dict or a module's
+--   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a state dict, a module's, a nest, a number, a Size ...
 --   local tensors, metadata, names = checkpoint.load_tensors(path)
 --
 -- Layout of a file written by save():
@@ -152,8 +152,8 @@ end
 
 -- What torch.save keeps beyond a tensor's values, in the metadata (which
 -- safetensors readers that do not know it skip): "ember.requires_grad.<name>"
--- = "true" for a tensor that requires grad, and a tree's ember.Size as
--- "z:2,3" (below). ember.load gives both back.
+-- = "true" for a tensor that requires grad, and an ember.Size as "z:2,3"
+-- (encode_value, below). ember.load gives both back.
 local RG = "ember.requires_grad."
 local Size = core.Size
 local function is_size(v) return getmetatable(v) == Size end
@@ -166,6 +166,29 @@ local function size_parse(str)
   local dims = {}
   for d in str:gmatch("[^,]+") do dims[#dims + 1] = math.tointeger(tonumber(d)) end
   return Size(dims)
+end
+
+-- A value that is not a tensor or a table, as a typed metadata string:
+-- "n:12" | "f:0.001" | "b:true" | "s:text" | "z:2,3" (an ember.Size); nil
+-- for anything else. decode_value is the inverse.
+local function encode_value(v)
+  if math.type(v) == "integer" then return "n:" .. num_str(v) end
+  if type(v) == "number" then return "f:" .. num_str(v) end
+  if type(v) == "boolean" then return "b:" .. tostring(v) end
+  if type(v) == "string" then return "s:" .. v end
+  if is_size(v) then return "z:" .. size_str(v) end
+  return nil
+end
+local function decode_value(s)
+  local tag, rest = s:sub(1, 2), s:sub(3)
+  if tag == "n:" then return math.tointeger(tonumber(rest)) end
+  if tag == "f:" then -- %.17g writes inf, -inf and nan or -nan, which tonumber does not read
+    local v = tonumber(rest) or (rest == "inf" and math.huge) or (rest == "-inf" and -math.huge) or (0 / 0)
+    return v + 0.0
+  end
+  if tag == "b:" then return rest == "true" end
+  if tag == "z:" then return size_parse(rest) end
+  return rest
 end
 
 -- save_tensors for ember.save, at the user's line (ember.save tail-calls
@@ -185,12 +208,13 @@ end
 -- opt:state_dict(), epoch = 3}` -- in a safetensors file, which ember.load
 -- reads back (the tensors under dotted names, the rest in the metadata).
 -- As torch.save, it keeps which tensors require grad, and an ember.Size
--- (alone or in a nest) loads back as one.
+-- (alone or in a nest) loads back as one; a number, boolean or string
+-- alone is saved too.
 -- A state dict's file says "format": "pt" in its metadata, as PyTorch's
 -- safetensors.torch.save_file writes (Hugging Face's loaders ask for it):
 -- `ember.save(model:torch_state_dict(), path)` is a file for PyTorch.
 -- For a model with its optimizer and schedule, checkpoint.save does the same.
--- @param obj a tensor, a table, or a module
+-- @param obj a tensor, a table, a module, or a number, boolean, string or ember.Size
 -- @tparam string path
 -- @usage local p = os.tmpname()
 -- local m = nn.Linear(2, 2)
@@ -209,14 +233,16 @@ function checkpoint.save_object(a, b)
     save_named(path, { tensor = obj }, { ["ember.object"] = "tensor" }) -- not a tail call: the level counts it
     return
   end
-  if is_size(obj) then
-    save_named(path, {}, { ["ember.object"] = "size", ["ember.size"] = size_str(obj) })
+  local value = encode_value(obj) -- a number, boolean, string or ember.Size, as torch.save takes them
+  if value then
+    save_named(path, {}, { ["ember.object"] = "value", ["ember.value"] = value })
     return
   end
   local what = "a table of tensors"
   if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict" end
   if type(obj) ~= "table" then
-    error("ember.save: can save a tensor, a table or a module, got a " .. type(obj), 2)
+    error("ember.save: can save a tensor, a table or a module, got a " .. type(obj)
+      .. " (a number, boolean, string or ember.Size alone is saved too)", 2)
   end
   local flat = true
   for k, v in pairs(obj) do
@@ -229,7 +255,7 @@ function checkpoint.save_object(a, b)
     return
   end
   -- a nest: tensors under their dotted paths, every other value typed in
-  -- the metadata ("tree.<path>" = "n:12" | "f:0.001" | "b:true" | "s:text" | "z:2,3" (an ember.Size) | "{}")
+  -- the metadata ("tree.<path>" = encode_value's string, or "{}" for an empty table)
   local tensors, meta = {}, { ["ember.object"] = "tree" }
   local function walk(t, prefix, seen)
     if seen[t] then error(("ember.save: the table under '%s' contains itself"):format(prefix), 4) end
@@ -244,12 +270,9 @@ function checkpoint.save_object(a, b)
           prefix == "" and "(top)" or prefix), 4)
       end
       local name = prefix == "" and key or (prefix .. "." .. key)
+      local value = encode_value(v)
       if is_tensor(v) then tensors[name] = v
-      elseif math.type(v) == "integer" then meta["tree." .. name] = "n:" .. num_str(v)
-      elseif type(v) == "number" then meta["tree." .. name] = "f:" .. num_str(v)
-      elseif type(v) == "boolean" then meta["tree." .. name] = "b:" .. tostring(v)
-      elseif type(v) == "string" then meta["tree." .. name] = "s:" .. v
-      elseif is_size(v) then meta["tree." .. name] = "z:" .. size_str(v)
+      elseif value then meta["tree." .. name] = value
       elseif type(v) == "table" then
         if next(v) == nil then meta["tree." .. name] = "{}" else walk(v, name, seen) end
       else
@@ -275,7 +298,7 @@ function checkpoint.load_object(path)
     if meta[RG .. name] == "true" then t:requires_grad_(true) end
   end
   if meta["ember.object"] == "tensor" then return tensors.tensor end
-  if meta["ember.object"] == "size" then return size_parse(meta["ember.size"] or "") end
+  if meta["ember.object"] == "value" then return decode_value(meta["ember.value"] or "s:") end
   if meta["ember.object"] ~= "tree" then return tensors end
   local root = {}
   local function put(name, v)
@@ -292,17 +315,7 @@ function checkpoint.load_object(path)
   for name, t in pairs(tensors) do put(name, t) end
   for key, s in pairs(meta) do
     if key:sub(1, 5) == "tree." then
-      local tag, rest = s:sub(1, 2), s:sub(3)
-      local v
-      if s == "{}" then v = {}
-      elseif tag == "n:" then v = math.tointeger(tonumber(rest))
-      elseif tag == "f:" then -- %.17g writes inf, -inf and nan or -nan, which tonumber does not read
-        v = tonumber(rest) or (rest == "inf" and math.huge) or (rest == "-inf" and -math.huge) or (0 / 0)
-        v = v + 0.0
-      elseif tag == "b:" then v = rest == "true"
-      elseif tag == "z:" then v = size_parse(rest)
-      else v = rest end
-      put(key:sub(6), v)
+      put(key:sub(6), s == "{}" and {} or decode_value(s))
     end
   end
   return root

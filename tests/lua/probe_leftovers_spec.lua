@@ -55,6 +55,16 @@ describe("ember.save / ember.load keep requires_grad and ember.Size, as torch.sa
     assert.are.equal("ember.Size{2, 3}", tostring(n.shapes[1]))
   end)
 
+  it("a number, boolean or string alone round-trips too, as torch.save(3) (exact: integers, floats, inf)", function()
+    for _, v in ipairs { 3, -7, 0.1, 1 / 3, math.huge, -math.huge, true, false, "epoch 3", "" } do
+      ember.save(v, dir .. "/v.safetensors")
+      local back = ember.load(dir .. "/v.safetensors")
+      assert.are.equal(v, back)
+      assert.are.equal(math.type(v), math.type(back))
+    end
+    raises_here(function() ember.save(print, dir .. "/f.safetensors") end, "ember.save: can save a tensor, a table")
+  end)
+
   it("a module's state dict is still a plain safetensors file (format pt, names as they are), no flags", function()
     local m = nn.Linear(2, 3)
     ember.save(m, dir .. "/m.safetensors")
