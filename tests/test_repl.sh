@@ -137,6 +137,13 @@ enter_line 'help(opt)'
 wait_for "torch.optim.Adam"
 report $? "help(opt) of an optimizer (or a module) shows its class's entry"
 
+enter_line 'nn.Linear'
+wait_for "<class nn.Linear>"
+report $? "a class prints as <class nn.Linear>, not its methods"
+enter_line 'ember.zeros'
+wait_for "<function ember.zeros>"
+report $? "one of ember's functions prints with its name"
+
 # an error raised in ember's Lua code names the typed line, not the library's
 # (the REPL returned an expression's call, a tail call that dropped stdin's frame)
 enter_line 'nn.Linear("a")'

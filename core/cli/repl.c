@@ -181,12 +181,15 @@ static int load_chunk(lua_State *L) {
 
 /* Replaces each table above base that has no __tostring with its
 ** readable form from ember._listing.repr ({1, 2}, {name = "x"}), so that
-** `x.shape`-like results never print as "table: 0x...". */
+** `x.shape`-like results never print as "table: 0x...", and each function
+** too (one of ember's prints as <function ember.zeros>). */
 static void repr_tables(lua_State *L, int base) {
   int top = lua_gettop(L);
   for (int i = base + 1; i <= top; i++) {
-    if (lua_type(L, i) != LUA_TTABLE || luaL_getmetafield(L, i, "__tostring") != LUA_TNIL) {
-      if (lua_type(L, i) == LUA_TTABLE) lua_pop(L, 1); /* the metafield */
+    int type = lua_type(L, i);
+    if (type != LUA_TFUNCTION && type != LUA_TTABLE) continue;
+    if (type == LUA_TTABLE && luaL_getmetafield(L, i, "__tostring") != LUA_TNIL) {
+      lua_pop(L, 1); /* the metafield: the table prints itself */
       continue;
     }
     lua_getglobal(L, "require");

@@ -49,11 +49,20 @@ local function class_repr(v)
   return "<class " .. (full or name) .. ">"
 end
 
+-- One of ember's functions prints as <function ember.zeros> (help() takes
+-- that name); any other as Lua prints it.
+local function function_repr(f)
+  local ok, doc = pcall(require, "ember._doc")
+  local name = ok and doc.name_of(f) or nil
+  return name and ("<function " .. name .. ">") or tostring(f)
+end
+
 repr = function(v, depth, seen, indent)
   depth, seen, indent = depth or 0, seen or {}, indent or ""
   local tv = type(v)
   if tv == "string" then return ("%q"):format(v) end
   if core.is_tensor(v) then return depth == 0 and tostring(v) or short_tensor(v) end
+  if tv == "function" then return function_repr(v) end
   if tv ~= "table" then return tostring(v) end
   if has_tostring(v) and (depth > 0 or getmetatable(v).__tostring ~= M.tostring) then
     return tostring(v)

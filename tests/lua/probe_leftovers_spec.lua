@@ -316,6 +316,10 @@ describe("the REPL prints a class as <class name>, not its methods", function()
     assert.are.equal("Linear(in_features=2, out_features=3, bias=true)", repr(nn.Linear(2, 3)))
     assert.are.equal("{1, 2, k = \"v\"}", repr({ 1, 2, k = "v" }))
     assert.are.equal("<class data.Vocab>", repr(ember.data.Vocab)) -- a class that indexes itself and prints its instances
+    assert.are.equal("<function ember.zeros>", repr(ember.zeros))
+    assert.are.equal("{f = <function nn.init.zeros_>}", repr({ f = require("ember.nn").init.zeros_ }))
+    local mine = function() end
+    assert.are.equal(tostring(mine), repr(mine))
   end)
   it("ember.attention_variants() keeps its columns for names longer than ten characters", function()
     ember.attention_variant { name = "leftover_long_variant_name", description = "a long name",
