@@ -3,8 +3,9 @@
 --   listing.repr(v)      -- a one-value string: {1, 2}, {name = "x", n = 3}, ...
 --   listing.list(t)      -- gives a list a metatable whose __tostring is repr
 --
--- The REPL prints any table without a __tostring through repr (core/cli/
--- repl.c), and the listing functions (ember.attention_variants(),
+-- The REPL prints any table without a __tostring and any function through
+-- repr (core/cli/repl.c): a class as <class nn.Linear>, one of ember's
+-- functions as <function ember.zeros>; and the listing functions (ember.attention_variants(),
 -- ember.plugin_search_path(), ember.cpu_info(), ember.attention_routes(), ember.conv_routes(), ember.memory_stats(), t:split(), t:chunk(), t:stride()) return lists that print
 -- the same way with print(). ember.plugins() has its own table printer in C.
 local core = require "ember.core"
