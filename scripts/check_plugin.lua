@@ -67,11 +67,20 @@ local function parse_command_line(argv)
 end
 local target, user_opts, quick = parse_command_line(arg)
 
+-- A plugin that does not load (or a name nothing defines) is one failed
+-- check with the loader's reason, not a Lua traceback.
 local name = target
-if target:find("/") or target:match("%.so$") or target:match("%.lua$") then
-  name = ember.load_plugin(target).name
+local loaded, desc = pcall(function()
+  if target:find("/") or target:match("%.so$") or target:match("%.lua$") then
+    name = ember.load_plugin(target).name
+  end
+  return ember.attention_variants(name)
+end)
+if not loaded then
+  print(string.format("not ok 1 - %s loads: %s", target, tostring(desc):gsub("^[^\n]-:%d+: ", "")))
+  print("0 passed, 1 failed")
+  os.exit(1)
 end
-local desc = ember.attention_variants(name)
 local caps = desc.caps
 
 -- The variant's own reference checks and properties (see the header).
@@ -603,14 +612,25 @@ end
 
 -- ---------------------------------------------------------------- exactness
 local std = ember.Attention{attention = "standard", heads = 2, head_dim = 3, v_head_dim = 4, dtype = "float64"}
-local function equals_standard(what, extra, dims, setup, all_opts)
+-- block(a, p), when given, is an additive [H, Lq, Lk] mask that standard
+-- also gets (a declared block mask written out densely), merged with the
+-- call's own attn_mask.
+local function equals_standard(what, extra, dims, setup, all_opts, block)
   check(what, function()
     local a = make(extra)
     if setup then setup(a) end
     local p = problem(dims)
     local list = all_opts or {{}}
     for _, opts in ipairs(list) do
-      local o1, o2 = a:forward(p.q, p.k, p.v, opts), std:forward(p.q, p.k, p.v, opts)
+      local sopts = opts
+      if block then
+        sopts = {}
+        for k2, v2 in pairs(opts) do sopts[k2] = v2 end
+        local b = block(a, p)
+        if opts.attn_mask then b = ember.where(opts.attn_mask, b, -math.huge) end
+        sopts.attn_mask = b
+      end
+      local o1, o2 = a:forward(p.q, p.k, p.v, opts), std:forward(p.q, p.k, p.v, sopts)
       local ok, why = close(o1, o2, 1e-10, "vs standard")
       if not ok then return false, why end
     end
@@ -651,9 +671,12 @@ if decl then
     end
   end
   if decl.table or decl.rel_k then
-    equals_standard("zero tables equal standard", {}, {}, function(a)
+    -- a declared block mask stays: standard gets it written out densely
+    local block = decl.mask ~= "none" and function(a, p) return dense_declaration(a, decl, p.H, p.Lq, p.Lk) end
+    equals_standard("zero tables equal standard" .. (block and " with the declared " .. decl.mask .. " mask" or ""),
+      {}, {}, function(a)
       ember.no_grad(function() for _, t in ipairs(a:parameters()) do t:zero_() end end)
-    end, mask_sets)
+    end, mask_sets, block or nil)
   end
   -- several kernel tiles (64 x 128 at these head dims): empty, full and
   -- partial tiles all occur; asking for weights sends a call to core ops

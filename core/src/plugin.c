@@ -83,6 +83,42 @@ static bool em__check_backend(em_plugin_record *rec, const em_backend *be) {
   return true;
 }
 
+/* What em_attention_variant_check leaves to the loader: the vtable names
+** the variant the plugin info announced, its caps are known bits, and its
+** option table makes sense (names distinct, bounds ordered, each default
+** accepted by the same check a user's value gets, em_attn_options_new, and
+** by the variant's own `check`). A plugin that fails is rejected at load,
+** naming what is wrong, rather than misbehaving at its first call. */
+static bool em__check_attention(em_plugin_record *rec, const em_attention_variant *v) {
+  char *r = rec->reason;
+  size_t n = sizeof rec->reason;
+  if (strcmp(v->name, rec->name) != 0)
+    return snprintf(r, n, "the vtable's name '%.80s' differs from the plugin info's name '%s' (ember_plugin_info "
+                    "and the em_attention_variant must name the same variant)", v->name, rec->name), false;
+  if (v->caps & ~(uint32_t)EM_ATTN_CAP_ALL)
+    return snprintf(r, n, "variant '%s' declares unknown capability bits 0x%x (known: EM_ATTN_CAP_* = 0x%x)",
+                    v->name, v->caps & ~(uint32_t)EM_ATTN_CAP_ALL, (unsigned)EM_ATTN_CAP_ALL), false;
+  const char *names[EM_ATTN_MAX_OPTIONS];
+  em_attn_value values[EM_ATTN_MAX_OPTIONS];
+  for (int i = 0; i < v->n_options; i++) {
+    const em_attn_option_spec *o = &v->options[i];
+    for (int j = 0; j < i; j++)
+      if (strcmp(v->options[j].name, o->name) == 0)
+        return snprintf(r, n, "variant '%s' declares option '%.80s' twice", v->name, o->name), false;
+    if (o->bounded && !(o->min <= o->max))
+      return snprintf(r, n, "variant '%s': option '%.80s' has min %g > max %g", v->name, o->name, o->min,
+                      o->max), false;
+    names[i] = o->name;
+    values[i] = (em_attn_value){.type = o->type, .num = o->default_num,
+                                .str = o->default_str ? o->default_str : ""};
+  }
+  em_attn_options *opts = NULL;
+  if (em_attn_options_new(&opts, v, v->n_options, names, values, NULL) != EM_OK)
+    return snprintf(r, n, "variant '%s' refuses its own option defaults: %s", v->name, em_error_message()), false;
+  em_attn_options_free(opts);
+  return true;
+}
+
 /* em__elf_check on the file at path (mapped read-only, never executed). */
 static bool em__elf_check_file(const char *path, char *reason, size_t n) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -139,7 +175,7 @@ static bool em__load_file(const char *path, em_plugin_record **out) {
       return false;
     }
     em__backends[em__nbackends++] = vt;
-  } else if (!em_attention_variant_check(vt, rec->reason, sizeof rec->reason)) {
+  } else if (!em_attention_variant_check(vt, rec->reason, sizeof rec->reason) || !em__check_attention(rec, vt)) {
     em_plugin_fini_fn fini = (em_plugin_fini_fn)(uintptr_t)dlsym(h, EM_PLUGIN_FINI_SYMBOL);
     if (fini) fini();
     dlclose(h);
@@ -331,15 +367,50 @@ const char *em_plugin_search_path(char *buf, size_t n) {
   return buf;
 }
 
+/* A search folder that cannot be read (a typo in EMBER_PLUGIN_PATH, a
+** folder not made yet, no permission): said in the report of a miss. */
+static void em__unreadable_cb(const char *dir, void *ud) {
+  struct em__pathbuf *p = ud;
+  DIR *d = opendir(dir);
+  if (d) {
+    closedir(d);
+    return;
+  }
+  int e = errno;
+  if (p->k < p->n) p->k += (size_t)snprintf(p->buf + p->k, p->n - p->k, "; folder %s: %s", dir, strerror(e));
+}
+
+/* Does record r concern the plugin `name`: named so, or its file is
+** ember_attn_<name>.so / <name>.lua (a file rejected before its name was read)? */
+static bool em__about(const em_plugin_record *r, const char *name) {
+  if (strcmp(r->name, name) == 0) return true;
+  const char *base = strrchr(r->path, '/');
+  base = base ? base + 1 : r->path;
+  char want[160];
+  snprintf(want, sizeof want, "ember_attn_%s.so", name);
+  if (strcmp(base, want) == 0) return true;
+  snprintf(want, sizeof want, "%s.lua", name);
+  return strcmp(base, want) == 0;
+}
+
 const char *em_plugin_report(int kind, const char *name, char *buf, size_t n) {
   char path[2048];
   size_t k = (size_t)snprintf(buf, n, "searched %s", em_plugin_search_path(path, sizeof path));
-  int shown = 0;
-  for (int i = 0; i < em__nrecords && k < n; i++) {
-    const em_plugin_record *r = em__records[i];
-    if (r->loaded || (r->kind && r->kind != kind)) continue;
-    k += (size_t)snprintf(buf + k, n - k, "%s %s: %s", shown++ ? ";" : "; rejected:", r->path, r->reason);
+  if (k < n) {
+    struct em__pathbuf p = {buf, n, k};
+    em__each_dir(em__unreadable_cb, &p);
+    k = p.k;
   }
+  int shown = 0;
+  /* the candidates of this name first, then the other rejected files; a
+  ** file shadowed by another of its own name is no news for another name */
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < em__nrecords && k < n; i++) {
+      const em_plugin_record *r = em__records[i];
+      if (r->loaded || (r->kind && r->kind != kind) || em__about(r, name) != (pass == 0)) continue;
+      if (pass == 1 && strncmp(r->reason, "shadowed by ", 12) == 0) continue;
+      k += (size_t)snprintf(buf + k, n - k, "%s %s: %s", shown++ ? ";" : "; rejected:", r->path, r->reason);
+    }
   if (!shown && k < n) snprintf(buf + k, n - k, "; no candidate %s plugin named '%s' was found", em__kind_name(kind), name);
   return buf;
 }
