@@ -1547,6 +1547,27 @@ def pytorch_user_cases():
     return out
 
 
+def autograd_cases():
+    """nn_autograd.lua, for tests/lua/autograd_namespace_spec.lua: torch.autograd.functional.jacobian of a
+    function of one tensor (x.exp() * x.sum()), of two tensors with two outputs ((a @ b).tanh() and the 0-d
+    (a * a).sum(), which does not depend on b: zeros), and of a small attention softmax(q k^T / sqrt(2)) v with
+    respect to q, k and v; torch.autograd.functional.vjp of log_softmax with a given v. float64; its own seed."""
+    torch.manual_seed(20261207)
+    jac = torch.autograd.functional.jacobian
+    x = torch.randn(2, 3)
+    out = {"single": {"x": x, "jac": jac(lambda x: x.exp() * x.sum(), x)}}
+    a, b = torch.randn(2, 3), torch.randn(3, 2)
+    j = jac(lambda a, b: ((a @ b).tanh(), (a * a).sum()), (a, b))
+    out["pair"] = {"a": a, "b": b, "jac": [[j[0][0], j[0][1]], [j[1][0], j[1][1]]]}
+    q, k, v = torch.randn(3, 2), torch.randn(4, 2), torch.randn(4, 2)
+    j = jac(lambda q, k, v: torch.softmax(q @ k.T / math.sqrt(2), -1) @ v, (q, k, v))
+    out["attention"] = {"q": q, "k": k, "v": v, "jac": list(j)}
+    x, w = torch.randn(2, 4), torch.randn(2, 4)
+    o, g = torch.autograd.functional.vjp(lambda x: torch.log_softmax(x, -1), x, w)
+    out["vjp"] = {"x": x, "v": w, "out": o, "vjp": g}
+    return out
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1570,6 +1591,8 @@ def main():
                                                                   **pytorch_user_cases()})
     write(os.path.join(HERE, "fixtures", "nn_functional.lua"), {"torch_version": torch.__version__,
                                                                "cases": functional_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_autograd.lua"), {"torch_version": torch.__version__,
+                                                             **autograd_cases()})
 
 
 if __name__ == "__main__":
