@@ -302,6 +302,12 @@ CAST_METHOD(bool, EM_BOOL)
 CAST_METHOD(bfloat16, EM_BF16)
 #undef CAST_METHOD
 
+/* t:half(): PyTorch's float16 cast, which ember has no dtype for. */
+static int m_half(lua_State *L) {
+  return luaL_error(L, "ember.half: ember has no float16 dtype; its 16-bit float is bfloat16 (t:bfloat16(), "
+                       "or ember.autocast(\"bfloat16\") for mixed precision)");
+}
+
 static int m_cpu(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   return to_device(L, t, lember_cpu(L), "cpu");
@@ -328,7 +334,7 @@ static const luaL_Reg methods[] = {
   {"select", m_select}, {"slice", m_slice}, {"squeeze", m_squeeze},
   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
   {"clone", m_clone}, {"detach", m_detach}, {"detach_", m_detach_}, {"_assign", m__assign}, {"to", m_to}, {"float", m_float},
-  {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16},
+  {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16}, {"half", m_half},
   {"cpu", m_cpu}, {"cuda", m_cuda},
   {NULL, NULL}
 };

@@ -623,6 +623,14 @@ function Module:to(where, _moved)
       self.__name, type(where))
   end
   local is_dtype = Module.float_dtype(where, self.__name .. ".to") ~= nil
+  if not is_dtype and not _moved then
+    -- a device, or neither: asked of an empty tensor, so a bad name is
+    -- refused here, at the user's line, before any tensor moved
+    local ok, err = pcall(function() return ember.zeros(0):to(where) end)
+    if not ok then
+      errors.raise("%s.to: %s", self.__name, (errors.strip_library_position(err):gsub("^ember%.to: ", "")))
+    end
+  end
   local moved = _moved or {} -- old tensor -> new one across the whole tree
   local function move(t, param)
     if moved[t] then return moved[t] end
@@ -650,6 +658,14 @@ function Module:cpu() return self:to("cpu") end
 function Module:double() return self:to("float64") end
 --- `to("float32")`
 function Module:float() return self:to("float32") end
+--- `to("bfloat16")`
+function Module:bfloat16() return self:to("bfloat16") end
+--- PyTorch's float16 conversion: an error, ember has no float16 dtype
+-- (its 16-bit float is bfloat16: `m:bfloat16()`, or ember.autocast).
+function Module:half()
+  errors.raise("%s.half: ember has no float16 dtype; its 16-bit float is bfloat16 (m:bfloat16(), or "
+    .. "ember.autocast(\"bfloat16\") for mixed precision)", self.__name)
+end
 
 --- name -> detached tensor sharing the parameter's or buffer's storage.
 -- @treturn table

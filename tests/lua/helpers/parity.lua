@@ -158,8 +158,6 @@ function M.sorted_keys(t)
   return out
 end
 
---- fn() must raise an error that points at the calling spec's line (the
--- user's line, not the library's) and contains `want`.
 --- A CrossEntropyLoss fixture case (cross_entropy in nn_more.lua,
 -- soft_cross_entropy in nn_probe.lua): PyTorch's [B, C(, L)] logits, the
 -- target made by `target(c)` (permuted with the logits for a 3-d case,
@@ -182,6 +180,8 @@ function M.cross_entropy_case(nn, c, i, target, permute_target)
   assert.is_true((logits.grad - M.T(c.grad)):abs():max():item() < 1e-12, "case " .. i .. " grad")
 end
 
+--- fn() must raise an error that points at the calling spec's line (the
+-- user's line, not the library's) and contains `want`.
 function M.raises_here(fn, want)
   local file = debug.getinfo(2, "S").short_src:match("[^/]+$")
   local ok, msg = pcall(fn)
