@@ -49,7 +49,8 @@ formula), interpolate in every mode, unfold/fold, embedding with padding_idx, th
 prelu, pixel_(un)shuffle, pairwise_distance, triplet_margin_loss, margin_ranking_loss, bilinear) and logsigmoid,
 softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, normalize and cosine_similarity at torch's
 default dim, return_indices and max_unpool, the losses ember had no module for (soft_margin, hinge_embedding,
-cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), affine_grid and grid_sample, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), affine_grid and grid_sample, embedding_bag,
+lp_pool, local_response_norm, channel_shuffle, pdist, gaussian_nll_loss, triplet_margin_with_distance_loss, rrelu, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
@@ -1513,6 +1514,44 @@ def functional_cases():
         c = case(name, lambda x, g, mode=mode, pad=pad, align=align: F.grid_sample(
             x, g, mode=mode, padding_mode=pad, align_corners=align), {"x": gx.clone(), "g": r(2, 6, 7, 2, **D) * 1.3})
         c["kw"] = {"mode": mode, "padding_mode": pad, "align_corners": align}
+    # more of torch.nn.functional
+    ids = torch.tensor([2, 0, 4, 4, 7, 1, 3, 5, 6])
+    off = torch.tensor([0, 3, 3, 7])
+    c = case("embedding_bag_mean", lambda w: F.embedding_bag(ids, w, off), {"w": r(8, 3, **D)})
+    c["ids"], c["offsets"] = ids + 1, off + 1
+    psw = r(9, **D)
+    c = case("embedding_bag_sum_psw_last", lambda w, psw: F.embedding_bag(ids, w, torch.tensor([0, 3, 7, 9]),
+                                                                            mode="sum", per_sample_weights=psw,
+                                                                            include_last_offset=True),
+             {"w": r(8, 3, **D), "psw": psw})
+    c["ids"], c["offsets"] = ids + 1, torch.tensor([0, 3, 7, 9]) + 1
+    ids2 = torch.tensor([[1, 3, 2], [4, 0, 5]])
+    c = case("embedding_bag_max_padding", lambda w: F.embedding_bag(ids2, w, mode="max", padding_idx=0),
+             {"w": r(6, 4, **D)})
+    c["ids"] = ids2 + 1
+    case("lp_pool2d", lambda x: F.lp_pool2d(x, 2, (2, 3), stride=2), {"x": r(2, 3, 6, 7, **D)})
+    case("lp_pool1d", lambda x: F.lp_pool1d(x, 3, 3, ceil_mode=True), {"x": r(2, 3, 10, **D).abs() + 0.1})
+    case("local_response_norm", lambda x: F.local_response_norm(x, 3, alpha=0.1, beta=0.6, k=2.0),
+         {"x": r(2, 5, 3, 4, **D)})
+    case("local_response_norm_3d", lambda x: F.local_response_norm(x, 4), {"x": r(2, 6, 5, **D)})
+    def shuffle(x):  # (PyTorch 1.13's channel_shuffle has no derivative: its definition, checked against it)
+        y = x.view(2, 3, 2, 2, 3).transpose(1, 2).reshape(x.shape)
+        assert torch.equal(y, F.channel_shuffle(x.detach(), 3))
+        return y
+    case("channel_shuffle", shuffle, {"x": r(2, 6, 2, 3, **D)})
+    case("pdist", lambda x: F.pdist(x), {"x": r(5, 4, **D)})
+    case("pdist_p1.5", lambda x: F.pdist(x, 1.5), {"x": r(4, 3, **D)})
+    v = r(3, 4, **D).abs() + 0.1
+    v[0, 0] = 1e-8  # below eps: clamped in value, its gradient kept
+    case("gaussian_nll_loss", lambda x, t, v: F.gaussian_nll_loss(x, t, v, full=True, eps=1e-4),
+         {"x": r(3, 4, **D), "t": r(3, 4, **D), "v": v})
+    case("gaussian_nll_loss_var_1d", lambda x, t, v: F.gaussian_nll_loss(x, t, v, reduction="sum"),
+         {"x": r(3, 4, **D), "t": r(3, 4, **D), "v": r(3, **D).abs() + 0.5})
+    case("gaussian_nll_loss_var_last1", lambda x, t, v: F.gaussian_nll_loss(x, t, v, reduction="none"),
+         {"x": r(3, 4, **D), "t": r(3, 4, **D), "v": r(3, 1, **D).abs() + 0.5})
+    case("triplet_margin_with_distance_loss", lambda a, p, n: F.triplet_margin_with_distance_loss(
+        a, p, n, margin=1.5, swap=True, reduction="none"), {"a": r(4, 5, **D), "p": r(4, 5, **D), "n": r(4, 5, **D)})
+    case("rrelu_eval", lambda x: F.rrelu(x, 0.1, 0.3), {"x": r(3, 4, **D)})
     return cases
 
 

@@ -98,6 +98,26 @@ local CALLS = {
   max_unpool1d = function(i, c) return F.max_unpool1d(i.x, T(c.indices), 2) end,
   affine_grid = function(i) return F.affine_grid(i.t, { 2, 3, 4, 5 }) end,
   affine_grid_align = function(i) return F.affine_grid(i.t, { 2, 3, 4, 1 }, { align_corners = true }) end,
+  embedding_bag_mean = function(i, c) return F.embedding_bag(T(c.ids), i.w, T(c.offsets)) end,
+  embedding_bag_sum_psw_last = function(i, c)
+    return F.embedding_bag(T(c.ids), i.w, T(c.offsets), { mode = "sum", per_sample_weights = i.psw,
+      include_last_offset = true })
+  end,
+  embedding_bag_max_padding = function(i, c) return F.embedding_bag(T(c.ids), i.w, { mode = "max", padding_idx = 1 }) end,
+  lp_pool2d = function(i) return F.lp_pool2d(i.x, 2, { 2, 3 }, 2) end,
+  lp_pool1d = function(i) return F.lp_pool1d(i.x, 3, 3, { ceil_mode = true }) end,
+  local_response_norm = function(i) return F.local_response_norm(i.x, 3, { alpha = 0.1, beta = 0.6, k = 2 }) end,
+  local_response_norm_3d = function(i) return F.local_response_norm(i.x, 4) end,
+  channel_shuffle = function(i) return F.channel_shuffle(i.x, 3) end,
+  pdist = function(i) return F.pdist(i.x) end,
+  ["pdist_p1.5"] = function(i) return F.pdist(i.x, 1.5) end,
+  gaussian_nll_loss = function(i) return F.gaussian_nll_loss(i.x, i.t, i.v, { full = true, eps = 1e-4 }) end,
+  gaussian_nll_loss_var_1d = function(i) return F.gaussian_nll_loss(i.x, i.t, i.v, { reduction = "sum" }) end,
+  gaussian_nll_loss_var_last1 = function(i) return F.gaussian_nll_loss(i.x, i.t, i.v, { reduction = "none" }) end,
+  triplet_margin_with_distance_loss = function(i)
+    return F.triplet_margin_with_distance_loss(i.a, i.p, i.n, { margin = 1.5, swap = true, reduction = "none" })
+  end,
+  rrelu_eval = function(i) return F.rrelu(i.x, 0.1, 0.3) end,
   soft_margin_loss = function(i) return F.soft_margin_loss(i.x, i.y:double(), { reduction = "sum" }) end,
   hinge_embedding_loss = function(i) return F.hinge_embedding_loss(i.x, i.y:double(), 0.8, { reduction = "none" }) end,
   cosine_embedding_loss = function(i) return F.cosine_embedding_loss(i.a, i.b, i.y:double(), { margin = 0.2 }) end,
@@ -266,6 +286,14 @@ describe("the modules are their functions with their parameters", function()
     assert(same(d2:eval()(x), F.dropout2d(x, 0.5, false)))
   end)
 
+  it("EmbeddingBag", function()
+    local bag = nn.EmbeddingBag(7, 3, { mode = "sum", padding_idx = 2, dtype = "float64" })
+    local ids = ember.tensor({ 1, 2, 5, 7, 2, 3 }, { dtype = "int64" })
+    local offsets = ember.tensor({ 1, 3, 3 }, { dtype = "int64" })
+    assert(same(bag(ids, offsets), F.embedding_bag(ids, bag.weight, offsets, { mode = "sum", padding_idx = 2 })))
+    assert(same(bag(ids, offsets), F.embedding_bag(ids, bag.weight, { 1, 3, 3 }, { mode = "sum", padding_idx = 2 })))
+  end)
+
   it("Upsample and Embedding", function()
     assert(same(nn.Upsample({ 1.5, 2 })(x4), F.interpolate(x4, { scale_factor = { 1.5, 2 } })))
     assert(same(nn.Upsample({ size = { 4, 11 } })(x4), F.interpolate(x4, { size = { 4, 11 } })))
@@ -359,6 +387,66 @@ describe("float64 gradchecks", function()
     y:sum():backward()
     assert.are.same({ 0, 0, 0 }, w.grad[1]:totable())
     assert.are.same({ 2, 2, 2 }, w.grad[2]:totable())
+  end)
+end)
+
+describe("the random ones", function()
+  it("dropout1d/3d drop whole channels and scale the rest; identity when not training", function()
+    ember.manual_seed(11)
+    local y = F.dropout1d(ember.ones(8, 16, 5), 0.5)
+    local per_channel = y:amax(3) - y:amin(3)
+    assert.are.equal(0, per_channel:abs():max():item())      -- a channel is all 0 or all 2
+    local kept = y:amax(3):gt(0):sum():item()
+    assert(kept > 30 and kept < 98, "kept " .. kept .. " of 128 channels")
+    assert.are.equal(2, y:max():item())
+    local z = F.dropout3d(ember.ones(2, 8, 2, 2, 2), { p = 0.25 })
+    assert.are.equal(0, (z:amax({ 3, 4, 5 }) - z:amin({ 3, 4, 5 })):abs():max():item())
+    local x = ember.randn(2, 3, 4)
+    assert(same(F.dropout1d(x, 0.5, false), x))
+  end)
+
+  it("alpha_dropout keeps the mean and variance of unit-normal input", function()
+    ember.manual_seed(12)
+    local x = ember.randn({ 200000 }, F64)
+    local y = F.alpha_dropout(x, 0.3)
+    assert(math.abs(y:mean():item()) < 0.02 and math.abs(y:var():item() - 1) < 0.02)
+    -- the dropped are all one value: SELU's saturation -1.7581, mapped
+    local a = 1 / math.sqrt((1.7580993408473766 ^ 2 * 0.3 + 1) * 0.7)
+    local dropped = -1.7580993408473766 * a + 1.7580993408473766 * a * 0.3
+    local n = (y - dropped):abs():lt(1e-12):sum():item()
+    assert(n > 0.28 * 200000 and n < 0.32 * 200000, n)
+    local f = F.feature_alpha_dropout(ember.randn(64, 8, 50, F64), 0.5)
+    local d = (f - dropped):abs():lt(1e-12):to("int64"):sum(3)   -- per channel: 0 or all 50
+    assert(d:eq(0):logical_or(d:eq(50)):all():item())
+    assert(same(F.alpha_dropout(x, 0.3, false), x))
+  end)
+
+  it("gumbel_softmax: soft samples sum to 1, hard ones are one-hot with the soft gradient", function()
+    ember.manual_seed(13)
+    local logits = ember.randn(6, 5, F64):requires_grad_()
+    local soft = F.gumbel_softmax(logits, { tau = 0.7 })
+    assert(((soft:sum(2) - 1):abs():max():item()) < 1e-12)
+    local hard = F.gumbel_softmax(logits, { hard = true })
+    assert.are.same({ 1, 1, 1, 1, 1, 1 }, hard:sum(2):totable())
+    assert.are.equal(6, hard:eq(1):sum():item())
+    local w = ember.randn(6, 5, F64)
+    local loss = (hard * w):sum()
+    loss:backward()
+    assert(logits.grad:abs():sum():item() > 0)
+    -- a large logit wins almost always
+    local big = ember.tensor({ { 0, 0, 20 } })
+    assert.are.equal(3, F.gumbel_softmax(big, { hard = true }):argmax(2):item())
+  end)
+
+  it("rrelu: while training, each negative slope lies in [lower, upper]", function()
+    ember.manual_seed(14)
+    local x = -ember.rand(1000):add(0.1)
+    local y = F.rrelu(x, 0.1, 0.3, true)
+    local slope = y / x
+    assert(slope:min():item() >= 0.1 - 1e-6 and slope:max():item() <= 0.3 + 1e-6)
+    assert(slope:std():item() > 0.03)
+    local pos = ember.rand(10)
+    assert(same(F.rrelu(pos, { training = true }), pos))
   end)
 end)
 
@@ -478,6 +566,34 @@ describe("errors name the function at the caller's line", function()
     raises_here(function() F.multi_margin_loss(ember.randn(2, 4), ids, 3) end, "nn.functional.multi_margin_loss: p must be 1 or 2, got 3")
     raises_here(function() F.multi_margin_loss(ember.randn(2, 4), ids, { reduction = "batchmean" }) end,
       'nn.functional.multi_margin_loss: reduction must be "mean", "sum" or "none", got batchmean')
+  end)
+
+  it("more of torch.nn.functional", function()
+    local w = ember.randn(5, 2)
+    local ids = ember.tensor({ 1, 2, 3 }, { dtype = "int64" })
+    raises_here(function() F.embedding_bag(ids, w, { 1 }, { mode = "median" }) end,
+      'nn.functional.embedding_bag: mode must be "sum", "mean" or "max", got "median"')
+    raises_here(function() F.embedding_bag(ids, w, { 1 }, { max_norm = 1 }) end,
+      "nn.functional.embedding_bag: max_norm is not supported")
+    raises_here(function() F.embedding_bag(ids, w, { 2 }) end,
+      "nn.functional.embedding_bag: the first offset must be 1")
+    raises_here(function() F.embedding_bag(ids, w) end, "nn.functional.embedding_bag: a 1-d input needs offsets")
+    raises_here(function() F.lp_pool2d(x, -1, 2) end, "nn.functional.lp_pool2d: norm_type must be a number > 0, got -1")
+    raises_here(function() F.local_response_norm(x, 0) end, "nn.functional.local_response_norm: size must be a positive integer")
+    raises_here(function() F.channel_shuffle(x, 2) end,
+      "nn.functional.channel_shuffle: the channels (3, dim 2 of [2, 3, 8, 8]) must be divisible by groups=2")
+    raises_here(function() F.pdist(ember.randn(2, 3, 4)) end, "nn.functional.pdist: expected an input [N, M]")
+    raises_here(function() F.gaussian_nll_loss(ember.randn(3, 4), ember.randn(3, 4), ember.ones(4)) end,
+      "nn.functional.gaussian_nll_loss: var must have the input's shape [3, 4], or it with the last dim 1 or dropped, got [4]")
+    raises_here(function() F.gaussian_nll_loss(ember.randn(3), ember.randn(3), -ember.ones(3)) end,
+      "nn.functional.gaussian_nll_loss: var has negative entries")
+    raises_here(function() F.gumbel_softmax(x, { tau = 0 }) end, "nn.functional.gumbel_softmax: tau must be a number > 0")
+    raises_here(function() F.triplet_margin_with_distance_loss(x, x, x, { distance_function = 2 }) end,
+      "nn.functional.triplet_margin_with_distance_loss: distance_function must be a function")
+    raises_here(function() F.rrelu(x, 0.5, 0.1) end, "nn.functional.rrelu: lower (0.5) must not exceed upper (0.1)")
+    raises_here(function() F.dropout3d(ember.randn(2, 3, 4)) end,
+      "nn.functional.dropout3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [2, 3, 4]")
+    raises_here(function() F.alpha_dropout(x, 2) end, "nn.functional.alpha_dropout: p must be a number in [0, 1], got 2")
   end)
 
   it("grid_sample, affine_grid", function()

@@ -30,16 +30,19 @@ function Dropout2d:forward(x)
 end
 
 -- Channel dropout of x [N, C, H, W] or [C, H, W] (identity unless
--- training): the module's forward and nn.functional.dropout2d's. who: the
--- caller, for errors.
-function Dropout2d._dropout2d(who, x, p, training)
-  if not ember.is_tensor(x) or (x.ndim ~= 3 and x.ndim ~= 4) then
-    error(("%s: expected an input [N, C, H, W] or [C, H, W], got %s"):format(who,
+-- training): the module's forward and nn.functional.dropout2d's (nd = 1
+-- and 3: dropout1d's and dropout3d's, on [N, C, L] and [N, C, D, H, W]).
+-- who: the caller, for errors.
+local SHAPES = { "[N, C, L] or [C, L]", "[N, C, H, W] or [C, H, W]", "[N, C, D, H, W] or [C, D, H, W]" }
+function Dropout2d._dropout2d(who, x, p, training, nd)
+  nd = nd or 2
+  if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
+    error(("%s: expected an input %s, got %s"):format(who, SHAPES[nd],
       ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)))
   end
   if not training or p == 0 then return x end
   local mshape = {}
-  for i = 1, x.ndim do mshape[i] = i <= x.ndim - 2 and x.shape[i] or 1 end
+  for i = 1, x.ndim do mshape[i] = i <= x.ndim - nd and x.shape[i] or 1 end
   local mask = ember.dropout(ember.ones(mshape, { dtype = x.dtype, device = x.device }), p, true)
   return x * mask
 end

@@ -62,24 +62,24 @@ local WHO = "EmbeddingBag.forward"
 local function shape_of(t) return "[" .. table.concat(t.shape, ", ") .. "]" end
 
 -- The bags' offsets as a Lua list of 1-based starts plus the end (n + 1), checked.
-local function bag_bounds(self, n, offsets)
+local function bag_bounds(self, who, n, offsets)
   if not ember.is_tensor(offsets) or offsets.dtype ~= "int64" or offsets.ndim ~= 1 then
-    error(("%s: offsets must be a 1-d int64 tensor (1-based positions), got %s"):format(WHO,
+    error(("%s: offsets must be a 1-d int64 tensor (1-based positions), got %s"):format(who,
       ember.is_tensor(offsets) and (offsets.dtype .. " " .. shape_of(offsets)) or type(offsets)))
   end
   local off = offsets:totable()
   if self.include_last_offset then
-    if #off < 1 then error(WHO .. ": include_last_offset needs at least one offset") end
+    if #off < 1 then error(who .. ": include_last_offset needs at least one offset") end
   else
     off[#off + 1] = n + 1
   end
   if #off > 1 and off[1] ~= 1 then
-    error(("%s: the first offset must be 1 (bags start at the input's first id; 1-based), got %d"):format(WHO, off[1]))
+    error(("%s: the first offset must be 1 (bags start at the input's first id; 1-based), got %d"):format(who, off[1]))
   end
   for b = 2, #off do
     if off[b] < off[b - 1] or off[b] > n + 1 then
       error(("%s: offsets must not decrease and stay within 1..%d (the input has %d ids), got %d after %d")
-        :format(WHO, n + 1, n, off[b], off[b - 1]))
+        :format(who, n + 1, n, off[b], off[b - 1]))
     end
   end
   if self.include_last_offset and off[#off] ~= n + 1 then
@@ -100,27 +100,35 @@ function EmbeddingBag:forward(input, offsets, per_sample_weights)
     local o = Module.check_options(WHO, offsets, { "offsets", "per_sample_weights" })
     offsets, per_sample_weights = o.offsets, o.per_sample_weights
   end
+  return EmbeddingBag._bag(self, WHO, input, offsets, per_sample_weights)
+end
+
+-- The bags' sums, means or maxima of cfg.weight's rows (cfg: weight,
+-- num_embeddings, embedding_dim, mode, padding_idx, include_last_offset):
+-- the module's forward (cfg = the module) and nn.functional.embedding_bag's.
+-- who: the caller, for errors.
+function EmbeddingBag._bag(self, who, input, offsets, per_sample_weights)
   if type(offsets) == "table" and not ember.is_tensor(offsets) then
     -- a Lua list of 1-based offsets
     for i, v in ipairs(offsets) do
       if math.type(v) ~= "integer" then
-        error(("%s: offsets must be integers (1-based positions), got %s at %d"):format(WHO, tostring(v), i))
+        error(("%s: offsets must be integers (1-based positions), got %s at %d"):format(who, tostring(v), i))
       end
     end
     offsets = ember.tensor(offsets, { dtype = "int64", device = input and input.device or nil })
   end
   if not ember.is_tensor(input) or input.dtype ~= "int64" or (input.ndim ~= 1 and input.ndim ~= 2) then
-    error(("%s: input must be int64 ids (1-based), 1-d with offsets or 2-d [B, L], got %s"):format(WHO,
+    error(("%s: input must be int64 ids (1-based), 1-d with offsets or 2-d [B, L], got %s"):format(who,
       ember.is_tensor(input) and (input.dtype .. " " .. shape_of(input)) or type(input)))
   end
   local psw = per_sample_weights
   if psw ~= nil then
     if self.mode ~= "sum" then
       error(("%s: per_sample_weights is only supported for mode \"sum\" (as PyTorch), this bag's mode is %q")
-        :format(WHO, self.mode))
+        :format(who, self.mode))
     end
     if not ember.is_tensor(psw) or shape_of(psw) ~= shape_of(input) then
-      error(("%s: per_sample_weights must be a tensor of the input's shape %s, got %s"):format(WHO, shape_of(input),
+      error(("%s: per_sample_weights must be a tensor of the input's shape %s, got %s"):format(who, shape_of(input),
         ember.is_tensor(psw) and shape_of(psw) or type(psw)))
     end
     psw = psw:reshape({ -1 })
@@ -129,14 +137,14 @@ function EmbeddingBag:forward(input, offsets, per_sample_weights)
   local off
   if input.ndim == 2 then
     if offsets ~= nil then
-      error(("%s: offsets must be nil for a 2-d input %s (each row is a bag)"):format(WHO, shape_of(input)))
+      error(("%s: offsets must be nil for a 2-d input %s (each row is a bag)"):format(who, shape_of(input)))
     end
     local B, L = input.shape[1], input.shape[2]
     off = {}
     for b = 1, B + 1 do off[b] = (b - 1) * L + 1 end
   else
-    if offsets == nil then error(("%s: a 1-d input needs offsets (the 1-based start of each bag)"):format(WHO)) end
-    off, n = bag_bounds(self, n, offsets)
+    if offsets == nil then error(("%s: a 1-d input needs offsets (the 1-based start of each bag)"):format(who)) end
+    off, n = bag_bounds(self, who, n, offsets)
   end
   local B = #off - 1
   local D = self.embedding_dim
@@ -150,7 +158,7 @@ function EmbeddingBag:forward(input, offsets, per_sample_weights)
   end
   local lo, hi = ids:min():item(), ids:max():item()
   if lo < 1 or hi > self.num_embeddings then
-    error(("%s: ids must be in 1..%d (1-based), got %d"):format(WHO, self.num_embeddings, lo < 1 and lo or hi))
+    error(("%s: ids must be in 1..%d (1-based), got %d"):format(who, self.num_embeddings, lo < 1 and lo or hi))
   end
   -- the bag of each id (1-based) and each bag's length
   local lens, longest = {}, 0

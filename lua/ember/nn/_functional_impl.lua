@@ -720,6 +720,231 @@ function M.multi_margin_loss(input, target, ...)
   return reduced(loss, check_reduction(who, o.reduction))
 end
 
+-- ---- more of torch.nn.functional ---------------------------------------------
+
+local BAG = { "offsets", "max_norm", "norm_type", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+  "include_last_offset", "padding_idx" }
+
+function M.embedding_bag(input, weight, ...)
+  local who = "nn.functional.embedding_bag"
+  local o = args(who, BAG, ...)
+  for _, k in ipairs { "max_norm", "scale_grad_by_freq", "sparse" } do
+    if o[k] then errors.raise("%s: %s is not supported", who, k) end
+  end
+  check_tensor(who, "weight", weight, true)
+  if weight.ndim ~= 2 then errors.raise("%s: weight must be 2-d [num_embeddings, dim], got %s", who, shape_str(weight)) end
+  local mode = o.mode or "mean"
+  if mode ~= "sum" and mode ~= "mean" and mode ~= "max" then
+    errors.raise("%s: mode must be \"sum\", \"mean\" or \"max\", got %s", who, conv.fmt(mode))
+  end
+  check_bool(who, "include_last_offset", o.include_last_offset)
+  local pad = o.padding_idx
+  if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > weight.shape[1]) then
+    errors.raise("%s: padding_idx must be an id in 1..%d, got %s", who, weight.shape[1], tostring(pad))
+  end
+  local offsets = o.offsets
+  if type(offsets) == "table" and not ember.is_tensor(offsets) then
+    for i, v in ipairs(offsets) do
+      if math.type(v) ~= "integer" then
+        errors.raise("%s: offsets must be integers (1-based positions), got %s at %d", who, tostring(v), i)
+      end
+    end
+    offsets = ember.tensor(offsets, { dtype = "int64", device = weight.device })
+  end
+  local cfg = { weight = weight, num_embeddings = weight.shape[1], embedding_dim = weight.shape[2], mode = mode,
+    padding_idx = pad, include_last_offset = o.include_last_offset == true }
+  return require("ember.nn.EmbeddingBag")._bag(cfg, who, input, offsets, o.per_sample_weights)
+end
+
+local function lp_pool(nd, x, norm_type, kernel_size, ...)
+  local who = "nn.functional.lp_pool" .. nd .. "d"
+  local o = args(who, { "stride", "ceil_mode" }, ...)
+  check_number(who, "norm_type", norm_type)
+  if not (norm_type > 0) then errors.raise("%s: norm_type must be a number > 0, got %s", who, tostring(norm_type)) end
+  local opts = { stride = o.stride, ceil_mode = o.ceil_mode }
+  local pooled = nd == 2 and M.avg_pool2d(x ^ norm_type, kernel_size, opts) or M.avg_pool1d(x ^ norm_type, kernel_size, opts)
+  local k = conv.tuple(kernel_size, nd, 1)
+  local n = nd == 2 and k[1] * k[2] or k[1]
+  -- PyTorch's: sign(out) * relu(|out|), times the window's size, to the 1/p
+  return (pooled:sign() * pooled:abs():relu() * n) ^ (1 / norm_type)
+end
+
+function M.lp_pool2d(x, norm_type, kernel_size, ...) return lp_pool(2, x, norm_type, kernel_size, ...) end
+function M.lp_pool1d(x, norm_type, kernel_size, ...) return lp_pool(1, x, norm_type, kernel_size, ...) end
+
+function M.local_response_norm(x, size, ...)
+  local who = "nn.functional.local_response_norm"
+  local o = args(who, { "alpha", "beta", "k" }, ...)
+  check_tensor(who, "input", x, true)
+  if x.ndim < 3 then errors.raise("%s: expected an input [N, C, *] of at least 3 dims, got shape %s", who, shape_str(x)) end
+  if math.type(size) ~= "integer" or size < 1 then
+    errors.raise("%s: size must be a positive integer, got %s", who, tostring(size))
+  end
+  local alpha, beta, k = o.alpha or 1e-4, o.beta or 0.75, o.k or 1
+  check_number(who, "alpha", alpha)
+  check_number(who, "beta", beta)
+  check_number(who, "k", k)
+  -- the mean of x^2 over the `size` channels around each (zeros past the ends count)
+  local C = x.shape[2]
+  local before, after = size // 2, (size - 1) // 2
+  local shape = {}
+  for i = 1, x.ndim do shape[i] = x.shape[i] end
+  local parts = {}
+  if before > 0 then shape[2] = before; parts[#parts + 1] = ember.zeros(shape, { dtype = x.dtype, device = x.device }) end
+  parts[#parts + 1] = x * x
+  if after > 0 then shape[2] = after; parts[#parts + 1] = ember.zeros(shape, { dtype = x.dtype, device = x.device }) end
+  local sq = #parts == 1 and parts[1] or ember.cat(parts, 2)
+  local sum = sq:narrow(2, 1, C)
+  for j = 2, size do sum = sum + sq:narrow(2, j, C) end
+  return x / ((sum / size) * alpha + k) ^ beta
+end
+
+local function channel_dropout(nd, x, ...)
+  local who = "nn.functional.dropout" .. nd .. "d"
+  local o = args(who, { "p", "training" }, ...)
+  local p = o.p == nil and 0.5 or o.p
+  if type(p) ~= "number" or p < 0 or p >= 1 then errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p)) end
+  check_bool(who, "training", o.training)
+  return require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false, nd)
+end
+
+function M.dropout1d(x, ...) return channel_dropout(1, x, ...) end
+function M.dropout3d(x, ...) return channel_dropout(3, x, ...) end
+
+local SELU_NEG = 1.7580993408473766 -- SELU's scale * alpha: where alpha dropout drops to
+
+local function alpha_dropout(who, feature, x, ...)
+  local o = args(who, { "p", "training" }, ...)
+  check_tensor(who, "input", x, true)
+  local p = o.p == nil and 0.5 or o.p
+  if type(p) ~= "number" or p < 0 or p > 1 then errors.raise("%s: p must be a number in [0, 1], got %s", who, tostring(p)) end
+  check_bool(who, "training", o.training)
+  if o.training == false or p == 0 then return x end
+  if p == 1 then return x * 0 end
+  local shape = {}
+  for i = 1, x.ndim do shape[i] = (not feature or i <= 2) and x.shape[i] or 1 end
+  if feature and x.ndim < 2 then errors.raise("%s: expected an input [N, C, *], got shape %s", who, shape_str(x)) end
+  -- PyTorch's: keep with probability 1 - p, the dropped set to -SELU_NEG, then a x + b keeps mean and variance
+  local keep = ember.dropout(ember.ones(shape, { dtype = x.dtype, device = x.device }), p, true) * (1 - p)
+  local a = 1 / math.sqrt((SELU_NEG * SELU_NEG * p + 1) * (1 - p))
+  return x * keep * a + (keep - 1) * (SELU_NEG * a) + SELU_NEG * a * p
+end
+
+function M.alpha_dropout(x, ...) return alpha_dropout("nn.functional.alpha_dropout", false, x, ...) end
+function M.feature_alpha_dropout(x, ...) return alpha_dropout("nn.functional.feature_alpha_dropout", true, x, ...) end
+
+function M.channel_shuffle(x, groups)
+  local who = "nn.functional.channel_shuffle"
+  check_tensor(who, "input", x)
+  if x.ndim < 3 then errors.raise("%s: expected an input [N, C, *] of at least 3 dims, got shape %s", who, shape_str(x)) end
+  factor(who, "groups", groups)
+  local N, C = x.shape[1], x.shape[2]
+  if C % groups ~= 0 then
+    errors.raise("%s: the channels (%d, dim 2 of %s) must be divisible by groups=%d", who, C, shape_str(x), groups)
+  end
+  local rest = {}
+  for i = 3, x.ndim do rest[#rest + 1] = x.shape[i] end
+  return x:reshape({ N, groups, C // groups, table.unpack(rest) }):transpose(2, 3):reshape(x.shape)
+end
+
+function M.pdist(x, ...)
+  local who = "nn.functional.pdist"
+  local o = args(who, { "p" }, ...)
+  check_tensor(who, "input", x, true)
+  if x.ndim ~= 2 then errors.raise("%s: expected an input [N, M], got shape %s", who, shape_str(x)) end
+  local p = o.p == nil and 2 or o.p
+  check_number(who, "p", p, 0)
+  local N = x.shape[1]
+  local I, J = {}, {}
+  for i = 1, N - 1 do
+    for j = i + 1, N do I[#I + 1], J[#J + 1] = i, j end
+  end
+  if #I == 0 then return ember.zeros({ 0 }, { dtype = x.dtype, device = x.device }) end
+  local io = { dtype = "int64", device = x.device }
+  local d = x:index_select(1, ember.tensor(I, io)) - x:index_select(1, ember.tensor(J, io))
+  return d:norm(p, 2)
+end
+
+function M.gaussian_nll_loss(input, target, var, ...)
+  local who = "nn.functional.gaussian_nll_loss"
+  local o = args(who, { "full", "eps", "reduction" }, ...)
+  same_shapes(who, "input and target", input, target)
+  check_tensor(who, "var", var, true)
+  local iv = table.concat(input.shape, ",")
+  local lead = table.concat(input.shape, ",", 1, input.ndim - 1)
+  local vs = table.concat(var.shape, ",")
+  if vs ~= iv then
+    if vs == lead and var.ndim == input.ndim - 1 then
+      var = var:unsqueeze(-1)
+    elseif not (var.ndim == input.ndim and var.shape[var.ndim] == 1
+        and table.concat(var.shape, ",", 1, var.ndim - 1) == lead) then
+      errors.raise("%s: var must have the input's shape %s, or it with the last dim 1 or dropped, got %s", who,
+        shape_str(input), shape_str(var))
+    end
+  end
+  check_bool(who, "full", o.full)
+  local eps = o.eps == nil and 1e-6 or o.eps
+  check_number(who, "eps", eps, 0)
+  local reduction = check_reduction(who, o.reduction)
+  if var:numel() > 0 and var:min():item() < 0 then errors.raise("%s: var has negative entries", who) end
+  -- clamped to eps in value, with the gradient of var itself (PyTorch clamps a clone under no_grad)
+  local v = var + (var:detach():clamp_min(eps) - var:detach())
+  local loss = (v:log() + (input - target) ^ 2 / v) * 0.5
+  if o.full then loss = loss + 0.5 * math.log(2 * math.pi) end
+  return reduced(loss, reduction)
+end
+
+function M.gumbel_softmax(logits, ...)
+  local who = "nn.functional.gumbel_softmax"
+  local o = args(who, { "tau", "hard", "eps", "dim" }, ...)
+  check_tensor(who, "logits", logits, true)
+  local tau = o.tau == nil and 1 or o.tau
+  check_number(who, "tau", tau)
+  if not (tau > 0) then errors.raise("%s: tau must be a number > 0, got %s", who, tostring(tau)) end
+  check_bool(who, "hard", o.hard)
+  local dim = o.dim or -1
+  -- Gumbel(0, 1) noise: -log(E), E ~ Exp(1) = -log(U)
+  local u = ember.rand_like(logits):clamp(1e-20, 1)
+  local gumbels = -(-u:log()):log()
+  local y = ember.softmax((logits + gumbels) / tau, dim)
+  if not o.hard then return y end
+  local idx = y:argmax(dim, true)
+  local hard = ember.zeros_like(y):scatter(dim < 0 and y.ndim + 1 + dim or dim, idx, 1)
+  return hard - y:detach() + y -- the straight-through estimator: hard values, soft gradients
+end
+
+function M.triplet_margin_with_distance_loss(anchor, positive, negative, ...)
+  local who = "nn.functional.triplet_margin_with_distance_loss"
+  local o = args(who, { "distance_function", "margin", "swap", "reduction" }, ...)
+  local d = o.distance_function or function(a, b) return M.pairwise_distance(a, b) end
+  if type(d) ~= "function" and not (type(d) == "table" and getmetatable(d) and getmetatable(d).__call) then
+    errors.raise("%s: distance_function must be a function (a, b) -> distances, got %s", who, type(d))
+  end
+  local margin = o.margin == nil and 1 or o.margin
+  check_number(who, "margin", margin)
+  if not (margin > 0) then errors.raise("%s: margin must be > 0, got %s", who, tostring(margin)) end
+  check_bool(who, "swap", o.swap)
+  local reduction = check_reduction(who, o.reduction)
+  local d_ap, d_an = d(anchor, positive), d(anchor, negative)
+  if o.swap then d_an = ember.minimum(d_an, d(positive, negative)) end
+  return reduced((d_ap - d_an + margin):clamp_min(0), reduction)
+end
+
+function M.rrelu(x, ...)
+  local who = "nn.functional.rrelu"
+  local o = args(who, { "lower", "upper", "training" }, ...)
+  check_tensor(who, "input", x, true)
+  local lower, upper = o.lower or 1 / 8, o.upper or 1 / 3
+  check_number(who, "lower", lower)
+  check_number(who, "upper", upper)
+  if lower > upper then errors.raise("%s: lower (%g) must not exceed upper (%g)", who, lower, upper) end
+  check_bool(who, "training", o.training)
+  if not o.training then return ember.leaky_relu(x, (lower + upper) / 2) end
+  -- a slope drawn from U(lower, upper) for each element (used where x < 0)
+  local slope = ember.rand_like(x) * (upper - lower) + lower
+  return ember.where(x:ge(0), x, x * slope)
+end
+
 -- ---- sampling at points --------------------------------------------------
 
 function M.grid_sample(input, grid, ...)

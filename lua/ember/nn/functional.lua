@@ -690,6 +690,173 @@ function F.multilabel_soft_margin_loss(input, target, ...) return impl.multilabe
 -- print(F.multi_margin_loss(ember.tensor{{0.1, 0.2, 0.4, 0.8}}, ember.tensor({4}, {dtype = "int64"})):item())   --> 0.32499998807907
 function F.multi_margin_loss(input, target, ...) return impl.multi_margin_loss(input, target, ...) end
 
+-- ---- more of torch.nn.functional ---------------------------------------------
+
+--- Sums, means or maxima of bags of embeddings, as
+-- torch.nn.functional.embedding_bag: `F.embedding_bag(ids, weight [,
+-- offsets] [, {mode = "mean", per_sample_weights =, include_last_offset =
+-- false, padding_idx =}])`. ids 1-d with offsets (1-based starts of the
+-- bags: a tensor or a Lua list) or 2-d [B, L] (each row a bag); ids and
+-- padding_idx 1-based. nn.EmbeddingBag's forward is this. max_norm,
+-- scale_grad_by_freq and sparse are not supported.
+-- @tparam Tensor ids int64
+-- @tparam Tensor weight [num, dim]
+-- @param[opt] ... offsets, or an options table
+-- @treturn Tensor [B, dim]
+-- @usage local F = ember.nn.functional
+-- local w = ember.tensor{{1, 1}, {2, 4}, {3, 9}}
+-- local ids = ember.tensor({1, 2, 3}, {dtype = "int64"})
+-- print(F.embedding_bag(ids, w, {1, 3}, {mode = "sum"}))   --> tensor([[3.0000, 5.0000], [3.0000, 9.0000]], shape=[2, 2], dtype=float32, device=cpu)
+function F.embedding_bag(ids, weight, ...) return impl.embedding_bag(ids, weight, ...) end
+
+--- Power-average pooling, as torch.nn.functional.lp_pool2d: `F.lp_pool2d(x,
+-- norm_type, kernel_size [, stride, ceil_mode])` (or an options table):
+-- (sum of x^p over each window)^(1/p).
+-- @tparam Tensor x [N, C, H, W] or [C, H, W]
+-- @number norm_type p
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... stride, ceil_mode, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.lp_pool2d(ember.tensor{{{{3, 0}, {0, 4}}}}, 2, 2):item())   --> 5.0
+function F.lp_pool2d(x, norm_type, kernel_size, ...) return impl.lp_pool2d(x, norm_type, kernel_size, ...) end
+
+--- Power-average pooling of [N, C, L], as torch.nn.functional.lp_pool1d
+-- (see lp_pool2d).
+-- @tparam Tensor x [N, C, L] or [C, L]
+-- @number norm_type p
+-- @int kernel_size
+-- @param[opt] ... stride, ceil_mode, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.lp_pool1d(ember.tensor{{{3, 4}}}, 2, 2):item())   --> 5.0
+function F.lp_pool1d(x, norm_type, kernel_size, ...) return impl.lp_pool1d(x, norm_type, kernel_size, ...) end
+
+--- Local response normalisation across channels, as
+-- torch.nn.functional.local_response_norm: `F.local_response_norm(x, size
+-- [, alpha=1e-4, beta=0.75, k=1])` (or an options table): x / (k + alpha *
+-- mean of x^2 over the `size` neighbouring channels)^beta (AlexNet's).
+-- @tparam Tensor x [N, C, *]
+-- @int size
+-- @param[opt] ... alpha, beta, k, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.local_response_norm(ember.randn(2, 6, 4, 4), 3).shape)   --> ember.Size{2, 6, 4, 4}
+function F.local_response_norm(x, size, ...) return impl.local_response_norm(x, size, ...) end
+
+--- Channel dropout of [N, C, L] (or [C, L]), as torch.nn.functional.dropout1d:
+-- `F.dropout1d(x [, p=0.5, training=true])` (see dropout2d).
+-- @tparam Tensor x
+-- @param[opt] ... p, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.dropout1d(ember.ones(2, 3, 5), 0.5, false):sum():item())   --> 30.0
+function F.dropout1d(x, ...) return impl.dropout1d(x, ...) end
+
+--- Channel dropout of [N, C, D, H, W] (or [C, D, H, W]), as
+-- torch.nn.functional.dropout3d: `F.dropout3d(x [, p=0.5, training=true])`.
+-- @tparam Tensor x
+-- @param[opt] ... p, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.dropout3d(ember.ones(1, 2, 2, 2, 2), {training = false}):sum():item())   --> 16.0
+function F.dropout3d(x, ...) return impl.dropout3d(x, ...) end
+
+--- Alpha dropout (for SELU networks), as torch.nn.functional.alpha_dropout:
+-- `F.alpha_dropout(x [, p=0.5, training=true])`: each element dropped with
+-- probability p to SELU's negative saturation, then an affine map that
+-- keeps the mean and variance of unit-normal input, as PyTorch's.
+-- Defaults as PyTorch's: training=true unless given (torch's default is false here:
+-- `F.alpha_dropout(x, p)` is x there; give training explicitly to be sure).
+-- @tparam Tensor x
+-- @param[opt] ... p, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.alpha_dropout(ember.ones(3), 0.2, false))   --> tensor([1.0000, 1.0000, 1.0000], shape=[3], dtype=float32, device=cpu)
+function F.alpha_dropout(x, ...) return impl.alpha_dropout(x, ...) end
+
+--- Alpha dropout of whole channels of [N, C, *], as torch.nn.functional.feature_alpha_dropout.
+-- @tparam Tensor x
+-- @param[opt] ... p, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.feature_alpha_dropout(ember.randn(2, 4, 3), 0.5).shape)   --> ember.Size{2, 4, 3}
+function F.feature_alpha_dropout(x, ...) return impl.feature_alpha_dropout(x, ...) end
+
+--- The channels of [N, C, *] regrouped, as torch.nn.functional.channel_shuffle (ShuffleNet):
+-- `F.channel_shuffle(x, groups)`: C = groups * k channels read as [groups, k], transposed.
+-- @tparam Tensor x
+-- @int groups
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.channel_shuffle(ember.arange(4):view(1, 4, 1), 2):view(-1))   --> tensor([0.0000, 2.0000, 1.0000, 3.0000], shape=[4], dtype=float32, device=cpu)
+function F.channel_shuffle(x, groups) return impl.channel_shuffle(x, groups) end
+
+--- The p-norm distance between every two rows of x [N, M] (i < j, row
+-- by row), as torch.nn.functional.pdist: `F.pdist(x [, p=2])`, [N (N - 1) / 2].
+-- @tparam Tensor x
+-- @param[opt] ... p, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.pdist(ember.tensor{{0, 0}, {3, 4}, {0, 1}}))   --> tensor([5.0000, 1.0000, 4.2426], shape=[3], dtype=float32, device=cpu)
+function F.pdist(x, ...) return impl.pdist(x, ...) end
+
+--- The Gaussian negative log-likelihood, as torch.nn.functional.gaussian_nll_loss:
+-- `F.gaussian_nll_loss(input, target, var [, full=false, eps=1e-6])`,
+-- {reduction =} by name: (log(var) + (input - target)^2 / var) / 2, var
+-- clamped to eps in value (its gradient unchanged, as PyTorch's); var has
+-- input's shape, or it without (or with 1 as) the last dim; full adds log(2 pi) / 2.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam Tensor var
+-- @param[opt] ... full, eps, or an options table (with reduction)
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.gaussian_nll_loss(ember.tensor{1}, ember.tensor{3}, ember.tensor{1}):item())   --> 2.0
+function F.gaussian_nll_loss(input, target, var, ...) return impl.gaussian_nll_loss(input, target, var, ...) end
+
+--- A sample from the Gumbel-softmax distribution, as
+-- torch.nn.functional.gumbel_softmax: `F.gumbel_softmax(logits [, tau=1,
+-- hard=false, eps, dim=-1])` (or an options table): softmax((logits +
+-- Gumbel noise) / tau); hard: the one-hot of its largest, with the soft
+-- sample's gradient (straight through). Draws from ember's generator.
+-- @tparam Tensor logits
+-- @param[opt] ... tau, hard, eps (unused, as PyTorch's), dim, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local y = F.gumbel_softmax(ember.randn(4, 5), {tau = 0.5, hard = true})
+-- print(y:sum(2))   --> tensor([1.0000, 1.0000, 1.0000, 1.0000], shape=[4], dtype=float32, device=cpu)
+function F.gumbel_softmax(logits, ...) return impl.gumbel_softmax(logits, ...) end
+
+--- The triplet margin loss with a distance of your own, as
+-- torch.nn.functional.triplet_margin_with_distance_loss:
+-- `F.triplet_margin_with_distance_loss(a, p, n [, {distance_function =
+-- F.pairwise_distance, margin = 1, swap = false, reduction = "mean"}])`:
+-- max(d(a, p) - d(a, n) + margin, 0).
+-- @tparam Tensor anchor
+-- @tparam Tensor positive
+-- @tparam Tensor negative
+-- @param[opt] ... distance_function, margin, swap, reduction, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local cos = function(a, b) return 1 - F.cosine_similarity(a, b) end
+-- local a = ember.tensor{{1, 0}}
+-- print(F.triplet_margin_with_distance_loss(a, a, ember.tensor{{0, 1}}, {distance_function = cos}):item())   --> 0.0
+function F.triplet_margin_with_distance_loss(anchor, positive, negative, ...)
+  return impl.triplet_margin_with_distance_loss(anchor, positive, negative, ...)
+end
+
+--- The randomized leaky ReLU, as torch.nn.functional.rrelu: `F.rrelu(x [,
+-- lower=1/8, upper=1/3, training=false])` (or an options table): while
+-- training each negative element's slope is drawn from U(lower, upper),
+-- else it is (lower + upper) / 2.
+-- @tparam Tensor x
+-- @param[opt] ... lower, upper, training, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.rrelu(ember.tensor{-1, 2}, 0.2, 0.4))   --> tensor([-0.3000,  2.0000], shape=[2], dtype=float32, device=cpu)
+function F.rrelu(x, ...) return impl.rrelu(x, ...) end
+
 -- ---- sampling at points ----------------------------------------------------
 
 --- The image sampled at given points, as torch.nn.functional.grid_sample:
