@@ -215,9 +215,23 @@ end
 -- argparse's message for a bad command line.
 function M.parse_only(argv, conf)
   conf = conf or {}
-  local specs = all_specs(conf)
+  local specs, index = all_specs(conf)
   local p = build_parser(conf, specs)
-  local ok, r = p:pparse(argv)
+  -- "--lr -1": argparse reads -1 as an option; a number after an option that
+  -- takes a value is that value (Python's argparse does so too)
+  local args = {}
+  for i, a in ipairs(argv) do
+    local name = type(a) == "string" and a:match("^%-%-([%w_]+)$")
+    local prev = args[#args]
+    local prev_name = type(prev) == "string" and prev:match("^%-%-([%w_]+)$")
+    local spec = prev_name and index[prev_name]
+    if i > 1 and not name and spec and kind_of(spec) ~= "boolean" and tonumber(a) and a:sub(1, 1) == "-" then
+      args[#args] = prev .. "=" .. a
+    else
+      args[#args + 1] = a
+    end
+  end
+  local ok, r = p:pparse(args)
   if not ok then error(r .. " (see --help)", 0) end
   if r.help then return nil, p:get_help() end
   local o = {}
@@ -227,10 +241,13 @@ function M.parse_only(argv, conf)
     if v == nil then v = s[2] end
     o[s[1]] = v
   end
-  for _, n in ipairs({"epochs", "batch"}) do
+  for _, n in ipairs({"epochs", "batch", "threads", "max_steps"}) do
     if o[n] ~= nil and (o[n] < 1 or o[n] % 1 ~= 0) then
       error(("option --%s must be a positive integer, got %s"):format(n, tostring(o[n])), 0)
     end
+  end
+  if type(o.lr) == "number" and not (o.lr >= 0) then -- NaN too
+    error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr)), 0)
   end
   if o.precision == "auto" then
     local p, why = M.auto_precision(o.device)

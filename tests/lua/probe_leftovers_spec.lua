@@ -339,3 +339,27 @@ describe("the REPL prints a class as <class name>, not its methods", function()
     assert.is_true(#lines > 3)
   end)
 end)
+
+describe("a script's command line (ember.cli)", function()
+  local cli = require "ember.cli"
+  local conf = { script = "x.lua", options = { { "shift", 0, "a signed number" }, { "name", "a", "a string" } } }
+  it("takes a negative number as an option's value (--seed -3, --shift -1.5), as Python's argparse", function()
+    local o = cli.parse_only({ "--seed", "-3", "--shift", "-1.5", "--name", "-" }, conf)
+    assert.are.equal(-3, o.seed)
+    assert.are.equal(-1.5, o.shift)
+    assert.are.equal("-", o.name)
+    assert.are.equal(-2, cli.parse_only({ "--shift=-2" }, conf).shift)
+  end)
+  it("refuses a non-positive --epochs/--threads/--max_steps and a negative --lr by name, before the script runs", function()
+    for _, case in ipairs {
+      { { "--epochs", "-1" }, "option --epochs must be a positive integer, got -1" },
+      { { "--threads", "0" }, "option --threads must be a positive integer, got 0" },
+      { { "--max_steps", "0" }, "option --max_steps must be a positive integer, got 0" },
+      { { "--lr", "-1" }, "option --lr must be a number >= 0, got -1" },
+    } do
+      local ok, err = pcall(cli.parse_only, case[1], conf)
+      assert.is_false(ok)
+      assert.are.equal(case[2], err)
+    end
+  end)
+end)
