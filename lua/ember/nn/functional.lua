@@ -489,7 +489,9 @@ function F.pairwise_distance(x1, x2, ...) return impl.pairwise_distance(x1, x2, 
 -- @usage local F = ember.nn.functional
 -- local a = ember.zeros(1, 2)
 -- print(F.triplet_margin_loss(a, a, ember.tensor{{3, 4}}, {margin = 6, eps = 0}):item())   --> 1.0
-function F.triplet_margin_loss(anchor, positive, negative, ...) return impl.triplet_margin_loss(anchor, positive, negative, ...) end
+function F.triplet_margin_loss(anchor, positive, negative, ...)
+  return impl.triplet_margin_loss(anchor, positive, negative, ...)
+end
 
 --- The margin ranking loss, as torch.nn.functional.margin_ranking_loss:
 -- `F.margin_ranking_loss(x1, x2, y [, margin=0])`, {reduction = "mean"} by
@@ -674,7 +676,9 @@ function F.poisson_nll_loss(input, target, ...) return impl.poisson_nll_loss(inp
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.multilabel_soft_margin_loss(ember.zeros(1, 2), ember.tensor{{1, 0}}):item())   --> 0.6931471824646
-function F.multilabel_soft_margin_loss(input, target, ...) return impl.multilabel_soft_margin_loss(input, target, ...) end
+function F.multilabel_soft_margin_loss(input, target, ...)
+  return impl.multilabel_soft_margin_loss(input, target, ...)
+end
 
 --- The multi-class hinge loss, as torch.nn.functional.multi_margin_loss:
 -- input [N, C] (or [C]), 1-based int64 targets [N] (or 0-d): for each
