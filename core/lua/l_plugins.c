@@ -4,6 +4,7 @@
 **
 ** ember.plugins() returns a list of records; tostring() of the list is an
 ** aligned table (name, kind, version, status, path).
+** ember.rescan_plugins() loads what was dropped into the folders since.
 */
 #include <string.h>
 
@@ -208,7 +209,25 @@ static int f_list_dir(lua_State *L) {
   return 2;
 }
 
+/* rescan_plugins() -> ember.plugins(): the files added to the search
+** folders since they were scanned -- *.so by the loader (em_plugin_rescan),
+** *.lua variants by ember.variant's load_path -- so that a variant dropped
+** in while ember runs (a REPL session) can be used by name. A file tried
+** before is not tried again: load it with ember.load_plugin(path). */
+static int f_rescan_plugins(lua_State *L) {
+  em_init();
+  em_plugin_rescan();
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "ember.variant");
+  lua_call(L, 1, 1);
+  if (lua_getfield(L, -1, "load_path") == LUA_TFUNCTION) lua_call(L, 0, 0);
+  else lua_pop(L, 1);
+  lua_pop(L, 1);
+  return f_plugins(L);
+}
+
 static const luaL_Reg funcs[] = {
+  {"rescan_plugins", f_rescan_plugins},
   {"_list_dir", f_list_dir},
   {"plugins", f_plugins},
   {"load_plugin", f_load_plugin},

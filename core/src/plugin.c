@@ -401,6 +401,9 @@ const char *em_plugin_report(int kind, const char *name, char *buf, size_t n) {
     em__each_dir(em__unreadable_cb, &p);
     k = p.k;
   }
+  /* the folders are read once, at the first use of a plugin */
+  if (kind == EM_PLUGIN_ATTENTION && k < n)
+    k += (size_t)snprintf(buf + k, n - k, "; files dropped in since are loaded by ember.rescan_plugins()");
   int shown = 0;
   /* the candidates of this name first, then the other rejected files; a
   ** file shadowed by another of its own name is no news for another name */

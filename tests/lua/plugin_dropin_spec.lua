@@ -252,6 +252,27 @@ describe("dropping an attention variant into a folder", function()
     assert.are.equal(dir .. "/bad/ember_attn_names.so", first, out)
   end)
 
+  it("a variant dropped in while ember runs is used by name after ember.rescan_plugins()", function()
+    local late = dir .. "/late"
+    os.execute("mkdir -p " .. q(late))
+    local out, rc = run({ late }, ([[
+      local ok, err = pcall(ember.Attention, {attention = "mywin", heads = 2, head_dim = 4})
+      assert(not ok and err:find("ember.rescan_plugins()", 1, true), err)
+      assert(os.execute("cp %s %s/ && printf %%s 'return {name = \"late_lua\", score = function(s) return s * 0.5 end}' > %s/late_lua.lua"))
+      local list = ember.rescan_plugins()
+      local seen = {}
+      for _, r in ipairs(list) do if r.loaded then seen[r.name] = r.path end end
+      assert(seen.mywin and seen.late_lua, tostring(list))
+      assert(#ember.rescan_plugins() == #list, "a second rescan adds nothing")
+      for _, name in ipairs{"mywin", "late_lua"} do
+        local a = ember.Attention{attention = name, heads = 2, head_dim = 4}
+        assert(a(ember.randn(1, 2, 5, 4), ember.randn(1, 2, 5, 4), ember.randn(1, 2, 5, 4)).shape[3] == 5)
+      end
+      print("rescanned")]]):format(dir .. "/good/ember_attn_mywin.so", late, late))
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("rescanned", 1, true), out)
+  end)
+
   it("the checker reports a plugin that does not load as one failure, without a traceback", function()
     local out, rc = sh(("EMBER_PLUGIN_PATH=%s %s scripts/check_plugin.lua %s"):format(
       q(build .. "/plugins"), q(ember_bin), q(dir .. "/bad/ember_attn_caps.so")))
