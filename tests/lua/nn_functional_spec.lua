@@ -390,6 +390,40 @@ describe("float64 gradchecks", function()
   end)
 end)
 
+describe("in-place variants and *_with_indices", function()
+  it("overwrite x with the out-of-place result, return x, and backpropagate", function()
+    local x0 = ember.tensor({ -2, -0.5, 0.3, 1.7 }, F64)
+    for _, c in ipairs {
+      { F.relu_, F.relu }, { F.elu_, F.elu, 0.7 }, { F.leaky_relu_, F.leaky_relu, 0.2 }, { F.hardtanh_, F.hardtanh, -1, 1 },
+      { F.selu_, F.selu }, { F.celu_, F.celu, 0.5 }, { F.threshold_, F.threshold, 0, -3 }, { F.rrelu_, F.rrelu, 0.1, 0.3 },
+    } do
+      local x = x0:clone()
+      local y = c[1](x, table.unpack(c, 3))
+      assert(rawequal(y, x) or y == x)
+      assert(same(x, c[2](x0, table.unpack(c, 3))))
+    end
+    local leaf = x0:clone():requires_grad_()
+    local h = leaf * 1
+    F.celu_(h, 0.5)
+    h:sum():backward()
+    local want = ember.where(x0:gt(0), ember.ones_like(x0), (x0 / 0.5):exp())
+    assert((leaf.grad - want):abs():max():item() < 1e-12)
+    assert(not pcall(F.relu_, x0:clone():requires_grad_()))
+  end)
+
+  it("max_pool*_with_indices are the pools with return_indices", function()
+    local x = ember.randn(2, 3, 7, 6)
+    local y1, i1 = F.max_pool2d_with_indices(x, 3, { stride = 2, padding = 1 })
+    local y2, i2 = F.max_pool2d(x, 3, 2, 1, 1, false, true)
+    assert(same(y1, y2) and same(i1, i2))
+    local z1, j1 = F.max_pool1d_with_indices(x[1], 2)
+    local z2, j2 = F.max_pool1d(x[1], 2, { return_indices = true })
+    assert(same(z1, z2) and same(j1, j2))
+    raises_here(function() F.max_pool2d_with_indices(x, 2, { return_indices = false }) end,
+      "nn.functional.max_pool2d_with_indices: return_indices is always true here")
+  end)
+end)
+
 describe("the random ones", function()
   it("dropout1d/3d drop whole channels and scale the rest; identity when not training", function()
     ember.manual_seed(11)

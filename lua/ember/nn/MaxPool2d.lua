@@ -31,6 +31,8 @@ OPTIONS.MaxPool1d, OPTIONS.AvgPool1d = OPTIONS.MaxPool2d, { "stride", "padding",
 -- nn.functional's (`name` is then the function's whole name)
 OPTIONS["nn.functional.max_pool2d"], OPTIONS["nn.functional.avg_pool2d"] = OPTIONS.MaxPool2d, OPTIONS.AvgPool2d
 OPTIONS["nn.functional.max_pool1d"], OPTIONS["nn.functional.avg_pool1d"] = OPTIONS.MaxPool1d, OPTIONS.AvgPool1d
+OPTIONS["nn.functional.max_pool2d_with_indices"] = OPTIONS.MaxPool2d
+OPTIONS["nn.functional.max_pool1d_with_indices"] = OPTIONS.MaxPool1d
 MaxPool2d.OPTIONS = OPTIONS
 
 -- The pool's sizes (kernel_size, stride, padding, dilation, ceil_mode) set

@@ -525,4 +525,22 @@ function M.rrelu(x, ...)
   return ember.where(x:ge(0), x, x * slope)
 end
 
+-- ---- in place -----------------------------------------------------------------
+
+-- x itself, overwritten with fn(x, ...) (a copy_, recorded by autograd as
+-- ember's in-place ops are; a leaf that requires grad is refused outside no_grad).
+local function inplace(who, fn, x, ...)
+  check_tensor(who, "input", x, true)
+  return x:copy_(fn(x, ...))
+end
+
+function M.relu_(x) return inplace("nn.functional.relu_", ember.relu, x) end
+function M.elu_(x, ...) return inplace("nn.functional.elu_", ember.elu, x, ...) end
+function M.leaky_relu_(x, ...) return inplace("nn.functional.leaky_relu_", ember.leaky_relu, x, ...) end
+function M.hardtanh_(x, ...) return inplace("nn.functional.hardtanh_", ember.hardtanh, x, ...) end
+function M.selu_(x) return inplace("nn.functional.selu_", M.selu, x) end
+function M.celu_(x, ...) return inplace("nn.functional.celu_", M.celu, x, ...) end
+function M.threshold_(x, threshold, value) return inplace("nn.functional.threshold_", M.threshold, x, threshold, value) end
+function M.rrelu_(x, ...) return inplace("nn.functional.rrelu_", M.rrelu, x, ...) end
+
 return M

@@ -151,6 +151,18 @@ local function pooled(who, kind, nd, x, kernel_size, ...)
   return back(pool.avg2d(cfg._cfg, x4))
 end
 
+-- torch's max_pool*_with_indices: the pool with return_indices = true
+local function with_indices(nd, x, kernel_size, ...)
+  local who = "nn.functional.max_pool" .. nd .. "d_with_indices"
+  local o = args(who, { "stride", "padding", "dilation", "ceil_mode", "return_indices" }, ...)
+  if o.return_indices == false then errors.raise("%s: return_indices is always true here", who) end
+  o.return_indices = true
+  return pooled(who, "max", nd, x, kernel_size, o)
+end
+
+function M.max_pool2d_with_indices(x, kernel_size, ...) return with_indices(2, x, kernel_size, ...) end
+function M.max_pool1d_with_indices(x, kernel_size, ...) return with_indices(1, x, kernel_size, ...) end
+
 function M.max_pool2d(x, kernel_size, ...)
   return pooled("nn.functional.max_pool2d", "max", 2, x, kernel_size, ...)
 end

@@ -135,6 +135,29 @@ function F.max_pool2d(x, kernel_size, ...) return impl.max_pool2d(x, kernel_size
 -- print(F.avg_pool2d(ember.ones(1, 1, 4, 4), 2):sum():item())   --> 4.0
 function F.avg_pool2d(x, kernel_size, ...) return impl.avg_pool2d(x, kernel_size, ...) end
 
+--- torch.nn.functional.max_pool2d_with_indices: `F.max_pool2d` with
+-- return_indices = true (the values and the 1-based flat indices).
+-- @tparam Tensor x
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @treturn Tensor
+-- @treturn Tensor the indices
+-- @usage local F = ember.nn.functional
+-- local y, idx = F.max_pool2d_with_indices(ember.tensor{{{{1, 5}, {7, 2}}}}, 2)
+-- print(y:item(), idx:item())   --> 7.0 3
+function F.max_pool2d_with_indices(x, kernel_size, ...) return impl.max_pool2d_with_indices(x, kernel_size, ...) end
+
+--- torch.nn.functional.max_pool1d_with_indices: `F.max_pool1d` with return_indices = true.
+-- @tparam Tensor x
+-- @int kernel_size
+-- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @treturn Tensor
+-- @treturn Tensor the indices
+-- @usage local F = ember.nn.functional
+-- local y, idx = F.max_pool1d_with_indices(ember.tensor{{{1, 5, 2, 4}}}, 2)
+-- print(idx)   --> tensor([[[2, 4]]], shape=[1, 1, 2], dtype=int64, device=cpu)
+function F.max_pool1d_with_indices(x, kernel_size, ...) return impl.max_pool1d_with_indices(x, kernel_size, ...) end
+
 --- 1-d max pooling, as torch.nn.functional.max_pool1d: `F.max_pool1d(x,
 -- kernel_size [, {stride=, padding=0, dilation=1, ceil_mode=false,
 -- return_indices=false}])`, x [N, C, L] or [C, L]. nn.MaxPool1d's forward
@@ -897,5 +920,74 @@ function F.grid_sample(x, grid, ...) return impl.grid_sample(x, grid, ...) end
 -- local y = F.grid_sample(x, F.affine_grid(identity, {1, 3, 4, 5}))
 -- print((y - x):abs():max():item() < 1e-6)   --> true
 function F.affine_grid(theta, size, ...) return impl.affine_grid(theta, size, ...) end
+
+-- ---- in place ----------------------------------------------------------------
+
+--- relu in place, as torch.nn.functional.relu_: x overwritten and returned
+-- (recorded by autograd as ember's in-place ops; a leaf that requires grad
+-- is refused outside no_grad). The other *_ functions below likewise.
+-- @tparam Tensor x
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- local x = ember.tensor{-1, 2}
+-- F.relu_(x)
+-- print(x)   --> tensor([0.0000, 2.0000], shape=[2], dtype=float32, device=cpu)
+function F.relu_(x) return impl.relu_(x) end
+
+--- elu in place (torch.nn.functional.elu_): `F.elu_(x [, alpha])`.
+-- @tparam Tensor x
+-- @param[opt] ... ember.elu's arguments
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.elu_(ember.tensor{2}):item())   --> 2.0
+function F.elu_(x, ...) return impl.elu_(x, ...) end
+
+--- leaky_relu in place (torch.nn.functional.leaky_relu_): `F.leaky_relu_(x [, negative_slope])`.
+-- @tparam Tensor x
+-- @param[opt] ... ember.leaky_relu's arguments
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.leaky_relu_(ember.tensor{-10}, 0.1):item())   --> -1.0
+function F.leaky_relu_(x, ...) return impl.leaky_relu_(x, ...) end
+
+--- hardtanh in place (torch.nn.functional.hardtanh_): `F.hardtanh_(x [, min_val, max_val])`.
+-- @tparam Tensor x
+-- @param[opt] ... ember.hardtanh's arguments
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.hardtanh_(ember.tensor{-3}):item())   --> -1.0
+function F.hardtanh_(x, ...) return impl.hardtanh_(x, ...) end
+
+--- selu in place (torch.nn.functional.selu_).
+-- @tparam Tensor x
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.selu_(ember.tensor{0}):item())   --> 0.0
+function F.selu_(x) return impl.selu_(x) end
+
+--- celu in place (torch.nn.functional.celu_): `F.celu_(x [, alpha])`.
+-- @tparam Tensor x
+-- @param[opt] ... alpha, or an options table
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.celu_(ember.tensor{1}):item())   --> 1.0
+function F.celu_(x, ...) return impl.celu_(x, ...) end
+
+--- threshold in place (torch.nn.functional.threshold_): `F.threshold_(x, threshold, value)`.
+-- @tparam Tensor x
+-- @number threshold
+-- @number value
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.threshold_(ember.tensor{1}, 2, 0):item())   --> 0.0
+function F.threshold_(x, threshold, value) return impl.threshold_(x, threshold, value) end
+
+--- rrelu in place (torch.nn.functional.rrelu_): `F.rrelu_(x [, lower, upper, training])`.
+-- @tparam Tensor x
+-- @param[opt] ... lower, upper, training, or an options table
+-- @treturn Tensor x
+-- @usage local F = ember.nn.functional
+-- print(F.rrelu_(ember.tensor{-8}, 0.25, 0.25):item())   --> -2.0
+function F.rrelu_(x, ...) return impl.rrelu_(x, ...) end
 
 return F
