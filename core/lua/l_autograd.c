@@ -111,6 +111,86 @@ static int f_is_grad_enabled(lua_State *L) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Anomaly detection                                                 */
+/* ---------------------------------------------------------------- */
+
+/* autograd.c's (ember.h does not declare them yet). */
+EM_API bool em_set_detect_anomaly(bool on);
+EM_API bool em_is_anomaly_enabled(void);
+EM_API void em_set_anomaly_origin(char *(*fn)(const char *op, void *ud), void *ud);
+
+/* The state whose Lua frames a node recorded in anomaly mode names: the
+** main thread of the state that turned the mode on, on this thread (a
+** node made inside a coroutine shows where the coroutine was resumed).
+** Frames of ember's own Lua files (anomaly_prefix, their source folder)
+** are left out, so the first line is the user's call. */
+static _Thread_local lua_State *anomaly_L;
+static _Thread_local char anomaly_prefix[512];
+
+static char *anomaly_origin(const char *op, void *ud) {
+  (void)op, (void)ud;
+  lua_State *L = anomaly_L;
+  if (!L) return NULL;
+  char buf[768];
+  size_t len = 0, plen = strlen(anomaly_prefix);
+  int shown = 0;
+  lua_Debug ar;
+  buf[0] = '\0';
+  for (int level = 0; shown < 6 && lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sln", &ar) || ar.currentline <= 0 || strcmp(ar.what, "C") == 0) continue;
+    if (plen && strncmp(ar.source, anomaly_prefix, plen) == 0) continue;
+    int k;
+    if (strcmp(ar.what, "main") == 0)
+      k = snprintf(buf + len, sizeof buf - len, "\n\t%s:%d: in main chunk", ar.short_src, ar.currentline);
+    else if (ar.name)
+      k = snprintf(buf + len, sizeof buf - len, "\n\t%s:%d: in function '%s'", ar.short_src, ar.currentline,
+                   ar.name);
+    else
+      k = snprintf(buf + len, sizeof buf - len, "\n\t%s:%d: in function <%s:%d>", ar.short_src, ar.currentline,
+                   ar.short_src, ar.linedefined);
+    if (k < 0 || (size_t)k >= sizeof buf - len) break;
+    len += (size_t)k;
+    shown++;
+  }
+  if (!shown) return NULL;
+  char *out = malloc(len + 1);
+  if (out) memcpy(out, buf, len + 1);
+  return out; /* NULL on OOM: the node just has no origin */
+}
+
+/* ember._set_detect_anomaly(on [, library_source_prefix]) -> previous mode */
+static int f_set_detect_anomaly(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  int on = lua_toboolean(L, 1);
+  if (on) {
+    size_t n = 0;
+    const char *prefix = luaL_optlstring(L, 2, "", &n);
+    if (n >= sizeof anomaly_prefix) n = 0; /* too long to be a folder: keep every frame */
+    memcpy(anomaly_prefix, prefix, n);
+    anomaly_prefix[n] = '\0';
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    anomaly_L = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    em_set_anomaly_origin(anomaly_origin, NULL);
+  }
+  lua_pushboolean(L, em_set_detect_anomaly(on));
+  return 1;
+}
+
+static int f_is_anomaly_enabled(lua_State *L) {
+  lua_pushboolean(L, em_is_anomaly_enabled());
+  return 1;
+}
+
+/* The state closes: its frames can no longer be read. */
+static int anomaly_state_gc(lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  if (anomaly_L == lua_tothread(L, -1)) anomaly_L = NULL;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- */
 /* Gradient-ready hooks                                              */
 /* ---------------------------------------------------------------- */
 
@@ -535,6 +615,8 @@ static const luaL_Reg funcs[] = {
   {"set_grad_enabled", f_set_grad_enabled},
   {"is_grad_enabled", f_is_grad_enabled},
   {"register_backward_end_hook", f_register_backward_end_hook},
+  {"_set_detect_anomaly", f_set_detect_anomaly},
+  {"_is_anomaly_enabled", f_is_anomaly_enabled},
   {NULL, NULL}
 };
 
@@ -546,4 +628,11 @@ void lember_open_autograd(lua_State *L, int module, int methods_idx, int mt) {
   lua_pushvalue(L, module);
   luaL_setfuncs(L, funcs, 0);
   lua_pop(L, 1);
+  /* a sentinel whose __gc forgets this state for anomaly mode's origins */
+  lua_newuserdata(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, anomaly_state_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  luaL_ref(L, LUA_REGISTRYINDEX);
 }

@@ -11,8 +11,48 @@
 */
 #include "internal.h"
 
+#include <math.h>
+#include <stddef.h>
+
 static _Thread_local bool em__no_grad = false;
 static uint64_t em__seq = 0;
+
+/* ------------------------------------------------------------------ */
+/* Anomaly detection (torch.autograd.set_detect_anomaly)               */
+/* ------------------------------------------------------------------ */
+
+/* Process-wide, as PyTorch's. Off, it costs one branch where a node is
+** recorded, run and freed. On, every gradient a node's backward returns is
+** scanned for NaN and inf (the backward then fails naming the node), and
+** every node recorded keeps where it was made, from the origin callback a
+** binding sets (the Lua binding: the user's Lua frames). These two are
+** declared where they are used (l_autograd.c) until ember.h carries them:
+**   bool em_set_detect_anomaly(bool on);   returns the previous mode
+**   bool em_is_anomaly_enabled(void);
+**   void em_set_anomaly_origin(char *(*fn)(const char *op, void *ud), void *ud);
+**     fn returns a malloc'ed string (or NULL) the node owns. */
+static bool em__anomaly;
+typedef char *(*em__origin_fn)(const char *op, void *ud);
+static em__origin_fn em__origin;
+static void *em__origin_ud;
+
+EM_API bool em_set_detect_anomaly(bool on) {
+  bool prev = em__anomaly;
+  em__anomaly = on;
+  return prev;
+}
+
+EM_API bool em_is_anomaly_enabled(void) { return em__anomaly; }
+
+EM_API void em_set_anomaly_origin(em__origin_fn fn, void *ud) {
+  em__origin = fn;
+  em__origin_ud = ud;
+}
+
+/* Every node is allocated behind this head (em__node_alloc), which holds
+** what anomaly mode records about it; only this file makes and frees nodes. */
+typedef union { char *origin; max_align_t align; } em__node_head;
+#define EM__HEAD(n) ((em__node_head *)((char *)(n) - sizeof(em__node_head)))
 
 bool em_grad_enabled(void) { return !em__no_grad; }
 
@@ -84,7 +124,9 @@ void em_node_release(em_node *n) {
     }
     em__node_drop_saved(d);
     em_release(d->pending_grad);
-    free(d);
+    em__node_head *head = EM__HEAD(d);
+    if (head->origin) free(head->origin);
+    free(head);
   }
   if (stack != stack_small) free(stack);
 }
@@ -106,8 +148,9 @@ static em_node *em__node_alloc(int n_in, int n_saved) {
   sz += (size_t)n_in * sizeof(bool);
   size_t off_version = sz = (sz + 7) & ~(size_t)7;
   sz += (size_t)n_saved * sizeof(uint64_t);
-  char *mem = calloc(1, sz);
-  if (!mem) return NULL;
+  char *block = calloc(1, sizeof(em__node_head) + sz);
+  if (!block) return NULL;
+  char *mem = block + sizeof(em__node_head);
   em_node *n = (em_node *)mem;
   n->edges = (em_edge *)(mem + off_edges);
   n->in_shape = (int64_t(*)[EM_MAX_DIMS])(mem + off_shape);
@@ -163,6 +206,7 @@ em_status em_autograd_record(em_tensor *output, const em_opdef *op, int n_inputs
   n->out_dtype = output->dtype;
   n->out_device = output->device;
   n->seq = ++em__seq;
+  if (em__anomaly && em__origin) EM__HEAD(n)->origin = em__origin(op->name, em__origin_ud);
   if (output->grad_fn) em_node_release(output->grad_fn);
   output->grad_fn = n;
   output->requires_grad = true;
@@ -370,6 +414,65 @@ static em_status em__check_saved(const em_node *n) {
   return EM_OK;
 }
 
+static const char *em__ordinal(int k) {
+  if (k % 100 >= 11 && k % 100 <= 13) return "th";
+  return k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+}
+
+/* Anomaly mode: the gradients node n's backward returned must be finite
+** (PyTorch checks for NaN; inf is as sure a sign of trouble). Each is
+** read back as float64 on the host: this mode is for finding a bug, not
+** for speed. On failure the message names the node's op, which gradient,
+** its first bad element (1-based) and where the forward made the node. */
+static em_status em__anomaly_check(const em_node *n, em_tensor *const *grads) {
+  for (int i = 0; i < n->n_inputs; i++) {
+    em_tensor *g = grads[i];
+    if (!g || !n->needs_grad[i] || !em_dtype_is_float(g->dtype)) continue;
+    int64_t numel = em_numel(g), first = -1, nans = 0, infs = 0;
+    if (numel == 0) continue;
+    em_tensor *d = NULL;
+    double *buf = malloc((size_t)numel * sizeof *buf);
+    if (!buf) return em_error(EM_ERR_OOM, "backward: out of memory checking gradients for anomalies");
+    em_status s = em_to_dtype(&d, g, EM_F64);
+    if (s == EM_OK) s = em_to_host(d, buf);
+    em_release(d);
+    if (s != EM_OK) {
+      free(buf);
+      return s;
+    }
+    for (int64_t k = 0; k < numel; k++) {
+      if (isnan(buf[k])) nans++;
+      else if (isinf(buf[k])) infs++;
+      else continue;
+      if (first < 0) first = k;
+    }
+    free(buf);
+    if (first < 0) continue;
+    char at[160], shape[160];
+    int len = snprintf(at, sizeof at, "[");
+    int64_t rest = first, div = 1;
+    for (int dd = 0; dd < g->ndim; dd++) div *= g->shape[dd] ? g->shape[dd] : 1;
+    for (int dd = 0; dd < g->ndim && len < (int)sizeof at - 24; dd++) {
+      div /= g->shape[dd];
+      len += snprintf(at + len, sizeof at - (size_t)len, "%s%lld", dd ? ", " : "",
+                      (long long)(rest / div + 1));
+      rest %= div;
+    }
+    snprintf(at + len, sizeof at - (size_t)len, "]");
+    const char *origin = EM__HEAD(n)->origin;
+    return em_error(EM_ERR_AUTOGRAD,
+                    "backward: function '%s backward' returned %s values in its %d%s output "
+                    "(%lld of %lld elements of the gradient %s; the first at %s)%s%s",
+                    n->op->name, nans && infs ? "nan and inf" : nans ? "nan" : "inf", i + 1,
+                    em__ordinal(i + 1), (long long)(nans + infs), (long long)numel,
+                    em_shape_str(g->ndim, g->shape, shape, sizeof shape), at,
+                    origin ? "; the forward call that made it:" : "; turn anomaly detection on "
+                    "before the forward to see where it was called",
+                    origin ? origin : "");
+  }
+  return EM_OK;
+}
+
 /* Runs one node's backward and routes the input gradients. */
 static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buffered) {
   em_tensor *grad_small[8], **grads = grad_small;
@@ -394,6 +497,7 @@ static em_status em__run_node(em_node *n, em__nodelist *ready, em__leafmap *buff
         s = em__region_accumulate(n, n->pending_grad, n->edges[0].fn, &routed);
       if (s == EM_OK && !routed) s = n->op->backward(n, n->pending_grad, grads);
       if (prof) em__prof_backward_end();
+      if (em__anomaly && s == EM_OK && !routed) s = em__anomaly_check(n, grads);
     }
   }
   for (int i = 0; i < n->n_inputs; i++) {
