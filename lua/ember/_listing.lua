@@ -113,7 +113,18 @@ local VARIANTS_MT = { __name = "ember.List", __tostring = function(list)
     lines[#lines + 1] = ("%-" .. width .. "s %-6s %s"):format(v.name, v.version or "", v.description or "")
     if #names > 0 then lines[#lines + 1] = (" "):rep(width + 1) .. "options: " .. table.concat(names, ", ") end
   end
-  if #lines == 0 then return "(no attention variants loaded; see ember.plugins())" end
+  -- the files that did not give a variant, with the loader's reason (a
+  -- file rejected before its kind was read is "unknown", not a backend)
+  local ok, plugins = pcall(core.plugins)
+  local rejected = {}
+  for _, r in ipairs(ok and plugins or {}) do
+    if not r.loaded and r.kind ~= "backend" then -- a .lua file's reason starts with its path already
+      local why = r.reason:sub(1, #r.path) == r.path and r.reason or r.path .. ": " .. r.reason
+      rejected[#rejected + 1] = "  rejected: " .. why -- indented: no variant's row
+    end
+  end
+  if #lines == 0 then lines[1] = "(no attention variants loaded; see ember.plugins())" end
+  for _, l in ipairs(rejected) do lines[#lines + 1] = l end
   return table.concat(lines, "\n")
 end }
 

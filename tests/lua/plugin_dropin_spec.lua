@@ -224,6 +224,18 @@ describe("dropping an attention variant into a folder", function()
     assert.truthy(out:find("all refused", 1, true), out)
   end)
 
+  it("ember.attention_variants() prints the rejected files with their reasons after the variants", function()
+    local out, rc = run({ dir .. "/good", dir .. "/bad" }, "print(ember.attention_variants())")
+    assert.are.equal(0, rc, out)
+    local variants, rejected = out:match("^(.-)\n(  rejected: .*)$")
+    assert.truthy(variants and variants:find("mywin", 1, true), out)
+    for _, f in ipairs(faults) do
+      assert.truthy(rejected:find(("  rejected: %s/bad/ember_attn_%s.so: "):format(dir, f[1]), 1, true), f[1] .. ": " .. out)
+    end
+    -- a .lua file's reason already starts with its path: said once
+    assert.truthy(rejected:find("\n  rejected: " .. dir .. "/bad/broken.lua:3:", 1, true), out)
+  end)
+
   it("a plugin whose declare or kernel fails, or declares a negative window, fails that call only", function()
     local out, rc = run({ dir .. "/bad" }, [[
       local q = ember.randn(1, 2, 5, 4)
