@@ -281,11 +281,31 @@ function M.parse_only(argv, conf)
   return o
 end
 
+--- Checks parsed options' --attention_options against the variant's own
+-- declaration (names, types, ranges) by making a tiny ember.Attention with
+-- them, so that a misspelt option is named when the command line is read,
+-- not when the script builds its model; raises "option --attention_options: ...".
+-- @tparam table o cli.parse_only's result
+function M.check_attention_options(o)
+  if not (o.attention and next(o.attention_opts or {})) then return end
+  local spec = { attention = o.attention, heads = 1, head_dim = 8 }
+  for k, v in pairs(o.attention_opts) do spec[k] = v end
+  local ok, err = pcall(require("ember").Attention, spec)
+  if not ok then
+    error("option --attention_options: " .. tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("^ember%.Attention: ", ""), 0)
+  end
+end
+
 --- Parses argv; prints the help and exits on --help; prints the error and
--- exits with status 2 on a bad option. Then seeds ember's generator, sets
--- the thread count and checks the device.
+-- exits with status 2 on a bad option (--attention_options too:
+-- check_attention_options). Then seeds ember's generator, sets the thread
+-- count and checks the device.
 function M.parse(argv, conf)
   local ok, o, help = pcall(M.parse_only, argv or {}, conf)
+  if ok and o then
+    local checked, err = pcall(M.check_attention_options, o)
+    if not checked then ok, o = false, err end
+  end
   if not ok then
     io.stderr:write(("%s: %s\n"):format(conf and conf.script or "script", o))
     os.exit(2, true)

@@ -363,3 +363,27 @@ describe("a script's command line (ember.cli)", function()
     end
   end)
 end)
+
+describe("--attention_options are checked when the command line is read", function()
+  it("a misspelt or mistyped option of the variant is named before the script loads its data", function()
+    local cli = require "ember.cli"
+    local function check(...) return pcall(cli.check_attention_options, cli.parse_only({ ... }, { script = "x.lua" })) end
+    local ok, err = check("--attention", "softcap", "--attention_options", "capp=3")
+    assert.is_false(ok)
+    assert.are.equal("option --attention_options: attention 'softcap': unknown option 'capp'; accepted options: cap (float, default 50)", err)
+    ok, err = check("--attention", "softcap", "--attention_options", "cap=abc")
+    assert.is_false(ok)
+    assert.truthy(err:find("option 'cap' must be a number", 1, true), err)
+    assert.is_true((check("--attention", "softcap", "--attention_options", "cap=20")))
+    assert.is_true((check("--attention", "softcap")))
+    -- cli.parse runs the check: the script stops with the message and status 2
+    local ember_bin = (os.getenv("EMBER_BUILD_DIR") or "build") .. "/bin/ember" -- as script_help_spec runs it
+    local f = io.popen(ember_bin .. " -e 'require(\"ember.cli\").parse({\"--attention\", "
+      .. "\"softcap\", \"--attention_options\", \"capp=3\"}, {script = \"x.lua\"}) print(\"ran on\")' 2>&1; echo rc=$?")
+    local out = f:read("a")
+    f:close()
+    assert.truthy(out:find("x.lua: option --attention_options: attention 'softcap': unknown option 'capp'", 1, true), out)
+    assert.truthy(out:find("rc=2", 1, true), out)
+    assert.is_nil(out:find("ran on", 1, true))
+  end)
+end)
