@@ -282,6 +282,20 @@ describe("anomaly detection", function()
     assert.is_nil(x.grad) -- nothing reached the leaf
   end)
 
+  it("leaves ember's own Lua frames out of the forward's lines: the first is the user's call", function()
+    -- a chunk named as a file of ember's Lua folder stands for a library function
+    local dir = debug.getinfo(autograd.set_detect_anomaly, "S").source:match("^(@.*[/\\])")
+    local lib_sqrt = load("local x = ...\nreturn x:sqrt()", dir .. "autograd_spec_fake_library.lua")
+    local scope <close> = autograd.set_detect_anomaly(true)
+    local x = ember.tensor({ 0 }, F64):requires_grad_()
+    local line = debug.getinfo(1, "l").currentline + 1
+    local y = (lib_sqrt(x) * 0):sum()
+    local ok, err = pcall(y.backward, y)
+    assert.is_false(ok)
+    assert.matches("the forward call that made it:\n\t" .. here .. ":" .. line .. ":", err, 1, true)
+    assert.is_nil(err:find("fake_library", 1, true))
+  end)
+
   it("names inf, the 2nd input of div, and an ember.Function by its name", function()
     local scope <close> = autograd.set_detect_anomaly(true)
     local x = ember.tensor({ 1, 0 }, F64):requires_grad_()
