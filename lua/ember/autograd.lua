@@ -660,7 +660,7 @@ end
 -- @usage local J = ember.autograd.functional.jacobian(function(x) return x * x end,
 --   ember.tensor({1, 2}, {dtype = "float64"}))
 -- print(J)   --> tensor([[2.0000, 0.0000], ...
-function F.jacobian(func, inputs, opts)
+function M.functional.jacobian(func, inputs, opts)
   local op = "functional.jacobian"
   opts = check_opts(op, opts, { create_graph = true, strict = true, vectorize = true, strategy = true })
   no_create_graph(op, opts)
@@ -726,7 +726,7 @@ end
 -- @usage local out, g = ember.autograd.functional.vjp(function(x) return x:pow(3) end,
 --   ember.tensor({1, 2}, {dtype = "float64"}), ember.tensor({1, 1}, {dtype = "float64"}))
 -- print(g)   --> tensor([ 3.0000, 12.0000], ...)
-function F.vjp(func, inputs, v, opts)
+function M.functional.vjp(func, inputs, v, opts)
   local op = "functional.vjp"
   if opts == nil and type(v) == "table" and not is_tensor(v) and v[1] == nil and next(v) ~= nil then
     opts, v = v, nil

@@ -34,6 +34,15 @@ describe("ember.autograd, the namespace", function()
     assert.is_function(autograd.functional.vjp)
   end)
 
+  it("has a reference entry for each of its own functions (help(\"autograd.gradcheck\"))", function()
+    local doc = require "ember._doc"
+    for _, name in ipairs { "backward", "gradcheck", "gradgradcheck", "set_detect_anomaly", "detect_anomaly",
+      "is_anomaly_enabled", "functional.jacobian", "functional.vjp" } do
+      local text = doc.lookup("autograd." .. name)
+      assert(text and text:match("%S"), "no reference entry for autograd." .. name)
+    end
+  end)
+
   it("refuses what needs double backward, saying so", function()
     local x = ember.randn({ 2 }, F64)
     for _, name in ipairs { "hessian", "jvp", "hvp", "vhp" } do
