@@ -50,7 +50,8 @@ prelu, pixel_(un)shuffle, pairwise_distance, triplet_margin_loss, margin_ranking
 softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, normalize and cosine_similarity at torch's
 default dim, return_indices and max_unpool, the losses ember had no module for (soft_margin, hinge_embedding,
 cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), affine_grid and grid_sample, embedding_bag,
-lp_pool, local_response_norm, channel_shuffle, pdist, gaussian_nll_loss, triplet_margin_with_distance_loss, rrelu, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+lp_pool, local_response_norm, channel_shuffle, pdist, gaussian_nll_loss, triplet_margin_with_distance_loss, rrelu,
+conv3d and the 3-d pools, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
@@ -1552,6 +1553,22 @@ def functional_cases():
     case("triplet_margin_with_distance_loss", lambda a, p, n: F.triplet_margin_with_distance_loss(
         a, p, n, margin=1.5, swap=True, reduction="none"), {"a": r(4, 5, **D), "p": r(4, 5, **D), "n": r(4, 5, **D)})
     case("rrelu_eval", lambda x: F.rrelu(x, 0.1, 0.3), {"x": r(3, 4, **D)})
+    # 3-d: volumes
+    case("conv3d", lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2),
+         {"x": r(2, 4, 5, 6, 5, **D), "w": r(6, 2, 3, 2, 3, **D), "b": r(6, **D)})
+    case("conv3d_same_unbatched", lambda x, w: F.conv3d(x, w, padding="same"),
+         {"x": r(3, 4, 5, 4, **D), "w": r(2, 3, 2, 3, 2, **D)})
+    case("max_pool3d", lambda x: F.max_pool3d(x, (2, 3, 2), stride=2, padding=1, dilation=(1, 1, 2), ceil_mode=True),
+         {"x": r(2, 3, 5, 6, 7, **D)})
+    case("avg_pool3d", lambda x: F.avg_pool3d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+         {"x": r(2, 3, 5, 6, 7, **D)})
+    case("avg_pool3d_include_pad", lambda x: F.avg_pool3d(x, (2, 3, 3), stride=(1, 2, 2), padding=(1, 1, 0)),
+         {"x": r(1, 2, 4, 5, 6, **D)})
+    case("avg_pool3d_ceil_include_pad", lambda x: F.avg_pool3d(x, 3, stride=2, padding=1, ceil_mode=True),
+         {"x": r(1, 2, 6, 6, 5, **D)})  # the last windows run past the padding: not counted
+    case("avg_pool3d_divisor", lambda x: F.avg_pool3d(x, 2, divisor_override=3), {"x": r(1, 2, 4, 4, 4, **D)})
+    case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)), {"x": r(2, 3, 5, 7, 9, **D)})
+    case("adaptive_max_pool3d", lambda x: F.adaptive_max_pool3d(x, (3, 2, 5)), {"x": r(2, 3, 5, 7, 9, **D)})
     return cases
 
 

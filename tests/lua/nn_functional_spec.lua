@@ -118,6 +118,17 @@ local CALLS = {
     return F.triplet_margin_with_distance_loss(i.a, i.p, i.n, { margin = 1.5, swap = true, reduction = "none" })
   end,
   rrelu_eval = function(i) return F.rrelu(i.x, 0.1, 0.3) end,
+  conv3d = function(i) return F.conv3d(i.x, i.w, i.b, { 1, 2, 1 }, { 1, 0, 1 }, { 2, 1, 1 }, 2) end,
+  conv3d_same_unbatched = function(i) return F.conv3d(i.x, i.w, { padding = "same" }) end,
+  max_pool3d = function(i) return F.max_pool3d(i.x, { 2, 3, 2 }, { stride = 2, padding = 1, dilation = { 1, 1, 2 },
+    ceil_mode = true }) end,
+  avg_pool3d = function(i) return F.avg_pool3d(i.x, 3, { stride = 2, padding = 1, ceil_mode = true,
+    count_include_pad = false }) end,
+  avg_pool3d_include_pad = function(i) return F.avg_pool3d(i.x, { 2, 3, 3 }, { 1, 2, 2 }, { 1, 1, 0 }) end,
+  avg_pool3d_ceil_include_pad = function(i) return F.avg_pool3d(i.x, 3, 2, 1, true) end,
+  avg_pool3d_divisor = function(i) return F.avg_pool3d(i.x, 2, { divisor_override = 3 }) end,
+  adaptive_avg_pool3d = function(i) return F.adaptive_avg_pool3d(i.x, { 2, 3, 4 }) end,
+  adaptive_max_pool3d = function(i) return F.adaptive_max_pool3d(i.x, { 3, 2, 5 }) end,
   soft_margin_loss = function(i) return F.soft_margin_loss(i.x, i.y:double(), { reduction = "sum" }) end,
   hinge_embedding_loss = function(i) return F.hinge_embedding_loss(i.x, i.y:double(), 0.8, { reduction = "none" }) end,
   cosine_embedding_loss = function(i) return F.cosine_embedding_loss(i.a, i.b, i.y:double(), { margin = 0.2 }) end,
@@ -363,6 +374,14 @@ describe("float64 gradchecks", function()
     local x = ember.tensor({ { { { 10, 20, 30, 40 } } } })
     local g = ember.tensor({ { { { -0.5, 0 }, { 0, 0 }, { 0.5, 0 } } } })
     assert.are.same({ 10, 30, 30 }, F.grid_sample(x, g, { mode = "nearest" }):reshape({ -1 }):totable())
+  end)
+
+  it("3-d convolution and pools", function()
+    gradcheck.check(function(t, w, b) return F.conv3d(t, w, b, { stride = { 2, 1, 1 }, padding = 1, groups = 2 }) end,
+      { ember.randn(1, 2, 3, 3, 2, F64), ember.randn(2, 1, 2, 2, 2, F64), ember.randn(2, F64) })
+    gradcheck.check(function(t) return F.avg_pool3d(t, 2, { stride = 1, padding = 1, count_include_pad = false }) end,
+      { ember.randn(1, 1, 2, 3, 3, F64) })
+    gradcheck.check(function(t) return F.max_pool3d(t, 2, { stride = 1 }) end, { ember.randn(1, 1, 2, 3, 3, F64) })
   end)
 
   it("max_unpool2d", function()
@@ -628,6 +647,26 @@ describe("errors name the function at the caller's line", function()
     raises_here(function() F.dropout3d(ember.randn(2, 3, 4)) end,
       "nn.functional.dropout3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [2, 3, 4]")
     raises_here(function() F.alpha_dropout(x, 2) end, "nn.functional.alpha_dropout: p must be a number in [0, 1], got 2")
+  end)
+
+  it("3-d", function()
+    local v = ember.randn(1, 2, 4, 5, 6)
+    raises_here(function() F.conv3d(ember.randn(3, 8, 8), ember.randn(2, 3, 1, 1, 1)) end,
+      "nn.functional.conv3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [3, 8, 8]")
+    raises_here(function() F.conv3d(v, ember.randn(2, 3, 1, 1, 1)) end,
+      "nn.functional.conv3d: expected 3 input channels (the weight [2, 3, 1, 1, 1] times groups=1), got 2")
+    raises_here(function() F.conv3d(v, ember.randn(2, 2, 5, 1, 1)) end,
+      "nn.functional.conv3d: the kernel (size 5, dilation 1) is larger than the padded input (4 + 0) along dim 3")
+    raises_here(function() F.conv3d(v, ember.randn(2, 2, 1, 1)) end, "nn.functional.conv3d: weight must be 5-d")
+    raises_here(function() F.conv3d(v, ember.randn(2, 2, 1, 1, 1), nil, { stride = { 1, 2 } }) end,
+      "nn.functional.conv3d: stride must be a positive integer or a table of three, got {1, 2}")
+    raises_here(function() F.max_pool3d(v, 2, { return_indices = true }) end,
+      "nn.functional.max_pool3d: return_indices is not supported")
+    raises_here(function() F.max_pool3d(v, 2, { padding = 2 }) end, "nn.functional.max_pool3d: padding 2 is more than half")
+    raises_here(function() F.avg_pool3d(v, 5) end, "nn.functional.avg_pool3d: the window (kernel 5, dilation 1) is larger")
+    raises_here(function() F.avg_pool3d(v, 2, { dilation = 2 }) end, "nn.functional.avg_pool3d: unknown option 'dilation'")
+    raises_here(function() F.adaptive_avg_pool3d(v, { 2, 2 }) end,
+      "nn.functional.adaptive_avg_pool3d: output_size must be a positive integer or a table of three")
   end)
 
   it("grid_sample, affine_grid", function()

@@ -110,6 +110,41 @@ function M.fold(cols, out, k, s, p, d, blocks)
   return y
 end
 
+-- 3-d convolution composed from conv2d (nn.functional.conv3d): x [N, C,
+-- D, H, W] (zero padding p = {front, back, top, bottom, left, right}), w
+-- [O, C/g, kd, kh, kw]; each depth tap of the kernel is one conv2d of the
+-- input's depth slices it meets (strided views, the output depths folded
+-- into the batch), and the taps are summed: kd conv2d calls, each on the
+-- backend's kernel where it has one. s, d: {depth, height, width}.
+function M.conv3d(x, w, b, s, p, d, g, route)
+  local N, C, H, W = x.shape[1], x.shape[2], x.shape[4], x.shape[5]
+  local O, kd = w.shape[1], w.shape[3]
+  local Do = M.out_size(x.shape[3], kd, s[1], p[1], p[2], d[1])
+  local xp = x
+  if p[1] > 0 or p[2] > 0 then
+    local opts = { dtype = x.dtype, device = x.device }
+    local parts = {}
+    if p[1] > 0 then parts[#parts + 1] = ember.zeros({ N, C, p[1], H, W }, opts) end
+    parts[#parts + 1] = x
+    if p[2] > 0 then parts[#parts + 1] = ember.zeros({ N, C, p[2], H, W }, opts) end
+    xp = ember.cat(parts, 3)
+  end
+  local y
+  for t = 0, kd - 1 do
+    local z0 = t * d[1] + 1
+    local slices = xp:slice(3, z0, z0 + (Do - 1) * s[1], s[1]):transpose(2, 3):reshape({ N * Do, C, H, W })
+    local part = M.conv2d(slices, w:select(3, t + 1):contiguous(), nil, { s[2], s[3] }, { p[3], p[4], p[5], p[6] },
+      { d[2], d[3] }, g, route)
+    y = y and y + part or part
+  end
+  y = y:reshape({ N, Do, O, y.shape[3], y.shape[4] }):transpose(2, 3)
+  if b then
+    if y.dtype == "bfloat16" and b.dtype ~= "bfloat16" and ember.autocast.enabled() then b = b:to("bfloat16") end
+    y = y + b:view({ 1, O, 1, 1, 1 })
+  end
+  return y
+end
+
 function M.conv2d(x, w, b, s, p, d, g, route)
   if route ~= "composed" then
     local y = ember._conv2d(x, w, b, s[1], s[2], p[1], p[2], p[3], p[4], d[1], d[2], g)
@@ -224,7 +259,7 @@ local PADDING_MODES = { zeros = "constant", reflect = "reflect", replicate = "re
 -- {0, 0, left, right}) set on self from opts (checked by the caller).
 -- nd = 1 or 2; name for errors ("Conv2d", "nn.functional.conv2d").
 function M.sizes(self, name, nd, kernel_size, opts)
-  local pair = nd == 2 and "a pair of them" or "a table of one"
+  local pair = nd == 2 and "a pair of them" or nd == 3 and "a table of three" or "a table of one"
   self.kernel_size = tuple(kernel_size, nd, 1)
   if not self.kernel_size then
     error(("%s: kernel_size must be a positive integer or %s, got %s"):format(name, pair, fmt(kernel_size)))

@@ -529,6 +529,122 @@ function M.affine_grid(theta, size, ...)
   return require("ember.nn._grid").affine_grid(theta, size[1], size[3], size[4], o.align_corners == true)
 end
 
+-- ---- 3-d: volumes [N, C, D, H, W] ---------------------------------------------
+
+local function batch5(who, x)
+  check_tensor(who, "input", x, true)
+  if x.ndim ~= 4 and x.ndim ~= 5 then
+    errors.raise("%s: expected an input [N, C, D, H, W] or [C, D, H, W], got shape %s", who, shape_str(x))
+  end
+  if x.ndim == 4 then return x:unsqueeze(1), function(y) return y:squeeze(1) end end
+  return x, function(y) return y end
+end
+
+function M.conv3d(x, w, b, ...)
+  local who = "nn.functional.conv3d"
+  if is_options(b) and select("#", ...) == 0 then return M.conv3d(x, w, nil, b) end
+  local o = args(who, CONV, ...)
+  local xb, unbatch = batch5(who, x)
+  check_tensor(who, "weight", w, true)
+  if w.ndim ~= 5 then
+    errors.raise("%s: weight must be 5-d [out_channels, in_channels / groups, kd, kh, kw], got %s", who, shape_str(w))
+  end
+  local g = o.groups or 1
+  if math.type(g) ~= "integer" or g < 1 then errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g)) end
+  if w.shape[1] % g ~= 0 then
+    errors.raise("%s: the weight's %d output channels (dim 1 of %s) must be divisible by groups=%d", who, w.shape[1],
+      shape_str(w), g)
+  end
+  check_optional(who, "bias", b, { w.shape[1] })
+  if xb.shape[2] ~= w.shape[2] * g then
+    errors.raise("%s: expected %d input channels (the weight %s times groups=%d), got %d in an input of shape %s", who,
+      w.shape[2] * g, shape_str(w), g, xb.shape[2], shape_str(x))
+  end
+  if w.dtype ~= xb.dtype and not ember.autocast.enabled() then
+    errors.raise("%s: the input is %s but the weight is %s (convert one)", who, xb.dtype, w.dtype)
+  end
+  local cfg = {}
+  conv.sizes(cfg, who, 3, { w.shape[3], w.shape[4], w.shape[5] }, o)
+  local p = cfg._pads
+  for i = 1, 3 do
+    local n, k, dl = xb.shape[2 + i], cfg.kernel_size[i], cfg.dilation[i]
+    if n + p[2 * i - 1] + p[2 * i] < dl * (k - 1) + 1 then
+      errors.raise("%s: the kernel (size %d, dilation %d) is larger than the padded input (%d + %d) along dim %d of "
+        .. "shape %s", who, k, dl, n, p[2 * i - 1] + p[2 * i], x.ndim - 3 + i, shape_str(x))
+    end
+  end
+  return unbatch(conv.conv3d(xb, w, b, cfg.stride, p, cfg.dilation, g, cfg.route))
+end
+
+local POOL3 = {
+  max = { "stride", "padding", "dilation", "ceil_mode", "return_indices" },
+  avg = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" },
+}
+
+local function pool3(how, x, kernel_size, ...)
+  local who = "nn.functional." .. how .. "_pool3d"
+  local o = args(who, POOL3[how], ...)
+  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
+  local xb, unbatch = batch5(who, x)
+  local cfg = { kernel_size = conv.tuple(kernel_size, 3, 1) }
+  cfg.stride = o.stride == nil and cfg.kernel_size or conv.tuple(o.stride, 3, 1)
+  cfg.padding = conv.tuple(o.padding or 0, 3, 0)
+  cfg.dilation = conv.tuple(o.dilation or 1, 3, 1)
+  for _, f in ipairs { { "kernel_size", kernel_size }, { "stride", o.stride }, { "padding", o.padding },
+    { "dilation", o.dilation } } do
+    if not cfg[f[1]] then
+      errors.raise("%s: %s must be a %s integer or a table of three, got %s", who, f[1],
+        f[1] == "padding" and "non-negative" or "positive", conv.fmt(f[2]))
+    end
+  end
+  check_bool(who, "ceil_mode", o.ceil_mode)
+  check_bool(who, "count_include_pad", o.count_include_pad)
+  cfg.ceil_mode, cfg.count_include_pad = o.ceil_mode == true, o.count_include_pad ~= false
+  local dv = o.divisor_override
+  if dv ~= nil and (math.type(dv) ~= "integer" or dv < 1) then
+    errors.raise("%s: divisor_override must be a positive integer, got %s", who, tostring(dv))
+  end
+  cfg.divisor_override = dv
+  for i = 1, 3 do
+    local eff = cfg.dilation[i] * (cfg.kernel_size[i] - 1) + 1
+    if cfg.padding[i] * 2 > eff then
+      errors.raise("%s: padding %d is more than half the kernel (%d); PyTorch refuses it too", who, cfg.padding[i], eff)
+    end
+    local n = xb.shape[2 + i]
+    if pool.out_size(n, cfg.kernel_size[i], cfg.stride[i], cfg.padding[i], cfg.dilation[i], cfg.ceil_mode) < 1 then
+      errors.raise("%s: the window (kernel %d, dilation %d) is larger than the padded input (%d + 2 * %d) along dim %d "
+        .. "of shape %s", who, cfg.kernel_size[i], cfg.dilation[i], n, cfg.padding[i], x.ndim - 3 + i, shape_str(x))
+    end
+  end
+  return unbatch(pool.pool3d(how, cfg, xb))
+end
+
+function M.max_pool3d(x, kernel_size, ...) return pool3("max", x, kernel_size, ...) end
+function M.avg_pool3d(x, kernel_size, ...) return pool3("avg", x, kernel_size, ...) end
+
+local function adaptive3(how, x, output_size, ...)
+  local who = "nn.functional.adaptive_" .. (how == "max" and "max" or "avg") .. "_pool3d"
+  local o = args(who, { "return_indices" }, ...)
+  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
+  local xb, unbatch = batch5(who, x)
+  local out = math.type(output_size) == "integer" and { output_size, output_size, output_size } or output_size
+  local ok = type(out) == "table" and (out[3] ~= nil)
+  for i = 1, ok and 3 or 0 do
+    local e = out[i]
+    ok = ok and (e == false or e == nil or (math.type(e) == "integer" and e > 0))
+  end
+  if not ok then
+    errors.raise("%s: output_size must be a positive integer or a table of three (false: that dim's size, PyTorch's "
+      .. "None), got %s", who, conv.fmt(output_size))
+  end
+  local y = xb
+  for i = 1, 3 do y = pool.adaptive_mean(y, 2 + i, out[i] or xb.shape[2 + i], how) end
+  return unbatch(y)
+end
+
+function M.adaptive_avg_pool3d(x, output_size) return adaptive3("mean", x, output_size) end
+function M.adaptive_max_pool3d(x, output_size, ...) return adaptive3("max", x, output_size, ...) end
+
 -- the rest of nn.functional (activations, losses, the modules' rules as functions)
 for k, v in pairs(require "ember.nn._functional_extra") do M[k] = v end
 

@@ -219,6 +219,64 @@ function M.unpool2d(xb, indices, out)
   return y:scatter(3, indices:reshape({ N, C, -1 }), xb:reshape({ N, C, -1 })):reshape({ N, C, out[1], out[2] })
 end
 
+-- 3-d pooling (nn.functional.max_pool3d and avg_pool3d): cfg's
+-- kernel_size, stride, padding, dilation (3 each: depth, height, width),
+-- ceil_mode, and for "avg" count_include_pad and divisor_override. Each
+-- depth tap pools the input's depth slices it meets in 2-d (the output
+-- depths folded into the batch), then the taps are reduced: max (the first
+-- largest, depth by depth) or summed and divided by the window's count
+-- (PyTorch's: the padding counted or not, never the ceil_mode overhang).
+local function count1(n, k, s, p, o, with_pad)
+  local c = {}
+  for i = 0, o - 1 do
+    local lo, hi = i * s - p, math.min(i * s - p + k, n + p)
+    if not with_pad then lo, hi = math.max(lo, 0), math.min(hi, n) end
+    c[i + 1] = hi - lo
+  end
+  return c
+end
+
+function M.pool3d(how, cfg, x)
+  local k, s, p, d, ceil = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, cfg.ceil_mode
+  local N, C, D, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4], x.shape[5]
+  local Do = M.out_size(D, k[1], s[1], p[1], d[1], ceil)
+  local hi = p[1] + overhang(D, k[1], s[1], p[1], d[1], Do)
+  local fill = how == "max" and -math.huge or 0
+  local xp = x
+  if p[1] > 0 or hi > 0 then
+    local opts = { dtype = x.dtype, device = x.device }
+    local parts = {}
+    if p[1] > 0 then parts[#parts + 1] = ember.full({ N, C, p[1], H, W }, fill, opts) end
+    parts[#parts + 1] = x
+    if hi > 0 then parts[#parts + 1] = ember.full({ N, C, hi, H, W }, fill, opts) end
+    xp = ember.cat(parts, 3)
+  end
+  local k2, s2, p2, d2 = { k[2], k[3] }, { s[2], s[3] }, { p[2], p[3] }, { d[2], d[3] }
+  local parts = {}
+  for t = 0, k[1] - 1 do
+    local z0 = t * d[1] + 1
+    local slices = xp:slice(3, z0, z0 + (Do - 1) * s[1], s[1]):transpose(2, 3):reshape({ N * Do, C, H, W })
+    local w = M.windows(slices, k2, s2, p2, d2, fill, ceil)
+    parts[#parts + 1] = how == "max" and (w:max(5)) or w:sum(5)
+  end
+  local y
+  if how == "max" then
+    y = #parts == 1 and parts[1] or (ember.stack(parts, 1):max(1))
+  else
+    y = parts[1]
+    for i = 2, #parts do y = y + parts[i] end
+  end
+  local Ho, Wo = y.shape[3], y.shape[4]
+  y = y:reshape({ N, Do, C, Ho, Wo }):transpose(2, 3)
+  if how == "max" then return y end
+  if cfg.divisor_override then return y / cfg.divisor_override end
+  local opts = { dtype = x.dtype, device = x.device }
+  local cd = ember.tensor(count1(D, k[1], s[1], p[1], Do, cfg.count_include_pad), opts)
+  local ch = ember.tensor(count1(H, k[2], s[2], p[2], Ho, cfg.count_include_pad), opts)
+  local cw = ember.tensor(count1(W, k[3], s[3], p[3], Wo, cfg.count_include_pad), opts)
+  return y / (cd:view({ Do, 1, 1 }) * ch:view({ 1, Ho, 1 }) * cw:view({ 1, 1, Wo }))
+end
+
 -- [C, H, W] -> [1, C, H, W] (PyTorch's unbatched input); the second result undoes it.
 function M.batch(x)
   if x.ndim == 3 then return x:unsqueeze(1), function(y) return y:squeeze(1) end end

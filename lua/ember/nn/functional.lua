@@ -921,6 +921,63 @@ function F.grid_sample(x, grid, ...) return impl.grid_sample(x, grid, ...) end
 -- print((y - x):abs():max():item() < 1e-6)   --> true
 function F.affine_grid(theta, size, ...) return impl.affine_grid(theta, size, ...) end
 
+-- ---- 3-d: volumes --------------------------------------------------------------
+
+--- 3-d convolution, as torch.nn.functional.conv3d: `F.conv3d(x, weight [,
+-- bias] [, {stride=1, padding=0, dilation=1, groups=1}])` (or positional),
+-- x [N, C, D, H, W] or [C, D, H, W], weight [out, C / groups, kd, kh, kw];
+-- sizes an integer or a table of three, padding also "same" or "valid".
+-- Composed from conv2d (nn/_conv.lua): one per depth tap of the kernel.
+-- @tparam Tensor x
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @param[opt] ... stride, padding, dilation, groups, or an options table
+-- @treturn Tensor [N, out, Do, Ho, Wo]
+-- @usage local F = ember.nn.functional
+-- print(F.conv3d(ember.randn(1, 2, 5, 6, 7), ember.randn(4, 2, 3, 3, 3), nil, {padding = 1}).shape)   --> ember.Size{1, 4, 5, 6, 7}
+function F.conv3d(x, weight, bias, ...) return impl.conv3d(x, weight, bias, ...) end
+
+--- 3-d max pooling, as torch.nn.functional.max_pool3d: `F.max_pool3d(x,
+-- kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false}])`
+-- (or positional), x [N, C, D, H, W] or [C, D, H, W]. The gradient goes to
+-- the first largest of each window. return_indices is not supported.
+-- @tparam Tensor x
+-- @param kernel_size an integer or {kd, kh, kw}
+-- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.max_pool3d(ember.randn(1, 2, 4, 6, 6), 2).shape)   --> ember.Size{1, 2, 2, 3, 3}
+function F.max_pool3d(x, kernel_size, ...) return impl.max_pool3d(x, kernel_size, ...) end
+
+--- 3-d average pooling, as torch.nn.functional.avg_pool3d: `F.avg_pool3d(x,
+-- kernel_size [, {stride=kernel_size, padding=0, ceil_mode=false,
+-- count_include_pad=true, divisor_override=}])` (or positional).
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @param kernel_size an integer or {kd, kh, kw}
+-- @param[opt] ... stride, padding, ceil_mode, count_include_pad, divisor_override, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.avg_pool3d(ember.ones(1, 1, 2, 2, 2), 2):item())   --> 1.0
+function F.avg_pool3d(x, kernel_size, ...) return impl.avg_pool3d(x, kernel_size, ...) end
+
+--- Adaptive 3-d average pooling, as torch.nn.functional.adaptive_avg_pool3d:
+-- output_size an integer or {od, oh, ow} (false: that dim's size).
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @param output_size
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.adaptive_avg_pool3d(ember.randn(2, 3, 5, 7, 9), 1).shape)   --> ember.Size{2, 3, 1, 1, 1}
+function F.adaptive_avg_pool3d(x, output_size) return impl.adaptive_avg_pool3d(x, output_size) end
+
+--- Adaptive 3-d max pooling, as torch.nn.functional.adaptive_max_pool3d (return_indices is not supported).
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @param output_size an integer or {od, oh, ow}
+-- @param[opt] ... return_indices (false), or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.adaptive_max_pool3d(ember.randn(2, 3, 5, 7, 9), {2, 3, 4}).shape)   --> ember.Size{2, 3, 2, 3, 4}
+function F.adaptive_max_pool3d(x, output_size, ...) return impl.adaptive_max_pool3d(x, output_size, ...) end
+
 -- ---- in place ----------------------------------------------------------------
 
 --- relu in place, as torch.nn.functional.relu_: x overwritten and returned
