@@ -182,11 +182,17 @@ static int f_is_anomaly_enabled(lua_State *L) {
   return 1;
 }
 
-/* The state closes: its frames can no longer be read. */
+/* Lua states open on this module: the origin callback is this module's
+** code, which goes away (dlclose) with the last of them. */
+static int anomaly_states;
+
+/* The state closes: its frames can no longer be read, and after the last
+** state the callback must not be called any more. */
 static int anomaly_state_gc(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   if (anomaly_L == lua_tothread(L, -1)) anomaly_L = NULL;
   lua_pop(L, 1);
+  if (__atomic_sub_fetch(&anomaly_states, 1, __ATOMIC_ACQ_REL) == 0) em_set_anomaly_origin(NULL, NULL);
   return 0;
 }
 
@@ -629,6 +635,7 @@ void lember_open_autograd(lua_State *L, int module, int methods_idx, int mt) {
   luaL_setfuncs(L, funcs, 0);
   lua_pop(L, 1);
   /* a sentinel whose __gc forgets this state for anomaly mode's origins */
+  __atomic_add_fetch(&anomaly_states, 1, __ATOMIC_ACQ_REL);
   lua_newuserdata(L, 1);
   lua_newtable(L);
   lua_pushcfunction(L, anomaly_state_gc);
