@@ -258,6 +258,15 @@ const char *em_attn_options_str(const em_attn_options *o, char *buf, size_t n) {
   return buf;
 }
 
+/* An error from a variant's own code, its message starting with the
+** variant's name once (the core's checks name it already). */
+static em_status named_error(const em_attention_variant *v, em_status s) {
+  char head[96];
+  int len = snprintf(head, sizeof head, "attention '%s'", v->name);
+  if (len > 0 && strncmp(em_error_message(), head, (size_t)len) == 0) return s;
+  return em_error(s, "%s: %s", head, em_error_message());
+}
+
 em_status em_attn_init_params(const em_attention_variant *v, const em_attn_options *o,
                               const em_attn_dims *dims, em_dtype dt, em_device dev, int *n,
                               em_attn_param *params) {
@@ -273,6 +282,7 @@ em_status em_attn_init_params(const em_attention_variant *v, const em_attn_optio
       s = em_error(EM_ERR_PLUGIN, "attention '%s': init_params left param %d without a tensor or name",
                    v->name, i);
   if (s != EM_OK) {
+    s = named_error(v, s);
     for (int i = 0; i < EM_ATTN_MAX_PARAMS; i++) em_release(params[i].tensor);
     memset(params, 0, EM_ATTN_MAX_PARAMS * sizeof *params);
     *n = 0;
@@ -547,7 +557,7 @@ static em_status run_forward(em_tensor **out, em_tensor **weights, em_attn_call 
                    v->name, em__desc(y, got, sizeof got), (long long)c->B, (long long)c->H,
                    (long long)c->Lq, (long long)c->dims.dv, em_dtype_name(q->dtype));
     } else if (s != EM_OK && s != EM_ERR_PLUGIN && !(s == EM_ERR_UNSUPPORTED && route->decl)) {
-      s = em_error(s, "attention '%s': %s", v->name, em_error_message());
+      s = named_error(v, s);
     }
     if (s == EM_OK && w && (w->ndim != 4 || w->shape[0] != c->B || w->shape[1] != c->H ||
                             w->shape[2] != c->Lq || w->shape[3] != c->Lk)) {
@@ -634,7 +644,7 @@ static em_status run_compose(em_tensor **out, em_tensor **weights, em_attn_call 
   if (s == EM_OK && (!y || (c->need_weights && !w)))
     s = em_error(EM_ERR_PLUGIN, "attention '%s': compose returned no %s", v->name, y ? "weights" : "output");
   else if (s != EM_OK)
-    s = em_error(s, "attention '%s': %s", v->name, em_error_message());
+    s = named_error(v, s);
   if (s != EM_OK) {
     em_release(y), em_release(w);
     return s;
@@ -666,7 +676,7 @@ static em_status run_declared(em_tensor **out, em_tensor **weights, em_attn_call
   c->q = q, c->k = k, c->v = vv, c->params = params;
   em_status s = v->declare(c->options, &c->dims, &d);
   if (s == EM_OK) s = em__attn_decl_check(c, &d);
-  if (s != EM_OK) return em_error(s, "attention '%s': %s", v->name, em_error_message());
+  if (s != EM_OK) return named_error(v, s);
   /* a traced variant's composition is its Lua functions run densely
   ** (lua/ember/variant.lua): the binding sends it here for the kernel only */
   if (c->mods && (c->need_weights || d.route == EM_ATTN_ROUTE_COMPOSED))

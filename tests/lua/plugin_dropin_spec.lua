@@ -54,6 +54,10 @@ static const em_attn_option_spec OPTIONS[] = {
 };
 static em_status init_params(const em_attn_options *o, const em_attn_dims *d, em_dtype dt,
                              em_device dev, int *n, em_attn_param *p) {
+#ifdef INIT_FAILS
+  (void)o, (void)d, (void)dt, (void)dev, (void)n, (void)p;
+  return em_error(EM_ERR_ARG, "no tables today");
+#endif
   int64_t shape[2] = {2 * em_attn_opt_int(o, "K") + 1, d->heads};
   p[0] = (em_attn_param){.name = "relbias", .learned = true};
   *n = 1;
@@ -198,6 +202,7 @@ describe("dropping an attention variant into a folder", function()
   compile(dir .. "/bad/ember_attn_negwin.so", [[-DNAME='"negwin"' -DLEFT=-2 -DOPT2='"mode"']])
   compile(dir .. "/bad/ember_attn_declfails.so", [[-DNAME='"declfails"' -DDECLARE_FAILS -DOPT2='"mode"']])
   compile(dir .. "/bad/ember_attn_fwdfails.so", [[-DNAME='"fwdfails"' -DFORWARD_FAILS -DOPT2='"mode"']])
+  compile(dir .. "/bad/ember_attn_initfails.so", [[-DNAME='"initfails"' -DINIT_FAILS -DOPT2='"mode"']])
   compile(dir .. "/bad/ember_attn_mywin_again.so", [[-DNAME='"mywin"' -DOPT2='"mode"']])
   write(dir .. "/bad/broken.lua", "return {\n  name = 'broken',\n  score = function(s) return s + end,\n}\n")
 
@@ -236,16 +241,19 @@ describe("dropping an attention variant into a folder", function()
     assert.truthy(rejected:find("\n  rejected: " .. dir .. "/bad/broken.lua:3:", 1, true), out)
   end)
 
-  it("a plugin whose declare or kernel fails, or declares a negative window, fails that call only", function()
+  it("a plugin whose init_params, declare or kernel fails, or declares a negative window, fails that call only, named once", function()
     local out, rc = run({ dir .. "/bad" }, [[
       local q = ember.randn(1, 2, 5, 4)
       for name, want in pairs{declfails = "the declaration refuses on purpose", fwdfails = "my kernel refuses Lq=5",
-                              negwin = "negative"} do
+                              negwin = "declared block mask has negative sizes", initfails = "no tables today"} do
         local ok, err = pcall(function()
           local a = ember.Attention{attention = name, heads = 2, head_dim = 4}
           return a(q, q, q)
         end)
-        assert(not ok and err:find("attention '" .. name .. "'", 1, true) and err:find(want, 1, true), name .. ": " .. tostring(err))
+        -- the variant named once, then its reason
+        assert(not ok and err:find("attention '" .. name .. "': " .. want, 1, true), name .. ": " .. tostring(err))
+        local _, times = err:gsub("attention '" .. name .. "'", "")
+        assert(times == 1, name .. " named " .. times .. " times: " .. err)
       end
       assert(ember.Attention{attention = "standard", heads = 2, head_dim = 4}(q, q, q):sum():item() == ember.Attention{attention = "standard", heads = 2, head_dim = 4}(q, q, q):sum():item())
       print("process alive")]])
