@@ -439,6 +439,13 @@ EM_API em_status em_autocast_cast(em_tensor **out, em_tensor *x);
 /* Grad mode of this thread: whether ops record autograd nodes. */
 EM_API bool em_grad_enabled(void);
 EM_API bool em_set_grad_enabled(bool on); /* returns the previous mode */
+/* Anomaly mode (torch.autograd.set_detect_anomaly), process-wide: while
+** on, a backward whose node returns a NaN or inf gradient fails naming the
+** node, and each node recorded keeps where it was made, the string the
+** origin callback returns (malloc'ed, or NULL; the node owns it). */
+EM_API bool em_set_detect_anomaly(bool on); /* returns the previous mode */
+EM_API bool em_is_anomaly_enabled(void);
+EM_API void em_set_anomaly_origin(char *(*fn)(const char *op, void *ud), void *ud);
 /* Marks a leaf; an error on a non-leaf or a non-float tensor. */
 EM_API em_status em_set_requires_grad(em_tensor *t, bool on);
 /* grad may be NULL only for a one-element root. Frees the graph unless

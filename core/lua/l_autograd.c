@@ -114,11 +114,6 @@ static int f_is_grad_enabled(lua_State *L) {
 /* Anomaly detection                                                 */
 /* ---------------------------------------------------------------- */
 
-/* autograd.c's (ember.h does not declare them yet). */
-EM_API bool em_set_detect_anomaly(bool on);
-EM_API bool em_is_anomaly_enabled(void);
-EM_API void em_set_anomaly_origin(char *(*fn)(const char *op, void *ud), void *ud);
-
 /* The state whose Lua frames a node recorded in anomaly mode names: the
 ** main thread of the state that turned the mode on, on this thread (a
 ** node made inside a coroutine shows where the coroutine was resumed).

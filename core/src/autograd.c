@@ -25,12 +25,8 @@ static uint64_t em__seq = 0;
 ** recorded, run and freed. On, every gradient a node's backward returns is
 ** scanned for NaN and inf (the backward then fails naming the node), and
 ** every node recorded keeps where it was made, from the origin callback a
-** binding sets (the Lua binding: the user's Lua frames). These two are
-** declared where they are used (l_autograd.c) until ember.h carries them:
-**   bool em_set_detect_anomaly(bool on);   returns the previous mode
-**   bool em_is_anomaly_enabled(void);
-**   void em_set_anomaly_origin(char *(*fn)(const char *op, void *ud), void *ud);
-**     fn returns a malloc'ed string (or NULL) the node owns. */
+** binding sets (the Lua binding: the user's Lua frames); ember.h declares
+** the three. */
 static bool em__anomaly;
 typedef char *(*em__origin_fn)(const char *op, void *ud);
 static em__origin_fn em__origin;
