@@ -51,7 +51,7 @@ softmin, selu, celu, tanhshrink, threshold, hardshrink, softshrink, normalize an
 default dim, return_indices and max_unpool, the losses ember had no module for (soft_margin, hinge_embedding,
 cosine_embedding, poisson_nll, multilabel_soft_margin, multi_margin), affine_grid and grid_sample, embedding_bag,
 lp_pool, local_response_norm, channel_shuffle, pdist, gaussian_nll_loss, triplet_margin_with_distance_loss, rrelu,
-conv3d and the 3-d pools, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
+conv3d and the 3-d pools, ctc_loss, for tests/lua/nn_functional_spec.lua; inputs, outputs and input gradients, float64; its own seed.
 
 nn_extra.lua -- extra_cases(): ConvTranspose1d/2d, InstanceNorm1d/2d,
 EmbeddingBag, Transformer (under PyTorch's names: the spec maps them as
@@ -1569,6 +1569,22 @@ def functional_cases():
     case("avg_pool3d_divisor", lambda x: F.avg_pool3d(x, 2, divisor_override=3), {"x": r(1, 2, 4, 4, 4, **D)})
     case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)), {"x": r(2, 3, 5, 7, 9, **D)})
     case("adaptive_max_pool3d", lambda x: F.adaptive_max_pool3d(x, (3, 2, 5)), {"x": r(2, 3, 5, 7, 9, **D)})
+    # ctc_loss (through log_softmax: PyTorch's gradient in log_probs assumes it); labels and blank 1-based in the fixture
+    tg = torch.tensor([[1, 2, 2, 3], [3, 3, 0, 0], [2, 0, 0, 0]])
+    il, tl = [9, 7, 5], [4, 2, 1]
+    for name, red, zi in [("ctc_loss_mean", "mean", False), ("ctc_loss_none", "none", False)]:
+        c = case(name, lambda z, red=red, zi=zi: F.ctc_loss(z.log_softmax(2), tg, il, tl, reduction=red, zero_infinity=zi),
+                 {"z": r(9, 3, 4, **D)})
+        c["targets"], c["input_lengths"], c["target_lengths"] = tg + 1, il, tl
+    flat = torch.tensor([1, 1, 2, 0])
+    c = case("ctc_loss_concat_blank_last", lambda z: F.ctc_loss(z.log_softmax(2), flat, [6, 4], [3, 1], blank=3,
+                                                                reduction="sum"), {"z": r(6, 2, 4, **D)})
+    c["targets"], c["input_lengths"], c["target_lengths"] = flat + 1, [6, 4], [3, 1]
+    # an impossible target (1 1 needs 3 steps, 2 given) as 0, the rest summed
+    tz = torch.tensor([[1, 1], [2, 0]])
+    c = case("ctc_loss_zero_infinity", lambda z: F.ctc_loss(z.log_softmax(2), tz, [2, 3], [2, 1], reduction="sum",
+                                                            zero_infinity=True), {"z": r(3, 2, 3, **D)})
+    c["targets"], c["input_lengths"], c["target_lengths"] = tz + 1, [2, 3], [2, 1]
     return cases
 
 

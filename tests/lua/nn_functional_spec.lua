@@ -129,6 +129,21 @@ local CALLS = {
   avg_pool3d_divisor = function(i) return F.avg_pool3d(i.x, 2, { divisor_override = 3 }) end,
   adaptive_avg_pool3d = function(i) return F.adaptive_avg_pool3d(i.x, { 2, 3, 4 }) end,
   adaptive_max_pool3d = function(i) return F.adaptive_max_pool3d(i.x, { 3, 2, 5 }) end,
+  ctc_loss_mean = function(i, c)
+    return F.ctc_loss(ember.log_softmax(i.z, 3), T(c.targets), c.input_lengths, c.target_lengths)
+  end,
+  ctc_loss_none = function(i, c)
+    return F.ctc_loss(ember.log_softmax(i.z, 3), T(c.targets), ember.tensor(c.input_lengths, { dtype = "int64" }),
+      c.target_lengths, { reduction = "none" })
+  end,
+  ctc_loss_concat_blank_last = function(i, c)
+    return F.ctc_loss(ember.log_softmax(i.z, 3), T(c.targets), c.input_lengths, c.target_lengths,
+      { blank = 4, reduction = "sum" })
+  end,
+  ctc_loss_zero_infinity = function(i, c)
+    return F.ctc_loss(ember.log_softmax(i.z, 3), T(c.targets), c.input_lengths, c.target_lengths,
+      { reduction = "sum", zero_infinity = true })
+  end,
   soft_margin_loss = function(i) return F.soft_margin_loss(i.x, i.y:double(), { reduction = "sum" }) end,
   hinge_embedding_loss = function(i) return F.hinge_embedding_loss(i.x, i.y:double(), 0.8, { reduction = "none" }) end,
   cosine_embedding_loss = function(i) return F.cosine_embedding_loss(i.a, i.b, i.y:double(), { margin = 0.2 }) end,
@@ -382,6 +397,12 @@ describe("float64 gradchecks", function()
     gradcheck.check(function(t) return F.avg_pool3d(t, 2, { stride = 1, padding = 1, count_include_pad = false }) end,
       { ember.randn(1, 1, 2, 3, 3, F64) })
     gradcheck.check(function(t) return F.max_pool3d(t, 2, { stride = 1 }) end, { ember.randn(1, 1, 2, 3, 3, F64) })
+  end)
+
+  it("ctc_loss", function()
+    local tg = ember.tensor({ { 2, 2, 3 }, { 3, 1, 1 } }, { dtype = "int64" })
+    gradcheck.check(function(z) return F.ctc_loss(ember.log_softmax(z, 3), tg, { 7, 5 }, { 3, 1 }) end,
+      { ember.randn(7, 2, 3, F64) })
   end)
 
   it("max_unpool2d", function()
@@ -667,6 +688,24 @@ describe("errors name the function at the caller's line", function()
     raises_here(function() F.avg_pool3d(v, 2, { dilation = 2 }) end, "nn.functional.avg_pool3d: unknown option 'dilation'")
     raises_here(function() F.adaptive_avg_pool3d(v, { 2, 2 }) end,
       "nn.functional.adaptive_avg_pool3d: output_size must be a positive integer or a table of three")
+  end)
+
+  it("ctc_loss", function()
+    local lp = ember.log_softmax(ember.randn(5, 2, 4), 3)
+    local tg = ember.tensor({ { 2, 3 }, { 4, 1 } }, { dtype = "int64" })
+    raises_here(function() F.ctc_loss(lp:view(10, 4), tg, { 5, 5 }, { 2, 1 }) end,
+      "nn.functional.ctc_loss: log_probs must be [T, N, C] (log-softmax over C), got [10, 4]")
+    raises_here(function() F.ctc_loss(lp, tg, { 5, 5 }, { 2, 2 }) end,
+      "nn.functional.ctc_loss: labels must be class ids in 1..4 other than blank (1), got 1")
+    raises_here(function() F.ctc_loss(lp, tg, { 6, 5 }, { 2, 1 }) end,
+      "nn.functional.ctc_loss: input_lengths[1] = 6 is longer than log_probs' 5 steps")
+    raises_here(function() F.ctc_loss(lp, tg, { 5 }, { 2, 1 }) end,
+      "nn.functional.ctc_loss: input_lengths must be 2 integers (a tensor or a table), got 1")
+    raises_here(function() F.ctc_loss(lp, tg, { 5, 5 }, { 2, 1 }, { blank = 0 }) end,
+      "nn.functional.ctc_loss: blank must be a class id in 1..4 (1-based), got 0")
+    local inf = F.ctc_loss(lp, ember.tensor({ { 2, 2, 2 } }, { dtype = "int64" }):expand(2, 3), { 5, 4 }, { 3, 3 },
+      { reduction = "none" })
+    assert.are.equal(math.huge, inf[2]:item())   -- 2 2 2 needs 5 steps
   end)
 
   it("grid_sample, affine_grid", function()

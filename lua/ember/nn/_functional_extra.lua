@@ -525,6 +525,126 @@ function M.rrelu(x, ...)
   return ember.where(x:ge(0), x, x * slope)
 end
 
+-- ---- connectionist temporal classification --------------------------------------
+
+local NEG = -1e30 -- log(0) for the recursion: finite, so unreachable states keep finite gradients
+
+-- A list of integers from a tensor or a Lua list, for errors naming `what`.
+local function int_list(who, what, v, n)
+  if ember.is_tensor(v) then v = v:to("int64"):reshape({ -1 }):totable() end
+  if type(v) ~= "table" or #v ~= n then
+    errors.raise("%s: %s must be %d integers (a tensor or a table), got %s", who, what, n,
+      type(v) == "table" and ("%d"):format(#v) or type(v))
+  end
+  for i = 1, n do
+    if math.type(v[i]) ~= "integer" or v[i] < 0 then
+      errors.raise("%s: %s must be non-negative integers, got %s at %d", who, what, tostring(v[i]), i)
+    end
+  end
+  return v
+end
+
+function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, ...)
+  local who = "nn.functional.ctc_loss"
+  local o = args(who, { "blank", "reduction", "zero_infinity" }, ...)
+  check_tensor(who, "log_probs", log_probs, true)
+  if log_probs.ndim ~= 3 then
+    errors.raise("%s: log_probs must be [T, N, C] (log-softmax over C), got %s", who, shape_str(log_probs))
+  end
+  local T, N, C = log_probs.shape[1], log_probs.shape[2], log_probs.shape[3]
+  local blank = o.blank == nil and 1 or o.blank
+  if math.type(blank) ~= "integer" or blank < 1 or blank > C then
+    errors.raise("%s: blank must be a class id in 1..%d (1-based), got %s", who, C, tostring(blank))
+  end
+  check_bool(who, "zero_infinity", o.zero_infinity)
+  local reduction = check_reduction(who, o.reduction)
+  local il = int_list(who, "input_lengths", input_lengths, N)
+  local tl = int_list(who, "target_lengths", target_lengths, N)
+  check_tensor(who, "targets", targets)
+  -- each sample's labels (1-based class ids)
+  local labels, flat = {}, targets:to("int64"):totable()
+  if targets.ndim == 2 then
+    for n = 1, N do labels[n] = { table.unpack(flat[n], 1, tl[n]) } end
+  elseif targets.ndim == 1 then
+    local at = 0
+    for n = 1, N do
+      labels[n] = { table.unpack(flat, at + 1, at + tl[n]) }
+      at = at + tl[n]
+    end
+  else
+    errors.raise("%s: targets must be [N, S] or the concatenated 1-d labels, got %s", who, shape_str(targets))
+  end
+  local S = 0
+  for n = 1, N do
+    if il[n] > T then errors.raise("%s: input_lengths[%d] = %d is longer than log_probs' %d steps", who, n, il[n], T) end
+    if #labels[n] ~= tl[n] then
+      errors.raise("%s: sample %d has %d labels, target_lengths says %d", who, n, #labels[n], tl[n])
+    end
+    for _, c in ipairs(labels[n]) do
+      if c < 1 or c > C or c == blank then
+        errors.raise("%s: labels must be class ids in 1..%d other than blank (%d), got %d", who, C, blank, c)
+      end
+    end
+    S = math.max(S, tl[n])
+  end
+  -- the extended labels (blank, l1, blank, l2, ..., blank), padded with blanks,
+  -- and where the skip from s - 2 is allowed (a label unlike the one before it)
+  local L = 2 * S + 1
+  local ext, skip = {}, {}
+  for n = 1, N do
+    ext[n], skip[n] = {}, {}
+    for j = 1, L do
+      local lab = j % 2 == 0 and labels[n][j // 2] or nil
+      ext[n][j] = lab or blank
+      skip[n][j] = lab ~= nil and j > 2 and labels[n][j // 2 - 1] ~= lab
+    end
+  end
+  local io = { dtype = "int64", device = log_probs.device }
+  local fo = { dtype = log_probs.dtype, device = log_probs.device }
+  local ext_t = ember.tensor(ext, io)                           -- [N, L]
+  local skip_t = ember.tensor(skip, { dtype = "bool", device = log_probs.device })
+  local lp = log_probs:transpose(1, 2)                          -- [N, T, C]
+  local emit = lp:gather(3, ext_t:view({ N, 1, L }):expand({ N, T, L })) -- [N, T, L]
+  local neg = ember.full({ N, 1 }, NEG, fo)
+  local neg2 = ember.full({ N, 2 }, NEG, fo)
+  local start = ember.full({ N, L }, NEG, fo)
+  local row = {}
+  for j = 1, L do row[j] = j <= 2 end
+  local first = ember.tensor({ row }, { dtype = "bool", device = log_probs.device }):expand({ N, L })
+  local alpha = ember.where(first, emit:select(2, 1), start)
+  local lens = ember.tensor(il, io):view({ N, 1 })
+  for t = 2, T do
+    local a1 = ember.cat({ neg, alpha:narrow(2, 1, L - 1) }, 2)
+    local a2 = L > 2 and ember.cat({ neg2, alpha:narrow(2, 1, L - 2) }, 2) or ember.full({ N, L }, NEG, fo)
+    a2 = ember.where(skip_t, a2, ember.full({ N, L }, NEG, fo))
+    local nxt = ember.stack({ alpha, a1, a2 }, 3):logsumexp(3) + emit:select(2, t)
+    alpha = ember.where(lens:ge(t), nxt, alpha)
+  end
+  -- the last label or the blank after it; an empty input has no path
+  local last = {}
+  for n = 1, N do last[n] = { 2 * tl[n] + 1, math.max(2 * tl[n], 1) } end
+  local ends = alpha:gather(2, ember.tensor(last, io))
+  local ll = ends:logsumexp(2)
+  local nll = -ll
+  -- no path (ll is about NEG), or an empty input: its only path is the empty one
+  local empty_in, empty_ok = {}, {}
+  for n = 1, N do empty_in[n], empty_ok[n] = il[n] == 0, il[n] == 0 and tl[n] == 0 end
+  local bo = { dtype = "bool", device = log_probs.device }
+  empty_in, empty_ok = ember.tensor(empty_in, bo), ember.tensor(empty_ok, bo)
+  nll = ember.where(empty_ok, ember.zeros_like(nll), nll)
+  local impossible = ll:detach():lt(NEG / 2):logical_and(empty_ok:logical_not()):logical_or(
+    empty_in:logical_and(empty_ok:logical_not()))
+  if o.zero_infinity then
+    nll = ember.where(impossible, ember.zeros_like(nll), nll)
+  else
+    nll = ember.where(impossible, ember.full_like(nll, math.huge), nll)
+  end
+  if reduction == "mean" then
+    return (nll / ember.tensor(tl, fo):clamp_min(1)):mean()
+  end
+  return reduced(nll, reduction)
+end
+
 -- ---- in place -----------------------------------------------------------------
 
 -- x itself, overwritten with fn(x, ...) (a copy_, recorded by autograd as

@@ -978,6 +978,32 @@ function F.adaptive_avg_pool3d(x, output_size) return impl.adaptive_avg_pool3d(x
 -- print(F.adaptive_max_pool3d(ember.randn(2, 3, 5, 7, 9), {2, 3, 4}).shape)   --> ember.Size{2, 3, 2, 3, 4}
 function F.adaptive_max_pool3d(x, output_size, ...) return impl.adaptive_max_pool3d(x, output_size, ...) end
 
+-- ---- connectionist temporal classification ---------------------------------------
+
+--- The CTC loss, as torch.nn.functional.ctc_loss: `F.ctc_loss(log_probs,
+-- targets, input_lengths, target_lengths [, {blank = 1, reduction =
+-- "mean", zero_infinity = false}])`. log_probs [T, N, C] (log_softmax over
+-- C), targets [N, S] (padded) or the N label sequences concatenated (1-d),
+-- 1-based class ids other than blank (1 by default: PyTorch's 0);
+-- input_lengths and target_lengths N integers (tensors or tables). The
+-- negative log-likelihood of all alignments (the forward recursion in log
+-- space, one step of tensor ops per time step; gradients by autograd);
+-- "mean" divides each by its target length, then averages, as PyTorch.
+-- An impossible target gives inf (0 with zero_infinity).
+-- @tparam Tensor log_probs
+-- @tparam Tensor targets
+-- @param input_lengths
+-- @param target_lengths
+-- @param[opt] ... blank, reduction, zero_infinity, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local lp = ember.log_softmax(ember.zeros(3, 1, 2), 3)   -- 3 steps, blank and one class, even odds
+-- local loss = F.ctc_loss(lp, ember.tensor({{2}}, {dtype = "int64"}), {3}, {1}, {reduction = "sum"})
+-- print(loss:item())   --> 0.287682056427
+function F.ctc_loss(log_probs, targets, input_lengths, target_lengths, ...)
+  return impl.ctc_loss(log_probs, targets, input_lengths, target_lengths, ...)
+end
+
 -- ---- in place ----------------------------------------------------------------
 
 --- relu in place, as torch.nn.functional.relu_: x overwritten and returned
