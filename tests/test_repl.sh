@@ -132,6 +132,9 @@ enter_line 'help(ember.zeros)'
 wait_for "Zeros of a shape" && sleep 0.3
 [ "$(screen | grep -c '^Zeros of a shape')" -eq 1 ]
 report $? "help(x) prints its entry once"
+enter_line 'help(nn)'
+wait_for "nn: ember.nn; help(nn.<name>) shows one" && wait_for "MultiHeadAttention,"
+report $? "help(nn) lists what nn holds"
 enter_line 'opt = optim.Adam({ember.zeros(1):requires_grad_()})'
 enter_line 'help(opt)'
 wait_for "torch.optim.Adam"

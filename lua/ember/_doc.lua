@@ -207,7 +207,7 @@ local function name_of(v, depth)
     end
   end
   if fallback then return fallback end
-  for _, modname in ipairs { "checkpoint", "generate", "metrics", "progress", "cli" } do
+  for _, modname in ipairs { "checkpoint", "generate", "metrics", "progress", "cli", "autograd" } do
     local ok, mod = pcall(require, "ember." .. modname)
     if ok and type(mod) == "table" then
       if rawequal(mod, v) then return modname end
@@ -348,14 +348,55 @@ function M.variant_entry(name)
   return table.concat(out, "\n")
 end
 
+-- help(nn), help(ember), help("optim"): what the namespace holds, by kind,
+-- for help(nn.<name>) on one; nil when v is not one of ember's namespaces.
+function M.namespace_entry(v)
+  local ember = require "ember"
+  local ns
+  if rawequal(v, ember) or v == "ember" then ns, v = "ember", ember end
+  for _, n in ipairs(NAMESPACES) do
+    if rawequal(v, ember[n]) or v == n then ns, v = n, ember[n] end
+  end
+  if not ns then return nil end
+  local kinds = { classes = {}, functions = {}, tables = {} }
+  for k, x in pairs(v) do
+    if type(k) == "string" and k:sub(1, 1) ~= "_" then
+      local mt = type(x) == "table" and getmetatable(x)
+      local index = type(x) == "table" and rawget(x, "__index")
+      local class = type(x) == "table" and ((type(rawget(x, "__name")) == "string" and index ~= nil)
+        or (rawequal(index, x) and rawget(x, "__tostring") ~= nil) or (type(mt) == "table" and mt.__call ~= nil))
+      local kind = type(x) == "function" and "functions" or class and "classes" or type(x) == "table" and "tables"
+      if kind then table.insert(kinds[kind], k) end
+    end
+  end
+  local out = { ("%s: %s; help(%s.<name>) shows one"):format(ns, ns == "ember" and "the library" or "ember." .. ns, ns) }
+  for _, kind in ipairs { "classes", "functions", "tables" } do
+    local names = kinds[kind]
+    table.sort(names)
+    if #names > 0 then
+      local line = "  " .. kind .. ":"
+      for i, n in ipairs(names) do
+        local item = " " .. n .. (i < #names and "," or "")
+        if #line + #item > 100 then out[#out + 1], line = line, "   " end
+        line = line .. item
+      end
+      out[#out + 1] = line
+    end
+  end
+  return table.concat(out, "\n")
+end
+
 function M.help(v)
   local text, name = M.lookup(v)
   local out
   local variant = type(v) == "string" and M.variant_entry(v) or nil
+  local namespace = not text and M.namespace_entry(v) or nil
   if variant and text then -- "linear" is ember.linear and an attention variant: both
     out = name .. "\n\n" .. render(text) .. "\n\n" .. variant
   elseif variant then
     out = variant
+  elseif namespace then
+    out = namespace
   elseif text then
     out = name .. "\n\n" .. render(text)
   elseif name then

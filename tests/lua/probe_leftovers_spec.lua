@@ -295,6 +295,26 @@ describe("the REPL's helpers: ember.load_plugin's errors and help of values", fu
     assert.are.equal("ember.Size", select(2, doc.lookup(ember.zeros(2).shape)))
     assert.is_nil(select(2, doc.lookup({ 1, 2 })))
   end)
+  it("help(nn), help(optim), help(\"data\") and help(ember) list what the namespace holds, by kind", function()
+    local doc = require "ember._doc"
+    local nn_text = doc.namespace_entry(nn)
+    assert.truthy(nn_text:find("^nn: ember.nn; help%(nn.<name>%) shows one"), nn_text)
+    assert.truthy(nn_text:find("classes: AdaptiveAvgPool1d,", 1, true), nn_text)
+    assert.truthy(nn_text:find(" Linear,", 1, true), nn_text)
+    assert.truthy(nn_text:find("tables: functional, init", 1, true), nn_text)
+    assert.truthy(doc.namespace_entry("optim"):find(" AdamW,", 1, true))
+    assert.truthy(doc.namespace_entry(ember.data):find("functions: default_collate, pack, pad", 1, true))
+    assert.truthy(doc.namespace_entry(ember):find(" zeros_like", 1, true))
+    assert.is_nil(doc.namespace_entry({}))
+    for line in nn_text:gmatch("[^\n]+") do assert.is_true(#line <= 100, line) end
+    local printed = {}
+    local print0 = _G.print
+    _G.print = function(s) printed[#printed + 1] = s end
+    local ok = pcall(ember.help, nn)
+    _G.print = print0
+    assert.is_true(ok)
+    assert.are.equal(nn_text, printed[1])
+  end)
   it("help of a function exported twice finds its entry; LDoc's @int/@string tags render as @tparam's", function()
     local doc = require "ember._doc"
     local text, name = doc.lookup(ember.data.pack) -- also data.packing.pack: the documented name, whatever pairs() gives
