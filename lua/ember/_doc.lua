@@ -403,7 +403,8 @@ function M.help(v)
     out = ("no reference entry for %s (see the reference: cmake --build build --target docs)"):format(name)
   else
     out = "help(x): x is a function, class or name of ember's API, e.g. help(ember.matmul), "
-      .. "help(nn.MultiHeadAttention), help(\"Tensor:sum\"), or an attention variant's name: help(\"softcap\")"
+      .. "help(nn.MultiHeadAttention), help(\"Tensor:sum\"), a namespace: help(nn), or an attention variant's "
+      .. "name: help(\"softcap\")"
   end
   print(out)
   return out
