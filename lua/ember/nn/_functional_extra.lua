@@ -45,6 +45,14 @@ function M.embedding(ids, weight, ...)
   return require("ember.nn.Embedding")._lookup(who, weight, ids, pad)
 end
 
+function M.one_hot(labels, num_classes)
+  if num_classes == nil or num_classes == -1 then
+    check_tensor("nn.functional.one_hot", "labels", labels)
+    num_classes = labels:numel() > 0 and labels:max():item() or 0
+  end
+  return ember.one_hot(labels, num_classes)
+end
+
 function M.mse_loss(input, target, ...)
   local o = args("nn.functional.mse_loss", { "reduction" }, ...)
   return ember.mse_loss(input, target, o.reduction or "mean")

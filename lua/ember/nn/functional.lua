@@ -9,7 +9,8 @@
 -- conventions: ember.softmax needs its dim, dims, targets and ids are
 -- 1-based). Where torch's default differs from ember's function, F has
 -- torch's: F.normalize and F.cosine_similarity work along dim 2 (torch's
--- dim=1), ember.normalize and ember.cosine_similarity along the last.
+-- dim=1), ember.normalize and ember.cosine_similarity along the last;
+-- F.one_hot's num_classes may be left out (the largest label).
 -- The rest are written once, and the modules call the same code: nn.Conv2d's
 -- forward is `F.conv2d`'s with its own weight, nn.BatchNorm2d's is
 -- `F.batch_norm`'s with its running statistics, and so on.
@@ -37,7 +38,7 @@ local F = {}
 -- ember's functions that are torch.nn.functional's (the same values)
 local SAME = {
   "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "softplus", "sigmoid", "tanh", "hardtanh", "hardswish",
-  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "one_hot", "pad", "cross_entropy", "nll_loss",
+  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "pad", "cross_entropy", "nll_loss",
   "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
   "binary_cross_entropy", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
 }
@@ -430,6 +431,17 @@ function F.fold(x, output_size, kernel_size, ...) return impl.fold(x, output_siz
 -- local w = ember.tensor{{0, 0}, {1, 2}, {3, 4}}
 -- print(F.embedding(ember.tensor({3, 2}, {dtype = "int64"}), w))   --> tensor([[3.0000, 4.0000], [1.0000, 2.0000]], shape=[2, 2], dtype=float32, device=cpu)
 function F.embedding(ids, weight, ...) return impl.embedding(ids, weight, ...) end
+
+--- One-hot rows of 1-based int64 labels, as torch.nn.functional.one_hot:
+-- `F.one_hot(labels [, num_classes])`, int64 [..., num_classes];
+-- num_classes left out (or -1, torch's default) is the largest label.
+-- `ember.one_hot`, which this calls, needs it.
+-- @tparam Tensor labels int64, 1-based
+-- @int[opt] num_classes
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.one_hot(ember.tensor({3, 1}, {dtype = "int64"})))   --> tensor([[0, 0, 1], [1, 0, 0]], shape=[2, 3], dtype=int64, device=cpu)
+function F.one_hot(labels, num_classes) return impl.one_hot(labels, num_classes) end
 
 --- Mean squared error, as torch.nn.functional.mse_loss: `F.mse_loss(input,
 -- target [, reduction])`, reduction "mean" (default), "sum" or "none", by
