@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -248,22 +249,43 @@ static bool em__running_from_build_tree(void) {
   return strncmp(info.dli_fname, EMBER_LIB_BUILD_DIR, n) == 0 && info.dli_fname[n] == '/';
 }
 
-/* Calls fn on each search folder, in order. */
+/* Calls fn on each search folder, in order, once each: a folder is named
+** by its real path, so `EMBER_PLUGIN_PATH=build/plugins` and the build
+** folder itself (or a folder given twice, or through a symlink) are one
+** folder, and its plugins are not listed again as shadowed by themselves. A
+** folder that does not resolve (it does not exist) keeps the name given. */
+struct em__dirs { char (*seen)[PATH_MAX]; int n, cap; void (*fn)(const char *, void *); void *ud; };
+
+static void em__one_dir(struct em__dirs *ds, const char *dir) {
+  char real[PATH_MAX];
+  const char *d = realpath(dir, real) ? real : dir;
+  for (int i = 0; i < ds->n; i++)
+    if (strcmp(ds->seen[i], d) == 0) return;
+  if (ds->n < ds->cap) snprintf(ds->seen[ds->n++], PATH_MAX, "%s", d);
+  ds->fn(d, ds->ud);
+}
+
 static void em__each_dir(void (*fn)(const char *dir, void *ud), void *ud) {
+  /* the folders seen so far (PATH_MAX each: off the stack); without
+  ** memory, no de-duplication */
+  struct em__dirs dirs = {malloc(32 * sizeof *dirs.seen), 0, 32, fn, ud}, *ds = &dirs;
+  if (!ds->seen) ds->cap = 0;
   const char *env = getenv("EMBER_PLUGIN_PATH");
   if (env) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", env);
     char *save = NULL;
     for (char *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
-      if (*p) fn(p, ud);
+      if (*p) em__one_dir(ds, p);
   }
   const char *only = getenv("EMBER_PLUGIN_PATH_ONLY");
-  if (only && strcmp(only, "1") == 0) return;
-  /* A libember running from its build tree skips the install folder, so
-  ** an older installed ember can never shadow the plugins built with it. */
-  if (!em__running_from_build_tree()) fn(EMBER_PLUGIN_INSTALL_DIR, ud);
-  fn(EMBER_PLUGIN_BUILD_DIR, ud);
+  if (!(only && strcmp(only, "1") == 0)) {
+    /* A libember running from its build tree skips the install folder, so
+    ** an older installed ember can never shadow the plugins built with it. */
+    if (!em__running_from_build_tree()) em__one_dir(ds, EMBER_PLUGIN_INSTALL_DIR);
+    em__one_dir(ds, EMBER_PLUGIN_BUILD_DIR);
+  }
+  free(ds->seen);
 }
 
 static void em__scan_cb(const char *dir, void *ud) {

@@ -272,6 +272,19 @@ describe("dropping an attention variant into a folder", function()
     assert.are.equal(dir .. "/bad/ember_attn_names.so", first, out)
   end)
 
+  it("a folder named twice (relative, through '..', a symlink) is searched once: nothing is shadowed by itself", function()
+    os.execute(("ln -sfn %s %s"):format(q(dir .. "/good"), q(dir .. "/link")))
+    local out, rc = run({ dir .. "/good", dir .. "/good/../good", dir .. "/link", build .. "/plugins/." }, [[
+      for _, r in ipairs(ember.plugins()) do
+        assert(r.loaded or r.kind == "backend", r.path .. ": " .. r.reason)
+      end
+      local seen = {}
+      for _, d in ipairs(ember.plugin_search_path()) do assert(not seen[d], d .. " twice"); seen[d] = true end
+      print("once")]])
+    assert.are.equal(0, rc, out)
+    assert.truthy(out:find("once", 1, true), out)
+  end)
+
   it("a variant dropped in while ember runs is used by name after ember.rescan_plugins()", function()
     local late = dir .. "/late"
     os.execute("mkdir -p " .. q(late))
