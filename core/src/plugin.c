@@ -399,7 +399,10 @@ static void em__unreadable_cb(const char *dir, void *ud) {
     return;
   }
   int e = errno;
-  if (p->k < p->n) p->k += (size_t)snprintf(p->buf + p->k, p->n - p->k, "; folder %s: %s", dir, strerror(e));
+  if (p->k < p->n)
+    p->k += (size_t)snprintf(p->buf + p->k, p->n - p->k, "; folder %s: %s", dir,
+                             e == ENOTDIR ? "a file, not a folder (EMBER_PLUGIN_PATH lists folders; "
+                                            "ember.load_plugin(path) loads one file)" : strerror(e));
 }
 
 /* Does record r concern the plugin `name`: named so, or its file is

@@ -262,12 +262,14 @@ describe("dropping an attention variant into a folder", function()
   end)
 
   it("a name not found names the folders that cannot be read and the rejected file of that name first", function()
-    local out, rc = run({ dir .. "/no/such/folder", dir .. "/bad" }, [[
+    local out, rc = run({ dir .. "/no/such/folder", dir .. "/good/ember_attn_mywin.so", dir .. "/bad" }, [[
       local ok, err = pcall(ember.Attention, {attention = "names", heads = 2, head_dim = 4})
       assert(not ok)
       print(err)]])
     assert.are.equal(0, rc, out)
     assert.truthy(out:find(dir .. "/no/such/folder: No such file or directory", 1, true), out)
+    assert.truthy(out:find(dir .. "/good/ember_attn_mywin.so: a file, not a folder (EMBER_PLUGIN_PATH lists folders; "
+      .. "ember.load_plugin(path) loads one file)", 1, true), out)
     local first = out:match("rejected: ([^:]+):")
     assert.are.equal(dir .. "/bad/ember_attn_names.so", first, out)
   end)
