@@ -150,6 +150,21 @@ describe("dropping an attention variant into a folder", function()
     assert.are.equal(2, passed, out)
   end)
 
+  it("the guide's Lua blocks run as a script does (no REPL globals such as nn)", function()
+    local f = assert(io.open("plugins/README.md"))
+    local text = f:read("a")
+    f:close()
+    local n = 0
+    for block in text:gmatch("```lua\n(.-)```") do
+      n = n + 1
+      local path = ("%s/block%d.lua"):format(dir, n)
+      write(path, block)
+      local out, rc = sh(("%s %s"):format(q(ember_bin), q(path)))
+      assert(rc == 0, "plugins/README.md's Lua block " .. n .. " fails as a script:\n" .. block .. "\n" .. out)
+    end
+    assert.is_true(n >= 1)
+  end)
+
   it("a dropped-in C variant is used by name and trains, equal to a dense reference", function()
     local out, rc = run({ dir .. "/good" }, [[
       local att = ember.Attention{attention = "mywin", heads = 2, head_dim = 3, dtype = "float64", K = 2}
