@@ -128,7 +128,7 @@ local CALLS = {
   avg_pool3d_ceil_include_pad = function(i) return F.avg_pool3d(i.x, 3, 2, 1, true) end,
   avg_pool3d_divisor = function(i) return F.avg_pool3d(i.x, 2, { divisor_override = 3 }) end,
   adaptive_avg_pool3d = function(i) return F.adaptive_avg_pool3d(i.x, { 2, 3, 4 }) end,
-  adaptive_max_pool3d = function(i) return F.adaptive_max_pool3d(i.x, { 3, 2, 5 }) end,
+  adaptive_max_pool3d = function(i) return F.adaptive_max_pool3d(i.x, { 3, 2, 4 }) end,
   ctc_loss_mean = function(i, c)
     return F.ctc_loss(ember.log_softmax(i.z, 3), T(c.targets), c.input_lengths, c.target_lengths)
   end,
