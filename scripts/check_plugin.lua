@@ -3,9 +3,11 @@
 --   ember scripts/check_plugin.lua NAME_OR_PATH [option=value ...] [--quick]
 --   ember scripts/check_plugin.lua --help
 --
--- NAME is a loaded variant ("local"); a PATH (with a '/' or ending in .so)
--- is loaded first with ember.load_plugin. The options are the variant's own
--- (window_left=8 mode=block ...), used for every check.
+-- NAME is a loaded variant ("local"); a PATH (with a '/' or ending in .so
+-- or .lua) is loaded first with ember.load_plugin. The options are the
+-- variant's own (window_left=8 mode=block ...), used for every check. A
+-- plugin that does not load, or a NAME nothing defines, is one "not ok"
+-- line with the loader's reason (exit status 1).
 --
 -- Every check follows from what the variant says about itself -- its caps,
 -- its options and, for a variant that declares (ember_attention.h, the fused route),
