@@ -178,10 +178,13 @@ local function name_of(v, depth)
   -- ember.exp and the other helpers that also take traced values are
   -- wrappers (ember/variant.lua): name the function they wrap
   local wrapped = (package.loaded["ember.variant"] or {}).wrapped
+  local wrapper = v -- ember.load_plugin is a wrapper whose original is in no table: named as the wrapper
   if wrapped and wrapped[v] then v = wrapped[v] end
   M.index() -- fills ALIASES: a method offered as ember.<name> too is named as the method
   for k, x in pairs(ember) do
-    if rawequal(x, v) and type(k) == "string" and not ALIASES["ember." .. k] then return "ember." .. k end
+    if (rawequal(x, v) or rawequal(x, wrapper)) and type(k) == "string" and not ALIASES["ember." .. k] then
+      return "ember." .. k
+    end
   end
   for k, x in pairs(ember.Tensor) do if rawequal(x, v) and type(k) == "string" then return "Tensor:" .. k end end
   -- a function exported twice (data.pack is data.packing.pack) takes the

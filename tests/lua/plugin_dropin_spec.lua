@@ -333,6 +333,16 @@ describe("dropping an attention variant into a folder", function()
     assert.falsy(out:find("stack traceback", 1, true), out)
   end)
 
+  it("help() has the reference entry of each plugin function (load_plugin is a wrapper)", function()
+    local doc = require "ember._doc"
+    for _, name in ipairs { "plugins", "load_plugin", "rescan_plugins", "plugin_search_path", "attention_variants",
+                            "attention_variant", "where" } do
+      local text, as = doc.lookup(ember[name])
+      assert.truthy(text, "help(ember." .. name .. ") has no entry")
+      assert.are.equal("ember." .. name, as)
+    end
+  end)
+
   it("leaves the process that runs this spec alone", function()
     assert.are.equal(6, ember.ones(2, 3):sum():item())
   end)
