@@ -451,6 +451,15 @@ EM_API em_status em_set_requires_grad(em_tensor *t, bool on);
 /* grad may be NULL only for a one-element root. Frees the graph unless
 ** retain_graph. */
 EM_API em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph);
+/* em_backward that accumulates into the .grad of the n leaves in `only`
+** and of no other leaf (PyTorch's backward(inputs=) and autograd.grad):
+** every other leaf's gradient is dropped, and the gradient-ready hook
+** does not run. A backward run inside such a pass (a Lua backward's own,
+** nn.checkpoint's recompute) keeps its leaves, plus its own `only` ones;
+** em_backward_is_filtered says whether this thread is inside one. */
+EM_API em_status em_backward_only(em_tensor *root, em_tensor *grad, bool retain_graph,
+                                  em_tensor *const *only, int n);
+EM_API bool em_backward_is_filtered(void);
 
 /* Gradient-ready hook (what DistributedDataParallel starts its bucket
 ** all-reduces from). While set, em_backward calls fn(leaf, ud) once per

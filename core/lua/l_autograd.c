@@ -18,10 +18,11 @@ lua_State *lember_backward_thread(void) { return backward_thread; }
 
 static void grad_hooks_sweep(lua_State *L);
 
-em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain) {
+em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain, em_tensor *const *only,
+                          int n_only) {
   lua_State *prev = backward_thread;
   backward_thread = L;
-  em_status s = em_backward(root, grad, retain);
+  em_status s = n_only < 0 ? em_backward(root, grad, retain) : em_backward_only(root, grad, retain, only, n_only);
   backward_thread = prev;
   if (!prev) grad_hooks_sweep(L); /* the outermost backward: drop the hooks of freed nodes */
   return s;
@@ -30,7 +31,7 @@ em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int re
 /* retain_graph from an options table at idx (PyTorch's keyword), and the
 ** gradient when the table is the first argument. */
 static void backward_options(lua_State *L, int idx, em_tensor **g, int *retain) {
-  static const char *const names[] = {"gradient", "retain_graph", "create_graph", NULL};
+  static const char *const names[] = {"gradient", "retain_graph", "create_graph", "inputs", NULL};
   lember_checkoptions(L, idx, "backward", names);
   if (lua_getfield(L, idx, "create_graph") != LUA_TNIL && lua_toboolean(L, -1))
     luaL_error(L, "ember.backward: create_graph is not supported: ember's backward is not itself "
@@ -45,18 +46,56 @@ static void backward_options(lua_State *L, int idx, em_tensor **g, int *retain) 
   if (g) lua_pop(L, 1);
 }
 
+static int m_retain_grad(lua_State *L);
+
+/* The options' `inputs` (PyTorch's backward(inputs=)): a tensor or a list
+** of tensors that require grad. Returns how many leaves it put in *only
+** (a GC-owned array), -1 when the option is absent; a non-leaf among them
+** keeps its gradient (retain_grad), as PyTorch accumulates into its .grad. */
+static int backward_inputs(lua_State *L, int opts, em_tensor ***only) {
+  if (opts == 0 || lua_getfield(L, opts, "inputs") == LUA_TNIL) {
+    if (opts) lua_pop(L, 1);
+    return -1;
+  }
+  const int list = lua_absindex(L, -1);
+  const bool one = lember_istensor(L, list);
+  if (!one && !lua_istable(L, list))
+    luaL_error(L, "ember.backward: inputs must be a tensor or a list of tensors, got %s", luaL_typename(L, list));
+  const int n = one ? 1 : (int)luaL_len(L, list);
+  *only = lua_newuserdatauv(L, sizeof **only * (size_t)(n ? n : 1), 0); /* freed by the GC, errors too */
+  int leaves = 0;
+  for (int i = 1; i <= n; i++) {
+    if (one) lua_pushvalue(L, list);
+    else lua_geti(L, list, i);
+    em_tensor *t = lember_testtensor(L, -1);
+    if (!t) luaL_error(L, "ember.backward: inputs[%d] is a %s, not a tensor", i, luaL_typename(L, -1));
+    if (!t->requires_grad) luaL_error(L, "ember.backward: inputs[%d] does not require grad", i);
+    if (t->grad_fn) {
+      lua_pushcfunction(L, m_retain_grad);
+      lua_pushvalue(L, -2);
+      lua_call(L, 1, 0);
+    } else {
+      (*only)[leaves++] = t;
+    }
+    lua_pop(L, 1);
+  }
+  return leaves;
+}
+
 /* t:backward([grad] [, retain_graph]), or with PyTorch's keywords as a
-** table: t:backward{gradient = g, retain_graph = true}, t:backward(g, {retain_graph = true}) */
+** table: t:backward{gradient = g, retain_graph = true, inputs = {w}},
+** t:backward(g, {retain_graph = true}) */
 static int m_backward(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   em_tensor *g = NULL;
-  int retain = 0;
+  int retain = 0, opts = 0;
   if (lua_isboolean(L, 2)) { /* t:backward(true) */
     lember_noextra(L, 2, "backward", "retain_graph");
     retain = lua_toboolean(L, 2);
   } else if (lua_istable(L, 2)) {
     lember_noextra(L, 2, "backward", "options");
     backward_options(L, 2, &g, &retain);
+    opts = 2;
   } else {
     if (!lua_isnoneornil(L, 2)) {
       if (!lember_istensor(L, 2))
@@ -65,6 +104,7 @@ static int m_backward(lua_State *L) {
     }
     if (lua_istable(L, 3)) {
       backward_options(L, 3, NULL, &retain);
+      opts = 3;
     } else if (!lua_isnoneornil(L, 3)) {
       if (!lua_isboolean(L, 3))
         return luaL_error(L, "ember.backward: retain_graph must be a boolean, got %s", luaL_typename(L, 3));
@@ -72,7 +112,9 @@ static int m_backward(lua_State *L) {
     }
     lember_noextra(L, 3, "backward", "gradient, retain_graph");
   }
-  em_status s = lember_backward(L, t, g, retain);
+  em_tensor **only = NULL;
+  const int n_only = backward_inputs(L, opts, &only);
+  em_status s = lember_backward(L, t, g, retain, only, n_only);
   if (s) return lember_error(L, "backward", s);
   return 0;
 }
@@ -107,6 +149,13 @@ static int f_set_grad_enabled(lua_State *L) {
 
 static int f_is_grad_enabled(lua_State *L) {
   lua_pushboolean(L, em_grad_enabled());
+  return 1;
+}
+
+/* core._backward_filtered(): inside a backward(inputs=) / autograd.grad
+** pass? (nn.checkpoint's recompute then names the leaves it reads.) */
+static int f_backward_filtered(lua_State *L) {
+  lua_pushboolean(L, em_backward_is_filtered());
   return 1;
 }
 
@@ -615,6 +664,7 @@ static const luaL_Reg funcs[] = {
   {"no_grad", f_no_grad},
   {"set_grad_enabled", f_set_grad_enabled},
   {"is_grad_enabled", f_is_grad_enabled},
+  {"_backward_filtered", f_backward_filtered},
   {"register_backward_end_hook", f_register_backward_end_hook},
   {"_set_detect_anomaly", f_set_detect_anomaly},
   {"_is_anomaly_enabled", f_is_anomaly_enabled},

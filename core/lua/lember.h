@@ -176,7 +176,8 @@ int lember_set_printoptions(lua_State *L);
 /* ---- autograd (l_autograd.c) ---- */
 
 /* Runs em_backward so that Lua backward functions run on this thread. */
-em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain);
+em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain, em_tensor *const *only,
+                          int n_only); /* n_only < 0: every leaf; else em_backward_only */
 /* The hooks registered on leaf `from` (gradient-ready and gradient hooks,
 ** keyed by its address) move to `to`: t:_assign swaps the tensor a Lua
 ** value wraps, and the old address may be reused once it is freed. */

@@ -262,8 +262,23 @@ static bool em__grad_owned(const em_tensor *g) {
          g->storage->nbytes == (size_t)em_numel(g) * em_dtype_size(g->dtype);
 }
 
+/* The leaves of this thread's em_backward_only pass (NULL: every leaf). */
+static _Thread_local em_tensor *const *em__only;
+static _Thread_local int em__only_n;
+
+static bool em__leaf_wanted(const em_tensor *leaf) {
+  if (!em__only) return true;
+  for (int i = 0; i < em__only_n; i++)
+    if (em__only[i] == leaf) return true;
+  return false;
+}
+
 static em_status em__accumulate_leaf(em_tensor *leaf, em_tensor *g) {
   em_status s;
+  if (!em__leaf_wanted(leaf)) { /* autograd.grad's pass: not one of its inputs */
+    em_release(g);
+    return EM_OK;
+  }
   if (!leaf->grad && em__grad_owned(g)) {
     leaf->grad = g;
     return EM_OK;
@@ -385,7 +400,7 @@ static em_status em__leaves_done(em__leafmap *m, em_node *n) {
       }
       EM_TRY(em__accumulate_leaf(c->leaf, g));
     }
-    if (em__ready_fn) EM_TRY(em__ready_fn(c->leaf, em__ready_ud));
+    if (em__ready_fn && !em__only) EM_TRY(em__ready_fn(c->leaf, em__ready_ud));
   }
   return EM_OK;
 }
@@ -556,15 +571,46 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
 
 /* The whole pass is one profiler span ("backward"), so every kernel in it,
 ** leaf accumulations included, counts as backward. */
-em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+static em_status em__backward_run(em_tensor *root, em_tensor *grad, bool retain_graph, em_tensor *const *only,
+                                  int n) {
+  em_tensor *const *prev = em__only;
+  const int prev_n = em__only_n;
+  em__only = only;
+  em__only_n = n;
   const bool prof = em__prof_is_on();
   if (prof) em__prof_backward_begin(NULL);
   em__backward_depth++;
   em_status s = em__backward_pass(root, grad, retain_graph, em__backward_depth == 1);
   em__backward_depth--;
   if (prof) em__prof_backward_end();
+  em__only = prev;
+  em__only_n = prev_n;
   return s;
 }
+
+/* Inside an em_backward_only pass (a Lua backward's own backward: nn.checkpoint's
+** recompute) a plain pass keeps its leaves, so nothing else gains a gradient. */
+em_status em_backward(em_tensor *root, em_tensor *grad, bool retain_graph) {
+  return em__backward_run(root, grad, retain_graph, em__only, em__only_n);
+}
+
+/* Inside another em_backward_only pass, the leaves are both lists'. */
+em_status em_backward_only(em_tensor *root, em_tensor *grad, bool retain_graph, em_tensor *const *only,
+                           int n) {
+  static em_tensor *const none = NULL; /* a filter with no leaf in it is still a filter */
+  if (n < 0 || (n > 0 && !only)) return em_error(EM_ERR_ARG, "backward: bad list of inputs");
+  if (!em__only) return em__backward_run(root, grad, retain_graph, n > 0 ? only : &none, n);
+  const int total = em__only_n + n;
+  em_tensor **both = malloc(sizeof *both * (size_t)(total ? total : 1));
+  if (!both) return em_error(EM_ERR_OOM, "backward: out of memory");
+  for (int i = 0; i < em__only_n; i++) both[i] = em__only[i];
+  for (int i = 0; i < n; i++) both[em__only_n + i] = only[i];
+  em_status s = em__backward_run(root, grad, retain_graph, both, total);
+  free(both);
+  return s;
+}
+
+bool em_backward_is_filtered(void) { return em__only != NULL; }
 
 static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain_graph, bool outermost) {
   if (!root->requires_grad)
@@ -575,7 +621,7 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
   EM_TRY(em__seed_grad(root, grad, &seed));
   bool prev = em_set_grad_enabled(false);
   em_status s = EM_OK;
-  em_grad_ready_fn hook = em__ready_fn;
+  em_grad_ready_fn hook = em__only ? NULL : em__ready_fn; /* autograd.grad's pass: no DDP hook */
   const bool map = hook || em__grad_hook; /* leaves counted: gradients final per pass */
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
     if (em__grad_hook) s = em__run_grad_hook(NULL, root, &seed);

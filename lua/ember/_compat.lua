@@ -521,7 +521,7 @@ core.is_inference_mode_enabled = function() return inference_depth > 0 end
 -- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false}]):
 -- the gradients of outputs (a tensor, or a list summed) with respect to
 -- each of inputs (a tensor or a list of tensors that require grad, leaves
--- or not), returned as a list without touching their .grad
+-- or not), returned as a list without touching their .grad or any other's
 -- (torch.autograd.grad; grad_outputs may also come third, as torch's;
 -- create_graph is not supported: ember's backward is not differentiable).
 set("grad", function(outputs, inputs, opts)
@@ -555,7 +555,8 @@ set("grad", function(outputs, inputs, opts)
       if term == nil then fail(op, "output %d is not a scalar: give grad_outputs", i) end
       root = root and root + term or term
     end
-    root:backward(nil, opts.retain_graph == true)
+    -- into the inputs' .grad only: other leaves (a model's weights) keep theirs
+    root:backward { retain_graph = opts.retain_graph == true, inputs = ins }
   end)
   local result = {}
   for i, t in ipairs(ins) do

@@ -67,13 +67,13 @@ local function tensor_list(op, x, what)
   return x, false
 end
 
---- autograd.backward(tensors [, grad_tensors] [, {retain_graph =}]):
+--- autograd.backward(tensors [, grad_tensors] [, {retain_graph =, inputs =}]):
 -- torch.autograd.backward. Adds the gradients of tensors (a tensor or a
 -- list), weighted by grad_tensors (one per tensor; nil for a one-element
 -- tensor), into the .grad of the leaves they depend on, in one backward
--- pass. retain_graph keeps the graph for another backward; create_graph and
--- inputs are refused (the engine adds into every leaf it reaches:
--- autograd.grad gives the gradients of chosen tensors).
+-- pass; with `inputs` (a tensor or a list), into theirs only (every other
+-- leaf's .grad is left as it was). retain_graph keeps the graph for
+-- another backward; create_graph is refused.
 -- @usage local w = ember.tensor({1, 2}, {dtype = "float64"}):requires_grad_()
 -- local a, b = (w * w):sum(), w:sum()
 -- ember.autograd.backward({a, b})
@@ -95,9 +95,14 @@ function M.backward(tensors, grad_tensors, opts)
     fail(op, "retain_graph must be a boolean, got %s", type(opts.retain_graph))
   end
   local retain = opts.retain_graph == true
-  if opts.inputs ~= nil then
-    fail(op, "inputs is not supported: ember's backward adds into the .grad of every leaf it reaches; "
-      .. "ember.autograd.grad(tensors, inputs) gives the gradients of chosen tensors")
+  local inputs = opts.inputs
+  if inputs ~= nil then
+    if is_tensor(inputs) then inputs = { inputs } end
+    if type(inputs) ~= "table" then fail(op, "inputs must be a tensor or a list, got %s", type(inputs)) end
+    for i, t in ipairs(inputs) do
+      if not is_tensor(t) then fail(op, "inputs[%d] is a %s, not a tensor", i, type(t)) end
+      if not t.requires_grad then fail(op, "inputs[%d] does not require grad", i) end
+    end
   end
   for i, t in ipairs(outs) do
     if not t.requires_grad then fail(op, "tensors[%d] does not require grad and has no grad_fn", i) end
@@ -106,13 +111,13 @@ function M.backward(tensors, grad_tensors, opts)
         errors.shape_str(t))
     end
   end
-  if #outs == 1 then return outs[1]:backward(gs and gs[1], retain) end
+  if #outs == 1 then return outs[1]:backward(gs and gs[1], { retain_graph = retain, inputs = inputs }) end
   local root
   for i, t in ipairs(outs) do
     local term = (gs and gs[i]) and (t * gs[i]):sum() or t:sum()
     root = root and root + term or term
   end
-  root:backward(nil, retain)
+  root:backward(nil, { retain_graph = retain, inputs = inputs })
 end
 
 -- ---- anomaly detection --------------------------------------------------------------

@@ -141,7 +141,17 @@ local Checkpoint = ember.Function {
       end
       if st.tape then st.tape:clear() end -- a second backward computes them
       local y = pack(results)
-      if y.requires_grad then y:backward(g) end
+      if y.requires_grad then
+        if ember._backward_filtered() then
+          -- inside autograd.grad / backward(inputs=): the outer pass's
+          -- leaves, and these, get gradients; nothing else does
+          local want = {}
+          for i = 1, saved.n do want[#want + 1] = leaves[i] end
+          y:backward(g, { inputs = want })
+        else
+          y:backward(g)
+        end
+      end
     end)
     if st.tape then st.tape:clear() end
     ember.set_rng_state(now)
