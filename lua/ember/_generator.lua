@@ -14,6 +14,9 @@
 -- would see each other's swaps.
 local core = require "ember.core"
 local raise = require("ember._errors").raise -- at the user's line
+-- C errors (a bad shape) raised again at the user's line: fn is called from
+-- this file's wrapper, which a C function's error would otherwise name
+local guard = require("ember._errors").wrap
 
 local function fail(op, fmt, ...) raise("ember." .. op .. ": " .. fmt, ...) end
 
@@ -113,7 +116,7 @@ end
 -- fn with a `generator` option: the last argument, when it is a plain
 -- table holding `generator`, loses that key and fn runs under it.
 local function takes_generator(name, fn)
-  return function(...)
+  return guard(function(...)
     local n = select("#", ...)
     local last = n > 0 and select(n, ...) or nil
     if type(last) ~= "table" or getmetatable(last) ~= nil or last.generator == nil then return fn(...) end
@@ -127,7 +130,7 @@ local function takes_generator(name, fn)
     local args = table.pack(...)
     args[n] = rest
     return under(g, fn, table.unpack(args, 1, n))
-  end
+  end)
 end
 
 for _, name in ipairs { "rand", "randn", "randint", "randperm", "multinomial", "bernoulli", "normal" } do

@@ -277,6 +277,13 @@ describe("ember.inference_mode", function()
 end)
 
 describe("ember.Generator", function()
+  it("leaves a bad call's error at the user's line, with and without a generator", function()
+    raises_here(function() ember.randn(-1) end, "ember.randn: shape entries must be >= 0, got -1")
+    raises_here(function() ember.rand(2, "x") end, "unknown dtype 'x'")
+    raises_here(function() ember.randn(-2, { generator = ember.Generator() }) end,
+      "ember.randn: shape entries must be >= 0, got -2")
+  end)
+
   it("torch's methods: manual_seed returns g, initial_seed, seed, get_state/set_state", function()
     local g = ember.Generator()
     assert.are.equal(67280421310721, g:initial_seed())
