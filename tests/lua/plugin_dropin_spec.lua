@@ -130,7 +130,12 @@ describe("dropping an attention variant into a folder", function()
 
   compile(dir .. "/good/ember_attn_mywin.so", [[-DNAME='"mywin"' -DOPT2='"mode"']])
 
-  it("the guide's commands work verbatim", function()
+  -- the guide builds against the clone's build/ (an ASan tree in another
+  -- folder runs the same commands against build/ when there is one)
+  local exe = io.open("build/bin/ember")
+  if exe then exe:close() end
+  local guide = exe and it or pending
+  guide("the guide's commands work verbatim (against the clone's build/)", function()
     local f = assert(io.open("plugins/README.md"))
     local text = f:read("a")
     f:close()
