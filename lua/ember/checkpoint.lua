@@ -191,6 +191,23 @@ local function decode_value(s)
   return rest
 end
 
+-- A nest's key as one part of a dotted name: an integer as "#<n>"; a
+-- string with its '%' and '.' written %25 and %2E, and a leading '#' %23,
+-- so a state dict's "1.weight" under "model" is "model.1%2Eweight" (files
+-- that may hold such escapes say so: "ember.escaped" = "1"). key_of reads
+-- a part back.
+local function part_of(k)
+  if math.type(k) == "integer" then return "#" .. k end
+  local s = k:gsub("[%%.]", function(c) return ("%%%02X"):format(c:byte()) end)
+  if s:sub(1, 1) == "#" then s = "%23" .. s:sub(2) end
+  return s
+end
+local function key_of(part, escaped)
+  if part:sub(1, 1) == "#" then return math.tointeger(tonumber(part:sub(2))) end
+  if not escaped then return part end
+  return (part:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
 -- save_tensors for ember.save, at the user's line (ember.save tail-calls
 -- save_object, which calls this).
 local function save_named(path, tensors, meta)
@@ -206,7 +223,9 @@ end
 -- tensors, numbers, booleans and strings -- an optimizer's or scheduler's
 -- state_dict(), or PyTorch's usual `{model = m:state_dict(), optimizer =
 -- opt:state_dict(), epoch = 3}` -- in a safetensors file, which ember.load
--- reads back (the tensors under dotted names, the rest in the metadata).
+-- reads back (the tensors under dotted names, a key's own '.' escaped, so
+-- a nested model's state dict, "1.weight", goes in a nest too; the rest in
+-- the metadata).
 -- As torch.save, it keeps which tensors require grad, and an ember.Size
 -- (alone or in a nest) loads back as one; a number, boolean or string
 -- alone is saved too.
@@ -256,19 +275,16 @@ function checkpoint.save_object(a, b)
   end
   -- a nest: tensors under their dotted paths, every other value typed in
   -- the metadata ("tree.<path>" = encode_value's string, or "{}" for an empty table)
-  local tensors, meta = {}, { ["ember.object"] = "tree" }
+  local tensors, meta = {}, { ["ember.object"] = "tree", ["ember.escaped"] = "1" }
   local function walk(t, prefix, seen)
     if seen[t] then error(("ember.save: the table under '%s' contains itself"):format(prefix), 4) end
     seen[t] = true
     for k, v in pairs(t) do
-      local key
-      if math.type(k) == "integer" then key = "#" .. k
-      elseif type(k) == "string" and k ~= "" and not k:find(".", 1, true) and k:sub(1, 1) ~= "#" then key = k
-      else
-        error(("ember.save: cannot save the key %s under '%s' (keys are integers or strings without '.' "
-          .. "that do not start with '#')"):format(type(k) == "string" and ("'" .. k .. "'") or ("of type " .. type(k)),
-          prefix == "" and "(top)" or prefix), 4)
+      if math.type(k) ~= "integer" and (type(k) ~= "string" or k == "") then
+        error(("ember.save: cannot save the key %s under '%s' (keys are integers or non-empty strings)"):format(
+          type(k) == "string" and "''" or ("of type " .. type(k)), prefix == "" and "(top)" or prefix), 4)
       end
+      local key = part_of(k)
       local name = prefix == "" and key or (prefix .. "." .. key)
       local value = encode_value(v)
       if is_tensor(v) then tensors[name] = v
@@ -301,11 +317,10 @@ function checkpoint.load_object(path)
   if meta["ember.object"] == "value" then return decode_value(meta["ember.value"] or "s:") end
   if meta["ember.object"] ~= "tree" then return tensors end
   local root = {}
+  local escaped = meta["ember.escaped"] == "1"
   local function put(name, v)
     local node, parts = root, {}
-    for part in name:gmatch("[^.]+") do
-      parts[#parts + 1] = part:sub(1, 1) == "#" and math.tointeger(tonumber(part:sub(2))) or part
-    end
+    for part in name:gmatch("[^.]+") do parts[#parts + 1] = key_of(part, escaped) end
     for i = 1, #parts - 1 do
       node[parts[i]] = node[parts[i]] or {}
       node = node[parts[i]]

@@ -345,6 +345,49 @@ describe("ember.save / ember.load (torch.save / torch.load)", function()
     assert.is_true(ember.equal(ember.load(path("sd.safetensors"))["3.weight"], m:state_dict()["3.weight"]))
   end)
 
+  it("save PyTorch's usual checkpoint, {model = sd, optimizer = sd, ...} of a nested model, and resume exactly", function()
+    local function build()
+      ember.manual_seed(0)
+      local m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Dropout(0.1), nn.Linear(8, 3))
+      local opt = optim.AdamW(m:parameters(), { lr = 1e-2 })
+      return m, opt, optim.CosineAnnealingLR(opt, { T_max = 6 })
+    end
+    ember.manual_seed(1)
+    local x, y = ember.randn(16, 4), (ember.rand(16) * 3):long() + 1
+    local function step(m, opt, sched)
+      local loss = ember.cross_entropy(m(x), y)
+      opt:zero_grad(); loss:backward(); opt:step(); sched:step()
+      return loss:item()
+    end
+    local m, opt, sched = build()
+    ember.manual_seed(5)
+    local straight = {}
+    for i = 1, 6 do straight[i] = step(m, opt, sched) end
+    local m2, opt2, sched2 = build()
+    ember.manual_seed(5)
+    for _ = 1, 3 do step(m2, opt2, sched2) end
+    -- state dict keys hold dots ("1.weight"); odd keys round-trip too
+    ember.save({ model = m2:state_dict(), optimizer = opt2:state_dict(), scheduler = sched2:state_dict(),
+      rng = ember.get_rng_state(), epoch = 3, ["#a.b%2E"] = "odd", [7] = true }, path("ck.safetensors"))
+    local ck = ember.load(path("ck.safetensors"))
+    assert.are.equal(3, ck.epoch)
+    assert.are.equal("odd", ck["#a.b%2E"])
+    assert.are.equal(true, ck[7])
+    assert.is_true(ember.equal(ck.model["4.weight"], m2:state_dict()["4.weight"]))
+    local m3, opt3, sched3 = build()
+    m3:load_state_dict(ck.model); opt3:load_state_dict(ck.optimizer); sched3:load_state_dict(ck.scheduler)
+    ember.set_rng_state(ck.rng)
+    for i = 4, 6 do assert.are.equal(straight[i], step(m3, opt3, sched3), "step " .. i) end
+  end)
+
+  it("read a nest written before keys were escaped as it was written", function()
+    checkpoint.save_tensors(path("old.safetensors"), { ["a.x%2Ey"] = ember.ones(2) },
+      { ["ember.object"] = "tree", ["tree.a.n"] = "n:4" })
+    local back = ember.load(path("old.safetensors"))
+    assert.are.equal(4, back.a.n)
+    assert.is_true(ember.equal(back.a["x%2Ey"], ember.ones(2)))
+  end)
+
   it("refuse what they cannot save or read, at the caller's line", function()
     local function raises(f, msg)
       local line = debug.getinfo(2, "l").currentline
@@ -358,6 +401,10 @@ describe("ember.save / ember.load (torch.save / torch.load)", function()
     raises(function() ember.save(function() end, path("x.safetensors")) end,
       "ember.save: can save a tensor, a table or a module, got a function")
     raises(function() ember.save(ember.zeros(1)) end, "ember.save: expected (object, path), got a nil as the path")
+    raises(function() ember.save({ a = { [""] = 1 } }, path("x.safetensors")) end,
+      "ember.save: cannot save the key '' under 'a' (keys are integers or non-empty strings)")
+    raises(function() ember.save({ [1.5] = 1 }, path("x.safetensors")) end,
+      "ember.save: cannot save the key of type number under '(top)'")
     raises(function() ember.load(path("missing.safetensors")) end, "missing.safetensors")
   end)
 end)

@@ -155,7 +155,10 @@ describe("ember.save / ember.load of a nest of tables (torch.save(dict))", funct
 
   it("what cannot be saved is named at the user's line", function()
     raises_here(function() ember.save({ a = print }, tmp) end, "ember.save: cannot save 'a', a function")
-    raises_here(function() ember.save({ ["a.b"] = 1 }, tmp) end, "cannot save the key 'a.b'")
+    raises_here(function() ember.save({ [true] = 1 }, tmp) end, "cannot save the key of type boolean")
+    -- a dotted key (a state dict's, inside a nest) is saved, escaped
+    ember.save({ ["a.b"] = 1 }, tmp)
+    assert.are.equal(1, ember.load(tmp)["a.b"])
   end)
 end)
 
