@@ -1640,6 +1640,79 @@ def autograd_cases():
     return out
 
 
+def torch_mha_cases():
+    """nn_torch_mha.lua, for tests/lua/nn_torch_mha_spec.lua: torch.nn.MultiheadAttention in float64 with
+    random weights (its state dict, torch's names), called as PyTorch code calls it: sequence-first
+    self-attention with a key_padding_mask and averaged weights; batch_first cross-attention with kdim/vdim,
+    a boolean attn_mask [L, S] and per-head weights; a float attn_mask [B * H, L, S]; an unbatched query.
+    out, weights and the gradients of sum(out * R) for query, key and value; own seed."""
+    torch.manual_seed(20261209)
+    cases = []
+    specs = [
+        ("self_seq_first", dict(kdim=None, vdim=None, batch_first=False), (5, 2), (5, 2), "kpm", True, True),
+        ("cross_batch_first", dict(kdim=6, vdim=3, batch_first=True), (2, 4), (2, 3), "bool", True, False),
+        ("float_mask_bh", dict(kdim=None, vdim=None, batch_first=False), (4, 2), (3, 2), "float3", True, True),
+        ("unbatched", dict(kdim=None, vdim=None, batch_first=False), (4,), (6,), None, False, True),
+    ]
+    E, H = 8, 2
+    for name, kw, qs, ks, mask, need, avg in specs:
+        m = torch.nn.MultiheadAttention(E, H, kdim=kw["kdim"], vdim=kw["vdim"], batch_first=kw["batch_first"]).double()
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(torch.randn_like(p) * 0.5)
+        kd, vd = kw["kdim"] or E, kw["vdim"] or E
+        if len(qs) == 1:
+            q = torch.randn(qs[0], E, dtype=torch.float64)
+            k = torch.randn(ks[0], kd, dtype=torch.float64)
+            v = torch.randn(ks[0], vd, dtype=torch.float64)
+        elif kw["batch_first"]:
+            q = torch.randn(qs[0], qs[1], E, dtype=torch.float64)
+            k = torch.randn(ks[0], ks[1], kd, dtype=torch.float64)
+            v = torch.randn(ks[0], ks[1], vd, dtype=torch.float64)
+        else:
+            q = torch.randn(qs[0], qs[1], E, dtype=torch.float64)
+            k = torch.randn(ks[0], ks[1], kd, dtype=torch.float64)
+            v = torch.randn(ks[0], ks[1], vd, dtype=torch.float64)
+        if name == "self_seq_first":
+            k = v = q
+        B = 1 if len(qs) == 1 else (qs[0] if kw["batch_first"] else qs[1])
+        L = qs[0] if (len(qs) == 1 or not kw["batch_first"]) else qs[1]
+        S = ks[0] if (len(ks) == 1 or not kw["batch_first"]) else ks[1]
+        extra, args = {}, {}
+        if mask == "kpm":
+            kpm = torch.zeros(B, S, dtype=torch.bool)
+            kpm[1, -2:] = True
+            extra["key_padding_mask"] = kpm
+            args["key_padding_mask"] = kpm
+        elif mask == "bool":
+            am = torch.rand(L, S) < 0.3
+            am[:, 0] = False
+            extra["attn_mask"] = am
+            args["attn_mask"] = am
+        elif mask == "float3":
+            am = torch.randn(B * H, L, S, dtype=torch.float64)
+            extra["attn_mask"] = am
+            args["attn_mask"] = am
+        leaves = [t.clone().requires_grad_(True) for t in ((q,) if name == "self_seq_first" else (q, k, v))]
+        qq = leaves[0]
+        kk = leaves[0] if name == "self_seq_first" else leaves[1]
+        vv = leaves[0] if name == "self_seq_first" else leaves[2]
+        out, w = m(qq, kk, vv, need_weights=need, average_attn_weights=avg, **args)
+        R = torch.randn_like(out)
+        (out * R).sum().backward()
+        case = {"name": name, "embed_dim": E, "num_heads": H, "batch_first": kw["batch_first"],
+                "state": {k2: v2.detach().clone() for k2, v2 in m.state_dict().items()},
+                "need_weights": need, "average": avg, "inputs": [t.detach() for t in leaves],
+                "out": out.detach(), "R": R, "grads": [t.grad.clone() for t in leaves]}
+        if kw["kdim"] is not None:
+            case["kdim"], case["vdim"] = kw["kdim"], kw["vdim"]
+        if w is not None:
+            case["weights"] = w.detach()
+        case.update(extra)
+        cases.append(case)
+    return cases
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1665,6 +1738,8 @@ def main():
                                                                "cases": functional_cases()})
     write(os.path.join(HERE, "fixtures", "nn_autograd.lua"), {"torch_version": torch.__version__,
                                                              **autograd_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_torch_mha.lua"), {"torch_version": torch.__version__,
+                                                              "cases": torch_mha_cases()})
 
 
 if __name__ == "__main__":

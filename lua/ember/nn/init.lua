@@ -43,6 +43,8 @@ return {
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
   Attention = require "ember.nn.Attention",
   MultiHeadAttention = require "ember.nn.MultiHeadAttention",
+  -- torch.nn.MultiheadAttention's spelling and convention (sequence-first unless batch_first)
+  MultiheadAttention = require "ember.nn.MultiheadAttention",
   TransformerEncoderLayer = require "ember.nn.TransformerEncoderLayer",
   TransformerDecoderLayer = require "ember.nn.TransformerDecoderLayer",
   TransformerEncoder = require "ember.nn.TransformerEncoder",

@@ -1,0 +1,99 @@
+--- nn.MultiheadAttention(embed_dim, num_heads [, {dropout=0, bias=true,
+-- batch_first=false, kdim=, vdim=, dtype=, device=}]): torch.nn.MultiheadAttention's
+-- spelling and calling convention, on ember's nn.MultiHeadAttention (the
+-- same children, state dict and fused kernel), for code ported from PyTorch:
+--
+--  * inputs are sequence-first, [L, B, E], unless batch_first = true (as
+--    torch's; ember's own nn.MultiHeadAttention is batch-first), or
+--    unbatched [L, E];
+--  * forward(query, key, value [, {key_padding_mask=, need_weights=true,
+--    attn_mask=, average_attn_weights=true, is_causal=false}]) returns
+--    (attn_output, attn_weights): the weights averaged over the heads,
+--    [B, L, S], or per head [B, H, L, S] with average_attn_weights =
+--    false, and nil with need_weights = false (the fused kernel's fast
+--    route: ask for weights only when they are needed, as in PyTorch);
+--  * a boolean attn_mask is PyTorch's: true = not allowed to attend; a
+--    float one is added to the scores; [L, S] or [B * H, L, S].
+-- A torch.nn.MultiheadAttention state dict (in_proj_weight, ...) loads, as
+-- into nn.MultiHeadAttention.
+-- @usage local mha = nn.MultiheadAttention(16, 4)        -- sequence-first, as torch's
+-- local x = ember.randn(5, 2, 16)                         -- [L, B, E]
+-- local out, w = mha(x, x, x)
+-- print(out.shape, w.shape)   --> ember.Size{5, 2, 16}	ember.Size{2, 5, 5}
+-- @classmod nn.MultiheadAttention
+local Module = require "ember.nn.Module"
+local MHA = require "ember.nn.MultiHeadAttention"
+local errors = require "ember._errors"
+
+local TorchMHA = MHA:extend("MultiheadAttention")
+
+function TorchMHA:__init(embed_dim, num_heads, opts)
+  opts = Module.check_options("nn.MultiheadAttention", opts,
+    { "dropout", "bias", "batch_first", "kdim", "vdim", "dtype", "device", "add_bias_kv", "add_zero_attn" })
+  if opts.add_bias_kv or opts.add_zero_attn then
+    errors.raise("nn.MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+  end
+  MHA.__init(self, embed_dim, num_heads, { dropout = opts.dropout, bias = opts.bias, kdim = opts.kdim,
+    vdim = opts.vdim, dtype = opts.dtype, device = opts.device })
+  self.batch_first = opts.batch_first == true
+end
+
+--- Attention of query over key/value, as torch.nn.MultiheadAttention.forward.
+-- @tparam Tensor query [L, B, E] ([B, L, E] with batch_first; [L, E] unbatched)
+-- @tparam Tensor key [S, B, kdim]
+-- @tparam Tensor value [S, B, vdim]
+-- @tparam[opt] table opts key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
+-- @treturn Tensor attn_output, shaped as query
+-- @treturn ?Tensor attn_weights
+function TorchMHA:forward(query, key, value, opts)
+  local who = "MultiheadAttention.forward"
+  opts = Module.check_options(who, opts,
+    { "key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal" })
+  Module.check_tensor_input(who, query)
+  key = key == nil and query or key
+  value = value == nil and key or value
+  if query.ndim == 2 then -- unbatched [L, E], as PyTorch: one batch of one
+    local o = {}
+    for name, x in pairs(opts) do o[name] = x end
+    local kpm = opts.key_padding_mask
+    if Module.is_tensor(kpm) and kpm.ndim == 1 then o.key_padding_mask = kpm:unsqueeze(1) end
+    local one = function(t) return Module.is_tensor(t) and t.ndim == 2 and t:unsqueeze(self.batch_first and 1 or 2) or t end
+    local y, w = self:forward(one(query), rawequal(key, query) and one(query) or one(key),
+      rawequal(value, key) and (rawequal(key, query) and one(query) or one(key)) or one(value), o)
+    return y:squeeze(self.batch_first and 1 or 2), w and w:squeeze(1)
+  end
+  local batched = query.ndim == 3
+  local q, k, v = query, key, value
+  if batched and not self.batch_first then
+    -- one transpose per distinct tensor: self-attention keeps its joined projection
+    q = query:transpose(1, 2)
+    k = rawequal(key, query) and q or key:transpose(1, 2)
+    v = rawequal(value, key) and k or (rawequal(value, query) and q or value:transpose(1, 2))
+  end
+  local o = { key_padding_mask = opts.key_padding_mask, need_weights = opts.need_weights ~= false }
+  if opts.is_causal then o.causal = true end
+  local m = opts.attn_mask
+  if m ~= nil then
+    if not Module.is_tensor(m) then errors.raise("%s: attn_mask must be a tensor, got %s", who, type(m)) end
+    if m.ndim == 3 and batched then -- PyTorch's [B * H, L, S]
+      local B = q.shape[1]
+      if m.shape[1] ~= B * self.heads then
+        errors.raise("%s: a 3-d attn_mask is [batch * num_heads = %d, L, S], got %s", who, B * self.heads,
+          errors.shape_str(m))
+      end
+      m = m:view(B, self.heads, m.shape[2], m.shape[3])
+    end
+    if m.dtype == "bool" then o.block_mask = m else o.attn_mask = m end
+  end
+  local y, w = MHA.forward(self, q, k, v, o)
+  if batched and not self.batch_first then y = y:transpose(1, 2) end
+  if w ~= nil and opts.average_attn_weights ~= false then w = w:mean(w.ndim - 2) end
+  return y, w
+end
+
+--- The sizes, for printing.
+function TorchMHA:extra_repr()
+  return MHA.extra_repr(self) .. (self.batch_first and ", batch_first=true" or "")
+end
+
+return TorchMHA
