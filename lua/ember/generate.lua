@@ -402,4 +402,6 @@ for k, f in pairs(generate) do
   if type(f) == "function" then generate[k] = require("ember._errors").wrap(f) end
 end
 
-return generate
+-- ember.generate(model, prompt, opts) is generate.generate (a user's first
+-- guess, as model:generate is for the models that have one)
+return setmetatable(generate, { __call = function(_, ...) return generate.generate(...) end })

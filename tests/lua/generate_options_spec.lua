@@ -35,6 +35,19 @@ describe("generate's options", function()
     assert.truthy(msg:find("generate.pick: unknown option 'max_new_tokens'", 1, true), msg)
   end)
 
+  it("ember.generate(model, prompt, opts) is generate.generate, its errors at the caller's line", function()
+    local p = prompt(1, 3)
+    ember.manual_seed(3)
+    local a = ember.generate(m, p, { max_new_tokens = 4 })
+    ember.manual_seed(3)
+    local b = generate.generate(m, p, { max_new_tokens = 4 })
+    assert.are.same(b:totable(), a:totable())
+    assert.are.same({ 1, 7 }, a.shape)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local msg = message(function() ember.generate(m, p, { top_q = 0.9 }) end)
+    assert.truthy(msg:find("generate_options_spec.lua:" .. line .. ": ", 1, true), msg)
+  end)
+
   it("checks the new options' values", function()
     for _, c in ipairs {
       { { top_p = 0 }, "top_p must be a number in (0, 1]" },
