@@ -1713,6 +1713,262 @@ def torch_mha_cases():
     return cases
 
 
+# ---------------------------------------------------------------- researcher workflows
+
+def probe_workflows_cases():
+    """nn_probe_workflows.lua, for tests/lua/probe_workflows_spec.lua: a few training steps of the
+    scripts a researcher from PyTorch writes, from the initial weights and data written here (state
+    dicts under ember's names: a Sequential's children count from 1; class labels 1-based). Per step
+    the loss (and lr), the gradients where a step is worth checking, and the weights after the last
+    step. cnn: Conv2d/BatchNorm2d/ReLU/MaxPool2d/Flatten/Linear, SGD momentum + weight decay, StepLR,
+    then eval (running statistics). gan: two Adams, fake.detach(), BCEWithLogits, and the first-order
+    gradient of D at interpolated inputs. rnn: LSTM over padded sequences through
+    pack_padded_sequence (h_n of each sequence's last valid step), clip_grad_norm_. vae: the
+    reparameterization with eps written here, the KL term, Adam. accum: gradient accumulation over
+    two micro-batches, param groups with their own lr, a frozen layer, an embedding tied to the
+    output layer. ema: SGD with an EMA copy updated under no_grad (mul_/add_ and lerp_), a forward
+    hook's features, a replaced head loaded from a partial state dict. autocast: a
+    TransformerEncoderLayer's loss and gradients under torch.autocast("cpu", bfloat16), float32
+    weights (torch's state dict names, which ember loads). float64 but autocast; its own seed."""
+    torch.manual_seed(20261210)
+    P, F = torch.nn, torch.nn.functional
+
+    def seq1(sd):
+        out = {}
+        for k, v in sd.items():
+            head, _, rest = k.partition(".")
+            out[(str(int(head) + 1) + "." + rest) if head.isdigit() else k] = v.detach().clone()
+        return out
+
+    def grads1(model):
+        return seq1({k: p.grad for k, p in model.named_parameters() if p.grad is not None})
+
+    def randomize(model):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(torch.randn_like(p) * 0.5)
+
+    out = {}
+    # 1. the CNN classifier
+    cnn = P.Sequential(P.Conv2d(2, 3, 3, padding=1), P.BatchNorm2d(3), P.ReLU(), P.MaxPool2d(2), P.Flatten(),
+                       P.Linear(12, 4))
+    randomize(cnn)
+    state = seq1(cnn.state_dict())
+    opt = torch.optim.SGD(cnn.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    steps = []
+    for _ in range(4):
+        x, y = torch.randn(6, 2, 4, 4), torch.randint(0, 4, (6,))
+        cnn.train()
+        opt.zero_grad()
+        loss = F.cross_entropy(cnn(x), y)
+        loss.backward()
+        steps.append({"x": x, "y": y + 1, "loss": loss.detach(), "lr": opt.param_groups[0]["lr"],
+                      "grads": grads1(cnn)})
+        opt.step()
+        sched.step()
+    cnn.eval()
+    xe = torch.randn(3, 2, 4, 4)
+    out["cnn"] = {"state": state, "steps": steps, "final": seq1(cnn.state_dict()), "eval_x": xe,
+                  "eval_out": cnn(xe).detach()}
+
+    # 2. a GAN step (no double backward) and a gradient penalty's first-order gradient
+    G = P.Sequential(P.Linear(2, 6), P.ReLU(), P.Linear(6, 3))
+    D = P.Sequential(P.Linear(3, 6), P.LeakyReLU(0.2), P.Linear(6, 1))
+    randomize(G)
+    randomize(D)
+    gstate, dstate = seq1(G.state_dict()), seq1(D.state_dict())
+    optD = torch.optim.Adam(D.parameters(), lr=1e-2, betas=(0.5, 0.9))
+    optG = torch.optim.Adam(G.parameters(), lr=2e-2, betas=(0.5, 0.9))
+    bce = P.BCEWithLogitsLoss()
+    steps = []
+    for _ in range(3):
+        real, z = torch.randn(5, 3), torch.randn(5, 2)
+        optD.zero_grad()
+        fake = G(z)
+        d_real, d_fake = D(real), D(fake.detach())
+        loss_d = bce(d_real, torch.ones_like(d_real)) + bce(d_fake, torch.zeros_like(d_fake))
+        loss_d.backward()
+        d_grads = grads1(D)
+        optD.step()
+        optG.zero_grad()
+        d_gen = D(fake)
+        loss_g = bce(d_gen, torch.ones_like(d_gen))
+        loss_g.backward()
+        steps.append({"real": real, "z": z, "loss_d": loss_d.detach(), "loss_g": loss_g.detach(),
+                      "d_grads": d_grads, "g_grads": grads1(G)})
+        optG.step()
+    real, fake, alpha = torch.randn(4, 3), torch.randn(4, 3), torch.rand(4, 1)
+    xi = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    (gi,) = torch.autograd.grad(D(xi).sum(), xi)
+    out["gan"] = {"G": gstate, "D": dstate, "steps": steps, "G_final": seq1(G.state_dict()),
+                  "D_final": seq1(D.state_dict()),
+                  "gp": {"real": real, "fake": fake, "alpha": alpha, "grad": gi,
+                         "penalty": ((gi.norm(2, dim=1) - 1) ** 2).mean()}}
+
+    # 3. an LSTM classifier over padded sequences, clip_grad_norm_
+    emb, lstm, head = P.Embedding(7, 4, padding_idx=0), P.LSTM(4, 5, batch_first=True), P.Linear(5, 3)
+    mods = {"emb": emb, "lstm": lstm, "head": head}
+    for m in mods.values():
+        randomize(m)
+    with torch.no_grad():
+        emb.weight[0].zero_()
+    params = [p for m in mods.values() for p in m.parameters()]
+    state = {name: {k: v.detach().clone() for k, v in m.state_dict().items()} for name, m in mods.items()}
+    opt = torch.optim.SGD(params, lr=0.5)
+    lengths = torch.tensor([4, 2, 3, 1])
+    steps = []
+    for _ in range(3):
+        ids = torch.randint(1, 7, (4, 4))
+        for b in range(4):
+            ids[b, lengths[b]:] = 0
+        y = torch.randint(0, 3, (4,))
+        opt.zero_grad()
+        packed = torch.nn.utils.rnn.pack_padded_sequence(emb(ids), lengths, batch_first=True,
+                                                         enforce_sorted=False)
+        _, (h, _) = lstm(packed)
+        loss = F.cross_entropy(head(h[-1]), y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm=0.5)
+        steps.append({"ids": ids + 1, "y": y + 1, "loss": loss.detach(), "norm": norm,
+                      "grads": {name: {k: p.grad.clone() for k, p in m.named_parameters()}
+                                for name, m in mods.items()}})
+        opt.step()
+    out["rnn"] = {"state": state, "lengths": lengths, "padding_idx": 1, "steps": steps,
+                  "final": {name: {k: v.detach().clone() for k, v in m.state_dict().items()}
+                            for name, m in mods.items()}}
+
+    # 4. a VAE
+    enc = P.Sequential(P.Linear(4, 6), P.ReLU(), P.Linear(6, 4))
+    dec = P.Sequential(P.Linear(2, 6), P.Tanh(), P.Linear(6, 4))
+    randomize(enc)
+    randomize(dec)
+    estate, dstate = seq1(enc.state_dict()), seq1(dec.state_dict())
+    opt = torch.optim.Adam(list(enc.parameters()) + list(dec.parameters()), lr=1e-2)
+    steps = []
+    for _ in range(3):
+        x, eps = torch.randn(5, 4), torch.randn(5, 2)
+        opt.zero_grad()
+        mu, logvar = enc(x).chunk(2, dim=1)
+        z = mu + eps * torch.exp(0.5 * logvar)
+        recon = F.mse_loss(dec(z), x, reduction="sum")
+        kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        loss = (recon + kl) / x.shape[0]
+        loss.backward()
+        steps.append({"x": x, "eps": eps, "recon": recon.detach(), "kl": kl.detach(), "loss": loss.detach(),
+                      "enc_grads": grads1(enc)})
+        opt.step()
+    out["vae"] = {"enc": estate, "dec": dstate, "steps": steps, "enc_final": seq1(enc.state_dict()),
+                  "dec_final": seq1(dec.state_dict())}
+
+    # 5. accumulation, param groups, a frozen layer, tied weights
+    emb = P.Embedding(8, 4)
+    body = P.Linear(4, 4)
+    mid = P.Linear(4, 4)
+    outl = P.Linear(4, 8, bias=False)
+    for m in (emb, body, mid):
+        randomize(m)
+    outl.weight = emb.weight
+    body.requires_grad_(False)
+    state = {"emb": emb.weight.detach().clone(), "body": {k: v.clone() for k, v in body.state_dict().items()},
+             "mid": {k: v.clone() for k, v in mid.state_dict().items()}}
+    opt = torch.optim.SGD([{"params": [emb.weight], "lr": 0.2},
+                           {"params": list(mid.parameters())}], lr=0.05, momentum=0.9)
+
+    def lm(ids):
+        return outl(torch.tanh(mid(torch.tanh(body(emb(ids))))))
+
+    steps = []
+    for _ in range(3):
+        micro = []
+        opt.zero_grad()
+        for _ in range(2):
+            ids, tgt = torch.randint(0, 8, (3, 2)), torch.randint(0, 8, (3, 2))
+            loss = F.cross_entropy(lm(ids).reshape(-1, 8), tgt.reshape(-1)) / 2
+            loss.backward()
+            micro.append({"ids": ids + 1, "tgt": tgt + 1, "loss": loss.detach()})
+        steps.append({"micro": micro, "emb_grad": emb.weight.grad.clone(), "mid_grad": mid.weight.grad.clone()})
+        opt.step()
+    out["accum"] = {"state": state, "steps": steps, "emb_final": emb.weight.detach().clone(),
+                    "mid_final": {k: v.clone() for k, v in mid.state_dict().items()}}
+
+    # 6. EMA, a forward hook, model surgery
+    net = P.Sequential(P.Linear(3, 5), P.ReLU(), P.Linear(5, 2))
+    randomize(net)
+    state = seq1(net.state_dict())
+    torch_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    ema = [p.detach().clone() for p in net.parameters()]
+    ema2 = [p.detach().clone() for p in net.parameters()]
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    feats = []
+    hook = net[1].register_forward_hook(lambda m, i, o: feats.append(o.detach().clone()))
+    steps = []
+    for _ in range(3):
+        x, y = torch.randn(4, 3), torch.randn(4, 2)
+        opt.zero_grad()
+        loss = F.mse_loss(net(x), y)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            for e, e2, p in zip(ema, ema2, net.parameters()):
+                e.mul_(0.9).add_(p, alpha=0.1)
+                e2.lerp_(p, 0.25)
+        steps.append({"x": x, "y": y, "loss": loss.detach(), "feature": feats[-1]})
+    hook.remove()
+    names = [k for k, _ in net.named_parameters()]
+    new_head = P.Linear(5, 3)
+    randomize(new_head)
+    head_state = {k: v.clone() for k, v in new_head.state_dict().items()}
+    trained = seq1(net.state_dict())
+    net[2] = new_head
+    net.load_state_dict({k: v for k, v in torch_state.items() if not k.startswith("2.")}, strict=False)
+    xs = torch.randn(2, 3)
+    out["ema"] = {"state": state, "steps": steps, "trained": trained,
+                  "ema": seq1(dict(zip(names, ema))), "ema_lerp": seq1(dict(zip(names, ema2))),
+                  "head": head_state, "surgery_x": xs, "surgery_out": net(xs).detach()}
+
+    # 7. autocast bfloat16 on a TransformerEncoderLayer (float32 weights)
+    layer = P.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True).float()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    x = torch.randn(2, 5, 8, dtype=torch.float32)
+    R = torch.randn(2, 5, 8, dtype=torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = layer(x)
+        loss = (y.float() * R).sum()
+    loss.backward()
+    full = (layer(x) * R).sum()
+    out["autocast"] = {"state": {k: v.detach().clone() for k, v in layer.state_dict().items()}, "x": x, "R": R,
+                       "out_dtype": str(y.dtype).replace("torch.", ""), "loss": loss.detach(), "loss_fp32": full.detach(),
+                       "grads": {k: p.grad.clone() for k, p in layer.named_parameters()}}
+
+    # 8. packed sequences through a 2-layer bidirectional GRU and an LSTM (h0 given), unsorted lengths
+    packed = []
+    for kind, cls, kw in [("GRU", P.GRU, dict(num_layers=2, bidirectional=True)),
+                          ("LSTM", P.LSTM, dict(num_layers=1, bidirectional=True))]:
+        rnn = cls(3, 4, batch_first=True, **kw)
+        randomize(rnn)
+        lengths = torch.tensor([2, 5, 1, 3])
+        x = torch.randn(4, 5, 3).requires_grad_(True)
+        D = 2 * kw["num_layers"]
+        h0 = torch.randn(D, 4, 4)
+        hx = (h0, torch.randn(D, 4, 4)) if kind == "LSTM" else h0
+        pk = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out_p, hn = rnn(pk, hx)
+        padded, _ = torch.nn.utils.rnn.pad_packed_sequence(out_p, batch_first=True, padding_value=-1.0,
+                                                              total_length=6)
+        hn = hn[0] if kind == "LSTM" else hn
+        R, R2 = torch.randn_like(padded), torch.randn_like(hn)
+        ((padded * R).sum() + (hn * R2).sum()).backward()
+        packed.append({"kind": kind, "config": kw, "state": {k: v.detach().clone() for k, v in rnn.state_dict().items()},
+                       "lengths": lengths, "x": x.detach(), "h0": h0, "c0": hx[1] if kind == "LSTM" else None,
+                       "out": padded.detach(), "h_n": hn.detach(), "R": R, "R2": R2, "x_grad": x.grad.clone(),
+                       "grads": {k: p.grad.clone() for k, p in rnn.named_parameters()}})
+    out["packed"] = packed
+    return out
+
+
 def main():
     write(os.path.join(HERE, "fixtures", "nn_modules.lua"),
           {"torch_version": torch.__version__, "cases": module_cases(), "losses": loss_cases()})
@@ -1738,6 +1994,8 @@ def main():
                                                                "cases": functional_cases()})
     write(os.path.join(HERE, "fixtures", "nn_autograd.lua"), {"torch_version": torch.__version__,
                                                              **autograd_cases()})
+    write(os.path.join(HERE, "fixtures", "nn_probe_workflows.lua"), {"torch_version": torch.__version__,
+                                                                    **probe_workflows_cases()})
     write(os.path.join(HERE, "fixtures", "nn_torch_mha.lua"), {"torch_version": torch.__version__,
                                                               "cases": torch_mha_cases()})
 

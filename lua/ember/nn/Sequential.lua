@@ -28,6 +28,29 @@ Sequential.__index = function(t, k)
   return Module.__index(t, k)
 end
 
+--- seq[i] = m replaces the i-th module (negative i counts from the end), as
+-- PyTorch's seq[i] = m; seq:add(m) appends.
+Sequential.__newindex = function(t, k, v)
+  if math.type(k) == "integer" then
+    local n = #t._children
+    local i = k < 0 and n + 1 + k or k
+    if k == 0 then
+      error("Sequential: index 0: indices are 1-based (seq[1] is the first, seq[-1] the last; PyTorch's seq[0] "
+        .. "is seq[1] here)", 2)
+    end
+    if i < 1 or i > n then
+      error(("Sequential: index %d is out of range for a Sequential of %d modules (seq:add(m) appends)")
+        :format(k, n), 2)
+    end
+    if not Module.is_module(v) then
+      error(("Sequential: seq[%d] must be a module, got %s"):format(k, type(v)), 2)
+    end
+    t._reg[t._children[i]] = v
+    return
+  end
+  return Module.__newindex(t, k, v)
+end
+
 function Sequential:__len() return #self._children end
 
 function Sequential:__init(...)

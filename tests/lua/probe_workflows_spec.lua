@@ -1,0 +1,332 @@
+-- The experiment scripts a researcher coming from PyTorch writes, trained a
+-- few steps in ember and in PyTorch 1.13 from the same weights and data
+-- (tests/fixtures/nn_probe_workflows.lua, gen_nn_fixtures.py's
+-- probe_workflows_cases): losses, gradients and the weights after the steps
+-- agree to ~1e-12 in float64 (the autocast block loosely, as bfloat16).
+-- PyTorch idioms ember spells its own way are noted where they occur.
+local ember = require "ember"
+local nn, optim = require "ember.nn", require "ember.optim"
+local F = nn.functional
+local parity = require "tests.lua.helpers.parity"
+local T, raises_here = parity.T, parity.raises_here
+
+local FX = dofile("tests/fixtures/nn_probe_workflows.lua")
+local TOL = 1e-10
+
+-- max |got - want| / max(max |want|, 1e-6): a gradient that is zero in exact
+-- arithmetic (a conv bias before BatchNorm) is rounding noise on both sides
+local function close(what, got, want, tol)
+  want = want.shape and want.data and T(want, want.dtype) or want
+  assert(got ~= nil, what .. " is nil")
+  assert.are.same(want.shape, got.shape, what .. " shape")
+  local wd = want:double()
+  local e = (got:double() - wd):abs():max():item() / math.max(wd:abs():max():item(), 1e-6)
+  assert(e <= (tol or TOL), ("%s: error %.3g > %.1g"):format(what, e, tol or TOL))
+end
+
+local function scalar(what, got, want, tol)
+  local w = type(want) == "number" and want or want.data[1]
+  local g = type(got) == "number" and got or got:item()
+  assert(math.abs(g - w) <= (tol or TOL) * math.max(1, math.abs(w)), ("%s: %.17g vs %.17g"):format(what, g, w))
+end
+
+local function sd_of(t)
+  local o = {}
+  for k, v in pairs(t) do o[k] = T(v, v.dtype) end
+  return o
+end
+
+-- every name of `want` (a fixture state dict) against `got` (name -> tensor)
+local function close_all(what, got, want, tol)
+  for _, k in ipairs(parity.sorted_keys(want)) do close(what .. " " .. k, got[k], want[k], tol) end
+end
+
+local function grads_of(m)
+  local g = {}
+  for k, p in pairs(m:named_parameters()) do g[k] = p.grad end
+  return g
+end
+
+describe("a CNN classifier: SGD momentum + weight decay, StepLR, train/eval", function()
+  it("follows PyTorch step by step, running statistics and eval output included", function()
+    local c = FX.cnn
+    local m = nn.Sequential(nn.Conv2d(2, 3, 3, { padding = 1 }), nn.BatchNorm2d(3), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Flatten(), nn.Linear(12, 4)):double()
+    m:load_state_dict(sd_of(c.state))
+    local opt = optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9, weight_decay = 1e-2 })
+    local sched = optim.StepLR(opt, { step_size = 2, gamma = 0.5 })
+    for i, s in ipairs(c.steps) do
+      m:train()
+      opt:zero_grad()
+      local loss = F.cross_entropy(m(T(s.x)), T(s.y, "int64"))
+      loss:backward()
+      scalar("loss " .. i, loss, s.loss)
+      scalar("lr " .. i, opt.param_groups[1].lr, s.lr)
+      close_all("step " .. i .. " grad", grads_of(m), s.grads)
+      opt:step()
+      sched:step()
+    end
+    m:eval()
+    close_all("final", m:state_dict(), c.final)
+    close("eval output", m(T(c.eval_x)), c.eval_out)
+  end)
+end)
+
+describe("a GAN: two optimizers, fake:detach(), zero_grad", function()
+  local c = FX.gan
+  local function nets()
+    local G = nn.Sequential(nn.Linear(2, 6), nn.ReLU(), nn.Linear(6, 3)):double()
+    local D = nn.Sequential(nn.Linear(3, 6), nn.LeakyReLU(0.2), nn.Linear(6, 1)):double()
+    G:load_state_dict(sd_of(c.G))
+    D:load_state_dict(sd_of(c.D))
+    return G, D
+  end
+
+  it("a discriminator and a generator step follow PyTorch", function()
+    local G, D = nets()
+    local optD = optim.Adam(D:parameters(), { lr = 1e-2, betas = { 0.5, 0.9 } })
+    local optG = optim.Adam(G:parameters(), { lr = 2e-2, betas = { 0.5, 0.9 } })
+    local bce = nn.BCEWithLogitsLoss()
+    for i, s in ipairs(c.steps) do
+      local real, z = T(s.real), T(s.z)
+      local g_before = {}
+      for k, p in pairs(grads_of(G)) do g_before[k] = p:clone() end
+      optD:zero_grad()
+      local fake = G(z)
+      local d_real, d_fake = D(real), D(fake:detach())
+      local loss_d = bce(d_real, ember.ones_like(d_real)) + bce(d_fake, ember.zeros_like(d_fake))
+      loss_d:backward()
+      scalar("loss_d " .. i, loss_d, s.loss_d)
+      close_all("step " .. i .. " D grad", grads_of(D), s.d_grads)
+      for k, p in pairs(grads_of(G)) do assert.is_true(p:equal(g_before[k]), "detach kept G out of D's backward") end
+      optD:step()
+      optG:zero_grad()
+      local d_gen = D(fake)
+      local loss_g = bce(d_gen, ember.ones_like(d_gen))
+      loss_g:backward()
+      scalar("loss_g " .. i, loss_g, s.loss_g)
+      close_all("step " .. i .. " G grad", grads_of(G), s.g_grads)
+      optG:step()
+    end
+    close_all("G final", G:state_dict(), c.G_final)
+    close_all("D final", D:state_dict(), c.D_final)
+  end)
+
+  it("a gradient penalty: ember.grad's first-order gradient is PyTorch's; create_graph is refused clearly", function()
+    local _, D = nets()
+    D:load_state_dict(sd_of(c.D_final)) -- the penalty is taken after the steps above
+    local g = c.gp
+    local alpha = T(g.alpha)
+    local xi = (alpha * T(g.real) + (1 - alpha) * T(g.fake)):requires_grad_()
+    local out = D(xi)
+    raises_here(function() ember.autograd.grad(out:sum(), xi, { create_graph = true }) end,
+      "create_graph is not supported")
+    local gi = ember.autograd.grad(out:sum(), xi)[1]
+    close("dD/dx", gi, g.grad)
+    for _, p in ipairs(D:parameters()) do assert.is_nil(p.grad, "ember.grad left D's weights alone") end
+    local penalty = ((gi:norm(2, 2) - 1) ^ 2):mean()
+    scalar("penalty value", penalty, g.penalty)
+    -- the gradient is a constant: its penalty has nothing to backpropagate into D
+    assert.is_false(penalty.requires_grad)
+    raises_here(function() penalty:backward() end, "does not require grad")
+  end)
+end)
+
+describe("an LSTM classifier over padded sequences, clip_grad_norm_", function()
+  -- ember has no pack_padded_sequence: the output at each sequence's last
+  -- valid step (gathered by its length) is PyTorch's h_n of the packed batch
+  it("follows PyTorch's packed LSTM step by step", function()
+    local c = FX.rnn
+    local emb = nn.Embedding(7, 4, { padding_idx = c.padding_idx, dtype = "float64" })
+    local lstm = nn.LSTM(4, 5, { batch_first = true, dtype = "float64" })
+    local head = nn.Linear(5, 3, { dtype = "float64" })
+    local mods = { emb = emb, lstm = lstm, head = head }
+    for name, m in pairs(mods) do m:load_state_dict(sd_of(c.state[name])) end
+    local params = {}
+    for _, name in ipairs({ "emb", "lstm", "head" }) do
+      for _, p in ipairs(mods[name]:parameters()) do params[#params + 1] = p end
+    end
+    local opt = optim.SGD(params, { lr = 0.5 })
+    local lengths = T(c.lengths, "int64")
+    local last = lengths:view(4, 1, 1):expand(4, 1, 5)
+    for i, s in ipairs(c.steps) do
+      opt:zero_grad()
+      local out = lstm(emb(T(s.ids, "int64")))
+      local h = out:gather(2, last):squeeze(2)
+      local loss = F.cross_entropy(head(h), T(s.y, "int64"))
+      loss:backward()
+      local norm = nn.utils.clip_grad_norm_(params, 0.5)
+      scalar("loss " .. i, loss, s.loss)
+      scalar("norm " .. i, norm, s.norm)
+      for name, m in pairs(mods) do close_all("step " .. i .. " " .. name .. " grad", grads_of(m), s.grads[name]) end
+      opt:step()
+    end
+    for name, m in pairs(mods) do close_all(name .. " final", m:state_dict(), c.final[name]) end
+  end)
+end)
+
+describe("a VAE: reparameterization, the KL term, Adam", function()
+  it("follows PyTorch step by step (eps from the fixture, as randn would give it)", function()
+    local c = FX.vae
+    local enc = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 4)):double()
+    local dec = nn.Sequential(nn.Linear(2, 6), nn.Tanh(), nn.Linear(6, 4)):double()
+    enc:load_state_dict(sd_of(c.enc))
+    dec:load_state_dict(sd_of(c.dec))
+    local params = enc:parameters()
+    for _, p in ipairs(dec:parameters()) do params[#params + 1] = p end
+    local opt = optim.Adam(params, { lr = 1e-2 })
+    for i, s in ipairs(c.steps) do
+      local x, eps = T(s.x), T(s.eps)
+      opt:zero_grad()
+      local mu, logvar = table.unpack(enc(x):chunk(2, 2))
+      local z = mu + eps * ember.exp(0.5 * logvar)
+      local recon = F.mse_loss(dec(z), x, { reduction = "sum" })
+      local kl = -0.5 * ember.sum(1 + logvar - mu:pow(2) - logvar:exp())
+      local loss = (recon + kl) / x:size(1)
+      loss:backward()
+      scalar("recon " .. i, recon, s.recon)
+      scalar("kl " .. i, kl, s.kl)
+      scalar("loss " .. i, loss, s.loss)
+      close_all("step " .. i .. " encoder grad", grads_of(enc), s.enc_grads)
+      opt:step()
+    end
+    close_all("encoder final", enc:state_dict(), c.enc_final)
+    close_all("decoder final", dec:state_dict(), c.dec_final)
+  end)
+
+  it("randn_like draws eps of mu's shape and dtype", function()
+    local mu = ember.zeros(3, 2, { dtype = "float64" })
+    local eps = ember.randn_like(mu)
+    assert.are.same(mu.shape, eps.shape)
+    assert.are.equal("float64", eps.dtype)
+  end)
+end)
+
+describe("gradient accumulation, param groups, a frozen layer, tied weights", function()
+  it("follows PyTorch step by step", function()
+    local c = FX.accum
+    local emb = nn.Embedding(8, 4, { dtype = "float64" })
+    local body, mid = nn.Linear(4, 4, { dtype = "float64" }), nn.Linear(4, 4, { dtype = "float64" })
+    local outl = nn.Linear(4, 8, { bias = false, dtype = "float64" })
+    emb:load_state_dict({ weight = T(c.state.emb) })
+    body:load_state_dict(sd_of(c.state.body))
+    mid:load_state_dict(sd_of(c.state.mid))
+    outl.weight = emb.weight -- tied: one tensor
+    body:requires_grad_(false)
+    local lm = nn.Sequential(emb, body, nn.Tanh(), mid, nn.Tanh(), outl)
+    assert.are.equal(3, #lm:parameters() - #body:parameters(), "the tied weight counts once")
+    local opt = optim.SGD({ { params = { emb.weight }, lr = 0.2 }, { params = mid:parameters() } },
+      { lr = 0.05, momentum = 0.9 })
+    assert.are.equal(0.05, opt.param_groups[2].lr)
+    for i, s in ipairs(c.steps) do
+      opt:zero_grad()
+      for j, mb in ipairs(s.micro) do
+        local logits = lm(T(mb.ids, "int64"))
+        local loss = F.cross_entropy(logits:reshape(-1, 8), T(mb.tgt, "int64"):reshape(-1)) / 2
+        loss:backward()
+        scalar(("loss %d.%d"):format(i, j), loss, mb.loss)
+      end
+      close("step " .. i .. " tied grad", emb.weight.grad, s.emb_grad)
+      close("step " .. i .. " mid grad", mid.weight.grad, s.mid_grad)
+      assert.is_nil(body.weight.grad)
+      opt:step()
+    end
+    close("tied final", emb.weight, c.emb_final)
+    assert.are.equal(emb.weight, outl.weight)
+    close_all("mid final", mid:state_dict(), c.mid_final)
+    close_all("frozen layer", body:state_dict(), c.state.body, 0)
+  end)
+end)
+
+describe("an EMA of the weights, a forward hook, model surgery", function()
+  it("follows PyTorch: the EMA copies (mul_/add_ and lerp_), the hooked features, a new head", function()
+    local c = FX.ema
+    local net = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2)):double()
+    net:load_state_dict(sd_of(c.state))
+    local names = net:parameter_names()
+    local ema, ema2 = {}, {}
+    for i, p in ipairs(net:parameters()) do ema[i], ema2[i] = p:detach():clone(), p:detach():clone() end
+    local opt = optim.SGD(net:parameters(), { lr = 0.1 })
+    local feats = {}
+    local hook = net[2]:register_forward_hook(function(_, _, out) feats[#feats + 1] = out:detach():clone() end)
+    for i, s in ipairs(c.steps) do
+      opt:zero_grad()
+      local loss = F.mse_loss(net(T(s.x)), T(s.y))
+      loss:backward()
+      opt:step()
+      ember.no_grad(function()
+        for j, p in ipairs(net:parameters()) do
+          ema[j]:mul_(0.9):add_(p, { alpha = 0.1 })
+          ema2[j]:lerp_(p, 0.25)
+        end
+      end)
+      scalar("loss " .. i, loss, s.loss)
+      close("feature " .. i, feats[#feats], s.feature)
+    end
+    hook:remove()
+    net(T(c.steps[1].x))
+    assert.are.equal(#c.steps, #feats, "a removed hook no longer runs")
+    local e, e2 = {}, {}
+    for j, n in ipairs(names) do e[n], e2[n] = ema[j], ema2[j] end
+    close_all("ema", e, c.ema)
+    close_all("ema lerp", e2, c.ema_lerp)
+    close_all("trained", net:state_dict(), c.trained)
+
+    local head = nn.Linear(5, 3, { dtype = "float64" })
+    head:load_state_dict(sd_of(c.head))
+    net[3] = head -- PyTorch's net[2] = head
+    assert.are.equal(head, net[3])
+    assert.are.equal(head, net[-1])
+    assert.truthy(tostring(net):find("(3): Linear(in_features=5, out_features=3", 1, true))
+    local partial = {}
+    for k, v in pairs(sd_of(c.state)) do if not k:find("^3%.") then partial[k] = v end end
+    local _, missing, unexpected = net:load_state_dict(partial, { strict = false })
+    assert.are.same({ "3.bias", "3.weight" }, missing)
+    assert.are.same({}, unexpected)
+    close("surgery output", net(T(c.surgery_x)), c.surgery_out)
+    local sd = net:state_dict()
+    assert.are.same({ 3, 5 }, { sd["3.weight"]:size(1), sd["3.weight"]:size(2) })
+  end)
+
+  it("seq[i] = x refuses what is no module, an index out of range and 0, at the caller's line", function()
+    local net = nn.Sequential(nn.Linear(3, 5), nn.ReLU())
+    raises_here(function() net[2] = ember.zeros(3) end, "Sequential: seq[2] must be a module, got userdata")
+    raises_here(function() net[3] = nn.ReLU() end, "Sequential: index 3 is out of range for a Sequential of 2 modules")
+    raises_here(function() net[-3] = nn.ReLU() end, "index -3 is out of range")
+    raises_here(function() net[0] = nn.ReLU() end, "Sequential: index 0: indices are 1-based")
+    net[-1] = nn.Tanh()
+    assert.are.equal("Tanh", net[2].__name)
+    assert.are.equal(2, #net)
+  end)
+end)
+
+describe("mixed precision: ember.autocast('bfloat16') on a TransformerEncoderLayer", function()
+  it("is torch.autocast('cpu', dtype=torch.bfloat16)'s loss and gradients to bfloat16's precision", function()
+    local c = FX.autocast
+    local function layer_of()
+      return nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    end
+    local layer = layer_of()
+    local sd = {}
+    for k, v in pairs(c.state) do sd[k] = T(v, "float32") end
+    layer:load_state_dict(sd) -- PyTorch's names (in_proj_weight, linear1, ...) load as they are
+    local x, R = T(c.x, "float32"), T(c.R, "float32")
+    local y
+    local loss = ember.autocast("bfloat16", function()
+      y = layer(x)
+      return (y:float() * R):sum()
+    end)
+    assert.are.equal(c.out_dtype, y.dtype)
+    scalar("autocast loss", loss, c.loss, 1e-2)
+    loss:backward()
+    -- the gradients under PyTorch's names: loaded as the weights of a second layer
+    local g = {}
+    for k, p in pairs(layer:named_parameters()) do
+      assert.are.equal("float32", p.grad.dtype, k)
+      g[k] = p.grad
+    end
+    local tg = layer_of():load_state_dict(g):torch_state_dict()
+    close_all("autocast grad", tg, c.grads, 3e-2)
+    scalar("float32 loss outside autocast", (layer(x) * R):sum(), c.loss_fp32, 1e-5)
+  end)
+end)
