@@ -3,7 +3,8 @@
 -- (tests/fixtures/nn_probe_workflows.lua, gen_nn_fixtures.py's
 -- probe_workflows_cases): losses, gradients and the weights after the steps
 -- agree to ~1e-12 in float64 (the autocast block loosely, as bfloat16).
--- PyTorch idioms ember spells its own way are noted where they occur.
+-- PyTorch idioms ember spells its own way are noted where they occur. Also
+-- nn.utils.rnn.pack_padded_sequence / pad_packed_sequence through the RNNs.
 local ember = require "ember"
 local nn, optim = require "ember.nn", require "ember.optim"
 local F = nn.functional
@@ -133,10 +134,8 @@ describe("a GAN: two optimizers, fake:detach(), zero_grad", function()
 end)
 
 describe("an LSTM classifier over padded sequences, clip_grad_norm_", function()
-  -- ember has no pack_padded_sequence: the output at each sequence's last
-  -- valid step (gathered by its length) is PyTorch's h_n of the packed batch
-  it("follows PyTorch's packed LSTM step by step", function()
-    local c = FX.rnn
+  local c = FX.rnn
+  local function run(last_of)
     local emb = nn.Embedding(7, 4, { padding_idx = c.padding_idx, dtype = "float64" })
     local lstm = nn.LSTM(4, 5, { batch_first = true, dtype = "float64" })
     local head = nn.Linear(5, 3, { dtype = "float64" })
@@ -148,11 +147,9 @@ describe("an LSTM classifier over padded sequences, clip_grad_norm_", function()
     end
     local opt = optim.SGD(params, { lr = 0.5 })
     local lengths = T(c.lengths, "int64")
-    local last = lengths:view(4, 1, 1):expand(4, 1, 5)
     for i, s in ipairs(c.steps) do
       opt:zero_grad()
-      local out = lstm(emb(T(s.ids, "int64")))
-      local h = out:gather(2, last):squeeze(2)
+      local h = last_of(lstm, emb(T(s.ids, "int64")), lengths)
       local loss = F.cross_entropy(head(h), T(s.y, "int64"))
       loss:backward()
       local norm = nn.utils.clip_grad_norm_(params, 0.5)
@@ -162,6 +159,77 @@ describe("an LSTM classifier over padded sequences, clip_grad_norm_", function()
       opt:step()
     end
     for name, m in pairs(mods) do close_all(name .. " final", m:state_dict(), c.final[name]) end
+  end
+
+  it("through pack_padded_sequence (h_n[-1]) follows PyTorch's packed LSTM step by step", function()
+    run(function(lstm, x, lengths)
+      local packed = nn.utils.rnn.pack_padded_sequence(x, lengths, { batch_first = true, enforce_sorted = false })
+      local _, state = lstm(packed)
+      return state[1][-1]
+    end)
+  end)
+
+  it("over the padded batch, the output at each sequence's last valid step is the same", function()
+    run(function(lstm, x, lengths)
+      local out = lstm(x)
+      return out:gather(2, lengths:view(4, 1, 1):expand(4, 1, 5)):squeeze(2)
+    end)
+  end)
+end)
+
+describe("nn.utils.rnn.pack_padded_sequence / pad_packed_sequence", function()
+  it("a bidirectional 2-layer GRU and an LSTM with h0 over unsorted lengths: PyTorch's outputs and gradients", function()
+    for _, c in ipairs(FX.packed) do
+      local rnn = nn[c.kind](3, 4, { batch_first = true, num_layers = c.config.num_layers, bidirectional = true,
+        dtype = "float64" })
+      rnn:load_state_dict(sd_of(c.state))
+      local x = T(c.x):requires_grad_()
+      local pk = nn.utils.rnn.pack_padded_sequence(x, T(c.lengths, "int64"), { batch_first = true,
+        enforce_sorted = false })
+      local hx = c.kind == "LSTM" and { T(c.h0), T(c.c0) } or T(c.h0)
+      local out_p, hn = rnn(pk, hx)
+      if c.kind == "LSTM" then hn = hn[1] end
+      local out, len = nn.utils.rnn.pad_packed_sequence(out_p, { batch_first = true, padding_value = -1,
+        total_length = 6 })
+      assert.are.same(c.lengths.data, len:totable())
+      close(c.kind .. " output", out, c.out)
+      close(c.kind .. " h_n", hn, c.h_n)
+      ;((out * T(c.R)):sum() + (hn * T(c.R2)):sum()):backward()
+      close(c.kind .. " input grad", x.grad, c.x_grad)
+      close_all(c.kind .. " grad", grads_of(rnn), c.grads)
+    end
+  end)
+
+  it("PyTorch's fields: data, batch_sizes, sorted_indices (1-based)", function()
+    local x = ember.arange(1, 13, "float64"):view(3, 4, 1) -- [N, L, 1]: row b holds 4b-3 .. 4b
+    local pk = nn.utils.rnn.pack_padded_sequence(x, { 2, 4, 1 }, { batch_first = true, enforce_sorted = false })
+    assert.are.same({ 5, 1, 9, 6, 2, 7, 8 }, pk.data:view(7):totable())
+    assert.are.same({ 3, 2, 1, 1 }, pk.batch_sizes:totable())
+    assert.are.same({ 2, 1, 3 }, pk.sorted_indices:totable())
+    assert.are.same({ 2, 1, 3 }, pk.unsorted_indices:totable())
+    local y = nn.utils.rnn.pad_packed_sequence(pk, true) -- torch's positional batch_first
+    assert.are.same({ { 1, 2, 0, 0 }, { 5, 6, 7, 8 }, { 9, 0, 0, 0 } }, y:view(3, 4):totable())
+    local s = nn.utils.rnn.pack_padded_sequence(x:transpose(1, 2), { 3, 3, 1 })
+    assert.is_nil(s.sorted_indices)
+    assert.are.same({ 3, 2, 2 }, s.batch_sizes:totable())
+  end)
+
+  it("refuses unsorted lengths with enforce_sorted, bad lengths and what is not packed, at the caller's line", function()
+    local x = ember.randn(3, 4, 2)
+    raises_here(function() nn.utils.rnn.pack_padded_sequence(x, { 1, 2, 4 }, true) end,
+      "nn.utils.rnn.pack_padded_sequence: lengths must be sorted in decreasing order when enforce_sorted is true")
+    raises_here(function() nn.utils.rnn.pack_padded_sequence(x, { 3, 0, 1 }, { batch_first = true }) end,
+      "length 2 is 0")
+    raises_here(function() nn.utils.rnn.pack_padded_sequence(x, { 5, 1, 1 }, { batch_first = true }) end,
+      "length 1 is 5, longer than the input's 4 steps")
+    raises_here(function() nn.utils.rnn.pack_padded_sequence(x, { 2, 1 }, { batch_first = true }) end,
+      "expected 3 lengths")
+    raises_here(function() nn.utils.rnn.pack_padded_sequence(x, { 2, 1, 1 }, { batch_frist = true }) end,
+      "unknown option 'batch_frist'")
+    raises_here(function() nn.utils.rnn.pad_packed_sequence(x) end, "expected a PackedSequence")
+    local pk = nn.utils.rnn.pack_padded_sequence(x, { 3, 2, 1, 1 })
+    raises_here(function() nn.utils.rnn.pad_packed_sequence(pk, { total_length = 2 }) end,
+      "total_length is 2, shorter than the longest sequence (3 steps)")
   end)
 end)
 

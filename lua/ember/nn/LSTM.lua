@@ -33,7 +33,9 @@ function LSTM:__init(input_size, hidden_size, opts)
 end
 
 --- The sequence through every layer: output and the last states {h_n, c_n}.
--- @tparam Tensor input [L, N, input_size] ([N, L, input_size] with batch_first), or unbatched [L, input_size]
+-- @tparam Tensor input [L, N, input_size] ([N, L, input_size] with batch_first), or unbatched [L, input_size],
+-- or a PackedSequence (nn.utils.rnn.pack_padded_sequence): the output is then one too, h_n each
+-- sequence's state after its last valid step
 -- @tparam[opt] table hx {h_0, c_0}, each [D*num_layers, N, hidden_size] (unbatched:
 -- [D*num_layers, hidden_size]; never batch-first); zeros when left out
 -- @treturn Tensor output [L, N, D*hidden_size] (batch_first: [N, L, D*hidden_size]; unbatched

@@ -20,6 +20,7 @@
 local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
+local packed = require "ember.nn._packed"
 
 local raise, shape_str = errors.raise, errors.shape_str
 
@@ -170,8 +171,10 @@ local function read_state(who, hx, lstm, want, how, dtype, batched, dim)
 end
 
 -- One direction of one layer over the whole sequence: x [L, N, in] ->
--- out [L, N, H], h_n [N, H], c_n [N, H] (LSTM).
-local function run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse)
+-- out [L, N, H], h_n [N, H], c_n [N, H] (LSTM). masks (a packed sequence):
+-- per step t a bool [N, 1], true where t is within the sequence's length;
+-- elsewhere the state is carried unchanged and the output is 0.
+local function run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, masks)
   local L, N = x.shape[1], x.shape[2]
   -- every time step's input projection in one product
   local xp = x:reshape(L * N, x.shape[3]):matmul(w_ih:t())
@@ -180,8 +183,16 @@ local function run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse)
   local whh_t, step, hs = w_hh:t(), STEP[mode], {}
   for k = 1, L do
     local t = reverse and L + 1 - k or k
-    h, c = step(steps[t], h, c, whh_t, b_hh)
-    hs[t] = h
+    local h2, c2 = step(steps[t], h, c, whh_t, b_hh)
+    if masks then
+      local m = masks[t]
+      h = ember.where(m, h2, h)
+      if c then c = ember.where(m, c2, c) end
+      hs[t] = ember.where(m, h2, 0)
+    else
+      h, c = h2, c2
+      hs[t] = h
+    end
   end
   return ember.stack(hs, 1), h, c
 end
@@ -191,12 +202,17 @@ function M.forward(self, input, hx)
   local who, lstm = self.__name .. ".forward", self.mode == "LSTM"
   local w0 = self.weight_ih_l0
   local layout = self.batch_first and "[N, L, H_in]" or "[L, N, H_in]"
+  local pk = packed.is_packed(input) and input
+  if pk then input = pk._padded end -- time-major whatever batch_first
   if not ember.is_tensor(input) then
     raise("%s: expected an input tensor %s or unbatched [L, H_in], got %s", who, layout, type(input))
   end
   if input.ndim ~= 2 and input.ndim ~= 3 then
     raise("%s: expected a 3-d input %s or a 2-d unbatched one [L, H_in], got shape %s", who, layout,
       shape_str(input))
+  end
+  if pk and input.ndim ~= 3 then
+    raise("%s: a packed sequence must hold [L, N, H_in] steps, got shape %s", who, shape_str(input))
   end
   check_dtype(who, input, w0, "input")
   if input.shape[input.ndim] ~= self.input_size then
@@ -205,7 +221,7 @@ function M.forward(self, input, hx)
   end
   local batched = input.ndim == 3
   local x = input
-  if not batched then x = x:unsqueeze(2) elseif self.batch_first then x = x:transpose(1, 2) end
+  if not batched then x = x:unsqueeze(2) elseif self.batch_first and not pk then x = x:transpose(1, 2) end
   local L, N, H = x.shape[1], x.shape[2], self.hidden_size
   if L == 0 then raise("%s: the sequence is empty (input shape %s)", who, shape_str(input)) end
   local D = self.bidirectional and 2 or 1
@@ -221,12 +237,19 @@ function M.forward(self, input, hx)
   local hs = h0 and ember.unbind(h0, 1)
   local cs = c0 and ember.unbind(c0, 1)
   local hn, cn = {}, {}
+  local masks
+  if pk then
+    local len = ember.tensor(pk._lengths, { dtype = "int64", device = x.device }):view(N, 1)
+    masks = {}
+    for t = 1, L do masks[t] = len:ge(t) end
+  end
   for layer = 1, self.num_layers do
     local outs = {}
     for dir = 1, D do
       local k, sfx = (layer - 1) * D + dir, suffix(layer, dir)
       outs[dir], hn[k], cn[k] = run_direction(self.mode, x, hs and hs[k] or zero, lstm and (cs and cs[k] or zero),
-        self["weight_ih" .. sfx], self["weight_hh" .. sfx], self["bias_ih" .. sfx], self["bias_hh" .. sfx], dir == 2)
+        self["weight_ih" .. sfx], self["weight_hh" .. sfx], self["bias_ih" .. sfx], self["bias_hh" .. sfx], dir == 2,
+        masks)
     end
     x = D == 2 and ember.cat(outs, 3) or outs[1]
     if layer < self.num_layers and self.training and self.dropout > 0 then
@@ -234,7 +257,9 @@ function M.forward(self, input, hx)
     end
   end
   local out, h_n, c_n = x, ember.stack(hn, 1), lstm and ember.stack(cn, 1) or nil
-  if not batched then
+  if pk then
+    out = packed.new(out, pk._lengths, pk._sorted)
+  elseif not batched then
     out, h_n = out:squeeze(2), h_n:squeeze(2)
     if c_n then c_n = c_n:squeeze(2) end
   elseif self.batch_first then

@@ -1,5 +1,6 @@
 --- nn.utils: torch.nn.utils' gradient clipping, parameters as one vector,
--- and `nn.utils.rnn.pad_sequence`.
+-- and `nn.utils.rnn`'s pad_sequence, pack_padded_sequence and
+-- pad_packed_sequence (nn/_packed.lua: what ember's PackedSequence holds).
 --
 -- `clip_grad_norm_` and `clip_grad_value_` call `optim.clip_grad_norm` and
 -- `optim.clip_grad_value` (one rule, two names); `clip_grad_norm_` returns
@@ -130,8 +131,11 @@ function M.vector_to_parameters(vec, parameters)
   end)
 end
 
---- nn.utils.rnn: torch.nn.utils.rnn's pad_sequence.
+--- nn.utils.rnn: torch.nn.utils.rnn's pad_sequence, pack_padded_sequence and
+-- pad_packed_sequence (nn.RNN, nn.LSTM and nn.GRU take a PackedSequence).
 M.rnn = {}
+local packed = require "ember.nn._packed"
+M.rnn.PackedSequence = packed.PackedSequence
 
 --- torch.nn.utils.rnn.pad_sequence(sequences [, opts]): the tensors
 -- [L_i, *] padded at the end of dim 1 to the longest L and stacked:
@@ -190,6 +194,40 @@ function M.rnn.pad_sequence(sequences, opts, padding_value)
     rows[i] = s
   end
   return ember.stack(rows, opts.batch_first and 1 or 2)
+end
+
+--- nn.utils.rnn.pack_padded_sequence(input, lengths [, {batch_first = false, enforce_sorted = true}]):
+-- torch.nn.utils.rnn.pack_padded_sequence. input [L, N, *] ([N, L, *] with batch_first), lengths a
+-- tensor or list of N integers (1 <= length <= L). With enforce_sorted the lengths must not increase
+-- (PyTorch's rule); enforce_sorted = false takes them in any order. nn.RNN, nn.LSTM and nn.GRU take
+-- the result and give a PackedSequence out (and h_n of each sequence's last valid step);
+-- pad_packed_sequence unpacks it. torch's positional batch_first, enforce_sorted work too.
+-- @tparam Tensor input the padded batch
+-- @param lengths each sequence's length
+-- @tparam[opt] table opts
+-- @treturn PackedSequence
+-- @usage local nn = require "ember.nn"
+-- local x = ember.randn(3, 4, 2)                    -- [N, L, *]
+-- local p = nn.utils.rnn.pack_padded_sequence(x, {2, 4, 1}, {batch_first = true, enforce_sorted = false})
+-- print(p.data.shape, table.concat(p.batch_sizes:totable(), " "))   --> ember.Size{7, 2}	3 2 1 1
+function M.rnn.pack_padded_sequence(input, lengths, opts, enforce_sorted)
+  return packed.pack_padded_sequence(input, lengths, opts, enforce_sorted)
+end
+
+--- nn.utils.rnn.pad_packed_sequence(sequence [, {batch_first = false, padding_value = 0, total_length =}]):
+-- torch.nn.utils.rnn.pad_packed_sequence: the padded batch [L, N, *] ([N, L, *] with batch_first; L the
+-- longest length, or total_length) in the batch's original order, the steps past each length set to
+-- padding_value, and the lengths (int64). Differentiable.
+-- @tparam PackedSequence sequence from pack_padded_sequence or an RNN
+-- @tparam[opt] table opts
+-- @treturn Tensor padded
+-- @treturn Tensor lengths
+-- @usage local nn = require "ember.nn"
+-- local p = nn.utils.rnn.pack_padded_sequence(ember.ones(2, 3, 1), {3, 1}, {batch_first = true})
+-- local x, len = nn.utils.rnn.pad_packed_sequence(p, {batch_first = true, padding_value = -1})
+-- print(x:view(2, 3):totable()[2][2], len:totable()[2])   --> -1.0 1
+function M.rnn.pad_packed_sequence(sequence, opts, padding_value, total_length)
+  return packed.pad_packed_sequence(sequence, opts, padding_value, total_length)
 end
 
 return M
