@@ -132,6 +132,7 @@ EM_UR_FN ACC FN(em_erfinv)(ACC y) {
   }
   const ACC ay = m_fabs(y);
   if (ay == EM_UR_K(1)) return y / (EM_UR_K(1) - ay); /* +-inf */
+  if (ay == EM_UR_K(0)) return y;                       /* +-0 keeps its sign, as torch */
   /* Newton on |y|: erf'(r) = 2/sqrt(pi) e^(-r^2); above 0.5 on
   ** erfc(r) = 1 - |y|, exact there, which keeps the tail's accuracy that
   ** erf(r), rounded near 1, loses (erfinv(1 - 1e-9) to 1e-16, not 1e-9) */

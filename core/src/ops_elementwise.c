@@ -585,13 +585,15 @@ em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a, doubl
     switch (op) {
       case EM_ADD: return em_unary(out, EM_AFFINE, a, 1.0, v);
       case EM_SUB: return em_unary(out, EM_AFFINE, a, 1.0, -v);
-      case EM_MUL: return em_unary(out, EM_AFFINE, a, v, 0.0);
+      /* x * s + (-0.0): adding -0.0 keeps every product, -0.0 included
+      ** (0 * -1 is -0, as PyTorch); + 0.0 would turn -0 into +0 */
+      case EM_MUL: return em_unary(out, EM_AFFINE, a, v, -0.0);
       case EM_DIV: {
         /* x * (1/s), as PyTorch's CUDA kernels do, unless 1/s overflows
         ** (s is subnormal) in the tensor's dtype. */
         double r = 1.0 / v;
         if (v == 0.0 || (a->dtype == EM_F64 ? isfinite(r) : isfinite((float)r)))
-          return em_unary(out, EM_AFFINE, a, r, 0.0);
+          return em_unary(out, EM_AFFINE, a, r, -0.0);
         break;
       }
       case EM_POW: return em_unary(out, EM_POW_SCALAR, a, v, 0.0);
@@ -615,7 +617,7 @@ em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor
     switch (op) {
       case EM_ADD: return em_unary(out, EM_AFFINE, a, 1.0, v);
       case EM_SUB: return em_unary(out, EM_AFFINE, a, -1.0, v);
-      case EM_MUL: return em_unary(out, EM_AFFINE, a, v, 0.0);
+      case EM_MUL: return em_unary(out, EM_AFFINE, a, v, -0.0);
       default: break;
     }
   }

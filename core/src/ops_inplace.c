@@ -290,6 +290,6 @@ em_status em_mul_scalar_(em_tensor *dst, double s) {
   }
   em_kview k;
   em__kview_flat(dst, em_numel(dst), &k);
-  em_status st = em__be(dst)->unary(dst->device.index, EM_AFFINE, &k, &k, em__as_dtype(dst->dtype, s), 0.0);
+  em_status st = em__be(dst)->unary(dst->device.index, EM_AFFINE, &k, &k, em__as_dtype(dst->dtype, s), -0.0); /* + -0.0 keeps 0 * -1 = -0 */
   return st ? em__kernel_fail("mul_", st) : EM_OK;
 }
