@@ -382,7 +382,10 @@ local function isclose(op, a, b, rtol, atol, equal_nan)
   check_tensor(op, b, "argument 2")
   rtol, atol, equal_nan = close_opts(op, rtol, atol, equal_nan)
   local x, y = a:double(), b:double()
-  local close = (x - y):abs():le(y:abs() * rtol + atol):logical_or(x:eq(y))
+  -- torch's rule: equal, or a finite |a - b| within the bound (|a - b| is
+  -- inf against an infinity, which rtol * inf would otherwise admit)
+  local err = (x - y):abs()
+  local close = err:isfinite():logical_and(err:le(y:abs() * rtol + atol)):logical_or(x:eq(y))
   if equal_nan then close = close:logical_or(x:ne(x):logical_and(y:ne(y))) end
   return close
 end
