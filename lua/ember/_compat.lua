@@ -379,10 +379,11 @@ set("index_fill", function(x, dim, index, value)
 end, true)
 
 local function scatter_same(op, x, d, index, src)
-  local s = core.is_tensor(src) and src or core.full(index.shape, src, { dtype = x.dtype, device = x.device })
   local ones = core.ones(index.shape, { dtype = x.dtype, device = x.device })
   local hit = scatter_add_as(op, core.zeros(x.shape, { dtype = x.dtype, device = x.device }), d, index, ones):gt(0)
-  return scatter_add_as(op, x:masked_fill(hit, 0), d, index, s:to(x.dtype))
+  -- a number is written once wherever it lands, repeated indices too (as PyTorch)
+  if not core.is_tensor(src) then return x:masked_fill(hit, src) end
+  return scatter_add_as(op, x:masked_fill(hit, 0), d, index, src:to(x.dtype))
 end
 
 -- PyTorch's scatter takes an index smaller than x in the dims other than
@@ -425,8 +426,9 @@ end
 -- ember.scatter(x, dim, index, src): x with src's values written at the
 -- 1-based positions index along dim (torch.scatter; src may be a number).
 -- As PyTorch's, index may be smaller than x in the other dims and src
--- larger than index. Where an index repeats, the values are summed
--- (PyTorch leaves which one wins unspecified; give distinct indices).
+-- larger than index. Where an index repeats, src's values are summed
+-- (PyTorch leaves which one wins unspecified; give distinct indices); a
+-- number src is written once.
 set("scatter", function(x, dim, index, src)
   local op = "scatter"
   check_tensor(op, x)
