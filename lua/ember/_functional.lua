@@ -40,9 +40,11 @@ local function softplus_of(z, threshold)
 end
 
 -- ember.softplus(x [, {beta = 1, threshold = 20}]): log(1 + e^(beta x)) / beta,
--- x itself where beta x > threshold (torch.nn.functional.softplus).
-set("softplus", function(x, opts)
+-- x itself where beta x > threshold (torch.nn.functional.softplus; its
+-- positional softplus(x, beta, threshold) too).
+set("softplus", function(x, opts, threshold)
   check_tensor("softplus", x)
+  if type(opts) == "number" then opts = { beta = opts, threshold = threshold } end
   opts = check_opts("softplus", opts, { beta = true, threshold = true })
   local beta, threshold = opts.beta or 1, opts.threshold or 20
   if type(beta) ~= "number" or not (beta > 0) then fail("softplus", "beta must be a number > 0, got %s", tostring(beta)) end
