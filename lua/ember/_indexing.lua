@@ -210,19 +210,26 @@ end)
 
 -- x:index_put(indices, values [, accumulate = false]): x with the elements
 -- at the 1-based int64 index tensors of indices (one per leading dim,
--- broadcast) set to values, or values added there (accumulate; repeated
+-- broadcast; a bool mask is its true positions) set to values, or values added there (accumulate; repeated
 -- positions add up), as torch.index_put; index_put_ writes x in place.
 local function index_put(op, x, indices, values, accumulate)
   check_tensor(op, x)
   if type(indices) ~= "table" or #indices == 0 then
     fail(op, "indices must be a list of int64 tensors, got %s", type(indices))
   end
+  -- a bool mask stands for its true positions, one int64 tensor per dim it covers (as torch)
+  local key = {}
   for i, t in ipairs(indices) do
-    if not core.is_tensor(t) or t.dtype ~= "int64" then
-      fail(op, "indices[%d] must be an int64 tensor (1-based), got %s", i, core.is_tensor(t) and t.dtype or type(t))
+    if core.is_tensor(t) and t.dtype == "bool" then
+      local nz = t:nonzero()
+      for j = 1, t:dim() do key[#key + 1] = nz:select(2, j) end
+    elseif not core.is_tensor(t) or t.dtype ~= "int64" then
+      fail(op, "indices[%d] must be an int64 tensor (1-based) or a bool mask, got %s", i,
+        core.is_tensor(t) and t.dtype or type(t))
+    else
+      key[#key + 1] = t
     end
   end
-  local key = { table.unpack(indices) }
   local y = x:clone()
   if not accumulate then
     if #key == 1 then y[key[1]] = values else y[key] = values end
