@@ -225,16 +225,52 @@ local function division(op, a, b, fn)
   return fn(a, b)
 end
 
--- a - trunc(a / b) b, 0 for the product where the quotient is 0 (so that
--- fmod(5, inf) is 5, not 5 - 0 * inf)
-local function fmod_of(a, b)
-  local q = (a / b):trunc()
-  local z = core.zeros({}, { dtype = q.dtype, device = q.device })
-  return a - core.where(q:eq(0), z, q * b)
+-- g summed down to shape (the gradient of an input that was broadcast).
+local function sum_to(g, shape)
+  local lead = g:dim() - #shape
+  for _ = 1, lead do g = g:sum(1) end
+  for i = 1, #shape do
+    if shape[i] == 1 and g:size(i) ~= 1 then g = g:sum(i, true) end
+  end
+  return g
 end
 
+-- The elements of v (a tensor or a number) broadcast to `like` as a Lua
+-- list of float64 values.
+local function flat_values(v, like)
+  if not core.is_tensor(v) then v = core.full({}, v, { dtype = "float64" }) end
+  local e = v:detach():double():expand(like.shape):contiguous():reshape(-1)
+  return e:numel() > 0 and e:totable() or {}
+end
+
+-- C's fmod of each pair, exact as torch.fmod (a - trunc(a / b) b in tensor
+-- ops is not: fmod(7.5, 0.1) came out 0, not 0.1, and a subnormal b
+-- overflowed a / b to inf). One pass in Lua over the values (math.fmod),
+-- computed in float64: exact, and exact again once rounded to float32 or
+-- bfloat16. The gradient is torch's: 1 for a, -trunc(a / b) for b.
+local FMOD = core.Function {
+  name = "fmod",
+  forward = function(ctx, a, b)
+    local q = a / b -- the result's dtype, shape and device
+    local av, bv = flat_values(a, q), flat_values(b, q)
+    local fmod, out = math.fmod, {}
+    for i = 1, #av do out[i] = fmod(av[i] * 1.0, bv[i] * 1.0) end -- floats (* 1.0 keeps -0.0)
+    ctx.a_shape = core.is_tensor(a) and a.shape or nil
+    ctx.b_shape = core.is_tensor(b) and b.shape or nil
+    ctx:save_for_backward(q)
+    if #out == 0 then return core.zeros(q.shape, { dtype = q.dtype, device = q.device }) end
+    return core.tensor(out, { dtype = "float64", device = q.device }):view(q.shape):to(q.dtype)
+  end,
+  backward = function(ctx, g)
+    local ga = ctx.a_shape and sum_to(g, ctx.a_shape) or nil
+    local gb = ctx.b_shape and sum_to(-(g * ctx.saved[1]:trunc()), ctx.b_shape) or nil
+    return ga, gb
+  end,
+}
+local function fmod_of(a, b) return FMOD(a, b) end
+
 -- ember.fmod(a, b) / a:fmod(b): the C-style remainder a - trunc(a / b) b,
--- with the sign of a (torch.fmod); b may be a number, a a number too.
+-- with the sign of a, exactly (C's fmod, as torch.fmod); b may be a number, a a number too.
 set("fmod", function(a, b) return division("fmod", a, b, fmod_of) end, true)
 
 -- ember.remainder(a, b) / a:remainder(b): the Python-style remainder
