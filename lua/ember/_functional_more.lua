@@ -655,20 +655,11 @@ set("nonzero", function(x, opts) return nonzero("nonzero", x, opts) end, true)
 -- x:argwhere(): nonzero(x) as one [n, x:dim()] tensor (torch.argwhere).
 set("argwhere", function(x) return nonzero("argwhere", x) end, true)
 
--- x:unique([{sorted = true, return_inverse = false, return_counts = false}]):
--- the distinct values of x (flattened), sorted, as torch.unique; then, if
--- asked, the inverse (int64, x's shape: the 1-based position in the values
--- of each element) and the counts (int64). Results come back in that
--- order as separate values. The sort runs on x's device, the grouping in
--- Lua on the sorted values read back; NaNs are each distinct (PyTorch
--- groups them oddly). The values are always sorted (PyTorch's CPU and CUDA
--- also sort where sorted = false is allowed to).
-set("unique", function(x, opts)
-  check_tensor("unique", x)
-  opts = check_opts("unique", opts, { sorted = true, return_inverse = true, return_counts = true })
-  local flat = x:detach():reshape(-1)
-  local n = flat:numel()
-  local vals, idx = flat:sort()
+-- The groups of equal neighbours of the 1-d vals (x's elements, in the
+-- order of the flat positions `order`, nil for x's own order): the first
+-- of each, inverse and counts on request, as unique and unique_consecutive return them.
+local function groups(x, vals, order, opts)
+  local n = vals:numel()
   local v = n > 0 and vals:totable() or {}
   local firsts, counts, group = {}, {}, {}
   for i = 1, n do
@@ -684,9 +675,12 @@ set("unique", function(x, opts)
   end
   local results = { out }
   if opts.return_inverse then
-    local inv = {}
-    local order = n > 0 and idx:totable() or {}
-    for i = 1, n do inv[order[i]] = group[i] end
+    local inv = group
+    if order then
+      inv = {}
+      local o = n > 0 and order:totable() or {}
+      for i = 1, n do inv[o[i]] = group[i] end
+    end
     local t = n > 0 and long(inv, x.device) or core.zeros({ 0 }, { dtype = "int64", device = x.device })
     results[#results + 1] = t:reshape(x.shape)
   end
@@ -694,6 +688,30 @@ set("unique", function(x, opts)
     results[#results + 1] = #counts > 0 and long(counts, x.device) or core.zeros({ 0 }, { dtype = "int64", device = x.device })
   end
   return table.unpack(results)
+end
+
+-- x:unique([{sorted = true, return_inverse = false, return_counts = false}]):
+-- the distinct values of x (flattened), sorted, as torch.unique; then, if
+-- asked, the inverse (int64, x's shape: the 1-based position in the values
+-- of each element) and the counts (int64). Results come back in that
+-- order as separate values. The sort runs on x's device, the grouping in
+-- Lua on the sorted values read back; NaNs are each distinct (PyTorch
+-- groups them oddly). The values are always sorted (PyTorch's CPU and CUDA
+-- also sort where sorted = false is allowed to).
+set("unique", function(x, opts)
+  check_tensor("unique", x)
+  opts = check_opts("unique", opts, { sorted = true, return_inverse = true, return_counts = true })
+  local vals, idx = x:detach():reshape(-1):sort()
+  return groups(x, vals, idx, opts)
+end, true)
+
+-- ember.unique_consecutive(x [, {return_inverse = false, return_counts = false}]):
+-- the first of each run of equal neighbours in flat x (torch.unique_consecutive
+-- without dim), the inverse as 1-based positions among them.
+set("unique_consecutive", function(x, opts)
+  check_tensor("unique_consecutive", x)
+  opts = check_opts("unique_consecutive", opts, { return_inverse = true, return_counts = true })
+  return groups(x, x:detach():reshape(-1), nil, opts)
 end, true)
 
 -- x:bincount([{weights =, minlength = 0}]): how often each value 0, 1, 2,
