@@ -239,6 +239,11 @@ static inline float att_exp_f32(float x) { return cpu_exp_f32(x); }
 ** checks), not the speed. */
 static inline double att_exp_f64(double x) { return exp(x); }
 
+/* A tile row's max: cpu_vmath.h's rule (NaNs passed over), in T. */
+ATT_ROW float att_max_f32(const float *s, int64_t n) { return cpu_max_f32(s, n); }
+ATT_ROW double att_max_f64(const double *s, int64_t n) { return cpu_max_f64(s, n); }
+ATT_ROW float att_max_bf16(const float *s, int64_t n) { return cpu_max_f32(s, n); }
+
 /* The templates compute in T and read q, k, v, dout, out and Shaw's
 ** tables in the storage type ST (from_st/to_st); mm is a tile product
 ** whose operands are each ST (the flag true) or T. For float32 and

@@ -75,18 +75,8 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
   return end < 0 ? 0 : (end > lk ? lk : end);
 }
 
-/* max of s[0..n), -inf for n == 0 (a NaN score is passed over, as the
-** scalar form's comparison does). A max reduction, which OpenMP's simd
-** vectorises whatever the lane count: the eight running maxima it was
-** written as stayed eight scalar vmaxss per step in GCC 12's AVX-512 clone
-** (a tenth of the bfloat16 forward's row work at L = 128). The result does
-** not depend on the order. */
-ATT_ROW T FN(row_max)(const T *restrict s, int64_t n) {
-  T mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-  for (int64_t jj = 0; jj < n; jj++) mx = s[jj] > mx ? s[jj] : mx;
-  return mx;
-}
+/* max of s[0..n), -inf for n == 0, NaNs passed over (cpu_vmath.h's rule). */
+ATT_ROW T FN(row_max)(const T *restrict s, int64_t n) { return FN(att_max)(s, n); }
 
 /* p[0..n) = exp(p - shift), returning their sum. -inf gives 0. The sum
 ** is taken in the same pass, in sixteen lanes added in a fixed order (the
