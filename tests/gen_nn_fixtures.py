@@ -1966,6 +1966,26 @@ def probe_workflows_cases():
                        "out": padded.detach(), "h_n": hn.detach(), "R": R, "R2": R2, "x_grad": x.grad.clone(),
                        "grads": {k: p.grad.clone() for k, p in rnn.named_parameters()}})
     out["packed"] = packed
+
+    # 9. AdamW (amsgrad) with a no-decay group of its own lr, LambdaLR with one function per group
+    m = P.Sequential(P.Linear(3, 4), P.LayerNorm(4), P.Linear(4, 2))
+    randomize(m)
+    state = seq1(m.state_dict())
+    decay = [p for n, p in m.named_parameters() if n in ("0.weight", "2.weight")]
+    rest = [p for n, p in m.named_parameters() if n not in ("0.weight", "2.weight")]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0, "lr": 3e-2}],
+                            lr=1e-2, betas=(0.9, 0.95), eps=1e-6, amsgrad=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, [lambda s: 1 / (s + 1), lambda s: 0.9 ** s])
+    x, y = torch.randn(5, 3), torch.randn(5, 2)
+    steps = []
+    for _ in range(4):
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        steps.append({"loss": loss.detach(), "lrs": [g["lr"] for g in opt.param_groups]})
+    out["groups"] = {"state": state, "x": x, "y": y, "steps": steps, "final": seq1(m.state_dict())}
     return out
 
 

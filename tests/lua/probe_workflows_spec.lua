@@ -398,3 +398,40 @@ describe("mixed precision: ember.autocast('bfloat16') on a TransformerEncoderLay
     scalar("float32 loss outside autocast", (layer(x) * R):sum(), c.loss_fp32, 1e-5)
   end)
 end)
+
+describe("param groups: AdamW with a no-decay group, LambdaLR with a function per group", function()
+  it("follows PyTorch step by step", function()
+    local c = FX.groups
+    local m = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 2)):double()
+    m:load_state_dict(sd_of(c.state))
+    local named, decay, rest = m:named_parameters(), {}, {}
+    for _, n in ipairs(m:parameter_names()) do
+      local list = (n == "1.weight" or n == "3.weight") and decay or rest
+      list[#list + 1] = named[n]
+    end
+    local opt = optim.AdamW({ { params = decay, weight_decay = 0.1 }, { params = rest, weight_decay = 0.0, lr = 3e-2 } },
+      { lr = 1e-2, betas = { 0.9, 0.95 }, eps = 1e-6, amsgrad = true })
+    local sched = optim.LambdaLR(opt, { function(s) return 1 / (s + 1) end, function(s) return 0.9 ^ s end })
+    local x, y = T(c.x), T(c.y)
+    for i, s in ipairs(c.steps) do
+      opt:zero_grad()
+      local loss = F.mse_loss(m(x), y)
+      loss:backward()
+      opt:step()
+      sched:step()
+      scalar("loss " .. i, loss, s.loss)
+      scalar("lr group 1 " .. i, opt.param_groups[1].lr, s.lrs[1])
+      scalar("lr group 2 " .. i, opt.param_groups[2].lr, s.lrs[2])
+    end
+    close_all("final", m:state_dict(), c.final)
+  end)
+
+  it("LambdaLR refuses a list whose length is not the number of groups, or holding no function", function()
+    local opt = optim.SGD({ { params = { ember.zeros(1):requires_grad_() } }, { params = { ember.zeros(1):requires_grad_() } } },
+      { lr = 0.1 })
+    raises_here(function() optim.LambdaLR(opt, { function() return 1 end }) end,
+      "LambdaLR: expected 2 lr_lambdas (one per parameter group), got 1")
+    raises_here(function() optim.LambdaLR(opt, { function() return 1 end, 3 }) end,
+      "LambdaLR: lr_lambda[2] must be a function of the step, got number")
+  end)
+end)

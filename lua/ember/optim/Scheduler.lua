@@ -55,7 +55,8 @@ function Scheduler:factor(s) error(self.__name .. ".factor: not defined", 2) end
 -- overrides this instead).
 -- @number base
 -- @tparam integer s the step
-function Scheduler:lr_at(base, s) return base * self:factor(s) end
+-- @tparam integer i the group's index (LambdaLR's per-group functions)
+function Scheduler:lr_at(base, s, i) return base * self:factor(s, i) end
 
 --- The parameter groups the schedule was made for, `{i, group}` pairs: a
 -- group added later (Optimizer:add_param_group) keeps its own lr, as
@@ -68,7 +69,7 @@ function Scheduler:_groups()
 end
 
 function Scheduler:_apply()
-  for i, g in ipairs(self:_groups()) do g.lr = self:lr_at(self.base_lrs[i], self.last_step) end
+  for i, g in ipairs(self:_groups()) do g.lr = self:lr_at(self.base_lrs[i], self.last_step, i) end
 end
 
 -- The options of torch.optim.lr_scheduler's classes, given either as
