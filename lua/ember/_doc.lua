@@ -205,6 +205,13 @@ local function name_of(v, depth)
             local name = idx[colon] and colon or dot
             if documented(name) then return name end
           end
+          -- one level further: nn.utils.rnn.pad_sequence
+          if type(x) == "table" and type(k) == "string" and getmetatable(x) == nil then
+            for k2, y in pairs(x) do
+              local name = ns .. "." .. export .. "." .. k .. "." .. tostring(k2)
+              if rawequal(y, v) and type(k2) == "string" and documented(name) then return name end
+            end
+          end
         end
       end
     end

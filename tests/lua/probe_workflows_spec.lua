@@ -214,6 +214,14 @@ describe("nn.utils.rnn.pack_padded_sequence / pad_packed_sequence", function()
     assert.are.same({ 3, 2, 2 }, s.batch_sizes:totable())
   end)
 
+  it("help() names nn.utils.rnn's functions (a namespace two tables deep)", function()
+    local doc = require "ember._doc"
+    for _, f in ipairs({ "pad_sequence", "pack_padded_sequence", "pad_packed_sequence" }) do
+      assert.are.equal("nn.utils.rnn." .. f, doc.name_of(nn.utils.rnn[f]))
+      assert.truthy(doc.lookup(nn.utils.rnn[f]), f)
+    end
+  end)
+
   it("refuses unsorted lengths with enforce_sorted, bad lengths and what is not packed, at the caller's line", function()
     local x = ember.randn(3, 4, 2)
     raises_here(function() nn.utils.rnn.pack_padded_sequence(x, { 1, 2, 4 }, true) end,
