@@ -319,7 +319,10 @@ static int m_clamp(lua_State *L) {
 static int f_where(lua_State *L) {
   em_tensor *cond = fast_check(L, 1);
   em_tensor *a = fast_tensor(L, 2), *b = fast_tensor(L, 3);
-  em_dtype like = a ? a->dtype : b ? b->dtype : EM_F32;
+  /* two Lua integers: int64, as torch.where(c, 1, 0); two booleans: bool */
+  em_dtype like = a ? a->dtype : b ? b->dtype
+                : lua_isinteger(L, 2) && lua_isinteger(L, 3) ? EM_I64
+                : lua_isboolean(L, 2) && lua_isboolean(L, 3) ? EM_BOOL : EM_F32;
   /* a Lua float (0.5, 0.0) next to an int64/bool tensor: float32, as a Python float in PyTorch */
   for (int i = 2; i <= 3; i++)
     if (lua_type(L, i) == LUA_TNUMBER && !em_dtype_is_float(like) && !lua_isinteger(L, i))
