@@ -5,6 +5,8 @@
 -- float64 (1e-5 float32, one rounding step 2^-7 in bfloat16); shapes and
 -- dtypes exactly; NaN and infinity positions exactly; the sign of zero where
 -- a case asks (zsign); gradients of sum(out[1] * w) in float64 to 1e-12.
+-- An invalid call must raise an error naming the op (ember.<op>: ...) at
+-- the caller's line.
 -- A case whose behaviour ember documents as different carries `known` (the
 -- doc reference, set in the generator): its mismatch is counted, not failed,
 -- and a known case that agrees fails (drop its mark).
@@ -105,8 +107,12 @@ local function run_case(c)
   local ok, r = pcall(function() return outputs(f()) end)
   if c.err then
     if ok then return "no error, want one naming " .. c.err end
-    local msg = tostring(r)
-    if not msg:find(c.err, 1, true) then return "error does not name " .. c.err .. ": " .. msg end
+    -- run again not as a tail call, so that the error can name the case's own line
+    local g = assert(load("local r = " .. c.expr .. "\nreturn r", "=sweep_case", "t", env))
+    local _, msg = pcall(g)
+    msg = tostring(msg)
+    if not msg:find("ember." .. c.err, 1, true) then return "error does not name ember." .. c.err .. ": " .. msg end
+    if not msg:find("^sweep_case:1:") then return "error not at the caller's line: " .. msg end
     return nil
   end
   if not ok then return "error: " .. tostring(r) end
