@@ -393,8 +393,12 @@ def sorting():
     case("unique_int", "a:unique{return_counts = true}", lambda a: tuple(torch.unique(a, return_counts=True)), {"a": rnd((10,), torch.int64)})
     case("unique_bool", "ember.unique(a)", lambda a: torch.unique(a), {"a": rnd((10,), torch.bool)})
     case("unique_dim", "ember.unique(a, {dim = 1})", lambda a: torch.unique(a, dim=0),
-         {"a": torch.tensor([[1., 2.], [0., 5.], [1., 2.]], dtype=torch.float64)},
-         known="ember.luadoc, unique: options sorted, return_inverse, return_counts (no dim)")
+         {"a": torch.tensor([[1., 2.], [0., 5.], [1., 2.]], dtype=torch.float64)})
+    case("unique_dim2", "ember.unique(a, {dim = -1, return_inverse = true, return_counts = true})",
+         lambda a: tuple(torch.unique(a, dim=-1, return_inverse=True, return_counts=True)),
+         {"a": torch.tensor([[1, 0, 1, 1], [2, 3, 2, 1], [0, 0, 0, 5]])}, out_idx=(2,))
+    case("unique_dim_3d", "a:unique{dim = 2, return_inverse = true}", lambda a: tuple(torch.unique(a, dim=1, return_inverse=True)),
+         {"a": torch.randint(0, 2, (2, 6, 2)).double()}, out_idx=(2,))
     case("unique_consecutive_int", "a:unique_consecutive()", lambda a: torch.unique_consecutive(a),
          {"a": torch.tensor([[3, 3, 1], [1, 2, 2]])})
     case("unique_consecutive_empty", "ember.unique_consecutive(a, {return_counts = true})",

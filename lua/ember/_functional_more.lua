@@ -690,7 +690,7 @@ local function groups(x, vals, order, opts)
   return table.unpack(results)
 end
 
--- x:unique([{sorted = true, return_inverse = false, return_counts = false}]):
+-- x:unique([{sorted = true, return_inverse = false, return_counts = false, dim = nil}]):
 -- the distinct values of x (flattened), sorted, as torch.unique; then, if
 -- asked, the inverse (int64, x's shape: the 1-based position in the values
 -- of each element) and the counts (int64). Results come back in that
@@ -698,9 +698,48 @@ end
 -- Lua on the sorted values read back; NaNs are each distinct (PyTorch
 -- groups them oddly). The values are always sorted (PyTorch's CPU and CUDA
 -- also sort where sorted = false is allowed to).
+-- unique with dim: the distinct slices along dim d, sorted lexicographically
+-- (their elements in row-major order), as torch.unique(x, dim=); the
+-- inverse has one entry per slice. The slices are compared in Lua.
+local function unique_dim(x, d, opts)
+  local moved = x:detach():movedim(d, 1)
+  local n = moved:size(1)
+  local rows = moved:reshape(n, -1)
+  if rows.dtype == "bool" then rows = rows:long() end
+  local m = rows:size(2)
+  local vals = (n > 0 and m > 0) and rows:totable() or {}
+  local function row(i) return vals[i] or {} end
+  local order = {}
+  for i = 1, n do order[i] = i end
+  table.sort(order, function(i, j)
+    local a, b = row(i), row(j)
+    for k = 1, m do if a[k] ~= b[k] then return a[k] < b[k] end end
+    return i < j
+  end)
+  local function same(i, j)
+    local a, b = row(i), row(j)
+    for k = 1, m do if a[k] ~= b[k] then return false end end
+    return true
+  end
+  local firsts, counts, inv = {}, {}, {}
+  for r = 1, n do
+    local i = order[r]
+    if r == 1 or not same(i, order[r - 1]) then firsts[#firsts + 1] = i; counts[#firsts] = 0 end
+    counts[#firsts] = counts[#firsts] + 1
+    inv[i] = #firsts
+  end
+  local empty = core.zeros({ 0 }, { dtype = "int64", device = x.device })
+  local out = moved:index_select(1, #firsts > 0 and long(firsts, x.device) or empty):movedim(1, d)
+  local results = { out }
+  if opts.return_inverse then results[#results + 1] = n > 0 and long(inv, x.device) or empty end
+  if opts.return_counts then results[#results + 1] = #counts > 0 and long(counts, x.device) or empty end
+  return table.unpack(results)
+end
+
 set("unique", function(x, opts)
   check_tensor("unique", x)
-  opts = check_opts("unique", opts, { sorted = true, return_inverse = true, return_counts = true })
+  opts = check_opts("unique", opts, { sorted = true, return_inverse = true, return_counts = true, dim = true })
+  if opts.dim ~= nil then return unique_dim(x, check_dim("unique", x, opts.dim), opts) end
   local vals, idx = x:detach():reshape(-1):sort()
   return groups(x, vals, idx, opts)
 end, true)
