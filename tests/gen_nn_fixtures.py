@@ -1986,6 +1986,32 @@ def probe_workflows_cases():
         sched.step()
         steps.append({"loss": loss.detach(), "lrs": [g["lr"] for g in opt.param_groups]})
     out["groups"] = {"state": state, "x": x, "y": y, "steps": steps, "final": seq1(m.state_dict())}
+
+    # 10. an attention classifier: a pre-norm GELU TransformerEncoder (no final norm) with a key padding
+    # mask, masked mean pooling, AdamW; PyTorch's state dict names (ember's TransformerEncoder loads them)
+    enc = P.TransformerEncoder(P.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True, norm_first=True,
+                                                         activation="gelu"), 2, enable_nested_tensor=False)
+    head = P.Linear(8, 3)
+    for m in (enc, head):
+        randomize(m)
+    state = {"enc": {k: v.detach().clone() for k, v in enc.state_dict().items()},
+             "head": {k: v.detach().clone() for k, v in head.state_dict().items()}}
+    opt = torch.optim.AdamW(list(enc.parameters()) + list(head.parameters()), lr=1e-2)
+    x, y = torch.randn(3, 5, 8), torch.tensor([0, 2, 1])
+    pad = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0], [0, 1, 1, 1, 1]]).bool()
+    steps = []
+    for _ in range(3):
+        opt.zero_grad()
+        h = enc(x, src_key_padding_mask=pad)
+        keep = (~pad).unsqueeze(-1).to(h.dtype)
+        loss = F.cross_entropy(head((h * keep).sum(1) / keep.sum(1)), y)
+        loss.backward()
+        steps.append({"loss": loss.detach()})
+        if len(steps) == 1:
+            steps[0]["grads"] = {k: p.grad.clone() for k, p in enc.named_parameters()}
+        opt.step()
+    out["encoder"] = {"state": state, "x": x, "y": y + 1, "pad": pad, "steps": steps,
+                      "final": {k: v.detach().clone() for k, v in enc.state_dict().items()}}
     return out
 
 

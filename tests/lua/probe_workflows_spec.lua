@@ -443,3 +443,37 @@ describe("param groups: AdamW with a no-decay group, LambdaLR with a function pe
       "LambdaLR: lr_lambda[2] must be a function of the step, got number")
   end)
 end)
+
+describe("an attention classifier: a pre-norm TransformerEncoder with a key padding mask, AdamW", function()
+  it("follows PyTorch step by step (PyTorch's state dict names load as they are)", function()
+    local c = FX.encoder
+    -- PyTorch's TransformerEncoder(layer, 2) without norm=: ember makes the layers from the options
+    local function make()
+      return nn.TransformerEncoder(8, 2, 2, { dim_feedforward = 16, dropout = 0, norm_first = true,
+        activation = "gelu", final_norm = false, dtype = "float64" })
+    end
+    local enc, head = make(), nn.Linear(8, 3, { dtype = "float64" })
+    enc:load_state_dict(sd_of(c.state.enc))
+    head:load_state_dict(sd_of(c.state.head))
+    local params = enc:parameters()
+    for _, p in ipairs(head:parameters()) do params[#params + 1] = p end
+    local opt = optim.AdamW(params, { lr = 1e-2 })
+    local x, y, pad = T(c.x), T(c.y, "int64"), T(c.pad, "bool")
+    for i, s in ipairs(c.steps) do
+      opt:zero_grad()
+      local h = enc(x, { key_padding_mask = pad })
+      local keep = pad:logical_not():unsqueeze(-1):to(h.dtype)
+      local loss = F.cross_entropy(head((h * keep):sum(2) / keep:sum(2)), y)
+      loss:backward()
+      scalar("loss " .. i, loss, s.loss)
+      if s.grads then
+        local g = {}
+        for k, p in pairs(enc:named_parameters()) do g[k] = p.grad end
+        close_all("step " .. i .. " grad", make():load_state_dict(g):torch_state_dict(), s.grads)
+      end
+      opt:step()
+    end
+    -- Adam divides by sqrt(v): rounding in the gradients shows at ~1e-11 after three steps
+    close_all("final", enc:torch_state_dict(), c.final, 1e-9)
+  end)
+end)
