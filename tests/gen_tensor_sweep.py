@@ -539,6 +539,60 @@ def dtype_more():
     case("rdiv_tensor", "2 / a", lambda a: 2 / a, {"a": torch.tensor([1, 2, 0, -4])})
 
 
+# ---------------------------------------------------------------- joins, repeats, in place, conversions
+def more():
+    x = rnd((3, 4))
+    e = rnd((0,))
+    case("cat_promote", "ember.cat({a, b}, 1)", lambda a, b: torch.cat([a, b], 0), {"a": rnd((2, 3), torch.float32), "b": rnd((1, 3), torch.int64)})
+    case("cat_empty_1d", "ember.cat({a, b}, 1)", lambda a, b: torch.cat([a, b], 0), {"a": x, "b": e})
+    case("cat_neg", "ember.cat({a, b}, -1)", lambda a, b: torch.cat([a, b], -1), {"a": x, "b": rnd((3, 2))}, grad=True)
+    case("stack", "ember.stack({a, b}, 2)", lambda a, b: torch.stack([a, b], 1), {"a": x, "b": rnd((3, 4))}, grad=True)
+    case("stack_neg", "ember.stack({a, b}, -1)", lambda a, b: torch.stack([a, b], -1), {"a": x, "b": rnd((3, 4))}, grad=True)
+    case("matmul_bcast", "a:matmul(b)", lambda a, b: a.matmul(b), {"a": rnd((2, 1, 3, 4)), "b": rnd((5, 4, 2))}, grad=True)
+    case("matmul_vec", "a:matmul(b)", lambda a, b: a.matmul(b), {"a": rnd((4,)), "b": rnd((2, 4, 3))}, grad=True)
+    case("matmul_int", "a:matmul(b)", lambda a, b: a.matmul(b), {"a": rnd((2, 3), torch.int64), "b": rnd((3, 2), torch.int64)})
+    case("tile", "a:tile({2, 1, 2})", lambda a: a.tile((2, 1, 2)), {"a": x}, grad=True)
+    case("repeat_interleave", "a:repeat_interleave(2, 1)", lambda a: a.repeat_interleave(2, 0), {"a": x}, grad=True)
+    case("repeat_interleave_t", "a:repeat_interleave(r, 2)", lambda a, r: a.repeat_interleave(r, 1), {"a": x, "r": torch.tensor([0, 2, 1, 3])}, grad=True)
+    case("broadcast_to", "a:broadcast_to({2, 3, 4})", lambda a: a.broadcast_to((2, 3, 4)), {"a": x}, grad=True)
+    case("flip_empty", "a:flip(1)", lambda a: a.flip(0), {"a": e})
+    case("roll_neg", "a:roll(-1, 1)", lambda a: a.roll(-1, 0), {"a": x}, grad=True)
+    case("roll_flat", "a:roll(5)", lambda a: a.roll(5), {"a": x}, grad=True)
+    case("narrow_negstart", "a:narrow(2, -2, 2)", lambda a: a.narrow(1, -2, 2), {"a": x}, grad=True)
+    case("split_zero", "a:split({0, 4}, 2)", lambda a: a.split([0, 4], 1), {"a": x})
+    case("tensor_split_beyond", "a:tensor_split({2, 9}, 2)", lambda a: a.tensor_split([1, 8], 1), {"a": x})
+    case("sort_0d", "a:sort()", lambda a: tuple(a.sort()), {"a": rnd(())}, out_idx=(2,))
+    case("sort_empty", "a:sort()", lambda a: tuple(a.sort()), {"a": e}, out_idx=(2,))
+    case("argmax_0d_keep", "a:argmax(1, true)", lambda a: a.argmax(0, keepdim=True), {"a": rnd(())}, out_idx=(1,))
+    case("logsumexp_empty", "a:logsumexp(1)", lambda a: a.logsumexp(0), {"a": rnd((0, 2))})
+    case("logsumexp_empty_keep", "a:logsumexp({1, 2}, true)", lambda a: a.logsumexp((0, 1), keepdim=True), {"a": rnd((2, 0))})
+    case("logsumexp_empty_other", "a:logsumexp(1)", lambda a: a.logsumexp(0), {"a": rnd((2, 0))})
+    case("std_single", "a:std()", lambda a: a.std(), {"a": rnd((1,))})
+    case("nansum", "a:nansum(2)", lambda a: a.nansum(1), {"a": rnd((3, 4), special=True).nan_to_num(posinf=1.0, neginf=-1.0).masked_fill(torch.rand(3, 4) < 0.3, float("nan"))})
+    case("nanmean", "a:nanmean(2)", lambda a: a.nanmean(1), {"a": rnd((3, 4)).masked_fill(torch.tensor([[True, False, False, False]] * 2 + [[True] * 4]), float("nan"))})
+    case("mean_bf16", "a:mean(1)", lambda a: a.mean(0), {"a": rnd((6, 3), torch.bfloat16)})
+    case("var_bf16", "a:var(1)", lambda a: a.var(0), {"a": rnd((6, 3), torch.bfloat16)})
+    case("masked_fill_0d", "a:masked_fill(m, v)", lambda a, m, v: a.masked_fill(m, v), {"a": x, "m": rnd((3, 4), torch.bool), "v": torch.tensor(-3.0, dtype=torch.float64)}, grad=True)
+    case("eq_int_float", "a:eq(b)", lambda a, b: a.eq(b), {"a": torch.tensor([1, 2, 3]), "b": torch.tensor([1.0, 2.5, 3.0], dtype=torch.float64)})
+    case("maximum_int_float", "ember.maximum(a, b)", torch.maximum, {"a": torch.tensor([1, 5, -3]), "b": torch.tensor([1.5, 2.0, float("nan")], dtype=torch.float32)})
+    case("to_long", "a:long()", lambda a: a.long(), {"a": torch.tensor([-2.7, -0.5, 0.5, 2.7, 1e10], dtype=torch.float64)})
+    case("to_bool", "a:bool()", lambda a: a.bool(), {"a": torch.tensor([0.0, -0.0, 1e-300, float("nan"), -2.0], dtype=torch.float64)})
+    case("to_bf16", "a:to('bfloat16')", lambda a: a.to(torch.bfloat16), {"a": torch.tensor([1.00390625, 1.01171875, -3.3, 1e-40, 3.4e38, float("inf")], dtype=torch.float64)})
+    case("to_float_round", "a:float()", lambda a: a.float(), {"a": torch.tensor([1 + 2 ** -24, 1 + 3 * 2 ** -24, 1e-46, 3.5e38], dtype=torch.float64)})
+    case("round_neg_decimals", "a:round{decimals = -1}", lambda a: a.round(decimals=-1), {"a": torch.tensor([15., 25., -35., 44.9], dtype=torch.float64)})
+    case("div_floor_float", "a:div(b, {rounding_mode = 'floor'})", lambda a, b: a.div(b, rounding_mode="floor"), {"a": torch.tensor([-0.0, 0.0, 5.0, -5.0, 1.0], dtype=torch.float64), "b": torch.tensor([3.0, -3.0, -2.0, 2.0, 0.0], dtype=torch.float64)}, zsign=True)
+    case("add_inplace", "a:clone():add_(b)", lambda a, b: a.clone().add_(b), {"a": x, "b": rnd((4,))}, grad=True)
+    case("mul_inplace_int", "a:clone():mul_(3)", lambda a: a.clone().mul_(3), {"a": rnd((4,), torch.int64)})
+    case("clamp_inplace", "a:clone():clamp_(-0.5, 0.5)", lambda a: a.clone().clamp_(-0.5, 0.5), {"a": x}, grad=True)
+    case("index_put_inplace_acc", "a:clone():index_put_({i}, v, true)", lambda a, i, v: a.clone().index_put_((i,), v, accumulate=True),
+         {"a": x, "i": torch.tensor([2, 2, 0]), "v": torch.tensor(1.5, dtype=torch.float64)}, idx={"i"}, grad=True)
+    case("addcdiv", "a:addcdiv(b, c, {value = -2})", lambda a, b, c: a.addcdiv(b, c, value=-2), {"a": x, "b": rnd((4,)), "c": rnd((3, 1)) + 5}, grad=True)
+    case("cummin", "a:cummin(1)", lambda a: tuple(a.cummin(0)), {"a": rnd((5, 3), ties=True)}, out_idx=(2,), grad=True)
+    case("diff_n", "a:diff(2, 1)", lambda a: a.diff(2, 0), {"a": rnd((5, 3))}, grad=True)
+    case("aminmax", "a:aminmax{dim = 2}", lambda a: tuple(a.aminmax(dim=1)), {"a": x})
+    case("count_nonzero", "a:count_nonzero(2)", lambda a: a.count_nonzero(1), {"a": rnd((3, 4), torch.int64)})
+
+
 # ---------------------------------------------------------------- errors
 def errors():
     x = rnd((3, 4))
@@ -560,11 +614,14 @@ def errors():
     case("index_select_2d", "a:index_select(1, i)", lambda a, i: a.index_select(0, i), {"a": x, "i": torch.zeros(2, 2, dtype=torch.int64)}, err="index_select")
     case("unflatten_bad", "a:unflatten(2, {3, 3})", lambda a: a.unflatten(1, (3, 3)), {"a": x}, err="unflatten")
     case("where_cond_float", "ember.where(a, a, a)", lambda a: torch.where(a, a, a), {"a": x}, err="where")
+    case("pow_int_negative", "a:pow(-1)", lambda a: a.pow(-1), {"a": torch.tensor([1, 2])}, err="pow")
+    case("select_empty", "a:select(1, 1)", lambda a: a.select(0, 0), {"a": rnd((0, 3))}, err="select")
+    case("stack_shapes", "ember.stack({a, b})", lambda a, b: torch.stack([a, b]), {"a": x, "b": rnd((4, 3))}, err="stack")
     case("matmul_shapes", "a:matmul(b)", lambda a, b: a.matmul(b), {"a": x, "b": x}, err="matmul")
 
 
 def main():
-    for f in (binary, promotion, reductions, views, indexing, sorting, elementwise, dtype_more, errors):
+    for f in (binary, promotion, reductions, views, indexing, sorting, elementwise, dtype_more, more, errors):
         f()
     ops = sorted({c["op"] for c in CASES})
     SweepWriter(keys="auto", sep=",").write("tests/fixtures/tensor_sweep.lua", "tests/gen_tensor_sweep.py",

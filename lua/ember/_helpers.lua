@@ -659,7 +659,7 @@ set("reciprocal", function(x)
 end, true)
 
 -- log(sum(exp(x))) along dim, shifted by the (detached) max so that large
--- values do not overflow; a slice of -inf gives -inf.
+-- values do not overflow; a slice of -inf gives -inf, an empty one too.
 set("logsumexp", function(x, dim, keepdim)
   check_tensor("logsumexp", x)
   if dim == nil then fail("logsumexp", "dim is required (1-based; -1 is the last)") end
@@ -668,7 +668,14 @@ set("logsumexp", function(x, dim, keepdim)
   for i, v in ipairs(type(dim) == "table" and dim or { dim }) do d[i] = check_dim("logsumexp", x, v) end
   if #d == 0 then fail("logsumexp", "dim is required (1-based; -1 is the last)") end
   local m = x:detach()
-  for _, v in ipairs(d) do m = m:max(v, true) end
+  if m:numel() == 0 then -- nothing to shift by: an empty slice sums to 0, log 0 = -inf (torch's)
+    local shape = {}
+    for i = 1, x:dim() do shape[i] = x:size(i) end
+    for _, v in ipairs(d) do shape[v] = 1 end
+    m = core.zeros(shape, { dtype = m.dtype, device = m.device })
+  else
+    for _, v in ipairs(d) do m = m:max(v, true) end
+  end
   m = core.where(m:isfinite(), m, core.zeros({}, { dtype = m.dtype, device = m.device }))
   local r = (x - m):exp():sum(d, true):log() + m
   if not keepdim and x:dim() > 0 then -- (a 0-d x reduces to 0-d, as torch's)
