@@ -217,7 +217,8 @@ local function name_of(v, depth)
     end
   end
   if fallback then return fallback end
-  for _, modname in ipairs { "checkpoint", "generate", "metrics", "progress", "cli", "autograd" } do
+  local modules = { "checkpoint", "generate", "metrics", "progress", "cli", "autograd", "autocast", "profiler" }
+  for _, modname in ipairs(modules) do
     local ok, mod = pcall(require, "ember." .. modname)
     if ok and type(mod) == "table" then
       if rawequal(mod, v) then return modname end

@@ -377,6 +377,14 @@ describe("an EMA of the weights, a forward hook, model surgery", function()
 end)
 
 describe("mixed precision: ember.autocast('bfloat16') on a TransformerEncoderLayer", function()
+  it("help(ember.autocast) and help(ember.profiler) print their entries (they printed the usage line)", function()
+    local doc = require "ember._doc"
+    assert.are.equal("autocast", doc.name_of(ember.autocast))
+    assert.are.equal("autocast.cast", doc.name_of(ember.autocast.cast))
+    assert.are.equal("profiler", doc.name_of(ember.profiler))
+    assert.truthy(doc.lookup(ember.autocast):find("mixed precision", 1, true))
+  end)
+
   it("is torch.autocast('cpu', dtype=torch.bfloat16)'s loss and gradients to bfloat16's precision", function()
     local c = FX.autocast
     local function layer_of()
