@@ -593,6 +593,50 @@ def more():
     case("count_nonzero", "a:count_nonzero(2)", lambda a: a.count_nonzero(1), {"a": rnd((3, 4), torch.int64)})
 
 
+# ---------------------------------------------------------------- gradients at ties, kinks and bounds
+def kinks():
+    t = torch.tensor([[1., 3., 3.], [-2., -2., 0.]], dtype=torch.float64)
+    z = torch.tensor([-1., 0., -0.0, 2., 0.5], dtype=torch.float64)
+    case("grad_amax_ties", "a:amax(2)", lambda a: a.amax(1), {"a": t}, grad=True)
+    case("grad_max_all_ties", "a:max()", lambda a: a.max(), {"a": t}, grad=True)
+    case("grad_min_all_ties", "a:min()", lambda a: a.min(), {"a": t}, grad=True)
+    case("grad_maximum_ties", "ember.maximum(a, b)", torch.maximum, {"a": t, "b": torch.tensor([1., -2., 1.], dtype=torch.float64)}, grad=True)
+    case("grad_minimum_ties", "ember.minimum(a, b)", torch.minimum, {"a": t, "b": torch.tensor([1., -2., 1.], dtype=torch.float64)}, grad=True)
+    case("grad_clamp_bounds", "a:clamp(-1, 0.5)", lambda a: a.clamp(-1, 0.5), {"a": z}, grad=True)
+    case("grad_clamp_tensor_bounds", "a:clamp(l, h)", lambda a, l, h: a.clamp(l, h), {"a": z, "l": torch.full((5,), -1., dtype=torch.float64), "h": torch.full((5,), 0.5, dtype=torch.float64)}, grad=True)
+    case("grad_abs0", "a:abs()", lambda a: a.abs(), {"a": z}, grad=True)
+    case("grad_relu0", "a:relu()", lambda a: a.relu(), {"a": z}, grad=True)
+    case("grad_sign", "a:sign()", lambda a: a.sign(), {"a": z}, grad=True)
+    case("grad_sqrt0", "a:sqrt()", lambda a: a.sqrt(), {"a": z.abs()}, grad=True)
+    case("grad_pow0", "a:pow(2)", lambda a: a.pow(2), {"a": z}, grad=True)
+    case("grad_pow_half0", "a:pow(0.5)", lambda a: a.pow(0.5), {"a": z.abs()}, grad=True)
+    case("grad_pow_t0", "a:pow(b)", lambda a, b: a.pow(b), {"a": torch.tensor([0., 0., 2., 0.], dtype=torch.float64), "b": torch.tensor([2., 0., 0., 0.5], dtype=torch.float64)}, grad=True)
+    case("grad_std_const", "a:std(2)", lambda a: a.std(1), {"a": torch.tensor([[2., 2., 2.], [1., 2., 3.]], dtype=torch.float64)}, grad=True)
+    case("grad_norm_row0", "a:norm(2, 2)", lambda a: a.norm(2, 1), {"a": torch.tensor([[0., 0.], [3., 4.]], dtype=torch.float64)}, grad=True)
+    case("grad_norm1_0", "a:norm(1)", lambda a: a.norm(1), {"a": z}, grad=True)
+    case("grad_norm_inf_ties", "a:norm(math.huge)", lambda a: a.norm(float("inf")), {"a": torch.tensor([3., -3., 1.], dtype=torch.float64)}, grad=True)
+    case("grad_median", "a:median()", lambda a: a.median(), {"a": torch.tensor([3., 1., 2., 2.], dtype=torch.float64)}, grad=True)
+    case("grad_cumprod0", "a:cumprod(1)", lambda a: a.cumprod(0), {"a": torch.tensor([2., 0., 3., 0., 4.], dtype=torch.float64)}, grad=True)
+    case("grad_prod_two0", "a:prod()", lambda a: a.prod(), {"a": torch.tensor([2., 0., 3., 0.], dtype=torch.float64)}, grad=True)
+    case("grad_logsumexp_inf", "a:logsumexp(1)", lambda a: a.logsumexp(0), {"a": torch.tensor([float("-inf"), 0., 1.], dtype=torch.float64)}, grad=True)
+    case("grad_where_nan", "ember.where(c, a, b)", lambda c, a, b: torch.where(c, a, b), {"c": torch.tensor([True, False]), "a": torch.tensor([1., 2.], dtype=torch.float64), "b": torch.tensor([3., 4.], dtype=torch.float64)}, grad=True)
+    case("grad_masked_select", "a:masked_select(m)", lambda a, m: a.masked_select(m), {"a": rnd((2, 3)), "m": torch.tensor([True, False, True])}, grad=True)
+    case("grad_sort_ties", "a:sort{stable = true}", lambda a: tuple(a.sort(stable=True)), {"a": torch.tensor([2., 1., 2., 1.], dtype=torch.float64)}, out_idx=(2,), grad=True)
+    case("grad_topk_ties", "a:topk(2)", lambda a: tuple(a.topk(2)), {"a": torch.tensor([1., 3., 2., 0.], dtype=torch.float64)}, out_idx=(2,), grad=True)
+    case("grad_hypot0", "ember.hypot(a, b)", torch.hypot, {"a": torch.tensor([0., 3.], dtype=torch.float64), "b": torch.tensor([0., 4.], dtype=torch.float64)}, grad=True)
+    case("grad_atan2_0", "ember.atan2(a, b)", torch.atan2, {"a": torch.tensor([0., 1.], dtype=torch.float64), "b": torch.tensor([0., 0.], dtype=torch.float64)}, grad=True,
+         known="lua/ember/_special.lua, atan2: value and gradient finite everywhere (0 at the origin, where torch's is NaN)")
+    case("clamp_nan_bound", "a:clamp(l, h)", lambda a, l, h: a.clamp(l, h), {"a": z, "l": torch.tensor([float("nan"), -1., -1., 3., -1.], dtype=torch.float64), "h": torch.tensor([0.5, float("nan"), 0.5, 0.5, 0.5], dtype=torch.float64)}, grad=True)
+    case("clamp_tensor_min_number_max", "a:clamp(l, 0.5)", lambda a, l: a.clamp(l, torch.tensor(0.5, dtype=torch.float64)), {"a": z, "l": torch.tensor([-1., 0., 0.5, 0., 1.], dtype=torch.float64)}, grad=True)
+    case("clamp_f32_f64_bound", "a:clamp(l)", lambda a, l: a.clamp(l), {"a": rnd((4,), torch.float32), "l": rnd((4,))})
+    case("clamp_int_tensor_bound", "a:clamp(l, h)", lambda a, l, h: a.clamp(l, h), {"a": rnd((5,), torch.int64), "l": torch.tensor([-1, -1, 0, 2, -9]), "h": torch.tensor([1, 0, 0, 1, 9])})
+    case("grad_xlogy0", "ember.xlogy(a, b)", torch.xlogy, {"a": torch.tensor([0., 2.], dtype=torch.float64), "b": torch.tensor([0., 3.], dtype=torch.float64)}, grad=True)
+    case("grad_div0", "a / b", lambda a, b: a / b, {"a": torch.tensor([1., 0.], dtype=torch.float64), "b": torch.tensor([0., 0.], dtype=torch.float64)}, grad=True)
+    case("grad_log0", "a:log()", lambda a: a.log(), {"a": torch.tensor([0., 1.], dtype=torch.float64)}, grad=True)
+    case("grad_cummax_ties", "a:cummax(1)", lambda a: tuple(a.cummax(0)), {"a": torch.tensor([1., 3., 3., 2., 3.], dtype=torch.float64)}, out_idx=(2,), grad=True)
+    case("grad_kthvalue", "a:kthvalue(2)", lambda a: tuple(a.kthvalue(2)), {"a": torch.tensor([[4., 1., 3.], [0., 9., 5.]], dtype=torch.float64)}, out_idx=(2,), grad=True)
+
+
 # ---------------------------------------------------------------- errors
 def errors():
     x = rnd((3, 4))
@@ -621,7 +665,7 @@ def errors():
 
 
 def main():
-    for f in (binary, promotion, reductions, views, indexing, sorting, elementwise, dtype_more, more, errors):
+    for f in (binary, promotion, reductions, views, indexing, sorting, elementwise, dtype_more, more, kinks, errors):
         f()
     ops = sorted({c["op"] for c in CASES})
     SweepWriter(keys="auto", sep=",").write("tests/fixtures/tensor_sweep.lua", "tests/gen_tensor_sweep.py",

@@ -65,10 +65,36 @@ local function clamp(op, x, lo, hi)
   -- with a Lua float bound: clamp(int64, 2.5, 6) is [2.5, 5, 6])
   local composed = x.dtype == "int64" or x.dtype == "bool"
   if not composed and not core.is_tensor(lo) and not core.is_tensor(hi) then return c_clamp(x, lo, hi) end
-  -- tensor bounds broadcast: torch.clamp is min(max(x, lo), hi)
+  -- tensor bounds broadcast: torch.clamp is min(max(x, lo), hi) (a NaN bound
+  -- gives NaN); a float x takes torch's gradient rule, each element's
+  -- gradient going to the one that wins: x where lo <= x <= hi, lo where
+  -- x < lo < hi, hi where x > hi or lo > hi (none where x < lo = hi, or NaN)
+  if not composed then
+    local function t(b)
+      if b == nil or core.is_tensor(b) then return b end
+      return core.full({}, b, { dtype = x.dtype, device = x.device })
+    end
+    lo, hi = t(lo), t(hi)
+    local v = x:detach()
+    if lo then v = v:maximum(lo:detach()) end
+    if hi then v = v:minimum(hi:detach()) end
+    local mx, ml, mh
+    if lo and hi then
+      mx = x:ge(lo):logical_and(x:le(hi))
+      ml = x:lt(lo):logical_and(lo:lt(hi))
+      mh = x:gt(hi):logical_or(lo:gt(hi))
+    elseif lo then
+      mx, ml = x:ge(lo), x:lt(lo)
+    else
+      mx, mh = x:le(hi), x:gt(hi)
+    end
+    if mh then v = core.where(mh, hi, v) end
+    if ml then v = core.where(ml, lo, v) end
+    return core.where(mx, x, v)
+  end
   local y = x
-  if lo ~= nil then y = (composed or core.is_tensor(lo)) and y:maximum(lo) or c_clamp(y, lo, nil) end
-  if hi ~= nil then y = (composed or core.is_tensor(hi)) and y:minimum(hi) or c_clamp(y, nil, hi) end
+  if lo ~= nil then y = y:maximum(lo) end
+  if hi ~= nil then y = y:minimum(hi) end
   if rawequal(y, x) then y = x:clone() end
   return y
 end
