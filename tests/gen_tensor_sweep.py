@@ -341,8 +341,9 @@ def indexing():
     case("masked_fill_int", "a:masked_fill(m, 7)", lambda a, m: a.masked_fill(m, 7), {"a": rnd((3, 3), torch.int64), "m": rnd((3, 3), torch.bool)})
     case("index_tensor", "a[{i}]", lambda a, i: a[i], {"a": x, "i": torch.tensor([3, 0, 0, 2])}, idx={"i"}, grad=True)
     case("index_tensor_2d", "a[i]", lambda a, i: a[i], {"a": x, "i": torch.tensor([[0, 3], [3, 3]])}, idx={"i"}, grad=True)
-    case("index_tensor_2d_table", "a[{i}]", lambda a, i: a[i], {"a": x, "i": torch.tensor([[0, 3], [3, 3]])}, idx={"i"},
-         known="ember.luadoc, Indexing: one 1-d int64 tensor in a table index (t[idx] takes any shape)")
+    case("index_tensor_2d_table", "a[{i}]", lambda a, i: a[i], {"a": x, "i": torch.tensor([[0, 3], [3, 3]])}, idx={"i"}, grad=True)
+    case("index_tensor_2d_mid", "a[{{}, i, -1}]", lambda a, i: a[:, i, -1], {"a": x, "i": torch.tensor([[0, 4], [2, 2], [1, 0]])}, idx={"i"}, grad=True)
+    case("index_tensor_0d_table", "a[{{2, 3}, i}]", lambda a, i: a[1:3, i], {"a": x, "i": torch.tensor(4)}, idx={"i"}, grad=True)
     g = torch.randint(0, 4, (3, 5, 3))
     case("gather", "a:gather(1, g)", lambda a, g: a.gather(0, g), {"a": x, "g": g}, idx={"g"}, grad=True)
     case("gather_neg", "a:gather(-1, g)", lambda a, g: a.gather(-1, g), {"a": x, "g": torch.randint(0, 3, (4, 5, 2))}, idx={"g"}, grad=True)

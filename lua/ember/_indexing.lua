@@ -18,8 +18,9 @@ local fail, guard, check_tensor, set = helpers.fail, helpers.guard, helpers.chec
 
 -- t[{i, {a, b}, {a}, {}, idx}]: a number selects (the dim goes away), {a, b}
 -- is the inclusive range a..b, {a} the range a..a (the dim stays), {} all of
--- the dim; negative numbers count from the end; one 1-d int64 tensor idx
--- picks the 1-based positions along its dim (as x[:, idx]). Dims not named
+-- the dim; negative numbers count from the end; one int64 tensor idx
+-- picks the 1-based positions along its dim (as x[:, idx]; its dims take
+-- that dim's place; 1-d to assign). Dims not named
 -- stay whole. A view, but for idx: then the view with {} in its place, the
 -- dim and idx come back too (for assignments; the read is an index_select).
 local function table_view(t, key, for_write)
@@ -38,9 +39,9 @@ local function table_view(t, key, for_write)
       v = v:select(d, k)
     elseif core.is_tensor(k) then
       if picked then fail("index", "one int64 tensor per table index (index %d is the second)", i) end
-      if k.dtype ~= "int64" or k:dim() ~= 1 then
-        fail("index", "index %d: a tensor in a table index must be a 1-d int64 tensor of 1-based positions, got %s %s",
-          i, k.dtype, shape_str(k))
+      if k.dtype ~= "int64" or (for_write and k:dim() ~= 1) then
+        fail("index", "index %d: a tensor in a table index must be %s int64 tensor of 1-based positions, got %s %s",
+          i, for_write and "(to assign) a 1-d" or "an", k.dtype, shape_str(k))
       end
       picked, pick_dim = k, d
       d = d + 1
@@ -65,7 +66,15 @@ local function table_view(t, key, for_write)
       fail("index", "index %d must be a number, a range table or an int64 tensor, got %s", i, type(k))
     end
   end
-  if picked and not for_write then return v:index_select(pick_dim, picked) end
+  if picked and not for_write then
+    if picked:dim() == 1 then return v:index_select(pick_dim, picked) end
+    -- an index of any shape: its dims take pick_dim's place, as PyTorch's x[:, idx]
+    local shape = {}
+    for j = 1, pick_dim - 1 do shape[#shape + 1] = v:size(j) end
+    for j = 1, picked:dim() do shape[#shape + 1] = picked:size(j) end
+    for j = pick_dim + 1, v:dim() do shape[#shape + 1] = v:size(j) end
+    return v:index_select(pick_dim, picked:reshape(-1)):view(shape)
+  end
   return v, pick_dim, picked
 end
 
