@@ -1940,7 +1940,8 @@ def probe_workflows_cases():
     loss.backward()
     full = (layer(x) * R).sum()
     out["autocast"] = {"state": {k: v.detach().clone() for k, v in layer.state_dict().items()}, "x": x, "R": R,
-                       "out_dtype": str(y.dtype).replace("torch.", ""), "loss": loss.detach(), "loss_fp32": full.detach(),
+                       "out_dtype": str(y.dtype).replace("torch.", ""), "loss": loss.detach(),
+                       "loss_fp32": full.detach(),
                        "grads": {k: p.grad.clone() for k, p in layer.named_parameters()}}
 
     # 8. packed sequences through a 2-layer bidirectional GRU and an LSTM (h0 given), unsorted lengths
@@ -1961,7 +1962,8 @@ def probe_workflows_cases():
         hn = hn[0] if kind == "LSTM" else hn
         R, R2 = torch.randn_like(padded), torch.randn_like(hn)
         ((padded * R).sum() + (hn * R2).sum()).backward()
-        packed.append({"kind": kind, "config": kw, "state": {k: v.detach().clone() for k, v in rnn.state_dict().items()},
+        packed.append({"kind": kind, "config": kw,
+                       "state": {k: v.detach().clone() for k, v in rnn.state_dict().items()},
                        "lengths": lengths, "x": x.detach(), "h0": h0, "c0": hx[1] if kind == "LSTM" else None,
                        "out": padded.detach(), "h_n": hn.detach(), "R": R, "R2": R2, "x_grad": x.grad.clone(),
                        "grads": {k: p.grad.clone() for k, p in rnn.named_parameters()}})
@@ -2012,6 +2014,29 @@ def probe_workflows_cases():
         opt.step()
     out["encoder"] = {"state": state, "x": x, "y": y + 1, "pad": pad, "steps": steps,
                       "final": {k: v.detach().clone() for k, v in enc.state_dict().items()}}
+
+    # 11. full backward hooks: on the first Linear (its input needs no grad: grad_input None), on the Tanh,
+    # and on the last Linear returning grad_input halved (the earlier layers' gradients halve)
+    net = P.Sequential(P.Linear(3, 4), P.Tanh(), P.Linear(4, 2))
+    randomize(net)
+    seen = {}
+
+    def keep(name):
+        def hook(m, gin, gout):
+            seen[name] = {"grad_input": [g.clone() if g is not None else None for g in gin],
+                          "grad_output": [g.clone() for g in gout]}
+        return hook
+
+    net[0].register_full_backward_hook(keep("first"))
+    net[1].register_full_backward_hook(keep("tanh"))
+    net[2].register_full_backward_hook(lambda m, gin, gout: tuple(g * 0.5 for g in gin))
+    x, R = torch.randn(5, 3), torch.randn(5, 2)
+    (net(x) * R).sum().backward()
+    out["backward_hooks"] = {"state": seq1(net.state_dict()), "x": x, "R": R,
+                             "first_grad_output": seen["first"]["grad_output"][0],
+                             "first_grad_input_is_none": seen["first"]["grad_input"][0] is None,
+                             "tanh_grad_input": seen["tanh"]["grad_input"][0],
+                             "tanh_grad_output": seen["tanh"]["grad_output"][0], "grads": grads1(net)}
     return out
 
 

@@ -4,7 +4,8 @@
 -- probe_workflows_cases): losses, gradients and the weights after the steps
 -- agree to ~1e-12 in float64 (the autocast block loosely, as bfloat16).
 -- PyTorch idioms ember spells its own way are noted where they occur. Also
--- nn.utils.rnn.pack_padded_sequence / pad_packed_sequence through the RNNs.
+-- nn.utils.rnn.pack_padded_sequence / pad_packed_sequence through the RNNs
+-- and Module:register_full_backward_hook.
 local ember = require "ember"
 local nn, optim = require "ember.nn", require "ember.optim"
 local F = nn.functional
@@ -483,5 +484,42 @@ describe("an attention classifier: a pre-norm TransformerEncoder with a key padd
     end
     -- Adam divides by sqrt(v): rounding in the gradients shows at ~1e-11 after three steps
     close_all("final", enc:torch_state_dict(), c.final, 1e-9)
+  end)
+end)
+
+describe("Module:register_full_backward_hook", function()
+  it("gives PyTorch's grad_input and grad_output, and a returned grad_input replaces it", function()
+    local c = FX.backward_hooks
+    local net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)):double()
+    net:load_state_dict(sd_of(c.state))
+    local seen = {}
+    local function keep(name) return function(_, gin, gout) seen[name] = { gin = gin, gout = gout } end end
+    net[1]:register_full_backward_hook(keep("first"))
+    local h = net[2]:register_full_backward_hook(keep("tanh"))
+    net[3]:register_full_backward_hook(function(_, gin) return { gin[1] * 0.5 } end)
+    ;(net(T(c.x)) * T(c.R)):sum():backward()
+    assert.is_true(c.first_grad_input_is_none)
+    assert.is_nil(seen.first.gin[1])
+    close("first grad_output", seen.first.gout[1], c.first_grad_output)
+    close("tanh grad_input", seen.tanh.gin[1], c.tanh_grad_input)
+    close("tanh grad_output", seen.tanh.gout[1], c.tanh_grad_output)
+    close_all("grad", grads_of(net), c.grads)
+    -- removed: no longer called; no_grad: not wrapped
+    h:remove()
+    seen.tanh = nil
+    net:zero_grad()
+    net(T(c.x)):sum():backward()
+    assert.is_nil(seen.tanh)
+    local y = ember.no_grad(function() return net(T(c.x)) end)
+    assert.is_false(y.requires_grad)
+  end)
+
+  it("refuses a hook that returns what is no table of gradients, naming the module", function()
+    local lin = nn.Linear(3, 2)
+    lin:register_full_backward_hook(function() return 1 end)
+    local x = ember.randn(2, 3):requires_grad_()
+    local ok, err = pcall(function() lin(x):sum():backward() end)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("Linear: a full backward hook returned number", 1, true), tostring(err))
   end)
 end)

@@ -25,6 +25,7 @@
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local list_of = require("ember._listing").list -- lists that print(): readable, not an address
+local backward_hooks = require "ember.nn._backward_hooks"
 
 local Module = {}
 Module.__name = "Module"
@@ -92,7 +93,9 @@ function Module:__call(...)
 end
 
 -- The call of a module with forward hooks: the pre-hooks may replace the
--- arguments (a table of them, or one value), the hooks the output.
+-- arguments (a table of them, or one value), the hooks the output. Full
+-- backward hooks wrap the arguments after the pre-hooks and the results
+-- after the hooks, as PyTorch's (nn/_backward_hooks.lua).
 function Module._call_with_hooks(self, hooks, ...)
   local args = table.pack(...)
   for _, h in ipairs(hooks.pre) do
@@ -105,11 +108,16 @@ function Module._call_with_hooks(self, hooks, ...)
       end
     end
   end
+  local bstate
+  if #hooks.backward > 0 and ember.is_grad_enabled() then
+    args, bstate = backward_hooks.wrap_inputs(self, hooks.backward, args)
+  end
   local out = table.pack(self:forward(table.unpack(args, 1, args.n)))
   for _, h in ipairs(hooks.post) do
     local r = h(self, args, table.unpack(out, 1, out.n))
     if r ~= nil then out = table.pack(r) end
   end
+  if bstate then out = backward_hooks.wrap_outputs(bstate, out) end
   return table.unpack(out, 1, out.n)
 end
 
@@ -119,7 +127,7 @@ local function add_forward_hook(self, kind, fn, what)
   end
   local hooks = rawget(self, "_forward_hooks")
   if not hooks then
-    hooks = { pre = {}, post = {} }
+    hooks = { pre = {}, post = {}, backward = {} }
     rawset(self, "_forward_hooks", hooks)
   end
   table.insert(hooks[kind], fn)
@@ -131,7 +139,8 @@ local function add_forward_hook(self, kind, fn, what)
           break
         end
       end
-      if #hooks.pre == 0 and #hooks.post == 0 and rawget(self, "_forward_hooks") == hooks then
+      local empty = #hooks.pre == 0 and #hooks.post == 0 and #hooks.backward == 0
+      if empty and rawget(self, "_forward_hooks") == hooks then
         rawset(self, "_forward_hooks", nil)
       end
     end,
@@ -161,6 +170,25 @@ end
 -- h:remove()
 function Module:register_forward_hook(fn)
   return add_forward_hook(self, "post", fn, "register_forward_hook")
+end
+
+--- Calls `fn(module, grad_input, grad_output)` in the backward of every call
+-- made in grad mode, as PyTorch's `register_full_backward_hook`, once the
+-- gradients with respect to the module's inputs are known: `grad_input[i]`
+-- is the gradient of argument i (nil for an argument that is no tensor or
+-- does not require grad), `grad_output[i]` that of result i. A table fn
+-- returns replaces grad_input (Grad-CAM, gradient clipping per layer). The
+-- arguments that require grad must share one dtype and device. Returns a
+-- handle with `remove()`.
+-- @tparam function fn
+-- @treturn table handle
+-- @usage local lin = nn.Linear(3, 2)
+-- local seen
+-- lin:register_full_backward_hook(function(mod, gin, gout) seen = gout[1].shape end)
+-- lin(ember.randn(4, 3)):sum():backward()
+-- print(seen)   --> ember.Size{4, 2}
+function Module:register_full_backward_hook(fn)
+  return add_forward_hook(self, "backward", fn, "register_full_backward_hook")
 end
 
 is_module = function(v)
