@@ -238,7 +238,8 @@ def reductions():
     case("any_all", "a:any()", lambda a: a.any(), {"a": rnd((3, 4), torch.bool)})
     case("all_float", "a:all()", lambda a: a.all(), {"a": rnd((3, 4), special=True)})
     case("sum_empty", "a:sum(1)", lambda a: a.sum(0), {"a": rnd((0, 3))})
-    case("prod_empty", "a:prod(1)", lambda a: a.prod(0), {"a": rnd((0, 3))})
+    case("prod_empty", "a:prod(1)", lambda a: a.prod(0), {"a": rnd((0, 3))}, grad=True)
+    case("prod_empty_all", "a:prod()", lambda a: a.prod(), {"a": rnd((2, 0))}, grad=True)
     case("mean_empty", "a:mean(1)", lambda a: a.mean(0), {"a": rnd((0, 3))})
     case("amax_0d", "a:amax()", lambda a: a.amax(), {"a": rnd(())})
     case("sum_0d_dim", "a:sum(1)", lambda a: a.sum(0), {"a": rnd(())})
@@ -638,6 +639,60 @@ def kinks():
     case("grad_kthvalue", "a:kthvalue(2)", lambda a: tuple(a.kthvalue(2)), {"a": torch.tensor([[4., 1., 3.], [0., 9., 5.]], dtype=torch.float64)}, out_idx=(2,), grad=True)
 
 
+# ---------------------------------------------------------------- random: shapes, strides, dtypes
+def fuzz(n=160):
+    """Random broadcasting pairs seen through non-contiguous views, random
+    reductions over random dims: each case's inputs are written contiguous,
+    ember makes the same view as PyTorch (a transpose or a stepped slice)."""
+    dts = [torch.float64, torch.float64, torch.float32, torch.int64, torch.bool, torch.bfloat16]
+    bins = [("add", "{A} + b", lambda a, b: a + b), ("mul", "{A} * b", lambda a, b: a * b),
+            ("sub", "{A} - b", lambda a, b: a - b), ("div", "{A} / b", lambda a, b: a / b),
+            ("maximum", "ember.maximum({A}, b)", torch.maximum), ("lt", "{A}:lt(b)", torch.lt),
+            ("eq", "{A}:eq(b)", torch.eq)]
+    reds = [("sum", "sum"), ("amax", "amax"), ("mean", "mean"), ("prod", "prod"), ("amin", "amin")]
+    for k in range(n):
+        nd = rng.randint(0, 3)
+        shape = [rng.choice([0, 1, 2, 3, 4]) if rng.random() < 0.15 else rng.randint(1, 4) for _ in range(nd)]
+        da, db = rng.choice(dts), rng.choice(dts)
+        view, tview = "a", (lambda t: t)
+        if nd >= 2 and rng.random() < 0.5:
+            view, tview = "a:transpose(1, %d)" % nd, (lambda t, nd=nd: t.transpose(0, nd - 1))
+            base = list(shape)
+            base[0], base[-1] = base[-1], base[0]
+        elif nd >= 1 and rng.random() < 0.4:
+            view, tview = "a:slice(1, 1, -1, 2)", (lambda t: t[0::2])
+            base = [shape[0] * 2 - 1 if shape[0] > 0 else 0] + shape[1:]
+        else:
+            base = list(shape)
+        if k % 2 == 0:
+            bshape = [1 if rng.random() < 0.3 else s for s in shape][rng.randint(0, nd):] if nd else []
+            name, expr, fn = rng.choice(bins)
+            if (da == torch.bool and db == torch.bool and name in ("sub", "div")) or (name == "sub" and torch.bool in (da, db)):
+                continue
+            case("fuzz_" + name, expr.replace("{A}", "(%s)" % view),
+                 (lambda fn, tview: lambda a, b: fn(tview(a), b))(fn, tview),
+                 {"a": rnd(base, da, special=rng.random() < 0.3), "b": rnd(bshape, db)}, optional=True)
+        else:
+            if nd == 0:
+                continue
+            name, meth = rng.choice(reds)
+            if da == torch.bool or (name == "mean" and not da.is_floating_point):
+                da = torch.float64
+            dims = sorted(rng.sample(range(1, nd + 1), rng.randint(1, nd)))
+            if name == "prod":
+                dims = dims[:1]
+            lua_dims = [d if rng.random() < 0.5 else d - nd - 1 for d in dims]
+            keep = rng.random() < 0.5
+            tdims = [d - 1 for d in dims]
+            if name in ("amax", "amin") and any(shape[d] == 0 for d in tdims):
+                continue
+            arg = str(lua_dims[0]) if name == "prod" else lua_tbl(lua_dims)
+            tdarg = tdims[0] if name == "prod" else tuple(tdims)
+            case("fuzz_" + name, "(%s):%s(%s, %s)" % (view, meth, arg, str(keep).lower()),
+                 (lambda meth, tview, tdarg, keep: lambda a: getattr(tview(a), meth)(tdarg, keepdim=keep))(meth, tview, tdarg, keep),
+                 {"a": rnd(base, da)}, grad=(da == torch.float64), optional=True)
+
+
 # ---------------------------------------------------------------- errors
 def errors():
     x = rnd((3, 4))
@@ -666,7 +721,7 @@ def errors():
 
 
 def main():
-    for f in (binary, promotion, reductions, views, indexing, sorting, elementwise, dtype_more, more, kinks, errors):
+    for f in (binary, promotion, reductions, views, indexing, sorting, elementwise, dtype_more, more, kinks, fuzz, errors):
         f()
     ops = sorted({c["op"] for c in CASES})
     SweepWriter(keys="auto", sep=",").write("tests/fixtures/tensor_sweep.lua", "tests/gen_tensor_sweep.py",

@@ -476,7 +476,8 @@ set("prod", function(x, dim, keepdim)
   check_tensor("prod", x)
   if x.dtype == "bool" then x = x:long() end
   if dim == nil then
-    if x:numel() == 0 then return core.ones({}, { dtype = x.dtype, device = x.device }) end
+    -- an empty product is 1, still on x's graph (its gradient is empty), as torch's
+    if x:numel() == 0 then return core.ones({}, { dtype = x.dtype, device = x.device }) + x:sum() * 0 end
     return core.prod(x:reshape(-1), 1)
   end
   if x:dim() == 0 then check_dim("prod", x, dim); return x:clone() end
@@ -485,7 +486,7 @@ set("prod", function(x, dim, keepdim)
   if y:size(d) == 0 then
     local shape = x:size()
     shape[d] = 1
-    y = core.ones(shape, { dtype = x.dtype, device = x.device })
+    y = core.ones(shape, { dtype = x.dtype, device = x.device }) + x:sum(d, true) * 0
   end
   while y:size(d) > 1 do
     local m = y:size(d)
