@@ -430,6 +430,8 @@ def elementwise():
         case(name, "a:%s()" % name, fn, {"a": rnd((3, 4), lo=0.1, hi=3)}, grad=name not in ("floor", "ceil", "trunc", "round", "sign"))
         case(name + "_f32", "a:%s()" % name, fn, {"a": rnd((2, 5), torch.float32, lo=0.1, hi=3)})
         case(name + "_bf16", "a:%s()" % name, fn, {"a": rnd((2, 5), torch.bfloat16, lo=0.1, hi=3)})
+        case(name + "_f32_special", "a:%s()" % name, fn, {"a": x.float()}, zsign=True)
+        case(name + "_bf16_special", "a:%s()" % name, fn, {"a": x.to(torch.bfloat16)}, zsign=True)
     case("erfinv", "a:erfinv()", torch.erfinv, {"a": torch.tensor([-1., -0.999, -0.5, -0.0, 0.0, 0.3, 0.9999, 1., 1.5, float("nan")], dtype=torch.float64)}, zsign=True)
     case("erfinv", "a:erfinv()", torch.erfinv, {"a": rnd((3, 3), lo=-0.9, hi=0.9)}, grad=True)
     case("lgamma_poles", "a:lgamma()", torch.lgamma, {"a": torch.tensor([0., -1., -2.5, 1., 2., 0.5, -0.0, 171.5], dtype=torch.float64)})
