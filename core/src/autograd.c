@@ -616,7 +616,8 @@ static em_status em__backward_pass(em_tensor *root, em_tensor *grad, bool retain
   if (!root->requires_grad)
     return em_error(EM_ERR_AUTOGRAD,
                     "backward: the tensor does not require grad and has no grad_fn (did any input "
-                    "have requires_grad = true? was grad mode off?)");
+                    "have requires_grad = true? was grad mode off? a gradient from ember.grad is a "
+                    "constant: ember has no double backward, so a penalty on it has no graph)");
   em_tensor *seed;
   EM_TRY(em__seed_grad(root, grad, &seed));
   bool prev = em_set_grad_enabled(false);
