@@ -365,6 +365,32 @@ describe("an EMA of the weights, a forward hook, model surgery", function()
     assert.are.same({ 3, 5 }, { sd["3.weight"]:size(1), sd["3.weight"]:size(2) })
   end)
 
+  it("surgery by name: named_children, get_submodule, parent[name] = m (PyTorch's setattr)", function()
+    local enc = nn.TransformerEncoder(8, 2, 2, { dim_feedforward = 16, dropout = 0 })
+    -- every ReLU of the feed-forward blocks becomes a GELU
+    local swapped = 0
+    for _, pair in ipairs(enc:named_modules()) do
+      local name, mod = pair[1], pair[2]
+      for _, nc in ipairs(mod:named_children()) do
+        if nc[2].__name == "ReLU" then
+          mod[nc[1]] = nn.GELU()
+          swapped = swapped + 1
+          assert.are.equal("GELU", enc:get_submodule((name == "" and "" or name .. ".") .. nc[1]).__name)
+        end
+      end
+    end
+    assert.are.equal(2, swapped)
+    assert.are.equal(enc.layers[2].ff.linear1, enc:get_submodule("layers.2.ff.linear1"))
+    assert.are.equal(enc, enc:get_submodule(""))
+    local names = {}
+    for _, nc in ipairs(enc.layers[1]:named_children()) do names[#names + 1] = nc[1] end
+    assert.are.same({ "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2" }, names)
+    raises_here(function() enc:get_submodule("layers.3.ff") end,
+      "TransformerEncoder.get_submodule: 'layers' (Sequential) has no child module '3' (its children: 1, 2)")
+    raises_here(function() enc:get_submodule("layers.1.norm1.weight") end,
+      "'layers.1.norm1' (LayerNorm) has no child module 'weight'")
+  end)
+
   it("seq[i] = x refuses what is no module, an index out of range and 0, at the caller's line", function()
     local net = nn.Sequential(nn.Linear(3, 5), nn.ReLU())
     raises_here(function() net[2] = ember.zeros(3) end, "Sequential: seq[2] must be a module, got userdata")

@@ -405,6 +405,42 @@ function Module:children()
   return list
 end
 
+--- The direct children as {name, module} pairs, in registration order, as
+-- PyTorch's named_children() iterates (a Sequential's names are "1", "2", ...).
+-- @treturn {{string,Module},...}
+-- @usage local m = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+-- local nc = m:named_children()
+-- print(#nc, nc[2][1], nc[2][2].__name)   --> 2	2	ReLU
+function Module:named_children()
+  local list = {}
+  for _, n in ipairs(self._children) do list[#list + 1] = { n, self._reg[n] } end
+  return list
+end
+
+--- The descendant at a dotted path ("encoder.layers.1.ff"), as PyTorch's
+-- get_submodule; "" is the module itself. A name on the path that is no
+-- child is an error naming it and the children there.
+-- @tparam string target
+-- @treturn Module
+function Module:get_submodule(target)
+  local who = self.__name .. ".get_submodule"
+  if type(target) ~= "string" then errors.raise("%s: expected a dotted name, got %s", who, type(target)) end
+  local m, path = self, {}
+  if target == "" then return m end
+  for name in (target .. "."):gmatch("([^.]*)%.") do
+    local child = m._reg[name]
+    local is_child = false
+    for _, n in ipairs(m._children) do if n == name then is_child = true end end
+    if not is_child then
+      local here = #path > 0 and ("'" .. table.concat(path, ".") .. "' (" .. m.__name .. ")") or m.__name
+      errors.raise("%s: %s has no child module '%s' (its children: %s)", who, here, name,
+        #m._children > 0 and table.concat(m._children, ", ") or "none")
+    end
+    m, path[#path + 1] = child, name
+  end
+  return m
+end
+
 --- The module and all its descendants, depth first.
 -- @treturn {Module,...}
 function Module:modules(list)
