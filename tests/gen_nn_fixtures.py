@@ -1767,6 +1767,10 @@ def probe_workflows_cases():
                       "grads": grads1(cnn)})
         opt.step()
         sched.step()
+        cnn.eval()  # a validation pass between steps: running statistics, no update
+        with torch.no_grad():
+            xv = torch.randn(2, 2, 4, 4)
+            steps[-1]["val_x"], steps[-1]["val_out"] = xv, cnn(xv)
     cnn.eval()
     xe = torch.randn(3, 2, 4, 4)
     out["cnn"] = {"state": state, "steps": steps, "final": seq1(cnn.state_dict()), "eval_x": xe,

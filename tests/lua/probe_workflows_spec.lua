@@ -67,6 +67,8 @@ describe("a CNN classifier: SGD momentum + weight decay, StepLR, train/eval", fu
       close_all("step " .. i .. " grad", grads_of(m), s.grads)
       opt:step()
       sched:step()
+      m:eval() -- a validation pass between steps: running statistics, no update
+      ember.no_grad(function() close("step " .. i .. " validation", m(T(s.val_x)), s.val_out) end)
     end
     m:eval()
     close_all("final", m:state_dict(), c.final)
