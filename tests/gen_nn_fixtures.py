@@ -2041,6 +2041,22 @@ def probe_workflows_cases():
                              "first_grad_input_is_none": seen["first"]["grad_input"][0] is None,
                              "tanh_grad_input": seen["tanh"]["grad_input"][0],
                              "tanh_grad_output": seen["tanh"]["grad_output"][0], "grads": grads1(net)}
+
+    # 12. MultiplicativeLR's lrs, one function for both groups and one per group (ember's steps are 1-based
+    # as PyTorch's last_epoch after the first step)
+    def mult_lrs(lambdas):
+        ps = [torch.zeros(1, requires_grad=True), torch.zeros(1, requires_grad=True)]
+        opt = torch.optim.SGD([{"params": [ps[0]]}, {"params": [ps[1]], "lr": 0.5}], lr=0.1)
+        sched = torch.optim.lr_scheduler.MultiplicativeLR(opt, lambdas)
+        lrs = []
+        for _ in range(5):
+            opt.step()
+            sched.step()
+            lrs.append([g["lr"] for g in opt.param_groups])
+        return lrs
+
+    out["multiplicative"] = {"one": mult_lrs(lambda s: 0.9 if s % 2 else 1.1),
+                             "per_group": mult_lrs([lambda s: 0.95, lambda s: 1 / (s + 1)])}
     return out
 
 

@@ -551,3 +551,43 @@ describe("Module:register_full_backward_hook", function()
     assert.truthy(tostring(err):find("Linear: a full backward hook returned number", 1, true), tostring(err))
   end)
 end)
+
+describe("optim.MultiplicativeLR", function()
+  local function lrs_of(lambdas)
+    local opt = optim.SGD({ { params = { ember.zeros(1):requires_grad_() } },
+      { params = { ember.zeros(1):requires_grad_() }, lr = 0.5 } }, { lr = 0.1 })
+    local sched = optim.lr_scheduler.MultiplicativeLR(opt, lambdas)
+    local out = {}
+    for i = 1, 5 do
+      opt:step()
+      sched:step()
+      out[i] = { opt.param_groups[1].lr, opt.param_groups[2].lr }
+    end
+    return out, sched, opt
+  end
+
+  it("follows PyTorch's lrs, one function or one per group, and resumes from a state dict", function()
+    local c = FX.multiplicative
+    local function same(what, got, want)
+      for i = 1, #want do
+        for g = 1, 2 do scalar(("%s step %d group %d"):format(what, i, g), got[i][g], want[i][g], 1e-14) end
+      end
+    end
+    local f1 = function(s) return s % 2 == 1 and 0.9 or 1.1 end
+    same("one", lrs_of(f1), c.one)
+    local per = { function() return 0.95 end, function(s) return 1 / (s + 1) end }
+    local got, sched = lrs_of(per)
+    same("per group", got, c.per_group)
+    local opt2 = optim.SGD({ { params = { ember.zeros(1):requires_grad_() } },
+      { params = { ember.zeros(1):requires_grad_() }, lr = 0.5 } }, { lr = 0.1 })
+    local s2 = optim.MultiplicativeLR(opt2, per)
+    s2:load_state_dict(sched:state_dict())
+    scalar("resumed lr", opt2.param_groups[2].lr, c.per_group[5][2], 1e-14)
+  end)
+
+  it("refuses what LambdaLR refuses, under its own name", function()
+    local opt = optim.SGD({ ember.zeros(1):requires_grad_() }, { lr = 0.1 })
+    raises_here(function() optim.MultiplicativeLR(opt, 0.9) end,
+      "MultiplicativeLR: lr_lambda must be a function of the step, got number")
+  end)
+end)

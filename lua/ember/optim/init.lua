@@ -23,6 +23,7 @@ local optim = {
   ExponentialLR = require "ember.optim.ExponentialLR",
   CosineAnnealingLR = require "ember.optim.CosineAnnealingLR",
   LambdaLR = require "ember.optim.LambdaLR",
+  MultiplicativeLR = require "ember.optim.MultiplicativeLR",
   LinearLR = require "ember.optim.LinearLR",
   ConstantLR = require "ember.optim.ConstantLR",
   PolynomialLR = require "ember.optim.PolynomialLR",
