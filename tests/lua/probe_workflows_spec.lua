@@ -15,14 +15,14 @@ local T, raises_here = parity.T, parity.raises_here
 local FX = dofile("tests/fixtures/nn_probe_workflows.lua")
 local TOL = 1e-10
 
--- max |got - want| / max(max |want|, 1e-6): a gradient that is zero in exact
--- arithmetic (a conv bias before BatchNorm) is rounding noise on both sides
-local function close(what, got, want, tol)
+-- max |got - want| / max(max |want|, floor = 1e-6): a gradient that is zero in
+-- exact arithmetic (a conv bias before BatchNorm) is rounding noise on both sides
+local function close(what, got, want, tol, floor)
   want = want.shape and want.data and T(want, want.dtype) or want
   assert(got ~= nil, what .. " is nil")
   assert.are.same(want.shape, got.shape, what .. " shape")
   local wd = want:double()
-  local e = (got:double() - wd):abs():max():item() / math.max(wd:abs():max():item(), 1e-6)
+  local e = (got:double() - wd):abs():max():item() / math.max(wd:abs():max():item(), floor or 1e-6)
   assert(e <= (tol or TOL), ("%s: error %.3g > %.1g"):format(what, e, tol or TOL))
 end
 
@@ -39,8 +39,8 @@ local function sd_of(t)
 end
 
 -- every name of `want` (a fixture state dict) against `got` (name -> tensor)
-local function close_all(what, got, want, tol)
-  for _, k in ipairs(parity.sorted_keys(want)) do close(what .. " " .. k, got[k], want[k], tol) end
+local function close_all(what, got, want, tol, floor)
+  for _, k in ipairs(parity.sorted_keys(want)) do close(what .. " " .. k, got[k], want[k], tol, floor) end
 end
 
 local function grads_of(m)
@@ -50,29 +50,38 @@ local function grads_of(m)
 end
 
 describe("a CNN classifier: SGD momentum + weight decay, StepLR, train/eval", function()
-  it("follows PyTorch step by step, running statistics and eval output included", function()
+  local function run(dtype, tol, floor)
     local c = FX.cnn
+    local function X(spec) return T(spec):to(dtype) end
     local m = nn.Sequential(nn.Conv2d(2, 3, 3, { padding = 1 }), nn.BatchNorm2d(3), nn.ReLU(), nn.MaxPool2d(2),
-      nn.Flatten(), nn.Linear(12, 4)):double()
-    m:load_state_dict(sd_of(c.state))
+      nn.Flatten(), nn.Linear(12, 4)):to(dtype)
+    m:load_state_dict(sd_of(c.state)) -- float64 values into the model's dtype
     local opt = optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9, weight_decay = 1e-2 })
     local sched = optim.StepLR(opt, { step_size = 2, gamma = 0.5 })
     for i, s in ipairs(c.steps) do
       m:train()
       opt:zero_grad()
-      local loss = F.cross_entropy(m(T(s.x)), T(s.y, "int64"))
+      local loss = F.cross_entropy(m(X(s.x)), T(s.y, "int64"))
       loss:backward()
-      scalar("loss " .. i, loss, s.loss)
+      scalar("loss " .. i, loss, s.loss, tol)
       scalar("lr " .. i, opt.param_groups[1].lr, s.lr)
-      close_all("step " .. i .. " grad", grads_of(m), s.grads)
+      close_all("step " .. i .. " grad", grads_of(m), s.grads, tol, floor)
       opt:step()
       sched:step()
       m:eval() -- a validation pass between steps: running statistics, no update
-      ember.no_grad(function() close("step " .. i .. " validation", m(T(s.val_x)), s.val_out) end)
+      ember.no_grad(function() close("step " .. i .. " validation", m(X(s.val_x)), s.val_out, tol) end)
     end
     m:eval()
-    close_all("final", m:state_dict(), c.final)
-    close("eval output", m(T(c.eval_x)), c.eval_out)
+    close_all("final", m:state_dict(), c.final, tol)
+    close("eval output", m(X(c.eval_x)), c.eval_out, tol)
+  end
+
+  it("follows PyTorch step by step, running statistics and eval output included (float64)", function()
+    run("float64", TOL)
+  end)
+
+  it("in float32 (the default dtype) to float32's precision", function()
+    run("float32", 1e-4, 1e-3) -- the conv bias's gradient (0 before BatchNorm) is float32 noise, ~1e-8
   end)
 end)
 
