@@ -405,6 +405,9 @@ describe("an EMA of the weights, a forward hook, model surgery", function()
     local names = {}
     for _, nc in ipairs(enc.layers[1]:named_children()) do names[#names + 1] = nc[1] end
     assert.are.same({ "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2" }, names)
+    local list = nn.ModuleList({ nn.Linear(1, 1), nn.ReLU() }) -- its names are PyTorch's, as in its state dict
+    assert.are.equal(list[2], list:get_submodule("1"))
+    assert.are.same({ "0", "1" }, { list:named_children()[1][1], list:named_children()[2][1] })
     raises_here(function() enc:get_submodule("layers.3.ff") end,
       "TransformerEncoder.get_submodule: 'layers' (Sequential) has no child module '3' (its children: 1, 2)")
     raises_here(function() enc:get_submodule("layers.1.norm1.weight") end,

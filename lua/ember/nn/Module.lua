@@ -418,7 +418,9 @@ function Module:named_children()
 end
 
 --- The descendant at a dotted path ("encoder.layers.1.ff"), as PyTorch's
--- get_submodule; "" is the module itself. A name on the path that is no
+-- get_submodule; "" is the module itself. The names are those of
+-- named_modules() and the state dict (a Sequential's children "1", "2", ...;
+-- a ModuleList's "0", "1", ... as PyTorch's). A name on the path that is no
 -- child is an error naming it and the children there.
 -- @tparam string target
 -- @treturn Module
