@@ -108,23 +108,6 @@ class LlamaLayer(nn.Module):
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
 
-class LlamaLM(nn.Module):
-    def __init__(self, V, d=128, heads=4, kv_heads=2, layers=4, ffn=384):
-        super().__init__()
-        self.embed = nn.Embedding(V, d)
-        self.layers = nn.ModuleList([LlamaLayer(d, heads, kv_heads, ffn) for _ in range(layers)])
-        self.norm = RMSNorm(d)
-        self.out = nn.Linear(d, V, bias=False)
-
-    def forward(self, ids):
-        L = ids.shape[1]
-        h = self.embed(ids)
-        causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
-        for layer in self.layers:
-            h = layer(h, causal)
-        return self.out(self.norm(h))
-
-
 class CharLM(nn.Module):
     def __init__(self, V, d=128, heads=4, layers=4, ffn=512, activation="relu"):
         super().__init__()
@@ -140,6 +123,16 @@ class CharLM(nn.Module):
         for layer in self.layers:
             h = layer(h, causal)
         return self.out(self.norm(h))
+
+
+class LlamaLM(CharLM):
+    """CharLM's forward over Llama's layers, final RMSNorm and untied head."""
+    def __init__(self, V, d=128, heads=4, kv_heads=2, layers=4, ffn=384):
+        nn.Module.__init__(self)
+        self.embed = nn.Embedding(V, d)
+        self.layers = nn.ModuleList([LlamaLayer(d, heads, kv_heads, ffn) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        self.out = nn.Linear(d, V, bias=False)
 
 
 def bits_per_char(model, ids, L, max_windows=None):
