@@ -396,6 +396,7 @@ static const em_backend cpu_backend = {
   .sum_squares = cpu_sum_squares,
   .attention_strided_heads = true,
   .binary_mixed_bf16 = true,
+  .binary_fmod = true,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -1,7 +1,7 @@
 /*
 ** cpu_binary_tmpl.h -- runs of binary ops for one operand type; included
-** by cpu_elementwise.c with T and SUF set (and FLOAT_POW, the pow of ACC,
-** for float types, which also get their op functions and dispatcher; they
+** by cpu_elementwise.c with T and SUF set (and FLOAT_POW and FLOAT_FMOD,
+** the pow and fmod of ACC, for float types, which also get their op functions and dispatcher; they
 ** compute in ACC, with LD(x) / ST(v) taking an element to ACC and back:
 ** identities for float and double, bfloat16 computes in float).
 **
@@ -28,6 +28,8 @@ static inline T FN(op_sub)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) -
 static inline T FN(op_mul)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) * LD(y)); }
 static inline T FN(op_div)(T x, T y, binary_ctx *c) { (void)c; return ST(LD(x) / LD(y)); }
 static inline T FN(op_pow)(T x, T y, binary_ctx *c) { (void)c; return ST(FLOAT_POW(LD(x), LD(y))); }
+/* C's fmod, exact (torch.fmod): the sign of x; NaN for y = 0 or infinite x */
+static inline T FN(op_fmod)(T x, T y, binary_ctx *c) { (void)c; return ST(FLOAT_FMOD(LD(x), LD(y))); }
 /* NaN-propagating maximum and minimum, as torch.maximum/minimum. */
 static inline T FN(op_max)(T x, T y, binary_ctx *c) {
   (void)c;
@@ -56,6 +58,7 @@ CPU_VECTOR_CLONES_512 static void FN(binary)(char **p, const int64_t *s, int64_t
     case EM_POW: FN(bin_run)(p, s, n, FN(op_pow), c); return;
     case EM_MAXIMUM: FN(bin_run)(p, s, n, FN(op_max), c); return;
     case EM_MINIMUM: FN(bin_run)(p, s, n, FN(op_min), c); return;
+    case EM_FMOD: FN(bin_run)(p, s, n, FN(op_fmod), c); return;
     case EM_EQ: FN(cmp_run)(p, s, n, FN(op_eq), c); return;
     case EM_NE: FN(cmp_run)(p, s, n, FN(op_ne), c); return;
     case EM_LT: FN(cmp_run)(p, s, n, FN(op_lt), c); return;

@@ -291,8 +291,24 @@ em_status cpu_fill(int device, const em_kview *dst, double value) {
 
 typedef struct binary_ctx {
   em_binary_op op;
-  int failed; /* int64 division by zero or negative power, set atomically */
+  int failed; /* int64 division (div, fmod) by zero or negative power, set atomically */
 } binary_ctx;
+
+/* fmodf, exact, as libm's, without its loop over the quotient's bits
+** where the quotient is small (the common case): q = trunc(a / b) taken in
+** double is exact below 2^24 (|a / b| is at least 2^-24 away from the next
+** integer), q b has at most 48 bits, and a - q b, a float's multiple, is
+** then exact in double; the selects fix q if it were one off. Infinities,
+** NaN, a zero b and large quotients go to fmodf. */
+static inline float cpu_fmodf(float a, float b) {
+  const double x = a, y = fabs((double)b), q = trunc(x / y);
+  if (!(fabs(q) < 16777216.0) || !(y < INFINITY)) return fmodf(a, b);
+  double r = x - q * y;
+  const double s = x < 0 ? -y : y; /* a step towards a's sign */
+  r = (r != 0 && (r < 0) != (x < 0)) ? r + s : r;
+  r = fabs(r) >= y ? r - s : r;
+  return r == 0 ? copysignf(0.0f, a) : (float)r;
+}
 
 #define LD(x) (x)
 #define ST(x) (x)
@@ -300,21 +316,25 @@ typedef struct binary_ctx {
 #define ACC float
 #define SUF f32
 #define FLOAT_POW powf
+#define FLOAT_FMOD cpu_fmodf
 #include "cpu_binary_tmpl.h"
 #undef T
 #undef ACC
 #undef SUF
 #undef FLOAT_POW
+#undef FLOAT_FMOD
 
 #define T double
 #define ACC double
 #define SUF f64
 #define FLOAT_POW pow
+#define FLOAT_FMOD fmod
 #include "cpu_binary_tmpl.h"
 #undef T
 #undef ACC
 #undef SUF
 #undef FLOAT_POW
+#undef FLOAT_FMOD
 #undef LD
 #undef ST
 
@@ -325,6 +345,7 @@ typedef struct binary_ctx {
 #define ST(x) em_f32_to_bf16(x)
 #define SUF bf16
 #define FLOAT_POW powf
+#define FLOAT_FMOD cpu_fmodf
 #include "cpu_binary_tmpl.h"
 #undef T
 #undef ACC
@@ -332,6 +353,7 @@ typedef struct binary_ctx {
 #undef LD
 #undef ST
 #undef FLOAT_POW
+#undef FLOAT_FMOD
 
 #define T int64_t
 #define SUF i64
@@ -372,6 +394,16 @@ static inline int64_t i64_floordiv(int64_t x, int64_t y, binary_ctx *c) {
   return q;
 }
 
+/* C's %: the sign of x (torch.fmod of int64); INT64_MIN % -1 is 0 (the
+** quotient overflows, so % traps on x86); a zero divisor fails the run. */
+static inline int64_t i64_fmod(int64_t x, int64_t y, binary_ctx *c) {
+  if (y == 0) {
+    __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  return y == -1 ? 0 : x % y;
+}
+
 static inline int64_t i64_pow(int64_t x, int64_t y, binary_ctx *c) {
   if (y < 0) {
     __atomic_store_n(&c->failed, 2, __ATOMIC_RELAXED);
@@ -405,6 +437,7 @@ static void binary_i64(char **p, const int64_t *s, int64_t n, void *vctx) {
     case EM_POW: bin_run_i64(p, s, n, i64_pow, c); return;
     case EM_MAXIMUM: bin_run_i64(p, s, n, i64_max, c); return;
     case EM_MINIMUM: bin_run_i64(p, s, n, i64_min, c); return;
+    case EM_FMOD: bin_run_i64(p, s, n, i64_fmod, c); return;
     case EM_EQ: cmp_run_i64(p, s, n, i64_eq, c); return;
     case EM_NE: cmp_run_i64(p, s, n, i64_ne, c); return;
     case EM_LT: cmp_run_i64(p, s, n, i64_lt, c); return;
@@ -536,8 +569,7 @@ em_status cpu_binary(int device, em_binary_op op, const em_kview *out, const em_
   if (s) return s;
   binary_ctx c = {op, 0};
   cpu_iter_run(&it, fn, &c);
-  if (c.failed == 1)
-    return em_error(EM_ERR_ARG, "cpu binary div: int64 division by zero");
+  if (c.failed == 1) return em_error(EM_ERR_ARG, "cpu binary %s: integer division by zero", name);
   if (c.failed == 2)
     return em_error(EM_ERR_ARG, "cpu binary pow: int64 raised to a negative power");
   return EM_OK;

@@ -404,7 +404,7 @@ __global__ void binary_float_kernel(emc_layout L, bool linear, int64_t n, int op
     int64_t off[3];
     layout_offsets<3>(L, linear, i, off);
     A x = to_acc(a[off[1]]), y = to_acc(b[off[2]]);
-    if (op >= EM_EQ) {
+    if (op >= EM_EQ && op <= EM_GE) {
       ((uint8_t *)out)[off[0]] = (uint8_t)compare<A>(op, x, y);
       continue;
     }
@@ -416,21 +416,22 @@ __global__ void binary_float_kernel(emc_layout L, bool linear, int64_t n, int op
       case EM_DIV: r = x / y; break;
       case EM_POW: r = m_pow(x, y); break;
       case EM_MAXIMUM: r = fmax_nan(x, y); break;
+      case EM_FMOD: r = m_fmod(x, y); break; /* C's fmod, exact: the sign of x */
       default: r = fmin_nan(x, y); break; /* EM_MINIMUM */
     }
     ((T *)out)[off[0]] = from_acc<T>(r);
   }
 }
 
-/* int64 wraps through uint64; division floors (as Lua's //); a zero
-** divisor or a negative power gives 0 and raises the flag (1 or 2). */
+/* int64 wraps through uint64; division floors (as Lua's //), fmod is C's
+** %; a zero divisor or a negative power gives 0 and raises the flag (1 or 2). */
 __global__ void binary_i64_kernel(emc_layout L, bool linear, int64_t n, int op, void *out,
                                   const int64_t *a, const int64_t *b, int64_t *flag) {
   EMC_GRID_LOOP(i, n) {
     int64_t off[3];
     layout_offsets<3>(L, linear, i, off);
     int64_t x = a[off[1]], y = b[off[2]];
-    if (op >= EM_EQ) {
+    if (op >= EM_EQ && op <= EM_GE) {
       ((uint8_t *)out)[off[0]] = (uint8_t)compare<int64_t>(op, x, y);
       continue;
     }
@@ -465,6 +466,14 @@ __global__ void binary_i64_kernel(emc_layout L, bool linear, int64_t n, int op, 
         r = (int64_t)acc;
         break;
       }
+      case EM_FMOD: /* C's %, the sign of x; INT64_MIN % -1 would trap */
+        if (y == 0) {
+          flag[0] = 1;
+          r = 0;
+        } else {
+          r = y == -1 ? 0 : x % y;
+        }
+        break;
       case EM_MAXIMUM: r = x > y ? x : y; break;
       default: r = x < y ? x : y; break; /* EM_MINIMUM */
     }
@@ -544,7 +553,7 @@ extern "C" em_status emc_binary(int device, em_binary_op op, const em_kview *out
       break;
     }
     default: { /* EM_I64 */
-      bool checks = op == EM_DIV || op == EM_POW;
+      bool checks = op == EM_DIV || op == EM_POW || op == EM_FMOD;
       int64_t *flag = NULL;
       if (checks && (s = emc_flag_new(d, kernel, &flag))) return s;
       auto k = binary_i64_kernel;
@@ -557,7 +566,7 @@ extern "C" em_status emc_binary(int device, em_binary_op op, const em_kview *out
       }
       int64_t h[2];
       if ((s = emc_flag_fetch(d, flag, kernel, h))) return s;
-      if (h[0] == 1) return em_error(EM_ERR_ARG, "cuda binary div: int64 division by zero");
+      if (h[0] == 1) return em_error(EM_ERR_ARG, "cuda %s: integer division by zero", kernel);
       if (h[0] == 2) return em_error(EM_ERR_ARG, "cuda binary pow: int64 raised to a negative power");
       return EM_OK;
     }

@@ -131,6 +131,8 @@ EMC_MATH1(m_erfc, erfcf, erfc)
 #undef EMC_MATH1
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float m_fmod(float x, float y) { return fmodf(x, y); }
+__device__ __forceinline__ double m_fmod(double x, double y) { return fmod(x, y); }
 
 /* ------------------------------------------------------------------ */
 /* Reductions inside a warp and a block                                 */

@@ -58,6 +58,7 @@ static const em_backend cuda_backend = {
   .attention_forward = emc_attention_forward,
   .attention_backward = emc_attention_backward,
   .attention_grouped_kv = true,
+  .binary_fmod = true,
 };
 
 EM_PLUGIN_EXPORT const void *ember_plugin_init(char *err, size_t errlen) {

@@ -199,12 +199,12 @@ static void unary_case(int op, em_dtype dt) {
 
 static const char *const BINARY[EM_NBINARY] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-  "and", "or", "xor"};
+  "and", "or", "xor", "fmod"};
 
 static void binary_case(int op, em_dtype dt) {
   /* a [4,1,6] and b [1,5,6] broadcast to [4,5,6] */
   const int64_t oshape[3] = {4, 5, 6}, as[3] = {6, 0, 1}, bs[3] = {0, 6, 1}, n = 120;
-  bool cmp = op >= EM_EQ;
+  bool cmp = op >= EM_EQ && op <= EM_GE;
   em_dtype cdt = dt == EM_BF16 ? EM_F32 : dt, odt = cmp ? EM_BOOL : dt, ocdt = cmp ? EM_BOOL : cdt;
   double lo = -3, hi = 3, blo = -3, bhi = 3;
   if (op == EM_POW) lo = 0.1, blo = -2, bhi = 2;
@@ -213,7 +213,7 @@ static void binary_case(int op, em_dtype dt) {
     if (op == EM_POW) lo = -4, hi = 5, blo = 0, bhi = 5;
   }
   void *a = host_rand(dt, 24, lo, hi), *b = host_rand(dt, 30, blo, bhi);
-  if (dt == EM_I64 && op == EM_DIV)
+  if (dt == EM_I64 && (op == EM_DIV || op == EM_FMOD))
     for (int i = 0; i < 30; i += 2) ((int64_t *)b)[i] = -((int64_t *)b)[i];
   if (dt != EM_BOOL && cmp) memcpy(b, a, 6 * em_dtype_size(dt)); /* some equal pairs */
   void *ac = dt == EM_BF16 ? bf16_widen(a, 24) : a, *bc = dt == EM_BF16 ? bf16_widen(b, 30) : b;
@@ -243,17 +243,36 @@ static void binary_case(int op, em_dtype dt) {
 
 static void test_binary_errors(void) {
   int64_t a[3] = {4, 5, 6}, b[3] = {1, 0, 2}, one = 3;
+  const int ops[2] = {EM_DIV, EM_FMOD};
+  for (int o = 0; o < 2; o++) {
+    em_status st[2];
+    for (int k = 0; k < 2; k++) {
+      side sd = {.be = k ? g_cpu : g_gpu};
+      void *da = dput(&sd, a, 24), *db = dput(&sd, b, 24), *dout = dput(&sd, NULL, 24);
+      em_kview vo = kview(dout, EM_I64, 1, &one, NULL), va = kview(da, EM_I64, 1, &one, NULL),
+               vb = kview(db, EM_I64, 1, &one, NULL);
+      st[k] = sd.be->binary(0, ops[o], &vo, &va, &vb);
+      side_free(&sd);
+    }
+    expect(st[0] == EM_ERR_ARG && st[1] == EM_ERR_ARG, "binary %s: int64 division by zero is an "
+           "error on both (%d, %d)", BINARY[ops[o]], st[0], st[1]);
+  }
+  /* int64 fmod's edges: the sign of the dividend, INT64_MIN % -1 = 0 */
+  int64_t x[4] = {INT64_MIN, -7, 7, INT64_MIN}, y[4] = {-1, 2, -2, 3}, four = 4, r[2][4];
   em_status st[2];
   for (int k = 0; k < 2; k++) {
     side sd = {.be = k ? g_cpu : g_gpu};
-    void *da = dput(&sd, a, 24), *db = dput(&sd, b, 24), *dout = dput(&sd, NULL, 24);
-    em_kview vo = kview(dout, EM_I64, 1, &one, NULL), va = kview(da, EM_I64, 1, &one, NULL),
-             vb = kview(db, EM_I64, 1, &one, NULL);
-    st[k] = sd.be->binary(0, EM_DIV, &vo, &va, &vb);
+    void *dx = dput(&sd, x, 32), *dy = dput(&sd, y, 32), *dout = dput(&sd, NULL, 32);
+    em_kview vo = kview(dout, EM_I64, 1, &four, NULL), vx = kview(dx, EM_I64, 1, &four, NULL),
+             vy = kview(dy, EM_I64, 1, &four, NULL);
+    st[k] = sd.be->binary(0, EM_FMOD, &vo, &vx, &vy);
+    dget(&sd, r[k], dout, 32);
     side_free(&sd);
   }
-  expect(st[0] == EM_ERR_ARG && st[1] == EM_ERR_ARG, "binary div: int64 division by zero is an "
-         "error on both (%d, %d)", st[0], st[1]);
+  expect(st[0] == EM_OK && st[1] == EM_OK && memcmp(r[0], r[1], 32) == 0 && r[0][0] == 0 && r[0][1] == -1 &&
+             r[0][2] == 1 && r[0][3] == INT64_MIN % 3,
+         "binary fmod int64 edges agree (%d, %d): %lld %lld %lld %lld", st[0], st[1], (long long)r[0][0],
+         (long long)r[0][1], (long long)r[0][2], (long long)r[0][3]);
 }
 
 static void test_where(void) {
@@ -295,15 +314,15 @@ void test_elementwise(void) {
     if (em_unary_takes_int64(op)) unary_case(op, EM_I64);
   }
   for (int op = 0; op < EM_NBINARY; op++) {
-    if (op >= EM_AND) {
+    if (op >= EM_AND && op <= EM_XOR) {
       binary_case(op, EM_BOOL);
       continue;
     }
     binary_case(op, EM_F32);
     binary_case(op, EM_F64);
     binary_case(op, EM_I64);
-    if (op <= EM_MINIMUM) binary_case(op, EM_BF16);
-    if (op >= EM_MAXIMUM) binary_case(op, EM_BOOL);
+    if (op <= EM_MINIMUM || op == EM_FMOD) binary_case(op, EM_BF16);
+    if (op >= EM_MAXIMUM && op != EM_FMOD) binary_case(op, EM_BOOL);
   }
   test_binary_errors();
   test_where();

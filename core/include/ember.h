@@ -284,13 +284,19 @@ typedef enum em_unary_op {
 
 /* Each binary op once: X(enum, name). Comparisons give EM_BOOL; the
 ** logical ops take bool. Keep the comparisons (EM_EQ..EM_GE) and the
-** logical ops (EM_AND..EM_XOR) contiguous: kernels test ranges. */
+** logical ops (EM_AND..EM_XOR) contiguous: kernels test ranges. New ops go
+** at the end, so that the values above keep their numbers; a backend
+** announces one it runs (em_backend.binary_fmod for EM_FMOD).
+** EM_FMOD is C's fmod, as torch.fmod: a - trunc(a / b) b computed exactly,
+** with the sign of a (floats; bfloat16 computes in float); int64 is C's %
+** (a zero divisor is an error, INT64_MIN % -1 is 0). */
 #define EM_BINARY_LIST(X)                                                     \
   X(EM_ADD, "add") X(EM_SUB, "sub") X(EM_MUL, "mul") X(EM_DIV, "div")         \
   X(EM_POW, "pow") X(EM_MAXIMUM, "maximum") X(EM_MINIMUM, "minimum")          \
   X(EM_EQ, "eq") X(EM_NE, "ne") X(EM_LT, "lt") X(EM_LE, "le")                 \
   X(EM_GT, "gt") X(EM_GE, "ge")                                               \
-  X(EM_AND, "logical_and") X(EM_OR, "logical_or") X(EM_XOR, "logical_xor")
+  X(EM_AND, "logical_and") X(EM_OR, "logical_or") X(EM_XOR, "logical_xor")   \
+  X(EM_FMOD, "fmod")
 
 typedef enum em_binary_op {
 #define EM_X_(e, name) e,
@@ -318,6 +324,12 @@ EM_API em_status em_add(em_tensor **out, em_tensor *a, em_tensor *b);
 EM_API em_status em_sub(em_tensor **out, em_tensor *a, em_tensor *b);
 EM_API em_status em_mul(em_tensor **out, em_tensor *a, em_tensor *b);
 EM_API em_status em_div(em_tensor **out, em_tensor *a, em_tensor *b);
+
+/* floor(a / b) of two int64 tensors (broadcast), in int64 and exact, as
+** torch.floor_divide's integer case (em_binary's EM_DIV of int64 is true
+** division, float32). A zero divisor is an EM_ERR_ARG error. Not
+** differentiable. */
+EM_API em_status em_floor_divide_int(em_tensor **out, em_tensor *a, em_tensor *b);
 
 /* cond must be bool; result = cond ? a : b, all three broadcast. */
 EM_API em_status em_where(em_tensor **out, em_tensor *cond, em_tensor *a, em_tensor *b);

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 9
+#define EM_BACKEND_ABI_VERSION 10
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -434,6 +434,12 @@ typedef struct em_backend {
   ** float32 op give, without the cast's pass. Without it the caller casts
   ** first (an autocast residual, x + block(x), pays a pass more). */
   bool binary_mixed_bf16;
+
+  /* ---- binary ops past the first ones (ABI 10) ---- */
+  /* binary runs EM_FMOD (float32, float64, bfloat16, int64; an int64 zero
+  ** divisor is an error). The core never hands binary an op whose flag is
+  ** unset: fmod on such a backend is an EM_ERR_UNSUPPORTED error naming it. */
+  bool binary_fmod;
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

@@ -66,7 +66,7 @@ static double check_scalar(lua_State *L, int idx, const char *op) {
 static bool float_scalar(lua_State *L, int idx, const em_tensor *t, em_binary_op op) {
   if (lua_type(L, idx) != LUA_TNUMBER || lua_isinteger(L, idx) || em_dtype_is_float(t->dtype)) return false;
   return op == EM_ADD || op == EM_SUB || op == EM_MUL || op == EM_DIV || op == EM_MAXIMUM ||
-         op == EM_MINIMUM || op == EM_POW;
+         op == EM_MINIMUM || op == EM_POW || op == EM_FMOD;
 }
 
 static int binary(lua_State *L, em_binary_op op, const char *name) {
@@ -136,6 +136,15 @@ static int m_ge(lua_State *L) { return binary(L, EM_GE, "ge"); }
 static int m_logical_and(lua_State *L) { return binary(L, EM_AND, "logical_and"); }
 static int m_logical_or(lua_State *L) { return binary(L, EM_OR, "logical_or"); }
 static int m_logical_xor(lua_State *L) { return binary(L, EM_XOR, "logical_xor"); }
+/* ember._fmod(a, b): the C op under ember.fmod, remainder and floor_divide
+** (lua/ember/_functional_more.lua, which promotes and names the errors). */
+static int f_fmod(lua_State *L) { return binary(L, EM_FMOD, "fmod"); }
+/* ember._floor_divide_int(a, b): two int64 tensors, floor(a / b) in int64. */
+static int f_floor_divide_int(lua_State *L) {
+  em_tensor *a = fast_check(L, 1), *b = fast_check(L, 2);
+  em_tensor **out = fast_slot(L);
+  return done(L, out, em_floor_divide_int(out, a, b), "floor_divide");
+}
 
 /* Is the operand at idx an int64/bool tensor or a Lua integer? */
 static bool integral(lua_State *L, int idx) {
@@ -594,7 +603,7 @@ static const luaL_Reg metamethods[] = {
 };
 
 static const luaL_Reg funcs[] = {
-  {"where", f_where},
+  {"where", f_where}, {"_fmod", f_fmod}, {"_floor_divide_int", f_floor_divide_int},
   {NULL, NULL}
 };
 

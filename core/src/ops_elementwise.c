@@ -45,6 +45,8 @@ const char *em_binary_name(em_binary_op op) {
 
 static bool is_compare(em_binary_op op) { return op >= EM_EQ && op <= EM_GE; }
 static bool is_logical(em_binary_op op) { return op >= EM_AND && op <= EM_XOR; }
+/* The arithmetic ops: a result of the operands' dtype, and a gradient. */
+static bool is_arith(em_binary_op op) { return op <= EM_MINIMUM || op == EM_FMOD; }
 
 /* "float32 [2, 3]", the way dtype messages show an operand. */
 const char *em__dt_shape(const em_tensor *t, char *buf, size_t n) {
@@ -395,7 +397,20 @@ static em_status mixed_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
   return EM_OK;
 }
 
-static const em_opdef BINARY_DEFS[EM_MINIMUM + 1] = {
+/* saved: a, b. d/da = 1, d/db = -trunc(a / b) (PyTorch's formulas). */
+static em_status fmod_backward(em_node *n, em_tensor *gy, em_tensor **gx) {
+  em_tensor *q = NULL, *t = NULL, *u = NULL, *w = NULL;
+  em_status s = EM_OK;
+  if (n->needs_grad[0]) s = em_sum_to(&gx[0], gy, n->in_ndim[0], n->in_shape[0]);
+  if (s || !n->needs_grad[1]) return s;
+  if (!(s = em_div(&q, n->saved[0], n->saved[1])) && !(s = em_unary(&t, EM_TRUNC, q, 0, 0)) &&
+      !(s = em_mul(&u, gy, t)) && !(s = em_unary(&w, EM_NEG, u, 0, 0)))
+    s = grad_to_input(n, 1, w, gx);
+  em_release(q), em_release(t), em_release(u);
+  return s;
+}
+
+static const em_opdef BINARY_DEFS[EM_NBINARY] = {
   [EM_ADD] = {"add", add_backward, NULL},
   [EM_SUB] = {"sub", sub_backward, NULL},
   [EM_MUL] = {"mul", mul_backward, NULL},
@@ -403,6 +418,7 @@ static const em_opdef BINARY_DEFS[EM_MINIMUM + 1] = {
   [EM_POW] = {"pow", pow_backward, NULL},
   [EM_MAXIMUM] = {"maximum", maximum_backward, NULL},
   [EM_MINIMUM] = {"minimum", minimum_backward, NULL},
+  [EM_FMOD] = {"fmod", fmod_backward, NULL},
 };
 
 /* ------------------------------------------------------------------ */
@@ -412,6 +428,8 @@ static const em_opdef BINARY_DEFS[EM_MINIMUM + 1] = {
 static em_status binary_record(em_tensor *y, em_binary_op op, em_tensor *a, em_tensor *b) {
   em_tensor *in[2] = {a, b}, *saved[3] = {a, b, y};
   int n_saved = op == EM_ADD || op == EM_SUB ? 0 : op == EM_POW ? 3 : 2;
+  /* fmod needs a and b only for b's gradient */
+  if (op == EM_FMOD && !b->requires_grad) n_saved = 0;
   /* mul needs each operand only for the other's gradient (div: a only
   ** for b's); not keeping the rest alive saves memory, e.g. for x * const. */
   if ((op == EM_MUL || op == EM_DIV) && !b->requires_grad) saved[0] = NULL;
@@ -451,6 +469,53 @@ static em_status binary_mixed(em_tensor **out, em_binary_op op, em_tensor *a, em
   return EM_OK;
 }
 
+/* The ops past the first ones run only on a backend that announces them
+** (an older or smaller backend's binary would not know the op). */
+static em_status backend_runs(em_binary_op op, const em_tensor *a) {
+  const em_backend *be = em__be(a);
+  if (op == EM_FMOD && !be->binary_fmod)
+    return em_error(EM_ERR_UNSUPPORTED, "fmod: the '%s' backend has no fmod kernel (em_backend.binary_fmod "
+                    "is not set); move the tensors to the cpu first", be->name);
+  return EM_OK;
+}
+
+/* The kernel call of em_binary, once a and b share dtype and device: the
+** result of op's dtype (bool for comparisons) and shape (broadcast). */
+static em_status binary_run(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b) {
+  em_dtype odt = is_compare(op) ? EM_BOOL : a->dtype;
+  em_tensor *y;
+  em_kview ky, ka, kb;
+  EM_TRY(backend_runs(op, a));
+  if (same_shape(a, b)) {
+    EM_TRY(em__new(&y, a->ndim, a->shape, odt, a->device, BINARY_NAMES[op]));
+    if (em_is_contiguous(a) && em_is_contiguous(b)) {
+      int64_t n = em_numel(a);
+      em__kview_flat(y, n, &ky);
+      em__kview_flat(a, n, &ka);
+      em__kview_flat(b, n, &kb);
+    } else {
+      em_kview_of(y, &ky);
+      em_kview_of(a, &ka);
+      em_kview_of(b, &kb);
+    }
+  } else {
+    int nd;
+    int64_t shape[EM_MAX_DIMS];
+    EM_TRY(em__broadcast_shape(BINARY_NAMES[op], a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
+    EM_TRY(em__new(&y, nd, shape, odt, a->device, BINARY_NAMES[op]));
+    em_kview_of(y, &ky);
+    em__kview_bcast(a, nd, shape, &ka);
+    em__kview_bcast(b, nd, shape, &kb);
+  }
+  em_status s = em__be(a)->binary(a->device.index, op, &ky, &ka, &kb);
+  if (s) {
+    em_release(y);
+    return em__kernel_fail(BINARY_NAMES[op], s);
+  }
+  *out = y;
+  return EM_OK;
+}
+
 em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b) {
   if (!out || !a || !b || (unsigned)op >= EM_NBINARY)
     return em_error(EM_ERR_ARG, "binary: NULL argument or invalid op %d", (int)op);
@@ -478,42 +543,33 @@ em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b
     return s;
   }
   EM_TRY(em__binary_check(op, a, b));
-  em_dtype odt = is_compare(op) ? EM_BOOL : a->dtype;
   em_tensor *y;
-  em_kview ky, ka, kb;
-  if (same_shape(a, b)) {
-    EM_TRY(em__new(&y, a->ndim, a->shape, odt, a->device, BINARY_NAMES[op]));
-    if (em_is_contiguous(a) && em_is_contiguous(b)) {
-      int64_t n = em_numel(a);
-      em__kview_flat(y, n, &ky);
-      em__kview_flat(a, n, &ka);
-      em__kview_flat(b, n, &kb);
-    } else {
-      em_kview_of(y, &ky);
-      em_kview_of(a, &ka);
-      em_kview_of(b, &kb);
-    }
-  } else {
-    int nd;
-    int64_t shape[EM_MAX_DIMS];
-    EM_TRY(em__broadcast_shape(BINARY_NAMES[op], a->ndim, a->shape, b->ndim, b->shape, &nd, shape));
-    EM_TRY(em__new(&y, nd, shape, odt, a->device, BINARY_NAMES[op]));
-    em_kview_of(y, &ky);
-    em__kview_bcast(a, nd, shape, &ka);
-    em__kview_bcast(b, nd, shape, &kb);
-  }
-  em_status s = em__be(a)->binary(a->device.index, op, &ky, &ka, &kb);
-  if (s) {
-    em_release(y);
-    return em__kernel_fail(BINARY_NAMES[op], s);
-  }
-  if (op <= EM_MINIMUM && (a->requires_grad || b->requires_grad) && em_grad_enabled() &&
+  em_status s;
+  EM_TRY(binary_run(&y, op, a, b));
+  if (is_arith(op) && (a->requires_grad || b->requires_grad) && em_grad_enabled() &&
       (s = binary_record(y, op, a, b))) {
     em_release(y);
     return s;
   }
   *out = y;
   return EM_OK;
+}
+
+/* The int64 kernels' EM_DIV floors (ember_backend.h); em_binary keeps
+** EM_DIV true division, as PyTorch's `/`, so this is its one caller. */
+em_status em_floor_divide_int(em_tensor **out, em_tensor *a, em_tensor *b) {
+  char da[200], db[200];
+  if (!out || !a || !b) return em_error(EM_ERR_ARG, "floor_divide: NULL argument");
+  *out = NULL;
+  if (a->dtype != EM_I64 || b->dtype != EM_I64)
+    return em_error(EM_ERR_DTYPE, "floor_divide: expected two int64 tensors, got %s and %s",
+                    em__dt_shape(a, da, sizeof da), em__dt_shape(b, db, sizeof db));
+  em_tensor *ua, *ub;
+  EM_TRY(em__unify("floor_divide", a, b, &ua, &ub));
+  em_status s = binary_run(out, EM_DIV, ua, ub);
+  em_release(ua);
+  em_release(ub);
+  return s;
 }
 
 em_status em_add(em_tensor **out, em_tensor *a, em_tensor *b) { return em_binary(out, EM_ADD, a, b); }
@@ -547,7 +603,7 @@ double em__as_dtype(em_dtype dt, double s) { return dt == EM_F32 ? (double)(floa
 static em_dtype scalar_promote(em_binary_op op, const em_tensor *a, double s) {
   bool integral = s == floor(s) && fabs(s) <= 9.2e18;
   if (a->dtype == EM_I64 && (!integral || op == EM_DIV) && !is_logical(op)) return EM_F32;
-  if (a->dtype == EM_BOOL && op <= EM_MINIMUM) return integral && op != EM_DIV ? EM_I64 : EM_F32;
+  if (a->dtype == EM_BOOL && is_arith(op)) return integral && op != EM_DIV ? EM_I64 : EM_F32;
   if (a->dtype == EM_BOOL && is_compare(op) && s != 0.0 && s != 1.0) return integral ? EM_I64 : EM_F32;
   return a->dtype;
 }

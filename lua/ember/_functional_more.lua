@@ -235,76 +235,44 @@ local function integral(v)
   return math.type(v) == "integer"
 end
 
--- Integer operands compute in float64 (exact for |values| < 2^52) and come
--- back as int64; a zero divisor is an error, as PyTorch's ZeroDivisionError.
+-- The C op EM_FMOD (core/include/ember.h): C's fmod, exact, as torch.fmod
+-- (floats: the sign of a; bfloat16 computes in float; int64: C's %), with
+-- torch's gradient (1 for a, -trunc(a / b) for b).
+local c_fmod, c_floor_divide_int = core._fmod, core._floor_divide_int
+
+-- Integer pairs (int64, bool, Lua integers) stay int64, exact over the whole
+-- range; a zero divisor is an error, as PyTorch's ZeroDivisionError. Other
+-- pairs compute in the float operand's dtype (float32 for an integer tensor
+-- beside a number). fn(x, y, int) gets the converted pair (two int64
+-- tensors when int).
 local function division(op, a, b, fn)
-  local t = tensor_or_number(op, a, b)
+  tensor_or_number(op, a, b)
   if integral(a) and integral(b) then
     local bad = core.is_tensor(b) and b:eq(0):any():item() or b == 0
     if bad then fail(op, "integer division by zero") end
-    local function d(v) return core.is_tensor(v) and v:double() or v end
-    return fn(d(a), d(b)):long()
+    -- a number becomes a 0-d int64 tensor (exact: the C op's number would be a double)
+    local dev = (core.is_tensor(a) and a or b).device
+    local function i(v)
+      if not core.is_tensor(v) then return core.tensor(v, { dtype = "int64", device = dev }) end
+      return v.dtype == "bool" and v:long() or v
+    end
+    return fn(i(a), i(b), true)
   end
   if core.is_tensor(a) and not FLOATS[a.dtype] then a = core.is_tensor(b) and a:to(b.dtype) or a:float() end
   if core.is_tensor(b) and not FLOATS[b.dtype] then b = core.is_tensor(a) and b:to(a.dtype) or b:float() end
-  local _ = t
-  return fn(a, b)
+  return fn(a, b, false)
 end
-
--- g summed down to shape (the gradient of an input that was broadcast).
-local function sum_to(g, shape)
-  local lead = g:dim() - #shape
-  for _ = 1, lead do g = g:sum(1) end
-  for i = 1, #shape do
-    if shape[i] == 1 and g:size(i) ~= 1 then g = g:sum(i, true) end
-  end
-  return g
-end
-
--- The elements of v (a tensor or a number) broadcast to `like` as a Lua
--- list of float64 values.
-local function flat_values(v, like)
-  if not core.is_tensor(v) then v = core.full({}, v, { dtype = "float64" }) end
-  local e = v:detach():double():expand(like.shape):contiguous():reshape(-1)
-  return e:numel() > 0 and e:totable() or {}
-end
-
--- C's fmod of each pair, exact as torch.fmod (a - trunc(a / b) b in tensor
--- ops is not: fmod(7.5, 0.1) came out 0, not 0.1, and a subnormal b
--- overflowed a / b to inf). One pass in Lua over the values (math.fmod),
--- computed in float64: exact, and exact again once rounded to float32 or
--- bfloat16. The gradient is torch's: 1 for a, -trunc(a / b) for b.
-local FMOD = core.Function {
-  name = "fmod",
-  forward = function(ctx, a, b)
-    local q = a / b -- the result's dtype, shape and device
-    local av, bv = flat_values(a, q), flat_values(b, q)
-    local fmod, out = math.fmod, {}
-    for i = 1, #av do out[i] = fmod(av[i] * 1.0, bv[i] * 1.0) end -- floats (* 1.0 keeps -0.0)
-    ctx.a_shape = core.is_tensor(a) and a.shape or nil
-    ctx.b_shape = core.is_tensor(b) and b.shape or nil
-    ctx:save_for_backward(q)
-    if #out == 0 then return core.zeros(q.shape, { dtype = q.dtype, device = q.device }) end
-    return core.tensor(out, { dtype = "float64", device = q.device }):view(q.shape):to(q.dtype)
-  end,
-  backward = function(ctx, g)
-    local ga = ctx.a_shape and sum_to(g, ctx.a_shape) or nil
-    local gb = ctx.b_shape and sum_to(-(g * ctx.saved[1]:trunc()), ctx.b_shape) or nil
-    return ga, gb
-  end,
-}
-local function fmod_of(a, b) return FMOD(a, b) end
 
 -- ember.fmod(a, b) / a:fmod(b): the C-style remainder a - trunc(a / b) b,
 -- with the sign of a, exactly (C's fmod, as torch.fmod); b may be a number, a a number too.
-set("fmod", function(a, b) return division("fmod", a, b, fmod_of) end, true)
+set("fmod", function(a, b) return division("fmod", a, b, function(x, y) return c_fmod(x, y) end) end, true)
 
 -- ember.remainder(a, b) / a:remainder(b): the Python-style remainder
 -- a - floor(a / b) b, with the sign of b (torch.remainder): fmod, plus b
 -- where that is non-zero and its sign differs from b's.
 set("remainder", function(a, b)
   return division("remainder", a, b, function(x, y)
-    local m = fmod_of(x, y)
+    local m = c_fmod(x, y)
     local yt = core.is_tensor(y) and y or core.full({}, y, { dtype = m.dtype, device = m.device })
     local flip = m:ne(0):logical_and(yt:lt(0):logical_xor(m:lt(0)))
     return core.where(flip, m + y, m)
@@ -313,10 +281,12 @@ end, true)
 
 -- ember.floor_divide(a, b) / a:floor_divide(b): floor(a / b), rounded as
 -- PyTorch 1.13 does ((a - fmod(a, b)) / b, less 1 where the signs of the
--- remainder and b differ); not differentiable (PyTorch's has no gradient).
+-- remainder and b differ); integers in int64, exact; not differentiable
+-- (PyTorch's has no gradient).
 set("floor_divide", function(a, b)
-  return division("floor_divide", a, b, function(x, y)
-    local m = fmod_of(x, y)
+  return division("floor_divide", a, b, function(x, y, int)
+    if int then return c_floor_divide_int(x, y) end
+    local m = c_fmod(x, y)
     local yt = core.is_tensor(y) and y or core.full({}, y, { dtype = m.dtype, device = m.device })
     local div = (x - m) / y
     div = core.where(m:ne(0):logical_and(yt:lt(0):logical_xor(m:lt(0))), div - 1, div)
@@ -371,7 +341,11 @@ mt.__div_options = helpers.guard(function(a, b, opt)
   if mode ~= "trunc" then
     fail("div", "rounding_mode must be nil, \"trunc\" or \"floor\", got %s", tostring(mode))
   end
-  return division("div", a, b, function(x, y) return c_div(x, y):trunc() end)
+  return division("div", a, b, function(x, y, int)
+    -- integers: a - fmod(a, b) is a multiple of b (no overflow), so flooring divides it exactly
+    if int then return c_floor_divide_int(x - c_fmod(x, y), y) end
+    return c_div(x, y):trunc()
+  end)
 end)
 
 -- The largest finite value of each float dtype.

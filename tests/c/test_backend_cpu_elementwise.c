@@ -230,13 +230,14 @@ static double ref_binary(em_binary_op op, double x, double y) {
     case EM_AND: return x && y;
     case EM_OR: return x || y;
     case EM_XOR: return (x != 0) != (y != 0);
+    case EM_FMOD: return fmod(x, y); /* int64's % too: the values are small */
     default: return NAN;
   }
 }
 
 static const char *const bin_names[] = {"add",     "sub", "mul", "div", "pow", "maximum",
                                         "minimum", "eq",  "ne",  "lt",  "le",  "gt",
-                                        "ge",      "and", "or",  "xor"};
+                                        "ge",      "and", "or",  "xor", "fmod"};
 
 /* out [3,5,4] = a [3,1,4] op b [1,5,4] with broadcasting strides. */
 static void binary_case(em_binary_op op, em_dtype dt) {
@@ -244,12 +245,12 @@ static void binary_case(em_binary_op op, em_dtype dt) {
   double ad[12], bd[20], want[60];
   double lo = op == EM_POW ? 0.1 : -3, hi = 3;
   void *a = rand_arr(dt, 12, lo, hi, ad), *b = rand_arr(dt, 20, op == EM_POW ? -2 : lo, hi, bd);
-  if (dt == EM_I64 && op == EM_DIV)
+  if (dt == EM_I64 && (op == EM_DIV || op == EM_FMOD))
     for (int i = 0; i < 20; i++)
       if (bd[i] == 0) ((int64_t *)b)[i] = 1, bd[i] = 1;
   if (dt == EM_I64 && op == EM_POW)
     for (int i = 0; i < 20; i++) ((int64_t *)b)[i] = i % 4, bd[i] = i % 4;
-  bool cmp = op >= EM_EQ;
+  bool cmp = op >= EM_EQ && op <= EM_GE;
   em_dtype odt = cmp ? EM_BOOL : dt;
   void *out = xmalloc(60 * 8);
   for (int i = 0; i < 3; i++)
@@ -271,7 +272,8 @@ static void binary_case(em_binary_op op, em_dtype dt) {
 }
 
 static void test_binary(void) {
-  for (int op = EM_ADD; op <= EM_GE; op++) {
+  for (int op = EM_ADD; op < EM_NBINARY; op++) {
+    if (op >= EM_AND && op <= EM_XOR) continue;
     binary_case((em_binary_op)op, EM_F32);
     binary_case((em_binary_op)op, EM_F64);
     binary_case((em_binary_op)op, EM_I64);
@@ -303,6 +305,29 @@ static void test_binary(void) {
   check(be->binary(0, EM_DIV, &vr, &vx, &vy) == EM_ERR_ARG && msg_has("division by zero", NULL),
         "int64 division by zero is an error: %s", em_error_message());
   check(r[0] == 3 && r[1] == -4, "int64 division floors (7//2 = 3, -7//2 = -4)");
+  check(be->binary(0, EM_FMOD, &vr, &vx, &vy) == EM_ERR_ARG && msg_has("fmod", "integer division by zero"),
+        "int64 fmod by zero is an error naming fmod: %s", em_error_message());
+  {
+    /* C's %: the dividend's sign; INT64_MIN % -1 is 0 (x86's idiv traps);
+    ** 2^53 + 1 exact; a broadcast divisor */
+    int64_t fx[5] = {INT64_MIN, -7, 7, 9007199254740993LL, INT64_MAX}, fy[5] = {-1, 2, -2, 2, -1}, fr[5],
+            s5[1] = {5}, z1[1] = {0};
+    em_kview vfx = kv(fx, EM_I64, 1, s5), vfy = kv(fy, EM_I64, 1, s5), vfr = kv(fr, EM_I64, 1, s5);
+    check(be->binary(0, EM_FMOD, &vfr, &vfx, &vfy) == EM_OK && fr[0] == 0 && fr[1] == -1 && fr[2] == 1 &&
+              fr[3] == 1 && fr[4] == 0,
+          "int64 fmod: C's %% (INT64_MIN %% -1 = 0, -7 %% 2 = -1, 7 %% -2 = 1, (2^53 + 1) %% 2 = 1)");
+    int64_t m3 = -3;
+    em_kview vb3 = kvs(&m3, EM_I64, 1, s5, z1);
+    check(be->binary(0, EM_FMOD, &vfr, &vfx, &vb3) == EM_OK && fr[0] == INT64_MIN % 3 && fr[1] == -1 &&
+              fr[2] == 1 && fr[3] == 9007199254740993LL % 3 && fr[4] == INT64_MAX % 3,
+          "int64 fmod by a broadcast -3");
+    float gx[4] = {7.5f, -0.0f, -4.0f, 1e17f}, gy[4] = {0.1f, 2.0f, 2.0f, 3.3f}, gr[4];
+    int64_t s4[1] = {4};
+    em_kview vgx = kv(gx, EM_F32, 1, s4), vgy = kv(gy, EM_F32, 1, s4), vgr = kv(gr, EM_F32, 1, s4);
+    bool same = be->binary(0, EM_FMOD, &vgr, &vgx, &vgy) == EM_OK;
+    for (int i = 0; i < 4; i++) same &= memcmp(&gr[i], &(float){fmodf(gx[i], gy[i])}, 4) == 0;
+    check(same && signbit(gr[1]) && signbit(gr[2]), "float32 fmod gives fmodf's bits (signed zeros)");
+  }
   float f[3];
   em_kview vf = kv(f, EM_F32, 1, s3);
   check(be->binary(0, EM_ADD, &vf, &vx, &vf) == EM_ERR_DTYPE,

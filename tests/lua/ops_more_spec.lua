@@ -303,6 +303,40 @@ describe("ops_more edge cases (the PyTorch 1.13 result in a comment)", function(
     assert.is_false(ember.floor_divide(x, 2).requires_grad)
   end)
 
+  it("fmod, remainder and floor_divide of int64 stay exact past 2^53 (the C op, no float64 round trip)", function()
+    local I64 = { dtype = "int64" }
+    local big = ember.tensor({ 9007199254740993, -9007199254740993, math.maxinteger, math.mininteger }, I64)
+    -- torch.remainder(tensor([2**53+1, -(2**53+1), 2**63-1, -2**63]), 2): [1, 1, 1, 0]
+    assert.same({ 1, 1, 1, 0 }, big:remainder(2):totable())
+    assert.same({ 1, -1, 1, 0 }, ember.fmod(big, 2):totable()) -- torch.fmod: [1, -1, 1, 0]
+    -- torch.floor_divide(..., 2): [4503599627370496, -4503599627370497, 4611686018427387903, -4611686018427387904]
+    assert.same({ 4503599627370496, -4503599627370497, 4611686018427387903, -4611686018427387904 },
+      big:floor_divide(2):totable())
+    -- a tensor divisor, negative and past 2^53: torch.remainder(tensor([2**53+1, 2**53+1]), tensor([-(2**53), -3]))
+    -- is [-(2**53-1), 0], floor_divide [-2, -3002399751580331]
+    local d = ember.tensor({ -9007199254740992, -3 }, I64)
+    assert.same({ -9007199254740991, 0 }, ember.remainder(big:narrow(1, 1, 2):abs(), d):totable())
+    assert.same({ -2, -3002399751580331 }, ember.floor_divide(big:narrow(1, 1, 2):abs(), d):totable())
+    -- INT64_MIN % -1 is 0 (C's % traps there); div with rounding_mode trunc stays int64 and exact
+    assert.same({ 0 }, ember.fmod(ember.tensor({ math.mininteger }, I64), -1):totable())
+    local t = big:div(-2, "trunc")
+    assert.equal("int64", t.dtype)
+    assert.same({ -4503599627370496, 4503599627370496, -4611686018427387903, 4611686018427387904 }, t:totable())
+    -- a number first: torch.remainder(2**53+1, tensor([2, -2])) is [1, -1]
+    assert.same({ 1, -1 }, ember.remainder(9007199254740993, ember.tensor({ 2, -2 }, I64)):totable())
+  end)
+
+  it("fmod and remainder pass a float64 gradcheck (broadcast, numbers either side)", function()
+    local gradcheck = require "tests.lua.helpers.gradcheck"
+    -- quotients kept away from integers, where fmod jumps
+    local a = ember.tensor({ { 5.3, -7.7, 2.45 }, { -0.35, 9.9, -4.1 } }, F64)
+    local b = ember.tensor({ 1.3, 2.1, -0.7 }, F64)
+    gradcheck.check(function(x, y) return ember.fmod(x, y) end, { a, b })
+    gradcheck.check(function(x, y) return x:remainder(y) end, { a, b })
+    gradcheck.check(function(x) return x:fmod(-1.3) end, { a })
+    gradcheck.check(function(y) return ember.remainder(7.9, y) end, { b })
+  end)
+
   it("nan_to_num's defaults are the dtype's extremes", function()
     local x = ember.tensor({ 0 / 0, math.huge, -math.huge, 1.5 }, F64)
     assert.same({ 0, 1.7976931348623157e308, -1.7976931348623157e308, 1.5 }, values(x:nan_to_num()))
