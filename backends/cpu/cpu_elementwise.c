@@ -294,21 +294,25 @@ typedef struct binary_ctx {
   int failed; /* int64 division (div, fmod) by zero or negative power, set atomically */
 } binary_ctx;
 
-/* fmodf, exact, as libm's, without its loop over the quotient's bits
-** where the quotient is small (the common case): q = trunc(a / b) taken in
-** double is exact below 2^24 (|a / b| is at least 2^-24 away from the next
-** integer), q b has at most 48 bits, and a - q b, a float's multiple, is
-** then exact in double; the selects fix q if it were one off. Infinities,
-** NaN, a zero b and large quotients go to fmodf. */
-static inline float cpu_fmodf(float a, float b) {
-  const double x = a, y = fabs((double)b), q = trunc(x / y);
-  if (!(fabs(q) < 16777216.0) || !(y < INFINITY)) return fmodf(a, b);
-  double r = x - q * y;
-  const double s = x < 0 ? -y : y; /* a step towards a's sign */
-  r = (r != 0 && (r < 0) != (x < 0)) ? r + s : r;
-  r = fabs(r) >= y ? r - s : r;
-  return r == 0 ? copysignf(0.0f, a) : (float)r;
+/* C's fmod, exact (libm's bits), without libm's loop over the quotient's
+** bits where the quotient is below 2^52 (the common case): there
+** trunc(a / b) is at most one off,
+** fma(-q, |b|, a) is a - q |b| rounded once, exact when q is right (the
+** result is fmod's, representable), and a wrong q shows as a result of
+** the wrong sign or past |b|, so one more fma with q corrected gives it. */
+static inline double cpu_fmod(double a, double b) {
+  const double y = fabs(b), q = trunc(a / y);
+  if (!(fabs(q) < 0x1p52) || !(y < INFINITY)) return fmod(a, b);
+  const double s = a < 0 ? -1.0 : 1.0;
+  double r = fma(-q, y, a);
+  if (r != 0 && (r < 0) != (a < 0)) r = fma(-(q - s), y, a);
+  else if (fabs(r) >= y) r = fma(-(q + s), y, a);
+  return r == 0 ? copysign(0.0, a) : r;
 }
+
+/* float32 (and bfloat16, computed in float) through it: fmod of two floats
+** is a float, so the double result is exact again once rounded. */
+static inline float cpu_fmodf(float a, float b) { return (float)cpu_fmod(a, b); }
 
 #define LD(x) (x)
 #define ST(x) (x)
@@ -328,7 +332,7 @@ static inline float cpu_fmodf(float a, float b) {
 #define ACC double
 #define SUF f64
 #define FLOAT_POW pow
-#define FLOAT_FMOD fmod
+#define FLOAT_FMOD cpu_fmod
 #include "cpu_binary_tmpl.h"
 #undef T
 #undef ACC

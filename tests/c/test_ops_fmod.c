@@ -12,6 +12,7 @@
 #include "tap.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,55 @@ static void test_float_values(void) {
         "fmod bfloat16 values (computed in float)");
   em_release(y);
   em_release(ha), em_release(hb), em_release(da), em_release(db);
+  em_release(ta), em_release(tb), em_release(ga), em_release(gb);
+}
+
+static uint64_t xorshift(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+/* Many pairs against libm, bit for bit: random bit patterns with close
+** exponents, multiples k b one ulp either side (quotients next to an
+** integer, up to 2^60), signs mixed (the CPU's fast path and its fallback). */
+static void test_many(void) {
+  enum { N = 60000 };
+  static double a[N], b[N], want[N];
+  static float fa[N], fb[N];
+  static double fw[N];
+  uint64_t st = 0x9E3779B97F4A7C15ull;
+#define NEXT() xorshift(&st)
+  for (int i = 0; i < N; i++) {
+    uint64_t ua = NEXT(), ub = NEXT();
+    if (i % 2) { /* exponents up to 60 apart */
+      int64_t eb = (int64_t)((ua >> 52) & 0x7ff) - (int64_t)(NEXT() % 61);
+      ub = (ub & 0x800fffffffffffffull) | ((uint64_t)(eb < 0 ? 0 : eb) << 52);
+    }
+    memcpy(&a[i], &ua, 8), memcpy(&b[i], &ub, 8);
+    if (i % 3 == 0) { /* a = k b, nudged */
+      double k = (double)(NEXT() >> (4 + NEXT() % 60));
+      b[i] = ldexp(1.0 + (double)(NEXT() >> 12) * 0x1p-52, (int)(NEXT() % 200) - 100);
+      a[i] = k * b[i];
+      a[i] = i % 2 ? nextafter(a[i], INFINITY) : nextafter(a[i], -INFINITY);
+      if (NEXT() & 1) a[i] = -a[i];
+      if (NEXT() & 1) b[i] = -b[i];
+    }
+    want[i] = fmod(a[i], b[i]);
+    fa[i] = (float)a[i], fb[i] = (float)b[i];
+    if (!(fb[i] != 0) || !isfinite(fa[i])) fa[i] = (float)(i % 1000) - 500.25f, fb[i] = 3.3f;
+    fw[i] = fmodf(fa[i], fb[i]);
+  }
+#undef NEXT
+  em_tensor *ta = make(EM_F64, N, a), *tb = make(EM_F64, N, b), *y = NULL;
+  CHECK_OK(em_binary(&y, EM_FMOD, ta, tb), "fmod float64, many pairs");
+  CHECK(y && same_bits(y, N, want), "fmod float64 gives libm's bits on 60000 pairs (quotients next to integers)");
+  em_release(y), y = NULL;
+  em_tensor *ga = make(EM_F32, N, fa), *gb = make(EM_F32, N, fb);
+  CHECK_OK(em_binary(&y, EM_FMOD, ga, gb), "fmod float32, many pairs");
+  CHECK(y && same_bits(y, N, fw), "fmod float32 gives fmodf's bits on 60000 pairs");
+  em_release(y);
   em_release(ta), em_release(tb), em_release(ga), em_release(gb);
 }
 
@@ -197,6 +247,7 @@ int main(void) {
   CHECK(strcmp(em_binary_name(EM_FMOD), "fmod") == 0 && EM_FMOD == EM_NBINARY - 1 && EM_XOR == 15,
         "fmod is the last binary op; the others keep their numbers");
   test_float_values();
+  test_many();
   test_int64();
   test_grads();
   return tap_done();
