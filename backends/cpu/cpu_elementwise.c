@@ -303,7 +303,7 @@ typedef struct binary_ctx {
 static inline double cpu_fmod(double a, double b) {
   const double y = fabs(b), q = trunc(a / y);
   if (!(fabs(q) < 0x1p52) || !(y < INFINITY)) return fmod(a, b);
-  const double s = a < 0 ? -1.0 : 1.0;
+  const double s = copysign(1.0, a); /* a select, not a branch: signs are random */
   double r = fma(-q, y, a);
   if (r != 0 && (r < 0) != (a < 0)) r = fma(-(q - s), y, a);
   else if (fabs(r) >= y) r = fma(-(q + s), y, a);
