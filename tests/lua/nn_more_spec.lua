@@ -396,10 +396,12 @@ describe("errors name the module at the caller's line", function()
       "AdaptiveAvgPool1d.forward: expected an input [N, C, L] or [C, L], got shape [1, 2, 3, 4]")
     raises_here(function() local _ = nn.Upsample() end, "Upsample: give either size or scale_factor (one of them)")
     raises_here(function() local _ = nn.Upsample({ size = 2, scale_factor = 2 }) end, "Upsample: give either size or scale_factor")
-    raises_here(function() local _ = nn.Upsample(2, { mode = "bilinear" }) end, 'Upsample: mode must be "nearest"')
-    raises_here(function() local _ = nn.Upsample({ size = { 2, 0 } }) end, "Upsample: size must be a positive integer or a pair")
-    raises_here(function() local _ = nn.Upsample(2)(ember.randn(2, 3, 4)) end,
-      "Upsample.forward: expected a 4-d input [N, C, H, W], got shape [2, 3, 4]")
+    raises_here(function() local _ = nn.Upsample(2, { mode = "cubic" }) end, 'Upsample: mode must be one of "area", "bicubic"')
+    raises_here(function() local _ = nn.Upsample(2, { mode = "bilinear" })(ember.randn(1, 2, 3)) end,
+      'Upsample.forward: mode "bilinear" needs a 4-d input [N, C, H, W], got shape [1, 2, 3] (3-d)')
+    raises_here(function() local _ = nn.Upsample({ size = { 2, 0 } }) end, "Upsample: size must be a positive integer or a list of them (one per spatial dim), got {2, 0}")
+    raises_here(function() local _ = nn.Upsample(2)(ember.randn(2, 3)) end,
+      "Upsample.forward: expected an input [N, C, *spatial] with 1 to 3 spatial dims (3-d to 5-d), got shape [2, 3]")
     raises_here(function() local _ = nn.PixelShuffle(0) end, "PixelShuffle: upscale_factor must be a positive integer, got 0")
     raises_here(function() local _ = nn.PixelShuffle(2)(ember.randn(1, 6, 2, 2)) end,
       "PixelShuffle.forward: the channels (6, dim 2 of shape [1, 6, 2, 2]) must be divisible by upscale_factor^2 = 4")

@@ -1,37 +1,49 @@
---- nn.Upsample({size =, scale_factor =, mode = "nearest"}) or
--- nn.Upsample(scale_factor [, {mode =}]): nearest-neighbour upsampling of
--- the last two dims of [N, C, H, W], as torch.nn.Upsample (and
--- F.interpolate) with mode "nearest" (the only mode here). Give either
--- size (a number or {h, w}: the output's H and W) or scale_factor (a
--- number or {sh, sw}: H and W times it, rounded down). Output row i is
--- input row floor(i * scale) (at most H - 1), with scale = 1 / scale_factor
--- or H / h, in float32 as PyTorch does, so a fractional factor picks
--- PyTorch's rows. The gradient sums over the copies. (PyTorch 1.13 is
--- inconsistent where a factor other than 2 or 1 gives exactly 2 H or H
--- rows: its backward, and its forward when N * C = 1, then take rows i / 2
--- or i; ember keeps to the formula.)
--- The rule is `nn.functional.interpolate`'s (nn/_interpolate.lua), which
--- also has the modes "bilinear", "bicubic", "nearest-exact" and "area".
--- Errors name nn.Upsample: both or neither of size and scale_factor, a mode other than "nearest", an input that is not 4-d.
+--- nn.Upsample({size =, scale_factor =, mode = "nearest", align_corners =}) or
+-- nn.Upsample(scale_factor [, {mode =, align_corners =}]): upsampling of the
+-- spatial dims of [N, C, L], [N, C, H, W] or [N, C, D, H, W], as
+-- torch.nn.Upsample: `nn.functional.interpolate` with the module's
+-- settings (nn/_interpolate.lua, the one rule), in every mode it has --
+-- "nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear"
+-- and "area" -- with align_corners for the interpolating ones. Give either
+-- size (a number, or one per spatial dim) or scale_factor (a number, or one
+-- per spatial dim). In "nearest", output row i is input row floor(i *
+-- scale) (at most H - 1), with scale = 1 / scale_factor or H / h, in
+-- float32 as PyTorch does, so a fractional factor picks PyTorch's rows; the
+-- gradient sums over the copies. (PyTorch 1.13 is inconsistent where a
+-- factor other than 2 or 1 gives exactly 2 H or H rows: its backward, and
+-- its forward when N * C = 1, then take rows i / 2 or i; ember keeps to
+-- the formula.)
+-- Errors name nn.Upsample: both or neither of size and scale_factor, an
+-- unknown mode, a size or factor that is not positive; at forward, an input
+-- whose number of dims does not go with the mode or the sizes.
 -- @usage print(nn.Upsample(2)(ember.randn(1, 3, 4, 5)).shape)              --> ember.Size{1, 3, 8, 10}
 -- print(nn.Upsample({size = {6, 7}})(ember.randn(1, 3, 4, 5)).shape)     --> ember.Size{1, 3, 6, 7}
+-- print(nn.Upsample(2, {mode = "bilinear", align_corners = true})(ember.randn(1, 1, 2, 2)).shape)
+-- --> ember.Size{1, 1, 4, 4}
 -- @classmod nn.Upsample
 local error = require("ember._errors").error -- raises at the user's line
-local shape_str = require("ember._errors").shape_str
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local interpolate = require "ember.nn._interpolate"
 
 local Upsample = Module:extend("Upsample")
 
--- A positive number (integer when `int`) or a pair of them, as a pair; nil when invalid.
-local function pair(v, int)
-  if type(v) == "number" then v = { v, v } end
-  if type(v) ~= "table" or #v ~= 2 then return nil end
-  for i = 1, 2 do
-    if type(v[i]) ~= "number" or not (v[i] > 0) or (int and math.type(v[i]) ~= "integer") then return nil end
+-- v for a message: a list as {a, b}.
+local function fmt(v)
+  if type(v) ~= "table" then return tostring(v) end
+  local parts = {}
+  for i = 1, #v do parts[i] = tostring(v[i]) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+-- A positive number (integer when `int`) or a list of 1 to 3 of them; nil when invalid.
+local function sizes(v, int)
+  local list = type(v) == "number" and { v } or v
+  if type(list) ~= "table" or #list < 1 or #list > 3 then return nil end
+  for i = 1, #list do
+    if type(list[i]) ~= "number" or not (list[i] > 0) or (int and math.type(list[i]) ~= "integer") then return nil end
   end
-  return { v[1], v[2] }
+  return v
 end
 
 function Upsample:__init(a, b)
@@ -39,49 +51,63 @@ function Upsample:__init(a, b)
   if type(a) == "number" or (type(a) == "table" and a[1] ~= nil) then
     opts = b or {}
     if type(opts) ~= "table" then error("Upsample: options must be a table {mode =}, got " .. type(opts), 2) end
-    opts = { scale_factor = a, size = opts.size, mode = opts.mode }
+    opts = { scale_factor = a, size = opts.size, mode = opts.mode, align_corners = opts.align_corners }
   else
     opts = a or {}
     if type(opts) ~= "table" then
       error("Upsample: expected a scale_factor or an options table {size =, scale_factor =, mode =}, got " .. type(opts), 2)
     end
   end
+  opts = Module.check_options("nn.Upsample", opts, { "size", "scale_factor", "mode", "align_corners" })
   if (opts.size == nil) == (opts.scale_factor == nil) then
     error("Upsample: give either size or scale_factor (one of them)", 2)
   end
   self.mode = opts.mode or "nearest"
-  if self.mode ~= "nearest" then
-    error(("Upsample: mode must be \"nearest\" (the only mode ember has), got %s"):format(tostring(self.mode)), 2)
+  if not interpolate.MODES[self.mode] then
+    local names = {}
+    for name in pairs(interpolate.MODES) do names[#names + 1] = ("%q"):format(name) end
+    table.sort(names)
+    error(("Upsample: mode must be one of %s, got %s"):format(table.concat(names, ", "), tostring(self.mode)), 2)
   end
+  if opts.align_corners ~= nil and type(opts.align_corners) ~= "boolean" then
+    error("Upsample: align_corners must be a boolean, got " .. type(opts.align_corners), 2)
+  end
+  self.align_corners = opts.align_corners
   if opts.size ~= nil then
-    self.size = pair(opts.size, true)
+    self.size = sizes(opts.size, true)
     if not self.size then
-      error("Upsample: size must be a positive integer or a pair of them, got " .. tostring(opts.size), 2)
+      error("Upsample: size must be a positive integer or a list of them (one per spatial dim), got "
+        .. fmt(opts.size), 2)
     end
   else
-    self.scale_factor = pair(opts.scale_factor)
+    self.scale_factor = sizes(opts.scale_factor)
     if not self.scale_factor then
-      error("Upsample: scale_factor must be a positive number or a pair of them, got " .. tostring(opts.scale_factor), 2)
+      error("Upsample: scale_factor must be a positive number or a list of them (one per spatial dim), got "
+        .. fmt(opts.scale_factor), 2)
     end
   end
 end
 
---- x upsampled (nearest neighbour).
--- @tparam Tensor x [N, C, H, W]
--- @treturn Tensor [N, C, h, w]
+--- x upsampled: nn.functional.interpolate(x, {size or scale_factor, mode, align_corners}).
+-- @tparam Tensor x [N, C, *spatial] (1 to 3 spatial dims)
+-- @treturn Tensor [N, C, *new spatial]
 function Upsample:forward(x)
-  if not ember.is_tensor(x) or x.ndim ~= 4 then
-    error(("Upsample.forward: expected a 4-d input [N, C, H, W], got %s"):format(
-      ember.is_tensor(x) and ("shape " .. shape_str(x)) or type(x)), 2)
-  end
-  return interpolate.interpolate("Upsample.forward", x, 2, self.size, self.scale_factor, self.mode)
+  return interpolate.resample("Upsample.forward", x, { size = self.size, scale_factor = self.scale_factor,
+    mode = self.mode, align_corners = self.align_corners })
 end
 
 --- The size or scale factor and the mode, for printing.
 function Upsample:extra_repr()
   local v = self.scale_factor or self.size
-  local s = v[1] == v[2] and ("%g"):format(v[1]) or ("(%g, %g)"):format(v[1], v[2])
-  return ("%s=%s, mode=%s"):format(self.scale_factor and "scale_factor" or "size", s, self.mode)
+  local s
+  if type(v) == "number" then s = ("%g"):format(v)
+  else
+    local parts = {}
+    for i = 1, #v do parts[i] = ("%g"):format(v[i]) end
+    s = #parts == 1 and parts[1] or "(" .. table.concat(parts, ", ") .. ")"
+  end
+  return ("%s=%s, mode=%s%s"):format(self.scale_factor and "scale_factor" or "size", s, self.mode,
+    self.align_corners ~= nil and (", align_corners=" .. tostring(self.align_corners)) or "")
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
