@@ -326,6 +326,16 @@ describe("the modules are their functions with their parameters", function()
   it("Upsample and Embedding", function()
     assert(same(nn.Upsample({ 1.5, 2 })(x4), F.interpolate(x4, { scale_factor = { 1.5, 2 } })))
     assert(same(nn.Upsample({ size = { 4, 11 } })(x4), F.interpolate(x4, { size = { 4, 11 } })))
+    -- the max pools' indices, module == function
+    local mp = nn.MaxPool2d(3, { stride = 2, padding = 1, return_indices = true })
+    local y, i = mp(x4)
+    local fy, fi = F.max_pool2d(x4, 3, { stride = 2, padding = 1, return_indices = true })
+    assert(same(y, fy) and i.dtype == "int64" and ember.equal(i, fi))
+    local x3p = ember.randn(2, 3, 9, F64)
+    local y1, i1 = nn.MaxPool1d(2, { return_indices = true })(x3p)
+    local fy1, fi1 = F.max_pool1d(x3p, 2, { return_indices = true })
+    assert(same(y1, fy1) and ember.equal(i1, fi1))
+    assert.is_truthy(tostring(mp):find("return_indices=true", 1, true))
     -- every mode of interpolate, as torch.nn.Upsample: 1-d, 2-d and 3-d inputs, align_corners
     assert(same(nn.Upsample(2, { mode = "bilinear", align_corners = true })(x4),
       F.interpolate(x4, { scale_factor = 2, mode = "bilinear", align_corners = true })))

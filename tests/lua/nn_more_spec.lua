@@ -383,7 +383,7 @@ describe("errors name the module at the caller's line", function()
     raises_here(function() local _ = nn.MaxPool1d(2, { stride = 0 }) end, "MaxPool1d: stride must be a positive integer, got 0")
     raises_here(function() local _ = nn.MaxPool1d(2, { padding = 2 }) end,
       "MaxPool1d: padding 2 is more than half the kernel (2)")
-    raises_here(function() local _ = nn.MaxPool1d(2, { return_indices = true }) end, "MaxPool1d: return_indices is not supported")
+    raises_here(function() local _ = nn.MaxPool1d(2, { return_indices = "yes" }) end, "MaxPool1d: return_indices must be a boolean, got yes")
     raises_here(function() local _ = nn.MaxPool1d(2)(ember.randn(2, 3, 4, 5)) end,
       "MaxPool1d.forward: expected an input [N, C, L] or [C, L], got shape [2, 3, 4, 5]")
     raises_here(function() local _ = nn.MaxPool1d(5)(ember.randn(2, 3, 4)) end,

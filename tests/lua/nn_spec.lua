@@ -433,7 +433,7 @@ describe("options", function()
       { function() nn.BatchNorm2d(8, { momentun = 0.5 }) end, "nn.BatchNorm2d: unknown option 'momentun'" },
       { function() nn.BatchNorm1d(8, { afine = false }) end, "nn.BatchNorm1d: unknown option 'afine'" },
       { function() nn.MaxPool2d(2, { strid = 1 }) end, "nn.MaxPool2d: unknown option 'strid'" },
-      { function() nn.MaxPool2d(2, { return_indices = true }) end, "MaxPool2d: return_indices is not supported" },
+      { function() nn.MaxPool2d(2, { return_indices = 1 }) end, "MaxPool2d: return_indices must be a boolean, got 1" },
       { function() nn.AvgPool1d(2, { count_include_pads = false }) end, "nn.AvgPool1d: unknown option 'count_include_pads'" },
       { function() nn.NLLLoss { ignore_idx = 1 } end, "nn.NLLLoss: unknown option 'ignore_idx'" },
       { function() nn.KLDivLoss { log_targets = true } end, "nn.KLDivLoss: unknown option 'log_targets'" },

@@ -162,7 +162,7 @@ describe("2-d pooling", function()
     raises_here(function() local _ = nn.MaxPool2d(0) end, "MaxPool2d: kernel_size must be a positive integer or a pair")
     raises_here(function() local _ = nn.MaxPool2d(2, { stride = 0 }) end, "MaxPool2d: stride must be a positive integer")
     raises_here(function() local _ = nn.MaxPool2d(2, { padding = 2 }) end, "MaxPool2d: padding 2 is more than half the kernel (2)")
-    raises_here(function() local _ = nn.MaxPool2d(2, { return_indices = true }) end, "MaxPool2d: return_indices is not supported")
+    raises_here(function() local _ = nn.MaxPool2d(2, { return_indices = 1 }) end, "MaxPool2d: return_indices must be a boolean, got 1")
     raises_here(function() local _ = nn.MaxPool2d(2)(ember.randn(2, 3)) end,
       "MaxPool2d.forward: expected an input [N, C, H, W] or [C, H, W], got shape [2, 3]")
     raises_here(function() local _ = nn.MaxPool2d(5)(ember.randn(1, 1, 4, 8)) end,

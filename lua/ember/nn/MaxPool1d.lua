@@ -6,7 +6,7 @@
 -- (ceil with ceil_mode, as `nn.MaxPool2d`);
 -- the gradient goes to the first largest value of each window.
 -- It is `nn.MaxPool2d`'s code on a [N, C, 1, L] view.
--- Errors name nn.MaxPool1d: bad sizes, return_indices (not supported), an input that is not 2-d or 3-d, a window larger than the padded input.
+-- Errors name nn.MaxPool1d: bad sizes, an input that is not 2-d or 3-d, a window larger than the padded input.
 -- @usage local pool = nn.MaxPool1d(3, {stride = 2, padding = 1})
 -- print(pool(ember.randn(4, 8, 20)).shape)   --> ember.Size{4, 8, 10}
 -- @classmod nn.MaxPool1d
@@ -24,9 +24,10 @@ local MaxPool1d = Module:extend("MaxPool1d")
 -- with nn.AvgPool1d; `name` is the module's).
 function MaxPool1d._sizes(self, name, kernel_size, opts)
   opts = Module.check_options(name:find("^nn%.") and name or "nn." .. name, opts, MaxPool2d.OPTIONS[name])
-  if opts.return_indices then
-    error(name .. ": return_indices is not supported (use ember.max over the unfolded windows, or argmax)", 2)
+  if opts.return_indices ~= nil and type(opts.return_indices) ~= "boolean" then
+    error(("%s: return_indices must be a boolean, got %s"):format(name, tostring(opts.return_indices)), 2)
   end
+  self.return_indices = opts.return_indices == true
   local k = pool.single(kernel_size)
   if not k then
     error(("%s: kernel_size must be a positive integer, got %s"):format(name, tostring(kernel_size)), 2)
@@ -67,19 +68,25 @@ function MaxPool1d._check(self, name, x)
   return pool.as_2d(x)
 end
 
---- The max of each window.
+--- The max of each window; with return_indices, also its 1-based position
+-- along L (int64; PyTorch's index plus one).
 -- @tparam Tensor x [N, C, L] or [C, L]
 -- @treturn Tensor [N, C, Lo] (or [C, Lo])
+-- @treturn[opt] Tensor indices, shaped as the output (with return_indices)
 function MaxPool1d:forward(x)
   local x4, back = MaxPool1d._check(self, "MaxPool1d", x)
   local c = self._cfg
+  if self.return_indices then -- 1-based positions along L (its plane is 1 x L)
+    local y, i = pool.max2d_indices(c, x4)
+    return back(y), back(i)
+  end
   return back(pool.max2d(c, x4))
 end
 
 --- The sizes, for printing.
 function MaxPool1d:extra_repr()
   return ("kernel_size=%d, stride=%d, padding=%d, dilation=%d%s"):format(self.kernel_size, self.stride, self.padding,
-    self.dilation, self.ceil_mode and ", ceil_mode=true" or "")
+    self.dilation, (self.ceil_mode and ", ceil_mode=true" or "") .. (self.return_indices and ", return_indices=true" or ""))
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

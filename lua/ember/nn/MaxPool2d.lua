@@ -10,7 +10,7 @@
 -- The gradient goes to the first largest value of each window, as PyTorch.
 -- Composed from strided views (one per kernel offset) and a max
 -- (nn/_pool.lua's max2d, `nn.functional.max_pool2d`'s too).
--- Errors name nn.MaxPool2d: bad sizes, return_indices (not supported), an input that is not 3-d or 4-d, a window larger than the padded input.
+-- Errors name nn.MaxPool2d: bad sizes, an input that is not 3-d or 4-d, a window larger than the padded input.
 -- @usage local pool = nn.MaxPool2d(2)                        -- halves H and W
 -- local y = nn.MaxPool2d(3, {stride = 2, padding = 1})(ember.randn(1, 8, 32, 32))   -- [1, 8, 16, 16]
 -- print(nn.MaxPool2d(3, {stride = 2, ceil_mode = true})(ember.randn(1, 8, 8, 8)).shape)   --> ember.Size{1, 8, 4, 4}
@@ -47,9 +47,10 @@ local function sizes(self, name, kernel_size, opts)
     error(("%s: ceil_mode must be a boolean, got %s"):format(name, tostring(opts.ceil_mode)), 3)
   end
   self.ceil_mode = opts.ceil_mode == true
-  if opts.return_indices then
-    error(name .. ": return_indices is not supported (use ember.max over the unfolded windows, or argmax)", 3)
+  if opts.return_indices ~= nil and type(opts.return_indices) ~= "boolean" then
+    error(("%s: return_indices must be a boolean, got %s"):format(name, tostring(opts.return_indices)), 3)
   end
+  self.return_indices = opts.return_indices == true
   self.kernel_size = pool.pair(kernel_size)
   if not self.kernel_size then
     error(("%s: kernel_size must be a positive integer or a pair of them, got %s"):format(name, tostring(kernel_size)), 3)
@@ -97,11 +98,19 @@ function MaxPool2d._check(self, name, x)
   return xb, unbatch
 end
 
---- The max of each window.
+--- The max of each window; with return_indices, also where it was: int64,
+-- the 1-based position in its input plane of H * W (PyTorch's 0-based
+-- index plus one), the first of equal values, as nn.MaxUnpool2d and
+-- nn.functional.max_unpool2d take it.
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]
 -- @treturn Tensor [N, C, Ho, Wo] (or [C, Ho, Wo])
+-- @treturn[opt] Tensor indices, shaped as the output (with return_indices)
 function MaxPool2d:forward(x)
   local xb, unbatch = self:_check("MaxPool2d", x)
+  if self.return_indices then
+    local y, i = pool.max2d_indices(self, xb)
+    return unbatch(y), unbatch(i)
+  end
   return unbatch(pool.max2d(self, xb))
 end
 
@@ -109,7 +118,8 @@ end
 function MaxPool2d:extra_repr()
   local function s(p) return p[1] == p[2] and tostring(p[1]) or ("(%d, %d)"):format(p[1], p[2]) end
   return ("kernel_size=%s, stride=%s, padding=%s, dilation=%s%s"):format(s(self.kernel_size), s(self.stride),
-    s(self.padding), s(self.dilation), self.ceil_mode and ", ceil_mode=true" or "")
+    s(self.padding), s(self.dilation), (self.ceil_mode and ", ceil_mode=true" or "")
+    .. (self.return_indices and ", return_indices=true" or ""))
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -120,7 +120,7 @@ local function pooled(who, kind, nd, x, kernel_size, ...)
   check_tensor(who, "input", x, true)
   check_bool(who, "return_indices", o.return_indices)
   local indices = o.return_indices
-  o.return_indices = nil -- (the modules' sizes refuse it: nn.MaxPool2d has no return_indices yet)
+  o.return_indices = nil -- the sizes only: the indices are taken here
   local cfg = {}
   if nd == 2 then
     MaxPool2d._sizes(cfg, who, kernel_size, o)
