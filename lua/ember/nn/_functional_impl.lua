@@ -34,29 +34,37 @@ local M = {}
 
 local CONV = { "stride", "padding", "dilation", "groups" }
 
-local function convolution(nd, x, w, b, ...)
-  local who = "nn.functional.conv" .. nd .. "d"
-  if is_options(b) and select("#", ...) == 0 then return convolution(nd, x, w, nil, b) end
-  local o = args(who, CONV, ...)
-  check_tensor(who, "input", x)
+-- What both convolutions check of their weight and groups: its rank (its
+-- first two dims named by `dims`), groups a positive integer dividing the
+-- weight's first dim (whose channels `first` names). Returns groups and
+-- the kernel's sizes.
+local function weight_and_groups(who, nd, w, o, dims, first)
   check_tensor(who, "weight", w, true)
   if w.ndim ~= nd + 2 then
-    errors.raise("%s: weight must be %d-d [out_channels, in_channels / groups, %s], got %s", who, nd + 2,
-      nd == 2 and "kh, kw" or "k", shape_str(w))
+    errors.raise("%s: weight must be %d-d [%s, %s], got %s", who, nd + 2, dims, nd == 2 and "kh, kw" or "k",
+      shape_str(w))
   end
   local g = o.groups or 1
   if math.type(g) ~= "integer" or g < 1 then
     errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g))
   end
-  local O = w.shape[1]
-  if O % g ~= 0 then
-    errors.raise("%s: the weight's %d output channels (dim 1 of %s) must be divisible by groups=%d", who, O,
-      shape_str(w), g)
+  if w.shape[1] % g ~= 0 then
+    errors.raise("%s: the weight's %d %s channels (dim 1 of %s) must be divisible by groups=%d", who, w.shape[1],
+      first, shape_str(w), g)
   end
-  check_optional(who, "bias", b, { O })
-  local cfg = { weight = w, bias = b, groups = g, in_channels = w.shape[2] * g }
   local k = {}
   for i = 1, nd do k[i] = w.shape[2 + i] end
+  return g, k
+end
+
+local function convolution(nd, x, w, b, ...)
+  local who = "nn.functional.conv" .. nd .. "d"
+  if is_options(b) and select("#", ...) == 0 then return convolution(nd, x, w, nil, b) end
+  local o = args(who, CONV, ...)
+  check_tensor(who, "input", x)
+  local g, k = weight_and_groups(who, nd, w, o, "out_channels, in_channels / groups", "output")
+  check_optional(who, "bias", b, { w.shape[1] })
+  local cfg = { weight = w, bias = b, groups = g, in_channels = w.shape[2] * g }
   conv.sizes(cfg, who, nd, k, o)
   if (x.ndim == nd + 1 or x.ndim == nd + 2) and x.shape[x.ndim - nd] ~= cfg.in_channels then
     errors.raise("%s: expected %d input channels (the weight %s times groups=%d), got %d in an input of shape %s", who,
@@ -80,24 +88,9 @@ local function transposed(nd, x, w, b, ...)
   if is_options(b) and select("#", ...) == 0 then return transposed(nd, x, w, nil, b) end
   local o = args(who, TCONV, ...)
   check_tensor(who, "input", x)
-  check_tensor(who, "weight", w, true)
-  if w.ndim ~= nd + 2 then
-    errors.raise("%s: weight must be %d-d [in_channels, out_channels / groups, %s], got %s", who, nd + 2,
-      nd == 2 and "kh, kw" or "k", shape_str(w))
-  end
-  local g = o.groups or 1
-  if math.type(g) ~= "integer" or g < 1 then
-    errors.raise("%s: groups must be a positive integer, got %s", who, tostring(g))
-  end
-  local C = w.shape[1]
-  if C % g ~= 0 then
-    errors.raise("%s: the weight's %d input channels (dim 1 of %s) must be divisible by groups=%d", who, C,
-      shape_str(w), g)
-  end
+  local g, k = weight_and_groups(who, nd, w, o, "in_channels, out_channels / groups", "input")
   check_optional(who, "bias", b, { w.shape[2] * g })
-  local cfg = { weight = w, bias = b, groups = g, in_channels = C }
-  local k = {}
-  for i = 1, nd do k[i] = w.shape[2 + i] end
+  local cfg = { weight = w, bias = b, groups = g, in_channels = w.shape[1] }
   tconv.sizes(cfg, who, nd, k, o)
   return tconv.forward(cfg, who, nd, x, nil, who)
 end
