@@ -146,6 +146,8 @@ em_status em__broadcast_shape(const char *op, int na, const int64_t *sa, int nb,
 void em__kview_bcast(const em_tensor *t, int ndim, const int64_t *shape, em_kview *kv);
 /* Contiguous input for a kernel: retains t or makes a copy (no autograd). */
 em_status em__contig(em_tensor **out, em_tensor *t);
+/* A new contiguous copy of t's values, always (no autograd); op names a failure. */
+em_status em__copy_of(em_tensor **out, em_tensor *t, const char *op);
 /* ops_elementwise.c's rules that ops_inplace.c shares: an operand shown as
 ** "float32 [2, 3]" in dtype messages; a binary op's dtype check (a and b
 ** share a dtype); all n elements of a contiguous tensor as one run; a and b

@@ -130,18 +130,7 @@ static em_status detach_source(em_tensor *dst, em_tensor *src, em_tensor **out) 
     *out = em_retain(src);
     return EM_OK;
   }
-  em_tensor *c;
-  EM_TRY(em__new(&c, src->ndim, src->shape, src->dtype, src->device, "in-place"));
-  em_kview kd, ks;
-  em_kview_of(c, &kd);
-  em_kview_of(src, &ks);
-  em_status s = em__be(src)->copy(src->device.index, &kd, &ks);
-  if (s) {
-    em_release(c);
-    return em__kernel_fail("in-place", s);
-  }
-  *out = c;
-  return EM_OK;
+  return em__copy_of(out, src, "in-place");
 }
 
 em_status em_copy_(em_tensor *dst, em_tensor *src) {

@@ -392,21 +392,28 @@ void em__kview_bcast(const em_tensor *t, int ndim, const int64_t *shape, em_kvie
   }
 }
 
-em_status em__contig(em_tensor **out, em_tensor *t) {
-  if (em_is_contiguous(t)) {
-    *out = em_retain(t);
-    return EM_OK;
-  }
+em_status em__copy_of(em_tensor **out, em_tensor *t, const char *op) {
   em_tensor *c;
-  EM_TRY(em__new(&c, t->ndim, t->shape, t->dtype, t->device, "contiguous"));
+  EM_TRY(em__new(&c, t->ndim, t->shape, t->dtype, t->device, op));
   em_kview dst, src;
   em_kview_of(c, &dst);
   em_kview_of(t, &src);
   em_status s = em__be(t)->copy(t->device.index, &dst, &src);
   if (s != EM_OK) {
     em_release(c);
-    return em__kernel_fail("contiguous", s);
+    return em__kernel_fail(op, s);
   }
+  *out = c;
+  return EM_OK;
+}
+
+em_status em__contig(em_tensor **out, em_tensor *t) {
+  if (em_is_contiguous(t)) {
+    *out = em_retain(t);
+    return EM_OK;
+  }
+  em_tensor *c;
+  EM_TRY(em__copy_of(&c, t, "contiguous"));
   *out = c;
   return EM_OK;
 }
