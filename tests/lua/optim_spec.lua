@@ -142,7 +142,7 @@ describe("optimizer state", function()
     assert.has_error(function() optim.Adam(p, { betas = { 0.9, 1 } }) end,
       "Adam: betas must be {beta1, beta2} with each in [0, 1), got {0.9, 1}")
     assert.has_error(function() optim.AdamW(p, { lr = 0.1, momentum = 0.9 }) end,
-      "AdamW: unknown option 'momentum' (options: amsgrad, betas, eps, lr, weight_decay)")
+      "AdamW: unknown option 'momentum' (options: amsgrad, betas, capturable, eps, foreach, lr, maximize, weight_decay)")
     local leaf = ember.zeros(2, { requires_grad = true })
     assert.has_error(function() optim.Adam({ leaf * 2 }) end,
       "Adam: group 1, parameter 1 is not a leaf (the result of an op): optimize the tensors it was computed "
@@ -469,13 +469,13 @@ describe("NAdam, RAdam, Adamax, Adadelta, amsgrad:", function()
   it("check their options with clear errors", function()
     local p = { ember.zeros(2, { requires_grad = true }) }
     assert.has_error(function() optim.NAdam(p, { momentum = 0.9 }) end,
-      "NAdam: unknown option 'momentum' (options: betas, eps, lr, momentum_decay, weight_decay)")
+      "NAdam: unknown option 'momentum' (options: betas, eps, foreach, lr, momentum_decay, weight_decay)")
     assert.has_error(function() optim.NAdam(p, { momentum_decay = -1 }) end,
       "NAdam: momentum_decay must be a number >= 0, got -1")
     assert.has_error(function() optim.NAdam(p, { betas = { 1, 0.9 } }) end,
       "NAdam: betas must be {beta1, beta2} with each in [0, 1), got {1, 0.9}")
     assert.has_error(function() optim.RAdam(p, { amsgrad = true }) end,
-      "RAdam: unknown option 'amsgrad' (options: betas, eps, lr, weight_decay)")
+      "RAdam: unknown option 'amsgrad' (options: betas, eps, foreach, lr, weight_decay)")
     assert.has_error(function() optim.RAdam(p, { eps = -1 }) end, "RAdam: eps must be a number >= 0, got -1")
     assert.has_error(function() optim.Adamax(p, { maximize = 1 }) end, "Adamax: maximize must be a boolean, got 1")
     assert.has_error(function() optim.Adamax(p, { lr = -0.1 }) end, "Adamax: lr must be a number >= 0, got -0.1")
@@ -483,7 +483,7 @@ describe("NAdam, RAdam, Adamax, Adadelta, amsgrad:", function()
     assert.has_error(function() optim.Adadelta(p, { weight_decay = 0 / 0 }) end,
       "Adadelta: weight_decay must be a number >= 0, got " .. tostring(0 / 0))
     assert.has_error(function() optim.Adadelta(p, { betas = { 0.9, 0.99 } }) end,
-      "Adadelta: unknown option 'betas' (options: eps, lr, maximize, rho, weight_decay)")
+      "Adadelta: unknown option 'betas' (options: eps, foreach, lr, maximize, rho, weight_decay)")
     assert.has_error(function() optim.Adam(p, { amsgrad = "yes" }) end, "Adam: amsgrad must be a boolean, got yes")
     assert.has_error(function() optim.AdamW({ { params = p, amsgrad = 1 } }) end, "AdamW: amsgrad must be a boolean, got 1")
   end)

@@ -11,7 +11,7 @@ local Optimizer = require "ember.optim.Optimizer"
 
 local Adadelta = Optimizer:extend("Adadelta", {
   lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false,
-})
+}, { "foreach" })
 
 --- Checks a parameter group's options (rho, eps, weight_decay, maximize).
 function Adadelta:check_group(g)
@@ -22,7 +22,6 @@ function Adadelta:check_group(g)
   for _, k in ipairs { "eps", "weight_decay" } do
     if not Optimizer.in_range(g[k], 0) then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
   end
-  if type(g.maximize) ~= "boolean" then self:_error("maximize must be a boolean, got %s", tostring(g.maximize)) end
 end
 
 --- One Adadelta update of parameter p in place.

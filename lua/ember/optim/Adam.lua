@@ -1,6 +1,8 @@
 --- optim.Adam(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8,
--- weight_decay=0, amsgrad=false}): torch.optim.Adam (L2 penalty added to
--- the gradient). Each parameter's update is one fused C call
+-- weight_decay=0, amsgrad=false, maximize=false}): torch.optim.Adam (L2
+-- penalty added to the gradient; maximize steps up the gradient; foreach,
+-- fused, capturable taken and ignored, differentiable only false: see
+-- Optimizer.FLAGS). Each parameter's update is one fused C call
 -- (core.adam_step); with amsgrad, in-place tensor ops (state
 -- max_exp_avg_sq, PyTorch's name).
 --   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2
@@ -12,11 +14,11 @@ local ember = require "ember.nn._ember"
 local Optimizer = require "ember.optim.Optimizer"
 
 local Adam = Optimizer:extend("Adam", {
-  lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false,
-})
+  lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false,
+}, { "foreach", "fused", "capturable", "differentiable" })
 Adam.decoupled = false
 
---- Checks a parameter group's options (betas, eps, weight_decay, amsgrad); raises naming the bad one.
+--- Checks a parameter group's options (betas, eps, weight_decay, amsgrad, maximize); raises naming the bad one.
 function Adam:check_group(g)
   Optimizer.check_group(self, g)
   local b = g.betas
@@ -54,6 +56,7 @@ end
 
 --- One Adam update of parameter p in place (the fused C step).
 function Adam:update(p, grad, st, g)
+  if g.maximize then grad = -grad end
   if not st.exp_avg then
     st.step = 0
     st.exp_avg = self.zeros_like(p)

@@ -12,12 +12,11 @@ local Adam = require "ember.optim.Adam"
 
 local Adamax = Optimizer:extend("Adamax", {
   lr = 2e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, maximize = false,
-})
+}, { "foreach" })
 
 --- Checks a parameter group's options (betas, eps, weight_decay, maximize).
 function Adamax:check_group(g)
   Adam.check_group(self, g)
-  if type(g.maximize) ~= "boolean" then self:_error("maximize must be a boolean, got %s", tostring(g.maximize)) end
 end
 
 --- One Adamax update of parameter p in place.

@@ -18,13 +18,16 @@ Optimizer.__name = "Optimizer"
 --- A subclass with its own defaults: `local MyOpt = Optimizer:extend("MyOpt", {lr = 1e-3})`.
 -- @tparam string name
 -- @tparam table defaults the options and their defaults (lr = "required" makes lr required)
-function Optimizer:extend(name, defaults)
+-- @tparam[opt] table flags the names of torch's flags it takes and ignores (`{"foreach"}`: see FLAGS)
+function Optimizer:extend(name, defaults, flags)
   local cls = setmetatable({}, { __index = self, __call = function(c, ...)
     local o = setmetatable({}, c)
     o:__init(...)
     return o
   end })
   cls.__index, cls.__name, cls.DEFAULTS = cls, name, defaults
+  cls.FLAGS = {}
+  for _, f in ipairs(flags or {}) do cls.FLAGS[f] = true end
   cls.__tostring = self.__tostring
   return cls
 end
@@ -42,11 +45,29 @@ end
 
 function Optimizer:_error(fmt, ...) error(self.__name .. ": " .. fmt:format(...), 3) end
 
+-- torch.optim's flags on how an update runs rather than what it computes,
+-- taken where torch 1.13's optimizer takes them (each class's FLAGS) and
+-- ignored: foreach, fused and capturable (a boolean or nil: ember's update
+-- is one fused C call or a few tensor ops per parameter either way, and
+-- the same numbers); differentiable only false (ember's steps are not
+-- recorded by autograd).
+Optimizer.FLAGS = {}
+
+function Optimizer:_check_flag(k, v)
+  if v ~= nil and type(v) ~= "boolean" then self:_error("%s must be a boolean or nil, got %s", k, tostring(v)) end
+  if k == "differentiable" and v then
+    self:_error("differentiable = true is not supported: ember's optimizer steps are not recorded by autograd")
+  end
+end
+
 function Optimizer:_check_names(opts)
-  for k in pairs(opts) do
-    if k ~= "params" and self.DEFAULTS[k] == nil then
+  for k, v in pairs(opts) do
+    if self.FLAGS[k] then
+      self:_check_flag(k, v)
+    elseif k ~= "params" and self.DEFAULTS[k] == nil then
       local names = {}
       for n in pairs(self.DEFAULTS) do names[#names + 1] = n end
+      for n in pairs(self.FLAGS) do names[#names + 1] = n end
       table.sort(names)
       self:_error("unknown option '%s' (options: %s)", tostring(k), table.concat(names, ", "))
     end
@@ -70,6 +91,9 @@ end
 function Optimizer:check_group(g)
   if g.lr == "required" then self:_error("lr is required (give {lr = ...})") end
   if not Optimizer.in_range(g.lr, 0) then self:_error("lr must be a number >= 0, got %s", tostring(g.lr)) end
+  if self.DEFAULTS.maximize ~= nil and type(g.maximize) ~= "boolean" then
+    self:_error("maximize must be a boolean, got %s", tostring(g.maximize))
+  end
 end
 
 function Optimizer:__init(params, opts)
@@ -135,9 +159,28 @@ function Optimizer:add_param_group(group)
   self:_add_group(#self.param_groups + 1, group)
 end
 
---- Sets every parameter's .grad to nil.
-function Optimizer:zero_grad()
-  for _, p in ipairs(self._params) do p.grad = nil end
+--- Drops every parameter's gradient: .grad = nil (set_to_none, the
+-- default, as PyTorch >= 2.0's), or with `zero_grad(false)` zeroes it in
+-- place (PyTorch 1.13's default): a parameter then still steps with a zero
+-- gradient (momentum, weight decay) where nil skips it.
+-- @tparam[opt=true] boolean set_to_none
+-- @usage local p = ember.ones(2, {dtype = "float64", requires_grad = true})
+-- local opt = optim.SGD({p}, {lr = 0.1, momentum = 0.9})
+-- p:sum():backward(); opt:step()
+-- opt:zero_grad(false); opt:step()   -- the momentum moves p again
+-- print(p.grad:tolist()[1], p:tolist()[1])   --> 0.0	0.81
+function Optimizer:zero_grad(set_to_none)
+  if set_to_none ~= nil and type(set_to_none) ~= "boolean" then
+    self:_error("zero_grad: set_to_none must be a boolean or nothing, got %s", type(set_to_none))
+  end
+  for _, p in ipairs(self._params) do
+    if set_to_none == false then
+      local g = p.grad
+      if g ~= nil then ember.no_grad(function() g:zero_() end) end
+    else
+      p.grad = nil
+    end
+  end
 end
 
 --- One update of every parameter that has a gradient. With `closure`

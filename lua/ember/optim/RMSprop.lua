@@ -1,8 +1,9 @@
 --- optim.RMSprop(params, {lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0,
--- momentum=0, centered=false}): torch.optim.RMSprop, composed of in-place
--- tensor ops (state: square_avg, and momentum_buffer / grad_avg when used,
--- PyTorch's names).
---   d = grad + weight_decay * p
+-- momentum=0, centered=false, maximize=false}): torch.optim.RMSprop
+-- (foreach taken and ignored, differentiable only false), composed of
+-- in-place tensor ops (state: square_avg, and momentum_buffer / grad_avg
+-- when used, PyTorch's names).
+--   d = (maximize and -grad or grad) + weight_decay * p
 --   square_avg = alpha * square_avg + (1 - alpha) * d^2
 --   centered: grad_avg = alpha * grad_avg + (1 - alpha) * d, and
 --             avg = sqrt(square_avg - grad_avg^2) + eps; else avg = sqrt(square_avg) + eps
@@ -13,10 +14,10 @@ local ember = require "ember.nn._ember"
 local Optimizer = require "ember.optim.Optimizer"
 
 local RMSprop = Optimizer:extend("RMSprop", {
-  lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false,
-})
+  lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false, maximize = false,
+}, { "foreach", "differentiable" })
 
---- Checks a parameter group's options (alpha, eps, weight_decay, momentum, centered).
+--- Checks a parameter group's options (alpha, eps, weight_decay, momentum, centered, maximize).
 function RMSprop:check_group(g)
   Optimizer.check_group(self, g)
   if not Optimizer.in_range(g.alpha, 0, 1 + 1e-12) then
@@ -38,6 +39,7 @@ function RMSprop:update(p, grad, st, g)
       if g.centered then st.grad_avg = self.zeros_like(p) end
     end
     st.step = st.step + 1
+    if g.maximize then grad = -grad end
     local d = g.weight_decay ~= 0 and grad + p * g.weight_decay or grad
     st.square_avg:mul_(g.alpha):add_(d * d * (1 - g.alpha))
     local avg

@@ -1,8 +1,9 @@
 --- optim.SGD(params, {lr=, momentum=0, dampening=0, weight_decay=0,
--- nesterov=false}): torch.optim.SGD. Each parameter's update is one fused
--- C call (core.sgd_step: the backend's sgd_step kernel, or composed ops on
--- a backend without it).
---   d = grad + weight_decay * p
+-- nesterov=false, maximize=false}): torch.optim.SGD (foreach taken and
+-- ignored, differentiable only false: see Optimizer.FLAGS). Each parameter's
+-- update is one fused C call (core.sgd_step: the backend's sgd_step kernel,
+-- or composed ops on a backend without it).
+--   d = (maximize and -grad or grad) + weight_decay * p
 --   with momentum: buf = d (first step) or momentum*buf + (1-dampening)*d;
 --                  d = nesterov and d + momentum*buf or buf
 --   p = p - lr * d
@@ -11,10 +12,10 @@ local core = require "ember.core"
 local Optimizer = require "ember.optim.Optimizer"
 
 local SGD = Optimizer:extend("SGD", {
-  lr = "required", momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
-})
+  lr = "required", momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false,
+}, { "foreach", "differentiable" })
 
---- Checks a parameter group's options (momentum, dampening, weight_decay, nesterov).
+--- Checks a parameter group's options (momentum, dampening, weight_decay, nesterov, maximize).
 function SGD:check_group(g)
   Optimizer.check_group(self, g)
   for _, k in ipairs { "momentum", "dampening", "weight_decay" } do
@@ -27,6 +28,7 @@ end
 
 --- One SGD update of parameter p in place (the fused C step).
 function SGD:update(p, grad, st, g)
+  if g.maximize then grad = -grad end
   local first = false
   if g.momentum ~= 0 and not st.momentum_buffer then
     st.momentum_buffer = self.zeros_like(p)
