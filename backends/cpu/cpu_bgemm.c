@@ -64,9 +64,13 @@ static void bg_choose(void) {
 #endif
 }
 
-const char *cpu_bgemm_path(void) {
+bool cpu_bgemm_dp(void) {
   pthread_once(&bg_once, bg_choose);
-  return bg_avx ? "avx512_bf16 (vdpbf16ps)" : "plain (bfloat16 values, float32 tile gemm)";
+  return bg_avx;
+}
+
+const char *cpu_bgemm_path(void) {
+  return cpu_bgemm_dp() ? "avx512_bf16 (vdpbf16ps)" : "plain (bfloat16 values, float32 tile gemm)";
 }
 
 /* Element (i, p) of op(X), as a float32 rounded to bfloat16's bits. */

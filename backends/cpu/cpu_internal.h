@@ -266,11 +266,13 @@ void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t offset, uint64_t fi
 ** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread; C float32,
 ** A and B float32 or bfloat16 (a_bf16, b_bf16), both rounded to bfloat16,
 ** float32 sums. cpu_bgemm_path names the path ("avx512_bf16 ..." or
-** "plain ..."). */
+** "plain ..."); cpu_bgemm_dp is true on the first, where the attention's
+** few-row products (cpu_tile_rows.c) take vdpbf16ps too. */
 void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
                bool a_bf16, int64_t lda, const void *B, bool b_bf16, int64_t ldb, float beta,
                float *C, int64_t ldc);
 const char *cpu_bgemm_path(void);
+bool cpu_bgemm_dp(void);
 
 /* cpu_tile_gemm.c: the fused attention kernel's float32 tile products,
 ** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread, on

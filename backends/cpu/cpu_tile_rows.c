@@ -8,6 +8,7 @@
 */
 #include "cpu_tile_gemm.h"
 #include "ember_plugin.h"
+#include "cpu_bf16_avx512.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -462,6 +463,147 @@ TG_AVX512 static void tg_rows_bf16_avx512(bool tb, int64_t n, int64_t k, float a
     else tg_axpy5(a, B, ldb, k, x0, n, 1, 1, alpha, beta, c);
   }
 }
+
+/* ---- the same products on vdpbf16ps (where cpu_bgemm_dp) ----
+**
+** Where the tiles (cpu_bgemm.c) multiply with vdpbf16ps, so do these rows:
+** one instruction adds a bfloat16 pair's two products into a float32 lane
+** (the products exact, denormals flushed, as the tiles'), where the path
+** above widens B's halves and needs two FMAs. A decoding step's attention
+** at 2048 cached keys took 42 us for 8 heads on one thread that way. The
+** sums run in this path's own order: a key's dot as 16 pair lanes folded
+** by tg_hsum16x16; a V column's sum over four chains of key pairs. */
+#define TG_DP __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma")))
+
+/* Lane j = the sum of v[j]'s 16 lanes: a transpose by halves (lanes 2 and
+** 2 apart, then 64-bit pairs, then 128-bit quarters twice). */
+TG_DP TG_INLINE __m512 tg_hsum16x16(const __m512 v[16]) {
+  __m512 w[8], x[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; i++)
+    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
+    x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 z0 = _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 z1 = _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* C[0..nj) = alpha * s (+ beta * C), nj <= 16. */
+TG_DP TG_INLINE void tg_store_dp(float *C, __m512 s, int nj, float alpha, float beta) {
+  const __mmask16 mk = (__mmask16)(nj >= 16 ? 0xffff : (1u << nj) - 1);
+  s = _mm512_mul_ps(_mm512_set1_ps(alpha), s);
+  if (beta != 0) s = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mk, C), s);
+  _mm512_mask_storeu_ps(C, mk, s);
+}
+
+/* One key's dot with the row q (NP vectors of 16 pairs: k = 32 NP). */
+TG_DP TG_INLINE __m512 tg_key_dp(const __m512bh q[2], const int NP, const uint16_t *b) {
+  __m512 s = _mm512_dpbf16_ps(_mm512_setzero_ps(), q[0], (__m512bh)_mm512_loadu_si512((const void *)b));
+  if (NP == 2) s = _mm512_dpbf16_ps(s, q[1], (__m512bh)_mm512_loadu_si512((const void *)(b + 32)));
+  return s;
+}
+
+/* Row q with keys b[0..n): 16 at a time, the last block's missing keys
+** zero (not read). */
+TG_DP static void tg_dot_dp(const uint16_t *a, const int NP, const uint16_t *B, int64_t ldb, int64_t n,
+                            float alpha, float beta, float *C) {
+  __m512bh q[2];
+  q[0] = (__m512bh)_mm512_loadu_si512((const void *)a);
+  q[1] = NP == 2 ? (__m512bh)_mm512_loadu_si512((const void *)(a + 32)) : q[0];
+  int64_t j0 = 0;
+  for (; j0 + 16 <= n; j0 += 16) {
+    __m512 acc[16];
+    const uint16_t *b = B + j0 * ldb;
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) acc[j] = tg_key_dp(q, NP, b + j * ldb);
+    tg_store_dp(C + j0, tg_hsum16x16(acc), 16, alpha, beta);
+  }
+  if (j0 < n) {
+    __m512 acc[16];
+    const int nj = (int)(n - j0);
+    for (int j = 0; j < 16; j++) acc[j] = j < nj ? tg_key_dp(q, NP, B + (j0 + j) * ldb) : _mm512_setzero_ps();
+    tg_store_dp(C + j0, tg_hsum16x16(acc), nj, alpha, beta);
+  }
+}
+
+/* One row of C, columns [x0, x0 + 32 NV): sum over k of a[p] B[p][x],
+** key pairs (p, p + 1) interleaved by vpunpck{l,h}wd into the pairs
+** vdpbf16ps takes, with a's pair broadcast; four chains of pairs
+** (t mod 4). a is k bfloat16 padded with a zero to even length. */
+TG_DP TG_INLINE void tg_axpy_dp(const uint16_t *a, const uint16_t *B, int64_t ldb, int64_t k, int64_t x0,
+                                const int NV, float alpha, float beta, float *C) {
+  __m512 lo[4][2], hi[4][2];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; u++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) lo[u][v] = hi[u][v] = _mm512_setzero_ps();
+  const uint16_t *b = B + x0;
+  const int64_t pairs = k / 2;
+  int64_t t = 0;
+#define TG_PAIR(U, T_, ODD)                                                                          \
+  do {                                                                                               \
+    uint32_t w_;                                                                                     \
+    memcpy(&w_, a + 2 * (T_), 4);                                                                    \
+    const __m512bh av_ = (__m512bh)_mm512_set1_epi32((int)w_);                                       \
+    const uint16_t *r0_ = b + 2 * (T_)*ldb;                                                          \
+    for (int v = 0; v < NV; v++) {                                                                   \
+      const __m512i e_ = _mm512_loadu_si512((const void *)(r0_ + 32 * v));                           \
+      const __m512i o_ = (ODD) ? _mm512_setzero_si512() : _mm512_loadu_si512((const void *)(r0_ + ldb + 32 * v)); \
+      lo[U][v] = _mm512_dpbf16_ps(lo[U][v], (__m512bh)_mm512_unpacklo_epi16(e_, o_), av_);          \
+      hi[U][v] = _mm512_dpbf16_ps(hi[U][v], (__m512bh)_mm512_unpackhi_epi16(e_, o_), av_);          \
+    }                                                                                                \
+  } while (0)
+  for (; t + 4 <= pairs; t += 4) {
+    TG_PAIR(0, t, false);
+    TG_PAIR(1, t + 1, false);
+    TG_PAIR(2, t + 2, false);
+    TG_PAIR(3, t + 3, false);
+  }
+  for (int u = 0; t < pairs; t++, u++) TG_PAIR(u, t, false);
+  if (k % 2) TG_PAIR(3, pairs, true); /* the last key, paired with a zero */
+#undef TG_PAIR
+  /* lo's lane 4L + i holds column 8L + i of the 32, hi's column 8L + 4 + i */
+  const __m512i c0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i c1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++) {
+    const __m512 sl = _mm512_add_ps(_mm512_add_ps(lo[0][v], lo[1][v]), _mm512_add_ps(lo[2][v], lo[3][v]));
+    const __m512 sh = _mm512_add_ps(_mm512_add_ps(hi[0][v], hi[1][v]), _mm512_add_ps(hi[2][v], hi[3][v]));
+    tg_store_dp(C + x0 + 32 * v, _mm512_permutex2var_ps(sl, c0, sh), 16, alpha, beta);
+    tg_store_dp(C + x0 + 32 * v + 16, _mm512_permutex2var_ps(sl, c1, sh), 16, alpha, beta);
+  }
+}
+
+/* Can tg_rows_dp take this product? Dots with a head dim of 32 or 64;
+** sums of V's rows 32 columns at a time. */
+static bool tg_dp_fits(bool tb, int64_t n, int64_t k) { return tb ? k == 32 || k == 64 : n % 32 == 0; }
+
+/* One row: a (k bfloat16, padded with a zero to even length) times B. */
+TG_DP static void tg_rows_dp(bool tb, int64_t n, int64_t k, float alpha, const uint16_t *a, const uint16_t *B,
+                             int64_t ldb, float beta, float *c) {
+  if (tb) {
+    tg_dot_dp(a, k == 64 ? 2 : 1, B, ldb, n, alpha, beta, c);
+    return;
+  }
+  for (int64_t x0 = 0; x0 < n; x0 += 64) {
+    if (n - x0 >= 64) tg_axpy_dp(a, B, ldb, k, x0, 2, alpha, beta, c);
+    else tg_axpy_dp(a, B, ldb, k, x0, 1, alpha, beta, c);
+  }
+}
+
+/* A float32 row rounded to bfloat16 as cpu_bgemm.c rounds its operands. */
+TG_DP static void tg_round_row(const float *x, int64_t k, uint16_t *out) {
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) _mm256_storeu_si256((__m256i *)(out + p), cpu_bf16x16_round_hw(_mm512_loadu_ps(x + p)));
+  for (; p < k; p++) out[p] = em_f32_to_bf16(x[p]);
+}
 #endif
 
 /* The longest A row the bf16 rows path buffers (a dot's head dim is at
@@ -473,6 +615,16 @@ bool cpu_tile_rows_bf16(bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 #if TG_X86
   if (cpu_tg_path() != TG_AVX512_PATH || k > TG_ROWS_BF16_K || (tb && k > 64)) return false;
   if (cpu_tg_empty(m, n, k, beta, C, ldc)) return true;
+  if (cpu_bgemm_dp() && tg_dp_fits(tb, n, k)) {
+    uint16_t a[TG_ROWS_BF16_K + 2];
+    for (int64_t r = 0; r < m; r++) {
+      if (a_bf16) memcpy(a, (const uint16_t *)A + r * lda, (size_t)k * 2);
+      else tg_round_row((const float *)A + r * lda, k, a);
+      a[k] = 0;
+      tg_rows_dp(tb, n, k, alpha, a, B, ldb, beta, C + r * ldc);
+    }
+    return true;
+  }
   float a[TG_ROWS_BF16_K];
   for (int64_t r = 0; r < m; r++) {
     if (a_bf16) {
