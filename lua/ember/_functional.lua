@@ -158,6 +158,9 @@ set("cosine_similarity", function(a, b, opts)
   if type(eps) ~= "number" or not (eps >= 0) then
     fail("cosine_similarity", "eps must be a number >= 0, got %s", tostring(eps))
   end
+  -- broadcast first, as torch's: a size-1 dim of one input along `dim` is
+  -- the other's length there, not a vector of one element
+  if shape_str(a) ~= shape_str(b) then a, b = table.unpack(core.broadcast_tensors(a, b)) end
   local na = a:norm(2, dim, true):clamp(eps, math.huge)
   local nb = b:norm(2, dim, true):clamp(eps, math.huge)
   return ((a / na) * (b / nb)):sum(dim)

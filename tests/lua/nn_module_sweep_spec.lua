@@ -1,0 +1,277 @@
+-- The differential sweep of ember.nn's modules against torch.nn (PyTorch
+-- 1.13; tests/gen_nn_module_sweep.py writes tests/fixtures/nn_module_sweep.lua).
+-- Each case builds the module from ember's Lua spelling, in float64, and
+-- checks, listing ALL mismatches at once before the one assertion:
+--   * torch_state_dict() has torch's names and shapes, parameters() come in
+--     torch's order (their shapes), tostring is torch's repr (True/False
+--     read as Lua's true/false);
+--   * torch's state dict (random values) loads; the call's outputs equal
+--     torch's (1e-10 relative), the state after the call too (running
+--     statistics in training);
+--   * the gradients of sum(out_i * w_i) for every float input and every
+--     parameter (torch's names) equal torch's.
+-- The default initialisation of each parameter is compared statistically
+-- with torch's (bounds, mean, std over large shapes), and torch options
+-- ember lacks must be refused naming the module and the option.
+local ember = require "ember"
+local nn = ember.nn
+local fx = dofile("tests/fixtures/nn_module_sweep.lua")
+
+local TOL = 1e-10
+
+local function T(spec)
+  local n = 1
+  for _, s in ipairs(spec.shape) do n = n * s end
+  if n == 0 then return ember.zeros(spec.shape, { dtype = spec.dtype }) end
+  if #spec.shape == 0 then return ember.tensor(spec.data[1], spec.dtype) end
+  return ember.tensor(spec.data, spec.dtype):view(spec.shape)
+end
+
+local function shape_str(shape)
+  local s = {}
+  for i, v in ipairs(shape) do s[i] = tostring(v) end
+  return "{" .. table.concat(s, ",") .. "}"
+end
+
+local function values(t)
+  if t:dim() == 0 then return { t:item() } end
+  return t:reshape(-1):totable()
+end
+
+-- nil when ember tensor `got` matches fixture tensor `want`, else why.
+local function compare(got, want, tol)
+  if not ember.is_tensor(got) then return "not a tensor: " .. type(got) end
+  if shape_str(got.shape) ~= shape_str(want.shape) then
+    return ("shape %s, want %s"):format(shape_str(got.shape), shape_str(want.shape))
+  end
+  if want.dtype ~= "float64" then
+    if got.dtype ~= want.dtype then return ("dtype %s, want %s"):format(got.dtype, want.dtype) end
+  end
+  local g = values(got)
+  for i, w in ipairs(want.data) do
+    local v = g[i]
+    if type(w) == "boolean" or want.dtype == "int64" then
+      if v ~= w then return ("element %d: %s, want %s"):format(i, tostring(v), tostring(w)) end
+    elseif w ~= w then
+      if v == v then return ("element %d: %s, want nan"):format(i, tostring(v)) end
+    elseif w == math.huge or w == -math.huge then
+      if v ~= w then return ("element %d: %s, want %s"):format(i, tostring(v), tostring(w)) end
+    elseif v ~= v or math.abs(v - w) > (tol or TOL) * math.max(math.abs(w), 1) then
+      return ("element %d: %.17g, want %.17g"):format(i, v, w)
+    end
+  end
+  return nil
+end
+
+-- every value returned, tables (not tensors) flattened depth-first, nils skipped
+local function flatten(r, out)
+  out = out or {}
+  for i = 1, r.n or #r do
+    local v = r[i]
+    if ember.is_tensor(v) then
+      out[#out + 1] = v
+    elseif type(v) == "table" then
+      flatten(v, out)
+    end
+  end
+  return out
+end
+
+-- the gradients of every parameter under torch's names (buffers as zeros):
+-- torch_state_dict's walk, each module's own to_torch_names mapping
+local function grad_state_dict(m)
+  local own = {}
+  for _, n in ipairs(m._params) do
+    local p = m._reg[n]
+    own[n] = p.grad or ember.zeros_like(p)
+  end
+  for _, n in ipairs(m._buffers) do
+    if not m._nonpersistent[n] then own[n] = ember.zeros_like(m._reg[n]) end
+  end
+  for _, c in ipairs(m._children) do
+    for k, v in pairs(grad_state_dict(m._reg[c])) do own[c .. "." .. k] = v end
+  end
+  return m:to_torch_names(own)
+end
+
+local function env_for(c)
+  local env = setmetatable({ ember = ember, nn = nn }, { __index = _G })
+  local nograd = {}
+  for _, k in ipairs(c.nograd or {}) do nograd[k] = true end
+  for k, v in pairs(c.inputs) do
+    local t = T(v)
+    if c.grads and c.grads[k] and not nograd[k] then t:requires_grad_() end
+    env[k] = t
+  end
+  return env
+end
+
+local function build(c, env)
+  local f = assert(load("return " .. c.ctor, "=" .. c.name, "t", env))
+  return f()
+end
+
+local function torch_repr(s)
+  return (s:gsub("True", "true"):gsub("False", "false"))
+end
+
+-- a list of mismatch descriptions for case c (empty when it agrees)
+local function run_case(c)
+  local bad = {}
+  local function fail(fmt, ...) bad[#bad + 1] = fmt:format(...) end
+  local env = env_for(c)
+  local ok, m = pcall(build, c, env)
+  if not ok then fail("constructor: %s", tostring(m)); return bad end
+  m:double()
+  -- names, shapes, order
+  local tsd = m:torch_state_dict()
+  for k, v in pairs(c.state) do
+    if tsd[k] == nil then
+      fail("torch_state_dict lacks %s %s", k, shape_str(v.shape))
+    elseif shape_str(tsd[k].shape) ~= shape_str(v.shape) then
+      fail("torch_state_dict %s has shape %s, torch's %s", k, shape_str(tsd[k].shape), shape_str(v.shape))
+    end
+  end
+  for k in pairs(tsd) do
+    if c.state[k] == nil then fail("torch_state_dict has %s, which torch's lacks", k) end
+  end
+  local ps = {}
+  for i, p in ipairs(m:parameters()) do ps[i] = shape_str(p.shape) end
+  local want_ps = {}
+  for i, s in ipairs(c.param_shapes) do want_ps[i] = shape_str(s) end
+  if not c.layout and table.concat(ps, " ") ~= table.concat(want_ps, " ") then
+    fail("parameters() shapes %s, torch's (%s) %s", table.concat(ps, " "), table.concat(c.param_names, " "),
+      table.concat(want_ps, " "))
+  end
+  if c.repr and not c.layout and not c.repr_known and tostring(m) ~= torch_repr(c.repr) then
+    fail("printed\n%s\n    torch's\n%s", tostring(m), torch_repr(c.repr))
+  end
+  -- load torch's state dict
+  local sd = {}
+  for k, v in pairs(c.state) do sd[k] = T(v) end
+  local lok, lerr = pcall(m.load_state_dict, m, sd)
+  if not lok then fail("load_state_dict: %s", tostring(lerr)); return bad end
+  m:train(c.mode == "train")
+  env.m = m
+  local f = assert(load(c.call, "=" .. c.name .. ".call", "t", env))
+  local cok, r = pcall(function() return table.pack(f()) end)
+  if not cok then fail("call: %s", tostring(r)); return bad end
+  local outs = flatten(r)
+  if #outs ~= #c.want then fail("%d outputs, want %d", #outs, #c.want); return bad end
+  for i, w in ipairs(c.want) do
+    local why = compare(outs[i], w, c.tol)
+    if why then fail("output %d: %s", i, why) end
+  end
+  if c.state_after then
+    local now = m:torch_state_dict()
+    for k, w in pairs(c.state_after) do
+      local why = "missing"
+      if now[k] then why = compare(now[k], w) end
+      if why then fail("state %s after the call: %s", k, why) end
+    end
+  end
+  if c.grads and #bad == 0 then
+    local loss
+    for i, w in ipairs(c.w) do
+      if w then
+        local term = (outs[i] * T(w)):sum()
+        loss = loss and loss + term or term
+      end
+    end
+    local bok, berr = pcall(function() loss:backward() end)
+    if not bok then fail("backward: %s", tostring(berr)); return bad end
+    for k, w in pairs(c.grads) do
+      local g = env[k].grad or ember.zeros_like(env[k])
+      local why = compare(g, w, c.tol)
+      if why then fail("grad of input %s: %s", k, why) end
+    end
+    local gsd = grad_state_dict(m)
+    for k, w in pairs(c.param_grads) do
+      local why = "no such parameter"
+      if gsd[k] then why = compare(gsd[k], w, c.tol) end
+      if why then fail("grad of %s: %s", k, why) end
+    end
+  end
+  return bad
+end
+
+describe("ember.nn's modules against torch.nn 1.13 (tests/gen_nn_module_sweep.py)", function()
+  it("builds, loads, runs and differentiates every case as torch", function()
+    local bad, known = {}, 0
+    for _, c in ipairs(fx.cases) do
+      local why = run_case(c)
+      if c.known and #why > 0 then
+        known = known + 1
+      elseif c.known then
+        bad[#bad + 1] = ("%s: agrees now: drop its known mark (%s)"):format(c.name, c.known)
+      elseif #why > 0 then
+        bad[#bad + 1] = ("%s: %s\n    %s"):format(c.name, c.ctor, table.concat(why, "\n    "))
+      end
+    end
+    if #bad > 0 then
+      error(("%d of %d cases disagree with torch.nn (%d known differences):\n%s"):format(
+        #bad, #fx.cases, known, table.concat(bad, "\n")), 0)
+    end
+  end)
+
+  it("initialises every parameter as torch does (bounds, mean, std)", function()
+    local bad = {}
+    for _, c in ipairs(fx.inits) do
+      local before = #bad
+      local ok, m = pcall(build, c, setmetatable({ ember = ember, nn = nn }, { __index = _G }))
+      if not ok then
+        bad[#bad + 1] = c.name .. ": constructor: " .. tostring(m)
+      else
+        local tsd = m:torch_state_dict()
+        for k, s in pairs(c.stats) do
+          local p = tsd[k]
+          if not p then
+            bad[#bad + 1] = ("%s: no parameter %s"):format(c.name, k)
+          else
+            p = p:double():reshape(-1)
+            local mn, mx, mean = p:min():item(), p:max():item(), p:mean():item()
+            local std = p:numel() > 1 and p:std():item() or 0
+            local spread = math.max(s.max - s.min, 1e-12)
+            -- a constant stays that constant; a draw has torch's range and std
+            -- (5% of the range: uniform draws of >= 1000 values reach their bounds)
+            local why
+            if s.std == 0 then
+              if mn ~= s.min or mx ~= s.max then why = ("constant %g..%g, torch's %g"):format(mn, mx, s.min) end
+            elseif math.abs(mn - s.min) > 0.05 * spread * (s.n < 1000 and 4 or 1) * (s.max > 3 * s.std and 3 or 1)
+              or math.abs(mx - s.max) > 0.05 * spread * (s.n < 1000 and 4 or 1) * (s.max > 3 * s.std and 3 or 1) then
+              why = ("range %.4g..%.4g, torch's %.4g..%.4g"):format(mn, mx, s.min, s.max)
+            elseif math.abs(std - s.std) > 0.08 * s.std * (s.n < 1000 and 3 or 1) then
+              why = ("std %.4g, torch's %.4g"):format(std, s.std)
+            elseif math.abs(mean - s.mean) > 4 * s.std / math.sqrt(s.n) + 1e-12 then
+              why = ("mean %.4g, torch's %.4g"):format(mean, s.mean)
+            end
+            if why then bad[#bad + 1] = ("%s: %s %s"):format(c.name, k, why) end
+          end
+        end
+      end
+      if c.known then -- counted, not failed; one that agrees fails
+        local agrees = #bad == before
+        for i = #bad, before + 1, -1 do bad[i] = nil end
+        if agrees then bad[#bad + 1] = ("%s: agrees now: drop its known mark (%s)"):format(c.name, c.known) end
+      end
+    end
+    if #bad > 0 then error(("%d parameters initialised unlike torch's:\n%s"):format(#bad, table.concat(bad, "\n")), 0) end
+  end)
+
+  it("refuses torch options it does not have, naming the module and the option", function()
+    local bad = {}
+    for _, c in ipairs(fx.refuse) do
+      local f = assert(load("local r = " .. c.ctor .. "\nreturn r", "=refusal", "t", setmetatable({ ember = ember, nn = nn }, { __index = _G })))
+      local ok, err = pcall(f)
+      if ok then
+        bad[#bad + 1] = c.ctor .. ": accepted"
+      else
+        for _, n in ipairs(c.names) do
+          if not tostring(err):find(n, 1, true) then bad[#bad + 1] = ("%s: error does not name %s: %s"):format(c.ctor, n, tostring(err)) end
+        end
+        if not tostring(err):find("^refusal:1:") then bad[#bad + 1] = c.ctor .. ": error not at the caller's line: " .. tostring(err) end
+      end
+    end
+    if #bad > 0 then error(table.concat(bad, "\n"), 0) end
+  end)
+end)
