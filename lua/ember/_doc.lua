@@ -334,7 +334,7 @@ function M.variant_entry(name)
   if #inputs > 0 then
     out[#out + 1] = "Per-call inputs (forward's variant_inputs = {name = tensor}):"
     for _, c in ipairs(inputs) do
-      out[#out + 1] = ("  %s: %d-d, %s"):format(c.name, c.ndim, c.kind == "int" and "int64 (or bool, read as 0/1)" or
+      out[#out + 1] = ("  %s: %d-d, %s"):format(c.name, c.ndim, c.kind ~= "float" and "int64 (or bool, read as 0/1)" or
         "float")
     end
   end

@@ -39,7 +39,11 @@ local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they and the fu
 
 local CTX_FIELDS = { options = true, heads = true, head_dim = true, v_head_dim = true }
 
-local function tensor_kind(t) return (t.dtype == "int64" or t.dtype == "bool") and "int" or "float" end
+-- a bool tensor reads as a boolean (0/1): `blocks[i][j] & q_idx:ge(kv_idx)`
+local function tensor_kind(t)
+  if t.dtype == "bool" then return "bool" end
+  return t.dtype == "int64" and "int" or "float"
+end
 
 -- Whether table t is searched for tensors while tracing: not a library
 -- (ember, math, ...: package.loaded's values; the globals are searched).

@@ -164,6 +164,7 @@ end
 -- not a dtype): "int", "float", or any name ember.dtype_info knows.
 local function input_kind(dtype)
   if dtype == nil or dtype == "int" then return "int" end
+  if dtype == "bool" then return "bool" end -- reads as 0/1, a boolean to & | ~
   if type(dtype) ~= "string" then return nil end
   local info = ember.dtype_info(dtype)
   if not info then return nil end
@@ -371,8 +372,9 @@ local function capture_list(def, tables)
       errors.raise("attention variant '%s': table '%s' is %d-d; a captured tensor has at most 4 dims", def.name,
         t.name, t.tensor.ndim)
     end
-    local int = t.tensor.dtype == "int64" or t.tensor.dtype == "bool" -- bool reads as 0/1
-    caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim, kind = int and "int" or "float",
+    local dt = t.tensor.dtype -- bool reads as 0/1, a boolean to & | ~
+    caps[#caps + 1] = { name = t.name, ndim = t.tensor.ndim,
+      kind = (dt == "bool" or t.bool) and "bool" or dt == "int64" and "int" or "float",
       learned = t.learned, param = i }
   end
   for _, c in ipairs(M.inputs_of(def)) do

@@ -74,7 +74,7 @@ function Attention:_trace(def, core)
         end
         x = x:detach():requires_grad_()
       end
-      tables[i] = { name = t.name, tensor = x, learned = t.learned and true or false }
+      tables[i] = { name = t.name, tensor = x, learned = t.learned and true or false, bool = t.tensor.dtype == "bool" }
     end
   end
   local inst = variant.trace(def, options, dims, tables)
@@ -173,10 +173,10 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
       -- {dtype = "float"}); strict as torch's index ops: float ids are not
       -- rounded, ints are not taken for a float input
       local int = t.dtype == "int64" or t.dtype == "bool"
-      if int ~= (c.kind == "int") then
+      if int ~= (c.kind ~= "float") then
         errors.raise("Attention.forward: variant '%s' declares its input '%s' %s, got %s%s", self.attention, c.input,
-          c.kind == "int" and "int64 (or bool, read as 0/1)" or "float (float32, float64 or bfloat16)", t.dtype,
-          c.kind == "int" and " (ember.tensor(ids, {dtype = \"int64\"}), or x:long() of whole numbers)" or "")
+          c.kind ~= "float" and "int64 (or bool, read as 0/1)" or "float (float32, float64 or bfloat16)", t.dtype,
+          c.kind ~= "float" and " (ember.tensor(ids, {dtype = \"int64\"}), or x:long() of whole numbers)" or "")
       end
       if t.dtype == "bool" then -- reads as 0/1, as a bool table
         t = t:long()
