@@ -324,7 +324,15 @@ local function instance(spec)
     def.mask = function(b, h, q, k, ctx)
       if spec.b1 then b = trace.const(1) end -- a block mask made with B = nil: b is 1, as PyTorch's 0
       if spec.h1 then h = trace.const(1) end
-      return clone(mask_mod, "mask_mod", caps, ctx, {}, {}, 0)(b, h, row(q), k)
+      local r = clone(mask_mod, "mask_mod", caps, ctx, {}, {}, 0)(b, h, row(q), k)
+      -- PyTorch's mask_mod returns a bool tensor: a number would read as
+      -- "visible where nonzero", which is rarely what was meant
+      if math.type(r) or (trace.is_sym(r) and r.kind ~= "bool") then
+        trace.fail(("mask returned %s, not a boolean: return where q_idx may see kv_idx, as a comparison " ..
+          "(q_idx:ge(kv_idx), x:eq(y)), a bool tensor read by it, or their & | ~, as PyTorch's mask_mod"):format(
+          math.type(r) and "the number " .. tostring(r) or (r.kind == "int" and "an int value" or "a float value")), 2)
+      end
+      return r
     end
   end
   local ok, inst = pcall(variant.trace, def, {}, { heads = 1, head_dim = 1, v_head_dim = 1 }, tables)
@@ -338,6 +346,25 @@ local function instance(spec)
   return inst, caps.list, key
 end
 
+-- Refuses a score_mod or mask_mod whose parameters are not PyTorch's: Lua
+-- would call a mask_mod given as score_mod with score as b, b as h, ...,
+-- silently. Taken: the full list, varargs, and a score_mod of the score
+-- alone (or of nothing). who: the caller's name; what: how to name f.
+local SIGNATURE = { score_mod = "(score, b, h, q_idx, kv_idx)", mask_mod = "(b, h, q_idx, kv_idx)" }
+local function check_arity(f, role, who, what)
+  local info = debug.getinfo(f, "u")
+  local n = info.nparams
+  if info.isvararg or n == (role == "score_mod" and 5 or 4) or (role == "score_mod" and n <= 1) then return end
+  local names = {}
+  for i = 1, n do names[i] = debug.getlocal(f, i) end
+  errors.raise("%s: %s must take %s, as PyTorch's; this one takes %d parameter%s%s%s", who, what or role,
+    SIGNATURE[role], n, n == 1 and "" or "s", n > 0 and " (" .. table.concat(names, ", ") .. ")" or "",
+    role == "score_mod" and (n == 4 and ": a mask_mod belongs in block_mask = ember.create_block_mask(mask_mod, ...)"
+      or " (function(score) of the score alone is taken too)")
+      or (n == 5 and ": a score_mod belongs in score_mod" or ""))
+end
+
 M.bytecode, M.composed, M.rename, M.reraise, M.instance = bytecode, composed, rename, reraise, instance
+M.check_arity = check_arity
 
 return M

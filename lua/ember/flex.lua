@@ -17,6 +17,13 @@
 -- `q_idx` is the query's own row (1..Lq, top-left, as PyTorch's), not its
 -- position on the key axis as in a variant's `q`.
 --
+-- As PyTorch's, score_mod takes (score, b, h, q_idx, kv_idx) and mask_mod
+-- (b, h, q_idx, kv_idx): another number of parameters is refused (Lua
+-- would pass a mask_mod given as score_mod the score as b), except a
+-- score_mod of the score alone, `function(score)`, and varargs. mask_mod
+-- returns a boolean: a comparison (`q_idx:ge(kv_idx)`), a bool tensor it
+-- reads (`blocks[i][j]`), or their `&`, `|`, `~`; a number is refused.
+--
 -- The functions run once on traced values (what they may compute is the
 -- list of ember.attention_variant's module description: arithmetic,
 -- `:ge` & co., `ember.where`, `ember.logical_and`, ...). A tensor they
@@ -55,6 +62,7 @@ local WHO = ft.WHO
 local function raise(fmt, ...) errors.raise(WHO .. ": " .. fmt, ...) end
 
 local bytecode, composed, rename, reraise, instance = ft.bytecode, ft.composed, ft.rename, ft.reraise, ft.instance
+local check_arity = ft.check_arity
 M.stats = ft.stats -- {traces =, hits =}: how many calls traced, and how many the cache served
 
 -- inst -> sizes -> the core object holding its programs (weak: a trace
@@ -122,6 +130,7 @@ local function combine(who, op, ...)
       errors.raise("ember.flex.%s: argument %d must be a mask_mod function(b, h, q_idx, kv_idx), got %s", who, i,
         type(fns[i]))
     end
+    if bytecode(fns[i]) then check_arity(fns[i], "mask_mod", "ember.flex." .. who, ("argument %d"):format(i)) end
   end
   -- pairs, so that each mask is an upvalue (traced with its tensors)
   local function two(a, b)
@@ -257,6 +266,7 @@ function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts)
     errors.raise("%s: mask_mod must be a Lua function(b, h, q_idx, kv_idx), got %s", who,
       type(mask_mod) == "function" and "a C function" or type(mask_mod))
   end
+  check_arity(mask_mod, "mask_mod", who)
   check_len(B, "B", who, true)
   check_len(H, "H", who, true)
   check_len(Q_LEN, "Q_LEN", who)
@@ -410,6 +420,7 @@ function M.flex_attention(q, k, v, opts)
     raise("score_mod must be a Lua function(score, b, h, q_idx, kv_idx), got %s",
       type(score_mod) == "function" and "a C function" or type(score_mod))
   end
+  if score_mod ~= nil then check_arity(score_mod, "score_mod", WHO) end
   if bm ~= nil then
     if getmetatable(bm) ~= BlockMask then
       raise("block_mask must be made by ember.create_block_mask, got %s", core.is_tensor(bm) and

@@ -226,6 +226,66 @@ describe("bool tensors read by a mask are booleans (& | ~ work on them, as on Py
   end)
 end)
 
+describe("a researcher's mistakes, named at their line (never a crash, never a silent wrong answer)", function()
+  local D = { dtype = "float64" }
+  local q, k, v = ember.randn({ 1, 2, 9, 4 }, D), ember.randn({ 1, 2, 9, 4 }, D), ember.randn({ 1, 2, 9, 4 }, D)
+  local raises_here = parity.raises_here
+
+  it("a mask_mod that returns a number, not a boolean", function()
+    raises_here(function() ember.create_block_mask(function(b, h, q_idx, kv_idx) return q_idx - kv_idx end, nil, nil, 9, 9) end,
+      "ember.create_block_mask: mask_mod returned an int value, not a boolean")
+    raises_here(function() ember.create_block_mask(function(b, h, q_idx, kv_idx) return 1 end, nil, nil, 9, 9) end,
+      "ember.create_block_mask: mask_mod returned the number 1, not a boolean")
+    raises_here(function()
+      ember.create_block_mask(function(b, h, q_idx, kv_idx) return ember.where(q_idx:ge(kv_idx), 1.0, 0.5) end, nil, nil, 9, 9)
+    end, "ember.create_block_mask: mask_mod returned a float value, not a boolean")
+    -- a number-valued tensor read by the mask is not a boolean either; the bool one is
+    local ids = ember.ones({ 9, 9 }, { dtype = "int64" })
+    raises_here(function() ember.create_block_mask(function(b, h, q_idx, kv_idx) return ids[q_idx][kv_idx] end, nil, nil, 9, 9) end,
+      "mask_mod returned an int value, not a boolean")
+    local ok = ember.create_block_mask(function(b, h, q_idx, kv_idx) return ids[q_idx][kv_idx]:eq(1) end, nil, nil, 9, 9)
+    assert.are.equal(0, ok:sparsity())
+  end)
+
+  it("a score_mod or mask_mod with the wrong number of parameters", function()
+    -- a mask_mod given as score_mod would read score as b, b as h, ...
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(b, h, q_idx, kv_idx) return q_idx - kv_idx end })
+    end, "ember.flex_attention: score_mod must take (score, b, h, q_idx, kv_idx), as PyTorch's; this one takes 4 " ..
+      "parameters (b, h, q_idx, kv_idx)")
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, q_idx, kv_idx) return score + (q_idx - kv_idx) end })
+    end, "this one takes 3 parameters (score, q_idx, kv_idx)")
+    raises_here(function()
+      ember.create_block_mask(function(score, b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end, nil, nil, 9, 9)
+    end, "ember.create_block_mask: mask_mod must take (b, h, q_idx, kv_idx), as PyTorch's; this one takes 5 " ..
+      "parameters (score, b, h, q_idx, kv_idx)")
+    raises_here(function() flex.and_masks(causal, function(q_idx, kv_idx) return q_idx:ge(kv_idx) end) end,
+      "ember.flex.and_masks: argument 2 must take (b, h, q_idx, kv_idx), as PyTorch's; this one takes 2 parameters")
+    -- the score alone, and varargs, are Lua's way and taken
+    local out = ember.flex_attention(q, k, v, { score_mod = function(score) return score * 0.5 end })
+    check("score alone", out, ember.flex_attention(q, k, v, { scale = 0.25 }), 1e-12)
+    ember.flex_attention(q, k, v, { score_mod = function(score, ...) return score end })
+  end)
+
+  it("an index out of range in a captured tensor names the tensor, the index and where", function()
+    local doc = ember.tensor({ 1, 1, 2, 2, 2, 3, 3 }, I) -- 7 ids for 9 tokens
+    raises_here(function()
+      ember.create_block_mask(function(b, h, q_idx, kv_idx) return doc[q_idx]:eq(doc[kv_idx]) end, nil, nil, 9, 9)
+    end, "ember.create_block_mask: ")
+    raises_here(function()
+      ember.create_block_mask(function(b, h, q_idx, kv_idx) return doc[q_idx]:eq(doc[kv_idx]) end, nil, nil, 9, 9)
+    end, "index 1 of 'doc' out of range: values 1..9, size 7")
+    local rel = ember.randn({ 2, 9 }, D)
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx) return score + rel[h][q_idx - kv_idx + 1] end })
+    end, "ember.flex_attention: index 0 out of range for dim 2 of captured tensor 'rel' (size 9) at b=1 h=1 q=1 k=2")
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx) return score + rel[h + 1][kv_idx] end })
+    end, "index 3 out of range for dim 1 of captured tensor 'rel' (size 2)")
+  end)
+end)
+
 describe("nn.MultiHeadAttention with a drop-in variant file, trained with AdamW", function()
   local build = os.getenv("EMBER_BUILD_DIR") or "build"
   local function q_(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
