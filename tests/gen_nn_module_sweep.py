@@ -153,8 +153,7 @@ KNOWN.update({
     "ConvTranspose1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "Conv1d_valid": "nn.Conv* print no padding=valid",
 })
-KNOWN_INIT = {n: "in_proj_weight drawn per projection, xavier over [d, d] (torch: over the joined [3d, d])"
-              for n in ("MultiheadAttention", "TransformerEncoderLayer")}
+KNOWN_INIT = {}
 
 ONE_BASED = "ember's dims and ids are 1-based (lua/README.md), so the printed dim or padding_idx is torch's + 1"
 OWN_REPR = "ember prints its options (torch prints none, or Python's float and tuple spellings)"

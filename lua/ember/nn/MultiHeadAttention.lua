@@ -166,6 +166,10 @@ function MHA:__init(d_model, heads, opts)
   -- the same order, as ember's C module made (so seeded runs keep their
   -- numbers). As torch.nn.MultiheadAttention: xavier-uniform input
   -- projections, uniform(+-1/sqrt(d_model)) output projection, zero biases.
+  -- Where kdim = vdim = d_model torch draws q, k and v as one joined
+  -- in_proj_weight [d_model + 2 kv_dim, d_model] (xavier over that shape:
+  -- a bound of sqrt(6 / (4 d_model)) without grouped heads); otherwise each
+  -- projection on its own (q_proj_weight, k_proj_weight, v_proj_weight).
   local att = make_attention(s, s.attention, variant)
   if s.dropout > 0 and not att.caps.dropout then
     errors.raise("MultiHeadAttention: attention '%s' has no dropout on attention weights, so dropout must be 0 "
@@ -175,10 +179,11 @@ function MHA:__init(d_model, heads, opts)
   local topts = { dtype = s.dtype, device = s.device }
   local proj = {}
   local kv_dim = s.kv_heads * s.head_dim -- k_proj and v_proj project to kv_heads heads
+  local joined = s.kdim == s.d_model and s.vdim == s.d_model
   for i, in_dim in ipairs({ s.d_model, s.kdim, s.vdim }) do
     local out_dim = i == 1 and s.d_model or kv_dim
     proj[i] = Linear(in_dim, out_dim, lin)
-    local bound = math.sqrt(6 / (out_dim + in_dim))
+    local bound = math.sqrt(6 / ((joined and s.d_model + 2 * kv_dim or out_dim) + in_dim))
     ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ out_dim, in_dim }, -bound, bound, topts)) end)
   end
   proj[4] = Linear(s.d_model, s.d_model, lin)
