@@ -142,18 +142,28 @@ static int dolibrary(lua_State *L, const char *name) {
   return ember_report(L, status);
 }
 
+/* The banner names what did not load ("cuda not loaded"), so that a
+** machine without a GPU reads as that and not as a broken install. */
 void ember_print_banner(lua_State *L, int repl) {
   int loaded = 0, n;
+  char missing[160] = "";
+  size_t at = 0;
   (void)L;
   em_init();
   n = em_plugin_count();
   for (int i = 0; i < n; i++) {
     const em_plugin_record *r = em_plugin_get(i);
     if (r && r->loaded) loaded++;
+    else if (r && at < sizeof missing) {
+      const int w = snprintf(missing + at, sizeof missing - at, "%s%s", at ? ", " : "", r->name);
+      at = w < 0 ? sizeof missing : at + (size_t)w;
+    }
   }
-  printf("ember %d.%d (%s) -- %d plugin%s loaded%s%s\n", EM_VERSION_MAJOR, EM_VERSION_MINOR,
-         LUA_RELEASE, loaded, loaded == 1 ? "" : "s", loaded < n ? " (some rejected)" : "",
-         repl ? "; plugins() lists them, Ctrl-D quits" : "");
+  if (at >= sizeof missing) strcpy(missing + sizeof missing - 5, "...");
+  printf("ember %d.%d (%s) -- %d plugin%s loaded%s%s%s\n", EM_VERSION_MAJOR, EM_VERSION_MINOR, LUA_RELEASE,
+         loaded, loaded == 1 ? "" : "s", *missing ? ", not loaded: " : "", missing,
+         repl ? (*missing ? "; plugins() lists them and says why, Ctrl-D quits" : "; plugins() lists them, Ctrl-D quits")
+              : "");
   fflush(stdout);
 }
 
