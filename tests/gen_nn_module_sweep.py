@@ -145,9 +145,6 @@ KNOWN = {n: MISSING for n in ("RNNCell", "RNNCell_tanh", "SELU", "CELU", "LogSig
 KNOWN.update({
     "LSTM_proj": "nn.LSTM refuses proj_size (lua/ember/nn/LSTM.lua)",
     "LSTM_proj_2l_bi": "nn.LSTM refuses proj_size (lua/ember/nn/LSTM.lua)",
-    "TransformerEncoder_torch_ctor": "nn.TransformerEncoder refuses torch's (layer, num_layers[, norm])",
-    "TransformerEncoder_torch_ctor_norm": "nn.TransformerEncoder refuses torch's (layer, num_layers[, norm])",
-    "TransformerDecoder_torch_ctor": "nn.TransformerDecoder refuses torch's (layer, num_layers[, norm])",
     "Conv1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "Conv2d_same": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "ConvTranspose1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
@@ -374,6 +371,10 @@ def transformers():
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": causal(5), "kpm": kpm},
          "return m(x, {attn_mask = am, key_padding_mask = kpm})",
          lambda m, x, am, kpm: m(x, src_mask=am, src_key_padding_mask=kpm))
+    case("TEL_torch_names", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+         tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": x(5, 5), "kpm": kpm},
+         "return m(x, {src_mask = am, src_key_padding_mask = kpm})",
+         lambda m, x, am, kpm: m(x, src_mask=am, src_key_padding_mask=kpm))
     bm = torch.rand(5, 5) < 0.3
     bm.fill_diagonal_(False)
     case("TEL_bool_mask", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
@@ -402,16 +403,20 @@ def transformers():
     case("TransformerEncoder_torch_ctor", "nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true, norm_first = true}), 2)" % lo4,
          tnn.TransformerEncoder(tnn.TransformerEncoderLayer(d4, h, batch_first=True, norm_first=True, **tk4), 2),
          {"x": x(2, 5, d4)}, *one())
-    case("TransformerEncoder_torch_ctor_norm", "nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, {%s}), 2, nn.LayerNorm(4))" % lo4,
+    case("TransformerEncoder_torch_forward", "nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true}), 2)" % lo4,
+         tnn.TransformerEncoder(tnn.TransformerEncoderLayer(d4, h, batch_first=True, **tk4), 2),
+         {"x": x(2, 5, d4), "am": x(5, 5), "kpm": kpm}, "return m(x, {mask = am, src_key_padding_mask = kpm})",
+         lambda m, x, am, kpm: m(x, mask=am, src_key_padding_mask=kpm))
+    case("TransformerEncoder_torch_ctor_norm", "nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, {%s, batch_first = false}), 2, nn.LayerNorm(4))" % lo4,
          tnn.TransformerEncoder(tnn.TransformerEncoderLayer(d4, h, **tk4), 2, norm=tnn.LayerNorm(d4)),
          {"x": x(5, 2, d4)}, *one())
     case("TransformerDecoder", "nn.TransformerDecoder(4, 2, 2, {%s, batch_first = true})" % lo4,
          tnn.TransformerDecoder(tnn.TransformerDecoderLayer(d4, h, batch_first=True, **tk4), 2),
          {"x": x(2, 4, d4), "mem": x(2, 6, d4), "tm": causal(4)},
          "return m(x, mem, {tgt_mask = tm})", lambda m, x, mem, tm: m(x, mem, tgt_mask=tm))
-    case("TransformerDecoder_torch_ctor", "nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, {%s}), 2, nn.LayerNorm(4))" % lo4,
+    case("TransformerDecoder_torch_ctor", "nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, {%s, batch_first = false}), 2, nn.LayerNorm(4))" % lo4,
          tnn.TransformerDecoder(tnn.TransformerDecoderLayer(d4, h, **tk4), 2, norm=tnn.LayerNorm(d4)),
-         {"x": x(4, 2, d4), "mem": x(6, 2, d4)}, "return m(x, mem)", lambda m, x, mem: m(x, mem))
+         {"x": x(4, 2, d4), "mem": x(6, 2, d4)}, "return m(x, mem, {causal = false})", lambda m, x, mem: m(x, mem))
     case("Transformer", "nn.Transformer(4, 2, {num_encoder_layers = 1, num_decoder_layers = 2, %s, batch_first = false})" % lo4,
          tnn.Transformer(d4, h, num_encoder_layers=1, num_decoder_layers=2, **tk4),
          {"s": x(5, 2, d4), "t": x(4, 2, d4), "tm": causal(4)},

@@ -258,6 +258,34 @@ describe("ember.nn's modules against torch.nn 1.13 (tests/gen_nn_module_sweep.py
     if #bad > 0 then error(("%d parameters initialised unlike torch's:\n%s"):format(#bad, table.concat(bad, "\n")), 0) end
   end)
 
+  it("PyTorch's stack form (layer, num_layers [, norm]): copies that start equal to the layer, in its dtype", function()
+    for _, c in ipairs {
+      { nn.TransformerEncoder, nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 }) },
+      { nn.TransformerDecoder, nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, batch_first = false }) },
+    } do
+      local layer = c[2]:double():eval()
+      local stack = c[1](layer, 3)
+      assert.is_nil(stack.norm) -- none unless given, as torch's
+      assert.are.equal(3, #stack.layers)
+      local want = layer:state_dict()
+      for i = 1, 3 do
+        local l = stack.layers[i]
+        assert.is_false(l.training)
+        assert.are_not.equal(layer, l)
+        for k, v in pairs(l:state_dict()) do
+          assert.are.equal("float64", v.dtype)
+          assert.is_true(ember.equal(v, want[k]), k)
+        end
+      end
+      -- separate copies: training one leaves the others
+      ember.no_grad(function() stack.layers[1].norm1.weight:fill_(3) end)
+      assert.are.equal(1, stack.layers[2].norm1.weight[1]:item())
+      local norm = nn.LayerNorm(8):double()
+      assert.are.equal(norm, c[1](layer, 2, norm).norm)
+      assert.are.equal(norm, c[1](layer, 2, { norm = norm, enable_nested_tensor = false }).norm)
+    end
+  end)
+
   it("refuses torch options it does not have, naming the module and the option", function()
     local bad = {}
     for _, c in ipairs(fx.refuse) do

@@ -2,6 +2,10 @@
 -- TransformerDecoderLayer ("layers.1", ...) with the layer options `opts`
 -- (cross=false for a decoder-only model), plus a final LayerNorm ("norm")
 -- when final_norm is true -- by default exactly when norm_first is.
+-- nn.TransformerDecoder(layer, num_layers [, norm]) is PyTorch's form:
+-- num_layers copies of the nn.TransformerDecoderLayer `layer` (equal at
+-- the start, as torch's deep copies), and `norm` as the final norm, none
+-- when left out, as torch's.
 -- forward(x, memory [, opts]) takes the layer's options (variant_inputs for
 -- the self-attention's variant, memory_variant_inputs for the cross-attention's,
 -- given to every layer); with opts.cache (a
@@ -18,9 +22,8 @@ local attn_opts = require "ember.nn._attn_opts"
 local Decoder = Module:extend("TransformerDecoder")
 
 function Decoder:__init(d_model, heads, num_layers, opts)
-  if Module.is_module(d_model) then
-    errors.raise("nn.TransformerDecoder: takes (d_model, heads, num_layers [, layer options]), not PyTorch's "
-      .. "(layer, num_layers): the layers are made here from the options")
+  if Module.is_module(d_model) then -- PyTorch's (layer, num_layers [, norm])
+    return attn_opts.stack_from_layer(self, "nn.TransformerDecoder", DecoderLayer, d_model, heads, num_layers)
   end
   opts = attn_opts.check_layer_options("nn.TransformerDecoder", opts, DecoderLayer.OPTIONS, { "final_norm" })
   local layer_opts = {}

@@ -47,6 +47,7 @@ local FORWARD_OPTIONS = { "causal", "tgt_mask", "tgt_allow_mask", "tgt_block_mas
   "memory_variant_inputs" }
 
 function DecoderLayer:__init(d_model, heads, opts)
+  rawset(self, "_ctor_args", table.pack(d_model, heads, opts)) -- nn.TransformerDecoder(layer, n) makes copies
   opts = attn_opts.check_layer_options("nn.TransformerDecoderLayer", opts, DecoderLayer.OPTIONS)
   local dropout = opts.dropout or 0.1
   self.norm_first = opts.norm_first or false

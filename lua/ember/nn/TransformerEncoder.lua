@@ -2,7 +2,15 @@
 -- TransformerEncoderLayer (children "layers.1", "layers.2", ...) with the
 -- layer options `opts`, plus a final LayerNorm ("norm") when final_norm is
 -- true -- by default exactly when norm_first is, as pre-norm stacks need it.
--- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}])
+-- nn.TransformerEncoder(layer, num_layers [, norm]) is PyTorch's form:
+-- num_layers copies of the nn.TransformerEncoderLayer `layer` (equal at
+-- the start, as torch's deep copies), and `norm` (e.g. nn.LayerNorm(d_model))
+-- as the final norm, none when left out, as torch's.
+-- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}]), or PyTorch's
+-- names: mask (or src_mask), src_key_padding_mask, is_causal.
+-- @usage local layer = nn.TransformerEncoderLayer(16, 4, {dim_feedforward = 32, batch_first = true})
+-- local enc = nn.TransformerEncoder(layer, 2, nn.LayerNorm(16))   -- as torch.nn.TransformerEncoder
+-- print(enc(ember.randn(2, 5, 16)).shape)   --> ember.Size{2, 5, 16}
 -- @classmod nn.TransformerEncoder
 local Module = require "ember.nn.Module"
 local errors = require "ember._errors"
@@ -14,9 +22,8 @@ local attn_opts = require "ember.nn._attn_opts"
 local Encoder = Module:extend("TransformerEncoder")
 
 function Encoder:__init(d_model, heads, num_layers, opts)
-  if Module.is_module(d_model) then
-    errors.raise("nn.TransformerEncoder: takes (d_model, heads, num_layers [, layer options]), not PyTorch's "
-      .. "(layer, num_layers): the layers are made here from the options")
+  if Module.is_module(d_model) then -- PyTorch's (layer, num_layers [, norm])
+    return attn_opts.stack_from_layer(self, "nn.TransformerEncoder", EncoderLayer, d_model, heads, num_layers)
   end
   opts = attn_opts.check_layer_options("nn.TransformerEncoder", opts, EncoderLayer.OPTIONS, { "final_norm" })
   local layer_opts = {}
@@ -39,6 +46,12 @@ end
 -- @tparam[opt] table opts as TransformerEncoderLayer.forward's, given to every layer
 -- @treturn Tensor [B, L, d_model]
 function Encoder:forward(x, opts)
+  if type(opts) == "table" and opts.mask ~= nil then -- torch.nn.TransformerEncoder.forward's name
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.mask, o.src_mask = nil, opts.mask
+    opts = o
+  end
   for i = 1, #self.layers do x = self.layers[i](x, opts) end
   if self.norm then x = self.norm(x) end
   return x

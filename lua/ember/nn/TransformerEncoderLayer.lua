@@ -12,7 +12,8 @@
 -- nn.checkpoint), batch_first=true (false: x is [L, B, d_model], as PyTorch's
 -- default; masks keep their shapes), dtype=, device=.
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
--- block_mask= (bool, see nn/_masks.lua), causal=}])
+-- block_mask= (bool, see nn/_masks.lua), causal=}]); PyTorch's names src_mask (attn_mask's),
+-- src_key_padding_mask (key_padding_mask's) and is_causal (causal's) work too.
 -- @classmod nn.TransformerEncoderLayer
 local Module = require "ember.nn.Module"
 local torch_names = require "ember.nn._torch_names"
@@ -28,10 +29,14 @@ local EncoderLayer = Module:extend("TransformerEncoderLayer")
 
 -- The constructor's options (TransformerEncoder takes them too).
 EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "batch_first", "dtype", "device" }
-local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs" }
+local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_mask", "causal", "variant_inputs",
+  "src_mask", "src_key_padding_mask", "is_causal" }
+-- PyTorch's forward keywords -> ember's
+local TORCH_FORWARD = { src_mask = "attn_mask", src_key_padding_mask = "key_padding_mask", is_causal = "causal" }
 EncoderLayer.FORWARD_OPTIONS = FORWARD_OPTIONS -- models that hand their options to every layer check them by name
 
 function EncoderLayer:__init(d_model, heads, opts)
+  rawset(self, "_ctor_args", table.pack(d_model, heads, opts)) -- nn.TransformerEncoder(layer, n) makes copies
   opts = attn_opts.check_layer_options("nn.TransformerEncoderLayer", opts, EncoderLayer.OPTIONS)
   local dropout = opts.dropout or 0.1
   local o = { dtype = opts.dtype, device = opts.device }
@@ -64,6 +69,17 @@ end
 -- @treturn Tensor [B, L, d_model]
 function EncoderLayer:forward(x, opts)
   opts = Module.check_options("TransformerEncoderLayer.forward", opts, FORWARD_OPTIONS)
+  if opts.src_mask ~= nil or opts.src_key_padding_mask ~= nil or opts.is_causal ~= nil then
+    local o = {}
+    for k, v in pairs(opts) do
+      local to = TORCH_FORWARD[k]
+      if to and opts[to] ~= nil then
+        require("ember._errors").raise("TransformerEncoderLayer.forward: give %s or %s (PyTorch's name), not both", to, k)
+      end
+      o[to or k] = v
+    end
+    opts = o
+  end
   if not self.batch_first then return attn_opts.flip_batch(self:_forward(attn_opts.flip_batch(x), opts)) end
   return self:_forward(x, opts)
 end

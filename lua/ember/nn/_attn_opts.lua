@@ -68,6 +68,44 @@ function M.check_layer_options(who, opts, ...)
   return opts
 end
 
+-- PyTorch's form of a stack, cls(layer, num_layers [, norm]) (`self` is
+-- the stack being made, `cls` its layer class): num_layers copies of
+-- `layer` -- each made again from the layer's own constructor arguments,
+-- then given its state dict, dtype, device and train/eval mode, so that
+-- they start equal, as torch's copy.deepcopy makes them -- and `norm` (a
+-- module, or {norm =} with torch's other keywords enable_nested_tensor and
+-- mask_check, which change nothing here) as the final "norm", none when
+-- left out (as torch's, whatever norm_first). The layer itself is not
+-- part of the stack.
+function M.stack_from_layer(self, who, cls, layer, num_layers, norm)
+  if not layer:isinstance(cls) then
+    errors.raise("%s: PyTorch's form (layer, num_layers [, norm]) takes an nn.%s, got an nn.%s", who, cls.__name,
+      tostring(layer.__name))
+  end
+  if math.type(num_layers) ~= "integer" or num_layers < 1 then
+    errors.raise("%s: num_layers must be a positive integer, got %s", who, tostring(num_layers))
+  end
+  if type(norm) == "table" and not Module.is_module(norm) then
+    norm = Module.check_options(who, norm, { "norm", "enable_nested_tensor", "mask_check" }).norm
+  end
+  if norm ~= nil and not Module.is_module(norm) then
+    errors.raise("%s: norm must be a module (nn.LayerNorm(d_model)) or nil, got %s", who, type(norm))
+  end
+  local args = rawget(layer, "_ctor_args")
+  local sd = layer:state_dict()
+  local p = layer:parameters()[1]
+  local layers = require("ember.nn.Sequential")()
+  for _ = 1, num_layers do
+    local l = cls(table.unpack(args, 1, args.n))
+    if p then l:to({ dtype = p.dtype, device = p.device }) end
+    l:load_state_dict(sd)
+    l:train(layer.training)
+    layers:add(l)
+  end
+  self:add_module("layers", layers)
+  if norm ~= nil then self:add_module("norm", norm) end
+end
+
 -- PyTorch's batch_first option of the Transformer layers: true (ember's
 -- layout, [B, L, E], the default here) or false ([L, B, E] in and out).
 function M.batch_first(who, opts)
