@@ -72,9 +72,13 @@ local function dense_load(env, caps, tensors, variant)
       local x = idx[d]:expand(shape)
       local size = t.shape[d]
       local lo, hi = x:min():item(), x:max():item()
-      if lo < 1 or hi > size or (x - x:floor()):abs():max():item() ~= 0 then
-        errors.raise("attention variant '%s': index %d of '%s' out of range: values %g..%g, size %d", variant,
-          d, c.name, lo, hi, size)
+      if (x - x:floor()):abs():max():item() ~= 0 then
+        errors.raise("attention variant '%s': '%s' indexed with a non-integer value in dim %d; use // or floor() to " ..
+          "make an integer", variant, c.name, d)
+      end
+      if lo < 1 or hi > size then -- as the fused kernel says it, with the range the index ran over
+        errors.raise("attention variant '%s': index %d out of range for dim %d of '%s' (size %d; the indices run " ..
+          "%d..%d)", variant, hi > size and hi or lo, d, c.name, size, lo, hi)
       end
       local term = (x - 1) * stride
       flat = flat and flat + term or term

@@ -296,7 +296,11 @@ function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts)
       local n = math.min(bs, Q_LEN - q0)
       local env = dense_env(inst, tensors, Bm, Hm, Q_LEN, KV_LEN, q0, n, "float64", device)
       local ok2, m = pcall(dense.eval, inst.mask_graph, env)
-      if not ok2 then errors.raise("%s: %s", who, (rename(m):gsub("^" .. WHO .. ": ", ""))) end
+      if not ok2 then -- the evaluator's message, less its position and the variant it names
+        m = rename((tostring(m):gsub("^[^\n]-:%d+: ", "", 1))):gsub("^attention variant '" .. WHO .. "': ", "")
+          :gsub("^" .. WHO .. ": ", "")
+        errors.raise("%s: mask_mod: %s", who, m)
+      end
       m = m:ne(0):expand(Bm, Hm, n, KV_LEN)
       -- pad the keys to whole blocks (padding counts as hidden), then per block: any, all
       local pad = nk * bs - KV_LEN

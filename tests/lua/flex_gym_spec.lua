@@ -270,12 +270,17 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
 
   it("an index out of range in a captured tensor names the tensor, the index and where", function()
     local doc = ember.tensor({ 1, 1, 2, 2, 2, 3, 3 }, I) -- 7 ids for 9 tokens
-    raises_here(function()
+    -- made densely by create_block_mask: its own name first, no other function's
+    local ok, msg = pcall(function()
       ember.create_block_mask(function(b, h, q_idx, kv_idx) return doc[q_idx]:eq(doc[kv_idx]) end, nil, nil, 9, 9)
-    end, "ember.create_block_mask: ")
+    end)
+    assert.is_false(ok)
+    assert.truthy(msg:find("^[^\n]*flex_gym_spec%.lua:%d+: ember%.create_block_mask: mask_mod: index 9 out of range " ..
+      "for dim 1 of 'doc' %(size 7; the indices run 1%.%.9%)$"), msg)
     raises_here(function()
-      ember.create_block_mask(function(b, h, q_idx, kv_idx) return doc[q_idx]:eq(doc[kv_idx]) end, nil, nil, 9, 9)
-    end, "index 1 of 'doc' out of range: values 1..9, size 7")
+      local bm = ember.create_block_mask(function(b, h, q_idx, kv_idx) return doc[q_idx]:ge(0) end, nil, nil, 7, 7)
+      ember.flex_attention(q, k, v, { block_mask = bm }) -- 9 rows: the mask is for 7
+    end, "ember.flex_attention: block_mask was made for Q_LEN=7, KV_LEN=7, got query length 9 and key length 9")
     local rel = ember.randn({ 2, 9 }, D)
     raises_here(function()
       ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx) return score + rel[h][q_idx - kv_idx + 1] end })
