@@ -228,6 +228,28 @@ function BlockMask:__tostring()
     self.BLOCK_SIZE, self:sparsity(), self:to_string())
 end
 
+-- How many of the arguments count: trailing nils do not (Lua code forwards
+-- optional arguments as nil).
+local function surplus(...)
+  local n = select("#", ...)
+  while n > 0 and select(n, ...) == nil do n = n - 1 end
+  return n
+end
+
+-- An argument as an error names it.
+local function kind_of(x)
+  if getmetatable(x) == BlockMask then return "a BlockMask" end
+  if core.is_tensor(x) then return "a tensor" end
+  local t = type(x)
+  return t == "nil" and "nil" or "a " .. t
+end
+
+-- The message for arguments past the last one a function takes: n more
+-- after `what`, the last at position `last`.
+local function surplus_msg(what, n, last, x)
+  return ("got %s %d more argument%s (argument %d is %s)"):format(what, n, n == 1 and "" or "s", last, kind_of(x))
+end
+
 local function check_len(v, what, who, allow_nil)
   if v == nil and allow_nil then return end
   if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
@@ -251,7 +273,8 @@ end
 -- @tparam[opt] int H heads, or nil
 -- @tparam int Q_LEN queries
 -- @tparam int KV_LEN keys
--- @tparam[opt] table opts `BLOCK_SIZE` (default 128), `device` ("cpu")
+-- @tparam[opt] table opts `BLOCK_SIZE` (default 128), `device` ("cpu"); or
+-- PyTorch's positional device, then BLOCK_SIZE
 -- @treturn BlockMask `mask_mod`, `B`, `H`, `Q_LEN`, `KV_LEN`, `BLOCK_SIZE`,
 -- `shape`, `kinds` (int64 [B or 1, H or 1, Q blocks, KV blocks]: 0 empty, 1
 -- partial, 2 full), `:sparsity()`, `:to_dense()`, `:to_string()`
@@ -260,8 +283,18 @@ end
 -- local bm = ember.create_block_mask(causal, nil, nil, 256, 256, {BLOCK_SIZE = 64})
 -- print(bm)                       -- BlockMask(shape=(1, 1, 256, 256), block_size=64, sparsity=37.50%, ...
 -- assert(math.abs(bm:sparsity() - 37.5) < 1e-9)
-function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts)
+function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts, ...)
   local who = "ember.create_block_mask"
+  local n = surplus(...)
+  if type(opts) == "table" and n > 0 then
+    errors.raise("%s: takes (mask_mod, B, H, Q_LEN, KV_LEN, opts) or PyTorch's positional (..., device, BLOCK_SIZE); %s",
+      who, surplus_msg("an options table and", n, n + 6, (select(n, ...))))
+  elseif n > 1 then
+    errors.raise("%s: takes (mask_mod, B, H, Q_LEN, KV_LEN, opts) or PyTorch's positional (..., device, BLOCK_SIZE); %s",
+      who, surplus_msg("device, BLOCK_SIZE and", n - 1, n + 6, (select(n, ...))))
+  end
+  -- PyTorch's positional create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE)
+  if type(opts) == "string" or (opts == nil and n > 0) then opts = { device = opts, BLOCK_SIZE = (...) } end
   if type(mask_mod) ~= "function" or not bytecode(mask_mod) then
     errors.raise("%s: mask_mod must be a Lua function(b, h, q_idx, kv_idx), got %s", who,
       type(mask_mod) == "function" and "a C function" or type(mask_mod))
@@ -324,6 +357,7 @@ end
 -- ---------------------------------------------------------------------
 
 local KNOWN = { score_mod = true, block_mask = true, scale = true, enable_gqa = true, return_lse = true }
+
 local FLOAT = { float32 = true, float64 = true, bfloat16 = true }
 
 local function shape_of(t) return errors.shape_str(t) end
@@ -363,8 +397,9 @@ end
 -- @tparam Tensor query [B, Hq, Lq, E]
 -- @tparam Tensor key [B, Hkv, Lk, E]
 -- @tparam Tensor value [B, Hkv, Lk, Ev]
--- @tparam[opt] table opts (or score_mod alone, or a block mask alone, as
--- PyTorch's positional arguments) `score_mod`, `block_mask`, `scale` (default
+-- @tparam[opt] table opts (or PyTorch's positional arguments: score_mod,
+-- then block_mask, scale, enable_gqa, return_lse; or a block mask alone;
+-- arguments past these are refused, not dropped) `score_mod`, `block_mask`, `scale` (default
 -- 1/sqrt(E)), `enable_gqa` (Hq a multiple of Hkv: each kv head serves
 -- Hq/Hkv query heads in a row), `return_lse` (also return the row
 -- logsumexp [B, Hq, Lq], computed densely by core ops: O(Lq*Lk) memory)
@@ -379,9 +414,24 @@ end
 -- local out = ember.flex_attention(q, k, v, {score_mod = score_mod, block_mask = bm})
 -- out:sum():backward()
 -- print(out.shape, bias.grad.shape)    --> ember.Size{2, 4, 64, 16} ember.Size{4, 64, 64}
-function M.flex_attention(q, k, v, opts)
+function M.flex_attention(q, k, v, opts, ...)
   for i, t in ipairs { q, k, v } do
     if not core.is_tensor(t) then raise("%s must be a tensor, got %s", ({ "query", "key", "value" })[i], type(t)) end
+  end
+  local n = surplus(...)
+  if n > 0 then
+    -- PyTorch's positional flex_attention(q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse)
+    local rest = table.pack(...)
+    local form = "takes (query, key, value, opts) or PyTorch's positional (query, key, value, score_mod, block_mask, " ..
+      "scale, enable_gqa, return_lse); "
+    if getmetatable(opts) == BlockMask then
+      raise("argument 4 is a block mask, so argument 5 cannot follow it (PyTorch's order: score_mod, block_mask, ...)")
+    elseif type(opts) == "table" then
+      raise("%s%s", form, surplus_msg("an options table and", n, n + 4, rest[n]))
+    elseif n > 4 then
+      raise("%sgot %d arguments after value (argument %d is %s)", form, n + 1, n + 4, kind_of(rest[n]))
+    end
+    opts = { score_mod = opts, block_mask = rest[1], scale = rest[2], enable_gqa = rest[3], return_lse = rest[4] }
   end
   if opts == nil then opts = {} end
   -- PyTorch's positional flex_attention(q, k, v, score_mod) and a block mask alone

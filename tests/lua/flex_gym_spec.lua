@@ -268,6 +268,36 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
     ember.flex_attention(q, k, v, { score_mod = function(score, ...) return score end })
   end)
 
+  it("PyTorch's positional arguments are PyTorch's; anything past them is refused, not dropped", function()
+    local sm = function(score) return score * 2 end
+    local bm = ember.create_block_mask(causal, nil, nil, 9, 9)
+    local want = ember.flex_attention(q, k, v, { score_mod = sm, block_mask = bm })
+    -- flex_attention(query, key, value, score_mod, block_mask, scale, enable_gqa, return_lse)
+    check("score_mod, block_mask", ember.flex_attention(q, k, v, sm, bm), want, 0)
+    check("nil, block_mask", ember.flex_attention(q, k, v, nil, bm), ember.flex_attention(q, k, v, { block_mask = bm }), 0)
+    check("scale", ember.flex_attention(q, k, v, nil, bm, 0.3), ember.flex_attention(q, k, v, { block_mask = bm, scale = 0.3 }), 0)
+    local out, lse = ember.flex_attention(q, k, v, sm, nil, nil, false, true)
+    check("return_lse", lse, select(2, ember.flex_attention(q, k, v, { score_mod = sm, return_lse = true })), 0)
+    assert.are.same({ 1, 2, 9, 4 }, out.shape)
+    -- trailing nils are Lua's way of leaving an argument out
+    check("trailing nil", ember.flex_attention(q, k, v, { block_mask = bm }, nil), ember.flex_attention(q, k, v, bm), 0)
+    raises_here(function() ember.flex_attention(q, k, v, { score_mod = sm }, bm) end,
+      "ember.flex_attention: takes (query, key, value, opts) or PyTorch's positional (query, key, value, score_mod, " ..
+      "block_mask, scale, enable_gqa, return_lse); got an options table and 1 more argument (argument 5 is a BlockMask)")
+    raises_here(function() ember.flex_attention(q, k, v, sm, bm, 0.3, false, false, {}) end,
+      "got 6 arguments after value (argument 9 is a table)")
+    raises_here(function() ember.flex_attention(q, k, v, bm, sm) end,
+      "ember.flex_attention: argument 4 is a block mask, so argument 5 cannot follow it (PyTorch's order: score_mod, block_mask, ...)")
+    raises_here(function() ember.flex_attention(q, k, v, sm, causal) end,
+      "ember.flex_attention: block_mask must be made by ember.create_block_mask, got function")
+    -- create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE)
+    assert.are.equal(4, ember.create_block_mask(causal, nil, nil, 9, 9, "cpu", 4).BLOCK_SIZE)
+    assert.are.equal(128, ember.create_block_mask(causal, nil, nil, 9, 9, "cpu").BLOCK_SIZE)
+    raises_here(function() ember.create_block_mask(causal, nil, nil, 9, 9, {}, 64) end,
+      "ember.create_block_mask: takes (mask_mod, B, H, Q_LEN, KV_LEN, opts) or PyTorch's positional (..., device, " ..
+      "BLOCK_SIZE); got an options table and 1 more argument (argument 7 is a number)")
+  end)
+
   it("an index out of range in a captured tensor names the tensor, the index and where", function()
     local doc = ember.tensor({ 1, 1, 2, 2, 2, 3, 3 }, I) -- 7 ids for 9 tokens
     -- made densely by create_block_mask: its own name first, no other function's
