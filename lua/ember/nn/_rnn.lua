@@ -80,6 +80,17 @@ local function add_params(self, sfx, gate_size, in_size, hidden, bias, topts)
   end
 end
 
+-- nn.RNN's and nn.RNNCell's nonlinearity option ("tanh", the default, or
+-- "relu"), kept as self.nonlinearity; returns the mode, "RNN_TANH" or "RNN_RELU".
+local function rnn_nonlinearity(self, who, opts)
+  local nl = opts.nonlinearity == nil and "tanh" or opts.nonlinearity
+  if nl ~= "tanh" and nl ~= "relu" then
+    raise("%s: nonlinearity must be \"tanh\" or \"relu\", got %s", who, tostring(nl))
+  end
+  self.nonlinearity = nl
+  return nl == "tanh" and "RNN_TANH" or "RNN_RELU"
+end
+
 -- The name suffix of layer `layer` (1-based), direction `dir` (1 or 2).
 local function suffix(layer, dir) return ("_l%d%s"):format(layer - 1, dir == 2 and "_reverse" or "") end
 
@@ -96,13 +107,7 @@ function M.init(self, name, mode, input_size, hidden_size, opts, option_names)
     raise("%s: dropout must be a number in [0, 1] (the probability of zeroing an element), got %s", who,
       tostring(dropout))
   end
-  if name == "RNN" then
-    local nl = opts.nonlinearity == nil and "tanh" or opts.nonlinearity
-    if nl ~= "tanh" and nl ~= "relu" then
-      raise("%s: nonlinearity must be \"tanh\" or \"relu\", got %s", who, tostring(nl))
-    end
-    self.nonlinearity, mode = nl, nl == "tanh" and "RNN_TANH" or "RNN_RELU"
-  end
+  if name == "RNN" then mode = rnn_nonlinearity(self, who, opts) end
   if opts.proj_size ~= nil and opts.proj_size ~= 0 then
     if math.type(opts.proj_size) ~= "integer" or opts.proj_size < 0 then
       raise("%s: proj_size must be an integer >= 0, got %s", who, tostring(opts.proj_size))
@@ -281,12 +286,15 @@ function M.extra_repr(self)
   return s
 end
 
--- The cells' constructor: `name` "LSTMCell" or "GRUCell".
+-- The cells' constructor: `name` "LSTMCell", "GRUCell" or "RNNCell" (mode
+-- "RNN": opts.nonlinearity "tanh" or "relu", as nn.RNN's).
 function M.cell_init(self, name, mode, input_size, hidden_size, opts)
   local who = "nn." .. name
   positive_int(who, input_size, "input_size")
   positive_int(who, hidden_size, "hidden_size")
-  opts = Module.check_options(who, opts, { "bias", "dtype", "device" })
+  opts = Module.check_options(who, opts, mode == "RNN" and { "bias", "nonlinearity", "dtype", "device" }
+    or { "bias", "dtype", "device" })
+  if mode == "RNN" then mode = rnn_nonlinearity(self, who, opts) end
   self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
   self.bias = boolean(who, opts.bias, "bias", true)
   add_params(self, "", GATES[mode] * hidden_size, input_size, hidden_size, self.bias,
@@ -333,6 +341,7 @@ end
 -- The cells' settings, as PyTorch prints them.
 function M.cell_extra_repr(self)
   return ("%d, %d"):format(self.input_size, self.hidden_size) .. (self.bias and "" or ", bias=false")
+    .. ((self.nonlinearity or "tanh") ~= "tanh" and ", nonlinearity=" .. self.nonlinearity or "")
 end
 
 return M
