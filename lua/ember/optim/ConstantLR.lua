@@ -20,11 +20,23 @@ function ConstantLR:__init(optimizer, ...)
   end
   if math.type(t) ~= "integer" or t < 1 then self:_error("total_iters must be a positive integer, got %s", tostring(t)) end
   self.const_factor, self.total_iters = f, t
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- factor before step total_iters, 1 from there on
 -- @tparam integer s the step
 function ConstantLR:factor(s) return s < self.total_iters and self.const_factor or 1 end
+
+--- PyTorch's chainable form: lr times factor at step 0, divided by it at
+-- total_iters (with factor 0, where PyTorch divides by zero, the base lr).
+-- @number lr the group's lr
+-- @tparam integer s the step
+-- @tparam integer i the group
+function ConstantLR:chain(lr, s, i)
+  if s == 0 then return lr * self.const_factor end
+  if s ~= self.total_iters then return lr end
+  if self.const_factor == 0 then return self.base_lrs[i] end
+  return lr * (1.0 / self.const_factor)
+end
 
 return ConstantLR

@@ -20,7 +20,7 @@ function CosineAnnealingLR:__init(optimizer, ...)
   local e = o.eta_min or 0
   if type(e) ~= "number" or not (e >= 0) then self:_error("eta_min must be a number >= 0, got %s", tostring(e)) end
   self.T_max, self.eta_min = o.T_max, e
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- (1 + cos(pi * s / T_max)) / 2: the share of (base - eta_min) left at step s
@@ -31,5 +31,17 @@ function CosineAnnealingLR:factor(s) return (1 + math.cos(math.pi * s / self.T_m
 -- @number base the group's base lr
 -- @tparam integer s the step
 function CosineAnnealingLR:lr_at(base, s) return self.eta_min + (base - self.eta_min) * self:factor(s) end
+
+--- PyTorch's chainable form: (lr - eta_min) times the cosine's change, plus eta_min.
+-- @number lr the group's lr
+-- @tparam integer s the step
+-- @tparam integer i the group
+function CosineAnnealingLR:chain(lr, s, i)
+  local T, e = self.T_max, self.eta_min
+  if s == 0 then return lr end
+  if self._step_count == 1 then return self:lr_at(self.base_lrs[i], s) end -- resumed (last_epoch)
+  if (s - 1 - T) % (2 * T) == 0 then return lr + (self.base_lrs[i] - e) * (1 - math.cos(math.pi / T)) / 2 end
+  return (1 + math.cos(math.pi * s / T)) / (1 + math.cos(math.pi * (s - 1) / T)) * (lr - e) + e
+end
 
 return CosineAnnealingLR

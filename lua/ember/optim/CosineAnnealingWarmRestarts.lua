@@ -21,8 +21,8 @@ function CAWR:__init(optimizer, ...)
   if math.type(m) ~= "integer" or m < 1 then self:_error("T_mult must be an integer >= 1, got %s", tostring(m)) end
   if type(e) ~= "number" or not (e >= 0) then self:_error("eta_min must be a number >= 0, got %s", tostring(e)) end
   self.T_0, self.T_mult, self.eta_min = t0, m, e
-  self.T_i, self.T_cur = t0, 0
-  Scheduler.__init(self, optimizer)
+  self.T_i, self.T_cur = t0, o.last_epoch or -1 -- PyTorch's: resuming at last_epoch starts T_cur there
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- eta_min + (base - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2, at the current T_cur and T_i
@@ -38,6 +38,8 @@ function CAWR:factor(s) return self.T_cur / self.T_i end
 --- One step, or to `epoch` (a number >= 0, may be fractional), as PyTorch's step(epoch).
 -- @number[opt] epoch
 function CAWR:step(epoch)
+  self._step_count = (self._step_count or 0) + 1
+  if epoch == nil and self.last_step < 0 then epoch = 0 end -- the initial step
   if epoch == nil then
     self.last_step = self.last_step + 1
     self.T_cur = self.T_cur + 1
@@ -67,6 +69,7 @@ function CAWR:step(epoch)
     self.last_step = math.floor(epoch)
   end
   self:_apply()
+  self:_record(epoch)
 end
 
 function CAWR:_restart() self:step(0) end

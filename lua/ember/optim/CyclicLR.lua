@@ -11,6 +11,9 @@
 -- way, max_momentum to base_momentum: an optimizer without a momentum
 -- option (Adam) needs cycle_momentum = false, as in PyTorch 1.13.
 -- base_lr, max_lr, base_momentum, max_momentum may list one value per group.
+-- Resumed with last_epoch, the momentum cycles from base_momentum as given
+-- (PyTorch 1.13 takes each group's momentum at that moment as its
+-- base_momentum instead: a deliberate difference).
 -- @usage local opt = optim.SGD(nn.Linear(4, 2), {lr = 0.1, momentum = 0.9})
 -- local sched = optim.CyclicLR(opt, {base_lr = 0.01, max_lr = 0.1, step_size_up = 500})
 -- @classmod optim.CyclicLR
@@ -72,10 +75,12 @@ function CyclicLR:__init(optimizer, ...)
     self.base_momentums = self:_per_group(optimizer, "base_momentum", o.base_momentum, 0.8, "a number >= 0", nonneg)
     self.max_momentums = self:_per_group(optimizer, "max_momentum", o.max_momentum, 0.9, "a number >= 0", nonneg)
   end
-  -- PyTorch sets each group's lr to base_lr first (the base lrs, and the
-  -- initial_lr of a first schedule)
-  for i, g in ipairs(optimizer.param_groups) do g.lr = base[i] end
-  Scheduler.__init(self, optimizer)
+  -- PyTorch sets each group's lr to base_lr first (the initial_lr of a
+  -- first schedule); base_lr is its base
+  if o.last_epoch == nil or o.last_epoch == -1 then
+    for i, g in ipairs(optimizer.param_groups) do g.lr = base[i] end
+  end
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose, base)
 end
 
 --- The height's scale at cycle `cycle` or step `s`: mode's, or scale_fn's.

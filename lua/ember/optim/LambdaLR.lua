@@ -13,7 +13,8 @@ local LambdaLR = Scheduler:extend("LambdaLR")
 
 function LambdaLR:__init(optimizer, ...)
   local first = ...
-  local o = type(first) == "function" and { lr_lambda = first } or self:_torch_opts({ "lr_lambda" }, ...)
+  local o = type(first) == "function" and { lr_lambda = first, last_epoch = select(2, ...), verbose = select(3, ...) }
+    or self:_torch_opts({ "lr_lambda" }, ...)
   local fns = o.lr_lambda
   if type(fns) == "table" and getmetatable(fns) == nil then
     local groups = type(optimizer) == "table" and type(optimizer.param_groups) == "table" and #optimizer.param_groups
@@ -27,7 +28,7 @@ function LambdaLR:__init(optimizer, ...)
     self:_error("lr_lambda must be a function of the step, got %s", type(fns))
   end
   self.lr_lambda = fns
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- lr_lambda(s) (group i's function when lr_lambda is a list), which must return a number

@@ -26,13 +26,23 @@ function LinearLR:__init(optimizer, ...)
   end
   if math.type(t) ~= "integer" or t < 1 then self:_error("total_iters must be a positive integer, got %s", tostring(t)) end
   self.start_factor, self.end_factor, self.total_iters = s, e, t
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- start_factor + (end_factor - start_factor) * min(s, total_iters) / total_iters
 -- @tparam integer s the step
 function LinearLR:factor(s)
   return self.start_factor + (self.end_factor - self.start_factor) * math.min(self.total_iters, s) / self.total_iters
+end
+
+--- PyTorch's chainable form: lr times start_factor at step 0, then each step's change.
+-- @number lr the group's lr
+-- @tparam integer s the step
+function LinearLR:chain(lr, s)
+  local a, b, T = self.start_factor, self.end_factor, self.total_iters
+  if s == 0 then return lr * a end
+  if s > T then return lr end
+  return lr * (1 + (b - a) / (T * a + (s - 1) * (b - a)))
 end
 
 return LinearLR

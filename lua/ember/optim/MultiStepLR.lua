@@ -13,7 +13,8 @@ local MultiStepLR = Scheduler:extend("MultiStepLR")
 function MultiStepLR:__init(optimizer, ...)
   local first = ...
   -- a list of milestones is itself a table: only {milestones = ...} is the options form
-  local o = type(first) == "table" and first.milestones == nil and { milestones = first, gamma = select(2, ...) }
+  local o = type(first) == "table" and first.milestones == nil
+    and { milestones = first, gamma = select(2, ...), last_epoch = select(3, ...), verbose = select(4, ...) }
     or self:_torch_opts({ "milestones", "gamma" }, ...)
   local m = o.milestones
   if type(m) ~= "table" or #m == 0 then self:_error("milestones must be a list of step counts, got %s", tostring(m)) end
@@ -23,7 +24,7 @@ function MultiStepLR:__init(optimizer, ...)
     end
   end
   self.milestones, self.gamma = { table.unpack(m) }, self:_check_gamma(o.gamma, 0.1)
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- gamma ^ (milestones passed)
@@ -32,6 +33,14 @@ function MultiStepLR:factor(s)
   local n = 0
   for _, v in ipairs(self.milestones) do if s >= v then n = n + 1 end end
   return self.gamma ^ n
+end
+
+--- PyTorch's chainable form: lr times gamma at a milestone.
+-- @number lr the group's lr
+-- @tparam integer s the step
+function MultiStepLR:chain(lr, s)
+  for _, v in ipairs(self.milestones) do if v == s then return lr * self.gamma end end
+  return lr
 end
 
 return MultiStepLR

@@ -90,10 +90,11 @@ function OneCycleLR:__init(optimizer, ...)
       { end_step = T - 1, lr = { "max_lrs", "min_lrs" }, mom = { "base_momentums", "max_momentums" } },
     }
   end
-  Scheduler.__init(self, optimizer)
   -- PyTorch sets each group's initial_lr (the base lr) to max_lr / div_factor
-  self.base_lrs = { table.unpack(self.initial_lrs) }
-  optimizer._initial_lrs = { table.unpack(self.initial_lrs) }
+  if o.last_epoch == nil or o.last_epoch == -1 then
+    for i, g in ipairs(optimizer.param_groups) do g.initial_lr = self.initial_lrs[i] end
+  end
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose, self.initial_lrs)
 end
 
 local function anneal(kind, from, to, pct)
@@ -134,12 +135,14 @@ function OneCycleLR:_apply()
   end
 end
 
---- One step (one batch); an error past total_steps, as PyTorch's.
-function OneCycleLR:step()
-  if self.last_step + 1 > self.total_steps then
-    self:_error("tried to step %d times; total_steps is %d", self.last_step + 1, self.total_steps)
+--- One step (one batch), or to step `epoch`; an error past total_steps, as PyTorch's.
+-- @tparam[opt] integer epoch
+function OneCycleLR:step(epoch)
+  local n = epoch or self.last_step + 1
+  if type(n) == "number" and n > self.total_steps then
+    self:_error("tried to step %d times; total_steps is %d", n, self.total_steps)
   end
-  Scheduler.step(self)
+  Scheduler.step(self, epoch)
 end
 
 return OneCycleLR

@@ -279,7 +279,8 @@ function Optimizer:load_state_dict(sd)
   end
   for gi, g in ipairs(self.param_groups) do
     for name, v in pairs(sd.param_groups[gi]) do
-      if name ~= "params" and self.DEFAULTS[name] ~= nil then g[name] = v end
+      -- initial_lr: a schedule's base lr (PyTorch's), which last_epoch resumes from
+      if name ~= "params" and (self.DEFAULTS[name] ~= nil or name == "initial_lr") then g[name] = v end
     end
   end
   self.state = {}

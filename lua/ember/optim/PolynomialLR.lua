@@ -20,11 +20,20 @@ function PolynomialLR:__init(optimizer, ...)
     self:_error("power must be a finite number >= 0, got %s", tostring(p))
   end
   self.total_iters, self.power = t, p
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- (1 - min(s, total_iters) / total_iters) ^ power
 -- @tparam integer s the step
 function PolynomialLR:factor(s) return (1 - math.min(self.total_iters, s) / self.total_iters) ^ self.power end
+
+--- PyTorch's chainable form: lr times the polynomial's change at each step.
+-- @number lr the group's lr
+-- @tparam integer s the step
+function PolynomialLR:chain(lr, s)
+  local T = self.total_iters
+  if s == 0 or s > T then return lr end
+  return lr * ((1.0 - s / T) / (1.0 - (s - 1) / T)) ^ self.power
+end
 
 return PolynomialLR

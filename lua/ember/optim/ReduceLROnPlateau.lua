@@ -1,5 +1,6 @@
 --- optim.ReduceLROnPlateau(optimizer [, {mode = "min", factor = 0.1, patience = 10,
--- threshold = 1e-4, threshold_mode = "rel", cooldown = 0, min_lr = 0, eps = 1e-8}]):
+-- threshold = 1e-4, threshold_mode = "rel", cooldown = 0, min_lr = 0, eps = 1e-8,
+-- verbose = false}]) (or PyTorch's positional order, `(opt, "max", 0.5, 3)`):
 -- torch.optim.lr_scheduler.ReduceLROnPlateau. `sched:step(metric)` after each
 -- evaluation: when the metric has not improved (by more than threshold, relative
 -- or absolute) for more than `patience` steps, every group's lr is multiplied
@@ -16,15 +17,16 @@ local Scheduler = require "ember.optim.Scheduler"
 
 local ReduceLROnPlateau = Scheduler:extend("ReduceLROnPlateau")
 
-local KNOWN = { mode = true, factor = true, patience = true, threshold = true, threshold_mode = true,
-                cooldown = true, min_lr = true, eps = true }
+local NAMES = { "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps", "verbose" }
 
-function ReduceLROnPlateau:__init(optimizer, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then self:_error("options must be a table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if not KNOWN[k] then self:_error("unknown option '%s'", tostring(k)) end
+function ReduceLROnPlateau:__init(optimizer, ...)
+  local first = ...
+  if first ~= nil and type(first) ~= "table" and type(first) ~= "string" then
+    self:_error("options must be a table (or PyTorch's positional mode, factor, ...), got %s", type(first))
   end
+  -- a list (min_lr's per-group values) is not the options table
+  local opts = self:_torch_opts(NAMES, ...)
+  if opts.last_epoch ~= nil then self:_error("takes no last_epoch (its position is the metrics' history)") end
   local function number(k, default, ok, what)
     local v = opts[k] == nil and default or opts[k]
     if type(v) ~= "number" or not ok(v) then self:_error("%s must be %s, got %s", k, what, tostring(v)) end
@@ -55,9 +57,14 @@ function ReduceLROnPlateau:__init(optimizer, opts)
     self.min_lrs[i] = v
   end
   if type(m) == "table" and #m ~= n then self:_error("min_lr lists %d lrs for %d parameter groups", #m, n) end
+  if opts.verbose ~= nil and type(opts.verbose) ~= "boolean" then
+    self:_error("verbose must be a boolean, got %s", tostring(opts.verbose))
+  end
   self.best = self.mode == "min" and math.huge or -math.huge
   self.num_bad_steps, self.cooldown_counter = 0, 0
-  Scheduler.__init(self, optimizer)
+  -- not a schedule of PyTorch's _LRScheduler: no initial_lr, no initial step
+  self.optimizer, self.verbose, self.last_step = optimizer, opts.verbose or false, 0
+  self.base_lrs = self:_lrs()
 end
 
 -- The lrs are the optimizer's own: nothing to apply at construction.
@@ -92,11 +99,17 @@ function ReduceLROnPlateau:step(metric)
   if self.num_bad_steps > self.patience then
     for i, g in ipairs(self:_groups()) do
       local new = math.max(g.lr * self.factor, self.min_lrs[i])
-      if g.lr - new > self.eps then g.lr = new end
+      if g.lr - new > self.eps then
+        g.lr = new
+        if self.verbose then print(("Epoch %05d: reducing learning rate of group %d to %.4e."):format(self.last_step, i, new)) end
+      end
     end
     self.cooldown_counter, self.num_bad_steps = self.cooldown, 0
   end
 end
+
+--- The groups' lrs now (they follow the metrics).
+function ReduceLROnPlateau:get_last_lr() return require("ember._listing").list(self:_lrs()) end
 
 --- Its position and the metrics' history, with the lrs, for checkpoints.
 function ReduceLROnPlateau:state_dict()

@@ -3,9 +3,19 @@
 -- far (0 at construction, as torch.optim.lr_scheduler.LambdaLR):
 --   sched = optim.WarmupCosine(opt, {warmup_steps=100, total_steps=10000})
 --   for each batch: opt:step(); sched:step()
+-- The base lr is the group's initial_lr (PyTorch's name, set from its lr by
+-- the first schedule made on the optimizer, and saved in its state_dict).
 -- The optimizer's groups get lr = base_lr * f(s) at construction and after
--- every step. state_dict() / load_state_dict() save and restore s and the
--- base lrs (and reapply the lr).
+-- every step -- or, for the schedules PyTorch writes in its chainable form
+-- (a `chain` method: StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
+-- LinearLR, ConstantLR, PolynomialLR, MultiplicativeLR), the group's
+-- current lr times the step's change, so that two schedules stepped on one
+-- optimizer (ChainedScheduler) multiply, and an lr set by hand goes on from
+-- there, as PyTorch's. `step(epoch)` jumps to a step (the closed form, as
+-- PyTorch's deprecated step(epoch)). Every schedule takes PyTorch's
+-- last_epoch (-1: a new schedule; k: resume after step k, from the groups'
+-- initial_lr) and verbose (print each change). state_dict() /
+-- load_state_dict() save and restore s, the base lrs and the lrs.
 -- @classmod optim.Scheduler
 local error = require("ember._errors").error -- raises at the user's line
 local Scheduler = {}
@@ -26,25 +36,41 @@ end
 
 function Scheduler:_error(fmt, ...) error(self.__name .. ": " .. fmt:format(...), 3) end
 
-function Scheduler:__init(optimizer)
+-- The base lrs are the groups' initial_lr (PyTorch's: set from the lr by
+-- the first schedule, last_epoch = -1; required to resume, last_epoch >= 0),
+-- or `own` (CyclicLR's base_lr). Then PyTorch's initial step: step 0, or
+-- last_epoch + 1 when resuming.
+function Scheduler:__init(optimizer, last_epoch, verbose, own)
   if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
     self:_error("expected an optimizer, got %s", type(optimizer))
   end
-  self.optimizer = optimizer
+  if last_epoch == nil then last_epoch = -1 end
+  if math.type(last_epoch) ~= "integer" or last_epoch < -1 then
+    self:_error("last_epoch must be an integer >= -1 (-1: a new schedule), got %s", tostring(last_epoch))
+  end
+  if verbose ~= nil and type(verbose) ~= "boolean" then
+    self:_error("verbose must be a boolean, got %s", tostring(verbose))
+  end
+  self.optimizer, self.verbose = optimizer, verbose or false
   self.base_lrs = {}
-  for i, g in ipairs(optimizer.param_groups) do self.base_lrs[i] = g.lr end
-  -- the lrs before the first schedule, PyTorch's group['initial_lr']:
-  -- SequentialLR starts each of its schedules from them
-  if not optimizer._initial_lrs then optimizer._initial_lrs = { table.unpack(self.base_lrs) } end
-  self.last_step = 0
-  self:_apply()
+  for i, g in ipairs(optimizer.param_groups) do
+    if last_epoch == -1 then
+      if g.initial_lr == nil then g.initial_lr = g.lr end
+    elseif g.initial_lr == nil then
+      self:_error("last_epoch = %d resumes a schedule, but param_groups[%d] has no initial_lr: load the "
+        .. "optimizer's state_dict (saved while it had a schedule) first, or give last_epoch = -1", last_epoch, i)
+    end
+    self.base_lrs[i] = own and own[i] or g.initial_lr
+  end
+  self.last_step, self._step_count = last_epoch, 0
+  self:_initial_step()
 end
 
+-- PyTorch's _initial_step: one step (to 0, or past the resumed step).
+function Scheduler:_initial_step() self:step() end
+
 -- Back to step 0 (SequentialLR at a milestone: PyTorch's step(0)).
-function Scheduler:_restart()
-  self.last_step = 0
-  self:_apply()
-end
+function Scheduler:_restart() self:step(0) end
 
 --- The learning-rate factor at a (1-based) step; every schedule defines it.
 -- @tparam integer s the step
@@ -72,15 +98,23 @@ function Scheduler:_apply()
   for i, g in ipairs(self:_groups()) do g.lr = self:lr_at(self.base_lrs[i], self.last_step, i) end
 end
 
+-- The groups' lrs as a list (they are what a step leaves: get_last_lr).
+function Scheduler:_lrs()
+  local lrs = {}
+  for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = g.lr end
+  return lrs
+end
+
 -- The options of torch.optim.lr_scheduler's classes, given either as
 -- PyTorch's positional arguments (`StepLR(opt, 30, 0.1)`) or as a table
--- (`StepLR(opt, {step_size = 30, gamma = 0.1})`): a table of `names`. A
+-- (`StepLR(opt, {step_size = 30, gamma = 0.1})`): a table of `names`, and
+-- every schedule's last_epoch and verbose (after them, positionally). A
 -- list first (OneCycleLR's per-group max_lr) is a positional argument.
 function Scheduler:_torch_opts(names, ...)
   local first = ...
   if type(first) == "table" and getmetatable(first) == nil and first[1] == nil then
     for k in pairs(first) do
-      local known = false
+      local known = k == "last_epoch" or k == "verbose"
       for _, n in ipairs(names) do known = known or n == k end
       if not known then self:_error("unknown option '%s' (expected %s)", tostring(k), table.concat(names, ", ")) end
     end
@@ -88,6 +122,7 @@ function Scheduler:_torch_opts(names, ...)
   end
   local o, args = {}, table.pack(...)
   for i, n in ipairs(names) do o[n] = args[i] end
+  o.last_epoch, o.verbose = args[#names + 1], args[#names + 2]
   return o
 end
 
@@ -130,24 +165,54 @@ function Scheduler:_check_gamma(g, default)
   return g
 end
 
---- Advances one step and sets each group's lr to base_lr * factor(step).
-function Scheduler:step()
-  self.last_step = self.last_step + 1
-  self:_apply()
+--- Advances one step: each group's lr becomes base_lr * factor(step), or
+-- (a chainable schedule) its lr times the step's change. `step(epoch)`
+-- jumps to step `epoch` (the closed form, as PyTorch's step(epoch)).
+-- @tparam[opt] integer epoch
+function Scheduler:step(epoch)
+  self._step_count = (self._step_count or 0) + 1
+  if epoch == nil then
+    self.last_step = self.last_step + 1
+  else
+    if math.type(epoch) ~= "integer" or epoch < 0 then
+      self:_error("step(epoch): epoch must be an integer >= 0, got %s", tostring(epoch))
+    end
+    self.last_step = epoch
+  end
+  if self.chain and (epoch == nil or self.chain_only) then
+    for i, g in ipairs(self:_groups()) do g.lr = self:chain(g.lr, self.last_step, i) end
+  else
+    self:_apply()
+  end
+  self:_record(epoch)
+end
+
+-- After a step: the lrs it left (get_last_lr), printed with verbose as PyTorch's.
+function Scheduler:_record(epoch)
+  self._last_lr = self:_lrs()
+  if not self.verbose then return end
+  for i, g in ipairs(self:_groups()) do
+    if epoch == nil then
+      print(("Adjusting learning rate of group %d to %.4e."):format(i, g.lr))
+    else
+      print(("Epoch %05d: adjusting learning rate of group %d to %.4e."):format(epoch, i, g.lr))
+    end
+  end
 end
 
 --- The learning rates set by the last step, one per parameter group.
 function Scheduler:get_last_lr()
   local lrs = {}
-  for i, g in ipairs(self.optimizer.param_groups) do lrs[i] = g.lr end
+  for i, v in ipairs(self._last_lr or self:_lrs()) do lrs[i] = v end
   return require("ember._listing").list(lrs) -- print(sched:get_last_lr()) shows them
 end
 
---- {last_step=, base_lrs=}, for checkpoints.
+--- {last_step=, base_lrs=, _last_lr=}, for checkpoints.
 function Scheduler:state_dict()
-  local base = {}
+  local base, last = {}, {}
   for i, v in ipairs(self.base_lrs) do base[i] = v end
-  return { last_step = self.last_step, base_lrs = base }
+  for i, v in ipairs(self:get_last_lr()) do last[i] = v end
+  return { last_step = self.last_step, base_lrs = base, _last_lr = last }
 end
 
 --- Restores a state_dict() (checked against the optimizer's groups).
@@ -162,7 +227,16 @@ function Scheduler:load_state_dict(sd)
   end
   self.last_step = sd.last_step
   for i, v in ipairs(sd.base_lrs) do self.base_lrs[i] = v end
-  self:_apply()
+  self:_apply() -- the closed form (a cycled momentum too)
+  if type(sd._last_lr) == "table" and #sd._last_lr == #self.optimizer.param_groups then
+    -- then the lrs it left (a chained schedule's are not its own factor's;
+    -- a state_dict saved before ember kept them has none)
+    self._last_lr = {}
+    for i, g in ipairs(self.optimizer.param_groups) do
+      g.lr = sd._last_lr[i]
+      self._last_lr[i] = g.lr
+    end
+  end
   return self
 end
 

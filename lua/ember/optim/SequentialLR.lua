@@ -19,7 +19,7 @@ function SequentialLR:__init(optimizer, ...)
   local first = ...
   local o
   if type(first) == "table" and getmetatable(first) == nil and first[1] ~= nil then
-    o = { schedulers = first, milestones = select(2, ...) }
+    o = { schedulers = first, milestones = select(2, ...), last_epoch = select(3, ...), verbose = select(4, ...) }
   else
     o = self:_torch_opts({ "schedulers", "milestones" }, ...)
   end
@@ -33,7 +33,7 @@ function SequentialLR:__init(optimizer, ...)
     if type(s) ~= "table" or type(s.step) ~= "function" or type(s._restart) ~= "function" or not name then
       self:_error("schedulers[%d] is not a schedule (a %s)", i, type(s))
     end
-    if name == "ReduceLROnPlateau" or name == "SequentialLR" then
+    if name == "ReduceLROnPlateau" or name == "SequentialLR" or name == "ChainedScheduler" then
       self:_error("schedulers[%d] is a %s, which cannot run inside SequentialLR", i, name)
     end
     if s.optimizer ~= optimizer then self:_error("schedulers[%d] belongs to another optimizer", i) end
@@ -47,9 +47,17 @@ function SequentialLR:__init(optimizer, ...)
       self:_error("milestones must be increasing positive integers, got %s at %d", tostring(v), i)
     end
   end
-  self.optimizer = optimizer
+  if o.last_epoch ~= nil and o.last_epoch ~= -1 then
+    self:_error("last_epoch = %s is not supported: load the state_dict of a SequentialLR to resume", tostring(o.last_epoch))
+  end
+  self.optimizer, self.verbose = optimizer, o.verbose or false
   self.schedulers, self.milestones = { table.unpack(ss) }, { table.unpack(ms) }
-  local init = optimizer._initial_lrs
+  -- PyTorch's: back to the initial lrs, then the first schedule's step 0
+  local init = {}
+  for i, g in ipairs(optimizer.param_groups) do
+    init[i] = g.initial_lr or g.lr
+    g.lr = init[i]
+  end
   self.base_lrs = { table.unpack(init) }
   for _, s in ipairs(self.schedulers) do
     if not s._own_lrs then s.base_lrs = { table.unpack(init) } end

@@ -16,11 +16,19 @@ function StepLR:__init(optimizer, ...)
     self:_error("step_size must be a positive integer, got %s", tostring(o.step_size))
   end
   self.step_size, self.gamma = o.step_size, self:_check_gamma(o.gamma, 0.1)
-  Scheduler.__init(self, optimizer)
+  Scheduler.__init(self, optimizer, o.last_epoch, o.verbose)
 end
 
 --- gamma ^ floor(s / step_size)
 -- @tparam integer s the step
 function StepLR:factor(s) return self.gamma ^ (s // self.step_size) end
+
+--- PyTorch's chainable form: lr times gamma at every step_size-th step.
+-- @number lr the group's lr
+-- @tparam integer s the step
+function StepLR:chain(lr, s)
+  if s == 0 or s % self.step_size ~= 0 then return lr end
+  return lr * self.gamma
+end
 
 return StepLR

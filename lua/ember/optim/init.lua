@@ -31,6 +31,7 @@ local optim = {
   OneCycleLR = require "ember.optim.OneCycleLR",
   CyclicLR = require "ember.optim.CyclicLR",
   SequentialLR = require "ember.optim.SequentialLR",
+  ChainedScheduler = require "ember.optim.ChainedScheduler",
   ReduceLROnPlateau = require "ember.optim.ReduceLROnPlateau",
 }
 optim.clip_grad_norm_ = optim.clip_grad_norm
