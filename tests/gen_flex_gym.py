@@ -14,8 +14,9 @@ index grids b [B,1,1,1], h [1,H,1,1], q [1,1,Lq,1], k [1,1,1,Lk]:
   s = -inf where mask_mod is false, out = softmax(s) v (a row that sees no
   key gives 0, as flex_attention), grouped heads: kv head h // (Hq/Hkv).
 
-Each case stores out and the gradients of sum(out * R) for q, k, v and the
-learned tensor it reads (if any); the spec's Lua functions are the same rules
+Each case stores out, the row logsumexp (flex_attention's return_lse; -inf
+for a row that sees no key) and the gradients of sum(out * R) for q, k, v and
+the learned tensor it reads (if any); the spec's Lua functions are the same rules
 1-based. The inputs are rounded to 3 decimals (exact in the file). One more
 case trains nn.MultiHeadAttention with a drop-in relative-bias variant three
 AdamW steps: its initial weights, the losses and the final weights.
@@ -27,13 +28,14 @@ import os
 
 import torch
 
-from fixture_writer import Writer
+from fixture_writer import Writer, lua_float
 
 torch.manual_seed(20261207)
 torch.set_default_dtype(torch.float64)
 HERE = os.path.dirname(os.path.abspath(__file__))
 # 13 significant digits: within 1e-12 of the float64 result, far inside the spec's 1e-10
-WRITER = Writer(keys="auto", sep=",", floats=lambda t: ["%.13g" % v for v in t.reshape(-1).tolist()])
+WRITER = Writer(keys="auto", sep=",", floats=lambda t: ["%.13g" % v if math.isfinite(v) else lua_float(v)
+                                                        for v in t.reshape(-1).tolist()])
 
 
 def rounded(*shape):
@@ -56,6 +58,7 @@ def attend(q, k, v, score_mod=None, mask_mod=None, scale=None):
     if mask_mod is not None:
         allowed = mask_mod(b, h, qi, ki).expand(B, Hq, Lq, Lk)
     s = torch.where(allowed, s, torch.full((), -math.inf))
+    attend.lse = torch.logsumexp(s.detach(), -1)  # -inf where a row sees no key
     m = s.amax(-1, keepdim=True).detach()
     m = torch.where(torch.isfinite(m), m, torch.zeros(()))
     e = torch.where(allowed, torch.exp(s - m), torch.zeros(()))
@@ -87,7 +90,7 @@ def case(name, shape, score_mod=None, mask_mod=None, learned=None, scale=None, e
         c[n] = t
     for n, t in (learned or {}).items():
         c[n] = t
-    c["out"], c["dq"], c["dk"], c["dv"] = out, q.grad, k.grad, v.grad
+    c["out"], c["lse"], c["dq"], c["dk"], c["dv"] = out, attend.lse, q.grad, k.grad, v.grad
     for n, t in ls.items():
         c["d" + n] = t.grad
     cases.append(c)
@@ -162,6 +165,10 @@ case("causal_and_padding", "self", extra={"lens": lens},
      mask_mod=lambda b, h, q, k: (q >= k) & (k < lens[b]))
 case("causal_and_padding_or_global", "self", extra={"lens": lens},
      mask_mod=lambda b, h, q, k: ((q >= k) & (k < lens[b])) | (k < 2) | (q < 2))
+
+# padded queries and keys, causal: the padded query rows see no key (out 0, logsumexp -inf)
+case("causal_padded_rows", "self", extra={"lens": lens},
+     mask_mod=lambda b, h, q, k: (q >= k) & (k < lens[b]) & (q < lens[b]))
 
 # block-sparse: a bool map of 8 x 8 blocks read by the mask, and causal
 for shape in ("self", "cross"):

@@ -7,7 +7,8 @@
 -- or_masks with key padding, grouped heads, a learned per-head slope.
 -- Each against PyTorch's float64 dense reference (tests/gen_flex_gym.py
 -- writes tests/fixtures/flex_gym.lua; the functions are the same rules
--- 0-based there), out and the gradients of q, k, v and the learned tensor,
+-- 0-based there), out, the logsumexp (return_lse) and the gradients of q,
+-- k, v and the learned tensor,
 -- in float64 and float32, odd lengths, Lq ~= Lk, B > 1; longer rows (several
 -- kernel tiles) against the same rules evaluated densely; bfloat16 under
 -- autocast near float32; nn.MultiHeadAttention with a drop-in variant file
@@ -122,6 +123,12 @@ local VARIANTS = {
     local global_q = function(b, h, q_idx, kv_idx) return q_idx:le(2) end
     return { B = true, mask = flex.or_masks(flex.and_masks(causal, padding), global_k, global_q) }
   end,
+  causal_padded_rows = function(c, x)
+    local lens = x.lens
+    return { B = true, mask = function(b, h, q_idx, kv_idx)
+      return q_idx:ge(kv_idx) & kv_idx:le(lens[b]) & q_idx:le(lens[b])
+    end }
+  end,
   block_sparse = function(c, x)
     local blocks = x.blocks -- bool [query blocks, key blocks] of 8
     return { mask = function(b, h, q_idx, kv_idx)
@@ -152,10 +159,18 @@ local function run_case(c, dtype, bs)
   for n in pairs(EXTRA) do if c[n] then x[n] = T(c[n]) end end
   local v_ = VARIANTS[c.name](c, x, H, Lq, Lk, dtype)
   local bm = v_.mask and ember.create_block_mask(v_.mask, v_.B and B or nil, nil, Lq, Lk, { BLOCK_SIZE = bs }) or nil
-  local out = ember.flex_attention(q, k, v, { score_mod = v_.score, block_mask = bm, scale = v_.scale,
-    enable_gqa = k.shape[2] ~= H })
+  local out, lse = ember.flex_attention(q, k, v, { score_mod = v_.score, block_mask = bm, scale = v_.scale,
+    enable_gqa = k.shape[2] ~= H, return_lse = true })
   ;(out * T(inp.R):to(dtype)):sum():backward()
-  return { out = out, dq = q.grad, dk = k.grad, dv = v.grad, learned = learned and x[learned].grad, name = learned }
+  return { out = out, lse = lse, dq = q.grad, dk = k.grad, dv = v.grad, learned = learned and x[learned].grad,
+    name = learned }
+end
+
+-- the logsumexp: -inf where the fixture's is (rows that see no key), the rest within tol
+local function check_lse(lse, want, tol)
+  assert.are.same(want:isinf():totable(), lse:isinf():totable())
+  local fin = want:isinf():logical_not()
+  check("lse", lse:masked_select(fin), want:masked_select(fin), tol)
 end
 
 describe("the attention-gym catalogue through ember.flex_attention, against PyTorch (float64, dense)", function()
@@ -165,6 +180,7 @@ describe("the attention-gym catalogue through ember.flex_attention, against PyTo
       for _, bs in ipairs { 128, 8 } do
         local r = run_case(c, "float64", bs)
         check("out", r.out, T(c.out), 1e-10)
+        check_lse(r.lse, T(c.lse), 1e-10)
         check("dq", r.dq, T(c.dq), 1e-10)
         check("dk", r.dk, T(c.dk), 1e-10)
         check("dv", r.dv, T(c.dv), 1e-10)
@@ -180,6 +196,7 @@ describe("the catalogue in float32, against the same float64 numbers", function(
       local r = run_case(c, "float32", 16)
       assert.are.equal("float32", r.out.dtype)
       check("out", r.out, T(c.out), 2e-5)
+      check_lse(r.lse, T(c.lse), 2e-5)
       check("dq", r.dq, T(c.dq), 1e-4)
       check("dk", r.dk, T(c.dk), 1e-4)
       check("dv", r.dv, T(c.dv), 1e-4)
