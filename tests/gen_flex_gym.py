@@ -19,7 +19,8 @@ for a row that sees no key) and the gradients of sum(out * R) for q, k, v and
 the learned tensor it reads (if any); the spec's Lua functions are the same rules
 1-based. The inputs are rounded to 3 decimals (exact in the file). One more
 case trains nn.MultiHeadAttention with a drop-in relative-bias variant three
-AdamW steps: its initial weights, the losses and the final weights.
+AdamW steps: its initial weights, the losses and the final weights; and
+mha_catalogue trains the catalogue's variants (as variant files) so.
 
 Its own seed: the other fixtures do not change when this one does.
 """
@@ -225,5 +226,86 @@ def mha_case():
             "final": {n: t.detach() for n, t in P.items()}}
 
 
-fixture = {"inputs": INPUTS, "cases": cases, "mha": mha_case()}
+MHA = mha_case()
+
+
+# The catalogue as drop-in variants (ember.attention_variant files) in
+# nn.MultiHeadAttention(16, 4): one set of weights, input and target, each
+# variant trained three AdamW steps; the variant's own tensors are "attn.<name>"
+# (learned ones train too), per-call tensors are variant_inputs. Self-attention
+# over L = 20 tokens (a 4 x 5 image for natten), so q is q_idx here.
+def mha_catalogue():
+    d, H, L, Bm = 16, 4, 20, 2
+    hd = d // H
+    W = {}
+    for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        W[n + ".weight"] = rounded(d, d) * 0.25
+        W[n + ".bias"] = rounded(d) * 0.1
+    x, R = rounded(Bm, L, d), rounded(Bm, L, d)
+    doc = torch.tensor([[1] * 7 + [2] * 9 + [3] * 4, [1] * 15 + [2] * 5], dtype=torch.int64)
+    lens = torch.tensor([13, 20], dtype=torch.int64)
+    prefix = torch.tensor([5, 0], dtype=torch.int64)
+    blocks = torch.tensor([[True, False, False], [True, True, False], [False, True, True]])
+    slopes = torch.tensor([2 ** (-8 * (i + 1) / H) for i in range(H)]).view(1, H, 1, 1)
+
+    def grid_mask(b, h, q, k):  # a 4 x 5 image, 3 x 3 neighbourhoods, centres inside
+        qx, qy, kx, ky = q // 5, q % 5, k // 5, k % 5
+        return ((qx.clamp(1, 2) - kx).abs() <= 1) & ((qy.clamp(1, 3) - ky).abs() <= 1)
+
+    V = [  # name, causal, score(s, b, h, q, k, P), mask(b, h, q, k), learned tables, per-call inputs
+        ("gym_sliding_window", False, None, sliding_window(6), {}, {}),
+        ("gym_prefix_lm", False, None, lambda b, h, q, k: (k < prefix[b]) | (k <= q), {}, {"prefix": prefix}),
+        ("gym_document", True, None, lambda b, h, q, k: doc[b, q] == doc[b, k], {}, {"doc": doc}),
+        ("gym_dilated", False, None, dilated(8, 2), {}, {}),
+        ("gym_alibi", True, lambda s, b, h, q, k, P: s + slopes * (k - q), None, {}, {}),
+        ("gym_softcap", False, lambda s, b, h, q, k, P: 1.5 * torch.tanh(s / 1.5), None, {}, {}),
+        ("gym_t5", False, lambda s, b, h, q, k, P: s + P["attn.t5"][t5_bucket(k - q, 8, 20), h], None,
+         {"t5": rounded(8, H) * 0.5}, {}),
+        ("gym_head_slope", True, lambda s, b, h, q, k, P: s - torch.exp(P["attn.w"][h]) * (q - k).abs(), None,
+         {"w": rounded(H) * 0.5}, {}),
+        ("gym_padding", True, None, lambda b, h, q, k: k < lens[b], {}, {"lens": lens}),
+        ("gym_block_sparse", True, None, lambda b, h, q, k: blocks[q // 8, k // 8], {}, {}),
+        ("gym_natten", False, None, grid_mask, {}, {}),
+    ]
+    qi, ki = torch.arange(L).view(1, 1, L, 1), torch.arange(L).view(1, 1, 1, L)
+    out = {"d_model": d, "heads": H, "x": x, "R": R, "state": W, "doc": doc, "lens": lens, "prefix": prefix,
+           "blocks": blocks, "cases": []}
+    for name, is_causal, score, mask, learned, inputs in V:
+        P = {n: t.clone().requires_grad_() for n, t in W.items()}
+        for n, t in learned.items():
+            P["attn." + n] = t.clone().requires_grad_()
+        opt = torch.optim.AdamW(list(P.values()), lr=0.01, weight_decay=0.05)
+
+        def mask_mod(b, h, q, k):
+            m = torch.ones((), dtype=torch.bool)
+            if mask is not None:
+                m = m & mask(b, h, q, k)
+            if is_causal:
+                m = m & (q >= k)
+            return m
+        losses = []
+        for _ in range(3):
+            opt.zero_grad()
+
+            def proj(n, t):
+                return (t @ P[n + ".weight"].t() + P[n + ".bias"]).view(Bm, L, H, hd).transpose(1, 2)
+            q, k, v = proj("q_proj", x), proj("k_proj", x), proj("v_proj", x)
+            o = attend(q, k, v, score_mod=(lambda s, b, h, qq, kk: score(s, b, h, qq, kk, P)) if score else None,
+                       mask_mod=mask_mod)
+            y = o.transpose(1, 2).reshape(Bm, L, d) @ P["out_proj.weight"].t() + P["out_proj.bias"]
+            loss = (y * R).sum()
+            loss.backward()
+            losses.append(float(loss))
+            opt.step()
+        final = {"q_proj.weight": P["q_proj.weight"].detach()}  # through the scores: the variant shows there
+        for n in learned:
+            final["attn." + n] = P["attn." + n].detach()
+        c = {"name": name, "causal": is_causal, "inputs": list(inputs), "losses": losses, "final": final}
+        if learned:
+            c["learned"] = {"attn." + n: t for n, t in learned.items()}
+        out["cases"].append(c)
+    return out
+
+
+fixture = {"inputs": INPUTS, "cases": cases, "mha": MHA, "mha_catalogue": mha_catalogue()}
 WRITER.write(os.path.join(HERE, "fixtures", "flex_gym.lua"), "tests/gen_flex_gym.py", fixture)

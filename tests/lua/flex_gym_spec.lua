@@ -491,3 +491,126 @@ describe("bfloat16 under ember.autocast, near float32 on the same rounded inputs
     end)
   end
 end)
+
+describe("the catalogue as drop-in variant files in nn.MultiHeadAttention, trained with AdamW against PyTorch", function()
+  local build = os.getenv("EMBER_BUILD_DIR") or "build"
+  local function q_(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+  -- one file per variant, as a researcher saves them in a folder on EMBER_PLUGIN_PATH
+  local FILES = {
+    gym_sliding_window = [[
+local ember = require "ember"
+return { name = "gym_sliding_window", options = { { name = "window", type = "int", default = 6, min = 0 } },
+  mask = function(b, h, q, k, ctx) return k:le(q) & (q - k):le(ctx.options.window) end }]],
+    gym_prefix_lm = [[
+return { name = "gym_prefix_lm", inputs = { prefix = 1 },
+  mask = function(b, h, q, k, ctx) return k:le(ctx.prefix[b]) | k:le(q) end }]],
+    gym_document = [[
+return { name = "gym_document", inputs = { doc = 2 },
+  mask = function(b, h, q, k, ctx) return ctx.doc[b][q]:eq(ctx.doc[b][k]) end }]],
+    gym_dilated = [[
+local ember = require "ember"
+return { name = "gym_dilated",
+  options = { { name = "window", type = "int", default = 8, min = 0 }, { name = "dilation", type = "int", default = 2, min = 1 } },
+  mask = function(b, h, q, k, ctx)
+    local d = q - k
+    return ember.abs(d):le(ctx.options.window) & (d % ctx.options.dilation):eq(0)
+  end }]],
+    gym_alibi = [[
+return { name = "gym_alibi",
+  score = function(s, b, h, q, k, ctx) return s + 2 ^ (-8 * h / ctx.heads) * (k - q) end }]],
+    gym_softcap = [[
+local ember = require "ember"
+return { name = "gym_softcap", options = { { name = "cap", type = "float", default = 1.5, min = 1e-6 } },
+  score = function(s, b, h, q, k, ctx) return ctx.options.cap * ember.tanh(s / ctx.options.cap) end }]],
+    gym_t5 = [[
+local ember = require "ember"
+local function bucket(rel, num_buckets, max_distance) -- transformers' bidirectional T5 buckets of k - q
+  local nb = num_buckets // 2
+  local n = ember.abs(rel)
+  local max_exact = nb // 2
+  local large = max_exact + ember.floor(ember.log(ember.maximum(n, 1) / max_exact)
+    / math.log(max_distance / max_exact) * (nb - max_exact))
+  return ember.where(rel:gt(0), nb, 0) + ember.where(n:lt(max_exact), n, ember.minimum(large, nb - 1))
+end
+return { name = "gym_t5",
+  params = function(o, dims) return { { name = "t5", tensor = ember.zeros(8, dims.heads), learned = true } } end,
+  score = function(s, b, h, q, k, ctx) return s + ctx.t5[bucket(k - q, 8, 20) + 1][h] end }]],
+    gym_head_slope = [[
+local ember = require "ember"
+return { name = "gym_head_slope",
+  params = function(o, dims) return { { name = "w", tensor = ember.zeros(dims.heads), learned = true } } end,
+  score = function(s, b, h, q, k, ctx) return s - ember.exp(ctx.w[h]) * ember.abs(q - k) end }]],
+    gym_padding = [[
+return { name = "gym_padding", inputs = { lens = 1 },
+  mask = function(b, h, q, k, ctx) return k:le(ctx.lens[b]) end }]],
+    gym_block_sparse = [[
+local ember = require "ember"
+return { name = "gym_block_sparse",
+  params = function() return { { name = "blocks", learned = false,
+    tensor = ember.tensor({ { true, false, false }, { true, true, false }, { false, true, true } }) } } end,
+  mask = function(b, h, q, k, ctx) return ctx.blocks[(q - 1) // 8 + 1][(k - 1) // 8 + 1] end }]],
+    gym_natten = [[
+local ember = require "ember"
+return { name = "gym_natten", -- a 4 x 5 image, 3 x 3 neighbourhoods whose centres stay inside
+  mask = function(b, h, q, k, ctx)
+    local qx, qy, kx, ky = (q - 1) // 5, (q - 1) % 5, (k - 1) // 5, (k - 1) % 5
+    return ember.abs(ember.clamp(qx, 1, 2) - kx):le(1) & ember.abs(ember.clamp(qy, 1, 3) - ky):le(1)
+  end }]],
+  }
+  local TRAIN = [[
+local ember, nn = require "ember", require "ember.nn"
+local parity = require "tests.lua.helpers.parity"
+local m = dofile("tests/fixtures/flex_gym.lua").mha_catalogue
+for _, c in ipairs(m.cases) do
+  for _, dtype in ipairs { "float64", "float32" } do
+    local mha = nn.MultiHeadAttention(m.d_model, m.heads, { attention = c.name, causal = c.causal, dtype = dtype })
+    local sd = mha:state_dict()
+    for n, t in pairs(m.state) do sd[n] = parity.T(t):to(dtype) end
+    for n, t in pairs(c.learned or {}) do sd[n] = parity.T(t):to(dtype) end
+    mha:load_state_dict(sd)
+    local vi = {}
+    for _, n in ipairs(c.inputs) do vi[n] = parity.T(m[n]) end
+    local opt = ember.optim.AdamW(mha:parameters(), { lr = 0.01, weight_decay = 0.05 })
+    local x, R = parity.T(m.x):to(dtype), parity.T(m.R):to(dtype)
+    local loss_err = 0
+    for step = 1, 3 do
+      opt:zero_grad()
+      local loss = (mha(x, { variant_inputs = vi }) * R):sum()
+      loss:backward()
+      opt:step()
+      loss_err = math.max(loss_err, math.abs(loss:item() - c.losses[step]) / math.abs(c.losses[step]))
+    end
+    local w_err, now = 0, mha:state_dict()
+    for n, t in pairs(c.final) do w_err = math.max(w_err, parity.max_rel(now[n], parity.T(t))) end
+    print(("%s %s loss %.3e weights %.3e"):format(c.name, dtype, loss_err, w_err))
+  end
+end
+local routes = ember.attention_routes()
+print(("routes fused %d composed %d"):format(routes.fused, routes.composed))
+]]
+
+  it("each file is found by name, runs on the fused kernel and trains as PyTorch's (float64; float32 to 1e-4)", function()
+    local dir = tmpdir()
+    for name, src in pairs(FILES) do
+      local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+      f:write(src)
+      f:close()
+    end
+    local p = assert(io.popen(("cd %s && printf '%%s' %s > %s/train.lua && EMBER_PLUGIN_PATH=%s:%s/plugins " ..
+      "EMBER_PLUGIN_PATH_ONLY=1 %s %s/train.lua 2>&1"):format(q_(os.getenv("PWD") or "."), q_(TRAIN), q_(dir), q_(dir),
+      q_(build), q_(build .. "/bin/ember"), q_(dir))))
+    local out = p:read("a")
+    p:close()
+    os.execute("rm -rf " .. q_(dir))
+    local fused, composed = out:match("routes fused (%d+) composed (%d+)")
+    assert(fused and tonumber(fused) > 0 and tonumber(composed) == 0, "not all on the fused kernel:\n" .. out)
+    local fixture = dofile("tests/fixtures/flex_gym.lua").mha_catalogue
+    for _, c in ipairs(fixture.cases) do
+      for dtype, tol in pairs { float64 = 1e-10, float32 = 1e-4 } do
+        local l, w = out:match(c.name .. " " .. dtype .. " loss (%S+) weights (%S+)")
+        assert(l, c.name .. " " .. dtype .. " did not run:\n" .. out)
+        assert(tonumber(l) < tol and tonumber(w) < tol, c.name .. " " .. dtype .. ": " .. out)
+      end
+    end
+  end)
+end)
