@@ -140,8 +140,6 @@ def case(name, ctor, tmod, inputs, call, tcall, mode="eval", idx=(), grad=True, 
 # Cases ember fails today, with why: counted, not failed, by the spec (which
 # fails a known case that agrees: drop its mark here when it is fixed).
 KNOWN = {
-    "LSTM_proj": "nn.LSTM refuses proj_size (lua/ember/nn/LSTM.lua)",
-    "LSTM_proj_2l_bi": "nn.LSTM refuses proj_size (lua/ember/nn/LSTM.lua)",
     "Conv1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "Conv2d_same": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "ConvTranspose1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
@@ -329,6 +327,8 @@ def rnns():
     case("LSTM_proj_2l_bi", "nn.LSTM(3, 5, {proj_size = 2, num_layers = 2, bidirectional = true})",
          tnn.LSTM(3, 5, proj_size=2, num_layers=2, bidirectional=True),
          {"x": x(4, 2, 3), "h": x(4, 2, 2), "c": x(4, 2, 5)}, "return m(x, {h, c})", lambda m, x, h, c: m(x, (h, c)))
+    case("LSTM_proj_unbatched_bf", "nn.LSTM(3, 5, {proj_size = 3, batch_first = true})", tnn.LSTM(3, 5, proj_size=3, batch_first=True),
+         {"x": x(4, 3), "h": x(1, 3), "c": x(1, 5)}, "return m(x, {h, c})", lambda m, x, h, c: m(x, (h, c)))
     case("GRU", "nn.GRU(3, 4)", tnn.GRU(3, 4), {"x": x(5, 2, 3)}, "return m(x)", lambda m, x: m(x))
     case("GRU_2l_bi_h0", "nn.GRU(3, 4, {num_layers = 2, bidirectional = true, bias = false})",
          tnn.GRU(3, 4, num_layers=2, bidirectional=True, bias=False), {"x": x(5, 2, 3), "h": x(4, 2, 4)},
@@ -594,6 +594,7 @@ def inits():
     init("PReLU", "nn.PReLU(8)", tnn.PReLU(8))
     init("RNN", "nn.RNN(64, 96)", tnn.RNN(64, 96))
     init("LSTM", "nn.LSTM(64, 96, {num_layers = 2})", tnn.LSTM(64, 96, num_layers=2))
+    init("LSTM_proj", "nn.LSTM(64, 96, {proj_size = 40})", tnn.LSTM(64, 96, proj_size=40))
     init("GRU", "nn.GRU(64, 96)", tnn.GRU(64, 96))
     init("LSTMCell", "nn.LSTMCell(64, 96)", tnn.LSTMCell(64, 96))
     init("GRUCell", "nn.GRUCell(64, 96)", tnn.GRUCell(64, 96))

@@ -273,8 +273,9 @@ describe("recurrent modules raise clear errors at the caller's line", function()
       "nn.RNN: unknown option 'num_layer' (options: batch_first, bias, bidirectional, device, dropout, dtype, "
       .. "nonlinearity, num_layers)")
     raises_here(function() nn.GRU(3, 4, { proj_size = 2 }) end, "nn.GRU: unknown option 'proj_size'")
-    raises_here(function() nn.LSTM(3, 4, { proj_size = 2 }) end,
-      "nn.LSTM: proj_size > 0 (an LSTM with projections) is not supported, got proj_size=2")
+    raises_here(function() nn.LSTM(3, 4, { proj_size = 4 }) end,
+      "nn.LSTM: proj_size must be smaller than hidden_size (4), got 4")
+    raises_here(function() nn.LSTM(3, 4, { proj_size = -1 }) end, "nn.LSTM: proj_size must be an integer >= 0, got -1")
     raises_here(function() nn.LSTM(3, 4, { num_layers = 0 }) end, "nn.LSTM: num_layers must be a positive integer, got 0")
     raises_here(function() nn.LSTM(3, 4, { dropout = 1.5 }) end, "nn.LSTM: dropout must be a number in [0, 1]")
     raises_here(function() nn.RNN(3, 4, { nonlinearity = "sigmoid" }) end,

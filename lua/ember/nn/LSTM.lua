@@ -10,7 +10,10 @@
 -- bias_hh_lk [4*hidden_size]; the backward direction's end in "_reverse". All uniform in
 -- +-1/sqrt(hidden_size), as PyTorch. D = 2 when bidirectional (the outputs of both
 -- directions are concatenated), else 1. dropout: on the output of every layer but the
--- last, in training mode only. proj_size > 0 (projections) is refused.
+-- last, in training mode only. proj_size = P > 0 (an LSTM with projections, as PyTorch's):
+-- h' = (o * tanh(c')) W_hr^T with weight_hr_lk [P, hidden_size] (after the layer's biases),
+-- so h_0/h_n and the output are P wide per direction (weight_hh_lk [4*hidden_size, P], the
+-- next layer's in = D*P), while c stays hidden_size wide; P < hidden_size.
 -- The input projections of all time steps are one matmul per layer and direction; only
 -- the recurrent product loops over time. Composed from ember ops: autograd does the backward.
 -- Errors name nn.LSTM / LSTM.forward: sizes that are not positive integers, unknown or bad

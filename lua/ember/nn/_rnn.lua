@@ -17,6 +17,9 @@
 --    states [D*num_layers, N, H] (never batch-first) or unbatched
 --    [D*num_layers, H]; dropout on every layer's output but the last, in
 --    training mode only.
+--  * LSTM's proj_size P > 0: each step's h = (o * tanh(c)) W_hr^T, with
+--    weight_hr_lk [P, H] registered after the layer's biases; h, the
+--    outputs and weight_hh's columns are then P wide (c stays H), as PyTorch.
 local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
@@ -70,8 +73,8 @@ function STEP.GRU(xg, h, _, whh_t, bhh)
 end
 
 -- Registers weight_ih<sfx>, weight_hh<sfx>, bias_ih<sfx>, bias_hh<sfx>.
-local function add_params(self, sfx, gate_size, in_size, hidden, bias, topts)
-  local bound = 1 / math.sqrt(hidden)
+local function add_params(self, sfx, gate_size, in_size, hidden, bias, topts, hidden_size)
+  local bound = 1 / math.sqrt(hidden_size or hidden) -- hidden: h's width (proj_size with projections)
   self:register_parameter("weight_ih" .. sfx, ember.uniform({ gate_size, in_size }, -bound, bound, topts))
   self:register_parameter("weight_hh" .. sfx, ember.uniform({ gate_size, hidden }, -bound, bound, topts))
   if bias then
@@ -108,23 +111,30 @@ function M.init(self, name, mode, input_size, hidden_size, opts, option_names)
       tostring(dropout))
   end
   if name == "RNN" then mode = rnn_nonlinearity(self, who, opts) end
-  if opts.proj_size ~= nil and opts.proj_size ~= 0 then
-    if math.type(opts.proj_size) ~= "integer" or opts.proj_size < 0 then
-      raise("%s: proj_size must be an integer >= 0, got %s", who, tostring(opts.proj_size))
-    end
-    raise("%s: proj_size > 0 (an LSTM with projections) is not supported, got proj_size=%d", who, opts.proj_size)
+  local proj = opts.proj_size == nil and 0 or opts.proj_size
+  if math.type(proj) ~= "integer" or proj < 0 then
+    raise("%s: proj_size must be an integer >= 0, got %s", who, tostring(proj))
+  end
+  if proj >= hidden_size then
+    raise("%s: proj_size must be smaller than hidden_size (%d), got %d", who, hidden_size, proj)
   end
   self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
   self.bias = boolean(who, opts.bias, "bias", true)
   self.batch_first = boolean(who, opts.batch_first, "batch_first", false)
   self.bidirectional = boolean(who, opts.bidirectional, "bidirectional", false)
-  self.dropout, self.proj_size = dropout, 0
+  self.dropout, self.proj_size = dropout, proj
   local topts = { dtype = opts.dtype, device = opts.device }
   local D = self.bidirectional and 2 or 1
+  local R = proj > 0 and proj or hidden_size -- the width of h and of the outputs
   for layer = 1, num_layers do
     for dir = 1, D do
-      add_params(self, suffix(layer, dir), GATES[mode] * hidden_size, layer == 1 and input_size or hidden_size * D,
-        hidden_size, self.bias, topts)
+      local sfx = suffix(layer, dir)
+      add_params(self, sfx, GATES[mode] * hidden_size, layer == 1 and input_size or R * D, R, self.bias, topts,
+        hidden_size)
+      if proj > 0 then
+        local bound = 1 / math.sqrt(hidden_size)
+        self:register_parameter("weight_hr" .. sfx, ember.uniform({ proj, hidden_size }, -bound, bound, topts))
+      end
     end
   end
 end
@@ -154,7 +164,7 @@ end
 -- The initial state hx of a module (want [layers*dirs, N, H]) or a cell
 -- ([N, H]): a tensor, or LSTM's table {h_0, c_0}, checked; an unbatched
 -- input's state gains its batch dim at `dim`. Returns h_0, c_0.
-local function read_state(who, hx, lstm, want, how, dtype, batched, dim)
+local function read_state(who, hx, lstm, want, how, dtype, batched, dim, want_c)
   local h, c
   if lstm then
     if type(hx) ~= "table" or ember.is_tensor(hx) or hx[1] == nil or hx[2] == nil then
@@ -163,7 +173,7 @@ local function read_state(who, hx, lstm, want, how, dtype, batched, dim)
     end
     h, c = hx[1], hx[2]
     check_state(who, h, "h_0", want, dtype, how)
-    check_state(who, c, "c_0", want, dtype, how)
+    check_state(who, c, "c_0", want_c or want, dtype, how)
   else
     h = hx
     check_state(who, h, "hx", want, dtype, how)
@@ -179,16 +189,18 @@ end
 -- out [L, N, H], h_n [N, H], c_n [N, H] (LSTM). masks (a packed sequence):
 -- per step t a bool [N, 1], true where t is within the sequence's length;
 -- elsewhere the state is carried unchanged and the output is 0.
-local function run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, masks)
+local function run_direction(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, masks, w_hr)
   local L, N = x.shape[1], x.shape[2]
   -- every time step's input projection in one product
   local xp = x:reshape(L * N, x.shape[3]):matmul(w_ih:t())
   if b_ih then xp = xp + b_ih end
   local steps = ember.unbind(xp:view(L, N, xp.shape[2]), 1)
   local whh_t, step, hs = w_hh:t(), STEP[mode], {}
+  local whr_t = w_hr and w_hr:t()
   for k = 1, L do
     local t = reverse and L + 1 - k or k
     local h2, c2 = step(steps[t], h, c, whh_t, b_hh)
+    if whr_t then h2 = h2:matmul(whr_t) end
     if masks then
       local m = masks[t]
       h = ember.where(m, h2, h)
@@ -228,17 +240,21 @@ function M.forward(self, input, hx)
   local x = input
   if not batched then x = x:unsqueeze(2) elseif self.batch_first and not pk then x = x:transpose(1, 2) end
   local L, N, H = x.shape[1], x.shape[2], self.hidden_size
+  local R = (self.proj_size or 0) > 0 and self.proj_size or H -- h's width
   if L == 0 then raise("%s: the sequence is empty (input shape %s)", who, shape_str(input)) end
   local D = self.bidirectional and 2 or 1
   local S = D * self.num_layers
   local h0, c0
   if hx ~= nil then
-    local want = batched and { S, N, H } or { S, H }
-    local how = batched and "num_layers * num_directions, batch, hidden_size"
-      or "num_layers * num_directions, hidden_size, for an unbatched input"
-    h0, c0 = read_state(who, hx, lstm, want, how, input.dtype, batched, 2)
+    local want = batched and { S, N, R } or { S, R }
+    local want_c = batched and { S, N, H } or { S, H }
+    local how = (batched and "num_layers * num_directions, batch, %s" or
+      "num_layers * num_directions, %s, for an unbatched input"):format(R ~= H and "proj_size (h_0; c_0: hidden_size)"
+      or "hidden_size")
+    h0, c0 = read_state(who, hx, lstm, want, how, input.dtype, batched, 2, want_c)
   end
   local zero = ember.zeros({ N, H }, { dtype = x.dtype, device = x.device })
+  local zero_h = R == H and zero or ember.zeros({ N, R }, { dtype = x.dtype, device = x.device })
   local hs = h0 and ember.unbind(h0, 1)
   local cs = c0 and ember.unbind(c0, 1)
   local hn, cn = {}, {}
@@ -252,9 +268,9 @@ function M.forward(self, input, hx)
     local outs = {}
     for dir = 1, D do
       local k, sfx = (layer - 1) * D + dir, suffix(layer, dir)
-      outs[dir], hn[k], cn[k] = run_direction(self.mode, x, hs and hs[k] or zero, lstm and (cs and cs[k] or zero),
+      outs[dir], hn[k], cn[k] = run_direction(self.mode, x, hs and hs[k] or zero_h, lstm and (cs and cs[k] or zero),
         self["weight_ih" .. sfx], self["weight_hh" .. sfx], self["bias_ih" .. sfx], self["bias_hh" .. sfx], dir == 2,
-        masks)
+        masks, self["weight_hr" .. sfx])
     end
     x = D == 2 and ember.cat(outs, 3) or outs[1]
     if layer < self.num_layers and self.training and self.dropout > 0 then
@@ -277,6 +293,7 @@ end
 -- The multi-layer modules' settings, as PyTorch prints them.
 function M.extra_repr(self)
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
+  if (self.proj_size or 0) ~= 0 then s = s .. (", proj_size=%d"):format(self.proj_size) end
   if self.num_layers ~= 1 then s = s .. (", num_layers=%d"):format(self.num_layers) end
   if not self.bias then s = s .. ", bias=false" end
   if self.batch_first then s = s .. ", batch_first=true" end
