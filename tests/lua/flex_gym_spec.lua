@@ -596,9 +596,11 @@ print(("routes fused %d composed %d"):format(routes.fused, routes.composed))
       f:write(src)
       f:close()
     end
-    local p = assert(io.popen(("cd %s && printf '%%s' %s > %s/train.lua && EMBER_PLUGIN_PATH=%s:%s/plugins " ..
-      "EMBER_PLUGIN_PATH_ONLY=1 %s %s/train.lua 2>&1"):format(q_(os.getenv("PWD") or "."), q_(TRAIN), q_(dir), q_(dir),
-      q_(build), q_(build .. "/bin/ember"), q_(dir))))
+    local f = assert(io.open(dir .. "/train.lua", "w"))
+    f:write(TRAIN)
+    f:close()
+    local p = assert(io.popen(("EMBER_PLUGIN_PATH=%s:%s/plugins EMBER_PLUGIN_PATH_ONLY=1 %s %s/train.lua 2>&1"):format(
+      q_(dir), q_(build), q_(build .. "/bin/ember"), q_(dir))))
     local out = p:read("a")
     p:close()
     os.execute("rm -rf " .. q_(dir))
