@@ -114,6 +114,87 @@ describe("a state_dict round trip mid-run (through a file) continues torch's tra
   end
 end)
 
+describe("PyTorch's positional options", function()
+  -- each as torch.optim's signature orders them after lr, against the fixture's case given by name
+  local function named(name, o)
+    local want = label(name, o)
+    for _, c in ipairs(O.cases) do
+      if c.group2 == nil and c.set_to_none == nil and label(c.optimizer, c.options) == want then return c end
+    end
+    error("no fixture case " .. want)
+  end
+  local CASES = {
+    { "SGD", { lr = 0.05, momentum = 0.9, dampening = 0.1, weight_decay = 0.05 },
+      function(ps) return optim.SGD(ps, 0.05, 0.9, 0.1, 0.05) end },
+    { "SGD", { lr = 0.05, momentum = 0.8, nesterov = true },
+      function(ps) return optim.SGD(ps, 0.05, 0.8, 0, 0, true) end },
+    { "SGD", { lr = 0.05, momentum = 0.7, nesterov = true, weight_decay = 0.02, maximize = true },
+      function(ps) return optim.SGD(ps, 0.05, 0.7, { nesterov = true, weight_decay = 0.02, maximize = true }) end },
+    { "Adam", { lr = 0.02, betas = { 0.8, 0.99 }, eps = 1e-6 },
+      function(ps) return optim.Adam(ps, 0.02, { 0.8, 0.99 }, 1e-6) end },
+    { "Adam", { lr = 0.05, betas = { 0.5, 0.9 }, weight_decay = 0.2, amsgrad = true },
+      function(ps) return optim.Adam(ps, 0.05, { 0.5, 0.9 }, 1e-8, 0.2, true) end },
+    { "AdamW", { lr = 0.05, betas = { 0.8, 0.9 }, eps = 1e-5, weight_decay = 0.5, amsgrad = true },
+      function(ps) return optim.AdamW(ps, 0.05, { 0.8, 0.9 }, 1e-5, 0.5, true) end },
+    { "Adamax", { lr = 0.05, betas = { 0.8, 0.95 }, eps = 1e-4, weight_decay = 0.1 },
+      function(ps) return optim.Adamax(ps, 0.05, { 0.8, 0.95 }, 1e-4, 0.1) end },
+    { "Adagrad", { lr = 0.1, weight_decay = 0.1, initial_accumulator_value = 0.5, eps = 1e-6 },
+      function(ps) return optim.Adagrad(ps, 0.1, 0, 0.1, 0.5, 1e-6) end },
+    { "Adadelta", { lr = 0.5, rho = 0.8, eps = 1e-4 },
+      function(ps) return optim.Adadelta(ps, 0.5, 0.8, 1e-4) end },
+    { "RMSprop", { lr = 0.01, centered = true, momentum = 0.5, weight_decay = 0.1 },
+      function(ps) return optim.RMSprop(ps, 0.01, 0.99, 1e-8, 0.1, 0.5, true) end },
+    { "NAdam", { lr = 0.02, betas = { 0.8, 0.95 }, weight_decay = 0.1 },
+      function(ps) return optim.NAdam(ps, 0.02, { 0.8, 0.95 }, 1e-8, 0.1) end },
+    { "RAdam", { lr = 0.05, betas = { 0.9, 0.9 }, eps = 1e-6, weight_decay = 0.1 },
+      function(ps) return optim.RAdam(ps, 0.05, { 0.9, 0.9 }, 1e-6, 0.1) end },
+  }
+  for _, k in ipairs(CASES) do
+    local c = named(k[1], k[2])
+    it(label(c.optimizer, c.options), function()
+      local p1, p2 = T(O.p1):requires_grad_(true), T(O.p2):requires_grad_(true)
+      local opt = k[3]({ p1, p2 })
+      for t = 1, O.steps do
+        step(opt, p1, p2, t)
+        check_step(c, t, p1, p2)
+      end
+    end)
+  end
+
+  it("are checked: too many, one given twice, a table not last", function()
+    local p = ember.zeros(2, { requires_grad = true })
+    raises_here(function() optim.SGD({ p }, 0.1, 0.9, 0, 0, false, 1) end,
+      "SGD: takes at most 5 positional options (lr, momentum, dampening, weight_decay, nesterov) and a table of the rest, got 6")
+    raises_here(function() optim.SGD({ p }, 0.1, 0.9, { momentum = 0.5 }) end,
+      "SGD: momentum is given twice (by position and by name)")
+    raises_here(function() optim.SGD({ p }, { lr = 0.1 }, 0.9) end,
+      "SGD: takes its options as one table {lr = ...} (or PyTorch's positional lr, ...), got a number after it")
+    raises_here(function() optim.Adam({ p }, 0.1, 0.9) end, "Adam: betas must be {beta1, beta2} with each in [0, 1), got 0.9")
+  end)
+end)
+
+describe("what a new user gets wrong is named", function()
+  it("one tensor for params, an lr string, betas of three, nesterov = 1", function()
+    local p = ember.zeros(2, { requires_grad = true })
+    raises_here(function() optim.SGD(p, 0.1) end,
+      "SGD: params must be a list of tensors, a module or a list of groups, got one tensor: give {p}")
+    raises_here(function() optim.SGD({ p }, { lr = "0.1" }) end, 'SGD: lr must be a number >= 0, got the string "0.1"')
+    raises_here(function() optim.Adam({ p }, { betas = { 0.9, 0.99, 0.1 } }) end,
+      "Adam: betas must be {beta1, beta2} with each in [0, 1), got {0.9, 0.99, 0.1}")
+    raises_here(function() optim.SGD({ p }, { lr = 0.1, momentum = 0.9, nesterov = 1 }) end,
+      "SGD: nesterov must be a boolean, got 1")
+  end)
+
+  it("clip_grad_norm_ and clip_grad_value_ take one tensor, as torch's", function()
+    local a, b = ember.tensor({ 3.0, -4.0 }):requires_grad_(), ember.tensor({ 3.0, -4.0 }):requires_grad_()
+    a.grad, b.grad = ember.tensor({ 3.0, -4.0 }), ember.tensor({ 3.0, -4.0 })
+    assert.are.equal(optim.clip_grad_norm_({ a }, 1.0), optim.clip_grad_norm_(b, 1.0))
+    assert.are.same(a.grad:tolist(), b.grad:tolist())
+    optim.clip_grad_value_(b, 0.5)
+    assert.are.same({ 0.5, -0.5 }, b.grad:tolist())
+  end)
+end)
+
 -- ---------------------------------------------------------------- schedulers
 
 local FNS = {

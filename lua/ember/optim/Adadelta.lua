@@ -12,6 +12,7 @@ local Optimizer = require "ember.optim.Optimizer"
 local Adadelta = Optimizer:extend("Adadelta", {
   lr = 1.0, rho = 0.9, eps = 1e-6, weight_decay = 0, maximize = false,
 }, { "foreach" })
+Adadelta.POSITIONAL = { "rho", "eps", "weight_decay", "foreach" }
 
 --- Checks a parameter group's options (rho, eps, weight_decay, maximize).
 function Adadelta:check_group(g)

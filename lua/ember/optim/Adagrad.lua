@@ -11,6 +11,7 @@ local Optimizer = require "ember.optim.Optimizer"
 local Adagrad = Optimizer:extend("Adagrad", {
   lr = 1e-2, lr_decay = 0, weight_decay = 0, initial_accumulator_value = 0, eps = 1e-10, maximize = false,
 }, { "foreach" })
+Adagrad.POSITIONAL = { "lr_decay", "weight_decay", "initial_accumulator_value", "eps", "foreach" }
 
 --- Checks a parameter group's options (lr_decay, weight_decay, initial_accumulator_value, eps, maximize).
 function Adagrad:check_group(g)

@@ -16,13 +16,14 @@ local Optimizer = require "ember.optim.Optimizer"
 local Adam = Optimizer:extend("Adam", {
   lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false,
 }, { "foreach", "fused", "capturable", "differentiable" })
+Adam.POSITIONAL = { "betas", "eps", "weight_decay", "amsgrad" }
 Adam.decoupled = false
 
 --- Checks a parameter group's options (betas, eps, weight_decay, amsgrad, maximize); raises naming the bad one.
 function Adam:check_group(g)
   Optimizer.check_group(self, g)
   local b = g.betas
-  if type(b) ~= "table" or not Optimizer.in_range(b[1], 0, 1) or not Optimizer.in_range(b[2], 0, 1) then
+  if type(b) ~= "table" or #b ~= 2 or not Optimizer.in_range(b[1], 0, 1) or not Optimizer.in_range(b[2], 0, 1) then
     self:_error("betas must be {beta1, beta2} with each in [0, 1), got %s",
       type(b) == "table" and ("{" .. table.concat(b, ", ") .. "}") or tostring(b))
   end

@@ -9,6 +9,7 @@ local Adam = require "ember.optim.Adam"
 local AdamW = Adam:extend("AdamW", {
   lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 1e-2, amsgrad = false, maximize = false,
 }, { "foreach", "capturable" })
+AdamW.POSITIONAL = { "betas", "eps", "weight_decay", "amsgrad" }
 AdamW.decoupled = true
 
 return AdamW

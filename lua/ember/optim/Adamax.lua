@@ -13,6 +13,7 @@ local Adam = require "ember.optim.Adam"
 local Adamax = Optimizer:extend("Adamax", {
   lr = 2e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, maximize = false,
 }, { "foreach" })
+Adamax.POSITIONAL = { "betas", "eps", "weight_decay", "foreach" }
 
 --- Checks a parameter group's options (betas, eps, weight_decay, maximize).
 function Adamax:check_group(g)

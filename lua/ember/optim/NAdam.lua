@@ -18,6 +18,7 @@ local Adam = require "ember.optim.Adam"
 local NAdam = Optimizer:extend("NAdam", {
   lr = 2e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0, momentum_decay = 4e-3,
 }, { "foreach" })
+NAdam.POSITIONAL = { "betas", "eps", "weight_decay", "momentum_decay", "foreach" }
 
 --- Checks a parameter group's options (betas, eps, weight_decay, momentum_decay).
 function NAdam:check_group(g)

@@ -5,8 +5,10 @@
 -- from the defaults. opt.param_groups[i] holds each group's options (a
 -- scheduler changes .lr there); opt.state[k] the state of the k-th
 -- parameter (1-based, counted across groups).
--- Subclasses define DEFAULTS (name -> default; nil-able names listed) and
--- update(p, grad, state, group), which makes one fused C call.
+-- Subclasses define DEFAULTS (name -> default), POSITIONAL (the order of
+-- PyTorch's positional options after lr: optim.SGD(params, 0.1, 0.9), with
+-- a table of the rest by name last, `optim.SGD(params, 0.1, {momentum =
+-- 0.9})`) and update(p, grad, state, group), which makes one fused C call.
 -- @classmod optim.Optimizer
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
@@ -90,14 +92,50 @@ end
 --- Checks a parameter group's options; subclasses extend it.
 function Optimizer:check_group(g)
   if g.lr == "required" then self:_error("lr is required (give {lr = ...})") end
-  if not Optimizer.in_range(g.lr, 0) then self:_error("lr must be a number >= 0, got %s", tostring(g.lr)) end
+  if not Optimizer.in_range(g.lr, 0) then
+    self:_error("lr must be a number >= 0, got %s", type(g.lr) == "string" and ("the string %q"):format(g.lr)
+      or tostring(g.lr))
+  end
   if self.DEFAULTS.maximize ~= nil and type(g.maximize) ~= "boolean" then
     self:_error("maximize must be a boolean, got %s", tostring(g.maximize))
   end
 end
 
-function Optimizer:__init(params, opts)
-  if type(opts) == "number" then opts = { lr = opts } end -- PyTorch's positional lr: optim.SGD(params, 0.1)
+-- PyTorch's positional options: optim.SGD(params, 0.1, 0.9) or
+-- optim.Adam(params, 1e-3, {0.9, 0.99}), in the class's POSITIONAL order
+-- after lr, and a table of the rest by name last (PyTorch's keywords):
+-- optim.SGD(params, 0.1, {momentum = 0.9}).
+function Optimizer:_positional(lr, ...)
+  local args = table.pack(...)
+  local n = args.n
+  while n > 0 and args[n] == nil do n = n - 1 end
+  local kw = args[n]
+  if n > 0 and type(kw) == "table" and getmetatable(kw) == nil and kw[1] == nil then
+    n = n - 1
+  else
+    kw = {}
+  end
+  local order = self.POSITIONAL or {}
+  if n > #order then
+    self:_error("takes at most %d positional options (lr, %s) and a table of the rest, got %d", #order + 1,
+      table.concat(order, ", "), n + 1)
+  end
+  local o = { lr = lr }
+  for i = 1, n do o[order[i]] = args[i] end
+  for k, v in pairs(kw) do
+    if o[k] ~= nil then self:_error("%s is given twice (by position and by name)", tostring(k)) end
+    o[k] = v
+  end
+  return o
+end
+
+function Optimizer:__init(params, opts, ...)
+  if type(opts) == "number" then
+    opts = self:_positional(opts, ...)
+  elseif select("#", ...) > 0 and (...) ~= nil then
+    self:_error("takes its options as one table {lr = ...} (or PyTorch's positional lr, ...), got a %s after it",
+      type((...)))
+  end
   if opts ~= nil and type(opts) ~= "table" then
     self:_error("options must be a table {lr = ...} or the lr, got %s", type(opts))
   end
@@ -106,6 +144,9 @@ function Optimizer:__init(params, opts)
   for k, v in pairs(opts) do self.defaults[k] = v end
   if type(params) ~= "table" and type(params) ~= "userdata" then
     self:_error("params must be a list of tensors, a module or a list of groups, got %s", type(params))
+  end
+  if is_tensor(params) then -- PyTorch refuses it too (an iterable of tensors is expected)
+    self:_error("params must be a list of tensors, a module or a list of groups, got one tensor: give {p}")
   end
   self:_check_names(opts)
   if not is_tensor(params) and params.parameters then params = params:parameters() end

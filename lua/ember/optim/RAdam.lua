@@ -14,6 +14,7 @@ local Adam = require "ember.optim.Adam"
 local RAdam = Optimizer:extend("RAdam", {
   lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = 0,
 }, { "foreach" })
+RAdam.POSITIONAL = { "betas", "eps", "weight_decay", "foreach" }
 
 --- Checks a parameter group's options (betas, eps, weight_decay), as Adam.
 function RAdam:check_group(g) Adam.check_group(self, g) end

@@ -16,6 +16,7 @@ local Optimizer = require "ember.optim.Optimizer"
 local RMSprop = Optimizer:extend("RMSprop", {
   lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false, maximize = false,
 }, { "foreach", "differentiable" })
+RMSprop.POSITIONAL = { "alpha", "eps", "weight_decay", "momentum", "centered", "foreach", "maximize", "differentiable" }
 
 --- Checks a parameter group's options (alpha, eps, weight_decay, momentum, centered, maximize).
 function RMSprop:check_group(g)

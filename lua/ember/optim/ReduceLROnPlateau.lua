@@ -22,7 +22,8 @@ local NAMES = { "mode", "factor", "patience", "threshold", "threshold_mode", "co
 function ReduceLROnPlateau:__init(optimizer, ...)
   local first = ...
   if first ~= nil and type(first) ~= "table" and type(first) ~= "string" then
-    self:_error("options must be a table (or PyTorch's positional mode, factor, ...), got %s", type(first))
+    self:_error("options must be a table (or PyTorch's positional mode, factor, ...), got %s",
+      type(first))
   end
   -- a list (min_lr's per-group values) is not the options table
   local opts = self:_torch_opts(NAMES, ...)
@@ -101,7 +102,9 @@ function ReduceLROnPlateau:step(metric)
       local new = math.max(g.lr * self.factor, self.min_lrs[i])
       if g.lr - new > self.eps then
         g.lr = new
-        if self.verbose then print(("Epoch %05d: reducing learning rate of group %d to %.4e."):format(self.last_step, i, new)) end
+        if self.verbose then
+          print(("Epoch %05d: reducing learning rate of group %d to %.4e."):format(self.last_step, i, new))
+        end
       end
     end
     self.cooldown_counter, self.num_bad_steps = self.cooldown, 0

@@ -14,6 +14,7 @@ local Optimizer = require "ember.optim.Optimizer"
 local SGD = Optimizer:extend("SGD", {
   lr = "required", momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false,
 }, { "foreach", "differentiable" })
+SGD.POSITIONAL = { "momentum", "dampening", "weight_decay", "nesterov" }
 
 --- Checks a parameter group's options (momentum, dampening, weight_decay, nesterov, maximize).
 function SGD:check_group(g)
@@ -21,6 +22,7 @@ function SGD:check_group(g)
   for _, k in ipairs { "momentum", "dampening", "weight_decay" } do
     if not Optimizer.in_range(g[k], 0) then self:_error("%s must be a number >= 0, got %s", k, tostring(g[k])) end
   end
+  if type(g.nesterov) ~= "boolean" then self:_error("nesterov must be a boolean, got %s", tostring(g.nesterov)) end
   if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
     self:_error("nesterov needs momentum > 0 and dampening 0, got momentum=%g, dampening=%g", g.momentum, g.dampening)
   end

@@ -48,7 +48,8 @@ function SequentialLR:__init(optimizer, ...)
     end
   end
   if o.last_epoch ~= nil and o.last_epoch ~= -1 then
-    self:_error("last_epoch = %s is not supported: load the state_dict of a SequentialLR to resume", tostring(o.last_epoch))
+    self:_error("last_epoch = %s is not supported: load the state_dict of a SequentialLR to resume",
+      tostring(o.last_epoch))
   end
   self.optimizer, self.verbose = optimizer, o.verbose or false
   self.schedulers, self.milestones = { table.unpack(ss) }, { table.unpack(ms) }

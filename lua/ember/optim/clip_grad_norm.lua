@@ -3,7 +3,7 @@
 -- together; when it exceeds max_norm every gradient is scaled in place by
 -- max_norm / (norm + 1e-6). norm_type: any p > 0 (the p-norm, 2 by
 -- default) or math.huge (the max abs value).
--- params: a list of tensors or a module. Parameters without a gradient are
+-- params: a list of tensors, one tensor or a module. Parameters without a gradient are
 -- skipped; with none at all the norm is 0.
 -- @module optim.clip_grad_norm
 local error = require("ember._errors").error -- raises at the user's line
@@ -19,7 +19,11 @@ local function clip_grad_norm(params, max_norm, norm_type)
     error("clip_grad_norm: norm_type must be a number > 0 or math.huge, got " .. tostring(norm_type), 2)
   end
   local inf = norm_type == math.huge
-  if type(params) ~= "table" or (params.parameters and getmetatable(params)) then
+  if core.is_tensor(params) then
+    params = { params } -- one tensor, as torch's
+  elseif type(params) ~= "table" then
+    error("clip_grad_norm: params must be a list of tensors, a tensor or a module, got " .. type(params), 2)
+  elseif params.parameters and getmetatable(params) then
     params = params:parameters()
   end
   local grads = {}

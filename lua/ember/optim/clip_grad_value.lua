@@ -1,6 +1,6 @@
 --- optim.clip_grad_value(params, clip_value), as
 -- torch.nn.utils.clip_grad_value_: every gradient is clamped in place to
--- [-clip_value, clip_value]. params: a list of tensors or a module;
+-- [-clip_value, clip_value]. params: a list of tensors, one tensor or a module;
 -- parameters without a gradient are skipped.
 -- @module optim.clip_grad_value
 local error = require("ember._errors").error -- raises at the user's line
@@ -11,9 +11,13 @@ local function clip_grad_value(params, clip_value)
     error("clip_grad_value: clip_value must be a number >= 0, got " .. tostring(clip_value), 2)
   end
   if type(params) ~= "table" and type(params) ~= "userdata" then
-    error("clip_grad_value: params must be a list of tensors or a module, got " .. type(params), 2)
+    error("clip_grad_value: params must be a list of tensors, a tensor or a module, got " .. type(params), 2)
   end
-  if params.parameters and getmetatable(params) then params = params:parameters() end
+  if require("ember.core").is_tensor(params) then
+    params = { params } -- one tensor, as torch's
+  elseif params.parameters and getmetatable(params) then
+    params = params:parameters()
+  end
   ember.no_grad(function()
     for _, p in ipairs(params) do
       local g = p.grad
