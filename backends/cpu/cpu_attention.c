@@ -393,8 +393,14 @@ static void xjit_prepare(att_ctx *c) {
   const em_attention_args *a = c->a;
   for (int r = 0; r < CPU_XJIT_ROLES; r++) c->xjit[r] = NULL;
   if (!a->score_mod && !a->mask_mod) return;
+  /* an empty capture's stand-in: a compiled load clamps a bad index to the
+  ** first element (and leaves the row to the interpreter, which reports it),
+  ** so that element must exist */
+  static const double empty_cap[1];
   for (int i = 0; i < a->n_caps && i < EM_EXPR_MAX_CAPS; i++) {
-    c->xcap_data[i] = a->caps[i].data;
+    int64_t numel = 1;
+    for (int d = 0; d < a->caps[i].ndim; d++) numel *= a->caps[i].shape[d];
+    c->xcap_data[i] = numel > 0 ? a->caps[i].data : (const void *)empty_cap;
     for (int d = 0; d < EM_EXPR_MAX_DIMS; d++)
       c->xcap_shape[i * EM_EXPR_MAX_DIMS + d] = d < a->caps[i].ndim ? a->caps[i].shape[d] : 1;
   }

@@ -285,6 +285,18 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
     ember.flex_attention(q, k, v, { score_mod = function(score, ...) return score end })
   end)
 
+  it("an empty captured tensor (no ids yet, a table of no rows) is out of range, not a crash", function()
+    -- the compiled tile read element 1 of it (a bad index is clamped there, then reported by the interpreter)
+    local empty = ember.zeros({ 0 }, D)
+    local rows = ember.zeros({ 2, 0 }, D):requires_grad_()
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx) return score + empty[kv_idx] end })
+    end, "ember.flex_attention: index 1 out of range for dim 1 of captured tensor 'empty' (size 0)")
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx) return score + rows[h][kv_idx] end })
+    end, "index 1 out of range for dim 2 of captured tensor 'rows' (size 0)")
+  end)
+
   it("PyTorch's positional arguments are PyTorch's; anything past them is refused, not dropped", function()
     local sm = function(score) return score * 2 end
     local bm = ember.create_block_mask(causal, nil, nil, 9, 9)
