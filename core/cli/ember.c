@@ -142,6 +142,14 @@ static int dolibrary(lua_State *L, const char *name) {
   return ember_report(L, status);
 }
 
+/* Is name an item of the ", "-separated list? */
+static bool name_listed(const char *list, const char *name) {
+  const size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return true;
+  return false;
+}
+
 /* The banner names what did not load ("cuda not loaded"), so that a
 ** machine without a GPU reads as that and not as a broken install. */
 void ember_print_banner(lua_State *L, int repl) {
@@ -154,7 +162,10 @@ void ember_print_banner(lua_State *L, int repl) {
   for (int i = 0; i < n; i++) {
     const em_plugin_record *r = em_plugin_get(i);
     if (r && r->loaded) loaded++;
-    else if (r && at < sizeof missing) {
+    /* a file shadowed by one of its name is a duplicate, not a failure;
+    ** a name is said once */
+    else if (r && at < sizeof missing && strncmp(r->reason, "shadowed by", 11) != 0 &&
+             !name_listed(missing, r->name)) {
       const int w = snprintf(missing + at, sizeof missing - at, "%s%s", at ? ", " : "", r->name);
       at = w < 0 ? sizeof missing : at + (size_t)w;
     }
@@ -181,10 +192,12 @@ static void prepend_path(lua_State *L, const char *field, const char *dirs) {
 }
 
 /* The build tree when the executable sits in one (<exe>/../lua/ember/
-** core.so exists), the install folders otherwise. LUA_PATH/LUA_CPATH,
-** already in package.path, stay after ours. */
+** core.so exists); else the install folders seen from the executable's
+** own (EMBER_REL_BIN_TO_LUA*: an install made with --prefix, or moved, is
+** whole), else the configured ones. LUA_PATH/LUA_CPATH, already in
+** package.path, stay after ours. */
 static void setup_paths(lua_State *L) {
-  char exe[PATH_MAX], probe[PATH_MAX + 32], luadir[PATH_MAX];
+  char exe[PATH_MAX], probe[PATH_MAX + 64], luadir[PATH_MAX], luacdir[PATH_MAX];
   const char *ldir = EMBER_INSTALL_LUA_DIR, *cdir = EMBER_INSTALL_LUA_CDIR;
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   char *slash;
@@ -194,6 +207,11 @@ static void setup_paths(lua_State *L) {
     if (access(probe, R_OK) == 0) {
       snprintf(probe, sizeof probe, "%s/../lua", exe);
       if (realpath(probe, luadir)) ldir = cdir = luadir;
+    } else {
+      snprintf(probe, sizeof probe, "%s/%s", exe, EMBER_REL_BIN_TO_LUA);
+      if (realpath(probe, luadir)) ldir = luadir;
+      snprintf(probe, sizeof probe, "%s/%s", exe, EMBER_REL_BIN_TO_LUA_C);
+      if (realpath(probe, luacdir)) cdir = luacdir;
     }
   }
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", ldir, ldir);

@@ -15,12 +15,13 @@
 ** message in err. A plugin may export `void ember_plugin_fini(void)`.
 **
 ** Search order: an explicit path (em_plugin_load), then each folder in
-** EMBER_PLUGIN_PATH (colon-separated), then the install folder, then the
-** build tree. The first plugin of a given kind and name wins; later ones
-** are listed as rejected ("shadowed by ..."). Every file that fails is
-** listed with its reason, and the process goes on.
-** A libember running from its build tree skips the install folder, so an
-** installed ember never shadows the plugins built beside it.
+** EMBER_PLUGIN_PATH (colon-separated), then libember's own folder: for an
+** installed libember the install folder beside it (lib/ember/plugins, where
+** the tree was installed or moved), for one running from a build tree that
+** tree's build/plugins -- so an installed ember and a build never pick up
+** each other's plugins. The first plugin of a given kind and name wins;
+** later ones are listed as rejected ("shadowed by ..."). Every file that
+** fails is listed with its reason, and the process goes on.
 ** EMBER_PLUGIN_PATH_ONLY=1 skips the install and build folders (tests).
 */
 #ifndef EMBER_PLUGIN_H

@@ -249,6 +249,21 @@ static bool em__running_from_build_tree(void) {
   return strncmp(info.dli_fname, EMBER_LIB_BUILD_DIR, n) == 0 && info.dli_fname[n] == '/';
 }
 
+/* The installed plugins' folder: found from where libember itself lies
+** (EMBER_PLUGIN_INSTALL_REL from its folder), so that an install made with
+** `cmake --install --prefix P`, or moved, finds its own plugins; the
+** configured EMBER_PLUGIN_INSTALL_DIR only when dladdr cannot say. */
+static void em__install_dir(char *buf, size_t n) {
+  Dl_info info;
+  const char *slash = NULL;
+  if (dladdr((void *)(uintptr_t)em_plugin_count, &info) && info.dli_fname)
+    slash = strrchr(info.dli_fname, '/');
+  if (slash)
+    snprintf(buf, n, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, EMBER_PLUGIN_INSTALL_REL);
+  else
+    snprintf(buf, n, "%s", EMBER_PLUGIN_INSTALL_DIR);
+}
+
 /* Calls fn on each search folder, in order, once each: a folder is named
 ** by its real path, so `EMBER_PLUGIN_PATH=build/plugins` and the build
 ** folder itself (or a folder given twice, or through a symlink) are one
@@ -281,9 +296,15 @@ static void em__each_dir(void (*fn)(const char *dir, void *ud), void *ud) {
   const char *only = getenv("EMBER_PLUGIN_PATH_ONLY");
   if (!(only && strcmp(only, "1") == 0)) {
     /* A libember running from its build tree skips the install folder, so
-    ** an older installed ember can never shadow the plugins built with it. */
-    if (!em__running_from_build_tree()) em__one_dir(ds, EMBER_PLUGIN_INSTALL_DIR);
-    em__one_dir(ds, EMBER_PLUGIN_BUILD_DIR);
+    ** an older installed ember can never shadow the plugins built with it;
+    ** an installed one reads only its own folder. */
+    if (em__running_from_build_tree()) {
+      em__one_dir(ds, EMBER_PLUGIN_BUILD_DIR);
+    } else { /* nor the build tree an installed one came from */
+      char dir[PATH_MAX];
+      em__install_dir(dir, sizeof dir);
+      em__one_dir(ds, dir);
+    }
   }
   free(ds->seen);
 }
