@@ -452,6 +452,9 @@ function M.flex_attention(q, k, v, opts, ...)
     raise("query, key and value must have the same batch size, got %s, %s and %s", shape_of(q), shape_of(k), shape_of(v))
   end
   if k.shape[4] ~= E then raise("query and key must have the same head size E, got %s and %s", shape_of(q), shape_of(k)) end
+  if E < 1 or Ev < 1 then
+    raise("the head sizes of query/key (E) and value (Ev) must be at least 1, got %s and %s", shape_of(q), shape_of(v))
+  end
   if v.shape[2] ~= Hk or v.shape[3] ~= Lk then
     raise("key %s and value %s must have the same heads and length", shape_of(k), shape_of(v))
   end

@@ -297,6 +297,12 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
     end, "index 1 out of range for dim 2 of captured tensor 'rows' (size 0)")
   end)
 
+  it("heads of size 0 are refused by flex_attention's name, at the user's line", function()
+    raises_here(function() ember.flex_attention(ember.randn({ 1, 2, 3, 0 }), ember.randn({ 1, 2, 3, 0 }), ember.randn({ 1, 2, 3, 4 }),
+        { score_mod = function(score) return score end })
+    end, "ember.flex_attention: the head sizes of query/key (E) and value (Ev) must be at least 1, got [1, 2, 3, 0] and [1, 2, 3, 4]")
+  end)
+
   it("PyTorch's positional arguments are PyTorch's; anything past them is refused, not dropped", function()
     local sm = function(score) return score * 2 end
     local bm = ember.create_block_mask(causal, nil, nil, 9, 9)
