@@ -98,6 +98,12 @@ OPT_SPECS = [
     ("RAdam", {}, None),
     ("RAdam", {"lr": 0.05, "betas": [0.9, 0.9], "eps": 1e-6, "weight_decay": 0.1}, None),
     ("RAdam", {"lr": 0.05, "betas": [0.8, 0.95]}, None),
+    ("Rprop", {}, None),
+    ("Rprop", {"lr": 0.05, "etas": [0.3, 1.5], "step_sizes": [1e-3, 0.2]}, None),
+    ("Rprop", {"lr": 0.02, "maximize": True}, None),
+    ("ASGD", {}, None),
+    ("ASGD", {"lr": 0.05, "lambd": 0.01, "alpha": 0.5, "t0": 5, "weight_decay": 0.1}, None),
+    ("ASGD", {"lr": 0.05, "t0": 0, "maximize": True}, None),
     # zero_grad(set_to_none=False), 1.13's default: p2 steps with a zero gradient every 4th step
     ("SGD", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1}, None, False),
     ("Adam", {"lr": 0.05, "weight_decay": 0.1}, None, False),
@@ -107,8 +113,9 @@ OPT_SPECS = [
 
 def torch_kw(kw):
     out = dict(kw)
-    if "betas" in out:
-        out["betas"] = tuple(out["betas"])
+    for k in ("betas", "etas", "step_sizes"):
+        if k in out:
+            out[k] = tuple(out[k])
     return out
 
 
@@ -125,6 +132,8 @@ def optimizer_case(name, kw, group2, set_to_none=True):
         params = [{"params": [p1]}, {"params": [p2], **torch_kw(group2)}]
     opt = getattr(torch.optim, name)(params, **tkw)
     traj = []
+    # ASGD keeps eta and mu as 0-d tensors of the default dtype: torch's own, float32
+    torch.set_default_dtype(torch.float32 if name == "ASGD" else torch.float64)
     for t in range(1, STEPS + 1):
         opt.zero_grad(set_to_none=set_to_none)
         p1.grad = grad_at(t, p1, A1, B1)
@@ -132,6 +141,7 @@ def optimizer_case(name, kw, group2, set_to_none=True):
             p2.grad = grad_at(t, p2, A2, B2)
         opt.step()
         traj.append([p1.detach().clone(), p2.detach().clone()])
+    torch.set_default_dtype(torch.float64)
     state = sorted(k for k, v in opt.state[p1].items() if v is not None)
     case = {"optimizer": name, "options": kw, "trajectory": traj, "state": state}
     if group2 is not None:
@@ -389,6 +399,9 @@ def error_cases():
         ("RMSprop", {"momentum": -0.1}, "momentum"),
         ("NAdam", {"momentum_decay": -0.1}, "momentum_decay"),
         ("RAdam", {"betas": [0.9, 1.0]}, "betas"),
+        ("Rprop", {"etas": [1.1, 1.2]}, "etas"),
+        ("Rprop", {"etas": [0.5, 0.9]}, "etas"),
+        ("ASGD", {"weight_decay": -0.1}, "weight_decay"),
     ]
     out = []
     for name, kw, word in specs:
