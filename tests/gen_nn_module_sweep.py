@@ -149,7 +149,7 @@ KNOWN_INIT = {}
 
 ONE_BASED = "ember's dims and ids are 1-based (lua/README.md), so the printed dim or padding_idx is torch's + 1"
 OWN_REPR = "ember prints its options (torch prints none, or Python's float and tuple spellings)"
-REPR_KNOWN = {n: ONE_BASED for n in ("Embedding_padding_idx", "EmbeddingBag_padding_idx", "Softmax", "GLU_dim", "Flatten",
+REPR_KNOWN = {n: ONE_BASED for n in ("Embedding_padding_idx", "Embedding_padding_idx_neg", "Embedding_scale_grad_by_freq", "EmbeddingBag_padding_idx", "Softmax", "GLU_dim", "Flatten",
                                      "Flatten_dims", "Unflatten", "CosineSimilarity_dim", "NLLLoss_ignore", "Softmin")}
 REPR_KNOWN.update({n: OWN_REPR for n in (
     "EmbeddingBag_last_offset", "LayerNorm", "LayerNorm_tuple", "LayerNorm_noaffine", "RNN_relu_2l_bi", "ELU_kw",
@@ -157,7 +157,7 @@ REPR_KNOWN.update({n: OWN_REPR for n in (
     "Upsample_nearest", "Upsample_bilinear_ac", "Upsample_linear", "ZeroPad2d", "MarginRankingLoss", "TripletMarginLoss",
     "KLDivLoss_batchmean", "HuberLoss_delta", "SmoothL1Loss_beta", "L1Loss_none", "MSELoss_sum", "BCELoss_w",
     "BCEWithLogitsLoss_w_sum", "BCEWithLogitsLoss_pw", "CrossEntropyLoss_probs", "CrossEntropyLoss_w_ls_ii",
-    "GELU_tanh", "GELU_kw", "Threshold", "ConstantPad1d")})
+    "GELU_tanh", "GELU_kw", "Threshold", "ConstantPad1d", "Embedding_max_norm", "Embedding_max_norm_p1")})
 REPR_KNOWN.update({"CrossEntropyLoss_" + r: OWN_REPR for r in ("mean", "sum", "none")})
 REPR_KNOWN.update({"NLLLoss_w_" + r: OWN_REPR for r in ("mean", "sum", "none")})
 
@@ -193,6 +193,15 @@ def embeddings():
     case("Embedding", "nn.Embedding(10, 3)", tnn.Embedding(10, 3), {"i": ids}, "return m(i)", lambda m, i: m(i), idx={"i"})
     case("Embedding_padding_idx", "nn.Embedding(10, 3, {padding_idx = 4})", tnn.Embedding(10, 3, padding_idx=3),
          {"i": ids}, "return m(i)", lambda m, i: m(i), idx={"i"})
+    case("Embedding_padding_idx_neg", "nn.Embedding(10, 3, {padding_idx = -2})", tnn.Embedding(10, 3, padding_idx=-2),
+         {"i": torch.tensor([[8, 3, 8], [0, 8, 1]])}, "return m(i)", lambda m, i: m(i), idx={"i"})
+    # max_norm renormalises the looked-up rows in place (the state after the call)
+    case("Embedding_max_norm", "nn.Embedding(10, 3, {max_norm = 0.6})", tnn.Embedding(10, 3, max_norm=0.6),
+         {"i": ids}, "return m(i)", lambda m, i: m(i), idx={"i"}, grad=False)
+    case("Embedding_max_norm_p1", "nn.Embedding(10, 3, {max_norm = 0.9, norm_type = 1})",
+         tnn.Embedding(10, 3, max_norm=0.9, norm_type=1), {"i": ids}, "return m(i)", lambda m, i: m(i), idx={"i"}, grad=False)
+    case("Embedding_scale_grad_by_freq", "nn.Embedding(10, 3, {scale_grad_by_freq = true, padding_idx = 2})",
+         tnn.Embedding(10, 3, scale_grad_by_freq=True, padding_idx=1), {"i": ids}, "return m(i)", lambda m, i: m(i), idx={"i"})
     flat = torch.tensor([1, 3, 3, 0, 9, 2, 3, 1])
     offs = torch.tensor([0, 3, 3, 5])
     for mode in ("sum", "mean", "max"):
@@ -566,46 +575,55 @@ def shapes():
 
 
 # ---------------------------------------------------------------- default initialisation
-def init(name, ctor, tmod):
+def init(name, ctor, make):
+    """make(): a fresh torch module. Small parameters are pooled over
+    `reps` draws (the spec draws as many) so that their statistics are
+    steady: at least 4000 values each."""
+    smallest = min(p.numel() for p in make().parameters())
+    reps = min(60, -(-4000 // smallest))
+    pooled = {}
+    for _ in range(reps):
+        for n, p in make().named_parameters():
+            pooled.setdefault(n, []).append(p.detach().double().reshape(-1))
     stats = {}
-    for n, p in tmod.named_parameters():
-        p = p.detach().double().reshape(-1)
+    for n, ps in pooled.items():
+        p = torch.cat(ps)
         stats[n] = {"n": p.numel(), "min": p.min().item(), "max": p.max().item(), "mean": p.mean().item(),
                     "std": p.std().item() if p.numel() > 1 else 0.0}
-    c = {"name": name, "ctor": ctor, "stats": stats}
+    c = {"name": name, "ctor": ctor, "reps": reps, "stats": stats}
     if name in KNOWN_INIT:
         c["known"] = KNOWN_INIT[name]
     INITS.append(c)
 
 
 def inits():
-    init("Linear", "nn.Linear(200, 300)", tnn.Linear(200, 300))
-    init("Bilinear", "nn.Bilinear(30, 40, 50)", tnn.Bilinear(30, 40, 50))
-    init("Conv1d", "nn.Conv1d(16, 64, 5, {groups = 2})", tnn.Conv1d(16, 64, 5, groups=2))
-    init("Conv2d", "nn.Conv2d(16, 64, 3)", tnn.Conv2d(16, 64, 3))
-    init("ConvTranspose1d", "nn.ConvTranspose1d(32, 48, 5)", tnn.ConvTranspose1d(32, 48, 5))
-    init("ConvTranspose2d", "nn.ConvTranspose2d(32, 48, 3, {groups = 4})", tnn.ConvTranspose2d(32, 48, 3, groups=4))
-    init("Embedding", "nn.Embedding(500, 40)", tnn.Embedding(500, 40))
-    init("EmbeddingBag", "nn.EmbeddingBag(500, 40)", tnn.EmbeddingBag(500, 40))
-    init("BatchNorm2d", "nn.BatchNorm2d(64)", tnn.BatchNorm2d(64))
-    init("GroupNorm", "nn.GroupNorm(4, 64)", tnn.GroupNorm(4, 64))
-    init("LayerNorm", "nn.LayerNorm(64)", tnn.LayerNorm(64))
-    init("InstanceNorm1d", "nn.InstanceNorm1d(64, {affine = true})", tnn.InstanceNorm1d(64, affine=True))
-    init("PReLU", "nn.PReLU(8)", tnn.PReLU(8))
-    init("RNN", "nn.RNN(64, 96)", tnn.RNN(64, 96))
-    init("LSTM", "nn.LSTM(64, 96, {num_layers = 2})", tnn.LSTM(64, 96, num_layers=2))
-    init("LSTM_proj", "nn.LSTM(64, 96, {proj_size = 40})", tnn.LSTM(64, 96, proj_size=40))
-    init("GRU", "nn.GRU(64, 96)", tnn.GRU(64, 96))
-    init("LSTMCell", "nn.LSTMCell(64, 96)", tnn.LSTMCell(64, 96))
-    init("GRUCell", "nn.GRUCell(64, 96)", tnn.GRUCell(64, 96))
-    init("RNNCell", "nn.RNNCell(64, 96)", tnn.RNNCell(64, 96))
-    init("MultiheadAttention", "nn.MultiheadAttention(96, 4)", tnn.MultiheadAttention(96, 4))
+    init("Linear", "nn.Linear(200, 300)", lambda: tnn.Linear(200, 300))
+    init("Bilinear", "nn.Bilinear(30, 40, 50)", lambda: tnn.Bilinear(30, 40, 50))
+    init("Conv1d", "nn.Conv1d(16, 64, 5, {groups = 2})", lambda: tnn.Conv1d(16, 64, 5, groups=2))
+    init("Conv2d", "nn.Conv2d(16, 64, 3)", lambda: tnn.Conv2d(16, 64, 3))
+    init("ConvTranspose1d", "nn.ConvTranspose1d(32, 48, 5)", lambda: tnn.ConvTranspose1d(32, 48, 5))
+    init("ConvTranspose2d", "nn.ConvTranspose2d(32, 48, 3, {groups = 4})", lambda: tnn.ConvTranspose2d(32, 48, 3, groups=4))
+    init("Embedding", "nn.Embedding(500, 40)", lambda: tnn.Embedding(500, 40))
+    init("EmbeddingBag", "nn.EmbeddingBag(500, 40)", lambda: tnn.EmbeddingBag(500, 40))
+    init("BatchNorm2d", "nn.BatchNorm2d(64)", lambda: tnn.BatchNorm2d(64))
+    init("GroupNorm", "nn.GroupNorm(4, 64)", lambda: tnn.GroupNorm(4, 64))
+    init("LayerNorm", "nn.LayerNorm(64)", lambda: tnn.LayerNorm(64))
+    init("InstanceNorm1d", "nn.InstanceNorm1d(64, {affine = true})", lambda: tnn.InstanceNorm1d(64, affine=True))
+    init("PReLU", "nn.PReLU(8)", lambda: tnn.PReLU(8))
+    init("RNN", "nn.RNN(64, 96)", lambda: tnn.RNN(64, 96))
+    init("LSTM", "nn.LSTM(64, 96, {num_layers = 2})", lambda: tnn.LSTM(64, 96, num_layers=2))
+    init("LSTM_proj", "nn.LSTM(64, 96, {proj_size = 40})", lambda: tnn.LSTM(64, 96, proj_size=40))
+    init("GRU", "nn.GRU(64, 96)", lambda: tnn.GRU(64, 96))
+    init("LSTMCell", "nn.LSTMCell(64, 96)", lambda: tnn.LSTMCell(64, 96))
+    init("GRUCell", "nn.GRUCell(64, 96)", lambda: tnn.GRUCell(64, 96))
+    init("RNNCell", "nn.RNNCell(64, 96)", lambda: tnn.RNNCell(64, 96))
+    init("MultiheadAttention", "nn.MultiheadAttention(96, 4)", lambda: tnn.MultiheadAttention(96, 4))
     init("MultiheadAttention_kdim", "nn.MultiheadAttention(96, 4, {kdim = 32, vdim = 48})",
-         tnn.MultiheadAttention(96, 4, kdim=32, vdim=48))
+         lambda: tnn.MultiheadAttention(96, 4, kdim=32, vdim=48))
     init("TransformerEncoderLayer", "nn.TransformerEncoderLayer(96, 4, {dim_feedforward = 192})",
-         tnn.TransformerEncoderLayer(96, 4, dim_feedforward=192))
+         lambda: tnn.TransformerEncoderLayer(96, 4, dim_feedforward=192))
     init("Transformer", "nn.Transformer(64, 4, {num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 128})",
-         tnn.Transformer(64, 4, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=128))
+         lambda: tnn.Transformer(64, 4, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=128))
 
 
 def refusals():
@@ -613,6 +631,7 @@ def refusals():
     REFUSE.append({"ctor": "nn.MultiheadAttention(8, 2, {add_bias_kv = true})", "names": ["MultiheadAttention", "add_bias_kv"]})
     REFUSE.append({"ctor": "nn.MultiheadAttention(8, 2, {add_zero_attn = true})", "names": ["MultiheadAttention", "add_zero_attn"]})
     REFUSE.append({"ctor": "nn.Embedding(10, 3, {sparse = true})", "names": ["Embedding", "sparse"]})
+    REFUSE.append({"ctor": "nn.EmbeddingBag(10, 3, {max_norm = 1})", "names": ["EmbeddingBag", "max_norm"]})
 
 
 def main():

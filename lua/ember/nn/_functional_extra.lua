@@ -36,13 +36,14 @@ local M = {}
 
 function M.embedding(ids, weight, ...)
   local who = "nn.functional.embedding"
-  local o = args(who, { "padding_idx" }, ...)
+  local o = args(who, { "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse" }, ...)
   check_tensor(who, "weight", weight)
   local pad = o.padding_idx
   if pad ~= nil and (math.type(pad) ~= "integer" or pad < 1 or pad > weight.shape[1]) then
     errors.raise("%s: padding_idx must be an id in 1..%d, got %s", who, weight.shape[1], tostring(pad))
   end
-  return require("ember.nn.Embedding")._lookup(who, weight, ids, pad)
+  local Embedding = require "ember.nn.Embedding"
+  return Embedding._lookup(who, weight, ids, pad, Embedding._lookup_options(who, o))
 end
 
 function M.one_hot(labels, num_classes)
