@@ -397,6 +397,9 @@ static const em_backend cpu_backend = {
   .attention_strided_heads = true,
   .binary_mixed_bf16 = true,
   .binary_fmod = true,
+  .conv2d_keep_bytes = cpu_conv2d_keep_bytes,
+  .conv2d_keep = cpu_conv2d_keep,
+  .conv2d_backward_kept = cpu_conv2d_backward_kept,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -29,6 +29,14 @@
 ** waking a sleeping worker, for microseconds of work.
 ** bfloat16 accumulates in float32 inside oneDNN; the bias and the weight
 ** and bias gradients are bfloat16, as under PyTorch's autocast.
+** The weight gradient reads x again. When the core asks for it
+** (conv2d_keep_bytes, conv2d_keep, conv2d_backward_kept: a weight that
+** needs a gradient), the forward reorders x into a buffer the autograd
+** node holds, and the backward-weights primitive reads it there: one
+** activation held per layer for one reorder of x less per step (a step
+** then reorders x, y, dy and dx once each; dy once for both backward
+** primitives). The buffer names its layout, so a backward whose
+** primitive reads x in another one reorders x as before.
 */
 #include "cpu_dnnl.h"
 
@@ -500,16 +508,7 @@ void cpu_conv_describe(char *buf, size_t n) {
 
 em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, const void *w,
                      const void *b) {
-  em_status s = conv_check(device, a);
-  if (s) return s;
-  conv_entry tmp = {0}, *e = NULL;
-  s = entry_get(a, b != NULL, 1u << FWD, &e, &tmp);
-  void *ptr[NUSER] = {(void *)x, (void *)w, y, (void *)b};
-  int f = FMT_ANY;
-  if (!s) s = prim_pick(e, FWD, ptr, &f);
-  if (!s) s = prim_run(e, &e->prim[FWD][f], ptr, NULL);
-  entry_destroy(&tmp);
-  return s;
+  return cpu_conv2d_keep(device, a, y, NULL, x, w, b);
 }
 
 /* The io of candidate cp that reads tensor u, or NULL. */
@@ -519,8 +518,74 @@ static const conv_io *io_of(const conv_prim *cp, int u) {
   return NULL;
 }
 
+/* A kept x (conv2d_keep): this header, naming the layout, then the values
+** from byte KEPT_OFF. A zero md (format_kind undef) keeps nothing. */
+typedef struct kept_head {
+  dnnl_memory_desc_t md;
+} kept_head;
+#define KEPT_OFF ((sizeof(kept_head) + 63) & ~(size_t)63)
+
+/* The forward's x reorder of cached entry e when keeping x pays: both the
+** forward and the weight gradient run oneDNN's layouts (decided: a
+** few-channel shape keeps nothing until its first calls have timed the
+** candidates) and read x in the same reordered layout. NULL otherwise. */
+static const conv_io *kept_io(const conv_entry *e) {
+  if (atomic_load(&e->pick[FWD]) != FMT_ANY || atomic_load(&e->pick[BWD_WEIGHTS]) != FMT_ANY)
+    return NULL;
+  const conv_io *f = io_of(&e->prim[FWD][FMT_ANY], UX);
+  const conv_io *g = io_of(&e->prim[BWD_WEIGHTS][FMT_ANY], UX);
+  if (!f || !g || !f->reorder || !g->reorder || !dnnl_memory_desc_equal(&f->md, &g->md)) return NULL;
+  return f;
+}
+
+em_status cpu_conv2d_keep_bytes(int device, const em_conv_args *a, bool bias, size_t *bytes) {
+  *bytes = 0;
+  em_status s = conv_check(device, a);
+  if (s) return s;
+  conv_entry tmp = {0}, *e = NULL;
+  s = entry_get(a, bias, 1u << FWD | 1u << BWD_WEIGHTS, &e, &tmp);
+  const conv_io *io = !s && e != &tmp ? kept_io(e) : NULL; /* an uncached shape keeps nothing */
+  if (io) *bytes = KEPT_OFF + ((dnnl_memory_desc_get_size(&io->md) + 63) & ~(size_t)63);
+  entry_destroy(&tmp);
+  return s;
+}
+
+/* The forward; with xk (sized by cpu_conv2d_keep_bytes), x is reordered
+** into it, where the forward reads it, and left there for the backward. */
+em_status cpu_conv2d_keep(int device, const em_conv_args *a, void *y, void *xk, const void *x,
+                          const void *w, const void *b) {
+  em_status s = conv_check(device, a);
+  if (s) return s;
+  conv_entry tmp = {0}, *e = NULL;
+  s = entry_get(a, b != NULL, 1u << FWD, &e, &tmp);
+  void *ptr[NUSER] = {(void *)x, (void *)w, y, (void *)b};
+  void *pre[NUSER] = {0};
+  int f = FMT_ANY;
+  if (!s) s = prim_pick(e, FWD, ptr, &f);
+  if (!s && xk) {
+    const conv_io *io = e != &tmp && f == FMT_ANY ? kept_io(e) : NULL;
+    kept_head *h = xk;
+    memset(h, 0, sizeof *h);
+    if (io) {
+      h->md = io->md;
+      pre[UX] = (char *)xk + KEPT_OFF;
+      s = reorder_into(e, io, x, pre[UX]);
+    }
+  }
+  if (!s) s = prim_run(e, &e->prim[FWD][f], ptr, pre);
+  entry_destroy(&tmp);
+  return s;
+}
+
 em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                               const void *dy, const void *x, const void *w) {
+  return cpu_conv2d_backward_kept(device, a, dx, dw, db, dy, x, NULL, w);
+}
+
+/* The backward; the weight gradient reads x from xk (conv2d_keep's) when
+** that holds it in the layout the primitive reads, else reorders x. */
+em_status cpu_conv2d_backward_kept(int device, const em_conv_args *a, void *dx, void *dw, void *db,
+                                   const void *dy, const void *x, const void *xk, const void *w) {
   em_status s = conv_check(device, a);
   if (s) return s;
   const bool data = dx != NULL, weights = dw || db;
@@ -542,8 +607,12 @@ em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void 
   int fd = FMT_ANY, fw = FMT_ANY;
   if (!s && data) s = prim_pick(e, BWD_DATA, pd, &fd);
   if (!s && weights) s = prim_pick(e, BWD_WEIGHTS, pw, &fw);
-  /* both read dy: reordered once when they want the same layout */
   void *pre[NUSER] = {0};
+  /* x as the forward left it, when that is the layout read here */
+  const conv_io *xw = !s && weights ? io_of(&e->prim[BWD_WEIGHTS][fw], UX) : NULL;
+  if (xw && xw->reorder && xk && dnnl_memory_desc_equal(&xw->md, &((const kept_head *)xk)->md))
+    pre[UX] = (char *)xk + KEPT_OFF;
+  /* both read dy: reordered once when they want the same layout */
   size_t npre = 0;
   const conv_io *dyd = !s && data ? io_of(&e->prim[BWD_DATA][fd], UY) : NULL;
   const conv_io *dyw = !s && weights ? io_of(&e->prim[BWD_WEIGHTS][fw], UY) : NULL;

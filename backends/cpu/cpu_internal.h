@@ -217,6 +217,13 @@ em_status cpu_conv2d(int device, const em_conv_args *a, void *y, const void *x, 
                      const void *b);
 em_status cpu_conv2d_backward(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                               const void *dy, const void *x, const void *w);
+/* conv2d_keep_bytes, conv2d_keep and conv2d_backward_kept: x kept in the
+** forward's blocked layout for the weight gradient. */
+em_status cpu_conv2d_keep_bytes(int device, const em_conv_args *a, bool bias, size_t *bytes);
+em_status cpu_conv2d_keep(int device, const em_conv_args *a, void *y, void *xk, const void *x,
+                          const void *w, const void *b);
+em_status cpu_conv2d_backward_kept(int device, const em_conv_args *a, void *dx, void *dw, void *db,
+                                   const void *dy, const void *x, const void *xk, const void *w);
 /* What runs them, for kernel_info's "conv: " ("onednn convolution up to
 ** avx512_core_bf16"): oneDNN picks each shape's kernel within that ISA. */
 void cpu_conv_describe(char *buf, size_t n);

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 10
+#define EM_BACKEND_ABI_VERSION 11
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -440,6 +440,24 @@ typedef struct em_backend {
   ** divisor is an error). The core never hands binary an op whose flag is
   ** unset: fmod on such a backend is an EM_ERR_UNSUPPORTED error naming it. */
   bool binary_fmod;
+
+  /* ---- a convolution keeping its input for the weight gradient (ABI 11) ---- */
+  /* optional, the three together: the weight gradient reads the forward's
+  ** x again, and a backend that runs the convolution on x in a layout of
+  ** its own (oneDNN's blocked nChw16c) would reorder it twice. With these
+  ** the core, when the weight needs a gradient, gives the forward a buffer
+  ** of *bytes (0: nothing to keep for this call; the plain kernels run) to
+  ** which conv2d_keep writes x in that layout beside y (what conv2d does
+  ** otherwise); conv2d_backward_kept reads it where conv2d_backward would
+  ** reorder x (x is given too, and may be read instead). The buffer is
+  ** opaque to the core, which holds it in the autograd node until the
+  ** node's saved tensors are freed: one activation per layer. bias says
+  ** whether the forward has a bias. */
+  em_status (*conv2d_keep_bytes)(int device, const em_conv_args *a, bool bias, size_t *bytes);
+  em_status (*conv2d_keep)(int device, const em_conv_args *a, void *y, void *xk, const void *x,
+                           const void *w, const void *b);
+  em_status (*conv2d_backward_kept)(int device, const em_conv_args *a, void *dx, void *dw, void *db,
+                                    const void *dy, const void *x, const void *xk, const void *w);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

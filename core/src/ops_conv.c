@@ -22,11 +22,12 @@ void em_conv_route_counts(uint64_t *kernel, uint64_t *composed) {
 
 void em_conv_count_composed(void) { atomic_fetch_add(&route_composed, 1); }
 
-/* saved: x and w (contiguous); ctx: the em_conv_args; inputs x, w [, b]. */
+/* saved: x and w (contiguous) and, where the backend keeps x in its own
+** layout (conv2d_keep), that buffer; ctx: the em_conv_args; inputs x, w [, b]. */
 static em_status conv2d_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   const char *op = "conv2d backward";
   const em_conv_args *a = node->ctx;
-  em_tensor *x = node->saved[0], *w = node->saved[1];
+  em_tensor *x = node->saved[0], *w = node->saved[1], *xk = node->saved[2];
   const bool want_x = node->needs_grad[0], want_w = node->needs_grad[1];
   const bool want_b = node->n_inputs > 2 && node->needs_grad[2];
   em_tensor *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
@@ -35,9 +36,13 @@ static em_status conv2d_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   if (want_w && (s = em__new(&dw, w->ndim, w->shape, w->dtype, w->device, op))) goto fail;
   if (want_b && (s = em__new(&db, 1, &a->O, w->dtype, w->device, op))) goto fail;
   if ((s = em__contig(&dy, gy))) goto fail;
-  s = em__be(x)->conv2d_backward(x->device.index, a, dx ? em_data(dx) : NULL,
-                                 dw ? em_data(dw) : NULL, db ? em_data(db) : NULL, em_data(dy),
-                                 em_data(x), em_data(w));
+  const em_backend *be = em__be(x);
+  void *pdx = dx ? em_data(dx) : NULL, *pdw = dw ? em_data(dw) : NULL, *pdb = db ? em_data(db) : NULL;
+  if (xk)
+    s = be->conv2d_backward_kept(x->device.index, a, pdx, pdw, pdb, em_data(dy), em_data(x),
+                                 em_data(xk), em_data(w));
+  else
+    s = be->conv2d_backward(x->device.index, a, pdx, pdw, pdb, em_data(dy), em_data(x), em_data(w));
   if (s) {
     s = em__kernel_fail(op, s);
     goto fail;
@@ -133,35 +138,51 @@ static em_status conv2d_impl(em_tensor **out, em_tensor *x, em_tensor *w, em_ten
     return em_error(EM_ERR_UNSUPPORTED, "conv2d: the %s backend has no convolution kernel", be->name);
   if (a.N == 0 || a.C == 0 || a.O == 0)
     return em_error(EM_ERR_UNSUPPORTED, "conv2d: empty tensors are left to the composition");
-  em_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
+  em_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL, *xk = NULL;
   em_conv_args *ctx = NULL;
   int64_t yshape[4] = {a.N, a.O, a.Ho, a.Wo};
+  em_tensor *inputs[3] = {x, w, b};
+  const int n_in = b ? 3 : 2;
+  const bool grad = em_autograd_needed(n_in, inputs);
   em_status s;
   if ((s = em__contig(&xc, x)) || (s = em__contig(&wc, w)) || (b && (s = em__contig(&bc, b))))
     goto done;
   if ((s = em__new(&y, 4, yshape, x->dtype, x->device, "conv2d"))) goto done;
-  s = be->conv2d(x->device.index, &a, em_data(y), em_data(xc), em_data(wc), bc ? em_data(bc) : NULL);
+  /* The weight gradient reads x again: a backend that runs on its own
+  ** layout of x keeps that copy (one activation per layer held by the
+  ** node) rather than reordering x twice. Only when w needs a gradient. */
+  size_t nk = 0;
+  if (grad && w->requires_grad && be->conv2d_keep_bytes && be->conv2d_keep &&
+      be->conv2d_backward_kept &&
+      (s = be->conv2d_keep_bytes(x->device.index, &a, b != NULL, &nk)) == EM_OK && nk > 0) {
+    const int64_t n = (int64_t)nk;
+    s = em__new(&xk, 1, &n, EM_BOOL, x->device, "conv2d");
+  }
+  if (!s && xk)
+    s = be->conv2d_keep(x->device.index, &a, em_data(y), em_data(xk), em_data(xc), em_data(wc),
+                        bc ? em_data(bc) : NULL);
+  else if (!s)
+    s = be->conv2d(x->device.index, &a, em_data(y), em_data(xc), em_data(wc), bc ? em_data(bc) : NULL);
   if (s == EM_ERR_UNSUPPORTED) goto done; /* the backend's message says why */
   if (s) {
     s = em__kernel_fail("conv2d", s);
     goto done;
   }
   atomic_fetch_add(&route_kernel, 1);
-  em_tensor *inputs[3] = {x, w, b};
-  const int n_in = b ? 3 : 2;
-  if (em_autograd_needed(n_in, inputs)) {
+  if (grad) {
     if (!(ctx = malloc(sizeof *ctx))) {
       s = em_error(EM_ERR_OOM, "conv2d: out of memory");
       goto done;
     }
     *ctx = a;
-    em_tensor *saved[2] = {xc, wc};
-    s = em_autograd_record(y, &CONV2D_OP, n_in, inputs, 2, saved, ctx);
+    em_tensor *saved[3] = {xc, wc, xk};
+    s = em_autograd_record(y, &CONV2D_OP, n_in, inputs, 3, saved, ctx);
   }
 done:
   em_release(xc);
   em_release(wc);
   em_release(bc);
+  em_release(xk);
   if (s) em_release(y);
   else *out = y;
   return s;

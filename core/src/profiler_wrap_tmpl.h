@@ -150,6 +150,17 @@
      const void *w),                                                                                 \
     (device, a, dx, dw, db, dy, x, w), "conv2d_grad", false, conv_bytes(a, true), conv_flops(a, true), \
     impl_of(PROF_SLOT, a->dtype, IMPL_CONV))                                                                             \
+  X(conv2d_keep,                                                                                     \
+    (int device, const em_conv_args *a, void *y, void *xk, const void *x, const void *w,             \
+     const void *b),                                                                                 \
+    (device, a, y, xk, x, w, b), "conv2d", false,                                                    \
+    conv_bytes(a, false) + a->N * a->C * a->H * a->W * dsz(a->dtype), conv_flops(a, false),          \
+    impl_of(PROF_SLOT, a->dtype, IMPL_CONV))                                                         \
+  X(conv2d_backward_kept,                                                                            \
+    (int device, const em_conv_args *a, void *dx, void *dw, void *db, const void *dy, const void *x, \
+     const void *xk, const void *w),                                                                 \
+    (device, a, dx, dw, db, dy, x, xk, w), "conv2d_grad", false, conv_bytes(a, true),               \
+    conv_flops(a, true), impl_of(PROF_SLOT, a->dtype, IMPL_CONV))                                    \
   X(rms_norm,                                                                                        \
     (int device, em_dtype dt, void *y, void *rstd, const void *x, const void *w, int64_t rows,       \
      int64_t n, double eps),                                                                         \

@@ -2,9 +2,11 @@
 --   ember     nn.Conv2d as a user gets it (route "auto", printed beside it):
 --             the kernel route, oneDNN's convolution primitives with the
 --             reorders from and to NCHW (core/src/ops_conv.c on
---             backends/cpu/cpu_conv.c; with few channels, as the ViT
---             stem's 3, oneDNN's gemm on ember's plain layouts where the
---             first call measured it faster);
+--             backends/cpu/cpu_conv.c: x, y, dy and dx once each, the
+--             weight gradient reading the x the forward reordered and
+--             kept; with few channels, as the ViT stem's 3, oneDNN's gemm
+--             on ember's plain layouts where the first call measured it
+--             faster);
 --   composed  nn.Conv2d{route = "composed"}: strided views and one matmul;
 --   layer     nn.Conv2d as a layer inside a network sees it: the module
 --             and x already in the dtype (m:to("bfloat16") for bf16, as

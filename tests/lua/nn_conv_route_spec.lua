@@ -133,6 +133,84 @@ describe("nn.Conv2d/Conv1d on the backend's convolution kernel", function()
     check("cached", k(x), c(x), 2e-6)
   end)
 
+  -- With 16 channels and more on both sides the kernel runs on oneDNN's
+  -- blocked layout, and the forward keeps x in it for the weight gradient
+  -- (the backend's conv2d_keep, ember_backend.h): one activation the graph
+  -- holds, then frees.
+  local function live()
+    collectgarbage()
+    collectgarbage()
+    return ember.live_bytes()
+  end
+
+  it("keeps x in the kernel's layout for the weight gradient: held by the graph, freed with it, only when the weight needs a gradient", function()
+    ember.manual_seed(5)
+    local m = nn.Conv2d(16, 32, 3, { padding = 1 })
+    local x, xg = ember.randn(2, 16, 8, 8), ember.randn(2, 16, 8, 8):requires_grad_()
+    local xbytes, ybytes = x:numel() * 4, 2 * 32 * 8 * 8 * 4
+    m(x):sum():backward() -- the first call makes the primitives
+    for _, p in ipairs(m:parameters()) do p.grad = nil end
+    local b0 = live()
+    local y = m(x)
+    local held = live() - b0 - ybytes
+    assert(held >= xbytes and held < xbytes + 4096, "bytes held beside y: " .. held)
+    y = nil
+    assert.are.equal(b0, live(), "freed with the graph, without a backward")
+    y = m(x)
+    y:backward(ember.ones_like(y))
+    assert.are.equal(ybytes + 32 * 16 * 9 * 4 + 32 * 4, live() - b0, "after backward: y and the gradients")
+    y = nil
+    for _, p in ipairs(m:parameters()) do p.grad = nil end
+    assert.are.equal(b0, live())
+    -- the weight needs no gradient: nothing kept (the input's gradient reads no x)
+    m.weight:requires_grad_(false)
+    y = m(xg)
+    assert.are.equal(ybytes, live() - b0, "no weight gradient: only y")
+    m.weight:requires_grad_(true)
+  end)
+
+  it("each graph reads its own kept x: two forwards, backwards in reverse order, bit for bit the gradients of one at a time, and the composed route's", function()
+    ember.manual_seed(6)
+    local m = nn.Conv2d(16, 16, 3, { padding = 1, stride = 2 })
+    local c = nn.Conv2d(16, 16, 3, { padding = 1, stride = 2, route = "composed" })
+    c:load_state_dict(m:state_dict())
+    for _, autocast in ipairs { false, true } do
+      local function fwd(mod, x)
+        return autocast and ember.autocast("bfloat16", function() return mod(x) end) or mod(x)
+      end
+      local xs = { ember.randn(3, 16, 9, 9), ember.randn(3, 16, 9, 9) }
+      local R = ember.randn(3, 16, 5, 5)
+      local function grads(mod, y)
+        ;(y:float() * R):sum():backward()
+        local g = { mod.weight.grad, mod.bias.grad }
+        mod.weight.grad, mod.bias.grad = nil, nil
+        return g
+      end
+      local one = { grads(m, fwd(m, xs[1])), grads(m, fwd(m, xs[2])) }
+      local y1, y2 = fwd(m, xs[1]), fwd(m, xs[2])
+      local two = { [2] = grads(m, y2) }
+      two[1] = grads(m, y1)
+      for i = 1, 2 do
+        for j = 1, 2 do
+          assert.is_true(ember.equal(one[i][j], two[i][j]), ("x %d, parameter %d, autocast %s"):format(i, j, autocast))
+        end
+        local want = grads(c, fwd(c, xs[i]))
+        check(("grad weight of x %d, autocast %s"):format(i, autocast), two[i][1], want[1], autocast and 3e-2 or 2e-6)
+        check(("grad bias of x %d, autocast %s"):format(i, autocast), two[i][2], want[2], autocast and 3e-2 or 2e-6)
+      end
+    end
+  end)
+
+  it("an input written in place after the forward is refused at backward, as PyTorch's", function()
+    local m = nn.Conv2d(16, 16, 3, { padding = 1 })
+    local x = ember.randn(1, 16, 6, 6)
+    local y = m(x)
+    x:add_(1)
+    local ok, msg = pcall(function() y:sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("modified by an in%-place operation", msg)
+  end)
+
   it("the core op's own errors name conv2d and what is wrong", function()
     local x, w = ember.randn(2, 4, 5, 5), ember.randn(6, 2, 3, 3)
     local function err(...)
