@@ -107,6 +107,21 @@ local function dense_env(inst, tensors, B, H, Lq, Lk, q0, n, dtype, device)
   return env
 end
 
+-- The mask_mod's (or, given S, the score_mod's) values on rows q0+1..q0+n
+-- by the dense evaluator, in float64; an evaluation error (an index out of
+-- range) raised as who's, naming the function.
+local function dense_rows(who, role, inst, tensors, B, H, Lq, Lk, q0, n, device, S)
+  local env = dense_env(inst, tensors, B, H, Lq, Lk, q0, n, "float64", device)
+  env.S = S
+  local ok, m = pcall(dense.eval, role == "mask_mod" and inst.mask_graph or inst.score_graph, env)
+  if not ok then -- the evaluator's message, less its position and the variant it names
+    m = rename((tostring(m):gsub("^[^\n]-:%d+: ", "", 1))):gsub("^attention variant '" .. WHO .. "': ", "")
+      :gsub("^" .. WHO .. ": ", "")
+    errors.raise("%s: %s: %s", who, role, m)
+  end
+  return m
+end
+
 -- inst.caps' tensors, in capture order.
 local function cap_tensors(inst, caps, learned_as)
   local by_name, list = {}, {}
@@ -164,6 +179,18 @@ function M.and_masks(...) return combine("and_masks", function(a, b) return core
 -- local bm = ember.create_block_mask(ember.flex.or_masks(window, first), nil, nil, 64, 64, {BLOCK_SIZE = 16})
 -- print(bm.kinds[1][1][4])   --> tensor([1, 0, 1, 1], shape=[4], dtype=int64, device=cpu)
 function M.or_masks(...) return combine("or_masks", function(a, b) return core.logical_or(a, b) end, ...) end
+
+--- The mask_mod that hides nothing, as PyTorch's `noop_mask`.
+-- @tparam Symbol b batch
+-- @tparam Symbol h head
+-- @tparam Symbol q_idx query row
+-- @tparam Symbol kv_idx key
+-- @treturn Symbol true
+-- @usage
+-- local bm = ember.create_block_mask(ember.flex.noop_mask, nil, nil, 8, 8, {BLOCK_SIZE = 4})
+-- print(bm:sparsity())   --> 0.0
+function M.noop_mask(b, h, q_idx, kv_idx) return q_idx:eq(q_idx) end
+
 
 -- ---------------------------------------------------------------------
 -- ember.create_block_mask
@@ -259,6 +286,66 @@ local function check_len(v, what, who, allow_nil)
   if v < 1 then errors.raise("%s: %s must be positive, got %s", who, what, tostring(v)) end
 end
 
+--- The dense bool mask [B, H, Q_LEN, KV_LEN] (nil B or H: 1) of a mask_mod,
+-- or of a score_mod (true where its score is not -inf), as PyTorch's
+-- `create_mask`: what `block_mask` hides, as an `attn_mask` for
+-- ember.scaled_dot_product_attention (true = may attend), to test against
+-- or to draw. Which of the two mod_fn is, is read from its parameters, as
+-- PyTorch's: (b, h, q_idx, kv_idx) is a mask_mod, (score, b, h, q_idx,
+-- kv_idx) a score_mod. O(B H Q_LEN KV_LEN) memory.
+-- @tparam function mod_fn a mask_mod or a score_mod (1-based indices, as ember.flex_attention's)
+-- @tparam[opt] int B batches, or nil
+-- @tparam[opt] int H heads, or nil
+-- @tparam int Q_LEN queries
+-- @tparam int KV_LEN keys
+-- @tparam[opt] string device ("cpu")
+-- @treturn Tensor bool [B or 1, H or 1, Q_LEN, KV_LEN]
+-- @usage
+-- local causal = function(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+-- print(ember.flex.create_mask(causal, nil, nil, 3, 3)[1][1])
+-- --> tensor([[ true, false, false],
+-- -->         [ true,  true, false],
+-- -->         [ true,  true,  true]], shape=[3, 3], dtype=bool, device=cpu)
+function M.create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device, ...)
+  local who = "ember.flex.create_mask"
+  local n = surplus(...)
+  if n > 0 then
+    errors.raise("%s: takes (mod_fn, B, H, Q_LEN, KV_LEN, device); %s", who, surplus_msg("device and", n, n + 6,
+      (select(n, ...))))
+  end
+  if type(mod_fn) ~= "function" or not bytecode(mod_fn) then
+    errors.raise("%s: mod_fn must be a Lua mask_mod or score_mod function, got %s", who,
+      type(mod_fn) == "function" and "a C function" or type(mod_fn))
+  end
+  local np = debug.getinfo(mod_fn, "u").nparams
+  local role = np == 4 and "mask_mod" or np == 5 and "score_mod" or nil
+  if not role then
+    errors.raise("%s: mod_fn must take (b, h, q_idx, kv_idx) (a mask_mod) or (score, b, h, q_idx, kv_idx) (a " ..
+      "score_mod), as PyTorch's; this one takes %d parameters", who, np)
+  end
+  check_len(B, "B", who, true)
+  check_len(H, "H", who, true)
+  check_len(Q_LEN, "Q_LEN", who)
+  check_len(KV_LEN, "KV_LEN", who)
+  if device ~= nil and type(device) ~= "string" then
+    errors.raise("%s: device must be a string (\"cpu\"), got %s", who, kind_of(device))
+  end
+  device = device or "cpu"
+  local Bm, Hm = B or 1, H or 1
+  local ok, inst, caps = pcall(instance, { [role] = mod_fn, offset = KV_LEN - Q_LEN, b1 = B == nil, h1 = H == nil })
+  if not ok then reraise(inst, who) end
+  local tensors = cap_tensors(inst, caps)
+  for i, t in ipairs(tensors) do
+    if tostring(t.device) ~= tostring(device) then tensors[i] = t:to(device) end
+  end
+  return core.no_grad(function()
+    local S = role == "score_mod" and core.zeros({ Bm, Hm, Q_LEN, KV_LEN }, { dtype = "float64", device = device }) or nil
+    local m = dense_rows(who, role, inst, tensors, Bm, Hm, Q_LEN, KV_LEN, 0, Q_LEN, device, S)
+    m = role == "mask_mod" and m:ne(0) or m:ne(-math.huge)
+    return m:expand(Bm, Hm, Q_LEN, KV_LEN):contiguous()
+  end)
+end
+
 --- A block mask, as PyTorch's `create_block_mask`: the mask function
 -- `mask_mod(b, h, q_idx, kv_idx)` (1-based; true where query q_idx may see
 -- key kv_idx) for `B` batches and `H` heads (nil: the same for all, as
@@ -327,13 +414,7 @@ function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts, ...)
     for i = 1, nq do
       local q0 = (i - 1) * bs
       local n = math.min(bs, Q_LEN - q0)
-      local env = dense_env(inst, tensors, Bm, Hm, Q_LEN, KV_LEN, q0, n, "float64", device)
-      local ok2, m = pcall(dense.eval, inst.mask_graph, env)
-      if not ok2 then -- the evaluator's message, less its position and the variant it names
-        m = rename((tostring(m):gsub("^[^\n]-:%d+: ", "", 1))):gsub("^attention variant '" .. WHO .. "': ", "")
-          :gsub("^" .. WHO .. ": ", "")
-        errors.raise("%s: mask_mod: %s", who, m)
-      end
+      local m = dense_rows(who, "mask_mod", inst, tensors, Bm, Hm, Q_LEN, KV_LEN, q0, n, device)
       m = m:ne(0):expand(Bm, Hm, n, KV_LEN)
       -- pad the keys to whole blocks (padding counts as hidden), then per block: any, all
       local pad = nk * bs - KV_LEN

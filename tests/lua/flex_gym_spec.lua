@@ -217,6 +217,43 @@ local function dense_reference(q, k, v, allowed, bias, scale)
   return ember.where(p:isnan(), ember.zeros_like(p), p):matmul(v)
 end
 
+describe("ember.flex.create_mask and noop_mask, as PyTorch's", function()
+  it("each catalogue mask as a dense attn_mask for scaled_dot_product_attention gives PyTorch's out", function()
+    for _, c in ipairs(fx.cases) do
+      local inp = fx.inputs[c.shape]
+      local q, k, v = T(inp.q), T(inp.k), T(inp.v)
+      local B, H, Lq, Lk = q.shape[1], q.shape[2], q.shape[3], k.shape[3]
+      local x = {}
+      for n in pairs(LEARNED) do if c[n] then x[n] = T(c[n]) end end
+      for n in pairs(EXTRA) do if c[n] then x[n] = T(c[n]) end end
+      local v_ = VARIANTS[c.name](c, x, H, Lq, Lk, "float64")
+      if v_.mask and not v_.score and c.name ~= "causal_padded_rows" then
+        local m = flex.create_mask(v_.mask, v_.B and B or nil, nil, Lq, Lk)
+        assert.are.same({ v_.B and B or 1, 1, Lq, Lk }, m.shape)
+        assert.are.equal("bool", m.dtype)
+        check(c.name, ember.scaled_dot_product_attention(q, k, v, { attn_mask = m, enable_gqa = H ~= k.shape[2] }),
+          T(c.out), 1e-10)
+      end
+    end
+  end)
+
+  it("a score_mod's mask is where its score is not -inf; noop_mask hides nothing; bad mod_fn named", function()
+    local sm = function(score, b, h, q_idx, kv_idx) return ember.where(q_idx:ge(kv_idx), score, -math.huge) end
+    assert.are.same(flex.create_mask(causal, 2, 3, 4, 6):totable(), flex.create_mask(sm, 2, 3, 4, 6):totable())
+    assert.is_true(flex.create_mask(flex.noop_mask, nil, nil, 5, 7):all():item())
+    assert.are.equal(0, ember.create_block_mask(flex.noop_mask, nil, nil, 5, 7):sparsity())
+    local raises_here = parity.raises_here
+    raises_here(function() flex.create_mask(function(q_idx, kv_idx) return q_idx:ge(kv_idx) end, nil, nil, 4, 4) end,
+      "ember.flex.create_mask: mod_fn must take (b, h, q_idx, kv_idx) (a mask_mod) or (score, b, h, q_idx, kv_idx) " ..
+      "(a score_mod), as PyTorch's; this one takes 2 parameters")
+    raises_here(function() flex.create_mask(causal, nil, nil, 4, 4, "cpu", 16) end,
+      "ember.flex.create_mask: takes (mod_fn, B, H, Q_LEN, KV_LEN, device); got device and 1 more argument")
+    local ids = ember.tensor({ 1, 2 }, I)
+    raises_here(function() flex.create_mask(function(b, h, q_idx, kv_idx) return ids[q_idx]:eq(ids[kv_idx]) end, nil, nil, 4, 4) end,
+      "ember.flex.create_mask: mask_mod: index 4 out of range for dim 1 of 'ids' (size 2; the indices run 1..4)")
+  end)
+end)
+
 describe("bool tensors read by a mask are booleans (& | ~ work on them, as on PyTorch's)", function()
   local D = { dtype = "float64" }
   ember.manual_seed(11)
