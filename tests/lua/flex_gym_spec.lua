@@ -205,6 +205,22 @@ describe("the catalogue in float32, against the same float64 numbers", function(
   end
 end)
 
+describe("the catalogue in bfloat16 (its programs in float32 on the rounded inputs), near the float64 numbers", function()
+  -- bfloat16 keeps 8 bits: out within 2^-6 of its largest value, the gradients 2^-4
+  for _, c in ipairs(fx.cases) do
+    it(("%s (%s)"):format(c.name, c.shape), function()
+      local r = run_case(c, "bfloat16", 16)
+      assert.are.equal("bfloat16", r.out.dtype)
+      check("out", r.out, T(c.out), 2 ^ -6)
+      check_lse(r.lse:double(), T(c.lse), 2 ^ -6)
+      check("dq", r.dq, T(c.dq), 2 ^ -4)
+      check("dk", r.dk, T(c.dk), 2 ^ -4)
+      check("dv", r.dv, T(c.dv), 2 ^ -4)
+      if r.name then check("d" .. r.name, r.learned, T(c["d" .. r.name]), 2 ^ -4) end
+    end)
+  end
+end)
+
 -- the same rules evaluated densely on [B, H, Lq, Lk] grids (1-based), for
 -- rows longer than a kernel tile and the bool-tensor cases below
 local function dense_reference(q, k, v, allowed, bias, scale)
