@@ -171,6 +171,29 @@ local function input_kind(dtype)
   return info.floating and "float" or "int"
 end
 
+-- Parameter names that say which argument a function means where: a score
+-- written function(s, q, k) gets b and h as q and k (Lua passes what it is
+-- given, by position, and says nothing). A name is judged only when it is
+-- one of these.
+local ROLE_OF_NAME = { s = "s", score = "s", b = "b", batch = "b", h = "h", head = "h", q = "q", q_idx = "q",
+  qi = "q", k = "k", kv_idx = "k", ki = "k", kv = "k", ctx = "ctx" }
+local SIGNATURE = { score = { "s", "b", "h", "q", "k", "ctx" }, mask = { "b", "h", "q", "k", "ctx" } }
+
+local function check_params(def, what)
+  local want = SIGNATURE[what]
+  for i = 1, debug.getinfo(def[what], "u").nparams do
+    local name = debug.getlocal(def[what], i)
+    local role = ROLE_OF_NAME[name]
+    if role and role ~= want[i] then
+      local at = "none"
+      for j, r in ipairs(want) do if r == role then at = tostring(j) end end
+      errors.raise("attention_variant '%s': %s's parameters are (%s); its parameter %d is named '%s', but Lua passes " ..
+        "%s there ('%s' is parameter %s): give them all in order, function(%s)", def.name, what,
+        table.concat(want, ", "), i, name, want[i] or "nothing", role, at, table.concat(want, ", "))
+    end
+  end
+end
+
 local function check_def(def, level)
   level = level + 1
   if type(def) ~= "table" then
@@ -188,6 +211,9 @@ local function check_def(def, level)
     if def[f] ~= nil and type(def[f]) ~= "function" then
       errors.raise("attention_variant '%s': %s must be a function, got %s", def.name, f, type(def[f]))
     end
+  end
+  for _, f in ipairs { "score", "mask" } do
+    if def[f] then check_params(def, f) end
   end
   if not (def.score or def.mask or def.sink) then
     errors.raise("attention_variant '%s': give at least one of score, mask or sink", def.name)

@@ -350,6 +350,23 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
     end, "index 1 out of range for dim 2 of captured tensor 'rows' (size 0)")
   end)
 
+  it("a variant's score or mask whose parameters are named for other places (Lua would pass them silently)", function()
+    raises_here(function()
+      ember.attention_variant { name = "flex_gym_bad_score", score = function(s, q, k) return s + 0.1 * (q - k) end }
+    end, "attention_variant 'flex_gym_bad_score': score's parameters are (s, b, h, q, k, ctx); its parameter 2 is " ..
+      "named 'q', but Lua passes b there ('q' is parameter 4): give them all in order, function(s, b, h, q, k, ctx)")
+    raises_here(function()
+      ember.attention_variant { name = "flex_gym_bad_mask", mask = function(q, k) return k:le(q) end }
+    end, "mask's parameters are (b, h, q, k, ctx); its parameter 1 is named 'q', but Lua passes b there")
+    raises_here(function() -- flex_attention's signature given to a variant (no ctx: it is q's place)
+      ember.attention_variant { name = "flex_gym_bad_score2", score = function(b, h, q_idx, kv_idx) return q_idx - kv_idx end }
+    end, "its parameter 1 is named 'b', but Lua passes s there ('b' is parameter 2)")
+    assert.is_false(pcall(ember.attention_variants, "flex_gym_bad_score")) -- not defined
+    -- names it does not know are not judged; the usual ones pass
+    ember.attention_variant { name = "flex_gym_ok_names", score = function(x, _, head, qi, ki) return x + 0 * head end,
+      mask = function(b, h, q_idx, kv_idx, ctx) return kv_idx:le(q_idx) end }
+  end)
+
   it("heads of size 0 are refused by flex_attention's name, at the user's line", function()
     raises_here(function() ember.flex_attention(ember.randn({ 1, 2, 3, 0 }), ember.randn({ 1, 2, 3, 0 }), ember.randn({ 1, 2, 3, 4 }),
         { score_mod = function(score) return score end })
