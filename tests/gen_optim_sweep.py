@@ -13,6 +13,10 @@ every step t % 4 == 0, and is skipped then (with zero_grad(set_to_none=
 False), 1.13's default, it keeps a zero gradient and steps). The parameters after each of
 STEPS steps are recorded, and the names of torch's per-parameter state.
 
+lbfgs: LBFGS.step(closure) called a few times on a quadratic-plus-quartic
+loss of p1 and p2, with and without the strong Wolfe line search: the
+parameters, the loss returned and the iteration and evaluation counts.
+
 schedulers: every torch.optim.lr_scheduler class, an SGD (momentum 0.9) or
 Adam over two groups (lr 0.1 and 0.05); the lrs (get_last_lr) and the
 momentum (or beta1) at construction and after each step; ReduceLROnPlateau
@@ -154,6 +158,43 @@ def optimizer_case(name, kw, group2, set_to_none=True):
 def optimizer_cases():
     return {"p1": P1, "p2": P2, "A1": A1, "A2": A2, "B1": B1, "B2": B2, "steps": STEPS,
             "cases": [optimizer_case(*s) for s in OPT_SPECS]}
+
+
+LBFGS_SPECS = [
+    ({}, 3),
+    ({"lr": 0.5, "max_iter": 5, "history_size": 3}, 6),
+    ({"line_search_fn": "strong_wolfe", "max_iter": 10}, 3),
+    ({"line_search_fn": "strong_wolfe", "history_size": 2, "tolerance_grad": 1e-5, "max_iter": 6}, 4),
+    ({"lr": 0.8, "max_iter": 4, "max_eval": 3}, 4),
+]
+
+
+def lbfgs_loss(p1, p2):
+    """The closure's loss: quadratic plus a quartic term (written as
+    products, as the spec writes it)."""
+    return ((A1 * p1 * p1 * 0.5 + B1 * p1).sum() + (p1 * p1 * p1 * p1).sum() * 0.1
+            + (A2 * p2 * p2 * 0.5 + B2 * p2).sum() + (p2 * p2 * p2 * p2).sum() * 0.1)
+
+
+def lbfgs_case(kw, calls):
+    """LBFGS.step(closure) `calls` times: the parameters, the returned
+    loss and the state's n_iter and func_evals after each call."""
+    p1, p2 = P1.clone().requires_grad_(True), P2.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([p1, p2], **kw)
+
+    def closure():
+        opt.zero_grad()
+        loss = lbfgs_loss(p1, p2)
+        loss.backward()
+        return loss
+
+    out = []
+    for _ in range(calls):
+        loss = opt.step(closure)
+        st = opt.state[p1]
+        out.append({"p": [p1.detach().clone(), p2.detach().clone()], "loss": float(loss),
+                    "n_iter": st["n_iter"], "func_evals": st["func_evals"]})
+    return {"options": kw, "steps": out}
 
 
 # ------------------------------------------------------------------ schedulers
@@ -416,6 +457,7 @@ def error_cases():
 def main():
     data = {
         "optimizers": optimizer_cases(),
+        "lbfgs": [lbfgs_case(*s) for s in LBFGS_SPECS],
         "schedulers": [schedule_case(s) for s in SCHED_SPECS],
         "resume": [resume_case(s) for s in RESUME_SPECS],
         "errors": error_cases(),

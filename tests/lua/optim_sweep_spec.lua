@@ -195,6 +195,61 @@ describe("what a new user gets wrong is named", function()
   end)
 end)
 
+describe("LBFGS matches torch.optim.LBFGS call by call", function()
+  local function loss_of(p1, p2)
+    return (A1 * p1 * p1 * 0.5 + B1 * p1):sum() + (p1 * p1 * p1 * p1):sum() * 0.1
+      + (A2 * p2 * p2 * 0.5 + B2 * p2):sum() + (p2 * p2 * p2 * p2):sum() * 0.1
+  end
+  local function build(c)
+    local p1, p2 = T(O.p1):requires_grad_(true), T(O.p2):requires_grad_(true)
+    local opt = optim.LBFGS({ p1, p2 }, copy(c.options))
+    local function closure()
+      opt:zero_grad()
+      local loss = loss_of(p1, p2)
+      loss:backward()
+      return loss
+    end
+    return opt, p1, p2, closure
+  end
+  local function check(w, opt, p1, p2, loss, what)
+    for i, p in ipairs { p1, p2 } do
+      local e = max_rel(p:detach(), T(w.p[i]))
+      assert(e <= 1e-10, ("%s p%d: relative error %.3g"):format(what, i, e))
+    end
+    assert(math.abs(loss:item() - w.loss) <= 1e-10 * math.abs(w.loss), what .. " loss")
+    assert.are.equal(w.n_iter, opt.state[1].n_iter, what .. " n_iter")
+    assert.are.equal(w.func_evals, opt.state[1].func_evals, what .. " func_evals")
+  end
+  for _, c in ipairs(F.lbfgs) do
+    it(label("LBFGS", c.options), function()
+      local opt, p1, p2, closure = build(c)
+      for k, w in ipairs(c.steps) do check(w, opt, p1, p2, opt:step(closure), "call " .. k) end
+    end)
+    it(label("LBFGS", c.options) .. " through a state_dict round trip", function()
+      local opt, p1, p2, closure = build(c)
+      opt:step(closure)
+      local fresh, q1, q2, closure2 = build(c)
+      ember.no_grad(function()
+        q1:copy_(p1)
+        q2:copy_(p2)
+      end)
+      fresh:load_state_dict(through_file(opt:state_dict()))
+      for k = 2, #c.steps do check(c.steps[k], fresh, q1, q2, fresh:step(closure2), "loaded, call " .. k) end
+    end)
+  end
+
+  it("checks its options and needs a closure", function()
+    local p = ember.zeros(2, { requires_grad = true })
+    raises_here(function() optim.LBFGS({ p }, { line_search_fn = "backtracking" }) end,
+      'LBFGS: line_search_fn must be nil or "strong_wolfe"')
+    raises_here(function() optim.LBFGS({ { params = { p } }, { params = { ember.zeros(1, { requires_grad = true }) } } }) end,
+      "LBFGS: doesn't support per-parameter options (parameter groups)")
+    raises_here(function() optim.LBFGS({ p }, { max_iter = 0 }) end, "LBFGS: max_iter must be a positive integer, got 0")
+    raises_here(function() optim.LBFGS({ p }):step() end, "LBFGS: step needs a closure")
+    assert.are.equal(25, optim.LBFGS({ p }).param_groups[1].max_eval) -- max_iter * 5 // 4
+  end)
+end)
+
 -- ---------------------------------------------------------------- schedulers
 
 local FNS = {

@@ -15,6 +15,7 @@ local optim = {
   Adadelta = require "ember.optim.Adadelta",
   Rprop = require "ember.optim.Rprop",
   ASGD = require "ember.optim.ASGD",
+  LBFGS = require "ember.optim.LBFGS",
   clip_grad_norm = require "ember.optim.clip_grad_norm",
   clip_grad_value = require "ember.optim.clip_grad_value",
   Scheduler = require "ember.optim.Scheduler",
