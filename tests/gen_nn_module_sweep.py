@@ -144,6 +144,7 @@ KNOWN = {
     "Conv2d_same": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "ConvTranspose1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "Conv1d_valid": "nn.Conv* print no padding=valid",
+    "Conv1d_groups_nobias_replicate": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
 }
 KNOWN_INIT = {}
 
@@ -157,7 +158,8 @@ REPR_KNOWN.update({n: OWN_REPR for n in (
     "Upsample_nearest", "Upsample_bilinear_ac", "Upsample_linear", "ZeroPad2d", "MarginRankingLoss", "TripletMarginLoss",
     "KLDivLoss_batchmean", "HuberLoss_delta", "SmoothL1Loss_beta", "L1Loss_none", "MSELoss_sum", "BCELoss_w",
     "BCEWithLogitsLoss_w_sum", "BCEWithLogitsLoss_pw", "CrossEntropyLoss_probs", "CrossEntropyLoss_w_ls_ii",
-    "GELU_tanh", "GELU_kw", "Threshold", "ConstantPad1d", "Embedding_max_norm", "Embedding_max_norm_p1")})
+    "GELU_tanh", "GELU_kw", "Threshold", "ConstantPad1d", "Embedding_max_norm", "Embedding_max_norm_p1",
+    "LayerNorm_eps_3d_shape")})
 REPR_KNOWN.update({"CrossEntropyLoss_" + r: OWN_REPR for r in ("mean", "sum", "none")})
 REPR_KNOWN.update({"NLLLoss_w_" + r: OWN_REPR for r in ("mean", "sum", "none")})
 
@@ -634,8 +636,152 @@ def refusals():
     REFUSE.append({"ctor": "nn.EmbeddingBag(10, 3, {max_norm = 1})", "names": ["EmbeddingBag", "max_norm"]})
 
 
+# ---------------------------------------------------------------- more option combinations
+def more():
+    case("GroupNorm_2d_input", "nn.GroupNorm(2, 4)", tnn.GroupNorm(2, 4), {"x": x(3, 4)}, *one())
+    case("InstanceNorm1d_unbatched", "nn.InstanceNorm1d(3, {affine = true})", tnn.InstanceNorm1d(3, affine=True),
+         {"x": x(3, 6)}, *one())
+    case("InstanceNorm2d_stats_train", "nn.InstanceNorm2d(3, {track_running_stats = true, momentum = 0.2})",
+         tnn.InstanceNorm2d(3, track_running_stats=True, momentum=0.2), {"x": x(2, 3, 4, 4)}, *one(), mode="train")
+    case("BatchNorm2d_momentum_none_eval_after", "nn.BatchNorm2d(2, {momentum = false})", tnn.BatchNorm2d(2, momentum=None),
+         {"x": x(3, 2, 2, 2), "y": x(2, 2, 3, 1)}, "m(x); m(y); m:eval(); return m(x)",
+         lambda m, x, y: (m(x), m(y), m.eval(), m(x))[3], mode="train")
+    case("LayerNorm_eps_3d_shape", "nn.LayerNorm({2, 3, 4}, {eps = 0.1})", tnn.LayerNorm((2, 3, 4), eps=0.1),
+         {"x": x(2, 2, 3, 4)}, *one())
+    case("Bilinear_unbatched", "nn.Bilinear(3, 4, 2)", tnn.Bilinear(3, 4, 2), {"a": x(3), "b": x(4)},
+         "return m(a, b)", lambda m, a, b: m(a, b))
+    case("PReLU_1d", "nn.PReLU()", tnn.PReLU(), {"x": x(5)}, *one())
+    case("PReLU_channels_2d", "nn.PReLU(4)", tnn.PReLU(4), {"x": x(3, 4)}, *one())
+    case("PReLU_channels_4d", "nn.PReLU(3)", tnn.PReLU(3), {"x": x(2, 3, 2, 2)}, *one())
+    case("GRU_unbatched_bf", "nn.GRU(3, 4, {batch_first = true, num_layers = 2})", tnn.GRU(3, 4, batch_first=True, num_layers=2),
+         {"x": x(5, 3), "h": x(2, 4)}, "return m(x, h)", lambda m, x, h: m(x, h))
+    case("GRUCell_unbatched", "nn.GRUCell(3, 4)", tnn.GRUCell(3, 4), {"x": x(3), "h": x(4)}, "return m(x, h)",
+         lambda m, x, h: m(x, h))
+    case("RNN_bi_bf_h0", "nn.RNN(3, 4, {bidirectional = true, batch_first = true, num_layers = 3})",
+         tnn.RNN(3, 4, bidirectional=True, batch_first=True, num_layers=3), {"x": x(2, 4, 3), "h": x(6, 2, 4)},
+         "return m(x, h)", lambda m, x, h: m(x, h))
+    case("Conv2d_dilation_same", 'nn.Conv2d(2, 3, 3, {padding = "same", dilation = 2, padding_mode = "circular"})',
+         tnn.Conv2d(2, 3, 3, padding="same", dilation=2, padding_mode="circular"), {"x": x(1, 2, 6, 5)}, *one())
+    case("Conv1d_groups_nobias_replicate", 'nn.Conv1d(6, 3, 2, {groups = 3, bias = false, padding = 1, padding_mode = "replicate", stride = 2})',
+         tnn.Conv1d(6, 3, 2, groups=3, bias=False, padding=1, padding_mode="replicate", stride=2), {"x": x(2, 6, 7)}, *one())
+    case("ConvTranspose1d_output_size", "nn.ConvTranspose1d(2, 3, 3, {stride = 3, padding = 1, dilation = 2})",
+         tnn.ConvTranspose1d(2, 3, 3, stride=3, padding=1, dilation=2), {"x": x(1, 2, 4)},
+         "return m(x, {13})", lambda m, x: m(x, output_size=[13]))
+    case("Upsample_bicubic", 'nn.Upsample{scale_factor = {2, 1.5}, mode = "bicubic"}', tnn.Upsample(scale_factor=(2, 1.5), mode="bicubic"),
+         {"x": x(1, 2, 3, 4)}, *one(), repr=False)
+    case("Upsample_nearest_exact", 'nn.Upsample{size = 7, mode = "nearest-exact"}', tnn.Upsample(size=7, mode="nearest-exact"),
+         {"x": x(1, 2, 5)}, *one(), repr=False)
+    case("Upsample_trilinear", 'nn.Upsample{scale_factor = 2, mode = "trilinear"}', tnn.Upsample(scale_factor=2, mode="trilinear"),
+         {"x": x(1, 1, 2, 3, 2)}, *one(), repr=False)
+    case("PixelShuffle_unbatched", "nn.PixelShuffle(3)", tnn.PixelShuffle(3), {"x": x(9, 2, 2)}, *one())
+    case("Flatten_neg", "nn.Flatten(-2, -1)", tnn.Flatten(-2, -1), {"x": x(2, 3, 4)}, *one(), repr=False)
+    case("Unflatten_neg", "nn.Unflatten(-1, {2, -1})", tnn.Unflatten(-1, (2, -1)), {"x": x(3, 6)}, *one(), repr=False)
+    case("MHA_float_kpm_3d_mask", "nn.MultiheadAttention(8, 2, {batch_first = true})", tnn.MultiheadAttention(8, 2, batch_first=True),
+         {"q": x(2, 3, 8), "k": x(2, 4, 8), "am": x(4, 3, 4), "kpm": torch.tensor([[False, False, True, False], [False] * 4])},
+         "return m(q, k, k, {attn_mask = am, key_padding_mask = kpm})",
+         lambda m, q, k, am, kpm: m(q, k, k, attn_mask=am, key_padding_mask=kpm), layout=LAYOUT, detach=(2,))
+    case("Transformer_masks", "nn.Transformer(4, 2, {num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8, dropout = 0.1, batch_first = true, activation = 'gelu'})",
+         tnn.Transformer(4, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8, batch_first=True, activation="gelu"),
+         {"s": x(2, 5, 4), "t": x(2, 3, 4), "sm": x(5, 5), "mm": x(3, 5), "tk": torch.tensor([[False, False, True], [False] * 3])},
+         "return m(s, t, {src_mask = sm, memory_mask = mm, tgt_key_padding_mask = tk})",
+         lambda m, s, t, sm, mm, tk: m(s, t, src_mask=sm, memory_mask=mm, tgt_key_padding_mask=tk), layout=LAYOUT)
+    # losses
+    lg, tg = x(5, 4), torch.tensor([0, 3, 1, 1, 2])
+    w = short(torch.rand(4, dtype=torch.float64) + 0.5)
+    case("CrossEntropyLoss_probs_w", "nn.CrossEntropyLoss{weight = W}", tnn.CrossEntropyLoss(weight=w),
+         {"a": lg, "b": x(5, 4).softmax(1), "W": w}, "return m(a, b)", lambda m, a, b, W: m(a, b), nograd={"W", "b"}, repr=False)
+    case("CrossEntropyLoss_none_ii_ls", 'nn.CrossEntropyLoss{reduction = "none", ignore_index = 4, label_smoothing = 0.3}',
+         tnn.CrossEntropyLoss(reduction="none", ignore_index=3, label_smoothing=0.3), {"a": lg, "b": tg}, "return m(a, b)",
+         lambda m, a, b: m(a, b), idx={"b"}, repr=False)
+    case("CrossEntropyLoss_sum_w_ii", 'nn.CrossEntropyLoss{weight = W, ignore_index = 2, reduction = "sum"}',
+         tnn.CrossEntropyLoss(weight=w, ignore_index=1, reduction="sum"), {"a": lg, "b": tg, "W": w}, "return m(a, b)",
+         lambda m, a, b, W: m(a, b), idx={"b"}, nograd={"W"}, repr=False)
+    case("CrossEntropyLoss_unbatched", "nn.CrossEntropyLoss()", tnn.CrossEntropyLoss(), {"a": x(4), "b": torch.tensor(2)},
+         "return m(a, b)", lambda m, a, b: m(a, b), idx={"b"}, repr=False)
+    case("KLDivLoss_mean", "nn.KLDivLoss()", tnn.KLDivLoss(), {"a": x(3, 4).log_softmax(1), "b": x(3, 4).softmax(1)},
+         "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("KLDivLoss_none", 'nn.KLDivLoss{reduction = "none"}', tnn.KLDivLoss(reduction="none"),
+         {"a": x(3, 4).log_softmax(1), "b": x(3, 4).softmax(1)}, "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("BCELoss_bcast_w", "nn.BCELoss{weight = W}", tnn.BCELoss(weight=w),
+         {"a": short(torch.rand(3, 4, dtype=torch.float64) * 0.9 + 0.05), "b": (torch.rand(3, 4) < 0.5).double(), "W": w},
+         "return m(a, b)", lambda m, a, b, W: m(a, b), nograd={"W"}, repr=False)
+    case("BCEWithLogitsLoss_soft_targets", "nn.BCEWithLogitsLoss()", tnn.BCEWithLogitsLoss(),
+         {"a": x(3, 4), "b": short(torch.rand(3, 4, dtype=torch.float64))}, "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("SmoothL1Loss_beta0", "nn.SmoothL1Loss{beta = 0}", tnn.SmoothL1Loss(beta=0.0), {"a": x(3, 4), "b": x(3, 4)},
+         "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("HuberLoss_none", 'nn.HuberLoss{reduction = "none"}', tnn.HuberLoss(reduction="none"), {"a": x(3, 4), "b": x(3, 4)},
+         "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("MSELoss_bcast_none", 'nn.MSELoss{reduction = "none"}', tnn.MSELoss(reduction="none"), {"a": x(3, 4), "b": x(3, 4)},
+         "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("MarginRankingLoss_none", 'nn.MarginRankingLoss{reduction = "none"}', tnn.MarginRankingLoss(reduction="none"),
+         {"a": x(4), "b": x(4), "y": torch.tensor([1., -1., -1., 1.], dtype=torch.float64)}, "return m(a, b, y)",
+         lambda m, a, b, y: m(a, b, y), nograd={"y"}, repr=False)
+    case("TripletMarginLoss_swap", "nn.TripletMarginLoss{swap = true, margin = 2}", tnn.TripletMarginLoss(swap=True, margin=2.0),
+         {"a": x(4, 3), "b": x(4, 3), "c": x(4, 3)}, "return m(a, b, c)", lambda m, a, b, c: m(a, b, c), repr=False)
+
+
+# ---------------------------------------------------------------- the rest of torch.nn's layers and losses
+def rest():
+    y = torch.tensor([1., -1., 1., -1.], dtype=torch.float64)
+    two = lambda m, a, b: m(a, b)
+    case("CosineEmbeddingLoss", "nn.CosineEmbeddingLoss{margin = 0.2}", tnn.CosineEmbeddingLoss(margin=0.2),
+         {"a": x(4, 3), "b": x(4, 3), "y": y}, "return m(a, b, y)", lambda m, a, b, y: m(a, b, y), nograd={"y"}, repr=False)
+    case("HingeEmbeddingLoss_sum", 'nn.HingeEmbeddingLoss{margin = 0.5, reduction = "sum"}',
+         tnn.HingeEmbeddingLoss(margin=0.5, reduction="sum"), {"a": x(4), "b": y}, "return m(a, b)", two, nograd={"b"}, repr=False)
+    case("SoftMarginLoss_none", 'nn.SoftMarginLoss{reduction = "none"}', tnn.SoftMarginLoss(reduction="none"),
+         {"a": x(4), "b": y}, "return m(a, b)", two, nograd={"b"}, repr=False)
+    w3 = short(torch.rand(3, dtype=torch.float64) + 0.5)
+    case("MultiLabelSoftMarginLoss_w", "nn.MultiLabelSoftMarginLoss{weight = W}", tnn.MultiLabelSoftMarginLoss(weight=w3),
+         {"a": x(2, 3), "b": torch.tensor([[1., 0., 1.], [0., 0., 1.]], dtype=torch.float64), "W": w3}, "return m(a, b)",
+         lambda m, a, b, W: m(a, b), nograd={"b", "W"}, repr=False)
+    case("MultiMarginLoss_p2_w", "nn.MultiMarginLoss{p = 2, margin = 0.7, weight = W}", tnn.MultiMarginLoss(p=2, margin=0.7, weight=w3),
+         {"a": x(4, 3), "b": torch.tensor([2, 0, 1, 0]), "W": w3}, "return m(a, b)", lambda m, a, b, W: m(a, b),
+         idx={"b"}, nograd={"W"}, repr=False)
+    case("PoissonNLLLoss_full", "nn.PoissonNLLLoss{log_input = false, full = true}", tnn.PoissonNLLLoss(log_input=False, full=True),
+         {"a": short(torch.rand(5, dtype=torch.float64) * 3 + 0.1), "b": torch.tensor([0., 2., 1., 3., 5.], dtype=torch.float64)},
+         "return m(a, b)", two, nograd={"b"}, repr=False)
+    case("PoissonNLLLoss", "nn.PoissonNLLLoss()", tnn.PoissonNLLLoss(), {"a": x(5), "b": torch.tensor([0., 2., 1., 3., 5.], dtype=torch.float64)},
+         "return m(a, b)", two, nograd={"b"}, repr=False)
+    case("GaussianNLLLoss_full", 'nn.GaussianNLLLoss{full = true, reduction = "sum"}', tnn.GaussianNLLLoss(full=True, reduction="sum"),
+         {"a": x(4, 2), "b": x(4, 2), "v": short(torch.rand(4, 2, dtype=torch.float64) + 0.1)}, "return m(a, b, v)",
+         lambda m, a, b, v: m(a, b, v), repr=False)
+    case("GaussianNLLLoss_var1", "nn.GaussianNLLLoss()", tnn.GaussianNLLLoss(),
+         {"a": x(4, 2), "b": x(4, 2), "v": short(torch.rand(4, 1, dtype=torch.float64) + 0.1)}, "return m(a, b, v)",
+         lambda m, a, b, v: m(a, b, v), repr=False)
+    case("TripletMarginWithDistanceLoss", "nn.TripletMarginWithDistanceLoss{margin = 0.5, swap = true}",
+         tnn.TripletMarginWithDistanceLoss(margin=0.5, swap=True), {"a": x(4, 3), "b": x(4, 3), "c": x(4, 3)},
+         "return m(a, b, c)", lambda m, a, b, c: m(a, b, c), repr=False)
+    case("TripletMarginWithDistanceLoss_cos", "nn.TripletMarginWithDistanceLoss{distance_function = function(u, v) return 1 - ember.cosine_similarity(u, v) end}",
+         tnn.TripletMarginWithDistanceLoss(distance_function=lambda u, v: 1 - torch.nn.functional.cosine_similarity(u, v)),
+         {"a": x(4, 3), "b": x(4, 3), "c": x(4, 3)}, "return m(a, b, c)", lambda m, a, b, c: m(a, b, c), repr=False)
+    case("Unfold", "nn.Unfold({2, 3}, {padding = 1, stride = {1, 2}, dilation = {2, 1}})",
+         tnn.Unfold((2, 3), padding=1, stride=(1, 2), dilation=(2, 1)), {"x": x(2, 2, 5, 6)}, *one(), repr=False)
+    case("Fold", "nn.Fold({5, 6}, {2, 3}, {padding = 1, stride = {1, 2}})", tnn.Fold((5, 6), (2, 3), padding=1, stride=(1, 2)),
+         {"x": x(2, 12, 18)}, *one(), repr=False)
+    # torch 1.13 has no derivative for channel_shuffle: values only
+    case("ChannelShuffle", "nn.ChannelShuffle(3)", tnn.ChannelShuffle(3), {"x": x(2, 6, 2, 2)}, *one(), repr=False, grad=False)
+    case("LocalResponseNorm", "nn.LocalResponseNorm(3, {alpha = 0.01, beta = 0.5, k = 2})",
+         tnn.LocalResponseNorm(3, alpha=0.01, beta=0.5, k=2.0), {"x": x(2, 5, 3, 3)}, *one(), repr=False)
+    case("LPPool1d", "nn.LPPool1d(2, 3, {stride = 2})", tnn.LPPool1d(2, 3, stride=2), {"x": x(2, 3, 9)}, *one(), repr=False)
+    case("LPPool2d", "nn.LPPool2d(3, 2)", tnn.LPPool2d(3, 2), {"x": x(1, 2, 4, 6).abs() + 0.1}, *one(), repr=False)
+    case("MaxUnpool2d", "nn.MaxUnpool2d(2)", tnn.MaxUnpool2d(2), {"x": x(1, 2, 3, 3), "i": torch.tensor([[[[0, 3, 5], [12, 14, 22], [25, 30, 34]]] * 2])},
+         "return m(x, i)", lambda m, x, i: m(x, i), idx={"i"}, repr=False)
+    case("MaxUnpool1d_output_size", "nn.MaxUnpool1d(2, {stride = 2})", tnn.MaxUnpool1d(2, stride=2),
+         {"x": x(1, 2, 3), "i": torch.tensor([[[1, 2, 6], [0, 3, 5]]])}, "return m(x, i, {7})",
+         lambda m, x, i: m(x, i, output_size=[7]), idx={"i"}, repr=False)
+    case("Softmax2d", "nn.Softmax2d()", tnn.Softmax2d(), {"x": x(2, 3, 2, 2)}, *one())
+    case("Softmax2d_unbatched", "nn.Softmax2d()", tnn.Softmax2d(), {"x": x(3, 2, 2)}, *one())
+    case("UpsamplingNearest2d", "nn.UpsamplingNearest2d{scale_factor = 2}", tnn.UpsamplingNearest2d(scale_factor=2),
+         {"x": x(1, 2, 2, 3)}, *one(), repr=False)
+    case("UpsamplingBilinear2d", "nn.UpsamplingBilinear2d({5, 4})", tnn.UpsamplingBilinear2d((5, 4)),
+         {"x": x(1, 2, 2, 3)}, *one(), repr=False)
+    for name in ("Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"):
+        shape = {"Dropout1d": (2, 3, 4), "Dropout3d": (1, 2, 2, 2, 2)}.get(name, (2, 3, 4))
+        case(name + "_eval", "nn.%s(0.3)" % name, getattr(tnn, name)(0.3), {"x": x(*shape)}, *one(), repr=False)
+
+
 def main():
-    for f in (linear, embeddings, convs, norms, rmsnorm, rnns, transformers, activations, losses, shapes, inits, refusals):
+    for f in (linear, embeddings, convs, norms, rmsnorm, rnns, transformers, activations, losses, shapes, more, rest, inits, refusals):
         f()
     SweepWriter(keys="auto", sep=",").write("tests/fixtures/nn_module_sweep.lua", "tests/gen_nn_module_sweep.py",
                                             {"seed": SEED, "cases": CASES, "inits": INITS, "refuse": REFUSE})

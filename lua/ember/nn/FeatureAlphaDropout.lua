@@ -1,0 +1,34 @@
+--- nn.FeatureAlphaDropout([p = 0.5]): alpha dropout while training, as torch.nn.FeatureAlphaDropout: each channel (of [N, C, *]) whole
+-- is set with probability p to SELU's negative saturation, then an affine map keeps the mean
+-- and variance (for SELU networks); the identity in eval mode (`nn.functional.feature_alpha_dropout`).
+-- Errors name nn.FeatureAlphaDropout: p outside [0, 1].
+-- @usage local drop = nn.FeatureAlphaDropout(0.2)
+-- print(drop(ember.randn(4, 6, 3)).shape)   --> ember.Size{4, 6, 3}
+-- @classmod nn.FeatureAlphaDropout
+local error = require("ember._errors").error -- raises at the user's line
+local Module = require "ember.nn.Module"
+
+local FeatureAlphaDropout = Module:extend("FeatureAlphaDropout")
+
+function FeatureAlphaDropout:__init(...)
+  local p = Module.keyword_args("nn.FeatureAlphaDropout", { "p", "inplace" }, ...)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p > 1 then error("FeatureAlphaDropout: p must be a number in [0, 1], got " .. tostring(p), 3) end
+  self.p = p
+end
+
+--- x with alpha dropout (training), x in eval mode.
+-- @tparam Tensor x
+-- @treturn Tensor the same shape
+function FeatureAlphaDropout:forward(x)
+  Module.check_tensor_input("FeatureAlphaDropout.forward", x)
+  return require("ember.nn.functional").feature_alpha_dropout(x, { p = self.p, training = self.training })
+end
+
+--- Its p, for printing.
+function FeatureAlphaDropout:extra_repr() return ("p=%g"):format(self.p) end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+FeatureAlphaDropout.forward = require("ember._errors").wrap(FeatureAlphaDropout.forward)
+
+return FeatureAlphaDropout

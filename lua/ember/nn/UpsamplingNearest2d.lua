@@ -1,0 +1,19 @@
+--- nn.UpsamplingNearest2d([size [, scale_factor]]) or nn.UpsamplingNearest2d{size =, scale_factor =}: nearest-neighbour
+-- upsampling of [N, C, H, W], as torch.nn.UpsamplingNearest2d: `nn.Upsample` with mode "nearest".
+-- Errors name nn.Upsample's checks: neither or both of size and scale_factor, bad sizes.
+-- @usage print(nn.UpsamplingNearest2d{scale_factor = 2}(ember.randn(1, 3, 4, 4)).shape)   --> ember.Size{1, 3, 8, 8}
+-- @classmod nn.UpsamplingNearest2d
+local Module = require "ember.nn.Module"
+local Upsample = require "ember.nn.Upsample"
+
+local UpsamplingNearest2d = Upsample:extend("UpsamplingNearest2d")
+
+function UpsamplingNearest2d:__init(...)
+  local size, scale_factor = ...
+  if select("#", ...) == 1 and type(size) == "table" and size[1] == nil then -- {size =, scale_factor =}
+    size, scale_factor = Module.keyword_args("nn.UpsamplingNearest2d", { "size", "scale_factor" }, ...)
+  end
+  Upsample.__init(self, { size = size, scale_factor = scale_factor, mode = "nearest" })
+end
+
+return UpsamplingNearest2d
