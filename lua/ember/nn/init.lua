@@ -11,6 +11,7 @@ return {
   ReLU = require "ember.nn.ReLU",
   GELU = require "ember.nn.GELU",
   FeedForward = require "ember.nn.FeedForward",
+  MoE = require "ember.nn.MoE",
   SiLU = require "ember.nn.SiLU",
   Tanh = require "ember.nn.Tanh",
   Sigmoid = require "ember.nn.Sigmoid",
