@@ -250,6 +250,29 @@ describe("LBFGS matches torch.optim.LBFGS call by call", function()
   end)
 end)
 
+describe("PyTorch's attributes", function()
+  it("opt.state[p] by the parameter, opt.defaults with every default, sched.last_epoch", function()
+    local nn = require "ember.nn"
+    local m = nn.Linear(2, 2)
+    local opt = optim.Adam(m:parameters(), 0.01)
+    ;(m(ember.ones(1, 2)):sum()):backward()
+    opt:step()
+    assert.are.equal(opt.state[1], opt.state[m.weight])
+    assert.are.equal(opt.state[2], opt.state[m.bias])
+    assert.are.equal(1, opt.state[m.bias].step)
+    assert.is_nil(opt.state[ember.zeros(1)])
+    assert.are.same({ 0.9, 0.999 }, opt.defaults.betas)
+    assert.are.equal(0.01, opt.defaults.lr)
+    assert.is_false(opt.defaults.amsgrad)
+    local fresh = optim.Adam(m:parameters(), 0.01)
+    fresh:load_state_dict(opt:state_dict())
+    assert.are.equal(1, fresh.state[m.weight].step)
+    local s = optim.StepLR(opt, 2)
+    s:step(); s:step()
+    assert.are.equal(2, s.last_epoch)
+  end)
+end)
+
 -- ---------------------------------------------------------------- schedulers
 
 local FNS = {

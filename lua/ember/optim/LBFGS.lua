@@ -334,7 +334,7 @@ function LBFGS:load_state_dict(sd)
   for name, v in pairs(sd.param_groups[1]) do
     if name ~= "params" and self.DEFAULTS[name] ~= nil then self.param_groups[1][name] = v end
   end
-  self.state = {}
+  self.state = self:_new_state()
   if sd.state[1] then ember.no_grad(function() self.state[1] = copy_state(sd.state[1], true) end) end
   return self
 end

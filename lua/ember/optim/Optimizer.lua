@@ -4,7 +4,8 @@
 -- groups {params={...}, lr=..., <other options>} whose missing options come
 -- from the defaults. opt.param_groups[i] holds each group's options (a
 -- scheduler changes .lr there); opt.state[k] the state of the k-th
--- parameter (1-based, counted across groups).
+-- parameter (1-based, counted across groups), also opt.state[p] by the
+-- parameter itself, as PyTorch's; opt.defaults every option's default.
 -- Subclasses define DEFAULTS (name -> default), POSITIONAL (the order of
 -- PyTorch's positional options after lr: optim.SGD(params, 0.1, 0.9), with
 -- a table of the rest by name last, `optim.SGD(params, 0.1, {momentum =
@@ -142,6 +143,8 @@ function Optimizer:__init(params, opts, ...)
   opts = opts or {}
   self.defaults = {}
   for k, v in pairs(opts) do self.defaults[k] = v end
+  -- every option, as PyTorch's optimizer.defaults (false stands for a nil-able one's None)
+  for k, v in pairs(self.DEFAULTS) do if self.defaults[k] == nil then self.defaults[k] = v end end
   if type(params) ~= "table" and type(params) ~= "userdata" then
     self:_error("params must be a list of tensors, a module or a list of groups, got %s", type(params))
   end
@@ -152,9 +155,20 @@ function Optimizer:__init(params, opts, ...)
   if not is_tensor(params) and params.parameters then params = params:parameters() end
   local groups = params
   if is_tensor(params[1]) or #params == 0 then groups = { { params = params } } end
-  self.param_groups, self.state, self._params = {}, {}, {}
+  self.param_groups, self._params, self._index = {}, {}, {}
+  self.state = self:_new_state()
   for gi, spec in ipairs(groups) do self:_add_group(gi, spec) end
   if #self._params == 0 then self:_error("got an empty parameter list") end
+end
+
+-- An empty state table: opt.state[k] by the parameter's position, and
+-- opt.state[p] by the parameter (PyTorch's key) looks up its position.
+function Optimizer:_new_state()
+  local index = self._index
+  return setmetatable({}, { __index = function(t, k)
+    local i = is_tensor(k) and index[k]
+    if i then return rawget(t, i) end
+  end })
 end
 
 -- Checks one group spec {params = {...}, lr = ...} and appends it.
@@ -184,7 +198,10 @@ function Optimizer:_add_group(gi, spec)
   local o = {}
   for k, v in pairs(spec) do if k ~= "params" then o[k] = v end end
   self:_group(g, o)
-  for _, p in ipairs(g.params) do self._params[#self._params + 1] = p end
+  for _, p in ipairs(g.params) do
+    self._params[#self._params + 1] = p
+    self._index[p] = #self._params
+  end
   self.param_groups[gi] = g
 end
 
@@ -324,7 +341,7 @@ function Optimizer:load_state_dict(sd)
       if name ~= "params" and (self.DEFAULTS[name] ~= nil or name == "initial_lr") then g[name] = v end
     end
   end
-  self.state = {}
+  self.state = self:_new_state()
   ember.no_grad(function()
     for idx, st in pairs(sd.state) do
       local p, s = self._params[idx], {}

@@ -14,8 +14,9 @@
 -- there, as PyTorch's. `step(epoch)` jumps to a step (the closed form, as
 -- PyTorch's deprecated step(epoch)). Every schedule takes PyTorch's
 -- last_epoch (-1: a new schedule; k: resume after step k, from the groups'
--- initial_lr) and verbose (print each change). state_dict() /
--- load_state_dict() save and restore s, the base lrs and the lrs.
+-- initial_lr) and verbose (print each change); sched.last_epoch reads s
+-- (last_step). state_dict() / load_state_dict() save and restore s, the
+-- base lrs and the lrs.
 -- @classmod optim.Scheduler
 local error = require("ember._errors").error -- raises at the user's line
 local Scheduler = {}
@@ -30,7 +31,12 @@ function Scheduler:extend(name)
     o:__init(...)
     return o
   end })
-  cls.__index, cls.__name, cls.__tostring = cls, name, self.__tostring
+  -- sched.last_epoch, PyTorch's name, reads last_step
+  cls.__index = function(t, k)
+    if k == "last_epoch" then return rawget(t, "last_step") end
+    return cls[k]
+  end
+  cls.__name, cls.__tostring = name, self.__tostring
   return cls
 end
 
