@@ -36,15 +36,21 @@ end
 
 -- ---- sampling -------------------------------------------------------------------
 
--- ember.multinomial(probs, n [, {replacement = false}]): n class ids (1-based)
+-- ember.multinomial(probs, n [, {replacement = false}]), or torch's
+-- positional multinomial(probs, n, replacement [, opts]): n class ids (1-based)
 -- per row of probs [C] or [B, C] (non-negative weights, not necessarily
 -- normalised), as torch.multinomial, from ember's seeded generator. With
 -- replacement each draw inverts the row's CDF; without, the n largest of
 -- log p - log(-log u) (Gumbel top-k: the order of sequential draws without
 -- replacement), so a zero weight is never drawn.
-set("multinomial", function(probs, n, opts)
+set("multinomial", function(probs, n, opts, more)
   local op = "multinomial"
   check_tensor(op, probs, "probs")
+  if type(opts) == "boolean" then
+    local o = check_opts(op, more, {})
+    o.replacement = opts
+    opts = o
+  end
   opts = check_opts(op, opts, { replacement = true })
   if probs:dim() ~= 1 and probs:dim() ~= 2 then fail(op, "probs must be [C] or [B, C], got %s", shape_str(probs)) end
   check_int(op, n, "num_samples", 1)

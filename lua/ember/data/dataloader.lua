@@ -113,8 +113,8 @@ end
 
 -- ---- the loader ---------------------------------------------------------------
 
-local OPTIONS = { batch_size = true, shuffle = true, sampler = true, drop_last = true, collate_fn = true,
-  generator = true, seed = true, num_workers = true, pin_memory = true }
+local OPTIONS = { batch_size = true, shuffle = true, sampler = true, batch_sampler = true, drop_last = true,
+  collate_fn = true, generator = true, seed = true, num_workers = true, pin_memory = true }
 
 -- ds[k], or nil where reading it fails (an __index that takes only row numbers).
 local function field(ds, k)
@@ -140,13 +140,20 @@ local function length_of(ds)
   return n
 end
 
+-- The two rules Subset and ConcatDataset share with the loader.
+DataLoader._length_of, DataLoader._fetcher = length_of, fetcher
+
 --- DataLoader(dataset [, opts]) (also `DataLoader(dataset, batch_size [, opts])`).
 -- opts: `batch_size` (1), `shuffle` (false), `drop_last` (false: the
 -- last batch may be smaller), `collate_fn(samples)` (rows to batch;
 -- default: `data.default_collate`, and for a Dataset the gathered batch),
 -- `sampler` (instead of shuffle: anything whose indices() gives the 1-based
--- int64 rows in order, such as ember.distributed.DistributedSampler, or a
--- Lua list of rows), `generator` (an ember.Generator for the shuffle) or
+-- int64 rows in order, such as the data.samplers (RandomSampler,
+-- WeightedRandomSampler, ...) or ember.distributed.DistributedSampler, or a
+-- Lua list of rows), `batch_sampler` (a data.BatchSampler, or anything
+-- whose batches() gives a list of int64 row tensors: the batches
+-- themselves, instead of batch_size, shuffle, sampler and drop_last),
+-- `generator` (an ember.Generator for the shuffle) or
 -- `seed` (ember's shortcut: a generator of its own seeded so), and
 -- `num_workers` / `pin_memory`, accepted for torch's code and unused
 -- (ember loads in the main process). Unknown options are refused.
@@ -169,8 +176,8 @@ function DataLoader.new(dataset, opts, more)
   if type(opts) ~= "table" then raise("DataLoader: options must be a table {batch_size =, shuffle =, ...}, got %s", type(opts)) end
   for k in pairs(opts) do
     if not OPTIONS[k] then
-      raise("DataLoader: unknown option '%s' (options are batch_size, shuffle, sampler, drop_last, collate_fn, "
-        .. "generator, seed, num_workers, pin_memory)", tostring(k))
+      raise("DataLoader: unknown option '%s' (options are batch_size, shuffle, sampler, batch_sampler, drop_last, "
+        .. "collate_fn, generator, seed, num_workers, pin_memory)", tostring(k))
     end
   end
   local gathers = type(field(dataset, "gather")) == "function" and field(dataset, "fields") ~= nil
@@ -203,6 +210,16 @@ function DataLoader.new(dataset, opts, more)
       raise("DataLoader: sampler must have an indices() method or be a list of rows, got %s", type(sampler))
     end
   end
+  local batch_sampler = opts.batch_sampler
+  if batch_sampler ~= nil then
+    if type(batch_sampler) ~= "table" or type(batch_sampler.batches) ~= "function" then
+      raise("DataLoader: batch_sampler must be a data.BatchSampler (or have a batches() method), got %s",
+        type(batch_sampler))
+    end
+    if (opts.batch_size or 1) ~= 1 or opts.shuffle or sampler ~= nil or opts.drop_last then
+      raise("DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+    end
+  end
   local g = opts.generator
   if g ~= nil and opts.seed ~= nil then raise("DataLoader: give generator or seed, not both") end
   local gen = require "ember._generator"
@@ -215,7 +232,8 @@ function DataLoader.new(dataset, opts, more)
   end
   return setmetatable({
     dataset = dataset, batch_size = math.tointeger(bs), shuffle = opts.shuffle == true,
-    drop_last = opts.drop_last == true, collate_fn = opts.collate_fn, sampler = sampler, generator = g,
+    drop_last = opts.drop_last == true, collate_fn = opts.collate_fn, sampler = sampler,
+    batch_sampler = batch_sampler, generator = g,
     num_workers = opts.num_workers or 0, pin_memory = opts.pin_memory == true,
     _gathers = gathers and opts.collate_fn == nil, _running = setmetatable({}, { __mode = "k" }),
   }, DataLoader)
@@ -263,11 +281,23 @@ function DataLoader:_batches()
     end
     source = { gather = gather }
   end
+  if self.batch_sampler then
+    local batches, i = self.batch_sampler:batches(), 0
+    return function()
+      i = i + 1
+      if batches[i] == nil then return nil end
+      return source:gather(batches[i]), i
+    end
+  end
   return Dataset.batches_in_order(source, self:_order(), self.batch_size, self.drop_last)
 end
 
 --- The number of batches of an epoch (torch's len(loader)); `#loader` too.
 function DataLoader:size()
+  if self.batch_sampler then
+    local b = self.batch_sampler
+    return type(b.size) == "function" and b:size() or #b:batches()
+  end
   local n
   local s = self.sampler
   if s ~= nil then
