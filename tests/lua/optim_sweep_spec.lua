@@ -185,6 +185,12 @@ describe("what a new user gets wrong is named", function()
       "SGD: nesterov must be a boolean, got 1")
   end)
 
+  it("SparseAdam is refused naming what to use (ember has no sparse gradients)", function()
+    local p = ember.zeros(2, { requires_grad = true })
+    raises_here(function() optim.SparseAdam({ p }, { lr = 0.01 }) end,
+      "optim.SparseAdam: ember has no sparse gradients (nn.Embedding refuses sparse = true): use optim.Adam")
+  end)
+
   it("clip_grad_norm_ and clip_grad_value_ take one tensor, as torch's", function()
     local a, b = ember.tensor({ 3.0, -4.0 }):requires_grad_(), ember.tensor({ 3.0, -4.0 }):requires_grad_()
     a.grad, b.grad = ember.tensor({ 3.0, -4.0 }), ember.tensor({ 3.0, -4.0 })

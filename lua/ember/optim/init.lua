@@ -37,6 +37,15 @@ local optim = {
   ChainedScheduler = require "ember.optim.ChainedScheduler",
   ReduceLROnPlateau = require "ember.optim.ReduceLROnPlateau",
 }
+--- optim.SparseAdam: refused, naming what to use -- ember has no sparse
+-- gradients (nn.Embedding refuses sparse = true), so there is nothing for
+-- torch.optim.SparseAdam's lazy update to skip: optim.Adam or optim.AdamW
+-- update every row.
+function optim.SparseAdam()
+  require("ember._errors").raise("optim.SparseAdam: ember has no sparse gradients (nn.Embedding refuses "
+    .. "sparse = true): use optim.Adam or optim.AdamW, which update every row")
+end
+
 optim.clip_grad_norm_ = optim.clip_grad_norm
 optim.clip_grad_value_ = optim.clip_grad_value
 optim.lr_scheduler = setmetatable({}, { __index = optim })
