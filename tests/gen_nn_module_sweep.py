@@ -36,6 +36,10 @@ torch.manual_seed(SEED)
 CASES, INITS, REFUSE = [], [], []
 
 
+def lf14(v):
+    return lua_float(v) if math.isnan(v) or math.isinf(v) else "%.14g" % v
+
+
 class SweepWriter(Writer):
     """Every tensor names its dtype; strings escaped (reprs span lines)."""
 
@@ -53,7 +57,8 @@ class SweepWriter(Writer):
         elif t.dtype == torch.int64:
             data, dt = ",".join(str(int(v)) for v in flat), "int64"
         else:
-            data, dt = ",".join(lua_float(float(v)) for v in flat), "float64"
+            # 14 digits: the inputs (a 1/256 grid) exactly, the results to 1e-14 (the spec asks 1e-10)
+            data, dt = ",".join(lf14(float(v)) for v in flat), "float64"
         return '{shape=%s,dtype="%s",data={%s}}' % (shape, dt, data)
 
 
@@ -603,6 +608,8 @@ def inits():
     init("Bilinear", "nn.Bilinear(30, 40, 50)", lambda: tnn.Bilinear(30, 40, 50))
     init("Conv1d", "nn.Conv1d(16, 64, 5, {groups = 2})", lambda: tnn.Conv1d(16, 64, 5, groups=2))
     init("Conv2d", "nn.Conv2d(16, 64, 3)", lambda: tnn.Conv2d(16, 64, 3))
+    init("Conv3d", "nn.Conv3d(8, 32, 3, {groups = 2})", lambda: tnn.Conv3d(8, 32, 3, groups=2))
+    init("BatchNorm3d", "nn.BatchNorm3d(16)", lambda: tnn.BatchNorm3d(16))
     init("ConvTranspose1d", "nn.ConvTranspose1d(32, 48, 5)", lambda: tnn.ConvTranspose1d(32, 48, 5))
     init("ConvTranspose2d", "nn.ConvTranspose2d(32, 48, 3, {groups = 4})", lambda: tnn.ConvTranspose2d(32, 48, 3, groups=4))
     init("Embedding", "nn.Embedding(500, 40)", lambda: tnn.Embedding(500, 40))
@@ -775,6 +782,26 @@ def rest():
          {"x": x(1, 2, 2, 3)}, *one(), repr=False)
     case("UpsamplingBilinear2d", "nn.UpsamplingBilinear2d({5, 4})", tnn.UpsamplingBilinear2d((5, 4)),
          {"x": x(1, 2, 2, 3)}, *one(), repr=False)
+    # 3-d layers
+    case("Conv3d", "nn.Conv3d(2, 4, {2, 3, 2}, {stride = {1, 2, 1}, padding = {1, 0, 1}, dilation = {1, 1, 2}, groups = 2})",
+         tnn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2), {"x": x(2, 2, 3, 5, 4)}, *one())
+    case("Conv3d_same_replicate", 'nn.Conv3d(2, 3, 3, {padding = "same", padding_mode = "replicate", bias = false})',
+         tnn.Conv3d(2, 3, 3, padding="same", padding_mode="replicate", bias=False), {"x": x(1, 2, 3, 4, 3)}, *one(),
+         known="nn.Conv* print bias=False (torch's spelling), every other module Lua's false")
+    case("Conv3d_circular", 'nn.Conv3d(2, 2, 2, {padding = 1, padding_mode = "circular"})',
+         tnn.Conv3d(2, 2, 2, padding=1, padding_mode="circular"), {"x": x(1, 2, 3, 3, 3)}, *one())
+    case("Conv3d_unbatched", "nn.Conv3d(2, 2, 2)", tnn.Conv3d(2, 2, 2), {"x": x(2, 3, 3, 3)}, *one())
+    case("BatchNorm3d_train", "nn.BatchNorm3d(3)", tnn.BatchNorm3d(3), {"x": x(2, 3, 2, 2, 3)}, *one(), mode="train")
+    case("BatchNorm3d_eval", "nn.BatchNorm3d(3, {affine = false})", tnn.BatchNorm3d(3, affine=False), {"x": x(2, 3, 2, 2, 3)}, *one())
+    case("InstanceNorm3d", "nn.InstanceNorm3d(3, {affine = true, track_running_stats = true})",
+         tnn.InstanceNorm3d(3, affine=True, track_running_stats=True), {"x": x(2, 3, 2, 3, 2)}, *one(), mode="train")
+    case("MaxPool3d", "nn.MaxPool3d({2, 2, 1}, {stride = {1, 2, 1}, padding = {1, 0, 0}})",
+         tnn.MaxPool3d((2, 2, 1), stride=(1, 2, 1), padding=(1, 0, 0)), {"x": x(1, 2, 3, 4, 3)}, *one(), repr=False)
+    case("AvgPool3d", "nn.AvgPool3d(2, {ceil_mode = true, count_include_pad = false, padding = 1})",
+         tnn.AvgPool3d(2, ceil_mode=True, count_include_pad=False, padding=1), {"x": x(1, 2, 3, 4, 5)}, *one(), repr=False)
+    case("AdaptiveAvgPool3d", "nn.AdaptiveAvgPool3d({2, false, 3})", tnn.AdaptiveAvgPool3d((2, None, 3)),
+         {"x": x(1, 2, 3, 4, 5)}, *one(), repr=False)
+    case("AdaptiveMaxPool3d", "nn.AdaptiveMaxPool3d(2)", tnn.AdaptiveMaxPool3d(2), {"x": x(2, 3, 5, 4)}, *one(), repr=False)
     for name in ("Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"):
         shape = {"Dropout1d": (2, 3, 4), "Dropout3d": (1, 2, 2, 2, 2)}.get(name, (2, 3, 4))
         case(name + "_eval", "nn.%s(0.3)" % name, getattr(tnn, name)(0.3), {"x": x(*shape)}, *one(), repr=False)

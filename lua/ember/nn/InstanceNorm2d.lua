@@ -48,7 +48,7 @@ end
 
 -- The normalisation of x [N, C, *] or [C, *] (nd spatial dims), shared with nn.InstanceNorm1d.
 function InstanceNorm2d._normalize(self, name, nd, x)
-  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
+  local shape = ({ "[N, C, L] or [C, L]", "[N, C, H, W] or [C, H, W]", "[N, C, D, H, W] or [C, D, H, W]" })[nd]
   if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
     error(("%s.forward: expected a %d-d or %d-d input %s, got %s"):format(name, nd + 1, nd + 2, shape,
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))

@@ -134,4 +134,11 @@ return {
   Dropout3d = require "ember.nn.Dropout3d",
   AlphaDropout = require "ember.nn.AlphaDropout",
   FeatureAlphaDropout = require "ember.nn.FeatureAlphaDropout",
+  Conv3d = require "ember.nn.Conv3d",
+  BatchNorm3d = require "ember.nn.BatchNorm3d",
+  InstanceNorm3d = require "ember.nn.InstanceNorm3d",
+  MaxPool3d = require "ember.nn.MaxPool3d",
+  AvgPool3d = require "ember.nn.AvgPool3d",
+  AdaptiveAvgPool3d = require "ember.nn.AdaptiveAvgPool3d",
+  AdaptiveMaxPool3d = require "ember.nn.AdaptiveMaxPool3d",
 }

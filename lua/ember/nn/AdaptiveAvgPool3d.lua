@@ -1,0 +1,26 @@
+--- nn.AdaptiveAvgPool3d(output_size): adaptive avg pooling of [N, C, D, H, W] (or [C, D, H, W]) to
+-- output_size (a number or a triple; false keeps that dim, PyTorch's None), as
+-- torch.nn.AdaptiveAvgPool3d (`nn.functional.adaptive_avg_pool3d`).
+-- Errors name nn.functional.adaptive_avg_pool3d: a bad output_size or input.
+-- @usage print(nn.AdaptiveAvgPool3d({1, 2, 2})(ember.randn(1, 3, 4, 5, 6)).shape)   --> ember.Size{1, 3, 1, 2, 2}
+-- @classmod nn.AdaptiveAvgPool3d
+local Module = require "ember.nn.Module"
+
+local AdaptiveAvgPool3d = Module:extend("AdaptiveAvgPool3d")
+
+function AdaptiveAvgPool3d:__init(output_size) self.output_size = output_size end
+
+--- The pooled input.
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @treturn Tensor
+function AdaptiveAvgPool3d:forward(x)
+  return require("ember.nn.functional").adaptive_avg_pool3d(x, self.output_size)
+end
+
+--- Its output size, for printing.
+function AdaptiveAvgPool3d:extra_repr() return "output_size=" .. require("ember.nn._conv").fmt(self.output_size) end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+AdaptiveAvgPool3d.forward = require("ember._errors").wrap(AdaptiveAvgPool3d.forward)
+
+return AdaptiveAvgPool3d

@@ -1,0 +1,37 @@
+--- nn.AvgPool3d(kernel_size [, {stride, padding, ceil_mode, count_include_pad, divisor_override}]): average
+-- pooling over the windows of
+-- [N, C, D, H, W] (or [C, D, H, W]), as torch.nn.AvgPool3d (`nn.functional.avg_pool3d`).
+-- Sizes are a number or a triple {d, h, w}; stride defaults to kernel_size.
+-- Errors name nn.AvgPool3d (options) and nn.functional.avg_pool3d (inputs, sizes).
+-- @usage print(nn.AvgPool3d(2)(ember.randn(1, 2, 4, 4, 4)).shape)   --> ember.Size{1, 2, 2, 2, 2}
+-- @classmod nn.AvgPool3d
+local Module = require "ember.nn.Module"
+
+local AvgPool3d = Module:extend("AvgPool3d")
+
+function AvgPool3d:__init(kernel_size, opts)
+  self.kernel_size = kernel_size
+  self.opts = Module.check_options("nn.AvgPool3d", opts, { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" })
+end
+
+--- The pooled input.
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @treturn Tensor
+function AvgPool3d:forward(x)
+  return require("ember.nn.functional").avg_pool3d(x, self.kernel_size, self.opts)
+end
+
+--- Its sizes, for printing.
+function AvgPool3d:extra_repr()
+  local fmt = require("ember.nn._conv").fmt
+  local s = "kernel_size=" .. fmt(self.kernel_size) .. ", stride=" .. fmt(self.opts.stride or self.kernel_size)
+  for _, k in ipairs { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" } do
+    if k ~= "stride" and self.opts[k] ~= nil then s = s .. ", " .. k .. "=" .. fmt(self.opts[k]) end
+  end
+  return s
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+AvgPool3d.forward = require("ember._errors").wrap(AvgPool3d.forward)
+
+return AvgPool3d

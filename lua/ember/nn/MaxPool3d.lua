@@ -1,0 +1,36 @@
+--- nn.MaxPool3d(kernel_size [, {stride, padding, dilation, ceil_mode}]): max pooling over the windows of
+-- [N, C, D, H, W] (or [C, D, H, W]), as torch.nn.MaxPool3d (`nn.functional.max_pool3d`).
+-- Sizes are a number or a triple {d, h, w}; stride defaults to kernel_size.
+-- Errors name nn.MaxPool3d (options) and nn.functional.max_pool3d (inputs, sizes).
+-- @usage print(nn.MaxPool3d(2)(ember.randn(1, 2, 4, 4, 4)).shape)   --> ember.Size{1, 2, 2, 2, 2}
+-- @classmod nn.MaxPool3d
+local Module = require "ember.nn.Module"
+
+local MaxPool3d = Module:extend("MaxPool3d")
+
+function MaxPool3d:__init(kernel_size, opts)
+  self.kernel_size = kernel_size
+  self.opts = Module.check_options("nn.MaxPool3d", opts, { "stride", "padding", "dilation", "ceil_mode" })
+end
+
+--- The pooled input.
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @treturn Tensor
+function MaxPool3d:forward(x)
+  return require("ember.nn.functional").max_pool3d(x, self.kernel_size, self.opts)
+end
+
+--- Its sizes, for printing.
+function MaxPool3d:extra_repr()
+  local fmt = require("ember.nn._conv").fmt
+  local s = "kernel_size=" .. fmt(self.kernel_size) .. ", stride=" .. fmt(self.opts.stride or self.kernel_size)
+  for _, k in ipairs { "stride", "padding", "dilation", "ceil_mode" } do
+    if k ~= "stride" and self.opts[k] ~= nil then s = s .. ", " .. k .. "=" .. fmt(self.opts[k]) end
+  end
+  return s
+end
+
+-- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
+MaxPool3d.forward = require("ember._errors").wrap(MaxPool3d.forward)
+
+return MaxPool3d
