@@ -179,6 +179,10 @@ describe("what a new user gets wrong is named", function()
     raises_here(function() optim.SGD(p, 0.1) end,
       "SGD: params must be a list of tensors, a module or a list of groups, got one tensor: give {p}")
     raises_here(function() optim.SGD({ p }, { lr = "0.1" }) end, 'SGD: lr must be a number >= 0, got the string "0.1"')
+    raises_here(function() optim.SGD(require("ember.nn").Linear(2, 2):named_parameters(), 0.1) end,
+      "SGD: params must be a list, got a table keyed by string")
+    raises_here(function() optim.SGD({ params = { p }, lr = 0.1 }) end,
+      "SGD: params must be a list of groups: wrap the group in one, {{params = {...}, lr = ...}}")
     raises_here(function() optim.Adam({ p }, { betas = { 0.9, 0.99, 0.1 } }) end,
       "Adam: betas must be {beta1, beta2} with each in [0, 1), got {0.9, 0.99, 0.1}")
     raises_here(function() optim.SGD({ p }, { lr = 0.1, momentum = 0.9, nesterov = 1 }) end,

@@ -153,6 +153,14 @@ function Optimizer:__init(params, opts, ...)
   end
   self:_check_names(opts)
   if not is_tensor(params) and params.parameters then params = params:parameters() end
+  if #params == 0 and params.params ~= nil then
+    self:_error("params must be a list of groups: wrap the group in one, {{params = {...}, lr = ...}}")
+  end
+  if #params == 0 and next(params) ~= nil then
+    local k = next(params)
+    self:_error("params must be a list, got a table keyed by %s %s (a named_parameters() map? give "
+      .. "m:parameters() or the module)", type(k), type(k) == "string" and ("'%s'"):format(k) or tostring(k))
+  end
   local groups = params
   if is_tensor(params[1]) or #params == 0 then groups = { { params = params } } end
   self.param_groups, self._params, self._index = {}, {}, {}
