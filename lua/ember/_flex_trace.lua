@@ -68,6 +68,7 @@ local function searched_fn(f)
 end
 
 local MAX_DEPTH = 8 -- functions called by functions ... the mod calls
+local OFFSET = "_flex_q_offset" -- the capture holding Lk - Lq (see instance)
 
 -- Adds f's description to parts, and the tensors it and the functions it
 -- calls hold as upvalues to caps: {list = {...}, of = {[tensor] = cap}}.
@@ -280,14 +281,23 @@ end
 -- b1 = the mask's batch broadcast, h1 = its heads'}.
 local function instance(spec)
   local caps = { list = {}, of = {}, named = {}, reads = {} }
-  local parts = { tostring(spec.offset), spec.b1 and "b1" or "b", spec.h1 and "h1" or "h" }
+  local off = spec.offset
+  -- q_idx = the kernel's q - (Lk - Lq): a per-call 0-d tensor when Lk ~= Lq,
+  -- so that decoding (Lk grows each step) or a new pair of lengths traces
+  -- nothing new
+  if off ~= 0 then
+    local c = { tensor = core.tensor(off, { dtype = "int64" }), name = OFFSET, ndim = 0, kind = "int", learned = false }
+    caps.list[1], caps.of[c.tensor], caps.named[OFFSET] = c, c, c
+  end
+  local parts = { off ~= 0 and "shifted" or "aligned", spec.b1 and "b1" or "b", spec.h1 and "h1" or "h" }
   for _, role in ipairs { "score_mod", "mask_mod" } do
     local f = spec[role]
     parts[#parts + 1] = role
     if f then describe(f, parts, caps, 0, {}) end
   end
   if #caps.list > 8 then
-    raise("score_mod and mask_mod read %d tensors (at most 8 captured tensors)", #caps.list)
+    raise("score_mod and mask_mod read %d tensors (at most %s captured tensors)", #caps.list - (off ~= 0 and 1 or 0),
+      off ~= 0 and "7 with query and key lengths that differ, whose offset takes one of the kernel's 8" or "8")
   end
   local key = table.concat(parts, "\0")
   -- the traces of these functions, each with what it read in tables (two
@@ -309,22 +319,21 @@ local function instance(spec)
     if c.learned then tables[#tables + 1] = { name = c.name, tensor = c.tensor, learned = true }
     else inputs[c.name] = { ndim = c.ndim, dtype = c.kind } end
   end
-  local off = spec.offset
   local score_mod, mask_mod = spec.score_mod, spec.mask_mod
   local def = { name = NAME, inputs = inputs, sources = { score = score_mod, mask = mask_mod },
     upvalue_hint = UPVALUE_HINT, found_captures = true }
   -- q_idx is the query's row: the kernel's q is its position on the key axis
-  local function row(q) return off ~= 0 and q - off or q end
+  local function row(q, ctx) return off ~= 0 and q - ctx[OFFSET] or q end
   if score_mod then
     def.score = function(s, b, h, q, k, ctx)
-      return clone(score_mod, "score_mod", caps, ctx, {}, {}, 0)(s, b, h, row(q), k)
+      return clone(score_mod, "score_mod", caps, ctx, {}, {}, 0)(s, b, h, row(q, ctx), k)
     end
   end
   if mask_mod then
     def.mask = function(b, h, q, k, ctx)
       if spec.b1 then b = trace.const(1) end -- a block mask made with B = nil: b is 1, as PyTorch's 0
       if spec.h1 then h = trace.const(1) end
-      local r = clone(mask_mod, "mask_mod", caps, ctx, {}, {}, 0)(b, h, row(q), k)
+      local r = clone(mask_mod, "mask_mod", caps, ctx, {}, {}, 0)(b, h, row(q, ctx), k)
       -- PyTorch's mask_mod returns a bool tensor: a number would read as
       -- "visible where nonzero", which is rarely what was meant
       if math.type(r) or (trace.is_sym(r) and r.kind ~= "bool") then
@@ -366,5 +375,6 @@ end
 
 M.bytecode, M.composed, M.rename, M.reraise, M.instance = bytecode, composed, rename, reraise, instance
 M.check_arity = check_arity
+M.OFFSET = OFFSET
 
 return M

@@ -48,7 +48,11 @@
 -- changed number, in an upvalue or in a table field, traces again (each
 -- table's trace is kept: two modules' self do not evict each other), and a
 -- tensor's new values are simply read. Not seen: a table's length and what
--- pairs() walks in it (read when tracing only).
+-- pairs() walks in it (read when tracing only). The lengths are not in the
+-- key: q_idx's offset from the key axis (Lk - Lq) is a per-call value, so
+-- decoding a token at a time traces once -- give the position that moves
+-- each step as a 0-d tensor updated in place (attention-gym's `offset`),
+-- not as a number, which would be a new constant each step.
 -- @module ember.flex
 local core = require "ember.core"
 local errors = require "ember._errors"
@@ -597,6 +601,7 @@ function M.flex_attention(q, k, v, opts, ...)
     for _, c in ipairs(caps) do by_name[c.name] = c end
     for i, c in ipairs(inst.caps) do
       local t = by_name[c.name].tensor
+      if c.name == ft.OFFSET then t = t:to(q.device) end -- Lk - Lq, made by the trace on the CPU
       if tostring(t.device) ~= tostring(q.device) then
         raise("the tensor '%s' read by %s is on %s, query on %s", c.name, "score_mod or mask_mod", tostring(t.device),
           tostring(q.device))

@@ -545,6 +545,39 @@ describe("rows longer than a kernel tile (several tiles, a partial last one), ag
   end
 end)
 
+describe("decoding one token at a time (Lk - Lq changes every step)", function()
+  it("traces once, not once per step, and equals the full causal pass", function()
+    local D = { dtype = "float64" }
+    ember.manual_seed(4)
+    local L = 24
+    local Q, K, V = ember.randn({ 1, 2, L, 8 }, D), ember.randn({ 1, 2, L, 8 }, D), ember.randn({ 1, 2, L, 8 }, D)
+    local rel = ember.randn({ 2, 2 * L }, D)
+    local function score_mod(pos) -- pos: the query's position (gym's offset + q_idx), as a number or a 0-d tensor
+      return function(score, b, h, q_idx, kv_idx) return score + rel[h][q_idx + pos - kv_idx + L] end
+    end
+    local full = ember.flex_attention(Q, K, V, { score_mod = score_mod(0),
+      block_mask = ember.create_block_mask(causal, nil, nil, L, L) })
+    local offset = ember.tensor(0, I) -- attention-gym's way: a tensor offset, updated in place
+    local n = flex.stats.traces
+    for t = 1, L do
+      offset:fill_(t - 1)
+      local out = ember.flex_attention(Q:narrow(3, t, 1), K:narrow(3, 1, t), V:narrow(3, 1, t),
+        { score_mod = score_mod(offset) })
+      check("step " .. t, out, full:narrow(3, t, 1), 1e-12)
+    end
+    assert(flex.stats.traces - n <= 2, ("%d traces for %d steps"):format(flex.stats.traces - n, L))
+    -- a block mask made for each step's lengths: the same
+    n = flex.stats.traces
+    for t = 2, L do
+      offset:fill_(t - 1)
+      local bm = ember.create_block_mask(function(b, h, q_idx, kv_idx) return kv_idx:le(q_idx + offset) end, nil, nil, 1, t)
+      check("masked step " .. t, ember.flex_attention(Q:narrow(3, t, 1), K:narrow(3, 1, t), V:narrow(3, 1, t), bm),
+        ember.flex_attention(Q:narrow(3, t, 1), K:narrow(3, 1, t), V:narrow(3, 1, t)), 1e-12)
+    end
+    assert(flex.stats.traces - n <= 4, ("%d traces for %d steps"):format(flex.stats.traces - n, L - 1))
+  end)
+end)
+
 describe("bfloat16 under ember.autocast, near float32 on the same rounded inputs", function()
   -- the bounds of tests/lua/attention_bf16_spec.lua: out within 2^-8 max|v|, gradients within 2^-5
   ember.manual_seed(9)
