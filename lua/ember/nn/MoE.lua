@@ -17,9 +17,10 @@
 -- Each expert is an nn.FeedForward(d_model, d_ff, {activation = "swiglu",
 -- bias = false}): `w2(silu(w1 x) * w3 x)`. Routing is dropless and the same
 -- in training and evaluation (no capacity, no token dropped): the k * T
--- (token, expert) pairs are sorted by expert, gathered with index_select,
--- each expert runs once on its rows, and the weighted rows are summed back
--- with index_add; the gradients reach the router through the top-k weights.
+-- (token, expert) pairs are sorted by expert (argsort), gathered with
+-- index_select, each expert runs once on its own rows, and the rows go back
+-- to token order (the inverse permutation) to be summed with the routing
+-- weights; the gradients reach the router through the top-k weights.
 --
 -- Shared experts (`shared_experts = n`, DeepSeek-MoE / Qwen2-MoE): one
 -- always-on FeedForward of `shared_d_ff` (default n * d_ff) added to every
@@ -188,17 +189,20 @@ function MoE:forward(x)
   local token = ember.arange(1, T + 1, { dtype = "int64", device = x.device }):unsqueeze(2)
       :expand(T, k):reshape(T * k):index_select(1, order)      -- the token of each sorted row
   local rows = h:index_select(1, token)
-  local ws = w:reshape(T * k):index_select(1, order):unsqueeze(2)
   local n = counts:tolist()
-  local out = ember.zeros({ T, d }, { dtype = x.dtype, device = x.device })
-  local start = 1
+  local outs, start = {}, 1
   for e = 1, E do
     if n[e] > 0 then
-      local y = self.experts[e](rows:narrow(1, start, n[e])) * ws:narrow(1, start, n[e])
-      out = out:index_add(1, token:narrow(1, start, n[e]), y:to(x.dtype))
+      outs[#outs + 1] = self.experts[e](rows:narrow(1, start, n[e]))
       start = start + n[e]
     end
   end
+  -- back in (token, choice) order: the inverse permutation, then each token's
+  -- k rows weighted and summed; index_select's backward
+  -- is an index_add, cheaper than index_add's own (a gather over [T * k, d])
+  local ys = #outs == 1 and outs[1] or ember.cat(outs, 1)
+  ys = ys:index_select(1, order:argsort()):view(T, k, d)
+  local out = (ys * w:unsqueeze(3)):sum(2):to(x.dtype)
   if self.shared_experts then
     local s = self.shared_experts(h)
     if self.shared_expert_gate then s = self.shared_expert_gate(h):sigmoid() * s end
