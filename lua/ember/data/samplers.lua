@@ -92,7 +92,9 @@ local Sequential = class("SequentialSampler")
 function M.SequentialSampler(data_source)
   return setmetatable({ n = size_of("SequentialSampler", data_source) }, Sequential)
 end
+--- The number of rows an epoch visits (`#s`).
 function Sequential:size() return self.n end
+--- One epoch's rows: a 1-based int64 tensor.
 function Sequential:indices() return ember().arange(1, self.n + 1, { dtype = "int64" }) end
 
 -- ---- RandomSampler --------------------------------------------------------
@@ -124,7 +126,9 @@ function M.RandomSampler(data_source, opts)
   return setmetatable({ n = n, num_samples = m, replacement = opts.replacement == true, generator = opts.generator },
     Random)
 end
+--- The number of rows an epoch draws (`#s`): num_samples.
 function Random:size() return self.num_samples end
+--- One epoch's rows, a new draw each call: a 1-based int64 tensor.
 function Random:indices()
   local e, n, m = ember(), self.n, self.num_samples
   if self.replacement then return e.randint(1, n + 1, { m }, draw_opts(self)) end
@@ -166,7 +170,9 @@ function M.SubsetRandomSampler(indices, opts)
   opts = check_opts(who, opts, { generator = true })
   return setmetatable({ rows = rows_of(who, indices), generator = opts.generator }, SubsetRandom)
 end
+--- The number of rows (`#s`).
 function SubsetRandom:size() return self.rows:numel() end
+--- The rows in a new random order: a 1-based int64 tensor.
 function SubsetRandom:indices()
   local n = self.rows:numel()
   if n == 0 then return self.rows:clone() end
@@ -216,7 +222,9 @@ function M.WeightedRandomSampler(weights, num_samples, replacement, opts)
   return setmetatable({ weights = w, num_samples = num_samples, replacement = replacement,
     generator = opts.generator }, Weighted)
 end
+--- The number of draws an epoch makes (`#s`).
 function Weighted:size() return self.num_samples end
+--- One epoch's draws: a 1-based int64 tensor.
 function Weighted:indices()
   return ember().multinomial(self.weights, self.num_samples, draw_opts(self, { replacement = self.replacement }))
 end
@@ -260,6 +268,7 @@ local function rows_in(s)
   return s:indices():numel()
 end
 
+--- The number of batches of an epoch (`#bs`).
 function Batch:size()
   local n, bs = rows_in(self.sampler), self.batch_size
   return self.drop_last and n // bs or (n + bs - 1) // bs
@@ -277,6 +286,7 @@ function Batch:batches()
   return out
 end
 
+--- The wrapped sampler's rows for one epoch, unbatched.
 function Batch:indices() return self.sampler:indices() end
 
 --- One epoch's batches as Lua lists of row numbers: `for rows in bs:iter() do`.
@@ -288,7 +298,5 @@ function Batch:iter()
     return batches[k] and batches[k]:totable() or nil
   end
 end
-
-M.is_batch_sampler = function(v) return getmetatable(v) == Batch end
 
 return M
