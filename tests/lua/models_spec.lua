@@ -204,7 +204,7 @@ describe("ember.models.Llama matches a PyTorch Llama (Hugging Face layout)", fun
     raises_here(function() Llama(with("num_key_value_heads", 3)) end, "num_key_value_heads must be a positive integer dividing")
     raises_here(function() Llama(with("vocab_size", nil)) end, "config.vocab_size must be a positive integer")
     raises_here(function() Llama(with("hidden_act", "gelu")) end, "config.hidden_act must be silu")
-    raises_here(function() Llama(with("rope_scaling", { type = "linear" })) end, "rope_scaling is not supported")
+    raises_here(function() Llama(with("rope_scaling", { type = "linear" })) end, "rope_scaling of rope_type 'linear' needs factor")
     raises_here(function() Llama(base)(ember.tensor({ { 1, 2 } }, "float32")) end, "ids must be int64 [B, L]")
     -- config.json keys that do not change the computation are accepted
     local m = Llama(with("max_position_embeddings", 2048))

@@ -359,7 +359,7 @@ describe("Llama.from_pretrained: a Hugging Face model folder (config.json and th
     raises_here(function() Llama.from_pretrained(dir) end, "its pytorch_model.bin is a torch.save pickle")
     os.remove(dir .. "/pytorch_model.bin")
     write(dir .. "/config.json", CONFIG:format("false"):gsub('"rope_scaling": null', '"rope_scaling": {"rope_type": "llama3"}'))
-    raises_here(function() Llama.from_pretrained(dir) end, "config.rope_scaling is not supported")
+    raises_here(function() Llama.from_pretrained(dir) end, "config.rope_scaling of rope_type 'llama3' needs factor")
   end)
 end)
 

@@ -17,7 +17,7 @@
 --
 -- The architecture: token embedding, then `num_hidden_layers` blocks of
 --
---    h = h + self_attn(input_layernorm(h))            -- causal, RoPE, GQA, no biases
+--    h = h + self_attn(input_layernorm(h))            -- causal, RoPE, GQA
 --    h = h + mlp(post_attention_layernorm(h))         -- SwiGLU: down(silu(gate(x)) * up(x))
 --
 -- then a final RMSNorm and `lm_head` (the embedding's transpose when
@@ -44,11 +44,39 @@
 -- `gradient_checkpointing_enable()` recomputes each layer in the backward
 -- (activation checkpointing, as Hugging Face's method of that name).
 --
+-- The Llama family loads (`from_pretrained` reads config.json's
+-- `model_type`; transformers' modeling code of each is the reference):
+--
+--    llama    Llama 1/2/3, 3.1, 3.2, 3.3, TinyLlama, SmolLM: `rope_scaling`
+--             "llama3", "linear", "dynamic", "yarn" (or the older key
+--             `type`; transformers 5's `rope_parameters` too),
+--             `attention_bias` (q, k, v and o_proj with biases), `head_dim`
+--    qwen2    Qwen2, Qwen2.5: q, k and v with biases, o_proj without; with
+--             `use_sliding_window`, layers from `max_window_layers` on slide
+--    qwen3    Qwen3 (dense): `head_dim` apart from hidden_size / heads
+--             (q_proj [heads * head_dim, hidden_size]), `q_norm`/`k_norm`
+--             (an RMSNorm over each head of q and k before RoPE; the
+--             model_type, not the file, says they are there)
+--    mistral  Mistral: `sliding_window` W, query i sees keys i - W < j <= i
+--             (the "local" attention variant; cached decoding equals the
+--             full forward)
+--
+-- "dynamic" computes the frequencies from each call's length (its last
+-- position + 1), as transformers: past max_position_embeddings a cached
+-- key keeps the rotation of the call that made it, so KV-cached decoding
+-- then differs from a full recompute, as it does in transformers. Not
+-- supported (an error names them): other model types (Gemma's
+-- architecture differs beyond the config), rope types "longrope" and
+-- others, `partial_rotary_factor`, mlp_bias, activations other than silu.
+-- The configuration checks and the rope math are models/_llama_config.lua
+-- and models/_rope_scaling.lua.
+--
 -- Token ids are ember's, 1-based: Hugging Face's id + 1 (row i + 1 of the
 -- embedding is Hugging Face's row i, so the weights load as they are).
 -- Positions count from 0 at the first token (RoPE), as Hugging Face's.
 -- Tested against a minimal PyTorch Llama (tests/gen_llama_fixtures.py):
--- logits and greedy generation (tests/lua/models_spec.lua).
+-- logits and greedy generation (tests/lua/models_spec.lua); each variant
+-- above against tests/gen_llama_family.py (tests/lua/llama_family_spec.lua).
 -- @classmod models.Llama
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
@@ -59,120 +87,58 @@ local RMSNorm = require "ember.nn.RMSNorm"
 local ModuleList = require "ember.nn.ModuleList"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
+local llama_config = require "ember.models._llama_config"
+local rope_scaling = require "ember.models._rope_scaling"
 
 local raise = errors.raise
 local shape_str = errors.shape_str
 
--- The configuration: Hugging Face's LlamaConfig names. Required sizes
--- first, then the options with Hugging Face's defaults.
-local REQUIRED = { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" }
-local DEFAULTS = { rms_norm_eps = 1e-6, rope_theta = 10000.0, tie_word_embeddings = false, initializer_range = 0.02 }
--- Keys of a Hugging Face config.json that do not change the computation
--- here (ids of special tokens, bookkeeping); accepted and ignored.
-local IGNORED = {
-  "architectures", "model_type", "torch_dtype", "transformers_version", "bos_token_id", "max_position_embeddings", "use_cache", "pretraining_tp", "attention_dropout",
-  "_name_or_path",
-}
--- Keys accepted only with the value this implementation computes.
-local FIXED = { hidden_act = "silu", attention_bias = false, mlp_bias = false }
+-- The configuration (Hugging Face's LlamaConfig, MistralConfig,
+-- Qwen2Config and Qwen3Config names): models/_llama_config.lua.
+local check_config = llama_config.check
 
-local function check_config(cfg, who)
-  if type(cfg) ~= "table" then raise("%s: expected a config table (Hugging Face's LlamaConfig names), got %s", who, type(cfg)) end
-  local known = {}
-  for _, k in ipairs(REQUIRED) do known[k] = true end
-  for k in pairs(DEFAULTS) do known[k] = true end
-  for _, k in ipairs(IGNORED) do known[k] = true end
-  for k in pairs(FIXED) do known[k] = true end
-  known.num_key_value_heads, known.head_dim, known.rope_scaling = true, true, true
-  -- Hugging Face's 0-based ids that generate uses by default (generation_config)
-  known.eos_token_id, known.pad_token_id = true, true
-  -- ember's own: the self-attention's variant, and whether the causal mask
-  -- joins its mask (false where the variant's mask decides: prefix_lm)
-  known.attention, known.attention_options, known.causal = true, true, true
-  for k in pairs(cfg) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      raise("%s: unknown config key '%s' (keys: %s)", who, tostring(k), table.concat(names, ", "))
-    end
-  end
-  local c = {}
-  for _, k in ipairs(REQUIRED) do
-    local v = cfg[k]
-    if math.type(v) ~= "integer" or v < 1 then
-      raise("%s: config.%s must be a positive integer, got %s", who, k, tostring(v))
-    end
-    c[k] = v
-  end
-  local kv = cfg.num_key_value_heads or c.num_attention_heads
-  if math.type(kv) ~= "integer" or kv < 1 or c.num_attention_heads % kv ~= 0 then
-    raise("%s: config.num_key_value_heads must be a positive integer dividing num_attention_heads (%d), got %s",
-      who, c.num_attention_heads, tostring(cfg.num_key_value_heads))
-  end
-  c.num_key_value_heads = kv
-  if c.hidden_size % c.num_attention_heads ~= 0 or (c.hidden_size // c.num_attention_heads) % 2 ~= 0 then
-    raise("%s: config.hidden_size (%d) must be num_attention_heads (%d) times an even head dim", who,
-      c.hidden_size, c.num_attention_heads)
-  end
-  if cfg.head_dim ~= nil and cfg.head_dim ~= c.hidden_size // c.num_attention_heads then
-    raise("%s: config.head_dim must be hidden_size / num_attention_heads = %d here, got %s", who,
-      c.hidden_size // c.num_attention_heads, tostring(cfg.head_dim))
-  end
-  if cfg.rope_scaling ~= nil then
-    raise("%s: config.rope_scaling is not supported (plain RoPE only); got a %s", who, type(cfg.rope_scaling))
-  end
-  for k, want in pairs(FIXED) do
-    if cfg[k] ~= nil and cfg[k] ~= want then
-      raise("%s: config.%s must be %s here, got %s", who, k, tostring(want), tostring(cfg[k]))
-    end
-  end
-  if cfg.attention ~= nil and type(cfg.attention) ~= "string" then
-    raise("%s: config.attention must be an attention variant's name, got %s", who, type(cfg.attention))
-  end
-  if cfg.attention_options ~= nil and type(cfg.attention_options) ~= "table" then
-    raise("%s: config.attention_options must be a table, got %s", who, type(cfg.attention_options))
-  end
-  if cfg.causal ~= nil and type(cfg.causal) ~= "boolean" then
-    raise("%s: config.causal must be a boolean, got %s", who, type(cfg.causal))
-  end
-  c.attention, c.attention_options, c.causal = cfg.attention, cfg.attention_options, cfg.causal ~= false
-  for _, k in ipairs { "eos_token_id", "pad_token_id" } do
-    local v = cfg[k]
-    local ok = v == nil or (math.type(v) == "integer" and v >= 0) or (type(v) == "table" and #v > 0)
-    for _, id in ipairs(type(v) == "table" and v or {}) do ok = ok and math.type(id) == "integer" and id >= 0 end
-    if not ok then
-      raise("%s: config.%s must be a token id >= 0 (Hugging Face's, 0-based) or a list of them, got %s", who, k,
-        tostring(v))
-    end
-    c[k] = v
-  end
-  for k, d in pairs(DEFAULTS) do
-    local v = cfg[k]
-    if v == nil then v = d end
-    if type(v) ~= type(d) or (type(v) == "number" and v < 0) then
-      raise("%s: config.%s must be a %s%s, got %s", who, k, type(d), type(d) == "number" and " >= 0" or "", tostring(v))
-    end
-    c[k] = v
-  end
-  return c
-end
-
--- Self-attention of one block: nn.MultiHeadAttention with RoPE, GQA and
--- no biases, its output projection named o_proj (Hugging Face's name).
+-- Self-attention of one block: nn.MultiHeadAttention with RoPE and GQA,
+-- its output projection named o_proj (Hugging Face's name); biases, the
+-- head width, Qwen3's q_norm/k_norm, the sliding window and the rope
+-- scaling as the config says (models/_llama_config.lua).
 local LlamaAttention = MultiHeadAttention:extend("LlamaAttention")
 
-function LlamaAttention:__init(c)
+function LlamaAttention:__init(c, layer)
+  local window = c.windows and c.windows[layer]
   local spec = {
-    d_model = c.hidden_size, heads = c.num_attention_heads, kv_heads = c.num_key_value_heads,
-    bias = false, rope = true, rope_base = c.rope_theta, causal = c.causal, attention = c.attention,
+    d_model = c.hidden_size, heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, head_dim = c.head_dim,
+    bias = c.qkv_bias == true, rope = true, rope_base = c.rope_theta, causal = c.causal, attention = c.attention,
   }
+  if window then
+    -- Hugging Face's sliding window: query i sees keys j with i - window < j <= i
+    spec.attention, spec.window_left, spec.window_right = "local", window - 1, 0
+  end
   for k, v in pairs(c.attention_options or {}) do spec[k] = v end
   MultiHeadAttention.__init(self, spec)
   local o = self.out_proj
+  if c.o_bias ~= (c.qkv_bias == true) then o.bias = nil end -- Qwen2: q, k, v with biases, o_proj without
   self.out_proj = nil -- unregistered ...
   self.o_proj = o     -- ... and registered again under Hugging Face's name
   rawset(self, "out_proj", o) -- a plain field: MultiHeadAttention's code calls self.out_proj
+  if c.qk_norm then
+    -- Qwen3: an RMSNorm over each head of q and of k, before RoPE
+    self.q_norm = RMSNorm(c.head_dim, { eps = c.rms_norm_eps })
+    self.k_norm = RMSNorm(c.head_dim, { eps = c.rms_norm_eps })
+  end
+  rawset(self, "_scaling", c.rope_scaling)
+  rawset(self, "_max_pos", c.max_position_embeddings)
+end
+
+-- MultiHeadAttention's hook on the heads of q ("q") and k ("k"), [B, H, L, dh], before RoPE.
+function LlamaAttention:_head_norm(x, which)
+  if which == "q" then return self.q_norm and self.q_norm(x) or x end
+  return self.k_norm and self.k_norm(x) or x
+end
+
+-- MultiHeadAttention's hook on RoPE's frequencies: the config's rope_scaling.
+function LlamaAttention:_rope_frequencies(n, dh)
+  local s = rawget(self, "_scaling")
+  return s and rope_scaling.frequencies(s, dh, self.rope_base, rawget(self, "_max_pos"), n) or nil
 end
 
 --- No names of earlier ember versions (MultiHeadAttention's would point at out_proj).
@@ -206,8 +172,8 @@ end
 -- One pre-norm block.
 local LlamaDecoderLayer = Module:extend("LlamaDecoderLayer")
 
-function LlamaDecoderLayer:__init(c)
-  self.self_attn = LlamaAttention(c)
+function LlamaDecoderLayer:__init(c, layer)
+  self.self_attn = LlamaAttention(c, layer)
   self.mlp = LlamaMLP(c)
   self.input_layernorm = RMSNorm(c.hidden_size, { eps = c.rms_norm_eps })
   self.post_attention_layernorm = RMSNorm(c.hidden_size, { eps = c.rms_norm_eps })
@@ -241,7 +207,7 @@ function LlamaModel:__init(c)
   self.gradient_checkpointing = false
   self.embed_tokens = Embedding(c.vocab_size, c.hidden_size)
   local layers = ModuleList()
-  for _ = 1, c.num_hidden_layers do layers:append(LlamaDecoderLayer(c)) end
+  for i = 1, c.num_hidden_layers do layers:append(LlamaDecoderLayer(c, i)) end
   self.layers = layers
   self.norm = RMSNorm(c.hidden_size, { eps = c.rms_norm_eps })
 end
@@ -293,7 +259,8 @@ end
 
 --- Builds a randomly initialised model (as Hugging Face: every Linear and
 -- the embedding ~ N(0, initializer_range^2), norms at one).
--- @tparam table config Hugging Face's LlamaConfig names: `vocab_size`,
+-- @tparam table config Hugging Face's LlamaConfig names (and Mistral's,
+-- Qwen2's, Qwen3's by `model_type`: see the class's list): `vocab_size`,
 -- `hidden_size`, `intermediate_size`, `num_hidden_layers`,
 -- `num_attention_heads` (required); `num_key_value_heads` (default
 -- num_attention_heads; fewer is grouped-query attention, 1 multi-query),
@@ -305,8 +272,11 @@ end
 -- config.json that do not change the computation (bos_token_id,
 -- max_position_embeddings, ...) are ignored; `eos_token_id` and
 -- `pad_token_id` (0-based) are kept as `generate`'s defaults; `hidden_act` must be "silu",
--- `attention_bias`/`mlp_bias` false, `rope_scaling` absent; an unknown key
--- is an error.
+-- `mlp_bias` false; `model_type` ("llama"), `head_dim` (hidden_size /
+-- num_attention_heads), `attention_bias` (false), `rope_scaling`,
+-- `max_position_embeddings` (for the dynamic and yarn scalings),
+-- `sliding_window`, `use_sliding_window`, `max_window_layers`,
+-- `layer_types` as the class's list says; an unknown key is an error.
 function Llama:__init(config)
   local c = check_config(config, "Llama")
   self.config = c
@@ -472,13 +442,13 @@ function Llama:load(path)
   -- it on load. It is checked against rope_theta here (the file says which
   -- theta the model was trained with), then dropped.
   local c = self.config
-  local hd = c.hidden_size // c.num_attention_heads
+  local hd = c.head_dim
   for name, t in pairs(tensors) do
     if type(name) == "string" and name:match("^model%.layers%.%d+%.self_attn%.rotary_emb%.inv_freq$") then
       if t.ndim ~= 1 or t.shape[1] ~= hd // 2 then
         raise("%s: '%s': tensor '%s' has shape %s, expected [%d] (head_dim / 2)", who, path, name, shape_str(t), hd // 2)
       end
-      if hd > 2 then
+      if hd > 2 and not c.rope_scaling then -- a scaled buffer is not theta's
         -- inv_freq[i] = theta^(-2 (i - 1) / hd): theta from the second entry
         local theta = t[2]:item() ^ (-hd / 2)
         if math.abs(theta - c.rope_theta) > 1e-3 * c.rope_theta then
@@ -524,10 +494,14 @@ function Llama.from_safetensors(path, config)
   if n == 0 then raise("%s: '%s' has no tensor 'model.layers.0.input_layernorm.weight'", who, path) end
   inferred.num_hidden_layers = n
   inferred.intermediate_size = dims(tensors, "model.layers.0.mlp.gate_proj.weight", 2, path, who)[1]
-  if math.type(c.num_attention_heads) == "integer" and c.num_attention_heads > 0
+  local hd = c.head_dim
+  if math.type(c.num_attention_heads) == "integer" and c.num_attention_heads > 0 and hd == nil
       and emb[2] % c.num_attention_heads == 0 then
+    hd = emb[2] // c.num_attention_heads
+  end
+  if math.type(hd) == "integer" and hd > 0 then
     local kdim = dims(tensors, "model.layers.0.self_attn.k_proj.weight", 2, path, who)[1]
-    inferred.num_key_value_heads = kdim // (emb[2] // c.num_attention_heads)
+    inferred.num_key_value_heads = kdim // hd
   end
   for k, v in pairs(inferred) do
     if c[k] == nil then
@@ -563,8 +537,9 @@ end
 
 --- Builds a model from a Hugging Face model folder, as
 -- `LlamaForCausalLM.from_pretrained(folder)`: the configuration from its
--- config.json (every LlamaConfig key; those that do not change the
--- computation are ignored, `rope_scaling` is refused), the weights from
+-- config.json (every LlamaConfig key, and Mistral's, Qwen2's and Qwen3's
+-- by its `model_type`: see the class's list; those that do not change the
+-- computation are ignored), the weights from
 -- model.safetensors or from the shards that model.safetensors.index.json
 -- lists (its weight_map). The parameters are float32 (as Hugging Face's
 -- default; config.json's torch_dtype is not followed: `:to("bfloat16")`).
@@ -627,9 +602,10 @@ function Llama:save(path, metadata)
 end
 
 --- Writes a Hugging Face model folder, as `save_pretrained(folder)`:
--- config.json (LlamaConfig's keys: the sizes, rms_norm_eps, rope_theta,
--- tie_word_embeddings, architectures = {"LlamaForCausalLM"}, the
--- parameters' torch_dtype) and model.safetensors (`save`). The folder is
+-- config.json (the config's keys: the sizes, head_dim, rms_norm_eps,
+-- rope_theta, rope_scaling as given, attention_bias, the sliding window's
+-- keys, tie_word_embeddings, model_type and its architectures, e.g.
+-- {"Qwen3ForCausalLM"}, the parameters' torch_dtype) and model.safetensors (`save`). The folder is
 -- made if missing. `Llama.from_pretrained` and transformers read it.
 -- @string dir the folder
 -- @treturn Llama self
@@ -637,17 +613,7 @@ function Llama:save_pretrained(dir)
   local who = "Llama.save_pretrained"
   if type(dir) ~= "string" or dir == "" then raise("%s: expected a folder name, got %s", who, type(dir)) end
   dir = dir:gsub("/+$", "")
-  local c = self.config
-  local text = ember._json_encode({
-    architectures = { "LlamaForCausalLM" }, model_type = "llama", hidden_act = "silu",
-    attention_bias = false, mlp_bias = false, attention_dropout = 0.0,
-    vocab_size = c.vocab_size, hidden_size = c.hidden_size, intermediate_size = c.intermediate_size,
-    num_hidden_layers = c.num_hidden_layers, num_attention_heads = c.num_attention_heads,
-    num_key_value_heads = c.num_key_value_heads, head_dim = c.hidden_size // c.num_attention_heads,
-    rms_norm_eps = c.rms_norm_eps, rope_theta = c.rope_theta, tie_word_embeddings = c.tie_word_embeddings,
-    initializer_range = c.initializer_range, torch_dtype = self.model.norm.weight.dtype,
-    eos_token_id = c.eos_token_id, pad_token_id = c.pad_token_id,
-  }) .. "\n"
+  local text = ember._json_encode(llama_config.to_json(self.config, self.model.norm.weight.dtype)) .. "\n"
   local path = dir .. "/config.json"
   local f = io.open(path, "w")
   if not f then
@@ -664,10 +630,13 @@ end
 --- The configuration, for printing.
 function Llama:extra_repr()
   local c = self.config
-  return ("vocab_size=%d, hidden_size=%d, intermediate_size=%d, num_hidden_layers=%d, num_attention_heads=%d, "
-    .. "num_key_value_heads=%d, rms_norm_eps=%g, rope_theta=%g, tie_word_embeddings=%s"):format(
+  return ("%svocab_size=%d, hidden_size=%d, intermediate_size=%d, num_hidden_layers=%d, num_attention_heads=%d, "
+    .. "num_key_value_heads=%d, %srms_norm_eps=%g, rope_theta=%g, %stie_word_embeddings=%s"):format(
+    c.model_type ~= "llama" and ("model_type=%s, "):format(c.model_type) or "",
     c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-    c.num_key_value_heads, c.rms_norm_eps, c.rope_theta, tostring(c.tie_word_embeddings))
+    c.num_key_value_heads, c.head_dim ~= c.hidden_size // c.num_attention_heads and ("head_dim=%d, "):format(c.head_dim)
+    or "", c.rms_norm_eps, c.rope_theta,
+    c.rope_scaling and ("rope_scaling=%s, "):format(c.rope_scaling.rope_type) or "", tostring(c.tie_word_embeddings))
 end
 
 -- the block classes, for building variants

@@ -38,8 +38,8 @@ local kv_cache = require "ember.nn._kv_cache"
 local MHA = Module:extend("MultiHeadAttention")
 
 -- The module's own options; every other key is the variant's.
-local OWN = { "d_model", "heads", "kv_heads", "attention", "kdim", "vdim", "dropout", "bias", "rope", "rope_base",
-              "causal", "dtype", "device" }
+local OWN = { "d_model", "heads", "kv_heads", "head_dim", "attention", "kdim", "vdim", "dropout", "bias", "rope",
+              "rope_base", "causal", "dtype", "device" }
 local IS_OWN = {}
 for _, k in ipairs(OWN) do IS_OWN[k] = true end
 
@@ -76,11 +76,20 @@ local function read_spec(d_model, heads, opts)
     errors.raise("MultiHeadAttention: d_model and heads must be positive integers, got d_model=%s heads=%s",
       tostring(spec.d_model), tostring(spec.heads))
   end
-  if s.d_model % s.heads ~= 0 then
-    errors.raise("MultiHeadAttention: d_model (%d) must be divisible by heads (%d): each head gets d_model/heads dims",
-      s.d_model, s.heads)
+  if spec.head_dim ~= nil then
+    -- a head width of its own (Qwen3, Mistral's configs): q_proj projects to
+    -- heads * head_dim, out_proj from it back to d_model
+    s.head_dim = positive_int(spec.head_dim, "head_dim", 0)
+    if s.head_dim <= 0 then
+      errors.raise("MultiHeadAttention: head_dim must be a positive integer, got %s", tostring(spec.head_dim))
+    end
+  elseif s.d_model % s.heads ~= 0 then
+    errors.raise("MultiHeadAttention: d_model (%d) must be divisible by heads (%d): each head gets d_model/heads dims "
+      .. "(or give head_dim)", s.d_model, s.heads)
+  else
+    s.head_dim = s.d_model // s.heads
   end
-  s.head_dim = s.d_model // s.heads
+  s.inner = s.heads * s.head_dim -- q_proj's output and out_proj's input width
   s.kv_heads = positive_int(spec.kv_heads, "kv_heads", s.heads)
   if s.kv_heads <= 0 or s.heads % s.kv_heads ~= 0 then
     errors.raise("MultiHeadAttention: heads (%d) must be divisible by kv_heads (%s): each group of heads/kv_heads "
@@ -101,7 +110,8 @@ local function read_spec(d_model, heads, opts)
   check_type(spec.rope_base, "number", "rope_base")
   s.rope_base = spec.rope_base or 10000
   if s.rope and s.head_dim % 2 ~= 0 then
-    errors.raise("MultiHeadAttention: rope needs an even head dim, got d_model/heads = %d", s.head_dim)
+    errors.raise("MultiHeadAttention: rope needs an even head dim, got %s = %d",
+      spec.head_dim ~= nil and "head_dim" or "d_model/heads", s.head_dim)
   end
   local dtype = type(spec.dtype) == "string" and ember.dtype_info(spec.dtype)
   s.dtype = spec.dtype == nil and "float32" or dtype and dtype.floating and dtype.name
@@ -150,10 +160,13 @@ end
 
 --- Builds the module.
 -- @param d_model the model width, or one table with every option
--- @int heads the number of heads (d_model must be divisible by it)
+-- @int heads the number of heads (d_model must be divisible by it, unless head_dim is given)
 -- @tparam[opt] table opts `attention` (variant name, "standard"),
 -- `kv_heads` (key/value heads for grouped-query attention, dividing
--- heads; 1 is multi-query attention; default heads), `kdim`/`vdim`
+-- heads; 1 is multi-query attention; default heads), `head_dim` (each
+-- head's width, default d_model / heads; another value makes q_proj
+-- [heads * head_dim, d_model] and out_proj [d_model, heads * head_dim], as
+-- Hugging Face's Qwen3 and Mistral attention), `kdim`/`vdim`
 -- (key/value input widths, d_model), `dropout` (on attention weights, in
 -- training mode; 0), `bias` (true), `rope` (rotary positions on
 -- queries and keys, false), `rope_base` (10000), `causal` (false),
@@ -181,14 +194,14 @@ function MHA:__init(d_model, heads, opts)
   local kv_dim = s.kv_heads * s.head_dim -- k_proj and v_proj project to kv_heads heads
   local joined = s.kdim == s.d_model and s.vdim == s.d_model
   for i, in_dim in ipairs({ s.d_model, s.kdim, s.vdim }) do
-    local out_dim = i == 1 and s.d_model or kv_dim
+    local out_dim = i == 1 and s.inner or kv_dim
     proj[i] = Linear(in_dim, out_dim, lin)
-    local bound = math.sqrt(6 / ((joined and s.d_model + 2 * kv_dim or out_dim) + in_dim))
+    local bound = math.sqrt(6 / ((joined and s.inner + 2 * kv_dim or out_dim) + in_dim))
     ember.no_grad(function() proj[i].weight:copy_(ember.uniform({ out_dim, in_dim }, -bound, bound, topts)) end)
   end
-  proj[4] = Linear(s.d_model, s.d_model, lin)
-  local bound = 1 / math.sqrt(s.d_model)
-  ember.no_grad(function() proj[4].weight:copy_(ember.uniform({ s.d_model, s.d_model }, -bound, bound, topts)) end)
+  proj[4] = Linear(s.inner, s.d_model, lin)
+  local bound = 1 / math.sqrt(s.inner)
+  ember.no_grad(function() proj[4].weight:copy_(ember.uniform({ s.d_model, s.inner }, -bound, bound, topts)) end)
   -- one statement each: the order of a multiple assignment is undefined,
   -- and assignment order is registration order
   self.q_proj = proj[1]
@@ -245,26 +258,36 @@ end
 
 -- Rotary tables, cached per (head dim, base, device, dtype) for positions
 -- 0 .. n-1, and grown (doubled) when a longer sequence comes. A forward
--- only narrows them.
+-- only narrows them. A subclass with other frequencies (Llama's
+-- rope_scaling) gives `freq` = {key = a string naming them, inv = the
+-- head_dim/2 inverse frequencies, scale = a factor on cos and sin (1),
+-- once = true for frequencies of this call only (dynamic NTK): then only
+-- the call's rows are built, and not kept}.
 local rope_tables, rope_builds = {}, 0
 
-local function rope_table(dh, base, device, dtype, first, L)
-  local key = ("%d|%.17g|%s|%s"):format(dh, base, device, dtype)
-  local t = rope_tables[key]
+local function rope_table(dh, base, device, dtype, first, L, freq)
+  local key = freq and ("%s|%s|%s"):format(freq.key, device, dtype) or ("%d|%.17g|%s|%s"):format(dh, base, device, dtype)
+  local once = freq and freq.once
+  local t = not once and rope_tables[key] or nil
   if not t or t.n < first + L then
     local n = math.max(first + L, t and 2 * t.n or 64)
     local half = dh // 2
     local f64 = { dtype = "float64" }
-    local inv = {}
-    for m = 0, half - 1 do inv[m + 1] = base ^ (-2.0 * m / dh) end
-    local ang = ember.arange(0, n, f64):unsqueeze(2) * ember.tensor(inv, f64):unsqueeze(1)
+    local inv = freq and freq.inv or {}
+    if not freq then
+      for m = 0, half - 1 do inv[m + 1] = base ^ (-2.0 * m / dh) end
+    end
+    local pos = once and ember.arange(first, first + L, f64) or ember.arange(0, n, f64)
+    local ang = pos:unsqueeze(2) * ember.tensor(inv, f64):unsqueeze(1)
     -- over the whole head: cos twice, and sin with the first half negated,
     -- so that rope(x) = x * cos + rotate(x) * sin is one cat and three ops
     local c, s = ang:cos(), ang:sin()
+    if freq and freq.scale ~= 1 then c, s = c * freq.scale, s * freq.scale end
     t = { n = n, cos = ember.cat({ c, c }, 2):to(device):to(dtype), sin = ember.cat({ -s, s }, 2):to(device):to(dtype),
           cos_half = c:to(device):to(dtype), sin_half = s:to(device):to(dtype) }
-    rope_tables[key] = t
     rope_builds = rope_builds + 1
+    if once then return t, 1, L end
+    rope_tables[key] = t
   end
   return t, first + 1, L
 end
@@ -289,7 +312,9 @@ end
 function MHA:_rope(x, first)
   local L, dh = x.shape[3], x.shape[4]
   local half = dh // 2
-  local t, from = rope_table(dh, self.rope_base, x.device, x.dtype, first, L)
+  -- positions first .. first + L - 1: the call's length is first + L
+  local freq = self._rope_frequencies and self:_rope_frequencies(first + L, dh) or nil
+  local t, from = rope_table(dh, self.rope_base, x.device, x.dtype, first, L, freq)
   if not t.composed then
     local y = ember._rope(x, t.cos_half:narrow(1, from, L), t.sin_half:narrow(1, from, L))
     if y then return y end
@@ -416,7 +441,7 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
       variant_inputs = opts.variant_inputs, -- per-call tensors of a variant written in Lua (document ids ...)
     })
   end
-  o = o:transpose(2, 3):reshape(B, Lq, self.d_model)
+  o = o:transpose(2, 3):reshape(B, Lq, self.inner)
   return self.out_proj(o), w
 end
 
@@ -517,6 +542,7 @@ function MHA:forward(query, ...)
   self:_check_inputs(who, query, key, value)
   local q, k, v = self:_project(query, key, value)
   q, k, v = split_heads(q, self.heads), split_heads(k, self.kv_heads), split_heads(v, self.kv_heads)
+  if self._head_norm then q, k = self:_head_norm(q, "q"), self:_head_norm(k, "k") end -- a subclass's (Qwen3's q/k norms)
   if self.rope then
     q = self:_rope(q, key.shape[2] - query.shape[2]) -- bottom-right, as causal
     k = self:_rope(k, 0)
@@ -599,6 +625,7 @@ function MHA:forward_cached(x, cache, opts)
       Module.is_tensor(x) and shape_str(x) or type(x))
   end
   local q = split_heads(self.q_proj(x), self.heads)
+  if self._head_norm then q = self:_head_norm(q, "q") end
   local cross = opts.memory ~= nil
   local k, v, kpm
   if cross then
@@ -610,12 +637,14 @@ function MHA:forward_cached(x, cache, opts)
     kv_cache.claim(cache, self, who)
     if not cache.k then
       cache.k = split_heads(self.k_proj(opts.memory), self.kv_heads)
+      if self._head_norm then cache.k = self:_head_norm(cache.k, "k") end
       cache.v = split_heads(self.v_proj(opts.memory), self.kv_heads)
       if self.rope then cache.k = self:_rope(cache.k, 0) end
     end
     k, v, kpm = cache.k, cache.v, opts.key_padding_mask
   else
     local new_k, new_v = split_heads(self.k_proj(x), self.kv_heads), split_heads(self.v_proj(x), self.kv_heads)
+    if self._head_norm then new_k = self:_head_norm(new_k, "k") end
     if self.rope then new_k = self:_rope(new_k, cache.len or 0) end
     k, v = kv_cache.append(cache, new_k, new_v, who, self)
     kpm = kv_cache.padding(cache, opts.key_padding_mask, x.shape[2], who)
@@ -637,8 +666,9 @@ function MHA:heatmap(weights, path, opts) return ember.attention_heatmap(weights
 
 --- The module's settings in one line.
 function MHA:extra_repr()
-  return ("d_model=%d, heads=%d, %skdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
+  return ("d_model=%d, heads=%d, %s%skdim=%d, vdim=%d, dropout=%g, bias=%s, rope=%s, causal=%s"):format(
     self.d_model, self.heads, self.kv_heads ~= self.heads and ("kv_heads=%d, "):format(self.kv_heads) or "",
+    self.inner ~= self.d_model and ("head_dim=%d, "):format(self.head_dim) or "",
     self.kdim, self.vdim, self.dropout, tostring(self.bias), tostring(self.rope), tostring(self.causal))
 end
 
