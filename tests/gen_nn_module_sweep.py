@@ -782,6 +782,22 @@ def rest():
          {"x": x(1, 2, 2, 3)}, *one(), repr=False)
     case("UpsamplingBilinear2d", "nn.UpsamplingBilinear2d({5, 4})", tnn.UpsamplingBilinear2d((5, 4)),
          {"x": x(1, 2, 2, 3)}, *one(), repr=False)
+    case("ParameterList", "nn.ParameterList{ember.zeros(2, 3), ember.zeros(3)}",
+         tnn.ParameterList([tnn.Parameter(torch.zeros(2, 3)), tnn.Parameter(torch.zeros(3))]), {"x": x(4, 2)},
+         "m:append(ember.zeros(3):double()); return x:matmul(m[1]) * m[2] + m[-1]:exp()",
+         lambda m, x: (m.append(tnn.Parameter(torch.zeros(3, dtype=torch.float64))), x.matmul(m[0]) * m[1] + m[2].exp())[1],
+         repr=False, rand=True)
+    case("RReLU_eval", "nn.RReLU(0.1, 0.3)", tnn.RReLU(0.1, 0.3), {"x": x(3, 4)}, *one(), repr=False)
+    # through log_softmax: torch's ctc_loss backward assumes its input came from one (its
+    # gradient with respect to a leaf of log-probabilities is not the derivative)
+    z = x(6, 2, 4)
+    for red in ("mean", "sum", "none"):
+        case("CTCLoss_" + red, 'nn.CTCLoss{blank = 1, reduction = "%s"}' % red, tnn.CTCLoss(blank=0, reduction=red),
+             {"z": z, "t": torch.tensor([[1, 2, 2], [3, 1, 0]]), "il": torch.tensor([6, 5]), "tl": torch.tensor([3, 2])},
+             "return m(z:log_softmax(3), t, il, tl)", lambda m, z, t, il, tl: m(z.log_softmax(2), t, il, tl), idx={"t"}, repr=False)
+    case("CTCLoss_blank_last_1d", "nn.CTCLoss{blank = 4, zero_infinity = true}", tnn.CTCLoss(blank=3, zero_infinity=True),
+         {"z": z, "t": torch.tensor([0, 1, 2, 2, 1]), "il": torch.tensor([6, 2]), "tl": torch.tensor([2, 3])},
+         "return m(z:log_softmax(3), t, il, tl)", lambda m, z, t, il, tl: m(z.log_softmax(2), t, il, tl), idx={"t"}, repr=False)
     # 3-d layers
     case("Conv3d", "nn.Conv3d(2, 4, {2, 3, 2}, {stride = {1, 2, 1}, padding = {1, 0, 1}, dilation = {1, 1, 2}, groups = 2})",
          tnn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2), {"x": x(2, 2, 3, 5, 4)}, *one())

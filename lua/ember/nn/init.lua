@@ -148,4 +148,6 @@ return {
   AvgPool3d = require "ember.nn.AvgPool3d",
   AdaptiveAvgPool3d = require "ember.nn.AdaptiveAvgPool3d",
   AdaptiveMaxPool3d = require "ember.nn.AdaptiveMaxPool3d",
+  RReLU = require "ember.nn.RReLU",
+  CTCLoss = require "ember.nn.CTCLoss",
 }
