@@ -360,10 +360,16 @@ end
 -- silently. Taken: the full list, varargs, and a score_mod of the score
 -- alone (or of nothing). who: the caller's name; what: how to name f.
 local SIGNATURE = { score_mod = "(score, b, h, q_idx, kv_idx)", mask_mod = "(b, h, q_idx, kv_idx)" }
+local ROLES = { score_mod = { "s", "b", "h", "q", "k" }, mask_mod = { "b", "h", "q", "k" } }
 local function check_arity(f, role, who, what)
   local info = debug.getinfo(f, "u")
   local n = info.nparams
-  if info.isvararg or n == (role == "score_mod" and 5 or 4) or (role == "score_mod" and n <= 1) then return end
+  if info.isvararg or n == (role == "score_mod" and 5 or 4) or (role == "score_mod" and n <= 1) then
+    -- the right number, names that belong elsewhere (kv_idx before q_idx): Lua passes by position
+    local bad = variant.misplaced_param(f, ROLES[role])
+    if bad then errors.raise("%s: %s takes %s, as PyTorch's; %s", who, what or role, SIGNATURE[role], bad) end
+    return
+  end
   local names = {}
   for i = 1, n do names[i] = debug.getlocal(f, i) end
   errors.raise("%s: %s must take %s, as PyTorch's; this one takes %d parameter%s%s%s", who, what or role,

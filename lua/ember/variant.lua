@@ -179,18 +179,31 @@ local ROLE_OF_NAME = { s = "s", score = "s", b = "b", batch = "b", h = "h", head
   qi = "q", k = "k", kv_idx = "k", ki = "k", kv = "k", ctx = "ctx" }
 local SIGNATURE = { score = { "s", "b", "h", "q", "k", "ctx" }, mask = { "b", "h", "q", "k", "ctx" } }
 
-local function check_params(def, what)
-  local want = SIGNATURE[what]
-  for i = 1, debug.getinfo(def[what], "u").nparams do
-    local name = debug.getlocal(def[what], i)
+--- The first parameter of f named for another place of the signature
+-- `want` (a list of the roles s, b, h, q, k, ctx), as a sentence, or nil.
+-- ember.flex_attention's mods are checked by it too.
+-- @tparam function f a Lua function
+-- @tparam table want the roles, in order
+-- @treturn[opt] string "its parameter 2 is named 'q', but Lua passes b there ('q' is parameter 4)"
+function M.misplaced_param(f, want)
+  for i = 1, debug.getinfo(f, "u").nparams do
+    local name = debug.getlocal(f, i)
     local role = ROLE_OF_NAME[name]
     if role and role ~= want[i] then
       local at = "none"
       for j, r in ipairs(want) do if r == role then at = tostring(j) end end
-      errors.raise("attention_variant '%s': %s's parameters are (%s); its parameter %d is named '%s', but Lua passes " ..
-        "%s there ('%s' is parameter %s): give them all in order, function(%s)", def.name, what,
-        table.concat(want, ", "), i, name, want[i] or "nothing", role, at, table.concat(want, ", "))
+      return ("its parameter %d is named '%s', but Lua passes %s there ('%s' is parameter %s)"):format(i, name,
+        want[i] or "nothing", role, at)
     end
+  end
+end
+
+local function check_params(def, what)
+  local want = SIGNATURE[what]
+  local bad = M.misplaced_param(def[what], want)
+  if bad then
+    errors.raise("attention_variant '%s': %s's parameters are (%s); %s: give them all in order, function(%s)",
+      def.name, what, table.concat(want, ", "), bad, table.concat(want, ", "))
   end
 end
 

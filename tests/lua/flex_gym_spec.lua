@@ -332,6 +332,13 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
       "parameters (score, b, h, q_idx, kv_idx)")
     raises_here(function() flex.and_masks(causal, function(q_idx, kv_idx) return q_idx:ge(kv_idx) end) end,
       "ember.flex.and_masks: argument 2 must take (b, h, q_idx, kv_idx), as PyTorch's; this one takes 2 parameters")
+    -- the right number in the wrong order: q_idx and kv_idx swapped would transpose the rule
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, kv_idx, q_idx) return score + (q_idx - kv_idx) end })
+    end, "ember.flex_attention: score_mod takes (score, b, h, q_idx, kv_idx), as PyTorch's; its parameter 4 is named " ..
+      "'kv_idx', but Lua passes q there ('k' is parameter 5)")
+    raises_here(function() ember.create_block_mask(function(h, b, q_idx, kv_idx) return q_idx:ge(kv_idx) end, 1, 2, 9, 9) end,
+      "ember.create_block_mask: mask_mod takes (b, h, q_idx, kv_idx), as PyTorch's; its parameter 1 is named 'h'")
     -- the score alone, and varargs, are Lua's way and taken
     local out = ember.flex_attention(q, k, v, { score_mod = function(score) return score * 0.5 end })
     check("score alone", out, ember.flex_attention(q, k, v, { scale = 0.25 }), 1e-12)
