@@ -409,6 +409,35 @@ def resume_case(spec, done=20):
     return case
 
 
+GET_LR_SPECS = [
+    {"scheduler": "StepLR", "options": {"step_size": 3, "gamma": 0.5}},
+    {"scheduler": "ExponentialLR", "options": {"gamma": 0.9}},
+    {"scheduler": "CosineAnnealingLR", "options": {"T_max": 5, "eta_min": 0.01}},
+    {"scheduler": "LinearLR", "options": {"start_factor": 0.25, "total_iters": 4}},
+    {"scheduler": "LambdaLR", "options": {"lr_lambda": "inv"}},
+    {"scheduler": "OneCycleLR", "options": {"max_lr": 0.5, "total_steps": 12}, "momentum": 0.9},
+]
+
+
+def get_lr_case(spec):
+    """get_lr() (which torch warns is not the lr in use outside step())
+    after each of 12 steps."""
+    import warnings
+    a = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([a], lr=0.1, momentum=spec.get("momentum", 0.0))
+    sched = make_sched(opt, spec)
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(12):
+            opt.step()
+            sched.step()
+            out.append(sched.get_lr()[0])
+    case = dict(spec)
+    case["get_lr"] = out
+    return case
+
+
 # ------------------------------------------------------------------ errors
 
 def refused(fn):
@@ -462,6 +491,7 @@ def main():
         "lbfgs": [lbfgs_case(*s) for s in LBFGS_SPECS],
         "schedulers": [schedule_case(s) for s in SCHED_SPECS],
         "resume": [resume_case(s) for s in RESUME_SPECS],
+        "get_lr": [get_lr_case(s) for s in GET_LR_SPECS],
         "errors": error_cases(),
     }
     Writer().write("tests/fixtures/optim_sweep.lua", "tests/gen_optim_sweep.py", data)

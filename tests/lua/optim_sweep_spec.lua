@@ -435,6 +435,19 @@ describe("last_epoch resumes a schedule as torch's does", function()
   end)
 end)
 
+describe("get_lr() gives torch's values (its formula once more, for a chainable schedule)", function()
+  for _, c in ipairs(F.get_lr) do
+    it(sched_label(c), function()
+      local opt = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, { lr = 0.1, momentum = c.momentum or 0 })
+      local s = make_sched(opt, c)
+      for k, want in ipairs(c.get_lr) do
+        s:step()
+        near(want, s:get_lr()[1], ("get_lr() after %d steps"):format(k))
+      end
+    end)
+  end
+end)
+
 describe("ChainedScheduler and schedules stepped together", function()
   it("two schedules stepped by hand multiply, as ChainedScheduler's", function()
     local function build()

@@ -14,7 +14,8 @@
 -- there, as PyTorch's. `step(epoch)` jumps to a step (the closed form, as
 -- PyTorch's deprecated step(epoch)). Every schedule takes PyTorch's
 -- last_epoch (-1: a new schedule; k: resume after step k, from the groups'
--- initial_lr) and verbose (print each change); sched.last_epoch reads s
+-- initial_lr) and verbose (print each change, the groups numbered from 1
+-- where PyTorch counts from 0); sched.last_epoch reads s
 -- (last_step). state_dict() / load_state_dict() save and restore s, the
 -- base lrs and the lrs.
 -- @classmod optim.Scheduler
@@ -211,6 +212,17 @@ function Scheduler:get_last_lr()
   local lrs = {}
   for i, v in ipairs(self._last_lr or self:_lrs()) do lrs[i] = v end
   return require("ember._listing").list(lrs) -- print(sched:get_last_lr()) shows them
+end
+
+--- PyTorch's get_lr(): the lrs the schedule's formula gives at the current
+-- step. For a chainable schedule that is its step's change applied once
+-- more to the lrs in use (PyTorch warns about it: get_last_lr() is the lrs
+-- in use); for a closed-form one, the lrs in use.
+function Scheduler:get_lr()
+  if not self.chain then return self:get_last_lr() end
+  local lrs = {}
+  for i, g in ipairs(self:_groups()) do lrs[i] = self:chain(g.lr, self.last_step, i) end
+  return require("ember._listing").list(lrs)
 end
 
 --- {last_step=, base_lrs=, _last_lr=}, for checkpoints.
