@@ -91,6 +91,21 @@ describe("optimizers match torch.optim step by step (float64, 20 steps)", functi
   end
 end)
 
+describe("SGD, Adam and AdamW composed of tensor ops (a backend without the fused kernel) match too", function()
+  for _, c in ipairs(O.cases) do
+    if c.optimizer == "SGD" or c.optimizer == "Adam" or c.optimizer == "AdamW" then
+      it(label(c.optimizer, c.options, c.group2) .. (c.set_to_none == false and " zero_grad(false)" or ""), function()
+        local opt, p1, p2 = make(c)
+        opt.composed = true
+        for t = 1, O.steps do
+          step(opt, p1, p2, t, c.set_to_none)
+          check_step(c, t, p1, p2)
+        end
+      end)
+    end
+  end
+end)
+
 describe("a state_dict round trip mid-run (through a file) continues torch's trajectory", function()
   for _, c in ipairs(O.cases) do
     it(label(c.optimizer, c.options, c.group2), function()
