@@ -14,6 +14,10 @@
 --    experts, then the top-k probabilities, renormalised to sum 1 only with
 --    `norm_topk_prob = true` (default false, as those configs).
 --
+-- (With top_k = 1, Mixtral's rule gives every token the weight 1 and the
+-- router learns from the auxiliary losses only; Switch Transformer's top-1
+-- is "softmax_topk".)
+--
 -- Each expert is an nn.FeedForward(d_model, d_ff, {activation = "swiglu",
 -- bias = false}): `w2(silu(w1 x) * w3 x)`. Routing is dropless and the same
 -- in training and evaluation (no capacity, no token dropped): the k * T
@@ -200,7 +204,7 @@ function MoE:forward(x)
   -- back in (token, choice) order: the inverse permutation, then each token's
   -- k rows weighted and summed; index_select's backward
   -- is an index_add, cheaper than index_add's own (a gather over [T * k, d])
-  local ys = #outs == 1 and outs[1] or ember.cat(outs, 1)
+  local ys = #outs == 0 and rows or #outs == 1 and outs[1] or ember.cat(outs, 1) -- none: no token
   ys = ys:index_select(1, order:argsort()):view(T, k, d)
   local out = (ys * w:unsqueeze(3)):sum(2):to(x.dtype)
   if self.shared_experts then
@@ -209,10 +213,15 @@ function MoE:forward(x)
     out = out + s:to(x.dtype)
   end
   -- the auxiliary losses: Switch/Mixtral load balancing, ST-MoE's z-loss
-  local f = counts:to(probs.dtype) / math.max(T, 1)
+  local f = counts:to(probs.dtype) / T
   -- rawset: a tensor that requires grad assigned to a field would become a parameter
-  rawset(self, "aux_loss", (f * probs:mean(1)):sum() * E)
-  rawset(self, "z_loss", rl:logsumexp(-1):pow(2):mean())
+  if T == 0 then -- no token: zero losses (a mean over no token would be NaN)
+    rawset(self, "aux_loss", probs:sum() * 0)
+    rawset(self, "z_loss", rl:sum() * 0)
+  else
+    rawset(self, "aux_loss", (f * probs:mean(1)):sum() * E)
+    rawset(self, "z_loss", rl:logsumexp(-1):pow(2):mean())
+  end
   rawset(self, "tokens_per_expert", counts)
   rawset(self, "router_logits", logits)
   return out:reshape(x.shape)
