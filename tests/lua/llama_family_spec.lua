@@ -189,6 +189,9 @@ describe("models.Llama.from_pretrained loads the Llama family and matches PyTorc
       "model_type 'mistral' has no attention biases")
     raises_here(function() Llama(with { model_type = "qwen2", layer_types = { "full_attention", "x" } }) end,
       "config.layer_types must list num_hidden_layers (1) names")
+    raises_here(function() Llama(with { rope_interleaved = true }) end, "config.rope_interleaved must be false here")
+    -- SmolLM2's configs (nanotron's keys) load
+    assert.are.equal(16, Llama(with { is_llama_config = true, rope_interleaved = false }).config.hidden_size)
     -- the same through a folder, named by from_pretrained
     local dir = tmpdir()
     local cfg = ember._json_decode(read(fixtures.cases.llama31.folder .. "/config.json"))

@@ -33,10 +33,10 @@ local DEFAULTS = { rms_norm_eps = 1e-6, rope_theta = 10000.0, tie_word_embedding
 -- here (ids of special tokens, bookkeeping); accepted and ignored.
 local IGNORED = {
   "architectures", "torch_dtype", "transformers_version", "bos_token_id", "use_cache", "pretraining_tp", "attention_dropout",
-  "_name_or_path",
+  "_name_or_path", "is_llama_config", -- (SmolLM2's configs)
 }
 -- Keys accepted only with the value this implementation computes.
-local FIXED = { hidden_act = "silu", mlp_bias = false }
+local FIXED = { hidden_act = "silu", mlp_bias = false, rope_interleaved = false }
 -- Keys read here besides those above.
 local OWN = {
   "model_type", "num_key_value_heads", "head_dim", "rope_scaling", "rope_parameters", "max_position_embeddings",

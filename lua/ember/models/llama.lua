@@ -277,6 +277,13 @@ end
 -- `max_position_embeddings` (for the dynamic and yarn scalings),
 -- `sliding_window`, `use_sliding_window`, `max_window_layers`,
 -- `layer_types` as the class's list says; an unknown key is an error.
+-- @usage local Llama = require("ember.models").Llama
+-- -- Llama 3.1's rope scaling, and a head width of its own (as Qwen3's configs give)
+-- local m = Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
+--   num_attention_heads = 2, head_dim = 12, rope_theta = 500000.0, rope_scaling = {rope_type = "llama3",
+--   factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 64}}
+-- print(m.model.layers[1].self_attn.q_proj.weight.shape)   --> ember.Size{24, 16}
+-- print(m(ember.tensor({{3, 1, 4}}, {dtype = "int64"})).shape)   --> ember.Size{1, 3, 50}
 function Llama:__init(config)
   local c = check_config(config, "Llama")
   self.config = c
