@@ -19,6 +19,12 @@
 --             attention_factor (default 0.1 ln(factor) + 1, or
 --             mscale(factor, mscale) / mscale(factor, mscale_all_dim))
 --
+-- yarn's factor is rope_scaling.factor and its ramp's context
+-- original_max_position_embeddings (else max_position_embeddings), as
+-- transformers 5 computes them; some 4.x releases instead replaced factor
+-- by max_position_embeddings / original_max_position_embeddings whenever
+-- the latter was given (DeepSeek-V3's configs), which differs where the two
+-- disagree.
 -- The math is in float64 (transformers computes inv_freq in float32).
 -- `check` validates a config's table and returns its normalized form (nil
 -- for "default"); `frequencies` gives MultiHeadAttention's rope_table its
