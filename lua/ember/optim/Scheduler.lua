@@ -32,9 +32,11 @@ function Scheduler:extend(name)
     o:__init(...)
     return o
   end })
-  -- sched.last_epoch, PyTorch's name, reads last_step
+  -- PyTorch's names read ember's: sched.last_epoch (last_step),
+  -- ReduceLROnPlateau's num_bad_epochs (num_bad_steps)
   cls.__index = function(t, k)
     if k == "last_epoch" then return rawget(t, "last_step") end
+    if k == "num_bad_epochs" then return rawget(t, "num_bad_steps") end
     return cls[k]
   end
   cls.__name, cls.__tostring = name, self.__tostring
@@ -225,17 +227,18 @@ function Scheduler:get_lr()
   return require("ember._listing").list(lrs)
 end
 
---- {last_step=, base_lrs=, _last_lr=}, for checkpoints.
+--- {last_step=, last_epoch= (the same, PyTorch's name), base_lrs=, _last_lr=}, for checkpoints.
 function Scheduler:state_dict()
   local base, last = {}, {}
   for i, v in ipairs(self.base_lrs) do base[i] = v end
   for i, v in ipairs(self:get_last_lr()) do last[i] = v end
-  return { last_step = self.last_step, base_lrs = base, _last_lr = last }
+  return { last_step = self.last_step, last_epoch = self.last_step, base_lrs = base, _last_lr = last }
 end
 
 --- Restores a state_dict() (checked against the optimizer's groups).
 -- @tparam table sd
 function Scheduler:load_state_dict(sd)
+  if type(sd) == "table" and sd.last_step == nil then sd.last_step = sd.last_epoch end -- PyTorch's name
   if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
     self:_error("load_state_dict: expected {last_step = integer, base_lrs = {...}}")
   end
