@@ -25,7 +25,9 @@ end
 function ConstantPad3d:forward(x) return padding.forward(self, x, "constant", self.value) end
 
 --- The padding and value, for printing.
-function ConstantPad3d:extra_repr() return ("padding=%s, value=%g"):format(padding.repr(self), self.value) end
+function ConstantPad3d:extra_repr()
+  return ("padding=%s, value=%s"):format(padding.repr(self), padding.py_number(self.value))
+end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 ConstantPad3d.forward = require("ember._errors").wrap(ConstantPad3d.forward)

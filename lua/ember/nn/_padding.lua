@@ -65,6 +65,17 @@ function M.args(who, names, ...)
   return ...
 end
 
+-- A number as Python prints it: an integer as is, a float in the fewest digits that read
+-- back as it, with ".0" when they have no point (value=-2.0, value=0.5).
+function M.py_number(v)
+  if math.type(v) == "integer" then return tostring(v) end
+  for digits = 1, 17 do
+    local s = ("%." .. digits .. "g"):format(v)
+    if tonumber(s) == v then return s:find("[%.eni]") and s or s .. ".0" end
+  end
+  return tostring(v)
+end
+
 -- PyTorch's text of the padding: (left, right, top, bottom[, front, back]).
 function M.repr(self) return "(" .. table.concat(self.padding, ", ") .. ")" end
 

@@ -1,0 +1,80 @@
+"""PyTorch 1.13's values for the nn modules that call nn.functional's rules
+(tests/lua/nn_wrappers_spec.lua): tests/fixtures/nn_wrappers.lua.
+
+    /usr/bin/python3 tests/gen_nn_wrappers.py
+
+A pad case is torch's padding module (`torch`, its constructor's text) on a
+float64 input x: the output, the gradient of sum(out * w) for x, and
+str(module). ZeroPad1d and ZeroPad3d are PyTorch 2.1's (1.13 has only
+ZeroPad2d): their values are ConstantPad1d/3d's with value 0, and their
+repr the padding alone, as 2.1 prints them. `containers` holds a module with
+a ParameterList and a ParameterDict: its state dict (torch's names, in
+order), the output of a forward that uses every parameter, and each
+parameter's gradient.
+"""
+import torch
+import torch.nn as tnn
+
+from fixture_writer import Writer
+
+SEED = 2718
+torch.manual_seed(SEED)
+
+
+def pad_case(name, ctor, mod, shape, repr_=None):
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    out = mod(x)
+    w = torch.randn(out.shape, dtype=torch.float64)
+    (out * w).sum().backward()
+    return {"name": name, "ctor": ctor, "x": x, "w": w, "out": out, "grad_x": x.grad,
+            "repr": repr_ or str(mod)}
+
+
+def pads():
+    return [
+        pad_case("ConstantPad3d", "nn.ConstantPad3d({1, 0, 2, 1, 0, 3}, 0.5)",
+                 tnn.ConstantPad3d((1, 0, 2, 1, 0, 3), 0.5), (2, 2, 3, 4, 4)),
+        pad_case("ConstantPad3d_crop", "nn.ConstantPad3d({-1, 2, 1, -1, 1, 0}, -2.0)",
+                 tnn.ConstantPad3d((-1, 2, 1, -1, 1, 0), -2.0), (2, 3, 4, 4)),
+        pad_case("ReflectionPad3d", "nn.ReflectionPad3d({1, 2, 0, 1, 2, 1})",
+                 tnn.ReflectionPad3d((1, 2, 0, 1, 2, 1)), (2, 2, 3, 4, 4)),
+        pad_case("ReflectionPad3d_unbatched", "nn.ReflectionPad3d(1)", tnn.ReflectionPad3d(1), (2, 3, 3, 3)),
+        pad_case("ReplicationPad3d", "nn.ReplicationPad3d({2, 0, 1, 1, 0, 3})",
+                 tnn.ReplicationPad3d((2, 0, 1, 1, 0, 3)), (2, 2, 3, 4, 4)),
+        pad_case("ReplicationPad3d_unbatched", "nn.ReplicationPad3d(2)", tnn.ReplicationPad3d(2), (2, 2, 3, 2)),
+        pad_case("ZeroPad1d", "nn.ZeroPad1d({2, 1})", tnn.ConstantPad1d((2, 1), 0.0), (2, 3, 4), "ZeroPad1d((2, 1))"),
+        pad_case("ZeroPad3d", "nn.ZeroPad3d(1)", tnn.ConstantPad3d(1, 0.0), (1, 2, 2, 3, 2),
+                 "ZeroPad3d((1, 1, 1, 1, 1, 1))"),
+    ]
+
+
+class Holder(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gains = tnn.ParameterList([tnn.Parameter(torch.randn(4, dtype=torch.float64)) for _ in range(3)])
+        self.heads = tnn.ParameterDict({"text": tnn.Parameter(torch.randn(4, 2, dtype=torch.float64)),
+                                        "image": tnn.Parameter(torch.randn(4, 2, dtype=torch.float64))})
+
+    def forward(self, x):
+        for g in self.gains:
+            x = x * g
+        return x @ self.heads["image"] + (x * x) @ self.heads["text"]
+
+
+def containers():
+    m = Holder()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    out = m(x)
+    out.sum().backward()
+    names = list(m.state_dict().keys())
+    return {"names": names, "state": [m.state_dict()[n] for n in names], "x": x, "out": out,
+            "grads": [dict(m.named_parameters())[n].grad for n in names]}
+
+
+def main():
+    Writer(keys="auto").write("tests/fixtures/nn_wrappers.lua", "tests/gen_nn_wrappers.py",
+                              {"seed": SEED, "pads": pads(), "containers": containers()})
+
+
+if __name__ == "__main__":
+    main()
