@@ -430,7 +430,9 @@ describe("nn.EmbeddingBag", function()
     raises_here(function() local _ = nn.Embedding(5, 2, { padding_idx = 6 }) end,
       "Embedding: padding_idx must be an id in 1..5, got 6")
     raises_here(function() local _ = nn.Embedding(5, 2.5) end, "Embedding: embedding_dim must be a positive integer, got 2.5")
-    raises_here(function() local _ = nn.EmbeddingBag(5, 2, { sparse = true }) end, "nn.EmbeddingBag: unknown option 'sparse'")
+    raises_here(function() local _ = nn.EmbeddingBag(5, 2, { sparse = true }) end,
+      "nn.EmbeddingBag: sparse gradients are not supported (sparse = true)")
+    raises_here(function() local _ = nn.EmbeddingBag(5, 2, { sparce = true }) end, "nn.EmbeddingBag: unknown option 'sparce'")
     raises_here(function() local _ = m(ids) end, "EmbeddingBag.forward: a 1-d input needs offsets")
     raises_here(function() local _ = m(ids:float(), ember.tensor({ 1 }, "int64")) end,
       "EmbeddingBag.forward: input must be int64 ids (1-based)")

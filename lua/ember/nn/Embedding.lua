@@ -121,16 +121,7 @@ function Embedding._lookup(who, weight, ids, padding_idx, o)
   if not ember.is_tensor(ids) then error(who .. ": expected an int64 tensor of ids, got " .. type(ids)) end
   if ids.dtype ~= "int64" then error(who .. ": ids must be int64 (1-based), got " .. ids.dtype) end
   local flat = ids:reshape(-1)
-  if o and o.max_norm and flat:numel() > 0 and flat:min():item() >= 1 and flat:max():item() <= weight.shape[1] then
-    -- torch's embedding_renorm_: the looked-up rows above max_norm, scaled in place
-    ember.no_grad(function()
-      local u = ember.unique(flat)
-      local rows = weight:index_select(1, u)
-      local norm = rows:norm(o.norm_type, 2, true)
-      local scale = ember.where(norm:gt(o.max_norm), o.max_norm / (norm + 1e-7), ember.ones_like(norm))
-      weight:index_put_({ u }, rows * scale)
-    end)
-  end
+  if o and o.max_norm then Embedding._renorm_(weight, flat, o.max_norm, o.norm_type) end
   local ok, out = pcall(ember.embedding, weight, ids)
   if not ok then -- an id out of range: named by the caller (PyTorch's 0-based ids are the usual cause)
     error(who .. ": " .. tostring(out):gsub("^[^\n]-:%d+: ", ""):gsub("^ember%.embedding: ", ""))
@@ -140,15 +131,35 @@ function Embedding._lookup(who, weight, ids, padding_idx, o)
     local pad = ids:eq(padding_idx):unsqueeze(-1)
     out = ember.where(pad, weight[padding_idx]:detach(), out)
   end
-  if o and o.scale_grad_by_freq and out.requires_grad and flat:numel() > 0 then
-    -- each position's gradient divided by its id's count in this call (bincount's 0-based values: id - 1)
-    local count = ember.bincount(flat - 1):index_select(1, flat):to(out.dtype)
-    local shape = { table.unpack(ids.shape) }
-    shape[#shape + 1] = 1
-    local s = (1 / count):view(shape)
-    out:register_hook(function(g) return g * s end)
-  end
+  if o and o.scale_grad_by_freq then Embedding._scale_grad_by_freq(out, ids) end
   return out
+end
+
+-- torch's embedding_renorm_: the rows of `weight` that the ids `flat` look
+-- up and whose norm_type-norm exceeds max_norm, scaled in place to
+-- max_norm / (norm + 1e-7) times themselves (nn.EmbeddingBag's too). Ids
+-- out of range are left to the lookup's error.
+function Embedding._renorm_(weight, flat, max_norm, norm_type)
+  if flat:numel() == 0 or flat:min():item() < 1 or flat:max():item() > weight.shape[1] then return end
+  ember.no_grad(function()
+    local u = ember.unique(flat)
+    local rows = weight:index_select(1, u)
+    local norm = rows:norm(norm_type, 2, true)
+    local scale = ember.where(norm:gt(max_norm), max_norm / (norm + 1e-7), ember.ones_like(norm))
+    weight:index_put_({ u }, rows * scale)
+  end)
+end
+
+-- scale_grad_by_freq: the gradient reaching `out` (the rows looked up for
+-- `ids`, [..., dim]) divided at each position by its id's count in the call.
+function Embedding._scale_grad_by_freq(out, ids)
+  if not out.requires_grad or ids:numel() == 0 then return end
+  local flat = ids:reshape(-1)
+  local count = ember.bincount(flat - 1):index_select(1, flat):to(out.dtype) -- bincount's 0-based values: id - 1
+  local shape = { table.unpack(ids.shape) }
+  shape[#shape + 1] = 1
+  local s = (1 / count):view(shape)
+  out:register_hook(function(g) return g * s end)
 end
 
 --- The sizes (and padding_idx), for printing.

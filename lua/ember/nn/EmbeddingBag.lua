@@ -1,6 +1,8 @@
---- nn.EmbeddingBag(num_embeddings, embedding_dim [, {mode="mean", padding_idx=, include_last_offset=false, dtype=, device=}]):
+--- nn.EmbeddingBag(num_embeddings, embedding_dim [, {mode="mean", padding_idx=, include_last_offset=false,
+-- max_norm=, norm_type=2, scale_grad_by_freq=false, sparse=false, dtype=, device=}]):
 -- the sums, means or maxima of bags of embeddings, without making the
 -- [bags, length, dim] tensor of nn.Embedding first, as torch.nn.EmbeddingBag.
+-- max_norm, norm_type and scale_grad_by_freq (not with mode "max") as nn.Embedding's.
 --
 -- forward(input [, offsets [, per_sample_weights]]) (or
 -- forward(input, {offsets=, per_sample_weights=})) takes 1-based int64 ids:
@@ -46,7 +48,8 @@ local MODES = { sum = true, mean = true, max = true }
 
 function EmbeddingBag:__init(num_embeddings, embedding_dim, opts)
   opts = Module.check_options("nn.EmbeddingBag", opts,
-    { "mode", "padding_idx", "include_last_offset", "dtype", "device" })
+    { "mode", "padding_idx", "include_last_offset", "max_norm", "norm_type", "scale_grad_by_freq", "sparse", "dtype",
+      "device" })
   -- sizes, padding_idx and weight: nn.Embedding's
   Embedding._init_weight(self, "EmbeddingBag", num_embeddings, embedding_dim, opts)
   local mode = opts.mode or "mean"
@@ -55,6 +58,12 @@ function EmbeddingBag:__init(num_embeddings, embedding_dim, opts)
   end
   self.mode = mode
   self.include_last_offset = opts.include_last_offset == true
+  -- max_norm, norm_type, scale_grad_by_freq as nn.Embedding's (sparse = true refused)
+  local o = Embedding._lookup_options("nn.EmbeddingBag", opts)
+  if o.scale_grad_by_freq and mode == "max" then
+    error("EmbeddingBag: scale_grad_by_freq is not supported with mode \"max\" (as PyTorch)")
+  end
+  self.max_norm, self.norm_type, self.scale_grad_by_freq = o.max_norm, o.norm_type, o.scale_grad_by_freq
 end
 
 local WHO = "EmbeddingBag.forward"
@@ -168,7 +177,9 @@ function EmbeddingBag._bag(self, who, input, offsets, per_sample_weights)
   end
   local iopts = { dtype = "int64", device = ids.device }
   local bag_of = ember.repeat_interleave(ember.arange(1, B + 1, iopts), ember.tensor(lens, iopts))
+  if self.max_norm then Embedding._renorm_(self.weight, ids, self.max_norm, self.norm_type) end
   local emb = ember.embedding(self.weight, ids) -- [n, D]
+  if self.scale_grad_by_freq then Embedding._scale_grad_by_freq(emb, ids) end
   local keep = self.padding_idx and ids:ne(self.padding_idx) or nil
   if self.mode == "max" then
     -- the bags as a [B, longest, D] block; the empty places and the
@@ -206,6 +217,9 @@ function EmbeddingBag:extra_repr()
   local s = ("%d, %d, mode=%s"):format(self.num_embeddings, self.embedding_dim, self.mode)
   if self.padding_idx then s = s .. ", padding_idx=" .. self.padding_idx end
   if self.include_last_offset then s = s .. ", include_last_offset=true" end
+  if self.max_norm then s = s .. (", max_norm=%g"):format(self.max_norm) end
+  if self.norm_type ~= 2 then s = s .. (", norm_type=%g"):format(self.norm_type) end
+  if self.scale_grad_by_freq then s = s .. ", scale_grad_by_freq=true" end
   return s
 end
 
