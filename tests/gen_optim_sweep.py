@@ -273,6 +273,14 @@ SCHED_SPECS = [
         {"scheduler": "ConstantLR", "options": {"factor": 0.5, "total_iters": 5}},
         {"scheduler": "ExponentialLR", "options": {"gamma": 0.9}},
         {"scheduler": "StepLR", "options": {"step_size": 5, "gamma": 0.5}}], "milestones": [8, 25]},
+    {"scheduler": "SequentialLR", "schedulers": [
+        {"scheduler": "ExponentialLR", "options": {"gamma": 0.9}},
+        {"scheduler": "MultiplicativeLR", "options": {"lr_lambda": "mul98"}},
+        {"scheduler": "LambdaLR", "options": {"lr_lambda": "inv"}}], "milestones": [10, 30]},
+    {"scheduler": "SequentialLR", "schedulers": [
+        {"scheduler": "LinearLR", "options": {"start_factor": 0.2, "total_iters": 5}},
+        {"scheduler": "CyclicLR", "options": {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 4}}],
+     "milestones": [5], "momentum": 0.9},
     {"scheduler": "ChainedScheduler", "schedulers": [
         {"scheduler": "ConstantLR", "options": {"factor": 0.5, "total_iters": 4}},
         {"scheduler": "ExponentialLR", "options": {"gamma": 0.95}}]},
