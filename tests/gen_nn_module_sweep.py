@@ -832,8 +832,74 @@ def rest():
         case(name + "_eval", "nn.%s(0.3)" % name, getattr(tnn, name)(0.3), {"x": x(*shape)}, *one(), repr=False)
 
 
+# ---------------------------------------------------------------- random option combinations
+def fuzz():
+    import random
+    rng = random.Random(SEED)
+
+    def lua_size(v):
+        return str(v) if isinstance(v, int) else "{" + ", ".join(str(e) for e in v) + "}"
+
+    for k in range(24):
+        nd = rng.choice([1, 2])
+        transpose = rng.random() < 0.4
+        g = rng.choice([1, 1, 2])
+        cin, cout = g * rng.randint(1, 2), g * rng.randint(1, 2)
+        ks = [rng.randint(1, 3) for _ in range(nd)]
+        st = [rng.randint(1, 3) for _ in range(nd)]
+        dl = [rng.randint(1, 2) for _ in range(nd)]
+        pd = [rng.randint(0, (d * (kk - 1)) // 2) for kk, d in zip(ks, dl)]
+        bias = rng.random() < 0.7
+        opts = {"stride": st, "padding": pd, "dilation": dl, "groups": g}
+        if transpose:
+            op = [rng.randint(0, max(s_, d) - 1) for s_, d in zip(st, dl)]
+            opts["output_padding"] = op
+            name = "ConvTranspose%dd" % nd
+        else:
+            name = "Conv%dd" % nd
+            if rng.random() < 0.3:
+                opts["padding_mode"] = rng.choice(["reflect", "replicate", "circular"])
+        spatial = [rng.randint(dl_ * (kk - 1) + 2, 7) for kk, dl_ in zip(ks, dl)]
+        t = getattr(tnn, name)(cin, cout, tuple(ks) if nd == 2 else ks[0], bias=bias,
+                               **{k_: (tuple(v) if nd == 2 else v[0]) if isinstance(v, list) else v for k_, v in opts.items()})
+        lo = ", ".join("%s = %s" % (k_, lua_size(v if nd == 2 else v[0]) if isinstance(v, list) else
+                                     ('"%s"' % v if isinstance(v, str) else v)) for k_, v in opts.items())
+        ctor = "nn.%s(%d, %d, %s, {%s, bias = %s})" % (name, cin, cout, lua_size(ks if nd == 2 else ks[0]), lo,
+                                                       "true" if bias else "false")
+        try:
+            case("fuzz_%02d_%s" % (k, name), ctor, t, {"x": x(2, cin, *spatial)}, *one(), repr=False)
+        except RuntimeError:
+            CASES.pop() if CASES and CASES[-1]["name"].startswith("fuzz_%02d" % k) else None
+    for k in range(10):
+        kind = rng.choice(["RNN", "LSTM", "GRU"])
+        L = rng.randint(1, 3)
+        bi, bf, bias = rng.random() < 0.5, rng.random() < 0.5, rng.random() < 0.7
+        inp, hid = rng.randint(1, 3), rng.randint(2, 4)
+        kw = dict(num_layers=L, bidirectional=bi, batch_first=bf, bias=bias)
+        lo = "num_layers = %d, bidirectional = %s, batch_first = %s, bias = %s" % (L, str(bi).lower(), str(bf).lower(), str(bias).lower())
+        proj = 0
+        if kind == "LSTM" and rng.random() < 0.4:
+            proj = rng.randint(1, hid - 1)
+            kw["proj_size"] = proj
+            lo += ", proj_size = %d" % proj
+        if kind == "RNN" and rng.random() < 0.5:
+            kw["nonlinearity"] = "relu"
+            lo += ', nonlinearity = "relu"'
+        t = getattr(tnn, kind)(inp, hid, **kw)
+        T, N, D = rng.randint(1, 4), rng.randint(1, 3), 2 if bi else 1
+        xin = x(N, T, inp) if bf else x(T, N, inp)
+        h = x(D * L, N, proj or hid)
+        if kind == "LSTM":
+            c = x(D * L, N, hid)
+            case("fuzz_rnn_%02d_%s" % (k, kind), "nn.LSTM(%d, %d, {%s})" % (inp, hid, lo), t, {"x": xin, "h": h, "c": c},
+                 "return m(x, {h, c})", lambda m, x, h, c: m(x, (h, c)), repr=False)
+        else:
+            case("fuzz_rnn_%02d_%s" % (k, kind), "nn.%s(%d, %d, {%s})" % (kind, inp, hid, lo), t, {"x": xin, "h": h},
+                 "return m(x, h)", lambda m, x, h: m(x, h), repr=False)
+
+
 def main():
-    for f in (linear, embeddings, convs, norms, rmsnorm, rnns, transformers, activations, losses, shapes, more, rest, inits, refusals):
+    for f in (linear, embeddings, convs, norms, rmsnorm, rnns, transformers, activations, losses, shapes, more, rest, fuzz, inits, refusals):
         f()
     SweepWriter(keys="auto", sep=",").write("tests/fixtures/nn_module_sweep.lua", "tests/gen_nn_module_sweep.py",
                                             {"seed": SEED, "cases": CASES, "inits": INITS, "refuse": REFUSE})
