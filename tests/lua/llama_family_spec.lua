@@ -122,6 +122,20 @@ describe("models.Llama.from_pretrained loads the Llama family and matches PyTorc
     assert(err("qwen2_sliding", { max_window_layers = 0 }) > 1e-2, "qwen2 max_window_layers")
   end)
 
+  it("rotary tables: a scaled one is built once; dynamic past the max, one per call for every layer", function()
+    local info = nn.MultiHeadAttention.rope_cache_info
+    local ids = T(fixtures.cases.llama31.ids)
+    local m = Llama.from_pretrained(fixtures.cases.llama31.folder)
+    logits(m, ids)
+    local b = info().builds
+    logits(m, ids)
+    assert.are.equal(b, info().builds)
+    m = Llama.from_pretrained(fixtures.cases.llama_dynamic.folder) -- 2 layers, 7 positions past max 5
+    b = info().builds
+    logits(m, ids)
+    assert.are.equal(b + 1, info().builds)
+  end)
+
   it("transformers 5's rope_parameters (rope_theta inside) gives the same model", function()
     local case = fixtures.cases.llama31
     local cfg = ember._json_decode(read(case.folder .. "/config.json"))

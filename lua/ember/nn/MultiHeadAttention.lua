@@ -264,10 +264,15 @@ end
 -- once = true for frequencies of this call only (dynamic NTK): then only
 -- the call's rows are built, and not kept}.
 local rope_tables, rope_builds = {}, 0
+local last_once -- the last call-only table: every layer of a call, q and k, asks for the same
 
 local function rope_table(dh, base, device, dtype, first, L, freq)
   local key = freq and ("%s|%s|%s"):format(freq.key, device, dtype) or ("%d|%.17g|%s|%s"):format(dh, base, device, dtype)
   local once = freq and freq.once
+  if once then
+    key = ("%s|%d|%d"):format(key, first, L)
+    if last_once and last_once.key == key then return last_once.t, 1, L end
+  end
   local t = not once and rope_tables[key] or nil
   if not t or t.n < first + L then
     local n = math.max(first + L, t and 2 * t.n or 64)
@@ -286,7 +291,10 @@ local function rope_table(dh, base, device, dtype, first, L, freq)
     t = { n = n, cos = ember.cat({ c, c }, 2):to(device):to(dtype), sin = ember.cat({ -s, s }, 2):to(device):to(dtype),
           cos_half = c:to(device):to(dtype), sin_half = s:to(device):to(dtype) }
     rope_builds = rope_builds + 1
-    if once then return t, 1, L end
+    if once then
+      last_once = { key = key, t = t }
+      return t, 1, L
+    end
     rope_tables[key] = t
   end
   return t, first + 1, L
