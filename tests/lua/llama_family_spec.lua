@@ -16,8 +16,9 @@
 -- the call that made it, as transformers' cache, so the two differ past
 -- max_position_embeddings); chunked cached decoding equals the full forward
 -- where the window slides; the comparisons fail when the variant's part is
--- dropped; save_pretrained round trips; bad configs are refused at the
--- caller's line. nn.MultiHeadAttention's head_dim option: shapes, the old
+-- dropped; save_pretrained round trips; each variant trains (every
+-- parameter gets a gradient) and runs in bfloat16; the rotary tables are
+-- not rebuilt per layer; bad configs are refused at the caller's line. nn.MultiHeadAttention's head_dim option: shapes, the old
 -- init draws unchanged, a float64 gradcheck.
 local ember = require "ember"
 local nn = require "ember.nn"
@@ -134,6 +135,23 @@ describe("models.Llama.from_pretrained loads the Llama family and matches PyTorc
     b = info().builds
     logits(m, ids)
     assert.are.equal(b + 1, info().builds)
+  end)
+
+  it("every variant trains: each parameter gets a gradient (gradient checkpointing on), and runs in bfloat16", function()
+    for _, name in ipairs(NAMES) do
+      local case = fixtures.cases[name]
+      local m = Llama.from_pretrained(case.folder):train():gradient_checkpointing_enable()
+      local ids = T(case.generated)
+      local V = m.config.vocab_size
+      local out = m(ids:narrow(2, 1, 12))
+      nn.CrossEntropyLoss()(out:reshape(-1, V), ids:narrow(2, 2, 12):reshape(-1)):backward()
+      for pname, p in pairs(m:named_parameters()) do
+        assert(p.grad ~= nil and p.grad:abs():sum():item() > 0, name .. ": no gradient for " .. pname)
+      end
+      local lb = logits(m:eval():to("bfloat16"), T(case.ids))
+      assert.are.equal("bfloat16", lb.dtype)
+      assert(max_abs(lb, T(case.logits)) < 1, name .. " bfloat16")
+    end
   end)
 
   it("transformers 5's rope_parameters (rope_theta inside) gives the same model", function()
