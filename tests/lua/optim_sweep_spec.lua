@@ -179,7 +179,8 @@ describe("PyTorch's positional options", function()
   it("are checked: too many, one given twice, a table not last", function()
     local p = ember.zeros(2, { requires_grad = true })
     raises_here(function() optim.SGD({ p }, 0.1, 0.9, 0, 0, false, 1) end,
-      "SGD: takes at most 5 positional options (lr, momentum, dampening, weight_decay, nesterov) and a table of the rest, got 6")
+      "SGD: takes at most 5 positional options (lr, momentum, dampening, weight_decay, nesterov) and a table of "
+      .. "the rest, got 6")
     raises_here(function() optim.SGD({ p }, 0.1, 0.9, { momentum = 0.5 }) end,
       "SGD: momentum is given twice (by position and by name)")
     raises_here(function() optim.SGD({ p }, { lr = 0.1 }, 0.9) end,

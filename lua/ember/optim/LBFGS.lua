@@ -49,13 +49,15 @@ function LBFGS:check_group(g)
   end
 end
 
+local ONE_GROUP = "doesn't support per-parameter options (parameter groups), as PyTorch's"
+
 function LBFGS:__init(...)
   Optimizer.__init(self, ...)
-  if #self.param_groups ~= 1 then self:_error("doesn't support per-parameter options (parameter groups), as PyTorch's") end
+  if #self.param_groups ~= 1 then self:_error(ONE_GROUP) end
 end
 
 --- Refused: LBFGS has one parameter group, as PyTorch's.
-function LBFGS:add_param_group() self:_error("doesn't support per-parameter options (parameter groups), as PyTorch's") end
+function LBFGS:add_param_group() self:_error(ONE_GROUP) end
 
 -- PyTorch's _cubic_interpolate: the minimiser of the cubic through (x1, f1,
 -- g1) and (x2, f2, g2), within bounds (default: between x1 and x2).
