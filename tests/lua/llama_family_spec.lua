@@ -121,6 +121,9 @@ describe("models.Llama.from_pretrained loads the Llama family and matches PyTorc
     assert(err("mistral", { sliding_window = 7 }) > 1e-2, "sliding window")
     assert(err("qwen2_sliding", { use_sliding_window = false }) > 1e-2, "qwen2 sliding layers")
     assert(err("qwen2_sliding", { max_window_layers = 0 }) > 1e-2, "qwen2 max_window_layers")
+    -- layer_types (newer configs) names each layer instead of max_window_layers
+    assert(err("qwen2_sliding", { layer_types = { "full_attention", "sliding_attention" } }) <= F32_TOL, "layer_types")
+    assert(err("qwen2_sliding", { layer_types = { "sliding_attention", "full_attention" } }) > 1e-2, "layer_types swapped")
   end)
 
   it("rotary tables: a scaled one is built once; dynamic past the max, one per call for every layer", function()
