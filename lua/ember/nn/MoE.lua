@@ -20,7 +20,8 @@
 --
 -- Each expert is an nn.FeedForward(d_model, d_ff, {activation = "swiglu",
 -- bias = false}): `w2(silu(w1 x) * w3 x)`. Routing is dropless and the same
--- in training and evaluation (no capacity, no token dropped): the k * T
+-- in training and evaluation unless jitter_noise is set (no capacity, no
+-- token dropped): the k * T
 -- (token, expert) pairs are sorted by expert (argsort), gathered with
 -- index_select, each expert runs once on its own rows, and the rows go back
 -- to token order (the inverse permutation) to be summed with the routing
@@ -62,8 +63,10 @@
 --
 -- Options: router ("topk_softmax" | "softmax_topk"), norm_topk_prob,
 -- activation (nn.FeedForward's, "swiglu"), bias (false), shared_experts (0),
--- shared_d_ff, shared_expert_gate (false), hf_names ("mixtral" | "qwen"),
--- dtype, device. Errors name nn.MoE at the user's line: top_k outside
+-- shared_d_ff, shared_expert_gate (false), jitter_noise (0: Mixtral's
+-- router_jitter_noise, in training only: the block's input, router's and
+-- experts', times U(1 - j, 1 + j)), hf_names ("mixtral" | "qwen"), dtype,
+-- device. Errors name nn.MoE at the user's line: top_k outside
 -- 1..num_experts, non-integer sizes, an input whose last dim is not d_model.
 -- @usage local moe = nn.MoE(64, 128, 8, 2)            -- Mixtral's block: 8 experts, top-2
 -- local y = moe(ember.randn(4, 10, 64))
@@ -85,7 +88,7 @@ local ModuleList = require "ember.nn.ModuleList"
 local MoE = Module:extend("MoE")
 
 local OPTIONS = { "router", "norm_topk_prob", "activation", "bias", "shared_experts", "shared_d_ff",
-                  "shared_expert_gate", "hf_names", "dtype", "device" }
+                  "shared_expert_gate", "jitter_noise", "hf_names", "dtype", "device" }
 local SIZES = { "d_model", "d_ff", "num_experts", "top_k" }
 
 local function positive_integer(name, v)
@@ -131,6 +134,11 @@ function MoE:__init(d_model, d_ff, num_experts, top_k, opts)
     error("nn.MoE: shared_d_ff and shared_expert_gate need shared_experts >= 1")
   end
   if opts.shared_d_ff ~= nil then positive_integer("shared_d_ff", opts.shared_d_ff) end
+  local jitter = opts.jitter_noise or 0
+  if type(jitter) ~= "number" or jitter < 0 or jitter >= 1 then
+    error(("nn.MoE: jitter_noise must be a number in [0, 1), got %s"):format(tostring(jitter)))
+  end
+  self.jitter_noise = jitter
   local hf = opts.hf_names or "mixtral"
   if hf ~= "mixtral" and hf ~= "qwen" then
     error(("nn.MoE: hf_names must be \"mixtral\" or \"qwen\", got %s"):format(tostring(hf)))
@@ -183,6 +191,9 @@ function MoE:forward(x)
   end
   local T = x:numel() // d
   local h = x:reshape(T, d)
+  if self.training and self.jitter_noise > 0 then -- Mixtral's router_jitter_noise: inputs * U(1 - j, 1 + j)
+    h = h * (ember.rand_like(h) * (2 * self.jitter_noise) + (1 - self.jitter_noise))
+  end
   local logits = self.gate(h)
   -- the router in float32 at least (Hugging Face's softmax(..., dtype=torch.float) under bfloat16)
   local rl = logits.dtype == "bfloat16" and logits:float() or logits
