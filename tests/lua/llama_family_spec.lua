@@ -242,6 +242,60 @@ describe("models.Llama.from_pretrained loads the Llama family and matches PyTorc
     raises_here(function() Llama.from_pretrained(dir) end, "Llama.from_pretrained: config.head_dim must be an even")
   end)
 
+  it("the Hub's config.json files of released checkpoints pass the checks (as written, their sizes)", function()
+    -- from_pretrained checks the config before it looks for the weights: a folder with only config.json
+    -- gets as far as the missing model.safetensors
+    local check = require("ember.models._llama_config").check
+    local CONFIGS = {
+      ["Llama-3.2-1B"] = [[{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+        "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
+        "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+        "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256}]],
+      ["Qwen2.5-0.5B-Instruct"] = [[{"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 896,
+        "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 32768,
+        "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": true,
+        "use_sliding_window": false, "vocab_size": 151936}]],
+      ["Qwen3-0.6B"] = [[{"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+        "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
+        "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
+        "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+        "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+        "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936}]],
+      ["Mistral-7B-v0.1"] = [[{"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+        "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+        "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0",
+        "use_cache": true, "vocab_size": 32000}]],
+    }
+    local want = {
+      ["Llama-3.2-1B"] = { head_dim = 64, rope = "llama3", window = nil, qkv_bias = false },
+      ["Qwen2.5-0.5B-Instruct"] = { head_dim = 64, window = nil, qkv_bias = true },
+      ["Qwen3-0.6B"] = { head_dim = 128, window = nil, qkv_bias = false, qk_norm = true },
+      ["Mistral-7B-v0.1"] = { head_dim = 128, window = 4096, qkv_bias = false },
+    }
+    for name, text in pairs(CONFIGS) do
+      local dir = tmpdir()
+      write(dir .. "/config.json", text)
+      raises_here(function() Llama.from_pretrained(dir) end, "has no model.safetensors")
+      local c = check(ember._json_decode(text), "test")
+      local w = want[name]
+      assert.are.equal(w.head_dim, c.head_dim, name)
+      assert.are.equal(w.rope, c.rope_scaling and c.rope_scaling.rope_type, name)
+      assert.are.equal(w.window, c.windows[1], name)
+      assert.are.equal(w.qkv_bias, c.qkv_bias, name)
+      assert.are.equal(w.qk_norm == true, c.qk_norm, name)
+    end
+  end)
+
   it("the model_type says the architecture: q_norm weights in a 'llama' folder are refused, naming them", function()
     local case = fixtures.cases.qwen3
     local cfg = ember._json_decode(read(case.folder .. "/config.json"))
