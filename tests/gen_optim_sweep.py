@@ -110,10 +110,24 @@ OPT_SPECS = [
     ("ASGD", {}, None),
     ("ASGD", {"lr": 0.05, "lambd": 0.01, "alpha": 0.5, "t0": 5, "weight_decay": 0.1}, None),
     ("ASGD", {"lr": 0.05, "t0": 0, "maximize": True}, None),
+    # a second group with its own options, for every optimizer
+    ("Adamax", {"lr": 0.02}, {"lr": 0.05, "betas": [0.8, 0.9], "maximize": True}),
+    # (not a group's own initial_accumulator_value: torch fills every sum from the
+    # constructor's at construction, ember from the group's -- lua/ember/optim/Adagrad.lua)
+    ("Adagrad", {"lr": 0.1, "initial_accumulator_value": 0.2}, {"lr": 0.05, "lr_decay": 0.1}),
+    ("Adadelta", {"lr": 1.0}, {"rho": 0.5, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.01}, {"lr": 0.02, "centered": True, "momentum": 0.5}),
+    ("NAdam", {"lr": 0.02}, {"betas": [0.7, 0.9], "momentum_decay": 0.02}),
+    ("RAdam", {"lr": 0.02}, {"betas": [0.8, 0.9], "weight_decay": 0.05}),
+    ("Rprop", {"lr": 0.02}, {"etas": [0.4, 1.1]}),
+    ("ASGD", {"lr": 0.02}, {"lambd": 0.01, "t0": 3}),
     # zero_grad(set_to_none=False), 1.13's default: p2 steps with a zero gradient every 4th step
     ("SGD", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1}, None, False),
     ("Adam", {"lr": 0.05, "weight_decay": 0.1}, None, False),
     ("RMSprop", {"lr": 0.01, "momentum": 0.5, "centered": True}, None, False),
+    # add_param_group after step 8 (fine-tuning unfreezes p2): p2's gradients before are ignored
+    ("SGD", {"lr": 0.05, "momentum": 0.9}, {"lr": 0.01, "nesterov": True, "momentum": 0.8}, True, 8),
+    ("AdamW", {"lr": 0.02}, {"lr": 0.05, "weight_decay": 0.0}, True, 8),
 ]
 
 
@@ -125,14 +139,16 @@ def torch_kw(kw):
     return out
 
 
-def optimizer_case(name, kw, group2, set_to_none=True):
+def optimizer_case(name, kw, group2, set_to_none=True, add_at=None):
     p1, p2 = P1.clone().requires_grad_(True), P2.clone().requires_grad_(True)
     tkw = torch_kw(kw)
     if name == "NAdam":
         # 1.13's single-tensor loop has the mu_product bug PyTorch 2.0 fixed
         # (lua/ember/optim/NAdam.lua): its foreach path is the algorithm
         tkw["foreach"] = True
-    if group2 is None:
+    if add_at is not None:
+        params = [p1]
+    elif group2 is None:
         params = [p1, p2]
     else:
         params = [{"params": [p1]}, {"params": [p2], **torch_kw(group2)}]
@@ -146,6 +162,8 @@ def optimizer_case(name, kw, group2, set_to_none=True):
         if t % 4 != 0:
             p2.grad = grad_at(t, p2, A2, B2)
         opt.step()
+        if t == add_at:
+            opt.add_param_group({"params": [p2], **torch_kw(group2)})
         traj.append([p1.detach().clone(), p2.detach().clone()])
     torch.set_default_dtype(torch.float64)
     state = sorted(k for k, v in opt.state[p1].items() if v is not None)
@@ -154,6 +172,8 @@ def optimizer_case(name, kw, group2, set_to_none=True):
         case["group2"] = group2
     if not set_to_none:
         case["set_to_none"] = False
+    if add_at is not None:
+        case["add_group_at"] = add_at
     return case
 
 

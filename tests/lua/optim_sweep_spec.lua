@@ -48,7 +48,9 @@ local function make(c)
   local p1 = T(O.p1):requires_grad_(true)
   local p2 = T(O.p2):requires_grad_(true)
   local params = { p1, p2 }
-  if c.group2 then
+  if c.add_group_at then
+    params = { p1 }
+  elseif c.group2 then
     local g2 = copy(c.group2)
     g2.params = { p2 }
     params = { { params = { p1 } }, g2 }
@@ -58,13 +60,20 @@ end
 
 local A1, A2, B1, B2 = T(O.A1), T(O.A2), T(O.B1), T(O.B2)
 
--- Step t of the generator's run: its gradients, then opt:step().
-local function step(opt, p1, p2, t, set_to_none)
+-- Step t of the generator's run: its gradients, then opt:step(); the case's
+-- second group added after step add_group_at (p2's gradients before it are
+-- set and not used).
+local function step(opt, p1, p2, t, set_to_none, case)
   opt:zero_grad(set_to_none)
   local c = math.cos(0.9 * t)
   p1.grad = A1 * p1:detach() + B1 * c
   if t % 4 ~= 0 then p2.grad = A2 * p2:detach() + B2 * c end
   opt:step()
+  if case and t == case.add_group_at then
+    local g = copy(case.group2)
+    g.params = { p2 }
+    opt:add_param_group(g)
+  end
 end
 
 local function check_step(c, t, p1, p2, what)
@@ -80,7 +89,7 @@ describe("optimizers match torch.optim step by step (float64, 20 steps)", functi
     it(label(c.optimizer, c.options, c.group2) .. (c.set_to_none == false and " zero_grad(false)" or ""), function()
       local opt, p1, p2 = make(c)
       for t = 1, O.steps do
-        step(opt, p1, p2, t, c.set_to_none)
+        step(opt, p1, p2, t, c.set_to_none, c)
         check_step(c, t, p1, p2)
       end
       local names = {}
@@ -98,7 +107,7 @@ describe("SGD, Adam and AdamW composed of tensor ops (a backend without the fuse
         local opt, p1, p2 = make(c)
         opt.composed = true
         for t = 1, O.steps do
-          step(opt, p1, p2, t, c.set_to_none)
+          step(opt, p1, p2, t, c.set_to_none, c)
           check_step(c, t, p1, p2)
         end
       end)
@@ -110,9 +119,14 @@ describe("a state_dict round trip mid-run (through a file) continues torch's tra
   for _, c in ipairs(O.cases) do
     it(label(c.optimizer, c.options, c.group2), function()
       local opt, p1, p2 = make(c)
-      for t = 1, 10 do step(opt, p1, p2, t, c.set_to_none) end
+      for t = 1, 10 do step(opt, p1, p2, t, c.set_to_none, c) end
       -- a fresh optimizer on copies of the parameters takes the state; both go on
       local fresh, q1, q2 = make(c)
+      if c.add_group_at and c.add_group_at <= 10 then
+        local g = copy(c.group2)
+        g.params = { q2 }
+        fresh:add_param_group(g)
+      end
       ember.no_grad(function()
         q1:copy_(p1)
         q2:copy_(p2)
@@ -120,8 +134,8 @@ describe("a state_dict round trip mid-run (through a file) continues torch's tra
       if c.set_to_none == false then q2.grad = p2.grad:clone() end -- a zero gradient kept
       fresh:load_state_dict(through_file(opt:state_dict()))
       for t = 11, O.steps do
-        step(opt, p1, p2, t, c.set_to_none)
-        step(fresh, q1, q2, t, c.set_to_none)
+        step(opt, p1, p2, t, c.set_to_none, c)
+        step(fresh, q1, q2, t, c.set_to_none, c)
         check_step(c, t, p1, p2, "the saved one")
         check_step(c, t, q1, q2, "the loaded one")
       end

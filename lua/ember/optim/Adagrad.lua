@@ -3,6 +3,10 @@
 -- torch.optim.Adagrad (foreach taken and ignored), composed of in-place
 -- tensor ops (state: step and sum, PyTorch's names).
 --   d = (maximize and -grad or grad) + weight_decay * p;  clr = lr / (1 + (step - 1) * lr_decay)
+-- A group's own initial_accumulator_value fills its sums (PyTorch fills
+-- every sum at construction from the constructor's value, ignoring the
+-- group's, and a group added later fails at its first step: deliberate
+-- differences).
 --   sum = sum + d^2;  p = p - clr * d / (sqrt(sum) + eps)
 -- @classmod optim.Adagrad
 local ember = require "ember.nn._ember"
