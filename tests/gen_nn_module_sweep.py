@@ -448,9 +448,7 @@ def transformers():
          "return m(s, t, {src_key_padding_mask = kpm, memory_key_padding_mask = kpm})",
          lambda m, s, t, kpm: m(s, t, src_key_padding_mask=kpm, memory_key_padding_mask=kpm), repr=False)
     # MultiheadAttention
-    # the weights (output 2) carry no gradient in ember: core/include/ember_attention.h
-    # ("weights ... detached, for inspection"); their values are compared
-    case = lambda *a, **k: globals()["case"](*a, layout=LAYOUT, detach=(2,), **k)
+    case = lambda *a, **k: globals()["case"](*a, layout=LAYOUT, **k)
     mha = lambda m, q, k, v: m(q, k, v)
     case("MHA", "nn.MultiheadAttention(8, 2)", tnn.MultiheadAttention(8, 2), {"q": x(4, 2, 8), "k": x(6, 2, 8), "v": x(6, 2, 8)},
          "return m(q, k, v)", mha)
@@ -464,6 +462,9 @@ def transformers():
     case("MHA_float_mask_unbatched", "nn.MultiheadAttention(8, 2)", tnn.MultiheadAttention(8, 2),
          {"q": x(4, 8), "k": x(3, 8), "am": x(4, 3)},
          "return m(q, k, k, {attn_mask = am})", lambda m, q, k, am: m(q, k, k, attn_mask=am))
+    case("MHA_causal_weights", "nn.MultiheadAttention(8, 2, {batch_first = true})", tnn.MultiheadAttention(8, 2, batch_first=True),
+         {"q": x(2, 4, 8), "am": causal(4)}, "return m(q, q, q, {is_causal = true, attn_mask = am})",
+         lambda m, q, am: m(q, q, q, attn_mask=am), nograd={"am"})
     case("MHA_no_weights", "nn.MultiheadAttention(8, 2, {batch_first = true})", tnn.MultiheadAttention(8, 2, batch_first=True),
          {"q": x(2, 4, 8)}, "return m(q, q, q, {need_weights = false})", lambda m, q: m(q, q, q, need_weights=False))
 
@@ -695,7 +696,7 @@ def more():
     case("MHA_float_kpm_3d_mask", "nn.MultiheadAttention(8, 2, {batch_first = true})", tnn.MultiheadAttention(8, 2, batch_first=True),
          {"q": x(2, 3, 8), "k": x(2, 4, 8), "am": x(4, 3, 4), "kpm": torch.tensor([[False, False, True, False], [False] * 4])},
          "return m(q, k, k, {attn_mask = am, key_padding_mask = kpm})",
-         lambda m, q, k, am, kpm: m(q, k, k, attn_mask=am, key_padding_mask=kpm), layout=LAYOUT, detach=(2,))
+         lambda m, q, k, am, kpm: m(q, k, k, attn_mask=am, key_padding_mask=kpm), layout=LAYOUT)
     case("Transformer_masks", "nn.Transformer(4, 2, {num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8, dropout = 0.1, batch_first = true, activation = 'gelu'})",
          tnn.Transformer(4, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8, batch_first=True, activation="gelu"),
          {"s": x(2, 5, 4), "t": x(2, 3, 4), "sm": x(5, 5), "mm": x(3, 5), "tk": torch.tensor([[False, False, True], [False] * 3])},

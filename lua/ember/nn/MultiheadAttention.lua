@@ -13,7 +13,12 @@
 --    false, and nil with need_weights = false (the fused kernel's fast
 --    route: ask for weights only when they are needed, as in PyTorch);
 --  * a boolean attn_mask is PyTorch's: true = not allowed to attend; a
---    float one is added to the scores; [L, S] or [B * H, L, S].
+--    float one is added to the scores; [L, S] or [B * H, L, S];
+--  * the weights are differentiable, as torch's (a loss on attention maps
+--    reaches q, k and the q/k projections): while gradients are recorded
+--    they are recomputed by core ops from the same projections (the fused
+--    kernel's are constants); they are the probabilities before dropout,
+--    and a row every key of which is masked has weights 0 (torch's: NaN).
 -- A torch.nn.MultiheadAttention state dict (in_proj_weight, ...) loads, as
 -- into nn.MultiHeadAttention.
 -- @usage local mha = nn.MultiheadAttention(16, 4)        -- sequence-first, as torch's
@@ -24,6 +29,7 @@
 local Module = require "ember.nn.Module"
 local MHA = require "ember.nn.MultiHeadAttention"
 local errors = require "ember._errors"
+local ember = require "ember.nn._ember"
 
 local TorchMHA = MHA:extend("MultiheadAttention")
 
@@ -86,9 +92,37 @@ function TorchMHA:forward(query, key, value, opts)
     if m.dtype == "bool" then o.block_mask = m else o.attn_mask = m end
   end
   local y, w = MHA.forward(self, q, k, v, o)
+  if w ~= nil and ember.is_grad_enabled() then w = self:_weights_with_grad(q, k, o) end
   if batched and not self.batch_first then y = y:transpose(1, 2) end
   if w ~= nil and opts.average_attn_weights ~= false then w = w:mean(w.ndim - 2) end
   return y, w
+end
+
+-- The attention weights [B, H, L, S] of batch-first q [B, L, E] over k
+-- [B, S, kdim] with the masks of `o` (attn_mask float, block_mask bool,
+-- key_padding_mask bool [B, S], causal bottom-right), composed of core ops
+-- so that they carry a gradient; a row with every key masked is 0, as the
+-- kernel's.
+function TorchMHA:_weights_with_grad(q, k, o)
+  local B, L, S, H = q.shape[1], q.shape[2], k.shape[2], self.heads
+  local hd = self.q_proj.weight.shape[1] // H
+  local qp = self.q_proj(q):view(B, L, H, hd):transpose(2, 3)
+  local kp = self.k_proj(k):view(B, S, H, hd):transpose(2, 3)
+  local s = qp:matmul(kp:transpose(3, 4)) * (1 / math.sqrt(hd))
+  if o.attn_mask ~= nil then s = s + o.attn_mask:to(s.dtype) end
+  local blocked = o.block_mask
+  if o.key_padding_mask ~= nil then
+    local kb = o.key_padding_mask:view(B, 1, 1, S)
+    blocked = blocked and blocked:logical_or(kb) or kb
+  end
+  if o.causal then
+    local c = ember.triu(ember.ones({ L, S }, { dtype = "bool", device = s.device }), S - L + 1)
+    blocked = blocked and blocked:logical_or(c) or c
+  end
+  s = s:expand(B, H, L, S)
+  if blocked ~= nil then s = s:masked_fill(blocked:expand(B, H, L, S), -math.huge) end
+  local dead = s:eq(-math.huge):all(4):view(B, H, L, 1):expand(B, H, L, S)
+  return s:masked_fill(dead, 0):softmax(4):masked_fill(dead, 0)
 end
 
 --- The sizes, for printing.
