@@ -58,13 +58,15 @@ describe("nn.MoE against PyTorch (Hugging Face's blocks, float64)", function()
     end)
   end
 
-  it("torch_state_dict writes Mixtral's names, or Qwen's with hf_names = \"qwen\"", function()
+  it("torch_state_dict writes Mixtral's names, or Qwen's or DeepSeek's by hf_names", function()
     local mix = parity.case(F, "mixtral")
     assert.are.same(sorted_names(mix.state), sorted_names(build(mix):torch_state_dict()))
     local qwen = parity.case(F, "qwen2_shared_gate")
     local m = build(qwen, { hf_names = "qwen" })
     assert.are.same(sorted_names(qwen.state), sorted_names(m:torch_state_dict()))
     m:load_state_dict(m:torch_state_dict()) -- and back
+    local ds = parity.case(F, "deepseek_shared")
+    assert.are.same(sorted_names(ds.state), sorted_names(build(ds, { hf_names = "deepseek" }):torch_state_dict()))
     -- ember's own names: nn.FeedForward's
     local names = sorted_names(build(mix):state_dict())
     assert.are.same({ "experts.0.linear1.weight", "experts.0.linear2.weight", "experts.0.linear3.weight" },

@@ -58,14 +58,15 @@
 -- layouts as they are: Mixtral's `gate.weight`, `experts.N.w1/w2/w3.weight`,
 -- Qwen/DeepSeek/OLMoE's `experts.N.gate_proj/up_proj/down_proj.weight`,
 -- Qwen2-MoE's `shared_expert.*` (DeepSeek's `shared_experts.*`).
--- `torch_state_dict()` writes Mixtral's names, or Qwen's with `hf_names =
--- "qwen"`.
+-- `torch_state_dict()` writes Mixtral's names, Qwen's with `hf_names =
+-- "qwen"` (Qwen2-MoE's `shared_expert`), or DeepSeek's / OLMoE's with
+-- `hf_names = "deepseek"` (gate_proj, ..., `shared_experts`).
 --
 -- Options: router ("topk_softmax" | "softmax_topk"), norm_topk_prob,
 -- activation (nn.FeedForward's, "swiglu"), bias (false), shared_experts (0),
 -- shared_d_ff, shared_expert_gate (false), jitter_noise (0: Mixtral's
 -- router_jitter_noise, in training only: the block's input, router's and
--- experts', times U(1 - j, 1 + j)), hf_names ("mixtral" | "qwen"), dtype,
+-- experts', times U(1 - j, 1 + j)), hf_names ("mixtral" | "qwen" | "deepseek"), dtype,
 -- device. Errors name nn.MoE at the user's line: top_k outside
 -- 1..num_experts, non-integer sizes, an input whose last dim is not d_model.
 -- @usage local moe = nn.MoE(64, 128, 8, 2)            -- Mixtral's block: 8 experts, top-2
@@ -140,8 +141,8 @@ function MoE:__init(d_model, d_ff, num_experts, top_k, opts)
   end
   self.jitter_noise = jitter
   local hf = opts.hf_names or "mixtral"
-  if hf ~= "mixtral" and hf ~= "qwen" then
-    error(("nn.MoE: hf_names must be \"mixtral\" or \"qwen\", got %s"):format(tostring(hf)))
+  if hf ~= "mixtral" and hf ~= "qwen" and hf ~= "deepseek" then
+    error(("nn.MoE: hf_names must be \"mixtral\", \"qwen\" or \"deepseek\", got %s"):format(tostring(hf)))
   end
   self.d_model, self.d_ff, self.num_experts, self.top_k = d_model, d_ff, num_experts, top_k
   self.router, self.norm_topk_prob = router, router == "topk_softmax" or norm == true
@@ -241,6 +242,7 @@ end
 -- Hugging Face's names of an expert's projections: ember's (FeedForward's) -> theirs.
 local HF = { mixtral = { linear1 = "w1", linear3 = "w3", linear2 = "w2" },
              qwen = { linear1 = "gate_proj", linear3 = "up_proj", linear2 = "down_proj" } }
+HF.deepseek = HF.qwen -- the same projections; the shared MLP keeps the plural `shared_experts`
 
 --- Loads Hugging Face's names as they are: Qwen2-MoE's `shared_expert.*` as
 -- `shared_experts.*`, and each expert's w1/w3/w2 (Mixtral) or
@@ -260,8 +262,9 @@ function MoE:upgrade_state_dict(sd, prefix)
 end
 
 --- torch_state_dict's hook: each expert's linear1/linear3/linear2 under
--- Mixtral's w1/w3/w2, or Qwen's gate_proj/up_proj/down_proj with
--- `hf_names = "qwen"` (Qwen2-MoE's `shared_expert` then too).
+-- Mixtral's w1/w3/w2, or gate_proj/up_proj/down_proj with `hf_names =
+-- "qwen"` (and Qwen2-MoE's `shared_expert`) or `"deepseek"` (DeepSeek's and
+-- OLMoE's names: `shared_experts` stays).
 -- @tparam table sd name -> tensor
 -- @treturn table
 -- @usage local moe = nn.MoE(8, 16, 2, 1)
