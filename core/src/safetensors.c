@@ -6,6 +6,7 @@
 ** give an error, never a crash or a huge allocation.
 */
 #include "ember_safetensors.h"
+#include "ember_bf16.h"
 #include "internal.h"
 
 #include <cJSON.h>
@@ -474,22 +475,6 @@ static em_status read_metadata(const char *path, const cJSON *m, em_safetensors 
   return EM_OK;
 }
 
-/* IEEE binary16 -> binary32, exactly (subnormals, infinities and NaN payloads too). */
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  float f;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112u) << 23) | (man << 13); /* rebias: -15 + 127 */
-  } else {
-    f = (float)man * 0x1p-24f; /* zero or subnormal: man * 2^-24, exact in float32 */
-    return sign ? -f : f;
-  }
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 /* A widened entry's file elements (little-endian already) as dtype's, in a new buffer. */
 static void *widen_elements(const st_entry *e, const void *buf, size_t numel) {
   void *out = malloc(numel ? numel * em_dtype_size(e->dtype) : 1);
@@ -498,7 +483,7 @@ static void *widen_elements(const st_entry *e, const void *buf, size_t numel) {
     if (e->widen == ST_F16) {
       uint16_t h;
       memcpy(&h, (const uint8_t *)buf + 2 * i, 2);
-      ((float *)out)[i] = half_to_float(h);
+      ((float *)out)[i] = em_f16_to_f32(h);
     } else { /* ST_I32 */
       int32_t v;
       memcpy(&v, (const uint8_t *)buf + 4 * i, 4);
@@ -616,9 +601,9 @@ static em_status load_from(const char *path, FILE *fp, uint64_t file_size, em_sa
   bool zip = lb[0] == 'P' && lb[1] == 'K' && lb[2] == 3 && lb[3] == 4;
   bool pickle = lb[0] == 0x80 && lb[1] >= 2 && lb[1] <= 5;
   if ((zip || pickle) && (hlen > file_size - 8 || hlen > ST_MAX_HEADER))
-    return BAD("safetensors_load: '%s' is a PyTorch torch.save file (%s), not safetensors, which "
-               "ember reads: in Python, safetensors.torch.save_file(torch.load(path), "
-               "\"model.safetensors\") converts a state dict", path,
+    return BAD("safetensors_load: '%s' is a PyTorch torch.save file (%s), not safetensors: "
+               "ember.load(path) reads it (a state dict as a table of tensors), or in Python "
+               "safetensors.torch.save_file(torch.load(path), \"model.safetensors\") converts it", path,
                zip ? "a zip archive" : "a pickle");
   if (hlen == 0 || hlen > file_size - 8)
     return BAD("safetensors_load: '%s': header length %llu does not fit the file of %llu bytes "

@@ -25,8 +25,10 @@
 -- neither dtype. `model:load_state_dict(ember.load(path))` converts to the
 -- model's dtypes and maps PyTorch's names (nn.Module.load_state_dict);
 -- `ember.save(model:torch_state_dict(), path)` writes PyTorch's names for
--- torch's load_state_dict. A torch.save file (.pt, .pth) is not read: the
--- error says how to convert it.
+-- torch's load_state_dict. `ember.load` also reads what torch.save wrote
+-- (.pt, .pth, pytorch_model.bin), as torch.load(weights_only=True) does:
+-- state dicts and checkpoints of tensors, dicts, lists and numbers
+-- (ember/_torch_load.lua).
 -- @module checkpoint
 local error = require("ember._errors").error -- raises at the user's line
 local core = require "ember.core"
@@ -305,10 +307,18 @@ end
 -- -> tensor for `model:load_state_dict(ember.load(path))`, an ember.Size, or
 -- the nest of tables it was given), as torch.load: a tensor that required
 -- grad requires it again, an ember.Size is one again; any other safetensors
--- file as a table of its tensors.
+-- file as a table of its tensors. A file torch.save wrote (.pt, .pth,
+-- pytorch_model.bin: PyTorch >= 1.6's zip format) loads as
+-- torch.load(path, map_location="cpu", weights_only=True) would: its
+-- tensors on the CPU (float16 as float32, int32/16/8 and uint8 as int64),
+-- dicts as tables (Python's integer keys kept), lists and tuples as lists,
+-- torch.Size as ember.Size, None as absent; a pickled class of the user's
+-- is refused by name, never run.
 -- @tparam string path
 function checkpoint.load_object(path)
   if type(path) ~= "string" then error("ember.load: path must be a string, got a " .. type(path), 2) end
+  local torch_file = require "ember._torch_load"
+  if torch_file.is_torch_file(path) then return torch_file.load(path) end
   local tensors, meta = as_user("load", "safetensors_load", 2, checkpoint.load_tensors, path)
   for name, t in pairs(tensors) do
     if meta[RG .. name] == "true" then t:requires_grad_(true) end

@@ -10,8 +10,9 @@
 -- torch_state_dict gives PyTorch's names and layouts back, and PyTorch
 -- itself loads them (tests/interop_torch_check.py, where torch is installed);
 -- strict and non-strict loading, dtype conversion and shape errors as
--- PyTorch's load_state_dict; a torch.save file and a DistributedDataParallel
--- checkpoint are named as such.
+-- PyTorch's load_state_dict; a torch.save file loads through ember.load (the
+-- safetensors reader names it), and a DistributedDataParallel checkpoint is
+-- named as such.
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
@@ -208,10 +209,13 @@ describe("PyTorch state dicts load as they are", function()
     assert.are.same({ 1, -2, 2147483647 }, t.i:totable())
   end)
 
-  it("a torch.save file is named as one, with the way to convert it", function()
-    raises_here(function() ember.load(FIX .. "interop_mlp.pt") end,
-      "is a PyTorch torch.save file (a zip archive), not safetensors, which ember reads: in Python, "
-      .. "safetensors.torch.save_file(torch.load(path), \"model.safetensors\")")
+  it("a torch.save file: ember.load reads it (PyTorch's output again); the safetensors reader names it", function()
+    local c = fx.mlp
+    local m = mlp()
+    m:load_state_dict(ember.load(FIX .. "interop_mlp.pt"))
+    check("mlp from torch.save", m(T(c.x):float()), T(c.out):float(), 1e-5)
+    raises_here(function() ember.checkpoint.load_tensors(FIX .. "interop_mlp.pt") end,
+      "is a PyTorch torch.save file (a zip archive), not safetensors: ember.load(path) reads it")
   end)
 
   it("nn.Sequential CNN: Conv2d, BatchNorm2d's running statistics and num_batches_tracked", function()
