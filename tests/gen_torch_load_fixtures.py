@@ -7,16 +7,20 @@
   tests/fixtures/torch_load_module.pt      a whole nn.Module pickled (its class: refused)
   tests/fixtures/torch_load_legacy.pt      the pre-1.6 format (_use_new_zipfile_serialization=False: refused)
   tests/fixtures/torch_load.lua            what each holds, as float64 values, 0-based keys as written
+  tests/fixtures/torch_load_llama/         one small Llama's weights as Hugging Face's older folders hold
+                                           them: bin/ (pytorch_model.bin), sharded/ (two .bin shards and
+                                           pytorch_model.bin.index.json), and safetensors/ (model.safetensors)
 
 Run with Debian's python3-torch: /usr/bin/python3 tests/gen_torch_load_fixtures.py
 """
+import json
 import os
 
 import numpy
 import torch
 import torch.nn as nn
 
-from fixture_writer import Writer
+from fixture_writer import Writer, save_safetensors
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 torch.manual_seed(20261207)
@@ -96,10 +100,47 @@ def refused_files():
         torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
 
 
+def llama_folders():
+    """One Llama's weights, random, under Hugging Face's names, in three folders of the same config."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 29, "hidden_size": 16,
+           "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float32"}
+    d, inter, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv = cfg["num_key_value_heads"] * hd
+    sd = {"model.embed_tokens.weight": torch.randn(cfg["vocab_size"], d), "model.norm.weight": 1 + 0.1 * torch.randn(d),
+          "lm_head.weight": torch.randn(cfg["vocab_size"], d) * 0.3}
+    for i in range(cfg["num_hidden_layers"]):
+        pre = "model.layers.%d." % i
+        for name, shape in [("self_attn.q_proj", (d, d)), ("self_attn.k_proj", (kv, d)), ("self_attn.v_proj", (kv, d)),
+                            ("self_attn.o_proj", (d, d)), ("mlp.gate_proj", (inter, d)), ("mlp.up_proj", (inter, d)),
+                            ("mlp.down_proj", (d, inter))]:
+            sd[pre + name + ".weight"] = torch.randn(*shape) * 0.3
+        sd[pre + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(d)
+        sd[pre + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(d)
+    root = os.path.join(FIX, "torch_load_llama")
+    for sub in ("bin", "sharded", "safetensors"):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+        with open(os.path.join(root, sub, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2, sort_keys=True)
+    torch.save(sd, os.path.join(root, "bin", "pytorch_model.bin"))
+    names = sorted(sd)
+    halves = [names[: len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for k, part in enumerate(halves):
+        fname = "pytorch_model-%05d-of-00002.bin" % (k + 1)
+        torch.save({n: sd[n] for n in part}, os.path.join(root, "sharded", fname))
+        weight_map.update({n: fname for n in part})
+    with open(os.path.join(root, "sharded", "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(t.numel() * 4 for t in sd.values())}, "weight_map": weight_map}, f,
+                  indent=2, sort_keys=True)
+    save_safetensors(os.path.join(root, "safetensors", "model.safetensors"), sd)
+
+
 def main():
     w = Writer(keys="quoted")
     cases = {"tensors": tensors_file(), "checkpoint": checkpoint_file()}
     refused_files()
+    llama_folders()
     w.write(os.path.join(FIX, "torch_load.lua"), "tests/gen_torch_load_fixtures.py", cases)
 
 

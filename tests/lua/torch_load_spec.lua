@@ -109,6 +109,18 @@ describe("ember.load of a torch.save file", function()
   end)
 end)
 
+describe("Llama.from_pretrained of a folder with pytorch_model.bin (Hugging Face's older checkpoints)", function()
+  it("one file and two shards with their index give the logits of the same weights as safetensors", function()
+    local dir = FIX .. "torch_load_llama/"
+    local ids = ember.tensor({ { 3, 17, 5, 28, 1 } }, { dtype = "int64" })
+    local want = ember.models.Llama.from_pretrained(dir .. "safetensors")(ids)
+    for _, sub in ipairs { "bin", "sharded" } do
+      local got = ember.models.Llama.from_pretrained(dir .. sub)(ids)
+      assert.is_true(got:equal(want), sub .. ": logits differ")
+    end
+  end)
+end)
+
 describe("ember.frombuffer (torch.frombuffer)", function()
   it("reads little-endian elements of each type, from an offset, count of them", function()
     local s = string.pack("<ffd", 1.5, -2, 3.25)

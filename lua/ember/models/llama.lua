@@ -411,7 +411,11 @@ local function read_file(path, who)
     return all, table.concat(path, ", ")
   end
   if type(path) ~= "string" then raise("%s: path must be a file name or a list of shard files, got %s", who, type(path)) end
-  local ok, tensors = pcall(function() return require("ember.checkpoint").load_tensors(path) end)
+  local ok, tensors = pcall(function()
+    local torch_file = require "ember._torch_load"
+    if torch_file.is_torch_file(path) then return torch_file.load(path) end -- pytorch_model.bin
+    return require("ember.checkpoint").load_tensors(path)
+  end)
   if not ok then raise("%s: cannot read '%s': %s", who, path, tostring(tensors):gsub("^[^:\n]*:%d+: ", "")) end
   return tensors, path
 end
@@ -548,7 +552,9 @@ end
 -- by its `model_type`: see the class's list; those that do not change the
 -- computation are ignored), the weights from
 -- model.safetensors or from the shards that model.safetensors.index.json
--- lists (its weight_map). The parameters are float32 (as Hugging Face's
+-- lists (its weight_map), else from the older torch.save files,
+-- pytorch_model.bin or the shards of pytorch_model.bin.index.json (read as
+-- torch.load(weights_only=True) would: ember.load). The parameters are float32 (as Hugging Face's
 -- default; config.json's torch_dtype is not followed: `:to("bfloat16")`).
 -- @string dir the folder (a downloaded snapshot)
 -- @tparam[opt] table overrides config keys that win over config.json's
@@ -569,14 +575,19 @@ function Llama.from_pretrained(dir, overrides)
     if f then f:close() end
     return f ~= nil
   end
-  local files = dir .. "/model.safetensors"
-  if not exists(files) then
-    local ipath = dir .. "/model.safetensors.index.json"
-    if not exists(ipath) then
-      local bin = exists(dir .. "/pytorch_model.bin") or exists(dir .. "/pytorch_model.bin.index.json")
-      raise("%s: '%s' has no model.safetensors or model.safetensors.index.json%s", who, dir, bin and
-        (" (its pytorch_model.bin is a torch.save pickle, which ember does not read: in Python, "
-          .. "LlamaForCausalLM.from_pretrained(folder).save_pretrained(folder, safe_serialization=True))") or "")
+  -- as transformers: the safetensors first, then the older torch.save files
+  local files
+  for _, f in ipairs { "model.safetensors", "pytorch_model.bin" } do
+    if files == nil and exists(dir .. "/" .. f) then files = dir .. "/" .. f end
+  end
+  if files == nil then
+    local ipath
+    for _, f in ipairs { "model.safetensors.index.json", "pytorch_model.bin.index.json" } do
+      if ipath == nil and exists(dir .. "/" .. f) then ipath = dir .. "/" .. f end
+    end
+    if ipath == nil then
+      raise("%s: '%s' has no model.safetensors, pytorch_model.bin or their sharded index (%s)", who, dir,
+        "model.safetensors.index.json, pytorch_model.bin.index.json")
     end
     local index = read_json(ipath, who, "the index of a sharded checkpoint")
     if type(index.weight_map) ~= "table" then raise("%s: '%s' has no weight_map", who, ipath) end
