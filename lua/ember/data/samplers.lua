@@ -61,8 +61,9 @@ end
 local Sampler = {}
 Sampler.__index = Sampler
 
+-- A sampler class: called, it makes one (c.new), as torch's classes are.
 local function class(name)
-  local c = setmetatable({}, { __index = Sampler })
+  local c = setmetatable({}, { __index = Sampler, __call = function(cls, ...) return cls.new(...) end })
   c.__index = c
   c.__name = "data." .. name
   c.__len = function(self) return self:size() end
@@ -89,7 +90,7 @@ local Sequential = class("SequentialSampler")
 -- @usage local data = require "ember.data"
 -- local s = data.SequentialSampler(data.TensorDataset(ember.zeros(4, 2)))
 -- print(#s, table.concat(s:indices():totable(), " "))   --> 4	1 2 3 4
-function M.SequentialSampler(data_source)
+function Sequential.new(data_source)
   return setmetatable({ n = size_of("SequentialSampler", data_source) }, Sequential)
 end
 --- The number of rows an epoch visits (`#s`).
@@ -110,7 +111,7 @@ local Random = class("RandomSampler")
 -- local s = data.RandomSampler(ember.zeros(5, 1), {generator = ember.Generator():manual_seed(0)})
 -- local rows = s:indices()
 -- print(#s, rows:sort():equal(ember.arange(1, 6, "int64")))   --> 5	true
-function M.RandomSampler(data_source, opts)
+function Random.new(data_source, opts)
   local who = "RandomSampler"
   local n = size_of(who, data_source)
   opts = check_opts(who, opts, { replacement = true, num_samples = true, generator = true })
@@ -165,7 +166,7 @@ end
 -- @usage local data = require "ember.data"
 -- local s = data.SubsetRandomSampler({2, 4, 6})
 -- print(#s, s:indices():sort():equal(ember.tensor({2, 4, 6}, {dtype = "int64"})))   --> 3	true
-function M.SubsetRandomSampler(indices, opts)
+function SubsetRandom.new(indices, opts)
   local who = "SubsetRandomSampler"
   opts = check_opts(who, opts, { generator = true })
   return setmetatable({ rows = rows_of(who, indices), generator = opts.generator }, SubsetRandom)
@@ -192,7 +193,7 @@ local Weighted = class("WeightedRandomSampler")
 -- local s = data.WeightedRandomSampler({0, 1, 0, 3}, 8)
 -- local rows = s:indices()
 -- print(#s, rows:eq(1):any():item() or rows:eq(3):any():item())   --> 8	false
-function M.WeightedRandomSampler(weights, num_samples, replacement, opts)
+function Weighted.new(weights, num_samples, replacement, opts)
   local who = "WeightedRandomSampler"
   if type(replacement) == "table" then replacement, opts = replacement.replacement, replacement end
   opts = check_opts(who, opts, { replacement = true, generator = true })
@@ -244,7 +245,7 @@ local Batch = class("BatchSampler")
 -- local sizes = {}
 -- for rows in bs:iter() do sizes[#sizes + 1] = #rows end
 -- print(#bs, table.concat(sizes, " "))   --> 3	2 2 1
-function M.BatchSampler(sampler, batch_size, drop_last)
+function Batch.new(sampler, batch_size, drop_last)
   local who = "BatchSampler"
   if type(sampler) == "table" and getmetatable(sampler) == nil and type(sampler.indices) ~= "function" then
     sampler = { rows = rows_of(who, sampler), indices = function(s) return s.rows end,
@@ -298,5 +299,8 @@ function Batch:iter()
     return batches[k] and batches[k]:totable() or nil
   end
 end
+
+M.SequentialSampler, M.RandomSampler, M.SubsetRandomSampler = Sequential, Random, SubsetRandom
+M.WeightedRandomSampler, M.BatchSampler = Weighted, Batch
 
 return M
