@@ -26,6 +26,8 @@ ST-MoE's z-loss mean(logsumexp(logits)^2).
 Each case stores the weights under Hugging Face's names, the input x, the
 output, aux_loss, z_loss, the tokens per expert, and the gradients of
 sum(out * R) + 0.3 * aux_loss + 0.7 * z_loss for x and every weight.
+The case with an attention_mask (transformers' [B, L], 1 = token) takes
+the losses (z-loss: a mean over the tokens) and counts over the tokens only.
 
 Its own seed: the other fixtures do not change when this one does.
 """
@@ -104,24 +106,40 @@ class SparseMoeBlock(nn.Module):
         return final.reshape(hidden_states.shape), router_logits, selected_experts
 
 
-def load_balancing_loss(gate_logits, num_experts, top_k):
-    """transformers' load_balancing_loss_func for one layer (no attention mask)."""
+def load_balancing_loss(gate_logits, num_experts, top_k, attention_mask=None):
+    """transformers' load_balancing_loss_func for one layer."""
     routing_weights = F.softmax(gate_logits, dim=-1)
     _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
     expert_mask = F.one_hot(selected_experts, num_experts).to(routing_weights.dtype)
-    tokens_per_expert = torch.mean(expert_mask, dim=0)
-    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    if attention_mask is None:
+        tokens_per_expert = torch.mean(expert_mask, dim=0)
+        router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    else:
+        m = attention_mask.reshape(-1).to(routing_weights.dtype)
+        expert_attention_mask = m[:, None, None].expand(-1, top_k, num_experts)
+        tokens_per_expert = torch.sum(expert_mask * expert_attention_mask, dim=0) / torch.sum(
+            expert_attention_mask, dim=0)
+        router_per_expert_attention_mask = m[:, None].expand(-1, num_experts)
+        router_prob_per_expert = torch.sum(routing_weights * router_per_expert_attention_mask, dim=0) / torch.sum(
+            router_per_expert_attention_mask, dim=0)
     return torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0)) * num_experts
 
 
-def case(name, block, x_shape, opts):
+def case(name, block, x_shape, opts, attention_mask=None):
     with torch.no_grad():
         for p in block.parameters():
             p.copy_(torch.randn(p.shape) * 0.5)
     x = torch.randn(*x_shape, requires_grad=True)
     out, logits, selected = block(x)
-    aux = load_balancing_loss(logits, block.E, block.k)
-    z = torch.logsumexp(logits, -1).square().mean()
+    aux = load_balancing_loss(logits, block.E, block.k, attention_mask)
+    z2 = torch.logsumexp(logits, -1).square()
+    if attention_mask is None:
+        z = z2.mean()
+        counted = selected
+    else:
+        m = attention_mask.reshape(-1).to(z2.dtype)
+        z = (z2 * m).sum() / m.sum()
+        counted = selected[attention_mask.reshape(-1).bool()]
     R = torch.randn(out.shape)
     loss = (out * R).sum() + AUX * aux + Z * z
     loss.backward()
@@ -129,7 +147,8 @@ def case(name, block, x_shape, opts):
     grads = {k: p.grad.clone() for k, p in block.named_parameters()}
     return {"name": name, "opts": opts, "state": state, "x": x.detach(), "out": out.detach(), "R": R,
             "aux_loss": aux.item(), "z_loss": z.item(),
-            "tokens_per_expert": torch.bincount(selected.reshape(-1), minlength=block.E),
+            "tokens_per_expert": torch.bincount(counted.reshape(-1), minlength=block.E),
+            "attention_mask": attention_mask,
             "grad_x": x.grad.clone(), "grads": grads}
 
 
@@ -146,6 +165,10 @@ def main():
                                                shared_name="shared_experts"), (3, 4, d),
              {"d_model": d, "d_ff": dff, "num_experts": 5, "top_k": 2, "router": "softmax_topk",
               "norm_topk_prob": True, "shared_experts": 2}),
+        # padding: routed, but the losses and counts take the tokens only (attention_mask 1 = token)
+        case("mixtral_padded", SparseMoeBlock(d, dff, 4, 2), (3, 5, d),
+             {"d_model": d, "d_ff": dff, "num_experts": 4, "top_k": 2},
+             torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])),
     ]
     Writer(keys="auto").write(os.path.join(HERE, "fixtures", "nn_moe.lua"), "tests/gen_moe_fixtures.py",
                               {"aux_coef": AUX, "z_coef": Z, "cases": cases})

@@ -36,7 +36,7 @@ describe("nn.MoE against PyTorch (Hugging Face's blocks, float64)", function()
       for k, v in pairs(c.state) do sd[k] = T(v) end
       m:load_state_dict(sd) -- Hugging Face's names, as they are (strict)
       local x = T(c.x):requires_grad_()
-      local out = m(x)
+      local out = m(x, c.attention_mask and { attention_mask = T(c.attention_mask) } or nil)
       check("out", out, T(c.out), 1e-12)
       assert.is_true(math.abs(m.aux_loss:item() - c.aux_loss) <= 1e-12 * math.abs(c.aux_loss), "aux_loss")
       assert.is_true(math.abs(m.z_loss:item() - c.z_loss) <= 1e-12 * math.abs(c.z_loss), "z_loss")
@@ -230,6 +230,10 @@ describe("nn.MoE", function()
     local m = nn.MoE(8, 16, 4, 2)
     parity.raises_here(function() m(ember.randn(3, 7)) end, "nn.MoE: expected an input [..., d_model = 8], got [3, 7]")
     parity.raises_here(function() m(ember.ones(3, 8, { dtype = "int64" })) end, "MoE.forward: expected a floating-point")
+    parity.raises_here(function() m(ember.randn(2, 3, 8), { attention_mask = ember.ones(3, 2) }) end,
+      "nn.MoE: attention_mask must be a tensor of the input's leading shape [2, 3] (1 = token, 0 = padding), got [3, 2]")
+    parity.raises_here(function() m(ember.randn(2, 3, 8), { mask = ember.ones(2, 3) }) end,
+      "MoE.forward: unknown option 'mask'")
   end)
 
   it("prints its sizes and routing rule", function()

@@ -48,8 +48,10 @@
 --    expert took (for monitoring);
 --  * `m.router_logits`: the [tokens, num_experts] logits.
 --
--- Add them to the loss yourself, with Mixtral's `router_aux_loss_coef`
--- (0.02) or ST-MoE's z-loss coefficient (1e-3).
+-- With `m(x, {attention_mask = mask})` (Hugging Face's [B, L], 1 = token,
+-- 0 = padding) the losses and counts take the tokens only; padding is
+-- still routed, as theirs. Add the losses to yours, with Mixtral's
+-- `router_aux_loss_coef` (0.02) or ST-MoE's z-loss coefficient (1e-3).
 --
 -- State dict: ember's names are `gate.weight`, `experts.0.linear1.weight`
 -- (w1, the gate projection), `experts.0.linear3.weight` (w3, up),
@@ -176,21 +178,65 @@ local function route(self, logits)
   return w, idx, probs
 end
 
+-- The auxiliary losses (Switch/Mixtral load balancing, ST-MoE's z-loss)
+-- and tokens_per_expert, over the tokens where mask [T] is nonzero (all
+-- without a mask), as transformers' load_balancing_loss_func with an
+-- attention_mask. rawset: a tensor that requires grad assigned to a field
+-- would become a parameter.
+local function router_losses(self, rl, probs, flat, counts, T, mask)
+  local E, k = self.num_experts, self.top_k
+  local n, lse2 = T, rl:logsumexp(-1):pow(2)
+  local P, z = probs:sum(1), lse2:sum()
+  if mask then
+    n = mask:sum():item()
+    counts = (flat - 1):bincount { minlength = E, weights = mask:unsqueeze(2):expand(T, k):reshape(T * k) }
+    counts = counts:round():to("int64")
+    P, z = (probs * mask:unsqueeze(2)):sum(1), (lse2 * mask):sum()
+  end
+  if n == 0 then -- no token: zero losses (a mean over no token would be NaN)
+    rawset(self, "aux_loss", P:sum() * 0)
+    rawset(self, "z_loss", z * 0)
+  else
+    rawset(self, "aux_loss", (counts:to(P.dtype) * P):sum() * (E / (n * n)))
+    rawset(self, "z_loss", z / n)
+  end
+  rawset(self, "tokens_per_expert", counts)
+end
+
 --- The block's output for x [..., d_model] (unbatched [L, d] and batched
 -- [B, L, d] alike), of x's shape; sets `aux_loss`, `z_loss`,
 -- `tokens_per_expert` and `router_logits` (see the class's notes).
 -- @tparam Tensor x [..., d_model]
+-- @tparam[opt] table opts `attention_mask`: x's leading shape ([B, L]), 1
+-- (or true) for a token, 0 for padding, as Hugging Face's: padding is still
+-- routed (its output is computed), but the auxiliary losses and
+-- tokens_per_expert count the tokens only
 -- @treturn Tensor [..., d_model]
 -- @usage local moe = nn.MoE(16, 32, 4, 2, {router = "softmax_topk"})
 -- local y = moe(ember.randn(6, 16))
 -- print(y.shape, moe.aux_loss.shape)   --> ember.Size{6, 16}	ember.Size{}
-function MoE:forward(x)
+-- local pad = ember.tensor({{1, 1, 1}, {1, 0, 0}})   -- the second sequence has one token
+-- moe(ember.randn(2, 3, 16), {attention_mask = pad})
+-- print(moe.tokens_per_expert:sum():item())   --> 8
+function MoE:forward(x, opts)
   Module.check_float_input("MoE.forward", x)
+  opts = Module.check_options("MoE.forward", opts, { "attention_mask" })
   local d, E, k = self.d_model, self.num_experts, self.top_k
   if x:dim() < 1 or x:size(-1) ~= d then
     error(("nn.MoE: expected an input [..., d_model = %d], got %s"):format(d, errors.shape_str(x)))
   end
   local T = x:numel() // d
+  local mask = opts.attention_mask
+  if mask ~= nil then
+    local ok = ember.is_tensor(mask) and mask:dim() == x:dim() - 1
+    for i = 1, x:dim() - 1 do ok = ok and mask:size(i) == x:size(i) end
+    if not ok then
+      local lead = {}
+      for i = 1, x:dim() - 1 do lead[i] = x:size(i) end
+      error(("nn.MoE: attention_mask must be a tensor of the input's leading shape [%s] (1 = token, 0 = padding), "
+        .. "got %s"):format(table.concat(lead, ", "), ember.is_tensor(mask) and errors.shape_str(mask) or type(mask)))
+    end
+  end
   local h = x:reshape(T, d)
   if self.training and self.jitter_noise > 0 then -- Mixtral's router_jitter_noise: inputs * U(1 - j, 1 + j)
     h = h * (ember.rand_like(h) * (2 * self.jitter_noise) + (1 - self.jitter_noise))
@@ -199,6 +245,7 @@ function MoE:forward(x)
   -- the router in float32 at least (Hugging Face's softmax(..., dtype=torch.float) under bfloat16)
   local rl = logits.dtype == "bfloat16" and logits:float() or logits
   local w, idx, probs = route(self, rl)
+  if mask then mask = mask:reshape(T):to(probs.dtype) end
   local flat = idx:reshape(T * k)                               -- expert of each (token, choice), 1-based
   local counts = (flat - 1):bincount { minlength = E }           -- tokens per expert
   local order = flat:argsort()                                  -- stable: grouped by expert
@@ -224,17 +271,7 @@ function MoE:forward(x)
     if self.shared_expert_gate then s = self.shared_expert_gate(h):sigmoid() * s end
     out = out + s:to(x.dtype)
   end
-  -- the auxiliary losses: Switch/Mixtral load balancing, ST-MoE's z-loss
-  local f = counts:to(probs.dtype) / T
-  -- rawset: a tensor that requires grad assigned to a field would become a parameter
-  if T == 0 then -- no token: zero losses (a mean over no token would be NaN)
-    rawset(self, "aux_loss", probs:sum() * 0)
-    rawset(self, "z_loss", rl:sum() * 0)
-  else
-    rawset(self, "aux_loss", (f * probs:mean(1)):sum() * E)
-    rawset(self, "z_loss", rl:logsumexp(-1):pow(2):mean())
-  end
-  rawset(self, "tokens_per_expert", counts)
+  router_losses(self, rl, probs, flat, counts, T, mask)
   rawset(self, "router_logits", logits)
   return out:reshape(x.shape)
 end
