@@ -6,7 +6,10 @@
 --     reaches the function; the keyword form; float64 gradcheck; errors at the caller's line;
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
---     sees them; errors.
+--     sees them; errors;
+--   * every module over an nn.functional rule: module(inputs) == the function with the module's
+--     options written out, bit for bit, and the same gradients; a changed option changes the
+--     result; a misspelt option is refused naming the module at the caller's line.
 local ember = require "ember"
 local nn = ember.nn
 local F = nn.functional
@@ -228,5 +231,252 @@ describe("nn.ParameterList and nn.ParameterDict", function()
     raises_here(function() d:update({ { "x" } }) end, "ParameterDict.update: entry 1 must be a {name, tensor} pair")
     raises_here(function() nn.ParameterDict{ w = ember.tensor({ 1 }, "int64") } end,
       "ParameterDict.update: 'w' must be a floating-point tensor")
+  end)
+end)
+
+-- Each module against the nn.functional call its options stand for, bit for bit (output and
+-- the gradients of sum(out * w) for every float input): `ctor` builds it, `ref(F, ...)` is the
+-- call written out by hand, `variant` changes one option (so the output must change: the option
+-- reaches the function), `bad` an option the module must refuse naming itself.
+describe("nn modules over nn.functional: module == function", function()
+  local function f64(...) return ember.randn({ ... }, { dtype = "float64" }) end
+  local function sign(n) return ember.where(ember.rand(n):lt(0.5), -1.0, 1.0):double() end
+  local labels = ember.tensor({ { 1, 0, 1 }, { 0, 0, 1 } }, "float64")
+  local cases = {
+    { "CosineEmbeddingLoss", "nn.CosineEmbeddingLoss{margin = 0.1}", "nn.CosineEmbeddingLoss{margin = -0.5}",
+      function(F, a, b, y) return F.cosine_embedding_loss(a, b, y, { margin = 0.1, reduction = "mean" }) end,
+      function() return { f64(40, 3), f64(40, 3), sign(40) } end, "nn.CosineEmbeddingLoss{margn = 1}" },
+    { "HingeEmbeddingLoss", "nn.HingeEmbeddingLoss{margin = 2}", "nn.HingeEmbeddingLoss{margin = 0.5}",
+      function(F, x, y) return F.hinge_embedding_loss(x, y, { margin = 2, reduction = "mean" }) end,
+      function() return { f64(6), sign(6) } end, "nn.HingeEmbeddingLoss{reduce = true}" },
+    { "SoftMarginLoss", "nn.SoftMarginLoss{reduction = 'sum'}", "nn.SoftMarginLoss()",
+      function(F, x, y) return F.soft_margin_loss(x, y, { reduction = "sum" }) end,
+      function() return { f64(6), sign(6) } end, "nn.SoftMarginLoss{reduction = 'avg'}" },
+    { "MultiLabelSoftMarginLoss", "nn.MultiLabelSoftMarginLoss{weight = ember.tensor({1, 2, 0.5}, 'float64')}",
+      "nn.MultiLabelSoftMarginLoss()",
+      function(F, x, y) return F.multilabel_soft_margin_loss(x, y, { weight = ember.tensor({ 1, 2, 0.5 }, "float64") }) end,
+      function() return { f64(2, 3), labels } end, "nn.MultiLabelSoftMarginLoss{pos_weight = 1}" },
+    { "MultiMarginLoss", "nn.MultiMarginLoss{p = 2, margin = 0.5, weight = ember.tensor({1, 3, 2}, 'float64')}",
+      "nn.MultiMarginLoss{p = 2, margin = 1.5, weight = ember.tensor({1, 3, 2}, 'float64')}",
+      function(F, x, t) return F.multi_margin_loss(x, t, { p = 2, margin = 0.5, weight = ember.tensor({ 1, 3, 2 }, "float64") }) end,
+      function() return { f64(4, 3), ember.tensor({ 1, 3, 2, 2 }, "int64") } end, "nn.MultiMarginLoss{p = 2, marign = 1}" },
+    { "PoissonNLLLoss", "nn.PoissonNLLLoss{log_input = false, full = true, eps = 1e-3}", "nn.PoissonNLLLoss{log_input = false, eps = 1e-3}",
+      function(F, x, y) return F.poisson_nll_loss(x, y, { log_input = false, full = true, eps = 1e-3, reduction = "mean" }) end,
+      function() return { ember.rand(5, { dtype = "float64" }) + 0.1, ember.tensor({ 0, 2, 1, 3, 5 }, "float64") } end,
+      "nn.PoissonNLLLoss{logits = true}" },
+    { "GaussianNLLLoss", "nn.GaussianNLLLoss{full = true, eps = 0.5}", "nn.GaussianNLLLoss{eps = 0.5}",
+      function(F, x, y, v) return F.gaussian_nll_loss(x, y, v, { full = true, eps = 0.5, reduction = "mean" }) end,
+      function() return { f64(4, 2), f64(4, 2), ember.rand(4, 2, { dtype = "float64" }) + 0.2 } end, "nn.GaussianNLLLoss{var = 1}" },
+    { "TripletMarginWithDistanceLoss", "nn.TripletMarginWithDistanceLoss{margin = 0.5, swap = true}",
+      "nn.TripletMarginWithDistanceLoss{margin = 0.5}",
+      function(F, a, p, n) return F.triplet_margin_with_distance_loss(a, p, n, { margin = 0.5, swap = true, reduction = "mean" }) end,
+      function() return { f64(5, 3), f64(5, 3), f64(5, 3) } end, "nn.TripletMarginWithDistanceLoss{distance = 1}" },
+    { "Unfold", "nn.Unfold(2, {padding = 1, stride = 2})", "nn.Unfold(2, {padding = 1, stride = 1})",
+      function(F, x) return F.unfold(x, 2, { dilation = 1, padding = 1, stride = 2 }) end,
+      function() return { f64(2, 3, 4, 5) } end, "nn.Unfold(2, {pad = 1})" },
+    { "Fold", "nn.Fold({4, 5}, 2, {stride = 1})", "nn.Fold({5, 4}, 2, {stride = 1})",
+      function(F, x) return F.fold(x, { 4, 5 }, 2, { dilation = 1, padding = 0, stride = 1 }) end,
+      function() return { f64(2, 12, 12) } end, "nn.Fold({4, 5}, 2, {strides = 1})" },
+    { "ChannelShuffle", "nn.ChannelShuffle(2)", "nn.ChannelShuffle(3)",
+      function(F, x) return F.channel_shuffle(x, 2) end, function() return { f64(2, 6, 3) } end, "nn.ChannelShuffle(0)" },
+    { "LocalResponseNorm", "nn.LocalResponseNorm(3, {alpha = 0.1, beta = 0.5, k = 2})", "nn.LocalResponseNorm(3, {alpha = 0.1, beta = 0.9, k = 2})",
+      function(F, x) return F.local_response_norm(x, 3, { alpha = 0.1, beta = 0.5, k = 2 }) end,
+      function() return { f64(2, 5, 3, 3) } end, "nn.LocalResponseNorm(3, {kappa = 2})" },
+    { "LPPool1d", "nn.LPPool1d(2, 3, {stride = 2})", "nn.LPPool1d(3, 3, {stride = 2})",
+      function(F, x) return F.lp_pool1d(x, 2, 3, { stride = 2, ceil_mode = false }) end,
+      function() return { f64(2, 3, 9) } end, "nn.LPPool1d(2, 3, {padding = 1})" },
+    { "LPPool2d", "nn.LPPool2d(1.5, 2, {ceil_mode = true})", "nn.LPPool2d(1.5, 2)",
+      function(F, x) return F.lp_pool2d(x, 1.5, 2, { ceil_mode = true }) end,
+      function() return { ember.rand(1, 2, 5, 5, { dtype = "float64" }) + 0.1 } end, "nn.LPPool2d(2, 2, {dilation = 2})" },
+    { "Softmax2d", "nn.Softmax2d()", nil, function(F, x) return F.softmax(x, -3) end, function() return { f64(2, 3, 2, 2) } end },
+    { "CELU", "nn.CELU(0.5)", "nn.CELU(2)", function(F, x) return F.celu(x, 0.5) end, function() return { f64(10) } end,
+      "nn.CELU{alpah = 1}" },
+    { "SELU", "nn.SELU()", nil, function(F, x) return F.selu(x) end, function() return { f64(10) } end },
+    { "LogSigmoid", "nn.LogSigmoid()", nil, function(F, x) return F.logsigmoid(x) end, function() return { f64(10) } end },
+    { "Softmin", "nn.Softmin(1)", "nn.Softmin(2)", function(F, x) return F.softmin(x, 1) end, function() return { f64(3, 4) } end,
+      "nn.Softmin{axis = 1}" },
+    { "Softshrink", "nn.Softshrink(0.3)", "nn.Softshrink(0.8)", function(F, x) return F.softshrink(x, 0.3) end,
+      function() return { f64(20) } end, "nn.Softshrink(-1)" },
+    { "Hardshrink", "nn.Hardshrink(0.3)", "nn.Hardshrink(0.8)", function(F, x) return F.hardshrink(x, 0.3) end,
+      function() return { f64(20) } end, "nn.Hardshrink{lambda = 1}" },
+    { "Tanhshrink", "nn.Tanhshrink()", nil, function(F, x) return F.tanhshrink(x) end, function() return { f64(10) } end },
+    { "Threshold", "nn.Threshold(0.1, 20)", "nn.Threshold(0.1, -20)", function(F, x) return F.threshold(x, 0.1, 20) end,
+      function() return { f64(20) } end, "nn.Threshold{threshold = 0.1, val = 2}" },
+    { "MaxPool3d", "nn.MaxPool3d(2, {stride = 1, padding = 1})", "nn.MaxPool3d(2, {stride = 1})",
+      function(F, x) return F.max_pool3d(x, 2, { stride = 1, padding = 1 }) end, function() return { f64(1, 2, 3, 4, 3) } end,
+      "nn.MaxPool3d(2, {return_indices = true, strid = 1})" },
+    { "AvgPool3d", "nn.AvgPool3d(2, {stride = 1, padding = 1, count_include_pad = false})",
+      "nn.AvgPool3d(2, {stride = 1, padding = 1})",
+      function(F, x) return F.avg_pool3d(x, 2, { stride = 1, padding = 1, count_include_pad = false }) end,
+      function() return { f64(1, 2, 3, 4, 3) } end, "nn.AvgPool3d(2, {divisor = 2})" },
+    { "AdaptiveAvgPool3d", "nn.AdaptiveAvgPool3d({2, 1, 3})", "nn.AdaptiveAvgPool3d(2)",
+      function(F, x) return F.adaptive_avg_pool3d(x, { 2, 1, 3 }) end, function() return { f64(2, 2, 3, 4, 5) } end },
+    { "AdaptiveMaxPool3d", "nn.AdaptiveMaxPool3d({2, 1, 3})", "nn.AdaptiveMaxPool3d(2)",
+      function(F, x) return F.adaptive_max_pool3d(x, { 2, 1, 3 }) end, function() return { f64(2, 2, 3, 4, 5) } end },
+    { "UpsamplingNearest2d", "nn.UpsamplingNearest2d{scale_factor = 2}", "nn.UpsamplingNearest2d{scale_factor = 3}",
+      function(F, x) return F.interpolate(x, { scale_factor = 2, mode = "nearest" }) end,
+      function() return { f64(1, 2, 3, 4) } end, "nn.UpsamplingNearest2d{scale = 2}" },
+    { "UpsamplingBilinear2d", "nn.UpsamplingBilinear2d{size = {5, 7}}", "nn.UpsamplingBilinear2d{size = {5, 6}}",
+      function(F, x) return F.interpolate(x, { size = { 5, 7 }, mode = "bilinear", align_corners = true }) end,
+      function() return { f64(1, 2, 3, 4) } end, "nn.UpsamplingBilinear2d{size = {5, 7}, mode = 'nearest'}" },
+  }
+
+  -- out and the gradients of sum(out * w) for the float inputs, through f
+  local function run_all(f, inputs, w)
+    local xs = {}
+    for i, x in ipairs(inputs) do
+      xs[i] = x:is_floating_point() and x:detach():requires_grad_(true) or x
+    end
+    local out = f(table.unpack(xs, 1, #inputs))
+    w = w or ember.randn(out.shape, { dtype = "float64" })
+    local loss = (out * w):sum()
+    loss:backward()
+    local grads = {}
+    for i, x in ipairs(xs) do grads[i] = x.requires_grad and x.grad or false end
+    return out, grads, w
+  end
+
+  for _, c in ipairs(cases) do
+    local name, ctor, variant, ref, make, bad = table.unpack(c, 1, 6)
+    it(name .. ": the module is its function, bit for bit, gradients too; its options reach it", function()
+      local m = build(ctor)
+      local inputs = make()
+      local out, grads, w = run_all(m, inputs)
+      local fout, fgrads = run_all(function(...) return ref(F, ...) end, inputs, w)
+      same_bits(name .. " out", out, fout)
+      for i, g in ipairs(grads) do
+        if g then same_bits(("%s grad %d"):format(name, i), g, fgrads[i]) end
+      end
+      if variant then
+        local vout = build(variant)(table.unpack(inputs, 1, #inputs))
+        assert.is_false(vout.shape == out.shape and ember.equal(vout, out), name .. ": the changed option changed nothing")
+      end
+      if bad then raises_here(function() build(bad) end, name) end
+    end)
+  end
+end)
+
+-- The modules with parameters, running statistics or randomness, against their function
+-- given the same tensors (or the same seed).
+describe("nn modules with state over nn.functional: module == function", function()
+  local function f64(...) return ember.randn({ ... }, { dtype = "float64" }) end
+  local function leaf(t) return t:detach():requires_grad_(true) end
+  local function backward(out, w)
+    local loss = (out * w):sum()
+    loss:backward()
+  end
+
+  it("Conv3d: F.conv3d with its weight and bias (and each option), torch's parameter names and shapes", function()
+    local m = nn.Conv3d(2, 4, 3, { stride = 2, padding = 1, groups = 2, dtype = "float64" })
+    local sd = m:state_dict()
+    assert.are.same({ 4, 1, 3, 3, 3 }, sd.weight.shape)
+    assert.are.same({ 4 }, sd.bias.shape)
+    assert.are.same({ "weight", "bias" }, { table.unpack(m:parameter_names()) })
+    local x = leaf(f64(2, 2, 5, 4, 5))
+    local out = m(x)
+    local w = ember.randn(out.shape, { dtype = "float64" })
+    backward(out, w)
+    local x2, wt, b = leaf(x), leaf(m.weight), leaf(m.bias)
+    local ref = F.conv3d(x2, wt, b, { stride = 2, padding = 1, dilation = 1, groups = 2 })
+    backward(ref, w)
+    same_bits("out", out, ref)
+    same_bits("grad x", x.grad, x2.grad)
+    same_bits("grad weight", m.weight.grad, wt.grad)
+    same_bits("grad bias", m.bias.grad, b.grad)
+    -- padding_mode pads first, as torch's
+    local r = nn.Conv3d(2, 4, 3, { padding = 1, padding_mode = "reflect", groups = 2, dtype = "float64" })
+    same_bits("reflect", r(x), F.conv3d(F.pad(x, { 1, 1, 1, 1, 1, 1 }, "reflect"), r.weight, r.bias, { groups = 2 }))
+    local nb = nn.Conv3d(2, 4, 3, { bias = false, dilation = 2, dtype = "float64" })
+    assert.is_nil(nb.bias)
+    local xd = f64(1, 2, 5, 6, 5)
+    same_bits("dilation, no bias", nb(xd), F.conv3d(xd, nb.weight, nil, { dilation = 2 }))
+    raises_here(function() nn.Conv3d(2, 4, 3, { strides = 2 }) end, "Conv3d")
+  end)
+
+  it("BatchNorm3d and InstanceNorm3d: F.batch_norm / F.instance_norm with their statistics and affine", function()
+    local m = nn.BatchNorm3d(3, { momentum = 0.3, eps = 1e-3, dtype = "float64" })
+    assert.are.same({ "weight", "bias", "running_mean", "running_var", "num_batches_tracked" },
+      (function()
+        local names = {}
+        m:_each_tensor(function(n) names[#names + 1] = n end)
+        return names
+      end)())
+    ember.no_grad(function()
+      m.weight:copy_(f64(3))
+      m.bias:copy_(f64(3))
+    end)
+    local rm, rv = m.running_mean:clone(), m.running_var:clone()
+    local x = f64(2, 3, 2, 3, 2) * 2 + 1
+    local out = m(x)
+    local ref = F.batch_norm(x, rm, rv, m.weight, m.bias, true, 0.3, 1e-3)
+    check("train out", out, ref, 1e-14)
+    same_bits("running_mean", m.running_mean, rm)
+    same_bits("running_var", m.running_var, rv)
+    m:eval()
+    check("eval out", m(x), F.batch_norm(x, rm, rv, m.weight, m.bias, false, 0.3, 1e-3), 1e-14)
+    local other = nn.BatchNorm3d(3, { momentum = 0.9, eps = 1e-3, dtype = "float64" })
+    other(x)
+    assert.is_false(ember.equal(other.running_mean, m.running_mean), "momentum reaches the running statistics")
+    local inorm = nn.InstanceNorm3d(3, { affine = true, eps = 1e-2, dtype = "float64" })
+    assert.are.same({ "weight", "bias" }, { table.unpack(inorm:parameter_names()) })
+    check("instance", inorm(x), F.instance_norm(x, nil, nil, inorm.weight, inorm.bias, true, 0.1, 1e-2), 1e-14)
+    raises_here(function() nn.BatchNorm3d(3, { momentun = 0.1 }) end, "BatchNorm3d")
+    raises_here(function() nn.InstanceNorm3d(3, { afine = true }) end, "InstanceNorm3d")
+  end)
+
+  it("the dropouts and RReLU: the function's draw under the same seed while training, x (or the mean slope) in eval", function()
+    local x = f64(2, 4, 3, 2, 2)
+    local pairs_ = {
+      { nn.Dropout1d(0.3), function() return F.dropout1d(x[1][1], 0.3, true) end, x[1][1] },
+      { nn.Dropout3d(0.3), function() return F.dropout3d(x, 0.3, true) end, x },
+      { nn.AlphaDropout(0.3), function() return F.alpha_dropout(x, 0.3, true) end, x },
+      { nn.FeatureAlphaDropout(0.3), function() return F.feature_alpha_dropout(x, 0.3, true) end, x },
+      { nn.RReLU(0.1, 0.4), function() return F.rrelu(x, 0.1, 0.4, true) end, x },
+    }
+    for _, p in ipairs(pairs_) do
+      local m, ref, input = p[1], p[2], p[3]
+      ember.manual_seed(11)
+      local got = m(input)
+      ember.manual_seed(11)
+      same_bits(tostring(m) .. " training", got, ref())
+      m:eval()
+      if m.__name == "RReLU" then
+        same_bits("RReLU eval", m(input), ember.leaky_relu(input, 0.25))
+      else
+        same_bits(tostring(m) .. " eval", m(input), input)
+      end
+    end
+    ember.manual_seed(11)
+    local a = nn.AlphaDropout(0.3)(x)
+    ember.manual_seed(11)
+    assert.is_false(ember.equal(a, nn.AlphaDropout(0.6)(x)), "p reaches alpha_dropout")
+  end)
+
+  it("MaxUnpool1d/2d: F.max_unpool with the pool's indices; CTCLoss: F.ctc_loss with its options", function()
+    local x = f64(2, 3, 4, 6)
+    local y, idx = F.max_pool2d(x, 2, { return_indices = true })
+    same_bits("MaxUnpool2d", nn.MaxUnpool2d(2)(y, idx), F.max_unpool2d(y, idx, 2, { stride = 2, padding = 0 }))
+    local y1, idx1 = F.max_pool1d(f64(3, 4, 5), 3, { stride = 2, padding = 1, return_indices = true })
+    same_bits("MaxUnpool1d", nn.MaxUnpool1d(3, { stride = 2, padding = 1 })(y1, idx1),
+      F.max_unpool1d(y1, idx1, 3, { stride = 2, padding = 1 }))
+    local lp = leaf(f64(6, 2, 4):log_softmax(3))
+    local targets = ember.tensor({ { 1, 3 }, { 4, 4 } }, "int64")
+    local m = nn.CTCLoss{ blank = 2, reduction = "sum", zero_infinity = true }
+    local out = m(lp, targets, { 6, 5 }, { 2, 2 })
+    out:backward()
+    local lp2 = leaf(lp)
+    local ref = F.ctc_loss(lp2, targets, { 6, 5 }, { 2, 2 }, { blank = 2, reduction = "sum", zero_infinity = true })
+    ref:backward()
+    same_bits("CTCLoss", out, ref)
+    same_bits("CTCLoss grad", lp.grad, lp2.grad)
+    assert.is_false(ember.equal(out, nn.CTCLoss{ blank = 2 }(lp, targets, { 6, 5 }, { 2, 2 })), "reduction reaches ctc_loss")
+    raises_here(function() nn.CTCLoss{ blank = 2, zero_inf = true } end, "CTCLoss")
+  end)
+
+  it("a loss given PyTorch's positional options is refused, not run with the defaults", function()
+    -- torch.nn.PoissonNLLLoss(False) is log_input=False: a false went unseen and log_input stayed true
+    raises_here(function() nn.PoissonNLLLoss(false) end, "nn.PoissonNLLLoss: options must be a table, got boolean")
+    raises_here(function() nn.GaussianNLLLoss(true) end, "nn.GaussianNLLLoss: options must be a table, got boolean")
+    raises_here(function() nn.CosineEmbeddingLoss(0.5) end, "nn.CosineEmbeddingLoss: options must be a table, got number")
   end)
 end)

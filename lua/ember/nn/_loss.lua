@@ -39,7 +39,7 @@ function M.describe(v)
 end
 
 function M.setup(self, opts, buffers, numbers, reductions, others)
-  opts = opts or {}
+  if opts == nil then opts = {} end -- not `opts or {}`: a false (PyTorch's positional log_input=False) is refused
   if type(opts) == "string" then opts = { reduction = opts } end
   -- every option a loss reads is named here, so a misspelt one is an error
   opts = require("ember.nn.Module").check_options("nn." .. self.__name, opts, { "reduction" }, buffers or {},
