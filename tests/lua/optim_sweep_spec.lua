@@ -379,6 +379,7 @@ local function sched_step(s, c, k, opt)
   if k == c.override_at then
     for _, g in ipairs(opt.param_groups) do g.lr = g.lr * 0.5 end
   end
+  if k == c.add_group_at then opt:add_param_group({ params = { ember.zeros(1, { requires_grad = true }) }, lr = 0.2 }) end
 end
 
 local function sched_label(c)
@@ -422,6 +423,9 @@ describe("a scheduler's state_dict round trip mid-run (with its optimizer's, thr
       -- as a training script resumes: build both, then load both
       local opt2 = sched_optimizer(c)
       local s2 = make_sched(opt2, c)
+      if c.add_group_at and c.add_group_at < cut then
+        opt2:add_param_group({ params = { ember.zeros(1, { requires_grad = true }) }, lr = 0.2 })
+      end
       opt2:load_state_dict(osd)
       s2:load_state_dict(ssd)
       check_groups(c, opt2, cut)

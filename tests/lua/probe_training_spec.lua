@@ -293,7 +293,12 @@ describe("higher-order gradients", function()
 end)
 
 describe("a parameter group added after the schedule was made", function()
-  it("keeps its own lr under every schedule (PyTorch's zip), and the schedule goes on", function()
+  -- PyTorch 1.13's lr of the added group after 3 steps (a chainable schedule's formula runs over
+  -- every group; a closed-form one zips the groups with its base lrs; OneCycleLR and
+  -- ReduceLROnPlateau fail in PyTorch, ember leaves the group; WarmupCosine is ember's)
+  local WANT = { 0.0625, 0.36450000000000005, 0.3969463130731183, 0.5, 0.875, 0.5, 0.5, 0.5, 0.5, 0.5 }
+  it("is changed by a chainable schedule and kept by a closed-form one, as PyTorch's, and the schedule goes on",
+    function()
     local makers = {
       function(o) return optim.StepLR(o, 1, 0.5) end,
       function(o) return optim.ExponentialLR(o, 0.9) end,
@@ -312,7 +317,7 @@ describe("a parameter group added after the schedule was made", function()
       local s = make(o)
       o:add_param_group({ params = m[2]:parameters(), lr = 0.5 })
       for step = 1, 3 do s:step(s.__name == "ReduceLROnPlateau" and 1 or nil) end
-      assert.are.equal(0.5, o.param_groups[2].lr, "schedule " .. k)
+      assert.are.near(WANT[k], o.param_groups[2].lr, 1e-15, "schedule " .. k)
       assert.are.equal(2, #s:get_last_lr(), "schedule " .. k)
     end
   end)

@@ -35,7 +35,7 @@ function ConstantLR:factor(s) return s < self.total_iters and self.const_factor 
 function ConstantLR:chain(lr, s, i)
   if s == 0 then return lr * self.const_factor end
   if s ~= self.total_iters then return lr end
-  if self.const_factor == 0 then return self.base_lrs[i] end
+  if self.const_factor == 0 then return self.base_lrs[i] end -- nil (left out) for a group added later
   return lr * (1.0 / self.const_factor)
 end
 

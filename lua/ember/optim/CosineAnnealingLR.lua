@@ -37,10 +37,11 @@ function CosineAnnealingLR:lr_at(base, s) return self.eta_min + (base - self.eta
 -- @tparam integer s the step
 -- @tparam integer i the group
 function CosineAnnealingLR:chain(lr, s, i)
-  local T, e = self.T_max, self.eta_min
+  local T, e, base = self.T_max, self.eta_min, self.base_lrs[i]
   if s == 0 then return lr end
-  if self._step_count == 1 then return self:lr_at(self.base_lrs[i], s) end -- resumed (last_epoch)
-  if (s - 1 - T) % (2 * T) == 0 then return lr + (self.base_lrs[i] - e) * (1 - math.cos(math.pi / T)) / 2 end
+  -- these two use the base lr: a group added later is left out, as PyTorch's zip leaves it
+  if self._step_count == 1 then return base and self:lr_at(base, s) end -- resumed (last_epoch)
+  if (s - 1 - T) % (2 * T) == 0 then return base and lr + (base - e) * (1 - math.cos(math.pi / T)) / 2 end
   return (1 + math.cos(math.pi * s / T)) / (1 + math.cos(math.pi * (s - 1) / T)) * (lr - e) + e
 end
 

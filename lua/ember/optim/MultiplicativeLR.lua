@@ -34,6 +34,7 @@ MultiplicativeLR.chain_only = true
 -- @tparam integer s the step
 -- @tparam integer i the group
 function MultiplicativeLR:chain(lr, s, i)
+  if i > #self.base_lrs then return nil end -- a group added later: PyTorch zips with its lambdas
   if s > 0 then return lr * LambdaLR.factor(self, s, i) end
   return lr
 end

@@ -94,8 +94,10 @@ function Scheduler:factor(s) error(self.__name .. ".factor: not defined", 2) end
 function Scheduler:lr_at(base, s, i) return base * self:factor(s, i) end
 
 --- The parameter groups the schedule was made for, `{i, group}` pairs: a
--- group added later (Optimizer:add_param_group) keeps its own lr, as
--- PyTorch's schedules leave it (they zip the groups with their base lrs).
+-- group added later (Optimizer:add_param_group) keeps its own lr under a
+-- closed-form schedule, as PyTorch's leave it (they zip the groups with
+-- their base lrs); a chainable one changes it too, as PyTorch's (its
+-- formula runs over every group; see Scheduler:_chain).
 -- @treturn table
 function Scheduler:_groups()
   local out, groups = {}, self.optimizer.param_groups
@@ -189,11 +191,27 @@ function Scheduler:step(epoch)
     self.last_step = epoch
   end
   if self.chain and (epoch == nil or self.chain_only) then
-    for i, g in ipairs(self:_groups()) do g.lr = self:chain(g.lr, self.last_step, i) end
+    self:_chain()
   else
     self:_apply()
   end
   self:_record(epoch)
+end
+
+-- A chainable schedule's step: every group's lr through chain(), a group
+-- added after the schedule was made too (PyTorch's formulas run over all
+-- the optimizer's groups); chain() returns nil where PyTorch's formula
+-- leaves a group out (it zips with the base lrs there).
+function Scheduler:_chain(apply)
+  local lrs = {}
+  for i, g in ipairs(self.optimizer.param_groups) do
+    local v = self:chain(g.lr, self.last_step, i)
+    lrs[i] = v == nil and g.lr or v
+  end
+  if apply ~= false then
+    for i, g in ipairs(self.optimizer.param_groups) do g.lr = lrs[i] end
+  end
+  return lrs
 end
 
 -- After a step: the lrs it left (get_last_lr), printed with verbose as PyTorch's.
@@ -222,9 +240,7 @@ end
 -- in use); for a closed-form one, the lrs in use.
 function Scheduler:get_lr()
   if not self.chain then return self:get_last_lr() end
-  local lrs = {}
-  for i, g in ipairs(self:_groups()) do lrs[i] = self:chain(g.lr, self.last_step, i) end
-  return require("ember._listing").list(lrs)
+  return require("ember._listing").list(self:_chain(false))
 end
 
 --- {last_step=, last_epoch= (the same, PyTorch's name), base_lrs=, _last_lr=}, for checkpoints.
@@ -242,9 +258,9 @@ function Scheduler:load_state_dict(sd)
   if type(sd) ~= "table" or math.type(sd.last_step) ~= "integer" or type(sd.base_lrs) ~= "table" then
     self:_error("load_state_dict: expected {last_step = integer, base_lrs = {...}}")
   end
-  if #sd.base_lrs ~= #self.optimizer.param_groups then
-    self:_error("load_state_dict: %d base lrs for %d parameter groups", #sd.base_lrs,
-      #self.optimizer.param_groups)
+  -- one per group the schedule was made for (a group added later has none, as in PyTorch)
+  if #sd.base_lrs ~= #self.base_lrs then
+    self:_error("load_state_dict: %d base lrs for %d parameter groups", #sd.base_lrs, #self.base_lrs)
   end
   self.last_step = sd.last_step
   for i, v in ipairs(sd.base_lrs) do self.base_lrs[i] = v end
