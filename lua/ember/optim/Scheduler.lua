@@ -13,8 +13,9 @@
 -- optimizer (ChainedScheduler) multiply, and an lr set by hand goes on from
 -- there, as PyTorch's. `step(epoch)` jumps to a step (the closed form, as
 -- PyTorch's deprecated step(epoch)). Every schedule takes PyTorch's
--- last_epoch (-1: a new schedule; k: resume after step k, from the groups'
--- initial_lr) and verbose (print each change, the groups numbered from 1
+-- last_epoch (-1: a new schedule; k >= 0: resume from the groups'
+-- initial_lr -- the optimizer's state_dict carries it -- and, as PyTorch's
+-- initial step does, go to step k + 1 at once) and verbose (print each change, the groups numbered from 1
 -- where PyTorch counts from 0); sched.last_epoch reads s
 -- (last_step). state_dict() / load_state_dict() save and restore s, the
 -- base lrs and the lrs.
