@@ -733,6 +733,32 @@ def more():
     case("MarginRankingLoss_none", 'nn.MarginRankingLoss{reduction = "none"}', tnn.MarginRankingLoss(reduction="none"),
          {"a": x(4), "b": x(4), "y": torch.tensor([1., -1., -1., 1.], dtype=torch.float64)}, "return m(a, b, y)",
          lambda m, a, b, y: m(a, b, y), nograd={"y"}, repr=False)
+    case("CrossEntropyLoss_probs_w_ls", 'nn.CrossEntropyLoss{weight = W, label_smoothing = 0.25, reduction = "sum"}',
+         tnn.CrossEntropyLoss(weight=w, label_smoothing=0.25, reduction="sum"), {"a": lg, "b": x(5, 4).softmax(1), "W": w},
+         "return m(a, b)", lambda m, a, b, W: m(a, b), nograd={"W", "b"}, repr=False)
+    case("CrossEntropyLoss_w_ls_none", 'nn.CrossEntropyLoss{weight = W, label_smoothing = 0.1, reduction = "none"}',
+         tnn.CrossEntropyLoss(weight=w, label_smoothing=0.1, reduction="none"), {"a": lg, "b": tg, "W": w},
+         "return m(a, b)", lambda m, a, b, W: m(a, b), idx={"b"}, nograd={"W"}, repr=False)
+    pw4 = short(torch.rand(4, dtype=torch.float64) + 0.5)
+    bw4 = short(torch.rand(3, 4, dtype=torch.float64))
+    case("BCEWithLogitsLoss_pw_w_none", 'nn.BCEWithLogitsLoss{pos_weight = P, weight = W, reduction = "none"}',
+         tnn.BCEWithLogitsLoss(pos_weight=pw4, weight=bw4, reduction="none"),
+         {"a": x(3, 4) * 4, "b": short(torch.rand(3, 4, dtype=torch.float64)), "P": pw4, "W": bw4},
+         "return m(a, b)", lambda m, a, b, P, W: m(a, b), nograd={"P", "W"}, repr=False)
+    case("KLDivLoss_sum", 'nn.KLDivLoss{reduction = "sum"}', tnn.KLDivLoss(reduction="sum"),
+         {"a": x(3, 4).log_softmax(1), "b": torch.tensor([[0.5, 0.5, 0., 0.], [0.25, 0.25, 0.25, 0.25], [1., 0., 0., 0.]], dtype=torch.float64)},
+         "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
+    case("NLLLoss_unbatched_w", "nn.NLLLoss{weight = W}", tnn.NLLLoss(weight=w), {"a": x(4).log_softmax(0), "b": torch.tensor(2), "W": w},
+         "return m(a, b)", lambda m, a, b, W: m(a, b), idx={"b"}, nograd={"W"}, repr=False)
+    case("NLLLoss_kdim_none", 'nn.NLLLoss{weight = W, reduction = "none", ignore_index = 2}',
+         tnn.NLLLoss(weight=w, reduction="none", ignore_index=1), {"a": x(2, 4, 3, 2).log_softmax(1),
+         "b": torch.tensor([[[0, 1], [3, 2], [1, 1]], [[2, 0], [0, 3], [1, 2]]]), "W": w},
+         "return m(a, b)", lambda m, a, b, W: m(a, b), idx={"b"}, nograd={"W"}, repr=False)
+    case("NLLLoss_kdim_mean", "nn.NLLLoss{weight = W}", tnn.NLLLoss(weight=w), {"a": x(2, 4, 3).log_softmax(1),
+         "b": torch.tensor([[0, 3, 1], [2, 2, 0]]), "W": w},
+         "return m(a, b)", lambda m, a, b, W: m(a, b), idx={"b"}, nograd={"W"}, repr=False)
+    case("SmoothL1Loss_bcast", "nn.SmoothL1Loss{beta = 2}", tnn.SmoothL1Loss(beta=2.0), {"a": x(3, 4) * 3, "b": x(3, 4)},
+         "return m(a, b)", lambda m, a, b: m(a, b), repr=False)
     case("TripletMarginLoss_swap", "nn.TripletMarginLoss{swap = true, margin = 2}", tnn.TripletMarginLoss(swap=True, margin=2.0),
          {"a": x(4, 3), "b": x(4, 3), "c": x(4, 3)}, "return m(a, b, c)", lambda m, a, b, c: m(a, b, c), repr=False)
 

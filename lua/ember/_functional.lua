@@ -178,8 +178,21 @@ set("nll_loss", function(input, target, opts)
   opts = check_opts(op, opts, { weight = true, ignore_index = true, reduction = true })
   local red = opts.reduction or "mean"
   if not REDUCTIONS[red] then fail(op, "reduction must be \"mean\", \"sum\" or \"none\", got %s", tostring(red)) end
-  if input:dim() ~= 2 or target:dim() ~= 1 or target:size(1) ~= input:size(1) then
-    fail(op, "expected input [N, C] and target [N], got %s and %s", shape_str(input), shape_str(target))
+  -- PyTorch's other layouts: unbatched [C] with a 0-d target, and [N, C, d1, ...]
+  -- with [N, d1, ...] (the classes in dim 2): as rows of [*, C], "none" shaped as target
+  local nd, td = input:dim(), target:dim()
+  local ok_shape = nd >= 1 and td == math.max(nd - 1, 0) and (nd == 1 or target:size(1) == input:size(1))
+  for i = 3, nd do ok_shape = ok_shape and target:size(i - 1) == input:size(i) end
+  if not ok_shape or nd == 0 then
+    fail(op, "expected input [N, C] and target [N] (or [C] and a 0-d target, or [N, C, d1, ...] and [N, d1, ...]), "
+      .. "got %s and %s", shape_str(input), shape_str(target))
+  end
+  if nd ~= 2 then
+    local C = input:size(nd == 1 and 1 or 2)
+    local rows = nd == 1 and input:view(1, C) or input:movedim(2, nd):reshape(-1, C)
+    local loss = core.nll_loss(rows, target:reshape(-1), opts)
+    if red == "none" then return loss:reshape(target.shape) end
+    return loss
   end
   if target.dtype ~= "int64" then fail(op, "target must be int64 class ids (1-based), got %s", target.dtype) end
   local C = input:size(2)

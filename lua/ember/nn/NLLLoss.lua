@@ -1,7 +1,9 @@
 --- nn.NLLLoss([{weight =, ignore_index =, reduction = "mean"}]): the negative
 -- log-likelihood of log-probabilities [N, C] at 1-based int64 class ids [N],
 -- as torch.nn.NLLLoss (Torch7's ClassNLLCriterion); with nn.LogSoftmax it is
--- nn.CrossEntropyLoss (`ember.nll_loss`).
+-- nn.CrossEntropyLoss (`ember.nll_loss`). PyTorch's other layouts work too:
+-- unbatched [C] with a 0-d target, and [N, C, d1, ...] with [N, d1, ...]
+-- (the classes in dim 2, as torch's; "none" gives the target's shape).
 -- @usage local logp = nn.LogSoftmax()(ember.randn(4, 3))
 -- local loss = nn.NLLLoss()(logp, ember.tensor({1, 3, 2, 1}, {dtype = "int64"}))
 -- @classmod nn.NLLLoss
