@@ -486,6 +486,27 @@ describe("get_lr() gives torch's values (its formula once more, for a chainable 
   end
 end)
 
+describe("verbose", function()
+  it("prints each change as PyTorch's does (groups numbered from 1)", function()
+    local printed, print0 = {}, _G.print
+    _G.print = function(s) printed[#printed + 1] = s end
+    local ok, err = pcall(function()
+      local opt = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, 0.1)
+      local s = optim.StepLR(opt, { step_size = 1, gamma = 0.5, verbose = true })
+      s:step()
+      s:step(5)
+      local r = optim.ReduceLROnPlateau(opt, { patience = 0, verbose = true })
+      r:step(1.0); r:step(1.0)
+    end)
+    _G.print = print0
+    assert(ok, err)
+    assert.are.same({ "Adjusting learning rate of group 1 to 1.0000e-01.",
+      "Adjusting learning rate of group 1 to 5.0000e-02.",
+      "Epoch 00005: adjusting learning rate of group 1 to 3.1250e-03.",
+      "Epoch 00002: reducing learning rate of group 1 to 3.1250e-04." }, printed)
+  end)
+end)
+
 describe("ChainedScheduler and schedules stepped together", function()
   it("two schedules stepped by hand multiply, as ChainedScheduler's", function()
     local function build()
