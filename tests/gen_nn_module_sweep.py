@@ -465,6 +465,18 @@ def transformers():
     case("MHA_causal_weights", "nn.MultiheadAttention(8, 2, {batch_first = true})", tnn.MultiheadAttention(8, 2, batch_first=True),
          {"q": x(2, 4, 8), "am": causal(4)}, "return m(q, q, q, {is_causal = true, attn_mask = am})",
          lambda m, q, am: m(q, q, q, attn_mask=am), nograd={"am"})
+    case("MHA_bias_kv", "nn.MultiheadAttention(8, 2, {add_bias_kv = true})", tnn.MultiheadAttention(8, 2, add_bias_kv=True),
+         {"q": x(4, 2, 8), "k": x(5, 2, 8), "v": x(5, 2, 8)}, "return m(q, k, v)", mha)
+    case("MHA_zero_attn_masks", "nn.MultiheadAttention(8, 2, {add_zero_attn = true, batch_first = true, kdim = 3, vdim = 5})",
+         tnn.MultiheadAttention(8, 2, add_zero_attn=True, batch_first=True, kdim=3, vdim=5),
+         {"q": x(2, 4, 8), "k": x(2, 5, 3), "v": x(2, 5, 5), "am": x(4, 5),
+          "kpm": torch.tensor([[False, False, True, True, True], [False] * 5])},
+         "return m(q, k, v, {attn_mask = am, key_padding_mask = kpm, average_attn_weights = false})",
+         lambda m, q, k, v, am, kpm: m(q, k, v, attn_mask=am, key_padding_mask=kpm, average_attn_weights=False))
+    case("MHA_both_bool_mask_unbatched", "nn.MultiheadAttention(8, 4, {add_bias_kv = true, add_zero_attn = true, bias = false})",
+         tnn.MultiheadAttention(8, 4, add_bias_kv=True, add_zero_attn=True, bias=False),
+         {"q": x(3, 8), "k": x(4, 8), "bm": torch.tensor([[False, True, False, False], [True, True, False, True], [False] * 4])},
+         "return m(q, k, k, {attn_mask = bm})", lambda m, q, k, bm: m(q, k, k, attn_mask=bm))
     case("MHA_no_weights", "nn.MultiheadAttention(8, 2, {batch_first = true})", tnn.MultiheadAttention(8, 2, batch_first=True),
          {"q": x(2, 4, 8)}, "return m(q, q, q, {need_weights = false})", lambda m, q: m(q, q, q, need_weights=False))
 
@@ -636,6 +648,8 @@ def inits():
     init("GRUCell", "nn.GRUCell(64, 96)", lambda: tnn.GRUCell(64, 96))
     init("RNNCell", "nn.RNNCell(64, 96)", lambda: tnn.RNNCell(64, 96))
     init("MultiheadAttention", "nn.MultiheadAttention(96, 4)", lambda: tnn.MultiheadAttention(96, 4))
+    init("MultiheadAttention_bias_kv", "nn.MultiheadAttention(96, 4, {add_bias_kv = true})",
+         lambda: tnn.MultiheadAttention(96, 4, add_bias_kv=True))
     init("MultiheadAttention_kdim", "nn.MultiheadAttention(96, 4, {kdim = 32, vdim = 48})",
          lambda: tnn.MultiheadAttention(96, 4, kdim=32, vdim=48))
     init("TransformerEncoderLayer", "nn.TransformerEncoderLayer(96, 4, {dim_feedforward = 192})",
@@ -646,8 +660,7 @@ def inits():
 
 def refusals():
     """torch options ember does not have: refused naming the module and the option."""
-    REFUSE.append({"ctor": "nn.MultiheadAttention(8, 2, {add_bias_kv = true})", "names": ["MultiheadAttention", "add_bias_kv"]})
-    REFUSE.append({"ctor": "nn.MultiheadAttention(8, 2, {add_zero_attn = true})", "names": ["MultiheadAttention", "add_zero_attn"]})
+    REFUSE.append({"ctor": "nn.MultiheadAttention(8, 2, {add_bias_kv = 1})", "names": ["MultiheadAttention", "add_bias_kv"]})
     REFUSE.append({"ctor": "nn.Embedding(10, 3, {sparse = true})", "names": ["Embedding", "sparse"]})
     REFUSE.append({"ctor": "nn.EmbeddingBag(10, 3, {sparse = true})", "names": ["EmbeddingBag", "sparse"]})
     REFUSE.append({"ctor": 'nn.EmbeddingBag(10, 3, {mode = "max", scale_grad_by_freq = true})', "names": ["EmbeddingBag", "scale_grad_by_freq"]})

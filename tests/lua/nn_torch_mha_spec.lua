@@ -33,9 +33,13 @@ describe("nn.MultiheadAttention against torch.nn.MultiheadAttention", function()
     end)
   end
 
-  it("refuses what torch's has and ember does not, and bad masks, at the caller's line", function()
-    parity.raises_here(function() nn.MultiheadAttention(8, 2, { add_bias_kv = true }) end,
-      "nn.MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+  it("refuses bad options and bad masks, at the caller's line", function()
+    parity.raises_here(function() nn.MultiheadAttention(8, 2, { add_bias_kv = 1 }) end,
+      "nn.MultiheadAttention: add_bias_kv must be a boolean, got number")
+    local kv = nn.MultiheadAttention(8, 2, { add_zero_attn = true })
+    local y = ember.randn(3, 2, 8)
+    parity.raises_here(function() kv(y, y, y, { is_causal = true }) end,
+      "MultiheadAttention.forward: is_causal with add_bias_kv or add_zero_attn: give the mask as attn_mask")
     local m = nn.MultiheadAttention(8, 2)
     local x = ember.randn(3, 2, 8)
     parity.raises_here(function() m(x, x, x, { attn_mask = ember.zeros(3, 3, 3) }) end,

@@ -1,5 +1,5 @@
 --- nn.MultiheadAttention(embed_dim, num_heads [, {dropout=0, bias=true,
--- batch_first=false, kdim=, vdim=, dtype=, device=}]): torch.nn.MultiheadAttention's
+-- batch_first=false, kdim=, vdim=, add_bias_kv=false, add_zero_attn=false, dtype=, device=}]): torch.nn.MultiheadAttention's
 -- spelling and calling convention, on ember's nn.MultiHeadAttention (the
 -- same children, state dict and fused kernel), for code ported from PyTorch:
 --
@@ -18,7 +18,12 @@
 --    reaches q, k and the q/k projections): while gradients are recorded
 --    they are recomputed by core ops from the same projections (the fused
 --    kernel's are constants); they are the probabilities before dropout,
---    and a row every key of which is masked has weights 0 (torch's: NaN).
+--    and a row every key of which is masked has weights 0 (torch's: NaN);
+--  * add_bias_kv appends learned rows bias_k, bias_v [1, 1, E] (PyTorch's
+--    parameters, xavier_normal_) to every sequence's keys and values, and
+--    add_zero_attn a zero key and value per head, the masks padded with a
+--    column that masks nothing, as torch's; such a module attends by core
+--    ops (no fused kernel), and is_causal is refused with them.
 -- A torch.nn.MultiheadAttention state dict (in_proj_weight, ...) loads, as
 -- into nn.MultiHeadAttention.
 -- @usage local mha = nn.MultiheadAttention(16, 4)        -- sequence-first, as torch's
@@ -36,12 +41,21 @@ local TorchMHA = MHA:extend("MultiheadAttention")
 function TorchMHA:__init(embed_dim, num_heads, opts)
   opts = Module.check_options("nn.MultiheadAttention", opts,
     { "dropout", "bias", "batch_first", "kdim", "vdim", "dtype", "device", "add_bias_kv", "add_zero_attn" })
-  if opts.add_bias_kv or opts.add_zero_attn then
-    errors.raise("nn.MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+  for _, k in ipairs { "add_bias_kv", "add_zero_attn", "batch_first" } do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+      errors.raise("nn.MultiheadAttention: %s must be a boolean, got %s", k, type(opts[k]))
+    end
   end
   MHA.__init(self, embed_dim, num_heads, { dropout = opts.dropout, bias = opts.bias, kdim = opts.kdim,
     vdim = opts.vdim, dtype = opts.dtype, device = opts.device })
   self.batch_first = opts.batch_first == true
+  self.add_zero_attn = opts.add_zero_attn == true
+  if opts.add_bias_kv then
+    local init = require "ember.nn.weight_init"
+    local t = { dtype = opts.dtype, device = opts.device }
+    self:register_parameter("bias_k", init.xavier_normal_(ember.empty({ 1, 1, self.d_model }, t)))
+    self:register_parameter("bias_v", init.xavier_normal_(ember.empty({ 1, 1, self.d_model }, t)))
+  end
 end
 
 --- Attention of query over key/value, as torch.nn.MultiheadAttention.forward.
@@ -91,8 +105,14 @@ function TorchMHA:forward(query, key, value, opts)
     end
     if m.dtype == "bool" then o.block_mask = m else o.attn_mask = m end
   end
-  local y, w = MHA.forward(self, q, k, v, o)
-  if w ~= nil and ember.is_grad_enabled() then w = self:_weights_with_grad(q, k, o) end
+  local y, w
+  if self.bias_k ~= nil or self.add_zero_attn then
+    if o.causal then errors.raise("%s: is_causal with add_bias_kv or add_zero_attn: give the mask as attn_mask", who) end
+    y, w = self:_attend_extra(q, k, v, o)
+  else
+    y, w = MHA.forward(self, q, k, v, o)
+    if w ~= nil and ember.is_grad_enabled() then w = self:_weights_with_grad(q, k, o) end
+  end
   if batched and not self.batch_first then y = y:transpose(1, 2) end
   if w ~= nil and opts.average_attn_weights ~= false then w = w:mean(w.ndim - 2) end
   return y, w
@@ -125,9 +145,59 @@ function TorchMHA:_weights_with_grad(q, k, o)
   return s:masked_fill(dead, 0):softmax(4):masked_fill(dead, 0)
 end
 
+-- m (a mask, or nil) with one more column at the end that masks nothing.
+local function pad_column(m)
+  if m == nil then return nil end
+  local shape = {}
+  for i = 1, m.ndim do shape[i] = m.shape[i] end
+  shape[m.ndim] = 1
+  return ember.cat({ m, ember.zeros(shape, { dtype = m.dtype, device = m.device }) }, m.ndim)
+end
+
+-- add_bias_kv / add_zero_attn: attention of batch-first q [B, L, E] over k,
+-- v [B, S, *] by core ops, as torch's multi_head_attention_forward (bias_k,
+-- bias_v appended after the projections, a zero key/value per head after the
+-- head split, the masks padded each time). Returns out [B, L, E] and the
+-- weights [B, H, L, S'] (nil unless need_weights).
+function TorchMHA:_attend_extra(q, k, v, o)
+  local B, L, E, H = q.shape[1], q.shape[2], self.d_model, self.heads
+  local hd = E // H
+  local qp, kp, vp = self.q_proj(q), self.k_proj(k), self.v_proj(v)
+  local am, bm, kpm = o.attn_mask, o.block_mask, o.key_padding_mask
+  if self.bias_k ~= nil then
+    kp = ember.cat({ kp, self.bias_k:expand(B, 1, E) }, 2)
+    vp = ember.cat({ vp, self.bias_v:expand(B, 1, E) }, 2)
+    am, bm, kpm = pad_column(am), pad_column(bm), pad_column(kpm)
+  end
+  local S = kp.shape[2]
+  local function heads(t, n) return t:reshape(B, n, H, hd):transpose(2, 3) end
+  local qh, kh, vh = heads(qp, L), heads(kp, S), heads(vp, S)
+  if self.add_zero_attn then
+    local z = ember.zeros({ B, H, 1, hd }, { dtype = kh.dtype, device = kh.device })
+    kh, vh = ember.cat({ kh, z }, 3), ember.cat({ vh, z }, 3)
+    am, bm, kpm = pad_column(am), pad_column(bm), pad_column(kpm)
+    S = S + 1
+  end
+  local s = qh:matmul(kh:transpose(3, 4)) * (1 / math.sqrt(hd))
+  if am ~= nil then s = s + am:to(s.dtype) end
+  local blocked = bm
+  if kpm ~= nil then
+    local kb = kpm:view(B, 1, 1, S)
+    blocked = blocked and blocked:logical_or(kb) or kb
+  end
+  s = s:expand(B, H, L, S)
+  if blocked ~= nil then s = s:masked_fill(blocked:expand(B, H, L, S), -math.huge) end
+  local dead = s:eq(-math.huge):all(4):view(B, H, L, 1):expand(B, H, L, S)
+  local w = s:masked_fill(dead, 0):softmax(4):masked_fill(dead, 0)
+  local wd = (self.training and self.dropout > 0) and ember.dropout(w, self.dropout, true) or w
+  local y = self.out_proj(wd:matmul(vh):transpose(2, 3):reshape(B, L, E))
+  return y, o.need_weights and w or nil
+end
+
 --- The sizes, for printing.
 function TorchMHA:extra_repr()
   return MHA.extra_repr(self) .. (self.batch_first and ", batch_first=true" or "")
+    .. (self.bias_k ~= nil and ", add_bias_kv=true" or "") .. (self.add_zero_attn and ", add_zero_attn=true" or "")
 end
 
 return TorchMHA
