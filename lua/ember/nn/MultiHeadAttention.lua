@@ -385,7 +385,12 @@ function MHA:_check_inputs(who, query, key, value)
     errors.raise("%s: value must be [B, Lk=%d, vdim=%d], got %s (key %s)", who, key.shape[2], self.vdim,
       shape_str(value), shape_str(key))
   end
-  local dt = self.q_proj.weight.dtype
+  -- the dtype of q_proj's weight, or of its first parameter when it is a
+  -- module of the user's (a LoRA wrapper: HF's attention only calls it)
+  local w = self.q_proj.weight
+  if not Module.is_tensor(w) then w = self.q_proj:parameters()[1] end
+  if w == nil then return end
+  local dt = w.dtype
   local function ok(t) -- under autocast a bfloat16 input meets float32 weights in bfloat16 products
     return t.dtype == dt or (dt == "float32" and t.dtype == "bfloat16" and ember.autocast.enabled())
   end
@@ -497,6 +502,7 @@ end
 -- the separate path, which raises them.
 local function project_joined(x, projs)
   local p1 = projs[1]
+  if not joinable(p1) then return nil end -- a module of the user's has no weight to stack
   local dt = p1.weight.dtype
   for _, p in ipairs(projs) do
     if not joinable(p) or p.weight.dtype ~= dt or p.in_features ~= p1.in_features
