@@ -473,6 +473,28 @@ describe("nn modules with state over nn.functional: module == function", functio
     raises_here(function() nn.CTCLoss{ blank = 2, zero_inf = true } end, "CTCLoss")
   end)
 
+  it("sizes are checked when the module is built, naming it; PyTorch's keyword form is told the sizes come by position", function()
+    raises_here(function() nn.MaxPool3d{ kernel_size = 2 } end,
+      "MaxPool3d: kernel_size must be a positive integer or a table of three, got {} (a table of names: the sizes come "
+      .. "first, by position, e.g. nn.MaxPool3d(2, {stride = 1}))")
+    raises_here(function() nn.MaxPool3d(2, { dilation = 0 }) end, "MaxPool3d: dilation must be a positive integer or a table of three, got 0")
+    raises_here(function() nn.AvgPool3d({ 2, 2 }) end, "AvgPool3d: kernel_size must be a positive integer or a table of three, got {2, 2}")
+    raises_here(function() nn.AvgPool3d(2, { padding = -1 }) end, "AvgPool3d: padding must be a non-negative integer")
+    raises_here(function() nn.AdaptiveAvgPool3d{ output_size = 2 } end, "AdaptiveAvgPool3d: output_size must be a positive integer")
+    raises_here(function() nn.AdaptiveMaxPool3d({ 2, 3 }) end, "AdaptiveMaxPool3d: output_size must be a positive integer or a table of three")
+    raises_here(function() nn.Unfold{ kernel_size = 3, padding = 1 } end, "Unfold: kernel_size must be a positive integer or a pair of them, got {}")
+    raises_here(function() nn.Unfold(3, { stride = 0 }) end, "Unfold: stride must be a positive integer or a pair of them, got 0")
+    raises_here(function() nn.Fold({ 4, 5 }, { 2, 2, 2 }) end, "Fold: kernel_size must be a positive integer or a pair of them, got {2, 2, 2}")
+    raises_here(function() nn.MaxUnpool2d{ kernel_size = 2 } end, "MaxUnpool2d: kernel_size must be a positive integer or a pair of them")
+    raises_here(function() nn.MaxUnpool1d(2, { stride = { 2, 2 } }) end, "MaxUnpool1d: stride must be a positive integer or a table of one")
+    -- what they take still works
+    local x = ember.randn(1, 2, 4, 4, 4)
+    assert.are.same({ 1, 2, 2, 4, 2 }, nn.AdaptiveMaxPool3d({ 2, false, 2 })(x).shape)
+    assert.are.same({ 1, 2, 3, 4, 3 }, nn.MaxPool3d({ 2, 1, 2 }, { stride = 1, padding = { 0, 0, 0 }, dilation = 1 })(x).shape)
+    local y, idx = F.max_pool1d(ember.randn(1, 2, 4), 2, { return_indices = true })
+    assert.are.same({ 1, 2, 4 }, nn.MaxUnpool1d({ 2 }, { stride = { 2 } })(y, idx).shape)
+  end)
+
   it("a loss given PyTorch's positional options is refused, not run with the defaults", function()
     -- torch.nn.PoissonNLLLoss(False) is log_input=False: a false went unseen and log_input stayed true
     raises_here(function() nn.PoissonNLLLoss(false) end, "nn.PoissonNLLLoss: options must be a table, got boolean")

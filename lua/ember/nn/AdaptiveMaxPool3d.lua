@@ -8,7 +8,22 @@ local Module = require "ember.nn.Module"
 
 local AdaptiveMaxPool3d = Module:extend("AdaptiveMaxPool3d")
 
-function AdaptiveMaxPool3d:__init(output_size) self.output_size = output_size end
+function AdaptiveMaxPool3d:__init(output_size)
+  -- a positive integer, or three of them where false keeps that dim's size (PyTorch's None)
+  local ok = math.type(output_size) == "integer" and output_size > 0
+  if type(output_size) == "table" and output_size[3] ~= nil and #output_size == 3 then
+    ok = true
+    for i = 1, 3 do
+      local e = output_size[i]
+      ok = ok and (e == false or (math.type(e) == "integer" and e > 0))
+    end
+  end
+  if not ok then
+    require("ember._errors").raise("%s: output_size must be a positive integer or a table of three (false: that dim's "
+      .. "size, PyTorch's None), got %s", "AdaptiveMaxPool3d", require("ember.nn._conv").fmt(output_size))
+  end
+  self.output_size = output_size
+end
 
 --- The pooled input.
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]

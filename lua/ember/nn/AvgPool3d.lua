@@ -10,8 +10,12 @@ local Module = require "ember.nn.Module"
 local AvgPool3d = Module:extend("AvgPool3d")
 
 function AvgPool3d:__init(kernel_size, opts)
-  self.kernel_size = kernel_size
+  local size = require("ember.nn._conv").check_size
+  self.kernel_size = size("AvgPool3d", "kernel_size", kernel_size, 3, 1)
   self.opts = Module.check_options("nn.AvgPool3d", opts, { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" })
+  for what, min in pairs { stride = 1, padding = 0 } do
+    if self.opts[what] ~= nil then size("AvgPool3d", what, self.opts[what], 3, min) end
+  end
 end
 
 --- The pooled input.

@@ -3,38 +3,29 @@
 -- Errors name nn.Fold (its options) at the caller's line; the inputs are checked as nn.functional's.
 -- @usage print(nn.Fold({4, 4}, 2)(ember.randn(1, 12, 9)).shape)   --> ember.Size{1, 3, 4, 4}
 -- @classmod nn.Fold
-local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
+local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local Fold = Module:extend("Fold")
 
--- one option's check (the constructor's)
-local function check(what, v, ok, want)
-  if not ok then error(("Fold: %s must be %s, got %s"):format(what, want, tostring(v)), 4) end
-end
-
 function Fold:__init(output_size, kernel_size, opts)
   opts = Module.check_options("nn.Fold", opts, { "dilation", "padding", "stride" })
-  check("output_size", output_size, math.type(output_size) == "integer" or type(output_size) == "table",
-    "an integer or a table of them")
+  check_size("Fold", "output_size", output_size, 2, 1)
   self.output_size = output_size
-  check("kernel_size", kernel_size, math.type(kernel_size) == "integer" or type(kernel_size) == "table",
-    "an integer or a table of them")
+  check_size("Fold", "kernel_size", kernel_size, 2, 1)
   self.kernel_size = kernel_size
   local dilation = opts.dilation
   if dilation == nil then dilation = 1 end
-  check("dilation", dilation, math.type(dilation) == "integer" or type(dilation) == "table",
-    "an integer or a table of them")
+  check_size("Fold", "dilation", dilation, 2, 1)
   self.dilation = dilation
   local padding = opts.padding
   if padding == nil then padding = 0 end
-  check("padding", padding, math.type(padding) == "integer" or type(padding) == "table",
-    "an integer or a table of them")
+  check_size("Fold", "padding", padding, 2, 0)
   self.padding = padding
   local stride = opts.stride
   if stride == nil then stride = 1 end
-  check("stride", stride, math.type(stride) == "integer" or type(stride) == "table", "an integer or a table of them")
+  check_size("Fold", "stride", stride, 2, 1)
   self.stride = stride
 end
 

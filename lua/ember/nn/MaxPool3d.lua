@@ -9,8 +9,12 @@ local Module = require "ember.nn.Module"
 local MaxPool3d = Module:extend("MaxPool3d")
 
 function MaxPool3d:__init(kernel_size, opts)
-  self.kernel_size = kernel_size
+  local size = require("ember.nn._conv").check_size
+  self.kernel_size = size("MaxPool3d", "kernel_size", kernel_size, 3, 1)
   self.opts = Module.check_options("nn.MaxPool3d", opts, { "stride", "padding", "dilation", "ceil_mode" })
+  for what, min in pairs { stride = 1, padding = 0, dilation = 1 } do
+    if self.opts[what] ~= nil then size("MaxPool3d", what, self.opts[what], 3, min) end
+  end
 end
 
 --- The pooled input.

@@ -6,31 +6,24 @@
 -- local y, idx = pool(ember.randn(1, 2, 4))
 -- print(nn.MaxUnpool1d(2)(y, idx).shape)   --> ember.Size{1, 2, 4}
 -- @classmod nn.MaxUnpool1d
-local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
+local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local MaxUnpool1d = Module:extend("MaxUnpool1d")
 
--- one option's check (the constructor's)
-local function check(what, v, ok, want)
-  if not ok then error(("MaxUnpool1d: %s must be %s, got %s"):format(what, want, tostring(v)), 4) end
-end
-
 function MaxUnpool1d:__init(kernel_size, opts)
   opts = Module.check_options("nn.MaxUnpool1d", opts, { "stride", "padding" })
-  check("kernel_size", kernel_size, math.type(kernel_size) == "integer" or type(kernel_size) == "table",
-    "an integer or a table of them")
+  check_size("MaxUnpool1d", "kernel_size", kernel_size, 1, 1)
   self.kernel_size = kernel_size
   local stride = opts.stride
   if stride ~= nil then
-    check("stride", stride, math.type(stride) == "integer" or type(stride) == "table", "an integer or a table of them")
+    check_size("MaxUnpool1d", "stride", stride, 1, 1)
   end
   self.stride = stride
   local padding = opts.padding
   if padding == nil then padding = 0 end
-  check("padding", padding, math.type(padding) == "integer" or type(padding) == "table",
-    "an integer or a table of them")
+  check_size("MaxUnpool1d", "padding", padding, 1, 0)
   self.padding = padding
 end
 
