@@ -228,6 +228,8 @@ end
 -- reads back (the tensors under dotted names, a key's own '.' escaped, so
 -- a nested model's state dict, "1.weight", goes in a nest too; the rest in
 -- the metadata).
+-- A module inside the nest is saved as its state dict too (torch.save would
+-- pickle the module; ember.load gives back the state dict).
 -- As torch.save, it keeps which tensors require grad, and an ember.Size
 -- (alone or in a nest) loads back as one; a number, boolean or string
 -- alone is saved too.
@@ -288,6 +290,8 @@ function checkpoint.save_object(a, b)
       end
       local key = part_of(k)
       local name = prefix == "" and key or (prefix .. "." .. key)
+      -- a module in the nest ({model = m, epoch = 3}) goes in as its state dict, as one alone does
+      if Module.is_module(v) then v = v:state_dict() end
       local value = encode_value(v)
       if is_tensor(v) then tensors[name] = v
       elseif value then meta["tree." .. name] = value

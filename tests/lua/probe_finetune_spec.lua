@@ -121,3 +121,138 @@ describe("LoRA written by hand on q_proj / v_proj of a loaded model", function()
     assert(ember.equal(again:generate(ids, { max_new_tokens = 3 }), gen))
   end)
 end)
+
+describe("fine-tuning Qwen3's last layer, as a Hugging Face training loop", function()
+  local X = ember.randint(1, 54, { 20, 6 }, { dtype = "int64", generator = ember.Generator():manual_seed(5) })
+
+  -- the model from the folder, all frozen but the last layer and the head;
+  -- AdamW with weight decay on the matrices, none on norms and biases
+  local function setup()
+    local m = Llama.from_pretrained(FAMILY .. "qwen3"):train()
+    m:requires_grad_(false)
+    m.model.layers[m.config.num_hidden_layers]:requires_grad_(true)
+    m.lm_head:requires_grad_(true)
+    local decay, no_decay = {}, {}
+    for name, p in pairs(m:named_parameters()) do
+      if p.requires_grad then
+        local list = (p.ndim < 2 or name:match("norm") or name:match("bias")) and no_decay or decay
+        list[#list + 1] = p
+      end
+    end
+    local opt = optim.AdamW({ { params = decay, weight_decay = 0.1 }, { params = no_decay, weight_decay = 0 } },
+      { lr = 1e-3 })
+    return m, opt, optim.WarmupCosine(opt, { warmup_steps = 2, total_steps = 10 })
+  end
+
+  local function splits()
+    return data.random_split(data.TensorDataset(X), { 0.9, 0.1 }, ember.Generator():manual_seed(1))
+  end
+
+  -- optimizer steps from+1 .. to, two micro-batches each, under bfloat16 autocast
+  local function train(m, opt, sched, from, to)
+    local train_set = splits()[1]
+    local loader = data.DataLoader(train_set, { batch_size = 3, shuffle = true, generator = ember.Generator():manual_seed(9) })
+    local k, losses = 0, {}
+    for ids in loader:iter() do
+      k = k + 1
+      if k > 2 * to then break end
+      if k > 2 * from then
+        local loss = ember.autocast("bfloat16", function() return lm_loss(m(ids), ids) / 2 end)
+        loss:backward()
+        if k % 2 == 0 then
+          nn.utils.clip_grad_norm_(m:parameters(), 1.0)
+          opt:step()
+          sched:step()
+          opt:zero_grad()
+          losses[#losses + 1] = loss:item()
+        end
+      end
+    end
+    return losses
+  end
+
+  local function evaluate(m)
+    local val = splits()[2]
+    local ids = data.default_collate({ val[1][1], val[2][1] })
+    m:eval()
+    local loss = ember.inference_mode(function() return lm_loss(m(ids), ids) end)
+    m:train()
+    return loss:item()
+  end
+
+  it("random_split 90/10, frozen layers untouched, resumed from ember.save bit for bit", function()
+    local tr, val = table.unpack(splits())
+    assert.are.same({ 18, 2 }, { #tr, #val })
+    local m, opt, sched = setup()
+    local frozen = {}
+    for k, v in pairs(m:state_dict()) do
+      if not k:match("^model%.layers%.1%.") and not k:match("^lm_head") then frozen[k] = v:clone() end
+    end
+    train(m, opt, sched, 0, 2)
+    local p = os.tmpname()
+    ember.save({ model = m:state_dict(), optimizer = opt:state_dict(), scheduler = sched:state_dict(), step = 2 }, p)
+    local before = evaluate(m)
+    local rest = train(m, opt, sched, 2, 4)
+    assert(evaluate(m) < before, "the last layer learns")
+    for k, v in pairs(m:state_dict()) do
+      if frozen[k] then assert(ember.equal(v, frozen[k]), k .. " is frozen but changed") end
+    end
+    for name, p2 in pairs(m:named_parameters()) do
+      assert.are.equal(frozen[name] == nil, p2.requires_grad, name)
+    end
+    -- a fresh process's view: new model, optimizer and schedule from the file
+    local ck = ember.load(p)
+    os.remove(p)
+    local m2, opt2, sched2 = setup()
+    m2:load_state_dict(ck.model)
+    opt2:load_state_dict(ck.optimizer)
+    sched2:load_state_dict(ck.scheduler)
+    assert.are.equal(2, ck.step)
+    assert.are.same(rest, train(m2, opt2, sched2, ck.step, 4))
+    same_state(m, m2, "resumed")
+    assert.are.equal(opt.param_groups[1].lr, opt2.param_groups[1].lr)
+    assert.are.equal(evaluate(m), evaluate(m2))
+  end)
+end)
+
+describe("Muon on the hidden 2-D weights and AdamW on the rest, one loop", function()
+  it("steps both, resumes both bit for bit", function()
+    local function setup()
+      local m = Llama.from_pretrained(FAMILY .. "llama31"):train()
+      local hidden, rest = {}, {}
+      for name, p in pairs(m:named_parameters()) do
+        local list = (p.ndim == 2 and name:match("^model%.layers%.")) and hidden or rest
+        list[#list + 1] = p
+      end
+      return m, { optim.Muon(hidden, { lr = 0.02, weight_decay = 0 }), optim.AdamW(rest, { lr = 1e-3 }) }
+    end
+    local ids = ember.randint(1, 54, { 3, 6 }, { dtype = "int64", generator = ember.Generator():manual_seed(3) })
+    local function steps(m, opts, n)
+      local losses = {}
+      for _ = 1, n do
+        for _, o in ipairs(opts) do o:zero_grad() end
+        local loss = lm_loss(m(ids), ids)
+        loss:backward()
+        for _, o in ipairs(opts) do o:step() end
+        losses[#losses + 1] = loss:item()
+      end
+      return losses
+    end
+    local m, opts = setup()
+    local w0 = m.model.layers[1].mlp.up_proj.weight:clone()
+    steps(m, opts, 2)
+    assert(not ember.equal(w0, m.model.layers[1].mlp.up_proj.weight))
+    local p = os.tmpname()
+    ember.save({ model = m, muon = opts[1]:state_dict(), adamw = opts[2]:state_dict() }, p)
+    local after = steps(m, opts, 2)
+    assert(after[2] < after[1])
+    local ck = ember.load(p)
+    os.remove(p)
+    local m2, opts2 = setup()
+    m2:load_state_dict(ck.model)
+    opts2[1]:load_state_dict(ck.muon)
+    opts2[2]:load_state_dict(ck.adamw)
+    assert.are.same(after, steps(m2, opts2, 2))
+    same_state(m, m2, "resumed")
+  end)
+end)
