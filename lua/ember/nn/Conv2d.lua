@@ -19,6 +19,10 @@
 -- batched matmul over the groups); see `nn/_conv.lua`. With few channels
 -- (a patch embedding of 3 colours) the kernel times oneDNN's blocked and
 -- plain layouts on the first call of a shape and keeps the faster.
+-- When the weight needs a gradient, the kernel's forward also keeps x in
+-- oneDNN's layout for the weight gradient: the graph holds one activation
+-- more per layer until backward (or until it is freed), for one reorder
+-- of x less per step.
 -- `ember.conv_routes()` counts which route ran.
 -- Errors name nn.Conv2d at the caller's line: bad sizes or options, groups
 -- not dividing the channels, a wrong channel count, a kernel larger than
