@@ -256,3 +256,66 @@ describe("Muon on the hidden 2-D weights and AdamW on the rest, one loop", funct
     same_state(m, m2, "resumed")
   end)
 end)
+
+describe("generation before and after fine-tuning, batch against one prompt at a time", function()
+  -- two prompts of different lengths, left-padded into one batch
+  local a = ember.tensor({ { 5, 9, 2 } }, { dtype = "int64" })
+  local b = ember.tensor({ { 7, 3, 11, 4, 6 } }, { dtype = "int64" })
+  local batch = ember.tensor({ { 1, 1, 5, 9, 2 }, { 7, 3, 11, 4, 6 } }, { dtype = "int64" })
+  local mask = ember.tensor({ { true, true, false, false, false }, { false, false, false, false, false } }, { dtype = "bool" })
+
+  -- a row of the batch's result without its left padding and the pads after its end
+  local function row(g, i, lead, pad, want)
+    local r = g[{ { i }, { lead + 1, -1 } }]
+    local n = r.shape[2]
+    while n > want.shape[2] and r[1][n]:item() == pad do n = n - 1 end
+    return r[{ {}, { 1, n } }]
+  end
+
+  local function check(m, what)
+    for _, o in ipairs {
+      {}, { repetition_penalty = 1.3 }, { strategy = "sample", top_p = 1e-6 }, { stop = { { 3 }, { 7, 8 } }, pad_id = 2 },
+      { repetition_penalty = 1.2, stop = { { 3 } }, pad_id = 2 },
+    } do
+      o.max_new_tokens = 10
+      local ga, gb = m:generate(a, o), m:generate(b, o)
+      o.prompt_padding_mask = mask
+      local g = m:generate(batch, o)
+      for i, want in ipairs { ga, gb } do
+        local got = row(g, i, i == 1 and 2 or 0, o.pad_id or 1, want)
+        assert(got.shape[2] == want.shape[2] and ember.equal(got, want),
+          ("%s row %d: %s vs alone %s"):format(what, i, tostring(got), tostring(want)))
+      end
+      if o.strategy == "sample" then -- a nucleus of one token is greedy
+        o.strategy, o.top_p, o.prompt_padding_mask = nil, nil, nil
+        assert(ember.equal(m:generate(a, o), ga))
+      end
+    end
+  end
+
+  it("greedy, top_p, repetition_penalty and stop sequences on a fine-tuned Mistral and its save_pretrained folder", function()
+    local m = Llama.from_pretrained(FAMILY .. "mistral")
+    check(m, "pretrained")
+    local before = m:generate(a, { max_new_tokens = 8 })
+    local opt = optim.Lion(m:parameters(), { lr = 0.05 })
+    m:train()
+    local ids = ember.randint(1, m.config.vocab_size + 1, { 4, 8 }, { dtype = "int64", generator = ember.Generator():manual_seed(4) })
+    for _ = 1, 3 do
+      opt:zero_grad()
+      lm_loss(m(ids), ids):backward()
+      opt:step()
+    end
+    check(m, "fine-tuned")
+    assert.is_true(m.training, "generate gives the training mode back")
+    m:eval()
+    local after = m:generate(a, { max_new_tokens = 8 })
+    assert(not ember.equal(before, after), "fine-tuning changed the continuation")
+    local d = tmpdir()
+    m:save_pretrained(d)
+    local again = Llama.from_pretrained(d)
+    os.execute("rm -rf '" .. d .. "'")
+    assert.are.same(m.config.sliding_window, again.config.sliding_window)
+    assert(ember.equal(again:generate(a, { max_new_tokens = 8 }), after))
+    check(again, "reloaded")
+  end)
+end)
