@@ -409,7 +409,7 @@ def transformers():
          "return m(x, mem, {causal = false})", lambda m, x, mem: m(x, mem))
     case("TDL_float_mask", "nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerDecoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 4, d), "mem": x(2, 6, d), "tm": x(4, 4), "mm": x(4, 6)},
-         "return m(x, mem, {tgt_mask = tm, memory_mask = mm, causal = false})",
+         "return m(x, mem, {tgt_mask = tm, memory_mask = mm})",
          lambda m, x, mem, tm, mm: m(x, mem, tgt_mask=tm, memory_mask=mm))
     mkpm = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
     case("TDL_masks_normfirst", 'nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true, norm_first = true, activation = "gelu"})' % lo,

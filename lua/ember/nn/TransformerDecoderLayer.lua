@@ -12,7 +12,8 @@
 -- token's view of the memory as the target grows -- and cross=false for a
 -- decoder-only layer (no memory, no cross-attention).
 --
--- forward(x, memory [, opts]); opts: causal (default true), tgt_mask (float,
+-- forward(x, memory [, opts]); opts: causal (default true -- false when a tgt
+-- mask is given: then the mask alone decides, as PyTorch's), tgt_mask (float,
 -- added to the scores) or tgt_allow_mask / tgt_block_mask (bool: true = may
 -- attend / true = masked; a boolean tgt_mask is refused, see nn/_masks.lua),
 -- tgt_key_padding_mask, memory_mask (memory_allow_mask, memory_block_mask),
@@ -82,6 +83,13 @@ local WHO = "TransformerDecoderLayer.forward"
 function DecoderLayer:_sa(x, o)
   local y
   local mask = masks.resolve(o, WHO, masks.names("tgt"))
+  -- a target mask given is the whole mask, as PyTorch's (the layer's causal
+  -- default would be added to it): causal only when asked as well
+  if mask ~= nil and o.causal == nil then
+    local c = {}
+    for k, v in pairs(o) do c[k] = v end
+    c.causal, o = false, c
+  end
   if o.cache then
     o.cache.self = o.cache.self or { reserve = o.cache.reserve } -- see nn/_kv_cache.lua
     y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
