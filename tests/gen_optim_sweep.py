@@ -475,6 +475,77 @@ def get_lr_case(spec):
     return case
 
 
+# ------------------------------------------------------------------ swa_utils
+
+def swa_cases():
+    """torch.optim.swa_utils: AveragedModel over 4 updates of a Linear(3, 2)
+    whose weights are set from the fixture each time (the running mean, an
+    EMA avg_fn 0.25 * avg + 0.75 * p, and use_buffers with a BatchNorm1d's
+    running statistics); SWALR's lrs over 12 steps (cos and linear, anneal
+    0, 1 and 4 epochs, one swa_lr per group, after 5 steps of
+    CosineAnnealingLR); update_bn's running statistics over three batches
+    (one a [x, y] list)."""
+    torch.manual_seed(7)
+    L = torch.optim.swa_utils
+    states = [{"weight": torch.randn(2, 3), "bias": torch.randn(2)} for _ in range(4)]
+    avg = []
+    for kind in ("mean", "ema"):
+        m = torch.nn.Linear(3, 2)
+        fn = None if kind == "mean" else (lambda a, p, n: 0.25 * a + 0.75 * p)
+        swa = L.AveragedModel(m, avg_fn=fn)
+        out = []
+        for st in states:
+            with torch.no_grad():
+                m.weight.copy_(st["weight"])
+                m.bias.copy_(st["bias"])
+            swa.update_parameters(m)
+            out.append({"weight": swa.module.weight.detach().clone(), "bias": swa.module.bias.detach().clone(),
+                        "n_averaged": int(swa.n_averaged)})
+        avg.append({"avg_fn": kind, "steps": out})
+    # use_buffers: a BatchNorm1d's running statistics are averaged too
+    xs = [torch.randn(5, 3) for _ in range(4)]
+    bn = torch.nn.BatchNorm1d(3)
+    swa = L.AveragedModel(bn, use_buffers=True)
+    out = []
+    for x in xs:
+        bn.train()
+        bn(x)
+        swa.update_parameters(bn)
+        out.append({"running_mean": swa.module.running_mean.clone(), "running_var": swa.module.running_var.clone(),
+                    "num_batches_tracked": int(swa.module.num_batches_tracked)})
+    buffers = {"xs": xs, "steps": out}
+
+    swalr = []
+    for kw, pre in (({"swa_lr": 0.05}, 0), ({"swa_lr": [0.05, 0.01], "anneal_epochs": 4, "anneal_strategy": "linear"}, 0),
+                    ({"swa_lr": 0.02, "anneal_epochs": 0}, 0), ({"swa_lr": 0.03, "anneal_epochs": 1}, 0),
+                    ({"swa_lr": 0.05, "anneal_epochs": 4}, 5)):
+        a = torch.zeros(1, requires_grad=True)
+        b = torch.zeros(1, requires_grad=True)
+        opt = torch.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.05}], lr=0.1)
+        if pre:
+            cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+            for _ in range(pre):
+                opt.step()
+                cos.step()
+        s = L.SWALR(opt, **kw)
+        lrs = [[g["lr"] for g in opt.param_groups]]
+        for _ in range(12):
+            opt.step()
+            s.step()
+            lrs.append([g["lr"] for g in opt.param_groups])
+        swalr.append({"options": kw, "cosine_first": pre, "lrs": lrs})
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4, momentum=0.3))
+    batches = [torch.randn(6, 3), torch.randn(6, 3), torch.randn(5, 3)]
+    model.eval()
+    L.update_bn([batches[0], [batches[1], torch.zeros(6)], batches[2]], model)
+    bn_case = {"weight": model[0].weight.detach(), "bias": model[0].bias.detach(), "batches": batches,
+               "running_mean": model[1].running_mean, "running_var": model[1].running_var,
+               "num_batches_tracked": int(model[1].num_batches_tracked), "momentum": model[1].momentum,
+               "training": model.training}
+    return {"states": states, "averaged": avg, "buffers": buffers, "swalr": swalr, "update_bn": bn_case}
+
+
 # ------------------------------------------------------------------ errors
 
 def refused(fn):
@@ -529,6 +600,7 @@ def main():
         "schedulers": [schedule_case(s) for s in SCHED_SPECS],
         "resume": [resume_case(s) for s in RESUME_SPECS],
         "get_lr": [get_lr_case(s) for s in GET_LR_SPECS],
+        "swa": swa_cases(),
         "errors": error_cases(),
     }
     Writer().write("tests/fixtures/optim_sweep.lua", "tests/gen_optim_sweep.py", data)

@@ -554,6 +554,95 @@ describe("ReduceLROnPlateau", function()
   end)
 end)
 
+-- ---------------------------------------------------------------- swa_utils
+
+describe("optim.swa_utils matches torch.optim.swa_utils", function()
+  local nn = require "ember.nn"
+  local W = F.swa
+  local function set(m, st)
+    ember.no_grad(function()
+      m.weight:copy_(T(st.weight))
+      m.bias:copy_(T(st.bias))
+    end)
+  end
+
+  for _, c in ipairs(W.averaged) do
+    it("AveragedModel, " .. c.avg_fn .. " (4 updates)", function()
+      local m = nn.Linear(3, 2, { dtype = "float64" })
+      local fn = c.avg_fn == "ema" and function(a, p) return a * 0.25 + p * 0.75 end or nil
+      local swa = optim.swa_utils.AveragedModel(m, { avg_fn = fn })
+      for k, st in ipairs(W.states) do
+        set(m, st)
+        swa:update_parameters(m)
+        local want = c.steps[k]
+        parity.check("weight after " .. k, swa.module.weight:detach(), T(want.weight), 1e-12)
+        parity.check("bias after " .. k, swa.module.bias:detach(), T(want.bias), 1e-12)
+        assert.are.equal(want.n_averaged, swa.n_averaged:item())
+      end
+      -- its own tensors: the model's are untouched by the average, and it is a module of torch's names
+      assert.is_false(rawequal(swa.module.weight, m.weight))
+      local names = {}
+      for k in pairs(swa:state_dict()) do names[#names + 1] = k end
+      table.sort(names)
+      assert.are.same({ "module.bias", "module.weight", "n_averaged" }, names)
+    end)
+  end
+
+  it("AveragedModel with use_buffers averages a BatchNorm's running statistics", function()
+    local bn = nn.BatchNorm1d(3, { dtype = "float64" })
+    local swa = optim.swa_utils.AveragedModel(bn, { use_buffers = true })
+    for k, x in ipairs(W.buffers.xs) do
+      bn:train()
+      bn(T(x))
+      swa:update_parameters(bn)
+      local want = W.buffers.steps[k]
+      parity.check("running_mean after " .. k, swa.module.running_mean, T(want.running_mean), 1e-12)
+      parity.check("running_var after " .. k, swa.module.running_var, T(want.running_var), 1e-12)
+      assert.are.equal(want.num_batches_tracked, swa.module.num_batches_tracked:item())
+    end
+  end)
+
+  for _, c in ipairs(W.swalr) do
+    it(label("SWALR", c.options) .. (c.cosine_first > 0 and " after CosineAnnealingLR" or ""), function()
+      local opt = sched_optimizer({})
+      if c.cosine_first > 0 then
+        local cos = optim.CosineAnnealingLR(opt, 10)
+        for _ = 1, c.cosine_first do cos:step() end
+      end
+      local s = optim.swa_utils.SWALR(opt, copy(c.options))
+      for k = 1, #c.lrs do
+        if k > 1 then s:step() end
+        for gi, g in ipairs(opt.param_groups) do near(c.lrs[k][gi], g.lr, ("lr of group %d after %d steps"):format(gi, k - 1)) end
+      end
+    end)
+  end
+
+  it("update_bn recomputes the running statistics over a loader (a [x, y] batch gives x)", function()
+    local U = W.update_bn
+    local model = nn.Sequential(nn.Linear(3, 4, { dtype = "float64" }), nn.BatchNorm1d(4, { momentum = 0.3, dtype = "float64" }))
+    set(model[1], U)
+    model:eval()
+    local b = U.batches
+    optim.swa_utils.update_bn({ T(b[1]), { T(b[2]), ember.zeros(6) }, T(b[3]) }, model)
+    parity.check("running_mean", model[2].running_mean, T(U.running_mean), 1e-12)
+    parity.check("running_var", model[2].running_var, T(U.running_var), 1e-12)
+    assert.are.equal(U.num_batches_tracked, model[2].num_batches_tracked:item())
+    assert.are.equal(U.momentum, model[2].momentum)
+    assert.are.equal(U.training, model.training)
+  end)
+
+  it("checks its arguments", function()
+    local opt = optim.SGD({ ember.zeros(1, { requires_grad = true }) }, 0.1)
+    raises_here(function() optim.swa_utils.SWALR(opt, { anneal_epochs = 2 }) end, "SWALR: swa_lr is required")
+    raises_here(function() optim.swa_utils.SWALR(opt, { swa_lr = 0.1, anneal_strategy = "exp" }) end,
+      'SWALR: anneal_strategy must be "cos" or "linear", got exp')
+    raises_here(function() optim.swa_utils.SWALR(opt, { swa_lr = 0.1, anneal_epochs = -1 }) end,
+      "SWALR: anneal_epochs must be an integer >= 0, got -1")
+    raises_here(function() optim.swa_utils.AveragedModel(opt) end, "swa_utils.AveragedModel: expected a module, got table")
+    raises_here(function() optim.swa_utils.AveragedModel(nn.Linear(1, 1), { avg = 1 }) end, "avg")
+  end)
+end)
+
 -- ---------------------------------------------------------------- errors
 
 describe("options torch refuses are refused, naming the option, at the user's line", function()

@@ -16,6 +16,7 @@ local optim = {
   Rprop = require "ember.optim.Rprop",
   ASGD = require "ember.optim.ASGD",
   LBFGS = require "ember.optim.LBFGS",
+  swa_utils = require "ember.optim.swa_utils",
   Muon = require "ember.optim.Muon",
   Lion = require "ember.optim.Lion",
   Adafactor = require "ember.optim.Adafactor",
