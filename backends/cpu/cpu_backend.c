@@ -400,6 +400,7 @@ static const em_backend cpu_backend = {
   .conv2d_keep_bytes = cpu_conv2d_keep_bytes,
   .conv2d_keep = cpu_conv2d_keep,
   .conv2d_backward_kept = cpu_conv2d_backward_kept,
+  .linalg = cpu_linalg,
 };
 
 /* ---- plugin exports (see ember_plugin.h) ---- */

@@ -224,6 +224,9 @@ em_status cpu_conv2d_keep(int device, const em_conv_args *a, void *y, void *xk, 
                           const void *w, const void *b);
 em_status cpu_conv2d_backward_kept(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                                    const void *dy, const void *x, const void *xk, const void *w);
+/* cpu_linalg.c: em_backend.linalg on the LAPACK of the linked OpenBLAS. */
+em_status cpu_linalg(int device, const em_linalg_args *a, void *const *out, const void *x, const void *b,
+                     int64_t info[2]);
 /* What runs them, for kernel_info's "conv: " ("onednn convolution up to
 ** avx512_core_bf16"): oneDNN picks each shape's kernel within that ISA. */
 void cpu_conv_describe(char *buf, size_t n);

@@ -389,6 +389,33 @@ EM_API em_status em_rms_norm(em_tensor **out, em_tensor *x, int nnorm, em_tensor
 ** (it is optional): the caller composes it then (nn.MultiHeadAttention). */
 EM_API em_status em_rope(em_tensor **out, em_tensor *x, em_tensor *cos, em_tensor *sin);
 
+/* Dense linear algebra on the backend's optional kernel (ember_backend.h,
+** em_linalg_args, says what each op computes and its outputs' order):
+** a [..., m, n] (float32 or float64), b [..., n, k] of the same batch dims
+** for SOLVE and TRSOLVE (NULL otherwise). out[0..2] receive the outputs
+** (unused ones NULL), with a's batch dims in front. name names the
+** operation in messages (NULL: "linalg.cholesky", ...). flags: EM_LINALG_UPPER,
+** EM_LINALG_UNIT (TRSOLVE). With info NULL a numerical failure (not
+** positive-definite, singular, no convergence) is an EM_ERR_ARG error as
+** torch words it, naming the batch element; with info the outputs come
+** back and info[0] is the failing batch element (-1: none), info[1]
+** LAPACK's info (torch's *_ex). Not recorded by autograd (ember.linalg's
+** Lua functions carry the gradients). EM_ERR_UNSUPPORTED when the backend
+** has no linalg kernel. */
+typedef enum em_linalg_op {
+  EM_LINALG_CHOLESKY,
+  EM_LINALG_LU,
+  EM_LINALG_SOLVE,
+  EM_LINALG_TRSOLVE,
+  EM_LINALG_QR,
+  EM_LINALG_EIGH,
+  EM_LINALG_SVD
+} em_linalg_op;
+#define EM_LINALG_UPPER 1
+#define EM_LINALG_UNIT 2
+EM_API em_status em_linalg(em_tensor **out, em_linalg_op op, em_tensor *a, em_tensor *b, int flags,
+                           const char *name, int64_t info[2]);
+
 /* 2-d convolution (cross-correlation, torch.nn.functional.conv2d) of x
 ** [N, C, H, W] with w [O, C/groups, kh, kw] and bias [O] (may be NULL), on
 ** the backend's kernel; stride and dilation {h, w}, padding {top, bottom,

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 11
+#define EM_BACKEND_ABI_VERSION 12
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -220,6 +220,34 @@ typedef struct em_conv_args {
   int64_t pad[4];              /* top, bottom, left, right */
   int64_t groups;
 } em_conv_args;
+
+/* A dense linear-algebra factorization or solve (em_linalg, ABI 12) over
+** `batch` matrices, each handed over contiguous and ROW-major: a is
+** [batch, m, n], b (SOLVE, TRSOLVE) [batch, n, k]; outputs row-major too:
+**   CHOLESKY  a [n, n] symmetric (lower triangle read) -> L [n, n] lower, zeros above
+**   LU        a [m, n] -> LU [m, n] (L unit lower below the diagonal, U on and above),
+**             pivots int64 [min(m, n)] 1-based as LAPACK's getrf and torch's
+**   SOLVE     a [n, n], b [n, k] -> x [n, k] with a x = b (LU with partial pivoting)
+**   TRSOLVE   a [n, n] triangular (upper or lower, unit diagonal or not), b [n, k] -> x [n, k]
+**   QR        a [m, n] -> Q [m, r], R [r, n], r = min(m, n) (reduced; R's
+**             diagonal has LAPACK's signs, as torch)
+**   EIGH      a [n, n] symmetric (lower triangle read) -> w [n] ascending, V [n, n]
+**             whose columns are the eigenvectors
+**   SVD       a [m, n] -> U [m, r], S [r] descending, Vh [r, n] (reduced)
+** A numerical failure is no error: the kernel stops at the first failing
+** matrix and reports it in info[0] (its index in the batch, -1 when every
+** one succeeded) and info[1] (LAPACK's positive info: the order of the
+** minor that is not positive-definite, the 1-based zero pivot of U or of
+** the triangle, the count of eigen/singular values that did not converge);
+** the core words the error. LU completes a singular matrix (info[1] its
+** first zero pivot). */
+typedef struct em_linalg_args {
+  em_linalg_op op;
+  em_dtype dtype;              /* EM_F32 or EM_F64 */
+  int64_t batch, m, n, k;      /* k: b's columns (SOLVE, TRSOLVE) */
+  bool upper;                  /* TRSOLVE: a is upper triangular (else lower) */
+  bool unitriangular;          /* TRSOLVE: a's diagonal is taken as ones */
+} em_linalg_args;
 
 typedef struct em_backend {
   uint32_t abi_version;  /* EM_BACKEND_ABI_VERSION, checked again on init */
@@ -458,6 +486,15 @@ typedef struct em_backend {
                            const void *w, const void *b);
   em_status (*conv2d_backward_kept)(int device, const em_conv_args *a, void *dx, void *dw, void *db,
                                     const void *dy, const void *x, const void *xk, const void *w);
+
+  /* ---- dense linear algebra (ABI 12) ---- */
+  /* optional: the factorizations and solves of em_linalg_args (float32 and
+  ** float64; the core has checked the sizes, none is 0), outputs in
+  ** out[0..2] in the order listed there, b NULL unless SOLVE or TRSOLVE.
+  ** Without it ember.linalg on the backend is an EM_ERR_UNSUPPORTED error
+  ** naming it (the CPU backend runs LAPACK; the CUDA plugin has none). */
+  em_status (*linalg)(int device, const em_linalg_args *a, void *const *out, const void *x,
+                      const void *b, int64_t info[2]);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

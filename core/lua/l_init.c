@@ -33,6 +33,7 @@ EM_API int luaopen_ember_core(lua_State *L) {
   if (lember_open_json) lember_open_json(L, module);
   if (lember_open_optim) lember_open_optim(L, module);
   if (lember_open_plot) lember_open_plot(L, module);
+  if (lember_open_linalg) lember_open_linalg(L, module);
   lua_settop(L, module);
   return 1;
 }

@@ -160,6 +160,7 @@ void lember_open_json(lua_State *L, int module) __attribute__((weak));
 void lember_open_optim(lua_State *L, int module) __attribute__((weak)); /* l_optim.c */
 /* PNG charts with cairo (core/lua/l_plot.c). */
 void lember_open_plot(lua_State *L, int module) __attribute__((weak));
+void lember_open_linalg(lua_State *L, int module) __attribute__((weak)); /* l_linalg.c */
 
 /* ---- shapes (l_size.c) ---- */
 

@@ -176,7 +176,12 @@
      bool inverse),                                                                                  \
     (device, out, x, cos, sin, inverse), inverse ? "rope_grad" : "rope", false,                      \
     kv_bytes(out) + kv_bytes(x) + x->shape[x->ndim - 2] * x->shape[x->ndim - 1] * dsz(x->dtype), 0,  \
-    PROF_KERN(x->dtype))
+    PROF_KERN(x->dtype))                                                                             \
+  X(linalg,                                                                                          \
+    (int device, const em_linalg_args *a, void *const *out, const void *x, const void *b,            \
+     int64_t info[2]),                                                                               \
+    (device, a, out, x, b, info), "linalg", false, 2 * a->batch * a->m * a->n * dsz(a->dtype), 0,    \
+    NULL)
 #endif
 
 #define RE prof_real[PROF_SLOT]
