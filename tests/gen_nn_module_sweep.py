@@ -396,6 +396,11 @@ def transformers():
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": x(5, 5), "kpm": kpm},
          "return m(x, {src_mask = am, src_key_padding_mask = kpm})",
          lambda m, x, am, kpm: m(x, src_mask=am, src_key_padding_mask=kpm))
+    case("TEL_activation_callable", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true, activation = nn.functional.silu})" % lo,
+         tnn.TransformerEncoderLayer(d, h, batch_first=True, activation=torch.nn.functional.silu, **tk), {"x": x(2, 5, d)}, *one())
+    case("TDL_activation_module", 'nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true, activation = nn.GELU("tanh")})' % lo,
+         tnn.TransformerDecoderLayer(d, h, batch_first=True, activation=tnn.GELU(approximate="tanh"), **tk),
+         {"x": x(2, 3, d), "mem": x(2, 4, d)}, "return m(x, mem, {causal = false})", lambda m, x, mem: m(x, mem))
     bm = torch.rand(5, 5) < 0.3
     bm.fill_diagonal_(False)
     case("TEL_bool_mask", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,

@@ -1,4 +1,4 @@
---- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu"|"swiglu"|"geglu",
+--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu"|"swiglu"|"geglu"|function|module,
 -- dropout=0, bias=true, dtype=, device=}]): the position-wise MLP of a Transformer.
 --
 -- With "relu" or "gelu" it is linear2(dropout(act(linear1(x)))), as inside
@@ -41,16 +41,23 @@ local ACTIVATIONS = {
 function FeedForward:__init(d_model, d_ff, opts)
   opts = Module.check_options("nn.FeedForward", opts, { "activation", "dropout", "bias", "dtype", "device" })
   local act = opts.activation or "relu"
-  local kind = ACTIVATIONS[act]
-  if not kind then
-    error("FeedForward: activation must be \"relu\", \"gelu\", \"swiglu\" or \"geglu\", got " .. tostring(act), 2)
+  -- PyTorch's layers also take a unary callable: a function (F.gelu) or a module (nn.GELU())
+  local custom = type(act) == "function" or Module.is_module(act)
+  local kind = not custom and ACTIVATIONS[act]
+  if not custom and not kind then
+    error("FeedForward: activation must be \"relu\", \"gelu\", \"swiglu\" or \"geglu\", got " .. tostring(act)
+      .. " (or a function or module of one tensor)", 2)
   end
-  self.activation_name = act
-  self.gated = kind[2]
+  self.activation_name = custom and (Module.is_module(act) and act.__name or "function") or act
+  self.gated = kind and kind[2] or false
   local lopts = { bias = opts.bias, dtype = opts.dtype, device = opts.device }
   self:add_module("linear1", Linear(d_model, d_ff, lopts))
   if self.gated then self:add_module("linear3", Linear(d_model, d_ff, lopts)) end
-  self:add_module("activation", kind[1]())
+  if type(act) == "function" then
+    rawset(self, "_activation_fn", act)
+  else
+    self:add_module("activation", custom and act or kind[1]())
+  end
   self:add_module("dropout", Dropout(opts.dropout or 0))
   self:add_module("linear2", Linear(d_ff, d_model, lopts))
 end
@@ -60,7 +67,8 @@ end
 -- @tparam Tensor x [..., d_model]
 -- @treturn Tensor [..., d_model]
 function FeedForward:forward(x)
-  local h = self.activation(self.linear1(x))
+  local fn = rawget(self, "_activation_fn")
+  local h = fn and fn(self.linear1(x)) or self.activation(self.linear1(x))
   if self.gated then h = h * self.linear3(x) end
   return self.linear2(self.dropout(h))
 end

@@ -4,7 +4,8 @@
 --   post-norm (norm_first=false):  x = norm1(x + drop(sa(x)));  x = norm2(x + drop(ff(x)))
 --   pre-norm  (norm_first=true):   x = x + drop(sa(norm1(x)));  x = x + drop(ff(norm2(x)))
 -- opts: dim_feedforward=2048, dropout=0.1 (also on attention weights, see
--- nn/_attn_opts.lua; attention_dropout= to set it apart), activation="relu"|"gelu",
+-- nn/_attn_opts.lua; attention_dropout= to set it apart), activation="relu"|"gelu" (or, as
+-- PyTorch's, a function or module of one tensor: nn.functional.gelu, nn.GELU("tanh")),
 -- norm_first=false, layer_norm_eps=1e-5, bias=true, attention="standard",
 -- attention_options={...}, rope=false, kv_heads= (grouped-query attention, see
 -- nn.MultiHeadAttention), checkpoint=false (activation checkpointing: in
