@@ -319,3 +319,30 @@ describe("generation before and after fine-tuning, batch against one prompt at a
     check(again, "reloaded")
   end)
 end)
+
+describe("a torch.save training checkpoint continued in ember", function()
+  it("loads the model and AdamW's state (0-based ids, a tensor step) and takes PyTorch's next steps", function()
+    local T = require("tests.lua.helpers.parity").T
+    local FX = dofile("tests/fixtures/probe_finetune.lua")
+    local ck = ember.load("tests/fixtures/probe_finetune_ckpt.pt")
+    assert.are.equal(3, ck.step)
+    local m = Llama(ck.config):to("float64")
+    m:load_state_dict(ck.model)
+    local opt = optim.AdamW(m:parameters(), { lr = 1e-2, betas = { 0.9, 0.95 }, weight_decay = 0.1 })
+    opt:load_state_dict(ck.optimizer)
+    assert.are.equal(3, opt.state[1].step)
+    m:train()
+    for i, want in ipairs(FX.losses) do
+      local ids = T(FX.batches[ck.step + i], "int64")
+      opt:zero_grad()
+      local loss = lm_loss(m(ids), ids)
+      loss:backward()
+      opt:step()
+      assert(math.abs(loss:item() - want) < 1e-12, ("step %d: loss %.17g, torch %.17g"):format(ck.step + i, loss:item(), want))
+    end
+    for k, v in pairs(m:state_dict()) do
+      local e = (v - T(FX.final[k], "float64")):abs():max():item()
+      assert(e < 1e-12, ("%s after the steps: %.3g from torch's"):format(k, e))
+    end
+  end)
+end)

@@ -318,7 +318,11 @@ local shape_str = require("ember._errors").shape_str
 
 --- Restores a state_dict (from this optimizer type, same parameter layout).
 -- Checks everything first; tensors are copied onto each parameter's dtype
--- and device.
+-- and device. As PyTorch's, the state's keys are matched to the parameters
+-- through the groups' `params` lists (position i of group g is this
+-- optimizer's parameter i of group g), so a torch.optim state_dict read by
+-- ember.load (0-based ids) loads too; its 0-dim tensor `step` (and other
+-- 0-dim state of a parameter that is not 0-dim) becomes a number.
 function Optimizer:load_state_dict(sd)
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
     self:_error("load_state_dict: expected a table with state and param_groups")
@@ -333,9 +337,26 @@ function Optimizer:load_state_dict(sd)
       self:_error("load_state_dict: group %d has %d parameters in the state, %d here", gi, n, #g.params)
     end
   end
-  for idx, st in pairs(sd.state) do
+  -- the state's id of each parameter -> its index here, by the groups' params lists
+  local index_of, by_index = {}, {}
+  for gi, g in ipairs(self.param_groups) do
+    for i, id in ipairs(sd.param_groups[gi].params) do index_of[id] = self._index[g.params[i]] end
+  end
+  for id, st in pairs(sd.state) do
+    local idx = index_of[id]
+    if not idx then self:_error("load_state_dict: state for parameter %s, which does not exist", tostring(id)) end
+    local p, s = self._params[idx], {}
+    for name, v in pairs(st) do
+      if is_tensor(v) and v.ndim == 0 and (p.ndim ~= 0 or name == "step") then -- torch's tensor step
+        v = v:item()
+        v = math.tointeger(v) or v
+      end
+      s[name] = v
+    end
+    by_index[idx] = s
+  end
+  for idx, st in pairs(by_index) do
     local p = self._params[idx]
-    if not p then self:_error("load_state_dict: state for parameter %s, which does not exist", tostring(idx)) end
     for name, v in pairs(st) do
       if is_tensor(v) and shape_str(v) ~= shape_str(p) then
         self:_error("load_state_dict: state '%s' of parameter %d has shape %s, the parameter %s",
@@ -351,7 +372,7 @@ function Optimizer:load_state_dict(sd)
   end
   self.state = self:_new_state()
   ember.no_grad(function()
-    for idx, st in pairs(sd.state) do
+    for idx, st in pairs(by_index) do
       local p, s = self._params[idx], {}
       for name, v in pairs(st) do
         if is_tensor(v) then
