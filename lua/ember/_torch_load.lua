@@ -423,14 +423,21 @@ function M.load(path)
   return res
 end
 
---- Does the file at path start as torch.save writes (a zip archive or a
--- pickle)? False for anything else, ember's safetensors included.
+--- Does the file at path start as torch.save writes? A zip archive whose
+-- first 8 bytes, read as a safetensors header length, would not fit the
+-- file, or the legacy format's pickle of its magic number (80 02 8a 0a).
+-- A safetensors file can begin with any bytes (its header length), so
+-- both tests are needed: ember.save's files with a header of 0x280 bytes
+-- start 80 02.
 function M.is_torch_file(path)
   local f = io.open(path, "rb")
   if not f then return false end
-  local head = f:read(4) or ""
+  local head = f:read(8) or ""
+  local size = f:seek("end")
   f:close()
-  return head == "PK\3\4" or (head:byte(1) == 0x80 and (head:byte(2) or 0) >= 2 and (head:byte(2) or 0) <= 5)
+  if head:sub(1, 4) == "\x80\x02\x8a\x0a" then return true end
+  if head:sub(1, 4) ~= "PK\3\4" or #head < 8 then return false end
+  return string.unpack("<I8", head) > size - 8
 end
 
 return M

@@ -109,6 +109,25 @@ describe("ember.load of a torch.save file", function()
   end)
 end)
 
+describe("ember.load tells its own safetensors from torch.save's files by more than two bytes", function()
+  it("an ember.save file whose header length starts 80 02 (as a pickle does) loads as ember's", function()
+    local p = os.tmpname()
+    local found
+    for n = 400, 700 do -- the header grows with the string's length: find one of 0x280 bytes
+      ember.save({ x = ember.ones(1), s = string.rep("a", n) }, p)
+      local f = assert(io.open(p, "rb"))
+      local head = f:read(2)
+      f:close()
+      if head == "\x80\x02" then found = n; break end
+    end
+    assert.is_not_nil(found, "no string length gave a header of 0x2XX80 bytes")
+    local back = ember.load(p)
+    assert.are.equal(found, #back.s)
+    assert.are.equal(1, back.x:item())
+    os.remove(p)
+  end)
+end)
+
 describe("Llama.from_pretrained of a folder with pytorch_model.bin (Hugging Face's older checkpoints)", function()
   it("one file and two shards with their index give the logits of the same weights as safetensors", function()
     local dir = FIX .. "torch_load_llama/"
