@@ -21,7 +21,7 @@ local M = {}
 local DIR = debug.getinfo(1, "S").source:match("^@(.*[/\\])_doc%.lua$") or "./"
 
 -- Namespaces with an init.lua that maps export names to files.
-local NAMESPACES = { "nn", "optim", "data", "models" }
+local NAMESPACES = { "nn", "optim", "data", "models", "distributions" }
 
 local function read_lines(path)
   local f = io.open(path, "r")

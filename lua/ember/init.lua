@@ -34,7 +34,7 @@ function ember.load(...) return require("ember.checkpoint").load_object(...) end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.
-local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler", "autograd" }
+local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler", "autograd", "distributions" }
 
 local function module_exists(name)
   return package.searchpath(name, package.path) ~= nil

@@ -1,0 +1,30 @@
+-- ember.distributions: torch.distributions (PyTorch 1.13's API) on ember's
+-- tensor ops -- each class in its own file on distributions.Distribution;
+-- kl_divergence and register_kl from kl.lua; constraints.
+-- `require "ember.distributions"` or `ember.distributions` (loaded lazily).
+local distributions = {
+  Distribution = require "ember.distributions.Distribution",
+  Normal = require "ember.distributions.Normal",
+  Uniform = require "ember.distributions.Uniform",
+  Bernoulli = require "ember.distributions.Bernoulli",
+  Categorical = require "ember.distributions.Categorical",
+  OneHotCategorical = require "ember.distributions.OneHotCategorical",
+  Binomial = require "ember.distributions.Binomial",
+  Exponential = require "ember.distributions.Exponential",
+  Laplace = require "ember.distributions.Laplace",
+  LogNormal = require "ember.distributions.LogNormal",
+  Gumbel = require "ember.distributions.Gumbel",
+  Cauchy = require "ember.distributions.Cauchy",
+  Poisson = require "ember.distributions.Poisson",
+  Gamma = require "ember.distributions.Gamma",
+  Beta = require "ember.distributions.Beta",
+  MultivariateNormal = require "ember.distributions.MultivariateNormal",
+  Independent = require "ember.distributions.Independent",
+  constraints = require "ember.distributions.constraints",
+}
+local kl = require "ember.distributions.kl"
+kl._register_all()
+distributions.kl = kl
+distributions.kl_divergence = kl.kl_divergence
+distributions.register_kl = kl.register_kl
+return distributions

@@ -1,0 +1,164 @@
+--- distributions.kl: `kl_divergence(p, q)`, KL(p || q) of shape batch_shape,
+-- for the pairs torch.distributions registers among ember's distributions
+-- (each with itself: Normal, Uniform, Bernoulli, Categorical,
+-- OneHotCategorical, Binomial, Exponential, Laplace, Gumbel, Cauchy,
+-- Poisson, Gamma, Beta, MultivariateNormal, Independent; and LogNormal
+-- pairs through their Normals, as torch's transformed distributions).
+-- An unregistered pair is refused naming both; `register_kl(P, Q, fn)` adds
+-- one (torch's decorator, as a call). Formulas are torch 1.13's, infinities
+-- included (Uniform's support not inside the other's, probability 0 in q
+-- where p has mass).
+-- @usage local D = require "ember.distributions"
+-- print(D.kl_divergence(D.Normal(0.0, 1.0), D.Normal(1.0, 1.0)))   --> tensor(0.5000, ...)
+-- print(pcall(D.kl_divergence, D.Normal(0.0, 1.0), D.Laplace(0.0, 1.0)))   --> false ...no KL(Normal || Laplace) registered...
+-- @module distributions.kl
+local ember = require "ember"
+local errors = require "ember._errors"
+local Distribution = require "ember.distributions.Distribution"
+
+local kl = {}
+local registry = {}
+
+--- Registers fn(p, q) as KL(p || q) for p of class P and q of class Q.
+-- @param P a distribution class
+-- @param Q a distribution class
+-- @tparam function fn
+-- @usage local D = require "ember.distributions"
+-- D.register_kl(D.Exponential, D.Poisson, function(p, q) return p.rate * 0 + math.huge end)
+-- print(D.kl_divergence(D.Exponential(1.0), D.Poisson(1.0)))   --> tensor(inf, ...)
+function kl.register_kl(P, Q, fn)
+  if type(P) ~= "table" or type(Q) ~= "table" or type(fn) ~= "function" then
+    errors.raise("distributions.register_kl: expected (class, class, function)")
+  end
+  registry[P] = registry[P] or {}
+  registry[P][Q] = fn
+end
+
+local function class_of(d) return getmetatable(d) end
+
+--- KL(p || q), of shape broadcast(p.batch_shape, q.batch_shape).
+-- @param p a distribution
+-- @param q a distribution
+-- @usage local D = require "ember.distributions"
+-- local p = D.Categorical(ember.tensor({0.5, 0.5}))
+-- local q = D.Categorical(ember.tensor({0.9, 0.1}))
+-- print(D.kl_divergence(p, q))   --> tensor(0.5108, ...)
+function kl.kl_divergence(p, q)
+  local P, Q = class_of(p), class_of(q)
+  if type(P) ~= "table" or type(Q) ~= "table" or not P.__name or not Q.__name or p.batch_shape == nil or q.batch_shape == nil then
+    errors.raise("distributions.kl_divergence: expected two distributions, got %s and %s", type(p), type(q))
+  end
+  local fn = registry[P] and registry[P][Q]
+  if not fn then
+    local with = {}
+    for k in pairs(registry[P] or {}) do with[#with + 1] = k.__name end
+    table.sort(with)
+    errors.raise("distributions.kl_divergence: no KL(%s || %s) registered (for p a %s: %s); register_kl(P, Q, fn) adds one",
+      P.__name, Q.__name, P.__name, #with > 0 and ("q a " .. table.concat(with, ", ")) or "none")
+  end
+  return fn(p, q)
+end
+
+-- The classes, loaded on first use (init.lua requires this file after them).
+local D = setmetatable({}, { __index = function(_, k) return require("ember.distributions." .. k) end })
+
+local INF = math.huge
+local function inf_where(mask, t) return ember.where(mask, INF, t) end
+local function zero_where(mask, t) return ember.where(mask, 0.0, t) end
+
+local EULER = 0.57721566490153286060
+
+function kl._register_all()
+  kl.register_kl(D.Normal, D.Normal, function(p, q)
+    local var_ratio = (p.scale / q.scale) ^ 2
+    local t1 = ((p.loc - q.loc) / q.scale) ^ 2
+    return (var_ratio + t1 - 1 - var_ratio:log()) * 0.5
+  end)
+  kl.register_kl(D.LogNormal, D.LogNormal, function(p, q) return kl.kl_divergence(p.base_dist, q.base_dist) end)
+  kl.register_kl(D.Uniform, D.Uniform, function(p, q)
+    local r = ((q.high - q.low) / (p.high - p.low)):log()
+    return inf_where(q.low:gt(p.low):logical_or(q.high:lt(p.high)), r)
+  end)
+  kl.register_kl(D.Bernoulli, D.Bernoulli, function(p, q)
+    local t1 = p.probs * ((-q.logits):softplus() - (-p.logits):softplus())
+    t1 = zero_where(p.probs:eq(0), inf_where(q.probs:eq(0), t1))
+    local t2 = (-p.probs + 1) * (q.logits:softplus() - p.logits:softplus())
+    t2 = zero_where(p.probs:eq(1), inf_where(q.probs:eq(1), t2))
+    return t1 + t2
+  end)
+  local function categorical(p, q)
+    local t = p.probs * (p.logits - q.logits)
+    local shape = ember.broadcast_shapes(t.shape, q.probs.shape)
+    t = inf_where(q.probs:eq(0):expand(shape), t:expand(shape))
+    t = zero_where(p.probs:eq(0):expand(shape), t)
+    return t:sum(-1)
+  end
+  kl.register_kl(D.Categorical, D.Categorical, categorical)
+  kl.register_kl(D.OneHotCategorical, D.OneHotCategorical, function(p, q) return categorical(p._categorical, q._categorical) end)
+  kl.register_kl(D.Binomial, D.Binomial, function(p, q)
+    if p.total_count:lt(q.total_count):any():item() then
+      errors.raise("distributions.kl_divergence: KL(Binomial || Binomial) with p's total_count < q's is not implemented (torch's neither)")
+    end
+    local k = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs):log1p() - (-q.probs):log1p())
+    return inf_where(p.total_count:gt(q.total_count), k)
+  end)
+  kl.register_kl(D.Exponential, D.Exponential, function(p, q)
+    local r = q.rate / p.rate
+    return -r:log() + r - 1
+  end)
+  kl.register_kl(D.Laplace, D.Laplace, function(p, q)
+    local scale_ratio = p.scale / q.scale
+    local d = (p.loc - q.loc):abs()
+    return -scale_ratio:log() + d / q.scale + scale_ratio * (-d / p.scale):exp() - 1
+  end)
+  kl.register_kl(D.Gumbel, D.Gumbel, function(p, q)
+    local ct1, ct2, ct3 = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    local t1 = -ct1:log() - ct2 + ct3
+    local t2 = ct1 * EULER
+    local t3 = (ct2 + (ct1 + 1):lgamma() - ct3):exp()
+    return t1 + t2 + t3 - (1 + EULER)
+  end)
+  kl.register_kl(D.Cauchy, D.Cauchy, function(p, q)
+    local num = (p.scale + q.scale) ^ 2 + (p.loc - q.loc) ^ 2
+    return (num / (p.scale * q.scale * 4)):log()
+  end)
+  kl.register_kl(D.Poisson, D.Poisson, function(p, q)
+    return p.rate * (p.rate:log() - q.rate:log()) - (p.rate - q.rate)
+  end)
+  kl.register_kl(D.Gamma, D.Gamma, function(p, q)
+    local t1 = q.concentration * (p.rate / q.rate):log()
+    local t2 = q.concentration:lgamma() - p.concentration:lgamma()
+    local t3 = (p.concentration - q.concentration) * p.concentration:digamma()
+    local t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+  end)
+  kl.register_kl(D.Beta, D.Beta, function(p, q)
+    local pa, pb, qa, qb = p.concentration1, p.concentration0, q.concentration1, q.concentration0
+    local sp, sq = pa + pb, qa + qb
+    local t1 = sp:lgamma() - sq:lgamma()
+    local t2 = pa:lgamma() - qa:lgamma() + pb:lgamma() - qb:lgamma()
+    local dsp = sp:digamma()
+    return t1 - t2 + (pa - qa) * (pa:digamma() - dsp) + (pb - qb) * (pb:digamma() - dsp)
+  end)
+  kl.register_kl(D.MultivariateNormal, D.MultivariateNormal, function(p, q)
+    if p.event_shape[1] ~= q.event_shape[1] then
+      errors.raise("distributions.kl_divergence: MultivariateNormals of event sizes %d and %d", p.event_shape[1], q.event_shape[1])
+    end
+    local n = p.event_shape[1]
+    local solve = D.MultivariateNormal.solve_tril
+    local half_term1 = q:_half_log_det() - p:_half_log_det()
+    local shape = ember.broadcast_shapes(p.scale_tril.shape, q.scale_tril.shape)
+    local term2 = (solve(q.scale_tril:expand(shape), p.scale_tril:expand(shape)) ^ 2):sum(-1):sum(-1)
+    local term3 = (solve(q.scale_tril, (q.loc - p.loc):unsqueeze(-1)):squeeze(-1) ^ 2):sum(-1)
+    return half_term1 + (term2 + term3 - n) * 0.5
+  end)
+  kl.register_kl(D.Independent, D.Independent, function(p, q)
+    if p.reinterpreted_batch_ndims ~= q.reinterpreted_batch_ndims then
+      errors.raise("distributions.kl_divergence: Independents with different reinterpreted_batch_ndims (%d, %d)",
+        p.reinterpreted_batch_ndims, q.reinterpreted_batch_ndims)
+    end
+    return Distribution._sum_rightmost(kl.kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+  end)
+end
+
+return kl

@@ -1,0 +1,162 @@
+"""Writes tests/fixtures/distributions.lua: torch.distributions' (PyTorch
+1.13) values in float64 for tests/lua/distributions_spec.lua -- log_prob,
+entropy, cdf and icdf on fixed parameters and values with the gradients of
+sum(out * R) with respect to each parameter (torch autograd), mean,
+variance and stddev, and kl_divergence of the registered same-class pairs
+with its gradients with respect to both distributions' parameters.
+
+Categories are written 1-based (ember's convention); the spec passes them
+as they are. Run with /usr/bin/python3 from the source root.
+"""
+import torch
+import torch.distributions as D
+
+from fixture_writer import Writer
+
+torch.set_default_dtype(torch.float64)
+g = torch.Generator().manual_seed(20261207)
+
+
+def rn(*shape):
+    return torch.randn(tuple(shape), generator=g)
+
+
+def ru(*shape, lo=0.0, hi=1.0):
+    return lo + (hi - lo) * torch.rand(tuple(shape), generator=g)
+
+
+def lower_chol(*batch, n=3):
+    a = rn(*batch, n, n) * 0.5
+    L = torch.tril(a, -1) + torch.diag_embed(ru(*batch, n, lo=0.5, hi=1.5))
+    return L
+
+
+# name, class, params (name -> tensor), differentiable params, value,
+# probabilities for icdf (None: no icdf), what to record
+CASES = [
+    ("normal", "Normal", {"loc": rn(2, 3), "scale": ru(2, 3, lo=0.5, hi=2.0)}, rn(2, 3), ru(2, 3, lo=0.05, hi=0.95)),
+    ("normal_bcast", "Normal", {"loc": rn(3), "scale": ru(2, 1, lo=0.5, hi=2.0)}, rn(4, 2, 3), ru(2, 3, lo=0.05, hi=0.95)),
+    ("uniform", "Uniform", {"low": torch.tensor([-1., 0., 0.5, -2.]), "high": torch.tensor([1., 2., 3., 0.5])},
+     torch.tensor([0., 1.5, 0.7, -1.]), ru(4, lo=0.05, hi=0.95)),
+    ("bernoulli_probs", "Bernoulli", {"probs": ru(5, lo=0.1, hi=0.9)}, torch.tensor([0., 1., 1., 0., 1.]), None),
+    ("bernoulli_logits", "Bernoulli", {"logits": rn(2, 3) * 2}, torch.tensor([[0., 1., 1.], [1., 0., 0.]]), None),
+    ("categorical_probs", "Categorical", {"probs": ru(4, lo=0.1, hi=1.0)}, torch.tensor([0, 3, 2]), None),
+    ("categorical_logits", "Categorical", {"logits": rn(2, 3, 4)}, torch.tensor([[0, 3, 2], [1, 1, 0]]), None),
+    ("onehot", "OneHotCategorical", {"logits": rn(2, 3)}, torch.tensor([[0., 1., 0.], [1., 0., 0.]]), None),
+    ("binomial", "Binomial", {"total_count": torch.tensor([5., 5., 5.]), "probs": ru(3, lo=0.1, hi=0.9)}, torch.tensor([0., 2., 5.]), None),
+    ("binomial_logits", "Binomial", {"total_count": torch.tensor(7.), "logits": rn(2, 2)}, torch.tensor([[1., 7.], [3., 0.]]), None),
+    ("exponential", "Exponential", {"rate": ru(4, lo=0.5, hi=2.0)}, ru(4, lo=0.1, hi=3.0), ru(4, lo=0.05, hi=0.95)),
+    ("laplace", "Laplace", {"loc": rn(4), "scale": ru(4, lo=0.5, hi=2.0)}, rn(4) * 2, ru(4, lo=0.05, hi=0.95)),
+    ("lognormal", "LogNormal", {"loc": rn(4) * 0.5, "scale": ru(4, lo=0.5, hi=1.5)}, ru(4, lo=0.2, hi=3.0), ru(4, lo=0.05, hi=0.95)),
+    ("gumbel", "Gumbel", {"loc": rn(4), "scale": ru(4, lo=0.5, hi=2.0)}, rn(4) * 2, ru(4, lo=0.05, hi=0.95)),
+    ("cauchy", "Cauchy", {"loc": rn(4), "scale": ru(4, lo=0.5, hi=2.0)}, rn(4) * 2, ru(4, lo=0.05, hi=0.95)),
+    ("poisson", "Poisson", {"rate": ru(5, lo=0.5, hi=6.0)}, torch.tensor([0., 1., 3., 7., 2.]), None),
+    ("gamma", "Gamma", {"concentration": ru(5, lo=0.3, hi=4.0), "rate": ru(5, lo=0.5, hi=2.0)}, ru(5, lo=0.1, hi=3.0), None),
+    ("beta", "Beta", {"concentration1": ru(5, lo=0.3, hi=4.0), "concentration0": ru(5, lo=0.3, hi=4.0)}, ru(5, lo=0.05, hi=0.95), None),
+    ("mvn", "MultivariateNormal", {"loc": rn(2, 3), "scale_tril": lower_chol(2)}, rn(4, 2, 3), None),
+]
+
+KL = [
+    ("Normal", {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}, {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}),
+    ("LogNormal", {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}, {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}),
+    ("Uniform", {"low": torch.tensor([0., 0., -1.]), "high": torch.tensor([1., 2., 1.])},
+     {"low": torch.tensor([-1., 0.5, -2.]), "high": torch.tensor([2., 3., 3.])}),
+    ("Bernoulli", {"probs": ru(4, lo=0.1, hi=0.9)}, {"logits": rn(4)}),
+    ("Categorical", {"logits": rn(2, 4)}, {"probs": ru(2, 4, lo=0.1, hi=1.0)}),
+    ("OneHotCategorical", {"logits": rn(3)}, {"logits": rn(2, 3)}),
+    ("Binomial", {"total_count": torch.tensor(6.), "probs": ru(3, lo=0.1, hi=0.9)}, {"total_count": torch.tensor(6.), "probs": ru(3, lo=0.1, hi=0.9)}),
+    ("Exponential", {"rate": ru(3, lo=0.5, hi=2)}, {"rate": ru(3, lo=0.5, hi=2)}),
+    ("Laplace", {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}, {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}),
+    ("Gumbel", {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}, {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}),
+    ("Cauchy", {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}, {"loc": rn(3), "scale": ru(3, lo=0.5, hi=2)}),
+    ("Poisson", {"rate": ru(3, lo=0.5, hi=5)}, {"rate": ru(3, lo=0.5, hi=5)}),
+    ("Gamma", {"concentration": ru(3, lo=0.5, hi=4), "rate": ru(3, lo=0.5, hi=2)}, {"concentration": ru(3, lo=0.5, hi=4), "rate": ru(3, lo=0.5, hi=2)}),
+    ("Beta", {"concentration1": ru(3, lo=0.5, hi=4), "concentration0": ru(3, lo=0.5, hi=4)}, {"concentration1": ru(3, lo=0.5, hi=4), "concentration0": ru(3, lo=0.5, hi=4)}),
+    ("MultivariateNormal", {"loc": rn(2, 3), "scale_tril": lower_chol(2)}, {"loc": rn(3), "scale_tril": lower_chol()}),
+]
+
+NOGRAD = {"total_count"}
+
+
+def leaves(params):
+    out = {}
+    for k, v in params.items():
+        v = v.clone()
+        if k not in NOGRAD and k[2:] not in NOGRAD:
+            v.requires_grad_(True)
+        out[k] = v
+    return out
+
+
+def make(cls, params):
+    return getattr(D, cls)(**params)
+
+
+def with_grads(fn, params):
+    """fn(params) -> tensor; its value, R and the gradients of sum(out * R)."""
+    ps = leaves(params)
+    out = fn(ps)
+    R = rn(*out.shape)
+    gs = torch.autograd.grad((out * R).sum(), [ps[k] for k in ps if ps[k].requires_grad], allow_unused=True)
+    grads, i = {}, 0
+    for k in ps:
+        if ps[k].requires_grad:
+            grads[k] = gs[i] if gs[i] is not None else torch.zeros_like(ps[k])
+            i += 1
+    return {"value": out.detach(), "R": R, "grads": grads}
+
+
+def case(name, cls, params, value, probs):
+    c = {"name": name, "dist": cls, "params": params}
+    d = make(cls, params)
+    c["batch_shape"] = list(d.batch_shape)
+    c["event_shape"] = list(d.event_shape)
+    lua_value = value + 1 if cls == "Categorical" else value
+    c["value"] = lua_value
+    c["log_prob"] = with_grads(lambda ps: make(cls, ps).log_prob(value), params)
+    if cls != "Poisson":
+        c["entropy"] = with_grads(lambda ps: make(cls, ps).entropy(), params)
+    if cls not in ("Categorical",):
+        c["mean"], c["variance"], c["stddev"] = d.mean, d.variance, d.stddev
+    if probs is not None:
+        c["cdf"] = with_grads(lambda ps: make(cls, ps).cdf(value), params)
+        c["icdf_value"] = probs
+        c["icdf"] = with_grads(lambda ps: make(cls, ps).icdf(probs), params)
+    return c
+
+
+def kl_case(cls, pp, qp):
+    both = {**{"p_" + k: v for k, v in pp.items()}, **{"q_" + k: v for k, v in qp.items()}}
+
+    def fn(ps):
+        p = make(cls, {k[2:]: v for k, v in ps.items() if k.startswith("p_")})
+        q = make(cls, {k[2:]: v for k, v in ps.items() if k.startswith("q_")})
+        return D.kl_divergence(p, q)
+    c = {"name": "kl_" + cls, "dist": cls, "p": pp, "q": qp}
+    c["kl"] = with_grads(fn, both)
+    return c
+
+
+def main():
+    cases = [case(*c) for c in CASES]
+    # Independent(Normal, 1)
+    loc, scale, value = rn(2, 3), ru(2, 3, lo=0.5, hi=2), rn(2, 3)
+    ind = {"name": "independent_normal", "params": {"loc": loc, "scale": scale}, "value": value}
+    ind["log_prob"] = with_grads(lambda ps: D.Independent(D.Normal(ps["loc"], ps["scale"]), 1).log_prob(value), {"loc": loc, "scale": scale})
+    ind["entropy"] = with_grads(lambda ps: D.Independent(D.Normal(ps["loc"], ps["scale"]), 1).entropy(), {"loc": loc, "scale": scale})
+    q = {"loc": rn(2, 3), "scale": ru(2, 3, lo=0.5, hi=2)}
+    ind["q"] = q
+    ind["kl"] = D.kl_divergence(D.Independent(D.Normal(loc, scale), 1), D.Independent(D.Normal(q["loc"], q["scale"]), 1))
+    kls = [kl_case(*k) for k in KL]
+    # infinities: Uniform whose support is not inside q's, Categorical with q probability 0
+    inf = {
+        "uniform": D.kl_divergence(D.Uniform(torch.tensor([0., 0.]), torch.tensor([1., 3.])), D.Uniform(torch.tensor([0.5, -1.]), torch.tensor([2., 4.]))),
+        "categorical": D.kl_divergence(D.Categorical(torch.tensor([0.5, 0.5, 0.])), D.Categorical(torch.tensor([[0.5, 0., 0.5], [0.2, 0.3, 0.5]]))),
+        "bernoulli": D.kl_divergence(D.Bernoulli(torch.tensor([0., 1., 0.5])), D.Bernoulli(torch.tensor([0.5, 0.5, 0.]))),
+    }
+    Writer().write("tests/fixtures/distributions.lua", "tests/gen_distributions.py",
+                   {"cases": cases, "independent": ind, "kl": kls, "kl_inf": inf})
+
+
+if __name__ == "__main__":
+    main()

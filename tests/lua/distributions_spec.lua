@@ -1,0 +1,338 @@
+-- ember.distributions against torch.distributions (PyTorch 1.13): values and
+-- gradients from tests/fixtures/distributions.lua (tests/gen_distributions.py),
+-- rsample's pathwise gradient by a float64 gradcheck under a fixed seed,
+-- samples checked statistically (ember's generator is not torch's), and the
+-- validation errors.
+local ember = require "ember"
+local D = require "ember.distributions"
+local parity = require "tests.lua.helpers.parity"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+local fx = require "tests.fixtures.distributions"
+
+local T, check, raises_here = parity.T, parity.check, parity.raises_here
+local f64 = { dtype = "float64" }
+
+local NOGRAD = { total_count = true }
+
+-- the case's parameters as float64 leaves (requiring grad where torch's did)
+local function leaves(params)
+  local out = {}
+  for k, spec in pairs(params) do
+    local t = T(spec)
+    if not NOGRAD[k] then t:requires_grad_() end
+    out[k] = t
+  end
+  return out
+end
+
+-- check() where want may hold inf and nan: those must be the same in got,
+-- the finite rest within tol
+local function check_special(what, got, want, tol)
+  assert.are.same(want.shape, got.shape, what .. " shape")
+  local g, w = parity.values(got), parity.values(want)
+  local finite = {}
+  for i = 1, #w do
+    if w[i] ~= w[i] then
+      assert(g[i] ~= g[i], ("%s[%d]: %s, want nan"):format(what, i, g[i]))
+    elseif w[i] == math.huge or w[i] == -math.huge then
+      assert.are.equal(w[i], g[i], ("%s[%d]"):format(what, i))
+    else
+      finite[#finite + 1] = i
+    end
+  end
+  local scale = 0
+  for _, i in ipairs(finite) do scale = math.max(scale, math.abs(w[i])) end
+  for _, i in ipairs(finite) do
+    assert(math.abs(g[i] - w[i]) <= tol * math.max(scale, 1e-300),
+      ("%s[%d]: %.17g, want %.17g"):format(what, i, g[i], w[i]))
+  end
+end
+
+-- out against want.value, then the gradients of sum(out * R) against
+-- want.grads (a parameter that got no gradient: torch's must be zero)
+local function check_with_grads(what, ps, out, want)
+  check_special(what, out, T(want.value), 1e-12)
+  for _, p in pairs(ps) do p.grad = nil end
+  local R = T(want.R);
+  (out * R):sum():backward()
+  for k, g in pairs(want.grads) do
+    local got = ps[k].grad
+    if got == nil then
+      assert(T(g):abs():max():item() == 0, what .. ": no gradient for " .. k .. ", torch's is not zero")
+    else
+      check_special(what .. " d/d" .. k, got, T(g), 1e-10)
+    end
+  end
+end
+
+describe("distributions against torch.distributions", function()
+  for _, c in ipairs(fx.cases) do
+    describe(c.name, function()
+      local function make()
+        local ps = leaves(c.params)
+        local opts = {}
+        for k, v in pairs(ps) do opts[k] = v end
+        return D[c.dist](opts), ps
+      end
+      local value = T(c.value)
+
+      it("shapes", function()
+        local d = make()
+        assert.are.same(c.batch_shape, { table.unpack(d.batch_shape) })
+        assert.are.same(c.event_shape, { table.unpack(d.event_shape) })
+      end)
+
+      it("log_prob and its gradients", function()
+        local d, ps = make()
+        check_with_grads("log_prob", ps, d:log_prob(value), c.log_prob)
+      end)
+
+      if c.entropy then
+        it("entropy and its gradients", function()
+          local d, ps = make()
+          check_with_grads("entropy", ps, d:entropy(), c.entropy)
+        end)
+      end
+
+      if c.mean then
+        it("mean, variance, stddev", function()
+          local d = make()
+          check_special("mean", d.mean, T(c.mean), 1e-12)
+          check_special("variance", d.variance, T(c.variance), 1e-12)
+          check_special("stddev", d.stddev, T(c.stddev), 1e-12)
+        end)
+      end
+
+      if c.cdf then
+        it("cdf, icdf and their gradients", function()
+          local d, ps = make()
+          check_with_grads("cdf", ps, d:cdf(value), c.cdf)
+          d, ps = make()
+          check_with_grads("icdf", ps, d:icdf(T(c.icdf_value)), c.icdf)
+        end)
+      end
+    end)
+  end
+
+  it("Independent(Normal, 1): log_prob, entropy, kl", function()
+    local c = fx.independent
+    local ps = leaves(c.params)
+    local d = D.Independent(D.Normal(ps.loc, ps.scale), 1)
+    assert.are.same({ 2 }, { table.unpack(d.batch_shape) })
+    assert.are.same({ 3 }, { table.unpack(d.event_shape) })
+    check_with_grads("log_prob", ps, d:log_prob(T(c.value)), c.log_prob)
+    d = D.Independent(D.Normal(ps.loc, ps.scale), 1)
+    check_with_grads("entropy", ps, d:entropy(), c.entropy)
+    local q = D.Independent(D.Normal(T(c.q.loc), T(c.q.scale)), 1)
+    check("kl", D.kl_divergence(d, q), T(c.kl), 1e-12)
+  end)
+end)
+
+describe("kl_divergence against torch's", function()
+  for _, c in ipairs(fx.kl) do
+    it(c.dist, function()
+      local ps = {}
+      local po, qo = {}, {}
+      for k, spec in pairs(c.p) do
+        local t = T(spec)
+        if not NOGRAD[k] then t:requires_grad_() end
+        ps["p_" .. k], po[k] = t, t
+      end
+      for k, spec in pairs(c.q) do
+        local t = T(spec)
+        if not NOGRAD[k] then t:requires_grad_() end
+        ps["q_" .. k], qo[k] = t, t
+      end
+      check_with_grads("kl", ps, D.kl_divergence(D[c.dist](po), D[c.dist](qo)), c.kl)
+    end)
+  end
+
+  it("is inf where torch's is (supports not nested, zero probability in q)", function()
+    local U = D.Uniform(ember.tensor({ 0, 0 }, f64), ember.tensor({ 1, 3 }, f64))
+    local V = D.Uniform(ember.tensor({ 0.5, -1 }, f64), ember.tensor({ 2, 4 }, f64))
+    check_special("uniform", D.kl_divergence(U, V), T(fx.kl_inf.uniform), 1e-15)
+    local p = D.Categorical(ember.tensor({ 0.5, 0.5, 0 }, f64))
+    local q = D.Categorical(ember.tensor({ { 0.5, 0, 0.5 }, { 0.2, 0.3, 0.5 } }, f64))
+    local k = D.kl_divergence(p, q)
+    assert.are.same(parity.values(T(fx.kl_inf.categorical)), parity.values(k))
+    local b = D.kl_divergence(D.Bernoulli(ember.tensor({ 0, 1, 0.5 }, f64)), D.Bernoulli(ember.tensor({ 0.5, 0.5, 0 }, f64)))
+    assert.are.same(parity.values(T(fx.kl_inf.bernoulli)), parity.values(b))
+  end)
+
+  it("refuses a pair it does not know, naming both", function()
+    raises_here(function() D.kl_divergence(D.Normal(0.0, 1.0), D.Laplace(0.0, 1.0)) end,
+      "no KL(Normal || Laplace) registered")
+    raises_here(function() D.kl_divergence(D.Normal(0.0, 1.0), 3) end, "expected two distributions")
+  end)
+end)
+
+describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function()
+  local function pos(...) return ember.tensor({ ... }, f64) end
+  local cases = {
+    { "Normal", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
+    { "Uniform", { pos(-1.0, 0.0, 2.0), pos(0.5, 3.0, 2.5) } },
+    { "Exponential", { pos(0.5, 1.5, 3.0) } },
+    { "Laplace", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
+    { "LogNormal", { pos(0.3, -1.0, 0.2), pos(0.5, 0.7, 1.0) } },
+    { "Gumbel", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
+    { "Cauchy", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1], function()
+      gradcheck.check(function(...)
+        ember.manual_seed(7)
+        return D[c[1]](...):rsample({ 4 }):tanh()
+      end, c[2])
+    end)
+  end
+
+  it("MultivariateNormal", function()
+    local loc = pos(0.3, -1.0, 2.0)
+    local L = ember.tensor({ { 1.0, 0, 0 }, { 0.3, 0.8, 0 }, { -0.5, 0.2, 1.3 } }, f64)
+    gradcheck.check(function(m, l)
+      ember.manual_seed(7)
+      -- the lower triangle only: the constraint is checked on l itself
+      return D.MultivariateNormal(m, { scale_tril = l:tril() }):rsample({ 4 }):tanh()
+    end, { loc, L })
+  end)
+
+  it("is reproducible after manual_seed and differs without", function()
+    local d = D.Normal(ember.zeros(5, f64), ember.ones(5, f64))
+    ember.manual_seed(3); local a = d:sample({ 2 })
+    ember.manual_seed(3); local b = d:sample({ 2 })
+    assert.are.same(parity.values(a), parity.values(b))
+    assert.are_not.same(parity.values(a), parity.values(d:sample({ 2 })))
+  end)
+
+  it("sample() has no gradient, rsample() has; no rsample where torch's is absent or not written", function()
+    local mu = ember.zeros(3, f64):requires_grad_()
+    assert.is_false(D.Normal(mu, 1.0):sample().requires_grad)
+    assert.is_true(D.Normal(mu, 1.0):rsample().requires_grad)
+    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0) } do
+      assert.is_false(d.has_rsample)
+      raises_here(function() d:rsample() end, "rsample is not available")
+    end
+  end)
+end)
+
+-- samples: statistics with tolerances of many standard errors (N draws)
+describe("samples follow the distribution", function()
+  local N = 40000
+  local function close(what, got, want, se)
+    assert(math.abs(got - want) <= 6 * se, ("%s: %.6g, want %.6g (6 standard errors: %.3g)"):format(what, got, want, 6 * se))
+  end
+
+  -- the empirical cdf at the quartiles of the distribution
+  local continuous = {
+    D.Normal(1.5, 2.0), D.Uniform(-1.0, 3.0), D.Exponential(2.5), D.Laplace(-1.0, 0.5), D.LogNormal(0.2, 0.6),
+    D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5),
+  }
+  for _, d in ipairs(continuous) do
+    it(d.__name .. ": the empirical cdf at its quartiles", function()
+      d = d:expand({}) -- the float32 parameters as float64
+      ember.manual_seed(11)
+      local x = d:sample({ N }):double()
+      for _, q in ipairs { 0.1, 0.25, 0.5, 0.75, 0.9 } do
+        local at = d:icdf(ember.tensor(q)):double()
+        local frac = x:le(at):double():mean():item()
+        close(("%s P(X <= icdf(%g))"):format(d.__name, q), frac, q, math.sqrt(q * (1 - q) / N))
+      end
+    end)
+  end
+
+  local moments = {
+    { D.Gamma(ember.tensor({ 0.4, 1.0, 3.5 }, f64), ember.tensor({ 1.0, 2.0, 0.5 }, f64)) },
+    { D.Beta(ember.tensor({ 0.5, 2.0, 5.0 }, f64), ember.tensor({ 0.7, 3.0, 1.0 }, f64)) },
+    { D.Poisson(ember.tensor({ 0.3, 4.0, 25.0 }, f64)) },
+    { D.Binomial(ember.tensor({ 3, 10, 1 }, f64), ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
+    { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },
+    { D.MultivariateNormal(ember.tensor({ 1.0, -2.0, 0.5 }, f64), { scale_tril = ember.tensor({ { 1.0, 0, 0 }, { 0.5, 2.0, 0 }, { -1.0, 0.3, 0.7 } }, f64) }) },
+  }
+  for _, m in ipairs(moments) do
+    local d = m[1]
+    it(d.__name .. ": mean and variance", function()
+      ember.manual_seed(12)
+      local x = d:sample({ N }):double()
+      local mean, var = d.mean, d.variance
+      local xm = x:mean(1)
+      local xv = ((x - xm) ^ 2):mean(1)
+      local m4 = ((x - xm) ^ 4):mean(1)
+      for i = 1, mean:numel() do
+        local mu, v = mean:reshape(-1)[i]:item(), var:reshape(-1)[i]:item()
+        close(d.__name .. " mean " .. i, xm:reshape(-1)[i]:item(), mu, math.sqrt(v / N))
+        local v4 = m4:reshape(-1)[i]:item()
+        close(d.__name .. " variance " .. i, xv:reshape(-1)[i]:item(), v, math.sqrt(math.max(v4 - v * v, 1e-12) / N))
+      end
+    end)
+  end
+
+  it("Categorical and OneHotCategorical: the frequencies of the categories (1-based), batched", function()
+    local probs = ember.tensor({ { 0.1, 0.2, 0.7 }, { 0.5, 0.25, 0.25 } }, f64)
+    ember.manual_seed(13)
+    local x = D.Categorical(probs):sample({ N })
+    assert.are.same({ N, 2 }, { table.unpack(x.shape) })
+    assert.are.equal("int64", x.dtype)
+    local oh = D.OneHotCategorical(probs):sample({ N })
+    for b = 1, 2 do
+      for k = 1, 3 do
+        local p = probs[b][k]:item()
+        close(("P(X = %d) of batch %d"):format(k, b), x:select(2, b):eq(k):double():mean():item(), p, math.sqrt(p * (1 - p) / N))
+        close(("one-hot P(X = %d) of batch %d"):format(k, b), oh:select(2, b):select(2, k):mean():item(), p, math.sqrt(p * (1 - p) / N))
+      end
+    end
+  end)
+end)
+
+describe("distributions' API", function()
+  it("require and ember.distributions are the same table", function()
+    assert.are.equal(D, ember.distributions)
+  end)
+
+  it("validates parameters at the user's line, naming the distribution", function()
+    raises_here(function() D.Normal(0.0, -1.0) end, "distributions.Normal: scale must be positive (> 0), found -1")
+    raises_here(function() D.Uniform(1.0, 1.0) end, "distributions.Uniform: low must be < high")
+    raises_here(function() D.Bernoulli(1.5) end, "distributions.Bernoulli: probs must be in [0, 1], found 1.5")
+    raises_here(function() D.Bernoulli(0.5, 0.0) end, "give either probs or logits")
+    raises_here(function() D.Categorical(ember.tensor({ 0.5, -0.5 })) end, "probs must be nonnegative")
+    raises_here(function() D.Gamma(0.0, 1.0) end, "distributions.Gamma: concentration must be positive")
+    raises_here(function() D.Binomial(2.5, 0.5) end, "total_count must be a nonnegative integer, found 2.5")
+    raises_here(function() D.Normal(ember.zeros(2), ember.ones(3)) end, "the parameters do not broadcast")
+    raises_here(function() D.Normal{ loc = 0.0, scael = 1.0 } end, "unknown option 'scael'")
+    raises_here(function() D.MultivariateNormal(ember.zeros(2), { covariance_matrix = ember.eye(2) }) end, "only scale_tril is supported")
+    raises_here(function() D.MultivariateNormal(ember.zeros(2), { scale_tril = ember.tensor({ { 1, 1 }, { 0, 1 } }) }) end,
+      "scale_tril must be lower triangular with a positive diagonal")
+  end)
+
+  it("validates values: support, event shape, broadcasting", function()
+    raises_here(function() D.Exponential(1.0):log_prob(ember.tensor(-1.0)) end, "distributions.Exponential: log_prob: the value must be nonnegative (>= 0) (the support), found -1")
+    raises_here(function() D.Bernoulli(0.5):log_prob(ember.tensor(0.5)) end, "the value must be 0 or 1")
+    raises_here(function() D.Categorical(ember.ones(3)):log_prob(ember.tensor(4, { dtype = "int64" })) end, "a category in 1..3")
+    raises_here(function() D.Poisson(1.0):log_prob(ember.tensor(1.5)) end, "a nonnegative integer")
+    raises_here(function() D.Normal(ember.zeros(3), 1.0):log_prob(ember.zeros(2)) end, "does not broadcast with the batch shape [3]")
+    raises_here(function() D.MultivariateNormal(ember.zeros(3), { scale_tril = ember.eye(3) }):log_prob(ember.zeros(2)) end,
+      "does not end with the event shape [3]")
+    raises_here(function() D.Normal(0.0, 1.0):icdf(ember.tensor(1.5)) end, "icdf: the value must be in [0, 1]")
+    -- off: no check (torch's validate_args=False)
+    assert.are.equal(-math.huge, D.Exponential(1.0, { validate_args = false }):log_prob(ember.tensor(-1.0)):item() * 0 - math.huge)
+    local lp = D.Bernoulli(0.5, { validate_args = false }):log_prob(ember.tensor(0.5)):item()
+    assert.is_true(math.abs(lp - math.log(0.5)) < 1e-6)
+  end)
+
+  it("sample shapes, expand, Independent", function()
+    local d = D.Normal(ember.zeros(3, f64), 1.0)
+    assert.are.same({ 5, 2, 3 }, { table.unpack(d:sample({ 5, 2 }).shape) })
+    assert.are.same({ 4, 3 }, { table.unpack(d:sample(4).shape) })
+    local e = d:expand({ 2, 3 })
+    assert.are.same({ 2, 3 }, { table.unpack(e.batch_shape) })
+    assert.are.same({ 2, 3 }, { table.unpack(e:log_prob(ember.zeros(3, f64)).shape) })
+    local c = D.Categorical(ember.ones(2, 4)):expand({ 3, 2 })
+    assert.are.same({ 3, 2 }, { table.unpack(c:sample().shape) })
+    local oh = D.OneHotCategorical(ember.ones(4)):expand({ 2 })
+    assert.are.same({ 5, 2, 4 }, { table.unpack(oh:sample({ 5 }).shape) })
+    raises_here(function() d:expand({ 2 }) end, "does not broadcast to [2]")
+    local i = D.Independent(D.Normal(ember.zeros(2, 3), 1.0), 2)
+    assert.are.same({}, { table.unpack(i.batch_shape) })
+    assert.are.same({ 2, 3 }, { table.unpack(i.event_shape) })
+    raises_here(function() D.Independent(D.Normal(ember.zeros(2), 1.0), 2) end, "more than the base's 1 batch dims")
+  end)
+end)
