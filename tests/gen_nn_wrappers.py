@@ -10,7 +10,8 @@ ZeroPad2d): their values are ConstantPad1d/3d's with value 0, and their
 repr the padding alone, as 2.1 prints them. `containers` holds a module with
 a ParameterList and a ParameterDict: its state dict (torch's names, in
 order), the output of a forward that uses every parameter, and each
-parameter's gradient.
+parameter's gradient. `pools3d`: MaxPool3d with return_indices and MaxUnpool3d (see
+pool3d_case).
 """
 import torch
 import torch.nn as tnn
@@ -71,9 +72,41 @@ def containers():
             "grads": [dict(m.named_parameters())[n].grad for n in names]}
 
 
+def pool3d_case(name, ctor, kernel, stride, padding, dilation, shape, unpool=None):
+    """torch's MaxPool3d with return_indices (indices written +1: ember's are 1-based), the
+    gradient of sum(y * w) for x, and where `unpool` names ember's MaxUnpool3d, torch's on
+    (y, indices) with the input's size: its output and the gradient of sum(u * wu) for y."""
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    pool = tnn.MaxPool3d(kernel, stride, padding, dilation, return_indices=True)
+    y, idx = pool(x)
+    w = torch.randn(y.shape, dtype=torch.float64)
+    (y * w).sum().backward()
+    c = {"name": name, "ctor": ctor, "x": x, "w": w, "out": y, "indices": idx + 1, "grad_x": x.grad}
+    if unpool:
+        yl = y.detach().requires_grad_(True)
+        u = tnn.MaxUnpool3d(kernel, stride, padding)(yl, idx, output_size=shape[-3:])
+        wu = torch.randn(u.shape, dtype=torch.float64)
+        (u * wu).sum().backward()
+        c.update({"unpool": unpool, "wu": wu, "unpooled": u, "grad_y": yl.grad})
+    return c
+
+
+def pools3d():
+    return [
+        pool3d_case("MaxPool3d_unpool", "nn.MaxPool3d(2, {return_indices = true})", 2, 2, 0, 1, (2, 3, 4, 4, 6),
+                    "nn.MaxUnpool3d(2)"),
+        pool3d_case("MaxPool3d_padded_unpool", "nn.MaxPool3d({2, 2, 3}, {stride = {2, 2, 3}, padding = 1, return_indices = true})",
+                    (2, 2, 3), (2, 2, 3), 1, 1, (1, 2, 5, 4, 7), "nn.MaxUnpool3d({2, 2, 3}, {stride = {2, 2, 3}, padding = 1})"),
+        pool3d_case("MaxPool3d_overlap", "nn.MaxPool3d({3, 2, 2}, {stride = {1, 2, 1}, dilation = {2, 1, 2}, return_indices = true})",
+                    (3, 2, 2), (1, 2, 1), 0, (2, 1, 2), (2, 2, 7, 4, 5)),
+        pool3d_case("MaxPool3d_unbatched_unpool", "nn.MaxPool3d(2, {stride = 2, return_indices = true})", 2, 2, 0, 1,
+                    (3, 4, 2, 4), "nn.MaxUnpool3d(2, {stride = 2})"),
+    ]
+
+
 def main():
     Writer(keys="auto").write("tests/fixtures/nn_wrappers.lua", "tests/gen_nn_wrappers.py",
-                              {"seed": SEED, "pads": pads(), "containers": containers()})
+                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d()})
 
 
 if __name__ == "__main__":

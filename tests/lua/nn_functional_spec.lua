@@ -702,8 +702,8 @@ describe("errors name the function at the caller's line", function()
     raises_here(function() F.conv3d(v, ember.randn(2, 2, 1, 1)) end, "nn.functional.conv3d: weight must be 5-d")
     raises_here(function() F.conv3d(v, ember.randn(2, 2, 1, 1, 1), nil, { stride = { 1, 2 } }) end,
       "nn.functional.conv3d: stride must be a positive integer or a table of three, got {1, 2}")
-    raises_here(function() F.max_pool3d(v, 2, { return_indices = true }) end,
-      "nn.functional.max_pool3d: return_indices is not supported")
+    raises_here(function() F.max_pool3d(v, 2, { return_indices = 1 }) end,
+      "nn.functional.max_pool3d: return_indices must be true or false, got 1")
     raises_here(function() F.max_pool3d(v, 2, { padding = 2 }) end, "nn.functional.max_pool3d: padding 2 is more than half")
     raises_here(function() F.avg_pool3d(v, 5) end, "nn.functional.avg_pool3d: the window (kernel 5, dilation 1) is larger")
     raises_here(function() F.avg_pool3d(v, 2, { dilation = 2 }) end, "nn.functional.avg_pool3d: unknown option 'dilation'")

@@ -4,6 +4,7 @@
 --   * ConstantPad3d, ReflectionPad3d, ReplicationPad3d, ZeroPad1d, ZeroPad3d: torch's output,
 --     input gradient and repr; module(x) == F.pad(x, ...) and the same gradient; each option
 --     reaches the function; the keyword form; float64 gradcheck; errors at the caller's line;
+--   * MaxPool3d's return_indices and MaxUnpool3d: torch's values, 1-based indices, gradients;
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -115,6 +116,56 @@ describe("nn padding modules against torch and ember.pad", function()
     raises_here(function() nn.ConstantPad3d(-2, 0)(ember.randn(1, 1, 3, 3, 3)) end,
       "ConstantPad3d.forward: padding (-2, -2, -2, -2, -2, -2) is too large")
     raises_here(function() nn.ZeroPad1d(1)("x") end, "ZeroPad1d.forward: expected an input [N, C, L] or [C, L], got string")
+  end)
+end)
+
+describe("nn.MaxPool3d with return_indices and nn.MaxUnpool3d against torch", function()
+  for _, c in ipairs(fx.pools3d) do
+    it(c.name .. ": torch's values, 1-based indices and gradients; the functions' bits", function()
+      local pool = build(c.ctor)
+      local x = T(c.x)
+      local xl = x:detach():requires_grad_(true)
+      local y, idx = pool(xl)
+      check("out", y, T(c.out), 0)
+      assert.are.same(parity.values(T(c.indices)), parity.values(idx))
+      assert.are.equal("int64", idx.dtype)
+      local loss = (y * T(c.w)):sum()
+      loss:backward()
+      check("grad x", xl.grad, T(c.grad_x), 1e-15)
+      -- the function with the module's options
+      local fy, fidx = F.max_pool3d_with_indices(x, pool.kernel_size, pool.opts.stride, pool.opts.padding or 0,
+        pool.opts.dilation or 1)
+      same_bits("max_pool3d_with_indices", fy, y)
+      same_bits("indices", fidx, idx)
+      same_bits("without indices", F.max_pool3d(x, pool.kernel_size, { stride = pool.opts.stride,
+        padding = pool.opts.padding, dilation = pool.opts.dilation }), y)
+      if c.unpool then
+        local un = build(c.unpool)
+        local yl = y:detach():requires_grad_(true)
+        local u = un(yl, idx, { x.shape[x.ndim - 2], x.shape[x.ndim - 1], x.shape[x.ndim] })
+        check("unpooled", u, T(c.unpooled), 0)
+        local uloss = (u * T(c.wu)):sum()
+        uloss:backward()
+        check("grad y", yl.grad, T(c.grad_y), 0)
+        same_bits("max_unpool3d", F.max_unpool3d(y, idx, un.kernel_size, { stride = un.stride, padding = un.padding,
+          output_size = x.shape }), u)
+      end
+    end)
+  end
+
+  it("float64 gradcheck of the pool's values and of the unpool; refusals name the module or function", function()
+    local x = ember.randn(1, 2, 4, 3, 4, { dtype = "float64" })
+    gradcheck.check(function(t) return (nn.MaxPool3d({ 2, 2, 3 }, { stride = 1, padding = 1, return_indices = true })(t)) end, { x })
+    local _, idx = F.max_pool3d(x, 2, { return_indices = true })
+    gradcheck.check(function(t) return nn.MaxUnpool3d(2)(t, idx, { 4, 3, 4 }) end, { ember.randn(1, 2, 2, 1, 2, { dtype = "float64" }) })
+    raises_here(function() nn.MaxUnpool3d({ 2, 2 }) end, "MaxUnpool3d: kernel_size must be a positive integer or a table of three, got {2, 2}")
+    raises_here(function() nn.MaxUnpool3d(2, { strid = 2 }) end, "nn.MaxUnpool3d: unknown option 'strid'")
+    raises_here(function() nn.MaxUnpool3d(2)(ember.randn(2, 2, 2), idx) end,
+      "nn.functional.max_unpool3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [2, 2, 2]")
+    raises_here(function() nn.MaxUnpool3d(2)(ember.randn(1, 2, 2, 1, 2), idx:float()) end, "indices must be int64")
+    raises_here(function() nn.MaxPool3d(2, { return_indices = 1 }) (x) end, "nn.functional.max_pool3d: return_indices must be true or false, got 1")
+    raises_here(function() F.max_pool3d_with_indices(x, 2, { return_indices = false }) end, "return_indices is always true here")
+    raises_here(function() F.avg_pool3d(x, 2, { return_indices = true }) end, "nn.functional.avg_pool3d: unknown option 'return_indices'")
   end)
 end)
 

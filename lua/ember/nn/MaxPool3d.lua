@@ -1,6 +1,8 @@
---- nn.MaxPool3d(kernel_size [, {stride, padding, dilation, ceil_mode}]): max pooling over the windows of
+--- nn.MaxPool3d(kernel_size [, {stride, padding, dilation, ceil_mode, return_indices}]): max pooling over the windows of
 -- [N, C, D, H, W] (or [C, D, H, W]), as torch.nn.MaxPool3d (`nn.functional.max_pool3d`).
--- Sizes are a number or a triple {d, h, w}; stride defaults to kernel_size.
+-- Sizes are a number or a triple {d, h, w}; stride defaults to kernel_size. With return_indices the
+-- forward also returns where each max is (1-based flat indices into each D x H x W volume), for
+-- nn.MaxUnpool3d.
 -- Errors name nn.MaxPool3d (options) and nn.functional.max_pool3d (inputs, sizes).
 -- @usage print(nn.MaxPool3d(2)(ember.randn(1, 2, 4, 4, 4)).shape)   --> ember.Size{1, 2, 2, 2, 2}
 -- @classmod nn.MaxPool3d
@@ -11,15 +13,16 @@ local MaxPool3d = Module:extend("MaxPool3d")
 function MaxPool3d:__init(kernel_size, opts)
   local size = require("ember.nn._conv").check_size
   self.kernel_size = size("MaxPool3d", "kernel_size", kernel_size, 3, 1)
-  self.opts = Module.check_options("nn.MaxPool3d", opts, { "stride", "padding", "dilation", "ceil_mode" })
+  self.opts = Module.check_options("nn.MaxPool3d", opts, { "stride", "padding", "dilation", "ceil_mode", "return_indices" })
   for what, min in pairs { stride = 1, padding = 0, dilation = 1 } do
     if self.opts[what] ~= nil then size("MaxPool3d", what, self.opts[what], 3, min) end
   end
 end
 
---- The pooled input.
+--- The pooled input (and the indices, with return_indices).
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
 -- @treturn Tensor
+-- @treturn[opt] Tensor int64 indices, with return_indices
 function MaxPool3d:forward(x)
   return require("ember.nn.functional").max_pool3d(x, self.kernel_size, self.opts)
 end
@@ -28,7 +31,7 @@ end
 function MaxPool3d:extra_repr()
   local fmt = require("ember.nn._conv").fmt
   local s = "kernel_size=" .. fmt(self.kernel_size) .. ", stride=" .. fmt(self.opts.stride or self.kernel_size)
-  for _, k in ipairs { "stride", "padding", "dilation", "ceil_mode" } do
+  for _, k in ipairs { "stride", "padding", "dilation", "ceil_mode", "return_indices" } do
     if k ~= "stride" and self.opts[k] ~= nil then s = s .. ", " .. k .. "=" .. fmt(self.opts[k]) end
   end
   return s

@@ -11,19 +11,21 @@ local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local MaxUnpool2d = Module:extend("MaxUnpool2d")
+MaxUnpool2d._nd = 2 -- the dims unpooled (nn.MaxUnpool3d is this class with 3)
 
 function MaxUnpool2d:__init(kernel_size, opts)
-  opts = Module.check_options("nn.MaxUnpool2d", opts, { "stride", "padding" })
-  check_size("MaxUnpool2d", "kernel_size", kernel_size, 2, 1)
+  local name, nd = self.__name, self._nd
+  opts = Module.check_options("nn." .. name, opts, { "stride", "padding" })
+  check_size(name, "kernel_size", kernel_size, nd, 1)
   self.kernel_size = kernel_size
   local stride = opts.stride
   if stride ~= nil then
-    check_size("MaxUnpool2d", "stride", stride, 2, 1)
+    check_size(name, "stride", stride, nd, 1)
   end
   self.stride = stride
   local padding = opts.padding
   if padding == nil then padding = 0 end
-  check_size("MaxUnpool2d", "padding", padding, 2, 0)
+  check_size(name, "padding", padding, nd, 0)
   self.padding = padding
 end
 
@@ -33,8 +35,8 @@ end
 -- @tparam table output_size (optional) the output's spatial size (or whole shape)
 -- @treturn Tensor
 function MaxUnpool2d:forward(x, indices, output_size)
-  Module.check_tensor_input("MaxUnpool2d.forward", x)
-  return require("ember.nn.functional").max_unpool2d(x, indices, self.kernel_size, {
+  Module.check_tensor_input(self.__name .. ".forward", x)
+  return require("ember.nn.functional")["max_unpool" .. self._nd .. "d"](x, indices, self.kernel_size, {
     stride = self.stride, padding = self.padding, output_size = output_size,
   })
 end

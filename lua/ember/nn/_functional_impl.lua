@@ -180,7 +180,7 @@ local function unpooled(nd, x, indices, kernel_size, ...)
   if indices.dtype ~= "int64" then errors.raise("%s: indices must be int64 (1-based), got %s", who, indices.dtype) end
   if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
     errors.raise("%s: expected an input %s, got shape %s", who,
-      nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]", shape_str(x))
+      ({ "[N, C, L] or [C, L]", "[N, C, H, W] or [C, H, W]", "[N, C, D, H, W] or [C, D, H, W]" })[nd], shape_str(x))
   end
   if table.concat(x.shape, ",") ~= table.concat(indices.shape, ",") then
     errors.raise("%s: indices must have the input's shape %s, got %s", who, shape_str(x), shape_str(indices))
@@ -191,7 +191,7 @@ local function unpooled(nd, x, indices, kernel_size, ...)
   for _, f in ipairs { { "kernel_size", k, kernel_size }, { "stride", s, o.stride }, { "padding", p, o.padding } } do
     if not f[2] then
       errors.raise("%s: %s must be a %s integer%s, got %s", who, f[1], f[1] == "padding" and "non-negative" or "positive",
-        nd == 2 and " or a pair of them" or "", conv.fmt(f[3]))
+        ({ "", " or a pair of them", " or a table of three" })[nd], conv.fmt(f[3]))
     end
   end
   local out = {}
@@ -209,7 +209,8 @@ local function unpooled(nd, x, indices, kernel_size, ...)
         conv.fmt(o.output_size))
     end
   end
-  local plane = nd == 2 and out[1] * out[2] or out[1]
+  local plane = 1
+  for i = 1, nd do plane = plane * out[i] end
   if indices:numel() > 0 and (indices:min():item() < 1 or indices:max():item() > plane) then
     errors.raise("%s: indices must lie in 1..%d (the output's %s plane), got %d..%d", who, plane,
       table.concat(out, " x "), indices:min():item(), indices:max():item())
@@ -217,6 +218,10 @@ local function unpooled(nd, x, indices, kernel_size, ...)
   if nd == 1 then
     local x4, back = pool.as_2d(x)
     return back(pool.unpool2d(x4, pool.as_2d(indices), { 1, out[1] }))
+  end
+  if nd == 3 then
+    if x.ndim == 5 then return pool.unpool2d(x, indices, out) end
+    return pool.unpool2d(x:unsqueeze(1), indices:unsqueeze(1), out):squeeze(1)
   end
   local xb, unbatch = pool.batch(x)
   return unbatch(pool.unpool2d(xb, pool.batch(indices), out))
@@ -228,6 +233,10 @@ end
 
 function M.max_unpool1d(x, indices, kernel_size, ...)
   return unpooled(1, x, indices, kernel_size, ...)
+end
+
+function M.max_unpool3d(x, indices, kernel_size, ...)
+  return unpooled(3, x, indices, kernel_size, ...)
 end
 
 local function adaptive(who, how, nd, x, output_size, ...)
@@ -577,7 +586,7 @@ local POOL3 = {
 local function pool3(how, x, kernel_size, ...)
   local who = "nn.functional." .. how .. "_pool3d"
   local o = args(who, POOL3[how], ...)
-  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
+  check_bool(who, "return_indices", o.return_indices)
   local xb, unbatch = batch5(who, x)
   local cfg = { kernel_size = conv.tuple(kernel_size, 3, 1) }
   cfg.stride = o.stride == nil and cfg.kernel_size or conv.tuple(o.stride, 3, 1)
@@ -609,11 +618,25 @@ local function pool3(how, x, kernel_size, ...)
         .. "of shape %s", who, cfg.kernel_size[i], cfg.dilation[i], n, cfg.padding[i], x.ndim - 3 + i, shape_str(x))
     end
   end
+  if o.return_indices then
+    local y, i = pool.pool3d(how, cfg, xb, true)
+    return unbatch(y), unbatch(i)
+  end
   return unbatch(pool.pool3d(how, cfg, xb))
 end
 
 function M.max_pool3d(x, kernel_size, ...) return pool3("max", x, kernel_size, ...) end
 function M.avg_pool3d(x, kernel_size, ...) return pool3("avg", x, kernel_size, ...) end
+
+-- torch's max_pool3d_with_indices: max_pool3d with return_indices = true
+function M.max_pool3d_with_indices(x, kernel_size, ...)
+  local who = "nn.functional.max_pool3d_with_indices"
+  local o = args(who, POOL3.max, ...)
+  if o.return_indices == false then errors.raise("%s: return_indices is always true here", who) end
+  local opts = { return_indices = true }
+  for k, v in pairs(o) do if k ~= "return_indices" then opts[k] = v end end
+  return pool3("max", x, kernel_size, opts)
+end
 
 local function adaptive3(how, x, output_size, ...)
   local who = "nn.functional.adaptive_" .. (how == "max" and "max" or "avg") .. "_pool3d"

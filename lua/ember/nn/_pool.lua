@@ -210,13 +210,15 @@ function M.avg2d(cfg, xb)
   return sum / count
 end
 
--- max2d's inverse, as PyTorch's max_unpool2d: xb [N, C, H, W] put at
--- the 1-based flat `indices` (max2d_indices') of [N, C, out[1], out[2]]
+-- max2d's inverse, as PyTorch's max_unpool2d (and max3d_indices', as max_unpool3d):
+-- xb [N, C, *] put at the 1-based flat `indices` of [N, C, out[1], out[2] (, out[3])]
 -- planes, zeros elsewhere. Differentiable in xb.
 function M.unpool2d(xb, indices, out)
   local N, C = xb.shape[1], xb.shape[2]
-  local y = ember.zeros({ N, C, out[1] * out[2] }, { dtype = xb.dtype, device = xb.device })
-  return y:scatter(3, indices:reshape({ N, C, -1 }), xb:reshape({ N, C, -1 })):reshape({ N, C, out[1], out[2] })
+  local plane = 1
+  for _, n in ipairs(out) do plane = plane * n end
+  local y = ember.zeros({ N, C, plane }, { dtype = xb.dtype, device = xb.device })
+  return y:scatter(3, indices:reshape({ N, C, -1 }), xb:reshape({ N, C, -1 })):reshape({ N, C, table.unpack(out) })
 end
 
 -- 3-d pooling (nn.functional.max_pool3d and avg_pool3d): cfg's
@@ -236,7 +238,7 @@ local function count1(n, k, s, p, o, with_pad)
   return c
 end
 
-function M.pool3d(how, cfg, x)
+function M.pool3d(how, cfg, x, with_indices)
   local k, s, p, d, ceil = cfg.kernel_size, cfg.stride, cfg.padding, cfg.dilation, cfg.ceil_mode
   local N, C, D, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4], x.shape[5]
   local Do = M.out_size(D, k[1], s[1], p[1], d[1], ceil)
@@ -252,14 +254,33 @@ function M.pool3d(how, cfg, x)
     xp = ember.cat(parts, 3)
   end
   local k2, s2, p2, d2 = { k[2], k[3] }, { s[2], s[3] }, { p[2], p[3] }, { d[2], d[3] }
-  local parts = {}
+  local parts, where = {}, {}
   for t = 0, k[1] - 1 do
     local z0 = t * d[1] + 1
     local slices = xp:slice(3, z0, z0 + (Do - 1) * s[1], s[1]):transpose(2, 3):reshape({ N * Do, C, H, W })
-    local w = M.windows(slices, k2, s2, p2, d2, fill, ceil)
-    parts[#parts + 1] = how == "max" and (w:max(5)) or w:sum(5)
+    if with_indices then -- each tap's max and where it is in its H x W plane (1-based)
+      parts[#parts + 1], where[#where + 1] = M.max2d_indices({ kernel_size = k2, stride = s2, padding = p2, dilation = d2,
+        ceil_mode = ceil }, slices)
+    else
+      local w = M.windows(slices, k2, s2, p2, d2, fill, ceil)
+      parts[#parts + 1] = how == "max" and (w:max(5)) or w:sum(5)
+    end
   end
   local y
+  if with_indices then
+    -- the first largest over the taps (as the gradient's), then its flat index in D x H x W:
+    -- depth o s - p + (t - 1) d for output depth o (0-based) and tap t (1-based)
+    local tap
+    y, tap = ember.stack(parts, 1):max(1)
+    local hw = ember.stack(where, 1):gather(1, tap:unsqueeze(1)):squeeze(1)
+    local io = { dtype = "int64", device = x.device }
+    local Ho, Wo = y.shape[3], y.shape[4]
+    local o = ember.arange(0, N * Do, 1, io) % Do -- the rows are (sample, output depth), depth fastest
+    local depth = (tap - 1) * d[1] + (o * s[1] - p[1]):view({ N * Do, 1, 1, 1 })
+    local flat = depth * (H * W) + hw
+    local function back(t) return t:reshape({ N, Do, C, Ho, Wo }):transpose(2, 3) end
+    return back(y), back(flat)
+  end
   if how == "max" then
     y = #parts == 1 and parts[1] or (ember.stack(parts, 1):max(1))
   else

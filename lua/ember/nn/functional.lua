@@ -950,16 +950,46 @@ function F.affine_grid(theta, size, ...) return impl.affine_grid(theta, size, ..
 function F.conv3d(x, weight, bias, ...) return impl.conv3d(x, weight, bias, ...) end
 
 --- 3-d max pooling, as torch.nn.functional.max_pool3d: `F.max_pool3d(x,
--- kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false}])`
--- (or positional), x [N, C, D, H, W] or [C, D, H, W]. The gradient goes to
--- the first largest of each window. return_indices is not supported.
+-- kernel_size [, {stride=kernel_size, padding=0, dilation=1, ceil_mode=false,
+-- return_indices=false}])` (or positional), x [N, C, D, H, W] or [C, D, H, W]. The
+-- gradient goes to the first largest of each window. With return_indices, also
+-- where each max is: int64 1-based flat indices into each D x H x W volume
+-- (PyTorch's, 0-based there), for max_unpool3d.
 -- @tparam Tensor x
 -- @param kernel_size an integer or {kd, kh, kw}
--- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @param[opt] ... stride, padding, dilation, ceil_mode, return_indices, or an options table
 -- @treturn Tensor
+-- @treturn[opt] Tensor the indices, with return_indices
 -- @usage local F = ember.nn.functional
 -- print(F.max_pool3d(ember.randn(1, 2, 4, 6, 6), 2).shape)   --> ember.Size{1, 2, 2, 3, 3}
 function F.max_pool3d(x, kernel_size, ...) return impl.max_pool3d(x, kernel_size, ...) end
+
+--- torch.nn.functional.max_pool3d_with_indices: `F.max_pool3d(x, kernel_size, ...)` with
+-- return_indices = true (the values and the 1-based flat indices into each D x H x W volume).
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @param kernel_size an integer or {kd, kh, kw}
+-- @param[opt] ... stride, padding, dilation, ceil_mode, or an options table
+-- @treturn Tensor
+-- @treturn Tensor the indices
+-- @usage local F = ember.nn.functional
+-- local y, idx = F.max_pool3d_with_indices(ember.arange(8):view(1, 1, 2, 2, 2), 2)
+-- print(y:item(), idx:item())   --> 7.0 8
+function F.max_pool3d_with_indices(x, kernel_size, ...) return impl.max_pool3d_with_indices(x, kernel_size, ...) end
+
+--- max_pool3d's partial inverse, as torch.nn.functional.max_unpool3d:
+-- `F.max_unpool3d(x, indices, kernel_size [, {stride=kernel_size, padding=0, output_size=}])`
+-- (or positional): each value of x put at its index (max_pool3d's return_indices, 1-based) of
+-- an output volume of (D - 1) stride - 2 padding + kernel planes (and rows, columns;
+-- output_size chooses another size), zeros elsewhere.
+-- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
+-- @tparam Tensor indices int64, x's shape
+-- @param kernel_size an integer or {kd, kh, kw}
+-- @param[opt] ... stride, padding, output_size, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local y, idx = F.max_pool3d(ember.randn(1, 2, 4, 4, 4), 2, {return_indices = true})
+-- print(F.max_unpool3d(y, idx, 2).shape)   --> ember.Size{1, 2, 4, 4, 4}
+function F.max_unpool3d(x, indices, kernel_size, ...) return impl.max_unpool3d(x, indices, kernel_size, ...) end
 
 --- 3-d average pooling, as torch.nn.functional.avg_pool3d: `F.avg_pool3d(x,
 -- kernel_size [, {stride=kernel_size, padding=0, ceil_mode=false,

@@ -127,6 +127,7 @@ return {
   LPPool2d = require "ember.nn.LPPool2d",
   MaxUnpool1d = require "ember.nn.MaxUnpool1d",
   MaxUnpool2d = require "ember.nn.MaxUnpool2d",
+  MaxUnpool3d = require "ember.nn.MaxUnpool3d",
   Softmax2d = require "ember.nn.Softmax2d",
   UpsamplingNearest2d = require "ember.nn.UpsamplingNearest2d",
   UpsamplingBilinear2d = require "ember.nn.UpsamplingBilinear2d",
