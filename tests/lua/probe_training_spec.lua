@@ -678,3 +678,20 @@ describe("16-bit floats and module conversions", function()
     assert.are.equal("float32", m[2].weight.dtype)
   end)
 end)
+
+describe("Module:zero_grad(set_to_none), as PyTorch's model.zero_grad", function()
+  it("false zeroes every gradient in place (the same tensors); nothing or true drops them", function()
+    local nn = require "ember.nn"
+    local m = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1))
+    m(ember.ones(4, 3)):sum():backward()
+    local g = m[1].weight.grad
+    assert.is_true(g:abs():sum():item() > 0)
+    m:zero_grad(false)
+    assert.are.equal(0, g:abs():sum():item()) -- the gradient held before, zeroed where it is
+    for _, p in ipairs(m:parameters()) do assert.are.equal(0, p.grad:abs():sum():item()) end
+    m:zero_grad()
+    for _, p in ipairs(m:parameters()) do assert.is_nil(p.grad) end
+    require("tests.lua.helpers.parity").raises_here(function() m:zero_grad(1) end,
+      "Sequential.zero_grad: set_to_none must be a boolean or nothing, got number")
+  end)
+end)

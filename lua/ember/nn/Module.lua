@@ -542,11 +542,27 @@ function Module:requires_grad_(on)
   return self
 end
 
---- Drops the gradients of every parameter.
+--- Drops the gradients of every parameter (PyTorch 2's default), or with
+-- `set_to_none = false` zeroes them in place (PyTorch 1.13's default), as
+-- `model.zero_grad(set_to_none)`.
+-- @tparam[opt=true] boolean set_to_none
 -- @treturn Module self
-function Module:zero_grad()
-  for _, n in ipairs(self._params) do self._reg[n].grad = nil end
-  for _, c in ipairs(self:children()) do c:zero_grad() end
+-- @usage local m = ember.nn.Linear(2, 1)
+-- m(ember.ones(1, 2)):sum():backward()
+-- m:zero_grad(false)
+-- print(m.weight.grad:abs():sum():item(), m:zero_grad().weight.grad)   --> 0.0	nil
+function Module:zero_grad(set_to_none)
+  if set_to_none ~= nil and type(set_to_none) ~= "boolean" then
+    errors.raise("%s.zero_grad: set_to_none must be a boolean or nothing, got %s", self.__name, type(set_to_none))
+  end
+  for _, p in ipairs(self:parameters()) do
+    if set_to_none == false then
+      local g = p.grad
+      if g ~= nil then ember.no_grad(function() g:zero_() end) end
+    else
+      p.grad = nil
+    end
+  end
   return self
 end
 
