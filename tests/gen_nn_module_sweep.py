@@ -401,6 +401,16 @@ def transformers():
     case("TDL_activation_module", 'nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true, activation = nn.GELU("tanh")})' % lo,
          tnn.TransformerDecoderLayer(d, h, batch_first=True, activation=tnn.GELU(approximate="tanh"), **tk),
          {"x": x(2, 3, d), "mem": x(2, 4, d)}, "return m(x, mem, {causal = false})", lambda m, x, mem: m(x, mem))
+    case("TEL_positional", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+         tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": x(5, 5), "kpm": kpm},
+         "return m(x, am, kpm)", lambda m, x, am, kpm: m(x, am, kpm))
+    case("TDL_positional", "nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true})" % lo,
+         tnn.TransformerDecoderLayer(d, h, batch_first=True, **tk),
+         {"x": x(2, 4, d), "mem": x(2, 5, d), "tm": causal(4), "mm": x(4, 5), "kpm": kpm},
+         "return m(x, mem, tm, mm, nil, kpm)", lambda m, x, mem, tm, mm, kpm: m(x, mem, tm, mm, None, kpm))
+    case("MHA_positional", "nn.MultiheadAttention(8, 2)", tnn.MultiheadAttention(8, 2),
+         {"q": x(5, 2, 8), "kpm": kpm, "am": x(5, 5)}, "return m(q, q, q, kpm, true, am, false)",
+         lambda m, q, kpm, am: m(q, q, q, kpm, True, am, False))
     bm = torch.rand(5, 5) < 0.3
     bm.fill_diagonal_(False)
     case("TEL_bool_mask", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
@@ -715,6 +725,10 @@ def more():
          {"q": x(2, 3, 8), "k": x(2, 4, 8), "am": x(4, 3, 4), "kpm": torch.tensor([[False, False, True, False], [False] * 4])},
          "return m(q, k, k, {attn_mask = am, key_padding_mask = kpm})",
          lambda m, q, k, am, kpm: m(q, k, k, attn_mask=am, key_padding_mask=kpm), layout=LAYOUT)
+    case("Transformer_positional", "nn.Transformer(4, 2, {num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8, dropout = 0.1, batch_first = false})",
+         tnn.Transformer(4, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8),
+         {"s": x(5, 2, 4), "t": x(3, 2, 4), "tm": causal(3), "sk": torch.tensor([[False] * 5, [False, False, False, True, True]])},
+         "return m(s, t, nil, tm, nil, sk, nil, sk)", lambda m, s, t, tm, sk: m(s, t, None, tm, None, sk, None, sk), layout=LAYOUT)
     case("Transformer_masks", "nn.Transformer(4, 2, {num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8, dropout = 0.1, batch_first = true, activation = 'gelu'})",
          tnn.Transformer(4, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8, batch_first=True, activation="gelu"),
          {"s": x(2, 5, 4), "t": x(2, 3, 4), "sm": x(5, 5), "mm": x(3, 5), "tk": torch.tensor([[False, False, True], [False] * 3])},

@@ -386,6 +386,19 @@ describe("ember.nn's modules against torch.nn 1.13 (tests/gen_nn_module_sweep.py
     end
   end)
 
+  it("takes PyTorch's positional forward arguments, and says when they are mixed with a table", function()
+    local parity = require "tests.lua.helpers.parity"
+    local layer = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0 })
+    local x = ember.randn(2, 5, 8)
+    parity.raises_here(function() layer(x, ember.zeros(5, 5), {}) end,
+      "TransformerEncoderLayer.forward: argument 2: an options table comes alone")
+    parity.raises_here(function() layer(x, nil, nil, nil, nil) end,
+      "TransformerEncoderLayer.forward: takes an options table, or at most 3 of PyTorch's positional arguments")
+    local mha = nn.MultiheadAttention(8, 2)
+    local _, w = mha(x, x, x, nil, false)
+    assert.is_nil(w) -- need_weights = false, positionally
+  end)
+
   it("refuses torch options it does not have, naming the module and the option", function()
     local bad = {}
     for _, c in ipairs(fx.refuse) do

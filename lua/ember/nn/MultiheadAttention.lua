@@ -65,7 +65,9 @@ end
 -- @tparam[opt] table opts key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
 -- @treturn Tensor attn_output, shaped as query
 -- @treturn ?Tensor attn_weights
-function TorchMHA:forward(query, key, value, opts)
+function TorchMHA:forward(query, key, value, ...)
+  local opts = require("ember.nn._attn_opts").forward_options("MultiheadAttention.forward",
+    { "key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal" }, ...)
   local who = "MultiheadAttention.forward"
   opts = Module.check_options(who, opts,
     { "key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal" })

@@ -133,7 +133,9 @@ local function shape(t) return Module.is_tensor(t) and errors.shape_str(t) or ty
 -- written in Lua (document ids ...) for the encoder's and the decoder's self-attention;
 -- memory_variant_inputs: those of the decoder's cross-attention (cross_attention=)
 -- @treturn Tensor [B, Lt, d_model] ([Lt, B, d_model] with batch_first = false; [Lt, d_model] unbatched)
-function Transformer:forward(src, tgt, opts)
+function Transformer:forward(src, tgt, ...)
+  local opts = require("ember.nn._attn_opts").forward_options("Transformer.forward", { "src_mask", "tgt_mask",
+    "memory_mask", "src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask" }, ...)
   opts = Module.check_options("Transformer.forward", opts, FORWARD)
   local who = "Transformer.forward"
   for _, k in ipairs { "src_is_causal", "tgt_is_causal" } do

@@ -46,7 +46,9 @@ end
 -- @tparam Tensor memory [B, Lm, d_model] (nil for decoder-only layers)
 -- @tparam[opt] table opts as TransformerDecoderLayer.forward's; `cache` holds one table per layer
 -- @treturn Tensor [B, L, d_model]
-function Decoder:forward(x, memory, opts)
+function Decoder:forward(x, memory, ...)
+  local opts = attn_opts.forward_options("TransformerDecoder.forward",
+    { "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask" }, ...)
   opts = opts or {}
   local cache = opts.cache
   for i = 1, #self.layers do

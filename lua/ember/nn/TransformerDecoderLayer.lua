@@ -79,6 +79,8 @@ function DecoderLayer:__init(d_model, heads, opts)
 end
 
 local WHO = "TransformerDecoderLayer.forward"
+-- torch's forward(tgt, memory, ...) order
+local TORCH_POSITIONAL = { "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask" }
 
 function DecoderLayer:_sa(x, o)
   local y
@@ -124,7 +126,8 @@ end
 -- memory_key_padding_mask, variant_inputs (self-attention) / memory_variant_inputs
 -- (cross-attention), cache
 -- @treturn Tensor [B, L, d_model]
-function DecoderLayer:forward(x, memory, opts)
+function DecoderLayer:forward(x, memory, ...)
+  local opts = attn_opts.forward_options(WHO, TORCH_POSITIONAL, ...)
   opts = Module.check_options("TransformerDecoderLayer.forward", opts, FORWARD_OPTIONS)
   if self.has_cross and memory == nil then
     require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")

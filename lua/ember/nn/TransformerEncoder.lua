@@ -45,7 +45,8 @@ end
 -- @tparam Tensor x [B, L, d_model]
 -- @tparam[opt] table opts as TransformerEncoderLayer.forward's, given to every layer
 -- @treturn Tensor [B, L, d_model]
-function Encoder:forward(x, opts)
+function Encoder:forward(x, ...)
+  local opts = attn_opts.forward_options("TransformerEncoder.forward", { "mask", "src_key_padding_mask", "is_causal" }, ...)
   if type(opts) == "table" and opts.mask ~= nil then -- torch.nn.TransformerEncoder.forward's name
     local o = {}
     for k, v in pairs(opts) do o[k] = v end

@@ -34,6 +34,7 @@ local FORWARD_OPTIONS = { "key_padding_mask", "attn_mask", "allow_mask", "block_
   "src_mask", "src_key_padding_mask", "is_causal" }
 -- PyTorch's forward keywords -> ember's
 local TORCH_FORWARD = { src_mask = "attn_mask", src_key_padding_mask = "key_padding_mask", is_causal = "causal" }
+local TORCH_POSITIONAL = { "src_mask", "src_key_padding_mask", "is_causal" } -- torch's forward(src, ...) order
 EncoderLayer.FORWARD_OPTIONS = FORWARD_OPTIONS -- models that hand their options to every layer check them by name
 
 function EncoderLayer:__init(d_model, heads, opts)
@@ -68,7 +69,8 @@ end
 -- (float), `allow_mask` / `block_mask` (bool), `causal`, `variant_inputs` (the per-call
 -- tensors of an attention variant written in Lua, e.g. `{doc = ids}`)
 -- @treturn Tensor [B, L, d_model]
-function EncoderLayer:forward(x, opts)
+function EncoderLayer:forward(x, ...)
+  local opts = attn_opts.forward_options("TransformerEncoderLayer.forward", TORCH_POSITIONAL, ...)
   opts = Module.check_options("TransformerEncoderLayer.forward", opts, FORWARD_OPTIONS)
   if opts.src_mask ~= nil or opts.src_key_padding_mask ~= nil or opts.is_causal ~= nil then
     local o = {}

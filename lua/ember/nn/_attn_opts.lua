@@ -106,6 +106,30 @@ function M.stack_from_layer(self, who, cls, layer, num_layers, norm)
   if norm ~= nil then self:add_module("norm", norm) end
 end
 
+-- A forward's arguments after its inputs: ember's one options table, or
+-- PyTorch's positional ones (layer(x, src_mask, src_key_padding_mask)),
+-- named by `names` in torch's order, as that table.
+function M.forward_options(who, names, ...)
+  local n, first = select("#", ...), ...
+  if n == 0 or (n == 1 and (first == nil or (type(first) == "table" and not ember.is_tensor(first)))) then
+    return first
+  end
+  if n > #names then
+    errors.raise("%s: takes an options table, or at most %d of PyTorch's positional arguments (%s), got %d", who,
+      #names, table.concat(names, ", "), n)
+  end
+  local o = {}
+  for i = 1, n do
+    local v = select(i, ...)
+    if type(v) == "table" and not ember.is_tensor(v) then
+      errors.raise("%s: argument %d: an options table comes alone, not after PyTorch's positional arguments (%s)",
+        who, i, table.concat(names, ", "))
+    end
+    o[names[i]] = v
+  end
+  return o
+end
+
 -- PyTorch's batch_first option of the Transformer layers: true (ember's
 -- layout, [B, L, E], the default here) or false ([L, B, E] in and out).
 function M.batch_first(who, opts)
