@@ -718,6 +718,14 @@ def more():
          {"x": x(1, 2, 5)}, *one(), repr=False)
     case("Upsample_trilinear", 'nn.Upsample{scale_factor = 2, mode = "trilinear"}', tnn.Upsample(scale_factor=2, mode="trilinear"),
          {"x": x(1, 1, 2, 3, 2)}, *one(), repr=False)
+    case("Upsample_nearest_frac", 'nn.Upsample{scale_factor = 1.7, mode = "nearest"}', tnn.Upsample(scale_factor=1.7, mode="nearest"),
+         {"x": x(1, 2, 5, 7)}, *one(), repr=False)
+    case("Upsample_bilinear_frac", 'nn.Upsample{scale_factor = {1.5, 0.6}, mode = "bilinear"}',
+         tnn.Upsample(scale_factor=(1.5, 0.6), mode="bilinear"), {"x": x(1, 2, 5, 7)}, *one(), repr=False)
+    case("Upsample_area", 'nn.Upsample{size = {3, 4}, mode = "area"}', tnn.Upsample(size=(3, 4), mode="area"),
+         {"x": x(1, 2, 5, 7)}, *one(), repr=False)
+    case("Upsample_linear_ac_frac", 'nn.Upsample{scale_factor = 2.5, mode = "linear", align_corners = true}',
+         tnn.Upsample(scale_factor=2.5, mode="linear", align_corners=True), {"x": x(2, 1, 4)}, *one(), repr=False)
     case("PixelShuffle_unbatched", "nn.PixelShuffle(3)", tnn.PixelShuffle(3), {"x": x(9, 2, 2)}, *one())
     case("Flatten_neg", "nn.Flatten(-2, -1)", tnn.Flatten(-2, -1), {"x": x(2, 3, 4)}, *one(), repr=False)
     case("Unflatten_neg", "nn.Unflatten(-1, {2, -1})", tnn.Unflatten(-1, (2, -1)), {"x": x(3, 6)}, *one(), repr=False)
