@@ -318,6 +318,22 @@ describe("distributions' API", function()
     assert.is_true(math.abs(lp - math.log(0.5)) < 1e-6)
   end)
 
+  it("enumerate_support: the probabilities over it sum to one; printing names the given parameters", function()
+    local probs = ember.tensor({ { 0.2, 0.3, 0.5 }, { 0.6, 0.3, 0.1 } }, f64)
+    for _, d in ipairs { D.Binomial(4, ember.tensor({ 0.3, 0.6 }, f64)), D.Bernoulli(ember.tensor({ 0.3, 0.6 }, f64)),
+                         D.Categorical(probs), D.OneHotCategorical(probs) } do
+      local s = d:enumerate_support()
+      local n = s.shape[1]
+      assert.are.same({ n, 2 }, { table.unpack(s.shape, 1, 2) })
+      local total = d:log_prob(s):exp():sum(1)
+      assert((total - 1):abs():max():item() < 1e-12, d.__name .. ": " .. tostring(total))
+      assert.are.same({ n, 1 }, { table.unpack(d:enumerate_support(false).shape, 1, 2) })
+    end
+    assert.are.equal("distributions.Bernoulli(logits: [2])", tostring(D.Bernoulli{ logits = ember.zeros(2) }))
+    assert.are.equal("distributions.Normal(loc: 0, scale: 2)", tostring(D.Normal(0.0, 2.0)))
+    assert.are.equal("distributions.Categorical(probs: [2, 3])", tostring(D.Categorical(probs)))
+  end)
+
   it("sample shapes, expand, Independent", function()
     local d = D.Normal(ember.zeros(3, f64), 1.0)
     assert.are.same({ 5, 2, 3 }, { table.unpack(d:sample({ 5, 2 }).shape) })

@@ -29,6 +29,7 @@ function Bernoulli:__init(...)
   if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
   local which = o.probs ~= nil and "probs" or "logits"
   local shape = self:_broadcast_all({ which }, o)
+  self._shown = { which }
   self:_check_param(which)
   if which == "probs" then
     local p = Distribution._clamp_probs(self.probs)
@@ -61,6 +62,17 @@ end
 function Bernoulli:log_prob(value)
   value = self:_value(value, "log_prob")
   return -bce_with_logits(self.logits, value)
+end
+
+--- The values 0 and 1, shape [2, 1, ...] (expand = false) or [2, batch...] (torch's enumerate_support).
+-- @bool[opt=true] expand
+-- @usage print(require("ember.distributions").Bernoulli(ember.tensor({0.3, 0.4})):enumerate_support())   --> tensor([[0.0000, 0.0000], [1.0000, 1.0000]], ...)
+function Bernoulli:enumerate_support(expand)
+  local shape = { 2 }
+  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
+  local v = ember.tensor({ 0, 1 }, { dtype = self.probs.dtype }):view(shape)
+  if expand ~= false then v = v:expand(Distribution._concat({ 2 }, self.batch_shape)) end
+  return v
 end
 
 --- binary_cross_entropy_with_logits(logits, probs)

@@ -21,6 +21,7 @@ function Binomial:__init(...)
   if o.total_count == nil then o.total_count = 1 end
   local which = o.probs ~= nil and "probs" or "logits"
   local shape = self:_broadcast_all({ which, "total_count" }, o)
+  self._shown = { "total_count", which }
   self:_check_param("total_count")
   self:_check_param(which)
   if which == "probs" then
@@ -75,17 +76,26 @@ function Binomial:log_prob(value)
   return value * l - log_factorial_k - log_factorial_nmk - normalize
 end
 
---- -sum_k p(k) log p(k) over k = 0..total_count (one total_count for the batch, as torch)
--- @usage print(require("ember.distributions").Binomial(1, 0.5):entropy())   --> tensor(0.6931, ...)
-function Binomial:entropy()
+--- The counts 0..total_count, shape [n + 1, 1, ...] (expand = false) or [n + 1, batch...]
+-- (torch's enumerate_support; one total_count for the whole batch).
+-- @bool[opt=true] expand
+-- @usage print(require("ember.distributions").Binomial(2, 0.5):enumerate_support())   --> tensor([0.0000, 1.0000, 2.0000], ...)
+function Binomial:enumerate_support(expand)
   local N = self.total_count:max():item()
   if self.total_count:min():item() ~= N then
-    self:_error("entropy: the total_count must be the same for the whole batch (torch's too)")
+    self:_error("enumerate_support: the total_count must be the same for the whole batch (torch's too)")
   end
   local shape = { N + 1 }
   for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
-  local k = ember.arange(0, N + 1, { dtype = self.probs.dtype }):view(shape)
-  local lp = self:log_prob(k)
+  local v = ember.arange(0, N + 1, { dtype = self.probs.dtype }):view(shape)
+  if expand ~= false then v = v:expand(Distribution._concat({ N + 1 }, self.batch_shape)) end
+  return v
+end
+
+--- -sum_k p(k) log p(k) over k = 0..total_count (one total_count for the batch, as torch)
+-- @usage print(require("ember.distributions").Binomial(1, 0.5):entropy())   --> tensor(0.6931, ...)
+function Binomial:entropy()
+  local lp = self:log_prob(self:enumerate_support(false))
   return -(lp:exp() * lp):sum(1)
 end
 

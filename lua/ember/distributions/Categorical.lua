@@ -34,6 +34,7 @@ function Categorical:__init(...)
     self:_error("%s must have at least one dimension (the categories), got %s", which, ember.is_tensor(v) and "a 0-d tensor" or "a number")
   end
   self:_broadcast_all({ which }, o)
+  self._shown = { which }
   if which == "probs" then
     if self._validate_args and not self.probs:ge(0):all():item() then
       self:_error("probs must be nonnegative (normalized along the last dim to a probability vector)")

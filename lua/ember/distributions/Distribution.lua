@@ -76,7 +76,7 @@ end
 
 function Distribution:__tostring()
   local parts = {}
-  for _, n in ipairs(self._param_names) do
+  for _, n in ipairs(rawget(self, "_shown") or self._param_names) do
     local v = rawget(self, n)
     if v ~= nil then
       parts[#parts + 1] = n .. ": " .. (v:dim() == 0 and ("%g"):format(v:item()) or errors.shape_str(v))

@@ -20,7 +20,7 @@ function OneHotCategorical:__init(...)
   local o = self:_args({ "probs", "logits" }, ...)
   o.validate_args = self._validate_args
   local c = Categorical(o)
-  self.probs, self.logits, self._categorical = c.probs, c.logits, c
+  self.probs, self.logits, self._categorical, self._shown = c.probs, c.logits, c, c._shown
   self:_set_shapes(c.batch_shape, { c._num_events })
 end
 
@@ -52,6 +52,19 @@ end
 function OneHotCategorical:log_prob(value)
   value = self:_value(value, "log_prob")
   return self._categorical:log_prob(value:argmax(-1))
+end
+
+--- The K one-hot vectors, shape [K, 1, ..., K] (expand = false) or [K, batch..., K] (torch's enumerate_support).
+-- @bool[opt=true] expand
+-- @usage print(require("ember.distributions").OneHotCategorical(ember.ones(2, 3)):enumerate_support().shape)   --> ember.Size{3, 2, 3}
+function OneHotCategorical:enumerate_support(expand)
+  local k = self._categorical._num_events
+  local shape = { k }
+  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
+  shape[#shape + 1] = k
+  local v = ember.eye(k, { dtype = self.probs.dtype }):view(shape)
+  if expand ~= false then v = v:expand(Distribution._concat({ k }, self.batch_shape, { k })) end
+  return v
 end
 
 --- the Categorical's entropy
