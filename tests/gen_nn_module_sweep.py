@@ -379,32 +379,32 @@ LAYOUT = ("lua/ember/nn/_torch_names.lua: ember's attention has q_proj/k_proj/v_
 
 def transformers():
     case = lambda *a, **k: globals()["case"](*a, layout=LAYOUT, **k)
-    d, h = 8, 2
-    lo = "dim_feedforward = 16, dropout = 0.1"
-    tk = dict(dim_feedforward=16, dropout=0.1)
-    case("TEL_seq_first", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = false})" % lo,
+    d, h = 4, 2
+    lo = "dim_feedforward = 8, dropout = 0.1"
+    tk = dict(dim_feedforward=8, dropout=0.1)
+    case("TEL_seq_first", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = false})" % lo,
          tnn.TransformerEncoderLayer(d, h, **tk), {"x": x(5, 2, d)}, *one())
-    case("TEL_bf_gelu_normfirst", 'nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true, activation = "gelu", norm_first = true, layer_norm_eps = 1e-4})' % lo,
+    case("TEL_bf_gelu_normfirst", 'nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true, activation = "gelu", norm_first = true, layer_norm_eps = 1e-4})' % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, activation="gelu", norm_first=True, layer_norm_eps=1e-4, **tk),
          {"x": x(2, 5, d)}, *one())
     kpm = torch.tensor([[False, False, False, True, True], [False, False, False, False, False]])
-    case("TEL_masks", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TEL_masks", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": causal(5), "kpm": kpm},
          "return m(x, {attn_mask = am, key_padding_mask = kpm})",
          lambda m, x, am, kpm: m(x, src_mask=am, src_key_padding_mask=kpm))
-    case("TEL_torch_names", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TEL_torch_names", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": x(5, 5), "kpm": kpm},
          "return m(x, {src_mask = am, src_key_padding_mask = kpm})",
          lambda m, x, am, kpm: m(x, src_mask=am, src_key_padding_mask=kpm))
-    case("TEL_activation_callable", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true, activation = nn.functional.silu})" % lo,
+    case("TEL_activation_callable", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true, activation = nn.functional.silu})" % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, activation=torch.nn.functional.silu, **tk), {"x": x(2, 5, d)}, *one())
-    case("TDL_activation_module", 'nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true, activation = nn.GELU("tanh")})' % lo,
+    case("TDL_activation_module", 'nn.TransformerDecoderLayer(4, 2, {%s, batch_first = true, activation = nn.GELU("tanh")})' % lo,
          tnn.TransformerDecoderLayer(d, h, batch_first=True, activation=tnn.GELU(approximate="tanh"), **tk),
          {"x": x(2, 3, d), "mem": x(2, 4, d)}, "return m(x, mem, {causal = false})", lambda m, x, mem: m(x, mem))
-    case("TEL_positional", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TEL_positional", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": x(5, 5), "kpm": kpm},
          "return m(x, am, kpm)", lambda m, x, am, kpm: m(x, am, kpm))
-    case("TDL_positional", "nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TDL_positional", "nn.TransformerDecoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerDecoderLayer(d, h, batch_first=True, **tk),
          {"x": x(2, 4, d), "mem": x(2, 5, d), "tm": causal(4), "mm": x(4, 5), "kpm": kpm},
          "return m(x, mem, tm, mm, nil, kpm)", lambda m, x, mem, tm, mm, kpm: m(x, mem, tm, mm, None, kpm))
@@ -413,21 +413,21 @@ def transformers():
          lambda m, q, kpm, am: m(q, q, q, kpm, True, am, False))
     bm = torch.rand(5, 5) < 0.3
     bm.fill_diagonal_(False)
-    case("TEL_bool_mask", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TEL_bool_mask", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "bm": bm},
          "return m(x, {block_mask = bm})", lambda m, x, bm: m(x, src_mask=bm))
-    case("TEL_causal", "nn.TransformerEncoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TEL_causal", "nn.TransformerEncoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerEncoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 5, d), "am": causal(5)},
          "return m(x, {causal = true})", lambda m, x, am: m(x, src_mask=am), nograd={"am"})
-    case("TDL_seq_first", "nn.TransformerDecoderLayer(8, 2, {%s, batch_first = false})" % lo,
+    case("TDL_seq_first", "nn.TransformerDecoderLayer(4, 2, {%s, batch_first = false})" % lo,
          tnn.TransformerDecoderLayer(d, h, **tk), {"x": x(4, 2, d), "mem": x(6, 2, d)},
          "return m(x, mem, {causal = false})", lambda m, x, mem: m(x, mem))
-    case("TDL_float_mask", "nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true})" % lo,
+    case("TDL_float_mask", "nn.TransformerDecoderLayer(4, 2, {%s, batch_first = true})" % lo,
          tnn.TransformerDecoderLayer(d, h, batch_first=True, **tk), {"x": x(2, 4, d), "mem": x(2, 6, d), "tm": x(4, 4), "mm": x(4, 6)},
          "return m(x, mem, {tgt_mask = tm, memory_mask = mm})",
          lambda m, x, mem, tm, mm: m(x, mem, tgt_mask=tm, memory_mask=mm))
     mkpm = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
-    case("TDL_masks_normfirst", 'nn.TransformerDecoderLayer(8, 2, {%s, batch_first = true, norm_first = true, activation = "gelu"})' % lo,
+    case("TDL_masks_normfirst", 'nn.TransformerDecoderLayer(4, 2, {%s, batch_first = true, norm_first = true, activation = "gelu"})' % lo,
          tnn.TransformerDecoderLayer(d, h, batch_first=True, norm_first=True, activation="gelu", **tk),
          {"x": x(2, 4, d), "mem": x(2, 6, d), "tm": causal(4), "mkpm": mkpm},
          "return m(x, mem, {tgt_mask = tm, memory_key_padding_mask = mkpm})",
