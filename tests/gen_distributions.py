@@ -75,6 +75,22 @@ KL = [
     ("MultivariateNormal", {"loc": rn(2, 3), "scale_tril": lower_chol(2)}, {"loc": rn(3), "scale_tril": lower_chol()}),
 ]
 
+
+
+def spd(*batch, n=3):
+    a = rn(*batch, n, n)
+    return a @ a.transpose(-1, -2) + 0.5 * torch.eye(n)
+
+
+# after KL's draws, so that the cases above keep their numbers
+CASES += [
+    ("mvn_cov", "MultivariateNormal", {"loc": rn(3), "covariance_matrix": spd(2)}, rn(4, 2, 3), None),
+    ("mvn_prec", "MultivariateNormal", {"loc": rn(2, 3), "precision_matrix": spd()}, rn(2, 3), None),
+]
+KL += [
+    ("MultivariateNormal", {"loc": rn(3), "covariance_matrix": spd(2)}, {"loc": rn(2, 3), "precision_matrix": spd()}),
+]
+
 NOGRAD = {"total_count"}
 
 

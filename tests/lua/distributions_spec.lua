@@ -298,7 +298,12 @@ describe("distributions' API", function()
     raises_here(function() D.Binomial(2.5, 0.5) end, "total_count must be a nonnegative integer, found 2.5")
     raises_here(function() D.Normal(ember.zeros(2), ember.ones(3)) end, "the parameters do not broadcast")
     raises_here(function() D.Normal{ loc = 0.0, scael = 1.0 } end, "unknown option 'scael'")
-    raises_here(function() D.MultivariateNormal(ember.zeros(2), { covariance_matrix = ember.eye(2) }) end, "only scale_tril is supported")
+    raises_here(function() D.MultivariateNormal(ember.zeros(2), { covariance_matrix = ember.eye(2), scale_tril = ember.eye(2) }) end,
+      "give exactly one of covariance_matrix, precision_matrix and scale_tril (got covariance_matrix, scale_tril)")
+    raises_here(function() D.MultivariateNormal(ember.zeros(2), { covariance_matrix = ember.tensor({ { 1, 2 }, { 2, 1 } }) }) end,
+      "covariance_matrix must be symmetric positive definite (the Cholesky factorization fails at row 2)")
+    raises_here(function() D.MultivariateNormal(ember.zeros(2), { precision_matrix = ember.tensor({ { 1, 0.5 }, { 0, 1 } }) }) end,
+      "precision_matrix must be symmetric positive definite (it is not symmetric)")
     raises_here(function() D.MultivariateNormal(ember.zeros(2), { scale_tril = ember.tensor({ { 1, 1 }, { 0, 1 } }) }) end,
       "scale_tril must be lower triangular with a positive diagonal")
   end)

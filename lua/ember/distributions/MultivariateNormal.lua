@@ -1,12 +1,15 @@
---- distributions.MultivariateNormal(loc, {scale_tril = L}): the normal
+--- distributions.MultivariateNormal(loc, {scale_tril = L}) (or
+-- {covariance_matrix = S}, {precision_matrix = P}): the normal
 -- distribution on vectors with mean loc and covariance L L^T
 -- (torch.distributions.MultivariateNormal), reparameterized
--- (loc + L eps). **Only scale_tril** (a lower-triangular matrix with a
--- positive diagonal): ember has no Cholesky factorization, so
--- covariance_matrix and precision_matrix are refused (factor them and pass
--- scale_tril). log_prob and kl_divergence solve with L by forward
--- substitution written with ember ops (one step per row: meant for small
--- event sizes). Batch dims of loc and L broadcast.
+-- (loc + L eps). Give exactly one of scale_tril (lower triangular with a
+-- positive diagonal), covariance_matrix or precision_matrix (symmetric
+-- positive definite): S is factored by a Cholesky factorization and P^-1
+-- by one after a triangular inverse, both written with ember ops (ember's
+-- core has no Cholesky), differentiable. log_prob and kl_divergence solve
+-- with L by forward substitution, also in ember ops: one step per row,
+-- meant for small event sizes (tens). Batch dims of loc and the matrix
+-- broadcast.
 -- @usage local D = require "ember.distributions"
 -- local L = ember.tensor({{1.0, 0.0}, {0.5, 2.0}})
 -- local d = D.MultivariateNormal(ember.zeros(2), {scale_tril = L})
@@ -21,22 +24,41 @@ local MVN = Distribution:extend("MultivariateNormal")
 MVN.arg_constraints = { loc = constraints.real_vector, scale_tril = constraints.lower_cholesky }
 MVN.support = constraints.real_vector
 MVN.has_rsample = true
-MVN._param_names = { "loc", "scale_tril" }
+MVN._param_names = { "loc", "scale_tril", "covariance_matrix", "precision_matrix" }
 
 local LOG_2PI = math.log(2 * math.pi)
 
 function MVN:__init(...)
   local o = self:_args({ "loc", "covariance_matrix", "precision_matrix", "scale_tril" }, ...)
-  if o.covariance_matrix ~= nil or o.precision_matrix ~= nil then
-    self:_error("only scale_tril is supported (ember has no Cholesky factorization): give {scale_tril = L} with L L^T the covariance")
+  local given = {}
+  for _, k in ipairs { "covariance_matrix", "precision_matrix", "scale_tril" } do
+    if o[k] ~= nil then given[#given + 1] = k end
   end
-  if o.scale_tril == nil then self:_error("scale_tril is required: MultivariateNormal(loc, {scale_tril = L})") end
-  local loc, L = o.loc, o.scale_tril
+  if #given ~= 1 then
+    self:_error("give exactly one of covariance_matrix, precision_matrix and scale_tril (got %s)",
+      #given == 0 and "none" or table.concat(given, ", "))
+  end
+  local which = given[1]
+  local loc, L = o.loc, o[which]
   if not ember.is_tensor(loc) or loc:dim() < 1 then self:_error("loc must be a tensor with at least one dimension") end
-  if not ember.is_tensor(L) or L:dim() < 2 then self:_error("scale_tril must be a tensor with at least two dimensions") end
+  if not ember.is_tensor(L) or L:dim() < 2 then self:_error("%s must be a tensor with at least two dimensions", which) end
   local n = loc.shape[#loc.shape]
   if L.shape[#L.shape] ~= n or L.shape[#L.shape - 1] ~= n then
-    self:_error("scale_tril must be [..., %d, %d] for loc of event size %d, got %s", n, n, n, require("ember._errors").shape_str(L))
+    self:_error("%s must be [..., %d, %d] for loc of event size %d, got %s", which, n, n, n, require("ember._errors").shape_str(L))
+  end
+  self._shown = { "loc", which }
+  if which ~= "scale_tril" then
+    if L.dtype ~= "float64" and L.dtype ~= "float32" then L = L:to("float32") end
+    if self._validate_args and not (L - L:transpose(-1, -2)):abs():le(1e-6 * (L:abs():max():item() + 1)):all():item() then
+      self:_error("%s must be symmetric positive definite (it is not symmetric)", which)
+    end
+    given = L
+    if which == "precision_matrix" then
+      local Lp = self:_cholesky(L, which)
+      local X = MVN.solve_tril(Lp, ember.eye(n, { dtype = L.dtype }):expand(L.shape))   -- Lp^-1
+      L = X:transpose(-1, -2):matmul(X)                                                -- P^-1
+    end
+    L = self:_cholesky(L, which)
   end
   local lb, sb = {}, {}
   for i = 1, #loc.shape - 1 do lb[i] = loc.shape[i] end
@@ -46,7 +68,8 @@ function MVN:__init(...)
   if L.dtype ~= loc.dtype then loc = loc:to(L.dtype) end
   self.loc = loc:expand(Distribution._concat(batch, { n }))
   self.scale_tril = L:expand(Distribution._concat(batch, { n, n }))
-  self:_check_param("scale_tril")
+  if which ~= "scale_tril" then self[which] = given:expand(Distribution._concat(batch, { n, n })) end
+  if which == "scale_tril" then self:_check_param("scale_tril") end
   self:_check_param("loc")
   self:_set_shapes(batch, { n })
 end
@@ -71,6 +94,40 @@ function MVN.solve_tril(L, B)
   return ember.cat(rows, -2)
 end
 
+-- The lower Cholesky factor of the symmetric matrices A [..., n, n]
+-- (Cholesky-Banachiewicz, entry by entry in ember ops, so differentiable);
+-- a pivot <= 0 is refused naming `what`.
+function MVN:_cholesky(A, what)
+  local n = A.shape[#A.shape]
+  -- symmetrized, so that the gradient is symmetric as torch's cholesky's
+  A = (A + A:transpose(-1, -2)) * 0.5
+  local a = function(i, j) return A:select(-2, i):select(-1, j) end
+  local Lm = {}
+  for i = 1, n do
+    Lm[i] = {}
+    for j = 1, i do
+      local sum = a(i, j)
+      for k = 1, j - 1 do sum = sum - Lm[i][k] * Lm[j][k] end
+      if i == j then
+        if not sum:gt(0):all():item() then
+          self:_error("%s must be symmetric positive definite (the Cholesky factorization fails at row %d)", what, i)
+        end
+        Lm[i][j] = sum:sqrt()
+      else
+        Lm[i][j] = sum / Lm[j][j]
+      end
+    end
+  end
+  local zero = ember.zeros_like(Lm[1][1])
+  local rows = {}
+  for i = 1, n do
+    local r = {}
+    for j = 1, n do r[j] = j <= i and Lm[i][j] or zero end
+    rows[i] = ember.stack(r, -1)
+  end
+  return ember.stack(rows, -2)
+end
+
 -- sum(log diag L), of shape batch_shape
 function MVN:_half_log_det()
   return self.scale_tril:diagonal(0, -2, -1):log():sum(-1)
@@ -85,6 +142,13 @@ MVN._props.variance = function(self) return (self.scale_tril ^ 2):sum(-1) end
 --- L L^T
 -- @usage print(require("ember.distributions").MultivariateNormal(ember.zeros(2), {scale_tril = ember.eye(2)}).covariance_matrix.shape)   --> ember.Size{2, 2}
 MVN._props.covariance_matrix = function(self) return self.scale_tril:matmul(self.scale_tril:transpose(-1, -2)) end
+
+--- (L L^T)^-1 = L^-T L^-1
+-- @usage print(require("ember.distributions").MultivariateNormal(ember.zeros(2), {scale_tril = ember.eye(2) * 2}).precision_matrix)   --> tensor([[0.2500, 0.0000], [0.0000, 0.2500]], ...)
+MVN._props.precision_matrix = function(self)
+  local X = MVN.solve_tril(self.scale_tril, ember.eye(self.event_shape[1], { dtype = self.scale_tril.dtype }):expand(self.scale_tril.shape))
+  return X:transpose(-1, -2):matmul(X)
+end
 
 --- loc + L eps, eps ~ N(0, I).
 -- @param[opt] sample_shape a table of sizes
