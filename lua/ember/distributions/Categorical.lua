@@ -22,6 +22,7 @@ local constraints = require "ember.distributions.constraints"
 local Categorical = Distribution:extend("Categorical")
 Categorical.arg_constraints = { probs = constraints.simplex, logits = constraints.real_vector }
 Categorical._param_names = { "probs", "logits" }
+Categorical._index_values = true -- values are int64 category indices
 
 local FLOAT_MIN = { float64 = -1.7976931348623157e308, float32 = -3.4028234663852886e38 }
 
@@ -97,7 +98,11 @@ end
 -- @tparam Tensor value
 -- @usage print(require("ember.distributions").Categorical(ember.tensor({0.25, 0.75})):log_prob(ember.tensor(2, {dtype = "int64"})))   --> tensor(-0.2877, ...)
 function Categorical:log_prob(value)
-  if type(value) == "number" then value = ember.tensor(value, { dtype = "int64" }) end
+  if type(value) == "number" or (type(value) == "table" and not ember.is_tensor(value)) then
+    local ok, t = pcall(ember.tensor, value, { dtype = "int64" })
+    if not ok then self:_error("log_prob: the value must be a tensor of categories, a number or a table of numbers") end
+    value = t
+  end
   value = self:_value(value, "log_prob")
   value = value:to("int64"):unsqueeze(-1)
   local shape = ember.broadcast_shapes(value.shape, self.logits.shape)

@@ -230,13 +230,22 @@ function Distribution:_dtype()
   return "float32"
 end
 
--- Checks a value given to log_prob / cdf / icdf: a tensor (a number becomes
--- one of the distribution's dtype) whose trailing dims are the event shape
+-- Checks a value given to log_prob / cdf / icdf: a tensor (a number or a
+-- table of numbers becomes one of the distribution's dtype, as do integer
+-- and bool tensors except where the class sets _index_values) whose trailing dims are the event shape
 -- and that broadcasts with the batch shape; in the support (`support`
 -- false: not checked, icdf's values are probabilities in [0, 1]).
 function Distribution:_value(value, what, support)
-  if type(value) == "number" then value = ember.tensor(value, { dtype = self:_dtype() }) end
+  if type(value) == "number" or (type(value) == "table" and not is_tensor(value)) then
+    local ok, t = pcall(ember.tensor, value, { dtype = self:_dtype() })
+    if not ok then self:_error("%s: the value must be a tensor, a number or a table of numbers", what) end
+    value = t
+  end
   if not is_tensor(value) then self:_error("%s: the value must be a tensor, got %s", what, type(value)) end
+  -- integer and bool values (counts, 0/1) in the parameters' dtype; Categorical keeps its int64 indices
+  if not self._index_values and (value.dtype == "int64" or value.dtype == "int32" or value.dtype == "bool" or value.dtype == "uint8") then
+    value = value:to(self:_dtype())
+  end
   if not self._validate_args then return value end
   local ev, vs = self.event_shape, value.shape
   local n = #ev
