@@ -91,6 +91,40 @@ KL += [
     ("MultivariateNormal", {"loc": rn(3), "covariance_matrix": spd(2)}, {"loc": rn(2, 3), "precision_matrix": spd()}),
 ]
 
+
+
+def pos(n=3, lo=0.5, hi=2.0):
+    return ru(n, lo=lo, hi=hi)
+
+
+# torch's pairs of different classes (p class, p params, q params, q class)
+PARAMS = {
+    "Normal": lambda: {"loc": rn(3), "scale": pos()},
+    "Laplace": lambda: {"loc": rn(3), "scale": pos()},
+    "Gumbel": lambda: {"loc": rn(3), "scale": pos()},
+    "Exponential": lambda: {"rate": pos()},
+    "Gamma": lambda: {"concentration": pos(lo=0.5, hi=4), "rate": pos()},
+    "Beta": lambda: {"concentration1": pos(lo=0.5, hi=4), "concentration0": pos(lo=0.5, hi=4)},
+    "Poisson": lambda: {"rate": pos(lo=0.5, hi=5)},
+    "Bernoulli": lambda: {"probs": pos(lo=0.1, hi=0.9)},
+    "Binomial": lambda: {"total_count": torch.tensor(4.), "probs": pos(lo=0.1, hi=0.9)},
+    "Uniform_wide": lambda: {"low": -pos(), "high": pos()},
+    "Uniform_pos": lambda: {"low": pos(lo=0.1, hi=0.5), "high": pos(lo=1.0, hi=3.0)},
+    "Uniform_unit": lambda: {"low": pos(lo=0.05, hi=0.3), "high": pos(lo=0.6, hi=0.95)},
+    "Uniform_cover": lambda: {"low": -pos(), "high": pos(lo=1.5, hi=3)},
+}
+CROSS = [
+    ("Bernoulli", "Poisson"), ("Beta", "Exponential"), ("Beta", "Gamma"), ("Beta", "Normal"), ("Beta", "Uniform_cover"),
+    ("Beta", "Uniform_unit"), ("Exponential", "Gamma"), ("Exponential", "Gumbel"), ("Exponential", "Normal"),
+    ("Gamma", "Exponential"), ("Gamma", "Gumbel"), ("Gamma", "Normal"), ("Gumbel", "Normal"), ("Laplace", "Normal"),
+    ("Normal", "Gumbel"), ("Normal", "Laplace"), ("Uniform_unit", "Beta"), ("Uniform_wide", "Beta"),
+    ("Uniform_pos", "Exponential"), ("Uniform_wide", "Exponential"), ("Uniform_pos", "Gamma"), ("Uniform_wide", "Gamma"),
+    ("Uniform_wide", "Gumbel"), ("Uniform_wide", "Normal"),
+    ("Normal", "Uniform_wide"), ("Normal", "Exponential"), ("Laplace", "Beta"), ("Gumbel", "Gamma"), ("Exponential", "Uniform_wide"),
+    ("Gamma", "Beta"), ("Poisson", "Binomial"), ("Poisson", "Bernoulli"),
+]
+KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
+
 NOGRAD = {"total_count"}
 
 
@@ -113,6 +147,8 @@ def with_grads(fn, params):
     ps = leaves(params)
     out = fn(ps)
     R = rn(*out.shape)
+    if not out.requires_grad:  # a constant (an infinite KL): no gradients
+        return {"value": out.detach(), "R": R, "grads": {}}
     gs = torch.autograd.grad((out * R).sum(), [ps[k] for k in ps if ps[k].requires_grad], allow_unused=True)
     grads, i = {}, 0
     for k in ps:
@@ -141,14 +177,15 @@ def case(name, cls, params, value, probs):
     return c
 
 
-def kl_case(cls, pp, qp):
+def kl_case(cls, pp, qp, qcls=None):
+    qcls = qcls or cls
     both = {**{"p_" + k: v for k, v in pp.items()}, **{"q_" + k: v for k, v in qp.items()}}
 
     def fn(ps):
         p = make(cls, {k[2:]: v for k, v in ps.items() if k.startswith("p_")})
-        q = make(cls, {k[2:]: v for k, v in ps.items() if k.startswith("q_")})
+        q = make(qcls, {k[2:]: v for k, v in ps.items() if k.startswith("q_")})
         return D.kl_divergence(p, q)
-    c = {"name": "kl_" + cls, "dist": cls, "p": pp, "q": qp}
+    c = {"name": "kl_" + cls + "_" + qcls, "dist": cls, "q_dist": qcls, "p": pp, "q": qp}
     c["kl"] = with_grads(fn, both)
     return c
 
@@ -163,7 +200,7 @@ def main():
     q = {"loc": rn(2, 3), "scale": ru(2, 3, lo=0.5, hi=2)}
     ind["q"] = q
     ind["kl"] = D.kl_divergence(D.Independent(D.Normal(loc, scale), 1), D.Independent(D.Normal(q["loc"], q["scale"]), 1))
-    kls = [kl_case(*k) for k in KL]
+    kls = [kl_case(*k) for k in KL] + [kl_case(*k) for k in KL_CROSS]
     # infinities: Uniform whose support is not inside q's, Categorical with q probability 0
     inf = {
         "uniform": D.kl_divergence(D.Uniform(torch.tensor([0., 0.]), torch.tensor([1., 3.])), D.Uniform(torch.tensor([0.5, -1.]), torch.tensor([2., 4.]))),

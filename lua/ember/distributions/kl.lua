@@ -2,15 +2,20 @@
 -- for the pairs torch.distributions registers among ember's distributions
 -- (each with itself: Normal, Uniform, Bernoulli, Categorical,
 -- OneHotCategorical, Binomial, Exponential, Laplace, Gumbel, Cauchy,
--- Poisson, Gamma, Beta, MultivariateNormal, Independent; and LogNormal
--- pairs through their Normals, as torch's transformed distributions).
+-- Poisson, Gamma, Beta, MultivariateNormal, Independent; LogNormal pairs
+-- through their Normals, as torch's transformed distributions; and torch's
+-- pairs of different classes among them: Bernoulli-Poisson, Beta to
+-- Exponential/Gamma/Normal/Uniform, Exponential to Gamma/Gumbel/Normal,
+-- Gamma to Exponential/Gumbel/Normal, Gumbel-Normal, Laplace-Normal,
+-- Normal to Gumbel/Laplace, Uniform to Beta/Exponential/Gamma/Gumbel/Normal,
+-- and inf where p's support is not inside q's, e.g. Normal-Uniform).
 -- An unregistered pair is refused naming both; `register_kl(P, Q, fn)` adds
 -- one (torch's decorator, as a call). Formulas are torch 1.13's, infinities
 -- included (Uniform's support not inside the other's, probability 0 in q
 -- where p has mass).
 -- @usage local D = require "ember.distributions"
 -- print(D.kl_divergence(D.Normal(0.0, 1.0), D.Normal(1.0, 1.0)))   --> tensor(0.5000, ...)
--- print(pcall(D.kl_divergence, D.Normal(0.0, 1.0), D.Laplace(0.0, 1.0)))   --> false ...no KL(Normal || Laplace) registered...
+-- print(pcall(D.kl_divergence, D.Normal(0.0, 1.0), D.Cauchy(0.0, 1.0)))   --> false ...no KL(Normal || Cauchy) registered...
 -- @module distributions.kl
 local ember = require "ember"
 local errors = require "ember._errors"
@@ -158,6 +163,170 @@ function kl._register_all()
         p.reinterpreted_batch_ndims, q.reinterpreted_batch_ndims)
     end
     return Distribution._sum_rightmost(kl.kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+  end)
+  kl._register_cross()
+end
+
+-- torch 1.13's pairs of different classes: closed forms, and inf where p's
+-- support is not inside q's
+function kl._register_cross()
+  local LOG_2PI = math.log(2 * math.pi)
+  local function x_log_x(t) return t * t:log() end
+  local function inf_like(t) return ember.full(t.shape, INF, { dtype = t.dtype }) end
+  local infinite = {
+    { "Exponential", { "Beta", "Uniform" }, "rate" },
+    { "Gamma", { "Beta", "Uniform" }, "concentration" },
+    { "Gumbel", { "Beta", "Exponential", "Gamma", "Uniform" }, "loc" },
+    { "Laplace", { "Beta", "Exponential", "Gamma", "Uniform" }, "loc" },
+    { "Normal", { "Beta", "Exponential", "Gamma", "Uniform" }, "loc" },
+    { "Poisson", { "Bernoulli", "Binomial" }, "rate" },
+  }
+  for _, e in ipairs(infinite) do
+    for _, qn in ipairs(e[2]) do
+      kl.register_kl(D[e[1]], D[qn], function(p) return inf_like(p[e[3]]) end)
+    end
+  end
+  kl.register_kl(D.Bernoulli, D.Poisson, function(p, q)
+    return -p:entropy() - (p.probs * q.rate:log() - q.rate)
+  end)
+  kl.register_kl(D.Beta, D.Exponential, function(p, q)
+    return -p:entropy() - q.rate:log() + q.rate * (p.concentration1 / (p.concentration1 + p.concentration0))
+  end)
+  kl.register_kl(D.Beta, D.Gamma, function(p, q)
+    local a, b = p.concentration1, p.concentration0
+    local t1 = -p:entropy()
+    local t2 = q.concentration:lgamma() - q.concentration * q.rate:log()
+    local t3 = (q.concentration - 1) * (a:digamma() - (a + b):digamma())
+    local t4 = q.rate * a / (a + b)
+    return t1 + t2 - t3 + t4
+  end)
+  kl.register_kl(D.Beta, D.Normal, function(p, q)
+    local a, b = p.concentration1, p.concentration0
+    local E = a / (a + b)
+    local var_normal = q.scale ^ 2
+    local t1 = -p:entropy()
+    local t2 = (var_normal * (2 * math.pi)):log() * 0.5
+    local t3 = (E * (-E + 1) / (a + b + 1) + E ^ 2) * 0.5
+    local t4 = q.loc * E
+    local t5 = q.loc ^ 2 * 0.5
+    return t1 + t2 + (t3 - t4 + t5) / var_normal
+  end)
+  kl.register_kl(D.Beta, D.Uniform, function(p, q)
+    local r = -p:entropy() + (q.high - q.low):log()
+    return inf_where(q.low:gt(0):logical_or(q.high:lt(1)), r)
+  end)
+  kl.register_kl(D.Exponential, D.Gamma, function(p, q)
+    local ratio = q.rate / p.rate
+    local t1 = -q.concentration * ratio:log()
+    return t1 + ratio + q.concentration:lgamma() + q.concentration * EULER - (1 + EULER)
+  end)
+  kl.register_kl(D.Exponential, D.Gumbel, function(p, q)
+    local prod = p.rate * q.scale
+    local lsr = q.loc / q.scale
+    local t1 = prod:log() - 1
+    local t2 = lsr:exp() * prod / (prod + 1)
+    local t3 = prod:reciprocal()
+    return t1 - lsr + t2 + t3
+  end)
+  kl.register_kl(D.Exponential, D.Normal, function(p, q)
+    local var_normal = q.scale ^ 2
+    local rate_sqr = p.rate ^ 2
+    local t1 = (rate_sqr * var_normal * (2 * math.pi)):log() * 0.5
+    local t2 = rate_sqr:reciprocal()
+    local t3 = q.loc / p.rate
+    local t4 = q.loc ^ 2 * 0.5
+    return t1 - 1 + (t2 - t3 + t4) / var_normal
+  end)
+  kl.register_kl(D.Gamma, D.Exponential, function(p, q)
+    return -p:entropy() - q.rate:log() + q.rate * p.concentration / p.rate
+  end)
+  kl.register_kl(D.Gamma, D.Gumbel, function(p, q)
+    local a = p.concentration
+    local prod = p.rate * q.scale
+    local lsr = q.loc / q.scale
+    local t1 = (a - 1) * a:digamma() - a:lgamma() - a
+    local t2 = prod:log() + a / prod
+    local t3 = lsr:exp() * (prod:reciprocal() + 1):pow(-a) - lsr
+    return t1 + t2 + t3
+  end)
+  kl.register_kl(D.Gamma, D.Normal, function(p, q)
+    local a = p.concentration
+    local var_normal = q.scale ^ 2
+    local beta_sqr = p.rate ^ 2
+    local t1 = (beta_sqr * var_normal * (2 * math.pi)):log() * 0.5 - a - a:lgamma()
+    local t2 = (a ^ 2 + a) * 0.5 / beta_sqr
+    local t3 = q.loc * a / p.rate
+    local t4 = q.loc ^ 2 * 0.5
+    return t1 + (a - 1) * a:digamma() + (t2 - t3 + t4) / var_normal
+  end)
+  kl.register_kl(D.Gumbel, D.Normal, function(p, q)
+    local ratio = p.scale / q.scale
+    local t1 = (ratio / math.sqrt(2 * math.pi)):log()
+    local t2 = (ratio * (math.pi * 0.5)) ^ 2 / 3
+    local t3 = ((p.loc + p.scale * EULER - q.loc) / q.scale) ^ 2 * 0.5
+    return -t1 + t2 + t3 - (EULER + 1)
+  end)
+  kl.register_kl(D.Laplace, D.Normal, function(p, q)
+    local var_normal = q.scale ^ 2
+    local r = p.scale ^ 2 / var_normal
+    local t1 = (r * (2 / math.pi)):log() * 0.5
+    local t2 = p.loc ^ 2 * 0.5
+    local t3 = p.loc * q.loc
+    local t4 = q.loc ^ 2 * 0.5
+    return -t1 + r + (t2 - t3 + t4) / var_normal - 1
+  end)
+  kl.register_kl(D.Normal, D.Gumbel, function(p, q)
+    local msr = p.loc / q.scale
+    local vsr = (p.scale / q.scale) ^ 2
+    local lsr = q.loc / q.scale
+    local t1 = vsr:log() * 0.5
+    local t2 = msr - lsr
+    local t3 = (-msr + vsr * 0.5 + lsr):exp()
+    return -t1 + t2 + t3 - 0.5 * (1 + LOG_2PI)
+  end)
+  kl.register_kl(D.Normal, D.Laplace, function(p, q)
+    local d = p.loc - q.loc
+    local scale_ratio = p.scale / q.scale
+    local dr = d / p.scale
+    local t1 = scale_ratio:log()
+    local t2 = p.scale * (dr ^ 2 * -0.5):exp() * math.sqrt(2 / math.pi)
+    local t3 = d * (dr * math.sqrt(0.5)):erf()
+    return -t1 + (t2 + t3) / q.scale - 0.5 * (1 + math.log(0.5 * math.pi))
+  end)
+  kl.register_kl(D.Uniform, D.Beta, function(p, q)
+    local w = p.high - p.low
+    local t1 = w:log()
+    local t2 = (q.concentration1 - 1) * (x_log_x(p.high) - x_log_x(p.low) - w) / w
+    local t3 = (q.concentration0 - 1) * (x_log_x(-p.high + 1) - x_log_x(-p.low + 1) + w) / w
+    local t4 = q.concentration1:lgamma() + q.concentration0:lgamma() - (q.concentration1 + q.concentration0):lgamma()
+    return inf_where(p.high:gt(1):logical_or(p.low:lt(0)), t3 + t4 - t1 - t2)
+  end)
+  kl.register_kl(D.Uniform, D.Exponential, function(p, q)
+    local r = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate):log()
+    return inf_where(p.low:lt(0), r)
+  end)
+  kl.register_kl(D.Uniform, D.Gamma, function(p, q)
+    local w = p.high - p.low
+    local t1 = w:log()
+    local t2 = q.concentration:lgamma() - q.concentration * q.rate:log()
+    local t3 = (-q.concentration + 1) * (x_log_x(p.high) - x_log_x(p.low) - w) / w
+    local t4 = q.rate * (p.high + p.low) / 2
+    return inf_where(p.low:lt(0), -t1 + t2 + t3 + t4)
+  end)
+  kl.register_kl(D.Uniform, D.Gumbel, function(p, q)
+    local c = q.scale / (p.high - p.low)
+    local hd = (p.high - q.loc) / q.scale
+    local ld = (p.low - q.loc) / q.scale
+    local t1 = c:log() + (hd + ld) * 0.5
+    local t2 = c * ((-hd):exp() - (-ld):exp())
+    return t1 - t2
+  end)
+  kl.register_kl(D.Uniform, D.Normal, function(p, q)
+    local w = p.high - p.low
+    local t1 = (q.scale * math.sqrt(math.pi * 2) / w):log()
+    local t2 = w ^ 2 / 12
+    local t3 = ((p.high + p.low - q.loc * 2) / 2) ^ 2
+    return t1 + (t2 + t3) * 0.5 / q.scale ^ 2
   end)
 end
 
