@@ -123,6 +123,12 @@ CROSS = [
     ("Normal", "Uniform_wide"), ("Normal", "Exponential"), ("Laplace", "Beta"), ("Gumbel", "Gamma"), ("Exponential", "Uniform_wide"),
     ("Gamma", "Beta"), ("Poisson", "Binomial"), ("Poisson", "Bernoulli"),
 ]
+CASES += [
+    ("dirichlet", "Dirichlet", {"concentration": ru(2, 4, lo=0.4, hi=3.0)}, torch.softmax(rn(3, 2, 4), -1), None),
+]
+KL += [
+    ("Dirichlet", {"concentration": ru(2, 3, lo=0.4, hi=3.0)}, {"concentration": ru(3, lo=0.4, hi=3.0)}),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}

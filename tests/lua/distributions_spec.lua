@@ -209,7 +209,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     local mu = ember.zeros(3, f64):requires_grad_()
     assert.is_false(D.Normal(mu, 1.0):sample().requires_grad)
     assert.is_true(D.Normal(mu, 1.0):rsample().requires_grad)
-    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0) } do
+    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0), D.Dirichlet(ember.ones(3)) } do
       assert.is_false(d.has_rsample)
       raises_here(function() d:rsample() end, "rsample is not available")
     end
@@ -244,6 +244,7 @@ describe("samples follow the distribution", function()
   local moments = {
     { D.Gamma(ember.tensor({ 0.4, 1.0, 3.5 }, f64), ember.tensor({ 1.0, 2.0, 0.5 }, f64)) },
     { D.Beta(ember.tensor({ 0.5, 2.0, 5.0 }, f64), ember.tensor({ 0.7, 3.0, 1.0 }, f64)) },
+    { D.Dirichlet(ember.tensor({ { 0.5, 2.0, 5.0 }, { 1.0, 1.0, 0.3 } }, f64)) },
     { D.Poisson(ember.tensor({ 0.3, 4.0, 25.0 }, f64)) },
     { D.Binomial(ember.tensor({ 3, 10, 1 }, f64), ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
     { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },

@@ -18,6 +18,7 @@ local distributions = {
   Poisson = require "ember.distributions.Poisson",
   Gamma = require "ember.distributions.Gamma",
   Beta = require "ember.distributions.Beta",
+  Dirichlet = require "ember.distributions.Dirichlet",
   MultivariateNormal = require "ember.distributions.MultivariateNormal",
   Independent = require "ember.distributions.Independent",
   constraints = require "ember.distributions.constraints",

@@ -2,7 +2,7 @@
 -- for the pairs torch.distributions registers among ember's distributions
 -- (each with itself: Normal, Uniform, Bernoulli, Categorical,
 -- OneHotCategorical, Binomial, Exponential, Laplace, Gumbel, Cauchy,
--- Poisson, Gamma, Beta, MultivariateNormal, Independent; LogNormal pairs
+-- Poisson, Gamma, Beta, Dirichlet, MultivariateNormal, Independent; LogNormal pairs
 -- through their Normals, as torch's transformed distributions; and torch's
 -- pairs of different classes among them: Bernoulli-Poisson, Beta to
 -- Exponential/Gamma/Normal/Uniform, Exponential to Gamma/Gumbel/Normal,
@@ -144,6 +144,15 @@ function kl._register_all()
     local t2 = pa:lgamma() - qa:lgamma() + pb:lgamma() - qb:lgamma()
     local dsp = sp:digamma()
     return t1 - t2 + (pa - qa) * (pa:digamma() - dsp) + (pb - qb) * (pb:digamma() - dsp)
+  end)
+  kl.register_kl(D.Dirichlet, D.Dirichlet, function(p, q)
+    local pc, qc = p.concentration, q.concentration
+    local sp, sq = pc:sum(-1), qc:sum(-1)
+    local t1 = sp:lgamma() - sq:lgamma()
+    local t2 = (pc:lgamma() - qc:lgamma()):sum(-1)
+    local t3 = pc - qc
+    local t4 = pc:digamma() - sp:digamma():unsqueeze(-1)
+    return t1 - t2 + (t3 * t4):sum(-1)
   end)
   kl.register_kl(D.MultivariateNormal, D.MultivariateNormal, function(p, q)
     if p.event_shape[1] ~= q.event_shape[1] then
