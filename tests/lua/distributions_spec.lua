@@ -115,6 +115,24 @@ describe("distributions against torch.distributions", function()
     end)
   end
 
+  it("in float32: float32 results within 1e-5 of torch's float64 ones", function()
+    for _, c in ipairs(fx.cases) do
+      local opts = {}
+      for k, spec in pairs(c.params) do opts[k] = T(spec, "float32"):float() end
+      local d = D[c.dist](opts)
+      local v = T(c.value)
+      if v.dtype == "float64" then v = v:float() end
+      local checks = { { "log_prob", d:log_prob(v), c.log_prob.value } }
+      if c.entropy then checks[#checks + 1] = { "entropy", d:entropy(), c.entropy.value } end
+      if c.cdf then checks[#checks + 1] = { "cdf", d:cdf(v), c.cdf.value } end
+      for _, ch in ipairs(checks) do
+        assert.are.equal("float32", ch[2].dtype, c.name .. " " .. ch[1] .. " dtype")
+        check_special(c.name .. " " .. ch[1] .. " (float32)", ch[2], T(ch[3]), 1e-5)
+      end
+      assert.are.equal("float32", d:sample({ 2 }).dtype == "int64" and "float32" or d:sample({ 2 }).dtype, c.name .. " sample dtype")
+    end
+  end)
+
   it("Independent(Normal, 1): log_prob, entropy, kl", function()
     local c = fx.independent
     local ps = leaves(c.params)
