@@ -129,6 +129,12 @@ CASES += [
 KL += [
     ("Dirichlet", {"concentration": ru(2, 3, lo=0.4, hi=3.0)}, {"concentration": ru(3, lo=0.4, hi=3.0)}),
 ]
+CASES += [
+    ("studentt", "StudentT", {"df": torch.tensor([0.7, 1.5, 3.0, 8.0]), "loc": rn(4), "scale": ru(4, lo=0.5, hi=2.0)}, rn(4) * 2, None),
+    ("halfnormal", "HalfNormal", {"scale": ru(4, lo=0.5, hi=2.0)}, ru(4, lo=0.1, hi=3.0), ru(4, lo=0.05, hi=0.95)),
+    ("geometric", "Geometric", {"probs": ru(4, lo=0.1, hi=0.9)}, torch.tensor([0., 1., 3., 6.]), None),
+    ("geometric_logits", "Geometric", {"logits": rn(2, 2)}, torch.tensor([[0., 2.], [5., 1.]]), None),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}

@@ -195,6 +195,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     { "LogNormal", { pos(0.3, -1.0, 0.2), pos(0.5, 0.7, 1.0) } },
     { "Gumbel", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
     { "Cauchy", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
+    { "HalfNormal", { pos(0.5, 1.5, 2.0) } },
   }
   for _, c in ipairs(cases) do
     it(c[1], function()
@@ -227,7 +228,8 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     local mu = ember.zeros(3, f64):requires_grad_()
     assert.is_false(D.Normal(mu, 1.0):sample().requires_grad)
     assert.is_true(D.Normal(mu, 1.0):rsample().requires_grad)
-    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0), D.Dirichlet(ember.ones(3)) } do
+    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0), D.Dirichlet(ember.ones(3)),
+                         D.StudentT(3.0), D.Geometric(0.5) } do
       assert.is_false(d.has_rsample)
       raises_here(function() d:rsample() end, "rsample is not available")
     end
@@ -244,7 +246,7 @@ describe("samples follow the distribution", function()
   -- the empirical cdf at the quartiles of the distribution
   local continuous = {
     D.Normal(1.5, 2.0), D.Uniform(-1.0, 3.0), D.Exponential(2.5), D.Laplace(-1.0, 0.5), D.LogNormal(0.2, 0.6),
-    D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5),
+    D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5), D.HalfNormal(1.5),
   }
   for _, d in ipairs(continuous) do
     it(d.__name .. ": the empirical cdf at its quartiles", function()
@@ -266,6 +268,8 @@ describe("samples follow the distribution", function()
     { D.Poisson(ember.tensor({ 0.3, 4.0, 25.0 }, f64)) },
     { D.Binomial(ember.tensor({ 3, 10, 1 }, f64), ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
     { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },
+    { D.Geometric(ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
+    { D.StudentT(ember.tensor({ 5.0, 9.0 }, f64), ember.tensor({ 1.0, -2.0 }, f64), ember.tensor({ 0.5, 2.0 }, f64)) },
     { D.MultivariateNormal(ember.tensor({ 1.0, -2.0, 0.5 }, f64), { scale_tril = ember.tensor({ { 1.0, 0, 0 }, { 0.5, 2.0, 0 }, { -1.0, 0.3, 0.7 } }, f64) }) },
   }
   for _, m in ipairs(moments) do
