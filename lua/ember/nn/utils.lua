@@ -1,6 +1,11 @@
 --- nn.utils: torch.nn.utils' gradient clipping, parameters as one vector,
 -- and `nn.utils.rnn`'s pad_sequence, pack_padded_sequence and
 -- pad_packed_sequence (nn/_packed.lua: what ember's PackedSequence holds).
+-- The reparametrizations: `nn.utils.parametrize` (register_parametrization,
+-- remove_parametrizations, is_parametrized, cached), `nn.utils.parametrizations`
+-- (weight_norm, spectral_norm) and the hook-based `weight_norm`,
+-- `remove_weight_norm`, `spectral_norm`, `remove_spectral_norm`
+-- (nn/_norm_hooks.lua), with PyTorch's state-dict names.
 --
 -- `clip_grad_norm_` and `clip_grad_value_` call `optim.clip_grad_norm` and
 -- `optim.clip_grad_value` (one rule, two names); `clip_grad_norm_` returns
@@ -229,5 +234,11 @@ end
 function M.rnn.pad_packed_sequence(sequence, opts, padding_value, total_length)
   return packed.pad_packed_sequence(sequence, opts, padding_value, total_length)
 end
+
+M.parametrize = require "ember.nn.parametrize"
+M.parametrizations = require "ember.nn.parametrizations"
+local norm_hooks = require "ember.nn._norm_hooks"
+M.weight_norm, M.remove_weight_norm = norm_hooks.weight_norm, norm_hooks.remove_weight_norm
+M.spectral_norm, M.remove_spectral_norm = norm_hooks.spectral_norm, norm_hooks.remove_spectral_norm
 
 return M
