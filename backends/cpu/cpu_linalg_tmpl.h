@@ -22,8 +22,10 @@ static em_status LF(run)(const em_linalg_args *a, void *const *out, const void *
   int m = (int)a->m, n = (int)a->n, k = (int)a->k, r = m < n ? m : n, lapack_info = 0;
   int lwork = -1, liwork = -1, iw1 = 0;
   const int64_t mn = a->m * a->n;
+  /* QR complete: orgqr makes m columns of Q in A; SVD full: U [m, m], Vh [n, n] */
+  const int qc = a->full ? m : r, ur = a->full ? m : r, vr = a->full ? n : r;
   T w1 = 0;
-  T *A = malloc(sizeof(T) * (size_t)mn), *B = NULL, *V1 = NULL, *V2 = NULL, *work = NULL;
+  T *A = malloc(sizeof(T) * (size_t)(a->op == EM_LINALG_QR && a->full && m > n ? a->m * a->m : mn)), *B = NULL, *V1 = NULL, *V2 = NULL, *work = NULL;
   int *iwork = NULL;
   em_status s = EM_OK;
   if (!A) goto oom;
@@ -42,7 +44,7 @@ static em_status LF(run)(const em_linalg_args *a, void *const *out, const void *
     T w2 = 0;
     if (!(V1 = malloc(sizeof(T) * (size_t)r))) goto oom; /* tau */
     L(geqrf_)(&m, &n, A, &m, V1, &w1, &lwork, &lapack_info);
-    L(orgqr_)(&m, &r, &r, A, &m, V1, &w2, &lw2, &lapack_info);
+    L(orgqr_)(&m, &qc, &r, A, &m, V1, &w2, &lw2, &lapack_info);
     lwork = (int)(w1 > w2 ? w1 : w2) + 1;
     break;
   }
@@ -53,10 +55,10 @@ static em_status LF(run)(const em_linalg_args *a, void *const *out, const void *
     if (!(iwork = malloc(sizeof(int) * (size_t)liwork))) goto oom;
     break;
   case EM_LINALG_SVD:
-    if (!(V1 = malloc(sizeof(T) * (size_t)(a->m * r))) || !(V2 = malloc(sizeof(T) * (size_t)(r * a->n))) ||
+    if (!(V1 = malloc(sizeof(T) * (size_t)(a->m * ur))) || !(V2 = malloc(sizeof(T) * (size_t)(vr * a->n))) ||
         !(iwork = malloc(sizeof(int) * (size_t)(8 * r))))
       goto oom;
-    L(gesdd_)("S", &m, &n, A, &m, NULL, V1, &m, V2, &r, &w1, &lwork, iwork, &lapack_info, 1);
+    L(gesdd_)(a->full ? "A" : "S", &m, &n, A, &m, NULL, V1, &m, V2, &vr, &w1, &lwork, iwork, &lapack_info, 1);
     lwork = (int)w1 + 1;
     break;
   default:
@@ -100,11 +102,11 @@ static em_status LF(run)(const em_linalg_args *a, void *const *out, const void *
     case EM_LINALG_QR: {
       L(geqrf_)(&m, &n, A, &m, V1, work, &lwork, &lapack_info);
       if (lapack_info) break;
-      T *R = (T *)out[1] + e * r * a->n;
-      for (int64_t i = 0; i < r; i++)
+      T *R = (T *)out[1] + e * qc * a->n;
+      for (int64_t i = 0; i < qc; i++)
         for (int64_t j = 0; j < n; j++) R[i * n + j] = j >= i ? A[i + j * m] : 0;
-      L(orgqr_)(&m, &r, &r, A, &m, V1, work, &lwork, &lapack_info);
-      if (!lapack_info) LF(from_cm)((T *)out[0] + e * a->m * r, A, m, m, r);
+      L(orgqr_)(&m, &qc, &r, A, &m, V1, work, &lwork, &lapack_info);
+      if (!lapack_info) LF(from_cm)((T *)out[0] + e * a->m * qc, A, m, m, qc);
       break;
     }
     case EM_LINALG_EIGH:
@@ -112,10 +114,11 @@ static em_status LF(run)(const em_linalg_args *a, void *const *out, const void *
       if (!lapack_info) LF(from_cm)((T *)out[1] + e * mn, A, n, n, n);
       break;
     case EM_LINALG_SVD:
-      L(gesdd_)("S", &m, &n, A, &m, (T *)out[1] + e * r, V1, &m, V2, &r, work, &lwork, iwork, &lapack_info, 1);
+      L(gesdd_)(a->full ? "A" : "S", &m, &n, A, &m, (T *)out[1] + e * r, V1, &m, V2, &vr, work, &lwork, iwork,
+                &lapack_info, 1);
       if (lapack_info) break;
-      LF(from_cm)((T *)out[0] + e * a->m * r, V1, m, m, r);
-      LF(from_cm)((T *)out[2] + e * r * a->n, V2, r, r, n);
+      LF(from_cm)((T *)out[0] + e * a->m * ur, V1, m, m, ur);
+      LF(from_cm)((T *)out[2] + e * vr * a->n, V2, vr, vr, n);
       break;
     }
     if (lapack_info < 0) {

@@ -395,7 +395,7 @@ EM_API em_status em_rope(em_tensor **out, em_tensor *x, em_tensor *cos, em_tenso
 ** for SOLVE and TRSOLVE (NULL otherwise). out[0..2] receive the outputs
 ** (unused ones NULL), with a's batch dims in front. name names the
 ** operation in messages (NULL: "linalg.cholesky", ...). flags: EM_LINALG_UPPER,
-** EM_LINALG_UNIT (TRSOLVE). With info NULL a numerical failure (not
+** EM_LINALG_UNIT (TRSOLVE), EM_LINALG_FULL (QR complete, SVD full matrices). With info NULL a numerical failure (not
 ** positive-definite, singular, no convergence) is an EM_ERR_ARG error as
 ** torch words it, naming the batch element; with info the outputs come
 ** back and info[0] is the failing batch element (-1: none), info[1]
@@ -413,6 +413,7 @@ typedef enum em_linalg_op {
 } em_linalg_op;
 #define EM_LINALG_UPPER 1
 #define EM_LINALG_UNIT 2
+#define EM_LINALG_FULL 4
 EM_API em_status em_linalg(em_tensor **out, em_linalg_op op, em_tensor *a, em_tensor *b, int flags,
                            const char *name, int64_t info[2]);
 

@@ -247,6 +247,8 @@ typedef struct em_linalg_args {
   int64_t batch, m, n, k;      /* k: b's columns (SOLVE, TRSOLVE) */
   bool upper;                  /* TRSOLVE: a is upper triangular (else lower) */
   bool unitriangular;          /* TRSOLVE: a's diagonal is taken as ones */
+  bool full;                   /* QR: complete, Q [m, m] and R [m, n]; SVD: full
+                               ** matrices, U [m, m] and Vh [n, n] */
 } em_linalg_args;
 
 typedef struct em_backend {

@@ -1,7 +1,7 @@
 /*
 ** l_linalg.c -- ember._linalg, the C op under lua/ember/linalg.lua (which
 ** adds the gradients, broadcasting and torch's names):
-**   ember._linalg(op, A [, B] [, {upper=, unitriangular=, name=, ex=}])
+**   ember._linalg(op, A [, B] [, {upper=, unitriangular=, full=, name=, ex=}])
 ** op: "cholesky", "lu", "solve", "trsolve", "qr", "eigh", "svd". Returns
 ** em_linalg's outputs in its order (em_linalg_args, ember_backend.h); with
 ** ex = true a numerical failure is no error, and two more values follow:
@@ -13,7 +13,7 @@
 
 static int f_linalg(lua_State *L) {
   static const char *const ops[] = {"cholesky", "lu", "solve", "trsolve", "qr", "eigh", "svd", NULL};
-  static const char *const names[] = {"upper", "unitriangular", "name", "ex", NULL};
+  static const char *const names[] = {"upper", "unitriangular", "name", "ex", "full", NULL};
   const int op = luaL_checkoption(L, 1, NULL, ops);
   em_tensor *a = lember_checktensor(L, 2);
   const bool two = op == EM_LINALG_SOLVE || op == EM_LINALG_TRSOLVE;
@@ -27,7 +27,8 @@ static int f_linalg(lua_State *L) {
     if (lua_getfield(L, o, "unitriangular") != LUA_TNIL && lua_toboolean(L, -1)) flags |= EM_LINALG_UNIT;
     if (lua_getfield(L, o, "name") == LUA_TSTRING) name = lua_tostring(L, -1); /* kept by the table */
     ex = lua_getfield(L, o, "ex") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_pop(L, 4);
+    if (lua_getfield(L, o, "full") != LUA_TNIL && lua_toboolean(L, -1)) flags |= EM_LINALG_FULL;
+    lua_pop(L, 5);
   }
   em_tensor **slot[3];
   for (int i = 0; i < 3; i++) slot[i] = lember_newslot(L);

@@ -92,6 +92,7 @@ em_status em_linalg(em_tensor **out, em_linalg_op op, em_tensor *a, em_tensor *b
 
   /* the outputs' shapes: a's batch dims, then each output's own */
   const int64_t r = m < n ? m : n;
+  const bool full = (flags & EM_LINALG_FULL) != 0;
   int64_t shp[3][EM_MAX_DIMS];
   int nout = 0, ndo[3];
   em_dtype dto[3] = {a->dtype, a->dtype, a->dtype};
@@ -107,9 +108,16 @@ em_status em_linalg(em_tensor **out, em_linalg_op op, em_tensor *a, em_tensor *b
   case EM_LINALG_LU: OUT(m, n, true); OUT(r, 0, false); dto[1] = EM_I64; break;
   case EM_LINALG_SOLVE:
   case EM_LINALG_TRSOLVE: OUT(n, k, true); break;
-  case EM_LINALG_QR: OUT(m, r, true); OUT(r, n, true); break;
+  case EM_LINALG_QR:
+    OUT(m, full ? m : r, true);
+    OUT(full ? m : r, n, true);
+    break;
   case EM_LINALG_EIGH: OUT(n, 0, false); OUT(n, n, true); break;
-  case EM_LINALG_SVD: OUT(m, r, true); OUT(r, 0, false); OUT(r, n, true); break;
+  case EM_LINALG_SVD:
+    OUT(m, full ? m : r, true);
+    OUT(r, 0, false);
+    OUT(full ? n : r, n, true);
+    break;
   }
 #undef OUT
   em_tensor *ac = NULL, *bc = NULL, *o[3] = {NULL, NULL, NULL};
@@ -117,11 +125,14 @@ em_status em_linalg(em_tensor **out, em_linalg_op op, em_tensor *a, em_tensor *b
   em_status s = EM_OK;
   for (int i = 0; i < nout && !s; i++) s = em__new(&o[i], ndo[i], shp[i], dto[i], a->device, name);
   const bool empty = batch == 0 || m == 0 || n == 0 || (two && k == 0);
+  /* nothing to factor, but a complete Q or full U/Vh of a matrix with no
+  ** columns has rows: zeros (torch gives the identity there) */
+  for (int i = 0; i < nout && !s && empty; i++) s = em_fill_(o[i], 0);
   if (!s && !empty) {
     if (!(s = em__contig(&ac, a)) && two) s = em__contig(&bc, b);
     if (!s) {
       em_linalg_args args = {op, a->dtype, batch, m, n, k, (flags & EM_LINALG_UPPER) != 0,
-                             (flags & EM_LINALG_UNIT) != 0};
+                             (flags & EM_LINALG_UNIT) != 0, full};
       void *const po[3] = {o[0] ? em_data(o[0]) : NULL, o[1] ? em_data(o[1]) : NULL,
                            o[2] ? em_data(o[2]) : NULL};
       s = be->linalg(a->device.index, &args, po, em_data(ac), bc ? em_data(bc) : NULL, inf);

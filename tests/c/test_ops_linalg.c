@@ -211,6 +211,47 @@ static void test_rect(em_dtype dt, double tol) {
   }
 }
 
+/* complete QR and full SVD of a tall 5 x 3 and a wide 3 x 5 matrix: square
+** orthogonal Q, U, Vh; Q R = A with R [m, n]; the reduced outputs their
+** leading columns (LAPACK's signs) */
+static void test_full(void) {
+  double av[15], r[25];
+  for (int i = 0; i < 15; i++) av[i] = weight(300 + i);
+  for (int wide = 0; wide < 2; wide++) {
+    const int m = wide ? 3 : 5, n = wide ? 5 : 3;
+    const int64_t sa[2] = {m, n};
+    em_tensor *a = make(EM_F64, 2, sa, av), *o[3], *red[3];
+    CHECK_OK(em_linalg(o, EM_LINALG_QR, a, NULL, EM_LINALG_FULL, NULL, NULL), "complete qr");
+    CHECK_OK(em_linalg(red, EM_LINALG_QR, a, NULL, 0, NULL, NULL), "reduced qr");
+    double *q = host(o[0]), *rr = host(o[1]), *q0 = host(red[0]), qtq[25];
+    bool ok = o[0]->shape[0] == m && o[0]->shape[1] == m && o[1]->shape[0] == m && o[1]->shape[1] == n;
+    mm(r, q, rr, m, m, n, false);
+    mm(qtq, q, q, m, m, m, true);
+    for (int i = 0; i < m; i++) qtq[i * m + i] -= 1;
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < (m < n ? m : n); j++) ok = ok && fabs(q[i * m + j] - q0[i * (m < n ? m : n) + j]) < 1e-12;
+    CHECK(ok && maxdiff(r, av, m * n) < 1e-12 && maxdiff(qtq, (double[25]){0}, m * m) < 1e-12,
+          wide ? "complete qr 3x5: Q R = A, Q orthogonal" : "complete qr 5x3: Q [5, 5] orthogonal, Q R = A");
+    free(q), free(rr), free(q0), em_release(o[0]), em_release(o[1]), em_release(red[0]), em_release(red[1]);
+
+    CHECK_OK(em_linalg(o, EM_LINALG_SVD, a, NULL, EM_LINALG_FULL, NULL, NULL), "full svd");
+    double *u = host(o[0]), *s = host(o[1]), *vh = host(o[2]), uu[25], vv[25], us[15];
+    ok = o[0]->shape[1] == m && o[2]->shape[0] == n && o[1]->shape[0] == 3;
+    mm(uu, u, u, m, m, m, true);
+    mm(vv, vh, vh, n, n, n, true);
+    for (int i = 0; i < m; i++) uu[i * m + i] -= 1;
+    for (int i = 0; i < n; i++) vv[i * n + i] -= 1;
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < 3; j++) us[3 * i + j] = u[m * i + j] * s[j];
+    mm(r, us, vh, m, 3, n, false); /* the first 3 rows of Vh */
+    ok = ok && maxdiff(uu, (double[25]){0}, m * m) < 1e-12 && maxdiff(vv, (double[25]){0}, n * n) < 1e-12;
+    CHECK(ok && maxdiff(r, av, m * n) < 1e-12, wide ? "full svd 3x5: U, Vh orthogonal, U S Vh = A"
+                                                   : "full svd 5x3: U [5, 5], Vh orthogonal, U S Vh = A");
+    free(u), free(s), free(vh), em_release(o[0]), em_release(o[1]), em_release(o[2]);
+    em_release(a);
+  }
+}
+
 static void test_failures(void) {
   double av[32], sing[16] = {1, 2, 3, 4, 2, 4, 6, 8, 0, 1, 0, 1, 1, 0, 0, 1};
   spd(av);
@@ -272,6 +313,7 @@ int main(void) {
   test_square(EM_F32, 1e-4);
   test_rect(EM_F64, 1e-12);
   test_rect(EM_F32, 1e-5);
+  test_full();
   test_failures();
   return tap_done();
 }
