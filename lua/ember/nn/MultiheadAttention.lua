@@ -127,7 +127,7 @@ end
 -- kernel's.
 function TorchMHA:_weights_with_grad(q, k, o)
   local B, L, S, H = q.shape[1], q.shape[2], k.shape[2], self.heads
-  local hd = self.q_proj.weight.shape[1] // H
+  local hd = self.head_dim or self.d_model // H
   local qp = self.q_proj(q):view(B, L, H, hd):transpose(2, 3)
   local kp = self.k_proj(k):view(B, S, H, hd):transpose(2, 3)
   local s = qp:matmul(kp:transpose(3, 4)) * (1 / math.sqrt(hd))
@@ -163,7 +163,7 @@ end
 -- weights [B, H, L, S'] (nil unless need_weights).
 function TorchMHA:_attend_extra(q, k, v, o)
   local B, L, E, H = q.shape[1], q.shape[2], self.d_model, self.heads
-  local hd = E // H
+  local hd = self.head_dim or E // H
   local qp, kp, vp = self.q_proj(q), self.k_proj(k), self.v_proj(v)
   local am, bm, kpm = o.attn_mask, o.block_mask, o.key_padding_mask
   if self.bias_k ~= nil then
@@ -192,7 +192,7 @@ function TorchMHA:_attend_extra(q, k, v, o)
   local dead = s:eq(-math.huge):all(4):view(B, H, L, 1):expand(B, H, L, S)
   local w = s:masked_fill(dead, 0):softmax(4):masked_fill(dead, 0)
   local wd = (self.training and self.dropout > 0) and ember.dropout(w, self.dropout, true) or w
-  local y = self.out_proj(wd:matmul(vh):transpose(2, 3):reshape(B, L, E))
+  local y = self.out_proj(wd:matmul(vh):transpose(2, 3):reshape(B, L, H * hd))
   return y, o.need_weights and w or nil
 end
 
