@@ -103,6 +103,36 @@ function M.list(t)
   return setmetatable(t, LIST_MT)
 end
 
+-- M.ordered(map, names): the map (name -> value), printing as M.list's, whose
+-- pairs() gives the names in the order of the list `names` (PyTorch's
+-- OrderedDict: named_parameters, state_dict), then any key added since.
+local order_of = setmetatable({}, { __mode = "k" })
+local function ordered_pairs(t)
+  local names, i, known, last = order_of[t] or {}, 0, nil, nil
+  return function()
+    if not known then
+      while i < #names do
+        i = i + 1
+        local v = rawget(t, names[i])
+        if v ~= nil then return names[i], v end
+      end
+      known = {}
+      for _, n in ipairs(names) do known[n] = true end
+    end
+    repeat
+      local k, v = next(t, last)
+      last = k
+      if k == nil or not known[k] then return k, v end
+    until false
+  end, t, nil
+end
+local ORDERED_MT = { __name = "ember.List", __tostring = M.tostring, __pairs = ordered_pairs }
+
+function M.ordered(map, names)
+  order_of[map] = names
+  return setmetatable(map, ORDERED_MT)
+end
+
 -- ember.attention_variants(): one line per variant, then its options.
 local VARIANTS_MT = { __name = "ember.List", __tostring = function(list)
   local lines, width = {}, 10 -- the name column fits the longest name

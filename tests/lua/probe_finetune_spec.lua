@@ -346,3 +346,36 @@ describe("a torch.save training checkpoint continued in ember", function()
     end
   end)
 end)
+
+describe("named_parameters, named_buffers and state_dict iterate in registration order", function()
+  -- parameter groups built with pairs(m:named_parameters()) must list the
+  -- parameters in the same order in every process, or a resumed optimizer's
+  -- state (by position) lands on other parameters of the same shape (the
+  -- norms of a no-decay group)
+  it("as PyTorch's OrderedDict, so groups made from them are the same in every run", function()
+    local m = Llama.from_pretrained(FAMILY .. "qwen3")
+    m.model.layers[1].self_attn:register_buffer("extra", ember.zeros(2))
+    local function names(t)
+      local list = {}
+      for k in pairs(t) do list[#list + 1] = k end
+      return list
+    end
+    local want = {}
+    for _, n in ipairs(m:parameter_names()) do want[#want + 1] = n end
+    assert.are.same(want, names(m:named_parameters()))
+    local sd = m:state_dict()
+    local keys = names(sd)
+    assert.are.equal("model.embed_tokens.weight", keys[1])
+    assert.are.equal("lm_head.weight", keys[#keys])
+    local at = {}
+    for i, k in ipairs(keys) do at[k] = i end
+    assert.are.same({ "model.layers.0.self_attn.extra" }, names(m:named_buffers()))
+    -- still a plain table: keys removed and added
+    sd["lm_head.weight"] = nil
+    sd.added = ember.zeros(1)
+    keys = names(sd)
+    assert.are.equal("added", keys[#keys])
+    assert.is_nil(at.added)
+    for _, k in ipairs(keys) do assert.are_not.equal("lm_head.weight", k) end
+  end)
+end)

@@ -25,6 +25,7 @@
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local list_of = require("ember._listing").list -- lists that print(): readable, not an address
+local ordered = require("ember._listing").ordered -- maps that pairs() walks in registration order
 local backward_hooks = require "ember.nn._backward_hooks"
 
 local Module = {}
@@ -351,13 +352,13 @@ function Module:parameters()
   return list_of(list)
 end
 
---- name -> parameter (the tensors themselves, shared); `parameter_names`
--- gives the order.
+--- name -> parameter (the tensors themselves, shared); `pairs` gives
+-- them in registration order (`parameter_names`'s), as PyTorch's.
 -- @treturn table
 function Module:named_parameters()
-  local map = {}
-  self:_each_param(function(n, t) map[n] = t end)
-  return list_of(map)
+  local map, names = {}, {}
+  self:_each_param(function(n, t) map[n], names[#names + 1] = t, n end)
+  return ordered(map, names)
 end
 
 --- The distinct buffers (running statistics, tables; persistent or not),
@@ -374,11 +375,11 @@ end
 --- name -> buffer, as PyTorch's named_buffers() (the tensors themselves).
 -- @treturn table
 function Module:named_buffers()
-  local map, seen = {}, {}
+  local map, seen, names = {}, {}, {}
   self:_each_tensor(function(n, t, kind)
-    if kind ~= "param" and not seen[t] then seen[t], map[n] = true, t end
+    if kind ~= "param" and not seen[t] then seen[t], map[n], names[#names + 1] = true, t, n end
   end)
-  return list_of(map)
+  return ordered(map, names)
 end
 
 --- The names of `parameters()`, in the same order.
@@ -749,14 +750,15 @@ function Module:half()
     .. "ember.autocast(\"bfloat16\") for mixed precision)", self.__name)
 end
 
---- name -> detached tensor sharing the parameter's or buffer's storage.
+--- name -> detached tensor sharing the parameter's or buffer's storage;
+-- `pairs` gives them in registration order, as PyTorch's OrderedDict.
 -- @treturn table
 function Module:state_dict()
-  local sd = {}
+  local sd, names = {}, {}
   self:_each_tensor(function(n, t, kind)
-    if kind ~= "nonpersistent" then sd[n] = t:detach() end
+    if kind ~= "nonpersistent" then sd[n], names[#names + 1] = t:detach(), n end
   end)
-  return list_of(sd) -- print(m:state_dict()) lists the names, as PyTorch's
+  return ordered(sd, names) -- print(m:state_dict()) lists the names, as PyTorch's
 end
 
 --- Names this module had in earlier versions of ember: a table
