@@ -11,7 +11,7 @@ repr the padding alone, as 2.1 prints them. `containers` holds a module with
 a ParameterList and a ParameterDict: its state dict (torch's names, in
 order), the output of a forward that uses every parameter, and each
 parameter's gradient. `pools3d`: MaxPool3d with return_indices and MaxUnpool3d (see
-pool3d_case).
+pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case).
 """
 import torch
 import torch.nn as tnn
@@ -104,9 +104,40 @@ def pools3d():
     ]
 
 
+def convt3d_case(name, ctor, mod, shape, output_size=None):
+    """torch's ConvTranspose3d (float64, its own init's values as the state): the output of
+    forward(x [, output_size]), the gradients of sum(out * w) for x, weight and bias, str(module)."""
+    mod = mod.double()
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    out = mod(x, output_size=output_size) if output_size else mod(x)
+    w = torch.randn(out.shape, dtype=torch.float64)
+    (out * w).sum().backward()
+    c = {"name": name, "ctor": ctor, "x": x, "w": w, "out": out, "grad_x": x.grad, "repr": str(mod),
+         "weight": mod.weight, "grad_weight": mod.weight.grad, "output_size": list(output_size) if output_size else None}
+    if mod.bias is not None:
+        c.update({"bias": mod.bias, "grad_bias": mod.bias.grad})
+    return c
+
+
+def convt3d():
+    return [
+        convt3d_case("ConvTranspose3d", "nn.ConvTranspose3d(3, 4, 2, {stride = 2})", tnn.ConvTranspose3d(3, 4, 2, stride=2),
+                     (2, 3, 2, 3, 2)),
+        convt3d_case("ConvTranspose3d_options",
+                     "nn.ConvTranspose3d(4, 6, {3, 2, 3}, {stride = {2, 1, 2}, padding = {1, 0, 1}, output_padding = {1, 0, 0}, "
+                     "groups = 2, dilation = {1, 2, 1}, bias = false})",
+                     tnn.ConvTranspose3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1), output_padding=(1, 0, 0),
+                                         groups=2, dilation=(1, 2, 1), bias=False), (1, 4, 3, 3, 2)),
+        convt3d_case("ConvTranspose3d_crop_unbatched", "nn.ConvTranspose3d(2, 3, {1, 3, 2}, {padding = {0, 2, 1}, stride = {1, 1, 3}})",
+                     tnn.ConvTranspose3d(2, 3, (1, 3, 2), padding=(0, 2, 1), stride=(1, 1, 3)), (2, 2, 4, 3)),
+        convt3d_case("ConvTranspose3d_output_size", "nn.ConvTranspose3d(2, 2, 3, {stride = 2, padding = 1})",
+                     tnn.ConvTranspose3d(2, 2, 3, stride=2, padding=1), (1, 2, 2, 3, 2), output_size=(4, 6, 3)),
+    ]
+
+
 def main():
     Writer(keys="auto").write("tests/fixtures/nn_wrappers.lua", "tests/gen_nn_wrappers.py",
-                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d()})
+                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d()})
 
 
 if __name__ == "__main__":

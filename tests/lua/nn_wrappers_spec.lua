@@ -5,6 +5,7 @@
 --     input gradient and repr; module(x) == F.pad(x, ...) and the same gradient; each option
 --     reaches the function; the keyword form; float64 gradcheck; errors at the caller's line;
 --   * MaxPool3d's return_indices and MaxUnpool3d: torch's values, 1-based indices, gradients;
+--   * ConvTranspose3d / F.conv_transpose3d: torch's output, gradients, shapes, repr, gradcheck;
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -166,6 +167,52 @@ describe("nn.MaxPool3d with return_indices and nn.MaxUnpool3d against torch", fu
     raises_here(function() nn.MaxPool3d(2, { return_indices = 1 }) (x) end, "nn.functional.max_pool3d: return_indices must be true or false, got 1")
     raises_here(function() F.max_pool3d_with_indices(x, 2, { return_indices = false }) end, "return_indices is always true here")
     raises_here(function() F.avg_pool3d(x, 2, { return_indices = true }) end, "nn.functional.avg_pool3d: unknown option 'return_indices'")
+  end)
+end)
+
+describe("nn.ConvTranspose3d and nn.functional.conv_transpose3d against torch", function()
+  for _, c in ipairs(fx.convt3d) do
+    it(c.name .. ": torch's output, gradients, parameter shapes and repr; F.conv_transpose3d's bits", function()
+      local m = build(c.ctor):to("float64")
+      assert.are.equal(c.repr, tostring(m))
+      local sd = { weight = T(c.weight), bias = c.bias and T(c.bias) or nil }
+      for n, t in pairs(m:state_dict()) do assert.are.same(sd[n].shape, t.shape, n) end
+      m:load_state_dict(sd)
+      local x = T(c.x):requires_grad_(true)
+      local out = m(x, c.output_size)
+      check("out", out, T(c.out), 1e-13)
+      local loss = (out * T(c.w)):sum()
+      loss:backward()
+      check("grad x", x.grad, T(c.grad_x), 1e-13)
+      check("grad weight", m.weight.grad, T(c.grad_weight), 1e-13)
+      if c.bias then check("grad bias", m.bias.grad, T(c.grad_bias), 1e-13) end
+      if not c.output_size then
+        same_bits("F.conv_transpose3d", F.conv_transpose3d(T(c.x), m.weight, m.bias, { stride = m.stride,
+          padding = m.padding, output_padding = m.output_padding, groups = m.groups, dilation = m.dilation }), out)
+      end
+    end)
+  end
+
+  it("float64 gradcheck; float32 as float64; refusals name the module or function at the caller's line", function()
+    local m = nn.ConvTranspose3d(2, 2, { 2, 3, 2 }, { stride = { 2, 1, 2 }, padding = { 0, 1, 1 }, output_padding = { 1, 0, 0 },
+      dtype = "float64" })
+    gradcheck.check(function(x, w, b) return F.conv_transpose3d(x, w, b, { stride = { 2, 1, 2 }, padding = { 0, 1, 1 },
+      output_padding = { 1, 0, 0 } }) end, { ember.randn(1, 2, 2, 2, 2, { dtype = "float64" }), m.weight:detach(), m.bias:detach() })
+    local m32 = nn.ConvTranspose3d(3, 4, 2, { stride = 2 })
+    local x = ember.randn(1, 3, 2, 2, 3)
+    check("float32", m32(x), m32:to("float64")(x:double()), 1e-6)
+    raises_here(function() nn.ConvTranspose3d(3, 4, { 2, 2 }) end, "ConvTranspose3d: kernel_size must be a positive integer or a table of three")
+    raises_here(function() nn.ConvTranspose3d(3, 4, 2, { output_padding = 2 }) end,
+      "ConvTranspose3d: output_padding must be smaller than either stride or dilation")
+    raises_here(function() nn.ConvTranspose3d(3, 4, 2, { strides = 2 }) end, "nn.ConvTranspose3d: unknown option 'strides'")
+    raises_here(function() nn.ConvTranspose3d(3, 4, 2)(ember.randn(3, 4, 4)) end,
+      "ConvTranspose3d.forward: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [3, 4, 4]")
+    raises_here(function() nn.ConvTranspose3d(3, 4, 2)(ember.randn(1, 2, 4, 4, 4)) end,
+      "ConvTranspose3d.forward: expected 3 input channels (in_channels), got 2")
+    raises_here(function() nn.ConvTranspose3d(3, 4, 2, { stride = 2 })(ember.randn(1, 3, 2, 2, 2), { 4, 4, 9 }) end,
+      "ConvTranspose3d.forward: output_size {4, 4, 9} is not reachable")
+    raises_here(function() F.conv_transpose3d(ember.randn(1, 3, 2, 2, 2), ember.randn(3, 2, 2, 2)) end,
+      "nn.functional.conv_transpose3d: weight must be 5-d")
   end)
 end)
 

@@ -241,7 +241,7 @@ end
 -- with C = self.in_channels; returns whether it is batched. who: the
 -- caller, for errors ("Conv2d.forward").
 function M.check_input(self, who, nd, x)
-  local shape = nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]"
+  local shape = ({ "[N, C, L] or [C, L]", "[N, C, H, W] or [C, H, W]", "[N, C, D, H, W] or [C, D, H, W]" })[nd]
   if not ember.is_tensor(x) or (x.ndim ~= nd + 1 and x.ndim ~= nd + 2) then
     error(("%s: expected an input %s, got %s"):format(who, shape,
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)))
@@ -406,7 +406,7 @@ end
 function M.extra_repr(self, nd)
   local function t(v)
     if nd == 1 then return "(" .. v[1] .. ",)" end
-    return ("(%d, %d)"):format(v[1], v[2])
+    return "(" .. table.concat(v, ", ", 1, nd) .. ")"
   end
   local s = ("%d, %d, kernel_size=%s, stride=%s"):format(self.in_channels, self.out_channels, t(self.kernel_size),
     t(self.stride))

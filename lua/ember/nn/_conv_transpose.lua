@@ -1,5 +1,6 @@
 -- nn/_conv_transpose.lua (internal): the transposed convolution shared by
--- nn.ConvTranspose1d and nn.ConvTranspose2d (torch.nn.ConvTranspose*d).
+-- nn.ConvTranspose1d, nn.ConvTranspose2d and nn.ConvTranspose3d (torch.nn.ConvTranspose*d).
+-- (3-d: the textbook form below, `forward3d`.)
 --
 -- How it is computed: as ordinary convolutions (nn/_conv.lua's conv2d, so
 -- the backend's kernel where it has one -- oneDNN's forward and backward on
@@ -166,7 +167,7 @@ function M.forward(self, name, nd, x, output_size, who)
       for i = 1, nd do w[i] = want[#want - nd + i] end
       want = w
     end
-    local lo = out_sizes(self, n, { 0, 0 })
+    local lo = out_sizes(self, n, { 0, 0, 0 })
     local ok = type(want) == "table" and #want == nd
     op = {}
     for i = 1, nd do
@@ -187,6 +188,7 @@ function M.forward(self, name, nd, x, output_size, who)
         :format(who, o[i], x.ndim - nd + i, table.concat(x.shape, ", ")))
     end
   end
+  if nd == 3 then return M.forward3d(self, x, batched, op) end
   local xb = batched and x or x:unsqueeze(1)
   if nd == 1 then xb = xb:unsqueeze(3) end
   -- the convolution's weight: [in, out/g, k...] -> per group [out/g, in/g, k...]
@@ -248,6 +250,39 @@ function M.forward(self, name, nd, x, output_size, who)
   return y
 end
 
+-- nd = 3: the textbook form -- the input dilated with stride - 1 zeros between its elements,
+-- padded by dilation (k - 1) - padding on each side (negative: cropped) and output_padding more
+-- after, then one stride-1 nn.functional.conv3d (its autograd, its kernels) with the flipped
+-- weight, in/out swapped per group. It multiplies the zeros too (stride^3 the useful products;
+-- the 1-d/2-d phases above avoid that); x [N, C, D, H, W] or [C, D, H, W], op the output_padding.
+function M.forward3d(self, x, batched, op)
+  local xb = batched and x or x:unsqueeze(1)
+  local s, d, p, k = self.stride, self.dilation, self.padding, self.kernel_size
+  for i = 1, 3 do
+    if s[i] > 1 then -- [.., n, ..] -> [.., n, s, ..] (each element, then s - 1 zeros) -> [.., (n - 1) s + 1, ..]
+      local dim, n = 2 + i, xb.shape[2 + i]
+      local zshape = { table.unpack(xb.shape) }
+      table.insert(zshape, dim + 1, s[i] - 1)
+      local zeros = ember.zeros(zshape, { dtype = xb.dtype, device = xb.device })
+      local shape = { table.unpack(xb.shape) }
+      shape[dim] = n * s[i]
+      xb = ember.cat({ xb:unsqueeze(dim + 1), zeros }, dim + 1):reshape(shape):narrow(dim, 1, (n - 1) * s[i] + 1)
+    end
+  end
+  local pads = {}
+  for i = 3, 1, -1 do -- ember.pad takes the last dim first
+    local lo = d[i] * (k[i] - 1) - p[i]
+    pads[#pads + 1], pads[#pads + 2] = lo, lo + op[i]
+  end
+  xb = ember.pad(xb, pads)
+  local g, w = self.groups, self.weight
+  local Cin, Cog = w.shape[1], w.shape[2]
+  w = w:reshape({ g, Cin // g, Cog, k[1], k[2], k[3] }):transpose(2, 3)
+    :reshape({ Cog * g, Cin // g, k[1], k[2], k[3] }):flip({ 3, 4, 5 })
+  local y = require("ember.nn.functional").conv3d(xb, w, self.bias, { dilation = d, groups = g })
+  return batched and y or y:squeeze(1)
+end
+
 -- PyTorch's extra_repr, with output_padding when it is not zero.
 function M.extra_repr(self, nd)
   local s = conv.extra_repr(self, nd)
@@ -255,7 +290,7 @@ function M.extra_repr(self, nd)
   for i = 1, nd do if self.output_padding[i] ~= 0 then zero = false end end
   if not zero then
     local t = nd == 1 and ("(" .. self.output_padding[1] .. ",)")
-      or ("(%d, %d)"):format(self.output_padding[1], self.output_padding[2])
+      or ("(" .. table.concat(self.output_padding, ", ", 1, nd) .. ")")
     -- PyTorch prints it after padding and dilation, before groups and bias
     local at = s:find(", groups=", 1, true) or s:find(", bias=", 1, true)
     if at then s = s:sub(1, at - 1) .. ", output_padding=" .. t .. s:sub(at) else s = s .. ", output_padding=" .. t end

@@ -103,6 +103,10 @@ function M.conv_transpose1d(x, weight, bias, ...)
   return transposed(1, x, weight, bias, ...)
 end
 
+function M.conv_transpose3d(x, weight, bias, ...)
+  return transposed(3, x, weight, bias, ...)
+end
+
 -- ---- pooling -----------------------------------------------------------
 
 local function pooled(who, kind, nd, x, kernel_size, ...)

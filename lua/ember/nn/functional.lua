@@ -103,6 +103,20 @@ function F.conv_transpose2d(x, weight, bias, ...) return impl.conv_transpose2d(x
 -- print(F.conv_transpose1d(ember.randn(2, 3, 6), ember.randn(3, 5, 3), nil, {stride = 2}).shape)   --> ember.Size{2, 5, 13}
 function F.conv_transpose1d(x, weight, bias, ...) return impl.conv_transpose1d(x, weight, bias, ...) end
 
+--- 3-d transposed convolution, as torch.nn.functional.conv_transpose3d: `F.conv_transpose3d(x,
+-- weight [, bias] [, {stride=1, padding=0, output_padding=0, groups=1, dilation=1}])` or torch's
+-- positional order (stride, padding, output_padding, groups, dilation). x [N, C, D, H, W] or
+-- [C, D, H, W], weight [C, out / groups, kd, kh, kw]; each output size is (in - 1) stride -
+-- 2 padding + dilation (k - 1) + output_padding + 1. nn.ConvTranspose3d's forward.
+-- @tparam Tensor x
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias [out]
+-- @param[opt] ... stride, padding, output_padding, groups, dilation, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.conv_transpose3d(ember.randn(1, 4, 3, 3, 3), ember.randn(4, 2, 2, 2, 2), nil, {stride = 2}).shape)   --> ember.Size{1, 2, 6, 6, 6}
+function F.conv_transpose3d(x, weight, bias, ...) return impl.conv_transpose3d(x, weight, bias, ...) end
+
 -- ---- pooling -----------------------------------------------------------
 
 --- 2-d max pooling, as torch.nn.functional.max_pool2d: `F.max_pool2d(x,

@@ -92,6 +92,7 @@ return {
   GRUCell = require "ember.nn.GRUCell",
   ConvTranspose1d = require "ember.nn.ConvTranspose1d",
   ConvTranspose2d = require "ember.nn.ConvTranspose2d",
+  ConvTranspose3d = require "ember.nn.ConvTranspose3d",
   InstanceNorm1d = require "ember.nn.InstanceNorm1d",
   InstanceNorm2d = require "ember.nn.InstanceNorm2d",
   EmbeddingBag = require "ember.nn.EmbeddingBag",
