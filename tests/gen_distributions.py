@@ -219,8 +219,35 @@ def main():
         "categorical": D.kl_divergence(D.Categorical(torch.tensor([0.5, 0.5, 0.])), D.Categorical(torch.tensor([[0.5, 0., 0.5], [0.2, 0.3, 0.5]]))),
         "bernoulli": D.kl_divergence(D.Bernoulli(torch.tensor([0., 1., 0.5])), D.Bernoulli(torch.tensor([0.5, 0.5, 0.]))),
     }
+    # TransformedDistribution of a Normal: (transforms, value, probabilities for cdf/icdf or None)
+    import torch.distributions.transforms as TT
+
+    def tr(specs):
+        out = []
+        for sp in specs:
+            kw = {k: v for k, v in sp.items() if k != "name"}
+            out.append(getattr(TT, sp["name"])(**kw))
+        return out
+    loc, scale = rn(3) * 0.5, ru(3, lo=0.5, hi=1.5)
+    TCASES = [
+        ("tanh", [{"name": "TanhTransform"}], ru(3, lo=-0.9, hi=0.9), ru(3, lo=0.05, hi=0.95)),
+        ("exp_affine", [{"name": "ExpTransform"}, {"name": "AffineTransform", "loc": 1.0, "scale": -2.0}], -ru(3, lo=0.5, hi=5.0) + 1.0, ru(3, lo=0.05, hi=0.95)),
+        ("sigmoid", [{"name": "SigmoidTransform"}], ru(3, lo=0.05, hi=0.95), ru(3, lo=0.05, hi=0.95)),
+        ("affine_power", [{"name": "AffineTransform", "loc": 3.0, "scale": ru(3, lo=0.5, hi=2.0)}, {"name": "PowerTransform", "exponent": 0.5}], ru(3, lo=1.0, hi=2.5), None),
+    ]
+    tcases = []
+    for name, specs, value, probs in TCASES:
+        base = {"loc": loc, "scale": scale}
+        mk = lambda ps: D.TransformedDistribution(D.Normal(ps["loc"], ps["scale"]), tr(specs))
+        c = {"name": name, "params": base, "transforms": specs, "value": value,
+             "log_prob": with_grads(lambda ps: mk(ps).log_prob(value), base)}
+        if probs is not None:
+            c["cdf"] = with_grads(lambda ps: mk(ps).cdf(value), base)
+            c["icdf_value"] = probs
+            c["icdf"] = with_grads(lambda ps: mk(ps).icdf(probs), base)
+        tcases.append(c)
     Writer().write("tests/fixtures/distributions.lua", "tests/gen_distributions.py",
-                   {"cases": cases, "independent": ind, "kl": kls, "kl_inf": inf})
+                   {"cases": cases, "independent": ind, "kl": kls, "kl_inf": inf, "transformed": tcases})
 
 
 if __name__ == "__main__":

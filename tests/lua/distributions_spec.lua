@@ -147,6 +147,55 @@ describe("distributions against torch.distributions", function()
   end)
 end)
 
+describe("TransformedDistribution of a Normal against torch's", function()
+  local TR = D.transforms
+  for _, c in ipairs(fx.transformed) do
+    it(c.name, function()
+      local function make()
+        local ps = leaves(c.params)
+        local ts = {}
+        for i, sp in ipairs(c.transforms) do
+          if sp.name == "AffineTransform" then
+            ts[i] = TR.AffineTransform(type(sp.loc) == "table" and T(sp.loc) or sp.loc, type(sp.scale) == "table" and T(sp.scale) or sp.scale)
+          elseif sp.name == "PowerTransform" then
+            ts[i] = TR.PowerTransform(sp.exponent)
+          else
+            ts[i] = TR[sp.name]()
+          end
+        end
+        return D.TransformedDistribution(D.Normal(ps.loc, ps.scale), ts), ps
+      end
+      local d, ps = make()
+      check_with_grads("log_prob", ps, d:log_prob(T(c.value)), c.log_prob)
+      if c.cdf then
+        d, ps = make()
+        check_with_grads("cdf", ps, d:cdf(T(c.value)), c.cdf)
+        d, ps = make()
+        check_with_grads("icdf", ps, d:icdf(T(c.icdf_value)), c.icdf)
+      end
+    end)
+  end
+
+  it("rsample's gradient (gradcheck) and samples: a tanh-squashed Normal's quantiles", function()
+    gradcheck.check(function(m, s)
+      ember.manual_seed(5)
+      return D.TransformedDistribution(D.Normal(m, s), { TR.TanhTransform() }):rsample({ 3 })
+    end, { ember.tensor({ 0.2, -0.5 }, f64), ember.tensor({ 0.7, 1.3 }, f64) })
+    local d = D.TransformedDistribution(D.Normal(ember.tensor(0.3, f64), ember.tensor(0.8, f64)), { TR.TanhTransform(), TR.AffineTransform(1.0, 2.0) })
+    ember.manual_seed(6)
+    local n = 40000
+    local x = d:sample({ n })
+    for _, q in ipairs { 0.1, 0.5, 0.9 } do
+      local frac = x:le(d:icdf(ember.tensor(q, f64))):double():mean():item()
+      assert(math.abs(frac - q) <= 6 * math.sqrt(q * (1 - q) / n), ("P(X <= icdf(%g)) = %g"):format(q, frac))
+    end
+    assert.is_false(D.TransformedDistribution(D.Bernoulli(0.5), { TR.ExpTransform() }).has_rsample)
+    raises_here(function() D.TransformedDistribution(D.Normal(0.0, 1.0), { 3 }) end, "transforms[1] is not a transform")
+    raises_here(function() D.TransformedDistribution(D.Normal(0.0, 1.0), { TR.ExpTransform() }):log_prob(ember.tensor(-1.0)) end,
+      "the value must be positive (> 0)")
+  end)
+end)
+
 describe("kl_divergence against torch's", function()
   for _, c in ipairs(fx.kl) do
     it(c.dist .. " || " .. c.q_dist, function()

@@ -24,6 +24,8 @@ local distributions = {
   Geometric = require "ember.distributions.Geometric",
   MultivariateNormal = require "ember.distributions.MultivariateNormal",
   Independent = require "ember.distributions.Independent",
+  TransformedDistribution = require "ember.distributions.TransformedDistribution",
+  transforms = require "ember.distributions.transforms",
   constraints = require "ember.distributions.constraints",
 }
 local kl = require "ember.distributions.kl"
