@@ -379,3 +379,36 @@ describe("named_parameters, named_buffers and state_dict iterate in registration
     for _, k in ipairs(keys) do assert.are_not.equal("lm_head.weight", k) end
   end)
 end)
+
+describe("two corpora joined, batches from a BatchSampler, as torch.utils.data", function()
+  it("ConcatDataset, RandomSampler, BatchSampler with torch's keywords, DataLoader{batch_sampler =}", function()
+    local X = ember.randint(1, 54, { 10, 6 }, { dtype = "int64", generator = ember.Generator():manual_seed(2) })
+    local ds = data.ConcatDataset({ data.TensorDataset(X[{ { 1, 4 } }]), data.TensorDataset(X[{ { 5, 10 } }]) })
+    assert.are.equal(10, #ds)
+    local function epoch(bs)
+      local rows = {}
+      for x in data.DataLoader(ds, { batch_sampler = bs }):iter() do rows[#rows + 1] = x end
+      return rows
+    end
+    local sampler = function() return data.RandomSampler(ds, { generator = ember.Generator():manual_seed(1) }) end
+    local a = epoch(data.BatchSampler(sampler(), 3, false))
+    local b = epoch(data.BatchSampler(sampler(), { batch_size = 3, drop_last = false }))
+    assert.are.equal(4, #a)
+    assert.are.same({ 1, 6 }, { b[4].shape[1], b[4].shape[2] })
+    for i = 1, 4 do assert(ember.equal(a[i], b[i])) end
+    assert.are.equal(3, #data.BatchSampler(sampler(), { batch_size = 3, drop_last = true }))
+    -- every row once
+    local seen = 0
+    for _, x in ipairs(a) do seen = seen + x:sum():item() end
+    assert.are.equal(X:sum():item(), seen)
+    local m = Llama.from_pretrained(FAMILY .. "qwen3"):train()
+    local opt = optim.SGD(m:parameters(), { lr = 0.1 })
+    for _, ids in ipairs(a) do
+      opt:zero_grad()
+      lm_loss(m(ids), ids):backward()
+      opt:step()
+    end
+    assert.has_error(function() data.BatchSampler(sampler(), { batch_size = 3, droplast = true }) end,
+      "BatchSampler: unknown option 'droplast' (options: batch_size, drop_last)")
+  end)
+end)

@@ -239,7 +239,8 @@ local Batch = class("BatchSampler")
 -- `DataLoader{batch_sampler =}`. `bs:batches()` gives one epoch's batches
 -- as a list of int64 tensors; `for rows in bs:iter() do` walks them as Lua
 -- lists, as torch's `for batch in BatchSampler(...)`. A plain list of rows
--- works as the sampler too.
+-- works as the sampler too. torch's keywords go in a table, as ember's
+-- options do: `BatchSampler(sampler, {batch_size = 2, drop_last = true})`.
 -- @usage local data = require "ember.data"
 -- local bs = data.BatchSampler(data.SequentialSampler(5), 2, false)
 -- local sizes = {}
@@ -252,6 +253,11 @@ function Batch.new(sampler, batch_size, drop_last)
       size = function(s) return s.rows:numel() end }
   elseif type(sampler) ~= "table" or type(sampler.indices) ~= "function" then
     raise("%s: sampler must be a sampler (with indices()) or a list of rows, got %s", who, type(sampler))
+  end
+  if type(batch_size) == "table" and getmetatable(batch_size) == nil then -- torch's keywords
+    if drop_last ~= nil then raise("%s: give drop_last in the options table or after batch_size, not both", who) end
+    local o = check_opts(who, batch_size, { batch_size = true, drop_last = true })
+    batch_size, drop_last = o.batch_size, o.drop_last
   end
   if math.type(batch_size) ~= "integer" or batch_size < 1 then
     raise("%s: batch_size must be a positive integer, got %s", who, tostring(batch_size))
