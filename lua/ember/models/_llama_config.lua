@@ -32,7 +32,7 @@ local DEFAULTS = { rms_norm_eps = 1e-6, rope_theta = 10000.0, tie_word_embedding
 -- Keys of a Hugging Face config.json that do not change the computation
 -- here (ids of special tokens, bookkeeping); accepted and ignored.
 local IGNORED = {
-  "architectures", "torch_dtype", "transformers_version", "bos_token_id", "use_cache", "pretraining_tp", "attention_dropout",
+  "architectures", "torch_dtype", "transformers_version", "bos_token_id", "use_cache", "pretraining_tp",
   "_name_or_path", "is_llama_config", -- (SmolLM2's configs)
 }
 -- Keys accepted only with the value this implementation computes.
@@ -41,6 +41,8 @@ local FIXED = { hidden_act = "silu", mlp_bias = false, rope_interleaved = false 
 local OWN = {
   "model_type", "num_key_value_heads", "head_dim", "rope_scaling", "rope_parameters", "max_position_embeddings",
   "attention_bias", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+  -- dropout on the attention weights in training mode (Hugging Face's attention_dropout)
+  "attention_dropout",
   -- Hugging Face's 0-based ids that generate uses by default (generation_config)
   "eos_token_id", "pad_token_id",
   -- ember's own: the self-attention's variant, and whether the causal mask
@@ -202,6 +204,11 @@ function M.check(cfg, who)
       .. "the sliding layers use the 'local' variant", who)
   end
   c.attention, c.attention_options, c.causal = cfg.attention, cfg.attention_options, cfg.causal ~= false
+  local ad = cfg.attention_dropout or 0.0
+  if type(ad) ~= "number" or not (ad >= 0 and ad < 1) then
+    raise("%s: config.attention_dropout must be a number in [0, 1), got %s", who, tostring(cfg.attention_dropout))
+  end
+  c.attention_dropout = ad
   for _, k in ipairs { "eos_token_id", "pad_token_id" } do
     local v = cfg[k]
     local ok = v == nil or (math.type(v) == "integer" and v >= 0) or (type(v) == "table" and #v > 0)
@@ -229,7 +236,7 @@ end
 function M.to_json(c, dtype)
   local mt = c.model_type
   local j = {
-    architectures = { M.ARCHITECTURES[mt] }, model_type = mt, hidden_act = "silu", attention_dropout = 0.0,
+    architectures = { M.ARCHITECTURES[mt] }, model_type = mt, hidden_act = "silu", attention_dropout = c.attention_dropout,
     vocab_size = c.vocab_size, hidden_size = c.hidden_size, intermediate_size = c.intermediate_size,
     num_hidden_layers = c.num_hidden_layers, num_attention_heads = c.num_attention_heads,
     num_key_value_heads = c.num_key_value_heads, head_dim = c.head_dim, max_position_embeddings = c.max_position_embeddings,

@@ -108,6 +108,7 @@ function LlamaAttention:__init(c, layer)
   local spec = {
     d_model = c.hidden_size, heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, head_dim = c.head_dim,
     bias = c.qkv_bias == true, rope = true, rope_base = c.rope_theta, causal = c.causal, attention = c.attention,
+    dropout = c.attention_dropout, -- Hugging Face's attention_dropout: on the attention weights, in training mode
   }
   if window then
     -- Hugging Face's sliding window: query i sees keys j with i - window < j <= i
@@ -274,7 +275,8 @@ end
 -- `pad_token_id` (0-based) are kept as `generate`'s defaults; `hidden_act` must be "silu",
 -- `mlp_bias` false; `model_type` ("llama"), `head_dim` (hidden_size /
 -- num_attention_heads), `attention_bias` (false), `rope_scaling`,
--- `max_position_embeddings` (for the dynamic and yarn scalings),
+-- `max_position_embeddings` (for the dynamic and yarn scalings), `attention_dropout` (0: dropout on
+-- the attention weights in training mode, as Hugging Face's),
 -- `sliding_window`, `use_sliding_window`, `max_window_layers`,
 -- `layer_types` as the class's list says; an unknown key is an error.
 -- @usage local Llama = require("ember.models").Llama
