@@ -246,8 +246,24 @@ def main():
             c["icdf_value"] = probs
             c["icdf"] = with_grads(lambda ps: mk(ps).icdf(probs), base)
         tcases.append(c)
+    # MixtureSameFamily: a batch of 1-d Gaussian mixtures, and a mixture of Independent(Normal, 1) in 2-d
+    mparams = {"logits": rn(2, 3), "loc": rn(2, 3) * 2, "scale": ru(2, 3, lo=0.5, hi=1.5)}
+    mk1 = lambda ps: D.MixtureSameFamily(D.Categorical(logits=ps["logits"]), D.Normal(ps["loc"], ps["scale"]))
+    v1 = rn(4, 2) * 2
+    m1 = {"name": "gmm", "params": mparams, "value": v1,
+          "log_prob": with_grads(lambda ps: mk1(ps).log_prob(v1), mparams),
+          "cdf": with_grads(lambda ps: mk1(ps).cdf(v1), mparams),
+          "mean": with_grads(lambda ps: mk1(ps).mean, mparams),
+          "variance": with_grads(lambda ps: mk1(ps).variance, mparams)}
+    mparams2 = {"probs": ru(3, lo=0.2, hi=1.0), "loc": rn(3, 2), "scale": ru(3, 2, lo=0.5, hi=1.5)}
+    mk2 = lambda ps: D.MixtureSameFamily(D.Categorical(probs=ps["probs"]), D.Independent(D.Normal(ps["loc"], ps["scale"]), 1))
+    v2 = rn(5, 2)
+    m2 = {"name": "gmm_2d", "params": mparams2, "value": v2,
+          "log_prob": with_grads(lambda ps: mk2(ps).log_prob(v2), mparams2),
+          "mean": with_grads(lambda ps: mk2(ps).mean, mparams2),
+          "variance": with_grads(lambda ps: mk2(ps).variance, mparams2)}
     Writer().write("tests/fixtures/distributions.lua", "tests/gen_distributions.py",
-                   {"cases": cases, "independent": ind, "kl": kls, "kl_inf": inf, "transformed": tcases})
+                   {"cases": cases, "independent": ind, "kl": kls, "kl_inf": inf, "transformed": tcases, "mixture": [m1, m2]})
 
 
 if __name__ == "__main__":

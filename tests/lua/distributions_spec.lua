@@ -196,6 +196,46 @@ describe("TransformedDistribution of a Normal against torch's", function()
   end)
 end)
 
+describe("MixtureSameFamily against torch's", function()
+  for _, c in ipairs(fx.mixture) do
+    it(c.name, function()
+      local function make()
+        local ps = leaves(c.params)
+        local mix = ps.logits and D.Categorical{ logits = ps.logits } or D.Categorical(ps.probs)
+        local comp = D.Normal(ps.loc, ps.scale)
+        if c.name == "gmm_2d" then comp = D.Independent(comp, 1) end
+        return D.MixtureSameFamily(mix, comp), ps
+      end
+      for _, what in ipairs { "log_prob", "cdf", "mean", "variance" } do
+        if c[what] then
+          local d, ps = make()
+          local out
+          if what == "log_prob" or what == "cdf" then out = d[what](d, T(c.value)) else out = d[what] end
+          check_with_grads(c.name .. " " .. what, ps, out, c[what])
+        end
+      end
+    end)
+  end
+
+  it("samples: moments of a batch of mixtures; the checks of its arguments", function()
+    local mix = D.Categorical(ember.tensor({ { 0.2, 0.3, 0.5 }, { 0.6, 0.3, 0.1 } }, f64))
+    local d = D.MixtureSameFamily(mix, D.Normal(ember.tensor({ { -3.0, 0.0, 2.0 }, { 1.0, 5.0, -4.0 } }, f64), ember.tensor({ { 0.5, 1.0, 0.7 }, { 1.0, 0.3, 2.0 } }, f64)))
+    ember.manual_seed(21)
+    local n = 40000
+    local x = d:sample({ n })
+    assert.are.same({ n, 2 }, { table.unpack(x.shape) })
+    local xm, xv = x:mean(1), x:var(1)
+    for b = 1, 2 do
+      local mu, v = d.mean[b]:item(), d.variance[b]:item()
+      assert(math.abs(xm[b]:item() - mu) <= 6 * math.sqrt(v / n), ("mean %d: %g vs %g"):format(b, xm[b]:item(), mu))
+      assert(math.abs(xv[b]:item() - v) <= 0.05 * v, ("variance %d: %g vs %g"):format(b, xv[b]:item(), v))
+    end
+    raises_here(function() D.MixtureSameFamily(D.Bernoulli(0.5), D.Normal(ember.zeros(2), 1.0)) end, "mixture_distribution must be a distributions.Categorical")
+    raises_here(function() D.MixtureSameFamily(D.Categorical(ember.ones(3)), D.Normal(ember.zeros(2), 1.0)) end,
+      "the mixture has 3 categories but component_distribution's last batch dim is 2")
+  end)
+end)
+
 describe("kl_divergence against torch's", function()
   for _, c in ipairs(fx.kl) do
     it(c.dist .. " || " .. c.q_dist, function()

@@ -25,6 +25,7 @@ local distributions = {
   MultivariateNormal = require "ember.distributions.MultivariateNormal",
   Independent = require "ember.distributions.Independent",
   TransformedDistribution = require "ember.distributions.TransformedDistribution",
+  MixtureSameFamily = require "ember.distributions.MixtureSameFamily",
   transforms = require "ember.distributions.transforms",
   constraints = require "ember.distributions.constraints",
 }
