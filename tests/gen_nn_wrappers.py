@@ -11,7 +11,7 @@ repr the padding alone, as 2.1 prints them. `containers` holds a module with
 a ParameterList and a ParameterDict: its state dict (torch's names, in
 order), the output of a forward that uses every parameter, and each
 parameter's gradient. `pools3d`: MaxPool3d with return_indices and MaxUnpool3d (see
-pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case).
+pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case); `mlml`: MultiLabelMarginLoss (mlml_case).
 """
 import torch
 import torch.nn as tnn
@@ -135,9 +135,32 @@ def convt3d():
     ]
 
 
+def mlml_case(name, x_shape, target, reduction, values=None):
+    """torch's MultiLabelMarginLoss on a float64 input (random, or `values`): the loss, the input's
+    gradient of sum(loss * w); the target written 1-based (+1: PyTorch's -1 end marker becomes 0)."""
+    x = torch.randn(*x_shape, dtype=torch.float64) if values is None else torch.tensor(values, dtype=torch.float64)
+    x.requires_grad_(True)
+    t = torch.tensor(target, dtype=torch.int64)
+    out = tnn.MultiLabelMarginLoss(reduction=reduction)(x, t)
+    w = torch.randn(out.shape, dtype=torch.float64)
+    (out * w).sum().backward()
+    return {"name": name, "reduction": reduction, "x": x, "target": t + 1, "w": w, "out": out, "grad_x": x.grad}
+
+
+def mlml():
+    return [
+        mlml_case("mean", (3, 5), [[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 0, 0, 0, 0]], "mean"),
+        mlml_case("sum_repeats", (2, 4), [[1, 1, 2, -1], [0, 3, 2, 1]], "sum"),
+        mlml_case("none", (4, 6), [[5, -1, 2, 2, 2, 2], [0, 1, 2, 3, 4, -1], [2, 4, -1, 0, 0, 0], [3, 1, 0, -1, 0, 0]], "none"),
+        mlml_case("unbatched", (5,), [4, 0, -1, 1, 1], "none"),
+        # a repeated id counts again (within the margin, so the repeat matters)
+        mlml_case("repeats_in_margin", (1, 4), [[0, 0, -1, 0]], "sum", [[0.1, 0.2, 0.4, 0.8]]),
+    ]
+
+
 def main():
     Writer(keys="auto").write("tests/fixtures/nn_wrappers.lua", "tests/gen_nn_wrappers.py",
-                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d()})
+                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d(), "mlml": mlml()})
 
 
 if __name__ == "__main__":

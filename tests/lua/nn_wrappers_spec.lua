@@ -6,6 +6,7 @@
 --     reaches the function; the keyword form; float64 gradcheck; errors at the caller's line;
 --   * MaxPool3d's return_indices and MaxUnpool3d: torch's values, 1-based indices, gradients;
 --   * ConvTranspose3d / F.conv_transpose3d: torch's output, gradients, shapes, repr, gradcheck;
+--   * MultiLabelMarginLoss / F.multilabel_margin_loss: torch's loss and gradient (repeats, -1 ends);
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -213,6 +214,38 @@ describe("nn.ConvTranspose3d and nn.functional.conv_transpose3d against torch", 
       "ConvTranspose3d.forward: output_size {4, 4, 9} is not reachable")
     raises_here(function() F.conv_transpose3d(ember.randn(1, 3, 2, 2, 2), ember.randn(3, 2, 2, 2)) end,
       "nn.functional.conv_transpose3d: weight must be 5-d")
+  end)
+end)
+
+describe("nn.MultiLabelMarginLoss and nn.functional.multilabel_margin_loss against torch", function()
+  for _, c in ipairs(fx.mlml) do
+    it(c.name .. ": torch's loss and gradient; the module is the function", function()
+      local x, t = T(c.x):requires_grad_(true), T(c.target)
+      local m = nn.MultiLabelMarginLoss{ reduction = c.reduction }
+      local out = m(x, t)
+      check("loss", out, T(c.out), 1e-14)
+      local loss = (out * T(c.w)):sum()
+      loss:backward()
+      check("grad", x.grad, T(c.grad_x), 1e-14)
+      same_bits("F", F.multilabel_margin_loss(x, t, { reduction = c.reduction }), out)
+      assert.are.equal("MultiLabelMarginLoss(reduction=" .. c.reduction .. ")", tostring(m))
+    end)
+  end
+
+  it("gradcheck; a changed reduction changes the result; refusals", function()
+    local t = ember.tensor({ { 2, 4, 0, 1 }, { 3, 0, 0, 0 } }, "int64")
+    gradcheck.check(function(x) return F.multilabel_margin_loss(x, t, { reduction = "none" }) end,
+      { ember.randn(2, 4, { dtype = "float64" }) })
+    local x = ember.randn(2, 4, { dtype = "float64" })
+    assert.is_false(ember.equal(nn.MultiLabelMarginLoss{ reduction = "sum" }(x, t), nn.MultiLabelMarginLoss()(x, t)))
+    raises_here(function() nn.MultiLabelMarginLoss{ reduction = "avg" } end, "MultiLabelMarginLoss: reduction must be")
+    raises_here(function() nn.MultiLabelMarginLoss{ margin = 1 } end, "nn.MultiLabelMarginLoss: unknown option 'margin'")
+    raises_here(function() nn.MultiLabelMarginLoss()(x, t:double()) end,
+      "nn.functional.multilabel_margin_loss: target must be int64 class ids")
+    raises_here(function() nn.MultiLabelMarginLoss()(x, t[1]) end,
+      "nn.functional.multilabel_margin_loss: expected input [N, C] or [C] and a target of its shape, got [2, 4] and [4]")
+    raises_here(function() nn.MultiLabelMarginLoss()(x, t - 1) end,
+      "nn.functional.multilabel_margin_loss: target ids must lie in 1..4 (1-based; 0 ends a sample's list), got -1..3")
   end)
 end)
 

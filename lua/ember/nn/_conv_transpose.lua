@@ -53,7 +53,7 @@ local fmt = conv.fmt
 function M.sizes(self, name, nd, kernel_size, opts)
   if type(opts.padding) == "string" then
     error(("%s: padding must be a non-negative integer or %s (PyTorch's transposed convolutions take no \"%s\"), "
-      .. "got %s"):format(name, nd == 2 and "a pair of them" or "a table of one", opts.padding, fmt(opts.padding)))
+      .. "got %s"):format(name, ({ "a table of one", "a pair of them", "a table of three" })[nd], opts.padding, fmt(opts.padding)))
   end
   if opts.padding_mode ~= nil and opts.padding_mode ~= "zeros" then
     error(("%s: only padding_mode \"zeros\" is supported (as PyTorch's transposed convolutions), got %s"):format(
@@ -64,7 +64,7 @@ function M.sizes(self, name, nd, kernel_size, opts)
   local op = conv.tuple(opts.output_padding or 0, nd, 0)
   if not op then
     error(("%s: output_padding must be a non-negative integer or %s, got %s"):format(name,
-      nd == 2 and "a pair of them" or "a table of one", fmt(opts.output_padding)))
+      ({ "a table of one", "a pair of them", "a table of three" })[nd], fmt(opts.output_padding)))
   end
   for i = 1, nd do
     if op[i] >= self.stride[i] and op[i] >= self.dilation[i] then

@@ -344,6 +344,39 @@ function M.multi_margin_loss(input, target, ...)
   return reduced(loss, check_reduction(who, o.reduction))
 end
 
+-- torch's multilabel_margin_loss: for each sample, sum over its target classes j (the ids
+-- before the first 0, PyTorch's -1; a repeated id counts again, as PyTorch's loop does) and
+-- the non-target classes i of max(0, 1 - (x[j] - x[i])), over C. All pairs at once: [N, C, C].
+function M.multilabel_margin_loss(input, target, ...)
+  local who = "nn.functional.multilabel_margin_loss"
+  local o = args(who, { "reduction" }, ...)
+  check_tensor(who, "input", input, true)
+  check_tensor(who, "target", target)
+  if target.dtype ~= "int64" then
+    errors.raise("%s: target must be int64 class ids (1-based, 0 ends the list: PyTorch's -1), got %s", who, target.dtype)
+  end
+  if not ((input.ndim == 2 or input.ndim == 1) and table.concat(target.shape, ",") == table.concat(input.shape, ",")) then
+    errors.raise("%s: expected input [N, C] or [C] and a target of its shape, got %s and %s", who, shape_str(input),
+      shape_str(target))
+  end
+  local reduction = check_reduction(who, o.reduction)
+  local C = input.shape[input.ndim]
+  if target:numel() > 0 and (target:min():item() < 0 or target:max():item() > C) then
+    errors.raise("%s: target ids must lie in 1..%d (1-based; 0 ends a sample's list), got %d..%d", who, C,
+      target:min():item(), target:max():item())
+  end
+  local x = input.ndim == 1 and input:unsqueeze(1) or input
+  local t = input.ndim == 1 and target:unsqueeze(1) or target
+  -- the ids before each row's first 0, counted per class
+  local valid = t:eq(0):to("int64"):cumsum(2):eq(0)
+  local count = (ember.one_hot(t:clamp_min(1), C) * valid:to("int64"):unsqueeze(3)):sum(2):to(x.dtype) -- [N, C]
+  local other = count:eq(0):to(x.dtype) -- the non-target classes
+  local hinge = (-x:unsqueeze(3) + x:unsqueeze(2) + 1):clamp_min(0) -- [N, j, i]
+  local loss = (hinge * count:unsqueeze(3) * other:unsqueeze(2)):sum({ 2, 3 }) / C
+  if input.ndim == 1 then loss = loss:squeeze(1) end
+  return reduced(loss, reduction)
+end
+
 -- ---- more of torch.nn.functional ---------------------------------------------
 
 local BAG = { "offsets", "max_norm", "norm_type", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",

@@ -743,6 +743,19 @@ end
 -- print(F.multi_margin_loss(ember.tensor{{0.1, 0.2, 0.4, 0.8}}, ember.tensor({4}, {dtype = "int64"})):item())   --> 0.32499998807907
 function F.multi_margin_loss(input, target, ...) return impl.multi_margin_loss(input, target, ...) end
 
+--- The multi-label hinge loss, as torch.nn.functional.multilabel_margin_loss:
+-- `F.multilabel_margin_loss(input, target [, {reduction = "mean"}])`. input [N, C] or [C]; target
+-- int64 of its shape: each sample's 1-based target classes, the first 0 ending the list
+-- (PyTorch's -1; 0-based ids there). Each sample's loss is the sum over its target classes j and
+-- its other classes i of max(0, 1 - (x[j] - x[i])), over C.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @param[opt] ... reduction, or an options table
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- print(F.multilabel_margin_loss(ember.tensor{{0.1, 0.2, 0.4, 0.8}}, ember.tensor({{4, 1, 0, 0}}, "int64")):item())   --> 0.85000002384186
+function F.multilabel_margin_loss(input, target, ...) return impl.multilabel_margin_loss(input, target, ...) end
+
 -- ---- more of torch.nn.functional ---------------------------------------------
 
 --- Sums, means or maxima of bags of embeddings, as

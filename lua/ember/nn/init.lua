@@ -117,6 +117,7 @@ return {
   SoftMarginLoss = require "ember.nn.SoftMarginLoss",
   MultiLabelSoftMarginLoss = require "ember.nn.MultiLabelSoftMarginLoss",
   MultiMarginLoss = require "ember.nn.MultiMarginLoss",
+  MultiLabelMarginLoss = require "ember.nn.MultiLabelMarginLoss",
   PoissonNLLLoss = require "ember.nn.PoissonNLLLoss",
   GaussianNLLLoss = require "ember.nn.GaussianNLLLoss",
   TripletMarginWithDistanceLoss = require "ember.nn.TripletMarginWithDistanceLoss",
