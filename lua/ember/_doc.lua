@@ -124,9 +124,14 @@ local FILES -- list of { path=, public=, prefix=, parsed= }
 function M.files()
   if FILES then return FILES end
   FILES = {}
-  local function add(path, prefix, public)
+  local function add(path, prefix, public, ns)
     local lines = read_lines(path)
-    if lines then FILES[#FILES + 1] = { path = path, prefix = prefix, public = public, parsed = M.parse(lines) } end
+    if lines then
+      local parsed = M.parse(lines)
+      -- a file no init.lua exports may name itself (nn/parametrize.lua: @module nn.utils.parametrize)
+      local declared = ns and parsed.header and parsed.header:match("@module%s+(" .. ns .. "%.[%w_.]+)")
+      FILES[#FILES + 1] = { path = path, prefix = declared or prefix, public = public, parsed = parsed }
+    end
   end
   for _, name in ipairs(list_dir(DIR, ".lua")) do
     local base = name:sub(1, -5)
@@ -136,7 +141,7 @@ function M.files()
     local exports = exports_of(ns)
     for _, name in ipairs(list_dir(DIR .. ns, ".lua")) do
       local base = name:sub(1, -5)
-      if base ~= "init" and base:sub(1, 1) ~= "_" then add(DIR .. ns .. "/" .. name, ns .. "." .. (exports[base] or base), true) end
+      if base ~= "init" and base:sub(1, 1) ~= "_" then add(DIR .. ns .. "/" .. name, ns .. "." .. (exports[base] or base), true, not exports[base] and ns) end
     end
   end
   for _, name in ipairs(list_dir(DIR .. "doc", ".luadoc")) do add(DIR .. "doc/" .. name, nil, false) end

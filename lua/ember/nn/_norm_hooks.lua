@@ -1,11 +1,10 @@
---- nn/_norm_hooks.lua: the hook-based weight_norm and spectral_norm of
+-- nn/_norm_hooks.lua: the hook-based weight_norm and spectral_norm of
 -- torch.nn.utils (torch/nn/utils/weight_norm.py, spectral_norm.py), which
 -- nn.utils exports: the original tensors are parameters and buffers of the
 -- module itself under PyTorch's names (`weight_g`, `weight_v`;
 -- `weight_orig`, `weight_u`, `weight_v`), and a forward pre-hook recomputes
 -- `module.weight` (a plain field, no parameter) before every call. The
--- formulas are nn/parametrizations.lua's.
--- @module nn._norm_hooks
+-- formulas are nn/parametrizations.lua's. nn/utils.lua documents them.
 local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
@@ -51,19 +50,7 @@ local function weight_norm_args(who, name, dim)
   return name or "weight", dim
 end
 
---- torch.nn.utils.weight_norm(module, name="weight", dim=0), the hook-based
--- weight normalisation: `module[name]` is replaced by the parameters
--- `name .. "_g"` (the norms over every dim but dim) and `name .. "_v"`
--- (the tensor), and recomputed as g * v / ||v|| before every forward.
--- dim is 1-based (the default 1 is PyTorch's 0); false is PyTorch's None
--- (one norm over the whole tensor).
--- @tparam Module module
--- @string[opt="weight"] name (or an options table `{name =, dim =}`)
--- @tparam[opt=1] int|false dim
--- @treturn Module module
--- @usage local nn = require "ember.nn"
--- local m = nn.utils.weight_norm(nn.Linear(20, 40), "weight")
--- print(m.weight_g.shape, m.weight_v.shape)   --> ember.Size{40, 1}	ember.Size{40, 20}
+-- nn.utils.weight_norm (documented in nn/utils.lua)
 function M.weight_norm(module, name, dim)
   local who = "nn.utils.weight_norm"
   name, dim = weight_norm_args(who, name, dim)
@@ -81,14 +68,7 @@ function M.weight_norm(module, name, dim)
   return module
 end
 
---- torch.nn.utils.remove_weight_norm: the weight computed once more becomes
--- the parameter `name` again; `name_g` and `name_v` and the hook go.
--- @tparam Module module
--- @string[opt="weight"] name
--- @treturn Module module
--- @usage local nn = require "ember.nn"
--- local m = nn.utils.remove_weight_norm(nn.utils.weight_norm(nn.Linear(2, 2)))
--- print(m:parameter_names())   --> {"bias", "weight"}
+-- nn.utils.remove_weight_norm (documented in nn/utils.lua)
 function M.remove_weight_norm(module, name)
   local who = "nn.utils.remove_weight_norm"
   if not Module.is_module(module) then raise("%s: expected a module, got %s", who, type(module)) end
@@ -121,23 +101,7 @@ local function spectral_weight(m, name, rec, iterate)
   return w / ember.dot(u, ember.mv(wm, v))
 end
 
---- torch.nn.utils.spectral_norm(module, name="weight", n_power_iterations=1,
--- eps=1e-12, dim=None), the hook-based spectral normalisation: the
--- parameter becomes `name .. "_orig"`, the buffers `name .. "_u"` and
--- `name .. "_v"` hold the power iteration's vectors (random at the start),
--- and before every forward `module[name]` is recomputed as W / sigma,
--- iterating `n_power_iterations` times in training mode only. dim is
--- 1-based (default 1, or 2 for the ConvTranspose modules).
--- @tparam Module module
--- @string[opt="weight"] name (or an options table `{name =, n_power_iterations =, eps =, dim =}`)
--- @int[opt=1] n_power_iterations
--- @number[opt=1e-12] eps
--- @int[opt] dim
--- @treturn Module module
--- @usage local nn = require "ember.nn"
--- local m = nn.utils.spectral_norm(nn.Linear(20, 40))
--- print(m.weight_u.shape, m.weight_v.shape, m.weight_orig.shape)
--- --> ember.Size{40}	ember.Size{20}	ember.Size{40, 20}
+-- nn.utils.spectral_norm (documented in nn/utils.lua)
 function M.spectral_norm(module, name, n_power_iterations, eps, dim)
   local who = "nn.utils.spectral_norm"
   local o
@@ -166,15 +130,7 @@ function M.spectral_norm(module, name, n_power_iterations, eps, dim)
   return module
 end
 
---- torch.nn.utils.remove_spectral_norm: the weight computed once more
--- (without iterating) becomes the parameter `name` again; `name_orig`,
--- `name_u`, `name_v` and the hook go.
--- @tparam Module module
--- @string[opt="weight"] name
--- @treturn Module module
--- @usage local nn = require "ember.nn"
--- local m = nn.utils.remove_spectral_norm(nn.utils.spectral_norm(nn.Linear(2, 2)))
--- print(m:parameter_names())   --> {"bias", "weight"}
+-- nn.utils.remove_spectral_norm (documented in nn/utils.lua)
 function M.remove_spectral_norm(module, name)
   local who = "nn.utils.remove_spectral_norm"
   if not Module.is_module(module) then raise("%s: expected a module, got %s", who, type(module)) end

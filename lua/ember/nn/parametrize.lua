@@ -1,4 +1,4 @@
---- nn.utils.parametrize: torch.nn.utils.parametrize -- a module's tensor
+--- nn.utils.parametrize: torch.nn.utils.parametrize, a module's tensor
 -- computed from other tensors on every access (`register_parametrization`),
 -- so that `m.weight` is, say, always symmetric or of unit norm while the
 -- optimizer updates the unconstrained original.
@@ -126,9 +126,10 @@ function PL:__init(mods, original, as_param, unsafe, who)
   end
 end
 
--- The parametrized tensor: the first parametrization on the original(s),
+--- The parametrized tensor: the first parametrization on the original(s),
 -- then each next one on the result.
-PL.forward = function(self)
+-- @local
+function PL:forward()
   local x
   if self.is_tensor then
     x = self[1](self.original)
@@ -141,10 +142,11 @@ PL.forward = function(self)
   return x
 end
 
--- Stores `value`'s preimage in the original(s): each parametrization's
+--- Stores `value`'s preimage in the original(s): each parametrization's
 -- `right_inverse`, last registered first, without gradient (PyTorch's
 -- ParametrizationList.right_inverse; `m.weight = value` calls it).
-PL.right_inverse = function(self, value)
+-- @local
+function PL:right_inverse(value)
   local who = "nn.utils.parametrize: assigning a parametrized tensor"
   ember.no_grad(function()
     for i = #self, 1, -1 do

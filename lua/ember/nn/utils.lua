@@ -238,7 +238,60 @@ end
 M.parametrize = require "ember.nn.parametrize"
 M.parametrizations = require "ember.nn.parametrizations"
 local norm_hooks = require "ember.nn._norm_hooks"
-M.weight_norm, M.remove_weight_norm = norm_hooks.weight_norm, norm_hooks.remove_weight_norm
-M.spectral_norm, M.remove_spectral_norm = norm_hooks.spectral_norm, norm_hooks.remove_spectral_norm
+
+--- torch.nn.utils.weight_norm(module, name="weight", dim=0), the hook-based
+-- weight normalisation: `module[name]` is replaced by the parameters
+-- `name .. "_g"` (the norms over every dim but dim) and `name .. "_v"`
+-- (the tensor), and recomputed as g * v / ||v|| before every forward.
+-- dim is 1-based (the default 1 is PyTorch's 0); false is PyTorch's None
+-- (one norm over the whole tensor).
+-- @tparam Module module
+-- @string[opt="weight"] name (or an options table `{name =, dim =}`)
+-- @tparam[opt=1] int|false dim
+-- @treturn Module module
+-- @usage local nn = require "ember.nn"
+-- local m = nn.utils.weight_norm(nn.Linear(20, 40), "weight")
+-- print(m.weight_g.shape, m.weight_v.shape)   --> ember.Size{40, 1}	ember.Size{40, 20}
+function M.weight_norm(module, name, dim) return norm_hooks.weight_norm(module, name, dim) end
+
+--- torch.nn.utils.remove_weight_norm: the weight computed once more becomes
+-- the parameter `name` again; `name_g` and `name_v` and the hook go.
+-- @tparam Module module
+-- @string[opt="weight"] name
+-- @treturn Module module
+-- @usage local nn = require "ember.nn"
+-- local m = nn.utils.remove_weight_norm(nn.utils.weight_norm(nn.Linear(2, 2)))
+-- print(m:parameter_names())   --> {"bias", "weight"}
+function M.remove_weight_norm(module, name) return norm_hooks.remove_weight_norm(module, name) end
+
+--- torch.nn.utils.spectral_norm(module, name="weight", n_power_iterations=1,
+-- eps=1e-12, dim=None), the hook-based spectral normalisation: the
+-- parameter becomes `name .. "_orig"`, the buffers `name .. "_u"` and
+-- `name .. "_v"` hold the power iteration's vectors (random at the start),
+-- and before every forward `module[name]` is recomputed as W / sigma,
+-- iterating `n_power_iterations` times in training mode only. dim is
+-- 1-based (default 1, or 2 for the ConvTranspose modules).
+-- @tparam Module module
+-- @string[opt="weight"] name (or an options table `{name =, n_power_iterations =, eps =, dim =}`)
+-- @int[opt=1] n_power_iterations
+-- @number[opt=1e-12] eps
+-- @int[opt] dim
+-- @treturn Module module
+-- @usage local nn = require "ember.nn"
+-- local m = nn.utils.spectral_norm(nn.Linear(20, 40))
+-- print(m.weight_u.shape, m.weight_v.shape, m.weight_orig.shape)
+-- --> ember.Size{40}	ember.Size{20}	ember.Size{40, 20}
+function M.spectral_norm(module, name, n_power_iterations, eps, dim) return norm_hooks.spectral_norm(module, name, n_power_iterations, eps, dim) end
+
+--- torch.nn.utils.remove_spectral_norm: the weight computed once more
+-- (without iterating) becomes the parameter `name` again; `name_orig`,
+-- `name_u`, `name_v` and the hook go.
+-- @tparam Module module
+-- @string[opt="weight"] name
+-- @treturn Module module
+-- @usage local nn = require "ember.nn"
+-- local m = nn.utils.remove_spectral_norm(nn.utils.spectral_norm(nn.Linear(2, 2)))
+-- print(m:parameter_names())   --> {"bias", "weight"}
+function M.remove_spectral_norm(module, name) return norm_hooks.remove_spectral_norm(module, name) end
 
 return M
