@@ -465,6 +465,19 @@ describe("distributions' API", function()
     raises_here(function() D.Normal(0.0, 1.0):log_prob({ "a" }) end, "the value must be a tensor, a number or a table of numbers")
   end)
 
+  it("Categorical with masked (-inf) logits, as RL action masks: torch's entropy, log_prob and gradients, never sampled", function()
+    local l = ember.tensor({ 1.0, -math.huge, 0.5 }, f64):requires_grad_()
+    local d = D.Categorical{ logits = l }
+    local e = d:entropy() + d:log_prob(ember.tensor(1, { dtype = "int64" }))
+    e:backward()
+    -- torch 1.13: tensor(0.1888...), grad [0.2600..., 0, -0.2600...]
+    assert(math.abs(e:item() - 0.18877033439907276) < 1e-12, tostring(e:item()))
+    assert.are.same({ 0 }, { l.grad[2]:item() })
+    assert(math.abs(l.grad[1]:item() - 0.26003881269734824) < 1e-12 and math.abs(l.grad[3]:item() + 0.26003881269734824) < 1e-12, tostring(l.grad))
+    assert.is_false(d:sample({ 1000 }):eq(2):any():item())
+    assert.are.equal(-math.huge, d:log_prob(ember.tensor(2, { dtype = "int64" })):item())
+  end)
+
   it("sample shapes, expand, Independent", function()
     local d = D.Normal(ember.zeros(3, f64), 1.0)
     assert.are.same({ 5, 2, 3 }, { table.unpack(d:sample({ 5, 2 }).shape) })
