@@ -285,6 +285,21 @@ describe("nn.utils.parametrize", function()
   end)
 end)
 
+describe("nn.utils reparametrizations in help()", function()
+  it("finds each function's entry under its nn.utils name", function()
+    local doc = require "ember._doc"
+    for name, f in pairs { ["nn.utils.weight_norm"] = nn.utils.weight_norm,
+      ["nn.utils.remove_spectral_norm"] = nn.utils.remove_spectral_norm,
+      ["nn.utils.parametrize.register_parametrization"] = P.register_parametrization,
+      ["nn.utils.parametrize.cached"] = P.cached,
+      ["nn.utils.parametrizations.spectral_norm"] = PZ.spectral_norm } do
+      local text, found = doc.lookup(f)
+      assert.are.equal(name, found)
+      assert.is_truthy(text and text:find("torch.nn.utils", 1, true), name)
+    end
+  end)
+end)
+
 describe("nn.utils reparametrizations: errors at the caller's line", function()
   it("names the function and what was wrong", function()
     raises_here(function() P.register_parametrization(nn.Linear(2, 2), "wieght", Symmetric()) end,
