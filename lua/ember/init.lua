@@ -31,10 +31,15 @@ for _, n in ipairs { "flex_attention", "create_block_mask" } do ember[n] = funct
 -- tensor, a state dict or a module's (lua/ember/checkpoint.lua)
 function ember.save(...) return require("ember.checkpoint").save_object(...) end
 function ember.load(...) return require("ember.checkpoint").load_object(...) end
+-- torch's top-level linear algebra (ember.inverse, det, logdet, slogdet,
+-- cholesky, qr, svd): lua/ember/linalg.lua
+for _, n in ipairs { "inverse", "det", "logdet", "slogdet", "cholesky", "qr", "svd" } do
+  ember[n] = function(...) return require("ember.linalg")._top[n](...) end
+end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.
-local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler", "autograd", "distributions" }
+local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler", "autograd", "linalg", "distributions" }
 
 local function module_exists(name)
   return package.searchpath(name, package.path) ~= nil

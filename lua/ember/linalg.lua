@@ -1,0 +1,961 @@
+--- ember.linalg: torch.linalg's functions. The factorizations run on the
+-- backend's LAPACK kernel (`ember._linalg`, core/src/ops_linalg.c; the CPU
+-- backend's LAPACK is OpenBLAS's; a backend without it, CUDA, is refused by
+-- name), float32 and float64, over any batch dims [..., m, n]; the rest is
+-- composed from them and ember's ops. Each differentiable function carries
+-- its gradient (ember.Function, the standard formulas: Cholesky as Murray
+-- 2016, inverse -A^-T G A^-T, det G det(A) A^-T, QR reduced, eigh with
+-- F = 1 / (lambda_j - lambda_i), SVD reduced as torch's svd_backward).
+-- Keyword arguments are option tables (`linalg.cholesky(A, {upper = true})`);
+-- dims are 1-based, negative from the end. Numerical failures (not
+-- positive-definite, singular) are errors as torch words them, naming the
+-- batch element (1-based), raised at the caller's line.
+-- torch's top-level names ember.inverse, det, logdet, slogdet, cholesky,
+-- qr and svd (returning V, as torch.svd) are these functions too.
+-- Not here: eig/eigvals (general, complex results), lu/lu_factor/lu_solve,
+-- matrix_exp, householder_product, complex dtypes, the gradient of det at a
+-- singular matrix (an error), QR's complete mode gradient for m > n (an
+-- error, as torch's).
+-- @module ember.linalg
+-- @usage local A = ember.tensor({{4, 2}, {2, 3}}, {dtype = "float64"})
+-- print(ember.linalg.det(A))   --> tensor(8.0000, shape=[], dtype=float64, device=cpu)
+local core = require "ember.core"
+local errors = require "ember._errors"
+
+local M = {}
+local guard = errors.wrap
+local shape_str = errors.shape_str
+
+local function fail(op, fmt, ...)
+  error(("ember.linalg.%s: " .. fmt):format(op, ...), 0)
+end
+
+local EPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
+
+-- A checked matrix (batch) argument: a float32/float64 tensor of >= 2 dims,
+-- square when asked. Others are refused naming the function.
+local function check(op, A, square, what)
+  what = what or "A"
+  if not core.is_tensor(A) then fail(op, "%s must be a tensor, got %s", what, type(A)) end
+  if A.dtype ~= "float32" and A.dtype ~= "float64" then
+    fail(op, "expected %s to be a float32 or float64 tensor, got %s (convert with :double() or :float())", what, A.dtype)
+  end
+  if A:dim() < 2 then fail(op, "%s must have at least 2 dimensions, got %s", what, shape_str(A)) end
+  if square and A.shape[A:dim()] ~= A.shape[A:dim() - 1] then
+    fail(op, "%s must be batches of square matrices, but they are %d by %d matrices", what, A.shape[A:dim() - 1],
+      A.shape[A:dim()])
+  end
+  return A
+end
+
+-- An option table with only the given names (true: a boolean).
+local function options(op, opts, names)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or core.is_tensor(opts) then fail(op, "expected an options table, got %s", type(opts)) end
+  for k, v in pairs(opts) do
+    local want = names[k]
+    if want == nil then
+      local list = {}
+      for n in pairs(names) do list[#list + 1] = n end
+      table.sort(list)
+      fail(op, "unknown option '%s' (expected %s)", tostring(k), table.concat(list, ", "))
+    end
+    if want == "boolean" and type(v) ~= "boolean" then fail(op, "%s must be a boolean, got %s", k, type(v)) end
+    if want == "number" and type(v) ~= "number" then fail(op, "%s must be a number, got %s", k, type(v)) end
+  end
+  return opts
+end
+
+local function mT(X) return X:transpose(-2, -1) end
+local function rows(A) return A.shape[A:dim() - 1] end
+local function cols(A) return A.shape[A:dim()] end
+local function C(...) return core._linalg(...) end
+
+-- The batch shape of A (its dims but the last two) followed by the given sizes.
+local function batch_shape(A, ...)
+  local s = {}
+  for i = 1, A:dim() - 2 do s[i] = A.shape[i] end
+  for _, v in ipairs { ... } do s[#s + 1] = v end
+  return s
+end
+
+-- Several outputs of one Function travel packed along the last dim (an
+-- ember.Function has one output): each [..., a, b] flattened to [..., a*b].
+local function pack(...)
+  local flat = {}
+  for i, t in ipairs { ... } do flat[i] = t:reshape(batch_shape(t, -1)) end
+  return core.cat(flat, -1)
+end
+
+-- The inverse of pack: sizes is a list of {rows, cols} (cols nil: a vector).
+local function unpack_(P, sizes, like)
+  local out, at = {}, 1
+  for i, sz in ipairs(sizes) do
+    local n = sz[1] * (sz[2] or 1)
+    local part = P:narrow(-1, at, n)
+    local s = {}
+    for d = 1, P:dim() - 1 do s[d] = P.shape[d] end
+    s[#s + 1] = sz[1]
+    if sz[2] then s[#s + 1] = sz[2] end
+    out[i] = part:reshape(s)
+    at = at + n
+  end
+  return table.unpack(out)
+end
+
+-- Triangular solves of the backward formulas (no gradient of their own).
+local function trsolve(A, B, upper, unit) return C("trsolve", A, B, { upper = upper, unitriangular = unit }) end
+-- X A = B for triangular A: A^T X^T = B^T.
+local function trsolve_right(A, B, upper, unit) return mT(trsolve(mT(A), mT(B), not upper, unit)) end
+
+local function eye_like(A, n)
+  return core.eye(n, { dtype = A.dtype, device = A.device })
+end
+
+-- sym(X) as the diagonal with the other half added: tril(X) + tril(X, -1)^T.
+local function copyltu(X) return X:tril() + mT(X:tril(-1)) end
+
+---------------------------------------------------------------------------
+-- Cholesky
+---------------------------------------------------------------------------
+
+local CHOLESKY = core.Function {
+  name = "linalg_cholesky",
+  forward = function(ctx, A)
+    local L = C("cholesky", A, { name = "linalg.cholesky" })
+    ctx:save_for_backward(L)
+    return L
+  end,
+  -- torch's cholesky_backward (Murray 2016): gA = L^-T Phi(L^T gL) L^-1,
+  -- Phi taking the lower triangle with half the diagonal, symmetrized
+  backward = function(ctx, gL)
+    local L = ctx.saved[1]
+    local g = (mT(L):matmul(gL)):tril()
+    g = 0.5 * (g + mT(g:tril(-1)))
+    g = trsolve(mT(L), g, true)
+    return trsolve_right(L, g, false)
+  end,
+}
+
+--- The Cholesky factor of a symmetric positive-definite matrix (batch):
+-- lower L with A = L L^T (only A's lower triangle is read), or with
+-- `{upper = true}` upper U = L^T, A = U^T U (torch.linalg.cholesky).
+-- A matrix that is not positive-definite is an error naming the order of
+-- the failing minor and the batch element.
+-- @tparam Tensor A [..., n, n], float32 or float64
+-- @tparam[opt] table opts upper (false)
+-- @treturn Tensor
+-- @usage local A = ember.tensor({{4, 2}, {2, 5}}, {dtype = "float64"})
+-- print(ember.linalg.cholesky(A))   --> tensor([[2.0000, 0.0000], [1.0000, 2.0000]], shape=[2, 2], dtype=float64, device=cpu)
+-- print(pcall(ember.linalg.cholesky, -A))   --> false ...not positive-definite (the leading minor of order 1 ...
+M.cholesky = guard(function(A, opts)
+  check("cholesky", A, true)
+  opts = options("cholesky", opts, { upper = "boolean" })
+  local L = CHOLESKY(A)
+  if opts.upper then return mT(L) end
+  return L
+end)
+
+--- torch.linalg.cholesky_ex: the factor and info, no error on failure:
+-- info is int64 of A's batch shape, 0 where the factorization succeeded,
+-- else the order of the leading minor that is not positive-definite
+-- (LAPACK's info; matrices after a failing one are not factored and hold 0).
+-- @tparam Tensor A [..., n, n]
+-- @tparam[opt] table opts upper
+-- @treturn Tensor L
+-- @treturn Tensor info
+-- @usage local L, info = ember.linalg.cholesky_ex(-ember.eye(2, {dtype = "float64"}))
+-- print(info)   --> tensor(1, shape=[], dtype=int64, device=cpu)
+M.cholesky_ex = guard(function(A, opts)
+  check("cholesky_ex", A, true)
+  opts = options("cholesky_ex", opts, { upper = "boolean" })
+  local L, elem, code = C("cholesky", A, { name = "linalg.cholesky_ex", ex = true })
+  local info = core.zeros(batch_shape(A), { dtype = "int64", device = A.device })
+  if elem > 0 then info:view(-1)[elem] = code end
+  if opts.upper then L = mT(L) end
+  return L, info
+end)
+
+---------------------------------------------------------------------------
+-- Solves, inverse, determinants
+---------------------------------------------------------------------------
+
+local SOLVE = core.Function {
+  name = "linalg_solve",
+  forward = function(ctx, A, B, name)
+    local X = C("solve", A, B, { name = name })
+    ctx:save_for_backward(A, X)
+    ctx.name = name
+    return X
+  end,
+  -- gB = A^-T gX, gA = -gB X^T
+  backward = function(ctx, gX)
+    local A, X = ctx.saved[1], ctx.saved[2]
+    local gB = C("solve", mT(A), gX, { name = ctx.name .. " backward" })
+    return -gB:matmul(mT(X)), gB
+  end,
+}
+
+-- A and B with their batch dims broadcast (expand: differentiable).
+local function broadcast_batch(op, A, B)
+  local na, nb = A:dim() - 2, B:dim() - 2
+  local ba, bb = {}, {}
+  for i = 1, na do ba[i] = A.shape[i] end
+  for i = 1, nb do bb[i] = B.shape[i] end
+  local ok, bs = pcall(core.broadcast_shapes, ba, bb)
+  if not ok then fail(op, "the batch dims of A %s and B %s cannot be broadcast", shape_str(A), shape_str(B)) end
+  local sa, sb = {}, {}
+  for i = 1, #bs do sa[i], sb[i] = bs[i], bs[i] end
+  sa[#sa + 1], sa[#sa + 2] = rows(A), cols(A)
+  sb[#sb + 1], sb[#sb + 2] = rows(B), cols(B)
+  return A:expand(sa), B:expand(sb)
+end
+
+-- torch's rule: B is a (batch of) vector(s) when it is 1-d, or has one dim
+-- less than A and A's batch dims.
+local function b_is_vector(A, B)
+  if B:dim() == 1 then return true end
+  if B:dim() ~= A:dim() - 1 then return false end
+  for i = 1, B:dim() - 1 do
+    if B.shape[i] ~= A.shape[i] then return false end
+  end
+  return true
+end
+
+--- Solves A X = B for X (torch.linalg.solve), with A square and
+-- invertible, B [..., n, k] or a vector [..., n] (torch's rule), batch dims
+-- broadcast; `{left = false}` solves X A = B. A singular A is an error.
+-- @tparam Tensor A [..., n, n]
+-- @tparam Tensor B [..., n, k] or [..., n]
+-- @tparam[opt] table opts left (true)
+-- @treturn Tensor X
+-- @usage local A = ember.tensor({{3, 1}, {1, 2}}, {dtype = "float64"})
+-- print(ember.linalg.solve(A, ember.tensor({9, 8}, {dtype = "float64"})))   --> tensor([2.0000, 3.0000], shape=[2], dtype=float64, device=cpu)
+M.solve = guard(function(A, B, opts)
+  local op = "solve"
+  check(op, A, true)
+  if not core.is_tensor(B) then fail(op, "B must be a tensor, got %s", type(B)) end
+  if B.dtype ~= A.dtype then fail(op, "expected B to have the dtype of A (%s), got %s", A.dtype, B.dtype) end
+  opts = options(op, opts, { left = "boolean" })
+  if opts.left == false then
+    return mT(M.solve(mT(A), mT(B)))
+  end
+  local vec = b_is_vector(A, B)
+  if vec then B = B:unsqueeze(-1) end
+  if rows(B) ~= rows(A) then
+    fail(op, "A %s and B %s: B must have %d rows", shape_str(A), shape_str(B), rows(A))
+  end
+  local Ab, Bb = broadcast_batch(op, A, B)
+  local X = SOLVE(Ab, Bb, "linalg.solve")
+  if vec then X = X:squeeze(-1) end
+  return X
+end)
+
+local TRSOLVE = core.Function {
+  name = "linalg_solve_triangular",
+  forward = function(ctx, A, B, upper, unit)
+    local X = C("trsolve", A, B, { upper = upper, unitriangular = unit, name = "linalg.solve_triangular" })
+    ctx:save_for_backward(A, X)
+    ctx.upper, ctx.unit = upper, unit
+    return X
+  end,
+  -- gB = A^-T gX, gA = -gB X^T on A's triangle (off the diagonal when unit)
+  backward = function(ctx, gX)
+    local A, X = ctx.saved[1], ctx.saved[2]
+    local gB = trsolve(mT(A), gX, not ctx.upper, ctx.unit)
+    local gA = -gB:matmul(mT(X))
+    if ctx.upper then gA = gA:triu(ctx.unit and 1 or 0) else gA = gA:tril(ctx.unit and -1 or 0) end
+    return gA, gB
+  end,
+}
+
+--- Solves A X = B for a triangular A (torch.linalg.solve_triangular):
+-- `upper` is required (which triangle of A is read, the other is
+-- ignored); `left = false` solves X A = B; `unitriangular` takes A's
+-- diagonal as ones. Batch dims broadcast. A zero on the diagonal is an error.
+-- @tparam Tensor A [..., n, n]
+-- @tparam Tensor B [..., n, k] ([..., k, n] with left = false)
+-- @tparam table opts upper (required), left (true), unitriangular (false)
+-- @treturn Tensor X
+-- @usage local A = ember.tensor({{2, 0}, {1, 4}}, {dtype = "float64"})
+-- print(ember.linalg.solve_triangular(A, ember.tensor({{2}, {9}}, {dtype = "float64"}), {upper = false}))   --> tensor([[1.0000], [2.0000]], shape=[2, 1], dtype=float64, device=cpu)
+M.solve_triangular = guard(function(A, B, opts)
+  local op = "solve_triangular"
+  check(op, A, true)
+  check(op, B, false, "B")
+  if B.dtype ~= A.dtype then fail(op, "expected B to have the dtype of A (%s), got %s", A.dtype, B.dtype) end
+  opts = options(op, opts, { upper = "boolean", left = "boolean", unitriangular = "boolean" })
+  if opts.upper == nil then fail(op, "the option upper is required (true: A is upper triangular, false: lower)") end
+  if opts.left == false then
+    return mT(M.solve_triangular(mT(A), mT(B), { upper = not opts.upper, unitriangular = opts.unitriangular }))
+  end
+  if rows(B) ~= rows(A) then fail(op, "A %s and B %s: B must have %d rows", shape_str(A), shape_str(B), rows(A)) end
+  local Ab, Bb = broadcast_batch(op, A, B)
+  return TRSOLVE(Ab, Bb, opts.upper, opts.unitriangular or false)
+end)
+
+local INV = core.Function {
+  name = "linalg_inv",
+  forward = function(ctx, A, name)
+    local I = core.zeros_like(A) + eye_like(A, rows(A))
+    local Y = C("solve", A, I, { name = name })
+    ctx:save_for_backward(Y)
+    return Y
+  end,
+  -- gA = -A^-T gY A^-T
+  backward = function(ctx, gY)
+    local Y = ctx.saved[1]
+    return -mT(Y):matmul(gY):matmul(mT(Y))
+  end,
+}
+
+--- The inverse of a square matrix (batch) (torch.linalg.inv); a singular
+-- matrix is an error naming its zero pivot and the batch element.
+-- @tparam Tensor A [..., n, n]
+-- @treturn Tensor
+-- @usage print(ember.linalg.inv(ember.tensor({{2, 0}, {0, 4}}, {dtype = "float64"})))   --> tensor([[0.5000, 0.0000], [0.0000, 0.2500]], shape=[2, 2], dtype=float64, device=cpu)
+M.inv = guard(function(A)
+  check("inv", A, true)
+  return INV(A, "linalg.inv")
+end)
+
+-- LU of A (no error on a singular one): the diagonal of U, and the
+-- permutation's sign (+-1, A's dtype) of A's batch shape.
+local function lu_parts(A)
+  local LU, piv = C("lu", A, { name = "linalg.det", ex = true })
+  local n = rows(A)
+  local moved = piv:ne(core.arange(1, n + 1, { dtype = "int64", device = A.device })):to(A.dtype):sum(-1)
+  local sign = 1 - 2 * (moved - 2 * (moved / 2):floor())
+  return LU:diagonal(0, -2, -1), sign
+end
+
+local DET = core.Function {
+  name = "linalg_det",
+  forward = function(ctx, A)
+    local d, sign = lu_parts(A)
+    local det = d:prod(-1) * sign
+    ctx:save_for_backward(A, det)
+    return det
+  end,
+  -- gA = g det(A) A^-T
+  backward = function(ctx, g)
+    local A, det = ctx.saved[1], ctx.saved[2]
+    local Y = C("solve", A, core.zeros_like(A) + eye_like(A, rows(A)),
+      { name = "linalg.det backward (the gradient at a singular matrix is not implemented)" })
+    return (g * det):unsqueeze(-1):unsqueeze(-1) * mT(Y)
+  end,
+}
+
+--- The determinant of a square matrix (batch) (torch.linalg.det), from
+-- its LU factorization; 0 for a singular matrix (whose gradient is not
+-- implemented: an error at backward).
+-- @tparam Tensor A [..., n, n]
+-- @treturn Tensor of A's batch shape
+-- @usage print(ember.linalg.det(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"})))   --> tensor(-2.0000, shape=[], dtype=float64, device=cpu)
+M.det = guard(function(A)
+  check("det", A, true)
+  if rows(A) == 0 then return core.ones(batch_shape(A), { dtype = A.dtype, device = A.device }) end
+  return DET(A)
+end)
+
+local LOGABSDET = core.Function {
+  name = "linalg_slogdet",
+  forward = function(ctx, A)
+    local d = lu_parts(A)
+    ctx:save_for_backward(A)
+    return d:abs():log():sum(-1)
+  end,
+  -- g A^-T
+  backward = function(ctx, g)
+    local A = ctx.saved[1]
+    local Y = C("solve", A, core.zeros_like(A) + eye_like(A, rows(A)),
+      { name = "linalg.slogdet backward (the gradient at a singular matrix is not implemented)" })
+    return g:unsqueeze(-1):unsqueeze(-1) * mT(Y)
+  end,
+}
+
+--- The sign and the log of the absolute value of the determinant
+-- (torch.linalg.slogdet): sign 0 and logabsdet -inf for a singular matrix.
+-- The gradient flows through logabsdet.
+-- @tparam Tensor A [..., n, n]
+-- @treturn Tensor sign
+-- @treturn Tensor logabsdet
+-- @usage local sign, logabsdet = ember.linalg.slogdet(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"}))
+-- print(sign, logabsdet)   --> tensor(-1.0000, shape=[], dtype=float64, device=cpu) tensor(0.6931, shape=[], dtype=float64, device=cpu)
+M.slogdet = guard(function(A)
+  check("slogdet", A, true)
+  if rows(A) == 0 then
+    local o = { dtype = A.dtype, device = A.device }
+    return core.ones(batch_shape(A), o), core.zeros(batch_shape(A), o)
+  end
+  local d, sign
+  do
+    local prev = core.set_grad_enabled(false)
+    d, sign = lu_parts(A)
+    core.set_grad_enabled(prev)
+  end
+  sign = sign * d:sign():prod(-1)
+  return sign, LOGABSDET(A)
+end)
+
+---------------------------------------------------------------------------
+-- QR, eigh, SVD
+---------------------------------------------------------------------------
+
+-- torch's reduced QR backward for m >= n (R square, invertible):
+-- gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q
+local function qr_backward_tall(Q, R, gQ, gR)
+  local Mx = R:matmul(mT(gR)) - mT(gQ):matmul(Q)
+  local b = gQ + Q:matmul(copyltu(Mx))
+  return trsolve_right(mT(R), b, false)
+end
+
+local QR = core.Function {
+  name = "linalg_qr",
+  forward = function(ctx, A, full)
+    local Q, R = C("qr", A, { name = "linalg.qr", full = full })
+    ctx:save_for_backward(Q, R)
+    ctx.m, ctx.n, ctx.full = rows(A), cols(A), full
+    return pack(Q, R)
+  end,
+  backward = function(ctx, gP)
+    local Q, R = ctx.saved[1], ctx.saved[2]
+    local m, n = ctx.m, ctx.n
+    if ctx.full and m > n then
+      error("ember.linalg.qr: The QR decomposition is not differentiable when mode='complete' and nrows > ncols.", 0)
+    end
+    local k = math.min(m, n)
+    local gQ, gR = unpack_(gP, { { m, k }, { k, n } })
+    if m >= n then return qr_backward_tall(Q, R, gQ, gR) end
+    -- wide: A = [X | Y], X = Q U square, Y = Q V; Y's part of gQ goes to X's
+    local U, V = R:narrow(-1, 1, m), R:narrow(-1, m + 1, n - m)
+    local gU, gV = gR:narrow(-1, 1, m), gR:narrow(-1, m + 1, n - m)
+    local Y = Q:matmul(V)
+    local gX = qr_backward_tall(Q, U, gQ + Y:matmul(mT(gV)), gU)
+    return core.cat({ gX, Q:matmul(gV) }, -1)
+  end,
+}
+
+--- The QR decomposition A = Q R (torch.linalg.qr): mode "reduced" (Q
+-- [..., m, k], R [..., k, n], k = min(m, n)), "complete" (Q [..., m, m], R
+-- [..., m, n]) or "r" (R only, Q empty), as a string or `{mode = }`. R's
+-- diagonal has LAPACK's signs, as torch's. Differentiable (reduced; complete
+-- when m <= n).
+-- @tparam Tensor A [..., m, n]
+-- @tparam[opt] string|table mode "reduced"
+-- @treturn Tensor Q
+-- @treturn Tensor R
+-- @usage local A = ember.tensor({{3, 1}, {4, 2}}, {dtype = "float64"})
+-- local Q, R = ember.linalg.qr(A)
+-- print(ember.allclose(Q:matmul(R), A), R[1][1])   --> true tensor(-5.0000, shape=[], dtype=float64, device=cpu)
+M.qr = guard(function(A, mode)
+  check("qr", A)
+  if type(mode) == "table" then mode = options("qr", mode, { mode = "string" }).mode end
+  mode = mode or "reduced"
+  if mode ~= "reduced" and mode ~= "complete" and mode ~= "r" then
+    fail("qr", "qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or 'complete'",
+      tostring(mode))
+  end
+  local m, n = rows(A), cols(A)
+  local full = mode == "complete" and m > n
+  local qc = full and m or math.min(m, n)
+  local rr = full and m or math.min(m, n)
+  local Q, R = unpack_(QR(A, full), { { m, qc }, { rr, n } })
+  if mode == "r" then
+    return core.zeros({ 0 }, { dtype = A.dtype, device = A.device }), R
+  end
+  return Q, R
+end)
+
+local EIGH = core.Function {
+  name = "linalg_eigh",
+  forward = function(ctx, A)
+    local w, V = C("eigh", A, { name = "linalg.eigh" })
+    ctx:save_for_backward(w, V)
+    return pack(w:unsqueeze(-1), V)
+  end,
+  -- gA = V (skew(V^T gV) / E + diag(gw)) V^T, E_ij = w_j - w_i (1 on the diagonal)
+  backward = function(ctx, gP)
+    local w, V = ctx.saved[1], ctx.saved[2]
+    local n = w.shape[w:dim()]
+    local gw, gV = unpack_(gP, { { n }, { n, n } })
+    local K = mT(V):matmul(gV)
+    K = 0.5 * (K - mT(K))
+    local E = w:unsqueeze(-2) - w:unsqueeze(-1)
+    E = E + eye_like(E, n)
+    local inner = K / E + core.diag_embed(gw)
+    return V:matmul(inner):matmul(mT(V))
+  end,
+}
+
+-- A's triangle named by UPLO as the lower one the kernel reads.
+local function uplo_input(op, A, UPLO)
+  if type(UPLO) == "table" then UPLO = options(op, UPLO, { UPLO = "string" }).UPLO end
+  UPLO = UPLO or "L"
+  if UPLO ~= "L" and UPLO ~= "U" then fail(op, "UPLO must be 'L' or 'U', got %s", tostring(UPLO)) end
+  if UPLO == "U" then return mT(A) end
+  return A
+end
+
+--- Eigenvalues (ascending) and eigenvectors (the columns of V) of a real
+-- symmetric matrix (torch.linalg.eigh): A = V diag(w) V^T, reading the
+-- lower triangle (UPLO "L", the default) or the upper ("U"). Each
+-- eigenvector's sign is arbitrary (LAPACK's). The gradient needs distinct
+-- eigenvalues and a loss that does not depend on those signs.
+-- @tparam Tensor A [..., n, n]
+-- @tparam[opt] string|table UPLO "L"
+-- @treturn Tensor w [..., n]
+-- @treturn Tensor V [..., n, n]
+-- @usage local w, V = ember.linalg.eigh(ember.tensor({{2, 1}, {1, 2}}, {dtype = "float64"}))
+-- print(w)   --> tensor([1.0000, 3.0000], shape=[2], dtype=float64, device=cpu)
+M.eigh = guard(function(A, UPLO)
+  check("eigh", A, true)
+  A = uplo_input("eigh", A, UPLO)
+  local n = rows(A)
+  local w, V = unpack_(EIGH(A), { { n }, { n, n } })
+  return w, V
+end)
+
+local EIGVALSH = core.Function {
+  name = "linalg_eigvalsh",
+  forward = function(ctx, A)
+    local w, V = C("eigh", A, { name = "linalg.eigvalsh" })
+    ctx:save_for_backward(V)
+    return w
+  end,
+  -- gA = V diag(gw) V^T
+  backward = function(ctx, gw)
+    local V = ctx.saved[1]
+    return (V * gw:unsqueeze(-2)):matmul(mT(V))
+  end,
+}
+
+--- The eigenvalues of a real symmetric matrix, ascending (torch.linalg.eigvalsh).
+-- @tparam Tensor A [..., n, n]
+-- @tparam[opt] string|table UPLO "L"
+-- @treturn Tensor [..., n]
+-- @usage print(ember.linalg.eigvalsh(ember.tensor({{2, 1}, {1, 2}}, {dtype = "float64"})))   --> tensor([1.0000, 3.0000], shape=[2], dtype=float64, device=cpu)
+M.eigvalsh = guard(function(A, UPLO)
+  check("eigvalsh", A, true)
+  return EIGVALSH(uplo_input("eigvalsh", A, UPLO))
+end)
+
+-- torch's svd_backward (reduced, real): gU [.., m, k], gS [.., k], gVh [.., k, n].
+local function svd_backward(U, S, Vh, gU, gS, gVh)
+  local m, n, k = rows(U), cols(Vh), S.shape[S:dim()]
+  local V, gV = mT(Vh), mT(gVh)
+  local UhgU = mT(U):matmul(gU)
+  UhgU = UhgU - mT(UhgU)
+  local VhgV = mT(V):matmul(gV)
+  VhgV = VhgV - mT(VhgV)
+  local S2 = S * S
+  local E = S2:unsqueeze(-2) - S2:unsqueeze(-1)
+  E = E + eye_like(E, k)
+  local gA = (UhgU * S:unsqueeze(-2) + S:unsqueeze(-1) * VhgV) / E + core.diag_embed(gS)
+  if m > n then
+    gA = U:matmul(gA)
+    local gUSinv = gU / S:unsqueeze(-2)
+    gA = gA + gUSinv - U:matmul(mT(U):matmul(gUSinv))
+    return gA:matmul(Vh)
+  elseif m < n then
+    gA = gA:matmul(Vh)
+    local gVhSinv = gVh / S:unsqueeze(-1)
+    gA = gA + gVhSinv - gVhSinv:matmul(V):matmul(Vh)
+    return U:matmul(gA)
+  end
+  return U:matmul(gA):matmul(Vh)
+end
+
+local SVD = core.Function {
+  name = "linalg_svd",
+  forward = function(ctx, A, full)
+    local U, S, Vh = C("svd", A, { name = "linalg.svd", full = full })
+    ctx:save_for_backward(U, S, Vh)
+    ctx.m, ctx.n, ctx.full = rows(A), cols(A), full
+    return pack(U, S:unsqueeze(-1), Vh)
+  end,
+  backward = function(ctx, gP)
+    local U, S, Vh = ctx.saved[1], ctx.saved[2], ctx.saved[3]
+    local m, n = ctx.m, ctx.n
+    local k = math.min(m, n)
+    local uc, vr = ctx.full and m or k, ctx.full and n or k
+    local gU, gS, gVh = unpack_(gP, { { m, uc }, { k }, { vr, n } })
+    if ctx.full then -- the columns past k are not determined: their gradient is left out, as torch's
+      U, gU = U:narrow(-1, 1, k), gU:narrow(-1, 1, k)
+      Vh, gVh = Vh:narrow(-2, 1, k), gVh:narrow(-2, 1, k)
+    end
+    return svd_backward(U, S, Vh, gU, gS, gVh)
+  end,
+}
+
+--- The singular value decomposition A = U diag(S) Vh (torch.linalg.svd):
+-- S descending; with `full_matrices` (true by default, as torch's; a
+-- boolean or `{full_matrices = }`) U is [..., m, m] and Vh [..., n, n], else
+-- reduced (U [..., m, k], Vh [..., k, n], k = min(m, n)). The singular
+-- vectors' signs are arbitrary (LAPACK's). The gradient needs distinct
+-- (and, for m ~= n, nonzero) singular values and a loss that does not
+-- depend on those signs.
+-- @tparam Tensor A [..., m, n]
+-- @tparam[opt] boolean|table full_matrices true
+-- @treturn Tensor U
+-- @treturn Tensor S
+-- @treturn Tensor Vh
+-- @usage local A = ember.tensor({{3, 0}, {0, -2}, {0, 0}}, {dtype = "float64"})
+-- local U, S, Vh = ember.linalg.svd(A, false)
+-- print(S, U.shape, ember.allclose((U * S):matmul(Vh), A))   --> tensor([3.0000, 2.0000], shape=[2], dtype=float64, device=cpu) ember.Size{3, 2} true
+M.svd = guard(function(A, full_matrices)
+  check("svd", A)
+  if type(full_matrices) == "table" then
+    full_matrices = options("svd", full_matrices, { full_matrices = "boolean" }).full_matrices
+  end
+  if full_matrices == nil then full_matrices = true end
+  if type(full_matrices) ~= "boolean" then fail("svd", "full_matrices must be a boolean, got %s", type(full_matrices)) end
+  local m, n = rows(A), cols(A)
+  local k = math.min(m, n)
+  local full = full_matrices and m ~= n
+  return unpack_(SVD(A, full), { { m, full and m or k }, { k }, { full and n or k, n } })
+end)
+
+local SVDVALS = core.Function {
+  name = "linalg_svdvals",
+  forward = function(ctx, A)
+    local U, S, Vh = C("svd", A, { name = "linalg.svdvals" })
+    ctx:save_for_backward(U, Vh)
+    return S
+  end,
+  -- gA = U diag(gS) Vh
+  backward = function(ctx, gS)
+    local U, Vh = ctx.saved[1], ctx.saved[2]
+    return (U * gS:unsqueeze(-2)):matmul(Vh)
+  end,
+}
+
+--- The singular values, descending (torch.linalg.svdvals).
+-- @tparam Tensor A [..., m, n]
+-- @treturn Tensor [..., min(m, n)]
+-- @usage print(ember.linalg.svdvals(ember.tensor({{0, 2}, {-3, 0}}, {dtype = "float64"})))   --> tensor([3.0000, 2.0000], shape=[2], dtype=float64, device=cpu)
+M.svdvals = guard(function(A)
+  check("svdvals", A)
+  return SVDVALS(A)
+end)
+
+---------------------------------------------------------------------------
+-- Composed
+---------------------------------------------------------------------------
+
+--- The least-squares solution of A X = B for a full-rank A
+-- (torch.linalg.lstsq), by QR: min ||A X - B|| for m >= n, the
+-- minimum-norm solution for m < n. Returns solution, residuals (the
+-- squared residual norms [..., k] when m > n, else empty), rank (n or m,
+-- int64) and singular_values (empty), as torch's fields. Differentiable.
+-- A rank-deficient A is not detected (its R is singular: an error or inf).
+-- @tparam Tensor A [..., m, n]
+-- @tparam Tensor B [..., m, k]
+-- @treturn Tensor solution [..., n, k]
+-- @treturn Tensor residuals
+-- @treturn Tensor rank
+-- @treturn Tensor singular_values
+-- @usage local A = ember.tensor({{1, 0}, {0, 1}, {1, 1}}, {dtype = "float64"})
+-- local X = ember.linalg.lstsq(A, ember.tensor({{1}, {2}, {4}}, {dtype = "float64"}))
+-- print(X)   --> tensor([[1.3333], [2.3333]], shape=[2, 1], dtype=float64, device=cpu)
+M.lstsq = guard(function(A, B, opts)
+  local op = "lstsq"
+  check(op, A)
+  check(op, B, false, "B")
+  if B.dtype ~= A.dtype then fail(op, "expected B to have the dtype of A (%s), got %s", A.dtype, B.dtype) end
+  options(op, opts, { rcond = "number", driver = "string" })
+  if rows(B) ~= rows(A) then fail(op, "A %s and B %s: B must have %d rows", shape_str(A), shape_str(B), rows(A)) end
+  A, B = broadcast_batch(op, A, B)
+  local m, n = rows(A), cols(A)
+  local X
+  if m >= n then
+    local Q, R = M.qr(A)
+    X = M.solve_triangular(R, mT(Q):matmul(B), { upper = true })
+  else
+    local Q, R = M.qr(mT(A))
+    X = Q:matmul(M.solve_triangular(mT(R), B, { upper = false }))
+  end
+  local o = { dtype = A.dtype, device = A.device }
+  local residuals = core.zeros({ 0 }, o)
+  if m > n then residuals = ((A:matmul(X) - B) ^ 2):sum(-2) end
+  local rank = core.full(batch_shape(A), math.min(m, n), { dtype = "int64", device = A.device })
+  return X, residuals, rank, core.zeros({ 0 }, o)
+end)
+
+-- ord, dim, keepdim from torch's positional arguments or one option table.
+local function norm_args(op, ord, dim, keepdim, extra)
+  if type(ord) == "table" and not core.is_tensor(ord) then
+    if dim ~= nil or keepdim ~= nil then fail(op, "expected ({ord =, dim =, keepdim =}) alone, got more arguments") end
+    local names = { ord = true, dim = true, keepdim = true, dtype = true }
+    for k, v in pairs(extra or {}) do names[k] = v end
+    for k in pairs(ord) do
+      if not names[k] then fail(op, "unknown option '%s' (expected ord, dim, keepdim, dtype)", tostring(k)) end
+    end
+    local o = ord
+    return o.ord, o.dim, o.keepdim, o.dtype
+  end
+  return ord, dim, keepdim
+end
+
+local function floating(op, x, dtype)
+  if not core.is_tensor(x) then fail(op, "argument 1 must be a tensor, got %s", type(x)) end
+  if dtype then x = x:to(dtype) end
+  if x.dtype ~= "float32" and x.dtype ~= "float64" and x.dtype ~= "bfloat16" then
+    fail(op, "expected a floating point tensor, got %s", x.dtype)
+  end
+  return x
+end
+
+--- The vector norm of x over dim (all elements by default)
+-- (torch.linalg.vector_norm): ord 2 (default), any real, math.huge,
+-- -math.huge or 0; `ord`, `dim`, `keepdim`, `dtype` positional or as a table.
+-- @tparam Tensor x
+-- @tparam[opt] number ord 2
+-- @tparam[opt] number|table dim
+-- @tparam[opt] boolean keepdim
+-- @treturn Tensor
+-- @usage print(ember.linalg.vector_norm(ember.tensor({3, -4})), ember.linalg.vector_norm(ember.tensor({3, -4}), math.huge))   --> tensor(5.0000, shape=[], dtype=float32, device=cpu) tensor(4.0000, shape=[], dtype=float32, device=cpu)
+M.vector_norm = guard(function(x, ord, dim, keepdim)
+  local dtype
+  ord, dim, keepdim, dtype = norm_args("vector_norm", ord, dim, keepdim)
+  x = floating("vector_norm", x, dtype)
+  ord = ord or 2
+  if type(ord) ~= "number" then fail("vector_norm", "ord must be a number, got %s", tostring(ord)) end
+  return x:norm(ord, dim, keepdim)
+end)
+
+-- A's dims d1, d2 (1-based, negative from the end) moved to the end.
+local function matrix_dims(op, A, dim)
+  dim = dim or { -2, -1 }
+  if type(dim) ~= "table" or #dim ~= 2 then fail(op, "dim must be a table of 2 dims, got %s", tostring(dim)) end
+  local nd = A:dim()
+  if nd < 2 then fail(op, "A must have at least 2 dimensions, got %s", shape_str(A)) end
+  local d = {}
+  for i = 1, 2 do
+    local v = dim[i]
+    if math.type(v) ~= "integer" or v == 0 or v < -nd or v > nd then
+      fail(op, "dim %s is out of range for a tensor with %d dims (1-based)", tostring(v), nd)
+    end
+    d[i] = v < 0 and nd + 1 + v or v
+  end
+  if d[1] == d[2] then fail(op, "dims must be different, got %d and %d", dim[1], dim[2]) end
+  return d
+end
+
+--- The matrix norm over two dims (torch.linalg.matrix_norm): ord "fro"
+-- (default), "nuc", 2, -2 (largest / smallest singular value), 1, -1
+-- (max / min column abs sum), math.huge, -math.huge (max / min row abs sum);
+-- dim {-2, -1} by default.
+-- @tparam Tensor A [..., m, n]
+-- @tparam[opt] string|number ord "fro"
+-- @tparam[opt] table dim
+-- @tparam[opt] boolean keepdim
+-- @treturn Tensor
+-- @usage local A = ember.tensor({{1, -2}, {3, 4}}, {dtype = "float64"})
+-- print(ember.linalg.matrix_norm(A, 1), ember.linalg.matrix_norm(A, math.huge))   --> tensor(6.0000, shape=[], dtype=float64, device=cpu) tensor(7.0000, shape=[], dtype=float64, device=cpu)
+M.matrix_norm = guard(function(A, ord, dim, keepdim)
+  local op, dtype = "matrix_norm", nil
+  ord, dim, keepdim, dtype = norm_args(op, ord, dim, keepdim)
+  A = floating(op, A, dtype)
+  ord = ord or "fro"
+  local d = matrix_dims(op, A, dim)
+  if ord == "fro" then return A:norm(2, { d[1], d[2] }, keepdim) end
+  -- move the two dims to the end (d1 rows, d2 columns)
+  local perm = {}
+  for i = 1, A:dim() do
+    if i ~= d[1] and i ~= d[2] then perm[#perm + 1] = i end
+  end
+  perm[#perm + 1], perm[#perm + 2] = d[1], d[2]
+  local B = A:permute(perm)
+  local r
+  if ord == "nuc" or ord == 2 or ord == -2 then
+    check(op, B)
+    local S = M.svdvals(B)
+    if ord == "nuc" then r = S:sum(-1) elseif ord == 2 then r = S:amax(-1) else r = S:amin(-1) end
+  elseif ord == 1 or ord == -1 then
+    local s = B:abs():sum(-2)
+    r = ord == 1 and s:amax(-1) or s:amin(-1)
+  elseif ord == math.huge or ord == -math.huge then
+    local s = B:abs():sum(-1)
+    r = ord > 0 and s:amax(-1) or s:amin(-1)
+  else
+    fail(op, "Order %s not supported (expected \"fro\", \"nuc\", 2, -2, 1, -1, math.huge, -math.huge)", tostring(ord))
+  end
+  if keepdim then
+    local lo, hi = math.min(d[1], d[2]), math.max(d[1], d[2])
+    r = r:unsqueeze(lo):unsqueeze(hi)
+  end
+  return r
+end)
+
+--- torch.linalg.norm: a matrix norm when ord is a string, or dim has two
+-- dims, or (ord given, dim not) A is 2-d; the vector 2-norm of all
+-- elements when neither ord nor dim is given; else a vector norm.
+-- @tparam Tensor A
+-- @tparam[opt] string|number ord
+-- @tparam[opt] number|table dim
+-- @tparam[opt] boolean keepdim
+-- @treturn Tensor
+-- @usage local A = ember.tensor({{3, 0}, {0, 4}}, {dtype = "float64"})
+-- print(ember.linalg.norm(A), ember.linalg.norm(A, 2), ember.linalg.norm(A, "nuc"))   --> tensor(5.0000, shape=[], dtype=float64, device=cpu) tensor(4.0000, shape=[], dtype=float64, device=cpu) tensor(7.0000, shape=[], dtype=float64, device=cpu)
+M.norm = guard(function(A, ord, dim, keepdim)
+  local dtype
+  ord, dim, keepdim, dtype = norm_args("norm", ord, dim, keepdim)
+  A = floating("norm", A, dtype)
+  if type(dim) == "number" then dim = { dim } end
+  if dim ~= nil and #dim == 2 then return M.matrix_norm(A, ord, dim, keepdim) end
+  if type(ord) == "string" or (ord ~= nil and dim == nil) then
+    if A:dim() ~= 2 and dim == nil then
+      fail("norm", "input must be 1-D or 2-D when dim is nil and ord is given, got %s", shape_str(A))
+    end
+    if A:dim() == 2 then return M.matrix_norm(A, ord, nil, keepdim) end
+  end
+  if dim ~= nil and #dim == 1 then dim = dim[1] end
+  return M.vector_norm(A, ord, dim, keepdim)
+end)
+
+-- torch's tolerance: max(atol, rtol * largest singular value), rtol
+-- defaulting to eps * max(m, n) when atol is not given (or 0).
+local function tolerance(op, A, S, opts)
+  opts = options(op, opts, { atol = "number", rtol = "number", hermitian = "boolean", tol = "number" })
+  local atol = opts.atol or opts.tol or 0
+  local rtol = opts.rtol
+  if rtol == nil then rtol = atol > 0 and 0 or EPS[A.dtype] * math.max(rows(A), cols(A)) end
+  local smax = S:amax(-1, true)
+  return core.maximum(smax * rtol, core.full({}, atol, { dtype = A.dtype, device = A.device }))
+end
+
+--- The numerical rank (torch.linalg.matrix_rank): the singular values
+-- above max(atol, rtol * the largest), int64; `{atol =, rtol =, hermitian =}`.
+-- @tparam Tensor A [..., m, n]
+-- @tparam[opt] table opts
+-- @treturn Tensor int64
+-- @usage print(ember.linalg.matrix_rank(ember.tensor({{1, 2}, {2, 4}}, {dtype = "float64"})))   --> tensor(1, shape=[], dtype=int64, device=cpu)
+M.matrix_rank = guard(function(A, opts)
+  check("matrix_rank", A)
+  local S
+  do
+    local prev = core.set_grad_enabled(false)
+    S = M.svdvals(A)
+    core.set_grad_enabled(prev)
+  end
+  local tol = tolerance("matrix_rank", A, S, opts)
+  return S:gt(tol):to("int64"):sum(-1)
+end)
+
+--- The pseudo-inverse (torch.linalg.pinv), by the SVD: singular values at
+-- or below max(atol, rtol * the largest) count as zero. Differentiable
+-- (distinct nonzero singular values).
+-- @tparam Tensor A [..., m, n]
+-- @tparam[opt] table opts atol, rtol, hermitian
+-- @treturn Tensor [..., n, m]
+-- @usage print(ember.linalg.pinv(ember.tensor({{2, 0}, {0, 0}}, {dtype = "float64"})))   --> tensor([[0.5000, 0.0000], [0.0000, 0.0000]], shape=[2, 2], dtype=float64, device=cpu)
+M.pinv = guard(function(A, opts)
+  check("pinv", A)
+  local U, S, Vh = M.svd(A, false)
+  local tol = tolerance("pinv", A, S:detach(), opts)
+  local keep = S:gt(tol)
+  local Sinv = core.where(keep, 1 / core.where(keep, S, core.ones_like(S)), core.zeros_like(S))
+  return (mT(Vh) * Sinv:unsqueeze(-2)):matmul(mT(U))
+end)
+
+--- A square matrix (batch) to an integer power (torch.linalg.matrix_power):
+-- repeated squaring; 0 gives the identity, a negative power the inverse's.
+-- @tparam Tensor A [..., n, n]
+-- @tparam integer n
+-- @treturn Tensor
+-- @usage print(ember.linalg.matrix_power(ember.tensor({{1, 1}, {0, 1}}, {dtype = "float64"}), 3))   --> tensor([[1.0000, 3.0000], [0.0000, 1.0000]], shape=[2, 2], dtype=float64, device=cpu)
+M.matrix_power = guard(function(A, n)
+  local op = "matrix_power"
+  if not core.is_tensor(A) then fail(op, "A must be a tensor, got %s", type(A)) end
+  if A:dim() < 2 or rows(A) ~= cols(A) then
+    fail(op, "A must be batches of square matrices, got %s", shape_str(A))
+  end
+  if math.type(n) ~= "integer" then fail(op, "n must be an integer, got %s", tostring(n)) end
+  if n == 0 then return core.zeros_like(A) + eye_like(A, rows(A)) end
+  if n < 0 then
+    A = M.inv(check(op, A))
+    n = -n
+  end
+  local result, base = nil, A
+  while n > 0 do
+    if n % 2 == 1 then result = result and result:matmul(base) or base end
+    n = n // 2
+    if n > 0 then base = base:matmul(base) end
+  end
+  return result
+end)
+
+--- The product of a list of matrices (torch.linalg.multi_dot): the first
+-- may be a vector [n] (a row), the last a vector (a column), and those dims
+-- are dropped from the result. Computed left to right (torch picks the
+-- cheapest order; the values agree up to rounding).
+-- @tparam {Tensor,...} tensors at least 2
+-- @treturn Tensor
+-- @usage local a = ember.tensor({1, 2}, {dtype = "float64"})
+-- print(ember.linalg.multi_dot({a, ember.eye(2, {dtype = "float64"}) * 3, a}))   --> tensor(15.0000, shape=[], dtype=float64, device=cpu)
+M.multi_dot = guard(function(tensors)
+  local op = "multi_dot"
+  if type(tensors) ~= "table" or core.is_tensor(tensors) then fail(op, "expected a list of tensors, got %s", type(tensors)) end
+  local n = #tensors
+  if n < 2 then fail(op, "expected at least 2 tensors but got %d", n) end
+  for i, t in ipairs(tensors) do
+    if not core.is_tensor(t) then fail(op, "tensor %d is a %s", i, type(t)) end
+    local okdim = t:dim() == 2 or ((i == 1 or i == n) and t:dim() == 1)
+    if not okdim then
+      fail(op, "tensor %d must be 2-D%s, got %s", i, (i == 1 or i == n) and " (or 1-D)" or "", shape_str(t))
+    end
+  end
+  local first_vec, last_vec = tensors[1]:dim() == 1, tensors[n]:dim() == 1
+  local acc = first_vec and tensors[1]:unsqueeze(1) or tensors[1]
+  for i = 2, n do
+    local t = tensors[i]
+    if i == n and last_vec then t = t:unsqueeze(2) end
+    if acc.shape[2] ~= t.shape[1] then
+      fail(op, "tensors %d and %d cannot be multiplied (%s and %s)", i - 1, i, shape_str(acc), shape_str(t))
+    end
+    acc = acc:matmul(t)
+  end
+  if first_vec then acc = acc:squeeze(1) end
+  if last_vec then acc = acc:squeeze(-1) end
+  return acc
+end)
+
+---------------------------------------------------------------------------
+-- torch's top-level names (init.lua puts them on ember)
+---------------------------------------------------------------------------
+
+M._top = {
+  inverse = function(A) return M.inv(A) end,
+  det = function(A) return M.det(A) end,
+  slogdet = function(A) return M.slogdet(A) end,
+  logdet = guard(function(A)
+    local sign, logabs = M.slogdet(A)
+    return logabs + sign:log()
+  end),
+  cholesky = guard(function(A, upper)
+    if upper ~= nil and type(upper) ~= "boolean" then
+      fail("cholesky", "upper must be a boolean, got %s", type(upper))
+    end
+    return M.cholesky(A, { upper = upper or false })
+  end),
+  qr = guard(function(A, some)
+    if some ~= nil and type(some) ~= "boolean" then fail("qr", "some must be a boolean, got %s", type(some)) end
+    return M.qr(A, some == false and "complete" or "reduced")
+  end),
+  svd = guard(function(A, some, compute_uv)
+    if some ~= nil and type(some) ~= "boolean" then fail("svd", "some must be a boolean, got %s", type(some)) end
+    if compute_uv == false then
+      local S = M.svdvals(A)
+      local m, n = rows(A), cols(A)
+      local o = { dtype = A.dtype, device = A.device }
+      local U = core.zeros(batch_shape(A, m, some == false and m or math.min(m, n)), o)
+      local V = core.zeros(batch_shape(A, n, some == false and n or math.min(m, n)), o)
+      return U, S, V
+    end
+    local U, S, Vh = M.svd(A, some == false)
+    return U, S, mT(Vh)
+  end),
+}
+
+return M
