@@ -8,7 +8,9 @@ Each case is a float64 Linear(4, 3) or Conv2d(2, 3, 3) with one
 reparametrization, trained for 3 SGD steps (lr 0.1) on sum(m(x) * R) in
 training mode: `state0` is the state dict before (PyTorch's names), each
 step's output and the gradients of every parameter (by name), `state` the
-state dict after and `eval_out` the output in eval mode after.
+state dict after, `eval_out` the output in eval mode after, and `removed` the
+state dict once the reparametrization is removed (remove_parametrizations,
+remove_weight_norm, remove_spectral_norm) in eval mode.
 
 - `weight_norm`: torch.nn.utils.weight_norm (the hook-based one; 1.13 has no
   parametrizations.weight_norm). The case `pweight_norm_*` is the same run
@@ -68,7 +70,20 @@ def run(name, kind, apply, rename=None, opts=None):
     m.eval()
     case["eval_out"] = m(x).detach()
     case["eval_weight"] = getattr(m, "weight").detach()
+    remove(m)
+    case["removed"] = {k: v.clone() for k, v in m.state_dict().items()}
     return case
+
+
+def remove(m):
+    # each kind's removal, in eval mode (spectral norm does not iterate)
+    if P.is_parametrized(m):
+        P.remove_parametrizations(m, "weight")
+    for hook in list(m._forward_pre_hooks.values()):
+        if isinstance(hook, tnn.utils.weight_norm.__globals__["WeightNorm"]):
+            tnn.utils.remove_weight_norm(m)
+        else:
+            tnn.utils.remove_spectral_norm(m)
 
 
 WN = {"weight_g": "parametrizations.weight.original0", "weight_v": "parametrizations.weight.original1"}

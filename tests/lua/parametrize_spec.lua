@@ -3,7 +3,8 @@
 -- (tests/gen_parametrize.py writes tests/fixtures/parametrize.lua): for Linear and Conv2d in
 -- float64, torch's state dict loads under torch's names, then 3 SGD steps in training mode give
 -- torch's outputs, the gradients of the originals and the state after (spectral norm's u and v
--- iterated as torch's), and eval mode torch's output and weight; the custom symmetric
+-- iterated as torch's), eval mode torch's output and weight, and the state dict once the
+-- reparametrization is removed; the custom symmetric
 -- parametrization too. Then: float64 gradchecks through each parametrization, right_inverse and
 -- assignment, chaining, buffers, unsafe, cached(), removal, the class swap and printing, and the
 -- errors at the caller's line.
@@ -79,11 +80,21 @@ local function replay(c, m)
   m:eval()
   check(c.name .. " eval out", m(x), T(c.eval_out), 1e-12)
   check(c.name .. " eval weight", m.weight, T(c.eval_weight), 1e-12)
+  if P.is_parametrized(m) then
+    P.remove_parametrizations(m, "weight")
+  elseif m._reg.weight_g then
+    nn.utils.remove_weight_norm(m)
+  else
+    nn.utils.remove_spectral_norm(m)
+  end
+  sd = m:state_dict()
+  assert.are.same(names(c.removed), names(sd), c.name .. " names after removal")
+  for k, v in pairs(c.removed) do check(c.name .. " removed " .. k, sd[k], T(v), 1e-12) end
 end
 
 describe("nn.utils reparametrizations against torch 1.13", function()
   for _, c in ipairs(fx.cases) do
-    it(c.name .. ": state dict names, 3 SGD steps, eval", function()
+    it(c.name .. ": state dict names, 3 SGD steps, eval, removal", function()
       local m = build(c)
       assert.are.same(names(c.state0), names(m:state_dict()), c.name .. " names before loading")
       replay(c, m)
