@@ -267,7 +267,7 @@ describe("the new modules print as PyTorch's (ember's dims and booleans)", funct
       { nn.HuberLoss({ delta = 0.5 }), "HuberLoss(delta=0.5, reduction=mean)" },
       { nn.CosineSimilarity(), "CosineSimilarity(dim=2, eps=1e-08)" },
       { nn.PairwiseDistance(), "PairwiseDistance(p=2, eps=1e-06, keepdim=false)" },
-      { nn.ZeroPad2d(1), "ZeroPad2d(padding=(1, 1, 1, 1), value=0)" },
+      { nn.ZeroPad2d(1), "ZeroPad2d((1, 1, 1, 1))" },
       { nn.ConstantPad2d({ 1, 2, 3, 4 }, 0.5), "ConstantPad2d(padding=(1, 2, 3, 4), value=0.5)" },
       { nn.ReflectionPad2d(2), "ReflectionPad2d((2, 2, 2, 2))" },
       { nn.ReplicationPad2d({ 0, 1, 2, 3 }), "ReplicationPad2d((0, 1, 2, 3))" },

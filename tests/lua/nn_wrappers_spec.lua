@@ -626,6 +626,17 @@ describe("nn modules with state over nn.functional: module == function", functio
     assert.are.same({ 1, 2, 4 }, nn.MaxUnpool1d({ 2 }, { stride = { 2 } })(y, idx).shape)
   end)
 
+  it("print as torch 1.13 prints them (True/False as Lua's true/false)", function()
+    -- str() of torch.nn.ZeroPad2d(1), MaxPool3d(2), MaxPool3d(2, stride=1, padding=1, dilation=2, ceil_mode=True),
+    -- AvgPool3d(2), AvgPool3d(3, 1, 1)
+    assert.are.equal("ZeroPad2d((1, 1, 1, 1))", tostring(nn.ZeroPad2d(1)))
+    assert.are.equal("MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=false)", tostring(nn.MaxPool3d(2)))
+    assert.are.equal("MaxPool3d(kernel_size=2, stride=1, padding=1, dilation=2, ceil_mode=true)",
+      tostring(nn.MaxPool3d(2, { stride = 1, padding = 1, dilation = 2, ceil_mode = true })))
+    assert.are.equal("AvgPool3d(kernel_size=2, stride=2, padding=0)", tostring(nn.AvgPool3d(2)))
+    assert.are.equal("AvgPool3d(kernel_size=3, stride=1, padding=1)", tostring(nn.AvgPool3d(3, { stride = 1, padding = 1 })))
+  end)
+
   it("a loss given PyTorch's positional options is refused, not run with the defaults", function()
     -- torch.nn.PoissonNLLLoss(False) is log_input=False: a false went unseen and log_input stayed true
     raises_here(function() nn.PoissonNLLLoss(false) end, "nn.PoissonNLLLoss: options must be a table, got boolean")

@@ -28,9 +28,11 @@ end
 --- Its sizes, for printing.
 function AvgPool3d:extra_repr()
   local fmt = require("ember.nn._conv").fmt
+  -- PyTorch's: kernel_size, stride, padding always; then the options given
   local s = "kernel_size=" .. fmt(self.kernel_size) .. ", stride=" .. fmt(self.opts.stride or self.kernel_size)
-  for _, k in ipairs { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" } do
-    if k ~= "stride" and self.opts[k] ~= nil then s = s .. ", " .. k .. "=" .. fmt(self.opts[k]) end
+    .. ", padding=" .. fmt(self.opts.padding or 0)
+  for _, k in ipairs { "ceil_mode", "count_include_pad", "divisor_override" } do
+    if self.opts[k] ~= nil then s = s .. ", " .. k .. "=" .. fmt(self.opts[k]) end
   end
   return s
 end

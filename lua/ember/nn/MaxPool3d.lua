@@ -30,11 +30,10 @@ end
 --- Its sizes, for printing.
 function MaxPool3d:extra_repr()
   local fmt = require("ember.nn._conv").fmt
-  local s = "kernel_size=" .. fmt(self.kernel_size) .. ", stride=" .. fmt(self.opts.stride or self.kernel_size)
-  for _, k in ipairs { "stride", "padding", "dilation", "ceil_mode", "return_indices" } do
-    if k ~= "stride" and self.opts[k] ~= nil then s = s .. ", " .. k .. "=" .. fmt(self.opts[k]) end
-  end
-  return s
+  local o = self.opts
+  -- PyTorch's: kernel_size, stride, padding, dilation, ceil_mode (return_indices is not printed there)
+  return ("kernel_size=%s, stride=%s, padding=%s, dilation=%s, ceil_mode=%s"):format(fmt(self.kernel_size),
+    fmt(o.stride or self.kernel_size), fmt(o.padding or 0), fmt(o.dilation or 1), tostring(o.ceil_mode == true))
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

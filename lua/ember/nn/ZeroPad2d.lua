@@ -9,4 +9,7 @@ local ZeroPad2d = ConstantPad2d:extend("ZeroPad2d")
 
 function ZeroPad2d:__init(pad) ConstantPad2d.__init(self, pad, 0) end
 
+--- The padding, for printing (PyTorch's text: ZeroPad2d((1, 1, 1, 1)), the padding alone).
+function ZeroPad2d:extra_repr() return require("ember.nn._padding").repr(self) end
+
 return ZeroPad2d
