@@ -219,6 +219,11 @@ local function save_named(path, tensors, meta)
   as_user("save", "safetensors_save", 3, checkpoint.save_tensors, path, tensors, meta)
 end
 
+-- A module, optimizer or schedule: an object (a table with a metatable) with a state_dict method.
+local function has_state(v)
+  return type(v) == "table" and getmetatable(v) ~= nil and not is_tensor(v) and type(v.state_dict) == "function"
+end
+
 --- ember.save(obj, path), as torch.save(obj, path) (Torch7's order,
 -- torch.save(path, obj), works too): a tensor, a table of name -> tensor (a
 -- state dict), a module (its state_dict()), or any nest of tables holding
@@ -228,8 +233,9 @@ end
 -- reads back (the tensors under dotted names, a key's own '.' escaped, so
 -- a nested model's state dict, "1.weight", goes in a nest too; the rest in
 -- the metadata).
--- A module inside the nest is saved as its state dict too (torch.save would
--- pickle the module; ember.load gives back the state dict).
+-- An optimizer or a schedule, alone or inside the nest, and a module inside
+-- the nest are saved as their state dicts too (torch.save would pickle the
+-- object; ember.load gives back the state dict, for load_state_dict).
 -- As torch.save, it keeps which tensors require grad, and an ember.Size
 -- (alone or in a nest) loads back as one; a number, boolean or string
 -- alone is saved too.
@@ -262,7 +268,8 @@ function checkpoint.save_object(a, b)
     return
   end
   local what = "a table of tensors"
-  if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict" end
+  if Module.is_module(obj) then obj, what = obj:state_dict(), "a module's state dict"
+  elseif has_state(obj) then obj = obj:state_dict() end
   if type(obj) ~= "table" then
     error("ember.save: can save a tensor, a table or a module, got a " .. type(obj)
       .. " (a number, boolean, string or ember.Size alone is saved too)", 2)
@@ -290,8 +297,9 @@ function checkpoint.save_object(a, b)
       end
       local key = part_of(k)
       local name = prefix == "" and key or (prefix .. "." .. key)
-      -- a module in the nest ({model = m, epoch = 3}) goes in as its state dict, as one alone does
-      if Module.is_module(v) then v = v:state_dict() end
+      -- a module, optimizer or schedule in the nest ({model = m, optimizer = opt, epoch = 3})
+      -- goes in as its state dict, as one alone does
+      if has_state(v) then v = v:state_dict() end
       local value = encode_value(v)
       if is_tensor(v) then tensors[name] = v
       elseif value then meta["tree." .. name] = value
