@@ -188,6 +188,17 @@ describe("nn.utils.parametrize", function()
     assert.is_truthy(tostring(m):find("(1): Double()", 1, true))
   end)
 
+  it("a frozen parameter stays frozen, through registration and removal", function()
+    local m = nn.Linear(3, 3)
+    m.weight:requires_grad_(false)
+    P.register_parametrization(m, "weight", Symmetric())
+    assert.is_false(m.parametrizations.weight.original.requires_grad)
+    assert.is_nil(m:named_buffers()["parametrizations.weight.original"]) -- still a parameter
+    P.remove_parametrizations(m, "weight")
+    assert.is_false(m.weight.requires_grad)
+    assert.are.same({ "bias", "weight" }, m:parameter_names())
+  end)
+
   it("parametrizes a buffer as a buffer", function()
     local m = nn.BatchNorm1d(3):double()
     local Sq = nn.Module:extend("Sq")
