@@ -626,6 +626,16 @@ describe("nn modules with state over nn.functional: module == function", functio
     assert.are.same({ 1, 2, 4 }, nn.MaxUnpool1d({ 2 }, { stride = { 2 } })(y, idx).shape)
   end)
 
+  it("NLLLoss2d is NLLLoss under torch's old name", function()
+    local logp = ember.randn(2, 3, 4, 4, { dtype = "float64" }):log_softmax(2)
+    local target = ember.randint(1, 4, { 2, 4, 4 })
+    local w = ember.tensor({ 1, 2, 0.5 }, "float64")
+    same_bits("NLLLoss2d", nn.NLLLoss2d{ weight = w, reduction = "sum" }(logp, target),
+      F.nll_loss(logp, target, { weight = w, reduction = "sum" }))
+    assert.are.equal("NLLLoss2d(reduction=mean)", tostring(nn.NLLLoss2d()))
+    raises_here(function() nn.NLLLoss2d{ weights = w } end, "nn.NLLLoss2d: unknown option 'weights'")
+  end)
+
   it("print as torch 1.13 prints them (True/False as Lua's true/false)", function()
     -- str() of torch.nn.ZeroPad2d(1), MaxPool3d(2), MaxPool3d(2, stride=1, padding=1, dilation=2, ceil_mode=True),
     -- AvgPool3d(2), AvgPool3d(3, 1, 1)

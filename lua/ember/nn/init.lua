@@ -118,6 +118,7 @@ return {
   MultiLabelSoftMarginLoss = require "ember.nn.MultiLabelSoftMarginLoss",
   MultiMarginLoss = require "ember.nn.MultiMarginLoss",
   MultiLabelMarginLoss = require "ember.nn.MultiLabelMarginLoss",
+  NLLLoss2d = require "ember.nn.NLLLoss2d",
   PoissonNLLLoss = require "ember.nn.PoissonNLLLoss",
   GaussianNLLLoss = require "ember.nn.GaussianNLLLoss",
   TripletMarginWithDistanceLoss = require "ember.nn.TripletMarginWithDistanceLoss",
