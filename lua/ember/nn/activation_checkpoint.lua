@@ -8,7 +8,8 @@
 --    for the recompute (`ember.get_rng_state`), so dropout draws the same
 --    masks; afterwards the generator continues where it was, so a run with
 --    checkpoints draws exactly what the same run without them draws.
---  * The recompute runs under the autocast state of the forward.
+--  * The recompute runs under the autocast state of the forward; its
+--    backward under the caller's (outside autocast, as backward() is called).
 --  * Fused attention is not computed twice (selective recompute, as
 --    PyTorch's selective activation checkpointing and Megatron's): the
 --    first forward keeps each fused attention call's output and row
@@ -141,6 +142,9 @@ local Checkpoint = ember.Function {
       end
       if st.tape then st.tape:clear() end -- a second backward computes them
       local y = pack(results)
+      -- the recompute's backward runs as the outer one does, outside autocast
+      -- (its products take the dtypes the forward's casts recorded)
+      ember.set_autocast(ac_was, ac_dtype_was)
       if y.requires_grad then
         if ember._backward_filtered() then
           -- inside autograd.grad / backward(inputs=): the outer pass's
