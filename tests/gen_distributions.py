@@ -135,6 +135,12 @@ CASES += [
     ("geometric", "Geometric", {"probs": ru(4, lo=0.1, hi=0.9)}, torch.tensor([0., 1., 3., 6.]), None),
     ("geometric_logits", "Geometric", {"logits": rn(2, 2)}, torch.tensor([[0., 2.], [5., 1.]]), None),
 ]
+CASES += [
+    ("relaxed_bernoulli", "RelaxedBernoulli", {"temperature": ru(4, lo=0.3, hi=2.0), "logits": rn(4)}, ru(4, lo=0.05, hi=0.95), None),
+    ("relaxed_bernoulli_probs", "RelaxedBernoulli", {"temperature": torch.tensor(0.7), "probs": ru(2, 2, lo=0.1, hi=0.9)}, ru(3, 2, 2, lo=0.05, hi=0.95), None),
+    ("relaxed_onehot", "RelaxedOneHotCategorical", {"temperature": torch.tensor(0.6), "logits": rn(2, 4)}, torch.softmax(rn(3, 2, 4), -1), None),
+    ("relaxed_onehot_probs", "RelaxedOneHotCategorical", {"temperature": torch.tensor(1.7), "probs": ru(3, lo=0.1, hi=1.0)}, torch.softmax(rn(2, 3), -1), None),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}
@@ -178,9 +184,9 @@ def case(name, cls, params, value, probs):
     lua_value = value + 1 if cls == "Categorical" else value
     c["value"] = lua_value
     c["log_prob"] = with_grads(lambda ps: make(cls, ps).log_prob(value), params)
-    if cls != "Poisson":
+    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical"):
         c["entropy"] = with_grads(lambda ps: make(cls, ps).entropy(), params)
-    if cls not in ("Categorical",):
+    if cls not in ("Categorical", "RelaxedBernoulli", "RelaxedOneHotCategorical"):
         c["mean"], c["variance"], c["stddev"] = d.mean, d.variance, d.stddev
     if probs is not None:
         c["cdf"] = with_grads(lambda ps: make(cls, ps).cdf(value), params)

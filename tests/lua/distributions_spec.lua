@@ -295,6 +295,17 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     end)
   end
 
+  it("RelaxedBernoulli and RelaxedOneHotCategorical", function()
+    gradcheck.check(function(t, l)
+      ember.manual_seed(7)
+      return D.RelaxedBernoulli(t, { logits = l }):rsample({ 3 })
+    end, { ember.tensor({ 0.5, 1.5 }, f64), ember.tensor({ 0.3, -1.0 }, f64) })
+    gradcheck.check(function(t, l)
+      ember.manual_seed(7)
+      return D.RelaxedOneHotCategorical(t, { logits = l }):rsample({ 3 })
+    end, { ember.tensor(0.8, f64), ember.tensor({ { 0.3, -1.0, 0.5 }, { 1.0, 0.0, -0.5 } }, f64) })
+  end)
+
   it("MultivariateNormal", function()
     local loc = pos(0.3, -1.0, 2.0)
     local L = ember.tensor({ { 1.0, 0, 0 }, { 0.3, 0.8, 0 }, { -0.5, 0.2, 1.3 } }, f64)
@@ -378,6 +389,37 @@ describe("samples follow the distribution", function()
       end
     end)
   end
+
+  it("relaxed samples: RelaxedBernoulli exceeds 0.5 with probability probs, RelaxedOneHotCategorical's argmax is Categorical(probs)", function()
+    local p = ember.tensor({ 0.2, 0.5, 0.85 }, f64)
+    ember.manual_seed(14)
+    local x = D.RelaxedBernoulli(ember.tensor(0.4, f64), p):sample({ N })
+    for i = 1, 3 do
+      local pi = p[i]:item()
+      close("P(X > 0.5) " .. i, x:select(2, i):gt(0.5):double():mean():item(), pi, math.sqrt(pi * (1 - pi) / N))
+    end
+    local probs = ember.tensor({ 0.1, 0.2, 0.7 }, f64)
+    local y = D.RelaxedOneHotCategorical(ember.tensor(2.0, f64), probs):sample({ N })
+    local top = y:argmax(-1)
+    for k = 1, 3 do
+      local pk = probs[k]:item()
+      close("P(argmax = " .. k .. ")", top:eq(k):double():mean():item(), pk, math.sqrt(pk * (1 - pk) / N))
+    end
+    close("rows sum to 1", y:sum(-1):mean():item(), 1, 1e-15)
+    -- the temperature: P(X <= x) = sigmoid(T logit(x) - logits) for a RelaxedBernoulli and
+    -- for the first coordinate of a two-category RelaxedOneHotCategorical (logits l1 - l2)
+    local function sig(z) return 1 / (1 + math.exp(-z)) end
+    local T = 0.4
+    for _, at in ipairs { 0.2, 0.7 } do
+      local want = sig(T * math.log(at / (1 - at)) - math.log(0.2 / 0.8))
+      close("RelaxedBernoulli P(X <= " .. at .. ")", x:select(2, 1):le(at):double():mean():item(), want, math.sqrt(want * (1 - want) / N))
+    end
+    local z = D.RelaxedOneHotCategorical(ember.tensor(0.3, f64), { logits = ember.tensor({ 0.4, -0.2 }, f64) }):sample({ N })
+    for _, at in ipairs { 0.2, 0.7 } do
+      local want = sig(0.3 * math.log(at / (1 - at)) - 0.6)
+      close("RelaxedOneHotCategorical P(X1 <= " .. at .. ")", z:select(2, 1):le(at):double():mean():item(), want, math.sqrt(want * (1 - want) / N))
+    end
+  end)
 
   it("Categorical and OneHotCategorical: the frequencies of the categories (1-based), batched", function()
     local probs = ember.tensor({ { 0.1, 0.2, 0.7 }, { 0.5, 0.25, 0.25 } }, f64)

@@ -26,9 +26,13 @@ local distributions = {
   Independent = require "ember.distributions.Independent",
   TransformedDistribution = require "ember.distributions.TransformedDistribution",
   MixtureSameFamily = require "ember.distributions.MixtureSameFamily",
+  RelaxedBernoulli = require "ember.distributions.RelaxedBernoulli",
+  RelaxedOneHotCategorical = require "ember.distributions.RelaxedOneHotCategorical",
   transforms = require "ember.distributions.transforms",
   constraints = require "ember.distributions.constraints",
 }
+distributions.LogitRelaxedBernoulli = distributions.RelaxedBernoulli.LogitRelaxedBernoulli
+distributions.ExpRelaxedCategorical = distributions.RelaxedOneHotCategorical.ExpRelaxedCategorical
 local kl = require "ember.distributions.kl"
 kl._register_all()
 distributions.kl = kl
