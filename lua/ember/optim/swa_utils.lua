@@ -1,4 +1,4 @@
---- optim.swa_utils: torch.optim.swa_utils -- stochastic weight averaging:
+--- optim.swa_utils: torch.optim.swa_utils, stochastic weight averaging:
 -- swa_model = optim.swa_utils.AveragedModel(model) and swa_sched =
 -- optim.swa_utils.SWALR(opt, {swa_lr = 0.05}); each epoch past swa_start,
 -- swa_model:update_parameters(model) and swa_sched:step(); at the end,
