@@ -4,12 +4,10 @@
 -- (torch.distributions.MultivariateNormal), reparameterized
 -- (loc + L eps). Give exactly one of scale_tril (lower triangular with a
 -- positive diagonal), covariance_matrix or precision_matrix (symmetric
--- positive definite): S is factored by a Cholesky factorization and P^-1
--- by one after a triangular inverse, both written with ember ops (ember's
--- core has no Cholesky), differentiable. log_prob and kl_divergence solve
--- with L by forward substitution, also in ember ops: one step per row,
--- meant for small event sizes (tens). Batch dims of loc and the matrix
--- broadcast.
+-- positive definite): S is factored by ember.linalg.cholesky and P^-1
+-- by one after a triangular inverse, differentiable; log_prob and
+-- kl_divergence solve with L by ember.linalg.solve_triangular. Batch dims
+-- of loc and the matrix broadcast.
 -- @usage local D = require "ember.distributions"
 -- local L = ember.tensor({{1.0, 0.0}, {0.5, 2.0}})
 -- local d = D.MultivariateNormal(ember.zeros(2), {scale_tril = L})
@@ -74,58 +72,24 @@ function MVN:__init(...)
   self:_set_shapes(batch, { n })
 end
 
---- Solves L X = B for X by forward substitution (L lower triangular
--- [..., n, n], B [..., n, m]; batch dims broadcast), with ember ops.
+--- Solves L X = B for X (L lower triangular [..., n, n], B [..., n, m];
+-- batch dims broadcast): ember.linalg.solve_triangular with upper = false.
 -- @tparam Tensor L
 -- @tparam Tensor B
 -- @usage local MVN = require "ember.distributions.MultivariateNormal"
 -- print(MVN.solve_tril(ember.tensor({{2.0, 0.0}, {1.0, 1.0}}), ember.tensor({{2.0}, {3.0}})))   --> tensor([[1.0000], [2.0000]], ...)
 function MVN.solve_tril(L, B)
-  local n = L.shape[#L.shape]
-  local rows = {}
-  for i = 1, n do
-    local r = B:narrow(-2, i, 1)
-    if i > 1 then
-      local X = ember.cat(rows, -2)                         -- [..., i-1, m]
-      r = r - L:narrow(-2, i, 1):narrow(-1, 1, i - 1):matmul(X)
-    end
-    rows[i] = r / L:narrow(-2, i, 1):narrow(-1, i, 1)
-  end
-  return ember.cat(rows, -2)
+  return ember.linalg.solve_triangular(L, B, { upper = false })
 end
 
--- The lower Cholesky factor of the symmetric matrices A [..., n, n]
--- (Cholesky-Banachiewicz, entry by entry in ember ops, so differentiable);
--- a pivot <= 0 is refused naming `what`.
+-- The lower Cholesky factor of A [..., n, n] (ember.linalg.cholesky, with
+-- its gradient); a matrix that is not positive definite is refused naming `what`.
 function MVN:_cholesky(A, what)
-  local n = A.shape[#A.shape]
-  -- symmetrized, so that the gradient is symmetric as torch's cholesky's
-  A = (A + A:transpose(-1, -2)) * 0.5
-  local a = function(i, j) return A:select(-2, i):select(-1, j) end
-  local Lm = {}
-  for i = 1, n do
-    Lm[i] = {}
-    for j = 1, i do
-      local sum = a(i, j)
-      for k = 1, j - 1 do sum = sum - Lm[i][k] * Lm[j][k] end
-      if i == j then
-        if not sum:gt(0):all():item() then
-          self:_error("%s must be symmetric positive definite (the Cholesky factorization fails at row %d)", what, i)
-        end
-        Lm[i][j] = sum:sqrt()
-      else
-        Lm[i][j] = sum / Lm[j][j]
-      end
-    end
+  local ok, L = pcall(ember.linalg.cholesky, A)
+  if not ok then
+    self:_error("%s must be symmetric positive definite (%s)", what, (tostring(L):gsub("^.-ember%.linalg%.cholesky: ", "")))
   end
-  local zero = ember.zeros_like(Lm[1][1])
-  local rows = {}
-  for i = 1, n do
-    local r = {}
-    for j = 1, n do r[j] = j <= i and Lm[i][j] or zero end
-    rows[i] = ember.stack(r, -1)
-  end
-  return ember.stack(rows, -2)
+  return L
 end
 
 -- sum(log diag L), of shape batch_shape
