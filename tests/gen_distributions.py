@@ -141,6 +141,15 @@ CASES += [
     ("relaxed_onehot", "RelaxedOneHotCategorical", {"temperature": torch.tensor(0.6), "logits": rn(2, 4)}, torch.softmax(rn(3, 2, 4), -1), None),
     ("relaxed_onehot_probs", "RelaxedOneHotCategorical", {"temperature": torch.tensor(1.7), "probs": ru(3, lo=0.1, hi=1.0)}, torch.softmax(rn(2, 3), -1), None),
 ]
+CASES += [
+    ("chi2", "Chi2", {"df": ru(4, lo=0.5, hi=6.0)}, ru(4, lo=0.2, hi=5.0), None),
+    ("halfcauchy", "HalfCauchy", {"scale": ru(4, lo=0.5, hi=2.0)}, ru(4, lo=0.1, hi=3.0), ru(4, lo=0.05, hi=0.95)),
+    ("multinomial", "Multinomial", {"total_count": 5, "probs": ru(4, lo=0.1, hi=1.0)}, torch.tensor([[1., 0., 3., 1.], [0., 0., 0., 5.]]), None),
+    ("multinomial_logits", "Multinomial", {"total_count": 3, "logits": rn(2, 3)}, torch.tensor([[1., 1., 1.], [3., 0., 0.]]), None),
+]
+KL += [
+    ("Chi2", {"df": ru(3, lo=0.5, hi=6.0)}, {"df": ru(3, lo=0.5, hi=6.0)}),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}
@@ -149,6 +158,9 @@ NOGRAD = {"total_count"}
 def leaves(params):
     out = {}
     for k, v in params.items():
+        if not torch.is_tensor(v):  # Multinomial's integer total_count
+            out[k] = v
+            continue
         v = v.clone()
         if k not in NOGRAD and k[2:] not in NOGRAD:
             v.requires_grad_(True)
@@ -167,10 +179,10 @@ def with_grads(fn, params):
     R = rn(*out.shape)
     if not out.requires_grad:  # a constant (an infinite KL): no gradients
         return {"value": out.detach(), "R": R, "grads": {}}
-    gs = torch.autograd.grad((out * R).sum(), [ps[k] for k in ps if ps[k].requires_grad], allow_unused=True)
+    gs = torch.autograd.grad((out * R).sum(), [ps[k] for k in ps if torch.is_tensor(ps[k]) and ps[k].requires_grad], allow_unused=True)
     grads, i = {}, 0
     for k in ps:
-        if ps[k].requires_grad:
+        if torch.is_tensor(ps[k]) and ps[k].requires_grad:
             grads[k] = gs[i] if gs[i] is not None else torch.zeros_like(ps[k])
             i += 1
     return {"value": out.detach(), "R": R, "grads": grads}

@@ -18,9 +18,13 @@ local NOGRAD = { total_count = true }
 local function leaves(params)
   local out = {}
   for k, spec in pairs(params) do
-    local t = T(spec)
-    if not NOGRAD[k] then t:requires_grad_() end
-    out[k] = t
+    if type(spec) == "number" then -- Multinomial's integer total_count
+      out[k] = math.tointeger(spec) or spec
+    else
+      local t = T(spec)
+      if not NOGRAD[k] then t:requires_grad_() end
+      out[k] = t
+    end
   end
   return out
 end
@@ -52,7 +56,7 @@ end
 -- want.grads (a parameter that got no gradient: torch's must be zero)
 local function check_with_grads(what, ps, out, want)
   check_special(what, out, T(want.value), 1e-12)
-  for _, p in pairs(ps) do p.grad = nil end
+  for _, p in pairs(ps) do if ember.is_tensor(p) then p.grad = nil end end
   if next(want.grads) == nil then return end -- torch's is a constant
   local R = T(want.R);
   (out * R):sum():backward()
@@ -118,7 +122,7 @@ describe("distributions against torch.distributions", function()
   it("in float32: float32 results within 1e-5 of torch's float64 ones", function()
     for _, c in ipairs(fx.cases) do
       local opts = {}
-      for k, spec in pairs(c.params) do opts[k] = T(spec, "float32"):float() end
+      for k, spec in pairs(c.params) do opts[k] = type(spec) == "number" and math.tointeger(spec) or T(spec, "float32"):float() end
       local d = D[c.dist](opts)
       local v = T(c.value)
       if v.dtype == "float64" then v = v:float() end
@@ -285,6 +289,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     { "Gumbel", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
     { "Cauchy", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
     { "HalfNormal", { pos(0.5, 1.5, 2.0) } },
+    { "HalfCauchy", { pos(0.5, 1.5, 2.0) } },
   }
   for _, c in ipairs(cases) do
     it(c[1], function()
@@ -346,7 +351,7 @@ describe("samples follow the distribution", function()
   -- the empirical cdf at the quartiles of the distribution
   local continuous = {
     D.Normal(1.5, 2.0), D.Uniform(-1.0, 3.0), D.Exponential(2.5), D.Laplace(-1.0, 0.5), D.LogNormal(0.2, 0.6),
-    D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5), D.HalfNormal(1.5),
+    D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5), D.HalfNormal(1.5), D.HalfCauchy(0.7),
   }
   for _, d in ipairs(continuous) do
     it(d.__name .. ": the empirical cdf at its quartiles", function()
@@ -369,6 +374,8 @@ describe("samples follow the distribution", function()
     { D.Binomial(ember.tensor({ 3, 10, 1 }, f64), ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
     { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },
     { D.Geometric(ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
+    { D.Chi2(ember.tensor({ 0.7, 3.0, 8.0 }, f64)) },
+    { D.Multinomial(6, ember.tensor({ { 0.2, 0.3, 0.5 }, { 0.7, 0.2, 0.1 } }, f64)) },
     { D.StudentT(ember.tensor({ 5.0, 9.0 }, f64), ember.tensor({ 1.0, -2.0 }, f64), ember.tensor({ 0.5, 2.0 }, f64)) },
     { D.MultivariateNormal(ember.tensor({ 1.0, -2.0, 0.5 }, f64), { scale_tril = ember.tensor({ { 1.0, 0, 0 }, { 0.5, 2.0, 0 }, { -1.0, 0.3, 0.7 } }, f64) }) },
   }

@@ -8,7 +8,8 @@
 -- Exponential/Gamma/Normal/Uniform, Exponential to Gamma/Gumbel/Normal,
 -- Gamma to Exponential/Gumbel/Normal, Gumbel-Normal, Laplace-Normal,
 -- Normal to Gumbel/Laplace, Uniform to Beta/Exponential/Gamma/Gumbel/Normal,
--- and inf where p's support is not inside q's, e.g. Normal-Uniform).
+-- and inf where p's support is not inside q's, e.g. Normal-Uniform). A pair is looked up along
+-- both classes' parents, as torch's (Chi2 is a Gamma).
 -- An unregistered pair is refused naming both; `register_kl(P, Q, fn)` adds
 -- one (torch's decorator, as a call). Formulas are torch 1.13's, infinities
 -- included (Uniform's support not inside the other's, probability 0 in q
@@ -53,7 +54,20 @@ function kl.kl_divergence(p, q)
   if type(P) ~= "table" or type(Q) ~= "table" or not P.__name or not Q.__name or p.batch_shape == nil or q.batch_shape == nil then
     errors.raise("distributions.kl_divergence: expected two distributions, got %s and %s", type(p), type(q))
   end
-  local fn = registry[P] and registry[P][Q]
+  -- the most specific registered pair along both classes' parents (torch's
+  -- lookup by the classes' MRO): Chi2 is taken as a Gamma
+  local fn
+  local pc = P
+  while pc and not fn do
+    local qc = Q
+    while qc and not fn do
+      fn = registry[pc] and registry[pc][qc]
+      local m = getmetatable(qc)
+      qc = m and type(m.__index) == "table" and m.__index.__name and m.__index or nil
+    end
+    local m = getmetatable(pc)
+    pc = m and type(m.__index) == "table" and m.__index.__name and m.__index or nil
+  end
   if not fn then
     local with = {}
     for k in pairs(registry[P] or {}) do with[#with + 1] = k.__name end
