@@ -150,6 +150,12 @@ CASES += [
 KL += [
     ("Chi2", {"df": ru(3, lo=0.5, hi=6.0)}, {"df": ru(3, lo=0.5, hi=6.0)}),
 ]
+CASES += [
+    ("negative_binomial", "NegativeBinomial", {"total_count": ru(4, lo=0.5, hi=5.0), "probs": ru(4, lo=0.1, hi=0.9)}, torch.tensor([0., 2., 5., 1.]), None),
+    ("negative_binomial_logits", "NegativeBinomial", {"total_count": torch.tensor(3.0), "logits": rn(2, 2)}, torch.tensor([[0., 1.], [4., 2.]]), None),
+    ("pareto", "Pareto", {"scale": ru(4, lo=0.5, hi=2.0), "alpha": torch.tensor([0.7, 1.5, 2.5, 4.0])}, ru(4, lo=2.1, hi=5.0), ru(4, lo=0.05, hi=0.95)),
+    ("weibull", "Weibull", {"scale": ru(4, lo=0.5, hi=2.0), "concentration": ru(4, lo=0.5, hi=3.0)}, ru(4, lo=0.1, hi=3.0), ru(4, lo=0.05, hi=0.95)),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}
@@ -196,7 +202,7 @@ def case(name, cls, params, value, probs):
     lua_value = value + 1 if cls == "Categorical" else value
     c["value"] = lua_value
     c["log_prob"] = with_grads(lambda ps: make(cls, ps).log_prob(value), params)
-    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical"):
+    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "NegativeBinomial"):
         c["entropy"] = with_grads(lambda ps: make(cls, ps).entropy(), params)
     if cls not in ("Categorical", "RelaxedBernoulli", "RelaxedOneHotCategorical"):
         c["mean"], c["variance"], c["stddev"] = d.mean, d.variance, d.stddev

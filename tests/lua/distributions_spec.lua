@@ -290,6 +290,8 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     { "Cauchy", { pos(0.3, -1.0, 2.0), pos(0.5, 1.5, 2.0) } },
     { "HalfNormal", { pos(0.5, 1.5, 2.0) } },
     { "HalfCauchy", { pos(0.5, 1.5, 2.0) } },
+    { "Pareto", { pos(0.5, 1.5, 2.0), pos(1.5, 2.5, 4.0) } },
+    { "Weibull", { pos(0.5, 1.5, 2.0), pos(0.8, 1.5, 3.0) } },
   }
   for _, c in ipairs(cases) do
     it(c[1], function()
@@ -352,6 +354,7 @@ describe("samples follow the distribution", function()
   local continuous = {
     D.Normal(1.5, 2.0), D.Uniform(-1.0, 3.0), D.Exponential(2.5), D.Laplace(-1.0, 0.5), D.LogNormal(0.2, 0.6),
     D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5), D.HalfNormal(1.5), D.HalfCauchy(0.7),
+    D.Pareto(1.5, 2.5), D.Weibull(2.0, 0.8),
   }
   for _, d in ipairs(continuous) do
     it(d.__name .. ": the empirical cdf at its quartiles", function()
@@ -375,6 +378,7 @@ describe("samples follow the distribution", function()
     { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },
     { D.Geometric(ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
     { D.Chi2(ember.tensor({ 0.7, 3.0, 8.0 }, f64)) },
+    { D.NegativeBinomial(ember.tensor({ 0.5, 3.0, 10.0 }, f64), ember.tensor({ 0.3, 0.6, 0.2 }, f64)) },
     { D.Multinomial(6, ember.tensor({ { 0.2, 0.3, 0.5 }, { 0.7, 0.2, 0.1 } }, f64)) },
     { D.StudentT(ember.tensor({ 5.0, 9.0 }, f64), ember.tensor({ 1.0, -2.0 }, f64), ember.tensor({ 0.5, 2.0 }, f64)) },
     { D.MultivariateNormal(ember.tensor({ 1.0, -2.0, 0.5 }, f64), { scale_tril = ember.tensor({ { 1.0, 0, 0 }, { 0.5, 2.0, 0 }, { -1.0, 0.3, 0.7 } }, f64) }) },
