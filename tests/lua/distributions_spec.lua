@@ -456,6 +456,8 @@ describe("distributions' API", function()
 
   it("validates parameters at the user's line, naming the distribution", function()
     raises_here(function() D.Normal(0.0, -1.0) end, "distributions.Normal: scale must be positive (> 0), found -1")
+    raises_here(function() D.Normal(0.0, ember.tensor({ 1.0, -100.0 })) end, "scale must be positive (> 0), found -100")
+    raises_here(function() D.Normal(0.0, 1.0):log_prob(ember.tensor({ 0.0, 0 / 0 })) end, "the value must be real (the support), found nan")
     raises_here(function() D.Uniform(1.0, 1.0) end, "distributions.Uniform: low must be < high")
     raises_here(function() D.Bernoulli(1.5) end, "distributions.Bernoulli: probs must be in [0, 1], found 1.5")
     raises_here(function() D.Bernoulli(0.5, 0.0) end, "give either probs or logits")

@@ -165,10 +165,16 @@ function Distribution:_broadcast_all(names, o)
   return shape
 end
 
+-- the first value of t where ok is false, as messages write it ("-100", "1.5", "nan")
 local function first_bad(t, ok)
   local okv = ok:reshape(-1):totable()
   local tv = t:reshape(-1):double():totable()
-  for i = 1, #okv do if not okv[i] then return tv[i], i end end
+  for i = 1, #okv do
+    if not okv[i] then
+      local v = tv[i]
+      return v ~= v and "nan" or ("%.6g"):format(v)
+    end
+  end
 end
 
 -- Checks the parameter `name` against arg_constraints (when validating).
@@ -180,7 +186,7 @@ function Distribution:_check_param(name, constraint)
   if not ok:all():item() then
     if constraint.event_dim then self:_error("%s must be %s", name, constraint.name) end
     local v = first_bad(t:expand(ok.shape), ok)
-    self:_error("%s must be %s, found %s", name, constraint.name, v == nil and "a value outside it" or ("%.17g"):format(v):gsub("%.?0+$", ""))
+    self:_error("%s must be %s, found %s", name, constraint.name, v or "a value outside it")
   end
 end
 
@@ -266,8 +272,7 @@ function Distribution:_value(value, what, support)
     local okv = c.check(value)
     if not okv:all():item() then
       local v = not c.event_dim and first_bad(value:expand(okv.shape), okv) or nil
-      self:_error("%s: the value must be %s (the support), found %s", what, c.name,
-        v == nil and "a value outside it" or ("%.17g"):format(v):gsub("%.?0+$", ""))
+      self:_error("%s: the value must be %s (the support), found %s", what, c.name, v or "a value outside it")
     end
   end
   return value
