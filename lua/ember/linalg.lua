@@ -115,9 +115,7 @@ end
 -- sym(X) as the diagonal with the other half added: tril(X) + tril(X, -1)^T.
 local function copyltu(X) return X:tril() + mT(X:tril(-1)) end
 
----------------------------------------------------------------------------
 -- Cholesky
----------------------------------------------------------------------------
 
 local CHOLESKY = core.Function {
   name = "linalg_cholesky",
@@ -176,9 +174,7 @@ M.cholesky_ex = guard(function(A, opts)
   return L, info
 end)
 
----------------------------------------------------------------------------
 -- Solves, inverse, determinants
----------------------------------------------------------------------------
 
 local SOLVE = core.Function {
   name = "linalg_solve",
@@ -398,9 +394,7 @@ M.slogdet = guard(function(A)
   return sign, LOGABSDET(A)
 end)
 
----------------------------------------------------------------------------
 -- QR, eigh, SVD
----------------------------------------------------------------------------
 
 -- torch's reduced QR backward for m >= n (R square, invertible):
 -- gA = (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q
@@ -639,9 +633,7 @@ M.svdvals = guard(function(A)
   return SVDVALS(A)
 end)
 
----------------------------------------------------------------------------
 -- Composed
----------------------------------------------------------------------------
 
 --- The least-squares solution of A X = B for a full-rank A
 -- (torch.linalg.lstsq), by QR: min ||A X - B|| for m >= n, the
@@ -921,9 +913,7 @@ M.multi_dot = guard(function(tensors)
   return acc
 end)
 
----------------------------------------------------------------------------
 -- torch's top-level names (init.lua puts them on ember)
----------------------------------------------------------------------------
 
 M._top = {
   inverse = function(A) return M.inv(A) end,
