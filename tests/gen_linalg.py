@@ -133,6 +133,7 @@ cases = [
     case("inv batched [2,3,4,4]", "inv", general(2, 3, 4, 4)),
     case("det 4x4", "det", general(4, 4)),
     case("det batched [2,3,3,3]", "det", general(2, 3, 3, 3)),
+    case("det with row swaps (odd permutation)", "det", torch.tensor([[0., 2, 1], [1, 0, 0], [0, 1, 3]]) + 0.1 * torch.randn(3, 3)),
     case("slogdet negative det", "slogdet", torch.tensor([[0., 2, 1], [1, 0, 0], [0, 1, 3]]) + 0.1 * torch.randn(3, 3)),
     case("logdet spd", "logdet", spd(4, 4)),
     case("solve matrix B", "solve", general(4, 4), torch.randn(4, 2)),
