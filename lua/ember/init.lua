@@ -33,8 +33,10 @@ function ember.save(...) return require("ember.checkpoint").save_object(...) end
 function ember.load(...) return require("ember.checkpoint").load_object(...) end
 -- torch's top-level linear algebra (ember.inverse, det, logdet, slogdet,
 -- cholesky, qr, svd): lua/ember/linalg.lua
+-- (also tensor methods, A:det(), as torch's)
 for _, n in ipairs { "inverse", "det", "logdet", "slogdet", "cholesky", "qr", "svd" } do
   ember[n] = function(...) return require("ember.linalg")._top[n](...) end
+  core.Tensor[n] = ember[n]
 end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
