@@ -31,6 +31,7 @@ struct Fiber {
   State state = FINISHED;
   /* a pending warp barrier: a shuffle (kind >= 0) or __syncwarp (-1) */
   int kind = -1, arg = 0, width = 32;
+  unsigned mask = 0xffffffffu; /* the lanes named by the pending _sync call */
   uint64_t value = 0, result = 0;
 };
 
@@ -67,32 +68,62 @@ void set_thread_index(int t) {
   threadIdx.z = (unsigned)t / (blockDim.x * blockDim.y);
 }
 
-/* Completes the warp barrier of warp w if all its lanes are there. */
+/* Completes the warp barriers of warp w whose lanes are all there. A
+** barrier is the set of lanes of one mask: it completes when every lane
+** the mask names waits at a warp barrier with that mask. The rules of
+** shfl.sync / bar.warp.sync are checked (cuda_emu.h). */
 bool release_warp(int w, int nthreads) {
   int first = w * 32, last = first + 32 < nthreads ? first + 32 : nthreads;
-  int waiting = 0, finished = 0;
+  int lanes = last - first;
+  unsigned present = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
+  bool released = false;
   for (int t = first; t < last; t++) {
-    if (fibers[t].state == AT_WARP_BARRIER) waiting++;
-    else if (fibers[t].state == FINISHED) finished++;
+    const Fiber &f = fibers[t];
+    if (f.state != AT_WARP_BARRIER) continue;
+    const unsigned m = f.mask;
+    if (!(m & (1u << (t - first)))) {
+      fail("a warp shuffle or __syncwarp whose mask does not name the calling lane");
+      return false;
+    }
+    if (m & ~present) {
+      fail("a warp shuffle or __syncwarp whose mask names lanes past the end of the block");
+      return false;
+    }
+    bool all = true;
+    for (int u = first; u < last; u++) {
+      if (!(m & (1u << (u - first)))) continue;
+      const Fiber &g = fibers[u];
+      if (g.state == FINISHED) {
+        fail("a warp shuffle or __syncwarp that some lanes of its mask never reach (they returned)");
+        return false;
+      }
+      if (g.state != AT_WARP_BARRIER) all = false; /* still running, or at a block barrier */
+      else if (g.mask != m) {
+        fail("lanes of one warp wait at warp barriers with overlapping but different masks");
+        return false;
+      }
+    }
+    if (!all) continue;
+    for (int u = first; u < last; u++) {
+      Fiber &g = fibers[u];
+      if (!(m & (1u << (u - first)))) continue;
+      int lane = u - first, src = lane;
+      int seg = lane / g.width * g.width; /* shuffles act within width-lane segments */
+      if (g.kind == EMU_SHFL_XOR) src = seg + ((lane - seg) ^ g.arg);
+      else if (g.kind == EMU_SHFL_DOWN) src = (lane - seg) + g.arg < g.width ? lane + g.arg : lane;
+      else if (g.kind == EMU_SHFL_IDX) src = seg + (g.arg % g.width);
+      if (src < 0 || src >= lanes) src = lane;
+      if (g.kind >= 0 && !(m & (1u << src))) {
+        fail("a warp shuffle reads a lane that is not in its mask (undefined on a GPU)");
+        return false;
+      }
+      g.result = fibers[first + src].value;
+    }
+    for (int u = first; u < last; u++)
+      if (m & (1u << (u - first))) fibers[u].state = RUNNABLE;
+    released = true;
   }
-  if (waiting == 0) return false;
-  if (waiting + finished != last - first) return false; /* lanes still elsewhere */
-  if (finished) {
-    fail("a warp shuffle or __syncwarp that some lanes of the warp never reach");
-    return false;
-  }
-  for (int t = first; t < last; t++) {
-    Fiber &f = fibers[t];
-    int lane = t - first, src = lane;
-    int seg = lane / f.width * f.width; /* shuffles act within width-lane segments */
-    if (f.kind == EMU_SHFL_XOR) src = seg + ((lane - seg) ^ f.arg);
-    else if (f.kind == EMU_SHFL_DOWN) src = (lane - seg) + f.arg < f.width ? lane + f.arg : lane;
-    else if (f.kind == EMU_SHFL_IDX) src = seg + (f.arg % f.width);
-    if (src < 0 || src >= last - first) src = lane;
-    f.result = fibers[first + src].value;
-    f.state = RUNNABLE;
-  }
-  return true;
+  return released;
 }
 
 void run_block(int nthreads) {
@@ -143,13 +174,15 @@ void run_block(int nthreads) {
 
 void __syncthreads() { wait_at(AT_BLOCK_BARRIER); }
 
-void __syncwarp(unsigned) {
+void __syncwarp(unsigned mask) {
   fibers[current].kind = -1;
+  fibers[current].mask = mask;
   wait_at(AT_WARP_BARRIER);
 }
 
-uint64_t emu_shuffle(uint64_t bits, int kind, int arg, int width) {
+uint64_t emu_shuffle(unsigned mask, uint64_t bits, int kind, int arg, int width) {
   Fiber &f = fibers[current];
+  f.mask = mask;
   f.kind = kind;
   f.arg = arg;
   f.width = width;
@@ -160,8 +193,11 @@ uint64_t emu_shuffle(uint64_t bits, int kind, int arg, int width) {
 
 void emu_run_grid(dim3 grid, dim3 block, const std::function<void()> &body) {
   unsigned nthreads = block.x * block.y * block.z;
-  if (nthreads == 0 || nthreads > 1024 || nthreads % 32 != 0 || grid.x == 0 || grid.y == 0 ||
-      grid.z == 0 || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu) {
+  /* The limits of every GPU since compute capability 3.0 (blocks past them
+  ** are cudaErrorInvalidConfiguration at launch), and whole warps. */
+  if (nthreads == 0 || nthreads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+      nthreads % 32 != 0 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535 || grid.x > 0x7fffffffu) {
     fprintf(stderr, "cuda emulator: invalid launch grid (%u,%u,%u) block (%u,%u,%u)%s\n",
             grid.x, grid.y, grid.z, block.x, block.y, block.z,
             nthreads % 32 ? " (the emulator wants whole warps)" : "");

@@ -52,26 +52,31 @@ extern dim3 blockDim, gridDim;
 void __syncthreads();
 void __syncwarp(unsigned mask = 0xffffffffu);
 
-/* A shuffle moves 8 bytes; the scheduler picks each lane's source. */
+/* A shuffle moves 8 bytes; the scheduler picks each lane's source. The
+** mask is checked as the hardware's rule (PTX shfl.sync / bar.warp.sync):
+** the calling lane must be in it, every lane it names must reach the same
+** call with the same mask, and a lane may only read a lane of the mask.
+** Breaking it is undefined on a GPU (a hang, or garbage from a lane that
+** is not there); here it is a launch failure. */
 enum { EMU_SHFL_XOR, EMU_SHFL_DOWN, EMU_SHFL_IDX };
-uint64_t emu_shuffle(uint64_t bits, int kind, int arg, int width);
+uint64_t emu_shuffle(unsigned mask, uint64_t bits, int kind, int arg, int width);
 
-template <class T> T emu_shfl(T v, int kind, int arg, int width) {
+template <class T> T emu_shfl(unsigned mask, T v, int kind, int arg, int width) {
   static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
   uint64_t b = 0;
   memcpy(&b, &v, sizeof v);
-  b = emu_shuffle(b, kind, arg, width);
+  b = emu_shuffle(mask, b, kind, arg, width);
   memcpy(&v, &b, sizeof v);
   return v;
 }
-template <class T> T __shfl_xor_sync(unsigned, T v, int m, int w = 32) {
-  return emu_shfl(v, EMU_SHFL_XOR, m, w);
+template <class T> T __shfl_xor_sync(unsigned mask, T v, int m, int w = 32) {
+  return emu_shfl(mask, v, EMU_SHFL_XOR, m, w);
 }
-template <class T> T __shfl_down_sync(unsigned, T v, unsigned d, int w = 32) {
-  return emu_shfl(v, EMU_SHFL_DOWN, (int)d, w);
+template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned d, int w = 32) {
+  return emu_shfl(mask, v, EMU_SHFL_DOWN, (int)d, w);
 }
-template <class T> T __shfl_sync(unsigned, T v, int src, int w = 32) {
-  return emu_shfl(v, EMU_SHFL_IDX, src, w);
+template <class T> T __shfl_sync(unsigned mask, T v, int src, int w = 32) {
+  return emu_shfl(mask, v, EMU_SHFL_IDX, src, w);
 }
 
 /* bfloat16 as the CPU backend stores it: the rule of ember_bf16.h. */
