@@ -156,6 +156,10 @@ CASES += [
     ("pareto", "Pareto", {"scale": ru(4, lo=0.5, hi=2.0), "alpha": torch.tensor([0.7, 1.5, 2.5, 4.0])}, ru(4, lo=2.1, hi=5.0), ru(4, lo=0.05, hi=0.95)),
     ("weibull", "Weibull", {"scale": ru(4, lo=0.5, hi=2.0), "concentration": ru(4, lo=0.5, hi=3.0)}, ru(4, lo=0.1, hi=3.0), ru(4, lo=0.05, hi=0.95)),
 ]
+CASES += [
+    ("continuous_bernoulli", "ContinuousBernoulli", {"probs": torch.tensor([0.1, 0.3, 0.5003, 0.8, 0.97])}, ru(5, lo=0.05, hi=0.95), ru(5, lo=0.05, hi=0.95)),
+    ("continuous_bernoulli_logits", "ContinuousBernoulli", {"logits": rn(2, 2) * 2}, ru(2, 2, lo=0.05, hi=0.95), ru(2, 2, lo=0.05, hi=0.95)),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}

@@ -292,6 +292,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     { "HalfCauchy", { pos(0.5, 1.5, 2.0) } },
     { "Pareto", { pos(0.5, 1.5, 2.0), pos(1.5, 2.5, 4.0) } },
     { "Weibull", { pos(0.5, 1.5, 2.0), pos(0.8, 1.5, 3.0) } },
+    { "ContinuousBernoulli", { pos(0.2, 0.45, 0.9) } },
   }
   for _, c in ipairs(cases) do
     it(c[1], function()
@@ -355,6 +356,7 @@ describe("samples follow the distribution", function()
     D.Normal(1.5, 2.0), D.Uniform(-1.0, 3.0), D.Exponential(2.5), D.Laplace(-1.0, 0.5), D.LogNormal(0.2, 0.6),
     D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5), D.HalfNormal(1.5), D.HalfCauchy(0.7),
     D.Pareto(1.5, 2.5), D.Weibull(2.0, 0.8),
+    D.ContinuousBernoulli(0.3), D.ContinuousBernoulli(0.9),
   }
   for _, d in ipairs(continuous) do
     it(d.__name .. ": the empirical cdf at its quartiles", function()

@@ -26,6 +26,7 @@ local distributions = {
   NegativeBinomial = require "ember.distributions.NegativeBinomial",
   Pareto = require "ember.distributions.Pareto",
   Weibull = require "ember.distributions.Weibull",
+  ContinuousBernoulli = require "ember.distributions.ContinuousBernoulli",
   HalfNormal = require "ember.distributions.HalfNormal",
   Geometric = require "ember.distributions.Geometric",
   MultivariateNormal = require "ember.distributions.MultivariateNormal",
