@@ -10,7 +10,8 @@
 #include "cuda_kernels.cuh"
 
 template <class T>
-__global__ void cross_entropy_kernel(int64_t rows, int64_t C, T *loss, T *lse, const T *logits,
+__global__ void __launch_bounds__(EMC_ROW_MAX_THREADS)
+cross_entropy_kernel(int64_t rows, int64_t C, T *loss, T *lse, const T *logits,
                                      const int64_t *target, int64_t ignore_index, double smoothing,
                                      int64_t *flag) {
   typedef typename Acc<T>::type A;

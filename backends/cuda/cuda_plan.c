@@ -71,7 +71,7 @@ emc_rows_plan emc_plan_rows(int64_t rows, int64_t n) {
     p.threads_per_row = 32;
     p.rows_per_block = EMC_THREADS / 32;
   } else {
-    p.threads_per_row = n >= 8192 ? 1024 : 256;
+    p.threads_per_row = n >= 8192 ? EMC_ROW_MAX_THREADS : 256;
     p.rows_per_block = 1;
   }
   int64_t b = (rows + p.rows_per_block - 1) / p.rows_per_block;

@@ -32,6 +32,12 @@
 /* Threads of a 1-d launch, and the most blocks we launch (kernels loop
 ** over the rest with a grid stride). */
 #define EMC_THREADS 256
+/* The largest block of a row kernel (emc_plan_rows: a whole block per
+** long row). A launch of that many threads needs at most 64 registers a
+** thread (65536 per SM), so row kernels declare __launch_bounds__ of it:
+** without, a kernel past 64 registers fails every launch with "too many
+** resources requested for launch" -- on a GPU only. */
+#define EMC_ROW_MAX_THREADS 1024
 #define EMC_MAX_BLOCKS ((int64_t)1 << 20)
 
 /* Attention tiles: queries per block, keys per tile, and the largest head

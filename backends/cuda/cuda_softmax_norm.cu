@@ -14,7 +14,8 @@
 /* ------------------------------------------------------------------ */
 
 template <class T>
-__global__ void softmax_kernel(int64_t rows, int64_t n, T *out, const T *x, bool log_) {
+__global__ void __launch_bounds__(EMC_ROW_MAX_THREADS)
+softmax_kernel(int64_t rows, int64_t n, T *out, const T *x, bool log_) {
   typedef typename Acc<T>::type A;
   EMC_ROW_LOOP(row, rows) {
     const T *xr = x + row * n;
@@ -44,7 +45,8 @@ __global__ void softmax_kernel(int64_t rows, int64_t n, T *out, const T *x, bool
 /* softmax:     gx = y * (gy - sum(gy * y))
 ** log_softmax: gx = gy - exp(y) * sum(gy) */
 template <class T>
-__global__ void softmax_backward_kernel(int64_t rows, int64_t n, T *gx, const T *gy, const T *y,
+__global__ void __launch_bounds__(EMC_ROW_MAX_THREADS)
+softmax_backward_kernel(int64_t rows, int64_t n, T *gx, const T *gy, const T *y,
                                         bool log_) {
   typedef typename Acc<T>::type A;
   EMC_ROW_LOOP(row, rows) {
@@ -113,7 +115,8 @@ extern "C" em_status emc_softmax_backward(int device, em_dtype dt, void *gx, con
 
 /* S is the type of mean and rstd: the compute type (float for bfloat16). */
 template <class T>
-__global__ void layer_norm_kernel(int64_t rows, int64_t n, double eps, T *y,
+__global__ void __launch_bounds__(EMC_ROW_MAX_THREADS)
+layer_norm_kernel(int64_t rows, int64_t n, double eps, T *y,
                                   typename Acc<T>::type *mean, typename Acc<T>::type *rstd,
                                   const T *x, const T *w, const T *b) {
   typedef typename Acc<T>::type A;
@@ -147,7 +150,8 @@ __global__ void layer_norm_kernel(int64_t rows, int64_t n, double eps, T *y,
 /* With xhat = (x - mean) * rstd and g = dy * w:
 **   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) */
 template <class T>
-__global__ void layer_norm_dx_kernel(int64_t rows, int64_t n, T *dx, const T *dy, const T *x,
+__global__ void __launch_bounds__(EMC_ROW_MAX_THREADS)
+layer_norm_dx_kernel(int64_t rows, int64_t n, T *dx, const T *dy, const T *x,
                                      const typename Acc<T>::type *mean,
                                      const typename Acc<T>::type *rstd, const T *w) {
   typedef typename Acc<T>::type A;

@@ -178,11 +178,14 @@ void test_rows(void) {
     layer_norm_case(dts[di], 37, 48, false);
     layer_norm_case(dts[di], 4, 3000, true);
     layer_norm_case(dts[di], 4096, 16, true); /* long columns: split dw/db sums */
+    /* n >= 8192: a block of EMC_ROW_MAX_THREADS (1024) per row, n not a multiple of it */
+    layer_norm_case(dts[di], 3, 9001, true);
   }
   for (int di = 0; di < 3; di++) {
     cross_entropy_case(dts[di], 50, 7, 0.0, false);
     cross_entropy_case(dts[di], 50, 7, 0.1, false);
     cross_entropy_case(dts[di], 6, 3000, 0.1, false);
+    cross_entropy_case(dts[di], 3, 9001, 0.1, false); /* 1024 threads a row */
   }
   cross_entropy_case(EM_F32, 20, 7, 0.0, true);
 }
