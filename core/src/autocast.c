@@ -109,6 +109,12 @@ em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype
   return EM_OK;
 }
 
+bool em__autocast_pause(bool on) {
+  const bool was = ac_on;
+  ac_on = on;
+  return was;
+}
+
 bool em_autocast_enabled(em_dtype *dt) {
   if (dt) *dt = ac_dtype;
   return ac_on;

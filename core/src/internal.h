@@ -77,6 +77,10 @@ em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_ten
 /* Whether a binary op with operands of dtypes a and b runs in float32
 ** because autocast is on and one of them is the autocast dtype. */
 bool em__autocast_promotes(em_dtype a, em_dtype b);
+/* Sets this thread's autocast on or off without ending its region (the
+** cast cache is kept); returns the state it had. A backward pass runs with
+** it off, as PyTorch's backward ops take the dtypes the forward recorded. */
+bool em__autocast_pause(bool on);
 /* The result dtype of a op b, as torch.result_type (ops_elementwise.c):
 ** the higher category (bool < int64 < float), then the wider float; a 0-d
 ** operand against a dimensioned one decides only when its category is higher. */

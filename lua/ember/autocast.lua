@@ -14,7 +14,8 @@
 -- stay float32 and their gradients arrive in float32 (the casts are
 -- differentiable), so an optimizer needs no change; bfloat16 keeps
 -- float32's exponent range, so no loss scaling is needed. Call backward()
--- outside the scope, as in PyTorch. The op lists live in
+-- outside the scope, as in PyTorch; called inside, it runs as outside
+-- (autocast is off during the pass: its ops take the forward's dtypes). The op lists live in
 -- core/src/autocast.c; ember.autocast("bfloat16", false) turns it off
 -- inside a scope. The state is per thread and scopes nest.
 local core = require "ember.core"

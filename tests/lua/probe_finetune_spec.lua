@@ -457,5 +457,21 @@ describe("gradient_checkpointing_enable under bfloat16 autocast, the embedding f
     local got = grads()
     for name, g in pairs(want) do assert(ember.equal(g, got[name]), name) end
     assert.is_nil(got["model.embed_tokens.weight"])
+    -- backward() inside the autocast scope (PyTorch runs it, its backward
+    -- ops taking the forward's dtypes): the same gradients, and autocast
+    -- still on after it
+    for _, ck in ipairs { true, false } do
+      if not ck then m:gradient_checkpointing_disable() end
+      m:zero_grad()
+      local on
+      ember.autocast("bfloat16", function()
+        lm_loss(m(ids), ids):backward()
+        on = ember.autocast.enabled()
+      end)
+      assert.is_true(on)
+      for name, p in pairs(m:named_parameters()) do
+        if want[name] then assert(ember.equal(want[name], p.grad), name .. " (backward inside autocast)") end
+      end
+    end
   end)
 end)
