@@ -160,6 +160,9 @@ CASES += [
     ("continuous_bernoulli", "ContinuousBernoulli", {"probs": torch.tensor([0.1, 0.3, 0.5003, 0.8, 0.97])}, ru(5, lo=0.05, hi=0.95), ru(5, lo=0.05, hi=0.95)),
     ("continuous_bernoulli_logits", "ContinuousBernoulli", {"logits": rn(2, 2) * 2}, ru(2, 2, lo=0.05, hi=0.95), ru(2, 2, lo=0.05, hi=0.95)),
 ]
+CASES += [
+    ("lowrank_mvn", "LowRankMultivariateNormal", {"loc": rn(2, 3), "cov_factor": rn(3, 2), "cov_diag": ru(3, lo=0.5, hi=1.5)}, rn(4, 2, 3), None),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}

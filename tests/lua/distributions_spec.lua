@@ -314,6 +314,13 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     end, { ember.tensor(0.8, f64), ember.tensor({ { 0.3, -1.0, 0.5 }, { 1.0, 0.0, -0.5 } }, f64) })
   end)
 
+  it("LowRankMultivariateNormal", function()
+    gradcheck.check(function(m, w, d)
+      ember.manual_seed(7)
+      return D.LowRankMultivariateNormal(m, w, d):rsample({ 4 }):tanh()
+    end, { pos(0.3, -1.0, 2.0), ember.tensor({ { 1.0, 0.2 }, { 0.5, -0.3 }, { 0.0, 1.0 } }, f64), pos(1.0, 2.0, 0.5) })
+  end)
+
   it("MultivariateNormal", function()
     local loc = pos(0.3, -1.0, 2.0)
     local L = ember.tensor({ { 1.0, 0, 0 }, { 0.3, 0.8, 0 }, { -0.5, 0.2, 1.3 } }, f64)
@@ -380,6 +387,7 @@ describe("samples follow the distribution", function()
     { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },
     { D.Geometric(ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
     { D.Chi2(ember.tensor({ 0.7, 3.0, 8.0 }, f64)) },
+    { D.LowRankMultivariateNormal(ember.tensor({ 1.0, -2.0, 0.5 }, f64), ember.tensor({ { 1.0, 0.2 }, { 0.5, -0.3 }, { 0.0, 1.0 } }, f64), ember.tensor({ 1.0, 2.0, 0.5 }, f64)) },
     { D.NegativeBinomial(ember.tensor({ 0.5, 3.0, 10.0 }, f64), ember.tensor({ 0.3, 0.6, 0.2 }, f64)) },
     { D.Multinomial(6, ember.tensor({ { 0.2, 0.3, 0.5 }, { 0.7, 0.2, 0.1 } }, f64)) },
     { D.StudentT(ember.tensor({ 5.0, 9.0 }, f64), ember.tensor({ 1.0, -2.0 }, f64), ember.tensor({ 0.5, 2.0 }, f64)) },

@@ -30,6 +30,7 @@ local distributions = {
   HalfNormal = require "ember.distributions.HalfNormal",
   Geometric = require "ember.distributions.Geometric",
   MultivariateNormal = require "ember.distributions.MultivariateNormal",
+  LowRankMultivariateNormal = require "ember.distributions.LowRankMultivariateNormal",
   Independent = require "ember.distributions.Independent",
   TransformedDistribution = require "ember.distributions.TransformedDistribution",
   MixtureSameFamily = require "ember.distributions.MixtureSameFamily",
