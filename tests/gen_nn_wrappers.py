@@ -11,7 +11,8 @@ repr the padding alone, as 2.1 prints them. `containers` holds a module with
 a ParameterList and a ParameterDict: its state dict (torch's names, in
 order), the output of a forward that uses every parameter, and each
 parameter's gradient. `pools3d`: MaxPool3d with return_indices and MaxUnpool3d (see
-pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case); `mlml`: MultiLabelMarginLoss (mlml_case).
+pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case); `mlml`: MultiLabelMarginLoss (mlml_case); `fractional`:
+FractionalMaxPool2d with given samples (fractional_case).
 """
 import torch
 import torch.nn as tnn
@@ -158,9 +159,33 @@ def mlml():
     ]
 
 
+def fractional_case(name, ctor, kernel, shape, output_size=None, output_ratio=None):
+    """torch's FractionalMaxPool2d with given _random_samples (drawn here, [N, C, 2]): values,
+    indices (+1), the input's gradient of sum(y * w)."""
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
+    samples = torch.rand(n, c, 2, dtype=torch.float64)
+    y, idx = tnn.functional.fractional_max_pool2d(x, kernel, output_size=output_size, output_ratio=output_ratio,
+                                                  return_indices=True, _random_samples=samples)
+    w = torch.randn(y.shape, dtype=torch.float64)
+    (y * w).sum().backward()
+    return {"name": name, "ctor": ctor, "x": x, "samples": samples, "out": y, "indices": idx + 1, "w": w, "grad_x": x.grad}
+
+
+def fractional():
+    return [
+        fractional_case("output_size", "nn.FractionalMaxPool2d(3, {output_size = {4, 5}, return_indices = true, _random_samples = s})",
+                        3, (2, 3, 9, 8), output_size=(4, 5)),
+        fractional_case("output_ratio", "nn.FractionalMaxPool2d({2, 3}, {output_ratio = {0.5, 0.7}, return_indices = true, _random_samples = s})",
+                        (2, 3), (1, 2, 10, 11), output_ratio=(0.5, 0.7)),
+        fractional_case("unbatched_one_output", "nn.FractionalMaxPool2d(2, {output_size = {1, 6}, return_indices = true, _random_samples = s})",
+                        2, (2, 5, 7), output_size=(1, 6)),
+    ]
+
+
 def main():
     Writer(keys="auto").write("tests/fixtures/nn_wrappers.lua", "tests/gen_nn_wrappers.py",
-                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d(), "mlml": mlml()})
+                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d(), "mlml": mlml(), "fractional": fractional()})
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 --   * MaxPool3d's return_indices and MaxUnpool3d: torch's values, 1-based indices, gradients;
 --   * ConvTranspose3d / F.conv_transpose3d: torch's output, gradients, shapes, repr, gradcheck;
 --   * MultiLabelMarginLoss / F.multilabel_margin_loss: torch's loss and gradient (repeats, -1 ends);
+--   * FractionalMaxPool2d / F.fractional_max_pool2d: torch's values, indices, gradient (its samples);
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -246,6 +247,46 @@ describe("nn.MultiLabelMarginLoss and nn.functional.multilabel_margin_loss again
       "nn.functional.multilabel_margin_loss: expected input [N, C] or [C] and a target of its shape, got [2, 4] and [4]")
     raises_here(function() nn.MultiLabelMarginLoss()(x, t - 1) end,
       "nn.functional.multilabel_margin_loss: target ids must lie in 1..4 (1-based; 0 ends a sample's list), got -1..3")
+  end)
+end)
+
+describe("nn.FractionalMaxPool2d and nn.functional.fractional_max_pool2d against torch", function()
+  for _, c in ipairs(fx.fractional) do
+    it(c.name .. ": torch's values, indices and gradient with its samples", function()
+      local s = T(c.samples)
+      local m = assert(load("return " .. c.ctor, c.ctor, "t", { nn = nn, s = s }))()
+      local x = T(c.x):requires_grad_(true)
+      local y, idx = m(x)
+      check("out", y, T(c.out), 0)
+      assert.are.same(parity.values(T(c.indices)), parity.values(idx))
+      local loss = (y * T(c.w)):sum()
+      loss:backward()
+      check("grad", x.grad, T(c.grad_x), 1e-15) -- overlapping windows add in another order
+      same_bits("F", (F.fractional_max_pool2d(x, m.kernel_size, m.output_size, m.output_ratio, false, s)), y)
+    end)
+  end
+
+  it("draws fresh samples per call; gradcheck; refusals", function()
+    local x = ember.randn(2, 3, 12, 12, { dtype = "float64" })
+    local pool = nn.FractionalMaxPool2d(2, { output_size = 5 })
+    ember.manual_seed(3)
+    local a = pool(x)
+    assert.is_false(ember.equal(a, pool(x)), "a second call draws other windows")
+    ember.manual_seed(3)
+    same_bits("seeded", pool(x), a)
+    local s = ember.rand(1, 2, 2, { dtype = "float64" })
+    gradcheck.check(function(t) return F.fractional_max_pool2d(t, 2, { output_size = { 3, 2 }, _random_samples = s }) end,
+      { ember.randn(1, 2, 6, 5, { dtype = "float64" }) })
+    raises_here(function() nn.FractionalMaxPool2d(2) end, "FractionalMaxPool2d: give output_size or output_ratio (one of them)")
+    raises_here(function() nn.FractionalMaxPool2d(2, { output_size = 3, output_ratio = 0.5 }) end, "give output_size or output_ratio")
+    raises_here(function() nn.FractionalMaxPool2d{ kernel_size = 2 } end, "FractionalMaxPool2d: kernel_size must be a positive integer")
+    raises_here(function() nn.FractionalMaxPool2d(2, { output_sise = 3 }) end, "nn.FractionalMaxPool2d: unknown option 'output_sise'")
+    raises_here(function() nn.FractionalMaxPool2d(2, { output_ratio = 1.5 })(x) end,
+      "nn.functional.fractional_max_pool2d: output_ratio must be a number or a pair of them in (0, 1), got 1.5")
+    raises_here(function() nn.FractionalMaxPool2d(4, { output_size = 10 })(x) end,
+      "nn.functional.fractional_max_pool2d: output_size {10, 10} and kernel_size {4, 4} do not fit an input of 12 x 12")
+    raises_here(function() nn.FractionalMaxPool2d(2, { output_size = 3, _random_samples = s })(x) end,
+      "nn.functional.fractional_max_pool2d: _random_samples must be [2, 3, 2] (N, C, 2), got [1, 2, 2]")
   end)
 end)
 

@@ -298,6 +298,47 @@ function M.pool3d(how, cfg, x, with_indices)
   return y / (cd:view({ Do, 1, 1 }) * ch:view({ 1, Ho, 1 }) * cw:view({ 1, 1, Wo }))
 end
 
+-- Fractional max pooling (nn.functional.fractional_max_pool2d), PyTorch's rule: per plane, the
+-- window starts along a dim of n inputs, o outputs, kernel k and sample u in [0, 1) are
+-- floor((i + u) a) - floor(u a) for i < o - 1 (a = (n - k) / (o - 1)) and n - k for the last.
+-- xb [N, C, H, W]; samples a [N, C, 2] Lua table ({u_w, u_h} per plane, as PyTorch's order);
+-- returns the maxima [N, C, Ho, Wo] (the first largest of a window) and their 1-based flat
+-- indices into each H x W plane.
+local function starts(u, n, o, k)
+  local seq = {}
+  local a = o > 1 and (n - k) / (o - 1) or 0
+  for i = 0, o - 2 do seq[i + 1] = math.floor((i + u) * a) - math.floor(u * a) end
+  seq[o] = n - k
+  return seq
+end
+
+function M.fractional2d(xb, k, out, samples)
+  local N, C, H, W = xb.shape[1], xb.shape[2], xb.shape[3], xb.shape[4]
+  local Ho, Wo, kh, kw = out[1], out[2], k[1], k[2]
+  local rows, cols = {}, {} -- [N][C][Ho * kh] and [N][C][Wo * kw], 1-based
+  for n = 1, N do
+    rows[n], cols[n] = {}, {}
+    for c = 1, C do
+      local sh, sw = starts(samples[n][c][2], H, Ho, kh), starts(samples[n][c][1], W, Wo, kw)
+      local r, q = {}, {}
+      for i = 1, Ho do for j = 1, kh do r[#r + 1] = sh[i] + j end end
+      for i = 1, Wo do for j = 1, kw do q[#q + 1] = sw[i] + j end end
+      rows[n][c], cols[n][c] = r, q
+    end
+  end
+  local io = { dtype = "int64", device = xb.device }
+  local r = ember.tensor(rows, io) -- [N, C, Ho kh]
+  local q = ember.tensor(cols, io) -- [N, C, Wo kw]
+  local xr = xb:gather(3, r:unsqueeze(4):expand(N, C, Ho * kh, W)) -- the windows' rows
+  local v = xr:gather(4, q:unsqueeze(3):expand(N, C, Ho * kh, Wo * kw))
+  v = v:reshape({ N, C, Ho, kh, Wo, kw }):permute({ 1, 2, 3, 5, 4, 6 }):reshape({ N, C, Ho, Wo, kh * kw })
+  local y, arg = v:max(5)
+  local off = arg - 1 -- 0-based offset in the window, row-major
+  local row0 = r:view({ N, C, Ho, kh }):select(4, 1):view({ N, C, Ho, 1 }) - 1 -- 0-based window start
+  local col0 = q:view({ N, C, Wo, kw }):select(4, 1):view({ N, C, 1, Wo }) - 1
+  return y, (row0 + off // kw) * W + col0 + off % kw + 1
+end
+
 -- [C, H, W] -> [1, C, H, W] (PyTorch's unbatched input); the second result undoes it.
 function M.batch(x)
   if x.ndim == 3 then return x:unsqueeze(1), function(y) return y:squeeze(1) end end

@@ -1018,6 +1018,23 @@ function F.max_pool3d_with_indices(x, kernel_size, ...) return impl.max_pool3d_w
 -- print(F.max_unpool3d(y, idx, 2).shape)   --> ember.Size{1, 2, 4, 4, 4}
 function F.max_unpool3d(x, indices, kernel_size, ...) return impl.max_unpool3d(x, indices, kernel_size, ...) end
 
+--- Fractional max pooling, as torch.nn.functional.fractional_max_pool2d: `F.fractional_max_pool2d(x,
+-- kernel_size [, {output_size =, output_ratio =, return_indices = false, _random_samples =}])` (or
+-- torch's positional order). x [N, C, H, W] or [C, H, W]; give output_size (an integer or {h, w})
+-- or output_ratio (in (0, 1): the output is floor(size * ratio)). Each plane's window starts are
+-- PyTorch's pseudo-random sequence from its two samples u in [0, 1) (_random_samples [N, C, 2],
+-- {u_w, u_h}; drawn with ember.rand when not given): floor((i + u) a) - floor(u a), a = (in -
+-- kernel) / (out - 1), the last window at the end. With return_indices, also the 1-based flat
+-- indices into each H x W plane (for max_unpool2d). The gradient goes to the first largest.
+-- @tparam Tensor x
+-- @param kernel_size an integer or {kh, kw}
+-- @param[opt] ... output_size, output_ratio, return_indices, _random_samples, or an options table
+-- @treturn Tensor
+-- @treturn[opt] Tensor the indices, with return_indices
+-- @usage local F = ember.nn.functional
+-- print(F.fractional_max_pool2d(ember.randn(1, 2, 9, 9), 2, {output_size = 5}).shape)   --> ember.Size{1, 2, 5, 5}
+function F.fractional_max_pool2d(x, kernel_size, ...) return impl.fractional_max_pool2d(x, kernel_size, ...) end
+
 --- 3-d average pooling, as torch.nn.functional.avg_pool3d: `F.avg_pool3d(x,
 -- kernel_size [, {stride=kernel_size, padding=0, ceil_mode=false,
 -- count_include_pad=true, divisor_override=}])` (or positional).

@@ -131,6 +131,7 @@ return {
   MaxUnpool1d = require "ember.nn.MaxUnpool1d",
   MaxUnpool2d = require "ember.nn.MaxUnpool2d",
   MaxUnpool3d = require "ember.nn.MaxUnpool3d",
+  FractionalMaxPool2d = require "ember.nn.FractionalMaxPool2d",
   Softmax2d = require "ember.nn.Softmax2d",
   UpsamplingNearest2d = require "ember.nn.UpsamplingNearest2d",
   UpsamplingBilinear2d = require "ember.nn.UpsamplingBilinear2d",
