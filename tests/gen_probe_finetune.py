@@ -2,10 +2,11 @@
 """A torch training checkpoint of a tiny Hugging Face-layout Llama, for tests/lua/probe_finetune_spec.lua:
 
   tests/fixtures/probe_finetune_ckpt.pt  torch.save({"model": state_dict, "optimizer": AdamW's state_dict,
-                                         "step": 3, "config": {...}}) after three AdamW steps in float64
+                                         "scheduler": StepLR's state_dict, "step": 3, "config": {...}})
+                                         after three AdamW steps in float64
   tests/fixtures/probe_finetune.lua      the config, the batches, and what PyTorch 1.13 computes when it
                                          loads that checkpoint and goes on for two more steps: each step's
-                                         loss and the state dict after them
+                                         loss and lr, and the state dict after them
 
 The model is transformers' LlamaForCausalLM written out here (no transformers on this machine): RMSNorm,
 rotate-half RoPE, grouped-query attention (repeat_kv), the SiLU-gated MLP, under Hugging Face's names.
@@ -132,24 +133,30 @@ def main():
     c = CONFIG
     model = LlamaForCausalLM(c)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     batches = [torch.randint(0, c["vocab_size"], (3, 7)) for _ in range(5)]
     for ids in batches[:3]:
         opt.zero_grad()
         lm_loss(model(ids), ids).backward()
         opt.step()
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 3, "config": c},
+        sched.step()
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                "step": 3, "config": c},
                os.path.join(FIX, "probe_finetune_ckpt.pt"))
-    losses = []
+    losses, lrs = [], []
     for ids in batches[3:]:
         opt.zero_grad()
         loss = lm_loss(model(ids), ids)
         loss.backward()
         opt.step()
+        sched.step()
         losses.append(loss.item())
+        lrs.append(opt.param_groups[0]["lr"])
     out = {
         "config": c,
         "batches": [ids + 1 for ids in batches],  # ember's ids are 1-based
         "losses": losses,
+        "lrs": lrs,  # after each step's sched.step()
         "final": dict(model.state_dict()),
     }
     Writer(keys="quoted").write(os.path.join(FIX, "probe_finetune.lua"), "tests/gen_probe_finetune.py", out)

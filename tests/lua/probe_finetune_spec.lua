@@ -322,7 +322,7 @@ describe("generation before and after fine-tuning, batch against one prompt at a
 end)
 
 describe("a torch.save training checkpoint continued in ember", function()
-  it("loads the model and AdamW's state (0-based ids, a tensor step) and takes PyTorch's next steps", function()
+  it("loads the model, AdamW's state (0-based ids, a tensor step) and StepLR's, and takes PyTorch's next steps", function()
     local T = require("tests.lua.helpers.parity").T
     local FX = dofile("tests/fixtures/probe_finetune.lua")
     local ck = ember.load("tests/fixtures/probe_finetune_ckpt.pt")
@@ -332,6 +332,8 @@ describe("a torch.save training checkpoint continued in ember", function()
     local opt = optim.AdamW(m:parameters(), { lr = 1e-2, betas = { 0.9, 0.95 }, weight_decay = 0.1 })
     opt:load_state_dict(ck.optimizer)
     assert.are.equal(3, opt.state[1].step)
+    local sched = optim.StepLR(opt, { step_size = 2, gamma = 0.5 })
+    sched:load_state_dict(ck.scheduler)
     m:train()
     for i, want in ipairs(FX.losses) do
       local ids = T(FX.batches[ck.step + i], "int64")
@@ -339,6 +341,8 @@ describe("a torch.save training checkpoint continued in ember", function()
       local loss = lm_loss(m(ids), ids)
       loss:backward()
       opt:step()
+      sched:step()
+      assert.are.equal(FX.lrs[i], opt.param_groups[1].lr)
       assert(math.abs(loss:item() - want) < 1e-12, ("step %d: loss %.17g, torch %.17g"):format(ck.step + i, loss:item(), want))
     end
     for k, v in pairs(m:state_dict()) do
