@@ -163,6 +163,9 @@ CASES += [
 CASES += [
     ("lowrank_mvn", "LowRankMultivariateNormal", {"loc": rn(2, 3), "cov_factor": rn(3, 2), "cov_diag": ru(3, lo=0.5, hi=1.5)}, rn(4, 2, 3), None),
 ]
+CASES += [
+    ("von_mises", "VonMises", {"loc": rn(5), "concentration": torch.tensor([0.3, 1.0, 3.0, 3.75, 8.0])}, rn(5) * 3, None),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}
@@ -209,7 +212,7 @@ def case(name, cls, params, value, probs):
     lua_value = value + 1 if cls == "Categorical" else value
     c["value"] = lua_value
     c["log_prob"] = with_grads(lambda ps: make(cls, ps).log_prob(value), params)
-    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "NegativeBinomial"):
+    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "NegativeBinomial", "VonMises"):
         c["entropy"] = with_grads(lambda ps: make(cls, ps).entropy(), params)
     if cls not in ("Categorical", "RelaxedBernoulli", "RelaxedOneHotCategorical"):
         c["mean"], c["variance"], c["stddev"] = d.mean, d.variance, d.stddev

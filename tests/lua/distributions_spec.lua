@@ -442,6 +442,21 @@ describe("samples follow the distribution", function()
     end
   end)
 
+  it("VonMises: angles in [-pi, pi), E[cos(X - loc)] = I1(k)/I0(k) = 1 - variance, E[sin(X - loc)] = 0", function()
+    local d = D.VonMises(ember.tensor({ 0.5, 3.0, -2.0 }, f64), ember.tensor({ 2.0, 0.3, 8.0 }, f64))
+    ember.manual_seed(15)
+    local x = d:sample({ N })
+    assert(x:min():item() >= -math.pi and x:max():item() < math.pi)
+    local c = (x - d.loc):cos()
+    local sn = (x - d.loc):sin()
+    local a = -d.variance + 1
+    for i = 1, 3 do
+      local ci, si = c:select(2, i), sn:select(2, i)
+      close("E[cos] " .. i, ci:mean():item(), a[i]:item(), math.sqrt(ci:var():item() / N))
+      close("E[sin] " .. i, si:mean():item(), 0, math.sqrt(si:var():item() / N))
+    end
+  end)
+
   it("Categorical and OneHotCategorical: the frequencies of the categories (1-based), batched", function()
     local probs = ember.tensor({ { 0.1, 0.2, 0.7 }, { 0.5, 0.25, 0.25 } }, f64)
     ember.manual_seed(13)

@@ -27,6 +27,7 @@ local distributions = {
   Pareto = require "ember.distributions.Pareto",
   Weibull = require "ember.distributions.Weibull",
   ContinuousBernoulli = require "ember.distributions.ContinuousBernoulli",
+  VonMises = require "ember.distributions.VonMises",
   HalfNormal = require "ember.distributions.HalfNormal",
   Geometric = require "ember.distributions.Geometric",
   MultivariateNormal = require "ember.distributions.MultivariateNormal",
