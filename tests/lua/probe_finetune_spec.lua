@@ -413,6 +413,16 @@ describe("two corpora joined, batches from a BatchSampler, as torch.utils.data",
       lm_loss(m(ids), ids):backward()
       opt:step()
     end
+    -- torch's worker options, as a script with num_workers > 0 passes them: the same batches
+    local loader = data.DataLoader(ds, { batch_sampler = data.BatchSampler(sampler(), 3, false), num_workers = 2,
+      persistent_workers = true, prefetch_factor = 2, worker_init_fn = function() end, timeout = 0, pin_memory = true })
+    local k = 0
+    for x in loader:iter() do
+      k = k + 1
+      assert(ember.equal(x, a[k]))
+    end
+    assert.has_error(function() data.DataLoader(ds, { batch_size = 2, persistent_workers = 1 }) end,
+      "DataLoader: persistent_workers must be a boolean, got number")
     assert.has_error(function() data.BatchSampler(sampler(), { batch_size = 3, droplast = true }) end,
       "BatchSampler: unknown option 'droplast' (options: batch_size, drop_last)")
   end)

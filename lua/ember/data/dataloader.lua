@@ -114,7 +114,9 @@ end
 -- ---- the loader ---------------------------------------------------------------
 
 local OPTIONS = { batch_size = true, shuffle = true, sampler = true, batch_sampler = true, drop_last = true,
-  collate_fn = true, generator = true, seed = true, num_workers = true, pin_memory = true }
+  collate_fn = true, generator = true, seed = true, num_workers = true, pin_memory = true,
+  -- torch's worker options: there are no workers (as torch's num_workers = 0, which calls no worker_init_fn)
+  persistent_workers = true, prefetch_factor = true, worker_init_fn = true, timeout = true }
 
 -- ds[k], or nil where reading it fails (an __index that takes only row numbers).
 local function field(ds, k)
@@ -155,8 +157,10 @@ DataLoader._length_of, DataLoader._fetcher = length_of, fetcher
 -- themselves, instead of batch_size, shuffle, sampler and drop_last),
 -- `generator` (an ember.Generator for the shuffle) or
 -- `seed` (ember's shortcut: a generator of its own seeded so), and
--- `num_workers` / `pin_memory`, accepted for torch's code and unused
--- (ember loads in the main process). Unknown options are refused.
+-- `num_workers` / `pin_memory` (and the workers' `persistent_workers`,
+-- `prefetch_factor`, `worker_init_fn`, `timeout`), accepted for torch's code
+-- and unused (ember loads in the main process, as torch's num_workers = 0).
+-- Unknown options are refused.
 -- @usage local data = require "ember.data"
 -- local ds = data.TensorDataset(ember.randn(10, 3), ember.arange(1, 11, "int64"))
 -- local loader = data.DataLoader(ds, {batch_size = 4, shuffle = true})
@@ -177,7 +181,8 @@ function DataLoader.new(dataset, opts, more)
   for k in pairs(opts) do
     if not OPTIONS[k] then
       raise("DataLoader: unknown option '%s' (options are batch_size, shuffle, sampler, batch_sampler, drop_last, "
-        .. "collate_fn, generator, seed, num_workers, pin_memory)", tostring(k))
+        .. "collate_fn, generator, seed, num_workers, pin_memory, persistent_workers, prefetch_factor, worker_init_fn, "
+        .. "timeout)", tostring(k))
     end
   end
   local gathers = type(field(dataset, "gather")) == "function" and field(dataset, "fields") ~= nil
@@ -191,7 +196,7 @@ function DataLoader.new(dataset, opts, more)
   if type(bs) ~= "number" or bs % 1 ~= 0 or bs < 1 then
     raise("DataLoader: batch_size must be a positive integer, got %s", tostring(bs))
   end
-  for _, k in ipairs { "shuffle", "drop_last", "pin_memory" } do
+  for _, k in ipairs { "shuffle", "drop_last", "pin_memory", "persistent_workers" } do
     if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
       raise("DataLoader: %s must be a boolean, got %s", k, type(opts[k]))
     end
@@ -201,6 +206,15 @@ function DataLoader.new(dataset, opts, more)
   end
   if opts.num_workers ~= nil and (math.type(opts.num_workers) ~= "integer" or opts.num_workers < 0) then
     raise("DataLoader: num_workers must be an integer >= 0, got %s", tostring(opts.num_workers))
+  end
+  if opts.prefetch_factor ~= nil and (math.type(opts.prefetch_factor) ~= "integer" or opts.prefetch_factor < 1) then
+    raise("DataLoader: prefetch_factor must be a positive integer, got %s", tostring(opts.prefetch_factor))
+  end
+  if opts.worker_init_fn ~= nil and type(opts.worker_init_fn) ~= "function" then
+    raise("DataLoader: worker_init_fn must be a function, got %s", type(opts.worker_init_fn))
+  end
+  if opts.timeout ~= nil and (type(opts.timeout) ~= "number" or opts.timeout < 0) then
+    raise("DataLoader: timeout must be a number >= 0, got %s", tostring(opts.timeout))
   end
   local sampler = opts.sampler
   if sampler ~= nil then
