@@ -12,7 +12,7 @@ a ParameterList and a ParameterDict: its state dict (torch's names, in
 order), the output of a forward that uses every parameter, and each
 parameter's gradient. `pools3d`: MaxPool3d with return_indices and MaxUnpool3d (see
 pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case); `mlml`: MultiLabelMarginLoss (mlml_case); `fractional`:
-FractionalMaxPool2d with given samples (fractional_case).
+FractionalMaxPool2d/3d with given samples (fractional_case).
 """
 import torch
 import torch.nn as tnn
@@ -162,11 +162,13 @@ def mlml():
 def fractional_case(name, ctor, kernel, shape, output_size=None, output_ratio=None):
     """torch's FractionalMaxPool2d with given _random_samples (drawn here, [N, C, 2]): values,
     indices (+1), the input's gradient of sum(y * w)."""
+    nd = 3 if "3d" in ctor else 2
     x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
-    n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
-    samples = torch.rand(n, c, 2, dtype=torch.float64)
-    y, idx = tnn.functional.fractional_max_pool2d(x, kernel, output_size=output_size, output_ratio=output_ratio,
-                                                  return_indices=True, _random_samples=samples)
+    n, c = (1, shape[0]) if len(shape) == nd + 1 else shape[:2]
+    samples = torch.rand(n, c, nd, dtype=torch.float64)
+    pool = tnn.functional.fractional_max_pool3d if nd == 3 else tnn.functional.fractional_max_pool2d
+    y, idx = pool(x, kernel, output_size=output_size, output_ratio=output_ratio, return_indices=True,
+                  _random_samples=samples)
     w = torch.randn(y.shape, dtype=torch.float64)
     (y * w).sum().backward()
     return {"name": name, "ctor": ctor, "x": x, "samples": samples, "out": y, "indices": idx + 1, "w": w, "grad_x": x.grad}
@@ -180,6 +182,10 @@ def fractional():
                         (2, 3), (1, 2, 10, 11), output_ratio=(0.5, 0.7)),
         fractional_case("unbatched_one_output", "nn.FractionalMaxPool2d(2, {output_size = {1, 6}, return_indices = true, _random_samples = s})",
                         2, (2, 5, 7), output_size=(1, 6)),
+        fractional_case("3d_output_size", "nn.FractionalMaxPool3d({2, 3, 2}, {output_size = {3, 4, 4}, return_indices = true, _random_samples = s})",
+                        (2, 3, 2), (2, 2, 7, 9, 10), output_size=(3, 4, 4)),
+        fractional_case("3d_ratio_unbatched", "nn.FractionalMaxPool3d(2, {output_ratio = 0.6, return_indices = true, _random_samples = s})",
+                        2, (3, 8, 9, 10), output_ratio=(0.6, 0.6, 0.6)),
     ]
 
 

@@ -7,7 +7,7 @@
 --   * MaxPool3d's return_indices and MaxUnpool3d: torch's values, 1-based indices, gradients;
 --   * ConvTranspose3d / F.conv_transpose3d: torch's output, gradients, shapes, repr, gradcheck;
 --   * MultiLabelMarginLoss / F.multilabel_margin_loss: torch's loss and gradient (repeats, -1 ends);
---   * FractionalMaxPool2d / F.fractional_max_pool2d: torch's values, indices, gradient (its samples);
+--   * FractionalMaxPool2d/3d / F.fractional_max_pool2d/3d: torch's values, indices, gradient (its samples);
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -250,7 +250,7 @@ describe("nn.MultiLabelMarginLoss and nn.functional.multilabel_margin_loss again
   end)
 end)
 
-describe("nn.FractionalMaxPool2d and nn.functional.fractional_max_pool2d against torch", function()
+describe("nn.FractionalMaxPool2d/3d and nn.functional.fractional_max_pool2d/3d against torch", function()
   for _, c in ipairs(fx.fractional) do
     it(c.name .. ": torch's values, indices and gradient with its samples", function()
       local s = T(c.samples)
@@ -262,7 +262,7 @@ describe("nn.FractionalMaxPool2d and nn.functional.fractional_max_pool2d against
       local loss = (y * T(c.w)):sum()
       loss:backward()
       check("grad", x.grad, T(c.grad_x), 1e-15) -- overlapping windows add in another order
-      same_bits("F", (F.fractional_max_pool2d(x, m.kernel_size, m.output_size, m.output_ratio, false, s)), y)
+      same_bits("F", (F["fractional_max_pool" .. m._nd .. "d"](x, m.kernel_size, m.output_size, m.output_ratio, false, s)), y)
     end)
   end
 
@@ -287,6 +287,12 @@ describe("nn.FractionalMaxPool2d and nn.functional.fractional_max_pool2d against
       "nn.functional.fractional_max_pool2d: output_size {10, 10} and kernel_size {4, 4} do not fit an input of 12 x 12")
     raises_here(function() nn.FractionalMaxPool2d(2, { output_size = 3, _random_samples = s })(x) end,
       "nn.functional.fractional_max_pool2d: _random_samples must be [2, 3, 2] (N, C, 2), got [1, 2, 2]")
+    raises_here(function() nn.FractionalMaxPool3d({ 2, 2 }, { output_size = 3 }) end,
+      "FractionalMaxPool3d: kernel_size must be a positive integer or a table of three, got {2, 2}")
+    raises_here(function() nn.FractionalMaxPool3d(2, { output_size = 3 })(x[1][1]) end,
+      "nn.functional.fractional_max_pool3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [12, 12]")
+    gradcheck.check(function(t) return F.fractional_max_pool3d(t, 2, { output_size = { 2, 3, 2 },
+      _random_samples = ember.tensor({ { { 0.3, 0.6, 0.9 } } }, "float64") }) end, { ember.randn(1, 1, 4, 5, 4, { dtype = "float64" }) })
   end)
 end)
 

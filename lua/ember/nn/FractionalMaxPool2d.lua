@@ -13,19 +13,21 @@ local Module = require "ember.nn.Module"
 local conv = require "ember.nn._conv"
 
 local FractionalMaxPool2d = Module:extend("FractionalMaxPool2d")
+FractionalMaxPool2d._nd = 2 -- nn.FractionalMaxPool3d is this class with 3
 
 function FractionalMaxPool2d:__init(kernel_size, opts)
-  self.kernel_size = conv.check_size("FractionalMaxPool2d", "kernel_size", kernel_size, 2, 1)
-  opts = Module.check_options("nn.FractionalMaxPool2d", opts, { "output_size", "output_ratio", "return_indices",
+  local name, nd = self.__name, self._nd
+  self.kernel_size = conv.check_size(name, "kernel_size", kernel_size, nd, 1)
+  opts = Module.check_options("nn." .. name, opts, { "output_size", "output_ratio", "return_indices",
     "_random_samples" })
   if (opts.output_size == nil) == (opts.output_ratio == nil) then
-    errors.raise("FractionalMaxPool2d: give output_size or output_ratio (one of them), as PyTorch")
+    errors.raise("%s: give output_size or output_ratio (one of them), as PyTorch", name)
   end
-  if opts.output_size ~= nil then conv.check_size("FractionalMaxPool2d", "output_size", opts.output_size, 2, 1) end
+  if opts.output_size ~= nil then conv.check_size(name, "output_size", opts.output_size, nd, 1) end
   self.output_size, self.output_ratio = opts.output_size, opts.output_ratio
   self.return_indices = opts.return_indices == true
   if opts.return_indices ~= nil and type(opts.return_indices) ~= "boolean" then
-    errors.raise("FractionalMaxPool2d: return_indices must be true or false, got %s", tostring(opts.return_indices))
+    errors.raise("%s: return_indices must be true or false, got %s", name, tostring(opts.return_indices))
   end
   if opts._random_samples ~= nil then self:register_buffer("_random_samples", opts._random_samples) end
 end
@@ -35,7 +37,7 @@ end
 -- @treturn Tensor
 -- @treturn[opt] Tensor int64 indices, with return_indices
 function FractionalMaxPool2d:forward(x)
-  return require("ember.nn.functional").fractional_max_pool2d(x, self.kernel_size, {
+  return require("ember.nn.functional")["fractional_max_pool" .. self._nd .. "d"](x, self.kernel_size, {
     output_size = self.output_size, output_ratio = self.output_ratio, return_indices = self.return_indices,
     _random_samples = self._random_samples,
   })

@@ -377,58 +377,66 @@ function M.multilabel_margin_loss(input, target, ...)
   return reduced(loss, reduction)
 end
 
--- torch's fractional_max_pool2d(input, kernel_size, output_size, output_ratio, return_indices,
--- _random_samples): the window starts drawn per plane (nn/_pool.lua's fractional2d).
-function M.fractional_max_pool2d(x, kernel_size, ...)
-  local who = "nn.functional.fractional_max_pool2d"
+-- torch's fractional_max_pool2d/3d(input, kernel_size, output_size, output_ratio, return_indices,
+-- _random_samples): the window starts drawn per plane (nn/_pool.lua's fractional).
+local function fractional(nd, x, kernel_size, ...)
+  local who = "nn.functional.fractional_max_pool" .. nd .. "d"
   local o = args(who, { "output_size", "output_ratio", "return_indices", "_random_samples" }, ...)
   check_tensor(who, "input", x, true)
-  if x.ndim ~= 3 and x.ndim ~= 4 then
-    errors.raise("%s: expected an input [N, C, H, W] or [C, H, W], got shape %s", who, shape_str(x))
+  local sizes = nd == 2 and { "H", "W" } or { "D", "H", "W" }
+  if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
+    errors.raise("%s: expected an input [N, C, %s] or [C, %s], got shape %s", who, table.concat(sizes, ", "),
+      table.concat(sizes, ", "), shape_str(x))
   end
-  local xb = x.ndim == 3 and x:unsqueeze(1) or x
-  local N, C, H, W = xb.shape[1], xb.shape[2], xb.shape[3], xb.shape[4]
-  local k = conv.tuple(kernel_size, 2, 1)
-  if not k then
-    errors.raise("%s: kernel_size must be a positive integer or a pair of them, got %s", who, conv.fmt(kernel_size))
-  end
+  local xb = x.ndim == nd + 1 and x:unsqueeze(1) or x
+  local N, C = xb.shape[1], xb.shape[2]
+  local n = { table.unpack(xb.shape, 3) }
+  local what = nd == 2 and "a pair of them" or "a table of three"
+  local k = conv.tuple(kernel_size, nd, 1)
+  if not k then errors.raise("%s: kernel_size must be a positive integer or %s, got %s", who, what, conv.fmt(kernel_size)) end
   if (o.output_size == nil) == (o.output_ratio == nil) then
     errors.raise("%s: give output_size or output_ratio (one of them), as PyTorch", who)
   end
-  local out = o.output_size and conv.tuple(o.output_size, 2, 1)
+  local out = o.output_size and conv.tuple(o.output_size, nd, 1)
   if o.output_size and not out then
-    errors.raise("%s: output_size must be a positive integer or a pair of them, got %s", who, conv.fmt(o.output_size))
+    errors.raise("%s: output_size must be a positive integer or %s, got %s", who, what, conv.fmt(o.output_size))
   end
   if o.output_ratio then
-    local r = type(o.output_ratio) == "number" and { o.output_ratio, o.output_ratio } or o.output_ratio
-    local ok = type(r) == "table" and #r == 2
-    for i = 1, 2 do ok = ok and type(r[i]) == "number" and r[i] > 0 and r[i] < 1 end
+    local r = o.output_ratio
+    if type(r) == "number" then r = nd == 2 and { r, r } or { r, r, r } end
+    local ok = type(r) == "table" and #r == nd
+    for i = 1, nd do ok = ok and type(r[i]) == "number" and r[i] > 0 and r[i] < 1 end
     if not ok then
-      errors.raise("%s: output_ratio must be a number or a pair of them in (0, 1), got %s", who, conv.fmt(o.output_ratio))
+      errors.raise("%s: output_ratio must be a number or %s in (0, 1), got %s", who, what, conv.fmt(o.output_ratio))
     end
-    out = { math.floor(H * r[1]), math.floor(W * r[2]) } -- PyTorch's int(size * ratio)
+    out = {}
+    for i = 1, nd do out[i] = math.floor(n[i] * r[i]) end -- PyTorch's int(size * ratio)
   end
-  for i, n in ipairs({ H, W }) do
-    if out[i] < 1 or out[i] + k[i] - 1 > n then
-      errors.raise("%s: output_size %s and kernel_size %s do not fit an input of %d x %d (each output + kernel - 1 "
-        .. "must be at most the input's size)", who, conv.fmt(out), conv.fmt(k), H, W)
+  for i = 1, nd do
+    if out[i] < 1 or out[i] + k[i] - 1 > n[i] then
+      errors.raise("%s: output_size %s and kernel_size %s do not fit an input of %s (each output + kernel - 1 "
+        .. "must be at most the input's size)", who, conv.fmt(out), conv.fmt(k), table.concat(n, " x "))
     end
   end
   check_bool(who, "return_indices", o.return_indices)
   local samples = o._random_samples
   if samples ~= nil then
     check_tensor(who, "_random_samples", samples)
-    if table.concat(samples.shape, ",") ~= ("%d,%d,2"):format(N, C) then
-      errors.raise("%s: _random_samples must be [%d, %d, 2] (N, C, 2), got %s", who, N, C, shape_str(samples))
+    if table.concat(samples.shape, ",") ~= ("%d,%d,%d"):format(N, C, nd) then
+      errors.raise("%s: _random_samples must be [%d, %d, %d] (N, C, %d), got %s", who, N, C, nd, nd, shape_str(samples))
     end
   else
-    samples = ember.rand({ N, C, 2 }, { dtype = x.dtype, device = x.device })
+    samples = ember.rand({ N, C, nd }, { dtype = x.dtype, device = x.device })
   end
-  local y, i = pool.fractional2d(xb, k, out, samples:double():totable())
-  if x.ndim == 3 then y, i = y:squeeze(1), i:squeeze(1) end
+  -- PyTorch's samples: {u_w, u_h} in 2-d, {u_t, u_h, u_w} in 3-d
+  local y, i = pool.fractional(xb, k, out, samples:double():totable(), nd == 2 and { 2, 1 } or { 1, 2, 3 })
+  if x.ndim == nd + 1 then y, i = y:squeeze(1), i:squeeze(1) end
   if o.return_indices then return y, i end
   return y
 end
+
+function M.fractional_max_pool2d(x, kernel_size, ...) return fractional(2, x, kernel_size, ...) end
+function M.fractional_max_pool3d(x, kernel_size, ...) return fractional(3, x, kernel_size, ...) end
 
 -- ---- more of torch.nn.functional ---------------------------------------------
 

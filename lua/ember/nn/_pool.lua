@@ -298,12 +298,13 @@ function M.pool3d(how, cfg, x, with_indices)
   return y / (cd:view({ Do, 1, 1 }) * ch:view({ 1, Ho, 1 }) * cw:view({ 1, 1, Wo }))
 end
 
--- Fractional max pooling (nn.functional.fractional_max_pool2d), PyTorch's rule: per plane, the
+-- Fractional max pooling (nn.functional.fractional_max_pool2d/3d), PyTorch's rule: per plane, the
 -- window starts along a dim of n inputs, o outputs, kernel k and sample u in [0, 1) are
 -- floor((i + u) a) - floor(u a) for i < o - 1 (a = (n - k) / (o - 1)) and n - k for the last.
--- xb [N, C, H, W]; samples a [N, C, 2] Lua table ({u_w, u_h} per plane, as PyTorch's order);
--- returns the maxima [N, C, Ho, Wo] (the first largest of a window) and their 1-based flat
--- indices into each H x W plane.
+-- xb [N, C, *spatial] (2 or 3 spatial dims); samples a [N, C, nd] Lua table, `which[d]` naming the
+-- sample of spatial dim d (PyTorch's order: {u_w, u_h} in 2-d, {u_t, u_h, u_w} in 3-d); returns
+-- the maxima [N, C, *out] (the first largest of a window) and their 1-based flat indices into
+-- each plane (or volume).
 local function starts(u, n, o, k)
   local seq = {}
   local a = o > 1 and (n - k) / (o - 1) or 0
@@ -312,31 +313,50 @@ local function starts(u, n, o, k)
   return seq
 end
 
-function M.fractional2d(xb, k, out, samples)
-  local N, C, H, W = xb.shape[1], xb.shape[2], xb.shape[3], xb.shape[4]
-  local Ho, Wo, kh, kw = out[1], out[2], k[1], k[2]
-  local rows, cols = {}, {} -- [N][C][Ho * kh] and [N][C][Wo * kw], 1-based
-  for n = 1, N do
-    rows[n], cols[n] = {}, {}
-    for c = 1, C do
-      local sh, sw = starts(samples[n][c][2], H, Ho, kh), starts(samples[n][c][1], W, Wo, kw)
-      local r, q = {}, {}
-      for i = 1, Ho do for j = 1, kh do r[#r + 1] = sh[i] + j end end
-      for i = 1, Wo do for j = 1, kw do q[#q + 1] = sw[i] + j end end
-      rows[n][c], cols[n][c] = r, q
-    end
-  end
+function M.fractional(xb, k, out, samples, which)
+  local nd = #k
+  local N, C = xb.shape[1], xb.shape[2]
   local io = { dtype = "int64", device = xb.device }
-  local r = ember.tensor(rows, io) -- [N, C, Ho kh]
-  local q = ember.tensor(cols, io) -- [N, C, Wo kw]
-  local xr = xb:gather(3, r:unsqueeze(4):expand(N, C, Ho * kh, W)) -- the windows' rows
-  local v = xr:gather(4, q:unsqueeze(3):expand(N, C, Ho * kh, Wo * kw))
-  v = v:reshape({ N, C, Ho, kh, Wo, kw }):permute({ 1, 2, 3, 5, 4, 6 }):reshape({ N, C, Ho, Wo, kh * kw })
-  local y, arg = v:max(5)
-  local off = arg - 1 -- 0-based offset in the window, row-major
-  local row0 = r:view({ N, C, Ho, kh }):select(4, 1):view({ N, C, Ho, 1 }) - 1 -- 0-based window start
-  local col0 = q:view({ N, C, Wo, kw }):select(4, 1):view({ N, C, 1, Wo }) - 1
-  return y, (row0 + off // kw) * W + col0 + off % kw + 1
+  local v, first = xb, {}
+  for d = 1, nd do
+    -- each plane's rows (1-based) of the windows along spatial dim d: [N, C, out[d] * k[d]]
+    local pos = {}
+    for n = 1, N do
+      pos[n] = {}
+      for c = 1, C do
+        local st, r = starts(samples[n][c][which[d]], xb.shape[2 + d], out[d], k[d]), {}
+        for i = 1, out[d] do for j = 1, k[d] do r[#r + 1] = st[i] + j end end
+        pos[n][c] = r
+      end
+    end
+    local idx = ember.tensor(pos, io)
+    first[d] = idx:view({ N, C, out[d], k[d] }):select(4, 1) - 1 -- 0-based window starts [N, C, out[d]]
+    local shape, view = { table.unpack(v.shape) }, { N, C }
+    shape[2 + d] = out[d] * k[d]
+    for e = 1, nd do view[2 + e] = e == d and out[d] * k[d] or 1 end
+    v = v:gather(2 + d, idx:view(view):expand(table.unpack(shape)))
+  end
+  -- [N, C, o1 k1, o2 k2, ...] -> [N, C, o1, o2, ..., k1 k2 ...]
+  local split, perm = { N, C }, { 1, 2 }
+  for d = 1, nd do split[#split + 1], split[#split + 2] = out[d], k[d] end
+  for d = 1, nd do perm[2 + d] = 1 + 2 * d end
+  for d = 1, nd do perm[2 + nd + d] = 2 + 2 * d end
+  local kk, flat_shape = 1, { N, C }
+  for d = 1, nd do kk, flat_shape[2 + d] = kk * k[d], out[d] end
+  flat_shape[3 + nd] = kk
+  v = v:reshape(split):permute(perm):reshape(flat_shape)
+  local y, arg = v:max(3 + nd)
+  -- the flat index: sum over dims of (start + offset) * stride, offsets row-major in the window
+  local off, index = arg - 1, nil
+  local stride, kstride = 1, 1
+  for d = nd, 1, -1 do
+    local view = { N, C }
+    for e = 1, nd do view[2 + e] = e == d and out[d] or 1 end
+    local pos = first[d]:view(view) + (off // kstride) % k[d]
+    index = index and (index + pos * stride) or pos * stride
+    stride, kstride = stride * xb.shape[2 + d], kstride * k[d]
+  end
+  return y, index + 1
 end
 
 -- [C, H, W] -> [1, C, H, W] (PyTorch's unbatched input); the second result undoes it.

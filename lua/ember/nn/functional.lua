@@ -1035,6 +1035,20 @@ function F.max_unpool3d(x, indices, kernel_size, ...) return impl.max_unpool3d(x
 -- print(F.fractional_max_pool2d(ember.randn(1, 2, 9, 9), 2, {output_size = 5}).shape)   --> ember.Size{1, 2, 5, 5}
 function F.fractional_max_pool2d(x, kernel_size, ...) return impl.fractional_max_pool2d(x, kernel_size, ...) end
 
+--- Fractional max pooling of volumes, as torch.nn.functional.fractional_max_pool3d:
+-- `F.fractional_max_pool3d(x, kernel_size [, {output_size =, output_ratio =, return_indices = false,
+-- _random_samples =}])`, x [N, C, D, H, W] or [C, D, H, W]; fractional_max_pool2d's rule along each
+-- of the three dims, the samples [N, C, 3] ordered {u_t, u_h, u_w} as PyTorch's; the indices are
+-- 1-based flat into each D x H x W volume (for max_unpool3d).
+-- @tparam Tensor x
+-- @param kernel_size an integer or {kd, kh, kw}
+-- @param[opt] ... output_size, output_ratio, return_indices, _random_samples, or an options table
+-- @treturn Tensor
+-- @treturn[opt] Tensor the indices, with return_indices
+-- @usage local F = ember.nn.functional
+-- print(F.fractional_max_pool3d(ember.randn(1, 2, 8, 8, 8), 2, {output_ratio = 0.5}).shape)   --> ember.Size{1, 2, 4, 4, 4}
+function F.fractional_max_pool3d(x, kernel_size, ...) return impl.fractional_max_pool3d(x, kernel_size, ...) end
+
 --- 3-d average pooling, as torch.nn.functional.avg_pool3d: `F.avg_pool3d(x,
 -- kernel_size [, {stride=kernel_size, padding=0, ceil_mode=false,
 -- count_include_pad=true, divisor_override=}])` (or positional).

@@ -132,6 +132,7 @@ return {
   MaxUnpool2d = require "ember.nn.MaxUnpool2d",
   MaxUnpool3d = require "ember.nn.MaxUnpool3d",
   FractionalMaxPool2d = require "ember.nn.FractionalMaxPool2d",
+  FractionalMaxPool3d = require "ember.nn.FractionalMaxPool3d",
   Softmax2d = require "ember.nn.Softmax2d",
   UpsamplingNearest2d = require "ember.nn.UpsamplingNearest2d",
   UpsamplingBilinear2d = require "ember.nn.UpsamplingBilinear2d",
