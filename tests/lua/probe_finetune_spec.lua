@@ -489,3 +489,50 @@ describe("gradient_checkpointing_enable under bfloat16 autocast, the embedding f
     end
   end)
 end)
+
+describe("an optimizer state_dict in torch's numbering (0-based ids, a 0-dim tensor step)", function()
+  -- ember's own state_dict renumbered as torch.optim writes it
+  local function as_torch(sd)
+    local state, groups = {}, {}
+    for id, st in pairs(sd.state) do
+      local s = {}
+      for k, v in pairs(st) do s[k] = k == "step" and ember.tensor(v, { dtype = "float32" }) or v end
+      state[id - 1] = s
+    end
+    for gi, g in ipairs(sd.param_groups) do
+      local c = {}
+      for k, v in pairs(g) do c[k] = v end
+      c.params = {}
+      for i, id in ipairs(g.params) do c.params[i] = id - 1 end
+      groups[gi] = c
+    end
+    return { state = state, param_groups = groups }
+  end
+
+  for _, case in ipairs {
+    { "AdamW", function(ps) return optim.AdamW(ps, { lr = 1e-2 }) end },
+    { "Adafactor", function(ps) return optim.Adafactor(ps, { lr = 1e-2 }) end },
+  } do
+    it(case[1] .. " goes on as the run it was saved from", function()
+      local function setup()
+        local m = Llama.from_pretrained(FAMILY .. "qwen3"):train()
+        return m, case[2]({ { params = m.model.layers[1]:parameters() }, { params = m.model.layers[2]:parameters() } })
+      end
+      local ids = ember.randint(1, 54, { 2, 6 }, { dtype = "int64", generator = ember.Generator():manual_seed(8) })
+      local function step(m, opt)
+        opt:zero_grad()
+        lm_loss(m(ids), ids):backward()
+        opt:step()
+      end
+      local m, opt = setup()
+      step(m, opt)
+      local sd = as_torch(opt:state_dict())
+      local m2, opt2 = setup()
+      m2:load_state_dict(m:state_dict())
+      opt2:load_state_dict(sd)
+      step(m, opt)
+      step(m2, opt2)
+      same_state(m, m2, case[1])
+    end)
+  end
+end)

@@ -122,6 +122,9 @@ end
 function Adafactor:load_state_dict(sd)
   if type(sd) ~= "table" or type(sd.state) ~= "table" then return Optimizer.load_state_dict(self, sd) end
   local rest, factors = {}, {}
+  -- the factors go to the parameters Optimizer.load_state_dict gives the rest to (torch's 0-based ids too)
+  local index_of = type(sd.param_groups) == "table" and #sd.param_groups == #self.param_groups
+    and self:_state_index(sd) or {}
   for idx, st in pairs(sd.state) do
     local s, f = {}, {}
     for name, v in pairs(st) do
@@ -130,7 +133,7 @@ function Adafactor:load_state_dict(sd)
     rest[idx], factors[idx] = s, f
   end
   for idx, f in pairs(factors) do
-    local p = self._params[idx]
+    local p = self._params[index_of[idx] or idx]
     for name, v in pairs(f) do
       local want = p and "[" .. table.concat(factor_shape(p, name), ", ") .. "]"
       if p and (not ember.is_tensor(v) or shape_str(v) ~= want) then
@@ -142,11 +145,12 @@ function Adafactor:load_state_dict(sd)
   Optimizer.load_state_dict(self, { state = rest, param_groups = sd.param_groups })
   ember.no_grad(function()
     for idx, f in pairs(factors) do
-      local p = self._params[idx]
+      local at = index_of[idx] or idx
+      local p = self._params[at]
       for name, v in pairs(f) do
         local t = ember.zeros(factor_shape(p, name), { dtype = p.dtype, device = p.device })
         t:copy_(v.device == p.device and v or v:to(p.device))
-        self.state[idx][name] = t
+        self.state[at][name] = t
       end
     end
   end)

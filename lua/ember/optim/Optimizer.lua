@@ -316,6 +316,18 @@ end
 
 local shape_str = require("ember._errors").shape_str
 
+-- A state_dict's id of each parameter -> its index here (self._params), by
+-- the groups' params lists, as torch.optim matches them (ember's ids are
+-- 1, 2, ...; torch's 0, 1, ...). The group counts are checked by the caller.
+function Optimizer:_state_index(sd)
+  local index_of = {}
+  for gi, g in ipairs(self.param_groups) do
+    local ids = sd.param_groups[gi] and sd.param_groups[gi].params
+    for i, id in ipairs(type(ids) == "table" and ids or {}) do index_of[id] = self._index[g.params[i]] end
+  end
+  return index_of
+end
+
 --- Restores a state_dict (from this optimizer type, same parameter layout).
 -- Checks everything first; tensors are copied onto each parameter's dtype
 -- and device. As PyTorch's, the state's keys are matched to the parameters
@@ -337,11 +349,7 @@ function Optimizer:load_state_dict(sd)
       self:_error("load_state_dict: group %d has %d parameters in the state, %d here", gi, n, #g.params)
     end
   end
-  -- the state's id of each parameter -> its index here, by the groups' params lists
-  local index_of, by_index = {}, {}
-  for gi, g in ipairs(self.param_groups) do
-    for i, id in ipairs(sd.param_groups[gi].params) do index_of[id] = self._index[g.params[i]] end
-  end
+  local index_of, by_index = self:_state_index(sd), {}
   for id, st in pairs(sd.state) do
     local idx = index_of[id]
     if not idx then self:_error("load_state_dict: state for parameter %s, which does not exist", tostring(id)) end
