@@ -166,6 +166,10 @@ CASES += [
 CASES += [
     ("von_mises", "VonMises", {"loc": rn(5), "concentration": torch.tensor([0.3, 1.0, 3.0, 3.75, 8.0])}, rn(5) * 3, None),
 ]
+CASES += [
+    ("fisher_snedecor", "FisherSnedecor", {"df1": ru(4, lo=0.5, hi=6.0), "df2": torch.tensor([1.5, 3.0, 4.5, 9.0])}, ru(4, lo=0.2, hi=3.0), None),
+    ("kumaraswamy", "Kumaraswamy", {"concentration1": ru(4, lo=0.5, hi=4.0), "concentration0": ru(4, lo=0.5, hi=4.0)}, ru(4, lo=0.05, hi=0.95), ru(4, lo=0.05, hi=0.95)),
+]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
 
 NOGRAD = {"total_count"}
@@ -212,7 +216,7 @@ def case(name, cls, params, value, probs):
     lua_value = value + 1 if cls == "Categorical" else value
     c["value"] = lua_value
     c["log_prob"] = with_grads(lambda ps: make(cls, ps).log_prob(value), params)
-    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "NegativeBinomial", "VonMises"):
+    if cls not in ("Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical", "NegativeBinomial", "VonMises", "FisherSnedecor"):
         c["entropy"] = with_grads(lambda ps: make(cls, ps).entropy(), params)
     if cls not in ("Categorical", "RelaxedBernoulli", "RelaxedOneHotCategorical"):
         c["mean"], c["variance"], c["stddev"] = d.mean, d.variance, d.stddev

@@ -293,6 +293,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     { "Pareto", { pos(0.5, 1.5, 2.0), pos(1.5, 2.5, 4.0) } },
     { "Weibull", { pos(0.5, 1.5, 2.0), pos(0.8, 1.5, 3.0) } },
     { "ContinuousBernoulli", { pos(0.2, 0.45, 0.9) } },
+    { "Kumaraswamy", { pos(0.5, 1.5, 3.0), pos(0.8, 2.0, 1.2) } },
   }
   for _, c in ipairs(cases) do
     it(c[1], function()
@@ -344,7 +345,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     assert.is_false(D.Normal(mu, 1.0):sample().requires_grad)
     assert.is_true(D.Normal(mu, 1.0):rsample().requires_grad)
     for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0), D.Dirichlet(ember.ones(3)),
-                         D.StudentT(3.0), D.Geometric(0.5) } do
+                         D.StudentT(3.0), D.Geometric(0.5), D.FisherSnedecor(3.0, 5.0) } do
       assert.is_false(d.has_rsample)
       raises_here(function() d:rsample() end, "rsample is not available")
     end
@@ -364,6 +365,7 @@ describe("samples follow the distribution", function()
     D.Gumbel(1.0, 2.0), D.Cauchy(0.5, 1.5), D.HalfNormal(1.5), D.HalfCauchy(0.7),
     D.Pareto(1.5, 2.5), D.Weibull(2.0, 0.8),
     D.ContinuousBernoulli(0.3), D.ContinuousBernoulli(0.9),
+    D.Kumaraswamy(2.0, 0.7),
   }
   for _, d in ipairs(continuous) do
     it(d.__name .. ": the empirical cdf at its quartiles", function()
@@ -387,6 +389,7 @@ describe("samples follow the distribution", function()
     { D.Bernoulli(ember.tensor({ 0.1, 0.5, 0.8 }, f64)) },
     { D.Geometric(ember.tensor({ 0.2, 0.5, 0.9 }, f64)) },
     { D.Chi2(ember.tensor({ 0.7, 3.0, 8.0 }, f64)) },
+    { D.FisherSnedecor(ember.tensor({ 3.0, 10.0 }, f64), ember.tensor({ 12.0, 20.0 }, f64)) },
     { D.LowRankMultivariateNormal(ember.tensor({ 1.0, -2.0, 0.5 }, f64), ember.tensor({ { 1.0, 0.2 }, { 0.5, -0.3 }, { 0.0, 1.0 } }, f64), ember.tensor({ 1.0, 2.0, 0.5 }, f64)) },
     { D.NegativeBinomial(ember.tensor({ 0.5, 3.0, 10.0 }, f64), ember.tensor({ 0.3, 0.6, 0.2 }, f64)) },
     { D.Multinomial(6, ember.tensor({ { 0.2, 0.3, 0.5 }, { 0.7, 0.2, 0.1 } }, f64)) },
