@@ -93,6 +93,12 @@ FNS = {
     "matrix_power_-2": lambda A: [L.matrix_power(A, -2)],
     "multi_dot": lambda A, B, C: [L.multi_dot([A, B, C])],
     "matrix_rank": lambda A: [L.matrix_rank(A).double()],
+    "matrix_exp": lambda A: [L.matrix_exp(A)],
+    "cond": lambda A: [L.cond(A)],
+    "cond_fro": lambda A: [L.cond(A, "fro")],
+    "cond_-2": lambda A: [L.cond(A, -2)],
+    "vecdot": lambda x, y: [L.vecdot(x, y)],
+    "cross": lambda x, y: [L.cross(x, y)],
 }
 
 
@@ -174,6 +180,13 @@ cases = [
     case("matrix_power 3", "matrix_power_3", torch.randn(2, 3, 3)),
     case("matrix_power -2", "matrix_power_-2", general(3, 3)),
     case("multi_dot", "multi_dot", torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 2)),
+    case("matrix_exp small norm", "matrix_exp", 0.3 * torch.randn(4, 4)),
+    case("matrix_exp with squaring, batched [2,3,4,4]", "matrix_exp", 3 * torch.randn(2, 3, 4, 4)),
+    case("cond 2", "cond", general(4, 4)),
+    case("cond fro (values only: torch 1.13 fails its backward, an in-place write in linalg.cond)", "cond_fro", general(4, 4), grads=False),
+    case("cond -2 of a 5x3", "cond_-2", torch.randn(5, 3)),
+    case("vecdot", "vecdot", torch.randn(2, 4), torch.randn(4)),
+    case("cross", "cross", torch.randn(2, 3), torch.randn(2, 3)),
     case("matrix_rank of a rank-2 4x4", "matrix_rank", torch.randn(4, 2) @ torch.randn(2, 4), grads=False),
 ]
 

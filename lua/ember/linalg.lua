@@ -12,11 +12,13 @@
 -- positive-definite, singular) are errors as torch words them, naming the
 -- batch element (1-based), raised at the caller's line.
 -- torch's top-level names ember.inverse, det, logdet, slogdet, cholesky,
--- qr and svd (returning V, as torch.svd) are these functions too.
+-- qr, svd (returning V, as torch.svd) and matrix_exp are these functions
+-- too, and tensor methods (A:det()).
 -- Not here: eig/eigvals (general, complex results), lu/lu_factor/lu_solve,
--- matrix_exp, householder_product, complex dtypes, the gradient of det at a
--- singular matrix (an error), QR's complete mode gradient for m > n (an
--- error, as torch's).
+-- solve_ex, ldl, tensorinv/tensorsolve, householder_product, complex
+-- dtypes, the gradient of det at a singular matrix (an error), QR's
+-- complete mode gradient for m > n (an error, as torch's), second
+-- derivatives (the backward formulas read saved factors as constants).
 -- @module ember.linalg
 -- @usage local A = ember.tensor({{4, 2}, {2, 3}}, {dtype = "float64"})
 -- print(ember.linalg.det(A))   --> tensor(8.0000, shape=[], dtype=float64, device=cpu)
@@ -630,9 +632,120 @@ M.multi_dot = guard(function(tensors)
   return acc
 end)
 
+-- Pade 13 coefficients and the 1-norm bound under which it is exact to
+-- float64's precision (Higham 2005, "The scaling and squaring method for
+-- the matrix exponential revisited").
+local PADE13 = { 64764752532480000, 32382376266240000, 7771770303897600, 1187353796428800, 129060195264000,
+  10559470521600, 670442572800, 33522128640, 1323241920, 40840800, 960960, 16380, 182, 1 }
+local THETA13 = 5.371920351148152
+
+--- The matrix exponential (torch.linalg.matrix_exp): Pade 13 with scaling
+-- and squaring (Higham 2005), one scaling for the whole batch; composed from
+-- matmul and solve, so its gradient is the derivative of that approximant.
+-- @tparam Tensor A [..., n, n]
+-- @treturn Tensor
+-- @usage print(ember.linalg.matrix_exp(ember.tensor({{0, 1}, {0, 0}}, {dtype = "float64"})))   --> tensor([[1.0000, 1.0000], [0.0000, 1.0000]], shape=[2, 2], dtype=float64, device=cpu)
+M.matrix_exp = guard(function(A)
+  local op = "matrix_exp"
+  check(op, A, true)
+  local n = rows(A)
+  if n == 0 or A:numel() == 0 then return A:clone() end
+  local norm1 = A:detach():abs():sum(-2):amax():item()
+  local s = 0
+  if norm1 > THETA13 then s = math.max(0, math.ceil(math.log(norm1 / THETA13, 2))) end
+  local X = s > 0 and A / (2 ^ s) or A
+  local I = eye_like(A, n)
+  local b = PADE13
+  local A2 = X:matmul(X)
+  local A4 = A2:matmul(A2)
+  local A6 = A4:matmul(A2)
+  local U = X:matmul(A6:matmul(b[14] * A6 + b[12] * A4 + b[10] * A2) + b[8] * A6 + b[6] * A4 + b[4] * A2 + b[2] * I)
+  local V = A6:matmul(b[13] * A6 + b[11] * A4 + b[9] * A2) + b[7] * A6 + b[5] * A4 + b[3] * A2 + b[1] * I
+  local R = SOLVE(V - U, V + U, "linalg.matrix_exp")
+  for _ = 1, s do R = R:matmul(R) end
+  return R
+end)
+
+--- The condition number (torch.linalg.cond): for p nil, 2 or -2 the ratio
+-- of the extreme singular values (any shape); for "fro", "nuc", 1, -1,
+-- math.huge, -math.huge the norm of A times that of its inverse (square A).
+-- @tparam Tensor A [..., m, n]
+-- @tparam[opt] string|number p
+-- @treturn Tensor
+-- @usage print(ember.linalg.cond(ember.tensor({{4, 0}, {0, 2}}, {dtype = "float64"})))   --> tensor(2.0000, shape=[], dtype=float64, device=cpu)
+M.cond = guard(function(A, p)
+  local op = "cond"
+  check(op, A)
+  if p == nil or p == 2 or p == -2 then
+    local S = M.svdvals(A)
+    local big, small = S:amax(-1), S:amin(-1)
+    if p == -2 then return small / big end
+    return big / small
+  end
+  check(op, A, true)
+  return M.matrix_norm(A, p) * M.matrix_norm(M.inv(A), p)
+end)
+
+--- torch.linalg.inv_ex: the inverse and info (int64 of A's batch shape: 0,
+-- or the 1-based zero pivot where A is singular), without an error.
+-- @tparam Tensor A [..., n, n]
+-- @treturn Tensor inverse (not meaningful where info is nonzero)
+-- @treturn Tensor info
+-- @usage local _, info = ember.linalg.inv_ex(ember.zeros(2, 2, {dtype = "float64"}))
+-- print(info)   --> tensor(1, shape=[], dtype=int64, device=cpu)
+M.inv_ex = guard(function(A)
+  check("inv_ex", A, true)
+  local I = core.zeros_like(A) + eye_like(A, rows(A))
+  local Y, elem, code = C("solve", A, I, { name = "linalg.inv_ex", ex = true })
+  local info = core.zeros(batch_shape(A), { dtype = "int64", device = A.device })
+  if elem > 0 then
+    info:view(-1)[elem] = code
+    return Y, info
+  end
+  return M.inv(A), info
+end)
+
+--- The cross product of 3-vectors along dim (-1 by default), as
+-- torch.linalg.cross (ember.cross picks the first dim of size 3).
+-- @tparam Tensor a
+-- @tparam Tensor b
+-- @tparam[opt] number dim -1
+-- @treturn Tensor
+-- @usage print(ember.linalg.cross(ember.tensor({1, 0, 0}), ember.tensor({0, 1, 0})))   --> tensor([0.0000, 0.0000, 1.0000], shape=[3], dtype=float32, device=cpu)
+M.cross = guard(function(a, b, dim)
+  if type(dim) == "table" then dim = options("cross", dim, { dim = "number" }).dim end
+  return core.cross(a, b, dim or -1)
+end)
+
+--- The dot product of vectors along dim (-1 by default): sum(x * y, dim)
+-- with broadcasting (torch.linalg.vecdot, real tensors).
+-- @tparam Tensor x
+-- @tparam Tensor y
+-- @tparam[opt] number|table dim -1
+-- @treturn Tensor
+-- @usage print(ember.linalg.vecdot(ember.tensor({1, 2, 3}), ember.tensor({4, 5, 6})))   --> tensor(32.0000, shape=[], dtype=float32, device=cpu)
+M.vecdot = guard(function(x, y, dim)
+  if type(dim) == "table" then dim = options("vecdot", dim, { dim = "number" }).dim end
+  return (x * y):sum(dim or -1)
+end)
+
+--- The diagonals of the matrices of A (torch.linalg.diagonal): offset 0,
+-- dim1 -2 and dim2 -1 by default, positional or `{offset =, dim1 =, dim2 =}`.
+-- @tparam Tensor A
+-- @treturn Tensor
+-- @usage print(ember.linalg.diagonal(ember.tensor({{1, 2}, {3, 4}})))   --> tensor([1.0000, 4.0000], shape=[2], dtype=float32, device=cpu)
+M.diagonal = guard(function(A, offset, dim1, dim2)
+  if type(offset) == "table" then
+    local o = options("diagonal", offset, { offset = "number", dim1 = "number", dim2 = "number" })
+    offset, dim1, dim2 = o.offset, o.dim1, o.dim2
+  end
+  return A:diagonal(offset or 0, dim1 or -2, dim2 or -1)
+end)
+
 -- torch's top-level names (init.lua puts them on ember)
 
 M._top = {
+  matrix_exp = function(A) return M.matrix_exp(A) end,
   inverse = function(A) return M.inv(A) end,
   det = function(A) return M.det(A) end,
   slogdet = function(A) return M.slogdet(A) end,

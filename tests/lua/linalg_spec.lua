@@ -78,6 +78,12 @@ local FNS = {
   ["matrix_power_-2"] = function(A) return { L.matrix_power(A, -2) } end,
   multi_dot = function(A, B, C) return { L.multi_dot({ A, B, C }) } end,
   matrix_rank = function(A) return { L.matrix_rank(A):to(A.dtype) } end,
+  matrix_exp = function(A) return { ember.matrix_exp(A) } end,
+  cond = function(A) return { L.cond(A) } end,
+  cond_fro = function(A) return { L.cond(A, "fro") } end,
+  ["cond_-2"] = function(A) return { L.cond(A, -2) } end,
+  vecdot = function(x, y) return { L.vecdot(x, y) } end,
+  cross = function(x, y) return { L.cross(x, y) } end,
 }
 
 local function run_case(c, dtype, tol)
@@ -140,6 +146,8 @@ describe("ember.linalg gradchecks (float64)", function()
     { "pinv", L.pinv, { W } },
     { "lstsq", function(Y, Z) return (L.lstsq(Y, Z)) end, { W, ember.randn(5, 2, F64) } },
     { "matrix_norm nuc", function(Y) return L.matrix_norm(Y, "nuc") end, { W } },
+    { "matrix_exp (with squaring)", L.matrix_exp, { 2 * X } },
+    { "cond", L.cond, { G } },
     { "batched cholesky and inv", function(Y) return L.inv(L.cholesky(Y:matmul(mT(Y)) + ember.eye(3, F64))) end,
       { ember.randn(2, 3, 3, 3, F64) } },
   }
