@@ -444,6 +444,35 @@ function Module:get_submodule(target)
   return m
 end
 
+-- get_parameter / get_buffer: the tensor of that kind at a dotted path.
+local function get_tensor(self, target, kind, what)
+  local who = self.__name .. ".get_" .. what
+  if type(target) ~= "string" then errors.raise("%s: expected a dotted name, got %s", who, type(target)) end
+  local path, name = target:match("^(.*)%.([^.]+)$")
+  if not path then path, name = "", target end
+  local m = self:get_submodule(path)
+  if kind_of(m, name) ~= kind then
+    errors.raise("%s: '%s' (%s) has no %s '%s'", who, path == "" and self.__name or path, m.__name, what, name)
+  end
+  return m._reg[name]
+end
+
+--- The parameter at a dotted path ("model.layers.0.self_attn.q_proj.weight"),
+-- as PyTorch's get_parameter: the names of named_parameters(). A path
+-- that is no parameter is an error naming it.
+-- @tparam string target
+-- @treturn Tensor
+-- @usage local m = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+-- print(m:get_parameter("1.weight").shape)   --> ember.Size{3, 2}
+function Module:get_parameter(target) return get_tensor(self, target, "param", "parameter") end
+
+--- The buffer at a dotted path ("1.running_mean"), as PyTorch's get_buffer.
+-- @tparam string target
+-- @treturn Tensor
+-- @usage local m = nn.Sequential(nn.BatchNorm1d(3))
+-- print(m:get_buffer("1.running_var").shape)   --> ember.Size{3}
+function Module:get_buffer(target) return get_tensor(self, target, "buffer", "buffer") end
+
 --- The module and all its descendants, depth first.
 -- @treturn {Module,...}
 function Module:modules(list)
