@@ -100,6 +100,11 @@ describe("LoRA written by hand on q_proj / v_proj of a loaded model", function()
       assert(ember.equal(v, adapters[k]), k)
     end
     assert.are.equal(4 * m.config.num_hidden_layers, n)
+    -- torch's get_parameter reaches them by their state dict names
+    assert(rawequal(m:get_parameter("model.layers.1.self_attn.v_proj.lora_B"), m.model.layers[2].self_attn.v_proj.lora_B))
+    assert(rawequal(m:get_parameter("model.layers.0.self_attn.q_proj.base.bias"), m.model.layers[1].self_attn.q_proj.base.bias))
+    assert.has_error(function() m:get_parameter("model.layers.0.self_attn.q_proj.weight") end,
+      "Llama.get_parameter: 'model.layers.0.self_attn.q_proj' (LoRALinear) has no parameter 'weight'")
     -- merged: plain Linears again, the same logits and generation, and a Hugging Face folder
     m:eval()
     local out = m(ids)
