@@ -12,7 +12,7 @@ a ParameterList and a ParameterDict: its state dict (torch's names, in
 order), the output of a forward that uses every parameter, and each
 parameter's gradient. `pools3d`: MaxPool3d with return_indices and MaxUnpool3d (see
 pool3d_case); `convt3d`: ConvTranspose3d (see convt3d_case); `mlml`: MultiLabelMarginLoss (mlml_case); `fractional`:
-FractionalMaxPool2d/3d with given samples (fractional_case).
+FractionalMaxPool2d/3d with given samples (fractional_case); `asm`: AdaptiveLogSoftmaxWithLoss (asm).
 """
 import torch
 import torch.nn as tnn
@@ -189,9 +189,29 @@ def fractional():
     ]
 
 
+def asm():
+    """torch's AdaptiveLogSoftmaxWithLoss(6, 12, [3, 7], div_value=2, head_bias=True) in float64: its
+    state dict, forward(x, target) (targets +1: ember's are 1-based) output and loss, the gradients of
+    sum(output * w) + loss for x and every parameter, log_prob(x), predict(x) (+1), and an unbatched call."""
+    m = tnn.AdaptiveLogSoftmaxWithLoss(6, 12, [3, 7], div_value=2.0, head_bias=True).double()
+    x = torch.randn(7, 6, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([0, 5, 11, 2, 7, 3, 9])
+    r = m(x, target)
+    w = torch.randn(7, dtype=torch.float64)
+    ((r.output * w).sum() + r.loss).backward()
+    names = list(m.state_dict().keys())
+    params = dict(m.named_parameters())
+    x1 = torch.randn(6, dtype=torch.float64)
+    r1 = m(x1, torch.tensor(8))
+    return {"names": names, "state": [m.state_dict()[n] for n in names], "x": x, "target": target + 1, "w": w,
+            "output": r.output, "loss": r.loss, "grad_x": x.grad, "grads": [params[n].grad for n in names],
+            "log_prob": m.log_prob(x.detach()), "predict": m.predict(x.detach()) + 1,
+            "x1": x1, "target1": 9, "output1": r1.output, "loss1": r1.loss}
+
+
 def main():
     Writer(keys="auto").write("tests/fixtures/nn_wrappers.lua", "tests/gen_nn_wrappers.py",
-                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d(), "mlml": mlml(), "fractional": fractional()})
+                              {"seed": SEED, "pads": pads(), "containers": containers(), "pools3d": pools3d(), "convt3d": convt3d(), "mlml": mlml(), "fractional": fractional(), "asm": asm()})
 
 
 if __name__ == "__main__":

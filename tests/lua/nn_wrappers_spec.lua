@@ -8,6 +8,7 @@
 --   * ConvTranspose3d / F.conv_transpose3d: torch's output, gradients, shapes, repr, gradcheck;
 --   * MultiLabelMarginLoss / F.multilabel_margin_loss: torch's loss and gradient (repeats, -1 ends);
 --   * FractionalMaxPool2d/3d / F.fractional_max_pool2d/3d: torch's values, indices, gradient (its samples);
+--   * AdaptiveLogSoftmaxWithLoss: torch's state names, output, loss, gradients, log_prob, predict;
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -293,6 +294,57 @@ describe("nn.FractionalMaxPool2d/3d and nn.functional.fractional_max_pool2d/3d a
       "nn.functional.fractional_max_pool3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [12, 12]")
     gradcheck.check(function(t) return F.fractional_max_pool3d(t, 2, { output_size = { 2, 3, 2 },
       _random_samples = ember.tensor({ { { 0.3, 0.6, 0.9 } } }, "float64") }) end, { ember.randn(1, 1, 4, 5, 4, { dtype = "float64" }) })
+  end)
+end)
+
+describe("nn.AdaptiveLogSoftmaxWithLoss against torch", function()
+  local c = fx.asm
+  local function loaded()
+    local m = nn.AdaptiveLogSoftmaxWithLoss(6, 12, { 3, 7 }, { div_value = 2, head_bias = true, dtype = "float64" })
+    local sd = {}
+    for i, n in ipairs(c.names) do sd[n] = T(c.state[i]) end
+    m:load_state_dict(sd)
+    return m
+  end
+
+  it("torch's parameter names, output, loss, gradients, log_prob and predict (1-based ids)", function()
+    local m = loaded()
+    assert.are.same(c.names, { table.unpack(m:parameter_names()) })
+    local x = T(c.x):requires_grad_(true)
+    local r = m(x, T(c.target))
+    check("output", r.output, T(c.output), 1e-14)
+    check("loss", r.loss, T(c.loss), 1e-14)
+    assert.are.equal(r.output, r[1])
+    assert.are.equal(r.loss, r[2])
+    local total = (r.output * T(c.w)):sum() + r.loss
+    total:backward()
+    check("grad x", x.grad, T(c.grad_x), 1e-13)
+    local params = m:named_parameters()
+    for i, n in ipairs(c.names) do check("grad " .. n, params[n].grad, T(c.grads[i]), 1e-13) end
+    check("log_prob", m:log_prob(T(c.x)), T(c.log_prob), 1e-14)
+    assert.are.same(parity.values(T(c.predict)), parity.values(m:predict(T(c.x))))
+    local r1 = m(T(c.x1), ember.tensor(c.target1, "int64"))
+    check("unbatched output", r1.output, T(c.output1), 1e-14)
+    check("unbatched loss", r1.loss, T(c.loss1), 1e-14)
+    assert.are.same({}, r1.output.shape)
+  end)
+
+  it("refuses bad sizes, cutoffs, targets and inputs naming itself at the caller's line", function()
+    raises_here(function() nn.AdaptiveLogSoftmaxWithLoss(6, 12, { 7, 3 }) end,
+      "AdaptiveLogSoftmaxWithLoss: cutoffs must be a list of unique, positive integers in increasing order, each "
+      .. "between 1 and n_classes - 1 (11), got {7, 3}")
+    raises_here(function() nn.AdaptiveLogSoftmaxWithLoss(6, 12, { 3, 12 }) end, "cutoffs must be a list")
+    raises_here(function() nn.AdaptiveLogSoftmaxWithLoss(6, 12, { 3 }, { div = 2 }) end,
+      "nn.AdaptiveLogSoftmaxWithLoss: unknown option 'div'")
+    raises_here(function() nn.AdaptiveLogSoftmaxWithLoss(6, 12, { 3, 7 }, { div_value = 8 }) end,
+      "AdaptiveLogSoftmaxWithLoss: cluster 1's projection would have 0 features")
+    local m = loaded()
+    raises_here(function() m(T(c.x), ember.tensor({ 1, 2, 3, 4, 5, 6, 13 }, "int64")) end,
+      "AdaptiveLogSoftmaxWithLoss.forward: target ids must lie in 1..12 (1-based), got 13")
+    raises_here(function() m(T(c.x), ember.tensor({ 1, 2 }, "int64")) end,
+      "AdaptiveLogSoftmaxWithLoss.forward: expected an int64 target [7] of 1-based class ids, got int64 [2]")
+    raises_here(function() m(ember.randn(7, 5, { dtype = "float64" }), T(c.target)) end,
+      "AdaptiveLogSoftmaxWithLoss.forward: expected an input [N, 6] or [6] (in_features), got [7, 5]")
   end)
 end)
 

@@ -119,6 +119,7 @@ return {
   MultiMarginLoss = require "ember.nn.MultiMarginLoss",
   MultiLabelMarginLoss = require "ember.nn.MultiLabelMarginLoss",
   NLLLoss2d = require "ember.nn.NLLLoss2d",
+  AdaptiveLogSoftmaxWithLoss = require "ember.nn.AdaptiveLogSoftmaxWithLoss",
   PoissonNLLLoss = require "ember.nn.PoissonNLLLoss",
   GaussianNLLLoss = require "ember.nn.GaussianNLLLoss",
   TripletMarginWithDistanceLoss = require "ember.nn.TripletMarginWithDistanceLoss",
