@@ -108,6 +108,9 @@ PARAMS = {
     "Poisson": lambda: {"rate": pos(lo=0.5, hi=5)},
     "Bernoulli": lambda: {"probs": pos(lo=0.1, hi=0.9)},
     "Binomial": lambda: {"total_count": torch.tensor(4.), "probs": pos(lo=0.1, hi=0.9)},
+    "Pareto": lambda: {"scale": pos(), "alpha": pos(lo=2.5, hi=5.0)},
+    "Pareto_low_alpha": lambda: {"scale": pos(), "alpha": torch.tensor([0.8, 1.5, 3.0])},
+    "Uniform_above": lambda: {"low": pos(lo=2.0, hi=3.0), "high": pos(lo=3.5, hi=5.0)},
     "Uniform_wide": lambda: {"low": -pos(), "high": pos()},
     "Uniform_pos": lambda: {"low": pos(lo=0.1, hi=0.5), "high": pos(lo=1.0, hi=3.0)},
     "Uniform_unit": lambda: {"low": pos(lo=0.05, hi=0.3), "high": pos(lo=0.6, hi=0.95)},
@@ -122,6 +125,9 @@ CROSS = [
     ("Uniform_wide", "Gumbel"), ("Uniform_wide", "Normal"),
     ("Normal", "Uniform_wide"), ("Normal", "Exponential"), ("Laplace", "Beta"), ("Gumbel", "Gamma"), ("Exponential", "Uniform_wide"),
     ("Gamma", "Beta"), ("Poisson", "Binomial"), ("Poisson", "Bernoulli"),
+    ("Pareto", "Exponential"), ("Pareto_low_alpha", "Exponential"), ("Pareto", "Gamma"), ("Pareto_low_alpha", "Gamma"),
+    ("Pareto", "Normal"), ("Pareto_low_alpha", "Normal"), ("Uniform_above", "Pareto"), ("Uniform_wide", "Pareto"),
+    ("Normal", "Pareto"), ("Pareto", "Uniform_wide"), ("Pareto", "Pareto"), ("Pareto_low_alpha", "Pareto"),
 ]
 CASES += [
     ("dirichlet", "Dirichlet", {"concentration": ru(2, 4, lo=0.4, hi=3.0)}, torch.softmax(rn(3, 2, 4), -1), None),
@@ -171,6 +177,10 @@ CASES += [
     ("kumaraswamy", "Kumaraswamy", {"concentration1": ru(4, lo=0.5, hi=4.0), "concentration0": ru(4, lo=0.5, hi=4.0)}, ru(4, lo=0.05, hi=0.95), ru(4, lo=0.05, hi=0.95)),
 ]
 KL_CROSS = [(p.split("_")[0], PARAMS[p](), PARAMS[q](), q.split("_")[0]) for p, q in CROSS]
+KL_CROSS += [
+    ("Geometric", {"probs": pos(lo=0.1, hi=0.9)}, {"logits": rn(3)}, "Geometric"),
+    ("HalfNormal", {"scale": pos()}, {"scale": pos()}, "HalfNormal"),
+]
 
 NOGRAD = {"total_count"}
 

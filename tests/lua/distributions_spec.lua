@@ -271,9 +271,20 @@ describe("kl_divergence against torch's", function()
     assert.are.same(parity.values(T(fx.kl_inf.bernoulli)), parity.values(b))
   end)
 
+  it("TransformedDistributions with the same transforms: the bases' KL (LogNormal's)", function()
+    local TR = D.transforms
+    local p = D.TransformedDistribution(D.Normal(ember.tensor({ 0.3, -1.0 }, f64), ember.tensor({ 1.0, 0.5 }, f64)), { TR.ExpTransform() })
+    local q = D.TransformedDistribution(D.Normal(ember.tensor({ 0.0, 0.5 }, f64), ember.tensor({ 2.0, 0.7 }, f64)), { TR.ExpTransform() })
+    local want = D.kl_divergence(D.LogNormal(p.base_dist.loc, p.base_dist.scale), D.LogNormal(q.base_dist.loc, q.base_dist.scale))
+    assert.are.same(parity.values(want), parity.values(D.kl_divergence(p, q)))
+    local r = D.TransformedDistribution(D.Normal(0.0, 1.0), { TR.AffineTransform(0.0, 2.0) })
+    local t = D.TransformedDistribution(D.Normal(0.0, 1.0), { TR.AffineTransform(0.0, 2.0) })
+    raises_here(function() D.kl_divergence(r, t) end, "TransformedDistributions with different transforms")
+  end)
+
   it("refuses a pair it does not know, naming both", function()
     raises_here(function() D.kl_divergence(D.Normal(0.0, 1.0), D.Cauchy(0.0, 1.0)) end,
-      "no KL(Normal || Cauchy) registered (for p a Normal: q a Beta, Exponential, Gamma, Gumbel, Laplace, Normal, Uniform)")
+      "no KL(Normal || Cauchy) registered (for p a Normal: q a Beta, Exponential, Gamma, Gumbel, Laplace, Normal, Pareto, Uniform)")
     raises_here(function() D.kl_divergence(D.Normal(0.0, 1.0), 3) end, "expected two distributions")
   end)
 end)

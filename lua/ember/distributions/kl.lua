@@ -8,6 +8,9 @@
 -- Exponential/Gamma/Normal/Uniform, Exponential to Gamma/Gumbel/Normal,
 -- Gamma to Exponential/Gumbel/Normal, Gumbel-Normal, Laplace-Normal,
 -- Normal to Gumbel/Laplace, Uniform to Beta/Exponential/Gamma/Gumbel/Normal,
+-- Geometric, HalfNormal and Pareto with themselves, Pareto to
+-- Exponential/Gamma/Normal, Uniform-Pareto, TransformedDistributions with
+-- the same transforms (their bases' KL),
 -- and inf where p's support is not inside q's, e.g. Normal-Uniform). A pair is looked up along
 -- both classes' parents, as torch's (Chi2 is a Gamma).
 -- An unregistered pair is refused naming both; `register_kl(P, Q, fn)` adds
@@ -343,6 +346,62 @@ function kl._register_cross()
     local t1 = c:log() + (hd + ld) * 0.5
     local t2 = c * ((-hd):exp() - (-ld):exp())
     return t1 - t2
+  end)
+  kl.register_kl(D.Geometric, D.Geometric, function(p, q)
+    return -p:entropy() - (-q.probs):log1p() / p.probs - q.logits
+  end)
+  kl.register_kl(D.HalfNormal, D.HalfNormal, function(p, q) return kl.kl_divergence(p.base_dist, q.base_dist) end)
+  kl.register_kl(D.Pareto, D.Pareto, function(p, q)
+    local scale_ratio, alpha_ratio = p.scale / q.scale, q.alpha / p.alpha
+    local r = q.alpha * scale_ratio:log() - alpha_ratio:log() + alpha_ratio - 1
+    return inf_where(p.scale:lt(q.scale), r)
+  end)
+  kl.register_kl(D.Pareto, D.Exponential, function(p, q)
+    local prod = p.scale * q.rate
+    local r = (p.alpha / prod):log() - p.alpha:reciprocal() + p.alpha * prod / (p.alpha - 1) - 1
+    return inf_where(p.alpha:le(1), r)
+  end)
+  kl.register_kl(D.Pareto, D.Gamma, function(p, q)
+    local common = p.scale:log() + p.alpha:reciprocal()
+    local t1 = p.alpha:log() - common
+    local t2 = q.concentration:lgamma() - q.concentration * q.rate:log()
+    local t3 = (-q.concentration + 1) * common
+    local t4 = q.rate * p.alpha * p.scale / (p.alpha - 1)
+    return inf_where(p.alpha:le(1), t1 + t2 + t3 + t4 - 1)
+  end)
+  kl.register_kl(D.Pareto, D.Normal, function(p, q)
+    local var_normal = q.scale ^ 2 * 2
+    local common = p.scale / (p.alpha - 1)
+    local t1 = (q.scale * p.alpha / p.scale * math.sqrt(2 * math.pi)):log()
+    local t2 = p.alpha:reciprocal()
+    local t3 = p.alpha * common ^ 2 / (p.alpha - 2)
+    local t4 = (p.alpha * common - q.loc) ^ 2
+    return inf_where(p.alpha:le(2), t1 - t2 + (t3 + t4) / var_normal - 1)
+  end)
+  kl.register_kl(D.Uniform, D.Pareto, function(p, q)
+    local w = p.high - p.low
+    local t1 = (q.alpha * q.scale:pow(q.alpha) * w):log()
+    local t2 = (x_log_x(p.high) - x_log_x(p.low) - w) / w
+    return inf_where(p.low:lt(q.scale), t2 * (q.alpha + 1) - t1)
+  end)
+  for _, pn in ipairs { "Beta", "Exponential", "Gamma", "Gumbel", "Laplace", "Normal" } do
+    kl.register_kl(D[pn], D.Pareto, function(p) return inf_like(p[D[pn]._param_names[1]]) end)
+  end
+  for _, qn in ipairs { "Beta", "Uniform" } do
+    kl.register_kl(D.Pareto, D[qn], function(p) return inf_like(p.scale) end)
+  end
+  kl.register_kl(D.TransformedDistribution, D.TransformedDistribution, function(p, q)
+    local same = #p.transforms == #q.transforms
+    local plain = { ExpTransform = true, SigmoidTransform = true, TanhTransform = true }
+    for i = 1, #p.transforms do
+      local a, b = p.transforms[i], q.transforms[i]
+      same = same and (rawequal(a, b) or (a.name == b.name and plain[a.name] == true))
+    end
+    if not same then
+      errors.raise("distributions.kl_divergence: TransformedDistributions with different transforms (torch's neither; "
+        .. "parameterized transforms must be the same objects)")
+    end
+    return kl.kl_divergence(p.base_dist, q.base_dist)
   end)
   kl.register_kl(D.Uniform, D.Normal, function(p, q)
     local w = p.high - p.low
