@@ -79,12 +79,15 @@ template <class T> T __shfl_sync(unsigned mask, T v, int src, int w = 32) {
   return emu_shfl(mask, v, EMU_SHFL_IDX, src, w);
 }
 
-/* bfloat16 as the CPU backend stores it: the rule of ember_bf16.h. */
+/* bfloat16 as the device converts it: ember_bf16.h's rounding (nearest,
+** ties to even), except that a NaN becomes the canonical NaN 0x7fff, as
+** sm_80+'s cvt.rn.bf16.f32 and cuda_bf16.hpp's fallback do (the CPU keeps
+** the sign and payload): equal as values, not as bits. */
 struct __nv_bfloat16 { uint16_t x; };
 inline float __bfloat162float(__nv_bfloat16 h) { return em_bf16_to_f32(h.x); }
 inline __nv_bfloat16 __float2bfloat16(float f) {
   __nv_bfloat16 h;
-  h.x = em_f32_to_bf16(f);
+  h.x = f != f ? (uint16_t)0x7fffu : em_f32_to_bf16(f);
   return h;
 }
 

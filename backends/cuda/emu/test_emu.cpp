@@ -4,7 +4,8 @@
 ** blocks, more than 65535 blocks in y or z, more than 1024 threads, a z
 ** dim over 64) and the rules of the _sync warp operations (a mask that
 ** does not name the caller, lanes of the mask that returned, a read from
-** a lane outside the mask), while correct partial-warp shuffles pass.
+** a lane outside the mask), while correct partial-warp shuffles pass;
+** and it converts to bfloat16 as the device does (NaN -> 0x7fff).
 ** These are the mistakes that only show on the first run on hardware;
 ** the kernels of the backend are run by gpu_vs_cpu on this emulator, so
 ** making it strict makes them visible here.
@@ -99,6 +100,13 @@ int main(void) {
          "a block 128 threads deep in z is an invalid configuration");
   expect(launch(noop_kernel, dim3(1, 65535, 1), dim3(32), out) == cudaSuccess,
          "65535 blocks along y is the limit, and runs");
+
+  /* bfloat16 conversion as the device's cvt.rn.bf16.f32: nearest even, NaN -> 0x7fff */
+  expect(__float2bfloat16(-NAN).x == 0x7fff && __float2bfloat16(NAN).x == 0x7fff,
+         "a NaN converts to the canonical bfloat16 NaN 0x7fff, as on the device");
+  expect(__float2bfloat16(1.0f).x == 0x3f80 && __float2bfloat16(1.00390625f).x == 0x3f80 &&
+             __float2bfloat16(1.01171875f).x == 0x3f82,
+         "float to bfloat16 rounds to nearest, ties to even");
 
   printf("test_cuda_emu: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
