@@ -5,7 +5,7 @@
 -- (torch's cholesky_backward after Murray 2016, -A^-T G A^-T for the
 -- inverse, G det(A) A^-T, the solves, QR reduced (m >= n, and m < n by
 -- splitting A), eigh with F = 1 / (lambda_j - lambda_i), SVD as torch's
--- svd_backward). An ember.Function has one output: several travel packed
+-- svd_backward, LU square as torch's). An ember.Function has one output: several travel packed
 -- along the last dim (pack / unpack_). Also the small helpers both files use.
 local core = require "ember.core"
 
@@ -301,9 +301,59 @@ local SVDVALS = core.Function {
   end,
 }
 
+-- The permutation matrices P (A = P L U) of LAPACK's 1-based pivots
+-- [..., k] of n-row matrices: the row swaps replayed on the host.
+local function perm_matrix(piv, n, dtype, device)
+  local k = piv.shape[piv:dim()]
+  local shape = {}
+  for i = 1, piv:dim() - 1 do shape[i] = piv.shape[i] end
+  local rowsl = piv:reshape(-1, k):tolist()
+  local perms = {}
+  for b, row in ipairs(rowsl) do
+    local perm = {}
+    for i = 1, n do perm[i] = i end
+    for i = 1, k do
+      local j = row[i]
+      perm[i], perm[j] = perm[j], perm[i]
+    end
+    perms[b] = perm
+  end
+  local Pt = core.one_hot(core.tensor(perms, { dtype = "int64", device = device }), n):to(dtype) -- rows e_perm[i]: P^T
+  shape[#shape + 1], shape[#shape + 2] = n, n
+  return mT(Pt):reshape(shape)
+end
+
+local LU = core.Function {
+  name = "linalg_lu",
+  forward = function(ctx, A, name)
+    local LUm, piv = C("lu", A, { name = name, ex = true }) -- a singular A factors too
+    local m, n = rows(A), cols(A)
+    local k = math.min(m, n)
+    local Lm = LUm:narrow(-1, 1, k):tril(-1) + core.eye(m, k, { dtype = A.dtype, device = A.device })
+    local Um = LUm:narrow(-2, 1, k):triu()
+    ctx:save_for_backward(Lm, Um)
+    ctx.piv, ctx.m, ctx.n, ctx.name = piv, m, n, name
+    return pack(Lm, Um)
+  end,
+  -- torch's square LU backward: gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T
+  backward = function(ctx, gP)
+    local Lm, Um = ctx.saved[1], ctx.saved[2]
+    local m, n = ctx.m, ctx.n
+    if m ~= n then
+      error(("ember.%s: the gradient is implemented for square matrices only, got %d by %d"):format(ctx.name, m, n), 0)
+    end
+    local gL, gU = unpack_(gP, { { n, n }, { n, n } })
+    local gR = mT(Lm):matmul(gL):tril(-1) + gU:matmul(mT(Um)):triu()
+    local gA = trsolve(mT(Lm), gR, true, true)
+    gA = trsolve_right(mT(Um), gA, false)
+    return perm_matrix(ctx.piv, n, gA.dtype, gA.device):matmul(gA)
+  end,
+}
+
 G.mT, G.rows, G.cols, G.C, G.batch_shape, G.unpack_, G.eye_like, G.lu_parts =
   mT, rows, cols, C, batch_shape, unpack_, eye_like, lu_parts
 G.CHOLESKY, G.SOLVE, G.TRSOLVE, G.INV, G.DET, G.LOGABSDET = CHOLESKY, SOLVE, TRSOLVE, INV, DET, LOGABSDET
 G.QR, G.EIGH, G.EIGVALSH, G.SVD, G.SVDVALS = QR, EIGH, EIGVALSH, SVD, SVDVALS
+G.LU, G.perm_matrix = LU, perm_matrix
 
 return G

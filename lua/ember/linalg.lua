@@ -14,8 +14,7 @@
 -- torch's top-level names ember.inverse, det, logdet, slogdet, cholesky,
 -- qr, svd (returning V, as torch.svd) and matrix_exp are these functions
 -- too, and tensor methods (A:det()).
--- Not here: eig/eigvals (general, complex results), lu/lu_factor/lu_solve,
--- solve_ex, ldl, tensorinv/tensorsolve, householder_product, complex
+-- Not here: eig/eigvals (general, complex results), solve_ex, ldl, tensorinv/tensorsolve, householder_product, complex
 -- dtypes, the gradient of det at a singular matrix (an error), QR's
 -- complete mode gradient for m > n (an error, as torch's), second
 -- derivatives (the backward formulas read saved factors as constants).
@@ -38,6 +37,7 @@ local mT, rows, cols, C, batch_shape, unpack_, eye_like, lu_parts =
   G.mT, G.rows, G.cols, G.C, G.batch_shape, G.unpack_, G.eye_like, G.lu_parts
 local CHOLESKY, SOLVE, TRSOLVE, INV, DET, LOGABSDET = G.CHOLESKY, G.SOLVE, G.TRSOLVE, G.INV, G.DET, G.LOGABSDET
 local QR, EIGH, EIGVALSH, SVD, SVDVALS = G.QR, G.EIGH, G.EIGVALSH, G.SVD, G.SVDVALS
+local LU, perm_matrix = G.LU, G.perm_matrix
 
 local EPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
 
@@ -242,6 +242,86 @@ M.slogdet = guard(function(A)
   end
   sign = sign * d:sign():prod(-1)
   return sign, LOGABSDET(A)
+end)
+
+-- LU
+
+--- The LU decomposition with partial pivoting A = P L U (torch.linalg.lu):
+-- P [..., m, m] a permutation, L [..., m, k] unit lower, U [..., k, n]
+-- upper, k = min(m, n). A singular A factors too (a zero on U's diagonal).
+-- Differentiable for square A (torch's formula).
+-- @tparam Tensor A [..., m, n]
+-- @treturn Tensor P
+-- @treturn Tensor L
+-- @treturn Tensor U
+-- @usage local P, L, U = ember.linalg.lu(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"}))
+-- print(P, U[1][1])   --> tensor([[0.0000, 1.0000], [1.0000, 0.0000]], shape=[2, 2], dtype=float64, device=cpu) tensor(3.0000, shape=[], dtype=float64, device=cpu)
+M.lu = guard(function(A, opts)
+  check("lu", A)
+  options("lu", opts, { pivot = "boolean" })
+  if opts and opts.pivot == false then fail("lu", "pivot = false is not supported (LAPACK's getrf pivots)") end
+  local m, n = rows(A), cols(A)
+  local k = math.min(m, n)
+  local Lm, Um = unpack_(LU(A, "linalg.lu"), { { m, k }, { k, n } })
+  local _, piv = C("lu", A:detach(), { name = "linalg.lu", ex = true })
+  return perm_matrix(piv, m, A.dtype, A.device), Lm, Um
+end)
+
+--- The compact LU factorization (torch.linalg.lu_factor): LU [..., m, n]
+-- holding L below the diagonal (its unit diagonal left out) and U on and
+-- above it, and the pivots [..., min(m, n)], int64, 1-based as LAPACK's
+-- and torch's (row i was swapped with row pivots[i]). Differentiable for
+-- square A. For `linalg.lu_solve`.
+-- @tparam Tensor A [..., m, n]
+-- @treturn Tensor LU
+-- @treturn Tensor pivots
+-- @usage local LU, pivots = ember.linalg.lu_factor(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"}))
+-- print(pivots)   --> tensor([2, 2], shape=[2], dtype=int64, device=cpu)
+M.lu_factor = guard(function(A)
+  check("lu_factor", A)
+  local m, n = rows(A), cols(A)
+  local k = math.min(m, n)
+  local Lm, Um = unpack_(LU(A, "linalg.lu_factor"), { { m, k }, { k, n } })
+  local _, piv = C("lu", A:detach(), { name = "linalg.lu_factor", ex = true })
+  -- LU = (L - I) padded with U's columns past k, plus U padded with zero rows
+  local Lpart = Lm - core.eye(m, k, { dtype = A.dtype, device = A.device })
+  if n > k then Lpart = core.cat({ Lpart, core.zeros(batch_shape(A, m, n - k), { dtype = A.dtype, device = A.device }) }, -1) end
+  local Upart = Um
+  if m > k then Upart = core.cat({ Upart, core.zeros(batch_shape(A, m - k, n), { dtype = A.dtype, device = A.device }) }, -2) end
+  return Lpart + Upart, piv
+end)
+
+--- Solves A X = B from A's lu_factor (torch.linalg.lu_solve): `{left =
+-- true, adjoint = false}` (left false: X A = B; adjoint: A^T). Composed of
+-- triangular solves on LU's triangles, so differentiable with respect to
+-- LU and B.
+-- @tparam Tensor LU [..., n, n]
+-- @tparam Tensor pivots [..., n]
+-- @tparam Tensor B [..., n, k]
+-- @tparam[opt] table opts left, adjoint
+-- @treturn Tensor X
+-- @usage local A = ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"})
+-- local LU, pivots = ember.linalg.lu_factor(A)
+-- print(ember.linalg.lu_solve(LU, pivots, ember.tensor({{5}, {11}}, {dtype = "float64"})))   --> tensor([[1.0000], [2.0000]], shape=[2, 1], dtype=float64, device=cpu)
+M.lu_solve = guard(function(LUm, pivots, B, opts)
+  local op = "lu_solve"
+  check(op, LUm, true, "LU")
+  check(op, B, false, "B")
+  if not core.is_tensor(pivots) or pivots.dtype ~= "int64" then fail(op, "pivots must be an int64 tensor (lu_factor's)") end
+  opts = options(op, opts, { left = "boolean", adjoint = "boolean" })
+  if opts.left == false then
+    return mT(M.lu_solve(LUm, pivots, mT(B), { adjoint = not opts.adjoint }))
+  end
+  local n = rows(LUm)
+  if rows(B) ~= n then fail(op, "LU %s and B %s: B must have %d rows", shape_str(LUm), shape_str(B), n) end
+  local P = perm_matrix(pivots, n, LUm.dtype, LUm.device)
+  if opts.adjoint then -- A^T = U^T L^T P^T: X = P L^-T U^-T B
+    local Y = M.solve_triangular(mT(LUm), B, { upper = false })
+    Y = M.solve_triangular(mT(LUm), Y, { upper = true, unitriangular = true })
+    return P:matmul(Y)
+  end
+  local Y = M.solve_triangular(LUm, mT(P):matmul(B), { upper = false, unitriangular = true })
+  return M.solve_triangular(LUm, Y, { upper = true })
 end)
 
 -- QR, eigh, SVD

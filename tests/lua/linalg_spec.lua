@@ -79,6 +79,13 @@ local FNS = {
   multi_dot = function(A, B, C) return { L.multi_dot({ A, B, C }) } end,
   matrix_rank = function(A) return { L.matrix_rank(A):to(A.dtype) } end,
   matrix_exp = function(A) return { ember.matrix_exp(A) } end,
+  lu = function(A) return { L.lu(A) } end,
+  lu_factor = function(A) local LU, piv = L.lu_factor(A); return { LU, piv:to(A.dtype) } end,
+  lu_solve = function(A, B) local LU, piv = L.lu_factor(A); return { L.lu_solve(LU, piv, B) } end,
+  lu_solve_adjoint = function(A, B)
+    local LU, piv = L.lu_factor(A)
+    return { L.lu_solve(LU, piv, B, { adjoint = true }) }
+  end,
   cond = function(A) return { L.cond(A) } end,
   cond_fro = function(A) return { L.cond(A, "fro") } end,
   ["cond_-2"] = function(A) return { L.cond(A, -2) } end,
@@ -148,6 +155,11 @@ describe("ember.linalg gradchecks (float64)", function()
     { "matrix_norm nuc", function(Y) return L.matrix_norm(Y, "nuc") end, { W } },
     { "matrix_exp (with squaring)", L.matrix_exp, { 2 * X } },
     { "cond", L.cond, { G } },
+    { "lu", function(Y) local _, Lm, U = L.lu(Y); return { Lm, U } end, { X } },
+    { "lu_solve (left = false)", function(Y, Z)
+      local LU, piv = L.lu_factor(Y)
+      return L.lu_solve(LU, piv, mT(Z), { left = false })
+    end, { G, B } },
     { "batched cholesky and inv", function(Y) return L.inv(L.cholesky(Y:matmul(mT(Y)) + ember.eye(3, F64))) end,
       { ember.randn(2, 3, 3, 3, F64) } },
   }
