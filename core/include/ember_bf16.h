@@ -6,7 +6,9 @@
 ** A bfloat16 is the top 16 bits of a float32. Narrowing rounds to nearest,
 ** ties to even (as PyTorch and the CUDA intrinsic __float2bfloat16); a NaN
 ** stays a NaN, made quiet so that rounding cannot carry it into infinity.
-** CUDA device code converts with the intrinsics, which follow this rule.
+** CUDA device code converts with the intrinsics, which follow this rule
+** for numbers; a NaN comes out as the canonical 0x7fff there (sign and
+** payload not kept), as the CUDA emulator reproduces -- still a NaN.
 ** It also holds the one float16 -> float32 widening, for files that store
 ** float16 (ember computes in none).
 */
