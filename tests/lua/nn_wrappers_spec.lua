@@ -9,6 +9,7 @@
 --   * MultiLabelMarginLoss / F.multilabel_margin_loss: torch's loss and gradient (repeats, -1 ends);
 --   * FractionalMaxPool2d/3d / F.fractional_max_pool2d/3d: torch's values, indices, gradient (its samples);
 --   * AdaptiveLogSoftmaxWithLoss: torch's state names, output, loss, gradients, log_prob, predict;
+--   * LazyLinear: the Linear the first input sizes (Linear's init under one seed), a state dict sizes it;
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -72,7 +73,9 @@ describe("nn padding modules against torch and ember.pad", function()
       assert.are.equal(0.5, slab:min():item())
       assert.are.equal(0.5, slab:max():item())
     end
-    assert.are.equal(-3, nn.ConstantPad3d({ 1, 0, 0, 0, 0, 0 }, -3)(x):min():item())
+    local slab = nn.ConstantPad3d({ 1, 0, 0, 0, 0, 0 }, -3)(x):narrow(5, 1, 1)
+    assert.are.equal(-3, slab:min():item())
+    assert.are.equal(-3, slab:max():item())
     assert.are.equal(0.5, base[1][1][1][1][1]:item())
     for _, name in ipairs({ "ReflectionPad3d", "ReplicationPad3d" }) do
       local a = nn[name]({ 1, 0, 0, 0, 0, 0 })(x)
@@ -348,6 +351,47 @@ describe("nn.AdaptiveLogSoftmaxWithLoss against torch", function()
   end)
 end)
 
+describe("nn.LazyLinear", function()
+  it("becomes the nn.Linear the first input's size makes, with Linear's init; prints as torch", function()
+    local lazy = nn.LazyLinear(3, { dtype = "float64" })
+    assert.are.equal("LazyLinear(in_features=0, out_features=3, bias=true)", tostring(lazy))
+    assert.are.equal(0, #lazy:parameters())
+    local x = ember.randn(4, 5, { dtype = "float64" })
+    ember.manual_seed(21)
+    local y = lazy(x)
+    ember.manual_seed(21)
+    local ref = nn.Linear(5, 3, { dtype = "float64" })
+    same_bits("weight", lazy.weight, ref.weight)
+    same_bits("bias", lazy.bias, ref.bias)
+    same_bits("out", y, F.linear(x, ref.weight, ref.bias))
+    assert.are.equal(5, lazy.in_features)
+    assert.are.equal("Linear(in_features=5, out_features=3, bias=true)", tostring(lazy))
+    assert.are.same({ "weight", "bias" }, { table.unpack(lazy:parameter_names()) })
+    assert.is_true(lazy:isinstance(nn.Linear))
+    -- a state dict sizes it too; options reach Linear
+    local l2 = nn.LazyLinear(3, { bias = false })
+    assert.are.equal("LazyLinear(in_features=0, out_features=3, bias=false)", tostring(l2))
+    local w = ember.randn(3, 7)
+    l2:load_state_dict({ weight = w })
+    same_bits("loaded", l2.weight, w)
+    assert.is_nil(l2.bias)
+    -- in a Sequential, each sized by the one before
+    local net = nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.LazyLinear(2))
+    assert.are.same({ 6, 2 }, net(ember.randn(6, 4)).shape)
+    assert.are.same({ 8, 4 }, net[1].weight.shape)
+    assert.are.same({ 2, 8 }, net[3].weight.shape)
+  end)
+
+  it("refuses bad sizes and options naming itself", function()
+    raises_here(function() nn.LazyLinear(0) end, "LazyLinear: out_features must be a positive integer, got 0")
+    raises_here(function() nn.LazyLinear(3, { in_features = 4 }) end, "nn.LazyLinear: unknown option 'in_features'")
+    raises_here(function() nn.LazyLinear(3)(ember.tensor({ 1, 2 }, "int64")) end,
+      "LazyLinear.forward: expected a floating-point input, got int64")
+    raises_here(function() nn.LazyLinear(3):load_state_dict({ weight = ember.randn(4, 2) }) end,
+      "LazyLinear.load_state_dict: weight has 4 rows, out_features is 3")
+  end)
+end)
+
 describe("nn.ParameterList and nn.ParameterDict", function()
   local c = fx.containers
 
@@ -478,7 +522,7 @@ describe("nn modules over nn.functional: module == function", function()
       function() return { f64(40, 3), f64(40, 3), sign(40) } end, "nn.CosineEmbeddingLoss{margn = 1}" },
     { "HingeEmbeddingLoss", "nn.HingeEmbeddingLoss{margin = 2}", "nn.HingeEmbeddingLoss{margin = 0.5}",
       function(F, x, y) return F.hinge_embedding_loss(x, y, { margin = 2, reduction = "mean" }) end,
-      function() return { f64(6), sign(6) } end, "nn.HingeEmbeddingLoss{reduce = true}" },
+      function() return { f64(6), ember.tensor({ 1, -1, 1, -1, -1, 1 }, "float64") } end, "nn.HingeEmbeddingLoss{reduce = true}" },
     { "SoftMarginLoss", "nn.SoftMarginLoss{reduction = 'sum'}", "nn.SoftMarginLoss()",
       function(F, x, y) return F.soft_margin_loss(x, y, { reduction = "sum" }) end,
       function() return { f64(6), sign(6) } end, "nn.SoftMarginLoss{reduction = 'avg'}" },
@@ -500,7 +544,11 @@ describe("nn modules over nn.functional: module == function", function()
     { "TripletMarginWithDistanceLoss", "nn.TripletMarginWithDistanceLoss{margin = 0.5, swap = true}",
       "nn.TripletMarginWithDistanceLoss{margin = 0.5}",
       function(F, a, p, n) return F.triplet_margin_with_distance_loss(a, p, n, { margin = 0.5, swap = true, reduction = "mean" }) end,
-      function() return { f64(5, 3), f64(5, 3), f64(5, 3) } end, "nn.TripletMarginWithDistanceLoss{distance = 1}" },
+      function() -- negatives near the positives, far from the anchors: swap then changes the distance used
+        local a = f64(5, 3)
+        local p = a + f64(5, 3)
+        return { a, p, p + f64(5, 3) * 0.1 }
+      end, "nn.TripletMarginWithDistanceLoss{distance = 1}" },
     { "Unfold", "nn.Unfold(2, {padding = 1, stride = 2})", "nn.Unfold(2, {padding = 1, stride = 1})",
       function(F, x) return F.unfold(x, 2, { dilation = 1, padding = 1, stride = 2 }) end,
       function() return { f64(2, 3, 4, 5) } end, "nn.Unfold(2, {pad = 1})" },
@@ -519,7 +567,7 @@ describe("nn modules over nn.functional: module == function", function()
       function(F, x) return F.lp_pool2d(x, 1.5, 2, { ceil_mode = true }) end,
       function() return { ember.rand(1, 2, 5, 5, { dtype = "float64" }) + 0.1 } end, "nn.LPPool2d(2, 2, {dilation = 2})" },
     { "Softmax2d", "nn.Softmax2d()", nil, function(F, x) return F.softmax(x, -3) end, function() return { f64(2, 3, 2, 2) } end },
-    { "CELU", "nn.CELU(0.5)", "nn.CELU(2)", function(F, x) return F.celu(x, 0.5) end, function() return { f64(10) } end,
+    { "CELU", "nn.CELU(0.5)", "nn.CELU(2)", function(F, x) return F.celu(x, 0.5) end, function() return { f64(40) } end,
       "nn.CELU{alpah = 1}" },
     { "SELU", "nn.SELU()", nil, function(F, x) return F.selu(x) end, function() return { f64(10) } end },
     { "LogSigmoid", "nn.LogSigmoid()", nil, function(F, x) return F.logsigmoid(x) end, function() return { f64(10) } end },

@@ -120,6 +120,7 @@ return {
   MultiLabelMarginLoss = require "ember.nn.MultiLabelMarginLoss",
   NLLLoss2d = require "ember.nn.NLLLoss2d",
   AdaptiveLogSoftmaxWithLoss = require "ember.nn.AdaptiveLogSoftmaxWithLoss",
+  LazyLinear = require "ember.nn.LazyLinear",
   PoissonNLLLoss = require "ember.nn.PoissonNLLLoss",
   GaussianNLLLoss = require "ember.nn.GaussianNLLLoss",
   TripletMarginWithDistanceLoss = require "ember.nn.TripletMarginWithDistanceLoss",
