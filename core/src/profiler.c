@@ -340,6 +340,12 @@ static int64_t conv_bytes(const em_conv_args *a, bool bwd) {
   return (bwd ? 2 * (x + w) + y : x + w + y) * dsz(a->dtype);
 }
 
+/* A linalg kernel's span: its op ("cholesky", "svd", ...). */
+static const char *linalg_name(em_linalg_op op) {
+  static const char *const names[] = {"cholesky", "lu", "solve", "solve_triangular", "qr", "eigh", "svd"};
+  return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "linalg";
+}
+
 #define PROF_CAT2(a, b) a##b
 #define PROF_CAT(a, b) PROF_CAT2(a, b)
 

@@ -180,8 +180,8 @@
   X(linalg,                                                                                          \
     (int device, const em_linalg_args *a, void *const *out, const void *x, const void *b,            \
      int64_t info[2]),                                                                               \
-    (device, a, out, x, b, info), "linalg", false, 2 * a->batch * a->m * a->n * dsz(a->dtype), 0,    \
-    NULL)
+    (device, a, out, x, b, info), linalg_name(a->op), false,                                         \
+    2 * a->batch * a->m * a->n * dsz(a->dtype), 0, "lapack")
 #endif
 
 #define RE prof_real[PROF_SLOT]
