@@ -32,7 +32,9 @@
 --
 -- A batch of prompts of different lengths is left-padded, with
 -- prompt_padding_mask (bool [B, L], true = padding; padding after a token
--- is an error, since a row continues from its last position). decode gets it as
+-- is an error, since a row continues from its last position). Without it,
+-- as Hugging Face infers the attention mask, a given pad_id (not an eos id)
+-- found at the start of rows is taken as their left padding. decode gets it as
 -- key_padding_mask: with a cache on the first call only (the layers keep it
 -- in the cache, see MultiHeadAttention.forward_cached), without one over
 -- every position so far. Positions count from the padded start, so a row's
@@ -278,6 +280,30 @@ local function check_generate(model, prompt, opts)
   return check_stop(opts.stop)
 end
 
+-- Hugging Face's _prepare_attention_mask_for_generation: without a mask, a
+-- prompt holding the given pad_id (not an eos id) is padded there. Taken
+-- only where that is a left padding leaving a token in every row (else the
+-- ids are the prompt's own, as before).
+local function infer_padding(prompt, opts)
+  local pad = opts.pad_id
+  if opts.prompt_padding_mask ~= nil or math.type(pad) ~= "integer" then return opts end
+  local eos = type(opts.eos_id) == "table" and opts.eos_id or { opts.eos_id }
+  for _, e in ipairs(eos) do if e == pad then return opts end end
+  local mask = prompt:eq(pad)
+  if not mask:any():item() then return opts end
+  for _, row in ipairs(mask:totable()) do
+    local seen_token = false
+    for _, is_pad in ipairs(row) do
+      if not is_pad then seen_token = true elseif seen_token then return opts end
+    end
+    if not seen_token then return opts end
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.prompt_padding_mask = mask
+  return o
+end
+
 --- Decodes up to opts.max_new_tokens tokens after prompt (int64 [B, L], 1-based ids).
 -- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=, variant_inputs=})` -> logits [B, L, V]
 -- (only the last position is read; other shapes, NaN logits, and a sampled row whose logits are all -inf are errors)
@@ -288,7 +314,8 @@ end
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
 -- `{{5}, {7, 8}}`: a row whose generated ids end with one is done), `pad_id`
--- (what done rows emit; default eos_id (the first), else 1), `max_time` (seconds: no new
+-- (what done rows emit; default eos_id (the first), else 1; given and not an eos id, it marks the left
+-- padding of a prompt given without prompt_padding_mask, as Hugging Face infers the mask), `max_time` (seconds: no new
 -- step starts after it), `prompt_padding_mask` (bool [B, L], true = padding,
 -- for left-padded prompts), `memory`, `memory_key_padding_mask`, `use_cache`
 -- (true), `return_logits` (false), `variant_inputs` (the per-call tensors
@@ -300,6 +327,7 @@ end
 function generate.generate(model, prompt, opts)
   opts = check_names(opts, GEN_OPTS, "generate")
   local stop = check_generate(model, prompt, opts)
+  opts = infer_padding(prompt, opts)
   local n = opts.max_new_tokens or 32
   local use_cache = opts.use_cache ~= false
   local penalty = opts.repetition_penalty

@@ -541,3 +541,21 @@ describe("an optimizer state_dict in torch's numbering (0-based ids, a 0-dim ten
     end)
   end
 end)
+
+describe("a left-padded batch without its mask, as Hugging Face's generate infers it from pad_token_id", function()
+  it("takes the given pad_id at the start of rows as padding", function()
+    local m = Llama.from_pretrained(FAMILY .. "qwen3")
+    local batch = ember.tensor({ { 2, 2, 5, 9, 4 }, { 7, 3, 11, 4, 6 } }, { dtype = "int64" })
+    local mask = batch:eq(2)
+    local want = m:generate(batch, { max_new_tokens = 6, pad_id = 2, prompt_padding_mask = mask })
+    assert(ember.equal(m:generate(batch, { max_new_tokens = 6, pad_id = 2 }), want))
+    local alone = m:generate(ember.tensor({ { 5, 9, 4 } }, { dtype = "int64" }), { max_new_tokens = 6, pad_id = 2 })
+    assert(ember.equal(want[{ { 1 }, { 3, -1 } }], alone))
+    -- from the config's pad_token_id (0-based), as Hugging Face's generation_config
+    local c = Llama.from_pretrained(FAMILY .. "qwen3", { pad_token_id = 1 })
+    assert(ember.equal(c:generate(batch, { max_new_tokens = 6 }), want))
+    -- the pad id inside a prompt is a token there: no mask is made up
+    local mid = ember.tensor({ { 5, 2, 9 } }, { dtype = "int64" })
+    assert(ember.equal(m:generate(mid, { max_new_tokens = 4, pad_id = 2 }), m:generate(mid, { max_new_tokens = 4 })))
+  end)
+end)
