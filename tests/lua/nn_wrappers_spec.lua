@@ -9,7 +9,7 @@
 --   * MultiLabelMarginLoss / F.multilabel_margin_loss: torch's loss and gradient (repeats, -1 ends);
 --   * FractionalMaxPool2d/3d / F.fractional_max_pool2d/3d: torch's values, indices, gradient (its samples);
 --   * AdaptiveLogSoftmaxWithLoss: torch's state names, output, loss, gradients, log_prob, predict;
---   * LazyLinear: the Linear the first input sizes (Linear's init under one seed), a state dict sizes it;
+--   * the lazy modules: the target the first input sizes (its init under one seed), a state dict sizes it;
 --   * ParameterList and ParameterDict: torch's state dict names and order, a torch state dict
 --     loads and gives torch's output and gradients; 1-based indexing; printing; an optimizer
 --     sees them; errors;
@@ -351,7 +351,7 @@ describe("nn.AdaptiveLogSoftmaxWithLoss against torch", function()
   end)
 end)
 
-describe("nn.LazyLinear", function()
+describe("nn.LazyLinear, LazyConv1d/2d/3d, LazyBatchNorm1d/2d/3d", function()
   it("becomes the nn.Linear the first input's size makes, with Linear's init; prints as torch", function()
     local lazy = nn.LazyLinear(3, { dtype = "float64" })
     assert.are.equal("LazyLinear(in_features=0, out_features=3, bias=true)", tostring(lazy))
@@ -382,9 +382,45 @@ describe("nn.LazyLinear", function()
     assert.are.same({ 2, 8 }, net[3].weight.shape)
   end)
 
+  it("LazyConv1d/2d/3d and LazyBatchNorm1d/2d/3d become their targets, sized by the input or a state dict", function()
+    for nd = 1, 3 do
+      local shape = { 2, 4 }
+      for i = 1, nd do shape[2 + i] = 5 end
+      local x = ember.randn(shape, { dtype = "float64" })
+      local lazy = nn["LazyConv" .. nd .. "d"](6, 3, { groups = 2, padding = 1, dtype = "float64" })
+      -- PyTorch's text: str(torch.nn.LazyConv2d(6, 3, groups=2, padding=1)) is "LazyConv2d(0, 6, kernel_size=(3, 3), ..."
+      assert.are.equal(0, #lazy:parameters())
+      assert.is_truthy(tostring(lazy):find("^LazyConv" .. nd .. "d%(0, 6, kernel_size="))
+      ember.manual_seed(5)
+      local y = lazy(x)
+      ember.manual_seed(5)
+      local ref = nn["Conv" .. nd .. "d"](4, 6, 3, { groups = 2, padding = 1, dtype = "float64" })
+      same_bits("LazyConv" .. nd .. "d weight", lazy.weight, ref.weight)
+      same_bits("LazyConv" .. nd .. "d out", y, ref(x))
+      assert.is_true(lazy:isinstance(nn["Conv" .. nd .. "d"]))
+      local fresh = nn["LazyConv" .. nd .. "d"](6, 3, { groups = 2 })
+      fresh:load_state_dict(ref:float():state_dict())
+      assert.are.equal(4, fresh.in_channels)
+      local bn = nn["LazyBatchNorm" .. nd .. "d"]{ momentum = 0.3, dtype = "float64" }
+      assert.are.equal("LazyBatchNorm" .. nd .. "d(0, eps=1e-05, momentum=0.3, affine=true, track_running_stats=true)",
+        tostring(bn))
+      local rb = nn["BatchNorm" .. nd .. "d"](4, { momentum = 0.3, dtype = "float64" })
+      same_bits("LazyBatchNorm" .. nd .. "d out", bn(x), rb(x))
+      same_bits("LazyBatchNorm" .. nd .. "d running_mean", bn.running_mean, rb.running_mean)
+      local b2 = nn["LazyBatchNorm" .. nd .. "d"]()
+      b2:load_state_dict(nn["BatchNorm" .. nd .. "d"](7):state_dict())
+      assert.are.equal(7, b2.num_features)
+    end
+    assert.are.same({ 3, 7 }, nn.LazyBatchNorm1d()(ember.randn(3, 7)).shape)
+  end)
+
   it("refuses bad sizes and options naming itself", function()
-    raises_here(function() nn.LazyLinear(0) end, "LazyLinear: out_features must be a positive integer, got 0")
-    raises_here(function() nn.LazyLinear(3, { in_features = 4 }) end, "nn.LazyLinear: unknown option 'in_features'")
+    raises_here(function() nn.LazyConv2d(8, { 3, 3, 3 }) end, "Conv2d: kernel_size must be a positive integer or a pair of them")
+    raises_here(function() nn.LazyConv3d(8, 3)(ember.randn(4, 5, 5)) end,
+      "LazyConv3d.forward: expected an input with 4 or 5 dims ([N, C, ...] or [C, ...]), got [4, 5, 5]")
+    raises_here(function() nn.LazyBatchNorm2d{ momentun = 0.1 } end, "unknown option 'momentun'")
+    raises_here(function() nn.LazyLinear(0) end, "Linear: out_features must be a positive integer, got 0")
+    raises_here(function() nn.LazyLinear(3, { in_features = 4 }) end, "nn.Linear: unknown option 'in_features'")
     raises_here(function() nn.LazyLinear(3)(ember.tensor({ 1, 2 }, "int64")) end,
       "LazyLinear.forward: expected a floating-point input, got int64")
     raises_here(function() nn.LazyLinear(3):load_state_dict({ weight = ember.randn(4, 2) }) end,

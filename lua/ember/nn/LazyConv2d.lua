@@ -1,0 +1,20 @@
+--- nn.LazyConv2d(out_channels, kernel_size [, {stride=1, padding=0, dilation=1, groups=1, bias=true, ...}]):
+-- nn.Conv2d whose in_channels is taken from the first input's channel dim, as torch.nn.LazyConv2d.
+-- The first forward (or a load_state_dict holding "weight": in_channels = its dim 2 times groups)
+-- makes nn.Conv2d's parameters with its init, and the module becomes an nn.Conv2d (nn/_lazy.lua).
+-- Until then it has no parameters (build the optimizer after a first batch, as PyTorch advises).
+-- Errors: bad sizes or options name nn.Conv2d (checked when built).
+-- @usage local conv = nn.LazyConv2d(8, 3)
+-- local y = conv(ember.randn(2, 4, 6, 6))
+-- print(conv.in_channels, conv.weight.shape[2])   --> 4   4
+-- @classmod nn.LazyConv2d
+local lazy = require "ember.nn._lazy"
+
+local function groups(_, _, opts) return type(opts) == "table" and opts.groups or 1 end
+
+return lazy.class("LazyConv2d", require "ember.nn.Conv2d", groups, lazy.channels(2),
+  function(_, sd, out_channels, kernel_size, opts)
+    local w = sd.weight
+    if not (require("ember.nn.Module").is_tensor(w) and w.ndim == 2 + 2) then return nil end
+    return w.shape[2] * groups(out_channels, kernel_size, opts)
+  end)
