@@ -222,7 +222,7 @@ local function name_of(v, depth)
     end
   end
   if fallback then return fallback end
-  local modules = { "checkpoint", "generate", "metrics", "progress", "cli", "autograd", "autocast", "profiler" }
+  local modules = { "checkpoint", "generate", "metrics", "progress", "cli", "autograd", "autocast", "profiler", "linalg" }
   for _, modname in ipairs(modules) do
     local ok, mod = pcall(require, "ember." .. modname)
     if ok and type(mod) == "table" then

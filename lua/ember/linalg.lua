@@ -88,13 +88,13 @@ end
 -- @usage local A = ember.tensor({{4, 2}, {2, 5}}, {dtype = "float64"})
 -- print(ember.linalg.cholesky(A))   --> tensor([[2.0000, 0.0000], [1.0000, 2.0000]], shape=[2, 2], dtype=float64, device=cpu)
 -- print(pcall(ember.linalg.cholesky, -A))   --> false ...not positive-definite (the leading minor of order 1 ...
-M.cholesky = guard(function(A, opts)
+function M.cholesky(A, opts)
   check("cholesky", A, true)
   opts = options("cholesky", opts, { upper = "boolean" })
   local L = CHOLESKY(A)
   if opts.upper then return mT(L) end
   return L
-end)
+end
 
 --- torch.linalg.cholesky_ex: the factor and info, no error on failure:
 -- info is int64 of A's batch shape, 0 where the factorization succeeded,
@@ -106,7 +106,7 @@ end)
 -- @treturn Tensor info
 -- @usage local L, info = ember.linalg.cholesky_ex(-ember.eye(2, {dtype = "float64"}))
 -- print(info)   --> tensor(1, shape=[], dtype=int64, device=cpu)
-M.cholesky_ex = guard(function(A, opts)
+function M.cholesky_ex(A, opts)
   check("cholesky_ex", A, true)
   opts = options("cholesky_ex", opts, { upper = "boolean" })
   local L, elem, code = C("cholesky", A, { name = "linalg.cholesky_ex", ex = true })
@@ -114,7 +114,7 @@ M.cholesky_ex = guard(function(A, opts)
   if elem > 0 then info:view(-1)[elem] = code end
   if opts.upper then L = mT(L) end
   return L, info
-end)
+end
 
 -- Solves, inverse, determinants
 
@@ -153,7 +153,7 @@ end
 -- @treturn Tensor X
 -- @usage local A = ember.tensor({{3, 1}, {1, 2}}, {dtype = "float64"})
 -- print(ember.linalg.solve(A, ember.tensor({9, 8}, {dtype = "float64"})))   --> tensor([2.0000, 3.0000], shape=[2], dtype=float64, device=cpu)
-M.solve = guard(function(A, B, opts)
+function M.solve(A, B, opts)
   local op = "solve"
   check(op, A, true)
   if not core.is_tensor(B) then fail(op, "B must be a tensor, got %s", type(B)) end
@@ -171,7 +171,7 @@ M.solve = guard(function(A, B, opts)
   local X = SOLVE(Ab, Bb, "linalg.solve")
   if vec then X = X:squeeze(-1) end
   return X
-end)
+end
 
 --- Solves A X = B for a triangular A (torch.linalg.solve_triangular):
 -- `upper` is required (which triangle of A is read, the other is
@@ -183,7 +183,7 @@ end)
 -- @treturn Tensor X
 -- @usage local A = ember.tensor({{2, 0}, {1, 4}}, {dtype = "float64"})
 -- print(ember.linalg.solve_triangular(A, ember.tensor({{2}, {9}}, {dtype = "float64"}), {upper = false}))   --> tensor([[1.0000], [2.0000]], shape=[2, 1], dtype=float64, device=cpu)
-M.solve_triangular = guard(function(A, B, opts)
+function M.solve_triangular(A, B, opts)
   local op = "solve_triangular"
   check(op, A, true)
   check(op, B, false, "B")
@@ -196,17 +196,17 @@ M.solve_triangular = guard(function(A, B, opts)
   if rows(B) ~= rows(A) then fail(op, "A %s and B %s: B must have %d rows", shape_str(A), shape_str(B), rows(A)) end
   local Ab, Bb = broadcast_batch(op, A, B)
   return TRSOLVE(Ab, Bb, opts.upper, opts.unitriangular or false)
-end)
+end
 
 --- The inverse of a square matrix (batch) (torch.linalg.inv); a singular
 -- matrix is an error naming its zero pivot and the batch element.
 -- @tparam Tensor A [..., n, n]
 -- @treturn Tensor
 -- @usage print(ember.linalg.inv(ember.tensor({{2, 0}, {0, 4}}, {dtype = "float64"})))   --> tensor([[0.5000, 0.0000], [0.0000, 0.2500]], shape=[2, 2], dtype=float64, device=cpu)
-M.inv = guard(function(A)
+function M.inv(A)
   check("inv", A, true)
   return INV(A, "linalg.inv")
-end)
+end
 
 --- The determinant of a square matrix (batch) (torch.linalg.det), from
 -- its LU factorization; 0 for a singular matrix (whose gradient is not
@@ -214,11 +214,11 @@ end)
 -- @tparam Tensor A [..., n, n]
 -- @treturn Tensor of A's batch shape
 -- @usage print(ember.linalg.det(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"})))   --> tensor(-2.0000, shape=[], dtype=float64, device=cpu)
-M.det = guard(function(A)
+function M.det(A)
   check("det", A, true)
   if rows(A) == 0 then return core.ones(batch_shape(A), { dtype = A.dtype, device = A.device }) end
   return DET(A)
-end)
+end
 
 --- The sign and the log of the absolute value of the determinant
 -- (torch.linalg.slogdet): sign 0 and logabsdet -inf for a singular matrix.
@@ -228,7 +228,7 @@ end)
 -- @treturn Tensor logabsdet
 -- @usage local sign, logabsdet = ember.linalg.slogdet(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"}))
 -- print(sign, logabsdet)   --> tensor(-1.0000, shape=[], dtype=float64, device=cpu) tensor(0.6931, shape=[], dtype=float64, device=cpu)
-M.slogdet = guard(function(A)
+function M.slogdet(A)
   check("slogdet", A, true)
   if rows(A) == 0 then
     local o = { dtype = A.dtype, device = A.device }
@@ -242,7 +242,7 @@ M.slogdet = guard(function(A)
   end
   sign = sign * d:sign():prod(-1)
   return sign, LOGABSDET(A)
-end)
+end
 
 -- LU
 
@@ -251,12 +251,13 @@ end)
 -- upper, k = min(m, n). A singular A factors too (a zero on U's diagonal).
 -- Differentiable for square A (torch's formula).
 -- @tparam Tensor A [..., m, n]
+-- @tparam[opt] table opts pivot (true; false is refused)
 -- @treturn Tensor P
 -- @treturn Tensor L
 -- @treturn Tensor U
 -- @usage local P, L, U = ember.linalg.lu(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"}))
 -- print(P, U[1][1])   --> tensor([[0.0000, 1.0000], [1.0000, 0.0000]], shape=[2, 2], dtype=float64, device=cpu) tensor(3.0000, shape=[], dtype=float64, device=cpu)
-M.lu = guard(function(A, opts)
+function M.lu(A, opts)
   check("lu", A)
   options("lu", opts, { pivot = "boolean" })
   if opts and opts.pivot == false then fail("lu", "pivot = false is not supported (LAPACK's getrf pivots)") end
@@ -265,7 +266,7 @@ M.lu = guard(function(A, opts)
   local Lm, Um = unpack_(LU(A, "linalg.lu"), { { m, k }, { k, n } })
   local _, piv = C("lu", A:detach(), { name = "linalg.lu", ex = true })
   return perm_matrix(piv, m, A.dtype, A.device), Lm, Um
-end)
+end
 
 --- The compact LU factorization (torch.linalg.lu_factor): LU [..., m, n]
 -- holding L below the diagonal (its unit diagonal left out) and U on and
@@ -277,7 +278,7 @@ end)
 -- @treturn Tensor pivots
 -- @usage local LU, pivots = ember.linalg.lu_factor(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"}))
 -- print(pivots)   --> tensor([2, 2], shape=[2], dtype=int64, device=cpu)
-M.lu_factor = guard(function(A)
+function M.lu_factor(A)
   check("lu_factor", A)
   local m, n = rows(A), cols(A)
   local k = math.min(m, n)
@@ -289,7 +290,7 @@ M.lu_factor = guard(function(A)
   local Upart = Um
   if m > k then Upart = core.cat({ Upart, core.zeros(batch_shape(A, m - k, n), { dtype = A.dtype, device = A.device }) }, -2) end
   return Lpart + Upart, piv
-end)
+end
 
 --- Solves A X = B from A's lu_factor (torch.linalg.lu_solve): `{left =
 -- true, adjoint = false}` (left false: X A = B; adjoint: A^T). Composed of
@@ -303,7 +304,8 @@ end)
 -- @usage local A = ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"})
 -- local LU, pivots = ember.linalg.lu_factor(A)
 -- print(ember.linalg.lu_solve(LU, pivots, ember.tensor({{5}, {11}}, {dtype = "float64"})))   --> tensor([[1.0000], [2.0000]], shape=[2, 1], dtype=float64, device=cpu)
-M.lu_solve = guard(function(LUm, pivots, B, opts)
+function M.lu_solve(LU, pivots, B, opts)
+  local LUm = LU
   local op = "lu_solve"
   check(op, LUm, true, "LU")
   check(op, B, false, "B")
@@ -322,7 +324,7 @@ M.lu_solve = guard(function(LUm, pivots, B, opts)
   end
   local Y = M.solve_triangular(LUm, mT(P):matmul(B), { upper = false, unitriangular = true })
   return M.solve_triangular(LUm, Y, { upper = true })
-end)
+end
 
 -- QR, eigh, SVD
 
@@ -338,7 +340,7 @@ end)
 -- @usage local A = ember.tensor({{3, 1}, {4, 2}}, {dtype = "float64"})
 -- local Q, R = ember.linalg.qr(A)
 -- print(ember.allclose(Q:matmul(R), A), R[1][1])   --> true tensor(-5.0000, shape=[], dtype=float64, device=cpu)
-M.qr = guard(function(A, mode)
+function M.qr(A, mode)
   check("qr", A)
   if type(mode) == "table" then mode = options("qr", mode, { mode = "string" }).mode end
   mode = mode or "reduced"
@@ -355,7 +357,7 @@ M.qr = guard(function(A, mode)
     return core.zeros({ 0 }, { dtype = A.dtype, device = A.device }), R
   end
   return Q, R
-end)
+end
 
 -- A's triangle named by UPLO as the lower one the kernel reads.
 local function uplo_input(op, A, UPLO)
@@ -377,23 +379,23 @@ end
 -- @treturn Tensor V [..., n, n]
 -- @usage local w, V = ember.linalg.eigh(ember.tensor({{2, 1}, {1, 2}}, {dtype = "float64"}))
 -- print(w)   --> tensor([1.0000, 3.0000], shape=[2], dtype=float64, device=cpu)
-M.eigh = guard(function(A, UPLO)
+function M.eigh(A, UPLO)
   check("eigh", A, true)
   A = uplo_input("eigh", A, UPLO)
   local n = rows(A)
   local w, V = unpack_(EIGH(A), { { n }, { n, n } })
   return w, V
-end)
+end
 
 --- The eigenvalues of a real symmetric matrix, ascending (torch.linalg.eigvalsh).
 -- @tparam Tensor A [..., n, n]
 -- @tparam[opt] string|table UPLO "L"
 -- @treturn Tensor [..., n]
 -- @usage print(ember.linalg.eigvalsh(ember.tensor({{2, 1}, {1, 2}}, {dtype = "float64"})))   --> tensor([1.0000, 3.0000], shape=[2], dtype=float64, device=cpu)
-M.eigvalsh = guard(function(A, UPLO)
+function M.eigvalsh(A, UPLO)
   check("eigvalsh", A, true)
   return EIGVALSH(uplo_input("eigvalsh", A, UPLO))
-end)
+end
 
 --- The singular value decomposition A = U diag(S) Vh (torch.linalg.svd):
 -- S descending; with `full_matrices` (true by default, as torch's; a
@@ -410,7 +412,7 @@ end)
 -- @usage local A = ember.tensor({{3, 0}, {0, -2}, {0, 0}}, {dtype = "float64"})
 -- local U, S, Vh = ember.linalg.svd(A, false)
 -- print(S, U.shape, ember.allclose((U * S):matmul(Vh), A))   --> tensor([3.0000, 2.0000], shape=[2], dtype=float64, device=cpu) ember.Size{3, 2} true
-M.svd = guard(function(A, full_matrices)
+function M.svd(A, full_matrices)
   check("svd", A)
   if type(full_matrices) == "table" then
     full_matrices = options("svd", full_matrices, { full_matrices = "boolean" }).full_matrices
@@ -421,16 +423,16 @@ M.svd = guard(function(A, full_matrices)
   local k = math.min(m, n)
   local full = full_matrices and m ~= n
   return unpack_(SVD(A, full), { { m, full and m or k }, { k }, { full and n or k, n } })
-end)
+end
 
 --- The singular values, descending (torch.linalg.svdvals).
 -- @tparam Tensor A [..., m, n]
 -- @treturn Tensor [..., min(m, n)]
 -- @usage print(ember.linalg.svdvals(ember.tensor({{0, 2}, {-3, 0}}, {dtype = "float64"})))   --> tensor([3.0000, 2.0000], shape=[2], dtype=float64, device=cpu)
-M.svdvals = guard(function(A)
+function M.svdvals(A)
   check("svdvals", A)
   return SVDVALS(A)
-end)
+end
 
 -- Composed
 
@@ -442,6 +444,7 @@ end)
 -- A rank-deficient A is not detected (its R is singular: an error or inf).
 -- @tparam Tensor A [..., m, n]
 -- @tparam Tensor B [..., m, k]
+-- @tparam[opt] table opts rcond, driver (accepted, unused: always QR)
 -- @treturn Tensor solution [..., n, k]
 -- @treturn Tensor residuals
 -- @treturn Tensor rank
@@ -449,7 +452,7 @@ end)
 -- @usage local A = ember.tensor({{1, 0}, {0, 1}, {1, 1}}, {dtype = "float64"})
 -- local X = ember.linalg.lstsq(A, ember.tensor({{1}, {2}, {4}}, {dtype = "float64"}))
 -- print(X)   --> tensor([[1.3333], [2.3333]], shape=[2, 1], dtype=float64, device=cpu)
-M.lstsq = guard(function(A, B, opts)
+function M.lstsq(A, B, opts)
   local op = "lstsq"
   check(op, A)
   check(op, B, false, "B")
@@ -471,7 +474,7 @@ M.lstsq = guard(function(A, B, opts)
   if m > n then residuals = ((A:matmul(X) - B) ^ 2):sum(-2) end
   local rank = core.full(batch_shape(A), math.min(m, n), { dtype = "int64", device = A.device })
   return X, residuals, rank, core.zeros({ 0 }, o)
-end)
+end
 
 -- ord, dim, keepdim from torch's positional arguments or one option table.
 local function norm_args(op, ord, dim, keepdim, extra)
@@ -506,14 +509,14 @@ end
 -- @tparam[opt] boolean keepdim
 -- @treturn Tensor
 -- @usage print(ember.linalg.vector_norm(ember.tensor({3, -4})), ember.linalg.vector_norm(ember.tensor({3, -4}), math.huge))   --> tensor(5.0000, shape=[], dtype=float32, device=cpu) tensor(4.0000, shape=[], dtype=float32, device=cpu)
-M.vector_norm = guard(function(x, ord, dim, keepdim)
+function M.vector_norm(x, ord, dim, keepdim)
   local dtype
   ord, dim, keepdim, dtype = norm_args("vector_norm", ord, dim, keepdim)
   x = floating("vector_norm", x, dtype)
   ord = ord or 2
   if type(ord) ~= "number" then fail("vector_norm", "ord must be a number, got %s", tostring(ord)) end
   return x:norm(ord, dim, keepdim)
-end)
+end
 
 -- A's dims d1, d2 (1-based, negative from the end) moved to the end.
 local function matrix_dims(op, A, dim)
@@ -544,7 +547,7 @@ end
 -- @treturn Tensor
 -- @usage local A = ember.tensor({{1, -2}, {3, 4}}, {dtype = "float64"})
 -- print(ember.linalg.matrix_norm(A, 1), ember.linalg.matrix_norm(A, math.huge))   --> tensor(6.0000, shape=[], dtype=float64, device=cpu) tensor(7.0000, shape=[], dtype=float64, device=cpu)
-M.matrix_norm = guard(function(A, ord, dim, keepdim)
+function M.matrix_norm(A, ord, dim, keepdim)
   local op, dtype = "matrix_norm", nil
   ord, dim, keepdim, dtype = norm_args(op, ord, dim, keepdim)
   A = floating(op, A, dtype)
@@ -577,7 +580,7 @@ M.matrix_norm = guard(function(A, ord, dim, keepdim)
     r = r:unsqueeze(lo):unsqueeze(hi)
   end
   return r
-end)
+end
 
 --- torch.linalg.norm: a matrix norm when ord is a string, or dim has two
 -- dims, or (ord given, dim not) A is 2-d; the vector 2-norm of all
@@ -589,7 +592,7 @@ end)
 -- @treturn Tensor
 -- @usage local A = ember.tensor({{3, 0}, {0, 4}}, {dtype = "float64"})
 -- print(ember.linalg.norm(A), ember.linalg.norm(A, 2), ember.linalg.norm(A, "nuc"))   --> tensor(5.0000, shape=[], dtype=float64, device=cpu) tensor(4.0000, shape=[], dtype=float64, device=cpu) tensor(7.0000, shape=[], dtype=float64, device=cpu)
-M.norm = guard(function(A, ord, dim, keepdim)
+function M.norm(A, ord, dim, keepdim)
   local dtype
   ord, dim, keepdim, dtype = norm_args("norm", ord, dim, keepdim)
   A = floating("norm", A, dtype)
@@ -603,7 +606,7 @@ M.norm = guard(function(A, ord, dim, keepdim)
   end
   if dim ~= nil and #dim == 1 then dim = dim[1] end
   return M.vector_norm(A, ord, dim, keepdim)
-end)
+end
 
 -- torch's tolerance: max(atol, rtol * largest singular value), rtol
 -- defaulting to eps * max(m, n) when atol is not given (or 0).
@@ -622,7 +625,7 @@ end
 -- @tparam[opt] table opts
 -- @treturn Tensor int64
 -- @usage print(ember.linalg.matrix_rank(ember.tensor({{1, 2}, {2, 4}}, {dtype = "float64"})))   --> tensor(1, shape=[], dtype=int64, device=cpu)
-M.matrix_rank = guard(function(A, opts)
+function M.matrix_rank(A, opts)
   check("matrix_rank", A)
   local S
   do
@@ -632,7 +635,7 @@ M.matrix_rank = guard(function(A, opts)
   end
   local tol = tolerance("matrix_rank", A, S, opts)
   return S:gt(tol):to("int64"):sum(-1)
-end)
+end
 
 --- The pseudo-inverse (torch.linalg.pinv), by the SVD: singular values at
 -- or below max(atol, rtol * the largest) count as zero. Differentiable
@@ -641,14 +644,14 @@ end)
 -- @tparam[opt] table opts atol, rtol, hermitian
 -- @treturn Tensor [..., n, m]
 -- @usage print(ember.linalg.pinv(ember.tensor({{2, 0}, {0, 0}}, {dtype = "float64"})))   --> tensor([[0.5000, 0.0000], [0.0000, 0.0000]], shape=[2, 2], dtype=float64, device=cpu)
-M.pinv = guard(function(A, opts)
+function M.pinv(A, opts)
   check("pinv", A)
   local U, S, Vh = M.svd(A, false)
   local tol = tolerance("pinv", A, S:detach(), opts)
   local keep = S:gt(tol)
   local Sinv = core.where(keep, 1 / core.where(keep, S, core.ones_like(S)), core.zeros_like(S))
   return (mT(Vh) * Sinv:unsqueeze(-2)):matmul(mT(U))
-end)
+end
 
 --- A square matrix (batch) to an integer power (torch.linalg.matrix_power):
 -- repeated squaring; 0 gives the identity, a negative power the inverse's.
@@ -656,7 +659,7 @@ end)
 -- @tparam integer n
 -- @treturn Tensor
 -- @usage print(ember.linalg.matrix_power(ember.tensor({{1, 1}, {0, 1}}, {dtype = "float64"}), 3))   --> tensor([[1.0000, 3.0000], [0.0000, 1.0000]], shape=[2, 2], dtype=float64, device=cpu)
-M.matrix_power = guard(function(A, n)
+function M.matrix_power(A, n)
   local op = "matrix_power"
   if not core.is_tensor(A) then fail(op, "A must be a tensor, got %s", type(A)) end
   if A:dim() < 2 or rows(A) ~= cols(A) then
@@ -675,7 +678,7 @@ M.matrix_power = guard(function(A, n)
     if n > 0 then base = base:matmul(base) end
   end
   return result
-end)
+end
 
 --- The product of a list of matrices (torch.linalg.multi_dot): the first
 -- may be a vector [n] (a row), the last a vector (a column), and those dims
@@ -685,7 +688,7 @@ end)
 -- @treturn Tensor
 -- @usage local a = ember.tensor({1, 2}, {dtype = "float64"})
 -- print(ember.linalg.multi_dot({a, ember.eye(2, {dtype = "float64"}) * 3, a}))   --> tensor(15.0000, shape=[], dtype=float64, device=cpu)
-M.multi_dot = guard(function(tensors)
+function M.multi_dot(tensors)
   local op = "multi_dot"
   if type(tensors) ~= "table" or core.is_tensor(tensors) then fail(op, "expected a list of tensors, got %s", type(tensors)) end
   local n = #tensors
@@ -710,7 +713,7 @@ M.multi_dot = guard(function(tensors)
   if first_vec then acc = acc:squeeze(1) end
   if last_vec then acc = acc:squeeze(-1) end
   return acc
-end)
+end
 
 -- Pade 13 coefficients and the 1-norm bound under which it is exact to
 -- float64's precision (Higham 2005, "The scaling and squaring method for
@@ -725,7 +728,7 @@ local THETA13 = 5.371920351148152
 -- @tparam Tensor A [..., n, n]
 -- @treturn Tensor
 -- @usage print(ember.linalg.matrix_exp(ember.tensor({{0, 1}, {0, 0}}, {dtype = "float64"})))   --> tensor([[1.0000, 1.0000], [0.0000, 1.0000]], shape=[2, 2], dtype=float64, device=cpu)
-M.matrix_exp = guard(function(A)
+function M.matrix_exp(A)
   local op = "matrix_exp"
   check(op, A, true)
   local n = rows(A)
@@ -744,7 +747,7 @@ M.matrix_exp = guard(function(A)
   local R = SOLVE(V - U, V + U, "linalg.matrix_exp")
   for _ = 1, s do R = R:matmul(R) end
   return R
-end)
+end
 
 --- The condition number (torch.linalg.cond): for p nil, 2 or -2 the ratio
 -- of the extreme singular values (any shape); for "fro", "nuc", 1, -1,
@@ -753,7 +756,7 @@ end)
 -- @tparam[opt] string|number p
 -- @treturn Tensor
 -- @usage print(ember.linalg.cond(ember.tensor({{4, 0}, {0, 2}}, {dtype = "float64"})))   --> tensor(2.0000, shape=[], dtype=float64, device=cpu)
-M.cond = guard(function(A, p)
+function M.cond(A, p)
   local op = "cond"
   check(op, A)
   if p == nil or p == 2 or p == -2 then
@@ -764,7 +767,7 @@ M.cond = guard(function(A, p)
   end
   check(op, A, true)
   return M.matrix_norm(A, p) * M.matrix_norm(M.inv(A), p)
-end)
+end
 
 --- torch.linalg.inv_ex: the inverse and info (int64 of A's batch shape: 0,
 -- or the 1-based zero pivot where A is singular), without an error.
@@ -773,7 +776,7 @@ end)
 -- @treturn Tensor info
 -- @usage local _, info = ember.linalg.inv_ex(ember.zeros(2, 2, {dtype = "float64"}))
 -- print(info)   --> tensor(1, shape=[], dtype=int64, device=cpu)
-M.inv_ex = guard(function(A)
+function M.inv_ex(A)
   check("inv_ex", A, true)
   local I = core.zeros_like(A) + eye_like(A, rows(A))
   local Y, elem, code = C("solve", A, I, { name = "linalg.inv_ex", ex = true })
@@ -783,7 +786,7 @@ M.inv_ex = guard(function(A)
     return Y, info
   end
   return M.inv(A), info
-end)
+end
 
 --- The cross product of 3-vectors along dim (-1 by default), as
 -- torch.linalg.cross (ember.cross picks the first dim of size 3).
@@ -792,10 +795,10 @@ end)
 -- @tparam[opt] number dim -1
 -- @treturn Tensor
 -- @usage print(ember.linalg.cross(ember.tensor({1, 0, 0}), ember.tensor({0, 1, 0})))   --> tensor([0.0000, 0.0000, 1.0000], shape=[3], dtype=float32, device=cpu)
-M.cross = guard(function(a, b, dim)
+function M.cross(a, b, dim)
   if type(dim) == "table" then dim = options("cross", dim, { dim = "number" }).dim end
   return core.cross(a, b, dim or -1)
-end)
+end
 
 --- The dot product of vectors along dim (-1 by default): sum(x * y, dim)
 -- with broadcasting (torch.linalg.vecdot, real tensors).
@@ -804,23 +807,31 @@ end)
 -- @tparam[opt] number|table dim -1
 -- @treturn Tensor
 -- @usage print(ember.linalg.vecdot(ember.tensor({1, 2, 3}), ember.tensor({4, 5, 6})))   --> tensor(32.0000, shape=[], dtype=float32, device=cpu)
-M.vecdot = guard(function(x, y, dim)
+function M.vecdot(x, y, dim)
   if type(dim) == "table" then dim = options("vecdot", dim, { dim = "number" }).dim end
   return (x * y):sum(dim or -1)
-end)
+end
 
 --- The diagonals of the matrices of A (torch.linalg.diagonal): offset 0,
 -- dim1 -2 and dim2 -1 by default, positional or `{offset =, dim1 =, dim2 =}`.
 -- @tparam Tensor A
+-- @tparam[opt] number|table offset 0
+-- @tparam[opt] number dim1 -2
+-- @tparam[opt] number dim2 -1
 -- @treturn Tensor
 -- @usage print(ember.linalg.diagonal(ember.tensor({{1, 2}, {3, 4}})))   --> tensor([1.0000, 4.0000], shape=[2], dtype=float32, device=cpu)
-M.diagonal = guard(function(A, offset, dim1, dim2)
+function M.diagonal(A, offset, dim1, dim2)
   if type(offset) == "table" then
     local o = options("diagonal", offset, { offset = "number", dim1 = "number", dim2 = "number" })
     offset, dim1, dim2 = o.offset, o.dim1, o.dim2
   end
   return A:diagonal(offset or 0, dim1 or -2, dim2 or -1)
-end)
+end
+
+-- Errors (ours and the C op's) move to the caller's line.
+for k, f in pairs(M) do
+  if type(f) == "function" then M[k] = guard(f) end
+end
 
 -- torch's top-level names (init.lua puts them on ember)
 
