@@ -351,7 +351,7 @@ describe("nn.AdaptiveLogSoftmaxWithLoss against torch", function()
   end)
 end)
 
-describe("nn.LazyLinear, LazyConv1d/2d/3d, LazyBatchNorm1d/2d/3d", function()
+describe("nn's lazy modules: LazyLinear, LazyConv*, LazyConvTranspose*, LazyBatchNorm*, LazyInstanceNorm*", function()
   it("becomes the nn.Linear the first input's size makes, with Linear's init; prints as torch", function()
     local lazy = nn.LazyLinear(3, { dtype = "float64" })
     assert.are.equal("LazyLinear(in_features=0, out_features=3, bias=true)", tostring(lazy))
@@ -412,6 +412,34 @@ describe("nn.LazyLinear, LazyConv1d/2d/3d, LazyBatchNorm1d/2d/3d", function()
       assert.are.equal(7, b2.num_features)
     end
     assert.are.same({ 3, 7 }, nn.LazyBatchNorm1d()(ember.randn(3, 7)).shape)
+  end)
+
+  it("LazyConvTranspose1d/2d/3d and LazyInstanceNorm1d/2d/3d (PyTorch 1.13's defaults: affine, running stats)", function()
+    for nd = 1, 3 do
+      local shape = { 2, 4 }
+      for i = 1, nd do shape[2 + i] = 3 end
+      local x = ember.randn(shape, { dtype = "float64" })
+      local up = nn["LazyConvTranspose" .. nd .. "d"](6, 2, { stride = 2, groups = 2, dtype = "float64" })
+      assert.is_truthy(tostring(up):find("^LazyConvTranspose" .. nd .. "d%(0, 6, kernel_size="))
+      ember.manual_seed(8)
+      local y = up(x)
+      ember.manual_seed(8)
+      local ref = nn["ConvTranspose" .. nd .. "d"](4, 6, 2, { stride = 2, groups = 2, dtype = "float64" })
+      same_bits("LazyConvTranspose" .. nd .. "d", y, ref(x))
+      local fresh = nn["LazyConvTranspose" .. nd .. "d"](6, 2, { stride = 2, groups = 2 })
+      fresh:load_state_dict(ref:float():state_dict())
+      assert.are.equal(4, fresh.in_channels)
+      -- str(torch.nn.LazyInstanceNorm2d()) in 1.13: "LazyInstanceNorm2d(0, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+      local norm = nn["LazyInstanceNorm" .. nd .. "d"]{ dtype = "float64" }
+      assert.are.equal("LazyInstanceNorm" .. nd .. "d(0, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)",
+        tostring(norm))
+      local rn = nn["InstanceNorm" .. nd .. "d"](4, { affine = true, track_running_stats = true, dtype = "float64" })
+      same_bits("LazyInstanceNorm" .. nd .. "d", norm(x[1]), rn(x[1])) -- unbatched: channels in dim 1
+      assert.are.same({ "weight", "bias" }, { table.unpack(norm:parameter_names()) })
+      local plain = nn["LazyInstanceNorm" .. nd .. "d"]{ affine = false }
+      plain(x:float())
+      assert.are.equal(0, #plain:parameters()) -- a given option wins over the lazy default
+    end
   end)
 
   it("refuses bad sizes and options naming itself", function()
