@@ -145,12 +145,21 @@ local DET = core.Function {
     ctx:save_for_backward(A, det)
     return det
   end,
-  -- gA = g det(A) A^-T
+  -- gA = g det(A) A^-T; where some matrix of the batch is singular, the
+  -- adjugate's transpose from the SVD for all: det(U) det(V) U diag(p) V^T
+  -- with p_i the product of the singular values but s_i (continuous in A)
   backward = function(ctx, g)
     local A, det = ctx.saved[1], ctx.saved[2]
-    local Y = C("solve", A, core.zeros_like(A) + eye_like(A, rows(A)),
-      { name = "linalg.det backward (the gradient at a singular matrix is not implemented)" })
-    return (g * det):unsqueeze(-1):unsqueeze(-1) * mT(Y)
+    local n = rows(A)
+    local Y, singular = C("solve", A, core.zeros_like(A) + eye_like(A, n), { name = "linalg.det backward", ex = true })
+    if singular == 0 then return (g * det):unsqueeze(-1):unsqueeze(-1) * mT(Y) end
+    local U, S, Vh = C("svd", A, { name = "linalg.det backward" })
+    local du, su = lu_parts(U)
+    local dv, sv = lu_parts(Vh)
+    local I = eye_like(A, n)
+    local p = (S:unsqueeze(-2) * (1 - I) + I):prod(-1)
+    local scale = g * du:prod(-1) * su * dv:prod(-1) * sv
+    return scale:unsqueeze(-1):unsqueeze(-1) * (U * p:unsqueeze(-2)):matmul(Vh)
   end,
 }
 

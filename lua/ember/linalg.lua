@@ -14,10 +14,10 @@
 -- torch's top-level names ember.inverse, det, logdet, slogdet, cholesky,
 -- qr, svd (returning V, as torch.svd) and matrix_exp are these functions
 -- too, and tensor methods (A:det()).
--- Not here: eig/eigvals (general, complex results), solve_ex, ldl, tensorinv/tensorsolve, householder_product, complex
--- dtypes, the gradient of det at a singular matrix (an error), QR's
--- complete mode gradient for m > n (an error, as torch's), second
--- derivatives (the backward formulas read saved factors as constants).
+-- Not here: eig/eigvals (general, complex results), solve_ex, ldl,
+-- tensorinv/tensorsolve, householder_product, complex dtypes, QR's complete
+-- mode gradient for m > n (an error, as torch's), second derivatives (the
+-- backward formulas read saved factors as constants).
 -- @module ember.linalg
 -- @usage local A = ember.tensor({{4, 2}, {2, 3}}, {dtype = "float64"})
 -- print(ember.linalg.det(A))   --> tensor(8.0000, shape=[], dtype=float64, device=cpu)
