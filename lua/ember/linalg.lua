@@ -209,8 +209,8 @@ function M.inv(A)
 end
 
 --- The determinant of a square matrix (batch) (torch.linalg.det), from
--- its LU factorization; 0 for a singular matrix (whose gradient is not
--- implemented: an error at backward).
+-- its LU factorization; 0 for a singular matrix, whose gradient is the
+-- adjugate's transpose (by the SVD; torch 1.13 gives 0 there).
 -- @tparam Tensor A [..., n, n]
 -- @treturn Tensor of A's batch shape
 -- @usage print(ember.linalg.det(ember.tensor({{1, 2}, {3, 4}}, {dtype = "float64"})))   --> tensor(-2.0000, shape=[], dtype=float64, device=cpu)
