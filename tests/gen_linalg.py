@@ -94,6 +94,11 @@ FNS = {
     "multi_dot": lambda A, B, C: [L.multi_dot([A, B, C])],
     "matrix_rank": lambda A: [L.matrix_rank(A).double()],
     "matrix_exp": lambda A: [L.matrix_exp(A)],
+    "pinverse": lambda A: [torch.pinverse(A)],
+    "torch_matrix_power": lambda A: [torch.matrix_power(A, 2)],
+    "cholesky_solve": lambda B, Lf: [torch.cholesky_solve(B, Lf)],
+    "cholesky_solve_upper": lambda B, U: [torch.cholesky_solve(B, U, upper=True)],
+    "cholesky_inverse": lambda Lf: [torch.cholesky_inverse(Lf)],
     "lu": lambda A: list(L.lu(A)),
     "lu_factor": lambda A: [L.lu_factor(A)[0], L.lu_factor(A)[1].double()],
     "lu_solve": lambda A, B: [L.lu_solve(*L.lu_factor(A), B)],
@@ -122,6 +127,10 @@ def triangular(*shape, upper):
     return A.triu() if upper else A.tril()
 
 
+TRIANGLE_GRADS = {"cholesky_solve": [(1, "lower")], "cholesky_solve_upper": [(1, "upper")],
+                  "cholesky_inverse": [(0, "lower")]}
+
+
 def singular_pair():  # LU meets an exact zero pivot in both
     A, B = torch.randn(4, 4), torch.randn(4, 4)
     A[:, 2] = 0
@@ -137,8 +146,13 @@ def case(name, fn, *inputs, grads=True):
            "W": Ws}
     if grads:
         loss = sum((o * w).sum() for o, w in zip(outs, Ws))
-        gs = torch.autograd.grad(loss, inputs)
-        out["grads"] = [g.detach() for g in gs]
+        gs = [g.detach() for g in torch.autograd.grad(loss, inputs)]
+        # torch's cholesky_solve/cholesky_inverse differentiate L as a full
+        # matrix although only its triangle is read; ember's gradient is that
+        # triangle's, which equals torch's there
+        for i, part in TRIANGLE_GRADS.get(fn, []):
+            gs[i] = gs[i].tril() if part == "lower" else gs[i].triu()
+        out["grads"] = gs
     return out
 
 
@@ -202,6 +216,11 @@ cases = [
     case("lu_factor", "lu_factor", torch.randn(4, 4)),
     case("lu_solve through lu_factor", "lu_solve", general(2, 4, 4), torch.randn(2, 4, 2)),
     case("lu_solve adjoint", "lu_solve_adjoint", torch.randn(4, 4), torch.randn(4, 3)),
+    case("torch.pinverse", "pinverse", torch.randn(3, 5)),
+    case("torch.matrix_power", "torch_matrix_power", torch.randn(3, 3)),
+    case("torch.cholesky_solve", "cholesky_solve", torch.randn(2, 4, 2), L.cholesky(spd(2, 4, 4))),
+    case("torch.cholesky_solve upper", "cholesky_solve_upper", torch.randn(4, 3), L.cholesky(spd(4, 4), upper=True)),
+    case("torch.cholesky_inverse", "cholesky_inverse", L.cholesky(spd(4, 4))),
     case("matrix_exp small norm", "matrix_exp", 0.3 * torch.randn(4, 4)),
     case("matrix_exp with squaring, batched [2,3,4,4]", "matrix_exp", 3 * torch.randn(2, 3, 4, 4)),
     case("cond 2", "cond", general(4, 4)),

@@ -32,9 +32,11 @@ for _, n in ipairs { "flex_attention", "create_block_mask" } do ember[n] = funct
 function ember.save(...) return require("ember.checkpoint").save_object(...) end
 function ember.load(...) return require("ember.checkpoint").load_object(...) end
 -- torch's top-level linear algebra (ember.inverse, det, logdet, slogdet,
--- cholesky, qr, svd, matrix_exp): lua/ember/linalg.lua
+-- cholesky, qr, svd, matrix_exp, matrix_power, pinverse, cholesky_solve,
+-- cholesky_inverse): lua/ember/linalg.lua
 -- (also tensor methods, A:det(), as torch's)
-for _, n in ipairs { "inverse", "det", "logdet", "slogdet", "cholesky", "qr", "svd", "matrix_exp" } do
+for _, n in ipairs { "inverse", "det", "logdet", "slogdet", "cholesky", "qr", "svd", "matrix_exp", "matrix_power",
+  "pinverse", "cholesky_solve", "cholesky_inverse" } do
   ember[n] = function(...) return require("ember.linalg")._top[n](...) end
   core.Tensor[n] = ember[n]
 end

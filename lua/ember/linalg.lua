@@ -12,8 +12,9 @@
 -- positive-definite, singular) are errors as torch words them, naming the
 -- batch element (1-based), raised at the caller's line.
 -- torch's top-level names ember.inverse, det, logdet, slogdet, cholesky,
--- qr, svd (returning V, as torch.svd) and matrix_exp are these functions
--- too, and tensor methods (A:det()).
+-- qr, svd (returning V, as torch.svd), matrix_exp, matrix_power,
+-- pinverse, cholesky_solve and cholesky_inverse are these functions too,
+-- and tensor methods (A:det()).
 -- Not here: eig/eigvals (general, complex results), solve_ex, ldl,
 -- tensorinv/tensorsolve, householder_product, complex dtypes, QR's complete
 -- mode gradient for m > n (an error, as torch's), second derivatives (the
@@ -837,6 +838,24 @@ end
 
 M._top = {
   matrix_exp = function(A) return M.matrix_exp(A) end,
+  matrix_power = function(A, n) return M.matrix_power(A, n) end,
+  pinverse = guard(function(A, rcond)
+    if rcond ~= nil and type(rcond) ~= "number" then fail("pinverse", "rcond must be a number, got %s", type(rcond)) end
+    return M.pinv(A, { rtol = rcond or 1e-15 })
+  end),
+  -- A X = B for A = L L^T (or U^T U): two triangular solves
+  cholesky_solve = guard(function(B, Lf, upper)
+    if upper ~= nil and type(upper) ~= "boolean" then fail("cholesky_solve", "upper must be a boolean, got %s", type(upper)) end
+    if upper then Lf = mT(Lf) end
+    local Y = M.solve_triangular(Lf, B, { upper = false })
+    return M.solve_triangular(mT(Lf), Y, { upper = true })
+  end),
+  cholesky_inverse = guard(function(Lf, upper)
+    if upper ~= nil and type(upper) ~= "boolean" then fail("cholesky_inverse", "upper must be a boolean, got %s", type(upper)) end
+    check("cholesky_inverse", Lf, true, "L")
+    local I = core.zeros_like(Lf) + eye_like(Lf, rows(Lf))
+    return M._top.cholesky_solve(I, Lf, upper)
+  end),
   inverse = function(A) return M.inv(A) end,
   det = function(A) return M.det(A) end,
   slogdet = function(A) return M.slogdet(A) end,
