@@ -28,7 +28,7 @@ end
 -- ember.Function has one output): each [..., a, b] flattened to [..., a*b].
 local function pack(...)
   local flat = {}
-  for i, t in ipairs { ... } do flat[i] = t:reshape(batch_shape(t, -1)) end
+  for i, t in ipairs { ... } do flat[i] = t:reshape(batch_shape(t, rows(t) * cols(t))) end
   return core.cat(flat, -1)
 end
 
@@ -316,7 +316,9 @@ local function perm_matrix(piv, n, dtype, device)
   local k = piv.shape[piv:dim()]
   local shape = {}
   for i = 1, piv:dim() - 1 do shape[i] = piv.shape[i] end
-  local rowsl = piv:reshape(-1, k):tolist()
+  local nb = 1
+  for i = 1, piv:dim() - 1 do nb = nb * piv.shape[i] end
+  local rowsl = nb > 0 and piv:reshape(nb, k):tolist() or {}
   local perms = {}
   for b, row in ipairs(rowsl) do
     local perm = {}
@@ -327,8 +329,9 @@ local function perm_matrix(piv, n, dtype, device)
     end
     perms[b] = perm
   end
-  local Pt = core.one_hot(core.tensor(perms, { dtype = "int64", device = device }), n):to(dtype) -- rows e_perm[i]: P^T
   shape[#shape + 1], shape[#shape + 2] = n, n
+  if nb == 0 or n == 0 then return core.zeros(shape, { dtype = dtype, device = device }) end
+  local Pt = core.one_hot(core.tensor(perms, { dtype = "int64", device = device }), n):to(dtype) -- rows e_perm[i]: P^T
   return mT(Pt):reshape(shape)
 end
 

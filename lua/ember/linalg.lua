@@ -354,6 +354,7 @@ function M.qr(A, mode)
   local qc = full and m or math.min(m, n)
   local rr = full and m or math.min(m, n)
   local Q, R = unpack_(QR(A, full), { { m, qc }, { rr, n } })
+  if full and n == 0 then Q = core.zeros_like(Q) + eye_like(A, m) end -- torch's identity
   if mode == "r" then
     return core.zeros({ 0 }, { dtype = A.dtype, device = A.device }), R
   end
@@ -423,7 +424,11 @@ function M.svd(A, full_matrices)
   local m, n = rows(A), cols(A)
   local k = math.min(m, n)
   local full = full_matrices and m ~= n
-  return unpack_(SVD(A, full), { { m, full and m or k }, { k }, { full and n or k, n } })
+  local U, S, Vh = unpack_(SVD(A, full), { { m, full and m or k }, { k }, { full and n or k, n } })
+  if full and k == 0 then -- nothing factored: torch's identities
+    U, Vh = core.zeros_like(U) + eye_like(A, m), core.zeros_like(Vh) + eye_like(A, n)
+  end
+  return U, S, Vh
 end
 
 --- The singular values, descending (torch.linalg.svdvals).
