@@ -8,6 +8,7 @@ local Module = require "ember.nn.Module"
 
 local AdaptiveAvgPool3d = Module:extend("AdaptiveAvgPool3d")
 
+-- The output size and its check; nn.AdaptiveMaxPool3d's too (self.__name names the module).
 function AdaptiveAvgPool3d:__init(output_size)
   -- a positive integer, or three of them where false keeps that dim's size (PyTorch's None)
   local ok = math.type(output_size) == "integer" and output_size > 0
@@ -20,7 +21,7 @@ function AdaptiveAvgPool3d:__init(output_size)
   end
   if not ok then
     require("ember._errors").raise("%s: output_size must be a positive integer or a table of three (false: that dim's "
-      .. "size, PyTorch's None), got %s", "AdaptiveAvgPool3d", require("ember.nn._conv").fmt(output_size))
+      .. "size, PyTorch's None), got %s", self.__name, require("ember.nn._conv").fmt(output_size))
   end
   self.output_size = output_size
 end
@@ -32,7 +33,7 @@ function AdaptiveAvgPool3d:forward(x)
   return require("ember.nn.functional").adaptive_avg_pool3d(x, self.output_size)
 end
 
---- Its output size, for printing.
+--- Its output size, for printing (nn.AdaptiveMaxPool3d's too).
 function AdaptiveAvgPool3d:extra_repr() return "output_size=" .. require("ember.nn._conv").fmt(self.output_size) end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

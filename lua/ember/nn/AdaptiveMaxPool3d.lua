@@ -8,22 +8,10 @@ local Module = require "ember.nn.Module"
 
 local AdaptiveMaxPool3d = Module:extend("AdaptiveMaxPool3d")
 
-function AdaptiveMaxPool3d:__init(output_size)
-  -- a positive integer, or three of them where false keeps that dim's size (PyTorch's None)
-  local ok = math.type(output_size) == "integer" and output_size > 0
-  if type(output_size) == "table" and output_size[3] ~= nil and #output_size == 3 then
-    ok = true
-    for i = 1, 3 do
-      local e = output_size[i]
-      ok = ok and (e == false or (math.type(e) == "integer" and e > 0))
-    end
-  end
-  if not ok then
-    require("ember._errors").raise("%s: output_size must be a positive integer or a table of three (false: that dim's "
-      .. "size, PyTorch's None), got %s", "AdaptiveMaxPool3d", require("ember.nn._conv").fmt(output_size))
-  end
-  self.output_size = output_size
-end
+-- nn.AdaptiveAvgPool3d's output size, check and printing, in this module's name
+local AdaptiveAvgPool3d = require "ember.nn.AdaptiveAvgPool3d"
+AdaptiveMaxPool3d.__init = AdaptiveAvgPool3d.__init
+AdaptiveMaxPool3d.extra_repr = AdaptiveAvgPool3d.extra_repr
 
 --- The pooled input.
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
@@ -31,9 +19,6 @@ end
 function AdaptiveMaxPool3d:forward(x)
   return require("ember.nn.functional").adaptive_max_pool3d(x, self.output_size)
 end
-
---- Its output size, for printing.
-function AdaptiveMaxPool3d:extra_repr() return "output_size=" .. require("ember.nn._conv").fmt(self.output_size) end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 AdaptiveMaxPool3d.forward = require("ember._errors").wrap(AdaptiveMaxPool3d.forward)

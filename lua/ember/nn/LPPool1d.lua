@@ -9,26 +9,29 @@ local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 
 local LPPool1d = Module:extend("LPPool1d")
 
--- one option's check (the constructor's)
-local function check(what, v, ok, want)
-  if not ok then error(("LPPool1d: %s must be %s, got %s"):format(what, want, tostring(v)), 4) end
+-- one option's check (the constructor's), naming the module
+local function check(name, what, v, ok, want)
+  if not ok then error(("%s: %s must be %s, got %s"):format(name, what, want, tostring(v)), 4) end
 end
 
+-- The options and their checks; nn.LPPool2d's too (self.__name names the module).
 function LPPool1d:__init(norm_type, kernel_size, opts)
-  opts = Module.check_options("nn.LPPool1d", opts, { "stride", "ceil_mode" })
-  check("norm_type", norm_type, type(norm_type) == "number", "a number")
+  local name = self.__name
+  opts = Module.check_options("nn." .. name, opts, { "stride", "ceil_mode" })
+  check(name, "norm_type", norm_type, type(norm_type) == "number", "a number")
   self.norm_type = norm_type
-  check("kernel_size", kernel_size, math.type(kernel_size) == "integer" or type(kernel_size) == "table",
+  check(name, "kernel_size", kernel_size, math.type(kernel_size) == "integer" or type(kernel_size) == "table",
     "an integer or a table of them")
   self.kernel_size = kernel_size
   local stride = opts.stride
   if stride ~= nil then
-    check("stride", stride, math.type(stride) == "integer" or type(stride) == "table", "an integer or a table of them")
+    check(name, "stride", stride, math.type(stride) == "integer" or type(stride) == "table",
+      "an integer or a table of them")
   end
   self.stride = stride
   local ceil_mode = opts.ceil_mode
   if ceil_mode == nil then ceil_mode = false end
-  check("ceil_mode", ceil_mode, type(ceil_mode) == "boolean", "a boolean")
+  check(name, "ceil_mode", ceil_mode, type(ceil_mode) == "boolean", "a boolean")
   self.ceil_mode = ceil_mode
 end
 
@@ -42,7 +45,7 @@ function LPPool1d:forward(x)
   })
 end
 
---- Its options, for printing.
+--- Its options, for printing (nn.LPPool2d's too).
 function LPPool1d:extra_repr()
   return ("norm_type=%g, kernel_size=%s, stride=%s, ceil_mode=%s"):format(
     self.norm_type, fmt(self.kernel_size), fmt(self.stride or self.kernel_size), tostring(self.ceil_mode))

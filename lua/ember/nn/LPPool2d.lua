@@ -3,34 +3,14 @@
 -- Errors name nn.LPPool2d (its options) at the caller's line; the inputs are checked as nn.functional's.
 -- @usage print(nn.LPPool2d(2, 2)(ember.randn(1, 3, 8, 8)).shape)   --> ember.Size{1, 3, 4, 4}
 -- @classmod nn.LPPool2d
-local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
-local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
+local LPPool1d = require "ember.nn.LPPool1d"
 
 local LPPool2d = Module:extend("LPPool2d")
 
--- one option's check (the constructor's)
-local function check(what, v, ok, want)
-  if not ok then error(("LPPool2d: %s must be %s, got %s"):format(what, want, tostring(v)), 4) end
-end
-
-function LPPool2d:__init(norm_type, kernel_size, opts)
-  opts = Module.check_options("nn.LPPool2d", opts, { "stride", "ceil_mode" })
-  check("norm_type", norm_type, type(norm_type) == "number", "a number")
-  self.norm_type = norm_type
-  check("kernel_size", kernel_size, math.type(kernel_size) == "integer" or type(kernel_size) == "table",
-    "an integer or a table of them")
-  self.kernel_size = kernel_size
-  local stride = opts.stride
-  if stride ~= nil then
-    check("stride", stride, math.type(stride) == "integer" or type(stride) == "table", "an integer or a table of them")
-  end
-  self.stride = stride
-  local ceil_mode = opts.ceil_mode
-  if ceil_mode == nil then ceil_mode = false end
-  check("ceil_mode", ceil_mode, type(ceil_mode) == "boolean", "a boolean")
-  self.ceil_mode = ceil_mode
-end
+-- nn.LPPool1d's options, checks and printing, in this module's name
+LPPool2d.__init = LPPool1d.__init
+LPPool2d.extra_repr = LPPool1d.extra_repr
 
 --- The pooled input.
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]
@@ -40,12 +20,6 @@ function LPPool2d:forward(x)
   return require("ember.nn.functional").lp_pool2d(x, self.norm_type, self.kernel_size, {
     stride = self.stride, ceil_mode = self.ceil_mode,
   })
-end
-
---- Its options, for printing.
-function LPPool2d:extra_repr()
-  return ("norm_type=%g, kernel_size=%s, stride=%s, ceil_mode=%s"):format(
-    self.norm_type, fmt(self.kernel_size), fmt(self.stride or self.kernel_size), tostring(self.ceil_mode))
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

@@ -6,16 +6,4 @@
 -- @usage local bn = nn.LazyBatchNorm2d()
 -- print(bn(ember.randn(8, 4, 5, 5)).shape[2], bn.num_features)   --> 4   4
 -- @classmod nn.LazyBatchNorm2d
-local lazy = require "ember.nn._lazy"
-
-return lazy.class("LazyBatchNorm2d", require "ember.nn.BatchNorm2d", function() return 1 end,
-  function(who, x)
-    if x.ndim < 2 then
-      require("ember._errors").raise("%s: expected an input [N, C, ...], got %s", who, require("ember._errors").shape_str(x))
-    end
-    return x.shape[2]
-  end,
-  function(_, sd)
-    local t = sd.running_mean or sd.weight
-    if require("ember.nn.Module").is_tensor(t) and t.ndim == 1 then return t.shape[1] end
-  end)
+return require("ember.nn._lazy").batch_norm("LazyBatchNorm2d", require "ember.nn.BatchNorm2d")

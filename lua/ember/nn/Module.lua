@@ -585,7 +585,14 @@ function Module:zero_grad(set_to_none)
   if set_to_none ~= nil and type(set_to_none) ~= "boolean" then
     errors.raise("%s.zero_grad: set_to_none must be a boolean or nothing, got %s", self.__name, type(set_to_none))
   end
-  for _, p in ipairs(self:parameters()) do
+  Module.zero_grads(self:parameters(), set_to_none)
+  return self
+end
+
+-- The gradients of the tensors in params dropped, or zeroed in place when
+-- set_to_none is false: Module:zero_grad's rule and optim's.
+function Module.zero_grads(params, set_to_none)
+  for _, p in ipairs(params) do
     if set_to_none == false then
       local g = p.grad
       if g ~= nil then ember.no_grad(function() g:zero_() end) end
@@ -593,7 +600,6 @@ function Module:zero_grad(set_to_none)
       p.grad = nil
     end
   end
-  return self
 end
 
 -- Whether k is in one of the lists (a forward checks its options on every

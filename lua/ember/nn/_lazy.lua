@@ -69,4 +69,35 @@ function M.channels(nd)
   end
 end
 
+-- A norm's num_features from a state dict: the length of its running_mean or weight.
+function M.norm_features(_, sd)
+  local t = sd.running_mean or sd.weight
+  if Module.is_tensor(t) and t.ndim == 1 then return t.shape[1] end
+end
+
+-- A batch norm's channel count: dim 2 of x [N, C, ...].
+function M.batch_channels(who, x)
+  if x.ndim < 2 then errors.raise("%s: expected an input [N, C, ...], got %s", who, errors.shape_str(x)) end
+  return x.shape[2]
+end
+
+-- LazyBatchNorm<nd>d for Target (nn.BatchNorm1d/2d/3d).
+function M.batch_norm(name, Target)
+  return M.class(name, Target, function() return 1 end, M.batch_channels, M.norm_features)
+end
+
+-- LazyInstanceNorm<nd>d for Target: PyTorch 1.13's lazy instance norms default to affine and
+-- track_running_stats true (nn.InstanceNorm*'s own are false).
+function M.instance_norm(name, Target, nd)
+  local Lazy = M.class(name, Target, function() return 1 end, M.channels(nd), M.norm_features)
+  local init = Lazy.__init
+  function Lazy:__init(opts)
+    if opts ~= nil and type(opts) ~= "table" then return init(self, opts) end -- the target refuses it
+    local o = { affine = true, track_running_stats = true }
+    for k, v in pairs(opts or {}) do o[k] = v end
+    return init(self, o)
+  end
+  return Lazy
+end
+
 return M

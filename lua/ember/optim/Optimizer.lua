@@ -239,14 +239,7 @@ function Optimizer:zero_grad(set_to_none)
   if set_to_none ~= nil and type(set_to_none) ~= "boolean" then
     self:_error("zero_grad: set_to_none must be a boolean or nothing, got %s", type(set_to_none))
   end
-  for _, p in ipairs(self._params) do
-    if set_to_none == false then
-      local g = p.grad
-      if g ~= nil then ember.no_grad(function() g:zero_() end) end
-    else
-      p.grad = nil
-    end
-  end
+  require("ember.nn.Module").zero_grads(self._params, set_to_none)
 end
 
 --- One update of every parameter that has a gradient. With `closure`
