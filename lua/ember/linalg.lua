@@ -15,7 +15,7 @@
 -- qr, svd (returning V, as torch.svd), matrix_exp, matrix_power,
 -- pinverse, cholesky_solve and cholesky_inverse are these functions too,
 -- and tensor methods (A:det()).
--- Not here: eig/eigvals (general, complex results), solve_ex, ldl,
+-- Not here: eig/eigvals (general, complex results), ldl,
 -- tensorinv/tensorsolve, householder_product, complex dtypes, QR's complete
 -- mode gradient for m > n (an error, as torch's), second derivatives (the
 -- backward formulas read saved factors as constants).
@@ -792,6 +792,59 @@ function M.inv_ex(A)
     return Y, info
   end
   return M.inv(A), info
+end
+
+--- torch.linalg.solve_ex: the solution and info (int64 of the batch
+-- shape: 0, or the 1-based zero pivot where A is singular), without an
+-- error; `{left =}` as linalg.solve.
+-- @tparam Tensor A [..., n, n]
+-- @tparam Tensor B [..., n, k] or [..., n]
+-- @tparam[opt] table opts left
+-- @treturn Tensor X (NaN where info is nonzero)
+-- @treturn Tensor info
+-- @usage local _, info = ember.linalg.solve_ex(ember.zeros(2, 2, {dtype = "float64"}), ember.ones(2, {dtype = "float64"}))
+-- print(info)   --> tensor(1, shape=[], dtype=int64, device=cpu)
+function M.solve_ex(A, B, opts)
+  local op = "solve_ex"
+  check(op, A, true)
+  if not core.is_tensor(B) then fail(op, "B must be a tensor, got %s", type(B)) end
+  opts = options(op, opts, { left = "boolean" })
+  local _, _, info = M.lu_factor_ex(A)
+  if info:abs():sum():item() == 0 then return M.solve(A, B, opts), info end
+  -- some matrix is singular: NaN there (torch leaves LAPACK's inf or nan),
+  -- the others solved (the singular ones replaced by I meanwhile)
+  local bad = info:ne(0):unsqueeze(-1):unsqueeze(-1)
+  local safe = core.where(bad, core.zeros_like(A) + eye_like(A, rows(A)), A)
+  local X = M.solve(safe, B, opts)
+  local mask = bad
+  if X:dim() < A:dim() then mask = bad:squeeze(-1) end
+  X = core.where(mask, core.full({}, 0 / 0, { dtype = X.dtype, device = X.device }), X)
+  return X, info
+end
+
+--- torch.linalg.lu_factor_ex: lu_factor's LU and pivots and info (int64
+-- of the batch shape: 0, or the 1-based zero pivot of U), never an error.
+-- @tparam Tensor A [..., m, n]
+-- @treturn Tensor LU
+-- @treturn Tensor pivots
+-- @treturn Tensor info
+-- @usage local LU, pivots, info = ember.linalg.lu_factor_ex(ember.tensor({{1, 2}, {2, 4}}, {dtype = "float64"}))
+-- print(info)   --> tensor(2, shape=[], dtype=int64, device=cpu)
+function M.lu_factor_ex(A)
+  check("lu_factor_ex", A)
+  local LUm, piv = M.lu_factor(A)
+  local info = core.zeros(batch_shape(A), { dtype = "int64", device = A.device })
+  -- the first zero on U's diagonal of each matrix (LAPACK's info)
+  local d = LUm:detach():diagonal(0, -2, -1)
+  local k = d.shape[d:dim()]
+  if k > 0 and A:numel() > 0 then
+    local zero = d:eq(0):to("int64")
+    local idx = core.arange(1, k + 1, { dtype = "int64", device = A.device })
+    -- smallest index where zero: k + 1 - max over (zero * (k + 1 - idx))
+    local first = (k + 1) - (zero * (k + 1 - idx)):amax(-1)
+    info = core.where(zero:sum(-1):gt(0), first, info)
+  end
+  return LUm, piv, info
 end
 
 --- The cross product of 3-vectors along dim (-1 by default), as
