@@ -25,19 +25,7 @@ end
 Bernoulli._bce_with_logits = bce_with_logits
 
 function Bernoulli:__init(...)
-  local o = self:_args({ "probs", "logits" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
-  local which = o.probs ~= nil and "probs" or "logits"
-  local shape = self:_broadcast_all({ which }, o)
-  self._shown = { which }
-  self:_check_param(which)
-  if which == "probs" then
-    local p = Distribution._clamp_probs(self.probs)
-    self.logits = p:log() - (-p):log1p()
-  else
-    self.probs = self.logits:sigmoid()
-  end
-  self:_set_shapes(shape, {})
+  self:_binary_params(self:_args({ "probs", "logits" }, ...))
 end
 
 --- probs

@@ -17,20 +17,8 @@ Binomial._param_names = { "total_count", "probs", "logits" }
 
 function Binomial:__init(...)
   local o = self:_args({ "total_count", "probs", "logits" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
   if o.total_count == nil then o.total_count = 1 end
-  local which = o.probs ~= nil and "probs" or "logits"
-  local shape = self:_broadcast_all({ which, "total_count" }, o)
-  self._shown = { "total_count", which }
-  self:_check_param("total_count")
-  self:_check_param(which)
-  if which == "probs" then
-    local p = Distribution._clamp_probs(self.probs)
-    self.logits = p:log() - (-p):log1p()
-  else
-    self.probs = self.logits:sigmoid()
-  end
-  self:_set_shapes(shape, {})
+  self:_binary_params(o, { "total_count" })
 end
 
 --- integer_interval(0, total_count)

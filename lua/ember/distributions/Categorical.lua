@@ -28,8 +28,7 @@ local FLOAT_MIN = { float64 = -1.7976931348623157e308, float32 = -3.402823466385
 
 function Categorical:__init(...)
   local o = self:_args({ "probs", "logits" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
-  local which = o.probs ~= nil and "probs" or "logits"
+  local which = self:_probs_or_logits(o)
   local v = o[which]
   if type(v) == "number" or (ember.is_tensor(v) and v:dim() < 1) then
     self:_error("%s must have at least one dimension (the categories), got %s", which, ember.is_tensor(v) and "a 0-d tensor" or "a number")

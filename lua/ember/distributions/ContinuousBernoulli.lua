@@ -21,24 +21,15 @@ CB._param_names = { "probs", "logits" }
 
 function CB:__init(...)
   local o = self:_args({ "probs", "logits", "lims" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
+  self:_probs_or_logits(o)
   local lims = o.lims or { 0.499, 0.501 }
   if type(lims) ~= "table" or type(lims[1]) ~= "number" or type(lims[2]) ~= "number" then
     self:_error("lims must be a table of two numbers {low, high}")
   end
   self._lims = lims
-  local which = o.probs ~= nil and "probs" or "logits"
-  local shape = self:_broadcast_all({ which }, o)
-  self._shown = { which }
-  self:_check_param(which)
-  if which == "probs" then
-    self.probs = Distribution._clamp_probs(self.probs)
-    local p = Distribution._clamp_probs(self.probs)
-    self.logits = p:log() - (-p):log1p()
-  else
-    self.probs = Distribution._clamp_probs(self.logits:sigmoid())
-  end
-  self:_set_shapes(shape, {})
+  self:_binary_params(o)
+  -- torch keeps the clamped probabilities
+  self.probs = Distribution._clamp_probs(self.probs)
 end
 
 function CB:_outside()

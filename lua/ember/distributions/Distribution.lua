@@ -190,6 +190,35 @@ function Distribution:_check_param(name, constraint)
   end
 end
 
+-- Which of probs and logits the options give; exactly one (torch's rule).
+function Distribution:_probs_or_logits(o)
+  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
+  return o.probs ~= nil and "probs" or "logits"
+end
+
+-- The parameters of a binary-event distribution (Bernoulli, Binomial, ...):
+-- probs or logits (exactly one) and the `extra` ones (total_count,
+-- temperature) broadcast together, each checked (the extra first), the
+-- other of probs/logits derived from the given one (logits from the clamped
+-- probs, probs = sigmoid(logits)), shown as extra .. {which}; batch shape
+-- the broadcast one, event shape []. Returns which was given.
+function Distribution:_binary_params(o, extra)
+  extra = extra or {}
+  local which = self:_probs_or_logits(o)
+  local shape = self:_broadcast_all({ which, table.unpack(extra) }, o)
+  self._shown = { table.unpack(extra) }
+  self._shown[#self._shown + 1] = which
+  for _, k in ipairs(extra) do self:_check_param(k) end
+  self:_check_param(which)
+  if which == "probs" then
+    self.logits = Distribution._probs_to_logits(self.probs)
+  else
+    self.probs = self.logits:sigmoid()
+  end
+  self:_set_shapes(shape, {})
+  return which
+end
+
 local function concat(...)
   local out = {}
   for _, s in ipairs { ... } do for i = 1, #s do out[#out + 1] = s[i] end end
@@ -393,6 +422,12 @@ function Distribution._tiny(dtype) return TINY[dtype] or TINY.float32 end
 function Distribution._clamp_probs(p)
   local eps = EPS[p.dtype] or EPS.float32
   return p:clamp(eps, 1 - eps)
+end
+
+-- torch's probs_to_logits (is_binary): log(p) - log(1 - p) of the clamped probabilities
+function Distribution._probs_to_logits(p)
+  p = Distribution._clamp_probs(p)
+  return p:log() - (-p):log1p()
 end
 
 -- uniform draws in [0, 1) of `shape` and `dtype` from ember's global generator

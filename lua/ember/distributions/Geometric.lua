@@ -17,20 +17,8 @@ Geometric.support = constraints.nonnegative_integer
 Geometric._param_names = { "probs", "logits" }
 
 function Geometric:__init(...)
-  local o = self:_args({ "probs", "logits" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
-  local which = o.probs ~= nil and "probs" or "logits"
-  local shape = self:_broadcast_all({ which }, o)
-  self._shown = { which }
-  self:_check_param(which)
-  if which == "probs" then
-    if self._validate_args and not self.probs:gt(0):all():item() then self:_error("probs must be positive") end
-    local p = Distribution._clamp_probs(self.probs)
-    self.logits = p:log() - (-p):log1p()
-  else
-    self.probs = self.logits:sigmoid()
-  end
-  self:_set_shapes(shape, {})
+  local which = self:_binary_params(self:_args({ "probs", "logits" }, ...))
+  if which == "probs" and self._validate_args and not self.probs:gt(0):all():item() then self:_error("probs must be positive") end
 end
 
 --- 1 / probs - 1

@@ -22,20 +22,7 @@ NB.support = constraints.nonnegative_integer
 NB._param_names = { "total_count", "probs", "logits" }
 
 function NB:__init(...)
-  local o = self:_args({ "total_count", "probs", "logits" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
-  local which = o.probs ~= nil and "probs" or "logits"
-  local shape = self:_broadcast_all({ which, "total_count" }, o)
-  self._shown = { "total_count", which }
-  self:_check_param("total_count")
-  self:_check_param(which)
-  if which == "probs" then
-    local p = Distribution._clamp_probs(self.probs)
-    self.logits = p:log() - (-p):log1p()
-  else
-    self.probs = self.logits:sigmoid()
-  end
-  self:_set_shapes(shape, {})
+  self:_binary_params(self:_args({ "total_count", "probs", "logits" }, ...), { "total_count" })
 end
 
 --- total_count exp(logits)

@@ -26,20 +26,7 @@ LRB.has_rsample = true
 LRB._param_names = { "temperature", "probs", "logits" }
 
 function LRB:__init(...)
-  local o = self:_args({ "temperature", "probs", "logits" }, ...)
-  if (o.probs == nil) == (o.logits == nil) then self:_error("give either probs or logits, not both nor neither") end
-  local which = o.probs ~= nil and "probs" or "logits"
-  local shape = self:_broadcast_all({ which, "temperature" }, o)
-  self._shown = { "temperature", which }
-  self:_check_param("temperature")
-  self:_check_param(which)
-  if which == "probs" then
-    local p = Distribution._clamp_probs(self.probs)
-    self.logits = p:log() - (-p):log1p()
-  else
-    self.probs = self.logits:sigmoid()
-  end
-  self:_set_shapes(shape, {})
+  self:_binary_params(self:_args({ "temperature", "probs", "logits" }, ...), { "temperature" })
 end
 
 --- (logit(u) + logits) / temperature, u uniform in [eps, 1 - eps]
@@ -47,8 +34,7 @@ end
 -- @usage print(require("ember.distributions").LogitRelaxedBernoulli(1.0, 0.5):rsample({2}).shape)   --> ember.Size{2}
 function LRB:rsample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local u = Distribution._clamp_probs(Distribution._rand(shape, self.logits.dtype))
-  return (u:log() - (-u):log1p() + self.logits) / self.temperature
+  return (Distribution._probs_to_logits(Distribution._rand(shape, self.logits.dtype)) + self.logits) / self.temperature
 end
 
 --- log(temperature) + diff - 2 log(1 + exp(diff)), diff = logits - temperature value
