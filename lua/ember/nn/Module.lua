@@ -589,8 +589,11 @@ function Module:zero_grad(set_to_none)
   return self
 end
 
--- The gradients of the tensors in params dropped, or zeroed in place when
--- set_to_none is false: Module:zero_grad's rule and optim's.
+--- Drops the gradients of the tensors in params, or zeroes them in place
+-- when set_to_none is false: the one rule of Module:zero_grad and of the
+-- optimizers' zero_grad.
+-- @tparam table params a list of tensors
+-- @tparam[opt=true] boolean set_to_none
 function Module.zero_grads(params, set_to_none)
   for _, p in ipairs(params) do
     if set_to_none == false then
