@@ -17,14 +17,6 @@ Beta.arg_constraints = { concentration1 = constraints.positive, concentration0 =
 Beta.support = constraints.unit_interval
 Beta._param_names = { "concentration1", "concentration0" }
 
-function Beta:__init(...)
-  local o = self:_args({ "concentration1", "concentration0" }, ...)
-  local shape = self:_broadcast_all({ "concentration1", "concentration0" }, o)
-  self:_check_param("concentration1")
-  self:_check_param("concentration0")
-  self:_set_shapes(shape, {})
-end
-
 --- a / (a + b)
 -- @usage print(require("ember.distributions").Beta(1.0, 3.0).mean)   --> tensor(0.2500, ...)
 Beta._props.mean = function(self) return self.concentration1 / (self.concentration1 + self.concentration0) end

@@ -14,14 +14,6 @@ Cauchy.support = constraints.real
 Cauchy.has_rsample = true
 Cauchy._param_names = { "loc", "scale" }
 
-function Cauchy:__init(...)
-  local o = self:_args({ "loc", "scale" }, ...)
-  local shape = self:_broadcast_all({ "loc", "scale" }, o)
-  self:_check_param("loc")
-  self:_check_param("scale")
-  self:_set_shapes(shape, {})
-end
-
 --- NaN (no mean)
 -- @usage print(require("ember.distributions").Cauchy(0.0, 1.0).mean)   --> tensor(nan, ...)
 Cauchy._props.mean = function(self) return ember.full(self.batch_shape, 0 / 0, { dtype = self.loc.dtype }) end

@@ -6,7 +6,8 @@
 -- `support` and the table `arg_constraints`, and `expand(batch_shape)`.
 --
 -- A subclass is `Distribution:extend(name)`; it sets `arg_constraints`,
--- `_param_names` (the tensors `expand` expands) and defines its methods;
+-- `_param_names` (the tensors `expand` expands) and defines its methods
+-- (the default `__init` takes the `_param_names`, broadcasts and checks them);
 -- properties are getters in `cls._props` (`d.mean` calls `_props.mean(d)`).
 --
 -- Validation is torch's default: on (`validate_args = true`) unless a
@@ -188,6 +189,22 @@ function Distribution:_check_param(name, constraint)
     local v = first_bad(t:expand(ok.shape), ok)
     self:_error("%s must be %s, found %s", name, constraint.name, v or "a value outside it")
   end
+end
+
+-- The default constructor: the parameters `_param_names`, positional in that
+-- order or options (`_param_defaults` fills those not given), broadcast to
+-- one shape (_broadcast_all), each checked against arg_constraints in that
+-- order; batch shape the broadcast one, event shape []. Returns the options.
+function Distribution:__init(...)
+  local names = self._param_names
+  local o = self:_args(names, ...)
+  for k, v in pairs(self._param_defaults or {}) do
+    if o[k] == nil then o[k] = v end
+  end
+  local shape = self:_broadcast_all(names, o)
+  for _, k in ipairs(names) do self:_check_param(k) end
+  self:_set_shapes(shape, {})
+  return o
 end
 
 -- Which of probs and logits the options give; exactly one (torch's rule).

@@ -13,13 +13,6 @@ Exponential.support = constraints.nonnegative
 Exponential.has_rsample = true
 Exponential._param_names = { "rate" }
 
-function Exponential:__init(...)
-  local o = self:_args({ "rate" }, ...)
-  local shape = self:_broadcast_all({ "rate" }, o)
-  self:_check_param("rate")
-  self:_set_shapes(shape, {})
-end
-
 --- 1 / rate
 -- @usage print(require("ember.distributions").Exponential(2.0).mean)   --> tensor(0.5000, ...)
 Exponential._props.mean = function(self) return self.rate:reciprocal() end

@@ -17,14 +17,6 @@ F.arg_constraints = { df1 = constraints.positive, df2 = constraints.positive }
 F.support = constraints.positive
 F._param_names = { "df1", "df2" }
 
-function F:__init(...)
-  local o = self:_args({ "df1", "df2" }, ...)
-  local shape = self:_broadcast_all({ "df1", "df2" }, o)
-  self:_check_param("df1")
-  self:_check_param("df2")
-  self:_set_shapes(shape, {})
-end
-
 --- df2 / (df2 - 2), NaN for df2 <= 2
 -- @usage print(require("ember.distributions").FisherSnedecor(3.0, 4.0).mean)   --> tensor(2.0000, ...)
 F._props.mean = function(self)

@@ -17,14 +17,6 @@ Gamma.arg_constraints = { concentration = constraints.positive, rate = constrain
 Gamma.support = constraints.nonnegative
 Gamma._param_names = { "concentration", "rate" }
 
-function Gamma:__init(...)
-  local o = self:_args({ "concentration", "rate" }, ...)
-  local shape = self:_broadcast_all({ "concentration", "rate" }, o)
-  self:_check_param("concentration")
-  self:_check_param("rate")
-  self:_set_shapes(shape, {})
-end
-
 --- concentration / rate
 -- @usage print(require("ember.distributions").Gamma(2.0, 4.0).mean)   --> tensor(0.5000, ...)
 Gamma._props.mean = function(self) return self.concentration / self.rate end

@@ -14,14 +14,6 @@ Gumbel._param_names = { "loc", "scale" }
 
 local EULER = 0.57721566490153286060
 
-function Gumbel:__init(...)
-  local o = self:_args({ "loc", "scale" }, ...)
-  local shape = self:_broadcast_all({ "loc", "scale" }, o)
-  self:_check_param("loc")
-  self:_check_param("scale")
-  self:_set_shapes(shape, {})
-end
-
 --- loc + scale * Euler's gamma
 -- @usage print(require("ember.distributions").Gumbel(1.0, 2.0).mean)   --> tensor(2.1544, ...)
 Gumbel._props.mean = function(self) return self.loc + self.scale * EULER end

@@ -16,11 +16,8 @@ HalfCauchy.has_rsample = true
 HalfCauchy._param_names = { "scale" }
 
 function HalfCauchy:__init(...)
-  local o = self:_args({ "scale" }, ...)
-  local shape = self:_broadcast_all({ "scale" }, o)
-  self:_check_param("scale")
-  self.base_dist = Cauchy(0.0, self.scale, { validate_args = false })
-  self:_set_shapes(shape, {})
+  Distribution.__init(self, ...)
+  self:_after_expand()
 end
 
 function HalfCauchy:_after_expand(bs)

@@ -15,11 +15,8 @@ HalfNormal.has_rsample = true
 HalfNormal._param_names = { "scale" }
 
 function HalfNormal:__init(...)
-  local o = self:_args({ "scale" }, ...)
-  local shape = self:_broadcast_all({ "scale" }, o)
-  self:_check_param("scale")
-  self.base_dist = Normal(0.0, self.scale, { validate_args = false })
-  self:_set_shapes(shape, {})
+  Distribution.__init(self, ...)
+  self:_after_expand()
 end
 
 function HalfNormal:_after_expand(bs)

@@ -18,14 +18,6 @@ K._param_names = { "concentration1", "concentration0" }
 
 local EULER = 0.57721566490153286060
 
-function K:__init(...)
-  local o = self:_args({ "concentration1", "concentration0" }, ...)
-  local shape = self:_broadcast_all({ "concentration1", "concentration0" }, o)
-  self:_check_param("concentration1")
-  self:_check_param("concentration0")
-  self:_set_shapes(shape, {})
-end
-
 -- the n-th moment b B(1 + n/a, b)
 local function moment(a, b, n)
   local arg1 = n / a + 1

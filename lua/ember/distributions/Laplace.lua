@@ -12,14 +12,6 @@ Laplace.support = constraints.real
 Laplace.has_rsample = true
 Laplace._param_names = { "loc", "scale" }
 
-function Laplace:__init(...)
-  local o = self:_args({ "loc", "scale" }, ...)
-  local shape = self:_broadcast_all({ "loc", "scale" }, o)
-  self:_check_param("loc")
-  self:_check_param("scale")
-  self:_set_shapes(shape, {})
-end
-
 --- loc
 -- @usage print(require("ember.distributions").Laplace(1.0, 2.0).mean)   --> tensor(1.0000, ...)
 Laplace._props.mean = function(self) return self.loc end

@@ -23,14 +23,6 @@ Normal._param_names = { "loc", "scale" }
 
 local LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
-function Normal:__init(...)
-  local o = self:_args({ "loc", "scale" }, ...)
-  local shape = self:_broadcast_all({ "loc", "scale" }, o)
-  self:_check_param("loc")
-  self:_check_param("scale")
-  self:_set_shapes(shape, {})
-end
-
 --- loc
 -- @usage print(require("ember.distributions").Normal(1.5, 2.0).mean)   --> tensor(1.5000, ...)
 Normal._props.mean = function(self) return self.loc end

@@ -14,14 +14,6 @@ Pareto.arg_constraints = { scale = constraints.positive, alpha = constraints.pos
 Pareto.has_rsample = true
 Pareto._param_names = { "scale", "alpha" }
 
-function Pareto:__init(...)
-  local o = self:_args({ "scale", "alpha" }, ...)
-  local shape = self:_broadcast_all({ "scale", "alpha" }, o)
-  self:_check_param("scale")
-  self:_check_param("alpha")
-  self:_set_shapes(shape, {})
-end
-
 --- x >= scale
 -- @usage print(require("ember.distributions").Pareto(1.0, 3.0).support.name)   --> >= scale
 Pareto._props.support = function(self)

@@ -16,13 +16,6 @@ Poisson.arg_constraints = { rate = constraints.nonnegative }
 Poisson.support = constraints.nonnegative_integer
 Poisson._param_names = { "rate" }
 
-function Poisson:__init(...)
-  local o = self:_args({ "rate" }, ...)
-  local shape = self:_broadcast_all({ "rate" }, o)
-  self:_check_param("rate")
-  self:_set_shapes(shape, {})
-end
-
 --- rate
 -- @usage print(require("ember.distributions").Poisson(3.0).mean)   --> tensor(3.0000, ...)
 Poisson._props.mean = function(self) return self.rate end

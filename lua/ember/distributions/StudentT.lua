@@ -18,20 +18,10 @@ local StudentT = Distribution:extend("StudentT")
 StudentT.arg_constraints = { df = constraints.positive, loc = constraints.real, scale = constraints.positive }
 StudentT.support = constraints.real
 StudentT._param_names = { "df", "loc", "scale" }
+StudentT._param_defaults = { loc = 0.0, scale = 1.0 }
 
 local HALF_LOG_PI = 0.5 * math.log(math.pi)
 local LGAMMA_HALF = 0.5 * math.log(math.pi) -- lgamma(0.5) = log(sqrt(pi))
-
-function StudentT:__init(...)
-  local o = self:_args({ "df", "loc", "scale" }, ...)
-  if o.loc == nil then o.loc = 0.0 end
-  if o.scale == nil then o.scale = 1.0 end
-  local shape = self:_broadcast_all({ "df", "loc", "scale" }, o)
-  self:_check_param("df")
-  self:_check_param("loc")
-  self:_check_param("scale")
-  self:_set_shapes(shape, {})
-end
 
 --- loc, NaN where df <= 1
 -- @usage print(require("ember.distributions").StudentT(2.0, 1.5).mean)   --> tensor(1.5000, ...)

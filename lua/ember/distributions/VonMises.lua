@@ -40,14 +40,6 @@ local function log_bessel(x, order)
 end
 VonMises._log_bessel = log_bessel
 
-function VonMises:__init(...)
-  local o = self:_args({ "loc", "concentration" }, ...)
-  local shape = self:_broadcast_all({ "loc", "concentration" }, o)
-  self:_check_param("loc")
-  self:_check_param("concentration")
-  self:_set_shapes(shape, {})
-end
-
 --- loc (the circular mean)
 -- @usage print(require("ember.distributions").VonMises(1.0, 2.0).mean)   --> tensor(1.0000, ...)
 VonMises._props.mean = function(self) return self.loc end

@@ -17,14 +17,6 @@ Weibull._param_names = { "scale", "concentration" }
 
 local EULER = 0.57721566490153286060
 
-function Weibull:__init(...)
-  local o = self:_args({ "scale", "concentration" }, ...)
-  local shape = self:_broadcast_all({ "scale", "concentration" }, o)
-  self:_check_param("scale")
-  self:_check_param("concentration")
-  self:_set_shapes(shape, {})
-end
-
 --- scale Gamma(1 + 1/k)
 -- @usage print(require("ember.distributions").Weibull(1.0, 1.0).mean)   --> tensor(1.0000, ...)
 Weibull._props.mean = function(self) return self.scale * (self.concentration:reciprocal() + 1):lgamma():exp() end
