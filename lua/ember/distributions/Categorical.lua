@@ -65,6 +65,17 @@ function Categorical._from(probs, logits, validate)
   return c
 end
 
+-- Makes `dist` (OneHotCategorical, Multinomial, ExpRelaxedCategorical) one
+-- over the K categories of a Categorical of o's probs or logits, validated
+-- as dist is: dist._categorical, its probs, logits and _shown, batch shape
+-- the Categorical's, event shape [K]. Returns the Categorical.
+function Categorical._over(dist, o)
+  local c = Categorical { probs = o.probs, logits = o.logits, validate_args = dist._validate_args }
+  dist._categorical, dist.probs, dist.logits, dist._shown = c, c.probs, c.logits, c._shown
+  dist:_set_shapes(c.batch_shape, { c._num_events })
+  return c
+end
+
 --- the number of categories K
 -- @usage print(require("ember.distributions").Categorical(ember.ones(3)).param_shape)   --> ember.Size{3}
 Categorical._props.param_shape = function(self) return self.probs.shape end

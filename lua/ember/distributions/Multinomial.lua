@@ -26,9 +26,7 @@ function Multinomial:__init(...)
     self:_error("total_count must be a nonnegative integer (one for the whole batch; torch's neither takes a tensor), got %s", tostring(n))
   end
   self.total_count = n
-  local c = Categorical { probs = o.probs, logits = o.logits, validate_args = self._validate_args }
-  self._categorical, self.probs, self.logits, self._shown = c, c.probs, c.logits, c._shown
-  self:_set_shapes(c.batch_shape, { c._num_events })
+  Categorical._over(self, o)
 end
 
 function Multinomial:_after_expand(bs)

@@ -17,11 +17,7 @@ OneHotCategorical.support = constraints.one_hot
 OneHotCategorical._param_names = { "probs", "logits" }
 
 function OneHotCategorical:__init(...)
-  local o = self:_args({ "probs", "logits" }, ...)
-  o.validate_args = self._validate_args
-  local c = Categorical(o)
-  self.probs, self.logits, self._categorical, self._shown = c.probs, c.logits, c, c._shown
-  self:_set_shapes(c.batch_shape, { c._num_events })
+  Categorical._over(self, self:_args({ "probs", "logits" }, ...))
 end
 
 function OneHotCategorical:_after_expand(bs)

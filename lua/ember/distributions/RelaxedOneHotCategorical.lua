@@ -34,15 +34,12 @@ function ERC:__init(...)
   local o = self:_args({ "temperature", "probs", "logits" }, ...)
   local t = o.temperature
   if type(t) == "number" then t = nil end
-  local copts = { probs = o.probs, logits = o.logits, validate_args = self._validate_args }
-  local c = Categorical(copts)
-  self._categorical, self.probs, self.logits = c, c.probs, c.logits
+  local c = Categorical._over(self, o)
   if t == nil then t = ember.tensor(o.temperature, { dtype = c.logits.dtype }) end
   if not ember.is_tensor(t) then self:_error("temperature must be a number or a tensor, got %s", type(o.temperature)) end
   self.temperature = t
   if self._validate_args and not t:gt(0):all():item() then self:_error("temperature must be positive (> 0)") end
   self._shown = { "temperature", c._shown[1] }
-  self:_set_shapes(c.batch_shape, { c._num_events })
 end
 
 --- log of softmax((logits + g) / temperature), g Gumbel noise
