@@ -50,9 +50,7 @@ local RelaxedBernoulli = TD:extend("RelaxedBernoulli")
 RelaxedBernoulli.LogitRelaxedBernoulli = LRB
 
 function RelaxedBernoulli:__init(...)
-  local base = LRB(...)
-  TD.__init(self, base, { transforms.SigmoidTransform() }, { validate_args = base._validate_args })
-  self.temperature, self.probs, self.logits, self._shown = base.temperature, base.probs, base.logits, base._shown
+  self:_relaxed(LRB, transforms.SigmoidTransform(), ...)
 end
 
 function RelaxedBernoulli:__tostring()

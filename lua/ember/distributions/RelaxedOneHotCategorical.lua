@@ -70,9 +70,7 @@ local ROHC = TD:extend("RelaxedOneHotCategorical")
 ROHC.ExpRelaxedCategorical = ERC
 
 function ROHC:__init(...)
-  local base = ERC(...)
-  TD.__init(self, base, { transforms.ExpTransform() }, { validate_args = base._validate_args })
-  self.temperature, self.probs, self.logits, self._shown = base.temperature, base.probs, base.logits, base._shown
+  self:_relaxed(ERC, transforms.ExpTransform(), ...)
 end
 
 function ROHC:__tostring() return Distribution.__tostring(self) end

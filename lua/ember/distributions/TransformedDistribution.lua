@@ -31,6 +31,15 @@ function TD:__init(base, ts, opts)
   self:_set_shapes(base.batch_shape, base.event_shape)
 end
 
+-- A relaxation (RelaxedBernoulli, RelaxedOneHotCategorical): `Base(...)`
+-- (its logit or log) through `transform`, validated as the base is, with
+-- the base's temperature, probs, logits and printed parameters.
+function TD:_relaxed(Base, transform, ...)
+  local base = Base(...)
+  TD.__init(self, base, { transform }, { validate_args = base._validate_args })
+  self.temperature, self.probs, self.logits, self._shown = base.temperature, base.probs, base.logits, base._shown
+end
+
 function TD:__tostring()
   local names = {}
   for i, t in ipairs(self.transforms) do names[i] = tostring(t) end
