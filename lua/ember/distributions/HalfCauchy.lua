@@ -7,22 +7,10 @@
 local ember = require "ember"
 local Distribution = require "ember.distributions.Distribution"
 local Cauchy = require "ember.distributions.Cauchy"
-local constraints = require "ember.distributions.constraints"
+local half = require "ember.distributions._half"
 
 local HalfCauchy = Distribution:extend("HalfCauchy")
-HalfCauchy.arg_constraints = { scale = constraints.positive }
-HalfCauchy.support = constraints.nonnegative
-HalfCauchy.has_rsample = true
-HalfCauchy._param_names = { "scale" }
-
-function HalfCauchy:__init(...)
-  Distribution.__init(self, ...)
-  self:_after_expand()
-end
-
-function HalfCauchy:_after_expand(bs)
-  self.base_dist = Cauchy(0.0, self.scale, { validate_args = false })
-end
+half.install(HalfCauchy, Cauchy)
 
 --- inf
 -- @usage print(require("ember.distributions").HalfCauchy(1.0).mean)   --> tensor(inf, ...)
@@ -34,35 +22,25 @@ HalfCauchy._props.variance = function(self) return self.base_dist.variance end
 --- |Cauchy(0, scale):rsample()|
 -- @param[opt] sample_shape a table of sizes
 -- @usage print(require("ember.distributions").HalfCauchy(1.0):rsample({3}).shape)   --> ember.Size{3}
-function HalfCauchy:rsample(sample_shape) return self.base_dist:rsample(sample_shape):abs() end
+function HalfCauchy:rsample(sample_shape) return half.rsample(self, sample_shape) end
 
 --- Cauchy(0, scale)'s log_prob + log 2
 -- @tparam Tensor value
 -- @usage print(require("ember.distributions").HalfCauchy(1.0):log_prob(0.0))   --> tensor(-0.4516, ...)
-function HalfCauchy:log_prob(value)
-  value = self:_value(value, "log_prob")
-  local lp = self.base_dist:log_prob(value) + math.log(2)
-  return ember.where(value:ge(0), lp, -math.huge)
-end
+function HalfCauchy:log_prob(value) return half.log_prob(self, value) end
 
 --- 2 Cauchy's cdf - 1
 -- @tparam Tensor value
 -- @usage print(require("ember.distributions").HalfCauchy(1.0):cdf(1.0))   --> tensor(0.5000, ...)
-function HalfCauchy:cdf(value)
-  value = self:_value(value, "cdf")
-  return self.base_dist:cdf(value) * 2 - 1
-end
+function HalfCauchy:cdf(value) return half.cdf(self, value) end
 
 --- Cauchy's icdf((value + 1) / 2)
 -- @tparam Tensor value probabilities in [0, 1]
 -- @usage print(require("ember.distributions").HalfCauchy(2.0):icdf(0.5))   --> tensor(2.0000, ...)
-function HalfCauchy:icdf(value)
-  value = self:_value(value, "icdf", constraints.unit_interval)
-  return self.base_dist:icdf((value + 1) / 2)
-end
+function HalfCauchy:icdf(value) return half.icdf(self, value) end
 
 --- Cauchy's entropy - log 2
 -- @usage print(require("ember.distributions").HalfCauchy(1.0):entropy())   --> tensor(1.8379, ...)
-function HalfCauchy:entropy() return self.base_dist:entropy() - math.log(2) end
+function HalfCauchy:entropy() return half.entropy(self) end
 
 return HalfCauchy

@@ -6,22 +6,10 @@
 -- @classmod distributions.HalfNormal
 local Distribution = require "ember.distributions.Distribution"
 local Normal = require "ember.distributions.Normal"
-local constraints = require "ember.distributions.constraints"
+local half = require "ember.distributions._half"
 
 local HalfNormal = Distribution:extend("HalfNormal")
-HalfNormal.arg_constraints = { scale = constraints.positive }
-HalfNormal.support = constraints.nonnegative
-HalfNormal.has_rsample = true
-HalfNormal._param_names = { "scale" }
-
-function HalfNormal:__init(...)
-  Distribution.__init(self, ...)
-  self:_after_expand()
-end
-
-function HalfNormal:_after_expand(bs)
-  self.base_dist = Normal(0.0, self.scale, { validate_args = false })
-end
+half.install(HalfNormal, Normal)
 
 --- scale sqrt(2 / pi)
 -- @usage print(require("ember.distributions").HalfNormal(1.0).mean)   --> tensor(0.7979, ...)
@@ -33,35 +21,25 @@ HalfNormal._props.variance = function(self) return self.scale ^ 2 * (1 - 2 / mat
 --- |Normal(0, scale):rsample()|
 -- @param[opt] sample_shape a table of sizes
 -- @usage print(require("ember.distributions").HalfNormal(1.0):rsample({3}).shape)   --> ember.Size{3}
-function HalfNormal:rsample(sample_shape) return self.base_dist:rsample(sample_shape):abs() end
+function HalfNormal:rsample(sample_shape) return half.rsample(self, sample_shape) end
 
 --- Normal(0, scale)'s log_prob + log 2
 -- @tparam Tensor value
 -- @usage print(require("ember.distributions").HalfNormal(1.0):log_prob(0.0))   --> tensor(-0.2258, ...)
-function HalfNormal:log_prob(value)
-  value = self:_value(value, "log_prob")
-  local lp = self.base_dist:log_prob(value) + math.log(2)
-  return require("ember").where(value:ge(0), lp, -math.huge)
-end
+function HalfNormal:log_prob(value) return half.log_prob(self, value) end
 
 --- 2 Normal's cdf - 1
 -- @tparam Tensor value
 -- @usage print(require("ember.distributions").HalfNormal(1.0):cdf(1.0))   --> tensor(0.6827, ...)
-function HalfNormal:cdf(value)
-  value = self:_value(value, "cdf")
-  return self.base_dist:cdf(value) * 2 - 1
-end
+function HalfNormal:cdf(value) return half.cdf(self, value) end
 
 --- Normal's icdf((value + 1) / 2)
 -- @tparam Tensor value probabilities in [0, 1]
 -- @usage print(require("ember.distributions").HalfNormal(1.0):icdf(0.5))   --> tensor(0.6745, ...)
-function HalfNormal:icdf(value)
-  value = self:_value(value, "icdf", constraints.unit_interval)
-  return self.base_dist:icdf((value + 1) / 2)
-end
+function HalfNormal:icdf(value) return half.icdf(self, value) end
 
 --- Normal's entropy - log 2
 -- @usage print(require("ember.distributions").HalfNormal(1.0):entropy())   --> tensor(0.7258, ...)
-function HalfNormal:entropy() return self.base_dist:entropy() - math.log(2) end
+function HalfNormal:entropy() return half.entropy(self) end
 
 return HalfNormal
