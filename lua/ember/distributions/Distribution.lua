@@ -435,6 +435,9 @@ local TINY = { float64 = 2.2250738585072014e-308, float32 = 1.1754943508222875e-
 function Distribution._eps(dtype) return EPS[dtype] or EPS.float32 end
 function Distribution._tiny(dtype) return TINY[dtype] or TINY.float32 end
 
+-- the Euler-Mascheroni constant (Gumbel's mean, Weibull's and Kumaraswamy's entropies, KLs)
+Distribution._EULER = 0.57721566490153286060
+
 -- torch's clamp_probs: probabilities into [eps, 1 - eps]
 function Distribution._clamp_probs(p)
   local eps = EPS[p.dtype] or EPS.float32

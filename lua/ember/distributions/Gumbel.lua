@@ -12,7 +12,7 @@ Gumbel.support = constraints.real
 Gumbel.has_rsample = true
 Gumbel._param_names = { "loc", "scale" }
 
-local EULER = 0.57721566490153286060
+local EULER = Distribution._EULER
 
 --- loc + scale * Euler's gamma
 -- @usage print(require("ember.distributions").Gumbel(1.0, 2.0).mean)   --> tensor(2.1544, ...)

@@ -16,7 +16,7 @@ K.support = constraints.unit_interval
 K.has_rsample = true
 K._param_names = { "concentration1", "concentration0" }
 
-local EULER = 0.57721566490153286060
+local EULER = Distribution._EULER
 
 -- the n-th moment b B(1 + n/a, b)
 local function moment(a, b, n)

@@ -15,7 +15,7 @@ Weibull.support = constraints.positive
 Weibull.has_rsample = true
 Weibull._param_names = { "scale", "concentration" }
 
-local EULER = 0.57721566490153286060
+local EULER = Distribution._EULER
 
 --- scale Gamma(1 + 1/k)
 -- @usage print(require("ember.distributions").Weibull(1.0, 1.0).mean)   --> tensor(1.0000, ...)

@@ -88,7 +88,7 @@ local INF = math.huge
 local function inf_where(mask, t) return ember.where(mask, INF, t) end
 local function zero_where(mask, t) return ember.where(mask, 0.0, t) end
 
-local EULER = 0.57721566490153286060
+local EULER = Distribution._EULER
 
 function kl._register_all()
   kl.register_kl(D.Normal, D.Normal, function(p, q)
