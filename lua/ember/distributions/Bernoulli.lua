@@ -56,11 +56,7 @@ end
 -- @bool[opt=true] expand
 -- @usage print(require("ember.distributions").Bernoulli(ember.tensor({0.3, 0.4})):enumerate_support())   --> tensor([[0.0000, 0.0000], [1.0000, 1.0000]], ...)
 function Bernoulli:enumerate_support(expand)
-  local shape = { 2 }
-  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
-  local v = ember.tensor({ 0, 1 }, { dtype = self.probs.dtype }):view(shape)
-  if expand ~= false then v = v:expand(Distribution._concat({ 2 }, self.batch_shape)) end
-  return v
+  return self:_support_values(ember.tensor({ 0, 1 }, { dtype = self.probs.dtype }), expand)
 end
 
 --- binary_cross_entropy_with_logits(logits, probs)

@@ -73,11 +73,7 @@ function Binomial:enumerate_support(expand)
   if self.total_count:min():item() ~= N then
     self:_error("enumerate_support: the total_count must be the same for the whole batch (torch's too)")
   end
-  local shape = { N + 1 }
-  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
-  local v = ember.arange(0, N + 1, { dtype = self.probs.dtype }):view(shape)
-  if expand ~= false then v = v:expand(Distribution._concat({ N + 1 }, self.batch_shape)) end
-  return v
+  return self:_support_values(ember.arange(0, N + 1, { dtype = self.probs.dtype }), expand)
 end
 
 --- -sum_k p(k) log p(k) over k = 0..total_count (one total_count for the batch, as torch)

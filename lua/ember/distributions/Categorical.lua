@@ -133,14 +133,7 @@ end
 -- @bool[opt=true] expand
 -- @usage print(require("ember.distributions").Categorical(ember.ones(3)):enumerate_support())   --> tensor([1, 2, 3], ...)
 function Categorical:enumerate_support(expand)
-  local v = ember.arange(1, self._num_events + 1, { dtype = "int64" })
-  local shape = { self._num_events }
-  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
-  v = v:view(shape)
-  if expand ~= false then
-    v = v:expand(Distribution._concat({ self._num_events }, self.batch_shape))
-  end
-  return v
+  return self:_support_values(ember.arange(1, self._num_events + 1, { dtype = "int64" }), expand)
 end
 
 return Categorical

@@ -243,6 +243,19 @@ local function concat(...)
 end
 Distribution._concat = concat
 
+-- torch's enumerate_support layout of the n values v ([n, event...]):
+-- [n, 1, ..., event...] (a 1 per batch dim), expanded to
+-- [n, batch..., event...] unless expand is false.
+function Distribution:_support_values(v, expand)
+  local n, ev = v.shape[1], {}
+  for i = 2, #v.shape do ev[#ev + 1] = v.shape[i] end
+  local shape = { n }
+  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
+  v = v:view(concat(shape, ev))
+  if expand ~= false then v = v:expand(concat({ n }, self.batch_shape, ev)) end
+  return v
+end
+
 -- Sets batch_shape and event_shape (tables of integers or ember.Size).
 function Distribution:_set_shapes(batch_shape, event_shape)
   self.batch_shape = ember.Size(concat(batch_shape or {}))

@@ -54,13 +54,7 @@ end
 -- @bool[opt=true] expand
 -- @usage print(require("ember.distributions").OneHotCategorical(ember.ones(2, 3)):enumerate_support().shape)   --> ember.Size{3, 2, 3}
 function OneHotCategorical:enumerate_support(expand)
-  local k = self._categorical._num_events
-  local shape = { k }
-  for _ = 1, #self.batch_shape do shape[#shape + 1] = 1 end
-  shape[#shape + 1] = k
-  local v = ember.eye(k, { dtype = self.probs.dtype }):view(shape)
-  if expand ~= false then v = v:expand(Distribution._concat({ k }, self.batch_shape, { k })) end
-  return v
+  return self:_support_values(ember.eye(self._categorical._num_events, { dtype = self.probs.dtype }), expand)
 end
 
 --- the Categorical's entropy
