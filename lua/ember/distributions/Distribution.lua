@@ -467,6 +467,9 @@ end
 function Distribution._rand(shape, dtype) return ember.rand(shape, { dtype = dtype }) end
 function Distribution._randn(shape, dtype) return ember.randn(shape, { dtype = dtype }) end
 
+-- standard exponential draws -log(1 - u), u uniform in [0, 1), of `shape` and `dtype`
+function Distribution._rand_exponential(shape, dtype) return -(-Distribution._rand(shape, dtype)):log1p() end
+
 -- sums the rightmost n dims of t
 function Distribution._sum_rightmost(t, n)
   for _ = 1, n do t = t:sum(-1) end

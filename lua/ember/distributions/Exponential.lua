@@ -28,7 +28,7 @@ Exponential._props.variance = function(self) return self.rate ^ -2 end
 -- @usage print(require("ember.distributions").Exponential(1.0):rsample({3}).shape)   --> ember.Size{3}
 function Exponential:rsample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  return -(-Distribution._rand(shape, self.rate.dtype)):log1p() / self.rate
+  return Distribution._rand_exponential(shape, self.rate.dtype) / self.rate
 end
 
 --- log(rate) - rate value

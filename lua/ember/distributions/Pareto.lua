@@ -38,7 +38,7 @@ end
 -- @usage print(require("ember.distributions").Pareto(1.0, 3.0):rsample({3}).shape)   --> ember.Size{3}
 function Pareto:rsample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local e = -(-Distribution._rand(shape, self.alpha.dtype)):log1p() / self.alpha
+  local e = Distribution._rand_exponential(shape, self.alpha.dtype) / self.alpha
   return e:exp() * self.scale
 end
 

@@ -32,7 +32,7 @@ end
 -- @usage print(require("ember.distributions").Weibull(1.0, 2.0):rsample({3}).shape)   --> ember.Size{3}
 function Weibull:rsample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local e = -(-Distribution._rand(shape, self.scale.dtype)):log1p()
+  local e = Distribution._rand_exponential(shape, self.scale.dtype)
   return e:pow(self.concentration:reciprocal()) * self.scale
 end
 
