@@ -33,8 +33,8 @@ end
 -- @usage print(require("ember.distributions").Beta(2.0, 2.0):sample({3}).shape)   --> ember.Size{3}
 function Beta:sample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local a = self.concentration1:detach():double():expand(shape):contiguous()
-  local b = self.concentration0:detach():double():expand(shape):contiguous()
+  local a = Distribution._sampler_input(self.concentration1, shape)
+  local b = Distribution._sampler_input(self.concentration0, shape)
   local x, y = Gamma._standard(a), Gamma._standard(b)
   local eps = Distribution._eps(self.concentration1.dtype)
   return (x / (x + y)):to(self.concentration1.dtype):clamp(Distribution._tiny(self.concentration1.dtype), 1 - eps)

@@ -47,7 +47,7 @@ end
 -- @usage print(require("ember.distributions").Dirichlet(ember.ones(3)):sample({2}):sum(-1))   --> tensor([1.0000, 1.0000], ...)
 function Dirichlet:sample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local a = self.concentration:detach():double():expand(shape):contiguous()
+  local a = Distribution._sampler_input(self.concentration, shape)
   local g = Gamma._standard(a)
   local x = (g / g:sum(-1, true)):to(self.concentration.dtype)
   local tiny = Distribution._tiny(x.dtype)

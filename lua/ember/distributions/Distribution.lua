@@ -467,6 +467,10 @@ end
 function Distribution._rand(shape, dtype) return ember.rand(shape, { dtype = dtype }) end
 function Distribution._randn(shape, dtype) return ember.randn(shape, { dtype = dtype }) end
 
+-- a parameter as the float64 samplers (Gamma._standard) take it: detached,
+-- float64, expanded to the sample's shape, contiguous
+function Distribution._sampler_input(t, shape) return t:detach():double():expand(shape):contiguous() end
+
 -- standard exponential draws -log(1 - u), u uniform in [0, 1), of `shape` and `dtype`
 function Distribution._rand_exponential(shape, dtype) return -(-Distribution._rand(shape, dtype)):log1p() end
 

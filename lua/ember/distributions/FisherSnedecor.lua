@@ -36,8 +36,8 @@ end
 -- @usage print(require("ember.distributions").FisherSnedecor(4.0, 6.0):sample({3}).shape)   --> ember.Size{3}
 function F:sample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local d1 = self.df1:detach():double():expand(shape):contiguous()
-  local d2 = self.df2:detach():double():expand(shape):contiguous()
+  local d1 = Distribution._sampler_input(self.df1, shape)
+  local d2 = Distribution._sampler_input(self.df2, shape)
   local x1 = Gamma._standard(d1 * 0.5) / d1
   local x2 = Gamma._standard(d2 * 0.5) / d2
   local tiny = Distribution._tiny(self.df1.dtype)

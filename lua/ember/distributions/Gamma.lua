@@ -53,7 +53,7 @@ end
 -- @usage print(require("ember.distributions").Gamma(2.0, 1.0):sample({3}).shape)   --> ember.Size{3}
 function Gamma:sample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local a = self.concentration:detach():double():expand(shape):contiguous()
+  local a = Distribution._sampler_input(self.concentration, shape)
   local x = Gamma._standard(a) / self.rate:detach():double()
   x = x:to(self.rate.dtype)
   return x:clamp(Distribution._tiny(x.dtype), nil)

@@ -37,7 +37,7 @@ NB._props.variance = function(self) return self.total_count * self.logits:exp() 
 -- @usage print(require("ember.distributions").NegativeBinomial(2.0, 0.5):sample({3}).shape)   --> ember.Size{3}
 function NB:sample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local a = self.total_count:detach():double():expand(shape):contiguous()
+  local a = Distribution._sampler_input(self.total_count, shape)
   local g = ember.where(a:gt(0), Gamma._standard(ember.where(a:gt(0), a, 1.0)), 0.0)
   local rate = g * self.logits:detach():double():exp()
   return Poisson(rate, { validate_args = false }):sample():to(self.probs.dtype)

@@ -40,7 +40,7 @@ end
 -- @usage print(require("ember.distributions").StudentT(3.0):sample({4}).shape)   --> ember.Size{4}
 function StudentT:sample(sample_shape)
   local shape = self:extended_shape(sample_shape)
-  local df = self.df:detach():double():expand(shape):contiguous()
+  local df = Distribution._sampler_input(self.df, shape)
   local z = Gamma._standard(df * 0.5) * 2            -- chi-squared(df)
   local x = ember.randn(shape, { dtype = "float64" })
   local y = (x * (z / df):rsqrt()):to(self.df.dtype)
