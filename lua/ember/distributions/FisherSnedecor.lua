@@ -41,7 +41,7 @@ function F:sample(sample_shape)
   local x1 = Gamma._standard(d1 * 0.5) / d1
   local x2 = Gamma._standard(d2 * 0.5) / d2
   local tiny = Distribution._tiny(self.df1.dtype)
-  return (x1 / x2:clamp(2.2250738585072014e-308, nil)):to(self.df1.dtype):clamp(tiny, nil)
+  return (x1 / x2:clamp(Distribution._tiny("float64"), nil)):to(self.df1.dtype):clamp(tiny, nil)
 end
 
 --- lgamma((d1+d2)/2) - lgamma(d1/2) - lgamma(d2/2) + d1/2 log(d1/d2) + (d1/2 - 1) log x - (d1+d2)/2 log(1 + d1 x / d2)

@@ -13,6 +13,7 @@
 local ember = require "ember"
 local errors = require "ember._errors"
 local constraints = require "ember.distributions.constraints"
+local Distribution = require "ember.distributions.Distribution"
 
 local M = {}
 
@@ -28,8 +29,8 @@ local function new(name, fields)
   return t
 end
 
-local EPS = { float64 = 2.220446049250313e-16, float32 = 1.1920928955078125e-07 }
-local TINY = { float64 = 2.2250738585072014e-308, float32 = 1.1754943508222875e-38 }
+-- the dtype's tiny and eps (Distribution's), float32's for any dtype but float64
+local function finfo_dtype(dt) return dt == "float64" and "float64" or "float32" end
 
 --- exp(x); inverse log(y); log|dy/dx| = x.
 -- @usage local T = require "ember.distributions.transforms"
@@ -72,7 +73,10 @@ end
 -- print(T.SigmoidTransform()(ember.tensor(0.0)))   --> tensor(0.5000, ...)
 function M.SigmoidTransform()
   local t = new("SigmoidTransform", { codomain = constraints.unit_interval })
-  local function clip(y) return y:clamp(TINY[y.dtype] or TINY.float32, 1 - (EPS[y.dtype] or EPS.float32)) end
+  local function clip(y)
+    local dt = finfo_dtype(y.dtype)
+    return y:clamp(Distribution._tiny(dt), 1 - Distribution._eps(dt))
+  end
   function t:_call(x) return clip(x:sigmoid()) end
   function t:inv(y)
     y = clip(y)
