@@ -157,9 +157,7 @@ end
 -- ---- the pickle machine ---------------------------------------------------
 
 local NONE = setmetatable({}, { __name = "None" })
-local MARK = {}
 local Dict = { __name = "dict" }   -- keys and values, in a plain table once built
-local Tuple = { __name = "tuple" }
 
 local function new_dict() return setmetatable({}, Dict) end
 
