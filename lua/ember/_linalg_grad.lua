@@ -174,7 +174,7 @@ local LOGABSDET = core.Function {
   backward = function(ctx, g)
     local A = ctx.saved[1]
     local Y = C("solve", A, core.zeros_like(A) + eye_like(A, rows(A)),
-      { name = "linalg.slogdet backward (the gradient at a singular matrix is not implemented)" })
+      { name = "linalg.slogdet backward (log|det A| has no finite gradient at a singular A)" })
     return g:unsqueeze(-1):unsqueeze(-1) * mT(Y)
   end,
 }

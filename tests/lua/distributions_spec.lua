@@ -359,6 +359,8 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
                          D.StudentT(3.0), D.Geometric(0.5), D.FisherSnedecor(3.0, 5.0) } do
       assert.is_false(d.has_rsample)
       raises_here(function() d:rsample() end, "rsample is not available")
+      raises_here(function() D.Poisson(2.0):entropy() end,
+        "distributions.Poisson: has no entropy() (torch.distributions has none for it either)")
     end
   end)
 end)

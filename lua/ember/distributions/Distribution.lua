@@ -344,7 +344,7 @@ end
 -- print(D.Normal(ember.zeros(2), 1):sample({4}).shape)   --> ember.Size{4, 2}
 function Distribution:sample(sample_shape)
   if self.has_rsample then return self:rsample(sample_shape):detach() end
-  self:_error("sample is not implemented")
+  self:_error("has no sample(), as torch's base class (a subclass defines it)")
 end
 
 --- A reparameterized sample (its gradient flows to the parameters); only
@@ -369,14 +369,14 @@ function Distribution:sample_n(n) return self:sample({ n }) end
 -- @usage local D = require "ember.distributions"
 -- print(D.Normal(0.0, 1.0):log_prob(ember.tensor(0.0)))   --> tensor(-0.9189, ...)
 function Distribution:log_prob(value)
-  self:_error("log_prob is not implemented")
+  self:_error("has no log_prob(), as torch's base class (a subclass defines it)")
 end
 
 --- The entropy, of shape batch_shape.
 -- @usage local D = require "ember.distributions"
 -- print(D.Exponential(1.0):entropy())   --> tensor(1.0000, ...)
 function Distribution:entropy()
-  self:_error("entropy is not implemented (torch.distributions has none for it either, or it is not written yet)")
+  self:_error("has no entropy() (torch.distributions has none for it either)")
 end
 
 --- exp(entropy()) (torch's perplexity).
@@ -389,7 +389,7 @@ function Distribution:perplexity() return self:entropy():exp() end
 -- @usage local D = require "ember.distributions"
 -- print(D.Normal(0.0, 1.0):cdf(ember.tensor(0.0)))   --> tensor(0.5000, ...)
 function Distribution:cdf(value)
-  self:_error("cdf is not implemented")
+  self:_error("has no cdf()")
 end
 
 --- The inverse cdf at a probability value in [0, 1].
@@ -397,7 +397,7 @@ end
 -- @usage local D = require "ember.distributions"
 -- print(D.Exponential(1.0):icdf(ember.tensor(0.5)))   --> tensor(0.6931, ...)
 function Distribution:icdf(value)
-  self:_error("icdf is not implemented")
+  self:_error("has no icdf()")
 end
 
 --- The distribution with its parameters expanded to batch_shape (no copy;
