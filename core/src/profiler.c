@@ -306,11 +306,12 @@ static const char *reduce_name(em_reduce_op op) {
 }
 
 /* Query-key pairs the fused kernel computes: all of them, or those a
-** causal mask keeps (bottom-right aligned: query i sees i + 1 + Lk - Lq keys). */
+** causal mask keeps (bottom-right aligned: query i sees i + 1 + Lk - Lq keys,
+** none for the first Lq - Lk queries when there are fewer keys). */
 static double attn_pairs(const em_attention_args *a) {
   const double lq = (double)a->Lq, lk = (double)a->Lk;
   double pairs = lq * lk;
-  if (a->causal && lq <= lk) pairs = lq * (lk - lq) + lq * (lq + 1) / 2;
+  if (a->causal) pairs = lq <= lk ? lq * (lk - lq) + lq * (lq + 1) / 2 : lk * (lk + 1) / 2;
   return pairs * (double)a->B * (double)a->H;
 }
 

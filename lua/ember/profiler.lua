@@ -24,15 +24,29 @@ local core = require "ember.core"
 
 local M = {}
 
+local raise = require("ember._errors").raise -- at the user's line
+
+-- Counts the profiles started here: a range closes its span only in the
+-- run that opened it (one left open past its profile, or opened before it
+-- started, must not close a span of the next run).
+local run_id, running_id = 0, nil
+
 local Profile = {}
 Profile.__index = Profile
 Profile.__name = "ember.Profile"
 
 --- Starts a profile; returns it, to close (`<close>`, or `prof:stop()`).
+-- Every op's FLOPs, bytes and what computed it are always recorded, so the
+-- one option, torch.profiler's `with_flops`, changes nothing; others (torch's
+-- record_shapes, profile_memory, with_stack) are refused, not ignored.
+-- @tparam[opt] table opts `{with_flops = true}`
 -- @treturn Profile
-function M.start()
+function M.start(opts)
+  require("ember.nn.Module").check_options("ember.profiler.start", opts, { "with_flops" })
   local ok, err = pcall(core._profiler_start)
-  if not ok then require("ember._errors").raise("%s", tostring(err)) end
+  if not ok then raise("%s", tostring(err)) end
+  run_id = run_id + 1
+  running_id = run_id
   return setmetatable({ running = true }, Profile)
 end
 
@@ -41,6 +55,7 @@ end
 function Profile:stop()
   if self.running then
     self.running = false
+    running_id = nil
     core._profiler_stop()
     self.events, self.dropped = core._profiler_events()
   end
@@ -51,11 +66,12 @@ Profile.__close = Profile.stop
 
 --- Runs `fn(...)` under a new profile, which stops even when fn raises (the
 -- error then goes on, after the profiler stopped).
--- @tparam function fn
+-- @tparam function fn a function, or a callable table (a module)
 -- @return the Profile, then fn's results
 function M.profile(fn, ...)
-  if type(fn) ~= "function" then
-    error(("ember.profile: expected a function, got %s"):format(type(fn)), 2)
+  local mt = getmetatable(fn)
+  if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
+    raise("ember.profile: expected a function, got %s", type(fn))
   end
   local prof = M.start()
   local res = table.pack(pcall(fn, ...))
@@ -69,13 +85,14 @@ end
 -- @string name
 -- @return a value to close
 function M.range(name)
-  core._profiler_push(tostring(name))
-  local closed = false
+  if type(name) ~= "string" and type(name) ~= "number" then
+    raise("ember.profiler.range: name must be a string, got %s", type(name))
+  end
+  local run = running_id
+  if run then core._profiler_push(tostring(name)) end
   return setmetatable({}, { __close = function()
-    if not closed then
-      closed = true
-      core._profiler_pop()
-    end
+    if run and run == running_id then core._profiler_pop() end
+    run = nil
   end, __name = "ember.profiler range" })
 end
 
@@ -90,23 +107,23 @@ function M.record_function(name) return M.range(name) end
 function M.enabled() return core._profiler_enabled() end
 
 local function events(self)
-  if self.running then error("ember.Profile: stop the profile first", 3) end
+  if self.running then raise("ember.Profile: stop the profile first") end
   return self.events
 end
 
 -- The columns a table sorts by, and PyTorch's names for them
 -- (key_averages().table(sort_by = "self_cpu_time_total", ...)).
 local SORT_KEYS = {
-  self = "self", total = "total", calls = "calls", bytes = "bytes", flops = "flops",
+  self = "self", total = "total", avg = "avg", calls = "calls", bytes = "bytes", flops = "flops",
   self_cpu_time_total = "self", cpu_time_total = "total", self_cuda_time_total = "self",
   cuda_time_total = "total", self_device_time_total = "self", device_time_total = "total", count = "calls",
+  cpu_time = "avg", cuda_time = "avg", device_time = "avg",
 }
 
 -- Checks a stats/table options table: known keys (a list; nn.Module's
 -- check_options names an unknown one), a known sort column.
 local function check_opts(op, opts, known)
   if opts == nil then return {} end
-  local raise = require("ember._errors").raise
   if type(opts) ~= "table" then raise("Profile:%s: options must be a table, got %s", op, type(opts)) end
   require("ember.nn.Module").check_options("Profile:" .. op, opts, known)
   if opts.sort_by ~= nil and not SORT_KEYS[opts.sort_by] then
@@ -115,17 +132,18 @@ local function check_opts(op, opts, known)
     table.sort(names)
     raise("Profile:%s: sort_by must be one of %s, got %s", op, table.concat(names, ", "), tostring(opts.sort_by))
   end
-  if opts.row_limit ~= nil and (math.type(opts.row_limit) ~= "integer" or opts.row_limit < 0) then
-    raise("Profile:%s: row_limit must be an integer >= 0, got %s", op, tostring(opts.row_limit))
+  if opts.row_limit ~= nil and math.type(opts.row_limit) ~= "integer" then
+    raise("Profile:%s: row_limit must be an integer (-1: every row), got %s", op, tostring(opts.row_limit))
   end
   return opts
 end
 
 --- The events summed by name, phase and device: a list of `{name, phase
--- ("forward" or "backward"), kind, device, calls, total, self (microseconds),
--- bytes, flops, impl}`,
--- sorted by `sort_by` ("self" by default; "total", "calls", "bytes", "flops";
--- PyTorch's names "self_cpu_time_total", "cpu_time_total", "count" work too).
+-- ("forward" or "backward"), kind, device, calls, total, self, avg (total
+-- per call; the times in microseconds), bytes, flops, impl}`,
+-- sorted by `sort_by` ("self" by default; "total", "avg", "calls", "bytes", "flops";
+-- PyTorch's names "self_cpu_time_total", "cpu_time_total", "cpu_time" (the
+-- average), "count" work too).
 -- An unknown option or sort key is an error.
 -- @tparam[opt] table opts `{sort_by = "self"}`
 -- @treturn table
@@ -154,6 +172,7 @@ function Profile:stats(opts)
     r.bytes = r.bytes + e.bytes
     r.flops = r.flops + e.flops
   end
+  for _, r in ipairs(rows) do r.avg = r.total / r.calls end
   table.sort(rows, function(a, b)
     if a[sort_by] ~= b[sort_by] then return a[sort_by] > b[sort_by] end
     return a.name < b.name
@@ -179,9 +198,10 @@ local function human_bytes(b)
 end
 
 --- The table `print(prof)` shows: one row per op and phase, sorted by self
--- time, with calls, total and self milliseconds, self's share, bytes,
+-- time, with calls, total, average and self milliseconds, self's share, bytes,
 -- GFLOP/s where FLOPs are known, and what computed it.
--- @tparam[opt] table opts `{sort_by = "self", row_limit = 30}` (sort_by as `stats`)
+-- @tparam[opt] table opts `{sort_by = "self", row_limit = 30}` (sort_by as
+-- `stats`; row_limit = -1 shows every row, as torch's)
 -- @treturn string
 function Profile:table(opts)
   opts = check_opts("table", opts, { "sort_by", "row_limit" })
@@ -189,9 +209,10 @@ function Profile:table(opts)
   local total = 0
   for _, r in ipairs(rows) do total = total + r.self end
   local limit = opts.row_limit or 30
+  if limit < 0 then limit = #rows end
   local out = {
-    ("%-26s %-8s %7s %10s %10s %6s %10s %8s  %s"):format("name", "phase", "calls", "total ms",
-      "self ms", "self%", "bytes", "GFLOP/s", "computed by"),
+    ("%-26s %-8s %7s %10s %9s %10s %6s %10s %8s  %s"):format("name", "phase", "calls", "total ms",
+      "avg ms", "self ms", "self%", "bytes", "GFLOP/s", "computed by"),
   }
   out[2] = ("-"):rep(#out[1] + 20)
   for i, r in ipairs(rows) do
@@ -204,8 +225,8 @@ function Profile:table(opts)
     local name = r.name
     if r.device and r.device ~= "cpu" then name = ("%s [%s]"):format(name, r.device) end
     if #impl > 60 then impl = impl:sub(1, 57) .. "..." end
-    out[#out + 1] = ("%-26s %-8s %7d %10.3f %10.3f %5.1f%% %10s %8s  %s"):format(
-      #name > 26 and name:sub(1, 23) .. "..." or name, r.phase, r.calls, r.total / 1e3,
+    out[#out + 1] = ("%-26s %-8s %7d %10.3f %9.3f %10.3f %5.1f%% %10s %8s  %s"):format(
+      #name > 26 and name:sub(1, 23) .. "..." or name, r.phase, r.calls, r.total / 1e3, r.avg / 1e3,
       r.self / 1e3, total > 0 and 100 * r.self / total or 0, human_bytes(r.bytes), gflops, impl)
   end
   out[#out + 1] = ("self time in all: %.3f ms over %d spans%s"):format(total / 1e3, #events(self),
@@ -234,20 +255,34 @@ local function json_string(s) return core._json_encode(s) end
 -- @string path
 function Profile:export_chrome_trace(path)
   local ev = events(self)
-  local f, err = io.open(path, "w")
-  if not f then error("ember.Profile:export_chrome_trace: " .. tostring(err), 2) end
-  f:write('{"displayTimeUnit": "ms", "traceEvents": [\n')
-  f:write('{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "ember"}}')
+  if type(path) ~= "string" then
+    raise("ember.Profile:export_chrome_trace: path must be a string, got %s", type(path))
+  end
+  local out = { '{"displayTimeUnit": "ms", "traceEvents": [\n',
+    '{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "ember"}}' }
   for _, e in ipairs(ev) do
     local args = ('"phase": "%s", "bytes": %d'):format(e.backward and "backward" or "forward", e.bytes)
     if e.flops > 0 then args = args .. (', "flops": %.0f'):format(e.flops) end
     if e.impl then args = args .. ', "computed_by": ' .. json_string(e.impl) end
     if e.device then args = args .. ', "device": ' .. json_string(e.device) end
-    f:write((',\n{"name": %s, "cat": "%s", "ph": "X", "ts": %.3f, "dur": %.3f, "pid": 1, "tid": %d, "args": {%s}}')
-      :format(json_string(e.name), e.kind, e.ts, e.dur, e.tid, args))
+    out[#out + 1] = (',\n{"name": %s, "cat": "%s", "ph": "X", "ts": %.3f, "dur": %.3f, "pid": 1, "tid": %d, "args": {%s}}')
+      :format(json_string(e.name), e.kind, e.ts, e.dur, e.tid, args)
   end
-  f:write("\n]}\n")
-  f:close()
+  out[#out + 1] = "\n]}\n"
+  -- one write, then close: a full disk shows in either (a buffered write's
+  -- failure only at close), and the file is closed whatever happened
+  local f, err = io.open(path, "w")
+  local ok = f ~= nil
+  if f then
+    local wrote, werr = f:write(table.concat(out))
+    local closed, cerr = f:close()
+    ok, err = wrote and closed, werr or cerr
+  end
+  if not ok then
+    err = tostring(err)
+    if err:sub(1, #path + 1) ~= path .. ":" then err = path .. ": " .. err end -- write and close omit it
+    raise("ember.Profile:export_chrome_trace: %s", err)
+  end
 end
 
 return M
