@@ -315,7 +315,7 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   if (s) return s;
   char own[256];
   cpu_own_isa(own, sizeof own);
-  char impl[96] = "", blas[320], conv[96];
+  char impl[96] = "", blas[512], conv[96];
   cpu_blas_info(blas, sizeof blas);
   cpu_conv_describe(conv, sizeof conv);
   /* products with one row or one column (cpu_gemm.c's gemv_batch) */

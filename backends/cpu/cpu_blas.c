@@ -83,7 +83,11 @@ static int cpu_isa(void) {
 static const char *const level_core[] = {NULL, NULL, "Sandybridge", "Haswell", "SkylakeX",
                                          "Cooperlake", "SapphireRapids"};
 
-static char blas_why[256]; /* set once, by cpu_blas_configure */
+static char blas_why[384]; /* set once, by cpu_blas_configure */
+
+/* The core a test makes this library guess on its own
+** (EMBER_TEST_OPENBLAS_GUESS), or NULL. */
+static const char *sim_guess;
 
 /* OpenBLAS's own entry points for choosing a core, looked up in the
 ** library that holds openblas_get_corename: only DYNAMIC_ARCH builds have
@@ -116,13 +120,48 @@ static bool blas_has_core(const blas_dyn *d, const char *name) {
   return dlsym(d->lib, sym) != NULL;
 }
 
+
 /* OpenBLAS chooses again, as if OPENBLAS_CORETYPE had been `name` when it
-** loaded; the environment is left as it was. */
-static void blas_rechoose(const blas_dyn *d, const char *name) {
+** loaded. */
+static void blas_choose(const blas_dyn *d, const char *name) {
   setenv("OPENBLAS_CORETYPE", name, 1);
   d->quit();
   d->init();
-  unsetenv("OPENBLAS_CORETYPE");
+}
+
+/* Has OpenBLAS run core `name`? It may not take it: a name its
+** force_coretype does not know (0.3.21 knows neither Cooperlake nor
+** SapphireRapids by name, though it has their kernels) makes it choose
+** from cpuid again. The environment is left as it was. Under
+** EMBER_TEST_OPENBLAS_GUESS that choice from cpuid is the simulated
+** guess, and a name is taken only where the real library shows it took
+** it: its own choice (a name it cannot know) differs from `name`. */
+static bool blas_take(const blas_dyn *d, const char *name) {
+  const char *was = getenv("OPENBLAS_CORETYPE");
+  char saved[64];
+  if (was) snprintf(saved, sizeof saved, "%s", was);
+  blas_choose(d, name);
+  bool took = strcasecmp(openblas_get_corename(), name) == 0;
+  if (sim_guess && took) {
+    blas_choose(d, "ember-no-such-core");
+    took = strcasecmp(openblas_get_corename(), name) != 0;
+    if (took) blas_choose(d, name);
+  }
+  if (sim_guess && !took) blas_choose(d, sim_guess);
+  if (was) setenv("OPENBLAS_CORETYPE", saved, 1);
+  else unsetenv("OPENBLAS_CORETYPE");
+  return took;
+}
+
+/* The newest core above level `have`, up to `want`, that this library has
+** and takes by name, now running; NULL when none (the library runs
+** `guessed` again). */
+static const char *blas_upgrade(const blas_dyn *d, int want, int have, const char *guessed) {
+  for (int l = want; l > have; l--)
+    if (level_core[l] && blas_has_core(d, level_core[l]) && blas_take(d, level_core[l]))
+      return level_core[l];
+  if (strcasecmp(openblas_get_corename(), guessed) != 0) blas_take(d, guessed);
+  return NULL;
 }
 
 void cpu_blas_configure(void) {
@@ -130,15 +169,24 @@ void cpu_blas_configure(void) {
   const int want = cpu_isa();
   blas_dyn d;
   const bool dyn = blas_dyn_open(&d);
+  /* A user's OPENBLAS_CORETYPE that OpenBLAS did not take (a name it does
+  ** not know, "" included) left the choice to OpenBLAS: it is judged as
+  ** OpenBLAS's own. */
+  const bool user_set = user && *user;
+  const bool taken = user_set && strcasecmp(openblas_get_corename(), user) == 0;
+  char not_taken[96] = "";
+  if (user_set && !taken)
+    snprintf(not_taken, sizeof not_taken, "OPENBLAS_CORETYPE=%.24s is not a core this OpenBLAS takes; ",
+             user);
   /* Tests stand in for a library that misjudges this CPU: as if OpenBLAS
   ** had picked this core on its own. */
   const char *sim = getenv("EMBER_TEST_OPENBLAS_GUESS");
-  if (sim && *sim && !(user && *user) && dyn && blas_has_core(&d, sim)) blas_rechoose(&d, sim);
+  if (sim && *sim && !taken && dyn && blas_has_core(&d, sim) && blas_take(&d, sim)) sim_guess = sim;
 
   char guessed[32];
   snprintf(guessed, sizeof guessed, "%s", openblas_get_corename());
   const int have = core_isa(guessed);
-  if (user && *user) {
+  if (taken) {
     if (have != ISA_NONE && have < want)
       snprintf(blas_why, sizeof blas_why,
                "set by the user (OPENBLAS_CORETYPE=%s); older than this CPU's %s, kept as asked",
@@ -146,26 +194,24 @@ void cpu_blas_configure(void) {
     else
       snprintf(blas_why, sizeof blas_why, "set by the user (OPENBLAS_CORETYPE=%s)", user);
   } else if (have == ISA_NONE || have >= want) {
-    snprintf(blas_why, sizeof blas_why, "chosen by OpenBLAS from cpuid");
+    snprintf(blas_why, sizeof blas_why, "%schosen by OpenBLAS from cpuid", not_taken);
   } else if (!dyn) {
     snprintf(blas_why, sizeof blas_why,
-             "chosen by OpenBLAS; older than this CPU's %s, and this OpenBLAS cannot choose "
+             "%schosen by OpenBLAS; older than this CPU's %s, and this OpenBLAS cannot choose "
              "again (not a DYNAMIC_ARCH build): set OPENBLAS_CORETYPE",
-             isa_names[want]);
+             not_taken, isa_names[want]);
   } else {
-    const char *pick = NULL;
-    for (int l = want; l > have && !pick; l--)
-      if (level_core[l] && blas_has_core(&d, level_core[l])) pick = level_core[l];
-    if (pick) blas_rechoose(&d, pick);
-    if (pick && strcasecmp(openblas_get_corename(), pick) == 0)
+    const char *pick = blas_upgrade(&d, want, have, guessed);
+    if (pick)
       snprintf(blas_why, sizeof blas_why,
-               "set by ember from cpuid (%s): OpenBLAS chose %s", isa_names[want], guessed);
+               "%sset by ember from cpuid (%s): OpenBLAS chose %s", not_taken, isa_names[want], guessed);
     else
       snprintf(blas_why, sizeof blas_why,
-               "chosen by OpenBLAS; older than this CPU's %s, and this OpenBLAS has no newer "
-               "core for it",
-               isa_names[want]);
+               "%schosen by OpenBLAS; older than this CPU's %s, and this OpenBLAS takes no newer "
+               "core for it by name",
+               not_taken, isa_names[want]);
   }
+  sim_guess = NULL;
   if (d.lib) dlclose(d.lib); /* the NOLOAD reference only */
 }
 
