@@ -73,11 +73,10 @@ function M.profile(fn, ...)
   if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
     raise("ember.profile: expected a function, got %s", type(fn))
   end
-  local prof = M.start()
-  local res = table.pack(pcall(fn, ...))
-  prof:stop()
-  if not res[1] then error(res[2], 0) end
-  return prof, table.unpack(res, 2, res.n)
+  -- a to-be-closed profile, not pcall: an error keeps its traceback
+  -- through fn's frames, and the profile stops before it goes on
+  local prof <close> = M.start()
+  return prof, fn(...)
 end
 
 --- Opens a span named `name` that ends when the returned value closes

@@ -228,3 +228,19 @@ describe("key_averages():table's torch options", function()
     assert.truthy(prof:table { sort_by = "cpu_time" }:find("avg ms", 1, true))
   end)
 end)
+
+describe("an error inside the profiled function", function()
+  it("keeps its traceback through fn's frames (it was raised again from profiler.lua)", function()
+    local function step()
+      local x = ember.ones(2)
+      return x + ember.ones(3) -- the line the traceback must show
+    end
+    local line = debug.getinfo(1, "l").currentline - 2
+    local ok, tb = xpcall(ember.profile, debug.traceback, step)
+    assert.is_false(ok)
+    assert.truthy(tb:find("probe_profiler_spec.lua:" .. line .. ": in ", 1, true), tb)
+    assert.is_false(ember.profiler.enabled())
+    local prof = ember.profile(function() ember.ones(2):exp() end) -- a new one starts
+    assert.truthy(row(prof, "exp", "forward"))
+  end)
+end)
