@@ -257,31 +257,35 @@ function Profile:export_chrome_trace(path)
   if type(path) ~= "string" then
     raise("ember.Profile:export_chrome_trace: path must be a string, got %s", type(path))
   end
-  local out = { '{"displayTimeUnit": "ms", "traceEvents": [\n',
-    '{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "ember"}}' }
-  for _, e in ipairs(ev) do
-    local args = ('"phase": "%s", "bytes": %d'):format(e.backward and "backward" or "forward", e.bytes)
-    if e.flops > 0 then args = args .. (', "flops": %.0f'):format(e.flops) end
-    if e.impl then args = args .. ', "computed_by": ' .. json_string(e.impl) end
-    if e.device then args = args .. ', "device": ' .. json_string(e.device) end
-    out[#out + 1] = (',\n{"name": %s, "cat": "%s", "ph": "X", "ts": %.3f, "dur": %.3f, "pid": 1, "tid": %d, "args": {%s}}')
-      :format(json_string(e.name), e.kind, e.ts, e.dur, e.tid, args)
-  end
-  out[#out + 1] = "\n]}\n"
-  -- one write, then close: a full disk shows in either (a buffered write's
-  -- failure only at close), and the file is closed whatever happened
   local f, err = io.open(path, "w")
-  local ok = f ~= nil
   if f then
-    local wrote, werr = f:write(table.concat(out))
+    -- written in pieces of 4096 spans (a long profile's text is hundreds of
+    -- MB); a failed write stops there, and a full disk that only shows at
+    -- close (a buffered write) is reported too; the file is closed either way
+    local ok, out = true, { '{"displayTimeUnit": "ms", "traceEvents": [\n',
+      '{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "ember"}}' }
+    for i, e in ipairs(ev) do
+      local args = ('"phase": "%s", "bytes": %d'):format(e.backward and "backward" or "forward", e.bytes)
+      if e.flops > 0 then args = args .. (', "flops": %.0f'):format(e.flops) end
+      if e.impl then args = args .. ', "computed_by": ' .. json_string(e.impl) end
+      if e.device then args = args .. ', "device": ' .. json_string(e.device) end
+      out[#out + 1] = (',\n{"name": %s, "cat": "%s", "ph": "X", "ts": %.3f, "dur": %.3f, "pid": 1, "tid": %d, "args": {%s}}')
+        :format(json_string(e.name), e.kind, e.ts, e.dur, e.tid, args)
+      if i % 4096 == 0 then
+        ok, err = f:write(table.concat(out))
+        out = {}
+        if not ok then break end
+      end
+    end
+    out[#out + 1] = "\n]}\n"
+    if ok then ok, err = f:write(table.concat(out)) end
     local closed, cerr = f:close()
-    ok, err = wrote and closed, werr or cerr
+    if ok and not closed then ok, err = false, cerr end
+    if ok then return end
   end
-  if not ok then
-    err = tostring(err)
-    if err:sub(1, #path + 1) ~= path .. ":" then err = path .. ": " .. err end -- write and close omit it
-    raise("ember.Profile:export_chrome_trace: %s", err)
-  end
+  err = tostring(err)
+  if err:sub(1, #path + 1) ~= path .. ":" then err = path .. ": " .. err end -- write and close omit it
+  raise("ember.Profile:export_chrome_trace: %s", err)
 end
 
 return M

@@ -127,6 +127,14 @@ describe("export_chrome_trace reports a file it cannot write (it returned as if 
     raises_here(function() prof:export_chrome_trace() end, "export_chrome_trace: path must be a string, got nil")
     raises_here(function() prof:export_chrome_trace(42) end, "got number")
   end)
+  it("a long profile, written in pieces: all of it, or the error", function()
+    local x = ember.ones(2)
+    local big = ember.profile(function() for _ = 1, 5000 do x:neg() end end)
+    assert.are.equal(5000, #read_trace(big))
+    if io.open("/dev/full", "w") then
+      raises_here(function() big:export_chrome_trace("/dev/full") end, "/dev/full: No space left on device")
+    end
+  end)
   it("a missing folder", function()
     raises_here(function() prof:export_chrome_trace("/nonexistent-dir/trace.json") end,
       "export_chrome_trace: /nonexistent-dir/trace.json")
