@@ -7,7 +7,7 @@
 --   print(prof)                                                -- the sorted table
 --   prof:export_chrome_trace("/tmp/trace.json")                -- open in ui.perfetto.dev
 --
---   do local p <close> = ember.profiler.start() ... end         -- a scope
+--   do local p <close> = ember.profile() ... end                -- a scope (ember.profiler.start())
 --   local r <close> = ember.profiler.range("data")             -- a named span of your own
 --
 -- Every backend call an op makes is recorded (forward and backward), with
@@ -16,10 +16,11 @@
 -- each autograd node is a span ("matmul backward") around its kernels, so
 -- self time is a span's time less its children's. The recording lives in
 -- core/src/profiler.c; when no profile runs, an op pays one branch.
--- Only one profile runs at a time. Recording costs about 0.07 us per span
--- (a tiny op 0.59 -> 0.67 us on one Zen 4 core); the seed classifier's
--- training step makes about 240 spans in 60-110 ms, so well under 1%
--- (`ember scripts/bench/precision.lua --profile` measures it per case).
+-- Only one profile runs at a time. Recording costs about 0.06 us per span
+-- (a tiny op 0.31 -> 0.36 us on one core); the seed classifier's training
+-- step (B64 L64) makes about 150 spans in 26 ms (190 in 19 ms under
+-- autocast), so well under 1%: on against off measures within the noise,
+-- +-1.5% (`ember scripts/bench/precision.lua --profile` measures it per case).
 local core = require "ember.core"
 
 local M = {}
@@ -65,13 +66,17 @@ end
 Profile.__close = Profile.stop
 
 --- Runs `fn(...)` under a new profile, which stops even when fn raises (the
--- error then goes on, after the profiler stopped).
--- @tparam function fn a function, or a callable table (a module)
+-- error then goes on, after the profiler stopped). Without a function (or
+-- with `start`'s options table) it is `start`: a scope, as torch's
+-- `with torch.profiler.profile() as prof:` reads
+-- `local prof <close> = ember.profile()`.
+-- @tparam[opt] function fn a function, or a callable table (a module)
 -- @return the Profile, then fn's results
 function M.profile(fn, ...)
   local mt = getmetatable(fn)
+  if fn == nil or (type(fn) == "table" and not (type(mt) == "table" and mt.__call)) then return M.start(fn) end
   if type(fn) ~= "function" and not (type(mt) == "table" and mt.__call) then
-    raise("ember.profile: expected a function, got %s", type(fn))
+    raise("ember.profile: expected a function (or nothing: a scope), got %s", type(fn))
   end
   -- a to-be-closed profile, not pcall: an error keeps its traceback
   -- through fn's frames, and the profile stops before it goes on
@@ -235,9 +240,19 @@ end
 
 --- The profile itself, so that torch.profiler's chain reads as written
 -- there: `prof:key_averages():table{sort_by = "cpu_time_total", row_limit = 10}`
--- (ember's rows are already averaged by name, phase and device).
+-- (ember's rows are already averaged by name, phase and device). torch's
+-- group_by_input_shape and group_by_stack_n are refused: no shapes or
+-- stacks are recorded.
 -- @treturn Profile self
-function Profile:key_averages() return self end
+function Profile:key_averages(...)
+  if select("#", ...) > 0 then
+    local o = ...
+    local what = type(o) == "table" and next(o) and ("option '" .. tostring(next(o)) .. "'") or type(o)
+    raise("Profile:key_averages: ember records no input shapes or stacks, so it groups by name, phase "
+      .. "and device only (takes no options), got %s", what)
+  end
+  return self
+end
 
 function Profile:__tostring()
   if self.running then return "ember.Profile (running)" end

@@ -207,7 +207,29 @@ describe("ember.profile's argument", function()
     local prof, y = ember.profile(lin, x)
     assert.are.same({ 4, 2 }, y.shape)
     assert.truthy(row(prof, "gemm", "forward"))
-    raises_here(function() ember.profile({}) end, "ember.profile: expected a function, got table")
+    raises_here(function() ember.profile(42) end, "ember.profile: expected a function (or nothing: a scope), got number")
+  end)
+  it("without a function is a scope, as `with torch.profiler.profile() as prof` (it was an error)", function()
+    local prof
+    do
+      local p <close> = ember.profile()
+      prof = p
+      ember.ones(2):exp()
+      assert.is_true(ember.profiler.enabled())
+    end
+    assert.is_false(ember.profiler.enabled())
+    assert.truthy(row(prof, "exp", "forward"))
+    local q <close> = ember.profiler.profile { with_flops = true }
+    assert.is_true(ember.profiler.enabled())
+    q:stop()
+    raises_here(function() ember.profile { record_shapes = true } end, "unknown option 'record_shapes'")
+  end)
+  it("key_averages refuses torch's grouping options rather than ignore them", function()
+    local prof = ember.profile(function() ember.ones(2):exp() end)
+    raises_here(function() prof:key_averages { group_by_input_shape = true } end,
+      "Profile:key_averages: ember records no input shapes or stacks")
+    raises_here(function() prof:key_averages(true) end, "got boolean")
+    assert.are.equal(prof, prof:key_averages())
   end)
   it("ember.profiler.start refuses options it would ignore (torch's record_shapes was dropped silently)", function()
     raises_here(function() ember.profiler.start { record_shapes = true } end, "unknown option 'record_shapes'")
