@@ -18,6 +18,18 @@
 -- (autocast is off during the pass: its ops take the forward's dtypes). The op lists live in
 -- core/src/autocast.c; ember.autocast("bfloat16", false) turns it off
 -- inside a scope. The state is per thread and scopes nest.
+--
+-- ember.autocast("auto", ...) runs in bfloat16 only where it is faster for
+-- this model on this CPU: fp32 where the CPU has no bfloat16 products in
+-- hardware (ember.cli.auto_precision); elsewhere the first 8 calls at each
+-- call site (the line that calls ember.autocast; its caller's for a tail
+-- call, `return ember.autocast(...)`) alternate fp32 and bf16 (one
+-- warm-up each, then 3 timed each, from one call's start to the next at
+-- that site, so a training step's backward and optimizer step are in the
+-- time) and bf16 is kept only when its median is at least 2% faster
+-- (ember.cli.precision_calibration, as --precision auto). What it measures
+-- and keeps is printed once per call site, and ember.autocast.auto_choices()
+-- lists it; after that the site's precision does not change.
 local core = require "ember.core"
 
 local M = {}
@@ -38,11 +50,70 @@ local function scope(dtype, enabled)
   })
 end
 
+-- ember.autocast("auto"): one decision per call site, "source:line".
+local auto_sites = {}
+
+-- The precision of this call at `site` under "auto" ("fp32" or "bf16"):
+-- the site's calibration's, made at its first call.
+local function auto_precision(site)
+  local s = auto_sites[site]
+  if not s then
+    local cli, conf = require "ember.cli", M._auto_conf or {}
+    local report = conf.report or require("ember.progress").above
+    local label = ('ember.autocast("auto") at %s'):format(site)
+    local p, why = cli.auto_precision("cpu", conf.info)
+    s = {}
+    if p == "fp32" then
+      s.choice, s.note = "fp32", ("%s: fp32 (%s)"):format(label, why)
+      report(s.note)
+    else
+      s.calibration = cli.precision_calibration{clock = conf.clock, label = label,
+        report = function(note) report(note) end}
+      local cal = cli.CALIBRATION
+      s.note = ("%s: measuring (%s; the first %d calls here time fp32 against bf16)")
+        :format(label, why, 2 * (cal.warmup + cal.steps))
+      report(s.note)
+    end
+    auto_sites[site] = s
+  end
+  if s.choice then return s.choice end
+  local p = s.calibration:next()
+  if s.calibration.choice then s.choice, s.note = s.calibration.choice, s.calibration.note end
+  return p
+end
+
+--- What ember.autocast("auto") chose at each call site so far: a table of
+-- "source:line" -> {precision = "bf16" or "fp32" (nil while it still
+-- measures), note = what it measured and why}.
+-- @treturn table
+-- @usage
+-- local lin = ember.nn.Linear(4, 3)
+-- ember.autocast("auto", function() return lin(ember.randn(2, 4)) end)
+-- for site, c in pairs(ember.autocast.auto_choices()) do print(site, c.precision, c.note) end
+function M.auto_choices()
+  local t = {}
+  for site, s in pairs(auto_sites) do t[site] = {precision = s.choice, note = s.note} end
+  return t
+end
+
 -- ember.autocast(dtype [, enabled]) -> a scope for `local x <close> = ...`;
 -- ember.autocast(dtype, fn, ...) -> fn(...)'s results, run under autocast.
 local function autocast(_, dtype, fn, ...)
   if type(dtype) ~= "string" then
     error(("ember.autocast: dtype must be a string such as \"bfloat16\", got %s"):format(type(dtype)), 2)
+  end
+  if dtype == "auto" then
+    if fn == false then return scope("bfloat16", false) end
+    if fn ~= nil and fn ~= true and type(fn) ~= "function" then
+      require("ember._errors").raise("ember.autocast: expected a function or enabled (a boolean) after \"auto\", got %s",
+        type(fn))
+    end
+    local level, info = 2, debug.getinfo(2, "Sl")
+    while info and info.what == "C" do level = level + 1; info = debug.getinfo(level, "Sl") end -- pcall(ember.autocast, ...)
+    local on = auto_precision(info and ("%s:%d"):format(info.short_src, info.currentline) or "?") == "bf16"
+    if type(fn) ~= "function" then return scope("bfloat16", on) end
+    local ac <close> = scope("bfloat16", on)
+    return fn(...)
   end
   local info = core.dtype_info(dtype)
   local raise = require("ember._errors").raise -- at the user's line
@@ -55,8 +126,8 @@ local function autocast(_, dtype, fn, ...)
       .. "got \"%s\"", dtype)
   end
   if not info then
-    raise("ember.autocast: unknown dtype \"%s\"; autocast runs products in bfloat16 (ember.autocast(\"bfloat16\", ...))",
-      dtype)
+    raise("ember.autocast: unknown dtype \"%s\"; autocast runs products in bfloat16 (ember.autocast(\"bfloat16\", ...)), "
+      .. "or in bfloat16 where that is faster (ember.autocast(\"auto\", ...))", dtype)
   end
   if type(fn) ~= "function" then return scope(dtype, fn) end
   local ac <close> = scope(dtype, true)

@@ -497,8 +497,9 @@ end
 -- and chose through `report`. conf (all optional, for tests and
 -- ember.distributed): `clock` (seconds), `report` (a function of the
 -- line; progress.above, which clears a bar being drawn), `sum` (a function of (fp32, bf16) returning them summed
--- over the ranks, so that every rank keeps the same), and the fields of
--- M.CALIBRATION.
+-- over the ranks, so that every rank keeps the same), `label` (what the
+-- note names instead of "precision", e.g. an ember.autocast("auto") call
+-- site; it then counts calls, not steps), and the fields of M.CALIBRATION.
 -- @tparam[opt] table conf
 -- @treturn table the calibration; `choice` and `note` once decided
 function M.precision_calibration(conf)
@@ -506,7 +507,7 @@ function M.precision_calibration(conf)
   local c = setmetatable({
     warmup = conf.warmup or M.CALIBRATION.warmup, steps = conf.steps or M.CALIBRATION.steps,
     margin = conf.margin or M.CALIBRATION.margin, clock = conf.clock or require("ember").clock,
-    report = conf.report or require("ember.progress").above, sum = conf.sum,
+    report = conf.report or require("ember.progress").above, sum = conf.sum, label = conf.label,
     times = {fp32 = {}, bf16 = {}}, schedule = {}, i = 0,
   }, Calibration)
   for k = 1, c.warmup + c.steps do
@@ -536,8 +537,10 @@ function Calibration:decide()
   local f, b = median(self.times.fp32), median(self.times.bf16)
   if self.sum then f, b = self.sum(f, b) end
   self.choice = b < f * (1 - self.margin) and "bf16" or "fp32"
-  self.note = ("precision: %s (--precision auto measured %d steps each: fp32 %.1f ms, bf16 %.1f ms per step, "
-    .. "median%s; bf16 is kept when at least %d%% faster)"):format(self.choice, self.steps, f * 1e3, b * 1e3,
+  local what = self.label and "calls" or "steps"
+  self.note = ("%s: %s (%s measured %d %s each: fp32 %.1f ms, bf16 %.1f ms per %s, "
+    .. "median%s; bf16 is kept when at least %d%% faster)"):format(self.label or "precision", self.choice,
+    self.label and "it" or "--precision auto", self.steps, what, f * 1e3, b * 1e3, what:sub(1, -2),
     self.sum and ", summed over the ranks" or "", math.floor(self.margin * 100 + 0.5))
   self.report(self.note)
   return self.choice

@@ -221,3 +221,94 @@ describe("ember.autocast", function()
     end)
   end)
 end)
+
+describe('ember.autocast("auto")', function()
+  local raises_here = require("tests.lua.helpers.parity").raises_here
+  local lin = nn.Linear(8, 4)
+  local x = ember.randn(3, 8)
+
+  -- Calls the fake step `steps` times through `call` (a call site of its
+  -- own: ember.autocast decides once per line of code; not a tail call,
+  -- which Lua's stack does not keep), fp32 calls taking
+  -- `f` and bf16 calls `b` seconds of the fake clock; returns whether each
+  -- ran in bfloat16, the reports and the site's entry in auto_choices().
+  local function run(steps, f, b, info, call)
+    local now, notes, ran = 0, {}, {}
+    ember.autocast._auto_conf = {clock = function() return now end, info = info,
+      report = function(s) notes[#notes + 1] = s end}
+    local site = debug.getinfo(call, "S")
+    site = site.short_src .. ":" .. site.linedefined
+    for i = 1, steps do
+      local y = call(function()
+        ran[i] = (ember.autocast.enabled())
+        now = now + (ran[i] and b or f)
+        return lin(x)
+      end)
+      assert.are.equal(ran[i] and "bfloat16" or "float32", y.dtype)
+    end
+    ember.autocast._auto_conf = nil
+    return ran, notes, ember.autocast.auto_choices()[site]
+  end
+  local HW = "gemm: onednn brg:avx512_core_bf16; gemv: ..."
+
+  it("times fp32 against bf16 at its first calls and keeps bf16 where it is faster, saying so", function()
+    local ran, notes, choice = run(12, 0.010, 0.005, HW, function(fn) local y = ember.autocast("auto", fn); return y end)
+    -- one warm-up each, then 3 timed each, alternating; then bf16 for good
+    assert.are.same({false, true, false, true, false, true, false, true, true, true, true, true}, ran)
+    assert.are.equal("bf16", choice.precision)
+    assert.are.equal(2, #notes, table.concat(notes, "\n"))
+    assert.truthy(notes[1]:find('ember.autocast("auto") at ', 1, true), notes[1])
+    assert.truthy(notes[1]:find("the first 8 calls here time fp32 against bf16", 1, true), notes[1])
+    assert.truthy(notes[2]:find(": bf16 (it measured 3 calls each: fp32 10.0 ms, bf16 5.0 ms per call", 1, true),
+      notes[2])
+    assert.are.equal(notes[2], choice.note)
+  end)
+
+  it("keeps fp32 where bf16 is not faster (by 2%), and never changes after", function()
+    local ran, notes, choice = run(14, 0.010, 0.0099, HW, function(fn) local y = ember.autocast("auto", fn); return y end)
+    assert.are.same({false, true, false, true, false, true, false, true, false, false, false, false, false, false},
+      ran)
+    assert.are.equal("fp32", choice.precision)
+    assert.truthy(notes[2]:find(": fp32 (it measured 3 calls each: fp32 10.0 ms, bf16 9.9 ms", 1, true), notes[2])
+  end)
+
+  it("is fp32 at once, measuring nothing, where the CPU has no bfloat16 products in hardware", function()
+    local ran, notes, choice = run(3, 0.010, 0.001, "gemm: widened to float32 (oneDNN has no bfloat16 kernel)",
+      function(fn) local y = ember.autocast("auto", fn); return y end)
+    assert.are.same({false, false, false}, ran)
+    assert.are.equal("fp32", choice.precision)
+    assert.are.equal(1, #notes)
+    assert.truthy(notes[1]:find(": fp32 (no bfloat16 products in hardware", 1, true), notes[1])
+  end)
+
+  it("decides per call site", function()
+    local now, seen = 0, {}
+    ember.autocast._auto_conf = {clock = function() return now end, info = HW, report = function() end}
+    -- (a site's time runs from one of its calls to the next, whatever runs
+    -- between: two sites in one step measure the same step)
+    for _ = 1, 9 do ember.autocast("auto", function() now = now + ((ember.autocast.enabled()) and 0.001 or 0.002) end) end
+    for _ = 1, 9 do ember.autocast("auto", function() now = now + ((ember.autocast.enabled()) and 0.004 or 0.002) end) end
+    ember.autocast._auto_conf = nil
+    for site, c in pairs(ember.autocast.auto_choices()) do
+      seen[tostring(c.precision) .. " " .. site:match(":(%d+)$")] = true
+    end
+    local line = debug.getinfo(1, "l").currentline
+    assert.truthy(seen["bf16 " .. (line - 6)], "site A")
+    assert.truthy(seen["fp32 " .. (line - 5)], "site B")
+  end)
+
+  it("works as a scope, can be turned off, and names a wrong argument at the user's line", function()
+    ember.autocast._auto_conf = {info = "gemm: widened to float32", report = function() end}
+    do
+      local ac <close> = ember.autocast("auto")
+      assert.is_false((ember.autocast.enabled()))
+    end
+    ember.autocast._auto_conf = nil
+    ember.autocast("bfloat16", function()
+      local off <close> = ember.autocast("auto", false)
+      assert.is_false((ember.autocast.enabled()))
+    end)
+    raises_here(function() ember.autocast("auto", 3) end,
+      'ember.autocast: expected a function or enabled (a boolean) after "auto", got number')
+  end)
+end)
