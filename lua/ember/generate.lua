@@ -49,7 +49,7 @@
 -- step would cast every weight again at every step.
 --
 -- Sampling draws from ember's seeded generator (ember.manual_seed).
--- Returns the ids [B, L0 + n] (prompt included) and, with return_logits,
+-- Returns the ids [B, L0 + n] (prompt included; B * num_return_sequences rows) and, with return_logits,
 -- the list of each step's next-token logits [B, V] (before the penalty).
 -- @module generate
 local error = require("ember._errors").error -- raises at the user's line
@@ -61,12 +61,12 @@ local generate = {}
 local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p" }
 local GEN_OPTS = { "max_new_tokens", "min_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
                    "stop", "pad_id", "max_time", "prompt_padding_mask", "memory", "memory_key_padding_mask",
-                   "use_cache", "return_logits", "variant_inputs" }
+                   "use_cache", "return_logits", "variant_inputs", "num_return_sequences" }
 
 -- Hugging Face's names for generate's options: an unknown option that is
 -- one says what to write instead.
 local HF_NAMES = {
-  do_sample = 'strategy = "sample"',
+  do_sample = 'strategy = "sample" (do_sample = true; "greedy", the default, is do_sample = false)',
   attention_mask = "prompt_padding_mask = attention_mask:eq(0) (bool, true = padding; left-padded prompts)",
   eos_token_id = "eos_id", pad_token_id = "pad_id", stop_strings = "stop (token id sequences)",
   max_length = "max_new_tokens (the prompt not counted)",
@@ -88,39 +88,29 @@ local function check_names(opts, known, who)
   return opts
 end
 
--- The id of one row's sample from probabilities (a Lua list), with top-k
--- and then top-p: the smallest set of most likely tokens whose probability
--- reaches top_p (the first token past it included), as Hugging Face.
-local function sample_row(probs, top_k, top_p, u)
-  local idx = {}
-  for i = 1, #probs do idx[i] = i end
-  if (top_k and top_k < #probs) or top_p then
-    table.sort(idx, function(a, b)
-      if probs[a] ~= probs[b] then return probs[a] > probs[b] end
-      return a < b
-    end)
-  end
-  if top_k and top_k < #probs then
-    for i = #idx, top_k + 1, -1 do idx[i] = nil end
-  end
+-- The position of one row's sample among its first n probabilities (a Lua
+-- list, most likely first when top_p is given), with top-p: the smallest
+-- set of most likely tokens whose probability reaches top_p (the first
+-- token past it included), as Hugging Face.
+local function sample_row(probs, n, top_p, u)
   local total = 0
-  for _, i in ipairs(idx) do total = total + probs[i] end
+  for i = 1, n do total = total + probs[i] end
   if not (total > 0) then return nil end -- every logit -inf (or NaN): nothing to draw
   if top_p then
     local acc, keep = 0, 0
-    for n, i in ipairs(idx) do
+    for i = 1, n do
       if acc >= top_p * total then break end
-      acc, keep = acc + probs[i], n
+      acc, keep = acc + probs[i], i
     end
-    for i = #idx, keep + 1, -1 do idx[i] = nil end
-    total = acc
+    n, total = keep, acc
   end
-  local acc, target = 0, u * total
-  for _, i in ipairs(idx) do
+  local acc, target, last = 0, u * total, nil
+  for i = 1, n do
     acc = acc + probs[i]
     if target < acc then return i end
+    if probs[i] > 0 then last = i end
   end
-  return idx[#idx]
+  return last -- (u * total rounded up to the sum: the last token that can be drawn)
 end
 
 local function check_values(opts)
@@ -149,15 +139,31 @@ end
 local function pick(logits, opts)
   local strategy, t, k, p = check_values(opts)
   if strategy == "greedy" then return logits:argmax(-1, true) end
-  local probs = (logits:double() / t):softmax(-1):totable()
-  local u = ember.rand(#probs, { dtype = "float64" }):totable()
+  local probs = (logits:double() / t):softmax(-1)
+  local B, V = probs.shape[1], probs.shape[2]
+  local order, counts -- ids by decreasing probability, and how many each row keeps
+  if (k and k < V) or p then
+    -- ember's sort is stable: equal probabilities keep the lower id first.
+    -- (A Lua table.sort per row took ~0.1 s at a 128k vocabulary.)
+    probs, order = probs:sort(2, true)
+    if k and k < V then
+      -- as Hugging Face's top-k: every token as likely as the k-th is kept
+      counts = probs:ge(probs:narrow(2, k, 1)):sum(2):totable()
+      local most = k
+      for _, c in ipairs(counts) do most = math.max(most, c) end
+      probs, order = probs:narrow(2, 1, most), order:narrow(2, 1, most)
+    end
+    order = order:totable()
+  end
+  probs = probs:totable()
+  local u = ember.rand(B, { dtype = "float64" }):totable()
   local ids = {}
   for b, row in ipairs(probs) do
-    local id = sample_row(row, k, p, u[b])
-    if not id then
+    local at = sample_row(row, counts and counts[b] or #row, p, u[b])
+    if not at then
       error(("generate: row %d has no token to sample: its logits are all -inf or NaN"):format(b))
     end
-    ids[b] = { id }
+    ids[b] = { order and order[b][at] or at }
   end
   return ember.tensor(ids, { dtype = "int64", device = logits.device })
 end
@@ -165,8 +171,9 @@ end
 --- Next ids [B, 1] from logits [B, V].
 -- @tparam Tensor logits [B, V]
 -- @tparam[opt] table opts `strategy` ("greedy" or "sample"), `temperature`
--- (1), `top_k` (0: none, as Hugging Face's), `top_p` (nucleus: sample among the most likely tokens whose
--- probabilities sum to top_p)
+-- (1), `top_k` (0: none, as Hugging Face's; tokens as likely as the k-th
+-- are kept too), `top_p` (nucleus: sample among the most likely tokens
+-- whose probabilities sum to top_p)
 -- @treturn Tensor int64 [B, 1], 1-based ids
 function generate.pick(logits, opts)
   return pick(logits, check_names(opts, PICK_OPTS, "generate.pick"))
@@ -195,7 +202,11 @@ local function check_stop(stop)
     for _, id in ipairs(type(s) == "table" and s or {}) do ok = ok and math.type(id) == "integer" end
   end
   if not ok then
-    error("generate: stop must be a list of token id sequences, e.g. {{5}, {7, 8}}, got " .. tostring(stop))
+    local flat = type(stop) == "table" and #stop > 0
+    for _, id in ipairs(flat and stop or {}) do flat = flat and math.type(id) == "integer" end
+    error(("generate: stop must be a list of token id sequences, e.g. {{5}, {7, 8}}, got %s"):format(flat and
+      ("a list of ids {%s} (one sequence is {{%s}}; each id alone: {{%s}})"):format(table.concat(stop, ", "),
+        table.concat(stop, ", "), table.concat(stop, "}, {")) or tostring(stop)))
   end
   return stop
 end
@@ -253,7 +264,19 @@ local function check_generate(model, prompt, opts)
   if mt ~= nil and (type(mt) ~= "number" or mt < 0) then
     error("generate: max_time must be a number of seconds >= 0, got " .. tostring(mt))
   end
+  local nrs = opts.num_return_sequences
+  if nrs ~= nil and (math.type(nrs) ~= "integer" or nrs < 1) then
+    error("generate: num_return_sequences must be an integer >= 1, got " .. tostring(nrs))
+  end
+  if nrs and nrs > 1 and (opts.strategy or "greedy") == "greedy" then
+    error(("generate: num_return_sequences = %d needs strategy = \"sample\": greedy decoding gives every copy the "
+      .. "same tokens (Hugging Face refuses it too)"):format(nrs))
+  end
   local vi = opts.variant_inputs
+  if nrs and nrs > 1 and vi ~= nil then
+    error("generate: num_return_sequences with variant_inputs: repeat the prompt's rows (prompt:repeat_interleave(n, 1)) "
+      .. "and the variant's per-row tensors yourself")
+  end
   if vi ~= nil and type(vi) ~= "table" and type(vi) ~= "function" then
     error("generate: variant_inputs must be a table {name = tensor} or a function(start, L) returning one, got " .. type(vi))
   end
@@ -310,8 +333,10 @@ end
 -- @tparam Tensor prompt int64 [B, L]
 -- @param[opt] opts `max_new_tokens` (32), `min_new_tokens` (0: the eos ids
 -- cannot be picked before that many new tokens, as Hugging Face's), `strategy` ("greedy" or "sample"),
--- `temperature` (1), `top_k` (0: none), `top_p` (nucleus sampling), `repetition_penalty`
--- (as Hugging Face's: > 1 makes tokens already in the row less likely),
+-- `temperature` (1), `top_k` (0: none; tokens as likely as the k-th are kept too, as Hugging Face's),
+-- `top_p` (nucleus sampling), `repetition_penalty`
+-- (as Hugging Face's: > 1 makes tokens already in the row less likely; a left padding's ids are not
+-- counted, so a row of a batch is penalized as alone, where Hugging Face's counts the pad id too),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
 -- `{{5}, {7, 8}}`: a row whose generated ids end with one is done), `pad_id`
 -- (what done rows emit; default eos_id (the first), else 1; given and not an eos id, it marks the left
@@ -322,12 +347,23 @@ end
 -- of the model's attention variant written in Lua, handed to every decode
 -- call: a table, e.g. `{prefix = n}` for "prefix_lm", or a function(start,
 -- L) returning the table for the call whose ids begin at position start
--- and number L). Generation ends when every row is done.
--- @return ids int64 [B, L + n] (and the logits with return_logits)
+-- and number L), `num_return_sequences` (1: with sampling, n sequences per
+-- prompt, each prompt's next to each other, as Hugging Face's). Generation ends when every row is done.
+-- @return ids int64 [B * num_return_sequences, L + n] (and the logits with return_logits)
 function generate.generate(model, prompt, opts)
   opts = check_names(opts, GEN_OPTS, "generate")
   local stop = check_generate(model, prompt, opts)
   opts = infer_padding(prompt, opts)
+  local copies = opts.num_return_sequences or 1
+  if copies > 1 then
+    -- as Hugging Face: each prompt's copies next to each other (repeat_interleave)
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    for _, k in ipairs { "prompt_padding_mask", "memory", "memory_key_padding_mask" } do
+      if ember.is_tensor(o[k]) then o[k] = o[k]:repeat_interleave(copies, 1) end
+    end
+    opts, prompt = o, prompt:repeat_interleave(copies, 1)
+  end
   local n = opts.max_new_tokens or 32
   local use_cache = opts.use_cache ~= false
   local penalty = opts.repetition_penalty

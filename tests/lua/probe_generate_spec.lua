@@ -1,0 +1,225 @@
+-- ember.generate probed as a Hugging Face `generate` user would use it
+-- (issue 27 item 4). The expected tokens and probabilities below were
+-- computed in PyTorch 1.13 by a reference of Hugging Face's logits
+-- processors (RepetitionPenaltyLogitsProcessor, MinNewTokensLengthLogitsProcessor,
+-- TemperatureLogitsWarper -> TopKLogitsWarper -> TopPLogitsWarper, eos and
+-- stop criteria) run on the same fake model: the next-token logits of a
+-- row are 3 sin(1.3 v + 0.7 last + 0.31 L) for token v, `last` its last id
+-- and L its length.
+local ember = require "ember"
+local generate = require "ember.generate"
+
+local V = 12
+local Fake = {}
+Fake.__index = Fake
+function Fake:decode(ids)
+  local rows = {}
+  for b, row in ipairs(ids:totable()) do
+    local r = {}
+    for v = 1, V do r[v] = 3 * math.sin(1.3 * v + 0.7 * row[#row] + 0.31 * #row) end
+    rows[b] = { r }
+  end
+  return ember.tensor(rows, { dtype = "float64" })
+end
+local fake = setmetatable({}, Fake)
+
+local function ids(t) return ember.tensor({ t }, { dtype = "int64" }) end
+
+-- how often each id is drawn from one row of logits, over n draws
+local function frequencies(logits, opts, n)
+  local counts = {}
+  for v = 1, logits.shape[2] do counts[v] = 0 end
+  local drawn = generate.pick(logits:expand(n, logits.shape[2]), opts):view(-1):totable()
+  for _, id in ipairs(drawn) do counts[id] = counts[id] + 1 end
+  for v = 1, #counts do counts[v] = counts[v] / n end
+  return counts
+end
+
+-- want: PyTorch's probabilities (0: filtered out)
+local function assert_distribution(want, got, what)
+  for v = 1, #want do
+    assert.is_true(want[v] == 0 and got[v] == 0 or want[v] > 0 and (got[v] > 0 or want[v] < 0.001),
+      ("%s: token %d drawn %g, PyTorch's probability %g"):format(what, v, got[v], want[v]))
+    -- five standard deviations of a frequency over n = 4000 draws, and the rounding of want
+    local tol = 5 * math.sqrt(want[v] * (1 - want[v]) / 4000) + 2e-3
+    assert.is_true(math.abs(want[v] - got[v]) < tol, ("%s: token %d drawn %g, PyTorch's probability %g"):format(what,
+      v, got[v], want[v]))
+  end
+end
+
+describe("generate against Hugging Face's logits processors (PyTorch reference)", function()
+  it("greedy: repetition_penalty, eos ids, min_new_tokens and stop sequences give PyTorch's tokens", function()
+    local cases = {
+      { { 3, 8, 8, 5 }, { repetition_penalty = 1.3 }, { 3, 8, 8, 5, 12, 8, 10, 4, 2, 3, 7, 9, 8, 8, 8, 3 } },
+      { { 3, 8, 8, 5 }, { repetition_penalty = 0.7 }, { 3, 8, 8, 5, 3, 8, 5, 2, 3, 2, 3, 2, 2, 2, 2, 2 } },
+      { { 2, 9, 4 }, { eos_id = { 12, 9 } }, { 2, 9, 4, 8, 1, 9 } },
+      { { 2, 9, 4 }, { eos_id = { 12, 9 }, min_new_tokens = 3 }, { 2, 9, 4, 8, 1, 4, 12 } },
+      { { 2, 9, 4 }, { repetition_penalty = 2, eos_id = { 4, 9 }, min_new_tokens = 3 },
+        { 2, 9, 4, 8, 1, 5, 7, 10, 3, 12, 11, 12, 6, 9 } },
+      { { 2, 9, 4 }, { stop = { { 3, 5 }, { 2, 3, 12 } } }, { 2, 9, 4, 8, 1, 9, 5, 2, 3, 12 } },
+      { { 11, 6, 2 }, { stop = { { 2, 3, 2 } }, repetition_penalty = 1.1 },
+        { 11, 6, 2, 9, 5, 7, 1, 4, 2, 3, 12, 2, 7, 4, 10 } },
+    }
+    for i, c in ipairs(cases) do
+      local o = { max_new_tokens = 12 }
+      for k, v in pairs(c[2]) do o[k] = v end
+      assert.are.same(c[3], generate.generate(fake, ids(c[1]), o)[1]:totable(), "case " .. i)
+    end
+  end)
+
+  it("sampling: temperature -> top_k -> top_p keep PyTorch's tokens with PyTorch's probabilities", function()
+    local logits = fake:decode(ids { 3, 8, 8, 5 }):select(2, 1)
+    local cases = {
+      { { top_p = 0.9 }, { 0, 0.2114, 0.1292, 0, 0, 0, 0.2731, 0.0779, 0, 0, 0, 0.3085 } },
+      { { temperature = 0.5, top_k = 6, top_p = 0.8 }, { 0, 0.2084, 0, 0, 0, 0, 0.3478, 0, 0, 0, 0, 0.4438 } },
+      { { temperature = 2, top_k = 4 }, { 0, 0.2423, 0.1895, 0, 0, 0, 0.2755, 0, 0, 0, 0, 0.2927 } },
+      { { top_p = 0.3 }, { 0, 0, 0, 0, 0, 0, 0.4696, 0, 0, 0, 0, 0.5304 } },
+    }
+    ember.manual_seed(11)
+    for i, c in ipairs(cases) do
+      c[1].strategy = "sample"
+      assert_distribution(c[2], frequencies(logits, c[1], 4000), "case " .. i)
+    end
+  end)
+
+  it("repetition_penalty before temperature: the first sampled token has PyTorch's probabilities", function()
+    -- the prompt's ids 3, 5 and 8 penalized by 3 (logits 2.120, -2.911, 1.614: divided where positive,
+    -- multiplied where negative), then temperature 1 and 0.5
+    local N = 4000
+    local prompt = ids({ 3, 8, 8, 5 }):expand(N, 4)
+    local function first(t)
+      local out = generate.generate(fake, prompt, { strategy = "sample", temperature = t, repetition_penalty = 3,
+        max_new_tokens = 1 })
+      local f = {}
+      for v = 1, V do f[v] = 0 end
+      for _, id in ipairs(out:select(2, 5):totable()) do f[id] = f[id] + 1 / N end
+      return f
+    end
+    ember.manual_seed(2)
+    assert_distribution({ 0.0083, 0.2331, 0.0347, 0.0039, 1.6e-5, 0.0158, 0.3011, 0.0293, 0.0023, 0.0012, 0.0302,
+      0.3402 }, first(1), "temperature 1")
+    assert_distribution({ 0.0003, 0.2058, 0.0046, 0.0001, 3e-10, 0.0009, 0.3435, 0.0032, 3e-5, 8e-6, 0.0034, 0.4382 },
+      first(0.5), "temperature 0.5")
+  end)
+
+  it("top_k keeps every token as likely as the k-th, as Hugging Face's TopKLogitsWarper", function()
+    -- logits 1, 3, 2, 2, 2, 0.5 and top_k = 2: the three 2s tie with the 2nd
+    local logits = ember.tensor({ { 1, 3, 2, 2, 2, 0.5 } }, { dtype = "float64" })
+    ember.manual_seed(3)
+    assert_distribution({ 0, 0.4754, 0.1749, 0.1749, 0.1749, 0 },
+      frequencies(logits, { strategy = "sample", top_k = 2 }, 4000), "ties at the k-th")
+    -- in float32 too (bfloat16 and float16 logits tie often)
+    assert_distribution({ 0, 0.4754, 0.1749, 0.1749, 0.1749, 0 },
+      frequencies(logits:float(), { strategy = "sample", top_k = 2 }, 4000), "float32")
+  end)
+
+  it("top-k and top-p sort the vocabulary in C, not with a Lua table.sort per row", function()
+    local sort, calls = table.sort, 0
+    table.sort = function(...) calls = calls + 1 return sort(...) end -- luacheck: ignore
+    local ok, err = pcall(function()
+      local logits = ember.randn(2, 5000)
+      generate.pick(logits, { strategy = "sample", top_p = 0.9 })
+      generate.pick(logits, { strategy = "sample", top_k = 50 })
+    end)
+    table.sort = sort -- luacheck: ignore
+    assert(ok, err)
+    assert.are.equal(0, calls)
+  end)
+end)
+
+describe("num_return_sequences (Hugging Face's name)", function()
+  local prompt = ember.tensor({ { 2, 9, 4 }, { 11, 6, 2 } }, { dtype = "int64" })
+
+  it("samples n sequences per prompt, each prompt's copies next to each other", function()
+    ember.manual_seed(5)
+    local out, logits = generate.generate(fake, prompt, { strategy = "sample", num_return_sequences = 3,
+      max_new_tokens = 6, return_logits = true })
+    assert.are.same({ 6, 9 }, out.shape)
+    assert.are.same({ 6, V }, logits[1].shape)
+    for r = 1, 6 do
+      assert.is_true(out[r]:narrow(1, 1, 3):equal(prompt[math.ceil(r / 3)]), "row " .. r)
+    end
+    -- as the repeated prompt, draw for draw
+    ember.manual_seed(5)
+    local same = generate.generate(fake, prompt:repeat_interleave(3, 1), { strategy = "sample", max_new_tokens = 6 })
+    assert.is_true(out:equal(same))
+    -- the copies differ (three equal rows of six draws over 12 tokens would be a fluke)
+    assert.is_false(out[1]:equal(out[2]) and out[2]:equal(out[3]))
+    -- 1 is the plain call
+    ember.manual_seed(5)
+    local one = generate.generate(fake, prompt, { strategy = "sample", max_new_tokens = 6, num_return_sequences = 1 })
+    ember.manual_seed(5)
+    assert.is_true(one:equal(generate.generate(fake, prompt, { strategy = "sample", max_new_tokens = 6 })))
+  end)
+
+  it("repeats the prompt's padding mask and the memory with it", function()
+    local seen = {}
+    local m = { decode = function(_, x, o)
+      seen[#seen + 1] = { x.shape[1], o.key_padding_mask and o.key_padding_mask.shape[1], o.memory and o.memory.shape[1],
+                          o.memory_key_padding_mask and o.memory_key_padding_mask.shape[1] }
+      return fake:decode(x)
+    end }
+    local mask = ember.tensor({ { true, false, false }, { false, false, false } }, { dtype = "bool" })
+    generate.generate(m, prompt, { strategy = "sample", num_return_sequences = 2, max_new_tokens = 1,
+      prompt_padding_mask = mask, memory = ember.zeros(2, 4, 3), memory_key_padding_mask = ember.zeros({ 2, 4 },
+        { dtype = "bool" }) })
+    assert.are.same({ { 4, 4, 4, 4 } }, seen)
+  end)
+
+  it("is refused where Hugging Face refuses it, and checked", function()
+    local function message(o)
+      local ok, err = pcall(generate.generate, fake, prompt, o)
+      assert.is_false(ok)
+      return tostring(err)
+    end
+    local msg = message({ num_return_sequences = 2 })
+    assert.truthy(msg:find('num_return_sequences = 2 needs strategy = "sample"', 1, true), msg)
+    msg = message({ num_return_sequences = 0, strategy = "sample" })
+    assert.truthy(msg:find("num_return_sequences must be an integer >= 1, got 0", 1, true), msg)
+    msg = message({ num_return_sequences = 2, strategy = "sample", variant_inputs = { prefix = 1 } })
+    assert.truthy(msg:find("repeat_interleave", 1, true), msg)
+  end)
+end)
+
+describe("generate's errors for a Hugging Face user", function()
+  it("do_sample = false is pointed at greedy, a flat stop list at its nested form", function()
+    local ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { do_sample = false })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find('"greedy", the default, is do_sample = false', 1, true), tostring(err))
+    ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { stop = { 5, 6 } })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("got a list of ids {5, 6} (one sequence is {{5, 6}}; each id alone: {{5}, {6}})",
+      1, true), tostring(err))
+  end)
+end)
+
+describe("generate with models.Llama (float64)", function()
+  local Llama = require("ember.models").Llama
+  local function llama(extra)
+    ember.manual_seed(0)
+    local c = { vocab_size = 40, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 2,
+                num_attention_heads = 4, num_key_value_heads = 2 }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return Llama(c):to("float64")
+  end
+
+  it("GQA and Mistral's sliding window past the window: a left-padded batch gives each prompt's tokens alone, "
+    .. "cached == uncached", function()
+    for _, extra in ipairs { {}, { model_type = "mistral", sliding_window = 4 } } do
+      local m = llama(extra)
+      local batch = ember.tensor({ { 5, 9, 2, 7, 3 }, { 1, 1, 1, 11, 4 } }, { dtype = "int64" })
+      local mask = batch:eq(1)
+      local out, la = generate.generate(m, batch, { max_new_tokens = 20, prompt_padding_mask = mask, return_logits = true })
+      local un, lb = generate.generate(m, batch, { max_new_tokens = 20, prompt_padding_mask = mask, use_cache = false,
+        return_logits = true })
+      assert.is_true(out:equal(un))
+      for i = 1, #la do assert.is_true((la[i] - lb[i]):abs():max():item() < 1e-12) end
+      local alone = generate.generate(m, ember.tensor({ { 11, 4 } }, { dtype = "int64" }), { max_new_tokens = 20 })
+      assert.is_true(out[2]:narrow(1, 4, 22):equal(alone[1]), extra.model_type or "llama")
+      -- the cache keeps kv_heads = 2 heads
+      local cache = {}
+      ember.no_grad(function() m:decode(batch, { cache = cache, key_padding_mask = mask }) end)
+      assert.are.same({ 2, 2, 5, 4 }, cache[1].k.shape)
+    end
+  end)
+end)
