@@ -162,7 +162,8 @@ int em__attn_tape_key(uint64_t *k, const em_attn_call *c, const em_attention_arg
   int n = 0;
   const uint64_t head[] = {
       (uint64_t)(uintptr_t)c->variant, (uint64_t)(uintptr_t)c->options,
-      (uint64_t)(uintptr_t)em_backend_of(c->q), (uint64_t)c->q->device.index, (uint64_t)a->dtype,
+      /* the backend by slot: its vtable pointer is the profiler's while one records */
+      (uint64_t)c->q->device.backend, (uint64_t)c->q->device.index, (uint64_t)a->dtype,
       (uint64_t)a->B, (uint64_t)a->H, (uint64_t)a->Lq, (uint64_t)a->Lk, (uint64_t)a->dk, (uint64_t)a->dv,
       (uint64_t)a->Hkv, (uint64_t)(a->kv_rows ? a->kv_rows : a->Lk), (uint64_t)a->causal,
       dbits(a->scale), dbits(a->dropout_p), a->seed, a->offset,
