@@ -211,7 +211,8 @@ local function check_stop(stop)
   return stop
 end
 
--- Does row `gen` (a list of the ids generated so far) end with a stop sequence?
+-- Does row `ids` (a list: the prompt's tokens, then the ids generated so
+-- far) end with a stop sequence?
 local function ends_with_stop(gen, stop)
   for _, s in ipairs(stop) do
     local n = #s
@@ -338,7 +339,8 @@ end
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely; a left padding's ids are not
 -- counted, so a row of a batch is penalized as alone, where Hugging Face's counts the pad id too),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
--- `{{5}, {7, 8}}`: a row whose generated ids end with one is done), `pad_id`
+-- `{{5}, {7, 8}}`: a row whose ids end with one after a new token is done; as Hugging Face's stop_strings a
+-- sequence may begin in the prompt), `pad_id`
 -- (what done rows emit; default eos_id (the first), else 1; given and not an eos id, it marks the left
 -- padding of a prompt given without prompt_padding_mask, as Hugging Face infers the mask), `max_time` (seconds: no new
 -- step starts after it), `prompt_padding_mask` (bool [B, L], true = padding,
@@ -376,13 +378,14 @@ function generate.generate(model, prompt, opts)
   -- the layers' KV buffers are allocated once for the whole run (nn/_kv_cache.lua)
   local cache = use_cache and { reserve = prompt.shape[2] + n } or nil
   local t_start = ember.clock()
-  -- per row: the set of ids seen (repetition penalty) and the generated ones (stop)
+  -- per row: the set of ids seen (repetition penalty) and the row's ids,
+  -- its padding left out (stop)
   local seen, gen = {}, {}
   for b, row in ipairs(prompt:totable()) do
     seen[b], gen[b] = {}, {}
     local pads = opts.prompt_padding_mask and opts.prompt_padding_mask[b]:totable()
     for j, id in ipairs(row) do
-      if not (pads and pads[j]) then seen[b][id] = true end
+      if not (pads and pads[j]) then seen[b][id], gen[b][#gen[b] + 1] = true, id end
     end
   end
   local pad_mask = opts.prompt_padding_mask

@@ -60,6 +60,13 @@ describe("generate against Hugging Face's logits processors (PyTorch reference)"
       { { 11, 6, 2 }, { stop = { { 2, 3, 2 } }, repetition_penalty = 1.1 },
         { 11, 6, 2, 9, 5, 7, 1, 4, 2, 3, 12, 2, 7, 4, 10 } },
     }
+    -- a stop sequence may begin in the prompt, as Hugging Face's stop_strings (its
+    -- StopStringCriteria reads the tail of input_ids), but must end at a new token
+    for _, c in ipairs {
+      { { 2, 9, 4 }, { stop = { { 4, 8 } } }, { 2, 9, 4, 8 } },
+      { { 2, 9, 4 }, { stop = { { 9, 4, 8 } } }, { 2, 9, 4, 8 } },
+      { { 2, 9, 4 }, { stop = { { 2, 9, 4 } } }, { 2, 9, 4, 8, 1, 9, 5, 2, 3, 12, 2, 12, 11, 2, 11 } },
+    } do cases[#cases + 1] = c end
     for i, c in ipairs(cases) do
       local o = { max_new_tokens = 12 }
       for k, v in pairs(c[2]) do o[k] = v end
@@ -216,6 +223,10 @@ describe("generate with models.Llama (float64)", function()
       for i = 1, #la do assert.is_true((la[i] - lb[i]):abs():max():item() < 1e-12) end
       local alone = generate.generate(m, ember.tensor({ { 11, 4 } }, { dtype = "int64" }), { max_new_tokens = 20 })
       assert.is_true(out[2]:narrow(1, 4, 22):equal(alone[1]), extra.model_type or "llama")
+      -- the padding is no part of a row's ids for stop sequences either
+      local stopped = generate.generate(m, batch, { max_new_tokens = 20, prompt_padding_mask = mask,
+        stop = { { 1, 11, 4, alone[1][3]:item() } } })
+      assert.is_true(stopped[2]:narrow(1, 4, 22):equal(alone[1]))
       -- the cache keeps kv_heads = 2 heads
       local cache = {}
       ember.no_grad(function() m:decode(batch, { cache = cache, key_padding_mask = mask }) end)
