@@ -1,7 +1,8 @@
 --- nn.AdaptiveAvgPool1d(output_size): the mean over PyTorch's adaptive bins
 -- of the last dim, so the output is [N, C, output_size] whatever L is, as
 -- torch.nn.AdaptiveAvgPool1d (the bins of `nn.AdaptiveAvgPool2d`, on one dim).
--- Errors name nn.AdaptiveAvgPool1d: a bad output_size, an input that is not 2-d or 3-d.
+-- Errors name nn.AdaptiveAvgPool1d: a bad output_size, an input that is not 2-d or 3-d or has an empty
+-- dim (but the batch's).
 -- @usage print(nn.AdaptiveAvgPool1d(4)(ember.randn(2, 3, 10)).shape)   --> ember.Size{2, 3, 4}
 -- @classmod nn.AdaptiveAvgPool1d
 local error = require("ember._errors").error -- raises at the user's line
@@ -26,6 +27,7 @@ function AdaptiveAvgPool1d:forward(x)
     error(("AdaptiveAvgPool1d.forward: expected an input [N, C, L] or [C, L], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
+  pool.check_adaptive_input("AdaptiveAvgPool1d.forward", x, 1)
   return pool.adaptive_mean(x, x.ndim, self.output_size)
 end
 

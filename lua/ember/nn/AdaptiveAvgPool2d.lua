@@ -7,7 +7,8 @@
 -- by one when H is not a multiple of oh. `nn.AdaptiveAvgPool2d(1)` is the
 -- global average pool of a CNN head.
 -- Composed from narrow and mean, one per output row and column.
--- Errors name nn.AdaptiveAvgPool2d: a bad output_size, an input that is not 3-d or 4-d.
+-- Errors name nn.AdaptiveAvgPool2d: a bad output_size, an input that is not 3-d or 4-d or has an empty
+-- dim (but the batch's; PyTorch refuses it too).
 -- @usage local gap = nn.AdaptiveAvgPool2d(1)
 -- print(gap(ember.randn(2, 64, 7, 7)).shape)   --> ember.Size{2, 64, 1, 1}
 -- @classmod nn.AdaptiveAvgPool2d
@@ -34,6 +35,7 @@ function AdaptiveAvgPool2d:forward(x)
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
   Module.check_float_input("AdaptiveAvgPool2d.forward", x)
+  pool.check_adaptive_input("AdaptiveAvgPool2d.forward", x, 2)
   local xb, unbatch = pool.batch(x)
   return unbatch(pool.adaptive2d(xb, self.output_size))
 end

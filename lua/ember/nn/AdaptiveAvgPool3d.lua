@@ -1,7 +1,8 @@
 --- nn.AdaptiveAvgPool3d(output_size): adaptive avg pooling of [N, C, D, H, W] (or [C, D, H, W]) to
 -- output_size (a number or a triple; false keeps that dim, PyTorch's None), as
 -- torch.nn.AdaptiveAvgPool3d (`nn.functional.adaptive_avg_pool3d`).
--- Errors name nn.functional.adaptive_avg_pool3d: a bad output_size or input.
+-- Errors name nn.AdaptiveAvgPool3d: a bad output_size, an input that is not 4-d or 5-d or has an empty dim
+-- (but the batch's).
 -- @usage print(nn.AdaptiveAvgPool3d({1, 2, 2})(ember.randn(1, 3, 4, 5, 6)).shape)   --> ember.Size{1, 3, 1, 2, 2}
 -- @classmod nn.AdaptiveAvgPool3d
 local Module = require "ember.nn.Module"
@@ -30,7 +31,7 @@ end
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
 -- @treturn Tensor
 function AdaptiveAvgPool3d:forward(x)
-  return require("ember.nn.functional").adaptive_avg_pool3d(x, self.output_size)
+  return require("ember.nn._functional_impl")._adaptive3d("AdaptiveAvgPool3d.forward", "mean", x, self.output_size)
 end
 
 --- Its output size, for printing (nn.AdaptiveMaxPool3d's too).

@@ -2,7 +2,8 @@
 -- adaptive bins of the last dim, so the output is [N, C, output_size]
 -- whatever L is, as torch.nn.AdaptiveMaxPool1d (the bins of
 -- `nn.AdaptiveMaxPool2d`, on one dim). `return_indices` is not supported.
--- Errors name nn.AdaptiveMaxPool1d: a bad output_size, an input that is not 2-d or 3-d.
+-- Errors name nn.AdaptiveMaxPool1d: a bad output_size, an input that is not 2-d or 3-d or has an empty
+-- dim (but the batch's).
 -- @usage print(nn.AdaptiveMaxPool1d(4)(ember.randn(2, 3, 10)).shape)   --> ember.Size{2, 3, 4}
 -- @classmod nn.AdaptiveMaxPool1d
 local error = require("ember._errors").error -- raises at the user's line
@@ -29,6 +30,7 @@ function AdaptiveMaxPool1d:forward(x)
     error(("AdaptiveMaxPool1d.forward: expected an input [N, C, L] or [C, L], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
+  pool.check_adaptive_input("AdaptiveMaxPool1d.forward", x, 1)
   return pool.adaptive_mean(x, x.ndim, self.output_size, "max")
 end
 

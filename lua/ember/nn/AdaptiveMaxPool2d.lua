@@ -6,7 +6,8 @@
 -- input rows floor(i H / oh) to ceil((i + 1) H / oh) - 1). The gradient
 -- goes to the largest value of each bin. `return_indices` is not supported.
 -- Composed from narrow and max, one per output row and column.
--- Errors name nn.AdaptiveMaxPool2d: a bad output_size, an input that is not 3-d or 4-d.
+-- Errors name nn.AdaptiveMaxPool2d: a bad output_size, an input that is not 3-d or 4-d or has an empty
+-- dim (but the batch's; PyTorch refuses it too).
 -- @usage local gmp = nn.AdaptiveMaxPool2d(1)   -- global max pool
 -- print(gmp(ember.randn(2, 64, 7, 7)).shape)   --> ember.Size{2, 64, 1, 1}
 -- @classmod nn.AdaptiveMaxPool2d
@@ -34,6 +35,7 @@ function AdaptiveMaxPool2d:forward(x)
     error(("AdaptiveMaxPool2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
+  pool.check_adaptive_input("AdaptiveMaxPool2d.forward", x, 2)
   local xb, unbatch = pool.batch(x)
   return unbatch(pool.adaptive2d(xb, self.output_size, "max"))
 end

@@ -1,7 +1,8 @@
 --- nn.AdaptiveMaxPool3d(output_size): adaptive max pooling of [N, C, D, H, W] (or [C, D, H, W]) to
 -- output_size (a number or a triple; false keeps that dim, PyTorch's None), as
 -- torch.nn.AdaptiveMaxPool3d (`nn.functional.adaptive_max_pool3d`).
--- Errors name nn.functional.adaptive_max_pool3d: a bad output_size or input.
+-- Errors name nn.AdaptiveMaxPool3d: a bad output_size, an input that is not 4-d or 5-d or has an empty dim
+-- (but the batch's).
 -- @usage print(nn.AdaptiveMaxPool3d({1, 2, 2})(ember.randn(1, 3, 4, 5, 6)).shape)   --> ember.Size{1, 3, 1, 2, 2}
 -- @classmod nn.AdaptiveMaxPool3d
 local Module = require "ember.nn.Module"
@@ -17,7 +18,7 @@ AdaptiveMaxPool3d.extra_repr = AdaptiveAvgPool3d.extra_repr
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
 -- @treturn Tensor
 function AdaptiveMaxPool3d:forward(x)
-  return require("ember.nn.functional").adaptive_max_pool3d(x, self.output_size)
+  return require("ember.nn._functional_impl")._adaptive3d("AdaptiveMaxPool3d.forward", "max", x, self.output_size)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.

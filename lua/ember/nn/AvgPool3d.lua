@@ -2,7 +2,7 @@
 -- pooling over the windows of
 -- [N, C, D, H, W] (or [C, D, H, W]), as torch.nn.AvgPool3d (`nn.functional.avg_pool3d`).
 -- Sizes are a number or a triple {d, h, w}; stride defaults to kernel_size.
--- Errors name nn.AvgPool3d (options) and nn.functional.avg_pool3d (inputs, sizes).
+-- Errors name nn.AvgPool3d: bad options, an input that is not 4-d or 5-d, a window larger than the padded input.
 -- @usage print(nn.AvgPool3d(2)(ember.randn(1, 2, 4, 4, 4)).shape)   --> ember.Size{1, 2, 2, 2, 2}
 -- @classmod nn.AvgPool3d
 local Module = require "ember.nn.Module"
@@ -22,7 +22,7 @@ end
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
 -- @treturn Tensor
 function AvgPool3d:forward(x)
-  return require("ember.nn.functional").avg_pool3d(x, self.kernel_size, self.opts)
+  return require("ember.nn._functional_impl")._pool3d("AvgPool3d.forward", "avg", x, self.kernel_size, self.opts)
 end
 
 --- Its sizes, for printing.

@@ -7,7 +7,9 @@
 -- `weight` [out, in/groups, kd, kh, kw] and `bias` [out], both
 -- U(+-1/sqrt(fan_in)) (kaiming_uniform_ with a = sqrt(5)), fan_in =
 -- in/groups * kd * kh * kw. The convolution is `nn.functional.conv3d`'s.
--- Errors name nn.Conv3d (sizes, options) and nn.functional.conv3d (inputs).
+-- Errors name nn.Conv3d at the caller's line: bad sizes or options, groups not dividing the
+-- channels, a wrong input (rank, dtype, channels), a kernel larger than the padded input,
+-- padding_mode padding more than the input allows.
 -- @usage local conv = nn.Conv3d(2, 4, 3, {padding = 1})
 -- print(conv(ember.randn(1, 2, 4, 5, 6)).shape)   --> ember.Size{1, 4, 4, 5, 6}
 -- @classmod nn.Conv3d
@@ -26,14 +28,15 @@ local MODES = { reflect = "reflect", replicate = "replicate", circular = "circul
 -- @tparam Tensor x [N, in_channels, D, H, W] or [in_channels, D, H, W]
 -- @treturn Tensor [N, out_channels, Do, Ho, Wo] (or unbatched)
 function Conv3d:forward(x)
-  local F = require "ember.nn.functional"
+  conv.check_input(self, "Conv3d.forward", 3, x)
   local o = { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups }
   if self.padding_mode ~= "zeros" and require("ember.nn.Module").is_tensor(x) then
     local p = self._pads -- {front, back, top, bottom, left, right}; ember.pad takes the last dim first
+    conv.check_mode_pads("Conv3d.forward", self.padding_mode, x, { { p[1], p[2] }, { p[3], p[4] }, { p[5], p[6] } })
     x = ember.pad(x, { p[5], p[6], p[3], p[4], p[1], p[2] }, MODES[self.padding_mode])
     o.padding = 0
   end
-  return F.conv3d(x, self.weight, self.bias, o)
+  return require("ember.nn._functional_impl")._conv3d("Conv3d.forward", x, self.weight, self.bias, o)
 end
 
 --- The sizes, for printing (PyTorch's text).

@@ -3,7 +3,7 @@
 -- Sizes are a number or a triple {d, h, w}; stride defaults to kernel_size. With return_indices the
 -- forward also returns where each max is (1-based flat indices into each D x H x W volume), for
 -- nn.MaxUnpool3d.
--- Errors name nn.MaxPool3d (options) and nn.functional.max_pool3d (inputs, sizes).
+-- Errors name nn.MaxPool3d: bad options, an input that is not 4-d or 5-d, a window larger than the padded input.
 -- @usage print(nn.MaxPool3d(2)(ember.randn(1, 2, 4, 4, 4)).shape)   --> ember.Size{1, 2, 2, 2, 2}
 -- @classmod nn.MaxPool3d
 local Module = require "ember.nn.Module"
@@ -24,7 +24,7 @@ end
 -- @treturn Tensor
 -- @treturn[opt] Tensor int64 indices, with return_indices
 function MaxPool3d:forward(x)
-  return require("ember.nn.functional").max_pool3d(x, self.kernel_size, self.opts)
+  return require("ember.nn._functional_impl")._pool3d("MaxPool3d.forward", "max", x, self.kernel_size, self.opts)
 end
 
 --- Its sizes, for printing.

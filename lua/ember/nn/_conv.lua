@@ -315,6 +315,23 @@ function M.sizes(self, name, nd, kernel_size, opts)
   self._pads = M.pads(self, nd)
 end
 
+-- padding_mode's limits (PyTorch's F.pad's): x's last #pads dims padded by pads[i] = {lo, hi};
+-- "reflect" pads less than the size, "circular" at most the size, none of them an empty dim.
+-- Else an error naming `who`.
+function M.check_mode_pads(who, padding_mode, x, pads)
+  local mode = PADDING_MODES[padding_mode]
+  for i, lh in ipairs(pads) do
+    local dim = x.ndim - #pads + i
+    local n, lo, hi = x.shape[dim], lh[1], lh[2]
+    local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
+    if lo > limit or hi > limit or n == 0 then
+      error(("%s: padding_mode=%q pads %d and %d, more than the %d elements along dim %d of shape [%s] "
+        .. "allow (%s)"):format(who, padding_mode, lo, hi, n, dim, table.concat(x.shape, ", "),
+        mode == "reflect" and "reflect padding must be less than the size" or "at most the size"))
+    end
+  end
+end
+
 -- The padding a convolution applies: {top, bottom, left, right} ({0, 0,
 -- left, right} for nd = 1), "same" worked out (the extra one after, as PyTorch).
 function M.pads(self, nd)
@@ -376,17 +393,9 @@ function M.forward(self, name, nd, x, who)
   if self.padding_mode ~= "zeros" then
     -- PyTorch's F.pad(x, padding, mode) then a convolution without padding
     local mode = PADDING_MODES[self.padding_mode]
-    for i = 1, nd do
-      local dim = 4 - nd + i
-      local n = xb.shape[dim]
-      local lo, hi = p[2 * (2 - nd + i) - 1], p[2 * (2 - nd + i)]
-      local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
-      if lo > limit or hi > limit or n == 0 then
-        error(("%s: padding_mode=%q pads %d and %d, more than the %d elements along dim %d of shape [%s] "
-          .. "allow (%s)"):format(who, self.padding_mode, lo, hi, n, x.ndim - nd + i, table.concat(x.shape, ", "),
-          mode == "reflect" and "reflect padding must be less than the size" or "at most the size"))
-      end
-    end
+    local pads = {}
+    for i = 1, nd do pads[i] = { p[2 * (2 - nd + i) - 1], p[2 * (2 - nd + i)] } end
+    M.check_mode_pads(who, self.padding_mode, x, pads)
     -- ember.pad's order: the last dim first (a 1-d conv's [N, C, 1, L] view: that dim only)
     local amounts = nd == 2 and { p[3], p[4], p[1], p[2] } or { p[3], p[4] }
     xb = ember.pad(xb, amounts, mode)

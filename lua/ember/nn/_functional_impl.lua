@@ -252,6 +252,7 @@ local function adaptive(who, how, nd, x, output_size, ...)
       nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]",
       shape_str(x))
   end
+  pool.check_adaptive_input(who, x, nd)
   if nd == 1 then
     local s = pool.single(output_size)
     if not s then errors.raise("%s: output_size must be a positive integer, got %s", who, tostring(output_size)) end
@@ -546,9 +547,9 @@ local function batch5(who, x)
   return x, function(y) return y end
 end
 
-function M.conv3d(x, w, b, ...)
-  local who = "nn.functional.conv3d"
-  if is_options(b) and select("#", ...) == 0 then return M.conv3d(x, w, nil, b) end
+-- who: the caller named in errors (nn.Conv3d's forward names itself)
+local function conv3d(who, x, w, b, ...)
+  if is_options(b) and select("#", ...) == 0 then return conv3d(who, x, w, nil, b) end
   local o = args(who, CONV, ...)
   local xb, unbatch = batch5(who, x)
   check_tensor(who, "weight", w, true)
@@ -582,13 +583,16 @@ function M.conv3d(x, w, b, ...)
   return unbatch(conv.conv3d(xb, w, b, cfg.stride, p, cfg.dilation, g, cfg.route))
 end
 
+function M.conv3d(x, w, b, ...) return conv3d("nn.functional.conv3d", x, w, b, ...) end
+M._conv3d = conv3d
+
 local POOL3 = {
   max = { "stride", "padding", "dilation", "ceil_mode", "return_indices" },
   avg = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" },
 }
 
-local function pool3(how, x, kernel_size, ...)
-  local who = "nn.functional." .. how .. "_pool3d"
+-- who: the caller named in errors (nn.MaxPool3d's and nn.AvgPool3d's forwards name themselves)
+local function pool3(who, how, x, kernel_size, ...)
   local o = args(who, POOL3[how], ...)
   check_bool(who, "return_indices", o.return_indices)
   local xb, unbatch = batch5(who, x)
@@ -629,8 +633,9 @@ local function pool3(how, x, kernel_size, ...)
   return unbatch(pool.pool3d(how, cfg, xb))
 end
 
-function M.max_pool3d(x, kernel_size, ...) return pool3("max", x, kernel_size, ...) end
-function M.avg_pool3d(x, kernel_size, ...) return pool3("avg", x, kernel_size, ...) end
+function M.max_pool3d(x, kernel_size, ...) return pool3("nn.functional.max_pool3d", "max", x, kernel_size, ...) end
+function M.avg_pool3d(x, kernel_size, ...) return pool3("nn.functional.avg_pool3d", "avg", x, kernel_size, ...) end
+M._pool3d = pool3
 
 -- torch's max_pool3d_with_indices: max_pool3d with return_indices = true
 function M.max_pool3d_with_indices(x, kernel_size, ...)
@@ -639,14 +644,15 @@ function M.max_pool3d_with_indices(x, kernel_size, ...)
   if o.return_indices == false then errors.raise("%s: return_indices is always true here", who) end
   local opts = { return_indices = true }
   for k, v in pairs(o) do if k ~= "return_indices" then opts[k] = v end end
-  return pool3("max", x, kernel_size, opts)
+  return pool3(who, "max", x, kernel_size, opts)
 end
 
-local function adaptive3(how, x, output_size, ...)
-  local who = "nn.functional.adaptive_" .. (how == "max" and "max" or "avg") .. "_pool3d"
+-- who: the caller named in errors (the adaptive 3-d modules' forwards name themselves)
+local function adaptive3(who, how, x, output_size, ...)
   local o = args(who, { "return_indices" }, ...)
   if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
   local xb, unbatch = batch5(who, x)
+  pool.check_adaptive_input(who, x, 3)
   local out = math.type(output_size) == "integer" and { output_size, output_size, output_size } or output_size
   local ok = type(out) == "table" and (out[3] ~= nil)
   for i = 1, ok and 3 or 0 do
@@ -662,8 +668,13 @@ local function adaptive3(how, x, output_size, ...)
   return unbatch(y)
 end
 
-function M.adaptive_avg_pool3d(x, output_size) return adaptive3("mean", x, output_size) end
-function M.adaptive_max_pool3d(x, output_size, ...) return adaptive3("max", x, output_size, ...) end
+function M.adaptive_avg_pool3d(x, output_size)
+  return adaptive3("nn.functional.adaptive_avg_pool3d", "mean", x, output_size)
+end
+function M.adaptive_max_pool3d(x, output_size, ...)
+  return adaptive3("nn.functional.adaptive_max_pool3d", "max", x, output_size, ...)
+end
+M._adaptive3d = adaptive3
 
 -- the rest of nn.functional (activations, losses, the modules' rules as functions)
 for k, v in pairs(require "ember.nn._functional_extra") do M[k] = v end

@@ -114,6 +114,17 @@ function M.adaptive_mean(x, dim, out, how)
   return ember.cat(parts, dim)
 end
 
+-- An adaptive pool's input x [N, C, *] or [C, *] (nd spatial dims) has no empty dim but the
+-- batch's (PyTorch's rule: an empty bin has no mean or max); else an error naming `who`.
+function M.check_adaptive_input(who, x, nd)
+  for i = x.ndim == nd + 2 and 2 or 1, x.ndim do
+    if x.shape[i] == 0 then
+      require("ember._errors").raise("%s: expected a non-empty size in every dim but the batch's, got shape [%s] "
+        .. "(dim %d is empty)", who, table.concat(x.shape, ", "), i)
+    end
+  end
+end
+
 -- xb [N, C, H, W] pooled to o = {oh, ow} adaptive bins (false: that dim's
 -- size) by `how` ("mean" or "max"): the adaptive pools' (modules' and
 -- nn.functional's) rule.
@@ -212,13 +223,22 @@ end
 
 -- max2d's inverse, as PyTorch's max_unpool2d (and max3d_indices', as max_unpool3d):
 -- xb [N, C, *] put at the 1-based flat `indices` of [N, C, out[1], out[2] (, out[3])]
--- planes, zeros elsewhere. Differentiable in xb.
+-- planes, zeros elsewhere. Differentiable in xb. Overlapping windows (stride < kernel) may
+-- name one position twice, with the same value: it is written once, and each copy's gradient
+-- is the output's gradient there (PyTorch's gather), not a share of it.
 function M.unpool2d(xb, indices, out)
   local N, C = xb.shape[1], xb.shape[2]
   local plane = 1
   for _, n in ipairs(out) do plane = plane * n end
-  local y = ember.zeros({ N, C, plane }, { dtype = xb.dtype, device = xb.device })
-  return y:scatter(3, indices:reshape({ N, C, -1 }), xb:reshape({ N, C, -1 })):reshape({ N, C, table.unpack(out) })
+  local opts = { dtype = xb.dtype, device = xb.device }
+  local idx = indices:reshape({ N, C, -1 })
+  local y = ember.zeros({ N, C, plane }, opts):scatter_add(3, idx, xb:reshape({ N, C, -1 }))
+  local count = ember.zeros({ N, C, plane }, opts):scatter_add(3, idx, ember.ones(idx.shape, opts))
+  if count:numel() > 0 and count:max():item() > 1 then
+    -- the sum's value divided by the count, its gradient the sum's
+    y = y - y:detach() * (1 - 1 / count:clamp(1))
+  end
+  return y:reshape({ N, C, table.unpack(out) })
 end
 
 -- 3-d pooling (nn.functional.max_pool3d and avg_pool3d): cfg's
