@@ -529,7 +529,7 @@ static em_status copy_to(em_tensor **out, em_tensor *x, em_dtype dt, em_device d
     em_tensor *c = NULL;
     s = x->dtype == dt ? em__contig(&c, x) : copy_to(&c, x, dt, x->device, op);
     size_t nbytes = (size_t)em_numel(y) * em_dtype_size(dt);
-    const em_backend *bs = em__be(x), *bd = em_backend_get(dev.backend);
+    const em_backend *bs = em__be(x), *bd = em__be(y); /* y is on dev; em__be: profiled too */
     if (s == EM_OK && nbytes) {
       if (x->device.backend == dev.backend) {
         s = bd->copy_d2d(dev.index, em_data(y), x->device.index, em_data(c), nbytes);

@@ -287,3 +287,29 @@ describe("profiling does not change what runs", function()
     assert.truthy(row(prof, "layer_norm", "backward")) -- the rest of the recompute ran
   end)
 end)
+
+describe("copies between devices are recorded", function()
+  it("host to device and device to device (they went through the destination's own vtable, unrecorded)", function()
+    -- on the emulated CUDA backend (build/backends/cuda/emu), in a process of its own
+    local build = os.getenv("EMBER_BUILD_DIR") or "build"
+    local emu = build .. "/backends/cuda/emu"
+    local so = io.open(emu .. "/ember_backend_cuda.so")
+    if not so then return pending("no emulated CUDA backend in " .. emu) end
+    so:close()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local ember = require "ember"
+local x = ember.randn(8, 8)
+local prof = ember.profile(function() x:to("cuda"):to("cuda:2"):to("cpu") end)
+for _, e in ipairs(prof.events) do io.write(e.name, "@", e.device, " ") end
+]])
+    f:close()
+    local p = assert(io.popen(("env EMC_EMU_DEVICES=2 EMBER_PLUGIN_PATH='%s:%s/plugins' EMBER_PLUGIN_PATH_ONLY=1 "
+      .. "OMP_NUM_THREADS=1 '%s/bin/ember' '%s' 2>&1"):format(emu, build, build, script)))
+    local out = p:read("a")
+    p:close()
+    os.remove(script)
+    assert.are.equal("copy_h2d@cuda copy_d2d@cuda copy_d2h@cuda ", out)
+  end)
+end)
