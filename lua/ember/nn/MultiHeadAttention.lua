@@ -34,6 +34,7 @@ local torch_names = require "ember.nn._torch_names"
 local Linear = require "ember.nn.Linear"
 local Attention = require "ember.nn.Attention"
 local kv_cache = require "ember.nn._kv_cache"
+local checkpointing = require "ember.nn.activation_checkpoint"
 
 local MHA = Module:extend("MultiHeadAttention")
 
@@ -445,8 +446,10 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
       who, self.attention, MHA._variants_with("weights"))
   end
   local o, w
-  if mask and mask.dtype ~= "bool" and mask.requires_grad and ember.is_grad_enabled() then
+  -- (nn.checkpoint's first forward, grad mode off, takes its recompute's route: the same bits)
+  if mask and mask.dtype ~= "bool" and mask.requires_grad and checkpointing.grad_enabled() then
     o, w = self:_attend_learned_mask(who, q, k, v, mask, opts.key_padding_mask, causal)
+    if not opts.need_weights then w = nil end -- weights only when asked, as the kernel's route
   else
     o, w = self.attn(q, k, v, {
       key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,

@@ -21,7 +21,10 @@
 --    are the same bits. `require("ember.nn.activation_checkpoint")
 --    .reuse_attention = false` recomputes everything (for measuring).
 --  * Gradients are those of the run without checkpointing, bit for bit (the
---    recompute repeats the same ops on the same values); a parameter used
+--    recompute repeats the same ops on the same values; a tensor given as
+--    several arguments, as torch's m(x, x, x), is one tensor there too, and
+--    routes chosen by grad mode -- a learned attention mask's -- are chosen
+--    as with grad on, though the first forward runs with it off); a parameter used
 --    both inside and outside fn gets the same sum, possibly added in
 --    another order.
 --  * fn may read parameters through a closure or a module (they are
@@ -57,6 +60,18 @@ local M = {}
 
 -- false: the recompute runs fused attention again (see the module's doc)
 M.reuse_attention = true
+
+-- How many checkpointed fns are in their first forward: grad mode is off
+-- there (a Function's forward), and on in their recompute.
+local first_forwards = 0
+
+--- Whether grad mode is on, or off only because a checkpointed fn's first
+-- forward is running (its recompute runs with it on). A route chosen by
+-- grad mode (a learned attention mask's core ops, instead of the fused
+-- kernel, which gives masks no gradient) asks this, so that the forward,
+-- its recompute and a run without checkpointing take the same route.
+-- @treturn boolean
+function M.grad_enabled() return ember.is_grad_enabled() or first_forwards > 0 end
 
 local function callable(fn)
   if type(fn) == "function" then return true end
@@ -110,6 +125,8 @@ local Checkpoint = ember.Function {
     local results
     do -- the fused attention calls' results, kept for the recompute
       local _ <close> = st.tape and st.tape:push("record")
+      first_forwards = first_forwards + 1
+      local _f <close> = setmetatable({}, { __close = function() first_forwards = first_forwards - 1 end })
       results = table.pack(st.fn(...))
     end
     local y, shapes = pack(results)
@@ -124,7 +141,10 @@ local Checkpoint = ember.Function {
     local args, leaves = {}, {}
     for i = 1, saved.n do
       local a = saved[i]
-      if st.requires_grad[i] then
+      local first = st.same_as[i]
+      if first then
+        a = args[first] -- one tensor given twice (m(x, x, x)) is one leaf, as in the forward
+      elseif st.requires_grad[i] then
         a = a:detach():requires_grad_()
         leaves[i] = a
       end
@@ -181,19 +201,78 @@ function M.checkpoint(fn, ...)
   if not ember.is_grad_enabled() then return fn(...) end
   local n = select("#", ...)
   local args = table.pack(...)
-  local requires_grad = {}
+  local requires_grad, same_as = {}, {}
   for i = 1, n do
     local a = args[i]
     requires_grad[i] = ember.is_tensor(a) and a.requires_grad or false
+    -- a tensor given again: the recompute passes the first one's leaf there too, so that fn
+    -- sees one tensor where it saw one (self-attention's joined projection takes that route),
+    -- and the gradient arrives once, at the first place
+    for j = 1, i - 1 do
+      if requires_grad[i] and rawequal(args[j], a) then
+        same_as[i] = j
+        break
+      end
+    end
   end
   local ac, ac_dtype = ember.autocast.enabled()
-  local state = { fn = fn, requires_grad = requires_grad, rng = ember.get_rng_state(),
+  local state = { fn = fn, requires_grad = requires_grad, same_as = same_as, rng = ember.get_rng_state(),
     autocast = ac, autocast_dtype = ac_dtype, tape = M.reuse_attention and ember._attention_tape() or nil }
   -- a fresh leaf that requires grad, so that the node is recorded even when
   -- no argument requires grad (the parameters fn reads are not arguments)
   local anchor = ember.zeros({}, { dtype = "float32" }):requires_grad_()
   local y = Checkpoint(anchor, state, ...)
   return unpack_results(y, state.shapes)
+end
+
+--- Runs a chain of modules in `segments` parts, each but the last under
+-- nn.checkpoint: torch.utils.checkpoint.checkpoint_sequential. As PyTorch
+-- does, the parts hold #functions // segments modules each, the last part
+-- takes the rest and runs without a checkpoint (its activations are what
+-- the backward needs first), and each module gets the previous one's
+-- output. Gradients are those of running the chain plainly.
+-- @param functions an nn.Sequential, or a list of modules or functions
+-- @int segments how many parts, 1 to the number of functions
+-- @param input the first function's input
+-- @return the last function's output
+-- @usage local nn = require "ember.nn"
+-- local net = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8), nn.GELU())
+-- local y = nn.checkpoint_sequential(net, 2, ember.randn(4, 8, { requires_grad = true }))
+-- y:sum():backward()
+function M.checkpoint_sequential(functions, segments, input)
+  local fns = {}
+  if type(functions) ~= "table" then
+    error("nn.checkpoint_sequential: functions must be an nn.Sequential or a list of modules or functions, got "
+      .. type(functions))
+  elseif getmetatable(functions) and callable(functions) and #functions > 0 then -- an nn.Sequential
+    for i = 1, #functions do fns[i] = functions[i] end
+  else
+    for i, f in ipairs(functions) do fns[i] = f end
+  end
+  for i, f in ipairs(fns) do
+    if not callable(f) then
+      error(("nn.checkpoint_sequential: functions[%d] must be a module or a function, got %s"):format(i, type(f)))
+    end
+  end
+  local n = #fns
+  if n == 0 then error("nn.checkpoint_sequential: no functions to run") end
+  if math.type(segments) ~= "integer" or segments < 1 or segments > n then
+    error(("nn.checkpoint_sequential: segments must be an integer from 1 to %d (the number of functions), got %s")
+      :format(n, tostring(segments)))
+  end
+  local size = n // segments
+  local function run(first, last)
+    return function(x)
+      for i = first, last do x = fns[i](x) end
+      return x
+    end
+  end
+  local last = 0
+  for first = 1, size * (segments - 1), size do
+    last = first + size - 1
+    input = M.checkpoint(run(first, last), input)
+  end
+  return run(last + 1, n)(input)
 end
 
 return M
