@@ -234,3 +234,30 @@ describe("generate with models.Llama (float64)", function()
     end
   end)
 end)
+
+describe("Llama.from_pretrained and generation_config.json", function()
+  it("takes eos_token_id and pad_token_id from generation_config.json over config.json's, as transformers", function()
+    local Llama = require("ember.models").Llama
+    local tmpdir = require "tests.lua.helpers.tmpdir"
+    ember.manual_seed(4)
+    local m = Llama { vocab_size = 13, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1,
+                      num_attention_heads = 4, eos_token_id = 12 }
+    local ids = ember.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, { dtype = "int64" })
+    local free = require("ember.generate").generate(m, ids, { max_new_tokens = 6 })
+    local first = free[1][4]:item()
+    local dir = tmpdir()
+    m:save_pretrained(dir)
+    -- Llama 3 Instruct's layout: config.json has one eos, generation_config.json a list (0-based ids)
+    local f = assert(io.open(dir .. "/generation_config.json", "w"))
+    f:write(('{"bos_token_id": 0, "eos_token_id": [11, %d], "pad_token_id": 9, "do_sample": true}'):format(first - 1))
+    f:close()
+    local out = Llama.from_pretrained(dir):generate(ids, { max_new_tokens = 6 })
+    -- row 1 stops at its first token; row 2 goes on while row 1 emits pad_token_id + 1
+    assert.is_true(out.shape[2] > 4, "row 2 stopped at once: pick another seed")
+    assert.are.equal(first, out[1][4]:item())
+    for j = 5, out.shape[2] do assert.are.equal(10, out[1][j]:item()) end
+    -- greedy still (do_sample is not taken): row 2 as without eos until it stops
+    assert.is_true(out[2]:narrow(1, 1, 4):equal(free[2]:narrow(1, 1, 4)))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)

@@ -369,7 +369,8 @@ end
 -- repetition penalty, eos_id, stop, left-padded batches: its options).
 -- As Hugging Face's generation config, the config's `eos_token_id` (an id
 -- or a list, 0-based as config.json writes them) and `pad_token_id` are the
--- default eos_id and pad_id (+ 1: ember's ids are 1-based).
+-- default eos_id and pad_id (+ 1: ember's ids are 1-based); from_pretrained
+-- takes them from generation_config.json where the folder has one.
 -- @tparam Tensor ids int64 [B, L], 1-based
 -- @tparam[opt] table opts ember.generate's options (`max_new_tokens`, ...)
 -- @return ids int64 [B, L + n] (and the logits with return_logits)
@@ -558,6 +559,11 @@ end
 -- pytorch_model.bin or the shards of pytorch_model.bin.index.json (read as
 -- torch.load(weights_only=True) would: ember.load). The parameters are float32 (as Hugging Face's
 -- default; config.json's torch_dtype is not followed: `:to("bfloat16")`).
+-- A generation_config.json beside it gives `generate` its eos_token_id and
+-- pad_token_id, over config.json's (as transformers' generation_config: a
+-- Llama 3 Instruct folder lists <|eot_id|> there only); its sampling
+-- settings (do_sample, temperature, top_p, ...) are not taken: `generate`
+-- stays greedy unless the call says otherwise.
 -- @string dir the folder (a downloaded snapshot)
 -- @tparam[opt] table overrides config keys that win over config.json's
 -- @treturn Llama the model, in eval mode (see the class's example)
@@ -570,6 +576,15 @@ function Llama.from_pretrained(dir, overrides)
   dir = dir:gsub("/+$", "")
   local cfg = read_json(dir .. "/config.json", who, "a Hugging Face model folder holds config.json and the safetensors")
   cfg.dtype = nil -- newer transformers' name for torch_dtype
+  local gen_path = dir .. "/generation_config.json"
+  local f = io.open(gen_path, "rb")
+  if f then
+    f:close()
+    local gen = read_json(gen_path, who, "the generation settings")
+    for _, k in ipairs { "eos_token_id", "pad_token_id" } do
+      if gen[k] ~= nil then cfg[k] = gen[k] end
+    end
+  end
   for k, v in pairs(overrides or {}) do cfg[k] = v end
   check_config(cfg, who) -- before reading gigabytes: an unsupported config says so first
   local function exists(path)
