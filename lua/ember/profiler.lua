@@ -86,6 +86,9 @@ end
 
 --- Opens a span named `name` that ends when the returned value closes
 -- (`local r <close> = ember.profiler.range("data")`); nothing when no profile runs.
+-- Spans nest per thread, so ranges close innermost first, as `<close>`
+-- does; a range held open across a coroutine's yield takes in what runs
+-- meanwhile, and closing it closes the thread's innermost span.
 -- @string name
 -- @return a value to close
 function M.range(name)
