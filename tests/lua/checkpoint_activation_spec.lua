@@ -510,3 +510,63 @@ describe("nn.checkpoint keeps the fused attention's results for the recompute", 
     assert.are.equal(0, ember._attention_tapes())
   end)
 end)
+
+describe("nn.checkpoint_sequential", function()
+  -- four modules with dropout; the gradients of running them in segments
+  -- must be those of running them plainly, bit for bit
+  local function chain(seed)
+    ember.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.3), nn.GELU(), nn.Linear(16, 8))
+  end
+  local function grads(net, segments)
+    ember.manual_seed(5)
+    local x = ember.randn(4, 8, { requires_grad = true })
+    local y = segments and nn.checkpoint_sequential(net, segments, x) or net(x)
+    y:square():sum():backward()
+    local g = { x = x.grad, next = ember.rand(3) }
+    for name, p in pairs(net:named_parameters()) do g[name] = p.grad end
+    net:zero_grad()
+    return y, g
+  end
+
+  it("gives the plain run's outputs and gradients, bitwise, for every segment count", function()
+    local net = chain(1)
+    local y0, g0 = grads(net)
+    for segments = 1, 4 do
+      local y, g = grads(net, segments)
+      bitwise_equal(y, y0, segments .. " segments: output")
+      for k, v in pairs(g0) do bitwise_equal(g[k], v, segments .. " segments: " .. k) end
+    end
+  end)
+
+  it("checkpoints all parts but the last, as PyTorch (#fns // segments each)", function()
+    local calls = {}
+    local fns = {}
+    for i = 1, 5 do
+      calls[i] = 0
+      local lin = nn.Linear(4, 4)
+      fns[i] = function(h) calls[i] = calls[i] + 1; return lin(h) end
+    end
+    local function count(segments)
+      for i = 1, 5 do calls[i] = 0 end
+      local x = ember.randn(2, 4, { requires_grad = true })
+      nn.checkpoint_sequential(fns, segments, x):sum():backward()
+      return table.concat(calls, ",")
+    end
+    -- a checkpointed function runs twice (forward, then the backward's recompute)
+    assert.are.equal("1,1,1,1,1", count(1))
+    assert.are.equal("2,2,1,1,1", count(2)) -- parts {1,2} and {3,4,5}
+    assert.are.equal("2,2,1,1,1", count(3)) -- {1}, {2}, then {3,4,5} plainly
+    assert.are.equal("2,2,2,2,1", count(5))
+  end)
+
+  it("names itself and what was wrong, at the caller's line", function()
+    local net = chain(1)
+    local x = ember.randn(4, 8)
+    raises_here(function() nn.checkpoint_sequential(net, 0, x) end, "nn.checkpoint_sequential: segments must be an integer from 1 to 4")
+    raises_here(function() nn.checkpoint_sequential(net, 5, x) end, "from 1 to 4")
+    raises_here(function() nn.checkpoint_sequential({ net, 3 }, 1, x) end, "functions[2] must be a module or a function, got number")
+    raises_here(function() nn.checkpoint_sequential("net", 1, x) end, "functions must be an nn.Sequential")
+    raises_here(function() nn.checkpoint_sequential({}, 1, x) end, "no functions to run")
+  end)
+end)

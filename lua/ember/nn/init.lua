@@ -39,6 +39,8 @@ return {
   functional = require "ember.nn.functional",
   -- nn.checkpoint(fn, ...): activation checkpointing
   checkpoint = require("ember.nn.activation_checkpoint").checkpoint,
+  -- nn.checkpoint_sequential(seq, segments, x): torch.utils.checkpoint.checkpoint_sequential
+  checkpoint_sequential = require("ember.nn.activation_checkpoint").checkpoint_sequential,
   utils = require "ember.nn.utils", -- nn.utils: clip_grad_norm_, parameters_to_vector, rnn.pad_sequence (torch.nn.utils)
   SinusoidalPositionalEncoding = require "ember.nn.SinusoidalPositionalEncoding",
   LearnedPositionalEncoding = require "ember.nn.LearnedPositionalEncoding",
