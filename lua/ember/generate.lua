@@ -57,6 +57,9 @@ local ember = require "ember.nn._ember"
 
 local generate = {}
 
+-- The new positions generate's KV cache allocates at once (see generate.generate).
+local RESERVE_NEW = 2048
+
 -- The options of pick, and those of generate (pick's among them).
 local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p" }
 local GEN_OPTS = { "max_new_tokens", "min_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
@@ -375,8 +378,11 @@ function generate.generate(model, prompt, opts)
   local was_training = model.training
   if model.eval then model:eval() end
   local ids, all_logits, done = prompt, {}, nil
-  -- the layers' KV buffers are allocated once for the whole run (nn/_kv_cache.lua)
-  local cache = use_cache and { reserve = prompt.shape[2] + n } or nil
+  -- the layers' KV buffers are allocated once for the whole run (nn/_kv_cache.lua),
+  -- up to RESERVE_NEW new tokens: past that they double as needed, so a large
+  -- max_new_tokens that eos cuts short does not hold its whole cache (a 7B
+  -- model's 32768 positions are ~4 GiB in bfloat16), as Hugging Face's growing cache
+  local cache = use_cache and { reserve = prompt.shape[2] + math.min(n, RESERVE_NEW) } or nil
   local t_start = ember.clock()
   -- per row: the set of ids seen (repetition penalty) and the row's ids,
   -- its padding left out (stop)

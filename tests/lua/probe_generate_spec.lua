@@ -261,3 +261,20 @@ describe("Llama.from_pretrained and generation_config.json", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 end)
+
+describe("generate's KV cache", function()
+  it("reserves at most 2048 new positions: a large max_new_tokens cut short by eos does not hold its whole cache",
+    function()
+    local TinyLM = require "tests.lua.helpers.tiny_lm"
+    ember.manual_seed(5)
+    local m = TinyLM { cross = false, rope = true, positions = "none" }
+    local p = ember.tensor({ { 3, 4, 5 } }, { dtype = "int64" })
+    local first = generate.generate(m, p, { max_new_tokens = 1 })[1][4]:item()
+    local out = generate.generate(m, p, { max_new_tokens = 100000, eos_id = first })
+    assert.are.same({ 1, 4 }, out.shape)
+    assert.are.equal(3 + 2048, m.last_cache[1].self.capacity)
+    -- below it, the whole run at once (prompt + max_new_tokens)
+    generate.generate(m, p, { max_new_tokens = 100, eos_id = first })
+    assert.are.equal(103, m.last_cache[1].self.capacity)
+  end)
+end)

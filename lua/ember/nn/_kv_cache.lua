@@ -14,9 +14,10 @@
 --                     prompts keeps its padding for every later step
 -- and the one a caller may set before the first step:
 --   cache.reserve     positions to allocate at once (ember.generate sets
---                     it to prompt + max_new_tokens, so the buffers never
---                     grow); without it the first step allocates what it
---                     needs (at least MIN_CAPACITY) and growth doubles
+--                     it to prompt + max_new_tokens, at most 2048 new
+--                     ones, so the buffers seldom grow); without it the
+--                     first step allocates what it needs (at least
+--                     MIN_CAPACITY) and growth doubles
 -- Buffers are written with autograd off. Where a gradient is wanted (grad
 -- mode on and keys that require grad), the cache grows by concatenation
 -- instead, which autograd records, and the buffers are made again at the
