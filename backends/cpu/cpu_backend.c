@@ -9,6 +9,7 @@
 ** buffers every step. memory_stats reports bytes in use and cached.
 */
 #include "cpu_internal.h"
+#include "cpu_bf16_avx512.h"
 #include "ember_plugin.h"
 
 #include <sched.h>
@@ -315,8 +316,9 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   if (s) return s;
   char own[256];
   cpu_own_isa(own, sizeof own);
-  char impl[96] = "", blas[512], conv[96];
+  char impl[96] = "", blas[512], conv[96], round[160];
   cpu_blas_info(blas, sizeof blas);
+  cpu_bf16_path(round, sizeof round);
   cpu_conv_describe(conv, sizeof conv);
   /* products with one row or one column (cpu_gemm.c's gemv_batch) */
   const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f"
@@ -328,10 +330,11 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
       if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
         snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
                  "CPU); gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; kernels: %s, computing in "
-                 "float32; blas: %s", v512, cpu_bgemm_path(), conv, own, blas);
+                 "float32; rounding to bfloat16: %s; blas: %s", v512, cpu_bgemm_path(), conv, own, round, blas);
       else if (dt == EM_BF16)
         snprintf(buf, n, "gemm: onednn %s; gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; "
-                 "kernels: %s, computing in float32", impl, v512, cpu_bgemm_path(), conv, own);
+                 "kernels: %s, computing in float32; rounding to bfloat16: %s", impl, v512, cpu_bgemm_path(), conv,
+                 own, round);
       else
         snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); gemv: openblas sgemv; attention: %s; "
                  "conv: %s; kernels: %s; blas: %s", cpu_gemm_f32_rule(), impl, cpu_tile_gemm_path(), conv, own,

@@ -17,6 +17,7 @@
 #include "cpu_bf16_avx512.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -52,6 +53,24 @@ int cpu_bf16_simd(void) {
     lv = l;
   }
   return lv;
+}
+
+/* "avx512_bf16 (vcvtneps2bf16)", "avx512f (...)" or "plain (...)", and
+** the variable that chose it when one did, for cpu_info. */
+const char *cpu_bf16_path(char *buf, size_t n) {
+  static const char *const what[] = {"plain (the scalar rule in vector clones)",
+                                     "avx512f (integer rounding)", "avx512_bf16 (vcvtneps2bf16)"};
+  const int lv = cpu_bf16_simd();
+  const char *e = getenv("EMBER_CPU_BF16"), *cap = getenv("ONEDNN_MAX_CPU_ISA");
+  if (e && *e && strcmp(e, "plain") && strcmp(e, "avx512"))
+    snprintf(buf, n, "%s, EMBER_CPU_BF16=%.24s is not plain or avx512", what[lv], e);
+  else if (e && *e)
+    snprintf(buf, n, "%s, EMBER_CPU_BF16=%s", what[lv], e);
+  else if (cap && *cap && strcasecmp(cap, "ALL") && strcasecmp(cap, "DEFAULT"))
+    snprintf(buf, n, "%s, ONEDNN_MAX_CPU_ISA=%.24s", what[lv], cap);
+  else
+    snprintf(buf, n, "%s", what[lv]);
+  return buf;
 }
 
 #if CPU_BF16_AVX512

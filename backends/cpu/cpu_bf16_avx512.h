@@ -10,6 +10,7 @@
 #define EMBER_CPU_BF16_AVX512_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* cpu_bf16.c: what these helpers may use on this CPU, decided once:
@@ -21,6 +22,8 @@
 ** below AVX-512 (the *_AVX512_CORE and *_AVX2 runs). */
 enum { CPU_BF16_PLAIN, CPU_BF16_AVX512F, CPU_BF16_AVX512BF16 };
 int cpu_bf16_simd(void);
+/* Names the level (and the variable that chose it) into buf, for cpu_info. */
+const char *cpu_bf16_path(char *buf, size_t n);
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -26,6 +26,7 @@
 #include "cpu_internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <strings.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,12 +54,25 @@ static bool isa_cap_allows_bf16(const char *cap) {
   return false;
 }
 
+/* cpu_bgemm_path's words, set with bg_avx: the path and, when a variable
+** chose it, which (no ';' inside: cpu_info's line uses it between parts). */
+static char bg_desc[128];
+
 static void bg_choose(void) {
+  snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm)");
 #if BG_HAVE_X86
   const char *force = getenv("EMBER_CPU_BF16_DOT");
   const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
-  bg_avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
-           !(force && strcmp(force, "plain") == 0) && !(cap && *cap && !isa_cap_allows_bf16(cap));
+  const bool hw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  const bool forced = force && strcmp(force, "plain") == 0, capped = cap && *cap && !isa_cap_allows_bf16(cap);
+  bg_avx = hw && !forced && !capped;
+  if (bg_avx) snprintf(bg_desc, sizeof bg_desc, "avx512_bf16 (vdpbf16ps)");
+  else if (hw && forced) snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm, EMBER_CPU_BF16_DOT=plain)");
+  else if (hw && capped) snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm, ONEDNN_MAX_CPU_ISA=%.24s)", cap);
+  if (force && *force && strcmp(force, "plain")) {
+    const size_t k = strlen(bg_desc) - 1; /* before the ')' */
+    snprintf(bg_desc + k, sizeof bg_desc - k, ", EMBER_CPU_BF16_DOT=%.16s is not plain)", force);
+  }
 #else
   bg_avx = false;
 #endif
@@ -70,7 +84,8 @@ bool cpu_bgemm_dp(void) {
 }
 
 const char *cpu_bgemm_path(void) {
-  return cpu_bgemm_dp() ? "avx512_bf16 (vdpbf16ps)" : "plain (bfloat16 values, float32 tile gemm)";
+  pthread_once(&bg_once, bg_choose);
+  return bg_desc;
 }
 
 /* Element (i, p) of op(X), as a float32 rounded to bfloat16's bits. */

@@ -219,7 +219,14 @@ void cpu_blas_configure(void) {
 const char *cpu_blas_info(char *buf, size_t n) {
   const char *cfg = openblas_get_config(); /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
   const char *ver = cfg && strncmp(cfg, "OpenBLAS ", 9) == 0 ? cfg + 9 : "";
-  snprintf(buf, n, "openblas %.*s, core %s (%s)", (int)strcspn(ver, " "), ver,
-           openblas_get_corename(), blas_why[0] ? blas_why : "not checked");
+  int k = snprintf(buf, n, "openblas %.*s, core %s (%s)", (int)strcspn(ver, " "), ver,
+                   openblas_get_corename(), blas_why[0] ? blas_why : "not checked");
+  /* the backend keeps OpenBLAS at one thread a call (cpu_set_num_threads) */
+  const char *env = getenv("OPENBLAS_NUM_THREADS") ? "OPENBLAS_NUM_THREADS"
+                    : getenv("GOTO_NUM_THREADS")   ? "GOTO_NUM_THREADS"
+                                                   : NULL;
+  if (env && k > 0 && (size_t)k < n)
+    snprintf(buf + k, n - (size_t)k, ", %s=%.8s not used: one OpenBLAS thread a call, on ember's team "
+             "(ember.set_num_threads, OMP_NUM_THREADS)", env, getenv(env));
   return buf;
 }
