@@ -282,13 +282,19 @@ function Profile:export_chrome_trace(path)
     -- close (a buffered write) is reported too; the file is closed either way
     local ok, out = true, { '{"displayTimeUnit": "ms", "traceEvents": [\n',
       '{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "ember"}}' }
+    -- names, libraries and devices repeat: each is encoded once
+    local quoted = setmetatable({}, { __index = function(t, k)
+      local v = json_string(k)
+      t[k] = v
+      return v
+    end })
     for i, e in ipairs(ev) do
       local args = ('"phase": "%s", "bytes": %d'):format(e.backward and "backward" or "forward", e.bytes)
       if e.flops > 0 then args = args .. (', "flops": %.0f'):format(e.flops) end
-      if e.impl then args = args .. ', "computed_by": ' .. json_string(e.impl) end
-      if e.device then args = args .. ', "device": ' .. json_string(e.device) end
+      if e.impl then args = args .. ', "computed_by": ' .. quoted[e.impl] end
+      if e.device then args = args .. ', "device": ' .. quoted[e.device] end
       out[#out + 1] = (',\n{"name": %s, "cat": "%s", "ph": "X", "ts": %.3f, "dur": %.3f, "pid": 1, "tid": %d, "args": {%s}}')
-        :format(json_string(e.name), e.kind, e.ts, e.dur, e.tid, args)
+        :format(quoted[e.name], e.kind, e.ts, e.dur, e.tid, args)
       if i % 4096 == 0 then
         ok, err = f:write(table.concat(out))
         out = {}
