@@ -27,7 +27,8 @@
 -- warm-up each, then 3 timed each, from one call's start to the next at
 -- that site, so a training step's backward and optimizer step are in the
 -- time) and bf16 is kept only when its median is at least 2% faster
--- (ember.cli.precision_calibration, as --precision auto). What it measures
+-- (ember.cli.precision_calibration, as --precision auto; under
+-- ember.distributed the ranks sum their medians, so all keep the same). What it measures
 -- and keeps is printed once per call site, and ember.autocast.auto_choices()
 -- lists it; after that the site's precision does not change.
 local core = require "ember.core"
@@ -67,8 +68,11 @@ local function auto_precision(site)
       s.choice, s.note = "fp32", ("%s: fp32 (%s)"):format(label, why)
       report(s.note)
     else
+      -- under ember.distributed every rank keeps the same (their medians summed)
+      local dist = package.loaded["ember.distributed"]
+      local ranks = dist and dist.is_initialized() and dist.world_size() > 1
       s.calibration = cli.precision_calibration{clock = conf.clock, label = label,
-        report = function(note) report(note) end}
+        report = function(note) report(note) end, sum = ranks and dist.sum_numbers or nil}
       local cal = cli.CALIBRATION
       s.note = ("%s: measuring (%s; the first %d calls here time fp32 against bf16)")
         :format(label, why, 2 * (cal.warmup + cal.steps))
