@@ -179,7 +179,13 @@ end
 -- whose probabilities sum to top_p)
 -- @treturn Tensor int64 [B, 1], 1-based ids
 function generate.pick(logits, opts)
-  return pick(logits, check_names(opts, PICK_OPTS, "generate.pick"))
+  opts = check_names(opts, PICK_OPTS, "generate.pick")
+  if not (ember.is_tensor(logits) and logits.ndim == 2 and ember.dtype_info(logits.dtype).floating) then
+    error(("generate.pick: logits must be a float tensor [B, V] (one row per sequence; logits:unsqueeze(1) for one "
+      .. "[V]), got %s"):format(ember.is_tensor(logits) and ("%s [%s]"):format(logits.dtype,
+        table.concat(logits.shape, ", ")) or type(logits)))
+  end
+  return pick(logits, opts)
 end
 
 -- Hugging Face's repetition penalty: the logit of every token already in a

@@ -278,3 +278,21 @@ describe("generate's KV cache", function()
     assert.are.equal(103, m.last_cache[1].self.capacity)
   end)
 end)
+
+describe("generate.pick", function()
+  it("takes float logits [B, V] only, and says so (sampling [V] or [B, L, V] failed inside Lua)", function()
+    for _, c in ipairs {
+      { ember.randn(10), "got float32 [10]" },
+      { ember.randn(2, 3, 10), "got float32 [2, 3, 10]" },
+      { ember.tensor({ { 1, 2 } }, { dtype = "int64" }), "got int64 [1, 2]" },
+      { "x", "got string" },
+    } do
+      for _, strategy in ipairs { "greedy", "sample" } do
+        local ok, err = pcall(generate.pick, c[1], { strategy = strategy })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("generate.pick: logits must be a float tensor [B, V]", 1, true), tostring(err))
+        assert.truthy(tostring(err):find(c[2], 1, true), tostring(err))
+      end
+    end
+  end)
+end)
