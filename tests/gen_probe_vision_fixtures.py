@@ -292,12 +292,28 @@ def shape_cases():
     C(case("upsample_bilinear_down", "Upsample", [], {"size": [3, 2], "mode": "bilinear"}, (1, 2, 7, 5), targs=[]))
     C(case("upsample_view", "Upsample", [], {"scale_factor": 2, "mode": "bilinear"}, (2, 3, 4, 2),
            view=("permute", (0, 3, 1, 2)), targs=[]))
+    C(case("unfold", "Unfold", [[2, 3]], {"dilation": [1, 2], "padding": 1, "stride": [2, 1]}, (2, 3, 5, 6)))
+    C(case("unfold_unbatched", "Unfold", [2], {"stride": 2}, (3, 4, 4)))
+    C(case("fold", "Fold", [[4, 5], 2], {"stride": [2, 1], "padding": [1, 0]}, (2, 8, 12)))
+    C(case("fold_dilation", "Fold", [[5, 5], [2, 3]], {"dilation": 2}, (1, 12, 3)))
+    C(case("lppool2d", "LPPool2d", [2, [3, 2]], {"stride": [2, 1], "ceil_mode": True}, (2, 2, 6, 5)))
+    C(case("lppool1d", "LPPool1d", [3, 2], None, (2, 3, 7), leaf=torch.rand(2, 3, 7) + 0.5))
+    C(case("lrn", "LocalResponseNorm", [3], {"alpha": 0.01, "beta": 0.6, "k": 2.0}, (2, 5, 3, 2)))
+    C(case("lrn_3d_input", "LocalResponseNorm", [2], None, (2, 4, 5)))
+    C(case("reflection_pad2d", "ReflectionPad2d", [[1, 2, 2, 0]], None, (2, 2, 3, 4)))
+    C(case("replication_pad3d", "ReplicationPad3d", [[1, 0, 2, 1, 0, 2]], None, (1, 2, 2, 3, 2)))
+    C(case("constant_pad2d", "ConstantPad2d", [[2, 1, 0, 3], 1.5], None, (2, 3, 3)))
+    C(case("zero_pad2d", "ZeroPad2d", [1], None, (1, 2, 2, 3)))
+    C(case("upsampling_bilinear2d", "UpsamplingBilinear2d", [[5, 4]], None, (1, 2, 3, 2)))
+    C(case("upsampling_nearest2d", "UpsamplingNearest2d", [None, 2], None, (1, 2, 3, 2)))
+    C(case("softmax2d", "Softmax2d", [], None, (2, 4, 3, 2)))
     return cs
 
 
 def random_cases():
     """Random sizes (a fixed seed): transposed convolutions (stride, padding, dilation,
-    output_padding, groups per dim) and 2-d pools (ceil_mode, count_include_pad, dilation)."""
+    output_padding, groups per dim) and 1-d, 2-d and 3-d pools (ceil_mode, count_include_pad,
+    divisor_override, dilation, return_indices)."""
     import random
     rnd = random.Random(27)
     cs = []
@@ -328,11 +344,36 @@ def random_cases():
         if mod == "MaxPool2d":
             dl = [rnd.randint(1, 2) for _ in range(2)]
             opts["dilation"] = dl
+            opts["return_indices"] = rnd.random() < 0.5
         else:
             opts["count_include_pad"] = rnd.random() < 0.5
         sp = [rnd.randint(1, 7) for _ in range(2)]
         if any(sp[i] + 2 * pd[i] < dl[i] * (k[i] - 1) + 1 for i in range(2)):
             continue
+        cs.append(case("random_%s_%d" % (mod.lower(), n), mod, [k], opts, (rnd.randint(1, 2), 2, *sp)))
+        n += 1
+    n = 0
+    while n < 12:
+        nd = [1, 3][n % 2]
+        mod = ["MaxPool%dd", "AvgPool%dd"][(n // 2) % 2] % nd
+        k = [rnd.randint(1, 3) for _ in range(nd)]
+        st = [rnd.randint(1, 3) for _ in range(nd)]
+        pd = [rnd.randint(0, k[i] // 2) for i in range(nd)]
+        opts = {"stride": st, "padding": pd, "ceil_mode": rnd.random() < 0.6}
+        dl = [1] * nd
+        if mod.startswith("Max"):
+            dl = [rnd.randint(1, 2) for _ in range(nd)]
+            opts["dilation"] = dl
+            opts["return_indices"] = rnd.random() < 0.5
+        else:
+            opts["count_include_pad"] = rnd.random() < 0.5
+            if nd == 3 and rnd.random() < 0.3:
+                opts["divisor_override"] = rnd.randint(1, 5)
+        sp = [rnd.randint(1, 6) for _ in range(nd)]
+        if any(sp[i] + 2 * pd[i] < dl[i] * (k[i] - 1) + 1 for i in range(nd)):
+            continue
+        if mod == "AvgPool3d" and any(sp[i] < k[i] for i in range(3)):
+            continue  # torch's avg_pool3d wants the kernel within the unpadded input (avg_pool2d does not)
         cs.append(case("random_%s_%d" % (mod.lower(), n), mod, [k], opts, (rnd.randint(1, 2), 2, *sp)))
         n += 1
     return cs
@@ -399,14 +440,38 @@ def functional_cases():
     return cs
 
 
+def sequence_cases():
+    """Running statistics over several calls from a fresh module: modes[i] (train or eval) for
+    input xs[i]; the outputs and the buffers after the last call."""
+    cs = []
+    for name, mod, args, opts, shape, modes in [
+            ("seq_bn2d_momentum_none", "BatchNorm2d", [3], {"momentum": False}, (2, 3, 2, 2),
+             [True, True, True, False, True, False]),
+            ("seq_bn1d", "BatchNorm1d", [4], {"momentum": 0.25}, (3, 4), [True, False, True, True, False]),
+            ("seq_bn3d_noaffine", "BatchNorm3d", [2], {"affine": False}, (2, 2, 2, 1, 2), [True, True, False]),
+            ("seq_in2d_stats", "InstanceNorm2d", [2], {"track_running_stats": True, "momentum": 0.3},
+             (2, 2, 3, 2), [True, True, False, True, False])]:
+        m = getattr(nn, mod)(*args, **torch_opts(opts))
+        xs, outs = [], []
+        for train in modes:
+            m.train(train)
+            x = torch.randn(*shape) * 2 + 1
+            xs.append(x)
+            outs.append(m(x).detach())
+        cs.append({"name": name, "mod": mod, "args": args, "opts": opts, "modes": modes, "xs": xs, "outs": outs,
+                   "buffers": {k: v.detach().clone() for k, v in m.named_buffers()}})
+    return cs
+
+
 def main():
     cases = conv_cases() + pool_cases() + unpool_cases() + norm_cases() + shape_cases() + random_cases()
     functional = functional_cases()
-    names = [c["name"] for c in cases + functional]
+    sequences = sequence_cases()
+    names = [c["name"] for c in cases + functional + sequences]
     assert len(names) == len(set(names)), "duplicate case names"
     # 13 significant digits: the spec's float64 tolerance is 1e-10, and the file is a third smaller
     Writer(keys="auto", floats=lambda t: [lua_float13(v) for v in t.reshape(-1).tolist()]).write(os.path.join(HERE, "fixtures", "probe_vision.lua"), "tests/gen_probe_vision_fixtures.py",
-                              {"cases": cases, "functional": functional})
+                              {"cases": cases, "functional": functional, "sequences": sequences})
 
 
 if __name__ == "__main__":

@@ -256,3 +256,25 @@ describe("bad input: an error naming the module and what was wrong, at the user'
       "Unflatten.forward: sizes {4, 4} do not multiply to the size 6 of dim 2 of shape [2, 6]")
   end)
 end)
+
+describe("running statistics over several calls from a fresh module (train and eval mixed)", function()
+  for _, c in ipairs(fixtures.sequences) do
+    it(c.name .. ": each output and the buffers after, float64", function()
+      local m = nn[c.mod](table.unpack(c.args), c.opts)
+      m:to("float64")
+      for i, x in ipairs(c.xs) do
+        m:train(c.modes[i])
+        check(("%s call %d output"):format(c.name, i), m(T(x)), T(c.outs[i]), TOL.float64)
+      end
+      local sd = m:state_dict()
+      for k, b in pairs(c.buffers) do
+        assert(sd[k] ~= nil, c.name .. ": no buffer " .. k)
+        if b.dtype == "int64" then
+          assert.are.equal(T(b):item(), sd[k]:item(), c.name .. " " .. k)
+        else
+          check(c.name .. " buffer " .. k, sd[k], T(b), TOL.float64)
+        end
+      end
+    end)
+  end
+end)
