@@ -634,6 +634,9 @@ describe("combinations that are not supported are refused at the user's line", f
     raises_here(function() lin(x, { attn_mask = ember.zeros(5, 5) }) end, "attention 'linear': does not support an attention mask")
     raises_here(function() lin(x, { allow_mask = ember.ones({ 5, 5 }, { dtype = "bool" }) }) end,
       "attention 'linear': does not support an attention mask")
+    lin:eval()
+    raises_here(function() lin:forward_cached(x, {}, { block_mask = ember.zeros({ 5, 5 }, { dtype = "bool" }) }) end,
+      "attention 'linear': does not support an attention mask")
     raises_here(function() nn.MultiHeadAttention(8, 4, { attention = "linear", dropout = 0.1 }) end,
       "MultiHeadAttention: attention 'linear' has no dropout on attention weights")
   end)
@@ -654,6 +657,8 @@ describe("combinations that are not supported are refused at the user's line", f
       "MultiHeadAttention.forward: key_padding_mask must be a bool tensor [B=2, Lk=7]")
     raises_here(function() m(x, kv, { attn_mask = ember.zeros(5, 5) }) end,
       "MultiHeadAttention.forward: the attention mask must be [Lq=5, Lk=7]")
+    raises_here(function() m(x, kv, { variant_inputs = { doc = ember.ones({ 2, 7 }, { dtype = "int64" }) } }) end,
+      "MultiHeadAttention.forward: variant_inputs are for attention variants written in Lua; 'standard' takes none")
     local doc = nn.MultiHeadAttention(8, 4, { attention = "document", kv_heads = 2 })
     raises_here(function() doc(x, kv) end, "variant 'document' needs the per-call tensor 'doc'")
     raises_here(function() doc(x, kv, { variant_inputs = { doc = ember.ones({ 2, 7 }) } }) end,

@@ -445,6 +445,9 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
   end
+  if opts.variant_inputs ~= nil and not rawget(self.attn, "_variant") then
+    errors.raise("%s: variant_inputs are for attention variants written in Lua; '%s' takes none", who, self.attention)
+  end
   local o, w
   -- (nn.checkpoint's first forward, grad mode off, takes its recompute's route: the same bits)
   if mask and mask.dtype ~= "bool" and mask.requires_grad and checkpointing.grad_enabled() then
