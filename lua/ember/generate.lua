@@ -361,6 +361,13 @@ end
 -- and number L), `num_return_sequences` (1: with sampling, n sequences per
 -- prompt, each prompt's next to each other, as Hugging Face's). Generation ends when every row is done.
 -- @return ids int64 [B * num_return_sequences, L + n] (and the logits with return_logits)
+-- @usage local m = require("ember.models").Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32,
+--   num_hidden_layers = 1, num_attention_heads = 2}
+-- local prompt = ember.tensor({{5, 9, 2}, {1, 1, 7}}, {dtype = "int64"})   -- row 2 left-padded with id 1
+-- ember.manual_seed(0)
+-- local ids = require("ember.generate").generate(m, prompt, {max_new_tokens = 5, strategy = "sample",
+--   top_p = 0.9, repetition_penalty = 1.2, num_return_sequences = 2, prompt_padding_mask = prompt:eq(1)})
+-- print(ids.shape)   --> ember.Size{4, 8}
 function generate.generate(model, prompt, opts)
   opts = check_names(opts, GEN_OPTS, "generate")
   local stop = check_generate(model, prompt, opts)
