@@ -138,8 +138,7 @@ static void blas_choose(const blas_dyn *d, const char *name) {
 ** it: its own choice (a name it cannot know) differs from `name`. */
 static bool blas_take(const blas_dyn *d, const char *name) {
   const char *was = getenv("OPENBLAS_CORETYPE");
-  char saved[64];
-  if (was) snprintf(saved, sizeof saved, "%s", was);
+  char *saved = was ? strdup(was) : NULL; /* setenv below frees was */
   blas_choose(d, name);
   bool took = strcasecmp(openblas_get_corename(), name) == 0;
   if (sim_guess && took) {
@@ -148,8 +147,9 @@ static bool blas_take(const blas_dyn *d, const char *name) {
     if (took) blas_choose(d, name);
   }
   if (sim_guess && !took) blas_choose(d, sim_guess);
-  if (was) setenv("OPENBLAS_CORETYPE", saved, 1);
+  if (saved) setenv("OPENBLAS_CORETYPE", saved, 1);
   else unsetenv("OPENBLAS_CORETYPE");
+  free(saved);
   return took;
 }
 
