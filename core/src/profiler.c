@@ -21,6 +21,7 @@
 #define EM_PROF_MAX_EVENTS ((int64_t)1 << 21) /* 2M spans, about 150 MB */
 #define EM__PROF_SLOTS 4                      /* backends wrapped; more run unprofiled */
 #define EM__PROF_DEPTH 64                     /* open spans per thread */
+#define EM__PROF_KIND_DEPTH 4096              /* ... whose kind (backward or not) is kept */
 
 _Atomic bool em__prof_on;
 
@@ -45,12 +46,16 @@ static em_backend prof_vt[EM__PROF_SLOTS];
 static bool prof_wrapped[EM__PROF_SLOTS];
 
 /* This thread's open spans: indices into prof_ev (-1 for one past the
-** buffer's limit, still closed in order), and whether each is a backward. */
+** buffer's limit, still closed in order; the parent of a span past
+** EM__PROF_DEPTH is the innermost one kept), and, one bit each, whether
+** each is a backward: kept far deeper, so that a backward opened past
+** EM__PROF_DEPTH still ends its phase when it closes (`backward` counts
+** the open ones below EM__PROF_KIND_DEPTH). */
 static _Thread_local struct {
   unsigned gen;
   int tid, depth, backward;
   int64_t open[EM__PROF_DEPTH];
-  bool open_bw[EM__PROF_DEPTH];
+  uint64_t open_bw[EM__PROF_KIND_DEPTH / 64];
 } prof_self;
 
 /* prof_begin's answer when it opened nothing (not recording): prof_end
@@ -132,12 +137,17 @@ static int64_t begin_locked(const char *name, em_prof_kind kind, const char *dev
   } else {
     prof_dropped++;
   }
-  if (prof_self.depth < EM__PROF_DEPTH) {
-    prof_self.open[prof_self.depth] = i;
-    prof_self.open_bw[prof_self.depth] = kind == EM_PROF_BACKWARD;
+  const int d = prof_self.depth++;
+  if (d < EM__PROF_DEPTH) prof_self.open[d] = i;
+  if (d < EM__PROF_KIND_DEPTH) {
+    const uint64_t bit = (uint64_t)1 << (d % 64);
+    if (kind == EM_PROF_BACKWARD) {
+      prof_self.open_bw[d / 64] |= bit;
+      prof_self.backward++;
+    } else {
+      prof_self.open_bw[d / 64] &= ~bit;
+    }
   }
-  prof_self.depth++;
-  if (kind == EM_PROF_BACKWARD) prof_self.backward++;
   if (i >= 0) prof_ev[i].start_ns = now_ns();
   return i;
 }
@@ -162,7 +172,8 @@ static void prof_end(int64_t i, int64_t bytes, double flops, const char *impl) {
   self_sync();
   if (gen == prof_gen && prof_self.depth > 0) {
     const int d = --prof_self.depth;
-    if (d < EM__PROF_DEPTH && prof_self.open_bw[d] && prof_self.backward > 0) prof_self.backward--;
+    if (d < EM__PROF_KIND_DEPTH && (prof_self.open_bw[d / 64] >> (d % 64) & 1) && prof_self.backward > 0)
+      prof_self.backward--;
     if (i >= 0 && i < prof_n && prof_ev[i].dur_ns < 0) {
       em_prof_event *e = &prof_ev[i];
       e->dur_ns = t - e->start_ns;

@@ -313,3 +313,19 @@ for _, e in ipairs(prof.events) do io.write(e.name, "@", e.device, " ") end
     assert.are.equal("copy_h2d@cuda copy_d2d@cuda copy_d2h@cuda ", out)
   end)
 end)
+
+describe("spans nested past the profiler's 64 open spans per thread", function()
+  it("a backward run there ends its phase (later forward ops were marked backward)", function()
+    local w = ember.randn(3):requires_grad_()
+    local function nest(n)
+      local r <close> = ember.profiler.range("level " .. n)
+      if n == 0 then (w * 2):sum():backward() else nest(n - 1) end
+    end
+    local prof = ember.profile(function() nest(70); ember.ones(2):exp() end)
+    assert.are.equal("forward", row(prof, "exp", "forward") and "forward")
+    assert.is_nil(row(prof, "exp", "backward"))
+    -- the backward's own kernels, opened deeper still, keep its phase
+    assert.truthy(row(prof, "affine_grad", "backward"))
+    assert.is_nil(row(prof, "affine_grad", "forward"))
+  end)
+end)
