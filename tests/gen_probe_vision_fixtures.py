@@ -210,6 +210,20 @@ def pool_cases():
     C(case("adaptivemax2d", "AdaptiveMaxPool2d", [[3, 2]], None, (2, 2, 7, 5)))
     C(case("adaptivemax2d_none", "AdaptiveMaxPool2d", [[False, 2]], None, (2, 3, 5), targs=[(None, 2)]))
     C(case("adaptiveavg2d_none", "AdaptiveAvgPool2d", [[4, False]], None, (1, 2, 7, 3), targs=[(4, None)]))
+    # ties (ReLU's zeros, small integers): the gradient and the index go to the first largest, row-major
+    ties = lambda *shape: torch.randint(0, 3, shape).double()
+    C(case("ties_maxpool2d", "MaxPool2d", [3], {"stride": 2, "padding": 1, "return_indices": True}, None,
+           leaf=ties(2, 2, 7, 6)))
+    C(case("ties_maxpool2d_relu", "MaxPool2d", [2], {"return_indices": True}, None,
+           leaf=torch.randn(2, 3, 6, 6).clamp(min=0)))
+    C(case("ties_maxpool1d", "MaxPool1d", [3], {"stride": 1, "dilation": 2, "return_indices": True}, None,
+           leaf=ties(2, 2, 9)))
+    C(case("ties_maxpool3d", "MaxPool3d", [2], {"stride": 1, "return_indices": True}, None, leaf=ties(1, 2, 3, 4, 3)))
+    C(case("ties_adaptivemax2d", "AdaptiveMaxPool2d", [[2, 3]], None, None, leaf=ties(2, 2, 5, 7)))
+    C(case("ties_adaptivemax1d", "AdaptiveMaxPool1d", [3], None, None, leaf=ties(2, 2, 8)))
+    C(case("ties_adaptivemax2d_larger", "AdaptiveMaxPool2d", [[5, 4]], None, None, leaf=ties(1, 2, 3, 3)))
+    C(case("ties_adaptivemax2d_global", "AdaptiveMaxPool2d", [1], None, None, leaf=ties(2, 3, 4, 5)))
+    C(case("ties_adaptivemax3d", "AdaptiveMaxPool3d", [2], None, None, leaf=ties(1, 2, 4, 3, 5)))
     C(case("adaptivemax1d", "AdaptiveMaxPool1d", [3], None, (2, 2, 8)))
     C(case("adaptivemax3d", "AdaptiveMaxPool3d", [2], None, (1, 2, 5, 4, 3)))
     return cs

@@ -4,8 +4,10 @@
 -- (an entry false, or a first nil, keeps that dim's size: PyTorch's None);
 -- the bins are `nn.AdaptiveAvgPool2d`'s (output row i, 0-based, takes
 -- input rows floor(i H / oh) to ceil((i + 1) H / oh) - 1). The gradient
--- goes to the largest value of each bin. `return_indices` is not supported.
--- Composed from narrow and max, one per output row and column.
+-- goes to the largest value of each bin, the first in the bin's row-major
+-- order where several are equal (PyTorch's). `return_indices` is not supported.
+-- Composed from index_select (each bin's rows, then columns) and one max
+-- (nn/_pool.lua's adaptive_max; nn.AdaptiveMaxPool3d's too).
 -- Errors name nn.AdaptiveMaxPool2d: a bad output_size, an input that is not 3-d or 4-d or has an empty
 -- dim (but the batch's; PyTorch refuses it too).
 -- @usage local gmp = nn.AdaptiveMaxPool2d(1)   -- global max pool

@@ -663,6 +663,7 @@ local function adaptive3(who, how, x, output_size, ...)
     errors.raise("%s: output_size must be a positive integer or a table of three (false: that dim's size, PyTorch's "
       .. "None), got %s", who, conv.fmt(output_size))
   end
+  if how == "max" then return unbatch(pool.adaptive_max(xb, { out[1] or false, out[2] or false, out[3] or false })) end
   local y = xb
   for i = 1, 3 do y = pool.adaptive_mean(y, 2 + i, out[i] or xb.shape[2 + i], how) end
   return unbatch(y)

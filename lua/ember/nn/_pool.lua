@@ -125,10 +125,50 @@ function M.check_adaptive_input(who, x, nd)
   end
 end
 
+-- xb [N, C, *spatial] (2 or 3 spatial dims) max-pooled to o (one size per spatial dim; false:
+-- that dim's size) adaptive bins, as PyTorch's adaptive_max_pool2d/3d: the largest value of each
+-- bin, its gradient to the first largest in the bin's row-major order (dim by dim, as the
+-- separable max, it went to another of equal values). Each dim's bins are gathered as windows
+-- of the largest bin's length K (a shorter bin repeats its last element, which comes after it
+-- in that order), then one max over the K_1 K_2 ... positions of each bin.
+function M.adaptive_max(xb, o)
+  local nd, N, C = xb.ndim - 2, xb.shape[1], xb.shape[2]
+  local outs, Ks, view, same, ones = {}, {}, { N, C }, true, true
+  for d = 1, nd do
+    outs[d] = o[d] or xb.shape[2 + d]
+    same, ones = same and outs[d] == xb.shape[2 + d], ones and outs[d] == 1
+  end
+  if same then return xb end
+  if ones then -- a global max pool: one max over each plane
+    for d = 1, nd do view[2 + d] = 1 end
+    return (xb:reshape({ N, C, -1 }):max(3)):reshape(view)
+  end
+  local y = xb
+  for d = 1, nd do
+    local n, out, K = xb.shape[2 + d], outs[d], 0
+    for i = 0, out - 1 do K = math.max(K, -((-(i + 1) * n) // out) - (i * n) // out) end
+    local idx = {}
+    for i = 0, out - 1 do
+      local a, b = (i * n) // out, -((-(i + 1) * n) // out)
+      for t = 0, K - 1 do idx[#idx + 1] = math.min(a + t, b - 1) + 1 end
+    end
+    y = y:index_select(2 + d, ember.tensor(idx, { dtype = "int64", device = xb.device }))
+    Ks[d] = K
+    view[#view + 1], view[#view + 2] = out, K
+  end
+  -- [N, C, o1 K1, o2 K2, ...] -> [N, C, o1, o2, ..., K1 K2 ...]: each bin's positions in row-major order
+  local perm, shape, k = { 1, 2 }, { N, C }, 1
+  for d = 1, nd do perm[#perm + 1], shape[#shape + 1] = 1 + 2 * d, outs[d] end
+  for d = 1, nd do perm[#perm + 1], k = 2 + 2 * d, k * Ks[d] end
+  shape[#shape + 1] = k
+  return (y:reshape(view):permute(table.unpack(perm)):reshape(shape):max(nd + 3))
+end
+
 -- xb [N, C, H, W] pooled to o = {oh, ow} adaptive bins (false: that dim's
 -- size) by `how` ("mean" or "max"): the adaptive pools' (modules' and
 -- nn.functional's) rule.
 function M.adaptive2d(xb, o, how)
+  if how == "max" then return M.adaptive_max(xb, o) end
   return M.adaptive_mean(M.adaptive_mean(xb, 3, o[1] or xb.shape[3], how), 4, o[2] or xb.shape[4], how)
 end
 
