@@ -449,6 +449,24 @@ def functional_cases():
             ["@x", None, None, "@w", "@b", True, 0.1, 1e-4]))
     C(fcase("f_interpolate_positional", "interpolate", {"x": r(1, 2, 3, 4)}, ["@x", None, 1.5, "bilinear", True]))
     C(fcase("f_interpolate_area", "interpolate", {"x": r(1, 2, 7, 5)}, ["@x", [3, 2], None, "area"]))
+    C(fcase("f_interpolate_bicubic_ac", "interpolate", {"x": r(1, 2, 4, 3)}, ["@x", [7, 5], None, "bicubic", True]))
+    C(fcase("f_interpolate_bicubic_down", "interpolate", {"x": r(1, 2, 9, 7)}, ["@x", None, [0.45, 0.6], "bicubic"]))
+    C(fcase("f_interpolate_trilinear_ac", "interpolate", {"x": r(1, 2, 3, 2, 4)},
+            ["@x", None, [1.5, 2, 0.75], "trilinear", True]))
+    C(fcase("f_interpolate_linear_down", "interpolate", {"x": r(2, 2, 9)}, ["@x", 4, None, "linear"]))
+    C(fcase("f_interpolate_nearest_3d", "interpolate", {"x": r(2, 2, 5)}, ["@x", None, 2.3, "nearest"]))
+    C(fcase("f_interpolate_nearest_5d", "interpolate", {"x": r(1, 1, 2, 3, 3)}, ["@x", [3, 5, 2], None, "nearest"]))
+    C(fcase("f_interpolate_recompute", "interpolate", {"x": r(1, 2, 5, 4)},
+            ["@x", None, 1.7, "bilinear", False, True]))
+    C(fcase("f_interpolate_area_1d", "interpolate", {"x": r(2, 3, 10)}, ["@x", 4, None, "area"]))
+    C(fcase("f_interpolate_nearest_exact_down", "interpolate", {"x": r(1, 2, 7, 9)},
+            ["@x", [3, 4], None, "nearest-exact"]))
+    C(fcase("f_fractional_max_pool2d", "fractional_max_pool2d", {"x": r(2, 3, 9, 8), "u": torch.rand(2, 3, 2)},
+            ["@x", [3, 2], [4, 5], None, True, "@u"], grad=("x",)))
+    C(fcase("f_fractional_max_pool2d_ratio", "fractional_max_pool2d", {"x": r(1, 2, 10, 7), "u": torch.rand(1, 2, 2)},
+            ["@x", 2, None, [0.5, 0.7], False, "@u"], grad=("x",)))
+    C(fcase("f_fractional_max_pool3d", "fractional_max_pool3d", {"x": r(1, 2, 6, 7, 5), "u": torch.rand(1, 2, 3)},
+            ["@x", 2, [3, 4, 3], None, True, "@u"], grad=("x",)))
     C(fcase("f_pixel_shuffle", "pixel_shuffle", {"x": r(1, 8, 2, 3)}, ["@x", 2]))
     C(fcase("f_pixel_unshuffle", "pixel_unshuffle", {"x": r(2, 2, 4, 6)}, ["@x", 2]))
     return cs
