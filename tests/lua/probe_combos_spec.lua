@@ -519,6 +519,44 @@ describe("cached decoding equals the full causal pass", function()
     end)
   end
 
+  it("cross-attention over a memory: variants that read no query position equal the full pass, step by step", function()
+    for _, c in ipairs { { "standard", {} }, { "softcap", { cap = 1 } }, { "sinks", {} }, { "linear", {} } } do
+      ember.manual_seed(5)
+      local o = { d_model = 8, heads = 4, kv_heads = 2, attention = c[1], dtype = "float64", kdim = 6, vdim = 6 }
+      for k, v in pairs(c[2]) do o[k] = v end
+      local m = nn.MultiHeadAttention(o)
+      randomize(m)
+      m:eval()
+      local x, mem = ember.randn({ 2, 4, 8 }, f64), ember.randn({ 2, 5, 6 }, f64)
+      local mpad = c[1] ~= "linear" and PADDING:narrow(2, 1, 5) or nil
+      local full = m(x, mem, { key_padding_mask = mpad })
+      local cache, parts = {}, {}
+      for t = 1, 4 do parts[t] = m:forward_cached(x:narrow(2, t, 1), cache, { memory = mem, key_padding_mask = mpad }) end
+      close("cross cached " .. c[1], ember.cat(parts, 2), full, 1e-12)
+    end
+  end)
+
+  it("cross-attention that reads the query's position is refused by cached decoding (it computed something else)", function()
+    -- forward places cross-attention queries at the memory's end from the whole target's length
+    -- (bottom-right); a step of one token sat at the end each time: 0.01-0.6 off, silently
+    local mem = ember.randn(1, 4, 8)
+    for _, o in ipairs { { rope = true }, { attention = "relpos" }, { attention = "local", window_left = 1, window_right = 1 },
+                         { attention = "alibi_lua" }, { attention = "window_lua" } } do
+      o.d_model, o.heads = 8, 4
+      local m = nn.MultiHeadAttention(o)
+      m:eval()
+      raises_here(function() m:forward_cached(ember.randn(1, 1, 8), {}, { memory = mem }) end,
+        "MultiHeadAttention.forward_cached: cross-attention with " .. (o.rope and "rope = true" or ("attention '" .. o.attention .. "'"))
+        .. " reads the query's position")
+    end
+    -- through a decoder layer, at the caller's line; without a cache it runs
+    local layer = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, cross_attention = "relpos" })
+    layer:eval()
+    local x = ember.randn(1, 3, 8)
+    assert.are.same(ember.Size { 1, 3, 8 }, layer(x, mem).shape)
+    raises_here(function() layer(x:narrow(2, 1, 1), mem, { cache = {} }) end, "use_cache = false")
+  end)
+
   it("under autocast, with rope and kv_heads, the same bits", function()
     for _, att in ipairs { "standard", "alibi_lua", "local" } do
       ember.manual_seed(3)

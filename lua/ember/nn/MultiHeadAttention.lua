@@ -35,6 +35,7 @@ local Linear = require "ember.nn.Linear"
 local Attention = require "ember.nn.Attention"
 local kv_cache = require "ember.nn._kv_cache"
 local checkpointing = require "ember.nn.activation_checkpoint"
+local trace_dep_q = require("ember._trace").DEP.Q
 
 local MHA = Module:extend("MultiHeadAttention")
 
@@ -607,6 +608,24 @@ function MHA:_forward_unbatched(who, query, key, value, opts)
   return y:squeeze(1), w and w:squeeze(1)
 end
 
+-- What makes the output depend on the query's position on the key axis
+-- (a phrase for a message), or nil: rotary positions, a declared window,
+-- block mask or relative bias (local, relpos), a Lua variant's function of q.
+function MHA:_reads_query_position()
+  if self.rope then return "rope = true" end
+  local inst = rawget(self.attn, "_variant")
+  if inst then
+    for _, g in pairs { inst.score_graph or false, inst.mask_graph or false, inst.sink_graph or false } do
+      if g and (g.deps or 0) & trace_dep_q ~= 0 then return ("attention '%s'"):format(self.attention) end
+    end
+    return nil
+  end
+  local ok, d = pcall(self.attn.core.declaration, self.attn.core)
+  if ok and type(d) == "table" and ((d.mask or "none") ~= "none" or (d.bias or "none") ~= "none") then
+    return ("attention '%s'"):format(self.attention)
+  end
+end
+
 --- One step of incremental decoding with a key/value cache.
 --
 -- Self-attention (opts.memory == nil): projects the new tokens x
@@ -618,7 +637,10 @@ end
 -- (cache.pad) for the later steps. A cache belongs to the module that
 -- filled it: another module's call with it is an error.
 -- Cross-attention (opts.memory given): the memory's keys/values are
--- projected on the first call only and kept in the cache.
+-- projected on the first call only and kept in the cache. A cross-attention
+-- that reads the query's position (rope, local, relpos, a Lua variant's
+-- function of q) is refused: forward places the queries by the whole
+-- target's length, which a decoding step does not know.
 -- @tparam Tensor x the new positions [B, Lnew, d_model]
 -- @tparam table cache a plain table, empty ({}) at a sequence's first step
 -- @tparam[opt] table opts `memory`, `key_padding_mask` (bool, true = padding:
@@ -653,6 +675,14 @@ function MHA:forward_cached(x, cache, opts)
     if not Module.is_tensor(mem) or mem.ndim ~= 3 or mem.shape[1] ~= x.shape[1] or mem.shape[3] ~= self.kdim then
       errors.raise("%s: memory must be [B=%d, Lm, kdim=%d], got %s", who, x.shape[1], self.kdim,
         Module.is_tensor(mem) and shape_str(mem) or type(mem))
+    end
+    local reads = self:_reads_query_position()
+    if reads then
+      errors.raise("%s: cross-attention with %s reads the query's position, which forward aligns with the memory's "
+        .. "end (bottom-right) from the whole target's length: a decoding step's position differs, so cached decoding "
+        .. "would not compute what forward does. Decode without a cache (generate's use_cache = false), or give the "
+        .. "cross-attention a variant that reads no query position (standard, or a Lua one whose functions read k only)",
+        who, reads)
     end
     kv_cache.claim(cache, self, who)
     if not cache.k then

@@ -9,7 +9,9 @@
 -- cross-attention's variant -- "standard" by default: target and memory
 -- positions are unrelated, so relative or windowed positions between them
 -- mean nothing, and their bottom-right alignment would shift every earlier
--- token's view of the memory as the target grows -- and cross=false for a
+-- token's view of the memory as the target grows (decoding with a cache
+-- refuses such a cross-attention: a step cannot know the whole target's
+-- length) -- and cross=false for a
 -- decoder-only layer (no memory, no cross-attention).
 --
 -- forward(x, memory [, opts]); opts: causal (default true -- false when a tgt
