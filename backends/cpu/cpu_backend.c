@@ -335,10 +335,11 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
         snprintf(buf, n, "gemm: onednn %s; gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; "
                  "kernels: %s, computing in float32; rounding to bfloat16: %s", impl, v512, cpu_bgemm_path(), conv,
                  own, round);
-      else
-        snprintf(buf, n, "gemm: %s (onednn %s or openblas by shape); gemv: openblas sgemv; attention: %s; "
-                 "conv: %s; kernels: %s; blas: %s", cpu_gemm_f32_rule(), impl, cpu_tile_gemm_path(), conv, own,
-                 blas);
+      else {
+        char gemm[320];
+        snprintf(buf, n, "%s; attention: %s; conv: %s; kernels: %s; blas: %s",
+                 cpu_gemm_f32_parts(impl, gemm, sizeof gemm), cpu_tile_gemm_path(), conv, own, blas);
+      }
       return append_programs(buf, n);
     case EM_F64:
       snprintf(buf, n, "gemm: openblas; gemv: openblas dgemv; kernels: %s; blas: %s", own, blas);
@@ -368,6 +369,8 @@ static const em_backend cpu_backend = {
   .fill = cpu_fill,
   .unary = cpu_unary,
   .unary_backward = cpu_unary_backward,
+  .gated = cpu_gated,
+  .gated_backward = cpu_gated_backward,
   .binary = cpu_binary,
   .where = cpu_where,
   .reduce = cpu_reduce,

@@ -251,12 +251,20 @@ bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, i
   return (double)m * (double)n * (double)k * (double)batch >= DNNL_F32_MIN_MNK;
 }
 
-const char *cpu_gemm_f32_rule(void) {
+const char *cpu_gemm_f32_parts(const char *impl, char *buf, size_t n) {
+  const char *e = getenv("EMBER_CPU_SGEMM");
   switch (f32_forced()) {
-    case 1: return "openblas (EMBER_CPU_SGEMM)";
-    case 2: return "onednn (EMBER_CPU_SGEMM)";
-    default: return "onednn from 2^21 multiply-adds per call, openblas below and for gemv";
+    case 1: snprintf(buf, n, "gemm: openblas, forced by EMBER_CPU_SGEMM; gemv: openblas sgemv"); break;
+    case 2: /* gemv too (cpu_gemm's dispatch) */
+      snprintf(buf, n, "gemm: onednn %s, forced by EMBER_CPU_SGEMM; gemv: onednn %s, forced by EMBER_CPU_SGEMM", impl,
+               impl);
+      break;
+    default:
+      snprintf(buf, n, "gemm: onednn from 2^21 multiply-adds per call, openblas below and for gemv (onednn %s or "
+               "openblas by shape)%s%.16s%s; gemv: openblas sgemv", impl, e && *e ? ", EMBER_CPU_SGEMM=" : "",
+               e && *e ? e : "", e && *e ? " is not openblas or onednn" : "");
   }
+  return buf;
 }
 
 /* Elements from the first to one past the last of a batch of row-major

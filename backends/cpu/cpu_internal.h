@@ -173,6 +173,11 @@ em_status cpu_unary(int device, em_unary_op op, const em_kview *out, const em_kv
 em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n, void *gx,
                              const void *gy, const void *x, const void *y, double alpha,
                              double beta);
+/* out = act(gate) * up and its gradients (cpu_unary.c; em_backend.gated) */
+em_status cpu_gated(int device, em_unary_op act, em_dtype dt, int64_t n, void *out,
+                    const void *gate, const void *up);
+em_status cpu_gated_backward(int device, em_unary_op act, em_dtype dt, int64_t n, void *dgate,
+                             void *dup, const void *dout, const void *gate, const void *up);
 
 /* cpu_reduce.c */
 em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_t *idx,
@@ -188,9 +193,10 @@ em_status cpu_gemm_bias(int device, em_dtype dt, bool ta, bool tb, int64_t m, in
                         const void *bias, void *c, int64_t ldc);
 
 /* Whether a float32 product goes to oneDNN rather than OpenBLAS, and the
-** rule in words. */
+** rule in words: cpu_info's "gemm: ...; gemv: ..." parts, `impl` naming
+** oneDNN's implementation. */
 bool cpu_gemm_f32_uses_dnnl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch);
-const char *cpu_gemm_f32_rule(void);
+const char *cpu_gemm_f32_parts(const char *impl, char *buf, size_t n);
 /* cpu_blas.c: checks the core OpenBLAS chose against this CPU and has it
 ** choose again when the core is older and the user did not set one (at
 ** plugin init, before any product); cpu_blas_info says what runs and why. */

@@ -59,6 +59,12 @@ local info = ember.cpu_info()
 print("float32=" .. info.float32)
 print("bfloat16=" .. info.bfloat16)
 print("blas=" .. info.blas)
+-- what the profiler says computed a product (from the same line)
+local a, b = ember.randn(300, 300), ember.randn(300, 300)
+local prof <close> = ember.profiler.start()
+a:matmul(b)
+prof:stop()
+for _, r in ipairs(prof:stats()) do if r.name == "gemm" then print("profiler=" .. tostring(r.impl)) end end
 ]]
 
 local script = os.tmpname()
@@ -116,8 +122,11 @@ local CASES = {
     needs = {"avx2", "fma"}},
   {"EMBER_CPU_TILE_GEMM=plain", "float32", "attention: plain (GNU C vectors, 4x8 blocks, forced by EMBER_CPU_TILE_GEMM)"},
   {"EMBER_CPU_TILE_GEMM=blas", "float32", "attention: blas (OpenBLAS sgemm, forced by EMBER_CPU_TILE_GEMM)"},
-  {"EMBER_CPU_SGEMM=openblas", "float32", "gemm: openblas (EMBER_CPU_SGEMM)"},
-  {"EMBER_CPU_SGEMM=onednn", "float32", "gemm: onednn (EMBER_CPU_SGEMM)"},
+  {"EMBER_CPU_SGEMM=openblas", "float32", "gemm: openblas, forced by EMBER_CPU_SGEMM; gemv: openblas sgemv",
+    profiler = "^openblas, forced by EMBER_CPU_SGEMM; openblas core "},
+  -- one row or column goes to oneDNN too
+  {"EMBER_CPU_SGEMM=onednn", "float32", "gemm: onednn (.-), forced by EMBER_CPU_SGEMM; gemv: onednn %1, forced by "
+    .. "EMBER_CPU_SGEMM;", pattern = true, profiler = "^onednn .-, forced by EMBER_CPU_SGEMM$"},
   {"EMBER_CPU_BF16=plain", "bfloat16", "rounding to bfloat16: plain (the scalar rule in vector clones), EMBER_CPU_BF16=plain",
     exact = true},
   {"EMBER_CPU_BF16=avx512", "bfloat16", "rounding to bfloat16: avx512f (integer rounding), EMBER_CPU_BF16=avx512",
@@ -150,14 +159,16 @@ describe("the CPU backend's forced paths", function()
       end
       if c[1]:find("^OPENBLAS") and not openblas then return pending("the CPU backend is not on OpenBLAS") end
       local got, info = child(c[1])
-      assert.truthy(info[c[2]] and info[c[2]]:find(c[3], 1, true), ("%s: cpu_info().%s is %s"):format(c[1], c[2],
-        tostring(info[c[2]])))
+      assert.truthy(info[c[2]] and info[c[2]]:find(c[3], 1, not c.pattern), ("%s: cpu_info().%s is %s")
+        :format(c[1], c[2], tostring(info[c[2]])))
+      if c.profiler then assert.truthy(info.profiler:find(c.profiler), c[1] .. ": the profiler says " .. info.profiler) end
       compare(c[1], got, default, c.exact)
     end)
   end
 
   it("a variable's value that is not a path is named, and the default runs", function()
-    local got, info = child("EMBER_CPU_BF16=fast EMBER_CPU_BF16_DOT=fast EMBER_CPU_TILE_GEMM=fast")
+    local got, info = child("EMBER_CPU_BF16=fast EMBER_CPU_BF16_DOT=fast EMBER_CPU_TILE_GEMM=fast EMBER_CPU_SGEMM=fast")
+    assert.truthy(info.float32:find("EMBER_CPU_SGEMM=fast is not openblas or onednn", 1, true), info.float32)
     assert.truthy(info.bfloat16:find("EMBER_CPU_BF16=fast is not plain or avx512", 1, true), info.bfloat16)
     if has("avx512_bf16") then
       assert.truthy(info.bfloat16:find("EMBER_CPU_BF16_DOT=fast is not plain", 1, true), info.bfloat16)
