@@ -92,12 +92,15 @@ local function check_names(opts, known, who)
 end
 
 -- The position of one row's sample among its first n probabilities (a Lua
--- list, most likely first when top_p is given), with top-p: the smallest
--- set of most likely tokens whose probability reaches top_p (the first
--- token past it included), as Hugging Face.
-local function sample_row(probs, n, top_p, u)
-  local total = 0
-  for i = 1, n do total = total + probs[i] end
+-- list, most likely first when top_p is given; `total`, when given, is the
+-- whole row's sum, of which these are the most likely), with top-p: the
+-- smallest set of most likely tokens whose probability reaches top_p (the
+-- first token past it included), as Hugging Face.
+local function sample_row(probs, n, top_p, u, total)
+  if not total then
+    total = 0
+    for i = 1, n do total = total + probs[i] end
+  end
   if not (total > 0) then return nil end -- every logit -inf (or NaN): nothing to draw
   if top_p then
     local acc, keep = 0, 0
@@ -114,6 +117,26 @@ local function sample_row(probs, n, top_p, u)
     if probs[i] > 0 then last = i end
   end
   return last -- (u * total rounded up to the sum: the last token that can be drawn)
+end
+
+-- Per row [B, 1], a probability that every token top-k / top-p can keep
+-- reaches, so that only those are sorted (ember's sort of a 128k
+-- vocabulary costs ~15 ms a row); nil: sort them all.
+local function keep_bound(probs, k, p)
+  if k then
+    -- below the k-th largest: the first of max, max / 16, max / 256, ... that k tokens reach
+    local t = probs:amax(2, true)
+    for _ = 1, 16 do
+      local enough = probs:ge(t):sum(2, true):ge(k)
+      if enough:all():item() then return t end
+      t = ember.where(enough, t, t / 16)
+    end
+    return nil
+  end
+  -- a token the nucleus keeps has less than top_p before it, so it and the
+  -- tokens after it (at most V, none more likely) hold over 1 - top_p of the
+  -- total: it is more likely than (1 - top_p) / V of it (halved: a margin for rounding)
+  return probs:sum(2, true) * ((1 - p) / probs.shape[2] / 2)
 end
 
 local function check_values(opts)
@@ -144,29 +167,42 @@ local function pick(logits, opts)
   if strategy == "greedy" then return logits:argmax(-1, true) end
   local probs = (logits:double() / t):softmax(-1)
   local B, V = probs.shape[1], probs.shape[2]
-  local order, counts -- ids by decreasing probability, and how many each row keeps
-  if (k and k < V) or p then
-    -- ember's sort is stable: equal probabilities keep the lower id first.
-    -- (A Lua table.sort per row took ~0.1 s at a 128k vocabulary.)
-    probs, order = probs:sort(2, true)
-    if k and k < V then
-      -- as Hugging Face's top-k: every token as likely as the k-th is kept
-      counts = probs:ge(probs:narrow(2, k, 1)):sum(2):totable()
-      local most = k
-      for _, c in ipairs(counts) do most = math.max(most, c) end
-      probs, order = probs:narrow(2, 1, most), order:narrow(2, 1, most)
-    end
-    order = order:totable()
-  end
-  probs = probs:totable()
+  if k and k >= V then k = nil end
   local u = ember.rand(B, { dtype = "float64" }):totable()
   local ids = {}
-  for b, row in ipairs(probs) do
-    local at = sample_row(row, counts and counts[b] or #row, p, u[b])
+  if not (k or p) then
+    for b, row in ipairs(probs:totable()) do
+      ids[b] = { sample_row(row, V, nil, u[b]) }
+      if not ids[b][1] then
+        error(("generate: row %d has no token to sample: its logits are all -inf or NaN"):format(b))
+      end
+    end
+    return ember.tensor(ids, { dtype = "int64", device = logits.device })
+  end
+  -- the candidates of each row, most likely first; ember's sort is stable:
+  -- equal probabilities keep the lower id first
+  local bound = keep_bound(probs, k, p)
+  local totals = not k and probs:sum(2):totable() -- top-p alone: of the whole row
+  local all_ids = ember.arange(1, V + 1, { dtype = "int64", device = probs.device })
+  for b = 1, B do
+    local row, id_of = probs[b], all_ids
+    if bound then
+      local m = row:ge(bound[b])
+      row, id_of = row:masked_select(m), all_ids:masked_select(m)
+    end
+    local sorted, order = row:sort(1, true)
+    sorted, order = sorted:totable(), order:totable()
+    local n = #sorted
+    if k then
+      -- as Hugging Face's top-k: every token as likely as the k-th is kept
+      n = math.min(k, n)
+      while n < #sorted and sorted[n + 1] == sorted[k] do n = n + 1 end
+    end
+    local at = sample_row(sorted, n, p, u[b], totals and totals[b])
     if not at then
       error(("generate: row %d has no token to sample: its logits are all -inf or NaN"):format(b))
     end
-    ids[b] = { order and order[b][at] or at }
+    ids[b] = { bound and id_of[order[at]]:item() or order[at] }
   end
   return ember.tensor(ids, { dtype = "int64", device = logits.device })
 end

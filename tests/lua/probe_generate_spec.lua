@@ -120,9 +120,12 @@ describe("generate against Hugging Face's logits processors (PyTorch reference)"
       frequencies(logits:float(), { strategy = "sample", top_k = 2 }, 4000), "float32")
   end)
 
-  it("top-k and top-p sort the vocabulary in C, not with a Lua table.sort per row", function()
+  it("top-k and top-p sort in C, not with a Lua table.sort of the vocabulary per row", function()
     local sort, calls = table.sort, 0
-    table.sort = function(...) calls = calls + 1 return sort(...) end -- luacheck: ignore
+    table.sort = function(t, ...) -- luacheck: ignore
+      if #t > 100 then calls = calls + 1 end -- (small ones: ember's own, e.g. a list of dims)
+      return sort(t, ...)
+    end
     local ok, err = pcall(function()
       local logits = ember.randn(2, 5000)
       generate.pick(logits, { strategy = "sample", top_p = 0.9 })
@@ -131,6 +134,60 @@ describe("generate against Hugging Face's logits processors (PyTorch reference)"
     table.sort = sort -- luacheck: ignore
     assert(ok, err)
     assert.are.equal(0, calls)
+  end)
+end)
+
+describe("sampling sorts only the tokens top-k / top-p can keep", function()
+  -- the draw of one row from u, with the whole vocabulary sorted in Lua
+  local function reference(probs, total, k, p, u)
+    local ids = {}
+    for i = 1, #probs do ids[i] = i end
+    table.sort(ids, function(a, b)
+      if probs[a] ~= probs[b] then return probs[a] > probs[b] end
+      return a < b
+    end)
+    local n = #ids
+    if k and k < n then
+      n = k
+      while n < #ids and probs[ids[n + 1]] == probs[ids[k]] do n = n + 1 end
+      total = 0
+      for i = 1, n do total = total + probs[ids[i]] end
+    end
+    if p then
+      local acc, keep = 0, 0
+      for i = 1, n do
+        if acc >= p * total then break end
+        acc, keep = acc + probs[ids[i]], i
+      end
+      n, total = keep, acc
+    end
+    local acc = 0
+    for i = 1, n do
+      acc = acc + probs[ids[i]]
+      if u * total < acc then return ids[i] end
+    end
+    return ids[n]
+  end
+
+  it("draw for draw as sorting the whole vocabulary, peaked and flat rows, ties", function()
+    ember.manual_seed(8)
+    local B, V = 48, 3000
+    local logits = ember.randn(B, V, { dtype = "float64" }) * ember.linspace(0.5, 6, B, { dtype = "float64" }):view(B, 1)
+    logits = logits:round() -- ties
+    for _, o in ipairs { { top_p = 0.9 }, { top_p = 0.5, temperature = 0.7 }, { top_k = 40 }, { top_k = 1 },
+                         { top_k = 200, top_p = 0.95 }, { top_p = 1 }, { top_k = 2999 } } do
+      o.strategy = "sample"
+      ember.manual_seed(21)
+      local got = generate.pick(logits, o):view(-1):totable()
+      ember.manual_seed(21)
+      local u = ember.rand(B, { dtype = "float64" }):totable()
+      local probs = (logits / (o.temperature or 1)):softmax(-1)
+      local totals, rows = probs:sum(2):totable(), probs:totable()
+      for b = 1, B do
+        assert.are.equal(reference(rows[b], totals[b], o.top_k, o.top_p, u[b]), got[b],
+          ("row %d, top_k %s, top_p %s"):format(b, tostring(o.top_k), tostring(o.top_p)))
+      end
+    end
   end)
 end)
 
