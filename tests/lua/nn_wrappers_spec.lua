@@ -170,7 +170,7 @@ describe("nn.MaxPool3d with return_indices and nn.MaxUnpool3d against torch", fu
     raises_here(function() nn.MaxUnpool3d(2)(ember.randn(2, 2, 2), idx) end,
       "nn.functional.max_unpool3d: expected an input [N, C, D, H, W] or [C, D, H, W], got shape [2, 2, 2]")
     raises_here(function() nn.MaxUnpool3d(2)(ember.randn(1, 2, 2, 1, 2), idx:float()) end, "indices must be int64")
-    raises_here(function() nn.MaxPool3d(2, { return_indices = 1 }) (x) end, "nn.functional.max_pool3d: return_indices must be true or false, got 1")
+    raises_here(function() nn.MaxPool3d(2, { return_indices = 1 }) (x) end, "MaxPool3d.forward: return_indices must be true or false, got 1")
     raises_here(function() F.max_pool3d_with_indices(x, 2, { return_indices = false }) end, "return_indices is always true here")
     raises_here(function() F.avg_pool3d(x, 2, { return_indices = true }) end, "nn.functional.avg_pool3d: unknown option 'return_indices'")
   end)
