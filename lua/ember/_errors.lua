@@ -18,7 +18,9 @@
 --   -- errors.shape_str(t): a shape as messages write it
 --   print(errors.shape_str(ember.zeros(2, 3)), errors.shape_str(ember.tensor(1)))   --> [2, 3] []
 --   -- errors.wrap(fn): fn whose errors (also those of C functions it calls,
---   -- which name the library line) move to the user's line
+--   -- which name the library line) move to the user's line; errors.wrap(forward, true)
+--   -- for a module's forward also names it in the errors of the nn.functional
+--   -- function it calls ("nn.functional.unfold: ..." -> "Unfold.forward: ...")
 --   local view5 = errors.wrap(function(t) return t:view(5) end)
 --   print(pcall(view5, ember.zeros(2, 3)))          --> false ...: ember.view: shape [5] is invalid ... [2, 3] ...
 local M = {}
@@ -93,7 +95,22 @@ local function pass_or_raise(ok, ...)
   error(msg, 0) -- already at a user's line (a callback of theirs), or not a string
 end
 
-function M.wrap(fn)
+-- pcall's results of a module's forward: an error that an nn.functional function raised on
+-- the module's behalf ("nn.functional.avg_pool1d: ...") names the forward the user called
+-- ("LPPool1d.forward: ...", from self.__name), its position kept.
+local function as_forward(self, ok, ...)
+  if ok then return ok, ... end
+  local msg = ...
+  if type(msg) == "string" and type(self) == "table" and type(self.__name) == "string" then
+    local pos, rest = msg:match("^([^\n:]*:%d+: )(nn%.functional%.[%w_]+: .*)$")
+    if not pos then pos, rest = "", msg:match("^nn%.functional%.[%w_]+: .*$") end
+    if rest then msg = pos .. (rest:gsub("^nn%.functional%.[%w_]+: ", self.__name .. ".forward: ", 1)) end
+  end
+  return false, msg
+end
+
+function M.wrap(fn, forward)
+  if forward then return function(self, ...) return pass_or_raise(as_forward(self, pcall(fn, self, ...))) end end
   return function(...) return pass_or_raise(pcall(fn, ...)) end
 end
 

@@ -213,6 +213,23 @@ describe("bad input: an error naming the module and what was wrong, at the user'
     assert.are.same({ 0, 2, 2, 2 }, nn.AdaptiveAvgPool2d(2)(r(0, 2, 5, 5)).shape)
   end)
 
+  it("modules built on an nn.functional function name themselves (LPPool1d named nn.functional.avg_pool1d)", function()
+    raises_here(function() nn.LPPool1d(2, 2)(r(7)) end,
+      "LPPool1d.forward: expected an input [N, C, L] or [C, L], got shape [7]")
+    raises_here(function() nn.LPPool2d(2, 3)(r(1, 2, 2, 2)) end,
+      "LPPool2d.forward: the window (kernel 3, dilation 1) is larger than the padded input (2 + 2 * 0) along dim 3")
+    raises_here(function() nn.LocalResponseNorm(2)(r(3, 4)) end,
+      "LocalResponseNorm.forward: expected an input [N, C, *] of at least 3 dims, got shape [3, 4]")
+    raises_here(function() nn.ChannelShuffle(2)(r(1, 3, 2, 2)) end,
+      "ChannelShuffle.forward: the channels (3, dim 2 of [1, 3, 2, 2]) must be divisible by groups=2")
+    raises_here(function() nn.Unfold(5)(r(1, 1, 4, 4)) end,
+      "Unfold.forward: the block (kernel 5, dilation 1) is larger than the padded input (4 + 2 * 0)")
+    raises_here(function() nn.Fold({ 4, 4 }, 2)(r(1, 7, 9)) end,
+      "Fold.forward: dim 2 of the input (7) must be divisible by the kernel's size 2 x 2")
+    -- the function itself keeps its name
+    raises_here(function() nn.functional.unfold(r(1, 1, 4, 4), 5) end, "nn.functional.unfold: the block (kernel 5")
+  end)
+
   it("wrong channels, kernels larger than the padded input, groups, ranks (held as they are)", function()
     raises_here(function() nn.Conv2d(3, 4, 3)(r(1, 4, 5, 5)) end,
       "Conv2d.forward: expected 3 input channels (in_channels), got 4 in an input of shape [1, 4, 5, 5]")

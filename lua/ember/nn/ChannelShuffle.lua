@@ -1,6 +1,6 @@
 --- nn.ChannelShuffle(groups): the channels of [N, C, *] regrouped (C = g k: channel g' k + i
 -- goes to i g + g'), as torch.nn.ChannelShuffle (`nn.functional.channel_shuffle`).
--- Errors name nn.ChannelShuffle (its options) at the caller's line; the inputs are checked as nn.functional's.
+-- Errors name nn.ChannelShuffle at the caller's line: its options, and its input (checked as nn.functional's, named ChannelShuffle.forward).
 -- @usage print(nn.ChannelShuffle(2)(ember.randn(1, 4, 2, 2)).shape)   --> ember.Size{1, 4, 2, 2}
 -- @classmod nn.ChannelShuffle
 local error = require("ember._errors").error -- raises at the user's line
@@ -30,6 +30,6 @@ end
 function ChannelShuffle:extra_repr() return ("groups=%d"):format(self.groups) end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
-ChannelShuffle.forward = require("ember._errors").wrap(ChannelShuffle.forward)
+ChannelShuffle.forward = require("ember._errors").wrap(ChannelShuffle.forward, true)
 
 return ChannelShuffle

@@ -1,6 +1,6 @@
 --- nn.Fold(output_size, kernel_size [, {dilation = 1, padding = 0, stride = 1}]): columns
 -- [N, C kh kw, blocks] summed back into [N, C, H, W] (nn.Unfold's adjoint), as torch.nn.Fold (`nn.functional.fold`).
--- Errors name nn.Fold (its options) at the caller's line; the inputs are checked as nn.functional's.
+-- Errors name nn.Fold at the caller's line: its options, and its input (checked as nn.functional's, named Fold.forward).
 -- @usage print(nn.Fold({4, 4}, 2)(ember.randn(1, 12, 9)).shape)   --> ember.Size{1, 3, 4, 4}
 -- @classmod nn.Fold
 local Module = require "ember.nn.Module"
@@ -46,6 +46,6 @@ function Fold:extra_repr()
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
-Fold.forward = require("ember._errors").wrap(Fold.forward)
+Fold.forward = require("ember._errors").wrap(Fold.forward, true)
 
 return Fold

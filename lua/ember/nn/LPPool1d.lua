@@ -1,6 +1,6 @@
 --- nn.LPPool1d(norm_type, kernel_size [, {stride = kernel_size, ceil_mode = false}]): the p-norm
 -- (p = norm_type) of each window, (sum x^p)^(1/p), as torch.nn.LPPool1d (`nn.functional.lp_pool1d`).
--- Errors name nn.LPPool1d (its options) at the caller's line; the inputs are checked as nn.functional's.
+-- Errors name nn.LPPool1d at the caller's line: its options, and its input (checked as nn.functional's, named LPPool1d.forward).
 -- @usage print(nn.LPPool1d(2, 2)(ember.randn(1, 3, 8)).shape)   --> ember.Size{1, 3, 4}
 -- @classmod nn.LPPool1d
 local error = require("ember._errors").error -- raises at the user's line
@@ -52,6 +52,6 @@ function LPPool1d:extra_repr()
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
-LPPool1d.forward = require("ember._errors").wrap(LPPool1d.forward)
+LPPool1d.forward = require("ember._errors").wrap(LPPool1d.forward, true)
 
 return LPPool1d

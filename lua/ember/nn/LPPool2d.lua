@@ -1,6 +1,6 @@
 --- nn.LPPool2d(norm_type, kernel_size [, {stride = kernel_size, ceil_mode = false}]): the p-norm
 -- (p = norm_type) of each window, (sum x^p)^(1/p), as torch.nn.LPPool2d (`nn.functional.lp_pool2d`).
--- Errors name nn.LPPool2d (its options) at the caller's line; the inputs are checked as nn.functional's.
+-- Errors name nn.LPPool2d at the caller's line: its options, and its input (checked as nn.functional's, named LPPool2d.forward).
 -- @usage print(nn.LPPool2d(2, 2)(ember.randn(1, 3, 8, 8)).shape)   --> ember.Size{1, 3, 4, 4}
 -- @classmod nn.LPPool2d
 local Module = require "ember.nn.Module"
@@ -23,6 +23,6 @@ function LPPool2d:forward(x)
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
-LPPool2d.forward = require("ember._errors").wrap(LPPool2d.forward)
+LPPool2d.forward = require("ember._errors").wrap(LPPool2d.forward, true)
 
 return LPPool2d

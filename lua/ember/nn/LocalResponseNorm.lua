@@ -1,6 +1,6 @@
 --- nn.LocalResponseNorm(size [, {alpha = 1e-4, beta = 0.75, k = 1}]): x / (k + alpha mean(x^2
 -- over size neighbouring channels))^beta, as torch.nn.LocalResponseNorm (`nn.functional.local_response_norm`).
--- Errors name nn.LocalResponseNorm (its options) at the caller's line; the inputs are checked as nn.functional's.
+-- Errors name nn.LocalResponseNorm at the caller's line: its options, and its input (checked as nn.functional's, named LocalResponseNorm.forward).
 -- @usage print(nn.LocalResponseNorm(3)(ember.randn(2, 5, 4, 4)).shape)   --> ember.Size{2, 5, 4, 4}
 -- @classmod nn.LocalResponseNorm
 local error = require("ember._errors").error -- raises at the user's line
@@ -48,6 +48,6 @@ function LocalResponseNorm:extra_repr()
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
-LocalResponseNorm.forward = require("ember._errors").wrap(LocalResponseNorm.forward)
+LocalResponseNorm.forward = require("ember._errors").wrap(LocalResponseNorm.forward, true)
 
 return LocalResponseNorm

@@ -1,6 +1,6 @@
 --- nn.Unfold(kernel_size [, {dilation = 1, padding = 0, stride = 1}]): the sliding blocks of
 -- [N, C, H, W] (or [C, H, W]) as columns [N, C kh kw, blocks], as torch.nn.Unfold (`nn.functional.unfold`).
--- Errors name nn.Unfold (its options) at the caller's line; the inputs are checked as nn.functional's.
+-- Errors name nn.Unfold at the caller's line: its options, and its input (checked as nn.functional's, named Unfold.forward).
 -- @usage print(nn.Unfold(2)(ember.randn(1, 3, 4, 4)).shape)   --> ember.Size{1, 12, 9}
 -- @classmod nn.Unfold
 local Module = require "ember.nn.Module"
@@ -44,6 +44,6 @@ function Unfold:extra_repr()
 end
 
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
-Unfold.forward = require("ember._errors").wrap(Unfold.forward)
+Unfold.forward = require("ember._errors").wrap(Unfold.forward, true)
 
 return Unfold
