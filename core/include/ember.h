@@ -678,7 +678,9 @@ EM_API bool em_profiler_enabled(void);
 EM_API em_status em_profiler_push(const char *name);
 EM_API void em_profiler_pop(void);
 /* The spans of the last run, in the order they began; em_profiler_dropped
-** counts those past the buffer's limit (EM_PROF_MAX_EVENTS), not kept. */
+** counts those not kept: past the buffer's limit (EM_PROF_MAX_EVENTS), or
+** nested more than 256 deep in their thread (their time stays in the
+** innermost span kept). */
 EM_API int64_t em_profiler_count(void);
 EM_API const em_prof_event *em_profiler_event(int64_t i);
 EM_API int64_t em_profiler_dropped(void);

@@ -20,7 +20,7 @@
 
 #define EM_PROF_MAX_EVENTS ((int64_t)1 << 21) /* 2M spans, about 150 MB */
 #define EM__PROF_SLOTS 4                      /* backends wrapped; more run unprofiled */
-#define EM__PROF_DEPTH 64                     /* open spans per thread */
+#define EM__PROF_DEPTH 256                    /* open spans per thread; deeper ones are dropped */
 #define EM__PROF_KIND_DEPTH 4096              /* ... whose kind (backward or not) is kept */
 
 _Atomic bool em__prof_on;
@@ -45,12 +45,14 @@ static const em_backend *prof_real[EM__PROF_SLOTS];
 static em_backend prof_vt[EM__PROF_SLOTS];
 static bool prof_wrapped[EM__PROF_SLOTS];
 
-/* This thread's open spans: indices into prof_ev (-1 for one past the
-** buffer's limit, still closed in order; the parent of a span past
-** EM__PROF_DEPTH is the innermost one kept), and, one bit each, whether
-** each is a backward: kept far deeper, so that a backward opened past
-** EM__PROF_DEPTH still ends its phase when it closes (`backward` counts
-** the open ones below EM__PROF_KIND_DEPTH). */
+/* This thread's open spans: indices into prof_ev (-1 for one dropped,
+** still closed in order), and, one bit each, whether each is a backward:
+** kept deeper, so that a backward opened past EM__PROF_DEPTH still ends
+** its phase when it closes (`backward` counts the open ones below
+** EM__PROF_KIND_DEPTH). A span nested past EM__PROF_DEPTH is dropped, as
+** one past the buffer's limit: its time stays in the innermost kept span's
+** self time (kept, it could only hang from that span, beside the spans it
+** sits inside, whose times self time would subtract twice). */
 static _Thread_local struct {
   unsigned gen;
   int tid, depth, backward;
@@ -116,12 +118,13 @@ static int64_t begin_locked(const char *name, em_prof_kind kind, const char *dev
   self_sync();
   if (!prof_self.tid) prof_self.tid = ++prof_threads;
   int64_t i = -1;
-  if (prof_n == prof_cap && prof_n < EM_PROF_MAX_EVENTS) {
+  const bool deep = prof_self.depth >= EM__PROF_DEPTH;
+  if (!deep && prof_n == prof_cap && prof_n < EM_PROF_MAX_EVENTS) {
     int64_t cap = prof_cap ? 2 * prof_cap : 4096;
     em_prof_event *v = realloc(prof_ev, (size_t)cap * sizeof *v);
     if (v) prof_ev = v, prof_cap = cap;
   }
-  if (prof_n < prof_cap) {
+  if (!deep && prof_n < prof_cap) {
     i = prof_n++;
     em_prof_event *e = &prof_ev[i];
     memset(e, 0, sizeof *e);
@@ -131,8 +134,7 @@ static int64_t begin_locked(const char *name, em_prof_kind kind, const char *dev
     e->tid = prof_self.tid;
     e->backward = prof_self.backward > 0 || kind == EM_PROF_BACKWARD;
     e->parent = -1;
-    for (int d = prof_self.depth - 1; d >= 0 && e->parent < 0; d--)
-      if (d < EM__PROF_DEPTH) e->parent = prof_self.open[d];
+    for (int d = prof_self.depth - 1; d >= 0 && e->parent < 0; d--) e->parent = prof_self.open[d];
     e->dur_ns = -1;
   } else {
     prof_dropped++;

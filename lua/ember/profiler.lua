@@ -237,7 +237,8 @@ function Profile:table(opts)
       r.self / 1e3, total > 0 and 100 * r.self / total or 0, human_bytes(r.bytes), gflops, impl)
   end
   out[#out + 1] = ("self time in all: %.3f ms over %d spans%s"):format(total / 1e3, #events(self),
-    (self.dropped or 0) > 0 and (", %d dropped past the buffer's limit"):format(self.dropped) or "")
+    (self.dropped or 0) > 0
+      and (", %d dropped past the buffer's limit or nested too deep"):format(self.dropped) or "")
   return table.concat(out, "\n")
 end
 

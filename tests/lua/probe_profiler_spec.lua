@@ -328,4 +328,18 @@ describe("spans nested past the profiler's 64 open spans per thread", function()
     assert.truthy(row(prof, "affine_grad", "backward"))
     assert.is_nil(row(prof, "affine_grad", "forward"))
   end)
+  it("self time stays >= 0 (spans past the limit were all children of the deepest kept one, "
+    .. "their nested times subtracted again and again)", function()
+    local x = ember.ones(4)
+    local function nest(n)
+      local r <close> = ember.profiler.range("level " .. n)
+      if n == 0 then x:exp() else nest(n - 1) end
+    end
+    local prof = ember.profile(function() nest(300) end)
+    for _, r in ipairs(prof:stats()) do assert(r.self >= 0 and r.total >= r.self, r.name .. " " .. r.self) end
+    assert.truthy(prof.dropped > 0)
+    assert.truthy(prof:table():find("dropped", 1, true))
+    local spans = read_trace(prof) -- nested properly
+    assert.are.equal(#prof.events, #spans)
+  end)
 end)
