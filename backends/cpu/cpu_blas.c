@@ -110,8 +110,8 @@ static bool blas_dyn_open(blas_dyn *d) {
 }
 
 /* Does this library hold the kernels of core `name` (its gotoblas_NAME)?
-** Asking for one it lacks makes OpenBLAS print a warning and fall back
-** to Prescott. */
+** Asking for one it lacks makes OpenBLAS warn (at OPENBLAS_VERBOSE=2)
+** and choose from cpuid, or Prescott, again. */
 static bool blas_has_core(const blas_dyn *d, const char *name) {
   char sym[64] = "gotoblas_";
   size_t k = strlen(sym);
@@ -119,7 +119,6 @@ static bool blas_has_core(const blas_dyn *d, const char *name) {
   sym[k] = '\0';
   return dlsym(d->lib, sym) != NULL;
 }
-
 
 /* OpenBLAS chooses again, as if OPENBLAS_CORETYPE had been `name` when it
 ** loaded. */
