@@ -226,16 +226,11 @@ end
 
 -- Hugging Face's repetition penalty: the logit of every token already in a
 -- row (prompt included) is divided by `penalty` where positive and
--- multiplied by it where negative. seen[b] is row b's set of ids.
-local function penalize(logits, seen, penalty)
-  local rows = logits:totable()
-  for b, row in ipairs(rows) do
-    for id in pairs(seen[b]) do
-      local x = row[id]
-      row[id] = x < 0 and x * penalty or x / penalty
-    end
-  end
-  return ember.tensor(rows, { dtype = logits.dtype, device = logits.device })
+-- multiplied by it where negative. counts [B, V]: how often each row holds
+-- each id. (In tensors: a Lua loop over the rows' logits took ~0.1 s a step
+-- at B = 32 and a 128k vocabulary.)
+local function penalize(logits, counts, penalty)
+  return ember.where(counts:gt(0), ember.where(logits:lt(0), logits * penalty, logits / penalty), logits)
 end
 
 -- Checks the stop sequences: a list of non-empty lists of ids.
@@ -433,16 +428,16 @@ function generate.generate(model, prompt, opts)
   -- model's 32768 positions are ~4 GiB in bfloat16), as Hugging Face's growing cache
   local cache = use_cache and { reserve = prompt.shape[2] + math.min(n, RESERVE_NEW) } or nil
   local t_start = ember.clock()
-  -- per row: the set of ids seen (repetition penalty) and the row's ids,
-  -- its padding left out (stop)
-  local seen, gen = {}, {}
-  for b, row in ipairs(prompt:totable()) do
-    seen[b], gen[b] = {}, {}
+  -- per row, its ids, the padding left out (stop sequences)
+  local gen = {}
+  for b, row in ipairs(stop and prompt:totable() or {}) do
+    gen[b] = {}
     local pads = opts.prompt_padding_mask and opts.prompt_padding_mask[b]:totable()
     for j, id in ipairs(row) do
-      if not (pads and pads[j]) then seen[b][id], gen[b][#gen[b] + 1] = true, id end
+      if not (pads and pads[j]) then gen[b][#gen[b] + 1] = id end
     end
   end
+  local counts -- [B, V]: how often each row holds each id, its padding left out (repetition penalty)
   local pad_mask = opts.prompt_padding_mask
   local ok, err = pcall(ember.no_grad, function()
     local input, start = prompt, 1
@@ -473,7 +468,15 @@ function generate.generate(model, prompt, opts)
         error(("generate: the model's logits hold NaN at new token %d"):format(ids.shape[2] - prompt.shape[2] + 1))
       end
       if opts.return_logits then all_logits[#all_logits + 1] = last end
-      if penalty and penalty ~= 1 then last = penalize(last, seen, penalty) end
+      if penalty and penalty ~= 1 then
+        if not counts then
+          counts = ember.zeros({ B, last.shape[2] }, { dtype = "int64", device = last.device })
+          local real = opts.prompt_padding_mask and opts.prompt_padding_mask:logical_not():long()
+            or ember.ones(prompt.shape, { dtype = "int64", device = prompt.device })
+          counts:scatter_add_(2, prompt, real)
+        end
+        last = penalize(last, counts, penalty)
+      end
       if eos_ids and step <= (opts.min_new_tokens or 0) then
         -- Hugging Face's MinNewTokensLengthLogitsProcessor: no eos yet
         last = last:clone()
@@ -485,19 +488,16 @@ function generate.generate(model, prompt, opts)
       if done then nxt = nxt:masked_fill(done, pad_id) end
       local now
       for _, e in ipairs(eos_ids or {}) do now = now and now:logical_or(nxt:eq(e)) or nxt:eq(e) end
-      if stop or penalty then
+      if counts then counts:scatter_add_(2, nxt, ember.ones({ B, 1 }, { dtype = "int64", device = nxt.device })) end
+      if stop then
         local col = nxt:totable()
         local hits = {}
         for b = 1, B do
-          local id = col[b][1]
-          seen[b][id] = true
-          gen[b][#gen[b] + 1] = id
-          hits[b] = { stop ~= nil and ends_with_stop(gen[b], stop) }
+          gen[b][#gen[b] + 1] = col[b][1]
+          hits[b] = { ends_with_stop(gen[b], stop) }
         end
-        if stop then
-          local s = ember.tensor(hits, { dtype = "bool", device = nxt.device })
-          now = now and now:logical_or(s) or s
-        end
+        local s = ember.tensor(hits, { dtype = "bool", device = nxt.device })
+        now = now and now:logical_or(s) or s
       end
       if now then done = done and done:logical_or(now) or now end
       ids = ember.cat({ ids, nxt }, 2)

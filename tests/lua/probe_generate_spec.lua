@@ -109,6 +109,19 @@ describe("generate against Hugging Face's logits processors (PyTorch reference)"
       first(0.5), "temperature 0.5")
   end)
 
+  it("repetition_penalty counts a row's own ids, not its left padding (so a row of a batch is penalized as alone)",
+    function()
+    -- every step: token 1 (the pad id) a little ahead of token 2
+    local flat = { decode = function(_, x)
+      return ember.tensor({ 2.0, 1.9, 0, 0, 0 }, { dtype = "float64" }):view(1, 1, 5):expand(x.shape[1], 1, 5)
+    end }
+    local p = ember.tensor({ { 1, 1, 4 }, { 3, 4, 5 } }, { dtype = "int64" })
+    local mask = ember.tensor({ { true, true, false }, { false, false, false } }, { dtype = "bool" })
+    local out = generate.generate(flat, p, { max_new_tokens = 2, repetition_penalty = 2, prompt_padding_mask = mask })
+    -- 1 first (the padding is not counted), then 2 (1 is now the row's own: 2 / 2 < 1.9)
+    assert.are.same({ { 1, 1, 4, 1, 2 }, { 3, 4, 5, 1, 2 } }, out:totable())
+  end)
+
   it("top_k keeps every token as likely as the k-th, as Hugging Face's TopKLogitsWarper", function()
     -- logits 1, 3, 2, 2, 2, 0.5 and top_k = 2: the three 2s tie with the 2nd
     local logits = ember.tensor({ { 1, 3, 2, 2, 2, 0.5 } }, { dtype = "float64" })
