@@ -314,7 +314,7 @@ for _, e in ipairs(prof.events) do io.write(e.name, "@", e.device, " ") end
   end)
 end)
 
-describe("spans nested past the profiler's 64 open spans per thread", function()
+describe("spans nested deeper than the profiler keeps per thread (64, now 256)", function()
   it("a backward run there ends its phase (later forward ops were marked backward)", function()
     local w = ember.randn(3):requires_grad_()
     local function nest(n)
