@@ -173,6 +173,11 @@ em_status cpu_unary(int device, em_unary_op op, const em_kview *out, const em_kv
 em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n, void *gx,
                              const void *gy, const void *x, const void *y, double alpha,
                              double beta);
+/* out = act(gate) * up and its gradients (cpu_unary.c; em_backend.gated) */
+em_status cpu_gated(int device, em_unary_op act, em_dtype dt, int64_t n, void *out,
+                    const void *gate, const void *up);
+em_status cpu_gated_backward(int device, em_unary_op act, em_dtype dt, int64_t n, void *dgate,
+                             void *dup, const void *dout, const void *gate, const void *up);
 
 /* cpu_reduce.c */
 em_status cpu_reduce(int device, em_reduce_op op, em_dtype dt, void *out, int64_t *idx,

@@ -116,24 +116,26 @@ static void unary_f64(char **p, const int64_t *s, int64_t n, void *vctx) {
 ** accuracy that 1 + erff(x) loses to cancellation. bfloat16 computes it in
 ** float32 too (libm's erff, a call per element, made bfloat16 GELU 7x
 ** slower than float32's). */
-static inline float gelu_one_f32(float x) {
+/* Phi(x), the normal CDF, as 0.5 (1 + erf(x/sqrt2)) */
+static inline float gelu_cdf_f32(float x) {
   const float e = cpu_erfc_pos_f32(fabsf(x) * (float)EM_SQRT1_2);
-  const float one_plus_erf = x < 0.0f ? e : 2.0f - e;
-  return 0.5f * x * one_plus_erf;
+  return 0.5f * (x < 0.0f ? e : 2.0f - e);
 }
+
+static inline float gelu_one_f32(float x) { return x * gelu_cdf_f32(x); }
 
 static inline float gelu_one_ab_f32(float x, float a, float b) {
   (void)a, (void)b;
   return gelu_one_f32(x);
 }
 
-/* d/dx x Phi(x) = Phi(x) + x phi(x) */
-static inline float gelu_grad_one_f32(float v) {
-  const float e = cpu_erfc_pos_f32(fabsf(v) * (float)EM_SQRT1_2);
-  const float cdf = 0.5f * (v < 0.0f ? e : 2.0f - e);
+/* d/dx x Phi(x) = Phi(x) + x phi(x), from cdf = Phi(x) */
+static inline float gelu_grad_cdf_f32(float v, float cdf) {
   const float pdf = (float)EM_INV_SQRT_2PI * cpu_exp_f32(-0.5f * v * v);
   return cdf + v * pdf;
 }
+
+static inline float gelu_grad_one_f32(float v) { return gelu_grad_cdf_f32(v, gelu_cdf_f32(v)); }
 
 CPU_VECTOR_CLONES_512 static void gelu_f32(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = gelu_one_f32(x[i]);
@@ -377,5 +379,152 @@ em_status cpu_unary_backward(int device, em_unary_op op, em_dtype dt, int64_t n,
                                        (const uint16_t *)x + lo, hi - lo););
   else if (dt == EM_BF16) unary_grad_bf16_via_f32(op, n, gx, gy, x, y, alpha, beta);
   else unary_grad_f64(op, n, gx, gy, x, y, alpha, beta);
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* gated activations: out = act(gate) * up (em_backend.gated)          */
+/* ------------------------------------------------------------------ */
+
+/* The activations and their derivatives, float32: SiLU by the shared
+** rules, GELU by this file's erfc form (the unary op's own). Both come
+** from one shared part, p = sigmoid(x) or Phi(x): act = x p, and the
+** derivative from (x, p), so that the backward, which wants both, computes
+** the exponential (or erfc) once. */
+static inline float silu_part_f32(float x) { return em_sigmoid_f32(x); }
+static inline float silu_grad_part_f32(float x, float sg) { return em_silu_grad_sg_f32(x, sg); }
+
+/* One loop per activation, each inlined where the activation is a
+** constant, as un_run: plain loops the compiler vectorises. dgate or dup
+** NULL: that output is not wanted. */
+static inline __attribute__((always_inline)) void gated_run_f32(float *o, const float *g,
+                                                               const float *u, int64_t n,
+                                                               float (*part)(float)) {
+  for (int64_t i = 0; i < n; i++) o[i] = g[i] * part(g[i]) * u[i];
+}
+
+static inline __attribute__((always_inline)) void gated_grad_run_f32(
+    float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n,
+    float (*part)(float), float (*grad_part)(float, float)) {
+  if (dg && du)
+    for (int64_t i = 0; i < n; i++) {
+      const float p = part(g[i]);
+      dg[i] = dy[i] * u[i] * grad_part(g[i], p);
+      du[i] = dy[i] * (g[i] * p);
+    }
+  else if (dg)
+    for (int64_t i = 0; i < n; i++) dg[i] = dy[i] * u[i] * grad_part(g[i], part(g[i]));
+  else
+    for (int64_t i = 0; i < n; i++) du[i] = dy[i] * (g[i] * part(g[i]));
+}
+
+CPU_VECTOR_CLONES_512 static void gated_f32(em_unary_op act, float *o, const float *g,
+                                            const float *u, int64_t n) {
+  if (act == EM_SILU) gated_run_f32(o, g, u, n, silu_part_f32);
+  else gated_run_f32(o, g, u, n, gelu_cdf_f32);
+}
+
+CPU_VECTOR_CLONES_512 static void gated_grad_f32(em_unary_op act, float *dg, float *du,
+                                                 const float *dy, const float *g,
+                                                 const float *u, int64_t n) {
+  if (act == EM_SILU) gated_grad_run_f32(dg, du, dy, g, u, n, silu_part_f32, silu_grad_part_f32);
+  else gated_grad_run_f32(dg, du, dy, g, u, n, gelu_cdf_f32, gelu_grad_cdf_f32);
+}
+
+/* float64 by the shared rules (exact GELU through erf, as the unary op). */
+static void gated_f64(em_unary_op act, double *o, const double *g, const double *u, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    o[i] = (act == EM_SILU ? u_silu_f64(g[i], 0, 0) : u_gelu_f64(g[i], 0, 0)) * u[i];
+}
+
+static void gated_grad_f64(em_unary_op act, double *dg, double *du, const double *dy,
+                           const double *g, const double *u, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const double a = act == EM_SILU ? u_silu_f64(g[i], 0, 0) : u_gelu_f64(g[i], 0, 0);
+    const double da = act == EM_SILU ? d_silu_f64(1, g[i], 0, 0, 0) : d_gelu_f64(1, g[i], 0, 0, 0);
+    if (dg) dg[i] = dy[i] * u[i] * da;
+    if (du) du[i] = dy[i] * a;
+  }
+}
+
+/* bfloat16 through the float32 loops a chunk at a time, widened on the
+** stack and rounded once, as the unary ops (see BF_UNARY_CHUNK). */
+static void gated_range_bf16(em_unary_op act, int64_t lo, int64_t hi, uint16_t *o,
+                             const uint16_t *g, const uint16_t *u) {
+  float gf[BF_UNARY_CHUNK], uf[BF_UNARY_CHUNK];
+  for (int64_t i0 = lo; i0 < hi; i0 += BF_UNARY_CHUNK) {
+    const int64_t m = hi - i0 < BF_UNARY_CHUNK ? hi - i0 : BF_UNARY_CHUNK;
+    widen_run(gf, g + i0, m);
+    widen_run(uf, u + i0, m);
+    gated_f32(act, gf, gf, uf, m);
+    cpu_bf16_round(o + i0, gf, m);
+  }
+}
+
+static void gated_grad_range_bf16(em_unary_op act, int64_t lo, int64_t hi, uint16_t *dg,
+                                  uint16_t *du, const uint16_t *dy, const uint16_t *g,
+                                  const uint16_t *u) {
+  float yf[BF_UNARY_CHUNK], gf[BF_UNARY_CHUNK], uf[BF_UNARY_CHUNK];
+  float dgf[BF_UNARY_CHUNK], duf[BF_UNARY_CHUNK];
+  for (int64_t i0 = lo; i0 < hi; i0 += BF_UNARY_CHUNK) {
+    const int64_t m = hi - i0 < BF_UNARY_CHUNK ? hi - i0 : BF_UNARY_CHUNK;
+    widen_run(yf, dy + i0, m);
+    widen_run(gf, g + i0, m);
+    widen_run(uf, u + i0, m);
+    gated_grad_f32(act, dg ? dgf : NULL, du ? duf : NULL, yf, gf, uf, m);
+    if (dg) cpu_bf16_round(dg + i0, dgf, m);
+    if (du) cpu_bf16_round(du + i0, duf, m);
+  }
+}
+
+static em_status gated_check(const char *kernel, em_unary_op act, em_dtype dt, int64_t n) {
+  if (act != EM_SILU && act != EM_GELU)
+    return em_error(EM_ERR_ARG, "cpu %s: the activation must be silu or gelu, got op %d", kernel,
+                    (int)act);
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)
+    return cpu_bad_dtype(kernel, dt, "float32, float64, bfloat16");
+  if (n < 0) return em_error(EM_ERR_ARG, "cpu %s: n = %lld", kernel, (long long)n);
+  return EM_OK;
+}
+
+em_status cpu_gated(int device, em_unary_op act, em_dtype dt, int64_t n, void *out,
+                    const void *gate, const void *up) {
+  (void)device;
+  em_status s = gated_check("gated", act, dt, n);
+  if (s || n == 0) return s;
+  if (!out || !gate || !up) return em_error(EM_ERR_ARG, "cpu gated: NULL pointer");
+  if (dt == EM_F32)
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   gated_f32(act, (float *)out + lo, (const float *)gate + lo,
+                             (const float *)up + lo, hi - lo););
+  else if (dt == EM_BF16)
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   gated_range_bf16(act, lo, hi, out, gate, up););
+  else
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   gated_f64(act, (double *)out + lo, (const double *)gate + lo,
+                             (const double *)up + lo, hi - lo););
+  return EM_OK;
+}
+
+em_status cpu_gated_backward(int device, em_unary_op act, em_dtype dt, int64_t n, void *dgate,
+                             void *dup, const void *dout, const void *gate, const void *up) {
+  (void)device;
+  em_status s = gated_check("gated_backward", act, dt, n);
+  if (s || n == 0 || (!dgate && !dup)) return s;
+  if (!dout || !gate || !up) return em_error(EM_ERR_ARG, "cpu gated_backward: NULL pointer");
+  if (dt == EM_F32)
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   gated_grad_f32(act, dgate ? (float *)dgate + lo : NULL,
+                                  dup ? (float *)dup + lo : NULL, (const float *)dout + lo,
+                                  (const float *)gate + lo, (const float *)up + lo, hi - lo););
+  else if (dt == EM_BF16)
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   gated_grad_range_bf16(act, lo, hi, dgate, dup, dout, gate, up););
+  else
+    CPU_FOR_RANGES(n > CPU_PAR_MIN, n, lo, hi,
+                   gated_grad_f64(act, dgate ? (double *)dgate + lo : NULL,
+                                  dup ? (double *)dup + lo : NULL, (const double *)dout + lo,
+                                  (const double *)gate + lo, (const double *)up + lo, hi - lo););
   return EM_OK;
 }

@@ -319,6 +319,13 @@ EM_API em_status em_binary_scalar(em_tensor **out, em_binary_op op, em_tensor *a
 EM_API em_status em_scalar_binary(em_tensor **out, em_binary_op op, double s, em_tensor *a);
 EM_API em_status em_unary(em_tensor **out, em_unary_op op, em_tensor *x, double alpha, double beta);
 
+/* act(gate) * up, elementwise: the gated linear unit of SwiGLU (act
+** EM_SILU) and GeGLU (EM_GELU, exact), torch's F.silu(gate) * up. One pass
+** forward and one backward where the backend has em_backend.gated; else,
+** and when gate and up differ in shape, dtype or device, em_unary then
+** em_mul (broadcasting, promoting as those do). Other acts: EM_ERR_ARG. */
+EM_API em_status em_gated(em_tensor **out, em_unary_op act, em_tensor *gate, em_tensor *up);
+
 /* em_binary with EM_ADD, EM_SUB, EM_MUL, EM_DIV. */
 EM_API em_status em_add(em_tensor **out, em_tensor *a, em_tensor *b);
 EM_API em_status em_sub(em_tensor **out, em_tensor *a, em_tensor *b);

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 12
+#define EM_BACKEND_ABI_VERSION 13
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -497,6 +497,19 @@ typedef struct em_backend {
   ** naming it (the CPU backend runs LAPACK; the CUDA plugin has none). */
   em_status (*linalg)(int device, const em_linalg_args *a, void *const *out, const void *x,
                       const void *b, int64_t info[2]);
+
+  /* ---- gated activations (ABI 13) ---- */
+  /* optional, the two together: out = act(gate) * up over n contiguous
+  ** elements of dt (float32, float64, bfloat16), act EM_SILU (SwiGLU) or
+  ** EM_GELU (exact; GeGLU), computed in float for bfloat16 and rounded
+  ** once; its backward dgate = dout * up * act'(gate) and dup = dout *
+  ** act(gate), either output NULL when not wanted. One pass each where
+  ** unary then mul (and their gradients) make five. Without them the core
+  ** composes those. */
+  em_status (*gated)(int device, em_unary_op act, em_dtype dt, int64_t n, void *out,
+                     const void *gate, const void *up);
+  em_status (*gated_backward)(int device, em_unary_op act, em_dtype dt, int64_t n, void *dgate,
+                              void *dup, const void *dout, const void *gate, const void *up);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

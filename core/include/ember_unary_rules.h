@@ -208,10 +208,10 @@ EM_UR_FN ACC FN(em_gelu_tanh_grad)(ACC x) {
                                                (EM_UR_K(1) + EM_UR_K(3 * EM_GELU_KAPPA) * x * x);
 }
 
-EM_UR_FN ACC FN(em_silu_grad)(ACC x) {
-  ACC sg = FN(em_sigmoid)(x);
-  return sg * (EM_UR_K(1) + x * (EM_UR_K(1) - sg));
-}
+/* SiLU's derivative from sg = sigmoid(x): a fused SwiGLU backward has sg
+** for SiLU itself, x * sg, and computes the exponential once. */
+EM_UR_FN ACC FN(em_silu_grad_sg)(ACC x, ACC sg) { return sg * (EM_UR_K(1) + x * (EM_UR_K(1) - sg)); }
+EM_UR_FN ACC FN(em_silu_grad)(ACC x) { return FN(em_silu_grad_sg)(x, FN(em_sigmoid)(x)); }
 
 EM_UR_FN ACC FN(d_neg)(ACC g, ACC x, ACC y, ACC a, ACC b) { return -g; }
 EM_UR_FN ACC FN(d_exp)(ACC g, ACC x, ACC y, ACC a, ACC b) { return g * y; }

@@ -146,6 +146,17 @@ static int f_floor_divide_int(lua_State *L) {
   return done(L, out, em_floor_divide_int(out, a, b), "floor_divide");
 }
 
+/* ember._gated("silu" | "gelu", gate, up): act(gate) * up, one pass each
+** way where the backend has the kernel (em_gated; nn.FeedForward's and
+** Llama's gated FFNs call it). */
+static int f_gated(lua_State *L) {
+  static const char *const acts[] = {"silu", "gelu", NULL};
+  const int act = luaL_checkoption(L, 1, NULL, acts);
+  em_tensor *gate = fast_check(L, 2), *up = fast_check(L, 3);
+  em_tensor **out = fast_slot(L);
+  return done(L, out, em_gated(out, act == 0 ? EM_SILU : EM_GELU, gate, up), act == 0 ? "swiglu" : "geglu");
+}
+
 /* Is the operand at idx an int64/bool tensor or a Lua integer? */
 static bool integral(lua_State *L, int idx) {
   em_tensor *t = fast_tensor(L, idx);
@@ -604,6 +615,7 @@ static const luaL_Reg metamethods[] = {
 
 static const luaL_Reg funcs[] = {
   {"where", f_where}, {"_fmod", f_fmod}, {"_floor_divide_int", f_floor_divide_int},
+  {"_gated", f_gated},
   {NULL, NULL}
 };
 

@@ -181,7 +181,18 @@
     (int device, const em_linalg_args *a, void *const *out, const void *x, const void *b,            \
      int64_t info[2]),                                                                               \
     (device, a, out, x, b, info), linalg_name(a->op), false,                                         \
-    2 * a->batch * a->m * a->n * dsz(a->dtype), 0, "lapack")
+    2 * a->batch * a->m * a->n * dsz(a->dtype), 0, "lapack")                                         \
+  X(gated,                                                                                           \
+    (int device, em_unary_op act, em_dtype dt, int64_t n, void *out, const void *gate,               \
+     const void *up),                                                                                \
+    (device, act, dt, n, out, gate, up), act == EM_SILU ? "swiglu" : "geglu", false,                 \
+    3 * n * dsz(dt), 0, PROF_KERN(dt))                                                               \
+  X(gated_backward,                                                                                  \
+    (int device, em_unary_op act, em_dtype dt, int64_t n, void *dgate, void *dup, const void *dout,  \
+     const void *gate, const void *up),                                                              \
+    (device, act, dt, n, dgate, dup, dout, gate, up),                                                \
+    act == EM_SILU ? "swiglu_grad" : "geglu_grad", false,                                            \
+    (3 + (dgate != NULL) + (dup != NULL)) * n * dsz(dt), 0, PROF_KERN(dt))
 #endif
 
 #define RE prof_real[PROF_SLOT]

@@ -27,6 +27,7 @@ local Dropout = require "ember.nn.Dropout"
 local ReLU = require "ember.nn.ReLU"
 local GELU = require "ember.nn.GELU"
 local SiLU = require "ember.nn.SiLU"
+local ember = require "ember.nn._ember"
 
 local FeedForward = Module:extend("FeedForward")
 
@@ -68,9 +69,30 @@ end
 -- @treturn Tensor [..., d_model]
 function FeedForward:forward(x)
   local fn = rawget(self, "_activation_fn")
-  local h = fn and fn(self.linear1(x)) or self.activation(self.linear1(x))
-  if self.gated then h = h * self.linear3(x) end
+  local fused = self.gated and not fn and FeedForward.fused_activation(self.activation)
+  local h
+  if fused then
+    h = ember._gated(fused, self.linear1(x), self.linear3(x))
+  else
+    h = fn and fn(self.linear1(x)) or self.activation(self.linear1(x))
+    if self.gated then h = h * self.linear3(x) end
+  end
   return self.linear2(self.dropout(h))
+end
+
+--- The activation module's name for the fused act(gate) * up
+-- (`ember._gated`: one pass each way, the same values as the module then a
+-- product, to the bit in float32 and float64), or nil where the module
+-- must run itself: another activation, the tanh GELU, or one with forward
+-- hooks (they would not see a call).
+-- @param m the activation module
+-- @treturn ?string "silu" or "gelu"
+function FeedForward.fused_activation(m)
+  if rawget(m, "_forward_hooks") then return nil end
+  local cls = getmetatable(m)
+  if cls == SiLU then return "silu" end
+  if cls == GELU and m.approximate == "none" then return "gelu" end
+  return nil
 end
 
 -- The gated projections' other names: Hugging Face's (Llama's MLP) and Meta's.
