@@ -213,6 +213,27 @@ describe("bad input: an error naming the module and what was wrong, at the user'
     assert.are.same({ 0, 2, 2, 2 }, nn.AdaptiveAvgPool2d(2)(r(0, 2, 5, 5)).shape)
   end)
 
+  it("nn.functional's convolutions: a bias of another dtype than the weight (an error from inside, at _conv.lua)", function()
+    local F = nn.functional
+    raises_here(function() F.conv2d(r(1, 2, 4, 4), r(3, 2, 3, 3), r(3):double()) end,
+      "nn.functional.conv2d: the bias is float64 but the weight is float32 (convert one: bias:to(\"float32\"))")
+    raises_here(function() F.conv1d(r(1, 2, 4), r(3, 2, 3), r(3):double()) end,
+      "nn.functional.conv1d: the bias is float64 but the weight is float32")
+    raises_here(function() F.conv3d(r(1, 2, 4, 4, 4), r(3, 2, 3, 3, 3), r(3):double()) end,
+      "nn.functional.conv3d: the bias is float64 but the weight is float32")
+    raises_here(function() F.conv_transpose2d(r(1, 2, 4, 4), r(2, 3, 3, 3), r(3):bfloat16()) end,
+      "nn.functional.conv_transpose2d: the bias is bfloat16 but the weight is float32")
+    -- the function has no module: the weight is named
+    raises_here(function() F.conv2d(r(1, 2, 4, 4):bfloat16(), r(3, 2, 3, 3)) end,
+      "nn.functional.conv2d: the input is bfloat16 but the weight is float32 (convert one: x:to(\"float32\") or "
+      .. "weight:to(\"bfloat16\"))")
+    -- under autocast every argument joins the products' dtype, the bias too (as PyTorch)
+    local x, w, b = r(1, 2, 4, 4), r(3, 2, 3, 3), r(3):double()
+    local y = ember.autocast("bfloat16", function() return F.conv2d(x, w, b) end)
+    assert.are.equal("bfloat16", y.dtype)
+    check("conv2d under autocast, a float64 bias", y, F.conv2d(x, w, b:float()), 2e-2)
+  end)
+
   it("modules built on an nn.functional function name themselves (LPPool1d named nn.functional.avg_pool1d)", function()
     raises_here(function() nn.LPPool1d(2, 2)(r(7)) end,
       "LPPool1d.forward: expected an input [N, C, L] or [C, L], got shape [7]")

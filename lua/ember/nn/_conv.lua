@@ -146,6 +146,8 @@ function M.conv3d(x, w, b, s, p, d, g, route)
 end
 
 function M.conv2d(x, w, b, s, p, d, g, route)
+  -- under autocast a bias of another dtype joins the weight's (as PyTorch casts every argument)
+  if b and b.dtype ~= w.dtype and ember.autocast.enabled() then b = b:to(w.dtype) end
   if route ~= "composed" then
     local y = ember._conv2d(x, w, b, s[1], s[2], p[1], p[2], p[3], p[4], d[1], d[2], g)
     if y then return y end
@@ -251,8 +253,14 @@ function M.check_input(self, who, nd, x)
   -- (under autocast the products run in bfloat16 whatever the two dtypes)
   local wd = self.weight.dtype
   if x.dtype ~= wd and not ember.autocast.enabled() then
-    error(("%s: the input is %s but the module's weight is %s (convert one: x:to(\"%s\") or "
-      .. "module:to(\"%s\"))"):format(who, x.dtype, wd, wd, x.dtype))
+    -- a module's (self.__name) or nn.functional's weight (self: the call's sizes)
+    local whose = self.__name and "module" or "weight"
+    error(("%s: the input is %s but the %s is %s (convert one: x:to(\"%s\") or %s:to(\"%s\"))"):format(who,
+      x.dtype, self.__name and "module's weight" or "weight", wd, wd, whose, x.dtype))
+  end
+  local b = self.bias
+  if b ~= nil and b.dtype ~= wd and not ember.autocast.enabled() then
+    error(("%s: the bias is %s but the weight is %s (convert one: bias:to(\"%s\"))"):format(who, b.dtype, wd, wd))
   end
   local c = x.shape[batched and 2 or 1]
   if c ~= self.in_channels then

@@ -570,6 +570,10 @@ local function conv3d(who, x, w, b, ...)
   if w.dtype ~= xb.dtype and not ember.autocast.enabled() then
     errors.raise("%s: the input is %s but the weight is %s (convert one)", who, xb.dtype, w.dtype)
   end
+  if b ~= nil and b.dtype ~= w.dtype and not ember.autocast.enabled() then
+    errors.raise("%s: the bias is %s but the weight is %s (convert one: bias:to(\"%s\"))", who, b.dtype, w.dtype,
+      w.dtype)
+  end
   local cfg = {}
   conv.sizes(cfg, who, 3, { w.shape[3], w.shape[4], w.shape[5] }, o)
   local p = cfg._pads
