@@ -69,11 +69,14 @@ local GEN_OPTS = { "max_new_tokens", "min_new_tokens", "strategy", "temperature"
 -- Hugging Face's names for generate's options: an unknown option that is
 -- one says what to write instead.
 local HF_NAMES = {
-  do_sample = 'strategy = "sample" (do_sample = true; "greedy", the default, is do_sample = false)',
+  do_sample = 'strategy = "sample"',
   attention_mask = "prompt_padding_mask = attention_mask:eq(0) (bool, true = padding; left-padded prompts)",
   eos_token_id = "eos_id", pad_token_id = "pad_id", stop_strings = "stop (token id sequences)",
   max_length = "max_new_tokens (the prompt not counted)",
 }
+
+-- ... and what more to say about one
+local HF_NOTES = { do_sample = ' (do_sample = false is "greedy", the default)' }
 
 local function check_names(opts, known, who)
   if opts == nil then return {} end
@@ -84,7 +87,8 @@ local function check_names(opts, known, who)
     if not set[k] then
       local names = { table.unpack(known) }
       table.sort(names)
-      local hint = HF_NAMES[k] and set[HF_NAMES[k]:match("^[%w_]+")] and ("; Hugging Face's %s is %s here"):format(k, HF_NAMES[k]) or ""
+      local hint = HF_NAMES[k] and set[HF_NAMES[k]:match("^[%w_]+")] and ("; Hugging Face's %s is %s here%s"):format(k,
+        HF_NAMES[k], HF_NOTES[k] or "") or ""
       error(("%s: unknown option '%s'%s (options: %s)"):format(who, tostring(k), hint, table.concat(names, ", ")))
     end
   end

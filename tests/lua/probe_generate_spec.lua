@@ -262,7 +262,8 @@ describe("generate's errors for a Hugging Face user", function()
   it("do_sample = false is pointed at greedy, a flat stop list at its nested form", function()
     local ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { do_sample = false })
     assert.is_false(ok)
-    assert.truthy(tostring(err):find('"greedy", the default, is do_sample = false', 1, true), tostring(err))
+    assert.truthy(tostring(err):find('do_sample is strategy = "sample" here (do_sample = false is "greedy", the default)',
+      1, true), tostring(err))
     ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { stop = { 5, 6 } })
     assert.is_false(ok)
     assert.truthy(tostring(err):find("got a list of ids {5, 6} (one sequence is {{5, 6}}; each id alone: {{5}, {6}})",
