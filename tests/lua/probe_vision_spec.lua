@@ -234,6 +234,15 @@ describe("bad input: an error naming the module and what was wrong, at the user'
     check("conv2d under autocast, a float64 bias", y, F.conv2d(x, w, b:float()), 2e-2)
   end)
 
+  it("LayerNorm (ViT's norm) and F.layer_norm: a dtype mismatch names the caller (ember.layer_norm, or from inside)", function()
+    raises_here(function() nn.LayerNorm(4)(r(2, 4):double()) end,
+      "LayerNorm.forward: the input is float64 but the weight is float32")
+    raises_here(function() nn.functional.layer_norm(r(2, 4):bfloat16(), { 4 }, r(4), r(4)) end,
+      "nn.functional.layer_norm: the input is bfloat16 but the weight is float32")
+    raises_here(function() nn.functional.layer_norm(r(2, 4), { 4 }, nil, r(4):bfloat16()) end,
+      "nn.functional.layer_norm: the input is float32 but the bias is bfloat16")
+  end)
+
   it("modules built on an nn.functional function name themselves (LPPool1d named nn.functional.avg_pool1d)", function()
     raises_here(function() nn.LPPool1d(2, 2)(r(7)) end,
       "LPPool1d.forward: expected an input [N, C, L] or [C, L], got shape [7]")

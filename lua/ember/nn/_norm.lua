@@ -128,6 +128,15 @@ end
 -- Layer normalisation over the last #ns dims (ember.layer_norm's kernel).
 function M.layer_norm(who, x, ns, weight, bias, eps)
   M.check_trailing(who, x, ns)
+  if not ember.autocast.enabled() then
+    -- the kernel takes one dtype (its own error named ember.layer_norm, F.layer_norm's inside the library)
+    for _, t in ipairs { { "weight", weight }, { "bias", bias } } do
+      if t[2] ~= nil and t[2].dtype ~= x.dtype then
+        error(("%s: the input is %s but the %s is %s (convert one: x:to(\"%s\") or the %s's dtype)"):format(who,
+          x.dtype, t[1], t[2].dtype, t[2].dtype, t[1]))
+      end
+    end
+  end
   return ember.layer_norm(x, #ns, weight, bias, eps)
 end
 
