@@ -178,10 +178,9 @@ local function sdpa(q, k, v, opts)
   local p = opts.dropout_p or 0
   local scale = opts.scale -- 0 and negative ones as given (ember.Attention's rule)
   local out
-  if mask ~= nil and mask.dtype ~= "bool" and mask.requires_grad
-      and require("ember.nn.activation_checkpoint").grad_enabled() then
+  if mask ~= nil and mask.dtype ~= "bool" and mask.requires_grad and core.is_grad_enabled() then
     -- a learned bias given as the mask gets its gradient, as in PyTorch (the
-    -- fused kernel takes masks as constants); nn.checkpoint's first forward too
+    -- fused kernel takes masks as constants)
     out = dense_with_mask_grad(q:reshape(B, Hq, L, E), k:reshape(B, Hk, S, E), v:reshape(B, Hk, S, Ev), mask,
       scale or 1 / math.sqrt(E), p)
   else

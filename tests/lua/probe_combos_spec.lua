@@ -437,6 +437,31 @@ describe("activation checkpointing gives the unchecked run's gradients bit for b
     end
   end)
 
+  it("a bias built inside the checkpointed fn from a learned tensor, and checkpoints nested in one", function()
+    -- the first forward ran with grad mode off: a mask computed there from the argument did not
+    -- require grad, so it took the fused kernel, and core ops in the recompute (other bits)
+    ember.manual_seed(1)
+    local l1 = nn.TransformerEncoderLayer(8, 4, { dim_feedforward = 16, dropout = 0.2, kv_heads = 2, dtype = "float64" })
+    local l2 = nn.TransformerEncoderLayer(8, 4, { dim_feedforward = 16, dropout = 0.2, kv_heads = 2, dtype = "float64",
+      attention = "local", attention_options = { window_left = 1, window_right = 1 } })
+    local x = ember.randn({ 2, 5, 8 }, f64):requires_grad_()
+    local table_ = (ember.randn({ 5, 5 }, f64) * 0.1):requires_grad_()
+    local f = function(xx, t) return l2(l1(xx, { attn_mask = t * 1.5 }), { causal = true }) end
+    for _, nested in ipairs { false, true } do
+      local a, b = twice(function(ck)
+        l1.checkpoint, l2.checkpoint = ck and nested, ck and nested
+        clear(l1, { x, table_ })
+        clear(l2, {})
+        local y = ck and nn.checkpoint(f, x, table_) or f(x, table_)
+        y:pow(2):sum():backward()
+        local g = grads_of(l1, { x = x, table = table_ })
+        for n, t in pairs(grads_of(l2, {})) do g["l2." .. n] = t end
+        return { y = y:detach(), g = g }
+      end)
+      same_runs(nested and "nested checkpoints" or "one checkpoint", a, b)
+    end
+  end)
+
   it("a Lua variant's float per-call input that requires grad, under nn.checkpoint", function()
     ember.attention_variant { name = "probe_combos_bias", inputs = { bias = { ndim = 2, dtype = "float" } },
       score = function(s, b, h, q, k, ctx) return s + ctx.bias[q][k] end }

@@ -18,7 +18,6 @@ local errors = require "ember._errors"
 local Module = require "ember.nn.Module"
 
 local variant = require "ember.variant"
-local checkpointing = require "ember.nn.activation_checkpoint"
 
 local Attention = Module:extend("Attention")
 
@@ -214,9 +213,8 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
   if composed or o.need_weights or not Module.is_tensor(q) then return dense() end
   -- the fused kernel gives no gradient to a per-call input (only to the
   -- learned tables): one that requires it runs as core ops, which give it,
-  -- rather than a silently detached result (nn.checkpoint's first forward,
-  -- grad mode off, too: it takes its recompute's route)
-  if checkpointing.grad_enabled() then
+  -- rather than a silently detached result
+  if ember.is_grad_enabled() then
     for _, t in pairs(list) do -- sparse: the params' slots are empty
       if t.requires_grad then return dense() end
     end

@@ -34,7 +34,6 @@ local torch_names = require "ember.nn._torch_names"
 local Linear = require "ember.nn.Linear"
 local Attention = require "ember.nn.Attention"
 local kv_cache = require "ember.nn._kv_cache"
-local checkpointing = require "ember.nn.activation_checkpoint"
 local trace_dep_q = require("ember._trace").DEP.Q
 
 local MHA = Module:extend("MultiHeadAttention")
@@ -450,8 +449,7 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
     errors.raise("%s: variant_inputs are for attention variants written in Lua; '%s' takes none", who, self.attention)
   end
   local o, w
-  -- (nn.checkpoint's first forward, grad mode off, takes its recompute's route: the same bits)
-  if mask and mask.dtype ~= "bool" and mask.requires_grad and checkpointing.grad_enabled() then
+  if mask and mask.dtype ~= "bool" and mask.requires_grad and ember.is_grad_enabled() then
     o, w = self:_attend_learned_mask(who, q, k, v, mask, opts.key_padding_mask, causal)
     if not opts.need_weights then w = nil end -- weights only when asked, as the kernel's route
   else

@@ -23,8 +23,9 @@
 --  * Gradients are those of the run without checkpointing, bit for bit (the
 --    recompute repeats the same ops on the same values; a tensor given as
 --    several arguments, as torch's m(x, x, x), is one tensor there too, and
---    routes chosen by grad mode -- a learned attention mask's -- are chosen
---    as with grad on, though the first forward runs with it off); a parameter used
+--    the first forward runs under grad mode as well, its graph dropped, so
+--    that routes chosen by grad mode or by what requires grad -- a learned
+--    attention mask's -- are the same); a parameter used
 --    both inside and outside fn gets the same sum, possibly added in
 --    another order.
 --  * fn may read parameters through a closure or a module (they are
@@ -60,18 +61,6 @@ local M = {}
 
 -- false: the recompute runs fused attention again (see the module's doc)
 M.reuse_attention = true
-
--- How many checkpointed fns are in their first forward: grad mode is off
--- there (a Function's forward), and on in their recompute.
-local first_forwards = 0
-
---- Whether grad mode is on, or off only because a checkpointed fn's first
--- forward is running (its recompute runs with it on). A route chosen by
--- grad mode (a learned attention mask's core ops, instead of the fused
--- kernel, which gives masks no gradient) asks this, so that the forward,
--- its recompute and a run without checkpointing take the same route.
--- @treturn boolean
-function M.grad_enabled() return ember.is_grad_enabled() or first_forwards > 0 end
 
 local function callable(fn)
   if type(fn) == "function" then return true end
@@ -122,18 +111,22 @@ local Checkpoint = ember.Function {
   -- call's state (fn, the generator's state, ...), then fn's arguments
   forward = function(ctx, _anchor, st, ...)
     ctx.state = st
-    local results
+    local results, y, shapes
     do -- the fused attention calls' results, kept for the recompute
       local _ <close> = st.tape and st.tape:push("record")
-      first_forwards = first_forwards + 1
-      local _f <close> = setmetatable({}, { __close = function() first_forwards = first_forwards - 1 end })
+      -- under grad mode, as the recompute and a run without checkpointing: a
+      -- route chosen by grad mode or by what requires grad (a learned mask's
+      -- core ops, a mask computed in fn from a parameter) is theirs, so the
+      -- output has their bits; the graph is dropped (y is detached)
+      local was = ember.set_grad_enabled(true)
+      local _g <close> = setmetatable({}, { __close = function() ember.set_grad_enabled(was) end })
       results = table.pack(st.fn(...))
+      y, shapes = pack(results)
     end
-    local y, shapes = pack(results)
     st.shapes = shapes
     -- the arguments, as detached aliases (the ctx must not hold the graph)
     ctx:save_for_backward(...)
-    return y
+    return y:detach()
   end,
   backward = function(ctx, g)
     local st = ctx.state
