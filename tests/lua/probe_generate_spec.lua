@@ -306,6 +306,38 @@ describe("generate with models.Llama (float64)", function()
   end)
 end)
 
+describe("a cache of another architecture", function()
+  it("is refused both ways between models.Llama and nn.TransformerDecoder (each took the other's as a fresh cache)",
+    function()
+    local TinyLM = require "tests.lua.helpers.tiny_lm"
+    local Llama = require("ember.models").Llama
+    ember.manual_seed(0)
+    local llama = Llama { vocab_size = 11, hidden_size = 8, intermediate_size = 16, num_hidden_layers = 2,
+                          num_attention_heads = 2 }:to("float64")
+    local tiny = TinyLM { cross = false }
+    local ids, nxt = ember.tensor({ { 1, 2, 3 } }, { dtype = "int64" }), ember.tensor({ { 4 } }, { dtype = "int64" })
+    ember.no_grad(function()
+      local tc, lc = {}, {}
+      tiny:decode(ids, { cache = tc, start = 1 })
+      llama:decode(ids, { cache = lc })
+      local ok, err = pcall(llama.decode, llama, nxt, { cache = tc })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("forward_cached: this cache was filled by another module", 1, true), tostring(err))
+      ok, err = pcall(tiny.decode, tiny, nxt, { cache = lc, start = 4 })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("TransformerDecoderLayer.forward: this cache was filled by another module", 1,
+        true), tostring(err))
+      -- each model's own cache goes on
+      assert.are.same({ 1, 1, 11 }, tiny:decode(nxt, { cache = tc, start = 4 }).shape)
+      assert.are.same({ 1, 1, 11 }, llama:decode(nxt, { cache = lc }).shape)
+    end)
+    local layer = require("ember.nn").TransformerDecoderLayer(8, 2, { cross = false, dropout = 0 })
+    local ok, err = pcall(layer.forward, layer, ember.randn(1, 2, 8), nil, { cache = 5 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("TransformerDecoderLayer.forward: cache must be a table", 1, true), tostring(err))
+  end)
+end)
+
 describe("Llama.from_pretrained and generation_config.json", function()
   it("takes eos_token_id and pad_token_id from generation_config.json over config.json's, as transformers", function()
     local Llama = require("ember.models").Llama

@@ -134,6 +134,15 @@ function DecoderLayer:forward(x, memory, ...)
   if self.has_cross and memory == nil then
     require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end
+  if opts.cache ~= nil then
+    -- the layer's table is its own: another model's layer table (a Llama layer's
+    -- keys at its top level) would otherwise be taken as a fresh cache
+    if type(opts.cache) ~= "table" then
+      require("ember._errors").raise("TransformerDecoderLayer.forward: cache must be a table ({} at the first step), got %s",
+        type(opts.cache))
+    end
+    require("ember.nn._kv_cache").claim(opts.cache, self, "TransformerDecoderLayer.forward")
+  end
   if not self.batch_first then
     local flip = attn_opts.flip_batch
     return flip(self:_forward(flip(x), flip(memory), opts))
