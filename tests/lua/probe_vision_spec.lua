@@ -325,3 +325,20 @@ describe("running statistics over several calls from a fresh module (train and e
     end)
   end
 end)
+
+describe("float64 gradchecks", function()
+  local gradcheck = require "tests.lua.helpers.gradcheck"
+  it("adaptive max pools gathering each bin as a window (2-d and 3-d, bins larger and smaller than the input)", function()
+    local x2 = ember.randn(2, 2, 5, 7, { dtype = "float64" })
+    gradcheck.check(function(t) return nn.AdaptiveMaxPool2d({ 3, 4 })(t) end, { x2 })
+    gradcheck.check(function(t) return nn.AdaptiveMaxPool2d({ 7, false })(t) end, { ember.randn(1, 2, 3, 4, { dtype = "float64" }) })
+    gradcheck.check(function(t) return nn.AdaptiveMaxPool3d({ 2, 1, 3 })(t) end,
+      { ember.randn(1, 2, 3, 4, 5, { dtype = "float64" }) })
+  end)
+  it("MaxUnpool of non-overlapping windows, through a permuted view", function()
+    local x = ember.randn(1, 2, 4, 6, { dtype = "float64" })
+    local _, idx = nn.MaxPool2d(2, { return_indices = true })(x)
+    gradcheck.check(function(t) return nn.MaxUnpool2d(2)(t:permute(1, 2, 4, 3), idx) end,
+      { ember.randn(1, 2, 3, 2, { dtype = "float64" }) })
+  end)
+end)
