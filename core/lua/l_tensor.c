@@ -102,10 +102,13 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 ** How much GC work a tensor byte is worth: a cycle costs about the Lua
 ** heap (H), and we want one cycle per "tensor budget" B of new tensor
 ** bytes, B being the tensor bytes live at the end of the last cycle (Lua's
-** own 200% pause, applied to tensor memory). Lua finishes a cycle within
-** about 2H of debt, so a tensor byte adds 2H/B bytes of debt, and never
-** more than one: while tensors are few, they count as Lua would count
-** them. Counting them one for one always ran a full cycle per few MB of
+** own 200% pause, applied to tensor memory), but at most
+** LEMBER_GC_MAX_BUDGET: a model of 12 GB (weights and optimizer state)
+** would otherwise pile up 12 GB of dropped activations before a cycle,
+** where a cycle per 256 MB costs next to nothing beside such a step.
+** Lua finishes a cycle within about 2H of debt, so a tensor byte adds 2H/B
+** bytes of debt, and never more than one: while tensors are few, they
+** count as Lua would count them. Counting them one for one always ran a full cycle per few MB of
 ** activations: with a 2 MB heap, 27 cycles per step of a small
 ** Transformer, 15% of its time (3 now).
 **
@@ -118,6 +121,7 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 #define LEMBER_TENSOR_OVERHEAD 320
 #define LEMBER_GC_STEP_KB 8 /* the smallest debt worth a GC step */
 #define LEMBER_GC_MIN_BUDGET ((size_t)1 << 20) /* B, when next to nothing is live */
+#define LEMBER_GC_MAX_BUDGET ((size_t)256 << 20)
 #define LEMBER_GC_FULL_SLACK ((size_t)64 << 20)
 
 /* Per thread: a Lua state runs on one thread at a time. */
@@ -137,7 +141,8 @@ static size_t gc_debt_kb(lua_State *L, size_t pending) {
 static void gc_run(lua_State *L, size_t kb, size_t live) {
   if (!lua_gc(L, LUA_GCISRUNNING)) return; /* GCSTEP would run even when stopped */
   if (lua_gc(L, LUA_GCSTEP, (int)kb)) /* a cycle ended: set the next budget */
-    gc_budget = live > LEMBER_GC_MIN_BUDGET ? live : LEMBER_GC_MIN_BUDGET;
+    gc_budget = live < LEMBER_GC_MIN_BUDGET   ? LEMBER_GC_MIN_BUDGET
+                : live > LEMBER_GC_MAX_BUDGET ? LEMBER_GC_MAX_BUDGET : live;
   if (live < gc_full_base) gc_full_base = live;
   if (live > 2 * gc_full_base + LEMBER_GC_FULL_SLACK) {
     lua_gc(L, LUA_GCCOLLECT);
