@@ -303,6 +303,8 @@ def shape_cases():
     C(case("upsample_trilinear", "Upsample", [], {"size": [3, 4, 5], "mode": "trilinear"}, (1, 2, 2, 3, 3), targs=[]))
     C(case("upsample_nearest_exact", "Upsample", [], {"scale_factor": 1.7, "mode": "nearest-exact"}, (1, 2, 5, 3),
            targs=[]))
+    C(case("upsample_recompute", "Upsample", [], {"scale_factor": 1.7, "mode": "bilinear",
+                                                  "recompute_scale_factor": True}, (1, 2, 5, 4), targs=[]))
     C(case("upsample_bilinear_down", "Upsample", [], {"size": [3, 2], "mode": "bilinear"}, (1, 2, 7, 5), targs=[]))
     C(case("upsample_view", "Upsample", [], {"scale_factor": 2, "mode": "bilinear"}, (2, 3, 4, 2),
            view=("permute", (0, 3, 1, 2)), targs=[]))

@@ -1,12 +1,13 @@
---- nn.Upsample({size =, scale_factor =, mode = "nearest", align_corners =}) or
--- nn.Upsample(scale_factor [, {mode =, align_corners =}]): upsampling of the
+--- nn.Upsample({size =, scale_factor =, mode = "nearest", align_corners =, recompute_scale_factor =}) or
+-- nn.Upsample(scale_factor [, {mode =, align_corners =, recompute_scale_factor =}]): upsampling of the
 -- spatial dims of [N, C, L], [N, C, H, W] or [N, C, D, H, W], as
 -- torch.nn.Upsample: `nn.functional.interpolate` with the module's
 -- settings (nn/_interpolate.lua, the one rule), in every mode it has --
 -- "nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear"
 -- and "area" -- with align_corners for the interpolating ones. Give either
 -- size (a number, or one per spatial dim) or scale_factor (a number, or one
--- per spatial dim). In "nearest", output row i is input row floor(i *
+-- per spatial dim); recompute_scale_factor (as PyTorch's) uses scale_factor only for the output's
+-- size, the source positions then from the sizes. In "nearest", output row i is input row floor(i *
 -- scale) (at most H - 1), with scale = 1 / scale_factor or H / h, in
 -- float32 as PyTorch does, so a fractional factor picks PyTorch's rows; the
 -- gradient sums over the copies. (PyTorch 1.13 is inconsistent where a
@@ -51,14 +52,16 @@ function Upsample:__init(a, b)
   if type(a) == "number" or (type(a) == "table" and a[1] ~= nil) then
     opts = b or {}
     if type(opts) ~= "table" then error("Upsample: options must be a table {mode =}, got " .. type(opts), 2) end
-    opts = { scale_factor = a, size = opts.size, mode = opts.mode, align_corners = opts.align_corners }
+    opts = { scale_factor = a, size = opts.size, mode = opts.mode, align_corners = opts.align_corners,
+      recompute_scale_factor = opts.recompute_scale_factor }
   else
     opts = a or {}
     if type(opts) ~= "table" then
       error("Upsample: expected a scale_factor or an options table {size =, scale_factor =, mode =}, got " .. type(opts), 2)
     end
   end
-  opts = Module.check_options("nn.Upsample", opts, { "size", "scale_factor", "mode", "align_corners" })
+  opts = Module.check_options("nn.Upsample", opts, { "size", "scale_factor", "mode", "align_corners",
+    "recompute_scale_factor" })
   if (opts.size == nil) == (opts.scale_factor == nil) then
     error("Upsample: give either size or scale_factor (one of them)", 2)
   end
@@ -73,6 +76,11 @@ function Upsample:__init(a, b)
     error("Upsample: align_corners must be a boolean, got " .. type(opts.align_corners), 2)
   end
   self.align_corners = opts.align_corners
+  local rsf = opts.recompute_scale_factor
+  if rsf ~= nil and type(rsf) ~= "boolean" then
+    error("Upsample: recompute_scale_factor must be a boolean, got " .. type(rsf), 2)
+  end
+  self.recompute_scale_factor = rsf
   if opts.size ~= nil then
     self.size = sizes(opts.size, true)
     if not self.size then
@@ -93,7 +101,7 @@ end
 -- @treturn Tensor [N, C, *new spatial]
 function Upsample:forward(x)
   return interpolate.resample("Upsample.forward", x, { size = self.size, scale_factor = self.scale_factor,
-    mode = self.mode, align_corners = self.align_corners })
+    mode = self.mode, align_corners = self.align_corners, recompute_scale_factor = self.recompute_scale_factor })
 end
 
 --- The size or scale factor and the mode, for printing.
