@@ -246,11 +246,21 @@ local function check_stop(stop)
     for _, id in ipairs(type(s) == "table" and s or {}) do ok = ok and math.type(id) == "integer" end
   end
   if not ok then
-    local flat = type(stop) == "table" and #stop > 0
-    for _, id in ipairs(flat and stop or {}) do flat = flat and math.type(id) == "integer" end
-    error(("generate: stop must be a list of token id sequences, e.g. {{5}, {7, 8}}, got %s"):format(flat and
-      ("a list of ids {%s} (one sequence is {{%s}}; each id alone: {{%s}})"):format(table.concat(stop, ", "),
-        table.concat(stop, ", "), table.concat(stop, "}, {")) or tostring(stop)))
+    local flat, text = type(stop) == "table" and #stop > 0, type(stop) == "string"
+    for _, id in ipairs(flat and stop or {}) do
+      flat = flat and math.type(id) == "integer"
+      text = text or type(id) == "string"
+    end
+    local got = tostring(stop)
+    if flat then
+      got = ("a list of ids {%s} (one sequence is {{%s}}; each id alone: {{%s}})"):format(table.concat(stop, ", "),
+        table.concat(stop, ", "), table.concat(stop, "}, {"))
+    elseif text then -- Hugging Face's stop_strings
+      got = "text: stop takes token ids (a tokenizer's encode of each string, e.g. {tok:encode(\"\\n\\n\")})"
+    elseif type(stop) == "table" then
+      got = "a table that is not a list of non-empty lists of integer ids"
+    end
+    error("generate: stop must be a list of token id sequences, e.g. {{5}, {7, 8}}, got " .. got)
   end
   return stop
 end

@@ -268,6 +268,16 @@ describe("generate's errors for a Hugging Face user", function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("got a list of ids {5, 6} (one sequence is {{5, 6}}; each id alone: {{5}, {6}})",
       1, true), tostring(err))
+    -- Hugging Face's stop_strings are text
+    for _, stop in ipairs { { "\n\n" }, "###" } do
+      ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { stop = stop })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("got text: stop takes token ids (a tokenizer's encode of each string", 1, true),
+        tostring(err))
+    end
+    ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { stop = { { 1.5 } } })
+    assert.truthy(tostring(err):find("got a table that is not a list of non-empty lists of integer ids", 1, true),
+      tostring(err))
   end)
 end)
 
