@@ -23,7 +23,8 @@
 -- this model on this CPU: fp32 where the CPU has no bfloat16 products in
 -- hardware (ember.cli.auto_precision); elsewhere the first 8 calls at each
 -- call site (the line that calls ember.autocast; its caller's for a tail
--- call, `return ember.autocast(...)`) alternate fp32 and bf16 (one
+-- call, `return ember.autocast(...)`), and for each model the function
+-- closes over (the nn modules among its upvalues), alternate fp32 and bf16 (one
 -- warm-up each, then 3 timed each, from one call's start to the next at
 -- that site, so a training step's backward and optimizer step are in the
 -- time) and bf16 is kept only when its median is at least 2% faster
@@ -51,8 +52,26 @@ local function scope(dtype, enabled)
   })
 end
 
--- ember.autocast("auto"): one decision per call site, "source:line".
+-- ember.autocast("auto"): one decision per call site, "source:line", and
+-- per model the function closes over.
 local auto_sites = {}
+local module_ids, module_count = setmetatable({}, {__mode = "k"}), 0
+
+-- " (model Sequential#1, crit CrossEntropyLoss#2)": the nn modules among
+-- fn's upvalues, each numbered once per process; "" when none.
+local function models_of(fn)
+  local is_module, names = require("ember.nn.Module").is_module, {}
+  for i = 1, 255 do
+    local name, v = debug.getupvalue(fn, i)
+    if name == nil then break end
+    if is_module(v) then
+      local id = module_ids[v]
+      if not id then module_count = module_count + 1; id = module_count; module_ids[v] = id end
+      names[#names + 1] = ("%s %s#%d"):format(name, v.__name or "Module", id)
+    end
+  end
+  return #names > 0 and " (" .. table.concat(names, ", ") .. ")" or ""
+end
 
 -- The precision of this call at `site` under "auto" ("fp32" or "bf16"):
 -- the site's calibration's, made at its first call.
@@ -87,8 +106,9 @@ local function auto_precision(site)
 end
 
 --- What ember.autocast("auto") chose at each call site so far: a table of
--- "source:line" -> {precision = "bf16" or "fp32" (nil while it still
--- measures), note = what it measured and why}.
+-- "source:line" (followed by " (model Sequential#1)" when the function
+-- closes over nn modules: one decision per model) -> {precision = "bf16"
+-- or "fp32" (nil while it still measures), note = what it measured and why}.
 -- @treturn table
 -- @usage
 -- local lin = ember.nn.Linear(4, 3)
@@ -114,7 +134,8 @@ local function autocast(_, dtype, fn, ...)
     end
     local level, info = 2, debug.getinfo(2, "Sl")
     while info and info.what == "C" do level = level + 1; info = debug.getinfo(level, "Sl") end -- pcall(ember.autocast, ...)
-    local on = auto_precision(info and ("%s:%d"):format(info.short_src, info.currentline) or "?") == "bf16"
+    local site = info and ("%s:%d"):format(info.short_src, info.currentline) or "?"
+    local on = auto_precision(site .. (type(fn) == "function" and models_of(fn) or "")) == "bf16"
     if type(fn) ~= "function" then return scope("bfloat16", on) end
     local ac <close> = scope("bfloat16", on)
     return fn(...)

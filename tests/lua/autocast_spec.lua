@@ -247,7 +247,10 @@ describe('ember.autocast("auto")', function()
       assert.are.equal(ran[i] and "bfloat16" or "float32", y.dtype)
     end
     ember.autocast._auto_conf = nil
-    return ran, notes, ember.autocast.auto_choices()[site]
+    for key, c in pairs(ember.autocast.auto_choices()) do -- "file:line (lin Linear#3)"
+      if key == site or key:sub(1, #site + 1) == site .. " " then return ran, notes, c end
+    end
+    return ran, notes
   end
   local HW = "gemm: onednn brg:avx512_core_bf16; gemv: ..."
 
@@ -290,11 +293,32 @@ describe('ember.autocast("auto")', function()
     for _ = 1, 9 do ember.autocast("auto", function() now = now + ((ember.autocast.enabled()) and 0.004 or 0.002) end) end
     ember.autocast._auto_conf = nil
     for site, c in pairs(ember.autocast.auto_choices()) do
-      seen[tostring(c.precision) .. " " .. site:match(":(%d+)$")] = true
+      seen[tostring(c.precision) .. " " .. site:match(":(%d+)")] = true
     end
     local line = debug.getinfo(1, "l").currentline
     assert.truthy(seen["bf16 " .. (line - 6)], "site A")
     assert.truthy(seen["fp32 " .. (line - 5)], "site B")
+  end)
+
+  it("decides per model at one call site (a training function given each model in turn)", function()
+    local now, notes = 0, {}
+    ember.autocast._auto_conf = {clock = function() return now end, info = HW,
+      report = function(s) notes[#notes + 1] = s end}
+    local small, big = nn.Linear(2, 2), nn.Linear(64, 64)
+    local function train(model, steps)
+      local bf16 = model == big and 0.001 or 0.004 -- bf16 slower for the small model, faster for the big one
+      for _ = 1, steps do
+        ember.autocast("auto", function() model:zero_grad(); now = now + ((ember.autocast.enabled()) and bf16 or 0.002) end)
+      end
+    end
+    train(small, 9)
+    train(big, 9)
+    ember.autocast._auto_conf = nil
+    assert.are.equal(4, #notes, table.concat(notes, "\n"))
+    local line = debug.getinfo(train, "S").linedefined + 3
+    assert.truthy(notes[2]:find((":%d %%(model Linear#%%d+%%): fp32 %%("):format(line)), notes[2])
+    assert.truthy(notes[4]:find((":%d %%(model Linear#%%d+%%): bf16 %%("):format(line)), notes[4])
+    assert.are_not.equal(notes[2]:match("Linear#(%d+)"), notes[4]:match("Linear#(%d+)"))
   end)
 
   it("works as a scope, can be turned off, and names a wrong argument at the user's line", function()
