@@ -6,12 +6,17 @@
 -- divisor_override, return_indices and MaxUnpool; adaptive pools;
 -- BatchNorm in training and evaluation, momentum = false (PyTorch's None),
 -- track_running_stats = false, affine = false; GroupNorm, InstanceNorm;
--- Flatten, Unflatten, Upsample, PixelShuffle. Each case runs in float64,
+-- Flatten, Unflatten, Upsample, PixelShuffle, Fold/Unfold, the padding
+-- modules; max pools over ties (the gradient to the first largest); random
+-- sizes of transposed convolutions and pools. Each case runs in float64,
 -- float32 and bfloat16 under ember.autocast against PyTorch 1.13's float64
 -- numbers (tests/gen_probe_vision_fixtures.py writes
 -- tests/fixtures/probe_vision.lua): the output, the input's and the
 -- parameters' gradients, the buffers after the call, the state dict's
--- names; then bad input, each error naming the module at the user's line.
+-- names. Then nn.functional with torch's positional arguments, running
+-- statistics over train/eval sequences, MaxUnpool after overlapping
+-- windows, bad input (each error naming the module or function at the
+-- user's line) and float64 gradchecks.
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
