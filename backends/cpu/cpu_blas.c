@@ -188,7 +188,8 @@ void cpu_blas_configure(void) {
   if (taken) {
     if (have != ISA_NONE && have < want)
       snprintf(blas_why, sizeof blas_why,
-               "set by the user (OPENBLAS_CORETYPE=%s); older than this CPU's %s, kept as asked",
+               "set by the user (OPENBLAS_CORETYPE=%s); older than this CPU's %s, kept as asked: "
+               "unset it for ember's choice",
                user, isa_names[want]);
     else
       snprintf(blas_why, sizeof blas_why, "set by the user (OPENBLAS_CORETYPE=%s)", user);
