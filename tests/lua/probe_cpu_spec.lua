@@ -140,6 +140,11 @@ local CASES = {
   {"OPENBLAS_CORETYPE=Prescott", "blas", "core Prescott (set by the user (OPENBLAS_CORETYPE=Prescott)"},
   {"OPENBLAS_CORETYPE=Haswell", "blas", "core Haswell (set by the user (OPENBLAS_CORETYPE=Haswell)",
     needs = {"avx2"}},
+  -- every float32 product (gemm, gemv, the attention's tiles) on OpenBLAS, under a core the user set
+  -- and under one ember set
+  {"OPENBLAS_CORETYPE=Prescott EMBER_CPU_SGEMM=openblas EMBER_CPU_TILE_GEMM=blas", "blas", "core Prescott (set by the user"},
+  {"EMBER_TEST_OPENBLAS_GUESS=Prescott EMBER_CPU_SGEMM=openblas EMBER_CPU_TILE_GEMM=blas", "blas",
+    "(set by ember from cpuid (", needs = {"avx"}},
 }
 
 describe("the CPU backend's forced paths", function()
