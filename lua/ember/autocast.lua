@@ -30,8 +30,8 @@
 -- time) and bf16 is kept only when its median is at least 2% faster
 -- (ember.cli.precision_calibration, as --precision auto; under
 -- ember.distributed the ranks sum their medians, so all keep the same). What it measures
--- and keeps is printed once per call site, and ember.autocast.auto_choices()
--- lists it; after that the site's precision does not change.
+-- and keeps is printed once per call site and model, and
+-- ember.autocast.auto_choices() lists it; after that it does not change.
 local core = require "ember.core"
 
 local M = {}
