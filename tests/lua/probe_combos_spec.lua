@@ -721,11 +721,17 @@ describe("combinations that are not supported are refused at the user's line", f
     raises_here(function() m(x, kv, { attn_mask = ember.zeros(5, 5) }) end,
       "MultiHeadAttention.forward: the attention mask must be [Lq=5, Lk=7]")
     raises_here(function() m(x, kv, { variant_inputs = { doc = ember.ones({ 2, 7 }, { dtype = "int64" }) } }) end,
-      "MultiHeadAttention.forward: variant_inputs are for attention variants written in Lua; 'standard' takes none")
+      "MultiHeadAttention.forward: variant_inputs are for variants written in Lua; 'standard' takes none")
+    -- said by the module called (they named the inner Attention.forward, or ember.Attention.forward)
     local doc = nn.MultiHeadAttention(8, 4, { attention = "document", kv_heads = 2 })
-    raises_here(function() doc(x, kv) end, "variant 'document' needs the per-call tensor 'doc'")
+    raises_here(function() doc(x, kv) end, "MultiHeadAttention.forward: variant 'document' needs the per-call tensor 'doc'")
     raises_here(function() doc(x, kv, { variant_inputs = { doc = ember.ones({ 2, 7 }) } }) end,
-      "variant 'document' declares its input 'doc' int64")
+      "MultiHeadAttention.forward: variant 'document' declares its input 'doc' int64")
+    raises_here(function() doc(x, kv, { variant_inputs = { doc = ember.ones({ 2, 6 }, { dtype = "int64" }) } }) end,
+      "MultiHeadAttention.forward: attention 'document': mask: index 7 out of range for dim 2 of captured tensor 'doc' (size 6)")
+    doc:eval()
+    raises_here(function() doc:forward_cached(x, {}) end,
+      "MultiHeadAttention.forward_cached: variant 'document' needs the per-call tensor 'doc'")
   end)
 
   it("the KV cache: weights, dropout in training, another module's cache", function()

@@ -114,16 +114,26 @@ function Attention:forward(q, k, v, opts)
     if type(opts) ~= "table" then errors.raise("Attention.forward: options must be a table, got %s", type(opts)) end
     for key, val in pairs(opts) do o[key] = val end
   end
+  -- the module the user called, for the messages (MultiHeadAttention passes its name: internal)
+  local who = o._caller or "Attention.forward"
+  o._caller = nil
   q = self:_carry_scale(q, o)
   local inputs = o.variant_inputs
   o.variant_inputs = nil
-  if self._variant then return self:_forward_traced(tables, q, k, v, o, inputs or {}) end
+  if self._variant then return self:_forward_traced(tables, q, k, v, o, inputs or {}, who) end
   if inputs ~= nil then
-    errors.raise("Attention.forward: variant_inputs are for variants written in Lua; '%s' takes none", self.attention)
+    errors.raise("%s: variant_inputs are for variants written in Lua; '%s' takes none", who, self.attention)
   end
   local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o)
-  if not ok then errors.raise("%s", tostring(out)) end
+  if not ok then errors.raise("%s", Attention._said_by(out, who)) end
   return out, w
+end
+
+-- The core's message ("ember.Attention.forward: ...") as said by `who`.
+function Attention._said_by(msg, who)
+  msg = tostring(msg)
+  if who == "Attention.forward" then return msg end
+  return (msg:gsub("^ember%.Attention%.forward:", function() return who .. ":" end, 1))
 end
 
 -- `scale` as PyTorch's: nil is the default 1/sqrt(head_dim), any other
@@ -154,19 +164,20 @@ end
 -- device whose kernel declines the call (the core's EM_ERR_UNSUPPORTED,
 -- which core:forward answers with nil when asked: a dtype or head size it
 -- lacks, a program too long for it).
-function Attention:_forward_traced(tables, q, k, v, o, inputs)
+function Attention:_forward_traced(tables, q, k, v, o, inputs, who)
   local inst = self._variant
-  if type(inputs) ~= "table" then errors.raise("Attention.forward: variant_inputs must be a table {name = tensor}") end
+  who = who or "Attention.forward"
+  if type(inputs) ~= "table" then errors.raise("%s: variant_inputs must be a table {name = tensor}", who) end
   local list, converted = {}, nil
   for i, c in ipairs(inst.caps) do
     if c.input then
       local t = inputs[c.input]
       if not Module.is_tensor(t) then
-        errors.raise("Attention.forward: variant '%s' needs the per-call tensor '%s' (variant_inputs = {%s = ...}), got %s",
-          self.attention, c.input, c.input, type(t))
+        errors.raise("%s: variant '%s' needs the per-call tensor '%s' (variant_inputs = {%s = ...}), got %s",
+          who, self.attention, c.input, c.input, type(t))
       end
       if t.ndim ~= c.ndim then
-        errors.raise("Attention.forward: variant '%s' indexes '%s' with %d indices, got a %d-d tensor", self.attention,
+        errors.raise("%s: variant '%s' indexes '%s' with %d indices, got a %d-d tensor", who, self.attention,
           c.input, c.ndim, t.ndim)
       end
       -- the dtype the variant declares (lua/ember/variant.lua: int64 unless
@@ -174,7 +185,7 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
       -- rounded, ints are not taken for a float input
       local int = t.dtype == "int64" or t.dtype == "bool"
       if int ~= (c.kind ~= "float") then
-        errors.raise("Attention.forward: variant '%s' declares its input '%s' %s, got %s%s", self.attention, c.input,
+        errors.raise("%s: variant '%s' declares its input '%s' %s, got %s%s", who, self.attention, c.input,
           c.kind ~= "float" and "int64 (or bool, read as 0/1)" or "float (float32, float64 or bfloat16)", t.dtype,
           c.kind ~= "float" and " (ember.tensor(ids, {dtype = \"int64\"}), or x:long() of whole numbers)" or "")
       end
@@ -189,7 +200,7 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
   for name in pairs(inputs) do
     local known = false
     for _, c in ipairs(inst.caps) do if c.input == name then known = true end end
-    if not known then errors.raise("Attention.forward: variant '%s' takes no input '%s'", self.attention, tostring(name)) end
+    if not known then errors.raise("%s: variant '%s' takes no input '%s'", who, self.attention, tostring(name)) end
   end
   if converted then
     local all = {}
@@ -221,7 +232,7 @@ function Attention:_forward_traced(tables, q, k, v, o, inputs)
   end
   -- on the CPU the fused kernel covers every call: a decline there is an error
   local ok, out, w = pcall(self.core.forward, self.core, tables, q, k, v, o, list, q.device ~= "cpu")
-  if not ok then errors.raise("%s", tostring(out)) end
+  if not ok then errors.raise("%s", Attention._said_by(out, who)) end
   if out == nil then return dense() end
   return out, w
 end

@@ -445,9 +445,6 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
     errors.raise("%s: attention '%s' cannot return weights (need_weights); variants that can: %s",
       who, self.attention, MHA._variants_with("weights"))
   end
-  if opts.variant_inputs ~= nil and not rawget(self.attn, "_variant") then
-    errors.raise("%s: variant_inputs are for attention variants written in Lua; '%s' takes none", who, self.attention)
-  end
   local o, w
   if mask and mask.dtype ~= "bool" and mask.requires_grad and ember.is_grad_enabled() then
     o, w = self:_attend_learned_mask(who, q, k, v, mask, opts.key_padding_mask, causal)
@@ -457,6 +454,7 @@ function MHA:_attend(who, q, k, v, opts, causal, B, Lq)
       key_padding_mask = opts.key_padding_mask, attn_mask = mask, causal = causal,
       need_weights = opts.need_weights, dropout = self.dropout > 0 and self.dropout or nil,
       variant_inputs = opts.variant_inputs, -- per-call tensors of a variant written in Lua (document ids ...)
+      _caller = who, -- the messages name the module called
     })
   end
   o = o:transpose(2, 3):reshape(B, Lq, self.inner)
