@@ -123,6 +123,9 @@ local function sample_row(probs, n, top_p, u, total)
   return last -- (u * total rounded up to the sum: the last token that can be drawn)
 end
 
+-- Plain sampling reads a row in blocks of this many ids.
+local BLOCK = 1024
+
 -- Per row [B, 1], a probability that every token top-k / top-p can keep
 -- reaches, so that only those are sorted (ember's sort of a 128k
 -- vocabulary costs ~15 ms a row); nil: sort them all.
@@ -175,11 +178,30 @@ local function pick(logits, opts)
   local u = ember.rand(B, { dtype = "float64" }):totable()
   local ids = {}
   if not (k or p) then
-    for b, row in ipairs(probs:totable()) do
-      ids[b] = { sample_row(row, V, nil, u[b]) }
-      if not ids[b][1] then
+    -- in id order: the block of BLOCK ids that u * total falls in (from the
+    -- blocks' sums), then the id within it; a Lua pass over every row's
+    -- probabilities took ~130 ms at B = 32 and a 128k vocabulary
+    local nb = (V + BLOCK - 1) // BLOCK
+    local padded = probs
+    if nb * BLOCK > V then
+      padded = ember.cat({ probs, ember.zeros({ B, nb * BLOCK - V }, { dtype = "float64", device = probs.device }) }, 2)
+    end
+    local sums = padded:view(B, nb, BLOCK):sum(3):totable()
+    for b = 1, B do
+      local blk, before = sample_row(sums[b], nb, nil, u[b]), 0
+      if not blk then
         error(("generate: row %d has no token to sample: its logits are all -inf or NaN"):format(b))
       end
+      local total = 0
+      for j = 1, nb do
+        if j == blk then before = total end
+        total = total + sums[b][j]
+      end
+      local first = (blk - 1) * BLOCK
+      local vals = probs[b]:narrow(1, first + 1, math.min(BLOCK, V - first)):totable()
+      -- the draw within the block, from what is left of u * total after the blocks before it
+      local at = sample_row(vals, #vals, nil, (u[b] * total - before) / sums[b][blk], sums[b][blk])
+      ids[b] = { first + at }
     end
     return ember.tensor(ids, { dtype = "int64", device = logits.device })
   end

@@ -81,6 +81,8 @@ describe("generate against Hugging Face's logits processors (PyTorch reference)"
       { { temperature = 0.5, top_k = 6, top_p = 0.8 }, { 0, 0.2084, 0, 0, 0, 0, 0.3478, 0, 0, 0, 0, 0.4438 } },
       { { temperature = 2, top_k = 4 }, { 0, 0.2423, 0.1895, 0, 0, 0, 0.2755, 0, 0, 0, 0, 0.2927 } },
       { { top_p = 0.3 }, { 0, 0, 0, 0, 0, 0, 0.4696, 0, 0, 0, 0, 0.5304 } },
+      { { temperature = 2 }, { 0.032, 0.1694, 0.1324, 0.0219, 0.0107, 0.0441, 0.1925, 0.1028, 0.0168, 0.012, 0.0609,
+        0.2046 } },
     }
     ember.manual_seed(11)
     for i, c in ipairs(cases) do
@@ -155,7 +157,12 @@ describe("sampling sorts only the tokens top-k / top-p can keep", function()
   local function reference(probs, total, k, p, u)
     local ids = {}
     for i = 1, #probs do ids[i] = i end
+    if not (k or p) then -- plain sampling: in id order, over the whole row
+      total = 0
+      for i = 1, #probs do total = total + probs[i] end
+    end
     table.sort(ids, function(a, b)
+      if not (k or p) then return a < b end
       if probs[a] ~= probs[b] then return probs[a] > probs[b] end
       return a < b
     end)
@@ -182,13 +189,14 @@ describe("sampling sorts only the tokens top-k / top-p can keep", function()
     return ids[n]
   end
 
-  it("draw for draw as sorting the whole vocabulary, peaked and flat rows, ties", function()
+  it("draw for draw as sorting the whole vocabulary (plain sampling: as a pass over it), peaked and flat rows, ties",
+    function()
     ember.manual_seed(8)
     local B, V = 48, 3000
     local logits = ember.randn(B, V, { dtype = "float64" }) * ember.linspace(0.5, 6, B, { dtype = "float64" }):view(B, 1)
     logits = logits:round() -- ties
     for _, o in ipairs { { top_p = 0.9 }, { top_p = 0.5, temperature = 0.7 }, { top_k = 40 }, { top_k = 1 },
-                         { top_k = 200, top_p = 0.95 }, { top_p = 1 }, { top_k = 2999 } } do
+                         { top_k = 200, top_p = 0.95 }, { top_p = 1 }, { top_k = 2999 }, {}, { temperature = 2 } } do
       o.strategy = "sample"
       ember.manual_seed(21)
       local got = generate.pick(logits, o):view(-1):totable()
