@@ -740,6 +740,12 @@ describe("combinations that are not supported are refused at the user's line", f
     m:eval()
     raises_here(function() m:forward_cached(x, {}, { need_weights = true }) end,
       "MultiHeadAttention.forward_cached: unknown option 'need_weights'")
+    -- a prompt outside autocast, a step under it: the dtypes differ, and the message says why
+    local c = {}
+    m:forward_cached(x, c)
+    raises_here(function() ember.autocast("bfloat16", function() m:forward_cached(x:narrow(2, 1, 1), c) end) end,
+      "float32 on cpu, but this step's are [B=2, heads=2, L, dh=2] bfloat16 on cpu (a step under ember.autocast and "
+      .. "another outside it? decode every step under the same autocast state)")
     local other = nn.MultiHeadAttention(8, 4, { kv_heads = 2 })
     local cache = {}
     m:forward_cached(x, cache)

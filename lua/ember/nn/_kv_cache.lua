@@ -46,9 +46,13 @@ local function check_fits(cache, k, who)
   if c.shape[1] ~= k.shape[1] or c.shape[2] ~= k.shape[2] or c.shape[4] ~= k.shape[4]
       or c.dtype ~= k.dtype or c.device ~= k.device then
     errors.raise("%s: the cache holds keys [B=%d, heads=%d, L, dh=%d] %s on %s, but this step's are "
-      .. "[B=%d, heads=%d, L, dh=%d] %s on %s (a cache of another model or batch? start a new one with {})",
+      .. "[B=%d, heads=%d, L, dh=%d] %s on %s (%s)",
       who, c.shape[1], c.shape[2], c.shape[4], c.dtype, c.device,
-      k.shape[1], k.shape[2], k.shape[4], k.dtype, k.device)
+      k.shape[1], k.shape[2], k.shape[4], k.dtype, k.device,
+      -- only the dtype differs: the steps ran under different autocast states
+      (c.shape[1] == k.shape[1] and c.shape[2] == k.shape[2] and c.shape[4] == k.shape[4] and c.device == k.device)
+        and "a step under ember.autocast and another outside it? decode every step under the same autocast state"
+        or "a cache of another model or batch? start a new one with {}")
   end
 end
 
