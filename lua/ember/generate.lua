@@ -373,8 +373,14 @@ local function check_generate(model, prompt, opts)
         seen_token = true
       elseif seen_token then
         error(("generate: prompt_padding_mask row %d has padding after a token (position %d): pad prompts on the "
-          .. "left (Hugging Face's padding_side = \"left\"); a row continues from its last position"):format(b, j))
+          .. "left (Hugging Face's padding_side = \"left\"); a row continues from its last position%s"):format(b, j,
+          row[1] and "" or "; true = padding: from Hugging Face's attention_mask (1 = token) it is attention_mask:eq(0)"))
       end
+    end
+    -- (Hugging Face's attention_mask taken as it is marks every token of an unpadded row)
+    if not seen_token then
+      error(("generate: prompt_padding_mask row %d is all padding: a row needs at least one token (true = padding: "
+        .. "from Hugging Face's attention_mask, 1 = token, it is attention_mask:eq(0))"):format(b))
     end
   end
   return check_stop(opts.stop)

@@ -289,6 +289,30 @@ describe("generate's errors for a Hugging Face user", function()
   end)
 end)
 
+describe("prompt_padding_mask from Hugging Face's attention_mask", function()
+  it("taken as it is (1 = token) is refused, saying how to turn it (an unpadded batch was all padding, silently)",
+    function()
+    local p = ember.tensor({ { 1, 1, 4 }, { 3, 4, 5 } }, { dtype = "int64" })
+    local attention_mask = ember.tensor({ { 0, 0, 1 }, { 1, 1, 1 } }, { dtype = "int64" })
+    local function message(mask)
+      local ok, err = pcall(generate.generate, fake, p, { max_new_tokens = 2, prompt_padding_mask = mask })
+      assert.is_false(ok)
+      return tostring(err)
+    end
+    -- an unpadded batch: every row all "padding"
+    local msg = message(ember.ones({ 2, 3 }, { dtype = "bool" }))
+    assert.truthy(msg:find("prompt_padding_mask row 1 is all padding: a row needs at least one token", 1, true), msg)
+    assert.truthy(msg:find("attention_mask:eq(0)", 1, true), msg)
+    -- a left-padded one: tokens, then "padding"
+    msg = message(attention_mask:bool())
+    assert.truthy(msg:find("row 1 has padding after a token (position 3)", 1, true), msg)
+    assert.truthy(msg:find("attention_mask:eq(0)", 1, true), msg)
+    -- turned, it runs
+    assert.are.same({ 2, 5 }, generate.generate(fake, p, { max_new_tokens = 2,
+      prompt_padding_mask = attention_mask:eq(0) }).shape)
+  end)
+end)
+
 describe("generate with models.Llama (float64)", function()
   local Llama = require("ember.models").Llama
   local function llama(extra)
