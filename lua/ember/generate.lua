@@ -72,7 +72,17 @@ local HF_NAMES = {
   do_sample = 'strategy = "sample"',
   attention_mask = "prompt_padding_mask = attention_mask:eq(0) (bool, true = padding; left-padded prompts)",
   eos_token_id = "eos_id", pad_token_id = "pad_id", stop_strings = "stop (token id sequences)",
-  max_length = "max_new_tokens (the prompt not counted)",
+  max_length = "max_new_tokens (the prompt not counted)", min_length = "min_new_tokens (the prompt not counted)",
+}
+
+-- Hugging Face's options that generate has no counterpart of
+local HF_MISSING = {
+  num_beams = "ember's generate has no beam search (greedy or sampling)",
+  num_beam_groups = "ember's generate has no beam search (greedy or sampling)",
+  no_repeat_ngram_size = "not implemented (repetition_penalty is)",
+  min_p = "not implemented (top_k and top_p are)", typical_p = "not implemented (top_k and top_p are)",
+  output_scores = "return_logits = true returns each step's logits (before the repetition penalty)",
+  return_dict_in_generate = "generate returns the ids, and the logits with return_logits = true",
 }
 
 -- ... and what more to say about one
@@ -88,7 +98,8 @@ local function check_names(opts, known, who)
       local names = { table.unpack(known) }
       table.sort(names)
       local hint = HF_NAMES[k] and set[HF_NAMES[k]:match("^[%w_]+")] and ("; Hugging Face's %s is %s here%s"):format(k,
-        HF_NAMES[k], HF_NOTES[k] or "") or ""
+        HF_NAMES[k], HF_NOTES[k] or "") or HF_MISSING[k] and set.max_new_tokens and ("; Hugging Face's %s: %s"):format(k,
+        HF_MISSING[k]) or ""
       error(("%s: unknown option '%s'%s (options: %s)"):format(who, tostring(k), hint, table.concat(names, ", ")))
     end
   end

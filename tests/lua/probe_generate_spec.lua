@@ -276,6 +276,15 @@ describe("generate's errors for a Hugging Face user", function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("got a list of ids {5, 6} (one sequence is {{5, 6}}; each id alone: {{5}, {6}})",
       1, true), tostring(err))
+    for o, want in pairs {
+      min_length = "Hugging Face's min_length is min_new_tokens (the prompt not counted) here",
+      num_beams = "Hugging Face's num_beams: ember's generate has no beam search (greedy or sampling)",
+      output_scores = "Hugging Face's output_scores: return_logits = true returns each step's logits",
+    } do
+      ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { [o] = 4 })
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("generate: unknown option '" .. o .. "'; " .. want, 1, true), tostring(err))
+    end
     -- Hugging Face's stop_strings are text
     for _, stop in ipairs { { "\n\n" }, "###" } do
       ok, err = pcall(generate.generate, fake, ids { 2, 9 }, { stop = stop })
