@@ -434,7 +434,8 @@ end
 -- @tparam Tensor prompt int64 [B, L]
 -- @param[opt] opts `max_new_tokens` (32), `min_new_tokens` (0: the eos ids
 -- cannot be picked before that many new tokens, as Hugging Face's), `strategy` ("greedy" or "sample"),
--- `temperature` (1), `top_k` (0: none; tokens as likely as the k-th are kept too, as Hugging Face's),
+-- `temperature` (1), `top_k` (0: none, where Hugging Face's generation config defaults to 50, so pass
+-- top_k = 50 to sample as its do_sample = true; tokens as likely as the k-th are kept too, as Hugging Face's),
 -- `top_p` (nucleus sampling), `repetition_penalty`
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely; a left padding's ids are not
 -- counted, so a row of a batch is penalized as alone, where Hugging Face's counts the pad id too),
