@@ -38,6 +38,12 @@ BatchNorm1d.extra_repr = BatchNorm2d.extra_repr
 --- A state without num_batches_tracked loads with it 0 (BatchNorm2d.upgrade_state_dict).
 BatchNorm1d.upgrade_state_dict = BatchNorm2d.upgrade_state_dict
 
+--- running_mean 0, running_var 1, num_batches_tracked 0 (PyTorch's reset_running_stats; nothing without them).
+function BatchNorm1d:reset_running_stats() require("ember.nn._norm").reset_running_stats(self) end
+
+--- The running statistics reset, the weight 1 and the bias 0 (PyTorch's reset_parameters).
+function BatchNorm1d:reset_parameters() require("ember.nn._norm").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 BatchNorm1d.forward = require("ember._errors").wrap(BatchNorm1d.forward)
 

@@ -99,6 +99,12 @@ function BatchNorm2d:extra_repr()
     self.momentum and ("%g"):format(self.momentum) or "None", tostring(self.affine), tostring(self.track_running_stats))
 end
 
+--- running_mean 0, running_var 1, num_batches_tracked 0 (PyTorch's reset_running_stats; nothing without them).
+function BatchNorm2d:reset_running_stats() require("ember.nn._norm").reset_running_stats(self) end
+
+--- The running statistics reset, the weight 1 and the bias 0 (PyTorch's reset_parameters).
+function BatchNorm2d:reset_parameters() require("ember.nn._norm").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 BatchNorm2d.forward = require("ember._errors").wrap(BatchNorm2d.forward)
 

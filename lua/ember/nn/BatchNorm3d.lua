@@ -32,6 +32,12 @@ end
 BatchNorm3d.extra_repr = BatchNorm2d.extra_repr
 BatchNorm3d.upgrade_state_dict = BatchNorm2d.upgrade_state_dict
 
+--- running_mean 0, running_var 1, num_batches_tracked 0 (PyTorch's reset_running_stats; nothing without them).
+function BatchNorm3d:reset_running_stats() require("ember.nn._norm").reset_running_stats(self) end
+
+--- The running statistics reset, the weight 1 and the bias 0 (PyTorch's reset_parameters).
+function BatchNorm3d:reset_parameters() require("ember.nn._norm").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 BatchNorm3d.forward = require("ember._errors").wrap(BatchNorm3d.forward)
 

@@ -34,6 +34,9 @@ function Conv1d:extra_repr()
   return conv.extra_repr(self, 1)
 end
 
+--- Draws the weight and bias again as the constructor does (PyTorch's reset_parameters).
+function Conv1d:reset_parameters() conv.reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 Conv1d.forward = require("ember._errors").wrap(Conv1d.forward)
 

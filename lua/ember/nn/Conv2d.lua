@@ -55,6 +55,9 @@ function Conv2d:extra_repr()
   return conv.extra_repr(self, 2)
 end
 
+--- Draws the weight and bias again as the constructor does (PyTorch's reset_parameters).
+function Conv2d:reset_parameters() conv.reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 Conv2d.forward = require("ember._errors").wrap(Conv2d.forward)
 

@@ -56,6 +56,9 @@ function Conv3d:extra_repr()
   return s
 end
 
+--- Draws the weight and bias again as the constructor does (PyTorch's reset_parameters).
+function Conv3d:reset_parameters() conv.reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 Conv3d.forward = require("ember._errors").wrap(Conv3d.forward)
 

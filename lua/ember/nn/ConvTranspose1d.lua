@@ -35,6 +35,9 @@ function ConvTranspose1d:extra_repr()
   return tconv.extra_repr(self, 1)
 end
 
+--- Draws the weight and bias again, U(+-1/sqrt(fan_in)) as the constructor does (PyTorch's reset_parameters).
+function ConvTranspose1d:reset_parameters() require("ember.nn._conv").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 ConvTranspose1d.forward = require("ember._errors").wrap(ConvTranspose1d.forward)
 

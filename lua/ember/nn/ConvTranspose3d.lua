@@ -31,6 +31,9 @@ end
 --- PyTorch's printing: "8, 4, kernel_size=(2, 2, 2), stride=(2, 2, 2)" and the options not at their defaults.
 function ConvTranspose3d:extra_repr() return tconv.extra_repr(self, 3) end
 
+--- Draws the weight and bias again, U(+-1/sqrt(fan_in)) as the constructor does (PyTorch's reset_parameters).
+function ConvTranspose3d:reset_parameters() require("ember.nn._conv").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 ConvTranspose3d.forward = require("ember._errors").wrap(ConvTranspose3d.forward)
 

@@ -56,6 +56,9 @@ function GroupNorm:extra_repr()
   return ("%d, %d, eps=%g, affine=%s"):format(self.num_groups, self.num_channels, self.eps, tostring(self.affine))
 end
 
+--- The weight 1 and the bias 0, as the constructor makes them (PyTorch's reset_parameters).
+function GroupNorm:reset_parameters() norm.reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 GroupNorm.forward = require("ember._errors").wrap(GroupNorm.forward)
 

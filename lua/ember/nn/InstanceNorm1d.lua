@@ -29,6 +29,12 @@ InstanceNorm1d.extra_repr = InstanceNorm2d.extra_repr
 --- A state without num_batches_tracked loads with it 0 (BatchNorm2d.upgrade_state_dict).
 InstanceNorm1d.upgrade_state_dict = InstanceNorm2d.upgrade_state_dict
 
+--- running_mean 0, running_var 1, num_batches_tracked 0 (PyTorch's reset_running_stats; nothing without them).
+function InstanceNorm1d:reset_running_stats() require("ember.nn._norm").reset_running_stats(self) end
+
+--- The running statistics reset, the weight 1 and the bias 0 (PyTorch's reset_parameters).
+function InstanceNorm1d:reset_parameters() require("ember.nn._norm").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 InstanceNorm1d.forward = require("ember._errors").wrap(InstanceNorm1d.forward)
 

@@ -25,6 +25,12 @@ end
 InstanceNorm3d.extra_repr = InstanceNorm2d.extra_repr
 InstanceNorm3d.upgrade_state_dict = InstanceNorm2d.upgrade_state_dict
 
+--- running_mean 0, running_var 1, num_batches_tracked 0 (PyTorch's reset_running_stats; nothing without them).
+function InstanceNorm3d:reset_running_stats() require("ember.nn._norm").reset_running_stats(self) end
+
+--- The running statistics reset, the weight 1 and the bias 0 (PyTorch's reset_parameters).
+function InstanceNorm3d:reset_parameters() require("ember.nn._norm").reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 InstanceNorm3d.forward = require("ember._errors").wrap(InstanceNorm3d.forward)
 

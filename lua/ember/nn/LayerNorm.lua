@@ -52,6 +52,9 @@ function LayerNorm:extra_repr()
   return s
 end
 
+--- The weight 1 and the bias 0, as the constructor makes them (PyTorch's reset_parameters).
+function LayerNorm:reset_parameters() norm.reset_parameters(self) end
+
 -- C errors (bad ids, shapes, dtypes) name the user's line, not this file's.
 LayerNorm.forward = require("ember._errors").wrap(LayerNorm.forward)
 

@@ -378,6 +378,20 @@ function M.setup(self, name, nd, in_channels, out_channels, kernel_size, opts)
   end
 end
 
+-- PyTorch's reset_parameters of a convolution (nn.Conv*d's and nn.ConvTranspose*d's, as their
+-- constructors draw them): the weight by kaiming_uniform_(a = sqrt(5)), i.e. U(+-1/sqrt(fan_in)),
+-- the bias U(+-1/sqrt(fan_in)), fan_in from the weight; in place, outside autograd.
+function M.reset_parameters(self)
+  ember.no_grad(function()
+    init.kaiming_uniform_(self.weight, math.sqrt(5))
+    if self.bias then
+      local bound = 1 / math.sqrt(init.calculate_fans(self.weight))
+      local b = self.bias
+      b:copy_(ember.uniform(b.shape, -bound, bound, { dtype = b.dtype, device = b.device })) -- the constructor's draw
+    end
+  end)
+end
+
 -- The convolution of x [N, C, *spatial] or [C, *spatial] (nd spatial dims)
 -- by cfg's weight, bias and sizes: the module's forward (cfg = the module)
 -- and nn.functional.conv1d/conv2d's (cfg from their arguments). `who`

@@ -125,6 +125,27 @@ function M.check_trailing(who, x, ns)
   end
 end
 
+-- PyTorch's reset_running_stats (the batch and instance norms): running_mean 0, running_var 1,
+-- num_batches_tracked 0, when the module keeps them.
+function M.reset_running_stats(self)
+  if self.running_mean == nil then return end
+  ember.no_grad(function()
+    self.running_mean:zero_()
+    self.running_var:fill_(1)
+    self.num_batches_tracked:zero_()
+  end)
+end
+
+-- PyTorch's reset_parameters of a norm: the running statistics reset (when kept), the weight 1
+-- and the bias 0 (when affine), as the constructor makes them.
+function M.reset_parameters(self)
+  M.reset_running_stats(self)
+  ember.no_grad(function()
+    if self.weight ~= nil then self.weight:fill_(1) end
+    if self.bias ~= nil then self.bias:zero_() end
+  end)
+end
+
 -- Layer normalisation over the last #ns dims (ember.layer_norm's kernel).
 function M.layer_norm(who, x, ns, weight, bias, eps)
   M.check_trailing(who, x, ns)
