@@ -309,6 +309,18 @@ static em_status append_programs(char *buf, size_t n) {
   return EM_OK;
 }
 
+/* The fused attention's few-row path (cpu_attention.c, cpu_tile_rows.c),
+** after its tiles' path in the "attention: " part: ", rows path up to N
+** query rows" or ", no rows path", and the variable when it chose so. */
+EM_PLUGIN_EXPORT int64_t ember_cpu_attention_rows(int64_t max_rows);
+static const char *attention_rows(char *buf, size_t n) {
+  const long long rows = (long long)ember_cpu_attention_rows(-1);
+  const char *e = getenv("EMBER_CPU_ATTENTION_ROWS");
+  int k = rows > 0 ? snprintf(buf, n, ", rows path up to %lld query rows", rows) : snprintf(buf, n, ", no rows path");
+  if (e && *e && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " (EMBER_CPU_ATTENTION_ROWS=%.16s)", e);
+  return buf;
+}
+
 /* What multiplies dtype dt (and what our own loops run); the lines with
 ** OpenBLAS products end with "; blas: " and cpu_blas_info. */
 static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
@@ -316,7 +328,8 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   if (s) return s;
   char own[256];
   cpu_own_isa(own, sizeof own);
-  char impl[96] = "", blas[512], conv[96], round[160];
+  char impl[96] = "", blas[512], conv[96], round[160], rows[96];
+  attention_rows(rows, sizeof rows);
   cpu_blas_info(blas, sizeof blas);
   cpu_bf16_path(round, sizeof round);
   cpu_conv_describe(conv, sizeof conv);
@@ -329,16 +342,16 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
       if ((s = cpu_dnnl_impl(dt, impl, sizeof impl))) return s;
       if (dt == EM_BF16 && strncmp(impl, "none", 4) == 0)
         snprintf(buf, n, "gemm: widened to float32 (oneDNN has no bfloat16 kernel for this "
-                 "CPU); gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; kernels: %s, computing in "
-                 "float32; rounding to bfloat16: %s; blas: %s", v512, cpu_bgemm_path(), conv, own, round, blas);
+                 "CPU); gemv: ember's bfloat16 rows, %s; attention: %s%s; conv: %s; kernels: %s, computing in "
+                 "float32; rounding to bfloat16: %s; blas: %s", v512, cpu_bgemm_path(), rows, conv, own, round, blas);
       else if (dt == EM_BF16)
-        snprintf(buf, n, "gemm: onednn %s; gemv: ember's bfloat16 rows, %s; attention: %s; conv: %s; "
-                 "kernels: %s, computing in float32; rounding to bfloat16: %s", impl, v512, cpu_bgemm_path(), conv,
-                 own, round);
+        snprintf(buf, n, "gemm: onednn %s; gemv: ember's bfloat16 rows, %s; attention: %s%s; conv: %s; "
+                 "kernels: %s, computing in float32; rounding to bfloat16: %s", impl, v512, cpu_bgemm_path(), rows,
+                 conv, own, round);
       else {
         char gemm[320];
-        snprintf(buf, n, "%s; attention: %s; conv: %s; kernels: %s; blas: %s",
-                 cpu_gemm_f32_parts(impl, gemm, sizeof gemm), cpu_tile_gemm_path(), conv, own, blas);
+        snprintf(buf, n, "%s; attention: %s%s; conv: %s; kernels: %s; blas: %s",
+                 cpu_gemm_f32_parts(impl, gemm, sizeof gemm), cpu_tile_gemm_path(), rows, conv, own, blas);
       }
       return append_programs(buf, n);
     case EM_F64:

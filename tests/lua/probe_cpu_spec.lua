@@ -133,8 +133,9 @@ local CASES = {
     needs = {"avx512f"}, exact = true},
   {"EMBER_CPU_BF16_DOT=plain", "bfloat16",
     "attention: plain (bfloat16 values, float32 tile gemm, EMBER_CPU_BF16_DOT=plain)", needs = {"avx512_bf16"}},
-  {"EMBER_CPU_ATTENTION_ROWS=0", "float32", "attention: "},
-  {"EMBER_CPU_ATTENTION_ROWS=1000", "float32", "attention: "},
+  -- a decoding step's few query rows: the rows path, or the tiles
+  {"EMBER_CPU_ATTENTION_ROWS=0", "float32", "tiles), no rows path (EMBER_CPU_ATTENTION_ROWS=0); "},
+  {"EMBER_CPU_ATTENTION_ROWS=1000", "bfloat16", ", rows path up to 1000 query rows (EMBER_CPU_ATTENTION_ROWS=1000); "},
   {"ONEDNN_MAX_CPU_ISA=AVX2", "bfloat16", "rounding to bfloat16: plain (the scalar rule in vector clones), "
     .. "ONEDNN_MAX_CPU_ISA=AVX2", needs = {"avx512f"}},
   {"OPENBLAS_CORETYPE=Prescott", "blas", "core Prescott (set by the user (OPENBLAS_CORETYPE=Prescott)"},
@@ -155,6 +156,7 @@ describe("the CPU backend's forced paths", function()
     assert.truthy(default_info.bfloat16:find("; rounding to bfloat16: ", 1, true), default_info.bfloat16)
     assert.truthy(default_info.bfloat16:find("; attention: ", 1, true), default_info.bfloat16)
     assert.truthy(default_info.float32:find("; attention: ", 1, true), default_info.float32)
+    assert.truthy(default_info.float32:find("attention: [^;]*, rows path up to %d+ query rows; "), default_info.float32)
   end)
 
   for _, c in ipairs(CASES) do
