@@ -226,7 +226,7 @@ const char *cpu_blas_info(char *buf, size_t n) {
                     : getenv("GOTO_NUM_THREADS")   ? "GOTO_NUM_THREADS"
                                                    : NULL;
   if (env && k > 0 && (size_t)k < n)
-    snprintf(buf + k, n - (size_t)k, ", %s=%.8s not used: one OpenBLAS thread a call, on ember's team "
-             "(ember.set_num_threads, OMP_NUM_THREADS)", env, getenv(env));
+    snprintf(buf + k, n - (size_t)k, ", %s=%.8s not used: ember's team splits products (ember.set_num_threads)",
+             env, getenv(env));
   return buf;
 }
