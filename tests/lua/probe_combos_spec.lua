@@ -678,8 +678,9 @@ describe("autocast, float32, non-contiguous inputs, batch 1 and length 1", funct
         ember.manual_seed(9)
         local out2 = m(x, kv, { key_padding_mask = kpm, causal = true })
         close(att .. " need_weights output", out, out2, 1e-12)
-        -- the weights are the probabilities before dropout (ember_attention.h): rows sum to 1
+        -- the weights are the probabilities before dropout, detached (ember_attention.h, forward's doc): rows sum to 1
         close(att .. " weights' rows", w:sum(-1), ember.ones({ 2, 4, 3 }, f64), 1e-12)
+        assert.is_false(w.requires_grad)
         if not training then
           local vv = rep(heads_of(m.v_proj(kv), 2), 2)
           close(att .. " out_proj(w v)", m.out_proj(w:matmul(vv):transpose(2, 3):reshape(2, 3, 8)), out, 1e-12)

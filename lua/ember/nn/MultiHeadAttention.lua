@@ -551,7 +551,9 @@ end
 -- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
 -- (default: the module's), `need_weights`
 -- @treturn Tensor [B, Lq, d_model] ([Lq, d_model] unbatched)
--- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched)
+-- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched): the
+-- probabilities before dropout, detached, for inspection (nn.MultiheadAttention's, torch's
+-- spelling, carry a gradient)
 function MHA:forward(query, ...)
   local who = "MultiHeadAttention.forward"
   local key, value, opts = read_args(who, query, ...)
