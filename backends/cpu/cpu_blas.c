@@ -166,6 +166,12 @@ static const char *blas_upgrade(const blas_dyn *d, int want, int have, const cha
 void cpu_blas_configure(void) {
   const char *user = getenv("OPENBLAS_CORETYPE");
   const int want = cpu_isa();
+  /* What a core must reach not to be older for our products: the float32
+  ** and float64 kernels stop at AVX-512 (Cooperlake and SapphireRapids add
+  ** bfloat16 and AMX products, which oneDNN computes here; SkylakeX's
+  ** sgemm was the fastest on this Zen 4). A core is replaced, or reported,
+  ** only below this; a replacement is still the newest the library takes. */
+  const int need = want < ISA_AVX512 ? want : ISA_AVX512;
   blas_dyn d;
   const bool dyn = blas_dyn_open(&d);
   /* A user's OPENBLAS_CORETYPE that OpenBLAS did not take (a name it does
@@ -186,14 +192,14 @@ void cpu_blas_configure(void) {
   snprintf(guessed, sizeof guessed, "%s", openblas_get_corename());
   const int have = core_isa(guessed);
   if (taken) {
-    if (have != ISA_NONE && have < want)
+    if (have != ISA_NONE && have < need)
       snprintf(blas_why, sizeof blas_why,
                "set by the user (OPENBLAS_CORETYPE=%s); older than this CPU's %s, kept as asked: "
                "unset it for ember's choice",
                user, isa_names[want]);
     else
       snprintf(blas_why, sizeof blas_why, "set by the user (OPENBLAS_CORETYPE=%s)", user);
-  } else if (have == ISA_NONE || have >= want) {
+  } else if (have == ISA_NONE || have >= need) {
     snprintf(blas_why, sizeof blas_why, "%schosen by OpenBLAS from cpuid", not_taken);
   } else if (!dyn) {
     snprintf(blas_why, sizeof blas_why,

@@ -60,7 +60,9 @@ describe("the OpenBLAS core", function()
   local openblas = base:find("^openblas ") ~= nil
   -- a CPU with AVX or better has a core newer than Prescott's SSE3 ones
   local cpuinfo = io.open("/proc/cpuinfo")
-  local avx = cpuinfo ~= nil and cpuinfo:read("a"):find("%savx%s") ~= nil
+  local flags = cpuinfo and cpuinfo:read("a") or ""
+  local avx = flags:find("%savx%s") ~= nil
+  local avx512bf16 = flags:find("%savx512f%s") ~= nil and flags:find("%savx512_bf16%s") ~= nil
   if cpuinfo then cpuinfo:close() end
 
   it("ember.cpu_info().blas names the library, the core and why", function()
@@ -118,6 +120,18 @@ describe("the OpenBLAS core", function()
     local out = select(3, child("OPENBLAS_CORETYPE=Prescott EMBER_TEST_OPENBLAS_GUESS=Haswell"))
     assert.truthy(out:find("env=Prescott\n", 1, true), out)
     assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
+  end)
+
+  it("an AVX-512 core is not older than an AVX512_BF16 CPU for float32 and float64 products", function()
+    -- SkylakeX's and Cooperlake's sgemm are the same kernels (Cooperlake adds bfloat16 ones)
+    if not (openblas and avx512bf16) then return pending("needs OpenBLAS on a CPU with AVX512_BF16") end
+    local blas, err = child("OPENBLAS_CORETYPE=SkylakeX")
+    assert.are.equal("SkylakeX", core_of(blas), blas)
+    assert.are.equal("set by the user (OPENBLAS_CORETYPE=SkylakeX)", blas:match("%((.*)%)$"), blas)
+    assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
+    blas = child("EMBER_TEST_OPENBLAS_GUESS=SkylakeX")
+    assert.are.equal("SkylakeX", core_of(blas), blas)
+    assert.truthy(blas:find("(chosen by OpenBLAS from cpuid)", 1, true), blas)
   end)
 
   it("float32 products agree with float64 under the core OpenBLAS chose", function()
