@@ -189,13 +189,20 @@ end
 -- row's probabilities took ~130 ms at B = 32 and a 128k vocabulary.)
 local function sample_in_order(probs, u)
   local B, V = probs.shape[1], probs.shape[2]
+  local ids = {}
+  if V <= BLOCK then -- one block: the rows as Lua lists at once
+    for b, row in ipairs(probs:totable()) do
+      ids[b] = { sample_row(row, V, nil, u[b]) }
+      if not ids[b][1] then no_token(b) end
+    end
+    return ids
+  end
   local nb = (V + BLOCK - 1) // BLOCK
   local padded = probs
   if nb * BLOCK > V then
     padded = ember.cat({ probs, ember.zeros({ B, nb * BLOCK - V }, { dtype = "float64", device = probs.device }) }, 2)
   end
   local sums = padded:view(B, nb, BLOCK):sum(3):totable()
-  local ids = {}
   for b = 1, B do
     local blk, before, total = sample_row(sums[b], nb, nil, u[b]), 0, 0
     if not blk then no_token(b) end
@@ -215,18 +222,25 @@ end
 -- first; ember's sort is stable: equal probabilities keep the lower id first.
 local function sample_sorted(probs, u, k, p)
   local B, V = probs.shape[1], probs.shape[2]
-  local bound = keep_bound(probs, k, p)
+  -- (a small vocabulary is sorted whole, all rows at once: cheaper than a row at a time)
+  local bound = V > BLOCK and keep_bound(probs, k, p)
   local totals = not k and probs:sum(2):totable() -- top-p alone: of the whole row
-  local all_ids = ember.arange(1, V + 1, { dtype = "int64", device = probs.device })
+  local all_ids = bound and ember.arange(1, V + 1, { dtype = "int64", device = probs.device })
+  local all_sorted, all_order
+  if not bound then
+    all_sorted, all_order = probs:sort(2, true)
+    all_sorted, all_order = all_sorted:totable(), all_order:totable()
+  end
   local ids = {}
   for b = 1, B do
-    local row, id_of = probs[b], all_ids
+    local sorted, order = all_sorted and all_sorted[b], all_order and all_order[b]
     if bound then
-      local m = row:ge(bound[b])
-      row, id_of = row:masked_select(m), all_ids:masked_select(m)
+      local m = probs[b]:ge(bound[b])
+      local id_of = all_ids:masked_select(m):totable()
+      sorted, order = probs[b]:masked_select(m):sort(1, true)
+      sorted, order = sorted:totable(), order:totable()
+      for i, j in ipairs(order) do order[i] = id_of[j] end -- positions among the candidates -> ids
     end
-    local sorted, order = row:sort(1, true)
-    sorted, order = sorted:totable(), order:totable()
     local n = #sorted
     if k then
       -- as Hugging Face's top-k: every token as likely as the k-th is kept
@@ -235,7 +249,7 @@ local function sample_sorted(probs, u, k, p)
     end
     local at = sample_row(sorted, n, p, u[b], totals and totals[b])
     if not at then no_token(b) end
-    ids[b] = { bound and id_of[order[at]]:item() or order[at] }
+    ids[b] = { order[at] }
   end
   return ids
 end
