@@ -164,6 +164,10 @@ EM_API void *em_data(const em_tensor *t);
 EM_API const char *em_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 /* Memory used by all live storages, in bytes (for GC accounting). */
 EM_API size_t em_live_bytes(void);
+/* The most em_live_bytes has been since the last em_reset_peak_bytes (or
+** the start), and the reset, which sets it to the bytes live now. */
+EM_API size_t em_peak_bytes(void);
+EM_API void em_reset_peak_bytes(void);
 
 /* Creation. `shape` has `ndim` entries; ndim 0 makes a scalar. */
 EM_API em_status em_empty(em_tensor **out, int ndim, const int64_t *shape, em_dtype dt, em_device dev);

@@ -81,6 +81,21 @@ static int f_live_bytes(lua_State *L) {
   return 1;
 }
 
+/* ember.max_memory_allocated() and ember.reset_peak_memory_stats():
+** torch.cuda's names for the peak of the tensor bytes (all devices, as
+** live_bytes) since the last reset; a device argument is taken and not
+** needed. */
+static int f_max_memory_allocated(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)em_peak_bytes());
+  return 1;
+}
+
+static int f_reset_peak_memory_stats(lua_State *L) {
+  (void)L;
+  em_reset_peak_bytes();
+  return 0;
+}
+
 /* ember.clock(): seconds from a monotonic clock, as a float. */
 static int f_clock(lua_State *L) {
   struct timespec ts;
@@ -291,6 +306,8 @@ static const luaL_Reg funcs[] = {
   {"memory_stats", f_memory_stats},
   {"empty_cache", f_empty_cache},
   {"live_bytes", f_live_bytes},
+  {"max_memory_allocated", f_max_memory_allocated},
+  {"reset_peak_memory_stats", f_reset_peak_memory_stats},
   {"clock", f_clock},
   {NULL, NULL}
 };

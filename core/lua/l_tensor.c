@@ -101,16 +101,20 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 **
 ** How much GC work a tensor byte is worth: a cycle costs about the Lua
 ** heap (H), and we want one cycle per "tensor budget" B of new tensor
-** bytes, B being the tensor bytes live at the end of the last cycle (Lua's
-** own 200% pause, applied to tensor memory), but at most
-** LEMBER_GC_MAX_BUDGET: a model of 12 GB (weights and optimizer state)
-** would otherwise pile up 12 GB of dropped activations before a cycle,
-** where a cycle per 256 MB costs next to nothing beside such a step.
-** Lua finishes a cycle within about 2H of debt, so a tensor byte adds 2H/B
-** bytes of debt, and never more than one: while tensors are few, they
-** count as Lua would count them. Counting them one for one always ran a full cycle per few MB of
-** activations: with a 2 MB heap, 27 cycles per step of a small
-** Transformer, 15% of its time (3 now).
+** bytes: half the tensor bytes live at their low point over the last
+** cycle (what survived it; the live bytes at its end also hold what was
+** dropped during it), at most LEMBER_GC_MAX_BUDGET. Lua finishes a cycle
+** within about 2H of debt, so a tensor byte adds 2H/B bytes of debt, and
+** never more than one: while tensors are few, they count as Lua would
+** count them. The trade, measured: counting them one for one always ran
+** a full cycle per few MB of activations (27 cycles per step of a small
+** Transformer with a 2 MB heap, 15% of its time); B = all of the live
+** bytes ran 4 cycles, but let the dropped activations of checkpointed
+** layers raise their fwd+bwd peak from 0.24x to 0.53x of a plain run's
+** (bench/checkpoint.lua); half of them runs 8 cycles, peak 0.37x. The
+** cap: a model of 12 GB (weights, optimizer state) would otherwise pile
+** up gigabytes of dropped activations before a cycle, where a cycle per
+** 256 MB costs next to nothing beside such a step.
 **
 ** That pacing works in the incremental mode, which luaopen_ember_core
 ** selects. In the generational mode a step is a minor collection: tensors
@@ -122,6 +126,7 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 #define LEMBER_GC_STEP_KB 8 /* the smallest debt worth a GC step */
 #define LEMBER_GC_MIN_BUDGET ((size_t)1 << 20) /* B, when next to nothing is live */
 #define LEMBER_GC_MAX_BUDGET ((size_t)256 << 20)
+#define LEMBER_GC_BUDGET_DIV 2 /* B = the live low point / this */
 #define LEMBER_GC_FULL_SLACK ((size_t)64 << 20)
 
 /* Per thread: a Lua state runs on one thread at a time. */
@@ -129,6 +134,7 @@ static _Thread_local size_t gc_last_live;
 static _Thread_local size_t gc_pending;   /* new tensor bytes not yet turned into debt */
 static _Thread_local size_t gc_budget = LEMBER_GC_MIN_BUDGET; /* B above */
 static _Thread_local size_t gc_full_base; /* low point of live bytes since the last full GC */
+static _Thread_local size_t gc_cycle_low = (size_t)-1; /* low point of live bytes since the last cycle's end */
 
 /* Debt in KB for 'pending' tensor bytes: pending * min(1, 2H / B). */
 static size_t gc_debt_kb(lua_State *L, size_t pending) {
@@ -140,9 +146,12 @@ static size_t gc_debt_kb(lua_State *L, size_t pending) {
 
 static void gc_run(lua_State *L, size_t kb, size_t live) {
   if (!lua_gc(L, LUA_GCISRUNNING)) return; /* GCSTEP would run even when stopped */
-  if (lua_gc(L, LUA_GCSTEP, (int)kb)) /* a cycle ended: set the next budget */
-    gc_budget = live < LEMBER_GC_MIN_BUDGET   ? LEMBER_GC_MIN_BUDGET
-                : live > LEMBER_GC_MAX_BUDGET ? LEMBER_GC_MAX_BUDGET : live;
+  if (lua_gc(L, LUA_GCSTEP, (int)kb)) { /* a cycle ended: set the next budget */
+    const size_t low = (gc_cycle_low < live ? gc_cycle_low : live) / LEMBER_GC_BUDGET_DIV;
+    gc_budget = low < LEMBER_GC_MIN_BUDGET   ? LEMBER_GC_MIN_BUDGET
+                : low > LEMBER_GC_MAX_BUDGET ? LEMBER_GC_MAX_BUDGET : low;
+    gc_cycle_low = (size_t)-1;
+  }
   if (live < gc_full_base) gc_full_base = live;
   if (live > 2 * gc_full_base + LEMBER_GC_FULL_SLACK) {
     lua_gc(L, LUA_GCCOLLECT);
@@ -156,6 +165,7 @@ void lember_account(lua_State *L, const em_tensor *t) {
   gc_pending += LEMBER_TENSOR_OVERHEAD;
   if (live > gc_last_live) gc_pending += live - gc_last_live;
   gc_last_live = live;
+  if (live < gc_cycle_low) gc_cycle_low = live;
   /* cheap test first: a byte is worth at most a byte of debt */
   if (gc_pending < ((size_t)LEMBER_GC_STEP_KB << 10)) return;
   size_t kb = gc_debt_kb(L, gc_pending);

@@ -9,8 +9,18 @@
 #include <stdatomic.h>
 
 static _Atomic size_t em__live = 0;
+static _Atomic size_t em__peak = 0; /* the most em__live has been since the last reset */
 
 size_t em_live_bytes(void) { return atomic_load(&em__live); }
+size_t em_peak_bytes(void) { return atomic_load(&em__peak); }
+void em_reset_peak_bytes(void) { atomic_store(&em__peak, atomic_load(&em__live)); }
+
+/* Raises the peak to `now` unless another thread raised it past. */
+static void peak_raise(size_t now) {
+  size_t seen = atomic_load(&em__peak);
+  while (now > seen && !atomic_compare_exchange_weak(&em__peak, &seen, now)) {
+  }
+}
 
 /* Small ops allocate two headers each (tensor and storage); a per-thread
 ** cache of freed headers keeps malloc off the dispatch path of a Lua loop
@@ -62,7 +72,7 @@ static em_status em__storage_new(em_storage **out, size_t nbytes, em_device dev,
     em__header_free(s);
     return em__kernel_fail(op, st);
   }
-  atomic_fetch_add(&em__live, nbytes);
+  peak_raise(atomic_fetch_add(&em__live, nbytes) + nbytes);
   *out = s;
   return EM_OK;
 }

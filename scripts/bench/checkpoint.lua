@@ -1,7 +1,9 @@
 -- scripts/bench/checkpoint.lua -- activation checkpointing on a stack of
 -- Transformer encoder layers (pre-norm, d256, 8 heads, FFN 1024, dropout
--- 0.1, causal): fwd+bwd ms and the memory the autograd graph keeps after
--- the forward (ember.live_bytes after a full collection), with and without
+-- 0.1, causal): fwd+bwd ms, the memory the autograd graph keeps after
+-- the forward (ember.live_bytes after a full collection) and the peak of
+-- the tensor bytes over a fwd+bwd with no collection forced (an untimed
+-- step of its own: ember.max_memory_allocated), with and without
 -- `checkpoint = true`, side by side; and checkpointing with the fused
 -- attention recomputed too (nn.checkpoint's reuse_attention = false), the
 -- full recompute that the kept attention results avoid.
@@ -64,9 +66,25 @@ local function step(c, timed)
   end
 end
 
+-- The peak of the tensor bytes over a whole fwd+bwd, as a training loop
+-- sees it: no collection forced inside, so tensors dropped but not yet
+-- collected count (ember.max_memory_allocated).
+local function peak_step(c)
+  AC.reuse_attention = c.reuse
+  x.grad = nil
+  collectgarbage(); collectgarbage()
+  local base = ember.live_bytes()
+  ember.reset_peak_memory_stats()
+  local y = x
+  for i = 1, layers do y = c.stack[i](y, { causal = true }) end
+  y:sum():backward()
+  c.peak = ember.max_memory_allocated() - base
+end
+
 for r = 0, reps do
   for _, c in ipairs(configs) do step(c, r > 0) end
 end
+for _, c in ipairs(configs) do peak_step(c) end
 AC.reuse_attention = true
 
 local function median(t)
@@ -76,10 +94,10 @@ end
 local p = configs[1]
 local pt, pc = median(p.ts), median(p.cpu)
 print(("%d layers, d256 h8 FFN1024, B1 L%d, fwd+bwd (median of %d, taking turns)"):format(layers, L, reps))
-print("| | ms | vs plain | CPU ms (all threads) | vs plain | MB kept after forward | vs plain |")
-print("|---|---|---|---|---|---|---|")
+print("| | ms | vs plain | CPU ms (all threads) | vs plain | MB kept after forward | vs plain | peak MB, fwd+bwd | vs plain |")
+print("|---|---|---|---|---|---|---|---|---|")
 for _, c in ipairs(configs) do
   local t, cpu = median(c.ts), median(c.cpu)
-  print(("| %s | %.0f | %.2f | %.0f | %.2f | %.1f | %.2f |"):format(c.name, t, t / pt, cpu, cpu / pc,
-    c.kept / 2 ^ 20, c.kept / p.kept))
+  print(("| %s | %.0f | %.2f | %.0f | %.2f | %.1f | %.2f | %.1f | %.2f |"):format(c.name, t, t / pt, cpu, cpu / pc,
+    c.kept / 2 ^ 20, c.kept / p.kept, c.peak / 2 ^ 20, c.peak / p.peak))
 end
