@@ -462,6 +462,30 @@ describe("activation checkpointing gives the unchecked run's gradients bit for b
     end
   end)
 
+  it("flex_attention reading a bias computed inside the checkpointed fn: the same bits, no second trace", function()
+    -- with grad off in the first forward the bias did not require grad there: another trace (and route)
+    local flex = require "ember.flex"
+    ember.manual_seed(1)
+    local param = ember.randn({ 4, 5, 5 }, f64):requires_grad_()
+    local q = ember.randn({ 1, 4, 5, 3 }, f64):requires_grad_()
+    local function fn(qq)
+      local bias = param * 0.5
+      return ember.flex_attention(qq, qq, qq, { score_mod = function(s, b, h, i, j) return s + bias[h][i][j] end })
+    end
+    fn(q) -- traced once
+    local traces
+    local a, b = twice(function(ck)
+      param.grad, q.grad = nil, nil
+      local before = flex.stats.traces
+      local y = ck and nn.checkpoint(fn, q) or fn(q)
+      y:pow(2):sum():backward()
+      traces = flex.stats.traces - before
+      return { y = y:detach(), g = { param = param.grad:clone(), q = q.grad:clone() } }
+    end)
+    same_runs("flex", a, b)
+    assert.are.equal(0, traces, "the checkpointed run traced again")
+  end)
+
   it("a Lua variant's float per-call input that requires grad, under nn.checkpoint", function()
     ember.attention_variant { name = "probe_combos_bias", inputs = { bias = { ndim = 2, dtype = "float" } },
       score = function(s, b, h, q, k, ctx) return s + ctx.bias[q][k] end }
