@@ -74,11 +74,18 @@ do
   f:close()
 end
 
--- Runs SCRIPT with `env` (a shell prefix; the machine's OPENBLAS_CORETYPE
--- removed unless env sets it): its results and cpu_info's lines.
+-- The variables the cases set, removed from the children's environment
+-- (the machine's OPENBLAS_CORETYPE, a ctest variant's path) unless a case
+-- sets them.
+local UNSET = {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "EMBER_TEST_OPENBLAS_GUESS",
+  "EMBER_CPU_TILE_GEMM", "EMBER_CPU_SGEMM", "EMBER_CPU_BF16", "EMBER_CPU_BF16_DOT", "EMBER_CPU_ATTENTION_ROWS",
+  "ONEDNN_MAX_CPU_ISA"}
+
+-- Runs SCRIPT with `env` (a shell prefix): its results and cpu_info's lines.
 local function child(env)
   local path = os.tmpname()
-  local cmd = ("env -u OPENBLAS_CORETYPE %s '%s/bin/ember' '%s' '%s' 2>&1"):format(env, build, script, path)
+  local cmd = ("env -u %s %s '%s/bin/ember' '%s' '%s' 2>&1"):format(table.concat(UNSET, " -u "), env, build, script,
+    path)
   local p = assert(io.popen(cmd))
   local text = p:read("a")
   local ok = p:close()
@@ -149,6 +156,7 @@ local CASES = {
 }
 
 describe("the CPU backend's forced paths", function()
+  teardown(function() os.remove(script) end)
   local default, default_info = child("")
   local openblas = default_info.blas and default_info.blas:find("^openblas ") ~= nil
 
