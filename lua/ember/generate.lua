@@ -1,6 +1,7 @@
 --- ember.generate: autoregressive decoding -- greedy, temperature, top-k and
--- top-p (nucleus) sampling, repetition penalty, stop sequences, a time limit
--- and batches of left-padded prompts -- with an optional key/value cache.
+-- top-p (nucleus) sampling, repetition penalty, stop sequences, a time limit,
+-- batches of left-padded prompts and several samples per prompt
+-- (num_return_sequences) -- with an optional key/value cache.
 --
 --   local generate = require "ember.generate"
 --   local model = require("ember.models").Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32,
