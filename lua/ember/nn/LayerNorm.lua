@@ -31,7 +31,8 @@ function LayerNorm:__init(shape, opts)
   if opts.bias ~= nil and type(opts.bias) ~= "boolean" then
     error(("nn.LayerNorm: bias must be true or false, got %s"):format(type(opts.bias)), 2)
   end
-  if opts.elementwise_affine ~= false then
+  self.elementwise_affine = opts.elementwise_affine ~= false -- PyTorch's attribute
+  if self.elementwise_affine then
     self:register_parameter("weight", ember.ones(shape, topts))
     if opts.bias ~= false then self:register_parameter("bias", ember.zeros(shape, topts)) end
   end
