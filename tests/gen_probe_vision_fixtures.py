@@ -469,6 +469,16 @@ def functional_cases():
             ["@x", 2, None, [0.5, 0.7], False, "@u"], grad=("x",)))
     C(fcase("f_fractional_max_pool3d", "fractional_max_pool3d", {"x": r(1, 2, 6, 7, 5), "u": torch.rand(1, 2, 3)},
             ["@x", 2, [3, 4, 3], None, True, "@u"], grad=("x",)))
+    # grid_sample: points inside and outside [-1, 1] (each padding mode), both corner conventions
+    grid = lambda *shape: torch.rand(*shape) * 2.6 - 1.3
+    for mode, pmode, ac in [("bilinear", "zeros", False), ("bilinear", "border", True), ("bilinear", "reflection", False),
+                            ("bilinear", "reflection", True), ("nearest", "zeros", True), ("nearest", "reflection", False),
+                            ("bilinear", "zeros", True)]:
+        C(fcase("f_grid_sample_%s_%s_%s" % (mode, pmode, "ac" if ac else "noac"), "grid_sample",
+                {"x": r(2, 3, 4, 5), "g": grid(2, 3, 6, 2)}, ["@x", "@g", mode, pmode, ac],
+                grad=("x", "g") if mode == "bilinear" else ("x",)))
+    C(fcase("f_affine_grid", "affine_grid", {"theta": r(2, 2, 3)}, ["@theta", [2, 3, 4, 5], False]))
+    C(fcase("f_affine_grid_ac", "affine_grid", {"theta": r(1, 2, 3)}, ["@theta", [1, 1, 3, 2], True]))
     C(fcase("f_pixel_shuffle", "pixel_shuffle", {"x": r(1, 8, 2, 3)}, ["@x", 2]))
     C(fcase("f_pixel_unshuffle", "pixel_unshuffle", {"x": r(2, 2, 4, 6)}, ["@x", 2]))
     return cs
