@@ -443,3 +443,35 @@ describe("the modules' PyTorch attributes", function()
     assert.is_true(nn.LayerNorm(3).elementwise_affine)
   end)
 end)
+
+describe("lazy convolutions and norms", function()
+  it("draw nothing until they have their sizes (the probe that checks their options drew from the generator)", function()
+    for _, make in ipairs {
+      function() return nn.LazyConv2d(3, 2) end, function() return nn.LazyConvTranspose1d(2, 3) end,
+      function() return nn.LazyBatchNorm2d() end, function() return nn.LazyConv3d(2, 1, { bias = false }) end,
+    } do
+      ember.manual_seed(11)
+      local want = ember.rand(4)
+      ember.manual_seed(11)
+      make()
+      assert(ember.equal(ember.rand(4), want))
+    end
+    -- so a seed gives a lazy convolution the weights of the convolution it becomes
+    local x = ember.randn(1, 2, 4, 4)
+    ember.manual_seed(5)
+    local lazy = nn.LazyConv2d(3, 2)
+    lazy(x)
+    ember.manual_seed(5)
+    local conv = nn.Conv2d(2, 3, 2)
+    assert(ember.equal(lazy.weight, conv.weight) and ember.equal(lazy.bias, conv.bias))
+  end)
+  it("a bad groups is named (it was told as in_channels)", function()
+    local r = ember.randn
+    raises_here(function() nn.LazyConv2d(3, 2, { groups = 0 }) end, "Conv2d: groups must be a positive integer, got 0")
+    raises_here(function() nn.LazyConv1d(3, 2, { groups = 1.5 }) end, "Conv1d: groups must be a positive integer, got 1.5")
+    raises_here(function() nn.LazyConvTranspose3d(3, 2, { groups = -1 }) end,
+      "ConvTranspose3d: groups must be a positive integer, got -1")
+    raises_here(function() nn.LazyConv2d(3, 2, { groups = 2 }) end, "Conv2d: out_channels=3 must be divisible by groups=2")
+    assert.are.same({ 1, 4, 2, 2 }, nn.LazyConv2d(4, 2, { groups = 2 })(r(1, 6, 3, 3)).shape)
+  end)
+end)

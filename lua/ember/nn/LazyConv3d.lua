@@ -10,7 +10,7 @@
 -- @classmod nn.LazyConv3d
 local lazy = require "ember.nn._lazy"
 
-local function groups(_, _, opts) return type(opts) == "table" and opts.groups or 1 end
+local groups = lazy.groups
 
 return lazy.class("LazyConv3d", require "ember.nn.Conv3d", groups, lazy.channels(3),
   function(_, sd, out_channels, kernel_size, opts)

@@ -9,7 +9,7 @@
 local lazy = require "ember.nn._lazy"
 
 return lazy.class("LazyConvTranspose2d", require "ember.nn.ConvTranspose2d",
-  function(_, _, opts) return type(opts) == "table" and opts.groups or 1 end, lazy.channels(2),
+  lazy.groups, lazy.channels(2),
   function(_, sd)
     local w = sd.weight
     if require("ember.nn.Module").is_tensor(w) and w.ndim == 2 + 2 then return w.shape[1] end

@@ -12,13 +12,24 @@ local M = {}
 -- the first forward(x) calls Target.__init(self, from_input(x), ...) and Target's forward;
 -- load_state_dict(sd) does the same with from_state(sd, ...) when that gives a size. It prints
 -- as PyTorch's, the size 0.
+-- The lazy convolutions' probe size: their groups option (the in_channels that any groups
+-- divides), 1 when it is not a positive integer, so that the target's own check names groups.
+function M.groups(_, _, opts)
+  local g = type(opts) == "table" and opts.groups or 1
+  return (math.type(g) == "integer" and g > 0) and g or 1
+end
+
 function M.class(name, Target, probe, from_input, from_state)
   local Lazy = Module:extend(name)
 
   function Lazy:__init(...)
     rawset(self, "_lazy_args", table.pack(...))
-    -- the probe's printing with the first size 0, PyTorch's text for a lazy module
+    -- the probe's printing with the first size 0, PyTorch's text for a lazy module; its draws
+    -- are undone (a lazy module draws nothing until it has its sizes, as PyTorch's)
+    local ember = require "ember"
+    local state = ember.get_rng_state()
     rawset(self, "_lazy_repr", (Target(probe(...), ...):extra_repr():gsub("%d+", "0", 1)))
+    ember.set_rng_state(state)
   end
 
   local function materialize(self, n)
