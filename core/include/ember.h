@@ -497,7 +497,8 @@ EM_API bool em_set_grad_enabled(bool on); /* returns the previous mode */
 EM_API bool em_set_detect_anomaly(bool on); /* returns the previous mode */
 EM_API bool em_is_anomaly_enabled(void);
 EM_API void em_set_anomaly_origin(char *(*fn)(const char *op, void *ud), void *ud);
-/* Marks a leaf; an error on a non-leaf or a non-float tensor. */
+/* Marks a leaf; an error on a non-float tensor. On a non-leaf (it requires
+** grad already) on is a no-op and off an error, as PyTorch's. */
 EM_API em_status em_set_requires_grad(em_tensor *t, bool on);
 /* grad may be NULL only for a one-element root. Frees the graph unless
 ** retain_graph. */

@@ -59,10 +59,11 @@ bool em_set_grad_enabled(bool on) {
 }
 
 em_status em_set_requires_grad(em_tensor *t, bool on) {
+  if (t->grad_fn && on) return EM_OK; /* a non-leaf requires grad already (PyTorch's no-op) */
   if (t->grad_fn)
     return em_error(EM_ERR_AUTOGRAD,
-                    "requires_grad: can only be set on leaf tensors (this one was made by '%s'); "
-                    "use :detach() first", t->grad_fn->op->name);
+                    "requires_grad: can only be turned off on leaf tensors (this one was made by '%s'); "
+                    "use :detach() for a tensor outside the graph", t->grad_fn->op->name);
   if (on && !em_dtype_is_float(t->dtype))
     return em_error(EM_ERR_DTYPE, "requires_grad: only floating point tensors can require grad, got %s",
                     em_dtype_name(t->dtype));
