@@ -51,22 +51,42 @@ static int opdefs_release(lua_State *L) {
 static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx);
 static void lua_fn_free(void *ctx);
 
-static const em_opdef *opdef_for(const char *name) {
+static em_status out_backward(em_node *node, em_tensor *gy, em_tensor **gx);
+
+/* The opdef of a Function's nodes (output false), or of the nodes of its
+** outputs when it has several (output true: out_backward). */
+static const em_opdef *opdef_for(const char *name, bool output) {
   named_opdef *d;
   pthread_mutex_lock(&opdefs_lock);
   for (d = opdefs; d; d = d->next)
-    if (strncmp(d->name, name, sizeof d->name - 1) == 0) break;
+    if (strncmp(d->name, name, sizeof d->name - 1) == 0 && (d->def.backward == out_backward) == output) break;
   if (!d && (d = (named_opdef *)calloc(1, sizeof *d)) != NULL) {
     snprintf(d->name, sizeof d->name, "%s", name); /* long names are cut */
     d->def.name = d->name;
-    d->def.backward = lua_fn_backward;
-    d->def.free_ctx = lua_fn_free;
+    d->def.backward = output ? out_backward : lua_fn_backward;
+    d->def.free_ctx = output ? free : lua_fn_free;
     d->next = opdefs;
     opdefs = d;
   }
   pthread_mutex_unlock(&opdefs_lock);
   return d ? &d->def : NULL;
 }
+
+/* What backward gets for one value forward returned: nil (not a tensor),
+** zeros or nil (a tensor that is not differentiable: marked with
+** ctx.mark_non_differentiable, or not floating), or the gradient of a
+** differentiable output (a piece of the packed output's when there are
+** several). */
+enum { RES_NONE, RES_CONST, RES_DIFF };
+typedef struct fn_res {
+  int kind;
+  int ndim;
+  int64_t shape[EM_MAX_DIMS];
+  em_dtype dtype;
+  em_device dev;
+  int64_t off, numel; /* RES_DIFF: where it lies in the packed output */
+  bool got;           /* packed: a gradient reached it in this backward (out_backward) */
+} fn_res;
 
 /* The C context of one Function node. */
 typedef struct lua_fn_ctx {
@@ -76,11 +96,44 @@ typedef struct lua_fn_ctx {
   const char *name;
   int n_args;        /* arguments of forward after ctx */
   int n_in;          /* of which tensors */
+  int n_res;         /* values forward returned */
+  bool packed;       /* several differentiable outputs, packed into the node's one */
+  fn_res *res;       /* n_res */
   struct {
     int pos;         /* 1-based argument position of a tensor input */
     em_device dev;   /* its device, which its gradient must be on */
   } in[];
 } lua_fn_ctx;
+
+/* A node of one output of a Function with several: the output is a piece
+** of the packed output (node->edges[0].fn is the Function's node). Its
+** backward marks that the output got a gradient (for materialize_grads
+** off) and hands the packed output a gradient of its shape, zero
+** elsewhere. */
+typedef struct out_ctx {
+  int res;              /* 0-based index among forward's results */
+  int64_t off, numel;   /* where the output lies in the packed output */
+} out_ctx;
+
+static em_status out_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
+  const out_ctx *o = (const out_ctx *)node->ctx;
+  em_node *fn = node->edges[0].fn;
+  if (fn && fn->ctx && fn->op->backward == lua_fn_backward) ((lua_fn_ctx *)fn->ctx)->res[o->res].got = true;
+  em_tensor *z = NULL, *piece = NULL, *flat = NULL;
+  int64_t total = node->in_shape[0][0], n = o->numel;
+  em_status s = em_zeros(&z, 1, &total, node->in_dtype[0], gy->device);
+  if (!s) s = em_narrow(&piece, z, 0, o->off, n);
+  if (!s) s = em_reshape(&flat, gy, 1, &n);
+  if (!s) s = em_copy_(piece, flat);
+  em_release(piece);
+  em_release(flat);
+  if (s) {
+    em_release(z);
+    return s;
+  }
+  gx[0] = z;
+  return EM_OK;
+}
 
 static lua_State *main_thread(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -98,8 +151,18 @@ static void lua_fn_free(void *p) {
     luaL_unref(c->main, LUA_REGISTRYINDEX, c->backward_ref);
     luaL_unref(c->main, LUA_REGISTRYINDEX, c->ctx_ref);
   }
+  free(c->res);
   free(c);
 }
+
+/* ctx's private list of what save_for_backward saved: alias, storage
+** version when saved, alias, version, ... (ctx.saved is the user's). */
+static const char saved_versions_key = 'V';
+/* ctx's private sets of the tensors mark_dirty and mark_non_differentiable
+** named (tensor -> true), and set_materialize_grads' flag. */
+static const char dirty_key = 'D';
+static const char nondiff_key = 'N';
+static const char materialize_key = 'M';
 
 typedef struct backward_call {
   em_node *node;
@@ -114,12 +177,34 @@ static int backward_protected(lua_State *L) {
   lua_fn_ctx *c = b->c;
   em_node *node = b->node;
   char s1[128], s2[128];
-  luaL_checkstack(L, c->n_args + 4, "ember.Function backward");
+  luaL_checkstack(L, c->n_args + c->n_res + 4, "ember.Function backward");
   int base = lua_gettop(L); /* result k is at base + k */
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->backward_ref);
   lua_rawgeti(L, LUA_REGISTRYINDEX, c->ctx_ref);
-  lember_pushtensor(L, em_retain(b->gy));
-  lua_call(L, 2, LUA_MULTRET);
+  bool materialize = lua_rawgetp(L, -1, &materialize_key) != LUA_TBOOLEAN || lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  /* One gradient per value forward returned, as PyTorch: nil for a
+  ** non-tensor, zeros (nil without materialize_grads) for a tensor that
+  ** is not differentiable. */
+  for (int r = 0; r < c->n_res; r++) {
+    const fn_res *o = &c->res[r];
+    em_tensor *g = NULL;
+    em_status s = EM_OK;
+    if (o->kind == RES_DIFF && !c->packed) {
+      g = em_retain(b->gy);
+    } else if (o->kind == RES_DIFF && (materialize || o->got)) {
+      em_tensor *piece = NULL;
+      s = em_narrow(&piece, b->gy, 0, o->off, o->numel);
+      if (!s) s = em_reshape(&g, piece, o->ndim, o->shape);
+      em_release(piece);
+    } else if (o->kind == RES_CONST && materialize) {
+      s = em_zeros(&g, o->ndim, o->shape, o->dtype, o->dev);
+    }
+    if (s) return luaL_error(L, "%s", em_error_message());
+    if (g) lember_pushtensor(L, g);
+    else lua_pushnil(L);
+  }
+  lua_call(L, 1 + c->n_res, LUA_MULTRET);
   /* One gradient (or nil) per forward argument after ctx, as PyTorch;
   ** extra nils are harmless, an extra gradient is a bug in the backward. */
   int nres = lua_gettop(L) - base;
@@ -153,9 +238,6 @@ static int backward_protected(lua_State *L) {
   return 0;
 }
 
-/* ctx's private list of what save_for_backward saved: alias, storage
-** version when saved, alias, version, ... (ctx.saved is the user's). */
-static const char saved_versions_key = 'V';
 
 /* The core's version check (autograd.c) for a Lua Function's saved
 ** tensors: one written in place since would give a wrong gradient. */
@@ -203,6 +285,7 @@ static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   lua_pushcfunction(L, backward_protected);
   lua_pushlightuserdata(L, &b);
   int status = lua_pcall(L, 1, 0, 0);
+  for (int r = 0; r < c->n_res; r++) c->res[r].got = false; /* for the next backward (retain_graph) */
   if (status == LUA_OK) {
     lua_settop(L, top);
     return EM_OK;
@@ -218,10 +301,21 @@ static em_status lua_fn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
   return s;
 }
 
-/* ctx:save_for_backward(t1, ...) stores detached aliases in ctx.saved, so
-** the ctx (held by the node) does not keep the graph alive. */
+/* The ctx methods are bound to their ctx (ctx.__index makes a closure with
+** the ctx as upvalue), so that both torch's ctx.save_for_backward(a, b)
+** and Lua's ctx:save_for_backward(a, b) work: a first argument that is
+** the ctx itself is the method call's self. Leaves the ctx at index 1. */
+static void bound_ctx(lua_State *L) {
+  if (lua_gettop(L) >= 1 && lua_rawequal(L, 1, lua_upvalueindex(1))) return;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+}
+
+/* ctx.save_for_backward(t1, ...) stores detached aliases in ctx.saved
+** (ctx.saved_tensors), so the ctx (held by the node) does not keep the
+** graph alive. */
 static int ctx_save_for_backward(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  bound_ctx(L);
   int n = lua_gettop(L) - 1;
   lua_createtable(L, 0, 0); /* the versions (saved_versions_key) */
   int versions = lua_gettop(L);
@@ -251,17 +345,87 @@ static int ctx_save_for_backward(lua_State *L) {
   return 0;
 }
 
+/* ctx.mark_dirty(t, ...) / ctx.mark_non_differentiable(t, ...): adds the
+** tensors to the ctx's private set under key (upvalue 2). */
+static int ctx_mark(lua_State *L) {
+  const char *what = lua_tostring(L, lua_upvalueindex(3));
+  bound_ctx(L);
+  int n = lua_gettop(L);
+  void *key = lua_touserdata(L, lua_upvalueindex(2));
+  if (lua_rawgetp(L, 1, key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, 1, key);
+  }
+  for (int i = 2; i <= n; i++) {
+    if (!lember_testtensor(L, i))
+      return luaL_error(L, "ctx.%s: argument %d is a %s, expected tensors", what, i - 1, luaL_typename(L, i));
+    lua_pushvalue(L, i);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+  }
+  return 0;
+}
+
+/* ctx.set_materialize_grads(on) */
+static int ctx_set_materialize_grads(lua_State *L) {
+  bound_ctx(L);
+  if (lua_type(L, 2) != LUA_TBOOLEAN)
+    return luaL_error(L, "ctx.set_materialize_grads: expected a boolean, got %s", luaL_typename(L, 2));
+  lua_pushvalue(L, 2);
+  lua_rawsetp(L, 1, &materialize_key);
+  return 0;
+}
+
+/* ctx.__index: the bound methods, and ctx.saved_tensors (torch's name for
+** ctx.saved). */
+static int ctx_index(lua_State *L) {
+  const char *k = lua_tostring(L, 2);
+  if (!k || lua_type(L, 2) != LUA_TSTRING) return 0;
+  if (strcmp(k, "saved_tensors") == 0) {
+    lua_getfield(L, 1, "saved");
+    return 1;
+  }
+  lua_pushvalue(L, 1);
+  if (strcmp(k, "save_for_backward") == 0) {
+    lua_pushcclosure(L, ctx_save_for_backward, 1);
+  } else if (strcmp(k, "set_materialize_grads") == 0) {
+    lua_pushcclosure(L, ctx_set_materialize_grads, 1);
+  } else if (strcmp(k, "mark_dirty") == 0 || strcmp(k, "mark_non_differentiable") == 0) {
+    lua_pushlightuserdata(L, (void *)(k[5] == 'd' ? &dirty_key : &nondiff_key));
+    lua_pushvalue(L, 2);
+    lua_pushcclosure(L, ctx_mark, 3);
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+static bool in_set(lua_State *L, int set, int idx) {
+  if (set == 0) return false;
+  lua_pushvalue(L, idx);
+  bool r = lua_rawget(L, set) != LUA_TNIL;
+  lua_pop(L, 1);
+  return r;
+}
+
 static const char fn_mt_key = 'F';
 static const char ctx_mt_key = 'C';
 static const char opdefs_key = 'O';
 
-/* F(...) runs forward(ctx, ...) with grad off and records a node. */
+/* F(...) runs forward(ctx, ...) with grad off and records a node. Its
+** outputs: every value forward returned. One differentiable tensor output
+** gets the node itself; several (of one dtype and device) are packed
+** into the node's one output, and each is returned as a view of it, so
+** that the backward gets one gradient per output. */
 static int fn_call(lua_State *L) {
   int nargs = lua_gettop(L) - 1; /* after the Function itself */
   em_tensor *inputs[64];
   int pos[64];
   int n_in = 0;
   const char *name;
+  char s1[128], s2[128];
   lua_getfield(L, 1, "name");
   name = lua_tostring(L, -1);
   lua_pop(L, 1); /* the Function table keeps the string alive */
@@ -279,31 +443,120 @@ static int fn_call(lua_State *L) {
   lua_setmetatable(L, ctx);
   lua_newtable(L);
   lua_setfield(L, ctx, "saved");
+  /* ctx.needs_input_grad: one boolean per argument of forward after ctx */
+  bool grad_on = em_grad_enabled();
+  lua_createtable(L, nargs, 0);
+  for (int i = 1; i <= nargs; i++) {
+    em_tensor *t = lember_testtensor(L, i + 1);
+    lua_pushboolean(L, grad_on && t && t->requires_grad);
+    lua_rawseti(L, -2, i);
+  }
+  lua_setfield(L, ctx, "needs_input_grad");
   /* forward(ctx, ...) with grad mode off */
   luaL_checkstack(L, nargs + 4, "ember.Function");
+  int fbase = lua_gettop(L);
   lua_getfield(L, 1, "forward");
   lua_pushvalue(L, ctx);
   for (int i = 1; i <= nargs; i++) lua_pushvalue(L, i + 1);
   bool prev = em_set_grad_enabled(false);
-  int status = lua_pcall(L, nargs + 1, 1, 0);
+  int status = lua_pcall(L, nargs + 1, LUA_MULTRET, 0);
   em_set_grad_enabled(prev);
   if (status != LUA_OK) return lua_error(L);
-  int res = lua_gettop(L);
-  em_tensor *y = lember_testtensor(L, res);
-  if (!y)
+  int nres = lua_gettop(L) - fbase;
+  int n_tensors = 0;
+  for (int r = 1; r <= nres; r++) n_tensors += lember_testtensor(L, fbase + r) != NULL;
+  if (n_tensors == 0)
     return luaL_error(L, "ember.Function '%s': forward must return a tensor, got %s", name,
-                      luaL_typename(L, res));
-  if (!em_autograd_needed(n_in, inputs)) return 1;
+                      nres ? luaL_typename(L, fbase + 1) : "nothing");
+  if (!em_autograd_needed(n_in, inputs)) return nres;
 
-  /* The output gets its own header (forward may return an input or a
-  ** view of one), and the node records the op on it. */
-  const em_opdef *def = opdef_for(name);
-  lua_fn_ctx *c = def ? (lua_fn_ctx *)malloc(sizeof *c + sizeof c->in[0] * (size_t)n_in) : NULL;
-  if (!c) return luaL_error(L, "ember.Function '%s': out of memory", name);
+  luaL_checkstack(L, nres + 8, "ember.Function");
+  int dirty = lua_rawgetp(L, ctx, &dirty_key) == LUA_TTABLE ? lua_gettop(L) : (lua_pop(L, 1), 0);
+  int nondiff = lua_rawgetp(L, ctx, &nondiff_key) == LUA_TTABLE ? lua_gettop(L) : (lua_pop(L, 1), 0);
+  const em_opdef *def = opdef_for(name, false);
+  const em_opdef *out_def = opdef_for(name, true);
+  lua_fn_ctx *c = def && out_def ? (lua_fn_ctx *)calloc(1, sizeof *c + sizeof c->in[0] * (size_t)n_in) : NULL;
+  fn_res *res = c ? (fn_res *)calloc((size_t)nres, sizeof *res) : NULL;
+  if (!res) {
+    free(c);
+    return luaL_error(L, "ember.Function '%s': out of memory", name);
+  }
+  c->res = res;
+  c->n_res = nres;
   c->main = main_thread(L);
+  c->backward_ref = c->ctx_ref = LUA_NOREF; /* lua_fn_free may run before they are set */
+  int n_diff = 0, first = 0, dirty_out = 0, n_dirty = 0;
+  for (int r = 1; r <= nres; r++) {
+    em_tensor *t = lember_testtensor(L, fbase + r);
+    fn_res *o = &res[r - 1];
+    if (!t) continue;
+    o->kind = em_dtype_is_float(t->dtype) && !in_set(L, nondiff, fbase + r) ? RES_DIFF : RES_CONST;
+    o->ndim = t->ndim;
+    memcpy(o->shape, t->shape, sizeof o->shape);
+    o->dtype = t->dtype;
+    o->dev = t->device;
+    o->numel = em_numel(t);
+    if (in_set(L, dirty, fbase + r)) n_dirty++, dirty_out = o->kind == RES_DIFF ? r : dirty_out;
+    if (o->kind != RES_DIFF) continue;
+    if (!first) {
+      first = r;
+    } else if (t->dtype != res[first - 1].dtype || !em_device_eq(t->device, res[first - 1].dev)) {
+      lua_fn_free(c);
+      return luaL_error(L, "ember.Function '%s': forward's differentiable outputs must share a dtype and a device "
+                        "(output %d is %s on %s, output %d is %s on %s); mark the others with "
+                        "ctx.mark_non_differentiable", name, first, em_dtype_name(res[first - 1].dtype),
+                        em_device_str(res[first - 1].dev, s1, sizeof s1), r, em_dtype_name(t->dtype),
+                        em_device_str(t->device, s2, sizeof s2));
+    }
+    n_diff++;
+  }
+  if (dirty) {
+    lua_Integer marked = 0;
+    for (lua_pushnil(L); lua_next(L, dirty); lua_pop(L, 1)) marked++;
+    if (marked != n_dirty) {
+      lua_fn_free(c);
+      return luaL_error(L, "ember.Function '%s': a tensor given to ctx.mark_dirty must be returned by forward "
+                        "(the input it modified in place)", name);
+    }
+  }
+  if (n_diff == 0) { /* nothing to differentiate: outputs as constants */
+    lua_fn_free(c);
+    for (int r = 1; r <= nres; r++) {
+      em_tensor *t = lember_testtensor(L, fbase + r);
+      if (!t) {
+        lua_pushvalue(L, fbase + r);
+        continue;
+      }
+      em_tensor **out = lember_newslot(L);
+      em_status s = em_detach(out, t);
+      if (s) return lember_error(L, name, s);
+      lember_account(L, *out);
+    }
+    return nres;
+  }
+  if (dirty_out && n_diff > 1) {
+    lua_fn_free(c);
+    return luaL_error(L, "ember.Function '%s': ctx.mark_dirty with several differentiable outputs is not "
+                      "supported; mark the others with ctx.mark_non_differentiable", name);
+  }
+  em_tensor *dirty_t = dirty_out ? lember_testtensor(L, fbase + dirty_out) : NULL;
+  if (dirty_t) {
+    bool is_input = false;
+    for (int i = 0; i < n_in; i++) is_input = is_input || inputs[i] == dirty_t;
+    if (!is_input) {
+      dirty_t = NULL; /* not an input: an ordinary output */
+    } else if (dirty_t->requires_grad && !dirty_t->grad_fn) {
+      lua_fn_free(c);
+      return luaL_error(L, "ember.Function '%s': a leaf tensor that requires grad (%s %s) is being used in an "
+                        "in-place operation (ctx.mark_dirty); do it on a clone, or with grad mode off", name,
+                        em_shape_str(dirty_t->ndim, dirty_t->shape, s1, sizeof s1), em_dtype_name(dirty_t->dtype));
+    }
+  }
+
   c->name = def->name;
   c->n_args = nargs;
   c->n_in = n_in;
+  c->packed = n_diff > 1;
   for (int i = 0; i < n_in; i++) {
     c->in[i].pos = pos[i];
     c->in[i].dev = inputs[i]->device;
@@ -312,16 +565,80 @@ static int fn_call(lua_State *L) {
   c->backward_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, ctx);
   c->ctx_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  em_tensor **out = lember_newslot(L);
-  em_status s = em_detach(out, y);
+
+  /* The node's output: the dirty input itself (its history now goes
+  ** through this node, as PyTorch's), the one differentiable output in its
+  ** own header (forward may return an input or a view of one), or several
+  ** packed into one flat tensor. */
+  em_tensor *node_out = NULL;
+  em_status s = EM_OK;
+  if (dirty_t) {
+    node_out = em_retain(dirty_t);
+  } else if (!c->packed) {
+    s = em_detach(&node_out, lember_testtensor(L, fbase + first));
+  } else {
+    em_tensor *flats[64];
+    em_tensor **fl = n_diff <= 64 ? flats : (em_tensor **)calloc((size_t)n_diff, sizeof *fl);
+    int k = 0;
+    int64_t off = 0;
+    bool was = em_set_grad_enabled(false);
+    for (int r = 1; r <= nres && fl && !s; r++) {
+      if (res[r - 1].kind != RES_DIFF) continue;
+      int64_t n = res[r - 1].numel;
+      res[r - 1].off = off;
+      off += n;
+      s = em_reshape(&fl[k], lember_testtensor(L, fbase + r), 1, &n);
+      if (!s) k++;
+    }
+    if (!fl) s = em_error(EM_ERR_OOM, "%s: out of memory", name);
+    if (!s) s = em_cat(&node_out, k, fl, 0);
+    em_set_grad_enabled(was);
+    for (int i = 0; i < k; i++) em_release(fl[i]);
+    if (fl != flats) free(fl);
+  }
   if (s) {
     lua_fn_free(c);
     return lember_error(L, name, s);
   }
-  s = em_autograd_record(*out, def, n_in, inputs, 0, NULL, c); /* frees c on failure */
-  if (s) return lember_error(L, name, s);
-  lember_account(L, *out);
-  return 1;
+  s = em_autograd_record(node_out, def, n_in, inputs, 0, NULL, c); /* frees c on failure */
+  if (s) {
+    em_release(node_out);
+    return lember_error(L, name, s);
+  }
+  for (int r = 1; r <= nres; r++) {
+    const fn_res *o = &res[r - 1];
+    em_tensor *t = lember_testtensor(L, fbase + r);
+    if (!t || (dirty_t && r == dirty_out)) {
+      lua_pushvalue(L, fbase + r); /* a non-tensor, or the dirty input itself */
+      continue;
+    }
+    em_tensor **out = lember_newslot(L);
+    if (o->kind == RES_CONST) {
+      s = em_detach(out, t);
+    } else if (!c->packed) {
+      *out = em_retain(node_out);
+    } else { /* a view of the packed output, with a node of its own (out_backward) */
+      em_tensor *piece = NULL;
+      bool was = em_set_grad_enabled(false);
+      s = em_narrow(&piece, node_out, 0, o->off, o->numel);
+      if (!s) s = em_reshape(out, piece, o->ndim, o->shape);
+      em_set_grad_enabled(was);
+      em_release(piece);
+      out_ctx *oc = s ? NULL : (out_ctx *)malloc(sizeof *oc);
+      if (!s && !oc) s = em_error(EM_ERR_OOM, "%s: out of memory", name);
+      if (!s) {
+        oc->res = r - 1, oc->off = o->off, oc->numel = o->numel;
+        s = em_autograd_record(*out, out_def, 1, &node_out, 0, NULL, oc); /* frees oc on failure */
+      }
+    }
+    if (s) {
+      em_release(node_out);
+      return lember_error(L, name, s);
+    }
+    lember_account(L, *out);
+  }
+  em_release(node_out);
+  return nres;
 }
 
 /* ember.Function{name=, forward=, backward=} */
@@ -359,11 +676,9 @@ void lember_open_function(lua_State *L, int module, int methods, int mt) {
   lua_pushliteral(L, "ember.Function");
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &fn_mt_key);
-  /* metatable of ctx tables: ctx:save_for_backward() */
+  /* metatable of ctx tables: the methods, saved_tensors (ctx_index) */
   lua_newtable(L);
-  lua_newtable(L);
-  lua_pushcfunction(L, ctx_save_for_backward);
-  lua_setfield(L, -2, "save_for_backward");
+  lua_pushcfunction(L, ctx_index);
   lua_setfield(L, -2, "__index");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
   /* one sentinel per state, even if the module is loaded twice */

@@ -1,0 +1,221 @@
+-- What a PyTorch user tries first with custom autograd functions and the
+-- autograd API (ember.Function as torch.autograd.Function, core/lua/l_function.c).
+-- Each block is a defect found by probing; it fails without its fix. The
+-- values are PyTorch 1.13's (written next to them) or follow from the math.
+local ember = require "ember"
+local parity = require "tests.lua.helpers.parity"
+local gradcheck = require "tests.lua.helpers.gradcheck"
+local raises_here = parity.raises_here
+
+local F64 = { dtype = "float64" }
+local function close(got, want, tol)
+  assert(got ~= nil, "no tensor")
+  local d = (got:double() - ember.tensor(want, F64)):abs():max():item()
+  assert(d <= (tol or 1e-12), ("off by %g: %s"):format(d, tostring(got)))
+end
+
+describe("ember.Function's ctx, as torch.autograd.Function's", function()
+  it("ctx.save_for_backward(a, b) (torch's dot call) and ctx.saved_tensors", function()
+    local Mul = ember.Function {
+      name = "probe_mul",
+      forward = function(ctx, a, b)
+        ctx.save_for_backward(a, b)
+        return a * b
+      end,
+      backward = function(ctx, g)
+        local a, b = table.unpack(ctx.saved_tensors)
+        return g * b, g * a
+      end,
+    }
+    local a = ember.tensor({ 1, 2, 3 }, F64):requires_grad_()
+    local b = ember.tensor({ 4, 5, 6 }, F64):requires_grad_()
+    Mul(a, b):sum():backward()
+    close(a.grad, { 4, 5, 6 })
+    close(b.grad, { 1, 2, 3 })
+    -- the method call still works, and saved_tensors is ctx.saved
+    local Sq = ember.Function {
+      name = "probe_sq",
+      forward = function(ctx, x)
+        ctx:save_for_backward(x)
+        assert(rawequal(ctx.saved_tensors, ctx.saved))
+        return x * x
+      end,
+      backward = function(ctx, g) return 2 * g * ctx.saved_tensors[1] end,
+    }
+    gradcheck.check(function(x) return Sq(x) end, { ember.randn({ 3, 2 }, F64) })
+  end)
+
+  it("a saved tensor written in place afterwards fails the backward, naming the function", function()
+    local F = ember.Function {
+      name = "probe_saved_inplace",
+      forward = function(ctx, a, b)
+        ctx.save_for_backward(b)
+        return a * b
+      end,
+      backward = function(ctx, g) return g * ctx.saved_tensors[1], nil end,
+    }
+    local a, b = ember.randn(3):requires_grad_(), ember.randn(3)
+    local y = F(a, b)
+    b:add_(1)
+    raises_here(function() y:sum():backward() end,
+      "probe_saved_inplace: a tensor saved with save_for_backward ([3] float32 cpu) has been modified by an in-place operation")
+  end)
+
+  it("ctx.needs_input_grad: one boolean per argument, in forward and in backward", function()
+    -- torch: (True, False, False) for F.apply(x_requiring_grad, y, 3)
+    local seen = {}
+    local F = ember.Function {
+      name = "probe_needs",
+      forward = function(ctx, a, b, k)
+        seen.fwd = { table.unpack(ctx.needs_input_grad, 1, 3) }
+        return a * b * k
+      end,
+      backward = function(ctx, g)
+        seen.bwd = ctx.needs_input_grad
+        return ctx.needs_input_grad[1] and g or nil, nil, nil
+      end,
+    }
+    F(ember.randn(2):requires_grad_(), ember.randn(2), 3):sum():backward()
+    assert.are.same({ true, false, false }, seen.fwd)
+    assert.are.same({ true, false, false }, seen.bwd)
+    ember.no_grad(function() F(ember.randn(2):requires_grad_(), ember.randn(2), 3) end)
+    assert.are.same({ false, false, false }, seen.fwd)
+  end)
+
+  it("several outputs, a non-tensor and a non-differentiable one among them (mark_non_differentiable)", function()
+    -- torch 1.13, x = [0.5, -1, 2]: s, c, i = F.apply(x, 2.5); s.sum().backward()
+    -- backward gets (ones, zeros, tensor(0)); x.grad = [2.1940, 1.3508, -1.0404]; i.requires_grad False
+    local got = {}
+    local SinCos = ember.Function {
+      name = "probe_sincos",
+      forward = function(ctx, x, k)
+        ctx.save_for_backward(x)
+        ctx.k = k
+        local i = x:argmax()
+        ctx.mark_non_differentiable(i)
+        return x:sin() * k, "label", x:cos(), i
+      end,
+      backward = function(ctx, gs, glabel, gc, gi)
+        got = { gs = gs, glabel = glabel, gc = gc, gi = gi }
+        local x = ctx.saved_tensors[1]
+        return gs * x:cos() * ctx.k - gc * x:sin(), nil
+      end,
+    }
+    local x = ember.tensor({ 0.5, -1, 2 }, F64):requires_grad_()
+    local s, label, c, i = SinCos(x, 2.5)
+    assert.are.equal("label", label)
+    assert.are.equal("probe_sincos", s.grad_fn)
+    assert.are.equal("probe_sincos", c.grad_fn)
+    assert.is_false(i.requires_grad)
+    assert.are.equal(3, i:item())
+    s:sum():backward()
+    close(x.grad, { 2.1939564047259, 1.3507557646703, -1.0403670913670 }, 1e-12)
+    close(got.gc, { 0, 0, 0 }) -- the unused output's gradient is materialized as zeros
+    assert.is_nil(got.glabel)
+    assert.are.equal("int64", got.gi.dtype)
+    -- a floating output marked non-differentiable does not require grad either
+    local Sorted = ember.Function {
+      name = "probe_sorted",
+      forward = function(ctx, a)
+        local v = a * 2
+        local m = a:max()
+        ctx.mark_non_differentiable(m)
+        return v, m
+      end,
+      backward = function(ctx, gv, gm)
+        got.gm = gm
+        return gv * 2
+      end,
+    }
+    local v, m = Sorted(x)
+    assert.is_true(v.requires_grad)
+    assert.is_false(m.requires_grad)
+    assert.is_nil(m.grad_fn)
+    v:sum():backward()
+    close(got.gm, { 0 })
+    -- float64 gradcheck over both differentiable outputs
+    gradcheck.check(function(a)
+      local p, _, q = SinCos(a, 2.5)
+      return { p, q }
+    end, { ember.randn({ 3, 2 }, F64) })
+  end)
+
+  it("ctx.set_materialize_grads(false): an unused output's gradient is nil", function()
+    -- torch 1.13: q.sum().backward() gives backward (None, ones); x.grad = [3, 3, 3]
+    local seen
+    local G = ember.Function {
+      name = "probe_nomat",
+      forward = function(ctx, x)
+        ctx.set_materialize_grads(false)
+        return x * 2, x * 3
+      end,
+      backward = function(ctx, a, b)
+        seen = { a = a, b = b }
+        return (a and a * 2 or 0) + (b and b * 3 or 0)
+      end,
+    }
+    local x = ember.tensor({ 0.5, -1, 2 }, F64):requires_grad_()
+    local p, q = G(x)
+    q:sum():backward { retain_graph = true }
+    assert.is_nil(seen.a)
+    close(seen.b, { 1, 1, 1 })
+    close(x.grad, { 3, 3, 3 })
+    p:sum():backward() -- the next backward through the same node starts afresh
+    assert.is_nil(seen.b)
+    close(x.grad, { 5, 5, 5 })
+    raises_here(function() ember.Function { name = "probe_badmat", forward = function(ctx, t)
+      ctx.set_materialize_grads(0)
+      return t
+    end, backward = print }(x) end, "ctx.set_materialize_grads: expected a boolean, got number")
+  end)
+
+  it("differentiable outputs of several dtypes are refused, naming the function", function()
+    local F = ember.Function { name = "probe_mixed", forward = function(ctx, a) return a, a:float() end, backward = print }
+    raises_here(function() F(ember.randn({ 2 }, F64):requires_grad_()) end,
+      "ember.Function 'probe_mixed': forward's differentiable outputs must share a dtype and a device (output 1 is float64")
+  end)
+
+  it("ctx.mark_dirty: an in-place Function returns its input, now with the Function's history", function()
+    -- torch 1.13: y = x.clone(); z = D.apply(y) (y *= 2); z is y; (z * z).sum().backward(): x.grad = 8 x
+    local Double = ember.Function {
+      name = "probe_double_",
+      forward = function(ctx, a)
+        a:mul_(2)
+        ctx.mark_dirty(a)
+        return a
+      end,
+      backward = function(ctx, g) return g * 2 end,
+    }
+    local x = ember.tensor({ 1, 2, 3 }, F64):requires_grad_()
+    local y = x:clone()
+    local z = Double(y)
+    assert.is_true(rawequal(z, y))
+    assert.are.equal("probe_double_", y.grad_fn)
+    ;(z * z):sum():backward()
+    close(x.grad, { 8, 16, 24 })
+    -- a leaf that requires grad: torch's "a leaf Variable that requires grad has been used in an in-place operation"
+    raises_here(function() Double(ember.ones(2):requires_grad_()) end,
+      "ember.Function 'probe_double_': a leaf tensor that requires grad ([2] float32) is being used in an in-place operation")
+    -- what another op saved of the input is caught by the version counter at backward
+    local e = x:exp()
+    local w = Double(e)
+    raises_here(function() w:sum():backward() end, "a tensor that 'exp' saved for its gradient")
+    -- a dirty tensor must be returned
+    local Lost = ember.Function { name = "probe_lost", forward = function(ctx, a, b)
+      ctx.mark_dirty(b)
+      return a * 1
+    end, backward = print }
+    raises_here(function() Lost(x, x:clone()) end, "a tensor given to ctx.mark_dirty must be returned by forward")
+  end)
+end)
+
+describe("requires_grad on a tensor made by an op", function()
+  it("requires_grad_() is a no-op there, turning it off is refused (torch's rule)", function()
+    local x = ember.randn(3):requires_grad_()
+    local y = x * 3
+    assert.are.equal(y, y:requires_grad_())
+    y.requires_grad = true
+    assert.is_true(y.requires_grad)
+    raises_here(function() y:requires_grad_(false) end, "can only be turned off on leaf tensors (this one was made by")
+  end)
+end)
