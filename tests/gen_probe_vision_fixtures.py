@@ -262,6 +262,8 @@ def norm_cases():
     C(case("bn1d_2d", "BatchNorm1d", [4], {}, (5, 4)))
     C(case("bn1d_3d", "BatchNorm1d", [3], {"momentum": False}, (2, 3, 4)))
     C(case("bn1d_eval_3d", "BatchNorm1d", [3], {}, (2, 3, 4), train=False))
+    C(case("bn1d_nlc_view", "BatchNorm1d", [3], {}, (2, 5, 3), view=("transpose", 1, 2)))
+    C(case("in2d_unbatched_stats", "InstanceNorm2d", [2], {"track_running_stats": True}, (2, 3, 4)))
     C(case("bn3d_train", "BatchNorm3d", [2], {}, (2, 2, 2, 3, 2)))
     C(case("bn3d_eval_noaffine", "BatchNorm3d", [2], {"affine": False}, (2, 2, 2, 3, 2), train=False))
     C(case("gn_groups1", "GroupNorm", [1, 4], {}, (2, 4, 3, 3)))
