@@ -105,11 +105,12 @@ typedef struct lua_fn_ctx {
   } in[];
 } lua_fn_ctx;
 
-/* A node of one output of a Function with several: the output is a piece
-** of the packed output (node->edges[0].fn is the Function's node). Its
-** backward marks that the output got a gradient (for materialize_grads
-** off) and hands the packed output a gradient of its shape, zero
-** elsewhere. */
+/* A node of one output of a Function with several, whose input is the
+** packed output: the Function's node records one flat output, the outputs
+** laid end to end (node->edges[0].fn is the Function's node), and each
+** output keeps its own memory. Its backward marks that the output got a
+** gradient (for materialize_grads off) and hands the packed output a
+** gradient of its shape, zero elsewhere. */
 typedef struct out_ctx {
   int res;              /* 0-based index among forward's results */
   int64_t off, numel;   /* where the output lies in the packed output */
@@ -417,8 +418,8 @@ static const char opdefs_key = 'O';
 /* F(...) runs forward(ctx, ...) with grad off and records a node. Its
 ** outputs: every value forward returned. One differentiable tensor output
 ** gets the node itself; several (of one dtype and device) are packed
-** into the node's one output, and each is returned as a view of it, so
-** that the backward gets one gradient per output. */
+** into the node's one output, each behind a node of its own
+** (out_backward), so that the backward gets one gradient per output. */
 static int fn_call(lua_State *L) {
   int nargs = lua_gettop(L) - 1; /* after the Function itself */
   em_tensor *inputs[64];
@@ -568,8 +569,8 @@ static int fn_call(lua_State *L) {
 
   /* The node's output: the dirty input itself (its history now goes
   ** through this node, as PyTorch's), the one differentiable output in its
-  ** own header (forward may return an input or a view of one), or several
-  ** packed into one flat tensor. */
+  ** own header (forward may return an input or a view of one), or for several
+  ** the packed output. */
   em_tensor *node_out = NULL;
   em_status s = EM_OK;
   if (dirty_t) {
@@ -577,24 +578,17 @@ static int fn_call(lua_State *L) {
   } else if (!c->packed) {
     s = em_detach(&node_out, lember_testtensor(L, fbase + first));
   } else {
-    em_tensor *flats[64];
-    em_tensor **fl = n_diff <= 64 ? flats : (em_tensor **)calloc((size_t)n_diff, sizeof *fl);
-    int k = 0;
-    int64_t off = 0;
-    bool was = em_set_grad_enabled(false);
-    for (int r = 1; r <= nres && fl && !s; r++) {
+    /* Only its shape matters (nothing reads its values): one zero expanded */
+    int64_t off = 0, one = 1;
+    for (int r = 1; r <= nres; r++) {
       if (res[r - 1].kind != RES_DIFF) continue;
-      int64_t n = res[r - 1].numel;
       res[r - 1].off = off;
-      off += n;
-      s = em_reshape(&fl[k], lember_testtensor(L, fbase + r), 1, &n);
-      if (!s) k++;
+      off += res[r - 1].numel;
     }
-    if (!fl) s = em_error(EM_ERR_OOM, "%s: out of memory", name);
-    if (!s) s = em_cat(&node_out, k, fl, 0);
-    em_set_grad_enabled(was);
-    for (int i = 0; i < k; i++) em_release(fl[i]);
-    if (fl != flats) free(fl);
+    em_tensor *z = NULL;
+    s = em_zeros(&z, 1, &one, res[first - 1].dtype, res[first - 1].dev);
+    if (!s) s = em_expand(&node_out, z, 1, &off);
+    em_release(z);
   }
   if (s) {
     lua_fn_free(c);
@@ -617,13 +611,8 @@ static int fn_call(lua_State *L) {
       s = em_detach(out, t);
     } else if (!c->packed) {
       *out = em_retain(node_out);
-    } else { /* a view of the packed output, with a node of its own (out_backward) */
-      em_tensor *piece = NULL;
-      bool was = em_set_grad_enabled(false);
-      s = em_narrow(&piece, node_out, 0, o->off, o->numel);
-      if (!s) s = em_reshape(out, piece, o->ndim, o->shape);
-      em_set_grad_enabled(was);
-      em_release(piece);
+    } else { /* in its own header, with a node of its own (out_backward) */
+      s = em_detach(out, t);
       out_ctx *oc = s ? NULL : (out_ctx *)malloc(sizeof *oc);
       if (!s && !oc) s = em_error(EM_ERR_OOM, "%s: out of memory", name);
       if (!s) {

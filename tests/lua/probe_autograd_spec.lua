@@ -140,6 +140,22 @@ describe("ember.Function's ctx, as torch.autograd.Function's", function()
     end, { ember.randn({ 3, 2 }, F64) })
   end)
 
+  it("each of several outputs has its own memory: one may be written in place", function()
+    -- torch 1.13: p, q = F.apply(x) (2x, 3x); p.mul_(2); (p + q).sum().backward(): x.grad = [7, 7, 7]
+    local F = ember.Function {
+      name = "probe_two",
+      forward = function(ctx, a) return a * 2, a * 3 end,
+      backward = function(ctx, gp, gq) return gp * 2 + gq * 3 end,
+    }
+    local x = ember.tensor({ 1, 2, 3 }, F64):requires_grad_()
+    local p, q = F(x)
+    p:mul_(2)
+    close(q, { 3, 6, 9 })
+    close(p, { 4, 8, 12 })
+    ;(p + q):sum():backward()
+    close(x.grad, { 7, 7, 7 })
+  end)
+
   it("ctx.set_materialize_grads(false): an unused output's gradient is nil", function()
     -- torch 1.13: q.sum().backward() gives backward (None, ones); x.grad = [3, 3, 3]
     local seen
