@@ -29,9 +29,11 @@ local M = {}
 local guard = errors.wrap
 local shape_str = errors.shape_str
 
-local function fail(op, fmt, ...)
-  error(("ember.linalg.%s: " .. fmt):format(op, ...), 0)
-end
+-- the argument rules (lua/ember/_linalg_checks.lua): errors name the function
+local args = require "ember._linalg_checks"
+local fail, check, options, broadcast_batch, b_is_vector, uplo_input, norm_args, floating, matrix_dims =
+  args.fail, args.check, args.options, args.broadcast_batch, args.b_is_vector, args.uplo_input, args.norm_args,
+  args.floating, args.matrix_dims
 
 local G = require "ember._linalg_grad"
 local mT, rows, cols, C, batch_shape, unpack_, eye_like, lu_parts =
@@ -41,40 +43,6 @@ local QR, EIGH, EIGVALSH, SVD, SVDVALS = G.QR, G.EIGH, G.EIGVALSH, G.SVD, G.SVDV
 local LU, perm_matrix = G.LU, G.perm_matrix
 
 local EPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
-
--- A checked matrix (batch) argument: a float32/float64 tensor of >= 2 dims,
--- square when asked. Others are refused naming the function.
-local function check(op, A, square, what)
-  what = what or "A"
-  if not core.is_tensor(A) then fail(op, "%s must be a tensor, got %s", what, type(A)) end
-  if A.dtype ~= "float32" and A.dtype ~= "float64" then
-    fail(op, "expected %s to be a float32 or float64 tensor, got %s (convert with :double() or :float())", what, A.dtype)
-  end
-  if A:dim() < 2 then fail(op, "%s must have at least 2 dimensions, got %s", what, shape_str(A)) end
-  if square and A.shape[A:dim()] ~= A.shape[A:dim() - 1] then
-    fail(op, "%s must be batches of square matrices, but they are %d by %d matrices", what, A.shape[A:dim() - 1],
-      A.shape[A:dim()])
-  end
-  return A
-end
-
--- An option table with only the given names (true: a boolean).
-local function options(op, opts, names)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or core.is_tensor(opts) then fail(op, "expected an options table, got %s", type(opts)) end
-  for k, v in pairs(opts) do
-    local want = names[k]
-    if want == nil then
-      local list = {}
-      for n in pairs(names) do list[#list + 1] = n end
-      table.sort(list)
-      fail(op, "unknown option '%s' (expected %s)", tostring(k), table.concat(list, ", "))
-    end
-    if want == "boolean" and type(v) ~= "boolean" then fail(op, "%s must be a boolean, got %s", k, type(v)) end
-    if want == "number" and type(v) ~= "number" then fail(op, "%s must be a number, got %s", k, type(v)) end
-  end
-  return opts
-end
 
 -- Cholesky
 
@@ -118,32 +86,6 @@ function M.cholesky_ex(A, opts)
 end
 
 -- Solves, inverse, determinants
-
--- A and B with their batch dims broadcast (expand: differentiable).
-local function broadcast_batch(op, A, B)
-  local na, nb = A:dim() - 2, B:dim() - 2
-  local ba, bb = {}, {}
-  for i = 1, na do ba[i] = A.shape[i] end
-  for i = 1, nb do bb[i] = B.shape[i] end
-  local ok, bs = pcall(core.broadcast_shapes, ba, bb)
-  if not ok then fail(op, "the batch dims of A %s and B %s cannot be broadcast", shape_str(A), shape_str(B)) end
-  local sa, sb = {}, {}
-  for i = 1, #bs do sa[i], sb[i] = bs[i], bs[i] end
-  sa[#sa + 1], sa[#sa + 2] = rows(A), cols(A)
-  sb[#sb + 1], sb[#sb + 2] = rows(B), cols(B)
-  return A:expand(sa), B:expand(sb)
-end
-
--- torch's rule: B is a (batch of) vector(s) when it is 1-d, or has one dim
--- less than A and A's batch dims.
-local function b_is_vector(A, B)
-  if B:dim() == 1 then return true end
-  if B:dim() ~= A:dim() - 1 then return false end
-  for i = 1, B:dim() - 1 do
-    if B.shape[i] ~= A.shape[i] then return false end
-  end
-  return true
-end
 
 --- Solves A X = B for X (torch.linalg.solve), with A square and
 -- invertible, B [..., n, k] or a vector [..., n] (torch's rule), batch dims
@@ -361,15 +303,6 @@ function M.qr(A, mode)
   return Q, R
 end
 
--- A's triangle named by UPLO as the lower one the kernel reads.
-local function uplo_input(op, A, UPLO)
-  if type(UPLO) == "table" then UPLO = options(op, UPLO, { UPLO = "string" }).UPLO end
-  UPLO = UPLO or "L"
-  if UPLO ~= "L" and UPLO ~= "U" then fail(op, "UPLO must be 'L' or 'U', got %s", tostring(UPLO)) end
-  if UPLO == "U" then return mT(A) end
-  return A
-end
-
 --- Eigenvalues (ascending) and eigenvectors (the columns of V) of a real
 -- symmetric matrix (torch.linalg.eigh): A = V diag(w) V^T, reading the
 -- lower triangle (UPLO "L", the default) or the upper ("U"). Each
@@ -482,30 +415,6 @@ function M.lstsq(A, B, opts)
   return X, residuals, rank, core.zeros({ 0 }, o)
 end
 
--- ord, dim, keepdim from torch's positional arguments or one option table.
-local function norm_args(op, ord, dim, keepdim, extra)
-  if type(ord) == "table" and not core.is_tensor(ord) then
-    if dim ~= nil or keepdim ~= nil then fail(op, "expected ({ord =, dim =, keepdim =}) alone, got more arguments") end
-    local names = { ord = true, dim = true, keepdim = true, dtype = true }
-    for k, v in pairs(extra or {}) do names[k] = v end
-    for k in pairs(ord) do
-      if not names[k] then fail(op, "unknown option '%s' (expected ord, dim, keepdim, dtype)", tostring(k)) end
-    end
-    local o = ord
-    return o.ord, o.dim, o.keepdim, o.dtype
-  end
-  return ord, dim, keepdim
-end
-
-local function floating(op, x, dtype)
-  if not core.is_tensor(x) then fail(op, "argument 1 must be a tensor, got %s", type(x)) end
-  if dtype then x = x:to(dtype) end
-  if x.dtype ~= "float32" and x.dtype ~= "float64" and x.dtype ~= "bfloat16" then
-    fail(op, "expected a floating point tensor, got %s", x.dtype)
-  end
-  return x
-end
-
 --- The vector norm of x over dim (all elements by default)
 -- (torch.linalg.vector_norm): ord 2 (default), any real, math.huge,
 -- -math.huge or 0; `ord`, `dim`, `keepdim`, `dtype` positional or as a table.
@@ -522,24 +431,6 @@ function M.vector_norm(x, ord, dim, keepdim)
   ord = ord or 2
   if type(ord) ~= "number" then fail("vector_norm", "ord must be a number, got %s", tostring(ord)) end
   return x:norm(ord, dim, keepdim)
-end
-
--- A's dims d1, d2 (1-based, negative from the end) moved to the end.
-local function matrix_dims(op, A, dim)
-  dim = dim or { -2, -1 }
-  if type(dim) ~= "table" or #dim ~= 2 then fail(op, "dim must be a table of 2 dims, got %s", tostring(dim)) end
-  local nd = A:dim()
-  if nd < 2 then fail(op, "A must have at least 2 dimensions, got %s", shape_str(A)) end
-  local d = {}
-  for i = 1, 2 do
-    local v = dim[i]
-    if math.type(v) ~= "integer" or v == 0 or v < -nd or v > nd then
-      fail(op, "dim %s is out of range for a tensor with %d dims (1-based)", tostring(v), nd)
-    end
-    d[i] = v < 0 and nd + 1 + v or v
-  end
-  if d[1] == d[2] then fail(op, "dims must be different, got %d and %d", dim[1], dim[2]) end
-  return d
 end
 
 --- The matrix norm over two dims (torch.linalg.matrix_norm): ord "fro"
@@ -892,58 +783,7 @@ for k, f in pairs(M) do
   if type(f) == "function" then M[k] = guard(f) end
 end
 
--- torch's top-level names (init.lua puts them on ember)
-
-M._top = {
-  matrix_exp = function(A) return M.matrix_exp(A) end,
-  matrix_power = function(A, n) return M.matrix_power(A, n) end,
-  pinverse = guard(function(A, rcond)
-    if rcond ~= nil and type(rcond) ~= "number" then fail("pinverse", "rcond must be a number, got %s", type(rcond)) end
-    return M.pinv(A, { rtol = rcond or 1e-15 })
-  end),
-  -- A X = B for A = L L^T (or U^T U): two triangular solves
-  cholesky_solve = guard(function(B, Lf, upper)
-    if upper ~= nil and type(upper) ~= "boolean" then fail("cholesky_solve", "upper must be a boolean, got %s", type(upper)) end
-    if upper then Lf = mT(Lf) end
-    local Y = M.solve_triangular(Lf, B, { upper = false })
-    return M.solve_triangular(mT(Lf), Y, { upper = true })
-  end),
-  cholesky_inverse = guard(function(Lf, upper)
-    if upper ~= nil and type(upper) ~= "boolean" then fail("cholesky_inverse", "upper must be a boolean, got %s", type(upper)) end
-    check("cholesky_inverse", Lf, true, "L")
-    local I = core.zeros_like(Lf) + eye_like(Lf, rows(Lf))
-    return M._top.cholesky_solve(I, Lf, upper)
-  end),
-  inverse = function(A) return M.inv(A) end,
-  det = function(A) return M.det(A) end,
-  slogdet = function(A) return M.slogdet(A) end,
-  logdet = guard(function(A)
-    local sign, logabs = M.slogdet(A)
-    return logabs + sign:log()
-  end),
-  cholesky = guard(function(A, upper)
-    if upper ~= nil and type(upper) ~= "boolean" then
-      fail("cholesky", "upper must be a boolean, got %s", type(upper))
-    end
-    return M.cholesky(A, { upper = upper or false })
-  end),
-  qr = guard(function(A, some)
-    if some ~= nil and type(some) ~= "boolean" then fail("qr", "some must be a boolean, got %s", type(some)) end
-    return M.qr(A, some == false and "complete" or "reduced")
-  end),
-  svd = guard(function(A, some, compute_uv)
-    if some ~= nil and type(some) ~= "boolean" then fail("svd", "some must be a boolean, got %s", type(some)) end
-    if compute_uv == false then
-      local S = M.svdvals(A)
-      local m, n = rows(A), cols(A)
-      local o = { dtype = A.dtype, device = A.device }
-      local U = core.zeros(batch_shape(A, m, some == false and m or math.min(m, n)), o)
-      local V = core.zeros(batch_shape(A, n, some == false and n or math.min(m, n)), o)
-      return U, S, V
-    end
-    local U, S, Vh = M.svd(A, some == false)
-    return U, S, mT(Vh)
-  end),
-}
+-- torch's top-level names (init.lua puts them on ember): lua/ember/_linalg_top.lua
+M._top = require("ember._linalg_top")(M)
 
 return M
