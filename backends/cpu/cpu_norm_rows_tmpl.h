@@ -5,7 +5,9 @@
 ** (8 for the AVX-512 build, 4 for AVX2 and the baseline: GCC lowers an
 ** 8-double vector to AVX2 badly, a [4096, 512] forward 0.6 -> 2.8 ms, and
 ** a 4-double one on AVX-512 lost a third of the gain), LN_ATTR the
-** functions' target and VN(name) their names. The bits do not depend on
+** functions' target, LN_INNER_ATTR that of the inlined helpers (the
+** AVX-512 build's, where they use its intrinsics; none for the clones) and
+** VN(name) their names. The bits do not depend on
 ** the width: each lane adds the same elements in the same order.
 */
 
@@ -24,9 +26,22 @@ typedef T VN(vt) __attribute__((vector_size(LN_V * sizeof(T))));
 #define LN_WIDEN(V, k_, E)                                                   \
   for (int k_ = 0; k_ < LN_V; k_++) (V)[k_] = (double)(E)
 
-/* s[r] = cpu_sum of row r (mu NULL) or cpu_sqdev of row r about mu[r] */
-CPU_VMATH_INLINE void VN(ln_sum_rows)(double *s, const T *x, int64_t n, int NR,
-                                      const double *mu) {
+/* ACC += A * B on vectors of doubles that hold widened floats: their
+** product is exact in double (24 + 24 bits of 53), so one fused multiply-add
+** rounds as the multiply and the add do (one rounding, of the add). The
+** AVX-512 build of float32 rows takes the FMA (the separate multiply was a
+** fifth of the backward's sums); every other build, and float64 rows,
+** whose products round, multiply and add. */
+#if LN_V == 8 && LN_EXACT_PRODUCTS && CPU_BF16_AVX512
+#define LN_MADD(ACC, A, B) ((ACC) = _mm512_fmadd_pd((A), (B), (ACC)))
+#else
+#define LN_MADD(ACC, A, B) ((ACC) += (A) * (B))
+#endif
+
+/* s[r] = cpu_sum of row r (mu NULL) or cpu_sqdev of row r about mu[r];
+** about 0 where centred is false (RMS norm: x^2 exactly, LN_MADD) */
+CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_sum_rows)(double *s, const T *x, int64_t n, int NR,
+                                                    const double *mu, bool centred) {
   VN(vd) acc[FN(LN_R)][LN_NV];
   for (int r = 0; r < NR; r++)
     for (int q = 0; q < LN_NV; q++) acc[r][q] = (VN(vd)){0};
@@ -37,7 +52,9 @@ CPU_VMATH_INLINE void VN(ln_sum_rows)(double *s, const T *x, int64_t n, int NR,
         const T *xr = x + r * n + j + q * LN_V;
         VN(vd) a;
         LN_WIDEN(a, k, xr[k]);
-        if (mu) {
+        if (mu && !centred) {
+          LN_MADD(acc[r][q], a, a);
+        } else if (mu) {
           a -= mu[r];
           acc[r][q] += a * a;
         } else {
@@ -55,17 +72,17 @@ CPU_VMATH_INLINE void VN(ln_sum_rows)(double *s, const T *x, int64_t n, int NR,
     }
 }
 
-CPU_VMATH_INLINE void VN(ln_rows)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
+CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_rows)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
                                   int64_t n, int NR, double eps, bool centred) {
   double mu[FN(LN_R)], s[FN(LN_R)], rs[FN(LN_R)];
   if (centred) {
-    VN(ln_sum_rows)(s, xr, n, NR, NULL);
+    VN(ln_sum_rows)(s, xr, n, NR, NULL, true);
     for (int r = 0; r < NR; r++) mu[r] = s[r] / (double)n;
   } else {
     for (int r = 0; r < NR; r++) mu[r] = 0.0;
   }
   /* two passes: the variance never goes negative */
-  VN(ln_sum_rows)(s, xr, n, NR, mu);
+  VN(ln_sum_rows)(s, xr, n, NR, mu, centred);
   for (int r = 0; r < NR; r++) rs[r] = 1.0 / sqrt(s[r] / (double)n + eps);
   for (int r = 0; r < NR; r++) {
     if (mean) mean[r] = (T)mu[r];
@@ -105,9 +122,16 @@ LN_ATTR static void VN(layer_norm_block)(T *y, T *mean, T *rstd, const T *x,
 **   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 ** and for RMS norm (centred false, mu = 0) the same without mean(g).
 ** NR rows at once (LN_RB, or 1), as the forward: both sums in the lanes of
-** cpu_sum, one order on every clone. */
-CPU_VMATH_INLINE void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T *mean,
-                                     const T *rstd, const T *w, int64_t n, int NR) {
+** cpu_sum, one order on every clone.
+** aw non-NULL (a team of one, cpu_softmax_norm_tmpl.h): the running
+** column sums of dw = sum of dy * xhat (aw) and db = sum of dy (ab, or
+** NULL: RMS norm has no bias), carried on over these rows in order, in the
+** same pass that reads dy and x for the row sums (a second pass over each
+** block of rows, from L2, was a fifth of a [4096, 128] backward). Each
+** column still adds its rows in order. */
+CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T *mean,
+                                     const T *rstd, const T *w, int64_t n, int NR,
+                                     double *restrict aw, double *restrict ab) {
   VN(vd) asg[FN(LN_RB)][LN_NV], asgx[FN(LN_RB)][LN_NV];
   T mu[FN(LN_RB)], rs[FN(LN_RB)];
   for (int r = 0; r < NR; r++) {
@@ -116,32 +140,61 @@ CPU_VMATH_INLINE void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T 
     for (int h = 0; h < LN_NV; h++) asg[r][h] = asgx[r][h] = (VN(vd)){0};
   }
   int64_t j = 0;
-  /* unswitched on w and unrolled, so that the sums stay in registers; the
-  ** float products on vectors of T, then widened (GCC's SLP made a gather
-  ** of scalar products out of the element-wise form) */
-#define LN_DX_LANES(WEIGHT)                                                   \
+  /* unswitched on w and on the column sums (SUMS 1: dw's, 2: dw's and db's), and unrolled, so that the sums
+  ** stay in registers; the float products on vectors of T, then widened
+  ** (GCC's SLP made a gather of scalar products out of the element-wise
+  ** form) */
+#define LN_DX_LANES(WEIGHT, SUMS)                                             \
   for (; j + CPU_LANES <= n; j += CPU_LANES)                                  \
     _Pragma("GCC unroll 4") for (int h = 0; h < LN_NV; h++) {                 \
       VN(vt) wv;                                                             \
+      VN(vd) cw, cb;                                                         \
       if (WEIGHT) memcpy(&wv, w + j + LN_V * h, sizeof wv);                   \
+      if (SUMS) {                                                             \
+        memcpy(&cw, aw + j + LN_V * h, sizeof cw);                            \
+        if (SUMS == 2) memcpy(&cb, ab + j + LN_V * h, sizeof cb);             \
+      }                                                                       \
       _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                  \
         const int64_t o = r * n + j + LN_V * h;                               \
-        VN(vt) g, xh;                                                        \
-        memcpy(&g, dyr + o, sizeof g);                                        \
+        VN(vt) d, g, xh;                                                     \
+        memcpy(&d, dyr + o, sizeof d);                                        \
         memcpy(&xh, xr + o, sizeof xh);                                       \
+        g = d;                                                                \
         if (WEIGHT) g *= wv;                                                  \
         xh = (xh - mu[r]) * rs[r];                                            \
         VN(vd) gd, xd;                                                       \
         LN_WIDEN(gd, k, g[k]);                                               \
         LN_WIDEN(xd, k, xh[k]);                                              \
         asg[r][h] += gd;                                                      \
-        asgx[r][h] += gd * xd;                                                \
+        LN_MADD(asgx[r][h], gd, xd);                                          \
+        if (SUMS) {                                                           \
+          const VN(vt) p = d * xh;                                           \
+          VN(vd) pd, dd;                                                     \
+          LN_WIDEN(pd, k, p[k]);                                             \
+          cw += pd;                                                           \
+          if (SUMS == 2) {                                                    \
+            LN_WIDEN(dd, k, d[k]);                                           \
+            cb += dd;                                                         \
+          }                                                                   \
+        }                                                                     \
+      }                                                                       \
+      if (SUMS) {                                                             \
+        memcpy(aw + j + LN_V * h, &cw, sizeof cw);                            \
+        if (SUMS == 2) memcpy(ab + j + LN_V * h, &cb, sizeof cb);             \
       }                                                                       \
     }
-  if (w)
-    LN_DX_LANES(1)
+  if (w && aw && ab)
+    LN_DX_LANES(1, 2)
+  else if (w && aw)
+    LN_DX_LANES(1, 1)
+  else if (w)
+    LN_DX_LANES(1, 0)
+  else if (aw && ab)
+    LN_DX_LANES(0, 2)
+  else if (aw)
+    LN_DX_LANES(0, 1)
   else
-    LN_DX_LANES(0)
+    LN_DX_LANES(0, 0)
 #undef LN_DX_LANES
   double sg[FN(LN_RB)], sgx[FN(LN_RB)];
   for (int r = 0; r < NR; r++) sg[r] = 0, sgx[r] = 0;
@@ -150,9 +203,12 @@ CPU_VMATH_INLINE void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T 
       for (int r = 0; r < NR; r++) sg[r] += asg[r][h][k], sgx[r] += asgx[r][h][k];
   for (int r = 0; r < NR; r++)
     for (int64_t i = j; i < n; i++) {
-      const T g = w ? dyr[r * n + i] * w[i] : dyr[r * n + i];
+      const T d = dyr[r * n + i], g = w ? d * w[i] : d;
+      const T xh = (xr[r * n + i] - mu[r]) * rs[r];
       sg[r] += (double)g;
-      sgx[r] += (double)g * (double)((xr[r * n + i] - mu[r]) * rs[r]);
+      sgx[r] += (double)g * (double)xh;
+      if (aw) aw[i] += (double)(d * xh);
+      if (aw && ab) ab[i] += (double)d;
     }
   for (int r = 0; r < NR; r++) {
     const T a = mean ? (T)(sg[r] / (double)n) : (T)0, c = (T)(sgx[r] / (double)n);
@@ -166,17 +222,21 @@ CPU_VMATH_INLINE void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T 
   }
 }
 
-/* rows [r0, r1); mean NULL: RMS norm */
+/* rows [r0, r1); mean NULL: RMS norm; aw NULL, or dw's (and ab db's, or
+** NULL) running column sums (ln_dx_rows) */
 LN_ATTR static void VN(layer_norm_dx_block)(T *dx, const T *dy, const T *x,
                                                         const T *mean, const T *rstd, const T *w,
-                                                        int64_t r0, int64_t r1, int64_t n) {
+                                                        int64_t r0, int64_t r1, int64_t n,
+                                                        double *aw, double *ab) {
   int64_t r = r0;
   for (; n <= FN(LN_SHORT) && r + FN(LN_RB) <= r1; r += FN(LN_RB))
     VN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n,
-                   FN(LN_RB));
+                   FN(LN_RB), aw, ab);
   for (; r < r1; r++)
-    VN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n, 1);
+    VN(ln_dx_rows)(dx + r * n, dy + r * n, x + r * n, mean ? mean + r : NULL, rstd + r, w, n, 1,
+                   aw, ab);
 }
 
 #undef LN_NV
 #undef LN_WIDEN
+#undef LN_MADD

@@ -31,10 +31,13 @@ static bool ln_wide(void) { return false; }
 #define T float
 #define SUF f32
 #define EXP_T cpu_exp_f32
+#define LN_EXACT_PRODUCTS 1 /* a product of two floats is exact in double */
 #include "cpu_softmax_norm_tmpl.h"
 #undef T
 #undef SUF
 #undef EXP_T
+#undef LN_EXACT_PRODUCTS
+#define LN_EXACT_PRODUCTS 0
 
 #define T double
 #define SUF f64
@@ -43,6 +46,7 @@ static bool ln_wide(void) { return false; }
 #undef T
 #undef SUF
 #undef EXP_T
+#undef LN_EXACT_PRODUCTS
 
 static em_status check_rows(const char *kernel, em_dtype dt, int64_t rows, int64_t n) {
   if (dt != EM_F32 && dt != EM_F64 && dt != EM_BF16)

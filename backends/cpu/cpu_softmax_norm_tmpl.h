@@ -69,17 +69,21 @@ enum { FN(LN_R) = 8, FN(LN_RB) = 4, FN(LN_BLOCK) = 32, FN(LN_SHORT) = 256 };
 #define LN_V 8
 #define VN(name) CPU_CAT(CPU_CAT(name, v8), SUF)
 #define LN_ATTR LN_WIDE_ATTR
+#define LN_INNER_ATTR LN_WIDE_ATTR /* inlined into LN_ATTR's functions only */
 #include "cpu_norm_rows_tmpl.h"
 #undef LN_V
 #undef VN
 #undef LN_ATTR
+#undef LN_INNER_ATTR
 #define LN_V 4
 #define VN(name) CPU_CAT(CPU_CAT(name, v4), SUF)
 #define LN_ATTR CPU_VECTOR_CLONES
+#define LN_INNER_ATTR
 #include "cpu_norm_rows_tmpl.h"
 #undef LN_V
 #undef VN
 #undef LN_ATTR
+#undef LN_INNER_ATTR
 
 static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b,
                            int64_t rows, int64_t n, double eps, bool centred) {
@@ -94,9 +98,11 @@ static void FN(layer_norm)(T *y, T *mean, T *rstd, const T *x, const T *w, const
 
 /* dw = sum over rows of dy * xhat, db = sum over rows of dy: the running
 ** sums aw, ab (doubles) of the columns [j0, j0 + nb) carried on over the
-** rows [r0, r1). Each column is summed over the rows in order, so neither
-** the block width nor where the row ranges split changes the bits. mean is
-** NULL for RMS norm (mu = 0). A whole block keeps its sums in registers (a
+** rows [r0, r1), in a pass of their own (on a team, or past LN_FUSE_MAX
+** columns; a team of one carries them along with dx, ln_dx_rows). Each
+** column is summed over the rows in order, so neither the block width nor
+** where the row ranges split changes the bits. mean is NULL for RMS norm
+** (mu = 0). A whole block keeps its sums in registers (a
 ** constant trip count); with a variable one they went through memory on
 ** every row, and the pass took 60% of a [4096, 128] layer norm's backward.
 ** Vector clones: called from a CPU_FOR body, which is built for the
@@ -130,12 +136,13 @@ CPU_VECTOR_CLONES_512 static void FN(layer_norm_dwdb_block)(double *restrict aw_
 
 /* mean NULL: RMS norm's backward. dx goes by blocks of rows; on a team of
 ** one (the CPUs busy, one thread, or a small tensor) the blocks run in
-** order, so each block also carries dw and db on over its rows while they
-** are in cache (a second pass read dy and x again from L3: a [4096, 512]
-** backward 0.84 -> 0.65 ms on a Zen 4 core; [4096, 128] the same). On a
-** team, or past LN_FUSE_MAX columns (the sums live on the stack), dw and
-** db go by column blocks afterwards, each over all the rows: the same
-** order either way. */
+** order, so the dx pass also carries dw and db on over its rows, reading
+** dy and x once (a second pass read them again from L3: a [4096, 512]
+** backward 0.84 -> 0.65 ms on a Zen 4 core; a pass of its own per block,
+** from L2, then cost a fifth of a [4096, 128] one: 0.162 -> 0.134 ms
+** without it). On a team, or past LN_FUSE_MAX columns (the sums live on
+** the stack), dw and db go by column blocks afterwards, each over all the
+** rows: the same order either way. */
 static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x, const T *mean,
                                     const T *rstd, const T *w, int64_t rows, int64_t n) {
   const bool par = rows * n > CPU_PAR_MIN, sums = dw || db;
@@ -148,14 +155,11 @@ static void FN(layer_norm_backward)(T *dx, T *dw, T *db, const T *dy, const T *x
   CPU_FOR(par, rb, nrb,
     const int64_t r0 = rb * FN(LN_BLOCK);
     const int64_t r1 = rows - r0 < FN(LN_BLOCK) ? rows : r0 + FN(LN_BLOCK);
-    if (wide) FN(layer_norm_dx_block_v8)(dx, dy, x, mean, rstd, w, r0, r1, n);
-    else FN(layer_norm_dx_block_v4)(dx, dy, x, mean, rstd, w, r0, r1, n);
-    if (can_fuse && omp_get_num_threads() == 1) {
-      fused = 1;
-      for (int64_t j0 = 0; j0 < n; j0 += FN(LN_CB))
-        FN(layer_norm_dwdb_block)(aw + j0, ab + j0, dy, x, mean, rstd, r0, r1, n, j0,
-                                  n - j0 < FN(LN_CB) ? n - j0 : FN(LN_CB));
-    });
+    const bool fuse = can_fuse && omp_get_num_threads() == 1;
+    if (fuse) fused = 1;
+    double *cw = fuse ? aw : NULL, *cb = fuse && db ? ab : NULL;
+    if (wide) FN(layer_norm_dx_block_v8)(dx, dy, x, mean, rstd, w, r0, r1, n, cw, cb);
+    else FN(layer_norm_dx_block_v4)(dx, dy, x, mean, rstd, w, r0, r1, n, cw, cb););
   if (!sums) return;
   if (fused || rows == 0) {
     for (int64_t j = 0; j < n; j++) {
