@@ -462,15 +462,29 @@ end, true)
 -- ember.no_grad() alone returns a scope for `local g <close> = ember.no_grad()`,
 -- as PyTorch's `with torch.no_grad():`. ember.enable_grad is the same with
 -- grad mode on (torch.enable_grad), for a piece of a no_grad region.
+-- ember.no_grad()(fn) is PyTorch's decorator `@torch.no_grad()`: the scope
+-- ends at once and fn comes back wrapped, run with grad mode off at each call.
 local function grad_mode(name, on, run)
   local function scope()
     local prev = core.set_grad_enabled(on)
     local closed = false
+    local function close()
+      if not closed then
+        closed = true
+        core.set_grad_enabled(prev)
+      end
+    end
     return setmetatable({}, {
-      __close = function()
-        if not closed then
-          closed = true
-          core.set_grad_enabled(prev)
+      __close = close,
+      __call = function(_, fn)
+        close()
+        if type(fn) ~= "function" then
+          require("ember._errors").raise("ember.%s: ember.%s()(fn) wraps a function (torch's decorator), got %s",
+            name, name, type(fn))
+        end
+        return function(...)
+          local g <close> = scope()
+          return fn(...)
         end
       end,
       __name = "ember." .. name .. " scope",
