@@ -630,6 +630,15 @@ static int fn_call(lua_State *L) {
   return nres;
 }
 
+/* F.apply(...) (torch's MyFunction.apply) and F:apply(...): F(...). */
+static int fn_apply(lua_State *L) {
+  if (lua_gettop(L) < 1 || !lua_rawequal(L, 1, lua_upvalueindex(1))) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+  }
+  return fn_call(L);
+}
+
 /* ember.Function{name=, forward=, backward=} */
 static int f_Function(lua_State *L) {
   static const char *const names[] = {"name", "forward", "backward", NULL};
@@ -649,6 +658,9 @@ static int f_Function(lua_State *L) {
                         luaL_typename(L, -1));
     lua_setfield(L, -2, names[i]);
   }
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, fn_apply, 1); /* a cycle Lua's GC collects */
+  lua_setfield(L, -2, "apply");
   lua_rawgetp(L, LUA_REGISTRYINDEX, &fn_mt_key);
   lua_setmetatable(L, -2);
   return 1;

@@ -45,6 +45,23 @@ describe("ember.Function's ctx, as torch.autograd.Function's", function()
     gradcheck.check(function(x) return Sq(x) end, { ember.randn({ 3, 2 }, F64) })
   end)
 
+  it("F.apply(...) is torch's spelling of F(...)", function()
+    local Sq = ember.Function {
+      name = "probe_apply",
+      forward = function(ctx, x)
+        ctx.save_for_backward(x)
+        return x * x
+      end,
+      backward = function(ctx, g) return 2 * g * ctx.saved_tensors[1] end,
+    }
+    local x = ember.tensor({ 1, -2 }, F64):requires_grad_()
+    local y = Sq.apply(x)
+    assert.are.equal("probe_apply", y.grad_fn)
+    Sq:apply(x):sum():backward()
+    close(x.grad, { 2, -4 })
+    assert.is_true(ember.autograd.gradcheck(Sq.apply, { x }))
+  end)
+
   it("a saved tensor written in place afterwards fails the backward, naming the function", function()
     local F = ember.Function {
       name = "probe_saved_inplace",
