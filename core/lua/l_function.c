@@ -214,6 +214,17 @@ static int backward_protected(lua_State *L) {
       return luaL_error(L, "backward returned %d values for the %d arguments of forward (after ctx)",
                         nres, c->n_args);
   lua_settop(L, base + c->n_args); /* missing results are nil */
+  /* A gradient for an argument that was not a tensor is a mistake (torch:
+  ** "returned a gradient different than None at position k"). */
+  for (int k = 1, i = 0; k <= c->n_args; k++) {
+    if (i < c->n_in && c->in[i].pos == k) {
+      i++;
+      continue;
+    }
+    if (!lua_isnil(L, base + k))
+      return luaL_error(L, "backward returned a %s for argument %d, which was not a tensor in forward: return nil there",
+                        lember_testtensor(L, base + k) ? "tensor" : luaL_typename(L, base + k), k);
+  }
   for (int i = 0; i < c->n_in; i++) {
     int at = base + c->in[i].pos;
     if (lua_isnil(L, at)) continue;

@@ -62,6 +62,20 @@ describe("ember.Function's ctx, as torch.autograd.Function's", function()
     assert.is_true(ember.autograd.gradcheck(Sq.apply, { x }))
   end)
 
+  it("a gradient for a non-tensor argument is refused, as torch's (nil is the only answer there)", function()
+    local Scale = ember.Function {
+      name = "probe_scale",
+      forward = function(ctx, a, k)
+        ctx.k = k
+        return a * k
+      end,
+      backward = function(ctx, g) return g * ctx.k, g:sum() end,
+    }
+    local x = ember.ones(2):requires_grad_()
+    raises_here(function() Scale(x, 3):sum():backward() end,
+      "probe_scale: error in the Lua backward: backward returned a tensor for argument 2, which was not a tensor in forward")
+  end)
+
   it("a saved tensor written in place afterwards fails the backward, naming the function", function()
     local F = ember.Function {
       name = "probe_saved_inplace",
