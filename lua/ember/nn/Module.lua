@@ -26,10 +26,10 @@ local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local list_of = require("ember._listing").list -- lists that print(): readable, not an address
 local ordered = require("ember._listing").ordered -- maps that pairs() walks in registration order
-local backward_hooks = require "ember.nn._backward_hooks"
 
 local Module = {}
 Module.__name = "Module"
+local forward_hooks = require("ember.nn._module_hooks")(Module) -- {call =, add =}
 
 local is_tensor, is_module
 
@@ -93,60 +93,9 @@ function Module:__call(...)
   return Module._call_with_hooks(self, hooks, ...)
 end
 
--- The call of a module with forward hooks: the pre-hooks may replace the
--- arguments (a table of them, or one value), the hooks the output. Full
--- backward hooks wrap the arguments after the pre-hooks and the results
--- after the hooks, as PyTorch's (nn/_backward_hooks.lua).
-function Module._call_with_hooks(self, hooks, ...)
-  local args = table.pack(...)
-  for _, h in ipairs(hooks.pre) do
-    local r = h(self, args)
-    if r ~= nil then
-      if type(r) == "table" and not is_tensor(r) and not is_module(r) then
-        args = table.pack(table.unpack(r, 1, r.n or #r))
-      else
-        args = table.pack(r)
-      end
-    end
-  end
-  local bstate
-  if #hooks.backward > 0 and ember.is_grad_enabled() then
-    args, bstate = backward_hooks.wrap_inputs(self, hooks.backward, args)
-  end
-  local out = table.pack(self:forward(table.unpack(args, 1, args.n)))
-  for _, h in ipairs(hooks.post) do
-    local r = h(self, args, table.unpack(out, 1, out.n))
-    if r ~= nil then out = table.pack(r) end
-  end
-  if bstate then out = backward_hooks.wrap_outputs(bstate, out) end
-  return table.unpack(out, 1, out.n)
-end
-
-local function add_forward_hook(self, kind, fn, what)
-  if type(fn) ~= "function" then
-    errors.raise("%s.%s: expected a function, got %s", self.__name, what, type(fn))
-  end
-  local hooks = rawget(self, "_forward_hooks")
-  if not hooks then
-    hooks = { pre = {}, post = {}, backward = {} }
-    rawset(self, "_forward_hooks", hooks)
-  end
-  table.insert(hooks[kind], fn)
-  return {
-    remove = function()
-      for i, h in ipairs(hooks[kind]) do
-        if h == fn then
-          table.remove(hooks[kind], i)
-          break
-        end
-      end
-      local empty = #hooks.pre == 0 and #hooks.post == 0 and #hooks.backward == 0
-      if empty and rawget(self, "_forward_hooks") == hooks then
-        rawset(self, "_forward_hooks", nil)
-      end
-    end,
-  }
-end
+-- The call of a module with forward hooks (nn/_module_hooks.lua): the
+-- pre-hooks, forward, the hooks, the full backward hooks around them.
+Module._call_with_hooks = forward_hooks.call
 
 --- Calls `fn(module, inputs)` before every forward, as PyTorch's
 -- `register_forward_pre_hook`: `inputs` is the table of the arguments
@@ -155,7 +104,7 @@ end
 -- @tparam function fn
 -- @treturn table handle
 function Module:register_forward_pre_hook(fn)
-  return add_forward_hook(self, "pre", fn, "register_forward_pre_hook")
+  return forward_hooks.add(self, "pre", fn, "register_forward_pre_hook")
 end
 
 --- Calls `fn(module, inputs, output)` after every forward, as PyTorch's
@@ -170,7 +119,7 @@ end
 -- print(seen)   --> ember.Size{2, 3}
 -- h:remove()
 function Module:register_forward_hook(fn)
-  return add_forward_hook(self, "post", fn, "register_forward_hook")
+  return forward_hooks.add(self, "post", fn, "register_forward_hook")
 end
 
 --- Calls `fn(module, grad_input, grad_output)` in the backward of every call
@@ -189,7 +138,7 @@ end
 -- lin(ember.randn(4, 3)):sum():backward()
 -- print(seen)   --> ember.Size{4, 2}
 function Module:register_full_backward_hook(fn)
-  return add_forward_hook(self, "backward", fn, "register_full_backward_hook")
+  return forward_hooks.add(self, "backward", fn, "register_full_backward_hook")
 end
 
 is_module = function(v)
