@@ -248,6 +248,27 @@ describe("bad input: an error naming the module and what was wrong, at the user'
       "nn.functional.layer_norm: the input is float32 but the bias is bfloat16")
   end)
 
+  it("absurd output sizes are refused at once (interpolate, the adaptive pools and ConvTranspose hung)", function()
+    local F = nn.functional
+    raises_here(function() F.interpolate(r(1, 1, 2, 2), { size = 1 << 31 }) end,
+      "nn.functional.interpolate: the output [1, 1, 2147483648, 2147483648] would hold 4.61e+18 elements, too many "
+      .. "to allocate")
+    raises_here(function() nn.Upsample({ scale_factor = 1e7 })(r(1, 1, 3, 3)) end,
+      "Upsample.forward: the output [1, 1, 30000000, 30000000] would hold 9e+14 elements")
+    raises_here(function() F.adaptive_avg_pool2d(r(1, 1, 2, 2), 1 << 31) end, "nn.functional.adaptive_avg_pool2d: the output")
+    raises_here(function() nn.AdaptiveMaxPool1d(1 << 41)(r(2, 3, 4)) end,
+      "AdaptiveMaxPool1d.forward: the output [2, 3, 2199023255552] would hold")
+    raises_here(function() nn.AdaptiveAvgPool3d({ false, 1 << 20, 1 << 20 })(r(1, 2, 3, 4, 4)) end,
+      "AdaptiveAvgPool3d.forward: the output [1, 2, 3, 1048576, 1048576]")
+    raises_here(function() F.conv_transpose2d(r(1, 2, 2, 2), r(2, 3, 3, 3), nil, { stride = 1 << 20 }) end,
+      "nn.functional.conv_transpose2d: the output [1, 3, 1048579, 1048579] would hold")
+    raises_here(function() nn.ConvTranspose3d(2, 3, 2, { stride = 1 << 14 })(r(2, 2, 2, 2)) end,
+      "ConvTranspose3d.forward: the output [3, 16386, 16386, 16386]")
+    -- a size the allocator refuses is refused at the user's line (it pointed into _conv.lua)
+    raises_here(function() F.conv2d(r(1, 2, 5, 5), r(3, 2, 3, 3), nil, { padding = 1000000 }) end,
+      "cannot allocate a tensor of shape [1, 3, 2000003, 2000003] (float32): too large")
+  end)
+
   it("modules built on an nn.functional function name themselves (LPPool1d named nn.functional.avg_pool1d)", function()
     raises_here(function() nn.LPPool1d(2, 2)(r(7)) end,
       "LPPool1d.forward: expected an input [N, C, L] or [C, L], got shape [7]")

@@ -27,7 +27,7 @@ function AdaptiveAvgPool1d:forward(x)
     error(("AdaptiveAvgPool1d.forward: expected an input [N, C, L] or [C, L], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
-  pool.check_adaptive_input("AdaptiveAvgPool1d.forward", x, 1)
+  pool.check_adaptive_input("AdaptiveAvgPool1d.forward", x, 1, self.output_size)
   return pool.adaptive_mean(x, x.ndim, self.output_size)
 end
 

@@ -35,7 +35,7 @@ function AdaptiveAvgPool2d:forward(x)
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
   Module.check_float_input("AdaptiveAvgPool2d.forward", x)
-  pool.check_adaptive_input("AdaptiveAvgPool2d.forward", x, 2)
+  pool.check_adaptive_input("AdaptiveAvgPool2d.forward", x, 2, self.output_size)
   local xb, unbatch = pool.batch(x)
   return unbatch(pool.adaptive2d(xb, self.output_size))
 end

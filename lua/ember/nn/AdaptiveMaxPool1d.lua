@@ -30,7 +30,7 @@ function AdaptiveMaxPool1d:forward(x)
     error(("AdaptiveMaxPool1d.forward: expected an input [N, C, L] or [C, L], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
-  pool.check_adaptive_input("AdaptiveMaxPool1d.forward", x, 1)
+  pool.check_adaptive_input("AdaptiveMaxPool1d.forward", x, 1, self.output_size)
   return pool.adaptive_mean(x, x.ndim, self.output_size, "max")
 end
 

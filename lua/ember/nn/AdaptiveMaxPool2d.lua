@@ -37,7 +37,7 @@ function AdaptiveMaxPool2d:forward(x)
     error(("AdaptiveMaxPool2d.forward: expected an input [N, C, H, W] or [C, H, W], got %s"):format(
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
-  pool.check_adaptive_input("AdaptiveMaxPool2d.forward", x, 2)
+  pool.check_adaptive_input("AdaptiveMaxPool2d.forward", x, 2, self.output_size)
   local xb, unbatch = pool.batch(x)
   return unbatch(pool.adaptive2d(xb, self.output_size, "max"))
 end

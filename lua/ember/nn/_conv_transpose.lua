@@ -188,6 +188,11 @@ function M.forward(self, name, nd, x, output_size, who)
         :format(who, o[i], x.ndim - nd + i, table.concat(x.shape, ", ")))
     end
   end
+  -- an absurd stride is an error before one convolution per output phase is built (it hung)
+  local O = self.weight.shape[2] * self.groups
+  local shape = batched and { x.shape[1], O } or { O }
+  for i = 1, nd do shape[#shape + 1] = o[i] end
+  require("ember.nn._pool").check_shape_fits(who, shape)
   if nd == 3 then return M.forward3d(self, x, batched, op) end
   local xb = batched and x or x:unsqueeze(1)
   if nd == 1 then xb = xb:unsqueeze(3) end

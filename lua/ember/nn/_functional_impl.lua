@@ -252,7 +252,7 @@ local function adaptive(who, how, nd, x, output_size, ...)
       nd == 2 and "[N, C, H, W] or [C, H, W]" or "[N, C, L] or [C, L]",
       shape_str(x))
   end
-  pool.check_adaptive_input(who, x, nd)
+  pool.check_adaptive_input(who, x, nd, output_size)
   if nd == 1 then
     local s = pool.single(output_size)
     if not s then errors.raise("%s: output_size must be a positive integer, got %s", who, tostring(output_size)) end
@@ -656,7 +656,7 @@ local function adaptive3(who, how, x, output_size, ...)
   local o = args(who, { "return_indices" }, ...)
   if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
   local xb, unbatch = batch5(who, x)
-  pool.check_adaptive_input(who, x, 3)
+  pool.check_adaptive_input(who, x, 3, output_size)
   local out = math.type(output_size) == "integer" and { output_size, output_size, output_size } or output_size
   local ok = type(out) == "table" and (out[3] ~= nil)
   for i = 1, ok and 3 or 0 do
@@ -680,6 +680,13 @@ function M.adaptive_max_pool3d(x, output_size, ...)
   return adaptive3("nn.functional.adaptive_max_pool3d", "max", x, output_size, ...)
 end
 M._adaptive3d = adaptive3
+
+-- The functions whose kernels allocate what the arguments ask for (a padding of 10^6, an
+-- output of 10^10 elements): the kernel's refusal is raised at the user's line, not in here.
+for _, name in ipairs { "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+  "interpolate", "upsample", "upsample_nearest", "upsample_bilinear" } do
+  M[name] = errors.wrap(M[name])
+end
 
 -- the rest of nn.functional (activations, losses, the modules' rules as functions)
 for k, v in pairs(require "ember.nn._functional_extra") do M[k] = v end

@@ -128,6 +128,7 @@ function M.out_sizes(who, x, nd, size, scale_factor)
         table.concat(x.shape, ", ")))
     end
   end
+  pool.check_output_size(who, x, nd, out)
   return out
 end
 

@@ -114,15 +114,42 @@ function M.adaptive_mean(x, dim, out, how)
   return ember.cat(parts, dim)
 end
 
+-- The output of a resampling of x's last nd dims to out (a number or a list; an entry that is no
+-- number keeps that dim) must fit in memory: an absurd size (2^31, a factor of 1e9) is an error
+-- naming `who`, before the per-position index lists are built (they hung the process).
+local MAX_ELEMENTS = 2 ^ 40
+function M.check_output_size(who, x, nd, out)
+  local shape = {}
+  for i = 1, x.ndim - nd do shape[i] = x.shape[i] end
+  for i = 1, nd do
+    local o = type(out) == "table" and out[i] or out
+    if type(o) ~= "number" then o = x.shape[x.ndim - nd + i] end
+    shape[#shape + 1] = o
+  end
+  M.check_shape_fits(who, shape)
+end
+
+-- The same for an output of the given shape (a list of sizes).
+function M.check_shape_fits(who, shape)
+  local n, text = 1.0, {}
+  for i, v in ipairs(shape) do n, text[i] = n * v, ("%.0f"):format(v) end
+  if n > MAX_ELEMENTS then
+    require("ember._errors").raise("%s: the output [%s] would hold %.3g elements, too many to allocate", who,
+      table.concat(text, ", "), n)
+  end
+end
+
 -- An adaptive pool's input x [N, C, *] or [C, *] (nd spatial dims) has no empty dim but the
--- batch's (PyTorch's rule: an empty bin has no mean or max); else an error naming `who`.
-function M.check_adaptive_input(who, x, nd)
+-- batch's (PyTorch's rule: an empty bin has no mean or max), and its output (out: the
+-- output_size, unchecked here) fits in memory; else an error naming `who`.
+function M.check_adaptive_input(who, x, nd, out)
   for i = x.ndim == nd + 2 and 2 or 1, x.ndim do
     if x.shape[i] == 0 then
       require("ember._errors").raise("%s: expected a non-empty size in every dim but the batch's, got shape [%s] "
         .. "(dim %d is empty)", who, table.concat(x.shape, ", "), i)
     end
   end
+  M.check_output_size(who, x, nd, out)
 end
 
 -- xb [N, C, *spatial] (2 or 3 spatial dims) max-pooled to o (one size per spatial dim; false:
