@@ -422,6 +422,24 @@ static bool in_set(lua_State *L, int set, int idx) {
   return r;
 }
 
+/* How many tensors other than t, and than the aliases save_for_backward
+** made in this ctx, share t's memory (views of it, or the tensor it views). */
+static int other_headers(lua_State *L, int ctx, const em_tensor *t) {
+  if (!t->storage) return 0;
+  int n = t->storage->refcount - t->storage->saved_refs - 1;
+  if (lua_rawgetp(L, ctx, &saved_versions_key) == LUA_TTABLE) {
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i <= len; i += 2) {
+      lua_rawgeti(L, -1, i);
+      em_tensor *a = lember_testtensor(L, -1);
+      if (a && a->storage == t->storage) n--;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  return n;
+}
+
 static const char fn_mt_key = 'F';
 static const char ctx_mt_key = 'C';
 static const char opdefs_key = 'O';
@@ -561,6 +579,16 @@ static int fn_call(lua_State *L) {
       lua_fn_free(c);
       return luaL_error(L, "ember.Function '%s': a leaf tensor that requires grad (%s %s) is being used in an "
                         "in-place operation (ctx.mark_dirty); do it on a clone, or with grad mode off", name,
+                        em_shape_str(dirty_t->ndim, dirty_t->shape, s1, sizeof s1), em_dtype_name(dirty_t->dtype));
+    } else if (other_headers(L, ctx, dirty_t) > 0 &&
+               (lua_gc(L, LUA_GCCOLLECT, 0), other_headers(L, ctx, dirty_t) > 0)) {
+      /* A view of it, or the tensor it views, would keep its old history with
+      ** the new values (a wrong gradient): refused, as the core's in-place ops
+      ** (a collection first: dropped temporaries may still hold the memory). */
+      lua_fn_free(c);
+      return luaL_error(L, "ember.Function '%s': ctx.mark_dirty: the tensor (%s %s) shares its memory with other "
+                        "tensors (it is a view, or has views), whose history cannot follow the in-place change; "
+                        "give the Function a tensor of its own (a clone)", name,
                         em_shape_str(dirty_t->ndim, dirty_t->shape, s1, sizeof s1), em_dtype_name(dirty_t->dtype));
     }
   }

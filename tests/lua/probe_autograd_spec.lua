@@ -247,6 +247,26 @@ describe("ember.Function's ctx, as torch.autograd.Function's", function()
     local e = x:exp()
     local w = Double(e)
     raises_here(function() w:sum():backward() end, "a tensor that 'exp' saved for its gradient")
+    -- a view: the tensor it views would keep its old history (torch rebases it; ember refuses)
+    local base = x:clone()
+    raises_here(function() Double(base:narrow(1, 1, 2)) end,
+      "ember.Function 'probe_double_': ctx.mark_dirty: the tensor ([2] float64) shares its memory with other tensors")
+    -- views made inside forward, and what save_for_backward saved, are fine: an in-place ReLU
+    local Relu_ = ember.Function {
+      name = "probe_relu_",
+      forward = function(ctx, a)
+        local flat = a:view(-1)
+        flat:clamp_(0)
+        ctx.mark_dirty(a)
+        ctx.save_for_backward(a)
+        return a
+      end,
+      backward = function(ctx, g) return g * ctx.saved_tensors[1]:gt(0):to(g.dtype) end,
+    }
+    local u = ember.tensor({ -1, 2, -3, 4 }, F64):requires_grad_()
+    local r = Relu_(u:clone())
+    r:sum():backward()
+    close(u.grad, { 0, 1, 0, 1 })
     -- a dirty tensor must be returned
     local Lost = ember.Function { name = "probe_lost", forward = function(ctx, a, b)
       ctx.mark_dirty(b)
