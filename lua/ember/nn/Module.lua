@@ -737,6 +737,9 @@ function Module:half()
     .. "ember.autocast(\"bfloat16\") for mixed precision)", self.__name)
 end
 
+-- the state dicts' mapping and loading (nn/_module_state.lua)
+local state_dicts = require("ember.nn._module_state")(Module, kind_of)
+
 --- name -> detached tensor sharing the parameter's or buffer's storage;
 -- `pairs` gives them in registration order, as PyTorch's OrderedDict.
 -- @treturn table
@@ -754,23 +757,6 @@ end
 -- @treturn table|nil
 function Module:legacy_names() return nil end
 
--- sd's names grouped by their first component: child name -> {rest -> value};
--- the names with no child's prefix stay in `own`.
-local function by_child(self, sd)
-  local own, parts = {}, {}
-  for k, v in pairs(sd) do
-    local head, rest = nil, nil
-    if type(k) == "string" then head, rest = k:match("^([^.]+)%.(.+)$") end
-    if head and kind_of(self, head) == "child" then
-      parts[head] = parts[head] or {}
-      parts[head][rest] = v
-    else
-      own[k] = v
-    end
-  end
-  return own, parts
-end
-
 --- A copy of `sd` (names relative to this module) under today's names, and
 -- how many names of earlier ember versions were mapped (`legacy_names`).
 -- This is the per-module hook load_state_dict calls: each module maps its
@@ -787,22 +773,7 @@ end
 -- ("encoder.layers.1."), for messages; a hook passes it on
 -- @treturn table
 -- @treturn integer
-function Module:upgrade_state_dict(sd, prefix)
-  local out, n = {}, 0
-  for k, v in pairs(sd) do out[k] = v end
-  for old, new in pairs(self:legacy_names() or {}) do
-    if out[old] ~= nil and out[new] == nil and sd[new] == nil then
-      out[new], out[old], n = out[old], nil, n + 1
-    end
-  end
-  local own, parts = by_child(self, out)
-  for name, sub in pairs(parts) do
-    local up, m = self._reg[name]:upgrade_state_dict(sub, (prefix or "") .. name .. ".")
-    n = n + (m or 0)
-    for k, v in pairs(up) do own[name .. "." .. k] = v end
-  end
-  return own, n
-end
+function Module:upgrade_state_dict(sd, prefix) return state_dicts.upgrade_state_dict(self, sd, prefix) end
 
 --- The per-module hook of `torch_state_dict`: `sd` (this module's state
 -- under ember's names, relative to it, its children's parts already
@@ -828,19 +799,7 @@ function Module:to_torch_names(sd) return sd end
 -- table.sort(names)
 -- print(table.concat(names, " "))   --> 0.bias 0.weight 2.bias 2.weight
 -- mlp:load_state_dict(mlp:torch_state_dict())   -- PyTorch's names load too
-function Module:torch_state_dict()
-  local own, reg = {}, self._reg
-  for _, n in ipairs(self._params) do own[n] = reg[n]:detach() end
-  for _, n in ipairs(self._buffers) do
-    if not self._nonpersistent[n] then own[n] = reg[n]:detach() end
-  end
-  for _, c in ipairs(self._children) do
-    for k, v in pairs(reg[c]:torch_state_dict()) do own[c .. "." .. k] = v end
-  end
-  return self:to_torch_names(own)
-end
-
-local shape_str = errors.shape_str
+function Module:torch_state_dict() return state_dicts.torch_state_dict(self) end
 
 --- Copies the tensors of `sd` into the module. Everything is checked
 -- before anything is copied, so a failed load leaves the module unchanged.
@@ -861,70 +820,7 @@ local shape_str = errors.shape_str
 -- @usage local m = nn.Linear(3, 2)
 -- local _, missing, unexpected = m:load_state_dict({weight = ember.zeros(2, 3), scale = ember.ones(1)}, false)
 -- print(missing, unexpected)   --> {"bias"}	{"scale"}
-function Module:load_state_dict(sd, strict)
-  local who = self.__name .. ".load_state_dict"
-  if type(sd) ~= "table" then errors.raise("%s: expected a table of tensors, got %s", who, type(sd)) end
-  if type(strict) == "table" then strict = Module.check_options(who, strict, { "strict" }).strict end
-  if strict == nil then strict = true end
-  if type(strict) ~= "boolean" then
-    errors.raise("%s: strict must be a boolean (or {strict = ...}), got %s", who, type(strict))
-  end
-  sd = self:upgrade_state_dict(sd)
-  local own = self:state_dict()
-  local missing, unexpected, mismatched = {}, {}, {}
-  for n, dst in pairs(own) do
-    local src = sd[n]
-    if src == nil then
-      missing[#missing + 1] = n
-    elseif not is_tensor(src) then
-      errors.raise("%s: '%s' is a %s, expected a tensor", who, n, type(src))
-    elseif dst.ndim == 0 and src.ndim == 1 and src.shape[1] == 1 then
-      sd[n] = src:reshape({}) -- a scalar saved as [1] (PyTorch before 0.4), as PyTorch loads it
-    elseif shape_str(src) ~= shape_str(dst) then
-      mismatched[#mismatched + 1] = n
-    end
-  end
-  if #mismatched > 0 then -- every one, in name order (as PyTorch lists them)
-    table.sort(mismatched)
-    for i, n in ipairs(mismatched) do
-      mismatched[i] = ("'%s' has shape %s in the state dict, the module expects %s"):format(n, shape_str(sd[n]),
-        shape_str(own[n]))
-    end
-    errors.raise("%s: %s", who, table.concat(mismatched, "; "))
-  end
-  for n in pairs(sd) do if own[n] == nil then unexpected[#unexpected + 1] = tostring(n) end end
-  table.sort(missing)
-  table.sort(unexpected)
-  if strict and (#missing > 0 or #unexpected > 0) then
-    local parts = {}
-    if #missing > 0 then parts[#parts + 1] = "missing " .. table.concat(missing, ", ") end
-    if #unexpected > 0 then parts[#parts + 1] = "unexpected " .. table.concat(unexpected, ", ") end
-    -- a checkpoint of a model wrapped in DataParallel / DistributedDataParallel:
-    -- every name under "module."
-    local wrapped, inner = #unexpected > 0, {}
-    for _, n in ipairs(unexpected) do
-      if n:sub(1, 7) == "module." then inner[n:sub(8)] = sd[n] else wrapped = false end
-    end
-    if wrapped then
-      for n in pairs(self:upgrade_state_dict(inner)) do if own[n] == nil then wrapped = false end end
-    end
-    if wrapped then
-      parts[#parts + 1] = "the state dict's names start with 'module.' (a model wrapped in PyTorch's "
-        .. "DistributedDataParallel or DataParallel): take that prefix off each name"
-    end
-    errors.raise("%s: names do not match the module: %s", who, table.concat(parts, "; "))
-  end
-  ember.no_grad(function()
-    for n, dst in pairs(own) do
-      local src = sd[n]
-      if src ~= nil then
-        if src.device ~= dst.device then src = src:to(dst.device) end
-        dst:copy_(src)
-      end
-    end
-  end)
-  return self, list_of(missing), list_of(unexpected)
-end
+function Module:load_state_dict(sd, strict) return state_dicts.load_state_dict(self, sd, strict) end
 
 --- One line describing the module's own settings, e.g. "in_features=4".
 -- @treturn string
