@@ -131,6 +131,8 @@ def conv_cases():
     C(case("conv2d_1x1_input_pad", "Conv2d", [3, 5, 3], {"padding": 1}, (1, 3, 1, 1)))
     C(case("conv2d_stride_gt_kernel", "Conv2d", [2, 3, 2], {"stride": 3}, (2, 2, 8, 7)))
     C(case("conv2d_patch", "Conv2d", [3, 8, 4], {"stride": 4}, (2, 3, 8, 12)))
+    C(case("conv2d_stride_past_input", "Conv2d", [2, 3, 3], {"stride": [2 ** 40, 2], "padding": 1}, (2, 2, 5, 5)))
+    C(case("conv1d_stride_past_input", "Conv1d", [2, 3, 2], {"stride": 2 ** 40}, (2, 2, 5)))
     # Conv1d
     C(case("conv1d_basic", "Conv1d", [3, 4, 3], {"padding": 1}, (2, 3, 7)))
     C(case("conv1d_same_even_dil", "Conv1d", [2, 3, 4], {"padding": "same", "dilation": 3}, (2, 2, 11)))

@@ -264,6 +264,8 @@ describe("bad input: an error naming the module and what was wrong, at the user'
       "nn.functional.conv_transpose2d: the output [1, 3, 1048579, 1048579] would hold")
     raises_here(function() nn.ConvTranspose3d(2, 3, 2, { stride = 1 << 14 })(r(2, 2, 2, 2)) end,
       "ConvTranspose3d.forward: the output [3, 16386, 16386, 16386]")
+    raises_here(function() F.max_unpool2d(r(1, 1, 2, 2), ember.ones({ 1, 1, 2, 2 }, { dtype = "int64" }), 1 << 30) end,
+      "nn.functional.max_unpool2d: the output [1, 1, 2147483648, 2147483648] would hold")
     -- a size the allocator refuses is refused at the user's line (it pointed into _conv.lua)
     raises_here(function() F.conv2d(r(1, 2, 5, 5), r(3, 2, 3, 3), nil, { padding = 1000000 }) end,
       "cannot allocate a tensor of shape [1, 3, 2000003, 2000003] (float32): too large")

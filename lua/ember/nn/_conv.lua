@@ -146,6 +146,9 @@ function M.conv3d(x, w, b, s, p, d, g, route)
 end
 
 function M.conv2d(x, w, b, s, p, d, g, route)
+  -- a stride past the padded input gives one position, as the padded size does (oneDNN refused 2^40)
+  local hp, wp = x.shape[3] + p[1] + p[2], x.shape[4] + p[3] + p[4]
+  if s[1] > hp or s[2] > wp then s = { math.min(s[1], hp), math.min(s[2], wp) } end
   -- under autocast a bias of another dtype joins the weight's (as PyTorch casts every argument)
   if b and b.dtype ~= w.dtype and ember.autocast.enabled() then b = b:to(w.dtype) end
   if route ~= "composed" then

@@ -213,6 +213,9 @@ local function unpooled(nd, x, indices, kernel_size, ...)
         conv.fmt(o.output_size))
     end
   end
+  local shape = { table.unpack(x.shape, 1, x.ndim - nd) }
+  for i = 1, nd do shape[#shape + 1] = out[i] end
+  pool.check_shape_fits(who, shape)
   local plane = 1
   for i = 1, nd do plane = plane * out[i] end
   if indices:numel() > 0 and (indices:min():item() < 1 or indices:max():item() > plane) then
@@ -684,7 +687,7 @@ M._adaptive3d = adaptive3
 -- The functions whose kernels allocate what the arguments ask for (a padding of 10^6, an
 -- output of 10^10 elements): the kernel's refusal is raised at the user's line, not in here.
 for _, name in ipairs { "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-  "interpolate", "upsample", "upsample_nearest", "upsample_bilinear" } do
+  "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "max_unpool1d", "max_unpool2d", "max_unpool3d" } do
   M[name] = errors.wrap(M[name])
 end
 
