@@ -30,6 +30,7 @@ local ordered = require("ember._listing").ordered -- maps that pairs() walks in 
 local Module = {}
 Module.__name = "Module"
 local forward_hooks = require("ember.nn._module_hooks")(Module) -- {call =, add =}
+local convert = require("ember.nn._module_convert")(Module) -- {to =, float_dtype =}
 
 local is_tensor, is_module
 
@@ -650,13 +651,7 @@ end
 -- @string where a dtype or device name
 -- @string op the operation, for the error ("Linear.to")
 -- @treturn ?string the dtype's name
-function Module.float_dtype(where, op)
-  local info = ember.dtype_info(where)
-  if info and not info.floating then
-    errors.raise("%s: modules convert to floating-point dtypes (float32, float64, bfloat16), not %s", op, info.name)
-  end
-  return info and info.name
-end
+function Module.float_dtype(where, op) return convert.float_dtype(where, op) end
 
 --- Moves or converts every tensor: `to("cuda")`, `to("float64")`, both
 -- `to("cuda", "bfloat16")`, another tensor's `to(x)`, or `to{dtype=, device=}`.
@@ -670,55 +665,7 @@ end
 -- @string where a dtype or device name
 -- @tparam[opt] table _moved old tensor -> new one, shared by a whole tree (internal)
 -- @treturn Module self
-function Module:to(where, _moved)
-  -- PyTorch's forms: to(device, dtype) in either order, to(tensor) (its
-  -- device and dtype), to{device =, dtype =}; each name is one pass
-  if type(_moved) == "string" or is_tensor(where) or (type(where) == "table" and not is_module(where)) then
-    local names
-    if is_tensor(where) then
-      names = { where.device, where.dtype }
-    elseif type(where) == "table" then
-      Module.check_options(self.__name .. ".to", where, { "dtype", "device" })
-      names = { where.device, where.dtype }
-    else
-      names = { where, _moved }
-    end
-    for i = 1, 2 do
-      if names[i] ~= nil then self:to(names[i]) end
-    end
-    return self
-  end
-  if type(where) ~= "string" then
-    errors.raise("%s.to: expected a dtype or device name (or both), a tensor or {dtype=, device=}, got %s",
-      self.__name, type(where))
-  end
-  local is_dtype = Module.float_dtype(where, self.__name .. ".to") ~= nil
-  if not is_dtype and not _moved then
-    -- a device, or neither: asked of an empty tensor, so a bad name is
-    -- refused here, at the user's line, before any tensor moved
-    local ok, err = pcall(function() return ember.zeros(0):to(where) end)
-    if not ok then
-      errors.raise("%s.to: %s", self.__name, (errors.strip_library_position(err):gsub("^ember%.to: ", "")))
-    end
-  end
-  local moved = _moved or {} -- old tensor -> new one across the whole tree
-  local function move(t, param)
-    if moved[t] then return moved[t] end
-    local new = (is_dtype and not ember.dtype_info(t.dtype).floating) and t or t:detach():to(where)
-    if param and not rawequal(new, t) then
-      -- a frozen parameter stays frozen (PyTorch's to() keeps requires_grad),
-      -- and the parameter stays the same object: an optimizer holds it
-      new = t:_assign(new:requires_grad_(t.requires_grad))
-    end
-    moved[t] = new
-    return new
-  end
-  local reg = self._reg
-  for _, n in ipairs(self._params) do reg[n] = move(reg[n], true) end
-  for _, n in ipairs(self._buffers) do reg[n] = move(reg[n], false) end
-  for _, c in ipairs(self:children()) do c:to(where, moved) end
-  return self
-end
+function Module:to(where, _moved) return convert.to(self, where, _moved) end
 
 --- `to("cuda")`
 function Module:cuda() return self:to("cuda") end
