@@ -553,8 +553,8 @@ static int fn_call(lua_State *L) {
     lua_fn_free(c);
     for (int r = 1; r <= nres; r++) {
       em_tensor *t = lember_testtensor(L, fbase + r);
-      if (!t) {
-        lua_pushvalue(L, fbase + r);
+      if (!t || (!t->requires_grad && in_set(L, dirty, fbase + r))) {
+        lua_pushvalue(L, fbase + r); /* a non-tensor, or an input written in place (mark_dirty) */
         continue;
       }
       em_tensor **out = lember_newslot(L);

@@ -267,6 +267,19 @@ describe("ember.Function's ctx, as torch.autograd.Function's", function()
     local r = Relu_(u:clone())
     r:sum():backward()
     close(u.grad, { 0, 1, 0, 1 })
+    -- an integer tensor written in place comes back itself too (nothing to differentiate)
+    local Count = ember.Function {
+      name = "probe_count_",
+      forward = function(ctx, a, counts)
+        counts:add_(1)
+        ctx.mark_dirty(counts)
+        return counts
+      end,
+      backward = function(ctx, g) return nil, nil end,
+    }
+    local counts = ember.zeros({ 2 }, { dtype = "int64" })
+    assert.is_true(rawequal(counts, Count(x, counts)))
+    assert.are.same({ 1, 1 }, counts:totable())
     -- a dirty tensor must be returned
     local Lost = ember.Function { name = "probe_lost", forward = function(ctx, a, b)
       ctx.mark_dirty(b)
