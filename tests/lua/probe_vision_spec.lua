@@ -262,6 +262,8 @@ describe("bad input: an error naming the module and what was wrong, at the user'
       "AdaptiveAvgPool3d.forward: the output [1, 2, 3, 1048576, 1048576]")
     raises_here(function() F.conv_transpose2d(r(1, 2, 2, 2), r(2, 3, 3, 3), nil, { stride = 1 << 20 }) end,
       "nn.functional.conv_transpose2d: the output [1, 3, 1048579, 1048579] would hold")
+    raises_here(function() F.conv_transpose1d(r(1, 2, 2), r(2, 3, 3), nil, { stride = 1 << 31 }) end,
+      "nn.functional.conv_transpose1d: stride {2147483648} makes 2147483648 output phases, more than the 1048576")
     raises_here(function() nn.ConvTranspose3d(2, 3, 2, { stride = 1 << 14 })(r(2, 2, 2, 2)) end,
       "ConvTranspose3d.forward: the output [3, 16386, 16386, 16386]")
     raises_here(function() F.max_unpool2d(r(1, 1, 2, 2), ember.ones({ 1, 1, 2, 2 }, { dtype = "int64" }), 1 << 30) end,

@@ -8,7 +8,7 @@
 -- its initialisation (U(+-1/sqrt(fan_in)), fan_in = out/groups * k).
 -- It is nn.ConvTranspose2d's computation (one convolution per output phase)
 -- on a [N, C, 1, L] view (nn/_conv_transpose.lua).
--- Errors name nn.ConvTranspose1d at the caller's line.
+-- Errors name nn.ConvTranspose1d at the caller's line (a stride past 2^20 is refused, as 2-d's).
 -- @usage local up = nn.ConvTranspose1d(16, 8, 4, {stride = 2, padding = 1})
 -- print(up(ember.randn(4, 16, 50)).shape)   --> ember.Size{4, 8, 100}
 -- @classmod nn.ConvTranspose1d

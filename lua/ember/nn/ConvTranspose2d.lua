@@ -19,7 +19,8 @@
 -- nn.Conv2d's.
 -- Errors name nn.ConvTranspose2d at the caller's line: bad sizes or options,
 -- groups not dividing the channels, output_padding not smaller than stride or
--- dilation, a wrong channel count, an empty output.
+-- dilation, a wrong channel count, an empty output, an output past 2^40
+-- elements or a stride of more than 2^20 phases (stride_h * stride_w).
 -- @usage local up = nn.ConvTranspose2d(16, 8, 3, {stride = 2, padding = 1, output_padding = 1})
 -- print(up(ember.randn(4, 16, 10, 10)).shape)             --> ember.Size{4, 8, 20, 20}
 -- local down = nn.Conv2d(8, 16, 3, {stride = 2, padding = 1})

@@ -205,6 +205,11 @@ function M.forward(self, name, nd, x, output_size, who)
   local two = function(v, one) if nd == 2 then return v end return { one, v[1] } end
   local s, d, p = two(self.stride, 1), two(self.dilation, 1), two(self.padding, 0)
   local k, n, out = { kh, kw }, { xb.shape[3], xb.shape[4] }, two(o, 1)
+  -- one convolution per output phase, s_h * s_w of them: a stride of millions would build them for minutes
+  if s[1] * s[2] > 1 << 20 then
+    error(("%s: stride %s makes %d output phases, more than the %d this transposed convolution builds")
+      :format(who, fmt(self.stride), s[1] * s[2], 1 << 20))
+  end
   local ph = { phases(n[1], k[1], s[1], d[1], p[1], out[1]), phases(n[2], k[2], s[2], d[2], p[2], out[2]) }
   -- one convolution per output phase (stride s: s_h * s_w of them), each on
   -- the input itself with the kernel taps that reach that phase
