@@ -540,16 +540,49 @@ core.inference_mode = helpers.guard(function(mode, ...)
 end)
 core.is_inference_mode_enabled = function() return inference_depth > 0 end
 
--- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false}]):
+-- ember.grad(outputs, inputs [, {grad_outputs =, retain_graph = false, allow_unused = false}]):
 -- the gradients of outputs (a tensor, or a list summed) with respect to
 -- each of inputs (a tensor or a list of tensors that require grad, leaves
 -- or not), returned as a list without touching their .grad or any other's
 -- (torch.autograd.grad; grad_outputs may also come third, as torch's;
 -- create_graph is not supported: ember's backward is not differentiable).
-set("grad", function(outputs, inputs, opts)
+-- torch's positional form, grad(outputs, inputs, grad_outputs, retain_graph,
+-- create_graph, only_inputs, allow_unused), is taken too, and so is
+-- grad(outputs, inputs, grad_outputs, {options}).
+local GRAD_POSITIONAL = { "retain_graph", "create_graph", "only_inputs", "allow_unused" }
+set("grad", function(outputs, inputs, opts, ...)
   local op = "grad"
-  if core.is_tensor(opts) or (type(opts) == "table" and core.is_tensor(opts[1])) then
-    opts = { grad_outputs = opts } -- torch.autograd.grad(outputs, inputs, grad_outputs)
+  local n_more = select("#", ...)
+  local is_options = type(opts) == "table" and not core.is_tensor(opts) and opts[1] == nil and next(opts) ~= nil
+  if n_more > 0 or (opts ~= nil and not is_options) then
+    -- torch.autograd.grad(outputs, inputs, grad_outputs [, retain_graph, create_graph, ...])
+    local gouts = opts
+    if gouts ~= nil and not core.is_tensor(gouts) and type(gouts) ~= "table" then
+      fail(op, "grad_outputs (argument 3) must be a tensor, a list of tensors or nil, got %s", type(gouts))
+    end
+    local more = ...
+    if n_more == 1 and type(more) == "table" then
+      opts = {}
+      for k, v in pairs(more) do opts[k] = v end
+    else
+      if n_more > #GRAD_POSITIONAL then
+        fail(op, "takes at most %d arguments (outputs, inputs, grad_outputs, %s), got %d", 3 + #GRAD_POSITIONAL,
+          table.concat(GRAD_POSITIONAL, ", "), 3 + n_more)
+      end
+      opts = {}
+      for i = 1, n_more do
+        local v = select(i, ...)
+        if v ~= nil and type(v) ~= "boolean" then
+          fail(op, "%s (argument %d) must be a boolean or nil, got %s", GRAD_POSITIONAL[i], 3 + i, type(v))
+        end
+        opts[GRAD_POSITIONAL[i]] = v
+      end
+      if opts.only_inputs == false then
+        fail(op, "only_inputs = false is not supported (deprecated in torch: the gradients go to the inputs only)")
+      end
+      opts.only_inputs = nil
+    end
+    if gouts ~= nil then opts.grad_outputs = gouts end
   end
   opts = check_opts(op, opts, { grad_outputs = true, retain_graph = true, allow_unused = true, create_graph = true })
   if opts.create_graph then
@@ -585,7 +618,10 @@ set("grad", function(outputs, inputs, opts)
     result[i] = t.grad
     t.grad = saved[i]
   end
-  if not ok then error(err, 0) end
+  if not ok then
+    -- the message names what the user called (the freed-graph error, a Function's backward)
+    error(type(err) == "string" and (err:gsub("ember%.backward: ", "ember.grad: ", 1)) or err, 0)
+  end
   for i = 1, #ins do
     if result[i] == nil and not opts.allow_unused then
       fail(op, "input %d was not used to compute the outputs (allow_unused = true gives nil)", i)

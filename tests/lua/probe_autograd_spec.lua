@@ -316,3 +316,29 @@ describe("no_grad and enable_grad as torch's decorators", function()
     assert.is_true(ember.is_grad_enabled())
   end)
 end)
+
+describe("ember.autograd.grad, torch.autograd.grad's positional form", function()
+  it("grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused)", function()
+    -- torch 1.13: x = [1, 2]; y = x * x; grad(y, x, ones, True) -> (2x,); allow_unused gives None
+    local x = ember.tensor({ 1, 2 }, F64):requires_grad_()
+    local z = ember.ones(2):requires_grad_()
+    local y = x * x
+    close(ember.autograd.grad(y, x, ember.ones(2, F64), true)[1], { 2, 4 })
+    close(ember.autograd.grad({ y }, { x }, { ember.tensor({ 1, 3 }, F64) }, true)[1], { 2, 12 })
+    local gs = ember.autograd.grad(y:sum(), { x, z }, nil, true, false, true, true)
+    close(gs[1], { 2, 4 })
+    assert.is_nil(gs[2])
+    close(ember.autograd.grad(y:sum(), x, nil, { retain_graph = true })[1], { 2, 4 })
+    -- create_graph = true, positional or in the options after grad_outputs, is refused, not ignored
+    raises_here(function() ember.autograd.grad(y:sum(), x, nil, true, true) end, "ember.grad: create_graph is not supported")
+    raises_here(function() ember.autograd.grad(y:sum(), x, nil, { create_graph = true }) end,
+      "ember.grad: create_graph is not supported")
+    raises_here(function() ember.autograd.grad(y:sum(), x, nil, 1) end,
+      "ember.grad: retain_graph (argument 4) must be a boolean or nil, got number")
+    raises_here(function() ember.autograd.grad(y:sum(), x, 5) end,
+      "ember.grad: grad_outputs (argument 3) must be a tensor, a list of tensors or nil, got number")
+    -- the graph was kept until now; a grad without retain_graph frees it, the next names ember.grad
+    ember.autograd.grad(y:sum(), x)
+    raises_here(function() ember.autograd.grad(y:sum(), x) end, "ember.grad: the graph through 'mul' was already freed")
+  end)
+end)
