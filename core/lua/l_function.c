@@ -531,12 +531,13 @@ static int fn_call(lua_State *L) {
     if (!first) {
       first = r;
     } else if (t->dtype != res[first - 1].dtype || !em_device_eq(t->device, res[first - 1].dev)) {
-      lua_fn_free(c);
+      const em_dtype dt = res[first - 1].dtype;
+      em_device_str(res[first - 1].dev, s1, sizeof s1);
+      lua_fn_free(c); /* frees res */
       return luaL_error(L, "ember.Function '%s': forward's differentiable outputs must share a dtype and a device "
                         "(output %d is %s on %s, output %d is %s on %s); mark the others with "
-                        "ctx.mark_non_differentiable", name, first, em_dtype_name(res[first - 1].dtype),
-                        em_device_str(res[first - 1].dev, s1, sizeof s1), r, em_dtype_name(t->dtype),
-                        em_device_str(t->device, s2, sizeof s2));
+                        "ctx.mark_non_differentiable", name, first, em_dtype_name(dt), s1, r,
+                        em_dtype_name(t->dtype), em_device_str(t->device, s2, sizeof s2));
     }
     n_diff++;
   }
