@@ -67,7 +67,8 @@ local function tensor_list(op, x, what)
   return x, false
 end
 
---- autograd.backward(tensors [, grad_tensors] [, {retain_graph =, inputs =}]):
+--- autograd.backward(tensors [, grad_tensors] [, {retain_graph =, inputs =}]) (or torch's
+-- positional retain_graph, create_graph, grad_variables, inputs after grad_tensors):
 -- torch.autograd.backward. Adds the gradients of tensors (a tensor or a
 -- list), weighted by grad_tensors (one per tensor; nil for a one-element
 -- tensor), into the .grad of the leaves they depend on, in one backward
@@ -78,11 +79,23 @@ end
 -- local a, b = (w * w):sum(), w:sum()
 -- ember.autograd.backward({a, b})
 -- print(w.grad)   --> tensor([3.0000, 5.0000], ...)
-function M.backward(tensors, grad_tensors, opts)
+function M.backward(tensors, grad_tensors, opts, ...)
   local op = "backward"
   if opts == nil and type(grad_tensors) == "table" and not is_tensor(grad_tensors) and grad_tensors[1] == nil
       and next(grad_tensors) ~= nil then
     opts, grad_tensors = grad_tensors, nil -- backward(tensors, {retain_graph = true})
+  end
+  local n_more = select("#", ...)
+  if type(opts) == "boolean" or n_more > 0 then
+    -- torch's positional form: backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+    if opts ~= nil and type(opts) ~= "boolean" then
+      fail(op, "retain_graph (argument 3) must be a boolean or nil, got %s", type(opts))
+    end
+    if n_more > 3 then fail(op, "takes at most 6 arguments (tensors, grad_tensors, retain_graph, create_graph, "
+      .. "grad_variables, inputs), got %d", 3 + n_more) end
+    local create_graph, grad_variables, inputs = ...
+    if grad_variables ~= nil then fail(op, "grad_variables is deprecated (as in torch): give grad_tensors") end
+    opts = { retain_graph = opts, create_graph = create_graph, inputs = inputs }
   end
   opts = check_opts(op, opts, { grad_tensors = true, retain_graph = true, create_graph = true, inputs = true })
   no_create_graph(op, opts)

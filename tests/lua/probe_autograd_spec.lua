@@ -342,3 +342,21 @@ describe("ember.autograd.grad, torch.autograd.grad's positional form", function(
     raises_here(function() ember.autograd.grad(y:sum(), x) end, "ember.grad: the graph through 'mul' was already freed")
   end)
 end)
+
+describe("ember.autograd.backward, torch.autograd.backward's positional form", function()
+  it("backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)", function()
+    local w = ember.tensor({ 1, 2 }, F64):requires_grad_()
+    local y = (w * w):sum()
+    ember.autograd.backward(y, nil, true) -- the graph is kept
+    ember.autograd.backward({ y }, nil, false)
+    close(w.grad, { 4, 8 })
+    local v = ember.ones(2, F64):requires_grad_()
+    w.grad = nil
+    ember.autograd.backward((w * v):sum(), nil, nil, nil, nil, { v })
+    assert.is_nil(w.grad)
+    close(v.grad, { 1, 2 })
+    raises_here(function() ember.autograd.backward((w * w):sum(), nil, false, true) end,
+      "ember.autograd.backward: create_graph is not supported")
+    raises_here(function() ember.autograd.backward((w * w):sum(), nil, 1) end, "options must be a table, got number")
+  end)
+end)
