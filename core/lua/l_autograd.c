@@ -82,9 +82,10 @@ static int backward_inputs(lua_State *L, int opts, em_tensor ***only) {
   return leaves;
 }
 
-/* t:backward([grad] [, retain_graph]), or with PyTorch's keywords as a
-** table: t:backward{gradient = g, retain_graph = true, inputs = {w}},
-** t:backward(g, {retain_graph = true}) */
+/* t:backward([grad] [, retain_graph [, create_graph [, inputs]]]) as
+** PyTorch's positional form (create_graph true is refused), or with its
+** keywords as a table: t:backward{gradient = g, retain_graph = true,
+** inputs = {w}}, t:backward(g, {retain_graph = true}) */
 static int m_backward(lua_State *L) {
   em_tensor *t = lember_checktensor(L, 1);
   em_tensor *g = NULL;
@@ -103,14 +104,29 @@ static int m_backward(lua_State *L) {
       g = lember_checktensor(L, 2);
     }
     if (lua_istable(L, 3)) {
+      lember_noextra(L, 3, "backward", "gradient, options");
       backward_options(L, 3, NULL, &retain);
       opts = 3;
-    } else if (!lua_isnoneornil(L, 3)) {
-      if (!lua_isboolean(L, 3))
-        return luaL_error(L, "ember.backward: retain_graph must be a boolean, got %s", luaL_typename(L, 3));
-      retain = lua_toboolean(L, 3);
+    } else {
+      if (!lua_isnoneornil(L, 3)) {
+        if (!lua_isboolean(L, 3))
+          return luaL_error(L, "ember.backward: retain_graph must be a boolean, got %s", luaL_typename(L, 3));
+        retain = lua_toboolean(L, 3);
+      }
+      /* PyTorch's positional t.backward(gradient, retain_graph, create_graph, inputs) */
+      lember_noextra(L, 5, "backward", "gradient, retain_graph, create_graph, inputs");
+      if (!lua_isnoneornil(L, 4) && !lua_isboolean(L, 4))
+        return luaL_error(L, "ember.backward: create_graph must be a boolean, got %s", luaL_typename(L, 4));
+      if (lua_toboolean(L, 4))
+        return luaL_error(L, "ember.backward: create_graph is not supported: ember's backward is not itself "
+                          "differentiable (no higher-order gradients)");
+      if (!lua_isnoneornil(L, 5)) { /* as the options' inputs */
+        lua_createtable(L, 0, 1);
+        lua_pushvalue(L, 5);
+        lua_setfield(L, -2, "inputs");
+        opts = lua_gettop(L);
+      }
     }
-    lember_noextra(L, 3, "backward", "gradient, retain_graph");
   }
   em_tensor **only = NULL;
   const int n_only = backward_inputs(L, opts, &only);

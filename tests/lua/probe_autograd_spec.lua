@@ -360,3 +360,18 @@ describe("ember.autograd.backward, torch.autograd.backward's positional form", f
     raises_here(function() ember.autograd.backward((w * w):sum(), nil, 1) end, "options must be a table, got number")
   end)
 end)
+
+describe("t:backward, torch's positional form", function()
+  it("t:backward(gradient, retain_graph, create_graph, inputs)", function()
+    local w = ember.tensor({ 1, 2 }, F64):requires_grad_()
+    local v = ember.ones(2, F64):requires_grad_()
+    local y = w * v
+    y:backward(ember.ones(2, F64), true, false)
+    close(w.grad, { 1, 1 })
+    w.grad, v.grad = nil, nil
+    y:backward(ember.ones(2, F64), false, false, { v })
+    assert.is_nil(w.grad)
+    close(v.grad, { 1, 2 })
+    raises_here(function() (w * w):sum():backward(nil, false, true) end, "ember.backward: create_graph is not supported")
+  end)
+end)

@@ -258,7 +258,9 @@ describe("backward's arguments", function()
     raises_here(function() (x * 2):backward(ember.ones(2), "yes") end,
       "ember.backward: retain_graph must be a boolean, got string")
     raises_here(function() (x * 2):backward(ember.ones(2), true, 3) end,
-      "ember.backward: takes at most 2 arguments besides the tensor (gradient, retain_graph), got 3 (argument 4 is a number)")
+      "ember.backward: create_graph must be a boolean, got number") -- torch's positional create_graph
+    raises_here(function() (x * 2):backward(ember.ones(2), true, false, nil, 5) end,
+      "ember.backward: takes at most 4 arguments besides the tensor (gradient, retain_graph, create_graph, inputs), got 5")
     local y = (x * 3):sum()
     y:backward(nil, true)
     y:backward(nil, nil)
