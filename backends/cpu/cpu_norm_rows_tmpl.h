@@ -7,8 +7,8 @@
 ** a 4-double one on AVX-512 lost a third of the gain), LN_ATTR the
 ** functions' target, LN_INNER_ATTR that of the inlined helpers (the
 ** AVX-512 build's, where they use its intrinsics; none for the clones) and
-** VN(name) their names. The bits do not depend on
-** the width: each lane adds the same elements in the same order.
+** VN(name) their names. The bits do not depend on the width: each lane
+** adds the same elements in the same order.
 */
 
 /* CPU_LANES (16) lanes as LN_NV vectors of LN_V doubles, written with
@@ -72,8 +72,9 @@ CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_sum_rows)(double *s, const T *x, int64
     }
 }
 
-CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_rows)(T *yr, T *mean, T *rstd, const T *xr, const T *w, const T *b,
-                                  int64_t n, int NR, double eps, bool centred) {
+CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_rows)(T *yr, T *mean, T *rstd, const T *xr,
+                                                const T *w, const T *b, int64_t n, int NR,
+                                                double eps, bool centred) {
   double mu[FN(LN_R)], s[FN(LN_R)], rs[FN(LN_R)];
   if (centred) {
     VN(ln_sum_rows)(s, xr, n, NR, NULL, true);
@@ -129,9 +130,10 @@ LN_ATTR static void VN(layer_norm_block)(T *y, T *mean, T *rstd, const T *x,
 ** same pass that reads dy and x for the row sums (a second pass over each
 ** block of rows, from L2, was a fifth of a [4096, 128] backward). Each
 ** column still adds its rows in order. */
-CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr, const T *mean,
-                                     const T *rstd, const T *w, int64_t n, int NR,
-                                     double *restrict aw, double *restrict ab) {
+CPU_VMATH_INLINE LN_INNER_ATTR void VN(ln_dx_rows)(T *dxr, const T *dyr, const T *xr,
+                                                   const T *mean, const T *rstd, const T *w,
+                                                   int64_t n, int NR, double *restrict aw,
+                                                   double *restrict ab) {
   VN(vd) asg[FN(LN_RB)][LN_NV], asgx[FN(LN_RB)][LN_NV];
   T mu[FN(LN_RB)], rs[FN(LN_RB)];
   for (int r = 0; r < NR; r++) {
