@@ -601,18 +601,26 @@ set("grad", function(outputs, inputs, opts, ...)
   for i, t in ipairs(ins) do saved[i] = t.grad; t.grad = nil end
   local gouts = opts.grad_outputs
   if core.is_tensor(gouts) then gouts = { gouts } end
+  -- The outputs' sum is recorded with grad mode on: ember.grad may run where
+  -- it is off (in a Function's backward, under no_grad), as torch's.
+  local was = core.set_grad_enabled(true)
   local ok, err = pcall(function()
-    local root
+    local root, seed
     for i, o in ipairs(outs) do
       check_tensor(op, o, "output " .. i)
       local g = gouts and gouts[i]
-      local term = g and (o * g):sum() or (o:numel() == 1 and o:sum() or nil)
-      if term == nil then fail(op, "output %d is not a scalar: give grad_outputs", i) end
-      root = root and root + term or term
+      if g == nil and o:numel() ~= 1 then fail(op, "output %d is not a scalar: give grad_outputs", i) end
+      if #outs == 1 then
+        root, seed = o, g -- straight from the output
+      else
+        local term = g and (o * g):sum() or o:sum()
+        root = root and root + term or term
+      end
     end
     -- into the inputs' .grad only: other leaves (a model's weights) keep theirs
-    root:backward { retain_graph = opts.retain_graph == true, inputs = ins }
+    root:backward { gradient = seed, retain_graph = opts.retain_graph == true, inputs = ins }
   end)
+  core.set_grad_enabled(was)
   local result = {}
   for i, t in ipairs(ins) do
     result[i] = t.grad

@@ -125,11 +125,15 @@ function M.backward(tensors, grad_tensors, opts, ...)
     end
   end
   if #outs == 1 then return outs[1]:backward(gs and gs[1], { retain_graph = retain, inputs = inputs }) end
-  local root
-  for i, t in ipairs(outs) do
-    local term = (gs and gs[i]) and (t * gs[i]):sum() or t:sum()
-    root = root and root + term or term
-  end
+  -- the outputs' sum is recorded with grad mode on (as torch's, backward may run under no_grad)
+  local root = ember.enable_grad(function()
+    local r
+    for i, t in ipairs(outs) do
+      local term = (gs and gs[i]) and (t * gs[i]):sum() or t:sum()
+      r = r and r + term or term
+    end
+    return r
+  end)
   root:backward(nil, { retain_graph = retain, inputs = inputs })
 end
 

@@ -375,3 +375,33 @@ describe("t:backward, torch's positional form", function()
     raises_here(function() (w * w):sum():backward(nil, false, true) end, "ember.backward: create_graph is not supported")
   end)
 end)
+
+describe("autograd.grad and autograd.backward where grad mode is off", function()
+  it("ember.grad in a Function's backward differentiates a graph forward built (torch's checkpoint pattern)", function()
+    local Inner = ember.Function {
+      name = "probe_inner",
+      forward = function(ctx, x)
+        local xd = x:detach():requires_grad_()
+        ctx.xd = xd
+        ctx.y = ember.enable_grad(function() return xd:sin() * xd end)
+        return ctx.y:detach()
+      end,
+      backward = function(ctx, g) return ember.autograd.grad(ctx.y, { ctx.xd }, g, true)[1] end,
+    }
+    local x = ember.tensor({ 0.5, 1, 2 }, F64):requires_grad_()
+    Inner(x):sum():backward()
+    -- d(x sin x) = sin x + x cos x; torch 1.13: [0.9182, 1.3818, 0.0770]
+    close(x.grad, { 0.918216819549, 1.381773290676, 0.077003753731 }, 1e-11)
+    gradcheck.check(function(a) return Inner(a) end, { ember.randn({ 4 }, F64) })
+  end)
+
+  it("under no_grad, for outputs made with grad mode on (several outputs summed too)", function()
+    local x = ember.tensor({ 1, 2 }, F64):requires_grad_()
+    local y = x * x
+    local s, first = y:sum(), y[1]
+    local g = ember.no_grad(function() return ember.autograd.grad({ s, first }, x, nil, true)[1] end)
+    close(g, { 4, 4 })
+    ember.no_grad(function() ember.autograd.backward({ s, first }) end)
+    close(x.grad, { 4, 4 })
+  end)
+end)
