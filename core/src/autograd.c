@@ -552,7 +552,9 @@ static em_status em__seed_grad(em_tensor *root, em_tensor *grad, em_tensor **out
     }
     return em_full(out, root->ndim, root->shape, 1.0, root->dtype, root->device);
   }
-  bool same = grad->ndim == root->ndim && grad->dtype == root->dtype;
+  /* a floating gradient of another floating dtype is cast, as PyTorch's */
+  const bool cast = grad->dtype != root->dtype && em_dtype_is_float(grad->dtype) && em_dtype_is_float(root->dtype);
+  bool same = grad->ndim == root->ndim && (grad->dtype == root->dtype || cast);
   for (int d = 0; same && d < root->ndim; d++) same = grad->shape[d] == root->shape[d];
   if (!same) {
     char a[200], b[200];
@@ -560,7 +562,7 @@ static em_status em__seed_grad(em_tensor *root, em_tensor *grad, em_tensor **out
                     em__desc(grad, a, sizeof a), em__desc(root, b, sizeof b));
   }
   EM_TRY(em__same_device("backward", grad, root));
-  return em_detach(out, grad);
+  return cast ? em_to_dtype(out, grad, root->dtype) : em_detach(out, grad);
 }
 
 /* How many em_backward calls this thread is inside: a Lua backward may run

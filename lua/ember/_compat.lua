@@ -611,9 +611,7 @@ set("grad", function(outputs, inputs, opts, ...)
       local g = gouts and gouts[i]
       if g == nil and o:numel() ~= 1 then fail(op, "output %d is not a scalar: give grad_outputs", i) end
       if #outs == 1 then
-        -- straight from the output; a grad_output of another dtype is cast, as torch's
-        if core.is_tensor(g) and g.dtype ~= o.dtype then g = g:to(o.dtype) end
-        root, seed = o, g
+        root, seed = o, g -- straight from the output (backward casts a gradient of another dtype)
       else
         local term = g and (o * g):sum() or o:sum()
         root = root and root + term or term

@@ -375,6 +375,13 @@ describe("t:backward, torch's positional form", function()
     assert.is_nil(w.grad)
     close(v.grad, { 1, 2 })
     raises_here(function() (w * w):sum():backward(nil, false, true) end, "ember.backward: create_graph is not supported")
+    -- a gradient of another floating dtype is cast (torch 1.13: float64 ones for a float32 output give [2, 4])
+    local x = ember.tensor({ 1, 2 }):requires_grad_()
+    ;(x * x):backward(ember.ones(2, F64))
+    assert.are.equal("float32", x.grad.dtype)
+    close(x.grad, { 2, 4 })
+    raises_here(function() (x * x):backward(ember.ones(2, { dtype = "int64" })) end,
+      "ember.backward: gradient is [2] int64 cpu, but the output is [2] float32 cpu")
   end)
 end)
 
