@@ -357,7 +357,7 @@ static int pmain(lua_State *L) {
   luaL_openlibs(L);
   setup_paths(L);
   createargtable(L, argv, argc, script);
-  lua_gc(L, LUA_GCRESTART); /* incremental: ember paces tensor memory through it */
+  lua_gc(L, LUA_GCRESTART); /* ember paces tensor memory through it (luaopen_ember_core's mode) */
   if (args & has_v) {
     ember_print_banner(L, (args & has_i) != 0);
     if (!(args & (has_i | has_e)) && script == argc) {

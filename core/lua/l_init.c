@@ -16,9 +16,9 @@ static const opener openers[] = {
 
 EM_API int luaopen_ember_core(lua_State *L) {
   em_init(); /* loads the plugins; failures are listed, not raised */
-  /* Tensor memory is paced through LUA_GCSTEP, which does what we need in
-  ** the incremental mode only (see lember_account in l_tensor.c). */
-  lua_gc(L, LUA_GCINC, 0, 0, 0);
+  /* Generational: tensors die young beside a heap that lives for ever;
+  ** their memory is paced through LUA_GCSTEP (lember_account, l_tensor.c). */
+  lua_gc(L, LUA_GCGEN, 0, 0);
   lua_newtable(L);
   int module = lua_gettop(L);
   lua_newtable(L);

@@ -96,64 +96,70 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
 
 /* The Lua GC sees only a pointer-sized userdata per tensor. We tell it
 ** about the rest: growth of the core's live bytes plus a fixed overhead for
-** the tensor header (and autograd node) per new tensor, so unreachable
-** tensors get finalized at the pace they pile up.
+** the tensor header (and autograd node) per new tensor, as debt
+** (LUA_GCSTEP), so unreachable tensors get finalized at the pace they pile
+** up.
 **
-** How much GC work a tensor byte is worth: a cycle costs about the Lua
-** heap (H), and we want one cycle per "tensor budget" B of new tensor
-** bytes: half the tensor bytes live at their low point over the last
-** cycle (what survived it; the live bytes at its end also hold what was
-** dropped during it), at most LEMBER_GC_MAX_BUDGET. Lua finishes a cycle
-** within about 2H of debt, so a tensor byte adds 2H/B bytes of debt, and
-** never more than one: while tensors are few, they count as Lua would
-** count them. The trade, measured: counting them one for one always ran
-** a full cycle per few MB of activations (27 cycles per step of a small
-** Transformer with a 2 MB heap, 15% of its time); B = all of the live
-** bytes ran 4 cycles, but let the dropped activations of checkpointed
-** layers raise their fwd+bwd peak from 0.24x to 0.53x of a plain run's
-** (bench/checkpoint.lua); half of them runs 8 cycles, peak 0.37x. The
-** cap: a model of 12 GB (weights, optimizer state) would otherwise pile
-** up gigabytes of dropped activations before a cycle, where a cycle per
-** 256 MB costs next to nothing beside such a step.
+** The mode is generational (luaopen_ember_core): a training step makes
+** thousands of tensors that die young beside a Lua heap (the library, the
+** model) that lives for ever, which is what a minor collection is for: it
+** visits the young objects, not the whole heap. The incremental mode ran a
+** full cycle, about the whole heap, per budget of tensor bytes: 6-10 ms of
+** a small Transformer's 53-60 ms step (a 2 MB heap); the minors cost about
+** what no collection at all does (the step 47 ms either way, its garbage
+** freed after it). Counting tensor bytes one for one in the incremental
+** mode, as before, ran 27 cycles a step, 15% of it.
 **
-** That pacing works in the incremental mode, which luaopen_ember_core
-** selects. In the generational mode a step is a minor collection: tensors
-** alive at that moment get promoted to the old generation, which only a
-** major collection frees, and majors are paced by Lua's own (tiny) heap.
-** So, whatever the mode, a full collection also runs when the live bytes
-** grow past twice their low point since the last full one (plus slack). */
+** How much debt a tensor byte is worth: H/L bytes, and never more than
+** one (while tensors are few, they count as Lua would count them), H being
+** the Lua heap and L the low point of the live tensor bytes (what survives:
+** weights, optimizer state) within [2 MB, 256 MB]. Lua collects once per
+** share of its heap (a minor per 20% of H of debt), so a minor comes once
+** per L/5 new tensor bytes: often enough that what a step drops goes at
+** once, not so often that a layer's intermediates live through two minors
+** and grow old. Measured on 8 checkpointed layers, where each layer's
+** first forward drops its graph: a minor per L/20 let the fwd+bwd peak
+** reach 0.46x of a plain run's, per L/5 0.25x. The cap: a model of 12 GB
+** (weights, optimizer state) would otherwise pile up gigabytes of dropped
+** activations between collections.
+**
+** A tensor whose userdata lives through two minors (a layer's output, held
+** by a Lua local through the next layer) becomes old, and only a major
+** collection frees it; Lua's own majors follow its own (small) heap. So a
+** full collection also runs when the live bytes grow past their low point
+** since the last full one by that low point (at most 256 MB) plus 64 MB: a
+** small Transformer's step promotes some of its tensors, and with 16 MB
+** the full collections took 3 ms of its 50.
+** The same rules pace the incremental mode, for a program that selects it
+** (collectgarbage("incremental")). */
 #define LEMBER_TENSOR_OVERHEAD 320
 #define LEMBER_GC_STEP_KB 8 /* the smallest debt worth a GC step */
-#define LEMBER_GC_MIN_BUDGET ((size_t)1 << 20) /* B, when next to nothing is live */
-#define LEMBER_GC_MAX_BUDGET ((size_t)256 << 20)
-#define LEMBER_GC_BUDGET_DIV 2 /* B = the live low point / this */
+#define LEMBER_GC_MIN_LOW ((size_t)2 << 20) /* L, when next to nothing is live */
+#define LEMBER_GC_MAX_LOW ((size_t)256 << 20)
+#define LEMBER_GC_MAX_EXTRA ((size_t)256 << 20)
 #define LEMBER_GC_FULL_SLACK ((size_t)64 << 20)
 
 /* Per thread: a Lua state runs on one thread at a time. */
 static _Thread_local size_t gc_last_live;
 static _Thread_local size_t gc_pending;   /* new tensor bytes not yet turned into debt */
-static _Thread_local size_t gc_budget = LEMBER_GC_MIN_BUDGET; /* B above */
 static _Thread_local size_t gc_full_base; /* low point of live bytes since the last full GC */
-static _Thread_local size_t gc_cycle_low = (size_t)-1; /* low point of live bytes since the last cycle's end */
 
-/* Debt in KB for 'pending' tensor bytes: pending * min(1, 2H / B). */
+/* Debt in KB for 'pending' tensor bytes: pending * min(1, H / L). */
 static size_t gc_debt_kb(lua_State *L, size_t pending) {
   const double heap = (double)lua_gc(L, LUA_GCCOUNT) * 1024.0 + (double)lua_gc(L, LUA_GCCOUNTB);
-  const double per_byte = 2.0 * heap < (double)gc_budget ? 2.0 * heap / (double)gc_budget : 1.0;
+  const size_t low = gc_full_base < LEMBER_GC_MIN_LOW   ? LEMBER_GC_MIN_LOW
+                     : gc_full_base > LEMBER_GC_MAX_LOW ? LEMBER_GC_MAX_LOW : gc_full_base;
+  const double per_byte = heap < (double)low ? heap / (double)low : 1.0;
   const double kb = (double)pending * per_byte / 1024.0;
   return kb > (double)(1u << 30) ? (size_t)1 << 30 : (size_t)kb;
 }
 
 static void gc_run(lua_State *L, size_t kb, size_t live) {
   if (!lua_gc(L, LUA_GCISRUNNING)) return; /* GCSTEP would run even when stopped */
-  if (lua_gc(L, LUA_GCSTEP, (int)kb)) { /* a cycle ended: set the next budget */
-    const size_t low = (gc_cycle_low < live ? gc_cycle_low : live) / LEMBER_GC_BUDGET_DIV;
-    gc_budget = low < LEMBER_GC_MIN_BUDGET   ? LEMBER_GC_MIN_BUDGET
-                : low > LEMBER_GC_MAX_BUDGET ? LEMBER_GC_MAX_BUDGET : low;
-    gc_cycle_low = (size_t)-1;
-  }
+  lua_gc(L, LUA_GCSTEP, (int)kb);
   if (live < gc_full_base) gc_full_base = live;
-  if (live > 2 * gc_full_base + LEMBER_GC_FULL_SLACK) {
+  const size_t extra = gc_full_base < LEMBER_GC_MAX_EXTRA ? gc_full_base : LEMBER_GC_MAX_EXTRA;
+  if (live > gc_full_base + extra + LEMBER_GC_FULL_SLACK) {
     lua_gc(L, LUA_GCCOLLECT);
     gc_full_base = em_live_bytes();
   }
@@ -165,7 +171,6 @@ void lember_account(lua_State *L, const em_tensor *t) {
   gc_pending += LEMBER_TENSOR_OVERHEAD;
   if (live > gc_last_live) gc_pending += live - gc_last_live;
   gc_last_live = live;
-  if (live < gc_cycle_low) gc_cycle_low = live;
   /* cheap test first: a byte is worth at most a byte of debt */
   if (gc_pending < ((size_t)LEMBER_GC_STEP_KB << 10)) return;
   size_t kb = gc_debt_kb(L, gc_pending);

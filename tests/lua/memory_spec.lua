@@ -56,6 +56,9 @@ describe("memory", function()
   it("frees dropped tensors at the pace they are made (3 MB per step)", function()
     -- Each step makes ~3 MB of tensors that the Lua GC sees as a few bytes
     -- of userdata each; without accounting this grows by hundreds of MB.
+    -- Minor collections free what dies within a step; what lives through
+    -- two of them grows old and waits for the full collection the binding
+    -- runs 64 MB past the live low point (l_tensor.c): under 96 MB.
     local w = ember.full({ 256, 512 }, 0.01, { requires_grad = true })
     local start = rss()
     local peak, live_peak = start, 0
@@ -67,20 +70,21 @@ describe("memory", function()
       peak = math.max(peak, rss())
       live_peak = math.max(live_peak, ember.live_bytes())
     end
-    assert(live_peak < 32 * MB, ("live tensor bytes peaked at %.1f MB"):format(live_peak / MB))
+    assert(live_peak < 96 * MB, ("live tensor bytes peaked at %.1f MB"):format(live_peak / MB))
     if not SANITIZED then
       local growth = (peak - start) / MB
-      assert(growth < 64, ("RSS grew by %.1f MB"):format(growth))
+      assert(growth < 112, ("RSS grew by %.1f MB"):format(growth))
     end
   end)
 
   it("paces collections by the tensor bytes live, not one cycle per few MB", function()
     -- A training step with 64 MB of live tensors (weights, optimizer state)
-    -- makes and drops 1 MB tensors. A full cycle costs about the Lua heap;
-    -- running one per few MB of tensors (tensor bytes counted as Lua bytes)
-    -- took ~15% of a small Transformer's step. The budget is half the live
-    -- tensor bytes: the 512 MB made here take about 30 cycles (171 counted
-    -- one for one), and the garbage stays under about half the live bytes.
+    -- makes and drops 1 MB tensors. Collections are paced by the live
+    -- bytes: a minor per a fifth of them (a full incremental cycle per few
+    -- MB, tensor bytes counted as Lua bytes, took ~15% of a small
+    -- Transformer's step). The 512 MB made here take about 40 collections
+    -- (171 counted one for one), and the garbage stays under half the live
+    -- bytes.
     collectgarbage()
     local keep = ember.zeros(16, 1024, 1024) -- 64 MB live
     collectgarbage()
@@ -100,10 +104,11 @@ describe("memory", function()
     assert(keep:numel() == 16 * 1024 * 1024)
   end)
 
-  it("keeps tensor memory bounded in generational mode too", function()
-    -- A minor collection promotes live tensors to the old generation; the
-    -- binding then forces full collections as tensor memory doubles (+64 MB).
-    collectgarbage("generational")
+  it("keeps tensor memory bounded in the incremental mode too", function()
+    -- ember runs the generational mode; a program may select the
+    -- incremental one, which the same debt paces (with the full collections
+    -- 64 MB past the live low point behind it).
+    collectgarbage("incremental")
     local ok, err = pcall(function()
       local peak = 0
       for _ = 1, 200 do -- 1.5 MB per step, 300 MB in all
@@ -113,7 +118,7 @@ describe("memory", function()
       end
       assert(peak < 100 * MB, ("live tensor bytes peaked at %.1f MB"):format(peak / MB))
     end)
-    collectgarbage("incremental")
+    collectgarbage("generational")
     assert(ok, err)
   end)
 end)
