@@ -80,8 +80,9 @@ local HF_NAMES = {
 local HF_MISSING = {
   num_beams = "ember's generate has no beam search (greedy or sampling)",
   num_beam_groups = "ember's generate has no beam search (greedy or sampling)",
-  no_repeat_ngram_size = "not implemented (repetition_penalty is)",
-  min_p = "not implemented (top_k and top_p are)", typical_p = "not implemented (top_k and top_p are)",
+  no_repeat_ngram_size = "ember's generate has no n-gram blocking (repetition_penalty discourages repeats)",
+  min_p = "ember's generate has no min-p filter (top_k and top_p filter)",
+  typical_p = "ember's generate has no typical filter (top_k and top_p filter)",
   output_scores = "return_logits = true returns each step's logits (before the repetition penalty)",
   return_dict_in_generate = "generate returns the ids, and the logits with return_logits = true",
 }

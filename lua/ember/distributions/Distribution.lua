@@ -435,12 +435,12 @@ Distribution._props.stddev = function(self) return self.variance:sqrt() end
 --- The mean (per class; an error where it has none).
 -- @usage local D = require "ember.distributions"
 -- print(D.Exponential(4.0).mean)   --> tensor(0.2500, ...)
-Distribution._props.mean = function(self) self:_error("mean is not implemented") end
+Distribution._props.mean = function(self) self:_error("has no mean, as torch's base class (a subclass defines it)") end
 
 --- The variance (per class; an error where it has none).
 -- @usage local D = require "ember.distributions"
 -- print(D.Exponential(2.0).variance)   --> tensor(0.2500, ...)
-Distribution._props.variance = function(self) self:_error("variance is not implemented") end
+Distribution._props.variance = function(self) self:_error("has no variance, as torch's base class (a subclass defines it)") end
 
 -- eps of a dtype (torch.finfo(dtype).eps) and its smallest normal number (tiny)
 local EPS = { float64 = 2.220446049250313e-16, float32 = 1.1920928955078125e-07, float16 = 9.765625e-04, bfloat16 = 0.0078125 }
