@@ -178,7 +178,18 @@ void cpu_blas_configure(void) {
   ** not know, "" included) left the choice to OpenBLAS: it is judged as
   ** OpenBLAS's own. */
   const bool user_set = user && *user;
-  const bool taken = user_set && strcasecmp(openblas_get_corename(), user) == 0;
+  const bool named = user_set && strcasecmp(openblas_get_corename(), user) == 0;
+  /* An older core's name that OpenBLAS takes and runs as another core of
+  ** the same level (0.3.21 runs Katmai, Coppermine, Northwood, Banias and
+  ** Athlon as Prescott) is the user's choice too: replacing it would
+  ** override the user's OPENBLAS_CORETYPE. */
+  const int user_isa = user_set ? core_isa(user) : ISA_NONE;
+  const int ran_isa = core_isa(openblas_get_corename());
+  const bool alias = user_set && !named && user_isa != ISA_NONE && user_isa < need &&
+                     ran_isa != ISA_NONE && ran_isa <= user_isa;
+  const bool taken = named || alias;
+  char ran_as[64] = "";
+  if (alias) snprintf(ran_as, sizeof ran_as, ", which this OpenBLAS runs as %.24s", openblas_get_corename());
   char not_taken[96] = "";
   if (user_set && !taken)
     snprintf(not_taken, sizeof not_taken, "OPENBLAS_CORETYPE=%.24s is not a core this OpenBLAS takes; ",
@@ -194,11 +205,11 @@ void cpu_blas_configure(void) {
   if (taken) {
     if (have != ISA_NONE && have < need)
       snprintf(blas_why, sizeof blas_why,
-               "set by the user (OPENBLAS_CORETYPE=%s); older than this CPU's %s, kept as asked: "
+               "set by the user (OPENBLAS_CORETYPE=%.24s%s); older than this CPU's %s, kept as asked: "
                "unset it for ember's choice",
-               user, isa_names[want]);
+               user, ran_as, isa_names[want]);
     else
-      snprintf(blas_why, sizeof blas_why, "set by the user (OPENBLAS_CORETYPE=%s)", user);
+      snprintf(blas_why, sizeof blas_why, "set by the user (OPENBLAS_CORETYPE=%.24s%s)", user, ran_as);
   } else if (have == ISA_NONE || have >= need) {
     snprintf(blas_why, sizeof blas_why, "%schosen by OpenBLAS from cpuid", not_taken);
   } else if (!dyn) {

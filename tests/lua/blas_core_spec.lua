@@ -124,6 +124,21 @@ describe("the OpenBLAS core", function()
     assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
   end)
 
+  it("an older core's name that OpenBLAS runs as another core is the user's choice, kept", function()
+    -- 0.3.21 takes OPENBLAS_CORETYPE=Katmai (no "Core not found") and runs
+    -- it as Prescott: the user asked for an SSE core, ember must not replace it
+    if not (openblas and avx) then return pending("needs OpenBLAS on a CPU with AVX") end
+    local blas, err, out = child("OPENBLAS_CORETYPE=Katmai OPENBLAS_VERBOSE=2")
+    if out:find("Core not found: Katmai", 1, true) then return pending("this OpenBLAS does not take Katmai") end
+    local ran = out:match("Core: (%S+)") -- what OpenBLAS ran for the name
+    assert.are.equal(ran, core_of(blas), blas)
+    assert.falsy(NEWER[core_of(blas)], blas)
+    assert.truthy(blas:find("set by the user (OPENBLAS_CORETYPE=Katmai", 1, true), blas)
+    assert.truthy(blas:find("kept as asked", 1, true), blas)
+    assert.truthy(out:find("env=Katmai\n", 1, true), out)
+    assert.is_true(err < 1e-5, blas .. ": relative error " .. err)
+  end)
+
   it("an AVX-512 core is not older than an AVX512_BF16 CPU for float32 and float64 products", function()
     -- SkylakeX's and Cooperlake's sgemm are the same kernels (Cooperlake adds bfloat16 ones)
     if not (openblas and avx512bf16) then return pending("needs OpenBLAS on a CPU with AVX512_BF16") end
