@@ -17,7 +17,9 @@
 -- outside the scope, as in PyTorch; called inside, it runs as outside
 -- (autocast is off during the pass: its ops take the forward's dtypes). The op lists live in
 -- core/src/autocast.c; ember.autocast("bfloat16", false) turns it off
--- inside a scope. The state is per thread and scopes nest.
+-- inside a scope, and ember.autocast("bfloat16", enabled, fn, ...) runs fn
+-- with it on or off (torch.autocast's enabled=); any other second argument
+-- is an error. The state is per thread and scopes nest.
 --
 -- ember.autocast("auto", ...) runs in bfloat16 only where it is faster for
 -- this model on this CPU: fp32 where the CPU has no bfloat16 products in
@@ -120,25 +122,47 @@ function M.auto_choices()
   return t
 end
 
+-- What follows the dtype: (fn, ...) runs fn under autocast; (enabled, fn,
+-- ...) runs fn with autocast on or off (torch.autocast's enabled=); (enabled)
+-- or nothing is a scope. Returns enabled, fn (nil for a scope) and fn's
+-- arguments' start; anything else is refused at the user's line (a scope
+-- left open by a misread argument would leave autocast on for good).
+local function split_args(dtype, a, b)
+  if type(a) == "function" then return true, a, 2 end
+  if a ~= nil and type(a) ~= "boolean" then
+    require("ember._errors").raise("ember.autocast: expected a function or enabled (a boolean) after \"%s\", got %s",
+      dtype, type(a))
+  end
+  if a == nil then return true, nil end
+  if type(b) == "function" then return a, b, 3 end
+  if b ~= nil then
+    require("ember._errors").raise("ember.autocast: expected a function after enabled (ember.autocast(\"%s\", %s, fn)), got %s",
+      dtype, tostring(a), type(b))
+  end
+  return a, nil
+end
+
 -- ember.autocast(dtype [, enabled]) -> a scope for `local x <close> = ...`;
--- ember.autocast(dtype, fn, ...) -> fn(...)'s results, run under autocast.
-local function autocast(_, dtype, fn, ...)
+-- ember.autocast(dtype [, enabled], fn, ...) -> fn(...)'s results, run under autocast
+-- (or without it when enabled is false).
+local function autocast(_, dtype, ...)
   if type(dtype) ~= "string" then
-    error(("ember.autocast: dtype must be a string such as \"bfloat16\", got %s"):format(type(dtype)), 2)
+    require("ember._errors").raise("ember.autocast: dtype must be a string such as \"bfloat16\", got %s", type(dtype))
   end
   if dtype == "auto" then
-    if fn == false then return scope("bfloat16", false) end
-    if fn ~= nil and fn ~= true and type(fn) ~= "function" then
-      require("ember._errors").raise("ember.autocast: expected a function or enabled (a boolean) after \"auto\", got %s",
-        type(fn))
+    local enabled, fn, at = split_args(dtype, ...)
+    if not enabled then
+      if not fn then return scope("bfloat16", false) end
+      local ac <close> = scope("bfloat16", false)
+      return fn(select(at, ...))
     end
     local level, info = 2, debug.getinfo(2, "Sl")
     while info and info.what == "C" do level = level + 1; info = debug.getinfo(level, "Sl") end -- pcall(ember.autocast, ...)
     local site = info and ("%s:%d"):format(info.short_src, info.currentline) or "?"
-    local on = auto_precision(site .. (type(fn) == "function" and models_of(fn) or "")) == "bf16"
-    if type(fn) ~= "function" then return scope("bfloat16", on) end
+    local on = auto_precision(site .. (fn and models_of(fn) or "")) == "bf16"
+    if not fn then return scope("bfloat16", on) end
     local ac <close> = scope("bfloat16", on)
-    return fn(...)
+    return fn(select(at, ...))
   end
   local info = core.dtype_info(dtype)
   local raise = require("ember._errors").raise -- at the user's line
@@ -154,9 +178,10 @@ local function autocast(_, dtype, fn, ...)
     raise("ember.autocast: unknown dtype \"%s\"; autocast runs products in bfloat16 (ember.autocast(\"bfloat16\", ...)), "
       .. "or in bfloat16 where that is faster (ember.autocast(\"auto\", ...))", dtype)
   end
-  if type(fn) ~= "function" then return scope(dtype, fn) end
-  local ac <close> = scope(dtype, true)
-  return fn(...)
+  local enabled, fn, at = split_args(dtype, ...)
+  if not fn then return scope(dtype, enabled) end
+  local ac <close> = scope(dtype, enabled)
+  return fn(select(at, ...))
 end
 
 --- Whether autocast is on in this thread, and its dtype.

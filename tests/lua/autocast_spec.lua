@@ -74,6 +74,31 @@ describe("ember.autocast", function()
     assert.is_false((ember.autocast.enabled()))
   end)
 
+  it("takes enabled before a function, as torch.autocast(enabled=), and refuses other arguments", function()
+    local raises_here = require("tests.lua.helpers.parity").raises_here
+    -- (dtype, enabled, fn, ...): fn runs, on or off, and its results come back
+    local a, b, c = ember.autocast("bfloat16", false, function(x, y)
+      return (ember.autocast.enabled()), x, y
+    end, 1, 2)
+    assert.are.same({false, 1, 2}, {a, b, c})
+    local on, n = ember.autocast("bfloat16", true, function(x) return (ember.autocast.enabled()), x end, 7)
+    assert.are.same({true, 7}, {on, n})
+    local off = ember.autocast("auto", false, function() return (ember.autocast.enabled()) end)
+    assert.is_false(off)
+    assert.is_false((ember.autocast.enabled()))
+    -- a value that is neither enabled nor a function is refused, not taken
+    -- as enabled by a scope no one closes (autocast stayed on for good)
+    raises_here(function() ember.autocast("bfloat16", 3) end,
+      'ember.autocast: expected a function or enabled (a boolean) after "bfloat16", got number')
+    raises_here(function() ember.autocast("bfloat16", "yes") end,
+      'ember.autocast: expected a function or enabled (a boolean) after "bfloat16", got string')
+    raises_here(function() ember.autocast("bfloat16", true, 5) end,
+      'ember.autocast: expected a function after enabled (ember.autocast("bfloat16", true, fn)), got number')
+    raises_here(function() ember.autocast(nil, function() end) end,
+      'ember.autocast: dtype must be a string such as "bfloat16", got nil')
+    assert.is_false((ember.autocast.enabled()))
+  end)
+
   it("forward and gradients match float32, and the gradients are float32", function()
     local x = ember.randn(8, 16)
     local target = ember.tensor({ 1, 2, 3, 4, 5, 1, 2, 3 }, { dtype = "int64" })
