@@ -12,6 +12,9 @@ local ember = require "ember.nn._ember"
 
 local M = {}
 
+-- during a checkpoint's recompute the running statistics stay (they moved in the forward)
+local recomputing = require("ember.nn.activation_checkpoint").recomputing
+
 local function shape_of(x) return "[" .. table.concat(x.shape, ", ") .. "]" end
 
 -- {1, C, 1, ...} for x of x.ndim dims: a per-channel tensor's broadcast shape.
@@ -30,7 +33,7 @@ end
 function M.batch_norm(who, x, running_mean, running_var, weight, bias, training, momentum, eps, counter)
   local C = x.shape[2]
   local bshape = channel_shape(x, C)
-  local update = training and running_mean ~= nil
+  local update = training and running_mean ~= nil and not recomputing()
   local mean, var
   if (training or running_mean == nil) and x:numel() == 0 then
     -- an empty batch, as PyTorch: an empty output, the batch counted, the statistics unchanged
@@ -82,7 +85,7 @@ function M.instance_norm(who, x, running_mean, running_var, weight, bias, use_in
     local mean = xr:mean(3, true)
     local d = xr - mean
     local var = (d * d):mean(3, true) -- biased, for normalising
-    if running_mean ~= nil then
+    if running_mean ~= nil and not recomputing() then
       ember.no_grad(function()
         local m = momentum
         local unbiased = var:detach():reshape({ N, C }) * (n / (n - 1))

@@ -9,6 +9,7 @@ local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local P = require "ember.nn.parametrizations"
+local recomputing = require("ember.nn.activation_checkpoint").recomputing
 
 local raise = errors.raise
 
@@ -126,7 +127,10 @@ function M.spectral_norm(module, name, n_power_iterations, eps, dim)
   rawset(module, name, w:detach())
   module:register_buffer(name .. "_u", u)
   module:register_buffer(name .. "_v", v)
-  add(module, key, rec, function(m) rawset(m, name, spectral_weight(m, name, rec, m.training)) end)
+  -- iterated once per step: not again in a checkpoint's recompute (u and v as the forward left them)
+  add(module, key, rec, function(m)
+    rawset(m, name, spectral_weight(m, name, rec, m.training and not recomputing()))
+  end)
   return module
 end
 

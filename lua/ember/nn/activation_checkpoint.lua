@@ -35,6 +35,14 @@
 --  * Arguments may be tensors, numbers, strings, tables (e.g. an options
 --    table with a mask) or modules; fn returns a tensor or several (of one
 --    dtype and device), which checkpoint returns as fn does.
+--  * State a forward moves on in training mode moves once, in the forward,
+--    as without checkpointing: during the recompute
+--    (`require("ember.nn.activation_checkpoint").recomputing()` is true)
+--    BatchNorm's and InstanceNorm's running statistics and
+--    num_batches_tracked stay, and spectral_norm's power iteration is not
+--    run again (it would change u and v, and with them the weight the
+--    gradients are taken through). PyTorch's reentrant checkpoint updates
+--    them twice.
 --  * With grad mode off (`ember.no_grad`, inference) it is just fn(...).
 --    Under grad mode the output requires grad even when nothing in fn does.
 --  * The recompute's backward runs inside the outer one; the backward-end
@@ -61,6 +69,15 @@ local M = {}
 
 -- false: the recompute runs fused attention again (see the module's doc)
 M.reuse_attention = true
+
+-- how many recomputes are running (one inside another's backward: nested checkpoints)
+local recompute_depth = 0
+
+--- Whether a checkpoint's recompute is running: a module that moves state
+-- in its forward (running statistics, a power iteration) leaves it then, so
+-- the state moves once per step, as without checkpointing.
+-- @treturn boolean
+function M.recomputing() return recompute_depth > 0 end
 
 local function callable(fn)
   if type(fn) == "function" then return true end
@@ -151,6 +168,8 @@ local Checkpoint = ember.Function {
       local results
       do -- the attention calls take back what the forward kept
         local _ <close> = st.tape and st.tape:push("replay")
+        recompute_depth = recompute_depth + 1
+        local _d <close> = setmetatable({}, { __close = function() recompute_depth = recompute_depth - 1 end })
         results = table.pack(st.fn(table.unpack(args, 1, saved.n)))
       end
       if st.tape then st.tape:clear() end -- a second backward computes them

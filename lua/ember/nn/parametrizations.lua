@@ -26,6 +26,7 @@ local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 local parametrize = require "ember.nn.parametrize"
+local recomputing = require("ember.nn.activation_checkpoint").recomputing
 
 local raise = errors.raise
 
@@ -166,7 +167,8 @@ end
 function SpectralNorm:forward(w)
   if w.ndim == 1 then return ember.normalize(w, { dim = 1, eps = self.eps }) end
   local wm = M._as_matrix(w, self.dim)
-  if self.training then self:_power_method(wm, self.n_power_iterations) end
+  -- once per step: not again in a checkpoint's recompute (u and v as the forward left them)
+  if self.training and not recomputing() then self:_power_method(wm, self.n_power_iterations) end
   local u, v = self._u:clone(), self._v:clone()
   return w / ember.dot(u, ember.mv(wm, v))
 end
