@@ -50,6 +50,7 @@
 #include "ember_philox.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <limits.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -308,12 +309,25 @@ static inline void mmq_bf16(const att_ctx *c, bool tb, int64_t m, int64_t n, int
 #define ATT_ROWS_DEFAULT 2
 static int64_t att_rows_max = -1;
 
+/* EMBER_CPU_ATTENTION_ROWS when it is a whole number >= 0 (into *rows):
+** another value is named by cpu_info and leaves the default, as the other
+** variables' unknown values do (it turned the path off, read as 0). */
+bool cpu_attention_rows_env(int64_t *rows);
+bool cpu_attention_rows_env(int64_t *rows) {
+  const char *e = getenv("EMBER_CPU_ATTENTION_ROWS");
+  if (!e || !*e) return false;
+  char *end;
+  errno = 0;
+  const long long n = strtoll(e, &end, 10);
+  if (end == e || *end || errno || n < 0) return false;
+  if (rows) *rows = n;
+  return true;
+}
+
 static int64_t att_rows_limit(void) {
   int64_t n = __atomic_load_n(&att_rows_max, __ATOMIC_RELAXED);
   if (n >= 0) return n;
-  const char *e = getenv("EMBER_CPU_ATTENTION_ROWS");
-  n = e && *e ? strtoll(e, NULL, 10) : ATT_ROWS_DEFAULT;
-  if (n < 0) n = 0;
+  if (!cpu_attention_rows_env(&n)) n = ATT_ROWS_DEFAULT;
   __atomic_store_n(&att_rows_max, n, __ATOMIC_RELAXED);
   return n;
 }

@@ -302,6 +302,11 @@ static em_status append_programs(char *buf, size_t n) {
   char jit[600], team[160], blas[1024] = "";
   cpu_xjit_info(jit, sizeof jit);
   cpu_team_describe(team, sizeof team);
+  const char *te = getenv("EMBER_CPU_TEAM"); /* cpu_team.c takes "always" only */
+  if (te && *te && strcmp(te, "always") != 0) {
+    size_t k = strlen(team);
+    snprintf(team + k, sizeof team - k, ", EMBER_CPU_TEAM=%.16s is not always", te);
+  }
   char *at = strstr(buf, "; blas: ");
   if (at) snprintf(blas, sizeof blas, "%s", at), *at = 0;
   size_t used = strlen(buf);
@@ -313,11 +318,26 @@ static em_status append_programs(char *buf, size_t n) {
 ** after its tiles' path in the "attention: " part: ", rows path up to N
 ** query rows" or ", no rows path", and the variable when it chose so. */
 EM_PLUGIN_EXPORT int64_t ember_cpu_attention_rows(int64_t max_rows);
+bool cpu_attention_rows_env(int64_t *rows); /* cpu_attention.c */
 static const char *attention_rows(char *buf, size_t n) {
   const long long rows = (long long)ember_cpu_attention_rows(-1);
   const char *e = getenv("EMBER_CPU_ATTENTION_ROWS");
   int k = rows > 0 ? snprintf(buf, n, ", rows path up to %lld query rows", rows) : snprintf(buf, n, ", no rows path");
-  if (e && *e && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " (EMBER_CPU_ATTENTION_ROWS=%.16s)", e);
+  if (e && *e && k > 0 && (size_t)k < n)
+    snprintf(buf + k, n - (size_t)k, " (EMBER_CPU_ATTENTION_ROWS=%.16s%s)", e,
+             cpu_attention_rows_env(NULL) ? "" : " is not a number of rows >= 0");
+  return buf;
+}
+
+/* The convolutions' layouts when EMBER_CONV_LAYOUT chose them (cpu_conv.c
+** reads "blocked" and "plain"; anything else times both, as unset). */
+static const char *conv_layout(char *buf, size_t n) {
+  const char *e = getenv("EMBER_CONV_LAYOUT");
+  if (!e || !*e) snprintf(buf, n, "%s", "");
+  else if (strcmp(e, "blocked") == 0 || strcmp(e, "plain") == 0)
+    snprintf(buf, n, ", %s layouts (EMBER_CONV_LAYOUT=%s)", e, e);
+  else
+    snprintf(buf, n, ", EMBER_CONV_LAYOUT=%.16s is not blocked or plain", e);
   return buf;
 }
 
@@ -333,6 +353,9 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   cpu_blas_info(blas, sizeof blas);
   cpu_bf16_path(round, sizeof round);
   cpu_conv_describe(conv, sizeof conv);
+  char layout[80];
+  conv_layout(layout, sizeof layout);
+  if (strlen(conv) + strlen(layout) < sizeof conv) strcat(conv, layout);
   /* products with one row or one column (cpu_gemm.c's gemv_batch) */
   const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f"
                      : __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
@@ -357,7 +380,7 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
     case EM_F64:
       snprintf(buf, n, "gemm: openblas; gemv: openblas dgemv; kernels: %s; blas: %s", own, blas);
       return append_programs(buf, n);
-    default: snprintf(buf, n, "kernels: %s (no products)", own); return EM_OK;
+    default: snprintf(buf, n, "kernels: %s; no products", own); return EM_OK;
   }
 }
 

@@ -16,7 +16,9 @@
 -- each autograd node is a span ("matmul backward") around its kernels, so
 -- self time is a span's time less its children's. The recording lives in
 -- core/src/profiler.c; when no profile runs, an op pays one branch.
--- Only one profile runs at a time. Recording costs about 0.06 us per span
+-- Only one profile runs at a time (a second start names where the first
+-- began); a running profile no one holds any more (`ember.profile()` at
+-- the prompt) is stopped when collected, and a later start collects it. Recording costs about 0.06 us per span
 -- (a tiny op 0.31 -> 0.36 us on one core); the seed classifier's training
 -- step (B64 L64) makes about 150 spans in 26 ms (190 in 19 ms under
 -- autocast), so well under 1%: on against off measures within the noise,
@@ -32,9 +34,28 @@ local raise = require("ember._errors").raise -- at the user's line
 -- started, must not close a span of the next run).
 local run_id, running_id = 0, nil
 
+-- The running Profile (weakly held: one dropped while running is stopped
+-- by its __gc) and where it was started, for the error of a second start.
+local current = setmetatable({}, { __mode = "v" })
+local current_site
+
 local Profile = {}
 Profile.__index = Profile
 Profile.__name = "ember.Profile"
+
+-- "file:line" of the first caller outside ember's Lua files and C.
+local LIBRARY = debug.getinfo(1, "S").source:match("^(@.*[/\\])profiler%.lua$")
+local function user_site()
+  for level = 2, 40 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.what ~= "C" and info.currentline > 0
+        and not (LIBRARY and info.source:sub(1, #LIBRARY) == LIBRARY) then
+      return ("%s:%d"):format(info.short_src, info.currentline)
+    end
+  end
+  return "?"
+end
 
 --- Starts a profile; returns it, to close (`<close>`, or `prof:stop()`).
 -- Every op's FLOPs, bytes and what computed it are always recorded, so the
@@ -44,11 +65,22 @@ Profile.__name = "ember.Profile"
 -- @treturn Profile
 function M.start(opts)
   require("ember.nn.Module").check_options("ember.profiler.start", opts, { "with_flops" })
+  if core._profiler_enabled() and running_id then
+    -- (an error otherwise) the running one may be dropped but not yet
+    -- collected: a full cycle runs its __gc, which stops it
+    collectgarbage()
+  end
+  if core._profiler_enabled() and current.prof then
+    raise("ember.profiler.start: a profile started at %s is still running; profiles do not nest: "
+      .. "stop it first (prof:stop(), or end its `local prof <close> = ember.profile()` scope)", current_site)
+  end
   local ok, err = pcall(core._profiler_start)
   if not ok then raise("%s", tostring(err)) end
   run_id = run_id + 1
   running_id = run_id
-  return setmetatable({ running = true }, Profile)
+  local prof = setmetatable({ running = true, run = run_id }, Profile)
+  current.prof, current_site = prof, user_site()
+  return prof
 end
 
 --- Stops the profile (once; later calls do nothing) and keeps its events.
@@ -57,6 +89,7 @@ function Profile:stop()
   if self.running then
     self.running = false
     running_id = nil
+    current.prof, current_site = nil, nil
     core._profiler_stop()
     self.events, self.dropped = core._profiler_events()
   end
@@ -64,6 +97,17 @@ function Profile:stop()
 end
 
 Profile.__close = Profile.stop
+
+-- A running profile no one can reach any more (`ember.profile()` typed at
+-- the prompt, a local without <close>) is stopped when collected, so that
+-- it does not record for ever and block every later profile.
+function Profile:__gc()
+  if self.running and self.run == running_id then
+    self.running = false
+    running_id = nil
+    pcall(core._profiler_stop)
+  end
+end
 
 --- Runs `fn(...)` under a new profile, which stops even when fn raises (the
 -- error then goes on, after the profiler stopped). Without a function (or
@@ -229,7 +273,7 @@ function Profile:table(opts)
     end
     local gflops = r.flops > 0 and r.total > 0 and ("%.1f"):format(r.flops / r.total * 1e-3) or ""
     local impl = r.impl or ""
-    local name = r.name
+    local name = r.name:gsub("%c", " ") -- a newline in a range's name would break the row
     if r.device and r.device ~= "cpu" then name = ("%s [%s]"):format(name, r.device) end
     if #impl > 60 then impl = impl:sub(1, 57) .. "..." end
     out[#out + 1] = ("%-26s %-8s %7d %10.3f %9.3f %10.3f %5.1f%% %10s %8s  %s"):format(
@@ -265,7 +309,22 @@ end
 
 -- A Lua string as JSON text: the core's cJSON writer (core._json_encode),
 -- the one JSON escaping rule of the library.
-local function json_string(s) return core._json_encode(s) end
+-- JSON text is UTF-8: a name that is not (a range named from bytes) has
+-- each invalid byte replaced by U+FFFD, as a browser decodes it, so the
+-- trace still loads.
+local function utf8_text(s)
+  if utf8.len(s) then return s end
+  local out, i = {}, 1
+  while i <= #s do
+    local n, bad = utf8.len(s, i)
+    if n then out[#out + 1] = s:sub(i); break end
+    out[#out + 1] = s:sub(i, bad - 1) .. "\u{FFFD}"
+    i = bad + 1
+  end
+  return table.concat(out)
+end
+
+local function json_string(s) return core._json_encode(utf8_text(s)) end
 
 --- Writes the events as a Chrome trace (the JSON Trace Event Format):
 -- open it in https://ui.perfetto.dev or chrome://tracing. Each span is a

@@ -1,0 +1,131 @@
+-- Issue 25's CPU-speed features as a user coming from PyTorch meets them:
+-- the profiler's lifetime and what it writes, ember.cpu_info()'s account
+-- of the EMBER_* variables, and what the profiler says computed an op of
+-- each dtype. Each describe names what was wrong before its fix.
+local build = os.getenv("EMBER_BUILD_DIR") or "build"
+
+-- The ember program's output for a chunk, run with env (a shell prefix)
+-- in a fresh process: the CPU backend reads its variables once.
+local function child(env, chunk)
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write(chunk)
+  f:close()
+  local cmd = ("env -u EMBER_CPU_TEAM -u EMBER_CPU_ATTENTION_ROWS -u EMBER_CONV_LAYOUT %s '%s/bin/ember' '%s' 2>&1")
+    :format(env, build, script)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  os.remove(script)
+  assert.is_true(ok, out)
+  return out
+end
+
+local INFO = [[
+local i = ember.cpu_info()
+print("team=" .. i.team)
+print("attention=" .. i.float32:match("attention: ([^;]*)"))
+print("conv=" .. i.bfloat16:match("conv: ([^;]*)"))
+-- a decoding step's one query row: the rows path and the tiles sum in
+-- different orders, so equal bits to the tiles' say which path ran
+ember.manual_seed(3)
+local q, k, v = ember.randn(1, 2, 1, 32), ember.randn(1, 2, 200, 32), ember.randn(1, 2, 200, 32)
+local o = ember.scaled_dot_product_attention(q, k, v)
+print(("out=%.9g"):format(o:double():sum():item()))
+]]
+
+describe("ember.cpu_info names an EMBER_* value it does not take, and the default runs", function()
+  local default = child("", INFO)
+
+  it("EMBER_CPU_ATTENTION_ROWS that is not a row count keeps the rows path (it turned it off, read as 0)", function()
+    assert.truthy(default:find("attention=[^\n]*, rows path up to 2 query rows\n"), default)
+    for _, bad in ipairs({"junk", "-3", "2x"}) do
+      local out = child("EMBER_CPU_ATTENTION_ROWS=" .. bad, INFO)
+      assert.truthy(out:find(("rows path up to 2 query rows (EMBER_CPU_ATTENTION_ROWS=%s is not a number of rows >= 0)")
+        :format(bad), 1, true), out)
+      assert.are.equal(default:match("out=(%S+)"), out:match("out=(%S+)"))
+    end
+    -- 0 still turns it off, as documented
+    local off = child("EMBER_CPU_ATTENTION_ROWS=0", INFO)
+    assert.truthy(off:find("no rows path (EMBER_CPU_ATTENTION_ROWS=0)", 1, true), off)
+  end)
+
+  it("EMBER_CPU_TEAM other than always (it was silently ignored)", function()
+    local out = child("EMBER_CPU_TEAM=fast", INFO)
+    assert.truthy(out:find("team=adaptive, [^\n]*, EMBER_CPU_TEAM=fast is not always\n"), out)
+    assert.falsy(default:find("EMBER_CPU_TEAM", 1, true), default)
+    local always = child("EMBER_CPU_TEAM=always", INFO)
+    assert.truthy(always:find("team=always (EMBER_CPU_TEAM=always)\n", 1, true), always)
+  end)
+
+  it("EMBER_CONV_LAYOUT: the layouts it forces, or that it is not one (it was not mentioned)", function()
+    local out = child("EMBER_CONV_LAYOUT=fast", INFO)
+    assert.truthy(out:find("conv=onednn convolution[^\n]*, EMBER_CONV_LAYOUT=fast is not blocked or plain\n"), out)
+    out = child("EMBER_CONV_LAYOUT=plain", INFO)
+    assert.truthy(out:find("conv=onednn convolution[^\n]*, plain layouts %(EMBER_CONV_LAYOUT=plain%)\n"), out)
+    assert.falsy(default:find("EMBER_CONV_LAYOUT", 1, true), default)
+  end)
+end)
+
+describe("the profiler's 'computed by' for an int64 op", function()
+  it("names the kernels' instruction sets as for float32 (it repeated one: 'avx512f, avx2, avx2 (casts, ...)')",
+    function()
+      local i64 = ember.tensor({1, 2, 3}, {dtype = "int64"})
+      local f32 = ember.tensor({1, 2, 3})
+      local function impl(t)
+        local prof = ember.profile(function() return t + t end)
+        for _, r in ipairs(prof:stats()) do if r.name == "add" then return r.impl end end
+      end
+      local a, b = impl(i64), impl(f32)
+      assert.truthy(b, "no add row in float32")
+      assert.are.equal(b, a)
+      assert.falsy(a:find("(", 1, true), a)
+    end)
+end)
+
+describe("a running profile", function()
+  it("that no one can reach any more is stopped, and does not block the next (it recorded for ever)", function()
+    (function() ember.profile() end)() -- as typed at the prompt, or a local without <close>
+    local prof = ember.profile(function() ember.ones(3):neg() end)
+    assert.is_false(ember.profiler.enabled())
+    local names = {}
+    for _, r in ipairs(prof:stats()) do names[#names + 1] = r.name end
+    assert.truthy(table.concat(names, " "):find("neg", 1, true), table.concat(names, " "))
+  end)
+
+  it("makes a second start say where the first began (profiles do not nest)", function()
+    local first <close> = ember.profile(); local line = debug.getinfo(1, "l").currentline
+    local ok, err = pcall(function() return ember.profile(function() end) end)
+    assert.is_false(ok)
+    local where = ("probe25_spec.lua:%d"):format(line)
+    assert.truthy(tostring(err):find("a profile started at [^ ]*" .. where:gsub("%.", "%%.") .. " is still running"), err)
+    assert.truthy(tostring(err):find("probe25_spec.lua:%d+: ember.profiler.start"), err) -- at the caller's line
+    first:stop()
+    assert.is_false(ember.profiler.enabled())
+  end)
+end)
+
+describe("export_chrome_trace of a range named with bytes that are not UTF-8", function()
+  it("writes UTF-8 (JSON's encoding; Perfetto and Python's json refused the file)", function()
+    local name = "data \255\254 batch é"
+    local prof = ember.profile(function()
+      local r <close> = ember.profiler.range(name)
+      ember.ones(2):neg()
+    end)
+    local path = os.tmpname()
+    prof:export_chrome_trace(path)
+    local f = assert(io.open(path))
+    local text = f:read("a")
+    f:close()
+    os.remove(path)
+    assert.truthy(utf8.len(text), "the trace is not UTF-8")
+    assert.truthy(text:find('"data \u{FFFD}\u{FFFD} batch é"', 1, true), text:sub(1, 400))
+    -- and the table keeps one row per line: a newline in a name is a space there
+    local p2 = ember.profile(function()
+      local r <close> = ember.profiler.range("two\nlines")
+      ember.ones(2):neg()
+    end)
+    local tab = p2:table()
+    assert.truthy(tab:find("\ntwo lines ", 1, true), tab)
+  end)
+end)
