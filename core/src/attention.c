@@ -464,10 +464,22 @@ static void attn_free_ctx(void *p) {
   free(x);
 }
 
+/* A variant plugin computes its forward in its own code, which the
+** profiler's backend wrappers do not see: while a profile runs, the call
+** is a span of its own ("attention linear"), holding any backend kernels
+** it calls, as each node's backward is. */
 static em_status variant_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,
                                  em_tensor **weights, void **saved) {
   (void)d;
-  return c->variant->forward(c, out, weights, saved);
+  bool span = false;
+  if (em__prof_is_on()) {
+    char name[96];
+    snprintf(name, sizeof name, "attention %.80s", c->variant->name);
+    span = em_profiler_push(name) == EM_OK;
+  }
+  em_status s = c->variant->forward(c, out, weights, saved);
+  if (span) em_profiler_pop();
+  return s;
 }
 
 static em_status fused_forward(const em_attn_call *c, const em_attn_decl *d, em_tensor **out,

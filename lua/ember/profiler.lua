@@ -12,7 +12,9 @@
 --
 -- Every backend call an op makes is recorded (forward and backward), with
 -- its bytes, its FLOPs for matmul and attention, and what computed it (the
--- library and instruction set `ember.cpu_info()` names); the backward of
+-- library and instruction set `ember.cpu_info()` names); an attention
+-- variant plugin's forward, its own code, is a span ("attention linear");
+-- the backward of
 -- each autograd node is a span ("matmul backward") around its kernels, so
 -- self time is a span's time less its children's. The recording lives in
 -- core/src/profiler.c; when no profile runs, an op pays one branch.

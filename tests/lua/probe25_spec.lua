@@ -129,3 +129,21 @@ describe("export_chrome_trace of a range named with bytes that are not UTF-8", f
     assert.truthy(tab:find("\ntwo lines ", 1, true), tab)
   end)
 end)
+
+describe("a variant plugin's forward (its own code, not the backend's kernels)", function()
+  it("is a span of its own in the profile (it was missing: its time was nowhere)", function()
+    local nn = require "ember.nn"
+    local ok, mha = pcall(nn.MultiHeadAttention, 32, 4, {attention = "linear"})
+    if not ok then return pending("no linear attention plugin: " .. tostring(mha)) end
+    local x = ember.randn(2, 8, 32)
+    mha(x) -- built once outside the profile
+    local prof = ember.profile(function() mha(x):sum():backward() end)
+    local row
+    for _, r in ipairs(prof:stats()) do
+      if r.name == "attention linear" and r.phase == "forward" then row = r end
+    end
+    assert.truthy(row, prof:table{row_limit = -1})
+    assert.are.equal(1, row.calls)
+    assert.is_true(row.total > 0 and row.self >= 0 and row.self <= row.total)
+  end)
+end)
