@@ -29,7 +29,12 @@
 -- cross-attention keys/values of the memory are computed on the first call
 -- only. Without it each step recomputes the whole prefix (O(L^2)); both give
 -- the same logits. A model whose decode leaves the cache table untouched
--- (it ignores it) is given the whole sequence at every step, as without one.
+-- (it ignores it) is given the whole sequence at every step, as without one;
+-- so is a model with no decode, called as model(ids) (a forward(ids) ->
+-- logits [B, L, V], e.g. an nn.Sequential; it takes no padding mask or memory).
+--
+-- The prompt may also be one sequence, int64 [L] or a Lua list of ids: the
+-- ids come back as [L + n] (and each step's logits as [V]).
 --
 -- A batch of prompts of different lengths is left-padded, with
 -- prompt_padding_mask (bool [B, L], true = padding; padding after a token
@@ -49,7 +54,8 @@
 -- positions took about 0.7-0.8 ms against 1.0-2.0 in float32. A region per
 -- step would cast every weight again at every step.
 --
--- Sampling draws from ember's seeded generator (ember.manual_seed).
+-- Sampling draws from ember's seeded generator (ember.manual_seed), or from
+-- opts.generator (an ember.Generator, leaving the global one as it is).
 -- Returns the ids [B, L0 + n] (prompt included; B * num_return_sequences rows) and, with return_logits,
 -- the list of each step's next-token logits [B, V] (before the penalty).
 -- @module generate
@@ -62,10 +68,10 @@ local generate = {}
 local RESERVE_NEW = 2048
 
 -- The options of pick, and those of generate (pick's among them).
-local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p" }
+local PICK_OPTS = { "strategy", "temperature", "top_k", "top_p", "generator" }
 local GEN_OPTS = { "max_new_tokens", "min_new_tokens", "strategy", "temperature", "top_k", "top_p", "repetition_penalty", "eos_id",
                    "stop", "pad_id", "max_time", "prompt_padding_mask", "memory", "memory_key_padding_mask",
-                   "use_cache", "return_logits", "variant_inputs", "num_return_sequences" }
+                   "use_cache", "return_logits", "variant_inputs", "num_return_sequences", "generator" }
 
 -- Hugging Face's names for generate's options: an unknown option that is
 -- one says what to write instead.
@@ -179,6 +185,12 @@ local function check_values(opts)
   if p ~= nil and (type(p) ~= "number" or not (p > 0 and p <= 1)) then
     error("generate: top_p must be a number in (0, 1], got " .. tostring(p))
   end
+  if p == 1 then p = nil end -- Hugging Face's top_p = 1: no filtering (the draws of plain sampling)
+  local g = opts.generator
+  if g ~= nil and getmetatable(g) ~= getmetatable(ember.default_generator) then
+    error("generate: generator must be an ember.Generator (ember.Generator():manual_seed(n)), got "
+      .. (ember.is_tensor(g) and "a tensor" or type(g)))
+  end
   return strategy, t, k, p
 end
 
@@ -262,7 +274,7 @@ local function pick(logits, opts)
   local probs = (logits:double() / t):softmax(-1)
   local B, V = probs.shape[1], probs.shape[2]
   if k and k >= V then k = nil end
-  local u = ember.rand(B, { dtype = "float64" }):totable()
+  local u = ember.rand(B, { dtype = "float64", generator = opts.generator }):totable()
   local ids = (k or p) and sample_sorted(probs, u, k, p) or sample_in_order(probs, u)
   return ember.tensor(ids, { dtype = "int64", device = logits.device })
 end
@@ -296,6 +308,13 @@ end
 -- Checks the stop sequences: a list of non-empty lists of ids.
 local function check_stop(stop)
   if stop == nil then return nil end
+  if type(stop) == "table" then -- a sequence may be an int64 tensor [n] (a tokenizer's ids)
+    local lists = {}
+    for i, s in ipairs(stop) do
+      lists[i] = ember.is_tensor(s) and s.ndim == 1 and s.dtype == "int64" and s:totable() or s
+    end
+    stop = lists
+  end
   local ok = type(stop) == "table" and #stop > 0
   for _, s in ipairs(ok and stop or {}) do
     ok = ok and type(s) == "table" and #s > 0
@@ -338,8 +357,18 @@ local function ends_with_stop(gen, stop)
 end
 
 local function check_generate(model, prompt, opts)
-  if type(model) ~= "table" and type(model) ~= "userdata" or not model.decode then
+  if type(model) ~= "table" and type(model) ~= "userdata" or not (model.decode or type(model.forward) == "function") then
+    -- (a forward(ids) -> logits [B, L, V] alone does too: see the module's doc)
     error("generate: the model needs a decode(ids, opts) method")
+  end
+  if not model.decode then
+    -- forward(ids) alone: no cache, and nothing but the ids reaches it
+    for _, k in ipairs { "prompt_padding_mask", "memory", "memory_key_padding_mask", "variant_inputs" } do
+      if opts[k] ~= nil then
+        error(("generate: %s needs a model with a decode(ids, {key_padding_mask=, memory=, ...}) method: this "
+          .. "model has only forward(ids), which takes none (see ember.generate's doc)"):format(k))
+      end
+    end
   end
   if not ember.is_tensor(prompt) or prompt.dtype ~= "int64" or prompt.ndim ~= 2 then
     error(("generate: prompt must be int64 [B, L], got %s"):format(ember.is_tensor(prompt) and
@@ -444,10 +473,44 @@ local function infer_padding(prompt, opts)
   return o
 end
 
+-- One prompt given as a Lua list of ids, or as int64 [L] (unbatched, as
+-- PyTorch's modules take one sequence): the batch of one it stands for, its
+-- per-row options with it, and whether it was unbatched.
+local function batched(prompt, opts)
+  if type(prompt) == "table" and #prompt > 0 then -- a Lua list of ids, or of rows of ids
+    local ok, t = pcall(ember.tensor, prompt, { dtype = "int64" })
+    if ok then prompt = t end
+  end
+  if not (ember.is_tensor(prompt) and prompt.ndim == 1 and prompt.dtype == "int64") then return prompt, opts, false end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  for k, nd in pairs { prompt_padding_mask = 1, memory_key_padding_mask = 1, memory = 2 } do
+    if ember.is_tensor(o[k]) and o[k].ndim == nd then o[k] = o[k]:unsqueeze(1) end
+  end
+  return prompt:unsqueeze(1), o, true
+end
+
+-- The training flag of the model and of each of its modules, and a
+-- function that puts them back (a part the user keeps in eval mode stays so).
+local function save_modes(model)
+  local saved = { { model, model.training } }
+  if type(model.modules) == "function" then
+    local ok, list = pcall(model.modules, model)
+    for _, m in ipairs(ok and type(list) == "table" and list or {}) do saved[#saved + 1] = { m, m.training } end
+  end
+  return function()
+    if saved[1][2] and model.train then model:train() end
+    for _, s in ipairs(saved) do
+      if type(s[2]) == "boolean" and s[1].training ~= s[2] then s[1].training = s[2] end
+    end
+  end
+end
+
 --- Decodes up to opts.max_new_tokens tokens after prompt (int64 [B, L], 1-based ids).
 -- @param model an object with `model:decode(ids, {cache=, start=, memory=, memory_key_padding_mask=, key_padding_mask=, variant_inputs=})` -> logits [B, L, V]
--- (only the last position is read; other shapes, NaN logits, and a sampled row whose logits are all -inf are errors)
--- @tparam Tensor prompt int64 [B, L]
+-- (only the last position is read; other shapes, NaN logits, and a sampled row whose logits are all -inf are errors),
+-- or a model with no decode, called as model(ids) -> logits [B, L, V] on the whole sequence (no cache)
+-- @tparam Tensor prompt int64 [B, L], or one prompt [L] (or a Lua list of ids)
 -- @param[opt] opts `max_new_tokens` (32), `min_new_tokens` (0: the eos ids
 -- cannot be picked before that many new tokens, as Hugging Face's), `strategy` ("greedy" or "sample"),
 -- `temperature` (1), `top_k` (0: none, where Hugging Face's generation config defaults to 50, so pass
@@ -456,8 +519,8 @@ end
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely; a left padding's ids are not
 -- counted, so a row of a batch is penalized as alone, where Hugging Face's counts the pad id too),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.
--- `{{5}, {7, 8}}`: a row whose ids end with one after a new token is done; as Hugging Face's stop_strings a
--- sequence may begin in the prompt), `pad_id`
+-- `{{5}, {7, 8}}`, each a list or an int64 tensor [n]: a row whose ids end with one after a new token
+-- is done; as Hugging Face's stop_strings a sequence may begin in the prompt), `pad_id`
 -- (what done rows emit; default eos_id (the first), else 1; given and not an eos id, it marks the left
 -- padding of a prompt given without prompt_padding_mask, as Hugging Face infers the mask), `max_time` (seconds: no new
 -- step starts after it), `prompt_padding_mask` (bool [B, L], true = padding,
@@ -467,8 +530,11 @@ end
 -- call: a table, e.g. `{prefix = n}` for "prefix_lm", or a function(start,
 -- L) returning the table for the call whose ids begin at position start
 -- and number L), `num_return_sequences` (1: with sampling, n sequences per
--- prompt, each prompt's next to each other, as Hugging Face's). Generation ends when every row is done.
--- @return ids int64 [B * num_return_sequences, L + n] (and the logits with return_logits)
+-- prompt, each prompt's next to each other, as Hugging Face's), `generator` (an ember.Generator to
+-- sample from; default ember.manual_seed's). top_p = 1 and a top_k of at least the vocabulary filter
+-- nothing (the draws of plain sampling, as Hugging Face leaves them out). Generation ends when every row is
+-- done. The model's training flags (each module's) are put back after generation, which runs in eval mode.
+-- @return ids int64 [B * num_return_sequences, L + n] ([L + n] for one prompt [L]) (and the logits with return_logits)
 -- @usage local m = require("ember.models").Llama{vocab_size = 50, hidden_size = 16, intermediate_size = 32,
 --   num_hidden_layers = 1, num_attention_heads = 2}
 -- local prompt = ember.tensor({{5, 9, 2}, {1, 1, 7}}, {dtype = "int64"})   -- row 2 left-padded with id 1
@@ -478,8 +544,15 @@ end
 -- print(ids.shape)   --> ember.Size{4, 8}
 function generate.generate(model, prompt, opts)
   opts = check_names(opts, GEN_OPTS, "generate")
+  local unbatched
+  prompt, opts, unbatched = batched(prompt, opts)
   local stop = check_generate(model, prompt, opts)
   opts = infer_padding(prompt, opts)
+  if opts.prompt_padding_mask and not model.decode then
+    error(("generate: pad_id %d marks the left padding of the prompt, which needs a model with a decode(ids, "
+      .. "{key_padding_mask=, ...}) method: this model has only forward(ids), which would attend to the padding")
+      :format(opts.pad_id))
+  end
   local copies = opts.num_return_sequences or 1
   if copies > 1 then
     -- as Hugging Face: each prompt's copies next to each other (repeat_interleave)
@@ -496,8 +569,15 @@ function generate.generate(model, prompt, opts)
   local eos_ids = type(opts.eos_id) == "table" and opts.eos_id or (opts.eos_id and { opts.eos_id }) or nil
   local pad_id = opts.pad_id or (eos_ids and eos_ids[1]) or 1
   local B = prompt.shape[1]
-  local was_training = model.training
+  local restore_modes = save_modes(model)
   if model.eval then model:eval() end
+  -- a model with forward(ids) alone gets the whole sequence at every step
+  local decode = model.decode or function(self, ids)
+    local mt = getmetatable(self)
+    if mt and mt.__call then return self(ids) end -- an nn.Module: its forward hooks run too
+    return self:forward(ids)
+  end
+  local who = model.decode and "model:decode" or "model:forward (the model has no decode)"
   local ids, all_logits, done = prompt, {}, nil
   -- the layers' KV buffers are allocated once for the whole run (nn/_kv_cache.lua),
   -- up to RESERVE_NEW new tokens: past that they double as needed, so a large
@@ -521,7 +601,7 @@ function generate.generate(model, prompt, opts)
     for step = 1, n do
       local vi = opts.variant_inputs
       if type(vi) == "function" then vi = vi(start, input.shape[2]) end
-      local logits = model:decode(input, {
+      local logits = decode(model, input, {
         cache = cache, start = start, memory = opts.memory,
         memory_key_padding_mask = opts.memory_key_padding_mask,
         key_padding_mask = (not use_cache or start == 1) and pad_mask or nil,
@@ -530,7 +610,7 @@ function generate.generate(model, prompt, opts)
       -- (only the last position is read: a model may return just that one)
       if not (ember.is_tensor(logits) and logits.ndim == 3 and logits.shape[1] == B and logits.shape[2] >= 1
           and ember.dtype_info(logits.dtype).floating) then
-        error(("generate: model:decode must return float logits [B=%d, L=%d, V], got %s"):format(B, input.shape[2],
+        error(("generate: %s must return float logits [B=%d, L=%d, V], got %s"):format(who, B, input.shape[2],
           ember.is_tensor(logits) and ("%s [%s]"):format(logits.dtype, table.concat(logits.shape, ", ")) or type(logits)))
       end
       if use_cache and start == 1 then
@@ -589,9 +669,13 @@ function generate.generate(model, prompt, opts)
       end
     end
   end)
-  -- the model's mode comes back on an error too
-  if was_training and model.train then model:train() end
+  -- the model's modes come back on an error too
+  restore_modes()
   if not ok then error(err, 0) end
+  if unbatched and copies == 1 then -- one prompt [L] in, its ids [L + n] out (and logits [V])
+    ids = ids:squeeze(1)
+    for i, l in ipairs(all_logits) do all_logits[i] = l:squeeze(1) end
+  end
   if opts.return_logits then return ids, all_logits end
   return ids
 end

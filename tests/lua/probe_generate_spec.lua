@@ -156,6 +156,7 @@ describe("sampling sorts only the tokens top-k / top-p can keep", function()
   -- the draw of one row from u, with the whole vocabulary sorted in Lua
   local function reference(probs, total, k, p, u)
     if k and k >= #probs then k = nil end -- no filtering
+    if p == 1 then p = nil end -- (as Hugging Face: no top-p filtering)
     local ids = {}
     for i = 1, #probs do ids[i] = i end
     if not (k or p) then -- plain sampling: in id order, over the whole row

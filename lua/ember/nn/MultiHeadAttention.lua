@@ -53,10 +53,19 @@ end
 local function positive_int(v, name, default)
   if v == nil then return default end
   if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
-    errors.raise("MultiHeadAttention: %s must be a positive integer, got %s", name, tostring(v))
+    errors.raise("MultiHeadAttention: %s must be a positive integer, got %s", name,
+      type(v) == "number" and tostring(v) or ("a %s (%s)"):format(type(v), tostring(v)))
   end
   return math.tointeger(v)
 end
+
+-- PyTorch's and Hugging Face's names for the module's options: an unknown
+-- option that is one says what to write instead.
+local OTHER_NAMES = {
+  embed_dim = "d_model", num_heads = "heads", num_attention_heads = "heads", n_heads = "heads",
+  num_key_value_heads = "kv_heads", num_kv_heads = "kv_heads", n_kv_heads = "kv_heads", is_causal = "causal",
+  rope_theta = "rope_base", hidden_size = "d_model",
+}
 
 -- Splits a spec into the module's settings and the variant's options.
 local function read_spec(d_model, heads, opts)
@@ -74,9 +83,17 @@ local function read_spec(d_model, heads, opts)
     d_model = positive_int(spec.d_model, "d_model", 0), heads = positive_int(spec.heads, "heads", 0),
   }
   if s.d_model <= 0 or s.heads <= 0 then
-    errors.raise("MultiHeadAttention: d_model and heads must be positive integers, got d_model=%s heads=%s",
-      tostring(spec.d_model), tostring(spec.heads))
+    errors.raise("MultiHeadAttention: d_model and heads must be positive integers, got d_model=%s heads=%s%s",
+      tostring(spec.d_model), tostring(spec.heads), (spec.embed_dim or spec.num_heads) and
+      " (PyTorch's embed_dim is d_model here, num_heads is heads; nn.MultiheadAttention takes PyTorch's names)" or "")
   end
+  -- PyTorch's batch_first = true is this module's only layout
+  if spec.batch_first ~= nil and spec.batch_first ~= true then
+    errors.raise("MultiHeadAttention: inputs are always batch first ([B, L, d_model], PyTorch's batch_first = true), "
+      .. "got batch_first = %s: give x:transpose(1, 2) for [L, B, d_model], or use nn.MultiheadAttention "
+      .. "(PyTorch's spelling and layouts)", tostring(spec.batch_first))
+  end
+  spec.batch_first = nil
   if spec.head_dim ~= nil then
     -- a head width of its own (Qwen3, Mistral's configs): q_proj projects to
     -- heads * head_dim, out_proj from it back to d_model
@@ -152,7 +169,10 @@ local function make_attention(s, name, variant_opts)
     end
     msg = msg:gsub("^ember%.Attention: ", "MultiHeadAttention: ")
     if msg:find("unknown option", 1, true) then
+      local opt = msg:match("unknown option '([^']*)'")
+      local other = opt and OTHER_NAMES[opt]
       msg = msg .. "; MultiHeadAttention's own options: " .. table.concat(OWN, ", ")
+        .. (other and ("; %s is %s here"):format(opt, other) or "")
     end
     errors.raise("%s", msg)
   end
@@ -172,7 +192,8 @@ end
 -- training mode; 0), `bias` (true), `rope` (rotary positions on
 -- queries and keys, false), `rope_base` (10000), `causal` (false),
 -- `dtype`, `device`, and the variant's own options
--- (`ember.attention_variants(name).options`).
+-- (`ember.attention_variants(name).options`). PyTorch's `batch_first = true`
+-- is taken (the module's only layout: [B, L, d_model]); false is refused.
 function MHA:__init(d_model, heads, opts)
   local s, variant = read_spec(d_model, heads, opts)
   for k, v in pairs(s) do self[k] = v end

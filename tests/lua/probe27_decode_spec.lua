@@ -1,0 +1,240 @@
+-- Issue 27's decoding features as a user coming from PyTorch / Hugging Face
+-- tries them: ember.generate's edge cases (top_p = 1, one prompt [L], a
+-- model with forward alone, a generator of its own, stop sequences given as
+-- tensors, the training flags of a model's parts), grouped-query attention
+-- with every variant through the KV cache, and MultiHeadAttention's messages
+-- for PyTorch's and Hugging Face's option names.
+local ember = require "ember"
+local nn = require "ember.nn"
+local generate = require "ember.generate"
+local models = require "ember.models"
+
+local function llama(kv)
+  return models.Llama { vocab_size = 30, hidden_size = 16, intermediate_size = 32, num_hidden_layers = 2,
+    num_attention_heads = 4, num_key_value_heads = kv or 2 }
+end
+
+local function ids(t) return ember.tensor(t, { dtype = "int64" }) end
+
+describe("generate as a Hugging Face user calls it", function()
+  it("top_p = 1 filters nothing: the draws of sampling without top_p (Hugging Face leaves the warper out)", function()
+    ember.manual_seed(1)
+    local m, p = llama(), ids { { 5, 9, 2 }, { 4, 4, 8 } }
+    local function run(o)
+      o.strategy, o.max_new_tokens = "sample", 8
+      ember.manual_seed(3)
+      return generate(m, p, o)
+    end
+    assert.is_true(run { top_p = 1 }:equal(run {}))
+    assert.is_true(run { top_p = 1.0, top_k = 30 }:equal(run {}))
+    -- (and top_p below 1 still filters)
+    assert.is_false(run { top_p = 0.3 }:equal(run {}))
+    -- the vocabulary read in blocks (over 1024 ids) too
+    local logits = ember.randn(6, 3000, { dtype = "float64" }) * 3
+    ember.manual_seed(9)
+    local a = generate.pick(logits, { strategy = "sample", top_p = 1 })
+    ember.manual_seed(9)
+    assert.is_true(a:equal(generate.pick(logits, { strategy = "sample" })))
+  end)
+
+  it("one prompt [L] (or a Lua list of ids) gives ids [L + n] and logits [V], as the batch of one", function()
+    ember.manual_seed(2)
+    local m = llama()
+    local batch, blog = generate(m, ids { { 5, 9, 2 } }, { max_new_tokens = 5, return_logits = true })
+    local one, log = generate(m, ids { 5, 9, 2 }, { max_new_tokens = 5, return_logits = true })
+    assert.are.same({ 8 }, one.shape)
+    assert.is_true(one:equal(batch[1]))
+    assert.are.equal(5, #log)
+    assert.are.same({ 30 }, log[1].shape)
+    assert.is_true(log[5]:equal(blog[5][1]))
+    assert.is_true(generate(m, { 5, 9, 2 }, { max_new_tokens = 5 }):equal(one))
+    assert.is_true(generate(m, { { 5, 9, 2 } }, { max_new_tokens = 5 }):equal(batch))
+    -- the model's own generate too, and a prompt of one token
+    assert.is_true(m:generate(ids { 5, 9, 2 }, { max_new_tokens = 5 }):equal(one))
+    assert.are.same({ 4 }, m:generate(ids { 7 }, { max_new_tokens = 3 }).shape)
+    -- max_new_tokens = 0: the prompt as it came
+    assert.is_true(generate(m, ids { 5, 9 }, { max_new_tokens = 0 }):equal(ids { 5, 9 }))
+    -- num_return_sequences keeps its rows
+    assert.are.same({ 3, 6 }, generate(m, ids { 5, 9, 2 }, { max_new_tokens = 3, strategy = "sample",
+      num_return_sequences = 3 }).shape)
+    -- what is not ids is still refused, saying what is taken
+    local ok, err = pcall(generate, m, ember.tensor { 1, 2 })
+    assert.is_false(ok)
+    assert.matches("prompt must be int64 %[B, L%], got float32 %[2%]", tostring(err))
+  end)
+
+  it("a model with forward(ids) alone (an nn.Sequential) is decoded without a cache", function()
+    ember.manual_seed(4)
+    local seq = nn.Sequential(nn.Embedding(20, 8), nn.Linear(8, 20))
+    local calls = {}
+    local dec = { decode = function(_, x, o)
+      calls[#calls + 1] = x.shape[2]
+      return seq(x)
+    end }
+    local p = ids { { 1, 2, 3 }, { 4, 5, 6 } }
+    local want = generate(dec, p, { max_new_tokens = 4 })
+    assert.are.same({ 3, 4, 5, 6 }, calls) -- (a decode that ignores the cache gets the whole sequence)
+    assert.is_true(generate(seq, p, { max_new_tokens = 4 }):equal(want))
+    ember.manual_seed(5)
+    local a = generate(seq, p, { max_new_tokens = 4, strategy = "sample", top_k = 5 })
+    ember.manual_seed(5)
+    assert.is_true(generate(dec, p, { max_new_tokens = 4, strategy = "sample", top_k = 5 }):equal(a))
+    -- what it cannot take is refused, not dropped
+    local ok, err = pcall(generate, seq, p, { prompt_padding_mask = p:eq(1) })
+    assert.is_false(ok)
+    assert.matches("probe27_decode_spec.lua:%d+: generate: prompt_padding_mask needs a model with a decode", tostring(err))
+    ok, err = pcall(generate, seq, p, { pad_id = 1 }) -- as Hugging Face, pad_id at the start is left padding
+    assert.is_false(ok)
+    assert.matches("pad_id 1 marks the left padding", tostring(err))
+    ok, err = pcall(generate, {}, p)
+    assert.is_false(ok)
+    assert.matches("generate: the model needs a decode%(ids, opts%) method", tostring(err))
+  end)
+
+  it("generator = ember.Generator samples reproducibly and leaves the global generator alone", function()
+    local m, p = llama(), ids { { 5, 9, 2 }, { 3, 3, 1 } }
+    local function run(seed)
+      return generate(m, p, { max_new_tokens = 6, strategy = "sample", generator = ember.Generator():manual_seed(seed) })
+    end
+    ember.manual_seed(11)
+    local state = ember.get_rng_state()
+    local a = run(7)
+    assert.are.same(state, ember.get_rng_state())
+    ember.manual_seed(99)
+    assert.is_true(run(7):equal(a))
+    assert.is_false(run(8):equal(a))
+    local ok, err = pcall(generate, m, p, { strategy = "sample", generator = 7 })
+    assert.is_false(ok)
+    assert.matches("generate: generator must be an ember.Generator", tostring(err))
+    -- generate.pick takes it too
+    local logits = ember.randn(4, 50)
+    local function pick(seed)
+      return generate.pick(logits, { strategy = "sample", generator = ember.Generator():manual_seed(seed) })
+    end
+    assert.is_true(pick(3):equal(pick(3)))
+  end)
+
+  it("stop sequences may be int64 tensors (a tokenizer's ids)", function()
+    ember.manual_seed(6)
+    local m, p = llama(), ids { { 5, 9, 2 } }
+    local free = generate(m, p, { max_new_tokens = 6 })
+    local s = free[1]:narrow(1, 5, 2)
+    local a = generate(m, p, { max_new_tokens = 6, stop = { s } })
+    assert.is_true(a:equal(generate(m, p, { max_new_tokens = 6, stop = { s:totable() } })))
+    assert.are.same({ 1, 6 }, a.shape)
+  end)
+
+  it("puts back each module's training flag: a part kept in eval mode stays in it", function()
+    local m = llama()
+    m:train()
+    m.model.layers[1]:eval()
+    generate(m, ids { { 1, 2 } }, { max_new_tokens = 2 })
+    assert.is_true(m.training)
+    assert.is_false(m.model.layers[1].training)
+    assert.is_false(m.model.layers[1].self_attn.training)
+    assert.is_true(m.model.layers[2].training)
+    -- also when generation fails
+    local ok = pcall(generate, m, ids { { 1, 2 } }, { max_new_tokens = 2, eos_id = 1, stop = { { 1 } },
+      variant_inputs = function() error("boom") end })
+    assert.is_false(ok)
+    assert.is_false(m.model.layers[1].training)
+    assert.is_true(m.model.layers[2].training)
+    -- a model in eval mode stays there
+    m:eval()
+    generate(m, ids { { 1, 2 } }, { max_new_tokens = 1 })
+    assert.is_false(m.training)
+  end)
+end)
+
+describe("grouped-query attention through the KV cache", function()
+  -- a variant's per-call tensors for the first n positions (a cached call's
+  -- keys are every position so far)
+  local function inputs(name, n)
+    if name == "document" then
+      return { doc = ids { { 1, 1, 1, 2, 2, 2, 2 }, { 1, 2, 2, 2, 3, 3, 3 } }:narrow(2, 1, n) }
+    elseif name == "prefix_lm" then
+      return { prefix = ids { 2, 3 } }
+    end
+  end
+
+  it("every variant, kv_heads 2 and 1: chunks through forward_cached equal forward, left padding kept", function()
+    local tried = 0
+    for _, v in ipairs(ember.attention_variants()) do
+      for _, kv in ipairs { 2, 1 } do
+        ember.manual_seed(0)
+        local m = nn.MultiHeadAttention(16, 4, { attention = v.name, kv_heads = kv, causal = true, dtype = "float64" })
+        m:eval()
+        local x = ember.randn({ 2, 7, 16 }, { dtype = "float64" })
+        local pad = ember.tensor { { false, false, false, false, false, false, false },
+                                   { true, true, false, false, false, false, false } }
+        local full = m(x, { key_padding_mask = pad, variant_inputs = inputs(v.name, 7) })
+        local cache, outs, at = {}, {}, 1
+        for i, n in ipairs { 3, 1, 2, 1 } do
+          outs[i] = ember.no_grad(function()
+            return m:forward_cached(x:narrow(2, at, n), cache, { key_padding_mask = i == 1 and pad:narrow(2, 1, 3) or nil,
+              variant_inputs = inputs(v.name, at + n - 1) })
+          end)
+          at = at + n
+        end
+        assert.are.same({ 2, kv, 7, 4 }, cache.k.shape)
+        -- (the padded queries of row 2 attend to nothing real: compared past them)
+        local d = (ember.cat(outs, 2) - full):abs():detach()
+        local worst = math.max(d[1]:max():item(), d[2]:narrow(1, 3, 5):max():item())
+        assert(worst < 1e-12, ("%s kv_heads=%d: cached differs by %.3g"):format(v.name, kv, worst))
+        tried = tried + 1
+      end
+    end
+    assert.is_true(tried >= 8)
+  end)
+
+  it("models.Llama with GQA and MQA: cached and uncached greedy decoding of a left-padded batch agree, in bfloat16 too",
+    function()
+    for _, kv in ipairs { 2, 1 } do
+      ember.manual_seed(12)
+      local m = llama(kv)
+      local p = ids { { 5, 9, 2, 7 }, { 1, 1, 3, 4 } }
+      local o = { max_new_tokens = 6, prompt_padding_mask = p:eq(1), return_logits = true }
+      local a, la = generate(m, p, o)
+      o.use_cache = false
+      local b, lb = generate(m, p, o)
+      assert.is_true(a:equal(b))
+      for i = 1, #la do assert.is_true((la[i] - lb[i]):abs():max():item() < 1e-5) end
+      -- the padded row is the row alone
+      assert.is_true(generate(m, ids { { 3, 4 } }, { max_new_tokens = 6 })[1]:equal(a[2]:narrow(1, 3, 8)))
+      local c = ember.autocast("bfloat16", function()
+        return ember.no_grad(function() return generate(m, p, { max_new_tokens = 6, prompt_padding_mask = p:eq(1) }) end)
+      end)
+      local d = ember.autocast("bfloat16", function()
+        return ember.no_grad(function()
+          return generate(m, p, { max_new_tokens = 6, prompt_padding_mask = p:eq(1), use_cache = false })
+        end)
+      end)
+      assert.is_true(c:equal(d))
+    end
+  end)
+end)
+
+describe("MultiHeadAttention's messages for PyTorch's and Hugging Face's names", function()
+  local function err_of(...)
+    local ok, e = pcall(nn.MultiHeadAttention, ...)
+    assert.is_false(ok)
+    return tostring(e)
+  end
+
+  it("kv_heads given as a string says so (it printed as the number)", function()
+    assert.matches("kv_heads must be a positive integer, got a string %(2%)", err_of(16, 4, { kv_heads = "2" }))
+    assert.matches("heads %(6%) must be divisible by kv_heads %(4%)", err_of { d_model = 24, heads = 6, kv_heads = 4 })
+  end)
+
+  it("names the option ember spells otherwise", function()
+    assert.matches("num_key_value_heads is kv_heads here", err_of(16, 4, { num_key_value_heads = 2 }))
+    assert.matches("is_causal is causal here", err_of(16, 4, { is_causal = true }))
+    assert.matches("PyTorch's embed_dim is d_model here, num_heads is heads", err_of { embed_dim = 16, num_heads = 4 })
+  end)
+
+  it("takes batch_first = true (its only layout) and refuses false", function()
+    local m = nn.MultiHeadAttention(16, 4, { batch_first = true, kv_heads = 2 })
+    assert.are.same({ 2, 3, 16 }, m(ember.randn(2, 3, 16)).shape)
+    assert.matches("inputs are always batch first", err_of(16, 4, { batch_first = false }))
+  end)
+end)
