@@ -159,6 +159,9 @@ foreach(isa AVX512_CORE AVX2)
     ember_spec_again(${spec} ${isa} ONEDNN_MAX_CPU_ISA=${isa})
   endforeach()
 endforeach()
+# The AMX driver of the bfloat16 tile products on its C model of the tile
+# instructions (cpu_bgemm_amx.c): no machine here has AMX.
+ember_spec_again(attention_bf16_spec amx_emulated EMBER_CPU_BF16_DOT=amx_emulated)
 # The declared variants (the core lowers them to traced programs) and the
 # Lua variants with their programs interpreted, as where no compiler is
 # found at run time (attention_jit_spec checks the two paths agree; the

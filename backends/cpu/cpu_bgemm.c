@@ -10,7 +10,11 @@
 ** Why not oneDNN: a tile product is 64 x 128 x 32 multiply-adds, about
 ** 2 us of work, and a oneDNN primitive's execute costs as much again.
 **
-** Two paths, chosen once per process (cpu_bgemm_path says which):
+** Three paths, chosen once per process (cpu_bgemm_path says which):
+**  - "amx": AMX tiles (TDPBF16PS) where the CPU and the OS have them
+**    (cpu_bgemm_amx.c: the same packed B, never yet run on such a CPU;
+**    EMBER_CPU_BF16_DOT=amx_emulated runs its driver on a C model of the
+**    instructions, for the tests, and =avx512_bf16 skips it);
 **  - "avx512_bf16": vdpbf16ps, which multiplies pairs of bfloat16 along k
 **    and adds both products into a float32 lane. A is packed as pairs
 **    (a[i][2p], a[i][2p+1]) (a bfloat16 row is that already, read in
@@ -43,39 +47,63 @@ enum { BG_MC = 64, BG_NC = 64, BG_KC = 256 };
 
 static pthread_once_t bg_once = PTHREAD_ONCE_INIT;
 static bool bg_avx;
+enum { BG_NO_AMX, BG_AMX, BG_AMX_EMULATED };
+static int bg_amx;
 
-/* ONEDNN_MAX_CPU_ISA values that still allow AVX512_BF16. */
-static bool isa_cap_allows_bf16(const char *cap) {
-  static const char *const ok[] = {"ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16",
-                                   "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512",
-                                   "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", NULL};
-  for (int i = 0; ok[i]; i++)
-    if (strcasecmp(cap, ok[i]) == 0) return true;
+/* ONEDNN_MAX_CPU_ISA values that still allow AVX512_BF16 (the first 6:
+** AMX too). */
+static const char *const isa_caps_bf16[] = {"ALL", "DEFAULT", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16",
+                                            "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX512_CORE_BF16",
+                                            "AVX512_CORE_FP16", "AVX10_1_512", NULL};
+
+static bool isa_cap_allows(const char *cap, bool amx) {
+  for (int i = 0; isa_caps_bf16[i] && (!amx || i < 6); i++)
+    if (strcasecmp(cap, isa_caps_bf16[i]) == 0) return true;
   return false;
 }
 
 /* cpu_bgemm_path's words, set with bg_avx: the path and, when a variable
 ** chose it, which (no ';' inside: cpu_info's line uses it between parts). */
-static char bg_desc[128];
+static char bg_desc[192];
 
+/* Where the CPU has AMX-BF16 (and the OS its tile state) AMX, else
+** vdpbf16ps with AVX512_BF16, else plain; EMBER_CPU_BF16_DOT names one
+** (plain, avx512_bf16, amx or amx_emulated) and ONEDNN_MAX_CPU_ISA caps
+** them as it caps oneDNN. */
 static void bg_choose(void) {
-  snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm)");
-#if BG_HAVE_X86
   const char *force = getenv("EMBER_CPU_BF16_DOT");
   const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+  if (force && !*force) force = NULL;
+  const bool known = !force || !strcmp(force, "plain") || !strcmp(force, "avx512_bf16") || !strcmp(force, "amx") ||
+                     !strcmp(force, "amx_emulated");
+  const bool forced_plain = force && !strcmp(force, "plain");
+  char amx_why[96] = "";
+  bg_avx = false, bg_amx = BG_NO_AMX;
+#if BG_HAVE_X86
   const bool hw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-  const bool forced = force && strcmp(force, "plain") == 0, capped = cap && *cap && !isa_cap_allows_bf16(cap);
-  bg_avx = hw && !forced && !capped;
-  if (bg_avx) snprintf(bg_desc, sizeof bg_desc, "avx512_bf16 (vdpbf16ps)");
-  else if (hw && forced) snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm, EMBER_CPU_BF16_DOT=plain)");
-  else if (hw && capped) snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm, ONEDNN_MAX_CPU_ISA=%.24s)", cap);
-  if (force && *force && strcmp(force, "plain")) {
-    const size_t k = strlen(bg_desc) - 1; /* before the ')' */
-    snprintf(bg_desc + k, sizeof bg_desc - k, ", EMBER_CPU_BF16_DOT=%.16s is not plain)", force);
+  const bool capped = cap && *cap && !isa_cap_allows(cap, false);
+  bg_avx = hw && !forced_plain && !capped;
+  if (bg_avx) { /* and AMX unless one of the variables says no */
+    if (force && !strcmp(force, "avx512_bf16")) snprintf(amx_why, sizeof amx_why, "EMBER_CPU_BF16_DOT=avx512_bf16");
+    else if (cap && *cap && !isa_cap_allows(cap, true)) snprintf(amx_why, sizeof amx_why, "ONEDNN_MAX_CPU_ISA=%.24s", cap);
+    else if (cpu_bgemm_amx_usable(amx_why, sizeof amx_why)) bg_amx = BG_AMX;
   }
-#else
-  bg_avx = false;
+  if (bg_amx) snprintf(bg_desc, sizeof bg_desc, "amx (tdpbf16ps tiles)");
+  else if (bg_avx) snprintf(bg_desc, sizeof bg_desc, "avx512_bf16 (vdpbf16ps%s%s)", *amx_why ? ", no amx: " : "", amx_why);
+  else if (hw && forced_plain) snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm, EMBER_CPU_BF16_DOT=plain)");
+  else if (hw && capped) snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm, ONEDNN_MAX_CPU_ISA=%.24s)", cap);
+  else
 #endif
+    snprintf(bg_desc, sizeof bg_desc, "plain (bfloat16 values, float32 tile gemm)");
+  if (force && !strcmp(force, "amx_emulated")) { /* any CPU: the tests' way to the AMX driver */
+    bg_amx = BG_AMX_EMULATED;
+    snprintf(bg_desc, sizeof bg_desc, "amx emulated (tdpbf16ps tiles modelled in C, EMBER_CPU_BF16_DOT=amx_emulated)");
+  }
+  if (!known || (force && !strcmp(force, "amx") && bg_amx != BG_AMX)) {
+    const size_t k = strlen(bg_desc) - 1; /* before the ')' */
+    snprintf(bg_desc + k, sizeof bg_desc - k, ", EMBER_CPU_BF16_DOT=%.16s %s)", force,
+             known ? "is not available here" : "is not plain, avx512_bf16, amx or amx_emulated");
+  }
 }
 
 bool cpu_bgemm_dp(void) {
@@ -332,6 +360,24 @@ static void bg_pack_f32(float *dst, const void *X, bool bf, int64_t ld, int64_t 
   }
 }
 
+/* One block of k [p0, p0+kc) x columns [j0, j0+nc) on AMX tiles (its own
+** frame: the other paths' buffers are not on the stack beside its). */
+static __attribute__((noinline)) void bg_amx_blocks(bool ta, bool tb, int64_t m, float alpha, const void *A,
+                                                    bool a_bf16, int64_t lda, const void *B, bool b_bf16,
+                                                    int64_t ldb, float beta, float *C, int64_t ldc, int64_t p0,
+                                                    int64_t kc, int64_t j0, int64_t nc) {
+  uint16_t Bp[BG_KC * BG_NC] __attribute__((aligned(64)));
+  bg_pack_b(Bp, B, b_bf16, tb, ldb, p0, kc, j0, nc);
+  /* the tiles read whole chunks of 16 pairs: zeros past k */
+  const int64_t kh = (kc + 1) / 2, khp = (kh + 15) / 16 * 16, npad = (nc + 15) / 16 * 16;
+  memset(Bp + kh * npad * 2, 0, (size_t)((khp - kh) * npad * 2) * sizeof *Bp);
+  for (int64_t i0 = 0; i0 < m; i0 += BG_MC) {
+    const int64_t mc = m - i0 < BG_MC ? m - i0 : BG_MC;
+    cpu_bgemm_amx_block(bg_amx == BG_AMX_EMULATED, A, a_bf16, ta, lda, i0, mc, p0, kc, Bp, nc, alpha, beta,
+                        C + i0 * ldc, ldc);
+  }
+}
+
 void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
                bool a_bf16, int64_t lda, const void *B, bool b_bf16, int64_t ldb, float beta,
                float *C, int64_t ldc) {
@@ -347,6 +393,10 @@ void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     for (int64_t p0 = 0; p0 < k; p0 += BG_KC) {
       const int64_t kc = k - p0 < BG_KC ? k - p0 : BG_KC;
       const float be = p0 == 0 ? beta : 1;
+      if (bg_amx) {
+        bg_amx_blocks(ta, tb, m, alpha, A, a_bf16, lda, B, b_bf16, ldb, be, C + j0, ldc, p0, kc, j0, nc);
+        continue;
+      }
 #if BG_HAVE_X86
       if (bg_avx) {
         uint16_t Bp[BG_KC * BG_NC];

@@ -281,14 +281,23 @@ void cpu_dropout_keep(uint8_t *keep, uint64_t seed, uint64_t offset, uint64_t fi
 /* cpu_bgemm.c: the fused attention kernel's bfloat16 tile products,
 ** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread; C float32,
 ** A and B float32 or bfloat16 (a_bf16, b_bf16), both rounded to bfloat16,
-** float32 sums. cpu_bgemm_path names the path ("avx512_bf16 ..." or
-** "plain ..."); cpu_bgemm_dp is true on the first, where the attention's
+** float32 sums. cpu_bgemm_path names the path ("amx ...", "avx512_bf16
+** ..." or "plain ..."); cpu_bgemm_dp is true on the first, where the attention's
 ** few-row products (cpu_tile_rows.c) take vdpbf16ps too. */
 void cpu_bgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A,
                bool a_bf16, int64_t lda, const void *B, bool b_bf16, int64_t ldb, float beta,
                float *C, int64_t ldc);
 const char *cpu_bgemm_path(void);
 bool cpu_bgemm_dp(void);
+/* cpu_bgemm_amx.c: can this process run AMX tiles (CPU, XCR0, Linux's
+** permission, asked for here)? If not, why (into why[n]). */
+bool cpu_bgemm_amx_usable(char *why, size_t n);
+/* Rows [i0, i0+mc) of one cpu_bgemm block (k [p0, p0+kc), Bp packed as
+** cpu_bgemm packs B, zero up to whole chunks of 16 pairs) on AMX tiles,
+** or with emulated on the C model of them. */
+void cpu_bgemm_amx_block(bool emulated, const void *A, bool a_bf16, bool ta, int64_t lda,
+                         int64_t i0, int64_t mc, int64_t p0, int64_t kc, const uint16_t *Bp,
+                         int64_t nc, float alpha, float beta, float *C, int64_t ldc);
 
 /* cpu_tile_gemm.c: the fused attention kernel's float32 tile products,
 ** C[m,n] = alpha * op(A) op(B) + beta * C on the calling thread, on

@@ -4,7 +4,9 @@
 -- gradient; the fused route taken (never silently composed), also under
 -- ember.autocast; the product path named by ember.cpu_info(). ctest runs
 -- this file again with oneDNN capped (ONEDNN_MAX_CPU_ISA=AVX512_CORE and
--- AVX2), which sends the products to the plain path.
+-- AVX2), which sends the products to the plain path, and with
+-- EMBER_CPU_BF16_DOT=amx_emulated: the AMX driver (packing, tiles, edges)
+-- on cpu_bgemm_amx.c's C model of the tile instructions.
 --
 -- Tolerances. Inputs are rounded to bfloat16 once, for both kernels, so
 -- the scores (exact products of bfloat16 values, float32 sums) agree to
@@ -196,15 +198,22 @@ describe("bfloat16 attention under ember.autocast", function()
 end)
 
 describe("the bfloat16 product path", function()
-  it("ember.cpu_info names it: avx512_bf16 where the CPU has it (oneDNN not capped below, EMBER_CPU_BF16_DOT not plain), else plain", function()
+  it("ember.cpu_info names it: amx where the CPU has AMX-BF16, avx512_bf16 where it has that (oneDNN not capped below, EMBER_CPU_BF16_DOT not plain), else plain; amx emulated when asked", function()
     local line = ember.cpu_info().bfloat16
     local f = io.open("/proc/cpuinfo")
     local flags = f and f:read("a") or ""
     if f then f:close() end
     local cap = os.getenv("ONEDNN_MAX_CPU_ISA")
+    local force = os.getenv("EMBER_CPU_BF16_DOT")
     local has = flags:find("avx512_bf16", 1, true) ~= nil and (cap == nil or cap == "" or cap:find("BF16") or cap:find("AMX"))
-      and os.getenv("EMBER_CPU_BF16_DOT") ~= "plain"
-    local want = has and "attention: avx512_bf16" or "attention: plain"
+      and force ~= "plain"
+    local amx = has and flags:find("amx_bf16", 1, true) ~= nil and (cap == nil or cap == "" or cap:find("AMX"))
+      and force ~= "avx512_bf16"
+    local want = force == "amx_emulated" and "attention: amx emulated (" or amx and "attention: amx (tdpbf16ps"
+      or has and "attention: avx512_bf16" or "attention: plain"
     assert.truthy(line:find(want, 1, true), line .. " (expected " .. want .. ")")
+    if has and not amx and force ~= "amx_emulated" then -- and why not AMX
+      assert.truthy(line:find("no amx: ", 1, true), line)
+    end
   end)
 end)

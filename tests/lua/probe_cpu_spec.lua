@@ -140,6 +140,10 @@ local CASES = {
     needs = {"avx512f"}, exact = true},
   {"EMBER_CPU_BF16_DOT=plain", "bfloat16",
     "attention: plain (bfloat16 values, float32 tile gemm, EMBER_CPU_BF16_DOT=plain)", needs = {"avx512_bf16"}},
+  {"EMBER_CPU_BF16_DOT=avx512_bf16", "bfloat16",
+    "attention: avx512_bf16 (vdpbf16ps, no amx: EMBER_CPU_BF16_DOT=avx512_bf16)", needs = {"avx512_bf16"}},
+  {"EMBER_CPU_BF16_DOT=amx_emulated", "bfloat16",
+    "attention: amx emulated (tdpbf16ps tiles modelled in C, EMBER_CPU_BF16_DOT=amx_emulated)"},
   -- a decoding step's few query rows: the rows path, or the tiles
   {"EMBER_CPU_ATTENTION_ROWS=0", "float32", "tiles), no rows path (EMBER_CPU_ATTENTION_ROWS=0); "},
   {"EMBER_CPU_ATTENTION_ROWS=1000", "bfloat16", ", rows path up to 1000 query rows (EMBER_CPU_ATTENTION_ROWS=1000); "},
@@ -185,9 +189,8 @@ describe("the CPU backend's forced paths", function()
     local got, info = child("EMBER_CPU_BF16=fast EMBER_CPU_BF16_DOT=fast EMBER_CPU_TILE_GEMM=fast EMBER_CPU_SGEMM=fast")
     assert.truthy(info.float32:find("EMBER_CPU_SGEMM=fast is not openblas or onednn", 1, true), info.float32)
     assert.truthy(info.bfloat16:find("EMBER_CPU_BF16=fast is not plain or avx512", 1, true), info.bfloat16)
-    if has("avx512_bf16") then
-      assert.truthy(info.bfloat16:find("EMBER_CPU_BF16_DOT=fast is not plain", 1, true), info.bfloat16)
-    end
+    assert.truthy(info.bfloat16:find("EMBER_CPU_BF16_DOT=fast is not plain, avx512_bf16, amx or amx_emulated", 1, true),
+      info.bfloat16)
     assert.truthy(info.float32:find("EMBER_CPU_TILE_GEMM=fast is not avx512, avx2, plain or blas", 1, true),
       info.float32)
     compare("the unknown values", got, default)
