@@ -187,6 +187,36 @@ describe("grouped-query attention through the KV cache", function()
     assert.is_true(tried >= 8)
   end)
 
+  it("a cross-attention cache refuses another memory, and self- and cross-attention calls refuse each other's cache",
+    function()
+    local f64 = { dtype = "float64" }
+    local m = nn.MultiHeadAttention(8, 2, { kv_heads = 1, dtype = "float64" })
+    local x, mem = ember.randn({ 2, 1, 8 }, f64), ember.randn({ 2, 5, 8 }, f64)
+    local function fails(cache, opts, pattern)
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() return m:forward_cached(x, cache, opts) end)
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err))
+      assert.truthy(tostring(err):find("probe27_decode_spec.lua:" .. line, 1, true), tostring(err))
+    end
+    ember.no_grad(function()
+      local cross = {}
+      local y = m:forward_cached(x, cross, { memory = mem })
+      -- the same memory (or one of its shape, which cannot be told apart) reads the kept keys
+      assert.is_true(m:forward_cached(x, cross, { memory = mem }):equal(y))
+      -- a memory of another length was ignored (the first one's keys read)
+      fails(cross, { memory = ember.randn({ 2, 7, 8 }, f64) },
+        "the cache holds the keys of a memory %[B=2, Lm=5, kdim%], but this call's memory is %[2, 7, 8%]")
+      -- a self-attention call appended its keys to the memory's
+      fails(cross, nil, "this cache holds a memory's keys %(cross%-attention%), but this call is self%-attention")
+      local self_cache = {}
+      m:forward_cached(x, self_cache)
+      -- a cross-attention call took the cached self keys as the memory's
+      fails(self_cache, { memory = mem }, "this cache holds self%-attention keys, but this call is cross%-attention")
+      assert.are.equal(1, self_cache.len)
+    end)
+  end)
+
   it("models.Llama with GQA and MQA: cached and uncached greedy decoding of a left-padded batch agree, in bfloat16 too",
     function()
     for _, kv in ipairs { 2, 1 } do

@@ -656,7 +656,9 @@ end
 -- (cache.pad) for the later steps. A cache belongs to the module that
 -- filled it: another module's call with it is an error.
 -- Cross-attention (opts.memory given): the memory's keys/values are
--- projected on the first call only and kept in the cache. A cross-attention
+-- projected on the first call only and kept in the cache (a later call's
+-- memory of another batch or length is an error: it would be ignored; a
+-- cache is for self- or cross-attention, not both). A cross-attention
 -- that reads the query's position (rope, local, relpos, a Lua variant's
 -- function of q) is refused: forward places the queries by the whole
 -- target's length, which a decoding step does not know.
@@ -703,8 +705,16 @@ function MHA:forward_cached(x, cache, opts)
         .. "cross-attention a variant that reads no query position (standard, or a Lua one whose functions read k only)",
         who, reads)
     end
-    kv_cache.claim(cache, self, who)
+    kv_cache.claim(cache, self, who, "cross")
+    local ms = cache.memory_shape
+    if ms and (ms[1] ~= mem.shape[1] or ms[2] ~= mem.shape[2]) then
+      -- (the keys were made from the first call's memory: another one would be ignored)
+      errors.raise("%s: the cache holds the keys of a memory [B=%d, Lm=%d, kdim], but this call's memory is %s: "
+        .. "the memory's keys are made at the first call only, so a new memory needs a new cache ({})", who, ms[1],
+        ms[2], shape_str(mem))
+    end
     if not cache.k then
+      cache.memory_shape = { mem.shape[1], mem.shape[2] }
       cache.k = split_heads(self.k_proj(opts.memory), self.kv_heads)
       if self._head_norm then cache.k = self:_head_norm(cache.k, "k") end
       cache.v = split_heads(self.v_proj(opts.memory), self.kv_heads)

@@ -22,7 +22,10 @@
 -- mode on and keys that require grad), the cache grows by concatenation
 -- instead, which autograd records, and the buffers are made again at the
 -- next step under no_grad. A cache belongs to the module that filled it
--- (cache._owner): another module refuses it, even where the shapes agree.
+-- (cache._owner): another module refuses it, even where the shapes agree;
+-- and to one kind of call (cache._kind): self-attention, or cross-attention,
+-- whose cache holds a memory's keys made at its first call (memory_shape:
+-- a memory of another batch or length is refused).
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 
@@ -57,13 +60,26 @@ local function check_fits(cache, k, who)
 end
 
 -- A cache belongs to the module that filled it first: another module's keys
--- may have the same shapes, and would be attended to silently.
-function M.claim(cache, owner, who)
+-- may have the same shapes, and would be attended to silently. It is also
+-- of one kind, "self" (keys appended at every step) or "cross" (a memory's
+-- keys, made once): the one module's self- and cross-attention calls would
+-- otherwise read each other's keys (a cross call took the cached self keys
+-- as the memory's; a self call appended to the memory's).
+function M.claim(cache, owner, who, kind)
   if cache._owner == nil then
     cache._owner = owner
   elseif cache._owner ~= owner then
     errors.raise("%s: this cache was filled by another module (a cache of another model or layer? each attention "
       .. "layer needs its own table: start a new one with {})", who)
+  end
+  if kind == nil then return end -- (a layer's table of its attentions' caches)
+  if cache._kind == nil then
+    cache._kind = kind
+  elseif cache._kind ~= kind then
+    errors.raise("%s: this cache holds %s, but this call is %s: self- and cross-attention each need a cache of "
+      .. "their own (start a new one with {})", who,
+      cache._kind == "cross" and "a memory's keys (cross-attention)" or "self-attention keys",
+      kind == "cross" and "cross-attention (memory given)" or "self-attention (no memory)")
   end
 end
 
@@ -71,7 +87,7 @@ end
 -- returns the cached views cache.k, cache.v [B, Hkv, len, dh].
 function M.append(cache, k, v, who, owner)
   check_fits(cache, k, who)
-  M.claim(cache, owner, who)
+  M.claim(cache, owner, who, "self")
   local len, n = cache.len or 0, k.shape[3]
   local total = len + n
   if ember.is_grad_enabled() and (k.requires_grad or v.requires_grad) then
