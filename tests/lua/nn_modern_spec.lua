@@ -286,7 +286,7 @@ describe("nn.FeedForward gated", function()
 
   it("an unknown activation names FeedForward and the choices", function()
     raises_here(function() local _ = nn.FeedForward(4, 8, { activation = "swish" }) end,
-      'FeedForward: activation must be "relu", "gelu", "swiglu" or "geglu", got swish')
+      'FeedForward: activation must be "relu", "gelu", "silu", "swiglu" or "geglu", got swish')
   end)
 end)
 
@@ -358,7 +358,7 @@ describe("nn.ModuleList", function()
 
   it("errors name ModuleList at the caller's line", function()
     raises_here(function() local _ = nn.ModuleList { nn.ReLU(), 3 } end, "ModuleList: entry 2 is a number, not a module")
-    raises_here(function() local _ = nn.ModuleList(nn.ReLU()) end, "ModuleList: expected a table of modules, got a module")
+    raises_here(function() local _ = nn.ModuleList(nn.ReLU()) end, "ModuleList: expected a table of modules (or a ModuleList or Sequential), got a module (ReLU)")
     raises_here(function() three():append("x") end, "ModuleList.append: expected a module, got string")
     raises_here(function() three():insert(9, nn.ReLU()) end, "ModuleList.insert: index 9 is out of range 1..4")
     raises_here(function() three():pop(4) end, "ModuleList.pop: index 4 is out of range for a list of 3 modules")

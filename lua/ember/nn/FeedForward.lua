@@ -1,14 +1,18 @@
---- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu"|"swiglu"|"geglu"|function|module,
--- dropout=0, bias=true, dtype=, device=}]): the position-wise MLP of a Transformer.
+--- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu"|"silu"|"swiglu"|"geglu"|function|module,
+-- gated=, dropout=0, bias=true, dtype=, device=}]): the position-wise MLP of a Transformer.
 --
--- With "relu" or "gelu" it is linear2(dropout(act(linear1(x)))), as inside
+-- With "relu", "gelu" or "silu" it is linear2(dropout(act(linear1(x)))), as inside
 -- torch.nn.TransformerEncoderLayer. With a gated activation it is the
 -- gated linear unit of Shazeer's "GLU Variants Improve Transformer" (2020),
 -- as in Llama:
 --
 --    linear2(dropout(act(linear1(x)) * linear3(x)))
 --
--- where act is SiLU for "swiglu" and the exact GELU for "geglu". The three
+-- where act is SiLU for "swiglu" and the exact GELU for "geglu". `gated =
+-- true` gates the activation it is given: {activation = "silu", gated =
+-- true} is "swiglu", "gelu" is "geglu", "relu" ReGLU, a function or module
+-- act(linear1(x)) * linear3(x); `gated = false` with "swiglu" or "geglu"
+-- is an error (they are gated). The three
 -- projections map to the usual names: linear1 = Meta's `w1` = Hugging
 -- Face's `gate_proj`; linear3 = `w3` = `up_proj`; linear2 = `w2` =
 -- `down_proj` (so `feed_forward.w1.weight` or `mlp.gate_proj.weight`
@@ -18,6 +22,7 @@
 -- Errors name nn.FeedForward: an unknown activation, bad sizes (nn.Linear's messages).
 -- @usage local ffn = nn.FeedForward(64, 256, {activation = "gelu"})
 -- local llama_mlp = nn.FeedForward(64, 172, {activation = "swiglu", bias = false})
+-- local same = nn.FeedForward(64, 172, {activation = "silu", gated = true, bias = false})
 -- print(llama_mlp(ember.randn(2, 5, 64)).shape)   --> ember.Size{2, 5, 64}
 -- @classmod nn.FeedForward
 local error = require("ember._errors").error -- raises at the user's line
@@ -35,22 +40,36 @@ local FeedForward = Module:extend("FeedForward")
 local ACTIVATIONS = {
   relu = { ReLU, false },
   gelu = { GELU, false },
+  silu = { SiLU, false },
   swiglu = { SiLU, true },
   geglu = { GELU, true },
 }
+-- the gated name of a plain activation (gated = true)
+local GATED = { relu = "reglu", gelu = "geglu", silu = "swiglu" }
 
 function FeedForward:__init(d_model, d_ff, opts)
-  opts = Module.check_options("nn.FeedForward", opts, { "activation", "dropout", "bias", "dtype", "device" })
+  opts = Module.check_options("nn.FeedForward", opts, { "activation", "gated", "dropout", "bias", "dtype", "device" })
   local act = opts.activation or "relu"
   -- PyTorch's layers also take a unary callable: a function (F.gelu) or a module (nn.GELU())
   local custom = type(act) == "function" or Module.is_module(act)
   local kind = not custom and ACTIVATIONS[act]
   if not custom and not kind then
-    error("FeedForward: activation must be \"relu\", \"gelu\", \"swiglu\" or \"geglu\", got " .. tostring(act)
-      .. " (or a function or module of one tensor)", 2)
+    error("FeedForward: activation must be \"relu\", \"gelu\", \"silu\", \"swiglu\" or \"geglu\", got "
+      .. tostring(act) .. " (or a function or module of one tensor)", 2)
+  end
+  if opts.gated ~= nil and type(opts.gated) ~= "boolean" then
+    error("FeedForward: gated must be true or false, got " .. tostring(opts.gated), 2)
+  end
+  if opts.gated == false and kind and kind[2] then
+    error(("FeedForward: activation \"%s\" is gated, but gated = false (give \"%s\" for the plain one)")
+      :format(act, act == "swiglu" and "silu" or "gelu"), 2)
   end
   self.activation_name = custom and (Module.is_module(act) and act.__name or "function") or act
   self.gated = kind and kind[2] or false
+  if opts.gated then
+    self.gated = true
+    if kind and GATED[act] then self.activation_name = GATED[act] end
+  end
   local lopts = { bias = opts.bias, dtype = opts.dtype, device = opts.device }
   self:add_module("linear1", Linear(d_model, d_ff, lopts))
   if self.gated then self:add_module("linear3", Linear(d_model, d_ff, lopts)) end

@@ -1,5 +1,6 @@
 --- nn.ModuleList([{m1, m2, ...}]): a list of modules, registered in order, as
--- torch.nn.ModuleList. Indexing is **1-based** (`list[1]` is the first),
+-- torch.nn.ModuleList (also from another ModuleList or an nn.Sequential: the
+-- same modules, as PyTorch's ModuleList(iterable)). Indexing is **1-based** (`list[1]` is the first),
 -- while the children are **named "0", "1", ...** as PyTorch names them, so
 -- state dicts match PyTorch's ("0.weight", "layers.3.bias") and checkpoints
 -- move between the two without renaming. (`nn.Sequential` names its
@@ -89,8 +90,15 @@ end
 
 function ModuleList:__init(mods)
   if mods == nil then return end
+  if Module.is_module(mods) and mods:isinstance({ ModuleList, require "ember.nn.Sequential" }) then
+    -- another list's modules, as PyTorch's ModuleList(iterable): the same modules, not copies
+    local list = {}
+    for i = 1, #mods do list[i] = mods[i] end
+    mods = list
+  end
   if type(mods) ~= "table" or Module.is_module(mods) then
-    error("ModuleList: expected a table of modules, got " .. (Module.is_module(mods) and "a module" or type(mods)), 2)
+    error("ModuleList: expected a table of modules (or a ModuleList or Sequential), got "
+      .. (Module.is_module(mods) and "a module (" .. mods.__name .. ")" or type(mods)), 2)
   end
   for i, m in ipairs(mods) do
     if not Module.is_module(m) then
