@@ -49,7 +49,7 @@ local SHARED = {
   {"threads", nil, "CPU threads (default: the backend's choice)", type = "number"},
   {"device", "cpu", "device: cpu, cuda, cuda:1 ..."},
   {"smoke", false, "a few quick steps on a small subset; fails unless the loss fell"},
-  {"precision", "fp32", "fp32; bf16: products in bfloat16 under ember.autocast, float32 weights; auto: where"
+  {"precision", "fp32", "fp32 (or float32); bf16 (or bfloat16): products in bfloat16 under ember.autocast, float32 weights; auto: where"
    .. " the CPU multiplies bfloat16 in hardware (AVX512_BF16, AMX), the first training steps are timed in each"
    .. " and the faster is kept (bf16 only when measured faster); fp32 elsewhere"},
   {"max_steps", nil, "stop after this many training steps (for timing runs)", type = "number"},
@@ -249,6 +249,9 @@ function M.parse_only(argv, conf)
   if type(o.lr) == "number" and not (o.lr >= 0) then -- NaN too
     error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr)), 0)
   end
+  -- torch's names for the two: what a PyTorch user types first
+  local aliases = {float32 = "fp32", float = "fp32", bfloat16 = "bf16"}
+  o.precision = aliases[o.precision] or o.precision
   if o.precision == "auto" then
     local p, why = M.auto_precision(o.device)
     if p == "bf16" then
@@ -262,7 +265,8 @@ function M.parse_only(argv, conf)
     end
   end
   if o.precision ~= "fp32" and o.precision ~= "bf16" and o.precision ~= "auto" then
-    error(("option --precision must be fp32, bf16 or auto, got %s"):format(tostring(o.precision)), 0)
+    error(("option --precision must be fp32 (or float32), bf16 (or bfloat16) or auto, got %s")
+      :format(tostring(o.precision)), 0)
   end
   o.attention_opts = M.parse_kv(o.attention_options)
   if o.attention and attention_choices() then

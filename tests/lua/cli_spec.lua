@@ -35,7 +35,10 @@ describe("ember.cli", function()
     assert.are.equal("bfloat16", cli.autocast(o, function() return a:matmul(b) end).dtype)
     assert.are.equal("float32", cli.autocast(cli.parse_only({}, conf), function() return a:matmul(b) end).dtype)
     assert.has_error(function() cli.parse_only({"--precision", "fp16"}, conf) end,
-      "option --precision must be fp32, bf16 or auto, got fp16")
+      "option --precision must be fp32 (or float32), bf16 (or bfloat16) or auto, got fp16")
+    -- torch's names for the same two
+    assert.are.equal("bf16", cli.parse_only({"--precision", "bfloat16"}, conf).precision)
+    assert.are.equal("fp32", cli.parse_only({"--precision=float32"}, conf).precision)
   end)
 
   it("picks bf16 for --precision auto where the CPU multiplies bfloat16 in hardware", function()
