@@ -371,8 +371,11 @@ local function check_generate(model, prompt, opts)
     end
   end
   if not ember.is_tensor(prompt) or prompt.dtype ~= "int64" or prompt.ndim ~= 2 then
-    error(("generate: prompt must be int64 [B, L], got %s"):format(ember.is_tensor(prompt) and
-      ("%s [%s]"):format(prompt.dtype, table.concat(prompt.shape, ", ")) or type(prompt)))
+    error(("generate: prompt must be int64 [B, L], got %s%s"):format(ember.is_tensor(prompt) and
+      ("%s [%s]"):format(prompt.dtype, table.concat(prompt.shape, ", ")) or type(prompt),
+      -- a tokenizer's output as Hugging Face's model.generate(**inputs) takes it
+      type(prompt) == "table" and prompt.input_ids ~= nil and " (a tokenizer's output? give its input_ids, and "
+        .. "prompt_padding_mask = attention_mask:eq(0) for a left-padded batch)" or ""))
   end
   if prompt.shape[2] == 0 then
     error(("generate: prompt must hold at least one token per row (a BOS id), got int64 [%d, 0]"):format(prompt.shape[1]))

@@ -61,6 +61,10 @@ describe("generate as a Hugging Face user calls it", function()
     local ok, err = pcall(generate, m, ember.tensor { 1, 2 })
     assert.is_false(ok)
     assert.matches("prompt must be int64 %[B, L%], got float32 %[2%]", tostring(err))
+    -- Hugging Face's model.generate(**tokenizer(...)) habit
+    ok, err = pcall(generate, m, { input_ids = ids { { 1, 2 } }, attention_mask = ids { { 1, 1 } } })
+    assert.is_false(ok)
+    assert.matches("got table %(a tokenizer's output%? give its input_ids", tostring(err))
   end)
 
   it("a model with forward(ids) alone (an nn.Sequential) is decoded without a cache", function()
