@@ -167,3 +167,44 @@ describe("nn.ModuleList from another list", function()
     assert.truthy(err:find("got a module (ModuleDict)", 1, true))
   end)
 end)
+
+-- PyTorch's loop `for name, p in model.named_parameters():` written in Lua
+-- called the returned map: "attempt to call a ember.List value".
+describe("named_* as PyTorch's loops", function()
+  local function model()
+    return nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3), nn.Sequential(nn.ReLU(), nn.Linear(3, 1)))
+  end
+
+  it("for name, p in m:named_parameters() walks the parameters in registration order", function()
+    local m = model()
+    local names, shapes = {}, {}
+    for name, p in m:named_parameters() do names[#names + 1], shapes[#shapes + 1] = name, p.shape[1] end
+    assert.are.same({ "1.weight", "1.bias", "2.weight", "2.bias", "3.2.weight", "3.2.bias" }, names)
+    assert.are.same({ 3, 3, 3, 3, 1, 1 }, shapes)
+    assert.are.equal(m[1].weight, m:named_parameters()["1.weight"]) -- still the map
+    local again = {}
+    for name in pairs(m:named_parameters()) do again[#again + 1] = name end
+    assert.are.same(names, again)
+  end)
+
+  it("named_buffers, named_children and named_modules too; ipairs on the lists as before", function()
+    local m = model()
+    local got = {}
+    for name in m:named_buffers() do got[#got + 1] = name end
+    assert.are.same({ "2.running_mean", "2.running_var", "2.num_batches_tracked" }, got)
+    got = {}
+    for name, child in m:named_children() do got[#got + 1] = name .. "=" .. child.__name end
+    assert.are.same({ "1=Linear", "2=BatchNorm1d", "3=Sequential" }, got)
+    got = {}
+    for name, mod in m:named_modules() do got[#got + 1] = name .. "=" .. mod.__name end
+    assert.are.same({ "=Sequential", "1=Linear", "2=BatchNorm1d", "3=Sequential", "3.1=ReLU", "3.2=Linear" }, got)
+    local nc = m:named_children()
+    assert.are.equal(3, #nc)
+    assert.are.equal("BatchNorm1d", nc[2][2].__name)
+    -- one result walked twice starts over
+    local np, n = m:named_parameters(), 0
+    for _ in np do n = n + 1 end
+    for _ in np do n = n + 1 end
+    assert.are.equal(12, n)
+  end)
+end)

@@ -26,6 +26,9 @@ local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local list_of = require("ember._listing").list -- lists that print(): readable, not an address
 local ordered = require("ember._listing").ordered -- maps that pairs() walks in registration order
+-- the named_* results, also generic-for iterators: `for name, p in m:named_parameters() do`
+local iterable = require "ember.nn._iterable"
+local iterable_map, pair_list = iterable.map, iterable.pair_list
 
 local Module = {}
 Module.__name = "Module"
@@ -303,12 +306,14 @@ function Module:parameters()
 end
 
 --- name -> parameter (the tensors themselves, shared); `pairs` gives
--- them in registration order (`parameter_names`'s), as PyTorch's.
+-- them in registration order (`parameter_names`'s), as PyTorch's, and so
+-- does PyTorch's loop `for name, p in m:named_parameters() do` (as
+-- named_buffers, named_children and named_modules).
 -- @treturn table
 function Module:named_parameters()
   local map, names = {}, {}
   self:_each_param(function(n, t) map[n], names[#names + 1] = t, n end)
-  return ordered(map, names)
+  return iterable_map(map, names)
 end
 
 --- The distinct buffers (running statistics, tables; persistent or not),
@@ -329,7 +334,7 @@ function Module:named_buffers()
   self:_each_tensor(function(n, t, kind)
     if kind ~= "param" and not seen[t] then seen[t], map[n], names[#names + 1] = true, t, n end
   end)
-  return ordered(map, names)
+  return iterable_map(map, names)
 end
 
 --- The names of `parameters()`, in the same order.
@@ -357,7 +362,8 @@ function Module:children()
 end
 
 --- The direct children as {name, module} pairs, in registration order, as
--- PyTorch's named_children() iterates (a Sequential's names are "1", "2", ...).
+-- PyTorch's named_children() iterates (a Sequential's names are "1", "2", ...);
+-- `for name, child in m:named_children() do` walks them as PyTorch's loop.
 -- @treturn {{string,Module},...}
 -- @usage local m = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
 -- local nc = m:named_children()
@@ -365,7 +371,7 @@ end
 function Module:named_children()
   local list = {}
   for _, n in ipairs(self._children) do list[#list + 1] = { n, self._reg[n] } end
-  return list
+  return pair_list(list)
 end
 
 --- The descendant at a dotted path ("encoder.layers.1.ff"), as PyTorch's
@@ -439,8 +445,8 @@ end
 function Module:named_modules(fn, prefix)
   if fn == nil then
     local list = {}
-    self:named_modules(function(p, m) list[#list + 1] = { p:gsub("%.$", ""), m } end)
-    return list
+    self:named_modules(function(p, m) list[#list + 1] = { (p:gsub("%.$", "")), m } end)
+    return pair_list(list)
   end
   if type(fn) ~= "function" then
     errors.raise("%s.named_modules: expected a function(prefix, module) or nothing, got %s", self.__name, type(fn))
