@@ -407,6 +407,7 @@ static const em_backend cpu_backend = {
   .unary_backward = cpu_unary_backward,
   .gated = cpu_gated,
   .gated_backward = cpu_gated_backward,
+  .gemm_route = cpu_gemm_route,
   .binary = cpu_binary,
   .where = cpu_where,
   .reduce = cpu_reduce,

@@ -16,6 +16,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 /* A product with m*n*k at most this (and every size at most this, for
@@ -343,6 +344,59 @@ static em_status check_sizes(em_dtype dt, int64_t m, int64_t n, int64_t k, int64
   return EM_OK;
 }
 
+/* Who takes a product of k > 0: the one rule cpu_gemm dispatches by and
+** cpu_gemm_route names. */
+typedef enum { ROUTE_GEMV, ROUTE_ONEDNN, ROUTE_SMALL, ROUTE_BLAS, ROUTE_N } gemm_route;
+
+static gemm_route route_of(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  if ((m == 1 || n == 1) && !(dt == EM_F32 && f32_forced() == 2)) return ROUTE_GEMV;
+  if (dt == EM_BF16) return ROUTE_ONEDNN; /* widened to float32 where oneDNN has no kernel */
+  if (is_small(m, n, k)) return ROUTE_SMALL;
+  if (dt == EM_F32 && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, batch)) return ROUTE_ONEDNN;
+  return ROUTE_BLAS;
+}
+
+/* Each dtype's routes named once (oneDNN's implementation costs a
+** primitive to ask). */
+static pthread_once_t route_once = PTHREAD_ONCE_INIT;
+static char route_names[3][ROUTE_N][160]; /* float32, float64, bfloat16 */
+
+static int route_dtype(em_dtype dt) { return dt == EM_F32 ? 0 : dt == EM_F64 ? 1 : dt == EM_BF16 ? 2 : -1; }
+
+static void route_fill(void) {
+  char blas[512], impl[96];
+  cpu_blas_info(blas, sizeof blas);
+  const char *paren = strstr(blas, " (");
+  const int bl = paren ? (int)(paren - blas) : (int)strlen(blas); /* "openblas 0.3.21, core Cooperlake" */
+  static const em_dtype dts[3] = {EM_F32, EM_F64, EM_BF16};
+  for (int d = 0; d < 3; d++) {
+    char(*r)[160] = route_names[d];
+    const char x = d == 1 ? 'd' : 's';
+    snprintf(r[ROUTE_GEMV], sizeof r[0], "openblas %cgemv (%.*s)", x, bl, blas);
+    snprintf(r[ROUTE_SMALL], sizeof r[0], "ember's small-product loops");
+    const char *forced = d == 0 && f32_forced() ? ", forced by EMBER_CPU_SGEMM" : "";
+    snprintf(r[ROUTE_BLAS], sizeof r[0], "openblas %cgemm (%.*s)%s", x, bl, blas, forced);
+    if (d == 1) continue; /* float64: no oneDNN */
+    if (cpu_dnnl_impl(dts[d], impl, sizeof impl)) snprintf(impl, sizeof impl, "?");
+    if (d == 2 && strncmp(impl, "none", 4) == 0)
+      snprintf(r[ROUTE_ONEDNN], sizeof r[0], "widened to float32 (oneDNN has no bfloat16 kernel for this CPU)");
+    else
+      snprintf(r[ROUTE_ONEDNN], sizeof r[0], "onednn %s%s", impl, forced);
+    if (d == 2)
+      snprintf(r[ROUTE_GEMV], sizeof r[0], "ember's bfloat16 rows, %s",
+               __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "avx2" : "x86-64");
+  }
+}
+
+const char *cpu_gemm_route(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                           int64_t batch) {
+  (void)device;
+  const int d = route_dtype(dt);
+  if (d < 0 || m <= 0 || n <= 0 || k <= 0 || batch <= 0) return NULL;
+  pthread_once(&route_once, route_fill);
+  return route_names[d][route_of(dt, ta, tb, m, n, k, batch)];
+}
+
 em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                    double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
@@ -360,7 +414,8 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
   }
   gemm_args g = {dt, ta, tb, m, n, k, alpha, beta, a, lda, stride_a, b, ldb, stride_b,
                  c, ldc, stride_c, batch};
-  if ((m == 1 || n == 1) && k > 0 && !(dt == EM_F32 && f32_forced() == 2)) return gemv_batch(&g);
+  const gemm_route route = k > 0 ? route_of(dt, ta, tb, m, n, k, batch) : ROUTE_BLAS;
+  if (route == ROUTE_GEMV) return gemv_batch(&g);
   if (dt == EM_BF16) {
     s = cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
                       ldc, stride_c, batch);
@@ -368,7 +423,7 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
     return bf16_gemm_widened(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
                              ldc, stride_c, batch);
   }
-  if (dt == EM_F32 && !small && cpu_gemm_f32_uses_dnnl(ta, tb, m, n, k, batch)) {
+  if (dt == EM_F32 && route == ROUTE_ONEDNN) {
     s = cpu_dnnl_gemm(dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
                       ldc, stride_c, batch);
     if (s != EM_ERR_UNSUPPORTED) return s;

@@ -188,6 +188,9 @@ em_status cpu_gemm(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t
                    double alpha, const void *a, int64_t lda, int64_t stride_a, const void *b,
                    int64_t ldb, int64_t stride_b, double beta, void *c, int64_t ldc,
                    int64_t stride_c, int64_t batch);
+/* The library cpu_gemm takes for such a product (ember_backend.h's gemm_route). */
+const char *cpu_gemm_route(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                           int64_t batch);
 em_status cpu_gemm_bias(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                         int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
                         const void *bias, void *c, int64_t ldc);

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define EM_BACKEND_ABI_VERSION 13
+#define EM_BACKEND_ABI_VERSION 14
 
 /* A strided view handed to kernels. */
 typedef struct em_kview {
@@ -510,6 +510,15 @@ typedef struct em_backend {
                      const void *gate, const void *up);
   em_status (*gated_backward)(int device, em_unary_op act, em_dtype dt, int64_t n, void *dgate,
                               void *dup, const void *dout, const void *gate, const void *up);
+
+  /* ---- what computes one product (ABI 14) ---- */
+  /* optional: the library (and instruction set) gemm with these arguments
+  ** runs on, by the rule gemm dispatches by ("onednn brg:avx512_core",
+  ** "openblas 0.3.21 sgemm, core Cooperlake"), a string that lives as long
+  ** as the plugin; NULL when it cannot say. The profiler's "computed by"
+  ** of each product; without it, kernel_info's gemm part. */
+  const char *(*gemm_route)(int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                            int64_t batch);
 } em_backend;
 
 /* The backends the core knows, by slot (see em_device.backend). */

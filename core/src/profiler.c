@@ -283,9 +283,14 @@ static const char *impl_of(int slot, em_dtype dt, int what) {
   return (unsigned)dt < EM_NDTYPES ? prof_impl[slot][dt][what] : NULL;
 }
 
-/* A product's: one row or one column is a gemv (the backend's own route). */
-static const char *gemm_impl(int slot, em_dtype dt, int64_t m, int64_t n) {
-  return impl_of(slot, dt, m == 1 || n == 1 ? IMPL_GEMV : IMPL_GEMM);
+/* A product's: the backend's gemm_route names the library that takes it;
+** without one, kernel_info's gemm part (one row or one column: its gemv
+** part). */
+static const char *gemm_impl(int slot, int device, em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                             int64_t batch) {
+  const em_backend *be = prof_real[slot];
+  const char *r = be && be->gemm_route ? be->gemm_route(device, dt, ta, tb, m, n, k, batch) : NULL;
+  return r ? r : impl_of(slot, dt, m == 1 || n == 1 ? IMPL_GEMV : IMPL_GEMM);
 }
 
 /* ------------------------------------------------------------------ */

@@ -59,7 +59,8 @@
     "gemm", false,                                                                                   \
     ((stride_a ? batch : 1) * m * k + (stride_b ? batch : 1) * k * n +                               \
      (beta != 0 ? 2 : 1) * batch * m * n) * dsz(dt),                                                 \
-    2.0 * (double)m * (double)n * (double)k * (double)batch, gemm_impl(PROF_SLOT, dt, m, n))       \
+    2.0 * (double)m * (double)n * (double)k * (double)batch,                                         \
+    gemm_impl(PROF_SLOT, device, dt, ta, tb, m, n, k, batch))                                        \
   X(sum_squares, (int device, em_dtype dt, const void *x, int64_t n, double *out),                  \
     (device, dt, x, n, out), "sum_squares", false, n * dsz(dt), 0, PROF_KERN(dt))                   \
   X(gemm_bias,                                                                                       \
@@ -67,7 +68,7 @@
      int64_t lda, const void *b, int64_t ldb, const void *bias, void *c, int64_t ldc),               \
     (device, dt, ta, tb, m, n, k, a, lda, b, ldb, bias, c, ldc), "gemm", false,                      \
     (m * k + k * n + n + m * n) * dsz(dt), 2.0 * (double)m * (double)n * (double)k,                  \
-    gemm_impl(PROF_SLOT, dt, m, n))                                                                  \
+    gemm_impl(PROF_SLOT, device, dt, ta, tb, m, n, k, 1))                                            \
   X(softmax, (int device, em_dtype dt, void *out, const void *x, int64_t rows, int64_t n, bool log), \
     (device, dt, out, x, rows, n, log), log ? "log_softmax" : "softmax", false,                      \
     2 * rows * n * dsz(dt), 0, PROF_KERN(dt))                                                        \

@@ -12,7 +12,10 @@
 --
 -- Every backend call an op makes is recorded (forward and backward), with
 -- its bytes, its FLOPs for matmul and attention, and what computed it (the
--- library and instruction set `ember.cpu_info()` names); an attention
+-- library and instruction set `ember.cpu_info()` names; for each product
+-- the one the backend's rule sent it to -- oneDNN, OpenBLAS's sgemm or
+-- sgemv and its core, ember's small-product loops -- each a row of its own
+-- in the table); an attention
 -- variant plugin's forward, its own code, is a span ("attention linear");
 -- the backward of
 -- each autograd node is a span ("matmul backward") around its kernels, so
@@ -191,7 +194,8 @@ local function check_opts(op, opts, known)
   return opts
 end
 
---- The events summed by name, phase and device: a list of `{name, phase
+--- The events summed by name, phase, device and what computed them (a
+-- product oneDNN ran and one OpenBLAS ran are two rows): a list of `{name, phase
 -- ("forward" or "backward"), kind, device, calls, total, self, avg (total
 -- per call; the times in microseconds), bytes, flops, impl}`,
 -- sorted by `sort_by` ("self" by default; "total", "avg", "calls", "bytes", "flops";
@@ -211,7 +215,7 @@ function Profile:stats(opts)
   local rows, by = {}, {}
   for i, e in ipairs(ev) do
     local phase = e.backward and "backward" or "forward"
-    local key = e.name .. "\0" .. phase .. "\0" .. (e.device or "")
+    local key = e.name .. "\0" .. phase .. "\0" .. (e.device or "") .. "\0" .. (e.impl or "")
     local r = by[key]
     if not r then
       r = { name = e.name, phase = phase, kind = e.kind, device = e.device, calls = 0, total = 0,

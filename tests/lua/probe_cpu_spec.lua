@@ -130,7 +130,7 @@ local CASES = {
   {"EMBER_CPU_TILE_GEMM=plain", "float32", "attention: plain (GNU C vectors, 4x8 blocks, forced by EMBER_CPU_TILE_GEMM)"},
   {"EMBER_CPU_TILE_GEMM=blas", "float32", "attention: blas (OpenBLAS sgemm, forced by EMBER_CPU_TILE_GEMM)"},
   {"EMBER_CPU_SGEMM=openblas", "float32", "gemm: openblas, forced by EMBER_CPU_SGEMM; gemv: openblas sgemv",
-    profiler = "^openblas, forced by EMBER_CPU_SGEMM; openblas core "},
+    profiler = "^openblas sgemm %(openblas [%d.]+, core %w+%), forced by EMBER_CPU_SGEMM$"},
   -- one row or column goes to oneDNN too
   {"EMBER_CPU_SGEMM=onednn", "float32", "gemm: onednn (.-), forced by EMBER_CPU_SGEMM; gemv: onednn %1, forced by "
     .. "EMBER_CPU_SGEMM;", pattern = true, profiler = "^onednn .-, forced by EMBER_CPU_SGEMM$"},
