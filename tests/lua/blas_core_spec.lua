@@ -8,14 +8,12 @@
 -- start from Prescott as if OpenBLAS had guessed it (what Debian's 0.3.21
 -- does on a Xeon it does not know), also when a core's name is asked
 -- that OpenBLAS does not take.
-local build = os.getenv("EMBER_BUILD_DIR") or "build"
+local run_child = require("tests.lua.helpers.child")
 
 -- Runs a chunk in a child ember with `env` (a shell prefix) and the user's
 -- OPENBLAS_CORETYPE removed unless env sets it; returns its output.
 local function child(env)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "w"))
-  f:write([[
+  local out = run_child.run([[
     local info = ember.cpu_info()
     ember.manual_seed(1)
     -- 200 x 256 x 160: below oneDNN's 2^21 multiply-adds, so OpenBLAS's
@@ -32,17 +30,8 @@ local function child(env)
     print("err64=" .. rel(x:matmul(w)))                     -- dgemm
     print("blas=" .. tostring(info.blas))
     print("err=" .. math.max(rel(rows), err1))
-  ]])
-  f:close()
-  -- (OPENBLAS_NUM_THREADS adds a note after the core's reason)
-  local cmd = ("env -u OPENBLAS_CORETYPE -u EMBER_TEST_OPENBLAS_GUESS -u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS "
-    .. "%s '%s/bin/ember' '%s' 2>&1")
-    :format(env, build, script)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  os.remove(script)
-  assert.is_true(ok, out)
+  ]], env, -- (OPENBLAS_NUM_THREADS adds a note after the core's reason)
+    {"OPENBLAS_CORETYPE", "EMBER_TEST_OPENBLAS_GUESS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS"})
   local blas, err = out:match("blas=([^\n]*)\nerr=([^\n]*)")
   assert.truthy(blas, out)
   -- float64 products under the same core, to float64's rounding

@@ -2,23 +2,12 @@
 -- the profiler's lifetime and what it writes, ember.cpu_info()'s account
 -- of the EMBER_* variables, and what the profiler says computed an op of
 -- each dtype. Each describe names what was wrong before its fix.
-local build = os.getenv("EMBER_BUILD_DIR") or "build"
+local run_child = require("tests.lua.helpers.child")
 
 -- The ember program's output for a chunk, run with env (a shell prefix)
 -- in a fresh process: the CPU backend reads its variables once.
 local function child(env, chunk)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "w"))
-  f:write(chunk)
-  f:close()
-  local cmd = ("env -u EMBER_CPU_TEAM -u EMBER_CPU_ATTENTION_ROWS -u EMBER_CONV_LAYOUT %s '%s/bin/ember' '%s' 2>&1")
-    :format(env, build, script)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  os.remove(script)
-  assert.is_true(ok, out)
-  return out
+  return run_child.run(chunk, env, {"EMBER_CPU_TEAM", "EMBER_CPU_ATTENTION_ROWS", "EMBER_CONV_LAYOUT"})
 end
 
 local INFO = [[
@@ -114,10 +103,7 @@ describe("export_chrome_trace of a range named with bytes that are not UTF-8", f
     end)
     local path = os.tmpname()
     prof:export_chrome_trace(path)
-    local f = assert(io.open(path))
-    local text = f:read("a")
-    f:close()
-    os.remove(path)
+    local text = run_child.take_file(path)
     assert.truthy(utf8.len(text), "the trace is not UTF-8")
     assert.truthy(text:find('"data \u{FFFD}\u{FFFD} batch é"', 1, true), text:sub(1, 400))
     -- and the table keeps one row per line: a newline in a name is a space there

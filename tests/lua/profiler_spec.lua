@@ -294,11 +294,7 @@ describe("ember.profile", function()
     local prof = ember.profile(step)
     local path = os.tmpname()
     prof:export_chrome_trace(path)
-    local f = assert(io.open(path))
-    local text = f:read("a")
-    f:close()
-    os.remove(path)
-    local trace = json_decode(text)
+    local trace = json_decode(require("tests.lua.helpers.child").take_file(path))
     assert.are.equal("table", type(trace.traceEvents))
     local spans, names = 0, {}
     for _, e in ipairs(trace.traceEvents) do
