@@ -25,16 +25,16 @@ local opts = cli.parse(arg, {
   examples = {"--attention linear", "--predict 535+61"},
   defaults = {epochs = 30, lr = 1e-3, batch = 128},
   options = {
-    {"d_model", 128, "model width"},
-    {"heads", 4, "attention heads"},
-    {"enc_layers", 2, "encoder layers"},
-    {"dec_layers", 2, "decoder layers"},
-    {"ffn", 512, "feed-forward width"},
-    {"dropout", 0.0, "dropout"},
-    {"weight_decay", 0.01, "AdamW weight decay"},
-    {"warmup", 400, "learning-rate warm-up steps"},
-    {"n_train", 50000, "training problems"},
-    {"n_test", 5000, "held-out problems"},
+    {"d_model", 128, "model width", integer = true, min = 1},
+    {"heads", 4, "attention heads", integer = true, min = 1},
+    {"enc_layers", 2, "encoder layers", integer = true, min = 1},
+    {"dec_layers", 2, "decoder layers", integer = true, min = 1},
+    {"ffn", 512, "feed-forward width", integer = true, min = 1},
+    {"dropout", 0.0, "dropout", min = 0, below = 1},
+    {"weight_decay", 0.01, "AdamW weight decay", min = 0},
+    {"warmup", 400, "learning-rate warm-up steps", integer = true, min = 0},
+    {"n_train", 50000, "training problems", integer = true, min = 1},
+    {"n_test", 5000, "held-out problems", integer = true, min = 1},
     {"predict", nil, "solve one problem, e.g. 535+61, with the saved model", type = "string"},
   },
 })
@@ -137,6 +137,17 @@ end
 
 local model_path = opts.out .. "/addition.safetensors"
 if opts.predict then
+  local a, b = opts.predict:match("^%s*(%d+)%s*%+%s*(%d+)%s*$")
+  if not (a and #a <= 3 and #b <= 3) then
+    cli.option_error("--predict takes a problem of two numbers of 1 to 3 digits, e.g. 535+61; got '%s'", opts.predict)
+  end
+  opts.predict = a .. "+" .. b
+  local f = io.open(model_path, "rb")
+  if not f then
+    cli.option_error("--predict: no saved model at %s; train one first (ember scripts/addition.lua%s)", model_path,
+      opts.out ~= "runs/addition" and (" --out " .. opts.out) or "")
+  end
+  f:close()
   local _, meta = checkpoint.load_tensors(model_path)
   cli.apply_metadata(opts, meta, MODEL_KEYS)
   opts.attention_opts = cli.parse_kv(opts.attention_options)
@@ -206,7 +217,7 @@ for epoch = 1, epochs do
     for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("tok_acc", ok, n_tok) end
     seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), tok_acc = ep:mean("tok_acc")})
-    if step % log_every == 0 then
+    if step % log_every == 0 or step >= total_steps then -- the last, maybe shorter, window too
       win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), token_acc = win:mean("tok_acc")}
@@ -229,8 +240,10 @@ print(("RESULT ember_addition exact_match=%.2f%% train_s=%.3f steps=%d"):format(
 log:close()
 if world.main then checkpoint.save(model_path, {model = model, metadata = cli.config_metadata(opts, MODEL_KEYS)}) end
 print("saved " .. model_path)
-log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "addition: training loss"})
-log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"token_acc", "exact_match"}, title = "addition: accuracy"})
+if log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "addition: training loss"})
+   and log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"token_acc", "exact_match"}, title = "addition: accuracy"}) then
+  print(("plots: %s/loss.png, %s/accuracy.png"):format(opts.out, opts.out))
+end
 local sample = {"535+61", "999+999", "7+8"}
 local src, mask = tok:encode_batch(sample, {max_len = SRC_LEN})
 src, mask = src:to(opts.device), mask:to(opts.device)

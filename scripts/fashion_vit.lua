@@ -76,24 +76,24 @@ local opts = cli.parse(arg, {
   attention_inputs = "sequence", -- document, prefix_lm: one image's tokens per row (cli.sequence_inputs)
   defaults = {epochs = 22, lr = 2e-3, batch = 128},
   options = {
-    {"d_model", 64, "model width"},
-    {"heads", 4, "attention heads"},
-    {"layers", 4, "encoder layers"},
-    {"mlp", 128, "MLP width inside each layer"},
-    {"patch", 7, "patch side in pixels (divides 28), when --convs is 0"},
+    {"d_model", 64, "model width", integer = true, min = 1},
+    {"heads", 4, "attention heads", integer = true, min = 1},
+    {"layers", 4, "encoder layers", integer = true, min = 0},
+    {"mlp", 128, "MLP width inside each layer", integer = true, min = 1},
+    {"patch", 7, "patch side in pixels (divides 28), when --convs is 0", integer = true, min = 1},
     {"convs", 3, "convolutional stem: this many 3x3 stride-2 convolutions before tokenizing (0: linear patch embedding)"},
-    {"stem_width", 32, "channels of the stem's first convolution, doubling up to d_model"},
+    {"stem_width", 32, "channels of the stem's first convolution, doubling up to d_model", integer = true, min = 1},
     {"pool", "mean", "classify from a learned cls token or the mean of the tokens", choices = {"cls", "mean"}},
     {"augment", "crop+flip", "training augmentation (crop: random shifts of up to 2 pixels)",
      choices = {"none", "flip", "crop+flip"}},
     {"crop_prob", 0.5, "with --augment crop+flip, the share of images shifted (the rest are only flipped or not)"},
     {"tta", "none", "test-time augmentation: average the predicted probabilities of each image and its mirror",
      choices = {"none", "flip"}},
-    {"label_smoothing", 0.1, "label smoothing of the training loss"},
-    {"dropout", 0.0, "dropout"},
-    {"weight_decay", 0.05, "AdamW weight decay"},
-    {"warmup", 300, "learning-rate warm-up steps"},
-    {"limit", nil, "use only the first N training images", type = "number"},
+    {"label_smoothing", 0.1, "label smoothing of the training loss", min = 0, max = 1},
+    {"dropout", 0.0, "dropout", min = 0, below = 1},
+    {"weight_decay", 0.05, "AdamW weight decay", min = 0},
+    {"warmup", 300, "learning-rate warm-up steps", integer = true, min = 0},
+    {"limit", nil, "use only the first N training images", type = "number", integer = true, min = 1},
   },
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
@@ -295,7 +295,7 @@ for epoch = 1, epochs do
     for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("acc", ok, n) end
     seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
-    if step % log_every == 0 then
+    if step % log_every == 0 or step >= total_steps then -- the last, maybe shorter, window too
       win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), train_acc = win:mean("acc")}
@@ -324,7 +324,9 @@ if world.main then
       "attention", "attention_options"})})
 end
 print("saved " .. opts.out .. "/fashion_vit.safetensors")
-log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Fashion-MNIST ViT: training loss"})
-log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_acc"}, title = "Fashion-MNIST ViT: accuracy"})
+if log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Fashion-MNIST ViT: training loss"})
+   and log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_acc"}, title = "Fashion-MNIST ViT: accuracy"}) then
+  print(("plots: %s/loss.png, %s/accuracy.png"):format(opts.out, opts.out))
+end
 
 if opts.smoke then cli.check_smoke(losses) end

@@ -121,29 +121,29 @@ local opts = cli.parse(arg, {
               "--temperature 0.5 --top_k 5"},
   defaults = {epochs = 1, lr = 5e-3, batch = 32, precision = "auto"},
   options = {
-    {"model", "llama", "the decoder: llama (ember.models.Llama: RMSNorm, SwiGLU, grouped-query attention) or transformer (pre-LayerNorm layers, ReLU MLP; takes --dropout); both take --attention variants",
+    {"model", "llama", "the decoder (either takes --attention variants): llama (ember.models.Llama: RMSNorm, SwiGLU, grouped-query attention) or transformer (pre-LayerNorm layers, ReLU MLP; takes --dropout)",
      choices = {"transformer", "llama"}},
-    {"steps", 5500, "training steps (batches of --batch windows)"},
-    {"context", 128, "context length in characters"},
-    {"d_model", 128, "model width"},
-    {"heads", 4, "attention heads"},
-    {"layers", 4, "decoder layers"},
-    {"ffn", 512, "MLP width (--model transformer)"},
-    {"kv_heads", 2, "key/value heads of --model llama (grouped-query attention; --heads: every head its own)"},
+    {"steps", 5500, "training steps (batches of --batch windows)", integer = true, min = 1},
+    {"context", 128, "context length in characters", integer = true, min = 2},
+    {"d_model", 128, "model width", integer = true, min = 1},
+    {"heads", 4, "attention heads", integer = true, min = 1},
+    {"layers", 4, "decoder layers", integer = true, min = 1},
+    {"ffn", 512, "MLP width (--model transformer)", integer = true, min = 1},
+    {"kv_heads", 2, "key/value heads of --model llama (grouped-query attention; --heads: every head its own)", integer = true, min = 1},
     {"init", "uniform", "--model llama's projections: uniform (nn.Linear's default, U(+-1/sqrt(fan_in))) or normal (Hugging Face's N(0, 0.02^2))",
      choices = {"uniform", "normal"}},
-    {"swiglu", 384, "SwiGLU hidden size of --model llama (384 with 2 kv heads keeps the transformer's parameter count)"},
+    {"swiglu", 384, "SwiGLU hidden size of --model llama (384 with 2 kv heads keeps the transformer's parameter count)", integer = true, min = 1},
     {"activation", "relu", "MLP activation", choices = {"gelu", "relu"}},
-    {"embed_std", 1.0, "standard deviation of the character embedding's initial values"},
+    {"embed_std", 1.0, "standard deviation of the character embedding's initial values", min = 0},
     {"rope", true, "rotary positions in attention instead of a learned position table", type = "boolean"},
-    {"dropout", 0.0, "dropout"},
-    {"weight_decay", 0.1, "AdamW weight decay"},
-    {"warmup", 200, "learning-rate warm-up steps"},
-    {"eval_every", 500, "steps between test evaluations"},
+    {"dropout", 0.0, "dropout", min = 0, below = 1},
+    {"weight_decay", 0.1, "AdamW weight decay", min = 0},
+    {"warmup", 200, "learning-rate warm-up steps", integer = true, min = 0},
+    {"eval_every", 500, "steps between test evaluations", integer = true, min = 1},
     {"prompt", "And God said", "text to continue when sampling", type = "string"},
-    {"sample_chars", 200, "characters to sample"},
-    {"temperature", 0.8, "sampling temperature"},
-    {"top_k", 10, "sample from the k most likely characters"},
+    {"sample_chars", 200, "characters to sample (at most what the context leaves after the prompt)", integer = true, min = 0},
+    {"temperature", 0.8, "sampling temperature", above = 0},
+    {"top_k", 10, "sample from the k most likely characters", integer = true, min = 0},
   },
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
@@ -257,6 +257,12 @@ end
 if opts.smoke then -- a small, quick configuration: the point is that the loss falls
   opts.context, opts.batch, opts.layers, opts.eval_every = 64, 16, 2, math.huge
 end
+-- the prompt is sampled from at the end: refused now, not after training
+local prompt_chars = utf8.len(opts.prompt) or #opts.prompt
+if prompt_chars == 0 then cli.option_error("--prompt needs at least one character") end
+if prompt_chars >= opts.context then
+  cli.option_error("--prompt has %d characters: it must be shorter than the context (%d)", prompt_chars, opts.context)
+end
 cli.mkdir(opts.out)
 local t_data = ember.clock()
 local text = data.kjv.text()
@@ -307,7 +313,7 @@ for step = 1, total_steps do
   losses[#losses + 1] = l
   run_loss, run_n = run_loss + l, run_n + 1
   bar:update(step, {bpc = l / math.log(2), ["char/s"] = math.floor(step * B * L / (ember.clock() - t0 - eval_watch.total))})
-  if step % log_every == 0 then
+  if step % log_every == 0 or step == total_steps then -- the last, maybe shorter, window too
     run_loss, run_n = world:sum(run_loss, run_n) -- over every rank
     log:log{step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr, loss = run_loss / run_n,
             train_bpc = run_loss / run_n / math.log(2)}
@@ -335,11 +341,17 @@ if world.main then
                                                "activation", "rope", "attention", "attention_options"})})
 end
 print("saved " .. opts.out .. "/kjv_lm.safetensors")
-log:plot(opts.out .. "/loss.png", {x = "step", y = {"train_bpc", "test_bpc"}, title = "KJV char LM: bits per character"})
+if log:plot(opts.out .. "/loss.png", {x = "step", y = {"train_bpc", "test_bpc"}, title = "KJV char LM: bits per character"}) then
+  print("plot: " .. opts.out .. "/loss.png")
+end
 
 -- Sampling with the key/value cache.
 local prompt = ember.tensor({tok:encode(opts.prompt)}, {dtype = "int64", device = opts.device})
 local n_new = math.min(opts.sample_chars, L - prompt:size(2))
+if n_new < opts.sample_chars then
+  print(("(--sample_chars %d: %d fit in the context of %d characters after the prompt's %d)"):format(
+    opts.sample_chars, n_new, L, prompt:size(2)))
+end
 local t_gen = ember.clock()
 local ids = generate.generate(model, prompt, {max_new_tokens = n_new, strategy = "sample",
                                               temperature = opts.temperature, top_k = opts.top_k})

@@ -45,26 +45,27 @@ local opts = cli.parse(arg, {
   attention_inputs = "sequence", -- document, prefix_lm: one word per row (cli.sequence_inputs)
   defaults = {epochs = 4, lr = 3e-3, batch = 64},
   options = {
-    {"d_model", 64, "model width"},
-    {"heads", 4, "attention heads"},
-    {"layers", 2, "attention layers"},
-    {"ffn", 256, "feed-forward width inside each layer (0: attention only)"},
-    {"hidden", 128, "hidden units of the classifier head"},
-    {"ngrams", 5, "add hashed embeddings of the character 2..N-grams ending at each position (1: characters only)"},
-    {"ngram_buckets", 32768, "rows of the hashed n-gram embedding table"},
-    {"dropout", 0.1, "dropout (in the layers and the head)"},
-    {"weight_decay", 0.01, "AdamW weight decay"},
-    {"label_smoothing", 0.0, "label smoothing of the cross-entropy loss"},
-    {"warmup", 200, "learning-rate warm-up steps (then cosine decay)"},
-    {"n_train", 10000, "training words per language"},
-    {"n_test", 2000, "test words per language"},
+    {"d_model", 64, "model width", integer = true, min = 1},
+    {"heads", 4, "attention heads", integer = true, min = 1},
+    {"layers", 2, "attention layers", integer = true, min = 0},
+    {"ffn", 256, "feed-forward width inside each layer (0: attention only)", integer = true, min = 0},
+    {"hidden", 128, "hidden units of the classifier head", integer = true, min = 1},
+    {"ngrams", 5, "add hashed embeddings of the character 2..N-grams ending at each position (1: characters only)", integer = true, min = 1},
+    {"ngram_buckets", 32768, "rows of the hashed n-gram embedding table", integer = true, min = 1},
+    {"dropout", 0.1, "dropout (in the layers and the head)", min = 0, below = 1},
+    {"weight_decay", 0.01, "AdamW weight decay", min = 0},
+    {"label_smoothing", 0.0, "label smoothing of the cross-entropy loss", min = 0, max = 1},
+    {"warmup", 200, "learning-rate warm-up steps (then cosine decay)", integer = true, min = 0},
+    {"n_train", 10000, "training words per language", integer = true, min = 1},
+    {"n_test", 2000, "test words per language", integer = true, min = 1},
     {"predict", nil, "print the language of this word (uses the saved model when there is one)", type = "string"},
     {"retrain", false, "with --predict: train even when a saved model exists"},
-    {"alpha", 0.5, "add-alpha smoothing of the Naive Bayes baseline"},
-    {"nb_n", 3, "the Naive Bayes baseline counts character 1..nb_n-grams (3: the issue's anchor)"},
+    {"alpha", 0.5, "add-alpha smoothing of the Naive Bayes baseline", min = 0},
+    {"nb_n", 3, "the Naive Bayes baseline counts character 1..nb_n-grams (3: the issue's anchor)", integer = true, min = 1},
   },
 })
 
+if opts.predict and not opts.predict:find("%S") then cli.option_error("--predict needs a word, e.g. --predict Wörterbuch") end
 opts.attention_dropout = cli.attention_dropout(opts)
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 
@@ -302,7 +303,7 @@ for epoch = 1, epochs do
     for _, m in ipairs({ep, win}) do m:add("loss", l * n, n) m:add("acc", ok, n) end
     seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
-    if step % log_every == 0 then
+    if step % log_every == 0 or step >= total_steps then -- the last, maybe shorter, window too
       win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), train_acc = win:mean("acc")}

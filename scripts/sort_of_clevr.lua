@@ -202,7 +202,7 @@ local opts = cli.parse(arg, {
      choices = {"conv", "given"}},
     {"stem_channels", "24,24,24,24", "--model conv: channels of each 3x3 stride-2 convolution (four: 5x5 = 25 image tokens)"},
     {"condition", false, "--model conv: the question scales and shifts the image tokens before the image layers (FiLM; the image layers then run once per question)"},
-    {"pixel_dim", nil, "--model given: width of the per-pixel features (default 32)", type = "number"},
+    {"pixel_dim", nil, "--model given: width of the per-pixel features (default 32)", type = "number", integer = true, min = 1},
     {"relative", false, "--model given: add each object's offset from the question's subject to the image tokens"},
     {"subject_slopes", nil, "--model given: per cross-attention head, slope of the bias by distance from the question's subject (negative: nearest other object, positive: furthest; 0: none; empty: no bias; default -1000,1000,0,0)",
      type = "string"},
@@ -211,19 +211,19 @@ local opts = cli.parse(arg, {
     {"slots", nil, "--model given: how a colour slot finds its object's pixels: colour (the pixels of that colour; the default) or learned (attention from the colour's question embedding)",
      choices = {"colour", "learned"}, type = "string"},
     {"compete", false, "--model given --slots learned: slots compete for the pixels (softmax over the slots added to each slot's scores)"},
-    {"window", 0, "--model given: shape features from the pixels within this many px of a slot's centre (0: all)"},
-    {"fourier", 4, "Fourier frequencies per coordinate of an object's centre"},
-    {"d_model", 64, "model width"},
-    {"heads", 4, "attention heads"},
-    {"image_layers", 2, "self-attention layers over the image tokens"},
-    {"cross_layers", 2, "cross-attention blocks for the question"},
-    {"ffn", 128, "MLP width inside the layers"},
-    {"dropout", 0.0, "dropout"},
-    {"weight_decay", 0.01, "AdamW weight decay"},
-    {"warmup", 100, "learning-rate warm-up steps"},
-    {"n_train", 9800, "training images"},
-    {"n_test", 200, "test images"},
-    {"question", 11, "which question of the first test image to draw as a heatmap (1..20; 11.. are relational)"},
+    {"window", 0, "--model given: shape features from the pixels within this many px of a slot's centre (0: all)", min = 0},
+    {"fourier", 4, "Fourier frequencies per coordinate of an object's centre", integer = true, min = 0},
+    {"d_model", 64, "model width", integer = true, min = 1},
+    {"heads", 4, "attention heads", integer = true, min = 1},
+    {"image_layers", 2, "self-attention layers over the image tokens", integer = true, min = 0},
+    {"cross_layers", 2, "cross-attention blocks for the question", integer = true, min = 1},
+    {"ffn", 128, "MLP width inside the layers", integer = true, min = 1},
+    {"dropout", 0.0, "dropout", min = 0, below = 1},
+    {"weight_decay", 0.01, "AdamW weight decay", min = 0},
+    {"warmup", 100, "learning-rate warm-up steps", integer = true, min = 0},
+    {"n_train", 9800, "training images", integer = true, min = 1},
+    {"n_test", 200, "test images", integer = true, min = 1},
+    {"question", 11, "which question of the first test image to draw as a heatmap (1..20; 11.. are relational)", integer = true, min = 1, max = 20},
   },
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
@@ -402,7 +402,7 @@ for epoch = 1, epochs do
     for _, m in ipairs({ep, win}) do m:add("loss", l) m:add("acc", ok, target:size(1)) end
     seen = seen + n * world.size
     bar:update(seen, {loss = ep:mean("loss"), acc = ep:mean("acc")})
-    if step % log_every == 0 then
+    if step % log_every == 0 or step >= total_steps then -- the last, maybe shorter, window too
       win:reduce() -- over every rank
       log:log{epoch = epoch, step = step, time = ember.clock() - t0 - eval_watch.total, lr = opt.param_groups[1].lr,
               loss = win:mean("loss"), train_acc = win:mean("acc")}
@@ -435,9 +435,11 @@ if world.main then
       "slots", "distance_slopes", "subject_slopes", "window", "compete", "relative", "attention", "attention_options"})})
 end
 print("saved " .. opts.out .. "/sort_of_clevr.safetensors")
-log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Sort-of-CLEVR: training loss"})
-log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_rel_acc", "test_nonrel_acc"},
-                                       title = "Sort-of-CLEVR: accuracy"})
+if log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Sort-of-CLEVR: training loss"})
+   and log:plot(opts.out .. "/accuracy.png", {x = "step", y = {"train_acc", "test_rel_acc", "test_nonrel_acc"},
+                                             title = "Sort-of-CLEVR: accuracy"}) then
+  print(("plots: %s/loss.png, %s/accuracy.png"):format(opts.out, opts.out))
+end
 
 -- The cross-attention of one test question over its image.
 local qi = math.max(1, math.min(scenes.questions:size(2), math.tointeger(opts.question) or 11))

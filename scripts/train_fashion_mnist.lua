@@ -28,7 +28,25 @@ local function parse_args(argv)
   p:option("--threads", "CPU threads", nil, tonumber):argname("N")
   p:option("--limit", "use only the first N training images", nil, tonumber):argname("N")
   p:flag("--smoke", "a few hundred steps on a subset; asserts the loss fell")
-  local o = p:parse(argv)
+  -- a bad command line ends the script as ember.cli's do: the message and
+  -- status 2, no traceback (argparse's own parse exits 1)
+  local function usage_error(msg)
+    io.stderr:write(("scripts/train_fashion_mnist.lua: %s (see --help)\n"):format(msg))
+    os.exit(2, true)
+  end
+  local ok, o = p:pparse(argv)
+  if not ok then usage_error(o) end
+  for _, name in ipairs({"epochs", "batch", "hidden", "threads", "limit"}) do
+    local v = o[name]
+    if v ~= nil and not (v >= 1 and v % 1 == 0) then
+      usage_error(("option --%s must be a positive integer, got %s"):format(name, tostring(v)))
+    end
+  end
+  if not (o.lr >= 0) then usage_error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr))) end
+  if o.seed % 1 ~= 0 then usage_error(("option --seed must be an integer, got %s"):format(tostring(o.seed))) end
+  for _, name in ipairs({"epochs", "batch", "hidden", "threads", "limit", "seed"}) do
+    if o[name] then o[name] = math.tointeger(o[name]) end
+  end
   o.momentum = 0.9
   return o
 end

@@ -34,6 +34,11 @@
 -- The parsing is Debian's lua-argparse (0.7.1): it does everything the
 -- scripts need (--name=value, flags, choices, usage errors, the help text);
 -- booleans that also take true/false are options with an optional argument.
+-- A number option's spec may bound it: `integer = true`, `min = x` (at
+-- least), `above = x` (more than), `max = x` (at most), `below = x` (less
+-- than); and a script with
+-- both --d_model and --heads gets "--heads must divide --d_model": a model
+-- that cannot be built is a usage error (status 2) before the data loads.
 -- @module cli
 local error = require("ember._errors").error -- raises at the user's line
 local M = {}
@@ -210,6 +215,25 @@ function M.auto_precision(device, info)
   return "fp32", "no bfloat16 products in hardware, " .. gemm
 end
 
+--- Checks value v of an option against its spec's bounds (`integer`,
+-- `min`, `above`, `max`, `below`); raises "option --name must be ..., got v".
+-- Nothing to check for nil (an option without a default, not given).
+function M.check_bounds(spec, v)
+  if type(v) ~= "number" then return end
+  local want = {}
+  if spec.integer then want[#want + 1] = "an integer" end
+  if spec.min then want[#want + 1] = (">= %s"):format(tostring(spec.min)) end
+  if spec.above then want[#want + 1] = ("> %s"):format(tostring(spec.above)) end
+  if spec.max then want[#want + 1] = ("<= %s"):format(tostring(spec.max)) end
+  if spec.below then want[#want + 1] = ("< %s"):format(tostring(spec.below)) end
+  if #want == 0 then return end
+  local ok = v == v and not (spec.integer and v % 1 ~= 0) and not (spec.min and v < spec.min)
+    and not (spec.above and v <= spec.above) and not (spec.max and v > spec.max) and not (spec.below and v >= spec.below)
+  if not ok then
+    error(("option --%s must be %s, got %s"):format(spec[1], table.concat(want, " and "), tostring(v)), 0)
+  end
+end
+
 --- Parses argv (a list of strings) without side effects. Returns the
 -- options table, or nil and the usage text when --help was given; raises
 -- argparse's message for a bad command line.
@@ -248,6 +272,15 @@ function M.parse_only(argv, conf)
   end
   if type(o.lr) == "number" and not (o.lr >= 0) then -- NaN too
     error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr)), 0)
+  end
+  for _, s in ipairs(specs) do M.check_bounds(s, o[s[1]]) end
+  if type(o.d_model) == "number" and type(o.heads) == "number" and o.heads >= 1 and o.d_model % o.heads ~= 0 then
+    error(("option --heads (%s) must divide --d_model (%s): each head gets d_model/heads dims")
+      :format(tostring(o.heads), tostring(o.d_model)), 0)
+  end
+  if o.smoke and o.max_steps and o.max_steps < 2 then
+    error(("option --max_steps %d with --smoke: the smoke check compares the first and last losses, "
+      .. "so it needs at least 2 steps"):format(o.max_steps), 0)
   end
   -- torch's names for the two: what a PyTorch user types first
   local aliases = {float32 = "fp32", float = "fp32", bfloat16 = "bf16"}
@@ -452,6 +485,27 @@ function M.mkdir(path)
   return path
 end
 
+
+--- The machine a benchmark ran on, for the line above its table: the CPU,
+-- the thread count, whether bfloat16 products have AMX tiles (and why not),
+-- and the BLAS library with the core it runs, e.g.
+-- "machine: AMD EPYC, 2 threads, AMX: no (no AMX-BF16 on this CPU), BLAS: openblas 0.3.21, core Cooperlake ...".
+-- `info` (for tests) stands for ember.cpu_info().
+-- @tparam[opt] table info
+-- @treturn string
+-- @usage print(require("ember.cli").machine())
+function M.machine(info)
+  info = info or require("ember").cpu_info()
+  local bf16 = info.bfloat16 or ""
+  local amx
+  local why = bf16:match("no amx: ([^);]*)")
+  if why then amx = "no (" .. why .. ")"
+  elseif bf16:find("amx_emulated", 1, true) then amx = "emulated (a test path)"
+  elseif bf16:lower():find("amx", 1, true) then amx = "yes"
+  else amx = "no" end
+  return ("machine: %s, %s threads, AMX: %s, BLAS: %s"):format(info.name or "unknown CPU",
+    tostring(info.threads or "?"), amx, info.blas or "unknown")
+end
 
 --- For the scripts with positional arguments only (the benchmarks): when
 -- argv holds --help or -h, prints the script's leading comment block (its

@@ -190,6 +190,47 @@ describe("ember.cli", function()
     assert.has_error(function() cli.parse_only({}, {options = {{"seed", 1, "dup"}}}) end)
   end)
 
+  it("checks an option's bounds, that --heads divides --d_model, and --smoke's steps, when parsing", function()
+    -- they were tracebacks from the model's constructor after the data had loaded
+    local c = {script = "scripts/x.lua", options = {
+      {"d_model", 64, "width", integer = true, min = 1}, {"heads", 4, "heads", integer = true, min = 1},
+      {"dropout", 0.1, "dropout", min = 0, below = 1}, {"temperature", 1, "t", above = 0},
+      {"question", 11, "q", integer = true, min = 1, max = 20}, {"limit", nil, "n", type = "number", integer = true, min = 1}}}
+    local o = cli.parse_only({"--d_model", "96", "--heads", "3", "--dropout", "0", "--question", "20"}, c)
+    assert.are.same({96, 3, 0, 20}, {o.d_model, o.heads, o.dropout, o.question})
+    assert.is_nil(o.limit) -- an option without a default, not given: nothing to check
+    local cases = {
+      {{"--d_model", "0"}, "option --d_model must be an integer and >= 1, got 0"},
+      {{"--d_model", "64.5"}, "option --d_model must be an integer and >= 1, got 64.5"},
+      {{"--dropout", "1"}, "option --dropout must be >= 0 and < 1, got 1"},
+      {{"--dropout", "-0.1"}, "option --dropout must be >= 0 and < 1, got -0.1"},
+      {{"--temperature", "0"}, "option --temperature must be > 0, got 0"},
+      {{"--question", "21"}, "option --question must be an integer and >= 1 and <= 20, got 21"},
+      {{"--limit", "0"}, "option --limit must be an integer and >= 1, got 0"},
+      {{"--heads", "3"}, "option --heads (3) must divide --d_model (64): each head gets d_model/heads dims"},
+      {{"--smoke", "--max_steps", "1"},
+       "option --max_steps 1 with --smoke: the smoke check compares the first and last losses, so it needs at least 2 steps"},
+    }
+    for _, case in ipairs(cases) do
+      assert.has_error(function() cli.parse_only(case[1], c) end, case[2])
+    end
+    assert.are.equal(2, cli.parse_only({"--smoke", "--max_steps", "2"}, c).max_steps)
+    -- without bounds in the spec, any number passes (conf's --layers)
+    assert.are.equal(-1, cli.parse_only({"--layers", "-1"}, conf).layers)
+  end)
+
+  it("names the machine a benchmark ran on: CPU, threads, AMX, the BLAS core", function()
+    local no = cli.machine{name = "AMD EPYC", threads = 2, blas = "openblas 0.3.21, core Cooperlake",
+      bfloat16 = "gemm: onednn brg:avx512_core_bf16; attention: avx512_bf16 (vdpbf16ps, no amx: no AMX-BF16 on this CPU), rows"}
+    assert.are.equal("machine: AMD EPYC, 2 threads, AMX: no (no AMX-BF16 on this CPU), BLAS: openblas 0.3.21, core Cooperlake", no)
+    local yes = cli.machine{name = "Intel Xeon", threads = 8, blas = "openblas 0.3.21, core SapphireRapids",
+      bfloat16 = "gemm: onednn brg:avx512_core_amx; attention: amx (tdpbf16ps)"}
+    assert.truthy(yes:find("AMX: yes, BLAS: openblas 0.3.21, core SapphireRapids", 1, true), yes)
+    assert.truthy(cli.machine{name = "x", threads = 1, bfloat16 = "gemm: plain"}:find("AMX: no, BLAS: unknown", 1, true))
+    -- this machine's, from ember.cpu_info()
+    assert.truthy(cli.machine():match("^machine: .+, %d+ threads, AMX: .+, BLAS: "), cli.machine())
+  end)
+
   it("parses attention variant options", function()
     local o = cli.parse_only({"--attention", "local", "--attention_options", "window_left=8, mode=sliding,x=true,y=0.5"}, conf)
     assert.are.same({window_left = 8, mode = "sliding", x = true, y = 0.5}, o.attention_opts)

@@ -129,8 +129,14 @@ describe("the ember program", function()
   end)
 
   it("a script's bad option value ends it with the message and status 2, no traceback", function()
+    -- and, before any data loads, a model that cannot be built (they were
+    -- tracebacks from its constructor), a problem --predict cannot read,
+    -- and train_fashion_mnist's own parser (argparse's exit status 1)
     for _, cmd in ipairs { "scripts/fashion_vit.lua --crop_prob 2", "scripts/langid.lua --seed 1.5",
-                           "scripts/sort_of_clevr.lua --distance_slopes 1,2" } do
+                           "scripts/sort_of_clevr.lua --distance_slopes 1,2", "scripts/langid.lua --heads 3",
+                           "scripts/addition.lua --dropout 1.5", "scripts/sort_of_clevr.lua --ffn 0",
+                           "scripts/kjv_lm.lua --temperature 0", "scripts/addition.lua --predict 1234+1",
+                           "scripts/train_fashion_mnist.lua --batch 0", "scripts/train_fashion_mnist.lua --epochs 1.5" } do
       local out, code = run(EMBER .. " " .. cmd)
       assert.are.equal(2, code, cmd .. ": " .. out)
       local script, flag = cmd:match("^(%S+) (%S+)")

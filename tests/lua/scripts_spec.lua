@@ -123,8 +123,37 @@ for _, s in ipairs(SCRIPTS) do
         assert.are.equal(0, c)
         assert.matches("^Wörterbuch %-> %a+", p)
       end
+      if script == "scripts/addition.lua" then
+        -- --predict reads the saved model; the problem is read as given, spaces aside
+        local p, c = run(script, "--predict ' 535 + 61' --out " .. dir)
+        assert.are.equal(0, c, p)
+        assert.matches("^535%+61 = %d*\n$", p)
+        -- no model there: a usage error that says how to make one, no traceback
+        p, c = run(script, "--predict 535+61 --out " .. dir .. "/none")
+        assert.are.equal(2, c, p)
+        assert.truthy(p:find("no saved model at " .. dir .. "/none/addition.safetensors; train one first", 1, true), p)
+        assert.is_nil(p:find("traceback", 1, true), p)
+      end
       if script == "scripts/sort_of_clevr.lua" then assert.is_true(exists(dir .. "/attention.png")) end
       os.execute("rm -rf '" .. dir .. "'")
     end)
+
+    if script == "scripts/addition.lua" then
+      -- a run shorter than the logging interval (50 steps) logged no loss
+      -- and drew no loss.png: the last window is logged too
+      train_it("logs the last steps' loss of a short --max_steps run", function()
+        local dir = tmpdir()
+        local out, code = run(script, "--epochs 1 --max_steps 3 --n_train 500 --n_test 50 --out " .. dir)
+        local f = io.open(dir .. "/metrics.csv")
+        local csv = f and f:read("a") or ""
+        if f then f:close() end
+        local png = exists(dir .. "/loss.png")
+        os.execute("rm -rf '" .. dir .. "'")
+        assert.are.equal(0, code, out)
+        assert.truthy(csv:find("\n1,3,[^,]*,[^,]*,[%d.]+,", 1), csv) -- epoch 1, step 3, a loss
+        assert.is_true(png, out)
+        assert.truthy(out:find("plots: " .. dir .. "/loss.png", 1, true), out)
+      end)
+    end
   end)
 end
