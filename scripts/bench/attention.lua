@@ -207,6 +207,7 @@ local function run(cmd)
 end
 
 local rows = {}
+print(require("ember.cli").machine())
 print(string.format("# %s, d_model %d, %d heads, %s, B*L = %d, %d threads",
                     op_only and "the attention op alone (ember.Attention, q/k/v [B, 8, L, 32])" or "one MultiHeadAttention layer",
                     D_MODEL, HEADS, precision == "fp32" and "float32" or precision == "bf16" and "bfloat16 autocast"

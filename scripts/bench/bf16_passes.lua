@@ -43,6 +43,7 @@ local ang = ember.arange(0, L, { dtype = "float64" }):unsqueeze(2)
   * ember.tensor(inv, { dtype = "float64" }):unsqueeze(1)
 local c, s = ang:cos():to("bfloat16"), ang:sin():to("bfloat16")
 
+print(require("ember.cli").machine())
 print(("%-46s %9s %9s"):format("pass", "wall ms", "kernel ms"))
 for _, w in ipairs({ 128, 384 }) do
   local proj = ember.randn(B, L, w):to("bfloat16")

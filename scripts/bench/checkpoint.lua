@@ -93,6 +93,7 @@ local function median(t)
 end
 local p = configs[1]
 local pt, pc = median(p.ts), median(p.cpu)
+print(require("ember.cli").machine())
 print(("%d layers, d256 h8 FFN1024, B1 L%d, fwd+bwd (median of %d, taking turns)"):format(layers, L, reps))
 print("| | ms | vs plain | CPU ms (all threads) | vs plain | MB kept after forward | vs plain | peak MB, fwd+bwd | vs plain |")
 print("|---|---|---|---|---|---|---|---|---|")

@@ -5,7 +5,7 @@
 -- libgomp's idle workers can wait, and with ember's adaptive team off
 -- (EMBER_CPU_TEAM=always; backends/cpu/cpu_team.c). The goal (issue "CPU compute at the
 -- hardware's limit"): busy <= 2.2x idle, idle no worse than before.
---   ember scripts/bench/contention.lua [REPS=10]
+--   ember scripts/bench/contention.lua [REPS=10] [PATTERN]   (PATTERN: only the settings whose label matches, e.g. default)
 -- Each setting runs in a child (precision.lua --one), since libgomp reads
 -- its environment once at start. Best of REPS, ms. On a shared machine the
 -- "idle" column is only as idle as the others make it: read the ratios.
@@ -53,10 +53,13 @@ local function start_competitor()
   return pid
 end
 
+print(require("ember.cli").machine())
 print(("seed classifier step B64 L64 float32, %d threads (default), best of %d, ms; "
   .. "KV-cached decoding float32 at positions 128 and 2048, ms per token"):format(ember.get_num_threads(), reps))
-print(("%-42s %8s %8s %7s | %13s %13s %7s"):format("wait setting", "idle", "busy", "ratio", "decode idle",
-  "decode busy", "ratio"))
+print(("%-42s %8s %8s %7s | %-13s %-13s %-15s"):format("", "step", "", "", "decode idle", "decode busy",
+  "ratio busy/idle"))
+print(("%-42s %8s %8s %7s | %6s %6s %6s %6s %7s %7s"):format("wait setting", "idle", "busy", "ratio", "128", "2048",
+  "128", "2048", "128", "2048"))
 for _, s in ipairs(settings) do
   if only and not s[1]:find(only) then goto next end
   local idle = step_ms(s[2])
@@ -67,7 +70,7 @@ for _, s in ipairs(settings) do
   os.execute("kill " .. pid)
   if not ok then error(busy) end
   if not ok2 then error(b1) end
-  print(("%-42s %8.1f %8.1f %6.2fx | %6.3f %6.3f %6.3f %6.3f %6.2fx"):format(s[1], idle, busy, busy / idle, d1, d2,
-    b1, b2, b1 / d1))
+  print(("%-42s %8.1f %8.1f %6.2fx | %6.3f %6.3f %6.3f %6.3f %6.2fx %6.2fx"):format(s[1], idle, busy, busy / idle,
+    d1, d2, b1, b2, b1 / d1, b2 / d2))
   ::next::
 end

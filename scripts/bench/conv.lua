@@ -170,6 +170,7 @@ end
 local function f(v) return v and ("%.2f"):format(v) or "-" end
 local function r(a, b) return a and b and ("%.2f"):format(a / b) or "-" end
 
+print(require("ember.cli").machine())
 print(("%d threads, best of %d in each of %d rounds, wall ms, forward + backward"):format(threads, reps, rounds))
 print(("%-10s %-4s %8s %-8s %8s %8s %8s %8s %8s %11s %10s %12s %12s %9s  %s"):format("case", "prec", "ember",
   "(route)", "composed", "layer", "op", "oneDNN", "torch", "ember/torch", "comp/torch", "oneDNN/ember", "oneDNN/layer",

@@ -68,6 +68,7 @@ end
 local e = ember_us()
 local t, torch_info = torch_us()
 
+print(require("ember.cli").machine())
 print(("dispatch: c = a + b on 16-element float32 tensors, %d iterations, best of %d"):format(N, REPEATS))
 print(("%-26s %10s"):format("", "us/iter"))
 print(("%-26s %10.3f"):format("ember (Lua " .. _VERSION:match("%d.%d") .. ")", e))

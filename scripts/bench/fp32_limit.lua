@@ -41,6 +41,7 @@ end
 
 local limit_a, limit_b = onednn_gflops(1024, 1024, 1024), onednn_gflops(4096, 256, 256)
 local limit = math.max(limit_a, limit_b)
+print(require("ember.cli").machine())
 print(("# float32, %d threads, best of %d; %s"):format(threads, reps, tostring(ember.cpu_info().float32)))
 print(("# limit: oneDNN's own f32 matmul %.1f GFLOP/s at 1024^3, %.1f at 4096x256x256 -> %.1f"):format(
   limit_a, limit_b, limit))

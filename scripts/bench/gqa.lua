@@ -35,6 +35,7 @@ local function run(Hkv)
   table.sort(ts)
   return ts[(reps + 1) // 2], 2 * Hkv * L * 32 * 4
 end
+print(require("ember.cli").machine())
 print(("| L | heads / kv heads | fwd+bwd ms | vs MHA | K+V bytes |"))
 print("|---|---|---|---|---|")
 local base = run(8)

@@ -63,6 +63,7 @@ for _, n in ipairs({ 64 * 1024, 8 * 1024 * 1024 }) do
 end
 
 local info = ember.cpu_info()
+print(require("ember.cli").machine())
 print(("%d threads, best of %d; float32 %s"):format(ember.get_num_threads(), reps,
   info.float32:match("kernels: [^;]*") or "?"))
 print(("%-34s %10s %8s"):format("kernel", "us", "GB/s"))

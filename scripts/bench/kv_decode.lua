@@ -55,6 +55,7 @@ end
 
 ember.manual_seed(1)
 local model = LM():eval()
+print("# " .. require("ember.cli").machine())
 print(("# %d layers, d_model %d, %d heads (%d kv heads), FFN %d, B 1, %s, %d decode steps, best of %d rounds")
   :format(LAYERS, D, H, kv_heads, F, bf16 and "bfloat16 (autocast, one region)" or "float32", steps, rounds))
 print("position ms_per_token prefill_s cache_MiB")

@@ -61,6 +61,7 @@ local function ember_child(env, m, n, k)
 end
 
 local info = ember.cpu_info and ember.cpu_info() or {}
+print(require("ember.cli").machine())
 print(("matmul M x N x K, %d threads, best of %d; GFLOP/s; one run, ratios within a row come from the same run"):format(threads, reps))
 print(("ember's ISA: float32 %s, bfloat16 %s"):format(tostring(info.float32), tostring(info.bfloat16)))
 print(("%-16s %8s %8s %8s %8s %8s %7s | %8s %8s %7s  %s"):format("M x N x K", "ember", "em:oblas", "em:dnnl",

@@ -87,6 +87,7 @@ if with_torch then
   if next(torch) == nil then io.stderr:write("norms_torch.py gave nothing:\n", out, "\n") end
 end
 
+print(require("ember.cli").machine())
 print(("%d threads, %d rows, best of %d, %s ms; ember kernels: %s"):format(threads, ROWS, reps,
   clock == "cpu" and "process CPU" or "wall", ember.cpu_info().float32))
 print(("%-27s %9s %9s %9s %9s | %8s %8s"):format("case", "ember fwd", "torch fwd", "ember bwd",

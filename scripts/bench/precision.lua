@@ -122,6 +122,7 @@ end
 if quick then cases = { { "attention", 256, 16 }, { "classifier", 64, 64 } } end
 
 if profile then
+  print(require("ember.cli").machine())
   print(("%d threads, float32, best of %d alternating steps, %s ms"):format(threads, reps, clock))
   for _, c in ipairs(cases) do
     local label = case_label(c)
@@ -138,6 +139,7 @@ if profile then
   os.exit(0)
 end
 
+print(require("ember.cli").machine())
 local info = ember.cpu_info()
 print(("%d threads, best of %d, %s ms; ember bf16 products: %s"):format(threads, reps,
   clock == "cpu" and "process CPU" or "wall", info.bfloat16))

@@ -77,6 +77,7 @@ local function doc_ids(B, L, n)
   return ember.tensor(rows, { dtype = "int64" })
 end
 
+print(require("ember.cli").machine())
 print(("fwd+bwd ms, %s, d256 h8, B*L = 4096, median of %d; %d threads"):format(dtype, reps,
   ember.get_num_threads and ember.get_num_threads() or 0))
 print("| L | case | ms | vs | ratio | first call ms |")
