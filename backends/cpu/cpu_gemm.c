@@ -83,9 +83,14 @@ static void gemm_block(const gemm_args *g, int64_t i, int64_t r0, int64_t r1, in
 ** whole team for the smallest product (1 x 256 x 256: 61 us at 2 threads,
 ** 6 us at 1). float32 and float64 go to BLAS's gemv, bfloat16 to the loops
 ** below; the output vector is split over our team from GEMV_PAR_BYTES of
-** matrix (1 x 256 x 256 f32 ran 4.1 us alone and 5.0 split in two,
-** 1 x 256 x 1024 14.0 and 10.9). */
-#define GEMV_PAR_BYTES (1 << 19)
+** matrix. Alone, with the matrix in cache, 1 x 256 x 256 f32 ran 4.1 us
+** unsplit and 5.0 split in two (1 x 256 x 1024 14.0 and 10.9); in a
+** decoding step, where a layer's weights have left the caches by the next
+** token, splitting the 256 x 256 projections too took a d256 4-layer
+** decoder from 0.64-0.76 to 0.48-0.62 ms a token at 128 cached keys and
+** from 1.32-1.50 to 1.22-1.30 at 2048 (scripts/bench/kv_decode.lua,
+** 512 KiB against 64 KiB, three interleaved rounds; 2 threads, Zen 4). */
+#define GEMV_PAR_BYTES (1 << 17)
 
 typedef struct gemv_args {
   em_dtype dt;
