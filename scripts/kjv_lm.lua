@@ -2,6 +2,7 @@
 -- Bible.
 --
 --   ember scripts/kjv_lm.lua [--steps 5500] [--precision auto] [--model transformer] [--prompt "And God said"] [--help]
+--   ember scripts/kjv_lm.lua --sample --prompt "In the beginning"   -- continue with the saved model, no training
 --
 -- By default (--model llama) ember.models.Llama, issue 27's Llama-style
 -- block: 4 layers of RMSNorm before grouped-query attention (4 query heads
@@ -118,7 +119,7 @@ local opts = cli.parse(arg, {
   script = "scripts/kjv_lm.lua",
   about = "Decoder-only character LM on the King James Bible (bits per character on the last 10%).",
   examples = {"--kv_heads 1", "--model transformer --attention local --attention_options window_left=32",
-              "--temperature 0.5 --top_k 5"},
+              "--temperature 0.5 --top_k 5", "--sample --prompt 'In the beginning'"},
   defaults = {epochs = 1, lr = 5e-3, batch = 32, precision = "auto"},
   options = {
     {"model", "llama", "the decoder (either takes --attention variants): llama (ember.models.Llama: RMSNorm, SwiGLU, grouped-query attention) or transformer (pre-LayerNorm layers, ReLU MLP; takes --dropout)",
@@ -144,6 +145,8 @@ local opts = cli.parse(arg, {
     {"sample_chars", 200, "characters to sample (at most what the context leaves after the prompt)", integer = true, min = 0},
     {"temperature", 0.8, "sampling temperature", above = 0},
     {"top_k", 10, "sample from the k most likely characters", integer = true, min = 0},
+    {"sample", false, "continue --prompt with the model a run saved in --out (kjv_lm.safetensors, kjv.vocab), "
+     .. "without training (trains first when none is saved)"},
   },
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
@@ -254,21 +257,79 @@ local function bits_per_char(model, ids, L, max_windows)
   return total / count / math.log(2)
 end
 
+-- --prompt continued by model (the tokenizer tok, context L) with the
+-- key/value cache; then greedy logits with and without the cache, which
+-- must not change the numbers.
+local function sample_text(model, tok, L)
+  model:eval()
+  local prompt = ember.tensor({tok:encode(opts.prompt)}, {dtype = "int64", device = opts.device})
+  local n_new = math.min(opts.sample_chars, L - prompt:size(2))
+  if n_new < opts.sample_chars then
+    print(("(--sample_chars %d: %d fit in the context of %d characters after the prompt's %d)"):format(
+      opts.sample_chars, n_new, L, prompt:size(2)))
+  end
+  local t_gen = ember.clock()
+  local ids = generate.generate(model, prompt, {max_new_tokens = n_new, strategy = "sample",
+                                                temperature = opts.temperature, top_k = opts.top_k})
+  local dt = ember.clock() - t_gen
+  print(("sample (KV cache, temperature %g, top-k %d, %.0f chars/s):"):format(opts.temperature, opts.top_k, n_new / dt))
+  print(tok:decode(ids[1]))
+  local _, cached = generate.generate(model, prompt, {max_new_tokens = 8, return_logits = true})
+  local _, plain = generate.generate(model, prompt, {max_new_tokens = 8, return_logits = true, use_cache = false})
+  local worst = 0
+  for i = 1, #cached do worst = math.max(worst, (cached[i] - plain[i]):abs():max():item()) end
+  print(("cached vs uncached decoding: largest logit difference %.2e"):format(worst))
+end
+
+-- The prompt is sampled from at the end: refused now, not after training.
+local function check_prompt()
+  local prompt_chars = utf8.len(opts.prompt) or #opts.prompt
+  if prompt_chars == 0 then cli.option_error("--prompt needs at least one character") end
+  if prompt_chars >= opts.context then
+    cli.option_error("--prompt has %d characters: it must be shorter than the context (%d)", prompt_chars, opts.context)
+  end
+end
+
+local paths = {model = opts.out .. "/kjv_lm.safetensors", vocab = opts.out .. "/kjv.vocab"}
+-- what the checkpoint's metadata keeps to rebuild the model
+local MODEL_KEYS = {"model", "context", "d_model", "heads", "kv_heads", "layers", "ffn", "swiglu", "activation", "rope",
+                    "attention", "attention_options"}
+
+local function file_exists(p)
+  local f = io.open(p, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- --sample with a saved model: the model as that run built it, no training.
+if opts.sample then
+  if file_exists(paths.model) and file_exists(paths.vocab) then
+    local tok = data.CharTokenizer.load(paths.vocab)
+    local _, meta = checkpoint.load_tensors(paths.model)
+    cli.apply_metadata(opts, meta, MODEL_KEYS)
+    opts.attention_opts = cli.parse_kv(opts.attention_options)
+    check_prompt()
+    local model = (opts.model == "llama" and Llama or CharLM)(tok:size(), opts)
+    checkpoint.load(paths.model, {model = model})
+    model:to(opts.device)
+    print(("%s: --model %s, %d parameters, context %d"):format(paths.model, opts.model, model:num_parameters(),
+      opts.context))
+    sample_text(model, tok, opts.context)
+    return
+  end
+  print(("--sample: no saved model in %s (kjv_lm.safetensors and kjv.vocab): training first"):format(opts.out))
+end
+
 if opts.smoke then -- a small, quick configuration: the point is that the loss falls
   opts.context, opts.batch, opts.layers, opts.eval_every = 64, 16, 2, math.huge
 end
--- the prompt is sampled from at the end: refused now, not after training
-local prompt_chars = utf8.len(opts.prompt) or #opts.prompt
-if prompt_chars == 0 then cli.option_error("--prompt needs at least one character") end
-if prompt_chars >= opts.context then
-  cli.option_error("--prompt has %d characters: it must be shorter than the context (%d)", prompt_chars, opts.context)
-end
+check_prompt()
 cli.mkdir(opts.out)
 local t_data = ember.clock()
 local text = data.kjv.text()
 local train_text, test_text = data.kjv.split(text, 0.9)
 local tok = data.CharTokenizer.fit({train_text})
-if world.main then tok:save(opts.out .. "/kjv.vocab") end
+if world.main then tok:save(paths.vocab) end
 local train_ids = tok:encode_tensor(train_text):to(opts.device)
 local test_ids = tok:encode_tensor(test_text):to(opts.device)
 print(("data: %d train / %d test characters, %d symbols (%.1f s)"):format(
@@ -336,33 +397,15 @@ print(("test: %.3f bits per character after %.1f s of training (%.1f CPU s)"):fo
 print(("RESULT ember_kjv_lm test_bpc=%.3f train_s=%.3f train_cpu_s=%.1f steps=%d"):format(bpc, train_time, train_cpu,
   total_steps))
 if world.main then
-  checkpoint.save(opts.out .. "/kjv_lm.safetensors", {model = model, optimizer = opt, scheduler = sched,
-    metadata = cli.config_metadata(opts, {"model", "context", "d_model", "heads", "kv_heads", "layers", "ffn", "swiglu",
-                                               "activation", "rope", "attention", "attention_options"})})
+  checkpoint.save(paths.model, {model = model, optimizer = opt, scheduler = sched,
+    metadata = cli.config_metadata(opts, MODEL_KEYS)})
 end
-print("saved " .. opts.out .. "/kjv_lm.safetensors")
+print("saved " .. paths.model .. " (--sample continues a --prompt with it, without training)")
 if log:plot(opts.out .. "/loss.png", {x = "step", y = {"train_bpc", "test_bpc"}, title = "KJV char LM: bits per character"}) then
   print("plot: " .. opts.out .. "/loss.png")
 end
 
 -- Sampling with the key/value cache.
-local prompt = ember.tensor({tok:encode(opts.prompt)}, {dtype = "int64", device = opts.device})
-local n_new = math.min(opts.sample_chars, L - prompt:size(2))
-if n_new < opts.sample_chars then
-  print(("(--sample_chars %d: %d fit in the context of %d characters after the prompt's %d)"):format(
-    opts.sample_chars, n_new, L, prompt:size(2)))
-end
-local t_gen = ember.clock()
-local ids = generate.generate(model, prompt, {max_new_tokens = n_new, strategy = "sample",
-                                              temperature = opts.temperature, top_k = opts.top_k})
-local dt = ember.clock() - t_gen
-print(("sample (KV cache, temperature %g, top-k %d, %.0f chars/s):"):format(opts.temperature, opts.top_k, n_new / dt))
-print(tok:decode(ids[1]))
--- the cache must not change the numbers: greedy logits with and without it
-local _, cached = generate.generate(model, prompt, {max_new_tokens = 8, return_logits = true})
-local _, plain = generate.generate(model, prompt, {max_new_tokens = 8, return_logits = true, use_cache = false})
-local worst = 0
-for i = 1, #cached do worst = math.max(worst, (cached[i] - plain[i]):abs():max():item()) end
-print(("cached vs uncached decoding: largest logit difference %.2e"):format(worst))
+sample_text(model, tok, L)
 
 if opts.smoke then cli.check_smoke(losses) end

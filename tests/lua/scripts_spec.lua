@@ -123,6 +123,19 @@ for _, s in ipairs(SCRIPTS) do
         assert.are.equal(0, c)
         assert.matches("^Wörterbuch %-> %a+", p)
       end
+      if script == "scripts/kjv_lm.lua" then
+        -- --sample continues a prompt with the saved model (its context from the
+        -- checkpoint: the smoke run's 64), without training
+        local p, c = run(script, "--sample --prompt 'In the beginning' --sample_chars 20 --out " .. dir)
+        assert.are.equal(0, c, p)
+        assert.truthy(p:find("%-%-model llama, %d+ parameters, context 64"), p)
+        assert.truthy(p:find("\nIn the beginning", 1, true), p)
+        assert.truthy(not p:find("bits per character", 1, true) and not p:find("saved ", 1, true), p)
+        -- a prompt the saved context cannot hold is refused before anything runs
+        p, c = run(script, "--sample --prompt " .. ("x"):rep(64) .. " --out " .. dir)
+        assert.are.equal(2, c, p)
+        assert.truthy(p:find("must be shorter than the context (64)", 1, true), p)
+      end
       if script == "scripts/addition.lua" then
         -- --predict reads the saved model; the problem is read as given, spaces aside
         local p, c = run(script, "--predict ' 535 + 61' --out " .. dir)
