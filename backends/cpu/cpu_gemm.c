@@ -89,7 +89,9 @@ static void gemm_block(const gemm_args *g, int64_t i, int64_t r0, int64_t r1, in
 ** token, splitting the 256 x 256 projections too took a d256 4-layer
 ** decoder from 0.64-0.76 to 0.48-0.62 ms a token at 128 cached keys and
 ** from 1.32-1.50 to 1.22-1.30 at 2048 (scripts/bench/kv_decode.lua,
-** 512 KiB against 64 KiB, three interleaved rounds; 2 threads, Zen 4). */
+** 512 KiB against 64 KiB, three interleaved rounds; 2 threads, Zen 4);
+** 16 to 256 KiB were alike within the noise, and at 128 KiB three more
+** runs gave 1.19-1.23 at 2048. */
 #define GEMV_PAR_BYTES (1 << 17)
 
 typedef struct gemv_args {
