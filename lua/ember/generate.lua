@@ -439,7 +439,8 @@ local function check_generate(model, prompt, opts)
         seen_token = true
       elseif seen_token then
         error(("generate: prompt_padding_mask row %d has padding after a token (position %d): pad prompts on the "
-          .. "left (Hugging Face's padding_side = \"left\"); a row continues from its last position%s"):format(b, j,
+          .. "left (Hugging Face's padding_side = \"left\": tok:encode_batch(texts, {padding_side = \"left\"}) or "
+          .. "ember.data.pad(lists, pad_id, {side = \"left\"})); a row continues from its last position%s"):format(b, j,
           row[1] and "" or "; true = padding: from Hugging Face's attention_mask (1 = token) it is attention_mask:eq(0)"))
       end
     end

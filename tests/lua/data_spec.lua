@@ -164,6 +164,34 @@ describe("ember.data.padding", function()
     assert.are.same({2, 1}, e.shape)
   end)
 
+  it("pads on the left (side = \"left\", a tokenizer's padding_side), as ember.generate's prompts want", function()
+    local ids, mask, lengths = data.pad({{5, 6, 7}, {8}}, 1, {side = "left"})
+    assert.are.same({{5, 6, 7}, {1, 1, 8}}, ids:totable())
+    assert.are.same({{false, false, false}, {true, true, false}}, mask:totable())
+    assert.are.same({3, 1}, lengths:totable())
+    -- max_len cuts as on the right: the first ids are kept
+    ids = data.pad({{5, 6, 7}, {8}}, 1, {max_len = 2, side = "left"})
+    assert.are.same({{5, 6}, {1, 8}}, ids:totable())
+    assert.are.same({{5, 6, 7}, {8, 1, 1}}, data.pad({{5, 6, 7}, {8}}, 1, {side = "right"}):totable())
+    assert.has_error(function() data.pad({{5}}, 1, {side = "middle"}) end,
+      'data.pad: side must be "right" or "left", got middle')
+    assert.has_error(function() data.pad({{5}}, 1, {padding_side = "left"}) end,
+      "data.pad: unknown option 'padding_side' (options: max_len, side)")
+    -- a tokenizer's batch, and generate continuing each row from its last id
+    local tok = data.CharTokenizer.fit({"abcdef"})
+    local x, m = tok:encode_batch({"abc", "a"}, {padding_side = "left"})
+    assert.are.same({{false, false, false}, {true, true, false}}, m:totable())
+    assert.are.equal(tok:encode("a")[1], x[2][3]:item())
+    local TinyLM = require "tests.lua.helpers.tiny_lm"
+    ember.manual_seed(0)
+    local lm = TinyLM{vocab = tok:size(), cross = false}
+    local out = require("ember.generate").generate(lm, x, {max_new_tokens = 2, prompt_padding_mask = m})
+    assert.are.same({2, 5}, out.shape)
+    local alone = require("ember.generate").generate(lm, ember.tensor({tok:encode("a")}, {dtype = "int64"}),
+      {max_new_tokens = 2})
+    assert.are.same(alone[1]:totable(), out[2]:narrow(1, 3, 3):totable())
+  end)
+
   it("trims columns that are padding in every row", function()
     local ids = ember.tensor({{5, 6, 1, 1}, {7, 1, 1, 1}}, {dtype = "int64"})
     local t, mask = data.padding.trim(ids, 1)

@@ -77,11 +77,13 @@ end
 
 --- A batch: int64 ids [B, L] padded with <pad> to the longest item, and the
 -- key-padding mask bool [B, L] (true = padding). opts as encode, plus
--- max_len (items longer are cut).
+-- max_len (items longer are cut) and padding_side ("right", or "left" for
+-- a batch of prompts to ember.generate, as Hugging Face's).
 function CharTokenizer:encode_batch(texts, opts)
   local lists = {}
   for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end
-  return padding.pad(lists, self.vocab.pad_id, opts and opts.max_len)
+  return padding.pad(lists, self.vocab.pad_id, {max_len = opts and opts.max_len,
+                                                  side = opts and opts.padding_side})
 end
 
 --- A long text as one int64 tensor [n] (e.g. a whole corpus for a language

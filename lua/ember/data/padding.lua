@@ -7,12 +7,33 @@ local M = {}
 local function ember() return require "ember" end
 
 --- lists: a list of Lua lists of 1-based ids. Pads every item with pad_id
--- to the longest one (at least 1 column); items longer than max_len are cut.
+-- to the longest one (at least 1 column); items longer than max_len are cut
+-- (their first max_len ids kept).
+-- The third argument is max_len, or a table `{max_len =, side = "right"}`:
+-- side "left" puts the padding before the ids (Hugging Face's
+-- padding_side = "left"), as a batch of prompts for ember.generate wants it,
+-- each row continuing from its last id.
 -- Returns ids int64 [B, L], mask bool [B, L], lengths int64 [B].
+-- @usage local ids, mask = ember.data.pad({{5, 6, 7}, {8}}, 1, {side = "left"})
+-- print(table.concat(ids[2]:totable(), " "))            --> 1 1 8
+-- print(mask[2][1]:item(), mask[2][3]:item())          --> true	false
 function M.pad(lists, pad_id, max_len)
   local raise = require("ember._errors").raise -- at the user's line
   if type(lists) ~= "table" then raise("data.pad: lists must be a list of id lists, got %s", type(lists)) end
   if type(pad_id) ~= "number" then raise("data.pad: pad_id must be a number, got %s", type(pad_id)) end
+  local side = "right"
+  if type(max_len) == "table" then
+    local o = max_len
+    for k in pairs(o) do
+      if k ~= "max_len" and k ~= "side" then
+        raise("data.pad: unknown option '%s' (options: max_len, side)", tostring(k))
+      end
+    end
+    max_len, side = o.max_len, o.side or "right"
+    if side ~= "right" and side ~= "left" then
+      raise("data.pad: side must be \"right\" or \"left\", got %s", tostring(side))
+    end
+  end
   if max_len ~= nil and (math.type(max_len) ~= "integer" or max_len < 1) then
     raise("data.pad: max_len must be an integer >= 1, got %s", tostring(max_len))
   end
@@ -29,10 +50,12 @@ function M.pad(lists, pad_id, max_len)
     local ids = lists[b]
     local n = math.min(#ids, L)
     lengths[b] = n
+    local first = side == "left" and L - n or 0 -- columns of padding before the ids
     for j = 1, L do
       k = k + 1
-      if j <= n then
-        flat[k], mask[k] = ids[j], false
+      local at = j - first
+      if at >= 1 and at <= n then
+        flat[k], mask[k] = ids[at], false
       else
         flat[k], mask[k] = pad_id, true
       end

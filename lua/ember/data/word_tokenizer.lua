@@ -102,11 +102,14 @@ function WordTokenizer:decode(ids, keep_specials)
   return table.concat(out, " ")
 end
 
---- ids int64 [B, L] padded with <pad>, mask bool [B, L] (true = padding).
+--- ids int64 [B, L] padded with <pad>, mask bool [B, L] (true = padding);
+-- opts as encode, plus max_len and padding_side ("right" or "left", as
+-- CharTokenizer:encode_batch).
 function WordTokenizer:encode_batch(texts, opts)
   local lists = {}
   for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end
-  return padding.pad(lists, self.vocab.pad_id, opts and opts.max_len)
+  return padding.pad(lists, self.vocab.pad_id, {max_len = opts and opts.max_len,
+                                                  side = opts and opts.padding_side})
 end
 
 function WordTokenizer:__tostring()
