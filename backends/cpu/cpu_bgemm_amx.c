@@ -21,10 +21,13 @@
 #include "cpu_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #include <immintrin.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define BGA_HW 1
@@ -137,8 +140,68 @@ static void bga_config_fill(bga_config *c) {
 #define BGA_XFEATURE_XTILEDATA 18
 #endif
 
+#if BGA_HW
+/* The self-check's escape from a fault in the tile instructions (a tile
+** configuration this CPU refuses): only the checking thread jumps; a fault
+** anywhere else gets the default action, as without the handler. */
+static _Thread_local sigjmp_buf *bga_escape;
+
+static void bga_fault(int sig) {
+  if (bga_escape) siglongjmp(*bga_escape, sig);
+  signal(sig, SIG_DFL);
+}
+
+/* A 40 x 48 x 70 product (ragged in every dim: partial tiles, a k tail) on
+** the tiles and on their C model; true when they agree to float32
+** rounding and nothing faulted. The instructions have never run on a
+** machine of this project's, so the first process to meet them checks
+** them before the attention trusts them. */
+static bool bga_selftest(char *why, size_t n) {
+  enum { M = 40, N = 48, K = 70, KHP = 48, NPAD = 48 };
+  static uint16_t A[M * K], Bp[KHP * NPAD * 2];
+  static float hw[M * N], emu[M * N];
+  uint32_t r = 12345;
+  for (int i = 0; i < M * K; i++) r = r * 1103515245u + 12345u, A[i] = em_f32_to_bf16((float)(r >> 16) / 65536.0f - 0.5f);
+  memset(Bp, 0, sizeof Bp);
+  for (int p = 0; p < (K + 1) / 2; p++)
+    for (int j = 0; j < N; j++)
+      for (int t = 0; t < 2 && 2 * p + t < K; t++)
+        r = r * 1103515245u + 12345u, Bp[(p * NPAD + j) * 2 + t] = em_f32_to_bf16((float)(r >> 16) / 65536.0f - 0.5f);
+  struct sigaction act, old_ill, old_segv, old_bus;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = bga_fault;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGILL, &act, &old_ill), sigaction(SIGSEGV, &act, &old_segv), sigaction(SIGBUS, &act, &old_bus);
+  sigjmp_buf escape;
+  volatile int sig = sigsetjmp(escape, 1);
+  if (!sig) {
+    bga_escape = &escape;
+    cpu_bgemm_amx_block(false, A, true, false, K, 0, M, 0, K, Bp, N, 1.0f, 0.0f, hw, N);
+  }
+  bga_escape = NULL;
+  sigaction(SIGILL, &old_ill, NULL), sigaction(SIGSEGV, &old_segv, NULL), sigaction(SIGBUS, &old_bus, NULL);
+  if (sig) {
+    snprintf(why, n, "its self-check faulted (signal %d)", (int)sig);
+    return false;
+  }
+  cpu_bgemm_amx_block(true, A, true, false, K, 0, M, 0, K, Bp, N, 1.0f, 0.0f, emu, N);
+  for (int i = 0; i < M * N; i++) {
+    const float d = hw[i] - emu[i], tol = 1e-5f * (1.0f + (emu[i] < 0 ? -emu[i] : emu[i]));
+    if (!(d <= tol && -d <= tol)) {
+      snprintf(why, n, "its self-check gave %g where the model gives %g", (double)hw[i], (double)emu[i]);
+      return false;
+    }
+  }
+  return true;
+}
+#endif
+
 bool cpu_bgemm_amx_usable(char *why, size_t n) {
 #if BGA_HW
+  /* the tests' way to the self-check where there is no AMX: its
+  ** instructions fault, and the check must say so and fall back */
+  const char *t = getenv("EMBER_TEST_AMX_SELFTEST");
+  if (t && *t == '1') return bga_selftest(why, n);
   unsigned a, b, c, d;
   __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
   const bool tile = d >> 24 & 1, bf16 = d >> 22 & 1; /* CPUID.(7,0):EDX AMX-TILE, AMX-BF16 */
@@ -157,7 +220,7 @@ bool cpu_bgemm_amx_usable(char *why, size_t n) {
     snprintf(why, n, "Linux refused the tile state (arch_prctl)");
     return false;
   }
-  return true;
+  return bga_selftest(why, n);
 #else
   snprintf(why, n, "not an x86-64 Linux build");
   return false;

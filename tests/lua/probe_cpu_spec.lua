@@ -79,6 +79,7 @@ end
 -- sets them.
 local UNSET = {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "EMBER_TEST_OPENBLAS_GUESS",
   "EMBER_CPU_TILE_GEMM", "EMBER_CPU_SGEMM", "EMBER_CPU_BF16", "EMBER_CPU_BF16_DOT", "EMBER_CPU_ATTENTION_ROWS",
+  "EMBER_TEST_AMX_SELFTEST",
   "ONEDNN_MAX_CPU_ISA"}
 
 -- Runs SCRIPT with `env` (a shell prefix): its results and cpu_info's lines.
@@ -194,6 +195,16 @@ describe("the CPU backend's forced paths", function()
     assert.truthy(info.float32:find("EMBER_CPU_TILE_GEMM=fast is not avx512, avx2, plain or blas", 1, true),
       info.float32)
     compare("the unknown values", got, default)
+  end)
+
+  it("the AMX path checks itself before the attention trusts it: where it faults, avx512_bf16 runs, saying why", function()
+    -- EMBER_TEST_AMX_SELFTEST=1 runs the self-check whatever the CPU: on one
+    -- without AMX its first tile instruction is illegal (SIGILL), caught
+    if not has("avx512_bf16") or has("amx_bf16") then return pending("needs AVX512_BF16 and no AMX") end
+    local got, info = child("EMBER_TEST_AMX_SELFTEST=1")
+    assert.truthy(info.bfloat16:find("attention: avx512_bf16 (vdpbf16ps, no amx: its self-check faulted (signal 4))",
+      1, true), info.bfloat16)
+    compare("the AMX self-check", got, default, true)
   end)
 
   it("OPENBLAS_NUM_THREADS is said not to be used: ember's team splits the products", function()
