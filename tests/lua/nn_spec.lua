@@ -152,6 +152,13 @@ describe("nn.Module", function()
     end
     assert.are.equal(4 * 64 + 4 * 8 + 16 * 8 + 16 + 8 * 16 + 8 + 4 * 8, m:num_parameters())
     assert.is_not_nil(m:state_dict()["self_attn.k_proj.weight"])
+    -- torch's attribute names of the parts kept under ff (TORCH_NAMES), as torch code reads them
+    assert.are.equal(m.ff.linear1, m.linear1)
+    assert.are.equal(m.ff.linear2.weight, m.linear2.weight)
+    local d = nn.TransformerDecoderLayer(8, 2, { dim_feedforward = 16 })
+    assert.are.equal(d.cross_attn, d.multihead_attn)
+    assert.is_nil(m.multihead_attn) -- only a class's own names
+    assert.is_nil(m.no_such_part)
   end)
 
   it("zero_grad clears every gradient", function()

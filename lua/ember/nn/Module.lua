@@ -37,12 +37,18 @@ local convert = require("ember.nn._module_convert")(Module) -- {to =, float_dtyp
 
 local is_tensor, is_module
 
---- Looks up registered values first, then the class (methods, defaults).
+--- Looks up registered values first, then the class (methods, defaults), then
+-- PyTorch's name of a part the class keeps elsewhere (its TORCH_NAMES, as its
+-- state dicts: a Transformer layer's linear1 is ff.linear1), as torch code reads it.
 function Module.__index(t, k)
   local reg = rawget(t, "_reg")
   local v = reg and reg[k]
   if v ~= nil then return v end
-  return getmetatable(t)[k]
+  local cls = getmetatable(t)
+  v = cls[k]
+  local path = v == nil and type(k) == "string" and cls.TORCH_NAMES and cls.TORCH_NAMES[k]
+  if path then v = t; for part in path:gmatch("[^.]+") do v = v and v[part] end end
+  return v
 end
 
 -- A constructor's errors, C ones too (a weight that cannot be allocated),
