@@ -282,6 +282,11 @@ describe("kl_divergence against torch's", function()
     raises_here(function() D.kl_divergence(r, t) end, "TransformedDistributions with different transforms")
   end)
 
+  it("refuses KL(Binomial || Binomial) with fewer trials in p than in q (no closed form; torch refuses it too)", function()
+    raises_here(function() D.kl_divergence(D.Binomial(2, ember.tensor(0.3, f64)), D.Binomial(5, ember.tensor(0.4, f64))) end,
+      "where p's total_count < q's has no closed form: refused")
+  end)
+
   it("refuses a pair it does not know, naming both", function()
     raises_here(function() D.kl_divergence(D.Normal(0.0, 1.0), D.Cauchy(0.0, 1.0)) end,
       "no KL(Normal || Cauchy) registered (for p a Normal: q a Beta, Exponential, Gamma, Gumbel, Laplace, Normal, Pareto, Uniform)")

@@ -119,7 +119,7 @@ function kl._register_all()
   kl.register_kl(D.OneHotCategorical, D.OneHotCategorical, function(p, q) return categorical(p._categorical, q._categorical) end)
   kl.register_kl(D.Binomial, D.Binomial, function(p, q)
     if p.total_count:lt(q.total_count):any():item() then
-      errors.raise("distributions.kl_divergence: KL(Binomial || Binomial) where p's total_count < q's has no closed form, and is refused, as torch refuses it (NotImplementedError)")
+      errors.raise("distributions.kl_divergence: KL(Binomial || Binomial) where p's total_count < q's has no closed form: refused, as torch 1.13 refuses it")
     end
     local k = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs):log1p() - (-q.probs):log1p())
     return inf_where(p.total_count:gt(q.total_count), k)
