@@ -215,7 +215,9 @@ describe("nn.BatchNorm1d", function()
   it("errors name BatchNorm1d at the caller's line", function()
     raises_here(function() local _ = nn.BatchNorm1d(0) end, "BatchNorm1d: num_features must be a positive integer, got 0")
     raises_here(function() local _ = nn.BatchNorm1d(3, { momentum = -1 }) end, "BatchNorm1d: momentum must be a number in [0, 1]")
-    raises_here(function() local _ = nn.BatchNorm1d(3, 0.1) end, "BatchNorm1d: options must be a table, got number")
+    assert.are.equal(0.1, nn.BatchNorm1d(3, 0.1).eps) -- PyTorch's positional eps
+    raises_here(function() local _ = nn.BatchNorm1d(3, 0.1, 0.1, true, true, 1) end,
+      "BatchNorm1d: takes at most 5 arguments before the options table")
     raises_here(function() local _ = nn.BatchNorm1d(3)(ember.randn(2, 4)) end,
       "BatchNorm1d.forward: expected a 2-d or 3-d input [N, C] or [N, C, L] with C = num_features = 3, got shape [2, 4]")
     raises_here(function() local _ = nn.BatchNorm1d(3)(ember.randn(2, 3, 4, 4)) end, "got shape [2, 3, 4, 4]")

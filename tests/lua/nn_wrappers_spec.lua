@@ -816,18 +816,24 @@ describe("nn modules with state over nn.functional: module == function", functio
   end)
 
   it("sizes are checked when the module is built, naming it; PyTorch's keyword form is told the sizes come by position", function()
-    raises_here(function() nn.MaxPool3d{ kernel_size = 2 } end,
-      "MaxPool3d: kernel_size must be a positive integer or a table of three, got {} (a table of names: the sizes come "
-      .. "first, by position, e.g. nn.MaxPool3d(2, {stride = 1}))")
+    -- PyTorch's keyword form is a table of names (nn/_module_args.lua)
+    assert.are.equal(tostring(nn.MaxPool3d(2, { stride = 1 })), tostring(nn.MaxPool3d{ kernel_size = 2, stride = 1 }))
+    raises_here(function() nn.MaxPool3d{ stride = 1 } end,
+      "MaxPool3d: kernel_size must be a positive integer or a table of three, got {} (a table of names must name the "
+      .. "sizes, nn.MaxPool3d{kernel_size = 2, stride = 1}, or give them first by position, nn.MaxPool3d(2, {stride = 1}))")
     raises_here(function() nn.MaxPool3d(2, { dilation = 0 }) end, "MaxPool3d: dilation must be a positive integer or a table of three, got 0")
     raises_here(function() nn.AvgPool3d({ 2, 2 }) end, "AvgPool3d: kernel_size must be a positive integer or a table of three, got {2, 2}")
     raises_here(function() nn.AvgPool3d(2, { padding = -1 }) end, "AvgPool3d: padding must be a non-negative integer")
-    raises_here(function() nn.AdaptiveAvgPool3d{ output_size = 2 } end, "AdaptiveAvgPool3d: output_size must be a positive integer")
+    assert.are.equal("AdaptiveAvgPool3d(output_size=2)", tostring(nn.AdaptiveAvgPool3d{ output_size = 2 }))
+    raises_here(function() nn.AdaptiveAvgPool3d{ outputsize = 2 } end, "AdaptiveAvgPool3d: output_size must be a positive integer")
+    raises_here(function() nn.AdaptiveAvgPool3d(2, { return_indices = true }) end,
+      "AdaptiveAvgPool3d: unknown option 'return_indices' (it takes none)")
     raises_here(function() nn.AdaptiveMaxPool3d({ 2, 3 }) end, "AdaptiveMaxPool3d: output_size must be a positive integer or a table of three")
-    raises_here(function() nn.Unfold{ kernel_size = 3, padding = 1 } end, "Unfold: kernel_size must be a positive integer or a pair of them, got {}")
+    assert.are.equal(tostring(nn.Unfold(3, { padding = 1 })), tostring(nn.Unfold{ kernel_size = 3, padding = 1 }))
+    raises_here(function() nn.Unfold{ padding = 1 } end, "Unfold: kernel_size must be a positive integer or a pair of them, got {}")
     raises_here(function() nn.Unfold(3, { stride = 0 }) end, "Unfold: stride must be a positive integer or a pair of them, got 0")
     raises_here(function() nn.Fold({ 4, 5 }, { 2, 2, 2 }) end, "Fold: kernel_size must be a positive integer or a pair of them, got {2, 2, 2}")
-    raises_here(function() nn.MaxUnpool2d{ kernel_size = 2 } end, "MaxUnpool2d: kernel_size must be a positive integer or a pair of them")
+    raises_here(function() nn.MaxUnpool2d{ stride = 2 } end, "MaxUnpool2d: kernel_size must be a positive integer or a pair of them")
     raises_here(function() nn.MaxUnpool1d(2, { stride = { 2, 2 } }) end, "MaxUnpool1d: stride must be a positive integer or a table of one")
     -- what they take still works
     local x = ember.randn(1, 2, 4, 4, 4)

@@ -601,13 +601,14 @@ describe("optimizers take PyTorch's positional lr", function()
 end)
 
 describe("PyTorch's positional options", function()
-  it("are refused with the option names to give instead", function()
-    raises_here(function() nn.Conv2d(1, 4, 3, 2, 1) end,
-      "Conv2d: options must be a table, got number (2: the options after the sizes go by name")
-    raises_here(function() nn.Conv2d(1, 4, 3, 2, 1) end, "padding, padding_mode, route, stride)")
-    raises_here(function() nn.LSTM(3, 4, 2) end, "nn.LSTM: options must be a table, got number (2: ")
-    raises_here(function() nn.LSTM(3, 4, 2) end, "num_layers")
-    assert.are.equal(2, nn.Conv2d(1, 4, 3, { stride = 2, padding = 1 }).stride[1])
+  it("are taken in PyTorch's order (nn/_module_args.lua); a class without a signature refuses them by name", function()
+    local c = nn.Conv2d(1, 4, 3, 2, 1)
+    assert.are.equal(2, c.stride[1])
+    assert.are.equal(1, c.padding[1])
+    assert.are.equal(2, nn.LSTM(3, 4, 2).num_layers)
+    raises_here(function() nn.Conv2d(1, 4, 3, 2, 1, 1, 1, true, "zeros", 7) end,
+      "Conv2d: takes at most 9 arguments before the options table")
+    raises_here(function() nn.CosineEmbeddingLoss(0.5) end, "nn.CosineEmbeddingLoss: options must be a table, got number")
   end)
 end)
 

@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local pool = require "ember.nn._pool"
 
 local AdaptiveAvgPool1d = Module:extend("AdaptiveAvgPool1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AdaptiveAvgPool1d.SIGNATURE = { sizes = { "output_size" }, options = {} }
 
 function AdaptiveAvgPool1d:__init(output_size)
   self.output_size = pool.single(output_size)

@@ -18,6 +18,8 @@ local Module = require "ember.nn.Module"
 local pool = require "ember.nn._pool"
 
 local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AdaptiveAvgPool2d.SIGNATURE = { sizes = { "output_size" }, options = {} }
 
 function AdaptiveAvgPool2d:__init(output_size)
   self.output_size = pool.output_pair(output_size)

@@ -8,6 +8,8 @@
 local Module = require "ember.nn.Module"
 
 local AdaptiveAvgPool3d = Module:extend("AdaptiveAvgPool3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AdaptiveAvgPool3d.SIGNATURE = { sizes = { "output_size" }, options = {} }
 
 -- The output size and its check; nn.AdaptiveMaxPool3d's too (self.__name names the module).
 function AdaptiveAvgPool3d:__init(output_size)

@@ -12,6 +12,9 @@ local Module = require "ember.nn.Module"
 local pool = require "ember.nn._pool"
 
 local AdaptiveMaxPool1d = Module:extend("AdaptiveMaxPool1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AdaptiveMaxPool1d.SIGNATURE = { sizes = { "output_size" },
+  options = { "return_indices" } }
 
 function AdaptiveMaxPool1d:__init(output_size, opts)
   opts = Module.check_options("nn.AdaptiveMaxPool1d", opts, { "return_indices" })

@@ -19,6 +19,9 @@ local Module = require "ember.nn.Module"
 local pool = require "ember.nn._pool"
 
 local AdaptiveMaxPool2d = Module:extend("AdaptiveMaxPool2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AdaptiveMaxPool2d.SIGNATURE = { sizes = { "output_size" },
+  options = { "return_indices" } }
 
 function AdaptiveMaxPool2d:__init(output_size, opts)
   opts = Module.check_options("nn.AdaptiveMaxPool2d", opts, { "return_indices" })

@@ -8,6 +8,8 @@
 local Module = require "ember.nn.Module"
 
 local AdaptiveMaxPool3d = Module:extend("AdaptiveMaxPool3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AdaptiveMaxPool3d.SIGNATURE = { sizes = { "output_size" }, options = {} }
 
 -- nn.AdaptiveAvgPool3d's output size, check and printing, in this module's name
 local AdaptiveAvgPool3d = require "ember.nn.AdaptiveAvgPool3d"

@@ -14,6 +14,9 @@ local MaxPool1d = require "ember.nn.MaxPool1d"
 local pool = require "ember.nn._pool"
 
 local AvgPool1d = Module:extend("AvgPool1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AvgPool1d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "stride", "padding", "ceil_mode", "count_include_pad" } }
 
 function AvgPool1d:__init(kernel_size, opts)
   for _, o in ipairs { "dilation", "divisor_override" } do

@@ -19,6 +19,9 @@ local MaxPool2d = require "ember.nn.MaxPool2d"
 local pool = require "ember.nn._pool"
 
 local AvgPool2d = Module:extend("AvgPool2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AvgPool2d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" } }
 
 function AvgPool2d:__init(kernel_size, opts)
   opts = opts or {}

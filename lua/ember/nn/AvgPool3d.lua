@@ -8,6 +8,9 @@
 local Module = require "ember.nn.Module"
 
 local AvgPool3d = Module:extend("AvgPool3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+AvgPool3d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" } }
 
 function AvgPool3d:__init(kernel_size, opts)
   local size = require("ember.nn._conv").check_size

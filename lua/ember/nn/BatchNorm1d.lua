@@ -17,6 +17,9 @@ local Module = require "ember.nn.Module"
 local BatchNorm2d = require "ember.nn.BatchNorm2d"
 
 local BatchNorm1d = Module:extend("BatchNorm1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+BatchNorm1d.SIGNATURE = { sizes = { "num_features" },
+  options = { "eps", "momentum", "affine", "track_running_stats" } }
 
 function BatchNorm1d:__init(num_features, opts)
   BatchNorm2d._init_shared(self, "BatchNorm1d", num_features, opts)

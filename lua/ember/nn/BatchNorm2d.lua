@@ -25,6 +25,9 @@ local torch_names = require "ember.nn._torch_names"
 local norm = require "ember.nn._norm"
 
 local BatchNorm2d = Module:extend("BatchNorm2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+BatchNorm2d.SIGNATURE = { sizes = { "num_features" },
+  options = { "eps", "momentum", "affine", "track_running_stats" } }
 
 -- The constructor's checks and tensors, shared with nn.BatchNorm1d (`name`
 -- is the module's, for its errors).

@@ -13,6 +13,9 @@ local Module = require "ember.nn.Module"
 local BatchNorm2d = require "ember.nn.BatchNorm2d"
 
 local BatchNorm3d = Module:extend("BatchNorm3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+BatchNorm3d.SIGNATURE = { sizes = { "num_features" },
+  options = { "eps", "momentum", "affine", "track_running_stats" } }
 
 function BatchNorm3d:__init(num_features, opts)
   BatchNorm2d._init_shared(self, "BatchNorm3d", num_features, opts)

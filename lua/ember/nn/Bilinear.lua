@@ -15,6 +15,9 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Bilinear = Module:extend("Bilinear")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Bilinear.SIGNATURE = { sizes = { "in1_features", "in2_features", "out_features" },
+  options = { "bias" } }
 
 function Bilinear:__init(in1_features, in2_features, out_features, opts)
   for _, f in ipairs { { "in1_features", in1_features }, { "in2_features", in2_features },

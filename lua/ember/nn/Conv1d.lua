@@ -17,6 +17,9 @@ local Module = require "ember.nn.Module"
 local conv = require "ember.nn._conv"
 
 local Conv1d = Module:extend("Conv1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Conv1d.SIGNATURE = { sizes = { "in_channels", "out_channels", "kernel_size" },
+  options = { "stride", "padding", "dilation", "groups", "bias", "padding_mode" } }
 
 function Conv1d:__init(in_channels, out_channels, kernel_size, opts)
   conv.setup(self, "Conv1d", 1, in_channels, out_channels, kernel_size, opts)

@@ -38,6 +38,9 @@ local Module = require "ember.nn.Module"
 local conv = require "ember.nn._conv"
 
 local Conv2d = Module:extend("Conv2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Conv2d.SIGNATURE = { sizes = { "in_channels", "out_channels", "kernel_size" },
+  options = { "stride", "padding", "dilation", "groups", "bias", "padding_mode" } }
 
 function Conv2d:__init(in_channels, out_channels, kernel_size, opts)
   conv.setup(self, "Conv2d", 2, in_channels, out_channels, kernel_size, opts)

@@ -17,6 +17,9 @@ local ember = require "ember.nn._ember"
 local conv = require "ember.nn._conv"
 
 local Conv3d = require("ember.nn.Module"):extend("Conv3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Conv3d.SIGNATURE = { sizes = { "in_channels", "out_channels", "kernel_size" },
+  options = { "stride", "padding", "dilation", "groups", "bias", "padding_mode" } }
 
 function Conv3d:__init(in_channels, out_channels, kernel_size, opts)
   conv.setup(self, "Conv3d", 3, in_channels, out_channels, kernel_size, opts)

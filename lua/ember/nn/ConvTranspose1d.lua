@@ -16,6 +16,9 @@ local Module = require "ember.nn.Module"
 local tconv = require "ember.nn._conv_transpose"
 
 local ConvTranspose1d = Module:extend("ConvTranspose1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+ConvTranspose1d.SIGNATURE = { sizes = { "in_channels", "out_channels", "kernel_size" },
+  options = { "stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode" } }
 
 function ConvTranspose1d:__init(in_channels, out_channels, kernel_size, opts)
   tconv.setup(self, "ConvTranspose1d", 1, in_channels, out_channels, kernel_size, opts)

@@ -31,6 +31,9 @@ local Module = require "ember.nn.Module"
 local tconv = require "ember.nn._conv_transpose"
 
 local ConvTranspose2d = Module:extend("ConvTranspose2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+ConvTranspose2d.SIGNATURE = { sizes = { "in_channels", "out_channels", "kernel_size" },
+  options = { "stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode" } }
 
 function ConvTranspose2d:__init(in_channels, out_channels, kernel_size, opts)
   tconv.setup(self, "ConvTranspose2d", 2, in_channels, out_channels, kernel_size, opts)

@@ -15,6 +15,9 @@ local Module = require "ember.nn.Module"
 local tconv = require "ember.nn._conv_transpose"
 
 local ConvTranspose3d = Module:extend("ConvTranspose3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+ConvTranspose3d.SIGNATURE = { sizes = { "in_channels", "out_channels", "kernel_size" },
+  options = { "stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode" } }
 
 function ConvTranspose3d:__init(in_channels, out_channels, kernel_size, opts)
   tconv.setup(self, "ConvTranspose3d", 3, in_channels, out_channels, kernel_size, opts)

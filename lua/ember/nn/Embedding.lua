@@ -22,6 +22,9 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Embedding = Module:extend("Embedding")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Embedding.SIGNATURE = { sizes = { "num_embeddings", "embedding_dim" },
+  options = { "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse" } }
 
 -- The sizes, padding_idx and the weight ~ N(0, 1) with the padding row
 -- zero (PyTorch's reset_parameters), shared with nn.EmbeddingBag; name: the

@@ -43,6 +43,9 @@ local Module = require "ember.nn.Module"
 local Embedding = require "ember.nn.Embedding"
 
 local EmbeddingBag = Module:extend("EmbeddingBag")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+EmbeddingBag.SIGNATURE = { sizes = { "num_embeddings", "embedding_dim" },
+  options = { "max_norm", "norm_type", "scale_grad_by_freq", "mode", "sparse", "_weight", "include_last_offset", "padding_idx" } }
 
 local MODES = { sum = true, mean = true, max = true }
 

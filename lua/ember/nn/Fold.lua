@@ -8,6 +8,9 @@ local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local Fold = Module:extend("Fold")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Fold.SIGNATURE = { sizes = { "output_size", "kernel_size" },
+  options = { "dilation", "padding", "stride" } }
 
 function Fold:__init(output_size, kernel_size, opts)
   opts = Module.check_options("nn.Fold", opts, { "dilation", "padding", "stride" })

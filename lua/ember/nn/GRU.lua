@@ -24,6 +24,9 @@ local Module = require "ember.nn.Module"
 local rnn = require "ember.nn._rnn"
 
 local GRU = Module:extend("GRU")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+GRU.SIGNATURE = { sizes = { "input_size", "hidden_size" },
+  options = { "num_layers", "bias", "batch_first", "dropout", "bidirectional" } }
 
 function GRU:__init(input_size, hidden_size, opts)
   rnn.init(self, "GRU", "GRU", input_size, hidden_size, opts, { "num_layers", "bias", "batch_first", "dropout",

@@ -14,6 +14,9 @@ local Module = require "ember.nn.Module"
 local rnn = require "ember.nn._rnn"
 
 local GRUCell = Module:extend("GRUCell")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+GRUCell.SIGNATURE = { sizes = { "input_size", "hidden_size" },
+  options = { "bias" } }
 
 function GRUCell:__init(input_size, hidden_size, opts)
   rnn.cell_init(self, "GRUCell", "GRU", input_size, hidden_size, opts)

@@ -18,6 +18,9 @@ local Module = require "ember.nn.Module"
 local norm = require "ember.nn._norm"
 
 local GroupNorm = Module:extend("GroupNorm")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+GroupNorm.SIGNATURE = { sizes = { "num_groups", "num_channels" },
+  options = { "eps", "affine" } }
 
 function GroupNorm:__init(num_groups, num_channels, opts)
   for _, v in ipairs { { "num_groups", num_groups }, { "num_channels", num_channels } } do

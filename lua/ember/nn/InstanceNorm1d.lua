@@ -12,6 +12,9 @@ local Module = require "ember.nn.Module"
 local InstanceNorm2d = require "ember.nn.InstanceNorm2d"
 
 local InstanceNorm1d = Module:extend("InstanceNorm1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+InstanceNorm1d.SIGNATURE = { sizes = { "num_features" },
+  options = { "eps", "momentum", "affine", "track_running_stats" } }
 
 function InstanceNorm1d:__init(num_features, opts)
   InstanceNorm2d._init_shared(self, "InstanceNorm1d", num_features, opts)

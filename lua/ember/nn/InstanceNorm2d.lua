@@ -26,6 +26,9 @@ local BatchNorm2d = require "ember.nn.BatchNorm2d"
 local norm = require "ember.nn._norm"
 
 local InstanceNorm2d = Module:extend("InstanceNorm2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+InstanceNorm2d.SIGNATURE = { sizes = { "num_features" },
+  options = { "eps", "momentum", "affine", "track_running_stats" } }
 
 -- The constructor, shared with nn.InstanceNorm1d: BatchNorm2d's checks and
 -- tensors with PyTorch's instance-norm defaults (affine and running stats off).

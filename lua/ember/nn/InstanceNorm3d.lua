@@ -10,6 +10,9 @@ local Module = require "ember.nn.Module"
 local InstanceNorm2d = require "ember.nn.InstanceNorm2d"
 
 local InstanceNorm3d = Module:extend("InstanceNorm3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+InstanceNorm3d.SIGNATURE = { sizes = { "num_features" },
+  options = { "eps", "momentum", "affine", "track_running_stats" } }
 
 function InstanceNorm3d:__init(num_features, opts)
   InstanceNorm2d._init_shared(self, "InstanceNorm3d", num_features, opts)

@@ -8,6 +8,9 @@ local Module = require "ember.nn.Module"
 local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 
 local LPPool1d = Module:extend("LPPool1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+LPPool1d.SIGNATURE = { sizes = { "norm_type", "kernel_size" },
+  options = { "stride", "ceil_mode" } }
 
 -- one option's check (the constructor's), naming the module
 local function check(name, what, v, ok, want)

@@ -7,6 +7,9 @@ local Module = require "ember.nn.Module"
 local LPPool1d = require "ember.nn.LPPool1d"
 
 local LPPool2d = Module:extend("LPPool2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+LPPool2d.SIGNATURE = { sizes = { "norm_type", "kernel_size" },
+  options = { "stride", "ceil_mode" } }
 
 -- nn.LPPool1d's options, checks and printing, in this module's name
 LPPool2d.__init = LPPool1d.__init

@@ -29,6 +29,9 @@ local Module = require "ember.nn.Module"
 local rnn = require "ember.nn._rnn"
 
 local LSTM = Module:extend("LSTM")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+LSTM.SIGNATURE = { sizes = { "input_size", "hidden_size" },
+  options = { "num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size" } }
 
 function LSTM:__init(input_size, hidden_size, opts)
   rnn.init(self, "LSTM", "LSTM", input_size, hidden_size, opts, { "num_layers", "bias", "batch_first", "dropout",

@@ -13,6 +13,9 @@ local Module = require "ember.nn.Module"
 local rnn = require "ember.nn._rnn"
 
 local LSTMCell = Module:extend("LSTMCell")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+LSTMCell.SIGNATURE = { sizes = { "input_size", "hidden_size" },
+  options = { "bias" } }
 
 function LSTMCell:__init(input_size, hidden_size, opts)
   rnn.cell_init(self, "LSTMCell", "LSTM", input_size, hidden_size, opts)

@@ -12,6 +12,9 @@ local Module = require "ember.nn.Module"
 local norm = require "ember.nn._norm"
 
 local LayerNorm = Module:extend("LayerNorm")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+LayerNorm.SIGNATURE = { sizes = { "normalized_shape" },
+  options = { "eps", "elementwise_affine", "bias" } }
 
 function LayerNorm:__init(shape, opts)
   opts = Module.check_options("nn.LayerNorm", opts, { "eps", "elementwise_affine", "bias", "dtype", "device" })

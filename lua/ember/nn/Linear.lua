@@ -10,6 +10,9 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Linear = Module:extend("Linear")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Linear.SIGNATURE = { sizes = { "in_features", "out_features" },
+  options = { "bias" } }
 
 local function check_size(v, what)
   if math.type(v) ~= "integer" or v < 1 then

@@ -7,6 +7,9 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local LocalResponseNorm = Module:extend("LocalResponseNorm")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+LocalResponseNorm.SIGNATURE = { sizes = { "size" },
+  options = { "alpha", "beta", "k" } }
 
 -- one option's check (the constructor's)
 local function check(what, v, ok, want)

@@ -18,6 +18,9 @@ local MaxPool2d = require "ember.nn.MaxPool2d"
 local pool = require "ember.nn._pool"
 
 local MaxPool1d = Module:extend("MaxPool1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+MaxPool1d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "stride", "padding", "dilation", "return_indices", "ceil_mode" } }
 
 -- The 1-d sizes as fields (for printing) and as the 2-d pairs of a
 -- [N, C, 1, L] view in self._cfg, through nn.MaxPool2d's checks (shared

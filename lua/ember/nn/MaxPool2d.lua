@@ -21,6 +21,9 @@ local Module = require "ember.nn.Module"
 local pool = require "ember.nn._pool"
 
 local MaxPool2d = Module:extend("MaxPool2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+MaxPool2d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "stride", "padding", "dilation", "return_indices", "ceil_mode" } }
 
 -- The options each pool takes (MaxPool1d's and AvgPool1d's as their 2-d twins').
 local OPTIONS = {

@@ -9,6 +9,9 @@
 local Module = require "ember.nn.Module"
 
 local MaxPool3d = Module:extend("MaxPool3d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+MaxPool3d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "stride", "padding", "dilation", "return_indices", "ceil_mode" } }
 
 function MaxPool3d:__init(kernel_size, opts)
   local size = require("ember.nn._conv").check_size

@@ -11,6 +11,8 @@ local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local MaxUnpool1d = Module:extend("MaxUnpool1d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+MaxUnpool1d.SIGNATURE = { sizes = { "kernel_size" }, options = { "stride", "padding" } }
 
 function MaxUnpool1d:__init(kernel_size, opts)
   opts = Module.check_options("nn.MaxUnpool1d", opts, { "stride", "padding" })

@@ -11,6 +11,8 @@ local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local MaxUnpool2d = Module:extend("MaxUnpool2d")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+MaxUnpool2d.SIGNATURE = { sizes = { "kernel_size" }, options = { "stride", "padding" } }
 MaxUnpool2d._nd = 2 -- the dims unpooled (nn.MaxUnpool3d is this class with 3)
 
 function MaxUnpool2d:__init(kernel_size, opts)

@@ -54,11 +54,13 @@ end
 -- A constructor's errors, C ones too (a weight that cannot be allocated),
 -- at the user's line, as every forward's (errors.wrap).
 local init = errors.wrap(function(obj, ...) return obj:__init(...) end)
+-- PyTorch's positional options and Lua's table of names, as __init takes them
+local normalize_args = require "ember.nn._module_args"
 
 local function construct(cls, ...)
   local obj = setmetatable({}, cls)
   Module._setup(obj)
-  init(obj, ...)
+  init(obj, normalize_args(cls, ...))
   return obj
 end
 
@@ -608,7 +610,7 @@ function Module.check_options(who, opts, ...)
   end
   table.sort(names)
   if type(opts) ~= "table" then
-    -- PyTorch's positional options (nn.Conv2d(1, 4, 3, 2, 1)) go by name here
+    -- a class without a SIGNATURE (nn/_module_args.lua) takes its options by name only
     errors.raise("%s: options must be a table, got %s (%s: the options after the sizes go by name, "
       .. "e.g. {%s = ...}; options: %s)", who, type(opts), tostring(opts), names[1] or "name", table.concat(names, ", "))
   end

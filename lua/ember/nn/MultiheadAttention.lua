@@ -37,6 +37,9 @@ local errors = require "ember._errors"
 local ember = require "ember.nn._ember"
 
 local TorchMHA = MHA:extend("MultiheadAttention")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+TorchMHA.SIGNATURE = { sizes = { "embed_dim", "num_heads" },
+  options = { "dropout", "bias", "add_bias_kv", "add_zero_attn", "kdim", "vdim", "batch_first" } }
 
 function TorchMHA:__init(embed_dim, num_heads, opts)
   opts = Module.check_options("nn.MultiheadAttention", opts,

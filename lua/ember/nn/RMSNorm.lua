@@ -27,6 +27,9 @@ local Module = require "ember.nn.Module"
 local norm = require "ember.nn._norm"
 
 local RMSNorm = Module:extend("RMSNorm")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+RMSNorm.SIGNATURE = { sizes = { "normalized_shape" },
+  options = { "eps", "elementwise_affine" } }
 
 function RMSNorm:__init(shape, opts)
   opts = Module.check_options("nn.RMSNorm", opts, { "eps", "elementwise_affine", "dtype", "device" })

@@ -22,6 +22,9 @@ local Module = require "ember.nn.Module"
 local rnn = require "ember.nn._rnn"
 
 local RNN = Module:extend("RNN")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+RNN.SIGNATURE = { sizes = { "input_size", "hidden_size" },
+  options = { "num_layers", "nonlinearity", "bias", "batch_first", "dropout", "bidirectional" } }
 
 function RNN:__init(input_size, hidden_size, opts)
   rnn.init(self, "RNN", nil, input_size, hidden_size, opts, { "num_layers", "nonlinearity", "bias", "batch_first",

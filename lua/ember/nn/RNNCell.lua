@@ -14,6 +14,9 @@ local Module = require "ember.nn.Module"
 local rnn = require "ember.nn._rnn"
 
 local RNNCell = Module:extend("RNNCell")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+RNNCell.SIGNATURE = { sizes = { "input_size", "hidden_size" },
+  options = { "bias", "nonlinearity" } }
 
 function RNNCell:__init(input_size, hidden_size, opts)
   rnn.cell_init(self, "RNNCell", "RNN", input_size, hidden_size, opts)

@@ -61,6 +61,10 @@ local init = require "ember.nn.weight_init"
 local attn_opts = require "ember.nn._attn_opts"
 
 local Transformer = Module:extend("Transformer")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Transformer.SIGNATURE = { sizes = { "d_model", "nhead" },
+  options = { "num_encoder_layers", "num_decoder_layers", "dim_feedforward", "dropout", "activation", "custom_encoder",
+    "custom_decoder", "layer_norm_eps", "batch_first", "norm_first", "bias" } }
 
 local OWN = { "d_model", "nhead", "num_encoder_layers", "num_decoder_layers", "batch_first", "cross_attention",
   "cross_attention_options" }

@@ -27,6 +27,10 @@ local ember = require "ember.nn._ember"
 local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
 local EncoderLayer = Module:extend("TransformerEncoderLayer")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+EncoderLayer.SIGNATURE = { sizes = { "d_model", "heads" },
+  options = { "dim_feedforward", "dropout", "activation", "layer_norm_eps", "batch_first", "norm_first", "bias" },
+  aliases = { nhead = "heads" } }
 
 -- The constructor's options (TransformerEncoder takes them too).
 EncoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "activation", "norm_first", "layer_norm_eps", "bias", "attention", "attention_options", "rope", "kv_heads", "checkpoint", "batch_first", "dtype", "device" }

@@ -8,6 +8,9 @@ local fmt = require("ember.nn._conv").fmt -- a size as PyTorch prints it
 local check_size = require("ember.nn._conv").check_size -- a size option, as the function reads it
 
 local Unfold = Module:extend("Unfold")
+-- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
+Unfold.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "dilation", "padding", "stride" } }
 
 function Unfold:__init(kernel_size, opts)
   opts = Module.check_options("nn.Unfold", opts, { "dilation", "padding", "stride" })

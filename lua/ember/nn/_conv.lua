@@ -210,12 +210,13 @@ M.tuple, M.fmt = tuple, fmt
 
 -- A module constructor's size option: v unless tuple(v, nd, min) refuses it (an integer, or a
 -- table of nd integers >= min), then an error naming `name` and `what` at the user's line. A
--- table of names ({kernel_size = 2}, PyTorch's keyword form) is told that sizes come by position.
+-- table of names without the size ({stride = 2}) is told how the sizes are given.
 function M.check_size(name, what, v, nd, min)
   if tuple(v, nd, min) then return v end
   local hint = ""
   if type(v) == "table" and v[1] == nil and next(v) ~= nil then
-    hint = (" (a table of names: the sizes come first, by position, e.g. nn.%s(2, {stride = 1}))"):format(name)
+    hint = (" (a table of names must name the sizes, nn.%s{%s = 2, stride = 1}, or give them first by position, "
+      .. "nn.%s(2, {stride = 1}))"):format(name, what, name)
   end
   error(("%s: %s must be a %s integer or %s, got %s%s"):format(name, what, min == 0 and "non-negative" or "positive",
     ({ "a table of one", "a pair of them", "a table of three" })[nd], fmt(v), hint))
