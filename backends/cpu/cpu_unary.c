@@ -141,19 +141,43 @@ CPU_VECTOR_CLONES_512 static void gelu_f32(float *y, const float *x, int64_t n) 
   for (int64_t i = 0; i < n; i++) y[i] = gelu_one_f32(x[i]);
 }
 
-CPU_VECTOR_CLONES_512 static void gelu_bf16(uint16_t *y, const uint16_t *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = em_f32_to_bf16(gelu_one_f32(em_bf16_to_f32(x[i])));
-}
 
 CPU_VECTOR_CLONES_512 static void gelu_grad_f32(float *gx, const float *gy, const float *x,
                                                 int64_t n) {
   for (int64_t i = 0; i < n; i++) gx[i] = gy[i] * gelu_grad_one_f32(x[i]);
 }
 
-CPU_VECTOR_CLONES_512 static void gelu_grad_bf16(uint16_t *gx, const uint16_t *gy,
-                                                 const uint16_t *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    gx[i] = em_f32_to_bf16(em_bf16_to_f32(gy[i]) * gelu_grad_one_f32(em_bf16_to_f32(x[i])));
+
+CPU_VECTOR_CLONES_512 static void widen_run(float *dst, const uint16_t *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = em_bf16_to_f32(src[i]);
+}
+
+/* A contiguous bfloat16 run goes through the float32 loops a chunk at a
+** time (widened on the stack, computed in place, rounded once): the same
+** float computation and rounding as the bfloat16 copies of the loops, which
+** spilled registers in their AVX-512 build and ran SiLU at a third of
+** float32's speed (GELU's own bfloat16 loops ran at half of float32's). */
+enum { BF_UNARY_CHUNK = 1024 };
+
+static void gelu_bf16(uint16_t *y, const uint16_t *x, int64_t n) {
+  float buf[BF_UNARY_CHUNK];
+  for (int64_t i0 = 0; i0 < n; i0 += BF_UNARY_CHUNK) {
+    const int64_t m = n - i0 < BF_UNARY_CHUNK ? n - i0 : BF_UNARY_CHUNK;
+    widen_run(buf, x + i0, m);
+    gelu_f32(buf, buf, m);
+    cpu_bf16_round(y + i0, buf, m);
+  }
+}
+
+static void gelu_grad_bf16(uint16_t *gx, const uint16_t *gy, const uint16_t *x, int64_t n) {
+  float g[BF_UNARY_CHUNK], xf[BF_UNARY_CHUNK];
+  for (int64_t i0 = 0; i0 < n; i0 += BF_UNARY_CHUNK) {
+    const int64_t m = n - i0 < BF_UNARY_CHUNK ? n - i0 : BF_UNARY_CHUNK;
+    widen_run(g, gy + i0, m);
+    widen_run(xf, x + i0, m);
+    gelu_grad_f32(g, g, xf, m);
+    cpu_bf16_round(gx + i0, g, m);
+  }
 }
 
 /* GELU's derivative (float32 or bfloat16) over blocks spread across the
@@ -178,17 +202,6 @@ static void unary_f32(char **p, const int64_t *s, int64_t n, void *vctx) {
   }
   unary_ops_f32(p, s, n, c);
 }
-
-CPU_VECTOR_CLONES_512 static void widen_run(float *dst, const uint16_t *src, int64_t n) {
-  for (int64_t i = 0; i < n; i++) dst[i] = em_bf16_to_f32(src[i]);
-}
-
-/* A contiguous bfloat16 run goes through the float32 loops a chunk at a
-** time (widened on the stack, computed in place, rounded once): the same
-** float computation and rounding as the bfloat16 copies of the loops, which
-** spilled registers in their AVX-512 build and ran SiLU at a third of
-** float32's speed. */
-enum { BF_UNARY_CHUNK = 1024 };
 
 /* ReLU on bfloat16 bits. Its result is its input or zero, so widening,
 ** u_relu/d_relu in float32 and rounding back (what the loops above do,
