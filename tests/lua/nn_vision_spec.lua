@@ -82,6 +82,26 @@ describe("nn.BatchNorm2d", function()
     end, { ember.randn({ 2, 3, 2, 3 }, F64), ember.randn({ 3 }, F64), ember.randn({ 3 }, F64) })
   end)
 
+  it("float64 gradcheck of the batch-statistics node on every shape it takes: [N, C], [N, C, L], 5-d, no affine, a large mean", function()
+    ember.manual_seed(5)
+    local cases = {
+      { nn.BatchNorm1d(4, F64), { 5, 4 } },
+      { nn.BatchNorm1d(4, { affine = false, dtype = "float64" }), { 3, 4, 6 } },
+      { nn.BatchNorm3d(2, F64), { 2, 2, 3, 2, 2 } },
+    }
+    for _, c in ipairs(cases) do
+      gradcheck.check(function(x) return c[1](x) end, { ember.randn(c[2], F64) * 3 + 40 })
+    end
+    -- bfloat16 activations beside float32 parameters (a Conv2d under autocast): float32 out, each gradient in its input's dtype
+    local m = nn.BatchNorm2d(3)
+    local x = ember.randn(4, 3, 5, 5):to("bfloat16"):requires_grad_()
+    local y = m(x)
+    assert.are.equal("float32", y.dtype)
+    y:sum():backward()
+    assert.are.equal("bfloat16", x.grad.dtype)
+    assert.are.equal("float32", m.weight.grad.dtype)
+  end)
+
   it("errors name BatchNorm2d at the caller's line", function()
     raises_here(function() local _ = nn.BatchNorm2d(0) end, "BatchNorm2d: num_features must be a positive integer, got 0")
     raises_here(function() local _ = nn.BatchNorm2d(3, { momentum = 2 }) end, "BatchNorm2d: momentum must be a number in [0, 1]")

@@ -24,6 +24,54 @@ local function channel_shape(x, C)
   return s
 end
 
+-- The dims a per-channel statistic of x [N, C, *] reduces: all but the channels'.
+local function channel_reduce_dims(x)
+  local d = { 1 }
+  for i = 3, x.ndim do d[#d + 1] = i end
+  return d
+end
+
+-- Batch normalisation with the batch's statistics, as one autograd node
+-- (PyTorch's native batch_norm): composed from core ops, the forward and
+-- its backward made about 25 passes over x (a transposed copy, the centred
+-- x, its square, the broadcasts and each of their gradients), 14 ms at
+-- [32, 24, 38, 38] against PyTorch's 7.5; here the forward reads x three
+-- times (var_mean, the centring, the scale and shift) and the backward
+-- five. st: the channel dims and broadcast shape in, the batch's mean and
+-- biased variance out (for the running statistics). The centred x, not x,
+-- is kept: the weight's gradient sum(dy * (x - mean)) * rstd then has no
+-- cancellation when the mean is large against the spread (PyTorch's form).
+local BatchNormBatchStats = ember.Function {
+  name = "batch_norm",
+  forward = function(ctx, x, weight, bias, eps, st)
+    local var, mean = ember.var_mean(x, st.dims, false)
+    local rstd = (var + eps):rsqrt()
+    local xc = x - mean:view(st.bshape)
+    local scale = (weight and weight * rstd or rstd):view(st.bshape)
+    local y = bias and ember.addcmul(bias:view(st.bshape), xc, scale) or xc * scale
+    st.mean, st.var, st.weight = mean, var, weight
+    ctx.st = st
+    ctx.save_for_backward(xc, rstd)
+    return y
+  end,
+  backward = function(ctx, dy)
+    local st = ctx.st
+    local xc, rstd = table.unpack(ctx.saved_tensors)
+    local n = xc:numel() / rstd:numel()
+    local need = ctx.needs_input_grad
+    local sum_dy = dy:sum(st.dims)
+    local dw_hat = (dy * xc):sum(st.dims) * rstd -- sum(dy * xhat)
+    local dx
+    if need[1] then
+      -- dx = a dy + b (x - mean) + c per channel, a = w rstd, b = -a rstd sum(dy xhat) / n, c = -a sum(dy) / n
+      local a = st.weight and st.weight * rstd or rstd
+      local b, c = -a * rstd * dw_hat / n, -a * sum_dy / n
+      dx = ember.addcmul(ember.addcmul(c:view(st.bshape), dy, a:view(st.bshape)), xc, b:view(st.bshape))
+    end
+    return dx, need[2] and dw_hat or nil, need[3] and sum_dy or nil
+  end,
+}
+
 -- Batch normalisation of x [N, C, *] over every dim but the channels.
 -- Batch statistics when `training` or when there are no running statistics
 -- (running_mean nil); then, when training with running statistics, they
@@ -45,10 +93,12 @@ function M.batch_norm(who, x, running_mean, running_var, weight, bias, training,
     if n <= 1 and training then
       error(("%s: expected more than 1 value per channel when training, got input shape %s"):format(who, shape_of(x)))
     end
-    local xc = x:transpose(1, 2):reshape({ C, -1 }) -- [C, N*H*W]
-    mean = xc:mean(2)
-    local d = xc - mean:view({ C, 1 })
-    var = (d * d):mean(2) -- biased, for normalising
+    -- one dtype (under autocast x may be bfloat16 beside float32 parameters: float32, as composed before)
+    local dt = weight and weight.dtype or bias and bias.dtype or x.dtype
+    if x.dtype ~= dt then x = x:to(dt) end
+    local st = { dims = channel_reduce_dims(x), bshape = bshape }
+    local y = BatchNormBatchStats(x, weight, bias, eps, st)
+    mean, var = st.mean, st.var -- biased, as normalised
     if update then
       ember.no_grad(function()
         if counter then counter:add_(1) end
@@ -58,6 +108,7 @@ function M.batch_norm(who, x, running_mean, running_var, weight, bias, training,
         running_var:copy_(running_var * (1 - m) + unbiased:to(running_var.dtype) * m)
       end)
     end
+    return y
   else
     mean, var = running_mean, running_var
   end
