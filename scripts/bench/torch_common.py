@@ -36,6 +36,12 @@ def setup(args):
         torch.set_autocast_cpu_dtype(torch.bfloat16)
         torch.set_autocast_cpu_enabled(True)
         torch.set_autocast_cache_enabled(False)
+        # torch 1.13's nn.TransformerEncoderLayer takes its inference fast
+        # path (fp32 weights on bf16 activations: "expected scalar type
+        # BFloat16 but found Float") unless torch.is_autocast_enabled(), which
+        # asks about CUDA's autocast only: make it ask about the CPU's too
+        cuda_autocast = torch.is_autocast_enabled
+        torch.is_autocast_enabled = lambda: torch.is_autocast_cpu_enabled() or cuda_autocast()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads"
           + (", autocast bfloat16" if getattr(args, "bf16", False) else ""))
 
