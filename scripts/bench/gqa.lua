@@ -21,25 +21,34 @@ Options:
   if arg[i] == "--reps" then reps = tonumber(arg[i + 1]) end
 end
 local att = ember.Attention { attention = "standard", heads = 8, head_dim = 32 }
-local function run(Hkv)
+-- Each configuration's step; the timed steps take turns (8, 2, 1, 8, 2, 1, ...) so that a
+-- machine whose load drifts slows all three alike (one after the other, the same 8 / 8 run
+-- measured 1.09x of itself).
+local function setup(Hkv)
   local q = ember.randn(1, 8, L, 32):requires_grad_()
   local k, v = ember.randn(1, Hkv, L, 32):requires_grad_(), ember.randn(1, Hkv, L, 32):requires_grad_()
-  local function step() att(q, k, v, { causal = true }):sum():backward() end
-  step()
-  local ts = {}
-  for r = 1, reps do
+  return { hkv = Hkv, ts = {}, bytes = 2 * Hkv * L * 32 * 4,
+    step = function() q.grad, k.grad, v.grad = nil, nil, nil; att(q, k, v, { causal = true }):sum():backward() end }
+end
+local configs = { setup(8), setup(2), setup(1) }
+for _, c in ipairs(configs) do c.step() end
+for _ = 1, reps do
+  for _, c in ipairs(configs) do
     local t0 = ember.clock()
-    step()
-    ts[r] = (ember.clock() - t0) * 1000
+    c.step()
+    c.ts[#c.ts + 1] = (ember.clock() - t0) * 1000
   end
-  table.sort(ts)
-  return ts[(reps + 1) // 2], 2 * Hkv * L * 32 * 4
+end
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
 end
 print(require("ember.cli").machine())
+print(("median of %d fwd+bwd steps each, taking turns"):format(reps))
 print(("| L | heads / kv heads | fwd+bwd ms | vs MHA | K+V bytes |"))
 print("|---|---|---|---|---|")
-local base = run(8)
-for _, hkv in ipairs { 8, 2, 1 } do
-  local ms, bytes = run(hkv)
-  print(("| %d | 8 / %d | %.1f | %.2f | %d |"):format(L, hkv, ms, ms / base, bytes))
+local base = median(configs[1].ts)
+for _, c in ipairs(configs) do
+  local ms = median(c.ts)
+  print(("| %d | 8 / %d | %.1f | %.2f | %d |"):format(L, c.hkv, ms, ms / base, c.bytes))
 end
