@@ -1,5 +1,7 @@
 --- nn.FeedForward(d_model, d_ff [, {activation="relu"|"gelu"|"silu"|"swiglu"|"geglu"|function|module,
 -- gated=, dropout=0, bias=true, dtype=, device=}]): the position-wise MLP of a Transformer.
+-- Lua's table of names works too: nn.FeedForward{d_model = 64, d_ff = 256, gated = true}
+-- (d_ff also as dim_feedforward, the Transformer layers' name).
 --
 -- With "relu", "gelu" or "silu" it is linear2(dropout(act(linear1(x)))), as inside
 -- torch.nn.TransformerEncoderLayer. With a gated activation it is the
@@ -35,6 +37,11 @@ local SiLU = require "ember.nn.SiLU"
 local ember = require "ember.nn._ember"
 
 local FeedForward = Module:extend("FeedForward")
+-- Lua's table of names, nn.FeedForward{d_model = 64, d_ff = 256, gated = true}, and the
+-- options after the sizes in the order above (nn.Module's construct: nn/_module_args.lua);
+-- dim_feedforward is the Transformer layers' (PyTorch's) name of d_ff
+FeedForward.SIGNATURE = { sizes = { "d_model", "d_ff" }, options = { "activation", "gated", "dropout", "bias" },
+  aliases = { dim_feedforward = "d_ff" } }
 
 -- activation name -> {module maker, gated?}
 local ACTIVATIONS = {
@@ -49,6 +56,12 @@ local GATED = { relu = "reglu", gelu = "geglu", silu = "swiglu" }
 
 function FeedForward:__init(d_model, d_ff, opts)
   opts = Module.check_options("nn.FeedForward", opts, { "activation", "gated", "dropout", "bias", "dtype", "device" })
+  for _, s in ipairs { { "d_model", d_model }, { "d_ff", d_ff } } do
+    if math.type(s[2]) ~= "integer" or s[2] < 1 then
+      error(("FeedForward: %s must be a positive integer, got %s (nn.FeedForward(d_model, d_ff [, opts]) or "
+        .. "nn.FeedForward{d_model = , d_ff = , ...})"):format(s[1], tostring(s[2])), 2)
+    end
+  end
   local act = opts.activation or "relu"
   -- PyTorch's layers also take a unary callable: a function (F.gelu) or a module (nn.GELU())
   local custom = type(act) == "function" or Module.is_module(act)
