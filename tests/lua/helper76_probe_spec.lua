@@ -35,3 +35,41 @@ describe("nn.FeedForward in Lua's table of names", function()
     assert.matches("unknown option 'act'", err_of(function() nn.FeedForward{ d_model = 4, d_ff = 8, act = "gelu" } end))
   end)
 end)
+
+describe("nn.checkpoint with torch.utils.checkpoint's keyword arguments", function()
+  it("{use_reentrant = false} after fn's arguments is checkpoint's, not fn's", function()
+    -- was: the table reached fn (a layer then refused 'use_reentrant', a function silently got it)
+    ember.manual_seed(0)
+    local layer = nn.TransformerEncoderLayer(8, 2)
+    layer:eval()
+    local x = ember.randn(2, 5, 8)
+    local x1 = x:clone():requires_grad_()
+    nn.checkpoint(layer, x1, { use_reentrant = false }):sum():backward()
+    local x2 = x:clone():requires_grad_()
+    layer(x2):sum():backward()
+    assert.is_true(x1.grad:equal(x2.grad))
+    local seen
+    local function f(...)
+      seen = select("#", ...)
+      return (...) * 2
+    end
+    nn.checkpoint(f, x:clone():requires_grad_(), { use_reentrant = true, preserve_rng_state = true })
+    assert.are.equal(1, seen)
+    ember.no_grad(function() nn.checkpoint(f, x, { use_reentrant = false }) end)
+    assert.are.equal(1, seen)
+    -- an options table of fn's own still reaches it
+    local pad = ember.tensor({ { false, false, false, true, true }, { false, false, false, false, false } })
+    assert.is_true(nn.checkpoint(layer, x, { key_padding_mask = pad }):equal(layer(x, { key_padding_mask = pad })))
+  end)
+
+  it("checkpoint's options beside fn's, or bad values, are errors naming nn.checkpoint", function()
+    local layer = nn.Linear(4, 4)
+    local x = ember.randn(2, 4)
+    assert.matches("helper76_probe_spec.lua:%d+: nn.checkpoint: the last argument mixes",
+      err_of(function() nn.checkpoint(layer, x, { use_reentrant = false, key_padding_mask = 1 }) end))
+    assert.matches("use_reentrant must be true or false, got no",
+      err_of(function() nn.checkpoint(layer, x, { use_reentrant = "no" }) end))
+    assert.matches("context_fn is not supported",
+      err_of(function() nn.checkpoint(layer, x, { context_fn = function() end }) end))
+  end)
+end)

@@ -34,7 +34,9 @@
 --    computed earlier) must be passed as an argument, not captured.
 --  * Arguments may be tensors, numbers, strings, tables (e.g. an options
 --    table with a mask) or modules; fn returns a tensor or several (of one
---    dtype and device), which checkpoint returns as fn does.
+--    dtype and device), which checkpoint returns as fn does. A last table
+--    of torch.utils.checkpoint's keyword arguments (`{use_reentrant =
+--    false}`) is checkpoint's own and does not reach fn (see checkpoint).
 --  * State a forward moves on in training mode moves once, in the forward,
 --    as without checkpointing: during the recompute
 --    (`require("ember.nn.activation_checkpoint").recomputing()` is true)
@@ -201,8 +203,59 @@ local Checkpoint = ember.Function {
   end,
 }
 
+-- torch.utils.checkpoint.checkpoint's keyword arguments, as a PyTorch user
+-- writes them after fn's: what each value means here (nil: taken).
+local TORCH_KW = {
+  -- both forms give the run's own gradients here (backward and autograd.grad alike)
+  use_reentrant = function(v) return type(v) ~= "boolean" and "must be true or false" or nil end,
+  -- the generator's state is always saved and set back for the recompute (the
+  -- run's own dropout masks); false, which would draw other masks there, is taken as true
+  preserve_rng_state = function(v) return type(v) ~= "boolean" and "must be true or false" or nil end,
+  determinism_check = function(v)
+    return v ~= "default" and v ~= "none" and "must be \"default\" or \"none\"" or nil
+  end,
+  debug = function(v) return v ~= false and "(true) is not supported: ember's checkpoint has no debug trace" or nil end,
+  context_fn = function()
+    return "is not supported: ember keeps the fused attention's results for the recompute by itself (selective "
+      .. "recompute); other ops are recomputed"
+  end,
+}
+
+-- A last argument holding torch.utils.checkpoint's keyword arguments
+-- ({use_reentrant = false}) is checkpoint's, not fn's: the count of fn's
+-- arguments without it. Such names beside others (fn's options) are an error.
+local function torch_options(n, ...)
+  local last = n > 0 and select(n, ...) or nil
+  if type(last) ~= "table" or getmetatable(last) ~= nil then return n end
+  local ours, theirs = {}, {}
+  for k in pairs(last) do
+    if TORCH_KW[k] then ours[#ours + 1] = tostring(k) else theirs[#theirs + 1] = tostring(k) end
+  end
+  if #ours == 0 then return n end
+  table.sort(ours)
+  table.sort(theirs)
+  if #theirs > 0 then
+    error(("nn.checkpoint: the last argument mixes torch.utils.checkpoint's options (%s) with fn's (%s): give "
+      .. "checkpoint's in a table of their own after fn's arguments"):format(table.concat(ours, ", "),
+      table.concat(theirs, ", ")))
+  end
+  for _, k in ipairs(ours) do
+    local bad = TORCH_KW[k](last[k])
+    if bad then
+      error(("nn.checkpoint: %s %s%s"):format(k, bad, bad:find("^must") and ", got " .. tostring(last[k]) or ""))
+    end
+  end
+  return n - 1
+end
+
 --- fn(...), with fn's activations recomputed during the backward instead
 -- of kept; returns what fn returns (one tensor or several).
+-- torch.utils.checkpoint's keyword arguments may follow fn's, in a table
+-- of their own: `nn.checkpoint(layer, x, {use_reentrant = false})`.
+-- `use_reentrant` (either value: the same gradients, through backward or
+-- autograd.grad), `preserve_rng_state` (the generator's state is always
+-- set back for the recompute) and `determinism_check` are taken; that table
+-- does not reach fn.
 -- @param fn a function or a module (anything callable)
 -- @param ... fn's arguments
 -- @return fn's results
@@ -210,9 +263,10 @@ function M.checkpoint(fn, ...)
   if not callable(fn) then
     error("nn.checkpoint: fn must be a function or a module, got " .. type(fn))
   end
-  if not ember.is_grad_enabled() then return fn(...) end
-  local n = select("#", ...)
+  local n = torch_options(select("#", ...), ...)
+  if not ember.is_grad_enabled() then return fn(table.unpack({ ... }, 1, n)) end
   local args = table.pack(...)
+  args.n = n
   local requires_grad, same_as = {}, {}
   for i = 1, n do
     local a = args[i]
@@ -233,7 +287,7 @@ function M.checkpoint(fn, ...)
   -- a fresh leaf that requires grad, so that the node is recorded even when
   -- no argument requires grad (the parameters fn reads are not arguments)
   local anchor = ember.zeros({}, { dtype = "float32" }):requires_grad_()
-  local y = Checkpoint(anchor, state, ...)
+  local y = Checkpoint(anchor, state, table.unpack(args, 1, n))
   return unpack_results(y, state.shapes)
 end
 
