@@ -239,19 +239,34 @@ end)
 -- ---- products ------------------------------------------------------------------------
 
 -- ember.addmm(input, m1, m2 [, {beta = 1, alpha = 1}]): beta input + alpha m1 @ m2
--- (torch.addmm); baddbmm the same for batches [B, n, m] @ [B, m, p].
+-- (torch.addmm); baddbmm the same for batches [B, n, m] @ [B, m, p]. input
+-- broadcasts to the product's shape (a larger one is refused, as torch's);
+-- beta = 0 ignores it (its NaN and inf do not reach the result; its
+-- gradient is zeros); under ember.autocast a float32 input joins the
+-- bfloat16 product in bfloat16, as torch.autocast's addmm and baddbmm.
 local function add_product(op, input, a, b, opts, nd)
+  local names = nd == 2 and { "mat1", "mat2" } or { "batch1", "batch2" }
   check_tensor(op, input, "input")
-  check_tensor(op, a, "batch1")
-  check_tensor(op, b, "batch2")
+  check_tensor(op, a, names[1])
+  check_tensor(op, b, names[2])
   opts = check_opts(op, opts, { beta = true, alpha = true })
   if a:dim() ~= nd or b:dim() ~= nd then
     fail(op, "expected %d-d operands, got %s and %s", nd, shape_str(a), shape_str(b))
   end
   local beta, alpha = opts.beta or 1, opts.alpha or 1
   local prod = a:matmul(b)
+  local ps, is = prod.shape, input.shape
+  local fits = #is <= #ps
+  for i = 1, #is do
+    local d, p = is[#is - i + 1], ps[#ps - i + 1]
+    if p and d ~= 1 and d ~= p then fits = false end
+  end
+  if not fits then
+    fail(op, "input %s does not broadcast to the product's shape %s", shape_str(input), shape_str(prod))
+  end
+  if prod.dtype == "bfloat16" and input.dtype == "float32" then input = require("ember.autocast").cast(input) end
   if alpha ~= 1 then prod = prod * alpha end
-  if beta == 0 then return prod + input * 0 end -- input's shape still broadcasts
+  if beta == 0 then return prod + (input * 0):nan_to_num() end -- input's gradient: zeros
   return (beta == 1 and input or input * beta) + prod
 end
 set("addmm", function(input, m1, m2, opts) return add_product("addmm", input, m1, m2, opts, 2) end, true)

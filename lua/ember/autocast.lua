@@ -8,7 +8,7 @@
 --   loss:backward()                                                       -- outside the scope
 --   print(model.weight.grad.dtype)                                        --> float32
 --
--- Inside, matmul, bmm (so nn.Linear) run in bfloat16 and softmax,
+-- Inside, matmul, bmm, addmm, baddbmm (so nn.Linear) run in bfloat16 and softmax,
 -- log_softmax, layer_norm, the losses and sum/mean/var in float32; an
 -- elementwise op given bfloat16 and float32 runs in float32. Parameters
 -- stay float32 and their gradients arrive in float32 (the casts are

@@ -1,0 +1,54 @@
+-- What a PyTorch user coming from torch.profiler / torch.autocast /
+-- torch.backends found probing ember's CPU-performance features
+-- (ember.profile, ember.autocast, ember.cpu_info, ember.cli). Each block is
+-- a defect found that way; its test fails without the fix.
+local ember = require "ember"
+local raises_here = require("tests.lua.helpers.parity").raises_here
+
+local F64 = { dtype = "float64" }
+
+describe("addmm and baddbmm as torch's", function()
+  -- torch.autocast's CPU policy lists addmm and baddbmm with the products
+  -- (lower precision): the bias joins the bfloat16 product. ember's came
+  -- back float32 (the bfloat16 product plus a float32 input promoted).
+  it("run in bfloat16 under ember.autocast, float32 gradients for a float32 input", function()
+    local input = ember.randn(3):requires_grad_()
+    local m1, m2 = ember.randn(2, 4), ember.randn(4, 3)
+    local out = ember.autocast("bfloat16", function() return ember.addmm(input, m1, m2) end)
+    assert.are.equal("bfloat16", out.dtype)
+    out:float():sum():backward()
+    assert.are.equal("float32", input.grad.dtype)
+    assert.are.same({ 2, 2, 2 }, input.grad:totable())
+    local b = ember.autocast("bfloat16", function()
+      return ember.baddbmm(ember.randn(1, 3), ember.randn(2, 2, 4), ember.randn(2, 4, 3))
+    end)
+    assert.are.equal("bfloat16", b.dtype)
+    -- outside autocast nothing changes
+    assert.are.equal("float32", ember.addmm(ember.randn(3), m1, m2).dtype)
+  end)
+
+  -- torch: "if beta is 0, input is ignored, and nan and inf in it are not
+  -- propagated". ember computed input * 0, so a NaN input made the result NaN.
+  it("ignore input when beta = 0 (its NaN and inf do not propagate; its gradient is zeros)", function()
+    local input = ember.tensor({ { 0 / 0, math.huge }, { -math.huge, 1 } }, F64):requires_grad_()
+    local a, b = ember.randn(2, 3, F64), ember.randn(3, 2, F64)
+    local out = ember.addmm(input, a, b, { beta = 0 })
+    assert.is_true((out - a:matmul(b)):abs():max():item() < 1e-12)
+    out:sum():backward()
+    assert.are.same({ { 0, 0 }, { 0, 0 } }, input.grad:totable())
+    local bb = ember.baddbmm(ember.full({ 2, 2 }, 0 / 0, F64), ember.randn(3, 2, 4, F64), ember.randn(3, 4, 2, F64),
+      { beta = 0, alpha = 2 })
+    assert.is_false(bb:isnan():any():item())
+  end)
+
+  -- torch refuses an input larger than the product ([3, 2, 2] for a
+  -- [2, 2] product); ember broadcast it silently to [3, 2, 2].
+  it("refuse an input that does not broadcast to the product's shape, at the user's line", function()
+    raises_here(function() local _ = ember.addmm(ember.randn(3, 2, 2), ember.randn(2, 3), ember.randn(3, 2)) end,
+      "ember.addmm: input [3, 2, 2] does not broadcast to the product's shape [2, 2]")
+    raises_here(function() local _ = ember.addmm(ember.randn(3), ember.randn(2, 3), ember.randn(3, 2)) end,
+      "ember.addmm: input [3] does not broadcast")
+    raises_here(function() local _ = ember.addmm(ember.randn(2), ember.randn(2, 3), 5) end, "mat2")
+    assert.are.same({ 2, 2 }, ember.addmm(ember.randn(2, 1), ember.randn(2, 3), ember.randn(3, 2)).shape)
+  end)
+end)
