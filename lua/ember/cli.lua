@@ -234,6 +234,9 @@ function M.check_bounds(spec, v)
   end
 end
 
+-- torch's names for the two precisions: what a PyTorch user types first
+local PRECISION_ALIASES = {float32 = "fp32", float = "fp32", bfloat16 = "bf16"}
+
 --- Parses argv (a list of strings) without side effects. Returns the
 -- options table, or nil and the usage text when --help was given; raises
 -- argparse's message for a bad command line.
@@ -282,9 +285,7 @@ function M.parse_only(argv, conf)
     error(("option --max_steps %d with --smoke: the smoke check compares the first and last losses, "
       .. "so it needs at least 2 steps"):format(o.max_steps), 0)
   end
-  -- torch's names for the two: what a PyTorch user types first
-  local aliases = {float32 = "fp32", float = "fp32", bfloat16 = "bf16"}
-  o.precision = aliases[o.precision] or o.precision
+  o.precision = PRECISION_ALIASES[o.precision] or o.precision
   if o.precision == "auto" then
     local p, why = M.auto_precision(o.device)
     if p == "bf16" then
@@ -607,11 +608,20 @@ end
 --- fn(...) under ember.autocast("bfloat16") when --precision bf16, as is
 -- under fp32; under auto, each of the first training steps in the
 -- precision the calibration (cli.precision_calibration) gives it, then in
--- the one it kept (opts.precision becomes it). Call it once per training
+-- the one it kept (opts.precision becomes it). opts.precision is
+-- cli.parse's (fp32 when absent); torch's names float32 and bfloat16 are
+-- taken too, and any other value is an error, not fp32. Call it once per training
 -- step, wrapping the forward pass and the loss, not backward() (see
 -- ember.autocast). Checkpoints keep the float32 weights either way.
 function M.autocast(opts, fn, ...)
-  local precision = opts.precision
+  if type(opts) ~= "table" then
+    error(("ember.cli.autocast: expected the parsed options (cli.parse's table), got %s"):format(type(opts)))
+  end
+  local precision = PRECISION_ALIASES[opts.precision] or opts.precision or "fp32"
+  if precision ~= "fp32" and precision ~= "bf16" and precision ~= "auto" then
+    error(("ember.cli.autocast: precision must be fp32 (or float32), bf16 (or bfloat16) or auto, got %s")
+      :format(tostring(precision)))
+  end
   if precision == "auto" then
     local c = opts.precision_calibration
     if not c then

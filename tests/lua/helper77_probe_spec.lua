@@ -52,3 +52,20 @@ describe("addmm and baddbmm as torch's", function()
     assert.are.same({ 2, 2 }, ember.addmm(ember.randn(2, 1), ember.randn(2, 3), ember.randn(3, 2)).shape)
   end)
 end)
+
+describe("ember.cli.autocast", function()
+  -- opts.precision = "bfloat16" (torch's name, which --precision takes)
+  -- or a misspelt one ran in float32 without a word: only "bf16" was bf16.
+  it("takes torch's precision names and refuses an unknown one, at the user's line", function()
+    local cli = require "ember.cli"
+    local lin = ember.nn.Linear(3, 2)
+    local function dtype_under(p) return cli.autocast({ precision = p }, function() return lin(ember.randn(1, 3)).dtype end) end
+    assert.are.equal("bfloat16", dtype_under("bfloat16"))
+    assert.are.equal("bfloat16", dtype_under("bf16"))
+    assert.are.equal("float32", dtype_under("float32"))
+    assert.are.equal("float32", dtype_under(nil))
+    raises_here(function() local _ = dtype_under("bf61") end,
+      "ember.cli.autocast: precision must be fp32 (or float32), bf16 (or bfloat16) or auto, got bf61")
+    raises_here(function() local _ = cli.autocast(nil, function() end) end, "ember.cli.autocast: expected the parsed options")
+  end)
+end)
