@@ -73,3 +73,36 @@ describe("nn.checkpoint with torch.utils.checkpoint's keyword arguments", functi
       err_of(function() nn.checkpoint(layer, x, { context_fn = function() end }) end))
   end)
 end)
+
+describe("nn.init as torch.nn.init", function()
+  it("dirac_: a convolution weight that passes its channels through (was: no dirac_)", function()
+    local w = nn.init.dirac_(ember.empty(4, 4, 3, 3))
+    local x = ember.randn(1, 4, 5, 5)
+    assert.is_true(ember.allclose(nn.functional.conv2d(x, w, nil, 1, 1), x))
+    -- groups, and fewer in-channels than a group's out-channels (torch: w[g * 3 + d, d, 1] = 1)
+    local g = nn.init.dirac_(ember.randn(6, 2, 3), 2)
+    local want = ember.zeros(6, 2, 3)
+    for _, at in ipairs { { 1, 1 }, { 2, 2 }, { 4, 1 }, { 5, 2 } } do want[at[1]][at[2]][2] = 1 end
+    assert.is_true(g:equal(want))
+    assert.matches("nn.init.dirac_: needs a convolution weight of 3, 4 or 5 dims",
+      err_of(function() nn.init.dirac_(ember.empty(6, 2)) end))
+    assert.matches("groups must be a positive integer dividing dim 1",
+      err_of(function() nn.init.dirac_(ember.empty(6, 2, 3), 4) end))
+  end)
+
+  it("sparse_: ceil(sparsity * rows) zeros in every column, N(0, std^2) elsewhere (was: no sparse_)", function()
+    ember.manual_seed(0)
+    local w = nn.init.sparse_(ember.empty(10, 300), 0.25, 2)
+    assert.is_true(w:eq(0):sum(1):eq(3):all():item())
+    local kept = w:masked_select(w:ne(0))
+    assert.is_true(math.abs(kept:std():item() - 2) < 0.1)
+    -- the zeros fall on different rows from column to column
+    assert.is_true(w:eq(0):sum(2):gt(0):all():item())
+    assert.is_true(nn.init.sparse_(ember.empty(4, 3), { sparsity = 0.5 }):eq(0):sum(1):eq(2):all():item())
+  end)
+
+  it("kaiming on a zero-element tensor is a no-op, as PyTorch's (was: 'the fan_in ... is 0')", function()
+    assert.are.equal(0, nn.init.kaiming_uniform_(ember.empty(3, 0)):numel())
+    assert.are.equal(0, nn.init.kaiming_normal_(ember.empty(3, 0), 0, "fan_in", "relu"):numel())
+  end)
+end)

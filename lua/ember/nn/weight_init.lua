@@ -23,6 +23,9 @@
 --  * orthogonal_(t, gain=1): a (semi-)orthogonal matrix from the QR
 --    decomposition of a normal one (rows or columns orthonormal, R's
 --    diagonal made positive), t seen as [rows, the rest], times gain.
+--  * dirac_(t, groups=1): a convolution weight that passes its input
+--    through; sparse_(t, sparsity, std=0.01): N(0, std^2) with
+--    ceil(sparsity * rows) zeros in each column.
 --
 -- Options come positionally, as PyTorch's, or as a table of PyTorch's
 -- keyword names: `kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})`,
@@ -185,6 +188,71 @@ function M.eye_(t)
   return t
 end
 
+--- The Dirac delta of a convolution weight [out, in, k...] (3, 4 or 5
+-- dims), as torch.nn.init.dirac_: zeros, and a one at the kernel's centre
+-- (index k // 2 + 1 of each kernel dim) of in-channel d for out-channel d
+-- (in each of `groups` groups of out-channels), so the convolution passes
+-- its first min(out / groups, in) channels through unchanged.
+-- @tparam Tensor t [out, in, k...]
+-- @int[opt=1] groups
+-- @treturn Tensor t
+-- @usage local w = nn.init.dirac_(ember.empty(4, 4, 3, 3))
+-- local x = ember.randn(1, 4, 5, 5)
+-- print(ember.allclose(ember.nn.functional.conv2d(x, w, nil, 1, 1), x))   --> true
+function M.dirac_(t, groups)
+  check_float("dirac_", t)
+  groups = options("dirac_", { "groups" }, groups)
+  groups = groups == nil and 1 or groups
+  if t.ndim < 3 or t.ndim > 5 then
+    fail("dirac_", "needs a convolution weight of 3, 4 or 5 dims [out, in, k...], got shape [%s]",
+      table.concat(t.shape, ", "))
+  end
+  if math.type(groups) ~= "integer" or groups < 1 or t.shape[1] % groups ~= 0 then
+    fail("dirac_", "groups must be a positive integer dividing dim 1 (%d), got %s", t.shape[1], tostring(groups))
+  end
+  local per_group = t.shape[1] // groups
+  ember.no_grad(function()
+    t:zero_()
+    for g = 0, groups - 1 do
+      for d = 1, math.min(per_group, t.shape[2]) do
+        local one = t:narrow(1, g * per_group + d, 1):narrow(2, d, 1)
+        for i = 3, t.ndim do one = one:narrow(i, t.shape[i] // 2 + 1, 1) end
+        one:fill_(1)
+      end
+    end
+  end)
+  return t
+end
+
+--- A sparse 2-d matrix, as torch.nn.init.sparse_: N(0, std^2), then in
+-- each column ceil(sparsity * rows) entries, at rows drawn without
+-- replacement, set to zero.
+-- @tparam Tensor t 2-d [rows, cols]
+-- @number sparsity the fraction of each column set to zero, in [0, 1]
+-- @number[opt=0.01] std
+-- @treturn Tensor t
+function M.sparse_(t, sparsity, std)
+  check_float("sparse_", t)
+  sparsity, std = options("sparse_", { "sparsity", "std" }, sparsity, std)
+  std = std == nil and 0.01 or std
+  if t.ndim ~= 2 then fail("sparse_", "needs a 2-d tensor, got %d dims", t.ndim) end
+  check_number("sparse_", "sparsity", sparsity)
+  check_number("sparse_", "std", std)
+  if sparsity < 0 or sparsity > 1 then fail("sparse_", "sparsity must be in [0, 1], got %g", sparsity) end
+  if std < 0 then fail("sparse_", "std must be >= 0, got %g", std) end
+  local rows, cols = t.shape[1], t.shape[2]
+  local zeros = math.ceil(sparsity * rows)
+  ember.no_grad(function()
+    t:normal_(0, std)
+    if zeros > 0 and cols > 0 then
+      -- each column's rows in a random order (the ranks of uniform draws): its first `zeros` are zeroed
+      local rank = ember.rand(rows, cols, { device = t.device }):argsort(1):argsort(1)
+      t:masked_fill_(rank:le(zeros), 0)
+    end
+  end)
+  return t
+end
+
 local function gain_of(fn, gain)
   gain = options(fn, { "gain" }, gain)
   gain = gain == nil and 1 or gain
@@ -282,6 +350,7 @@ end
 -- @string[opt="leaky_relu"] nonlinearity as calculate_gain
 -- @treturn Tensor t
 function M.kaiming_uniform_(t, a, mode, nonlinearity)
+  if ember.is_tensor(t) and t:numel() == 0 then return t end -- as PyTorch: a no-op (its fan may be 0)
   local b = math.sqrt(3) * kaiming_std("kaiming_uniform_", t, a, mode, nonlinearity)
   return t:uniform_(-b, b)
 end
@@ -293,6 +362,7 @@ end
 -- @string[opt="leaky_relu"] nonlinearity as calculate_gain
 -- @treturn Tensor t
 function M.kaiming_normal_(t, a, mode, nonlinearity)
+  if ember.is_tensor(t) and t:numel() == 0 then return t end -- as PyTorch: a no-op (its fan may be 0)
   return t:normal_(0, kaiming_std("kaiming_normal_", t, a, mode, nonlinearity))
 end
 
