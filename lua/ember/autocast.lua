@@ -18,7 +18,8 @@
 -- (autocast is off during the pass: its ops take the forward's dtypes). The op lists live in
 -- core/src/autocast.c; ember.autocast("bfloat16", false) turns it off
 -- inside a scope, and ember.autocast("bfloat16", enabled, fn, ...) runs fn
--- with it on or off (torch.autocast's enabled=); any other second argument
+-- with it on or off (torch.autocast's enabled=); fn may be a module
+-- (ember.autocast("bfloat16", model, x)); any other second argument
 -- is an error. The state is per thread and scopes nest.
 --
 -- ember.autocast("auto", ...) runs in bfloat16 only where it is faster for
@@ -63,6 +64,12 @@ local module_ids, module_count = setmetatable({}, {__mode = "k"}), 0
 -- fn's upvalues, each numbered once per process; "" when none.
 local function models_of(fn)
   local is_module, names = require("ember.nn.Module").is_module, {}
+  if type(fn) ~= "function" then -- a callable table: a module itself (one decision per model)
+    if not is_module(fn) then return "" end
+    local id = module_ids[fn]
+    if not id then module_count = module_count + 1; id = module_count; module_ids[fn] = id end
+    return (" (%s#%d)"):format(fn.__name or "Module", id)
+  end
   for i = 1, 255 do
     local name, v = debug.getupvalue(fn, i)
     if name == nil then break end
@@ -122,19 +129,25 @@ function M.auto_choices()
   return t
 end
 
--- What follows the dtype: (fn, ...) runs fn under autocast; (enabled, fn,
+-- What follows the dtype: (fn, ...) runs fn (a function, or a callable
+-- table such as a module, as ember.profile takes) under autocast; (enabled, fn,
 -- ...) runs fn with autocast on or off (torch.autocast's enabled=); (enabled)
 -- or nothing is a scope. Returns enabled, fn (nil for a scope) and fn's
 -- arguments' start; anything else is refused at the user's line (a scope
 -- left open by a misread argument would leave autocast on for good).
+local function callable(v)
+  if type(v) == "function" then return true end
+  local mt = type(v) == "table" and getmetatable(v)
+  return type(mt) == "table" and mt.__call ~= nil
+end
 local function split_args(dtype, a, b)
-  if type(a) == "function" then return true, a, 2 end
+  if callable(a) then return true, a, 2 end
   if a ~= nil and type(a) ~= "boolean" then
     require("ember._errors").raise("ember.autocast: expected a function or enabled (a boolean) after \"%s\", got %s",
       dtype, type(a))
   end
   if a == nil then return true, nil end
-  if type(b) == "function" then return a, b, 3 end
+  if callable(b) then return a, b, 3 end
   if b ~= nil then
     require("ember._errors").raise("ember.autocast: expected a function after enabled (ember.autocast(\"%s\", %s, fn)), got %s",
       dtype, tostring(a), type(b))

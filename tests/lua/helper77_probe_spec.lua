@@ -69,3 +69,17 @@ describe("ember.cli.autocast", function()
     raises_here(function() local _ = cli.autocast(nil, function() end) end, "ember.cli.autocast: expected the parsed options")
   end)
 end)
+
+describe("ember.autocast's function form", function()
+  -- ember.profile(model, x) runs a module; ember.autocast("bfloat16", model, x)
+  -- refused it ("expected a function or enabled (a boolean) ..., got table").
+  it("takes a module (a callable table) as ember.profile does", function()
+    local lin = ember.nn.Linear(4, 3)
+    local x = ember.randn(2, 4)
+    assert.are.equal("bfloat16", ember.autocast("bfloat16", lin, x).dtype)
+    assert.are.equal("float32", ember.autocast("bfloat16", false, lin, x).dtype)
+    assert.is_false((ember.autocast.enabled()))
+    raises_here(function() ember.autocast("bfloat16", { enabled = false }) end,
+      'ember.autocast: expected a function or enabled (a boolean) after "bfloat16", got table')
+  end)
+end)
