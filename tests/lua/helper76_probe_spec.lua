@@ -106,3 +106,30 @@ describe("nn.init as torch.nn.init", function()
     assert.are.equal(0, nn.init.kaiming_normal_(ember.empty(3, 0), 0, "fan_in", "relu"):numel())
   end)
 end)
+
+describe("nn.MultiHeadAttention.forward with torch.nn.MultiheadAttention's call", function()
+  local mha = nn.MultiHeadAttention(8, 2)
+  local x = ember.randn(2, 3, 8)
+
+  it("is_causal, average_attn_weights and attention_mask say what ember's module takes", function()
+    -- was: only 'unknown option' and the list
+    assert.matches("unknown option 'is_causal': PyTorch's is_causal is causal here",
+      err_of(function() mha(x, x, x, { is_causal = true }) end))
+    assert.matches("average_attn_weights': the weights come per head, %[B, H, Lq, Lk%]",
+      err_of(function() mha(x, { need_weights = true, average_attn_weights = false }) end))
+    assert.matches("key_padding_mask = attention_mask:eq%(0%)",
+      err_of(function() mha(x, { attention_mask = ember.ones(2, 3) }) end))
+  end)
+
+  it("a mask in PyTorch's [B * heads, Lq, Lk] layout is refused with the view that gives ember's", function()
+    local mask = ember.randn(4, 3, 3)
+    local e = err_of(function() mha(x, { attn_mask = mask }) end)
+    assert.matches("helper76_probe_spec.lua:%d+: .*PyTorch's %[B %* heads, Lq, Lk%] layout: give attn_mask:view%(2, 2, 3, 3%)", e)
+    -- the view it names computes PyTorch's mask
+    local y = mha(x, { attn_mask = mask:view(2, 2, 3, 3) })
+    local torch_style = nn.MultiheadAttention(8, 2, { batch_first = true })
+    torch_style:load_state_dict(mha:state_dict())
+    local want = torch_style(x, x, x, { attn_mask = mask, need_weights = false })
+    assert.is_true(ember.allclose(y, want, 1e-5, 1e-6))
+  end)
+end)

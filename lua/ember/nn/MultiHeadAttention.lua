@@ -357,12 +357,21 @@ end
 local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
                    causal = true, need_weights = true, variant_inputs = true }
 
+-- torch.nn.MultiheadAttention.forward's options that ember's module spells
+-- otherwise: what to write instead
+local FWD_HINTS = {
+  is_causal = "PyTorch's is_causal is causal here",
+  average_attn_weights = "the weights come per head, [B, H, Lq, Lk] (weights:mean(2) averages them); "
+    .. "nn.MultiheadAttention takes torch's options and returns torch's averaged weights",
+  attention_mask = "Hugging Face's attention_mask (1 = attend) is key_padding_mask = attention_mask:eq(0) here",
+}
+
 local function check_opts(opts, who)
   if opts == nil then return {} end
   for k in pairs(opts) do
     if not FWD_OPTS[k] then
-      errors.raise("%s: unknown option '%s' (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights, variant_inputs)",
-        who, tostring(k))
+      errors.raise("%s: unknown option '%s'%s (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights, variant_inputs)",
+        who, tostring(k), FWD_HINTS[k] and ": " .. FWD_HINTS[k] or "")
     end
   end
   return opts
@@ -451,8 +460,11 @@ local function check_masks(who, kpm, mask, q, k)
     if n ~= 1 and n ~= want[5 - i] then ok = false end
   end
   if not ok then
-    errors.raise("%s: the attention mask must be [Lq=%d, Lk=%d] or broadcast to [B=%d, H=%d, Lq, Lk] on %s, got %s on %s",
-      who, Lq, Lk, B, H, q.device, shape_str(mask), mask.device)
+    -- torch.nn.MultiheadAttention's 3-d mask is [B * heads, Lq, Lk]
+    local torch_3d = mask.ndim == 3 and mask.shape[1] == B * H and mask.shape[2] == Lq and mask.shape[3] == Lk
+    errors.raise("%s: the attention mask must be [Lq=%d, Lk=%d] or broadcast to [B=%d, H=%d, Lq, Lk] on %s, got %s on %s%s",
+      who, Lq, Lk, B, H, q.device, shape_str(mask), mask.device, torch_3d and (" (PyTorch's [B * heads, Lq, Lk] "
+        .. "layout: give attn_mask:view(%d, %d, %d, %d))"):format(B, H, Lq, Lk) or "")
   end
 end
 
