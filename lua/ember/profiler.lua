@@ -162,8 +162,11 @@ function M.record_function(name) return M.range(name) end
 -- @treturn boolean
 function M.enabled() return core._profiler_enabled() end
 
-local function events(self)
-  if self.running then raise("ember.Profile: stop the profile first") end
+local function events(self, op)
+  if self.running then
+    raise("ember.Profile:%s: the profile is still running; stop the profile first (prof:stop(), or end its "
+      .. "`local prof <close> = ember.profile()` scope)", op)
+  end
   return self.events
 end
 
@@ -206,7 +209,7 @@ end
 -- @treturn table
 function Profile:stats(opts)
   opts = check_opts("stats", opts, { "sort_by" })
-  local ev = events(self)
+  local ev = events(self, "stats")
   local sort_by = SORT_KEYS[opts.sort_by or "self"]
   local child = {}
   for _, e in ipairs(ev) do
@@ -241,7 +244,7 @@ end
 -- @treturn number
 function Profile:total()
   local t = 0
-  for _, e in ipairs(events(self)) do
+  for _, e in ipairs(events(self, "total")) do
     if e.parent == 0 then t = t + e.dur end
   end
   return t
@@ -262,6 +265,7 @@ end
 -- @treturn string
 function Profile:table(opts)
   opts = check_opts("table", opts, { "sort_by", "row_limit" })
+  events(self, "table")
   local rows = self:stats({ sort_by = opts.sort_by })
   local total = 0
   for _, r in ipairs(rows) do total = total + r.self end
@@ -286,7 +290,7 @@ function Profile:table(opts)
       #name > 26 and name:sub(1, 23) .. "..." or name, r.phase, r.calls, r.total / 1e3, r.avg / 1e3,
       r.self / 1e3, total > 0 and 100 * r.self / total or 0, human_bytes(r.bytes), gflops, impl)
   end
-  out[#out + 1] = ("self time in all: %.3f ms over %d spans%s"):format(total / 1e3, #events(self),
+  out[#out + 1] = ("self time in all: %.3f ms over %d spans%s"):format(total / 1e3, #events(self, "table"),
     (self.dropped or 0) > 0
       and (", %d dropped past the buffer's limit or nested too deep"):format(self.dropped) or "")
   return table.concat(out, "\n")
@@ -337,7 +341,7 @@ local function json_string(s) return core._json_encode(utf8_text(s)) end
 -- complete event ("ph": "X") with its bytes, FLOPs and what computed it.
 -- @string path
 function Profile:export_chrome_trace(path)
-  local ev = events(self)
+  local ev = events(self, "export_chrome_trace")
   if type(path) ~= "string" then
     raise("ember.Profile:export_chrome_trace: path must be a string, got %s", type(path))
   end

@@ -83,3 +83,16 @@ describe("ember.autocast's function form", function()
       'ember.autocast: expected a function or enabled (a boolean) after "bfloat16", got table')
   end)
 end)
+
+describe("a running profile's results", function()
+  -- each said "ember.Profile: stop the profile first", naming no method
+  it("name the method asked for", function()
+    local p <close> = ember.profile()
+    raises_here(function() local _ = p:key_averages():table { row_limit = 3 } end,
+      "ember.Profile:table: the profile is still running; stop the profile first")
+    raises_here(function() local _ = p:stats() end, "ember.Profile:stats: the profile is still running")
+    raises_here(function() local _ = p:total() end, "ember.Profile:total: the profile is still running")
+    raises_here(function() p:export_chrome_trace("/tmp/ember_helper77_never_written.json") end,
+      "ember.Profile:export_chrome_trace: the profile is still running")
+  end)
+end)
