@@ -133,3 +133,30 @@ describe("nn.MultiHeadAttention.forward with torch.nn.MultiheadAttention's call"
     assert.is_true(ember.allclose(y, want, 1e-5, 1e-6))
   end)
 end)
+
+describe("models.Llama with tie_word_embeddings", function()
+  local Llama = require("ember.models").Llama
+  local cfg = { vocab_size = 20, hidden_size = 8, intermediate_size = 16, num_hidden_layers = 1,
+                num_attention_heads = 2, tie_word_embeddings = true }
+
+  it("load_state_dict takes a state dict that lists the tied weight under lm_head.weight too", function()
+    -- PyTorch's state_dict() of a tied LlamaForCausalLM holds both names; was:
+    -- 'Llama.load_state_dict: names do not match the module: unexpected lm_head.weight'
+    ember.manual_seed(1)
+    local src = Llama(cfg)
+    local sd = src:state_dict()
+    sd["lm_head.weight"] = sd["model.embed_tokens.weight"]:clone()
+    local m = Llama(cfg)
+    m:load_state_dict(sd)
+    local ids = ember.tensor({ { 3, 7, 2 } }, { dtype = "int64" })
+    assert.is_true(m(ids):equal(src(ids)))
+    assert.is_not_nil(sd["lm_head.weight"]) -- the caller's table is left as it was
+  end)
+
+  it("an lm_head.weight that differs from the embedding is an error naming both", function()
+    local sd = Llama(cfg):state_dict()
+    sd["lm_head.weight"] = ember.randn(20, 8)
+    assert.matches("helper76_probe_spec.lua:%d+: Llama.load_state_dict: lm_head.weight differs from "
+      .. "model.embed_tokens.weight, but tie_word_embeddings is set", err_of(function() Llama(cfg):load_state_dict(sd) end))
+  end)
+end)

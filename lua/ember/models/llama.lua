@@ -398,6 +398,34 @@ function Llama:generate(ids, opts)
   return require("ember.generate").generate(self, ids, opts)
 end
 
+--- The state dict hook of load_state_dict (Module.upgrade_state_dict):
+-- with tie_word_embeddings, an `lm_head.weight` equal to the embedding is
+-- dropped, as Hugging Face ties it again on load (a PyTorch state_dict()
+-- of a tied model lists the shared weight under both names); one that
+-- differs is an error. Then Module's mapping.
+-- @tparam table sd name -> tensor (relative to this model)
+-- @string[opt] prefix as Module.upgrade_state_dict's
+-- @treturn table
+-- @treturn integer
+function Llama:upgrade_state_dict(sd, prefix)
+  local h = sd["lm_head.weight"]
+  if self.config.tie_word_embeddings and h ~= nil then
+    local e = sd["model.embed_tokens.weight"]
+    local same = rawequal(e, h) or (ember.is_tensor(e) and ember.is_tensor(h) and shape_str(e) == shape_str(h)
+      and e:to(h.dtype):equal(h))
+    if not same then
+      raise("Llama.load_state_dict: %slm_head.weight differs from %smodel.embed_tokens.weight%s, but "
+        .. "tie_word_embeddings is set (the output weight is the embedding's)", prefix or "", prefix or "",
+        e == nil and " (absent)" or "")
+    end
+    local out = {}
+    for k, v in pairs(sd) do out[k] = v end
+    out["lm_head.weight"] = nil
+    sd = out
+  end
+  return Module.upgrade_state_dict(self, sd, prefix)
+end
+
 -- Reads a safetensors file, or the shards of a checkpoint given as a list
 -- of files (Hugging Face's model-00001-of-00002.safetensors, ...); name ->
 -- tensor. Also returns how to name the source in messages.
@@ -444,15 +472,6 @@ function Llama:load(path)
   local who = "Llama.load"
   local tensors
   tensors, path = read_file(path, who)
-  if self.config.tie_word_embeddings and tensors["lm_head.weight"] ~= nil then
-    -- Hugging Face may save the tied head too: it must be the embedding
-    local e, h = tensors["model.embed_tokens.weight"], tensors["lm_head.weight"]
-    if e == nil or shape_str(e) ~= shape_str(h) or not (e == h) then
-      raise("%s: '%s' has an lm_head.weight that differs from model.embed_tokens.weight, "
-        .. "but tie_word_embeddings is set", who, path)
-    end
-    tensors["lm_head.weight"] = nil
-  end
   -- older transformers saved each layer's RoPE buffer; Hugging Face ignores
   -- it on load. It is checked against rope_theta here (the file says which
   -- theta the model was trained with), then dropped.
