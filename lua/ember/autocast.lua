@@ -179,9 +179,11 @@ local function autocast(_, dtype, ...)
   end
   local info = core.dtype_info(dtype)
   local raise = require("ember._errors").raise -- at the user's line
-  if (info and info.name ~= "bfloat16") or dtype == "float16" or dtype == "half" then
+  -- float16 (torch's name too: torch.float16, torch.half) is a dtype ember has no tensors of
+  local half = ({ float16 = true, half = true, fp16 = true, f16 = true })[dtype:gsub("^torch%.", "")]
+  if (info and info.name ~= "bfloat16") or half then
     raise("ember.autocast: dtype %s is not supported: autocast runs products in bfloat16 "
-      .. "(ember.autocast(\"bfloat16\", ...))", info and info.name or dtype)
+      .. "(ember.autocast(\"bfloat16\", ...))", info and info.name or half and "float16" or dtype)
   end
   if not info and (dtype == "cpu" or dtype:match("^cuda")) then
     raise("ember.autocast: takes the dtype, not torch.autocast's device type: ember.autocast(\"bfloat16\", ...), "

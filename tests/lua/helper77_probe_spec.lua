@@ -96,3 +96,15 @@ describe("a running profile's results", function()
       "ember.Profile:export_chrome_trace: the profile is still running")
   end)
 end)
+
+describe("ember.autocast's dtype", function()
+  -- "float16" said "not supported", but torch's spellings of the same dtype
+  -- (torch.float16, torch.half, fp16) said "unknown dtype"
+  it("names float16 in any of torch's spellings as unsupported", function()
+    for _, d in ipairs { "float16", "half", "torch.float16", "torch.half", "fp16" } do
+      raises_here(function() ember.autocast(d, function() end) end,
+        "ember.autocast: dtype float16 is not supported: autocast runs products in bfloat16")
+    end
+    assert.is_false((ember.autocast.enabled()))
+  end)
+end)
