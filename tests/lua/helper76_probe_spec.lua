@@ -57,6 +57,8 @@ describe("nn.checkpoint with torch.utils.checkpoint's keyword arguments", functi
     assert.are.equal(1, seen)
     ember.no_grad(function() nn.checkpoint(f, x, { use_reentrant = false }) end)
     assert.are.equal(1, seen)
+    nn.checkpoint(f, x:clone():requires_grad_(), { debug = true }) -- debug alone: fn's own option
+    assert.are.equal(2, seen)
     -- an options table of fn's own still reaches it
     local pad = ember.tensor({ { false, false, false, true, true }, { false, false, false, false, false } })
     assert.is_true(nn.checkpoint(layer, x, { key_padding_mask = pad }):equal(layer(x, { key_padding_mask = pad })))

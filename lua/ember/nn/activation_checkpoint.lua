@@ -227,11 +227,12 @@ local TORCH_KW = {
 local function torch_options(n, ...)
   local last = n > 0 and select(n, ...) or nil
   if type(last) ~= "table" or getmetatable(last) ~= nil then return n end
-  local ours, theirs = {}, {}
+  local ours, theirs, distinct = {}, {}, false
   for k in pairs(last) do
     if TORCH_KW[k] then ours[#ours + 1] = tostring(k) else theirs[#theirs + 1] = tostring(k) end
+    distinct = distinct or (TORCH_KW[k] and k ~= "debug") -- (debug alone may well be fn's own option)
   end
-  if #ours == 0 then return n end
+  if not distinct then return n end
   table.sort(ours)
   table.sort(theirs)
   if #theirs > 0 then
