@@ -162,3 +162,26 @@ describe("models.Llama with tie_word_embeddings", function()
       .. "model.embed_tokens.weight, but tie_word_embeddings is set", err_of(function() Llama(cfg):load_state_dict(sd) end))
   end)
 end)
+
+describe("models.Llama save_pretrained", function()
+  it("keeps config.json's bos_token_id (was dropped: transformers then read its own default)", function()
+    local Llama = require("ember.models").Llama
+    local m = Llama{ vocab_size = 20, hidden_size = 8, intermediate_size = 16, num_hidden_layers = 1,
+                     num_attention_heads = 2, bos_token_id = 7, eos_token_id = 9 }
+    local dir = os.tmpname()
+    os.remove(dir)
+    m:save_pretrained(dir)
+    local f = io.open(dir .. "/config.json")
+    local cfg = ember._json_decode(f:read("a"))
+    f:close()
+    os.remove(dir .. "/config.json")
+    os.remove(dir .. "/model.safetensors")
+    os.remove(dir)
+    assert.are.equal(7, cfg.bos_token_id)
+    assert.are.equal(9, cfg.eos_token_id)
+    assert.matches("config.bos_token_id must be a token id >= 0", err_of(function()
+      Llama{ vocab_size = 20, hidden_size = 8, intermediate_size = 16, num_hidden_layers = 1, num_attention_heads = 2,
+             bos_token_id = -1 }
+    end))
+  end)
+end)

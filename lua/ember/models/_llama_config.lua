@@ -32,7 +32,7 @@ local DEFAULTS = { rms_norm_eps = 1e-6, rope_theta = 10000.0, tie_word_embedding
 -- Keys of a Hugging Face config.json that do not change the computation
 -- here (ids of special tokens, bookkeeping); accepted and ignored.
 local IGNORED = {
-  "architectures", "torch_dtype", "transformers_version", "bos_token_id", "use_cache", "pretraining_tp",
+  "architectures", "torch_dtype", "transformers_version", "use_cache", "pretraining_tp",
   "_name_or_path", "is_llama_config", -- (SmolLM2's configs)
 }
 -- Keys accepted only with the value this implementation computes.
@@ -43,8 +43,9 @@ local OWN = {
   "attention_bias", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
   -- dropout on the attention weights in training mode (Hugging Face's attention_dropout)
   "attention_dropout",
-  -- Hugging Face's 0-based ids that generate uses by default (generation_config)
-  "eos_token_id", "pad_token_id",
+  -- Hugging Face's 0-based ids that generate uses by default (generation_config);
+  -- bos_token_id is kept for save_pretrained only
+  "eos_token_id", "pad_token_id", "bos_token_id",
   -- ember's own: the self-attention's variant, and whether the causal mask
   -- joins its mask (false where the variant's mask decides: prefix_lm)
   "attention", "attention_options", "causal",
@@ -209,7 +210,7 @@ function M.check(cfg, who)
     raise("%s: config.attention_dropout must be a number in [0, 1), got %s", who, tostring(cfg.attention_dropout))
   end
   c.attention_dropout = ad
-  for _, k in ipairs { "eos_token_id", "pad_token_id" } do
+  for _, k in ipairs { "eos_token_id", "pad_token_id", "bos_token_id" } do
     local v = cfg[k]
     local ok = v == nil or (math.type(v) == "integer" and v >= 0) or (type(v) == "table" and #v > 0)
     for _, id in ipairs(type(v) == "table" and v or {}) do ok = ok and math.type(id) == "integer" and id >= 0 end
@@ -242,7 +243,7 @@ function M.to_json(c, dtype)
     num_key_value_heads = c.num_key_value_heads, head_dim = c.head_dim, max_position_embeddings = c.max_position_embeddings,
     rms_norm_eps = c.rms_norm_eps, rope_theta = c.rope_theta, tie_word_embeddings = c.tie_word_embeddings,
     initializer_range = c.initializer_range, torch_dtype = dtype, eos_token_id = c.eos_token_id,
-    pad_token_id = c.pad_token_id, rope_scaling = c.rope_scaling_config,
+    pad_token_id = c.pad_token_id, bos_token_id = c.bos_token_id, rope_scaling = c.rope_scaling_config,
     sliding_window = c.sliding_window, use_sliding_window = c.use_sliding_window,
     max_window_layers = c.max_window_layers, layer_types = c.layer_types,
   }

@@ -659,7 +659,8 @@ end
 --- Writes a Hugging Face model folder, as `save_pretrained(folder)`:
 -- config.json (the config's keys: the sizes, head_dim, rms_norm_eps,
 -- rope_theta, rope_scaling as given, attention_bias, the sliding window's
--- keys, tie_word_embeddings, model_type and its architectures, e.g.
+-- keys, tie_word_embeddings, the bos, eos and pad token ids as given,
+-- model_type and its architectures, e.g.
 -- {"Qwen3ForCausalLM"}, the parameters' torch_dtype) and model.safetensors (`save`). The folder is
 -- made if missing. `Llama.from_pretrained` and transformers read it.
 -- @string dir the folder
