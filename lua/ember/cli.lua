@@ -273,6 +273,9 @@ function M.parse_only(argv, conf)
       error(("option --%s must be a positive integer, got %s"):format(n, tostring(o[n])), 0)
     end
   end
+  if type(o.seed) == "number" and not math.tointeger(o.seed) then
+    error(("option --seed must be an integer, got %s"):format(tostring(o.seed)), 0)
+  end
   if type(o.lr) == "number" and not (o.lr >= 0) then -- NaN too
     error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr)), 0)
   end

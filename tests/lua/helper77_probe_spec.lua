@@ -108,3 +108,15 @@ describe("ember.autocast's dtype", function()
     assert.is_false((ember.autocast.enabled()))
   end)
 end)
+
+describe("ember.cli.parse_only", function()
+  -- --seed 1.5 passed parse_only and failed later in cli.parse, after the
+  -- precision line was printed, saying "must be an integer" without the value
+  it("refuses a seed that is not an integer with the value given", function()
+    local cli = require "ember.cli"
+    local ok, err = pcall(cli.parse_only, { "--seed", "1.5" }, {})
+    assert.is_false(ok)
+    assert.are.equal("option --seed must be an integer, got 1.5", err)
+    assert.are.equal(-3, cli.parse_only({ "--seed", "-3" }, {}).seed)
+  end)
+end)
