@@ -74,6 +74,19 @@ describe("nn.checkpoint with torch.utils.checkpoint's keyword arguments", functi
     assert.matches("context_fn is not supported",
       err_of(function() nn.checkpoint(layer, x, { context_fn = function() end }) end))
   end)
+
+  it("checkpoint_sequential takes them after input, and refuses anything else there", function()
+    -- was: any argument after input silently ignored
+    local net = nn.Sequential(nn.Linear(4, 4), nn.GELU(), nn.Linear(4, 4), nn.GELU())
+    local x = ember.randn(3, 4)
+    local a = x:clone():requires_grad_()
+    nn.checkpoint_sequential(net, 2, a, { use_reentrant = false }):sum():backward()
+    local b = x:clone():requires_grad_()
+    net(b):sum():backward()
+    assert.is_true(a.grad:equal(b.grad))
+    assert.matches("helper76_probe_spec.lua:%d+: nn.checkpoint_sequential: expected %(functions, segments, input",
+      err_of(function() nn.checkpoint_sequential(net, 2, x, { foo = 1 }) end))
+  end)
 end)
 
 describe("nn.init as torch.nn.init", function()

@@ -297,7 +297,9 @@ end
 -- does, the parts hold #functions // segments modules each, the last part
 -- takes the rest and runs without a checkpoint (its activations are what
 -- the backward needs first), and each module gets the previous one's
--- output. Gradients are those of running the chain plainly.
+-- output. Gradients are those of running the chain plainly. A last table
+-- of torch's keyword arguments (`{use_reentrant = false}`) is taken as
+-- checkpoint takes it.
 -- @param functions an nn.Sequential, or a list of modules or functions
 -- @int segments how many parts, 1 to the number of functions
 -- @param input the first function's input
@@ -306,7 +308,13 @@ end
 -- local net = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8), nn.GELU())
 -- local y = nn.checkpoint_sequential(net, 2, ember.randn(4, 8, { requires_grad = true }))
 -- y:sum():backward()
-function M.checkpoint_sequential(functions, segments, input)
+function M.checkpoint_sequential(functions, segments, input, ...)
+  -- torch's keyword arguments after input ({use_reentrant = false}), as checkpoint takes them
+  local extra = select("#", ...)
+  if extra > 1 or (extra == 1 and torch_options(1, ...) ~= 0) then
+    error("nn.checkpoint_sequential: expected (functions, segments, input [, {use_reentrant =, preserve_rng_state =}]), "
+      .. "got another argument after input")
+  end
   local fns = {}
   if type(functions) ~= "table" then
     error("nn.checkpoint_sequential: functions must be an nn.Sequential or a list of modules or functions, got "
