@@ -359,7 +359,9 @@ end
 local function check_generate(model, prompt, opts)
   if type(model) ~= "table" and type(model) ~= "userdata" or not (model.decode or type(model.forward) == "function") then
     -- (a forward(ids) -> logits [B, L, V] alone does too: see the module's doc)
-    error("generate: the model needs a decode(ids, opts) method")
+    error(("generate: the model needs a decode(ids, opts) method (or a forward(ids) -> logits [B, L, V]), got %s")
+      :format(ember.is_tensor(model) and "a tensor (generate(model, prompt, opts): the model comes first)"
+        or type(model) == "table" and "a table without them" or type(model)))
   end
   if not model.decode then
     -- forward(ids) alone: no cache, and nothing but the ids reaches it

@@ -179,7 +179,10 @@ describe("sampling", function()
     assert.has_error(function() generate.generate(m, ember.zeros(1, 2), {}) end,
       "generate: prompt must be int64 [B, L], got float32 [1, 2]")
     assert.has_error(function() generate.generate({}, prompt(1, 1)) end,
-      "generate: the model needs a decode(ids, opts) method")
+      "generate: the model needs a decode(ids, opts) method (or a forward(ids) -> logits [B, L, V]), got a table without them")
+    assert.has_error(function() generate.generate(prompt(1, 1), prompt(1, 1)) end,
+      "generate: the model needs a decode(ids, opts) method (or a forward(ids) -> logits [B, L, V]), got a tensor "
+      .. "(generate(model, prompt, opts): the model comes first)")
     assert.has_error(function() generate.generate(m, prompt(1, 1), { strategy = "beam" }) end)
     assert.has_error(function() generate.pick(ember.zeros(1, 3), { strategy = "sample", top_k = -1 }) end,
       "generate: top_k must be an integer >= 0 (0: no top-k filtering), got -1")
