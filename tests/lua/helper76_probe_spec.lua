@@ -198,3 +198,18 @@ describe("models.Llama save_pretrained", function()
     end))
   end)
 end)
+
+describe("nn.MultiHeadAttention.forward_cached with kdim/vdim", function()
+  it("refuses what it cannot compute naming forward_cached, not an inner Linear", function()
+    -- was: 'Linear.forward: input's last dim is 10, expected in_features=6'
+    local m = nn.MultiHeadAttention{ d_model = 16, heads = 4, kv_heads = 2, kdim = 10, vdim = 6 }:eval()
+    assert.matches("helper76_probe_spec.lua:%d+: MultiHeadAttention.forward_cached: cross%-attention over a memory needs "
+      .. "kdim = vdim", err_of(function() m:forward_cached(ember.randn(2, 1, 16), {}, { memory = ember.randn(2, 5, 10) }) end))
+    local s = nn.MultiHeadAttention{ d_model = 16, heads = 4, kdim = 10, vdim = 10 }:eval()
+    assert.matches("forward_cached: self%-attention projects the new tokens x into keys and values, so kdim and vdim "
+      .. "must equal d_model=16", err_of(function() s:forward_cached(ember.randn(1, 2, 16), {}) end))
+    -- a memory of kdim = vdim still decodes as forward computes
+    local q, mem = ember.randn(1, 2, 16), ember.randn(1, 3, 10)
+    assert.is_true(ember.allclose(s:forward_cached(q, {}, { memory = mem }), s(q, mem), 1e-5, 1e-6))
+  end)
+end)

@@ -705,6 +705,12 @@ function MHA:forward_cached(x, cache, opts)
   local k, v, kpm
   if cross then
     local mem = opts.memory
+    if self.kdim ~= self.vdim then
+      -- (the memory is both the keys' and the values' input: one width)
+      errors.raise("%s: cross-attention over a memory needs kdim = vdim (the memory is both the keys' and the values' "
+        .. "input), but this module has kdim=%d, vdim=%d: call forward(query, key, value) instead", who, self.kdim,
+        self.vdim)
+    end
     if not Module.is_tensor(mem) or mem.ndim ~= 3 or mem.shape[1] ~= x.shape[1] or mem.shape[3] ~= self.kdim then
       errors.raise("%s: memory must be [B=%d, Lm, kdim=%d], got %s", who, x.shape[1], self.kdim,
         Module.is_tensor(mem) and shape_str(mem) or type(mem))
@@ -734,6 +740,11 @@ function MHA:forward_cached(x, cache, opts)
     end
     k, v, kpm = cache.k, cache.v, opts.key_padding_mask
   else
+    if self.kdim ~= self.d_model or self.vdim ~= self.d_model then
+      errors.raise("%s: self-attention projects the new tokens x into keys and values, so kdim and vdim must equal "
+        .. "d_model=%d, but this module has kdim=%d, vdim=%d (for cross-attention give opts.memory)", who, self.d_model,
+        self.kdim, self.vdim)
+    end
     local new_k, new_v = split_heads(self.k_proj(x), self.kv_heads), split_heads(self.v_proj(x), self.kv_heads)
     if self._head_norm then new_k = self:_head_norm(new_k, "k") end
     if self.rope then new_k = self:_rope(new_k, cache.len or 0) end
