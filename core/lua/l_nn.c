@@ -282,7 +282,9 @@ static em_reduction check_reduction(lua_State *L, int idx, const char *op) {
 static int f_cross_entropy(lua_State *L) {
   static const char *const names[] = {"ignore_index", "label_smoothing", "reduction", NULL};
   em_tensor *logits = lember_checktensor(L, 1), *target = lember_checktensor(L, 2);
-  int64_t ignore = INT64_MIN; /* matches no class */
+  /* PyTorch's default ignore_index, -100 (Hugging Face's label padding): no
+  ** 1-based class id is negative, so ignoring it takes nothing from anyone */
+  int64_t ignore = -100 - 1; /* 0-based here; ember.nll_loss has the same default */
   double smoothing = 0;
   em_reduction red = EM_REDUCE_MEAN;
   if (!lua_isnoneornil(L, 3)) {
@@ -302,7 +304,7 @@ static int f_cross_entropy(lua_State *L) {
   if (s)
     return lember_index_error(L, "cross_entropy", s, target,
                               logits->ndim ? logits->shape[logits->ndim - 1] : 0, "target",
-                              ignore == INT64_MIN ? INT64_MIN : ignore + 1);
+                              ignore + 1);
   return finish(L, out, s, "cross_entropy");
 }
 

@@ -170,7 +170,8 @@ end)
 -- the negative log-likelihood of log-probabilities input [N, C] at the
 -- 1-based int64 class ids target [N] (torch.nn.functional.nll_loss; Torch7's
 -- ClassNLLCriterion): -w[y] input[i, y], averaged with the weights w[y] of the
--- counted rows for "mean"; rows whose target is ignore_index count nothing.
+-- counted rows for "mean"; rows whose target is ignore_index (default -100,
+-- PyTorch's) count nothing.
 set("nll_loss", function(input, target, opts)
   local op = "nll_loss"
   check_tensor(op, input, "input")
@@ -198,8 +199,11 @@ set("nll_loss", function(input, target, opts)
   local C = input:size(2)
   local keep = core.ones(target.shape, { dtype = input.dtype, device = input.device })
   local ids = target
-  if opts.ignore_index ~= nil then
-    local ignored = target:eq(opts.ignore_index)
+  -- PyTorch's default ignore_index, -100 (Hugging Face's label padding), as
+  -- ember.cross_entropy's: no 1-based class id is negative
+  local ignore_index = opts.ignore_index == nil and -100 or opts.ignore_index
+  if opts.ignore_index ~= nil or (target:numel() > 0 and target:min():item() == -100) then
+    local ignored = target:eq(ignore_index)
     keep = keep:masked_fill(ignored, 0)
     ids = target:masked_fill(ignored, 1) -- any valid id: its term is multiplied by 0
   end

@@ -408,6 +408,21 @@ describe("nn layers", function()
     assert.has_error(function() blk(text, image, { image_mask = bias, image_allow_mask = allow }) end)
   end)
 
+  it("targets of -100 count nothing by default, as PyTorch's ignore_index (Hugging Face's label padding)", function()
+    ember.manual_seed(4)
+    local logits = ember.randn(4, 5, { dtype = "float64" })
+    local t = ember.tensor({ 1, -100, 3, -100 }, "int64")
+    local rows, kept = ember.tensor({ 1, 3 }, "int64"), ember.tensor({ 1, 3 }, "int64")
+    local function near(a, b) assert.is_true(math.abs(a:item() - b:item()) < 1e-12, a:item() .. " vs " .. b:item()) end
+    near(ember.cross_entropy(logits, t), ember.cross_entropy(logits:index_select(1, rows), kept))
+    near(ember.nll_loss(logits:log_softmax(2), t), ember.nll_loss(logits:index_select(1, rows):log_softmax(2), kept))
+    local smoothed = nn.CrossEntropyLoss { label_smoothing = 0.1, weight = ember.ones(5, { dtype = "float64" }) }
+    near(smoothed(logits, t), smoothed(logits:index_select(1, rows), kept))
+    -- other out-of-range ids stay errors (a 0-based label is a bug, not padding)
+    assert.has_error(function() ember.cross_entropy(logits, ember.tensor({ 1, 0, 3, 2 }, "int64")) end)
+    assert.has_error(function() ember.nll_loss(logits, ember.tensor({ 1, -5, -100, 2 }, "int64")) end)
+  end)
+
   it("losses check their options", function()
     assert.has_error(function() nn.CrossEntropyLoss { reduction = "avg" } end,
       "CrossEntropyLoss: reduction must be \"mean\", \"sum\" or \"none\", got avg")

@@ -4,7 +4,8 @@
 -- [C] with a 0-d target. (PyTorch puts them in dim 2, [N, C, d1, ...]:
 -- move them last first, logits:permute(1, 3, 2) for [N, C, L].)
 -- Targets are 1-based int64 class ids; ignore_index is compared with them
--- (e.g. the padding id). `weight` [C] rescales each class as PyTorch's:
+-- (e.g. the padding id; default -100, PyTorch's and Hugging Face's label
+-- padding, which no 1-based id can be). `weight` [C] rescales each class as PyTorch's:
 -- "mean" then divides by the summed weights of the counted targets, and
 -- label smoothing's uniform part is weighted too. One fused C op without
 -- weight; with it, log_softmax and the weighted NLL composed.
@@ -56,7 +57,7 @@ local function weighted(self, logits, target)
   if red == "mean" then denom = ember.nll_loss(ember.zeros_like(logp) - 1, target, opts) end -- sum of w[y]
   if eps > 0 then
     local smooth = -(logp * w:view(1, C)):sum(2)
-    if self.ignore_index ~= nil then smooth = smooth:masked_fill(target:eq(self.ignore_index), 0) end
+    smooth = smooth:masked_fill(target:eq(self.ignore_index or -100), 0) -- nll_loss's default, PyTorch's
     if red ~= "none" then smooth = smooth:sum() end
     nll = nll * (1 - eps) + smooth * (eps / C)
   end
