@@ -387,7 +387,7 @@ describe("nn.utils", function()
       "nn.utils.clip_grad_norm_: the total norm of order 2 for gradients from `parameters` is non-finite")
     assert.are.same({ { 2, 2, 2 }, { 2, 2, 2 } }, a.weight.grad:totable())
     raises_here(function() nn.utils.clip_grad_norm_(a, 1, { norm = 2 }) end, "nn.utils.clip_grad_norm_: unknown option 'norm'")
-    raises_here(function() nn.utils.clip_grad_norm_(a, -1) end, "clip_grad_norm: max_norm must be a number >= 0")
+    raises_here(function() nn.utils.clip_grad_norm_(a, -1) end, "nn.utils.clip_grad_norm_: max_norm must be a number >= 0")
     raises_here(function() nn.utils.clip_grad_value_(5, 1) end, "nn.utils.clip_grad_value_: parameters must be")
   end)
 

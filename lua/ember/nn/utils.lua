@@ -33,39 +33,23 @@ local function param_list(op, parameters)
   return parameters
 end
 
---- torch.nn.utils.clip_grad_norm_(parameters, max_norm [, norm_type=2]):
+--- torch.nn.utils.clip_grad_norm_(parameters, max_norm [, norm_type=2 [, error_if_nonfinite=false]]):
 -- `optim.clip_grad_norm` (see there: the norm of all gradients together,
 -- each scaled in place by max_norm / (norm + 1e-6) when it exceeds
--- max_norm; returns the norm, a number). The third argument may also be
--- torch's keywords `{norm_type =, error_if_nonfinite = false, foreach =}`:
--- with error_if_nonfinite a NaN or infinite norm is an error, before any
--- gradient is touched (foreach is accepted and unused).
+-- max_norm; returns the norm, a number). Torch's keywords may come as a
+-- table after max_norm or after norm_type, `{norm_type =,
+-- error_if_nonfinite = false, foreach =}`: with error_if_nonfinite a NaN
+-- or infinite norm is an error, before any gradient is touched (foreach is
+-- accepted and unused).
 -- @param parameters a list of tensors, a tensor or a module
 -- @tparam number max_norm
 -- @usage local nn = require "ember.nn"
 -- local m = nn.Linear(3, 2)
 -- m.weight.grad, m.bias.grad = ember.full({2, 3}, 1), ember.full({2}, 1)
 -- print(nn.utils.clip_grad_norm_(m, 1.0, {norm_type = 1}), m.bias.grad:totable()[1] < 0.2)   --> 8.0 true
-function M.clip_grad_norm_(parameters, max_norm, norm_type)
-  local check_nonfinite = false
-  if type(norm_type) == "table" then
-    for k in pairs(norm_type) do
-      if k ~= "norm_type" and k ~= "error_if_nonfinite" and k ~= "foreach" then
-        raise("nn.utils.clip_grad_norm_: unknown option '%s' (options are norm_type, error_if_nonfinite, foreach)", tostring(k))
-      end
-    end
-    check_nonfinite = norm_type.error_if_nonfinite == true
-    norm_type = norm_type.norm_type
-  end
-  local ps = param_list("clip_grad_norm_", parameters)
-  if check_nonfinite then
-    local total = clip_grad_norm(ps, math.huge, norm_type) -- the norm alone: nothing is scaled
-    if total ~= total or total == math.huge then
-      raise("nn.utils.clip_grad_norm_: the total norm of order %s for gradients from `parameters` is non-finite, "
-        .. "so it cannot be clipped (error_if_nonfinite = false skips this check)", tostring(norm_type or 2))
-    end
-  end
-  return clip_grad_norm(ps, max_norm, norm_type)
+function M.clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+  return clip_grad_norm(param_list("clip_grad_norm_", parameters), max_norm, norm_type, error_if_nonfinite, foreach,
+    "nn.utils.clip_grad_norm_")
 end
 
 --- torch.nn.utils.clip_grad_value_(parameters, clip_value): `optim.clip_grad_value`

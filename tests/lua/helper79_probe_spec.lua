@@ -1,0 +1,60 @@
+-- What a PyTorch user writing a training loop found probing ember's
+-- optimizers, schedules, gradient clipping, checkpoints and data utilities
+-- against torch 1.13. Each block is a defect found that way; its test
+-- fails without the fix.
+local ember = require "ember"
+local nn = require "ember.nn"
+local optim = require "ember.optim"
+local raises_here = require("tests.lua.helpers.parity").raises_here
+
+local function nan_count(t)
+  local n = 0
+  for _, v in ipairs(t:totable()) do if v ~= v then n = n + 1 end end
+  return n
+end
+
+describe("clip_grad_norm_ as torch's", function()
+  local function grads(a, b)
+    local p, q = ember.zeros(3):requires_grad_(), ember.zeros(2):requires_grad_()
+    p.grad, q.grad = ember.tensor(a), ember.tensor(b)
+    return p, q
+  end
+
+  -- torch's fourth positional argument, clip_grad_norm_(ps, 1.0, 2.0, True),
+  -- was dropped without a word: a NaN norm came back and the step went on.
+  it("takes error_if_nonfinite by position (and as a keyword after norm_type) in both names", function()
+    for _, f in ipairs { optim.clip_grad_norm_, nn.utils.clip_grad_norm_ } do
+      local p, q = grads({ 0 / 0, -4, 0 }, { 1, 2 })
+      raises_here(function() f({ p, q }, 1.0, 2, true) end,
+        "the total norm of order 2 for gradients from `parameters` is non-finite")
+      assert.are.same({ 1, 2 }, q.grad:totable()) -- refused before any gradient changes
+      p, q = grads({ math.huge, -4, 0 }, { 1, 2 })
+      raises_here(function() f({ p, q }, 1.0, math.huge, { error_if_nonfinite = true }) end,
+        "the total norm of order inf for gradients")
+      raises_here(function() f({ p, q }, 1.0, { norm_type = 1, error_if_nonfinite = true }) end,
+        "the total norm of order 1 for gradients")
+      raises_here(function() f({ p, q }, 1.0, 2, "yes") end, "error_if_nonfinite must be a boolean, got yes")
+      raises_here(function() f({ p, q }, 1.0, 2, { norm_type = 1 }) end, "unknown option 'norm_type'")
+      p, q = grads({ 3, -4, 0 }, { 0, 0 })
+      assert.are.equal(5, f({ p, q }, 10, 2, true)) -- finite: clipped as before
+    end
+  end)
+
+  -- torch scales by clamp(max_norm / (norm + 1e-6), max = 1): a NaN norm
+  -- makes every gradient NaN. ember left the gradients as they were
+  -- (`coef < 1` is false for NaN), so only the NaN entries showed it.
+  -- torch 1.13: p.grad = [nan, -4, 0], q.grad = [1, 2]; clip_grad_norm_([p, q], 1.0)
+  --   -> tensor(nan); p.grad [nan, nan, nan], q.grad [nan, nan]
+  --   with p.grad = [inf, -4, 0]: tensor(inf); p.grad [nan, -0., 0.], q.grad [0., 0.]
+  it("scales by a non-finite norm without error_if_nonfinite", function()
+    local p, q = grads({ 0 / 0, -4, 0 }, { 1, 2 })
+    local total = optim.clip_grad_norm_({ p, q }, 1.0)
+    assert.is_true(total ~= total)
+    assert.are.equal(3, nan_count(p.grad))
+    assert.are.equal(2, nan_count(q.grad))
+    p, q = grads({ math.huge, -4, 0 }, { 1, 2 })
+    assert.are.equal(math.huge, nn.utils.clip_grad_norm_({ p, q }, 1.0))
+    assert.are.equal(1, nan_count(p.grad))
+    assert.are.same({ 0, 0 }, q.grad:totable())
+  end)
+end)
