@@ -37,7 +37,8 @@ end
 function MaxUnpool1d:forward(x, indices, output_size)
   Module.check_tensor_input("MaxUnpool1d.forward", x)
   return require("ember.nn.functional").max_unpool1d(x, indices, self.kernel_size, {
-    stride = self.stride, padding = self.padding, output_size = output_size,
+    stride = self.stride, padding = self.padding,
+    output_size = require("ember.nn._functional_checks").forward_option("MaxUnpool1d.forward", "output_size", output_size),
   })
 end
 

@@ -39,7 +39,8 @@ end
 function MaxUnpool2d:forward(x, indices, output_size)
   Module.check_tensor_input(self.__name .. ".forward", x)
   return require("ember.nn.functional")["max_unpool" .. self._nd .. "d"](x, indices, self.kernel_size, {
-    stride = self.stride, padding = self.padding, output_size = output_size,
+    stride = self.stride, padding = self.padding,
+    output_size = require("ember.nn._functional_checks").forward_option(self.__name .. ".forward", "output_size", output_size),
   })
 end
 

@@ -1,5 +1,7 @@
 --- nn.Upsample({size =, scale_factor =, mode = "nearest", align_corners =, recompute_scale_factor =}) or
--- nn.Upsample(scale_factor [, {mode =, align_corners =, recompute_scale_factor =}]): upsampling of the
+-- nn.Upsample(scale_factor [, {mode =, align_corners =, recompute_scale_factor =}]) or PyTorch's
+-- positional order nn.Upsample(size, scale_factor [, mode, align_corners, recompute_scale_factor])
+-- (two or more arguments; one alone is ember's scale_factor, where PyTorch's is the size): upsampling of the
 -- spatial dims of [N, C, L], [N, C, H, W] or [N, C, D, H, W], as
 -- torch.nn.Upsample: `nn.functional.interpolate` with the module's
 -- settings (nn/_interpolate.lua, the one rule), in every mode it has --
@@ -47,9 +49,42 @@ local function sizes(v, int)
   return v
 end
 
-function Upsample:__init(a, b)
-  local opts
-  if type(a) == "number" or (type(a) == "table" and a[1] ~= nil) then
+-- PyTorch's order, size first: nn.Upsample(nil, 2, "bilinear") or
+-- nn.Upsample({6, 7}, nil, "bilinear", true), an options table after them
+-- allowed. Taken for three or more arguments, or two whose second is not
+-- ember's options table (nn.Upsample(nil, 2)); nn.Upsample(2) and
+-- nn.Upsample(2, {mode =}) stay ember's scale_factor.
+local POSITIONAL = { "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor" }
+local function torch_order(n, ...)
+  local a, b = ...
+  if n < 2 or (n == 2 and a ~= nil and (b == nil or type(b) == "table")) then return nil end
+  local last = select(n, ...)
+  local opts = {}
+  if type(last) == "table" and getmetatable(last) == nil and last[1] == nil then
+    for k, v in pairs(last) do opts[k] = v end
+    n = n - 1
+  end
+  if n > #POSITIONAL then
+    error(("Upsample: takes at most %d arguments (%s) before the options table, got %d"):format(#POSITIONAL,
+      table.concat(POSITIONAL, ", "), n), 3)
+  end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then
+      if opts[POSITIONAL[i]] ~= nil then
+        error(("Upsample: %s given twice (argument %d and the options table)"):format(POSITIONAL[i], i), 3)
+      end
+      opts[POSITIONAL[i]] = v
+    end
+  end
+  return opts
+end
+
+function Upsample:__init(...)
+  local a, b = ...
+  local opts = torch_order(select("#", ...), ...)
+  if opts then -- PyTorch's positional order
+  elseif type(a) == "number" or (type(a) == "table" and a[1] ~= nil) then
     opts = b or {}
     if type(opts) ~= "table" then error("Upsample: options must be a table {mode =}, got " .. type(opts), 2) end
     opts = { scale_factor = a, size = opts.size, mode = opts.mode, align_corners = opts.align_corners,

@@ -159,6 +159,7 @@ function M.forward(self, name, nd, x, output_size, who)
   local n = {}
   for i = 1, nd do n[i] = x.shape[x.ndim - nd + i] end
   local op = self.output_padding
+  output_size = require("ember.nn._functional_checks").forward_option(who, "output_size", output_size)
   if output_size ~= nil then
     -- PyTorch's output_size: the spatial sizes (a longer list's last nd)
     local want = math.type(output_size) == "integer" and { output_size } or output_size

@@ -40,6 +40,15 @@ function M.args(who, names, ...)
   return out
 end
 
+-- A forward's optional argument `name` given by position or, as PyTorch's
+-- keyword (m(x, output_size=...)), in a table of names: {output_size = {10, 10}}
+-- gives {10, 10}; another name there is an error naming `who`.
+function M.forward_option(who, name, v)
+  if not M.is_options(v) or next(v) == nil or getmetatable(v) ~= nil then return v end
+  Module.check_options(who, v, { name })
+  return v[name]
+end
+
 function M.check_tensor(who, what, v, float)
   if not ember.is_tensor(v) then errors.raise("%s: %s must be a tensor, got %s", who, what, type(v)) end
   if float then
