@@ -58,3 +58,61 @@ describe("clip_grad_norm_ as torch's", function()
     assert.are.same({ 0, 0 }, q.grad:totable())
   end)
 end)
+
+describe("data samplers as torch's", function()
+  local data = require "ember.data"
+
+  -- torch: `for i in sampler:` / list(sampler). ember's samplers had only
+  -- s:iter(), and `for i in s do` failed inside Lua with "attempt to call a
+  -- data.SequentialSampler value".
+  it("are walked by `for i in s do` (BatchSampler: `for rows in bs do`)", function()
+    local got = {}
+    for i in data.SequentialSampler(4) do got[#got + 1] = i end
+    assert.are.same({ 1, 2, 3, 4 }, got)
+    local seen = {}
+    for i in data.RandomSampler(5, { generator = ember.Generator():manual_seed(1) }) do seen[#seen + 1] = i end
+    table.sort(seen)
+    assert.are.same({ 1, 2, 3, 4, 5 }, seen)
+    local sizes = {}
+    for rows in data.BatchSampler(data.SequentialSampler(5), 2, false) do sizes[#sizes + 1] = #rows end
+    assert.are.same({ 2, 2, 1 }, sizes)
+    -- a loop broken off and started again begins a new epoch
+    local s = data.SequentialSampler(3)
+    for _ in s do break end
+    got = {}
+    for i in s do got[#got + 1] = i end
+    assert.are.same({ 1, 2, 3 }, got)
+    -- repeated rows (draws with replacement) go on too
+    got = {}
+    for i in data.WeightedRandomSampler({ 0, 1 }, 4) do got[#got + 1] = i end
+    assert.are.same({ 2, 2, 2, 2 }, got)
+    raises_here(function() for _ in s do for _ in s do end end end, "nest loops with `for i in s:iter() do`")
+  end)
+
+  -- torch's positional generator: WeightedRandomSampler(w, n, True, g) was
+  -- refused as "unknown option '_state'" (the generator read as an options
+  -- table), SubsetRandomSampler(idx, g) the same; RandomSampler(ds, True, 8)
+  -- as "options must be a table".
+  it("take torch's positional generator (and RandomSampler's replacement, num_samples)", function()
+    local function rows(s) return s:indices():totable() end
+    local a = rows(data.WeightedRandomSampler({ 1, 2, 3 }, 6, true, ember.Generator():manual_seed(5)))
+    local b = rows(data.WeightedRandomSampler({ 1, 2, 3 }, 6, { generator = ember.Generator():manual_seed(5) }))
+    assert.are.same(b, a)
+    a = rows(data.SubsetRandomSampler({ 2, 4, 6, 8 }, ember.Generator():manual_seed(7)))
+    b = rows(data.SubsetRandomSampler({ 2, 4, 6, 8 }, { generator = ember.Generator():manual_seed(7) }))
+    assert.are.same(b, a)
+    local r = data.RandomSampler(5, true, 8, ember.Generator():manual_seed(2))
+    assert.are.equal(8, #r)
+    assert.are.same(rows(data.RandomSampler(5, { replacement = true, num_samples = 8,
+      generator = ember.Generator():manual_seed(2) })), rows(r))
+    raises_here(function() data.RandomSampler(5, { replacement = true }, 8) end, "RandomSampler: give the options")
+  end)
+
+  -- without replacement, more draws than positive weights failed at the
+  -- first loop naming ember.multinomial; now when the sampler is made
+  it("refuse more draws without replacement than positive weights, naming the sampler", function()
+    raises_here(function() data.WeightedRandomSampler({ 0.1, 0.9, 0, 0 }, 3, false) end,
+      "WeightedRandomSampler: cannot draw 3 rows without replacement: only 2 weights are positive")
+    assert.are.equal(2, #data.WeightedRandomSampler({ 0.1, 0.9, 0, 0 }, 2, false):indices():totable())
+  end)
+end)

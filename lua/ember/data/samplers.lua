@@ -4,7 +4,8 @@
 -- Each is what `DataLoader{sampler =}` and `Dataset:batches{sampler =}`
 -- take: `s:indices()` gives one epoch's 1-based rows as an int64 tensor
 -- (a new draw each call, for the random ones), `#s` their number, and
--- `for i in s:iter() do` walks them as Lua integers. `BatchSampler` groups
+-- `for i in s:iter() do` (or `for i in s do`, torch's `for i in sampler`)
+-- walks them as Lua integers. `BatchSampler` groups
 -- another sampler's rows into batches, for `DataLoader{batch_sampler =}`.
 -- The random ones draw from ember's global generator (reproducible after
 -- ember.manual_seed) or from `generator` (an ember.Generator). The rows
@@ -35,6 +36,8 @@ end
 
 local function check_opts(who, opts, allowed)
   if opts == nil then return {} end
+  -- torch's positional generator (SubsetRandomSampler(indices, g), ...)
+  if allowed.generator and gen.is_generator(opts) then return { generator = opts } end
   if type(opts) ~= "table" then raise("%s: options must be a table, got %s", who, type(opts)) end
   for k in pairs(opts) do
     if not allowed[k] then
@@ -57,6 +60,22 @@ local function draw_opts(self, o)
   return o
 end
 
+-- `for i in s do` (BatchSampler: `for rows in bs do`), as torch's `for i in
+-- sampler`: a loop's first call (no previous value) starts an epoch of
+-- s:iter(), the later ones go on with it.
+local function call_iter(self, _, prev)
+  if prev == nil then
+    rawset(self, "_it", self:iter())
+  elseif rawget(self, "_it") == nil or not rawequal(prev, rawget(self, "_last")) then
+    raise("%s: `for i in s do` runs one loop at a time over a sampler; nest loops with `for i in s:iter() do`",
+      self.__name)
+  end
+  local v = self._it()
+  rawset(self, "_last", v)
+  if v == nil then rawset(self, "_it", nil) end
+  return v
+end
+
 -- The methods every sampler shares.
 local Sampler = {}
 Sampler.__index = Sampler
@@ -67,6 +86,7 @@ local function class(name)
   c.__index = c
   c.__name = "data." .. name
   c.__len = function(self) return self:size() end
+  c.__call = call_iter
   c.__tostring = function(self) return ("%s(%d rows)"):format(name, self:size()) end
   return c
 end
@@ -106,14 +126,21 @@ local Random = class("RandomSampler")
 -- opts: `replacement` (false: a permutation; true: num_samples draws,
 -- uniform and independent), `num_samples` (default #data_source; without
 -- replacement more than that many is whole permutations one after
--- another, as torch), `generator`.
+-- another, as torch), `generator`; or torch's positional order,
+-- `RandomSampler(ds, replacement [, num_samples [, generator]])`.
 -- @usage local data = require "ember.data"
 -- local s = data.RandomSampler(ember.zeros(5, 1), {generator = ember.Generator():manual_seed(0)})
 -- local rows = s:indices()
 -- print(#s, rows:sort():equal(ember.arange(1, 6, "int64")))   --> 5	true
-function Random.new(data_source, opts)
+function Random.new(data_source, opts, num_samples, generator)
   local who = "RandomSampler"
   local n = size_of(who, data_source)
+  if type(opts) == "boolean" then
+    opts = { replacement = opts, num_samples = num_samples, generator = generator }
+  elseif num_samples ~= nil or generator ~= nil then
+    raise("%s: give the options as one table {replacement =, num_samples =, generator =} or by position "
+      .. "(replacement, num_samples, generator), not both", who)
+  end
   opts = check_opts(who, opts, { replacement = true, num_samples = true, generator = true })
   if opts.replacement ~= nil and type(opts.replacement) ~= "boolean" then
     raise("%s: replacement must be a boolean, got %s", who, type(opts.replacement))
@@ -188,7 +215,8 @@ local Weighted = class("WeightedRandomSampler")
 -- num_samples rows drawn with probability proportional to weights (one
 -- non-negative weight per row, a list or a 1-d tensor), with replacement
 -- by default, as torch (its usual use: oversampling rare classes). opts:
--- `generator` (also as the third argument: `{replacement =, generator =}`).
+-- `generator` (also as the third argument: `{replacement =, generator =}`),
+-- or the generator itself as torch's fourth positional argument.
 -- @usage local data = require "ember.data"
 -- local s = data.WeightedRandomSampler({0, 1, 0, 3}, 8)
 -- local rows = s:indices()
@@ -220,6 +248,10 @@ function Weighted.new(weights, num_samples, replacement, opts)
     raise("%s: weights must be finite and >= 0", who)
   end
   if w:sum():item() == 0 then raise("%s: at least one weight must be positive", who) end
+  local positive = w:gt(0):sum():item()
+  if not replacement and num_samples > positive then
+    raise("%s: cannot draw %d rows without replacement: only %d weights are positive", who, num_samples, positive)
+  end
   return setmetatable({ weights = w, num_samples = num_samples, replacement = replacement,
     generator = opts.generator }, Weighted)
 end
