@@ -176,7 +176,7 @@ describe("ember.data.padding", function()
     assert.has_error(function() data.pad({{5}}, 1, {side = "middle"}) end,
       'data.pad: side must be "right" or "left", got middle')
     assert.has_error(function() data.pad({{5}}, 1, {padding_side = "left"}) end,
-      "data.pad: unknown option 'padding_side' (options: max_len, side)")
+      "data.pad: unknown option 'padding_side' (options: max_len, side, padding, truncation)")
     -- a tokenizer's batch, and generate continuing each row from its last id
     local tok = data.CharTokenizer.fit({"abcdef"})
     local x, m = tok:encode_batch({"abc", "a"}, {padding_side = "left"})

@@ -116,3 +116,44 @@ describe("data samplers as torch's", function()
     assert.are.equal(2, #data.WeightedRandomSampler({ 0.1, 0.9, 0, 0 }, 2, false):indices():totable())
   end)
 end)
+
+describe("encode_batch and data.pad as Hugging Face's tokenizers", function()
+  local data = require "ember.data"
+
+  -- encode_batch read only bos, eos, max_len and padding_side: Hugging
+  -- Face's padding = "max_length", truncation = false, or a misspelt
+  -- max_length were ignored without a word (rows padded to the longest,
+  -- and cut at max_len whatever truncation said).
+  it("take padding = \"max_length\" and truncation, and refuse other options", function()
+    local tok = data.CharTokenizer.fit({ "hello world", "abc" })
+    local pad = tok.vocab.pad_id
+    local ids, mask = tok:encode_batch({ "abc", "hello" }, { max_len = 8, padding = "max_length" })
+    assert.are.same({ 2, 8 }, ids.shape)
+    assert.are.same({ false, false, false, true, true, true, true, true }, mask:totable()[1])
+    assert.are.equal(pad, ids:totable()[2][8])
+    ids = tok:encode_batch({ "abc", "hello" }, { max_len = 4, truncation = false })
+    assert.are.same({ 2, 5 }, ids.shape) -- nothing cut: padded to the longest
+    ids = tok:encode_batch({ "abc", "hello" }, { max_len = 4 })
+    assert.are.same({ 2, 4 }, ids.shape) -- cut, as before
+    ids, mask = tok:encode_batch({ "ab" }, { max_len = 4, padding = "max_length", padding_side = "left", eos = true })
+    assert.are.same({ { pad, tok.vocab:id("a"), tok.vocab:id("b"), tok.vocab.eos_id } }, ids:totable())
+    raises_here(function() tok:encode_batch({ "abc" }, { max_length = 4 }) end,
+      "CharTokenizer.encode_batch: unknown option 'max_length' (options: bos, eos, max_len, padding, padding_side, truncation)")
+    raises_here(function() tok:encode_batch({ "abc" }, { padding = "max_length" }) end,
+      "CharTokenizer.encode_batch: padding = \"max_length\" needs max_len")
+    raises_here(function() tok:encode_batch({ "hello" }, { max_len = 2, padding = "max_length", truncation = false }) end,
+      "item 1 has 5 ids, more than max_len = 2, and truncation = false")
+    local w = data.WordTokenizer.fit({ "the cat sat", "a dog" })
+    assert.are.same({ 2, 5 }, w:encode_batch({ "the cat", "dog" }, { padding = "max_length", max_len = 5 }).shape)
+    raises_here(function() w:encode_batch({ "dog" }, { truncate = true }) end, "WordTokenizer.encode_batch: unknown option 'truncate'")
+  end)
+
+  it("data.pad pads to max_len with padding = \"max_length\"", function()
+    local ids, mask, lengths = data.pad({ { 5, 6, 7 }, { 8 } }, 1, { max_len = 4, padding = "max_length" })
+    assert.are.same({ { 5, 6, 7, 1 }, { 8, 1, 1, 1 } }, ids:totable())
+    assert.are.same({ false, true, true, true }, mask:totable()[2])
+    assert.are.same({ 3, 1 }, lengths:totable())
+    assert.are.same({ { 5, 6, 7 }, { 8, 1, 1 } }, data.pad({ { 5, 6, 7 }, { 8 } }, 1, { max_len = 2, truncation = false }):totable())
+    raises_here(function() data.pad({ { 5 } }, 1, { padding = "max" }) end, "data.pad: padding must be")
+  end)
+end)

@@ -77,13 +77,12 @@ end
 
 --- A batch: int64 ids [B, L] padded with <pad> to the longest item, and the
 -- key-padding mask bool [B, L] (true = padding). opts as encode, plus
--- max_len (items longer are cut) and padding_side ("right", or "left" for
--- a batch of prompts to ember.generate, as Hugging Face's).
+-- max_len (items longer are cut), padding_side ("right", or "left" for
+-- a batch of prompts to ember.generate, as Hugging Face's), padding
+-- ("longest", or "max_length": every row max_len long) and truncation
+-- (false: no item is cut), as data.pad; another option is an error.
 function CharTokenizer:encode_batch(texts, opts)
-  local lists = {}
-  for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end
-  return padding.pad(lists, self.vocab.pad_id, {max_len = opts and opts.max_len,
-                                                  side = opts and opts.padding_side})
+  return padding.encode_batch(self, "CharTokenizer", texts, opts)
 end
 
 --- A long text as one int64 tensor [n] (e.g. a whole corpus for a language

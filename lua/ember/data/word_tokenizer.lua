@@ -103,13 +103,10 @@ function WordTokenizer:decode(ids, keep_specials)
 end
 
 --- ids int64 [B, L] padded with <pad>, mask bool [B, L] (true = padding);
--- opts as encode, plus max_len and padding_side ("right" or "left", as
--- CharTokenizer:encode_batch).
+-- opts as encode, plus max_len, padding_side ("right" or "left"), padding
+-- and truncation, as CharTokenizer:encode_batch.
 function WordTokenizer:encode_batch(texts, opts)
-  local lists = {}
-  for i, s in ipairs(texts) do lists[i] = self:encode(s, opts) end
-  return padding.pad(lists, self.vocab.pad_id, {max_len = opts and opts.max_len,
-                                                  side = opts and opts.padding_side})
+  return padding.encode_batch(self, "WordTokenizer", texts, opts)
 end
 
 function WordTokenizer:__tostring()
