@@ -283,7 +283,7 @@ describe("nn.FractionalMaxPool2d/3d and nn.functional.fractional_max_pool2d/3d a
       { ember.randn(1, 2, 6, 5, { dtype = "float64" }) })
     raises_here(function() nn.FractionalMaxPool2d(2) end, "FractionalMaxPool2d: give output_size or output_ratio (one of them)")
     raises_here(function() nn.FractionalMaxPool2d(2, { output_size = 3, output_ratio = 0.5 }) end, "give output_size or output_ratio")
-    raises_here(function() nn.FractionalMaxPool2d{ kernel_size = 2 } end, "FractionalMaxPool2d: kernel_size must be a positive integer")
+    raises_here(function() nn.FractionalMaxPool2d{ kernel_size = 2 } end, "FractionalMaxPool2d: give output_size or output_ratio")
     raises_here(function() nn.FractionalMaxPool2d(2, { output_sise = 3 }) end, "nn.FractionalMaxPool2d: unknown option 'output_sise'")
     raises_here(function() nn.FractionalMaxPool2d(2, { output_ratio = 1.5 })(x) end,
       "nn.functional.fractional_max_pool2d: output_ratio must be a number or a pair of them in (0, 1), got 1.5")

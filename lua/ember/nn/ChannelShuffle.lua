@@ -7,6 +7,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local ChannelShuffle = Module:extend("ChannelShuffle")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ChannelShuffle.SIGNATURE = { sizes = { "groups" }, options = {} }
 
 -- one option's check (the constructor's)
 local function check(what, v, ok, want)

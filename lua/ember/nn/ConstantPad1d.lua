@@ -10,6 +10,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ConstantPad1d = Module:extend("ConstantPad1d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ConstantPad1d.SIGNATURE = { sizes = { "padding", "value" }, options = {} }
 
 function ConstantPad1d:__init(pad, value)
   padding.setup(self, pad, true, 2)

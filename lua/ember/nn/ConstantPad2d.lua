@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ConstantPad2d = Module:extend("ConstantPad2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ConstantPad2d.SIGNATURE = { sizes = { "padding", "value" }, options = {} }
 
 function ConstantPad2d:__init(pad, value)
   padding.setup(self, pad, true)

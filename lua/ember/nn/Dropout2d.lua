@@ -13,8 +13,11 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Dropout2d = Module:extend("Dropout2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Dropout2d.SIGNATURE = { sizes = { "p" }, options = { "inplace" } }
 
-function Dropout2d:__init(p)
+function Dropout2d:__init(p, opts)
+  Module.check_options("nn.Dropout2d", opts, { "inplace" })
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p >= 1 then
     error("Dropout2d: p must be a number in [0, 1), got " .. tostring(p), 2)

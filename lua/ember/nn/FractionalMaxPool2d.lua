@@ -13,6 +13,9 @@ local Module = require "ember.nn.Module"
 local conv = require "ember.nn._conv"
 
 local FractionalMaxPool2d = Module:extend("FractionalMaxPool2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+FractionalMaxPool2d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "output_size", "output_ratio", "return_indices", "_random_samples" } }
 FractionalMaxPool2d._nd = 2 -- nn.FractionalMaxPool3d is this class with 3
 
 function FractionalMaxPool2d:__init(kernel_size, opts)

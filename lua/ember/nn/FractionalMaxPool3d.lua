@@ -8,6 +8,9 @@
 local FractionalMaxPool2d = require "ember.nn.FractionalMaxPool2d"
 
 local FractionalMaxPool3d = FractionalMaxPool2d:extend("FractionalMaxPool3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+FractionalMaxPool3d.SIGNATURE = { sizes = { "kernel_size" },
+  options = { "output_size", "output_ratio", "return_indices", "_random_samples" } }
 FractionalMaxPool3d._nd = 3
 
 return FractionalMaxPool3d

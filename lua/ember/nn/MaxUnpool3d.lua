@@ -10,6 +10,8 @@
 local MaxUnpool2d = require "ember.nn.MaxUnpool2d"
 
 local MaxUnpool3d = MaxUnpool2d:extend("MaxUnpool3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+MaxUnpool3d.SIGNATURE = { sizes = { "kernel_size" }, options = { "stride", "padding" } }
 MaxUnpool3d._nd = 3
 
 return MaxUnpool3d

@@ -11,6 +11,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local PixelShuffle = Module:extend("PixelShuffle")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+PixelShuffle.SIGNATURE = { sizes = { "upscale_factor" }, options = {} }
 
 -- r as a positive integer (the module's `field` names it in errors).
 function PixelShuffle._factor(self, field, r)

@@ -10,6 +10,8 @@ local Module = require "ember.nn.Module"
 local PixelShuffle = require "ember.nn.PixelShuffle"
 
 local PixelUnshuffle = Module:extend("PixelUnshuffle")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+PixelUnshuffle.SIGNATURE = { sizes = { "downscale_factor" }, options = {} }
 
 function PixelUnshuffle:__init(downscale_factor) PixelShuffle._factor(self, "downscale_factor", downscale_factor) end
 

@@ -10,6 +10,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ReflectionPad1d = Module:extend("ReflectionPad1d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReflectionPad1d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ReflectionPad1d:__init(pad) padding.setup(self, pad, false, 2) end
 

@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ReflectionPad2d = Module:extend("ReflectionPad2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReflectionPad2d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ReflectionPad2d:__init(pad) padding.setup(self, pad, false) end
 

@@ -9,6 +9,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ReplicationPad1d = Module:extend("ReplicationPad1d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReplicationPad1d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ReplicationPad1d:__init(pad) padding.setup(self, pad, false, 2) end
 

@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ReplicationPad2d = Module:extend("ReplicationPad2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReplicationPad2d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ReplicationPad2d:__init(pad) padding.setup(self, pad, false) end
 

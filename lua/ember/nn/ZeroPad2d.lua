@@ -6,6 +6,8 @@
 local ConstantPad2d = require "ember.nn.ConstantPad2d"
 
 local ZeroPad2d = ConstantPad2d:extend("ZeroPad2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ZeroPad2d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ZeroPad2d:__init(pad) ConstantPad2d.__init(self, pad, 0) end
 

@@ -21,6 +21,13 @@ end
 
 function M.class(name, Target, probe, from_input, from_state)
   local Lazy = Module:extend(name)
+  -- PyTorch's positional order and the table of names (nn/_module_args.lua): the target's, less
+  -- its first size (nn.LazyConv2d(16, 3, 2, 1) is nn.Conv2d(in, 16, 3, 2, 1)); the arguments are
+  -- kept as the target's __init takes them (sizes, then one options table)
+  local sig = rawget(Target, "SIGNATURE")
+  if sig then
+    Lazy.SIGNATURE = { sizes = { table.unpack(sig.sizes, 2) }, options = sig.options, aliases = sig.aliases }
+  end
 
   function Lazy:__init(...)
     rawset(self, "_lazy_args", table.pack(...))
