@@ -17,7 +17,9 @@
 --     optimizer's and scheduler's other values flattened to dotted keys:
 --     "optimizer.type" = "AdamW", "optimizer.param_groups.1.lr" = "0.001",
 --     "optimizer.state.3.step" = "12", "scheduler.last_step" = "40", ...
---     Numbers are written with 17 significant digits (exact round trip).
+--     Numbers are written with 17 significant digits (exact round trip),
+--     strings as "s:<text>" ("optimizer.param_groups.1.line_search_fn" =
+--     "s:strong_wolfe").
 --
 -- Files from PyTorch (safetensors.torch.save_file, Hugging Face) load as
 -- they are: F32, F64, BF16, I64 and BOOL tensors keep their dtype; F16
@@ -53,8 +55,11 @@ local function num_str(v)
   return ("%.17g"):format(v)
 end
 
--- Flattens a tree of numbers, booleans, strings (top level only: "type")
--- and tensors into meta[prefix .. "a.b.1"] = "..." and tensors[...] = t.
+-- Flattens a tree of numbers, booleans, strings and tensors into
+-- meta[prefix .. "a.b.1"] = "..." and tensors[...] = t. A string is
+-- written "s:<text>" (an option such as LBFGS's line_search_fn =
+-- "strong_wolfe" or Adafactor's eps = {"auto", 1e-3}), so that one that
+-- looks like a number or a boolean reads back as the string.
 local function flatten(path, tree, prefix, meta, tensors)
   for k, v in pairs(tree) do
     if type(k) == "string" and k:find(".", 1, true) then fail(path, "cannot save the key '%s' (contains '.')", k) end
@@ -63,6 +68,7 @@ local function flatten(path, tree, prefix, meta, tensors)
     if is_tensor(v) then tensors[name] = v
     elseif type(v) == "number" then meta[name] = num_str(v)
     elseif type(v) == "boolean" then meta[name] = tostring(v)
+    elseif type(v) == "string" then meta[name] = "s:" .. v
     elseif type(v) == "table" then
       if next(v) == nil then meta[name] = "{}" else flatten(path, v, name .. ".", meta, tensors) end
     else
@@ -72,6 +78,7 @@ local function flatten(path, tree, prefix, meta, tensors)
 end
 
 local function parse_value(s)
+  if s:sub(1, 2) == "s:" then return s:sub(3) end -- a string (flatten's); no number or boolean starts so
   if s == "true" then return true elseif s == "false" then return false end
   if s == "{}" then return {} end
   return tonumber(s) or s

@@ -157,3 +157,58 @@ describe("encode_batch and data.pad as Hugging Face's tokenizers", function()
     raises_here(function() data.pad({ { 5 } }, 1, { padding = "max" }) end, "data.pad: padding must be")
   end)
 end)
+
+describe("checkpoint.save of an optimizer with a string option", function()
+  local checkpoint = require "ember.checkpoint"
+
+  -- checkpoint.save refused every string but the optimizer's type:
+  -- Adafactor (eps = {"auto", 1e-3} by default), Muon (adjust_lr_fn =
+  -- "original") and LBFGS with line_search_fn = "strong_wolfe" could not be
+  -- saved at all ("cannot save 'optimizer.param_groups.1.eps.1', a string").
+  it("saves and resumes Adafactor, Muon and LBFGS(strong_wolfe) as if never stopped", function()
+    local path = os.tmpname()
+    local makers = {
+      function(ps) return optim.Adafactor(ps, { lr = 0.05 }) end,
+      function(ps) return optim.Muon(ps, { lr = 0.05 }) end,
+      function(ps) return optim.LBFGS(ps, { lr = 1, line_search_fn = "strong_wolfe", max_iter = 4 }) end,
+    }
+    local t = ember.tensor({ { 0.1, -0.2, 0.3 }, { 0.4, 0.5, -0.6 } }, { dtype = "float64" })
+    for _, make in ipairs(makers) do
+      local function fresh() return ember.tensor({ { 0.5, -1.2, 2 }, { 0.3, -0.7, 1.1 } }, { dtype = "float64" }):requires_grad_() end
+      local function run(w, opt, n)
+        for _ = 1, n do
+          opt:step(function()
+            opt:zero_grad()
+            local loss = (w * w * w * w / 4 - w * t):sum()
+            loss:backward()
+            return loss
+          end)
+        end
+      end
+      local w1 = fresh()
+      local o1 = make({ w1 })
+      run(w1, o1, 4)
+      local w2 = fresh()
+      local o2 = make({ w2 })
+      run(w2, o2, 2)
+      checkpoint.save(path, { optimizer = o2 })
+      local w3 = w2:detach():clone():requires_grad_()
+      local o3 = make({ w3 })
+      checkpoint.load(path, { optimizer = o3 })
+      run(w3, o3, 2)
+      assert.are.same(w1:totable(), w3:totable())
+    end
+    os.remove(path)
+  end)
+
+  it("reads the strings back as strings", function()
+    local path = os.tmpname()
+    local opt = optim.Muon({ ember.zeros(2, 2):requires_grad_() }, { adjust_lr_fn = "match_rms_adamw" })
+    checkpoint.save(path, { optimizer = opt })
+    local o2 = optim.Muon({ ember.zeros(2, 2):requires_grad_() })
+    checkpoint.load(path, { optimizer = o2 })
+    assert.are.equal("match_rms_adamw", o2.param_groups[1].adjust_lr_fn)
+    assert.are.equal("bfloat16", o2.param_groups[1].ns_dtype)
+    os.remove(path)
+  end)
+end)
