@@ -212,3 +212,34 @@ describe("checkpoint.save of an optimizer with a string option", function()
     os.remove(path)
   end)
 end)
+
+describe("SGD, Adam and AdamW on a strided parameter", function()
+  -- a leaf made from a transposed view (ember.randn(4, 3):t():requires_grad_())
+  -- failed at the first step inside the library: "ember.sgd_step: the
+  -- parameter must be contiguous" (adam_step, adamw_step the same), at
+  -- optim/SGD.lua's line. torch's optimizers take any layout.
+  it("step it as they step the same values laid out contiguously", function()
+    local makers = {
+      function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9, nesterov = true, weight_decay = 0.1 }) end,
+      function(ps) return optim.Adam(ps, { lr = 0.1, weight_decay = 0.1 }) end,
+      function(ps) return optim.AdamW(ps, { lr = 0.1 }) end,
+    }
+    for _, make in ipairs(makers) do
+      local base = ember.tensor({ { 0.5, -1.2, 2 }, { 0.3, -0.7, 1.1 } }, { dtype = "float64" })
+      local t = ember.tensor({ { 0.1, -0.2, 0.3 }, { 0.4, 0.5, -0.6 } }, { dtype = "float64" })
+      local a = base:clone():requires_grad_()
+      local b = base:t():contiguous():t():requires_grad_()
+      assert.is_false(b:is_contiguous())
+      local oa, ob = make({ a }), make({ b })
+      for _ = 1, 3 do
+        for _, pair in ipairs { { a, oa }, { b, ob } } do
+          pair[2]:zero_grad()
+          ;(pair[1] * pair[1] * pair[1] * t):sum():backward()
+          pair[2]:step()
+        end
+      end
+      assert.are.same(a:totable(), b:totable())
+      assert.is_false(b:is_contiguous()) -- the parameter itself was updated
+    end
+  end)
+end)

@@ -65,8 +65,10 @@ function Adam:update(p, grad, st, g)
   end
   st.step = st.step + 1
   if g.amsgrad then return amsgrad_step(self, p, grad, st, g) end
-  core.adam_step(p, grad, st.exp_avg, st.exp_avg_sq, g.lr, g.betas[1], g.betas[2], g.eps,
-    g.weight_decay, st.step, self.decoupled, self.composed)
+  Optimizer.on_contiguous(p, function(q)
+    core.adam_step(q, grad, st.exp_avg, st.exp_avg_sq, g.lr, g.betas[1], g.betas[2], g.eps,
+      g.weight_decay, st.step, self.decoupled, self.composed)
+  end)
 end
 
 return Adam

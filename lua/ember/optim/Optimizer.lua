@@ -282,6 +282,19 @@ function Optimizer:_step()
   end
 end
 
+--- Runs step(q), a fused C update that needs a contiguous parameter, on p
+-- itself or, when p is strided (a leaf made from a transposed view, say),
+-- on a contiguous copy then written back into p: PyTorch's optimizers take
+-- any layout.
+-- @param p the parameter
+-- @tparam function step called with the tensor to update
+function Optimizer.on_contiguous(p, step)
+  if p:is_contiguous() then return step(p) end
+  local q = p:detach():contiguous()
+  step(q)
+  ember.no_grad(function() p:copy_(q) end)
+end
+
 --- A zero tensor shaped like p for optimizer state.
 function Optimizer.zeros_like(p) return ember.zeros(p.shape, { dtype = p.dtype, device = p.device }) end
 

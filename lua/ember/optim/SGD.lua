@@ -36,8 +36,10 @@ function SGD:update(p, grad, st, g)
     st.momentum_buffer = self.zeros_like(p)
     first = true
   end
-  core.sgd_step(p, grad, g.momentum ~= 0 and st.momentum_buffer or nil, g.lr, g.momentum,
-    g.dampening, g.weight_decay, g.nesterov, first, self.composed)
+  Optimizer.on_contiguous(p, function(q)
+    core.sgd_step(q, grad, g.momentum ~= 0 and st.momentum_buffer or nil, g.lr, g.momentum,
+      g.dampening, g.weight_decay, g.nesterov, first, self.composed)
+  end)
 end
 
 return SGD
