@@ -134,3 +134,42 @@ describe("the vision modules' table of names and positional order, as torch's ke
     assert.are.equal("1,2,3,3,3", shape(nn.FractionalMaxPool3d{ kernel_size = 2, output_size = 3 }(ember.randn(1, 2, 6, 6, 6))))
   end)
 end)
+
+describe("adaptive max pooling's return_indices", function()
+  -- was: 'AdaptiveMaxPool2d: return_indices is not supported' (and "unknown option 'return_indices'" for
+  -- AdaptiveMaxPool3d). The values are torch 1.13's, 0-based there, for the same inputs:
+  -- F.adaptive_max_pool2d(x, (3, 2), True), F.adaptive_max_pool1d(x1, 3, True),
+  -- F.adaptive_max_pool3d(torch.arange(27.).remainder(7).view(1, 1, 3, 3, 3), (2, 2, 1), True)
+  local x = ember.tensor({ { 3, 1, 4, 1, 5 }, { 9, 2, 6, 5, 3 }, { 5, 8, 9, 7, 9 }, { 3, 2, 3, 8, 4 } },
+    { dtype = "float64" }):view({ 1, 1, 4, 5 })
+  local function plus1(t) local o = {} for k, v in ipairs(t) do o[k] = v + 1 end return o end
+
+  it("nn.AdaptiveMaxPool2d(size, true): the first largest of each bin, as torch's, ties included", function()
+    local xr = x:clone():requires_grad_(true)
+    local y, i = nn.AdaptiveMaxPool2d({ 3, 2 }, true)(xr)
+    assert.are.same({ 9, 6, 9, 9, 9, 9 }, y:reshape({ -1 }):totable())
+    assert.are.equal("int64", i.dtype)
+    assert.are.same(plus1({ 5, 7, 5, 12, 12, 12 }), i:reshape({ -1 }):totable())
+    y:sum():backward() -- the gradient goes where the indices say (torch's grad)
+    assert.are.same({ 0, 0, 0, 0, 0, 2, 0, 1, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0 }, xr.grad:reshape({ -1 }):totable())
+    -- the functional form, unbatched, and MaxUnpool2d-style gathering back
+    local y2, i2 = nn.functional.adaptive_max_pool2d(x[1], { 3, 2 }, { return_indices = true })
+    assert.is_true(y2:equal(y[1]) and i2:equal(i[1]))
+    assert.is_true(x:reshape({ 1, 1, -1 }):gather(3, i:reshape({ 1, 1, -1 })):reshape(y.shape):equal(y))
+  end)
+
+  it("nn.AdaptiveMaxPool1d and nn.AdaptiveMaxPool3d with return_indices", function()
+    local x1 = ember.tensor({ 2, 7, 1, 8, 2, 8, 1, 8 }, { dtype = "float64" }):view({ 1, 1, 8 })
+    local y, i = nn.AdaptiveMaxPool1d{ output_size = 3, return_indices = true }(x1)
+    assert.are.same({ 7, 8, 8 }, y:reshape({ -1 }):totable())
+    assert.are.same(plus1({ 1, 3, 5 }), i:reshape({ -1 }):totable())
+    local x3 = (ember.arange(27, { dtype = "float64" }) % 7):view({ 1, 1, 3, 3, 3 })
+    local y3, i3 = nn.AdaptiveMaxPool3d({ 2, 2, 1 }, { return_indices = true })(x3)
+    assert.are.same({ 6, 6, 6, 6 }, y3:reshape({ -1 }):totable())
+    assert.are.same(plus1({ 13, 6, 13, 13 }), i3:reshape({ -1 }):totable())
+    local y4, i4 = nn.functional.adaptive_max_pool3d(x3[1], { 2, 2, 1 }, true)
+    assert.is_true(y4:equal(y3[1]) and i4:equal(i3[1]))
+    -- without it, one result as before
+    assert.are.equal(1, select("#", nn.AdaptiveMaxPool3d(2)(x3)))
+  end)
+end)

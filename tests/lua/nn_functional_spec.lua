@@ -582,8 +582,8 @@ describe("errors name the function at the caller's line", function()
       "nn.functional.max_unpool2d: indices must lie in 1..16 (the output's 4 x 4 plane), got 1..")
     raises_here(function() F.max_unpool1d(ember.randn(1, 2, 3), ember.ones({ 1, 2, 3 }, { dtype = "int64" }), 0) end,
       "nn.functional.max_unpool1d: kernel_size must be a positive integer, got 0")
-    raises_here(function() F.adaptive_max_pool2d(x, 2, { return_indices = true }) end,
-      "nn.functional.adaptive_max_pool2d: return_indices is not supported")
+    raises_here(function() F.adaptive_max_pool2d(x, 2, { return_index = true }) end,
+      "nn.functional.adaptive_max_pool2d: unknown option 'return_index'")
     raises_here(function() F.max_pool2d(x, 4, { padding = 3 }) end, "nn.functional.max_pool2d: padding 3 is more than half")
     raises_here(function() F.avg_pool2d(x, 2, { dilation = 2 }) end, "nn.functional.avg_pool2d: unknown option 'dilation'")
     raises_here(function() F.max_pool2d(ember.randn(8), 2) end, "nn.functional.max_pool2d: expected an input [N, C, H, W]")

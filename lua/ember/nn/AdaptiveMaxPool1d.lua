@@ -1,7 +1,8 @@
 --- nn.AdaptiveMaxPool1d(output_size): the largest value of each of PyTorch's
 -- adaptive bins of the last dim, so the output is [N, C, output_size]
 -- whatever L is, as torch.nn.AdaptiveMaxPool1d (the bins of
--- `nn.AdaptiveMaxPool2d`, on one dim). `return_indices` is not supported.
+-- `nn.AdaptiveMaxPool2d`, on one dim). With `return_indices` forward also
+-- returns the 1-based positions of the maxima (int64).
 -- Errors name nn.AdaptiveMaxPool1d: a bad output_size, an input that is not 2-d or 3-d or has an empty
 -- dim (but the batch's).
 -- @usage print(nn.AdaptiveMaxPool1d(4)(ember.randn(2, 3, 10)).shape)   --> ember.Size{2, 3, 4}
@@ -18,7 +19,7 @@ AdaptiveMaxPool1d.SIGNATURE = { sizes = { "output_size" },
 
 function AdaptiveMaxPool1d:__init(output_size, opts)
   opts = Module.check_options("nn.AdaptiveMaxPool1d", opts, { "return_indices" })
-  if opts.return_indices then error("AdaptiveMaxPool1d: return_indices is not supported", 2) end
+  self.return_indices = opts.return_indices or false
   self.output_size = pool.single(output_size)
   if not self.output_size then
     error("AdaptiveMaxPool1d: output_size must be a positive integer, got " .. tostring(output_size), 2)
@@ -34,6 +35,9 @@ function AdaptiveMaxPool1d:forward(x)
       ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
   pool.check_adaptive_input("AdaptiveMaxPool1d.forward", x, 1, self.output_size)
+  if self.return_indices then
+    return require("ember.nn._functional_impl").adaptive_max_pool1d(x, self.output_size, true)
+  end
   return pool.adaptive_mean(x, x.ndim, self.output_size, "max")
 end
 

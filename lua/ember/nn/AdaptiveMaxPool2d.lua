@@ -5,7 +5,9 @@
 -- the bins are `nn.AdaptiveAvgPool2d`'s (output row i, 0-based, takes
 -- input rows floor(i H / oh) to ceil((i + 1) H / oh) - 1). The gradient
 -- goes to the largest value of each bin, the first in the bin's row-major
--- order where several are equal (PyTorch's). `return_indices` is not supported.
+-- order where several are equal (PyTorch's). With `return_indices` forward
+-- also returns where each max is: int64, 1-based flat indices into each
+-- input plane of H * W (nn.MaxPool2d's, for nn.MaxUnpool2d).
 -- Composed from index_select (each bin's rows, then columns) and one max
 -- (nn/_pool.lua's adaptive_max; nn.AdaptiveMaxPool3d's too).
 -- Errors name nn.AdaptiveMaxPool2d: a bad output_size, an input that is not 3-d or 4-d or has an empty
@@ -25,7 +27,7 @@ AdaptiveMaxPool2d.SIGNATURE = { sizes = { "output_size" },
 
 function AdaptiveMaxPool2d:__init(output_size, opts)
   opts = Module.check_options("nn.AdaptiveMaxPool2d", opts, { "return_indices" })
-  if opts.return_indices then error("AdaptiveMaxPool2d: return_indices is not supported", 2) end
+  self.return_indices = opts.return_indices or false
   self.output_size = pool.output_pair(output_size)
   if not self.output_size then
     error("AdaptiveMaxPool2d: output_size must be a positive integer or a pair of them (false: that dim's size, PyTorch's None), got " .. tostring(output_size), 2)
@@ -42,6 +44,10 @@ function AdaptiveMaxPool2d:forward(x)
   end
   pool.check_adaptive_input("AdaptiveMaxPool2d.forward", x, 2, self.output_size)
   local xb, unbatch = pool.batch(x)
+  if self.return_indices then
+    local y, i = pool.adaptive_max(xb, self.output_size, true)
+    return unbatch(y), unbatch(i)
+  end
   return unbatch(pool.adaptive2d(xb, self.output_size, "max"))
 end
 

@@ -248,7 +248,7 @@ end
 
 local function adaptive(who, how, nd, x, output_size, ...)
   local o = args(who, { "return_indices" }, ...)
-  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
+  local with_indices = how == "max" and o.return_indices
   check_tensor(who, "input", x, true)
   if x.ndim ~= nd + 1 and x.ndim ~= nd + 2 then
     errors.raise("%s: expected an input %s, got shape %s", who,
@@ -259,7 +259,11 @@ local function adaptive(who, how, nd, x, output_size, ...)
   if nd == 1 then
     local s = pool.single(output_size)
     if not s then errors.raise("%s: output_size must be a positive integer, got %s", who, tostring(output_size)) end
-    return pool.adaptive_mean(x, x.ndim, s, how)
+    if not with_indices then return pool.adaptive_mean(x, x.ndim, s, how) end
+    local xb = x.ndim == 2 and x:unsqueeze(1) or x
+    local y, i = pool.adaptive_max(xb, { s }, true)
+    if x.ndim == 2 then return y:squeeze(1), i:squeeze(1) end
+    return y, i
   end
   local o2 = pool.output_pair(output_size)
   if not o2 then
@@ -268,6 +272,10 @@ local function adaptive(who, how, nd, x, output_size, ...)
       who, conv.fmt(output_size))
   end
   local xb, unbatch = pool.batch(x)
+  if with_indices then
+    local y, i = pool.adaptive_max(xb, o2, true)
+    return unbatch(y), unbatch(i)
+  end
   return unbatch(pool.adaptive2d(xb, o2, how))
 end
 
@@ -657,7 +665,6 @@ end
 -- who: the caller named in errors (the adaptive 3-d modules' forwards name themselves)
 local function adaptive3(who, how, x, output_size, ...)
   local o = args(who, { "return_indices" }, ...)
-  if o.return_indices then errors.raise("%s: return_indices is not supported", who) end
   local xb, unbatch = batch5(who, x)
   pool.check_adaptive_input(who, x, 3, output_size)
   local out = math.type(output_size) == "integer" and { output_size, output_size, output_size } or output_size
@@ -670,7 +677,11 @@ local function adaptive3(who, how, x, output_size, ...)
     errors.raise("%s: output_size must be a positive integer or a table of three (false: that dim's size, PyTorch's "
       .. "None), got %s", who, conv.fmt(output_size))
   end
-  if how == "max" then return unbatch(pool.adaptive_max(xb, { out[1] or false, out[2] or false, out[3] or false })) end
+  if how == "max" then
+    local y, i = pool.adaptive_max(xb, { out[1] or false, out[2] or false, out[3] or false }, o.return_indices)
+    if o.return_indices then return unbatch(y), unbatch(i) end
+    return unbatch(y)
+  end
   local y = xb
   for i = 1, 3 do y = pool.adaptive_mean(y, 2 + i, out[i] or xb.shape[2 + i], how) end
   return unbatch(y)

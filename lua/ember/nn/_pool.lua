@@ -152,25 +152,36 @@ function M.check_adaptive_input(who, x, nd, out)
   M.check_output_size(who, x, nd, out)
 end
 
--- xb [N, C, *spatial] (2 or 3 spatial dims) max-pooled to o (one size per spatial dim; false:
--- that dim's size) adaptive bins, as PyTorch's adaptive_max_pool2d/3d: the largest value of each
--- bin, its gradient to the first largest in the bin's row-major order (dim by dim, as the
+-- xb [N, C, *spatial] (1 to 3 spatial dims) max-pooled to o (one size per spatial dim; false:
+-- that dim's size) adaptive bins, as PyTorch's adaptive_max_pool1d/2d/3d: the largest value of
+-- each bin, its gradient to the first largest in the bin's row-major order (dim by dim, as the
 -- separable max, it went to another of equal values). Each dim's bins are gathered as windows
 -- of the largest bin's length K (a shorter bin repeats its last element, which comes after it
--- in that order), then one max over the K_1 K_2 ... positions of each bin.
-function M.adaptive_max(xb, o)
+-- in that order), then one max over the K_1 K_2 ... positions of each bin. With `with_indices`
+-- also where each max is (PyTorch's return_indices): 1-based flat indices into each input
+-- plane of the spatial dims, int64, the output's shape.
+function M.adaptive_max(xb, o, with_indices)
   local nd, N, C = xb.ndim - 2, xb.shape[1], xb.shape[2]
   local outs, Ks, view, same, ones = {}, {}, { N, C }, true, true
+  local io = { dtype = "int64", device = xb.device }
   for d = 1, nd do
     outs[d] = o[d] or xb.shape[2 + d]
     same, ones = same and outs[d] == xb.shape[2 + d], ones and outs[d] == 1
   end
-  if same then return xb end
+  if same then
+    if not with_indices then return xb end
+    local plane = {}
+    for d = 1, nd do plane[d] = xb.shape[2 + d] end
+    local n = xb:numel() // (N * C)
+    return xb, ember.arange(1, n + 1, 1, io):reshape(plane):expand(xb.shape):contiguous()
+  end
   if ones then -- a global max pool: one max over each plane
     for d = 1, nd do view[2 + d] = 1 end
-    return (xb:reshape({ N, C, -1 }):max(3)):reshape(view)
+    local values, arg = xb:reshape({ N, C, -1 }):max(3)
+    if not with_indices then return values:reshape(view) end
+    return values:reshape(view), arg:reshape(view)
   end
-  local y = xb
+  local y, pos = xb, {}
   for d = 1, nd do
     local n, out, K = xb.shape[2 + d], outs[d], 0
     for i = 0, out - 1 do K = math.max(K, -((-(i + 1) * n) // out) - (i * n) // out) end
@@ -179,7 +190,8 @@ function M.adaptive_max(xb, o)
       local a, b = (i * n) // out, -((-(i + 1) * n) // out)
       for t = 0, K - 1 do idx[#idx + 1] = math.min(a + t, b - 1) + 1 end
     end
-    y = y:index_select(2 + d, ember.tensor(idx, { dtype = "int64", device = xb.device }))
+    pos[d] = ember.tensor(idx, io)
+    y = y:index_select(2 + d, pos[d])
     Ks[d] = K
     view[#view + 1], view[#view + 2] = out, K
   end
@@ -188,7 +200,24 @@ function M.adaptive_max(xb, o)
   for d = 1, nd do perm[#perm + 1], shape[#shape + 1] = 1 + 2 * d, outs[d] end
   for d = 1, nd do perm[#perm + 1], k = 2 + 2 * d, k * Ks[d] end
   shape[#shape + 1] = k
-  return (y:reshape(view):permute(table.unpack(perm)):reshape(shape):max(nd + 3))
+  local values, arg = y:reshape(view):permute(table.unpack(perm)):reshape(shape):max(nd + 3)
+  if not with_indices then return values end
+  -- the max's offset in its bin, row-major over K1 K2 ..., back to each dim's input position
+  local off, t = arg - 1, {}
+  for d = nd, 1, -1 do
+    t[d] = off % Ks[d]
+    off = off // Ks[d]
+  end
+  local index
+  for d = 1, nd do
+    local bshape = {}
+    for e = 1, nd + 2 do bshape[e] = 1 end
+    bshape[2 + d] = outs[d]
+    local lin = ember.arange(0, outs[d], 1, io):reshape(bshape) * Ks[d] + t[d] -- 0-based into pos[d]
+    local p = pos[d]:index_select(1, lin:reshape({ -1 }) + 1):reshape(lin.shape) - 1
+    index = index and index * xb.shape[2 + d] + p or p
+  end
+  return values, index + 1
 end
 
 -- xb [N, C, H, W] pooled to o = {oh, ow} adaptive bins (false: that dim's

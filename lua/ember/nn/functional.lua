@@ -239,12 +239,15 @@ function F.max_unpool1d(x, indices, kernel_size, ...) return impl.max_unpool1d(x
 -- print(F.adaptive_avg_pool2d(ember.randn(2, 8, 7, 5), 1).shape)   --> ember.Size{2, 8, 1, 1}
 function F.adaptive_avg_pool2d(x, output_size) return impl.adaptive_avg_pool2d(x, output_size) end
 
---- Adaptive 2-d max pooling, as torch.nn.functional.adaptive_max_pool2d
--- (return_indices is not supported). nn.AdaptiveMaxPool2d's forward is this.
+--- Adaptive 2-d max pooling, as torch.nn.functional.adaptive_max_pool2d.
+-- nn.AdaptiveMaxPool2d's forward is this. With return_indices, also where
+-- each max is: int64, 1-based flat indices into each input plane of H * W
+-- (PyTorch's are 0-based), as F.max_pool2d's.
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]
 -- @param output_size an integer or {oh, ow}
 -- @param[opt] ... return_indices (false), or an options table
 -- @treturn Tensor [N, C, oh, ow]
+-- @treturn[opt] Tensor the indices, with return_indices
 -- @usage local F = ember.nn.functional
 -- print(F.adaptive_max_pool2d(ember.randn(2, 8, 7, 5), {3, 2}).shape)   --> ember.Size{2, 8, 3, 2}
 function F.adaptive_max_pool2d(x, output_size, ...) return impl.adaptive_max_pool2d(x, output_size, ...) end
@@ -257,12 +260,13 @@ function F.adaptive_max_pool2d(x, output_size, ...) return impl.adaptive_max_poo
 -- print(F.adaptive_avg_pool1d(ember.tensor{{{1, 2, 3, 4}}}, 2))   --> tensor([[[1.5000, 3.5000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
 function F.adaptive_avg_pool1d(x, output_size) return impl.adaptive_avg_pool1d(x, output_size) end
 
---- Adaptive 1-d max pooling, as torch.nn.functional.adaptive_max_pool1d
--- (return_indices is not supported).
+--- Adaptive 1-d max pooling, as torch.nn.functional.adaptive_max_pool1d.
+-- With return_indices, also the 1-based positions of the maxima (int64).
 -- @tparam Tensor x [N, C, L] or [C, L]
 -- @int output_size
 -- @param[opt] ... return_indices (false), or an options table
 -- @treturn Tensor [N, C, output_size]
+-- @treturn[opt] Tensor the indices, with return_indices
 -- @usage local F = ember.nn.functional
 -- print(F.adaptive_max_pool1d(ember.tensor{{{1, 2, 3, 4}}}, 2))   --> tensor([[[2.0000, 4.0000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
 function F.adaptive_max_pool1d(x, output_size, ...) return impl.adaptive_max_pool1d(x, output_size, ...) end
@@ -1069,11 +1073,13 @@ function F.avg_pool3d(x, kernel_size, ...) return impl.avg_pool3d(x, kernel_size
 -- print(F.adaptive_avg_pool3d(ember.randn(2, 3, 5, 7, 9), 1).shape)   --> ember.Size{2, 3, 1, 1, 1}
 function F.adaptive_avg_pool3d(x, output_size) return impl.adaptive_avg_pool3d(x, output_size) end
 
---- Adaptive 3-d max pooling, as torch.nn.functional.adaptive_max_pool3d (return_indices is not supported).
+--- Adaptive 3-d max pooling, as torch.nn.functional.adaptive_max_pool3d. With return_indices,
+-- also where each max is: int64, 1-based flat indices into each input volume of D * H * W.
 -- @tparam Tensor x [N, C, D, H, W] or [C, D, H, W]
 -- @param output_size an integer or {od, oh, ow}
 -- @param[opt] ... return_indices (false), or an options table
 -- @treturn Tensor
+-- @treturn[opt] Tensor the indices, with return_indices
 -- @usage local F = ember.nn.functional
 -- print(F.adaptive_max_pool3d(ember.randn(2, 3, 5, 7, 9), {2, 3, 4}).shape)   --> ember.Size{2, 3, 2, 3, 4}
 function F.adaptive_max_pool3d(x, output_size, ...) return impl.adaptive_max_pool3d(x, output_size, ...) end
