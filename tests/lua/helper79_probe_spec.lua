@@ -243,3 +243,30 @@ describe("SGD, Adam and AdamW on a strided parameter", function()
     end
   end)
 end)
+
+describe("the tokenizers' encode and decode", function()
+  local data = require "ember.data"
+
+  -- encode(5) failed inside the library (text.lua: "attempt to index a
+  -- number value"); encode's options other than bos and eos (Hugging
+  -- Face's add_special_tokens) were ignored without a word; decode of a
+  -- batch [B, L] said "Vocab: id table: 0x... out of range".
+  it("refuse a text that is not a string, unknown options and a batch to decode, naming the call", function()
+    local tok = data.CharTokenizer.fit({ "hello", "abc" })
+    local w = data.WordTokenizer.fit({ "the cat sat", "a dog" })
+    raises_here(function() tok:encode(5) end, "CharTokenizer.encode: the text must be a string, got number")
+    raises_here(function() w:encode(nil) end, "WordTokenizer.encode: the text must be a string, got nil")
+    raises_here(function() tok:encode("ab", { add_special_tokens = true }) end,
+      "CharTokenizer.encode: unknown option 'add_special_tokens' (options: bos, eos)")
+    local ids = tok:encode_batch({ "abc", "hello" })
+    raises_here(function() tok:decode(ids) end,
+      "CharTokenizer.decode: ids must be a list of ids or a 1-D tensor, got a 2-D tensor [2, 5]")
+    raises_here(function() w:decode(w:encode_batch({ "the cat", "dog" }):totable()) end,
+      "WordTokenizer.decode: id 1 is table")
+    raises_here(function() tok:decode({ 1.5 }) end, "CharTokenizer.decode: id 1 is 1.5, not an integer")
+    -- what worked still works: a row, a list, float ids of a float tensor
+    assert.are.equal("abc", tok:decode(ids[1]))
+    assert.are.equal("hello", tok:decode(ids[2]:double():totable()))
+    assert.are.equal("the cat sat", w:decode(w:encode("the cat sat")))
+  end)
+end)

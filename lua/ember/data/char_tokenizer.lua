@@ -57,6 +57,7 @@ function CharTokenizer:size() return self.vocab:size() end
 
 --- The ids of s as a Lua list; opts.bos / opts.eos add those tokens.
 function CharTokenizer:encode(s, opts)
+  Vocab.check_encode("CharTokenizer", s, opts)
   local v, ids = self.vocab, {}
   if opts and opts.bos then ids[1] = v.bos_id end
   for _, ch in ipairs(text.chars(s)) do ids[#ids + 1] = v:id(ch) end
@@ -67,7 +68,7 @@ end
 --- The text of a list of ids (or a 1-D int64 tensor); special tokens are
 -- left out unless keep_specials.
 function CharTokenizer:decode(ids, keep_specials)
-  if type(ids) ~= "table" then ids = ids:totable() end
+  ids = Vocab.id_list("CharTokenizer", ids)
   local v, out = self.vocab, {}
   for _, id in ipairs(ids) do
     if keep_specials or not v:is_special(id) then out[#out + 1] = v:token(id) end

@@ -64,6 +64,47 @@ function Vocab:token(id)
   return t
 end
 
+-- The tokenizers' shared checks (CharTokenizer, WordTokenizer), raised at
+-- the user's line naming `who` ("CharTokenizer.encode").
+
+--- Checks encode's text and options ({bos =, eos =}).
+-- @tparam string who the tokenizer's name
+-- @param s the text
+-- @param[opt] opts
+function Vocab.check_encode(who, s, opts)
+  local raise = require("ember._errors").raise
+  if type(s) ~= "string" then raise("%s.encode: the text must be a string, got %s", who, type(s)) end
+  if opts == nil then return end
+  if type(opts) ~= "table" then raise("%s.encode: options must be a table {bos =, eos =}, got %s", who, type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "bos" and k ~= "eos" then raise("%s.encode: unknown option '%s' (options: bos, eos)", who, tostring(k)) end
+  end
+end
+
+--- decode's ids as a Lua list: a list of ids or a 1-D tensor (a batch [B, L]
+-- is refused naming `who`: decode each row).
+-- @tparam string who the tokenizer's name
+-- @param ids
+function Vocab.id_list(who, ids)
+  local raise = require("ember._errors").raise
+  local mt = getmetatable(ids)
+  if mt ~= nil and mt.__name == "ember.Tensor" then
+    if ids:dim() ~= 1 then
+      raise("%s.decode: ids must be a list of ids or a 1-D tensor, got a %d-D tensor [%s] (a batch: decode "
+        .. "each row, ids[i])", who, ids:dim(), table.concat(ids.shape, ", "))
+    end
+    return ids:totable()
+  end
+  if type(ids) ~= "table" then raise("%s.decode: ids must be a list of ids or a 1-D tensor, got %s", who, type(ids)) end
+  for i, id in ipairs(ids) do
+    if math.type(id) ~= "integer" and not (type(id) == "number" and id == math.floor(id)) then
+      raise("%s.decode: id %d is %s, not an integer%s", who, i, tostring(id),
+        type(id) == "table" and " (a batch: decode each row)" or "")
+    end
+  end
+  return ids
+end
+
 --- Is id one of the special tokens (pad, unk, bos, eos)?
 -- @tparam integer id
 function Vocab:is_special(id) return self.specials[self.tokens[id]] == true end

@@ -83,6 +83,7 @@ function WordTokenizer:size() return self.vocab:size() end
 -- @tparam string s
 -- @param[opt] opts `{bos=, eos=}`
 function WordTokenizer:encode(s, opts)
+  Vocab.check_encode("WordTokenizer", s, opts)
   local v, ids = self.vocab, {}
   if opts and opts.bos then ids[1] = v.bos_id end
   for _, w in ipairs(self:words(s)) do ids[#ids + 1] = v:id(w) end
@@ -94,7 +95,7 @@ end
 -- @param ids
 -- @tparam[opt=false] boolean keep_specials
 function WordTokenizer:decode(ids, keep_specials)
-  if type(ids) ~= "table" then ids = ids:totable() end
+  ids = Vocab.id_list("WordTokenizer", ids)
   local v, out = self.vocab, {}
   for _, id in ipairs(ids) do
     if keep_specials or not v:is_special(id) then out[#out + 1] = v:token(id) end
