@@ -35,15 +35,19 @@ static const struct {
 /* Dtypes ember has no tensor type for, read into a wider one on load
 ** (never written): float16 -- the dtype of most half-precision PyTorch and
 ** Hugging Face checkpoints -- as float32 (exact: every float16 value is a
-** float32 value), int32 as int64. */
-enum { ST_SAME = 0, ST_F16, ST_I32 };
+** float32 value), int32, int16, int8, uint8, uint16 and uint32 as int64
+** (exact), so that one such buffer (a uint8 mask, say) does not keep a
+** whole PyTorch file from loading. */
+enum { ST_SAME = 0, ST_F16, ST_I32, ST_I16, ST_I8, ST_U8, ST_U16, ST_U32 };
 static const struct {
   const char *name;
   em_dtype dtype;
   int widen;
   size_t file_elsize;
 } st_widened[] = {
-  {"F16", EM_F32, ST_F16, 2}, {"I32", EM_I64, ST_I32, 4},
+  {"F16", EM_F32, ST_F16, 2}, {"I32", EM_I64, ST_I32, 4}, {"I16", EM_I64, ST_I16, 2},
+  {"I8", EM_I64, ST_I8, 1},   {"U8", EM_I64, ST_U8, 1},   {"U16", EM_I64, ST_U16, 2},
+  {"U32", EM_I64, ST_U32, 4},
 };
 #define ST_NWIDENED (sizeof st_widened / sizeof st_widened[0])
 
@@ -353,7 +357,7 @@ static em_status parse_entry(const char *path, const cJSON *j, uint64_t data_siz
     while (w < ST_NWIDENED && strcmp(st_widened[w].name, dt->valuestring) != 0) w++;
     if (w == ST_NWIDENED)
       return BAD("safetensors_load: '%s': tensor '%s' has dtype '%s', expected one of F32, F64, I64, "
-                 "BOOL, BF16 (or F16, read as float32, and I32, read as int64)", path, name,
+                 "BOOL, BF16 (or F16, read as float32, and I32, I16, I8, U8, U16, U32, read as int64)", path, name,
                  dt->valuestring);
     e->dtype = st_widened[w].dtype;
     e->widen = st_widened[w].widen;
@@ -484,9 +488,22 @@ static void *widen_elements(const st_entry *e, const void *buf, size_t numel) {
       uint16_t h;
       memcpy(&h, (const uint8_t *)buf + 2 * i, 2);
       ((float *)out)[i] = em_f16_to_f32(h);
-    } else { /* ST_I32 */
-      int32_t v;
-      memcpy(&v, (const uint8_t *)buf + 4 * i, 4);
+    } else {
+      const uint8_t *at = (const uint8_t *)buf + e->file_elsize * i;
+      int64_t v = 0;
+      int32_t i32;
+      int16_t i16;
+      int8_t i8;
+      uint16_t u16;
+      uint32_t u32;
+      switch (e->widen) {
+      case ST_I32: memcpy(&i32, at, 4), v = i32; break;
+      case ST_I16: memcpy(&i16, at, 2), v = i16; break;
+      case ST_I8: memcpy(&i8, at, 1), v = i8; break;
+      case ST_U8: v = at[0]; break;
+      case ST_U16: memcpy(&u16, at, 2), v = u16; break;
+      default: memcpy(&u32, at, 4), v = u32; break; /* ST_U32 */
+      }
       ((int64_t *)out)[i] = v;
     }
   }

@@ -23,8 +23,8 @@
 --
 -- Files from PyTorch (safetensors.torch.save_file, Hugging Face) load as
 -- they are: F32, F64, BF16, I64 and BOOL tensors keep their dtype; F16
--- (model.half()) reads as float32 and I32 as int64, exactly, as ember has
--- neither dtype. `model:load_state_dict(ember.load(path))` converts to the
+-- (model.half()) reads as float32 and I32, I16, I8, U8, U16 and U32 as
+-- int64, exactly, as ember has none of these dtypes. `model:load_state_dict(ember.load(path))` converts to the
 -- model's dtypes and maps PyTorch's names (nn.Module.load_state_dict);
 -- `ember.save(model:torch_state_dict(), path)` writes PyTorch's names for
 -- torch's load_state_dict. `ember.load` also reads what torch.save wrote

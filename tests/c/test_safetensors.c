@@ -97,8 +97,8 @@ static void test_corrupt(void) {
   CHECK_ERR(em_safetensors_load(path_of("short.st"), &f), EM_ERR_IO, "too short", "3-byte file");
   write_raw("json.st", "{\"a\": [1, ", 0);
   CHECK_ERR(em_safetensors_load(path_of("json.st"), &f), EM_ERR_IO, "not valid JSON", "bad JSON");
-  write_raw("dtype.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2);
-  CHECK_ERR(em_safetensors_load(path_of("dtype.st"), &f), EM_ERR_IO, "dtype 'U8'", "unknown dtype");
+  write_raw("dtype.st", "{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2);
+  CHECK_ERR(em_safetensors_load(path_of("dtype.st"), &f), EM_ERR_IO, "dtype 'F8_E4M3'", "unknown dtype");
   write_raw("size.st", "{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
   CHECK_ERR(em_safetensors_load(path_of("size.st"), &f), EM_ERR_IO, "needs 16 bytes", "size mismatch");
   write_raw("trunc.st", "{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 9);

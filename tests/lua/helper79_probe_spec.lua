@@ -270,3 +270,49 @@ describe("the tokenizers' encode and decode", function()
     assert.are.equal("the cat sat", w:decode(w:encode("the cat sat")))
   end)
 end)
+
+describe("a PyTorch safetensors file with small integer tensors", function()
+  local checkpoint = require "ember.checkpoint"
+
+  -- A file as safetensors.torch.save_file writes it (an 8-byte header
+  -- length, the JSON header, the data), with one tensor per dtype.
+  local function file(entries)
+    local header, data = {}, {}
+    local off = 0
+    for _, e in ipairs(entries) do
+      header[#header + 1] = ('"%s":{"dtype":"%s","shape":[%d],"data_offsets":[%d,%d]}'):format(e[1], e[2], #e[4],
+        off, off + #e[3])
+      data[#data + 1] = e[3]
+      off = off + #e[3]
+    end
+    local json = "{" .. table.concat(header, ",") .. ',"__metadata__":{"format":"pt"}}'
+    local path = os.tmpname()
+    local f = assert(io.open(path, "wb"))
+    f:write(string.pack("<I8", #json), json, table.concat(data))
+    f:close()
+    return path
+  end
+
+  -- torch.uint8 (a mask buffer), int8, int16: "tensor 'mask' has dtype
+  -- 'U8', expected one of ..." -- one such tensor kept the whole file,
+  -- the float weights too, from loading.
+  it("loads them as int64, exactly, with the rest of the file", function()
+    local path = file {
+      { "mask", "U8", string.pack("BBB", 0, 1, 255), { 0, 1, 255 } },
+      { "q8", "I8", string.pack("bbb", -128, 0, 127), { -128, 0, 127 } },
+      { "q16", "I16", string.pack("<i2<i2", -32768, 32767), { -32768, 32767 } },
+      { "u16", "U16", string.pack("<I2", 65535), { 65535 } },
+      { "u32", "U32", string.pack("<I4<I4", 4294967295, 7), { 4294967295, 7 } },
+      { "w", "F32", string.pack("<f<f", 1.5, -2), { 1.5, -2 } },
+    }
+    local t = checkpoint.load_tensors(path)
+    for _, name in ipairs { "mask", "q8", "q16", "u16", "u32" } do assert.are.equal("int64", t[name].dtype) end
+    assert.are.same({ 0, 1, 255 }, t.mask:totable())
+    assert.are.same({ -128, 0, 127 }, t.q8:totable())
+    assert.are.same({ -32768, 32767 }, t.q16:totable())
+    assert.are.same({ 65535 }, t.u16:totable())
+    assert.are.same({ 4294967295, 7 }, t.u32:totable())
+    assert.are.same({ 1.5, -2 }, ember.load(path).w:totable())
+    os.remove(path)
+  end)
+end)
