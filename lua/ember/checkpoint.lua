@@ -3,7 +3,7 @@
 -- header, full validation on load).
 --
 --   checkpoint.save(path, {model=, optimizer=, scheduler=, metadata={k="v"}})
---   local meta = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true})
+--   local meta, raw, missing, unexpected = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true})
 --   checkpoint.save_tensors(path, {name=tensor, ...} [, metadata])
 --   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a state dict, a module's, a nest, a number, a Size ...
 --   local tensors, metadata, names = checkpoint.load_tensors(path)
@@ -422,8 +422,10 @@ function checkpoint.save(path, parts)
 end
 
 --- Loads what `parts` asks for; returns the user's metadata (and the raw
--- metadata as a second result). Checks that the file has what is asked
--- for before changing anything.
+-- metadata as a second result; with a model, the model's missing and
+-- unexpected names -- Module:load_state_dict's, empty when strict -- as
+-- third and fourth, what PyTorch's load_state_dict(strict=False) reports).
+-- Checks that the file has what is asked for before changing anything.
 function checkpoint.load(path, parts)
   parts = parts or {}
   if type(parts) ~= "table" then error("checkpoint.load: expected (path [, {model=, optimizer=, scheduler=, strict=}])", 2) end
@@ -454,9 +456,11 @@ function checkpoint.load(path, parts)
         .. "and make a new optimizer", renamed)
     end
   end
+  local missing, unexpected
   if parts.model then
-    local ok, err = pcall(parts.model.load_state_dict, parts.model, model_sd, parts.strict ~= false)
+    local ok, err, m, u = pcall(parts.model.load_state_dict, parts.model, model_sd, parts.strict ~= false)
     if not ok then fail(path, "%s", unplaced(err)) end
+    missing, unexpected = m, u
   end
   if parts.optimizer then
     local sd = unflatten(meta, OPT, {}, true)
@@ -476,7 +480,7 @@ function checkpoint.load(path, parts)
   for k, v in pairs(meta) do
     if k ~= "format" and k:sub(1, #OPT) ~= OPT and k:sub(1, #SCHED) ~= SCHED then user[k] = v end
   end
-  return user, meta
+  return user, meta, missing, unexpected
 end
 
 -- C errors (unreadable files, bad tensors) name the user's line, not this file's.

@@ -316,3 +316,25 @@ describe("a PyTorch safetensors file with small integer tensors", function()
     os.remove(path)
   end)
 end)
+
+describe("checkpoint.load with strict = false", function()
+  local checkpoint = require "ember.checkpoint"
+
+  -- Module:load_state_dict(sd, false) returns the missing and unexpected
+  -- names (PyTorch's load_state_dict(strict=False) result); checkpoint.load
+  -- dropped them, so a resumed model with a new head could not tell what
+  -- was left at its initial values.
+  it("returns the model's missing and unexpected names", function()
+    local path = os.tmpname()
+    checkpoint.save(path, { model = nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2)), metadata = { epoch = "4" } })
+    local grown = nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2), nn.Linear(2, 2))
+    local meta, _, missing, unexpected = checkpoint.load(path, { model = grown, strict = false })
+    assert.are.equal("4", meta.epoch)
+    assert.are.same({ "3.bias", "3.weight" }, missing)
+    assert.are.same({}, unexpected)
+    local _, _, m2, u2 = checkpoint.load(path, { model = nn.Sequential(nn.Linear(3, 2)), strict = false })
+    assert.are.same({}, m2)
+    assert.are.same({ "2.bias", "2.weight" }, u2)
+    os.remove(path)
+  end)
+end)
