@@ -173,3 +173,38 @@ describe("adaptive max pooling's return_indices", function()
     assert.are.equal(1, select("#", nn.AdaptiveMaxPool3d(2)(x3)))
   end)
 end)
+
+describe("nn.functional.interpolate's antialias", function()
+  -- was: 'nn.functional.interpolate: antialias is not supported'. The values are torch 1.13's:
+  -- x = (torch.arange(30.) ** 1.5).view(1, 1, 5, 6) (float64);
+  -- F.interpolate(x, size=(2, 3), mode='bilinear', antialias=True) and size=(3, 2), mode='bicubic'
+  local x = (ember.arange(30, { dtype = "float64" }) ^ 1.5):view({ 1, 1, 5, 6 })
+  local function close(want, got, tol)
+    local g = got:reshape({ -1 }):totable()
+    assert.are.equal(#want, #g)
+    for i = 1, #want do assert(math.abs(g[i] - want[i]) <= tol, ("%d: %.12g vs torch's %.12g"):format(i, g[i], want[i])) end
+  end
+
+  it("bilinear and bicubic downsampling average every input they cover, as torch's", function()
+    local F = nn.functional
+    close({ 21.408113256349, 28.280184893204, 36.101248869653, 83.350298912276, 95.115459604325, 107.380840872027 },
+      F.interpolate(x, { size = { 2, 3 }, mode = "bilinear", antialias = true }), 1e-9)
+    close({ 6.810950191087, 15.216089502921, 48.31496316998, 63.900166965164, 110.449298711972, 130.722774368945 },
+      F.interpolate(x, { 3, 2 }, nil, "bicubic", nil, nil, true), 1e-9) -- torch's positional order
+    -- its gradient: torch's x.grad of the bilinear output's sum, the first row
+    local xr = x:clone():requires_grad_(true)
+    F.interpolate(xr, { size = { 2, 3 }, mode = "bilinear", antialias = true }):sum():backward()
+    close({ 0.136363636364, 0.176136363636, 0.164772727273, 0.164772727273, 0.176136363636, 0.136363636364 },
+      xr.grad[1][1][1], 1e-11)
+    -- without a reduction it is the ordinary bilinear's size, and antialias = false changes nothing
+    assert.are.equal("1,1,10,12", shape(F.interpolate(x, { scale_factor = 2, mode = "bilinear", antialias = true })))
+    assert.is_true(F.interpolate(x, { size = { 2, 3 }, mode = "bilinear", antialias = false })
+      :equal(F.interpolate(x, { size = { 2, 3 }, mode = "bilinear" })))
+  end)
+
+  it("refuses antialias with the other modes, naming interpolate at the user's line", function()
+    local ok, e = pcall(function() local y = nn.functional.interpolate(x, { size = 2, mode = "nearest", antialias = true }); return y end)
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find("antialias goes only with the modes \"bilinear\" and \"bicubic\""), tostring(e))
+  end)
+end)

@@ -21,6 +21,12 @@
 -- scale = 1 / scale_factor when a scale_factor was given (and not
 -- recompute_scale_factor), else n / out; with align_corners
 -- (n - 1) / (out - 1) (0 when out = 1). "area" is the adaptive average pool.
+-- antialias (bilinear and bicubic, PyTorch's _upsample_bilinear2d_aa and
+-- _upsample_bicubic2d_aa): the filter (1 - |x|, or Keys' with A = -0.5) is
+-- widened by the scale when downsampling, support = taps / 2 * max(scale, 1);
+-- output i takes every input j within the support of center = scale (i + 0.5),
+-- weight filter((j - center + 0.5) / max(scale, 1)), the weights normalised
+-- to sum to 1 (ones past the input's edge left out).
 local error = require("ember._errors").error -- raises at the user's line
 local ember = require "ember.nn._ember"
 local pool = require "ember.nn._pool"
@@ -41,8 +47,59 @@ local MODES = {
 }
 M.MODES = MODES
 
+-- The antialiased taps of one dim (bilinear or bicubic): as many as the
+-- widest output's window, a shorter window's last ones of weight 0.
+local function aa_taps(mode, n, out, factor, align_corners)
+  local size = mode == "bicubic" and 4 or 2
+  local scale
+  if align_corners then
+    scale = out > 1 and (n - 1) / (out - 1) or 0
+  else
+    scale = factor and 1.0 / factor or n / out
+  end
+  local support = scale >= 1 and size * 0.5 * scale or size * 0.5
+  local invscale = scale >= 1 and 1 / scale or 1
+  local A = -0.5
+  local function filter(x)
+    if x < 0 then x = -x end
+    if size == 2 then return x < 1 and 1 - x or 0 end
+    if x < 1 then return ((A + 2) * x - (A + 3)) * x * x + 1 end
+    if x < 2 then return (((x - 5) * x + 8) * x - 4) * A end
+    return 0
+  end
+  local function trunc(v) return v >= 0 and math.floor(v) or math.ceil(v) end -- C's cast to an integer
+  local rows, K = {}, 0
+  for i = 0, out - 1 do
+    local center = scale * (i + 0.5)
+    local xmin = math.max(trunc(center - support + 0.5), 0)
+    local xsize = math.min(trunc(center + support + 0.5), n) - xmin
+    local w, total = {}, 0
+    for j = 0, xsize - 1 do
+      w[j + 1] = filter((j + xmin - center + 0.5) * invscale)
+      total = total + w[j + 1]
+    end
+    if total ~= 0 then
+      for j = 1, xsize do w[j] = w[j] / total end
+    end
+    rows[i + 1] = { xmin = xmin, w = w }
+    K = math.max(K, xsize)
+  end
+  local list = {}
+  for k = 1, K do
+    local idx, w = {}, {}
+    for i = 1, out do
+      local r = rows[i]
+      idx[i] = math.min(r.xmin + k - 1, n - 1) + 1
+      w[i] = r.w[k] or 0
+    end
+    list[k] = { idx = idx, w = w }
+  end
+  return list
+end
+
 -- The taps of one dim: a list of {idx = {1-based positions}, w = {weights} or nil}.
-local function taps(mode, n, out, factor, align_corners)
+local function taps(mode, n, out, factor, align_corners, antialias)
+  if antialias then return aa_taps(mode, n, out, factor, align_corners) end
   if mode == "nearest" or mode == "nearest-exact" then
     local idx = {}
     local scale = f32(factor and 1.0 / factor or n / out)
@@ -93,9 +150,9 @@ local function taps(mode, n, out, factor, align_corners)
 end
 
 -- x resampled along `dim` to `out` positions.
-local function along(x, dim, mode, out, factor, align_corners)
+local function along(x, dim, mode, out, factor, align_corners, antialias)
   local n = x.shape[dim]
-  if out == n and (factor == nil or factor == 1) then
+  if out == n and (factor == nil or factor == 1) and not antialias then
     -- every mode maps a dim onto itself when the scale is 1 (align_corners too)
     return x
   end
@@ -105,7 +162,7 @@ local function along(x, dim, mode, out, factor, align_corners)
   for i = 1, x.ndim do wshape[i] = 1 end
   wshape[dim] = out
   local y
-  for _, tap in ipairs(taps(mode, n, out, factor, align_corners)) do
+  for _, tap in ipairs(taps(mode, n, out, factor, align_corners, antialias)) do
     local part = x:index_select(dim, ember.tensor(tap.idx, { dtype = "int64", device = x.device }))
     if tap.w then
       opts.dtype = x.dtype
@@ -135,13 +192,14 @@ end
 -- x [N, C, *spatial] (nd = #spatial, checked by the caller) resampled to
 -- `size` (a list of nd) or by `scale_factor` (a list of nd numbers), one of
 -- the two; mode a key of MODES (checked), align_corners a boolean or nil;
--- recompute: scale_factor only sizes the output, the scale is n / out.
-function M.interpolate(who, x, nd, size, scale_factor, mode, align_corners, recompute)
+-- recompute: scale_factor only sizes the output, the scale is n / out;
+-- antialias: bilinear's and bicubic's (checked by the caller).
+function M.interpolate(who, x, nd, size, scale_factor, mode, align_corners, recompute, antialias)
   local out = M.out_sizes(who, x, nd, size, scale_factor)
   local y = x
   for i = 1, nd do
     local factor = scale_factor and not recompute and scale_factor[i] or nil
-    y = along(y, x.ndim - nd + i, mode, out[i], factor, align_corners)
+    y = along(y, x.ndim - nd + i, mode, out[i], factor, align_corners, antialias)
   end
   return y
 end
@@ -174,7 +232,10 @@ function M.resample(who, x, o)
       .. "not %q", who, mode)
   end
   checks.check_bool(who, "recompute_scale_factor", o.recompute_scale_factor)
-  if o.antialias then errors.raise("%s: antialias is not supported", who) end
+  checks.check_bool(who, "antialias", o.antialias)
+  if o.antialias and mode ~= "bilinear" and mode ~= "bicubic" then
+    errors.raise("%s: antialias goes only with the modes \"bilinear\" and \"bicubic\" (as PyTorch), not %q", who, mode)
+  end
   if (o.size == nil) == (o.scale_factor == nil) then
     errors.raise("%s: give either size or scale_factor (one of them)", who)
   end
@@ -191,7 +252,8 @@ function M.resample(who, x, o)
         conv.fmt(o.scale_factor))
     end
   end
-  return M.interpolate(who, x, nd, size, scale, mode, o.align_corners == true, o.recompute_scale_factor == true)
+  return M.interpolate(who, x, nd, size, scale, mode, o.align_corners == true, o.recompute_scale_factor == true,
+    o.antialias == true)
 end
 
 return M

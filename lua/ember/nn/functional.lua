@@ -366,9 +366,11 @@ function F.rms_norm(x, normalized_shape, ...) return impl.rms_norm(x, normalized
 -- other. With a scale_factor the source positions use it (1 / scale_factor),
 -- as PyTorch, unless recompute_scale_factor. Differentiable (an
 -- index_select per tap, summed); nn.Upsample's forward is this. antialias
--- is not supported.
+-- (bilinear and bicubic) widens the filter by the scale when downsampling,
+-- as PyTorch's (torchvision's Resize), so each output averages every input
+-- it covers.
 -- @tparam Tensor x
--- @param[opt] ... size, scale_factor, mode, align_corners, recompute_scale_factor, or an options table
+-- @param[opt] ... size, scale_factor, mode, align_corners, recompute_scale_factor, antialias, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- local x = ember.tensor{{{{1, 2}, {3, 4}}}}
