@@ -208,3 +208,63 @@ describe("nn.functional.interpolate's antialias", function()
     assert.truthy(tostring(e):find("antialias goes only with the modes \"bilinear\" and \"bicubic\""), tostring(e))
   end)
 end)
+
+describe("grid_sample and affine_grid on volumes [N, C, D, H, W]", function()
+  it("a spatial transformer in 3-d: values and theta's gradient as torch's", function()
+    -- was: 'expected a 4-d input [N, C, H, W] (5-d volumes are not supported)' and 'size must be ... (4 positive
+    -- integers; 5-d is not supported)'. torch 1.13, float64: x = (torch.arange(24.) ** 1.5).view(1, 1, 2, 3, 4),
+    -- g = F.affine_grid(theta, (1, 1, 2, 2, 2), align_corners=False); F.grid_sample(x, g, 'bilinear', 'border',
+    -- align_corners=False), then theta.grad of its sum
+    local F = nn.functional
+    local x = (ember.arange(24, { dtype = "float64" }) ^ 1.5):view({ 1, 1, 2, 3, 4 })
+    local theta = ember.tensor({ { { 0.9, 0.1, 0.0, 0.05 }, { -0.1, 0.8, 0.2, 0.0 }, { 0.0, 0.3, 1.1, -0.1 } } },
+      { dtype = "float64" }):requires_grad_(true)
+    local g = F.affine_grid(theta, { 1, 1, 2, 2, 2 }, false)
+    assert.are.equal("1,2,2,2,3", shape(g))
+    local y = F.grid_sample(x, g, "bilinear", "border", false)
+    assert.are.equal("1,1,2,2,2", shape(y))
+    local want = { 3.625166278062, 5.954398406618, 18.724407942036, 23.571394652101, 48.536660492597, 54.898707473252,
+      90.325539172557, 98.611740046686 }
+    local got = y:reshape({ -1 }):totable()
+    for i = 1, #want do assert(math.abs(got[i] - want[i]) < 1e-9, ("y %d: %.12g vs %.12g"):format(i, got[i], want[i])) end
+    y:sum():backward()
+    local gw = { 1.902371305478, 6.683708456292, 11.79112805613, 72.980031984538, 6.04226403506, 16.868705529029,
+      30.324742007711, 225.313688888518, 1.931281988456, -54.580073281936, 54.580073281936, 109.160146563872 }
+    local gg = theta.grad:reshape({ -1 }):totable()
+    for i = 1, #gw do assert(math.abs(gg[i] - gw[i]) < 1e-8, ("theta.grad %d: %.12g vs %.12g"):format(i, gg[i], gw[i])) end
+    -- the identity map reads the volume back (align_corners = true: the corner voxels' centres)
+    local id = ember.tensor({ { { 1, 0, 0, 0 }, { 0, 1, 0, 0 }, { 0, 0, 1, 0 } } }, { dtype = "float64" })
+    local back = F.grid_sample(x, F.affine_grid(id, { 1, 1, 2, 3, 4 }, true), { align_corners = true })
+    assert(back:allclose(x, 1e-12, 1e-12))
+    assert.is_true(F.grid_sample(x, F.affine_grid(id, { 1, 1, 2, 3, 4 }, true), "nearest", "zeros", true):equal(x))
+  end)
+
+  it("a grid of the wrong rank names grid_sample", function()
+    local e = err_of(function() return nn.functional.grid_sample(ember.randn(1, 1, 2, 3, 4), ember.randn(1, 2, 2, 2)) end)
+    assert.truthy(e:find("grid_sample: expected a grid %[N, Do, Ho, Wo, 3%] with N = 1"), e)
+  end)
+end)
+
+describe("grid_sample's grid gradient on the image's edge (border, reflection)", function()
+  it("an identity spatial transformer with align_corners: theta's gradient as torch's", function()
+    -- was {-10.48, -22.85, -21.47, -0.455, 58.89, 74.36}: the points on the edge (all of an identity grid's
+    -- outer ones with align_corners) passed the gradient through the clamp, where PyTorch's
+    -- clip_coordinates_set_grad gives 0. torch 1.13, float64 (the same for 'reflection'): x = (torch.arange(12.) ** 1.5).view(1, 1, 3, 4),
+    -- theta = [[[1, 0, 0], [0, 1, 0]]], y = F.grid_sample(x, F.affine_grid(theta, (1, 1, 3, 4), True), 'bilinear',
+    -- 'border', True); theta.grad of (y * torch.arange(12.).view(1, 1, 3, 4).cos()).sum()
+    local F = nn.functional
+    local x = (ember.arange(12, { dtype = "float64" }) ^ 1.5):view({ 1, 1, 3, 4 })
+    local R = ember.arange(12, { dtype = "float64" }):view({ 1, 1, 3, 4 }):cos()
+    local want = { 0.417135764429, -12.438752871513, -5.428159392446, 27.024588468613, 0.0, 24.720063237785 }
+    for _, padding in ipairs { "border", "reflection" } do
+      local theta = ember.tensor({ { { 1, 0, 0 }, { 0, 1, 0 } } }, { dtype = "float64" }):requires_grad_(true)
+      local y = F.grid_sample(x, F.affine_grid(theta, { 1, 1, 3, 4 }, true), "bilinear", padding, true)
+      assert(y:allclose(x, 1e-12, 1e-12))
+      ;(y * R):sum():backward()
+      local got = theta.grad:reshape({ -1 }):totable()
+      for i = 1, #want do
+        assert(math.abs(got[i] - want[i]) < 1e-9, ("%s theta.grad %d: %.12g vs torch's %.12g"):format(padding, i, got[i], want[i]))
+      end
+    end
+  end)
+end)

@@ -731,7 +731,8 @@ describe("errors name the function at the caller's line", function()
 
   it("grid_sample, affine_grid", function()
     local g = ember.zeros(2, 3, 3, 2)
-    raises_here(function() F.grid_sample(ember.randn(2, 3, 4), g) end, "nn.functional.grid_sample: expected a 4-d input")
+    raises_here(function() F.grid_sample(ember.randn(2, 3, 4), g) end,
+      "nn.functional.grid_sample: expected an input [N, C, H, W] or [N, C, D, H, W], got shape [2, 3, 4]")
     raises_here(function() F.grid_sample(x, ember.zeros(2, 3, 3)) end,
       "nn.functional.grid_sample: expected a grid [N, Ho, Wo, 2] with N = 2 (the input's), got shape [2, 3, 3]")
     raises_here(function() F.grid_sample(x, g, { mode = "bicubic" }) end,

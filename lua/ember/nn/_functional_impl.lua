@@ -506,16 +506,16 @@ function M.grid_sample(input, grid, ...)
   local o = args(who, { "mode", "padding_mode", "align_corners" }, ...)
   check_tensor(who, "input", input, true)
   check_tensor(who, "grid", grid, true)
-  if input.ndim ~= 4 then
-    errors.raise("%s: expected a 4-d input [N, C, H, W] (5-d volumes are not supported), got shape %s", who,
-      shape_str(input))
+  if input.ndim ~= 4 and input.ndim ~= 5 then
+    errors.raise("%s: expected an input [N, C, H, W] or [N, C, D, H, W], got shape %s", who, shape_str(input))
   end
-  if grid.ndim ~= 4 or grid.shape[4] ~= 2 or grid.shape[1] ~= input.shape[1] then
-    errors.raise("%s: expected a grid [N, Ho, Wo, 2] with N = %d (the input's), got shape %s", who, input.shape[1],
-      shape_str(grid))
+  local nd = input.ndim - 2
+  if grid.ndim ~= input.ndim or grid.shape[grid.ndim] ~= nd or grid.shape[1] ~= input.shape[1] then
+    errors.raise("%s: expected a grid %s with N = %d (the input's), got shape %s", who,
+      nd == 2 and "[N, Ho, Wo, 2]" or "[N, Do, Ho, Wo, 3]", input.shape[1], shape_str(grid))
   end
   local mode, padding = o.mode or "bilinear", o.padding_mode or "zeros"
-  if mode ~= "bilinear" and mode ~= "nearest" then
+  if mode ~= "bilinear" and mode ~= "nearest" then -- PyTorch's "bilinear" is trilinear for a volume
     errors.raise("%s: mode must be \"bilinear\" or \"nearest\" (\"bicubic\" is not supported), got %s", who,
       conv.fmt(mode))
   end
@@ -534,17 +534,19 @@ function M.affine_grid(theta, size, ...)
   local o = args(who, { "align_corners" }, ...)
   check_tensor(who, "theta", theta, true)
   if type(size) == "userdata" and size.totable then size = size:totable() end
-  local ok = type(size) == "table" and #size == 4
-  for i = 1, ok and 4 or 0 do ok = ok and math.type(size[i]) == "integer" and size[i] > 0 end
+  local ok = type(size) == "table" and (#size == 4 or #size == 5)
+  for i = 1, ok and #size or 0 do ok = ok and math.type(size[i]) == "integer" and size[i] > 0 end
   if not ok then
-    errors.raise("%s: size must be the output's {N, C, H, W} (4 positive integers; 5-d is not supported), got %s",
+    errors.raise("%s: size must be the output's {N, C, H, W} or {N, C, D, H, W} (positive integers), got %s",
       who, conv.fmt(size))
   end
-  if theta.ndim ~= 3 or theta.shape[2] ~= 2 or theta.shape[3] ~= 3 or theta.shape[1] ~= size[1] then
-    errors.raise("%s: expected theta [N, 2, 3] with N = %d (size's), got shape %s", who, size[1], shape_str(theta))
+  local nd = #size - 2
+  if theta.ndim ~= 3 or theta.shape[2] ~= nd or theta.shape[3] ~= nd + 1 or theta.shape[1] ~= size[1] then
+    errors.raise("%s: expected theta [N, %d, %d] with N = %d (size's), got shape %s", who, nd, nd + 1, size[1],
+      shape_str(theta))
   end
   check_bool(who, "align_corners", o.align_corners)
-  return require("ember.nn._grid").affine_grid(theta, size[1], size[3], size[4], o.align_corners == true)
+  return require("ember.nn._grid").affine_grid(theta, size[1], { table.unpack(size, 3) }, o.align_corners == true)
 end
 
 -- ---- 3-d: volumes [N, C, D, H, W] ---------------------------------------------

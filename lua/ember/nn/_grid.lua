@@ -1,11 +1,13 @@
 -- nn/_grid.lua (internal): sampling an image at given points, as
--- torch.nn.functional.affine_grid and grid_sample (4-d: [N, C, H, W]
--- images, [N, Ho, Wo, 2] grids of (x, y) in [-1, 1]), the rules of
+-- torch.nn.functional.affine_grid and grid_sample ([N, C, H, W] images
+-- with [N, Ho, Wo, 2] grids of (x, y) in [-1, 1], or [N, C, D, H, W]
+-- volumes with [N, Do, Ho, Wo, 3] grids of (x, y, z)), the rules of
 -- nn.functional's. Composed from core ops: the points are unnormalised
 -- (align_corners: -1 and 1 are the corner pixels' centres, else their
 -- outer edges), moved into the image by the padding mode ("border" clamps,
 -- "reflection" mirrors at the edges, "zeros" leaves them and reads zeros
--- outside), then each output reads its four neighbours (bilinear) or the
+-- outside), then each output reads its 2^nd neighbours (bilinear; trilinear
+-- for a volume, PyTorch's "bilinear" there too) or the
 -- nearest pixel (round half to even, as PyTorch's nearbyint) through one
 -- gather each over the flattened planes. The gradient reaches the image
 -- (gather's backward adds into the pixels read) and the grid (through the
@@ -26,72 +28,124 @@ local function reflect(c, lo2, hi2)
   return ember.where(even, extra + min, -extra + span + min)
 end
 
+-- c clamped into [0, size - 1] with PyTorch's clip_coordinates_set_grad's
+-- gradient: 1 strictly inside, 0 on the edge too (clamp's passes it there,
+-- which an identity grid with align_corners, its points on the edges, meets).
+local function clip(c, size)
+  local inside = c:gt(0):logical_and(c:lt(size - 1))
+  return ember.where(inside, c, c:detach():clamp(0, size - 1))
+end
+
 -- Grid coordinates g (in [-1, 1]) along a dim of `size` pixels as pixel coordinates.
 local function source(g, size, padding_mode, align_corners)
   local c
   if align_corners then c = (g + 1) * ((size - 1) / 2) else c = ((g + 1) * size - 1) / 2 end
   if padding_mode == "border" then
-    c = c:clamp(0, size - 1)
+    c = clip(c, size)
   elseif padding_mode == "reflection" then
     if align_corners then c = reflect(c, 0, 2 * (size - 1)) else c = reflect(c, -1, 2 * size - 1) end
-    c = c:clamp(0, size - 1)
+    c = clip(c, size)
   end
   return c
 end
 
--- x's values at integer pixel coordinates ix, iy ([N, L] each, float):
--- [N, C, L], zero where a point lies outside the image.
-local function read(flat, W, H, ix, iy)
+-- x's values at integer pixel coordinates c[k] ([N, L] each, float; c[1]
+-- along the last dim, sizes[k] that dim's size): [N, C, L], zero where a
+-- point lies outside the image.
+local function read(flat, sizes, c)
   local N, C = flat.shape[1], flat.shape[2]
-  local inside = ix:ge(0):logical_and(ix:le(W - 1)):logical_and(iy:ge(0)):logical_and(iy:le(H - 1))
-  local idx = (iy:clamp(0, H - 1) * W + ix:clamp(0, W - 1)):to("int64") + 1
+  local inside, idx, stride
+  for k = 1, #sizes do
+    local ok = c[k]:ge(0):logical_and(c[k]:le(sizes[k] - 1))
+    inside = inside and inside:logical_and(ok) or ok
+    local part = c[k]:clamp(0, sizes[k] - 1) * (stride or 1)
+    idx = idx and idx + part or part
+    stride = (stride or 1) * sizes[k]
+  end
+  idx = idx:to("int64") + 1
   local L = idx.shape[2]
   local v = flat:gather(3, idx:view({ N, 1, L }):expand({ N, C, L }))
   return v * inside:to(flat.dtype):view({ N, 1, L })
 end
 
--- x [N, C, H, W] sampled at grid [N, Ho, Wo, 2]: [N, C, Ho, Wo].
+-- x [N, C, *spatial] (2 or 3 spatial dims) sampled at grid [N, *out, nd]:
+-- [N, C, *out].
 function M.grid_sample(x, grid, mode, padding_mode, align_corners)
-  local N, C, H, W = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
-  local Ho, Wo = grid.shape[2], grid.shape[3]
-  local g = grid:reshape({ N, Ho * Wo, 2 })
-  local ix = source(g:select(3, 1), W, padding_mode, align_corners)
-  local iy = source(g:select(3, 2), H, padding_mode, align_corners)
-  local flat = x:reshape({ N, C, H * W })
+  local nd, N, C = x.ndim - 2, x.shape[1], x.shape[2]
+  local sizes, out, L, P = {}, {}, 1, 1
+  for k = 1, nd do
+    sizes[k] = x.shape[x.ndim - k + 1] -- the grid's k-th coordinate runs along the k-th dim from the end
+    P = P * sizes[k]
+  end
+  for i = 2, grid.ndim - 1 do
+    out[#out + 1] = grid.shape[i]
+    L = L * grid.shape[i]
+  end
+  local g = grid:reshape({ N, L, nd })
+  local c = {}
+  for k = 1, nd do c[k] = source(g:select(3, k), sizes[k], padding_mode, align_corners) end
+  local flat = x:reshape({ N, C, P })
   local y
   if mode == "nearest" then
     -- round half to even (PyTorch's nearbyint)
-    local function nearest(c)
-      local r = (c + 0.5):floor()
-      local tie = (r - c):eq(0.5):logical_and(r:remainder(2):eq(1))
+    local function nearest(v)
+      local r = (v + 0.5):floor()
+      local tie = (r - v):eq(0.5):logical_and(r:remainder(2):eq(1))
       return ember.where(tie, r - 1, r):detach()
     end
-    y = read(flat, W, H, nearest(ix), nearest(iy))
+    local at = {}
+    for k = 1, nd do at[k] = nearest(c[k]) end
+    y = read(flat, sizes, at)
   else
-    local x0, y0 = ix:detach():floor(), iy:detach():floor()
-    local x1, y1 = x0 + 1, y0 + 1
-    local wx1, wy1 = ix - x0, iy - y0
-    local wx0, wy0 = -wx1 + 1, -wy1 + 1
-    local function w(a, b) return (a * b):view({ N, 1, Ho * Wo }) end
-    y = read(flat, W, H, x0, y0) * w(wx0, wy0) + read(flat, W, H, x1, y0) * w(wx1, wy0)
-      + read(flat, W, H, x0, y1) * w(wx0, wy1) + read(flat, W, H, x1, y1) * w(wx1, wy1)
+    local lo, w1, w0 = {}, {}, {}
+    for k = 1, nd do
+      lo[k] = c[k]:detach():floor()
+      w1[k] = c[k] - lo[k]
+      w0[k] = -w1[k] + 1
+    end
+    -- corner `m`: bit k - 1 picks lo[k] + 1 along coordinate k (x, y, then z)
+    for m = 0, 2 ^ nd - 1 do
+      local at, w = {}, nil
+      for k = 1, nd do
+        local up = (m >> (k - 1)) & 1 == 1
+        at[k] = up and lo[k] + 1 or lo[k]
+        local wk = up and w1[k] or w0[k]
+        w = w and w * wk or wk
+      end
+      local part = read(flat, sizes, at) * w:view({ N, 1, L })
+      y = y and y + part or part
+    end
   end
-  return y:view({ N, C, Ho, Wo })
+  return y:view({ N, C, table.unpack(out) })
 end
 
--- The points of an H x W image in [-1, 1] coordinates moved by theta
--- [N, 2, 3]: [N, H, W, 2] (x, y), as PyTorch's affine_grid.
-function M.affine_grid(theta, N, H, W, align_corners)
+-- The points of an output of `sizes` (H, W or D, H, W) in [-1, 1]
+-- coordinates moved by theta [N, nd, nd + 1]: [N, *sizes, nd] ((x, y) or
+-- (x, y, z)), as PyTorch's affine_grid.
+function M.affine_grid(theta, N, sizes, align_corners)
   local o = { dtype = theta.dtype, device = theta.device }
+  local nd = #sizes
   local function steps(n)
     local s = n > 1 and ember.linspace(-1, 1, n, o) or ember.zeros({ 1 }, o)
     if not align_corners then s = s * ((n - 1) / n) end
     return s
   end
-  local xs = steps(W):view({ 1, W, 1 }):expand({ H, W, 1 })
-  local ys = steps(H):view({ H, 1, 1 }):expand({ H, W, 1 })
-  local base = ember.cat({ xs, ys, ember.ones({ H, W, 1 }, o) }, 3):reshape({ 1, H * W, 3 })
-  return base:matmul(theta:transpose(2, 3)):reshape({ N, H, W, 2 })
+  local full = { table.unpack(sizes) }
+  full[nd + 1] = 1
+  local cols, count = {}, 1
+  for _, n in ipairs(sizes) do count = count * n end
+  for k = 1, nd do -- coordinate k (x, y, z) runs along the k-th spatial dim from the end
+    local dim = nd - k + 1
+    local view = {}
+    for i = 1, nd + 1 do view[i] = 1 end
+    view[dim] = sizes[dim]
+    cols[k] = steps(sizes[dim]):view(view):expand(full)
+  end
+  cols[nd + 1] = ember.ones(full, o)
+  local base = ember.cat(cols, nd + 1):reshape({ 1, count, nd + 1 })
+  local shape = { N, table.unpack(sizes) }
+  shape[#shape + 1] = nd
+  return base:matmul(theta:transpose(2, 3)):reshape(shape)
 end
 
 return M

@@ -936,10 +936,12 @@ function F.rrelu(x, ...) return impl.rrelu(x, ...) end
 -- align_corners = false}])` (or positional). x [N, C, H, W], grid
 -- [N, Ho, Wo, 2] of (x, y) in [-1, 1] (-1: the left and top, 1: the right
 -- and bottom; align_corners: the corner pixels' centres, else their outer
--- edges). mode "bilinear" or "nearest"; padding_mode "zeros" (outside reads
+-- edges); or a volume x [N, C, D, H, W], grid [N, Do, Ho, Wo, 3] of (x, y, z).
+-- mode "bilinear" (trilinear for a volume, as PyTorch) or "nearest"; padding_mode "zeros" (outside reads
 -- 0), "border" (clamped to the edge) or "reflection" (mirrored). Gradients
 -- reach x and, in bilinear mode, the grid, as PyTorch's (nearest: no
--- gradient to the grid; PyTorch's is zeros). 4-d only; no "bicubic".
+-- gradient to the grid; PyTorch's is zeros; a point clamped onto the edge
+-- passes none, as PyTorch's). No "bicubic".
 -- @tparam Tensor x
 -- @tparam Tensor grid
 -- @param[opt] ... mode, padding_mode, align_corners, or an options table
@@ -954,9 +956,10 @@ function F.grid_sample(x, grid, ...) return impl.grid_sample(x, grid, ...) end
 -- `F.affine_grid(theta, size [, {align_corners = false}])`, theta [N, 2, 3]
 -- taking output (x, y, 1) in [-1, 1] coordinates to input ones, size the
 -- output's {N, C, H, W}: [N, H, W, 2], what `F.grid_sample` takes (a
--- spatial transformer). Differentiable in theta. 4-d only.
+-- spatial transformer); for a volume theta [N, 3, 4] and size
+-- {N, C, D, H, W}: [N, D, H, W, 3]. Differentiable in theta.
 -- @tparam Tensor theta
--- @tparam table size {N, C, H, W}
+-- @tparam table size {N, C, H, W} or {N, C, D, H, W}
 -- @param[opt] ... align_corners, or an options table
 -- @treturn Tensor [N, H, W, 2]
 -- @usage local F = ember.nn.functional
