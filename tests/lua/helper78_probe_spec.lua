@@ -268,3 +268,34 @@ describe("grid_sample's grid gradient on the image's edge (border, reflection)",
     end
   end)
 end)
+
+describe("grid_sample's pixel coordinates round as torch's kernel", function()
+  it("an identity grid without align_corners: the points' rows and theta's gradient as torch's", function()
+    -- An identity grid's points fall on pixel centres, where the bilinear gradient is one-sided: the
+    -- rounding of ((g + 1) * H - 1) / 2 picks the side. torch's 2-d CPU kernel computes it as
+    -- fmadd(g + 1, H / 2, -0.5): rows 5.55e-17, 1, 1.9999999999999998 here; ember had 0, 1, 2 and a theta
+    -- gradient of {..., -0.512, 58.89, 111.5} for torch's {..., 5.211, -26.04, -15.86}. torch 1.13, float64:
+    -- F.grid_sample(rows or x, F.affine_grid(theta, (1, 1, 3, 4), False), 'bilinear', padding, False),
+    -- x = (torch.arange(12.) ** 1.5).view(1, 1, 3, 4), theta.grad of (y * torch.arange(12.).view(1, 1, 3, 4).cos()).sum()
+    local F = nn.functional
+    local I = ember.tensor({ { { 1, 0, 0 }, { 0, 1, 0 } } }, { dtype = "float64" })
+    local rows = ember.arange(3, { dtype = "float64" }):view({ 1, 1, 3, 1 }):expand({ 1, 1, 3, 4 }):contiguous()
+    local r = F.grid_sample(rows, F.affine_grid(I, { 1, 1, 3, 4 }, false), "bilinear", "zeros", false)
+    assert.are.same({ 5.5511151231257827e-17, 1, 1.9999999999999998 }, r[1][1]:select(2, 1):totable())
+    local x = (ember.arange(12, { dtype = "float64" }) ^ 1.5):view({ 1, 1, 3, 4 })
+    local R = ember.arange(12, { dtype = "float64" }):view({ 1, 1, 3, 4 }):cos()
+    local want = {
+      zeros = { -10.479997571435, -20.31243596656, -28.627136388154, 5.211414821329, -26.035204478999, -15.860755983863 },
+      border = { 0.417135764429, -11.056669219123, -7.237545856595, 5.211414821329, -26.035204478999, -15.860755983863 },
+    }
+    for padding, w in pairs(want) do
+      local theta = I:clone():requires_grad_(true)
+      local y = F.grid_sample(x, F.affine_grid(theta, { 1, 1, 3, 4 }, false), "bilinear", padding, false)
+      ;(y * R):sum():backward()
+      local got = theta.grad:reshape({ -1 }):totable()
+      for i = 1, #w do
+        assert(math.abs(got[i] - w[i]) < 1e-9, ("%s theta.grad %d: %.12g vs torch's %.12g"):format(padding, i, got[i], w[i]))
+      end
+    end
+  end)
+end)

@@ -28,6 +28,56 @@ local function reflect(c, lo2, hi2)
   return ember.where(even, extra + min, -extra + span + min)
 end
 
+-- a * b + c (b, c numbers) rounded once, as a fused multiply-add: a * b + c
+-- plus a constant correction, the fused result's difference from it (so
+-- the gradient is b's). float32: the exact value in float64 (a 24-bit a
+-- times a size / 2 fits), rounded once; float64: Dekker's exact product
+-- error and the sum's error added before the last rounding.
+local function fmadd(a, b, c)
+  local y = a * b + c
+  local ad = a:detach()
+  local exact
+  if a.dtype == "float32" then
+    exact = (ad:double() * b + c):float()
+  elseif a.dtype == "float64" then
+    local function split(v) -- v = hi + lo, each of at most 26 bits
+      local t = v * 134217729
+      local hi = t - (t - v)
+      return hi, v - hi
+    end
+    local bt = b * 134217729
+    local bh = bt - (bt - b)
+    local bl = b - bh
+    local ah, al = split(ad)
+    local p = ad * b
+    local e = ((ah * bh - p) + ah * bl + al * bh) + al * bl -- a * b - p, exactly
+    local sum = p + c
+    local bb = sum - p
+    local e2 = (p - (sum - bb)) + (c - bb) -- p + c - sum, exactly
+    exact = sum + (e + e2)
+  else
+    return y
+  end
+  return y + (exact - y:detach())
+end
+
+-- a * b + c for Lua numbers, rounded once (a fused multiply-add): Dekker's
+-- exact product and sum errors added before the last rounding.
+local function fma_number(a, b, c)
+  local function split(v)
+    local t = v * 134217729
+    local hi = t - (t - v)
+    return hi, v - hi
+  end
+  local ah, al = split(a)
+  local bh, bl = split(b)
+  local p = a * b
+  local e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+  local sum = p + c
+  local bb = sum - p
+  return sum + (e + ((p - (sum - bb)) + (c - bb)))
+end
+
 -- c clamped into [0, size - 1] with PyTorch's clip_coordinates_set_grad's
 -- gradient: 1 strictly inside, 0 on the edge too (clamp's passes it there,
 -- which an identity grid with align_corners, its points on the edges, meets).
@@ -36,10 +86,21 @@ local function clip(c, size)
   return ember.where(inside, c, c:detach():clamp(0, size - 1))
 end
 
--- Grid coordinates g (in [-1, 1]) along a dim of `size` pixels as pixel coordinates.
-local function source(g, size, padding_mode, align_corners)
+-- Grid coordinates g (in [-1, 1]) along a dim of `size` pixels as pixel
+-- coordinates, rounded as PyTorch's CPU kernels do (an identity grid's
+-- points fall on pixel centres, where the bilinear gradient is one-sided,
+-- so the rounding picks the side): its 2-d kernel is vectorised,
+-- fmadd(g + 1, size / 2, -0.5) (align_corners: (g + 1) * ((size - 1) / 2)), its
+-- 3-d one scalar, ((g + 1) * size - 1) / 2 (align_corners: (g + 1) / 2 * (size - 1)).
+local function source(g, size, padding_mode, align_corners, nd)
   local c
-  if align_corners then c = (g + 1) * ((size - 1) / 2) else c = ((g + 1) * size - 1) / 2 end
+  if nd == 2 then
+    if align_corners then c = (g + 1) * ((size - 1) / 2) else c = fmadd((g + 1), size / 2, -0.5) end
+  elseif align_corners then
+    c = (g + 1) / 2 * (size - 1)
+  else
+    c = ((g + 1) * size - 1) / 2
+  end
   if padding_mode == "border" then
     c = clip(c, size)
   elseif padding_mode == "reflection" then
@@ -83,7 +144,7 @@ function M.grid_sample(x, grid, mode, padding_mode, align_corners)
   end
   local g = grid:reshape({ N, L, nd })
   local c = {}
-  for k = 1, nd do c[k] = source(g:select(3, k), sizes[k], padding_mode, align_corners) end
+  for k = 1, nd do c[k] = source(g:select(3, k), sizes[k], padding_mode, align_corners, nd) end
   local flat = x:reshape({ N, C, P })
   local y
   if mode == "nearest" then
@@ -125,10 +186,23 @@ end
 function M.affine_grid(theta, N, sizes, align_corners)
   local o = { dtype = theta.dtype, device = theta.device }
   local nd = #sizes
+  -- PyTorch's linspace_from_neg_one, rounding as it does (its linspace counts the second half
+  -- back from 1, then range * (n - 1) / n): an identity grid's points land on the same side of
+  -- the pixel centres, where the bilinear gradient jumps, as torch's
+  -- (its scalar kernel's start + step * i and end - step * k are fused multiply-adds; float32:
+  -- each value rounded to float32, the fused ones exact in double first. Its vectorised chunks,
+  -- 8 doubles or 16 floats and more, may round a point an ulp apart)
+  local f32 = theta.dtype == "float32"
+  local r = f32 and function(v) return (string.unpack("f", string.pack("f", v))) end or function(v) return v end
+  local fma = f32 and function(a, b, c) return r(a * b + c) end or fma_number
   local function steps(n)
-    local s = n > 1 and ember.linspace(-1, 1, n, o) or ember.zeros({ 1 }, o)
-    if not align_corners then s = s * ((n - 1) / n) end
-    return s
+    if n <= 1 then return ember.zeros({ 1 }, o) end
+    local step, v = r(2 / (n - 1)), {}
+    for i = 0, n - 1 do
+      v[i + 1] = i < n // 2 and fma(step, i, -1) or fma(-step, n - i - 1, 1)
+      if not align_corners then v[i + 1] = r(r(v[i + 1] * (n - 1)) / n) end
+    end
+    return ember.tensor(v, o)
   end
   local full = { table.unpack(sizes) }
   full[nd + 1] = 1
