@@ -299,3 +299,30 @@ describe("grid_sample's pixel coordinates round as torch's kernel", function()
     end
   end)
 end)
+
+describe("grid_sample's bicubic mode", function()
+  it("values and the grid's gradient as torch's, zeros and reflection padding", function()
+    -- was: 'mode must be "bilinear" or "nearest" ("bicubic" is not supported)'. torch 1.13, float64:
+    -- x = (torch.arange(12.) ** 1.5).view(1, 1, 3, 4), g = [[[[-0.9, -0.8], [0.35, 0.1], [1.2, 0.95]]]];
+    -- F.grid_sample(x, g, 'bicubic', padding, align_corners=False), g.grad of its sum
+    local F = nn.functional
+    local x = (ember.arange(12, { dtype = "float64" }) ^ 1.5):view({ 1, 1, 3, 4 })
+    local want = {
+      zeros = { { -0.621497282631, 19.914504523782, 1.922711731769 },
+        { -1.571297826066, 1.826221059865, 19.474507300542, 40.383808437525, -41.824687858219, -5.328665588135 } },
+      reflection = { { -1.076291576126, 18.90419656638, 40.115965889006 },
+        { 0.4430155281, 5.16820261571, 9.888181824817, 30.766795558721, -6.060141093934, 3.043000550368 } },
+    }
+    for padding, w in pairs(want) do
+      local g = ember.tensor({ { { { -0.9, -0.8 }, { 0.35, 0.1 }, { 1.2, 0.95 } } } }, { dtype = "float64" })
+        :requires_grad_(true)
+      local y = F.grid_sample(x, g, "bicubic", padding, false)
+      y:sum():backward()
+      for k, got in ipairs { y:reshape({ -1 }):totable(), g.grad:reshape({ -1 }):totable() } do
+        for i = 1, #w[k] do
+          assert(math.abs(got[i] - w[k][i]) < 1e-9, ("%s %d.%d: %.12g vs torch's %.12g"):format(padding, k, i, got[i], w[k][i]))
+        end
+      end
+    end
+  end)
+end)

@@ -735,8 +735,8 @@ describe("errors name the function at the caller's line", function()
       "nn.functional.grid_sample: expected an input [N, C, H, W] or [N, C, D, H, W], got shape [2, 3, 4]")
     raises_here(function() F.grid_sample(x, ember.zeros(2, 3, 3)) end,
       "nn.functional.grid_sample: expected a grid [N, Ho, Wo, 2] with N = 2 (the input's), got shape [2, 3, 3]")
-    raises_here(function() F.grid_sample(x, g, { mode = "bicubic" }) end,
-      'nn.functional.grid_sample: mode must be "bilinear" or "nearest" ("bicubic" is not supported), got "bicubic"')
+    raises_here(function() F.grid_sample(ember.zeros(2, 3, 2, 2, 2), ember.zeros(2, 1, 1, 1, 3), { mode = "bicubic" }) end,
+      'nn.functional.grid_sample: mode must be "bilinear", "nearest" or (a 4-d input only) "bicubic", got "bicubic"')
     raises_here(function() F.grid_sample(x, g, { padding_mode = "reflect" }) end,
       'nn.functional.grid_sample: padding_mode must be "zeros", "border" or "reflection", got "reflect"')
     raises_here(function() F.grid_sample(x, g:double()) end,

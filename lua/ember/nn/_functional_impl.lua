@@ -515,8 +515,9 @@ function M.grid_sample(input, grid, ...)
       nd == 2 and "[N, Ho, Wo, 2]" or "[N, Do, Ho, Wo, 3]", input.shape[1], shape_str(grid))
   end
   local mode, padding = o.mode or "bilinear", o.padding_mode or "zeros"
-  if mode ~= "bilinear" and mode ~= "nearest" then -- PyTorch's "bilinear" is trilinear for a volume
-    errors.raise("%s: mode must be \"bilinear\" or \"nearest\" (\"bicubic\" is not supported), got %s", who,
+  if mode ~= "bilinear" and mode ~= "nearest" and (mode ~= "bicubic" or nd ~= 2) then
+    -- PyTorch's "bilinear" is trilinear for a volume; its "bicubic" is 4-d only
+    errors.raise("%s: mode must be \"bilinear\", \"nearest\" or (a 4-d input only) \"bicubic\", got %s", who,
       conv.fmt(mode))
   end
   if padding ~= "zeros" and padding ~= "border" and padding ~= "reflection" then

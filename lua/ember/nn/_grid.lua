@@ -7,9 +7,10 @@
 -- outer edges), moved into the image by the padding mode ("border" clamps,
 -- "reflection" mirrors at the edges, "zeros" leaves them and reads zeros
 -- outside), then each output reads its 2^nd neighbours (bilinear; trilinear
--- for a volume, PyTorch's "bilinear" there too) or the
--- nearest pixel (round half to even, as PyTorch's nearbyint) through one
--- gather each over the flattened planes. The gradient reaches the image
+-- for a volume, PyTorch's "bilinear" there too), its 4 x 4 (bicubic,
+-- images only, the padding applied to each tap) or the nearest pixel
+-- (round half to even, as PyTorch's nearbyint) through one gather each
+-- over the flattened planes. The gradient reaches the image
 -- (gather's backward adds into the pixels read) and the grid (through the
 -- bilinear weights; the integer corners are constants, as PyTorch's).
 -- Follows PyTorch 1.13's GridSampler.h.
@@ -86,12 +87,25 @@ local function clip(c, size)
   return ember.where(inside, c, c:detach():clamp(0, size - 1))
 end
 
+-- Pixel coordinates c moved into the image by the padding mode.
+local function pad(c, size, padding_mode, align_corners)
+  if padding_mode == "border" then
+    c = clip(c, size)
+  elseif padding_mode == "reflection" then
+    if align_corners then c = reflect(c, 0, 2 * (size - 1)) else c = reflect(c, -1, 2 * size - 1) end
+    c = clip(c, size)
+  end
+  return c
+end
+
 -- Grid coordinates g (in [-1, 1]) along a dim of `size` pixels as pixel
 -- coordinates, rounded as PyTorch's CPU kernels do (an identity grid's
 -- points fall on pixel centres, where the bilinear gradient is one-sided,
 -- so the rounding picks the side): its 2-d kernel is vectorised,
 -- fmadd(g + 1, size / 2, -0.5) (align_corners: (g + 1) * ((size - 1) / 2)), its
 -- 3-d one scalar, ((g + 1) * size - 1) / 2 (align_corners: (g + 1) / 2 * (size - 1)).
+-- (pad then moves them into the image; bicubic pads each tap instead, PyTorch's
+-- get_value_bounded: source(g, size, "zeros", ...) and pad(tap, ...).)
 local function source(g, size, padding_mode, align_corners, nd)
   local c
   if nd == 2 then
@@ -101,13 +115,7 @@ local function source(g, size, padding_mode, align_corners, nd)
   else
     c = ((g + 1) * size - 1) / 2
   end
-  if padding_mode == "border" then
-    c = clip(c, size)
-  elseif padding_mode == "reflection" then
-    if align_corners then c = reflect(c, 0, 2 * (size - 1)) else c = reflect(c, -1, 2 * size - 1) end
-    c = clip(c, size)
-  end
-  return c
+  return pad(c, size, padding_mode, align_corners)
 end
 
 -- x's values at integer pixel coordinates c[k] ([N, L] each, float; c[1]
@@ -144,10 +152,38 @@ function M.grid_sample(x, grid, mode, padding_mode, align_corners)
   end
   local g = grid:reshape({ N, L, nd })
   local c = {}
-  for k = 1, nd do c[k] = source(g:select(3, k), sizes[k], padding_mode, align_corners, nd) end
+  local coord_padding = mode == "bicubic" and "zeros" or padding_mode -- bicubic pads each tap
+  for k = 1, nd do c[k] = source(g:select(3, k), sizes[k], coord_padding, align_corners, nd) end
   local flat = x:reshape({ N, C, P })
   local y
-  if mode == "nearest" then
+  if mode == "bicubic" then
+    -- 4 x 4 taps around floor(c), Keys' weights with A = -0.75 (PyTorch's bicubic): each row's
+    -- taps along x summed with x's weights, then the rows with y's (its cubic_interp1d order)
+    local A = -0.75
+    local function near(t) return ((t * (A + 2)) - (A + 3)) * t * t + 1 end
+    local function far(t) return ((t * A - 5 * A) * t + 8 * A) * t - 4 * A end
+    local lo, w = {}, {}
+    for k = 1, 2 do
+      lo[k] = c[k]:detach():floor()
+      local t = c[k] - lo[k]
+      local u = -t + 1
+      w[k] = { far(t + 1), near(t), near(u), far(u + 1) }
+    end
+    local taps = {}
+    for k = 1, 2 do
+      taps[k] = {}
+      for i = 1, 4 do taps[k][i] = pad(lo[k] + (i - 2), sizes[k], padding_mode, align_corners):detach() end
+    end
+    for j = 1, 4 do
+      local row
+      for i = 1, 4 do
+        local part = read(flat, sizes, { taps[1][i], taps[2][j] }) * w[1][i]:view({ N, 1, L })
+        row = row and row + part or part
+      end
+      local part = row * w[2][j]:view({ N, 1, L })
+      y = y and y + part or part
+    end
+  elseif mode == "nearest" then
     -- round half to even (PyTorch's nearbyint)
     local function nearest(v)
       local r = (v + 0.5):floor()

@@ -937,11 +937,12 @@ function F.rrelu(x, ...) return impl.rrelu(x, ...) end
 -- [N, Ho, Wo, 2] of (x, y) in [-1, 1] (-1: the left and top, 1: the right
 -- and bottom; align_corners: the corner pixels' centres, else their outer
 -- edges); or a volume x [N, C, D, H, W], grid [N, Do, Ho, Wo, 3] of (x, y, z).
--- mode "bilinear" (trilinear for a volume, as PyTorch) or "nearest"; padding_mode "zeros" (outside reads
+-- mode "bilinear" (trilinear for a volume, as PyTorch), "nearest" or (images only) "bicubic" (4 x 4 taps,
+-- A = -0.75, the padding applied to each tap as PyTorch's); padding_mode "zeros" (outside reads
 -- 0), "border" (clamped to the edge) or "reflection" (mirrored). Gradients
 -- reach x and, in bilinear mode, the grid, as PyTorch's (nearest: no
 -- gradient to the grid; PyTorch's is zeros; a point clamped onto the edge
--- passes none, as PyTorch's). No "bicubic".
+-- passes none, as PyTorch's).
 -- @tparam Tensor x
 -- @tparam Tensor grid
 -- @param[opt] ... mode, padding_mode, align_corners, or an options table
