@@ -49,14 +49,15 @@ M.MODES = MODES
 
 -- The antialiased taps of one dim (bilinear or bicubic): as many as the
 -- widest output's window, a shorter window's last ones of weight 0.
+-- Input positions per output position: PyTorch's area_pixel_compute_scale.
+local function source_scale(n, out, factor, align_corners)
+  if align_corners then return out > 1 and (n - 1) / (out - 1) or 0 end
+  return factor and 1.0 / factor or n / out
+end
+
 local function aa_taps(mode, n, out, factor, align_corners)
   local size = mode == "bicubic" and 4 or 2
-  local scale
-  if align_corners then
-    scale = out > 1 and (n - 1) / (out - 1) or 0
-  else
-    scale = factor and 1.0 / factor or n / out
-  end
+  local scale = source_scale(n, out, factor, align_corners)
   local support = scale >= 1 and size * 0.5 * scale or size * 0.5
   local invscale = scale >= 1 and 1 / scale or 1
   local A = -0.5
@@ -107,12 +108,7 @@ local function taps(mode, n, out, factor, align_corners, antialias)
     for i = 0, out - 1 do idx[i + 1] = math.min(math.floor(f32(f32(i + half) * scale)), n - 1) + 1 end
     return { { idx = idx } }
   end
-  local scale
-  if align_corners then
-    scale = out > 1 and (n - 1) / (out - 1) or 0
-  else
-    scale = factor and 1.0 / factor or n / out
-  end
+  local scale = source_scale(n, out, factor, align_corners)
   local cubic = mode == "bicubic"
   local function source(i)
     if align_corners then return scale * i end
