@@ -126,7 +126,9 @@ local function kind_of(op, args, extra)
   return "float"
 end
 
+local need_trace
 local function const(v)
+  need_trace()
   if type(v) == "boolean" then v = v and 1 or 0 end
   local key = "C" .. string.format("%.17g", v)
   local n = state.nodes[key]
@@ -180,8 +182,25 @@ end
 M.UPVALUE_HINT = "a tensor from outside the function cannot be indexed with a traced value: give it in params " ..
   "(learned = false for a constant, true to train it) or as a per-call input (inputs), and index ctx.<name>[h][q]"
 
+-- A traced value kept past its trace (in an upvalue or a table) and used
+-- after the function returned: no trace is running to record the operation.
+function need_trace()
+  if state then return end
+  local level = 3
+  while true do -- the first frame outside ember's Lua files is the user's
+    local info = debug.getinfo(level, "S")
+    if not info then level = 2 break end
+    if info.what ~= "C" and not (LIB and info.source:sub(1, #LIB) == LIB) then break end
+    level = level + 1
+  end
+  error("a traced value (an argument of a score/mask/sink function, score_mod or mask_mod, or a value " ..
+    "computed from one) was used after its function returned: traced values exist only while the " ..
+    "function is being traced; do not keep them in upvalues or tables", level)
+end
+
 -- The node for op(args), made once; all-constant operands are folded.
 local function node(op, args, extra)
+  need_trace()
   local allconst = op ~= "LOAD"
   for _, a in ipairs(args) do if a.op ~= "CONST" then allconst = false end end
   if allconst and FOLD[op] then
