@@ -144,6 +144,12 @@ end, true)
 -- ember.logspace(start, stop, steps [, base = 10 [, opts]]): base^linspace(start, stop, steps).
 set("logspace", function(start, stop, steps, base, opts)
   if type(base) == "table" or type(base) == "string" then base, opts = nil, base end
+  if type(opts) == "table" and opts.base ~= nil then -- torch's keyword: logspace(0, 2, 3, {base = 2})
+    if base ~= nil then fail("logspace", "base given twice (argument and option)") end
+    local rest = {}
+    for k, v in pairs(opts) do if k ~= "base" then rest[k] = v end end
+    base, opts = opts.base, rest
+  end
   base = base or 10
   if type(base) ~= "number" or not (base > 0) then fail("logspace", "base must be a number > 0, got %s", tostring(base)) end
   opts = helpers.creation_opts("logspace", opts)

@@ -77,6 +77,11 @@ local function check_opts(op, opts)
   if opts ~= nil and type(opts) ~= "table" then
     fail(op, "expected an options table {dtype=, device=, requires_grad=} or a dtype name, got %s", type(opts))
   end
+  for k in pairs(opts or {}) do -- a misspelt option is refused, as the C creators do
+    if k ~= "dtype" and k ~= "device" and k ~= "requires_grad" then
+      fail(op, "unknown option '%s' (options are: dtype, device, requires_grad)", tostring(k))
+    end
+  end
   return opts or {}
 end
 M.creation_opts = check_opts
@@ -194,6 +199,15 @@ set("randint", function(a, b, c, d)
   local u = core.rand(shape, { dtype = "float64", device = opts.device })
   local r = (u * (high - low)):long():minimum(core.full({}, high - low - 1, { dtype = "int64", device = u.device }))
   return (r + low):to(opts.dtype or "int64")
+end)
+
+-- randperm(n [, opts]): the C draw (int64), then opts' dtype, device and requires_grad.
+local c_randperm = core.randperm
+set("randperm", function(n, opts)
+  opts = check_opts("randperm", opts)
+  local r = c_randperm(n):to(opts.dtype or "int64"):to(opts.device or "cpu")
+  if opts.requires_grad then r:requires_grad_(true) end
+  return r
 end)
 
 -- ---- *_like -------------------------------------------------------------------

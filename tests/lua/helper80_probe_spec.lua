@@ -1,0 +1,40 @@
+-- helper80's probes of everyday tensor creation against torch 1.13.
+local ember = require "ember"
+
+describe("creation options (helper80)", function()
+  it("a misspelt option is refused by the Lua creators, as by the C ones", function()
+    local x = ember.ones(2)
+    local calls = {
+      zeros_like = function(o) return ember.zeros_like(x, o) end,
+      ones_like = function(o) return ember.ones_like(x, o) end,
+      full_like = function(o) return ember.full_like(x, 1, o) end,
+      rand_like = function(o) return ember.rand_like(x, o) end,
+      randn_like = function(o) return ember.randn_like(x, o) end,
+      linspace = function(o) return ember.linspace(0, 1, 3, o) end,
+      logspace = function(o) return ember.logspace(0, 1, 3, o) end,
+      eye = function(o) return ember.eye(3, o) end,
+      randint = function(o) return ember.randint(0, 3, { 3 }, o) end,
+      randperm = function(o) return ember.randperm(3, o) end,
+    }
+    for name, call in pairs(calls) do
+      local ok, err = pcall(call, { dtpe = "float64" })
+      assert.is_false(ok, name)
+      assert.matches("ember%." .. name .. ": unknown option 'dtpe'", err)
+      assert.equals("float64", call({ dtype = "float64" }).dtype, name)
+    end
+  end)
+
+  it("randperm takes dtype and requires_grad, as torch.randperm", function()
+    local r = ember.randperm(5, { dtype = "float64" })
+    assert.equals("float64", r.dtype)
+    assert.same({ 1, 2, 3, 4, 5 }, r:sort():totable())
+    assert.equals("int64", ember.randperm(3).dtype)
+  end)
+
+  it("logspace takes torch's base keyword", function()
+    -- torch.logspace(0, 2, 3, base=2) = [1, 2, 4]
+    assert.same({ 1, 2, 4 }, ember.logspace(0, 2, 3, { base = 2, dtype = "float64" }):totable())
+    assert.same({ 1, 2, 4 }, ember.logspace(0, 2, 3, 2, { dtype = "float64" }):totable())
+    assert.has_error(function() ember.logspace(0, 2, 3, 2, { base = 2 }) end)
+  end)
+end)
