@@ -455,12 +455,26 @@ end
 -- As PyTorch's, index may be smaller than x in the other dims and src
 -- larger than index. Where an index repeats, src's values are summed
 -- (PyTorch leaves which one wins unspecified; give distinct indices); a
--- number src is written once.
-set("scatter", function(x, dim, index, src)
+-- number src is written once. A last {reduce = "add"} (torch's reduce=)
+-- adds src's values instead, as scatter_add; "multiply" is refused.
+set("scatter", function(x, dim, index, src, opts)
   local op = "scatter"
   check_tensor(op, x)
   local d = dim_of(op, x, dim)
   if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
+  if opts ~= nil then
+    if type(opts) == "string" then opts = { reduce = opts } end
+    if type(opts) ~= "table" then fail(op, "expected an options table {reduce=} after src, got %s", type(opts)) end
+    for k in pairs(opts) do
+      if k ~= "reduce" then fail(op, "unknown option '%s' (expected reduce)", tostring(k)) end
+    end
+    if opts.reduce == "add" then
+      if not core.is_tensor(src) then src = core.full(index.shape, src, { dtype = x.dtype, device = x.device }) end
+      return core.scatter_add(x, dim, index, src)
+    elseif opts.reduce ~= nil then
+      fail(op, "reduce must be nil or \"add\", got %s (\"multiply\" is not supported)", tostring(opts.reduce))
+    end
+  end
   return on_index_part(x, d, index, src, function(xp, i, s) return scatter_same(op, xp, d, i, s) end)
 end, true)
 
