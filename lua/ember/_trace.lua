@@ -134,7 +134,7 @@ local function const(v)
   local n = state.nodes[key]
   if not n then
     local kind = (v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53) and "int" or "float"
-    n = setmetatable({ op = "CONST", args = {}, value = v + 0.0, kind = kind, deps = 0, id = state.n + 1 }, Sym)
+    n = setmetatable({ op = "CONST", args = {}, value = v + 0.0, kind = kind, deps = 0, id = state.n + 1, st = state }, Sym)
     state.n = state.n + 1
     state.nodes[key] = n
   end
@@ -184,8 +184,10 @@ M.UPVALUE_HINT = "a tensor from outside the function cannot be indexed with a tr
 
 -- A traced value kept past its trace (in an upvalue or a table) and used
 -- after the function returned: no trace is running to record the operation.
-function need_trace()
-  if state then return end
+function need_trace(args)
+  local foreign = false
+  for _, a in ipairs(args or {}) do if a.st ~= state then foreign = true end end
+  if state and not foreign then return end
   local level = 3
   while true do -- the first frame outside ember's Lua files is the user's
     local info = debug.getinfo(level, "S")
@@ -193,14 +195,15 @@ function need_trace()
     if info.what ~= "C" and not (LIB and info.source:sub(1, #LIB) == LIB) then break end
     level = level + 1
   end
-  error("a traced value (an argument of a score/mask/sink function, score_mod or mask_mod, or a value " ..
+  error((state and ("attention variant '%s': "):format(state.variant) or "") ..
+    "a traced value (an argument of a score/mask/sink function, score_mod or mask_mod, or a value " ..
     "computed from one) was used after its function returned: traced values exist only while the " ..
     "function is being traced; do not keep them in upvalues or tables", level)
 end
 
 -- The node for op(args), made once; all-constant operands are folded.
 local function node(op, args, extra)
-  need_trace()
+  need_trace(args)
   local allconst = op ~= "LOAD"
   for _, a in ipairs(args) do if a.op ~= "CONST" then allconst = false end end
   if allconst and FOLD[op] then
@@ -215,7 +218,7 @@ local function node(op, args, extra)
   if n then return n end
   local deps = 0
   for _, a in ipairs(args) do deps = deps | a.deps end
-  n = setmetatable({ op = op, args = args, kind = kind_of(op, args, extra), deps = deps, id = state.n + 1 }, Sym)
+  n = setmetatable({ op = op, args = args, kind = kind_of(op, args, extra), deps = deps, id = state.n + 1, st = state }, Sym)
   if extra then n.cap = extra.cap end
   state.n = state.n + 1
   state.nodes[key] = n
@@ -228,7 +231,8 @@ function M.leaf(op)
   local key = "L" .. op
   local n = state.nodes[key]
   if not n then
-    n = setmetatable({ op = op, args = {}, kind = op == "S" and "float" or "int", deps = DEP[op], id = state.n + 1 }, Sym)
+    n = setmetatable({ op = op, args = {}, kind = op == "S" and "float" or "int", deps = DEP[op], id = state.n + 1,
+      st = state }, Sym)
     state.n = state.n + 1
     state.nodes[key] = n
   end
@@ -468,7 +472,11 @@ function M.run(variant, fn, ...)
   if type(variant) == "table" then variant, where, hint = variant.name, variant.where, variant.upvalue_hint end
   state = { variant = variant, where = where, upvalue_hint = hint, nodes = {}, n = 0 }
   local saved = state
-  local res = table.pack(pcall(fn, ...))
+  local res = table.pack(pcall(function(...)
+    local r = table.pack(fn(...))
+    for i = 1, r.n do if is_sym(r[i]) then need_trace({ r[i] }) end end -- one kept from an earlier trace
+    return table.unpack(r, 1, r.n)
+  end, ...))
   state = prev
   if not res[1] then error(res[2], 0) end
   return saved, table.unpack(res, 2, res.n)

@@ -22,6 +22,22 @@ describe("traced values kept past their trace", function()
     end
   end)
 
+  -- One kept from a variant's trace and used in another variant's made a
+  -- program that read an unset register ("instruction 4 reads register -1"),
+  -- or mixed two graphs' nodes: it is refused naming the variant.
+  it("is refused in another variant's trace, used or returned", function()
+    local saved
+    ember.attention_variant { name = "h81_keep", score = function(s, b, h, q, k, ctx) saved = (q - k) * 0.7; return s end }
+    local ok, err = pcall(ember.attention_variant,
+      { name = "h81_use", score = function(s, b, h, q, k, ctx) return s + saved end })
+    assert.is_false(ok)
+    assert.matches("attention variant 'h81_use': a traced value", err, 1, true)
+    ok, err = pcall(ember.attention_variant,
+      { name = "h81_ret", score = function(s, b, h, q, k, ctx) return saved end })
+    assert.is_false(ok)
+    assert.matches("attention variant 'h81_ret': a traced value", err, 1, true)
+  end)
+
   it("leaves the next trace working", function()
     local q = ember.randn(1, 1, 4, 2, { dtype = "float64" })
     local out = ember.flex_attention(q, q, q, { score_mod = function(s, b, h, qi, ki) return s - 0.5 * ember.abs(qi - ki) end })
