@@ -48,7 +48,7 @@ end
 -- Whether table t is searched for tensors while tracing: not a library
 -- (ember, math, ...: package.loaded's values; the globals are searched).
 local function searched(t, name)
-  if type(t) ~= "table" or getmetatable(t) == trace.Cap then return false end
+  if type(t) ~= "table" or getmetatable(t) == trace.Cap or trace.is_sym(t) then return false end
   if name == "_ENV" then return true end
   for _, m in pairs(package.loaded) do if rawequal(m, t) then return false end end
   return true

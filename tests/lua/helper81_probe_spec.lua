@@ -38,6 +38,19 @@ describe("traced values kept past their trace", function()
     assert.matches("attention variant 'h81_ret': a traced value", err, 1, true)
   end)
 
+  -- In score_mod, such an upvalue was searched as a table of tensors and
+  -- replaced by a stand-in: "cannot trace '+' on a table".
+  it("is refused in a later score_mod saying what it is", function()
+    local q = ember.randn(1, 1, 5, 4)
+    local saved
+    ember.flex_attention(q, q, q, { score_mod = function(s, b, h, qi, ki) saved = (qi - ki) * 0.7; return s end })
+    local ok, err = pcall(ember.flex_attention, q, q, q,
+      { score_mod = function(s, b, h, qi, ki) return s + saved end })
+    assert.is_false(ok)
+    assert.matches("a traced value", err, 1, true)
+    assert.matches("used after its function returned", err, 1, true)
+  end)
+
   it("leaves the next trace working", function()
     local q = ember.randn(1, 1, 4, 2, { dtype = "float64" })
     local out = ember.flex_attention(q, q, q, { score_mod = function(s, b, h, qi, ki) return s - 0.5 * ember.abs(qi - ki) end })
