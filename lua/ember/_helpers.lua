@@ -627,7 +627,7 @@ set("roll", function(x, shifts, dims)
   for i, d in ipairs(ds) do
     local s = shifts[i]
     if math.type(s) ~= "integer" then fail("roll", "shifts must be integers, got %s", tostring(s)) end
-    local n = x:size(d)
+    local n = x:dim() == 0 and 1 or x:size(d) -- a 0-d x's dim 1 has one element (check_dim)
     s = n > 0 and s % n or 0
     if s ~= 0 then y = core.cat({ y:narrow(d, n - s + 1, s), y:narrow(d, 1, n - s) }, d) end
   end
