@@ -116,12 +116,13 @@ local MEDIAN_ALL = core.Function {
   forward = function(ctx, x)
     local flat = x:reshape(-1)
     local y = (flat:sort())[(flat:size(1) + 1) // 2]
+    if x:is_floating_point() and flat:isnan():any():item() then y = flat[flat:isnan():argmax():item()] end -- NaN propagates, as torch's
     ctx:save_for_backward(x, y)
     return y
   end,
   backward = function(ctx, g)
     local x, y = table.unpack(ctx.saved)
-    local mask = x:eq(y):to(x.dtype)
+    local mask = (y:isnan():item() and x:isnan() or x:eq(y)):to(x.dtype) -- a NaN median's gradient: shared by the NaNs
     return mask * (g / mask:sum())
   end,
 }
@@ -136,7 +137,18 @@ set("median", function(x, dim, keepdim)
     return MEDIAN_ALL(x)
   end
   local d = dim_of("median", x, dim)
-  return core.kthvalue(x, ((x:dim() == 0 and 1 or x:size(d)) + 1) // 2, d, keepdim)
+  if x:dim() == 0 then return core.kthvalue(x, 1, d, keepdim) end
+  local v, i = core.kthvalue(x, (x:size(d) + 1) // 2, d, true)
+  if x:is_floating_point() then -- a row with a NaN has median NaN at its first NaN, as torch's
+    local nan = x:isnan()
+    local has = nan:any(d, true)
+    if has:any():item() then
+      local first = nan:argmax(d, true)
+      v, i = core.where(has, x:gather(d, first), v), core.where(has, first, i)
+    end
+  end
+  if not keepdim then v, i = v:squeeze(d), i:squeeze(d) end
+  return v, i
 end, true)
 
 -- ---- constructors ---------------------------------------------------------------------

@@ -69,3 +69,26 @@ describe("roll of a 0-d tensor (helper80)", function()
     assert.is_false(ok); assert.matches("ember.roll", err)
   end)
 end)
+
+describe("median with NaN (helper80)", function()
+  local n = 0 / 0
+  local function isnan(v) return v ~= v end
+  it("propagates NaN as torch.median: all elements and along a dim", function()
+    -- torch: tensor([3,nan,1,nan,2]).median() = nan, its grad [0, .5, 0, .5, 0];
+    -- median(1) of [[3,nan,1,nan,2],[1,2,3,4,5]] = ([nan, 3], [1, 2]) 0-based, grad one-hot there
+    local y = ember.tensor({ 3, n, 1, n, 2 }, { dtype = "float64" }):requires_grad_()
+    local m = y:median()
+    assert.is_true(isnan(m:item()))
+    m:backward()
+    assert.same({ 0, 0.5, 0, 0.5, 0 }, y.grad:totable())
+    local x = ember.tensor({ { 3, n, 1, n, 2 }, { 1, 2, 3, 4, 5 } }, { dtype = "float64" }):requires_grad_()
+    local v, i = x:median(2)
+    assert.is_true(isnan(v:totable()[1])); assert.equals(3, v:totable()[2])
+    assert.same({ 2, 3 }, i:totable())
+    v:sum():backward()
+    assert.same({ { 0, 1, 0, 0, 0 }, { 0, 0, 1, 0, 0 } }, x.grad:totable())
+    local vk, ik = ember.tensor({ { 3, n }, { 1, 2 } }):median(2, true)
+    assert.same({ 2, 1 }, { ik:size(1), ik:size(2) }); assert.same({ { 2 }, { 1 } }, ik:totable())
+    assert.equals(2, ember.tensor({ 4, 1, 3, 2 }):median():item())
+  end)
+end)
