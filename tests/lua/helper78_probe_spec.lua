@@ -5,10 +5,7 @@ local ember = require "ember"
 local nn = require "ember.nn"
 
 -- the message of a failed call, or nil
-local function err_of(f)
-  local ok, e = pcall(f)
-  return not ok and tostring(e) or nil
-end
+local err_of = require("tests.lua.helpers.parity").error_of
 
 local function shape(t) return table.concat(t.shape, ",") end
 

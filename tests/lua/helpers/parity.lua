@@ -180,6 +180,13 @@ function M.cross_entropy_case(nn, c, i, target, permute_target)
   assert.is_true((logits.grad - M.T(c.grad)):abs():max():item() < 1e-12, "case " .. i .. " grad")
 end
 
+--- The message of fn()'s error, or nil when it ran (for asserting on a
+-- message's parts, where raises_here's one substring is not enough).
+function M.error_of(fn)
+  local ok, e = pcall(fn)
+  return not ok and tostring(e) or nil
+end
+
 --- fn() must raise an error that points at the calling spec's line (the
 -- user's line, not the library's) and contains `want`.
 function M.raises_here(fn, want)
