@@ -65,6 +65,8 @@ describe("constructors: PyTorch's positional options", function()
     e = err_of(function() nn.Linear(3, 4, true, false) end)
     assert.matches("nn_constructor_args_spec.lua:%d+: Linear: takes at most 3 arguments before the options table "
       .. "%(in_features, out_features, bias%), got 4", e)
+    e = err_of(function() nn.AdaptiveAvgPool2d(1, 2) end)
+    assert.matches("AdaptiveAvgPool2d: takes at most 1 arguments before the options table %(output_size%), got 2", e)
     -- a value of the wrong kind is the class's own error, as ember's form gives it
     e = err_of(function() nn.Conv2d(3, 16, 3, 0) end)
     assert.matches("nn_constructor_args_spec.lua:%d+: .*Conv2d.*stride", e)

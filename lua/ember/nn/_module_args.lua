@@ -85,8 +85,10 @@ local function from_positions(cls, sig, n, ...)
   for i = nsizes + 1, upto do
     local name = sig.options[i - nsizes]
     if name == nil then
+      local names = { table.unpack(sig.sizes) }
+      table.move(sig.options, 1, #sig.options, #names + 1, names)
       errors.raise("%s: takes at most %d arguments before the options table (%s), got %d", cls.__name,
-        nsizes + #sig.options, table.concat(sig.sizes, ", ") .. ", " .. table.concat(sig.options, ", "), upto)
+        #names, table.concat(names, ", "), upto)
     end
     local v = select(i, ...)
     if v ~= nil then
