@@ -155,9 +155,16 @@ static em_status check_value(const em_attention_variant *v, const em_attn_option
     if (s->type == EM_ATTN_OPT_INT && in->num != floor(in->num))
       return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be an integer, got %g", vn, on,
                       in->num);
-    if (s->bounded && (in->num < s->min || in->num > s->max))
-      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be in [%g, %g], got %g (%s)", vn,
-                      on, s->min, s->max, in->num, s->help ? s->help : "");
+    if (s->bounded && (in->num < s->min || in->num > s->max)) {
+      /* a spec bounded on one side (a Lua variant's min without max) has +-1e300 on the other */
+      char range[96];
+      if (s->max >= 1e300) snprintf(range, sizeof range, ">= %g", s->min);
+      else if (s->min <= -1e300) snprintf(range, sizeof range, "<= %g", s->max);
+      else snprintf(range, sizeof range, "in [%g, %g]", s->min, s->max);
+      bool help = s->help && s->help[0];
+      return em_error(EM_ERR_ARG, "attention '%s': option '%s' must be %s, got %g%s%s%s", vn, on, range,
+                      in->num, help ? " (" : "", help ? s->help : "", help ? ")" : "");
+    }
     out->num = in->num;
     return EM_OK;
   case EM_ATTN_OPT_BOOL:

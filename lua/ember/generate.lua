@@ -128,7 +128,7 @@ local function sample_row(probs, n, top_p, u, total)
   if top_p then
     local acc, keep = 0, 0
     for i = 1, n do
-      if acc >= top_p * total then break end
+      if acc >= top_p * total and keep > 0 then break end -- (top_p = 0: the most likely token alone)
       acc, keep = acc + probs[i], i
     end
     n, total = keep, acc
@@ -182,8 +182,9 @@ local function check_values(opts)
   end
   if k == 0 then k = nil end -- Hugging Face's top_k=0: no filtering
   local p = opts.top_p
-  if p ~= nil and (type(p) ~= "number" or not (p > 0 and p <= 1)) then
-    error("generate: top_p must be a number in (0, 1], got " .. tostring(p))
+  -- Hugging Face's TopPLogitsWarper takes 0 too: it keeps its min_tokens_to_keep = 1, the most likely token
+  if p ~= nil and (type(p) ~= "number" or not (p >= 0 and p <= 1)) then
+    error("generate: top_p must be a number in [0, 1] (0: only the most likely token), got " .. tostring(p))
   end
   if p == 1 then p = nil end -- Hugging Face's top_p = 1: no filtering (the draws of plain sampling)
   local g = opts.generator
@@ -284,7 +285,7 @@ end
 -- @tparam[opt] table opts `strategy` ("greedy" or "sample"), `temperature`
 -- (1), `top_k` (0: none, as Hugging Face's; tokens as likely as the k-th
 -- are kept too), `top_p` (nucleus: sample among the most likely tokens
--- whose probabilities sum to top_p)
+-- whose probabilities sum to top_p; 0 keeps the most likely one alone, as Hugging Face's)
 -- @treturn Tensor int64 [B, 1], 1-based ids
 function generate.pick(logits, opts)
   opts = check_names(opts, PICK_OPTS, "generate.pick")
@@ -521,7 +522,7 @@ end
 -- cannot be picked before that many new tokens, as Hugging Face's), `strategy` ("greedy" or "sample"),
 -- `temperature` (1), `top_k` (0: none, where Hugging Face's generation config defaults to 50, so pass
 -- top_k = 50 to sample as its do_sample = true; tokens as likely as the k-th are kept too, as Hugging Face's),
--- `top_p` (nucleus sampling), `repetition_penalty`
+-- `top_p` (nucleus sampling, in [0, 1]: 0 keeps only the most likely token, as Hugging Face's), `repetition_penalty`
 -- (as Hugging Face's: > 1 makes tokens already in the row less likely; a left padding's ids are not
 -- counted, so a row of a batch is penalized as alone, where Hugging Face's counts the pad id too),
 -- `eos_id` (a row that emits it is done; a list of ids, any of them), `stop` (token id sequences, e.g.

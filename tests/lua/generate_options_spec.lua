@@ -50,8 +50,8 @@ describe("generate's options", function()
 
   it("checks the new options' values", function()
     for _, c in ipairs {
-      { { top_p = 0 }, "top_p must be a number in (0, 1]" },
-      { { top_p = 1.5 }, "top_p must be a number in (0, 1]" },
+      { { top_p = -0.1 }, "top_p must be a number in [0, 1]" },
+      { { top_p = 1.5 }, "top_p must be a number in [0, 1]" },
       { { repetition_penalty = 0 }, "repetition_penalty must be a number > 0" },
       { { stop = { 3 } }, "stop must be a list of token id sequences" },
       { { stop = { {} } }, "stop must be a list of token id sequences" },

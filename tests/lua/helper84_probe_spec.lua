@@ -1,0 +1,76 @@
+-- Probes of ember.models and generate as a Hugging Face user writes them,
+-- and of an attention variant dropped into the plugin folder (helper-84):
+-- what broke, kept fixed.
+local ember = require "ember"
+local generate = require "ember.generate"
+
+local function tiny_llama(seed)
+  ember.manual_seed(seed)
+  return require("ember.models").Llama { vocab_size = 40, hidden_size = 32, intermediate_size = 64,
+    num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }
+end
+
+describe("generate with top_p = 0", function()
+  -- Hugging Face's TopPLogitsWarper takes top_p = 0 and keeps its
+  -- min_tokens_to_keep = 1: the most likely token. ember refused it
+  -- ("top_p must be a number in (0, 1], got 0").
+  it("keeps only the most likely token, as Hugging Face's: the greedy tokens", function()
+    local m = tiny_llama(1)
+    local P = ember.tensor({ { 3, 4, 5, 6 }, { 1, 1, 8, 9 } }, { dtype = "int64" })
+    local mask = P:eq(1)
+    local greedy = m:generate(P, { max_new_tokens = 6, prompt_padding_mask = mask })
+    for seed = 1, 3 do
+      ember.manual_seed(seed)
+      local s = m:generate(P, { max_new_tokens = 6, prompt_padding_mask = mask, strategy = "sample", top_p = 0,
+        temperature = 2 })
+      assert.is_true(s:equal(greedy), tostring(s))
+    end
+  end)
+
+  it("in pick, on a small vocabulary and on one read in blocks (past 1024 ids), with top_k", function()
+    for _, V in ipairs { 7, 3000 } do
+      local logits = ember.randn(5, V)
+      local best = logits:argmax(-1, true)
+      for _, o in ipairs { { top_p = 0 }, { top_p = 0, top_k = 3 }, { top_p = 0, temperature = 50 } } do
+        o.strategy = "sample"
+        assert.is_true(generate.pick(logits, o):equal(best), V)
+      end
+    end
+  end)
+
+  it("still refuses a top_p outside [0, 1], at the user's line", function()
+    local m = tiny_llama(2)
+    local p = ember.tensor({ { 3, 4 } }, { dtype = "int64" })
+    for _, v in ipairs { -0.1, 1.5, 0 / 0 } do
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() m:generate(p, { strategy = "sample", top_p = v }) end)
+      assert.is_false(ok)
+      assert.truthy(err:find("helper84_probe_spec.lua:" .. line .. ": generate: top_p must be a number in [0, 1]",
+        1, true), err)
+    end
+  end)
+end)
+
+describe("an attention option out of its range", function()
+  -- A Lua variant's option with only a `min` (as plugins/README.md's
+  -- softcap2) said "must be in [1e-06, 1e+300], got 0 ()": the stand-in
+  -- for the missing bound and the empty help were printed.
+  it("names the one bound it has, and no empty help", function()
+    ember.attention_variant { name = "h84_capped", options = { { name = "cap", type = "float", default = 30, min = 1e-6 } },
+      score = function(s, b, h, q, k, ctx) return ctx.options.cap * ember.tanh(s / ctx.options.cap) end }
+    ember.attention_variant { name = "h84_upper", options = { { name = "m", type = "int", default = 1, max = 5,
+      help = "a multiplier" } }, score = function(s, b, h, q, k, ctx) return s * ctx.options.m end }
+    local nn = require "ember.nn"
+    local ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "h84_capped", cap = 0 })
+    assert.is_false(ok)
+    assert.truthy(err:find("attention 'h84_capped': option 'cap' must be >= 1e-06, got 0", 1, true), err)
+    assert.falsy(err:find("(", 1, true), err)
+    ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "h84_upper", m = 6 })
+    assert.is_false(ok)
+    assert.truthy(err:find("attention 'h84_upper': option 'm' must be <= 5, got 6 (a multiplier)", 1, true), err)
+    -- both bounds: as before
+    ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "local", window_left = -1 })
+    assert.is_false(ok)
+    assert.truthy(err:find("option 'window_left' must be in [0, 1e+12], got -1 (sliding:", 1, true), err)
+  end)
+end)
