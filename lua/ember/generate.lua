@@ -306,6 +306,21 @@ local function penalize(logits, counts, penalty)
   return ember.where(counts:gt(0), ember.where(logits:lt(0), logits * penalty, logits / penalty), logits)
 end
 
+-- A value as an error message shows it: a string quoted, a list of
+-- numbers as {a, b}, another table as what it is.
+local function shown(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if ember.is_tensor(v) then return ("a %s tensor [%s]"):format(v.dtype, table.concat(v.shape, ", ")) end
+  if type(v) == "table" then
+    if next(v) == nil then return "an empty table" end
+    local items = {}
+    for i, x in ipairs(v) do items[i] = type(x) == "number" and tostring(x) or shown(x) end
+    if #items > 0 and #items <= 8 then return "{" .. table.concat(items, ", ") .. "}" end
+    return "a table"
+  end
+  return tostring(v)
+end
+
 -- Checks the stop sequences: a list of non-empty lists of ids.
 local function check_stop(stop)
   if stop == nil then return nil end
@@ -320,6 +335,13 @@ local function check_stop(stop)
   for _, s in ipairs(ok and stop or {}) do
     ok = ok and type(s) == "table" and #s > 0
     for _, id in ipairs(type(s) == "table" and s or {}) do ok = ok and math.type(id) == "integer" end
+  end
+  for i, s in ipairs(ok and stop or {}) do
+    for _, id in ipairs(s) do
+      if id < 1 then
+        error(("generate: stop sequence %d holds the id %d: token ids are 1-based (Hugging Face's id + 1)"):format(i, id))
+      end
+    end
   end
   if not ok then
     local flat, text = type(stop) == "table" and #stop > 0, type(stop) == "string"
@@ -401,14 +423,14 @@ local function check_generate(model, prompt, opts)
   for _, x in ipairs(type(eos) == "table" and eos or {}) do eos_ok = eos_ok and id_ok(x) end
   if eos ~= nil and not eos_ok then
     error("generate: eos_id must be a token id (an integer >= 1: ids are 1-based) or a list of them, got " ..
-      tostring(eos))
+      shown(eos))
   end
   if opts.pad_id ~= nil and not id_ok(opts.pad_id) then
-    error("generate: pad_id must be a token id (an integer >= 1: ids are 1-based), got " .. tostring(opts.pad_id))
+    error("generate: pad_id must be a token id (an integer >= 1: ids are 1-based), got " .. shown(opts.pad_id))
   end
   local mt = opts.max_time
   if mt ~= nil and (type(mt) ~= "number" or mt < 0) then
-    error("generate: max_time must be a number of seconds >= 0, got " .. tostring(mt))
+    error("generate: max_time must be a number of seconds >= 0, got " .. shown(mt))
   end
   local nrs = opts.num_return_sequences
   if nrs ~= nil and (math.type(nrs) ~= "integer" or nrs < 1) then
@@ -628,6 +650,14 @@ function generate.generate(model, prompt, opts)
         if not used then use_cache, cache = false, nil end
       end
       local last = logits:select(2, logits.shape[2])
+      local V = last.shape[2]
+      local can_end = stop ~= nil
+      for _, e in ipairs(eos_ids or {}) do can_end = can_end or e <= V end
+      if step == 1 and can_end and pad_id > V then
+        -- a done row emits pad_id, which the next step hands to the model
+        error(("generate: pad_id %d%s is past the model's %d logits (the vocabulary): a row that is done emits it, "
+          .. "and the next step hands it to the model"):format(pad_id, opts.pad_id and "" or " (the first eos_id)", V))
+      end
       if last:isnan():any():item() then
         error(("generate: the model's logits hold NaN at new token %d"):format(ids.shape[2] - prompt.shape[2] + 1))
       end

@@ -74,3 +74,45 @@ describe("an attention option out of its range", function()
     assert.truthy(err:find("option 'window_left' must be in [0, 1e+12], got -1 (sliding:", 1, true), err)
   end)
 end)
+
+describe("generate's ids checked before they reach the model", function()
+  local P = ember.tensor({ { 3, 4, 5 }, { 8, 9, 10 } }, { dtype = "int64" })
+
+  local function refused(m, opts, pattern)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() return m:generate(P, opts) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("helper84_probe_spec.lua:" .. line .. ": generate: ", 1, true), err)
+    assert.truthy(err:find(pattern, 1, true), err)
+  end
+
+  -- A pad_id past the vocabulary was emitted by a done row and handed to
+  -- the model at the next step: "Embedding.forward: id 41 at {1, 1} is out
+  -- of range 1..40", not naming generate or pad_id.
+  it("a pad_id past the vocabulary, given or the first eos_id, once a row can end", function()
+    local m = tiny_llama(4)
+    local e = m:generate(P, { max_new_tokens = 1 })[1][4]:item() -- row 1's first token: it ends at step 1
+    refused(m, { max_new_tokens = 4, eos_id = e, pad_id = 41 }, "pad_id 41 is past the model's 40 logits")
+    refused(m, { max_new_tokens = 4, eos_id = { 41, e } }, "pad_id 41 (the first eos_id) is past the model's 40 logits")
+    refused(m, { max_new_tokens = 4, eos_id = 41, stop = { { e } } }, "pad_id 41 (the first eos_id)")
+    -- no row can end: nothing is padded, as before
+    assert.are.same({ 2, 7 }, m:generate(P, { max_new_tokens = 4, eos_id = 41 }).shape)
+    assert.are.same({ 2, 7 }, m:generate(P, { max_new_tokens = 4, eos_id = e, pad_id = 40 }).shape)
+  end)
+
+  -- stop = {{0}} (a 0-based id) was taken, and never matched; eos_id = 0 was refused.
+  it("a stop sequence's ids are 1-based, as eos_id's", function()
+    local m = tiny_llama(5)
+    refused(m, { max_new_tokens = 2, stop = { { 0 } } }, "stop sequence 1 holds the id 0: token ids are 1-based")
+    refused(m, { max_new_tokens = 2, stop = { { 3 }, { 4, -1 } } }, "stop sequence 2 holds the id -1")
+  end)
+
+  -- eos_id = {} said "got table: 0x55...", max_time = "1" said "got 1".
+  it("shows the value given: a string quoted, a table as a list", function()
+    local m = tiny_llama(6)
+    refused(m, { eos_id = {} }, "or a list of them, got an empty table")
+    refused(m, { eos_id = { 2.5 } }, "or a list of them, got {2.5}")
+    refused(m, { eos_id = "2" }, 'or a list of them, got "2"')
+    refused(m, { max_time = "1" }, 'max_time must be a number of seconds >= 0, got "1"')
+  end)
+end)
