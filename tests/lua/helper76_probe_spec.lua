@@ -123,12 +123,11 @@ describe("nn.MultiHeadAttention.forward with torch.nn.MultiheadAttention's call"
   local mha = nn.MultiHeadAttention(8, 2)
   local x = ember.randn(2, 3, 8)
 
-  it("is_causal, average_attn_weights and attention_mask say what ember's module takes", function()
-    -- was: only 'unknown option' and the list
+  it("is_causal and attention_mask say what ember's module takes", function()
+    -- was: only 'unknown option' and the list (average_attn_weights is taken
+    -- now: helper83_probe_spec)
     assert.matches("unknown option 'is_causal': PyTorch's is_causal is causal here",
       err_of(function() mha(x, x, x, { is_causal = true }) end))
-    assert.matches("average_attn_weights': the weights come per head, %[B, H, Lq, Lk%]",
-      err_of(function() mha(x, { need_weights = true, average_attn_weights = false }) end))
     assert.matches("key_padding_mask = attention_mask:eq%(0%)",
       err_of(function() mha(x, { attention_mask = ember.ones(2, 3) }) end))
   end)

@@ -355,14 +355,12 @@ function MHA:_rope(x, first)
 end
 
 local FWD_OPTS = { key_padding_mask = true, attn_mask = true, allow_mask = true, block_mask = true,
-                   causal = true, need_weights = true, variant_inputs = true }
+                   causal = true, need_weights = true, average_attn_weights = true, variant_inputs = true }
 
 -- torch.nn.MultiheadAttention.forward's options that ember's module spells
 -- otherwise: what to write instead
 local FWD_HINTS = {
   is_causal = "PyTorch's is_causal is causal here",
-  average_attn_weights = "the weights come per head, [B, H, Lq, Lk] (weights:mean(2) averages them); "
-    .. "nn.MultiheadAttention takes torch's options and returns torch's averaged weights",
   attention_mask = "Hugging Face's attention_mask (1 = attend) is key_padding_mask = attention_mask:eq(0) here",
 }
 
@@ -370,9 +368,13 @@ local function check_opts(opts, who)
   if opts == nil then return {} end
   for k in pairs(opts) do
     if not FWD_OPTS[k] then
-      errors.raise("%s: unknown option '%s'%s (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights, variant_inputs)",
+      errors.raise("%s: unknown option '%s'%s (options: key_padding_mask, attn_mask, allow_mask, block_mask, causal, need_weights, "
+        .. "average_attn_weights, variant_inputs)",
         who, tostring(k), FWD_HINTS[k] and ": " .. FWD_HINTS[k] or "")
     end
+  end
+  if opts.average_attn_weights ~= nil and type(opts.average_attn_weights) ~= "boolean" then
+    errors.raise("%s: average_attn_weights must be a boolean, got %s", who, type(opts.average_attn_weights))
   end
   return opts
 end
@@ -582,9 +584,12 @@ end
 -- grad gets its gradient with attention "standard", by core ops), `allow_mask` (bool,
 -- true = may attend) or `block_mask` (bool, true = masked) -- see
 -- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
--- (default: the module's), `need_weights`
+-- (default: the module's), `need_weights`, `average_attn_weights` (false,
+-- unlike PyTorch's default: the weights come per head; true averages them
+-- over the heads, as torch.nn.MultiheadAttention's default)
 -- @treturn Tensor [B, Lq, d_model] ([Lq, d_model] unbatched)
--- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched): the
+-- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched; [B, Lq, Lk]
+-- and [Lq, Lk] with average_attn_weights = true): the
 -- probabilities before dropout, detached, for inspection (nn.MultiheadAttention's, torch's
 -- spelling, carry a gradient)
 function MHA:forward(query, ...)
@@ -601,7 +606,9 @@ function MHA:forward(query, ...)
   end
   local causal = self.causal
   if opts.causal ~= nil then causal = opts.causal end
-  return self:_attend(who, q, k, v, opts, causal, query.shape[1], query.shape[2])
+  local y, w = self:_attend(who, q, k, v, opts, causal, query.shape[1], query.shape[2])
+  if w ~= nil and opts.average_attn_weights then w = w:mean(2) end -- [B, H, Lq, Lk] -> [B, Lq, Lk]
+  return y, w
 end
 
 -- Unbatched input, as PyTorch: query [Lq, E], key/value [Lk, kdim/vdim],
@@ -636,7 +643,7 @@ function MHA:_forward_unbatched(who, query, key, value, opts)
     o.variant_inputs = vi
   end
   local y, w = self:forward(query:unsqueeze(1), key:unsqueeze(1), value:unsqueeze(1), o)
-  return y:squeeze(1), w and w:squeeze(1)
+  return y:squeeze(1), w and w:squeeze(1) -- [H, Lq, Lk], or [Lq, Lk] averaged
 end
 
 -- What makes the output depend on the query's position on the key axis
