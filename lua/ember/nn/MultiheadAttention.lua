@@ -65,7 +65,8 @@ end
 -- @tparam Tensor query [L, B, E] ([B, L, E] with batch_first; [L, E] unbatched)
 -- @tparam Tensor key [S, B, kdim]
 -- @tparam Tensor value [S, B, vdim]
--- @tparam[opt] table opts key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal
+-- @tparam[opt] table opts key_padding_mask (bool, true = padding; or float, added to the scores, as
+-- PyTorch's), need_weights, attn_mask, average_attn_weights, is_causal
 -- @treturn Tensor attn_output, shaped as query
 -- @treturn ?Tensor attn_weights
 function TorchMHA:forward(query, key, value, ...)
@@ -109,6 +110,23 @@ function TorchMHA:forward(query, key, value, ...)
       m = m:view(B, self.heads, m.shape[2], m.shape[3])
     end
     if m.dtype == "bool" then o.block_mask = m else o.attn_mask = m end
+  end
+  local kpm = opts.key_padding_mask
+  if batched and Module.is_tensor(kpm) and kpm.dtype ~= "bool" then
+    -- PyTorch's float key_padding_mask [B, S] is added to the scores, as a float attn_mask
+    local B, S = q.shape[1], k.shape[2]
+    if not ember.dtype_info(kpm.dtype).floating or kpm.ndim ~= 2 or kpm.shape[1] ~= B or kpm.shape[2] ~= S then
+      errors.raise("%s: key_padding_mask must be [B=%d, S=%d], bool (true = padding) or float (added to the scores), "
+        .. "got %s %s", who, B, S, errors.shape_str(kpm), kpm.dtype)
+    end
+    local add = kpm:to(q.dtype):view(B, 1, 1, S)
+    if o.block_mask ~= nil then
+      o.attn_mask = ember.zeros(o.block_mask.shape, { dtype = q.dtype, device = q.device })
+        :masked_fill(o.block_mask, -math.huge)
+      o.block_mask = nil
+    end
+    o.attn_mask = o.attn_mask ~= nil and o.attn_mask + add or add
+    o.key_padding_mask = nil
   end
   local y, w
   if self.bias_k ~= nil or self.add_zero_attn then
