@@ -61,9 +61,12 @@ function EncoderLayer:__init(d_model, heads, opts)
 end
 
 function EncoderLayer:_sa(x, opts)
+  -- PyTorch's [B * heads, L, S] masks too
+  local B, H, m3 = x.shape[1], self.self_attn.heads, attn_opts.torch_3d_mask
   return self.dropout1(self.self_attn(x, {
-    key_padding_mask = opts.key_padding_mask, attn_mask = opts.attn_mask, allow_mask = opts.allow_mask,
-    block_mask = opts.block_mask, causal = opts.causal, variant_inputs = opts.variant_inputs,
+    key_padding_mask = opts.key_padding_mask, attn_mask = m3(opts.attn_mask, B, H),
+    allow_mask = m3(opts.allow_mask, B, H), block_mask = m3(opts.block_mask, B, H), causal = opts.causal,
+    variant_inputs = opts.variant_inputs,
   }))
 end
 

@@ -145,6 +145,18 @@ function M.flip_batch(x)
   return x
 end
 
+-- A Transformer layer's mask in PyTorch's 3-d layout [B * heads, L, S]
+-- (torch.nn.TransformerEncoderLayer's src_mask, the decoder's tgt_mask and
+-- memory_mask take it) as [B, heads, L, S], which nn.MultiHeadAttention
+-- takes; any other mask (or nil) as it is. (For B = 1 the two layouts are
+-- one: [heads, L, S] broadcasts as [1, heads, L, S].)
+function M.torch_3d_mask(m, B, heads)
+  if Module.is_tensor(m) and m.ndim == 3 and m.shape[1] == B * heads and B > 1 then
+    return m:view(B, heads, m.shape[2], m.shape[3])
+  end
+  return m
+end
+
 -- The per-call tensors (variant_inputs) a variant written in Lua needs:
 -- their names, sorted; {} for a variant that needs none (the C ones) and
 -- for an unknown name (the module reports that).
