@@ -48,7 +48,8 @@ end
 -- @treturn Tensor [B, L, d_model]
 function Decoder:forward(x, memory, ...)
   local opts = attn_opts.forward_options("TransformerDecoder.forward",
-    { "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask" }, ...)
+    { "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask", "tgt_is_causal",
+      "memory_is_causal" }, ...)
   opts = opts or {}
   local cache = opts.cache
   for i = 1, #self.layers do

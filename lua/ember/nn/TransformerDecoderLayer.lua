@@ -19,7 +19,9 @@
 -- added to the scores) or tgt_allow_mask / tgt_block_mask (bool: true = may
 -- attend / true = masked; a boolean tgt_mask is refused, see nn/_masks.lua),
 -- tgt_key_padding_mask, memory_mask (memory_allow_mask, memory_block_mask),
--- memory_key_padding_mask, variant_inputs / memory_variant_inputs (the per-call
+-- memory_key_padding_mask, tgt_is_causal (PyTorch 2.x's name of causal; false
+-- is PyTorch's default, no causal mask), memory_is_causal (PyTorch's hint that
+-- memory_mask is causal: the mask decides), variant_inputs / memory_variant_inputs (the per-call
 -- tensors of the self-attention's / the cross-attention's variant written in
 -- Lua, e.g. {doc = ids}), and cache: a
 -- table (empty at the first step) that turns on incremental decoding: x is
@@ -51,7 +53,7 @@ DecoderLayer.OPTIONS = { "dim_feedforward", "dropout", "attention_dropout", "act
   "cross", "cross_attention", "cross_attention_options", "memory_dim", "batch_first" }
 local FORWARD_OPTIONS = { "causal", "tgt_mask", "tgt_allow_mask", "tgt_block_mask", "tgt_key_padding_mask",
   "memory_mask", "memory_allow_mask", "memory_block_mask", "memory_key_padding_mask", "cache", "variant_inputs",
-  "memory_variant_inputs" }
+  "memory_variant_inputs", "tgt_is_causal", "memory_is_causal" }
 
 function DecoderLayer:__init(d_model, heads, opts)
   rawset(self, "_ctor_args", table.pack(d_model, heads, opts)) -- nn.TransformerDecoder(layer, n) makes copies
@@ -86,11 +88,37 @@ end
 
 local WHO = "TransformerDecoderLayer.forward"
 -- torch's forward(tgt, memory, ...) order
-local TORCH_POSITIONAL = { "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask" }
+local TORCH_POSITIONAL = { "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+  "tgt_is_causal", "memory_is_causal" }
+
+-- PyTorch 2.x's tgt_is_causal is causal here (so tgt_is_causal = false is
+-- PyTorch's non-causal default); memory_is_causal is a hint about
+-- memory_mask, which decides alone, and without one is refused as PyTorch's.
+local function torch_causal_flags(opts)
+  if opts.tgt_is_causal == nil and opts.memory_is_causal == nil then return opts end
+  for _, k in ipairs { "tgt_is_causal", "memory_is_causal" } do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+      require("ember._errors").raise("%s: %s must be a boolean, got %s", WHO, k, type(opts[k]))
+    end
+  end
+  if opts.tgt_is_causal ~= nil and opts.causal ~= nil then
+    require("ember._errors").raise("%s: give causal or tgt_is_causal (PyTorch's name), not both", WHO)
+  end
+  if opts.memory_is_causal and opts.memory_mask == nil and opts.memory_allow_mask == nil
+      and opts.memory_block_mask == nil then
+    require("ember._errors").raise("%s: memory_is_causal is a hint about memory_mask: give the mask too (as PyTorch's "
+      .. "'Need attn_mask if specifying the is_causal hint')", WHO)
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.causal, o.tgt_is_causal, o.memory_is_causal = opts.causal, nil, nil
+  if opts.tgt_is_causal ~= nil then o.causal = opts.tgt_is_causal end
+  return o
+end
 
 function DecoderLayer:_sa(x, o)
   local y
-  local mask = masks.resolve(o, WHO, masks.names("tgt"))
+  local mask = attn_opts.torch_3d_mask(masks.resolve(o, WHO, masks.names("tgt")), x.shape[1], self.self_attn.heads)
   -- a target mask given is the whole mask, as PyTorch's (the layer's causal
   -- default would be added to it): causal only when asked as well
   if mask ~= nil and o.causal == nil then
@@ -111,7 +139,8 @@ end
 
 function DecoderLayer:_ca(x, memory, o)
   local y
-  local mask = masks.resolve(o, WHO, masks.names("memory"))
+  local mask = attn_opts.torch_3d_mask(masks.resolve(o, WHO, masks.names("memory")), x.shape[1],
+    self.cross_attn.heads)
   if o.cache then
     o.cache.cross = o.cache.cross or {}
     y = attn_opts.cross_call("memory_variant_inputs", self.cross_attn.forward_cached, self.cross_attn, x,
@@ -134,7 +163,7 @@ end
 -- @treturn Tensor [B, L, d_model]
 function DecoderLayer:forward(x, memory, ...)
   local opts = attn_opts.forward_options(WHO, TORCH_POSITIONAL, ...)
-  opts = Module.check_options("TransformerDecoderLayer.forward", opts, FORWARD_OPTIONS)
+  opts = torch_causal_flags(Module.check_options("TransformerDecoderLayer.forward", opts, FORWARD_OPTIONS))
   if self.has_cross and memory == nil then
     require("ember._errors").raise("TransformerDecoderLayer.forward: this layer has cross-attention and needs a memory")
   end
