@@ -254,9 +254,11 @@ end
 -- drawn map (BlockMask:to_string), as PyTorch prints a BlockMask.
 -- @treturn string
 function BlockMask:__tostring()
-  return ("BlockMask(shape=(%s, %s, %d, %d), block_size=%d, sparsity=%.2f%%,\n%s\n)"):format(
+  local bs = type(self.BLOCK_SIZE) == "table" and ("(%d, %d)"):format(self.BLOCK_SIZE[1], self.BLOCK_SIZE[2])
+    or tostring(self.BLOCK_SIZE)
+  return ("BlockMask(shape=(%s, %s, %d, %d), block_size=%s, sparsity=%.2f%%,\n%s\n)"):format(
     self.B and tostring(self.B) or "1", self.H and tostring(self.H) or "1", self.Q_LEN, self.KV_LEN,
-    self.BLOCK_SIZE, self:sparsity(), self:to_string())
+    bs, self:sparsity(), self:to_string())
 end
 
 -- How many of the arguments count: trailing nils do not (Lua code forwards
@@ -364,9 +366,11 @@ end
 -- @tparam[opt] int H heads, or nil
 -- @tparam int Q_LEN queries
 -- @tparam int KV_LEN keys
--- @tparam[opt] table opts `BLOCK_SIZE` (default 128), `device` ("cpu"); or
--- PyTorch's positional device, then BLOCK_SIZE
--- @treturn BlockMask `mask_mod`, `B`, `H`, `Q_LEN`, `KV_LEN`, `BLOCK_SIZE`,
+-- @tparam[opt] table opts `BLOCK_SIZE` (default 128; or PyTorch's pair
+-- {Q_BLOCK_SIZE, KV_BLOCK_SIZE}), `device` ("cpu"); or PyTorch's
+-- positional device, then BLOCK_SIZE
+-- @treturn BlockMask `mask_mod`, `B`, `H`, `Q_LEN`, `KV_LEN`, `BLOCK_SIZE`
+-- (as given), `Q_BLOCK_SIZE`, `KV_BLOCK_SIZE`,
 -- `shape`, `kinds` (int64 [B or 1, H or 1, Q blocks, KV blocks]: 0 empty, 1
 -- partial, 2 full), `:sparsity()`, `:to_dense()`, `:to_string()`
 -- @usage
@@ -403,7 +407,23 @@ function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts, ...)
     end
   end
   local bs = opts.BLOCK_SIZE or 128
-  check_len(bs, "BLOCK_SIZE", who)
+  -- PyTorch's BLOCK_SIZE is an int or a (Q_BLOCK_SIZE, KV_BLOCK_SIZE) pair
+  local qbs, kbs = bs, bs
+  if type(bs) == "table" then
+    if #bs ~= 2 or next(bs, #bs > 0 and #bs or nil) ~= nil then
+      errors.raise("%s: BLOCK_SIZE must be a positive integer or a pair {Q_BLOCK_SIZE, KV_BLOCK_SIZE}, got a table of %d "
+        .. "entries", who, #bs)
+    end
+    qbs, kbs = bs[1], bs[2]
+    check_len(qbs, "BLOCK_SIZE[1] (Q_BLOCK_SIZE)", who)
+    check_len(kbs, "BLOCK_SIZE[2] (KV_BLOCK_SIZE)", who)
+    qbs, kbs = math.tointeger(qbs), math.tointeger(kbs)
+    bs = { qbs, kbs }
+  else
+    check_len(bs, "BLOCK_SIZE", who)
+    bs = math.tointeger(bs)
+    qbs, kbs = bs, bs
+  end
   local device = opts.device or "cpu"
   local Bm, Hm = B or 1, H or 1
   local ok, inst, caps = pcall(instance, { mask_mod = mask_mod, offset = KV_LEN - Q_LEN, b1 = B == nil, h1 = H == nil })
@@ -412,29 +432,29 @@ function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts, ...)
   for i, t in ipairs(tensors) do
     if tostring(t.device) ~= tostring(device) then tensors[i] = t:to(device) end
   end
-  local nq, nk = (Q_LEN + bs - 1) // bs, (KV_LEN + bs - 1) // bs
+  local nq, nk = (Q_LEN + qbs - 1) // qbs, (KV_LEN + kbs - 1) // kbs
   local kinds = core.zeros({ Bm, Hm, nq, nk }, { dtype = "int64" })
   core.no_grad(function()
     for i = 1, nq do
-      local q0 = (i - 1) * bs
-      local n = math.min(bs, Q_LEN - q0)
+      local q0 = (i - 1) * qbs
+      local n = math.min(qbs, Q_LEN - q0)
       local m = dense_rows(who, "mask_mod", inst, tensors, Bm, Hm, Q_LEN, KV_LEN, q0, n, device)
       m = m:ne(0):expand(Bm, Hm, n, KV_LEN)
       -- pad the keys to whole blocks (padding counts as hidden), then per block: any, all
-      local pad = nk * bs - KV_LEN
+      local pad = nk * kbs - KV_LEN
       local any = m
       if pad > 0 then any = core.cat({ m, core.zeros({ Bm, Hm, n, pad }, { dtype = "bool", device = device }) }, 4) end
-      local blocks = any:reshape(Bm, Hm, n, nk, bs)
+      local blocks = any:reshape(Bm, Hm, n, nk, kbs)
       local some = blocks:any(5):any(3) -- [Bm, Hm, nk]
       local full = m
       if pad > 0 then full = core.cat({ m, core.ones({ Bm, Hm, n, pad }, { dtype = "bool", device = device }) }, 4) end
-      local all = full:reshape(Bm, Hm, n, nk, bs):all(5):all(3)
+      local all = full:reshape(Bm, Hm, n, nk, kbs):all(5):all(3)
       local k = some:long() + all:logical_and(some):long()
       kinds:narrow(3, i, 1):copy_(k:to("cpu"):view(Bm, Hm, 1, nk))
     end
   end)
   return setmetatable({ mask_mod = mask_mod, B = B, H = H, Q_LEN = Q_LEN, KV_LEN = KV_LEN, BLOCK_SIZE = bs,
-    shape = { Bm, Hm, Q_LEN, KV_LEN }, kinds = kinds }, BlockMask)
+    Q_BLOCK_SIZE = qbs, KV_BLOCK_SIZE = kbs, shape = { Bm, Hm, Q_LEN, KV_LEN }, kinds = kinds }, BlockMask)
 end
 
 -- ---------------------------------------------------------------------
