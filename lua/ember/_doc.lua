@@ -222,7 +222,8 @@ local function name_of(v, depth)
     end
   end
   if fallback then return fallback end
-  local modules = { "checkpoint", "generate", "metrics", "progress", "cli", "autograd", "autocast", "profiler", "linalg" }
+  local modules = { "checkpoint", "generate", "metrics", "progress", "cli", "autograd", "autocast", "profiler", "linalg",
+                    "flex" }
   for _, modname in ipairs(modules) do
     local ok, mod = pcall(require, "ember." .. modname)
     if ok and type(mod) == "table" then
@@ -245,7 +246,8 @@ function M.lookup(v)
   local name = type(v) == "string" and v or name_of(v)
   if name == nil then return nil end
   if idx[name] then return idx[name], name end
-  for _, alt in ipairs { "ember." .. name, "Tensor:" .. name, (name:gsub("^ember%.", "Tensor:")) } do
+  -- a module's file is indexed by its name alone ("flex.and_masks" for ember.flex.and_masks)
+  for _, alt in ipairs { "ember." .. name, "Tensor:" .. name, (name:gsub("^ember%.", "Tensor:")), (name:gsub("^ember%.", "")) } do
     if idx[alt] then return idx[alt], alt end
   end
   return nil, name
