@@ -116,3 +116,22 @@ describe("generate's ids checked before they reach the model", function()
     refused(m, { max_time = "1" }, 'max_time must be a number of seconds >= 0, got "1"')
   end)
 end)
+
+describe("a head count that does not divide the width", function()
+  -- ViT{num_heads = 3} and CrossAttentionVLM{heads = 3} of a width 64
+  -- failed inside their layers, naming MultiHeadAttention and its d_model.
+  it("is refused by the model, naming its own config keys, at the user's line", function()
+    local models = require "ember.models"
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(models.ViT, { image_size = 28, patch_size = 7, num_classes = 10, hidden_dim = 64,
+      num_layers = 1, num_heads = 3, mlp_dim = 32 })
+    assert.is_false(ok)
+    assert.truthy(err:find("helper84_probe_spec.lua:" .. line .. ": ViT: config.hidden_dim (64) must be divisible "
+      .. "by num_heads (3)", 1, true), err)
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(models.CrossAttentionVLM, { d_model = 64, heads = 3 })
+    assert.is_false(ok)
+    assert.truthy(err:find("helper84_probe_spec.lua:" .. line .. ": CrossAttentionVLM: config.d_model (64) must be "
+      .. "divisible by heads (3)", 1, true), err)
+  end)
+end)

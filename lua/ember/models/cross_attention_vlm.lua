@@ -115,6 +115,10 @@ local function check_config(cfg)
       raise("CrossAttentionVLM: config.%s must be a positive integer, got %s", k, tostring(o[k]))
     end
   end
+  if o.d_model % o.heads ~= 0 then
+    raise("CrossAttentionVLM: config.d_model (%d) must be divisible by heads (%d): each head gets d_model / heads dims",
+      o.d_model, o.heads)
+  end
   if o.stem ~= "pixels" and o.stem ~= "conv" then
     raise("CrossAttentionVLM: config.stem must be \"pixels\" or \"conv\", got %s", tostring(o.stem))
   end

@@ -76,6 +76,10 @@ local function check_config(cfg)
       raise("ViT: config.%s must be a positive integer, got %s", k, tostring(c[k]))
     end
   end
+  if c.hidden_dim % c.num_heads ~= 0 then
+    raise("ViT: config.hidden_dim (%d) must be divisible by num_heads (%d): each head gets hidden_dim / num_heads dims",
+      c.hidden_dim, c.num_heads)
+  end
   for i, side in ipairs({ "height", "width" }) do
     if c.image_size[i] % c.patch_size[i] ~= 0 then
       raise("ViT: the image %s (%d) must be a multiple of the patch size (%d)", side, c.image_size[i], c.patch_size[i])
