@@ -156,9 +156,10 @@
 --   + compete, s0 (stopped after 4/20)    46.4   83.6   57.1    46.4   35.9  -     -     -     167      -
 --   given: biases +-1000, 20 ep, s0       99.3   99.9   99.1    98.8   100   100   99.7  100   750      354 s (ep 9)
 --     (wall 12:39 for the whole run, 507 s of CPU, load 3.0-3.3)
--- PyTorch peer (scripts/bench/torch_sort_of_clevr.py, same model, 182,794
--- parameters on both sides with learned slots, 179,658 with colour slots), its defaults
--- with learned slots (20 epochs, seed 0; its own
+-- PyTorch peer (scripts/bench/torch_sort_of_clevr.py): both models, --model
+-- conv by default as here (193,058 parameters on both sides). --model given
+-- (182,794 parameters on both sides with learned slots, 179,658 with colour
+-- slots), its defaults with learned slots (20 epochs, seed 0; its own
 -- random init and data order), 1 thread, load 2.7-3.3: 99.05% relational
 -- (closest 98.9, furthest 98.3, count 100), 99.8% non-relational (shape
 -- 100, left 99.4, top 100) in 663.5 s of training (wall 11:12, 473 s of

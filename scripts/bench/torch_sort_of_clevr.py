@@ -1,11 +1,19 @@
 """PyTorch peer of scripts/sort_of_clevr.lua: the same scenes (the
 generator of lua/ember/data/sort_of_clevr.lua, SplitMix64 included, ported
-line by line), the same model (object slots pooled from the inked pixels,
-question tokens cross-attending to the object tokens, distance-biased
-heads in the image layers and the cross-attention) in the same config;
-relational, non-relational and per-kind accuracy.
+line by line), the same models in the same configs; relational,
+non-relational and per-kind accuracy. As the Lua script, --model picks one:
+  conv (the default, ember.models.CrossAttentionVLM{stem = "conv"}): the
+        image and each pixel's x, y through four 3x3 stride-2 Conv2d (24
+        channels) with BatchNorm and ReLU, the 5x5 cells as image tokens
+        (channels, centre, Fourier features of it), two pre-LN encoder
+        layers, the question's kind and colour embeddings through two
+        cross-attention blocks; lr 1e-3, 100 epochs;
+  given: object slots pooled from the inked pixels of each colour,
+        question tokens cross-attending to the object tokens,
+        distance-biased heads in the image layers and the cross-attention;
+        lr 3e-3, 20 epochs.
 
-    /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--epochs 40] [--threads 2] [--relative true]
+    /usr/bin/python3 scripts/bench/torch_sort_of_clevr.py [--model conv] [--epochs 100] [--threads 2] [--bf16]
 """
 import math
 
@@ -243,7 +251,57 @@ class VQA(nn.Module):
         return self.head(self.norm(x).mean(1))
 
 
-EPOCHS, LR, WARMUP, RELATIVE = 20, 3e-3, 100, False  # the Lua script's defaults
+class ConvVQA(nn.Module):  # ember.models.CrossAttentionVLM{stem = "conv"}, the Lua script's --model conv
+    def __init__(self, d=64, heads=4, img_layers=2, cross_layers=2, ffn=128, fourier=4, channels=(24, 24, 24, 24)):
+        super().__init__()
+        layers, c_in, side = [], 3 + 2, SIZE
+        for c in channels:  # 3x3 stride 2 with BatchNorm and ReLU (Relation Networks' CNN)
+            layers += [nn.Conv2d(c_in, c, 3, stride=2, padding=1), nn.BatchNorm2d(c), nn.ReLU()]
+            c_in, side = c, (side - 1) // 2 + 1
+        self.stem = nn.Sequential(*layers)
+        g = (torch.arange(SIZE, dtype=torch.float32) + 0.5) / SIZE * 2 - 1  # CoordConv's x and y channels
+        self.register_buffer("pixel_xy", torch.stack([g.view(1, SIZE).expand(SIZE, SIZE),
+                                                      g.view(SIZE, 1).expand(SIZE, SIZE)]).unsqueeze(0))
+        step = 1 << len(channels)  # cell i is centred on input pixel step * i (0-based)
+        c = (torch.arange(side, dtype=torch.float32) * step + 0.5) / SIZE * 2 - 1
+        cxy = torch.stack([c.repeat(side), c.repeat_interleave(side)], 1)  # [N, 2], row-major cells
+        parts = [cxy]
+        for f in range(fourier):
+            a = cxy * (math.pi * 2 ** f / 2)
+            parts += [a.sin(), a.cos()]
+        self.register_buffer("token_pos", torch.cat(parts, 1))  # [N, 2 + 4F]
+        self.token_embed = nn.Linear(c_in + 2 + 4 * fourier, d)
+        self.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
+                                  for _ in range(img_layers)])
+        self.img_norm = nn.LayerNorm(d)
+        self.q_embed = nn.Embedding(12, d)
+        self.q_pos = nn.Parameter(torch.randn(2, d) * 0.02)
+        self.cross = nn.ModuleList([Block(d, heads, ffn) for _ in range(cross_layers)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 10))
+
+    def forward(self, img, q):
+        B, Q = img.shape[0], q.shape[1]
+        f = self.stem(torch.cat([img, self.pixel_xy.expand(B, 2, SIZE, SIZE)], 1))  # [B, C, g, g]
+        C, N = f.shape[1], f.shape[2] * f.shape[3]
+        pos = self.token_pos
+        tok = self.token_embed(torch.cat([f.reshape(B, C, N).transpose(1, 2).float(),
+                                          pos.view(1, N, -1).expand(B, N, pos.shape[1])], 2))
+        tok = tok.float()  # (torch 1.13's CPU autocast refuses a bfloat16 input to layer_norm)
+        for layer in self.img:
+            tok = layer(tok)
+        mem = self.img_norm(tok)
+        d = mem.shape[-1]
+        mem = mem.unsqueeze(1).expand(B, Q, N, d).reshape(B * Q, N, d)
+        x = torch.cat([self.q_embed(q[:, :, 0].reshape(B * Q, 1)), self.q_embed(q[:, :, 1].reshape(B * Q, 1))], 1)
+        x = x + self.q_pos  # the colour token is the colour's embedding: finding its object is learned
+        for blk in self.cross:
+            x = blk(x, mem)
+        return self.head(self.norm(x).mean(1))
+
+
+EPOCHS, LR, WARMUP, RELATIVE = 100, 1e-3, 100, False  # the Lua script's defaults (--model conv)
+GIVEN_EPOCHS, GIVEN_LR = 20, 3e-3  # --model given's own
 DISTANCE_SLOPES, SUBJECT_SLOPES = "-1000,1000,0,0", "-1000,1000,0,0"
 WINDOW, COMPETE = 0.0, False
 KINDS = ["shape", "left", "top", "closest", "furthest", "count"]
@@ -267,7 +325,8 @@ def evaluate(model, data, idx):  # -> relational, non-relational, {kind: accurac
 
 
 def main():
-    p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=EPOCHS, lr=LR, batch=32)
+    p = parser("PyTorch peer of scripts/sort_of_clevr.lua", epochs=None, lr=None, batch=32)
+    p.add_argument("--model", choices=("conv", "given"), default="conv")
     p.add_argument("--warmup", type=int, default=WARMUP)
     p.add_argument("--relative", type=lambda v: v.lower() in ("1", "true", "yes"), default=RELATIVE)
     p.add_argument("--distance_slopes", default=DISTANCE_SLOPES)
@@ -276,12 +335,16 @@ def main():
     p.add_argument("--compete", type=lambda v: v.lower() in ("1", "true", "yes"), default=COMPETE)
     p.add_argument("--slots", choices=("colour", "learned"), default="colour")
     args = p.parse_args()
+    if args.epochs is None:
+        args.epochs = EPOCHS if args.model == "conv" else GIVEN_EPOCHS
+    if args.lr is None:
+        args.lr = LR if args.model == "conv" else GIVEN_LR
     setup(args)
     n_train, n_test = (256, 50) if args.smoke else (9800, 200)
     data = generate(n_train + n_test, args.seed)
     centers, shapes, q, a, rel = data
     train_idx, test_idx = torch.arange(n_train), torch.arange(n_train, n_train + n_test)
-    model = VQA(relative=args.relative, distance_slopes=slope_list(args.distance_slopes),
+    model = ConvVQA() if args.model == "conv" else VQA(relative=args.relative, distance_slopes=slope_list(args.distance_slopes),
                 subject_slopes=slope_list(args.subject_slopes), window=args.window, compete=args.compete,
                 slots=args.slots)
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
