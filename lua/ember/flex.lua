@@ -403,7 +403,9 @@ function M.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, opts, ...)
   if type(opts) ~= "table" then errors.raise("%s: options must be a table {BLOCK_SIZE=, device=}, got %s", who, type(opts)) end
   for k in pairs(opts) do
     if k ~= "BLOCK_SIZE" and k ~= "device" then
-      errors.raise("%s: unknown option '%s' (expected BLOCK_SIZE, device)", who, tostring(k))
+      errors.raise("%s: unknown option '%s'%s (expected BLOCK_SIZE, device)", who, tostring(k), k == "_compile"
+        and ": PyTorch's _compile compiles the mask's evaluation; here mask_mod is traced once and cached, leave it out"
+        or "")
     end
   end
   local bs = opts.BLOCK_SIZE or 128
@@ -545,7 +547,9 @@ function M.flex_attention(q, k, v, opts, ...)
   if type(opts) ~= "table" then raise("options must be a table {score_mod =, block_mask =, ...}, got %s", type(opts)) end
   for key in pairs(opts) do
     if not KNOWN[key] then
-      raise("unknown option '%s' (expected block_mask, enable_gqa, return_lse, scale, score_mod)", tostring(key))
+      raise("unknown option '%s'%s (expected block_mask, enable_gqa, return_lse, scale, score_mod)", tostring(key),
+        key == "kernel_options" and ": PyTorch's kernel_options tune its Triton kernel; ember's fused CPU kernel " ..
+        "takes none, leave it out" or "")
     end
   end
   if q.ndim ~= 4 or k.ndim ~= 4 or v.ndim ~= 4 then

@@ -205,6 +205,19 @@ describe("ember.create_block_mask's BLOCK_SIZE pair (Q_BLOCK_SIZE, KV_BLOCK_SIZE
   end)
 end)
 
+describe("PyTorch's _compile and kernel_options", function()
+  -- was: only 'unknown option' and the list
+  it("are refused saying why they have no meaning here", function()
+    local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { _compile = true }) end,
+      "ember.create_block_mask: unknown option '_compile': PyTorch's _compile compiles the mask's evaluation; "
+        .. "here mask_mod is traced once and cached, leave it out")
+    local q = ember.randn(1, 1, 8, 4)
+    raises_here(function() ember.flex_attention(q, q, q, { kernel_options = {} }) end,
+      "ember.flex_attention: unknown option 'kernel_options': PyTorch's kernel_options tune its Triton kernel")
+  end)
+end)
+
 describe("help(ember.flex)", function()
   -- was: 'help(x): x is a function, class or name ...' though ember.flex_attention's entry says "See `ember.flex`"
   local doc = require "ember._doc"
