@@ -361,11 +361,27 @@ function Module:num_parameters()
   return n
 end
 
---- The direct children, in registration order.
+-- Calls fn(name, child) for each distinct direct child in registration
+-- order: a module registered under two names comes once, under its first,
+-- as PyTorch's children()/named_children() (and so apply, train and
+-- modules() visit it once).
+local function each_child(self, fn)
+  local seen = {}
+  for _, n in ipairs(self._children) do
+    local c = self._reg[n]
+    if not seen[c] then
+      seen[c] = true
+      fn(n, c)
+    end
+  end
+end
+
+--- The distinct direct children, in registration order (a module
+-- registered twice comes once, as PyTorch's children()).
 -- @treturn {Module,...}
 function Module:children()
   local list = {}
-  for _, n in ipairs(self._children) do list[#list + 1] = self._reg[n] end
+  each_child(self, function(_, c) list[#list + 1] = c end)
   return list
 end
 
@@ -378,7 +394,7 @@ end
 -- print(#nc, nc[2][1], nc[2][2].__name)   --> 2	2	ReLU
 function Module:named_children()
   local list = {}
-  for _, n in ipairs(self._children) do list[#list + 1] = { n, self._reg[n] } end
+  each_child(self, function(n, c) list[#list + 1] = { n, c } end)
   return pair_list(list)
 end
 
@@ -437,17 +453,28 @@ function Module:get_parameter(target) return get_tensor(self, target, "param", "
 -- print(m:get_buffer("1.running_var").shape)   --> ember.Size{3}
 function Module:get_buffer(target) return get_tensor(self, target, "buffer", "buffer") end
 
---- The module and all its descendants, depth first.
+-- Calls fn(prefix, module) for the module and each descendant, depth first,
+-- each distinct module once (under its first name, as PyTorch's memo).
+local function each_module(self, fn, prefix, seen)
+  if seen[self] then return end
+  seen[self] = true
+  fn(prefix, self)
+  for _, n in ipairs(self._children) do each_module(self._reg[n], fn, prefix .. n .. ".", seen) end
+end
+
+--- The module and all its distinct descendants, depth first (a module
+-- reached twice comes once, as PyTorch's modules()).
 -- @treturn {Module,...}
 function Module:modules(list)
   list = list or {}
-  list[#list + 1] = self
-  for _, c in ipairs(self:children()) do c:modules(list) end
+  each_module(self, function(_, m) list[#list + 1] = m end, "", {})
   return list
 end
 
---- Calls fn(prefix, module) for the module (prefix "") and every
--- descendant (prefix "a.b."), depth first. Without fn, returns the list of
+--- Calls fn(prefix, module) for the module (prefix "") and every distinct
+-- descendant (prefix "a.b."), depth first; a module reached twice (shared,
+-- or registered under two names) comes once, under its first name, as
+-- PyTorch's named_modules(). Without fn, returns the list of
 -- {name, module} pairs instead, as PyTorch's named_modules() iterates
 -- (names without the trailing dot: "", "a", "a.b").
 function Module:named_modules(fn, prefix)
@@ -459,9 +486,7 @@ function Module:named_modules(fn, prefix)
   if type(fn) ~= "function" then
     errors.raise("%s.named_modules: expected a function(prefix, module) or nothing, got %s", self.__name, type(fn))
   end
-  prefix = prefix or ""
-  fn(prefix, self)
-  for _, n in ipairs(self._children) do self._reg[n]:named_modules(fn, prefix .. n .. ".") end
+  each_module(self, fn, prefix or "", {})
 end
 
 --- Calls fn(m) for every descendant and then the module itself, children
@@ -539,6 +564,7 @@ end
 --- Drops the gradients of every parameter (PyTorch 2's default), or with
 -- `set_to_none = false` zeroes them in place (PyTorch 1.13's default), as
 -- `model.zero_grad(set_to_none)`.
+-- `zero_grad{set_to_none = false}` is the same, as PyTorch's keyword.
 -- @tparam[opt=true] boolean set_to_none
 -- @treturn Module self
 -- @usage local m = ember.nn.Linear(2, 1)
@@ -546,11 +572,29 @@ end
 -- m:zero_grad(false)
 -- print(m.weight.grad:abs():sum():item(), m:zero_grad().weight.grad)   --> 0.0	nil
 function Module:zero_grad(set_to_none)
-  if set_to_none ~= nil and type(set_to_none) ~= "boolean" then
-    errors.raise("%s.zero_grad: set_to_none must be a boolean or nothing, got %s", self.__name, type(set_to_none))
-  end
-  Module.zero_grads(self:parameters(), set_to_none)
+  local ok, v = Module.set_to_none_arg(set_to_none)
+  if not ok then errors.raise("%s.zero_grad: %s", self.__name, v) end
+  Module.zero_grads(self:parameters(), v)
   return self
+end
+
+--- zero_grad's argument, the one rule of Module:zero_grad and the
+-- optimizers': nothing, a boolean, or `{set_to_none = boolean}` (PyTorch's
+-- keyword). Returns true and the boolean (or nil), or false and what was wrong.
+-- @param v the argument
+function Module.set_to_none_arg(v)
+  if type(v) == "table" and getmetatable(v) == nil then
+    for k in pairs(v) do
+      if k ~= "set_to_none" then
+        return false, ("unknown option '%s' (the option is set_to_none)"):format(tostring(k))
+      end
+    end
+    v = v.set_to_none
+  end
+  if v ~= nil and type(v) ~= "boolean" then
+    return false, ("set_to_none must be a boolean or nothing, got %s"):format(type(v))
+  end
+  return true, v
 end
 
 --- Drops the gradients of the tensors in params, or zeroes them in place

@@ -107,10 +107,13 @@ function ModuleDict:keys()
   return list_of(out)
 end
 
---- The modules, in order.
+--- The modules, in order: every value, a module registered under two
+-- names twice, as PyTorch's values().
 -- @treturn {Module,...}
 function ModuleDict:values()
-  return self:children()
+  local out = {}
+  for i, n in ipairs(self._children) do out[i] = self._reg[n] end
+  return out
 end
 
 --- The {name, module} pairs, in order.

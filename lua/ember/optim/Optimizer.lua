@@ -229,6 +229,7 @@ end
 -- default, as PyTorch >= 2.0's), or with `zero_grad(false)` zeroes it in
 -- place (PyTorch 1.13's default): a parameter then still steps with a zero
 -- gradient (momentum, weight decay) where nil skips it.
+-- `zero_grad{set_to_none = false}` is the same, as PyTorch's keyword.
 -- @tparam[opt=true] boolean set_to_none
 -- @usage local p = ember.ones(2, {dtype = "float64", requires_grad = true})
 -- local opt = optim.SGD({p}, {lr = 0.1, momentum = 0.9})
@@ -236,10 +237,10 @@ end
 -- opt:zero_grad(false); opt:step()   -- the momentum moves p again
 -- print(p.grad:tolist()[1], p:tolist()[1])   --> 0.0	0.81
 function Optimizer:zero_grad(set_to_none)
-  if set_to_none ~= nil and type(set_to_none) ~= "boolean" then
-    self:_error("zero_grad: set_to_none must be a boolean or nothing, got %s", type(set_to_none))
-  end
-  require("ember.nn.Module").zero_grads(self._params, set_to_none)
+  local Module = require("ember.nn.Module")
+  local ok, v = Module.set_to_none_arg(set_to_none)
+  if not ok then self:_error("zero_grad: %s", v) end
+  Module.zero_grads(self._params, v)
 end
 
 --- One update of every parameter that has a gradient. With `closure`
