@@ -597,6 +597,44 @@ core.is_inference_mode_enabled = function() return inference_depth > 0 end
 -- create_graph, only_inputs, allow_unused), is taken too, and so is
 -- grad(outputs, inputs, grad_outputs, {options}).
 local GRAD_POSITIONAL = { "retain_graph", "create_graph", "only_inputs", "allow_unused" }
+
+-- The root of one backward pass over several outputs, for ember.grad and
+-- ember.autograd.backward: the sum of each output weighted by its gradient
+-- ((o * g):sum(), or o:sum() for a one-element output without one),
+-- recorded with grad mode on (both may run where it is off). As torch's,
+-- a gradient must have its output's shape (o * g would broadcast it into
+-- wrong numbers) and is a constant: a g that requires grad gives its own
+-- graph nothing. `what` names the lists in errors: {"output", "grad_outputs"}.
+local function outputs_root(op, outs, gs, what)
+  if gs ~= nil and #gs > #outs then
+    fail(op, "got %d %s and %d %s: give one gradient per %s", #outs, what[1] .. "s", #gs, what[2], what[1])
+  end
+  local was = core.set_grad_enabled(true)
+  local ok, root = pcall(function()
+    local r
+    for i, o in ipairs(outs) do
+      local g = gs and gs[i]
+      local term
+      if g ~= nil then
+        check_tensor(op, g, ("%s[%d]"):format(what[2], i))
+        if o.shape ~= g.shape then
+          fail(op, "%s[%d] is %s, but %s %d is %s: a gradient has its output's shape", what[2], i, shape_str(g),
+            what[1], i, shape_str(o))
+        end
+        term = (o * g:detach()):sum()
+      else
+        term = o:sum()
+      end
+      r = r and r + term or term
+    end
+    return r
+  end)
+  core.set_grad_enabled(was)
+  if not ok then require("ember._errors").error(root) end -- at the user's line
+  return root
+end
+core._outputs_root = outputs_root
+
 set("grad", function(outputs, inputs, opts, ...)
   local op = "grad"
   local n_more = select("#", ...)
@@ -642,35 +680,47 @@ set("grad", function(outputs, inputs, opts, ...)
   for i, t in ipairs(ins) do
     check_tensor(op, t, "input " .. i)
     if not t.requires_grad then fail(op, "input %d does not require grad", i) end
-    if not t.is_leaf then t:retain_grad() end -- a non-leaf's gradient, read from its .grad
   end
-  local saved = {}
-  for i, t in ipairs(ins) do saved[i] = t.grad; t.grad = nil end
+  -- A leaf's gradient is read from its .grad (backward's inputs =: other
+  -- leaves, a model's weights, keep theirs); a non-leaf's from a hook of
+  -- this call only (retain_grad would leave it retaining in later backwards).
+  local saved, leaves, captured, handles = {}, {}, {}, {}
+  for i, t in ipairs(ins) do
+    saved[i] = t.grad
+    t.grad = nil
+    if t.is_leaf then
+      leaves[#leaves + 1] = t
+    else
+      handles[#handles + 1] = t:register_hook(function(g)
+        captured[i] = core.no_grad(function() return g:clone() end)
+      end)
+    end
+  end
   local gouts = opts.grad_outputs
   if core.is_tensor(gouts) then gouts = { gouts } end
-  -- The outputs' sum is recorded with grad mode on: ember.grad may run where
-  -- it is off (in a Function's backward, under no_grad), as torch's.
+  -- Recorded with grad mode on: ember.grad may run where it is off (in a
+  -- Function's backward, under no_grad), as torch's.
   local was = core.set_grad_enabled(true)
   local ok, err = pcall(function()
     local root, seed
     for i, o in ipairs(outs) do
       check_tensor(op, o, "output " .. i)
-      local g = gouts and gouts[i]
-      if g == nil and o:numel() ~= 1 then fail(op, "output %d is not a scalar: give grad_outputs", i) end
-      if #outs == 1 then
-        root, seed = o, g -- straight from the output (backward casts a gradient of another dtype)
-      else
-        local term = g and (o * g):sum() or o:sum()
-        root = root and root + term or term
+      if (gouts == nil or gouts[i] == nil) and o:numel() ~= 1 then
+        fail(op, "output %d is not a scalar: give grad_outputs", i)
       end
     end
-    -- into the inputs' .grad only: other leaves (a model's weights) keep theirs
-    root:backward { gradient = seed, retain_graph = opts.retain_graph == true, inputs = ins }
+    if #outs == 1 and (gouts == nil or #gouts <= 1) then
+      root, seed = outs[1], gouts and gouts[1] -- straight from the output (backward casts a gradient of another dtype)
+    else
+      root = outputs_root(op, outs, gouts, { "output", "grad_outputs" })
+    end
+    root:backward { gradient = seed, retain_graph = opts.retain_graph == true, inputs = leaves }
   end)
   core.set_grad_enabled(was)
+  for _, h in ipairs(handles) do h:remove() end
   local result = {}
   for i, t in ipairs(ins) do
-    result[i] = t.grad
+    if t.is_leaf then result[i] = t.grad else result[i] = captured[i] end
     t.grad = saved[i]
   end
   if not ok then

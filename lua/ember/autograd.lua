@@ -124,16 +124,10 @@ function M.backward(tensors, grad_tensors, opts, ...)
         errors.shape_str(t))
     end
   end
-  if #outs == 1 then return outs[1]:backward(gs and gs[1], { retain_graph = retain, inputs = inputs }) end
-  -- the outputs' sum is recorded with grad mode on (as torch's, backward may run under no_grad)
-  local root = ember.enable_grad(function()
-    local r
-    for i, t in ipairs(outs) do
-      local term = (gs and gs[i]) and (t * gs[i]):sum() or t:sum()
-      r = r and r + term or term
-    end
-    return r
-  end)
+  if #outs == 1 and (gs == nil or #gs <= 1) then
+    return outs[1]:backward(gs and gs[1], { retain_graph = retain, inputs = inputs })
+  end
+  local root = ember._outputs_root("autograd.backward", outs, gs, { "tensor", "grad_tensors" })
   root:backward(nil, { retain_graph = retain, inputs = inputs })
 end
 
