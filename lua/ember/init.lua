@@ -15,6 +15,7 @@ require "ember._listing" -- listing functions return lists that print readably
 require "ember._compat" -- multinomial, median, meshgrid, index_add, ember.grad, ...: more of torch's (adds to core)
 require "ember._everyday" -- diagonal, take_along_dim, nansum, logaddexp, Torch7's nDimension, ... (adds to core)
 require "ember._special" -- atan2, logcumsumexp (adds to core)
+require "ember._tensor_more" -- masked_scatter, nanmedian, quantile, mode, histc, scatter_reduce (adds to core)
 require "ember._indexing" -- t[{i, {a, b}}], t[{{}, idx}], t[{rows, cols}] and index_put (adds to core)
 require "ember._inplace" -- masked_fill_, clamp_, relu_, ...: PyTorch's in-place twins (adds to core)
 require("ember.variant").install(ember) -- ember.attention_variant: variants written in Lua

@@ -1,0 +1,168 @@
+"""PyTorch 1.13 values for helper82's tensor ops: tests/fixtures/ops_helper82.lua,
+read by tests/lua/helper82_probe_spec.lua.
+
+    /usr/bin/python3 tests/gen_helper82_fixtures.py
+
+Each case is an ember expression (Lua over inputs a, b, c and `e`, the
+ember module), its inputs and PyTorch's outputs of the same call. Indices
+are 1-based on ember's side: an input named in `idx` is written +1, an
+output position listed in `out_idx` is PyTorch's +1. A case with `grad`
+also holds the float64 gradients of sum(out[1] * w) for the inputs named.
+"""
+import math
+
+import torch
+
+from fixture_writer import Writer
+
+torch.manual_seed(82)
+D = torch.float64
+NAN = float("nan")
+CASES = []
+
+
+def case(name, expr, fn, inputs, idx=(), out_idx=(), grad=()):
+    c = {"name": name, "expr": expr.replace('"', "'"), "inputs": {}}  # the writer does not escape quotes
+    for k, v in inputs.items():
+        c["inputs"][k] = (v + 1) if k in idx else v
+    args = {}
+    for k, v in inputs.items():
+        v = v.clone()
+        if k in grad:
+            v.requires_grad_(True)
+        args[k] = v
+    out = fn(*args.values())
+    if not isinstance(out, (tuple, list)):
+        out = (out,)
+    out = list(out)
+    c["out"] = [(o + 1) if i + 1 in out_idx else o.detach() for i, o in enumerate(out)]
+    if grad:
+        w = torch.randn(out[0].shape, dtype=D)
+        g = torch.autograd.grad((out[0] * w).sum(), [args[k] for k in grad])
+        c["w"] = w
+        c["grad"] = {k: gk for k, gk in zip(grad, g)}
+    CASES.append(c)
+
+
+def r(*shape):
+    return torch.randn(*shape, dtype=D)
+
+
+# ---- masked_scatter
+x = r(3, 4)
+m = torch.rand(3, 4) > 0.5
+case("masked_scatter", "a:masked_scatter(b, c)", lambda a, b, c: a.masked_scatter(b, c),
+     {"a": x, "b": m, "c": r(15)}, grad=("a", "c"))
+case("masked_scatter broadcast mask", "e.masked_scatter(a, b, c)", lambda a, b, c: torch.masked_scatter(a, b, c),
+     {"a": r(3, 4), "b": torch.tensor([True, False, True, True]), "c": r(4, 3)}, grad=("a", "c"))
+case("masked_scatter transposed", "a:t():masked_scatter(b, c)", lambda a, b, c: a.t().masked_scatter(b, c),
+     {"a": r(4, 3), "b": torch.rand(3, 4) > 0.3, "c": r(12)}, grad=("a", "c"))
+case("masked_scatter int", "a:masked_scatter(b, c)", lambda a, b, c: a.masked_scatter(b, c),
+     {"a": torch.arange(6).view(2, 3), "b": torch.tensor([[True, False, True], [False, False, True]]),
+      "c": torch.tensor([10, 20, 30, 40])})
+
+# ---- nanmedian
+xn = r(4, 5)
+xn[0, 1] = NAN
+xn[2, 1:4] = NAN  # an all-NaN row's index is nth_element's choice in torch: see the case below
+xn[3, 0] = NAN
+xn[3, 4] = NAN
+case("nanmedian dim", "e.nanmedian(a, 2)", lambda a: torch.nanmedian(a, 1), {"a": xn}, out_idx=(2,), grad=("a",))
+case("nanmedian dim -2 keepdim", "a:nanmedian(-2, true)", lambda a: a.nanmedian(-2, keepdim=True),
+     {"a": xn}, out_idx=(2,), grad=("a",))
+case("nanmedian all", "a:nanmedian()", lambda a: a.nanmedian(), {"a": xn}, grad=("a",))
+case("nanmedian all-NaN row", "a:nanmedian(2)", lambda a: a.nanmedian(1),
+     {"a": torch.tensor([[NAN, NAN], [1., NAN]], dtype=D)}, out_idx=(2,))
+case("nanmedian all NaN", "a:nanmedian()", lambda a: a.nanmedian(), {"a": torch.tensor([NAN, NAN], dtype=D)})
+case("nanmedian no NaN", "a:nanmedian(1)", lambda a: a.nanmedian(0), {"a": r(6, 2)}, out_idx=(2,), grad=("a",))
+case("nanmedian int", "a:nanmedian(2)", lambda a: a.nanmedian(1), {"a": torch.tensor([[5, 1, 3, 9], [2, 8, 4, 6]])},
+     out_idx=(2,))
+
+# ---- quantile / nanquantile
+xq = r(3, 7)
+qs = torch.tensor([0.0, 0.1, 0.5, 0.77, 1.0], dtype=D)
+for mode in ("linear", "lower", "higher", "midpoint", "nearest"):
+    case("quantile %s" % mode, 'e.quantile(a, b, 2, false, {interpolation = "%s"})' % mode,
+         lambda a, b, mode=mode: torch.quantile(a, b, dim=1, interpolation=mode), {"a": xq, "b": qs}, grad=("a",))
+case("quantile scalar q, no dim", "a:quantile(0.3)", lambda a: a.quantile(0.3), {"a": xq}, grad=("a",))
+case("quantile keepdim no dim", "a:quantile(0.3, {keepdim = true})", lambda a: a.quantile(0.3, keepdim=True),
+     {"a": xq}, grad=("a",))
+case("quantile dim 1 keepdim", "a:quantile(b, 1, true)", lambda a, b: a.quantile(b, dim=0, keepdim=True),
+     {"a": r(4, 3, 2), "b": torch.tensor([0.25, 0.6], dtype=D)}, grad=("a",))
+case("quantile 0-d q", "a:quantile(b, -1)", lambda a, b: a.quantile(b, dim=-1),
+     {"a": r(2, 5), "b": torch.tensor(0.4, dtype=D)}, grad=("a",))
+case("quantile nearest half to even", 'e.quantile(a, b, {interpolation = "nearest"})',
+     lambda a, b: torch.quantile(a, b, interpolation="nearest"),
+     {"a": torch.arange(5, dtype=D), "b": torch.tensor([0.125, 0.375, 0.625, 0.875], dtype=D)})
+xqn = r(3, 6)
+xqn[0, 2] = NAN
+xqn[1, :] = NAN
+case("quantile NaN row", "a:quantile(b, 2)", lambda a, b: a.quantile(b, dim=1), {"a": xqn, "b": qs})
+for mode in ("linear", "nearest", "midpoint"):
+    case("nanquantile %s" % mode, 'a:nanquantile(b, 2, {interpolation = "%s"})' % mode,
+         lambda a, b, mode=mode: a.nanquantile(b, dim=1, interpolation=mode), {"a": xqn, "b": qs})
+case("nanquantile no dim", "a:nanquantile(0.6)", lambda a: a.nanquantile(0.6), {"a": xqn})
+case("quantile float32", "e.quantile(a:to('float32'), b:to('float32'), 2):to('float64')",
+     lambda a, b: torch.quantile(a.float(), b.float(), dim=1).double(), {"a": xq, "b": qs})
+
+# ---- mode
+case("mode dim", "a:mode(2)", lambda a: a.mode(1),
+     {"a": torch.tensor([[1., 2, 2, 3, 3, 0], [5, 5, 1, 1, 1, 5], [4, 3, 2, 1, 0, -1]], dtype=D)},
+     out_idx=(2,), grad=("a",))
+case("mode default dim keepdim", "e.mode(a, -1, true)", lambda a: torch.mode(a, -1, keepdim=True),
+     {"a": torch.randint(0, 3, (2, 3, 7))}, out_idx=(2,))
+case("mode dim 1", "a:mode(1)", lambda a: a.mode(0), {"a": torch.randint(0, 3, (9, 4)).double()},
+     out_idx=(2,), grad=("a",))
+case("mode 0-d", "a:mode()", lambda a: a.mode(), {"a": torch.tensor(3.5, dtype=D)}, out_idx=(2,))
+
+# ---- histc
+xh = r(50)
+case("histc", "a:histc(7, -1, 1.5)", lambda a: a.histc(7, -1, 1.5), {"a": xh})
+case("histc own range", "e.histc(a, 10)", lambda a: torch.histc(a, 10), {"a": xh})
+case("histc default bins", "a:histc()", lambda a: a.histc(), {"a": xh})
+case("histc edges", "a:histc({bins = 4, min = 0, max = 4})", lambda a: a.histc(bins=4, min=0, max=4),
+     {"a": torch.tensor([0., 1, 2, 3, 4, 4, -0.5, 4.5], dtype=D)})
+case("histc constant", "a:histc(3)", lambda a: a.histc(3), {"a": torch.full((4,), 2.0, dtype=D)})
+case("histc float32", "a:to('float32'):histc(5, -2, 2):to('float64')",
+     lambda a: a.float().histc(5, -2, 2).double(), {"a": xh})
+
+# ---- scatter_reduce / index_reduce
+xs = r(3, 5)
+ix = torch.randint(0, 3, (4, 5))
+src = r(4, 5)
+for red in ("sum", "prod", "mean", "amax", "amin"):
+    for inc in (True, False):
+        case("scatter_reduce %s include_self=%s" % (red, inc),
+             'a:scatter_reduce(1, b, c, "%s", {include_self = %s})' % (red, "true" if inc else "false"),
+             lambda a, b, c, red=red, inc=inc: a.scatter_reduce(0, b, c, red, include_self=inc),
+             {"a": xs, "b": ix, "c": src}, idx=("b",), grad=("a", "c"))
+ix2 = torch.randint(0, 5, (2, 3))
+case("scatter_reduce dim 2 smaller index", 'e.scatter_reduce(a, -1, b, c, "amax")',
+     lambda a, b, c: torch.scatter_reduce(a, -1, b, c, "amax"), {"a": xs, "b": ix2, "c": r(3, 4)},
+     idx=("b",))  # torch 1.13's backward fails here (src larger than index): the spec gradchecks it
+case("scatter_reduce prod zeros", 'a:scatter_reduce(1, b, c, "prod")',
+     lambda a, b, c: a.scatter_reduce(0, b, c, "prod"),
+     {"a": torch.tensor([2., 0, 3], dtype=D), "b": torch.tensor([0, 0, 1, 2, 2]),
+      "c": torch.tensor([0., 4, 5, 0, 0], dtype=D)}, idx=("b",))
+case("scatter_reduce int mean", 'a:scatter_reduce(1, b, c, "mean")',
+     lambda a, b, c: a.scatter_reduce(0, b, c, "mean"),
+     {"a": torch.tensor([1, -7, 3]), "b": torch.tensor([0, 1, 1, 0]), "c": torch.tensor([4, 2, -1, 6])}, idx=("b",))
+case("scatter_reduce int amin no self", 'a:scatter_reduce(1, b, c, "amin", {include_self = false})',
+     lambda a, b, c: a.scatter_reduce(0, b, c, "amin", include_self=False),
+     {"a": torch.tensor([1, -7, 3]), "b": torch.tensor([0, 1, 1, 0]), "c": torch.tensor([4, 2, -1, 6])}, idx=("b",))
+case("scatter_reduce amax NaN", 'a:scatter_reduce(1, b, c, "amax")',
+     lambda a, b, c: a.scatter_reduce(0, b, c, "amax"),
+     {"a": torch.tensor([1., NAN, 3], dtype=D), "b": torch.tensor([0, 1, 2, 0]),
+      "c": torch.tensor([NAN, 2., 1, 0.5], dtype=D)}, idx=("b",))
+xi = r(4, 3)
+ii = torch.tensor([0, 2, 0, 3, 2])
+for red in ("prod", "mean", "amax", "amin"):
+    case("index_reduce %s" % red, 'a:index_reduce(1, b, c, "%s")' % red,
+         lambda a, b, c, red=red: a.index_reduce(0, b, c, red), {"a": xi, "b": ii, "c": r(5, 3)},
+         idx=("b",), grad=("a", "c"))
+case("index_reduce dim 2 no self", 'a:index_reduce(2, b, c, "mean", {include_self = false})',
+     lambda a, b, c: a.index_reduce(1, b, c, "mean", include_self=False),
+     {"a": xi, "b": torch.tensor([1, 1, 0, 1]), "c": r(4, 4)}, idx=("b",), grad=("a", "c"))
+
+Writer().write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
+print(len(CASES), "cases")
