@@ -164,5 +164,31 @@ case("index_reduce dim 2 no self", 'a:index_reduce(2, b, c, "mean", {include_sel
      lambda a, b, c: a.index_reduce(1, b, c, "mean", include_self=False),
      {"a": xi, "b": torch.tensor([1, 1, 0, 1]), "c": r(4, 4)}, idx=("b",), grad=("a", "c"))
 
+# ---- searchsorted / bucketize (merged by one sort), isin, msort, cartesian_prod
+seq = torch.tensor([1., 2, 2, 3, 5, 5], dtype=D)
+vals = torch.tensor([[0., 2, 2.5, 5], [5, 6, NAN, 1]], dtype=D)
+case("searchsorted left ties NaN", "e.searchsorted(a, b)", lambda a, b: torch.searchsorted(a, b),
+     {"a": seq, "b": vals}, out_idx=(1,))
+case("searchsorted right ties", "e.searchsorted(a, b, {side = 'right'})", lambda a, b: torch.searchsorted(a, b, side="right"),
+     {"a": seq, "b": vals}, out_idx=(1,))
+case("searchsorted batched", "e.searchsorted(a, b, {right = true})", lambda a, b: torch.searchsorted(a, b, right=True),
+     {"a": torch.sort(torch.randint(0, 6, (3, 7)).double(), 1)[0], "b": torch.randint(-1, 7, (3, 5)).double()}, out_idx=(1,))
+case("searchsorted sorter", "e.searchsorted(a, b, {sorter = c})", lambda a, b, c: torch.searchsorted(a, b, sorter=c),
+     {"a": torch.tensor([5., 1, 3, 3], dtype=D), "b": torch.tensor([[3., 0], [9, 4]], dtype=D),
+      "c": torch.tensor([1, 2, 3, 0])}, idx=("c",), out_idx=(1,))
+case("searchsorted int number", "e.searchsorted(a, 4)", lambda a: torch.searchsorted(a, 4), {"a": torch.tensor([1, 3, 5])},
+     out_idx=(1,))
+case("bucketize", "e.bucketize(a, b, {right = true})", lambda a, b: torch.bucketize(a, b, right=True),
+     {"a": r(4, 50), "b": torch.linspace(-2, 2, 9, dtype=D)}, out_idx=(1,))
+case("isin", "e.isin(a, b)", lambda a, b: torch.isin(a, b), {"a": torch.randint(-5, 5, (4, 6)), "b": torch.tensor([1, 3, -2, 3])})
+case("isin invert NaN", "e.isin(a, b, {invert = true})", lambda a, b: torch.isin(a, b, invert=True),
+     {"a": torch.tensor([1., NAN, 2, 4], dtype=D), "b": torch.tensor([[NAN, 2], [4, 9]], dtype=D)})
+case("isin number", "e.isin(a, 2)", lambda a: torch.isin(a, 2), {"a": torch.tensor([1, 2, 3])})
+case("msort", "a:msort()", lambda a: a.msort(), {"a": r(4, 3)}, grad=("a",))
+case("cartesian_prod", "e.cartesian_prod(a, b, c)", lambda a, b, c: torch.cartesian_prod(a, b, c),
+     {"a": r(2), "b": r(3), "c": r(2)}, grad=("a", "b", "c"))
+case("cartesian_prod int", "e.cartesian_prod(a, b)", lambda a, b: torch.cartesian_prod(a, b),
+     {"a": torch.tensor([1, 2]), "b": torch.tensor([3, 4, 5])})
+
 Writer().write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
 print(len(CASES), "cases")

@@ -1,7 +1,8 @@
 -- ember/_tensor_more.lua: more of torch's tensor ops, composed from ember's:
 -- masked_scatter, nanmedian, quantile / nanquantile, mode, histc and
--- scatter_reduce. Each is a function (ember.mode(x)) and a tensor method
--- (x:mode()). Indices are 1-based, as everywhere in ember. init.lua loads it.
+-- scatter_reduce (ember/_scatter_reduce.lua), isin, msort, cartesian_prod.
+-- Each is a function (ember.mode(x)) and, where torch has one, a tensor
+-- method (x:mode()). Indices are 1-based, as everywhere in ember. init.lua loads it.
 local core = require "ember.core"
 local helpers = require "ember._helpers"
 local shape_str = require("ember._errors").shape_str
@@ -240,5 +241,57 @@ set("histc", function(x, bins, min, max)
   local pos = ((flat - lot) * bins / (hit - lot)):floor():to("int64"):clamp(0, bins - 1) + 1
   return hist:scatter_add(1, pos, core.ones(pos.shape, opt))
 end, true)
+
+-- ---- isin, msort, cartesian_prod --------------------------------------------------------------
+
+-- ember.isin(elements, test_elements [, {invert = false, assume_unique}]):
+-- whether each element of elements is among test_elements (torch.isin;
+-- either may be a number). A NaN is in nothing. Sorted lookup: O((n + m) log).
+set("isin", function(elements, test, opts)
+  local op = "isin"
+  opts = check_opts(op, opts, { invert = true, assume_unique = true })
+  if not core.is_tensor(elements) and not core.is_tensor(test) then
+    fail(op, "elements or test_elements must be a tensor, got %s and %s", type(elements), type(test))
+  end
+  local like = core.is_tensor(elements) and elements or test
+  for _, t in ipairs { { elements, "elements" }, { test, "test_elements" } } do
+    if not core.is_tensor(t[1]) and type(t[1]) ~= "number" then fail(op, "%s must be a tensor or a number, got %s", t[2], type(t[1])) end
+  end
+  if type(elements) == "number" then elements = core.full({}, elements, { dtype = like.dtype, device = like.device }) end
+  if type(test) == "number" then test = core.full({}, test, { dtype = like.dtype, device = like.device }) end
+  local found
+  if test:numel() == 0 or elements:numel() == 0 then
+    found = core.zeros(elements.shape, { dtype = "bool", device = elements.device })
+  else
+    local s = test:detach():reshape(-1):sort()
+    local pos = core.searchsorted(s, elements:detach()):clamp(1, s:numel())
+    found = s:gather(1, pos:reshape(-1)):reshape(elements.shape):eq(elements:detach())
+  end
+  if opts.invert then found = found:logical_not() end
+  return found
+end)
+
+-- ember.msort(x): x sorted along its first dim (torch.msort).
+set("msort", function(x)
+  check_tensor("msort", x)
+  return (x:sort(1))
+end, true)
+
+-- ember.cartesian_prod(a, b, ...): the rows of all combinations of the
+-- elements of 1-d tensors, the last varying fastest ([n, k]; one tensor:
+-- itself), as torch.cartesian_prod. Differentiable.
+set("cartesian_prod", function(...)
+  local op, ts = "cartesian_prod", table.pack(...)
+  if ts.n == 0 then fail(op, "expected at least one tensor") end
+  for i = 1, ts.n do
+    check_tensor(op, ts[i], "tensor " .. i)
+    if ts[i]:dim() ~= 1 then fail(op, "tensor %d must be 1-d, got %s", i, shape_str(ts[i])) end
+    if ts[i].dtype ~= ts[1].dtype then fail(op, "tensor %d is %s, tensor 1 %s: give one dtype", i, ts[i].dtype, ts[1].dtype) end
+  end
+  if ts.n == 1 then return ts[1] end
+  local grids = { core.meshgrid(table.unpack(ts, 1, ts.n)) }
+  for i, g in ipairs(grids) do grids[i] = g:reshape(-1) end
+  return core.stack(grids, 2)
+end)
 
 require "ember._scatter_reduce"

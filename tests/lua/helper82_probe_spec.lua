@@ -119,6 +119,16 @@ describe("helper82: edge cases", function()
     assert.same(x:contiguous():quantile(0.5, 1):totable(), x:quantile(0.5, 1):totable())
     assert.same(x:contiguous():nanmedian(2):totable(), x:nanmedian(2):totable())
   end)
+  it("searchsorted / bucketize by one merge: independent count, and 1e6 values x 1000 bins in little memory", function()
+    local v, b = ember.randn(1000, { dtype = "float64" }), ember.randn(100, { dtype = "float64" }):sort()
+    local want = b:unsqueeze(1):lt(v:unsqueeze(2)):sum(2) + 1 -- left: 1 + the boundaries below
+    assert.same(want:totable(), ember.bucketize(v, b):totable())
+    want = b:unsqueeze(1):le(v:unsqueeze(2)):sum(2) + 1
+    assert.same(want:totable(), ember.searchsorted(b, v, { right = true }):totable())
+    -- the [m, n] comparison this replaced took 10 GB here
+    local big = ember.bucketize(ember.randn(1000000), ember.linspace(-3, 3, 1000))
+    assert.same({ 1000000 }, big.shape)
+  end)
   it("histc leaves NaN out (torch 1.13 counts it in the first bin)", function()
     assert.same({ 0, 2, 1, 0 }, ember.tensor({ 1, 2, 1, 0 / 0 }):histc(4, 0, 3):totable())
   end)
