@@ -111,7 +111,9 @@ end
 -- A's dims d1, d2 (1-based, negative from the end) moved to the end.
 local function matrix_dims(op, A, dim)
   dim = dim or { -2, -1 }
-  if type(dim) ~= "table" or #dim ~= 2 then fail(op, "dim must be a table of 2 dims, got %s", tostring(dim)) end
+  if type(dim) ~= "table" or #dim ~= 2 then
+    fail(op, "dim must be a table of 2 dims, got %s", type(dim) == "table" and ("a table of %d"):format(#dim) or tostring(dim))
+  end
   local nd = A:dim()
   if nd < 2 then fail(op, "A must have at least 2 dimensions, got %s", shape_str(A)) end
   local d = {}

@@ -80,7 +80,11 @@ function M.cholesky_ex(A, opts)
   opts = options("cholesky_ex", opts, { upper = "boolean" })
   local L, elem, code = C("cholesky", A, { name = "linalg.cholesky_ex", ex = true })
   local info = core.zeros(batch_shape(A), { dtype = "int64", device = A.device })
-  if elem > 0 then info:view(-1)[elem] = code end
+  if elem > 0 then
+    info:view(-1)[elem] = code
+  elseif A.requires_grad then
+    L = CHOLESKY(A) -- factored: differentiable as linalg.cholesky (torch's is)
+  end
   if opts.upper then L = mT(L) end
   return L, info
 end
@@ -496,10 +500,11 @@ function M.norm(A, ord, dim, keepdim)
   if type(dim) == "number" then dim = { dim } end
   if dim ~= nil and #dim == 2 then return M.matrix_norm(A, ord, dim, keepdim) end
   if type(ord) == "string" or (ord ~= nil and dim == nil) then
-    if A:dim() ~= 2 and dim == nil then
+    if dim == nil and A:dim() ~= 1 and A:dim() ~= 2 then
       fail("norm", "input must be 1-D or 2-D when dim is nil and ord is given, got %s", shape_str(A))
     end
-    if A:dim() == 2 then return M.matrix_norm(A, ord, nil, keepdim) end
+    -- a matrix norm of a 2-D input (or a string ord); a vector norm of a 1-D one
+    if A:dim() == 2 or type(ord) == "string" then return M.matrix_norm(A, ord, dim, keepdim) end
   end
   if dim ~= nil and #dim == 1 then dim = dim[1] end
   return M.vector_norm(A, ord, dim, keepdim)

@@ -1,0 +1,102 @@
+-- helper-87's probe: ember.linalg, ember.einsum and ember.distributions as
+-- a PyTorch 1.13 user calls them. The numerics come from
+-- tests/fixtures/helper87_linalg.lua (tests/gen_helper87_fixtures.py,
+-- torch.linalg and torch.distributions in float64).
+local ember = require "ember"
+local D = require "ember.distributions"
+local autograd = require "ember.autograd"
+local parity = require "tests.lua.helpers.parity"
+local fx = dofile("tests/fixtures/helper87_linalg.lua")
+local T = function(spec) return parity.T(spec, "float64") end
+local raises_here = parity.raises_here
+local L = ember.linalg
+
+local function case(name) return parity.case(fx, name) end
+
+-- parity.check where want may hold nan and +-inf: got must have them at the
+-- same places, and the finite rest within tol
+local function check_nonfinite(what, got, want, tol)
+  assert.are.same(want.shape, got.shape, what .. " shape")
+  got, want = got:double():reshape(-1), want:reshape(-1)
+  local wn, gn = want:isnan(), got:isnan()
+  assert(wn:eq(gn):all():item(), what .. ": nan at other places: got " .. tostring(got) .. ", want " .. tostring(want))
+  local wi = want:isinf()
+  assert(wi:eq(got:isinf()):all():item() and (want:eq(got)):logical_or(wi:logical_not()):all():item(),
+    what .. ": inf at other places: got " .. tostring(got) .. ", want " .. tostring(want))
+  local fin = wn:logical_or(wi):logical_not()
+  if fin:any():item() then parity.check(what, got[fin], want[fin], tol) end
+end
+
+-- out and the gradients of sum(out * R) of f(inputs...) against case c
+local function check_grad(c, f, tol)
+  local xs = {}
+  for i, x in ipairs(c.inputs) do xs[i] = T(x):requires_grad_() end
+  local out = f(table.unpack(xs))
+  parity.check(c.name .. " out", out, T(c.out), tol)
+  ;(out * T(c.R)):sum():backward()
+  for i, g in ipairs(c.grads) do parity.check(c.name .. " grad " .. i, xs[i].grad, T(g), tol) end
+end
+
+describe("linalg.norm of a 1-D input with ord given", function()
+  it("is the vector norm of that ord, as torch's", function()
+    local n = 0
+    for _, c in ipairs(fx.cases) do
+      if c.name:find("^linalg_norm_1d_") then
+        parity.check(c.name, L.norm(T(c.x), c.ord), T(c.out), 1e-14)
+        n = n + 1
+      end
+    end
+    assert.are.equal(7, n)
+  end)
+  it("a string ord or a 0-D input is still an error naming the op", function()
+    raises_here(function() L.norm(ember.ones(3), "fro") end, "matrix_norm: A must have at least 2 dimensions")
+    raises_here(function() L.norm(ember.tensor(3.0), 2) end, "norm: input must be 1-D or 2-D")
+    raises_here(function() L.norm(ember.ones(2, 3), "fro", 1) end, "dim must be a table of 2 dims, got a table of 1")
+  end)
+end)
+
+describe("linalg.cholesky_ex", function()
+  it("is differentiable where the factorization succeeded, as torch's", function()
+    check_grad(case("linalg_cholesky_ex"), function(a) return (L.cholesky_ex(a)) end, 1e-10)
+    check_grad(case("linalg_cholesky"), function(a) return L.cholesky(a) end, 1e-10)
+    check_grad(case("linalg_eigh_vals"), function(a) return L.eigvalsh(a) end, 1e-10)
+  end)
+  it("passes gradcheck on a symmetric input", function()
+    local A = T(case("linalg_cholesky_ex").inputs[1]):requires_grad_()
+    assert.is_true(autograd.gradcheck(function(a)
+      local s = (a + a:transpose(-1, -2)) * 0.5
+      return (L.cholesky_ex(s, { upper = true }))
+    end, { A }))
+  end)
+end)
+
+-- a fixture's arguments as ember's: tensors, numbers, the keyword table last
+local function build(c)
+  local args = {}
+  for i, a in ipairs(c.args) do args[i] = type(a) == "table" and T(a) or a end
+  local kw = nil
+  for k, v in pairs(c.kw) do
+    kw = kw or {}
+    kw[k] = T(v)
+  end
+  if kw then args[#args + 1] = kw end
+  return D[c.ctor](table.unpack(args))
+end
+
+describe("distributions against torch.distributions", function()
+  for _, c in ipairs(fx.cases) do
+    if c.name:find("^dist_") then
+      it(c.name, function()
+        local d = build(c)
+        local x = T(c.x)
+        local chk = check_nonfinite
+        chk(c.name .. " log_prob", d:log_prob(x), T(c.log_prob), 1e-12)
+        if c.entropy then chk(c.name .. " entropy", d:entropy(), T(c.entropy), 1e-12) end
+        if c.mean then chk(c.name .. " mean", d.mean, T(c.mean), 1e-12) end
+        if c.variance then chk(c.name .. " variance", d.variance, T(c.variance), 1e-12) end
+        if c.cdf then chk(c.name .. " cdf", d:cdf(x), T(c.cdf), 1e-12) end
+        if c.icdf then chk(c.name .. " icdf", d:icdf(T(c.q)), T(c.icdf), 1e-12) end
+      end)
+    end
+  end
+end)
