@@ -7,6 +7,7 @@
 ** light-userdata registry key (not luaL_checkudata's string lookup), and
 ** the metamethods that run in hot loops keep it as upvalue 1.
 */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -286,6 +287,21 @@ static int index_integer(lua_State *L, em_tensor *t) {
 ** shape followed by t's other dims (PyTorch's x[idx]). */
 static int call_table_index(lua_State *L, const char *handler, int nargs);
 
+/* Whether the int64 index tensor idx holds negatives and every entry is in
+** 1..size or -size..-1 (read on the host: only after the core refused it). */
+static bool has_negatives_in_range(em_tensor *idx, int64_t size) {
+  int64_t n = em_numel(idx);
+  if (n == 0) return false;
+  int64_t *v = malloc(sizeof(int64_t) * (size_t)n);
+  bool neg = false, ok = v != NULL && em_to_host(idx, v) == EM_OK;
+  for (int64_t i = 0; ok && i < n; i++) {
+    if (v[i] < 0) neg = true;
+    ok = (v[i] >= 1 && v[i] <= size) || (v[i] < 0 && v[i] >= -size);
+  }
+  free(v);
+  return ok && neg;
+}
+
 static int index_tensor(lua_State *L, em_tensor *t) {
   em_tensor *idx = lember_checktensor(L, 2);
   if (t->ndim == 0) return luaL_error(L, "ember.index: a 0-d tensor cannot be indexed (use :item())");
@@ -308,6 +324,16 @@ static int index_tensor(lua_State *L, em_tensor *t) {
   em_release(flat);
   em_release(c);
   em_release(y);
+  /* negative positions (-1 the last, as x[-1]) go the table way, x[{idx}],
+  ** which counts them from the end: only when every entry names a row */
+  if (s == EM_ERR_INDEX && has_negatives_in_range(idx, t->shape[0])) {
+    lua_settop(L, 2);
+    lua_createtable(L, 1, 0);
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, -2, 1);
+    lua_replace(L, 2);
+    return call_table_index(L, "__table_index", 2);
+  }
   if (s) return lember_index_error(L, "index", s, idx, t->shape[0], "index", INT64_MIN);
   lember_account(L, *out);
   return 1;

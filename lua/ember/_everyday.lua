@@ -68,11 +68,16 @@ set("diagonal", function(x, offset, dim1, dim2)
 end, true)
 
 -- x:take(index): the elements of x flattened at the 1-based positions index
--- (any shape; the result has index's shape), as torch.take.
+-- (any shape; the result has index's shape; -1 the last), as torch.take.
 set("take", function(x, index)
   check_tensor("take", x)
   int64_index("take", index)
-  return x:reshape(-1):index_select(1, index:reshape(-1)):view(index.shape)
+  local flat = helpers.positions("take", index:reshape(-1), x:numel(), x:numel() .. " elements")
+  if flat:numel() > 0 and flat:max():item() > x:numel() then
+    fail("take", "index %d is out of range for %d elements (1-based: 1..%d or -%d..-1)", flat:max():item(),
+      x:numel(), x:numel(), x:numel())
+  end
+  return x:reshape(-1):index_select(1, flat):view(index.shape)
 end, true)
 
 -- x:take_along_dim(index, dim): gather along dim with index broadcast to x

@@ -117,6 +117,23 @@ function M.index_value(op, value, dtype, shape)
   return value:to(dtype):expand(shape)
 end
 
+-- The 1-based positions a user's int64 index tensor names along a dim of
+-- size n, as x[i] counts them: -1 the last, -n the first (torch's negative
+-- indices, x[idx] / index_put / take). Only a tensor holding negatives is
+-- rewritten; one below -n is refused naming op (positions past n are left
+-- to the op that reads them). `of` names what n counts (default "a dim of
+-- size <n>").
+function M.positions(op, idx, n, of)
+  if idx:numel() == 0 then return idx end
+  local neg = idx:lt(0)
+  if not neg:any():item() then return idx end
+  local lo = idx:min():item()
+  if lo < -n then
+    fail(op, "index %d is out of range for %s (1-based: 1..%d or -%d..-1)", lo, of or ("a dim of size " .. n), n, n)
+  end
+  return core.where(neg, idx + (n + 1), idx)
+end
+
 -- ---- triangles and eye ------------------------------------------------------
 
 -- A bool [R, C] mask on x's device: col - row >= k (upper) or <= k (lower).

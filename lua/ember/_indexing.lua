@@ -3,7 +3,9 @@
 -- ranges narrow, {} keeps a dim), one int64 tensor in the table picking
 -- positions along its dim (t[{{}, idx}], PyTorch's t[:, idx]), and several
 -- int64 tensors leading the table picking pointwise, broadcast (t[{rows,
--- cols}], PyTorch's t[rows, cols]); all readable and assignable. The C
+-- cols}], PyTorch's t[rows, cols]); all readable and assignable; an index
+-- tensor's negative entries count from the end (-1 the last, as t[-1] and
+-- torch's; helpers.positions). The C
 -- __index/__newindex (core/lua/l_tensor.c) call the metatable's
 -- __table_index / __table_newindex, set here. index_put / index_put_ (as
 -- torch's) write through the same rules. init.lua loads it.
@@ -43,7 +45,7 @@ local function table_view(t, key, for_write)
         fail("index", "index %d: a tensor in a table index must be %s int64 tensor of 1-based positions, got %s %s",
           i, for_write and "(to assign) a 1-d" or "an", k.dtype, shape_str(k))
       end
-      picked, pick_dim = k, d
+      picked, pick_dim = helpers.positions(for_write and "setindex" or "index", k, v:size(d)), d
       d = d + 1
     elseif type(k) == "table" then
       local size = v:size(d)
@@ -167,7 +169,8 @@ local function pointwise(op, t, key)
   end
   local lin, stride = zero, 1
   for i = k, 1, -1 do
-    local idx, n = key[i], t:size(i)
+    local n = t:size(i)
+    local idx = helpers.positions(op, key[i], n)
     if idx:numel() > 0 and (idx:lt(1):any():item() or idx:gt(n):any():item()) then
       fail(op, "index %d: positions must be in 1..%d (1-based) for dim %d of size %d", i, n, i, n)
     end
@@ -247,7 +250,7 @@ local function index_put(op, x, indices, values, accumulate)
   -- accumulate: the positions as rows of y viewed as [n, rest...], added
   local k, lin, shape
   if #key == 1 then
-    k, lin, shape = 1, key[1], { x:size(1) }
+    k, lin, shape = 1, helpers.positions(op, key[1], x:size(1)), { x:size(1) }
     for i = 2, x:dim() do shape[i] = x:size(i) end
   else
     k, lin, shape = pointwise(op, x, key)

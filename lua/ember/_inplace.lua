@@ -7,6 +7,7 @@
 local core = require "ember.core"
 local errors = require "ember._errors"
 local index_value = require("ember._helpers").index_value
+local positions = require("ember._helpers").positions
 local T = core.Tensor
 
 local OPS = {
@@ -116,7 +117,7 @@ mt.__index_newindex = function(x, idx, v)
       error(("ember.setindex: an index tensor must be int64 (1-based positions in dim 1) or a bool mask, got %s")
         :format(idx.dtype), 0)
     end
-    local flat = idx:reshape(-1)
+    local flat = positions("setindex", idx:reshape(-1), x.shape[1])
     if type(v) == "number" or type(v) == "boolean" then
       x:copy_(x:index_fill(1, flat, type(v) == "boolean" and (v and 1 or 0) or v))
     elseif core.is_tensor(v) then

@@ -192,7 +192,9 @@ local function decode_value(s)
   local tag, rest = s:sub(1, 2), s:sub(3)
   if tag == "n:" then return math.tointeger(tonumber(rest)) end
   if tag == "f:" then -- %.17g writes inf, -inf and nan or -nan, which tonumber does not read
+    -- and "-0" (-0.0) reads as the integer 0: its sign comes from the text
     local v = tonumber(rest) or (rest == "inf" and math.huge) or (rest == "-inf" and -math.huge) or (0 / 0)
+    if v == 0 and rest:sub(1, 1) == "-" then return -0.0 end
     return v + 0.0
   end
   if tag == "b:" then return rest == "true" end

@@ -1,0 +1,109 @@
+-- helper-88's probe: recurrent modules, indexing and views, dtype promotion
+-- and serialization as a PyTorch 1.13 / Torch7 user meets them. The RNN
+-- numerics come from tests/fixtures/helper88_rnn.lua
+-- (tests/gen_helper88_fixtures.py, torch.nn.LSTM / GRU in float64: proj_size
+-- with bidirectional layers, packed sequences with h_0).
+local ember = require "ember"
+local nn = require "ember.nn"
+local parity = require "tests.lua.helpers.parity"
+local fx = dofile("tests/fixtures/helper88_rnn.lua")
+local T = function(spec) return parity.T(spec, "float64") end
+local raises_here = parity.raises_here
+
+local function rnn_case(name)
+  local c = parity.case(fx, name)
+  local o = { dtype = "float64" }
+  for k, v in pairs(c.options) do o[k] = v end
+  local m = nn[c.kind](c.input_size, c.hidden_size, o)
+  local sd = {}
+  for k, v in pairs(c.state) do sd[k] = T(v) end
+  m:load_state_dict(sd)
+  m:eval()
+  local xs = {}
+  for k, v in pairs(c.inputs) do xs[k] = T(v):requires_grad_() end
+  local hx
+  if xs.h0 then hx = c.kind == "LSTM" and { xs.h0, xs.c0 } or xs.h0 end
+  local x = xs.x
+  if c.lengths then
+    x = nn.utils.rnn.pack_padded_sequence(x, c.lengths, { batch_first = o.batch_first or false,
+      enforce_sorted = false })
+  end
+  local out, state = m(x, hx)
+  if c.lengths then out = nn.utils.rnn.pad_packed_sequence(out, { batch_first = o.batch_first or false }) end
+  local h_n, c_n = state, nil
+  if c.kind == "LSTM" then h_n, c_n = state[1], state[2] end
+  parity.check(name .. " out", out, T(c.out), 1e-12)
+  parity.check(name .. " h_n", h_n, T(c.h_n), 1e-12)
+  local loss = (out * T(c.R)):sum() + (h_n * T(c.R_h)):sum()
+  if c.c_n then
+    parity.check(name .. " c_n", c_n, T(c.c_n), 1e-12)
+    loss = loss + (c_n * T(c.R_c)):sum()
+  end
+  loss:backward()
+  for k, g in pairs(c.grad_inputs) do parity.check(name .. " grad " .. k, xs[k].grad, T(g), 1e-10) end
+end
+
+describe("recurrent modules against torch 1.13 (helper88_rnn fixtures)", function()
+  it("LSTM proj_size with two bidirectional batch-first layers, {h_0, c_0}, dropout off in eval", function()
+    rnn_case("lstm_proj_bidir_hx")
+  end)
+  it("LSTM proj_size on an unbatched input", function() rnn_case("lstm_proj_unbatched") end)
+  it("GRU over an unsorted packed batch with h_0, two bidirectional layers", function()
+    rnn_case("gru_packed_bidir_hx")
+  end)
+  it("LSTM proj_size over a packed bidirectional batch", function() rnn_case("lstm_packed_proj") end)
+end)
+
+describe("int64 index tensors count negative positions from the end, as x[-1] and torch's x[idx]", function()
+  local I = function(t) return ember.tensor(t, { dtype = "int64" }) end
+  local x = ember.arange(12):view(3, 4)
+
+  -- was: ember.index: index -1 at {1} is out of range 1..3 (1-based)
+  it("x[idx], x[{idx}], x[{{}, idx}] and x[{rows, cols}] read them", function()
+    assert.is_true(ember.equal(x[I { -1, 1 }], x[I { 3, 1 }]))
+    assert.is_true(ember.equal(x[I { { -1 }, { 2 } }], x[I { { 3 }, { 2 } }]))
+    assert.is_true(ember.equal(x[{ I { -2 } }], x[{ I { 2 } }]))
+    assert.is_true(ember.equal(x[{ {}, I { -1, 1 } }], x[{ {}, I { 4, 1 } }]))
+    assert.is_true(ember.equal(x[{ 2, I { -1 } }], x[{ 2, I { 4 } }]))
+    assert.is_true(ember.equal(x[{ I { 1, -1 }, I { -1, 1 } }], ember.tensor({ 3, 8 })))
+  end)
+
+  it("gradients flow to the rows they name", function()
+    local w = ember.zeros(3, 2, { dtype = "float64" }):requires_grad_()
+    w[I { -1, -1, 1 }]:sum():backward()
+    assert.is_true(ember.equal(w.grad, ember.tensor({ { 1, 1 }, { 0, 0 }, { 2, 2 } }, { dtype = "float64" })))
+  end)
+
+  it("x[idx] = v, x[{rows, cols}] = v and index_put (accumulate) write them", function()
+    local t = ember.zeros(3, 2)
+    t[I { -1 }] = 1
+    t[{ I { -3 }, I { -1 } }] = 5
+    assert.is_true(ember.equal(t, ember.tensor({ { 0, 5 }, { 0, 0 }, { 1, 1 } })))
+    local acc = ember.zeros(3):index_put({ I { -1, -1, 1 } }, ember.tensor({ 1, 2, 3 }), true)
+    assert.is_true(ember.equal(acc, ember.tensor({ 3, 0, 3 })))
+  end)
+
+  it("x:take(idx) too (torch.take); past either end is refused naming the op", function()
+    local t = ember.arange(24):view(2, 3, 4):transpose(1, 3)
+    assert.is_true(ember.equal(t:take(I { 1, -1 }), ember.tensor({ 0, 23 })))
+    raises_here(function() local _ = ember.arange(3):take(I { -4 }) end,
+      "ember.take: index -4 is out of range for 3 elements (1-based: 1..3 or -3..-1)")
+    raises_here(function() local _ = ember.arange(3):take(I { 4 }) end,
+      "ember.take: index 4 is out of range for 3 elements")
+    raises_here(function() local _ = x[I { -4 }] end, "ember.index: index -4")
+    raises_here(function() local _ = x[{ I { 1 }, I { -5 } }] end, "ember.index: index -5 is out of range for a dim of size 4")
+  end)
+end)
+
+describe("ember.save / ember.load of plain values", function()
+  -- was: -0.0 came back as 0.0 ("f:-0" read as the integer 0)
+  it("keeps the sign of -0.0", function()
+    local p = os.tmpname()
+    ember.save({ a = -0.0, b = 0.0, c = -1.5 }, p)
+    local r = ember.load(p)
+    os.remove(p)
+    assert.are.equal(-math.huge, 1 / r.a)
+    assert.are.equal(math.huge, 1 / r.b)
+    assert.are.equal(-1.5, r.c)
+  end)
+end)
