@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from fixture_writer import Writer
+from fixture_writer import Writer, lua_float
 
 torch.manual_seed(82)
 D = torch.float64
@@ -42,6 +42,11 @@ def case(name, expr, fn, inputs, idx=(), out_idx=(), grad=()):
         c["w"] = w
         c["grad"] = {k: gk for k, gk in zip(grad, g)}
     CASES.append(c)
+
+
+def zero_signed(t):
+    """lua_float of each value, -0.0 kept (Lua reads "-0" as the integer 0)."""
+    return ["-0.0" if v == 0 and math.copysign(1.0, v) < 0 else lua_float(v) for v in t.reshape(-1).tolist()]
 
 
 def r(*shape):
@@ -190,5 +195,66 @@ case("cartesian_prod", "e.cartesian_prod(a, b, c)", lambda a, b, c: torch.cartes
 case("cartesian_prod int", "e.cartesian_prod(a, b)", lambda a, b: torch.cartesian_prod(a, b),
      {"a": torch.tensor([1, 2]), "b": torch.tensor([3, 4, 5])})
 
-Writer().write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
+# ---- tensor_extra: inverse hyperbolics, sinc, signs, NaN-ignoring extremes, statistics, building
+wide = torch.tensor([-1e300, -3e9, -2.5, -1e-12, -0.0, 0.0, 1e-300, 0.3, 7.0, 4e8, 1e200], dtype=D)
+case("asinh", "a:asinh()", lambda a: a.asinh(), {"a": wide})
+case("asinh grad", "e.arcsinh(a)", lambda a: torch.arcsinh(a), {"a": r(3, 4) * 3}, grad=("a",))
+case("acosh", "a:acosh()", lambda a: a.acosh(), {"a": torch.tensor([1.0, 1 + 1e-12, 1.5, 10, 3e9, 1e300, 0.5, NAN], dtype=D)})
+case("acosh grad", "a:arccosh()", lambda a: a.arccosh(), {"a": r(6).abs() + 1.1}, grad=("a",))
+case("atanh", "a:atanh()", lambda a: a.atanh(), {"a": torch.tensor([-1.0, -0.5, -1e-13, 0, 0.3, 0.999999, 1, 1.5], dtype=D)})
+case("atanh grad", "e.arctanh(a)", lambda a: torch.arctanh(a), {"a": torch.rand(5, dtype=D) * 1.8 - 0.9}, grad=("a",))
+case("sinc", "a:sinc()", lambda a: a.sinc(), {"a": torch.tensor([0., 0.5, 1, -2.5, 1e-9, 3.3], dtype=D)}, grad=("a",))
+sb = torch.tensor([-0.0, 0.0, -1, 2, float("inf"), -float("inf")], dtype=D)
+case("signbit", "a:signbit()", lambda a: a.signbit(), {"a": sb})
+case("signbit int", "a:signbit()", lambda a: a.signbit(), {"a": torch.tensor([-3, 0, 4])})
+case("copysign", "e.copysign(a, b)", lambda a, b: torch.copysign(a, b), {"a": r(6), "b": sb}, grad=("a",))
+case("copysign number", "a:copysign(-1)", lambda a: a.copysign(-1), {"a": r(4)})
+case("isposinf isneginf", "e.isposinf(a), a:isneginf()", lambda a: (torch.isposinf(a), a.isneginf()), {"a": sb})
+fa = torch.tensor([1., NAN, 3, NAN, -0.5], dtype=D)
+fb = torch.tensor([2., 0, NAN, NAN, -1], dtype=D)
+case("fmax", "e.fmax(a, b)", lambda a, b: torch.fmax(a, b), {"a": fa, "b": fb})
+case("fmin", "a:fmin(b)", lambda a, b: a.fmin(b), {"a": fa, "b": fb})
+case("fmax grad", "e.fmax(a, b)", lambda a, b: torch.fmax(a, b), {"a": r(5), "b": r(5)}, grad=("a", "b"))
+case("logaddexp2", "e.logaddexp2(a, b)", lambda a, b: torch.logaddexp2(a, b), {"a": r(3, 4) * 50, "b": r(4) * 50}, grad=("a", "b"))
+case("float_power int", "e.float_power(a, 2)", lambda a: torch.float_power(a, 2), {"a": torch.tensor([-3, 0, 5])})
+case("float_power tensor", "a:float_power(b)", lambda a, b: a.float_power(b), {"a": r(4).abs(), "b": r(4)}, grad=("a", "b"))
+case("heaviside", "e.heaviside(a, b)", lambda a, b: torch.heaviside(a, b),
+     {"a": torch.tensor([-1., 0, 2, NAN, -0.0], dtype=D), "b": torch.tensor([0.5], dtype=D)})
+case("dist", "e.dist(a, b, 3)", lambda a, b: torch.dist(a, b, 3), {"a": r(3, 4), "b": r(4)}, grad=("a", "b"))
+case("dist default", "a:dist(b)", lambda a, b: a.dist(b), {"a": r(5), "b": r(5)}, grad=("a", "b"))
+case("cov", "a:cov()", lambda a: a.cov(), {"a": r(3, 6)}, grad=("a",))
+case("cov correction 0", "e.cov(a, {correction = 0})", lambda a: torch.cov(a, correction=0), {"a": r(2, 5)}, grad=("a",))
+case("cov 1-d", "a:cov()", lambda a: a.cov(), {"a": r(5)})
+case("corrcoef", "a:corrcoef()", lambda a: a.corrcoef(), {"a": r(3, 6)}, grad=("a",))
+case("block_diag", "e.block_diag(a, b, c)", lambda a, b, c: torch.block_diag(a, b, c),
+     {"a": r(2, 2), "b": r(3), "c": torch.tensor(4.0, dtype=D)}, grad=("a", "b"))
+case("block_diag int", "e.block_diag(a, b)", lambda a, b: torch.block_diag(a, b), {"a": torch.tensor([[1, 2]]), "b": torch.tensor([[3], [4]])})
+case("diagflat", "e.diagflat(a, -1)", lambda a: torch.diagflat(a, -1), {"a": r(2, 2)}, grad=("a",))
+case("column_stack", "e.column_stack({a, b, c})", lambda a, b, c: torch.column_stack((a, b, c)),
+     {"a": r(3), "b": r(3, 2), "c": r(3)})
+case("row_stack", "e.row_stack({a, b})", lambda a, b: torch.row_stack((a, b)), {"a": r(3), "b": r(2, 3)})
+case("atleast_3d", "e.atleast_3d(a), e.atleast_3d(b), e.atleast_2d(c), e.atleast_1d(c)",
+     lambda a, b, c: (torch.atleast_3d(a), torch.atleast_3d(b), torch.atleast_2d(c), torch.atleast_1d(c)),
+     {"a": r(3), "b": r(2, 3), "c": torch.tensor(1.5, dtype=D)})
+case("hsplit", "a:hsplit(3)[2]", lambda a: a.hsplit(3)[1], {"a": r(2, 6)})
+case("hsplit indices", "a:hsplit({2, 5})[2]", lambda a: a.hsplit([1, 4])[1], {"a": r(2, 6)})
+case("vsplit", "a:vsplit(2)[2]", lambda a: a.vsplit(2)[1], {"a": r(4, 3)})
+case("dsplit", "e.dsplit(a, 2)[1]", lambda a: torch.dsplit(a, 2)[0], {"a": r(2, 2, 4)})
+case("trapezoid", "e.trapezoid(a)", lambda a: torch.trapezoid(a), {"a": r(3, 5)}, grad=("a",))
+case("trapezoid dx dim", "e.trapezoid(a, {dx = 0.5, dim = 1})", lambda a: torch.trapezoid(a, dx=0.5, dim=0), {"a": r(3, 5)})
+case("trapezoid x", "e.trapezoid(a, b)", lambda a, b: torch.trapezoid(a, b), {"a": r(2, 4), "b": torch.tensor([0., 1, 3, 3.5], dtype=D)}, grad=("a",))
+case("trapz x 2d", "e.trapz(a, b, {dim = 1})", lambda a, b: torch.trapz(a, b, dim=0), {"a": r(3, 2), "b": r(3, 2)}, grad=("a", "b"))
+case("vander", "e.vander(a)", lambda a: torch.vander(a), {"a": r(4)})  # torch 1.13 vander has no backward (in-place cumprod): gradchecked in the spec
+case("vander increasing", "e.vander(a, 3, {increasing = true})", lambda a: torch.vander(a, 3, increasing=True), {"a": torch.tensor([2, -1, 3])})
+case("combinations", "e.combinations(a)", lambda a: torch.combinations(a), {"a": r(4)}, grad=("a",))
+case("combinations r3 replacement", "e.combinations(a, 3, {with_replacement = true})",
+     lambda a: torch.combinations(a, 3, with_replacement=True), {"a": torch.tensor([1, 2, 3])})
+case("gcd lcm", "e.gcd(a, b), a:lcm(b)", lambda a, b: (torch.gcd(a, b), a.lcm(b)),
+     {"a": torch.tensor([[12, -18, 0, 7], [0, 5, 9, -4]]), "b": torch.tensor([8, 12, 0, -21])})
+case("put", "a:put(b, c)", lambda a, b, c: a.put(b, c), {"a": r(3, 4), "b": torch.tensor([0, 11, 5]), "c": r(3)},
+     idx=("b",), grad=("a", "c"))
+case("put accumulate", "a:put(b, c, true)", lambda a, b, c: a.put(b, c, accumulate=True),
+     {"a": r(3, 4), "b": torch.tensor([[0, 11], [0, 5]]), "c": r(2, 2)}, idx=("b",), grad=("a", "c"))
+
+Writer(floats=zero_signed).write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
 print(len(CASES), "cases")

@@ -546,6 +546,23 @@ local function atleast(x, n)
   return x:unsqueeze(3) -- [a, b] -> [a, b, 1]
 end
 
+-- ember.atleast_1d(x) / atleast_2d / atleast_3d: x with leading (and, from
+-- 2-d to 3-d, trailing) size-1 dims added up to n dims (torch.atleast_*d;
+-- a list of tensors gives the list of results).
+for n = 1, 3 do
+  local name = "atleast_" .. n .. "d"
+  set(name, function(x, ...)
+    if type(x) == "table" and not core.is_tensor(x) then
+      local out = {}
+      for i, t in ipairs(tensor_list(name, x)) do out[i] = atleast(t, n) end
+      return out
+    end
+    check_tensor(name, x)
+    if select("#", ...) > 0 then fail(name, "takes one tensor or a list of tensors") end
+    return atleast(x, n)
+  end)
+end
+
 -- ember.hstack({a, b, ...}): joined along dim 2, or along dim 1 when they
 -- are 1-d (torch.hstack); 0-d tensors count as 1-d.
 set("hstack", function(ts)

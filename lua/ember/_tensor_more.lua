@@ -295,3 +295,4 @@ set("cartesian_prod", function(...)
 end)
 
 require "ember._scatter_reduce"
+require "ember._tensor_extra" -- asinh, sinc, copysign, fmax, cov, block_diag, hsplit, ...

@@ -30,6 +30,7 @@ local function differ(got, want)
     local g = v[i]
     if type(w) == "boolean" then
       if g ~= w then return ("element %d: %s, want %s"):format(i, tostring(g), tostring(w)) end
+    elseif g == w then -- infinities included
     elseif w ~= w then
       if g == g then return ("element %d: %s, want nan"):format(i, tostring(g)) end
     elseif not (math.abs(g - w) <= 1e-12 + 1e-12 * math.abs(w)) then
@@ -91,6 +92,18 @@ describe("helper82: float64 gradcheck", function()
       gradcheck.check(function(a) return a:nanquantile(q, 1, true, { interpolation = mode }) end, { r(5, 2) }, { name = mode })
     end
   end)
+  it("the inverse hyperbolics, sinc, copysign, fmax, cov, corrcoef, vander, trapezoid", function()
+    gradcheck.check(function(a) return a:asinh() end, { r(7) * 3 })
+    gradcheck.check(function(a) return a:acosh() end, { r(7):abs() + 1.05 })
+    gradcheck.check(function(a) return a:atanh() end, { ember.rand({ 7 }, { dtype = "float64" }) * 1.8 - 0.9 })
+    gradcheck.check(function(a) return a:sinc() end, { ember.tensor({ 0, 0.3, -1.7, 2.5 }, "float64") })
+    gradcheck.check(function(a, b) return ember.fmax(a, b) + ember.fmin(a, b) * 2 end, { r(6), r(6) })
+    gradcheck.check(function(a) return a:cov() end, { r(3, 5) })
+    gradcheck.check(function(a) return a:corrcoef() end, { r(3, 5) })
+    gradcheck.check(function(a) return ember.vander(a, 4) end, { r(3) })
+    gradcheck.check(function(a, b) return ember.trapezoid(a, b) end, { r(2, 5), r(5) })
+    gradcheck.check(function(a, b) return ember.logaddexp2(a, b) end, { r(4), r(4) })
+  end)
   it("scatter_reduce and index_reduce, each reduce, src larger than index", function()
     local idx = ember.tensor({ { 1, 3, 2 }, { 1, 1, 2 } }, "int64")
     for _, red in ipairs { "sum", "prod", "mean", "amax", "amin" } do
@@ -129,6 +142,12 @@ describe("helper82: edge cases", function()
     local big = ember.bucketize(ember.randn(1000000), ember.linspace(-3, 3, 1000))
     assert.same({ 1000000 }, big.shape)
   end)
+  it("inverse hyperbolics of integers are float32, as torch's default dtype", function()
+    local y = ember.tensor({ -2, 0, 5 }, "int64"):asinh()
+    assert.equals("float32", y.dtype)
+    local want = ember.tensor({ -2, 0, 5 }, "float64"):asinh()
+    assert.is_true((y:to("float64") - want):abs():max():item() < 1e-6)
+  end)
   it("histc leaves NaN out (torch 1.13 counts it in the first bin)", function()
     assert.same({ 0, 2, 1, 0 }, ember.tensor({ 1, 2, 1, 0 / 0 }):histc(4, 0, 3):totable())
   end)
@@ -151,6 +170,15 @@ describe("helper82: errors name the op at the caller's line", function()
     { "scatter_reduce", function() local _ = x:scatter_reduce(1, ember.ones({ 1, 4 }, "int64"), x, "max") end, "reduce must be" },
     { "scatter_reduce", function() local _ = x:scatter_reduce(1, ember.ones({ 1, 4 }, "int64") * 4, x, "sum") end, "1..3" },
     { "scatter_reduce", function() local _ = x:scatter_reduce(1, ember.ones({ 1, 4 }, "int64"), x, "sum", { inc = 1 }) end, "unknown option" },
+    { "hsplit", function() local _ = x:hsplit(3) end, "cannot be split into 3" },
+    { "vsplit", function() local _ = ember.ones(3):vsplit(1) end, "at least 2 dims" },
+    { "gcd", function() local _ = x:gcd(x) end, "int64" },
+    { "heaviside", function() local _ = x:heaviside(ember.ones(1, "float64")) end, "dtype" },
+    { "cov", function() local _ = ember.ones(2, 2, 2):cov() end, "at most 2 dims" },
+    { "put", function() local _ = x:put(ember.tensor({ 13 }, "int64"), ember.ones(1)) end, "1..12" },
+    { "block_diag", function() local _ = ember.block_diag(ember.ones(1, 1, 1)) end, "at most 2 dims" },
+    { "searchsorted", function() local _ = ember.searchsorted(ember.ones(3), ember.ones(2), { sorter = ember.ones(2, "int64") }) end, "sorter" },
+    { "isin", function() local _ = ember.isin(1, 2) end, "must be a tensor" },
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
