@@ -97,6 +97,26 @@ def dist_cases():
             except NotImplementedError:
                 pass
         out.append(c)
+    # kl_divergence(p, q) for every pair torch registers among these, q's
+    # parameters flipped (the same values, in other places: p and q differ)
+    def flip(v):
+        return v.flip(0) if torch.is_tensor(v) else v
+
+    for pc, pa, pk, _, _ in specs:
+        for qc, qa, qk, _, _ in specs:
+            qa, qk = [flip(a) for a in qa], {k: flip(v) for k, v in qk.items()}
+            try:
+                v = D.kl_divergence(getattr(D, pc)(*pa, **pk), getattr(D, qc)(*qa, **qk))
+            except NotImplementedError:
+                continue
+            out.append({"name": "kl_%s_%s" % (pc, qc), "p": {"ctor": pc, "args": pa, "kw": pk},
+                        "q": {"ctor": qc, "args": qa, "kw": qk}, "kl": v})
+    # the finite branches of the ContinuousBernoulli / Uniform pairs
+    cb = {"ctor": "ContinuousBernoulli", "args": [], "kw": {"probs": t([0.2, 0.7])}}
+    u = {"ctor": "Uniform", "args": [t([0.2, -1.0]), t([0.7, 2.0])], "kw": {}}
+    P, Q = D.ContinuousBernoulli(probs=t([0.2, 0.7])), D.Uniform(t([0.2, -1.0]), t([0.7, 2.0]))
+    out.append({"name": "kl_ContinuousBernoulli_Uniform_finite", "p": cb, "q": u, "kl": D.kl_divergence(P, Q)})
+    out.append({"name": "kl_Uniform_ContinuousBernoulli_finite", "p": u, "q": cb, "kl": D.kl_divergence(Q, P)})
     return out
 
 

@@ -100,3 +100,13 @@ describe("distributions against torch.distributions", function()
     end
   end
 end)
+
+describe("kl_divergence against torch's registered pairs", function()
+  for _, c in ipairs(fx.cases) do
+    if c.name:find("^kl_") then
+      it(c.name, function()
+        check_nonfinite(c.name, D.kl_divergence(build(c.p), build(c.q)), T(c.kl), 1e-11)
+      end)
+    end
+  end
+end)

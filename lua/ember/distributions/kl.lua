@@ -8,7 +8,9 @@
 -- Exponential/Gamma/Normal/Uniform, Exponential to Gamma/Gumbel/Normal,
 -- Gamma to Exponential/Gumbel/Normal, Gumbel-Normal, Laplace-Normal,
 -- Normal to Gumbel/Laplace, Uniform to Beta/Exponential/Gamma/Gumbel/Normal,
--- Geometric, HalfNormal and Pareto with themselves, Pareto to
+-- Geometric, HalfNormal, HalfCauchy and Pareto with themselves,
+-- ContinuousBernoulli with itself, Beta/Uniform to it, it to
+-- Exponential/Normal/Uniform, Pareto to
 -- Exponential/Gamma/Normal, Uniform-Pareto, TransformedDistributions with
 -- the same transforms (their bases' KL),
 -- and inf where p's support is not inside q's, e.g. Normal-Uniform). A pair is looked up along
@@ -351,6 +353,7 @@ function kl._register_cross()
     return -p:entropy() - (-q.probs):log1p() / p.probs - q.logits
   end)
   kl.register_kl(D.HalfNormal, D.HalfNormal, function(p, q) return kl.kl_divergence(p.base_dist, q.base_dist) end)
+  kl.register_kl(D.HalfCauchy, D.HalfCauchy, function(p, q) return kl.kl_divergence(p.base_dist, q.base_dist) end)
   kl.register_kl(D.Pareto, D.Pareto, function(p, q)
     local scale_ratio, alpha_ratio = p.scale / q.scale, q.alpha / p.alpha
     local r = q.alpha * scale_ratio:log() - alpha_ratio:log() + alpha_ratio - 1
@@ -389,6 +392,31 @@ function kl._register_cross()
   end
   for _, qn in ipairs { "Beta", "Uniform" } do
     kl.register_kl(D.Pareto, D[qn], function(p) return inf_like(p.scale) end)
+  end
+  -- ContinuousBernoulli's pairs; the two with a Uniform keep torch's
+  -- comparisons (inf where the Uniform's support merely touches [0, 1])
+  local function into_cb(p, q) return -p:entropy() - p.mean * q.logits - (-q.probs):log1p() - q:_log_norm() end
+  kl.register_kl(D.ContinuousBernoulli, D.ContinuousBernoulli, function(p, q)
+    return p.mean * (p.logits - q.logits) + p:_log_norm() + (-p.probs):log1p() - q:_log_norm() - (-q.probs):log1p()
+  end)
+  kl.register_kl(D.Beta, D.ContinuousBernoulli, into_cb)
+  kl.register_kl(D.Uniform, D.ContinuousBernoulli, function(p, q)
+    return inf_where(p.high:ge(1):logical_or(p.low:le(0)), into_cb(p, q))
+  end)
+  kl.register_kl(D.ContinuousBernoulli, D.Exponential, function(p, q)
+    return -p:entropy() - q.rate:log() + q.rate * p.mean
+  end)
+  kl.register_kl(D.ContinuousBernoulli, D.Normal, function(p, q)
+    local t2 = ((q.loc / q.scale) ^ 2 + LOG_2PI) * 0.5 + q.scale:log()
+    local t3 = (p.variance + p.mean ^ 2 - q.loc * p.mean * 2) / (q.scale ^ 2 * 2)
+    return -p:entropy() + t2 + t3
+  end)
+  kl.register_kl(D.ContinuousBernoulli, D.Uniform, function(p, q)
+    return inf_where(q.low:ge(0):logical_or(q.high:le(1)), -p:entropy() + (q.high - q.low):log())
+  end)
+  kl.register_kl(D.ContinuousBernoulli, D.Pareto, function(p) return inf_like(p.probs) end)
+  for _, pn in ipairs { "Exponential", "Gamma", "Gumbel", "Laplace", "Normal", "Pareto" } do
+    kl.register_kl(D[pn], D.ContinuousBernoulli, function(p) return inf_like(p[D[pn]._param_names[1]]) end)
   end
   kl.register_kl(D.TransformedDistribution, D.TransformedDistribution, function(p, q)
     local same = #p.transforms == #q.transforms
