@@ -469,6 +469,7 @@ end, true)
 set("aminmax", function(x, dim, keepdim)
   check_tensor("aminmax", x)
   if type(dim) == "table" and dim[1] == nil then dim, keepdim = dim.dim, dim.keepdim end
+  if dim == nil and x:numel() == 0 then fail("aminmax", "the tensor is empty (%s): give a dim to reduce", shape_str(x)) end
   return x:amin(dim, keepdim), x:amax(dim, keepdim)
 end, true)
 

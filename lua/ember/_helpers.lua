@@ -307,6 +307,10 @@ local NORM_ROOT, STD_ROOT = root("norm"), root("std")
 
 set("std", function(x, ...)
   check_tensor("std", x)
+  if not x:is_floating_point() then -- var's error would name var
+    fail("std", "expected a float tensor, got %s %s (convert it first, e.g. x:double())", x.dtype,
+      require("ember._errors").shape_str(x))
+  end
   check_dims("std", x, (...))
   return STD_ROOT(x:var(...), 0.5)
 end, true)
@@ -745,7 +749,10 @@ local AMAX, AMIN = extreme_dims("amax", true), extreme_dims("amin", false)
 -- or all (torch.amax); amin the smallest.
 local function amax_amin(op, f, x, dim, keepdim)
   check_tensor(op, x)
-  if dim == nil then return op == "amax" and x:max() or x:min() end
+  if dim == nil then
+    if x:numel() == 0 then fail(op, "the tensor is empty (%s %s): give a dim to reduce", x.dtype, shape_str(x)) end
+    return op == "amax" and x:max() or x:min()
+  end
   local dims, seen = {}, {}
   for _, d in ipairs(type(dim) == "table" and dim or { dim }) do
     d = check_dim(op, x, d)

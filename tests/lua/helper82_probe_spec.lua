@@ -179,6 +179,9 @@ describe("helper82: errors name the op at the caller's line", function()
     { "block_diag", function() local _ = ember.block_diag(ember.ones(1, 1, 1)) end, "at most 2 dims" },
     { "searchsorted", function() local _ = ember.searchsorted(ember.ones(3), ember.ones(2), { sorter = ember.ones(2, "int64") }) end, "sorter" },
     { "isin", function() local _ = ember.isin(1, 2) end, "must be a tensor" },
+    { "std", function() local _ = ember.ones({ 3 }, "int64"):std() end, "float tensor" }, -- was named ember.var
+    { "amax", function() local _ = ember.zeros(0):amax() end, "empty" }, -- was named ember.max
+    { "aminmax", function() local _ = ember.aminmax(ember.zeros(0)) end, "empty" }, -- was named ember.min
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
