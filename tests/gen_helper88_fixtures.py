@@ -15,7 +15,15 @@ Each case: the module's kind and options, its state dict (torch's names), the
 inputs, the lengths (packed cases), out, h_n (c_n) and the gradients of
 sum(out * R) + sum(h_n * R_h) (+ sum(c_n * R_c)) for the inputs.
 
-    /usr/bin/python3 tests/gen_helper88_fixtures.py   # writes tests/fixtures/helper88_rnn.lua
+And one object saved by torch.save twice, as a zip archive
+(tests/fixtures/helper88_save_zip.pt) and in the legacy format
+(_use_new_zipfile_serialization=False, tests/fixtures/helper88_save_legacy.pt):
+tensors of every storage type, views (offset, strided, transposed,
+expanded), a 0-d and an empty tensor, a Parameter and nested dicts, lists
+and tuples. The legacy format names storages by id(), different on every
+run: its file is written once and kept.
+
+    /usr/bin/python3 tests/gen_helper88_fixtures.py   # writes the three files
 """
 import os
 import sys
@@ -85,6 +93,29 @@ def cases():
     ]
 
 
+def saved():
+    g = torch.Generator().manual_seed(881)
+    base = torch.arange(20, dtype=torch.float32)
+    return {
+        "view": base[3:9], "strided": base.view(4, 5)[:, 1::2], "t": base.view(4, 5).t(),
+        "expanded": torch.tensor([[1.5], [-2.0]]).expand(2, 3),
+        "bf16": torch.randn(2, 3, generator=g, dtype=torch.float32).bfloat16().t(),
+        "f16": torch.randn(3, generator=g, dtype=torch.float32).half(),
+        "f64": torch.randn(2, 2, generator=g, dtype=torch.float64),
+        "i64": torch.tensor([-(2 ** 40), 7]), "i32": torch.tensor([1, -2, 3], dtype=torch.int32),
+        "i16": torch.tensor([-300, 2], dtype=torch.int16), "i8": torch.tensor([-1, 2], dtype=torch.int8),
+        "u8": torch.tensor([1, 2, 255], dtype=torch.uint8), "b": torch.tensor([True, False, True]),
+        "scalar": torch.tensor(3.5), "empty": torch.zeros(0, 3),
+        "param": torch.nn.Parameter(torch.ones(2)),
+        "nested": {"a": [torch.ones(2), (torch.zeros(1), 3, "s")], "b": {1: 2.5, "t": True}},
+    }
+
+
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper88_rnn.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper88_fixtures.py", {"cases": cases()})
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    Writer(keys="auto").write(os.path.join(fixtures, "helper88_rnn.lua"), "tests/gen_helper88_fixtures.py",
+                              {"cases": cases()})
+    torch.save(saved(), os.path.join(fixtures, "helper88_save_zip.pt"))
+    legacy = os.path.join(fixtures, "helper88_save_legacy.pt")
+    if not os.path.exists(legacy):
+        torch.save(saved(), legacy, _use_new_zipfile_serialization=False)

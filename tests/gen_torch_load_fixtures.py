@@ -5,7 +5,7 @@
   tests/fixtures/torch_load_checkpoint.pt  a training checkpoint: model and optimizer state dicts, numbers,
                                            strings, lists, None, torch.Size, a numpy scalar, a Parameter
   tests/fixtures/torch_load_module.pt      a whole nn.Module pickled (its class: refused)
-  tests/fixtures/torch_load_legacy.pt      the pre-1.6 format (_use_new_zipfile_serialization=False: refused)
+  tests/fixtures/torch_load_legacy.pt      the pre-1.6 format (_use_new_zipfile_serialization=False)
   tests/fixtures/torch_load.lua            what each holds, as float64 values, 0-based keys as written
   tests/fixtures/torch_load_llama/         one small Llama's weights as Hugging Face's older folders hold
                                            them: bin/ (pytorch_model.bin), sharded/ (two .bin shards and

@@ -12,7 +12,9 @@
 -- weights_only, any other global, such as a class of the user's, is
 -- refused by name and never run. Storages are read one at a time from the
 -- file (never the whole file into memory), once each, and tensors that
--- share one (tied weights, views) are cut from it.
+-- share one (tied weights, views) are cut from it. The legacy format
+-- (before PyTorch 1.6, or _use_new_zipfile_serialization=False: pickles and
+-- storages one after the other) is read too, whole (legacy_load).
 --
 -- What the object becomes: a tensor an ember tensor (float16 read as
 -- float32, int32/int16/int8/uint8 as int64, exactly, as ember has none of
@@ -157,6 +159,7 @@ end
 -- ---- the pickle machine ---------------------------------------------------
 
 local NONE = setmetatable({}, { __name = "None" })
+local legacy_load -- the legacy format's reader (below)
 local Dict = { __name = "dict" }   -- keys and values, in a plain table once built
 
 local function new_dict() return setmetatable({}, Dict) end
@@ -225,11 +228,15 @@ local function call(path, g, fn, args)
   fail(path, "the pickle calls a %s", type(fn))
 end
 
--- Runs the pickle s; persistent(pid) gives the object of a persistent id.
-local function unpickle(path, s, persistent)
+-- Runs the pickle in s from byte `start` (default 1); persistent(pid) gives
+-- the object of a persistent id. Returns the object and the byte after its
+-- STOP. `dry`: no global is called (each call gives an empty table), so no
+-- tensor is built: to find where the pickle ends and what storages it names.
+local function unpickle(path, s, persistent, start, dry)
   local g = globals(path)
   local stack, marks, memo = {}, {}, {}
-  local pos, n_memo = 1, 0
+  local pos, n_memo = start or 1, 0
+  local invoke = dry and function() return {} end or call
   local function push(v) stack[#stack + 1] = v end
   local function pop()
     local v = stack[#stack]
@@ -281,7 +288,7 @@ local function unpickle(path, s, persistent)
     elseif op == 0x95 then pos = pos + 8                               -- FRAME
     elseif op == 0x2e then                                             -- STOP
       local v = pop()
-      return v
+      return v, pos
     elseif op == 0x28 then marks[#marks + 1] = #stack                  -- MARK
     elseif op == 0x7d then push(new_dict())                            -- EMPTY_DICT
     elseif op == 0x5d or op == 0x29 or op == 0x8f then push({})        -- EMPTY_LIST, EMPTY_TUPLE, EMPTY_SET
@@ -335,9 +342,9 @@ local function unpickle(path, s, persistent)
       local items = pop_mark()
       local d = top()
       for i = 1, #items, 2 do setitem(d, items[i], items[i + 1]) end
-    elseif op == 0x52 then local args = pop(); push(call(path, g, pop(), args)) -- REDUCE
-    elseif op == 0x81 then local args = pop(); push(call(path, g, pop(), args)) -- NEWOBJ
-    elseif op == 0x92 then pop(); local args = pop(); push(call(path, g, pop(), args)) -- NEWOBJ_EX (kwargs dropped)
+    elseif op == 0x52 then local args = pop(); push(invoke(path, g, pop(), args)) -- REDUCE
+    elseif op == 0x81 then local args = pop(); push(invoke(path, g, pop(), args)) -- NEWOBJ
+    elseif op == 0x92 then pop(); local args = pop(); push(invoke(path, g, pop(), args)) -- NEWOBJ_EX (kwargs dropped)
     elseif op == 0x62 then pop()                                       -- BUILD: attributes (an OrderedDict's _metadata) dropped
     elseif op == 0x51 then push(persistent(pop()))                     -- BINPERSID
     elseif op == 0x50 then push(persistent(line()))                    -- PERSID
@@ -363,15 +370,96 @@ local function plain(v, seen)
   return v
 end
 
+-- A storage of kind `kind` whose data() is the tensor read(self) gives, once.
+local function new_storage(kind, key, numel, read)
+  local st = setmetatable({ kind = kind, key = key, numel = numel }, Storage)
+  st.data = function(self)
+    if not self.tensor then self.tensor = read(self) end
+    return self.tensor
+  end
+  return st
+end
+
+-- The storage type of a persistent id, checked.
+local function storage_kind(path, stype)
+  if getmetatable(stype) ~= StorageType then
+    fail(path, "a storage of type %s, which ember does not read (complex or quantized?)",
+      type(stype) == "table" and tostring(stype.global) or tostring(stype))
+  end
+  return stype.kind
+end
+
+-- The legacy format (torch.save before PyTorch 1.6, or with
+-- _use_new_zipfile_serialization=False): five pickles one after the other
+-- (the magic number 0x1950a86a20f9469cfc6c, the protocol version 1001, the
+-- system info, the object, the list of its storages' keys), then each
+-- storage in that order as its element count (int64) and its bytes. The
+-- file is read whole; the object's pickle is run once dry to find where
+-- the storages begin.
+local LEGACY_MAGIC = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19\x2e"
+function legacy_load(path, f)
+  f:seek("set", 0)
+  local s = f:read("a") or ""
+  if s:sub(1, #LEGACY_MAGIC) ~= LEGACY_MAGIC then
+    fail(path, "neither a zip archive nor the legacy format of torch.save (not a PyTorch file, or damaged)")
+  end
+  local proto, pos = unpickle(path, s, nil, #LEGACY_MAGIC + 1)
+  if proto ~= 1001 then fail(path, "the legacy format's protocol version %s, not 1001", tostring(proto)) end
+  local info
+  info, pos = unpickle(path, s, nil, pos)
+  if type(info) == "table" and info.little_endian == false then
+    fail(path, "saved on a big-endian machine; ember reads little-endian storages only")
+  end
+  local obj_at, kinds, storages, at = pos, {}, {}, {}
+  -- a dry run names the storages' kinds; their bytes follow the keys' pickle, in its order
+  local _, after = unpickle(path, s, function(pid)
+    if type(pid) == "table" and pid[1] == "storage" then kinds[tostring(pid[3])] = storage_kind(path, pid[2]) end
+    return {}
+  end, obj_at, true)
+  local keys
+  keys, pos = unpickle(path, s, nil, after)
+  if type(keys) ~= "table" then fail(path, "a damaged legacy file (no list of storages)") end
+  for _, k in ipairs(keys) do
+    if pos + 7 > #s then fail(path, "storage '%s' is missing (truncated?)", tostring(k)) end
+    local count = string.unpack("<i8", s, pos)
+    at[tostring(k)] = { pos + 8, count }
+    pos = pos + 8 + count * (ELEMENT_BYTES[kinds[tostring(k)] or "uint8"] or 1)
+  end
+  -- the storages, read on first use
+  local obj = unpickle(path, s, function(pid)
+    if type(pid) ~= "table" or pid[1] ~= "storage" then
+      fail(path, "a persistent id that is not a storage (%s)", type(pid) == "table" and tostring(pid[1]) or tostring(pid))
+    end
+    if pid[6] ~= nil and pid[6] ~= NONE then
+      fail(path, "a view of a storage (a file from PyTorch before 0.4), which ember does not read")
+    end
+    local key = tostring(pid[3])
+    storages[key] = storages[key] or new_storage(storage_kind(path, pid[2]), key, pid[5], function(st)
+      local w = at[key]
+      if not w then fail(path, "storage '%s' is missing from the file (truncated?)", key) end
+      local n = w[2] * ELEMENT_BYTES[st.kind]
+      if w[1] + n - 1 > #s then fail(path, "storage '%s' is cut short (truncated?)", key) end
+      return ember().frombuffer(s:sub(w[1], w[1] + n - 1), { dtype = st.kind, count = w[2] })
+    end)
+    return storages[key]
+  end, obj_at)
+  return plain(obj)
+end
+
 --- The object torch.save wrote to path (see the file's header).
 function M.load(path)
   local f, err = io.open(path, "rb")
   if not f then fail(path, "%s", err) end
   local head = f:read(4) or ""
   if head ~= "PK\3\4" then
+    local ok, res = pcall(legacy_load, path, f)
     f:close()
-    fail(path, "a torch.save file in the legacy format (before PyTorch 1.6, or _use_new_zipfile_serialization=False), "
-      .. "which ember does not read: in Python, torch.save(torch.load(path), path) rewrites it as a zip archive")
+    if not ok and not tostring(res):find("^ember%.load: ") then -- a Lua error of a cut pickle
+      res = ("ember.load: '%s': a damaged legacy file (truncated?): %s"):format(path,
+        tostring(res):gsub("^[^\n]-:%d+: ", ""))
+    end
+    if not ok then error(res, 0) end
+    return res
   end
   local ok, res = pcall(function()
     local entries = zip_entries(path, f)
@@ -414,7 +502,7 @@ function M.load(path)
       return st
     end
     local pkl = read_entry(path, f, root .. "data.pkl", entries[root .. "data.pkl"])
-    return plain(unpickle(path, pkl, persistent))
+    return plain((unpickle(path, pkl, persistent)))
   end)
   f:close()
   if not ok then error(res, 0) end

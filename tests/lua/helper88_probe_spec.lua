@@ -107,3 +107,48 @@ describe("ember.save / ember.load of plain values", function()
     assert.are.equal(-1.5, r.c)
   end)
 end)
+
+describe("ember.load of torch.save's legacy format (_use_new_zipfile_serialization=False)", function()
+  local FIX = "tests/fixtures/"
+  -- was: refused ('a torch.save file in the legacy format ..., which ember does not read')
+  it("reads the same object as the zip archive of it: every dtype, views, 0-d, empty, Parameter, nests", function()
+    local z, l = ember.load(FIX .. "helper88_save_zip.pt"), ember.load(FIX .. "helper88_save_legacy.pt")
+    local n = 0
+    for _, k in ipairs(parity.sorted_keys(z)) do
+      if ember.is_tensor(z[k]) then
+        n = n + 1
+        assert.are.equal(z[k].dtype, l[k].dtype, k)
+        assert.are.same({ table.unpack(z[k].shape) }, { table.unpack(l[k].shape) }, k)
+        assert.is_true(ember.equal(z[k], l[k]), k)
+      end
+    end
+    assert.are.equal(16, n)
+    assert.is_true(ember.equal(l.view, ember.arange(3, 9)))
+    assert.is_true(ember.equal(l.strided, ember.arange(20):view(4, 5)[{ {}, { 2, 5 } }]:index_select(2,
+      ember.tensor({ 1, 3 }, { dtype = "int64" }))))
+    assert.is_true(ember.equal(l.t, ember.arange(20):view(4, 5):t()))
+    assert.is_true(ember.equal(l.expanded, ember.tensor({ { 1.5, 1.5, 1.5 }, { -2, -2, -2 } })))
+    assert.are.equal(-(1 << 40), l.i64[1]:item())
+    assert.are.same({ -300, 2 }, { l.i16[1]:item(), l.i16[2]:item() })
+    assert.are.equal(255, l.u8[3]:item())
+    assert.are.equal(0, l.scalar.ndim)
+    assert.is_true(l.param.requires_grad and l.param.is_leaf)
+    assert.are.same({ 3, "s" }, { l.nested.a[2][2], l.nested.a[2][3] })
+    assert.are.same({ [1] = 2.5, t = true }, l.nested.b)
+    assert.is_true(ember.equal(l.nested.a[2][1], ember.zeros(1)))
+  end)
+
+  it("a cut legacy file is refused naming it", function()
+    local f = assert(io.open(FIX .. "helper88_save_legacy.pt", "rb"))
+    local bytes = f:read("a")
+    f:close()
+    local cut = os.tmpname()
+    for _, keep in ipairs { #bytes - 10, #bytes // 2, 40, 10 } do
+      local w = assert(io.open(cut, "wb"))
+      w:write(bytes:sub(1, keep))
+      w:close()
+      raises_here(function() ember.load(cut) end, "ember.load: '" .. cut .. "'")
+    end
+    os.remove(cut)
+  end)
+end)
