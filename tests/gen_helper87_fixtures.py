@@ -120,6 +120,68 @@ def dist_cases():
     return out
 
 
+def composite_cases():
+    """Distributions built from others, and the multivariate ones."""
+    out = []
+    t = torch.tensor
+    loc, scale = torch.randn(3, 2), torch.rand(3, 2) + 0.5
+    x = torch.randn(4, 3, 2)
+    d = D.Independent(D.Normal(loc, scale), 1)
+    out.append({"name": "comp_independent", "loc": loc, "scale": scale, "x": x, "log_prob": d.log_prob(x),
+                "entropy": d.entropy()})
+    logits, mloc, mscale = torch.randn(3, 4), torch.randn(3, 4), torch.rand(3, 4) + 0.5
+    xm = torch.randn(5, 3)
+    d = D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(mloc, mscale))
+    out.append({"name": "comp_mixture", "logits": logits, "loc": mloc, "scale": mscale, "x": xm,
+                "log_prob": d.log_prob(xm), "mean": d.mean, "variance": d.variance, "cdf": d.cdf(xm)})
+    # a mixture of diagonal 2-D Normals (Independent components)
+    mloc2, mscale2 = torch.randn(4, 2), torch.rand(4, 2) + 0.5
+    xm2 = torch.randn(5, 2)
+    d = D.MixtureSameFamily(D.Categorical(logits=logits[0]), D.Independent(D.Normal(mloc2, mscale2), 1))
+    out.append({"name": "comp_mixture_indep", "logits": logits[0], "loc": mloc2, "scale": mscale2, "x": xm2,
+                "log_prob": d.log_prob(xm2), "mean": d.mean, "variance": d.variance})
+    # exp(2 + 3 * Normal): affine then exp
+    xt = torch.rand(3, 2) * 5 + 0.1
+    d = D.TransformedDistribution(D.Normal(loc, scale), [D.AffineTransform(2.0, 3.0), D.ExpTransform()])
+    out.append({"name": "comp_transformed", "loc": loc, "scale": scale, "x": xt, "log_prob": d.log_prob(xt),
+                "cdf": d.cdf(xt)})
+    # sigmoid and tanh of a Normal
+    xs = torch.rand(3, 2) * 0.9 + 0.05
+    d = D.TransformedDistribution(D.Normal(loc, scale), [D.SigmoidTransform()])
+    out.append({"name": "comp_sigmoid", "loc": loc, "scale": scale, "x": xs, "log_prob": d.log_prob(xs)})
+    d = D.TransformedDistribution(D.Normal(loc, scale), [D.TanhTransform()])
+    out.append({"name": "comp_tanh", "loc": loc, "scale": scale, "x": xs * 2 - 1, "log_prob": d.log_prob(xs * 2 - 1)})
+    # MultivariateNormal, batched, by each of its parameters
+    A = torch.randn(2, 3, 3)
+    cov = A @ A.mT + torch.eye(3)
+    mloc = torch.randn(2, 3)
+    xv = torch.randn(4, 2, 3)
+    d = D.MultivariateNormal(mloc, covariance_matrix=cov)
+    q = D.MultivariateNormal(mloc.flip(0), covariance_matrix=cov.flip(0))
+    out.append({"name": "comp_mvn", "loc": mloc, "cov": cov, "x": xv, "log_prob": d.log_prob(xv),
+                "entropy": d.entropy(), "variance": d.variance, "scale_tril": d.scale_tril,
+                "precision": d.precision_matrix, "kl": D.kl_divergence(d, q)})
+    # LowRankMultivariateNormal
+    W, diag = torch.randn(2, 3, 2), torch.rand(2, 3) + 0.5
+    d = D.LowRankMultivariateNormal(mloc, W, diag)
+    out.append({"name": "comp_lowrank", "loc": mloc, "W": W, "diag": diag, "x": xv, "log_prob": d.log_prob(xv),
+                "entropy": d.entropy(), "variance": d.variance, "covariance": d.covariance_matrix})
+    # Categorical / OneHotCategorical (torch's 0-based values; ember's are 1-based)
+    cl = torch.randn(2, 4)
+    xc = t([[0, 3], [2, 1], [3, 3]])
+    d = D.Categorical(logits=cl)
+    out.append({"name": "comp_categorical", "logits": cl, "x": xc, "log_prob": d.log_prob(xc), "entropy": d.entropy(),
+                "kl": D.kl_divergence(d, D.Categorical(logits=cl.flip(0)))})
+    # RelaxedBernoulli / RelaxedOneHotCategorical log_prob
+    xr = t([[0.2, 0.9], [0.5, 0.01]])
+    d = D.RelaxedBernoulli(t(0.7), logits=t([0.3, -1.2]))
+    out.append({"name": "comp_relaxed_bernoulli", "logits": t([0.3, -1.2]), "x": xr, "log_prob": d.log_prob(xr)})
+    xo = t([[0.2, 0.3, 0.5], [0.9, 0.05, 0.05]])
+    d = D.RelaxedOneHotCategorical(t(0.7), logits=t([0.3, -1.2, 0.5]))
+    out.append({"name": "comp_relaxed_onehot", "logits": t([0.3, -1.2, 0.5]), "x": xo, "log_prob": d.log_prob(xo)})
+    return out
+
+
 def special_cases():
     out = []
     return out
@@ -128,4 +190,4 @@ def special_cases():
 if __name__ == "__main__":
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper87_linalg.lua")
     Writer(keys="auto").write(path, "tests/gen_helper87_fixtures.py",
-                              {"cases": linalg_cases() + dist_cases() + special_cases()})
+                              {"cases": linalg_cases() + dist_cases() + composite_cases() + special_cases()})

@@ -44,6 +44,10 @@ local distributions = {
 }
 distributions.LogitRelaxedBernoulli = distributions.RelaxedBernoulli.LogitRelaxedBernoulli
 distributions.ExpRelaxedCategorical = distributions.RelaxedOneHotCategorical.ExpRelaxedCategorical
+-- the transforms by name too, as torch.distributions has them (D.AffineTransform)
+for name, f in pairs(distributions.transforms) do
+  if name:find("Transform$") then distributions[name] = f end
+end
 local kl = require "ember.distributions.kl"
 kl._register_all()
 distributions.kl = kl
