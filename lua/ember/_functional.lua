@@ -255,8 +255,8 @@ end
 
 -- ember.pad(x, pad [, mode = "constant" [, value = 0]]) or (x, pad,
 -- {mode =, value =}): torch.nn.functional.pad. pad lists (left, right)
--- amounts from the last dim backwards; negative amounts crop (constant
--- mode). reflect, replicate and circular are an index_select per dim, so
+-- amounts from the last dim backwards; negative amounts crop (every mode,
+-- as PyTorch's). reflect, replicate and circular are an index_select per dim, so
 -- the gradient sums what was copied; constant is a cat with filled blocks.
 set("pad", function(x, pad, mode, value)
   check_tensor("pad", x)
@@ -297,14 +297,27 @@ set("pad", function(x, pad, mode, value)
       if right > 0 then parts[#parts + 1] = block(right) end
       if #parts > 1 then y = core.cat(parts, d) end
     elseif left ~= 0 or right ~= 0 then -- a (0, 0) pair leaves the dim as it is, whatever its size
-      if left < 0 or right < 0 then fail("pad", "%s padding takes amounts >= 0, got %d and %d", mode, left, right) end
+      -- negative amounts crop, as PyTorch's: reflect and replicate index the
+      -- uncropped dim (a crop on one side leaves the other side's copies as
+      -- they were); circular crops first and wraps what is left
+      if -left - right > n then fail("pad", "cropping %d of dim %d's %d elements", -left - right, d, n) end
+      if mode == "circular" and (left < 0 or right < 0) then
+        local lo, hi = math.max(-left, 0), math.max(-right, 0)
+        if lo + hi > n then fail("pad", "cropping %d of dim %d's %d elements", lo + hi, d, n) end
+        y, n, left, right = y:narrow(d, lo + 1, n - lo - hi), n - lo - hi, math.max(left, 0), math.max(right, 0)
+      end
       local limit = mode == "reflect" and n - 1 or mode == "circular" and n or math.huge
-      if n == 0 or left > limit or right > limit then
-        fail("pad", "%s padding of (%d, %d) needs more elements in dim %d than its %d", mode, left, right, d, n)
+      if (n == 0 and (left > 0 or right > 0)) or left > limit or right > limit then
+        fail("pad", "%s padding of (%d, %d) needs more elements in dim %d than its %d", mode, pad[2 * i - 1],
+          pad[2 * i], d, n)
       end
       local idx = {}
       for j = 1 - left, n + right do idx[#idx + 1] = pad_source(mode, j, n) end
-      y = y:index_select(d, core.tensor(idx, { dtype = "int64", device = y.device }))
+      if #idx == 0 then
+        y = y:narrow(d, 1, 0)
+      else
+        y = y:index_select(d, core.tensor(idx, { dtype = "int64", device = y.device }))
+      end
     end
   end
   if rawequal(y, x) then y = x:clone() end

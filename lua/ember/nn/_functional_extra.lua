@@ -54,6 +54,27 @@ function M.one_hot(labels, num_classes)
   return ember.one_hot(labels, num_classes)
 end
 
+-- torch's cross_entropy: ember.cross_entropy's fused op, or, with a class weight
+-- or class-probability targets (which it has not), nn.CrossEntropyLoss's rule
+local CE_OPTIONS = { weight = true, ignore_index = true, label_smoothing = true, reduction = true }
+function M.cross_entropy(logits, target, opts)
+  local who = "nn.functional.cross_entropy"
+  local info = ember.is_tensor(target) and ember.dtype_info(target.dtype)
+  local soft = info and info.floating
+  if opts ~= nil and type(opts) ~= "table" then
+    errors.raise("%s: options must be a table {weight =, ignore_index =, label_smoothing =, reduction =}, got %s",
+      who, type(opts))
+  end
+  if not soft and (opts == nil or opts.weight == nil) then return ember.cross_entropy(logits, target, opts) end
+  for k in pairs(opts or {}) do
+    if not CE_OPTIONS[k] then
+      errors.raise("%s: unknown option '%s' (options are: ignore_index, label_smoothing, reduction, weight)", who,
+        tostring(k))
+    end
+  end
+  return require("ember.nn.CrossEntropyLoss")(opts)(logits, target)
+end
+
 function M.mse_loss(input, target, ...)
   local o = args("nn.functional.mse_loss", { "reduction" }, ...)
   return ember.mse_loss(input, target, o.reduction or "mean")
@@ -651,8 +672,20 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, ...)
   local who = "nn.functional.ctc_loss"
   local o = args(who, { "blank", "reduction", "zero_infinity" }, ...)
   check_tensor(who, "log_probs", log_probs, true)
+  if log_probs.ndim == 2 then
+    -- PyTorch's unbatched form: [T, C], the labels [S], the lengths 0-d (or one
+    -- each); the loss is 0-d with every reduction
+    check_tensor(who, "targets", targets)
+    if targets.ndim ~= 1 then
+      errors.raise("%s: unbatched log_probs [T, C] take 1-d targets [S], got %s", who, shape_str(targets))
+    end
+    local function one(v) return ember.is_tensor(v) and v.ndim == 0 and v:view(1) or v end
+    return M.ctc_loss(log_probs:unsqueeze(2), targets:unsqueeze(1), one(input_lengths), one(target_lengths),
+      ...):reshape({})
+  end
   if log_probs.ndim ~= 3 then
-    errors.raise("%s: log_probs must be [T, N, C] (log-softmax over C), got %s", who, shape_str(log_probs))
+    errors.raise("%s: log_probs must be [T, N, C] (log-softmax over C) or unbatched [T, C], got %s", who,
+      shape_str(log_probs))
   end
   local T, N, C = log_probs.shape[1], log_probs.shape[2], log_probs.shape[3]
   local blank = o.blank == nil and 1 or o.blank
@@ -723,10 +756,14 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, ...)
     local nxt = ember.stack({ alpha, a1, a2 }, 3):logsumexp(3) + emit:select(2, t)
     alpha = ember.where(lens:ge(t), nxt, alpha)
   end
-  -- the last label or the blank after it; an empty input has no path
-  local last = {}
-  for n = 1, N do last[n] = { 2 * tl[n] + 1, math.max(2 * tl[n], 1) } end
+  -- the last label or the blank after it; an empty input has no path. An
+  -- empty target ends at the first blank only (its second end is NEG: the
+  -- same state counted twice would add log 2)
+  local last, one_end = {}, {}
+  for n = 1, N do last[n], one_end[n] = { 2 * tl[n] + 1, math.max(2 * tl[n], 1) }, { false, tl[n] == 0 } end
   local ends = alpha:gather(2, ember.tensor(last, io))
+  ends = ember.where(ember.tensor(one_end, { dtype = "bool", device = log_probs.device }), ember.full({ N, 2 }, NEG, fo),
+    ends)
   local ll = ends:logsumexp(2)
   local nll = -ll
   -- no path (ll is about NEG), or an empty input: its only path is the empty one

@@ -705,7 +705,8 @@ for _, name in ipairs { "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_
   M[name] = errors.wrap(M[name])
 end
 
--- the rest of nn.functional (activations, losses, the modules' rules as functions)
-for k, v in pairs(require "ember.nn._functional_extra") do M[k] = v end
+-- the rest of nn.functional (activations, losses, the modules' rules as functions); the
+-- core ops they call (ember.mse_loss's shapes, ember.one_hot's labels) raise at the user's line
+for k, v in pairs(require "ember.nn._functional_extra") do M[k] = errors.wrap(v) end
 
 return M

@@ -38,7 +38,7 @@ local F = {}
 -- ember's functions that are torch.nn.functional's (the same values)
 local SAME = {
   "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "softplus", "sigmoid", "tanh", "hardtanh", "hardswish",
-  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "pad", "cross_entropy", "nll_loss",
+  "hardsigmoid", "mish", "glu", "softmax", "log_softmax", "linear", "pad", "nll_loss",
   "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
   "binary_cross_entropy", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
 }
@@ -473,6 +473,24 @@ function F.one_hot(labels, num_classes) return impl.one_hot(labels, num_classes)
 -- @usage local F = ember.nn.functional
 -- print(F.mse_loss(ember.tensor{1, 2}, ember.tensor{0, 0}, {reduction = "sum"}):item())   --> 5.0
 function F.mse_loss(input, target, ...) return impl.mse_loss(input, target, ...) end
+
+--- Cross entropy, as torch.nn.functional.cross_entropy with ember's layout:
+-- `F.cross_entropy(logits, target [, {weight =, ignore_index = -100,
+-- label_smoothing = 0, reduction = "mean"}])`, logits [N, C] (or [C]) and
+-- 1-based int64 class ids [N] (or 0-d): `ember.cross_entropy`'s fused op.
+-- With a class `weight` [C], or with float targets holding class
+-- probabilities shaped like the logits, nn.CrossEntropyLoss's rule (which
+-- also takes [..., C] logits, the classes last).
+-- @tparam Tensor logits
+-- @tparam Tensor target int64 class ids, or float class probabilities
+-- @tparam[opt] table opts weight, ignore_index, label_smoothing, reduction
+-- @treturn Tensor
+-- @usage local F = ember.nn.functional
+-- local logits = ember.tensor({{2, 0, 0}, {0, 2, 0}})
+-- print(F.cross_entropy(logits, ember.tensor({1, 2}, "int64")):item() < 0.25)                      --> true
+-- print(F.cross_entropy(logits, ember.tensor({{1, 0, 0}, {0, 1, 0}})):item() < 0.25)               --> true
+-- print(F.cross_entropy(logits, ember.tensor({1, 2}, "int64"), {weight = ember.ones(3)}).shape)   --> ember.Size{}
+function F.cross_entropy(logits, target, opts) return impl.cross_entropy(logits, target, opts) end
 
 -- ---- the modules' rules as functions, and torch's activations ember had not ----
 
@@ -1101,7 +1119,9 @@ function F.adaptive_max_pool3d(x, output_size, ...) return impl.adaptive_max_poo
 -- negative log-likelihood of all alignments (the forward recursion in log
 -- space, one step of tensor ops per time step; gradients by autograd);
 -- "mean" divides each by its target length, then averages, as PyTorch.
--- An impossible target gives inf (0 with zero_infinity).
+-- An impossible target gives inf (0 with zero_infinity). PyTorch's
+-- unbatched form: log_probs [T, C], targets [S], the lengths 0-d tensors
+-- or one-element lists; the loss is 0-d.
 -- @tparam Tensor log_probs
 -- @tparam Tensor targets
 -- @param input_lengths
