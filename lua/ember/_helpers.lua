@@ -606,7 +606,9 @@ end, true)
 
 local function dim_list(op, x, dims)
   if type(dims) == "number" then dims = { dims } end
-  if type(dims) ~= "table" or #dims == 0 then fail(op, "dims must be a dim or a table of dims, got %s", type(dims)) end
+  if type(dims) ~= "table" or #dims == 0 then
+    fail(op, "dims must be a dim or a table of dims, got %s", type(dims) == "table" and "an empty table" or type(dims))
+  end
   local out, seen = {}, {}
   for i, d in ipairs(dims) do
     out[i] = check_dim(op, x, d)
@@ -619,6 +621,7 @@ end
 -- x:flip(dims): reverses the order along each of dims.
 set("flip", function(x, dims)
   check_tensor("flip", x)
+  if type(dims) == "table" and next(dims) == nil then return x:clone() end -- torch's flip(()): no dims, a copy
   if x:dim() == 0 then dim_list("flip", x, dims); return x:clone() end
   local y = x
   for _, d in ipairs(dim_list("flip", x, dims)) do
@@ -798,6 +801,22 @@ set("tile", function(x, ...)
   end
   return x:reshape(inter):expand(expanded):reshape(out)
 end, true)
+
+-- x["repeat"](x, 2, 3) / x:repeatTensor(2, 3): PyTorch's Tensor.repeat (Lua
+-- reserves the name; Torch7's repeatTensor): tile with at least x:dim() repeats.
+local function repeat_(op)
+  return function(x, ...)
+    check_tensor(op, x)
+    local reps = select("#", ...) == 1 and type((...)) == "table" and (...) or { ... }
+    if #reps < x:dim() then
+      fail(op, "the number of repeats (%d) can not be smaller than the number of dims of the tensor (%d)",
+        #reps, x:dim())
+    end
+    return x:tile(reps)
+  end
+end
+set("repeat", repeat_("repeat"), true)
+set("repeatTensor", repeat_("repeatTensor"), true)
 
 T.expand_as = guard(function(x, other) return x:expand(check_tensor("expand_as", other, "argument 2").shape) end)
 T.view_as = guard(function(x, other) return x:view(check_tensor("view_as", other, "argument 2").shape) end)

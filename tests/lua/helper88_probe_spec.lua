@@ -152,3 +152,16 @@ describe("ember.load of torch.save's legacy format (_use_new_zipfile_serializati
     os.remove(cut)
   end)
 end)
+
+describe("Tensor.repeat (x[\"repeat\"](x, ...), Torch7's repeatTensor)", function()
+  -- was: absent (x:tile only, which also takes fewer repeats than dims)
+  it("repeats along each dim, more repeats prepending dims; fewer than the dims are refused", function()
+    local x = ember.tensor({ { 1, 2 } })
+    local want = ember.tensor({ { { 1, 2, 1, 2 }, { 1, 2, 1, 2 } }, { { 1, 2, 1, 2 }, { 1, 2, 1, 2 } } })
+    assert.is_true(ember.equal(x["repeat"](x, 2, 2, 2), want))
+    assert.is_true(ember.equal(x:repeatTensor({ 2, 2, 2 }), want))
+    assert.is_true(ember.equal(ember["repeat"](x:t(), 1, 2), ember.tensor({ { 1, 1 }, { 2, 2 } })))
+    raises_here(function() x["repeat"](x, 2) end,
+      "ember.repeat: the number of repeats (1) can not be smaller than the number of dims of the tensor (2)")
+  end)
+end)
