@@ -256,5 +256,15 @@ case("put", "a:put(b, c)", lambda a, b, c: a.put(b, c), {"a": r(3, 4), "b": torc
 case("put accumulate", "a:put(b, c, true)", lambda a, b, c: a.put(b, c, accumulate=True),
      {"a": r(3, 4), "b": torch.tensor([[0, 11], [0, 5]]), "c": r(2, 2)}, idx=("b",), grad=("a", "c"))
 
+# ---- products with an input (the addmm rule), renorm, flip of no dims
+case("addmv", "a:addmv(b, c, {beta = 0.5, alpha = 2})", lambda a, b, c: a.addmv(b, c, beta=0.5, alpha=2),
+     {"a": r(2), "b": r(2, 3), "c": r(3)}, grad=("a", "b", "c"))
+case("addr", "e.addr(a, b, c)", lambda a, b, c: torch.addr(a, b, c), {"a": r(1, 3), "b": r(2), "c": r(3)}, grad=("a", "b", "c"))
+case("addbmm", "a:addbmm(b, c, {alpha = -1})", lambda a, b, c: a.addbmm(b, c, alpha=-1),
+     {"a": r(2, 3), "b": r(4, 2, 5), "c": r(4, 5, 3)}, grad=("a", "b", "c"))
+case("renorm", "a:renorm(2, 1, 1)", lambda a: a.renorm(2, 0, 1), {"a": r(3, 4)}, grad=("a",))
+case("renorm p1 dim 3", "a:renorm(1, -1, 2)", lambda a: a.renorm(1, -1, 2), {"a": r(2, 3, 4)}, grad=("a",))
+case("flip no dims", "a:flip({})", lambda a: a.flip(()), {"a": r(2, 3)})
+
 Writer(floats=zero_signed).write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
 print(len(CASES), "cases")

@@ -257,22 +257,32 @@ end)
 -- ---- products ------------------------------------------------------------------------
 
 -- ember.addmm(input, m1, m2 [, {beta = 1, alpha = 1}]): beta input + alpha m1 @ m2
--- (torch.addmm); baddbmm the same for batches [B, n, m] @ [B, m, p]. input
+-- (torch.addmm); baddbmm the same for batches [B, n, m] @ [B, m, p], addbmm
+-- with the batch summed, addmv for a matrix @ a vector, addr for the outer
+-- product of two vectors (torch.baddbmm, addbmm, addmv, addr). input
 -- broadcasts to the product's shape (a larger one is refused, as torch's);
 -- beta = 0 ignores it (its NaN and inf do not reach the result; its
 -- gradient is zeros); under ember.autocast a float32 input joins the
 -- bfloat16 product in bfloat16, as torch.autocast's addmm and baddbmm.
-local function add_product(op, input, a, b, opts, nd)
-  local names = nd == 2 and { "mat1", "mat2" } or { "batch1", "batch2" }
+local PRODUCTS = { -- the operands' names and dims, and the product
+  addmm = { "mat1", "mat2", 2, 2, function(a, b) return a:matmul(b) end },
+  baddbmm = { "batch1", "batch2", 3, 3, function(a, b) return a:matmul(b) end },
+  addbmm = { "batch1", "batch2", 3, 3, function(a, b) return a:matmul(b):sum(1) end },
+  addmv = { "mat", "vec", 2, 1, function(a, b) return a:matmul(b) end },
+  addr = { "vec1", "vec2", 1, 1, function(a, b) return core.outer(a, b) end },
+}
+local function add_product(op, input, a, b, opts)
+  local k = PRODUCTS[op]
+  local names = { k[1], k[2] }
   check_tensor(op, input, "input")
   check_tensor(op, a, names[1])
   check_tensor(op, b, names[2])
   opts = check_opts(op, opts, { beta = true, alpha = true })
-  if a:dim() ~= nd or b:dim() ~= nd then
-    fail(op, "expected %d-d operands, got %s and %s", nd, shape_str(a), shape_str(b))
+  if a:dim() ~= k[3] or b:dim() ~= k[4] then
+    fail(op, "expected %d-d and %d-d operands, got %s and %s", k[3], k[4], shape_str(a), shape_str(b))
   end
   local beta, alpha = opts.beta or 1, opts.alpha or 1
-  local prod = a:matmul(b)
+  local prod = k[5](a, b)
   local ps, is = prod.shape, input.shape
   local fits = #is <= #ps
   for i = 1, #is do
@@ -287,8 +297,9 @@ local function add_product(op, input, a, b, opts, nd)
   if beta == 0 then return prod + (input * 0):nan_to_num() end -- input's gradient: zeros
   return (beta == 1 and input or input * beta) + prod
 end
-set("addmm", function(input, m1, m2, opts) return add_product("addmm", input, m1, m2, opts, 2) end, true)
-set("baddbmm", function(input, b1, b2, opts) return add_product("baddbmm", input, b1, b2, opts, 3) end, true)
+for op in pairs(PRODUCTS) do
+  set(op, function(input, a, b, opts) return add_product(op, input, a, b, opts) end, true)
+end
 
 -- ember.cross(a, b [, dim]): the cross product of 3-vectors along dim (the
 -- first dim of size 3 by default, as torch.cross / torch.linalg.cross -1).

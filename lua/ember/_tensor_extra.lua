@@ -3,7 +3,7 @@
 -- names), sinc, signbit, copysign, isposinf / isneginf, fmax / fmin,
 -- logaddexp2, float_power, heaviside, dist, cov, corrcoef, block_diag,
 -- diagflat, column_stack / row_stack, hsplit / vsplit / dsplit,
--- trapezoid, vander, combinations, gcd / lcm, put. Functions and, where
+-- trapezoid, vander, combinations, gcd / lcm, put, renorm. Functions and, where
 -- torch has one, tensor methods. ember/_tensor_more.lua loads it.
 local core = require "ember.core"
 local helpers = require "ember._helpers"
@@ -328,6 +328,25 @@ set("lcm", int_pair("lcm", function(a, b)
   local g = gcd1(a, b)
   return g == 0 and 0 or math.abs(a // g * b)
 end), true)
+
+-- x:renorm(p, dim, maxnorm): each slice along dim whose p-norm exceeds
+-- maxnorm scaled down to it, by maxnorm / (norm + 1e-7) as torch.renorm. Differentiable.
+set("renorm", function(x, p, dim, maxnorm)
+  local op = "renorm"
+  check_tensor(op, x)
+  if not x:is_floating_point() then fail(op, "expected a float tensor, got %s", x.dtype) end
+  if type(p) ~= "number" or p <= 0 then fail(op, "p must be a number > 0, got %s", tostring(p)) end
+  if type(maxnorm) ~= "number" or maxnorm < 0 then fail(op, "maxnorm must be a number >= 0, got %s", tostring(maxnorm)) end
+  local d = dim_of(op, x, dim)
+  if x:dim() <= 1 then -- each slice is one element
+    local a = x:abs()
+    return x * core.where(a:gt(maxnorm), maxnorm / (a + 1e-7), full_like(x, 1))
+  end
+  local others = {}
+  for i = 1, x:dim() do if i ~= d then others[#others + 1] = i end end
+  local norm = x:norm(p, others, true)
+  return x * core.where(norm:gt(maxnorm), maxnorm / (norm + 1e-7), full_like(norm, 1))
+end, true)
 
 -- x:put(index, source [, accumulate = false]): x (a copy) with x's
 -- flattened elements at the 1-based positions index set to (or, with
