@@ -130,3 +130,40 @@ describe("helper86: nn.functional's core-op errors at the caller's line", functi
       "ember.one_hot: label 5 at {2} is out of range 1..4 (1-based)")
   end)
 end)
+
+describe("helper86: torch's inplace argument of the dropouts, selu, celu, threshold and rrelu", function()
+  local x = ember.tensor({ { 0.1, 0.5, -0.3 }, { 1.2, -0.7, 0.4 } }, "float64")
+  it("by position or by name; true puts the result into the input", function()
+    local cases = {
+      { function(y, ip) return F.dropout(y, 0.5, false, ip) end, function(y) return y end },
+      { function(y, ip) return F.dropout(y, { p = 0.5, training = false, inplace = ip }) end, function(y) return y end },
+      { function(y, ip) return F.dropout1d(y, 0.5, false, ip) end, function(y) return y end },
+      { function(y, ip) return F.dropout2d(y:view(1, 2, 3), { training = false, inplace = ip }) end, function(y) return y end },
+      { function(y, ip) return F.alpha_dropout(y, 0.5, false, ip) end, function(y) return y end },
+      { function(y, ip) return F.feature_alpha_dropout(y, { training = false, inplace = ip }) end, function(y) return y end },
+      { function(y, ip) return F.selu(y, ip) end, function(y) return ember.elu(y, 1.6732632423543772) * 1.0507009873554805 end },
+      { function(y, ip) return F.celu(y, { alpha = 0.5, inplace = ip }) end, function(y) return ember.elu(y / 0.5) * 0.5 end },
+      { function(y, ip) return F.threshold(y, 0.2, -1, ip) end,
+        function(y) return ember.where(y:gt(0.2), y, ember.full_like(y, -1)) end },
+      { function(y, ip) return F.rrelu(y, 0.1, 0.3, false, ip) end, function(y) return ember.leaky_relu(y, 0.2) end },
+    }
+    for i, c in ipairs(cases) do
+      local want = c[2](x)
+      local kept = x:clone()
+      local out = c[1](kept, false)
+      assert(ember.allclose(out:reshape(2, 3), want), "case " .. i .. " inplace=false")
+      assert(ember.equal(kept, x), "case " .. i .. ": inplace=false changed the input")
+      local y = x:clone()
+      local got = c[1](y, true)
+      assert(ember.allclose(y, want), "case " .. i .. ": inplace=true left the input")
+      assert(ember.allclose(got:reshape(2, 3), want), "case " .. i .. " inplace=true result")
+    end
+  end)
+
+  it("is differentiable through a non-leaf and refused on a leaf that requires grad", function()
+    gradcheck.check(function(a) return F.celu(a * 1, { alpha = 0.7, inplace = true }) end, { x:clone() })
+    gradcheck.check(function(a) return F.threshold(a * 1, 0.2, -1, true) end, { x:clone() })
+    raises_here(function() F.dropout(ember.ones(2):requires_grad_(), 0.5, true, true) end, "in-place operation")
+    raises_here(function() F.dropout(x, 0.5, true, 1) end, "nn.functional.dropout: inplace must be true or false, got 1")
+  end)
+end)

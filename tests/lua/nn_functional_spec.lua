@@ -639,7 +639,7 @@ describe("errors name the function at the caller's line", function()
     raises_here(function() F.celu(x, { alpha = 0 }) end, "nn.functional.celu: alpha must be a nonzero number")
     raises_here(function() F.softsign(ember.tensor({ 1 }, { dtype = "int64" })) end,
       "nn.functional.softsign: input must be floating-point, got int64")
-    raises_here(function() F.dropout(x, { p = 0.5, inplace = true }) end, "nn.functional.dropout: unknown option 'inplace'")
+    raises_here(function() F.dropout(x, { p = 0.5, in_place = true }) end, "nn.functional.dropout: unknown option 'in_place'")
     raises_here(function() F.leaky_relu(x, { slope = 0.2 }) end, "ember.leaky_relu: unknown option 'slope'")
   end)
 

@@ -95,15 +95,23 @@ function M.prelu(x, weight)
   return require("ember.nn.PReLU")._prelu(who, x, weight)
 end
 
+-- torch's `inplace` argument (the last, by position or name): true puts y into x
+-- (a copy_, recorded by autograd as ember's in-place ops are), as F.relu_ and the like
+local function inplace_if(who, o, x, y)
+  check_bool(who, "inplace", o.inplace)
+  if o.inplace then return x:copy_(y) end
+  return y
+end
+
 function M.dropout2d(x, ...)
   local who = "nn.functional.dropout2d"
-  local o = args(who, { "p", "training" }, ...)
+  local o = args(who, { "p", "training", "inplace" }, ...)
   local p = o.p == nil and 0.5 or o.p
   if type(p) ~= "number" or p < 0 or p >= 1 then
     errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p))
   end
   check_bool(who, "training", o.training)
-  return require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false)
+  return inplace_if(who, o, x, require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false))
 end
 
 function M.pixel_shuffle(x, upscale_factor)
@@ -187,20 +195,22 @@ end
 
 local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
-function M.selu(x)
-  check_tensor("nn.functional.selu", "input", x, true)
-  return ember.elu(x, SELU_ALPHA) * SELU_SCALE
+function M.selu(x, ...)
+  local who = "nn.functional.selu"
+  local o = args(who, { "inplace" }, ...)
+  check_tensor(who, "input", x, true)
+  return inplace_if(who, o, x, ember.elu(x, SELU_ALPHA) * SELU_SCALE)
 end
 
 function M.celu(x, ...)
   local who = "nn.functional.celu"
-  local o = args(who, { "alpha" }, ...)
+  local o = args(who, { "alpha", "inplace" }, ...)
   check_tensor(who, "input", x, true)
   local alpha = o.alpha or 1
   if type(alpha) ~= "number" or alpha == 0 then
     errors.raise("%s: alpha must be a nonzero number, got %s", who, tostring(alpha))
   end
-  return ember.elu(x / alpha) * alpha
+  return inplace_if(who, o, x, ember.elu(x / alpha) * alpha)
 end
 
 function M.tanhshrink(x)
@@ -208,12 +218,12 @@ function M.tanhshrink(x)
   return x - x:tanh()
 end
 
-function M.threshold(x, threshold, value)
+function M.threshold(x, threshold, value, inplace)
   local who = "nn.functional.threshold"
   check_tensor(who, "input", x, true)
   check_number(who, "threshold", threshold)
   check_number(who, "value", value)
-  return ember.where(x:gt(threshold), x, ember.full_like(x, value))
+  return inplace_if(who, { inplace = inplace }, x, ember.where(x:gt(threshold), x, ember.full_like(x, value)))
 end
 
 function M.hardshrink(x, ...)
@@ -231,8 +241,9 @@ function M.softshrink(x, ...)
 end
 
 function M.dropout(x, ...)
-  local o = args("nn.functional.dropout", { "p", "training" }, ...)
-  return ember.dropout(x, o.p == nil and 0.5 or o.p, o.training ~= false)
+  local who = "nn.functional.dropout"
+  local o = args(who, { "p", "training", "inplace" }, ...)
+  return inplace_if(who, o, x, ember.dropout(x, o.p == nil and 0.5 or o.p, o.training ~= false))
 end
 
 function M.normalize(x, ...)
@@ -499,13 +510,13 @@ end
 
 local function channel_dropout(nd, x, ...)
   local who = "nn.functional.dropout" .. nd .. "d"
-  local o = args(who, { "p", "training" }, ...)
+  local o = args(who, { "p", "training", "inplace" }, ...)
   local p = o.p == nil and 0.5 or o.p
   if type(p) ~= "number" or p < 0 or p >= 1 then
     errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p))
   end
   check_bool(who, "training", o.training)
-  return require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false, nd)
+  return inplace_if(who, o, x, require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false, nd))
 end
 
 function M.dropout1d(x, ...) return channel_dropout(1, x, ...) end
@@ -513,8 +524,7 @@ function M.dropout3d(x, ...) return channel_dropout(3, x, ...) end
 
 local SELU_NEG = 1.7580993408473766 -- SELU's scale * alpha: where alpha dropout drops to
 
-local function alpha_dropout(who, feature, x, ...)
-  local o = args(who, { "p", "training" }, ...)
+local function alpha_dropout_of(who, feature, x, o)
   check_tensor(who, "input", x, true)
   local p = o.p == nil and 0.5 or o.p
   if type(p) ~= "number" or p < 0 or p > 1 then
@@ -530,6 +540,11 @@ local function alpha_dropout(who, feature, x, ...)
   local keep = ember.dropout(ember.ones(shape, { dtype = x.dtype, device = x.device }), p, true) * (1 - p)
   local a = 1 / math.sqrt((SELU_NEG * SELU_NEG * p + 1) * (1 - p))
   return x * keep * a + (keep - 1) * (SELU_NEG * a) + SELU_NEG * a * p
+end
+
+local function alpha_dropout(who, feature, x, ...)
+  local o = args(who, { "p", "training", "inplace" }, ...)
+  return inplace_if(who, o, x, alpha_dropout_of(who, feature, x, o))
 end
 
 function M.alpha_dropout(x, ...) return alpha_dropout("nn.functional.alpha_dropout", false, x, ...) end
@@ -636,17 +651,17 @@ end
 
 function M.rrelu(x, ...)
   local who = "nn.functional.rrelu"
-  local o = args(who, { "lower", "upper", "training" }, ...)
+  local o = args(who, { "lower", "upper", "training", "inplace" }, ...)
   check_tensor(who, "input", x, true)
   local lower, upper = o.lower or 1 / 8, o.upper or 1 / 3
   check_number(who, "lower", lower)
   check_number(who, "upper", upper)
   if lower > upper then errors.raise("%s: lower (%g) must not exceed upper (%g)", who, lower, upper) end
   check_bool(who, "training", o.training)
-  if not o.training then return ember.leaky_relu(x, (lower + upper) / 2) end
+  if not o.training then return inplace_if(who, o, x, ember.leaky_relu(x, (lower + upper) / 2)) end
   -- a slope drawn from U(lower, upper) for each element (used where x < 0)
   local slope = ember.rand_like(x) * (upper - lower) + lower
-  return ember.where(x:ge(0), x, x * slope)
+  return inplace_if(who, o, x, ember.where(x:ge(0), x, x * slope))
 end
 
 -- ---- connectionist temporal classification --------------------------------------

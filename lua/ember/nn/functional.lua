@@ -512,11 +512,13 @@ function F.softsign(x) return impl.softsign(x) end
 function F.prelu(x, weight) return impl.prelu(x, weight) end
 
 --- Channel dropout, as torch.nn.functional.dropout2d: `F.dropout2d(x [, p=0.5,
--- training=true])` (or an options table): each channel of [N, C, H, W]
+-- training=true, inplace=false])` (or an options table): each channel of [N, C, H, W]
 -- (or [C, H, W]) zeroed whole with probability p, the rest scaled by
--- 1 / (1 - p); x itself when not training. nn.Dropout2d's forward.
+-- 1 / (1 - p); x itself when not training. nn.Dropout2d's forward. torch's
+-- inplace (here and in every dropout, selu, celu, threshold and rrelu): true
+-- puts the result into x, as `F.relu_` and the like.
 -- @tparam Tensor x
--- @param[opt] ... p, training, or an options table
+-- @param[opt] ... p, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.dropout2d(ember.ones(2, 3, 4, 4), 0.5, false):sum():item())   --> 96.0
@@ -606,16 +608,18 @@ function F.logsigmoid(x) return impl.logsigmoid(x) end
 -- print(F.softmin(ember.tensor{0, math.log(3)}, 1))   --> tensor([0.7500, 0.2500], shape=[2], dtype=float32, device=cpu)
 function F.softmin(x, ...) return impl.softmin(x, ...) end
 
---- scale * elu(x, alpha) with PyTorch's constants (alpha 1.6733, scale 1.0507), as torch.nn.functional.selu.
+--- scale * elu(x, alpha) with PyTorch's constants (alpha 1.6733, scale 1.0507), as torch.nn.functional.selu:
+-- `F.selu(x [, inplace=false])`.
 -- @tparam Tensor x
+-- @param[opt] ... inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.selu(ember.tensor{1}):item())   --> 1.0507010221481
-function F.selu(x) return impl.selu(x) end
+function F.selu(x, ...) return impl.selu(x, ...) end
 
---- max(0, x) + min(0, alpha (e^(x / alpha) - 1)), as torch.nn.functional.celu: `F.celu(x [, alpha=1])` (or {alpha =}).
+--- max(0, x) + min(0, alpha (e^(x / alpha) - 1)), as torch.nn.functional.celu: `F.celu(x [, alpha=1, inplace=false])` (or {alpha =, inplace =}).
 -- @tparam Tensor x
--- @param[opt] ... alpha, or an options table
+-- @param[opt] ... alpha, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.celu(ember.tensor{2, -100}, 2))   --> tensor([ 2.0000, -2.0000], shape=[2], dtype=float32, device=cpu)
@@ -628,14 +632,15 @@ function F.celu(x, ...) return impl.celu(x, ...) end
 -- print(F.tanhshrink(ember.tensor{0}):item())   --> 0.0
 function F.tanhshrink(x) return impl.tanhshrink(x) end
 
---- x where x > threshold, value elsewhere, as torch.nn.functional.threshold: `F.threshold(x, threshold, value)`.
+--- x where x > threshold, value elsewhere, as torch.nn.functional.threshold: `F.threshold(x, threshold, value [, inplace=false])`.
 -- @tparam Tensor x
 -- @number threshold
 -- @number value
+-- @bool[opt] inplace
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.threshold(ember.tensor{1, 3}, 2, -1))   --> tensor([-1.0000, 3.0000], shape=[2], dtype=float32, device=cpu)
-function F.threshold(x, threshold, value) return impl.threshold(x, threshold, value) end
+function F.threshold(x, threshold, value, inplace) return impl.threshold(x, threshold, value, inplace) end
 
 --- x where |x| > lambd, 0 elsewhere, as torch.nn.functional.hardshrink: `F.hardshrink(x [, lambd=0.5])` (or {lambd =}).
 -- @tparam Tensor x
@@ -655,10 +660,10 @@ function F.hardshrink(x, ...) return impl.hardshrink(x, ...) end
 function F.softshrink(x, ...) return impl.softshrink(x, ...) end
 
 --- Dropout, as torch.nn.functional.dropout: `F.dropout(x [, p=0.5,
--- training=true])` by position (`ember.dropout`, which this calls) or as
--- `{p =, training =}`.
+-- training=true, inplace=false])` by position (`ember.dropout`, which this calls) or as
+-- `{p =, training =, inplace =}`.
 -- @tparam Tensor x
--- @param[opt] ... p, training, or an options table
+-- @param[opt] ... p, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.dropout(ember.ones(4), {p = 0.5, training = false}))   --> tensor([1.0000, 1.0000, 1.0000, 1.0000], shape=[4], dtype=float32, device=cpu)
@@ -835,31 +840,31 @@ function F.lp_pool1d(x, norm_type, kernel_size, ...) return impl.lp_pool1d(x, no
 function F.local_response_norm(x, size, ...) return impl.local_response_norm(x, size, ...) end
 
 --- Channel dropout of [N, C, L] (or [C, L]), as torch.nn.functional.dropout1d:
--- `F.dropout1d(x [, p=0.5, training=true])` (see dropout2d).
+-- `F.dropout1d(x [, p=0.5, training=true, inplace=false])` (see dropout2d).
 -- @tparam Tensor x
--- @param[opt] ... p, training, or an options table
+-- @param[opt] ... p, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.dropout1d(ember.ones(2, 3, 5), 0.5, false):sum():item())   --> 30.0
 function F.dropout1d(x, ...) return impl.dropout1d(x, ...) end
 
 --- Channel dropout of [N, C, D, H, W] (or [C, D, H, W]), as
--- torch.nn.functional.dropout3d: `F.dropout3d(x [, p=0.5, training=true])`.
+-- torch.nn.functional.dropout3d: `F.dropout3d(x [, p=0.5, training=true, inplace=false])`.
 -- @tparam Tensor x
--- @param[opt] ... p, training, or an options table
+-- @param[opt] ... p, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.dropout3d(ember.ones(1, 2, 2, 2, 2), {training = false}):sum():item())   --> 16.0
 function F.dropout3d(x, ...) return impl.dropout3d(x, ...) end
 
 --- Alpha dropout (for SELU networks), as torch.nn.functional.alpha_dropout:
--- `F.alpha_dropout(x [, p=0.5, training=true])`: each element dropped with
+-- `F.alpha_dropout(x [, p=0.5, training=true, inplace=false])`: each element dropped with
 -- probability p to SELU's negative saturation, then an affine map that
 -- keeps the mean and variance of unit-normal input, as PyTorch's.
 -- Defaults as PyTorch's: training=true unless given (torch's default is false here:
 -- `F.alpha_dropout(x, p)` is x there; give training explicitly to be sure).
 -- @tparam Tensor x
--- @param[opt] ... p, training, or an options table
+-- @param[opt] ... p, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.alpha_dropout(ember.ones(3), 0.2, false))   --> tensor([1.0000, 1.0000, 1.0000], shape=[3], dtype=float32, device=cpu)
@@ -867,7 +872,7 @@ function F.alpha_dropout(x, ...) return impl.alpha_dropout(x, ...) end
 
 --- Alpha dropout of whole channels of [N, C, *], as torch.nn.functional.feature_alpha_dropout.
 -- @tparam Tensor x
--- @param[opt] ... p, training, or an options table
+-- @param[opt] ... p, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.feature_alpha_dropout(ember.randn(2, 4, 3), 0.5).shape)   --> ember.Size{2, 4, 3}
@@ -937,11 +942,11 @@ function F.triplet_margin_with_distance_loss(anchor, positive, negative, ...)
 end
 
 --- The randomized leaky ReLU, as torch.nn.functional.rrelu: `F.rrelu(x [,
--- lower=1/8, upper=1/3, training=false])` (or an options table): while
+-- lower=1/8, upper=1/3, training=false, inplace=false])` (or an options table): while
 -- training each negative element's slope is drawn from U(lower, upper),
 -- else it is (lower + upper) / 2.
 -- @tparam Tensor x
--- @param[opt] ... lower, upper, training, or an options table
+-- @param[opt] ... lower, upper, training, inplace, or an options table
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.rrelu(ember.tensor{-1, 2}, 0.2, 0.4))   --> tensor([-0.3000,  2.0000], shape=[2], dtype=float32, device=cpu)
