@@ -165,3 +165,37 @@ describe("Tensor.repeat (x[\"repeat\"](x, ...), Torch7's repeatTensor)", functio
       "ember.repeat: the number of repeats (1) can not be smaller than the number of dims of the tensor (2)")
   end)
 end)
+
+describe("nn.utils.rnn.pack_sequence, unpack_sequence and unpad_sequence (torch 1.13's)", function()
+  local R = nn.utils.rnn
+  local a, b, c = ember.arange(6):view(3, 2), ember.arange(2):view(1, 2) + 10, ember.arange(4):view(2, 2) + 20
+  -- was: absent
+  it("pack_sequence packs as pack_padded_sequence(pad_sequence(...)); the RNNs take it", function()
+    local p = R.pack_sequence({ a, b, c }, { enforce_sorted = false })
+    assert.are.same({ 3, 2, 1 }, p.batch_sizes:totable()) -- torch: tensor([3, 2, 1])
+    assert.are.same({ 1, 3, 2 }, p.sorted_indices:totable()) -- torch: tensor([0, 2, 1]), 0-based
+    local want = R.pack_padded_sequence(R.pad_sequence({ a, b, c }), { 3, 1, 2 }, { enforce_sorted = false })
+    assert.is_true(ember.equal(p.data, want.data))
+    local gru = nn.GRU(2, 3)
+    local _, h1 = gru(p)
+    local _, h2 = gru(want)
+    assert.is_true(ember.equal(h1, h2))
+    assert.is_true(ember.equal(R.pack_sequence({ a, c, b }).data, R.pack_sequence({ a, c, b }, true).data))
+    raises_here(function() R.pack_sequence({ a, b, c }) end,
+      "nn.utils.rnn.pack_sequence: the sequences must be sorted by decreasing length when enforce_sorted is true "
+      .. "(sequence 3 has 2 steps after 1)")
+    raises_here(function() R.pack_sequence({ a }, { batch_first = true }) end,
+      "nn.utils.rnn.pack_sequence: unknown option 'batch_first'")
+  end)
+
+  it("unpack_sequence and unpad_sequence give the sequences back in the batch's order", function()
+    local seqs = R.unpack_sequence(R.pack_sequence({ a, b, c }, { enforce_sorted = false }))
+    assert.are.equal(3, #seqs)
+    for i, s in ipairs({ a, b, c }) do assert.is_true(ember.equal(seqs[i], s), i) end
+    local un = R.unpad_sequence(R.pad_sequence({ a, b, c }, { batch_first = true }),
+      ember.tensor({ 3, 1, 2 }, { dtype = "int64" }), true)
+    for i, s in ipairs({ a, b, c }) do assert.is_true(ember.equal(un[i], s), i) end
+    raises_here(function() R.unpad_sequence(R.pad_sequence({ a, b }), { 3, 4 }) end,
+      "nn.utils.rnn.unpad_sequence: length 2 is 4, outside 0..3")
+  end)
+end)

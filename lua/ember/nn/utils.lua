@@ -120,8 +120,9 @@ function M.vector_to_parameters(vec, parameters)
   end)
 end
 
---- nn.utils.rnn: torch.nn.utils.rnn's pad_sequence, pack_padded_sequence and
--- pad_packed_sequence (nn.RNN, nn.LSTM and nn.GRU take a PackedSequence).
+--- nn.utils.rnn: torch.nn.utils.rnn's pad_sequence, pack_padded_sequence,
+-- pad_packed_sequence, pack_sequence, unpack_sequence and unpad_sequence
+-- (nn.RNN, nn.LSTM and nn.GRU take a PackedSequence).
 M.rnn = {}
 local packed = require "ember.nn._packed"
 M.rnn.PackedSequence = packed.PackedSequence
@@ -217,6 +218,71 @@ end
 -- print(x:view(2, 3):totable()[2][2], len:totable()[2])   --> -1.0 1
 function M.rnn.pad_packed_sequence(sequence, opts, padding_value, total_length)
   return packed.pad_packed_sequence(sequence, opts, padding_value, total_length)
+end
+
+--- nn.utils.rnn.pack_sequence(sequences [, {enforce_sorted = true}]): torch.nn.utils.rnn.pack_sequence,
+-- the tensors [L_i, *] packed as pack_padded_sequence(pad_sequence(sequences), their lengths).
+-- With enforce_sorted the lengths must not increase; torch's positional enforce_sorted works too.
+-- @tparam table sequences a list of tensors
+-- @tparam[opt] table opts
+-- @treturn PackedSequence
+-- @usage local nn = require "ember.nn"
+-- local p = nn.utils.rnn.pack_sequence({ember.ones(1, 2), ember.ones(3, 2)}, {enforce_sorted = false})
+-- print(table.concat(p.batch_sizes:totable(), " "))   --> 2 1 1
+function M.rnn.pack_sequence(sequences, opts)
+  local op = "nn.utils.rnn.pack_sequence"
+  if type(opts) == "boolean" then opts = { enforce_sorted = opts } end
+  if opts ~= nil and type(opts) ~= "table" then raise("%s: options must be a table {enforce_sorted =}, got %s", op, type(opts)) end
+  for k in pairs(opts or {}) do
+    if k ~= "enforce_sorted" then raise("%s: unknown option '%s' (the option is enforce_sorted)", op, tostring(k)) end
+  end
+  local padded = M.rnn.pad_sequence(sequences)
+  local lengths, sorted = {}, not opts or opts.enforce_sorted ~= false
+  for i, sq in ipairs(sequences) do
+    lengths[i] = sq:size(1)
+    if sorted and i > 1 and lengths[i] > lengths[i - 1] then
+      raise("%s: the sequences must be sorted by decreasing length when enforce_sorted is true (sequence %d has %d "
+        .. "steps after %d); pass {enforce_sorted = false} for any order", op, i, lengths[i], lengths[i - 1])
+    end
+  end
+  return packed.pack_padded_sequence(padded, lengths, { enforce_sorted = sorted })
+end
+
+--- nn.utils.rnn.unpad_sequence(padded, lengths [, batch_first = false]): torch.nn.utils.rnn.unpad_sequence,
+-- the list of the sequences [L_i, *] cut from the padded batch [L, N, *] ([N, L, *] with batch_first).
+-- @tparam Tensor padded
+-- @param lengths a tensor or list of N integers
+-- @tparam[opt] bool|table batch_first (or `{batch_first =}`)
+-- @treturn table the sequences (views)
+function M.rnn.unpad_sequence(padded, lengths, batch_first)
+  local op = "nn.utils.rnn.unpad_sequence"
+  if type(batch_first) == "table" then batch_first = batch_first.batch_first end
+  if not core.is_tensor(padded) or padded:dim() < 2 then
+    raise("%s: padded must be a tensor of at least 2 dims ([L, N, *], or [N, L, *] with batch_first), got %s", op,
+      core.is_tensor(padded) and (padded:dim() .. "-d") or type(padded))
+  end
+  local x = batch_first and padded:transpose(1, 2) or padded
+  if core.is_tensor(lengths) then lengths = lengths:totable() end
+  if type(lengths) ~= "table" or #lengths ~= x:size(2) then
+    raise("%s: lengths must give one length per sequence (%d)", op, x:size(2))
+  end
+  local out = {}
+  for i, n in ipairs(lengths) do
+    if math.type(n) ~= "integer" or n < 0 or n > x:size(1) then
+      raise("%s: length %d is %s, outside 0..%d", op, i, tostring(n), x:size(1))
+    end
+    out[i] = x:select(2, i):narrow(1, 1, n)
+  end
+  return out
+end
+
+--- nn.utils.rnn.unpack_sequence(packed_sequences): torch.nn.utils.rnn.unpack_sequence, the list of
+-- the sequences [L_i, *] of a PackedSequence, in the batch's original order.
+-- @tparam PackedSequence packed_sequences
+-- @treturn table the sequences
+function M.rnn.unpack_sequence(packed_sequences)
+  local padded, lengths = packed.pad_packed_sequence(packed_sequences)
+  return M.rnn.unpad_sequence(padded, lengths)
 end
 
 M.parametrize = require "ember.nn.parametrize"
