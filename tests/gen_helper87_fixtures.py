@@ -183,7 +183,47 @@ def composite_cases():
 
 
 def special_cases():
+    """torch.special at its edges: 0, negatives, tails, inf, nan."""
     out = []
+    t = torch.tensor
+    inf, nan = math.inf, math.nan
+    x = t([0.0, 1e-300, 0.3, -0.3, 1.5, -1.5, 2.0, 2.5, -2.5, 5.0, -5.0, 10.0, -10.0, 27.0, -27.0,
+           40.0, -40.0, 1e10, -1e10, inf, -inf, nan])
+    S = torch.special
+    for name in ["erfc", "erfcx", "ndtr", "log_ndtr", "i0", "i0e", "i1", "i1e", "entr", "expit", "gammaln",
+                 "digamma", "sinc"]:
+        out.append({"name": "special_" + name, "x": x, "out": getattr(S, name)(x)})
+    i = t([0.5, 3.0, 15.0, 29.0, 31.0, 60.0, 300.0, -31.0, -15.0])
+    for name in ["i0", "i0e", "i1", "i1e"]:
+        out.append({"name": "special_%s_range" % name, "x": i, "out": getattr(S, name)(i)})
+    p = t([0.0, 1e-300, 1e-20, 1e-5, 0.02, 0.3, 0.5, 0.7, 0.975, 1 - 1e-10, 1.0, 1.5, -0.1, nan])
+    out.append({"name": "special_ndtri", "x": p, "out": S.ndtri(p)})
+    zx = t([1.0, 1.5, 2.0, 3.0, 4.5, 10.0, 0.5, 2.0, 2.0, 2.0, 2.0, 60.0, nan])
+    zq = t([1.0, 2.0, 1.0, 0.5, 3.0, 7.0, 1.0, -1.0, -1.5, 0.0, 1e-3, 2.0, 1.0])
+    out.append({"name": "special_zeta", "x": zx, "q": zq, "out": S.zeta(zx, zq)})
+    px = t([0.25, 1.0, 3.7, 20.0, -1.5, 0.0])
+    for n in [0, 1, 2, 3, 5]:
+        out.append({"name": "special_polygamma_%d" % n, "n": n, "x": px, "out": S.polygamma(n, px)})
+    # torch's trigamma (polygamma 1) is good to about 1e-10: mpmath's values too
+    import mpmath
+    mpmath.mp.dps = 30
+    out.append({"name": "special_trigamma_mpmath", "x": px[:5],
+                "out": t([float(mpmath.polygamma(1, v)) for v in px[:5].tolist()])})
+    out.append({"name": "special_multigammaln", "x": t([2.5, 3.0, 10.0]), "p": 3,
+                "out": S.multigammaln(t([2.5, 3.0, 10.0]), 3)})
+    xa, ya = t([0.0, 0.0, 0.0, 2.0, -1.0, 3.0]), t([-1.0, nan, 0.0, 1.0, -0.5, inf])
+    out.append({"name": "special_xlog1py", "x": xa, "y": ya, "out": S.xlog1py(xa, ya)})
+    out.append({"name": "special_xlogy", "x": xa, "y": ya + 1, "out": S.xlogy(xa, ya + 1)})
+    lx = t([0.0, 1.0, 0.5, 1e-8, -1.0, 2.0])
+    out.append({"name": "special_logit_eps", "x": lx, "eps": 1e-6, "out": S.logit(lx, eps=1e-6)})
+    # gradients of sum(f(x) * R) (away from the branch points)
+    g = t([-12.0, -3.0, -0.7, 0.4, 1.3, 2.6, 8.0])
+    for name in ["erfc", "erfcx", "ndtr", "log_ndtr", "i0", "i0e", "i1", "i1e", "entr"]:
+        xs = g.abs() + 0.1 if name == "entr" else g
+        out.append(grad_case("special_grad_" + name, getattr(S, name), [xs]))
+    out.append(grad_case("special_grad_ndtri", S.ndtri, [t([1e-12, 0.01, 0.3, 0.6, 0.999])]))
+    out.append(grad_case("special_grad_zeta", lambda q: S.zeta(t(3.0), q), [t([0.3, 1.0, 4.5])]))
+    out.append(grad_case("special_grad_polygamma", lambda x: S.polygamma(2, x), [t([0.3, 1.0, 4.5])]))
     return out
 
 
