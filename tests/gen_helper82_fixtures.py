@@ -266,5 +266,22 @@ case("renorm", "a:renorm(2, 1, 1)", lambda a: a.renorm(2, 0, 1), {"a": r(3, 4)},
 case("renorm p1 dim 3", "a:renorm(1, -1, 2)", lambda a: a.renorm(1, -1, 2), {"a": r(2, 3, 4)}, grad=("a",))
 case("flip no dims", "a:flip({})", lambda a: a.flip(()), {"a": r(2, 3)})
 
+# ---- erfc, aliases, sum_to_size, cumulative_trapezoid
+case("erfc", "a:erfc()", lambda a: a.erfc(),
+     {"a": torch.tensor([-30, -3, -0.2, -0.0, 0, 1e-10, 0.1, 1, 2.4, 2.5, 2.6, 3, 6, 10, 26, 30, NAN, float("inf")], dtype=D)})
+case("erfc grad", "e.erfc(a)", lambda a: torch.erfc(a), {"a": r(3, 4) * 3}, grad=("a",))
+case("comparison aliases", "a:greater(b), a:greater_equal(b), e.less(a, b), a:less_equal(0), a:not_equal(b)",
+     lambda a, b: (a.greater(b), a.greater_equal(b), torch.less(a, b), a.less_equal(0), a.not_equal(b)),
+     {"a": torch.tensor([1., 2, NAN, 0], dtype=D), "b": torch.tensor([2., 2, 1, -1], dtype=D)})
+case("rsub", "e.rsub(a, b, {alpha = 2})", lambda a, b: torch.rsub(a, b, alpha=2), {"a": r(3), "b": r(2, 3)}, grad=("a", "b"))
+case("rsub number", "e.rsub(a, 1)", lambda a: torch.rsub(a, 1), {"a": torch.tensor([3, -1])})
+case("sum_to_size", "a:sum_to_size(3, 1)", lambda a: a.sum_to_size(3, 1), {"a": r(2, 3, 4)}, grad=("a",))
+case("sum_to_size table", "a:sum_to_size({4})", lambda a: a.sum_to_size((4,)), {"a": r(2, 3, 4)})
+case("cumulative_trapezoid", "e.cumulative_trapezoid(a)", lambda a: torch.cumulative_trapezoid(a), {"a": r(3, 5)}, grad=("a",))
+case("cumulative_trapezoid x dim", "e.cumulative_trapezoid(a, b, {dim = 1})",
+     lambda a, b: torch.cumulative_trapezoid(a, b, dim=0), {"a": r(4, 2), "b": torch.tensor([0., 0.5, 2, 2.5], dtype=D)},
+     grad=("a", "b"))
+case("cumulative_trapezoid dx", "e.cumulative_trapezoid(a, {dx = 0.1})", lambda a: torch.cumulative_trapezoid(a, dx=0.1), {"a": r(5)})
+
 Writer(floats=zero_signed).write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
 print(len(CASES), "cases")

@@ -1,6 +1,6 @@
 -- ember/_tensor_extra.lua: torch's smaller everyday functions that ember
 -- lacked, composed from core ops: asinh / acosh / atanh (and the arc*
--- names), sinc, signbit, copysign, isposinf / isneginf, fmax / fmin,
+-- names), erfc, sinc, signbit, copysign, isposinf / isneginf, fmax / fmin,
 -- logaddexp2, float_power, heaviside, dist, cov, corrcoef, block_diag,
 -- diagflat, column_stack / row_stack, hsplit / vsplit / dsplit,
 -- trapezoid, vander, combinations, gcd / lcm, put, renorm. Functions and, where
@@ -63,6 +63,28 @@ set("sinc", function(x)
   local px = core.where(zero, full_like(x, 1), x) * math.pi
   return core.where(zero, full_like(x, 1), px:sin() / px)
 end, true)
+
+-- ember.erfc(x): 1 - erf(x) without its cancellation (torch.erfc): 1 - erf
+-- below |x| = 2.5 (relative error < 1e-13 there), the continued fraction
+-- exp(-x^2) / sqrt(pi) / (x + (1/2) / (x + (2/2) / (x + ...))) of 60 terms
+-- above it (to 1e-15), 2 - erfc(-x) for x < 0. Gradient -2 exp(-x^2) / sqrt(pi).
+local ERFC = core.Function {
+  name = "erfc",
+  forward = function(ctx, x)
+    local a = x:detach():abs()
+    local big = a:clamp(2.5, nil)
+    local t = big
+    for k = 60, 1, -1 do t = big + (k / 2) / t end
+    local r = core.where(a:lt(2.5), 1 - a:erf(), (-(big * big)):exp() / math.sqrt(math.pi) / t)
+    ctx:save_for_backward(x)
+    return core.where(x:lt(0), 2 - r, r)
+  end,
+  backward = function(ctx, g)
+    local x = ctx.saved[1]
+    return g * (-(x * x)):exp() * (-2 / math.sqrt(math.pi))
+  end,
+}
+set("erfc", function(x) return ERFC(floating("erfc", x)) end, true)
 
 -- ---- signs, infinities, NaN-ignoring extremes ---------------------------------------------------
 
@@ -231,28 +253,39 @@ set("hsplit", dir_split("hsplit", 1, function(x) return x:dim() == 1 and 1 or 2 
 set("vsplit", dir_split("vsplit", 2, function() return 1 end), true)
 set("dsplit", dir_split("dsplit", 3, function() return 3 end), true)
 
--- ember.trapezoid(y [, x] [, {dx = 1, dim = -1}]): the trapezoidal rule
--- along dim, with sample points x (a tensor) or spacing dx (torch.trapezoid). Differentiable.
-set("trapezoid", function(y, x, opts)
-  local op = "trapezoid"
+-- The areas of the trapezoids along dim (one fewer than y's elements) and
+-- dim, for trapezoid and cumulative_trapezoid: (y[i] + y[i+1]) / 2 times
+-- x's step (x a tensor of sample points) or dx.
+local function trapezoids(op, y, x, opts)
   check_tensor(op, y)
   if type(x) == "table" and not core.is_tensor(x) then x, opts = nil, x end
   opts = check_opts(op, opts, { dx = true, dim = true })
   local d = dim_of(op, y, opts.dim or -1)
-  local n = y:dim() == 0 and 0 or y:size(d)
-  if n == 0 then return (y:dim() == 0 and y or y:sum(d)) * 0 end
+  local n = y:dim() == 0 and 1 or y:size(d)
+  if n <= 1 then return (y:dim() == 0 and y:reshape(1) or y):narrow(d, 1, 0), d end
   local mid = (y:narrow(d, 2, n - 1) + y:narrow(d, 1, n - 1)) / 2
-  if x ~= nil then
-    check_tensor(op, x, "x")
-    local dx = x:dim() == 1 and core.diff(x) or core.diff(x, { dim = d })
-    if x:dim() == 1 and y:dim() > 1 then
-      local view = {}
-      for i = 1, y:dim() do view[i] = i == d and n - 1 or 1 end
-      dx = dx:reshape(view)
-    end
-    return (mid * dx):sum(d)
+  if x == nil then return mid * (opts.dx or 1), d end
+  check_tensor(op, x, "x")
+  local dx = x:dim() == 1 and core.diff(x) or core.diff(x, { dim = d })
+  if x:dim() == 1 and y:dim() > 1 then
+    local view = {}
+    for i = 1, y:dim() do view[i] = i == d and n - 1 or 1 end
+    dx = dx:reshape(view)
   end
-  return mid:sum(d) * (opts.dx or 1)
+  return mid * dx, d
+end
+
+-- ember.trapezoid(y [, x] [, {dx = 1, dim = -1}]): the trapezoidal rule
+-- along dim, with sample points x (a tensor) or spacing dx (torch.trapezoid). Differentiable.
+set("trapezoid", function(y, x, opts)
+  local t, d = trapezoids("trapezoid", y, x, opts)
+  return t:sum(d)
+end)
+-- ember.cumulative_trapezoid(y [, x] [, {dx = 1, dim = -1}]): its running
+-- sums, one element shorter than y along dim (torch.cumulative_trapezoid). Differentiable.
+set("cumulative_trapezoid", function(y, x, opts)
+  local t, d = trapezoids("cumulative_trapezoid", y, x, opts)
+  return t:cumsum(d)
 end)
 set("trapz", function(...) return core.trapezoid(...) end)
 
@@ -369,4 +402,50 @@ set("put", function(x, index, source, accumulate)
   end
   local r = accumulate and flat:index_add(1, i, s) or flat:index_copy(1, i, s)
   return r:reshape(x.shape)
+end, true)
+
+-- ---- torch's aliases and small predicates -------------------------------------------------------
+
+-- greater / greater_equal / less / less_equal / not_equal: torch's names of gt, ge, lt, le, ne.
+for alias, name in pairs { greater = "gt", greater_equal = "ge", less = "lt", less_equal = "le", not_equal = "ne" } do
+  set(alias, function(a, b) check_tensor(alias, a); return a[name](a, b) end, true)
+end
+set("positive", function(x) return check_tensor("positive", x) end, true) -- x itself, as torch.positive
+-- ember.rsub(x, other [, {alpha = 1}]): other - alpha x (torch.rsub).
+set("rsub", function(x, other, opts)
+  check_tensor("rsub", x)
+  opts = check_opts("rsub", opts, { alpha = true })
+  return core.sub(other, (opts.alpha or 1) == 1 and x or x * opts.alpha)
+end)
+set("is_signed", function(x) return check_tensor("is_signed", x).dtype ~= "bool" end, true)
+set("is_complex", function(x) check_tensor("is_complex", x); return false end, true) -- ember has no complex dtypes
+set("isreal", function(x) -- every element of a real tensor is real
+  check_tensor("isreal", x)
+  return core.ones(x.shape, { dtype = "bool", device = x.device })
+end, true)
+-- x:is_nonzero(): the one element of x as a boolean (torch.Tensor.is_nonzero).
+set("is_nonzero", function(x)
+  check_tensor("is_nonzero", x)
+  if x:numel() ~= 1 then fail("is_nonzero", "x must have exactly one element, got %s", shape_str(x)) end
+  return x:reshape({}):item() ~= 0
+end, true)
+
+-- x:sum_to_size(size...): x summed down to a shape it broadcasts from (torch.Tensor.sum_to_size). Differentiable.
+set("sum_to_size", function(x, ...)
+  local op = "sum_to_size"
+  check_tensor(op, x)
+  local shape = select("#", ...) == 1 and type((...)) == "table" and { table.unpack((...)) } or { ... }
+  local lead = x:dim() - #shape
+  local ok = lead >= 0
+  for i = 1, #shape do
+    local n, m = shape[i], ok and x:size(lead + i)
+    if math.type(n) ~= "integer" then fail(op, "size %d must be an integer, got %s", i, tostring(n)) end
+    ok = ok and (n == m or n == 1)
+  end
+  if not ok then fail(op, "x %s cannot be summed to the size [%s]", shape_str(x), table.concat(shape, ", ")) end
+  local dims = {}
+  for i = 1, lead do dims[#dims + 1] = i end
+  for i = 1, #shape do if shape[i] == 1 and x:size(lead + i) ~= 1 then dims[#dims + 1] = lead + i end end
+  local y = #dims > 0 and x:sum(dims, true) or x
+  return y:reshape(shape)
 end, true)

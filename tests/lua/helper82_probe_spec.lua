@@ -103,6 +103,8 @@ describe("helper82: float64 gradcheck", function()
     gradcheck.check(function(a) return ember.vander(a, 4) end, { r(3) })
     gradcheck.check(function(a, b) return ember.trapezoid(a, b) end, { r(2, 5), r(5) })
     gradcheck.check(function(a, b) return ember.logaddexp2(a, b) end, { r(4), r(4) })
+    gradcheck.check(function(a) return a:erfc() end, { ember.tensor({ -3, -0.5, 0.2, 2.4, 2.6, 4 }, "float64") })
+    gradcheck.check(function(a, b) return ember.cumulative_trapezoid(a, b, { dim = 1 }) end, { r(4, 2), r(4, 2) })
   end)
   it("scatter_reduce and index_reduce, each reduce, src larger than index", function()
     local idx = ember.tensor({ { 1, 3, 2 }, { 1, 1, 2 } }, "int64")
@@ -182,6 +184,8 @@ describe("helper82: errors name the op at the caller's line", function()
     { "std", function() local _ = ember.ones({ 3 }, "int64"):std() end, "float tensor" }, -- was named ember.var
     { "amax", function() local _ = ember.zeros(0):amax() end, "empty" }, -- was named ember.max
     { "aminmax", function() local _ = ember.aminmax(ember.zeros(0)) end, "empty" }, -- was named ember.min
+    { "is_nonzero", function() local _ = x:is_nonzero() end, "exactly one element" },
+    { "sum_to_size", function() local _ = x:sum_to_size(2, 4) end, "cannot be summed" },
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
