@@ -46,6 +46,33 @@ def linalg_cases():
     out.append(grad_case("linalg_cholesky_ex", lambda a: torch.linalg.cholesky_ex(a)[0], [S]))
     out.append(grad_case("linalg_cholesky", lambda a: torch.linalg.cholesky(a), [S]))
     out.append(grad_case("linalg_eigh_vals", lambda a: torch.linalg.eigvalsh(a), [S]))
+    # values of the batched functions: A [2, 3, 3], a tall T [2, 4, 3], a rank-2 R
+    T = torch.randn(2, 4, 3)
+    B = torch.randn(2, 4, 2)
+    R = torch.randn(2, 4, 2) @ torch.randn(2, 2, 3)
+    L = torch.linalg
+    v = {"A": A, "S": S, "T": T, "B": B, "R": R}
+    v["solve"] = L.solve(A, B[:, :3])
+    v["inv"] = L.inv(A)
+    v["det"] = L.det(A)
+    v["slogdet_sign"], v["slogdet_logabs"] = L.slogdet(A)
+    v["lstsq"] = L.lstsq(T, B).solution
+    v["pinv_R"] = L.pinv(R)
+    v["rank_R"] = L.matrix_rank(R)
+    v["rank_R_tol"] = L.matrix_rank(R, atol=1.0, rtol=0.0)
+    v["mpow_3"], v["mpow_m2"] = L.matrix_power(A, 3), L.matrix_power(A, -2)
+    for o, k in [("fro", "fro"), ("nuc", "nuc"), (2, "2"), (-2, "m2"), (1, "1"), (-1, "m1"), (math.inf, "inf"),
+                 (-math.inf, "minf")]:
+        v["mnorm_" + k] = L.matrix_norm(T, o)
+    v["vnorm_3_dims"] = L.vector_norm(T, 3, dim=(0, 2), keepdim=True)
+    v["eigvalsh"] = L.eigvalsh(S)
+    v["svdvals"] = L.svdvals(T)
+    v["cond"] = L.cond(A)
+    v["cond_fro"] = L.cond(A, "fro")
+    v["matrix_exp"] = L.matrix_exp(A * 0.3)
+    v["multi_dot"] = L.multi_dot([T[0], A[0], B[0, :3]])
+    v["cholesky_inverse"] = torch.cholesky_inverse(L.cholesky(S))
+    out.append(dict(name="linalg_values", **v))
     return out
 
 

@@ -70,6 +70,38 @@ describe("linalg.cholesky_ex", function()
   end)
 end)
 
+describe("linalg's batched values against torch's", function()
+  it("solve, inv, det, slogdet, lstsq, pinv, matrix_rank, matrix_power, norms, eigvalsh, svdvals, cond, matrix_exp", function()
+    local c = case("linalg_values")
+    local A, S, Tm, B, R = T(c.A), T(c.S), T(c.T), T(c.B), T(c.R)
+    local function chk(k, got) parity.check(k, got, T(c[k]), 1e-10) end
+    chk("solve", L.solve(A, B:narrow(2, 1, 3)))
+    chk("inv", L.inv(A))
+    chk("det", L.det(A))
+    local sign, logabs = L.slogdet(A)
+    chk("slogdet_sign", sign)
+    chk("slogdet_logabs", logabs)
+    chk("lstsq", (L.lstsq(Tm, B)))
+    chk("pinv_R", L.pinv(R))
+    assert.are.same(T(c.rank_R):totable(), L.matrix_rank(R):totable())
+    assert.are.same(T(c.rank_R_tol):totable(), L.matrix_rank(R, { atol = 1.0, rtol = 0.0 }):totable())
+    chk("mpow_3", L.matrix_power(A, 3))
+    chk("mpow_m2", L.matrix_power(A, -2))
+    for o, k in pairs { fro = "fro", nuc = "nuc", [2] = "2", [-2] = "m2", [1] = "1", [-1] = "m1", [math.huge] = "inf",
+      [-math.huge] = "minf" } do
+      chk("mnorm_" .. k, L.matrix_norm(Tm, o))
+    end
+    chk("vnorm_3_dims", L.vector_norm(Tm, 3, { 1, 3 }, true))
+    chk("eigvalsh", L.eigvalsh(S))
+    chk("svdvals", L.svdvals(Tm))
+    chk("cond", L.cond(A))
+    chk("cond_fro", L.cond(A, "fro"))
+    chk("matrix_exp", L.matrix_exp(A * 0.3))
+    chk("multi_dot", L.multi_dot({ Tm[1], A[1], B[1]:narrow(1, 1, 3) }))
+    chk("cholesky_inverse", ember.cholesky_inverse(L.cholesky(S)))
+  end)
+end)
+
 -- a fixture's arguments as ember's: tensors, numbers, the keyword table last
 local function build(c)
   local args = {}
