@@ -64,6 +64,21 @@ describe("helper86: F.cross_entropy as torch's", function()
       { x:clone(), p:clone() })
   end)
 
+  it("targets all ignored: 0 with zero gradients with a weight too, as without (PyTorch: NaN)", function()
+    local x = ember.randn({ 3, 4 }, { dtype = "float64" })
+    local y = ember.tensor({ -100, -100, -100 }, "int64")
+    for _, o in ipairs { {}, { weight = ember.rand({ 4 }, { dtype = "float64" }) + 0.5 },
+      { weight = ember.ones({ 4 }, { dtype = "float64" }), label_smoothing = 0.2 } } do
+      local a = x:clone():requires_grad_()
+      local loss = F.cross_entropy(a, y, o)
+      assert.are.equal(0, loss:item())
+      loss:backward()
+      assert.are.equal(0, a.grad:abs():sum():item())
+      local m = ember.nn.CrossEntropyLoss(o)(x, y)
+      assert.are.equal(0, m:item())
+    end
+  end)
+
   it("refuses unknown options and non-table options at the caller's line", function()
     local x, y = ember.randn(2, 3), ember.tensor({ 1, 2 }, "int64")
     raises_here(function() F.cross_entropy(x, y, { weight = ember.ones(3), pos_weight = 1 }) end,

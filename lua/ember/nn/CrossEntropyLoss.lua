@@ -8,7 +8,8 @@
 -- padding, which no 1-based id can be). `weight` [C] rescales each class as PyTorch's:
 -- "mean" then divides by the summed weights of the counted targets, and
 -- label smoothing's uniform part is weighted too. One fused C op without
--- weight; with it, log_softmax and the weighted NLL composed.
+-- weight; with it, log_softmax and the weighted NLL composed. "mean" of
+-- targets all ignored is 0 with zero gradients either way (PyTorch: NaN).
 -- Targets may also be class probabilities (soft labels, mixup): a float
 -- tensor shaped like the logits, as PyTorch's; the loss of a row is
 -- -sum_c weight_c t_c log p_c (t smoothed first), "mean" averages the rows.
@@ -61,7 +62,9 @@ local function weighted(self, logits, target)
     if red ~= "none" then smooth = smooth:sum() end
     nll = nll * (1 - eps) + smooth * (eps / C)
   end
-  if denom then nll = nll / denom end
+  -- every target ignored: 0 with zero gradients, as ember.cross_entropy's fused op
+  -- (PyTorch's NaN would poison a training run on a batch of padding)
+  if denom then nll = nll / ember.where(denom:eq(0), ember.ones_like(denom), denom) end
   return nll
 end
 
