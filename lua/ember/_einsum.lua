@@ -8,6 +8,7 @@
 --   ember.einsum("ij,jk", a, b)              -- implicit output: the letters seen once, sorted
 --   ember.einsum("...ij,...jk->...ik", a, b) -- "..." stands for broadcast leading dims
 --   ember.einsum("ii->i", a)                 -- a repeated letter takes the diagonal
+--   ember.einsum(a, {0, 1}, b, {1, 2}, {0, 2}) -- torch's sublist form: 0-25 A-Z, 26-51 a-z
 --
 -- How it runs: the diagonals of repeated letters are taken first; a letter
 -- that one operand alone has and the output lacks is summed out there;
@@ -155,7 +156,54 @@ local function contract(a, la, b, lb, later, sizes)
   return core.matmul(a3, b3):reshape(shape), labels
 end
 
+-- torch's sublist form einsum(a, {0, 1}, b, {1, 2}, [{0, 2}]): each
+-- operand followed by its subscripts as integers in [0, 52) (0-25 the
+-- letters A-Z, 26-51 a-z) or "..." -- written as the equation it stands for.
+local function sublist_equation(args, n)
+  if n < 2 or type(args[2]) ~= "table" or core.is_tensor(args[2]) then
+    fail("the equation must be a string, got a tensor (in torch's sublist form each operand is followed by a table "
+      .. "of its subscripts)")
+  end
+  local function term(list, what)
+    if type(list) ~= "table" or core.is_tensor(list) then
+      fail("%s must be a table of subscripts (integers in [0, 52) or '...'), got %s", what,
+        core.is_tensor(list) and "a tensor" or type(list))
+    end
+    local s = {}
+    for i, v in ipairs(list) do
+      if v == "..." then
+        s[i] = "..."
+      elseif math.type(v) == "integer" and v >= 0 and v < 52 then
+        s[i] = string.char(v < 26 and 65 + v or 97 + v - 26)
+      else
+        fail("%s: subscript %s must be an integer in [0, 52) or '...'", what, tostring(v))
+      end
+    end
+    return table.concat(s)
+  end
+  local terms, operands = {}, {}
+  local k = 1
+  while k + 1 <= n and core.is_tensor(args[k]) do
+    operands[#operands + 1] = args[k]
+    terms[#terms + 1] = term(args[k + 1], ("operand %d's sublist"):format(#operands))
+    k = k + 2
+  end
+  local eq = table.concat(terms, ",")
+  if k == n and core.is_tensor(args[k]) then
+    fail("operand %d has no sublist (torch's sublist form: each operand followed by a table of its subscripts)",
+      #operands + 1)
+  elseif k == n then
+    eq = eq .. "->" .. term(args[k], "the output sublist")
+  elseif k <= n then
+    fail("argument %d: expected an operand (a tensor) or the output sublist last, got %s", k, type(args[k]))
+  end
+  return eq, operands
+end
+
 local function einsum(equation, ...)
+  if core.is_tensor(equation) then
+    return einsum(sublist_equation(table.pack(equation, ...), select("#", ...) + 1))
+  end
   if type(equation) ~= "string" then fail("the equation must be a string, got %s", type(equation)) end
   local operands = { ... }
   if select("#", ...) == 1 and type(operands[1]) == "table" and not core.is_tensor(operands[1]) then
@@ -164,6 +212,10 @@ local function einsum(equation, ...)
   if #operands == 0 then fail("no operands") end
   for k, t in ipairs(operands) do
     if not core.is_tensor(t) then fail("operand %d must be a tensor, got %s", k, type(t)) end
+    if t.dtype ~= operands[1].dtype then
+      fail("operand %d is %s but operand 1 is %s (torch's einsum wants one dtype too: convert one)", k, t.dtype,
+        operands[1].dtype)
+    end
   end
   local eq = equation:gsub("%s", "")
   local lhs, rhs = eq:match("^(.-)%->(.*)$")
