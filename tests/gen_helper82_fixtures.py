@@ -266,6 +266,12 @@ case("renorm", "a:renorm(2, 1, 1)", lambda a: a.renorm(2, 0, 1), {"a": r(3, 4)},
 case("renorm p1 dim 3", "a:renorm(1, -1, 2)", lambda a: a.renorm(1, -1, 2), {"a": r(2, 3, 4)}, grad=("a",))
 case("flip no dims", "a:flip({})", lambda a: a.flip(()), {"a": r(2, 3)})
 
+case("searchsorted NaN values", "e.searchsorted(a, b), e.searchsorted(a, b, {right = true})",
+     lambda a, b: (torch.searchsorted(a, b), torch.searchsorted(a, b, right=True)),
+     {"a": torch.tensor([1., 2, 3], dtype=D), "b": torch.tensor([1.5, NAN, 3, NAN], dtype=D)}, out_idx=(1, 2))
+case("searchsorted NaN at the end of seq", "e.searchsorted(a, b)", lambda a, b: torch.searchsorted(a, b),
+     {"a": torch.tensor([1., 2, NAN], dtype=D), "b": torch.tensor([NAN, 0.5, 1.5], dtype=D)}, out_idx=(1,))
+case("median empty", "a:median(), a:nanmedian()", lambda a: (a.median(), a.nanmedian()), {"a": torch.zeros(0, dtype=D)})
 # ---- erfc, aliases, sum_to_size, cumulative_trapezoid
 case("erfc", "a:erfc()", lambda a: a.erfc(),
      {"a": torch.tensor([-30, -3, -0.2, -0.0, 0, 1e-10, 0.1, 1, 2.4, 2.5, 2.6, 3, 6, 10, 26, 30, NAN, float("inf")], dtype=D)})

@@ -133,7 +133,8 @@ local MEDIAN_ALL = core.Function {
 set("median", function(x, dim, keepdim)
   check_tensor("median", x)
   if dim == nil then
-    if x:numel() == 0 then fail("median", "the tensor is empty") end
+    if x:numel() == 0 and not x:is_floating_point() then fail("median", "the tensor is empty") end
+    if x:numel() == 0 then return core.full({}, 0 / 0, { dtype = x.dtype, device = x.device }) end -- NaN, as torch's
     return MEDIAN_ALL(x)
   end
   local d = dim_of("median", x, dim)

@@ -846,6 +846,10 @@ local function insertion(op, seq, values, right, sorter)
   if right then at = at - n end
   local pos = core.zeros(lead, { dtype = "int64", device = seq.device })
   pos = pos:scatter_add(-1, at, below:masked_select(is_val):reshape(lead) + 1)
+  -- a NaN value goes after everything, as PyTorch's. (Where the sequence
+  -- holds NaNs, PyTorch's answer depends on its binary search's path; the
+  -- NaNs here count as above every number.)
+  if FLOATS[vals.dtype] then pos = pos:masked_fill(vals:isnan(), n + 1) end
   return pos:reshape(shape)
 end
 

@@ -370,11 +370,8 @@ set("renorm", function(x, p, dim, maxnorm)
   if not x:is_floating_point() then fail(op, "expected a float tensor, got %s", x.dtype) end
   if type(p) ~= "number" or p <= 0 then fail(op, "p must be a number > 0, got %s", tostring(p)) end
   if type(maxnorm) ~= "number" or maxnorm < 0 then fail(op, "maxnorm must be a number >= 0, got %s", tostring(maxnorm)) end
+  if x:dim() < 2 then fail(op, "x needs at least 2 dims, got %s", shape_str(x)) end
   local d = dim_of(op, x, dim)
-  if x:dim() <= 1 then -- each slice is one element
-    local a = x:abs()
-    return x * core.where(a:gt(maxnorm), maxnorm / (a + 1e-7), full_like(x, 1))
-  end
   local others = {}
   for i = 1, x:dim() do if i ~= d then others[#others + 1] = i end end
   local norm = x:norm(p, others, true)

@@ -56,8 +56,7 @@ set("nanmedian", function(x, dim, keepdim)
   local op = "nanmedian"
   check_tensor(op, x)
   if dim == nil then
-    if x:numel() == 0 then fail(op, "the tensor is empty") end
-    if not x:is_floating_point() then return core.median(x) end
+    if x:numel() == 0 or not x:is_floating_point() then return core.median(x) end -- empty: NaN, as torch's
     local keep = x:isnan():logical_not()
     if not keep:any():item() then return core.median(x) end -- all NaN: NaN, as torch's
     return core.median(x:masked_select(keep))

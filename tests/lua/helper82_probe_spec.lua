@@ -186,6 +186,7 @@ describe("helper82: errors name the op at the caller's line", function()
     { "aminmax", function() local _ = ember.aminmax(ember.zeros(0)) end, "empty" }, -- was named ember.min
     { "is_nonzero", function() local _ = x:is_nonzero() end, "exactly one element" },
     { "sum_to_size", function() local _ = x:sum_to_size(2, 4) end, "cannot be summed" },
+    { "renorm", function() local _ = ember.ones(3):renorm(2, 1, 1) end, "at least 2 dims" },
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
