@@ -752,6 +752,9 @@ end
 -- @usage print(ember.linalg.cross(ember.tensor({1, 0, 0}), ember.tensor({0, 1, 0})))   --> tensor([0.0000, 0.0000, 1.0000], shape=[3], dtype=float32, device=cpu)
 function M.cross(a, b, dim)
   if type(dim) == "table" then dim = options("cross", dim, { dim = "number" }).dim end
+  if core.is_tensor(a) and core.is_tensor(b) and a:dim() ~= b:dim() then
+    fail("cross", "inputs must have the same number of dimensions (as torch's), got %s and %s", shape_str(a), shape_str(b))
+  end
   return core.cross(a, b, dim or -1)
 end
 

@@ -55,6 +55,14 @@ describe("linalg.norm of a 1-D input with ord given", function()
   end)
 end)
 
+describe("linalg.cross of inputs with different numbers of dims", function()
+  it("is refused as torch's, naming both shapes (was: 'dim 3 must have size 3 in both')", function()
+    raises_here(function() L.cross(ember.ones(2, 3, 3), ember.ones(3, 3)) end,
+      "linalg.cross: inputs must have the same number of dimensions (as torch's), got [2, 3, 3] and [3, 3]")
+    assert.are.same({ 2, 4, 3 }, L.cross(ember.randn(2, 1, 3), ember.randn(1, 4, 3)).shape)
+  end)
+end)
+
 describe("linalg.cholesky_ex", function()
   it("is differentiable where the factorization succeeded, as torch's", function()
     check_grad(case("linalg_cholesky_ex"), function(a) return (L.cholesky_ex(a)) end, 1e-10)
