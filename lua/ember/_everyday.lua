@@ -557,6 +557,17 @@ set("true_divide", function(a, b) return core.div(a, b) end, true)
 -- ember.is_floating_point(x): x:is_floating_point() (torch.is_floating_point).
 set("is_floating_point", function(x) return check_tensor("is_floating_point", x):is_floating_point() end)
 
+-- logical_and / or / xor / not of tensors of any dtype, as torch's: a
+-- nonzero element (NaN too) is true; the core's ops take bool tensors, so
+-- the others are compared with 0 first. The result is bool.
+local function truth_of(x) return (core.is_tensor(x) and x.dtype ~= "bool") and x:ne(0) or x end
+for _, name in ipairs { "logical_and", "logical_or", "logical_xor" } do
+  local f = core[name]
+  set(name, function(a, b) return f(truth_of(a), truth_of(b)) end, true)
+end
+local logical_not = core.logical_not
+set("logical_not", function(x) return logical_not(truth_of(x)) end, true)
+
 -- ---- Torch7's names ---------------------------------------------------------------
 
 -- x:nDimension() / x:ndimension(): x:dim().

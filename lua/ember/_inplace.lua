@@ -15,7 +15,8 @@ local OPS = {
   "sqrt", "rsqrt", "sigmoid", "tanh", "floor", "ceil", "round", "trunc", "sign", "sin", "cos", "log1p", "expm1",
   "erf", "atan", "asin", "acos", "erfinv", "lgamma", "digamma", "atan2", "silu", "gelu", "lerp", "addcmul", "addcdiv", "nan_to_num",
   "index_fill", "index_add", "index_copy", "scatter", "scatter_add", "tril", "triu", "fmod", "remainder",
-  "reciprocal", "square", "frac",
+  "reciprocal", "square", "frac", "floor_divide", "true_divide", "logical_not", "put", "masked_scatter", "copysign",
+  "hypot",
 }
 
 -- bool < integers < floats: an in-place op may not write a result of a

@@ -199,3 +199,34 @@ describe("nn.utils.rnn.pack_sequence, unpack_sequence and unpad_sequence (torch 
       "nn.utils.rnn.unpad_sequence: length 2 is 4, outside 0..3")
   end)
 end)
+
+describe("logical ops of any dtype and more in-place twins, as torch's", function()
+  local I = function(t) return ember.tensor(t, { dtype = "int64" }) end
+  -- was: 'ember.logical_and: expected bool tensors, got float32 [2] and float32 [2]'
+  it("logical_and / or / xor / not treat nonzero (NaN too) as true", function()
+    local a, b = ember.tensor({ 0, 2, 0 / 0 }), I { 1, 0, 0 }
+    assert.are.same({ false, false, false }, ember.logical_and(a, b):totable())
+    assert.are.same({ true, true, true }, a:logical_or(b):totable())
+    assert.are.same({ true, true, true }, ember.logical_xor(a, b):totable())
+    assert.are.same({ true, false, false }, a:logical_not():totable())
+    assert.are.equal("bool", a:logical_not().dtype)
+  end)
+
+  -- was: absent (attempt to call a nil value)
+  it("floor_divide_, true_divide_, logical_not_, put_, copysign_ write x, refusing a higher result type", function()
+    local i = I { -7, 7 }
+    assert.are.equal(i, i:floor_divide_(2))
+    assert.are.same({ -4, 3 }, i:totable())
+    local f = ember.tensor({ 0, 2 })
+    f:logical_not_()
+    assert.are.same({ 1, 0 }, f:totable())
+    local p = ember.zeros(2, 2)
+    p:put_(I { -1, 1 }, ember.tensor({ 5, 6 }))
+    assert.are.same({ { 6, 0 }, { 0, 5 } }, p:totable())
+    local c = ember.tensor({ 3, -4 })
+    c:copysign_(-1)
+    assert.are.same({ -3, -4 }, c:totable())
+    raises_here(function() I({ 1, 2 }):true_divide_(2) end,
+      "ember.true_divide_: result type float32 can't be cast to the desired output type int64")
+  end)
+end)
