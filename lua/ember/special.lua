@@ -1,9 +1,9 @@
 --- ember.special: torch.special's functions (PyTorch 1.13's names and
 -- arguments), elementwise with broadcasting, composed from ember's ops, so
 -- every float dtype and autograd come free. Integer and bool inputs compute
--- in float32, as torch's. The values at the edges are torch's: erfc, ndtr
--- and log_ndtr keep their relative accuracy in the far tails (a continued
--- fraction past 2, not 1 - erf), ndtri is refined by Newton's steps on
+-- in float32, as torch's. The values at the edges are torch's: erfc (ember.erfc),
+-- erfcx, ndtr and log_ndtr keep their relative accuracy in the far tails (the
+-- scaled ones by the continued fraction past 2, not 1 - erf), ndtri is refined by Newton's steps on
 -- ndtr, i0 / i1 sum their power series up to |x| 30 and the asymptotic
 -- series past it, zeta is Hurwitz's (Euler-Maclaurin) and polygamma(n, x)
 -- for n >= 1 is (-1)^(n+1) n! zeta(n + 1, x). The names torch.special
@@ -56,15 +56,10 @@ local function erfcx_tail(x)
   return (t * SQRTPI):reciprocal()
 end
 
--- erfc(x) accurate in both tails: 1 - erf(x) below 2, the fraction above
-local function erfc(x)
-  local big = x:ge(2)
-  local xs = core.where(big, x, full_like(x, 2))
-  local tail = erfcx_tail(xs) * (-(xs * xs)):exp()
-  return core.where(big, tail, 1 - x:erf())
-end
+-- erfc(x) accurate in both tails: ember.erfc (lua/ember/_tensor_extra.lua)
+local function erfc(x) return x:erfc() end
 
---- erfc(x) = 1 - erf(x), accurate where it is tiny (torch.special.erfc).
+--- erfc(x) = 1 - erf(x), accurate where it is tiny (torch.special.erfc; ember.erfc).
 -- @tparam Tensor x
 -- @treturn Tensor
 -- @usage print(ember.special.erfc(ember.tensor(5.0, {dtype = "float64"})))   --> tensor(1.5375e-12, shape=[], dtype=float64, device=cpu)
