@@ -131,6 +131,16 @@ case("histc constant", "a:histc(3)", lambda a: a.histc(3), {"a": torch.full((4,)
 case("histc float32", "a:to('float32'):histc(5, -2, 2):to('float64')",
      lambda a: a.float().histc(5, -2, 2).double(), {"a": xh})
 
+case("histogram", "e.histogram(a, 7)", lambda a: torch.histogram(a, 7), {"a": r(50)})
+case("histogram range weight density", "e.histogram(a, 4, {range = {0, 3}, weight = b, density = true})",
+     lambda a, b: torch.histogram(a, 4, range=(0., 3.), weight=b, density=True), {"a": r(5, 4) + 1.5, "b": torch.rand(5, 4, dtype=D)})
+case("histogram edges", "e.histogram(a, b)", lambda a, b: torch.histogram(a, b),
+     {"a": torch.tensor([1., 2, 1, 5, 3, 0, -1], dtype=D), "b": torch.tensor([0., 1, 2.5, 3], dtype=D)})
+case("histogram constant", "e.histogram(a, 4)", lambda a: torch.histogram(a, 4), {"a": torch.full((3,), 2.0, dtype=D)})
+case("histogram empty", "e.histogram(a, 3)", lambda a: torch.histogram(a, 3), {"a": torch.zeros(0, dtype=D)})
+case("histogram edges on the grid", "e.histogram(a, {bins = 10})", lambda a: torch.histogram(a, bins=10),
+     {"a": torch.linspace(0, 1, 11, dtype=D)})
+
 # ---- scatter_reduce / index_reduce
 xs = r(3, 5)
 ix = torch.randint(0, 3, (4, 5))

@@ -1,5 +1,5 @@
 -- ember/_tensor_more.lua: more of torch's tensor ops, composed from ember's:
--- masked_scatter, nanmedian, quantile / nanquantile, mode, histc and
+-- masked_scatter, nanmedian, quantile / nanquantile, mode, histc, histogram,
 -- scatter_reduce (ember/_scatter_reduce.lua), isin, msort, cartesian_prod.
 -- Each is a function (ember.mode(x)) and, where torch has one, a tensor
 -- method (x:mode()). Indices are 1-based, as everywhere in ember. init.lua loads it.
@@ -240,6 +240,65 @@ set("histc", function(x, bins, min, max)
   local pos = ((flat - lot) * bins / (hit - lot)):floor():to("int64"):clamp(0, bins - 1) + 1
   return hist:scatter_add(1, pos, core.ones(pos.shape, opt))
 end, true)
+
+-- ember.histogram(x [, bins = 100] [, {range = {lo, hi}, weight =, density = false}]):
+-- the histogram of x's elements and the bin edges (torch.histogram): bins
+-- equal-width bins over range (x's own range without one; a constant x
+-- widens it by 0.5 each side, an empty one takes [0, 1]) or a 1-d tensor
+-- of increasing edges. The last bin holds its right edge; elements outside
+-- are not counted. weight (x's shape) sums weights instead of counting;
+-- density divides by the total and the bin widths. float32/float64.
+set("histogram", function(x, bins, opts)
+  local op = "histogram"
+  check_tensor(op, x)
+  if type(bins) == "table" and not core.is_tensor(bins) then bins, opts = nil, bins end
+  opts = check_opts(op, opts, { bins = true, range = true, weight = true, density = true })
+  if bins ~= nil and opts.bins ~= nil then fail(op, "bins given twice") end
+  bins = bins or opts.bins or 100
+  if x.dtype ~= "float32" and x.dtype ~= "float64" then fail(op, "x must be float32 or float64, got %s", x.dtype) end
+  local topt = { dtype = x.dtype, device = x.device }
+  local edges
+  if core.is_tensor(bins) then
+    if bins:dim() ~= 1 or bins:numel() < 2 then fail(op, "bin edges must be a 1-d tensor of at least 2 edges, got %s", shape_str(bins)) end
+    if bins.dtype ~= x.dtype then fail(op, "bin edges must have x's dtype %s, got %s", x.dtype, bins.dtype) end
+    if opts.range ~= nil then fail(op, "range is for a number of bins, not bin edges") end
+    edges = bins:detach()
+    if core.diff(edges):lt(0):any():item() then fail(op, "bin edges must be increasing") end
+  else
+    if math.type(bins) ~= "integer" or bins < 1 then fail(op, "bins must be an integer > 0 or a tensor of edges, got %s", tostring(bins)) end
+    local lo, hi
+    if opts.range ~= nil then
+      local r = opts.range
+      if type(r) ~= "table" or type(r[1]) ~= "number" or type(r[2]) ~= "number" then fail(op, "range must be {lo, hi}") end
+      lo, hi = r[1], r[2]
+      if lo > hi then fail(op, "range's lo %s is above its hi %s", tostring(lo), tostring(hi)) end
+    elseif x:numel() > 0 then lo, hi = x:min():item(), x:max():item()
+    else lo, hi = 0, 1 end
+    if lo == hi then lo, hi = lo - 0.5, hi + 0.5 end
+    if lo ~= lo or hi ~= hi or lo == -math.huge or hi == math.huge then
+      fail(op, "range of [%s, %s] is not finite", tostring(lo), tostring(hi))
+    end
+    edges = core.linspace(lo, hi, bins + 1, topt)
+  end
+  local n = edges:numel() - 1
+  local flat, w = x:detach():reshape(-1), nil
+  if opts.weight ~= nil then
+    check_tensor(op, opts.weight, "weight")
+    if opts.weight:numel() ~= x:numel() or opts.weight:dim() ~= x:dim() then
+      fail(op, "weight must have x's shape %s, got %s", shape_str(x), shape_str(opts.weight))
+    end
+    w = opts.weight:detach():reshape(-1):to(x.dtype)
+  end
+  local keep = flat:ge(edges:narrow(1, 1, 1)):logical_and(flat:le(edges:narrow(1, n + 1, 1)))
+  flat = flat:masked_select(keep)
+  local hist = core.zeros(n, topt)
+  if flat:numel() > 0 then
+    local bin = (core.searchsorted(edges, flat, { right = true }) - 1):clamp(1, n)
+    hist = hist:scatter_add(1, bin, w and w:masked_select(keep) or core.ones(bin.shape, topt))
+  end
+  if opts.density then hist = hist / (hist:sum() * core.diff(edges)) end
+  return hist, edges
+end)
 
 -- ---- isin, msort, cartesian_prod --------------------------------------------------------------
 

@@ -187,6 +187,9 @@ describe("helper82: errors name the op at the caller's line", function()
     { "is_nonzero", function() local _ = x:is_nonzero() end, "exactly one element" },
     { "sum_to_size", function() local _ = x:sum_to_size(2, 4) end, "cannot be summed" },
     { "renorm", function() local _ = ember.ones(3):renorm(2, 1, 1) end, "at least 2 dims" },
+    { "histogram", function() local _ = ember.histogram(x, ember.tensor({ 1, 0 })) end, "increasing" },
+    { "histogram", function() local _ = ember.histogram(x, 3, { range = { 2, 1 } }) end, "above its hi" },
+    { "histogram", function() local _ = ember.histogram(x, 3, { weight = ember.ones(3) }) end, "weight must have" },
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
