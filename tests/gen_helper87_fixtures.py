@@ -112,14 +112,14 @@ def dist_cases():
         # each value torch has (NotImplementedError: none), q the icdf's input
         c = {"name": "dist_" + ctor, "ctor": ctor, "args": args, "kw": kw, "x": x, "q": q,
              "log_prob": d.log_prob(x)}
-        for what in ("entropy", "mean", "variance", "cdf", "icdf"):
+        for what in ("entropy", "mean", "variance", "mode", "cdf", "icdf"):
             try:
                 if what == "cdf":
                     c[what] = d.cdf(x)
                 elif what == "icdf":
                     if q is not None:
                         c[what] = d.icdf(q)
-                else:
+                elif ctor != "Kumaraswamy" or what != "mode":  # torch 1.13's Kumaraswamy mode is NaN
                     c[what] = d.entropy() if what == "entropy" else getattr(d, what)
             except NotImplementedError:
                 pass
@@ -155,7 +155,7 @@ def composite_cases():
     x = torch.randn(4, 3, 2)
     d = D.Independent(D.Normal(loc, scale), 1)
     out.append({"name": "comp_independent", "loc": loc, "scale": scale, "x": x, "log_prob": d.log_prob(x),
-                "entropy": d.entropy()})
+                "entropy": d.entropy(), "mode": d.mode})
     logits, mloc, mscale = torch.randn(3, 4), torch.randn(3, 4), torch.rand(3, 4) + 0.5
     xm = torch.randn(5, 3)
     d = D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(mloc, mscale))
@@ -198,7 +198,12 @@ def composite_cases():
     xc = t([[0, 3], [2, 1], [3, 3]])
     d = D.Categorical(logits=cl)
     out.append({"name": "comp_categorical", "logits": cl, "x": xc, "log_prob": d.log_prob(xc), "entropy": d.entropy(),
-                "kl": D.kl_divergence(d, D.Categorical(logits=cl.flip(0)))})
+                "kl": D.kl_divergence(d, D.Categorical(logits=cl.flip(0))), "mode": d.mode,
+                "onehot_mode": D.OneHotCategorical(logits=cl).mode})
+    # mode: a Dirichlet with every concentration below 1 in one batch row, a Beta with both below 1
+    dc = t([[0.5, 0.3, 0.9], [2.0, 0.5, 3.0]])
+    out.append({"name": "comp_dirichlet_mode", "c": dc, "mode": D.Dirichlet(dc).mode,
+                "beta_mode": D.Beta(t([0.5, 2.0, 0.7]), t([0.4, 3.0, 1.5])).mode})
     # RelaxedBernoulli / RelaxedOneHotCategorical log_prob
     xr = t([[0.2, 0.9], [0.5, 0.01]])
     d = D.RelaxedBernoulli(t(0.7), logits=t([0.3, -1.2]))

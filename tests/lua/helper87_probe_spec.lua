@@ -134,6 +134,11 @@ describe("distributions against torch.distributions", function()
         if c.entropy then chk(c.name .. " entropy", d:entropy(), T(c.entropy), 1e-12) end
         if c.mean then chk(c.name .. " mean", d.mean, T(c.mean), 1e-12) end
         if c.variance then chk(c.name .. " variance", d.variance, T(c.variance), 1e-12) end
+        if c.mode then
+          local want = T(c.mode)
+          if c.ctor == "Categorical" then want = want + 1 end -- ember's categories are 1-based
+          chk(c.name .. " mode", d.mode, want, 1e-12)
+        end
         if c.cdf then chk(c.name .. " cdf", d:cdf(x), T(c.cdf), 1e-12) end
         if c.icdf then chk(c.name .. " icdf", d:icdf(T(c.q)), T(c.icdf), 1e-12) end
       end)
@@ -214,6 +219,19 @@ describe("composite and multivariate distributions against torch's", function()
     chk(c, "log_prob", d:log_prob(T(c.x) + 1))
     chk(c, "entropy", d:entropy())
     chk(c, "kl", D.kl_divergence(d, D.Categorical({ logits = T(c.logits):flip(1) })))
+    check_nonfinite("categorical mode", d.mode, T(c.mode) + 1, 0)
+    check_nonfinite("onehot mode", D.OneHotCategorical({ logits = T(c.logits) }).mode, T(c.onehot_mode), 0)
+  end)
+  it("mode (torch 1.13's property) of Dirichlet, Beta, Independent and MultivariateNormal", function()
+    local c = case("comp_dirichlet_mode")
+    chk(c, "mode", D.Dirichlet(T(c.c)).mode)
+    local f = function(...) return ember.tensor({ ... }, { dtype = "float64" }) end
+    chk(c, "beta_mode", D.Beta(f(0.5, 2.0, 0.7), f(0.4, 3.0, 1.5)).mode)
+    c = case("comp_independent")
+    chk(c, "mode", D.Independent(D.Normal(T(c.loc), T(c.scale)), 1).mode)
+    local loc = T(case("comp_mvn").loc)
+    parity.check("mvn mode", D.MultivariateNormal(loc, { covariance_matrix = T(case("comp_mvn").cov) }).mode, loc, 0)
+    raises_here(function() local _ = D.Kumaraswamy(2.0, 3.0).mode end, "has no mode")
   end)
   it("RelaxedBernoulli and RelaxedOneHotCategorical log_prob", function()
     local c = case("comp_relaxed_bernoulli")

@@ -48,6 +48,7 @@ distributions.ExpRelaxedCategorical = distributions.RelaxedOneHotCategorical.Exp
 for name, f in pairs(distributions.transforms) do
   if name:find("Transform$") then distributions[name] = f end
 end
+require("ember.distributions._mode")(distributions) -- each class's mode
 local kl = require "ember.distributions.kl"
 kl._register_all()
 distributions.kl = kl
