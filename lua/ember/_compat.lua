@@ -422,6 +422,7 @@ set("index_fill", function(x, dim, index, value)
   check_tensor(op, x)
   local d = dim_of(op, x, dim)
   if type(value) ~= "number" and not core.is_tensor(value) then fail(op, "value must be a number, got %s", type(value)) end
+  if x:dim() == 0 then return core.index_fill(x:reshape(1), 1, index, value):reshape({}) end -- as a 1-element vector
   local hit = core.zeros(x:size(d), { dtype = "float32", device = x.device })
   hit = scatter_add_as(op, hit, 1, index, core.ones(index.shape, { dtype = "float32", device = x.device })):gt(0)
   local view = {}
