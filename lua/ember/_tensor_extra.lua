@@ -127,6 +127,7 @@ set("fmin", nan_ignoring("fmin", core.minimum), true)
 set("logaddexp2", function(a, b)
   a = floating("logaddexp2", a)
   if type(b) == "number" then b = core.full({}, b, { dtype = a.dtype, device = a.device }) end
+  check_tensor("logaddexp2", b, "other")
   return core.logaddexp(a * LN2, b * LN2) / LN2
 end, true)
 

@@ -190,6 +190,7 @@ describe("helper82: errors name the op at the caller's line", function()
     { "histogram", function() local _ = ember.histogram(x, ember.tensor({ 1, 0 })) end, "increasing" },
     { "histogram", function() local _ = ember.histogram(x, 3, { range = { 2, 1 } }) end, "above its hi" },
     { "histogram", function() local _ = ember.histogram(x, 3, { weight = ember.ones(3) }) end, "weight must have" },
+    { "logaddexp2", function() local _ = ember.logaddexp2(x, "a") end, "other" }, -- was 'attempt to mul a string'
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
