@@ -28,7 +28,7 @@ static inline em_tensor *fast_tensor(lua_State *L, int idx) {
 
 static inline em_tensor *fast_check(lua_State *L, int idx) {
   em_tensor *t = fast_tensor(L, idx);
-  if (!t) luaL_typeerror(L, idx, "ember.Tensor");
+  if (!t) lember_checktensor(L, idx); /* raises, naming the op */
   return t;
 }
 

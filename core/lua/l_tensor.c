@@ -55,6 +55,46 @@ em_tensor *lember_testtensor(lua_State *L, int idx) {
   return t;
 }
 
+/* Copies into buf the key under which table t (an absolute index) holds
+** the value on the top of the stack; 0 if none. */
+static int key_of(lua_State *L, int t, char *buf, size_t n) {
+  int fn = lua_gettop(L), found = 0;
+  if (!lua_istable(L, t)) return 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (!found && lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fn)) {
+      snprintf(buf, n, "%s", lua_tostring(L, -2));
+      found = 1;
+    }
+    lua_pop(L, 1);
+  }
+  return found;
+}
+
+/* The name, as a tensor method or an ember function, of the op that is
+** running: the C function, or one of ember's Lua functions that called it
+** (up to the user's code), for an error that names it (luaL_typeerror says
+** '?' for a method). 0 if not found (a C function a wrapper tail-called). */
+static int running_op(lua_State *L, char *buf, size_t n) {
+  lua_Debug ar;
+  int level, found = 0, top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_getfield(L, -1, "ember.core");
+  if (!lua_istable(L, -1)) { lua_settop(L, top); return 0; }
+  int core = lua_gettop(L);
+  lua_getfield(L, core, "Tensor");
+  int methods = lua_gettop(L);
+  for (level = 0; level <= 8 && !found; level++) {
+    if (!lua_getstack(L, level, &ar) || !lua_getinfo(L, "fS", &ar)) break;
+    /* the user's code (a Lua file outside ember's folder) ends the search */
+    if (strcmp(ar.what, "C") != 0 && !strstr(ar.source, "/ember/")) { lua_pop(L, 1); break; }
+    found = key_of(L, methods, buf, n) || key_of(L, core, buf, n);
+    lua_pop(L, 1);
+  }
+  lua_settop(L, top);
+  return found;
+}
+
 em_tensor *lember_checktensor(lua_State *L, int idx) {
   em_tensor *t = lember_testtensor(L, idx);
   int tt = lua_type(L, 1);
@@ -68,7 +108,12 @@ em_tensor *lember_checktensor(lua_State *L, int idx) {
     luaL_error(L, "bad argument #1 (ember.Tensor expected, got %s): call tensor methods with a colon, "
                   "x:name(...), not x.name(...)", luaL_typename(L, 1));
   }
-  if (!t) luaL_typeerror(L, idx, "ember.Tensor");
+  if (!t) {
+    char op[64];
+    if (running_op(L, op, sizeof op))
+      luaL_error(L, "ember.%s: bad argument #%d (ember.Tensor expected, got %s)", op, idx, luaL_typename(L, idx));
+    luaL_typeerror(L, idx, "ember.Tensor");
+  }
   return t;
 }
 
@@ -78,8 +123,11 @@ em_tensor *lember_totensor(lua_State *L, int idx, em_dtype like, em_device dev) 
   int tt = lua_type(L, idx);
   idx = lua_absindex(L, idx);
   if (tt == LUA_TUSERDATA) return lember_checktensor(L, idx);
-  if (tt != LUA_TNUMBER && tt != LUA_TBOOLEAN)
+  if (tt != LUA_TNUMBER && tt != LUA_TBOOLEAN) {
+    char op[64];
+    if (running_op(L, op, sizeof op)) luaL_error(L, "ember.%s: expected a tensor or a number, got %s", op, luaL_typename(L, idx));
     luaL_error(L, "ember: expected a tensor or a number, got %s", luaL_typename(L, idx));
+  }
   double v = tt == LUA_TNUMBER ? lua_tonumber(L, idx) : (double)lua_toboolean(L, idx);
   if (tt == LUA_TBOOLEAN) like = EM_BOOL;
   em_tensor **slot = lember_newslot(L);

@@ -191,6 +191,13 @@ describe("helper82: errors name the op at the caller's line", function()
     { "histogram", function() local _ = ember.histogram(x, 3, { range = { 2, 1 } }) end, "above its hi" },
     { "histogram", function() local _ = ember.histogram(x, 3, { weight = ember.ones(3) }) end, "weight must have" },
     { "logaddexp2", function() local _ = ember.logaddexp2(x, "a") end, "other" }, -- was 'attempt to mul a string'
+    -- the C ops' type errors said "bad argument #2 to '?'" (no op name)
+    { "matmul", function() local _ = x:matmul("a") end, "bad argument #2 %(ember.Tensor expected, got string%)" },
+    { "gather", function() local _ = x:gather(2, "a") end, "ember.Tensor expected, got string" },
+    { "masked_fill", function() local _ = x:masked_fill("a", 1) end, "ember.Tensor expected, got string" },
+    { "where", function() local _ = x:where("a", x) end, "ember.Tensor expected, got string" },
+    { "index_select", function() local _ = x:index_select(1, {}) end, "ember.Tensor expected, got table" },
+    { "add_", function() local _ = x:clone():add_("a") end, "expected a tensor or a number, got string" },
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
   }
   for _, c in ipairs(cases) do
