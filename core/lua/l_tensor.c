@@ -78,6 +78,7 @@ static int key_of(lua_State *L, int t, char *buf, size_t n) {
 static int running_op(lua_State *L, char *buf, size_t n) {
   lua_Debug ar;
   int level, found = 0, top = lua_gettop(L);
+  if (!lua_checkstack(L, 8)) return 0;
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_getfield(L, -1, "ember.core");
   if (!lua_istable(L, -1)) { lua_settop(L, top); return 0; }
