@@ -253,13 +253,34 @@ function DataLoader.new(dataset, opts, more)
   }, DataLoader)
 end
 
+-- A sampler's rows (or a batch_sampler's batch) checked against the
+-- dataset's n rows: an error that names the sampler, not index_select's
+-- inside the library.
+local function check_rows(rows, n, who)
+  if not is_tensor(rows) or rows:dim() ~= 1 or rows.dtype ~= "int64" then
+    raise("DataLoader: the %s must give 1-d int64 tensors of rows, got %s", who,
+      is_tensor(rows) and ("a %s tensor of shape %s"):format(rows.dtype, shape_str(rows)) or type(rows))
+  end
+  if rows:numel() > 0 then
+    local lo, hi = rows:min():item(), rows:max():item()
+    if lo < 1 or hi > n then
+      raise("DataLoader: the %s gave row %d, but the dataset has rows 1..%d", who, lo < 1 and lo or hi, n)
+    end
+  end
+  return rows
+end
+
 -- The rows of one epoch, in order: a 1-based int64 tensor.
 function DataLoader:_order()
   local e = ember()
   local s = self.sampler
   if s ~= nil then
-    if type(s.indices) == "function" then return s:indices() end
-    return e.tensor(s, { dtype = "int64" })
+    local n = assert(length_of(self.dataset))
+    if type(s.indices) == "function" then return check_rows(s:indices(), n, "sampler") end
+    for k, v in ipairs(s) do
+      if math.type(v) ~= "integer" then raise("DataLoader: sampler row %d is %s, not a row number", k, tostring(v)) end
+    end
+    return check_rows(e.tensor(s, { dtype = "int64" }), n, "sampler")
   end
   local n = assert(length_of(self.dataset))
   if self.shuffle then
@@ -296,11 +317,11 @@ function DataLoader:_batches()
     source = { gather = gather }
   end
   if self.batch_sampler then
-    local batches, i = self.batch_sampler:batches(), 0
+    local batches, i, n = self.batch_sampler:batches(), 0, assert(length_of(ds))
     return function()
       i = i + 1
       if batches[i] == nil then return nil end
-      return source:gather(batches[i]), i
+      return source:gather(check_rows(batches[i], n, "batch_sampler")), i
     end
   end
   return Dataset.batches_in_order(source, self:_order(), self.batch_size, self.drop_last)

@@ -37,6 +37,16 @@ function M.load(split, opts)
   local ember = require "ember"
   local prefix = ({train = "train", test = "t10k"})[split]
   if not prefix then error(("fashion_mnist.load: split must be 'train' or 'test', got %s"):format(tostring(split)), 2) end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("fashion_mnist.load: options must be a table {limit = n}, got %s"):format(type(opts)), 2)
+  end
+  for k in pairs(opts or {}) do
+    if k ~= "limit" then error(("fashion_mnist.load: unknown option '%s' (the option is limit)"):format(tostring(k)), 2) end
+  end
+  local limit = opts and opts.limit
+  if limit ~= nil and (math.type(limit) ~= "integer" or limit < 0) then
+    error(("fashion_mnist.load: limit must be an integer >= 0, got %s"):format(tostring(limit)), 2)
+  end
   local img, ipath = read(prefix .. "-images-idx3-ubyte.gz")
   local lab, lpath = read(prefix .. "-labels-idx1-ubyte.gz")
   if #img < 16 or be32(img, 1) ~= 2051 then error("fashion_mnist: " .. ipath .. " is not an idx3 image file", 0) end
@@ -45,7 +55,7 @@ function M.load(split, opts)
   if be32(lab, 5) ~= n then
     error(("fashion_mnist: %d images but %d labels"):format(n, be32(lab, 5)), 0)
   end
-  if opts and opts.limit then n = math.min(n, opts.limit) end
+  if limit then n = math.min(n, limit) end
   local x = ember.from_bytes(img, {n, rows, cols}, {offset = 16}) / 255
   local y = ember.from_bytes(lab, {n}, {offset = 8, dtype = "int64"}) + 1
   return x, y

@@ -41,12 +41,21 @@ function Sampler.new(n, opts)
   for k in pairs(opts) do
     if not OPTIONS[k] then error(("DistributedSampler: unknown option '%s'"):format(tostring(k)), 3) end
   end
-  -- a dataset (as torch's DistributedSampler(dataset) takes) stands for its size
+  -- a dataset (as torch's DistributedSampler(dataset) takes) stands for its
+  -- size: size(), else #ds (a plain Lua list of rows included, as DataLoader takes)
   local mt = (type(n) == "table" or type(n) == "userdata") and getmetatable(n)
   if type(n) == "table" and type(n.size) == "function" then n = n:size()
-  elseif mt and mt.__len then n = #n end
+  elseif (mt and mt.__len) or (type(n) == "table" and not mt and (#n > 0 or next(n) == nil)) then n = #n end
   if math.type(n) ~= "integer" or n < 0 then
     error(("DistributedSampler: the dataset size must be a non-negative integer, got %s"):format(tostring(n)), 3)
+  end
+  for _, k in ipairs({"shuffle", "drop_last", "pad"}) do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then
+      error(("DistributedSampler: %s must be a boolean, got %s"):format(k, type(opts[k])), 3)
+    end
+  end
+  if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
+    error(("DistributedSampler: seed must be an integer, got %s"):format(tostring(opts.seed)), 3)
   end
   local R = opts.num_replicas or dist.size_or_1()
   local r = opts.rank or dist.rank_or_0()
@@ -74,6 +83,17 @@ function Sampler:set_epoch(e)
 end
 
 function Sampler:__len() return self.num_samples end
+-- The number of rows of this rank (`#s`), as data.samplers' size().
+function Sampler:size() return self.num_samples end
+
+-- This rank's rows as Lua integers: `for i in s:iter() do` (torch's `for i in sampler`).
+function Sampler:iter()
+  local rows, k = self:list(), 0
+  return function()
+    k = k + 1
+    return rows[k]
+  end
+end
 
 -- The 1-based rows of this rank for the current epoch, as a Lua list.
 function Sampler:list()
