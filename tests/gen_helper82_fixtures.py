@@ -284,6 +284,9 @@ case("searchsorted NaN at the end of seq", "e.searchsorted(a, b)", lambda a, b: 
 case("median empty", "a:median(), a:nanmedian()", lambda a: (a.median(), a.nanmedian()), {"a": torch.zeros(0, dtype=D)})
 case("index_fill 0-d", "a:index_fill(1, b, -1)", lambda a, b: a.index_fill(0, b, -1),
      {"a": torch.tensor(2.5, dtype=D), "b": torch.tensor([0])}, idx=("b",))
+case("gather scatter scatter_add 0-d", "a:gather(1, b), a:scatter(-1, b, c), a:scatter_add(1, b, c), a:scatter(1, b, 4.0)",
+     lambda a, b, c: (a.gather(0, b), a.scatter(-1, b, c), a.scatter_add(0, b, c), a.scatter(0, b, 4.0)),
+     {"a": torch.tensor(2.5, dtype=D), "b": torch.tensor(0), "c": torch.tensor(7.0, dtype=D)}, idx=("b",))
 # ---- erfc, aliases, sum_to_size, cumulative_trapezoid
 case("erfc", "a:erfc()", lambda a: a.erfc(),
      {"a": torch.tensor([-30, -3, -0.2, -0.0, 0, 1e-10, 0.1, 1, 2.4, 2.5, 2.6, 3, 6, 10, 26, 30, NAN, float("inf")], dtype=D)})

@@ -487,6 +487,9 @@ set("scatter", function(x, dim, index, src, opts)
   check_tensor(op, x)
   local d = dim_of(op, x, dim)
   if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
+  if x:dim() == 0 and index:dim() == 0 and (not core.is_tensor(src) or src:dim() == 0) then -- a scalar: as a vector
+    return core.scatter(x:reshape(1), 1, index:reshape(1), core.is_tensor(src) and src:reshape(1) or src, opts):reshape({})
+  end
   if opts ~= nil then
     if type(opts) == "string" then opts = { reduce = opts } end
     if type(opts) ~= "table" then fail(op, "expected an options table {reduce=} after src, got %s", type(opts)) end
@@ -508,6 +511,10 @@ end, true)
 set("scatter_add", function(x, dim, index, src)
   local ok, y = pcall(c_scatter_add, x, dim, index, src) -- the common case costs one call
   if ok then return y end
+  if core.is_tensor(x) and x:dim() == 0 and core.is_tensor(index) and index:dim() == 0 and core.is_tensor(src) and
+      src:dim() == 0 and (dim == 1 or dim == -1) then -- a scalar: as torch's dim 0 of it
+    return c_scatter_add(x:reshape(1), 1, index:reshape(1), src:reshape(1)):reshape({})
+  end
   if core.is_tensor(x) and core.is_tensor(index) and core.is_tensor(src) and math.type(dim) == "integer" and
       dim ~= 0 and dim >= -x:dim() and dim <= x:dim() then
     local d = dim < 0 and x:dim() + 1 + dim or dim

@@ -109,6 +109,9 @@ local c_gather = T.gather
 set("gather", function(x, dim, index)
   local ok, y = pcall(c_gather, x, dim, index) -- the common case costs one call
   if ok then return y end
+  if core.is_tensor(x) and core.is_tensor(index) and x:dim() == 0 and index:dim() == 0 and (dim == 1 or dim == -1) then
+    return c_gather(x:reshape(1), 1, index:reshape(1)):reshape({}) -- a scalar: as torch's dim 0 of it
+  end
   if core.is_tensor(x) and core.is_tensor(index) and index:dim() == x:dim() and math.type(dim) == "integer" and
       dim ~= 0 and dim >= -x:dim() and dim <= x:dim() then
     local d, part = dim < 0 and x:dim() + 1 + dim or dim, x
