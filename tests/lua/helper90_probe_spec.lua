@@ -9,6 +9,9 @@
 --   takes) was refused as "not a size"; seed/shuffle/drop_last/pad of the
 --   wrong type were taken silently (shuffle = "no" shuffled); it had no
 --   size()/iter() as data.samplers have. Without mpirun it is a world of one.
+-- * CharTokenizer.fit / WordTokenizer.fit("one text") saw no text (ipairs
+--   over a string): a vocabulary of the specials only; fit(nil) was a raw
+--   "attempt to index a nil value".
 local ember = require "ember"
 local data = require "ember.data"
 local dist = require "ember.distributed"
@@ -114,5 +117,21 @@ describe("DistributedSampler in one process", function()
     local total = 0
     for i = 1, 7 do total = total + assert(seen[i]) end
     assert.are.equal(9, total)
+  end)
+end)
+
+describe("tokenizers' fit", function()
+  it("takes one string as one text (it gave a vocabulary of the specials only)", function()
+    local one = data.CharTokenizer.fit("hello")
+    local list = data.CharTokenizer.fit({ "hello" })
+    assert.are.same(list:encode("hole"), one:encode("hole"))
+    assert.are.equal("hole", one:decode(one:encode("hole")))
+    local w = data.WordTokenizer.fit("the cat sat")
+    assert.are.same(data.WordTokenizer.fit({ "the cat sat" }):encode("cat sat"), w:encode("cat sat"))
+  end)
+  it("anything else is an error at the user's line", function()
+    raises_here(function() data.CharTokenizer.fit(nil) end, "CharTokenizer.fit: texts must be a list of strings (or one string), got nil")
+    raises_here(function() data.WordTokenizer.fit(5) end, "WordTokenizer.fit: texts must be a list of strings (or one string), got number")
+    raises_here(function() data.WordTokenizer.fit({ "a", 3 }) end, "WordTokenizer.fit: text 2 is a number, not a string")
   end)
 end)

@@ -23,10 +23,11 @@ local function new(vocab)
   return setmetatable({vocab = vocab}, CharTokenizer)
 end
 
---- A tokenizer over the characters of `texts` (a list of strings), sorted by
+--- A tokenizer over the characters of `texts` (a list of strings, or one string), sorted by
 -- code point so the ids do not depend on the order of the data.
 -- opts: specials (list, default <pad> <unk> <bos> <eos>), min_count (1).
 function CharTokenizer.fit(texts, opts)
+  texts = text.texts("CharTokenizer.fit", texts)
   opts = opts or {}
   local counts = {}
   for _, s in ipairs(texts) do

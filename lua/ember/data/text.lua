@@ -55,6 +55,20 @@ function M.chars(s)
   return out
 end
 
+--- The texts a tokenizer's fit reads: a list of strings, or one string as
+-- a list of one (ipairs over a bare string saw no text: an empty
+-- vocabulary). Anything else is an error naming `who`.
+function M.texts(who, texts)
+  if type(texts) == "string" then return {texts} end
+  if type(texts) ~= "table" then
+    error(("%s: texts must be a list of strings (or one string), got %s"):format(who, type(texts)), 2)
+  end
+  for i, s in ipairs(texts) do
+    if type(s) ~= "string" then error(("%s: text %d is a %s, not a string"):format(who, i, type(s)), 2) end
+  end
+  return texts
+end
+
 --- Number of characters of a UTF-8 string (nil when it is not valid UTF-8).
 function M.length(s)
   return utf8.len(s)

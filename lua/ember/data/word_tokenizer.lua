@@ -35,10 +35,12 @@ function WordTokenizer:words(s)
   return text.words(s, self.split_punct)
 end
 
---- A vocab of the most frequent words of texts (ties broken by the word,
--- so the ids do not depend on hash order). opts: max_size (all),
+--- A vocab of the most frequent words of texts (a list of strings, or one
+-- string; ties broken by the word, so the ids do not depend on hash
+-- order). opts: max_size (all),
 -- min_count (1), lower (false), split_punct (true), specials.
 function WordTokenizer.fit(texts, opts)
+  texts = text.texts("WordTokenizer.fit", texts)
   opts = opts or {}
   local split = opts.split_punct ~= false
   local probe = new(nil, opts.lower or false, split)
