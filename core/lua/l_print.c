@@ -31,6 +31,9 @@ static print_options opts = {4, 1000, 3, 80, -1};
 #define LINE_WIDTH opts.linewidth
 #define PREFIX "tensor("
 #define PREFIX_LEN 7
+/* Room for one element: "%.30f" of -DBL_MAX is 1 + 309 + 1 + 30 characters
+** (sci_mode = false with precision = 30 prints all of them). */
+#define ELEMENT_CHARS 352
 
 typedef struct printer {
   luaL_Buffer *b;
@@ -150,8 +153,9 @@ static void add_spaces(luaL_Buffer *b, int n) {
 }
 
 static void add_element(printer *p, int64_t i) {
-  char buf[64];
+  char buf[ELEMENT_CHARS];
   int n = fmt_element(p, i, buf, sizeof buf);
+  if (n >= (int)sizeof buf) n = (int)sizeof buf - 1; /* never past buf (snprintf counts what did not fit) */
   add_spaces(p->b, p->width - n);
   luaL_addlstring(p->b, buf, (size_t)n);
 }
@@ -269,7 +273,7 @@ void lember_pushtostring(lua_State *L, em_tensor *t) {
   p.data = data;
   if (p.dt == EM_F64) choose_float_mode(&p, n);
   for (int64_t i = 0; i < n; i++) {
-    char buf[64];
+    char buf[ELEMENT_CHARS];
     int w = fmt_element(&p, i, buf, sizeof buf);
     if (w > p.width) p.width = w;
   }
