@@ -167,17 +167,20 @@ static void put(lua_State *L, fill_state *f, int idx, int depth) {
     luaL_error(L, "ember.tensor: mixed numbers and booleans (a %s at %s)", got, where(L, f, depth));
   }
   int64_t i = f->n++;
+  /* a boolean is 1 or 0 in a number dtype (lua_tonumber would give 0 for true) */
+  double num = tt == LUA_TBOOLEAN ? (double)lua_toboolean(L, idx) : lua_tonumber(L, idx);
   switch (f->dt) {
-    case EM_F32: ((float *)f->buf)[i] = (float)lua_tonumber(L, idx); break;
-    case EM_F64: ((double *)f->buf)[i] = lua_tonumber(L, idx); break;
-    case EM_BOOL: ((uint8_t *)f->buf)[i] = tt == LUA_TBOOLEAN ? lua_toboolean(L, idx)
-                                                              : lua_tonumber(L, idx) != 0;
+    case EM_F32: ((float *)f->buf)[i] = (float)num; break;
+    case EM_F64: ((double *)f->buf)[i] = num; break;
+    case EM_BOOL: ((uint8_t *)f->buf)[i] = num != 0;
       break;
     case EM_I64:
       if (lua_isinteger(L, idx)) {
         ((int64_t *)f->buf)[i] = (int64_t)lua_tointeger(L, idx);
       } else {
-        double v = tt == LUA_TBOOLEAN ? lua_toboolean(L, idx) : lua_tonumber(L, idx);
+        double v = num;
+        if (v != v) /* "%f" would say "-nan" for 0/0 */
+          luaL_error(L, "ember.tensor: nan at %s does not fit int64", where(L, f, depth));
         if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) /* [-2^63, 2^63) */
           luaL_error(L, "ember.tensor: %f at %s does not fit int64", v, where(L, f, depth));
         ((int64_t *)f->buf)[i] = (int64_t)v; /* truncates, as torch does */
