@@ -7,7 +7,7 @@
 ** arguments, not returned: a returned call is a tail call, which takes the
 ** chunk's frame off the stack, and an error raised inside ember's Lua code
 ** then had no "stdin:1:" frame to name (it named the library's own line);
-** otherwise as a statement, and while Lua says the chunk ends too early ("<eof>") more
+** otherwise as a statement ("=expr" is expr, as in lua's REPL), and while Lua says the chunk ends too early ("<eof>") more
 ** lines are read. Errors print with a traceback and the loop goes on.
 ** History lives in ~/.ember_history.
 */
@@ -142,7 +142,8 @@ static int load_chunk(lua_State *L) {
   int interrupted;
   char *line = read_line(PROMPT, &interrupted);
   if (!line) return interrupted ? READ_INTERRUPT : READ_EOF;
-  lua_pushstring(L, line);
+  /* "=expr" prints expr, as lua's REPL (kept there for compatibility with 5.2) */
+  lua_pushstring(L, line[0] == '=' ? line + 1 : line);
   free(line);
   int code = lua_gettop(L);
   /* an expression? (its values, all of them, as the arguments of a call; the
