@@ -320,9 +320,32 @@ static int push_property(lua_State *L, em_tensor *t, const char *k) {
   return 1;
 }
 
-/* t[i] is t:select(1, i), with i 1-based (negative from the end). */
+/* Is ipairs' iterator the one reading t[i]? (the C function that invoked
+** this metamethod, compared with the iterator a call of ipairs returns) */
+static bool called_by_ipairs(lua_State *L) {
+  static lua_CFunction ipairs_iter; /* the base library's, the same in every state */
+  lua_Debug ar;
+  int top = lua_gettop(L);
+  if (!ipairs_iter && lua_getglobal(L, "ipairs") == LUA_TFUNCTION) {
+    lua_newtable(L);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) ipairs_iter = lua_tocfunction(L, -1);
+  }
+  lua_settop(L, top);
+  if (!ipairs_iter || !lua_getstack(L, 1, &ar) || !lua_getinfo(L, "f", &ar)) return false;
+  bool is = lua_tocfunction(L, -1) == ipairs_iter;
+  lua_settop(L, top);
+  return is;
+}
+
+/* t[i] is t:select(1, i), with i 1-based (negative from the end). Past
+** the end it is an error, except for ipairs, which reads t[#t + 1] to
+** stop: `for i, row in ipairs(t)` walks the rows as torch's `for row in t`. */
 static int index_integer(lua_State *L, em_tensor *t) {
   if (t->ndim == 0) return luaL_error(L, "ember.index: a 0-d tensor cannot be indexed (use :item())");
+  if (lua_isinteger(L, 2) && lua_tointeger(L, 2) == t->shape[0] + 1 && called_by_ipairs(L)) {
+    lua_pushnil(L);
+    return 1;
+  }
   int64_t i = lember_checkpos(L, 2, t->shape[0], "index", "index");
   em_tensor **out = lember_newslot(L);
   em_status s = em_select(out, t, 0, i);
