@@ -437,6 +437,9 @@ static int t_index(lua_State *L) {
   if (kt == LUA_TNUMBER) return index_integer(L, lember_checktensor(L, 1));
   if (lember_istensor(L, 2)) return index_tensor(L, lember_checktensor(L, 1));
   if (kt == LUA_TTABLE) return call_table_index(L, "__table_index", 2);
+  if (kt == LUA_TBOOLEAN) /* most likely t[t > 0]: the operator gave one boolean */
+    return luaL_error(L, "ember.index: cannot index a tensor with a boolean (t > 0 is one Lua boolean, whether "
+                         "it holds for every element; the elementwise mask is t:gt(0), as in t[t:gt(0)])");
   return luaL_error(L, "ember.index: cannot index a tensor with a %s (use t[i], an int64 tensor, t[{i, j}], "
                        "t[{{a, b}, {}}] or a method name)", luaL_typename(L, 2));
 }
@@ -509,6 +512,9 @@ static int t_newindex(lua_State *L) {
   if (lember_istensor(L, 2) && lember_checktensor(L, 2)->dtype == EM_BOOL)
     return call_table_index(L, "__mask_newindex", 3), 0; /* x[mask] = v, Lua side */
   if (lember_istensor(L, 2)) return call_table_index(L, "__index_newindex", 3), 0; /* x[idx] = v, Lua side */
+  if (kt == LUA_TBOOLEAN) /* most likely t[t > 0] = v */
+    return luaL_error(L, "ember.setindex: cannot assign to a tensor indexed by a boolean (t > 0 is one Lua boolean, "
+                         "whether it holds for every element; the elementwise mask is t:gt(0), as in t[t:gt(0)] = v)");
   return luaL_error(L, "ember: cannot assign to a tensor indexed by a %s (t[i] = v, t[{...}] = v, "
                        "t[int64 tensor] = v and t[bool mask] = v can be assigned)", luaL_typename(L, 2));
 }
