@@ -12,7 +12,8 @@ require "ember._helpers" -- triu, sort, cumsum, ... and t[{i, {a, b}}] (adds to 
 require "ember._einsum" -- ember.einsum (adds to core)
 require "ember._functional" -- softplus, leaky_relu, the binary cross-entropies (adds to core)
 require "ember._listing" -- listing functions return lists that print readably
-require "ember._compat" -- multinomial, median, meshgrid, index_add, ember.grad, ...: more of torch's (adds to core)
+require "ember._compat" -- multinomial, median, meshgrid, index_add, ...: more of torch's (adds to core)
+require "ember._grad_modes" -- no_grad / enable_grad / inference_mode scopes, ember.grad
 require "ember._everyday" -- diagonal, take_along_dim, nansum, logaddexp, Torch7's nDimension, ... (adds to core)
 require "ember._special" -- atan2, logcumsumexp (adds to core)
 require "ember._tensor_more" -- masked_scatter, nanmedian, quantile, mode, histc, scatter_reduce (adds to core)
