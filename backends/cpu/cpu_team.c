@@ -24,7 +24,10 @@
 ** EMBER_CPU_TEAM=always keeps the team on for every region (the rule
 ** before this file); cpu_team_describe says what runs for ember.cpu_info.
 ** Products on oneDNN keep their own regions: they are large enough that
-** a slow start costs a few percent of them.
+** a slow start costs a few percent of them. Its convolutions are the
+** exception (cpu_team_contended, cpu_conv.c): their regions wait at
+** barriers inside, each a wait for a descheduled worker, so while the
+** state is contended they run on primitives made for one thread.
 */
 #include "cpu_internal.h"
 #include "ember_plugin.h"
@@ -74,6 +77,7 @@ static uint64_t team_serial;   /* regions run serially because of it */
 static uint64_t team_lag_avg;  /* the recent starts, ns (each new one weighs 1/4) */
 static uint64_t team_last_end; /* when the last region with the team ended */
 static int team_probe_left;    /* regions of the current probe still to run with the team */
+static uint64_t team_dnnl_serial; /* oneDNN convolutions run on one thread because of it */
 
 uint64_t cpu_team_now(void) {
   struct timespec ts;
@@ -94,6 +98,12 @@ static int mode(void) {
 /* The relaxed atomics keep concurrent callers (user threads, a region's
 ** nested call) free of data races; the state is a hint, so an occasional
 ** lost update only delays a switch by a region. */
+bool cpu_team_contended(void) {
+  const bool c = mode() != 1 && __atomic_load_n(&team_contended, __ATOMIC_RELAXED);
+  if (c) __atomic_add_fetch(&team_dnnl_serial, 1, __ATOMIC_RELAXED);
+  return c;
+}
+
 bool cpu_team_go(double work) {
   if (mode() == 1 || !__atomic_load_n(&team_contended, __ATOMIC_RELAXED)) return true;
   const double bar = 2 * TEAM_WORK_PER_NS * (double)__atomic_load_n(&team_lag_avg, __ATOMIC_RELAXED);
@@ -141,10 +151,11 @@ void cpu_team_describe(char *buf, size_t n) {
     snprintf(buf, n, "always (EMBER_CPU_TEAM=always)");
     return;
   }
-  snprintf(buf, n, "adaptive, now %s (%llu switches to serial, %llu regions run serially)",
+  snprintf(buf, n, "adaptive, now %s (%llu switches to serial, %llu regions and %llu convolutions run serially)",
            __atomic_load_n(&team_contended, __ATOMIC_RELAXED) ? "serial: the CPUs are contended" : "parallel",
            (unsigned long long)__atomic_load_n(&team_switches, __ATOMIC_RELAXED),
-           (unsigned long long)__atomic_load_n(&team_serial, __ATOMIC_RELAXED));
+           (unsigned long long)__atomic_load_n(&team_serial, __ATOMIC_RELAXED),
+           (unsigned long long)__atomic_load_n(&team_dnnl_serial, __ATOMIC_RELAXED));
 }
 
 EM_PLUGIN_EXPORT int ember_cpu_team_feed(uint64_t lag_ns, double work, int hot);
