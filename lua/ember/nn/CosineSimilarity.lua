@@ -1,4 +1,4 @@
---- nn.CosineSimilarity([{dim = 2, eps = 1e-8}]): the cosine of the angle
+--- nn.CosineSimilarity([dim = 2 [, eps = 1e-8]]): the cosine of the angle
 -- between x1 and x2 along dim (they broadcast), as torch.nn.CosineSimilarity
 -- (`ember.cosine_similarity`: each is divided by its norm, at least eps).
 -- dim is **1-based**: the default 2 is PyTorch's dim=1.
@@ -12,8 +12,9 @@ local Module = require "ember.nn.Module"
 
 local CosineSimilarity = Module:extend("CosineSimilarity")
 
-function CosineSimilarity:__init(opts)
-  opts = opts or {}
+function CosineSimilarity:__init(...)
+  local dim, eps = Module.keyword_args("nn.CosineSimilarity", { "dim", "eps" }, ...)
+  local opts = type(dim) == "table" and dim or { dim = dim, eps = eps } -- nn.CosineSimilarity(1, 1e-6) too
   if type(opts) ~= "table" then error("CosineSimilarity: options must be a table {dim =, eps =}, got " .. type(opts), 2) end
   self.dim, self.eps = opts.dim or 2, opts.eps or 1e-8
   if math.type(self.dim) ~= "integer" or self.dim == 0 then

@@ -2,7 +2,8 @@
 -- x > 0, weight * x elsewhere, with a learned slope `weight`
 -- [num_parameters] (filled with init), as torch.nn.PReLU. One slope for
 -- everything, or one per channel: then the input's dim 2 (its channels) must
--- have num_parameters entries. `nn.PReLU(n, 0.1)` is `nn.PReLU(n, {init = 0.1})`.
+-- have num_parameters entries. `nn.PReLU(n, 0.1)` is `nn.PReLU(n, {init = 0.1})`
+-- and `nn.PReLU{num_parameters = n, init = 0.1}`.
 -- State dict as PyTorch: weight.
 -- Errors name nn.PReLU: a bad num_parameters or init, an input whose channels differ.
 -- @usage local act = nn.PReLU(16)
@@ -16,6 +17,14 @@ local Module = require "ember.nn.Module"
 local PReLU = Module:extend("PReLU")
 
 function PReLU:__init(num_parameters, opts)
+  if type(num_parameters) == "table" and not ember.is_tensor(num_parameters) and opts == nil then
+    -- nn.PReLU{num_parameters = 3, init = 0.1}: PyTorch's names in one table
+    opts = {}
+    for k, v in pairs(Module.check_options("nn.PReLU", num_parameters, { "num_parameters", "init", "dtype", "device" })) do
+      if k ~= "num_parameters" then opts[k] = v end
+    end
+    num_parameters = num_parameters.num_parameters
+  end
   num_parameters = num_parameters or 1
   if math.type(num_parameters) ~= "integer" or num_parameters < 1 then
     error("PReLU: num_parameters must be a positive integer, got " .. tostring(num_parameters), 2)

@@ -1,4 +1,4 @@
---- nn.PairwiseDistance([{p = 2, eps = 1e-6, keepdim = false}]): the p-norm
+--- nn.PairwiseDistance([p = 2 [, eps = 1e-6 [, keepdim = false]]]): the p-norm
 -- of x1 - x2 + eps along the last dim, as torch.nn.PairwiseDistance (eps
 -- keeps the gradient of the norm finite where x1 = x2).
 -- Errors name nn.PairwiseDistance: a bad p, eps or keepdim, inputs that are not tensors.
@@ -11,8 +11,9 @@ local Module = require "ember.nn.Module"
 
 local PairwiseDistance = Module:extend("PairwiseDistance")
 
-function PairwiseDistance:__init(opts)
-  opts = opts or {}
+function PairwiseDistance:__init(...)
+  local p, eps, keepdim = Module.keyword_args("nn.PairwiseDistance", { "p", "eps", "keepdim" }, ...)
+  local opts = type(p) == "table" and p or { p = p, eps = eps, keepdim = keepdim } -- nn.PairwiseDistance(1) too
   if type(opts) ~= "table" then
     error("PairwiseDistance: options must be a table {p =, eps =, keepdim =}, got " .. type(opts), 2)
   end

@@ -1,5 +1,6 @@
---- nn.Softplus([{beta = 1, threshold = 20}]): log(1 + e^(beta x)) / beta, linear
--- where beta x > threshold, as torch.nn.Softplus (`ember.softplus`).
+--- nn.Softplus([beta = 1 [, threshold = 20]]): log(1 + e^(beta x)) / beta, linear
+-- where beta x > threshold, as torch.nn.Softplus (`ember.softplus`); also
+-- by name, `nn.Softplus{beta = 2, threshold = 10}`.
 -- @usage local y = nn.Softplus()(ember.randn(2, 3))
 -- @classmod nn.Softplus
 local error = require("ember._errors").error -- raises at the user's line
@@ -8,12 +9,16 @@ local Module = require "ember.nn.Module"
 
 local Softplus = Module:extend("Softplus")
 
-function Softplus:__init(opts)
-  opts = Module.check_options("nn.Softplus", opts, { "beta", "threshold" })
-  if type(opts) ~= "table" then error("Softplus: options must be a table {beta =, threshold =}, got " .. type(opts), 3) end
-  self.beta, self.threshold = opts.beta or 1, opts.threshold or 20
+function Softplus:__init(...)
+  if select("#", ...) > 2 then error(("nn.Softplus: expected at most 2 arguments (beta, threshold), got %d"):format(
+    select("#", ...)), 3) end
+  local beta, threshold = Module.keyword_args("nn.Softplus", { "beta", "threshold" }, ...)
+  self.beta, self.threshold = beta or 1, threshold or 20
   if type(self.beta) ~= "number" or not (self.beta > 0) then
     error("Softplus: beta must be a number > 0, got " .. tostring(self.beta), 3)
+  end
+  if type(self.threshold) ~= "number" then
+    error("Softplus: threshold must be a number, got " .. type(self.threshold), 3)
   end
 end
 
