@@ -26,6 +26,12 @@ return {
       n = ember.maximum(-rel, 0)
     end
     local exact = nb // 2
+    -- as relpos t5: the log-spaced buckets run from the exact ones up to
+    -- max_distance, so it must lie past them (else they leave the table)
+    if o.max_distance <= exact then
+      error(("max_distance (%d) must exceed the %d exact buckets (num_buckets / %d%s)"):format(o.max_distance, exact,
+        o.bidirectional and 4 or 2, o.bidirectional and ", bidirectional" or ""), 0)
+    end
     local large = exact + ember.floor(ember.log(n / exact) / math.log(o.max_distance / exact) * (nb - exact))
     local bucket = base + ember.where(n:lt(exact), n, ember.minimum(large, nb - 1))
     return s + ctx.bias[bucket + 1][h]

@@ -55,6 +55,17 @@ static em_status rp_check(const em_attn_options *o, const em_attn_dims *d) {
     int64_t nb = em_attn_opt_int(o, "num_buckets");
     if (em_attn_opt_bool(o, "bidirectional") && nb < 4)
       return em_error(EM_ERR_ARG, "relpos t5: bidirectional needs num_buckets >= 4, got %lld", (long long)nb);
+    /* T5's log-spaced buckets run from the exact ones (half the buckets of a
+       direction) up to max_distance: log(max_distance / max_exact) must be > 0,
+       or the buckets past the exact ones fall outside the table */
+    int64_t exact = (em_attn_opt_bool(o, "bidirectional") ? nb / 2 : nb) / 2;
+    int64_t md = em_attn_opt_int(o, "max_distance");
+    if (md <= exact)
+      return em_error(EM_ERR_ARG,
+                      "relpos t5: max_distance (%lld) must exceed the %lld exact buckets (num_buckets / %d%s): the "
+                      "log-spaced buckets run from there to max_distance",
+                      (long long)md, (long long)exact, em_attn_opt_bool(o, "bidirectional") ? 4 : 2,
+                      em_attn_opt_bool(o, "bidirectional") ? ", bidirectional" : "");
   }
   return EM_OK;
 }
