@@ -296,6 +296,8 @@ function M.parse_only(argv, conf)
       -- first training steps are timed in each precision (cli.autocast)
       o.precision_note = ("precision: auto (%s; the first %d training steps time fp32 against bf16)")
         :format(why, 2 * (M.CALIBRATION.warmup + M.CALIBRATION.steps))
+      o.precision_note_deferred = true -- printed by the first training step (cli.autocast): a run that
+                                       -- trains nothing (--predict, --sample) prints its answer alone
     else
       o.precision = p
       o.precision_note = ("precision: %s (--precision auto: %s)"):format(o.precision, why)
@@ -369,7 +371,7 @@ function M.parse(argv, conf)
     print(("%s, global batch split over them: --batch %d is %d per rank"):format(
       tostring(o.world), o.batch, o.batch // o.world.size))
   end
-  if o.precision_note then print(o.precision_note) end
+  if o.precision_note and not o.precision_note_deferred then print(o.precision_note) end
   ember.manual_seed(math.tointeger(o.seed) or M.option_error("option --seed must be an integer"))
   if o.threads then ember.set_num_threads(math.tointeger(o.threads)) end
   if o.device ~= "cpu" then
@@ -628,6 +630,10 @@ function M.autocast(opts, fn, ...)
   if precision == "auto" then
     local c = opts.precision_calibration
     if not c then
+      if opts.precision_note_deferred then
+        print(opts.precision_note)
+        opts.precision_note_deferred = nil
+      end
       local world = opts.world
       c = M.precision_calibration{
         sum = world and world.distributed and function(a, b) return world:sum(a, b) end or nil}
