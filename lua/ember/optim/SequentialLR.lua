@@ -1,4 +1,5 @@
 --- optim.SequentialLR(optimizer, schedulers, milestones), or
+-- optim.SequentialLR(optimizer, schedulers, {milestones =}), or
 -- optim.SequentialLR(optimizer, {schedulers =, milestones =}):
 -- torch.optim.lr_scheduler.SequentialLR, one schedule after another: the
 -- first until step milestones[1], where the second starts at its own step 0,
@@ -20,6 +21,16 @@ function SequentialLR:__init(optimizer, ...)
   local o
   if type(first) == "table" and getmetatable(first) == nil and first[1] ~= nil then
     o = { schedulers = first, milestones = select(2, ...), last_epoch = select(3, ...), verbose = select(4, ...) }
+    local rest = o.milestones
+    if type(rest) == "table" and getmetatable(rest) == nil and rest[1] == nil and next(rest) ~= nil then
+      -- (opt, {s1, s2}, {milestones = {k}}): torch's keyword spelt as an options table
+      for k in pairs(rest) do
+        if k ~= "milestones" and k ~= "last_epoch" and k ~= "verbose" then
+          self:_error("unknown option '%s' (expected milestones, last_epoch, verbose)", tostring(k))
+        end
+      end
+      o.milestones, o.last_epoch, o.verbose = rest.milestones, rest.last_epoch, rest.verbose
+    end
   else
     o = self:_torch_opts({ "schedulers", "milestones" }, ...)
   end
@@ -66,6 +77,7 @@ function SequentialLR:__init(optimizer, ...)
   end
   self.last_step = 0
   self.schedulers[1]:_restart()
+  self._last_lr = self.schedulers[1]:get_last_lr()
 end
 
 --- The index of the schedule that runs at step s.
@@ -87,6 +99,9 @@ function SequentialLR:step()
   local idx = self:index(self.last_step)
   local s = self.schedulers[idx]
   if idx > 1 and self.milestones[idx - 1] == self.last_step then s:_restart() else s:step() end
+  -- PyTorch's: the running schedule's lrs (load_state_dict sets _last_lr,
+  -- which get_last_lr would otherwise give from then on)
+  self._last_lr = s:get_last_lr()
 end
 
 --- {last_step=, base_lrs=, schedulers={each one's state_dict()}}, for checkpoints.
