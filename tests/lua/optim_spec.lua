@@ -215,7 +215,7 @@ describe("clip_grad_norm", function()
     assert.has_error(function() optim.clip_grad_norm({ p }, -1) end,
       "clip_grad_norm: max_norm must be a number >= 0, got -1")
     assert.has_error(function() optim.clip_grad_norm({ p }, 1, 0) end,
-      "clip_grad_norm: norm_type must be a number > 0 or math.huge, got 0")
+      "clip_grad_norm: norm_type must be a number > 0, math.huge or \"inf\", got 0")
   end)
 
   it("takes any p-norm, as torch's norm_type", function()

@@ -117,6 +117,12 @@ end
 -- @treturn integer fan_in
 -- @treturn integer fan_out
 function M.calculate_fans(t) return fans("calculate_fans", t) end
+--- torch.nn.init._calculate_fan_in_and_fan_out: calculate_fans by PyTorch's
+-- name (user code that sizes a bias's bound from its weight calls it).
+-- @param t a tensor of at least 2 dims
+-- @treturn integer fan_in
+-- @treturn integer fan_out
+function M._calculate_fan_in_and_fan_out(t) return fans("_calculate_fan_in_and_fan_out", t) end
 
 --- Fills t with U(a, b) (default U(0, 1)).
 -- @tparam Tensor t

@@ -2,7 +2,7 @@
 -- -> total norm (a number), as torch.nn.utils.clip_grad_norm_: the norm of
 -- all gradients together; every gradient is scaled in place by
 -- min(1, max_norm / (norm + 1e-6)). norm_type: any p > 0 (the p-norm, 2 by
--- default) or math.huge (the max abs value). Torch's keywords may come as
+-- default) or math.huge or "inf" (the max abs value). Torch's keywords may come as
 -- a table after max_norm or after norm_type: `{norm_type =,
 -- error_if_nonfinite =, foreach =}` (foreach accepted and unused; torch
 -- 2.x's fifth positional foreach too). With error_if_nonfinite a NaN or
@@ -44,11 +44,12 @@ local function clip_grad_norm(params, max_norm, norm_type, error_if_nonfinite, f
     error_if_nonfinite, foreach = kw.error_if_nonfinite, kw.foreach
   end
   norm_type = norm_type or 2
+  if norm_type == "inf" then norm_type = math.huge end -- torch's 'inf' (its docs' spelling)
   if type(max_norm) ~= "number" or not (max_norm >= 0) then -- NaN too
     error(op .. ": max_norm must be a number >= 0, got " .. tostring(max_norm), 2)
   end
   if type(norm_type) ~= "number" or not (norm_type > 0) then
-    error(op .. ": norm_type must be a number > 0 or math.huge, got " .. tostring(norm_type), 2)
+    error(op .. ": norm_type must be a number > 0, math.huge or \"inf\", got " .. tostring(norm_type), 2)
   end
   if error_if_nonfinite ~= nil and type(error_if_nonfinite) ~= "boolean" then
     error(op .. ": error_if_nonfinite must be a boolean, got " .. tostring(error_if_nonfinite), 2)
