@@ -34,21 +34,81 @@ local function other_rank()
   return dist ~= nil and dist.is_initialized() and dist.rank() ~= 0
 end
 
---- path: the CSV file (replaced); columns: the list of column names.
-function M.new(path, columns)
+local read_csv -- below
+
+-- A resumed run's earlier rows: those of `path` (if it exists) that
+-- opts.drop_after = {column = value} keeps (rows past the checkpoint's step
+-- are logged again by the resumed run). Returns the kept rows and their
+-- lines, or nil when there is no file.
+local function earlier_rows(path, columns, drop_after)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local lines = {}
+  for line in f:lines() do lines[#lines + 1] = line end
+  f:close()
+  if #lines == 0 then return nil end
+  local have, rows = read_csv(path)
+  if table.concat(have, ",") ~= table.concat(columns, ",") then
+    error(("metrics.new: cannot append to %s: its columns are %s, the log's %s"):format(path,
+      table.concat(have, ", "), table.concat(columns, ", ")), 3)
+  end
+  local col, limit = next(drop_after or {})
+  local kept, kept_lines = {}, {}
+  for i, r in ipairs(rows) do
+    if col == nil or not (type(r[col]) == "number" and r[col] > limit) then
+      kept[#kept + 1], kept_lines[#kept_lines + 1] = r, lines[i + 1]
+    end
+  end
+  return kept, kept_lines
+end
+
+--- path: the CSV file; columns: the list of column names; opts:
+-- `{append = true}` keeps the rows a file at `path` already has (a resumed
+-- run: its columns must be the same; they are in the plots too), and
+-- `drop_after = {step = k}` drops those whose `step` is past k first (what
+-- the stopped run logged after its last checkpoint). Without append the
+-- file is replaced.
+-- @usage local log = metrics.new(dir .. "/metrics.csv", {"step", "loss"}, {append = true, drop_after = {step = 120}})
+function M.new(path, columns, opts)
   if type(columns) ~= "table" or #columns == 0 then
     error("metrics.new: columns must be a non-empty list of names", 2)
   end
-  local self = setmetatable({path = path, columns = columns, known = {}, rows = {}}, Log)
-  for _, c in ipairs(columns) do self.known[c] = true end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("metrics.new: opts must be a table {append =, drop_after =}, got " .. type(opts), 2) end
+  for k in pairs(opts) do
+    if k ~= "append" and k ~= "drop_after" then
+      error(("metrics.new: unknown option '%s' (append, drop_after)"):format(tostring(k)), 2)
+    end
+  end
+  local known = {}
+  for _, c in ipairs(columns) do known[c] = true end
+  if opts.drop_after ~= nil then
+    local col, v = next(opts.drop_after == nil and {} or opts.drop_after)
+    if not opts.append or type(opts.drop_after) ~= "table" or not known[col] or type(v) ~= "number"
+        or next(opts.drop_after, col) ~= nil then
+      error("metrics.new: drop_after must be {column = number} (one of the columns) and needs append = true", 2)
+    end
+  end
+  local self = setmetatable({path = path, columns = columns, known = known, rows = {}}, Log)
+  local kept, lines
+  if opts.append then kept, lines = earlier_rows(path, columns, opts.drop_after) end
+  self.rows = kept or {}
   if other_rank() then return self end
-  local f, err = io.open(path, "w")
+  -- the header and the kept rows go to a new file that then replaces the
+  -- old one (a crash here leaves the old log whole); rows are appended to it
+  local tmp = path .. ".tmp"
+  local f, err = io.open(tmp, "w")
   if not f then error("metrics.new: " .. err, 2) end
-  self.file = f
   local head = {}
   for i, c in ipairs(columns) do head[i] = csv_field(c) end
   f:write(table.concat(head, ","), "\n")
-  f:flush()
+  for _, line in ipairs(lines or {}) do f:write(line, "\n") end
+  f:close()
+  local ok, rerr = os.rename(tmp, path)
+  if not ok then os.remove(tmp); error("metrics.new: " .. tostring(rerr), 2) end
+  f, err = io.open(path, "a")
+  if not f then error("metrics.new: " .. err, 2) end
+  self.file = f
   return self
 end
 
@@ -92,6 +152,11 @@ end
 function M.read_csv(path)
   local f, err = io.open(path, "r")
   if not f then error("metrics.read_csv: " .. err, 2) end
+  return read_csv(path, f)
+end
+
+read_csv = function(path, f)
+  f = f or assert(io.open(path, "r"))
   local function split(line)
     local out, pos = {}, 1
     while pos <= #line + 1 do

@@ -33,18 +33,28 @@ local function fmt_time(s)
   return string.format("%02d:%02d", s // 60, s % 60)
 end
 
---- A progress bar: `progress.new{total=, label="", unit="it", log_every=5}` (total is required).
+--- A progress bar: `progress.new{total=, label="", unit="it", log_every=5, initial=0}` (total is required).
+-- `initial` (tqdm's): the count already done when the bar starts -- a run
+-- resumed at step k -- so the rate and the ETA count only what this run does.
 -- @tparam table opts
 function M.new(opts)
   local self = setmetatable({}, M)
-  self.total = assert(opts.total, "progress.new: total is required")
+  if type(opts) ~= "table" or type(opts.total) ~= "number" then
+    error("progress.new: total is required (a number): progress.new{total = n}", 2)
+  end
+  local initial = opts.initial or 0
+  if type(initial) ~= "number" or initial < 0 then
+    error("progress.new: initial must be a number >= 0, got " .. tostring(opts.initial), 2)
+  end
+  self.total = opts.total
+  self.initial = initial
   self.label = opts.label or ""
   self.unit = opts.unit or "it"
   self.width = opts.width or 24
   self.log_every = opts.log_every or 5
   self.start = M.now()
   self.last_log = self.start
-  self.done = 0
+  self.done = initial
   self.metrics = {}
   -- under mpirun only rank 0 draws (opts.all_ranks: every rank does)
   local dist = package.loaded["ember.distributed"]
@@ -89,7 +99,7 @@ end
 function M:line()
   local now = M.now()
   local elapsed = math.max(now - self.start, 1e-9)
-  local rate = self.done / elapsed
+  local rate = (self.done - self.initial) / elapsed
   local eta = rate > 0 and (self.total - self.done) / rate or math.huge
   local frac = self.total > 0 and math.min(self.done / self.total, 1) or 1
   local filled = math.floor(frac * self.width + 0.5)
