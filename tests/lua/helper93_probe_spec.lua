@@ -128,3 +128,47 @@ describe("PyTorch's constructor forms", function()
     raises_here(function() nn.PairwiseDistance(0) end, "PairwiseDistance: p must be a number > 0, got 0")
   end)
 end)
+
+describe("nn.Sequential's list methods (PyTorch 1.13's append, insert, extend, pop)", function()
+  local function names(s)
+    local t = {}
+    for i = 1, #s do t[i] = s[i].__name end
+    return t
+  end
+
+  -- were: seq:append / insert / pop 'attempt to call a nil value'; seq:extend{...} made a class (Module.extend)
+  -- and left seq unchanged
+  it("append, extend and insert change the list and rename the children 1..n", function()
+    local s = nn.Sequential(nn.Linear(1, 2))
+    assert.are.equal(s, s:append(nn.ReLU()))
+    assert.are.equal(s, s:extend { nn.Linear(2, 3), nn.Tanh() })
+    assert.are.same({ "Linear", "ReLU", "Linear", "Tanh" }, names(s))
+    s:insert(1, nn.Identity())
+    assert.are.same({ "Identity", "Linear", "ReLU", "Linear", "Tanh" }, names(s))
+    assert.are.same({ "2.bias", "2.weight", "4.bias", "4.weight" }, parity.sorted_keys(s:state_dict()))
+    assert.are.same({ 3, 3 }, { s(ember.ones(3, 1)).shape[1], s(ember.ones(3, 1)).shape[2] })
+    s:extend(nn.Sequential(nn.Sigmoid()))
+    assert.are.equal("Sigmoid", s[-1].__name)
+  end)
+
+  it("pop removes the last or the i-th module and returns it", function()
+    local s = nn.Sequential(nn.Linear(1, 2), nn.ReLU(), nn.Linear(2, 3))
+    assert.are.equal("Linear", s:pop().__name)
+    assert.are.equal("Linear", s:pop(1).__name)
+    assert.are.same({ "ReLU" }, names(s))
+    raises_here(function() s:pop(3) end, "Sequential.pop: index 3 is out of range for a Sequential of 1 modules")
+  end)
+
+  it("the class's extend still makes a subclass", function()
+    local Stack = nn.Sequential:extend("Stack")
+    assert.are.equal("Stack", Stack.__name)
+    assert.are.equal(1, #Stack(nn.ReLU()))
+    assert.are.equal("Pile", nn.ModuleList:extend("Pile").__name)
+  end)
+
+  -- was: an empty Sequential, the named modules dropped without a word
+  it("refuses named modules (a Lua table has no order), at the user's line", function()
+    raises_here(function() nn.Sequential { fc1 = nn.Linear(1, 1) } end, "Sequential: got a module named 'fc1'")
+    raises_here(function() nn.Sequential(nn.ReLU()):extend { 1 } end, "Sequential.extend: entry 1 is a number")
+  end)
+end)

@@ -118,9 +118,12 @@ function ModuleList:append(m)
 end
 
 --- Appends every module of a list (a Lua table or another ModuleList).
+-- On the class, `nn.ModuleList:extend("Name")` makes a subclass (Module.extend).
 -- @tparam table mods
 -- @treturn ModuleList self
 function ModuleList:extend(mods)
+  -- on the class, or with a name: a subclass (Module.extend), as every class's extend
+  if rawget(self, "_reg") == nil or type(mods) == "string" then return Module.extend(self, mods) end
   if type(mods) ~= "table" then error("ModuleList.extend: expected a list of modules, got " .. type(mods), 2) end
   local list = {}
   for i = 1, #mods do list[i] = mods[i] end -- read first: mods may be self

@@ -1,7 +1,11 @@
 --- nn.Sequential(m1, m2, ...) or nn.Sequential{m1, m2, ...}: applies the
 -- modules in order. Children are named "1", "2", ... (1-based, as Torch7);
 -- seq[i] (negative i counts from the end: seq[-1] is the last; seq[0] is
--- an error) and #seq work, and seq:add(m) appends.
+-- an error) and #seq work; seq:add(m) and seq:append(m) append, and
+-- seq:insert(i, m), seq:extend(list) and seq:pop([i]) work as PyTorch's (1-based
+-- positions; the children are renamed "1", "2", ... in their new order).
+-- The modules come as a list: PyTorch's Sequential(OrderedDict(...)) of
+-- named modules has no order in a Lua table (an error says so).
 -- @usage local mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
 -- print(mlp[1], #mlp)   --> Linear(in_features=4, out_features=8, bias=true)   3
 -- @classmod nn.Sequential
@@ -56,6 +60,13 @@ function Sequential:__len() return #self._children end
 function Sequential:__init(...)
   local mods = { ... }
   if #mods == 1 and type(mods[1]) == "table" and getmetatable(mods[1]) == nil then mods = mods[1] end
+  for k in pairs(mods) do
+    if math.type(k) ~= "integer" then -- was: dropped without a word
+      error(("Sequential: got a module named %s: a Lua table of names has no order (PyTorch's OrderedDict); "
+        .. "give the modules as a list, or register named ones with add_module in a Module's __init"):format(
+        type(k) == "string" and ("'" .. k .. "'") or tostring(k)), 3)
+    end
+  end
   for i, m in ipairs(mods) do
     if not Module.is_module(m) then
       error(("Sequential: argument %d is a %s, not a module"):format(i, type(m)), 3)
@@ -69,6 +80,78 @@ end
 function Sequential:add(m)
   self:add_module(tostring(#self._children + 1), m)
   return self
+end
+
+--- Appends a module, as PyTorch's seq.append(m); returns self.
+-- @tparam Module m
+-- @treturn Sequential self
+function Sequential:append(m)
+  if not Module.is_module(m) then error("Sequential.append: expected a module, got " .. type(m), 2) end
+  return self:add(m)
+end
+
+-- The modules in order; renames the children "1".."n" after `mods` (a
+-- changed list of them).
+local function modules_of(self)
+  local mods = {}
+  for k, n in ipairs(self._children) do mods[k] = self._reg[n] end
+  return mods
+end
+local function renumber(self, mods)
+  for _, n in ipairs(self._children) do self._reg[n] = nil end
+  for i = #self._children, 1, -1 do self._children[i] = nil end
+  for _, m in ipairs(mods) do self:add(m) end
+end
+
+--- Appends every module of a list (a Lua table, a Sequential or a
+-- ModuleList), as PyTorch's seq.extend; returns self. On the class,
+-- `nn.Sequential:extend("Name")` still makes a subclass (Module.extend).
+-- @tparam table mods
+-- @treturn Sequential self
+function Sequential:extend(mods)
+  if rawget(self, "_reg") == nil or type(mods) == "string" then return Module.extend(self, mods) end
+  if type(mods) ~= "table" then error("Sequential.extend: expected a list of modules, got " .. type(mods), 2) end
+  local list = {}
+  for i = 1, #mods do list[i] = mods[i] end -- read first: mods may be self
+  for i, m in ipairs(list) do
+    if not Module.is_module(m) then error(("Sequential.extend: entry %d is a %s, not a module"):format(i, type(m)), 2) end
+  end
+  for _, m in ipairs(list) do self:add(m) end
+  return self
+end
+
+--- Inserts a module before 1-based position i (1 <= i <= #seq + 1;
+-- negative i counts from the end, -1 appends), as table.insert; returns self.
+-- @int i
+-- @tparam Module m
+-- @treturn Sequential self
+function Sequential:insert(i, m)
+  local n = #self._children
+  if math.type(i) ~= "integer" then error("Sequential.insert: index must be an integer, got " .. tostring(i), 2) end
+  local at = i < 0 and n + 2 + i or i
+  if at < 1 or at > n + 1 then error(("Sequential.insert: index %d is out of range 1..%d"):format(i, n + 1), 2) end
+  if not Module.is_module(m) then error("Sequential.insert: expected a module, got " .. type(m), 2) end
+  local mods = modules_of(self)
+  table.insert(mods, at, m)
+  renumber(self, mods)
+  return self
+end
+
+--- Removes and returns the module at 1-based position i (default the
+-- last; negative i counts from the end), as PyTorch's seq.pop.
+-- @int[opt] i
+-- @treturn Module
+function Sequential:pop(i)
+  local n = #self._children
+  i = i or -1
+  local at = math.type(i) == "integer" and (i < 0 and n + 1 + i or i) or 0
+  if at < 1 or at > n then
+    error(("Sequential.pop: index %s is out of range for a Sequential of %d modules"):format(tostring(i), n), 2)
+  end
+  local mods = modules_of(self)
+  local m = table.remove(mods, at)
+  renumber(self, mods)
+  return m
 end
 
 --- x through each module in turn.
