@@ -172,3 +172,21 @@ describe("nn.Sequential's list methods (PyTorch 1.13's append, insert, extend, p
     raises_here(function() nn.Sequential(nn.ReLU()):extend { 1 } end, "Sequential.extend: entry 1 is a number")
   end)
 end)
+
+describe("ModuleDict and ParameterDict items() in a Python-style loop", function()
+  -- was: 'attempt to call a table value (for iterator)'; ipairs over the pairs as before
+  it("for name, v in d:items() gives the names and values in order", function()
+    local d = nn.ModuleDict { a = nn.ReLU() }
+    d:update { b = nn.Tanh() }
+    local got = {}
+    for name, m in d:items() do got[#got + 1] = name .. "=" .. m.__name end
+    assert.are.same({ "a=ReLU", "b=Tanh" }, got)
+    assert.are.same({ "a", "ReLU" }, { d:items()[1][1], d:items()[1][2].__name })
+    local p = nn.ParameterDict { w = ember.ones(2) }
+    p.b = ember.zeros(3)
+    got = {}
+    for name, t in p:items() do got[#got + 1] = name .. "=" .. t:numel() end
+    assert.are.same({ "w=2", "b=3" }, got)
+    for _, pair in ipairs(p:items()) do assert.is_true(pair[2].requires_grad) end
+  end)
+end)

@@ -18,6 +18,7 @@
 local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local list_of = require("ember._listing").list
+local pair_list = require("ember.nn._iterable").pair_list
 
 local ModuleDict = Module:extend("ModuleDict")
 
@@ -116,12 +117,12 @@ function ModuleDict:values()
   return out
 end
 
---- The {name, module} pairs, in order.
+--- The {name, module} pairs, in order (ipairs gives the pairs; `for name, m in d:items() do` the two).
 -- @treturn {{string, Module},...}
 function ModuleDict:items()
   local out = {}
   for i, n in ipairs(self._children) do out[i] = { n, self._reg[n] } end
-  return out
+  return pair_list(out) -- also `for name, v in d:items() do`, as Python's loop
 end
 
 --- Whether a module is registered under `name`.

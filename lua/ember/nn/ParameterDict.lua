@@ -18,6 +18,7 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local container = require "ember.nn._param_container"
 local list_of = require("ember._listing").list
+local pair_list = require("ember.nn._iterable").pair_list
 
 local ParameterDict = Module:extend("ParameterDict")
 
@@ -105,12 +106,12 @@ function ParameterDict:values()
   return out
 end
 
---- The {name, parameter} pairs, in order.
+--- The {name, parameter} pairs, in order (ipairs gives the pairs; `for name, p in d:items() do` the two).
 -- @treturn {{string, Tensor},...}
 function ParameterDict:items()
   local out = {}
   for i, n in ipairs(self._params) do out[i] = { n, self._reg[n] } end
-  return out
+  return pair_list(out) -- also `for name, v in d:items() do`, as Python's loop
 end
 
 --- Whether a parameter is registered under `name`.
