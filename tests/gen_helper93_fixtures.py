@@ -24,6 +24,11 @@ by hand where PyTorch 1.13 has no module (float64):
   embedding_maxnorm nn.Embedding(6, 3, max_norm=1.2, padding_idx=1): the
                    output, the renormalised weight after the call and its
                    gradient (padding row zero)
+  groupnorm        nn.GroupNorm(2, 6, eps=1e-3) on [B, C, H, W]
+  pixel_shuffle, pixel_unshuffle, channel_shuffle   with extra leading dims
+                   (PixelShuffle(3) on [2, 2, 18, 2, 3]), ChannelShuffle(3) (its
+                   backward by its definition: torch 1.13 has none)
+  embedding_freq   nn.Embedding(5, 2, padding_idx=3, scale_grad_by_freq=True)
   sinusoidal       "Attention Is All You Need"'s table for d_model = 6,
                    positions 3..6 (the start of a cached decode)
 
@@ -165,6 +170,29 @@ def cases():
     (y * R).sum().backward()
     out.append({"name": "embedding_maxnorm", "weight0": w0, "ids": ids + 1, "out": y.detach(), "R": R,
                 "weight1": m.weight.detach().clone(), "grad": m.weight.grad.detach()})
+
+    m = torch.nn.GroupNorm(2, 6, eps=1e-3)
+    with torch.no_grad():
+        m.weight.normal_()
+        m.bias.normal_()
+    x = leaf(2, 6, 3, 2)
+    out.append(case("groupnorm", dict(m.named_parameters()), {"x": x}, m(x)))
+    x = leaf(2, 2, 18, 2, 3)
+    out.append(case("pixel_shuffle", {}, {"x": x}, torch.nn.PixelShuffle(3)(x)))
+    x = leaf(2, 2, 6, 4)
+    out.append(case("pixel_unshuffle", {}, {"x": x}, torch.nn.PixelUnshuffle(2)(x)))
+    x = leaf(2, 6, 2, 1)
+    y = x.view(2, 3, 2, 2, 1).transpose(1, 2).reshape(2, 6, 2, 1)  # 1.13's channel_shuffle has no backward
+    assert torch.equal(y, torch.nn.ChannelShuffle(3)(x.detach()))
+    out.append(case("channel_shuffle", {}, {"x": x}, y))
+
+    m = torch.nn.Embedding(5, 2, padding_idx=3, scale_grad_by_freq=True)
+    ids = torch.tensor([[0, 3, 0, 4], [0, 4, 3, 2]])
+    y = m(ids)
+    R = torch.randn(y.shape)
+    (y * R).sum().backward()
+    out.append({"name": "embedding_freq", "weight0": m.weight.detach().clone(), "ids": ids + 1, "out": y.detach(),
+                "R": R, "grad": m.weight.grad.detach()})
 
     d, pos = 6, torch.arange(2, 6, dtype=torch.float64).unsqueeze(1)  # 0-based 2..5 = 1-based 3..6
     div = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(10000.0) / d))

@@ -91,6 +91,22 @@ describe("norms, Bilinear, Fold/Unfold and the parametrised activations against 
     parity.check("grad", m.weight.grad, T(c.grad), 1e-12)
   end)
 
+  it("GroupNorm, PixelShuffle / PixelUnshuffle with extra leading dims, ChannelShuffle", function()
+    parity.module(nn.GroupNorm(2, 6, { eps = 1e-3, dtype = "float64" }), case("groupnorm"))
+    parity.module(nn.PixelShuffle(3), case("pixel_shuffle"))
+    parity.module(nn.PixelUnshuffle(2), case("pixel_unshuffle"))
+    parity.module(nn.ChannelShuffle(3), case("channel_shuffle"))
+  end)
+
+  it("Embedding's scale_grad_by_freq with a padding row", function()
+    local c = case("embedding_freq")
+    local m = nn.Embedding.from_pretrained(T(c.weight0), { freeze = false, padding_idx = 4, scale_grad_by_freq = true })
+    local y = m(T(c.ids))
+    parity.check("out", y, T(c.out), 1e-12)
+    ;(y * T(c.R)):sum():backward()
+    parity.check("grad", m.weight.grad, T(c.grad), 1e-12)
+  end)
+
   it("the sinusoidal table from a later start (a cached decode)", function()
     local c = case("sinusoidal")
     local pe = nn.SinusoidalPositionalEncoding(6, { dtype = "float64" })
