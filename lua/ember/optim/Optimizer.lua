@@ -181,10 +181,12 @@ end
 
 -- Checks one group spec {params = {...}, lr = ...} and appends it.
 function Optimizer:_add_group(gi, spec)
-  if type(spec) ~= "table" or type(spec.params) ~= "table" then
+  local params = type(spec) == "table" and spec.params or nil
+  if is_tensor(params) then
+    params = { params } -- {params = w}: one tensor, as torch's add_param_group takes it
+  elseif type(params) ~= "table" then
     self:_error("group %d must be a table with a params list", gi)
   end
-  local params = spec.params
   if not is_tensor(params) and params.parameters then params = params:parameters() end
   local seen = {}
   for _, p in ipairs(self._params) do seen[p] = true end

@@ -66,7 +66,8 @@ local function clip_grad_norm(params, max_norm, norm_type, error_if_nonfinite, f
     params = params:parameters()
   end
   local grads = {}
-  for _, p in ipairs(params) do
+  for i, p in ipairs(params) do
+    if not core.is_tensor(p) then error(("%s: params[%d] is a %s, not a tensor"):format(op, i, type(p)), 2) end
     local g = p.grad
     if g ~= nil then grads[#grads + 1] = g end
   end

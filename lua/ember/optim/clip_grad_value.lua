@@ -18,6 +18,11 @@ local function clip_grad_value(params, clip_value)
   elseif params.parameters and getmetatable(params) then
     params = params:parameters()
   end
+  for i, p in ipairs(params) do
+    if not require("ember.core").is_tensor(p) then
+      error(("clip_grad_value: params[%d] is a %s, not a tensor"):format(i, type(p)), 2)
+    end
+  end
   ember.no_grad(function()
     for _, p in ipairs(params) do
       local g = p.grad
