@@ -588,11 +588,7 @@ T.zero = helpers.guard(function(x) return check_tensor("zero", x):zero_() end)
 local function same_size(op, x, y)
   check_tensor(op, x)
   check_tensor(op, y, "argument 2")
-  if x:dim() ~= y:dim() then return false end
-  for i = 1, x:dim() do
-    if x:size(i) ~= y:size(i) then return false end
-  end
-  return true
+  return helpers.same_shape(x, y)
 end
 T.is_same_size = helpers.guard(function(x, y) return same_size("is_same_size", x, y) end)
 T.isSameSizeAs = helpers.guard(function(x, y) return same_size("isSameSizeAs", x, y) end)

@@ -31,14 +31,6 @@ local function floating(x)
   return x:float()
 end
 
-local function same_shape(a, b)
-  if a:dim() ~= b:dim() then return false end
-  for i = 1, a:dim() do
-    if a:size(i) ~= b:size(i) then return false end
-  end
-  return true
-end
-
 -- A tensor or a number operand of a binary function; at least one of the
 -- pair must be a tensor.
 local function tensor_or_number(op, a, b)

@@ -70,6 +70,15 @@ local function check_dims(op, x, dim)
 end
 M.check_dims = check_dims
 
+-- Have tensors a and b the same shape (not merely broadcastable ones)?
+function M.same_shape(a, b)
+  if a:dim() ~= b:dim() then return false end
+  for i = 1, a:dim() do
+    if a:size(i) ~= b:size(i) then return false end
+  end
+  return true
+end
+
 -- Creation options: a table {dtype=, device=, requires_grad=} or just a
 -- dtype name ("int64" stands for {dtype = "int64"}), as the C creators take.
 local function check_opts(op, opts)

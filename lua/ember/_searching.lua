@@ -16,13 +16,7 @@ local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
 
 local function long(t, device) return core.tensor(t, { dtype = "int64", device = device }) end
 
-local function same_shape(a, b)
-  if a:dim() ~= b:dim() then return false end
-  for i = 1, a:dim() do
-    if a:size(i) ~= b:size(i) then return false end
-  end
-  return true
-end
+local same_shape = helpers.same_shape
 
 
 -- x:nonzero([{as_tuple = false}]): the 1-based indices of the non-zero
