@@ -45,13 +45,8 @@ local function decode_ms(env)
   return tonumber(a) or error(out), tonumber(b)
 end
 
--- One CPU-bound competitor: a shell busy loop in its own process group.
-local function start_competitor()
-  local p = io.popen("sh -c 'echo $$; exec sh -c \"while :; do :; done\"' & ", "r")
-  local pid = tonumber(p:read("l"))
-  p:close()
-  return pid
-end
+-- One CPU-bound competitor (_competitor.lua, beside this script).
+local start_competitor = dofile((script:gsub("[^/]*$", "")) .. "_competitor.lua")
 
 print(require("ember.cli").machine())
 print(("seed classifier step B64 L64 float32, %d threads (default), best of %d, ms; "

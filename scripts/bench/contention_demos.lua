@@ -38,13 +38,8 @@ local function torch_s(demo)
     root, demo, ember.get_num_threads(), steps, bf16))
 end
 
--- One CPU-bound competitor: a shell busy loop in its own process.
-local function start_competitor()
-  local p = io.popen("sh -c 'echo $$; exec sh -c \"while :; do :; done\"' & ", "r")
-  local pid = tonumber(p:read("l"))
-  p:close()
-  return pid
-end
+-- One CPU-bound competitor (_competitor.lua, beside this script).
+local start_competitor = dofile((script:gsub("[^/]*$", "")) .. "_competitor.lua")
 
 print(require("ember.cli").machine())
 print(("%d training steps, %d threads, ember --precision %s, PyTorch %s; training seconds"):format(steps,

@@ -132,6 +132,15 @@ class Block(nn.Module):  # ember's nn.CrossAttentionBlock with self_attention=tr
         return x + self.ff(self.n3(x))
 
 
+def add_layers(m, d, heads, img_layers, cross_layers, ffn):  # both models' image layers and question blocks
+    m.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
+                           for _ in range(img_layers)])
+    m.img_norm = nn.LayerNorm(d)
+    m.q_embed = nn.Embedding(12, d)
+    m.q_pos = nn.Parameter(torch.randn(2, d) * 0.02)
+    m.cross = nn.ModuleList([Block(d, heads, ffn) for _ in range(cross_layers)])
+
+
 COLOUR_FREQS = 3
 
 
@@ -181,12 +190,7 @@ class VQA(nn.Module):
         self.register_buffer("xy", torch.stack([g.repeat(SIZE), g.repeat_interleave(SIZE)], 1))  # x fastest
         self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(fourier, dtype=torch.float32) / 2)
         self.object_embed = nn.Linear(dp + 5 + 4 * fourier, d)
-        self.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
-                                  for _ in range(img_layers)])
-        self.img_norm = nn.LayerNorm(d)
-        self.q_embed = nn.Embedding(12, d)
-        self.q_pos = nn.Parameter(torch.randn(2, d) * 0.02)
-        self.cross = nn.ModuleList([Block(d, heads, ffn) for _ in range(cross_layers)])
+        add_layers(self, d, heads, img_layers, cross_layers, ffn)
         if relative:
             self.rel_embed = nn.Sequential(nn.Linear(2, d), nn.ReLU(), nn.Linear(d, d))
         self.norm = nn.LayerNorm(d)
@@ -271,12 +275,7 @@ class ConvVQA(nn.Module):  # ember.models.CrossAttentionVLM{stem = "conv"}, the 
             parts += [a.sin(), a.cos()]
         self.register_buffer("token_pos", torch.cat(parts, 1))  # [N, 2 + 4F]
         self.token_embed = nn.Linear(c_in + 2 + 4 * fourier, d)
-        self.img = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, ffn, 0.0, batch_first=True, norm_first=True)
-                                  for _ in range(img_layers)])
-        self.img_norm = nn.LayerNorm(d)
-        self.q_embed = nn.Embedding(12, d)
-        self.q_pos = nn.Parameter(torch.randn(2, d) * 0.02)
-        self.cross = nn.ModuleList([Block(d, heads, ffn) for _ in range(cross_layers)])
+        add_layers(self, d, heads, img_layers, cross_layers, ffn)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 10))
 

@@ -34,10 +34,12 @@ local function list(dir, pattern)
 end
 
 -- How each kind of program is started; torch_common.py is a module of the
--- torch_*.py peers, not a program.
+-- torch_*.py peers, and a _name.lua one of the Lua benchmarks, not programs.
 local PROGRAMS = {}
 for _, dir in ipairs { "scripts", "scripts/bench" } do
-  for _, f in ipairs(list(dir, "%.lua$")) do PROGRAMS[#PROGRAMS + 1] = { f, EMBER .. " " .. f } end
+  for _, f in ipairs(list(dir, "%.lua$")) do
+    if not f:match("/_[^/]*$") then PROGRAMS[#PROGRAMS + 1] = { f, EMBER .. " " .. f } end
+  end
   for _, f in ipairs(list(dir, "%.sh$")) do PROGRAMS[#PROGRAMS + 1] = { f, "bash " .. f } end
   for _, f in ipairs(list(dir, "%.py$")) do
     if not f:match("torch_common%.py$") then PROGRAMS[#PROGRAMS + 1] = { f, "/usr/bin/python3 " .. f } end
