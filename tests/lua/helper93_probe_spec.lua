@@ -167,6 +167,21 @@ describe("nn.Sequential's list methods (PyTorch 1.13's append, insert, extend, p
     assert.are.equal("Sigmoid", s[-1].__name)
   end)
 
+  -- was (ModuleList): insert(-1, m) appended
+  it("insert(-1, m) puts m before the last module, as PyTorch's seq.insert and Python's list.insert", function()
+    local s = nn.Sequential(nn.ReLU(), nn.Tanh())
+    s:insert(-1, nn.Sigmoid())
+    assert.are.same({ "ReLU", "Sigmoid", "Tanh" }, names(s))
+    s:insert(-3, nn.Identity())
+    assert.are.same({ "Identity", "ReLU", "Sigmoid", "Tanh" }, names(s))
+    local l = nn.ModuleList { nn.ReLU(), nn.Tanh() }
+    l:insert(-1, nn.Sigmoid())
+    assert.are.same({ "ReLU", "Sigmoid", "Tanh" }, names(l))
+    assert.are.same({ "Sigmoid" }, { l[2].__name })
+    raises_here(function() s:insert(-5, nn.ReLU()) end, "Sequential.insert: index -5 is out of range 1..5 (or -4..-1)")
+    raises_here(function() l:insert(0, nn.ReLU()) end, "ModuleList.insert: index 0 is out of range 1..4 (or -3..-1)")
+  end)
+
   it("pop removes the last or the i-th module and returns it", function()
     local s = nn.Sequential(nn.Linear(1, 2), nn.ReLU(), nn.Linear(2, 3))
     assert.are.equal("Linear", s:pop().__name)

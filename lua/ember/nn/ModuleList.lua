@@ -132,17 +132,20 @@ function ModuleList:extend(mods)
   return self
 end
 
---- Inserts a module before 1-based position i (1 <= i <= #list + 1), as
--- table.insert; the children are renamed "0", "1", ... in their new order.
+--- Inserts a module before the one at 1-based position i (#list + 1
+-- appends; negative i counts from the end, as list[-1]: insert(-1, m) puts m
+-- before the last, as Python's list.insert); the children are renamed "0",
+-- "1", ... in their new order.
 -- @int i
 -- @tparam Module m
 -- @treturn ModuleList self
 function ModuleList:insert(i, m)
   local n = #self._children
   if math.type(i) ~= "integer" then error("ModuleList.insert: index must be an integer, got " .. tostring(i), 2) end
-  if i < 0 then i = n + 2 + i end
-  if i < 1 or i > n + 1 then
-    error(("ModuleList.insert: index %d is out of range 1..%d"):format(i, n + 1), 2)
+  local given = i
+  if i < 0 then i = n + 1 + i end
+  if given == 0 or i < 1 or i > n + 1 then
+    error(("ModuleList.insert: index %d is out of range 1..%d (or -%d..-1)"):format(given, n + 1, n), 2)
   end
   check_module(m, "insert")
   local mods = {}

@@ -120,16 +120,19 @@ function Sequential:extend(mods)
   return self
 end
 
---- Inserts a module before 1-based position i (1 <= i <= #seq + 1;
--- negative i counts from the end, -1 appends), as table.insert; returns self.
+--- Inserts a module before the one at 1-based position i (#seq + 1
+-- appends; negative i counts from the end, as seq[-1]: insert(-1, m) puts m
+-- before the last, as PyTorch's seq.insert(-1, m)); returns self.
 -- @int i
 -- @tparam Module m
 -- @treturn Sequential self
 function Sequential:insert(i, m)
   local n = #self._children
   if math.type(i) ~= "integer" then error("Sequential.insert: index must be an integer, got " .. tostring(i), 2) end
-  local at = i < 0 and n + 2 + i or i
-  if at < 1 or at > n + 1 then error(("Sequential.insert: index %d is out of range 1..%d"):format(i, n + 1), 2) end
+  local at = i < 0 and n + 1 + i or i
+  if i == 0 or at < 1 or at > n + 1 then
+    error(("Sequential.insert: index %d is out of range 1..%d (or -%d..-1)"):format(i, n + 1, n), 2)
+  end
   if not Module.is_module(m) then error("Sequential.insert: expected a module, got " .. type(m), 2) end
   local mods = modules_of(self)
   table.insert(mods, at, m)
