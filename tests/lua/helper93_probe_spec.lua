@@ -220,4 +220,18 @@ describe("ModuleDict and ParameterDict items() in a Python-style loop", function
     assert.are.same({ "w=2", "b=3" }, got)
     for _, pair in ipairs(p:items()) do assert.is_true(pair[2].requires_grad) end
   end)
+
+  -- was: 'attempt to call a nil value (method 'clear')'
+  it("clear() removes every entry, from the state dict and the parameters too", function()
+    local d = nn.ModuleDict { { "a", nn.Linear(1, 1) }, { "b", nn.Linear(1, 2) } }
+    assert.are.equal(d, d:clear())
+    assert.are.same({ 0, 0 }, { #d, #d:parameters() })
+    assert.is_nil(next(d:state_dict()))
+    d.c = nn.ReLU()
+    assert.are.same({ "c" }, d:keys())
+    local p = nn.ParameterDict { { "w", ember.ones(2) }, { "b", ember.ones(1) } }
+    assert.are.equal(p, p:clear())
+    assert.are.same({ 0, 0 }, { #p, #p:parameters() })
+    assert.is_nil(p.w)
+  end)
 end)

@@ -5,8 +5,8 @@
 -- table name -> module (a Lua table has no order: its names are sorted).
 -- `dict.name` and `dict["name"]` read a module, `dict.name = m` adds or
 -- replaces one, `dict.name = nil` removes it; `#dict`, `pairs(dict)` (name,
--- module, in order), `keys()`, `values()`, `items()`, `update()`, `pop()`
--- and `contains()` work. Names that are methods of ModuleDict (`keys`,
+-- module, in order), `keys()`, `values()`, `items()`, `update()`, `pop()`,
+-- `clear()` and `contains()` work. Names that are methods of ModuleDict (`keys`,
 -- `train`, `to`, ...) or contain "." are refused, since they would hide the
 -- method. A ModuleDict has no forward.
 -- Errors name nn.ModuleDict: a bad name, a non-module value, a missing key in pop.
@@ -144,6 +144,13 @@ function ModuleDict:pop(name)
   local m = self._reg[name]
   Module.__newindex(self, name, nil)
   return m
+end
+
+--- Removes every module, as PyTorch's dict.clear(); returns self.
+-- @treturn ModuleDict self
+function ModuleDict:clear()
+  for _, n in ipairs(table.move(self._children, 1, #self._children, 1, {})) do Module.__newindex(self, n, nil) end
+  return self
 end
 
 --- A ModuleDict has no forward; call its modules in your own.

@@ -6,7 +6,7 @@
 -- tensor that is not a parameter becomes one (`nn.Parameter(t)`: the same storage, requires
 -- grad). `dict.name` and `dict["name"]` read a parameter, `dict.name = t` adds or replaces one,
 -- `dict.name = nil` removes it; `#dict`, `pairs(dict)` (name, parameter, in order), `keys()`,
--- `values()`, `items()`, `update()`, `get()`, `pop()` and `contains()` work; `parameters()` and
+-- `values()`, `items()`, `update()`, `get()`, `pop()`, `clear()` and `contains()` work; `parameters()` and
 -- `state_dict()` see them. Names that are methods of ParameterDict (`keys`, `train`, `to`, ...)
 -- or contain "." are refused, since they would hide the method. A ParameterDict has no forward.
 -- Errors name nn.ParameterDict: a bad name, a non-tensor or integer value, a missing key in pop.
@@ -142,6 +142,13 @@ function ParameterDict:pop(name)
   local p = self._reg[name]
   Module.__newindex(self, name, nil)
   return p
+end
+
+--- Removes every parameter, as PyTorch's dict.clear(); returns self.
+-- @treturn ParameterDict self
+function ParameterDict:clear()
+  for _, n in ipairs(table.move(self._params, 1, #self._params, 1, {})) do Module.__newindex(self, n, nil) end
+  return self
 end
 
 --- A ParameterDict has no forward; use its parameters in your own.
