@@ -31,6 +31,19 @@
 -- (.pt, .pth, pytorch_model.bin), as torch.load(weights_only=True) does:
 -- state dicts and checkpoints of tensors, dicts, lists and numbers
 -- (ember/_torch_load.lua).
+--
+-- Resuming a run exactly (the same losses and weights, bit for bit, as the
+-- run that was not stopped; helper92_probe_spec checks it in a fresh
+-- process): save the model, optimizer and schedule with save(), the step
+-- and the batch within the epoch in its metadata, and with ember.save the
+-- random state -- `{rng = ember.get_rng_state(), loader = g_at_epoch_start}`,
+-- where g is the DataLoader's `generator` (an ember.Generator) and
+-- g_at_epoch_start = g:get_state() taken before the epoch's `for` loop drew
+-- its order. To resume: build the same model, optimizer and schedule, load()
+-- them, ember.set_rng_state(rng) (dropout's masks), g:set_state(loader),
+-- and skip the epoch's first `batch` batches. A loader without its own
+-- generator shuffles from the global one, which dropout also draws from:
+-- give it one to resume mid-epoch.
 -- @module checkpoint
 local error = require("ember._errors").error -- raises at the user's line
 local core = require "ember.core"
