@@ -20,7 +20,7 @@ by hand where PyTorch 1.13 has no module (float64):
   prelu            nn.PReLU(3) on [B, C, L]
   softplus         nn.Softplus(beta=2, threshold=1.5) (values both sides of
                    the threshold)
-  hardtanh         nn.Hardtanh(-0.5, 2) (values both sides of the bounds)
+  hardtanh         nn.Hardtanh(-0.5, 2) (values both sides of the bounds and on them)
   embedding_maxnorm nn.Embedding(6, 3, max_norm=1.2, padding_idx=1): the
                    output, the renormalised weight after the call and its
                    gradient (padding row zero)
@@ -157,7 +157,7 @@ def cases():
 
     x = torch.tensor([-2.0, -0.3, 0.2, 0.7, 0.76, 1.0, 3.0]).requires_grad_()
     out.append(case("softplus", {}, {"x": x}, torch.nn.Softplus(beta=2, threshold=1.5)(x)))
-    x = torch.tensor([-2.0, -0.4, 0.0, 1.9, 2.5]).requires_grad_()
+    x = torch.tensor([-2.0, -0.5, -0.4, 0.0, 1.9, 2.0, 2.5]).requires_grad_()  # the bounds: gradient 0 there
     out.append(case("hardtanh", {}, {"x": x}, torch.nn.Hardtanh(-0.5, 2)(x)))
 
     m = torch.nn.Embedding(6, 3, max_norm=1.2, padding_idx=1)
