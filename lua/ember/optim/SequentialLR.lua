@@ -49,9 +49,12 @@ function SequentialLR:__init(optimizer, ...)
     end
     if s.optimizer ~= optimizer then self:_error("schedulers[%d] belongs to another optimizer", i) end
   end
-  if type(ms) ~= "table" or #ms ~= #ss - 1 then
-    self:_error("expects one milestone fewer than schedules: %d schedules, %s milestones", #ss,
-      type(ms) == "table" and tostring(#ms) or tostring(ms))
+  if type(ms) ~= "table" then
+    self:_error("milestones must be a list of steps ({%s}), got %s %s", tostring(ms), type(ms) == "number" and "the number"
+      or "a", type(ms) == "number" and tostring(ms) or type(ms))
+  end
+  if #ms ~= #ss - 1 then
+    self:_error("expects one milestone fewer than schedules: %d schedules, %d milestones", #ss, #ms)
   end
   for i, v in ipairs(ms) do
     if math.type(v) ~= "integer" or v < 1 or (i > 1 and v <= ms[i - 1]) then
