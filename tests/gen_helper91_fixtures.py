@@ -23,7 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_writer import Writer  # noqa: E402
+from fixture_writer import Writer, lua_float  # noqa: E402
 
 torch.manual_seed(91)
 torch.set_default_dtype(torch.float64)
@@ -87,7 +87,7 @@ def elu1(x):
     return torch.nn.functional.elu(x) + 1
 
 
-def reference(variant, opts, q, k, v, tables, causal, kpm):
+def reference(variant, opts, q, k, v, tables, causal, kpm, scale=None, mask=None):
     B, H, Lq, dk = q.shape
     Hkv, Lk = k.shape[1], k.shape[2]
     k = k.repeat_interleave(H // Hkv, 1)
@@ -99,7 +99,13 @@ def reference(variant, opts, q, k, v, tables, causal, kpm):
         allowed = allowed & (j <= p)
     if kpm is not None:
         allowed = allowed & ~kpm.view(B, 1, 1, Lk)
-    scale = 1 / math.sqrt(dk)
+    if scale is None:
+        scale = 1 / math.sqrt(dk)
+    fmask = None
+    if mask is not None and mask.dtype == torch.bool:   # ember's bool attn_mask: true = may attend
+        allowed = allowed & mask
+    elif mask is not None:                               # a float one is added to the scores
+        fmask = mask
     sink = None
     extra_v = None
     if variant == "linear":
@@ -145,6 +151,9 @@ def reference(variant, opts, q, k, v, tables, causal, kpm):
         allowed = allowed & (j <= qi + 2)
     elif variant != "standard":
         raise ValueError(variant)
+    if fmask is not None:
+        allowed = allowed & (fmask > float("-inf"))
+        s = s + fmask.masked_fill(fmask == float("-inf"), 0)
     w = softmax_attend(s, allowed, v, sink)
     out = w @ v
     if extra_v is not None:
@@ -163,16 +172,16 @@ TABLES = {
 cases = []
 
 
-def case(name, variant, opts, B, H, Hkv, Lq, Lk, d, causal=False, kpm_rows=None):
+def case(name, variant, opts, B, H, Hkv, Lq, Lk, d, causal=False, kpm_rows=None, dv=None, scale=None, mask=None):
     q = rnd(B, H, Lq, d).requires_grad_()
     k = rnd(B, Hkv, Lk, d).requires_grad_()
-    v = rnd(B, Hkv, Lk, d).requires_grad_()
+    v = rnd(B, Hkv, Lk, dv or d).requires_grad_()
     mk = TABLES.get((variant, opts.get("mode")))
     tables = {}
     if variant == "flex":
         tables = {"bias": rnd(H, Lq, Lk)}
     elif mk:
-        tables = mk(opts, H, d, d)
+        tables = mk(opts, H, d, dv or d)
     for t in tables.values():
         t.requires_grad_()
     kpm = None
@@ -181,7 +190,7 @@ def case(name, variant, opts, B, H, Hkv, Lq, Lk, d, causal=False, kpm_rows=None)
         for b, cols in kpm_rows.items():
             for c in cols:
                 kpm[b, c] = True
-    out = reference(variant, opts, q, k, v, tables, causal, kpm)
+    out = reference(variant, opts, q, k, v, tables, causal, kpm, scale, mask)
     R = rnd(*out.shape)
     (out * R).sum().backward()
     for t in [q, k, v] + list(tables.values()):
@@ -193,6 +202,10 @@ def case(name, variant, opts, B, H, Hkv, Lq, Lk, d, causal=False, kpm_rows=None)
          "dtables": {n: t.grad for n, t in tables.items()}}
     if kpm is not None:
         c["key_padding_mask"] = kpm
+    if scale is not None:
+        c["scale"] = scale
+    if mask is not None:
+        c["attn_mask"] = mask
     cases.append(c)
 
 
@@ -244,9 +257,31 @@ for vname, variant, opts in VARIANTS:
             causal, kpm = False, None
         case(vname + "/" + sname, variant, dict(opts), B, H, Hkv, Lq, Lk, d, causal, kpm)
 
+# value heads of another width (Shaw's rel_v is [2K+1, dv]); a scale of the
+# user's, negative (ember carries it in q for the declared variants); a float
+# attn_mask with a row of -inf (that row gives 0); a bool attn_mask [B, 1, Lq, Lk]
+# (true = may attend); block mode's global blocks
+fm = rnd(6, 9)
+fm[2] = float("-inf")
+fm[4, :5] = float("-inf")
+bmask = torch.rand(2, 1, 6, 6) > 0.4
+bmask[1, 0, 3] = False
+case("shaw/dv12", "relpos", {"mode": "shaw", "max_relative_position": 2}, 1, 2, 2, 5, 7, 8, True, dv=12)
+case("t5/scale_neg", "relpos", {"mode": "t5", "num_buckets": 8, "max_distance": 20, "bidirectional": True},
+     1, 2, 1, 6, 6, 8, True, scale=-0.3)
+case("shaw/scale2", "relpos", {"mode": "shaw", "max_relative_position": 2}, 1, 2, 2, 6, 6, 8, False, scale=0.7)
+case("alibi/floatmask", "relpos", {"mode": "alibi"}, 1, 3, 3, 6, 9, 8, True, mask=fm)
+case("softcap/floatmask", "softcap", {"cap": 1.5}, 1, 2, 1, 6, 9, 8, False, mask=fm)
+case("sinks/boolmask", "sinks", {}, 2, 2, 2, 6, 6, 8, False, mask=bmask)
+case("example_lua/boolmask", "example_lua", {"max_distance": 3}, 2, 2, 1, 6, 6, 8, True, mask=bmask)
+case("block/global_blocks", "local", {"mode": "block", "block_size": 3, "local_blocks": 0, "global_blocks": 1,
+                                     "global_tokens": 0}, 1, 2, 2, 10, 10, 8, False)
+case("block/global_both", "local", {"mode": "block", "block_size": 2, "local_blocks": 0, "global_blocks": 1,
+                                   "global_tokens": 3}, 1, 2, 2, 4, 9, 8, True)
+
 
 def short(t):
-    return ["%.10g" % float(x) for x in t.reshape(-1).tolist()]
+    return ["%.10g" % x if math.isfinite(x) else lua_float(x) for x in t.reshape(-1).tolist()]
 
 
 if __name__ == "__main__":

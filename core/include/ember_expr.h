@@ -102,6 +102,8 @@ typedef struct em_expr {
   int n_grad;
   int32_t grad_load[EM_EXPR_MAX_OUT - 2];
   uint32_t deps;                     /* EM_XDEP_* of out[0] */
+  int refs;                          /* owners: em_expr_new gives 1, em_expr_retain adds one,
+                                        em_expr_free drops one and frees the program at 0 */
 } em_expr;
 
 /* What a register depends on (em_expr.deps: the block map is made per
@@ -200,6 +202,10 @@ static inline EM_XHD double em_xcap_read(const em_xcap *c, int64_t off) {
 EM_API em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const int32_t *outs,
                              int n_grad, const int32_t *grad_load, int n_caps, const int *cap_ndim);
 EM_API void em_expr_free(em_expr *e);
+/* One more owner of e (NULL: nothing): an autograd node whose backward runs
+** the program keeps it alive after the variant instance that made it is
+** collected; em_expr_free(e) drops it. */
+EM_API void em_expr_retain(const em_expr *e);
 /* Output `out` of the program at one element, in double (regs: n doubles). */
 EM_API double em_expr_eval(const em_expr *e, const em_xcap *caps, int out, double b, double h,
                            double q, double k, double s, double *regs);

@@ -99,6 +99,7 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
     free(deps), free(e), free(code), free(kvar), free(dvar);
     return s;
   }
+  e->refs = 1;
   e->n = n, e->ins = code, e->kvar = kvar, e->dvar = dvar, e->n_out = n_out, e->n_grad = n_grad;
   memcpy(e->out, outs, (size_t)n_out * sizeof *outs);
   if (n_grad) memcpy(e->grad_load, grad_load, (size_t)n_grad * sizeof *grad_load);
@@ -110,8 +111,12 @@ em_status em_expr_new(em_expr **out, int n, const em_xins *ins, int n_out, const
 
 static void xmap_cache_forget(const em_expr *e);
 
+void em_expr_retain(const em_expr *e) {
+  if (e) ((em_expr *)e)->refs++; /* bookkeeping, not the program: const to its users */
+}
+
 void em_expr_free(em_expr *e) {
-  if (!e) return;
+  if (!e || --e->refs > 0) return;
   xmap_cache_forget(e);
   free((void *)e->ins);
   free((void *)e->kvar);

@@ -88,6 +88,9 @@ typedef struct sdpa_saved {
   em_xcap xcap[EM_EXPR_MAX_CAPS];
   int xparam[EM_EXPR_MAX_CAPS]; /* the param a capture is, or -1 */
   em_attention_args args;
+  bool own_progs;      /* args' programs retained by fill_mods: the backward runs them after the
+                          variant instance that made them may be gone (a Lua variant's Attention
+                          collected, or traced again, between forward and backward) */
   const em_backend *be;
   int device;
 } sdpa_saved;
@@ -100,6 +103,11 @@ static void sdpa_free(void *p) {
   for (int t = 0; t < 2; t++) em_release(s->tab[t]);
   for (int t = 0; t < EM_EXPR_MAX_CAPS; t++) em_release(s->xt[t]);
   em_release(s->xmap);
+  /* the programs fill_mods retained */
+  const em_expr *prog[5] = {s->args.score_mod, s->args.score_grad, s->args.mask_mod, s->args.sink,
+                            s->args.sink_grad};
+  if (s->own_progs)
+    for (int i = 0; i < 5; i++) em_expr_free((em_expr *)prog[i]);
   free(s);
 }
 
@@ -231,6 +239,9 @@ static em_status fill_mods(sdpa_saved *sv, const em_attn_call *c, const em_attn_
   }
   a->score_mod = m->score, a->score_grad = m->score_grad, a->mask_mod = m->mask;
   a->sink = m->sink, a->sink_grad = m->sink_grad;
+  em_expr_retain(m->score), em_expr_retain(m->score_grad), em_expr_retain(m->mask);
+  em_expr_retain(m->sink), em_expr_retain(m->sink_grad);
+  sv->own_progs = true;
   a->n_caps = m->n_caps, a->caps = sv->xcap;
   if (m->mask) {
     EM_TRY(xmap_for(sv, c, m));

@@ -26,7 +26,7 @@ local function run(c, dtype, kernel)
     out = ember.flex_attention(q, k, v, { score_mod = function(s, b, h, qi, ki) return s + bias[h][qi][ki] end,
       block_mask = bm, enable_gqa = H ~= Hkv or nil })
   else
-    local spec = { attention = c.variant, heads = H, head_dim = d, dtype = dtype or "float64" }
+    local spec = { attention = c.variant, heads = H, head_dim = d, v_head_dim = v.shape[4], dtype = dtype or "float64" }
     for n, x in pairs(c.options) do spec[n] = x end
     if kernel then spec.kernel = kernel end
     local att = ember.Attention(spec)
@@ -38,6 +38,8 @@ local function run(c, dtype, kernel)
     end
     local o = { causal = c.causal or nil }
     if c.key_padding_mask then o.key_padding_mask = T(c.key_padding_mask) end
+    if c.attn_mask then o.attn_mask = T(c.attn_mask, c.attn_mask.dtype or dtype) end
+    o.scale = c.scale
     out = att(q, k, v, o)
   end
   (out:double() * T(c.R)):sum():backward()
@@ -55,6 +57,29 @@ describe("every variant against its PyTorch definition (float64)", function()
       for n, g in pairs(c.dtables) do parity.check(c.name .. " d" .. n, tables[n].grad, T(g), 1e-8) end
     end)
   end
+end)
+
+describe("every variant in bfloat16 against the float64 definition", function()
+  -- the fixtures' inputs lie on a 1/64 grid, which bfloat16 holds (|x| < 4):
+  -- what differs is the kernels' rounding (plugins/README.md's bounds: the
+  -- output within 2^-8 max|v| of float32, gradients within 2^-5)
+  for _, c in ipairs(fx.cases) do
+    if c.variant ~= "linear" then
+      it(c.name, function()
+        local out, dq, dk, dv, tables = run(c, "bfloat16")
+        assert.are.equal("bfloat16", out.dtype)
+        parity.check(c.name .. " out", out, T(c.out), 2 ^ -5)
+        parity.check(c.name .. " dq", dq, T(c.dq), 2 ^ -4)
+        parity.check(c.name .. " dk", dk, T(c.dk), 2 ^ -4)
+        parity.check(c.name .. " dv", dv, T(c.dv), 2 ^ -4)
+        for n, g in pairs(c.dtables) do parity.check(c.name .. " d" .. n, tables[n].grad, T(g), 2 ^ -4) end
+      end)
+    end
+  end
+  it("linear says it takes float32 or float64", function()
+    local c = parity.case(fx, "linear/self7")
+    parity.raises_here(function() local r = run(c, "bfloat16"); return r end, "must share a float32 or float64 dtype")
+  end)
 end)
 
 describe("relpos t5 and t5_lua refuse a max_distance inside the exact buckets", function()
@@ -80,4 +105,89 @@ describe("relpos t5 and t5_lua refuse a max_distance inside the exact buckets", 
       assert.is_false(a(q, q, q):isnan():any():item())
     end)
   end
+end)
+
+describe("KV-cached decoding equals the whole causal sequence, for every variant", function()
+  local cfgs = {
+    { attention = "standard" }, { attention = "local", mode = "sliding", window_left = 2, window_right = 3 },
+    { attention = "local", mode = "block", block_size = 3, local_blocks = 1, global_tokens = 1 },
+    { attention = "relpos", mode = "shaw", max_relative_position = 3 },
+    { attention = "relpos", mode = "t5", num_buckets = 8, max_distance = 20, bidirectional = false },
+    { attention = "relpos", mode = "alibi" }, { attention = "linear" }, { attention = "softcap", cap = 1.5 },
+    { attention = "sinks" }, { attention = "sliding_sinks", window_left = 2, window_right = 0, sinks = 2 },
+    { attention = "example_lua", max_distance = 3 }, { attention = "t5_lua", num_buckets = 8, max_distance = 20 },
+  }
+  for _, kv in ipairs { 4, 1 } do
+    for _, cfg in ipairs(cfgs) do
+      it(("%s %s, kv_heads=%d"):format(cfg.attention, cfg.mode or "", kv), function()
+        ember.manual_seed(7)
+        local spec = { d_model = 16, heads = 4, kv_heads = kv, dtype = "float64" }
+        for k, v in pairs(cfg) do spec[k] = v end
+        local m = nn.MultiHeadAttention(spec)
+        ember.no_grad(function()
+          for n, p in pairs(m:named_parameters()) do if n:match("^attn%.") then p:copy_(ember.randn(p.shape):double()) end end
+        end)
+        m:eval()
+        local x = ember.randn(2, 9, 16):double()
+        local full = m(x, x, x, { causal = true })
+        local cache, outs = {}, {}
+        outs[1] = m:forward_cached(x:narrow(2, 1, 4), cache)
+        for t = 5, 9 do outs[#outs + 1] = m:forward_cached(x:narrow(2, t, 1), cache) end
+        parity.check("cached", ember.cat(outs, 2), full, 1e-12)
+      end)
+    end
+  end
+end)
+
+describe("the backward of a Lua variant outlives its Attention", function()
+  -- the autograd node ran the traced programs that the Attention's C object
+  -- owned: collecting the module (or swapping its variant) between forward
+  -- and backward freed them, and the backward read freed memory (a segfault,
+  -- or "out of memory for 44907697156 bytes of tile scratch")
+  for _, spec in ipairs { { attention = "softcap", cap = 1.5 }, { attention = "example_lua", max_distance = 3 },
+    { attention = "sinks" }, { attention = "sliding_sinks", window_left = 2, window_right = 0, sinks = 1 } } do
+    for _, dtype in ipairs { "float64", "bfloat16" } do
+      it(spec.attention .. " " .. dtype, function()
+        local function grads(drop)
+          ember.manual_seed(3)
+          local s = { heads = 4, head_dim = 8, dtype = dtype }
+          for k, v in pairs(spec) do s[k] = v end
+          local a = ember.Attention(s)
+          ember.no_grad(function() for _, p in pairs(a:parameters()) do p:copy_(ember.randn(p.shape)) end end)
+          local q = ember.randn(2, 4, 6, 8):to(dtype):requires_grad_()
+          local k = ember.randn(2, 2, 6, 8):to(dtype):requires_grad_()
+          local kpm = ember.zeros(2, 6):bool()
+          kpm[2]:fill_(true)
+          local out = a(q, k, k, { causal = true, key_padding_mask = kpm })
+          if drop then
+            a = nil
+            collectgarbage()
+            collectgarbage()
+            for _ = 1, 5 do -- reuse the freed memory
+              ember.Attention(s)(ember.randn(1, 4, 3, 8):to(dtype), ember.randn(1, 4, 3, 8):to(dtype),
+                ember.randn(1, 4, 3, 8):to(dtype))
+            end
+          end
+          out:double():sum():backward()
+          return q.grad:double(), k.grad:double(), a
+        end
+        local q1, k1 = grads(true)
+        local q2, k2 = grads(false)
+        assert.are.equal(0, (q1 - q2):abs():max():item())
+        assert.are.equal(0, (k1 - k2):abs():max():item())
+      end)
+    end
+  end
+  it("nn.MultiHeadAttention:set_attention between forward and backward", function()
+    ember.manual_seed(4)
+    local m = nn.MultiHeadAttention { d_model = 16, heads = 2, attention = "softcap", cap = 2, dtype = "float64" }
+    local x = ember.randn(1, 5, 16):double():requires_grad_()
+    local out = m(x)
+    local want = ember.autograd.grad({ out:sum() }, { x }, { retain_graph = true })[1]
+    m:set_attention("standard")
+    collectgarbage()
+    collectgarbage()
+    out:sum():backward()
+    parity.check("dx", x.grad, want, 1e-12)
+  end)
 end)
