@@ -68,7 +68,14 @@ end
 -- `drop_after = {step = k}` drops those whose `step` is past k first (what
 -- the stopped run logged after its last checkpoint). Without append the
 -- file is replaced.
--- @usage local log = metrics.new(dir .. "/metrics.csv", {"step", "loss"}, {append = true, drop_after = {step = 120}})
+-- @usage local metrics = require "ember.metrics"
+-- local path = os.tmpname()   -- "runs/x/metrics.csv", say
+-- local log = metrics.new(path, {"step", "loss"})
+-- for step = 100, 140, 20 do log:log{step = step, loss = 1 / step} end
+-- log:close()                 -- the run stops; its last checkpoint was at step 120
+-- log = metrics.new(path, {"step", "loss"}, {append = true, drop_after = {step = 120}})
+-- print(#log.rows)            --> 2
+-- log:close(); os.remove(path)
 function M.new(path, columns, opts)
   if type(columns) ~= "table" or #columns == 0 then
     error("metrics.new: columns must be a non-empty list of names", 2)
