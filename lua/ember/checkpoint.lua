@@ -2,8 +2,8 @@
 -- files (core/src/safetensors.c does the format: atomic writes, a cJSON
 -- header, full validation on load).
 --
---   checkpoint.save(path, {model=, optimizer=, scheduler=, metadata={k="v"}})
---   local meta, raw, missing, unexpected = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true})
+--   checkpoint.save(path, {model=, optimizer=, scheduler=, metadata={k="v"}, rng={name=generator}})
+--   local meta, raw, missing, unexpected = checkpoint.load(path, {model=, optimizer=, scheduler=, strict=true, rng=})
 --   checkpoint.save_tensors(path, {name=tensor, ...} [, metadata])
 --   ember.save(obj, path); local obj = ember.load(path)    -- a tensor, a state dict, a module's, a nest, a number, a Size ...
 --   local tensors, metadata, names = checkpoint.load_tensors(path)
@@ -35,15 +35,16 @@
 -- Resuming a run exactly (the same losses and weights, bit for bit, as the
 -- run that was not stopped; helper92_probe_spec checks it in a fresh
 -- process): save the model, optimizer and schedule with save(), the step
--- and the batch within the epoch in its metadata, and with ember.save the
--- random state -- `{rng = ember.get_rng_state(), loader = g_at_epoch_start}`,
+-- and the batch within the epoch in its metadata, and the random states:
+-- `rng = {global = ember.default_generator, loader = g_at_epoch_start}`,
 -- where g is the DataLoader's `generator` (an ember.Generator) and
 -- g_at_epoch_start = g:get_state() taken before the epoch's `for` loop drew
--- its order. To resume: build the same model, optimizer and schedule, load()
--- them, ember.set_rng_state(rng) (dropout's masks), g:set_state(loader),
--- and skip the epoch's first `batch` batches. A loader without its own
--- generator shuffles from the global one, which dropout also draws from:
--- give it one to resume mid-epoch.
+-- its order. To resume: build the same model, optimizer and schedule, and
+-- load(path, {model =, optimizer =, scheduler =, rng = {global =
+-- ember.default_generator, loader = g}}) (dropout's masks come from the
+-- global one); then skip the epoch's first `batch` batches. A loader
+-- without its own generator shuffles from the global one, which dropout
+-- also draws from: give it one to resume mid-epoch.
 -- @module checkpoint
 local error = require("ember._errors").error -- raises at the user's line
 local core = require "ember.core"
@@ -52,7 +53,7 @@ local Module = require "ember.nn.Module"
 local checkpoint = {}
 
 local is_tensor = Module.is_tensor
-local OPT, SCHED = "optimizer.", "scheduler."
+local OPT, SCHED, RNG = "optimizer.", "scheduler.", "rng."
 
 local function fail(path, fmt, ...)
   error(("checkpoint '%s': " .. fmt):format(path, ...), 3)
@@ -396,9 +397,43 @@ local function check_parts(op, parts, known, hint)
   end
 end
 
+-- parts.rng, `{name = g, ...}`: checked; save takes an ember.Generator
+-- (ember.default_generator: ember.manual_seed's) or a state g:get_state()
+-- returned (a DataLoader generator's at the epoch's start), load only
+-- generators. Returns name -> state (load: name -> generator).
+local function rng_states(path, rng, loading)
+  local out = {}
+  if rng == nil then return out end
+  local gen = require "ember._generator"
+  if type(rng) ~= "table" or gen.is_generator(rng) then
+    fail(path, "rng must be a table {name = generator%s}, got %s", loading and "" or " or state",
+      gen.is_generator(rng) and "a generator (give {global = ember.default_generator}, say)" or type(rng))
+  end
+  for name, g in pairs(rng) do
+    if type(name) ~= "string" or name:find(".", 1, true) then
+      fail(path, "rng: names must be strings without '.', got %s", tostring(name))
+    end
+    if gen.is_generator(g) then
+      out[name] = loading and g or g:get_state()
+    elseif not loading and type(g) == "table" and math.type(g.seed) == "integer" and math.type(g.offset) == "integer" then
+      out[name] = { seed = g.seed, offset = g.offset }
+    else
+      fail(path, "rng.%s must be an ember.Generator%s, got %s", name,
+        loading and " (its state is loaded into it)" or " or the {seed =, offset =} its get_state() returned",
+        type(g) == "table" and "a table" or type(g))
+    end
+  end
+  return out
+end
+
 --- Saves a model's, optimizer's and scheduler's state in one safetensors file (atomic write).
 -- @tparam string path
--- @tparam table parts `{model=, optimizer=, scheduler=, metadata={key="value"}}` (any may be absent)
+-- @tparam table parts `{model=, optimizer=, scheduler=, metadata={key="value"}, rng={name=generator or state}}`
+-- (any may be absent). rng: random states to resume with, each an
+-- ember.Generator (`ember.default_generator`, what dropout draws from) or
+-- a state `g:get_state()` returned (a DataLoader generator's, taken at
+-- the epoch's start); `checkpoint.load(path, {rng = {name = generator}})`
+-- puts them back.
 -- @usage local checkpoint = require "ember.checkpoint"
 -- local model = nn.Linear(4, 2)
 -- local opt = optim.AdamW(model:parameters(), {lr = 1e-3})
@@ -407,12 +442,12 @@ end
 -- os.remove(path)
 function checkpoint.save(path, parts)
   if type(parts) ~= "table" then error("checkpoint.save: expected (path, {model=, optimizer=, scheduler=, metadata=})", 2) end
-  check_parts("save", parts, { model = true, optimizer = true, scheduler = true, metadata = true },
+  check_parts("save", parts, { model = true, optimizer = true, scheduler = true, metadata = true, rng = true },
     "; put other values in metadata, or use ember.save for a table of your own")
   local tensors, meta, order = {}, { format = "ember" }, {}
   for k, v in pairs(parts.metadata or {}) do
     if type(k) ~= "string" then fail(path, "metadata keys must be strings, got a %s", type(k)) end
-    if k:sub(1, #OPT) == OPT or k:sub(1, #SCHED) == SCHED or k == "format" then
+    if k:sub(1, #OPT) == OPT or k:sub(1, #SCHED) == SCHED or k:sub(1, #RNG) == RNG or k == "format" then
       fail(path, "metadata key '%s' is reserved", k)
     end
     meta[k] = type(v) == "number" and num_str(v) or tostring(v)
@@ -433,6 +468,9 @@ function checkpoint.save(path, parts)
     meta[SCHED .. "type"] = parts.scheduler.__name or "Scheduler"
     flatten(path, parts.scheduler:state_dict(), SCHED, meta, tensors)
   end
+  for name, state in pairs(rng_states(path, parts.rng, false)) do
+    meta[RNG .. name .. ".seed"], meta[RNG .. name .. ".offset"] = num_str(state.seed), num_str(state.offset)
+  end
   checkpoint.save_tensors(path, tensors, meta, order)
 end
 
@@ -444,8 +482,16 @@ end
 function checkpoint.load(path, parts)
   parts = parts or {}
   if type(parts) ~= "table" then error("checkpoint.load: expected (path [, {model=, optimizer=, scheduler=, strict=}])", 2) end
-  check_parts("load", parts, { model = true, optimizer = true, scheduler = true, strict = true })
+  check_parts("load", parts, { model = true, optimizer = true, scheduler = true, strict = true, rng = true })
+  local gens = rng_states(path, parts.rng, true)
   local tensors, meta = checkpoint.load_tensors(path)
+  local rng = {}
+  for name in pairs(gens) do
+    local seed, offset = meta[RNG .. name .. ".seed"], meta[RNG .. name .. ".offset"]
+    seed, offset = math.tointeger(tonumber(seed)), math.tointeger(tonumber(offset))
+    if seed == nil or offset == nil then fail(path, "has no rng state '%s'", name) end
+    rng[name] = { seed = seed, offset = offset }
+  end
   local model_sd, opt_tensors = {}, {}
   for n, t in pairs(tensors) do
     if n:sub(1, #OPT) == OPT then opt_tensors[n] = t else model_sd[n] = t end
@@ -491,9 +537,10 @@ function checkpoint.load(path, parts)
     local ok, err = pcall(parts.scheduler.load_state_dict, parts.scheduler, sd)
     if not ok then fail(path, "%s", unplaced(err)) end
   end
+  for name, g in pairs(gens) do g:set_state(rng[name]) end
   local user = {}
   for k, v in pairs(meta) do
-    if k ~= "format" and k:sub(1, #OPT) ~= OPT and k:sub(1, #SCHED) ~= SCHED then user[k] = v end
+    if k ~= "format" and k:sub(1, #OPT) ~= OPT and k:sub(1, #SCHED) ~= SCHED and k:sub(1, #RNG) ~= RNG then user[k] = v end
   end
   return user, meta, missing, unexpected
 end

@@ -43,10 +43,16 @@ local g = ember.Generator():manual_seed(7)
 local loader = data.DataLoader(data.TensorDataset(X, Y), {batch_size = 5, shuffle = true, generator = g})
 local step, skip, stop = 0, 0, mode == "first" and HALF or N
 if mode == "resume" then
-  local meta = checkpoint.load(dir .. "/ck.safetensors", {model = model, optimizer = opt, scheduler = sched})
-  local extra = ember.load(dir .. "/extra.safetensors")
-  ember.set_rng_state(extra.rng)
-  g:set_state(extra.epoch_gen)
+  local meta
+  if kind == "mlp" then -- the random states in a file of their own (ember.save), as torch users do
+    meta = checkpoint.load(dir .. "/ck.safetensors", {model = model, optimizer = opt, scheduler = sched})
+    local extra = ember.load(dir .. "/extra.safetensors")
+    ember.set_rng_state(extra.rng)
+    g:set_state(extra.epoch_gen)
+  else -- in the checkpoint (its rng part)
+    meta = checkpoint.load(dir .. "/ck.safetensors", {model = model, optimizer = opt, scheduler = sched,
+      rng = {global = ember.default_generator, loader = g}})
+  end
   step, skip = tonumber(meta.step), tonumber(meta.batch)
 end
 model:train()
@@ -62,10 +68,13 @@ while step < stop do
       step = step + 1
       print(("%d %.17g %.17g"):format(step, loss:item(), sched:get_last_lr()[1]))
       if step == stop then
-        if mode == "first" then
+        if mode == "first" and kind == "mlp" then
           checkpoint.save(dir .. "/ck.safetensors", {model = model, optimizer = opt, scheduler = sched,
             metadata = {step = step, batch = i}})
           ember.save({rng = ember.get_rng_state(), epoch_gen = epoch_gen}, dir .. "/extra.safetensors")
+        elseif mode == "first" then
+          checkpoint.save(dir .. "/ck.safetensors", {model = model, optimizer = opt, scheduler = sched,
+            metadata = {step = step, batch = i}, rng = {global = ember.default_generator, loader = epoch_gen}})
         end
         break
       end
@@ -108,6 +117,35 @@ describe("helper92: resuming a training run", function()
       assert.are.equal(full, first_steps .. resumed)
     end)
   end
+end)
+
+describe("helper92: checkpoint's rng part", function()
+  it("saves generators or their states and loads them into generators", function()
+    local p = dir .. "/rng.safetensors"
+    local g = ember.Generator():manual_seed(5)
+    ember.manual_seed(9)
+    ember.rand(3)
+    local st = g:get_state()
+    ember.rand(4, {generator = g})
+    checkpoint.save(p, {model = nn.Linear(2, 2), rng = {global = ember.default_generator, loader = st},
+      metadata = {step = 3}})
+    local a, b = ember.rand(5), ember.rand(4, {generator = ember.Generator():set_state(st)})
+    ember.manual_seed(0)
+    local g2 = ember.Generator()
+    local meta = checkpoint.load(p, {rng = {global = ember.default_generator, loader = g2}})
+    assert.is_true(ember.rand(5):equal(a))
+    assert.is_true(ember.rand(4, {generator = g2}):equal(b))
+    assert.are.same({step = "3"}, meta) -- the states are not the user's metadata
+    local ok, err = pcall(function() checkpoint.load(p, {rng = {other = g2}}) end)
+    assert.is_false(ok)
+    assert.matches("helper92_probe_spec.lua:%d+: checkpoint '.-': has no rng state 'other'", err)
+    ok, err = pcall(function() checkpoint.load(p, {rng = {loader = st}}) end)
+    assert.matches("rng.loader must be an ember.Generator %(its state is loaded into it%), got a table", err)
+    ok, err = pcall(function() checkpoint.save(p, {rng = g2}) end)
+    assert.matches("rng must be a table {name = generator or state}, got a generator", err)
+    ok, err = pcall(function() checkpoint.save(p, {metadata = {["rng.x"] = "3"}}) end)
+    assert.matches("metadata key 'rng.x' is reserved", err)
+  end)
 end)
 
 describe("helper92: schedules across a checkpoint", function()

@@ -580,10 +580,10 @@ describe("checkpoint.save / load parts", function()
     local tmp = os.tmpname()
     local m = nn.Linear(2, 2)
     raises_here(function() checkpoint.save(tmp, { model = m, epoch = 3 }) end,
-      "checkpoint.save: unknown key 'epoch' (keys: metadata, model, optimizer, scheduler; put other values in metadata")
+      "checkpoint.save: unknown key 'epoch' (keys: metadata, model, optimizer, rng, scheduler; put other values in metadata")
     checkpoint.save(tmp, { model = m, metadata = { epoch = 3 } })
     raises_here(function() checkpoint.load(tmp, { model = nn.Linear(2, 2), optimzer = optim.SGD(m, { lr = 1 }) }) end,
-      "checkpoint.load: unknown key 'optimzer' (keys: model, optimizer, scheduler, strict)")
+      "checkpoint.load: unknown key 'optimzer' (keys: model, optimizer, rng, scheduler, strict)")
     local m2 = nn.Linear(2, 2)
     assert.are.equal("3", checkpoint.load(tmp, { model = m2 }).epoch)
     assert.is_true(ember.equal(m.weight, m2.weight))
