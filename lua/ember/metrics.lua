@@ -120,11 +120,27 @@ function M.new(path, columns, opts)
 end
 
 --- Appends one row (a table column -> value). Unknown columns are an error.
+-- A one-element tensor (a loss, as torch's add_scalar takes it) is logged as its number.
 function Log:log(row)
-  for k in pairs(row) do
+  local numbers
+  for k, v in pairs(row) do
     if not self.known[k] then
       error(("metrics: column '%s' is not one of %s"):format(tostring(k), table.concat(self.columns, ", ")), 2)
     end
+    local mt = getmetatable(v)
+    if mt ~= nil and mt.__name == "ember.Tensor" then
+      if v:numel() ~= 1 then
+        error(("metrics: column '%s' is given a tensor of %d elements (a number or a one-element tensor is logged)")
+          :format(tostring(k), v:numel()), 2)
+      end
+      numbers = numbers or {}
+      numbers[k] = v:item()
+    end
+  end
+  if numbers then
+    local copy = {}
+    for k, v in pairs(row) do copy[k] = numbers[k] or v end
+    row = copy
   end
   local fields = {}
   for i, c in ipairs(self.columns) do fields[i] = csv_field(row[c]) end

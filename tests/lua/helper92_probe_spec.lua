@@ -263,6 +263,21 @@ describe("helper92: metrics and progress on a resumed run", function()
     assert.matches("unknown option 'apend'", err)
   end)
 
+  it("metrics' log takes a one-element tensor as its number", function()
+    local p = dir .. "/t.csv"
+    local log = metrics.new(p, {"step", "loss"})
+    log:log{step = 1, loss = ember.tensor(0.5)}
+    log:log{step = 2, loss = ember.tensor({0.25}, {dtype = "float64"})}
+    local ok, err = pcall(function() log:log{step = 3, loss = ember.zeros(2)} end)
+    log:close()
+    assert.is_false(ok)
+    assert.matches("helper92_probe_spec.lua:%d+: metrics: column 'loss' is given a tensor of 2 elements", err)
+    local f = assert(io.open(p))
+    assert.are.equal("step,loss\n1,0.5\n2,0.25\n", f:read("a"))
+    f:close()
+    assert.are.same({0.5, 0.25}, select(2, log:series("step", "loss")))
+  end)
+
   it("progress.new{initial = k}: the rate counts only this run's items", function()
     local bar = progress.new{total = 100, initial = 50}
     bar.silent = true
