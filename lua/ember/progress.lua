@@ -86,6 +86,8 @@ local function metrics_str(metrics, order)
   local parts = {}
   for _, k in ipairs(order) do
     local v = metrics[k]
+    local mt = getmetatable(v)
+    if mt ~= nil and mt.__name == "ember.Tensor" and v:numel() == 1 then v = v:item() end -- a loss as a tensor
     if type(v) == "number" then
       parts[#parts + 1] = string.format("%s %.4g", k, v)
     elseif v ~= nil then

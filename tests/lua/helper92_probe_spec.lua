@@ -285,6 +285,8 @@ describe("helper92: metrics and progress on a resumed run", function()
     bar:update(60)
     assert.matches(" 60/100 ", (bar:line()))
     assert.matches(" 1 it/s", (bar:line())) -- 10 items in 10 s, not 60
+    bar:update(61, {loss = ember.tensor(0.125)}) -- a one-element tensor shows its number
+    assert.matches(" 61/100  loss 0.125 ", (bar:line()))
     local ok, err = pcall(function() local b = progress.new({}); return b end)
     assert.is_false(ok)
     assert.matches("helper92_probe_spec.lua:%d+: progress.new: total is required", err)
