@@ -120,6 +120,15 @@ return function(Module, kind_of)
         parts[#parts + 1] = "the state dict's names start with 'module.' (a model wrapped in PyTorch's "
           .. "DistributedDataParallel or DataParallel): take that prefix off each name"
       end
+      -- ember.load of a checkpoint.save file: the optimizer's tensors sit beside the model's
+      local opt_state = #missing == 0 and #unexpected > 0
+      for _, n in ipairs(unexpected) do
+        if n:sub(1, 16) ~= "optimizer.state." then opt_state = false end
+      end
+      if opt_state then
+        parts[#parts + 1] = "the unexpected names are an optimizer's state (a checkpoint.save file): "
+          .. "checkpoint.load(path, {model = m}) loads the model's part"
+      end
       errors.raise("%s: names do not match the module: %s", who, table.concat(parts, "; "))
     end
     ember.no_grad(function()
