@@ -191,3 +191,40 @@ describe("the backward of a Lua variant outlives its Attention", function()
     parity.check("dx", x.grad, want, 1e-12)
   end)
 end)
+
+describe("attention_options hold the variant's options only", function()
+  -- they were merged over the layer's MultiHeadAttention spec, so
+  -- attention_options = {heads = 4} made a 2-head layer's attention run 4
+  -- heads, {d_model = 8} an attention 8 wide in a 16-wide layer, {dropout}
+  -- replaced the layer's, all without a word
+  it("nn.TransformerEncoderLayer refuses heads, d_model, dropout", function()
+    for _, k in ipairs { "heads", "d_model", "dropout", "kv_heads", "causal" } do
+      parity.raises_here(function()
+        local l = nn.TransformerEncoderLayer(16, 2, { dim_feedforward = 32, attention = "local",
+          attention_options = { [k] = 4, window_left = 1 } })
+        return l
+      end, "attention_options." .. k .. " is the attention module's own option, not one of attention 'local'")
+    end
+  end)
+  it("nn.TransformerDecoderLayer names cross_attention_options", function()
+    parity.raises_here(function()
+      local l = nn.TransformerDecoderLayer(16, 2, { dim_feedforward = 32, cross_attention = "relpos",
+        cross_attention_options = { dropout = 0.5 } })
+      return l
+    end, "cross_attention_options.dropout is the attention module's own option, not one of attention 'relpos'")
+  end)
+  it("Llama's config.attention_options", function()
+    parity.raises_here(function()
+      local m = require("ember.models").Llama { vocab_size = 10, hidden_size = 16, intermediate_size = 32,
+        num_hidden_layers = 1, num_attention_heads = 2, attention = "local", attention_options = { kv_heads = 1 } }
+      return m
+    end, "config.attention_options.kv_heads is the attention module's own option")
+  end)
+  it("the variant's own options still reach it", function()
+    local l = nn.TransformerEncoderLayer(16, 2, { dim_feedforward = 32, attention = "local",
+      attention_options = { window_left = 1, window_right = 0 } })
+    assert.are.equal(2, l.self_attn.heads)
+    assert.are.equal(1, l.self_attn.attn:options().window_left)
+    assert.are.equal(0, l.self_attn.attn:options().window_right)
+  end)
+end)

@@ -114,7 +114,7 @@ function LlamaAttention:__init(c, layer)
     -- Hugging Face's sliding window: query i sees keys j with i - window < j <= i
     spec.attention, spec.window_left, spec.window_right = "local", window - 1, 0
   end
-  for k, v in pairs(c.attention_options or {}) do spec[k] = v end
+  require("ember.nn._attn_opts").merge_variant_options(spec, c.attention_options, "config.attention_options")
   MultiHeadAttention.__init(self, spec)
   local o = self.out_proj
   if c.o_bias ~= (c.qkv_bias == true) then o.bias = nil end -- Qwen2: q, k, v with biases, o_proj without

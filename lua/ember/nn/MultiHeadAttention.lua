@@ -43,6 +43,7 @@ local OWN = { "d_model", "heads", "kv_heads", "head_dim", "attention", "kdim", "
               "rope_base", "causal", "dtype", "device" }
 local IS_OWN = {}
 for _, k in ipairs(OWN) do IS_OWN[k] = true end
+MHA.OWN = OWN -- read by nn/_attn_opts.lua: a layer's attention_options must not name them
 
 local function check_type(v, want, name)
   if v ~= nil and type(v) ~= want then

@@ -71,6 +71,7 @@ function DecoderLayer:__init(d_model, heads, opts)
     for k, v in pairs(opts) do copts[k] = v end
     copts.attention = opts.cross_attention or "standard"
     copts.attention_options = opts.cross_attention_options
+    copts._attention_options_name = "cross_attention_options"
     copts.rope = false -- positions of text and memory are unrelated
     self:add_module("cross_attn", MultiHeadAttention(attn_opts.mha_spec(d_model, heads, copts,
       { kdim = opts.memory_dim, vdim = opts.memory_dim })))

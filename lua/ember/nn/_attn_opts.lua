@@ -199,6 +199,30 @@ function M.sequence_inputs(attention, x, key_padding_mask)
     table.concat(names, ", "), table.concat(known, " and "))
 end
 
+-- spec[k] = v for each of a layer's (or model config's) attention_options:
+-- the variant's own options. One that is MultiHeadAttention's own (heads,
+-- d_model, dropout, kv_heads, causal, ...) is refused, naming `where`: it
+-- would silently replace what the layer itself set (a 2-head layer whose
+-- attention ran 4 heads, an attention 8 wide in a 16-wide layer).
+function M.merge_variant_options(spec, aopts, where)
+  if aopts == nil then return spec end
+  where = where or "attention_options"
+  if type(aopts) ~= "table" then
+    errors.raise("%s must be a table of the attention variant's options, got %s", where, type(aopts))
+  end
+  local own = {}
+  for _, k in ipairs(require("ember.nn.MultiHeadAttention").OWN) do own[k] = true end
+  for k, v in pairs(aopts) do
+    if own[k] then
+      errors.raise("%s.%s is the attention module's own option, not one of attention '%s' (it would replace the "
+        .. "layer's %s): attention_options hold the variant's options only (ember.attention_variants(%q))",
+        where, tostring(k), tostring(spec.attention or "standard"), tostring(k), tostring(spec.attention or "standard"))
+    end
+    spec[k] = v
+  end
+  return spec
+end
+
 function M.mha_spec(d_model, heads, opts, extra)
   local attention = opts.attention or "standard"
   local dropout = opts.attention_dropout
@@ -207,7 +231,7 @@ function M.mha_spec(d_model, heads, opts, extra)
     d_model = d_model, heads = heads, attention = attention, dropout = dropout,
     bias = opts.bias, rope = opts.rope, dtype = opts.dtype, device = opts.device, kv_heads = opts.kv_heads,
   }
-  for k, v in pairs(opts.attention_options or {}) do spec[k] = v end
+  M.merge_variant_options(spec, opts.attention_options, opts._attention_options_name)
   for k, v in pairs(extra or {}) do spec[k] = v end
   return spec
 end
