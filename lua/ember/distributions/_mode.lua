@@ -1,8 +1,8 @@
 -- ember/distributions/_mode.lua (internal): each distribution's `mode`
 -- (torch 1.13's Distribution.mode, its values: NaN where torch's is, a
 -- Categorical's 1-based as its values), installed as a property of the
--- classes by init.lua. Distribution's own is an error, as torch's
--- NotImplementedError; Kumaraswamy has none here (torch 1.13's formula
+-- classes by init.lua. Distribution's own is an error, as torch's base
+-- class raises one; Kumaraswamy has none here (torch 1.13's formula
 -- gives NaN for every a, b > 1, where the true mode ((a-1)/(ab-1))^(1/a) lies).
 local ember = require "ember"
 
@@ -60,5 +60,5 @@ local modes = {
 
 return function(D)
   for name, f in pairs(modes) do D[name]._props.mode = f end
-  D.Distribution._props.mode = function(self) self:_error("has no mode (torch's raises NotImplementedError too)") end
+  D.Distribution._props.mode = function(self) self:_error("has no mode (torch's base class has none either)") end
 end
