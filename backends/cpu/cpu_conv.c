@@ -522,9 +522,12 @@ void cpu_conv_describe(char *buf, size_t n) {
 ** the first holds a header saying "nothing" when the second keeps none. */
 static int conv_enter(int *saved) {
   *saved = omp_get_max_threads();
-  if (cpu_team_contended() && *saved > 1) { /* asked first: cpu_info counts the call */
-    omp_set_num_threads(1);
-    return 1;
+  if (cpu_team_contended()) {
+    cpu_team_count_serial_conv(); /* counted with one thread too: it runs serially either way */
+    if (*saved > 1) {
+      omp_set_num_threads(1);
+      return 1;
+    }
   }
   return *saved;
 }

@@ -29,8 +29,9 @@
 bool cpu_team_go(double work);
 /* Whether the machine is contended now (adaptive mode): regions that
 ** cannot be split by work, as oneDNN's convolutions, then run on one
-** thread (each true answer is counted as one such call, for cpu_info). */
+** thread, and say so through cpu_team_count_serial_conv (for cpu_info). */
 bool cpu_team_contended(void);
+void cpu_team_count_serial_conv(void);
 uint64_t cpu_team_now(void);
 void cpu_team_note(uint64_t t0, uint64_t lag_ns);
 void cpu_team_describe(char *buf, size_t n);

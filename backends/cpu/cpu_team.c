@@ -99,10 +99,10 @@ static int mode(void) {
 ** nested call) free of data races; the state is a hint, so an occasional
 ** lost update only delays a switch by a region. */
 bool cpu_team_contended(void) {
-  const bool c = mode() != 1 && __atomic_load_n(&team_contended, __ATOMIC_RELAXED);
-  if (c) __atomic_add_fetch(&team_dnnl_serial, 1, __ATOMIC_RELAXED);
-  return c;
+  return mode() != 1 && __atomic_load_n(&team_contended, __ATOMIC_RELAXED);
 }
+
+void cpu_team_count_serial_conv(void) { __atomic_add_fetch(&team_dnnl_serial, 1, __ATOMIC_RELAXED); }
 
 bool cpu_team_go(double work) {
   if (mode() == 1 || !__atomic_load_n(&team_contended, __ATOMIC_RELAXED)) return true;
