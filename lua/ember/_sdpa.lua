@@ -3,6 +3,11 @@
 --
 --   out = ember.scaled_dot_product_attention(q, k, v
 --           [, {attn_mask=, dropout_p=0, is_causal=false, scale=, enable_gqa=false}])
+--   out = ember.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+--
+-- The options come by name in a table, or by position in PyTorch's order
+-- (nil skips one; a last table names the rest): `(q, k, v, nil, 0, true)`
+-- is causal, as PyTorch's F.scaled_dot_product_attention(q, k, v, None, 0.0, True).
 --
 -- q [..., Hq, L, E], k [..., H, S, E], v [..., H, S, Ev] (2-d [L, E] and
 -- 3-d [N, L, E] too) give [..., Hq, L, Ev]: softmax(q k^T * scale + mask) v,
@@ -27,6 +32,8 @@ local errors = require "ember._errors"
 local WHO = "ember.scaled_dot_product_attention"
 local dense_with_mask_grad
 local KNOWN = { attn_mask = true, dropout_p = true, is_causal = true, scale = true, enable_gqa = true }
+-- PyTorch's positional order after q, k, v
+local POSITIONAL = { "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa" }
 
 local function raise(fmt, ...) errors.raise(WHO .. ": " .. fmt, ...) end
 
@@ -44,12 +51,13 @@ local function attention_for(H, E, Ev, dtype, device)
 end
 
 local function check_opts(opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("options must be a table, got %s", type(opts)) end
   for k in pairs(opts) do
     if not KNOWN[k] then
       raise("unknown option '%s' (expected attn_mask, dropout_p, enable_gqa, is_causal, scale)", tostring(k))
     end
+  end
+  for _, k in ipairs { "is_causal", "enable_gqa" } do
+    if opts[k] ~= nil and type(opts[k]) ~= "boolean" then raise("%s must be true or false, got %s", k, tostring(opts[k])) end
   end
   local p = opts.dropout_p or 0
   if type(p) ~= "number" or not (p >= 0 and p < 1) then raise("dropout_p must be a number in [0, 1), got %s", tostring(p)) end
@@ -57,6 +65,29 @@ local function check_opts(opts)
     raise("scale must be a number, got %s", tostring(opts.scale))
   end
   return opts
+end
+
+-- The arguments after q, k, v: by position in PyTorch's order (POSITIONAL;
+-- nil skips one), a last plain table naming the rest. (Read by position
+-- before, only a table was taken: (q, k, v, nil, 0, true) ran without the
+-- causal mask, and (q, k, v, mask) was an error.)
+local function read_opts(...)
+  local n, out = select("#", ...), {}
+  for i = 1, n do
+    local v = select(i, ...)
+    if i == n and type(v) == "table" and not core.is_tensor(v) then
+      for k, o in pairs(v) do
+        if out[k] ~= nil then raise("%s is given twice (by position and in the options)", tostring(k)) end
+        out[k] = o
+      end
+    elseif i > #POSITIONAL then
+      raise("too many arguments (%d after query, key and value): it takes %s, in this order, or an options table",
+        n, table.concat(POSITIONAL, ", "))
+    elseif v ~= nil then
+      out[POSITIONAL[i]] = v
+    end
+  end
+  return check_opts(out)
 end
 
 -- The dims before the last two, as a list.
@@ -88,13 +119,13 @@ dense_with_mask_grad = function(q, k, v, mask, scale, p)
   return out, weights:detach()
 end
 
-local function sdpa(q, k, v, opts)
+local function sdpa(q, k, v, ...)
   for i, t in ipairs { q, k, v } do
     if not core.is_tensor(t) then
       raise("%s must be a tensor, got %s", ({ "query", "key", "value" })[i], type(t))
     end
   end
-  opts = check_opts(opts)
+  local opts = read_opts(...)
   local nd = q.ndim
   if nd < 2 or k.ndim ~= nd or v.ndim ~= nd then
     raise("query, key and value must have the same number of dims (2 or more), got %s, %s and %s",

@@ -24,7 +24,7 @@ require("ember.variant").install(ember) -- ember.attention_variant: variants wri
 function ember.help(...) return require("ember._doc").help(...) end
 -- ember.profile(fn, ...) runs fn under the profiler (lua/ember/profiler.lua)
 function ember.profile(...) return require("ember.profiler").profile(...) end
--- ember.scaled_dot_product_attention(q, k, v [, opts]), as PyTorch's
+-- ember.scaled_dot_product_attention(q, k, v [, opts]) or PyTorch's positional (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa), as PyTorch's
 -- F.scaled_dot_product_attention, on the fused kernel (lua/ember/_sdpa.lua)
 function ember.scaled_dot_product_attention(...) return require("ember._sdpa")(...) end
 -- ember.flex_attention / ember.create_block_mask: PyTorch's FlexAttention API (lua/ember/flex.lua)
