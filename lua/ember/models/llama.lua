@@ -578,23 +578,47 @@ end
 -- lists (its weight_map), else from the older torch.save files,
 -- pytorch_model.bin or the shards of pytorch_model.bin.index.json (read as
 -- torch.load(weights_only=True) would: ember.load). The parameters are float32 (as Hugging Face's
--- default; config.json's torch_dtype is not followed: `:to("bfloat16")`).
+-- default; config.json's torch_dtype is not followed), unless the overrides say
+-- `torch_dtype` (or newer transformers' `dtype`): "bfloat16", "float32", "float64",
+-- or "auto" (config.json's torch_dtype), as from_pretrained(folder, torch_dtype=...).
 -- A generation_config.json beside it gives `generate` its eos_token_id and
 -- pad_token_id, over config.json's (as transformers' generation_config: a
 -- Llama 3 Instruct folder lists <|eot_id|> there only); its sampling
 -- settings (do_sample, temperature, top_p, ...) are not taken: `generate`
 -- stays greedy unless the call says otherwise.
 -- @string dir the folder (a downloaded snapshot)
--- @tparam[opt] table overrides config keys that win over config.json's
+-- @tparam[opt] table overrides config keys that win over config.json's, and `torch_dtype` / `dtype`
 -- @treturn Llama the model, in eval mode (see the class's example)
+-- @usage local m = Llama.from_pretrained(dir, {torch_dtype = "bfloat16"})   -- parameters in bfloat16
 function Llama.from_pretrained(dir, overrides)
   local who = "Llama.from_pretrained"
   if type(dir) ~= "string" then raise("%s: expected a folder name, got %s", who, type(dir)) end
   if overrides ~= nil and type(overrides) ~= "table" then
     raise("%s: overrides must be a table of config keys, got %s", who, type(overrides))
   end
+  -- the parameters' dtype asked for (it was taken as a config key and ignored)
+  local dtype
+  if overrides then
+    local a, b = overrides.torch_dtype, overrides.dtype
+    if a ~= nil and b ~= nil and a ~= b then
+      raise("%s: torch_dtype = %s and dtype = %s disagree (dtype is newer transformers' name for torch_dtype)", who,
+        tostring(a), tostring(b))
+    end
+    dtype = a or b
+    local rest = {}
+    for k, v in pairs(overrides) do if k ~= "torch_dtype" and k ~= "dtype" then rest[k] = v end end
+    overrides = rest
+  end
   dir = dir:gsub("/+$", "")
   local cfg = read_json(dir .. "/config.json", who, "a Hugging Face model folder holds config.json and the safetensors")
+  if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype or "float32" end
+  if type(dtype) == "string" then dtype = dtype:gsub("^torch%.", "") end
+  local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
+  if dtype ~= nil and not FLOATS[dtype] then
+    raise("%s: torch_dtype must be \"bfloat16\", \"float32\", \"float64\" or \"auto\" (config.json's), got %s%s", who,
+      type(dtype) == "string" and ("%q"):format(dtype) or tostring(dtype),
+      (dtype == "float16" or dtype == "half") and " (ember has no float16: bfloat16 is its half precision)" or "")
+  end
   cfg.dtype = nil -- newer transformers' name for torch_dtype
   local gen_path = dir .. "/generation_config.json"
   local f = io.open(gen_path, "rb")
@@ -636,7 +660,9 @@ function Llama.from_pretrained(dir, overrides)
     end
     table.sort(files)
   end
-  return Llama.from_safetensors(files, cfg)
+  local model = Llama.from_safetensors(files, cfg)
+  if dtype and dtype ~= "float32" then model:to(dtype) end
+  return model
 end
 
 --- Writes the weights to a safetensors file under Hugging Face's names,
