@@ -31,6 +31,10 @@
 -- keyword names: `kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})`,
 -- `trunc_normal_(w, {std = 0.02})`, `xavier_uniform_(w, {gain = 2})`,
 -- `normal_(w, {mean = 0, std = 0.02})`, `constant_(w, {val = 0.5})`.
+-- The random ones take PyTorch 2.2's `generator` too, last by position or
+-- by name (`normal_(w, 0, 0.02, g)`, `kaiming_uniform_(w, {a = 0, generator = g})`):
+-- they draw from that ember.Generator, leaving the global one as it is.
+-- Arguments past a function's own are an error (they were dropped).
 -- Errors name the function (`nn.init.xavier_uniform_: ...`) at the caller's line.
 -- @usage local init = require("ember.nn").init
 -- local lin = nn.Linear(256, 128)
@@ -413,6 +417,56 @@ function M.trunc_normal_(t, mean, std, a, b)
     t:copy_((z * std + mean):clamp(a, b):to(t.dtype))
   end)
   return t
+end
+
+-- PyTorch's argument count of each function after the tensor, and whether
+-- its last (one past them) may be a generator (PyTorch 2.2's nn.init).
+local ARITY = {
+  uniform_ = { 2, true }, normal_ = { 2, true }, trunc_normal_ = { 4, true }, xavier_uniform_ = { 1, true },
+  xavier_normal_ = { 1, true }, kaiming_uniform_ = { 3, true }, kaiming_normal_ = { 3, true },
+  orthogonal_ = { 1, true }, sparse_ = { 2, true }, constant_ = { 1 }, zeros_ = { 0 }, ones_ = { 0 }, eye_ = { 0 },
+  dirac_ = { 1 },
+}
+
+-- Each function with its arguments checked: none past its own (a table of
+-- options counts as the rest), and the random ones' generator taken out of
+-- the arguments (the last by position, or the options' `generator`) and
+-- drawn from.
+for name, spec in pairs(ARITY) do
+  local fn, n, takes_gen = M[name], spec[1], spec[2]
+  M[name] = function(t, ...)
+    local args, count = { ... }, select("#", ...)
+    local g
+    local opts_at
+    for i = 1, count do
+      local v = args[i]
+      if type(v) == "table" and not ember.is_tensor(v) and getmetatable(v) == nil then opts_at = i break end
+    end
+    if opts_at then
+      if opts_at ~= count then
+        fail(name, "the options table must be the last argument (argument %d of %d after the tensor)", opts_at, count)
+      end
+      if takes_gen and args[opts_at].generator ~= nil then
+        local rest = {}
+        for k, v in pairs(args[opts_at]) do if k ~= "generator" then rest[k] = v end end
+        g, args[opts_at] = args[opts_at].generator, rest
+      end
+    else
+      local most = n + (takes_gen and 1 or 0)
+      if count > most then
+        fail(name, "takes at most %d argument%s after the tensor%s, got %d", most, most == 1 and "" or "s",
+          takes_gen and " (the last a generator)" or "", count)
+      end
+      if takes_gen and count == n + 1 then g, args[n + 1], count = args[n + 1], nil, n end
+    end
+    if g == nil then return fn(t, table.unpack(args, 1, count)) end
+    local gen = require "ember._generator"
+    if not gen.is_generator(g) then
+      fail(name, "generator must be an ember.Generator (ember.Generator():manual_seed(n)), got %s",
+        ember.is_tensor(g) and "a tensor" or type(g))
+    end
+    return gen.under(g, fn, t, table.unpack(args, 1, count))
+  end
 end
 
 return M
