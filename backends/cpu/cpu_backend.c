@@ -280,11 +280,12 @@ static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 
 /* The instruction set our own loops run here, by group: the loops marked
 ** CPU_VECTOR_CLONES_512 pick their AVX-512 build on a CPU with AVX-512F,
-** those marked CPU_VECTOR_CLONES their AVX2 one (GCC's ifunc resolver
-** picks each clone by cpuid, as __builtin_cpu_supports does). Keep the
-** groups in step with those markers. */
+** those marked CPU_VECTOR_CLONES their AVX2 one, built for x86-64-v3
+** (AVX2 with FMA; GCC's ifunc resolver picks each clone by cpuid, as
+** __builtin_cpu_supports does). Keep the groups in step with those
+** markers. */
 static const char *cpu_own_isa(char *buf, size_t n) {
-  const char *v256 = __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";
+  const char *v256 = __builtin_cpu_supports("x86-64-v3") ? "avx2" : "x86-64";
   const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f" : v256;
   if (v512 == v256)
     snprintf(buf, n, "%s", v256);

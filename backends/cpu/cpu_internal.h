@@ -86,16 +86,19 @@ void cpu_team_describe(char *buf, size_t n);
       __VA_ARGS__);                                                           \
   } while (0)
 
-/* Hot loops are compiled twice, for AVX2 and for the x86-64 baseline, and
-** the loader picks one per machine (GCC function multiversioning). The
-** same operations run in the same order either way (no FMA contraction,
-** no reassociation), so both give bit-identical results. */
+/* Hot loops are compiled twice, for x86-64-v3 (AVX2 with FMA) and for the
+** x86-64 baseline, and the loader picks one per machine (GCC function
+** multiversioning). The same operations run in the same order either way
+** (no FMA contraction, no reassociation), so both give bit-identical
+** results. A loop that wants a fused multiply-add writes fmaf: one
+** instruction in the vector clones, libm's correctly rounded fmaf in the
+** baseline, the same bits in both. */
 /* CPU_VECTOR_CLONES_512 adds an AVX-512 clone (the attention kernel's row
 ** loops): wider vectors run the same operations per lane, so the same bits. */
 #ifndef CPU_VECTOR_CLONES /* -DCPU_VECTOR_CLONES= builds the baseline only */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define CPU_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#define CPU_VECTOR_CLONES_512 __attribute__((target_clones("avx512f", "avx2", "default")))
+#define CPU_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define CPU_VECTOR_CLONES_512 __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
 #else
 #define CPU_VECTOR_CLONES
 #endif

@@ -6,8 +6,9 @@
 ** there.
 **
 ** Accuracy (tests/c/test_backend_cpu.c checks GELU against double):
-** cpu_exp_f32 is within 2 ulp of e^x; cpu_erfc_pos_f32 within 1.2e-7
-** relative, which matters for GELU's left tail where 1 + erf(x) is tiny.
+** cpu_exp_f32 is within 2 ulp of e^x; cpu_normal_cdf_f32 within about
+** 1e-6 relative, which matters for GELU's left tail where 1 + erf(x) is
+** tiny.
 */
 #ifndef EMBER_CPU_VMATH_H
 #define EMBER_CPU_VMATH_H
@@ -163,21 +164,62 @@ CPU_VMATH_INLINE float cpu_log_f32(float x) {
   return x < 0.0f || x != x ? NAN : r;
 }
 
-/* erfc(z) for z >= 0, by the Chebyshev fit in Numerical Recipes (erfcc):
-** t = 1/(1 + z/2), erfc(z) = t exp(-z^2 + P(t)), relative error < 1.2e-7. */
-static inline float cpu_erfc_pos_f32(float z) {
-  const float t = 1.0f / (1.0f + 0.5f * z);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  return t * cpu_exp_f32(p - z * z);
+/* e^-w for w >= 0, the exponential of the normal density and tail: the
+** reduction and polynomial of cpu_exp_f32 in fused multiply-adds (fmaf is
+** one instruction in the vector clones, which all have FMA, and libm's
+** correctly rounded fmaf in the baseline: the same bits in every clone),
+** with only the checks a nonpositive exponent needs: e^-w is 0 past
+** 87.34 (where cpu_exp_f32 flushes too); NaN gives a finite value (its
+** caller, cpu_gauss_f32, never passes one). */
+CPU_VMATH_INLINE float cpu_exp_neg_f32(float w) {
+  const float hi = 87.3365447505f;
+  const float wc = w < hi ? w : hi; /* NaN becomes hi (no float->int UB below) */
+  const float n = fmaf(-wc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+  const float r = fmaf(n, 2.12194440e-4f, fmaf(n, -0.693359375f, -wc));
+  float y = 1.9875691500e-4f;
+  y = fmaf(y, r, 1.3981999507e-3f);
+  y = fmaf(y, r, 8.3334519073e-3f);
+  y = fmaf(y, r, 4.1665795894e-2f);
+  y = fmaf(y, r, 1.6666665459e-1f);
+  y = fmaf(y, r, 5.0000001201e-1f);
+  y = fmaf(y, r * r, r + 1.0f);
+  return w > hi ? 0.0f : y * cpu_pow2i_f32(n);
+}
+
+/* e^{-x^2/2}, the standard normal density times sqrt(2 pi). x^2 is split
+** exactly (hi + lo by one fmaf), so that the tail keeps its relative
+** accuracy where a rounded x^2 of 100 would move the result by 3e-6.
+** |x| is clamped at 14, past float's last nonzero e^{-x^2/2} (13.3), so
+** that the infinities (whose lo would be inf - inf) and NaN give 0. */
+CPU_VMATH_INLINE float cpu_gauss_f32(float x) {
+  const float a = fabsf(x) < 14.0f ? fabsf(x) : 14.0f;
+  const float hi = a * a, lo = fmaf(a, a, -hi);
+  const float e = cpu_exp_neg_f32(0.5f * hi);
+  return fmaf(-0.5f * lo, e, e);
+}
+
+/* Phi(x), the standard normal CDF, 0.5 erfc(-x / sqrt2), in straight-line
+** code for exact GELU. erfc(z) = t Q(t) e^{-z^2} with t = 1 / (1 + z/2):
+** Q is a degree-8 polynomial fitted (weighted least squares in Chebyshev
+** form, tests/c's bound) to erfcx(z) / t for z in [0, 9.4], where float's
+** erfc ends; evaluated in float it is within 4e-7 of erfcx. The factor
+** e^{-z^2} is cpu_gauss_f32's, so a loop that wants the density as well
+** (GELU's derivative) computes the exponential once after inlining. For
+** x < 0 the tail is a product, not 1 - erf, so it keeps its relative
+** accuracy (what GELU's left side needs); NaN gives NaN, -inf 0. */
+CPU_VMATH_INLINE float cpu_normal_cdf_f32(float x) {
+  const float t = 1.0f / fmaf(fabsf(x), 0.353553390593273762f, 1.0f); /* z/2 = |x|/(2 sqrt2) */
+  float q = -5.9898097068e-02f;
+  q = fmaf(q, t, 2.8843954206e-01f);
+  q = fmaf(q, t, -4.9479252100e-01f);
+  q = fmaf(q, t, 2.8624287248e-01f);
+  q = fmaf(q, t, -3.1876623631e-02f);
+  q = fmaf(q, t, 2.0473551750e-01f);
+  q = fmaf(q, t, 2.4263226986e-01f);
+  q = fmaf(q, t, 2.8243353963e-01f);
+  q = fmaf(q, t, 2.8208348155e-01f);
+  const float half_tail = 0.5f * t * q * cpu_gauss_f32(x); /* 0.5 erfc(|x| / sqrt2) */
+  return x < 0.0f ? half_tail : (x == x ? 1.0f - half_tail : x);
 }
 
 /* Row reductions that vectorise and still give one answer on every ISA
