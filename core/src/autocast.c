@@ -154,3 +154,21 @@ em_status em_autocast_cast(em_tensor **out, em_tensor *x) {
 bool em__autocast_promotes(em_dtype a, em_dtype b) {
   return ac_on && ((a == ac_dtype && b == EM_F32) || (a == EM_F32 && b == ac_dtype));
 }
+
+em_status em__autocast_same_dtype(const char *op, int n, em_tensor *const *in, em_tensor *const *cast) {
+  int first = -1, other = -1, changed = 0;
+  for (int i = 0; i < n; i++) {
+    if (!in[i] || !cast[i]) continue;
+    changed |= in[i]->dtype != cast[i]->dtype;
+    if (first < 0) first = i;
+    else if (other < 0 && cast[i]->dtype != cast[first]->dtype) other = i;
+  }
+  if (!changed || other < 0) return EM_OK; /* the op's own check names what it was given */
+  char a[200], b[200];
+  return em_error(EM_ERR_DTYPE,
+                  "%s: dtype mismatch: %s vs %s (autocast runs the product in %s, casting float32 "
+                  "operands, but leaves float64 and integer tensors as they are: convert one, "
+                  "e.g. x:float())",
+                  op, em__dt_shape(in[first], a, sizeof a), em__dt_shape(in[other], b, sizeof b),
+                  em_dtype_name(ac_dtype));
+}

@@ -77,6 +77,11 @@ em_status em__autocast_op(em_autocast_op op, int n, em_tensor *const *in, em_ten
 /* Whether a binary op with operands of dtypes a and b runs in float32
 ** because autocast is on and one of them is the autocast dtype. */
 bool em__autocast_promotes(em_dtype a, em_dtype b);
+/* For an op whose operands must share a dtype (matmul, bmm, linear,
+** conv2d): EM_OK unless autocast cast some of in[] (into cast[]) and they
+** still disagree (a float64 or int64 operand beside a float32 one); then
+** an error that names the dtypes the caller gave, not the cast's. */
+em_status em__autocast_same_dtype(const char *op, int n, em_tensor *const *in, em_tensor *const *cast);
 /* Sets this thread's autocast on or off without ending its region (the
 ** cast cache is kept); returns the state it had. A backward pass runs with
 ** it off, as PyTorch's backward ops take the dtypes the forward recorded. */

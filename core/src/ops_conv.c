@@ -123,7 +123,8 @@ em_status em_conv2d(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *b,
   *out = NULL;
   em_tensor *in[3] = {x, w, b}, *ac[3];
   EM_TRY(em__autocast_op(EM_AC_CONV, 3, in, ac));
-  em_status s = conv2d_impl(out, ac[0], ac[1], ac[2], stride, padding, dilation, groups);
+  em_status s = em__autocast_same_dtype("conv2d", 3, in, ac);
+  if (s == EM_OK) s = conv2d_impl(out, ac[0], ac[1], ac[2], stride, padding, dilation, groups);
   for (int i = 0; i < 3; i++) em_release(ac[i]);
   return s;
 }

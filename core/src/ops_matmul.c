@@ -285,7 +285,8 @@ static em_status matmul_autocast(const char *op, em_autocast_op ac_op, em_tensor
   if (!out || !a || !b) return em_error(EM_ERR_ARG, "%s: NULL argument", op);
   em_tensor *in[2] = {a, b}, *ac[2];
   EM_TRY(em__autocast_op(ac_op, 2, in, ac));
-  em_status s = matmul_impl(op, out, ac[0], ac[1]);
+  em_status s = em__autocast_same_dtype(op, 2, in, ac);
+  if (s == EM_OK) s = matmul_impl(op, out, ac[0], ac[1]);
   em_release(ac[0]);
   em_release(ac[1]);
   return s;
@@ -419,7 +420,8 @@ em_status em_linear(em_tensor **out, em_tensor *x, em_tensor *w, em_tensor *b) {
   *out = NULL;
   em_tensor *in[3] = {x, w, b}, *ac[3];
   EM_TRY(em__autocast_op(EM_AC_MATMUL, 3, in, ac));
-  em_status s = linear_impl(out, ac[0], ac[1], ac[2]);
+  em_status s = em__autocast_same_dtype("linear", 3, in, ac);
+  if (s == EM_OK) s = linear_impl(out, ac[0], ac[1], ac[2]);
   for (int i = 0; i < 3; i++) em_release(ac[i]);
   return s;
 }

@@ -46,6 +46,10 @@ local floating = setmetatable({}, { __index = function(t, dt)
   return v
 end })
 
+-- The dtypes an input and a weight may mix under autocast (its product
+-- runs in bfloat16); float64 is left as it is, so it mixes with nothing.
+local AUTOCAST_MIX = { float32 = true, bfloat16 = true }
+
 --- x W^T + b.
 -- @tparam Tensor x [..., in_features]
 -- @treturn Tensor [..., out_features]
@@ -61,7 +65,8 @@ function Linear:forward(x)
     error(("Linear.forward: input must be floating point (the weight is %s), got %s: convert it with "
       .. ":to(\"%s\")"):format(w.dtype, xdt, w.dtype), 2)
   end
-  if xdt ~= w.dtype and not cast then
+  -- autocast mixes float32 and bfloat16 (it casts the float32 one), never float64
+  if xdt ~= w.dtype and not (cast and AUTOCAST_MIX[xdt] and AUTOCAST_MIX[w.dtype]) then
     error(("Linear.forward: the input is %s but the weight is %s: convert the input (x:to(\"%s\")) "
       .. "or the module (m:to(\"%s\"))"):format(xdt, w.dtype, w.dtype, xdt), 2)
   end
