@@ -3,6 +3,7 @@
 ** monotonic clock for benchmarks and progress bars, and the profiler's
 ** primitives.
 */
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 
@@ -12,6 +13,9 @@
 static int f_set_num_threads(lua_State *L) {
   int64_t n = lember_checkint(L, 1, "set_num_threads", "n");
   if (n < 1) return luaL_error(L, "ember.set_num_threads: n must be >= 1, got %I", (lua_Integer)n);
+  /* (a C int: 2^32 + 2 was taken as 2, and 2^31 as 1, without a word) */
+  if (n > INT_MAX)
+    return luaL_error(L, "ember.set_num_threads: n must be at most %d, got %I", INT_MAX, (lua_Integer)n);
   em_set_num_threads((int)n);
   return 0;
 }
