@@ -151,8 +151,12 @@ void cpu_team_describe(char *buf, size_t n) {
     snprintf(buf, n, "always (EMBER_CPU_TEAM=always)");
     return;
   }
-  snprintf(buf, n, "adaptive, now %s (%llu switches to serial, %llu regions and %llu convolutions run serially)",
-           __atomic_load_n(&team_contended, __ATOMIC_RELAXED) ? "serial: the CPUs are contended" : "parallel",
+  /* a team of one thread runs everything serially, whatever the CPUs do
+  ** (it said "now parallel" after ember.set_num_threads(1)) */
+  const char *now = omp_get_max_threads() == 1 ? "serial: one thread"
+                    : __atomic_load_n(&team_contended, __ATOMIC_RELAXED) ? "serial: the CPUs are contended"
+                                                                         : "parallel";
+  snprintf(buf, n, "adaptive, now %s (%llu switches to serial, %llu regions and %llu convolutions run serially)", now,
            (unsigned long long)__atomic_load_n(&team_switches, __ATOMIC_RELAXED),
            (unsigned long long)__atomic_load_n(&team_serial, __ATOMIC_RELAXED),
            (unsigned long long)__atomic_load_n(&team_dnnl_serial, __ATOMIC_RELAXED));
