@@ -602,9 +602,12 @@ function Calibration:decide()
   if self.sum then f, b = self.sum(f, b) end
   self.choice = b < f * (1 - self.margin) and "bf16" or "fp32"
   local what = self.label and "calls" or "steps"
-  self.note = ("%s: %s (%s measured %d %s each: fp32 %.1f ms, bf16 %.1f ms per %s, "
+  -- a step under 1 ms in microseconds: "%.1f ms" showed a 30 us call as
+  -- "0.0 ms" in both precisions, whichever it kept
+  local function ms(t) return t < 1e-3 and ("%.1f us"):format(t * 1e6) or ("%.1f ms"):format(t * 1e3) end
+  self.note = ("%s: %s (%s measured %d %s each: fp32 %s, bf16 %s per %s, "
     .. "median%s; bf16 is kept when at least %d%% faster)"):format(self.label or "precision", self.choice,
-    self.label and "it" or "--precision auto", self.steps, what, f * 1e3, b * 1e3, what:sub(1, -2),
+    self.label and "it" or "--precision auto", self.steps, what, ms(f), ms(b), what:sub(1, -2),
     self.sum and ", summed over the ranks" or "", math.floor(self.margin * 100 + 0.5))
   self.report(self.note)
   return self.choice
