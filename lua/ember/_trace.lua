@@ -431,12 +431,28 @@ function M.capture(slot, name, ndim, kind)
   return setmetatable({ slot = slot, name = name, ndim = ndim, kind = kind, idx = {} }, Cap)
 end
 
+-- Inside a traced function a captured tensor is only indexed: its sizes
+-- are not part of the trace (a cached trace serves tensors of other sizes),
+-- and a method's result would be a tensor the kernel does not read.
+local function cap_not_traced(c, what, level)
+  fail(("captured tensor '%s': %s cannot be traced; inside the function a captured tensor is only indexed with " ..
+    "numbers or traced integers (%s[i][j]): read its sizes or make its view outside the function (local n = " ..
+    "%s.shape[1], local t = %s:t()) and use those, or take a size from the options"):format(c.name, what, c.name,
+    c.name, c.name), level + 1)
+end
+local IPAIRS_STEP = ipairs({}) -- the iterator ipairs returns (the same C function for every table)
+
 Cap.__index = function(c, key)
   local k = key
   if not is_sym(k) then
-    if type(k) ~= "number" then
+    if type(k) == "string" then
+      cap_not_traced(c, ("%s.%s (a field or a method)"):format(c.name, k), 2)
+    elseif type(k) ~= "number" then
       fail(("captured tensor '%s' indexed with a %s; indices are numbers or traced integers"):format(
         c.name, type(k)), 2)
+    elseif debug.getinfo(2, "f").func == IPAIRS_STEP then
+      -- every index gives a traced load, so ipairs would never end
+      cap_not_traced(c, "ipairs over it", 3)
     end
     k = const(k)
   end
@@ -457,6 +473,8 @@ Cap.__index = function(c, key)
   end
   return setmetatable({ slot = c.slot, name = c.name, ndim = c.ndim, kind = c.kind, idx = idx }, Cap)
 end
+Cap.__len = function(c) cap_not_traced(c, "#" .. c.name .. " (its size)", 2) end
+Cap.__pairs = function(c) cap_not_traced(c, "pairs over it", 2) end
 Cap.__tostring = function(c) return ("captured tensor '%s' (%d of %s indices)"):format(c.name, #c.idx, tostring(c.ndim)) end
 local function cap_arith() fail("a captured tensor must be indexed fully before arithmetic (t[i][j])", 2) end
 for _, mm in ipairs { "__add", "__sub", "__mul", "__div", "__idiv", "__mod", "__pow", "__unm", "__lt", "__le" } do

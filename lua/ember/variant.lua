@@ -292,6 +292,17 @@ local function untraceable_math(name)
   return function() trace.fail(("math.%s cannot be traced; %s"):format(name, TRACED_HINT), 2) end
 end
 
+-- math.random with no traced argument would run once, at the trace, and
+-- its number would be a constant of every call: refused whatever it gets.
+local function untraceable_random(name)
+  return function()
+    trace.fail(("math.%s cannot be traced: it would run once, when the function is traced, and every call " ..
+      "would get that same number; draw random values outside the function as a tensor it reads (ember.rand)")
+      :format(name), 2)
+  end
+end
+local RANDOM = { random = true, randomseed = true }
+
 -- The user's function named `what` in def (for positions in messages):
 -- def.sources[what] where a wrapper traces it (ember.flex_attention's
 -- score_mod and mask_mod, lua/ember/flex.lua), else def[what].
@@ -307,7 +318,8 @@ local function traced_call(def, what, fn, ...)
   for k, f in pairs(math) do
     if type(f) == "function" and k ~= "type" then
       saved[k] = f
-      math[k] = sym_aware(f, MATH[k] and (trace.F[MATH[k]] or trace[MATH[k]]) or untraceable_math(k))
+      math[k] = RANDOM[k] and untraceable_random(k)
+        or sym_aware(f, MATH[k] and (trace.F[MATH[k]] or trace[MATH[k]]) or untraceable_math(k))
     end
   end
   local user = fn_of(def, what)
