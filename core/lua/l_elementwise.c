@@ -108,7 +108,10 @@ static int binary(lua_State *L, em_binary_op op, const char *name) {
 ** keyword arguments are Lua's (lua/ember/_functional_more.lua), which
 ** stores the handler in the metatable as __<op>_options(a, b, opts); the
 ** plain call, and the metamethods, stay here. */
-static int binary_options(lua_State *L, em_binary_op op, const char *name, const char *handler) {
+static int binary_options(lua_State *L, em_binary_op op, const char *name, const char *handler, const char *what) {
+  /* nothing past the options: Torch7's x:sub(1, 2, 2, 3) (a slice there) is
+  ** not x - 2 * 1 with the rest dropped */
+  lember_noextra(L, 3, name, what);
   if (lua_isnoneornil(L, 3)) return binary(L, op, name);
   lua_settop(L, 3);
   if (lua_getfield(L, MT, handler) != LUA_TFUNCTION)
@@ -118,10 +121,10 @@ static int binary_options(lua_State *L, em_binary_op op, const char *name, const
   return 1;
 }
 
-static int m_add(lua_State *L) { return binary_options(L, EM_ADD, "add", "__add_options"); }
-static int m_sub(lua_State *L) { return binary_options(L, EM_SUB, "sub", "__sub_options"); }
+static int m_add(lua_State *L) { return binary_options(L, EM_ADD, "add", "__add_options", "other, alpha"); }
+static int m_sub(lua_State *L) { return binary_options(L, EM_SUB, "sub", "__sub_options", "other, alpha"); }
 static int m_mul(lua_State *L) { return binary(L, EM_MUL, "mul"); }
-static int m_div(lua_State *L) { return binary_options(L, EM_DIV, "div", "__div_options"); }
+static int m_div(lua_State *L) { return binary_options(L, EM_DIV, "div", "__div_options", "other, rounding_mode"); }
 static int mm_add(lua_State *L) { return binary(L, EM_ADD, "add"); }
 static int mm_sub(lua_State *L) { return binary(L, EM_SUB, "sub"); }
 static int mm_div(lua_State *L) { return binary(L, EM_DIV, "div"); }

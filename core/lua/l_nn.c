@@ -203,7 +203,8 @@ static int m_scatter_add(lua_State *L) {
 
 /* The tensors of the list at idx, in a buffer the GC owns. */
 static em_tensor **tensor_list(lua_State *L, int idx, const char *op, int *n) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  if (!lua_istable(L, idx))
+    luaL_error(L, "ember.%s: expected a list of tensors, got %s", op, luaL_typename(L, idx));
   lua_Integer len = luaL_len(L, idx);
   if (len < 1) luaL_error(L, "ember.%s: expected a non-empty list of tensors", op);
   if (len > 1 << 24) luaL_error(L, "ember.%s: too many tensors (%I)", op, len);
@@ -223,6 +224,14 @@ static em_tensor **tensor_list(lua_State *L, int idx, const char *op, int *n) {
 static int join(lua_State *L, int stack) {
   const char *op = stack ? "stack" : "cat";
   int n;
+  if (lember_testtensor(L, 1)) /* Torch7's cat(a, b [, dim]) */
+    return luaL_error(L, "ember.%s: expected one list of tensors, got a tensor as argument 1 (ember.%s({a, b, ...} [, dim]))",
+                      op, op);
+  int top = lua_gettop(L); /* nothing after the dim (trailing nils aside) */
+  while (top > 2 && lua_isnil(L, top)) top--;
+  if (top > 2)
+    return luaL_error(L, "ember.%s: takes a list of tensors and a dim, got %d arguments (argument 3 is a %s)", op, top,
+                      luaL_typename(L, 3));
   lua_settop(L, 2); /* tensor_list pushes its buffer above the arguments */
   em_tensor **xs = tensor_list(L, 1, op, &n);
   int d = lua_isnoneornil(L, 2) ? 0 : (stack ? lember_checkdim_new(L, 2, op, xs[0]->ndim) : lember_checkdim_n(L, 2, op, xs[0]->ndim));

@@ -140,8 +140,8 @@ end, true)
 -- dtype still counts), as torch.cat does: `acc = ember.cat({acc, x})` from
 -- `acc = ember.tensor{}` is a common loop.
 local c_cat = core.cat
-set("cat", function(tensors, dim)
-  local ok, y = pcall(c_cat, tensors, dim) -- the common case costs one call
+set("cat", function(tensors, dim, ...)
+  local ok, y = pcall(c_cat, tensors, dim, ...) -- the common case costs one call (its checks see every argument)
   if ok then return y end
   if type(tensors) ~= "table" then error(y, 0) end
   local kept, skipped = {}, nil

@@ -830,7 +830,7 @@ set("repeatTensor", repeat_("repeatTensor"), true)
 T.expand_as = guard(function(x, other) return x:expand(check_tensor("expand_as", other, "argument 2").shape) end)
 T.view_as = guard(function(x, other) return x:view(check_tensor("view_as", other, "argument 2").shape) end)
 T.type_as = guard(function(x, other) return x:to(check_tensor("type_as", other, "argument 2").dtype) end)
-T.nelement = function(x) return x:numel() end -- Torch7's name
+T.nelement = guard(function(x) return check_tensor("nelement", x):numel() end) -- torch's name (Torch7's nElement)
 
 -- in-place random fills for initialising weights (torch.nn.init's), with
 -- autograd off so that a parameter can be filled

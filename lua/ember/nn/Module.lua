@@ -160,6 +160,22 @@ end
 -- @function Module.is_module
 Module.is_module = is_module
 
+--- What a value that should have been a module is, for an error: its type
+-- ("number"), or for a class given where an instance goes (`seq:add(nn.ReLU)`)
+-- "the class nn.ReLU (call it: nn.ReLU(...))".
+-- @param v
+-- @treturn string
+function Module.describe_non_module(v)
+  local c = type(v) == "table" and rawget(v, "_reg") == nil and v
+  while c and c ~= Module do c = rawget(c, "super") end
+  if c then
+    local nn, name = package.loaded["ember.nn"], v.__name
+    if nn and nn[name] == v then name = "nn." .. name end
+    return ("the class %s (call it: %s(...))"):format(name, name)
+  end
+  return type(v)
+end
+
 is_tensor = function(v)
   local mt = type(v) == "userdata" and getmetatable(v)
   return mt and mt.__name == "ember.Tensor" or false
@@ -231,7 +247,8 @@ function Module:add_module(name, m)
   name = tostring(name)
   check_name(self, name, "add_module")
   if not is_module(m) then
-    errors.raise("%s.add_module: '%s' is a %s, not a module", self.__name, name, type(m))
+    local what = Module.describe_non_module(m)
+    errors.raise("%s.add_module: '%s' is %s, not a module", self.__name, name, what == type(m) and "a " .. what or what)
   end
   return register(self, self._children, name, m)
 end

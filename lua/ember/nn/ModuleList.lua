@@ -85,7 +85,7 @@ local function renumber(self, mods)
 end
 
 local function check_module(m, what)
-  if not Module.is_module(m) then error(("ModuleList.%s: expected a module, got %s"):format(what, type(m)), 3) end
+  if not Module.is_module(m) then error(("ModuleList.%s: expected a module, got %s"):format(what, Module.describe_non_module(m)), 3) end
 end
 
 function ModuleList:__init(mods)

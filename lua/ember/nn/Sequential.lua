@@ -77,7 +77,11 @@ end
 
 --- Appends a module; returns self (so calls chain).
 -- @param m the module
-function Sequential:add(m)
+function Sequential:add(m, ...)
+  if not Module.is_module(m) then error("Sequential.add: expected a module, got " .. Module.describe_non_module(m), 2) end
+  if (...) ~= nil then -- add(m, i): a position goes to insert(i, m)
+    error("Sequential.add: takes one module (seq:insert(i, m) puts one at a 1-based position)", 2)
+  end
   self:add_module(tostring(#self._children + 1), m)
   return self
 end
