@@ -457,8 +457,10 @@ Cap.__index = function(c, key)
     k = const(k)
   end
   if k.kind == "float" then
-    fail(("captured tensor '%s' indexed with a non-integer value (index %d); use // or floor() to make " ..
-      "an integer"):format(c.name, #c.idx + 1), 2)
+    local from = rawget(k, "cap_name") -- a value read from a float tensor (ember.tensor's default dtype)
+    fail(("captured tensor '%s' indexed with a non-integer value (index %d)%s; use // or floor() to make " ..
+      "an integer"):format(c.name, #c.idx + 1, from and (", a value of the float tensor '%s' (ids and positions " ..
+      "are int64: ember.tensor(ids, {dtype = \"int64\"}) or %s:long())"):format(from, from) or ""), 2)
   end
   local idx = { table.unpack(c.idx) }
   idx[#idx + 1] = k

@@ -15,7 +15,9 @@
 -- - `ipairs(bias)` inside a mod never ended (every index is a traced load);
 --   `pairs(bias)` walked the capture's own fields (its name, a string);
 -- - `math.random()` inside a mod ran once at the trace: every call (the
---   trace is cached) got that one number, silently.
+--   trace is cached) got that one number, silently;
+-- - an index read from a float tensor (ember.tensor's default dtype: ids
+--   written ember.tensor{1, 1, 2}) said only "non-integer value".
 local ember = require "ember"
 local parity = require "tests.lua.helpers.parity"
 local tmpdir = require "tests.lua.helpers.tmpdir"
@@ -177,6 +179,18 @@ describe("helper97: what a mod cannot do with a captured tensor is named at its 
     end)
     -- math.random is itself again after the trace
     assert.is_true(math.random() < 1)
+  end)
+
+  it("an index read from a float tensor (ember.tensor's default dtype) says to make it int64", function()
+    local pos = ember.tensor({ 1, 1, 2, 2, 3, 3, 3, 3, 3 }) -- float32
+    local tbl = ember.randn(3, D)
+    local l = here() + 3
+    raises_at(l, { "captured tensor 'tbl' indexed with a non-integer value (index 1), a value of the float tensor " ..
+      "'pos'", "pos:long()" }, function() return ember.flex_attention(q, k, v, { score_mod = function(s, b, h, q_idx, kv_idx)
+      return s + tbl[pos[kv_idx]] end }) end)
+    local ids = pos:long()
+    local out = ember.flex_attention(q, k, v, { score_mod = function(s, b, h, q_idx, kv_idx) return s + tbl[ids[kv_idx]] end })
+    assert.are.same({ 1, 2, 7, 4 }, out.shape)
   end)
 
   it("the process goes on: the same mods written right run", function()
