@@ -12,6 +12,15 @@ the key/value heads):
   mask_scale    a bool attn_mask [L, S] (True = may attend) and scale = 0.7
   gqa_causal    4 query heads over 2 key/value heads (enable_gqa), causal
 
+and the losses of torch.nn.functional called with their positional
+arguments (losses): cross_entropy(x, y, w, None, 1, None, "sum", 0.1),
+nll_loss(logp, y, w, None, 1, None, "sum"), l1_loss(a, b, None, None,
+"sum"), smooth_l1_loss(a, b, None, None, "sum", 0.5), huber_loss(a, b,
+"sum", 0.7), kl_div(logp, logq, None, None, "batchmean", True),
+binary_cross_entropy(p, t, w, None, None, "sum") and
+binary_cross_entropy_with_logits(x, t, w, None, None, "mean", pos_weight)
+(class ids 0-based here, 1-based in the fixture: + 1).
+
     /usr/bin/python3 tests/gen_helper94_fixtures.py   # writes tests/fixtures/helper94_sdpa.lua
 """
 import math
@@ -54,6 +63,26 @@ def cases():
     return out
 
 
+def losses():
+    F = torch.nn.functional
+    x, y, w = torch.randn(5, 4), torch.tensor([0, 1, 3, 1, 2]), torch.rand(4) + 0.5
+    a, b = torch.randn(3, 4) * 2, torch.randn(3, 4)
+    logp, logq = torch.randn(3, 4).log_softmax(-1), torch.randn(3, 4).log_softmax(-1)
+    p, t, bw = torch.rand(3, 4) * 0.9 + 0.05, torch.rand(3, 4), torch.rand(3, 4)
+    pw = torch.rand(4) * 2
+    return {
+        "x": x, "y": y + 1, "w": w, "a": a, "b": b, "logp": logp, "logq": logq, "p": p, "t": t, "bw": bw, "pw": pw,
+        "cross_entropy": F.cross_entropy(x, y, w, None, 1, None, "sum", 0.1),
+        "nll_loss": F.nll_loss(x.log_softmax(-1), y, w, None, 1, None, "sum"),
+        "l1_loss": F.l1_loss(a, b, None, None, "sum"),
+        "smooth_l1_loss": F.smooth_l1_loss(a, b, None, None, "sum", 0.5),
+        "huber_loss": F.huber_loss(a, b, "sum", 0.7),
+        "kl_div": F.kl_div(logp, logq, None, None, "batchmean", True),
+        "binary_cross_entropy": F.binary_cross_entropy(p, t, bw, None, None, "sum"),
+        "binary_cross_entropy_with_logits": F.binary_cross_entropy_with_logits(a, t, bw, None, None, "mean", pw),
+    }
+
+
 if __name__ == "__main__":
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper94_sdpa.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper94_fixtures.py", {"cases": cases()})
+    Writer(keys="auto").write(path, "tests/gen_helper94_fixtures.py", {"cases": cases(), "losses": losses()})

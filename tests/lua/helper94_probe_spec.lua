@@ -124,3 +124,40 @@ describe("nn.init's generator (PyTorch 2.2's) and arguments past a function's ow
     raises_here(function() init.normal_(ember.empty(4), { std = 1 }, 3) end, "the options table must be the last")
   end)
 end)
+
+describe("nn.functional's losses take torch's positional arguments (they were dropped)", function()
+  local L = fx.losses
+  local x, y, w = T(L.x), T(L.y), T(L.w)
+  local a, b, logp, logq = T(L.a), T(L.b), T(L.logp), T(L.logq)
+  local p, t, bw, pw = T(L.p), T(L.t), T(L.bw), T(L.pw)
+
+  it("as torch.nn.functional's, each against PyTorch 1.13", function()
+    local got = {
+      cross_entropy = F.cross_entropy(x, y, w, nil, 2, nil, "sum", 0.1),
+      nll_loss = F.nll_loss(F.log_softmax(x, -1), y, w, nil, 2, nil, "sum"),
+      l1_loss = F.l1_loss(a, b, nil, nil, "sum"),
+      smooth_l1_loss = F.smooth_l1_loss(a, b, nil, nil, "sum", 0.5),
+      huber_loss = F.huber_loss(a, b, "sum", 0.7),
+      kl_div = F.kl_div(logp, logq, nil, nil, "batchmean", true),
+      binary_cross_entropy = F.binary_cross_entropy(p, t, bw, nil, nil, "sum"),
+      binary_cross_entropy_with_logits = F.binary_cross_entropy_with_logits(a, t, bw, nil, nil, "mean", pw),
+    }
+    for name, v in pairs(got) do parity.check(name, v, T(L[name]), 1e-12) end
+    -- positional, then an options table for the rest
+    parity.check("weight, then options", F.cross_entropy(x, y, w, { ignore_index = 2, reduction = "sum",
+      label_smoothing = 0.1 }), T(L.cross_entropy), 1e-12)
+    parity.check("options alone", F.l1_loss(a, b, { reduction = "sum" }), T(L.l1_loss), 1e-12)
+  end)
+
+  it("refuses torch's deprecated size_average / reduce, too many arguments, a name given twice, at the user's line", function()
+    raises_here(function() F.l1_loss(a, b, false) end,
+      "nn.functional.l1_loss: argument 3 is torch's size_average, deprecated: give reduction")
+    raises_here(function() F.cross_entropy(x, y, nil, nil, -100, true) end,
+      "nn.functional.cross_entropy: argument 6 is torch's reduce, deprecated")
+    raises_here(function() F.nll_loss(x, y, "sum") end,
+      "nn.functional.nll_loss: options must be a table ({reduction = ...}), and weight (argument 3 by position) a tensor, "
+      .. "got \"sum\"")
+    raises_here(function() F.huber_loss(a, b, "sum", 0.7, 1) end, "too many arguments")
+    raises_here(function() F.nll_loss(x, y, w, { weight = w }) end, "weight is given twice")
+  end)
+end)

@@ -589,7 +589,6 @@ end
 -- @string dir the folder (a downloaded snapshot)
 -- @tparam[opt] table overrides config keys that win over config.json's, and `torch_dtype` / `dtype`
 -- @treturn Llama the model, in eval mode (see the class's example)
--- @usage local m = Llama.from_pretrained(dir, {torch_dtype = "bfloat16"})   -- parameters in bfloat16
 function Llama.from_pretrained(dir, overrides)
   local who = "Llama.from_pretrained"
   if type(dir) ~= "string" then raise("%s: expected a folder name, got %s", who, type(dir)) end

@@ -7,7 +7,9 @@
 -- What ember already has as a function is the same function here (no
 -- copy: `F.relu == ember.relu`, `F.softmax == ember.softmax`, with their
 -- conventions: ember.softmax needs its dim, dims, targets and ids are
--- 1-based). Where torch's default differs from ember's function, F has
+-- 1-based), but for the losses (nll_loss, l1_loss, smooth_l1_loss,
+-- huber_loss, kl_div, binary_cross_entropy(_with_logits)), which take
+-- torch's positional order here besides ember's options table. Where torch's default differs from ember's function, F has
 -- torch's: F.normalize and F.cosine_similarity work along dim 2 (torch's
 -- dim=1), ember.normalize and ember.cosine_similarity along the last;
 -- F.one_hot's num_classes may be left out (the largest label).
@@ -43,6 +45,40 @@ local SAME = {
   "binary_cross_entropy", "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
 }
 for _, name in ipairs(SAME) do F[name] = ember[name] end
+
+-- The losses after (input, target) in torch's positional order, or an
+-- options table (ember's functions take the table only: the positional
+-- arguments were dropped without a word, F.l1_loss(x, y, nil, nil, "sum")
+-- gave the mean). size_average and reduce, torch's deprecated pair, are
+-- refused saying what to write.
+local LOSS_ARGS = {
+  nll_loss = { "weight", "size_average", "ignore_index", "reduce", "reduction" },
+  l1_loss = { "size_average", "reduce", "reduction" },
+  smooth_l1_loss = { "size_average", "reduce", "reduction", "beta" },
+  huber_loss = { "reduction", "delta" },
+  kl_div = { "size_average", "reduce", "reduction", "log_target" },
+  binary_cross_entropy = { "weight", "size_average", "reduce", "reduction" },
+  binary_cross_entropy_with_logits = { "weight", "size_average", "reduce", "reduction", "pos_weight" },
+}
+local function loss_args(who, names, ...)
+  local o = require("ember.nn._functional_checks").args(who, names, ...)
+  for i, k in ipairs(names) do
+    local v = o[k]
+    if v ~= nil and (k == "size_average" or k == "reduce") then
+      require("ember._errors").raise("%s: argument %d is torch's %s, deprecated: give reduction (\"mean\", \"sum\" or "
+        .. "\"none\") instead, as {reduction = ...} or by position after size_average and reduce", who, i + 2, k)
+    end
+    if v ~= nil and (k == "weight" or k == "pos_weight") and not ember.is_tensor(v) then
+      require("ember._errors").raise("%s: options must be a table ({%s = ...}), and %s (argument %d by position) a tensor, "
+        .. "got %s", who, type(v) == "string" and "reduction" or k, k, i + 2, type(v) == "string" and ("%q"):format(v) or type(v))
+    end
+  end
+  return o
+end
+for name, names in pairs(LOSS_ARGS) do
+  local fn, who = ember[name], "nn.functional." .. name
+  F[name] = function(input, target, ...) return fn(input, target, loss_args(who, names, ...)) end
+end
 
 -- ---- convolutions ------------------------------------------------------
 
@@ -476,7 +512,9 @@ function F.mse_loss(input, target, ...) return impl.mse_loss(input, target, ...)
 
 --- Cross entropy, as torch.nn.functional.cross_entropy with ember's layout:
 -- `F.cross_entropy(logits, target [, {weight =, ignore_index = -100,
--- label_smoothing = 0, reduction = "mean"}])`, logits [N, C] (or [C]) and
+-- label_smoothing = 0, reduction = "mean"}])` (or those by position in torch's
+-- order: weight, size_average, ignore_index, reduce, reduction, label_smoothing;
+-- size_average and reduce, deprecated in torch, are refused), logits [N, C] (or [C]) and
 -- 1-based int64 class ids [N] (or 0-d): `ember.cross_entropy`'s fused op.
 -- With a class `weight` [C], or with float targets holding class
 -- probabilities shaped like the logits, nn.CrossEntropyLoss's rule (which
@@ -490,7 +528,12 @@ function F.mse_loss(input, target, ...) return impl.mse_loss(input, target, ...)
 -- print(F.cross_entropy(logits, ember.tensor({1, 2}, "int64")):item() < 0.25)                      --> true
 -- print(F.cross_entropy(logits, ember.tensor({{1, 0, 0}, {0, 1, 0}})):item() < 0.25)               --> true
 -- print(F.cross_entropy(logits, ember.tensor({1, 2}, "int64"), {weight = ember.ones(3)}).shape)   --> ember.Size{}
-function F.cross_entropy(logits, target, opts) return impl.cross_entropy(logits, target, opts) end
+function F.cross_entropy(logits, target, ...)
+  -- torch's positional order too
+  local o = loss_args("nn.functional.cross_entropy",
+    { "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing" }, ...)
+  return impl.cross_entropy(logits, target, next(o) ~= nil and o or nil)
+end
 
 -- ---- the modules' rules as functions, and torch's activations ember had not ----
 
