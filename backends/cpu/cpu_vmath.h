@@ -26,17 +26,17 @@
 ** polynomial that cpu_exp_f32 and cpu_exp_any_f32 share; *n gets n. */
 CPU_VMATH_INLINE float cpu_exp_reduced_f32(float xc, float *n_out) {
   /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float n = fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
   /* ln2 split in two so that n * ln2_hi is exact */
-  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float r = fmaf(n, 2.12194440e-4f, fmaf(n, -0.693359375f, xc));
   float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
+  y = fmaf(y, r, 1.3981999507e-3f);
+  y = fmaf(y, r, 8.3334519073e-3f);
+  y = fmaf(y, r, 4.1665795894e-2f);
+  y = fmaf(y, r, 1.6666665459e-1f);
+  y = fmaf(y, r, 5.0000001201e-1f);
   *n_out = n;
-  return y * (r * r) + r + 1.0f;
+  return fmaf(y, r * r, r + 1.0f);
 }
 
 /* 2^n for an integral float n in [-126, 127], from the exponent bits. */

@@ -33,6 +33,12 @@
 
 #if defined(__CUDACC__) || defined(EMC_EMU)
 #define EM_UR_FN __device__ __forceinline__
+#elif defined(__GNUC__)
+/* Always inlined, so that each rule runs in the vector build of the
+** (cloned) loop that calls it: an out-of-line copy is a baseline build,
+** where cpu_vmath.h's fmaf is a libm call (GCC kept float's exp out of
+** line once it grew). */
+#define EM_UR_FN static inline __attribute__((always_inline))
 #else
 #define EM_UR_FN static inline
 #endif
