@@ -6,7 +6,8 @@ in one score, a learned per-head slope under grouped heads, a learned 0-d
 temperature with a prefix-LM mask, a learned tensor read by both the score
 and the mask, index arithmetic on negative numbers (floor division,
 Python's %, C's fmod), a score_mod nonlinear in the score, a captured
-transposed view, and a score_mod that sends whole rows to -inf.
+transposed view, a score_mod that sends whole rows to -inf, and a mask_mod
+that chooses between two masks with where.
 
 PyTorch 1.13 has no flex_attention: each case is written out densely in
 float64 (scores = q k^T * scale, the mod, softmax, @ v). Indices are 0-based
@@ -122,6 +123,11 @@ case("transposed_capture", 1, 2, 2, 7, 9, 4,
 # a score_mod that sends rows 0..2 to -inf everywhere (out 0, gradient 0)
 case("rows_all_minus_inf", 1, 2, 2, 6, 9, 4,
      score_mod=lambda s, b, h, q, k: torch.where(q > 2, s, torch.tensor(float("-inf"))))
+
+# a mask_mod that chooses between two masks with where (a bool where, as torch's):
+# rows 0..3 see the keys after them, the later rows a causal window of 3 and key 0
+case("where_of_masks", 2, 2, 2, 7, 9, 4,
+     mask_mod=lambda b, h, q, k: ~torch.where(q >= 4, ((q - k).abs() > 2) & (k != 0), k < q))
 
 
 def full(t):

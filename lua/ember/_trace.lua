@@ -117,6 +117,10 @@ local function kind_of(op, args, extra)
   if op == "LOAD" then return extra.kind end
   local function num(k) return k == "bool" and "int" or k end
   if op == "WHERE" then
+    -- a choice between booleans is a boolean (a mask_mod's where(c, m1, m2),
+    -- as torch.where of bool tensors); a constant 0 or 1 beside one counts
+    local function boolish(a) return a.kind == "bool" or (a.op == "CONST" and (a.value == 0 or a.value == 1)) end
+    if (args[2].kind == "bool" or args[3].kind == "bool") and boolish(args[2]) and boolish(args[3]) then return "bool" end
     return (num(args[2].kind) == "int" and num(args[3].kind) == "int") and "int" or "float"
   end
   if INT_OPS[op] then

@@ -17,7 +17,10 @@
 -- - `math.random()` inside a mod ran once at the trace: every call (the
 --   trace is cached) got that one number, silently;
 -- - an index read from a float tensor (ember.tensor's default dtype: ids
---   written ember.tensor{1, 1, 2}) said only "non-integer value".
+--   written ember.tensor{1, 1, 2}) said only "non-integer value";
+-- - a mask_mod returning ember.where(c, mask1, mask2) (bool branches, a
+--   bool in torch) was refused as "returned an int value, not a boolean",
+--   and ~ of it as "'~' ... got an int value".
 local ember = require "ember"
 local parity = require "tests.lua.helpers.parity"
 local tmpdir = require "tests.lua.helpers.tmpdir"
@@ -70,6 +73,12 @@ local VARIANTS = {
   transposed_capture = function(c, _, dtype)
     local bt = T(c.bias):to(dtype):t() -- a view with strides (1, 7)
     return { score_mod = function(s, b, h, q_idx, kv_idx) return s + bt[q_idx][kv_idx] end }
+  end,
+  where_of_masks = function()
+    local bm = ember.create_block_mask(function(b, h, q_idx, kv_idx)
+      return ~ember.where(q_idx:ge(5), ember.abs(q_idx - kv_idx):gt(2) & kv_idx:ne(1), kv_idx:lt(q_idx))
+    end, nil, nil, 7, 9, { BLOCK_SIZE = 4 })
+    return { block_mask = bm }
   end,
   rows_all_minus_inf = function()
     return { score_mod = function(s, b, h, q_idx, kv_idx) return ember.where(q_idx:gt(3), s, -math.huge) end }
