@@ -357,6 +357,7 @@ static int f_where(lua_State *L) {
 }
 
 static int m_masked_fill(lua_State *L) {
+  lember_noextra(L, 3, "masked_fill", "mask, value");
   em_tensor *x = fast_check(L, 1);
   em_tensor *mask = fast_check(L, 2);
   em_tensor *vt = fast_tensor(L, 3);

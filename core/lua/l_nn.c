@@ -14,7 +14,10 @@ static int finish(lua_State *L, em_tensor **out, em_status s, const char *op) {
   return 1;
 }
 
+/* Torch7's result-first res:mm(a, b) is a @ b here, not res's: a third
+** argument is an error, not dropped (x:matmul(a, b) was x @ a). */
 static int f_matmul(lua_State *L) {
+  lember_noextra(L, 2, "matmul", "other");
   em_tensor *a = lember_checktensor(L, 1), *b = lember_checktensor(L, 2);
   em_tensor **out = lember_newslot(L);
   return finish(L, out, em_matmul(out, a, b), "matmul");
@@ -30,6 +33,7 @@ static int f_linear(lua_State *L) {
 }
 
 static int f_bmm(lua_State *L) {
+  lember_noextra(L, 2, "bmm", "mat2");
   em_tensor *a = lember_checktensor(L, 1), *b = lember_checktensor(L, 2);
   em_tensor **out = lember_newslot(L);
   return finish(L, out, em_bmm(out, a, b), "bmm");

@@ -332,7 +332,8 @@ set("inner", function(a, b)
 end, true)
 
 -- ember.kron(a, b): the Kronecker product (torch.kron). Differentiable.
-set("kron", function(a, b)
+set("kron", function(a, b, ...)
+  if select("#", ...) > 0 then core._noextra("kron", "other", 2, a, b, ...) end
   local op = "kron"
   check_tensor(op, a)
   check_tensor(op, b, "argument 2")

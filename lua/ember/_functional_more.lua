@@ -144,7 +144,8 @@ end, true)
 
 -- a:lerp(b, w): a + w (b - a), computed as PyTorch does (b - (b - a)(1 - w)
 -- where w >= 0.5); w a number or a tensor (broadcast).
-set("lerp", function(a, b, w)
+set("lerp", function(a, b, w, ...)
+  if select("#", ...) > 0 then core._noextra("lerp", "end, weight", 3, a, b, w, ...) end
   check_tensor("lerp", a, "argument 1")
   check_tensor("lerp", b, "argument 2 (end)")
   if type(w) ~= "number" and not core.is_tensor(w) then
@@ -257,12 +258,16 @@ end
 
 -- ember.fmod(a, b) / a:fmod(b): the C-style remainder a - trunc(a / b) b,
 -- with the sign of a, exactly (C's fmod, as torch.fmod); b may be a number, a a number too.
-set("fmod", function(a, b) return division("fmod", a, b, function(x, y) return c_fmod(x, y) end) end, true)
+set("fmod", function(a, b, ...)
+  if select("#", ...) > 0 then core._noextra("fmod", "other", 2, a, b, ...) end
+  return division("fmod", a, b, function(x, y) return c_fmod(x, y) end)
+end, true)
 
 -- ember.remainder(a, b) / a:remainder(b): the Python-style remainder
 -- a - floor(a / b) b, with the sign of b (torch.remainder): fmod, plus b
 -- where that is non-zero and its sign differs from b's.
-set("remainder", function(a, b)
+set("remainder", function(a, b, ...)
+  if select("#", ...) > 0 then core._noextra("remainder", "other", 2, a, b, ...) end
   return division("remainder", a, b, function(x, y)
     local m = c_fmod(x, y)
     local yt = core.is_tensor(y) and y or core.full({}, y, { dtype = m.dtype, device = m.device })

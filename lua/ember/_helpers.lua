@@ -678,7 +678,10 @@ local function check_ndim(op, x, n, what)
 end
 
 -- torch.mm: matmul without broadcasting, for exactly 2-d tensors.
-set("mm", function(a, b)
+-- The products (mm, dot, outer; matmul and bmm in C) refuse a third
+-- argument: Torch7's result-first res:mm(a, b) would be res @ a here.
+set("mm", function(a, b, ...)
+  if select("#", ...) > 0 then core._noextra("mm", "mat2", 2, a, b, ...) end
   check_ndim("mm", a, 2, "argument 1")
   check_ndim("mm", b, 2, "argument 2")
   if a:size(2) ~= b:size(1) then fail("mm", "shapes %s and %s cannot be multiplied", shape_str(a), shape_str(b)) end
@@ -686,13 +689,15 @@ set("mm", function(a, b)
 end, true)
 T.bmm = core.bmm -- the C op ember.bmm, as a method too
 
-set("dot", function(a, b)
+set("dot", function(a, b, ...)
+  if select("#", ...) > 0 then core._noextra("dot", "other", 2, a, b, ...) end
   check_ndim("dot", a, 1, "argument 1")
   check_ndim("dot", b, 1, "argument 2")
   if a:size(1) ~= b:size(1) then fail("dot", "lengths differ: %d and %d", a:size(1), b:size(1)) end
   return (a * b):sum()
 end, true)
-set("outer", function(a, b)
+set("outer", function(a, b, ...)
+  if select("#", ...) > 0 then core._noextra("outer", "vec2", 2, a, b, ...) end
   check_ndim("outer", a, 1, "argument 1")
   check_ndim("outer", b, 1, "argument 2")
   return a:view(a:size(1), 1) * b:view(1, b:size(1))

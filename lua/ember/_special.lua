@@ -29,7 +29,8 @@ local function signbit(t) return t:lt(0):logical_or(t:eq(0):logical_and(t:recipr
 -- +-pi/2 - atan(x / y). Each branch divides by the larger magnitude, so
 -- both the value and the gradient (x / (x^2 + y^2) for y, -y / (x^2 + y^2)
 -- for x) are finite and accurate; the branch not taken divides by 1.
-set("atan2", function(y, x)
+set("atan2", function(y, x, ...)
+  if select("#", ...) > 0 then core._noextra("atan2", "other", 2, y, x, ...) end
   local op = "atan2"
   y = floating(op, y, "input")
   if type(x) == "number" then x = core.full({}, x, { dtype = y.dtype, device = y.device }) end
