@@ -340,8 +340,14 @@ static int m_clamp(lua_State *L) {
 /* ---------------------------------------------------------------- */
 
 static int f_where(lua_State *L) {
-  em_tensor *cond = fast_check(L, 1);
+  /* checked here, naming where: the Lua wrapper (variant.lua) hides the op from lember_checktensor */
+  em_tensor *cond = fast_tensor(L, 1);
+  if (!cond) luaL_error(L, "ember.where: the condition (argument 1) must be a bool tensor, got %s", luaL_typename(L, 1));
   em_tensor *a = fast_tensor(L, 2), *b = fast_tensor(L, 3);
+  for (int i = 2; i <= 3; i++)
+    if (!(i == 2 ? a : b) && lua_type(L, i) != LUA_TNUMBER && lua_type(L, i) != LUA_TBOOLEAN)
+      luaL_error(L, "ember.where: argument %d (%s) must be a tensor or a number, got %s", i, i == 2 ? "input" : "other",
+                 luaL_typename(L, i));
   /* two Lua integers: int64, as torch.where(c, 1, 0); two booleans: bool */
   em_dtype like = a ? a->dtype : b ? b->dtype
                 : lua_isinteger(L, 2) && lua_isinteger(L, 3) ? EM_I64

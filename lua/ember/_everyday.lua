@@ -390,22 +390,7 @@ set("triu_indices", tri_indices("triu_indices", false))
 
 -- ember.broadcast_shapes(s1, s2, ...): the shape the given ones broadcast to
 -- (tables or ember.Size), as torch.broadcast_shapes.
-local function broadcast_shapes(op, shapes)
-  local n = 0
-  for _, s in ipairs(shapes) do n = math.max(n, #s) end
-  local out = {}
-  for i = 1, n do out[i] = 1 end
-  for k, s in ipairs(shapes) do
-    for i = 1, #s do
-      local j, v = n - #s + i, s[i]
-      if out[j] == 1 then out[j] = v
-      elseif v ~= 1 and v ~= out[j] then
-        fail(op, "shape %d [%s] does not broadcast to the others (size %d vs %d)", k, table.concat(s, ", "), v, out[j])
-      end
-    end
-  end
-  return core.Size(out)
-end
+local broadcast_shapes = require("ember._functional").broadcast_shapes
 set("broadcast_shapes", function(...)
   local shapes = { ... }
   for i, s in ipairs(shapes) do

@@ -447,8 +447,31 @@ set("huber_loss", function(input, target, opts)
   return reduce(core.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta), red)
 end)
 
+-- The shape that the given shapes broadcast to (as torch.broadcast_shapes),
+-- an error naming op otherwise; names[k] names shape k in it ("tensor1"),
+-- "shape k" without. ember.broadcast_shapes and broadcast_tensors
+-- (_everyday.lua) and the ternary ops (addcmul, lerp, clamp: _functional_more.lua)
+-- check their operands with it.
+local function broadcast_shapes(op, shapes, names)
+  local n = 0
+  for _, s in ipairs(shapes) do n = math.max(n, #s) end
+  local out = {}
+  for i = 1, n do out[i] = 1 end
+  for k, s in ipairs(shapes) do
+    for i = 1, #s do
+      local j, v = n - #s + i, s[i]
+      if out[j] == 1 then out[j] = v
+      elseif v ~= 1 and v ~= out[j] then
+        fail(op, "%s [%s] does not broadcast to the others (size %d vs %d)", names and names[k] or ("shape " .. k),
+          table.concat(s, ", "), v, out[j])
+      end
+    end
+  end
+  return core.Size(out)
+end
+
 local M = { check_opts = check_opts, check_dim = check_dim, check_number = check_number, reduce = reduce,
-  REDUCTIONS = REDUCTIONS }
+  REDUCTIONS = REDUCTIONS, broadcast_shapes = broadcast_shapes }
 package.loaded["ember._functional"] = M -- for _functional_more, which this file loads
 require "ember._functional_more"
 return M

@@ -21,6 +21,7 @@ local shape_str = require("ember._errors").shape_str
 local T = core.Tensor
 local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
 local check_opts, check_dim, check_number = F.check_opts, F.check_dim, F.check_number
+local broadcast_shapes = F.broadcast_shapes
 
 local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
 local LN2, LN10 = math.log(2), math.log(10)
@@ -56,6 +57,12 @@ local function clamp(op, x, lo, hi)
   -- maximum/minimum give PyTorch's dtypes (int64 with integer bounds, float32
   -- with a Lua float bound: clamp(int64, 2.5, 6) is [2.5, 5, 6])
   local composed = x.dtype == "int64" or x.dtype == "bool"
+  if core.is_tensor(lo) or core.is_tensor(hi) then -- checked here: the composition's errors would name maximum
+    local shapes, names = { x.shape }, { "input" }
+    if core.is_tensor(lo) then shapes[#shapes + 1], names[#shapes + 1] = lo.shape, "min" end
+    if core.is_tensor(hi) then shapes[#shapes + 1], names[#shapes + 1] = hi.shape, "max" end
+    broadcast_shapes(op, shapes, names)
+  end
   if not composed and not core.is_tensor(lo) and not core.is_tensor(hi) then return c_clamp(x, lo, hi) end
   -- tensor bounds broadcast: torch.clamp is min(max(x, lo), hi) (a NaN bound
   -- gives NaN); a float x takes torch's gradient rule, each element's
@@ -151,6 +158,7 @@ set("lerp", function(a, b, w, ...)
   if type(w) ~= "number" and not core.is_tensor(w) then
     fail("lerp", "weight must be a number or a tensor, got %s", type(w))
   end
+  broadcast_shapes("lerp", { a.shape, b.shape, core.is_tensor(w) and w.shape or nil }, { "input", "end", "weight" })
   if type(w) == "number" then
     if w < 0.5 then return a + (b - a) * w end
     return b - (b - a) * (1 - w)
@@ -170,6 +178,7 @@ set("addcmul", function(x, t1, t2, opts)
   check_tensor("addcmul", x, "input")
   check_tensor("addcmul", t1, "tensor1")
   check_tensor("addcmul", t2, "tensor2")
+  broadcast_shapes("addcmul", { x.shape, t1.shape, t2.shape }, { "input", "tensor1", "tensor2" })
   return x + t1 * value_of("addcmul", opts) * t2
 end, true)
 
@@ -178,6 +187,7 @@ set("addcdiv", function(x, t1, t2, opts)
   check_tensor("addcdiv", x, "input")
   check_tensor("addcdiv", t1, "tensor1")
   check_tensor("addcdiv", t2, "tensor2")
+  broadcast_shapes("addcdiv", { x.shape, t1.shape, t2.shape }, { "input", "tensor1", "tensor2" })
   return x + t1 * value_of("addcdiv", opts) / t2
 end, true)
 

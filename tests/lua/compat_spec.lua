@@ -134,7 +134,7 @@ describe("ember.where outside variants", function()
     assert.are.same({ 1, 2 }, idx[2]:totable())
     local ok, err = pcall(function() return ember.where(ember.tensor { true }, "x", 1) end)
     assert.is_false(ok)
-    assert.truthy(err:find("compat_spec.lua:%d+: ember: expected a tensor or a number, got string"), err)
+    assert.truthy(err:find("compat_spec.lua:%d+: ember.where: argument 2 %(input%) must be a tensor or a number, got string"), err)
   end)
 end)
 

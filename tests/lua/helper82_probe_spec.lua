@@ -195,7 +195,7 @@ describe("helper82: errors name the op at the caller's line", function()
     { "matmul", function() local _ = x:matmul("a") end, "bad argument #2 %(ember.Tensor expected, got string%)" },
     { "gather", function() local _ = x:gather(2, "a") end, "ember.Tensor expected, got string" },
     { "masked_fill", function() local _ = x:masked_fill("a", 1) end, "ember.Tensor expected, got string" },
-    { "where", function() local _ = x:where("a", x) end, "ember.Tensor expected, got string" },
+    { "where", function() local _ = x:where("a", x) end, "the condition %(argument 1%) must be a bool tensor, got string" },
     { "index_select", function() local _ = x:index_select(1, {}) end, "ember.Tensor expected, got table" },
     { "add_", function() local _ = x:clone():add_("a") end, "expected a tensor or a number, got string" },
     { "index_reduce", function() local _ = x:index_reduce(1, ember.tensor({ 1 }, "int64"), ember.ones(2, 4), "amax") end, "source must be" },
