@@ -25,7 +25,6 @@
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local list_of = require("ember._listing").list -- lists that print(): readable, not an address
-local ordered = require("ember._listing").ordered -- maps that pairs() walks in registration order
 -- the named_* results, also generic-for iterators: `for name, p in m:named_parameters() do`
 local iterable = require "ember.nn._iterable"
 local iterable_map, pair_list = iterable.map, iterable.pair_list
@@ -764,14 +763,15 @@ local state_dicts = require("ember.nn._module_state")(Module, kind_of)
 
 --- name -> detached tensor sharing the parameter's or buffer's storage;
 -- `pairs` gives them in registration order, as PyTorch's OrderedDict.
+-- PyTorch's arguments, positionally or by name
+-- (`m:state_dict{prefix = "encoder."}`): the entries go into `destination`
+-- (returned) under `prefix` .. name, and `keep_vars` keeps the tensors
+-- themselves (parameters with their requires_grad) instead of detached views.
+-- @tparam[opt] table destination
+-- @string[opt=""] prefix
+-- @bool[opt=false] keep_vars
 -- @treturn table
-function Module:state_dict()
-  local sd, names = {}, {}
-  self:_each_tensor(function(n, t, kind)
-    if kind ~= "nonpersistent" then sd[n], names[#names + 1] = t:detach(), n end
-  end)
-  return ordered(sd, names) -- print(m:state_dict()) lists the names, as PyTorch's
-end
+function Module:state_dict(...) return state_dicts.state_dict(self, ...) end
 
 --- Names this module had in earlier versions of ember: a table
 -- old name -> current name, relative to the module. Subclasses that

@@ -10,6 +10,7 @@
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 local list_of = require("ember._listing").list -- lists that print(): readable, not an address
+local ordered = require("ember._listing").ordered -- maps that pairs() walks in registration order
 
 local shape_str = errors.shape_str
 
@@ -31,6 +32,46 @@ return function(Module, kind_of)
       end
     end
     return own, parts
+  end
+
+  local SD_ARGS = { destination = true, prefix = true, keep_vars = true }
+  local ORDERED_MT = getmetatable(ordered({}, {}))
+
+  -- Module:state_dict([destination [, prefix [, keep_vars]]]) or state_dict{destination =, prefix =,
+  -- keep_vars =}, as torch's: a lone table of those names (none a tensor) is the keywords.
+  function S.state_dict(self, ...)
+    local who = self.__name .. ".state_dict"
+    local destination, prefix, keep_vars = ...
+    if select("#", ...) > 3 then errors.raise("%s: takes at most 3 arguments (destination, prefix, keep_vars), got %d",
+      who, select("#", ...)) end
+    if select("#", ...) == 1 and type(destination) == "table" and next(destination) ~= nil then
+      local keywords = true
+      for k, v in pairs(destination) do
+        if not SD_ARGS[k] or Module.is_tensor(v) then keywords = false end
+      end
+      if keywords then destination, prefix, keep_vars = destination.destination, destination.prefix, destination.keep_vars end
+    end
+    if destination ~= nil and type(destination) ~= "table" then
+      errors.raise("%s: destination must be a table or nil, got %s", who, type(destination))
+    end
+    if prefix == nil then prefix = "" end
+    if type(prefix) ~= "string" then errors.raise("%s: prefix must be a string, got %s", who, type(prefix)) end
+    if keep_vars ~= nil and type(keep_vars) ~= "boolean" then
+      errors.raise("%s: keep_vars must be a boolean, got %s", who, type(keep_vars))
+    end
+    local sd, names = destination or {}, {}
+    for k in pairs(sd) do names[#names + 1] = k end -- what destination held keeps its order, first
+    self:_each_tensor(function(n, t, kind)
+      if kind ~= "nonpersistent" then
+        local key = prefix .. n
+        if sd[key] == nil then names[#names + 1] = key end
+        sd[key] = keep_vars and t or t:detach()
+      end
+    end)
+    if getmetatable(sd) ~= nil and not rawequal(getmetatable(sd), ORDERED_MT) then
+      return sd -- a destination of the user's own kind keeps its metatable
+    end
+    return ordered(sd, names) -- print(m:state_dict()) lists the names, as PyTorch's
   end
 
   -- Module:upgrade_state_dict: legacy_names' renames at this level, then each
