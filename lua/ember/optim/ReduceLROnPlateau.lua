@@ -28,6 +28,21 @@ function ReduceLROnPlateau:__init(optimizer, ...)
   -- a list (min_lr's per-group values) is not the options table
   local opts = self:_torch_opts(NAMES, ...)
   if opts.last_epoch ~= nil then self:_error("takes no last_epoch (its position is the metrics' history)") end
+  if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
+    self:_error("expected an optimizer, got %s", type(optimizer))
+  end
+  self.optimizer = optimizer
+  self:_settings(opts)
+  self.best = self.mode == "min" and math.huge or -math.huge
+  self.num_bad_steps, self.cooldown_counter = 0, 0
+  -- not a schedule of PyTorch's _LRScheduler: no initial_lr, no initial step
+  self.verbose, self.last_step = opts.verbose or false, 0
+  self.base_lrs = self:_lrs()
+end
+
+-- Checks and sets the settings (mode, factor, ..., min_lr: a number or one per group)
+-- from opts, the defaults for those not there: for the constructor and load_state_dict.
+function ReduceLROnPlateau:_settings(opts)
   local function number(k, default, ok, what)
     local v = opts[k] == nil and default or opts[k]
     if type(v) ~= "number" or not ok(v) then self:_error("%s must be %s, got %s", k, what, tostring(v)) end
@@ -44,10 +59,7 @@ function ReduceLROnPlateau:__init(optimizer, ...)
   self.threshold = number("threshold", 1e-4, function(v) return v >= 0 end, "a number >= 0")
   self.cooldown = number("cooldown", 0, function(v) return math.type(v) == "integer" and v >= 0 end, "an integer >= 0")
   self.eps = number("eps", 1e-8, function(v) return v >= 0 end, "a number >= 0")
-  if type(optimizer) ~= "table" or type(optimizer.param_groups) ~= "table" then
-    self:_error("expected an optimizer, got %s", type(optimizer))
-  end
-  local n = #optimizer.param_groups
+  local n = #self.optimizer.param_groups
   local m = opts.min_lr or 0
   self.min_lrs = {}
   for i = 1, n do
@@ -61,11 +73,6 @@ function ReduceLROnPlateau:__init(optimizer, ...)
   if opts.verbose ~= nil and type(opts.verbose) ~= "boolean" then
     self:_error("verbose must be a boolean, got %s", tostring(opts.verbose))
   end
-  self.best = self.mode == "min" and math.huge or -math.huge
-  self.num_bad_steps, self.cooldown_counter = 0, 0
-  -- not a schedule of PyTorch's _LRScheduler: no initial_lr, no initial step
-  self.optimizer, self.verbose, self.last_step = optimizer, opts.verbose or false, 0
-  self.base_lrs = self:_lrs()
 end
 
 -- The lrs are the optimizer's own: nothing to apply at construction.
@@ -114,25 +121,40 @@ end
 --- The groups' lrs now (they follow the metrics).
 function ReduceLROnPlateau:get_last_lr() return require("ember._listing").list(self:_lrs()) end
 
---- Its position and the metrics' history, with the lrs, for checkpoints.
+--- Its position, the metrics' history and its settings (PyTorch's fields:
+-- mode, factor, patience, threshold, threshold_mode, cooldown, min_lrs, eps,
+-- verbose, best, num_bad_epochs, cooldown_counter), with the lrs, for checkpoints.
 function ReduceLROnPlateau:state_dict()
   local sd = Scheduler.state_dict(self)
   -- best is +-inf before the first step: left out (files write numbers)
   sd.best = self.best ~= math.huge and self.best ~= -math.huge and self.best or nil
   sd.num_bad_steps, sd.cooldown_counter = self.num_bad_steps, self.cooldown_counter
+  sd.num_bad_epochs = self.num_bad_steps -- PyTorch's name
   sd.lrs = self:get_last_lr()
+  sd.mode, sd.factor, sd.patience, sd.threshold = self.mode, self.factor, self.patience, self.threshold
+  sd.threshold_mode, sd.cooldown, sd.eps, sd.verbose = self.threshold_mode, self.cooldown, self.eps, self.verbose
+  sd.min_lrs = {}
+  for i, v in ipairs(self.min_lrs) do sd.min_lrs[i] = v end
   return sd
 end
 
---- Restores a state_dict(), the lrs included.
+local SETTINGS = { "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "eps" }
+
+--- Restores a state_dict(), the lrs and settings included (a state dict
+-- saved without the settings keeps the scheduler's own).
 -- @tparam table sd
 function ReduceLROnPlateau:load_state_dict(sd)
   Scheduler.load_state_dict(self, sd)
   if type(sd.lrs) ~= "table" or #sd.lrs ~= #self.optimizer.param_groups then
     self:_error("load_state_dict: expected one lr per parameter group")
   end
+  local opts = { min_lr = sd.min_lrs == nil and self.min_lrs or sd.min_lrs }
+  for _, k in ipairs(SETTINGS) do opts[k] = sd[k] == nil and self[k] or sd[k] end
+  self:_settings(opts)
+  if sd.verbose ~= nil then self.verbose = sd.verbose end
   self.best = sd.best or (self.mode == "min" and math.huge or -math.huge)
-  self.num_bad_steps, self.cooldown_counter = sd.num_bad_steps or 0, sd.cooldown_counter or 0
+  self.num_bad_steps = sd.num_bad_steps or sd.num_bad_epochs or 0
+  self.cooldown_counter = sd.cooldown_counter or 0
   for i, g in ipairs(self.optimizer.param_groups) do g.lr = sd.lrs[i] end
   return self
 end
