@@ -356,12 +356,12 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     assert.are_not.same(parity.values(a), parity.values(d:sample({ 2 })))
   end)
 
-  it("sample() has no gradient, rsample() has; no rsample where torch's is absent or not written", function()
+  it("sample() has no gradient, rsample() has; no rsample where torch's is absent", function()
     local mu = ember.zeros(3, f64):requires_grad_()
     assert.is_false(D.Normal(mu, 1.0):sample().requires_grad)
     assert.is_true(D.Normal(mu, 1.0):rsample().requires_grad)
-    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Gamma(2.0, 1.0), D.Beta(2.0, 2.0), D.Dirichlet(ember.ones(3)),
-                         D.StudentT(3.0), D.Geometric(0.5), D.FisherSnedecor(3.0, 5.0) } do
+    -- Gamma, Beta, Dirichlet, StudentT, FisherSnedecor have one (helper96_probe_spec.lua)
+    for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Geometric(0.5) } do
       assert.is_false(d.has_rsample)
       raises_here(function() d:rsample() end, "rsample is not available")
       raises_here(function() D.Poisson(2.0):entropy() end,

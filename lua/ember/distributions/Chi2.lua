@@ -1,6 +1,6 @@
 --- distributions.Chi2(df): the chi-squared distribution, Gamma(df / 2, 1 / 2)
 -- (torch.distributions.Chi2, a Gamma); df > 0. Its methods are the Gamma's
--- (no rsample); `df` is concentration * 2; kl_divergence takes it as a Gamma.
+-- (rsample too: its gradient flows to df); `df` is concentration * 2; kl_divergence takes it as a Gamma.
 -- @usage local D = require "ember.distributions"
 -- local d = D.Chi2(4.0)
 -- print(d.mean, d.variance, d:log_prob(2.0))   --> tensor(4.0000, ...)	tensor(8.0000, ...)	tensor(-1.6931, ...)

@@ -1,8 +1,10 @@
 --- distributions.Dirichlet(concentration): probability vectors over the
 -- last dim's K categories (torch.distributions.Dirichlet); concentration
 -- > 0, shape [..., K] (event shape [K]). sample() normalizes K Gamma
--- draws. **No rsample** (torch's goes through the Gamma's implicit
--- gradient, not written here).
+-- draws; rsample() normalizes reparameterized Gamma draws (their implicit
+-- gradients, `Gamma.rsample`): an unbiased pathwise gradient, though not
+-- torch's per draw (torch's, torch._dirichlet_grad, holds each marginal
+-- Beta's quantile fixed).
 -- @usage local D = require "ember.distributions"
 -- local d = D.Dirichlet(ember.tensor({1.0, 2.0, 3.0}))
 -- print(d.mean, d:log_prob(ember.tensor({0.2, 0.3, 0.5})))   --> tensor([0.1667, 0.3333, 0.5000], ...)	tensor(1.5041, ...)
@@ -16,6 +18,7 @@ local Dirichlet = Distribution:extend("Dirichlet")
 Dirichlet.arg_constraints = { concentration = constraints.positive }
 Dirichlet.support = constraints.simplex
 Dirichlet._param_names = { "concentration" }
+Dirichlet.has_rsample = true
 
 function Dirichlet:__init(...)
   local o = self:_args({ "concentration" }, ...)
@@ -52,6 +55,19 @@ function Dirichlet:sample(sample_shape)
   local x = (g / g:sum(-1, true)):to(self.concentration.dtype)
   local tiny = Distribution._tiny(x.dtype)
   return x:clamp(tiny, 1 - Distribution._eps(x.dtype))
+end
+
+--- probability vectors whose gradient flows to the concentration: reparameterized Gamma(c, 1)
+-- draws over their sum.
+-- @param[opt] sample_shape a table of sizes
+-- @usage local c = ember.ones({3}, {dtype = "float64"}):requires_grad_()
+-- local x = require("ember.distributions").Dirichlet(c):rsample({2})
+-- print(x:sum(-1))   --> tensor([1.0000, 1.0000], ...)
+function Dirichlet:rsample(sample_shape)
+  local shape = self:extended_shape(sample_shape)
+  local g = Gamma._rstandard(self.concentration:expand(shape))
+  local x = g / g:sum(-1, true)
+  return Distribution._clamp_value(x, Distribution._tiny(x.dtype), 1 - Distribution._eps(x.dtype))
 end
 
 --- sum((c - 1) log x) + lgamma(sum c) - sum(lgamma c)

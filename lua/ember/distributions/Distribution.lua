@@ -471,6 +471,13 @@ function Distribution._randn(shape, dtype) return ember.randn(shape, { dtype = d
 -- float64, expanded to the sample's shape, contiguous
 function Distribution._sampler_input(t, shape) return t:detach():double():expand(shape):contiguous() end
 
+-- x with its values clamped into [lo, hi] (nil: no bound) and its gradient
+-- passed through as it is (torch's rsample clamping the detached draw in place)
+function Distribution._clamp_value(x, lo, hi)
+  local d = x:detach()
+  return x + (d:clamp(lo, hi) - d)
+end
+
 -- standard exponential draws -log(1 - u), u uniform in [0, 1), of `shape` and `dtype`
 function Distribution._rand_exponential(shape, dtype) return -(-Distribution._rand(shape, dtype)):log1p() end
 

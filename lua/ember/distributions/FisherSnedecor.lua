@@ -1,7 +1,8 @@
 --- distributions.FisherSnedecor(df1, df2): the F distribution
 -- (torch.distributions.FisherSnedecor); df1, df2 > 0. sample() is the
--- ratio of two scaled chi-squared (Gamma) draws; **no rsample** (the
--- Gamma's implicit gradient is not written here; torch's has it). mean is
+-- ratio of two scaled chi-squared (Gamma) draws; rsample() the same of
+-- reparameterized Gamma draws (their implicit gradients in df1, df2), as
+-- torch's. mean is
 -- NaN for df2 <= 2 and variance for df2 <= 4, as torch's.
 -- @usage local D = require "ember.distributions"
 -- local d = D.FisherSnedecor(4.0, 6.0)
@@ -16,6 +17,7 @@ local F = Distribution:extend("FisherSnedecor")
 F.arg_constraints = { df1 = constraints.positive, df2 = constraints.positive }
 F.support = constraints.positive
 F._param_names = { "df1", "df2" }
+F.has_rsample = true
 
 --- df2 / (df2 - 2), NaN for df2 <= 2
 -- @usage print(require("ember.distributions").FisherSnedecor(3.0, 4.0).mean)   --> tensor(2.0000, ...)
@@ -42,6 +44,19 @@ function F:sample(sample_shape)
   local x2 = Gamma._standard(d2 * 0.5) / d2
   local tiny = Distribution._tiny(self.df1.dtype)
   return (x1 / x2:clamp(Distribution._tiny("float64"), nil)):to(self.df1.dtype):clamp(tiny, nil)
+end
+
+--- X1 / X2, X1 ~ Gamma(df1 / 2, df1), X2 ~ Gamma(df2 / 2, df2) reparameterized: the gradient
+-- flows to df1 and df2 (torch's rsample).
+-- @param[opt] sample_shape a table of sizes
+-- @usage print(require("ember.distributions").FisherSnedecor(4.0, 6.0):rsample({3}).shape)   --> ember.Size{3}
+function F:rsample(sample_shape)
+  local shape = self:extended_shape(sample_shape)
+  local d1, d2 = self.df1:expand(shape), self.df2:expand(shape)
+  local tiny = Distribution._tiny(d1.dtype)
+  local x1 = Gamma._rstandard(d1 * 0.5) / d1
+  local x2 = Distribution._clamp_value(Gamma._rstandard(d2 * 0.5) / d2, tiny, nil)
+  return Distribution._clamp_value(x1 / x2, tiny, nil)
 end
 
 --- lgamma((d1+d2)/2) - lgamma(d1/2) - lgamma(d2/2) + d1/2 log(d1/d2) + (d1/2 - 1) log x - (d1+d2)/2 log(1 + d1 x / d2)

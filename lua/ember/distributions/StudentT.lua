@@ -1,9 +1,9 @@
 --- distributions.StudentT(df, loc, scale): Student's t distribution
 -- (torch.distributions.StudentT; loc defaults to 0, scale to 1); df and
 -- scale > 0. sample() is loc + scale X / sqrt(Z / df), X normal, Z a
--- chi-squared Gamma(df/2, 1/2) draw. **No rsample**: the gradient with
--- respect to df needs the Gamma's implicit one, not written here (torch's
--- has it). mean is NaN for df <= 1; variance inf for 1 < df <= 2, NaN for
+-- chi-squared Gamma(df/2, 1/2) draw; rsample() is the same with a
+-- reparameterized chi-squared draw (the Gamma's implicit gradient in df), as
+-- torch's. mean is NaN for df <= 1; variance inf for 1 < df <= 2, NaN for
 -- df <= 1, as torch's.
 -- @usage local D = require "ember.distributions"
 -- local d = D.StudentT(3.0, 0.0, 1.0)
@@ -19,6 +19,7 @@ StudentT.arg_constraints = { df = constraints.positive, loc = constraints.real, 
 StudentT.support = constraints.real
 StudentT._param_names = { "df", "loc", "scale" }
 StudentT._param_defaults = { loc = 0.0, scale = 1.0 }
+StudentT.has_rsample = true
 
 local HALF_LOG_PI = 0.5 * math.log(math.pi)
 local LGAMMA_HALF = 0.5 * math.log(math.pi) -- lgamma(0.5) = log(sqrt(pi))
@@ -45,6 +46,18 @@ function StudentT:sample(sample_shape)
   local x = ember.randn(shape, { dtype = "float64" })
   local y = (x * (z / df):rsqrt()):to(self.df.dtype)
   return self.loc:detach() + self.scale:detach() * y
+end
+
+--- loc + scale X / sqrt(Z / df), Z a reparameterized chi-squared draw: the gradient flows to
+-- df, loc and scale (torch's rsample).
+-- @param[opt] sample_shape a table of sizes
+-- @usage print(require("ember.distributions").StudentT(3.0):rsample({4}).shape)   --> ember.Size{4}
+function StudentT:rsample(sample_shape)
+  local shape = self:extended_shape(sample_shape)
+  local df = self.df:expand(shape)
+  local z = Gamma._rstandard(df * 0.5) * 2 -- chi-squared(df)
+  local x = ember.randn(shape, { dtype = "float64" }):to(df.dtype)
+  return self.loc + self.scale * (x * (z / df):rsqrt())
 end
 
 --- -(df + 1)/2 log(1 + y^2/df) - log(scale) - log(df)/2 - log(pi)/2 - lgamma(df/2) + lgamma((df+1)/2), y = (value - loc)/scale
