@@ -62,6 +62,10 @@ static int f_full(lua_State *L) {
   if (lua_isboolean(L, 2)) v = lua_toboolean(L, 2);
   else v = luaL_checknumber(L, 2);
   lember_checkopts(L, 3, "full", &o);
+  for (int i = 4; i <= lua_gettop(L); i++) /* full({2}, 3, nil, {dtype = "int64"}) ran as float32 */
+    if (!lua_isnil(L, i))
+      luaL_error(L, "ember.full: takes (shape, value [, opts]), got a %s as argument %d (the dtype name or the "
+                    "options table goes third: ember.full({2, 3}, 7, \"int64\"))", luaL_typename(L, i), i);
   if (!o.has_dtype && lua_isboolean(L, 2)) o.dtype = EM_BOOL;
   em_tensor **out = lember_newslot(L);
   return finish(L, out, em_full(out, ndim, shape, v, o.dtype, o.device), &o, "full");
