@@ -78,14 +78,48 @@ p2p_algo dc__allreduce_algo(const dc_work *w, int size) {
   return P2P_RING;
 }
 
+/* A message whose size is not the one this rank expects: the ranks passed
+** tensors of different sizes (a larger one arrives truncated, MPI_ERR_TRUNCATE;
+** a smaller one leaves the end of the buffer unreduced, which MPI does not
+** report: the count is checked). An error, not a silently wrong result. */
+static int p2p_size_mismatch(dc_work *w, int from, const char *got) {
+  return dc__fail_work(w, "the tensors differ in size across ranks: this rank's has %zu elements and rank %d sent %s "
+                          "(every rank must pass a tensor of the same number of elements, in the same order of calls)",
+                       w->count, from, got);
+}
+
 /* Polls q[0..k) until done (0), an MPI error (1) or the deadline (2; NULL:
-** none). Each poll drives MPI's progress. */
-static int p2p_poll(dc_work *w, MPI_Request *q, int k, const struct timespec *deadline) {
+** none). Each poll drives MPI's progress. want[i] is the element count that
+** receive i must bring (-1: a send), checked when all are done; from[i] its
+** source. */
+static int p2p_poll(dc_work *w, MPI_Request *q, int k, const int *want, const int *from,
+                    const struct timespec *deadline) {
+  MPI_Status st[2 * P2P_MAX_PIECES];
   for (unsigned spin = 1;; spin++) {
-    int done = 0, rc = MPI_Testall(k, q, &done, MPI_STATUSES_IGNORE);
+    int done = 0, rc = MPI_Testall(k, q, &done, st), rc_class = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &rc_class);
+    if (rc_class == MPI_ERR_IN_STATUS)
+      for (int i = 0; i < k; i++) {
+        int cls = MPI_SUCCESS;
+        if (want[i] >= 0 && st[i].MPI_ERROR != MPI_SUCCESS) MPI_Error_class(st[i].MPI_ERROR, &cls);
+        if (cls == MPI_ERR_TRUNCATE) return p2p_size_mismatch(w, from[i], "more than that");
+      }
     if (rc != MPI_SUCCESS) return dc__fail_mpi(w, rc);
-    if (done) return 0;
-    if (deadline && spin % 256 == 0 && past(deadline)) return 2;
+    if (!done) {
+      if (deadline && spin % 256 == 0 && past(deadline)) return 2;
+      continue;
+    }
+    for (int i = 0; i < k; i++) {
+      int n = 0;
+      if (want[i] < 0) continue;
+      MPI_Get_count(&st[i], dc__mpi_type(w->dtype), &n);
+      if (n != want[i]) {
+        char got[64];
+        snprintf(got, sizeof got, "a message of %d elements where %d were due", n, want[i]);
+        return p2p_size_mismatch(w, from[i], got);
+      }
+    }
+    return 0;
   }
 }
 
@@ -114,13 +148,20 @@ static int p2p_move(dc_work *w, const void *x, size_t ns, int to, void *y, size_
   const size_t es = em_dtype_size(w->dtype), sp = p2p_piece(ns, es), rp = p2p_piece(nr, es);
   MPI_Datatype t = dc__mpi_type(w->dtype);
   MPI_Request q[2 * P2P_MAX_PIECES];
+  int want[2 * P2P_MAX_PIECES], src[2 * P2P_MAX_PIECES];
   int k = 0, rc = MPI_SUCCESS;
-  for (size_t at = 0; from >= 0 && at < nr && rc == MPI_SUCCESS; at += rp)
-    rc = MPI_Irecv((char *)y + at * es, (int)(nr - at < rp ? nr - at : rp), t, from, P2P_TAG, dc__p2p, &q[k++]);
-  for (size_t at = 0; to >= 0 && at < ns && rc == MPI_SUCCESS; at += sp)
-    rc = MPI_Isend((const char *)x + at * es, (int)(ns - at < sp ? ns - at : sp), t, to, P2P_TAG, dc__p2p, &q[k++]);
+  for (size_t at = 0; from >= 0 && at < nr && rc == MPI_SUCCESS; at += rp) {
+    want[k] = (int)(nr - at < rp ? nr - at : rp), src[k] = from;
+    rc = MPI_Irecv((char *)y + at * es, want[k], t, from, P2P_TAG, dc__p2p, &q[k]);
+    k++;
+  }
+  for (size_t at = 0; to >= 0 && at < ns && rc == MPI_SUCCESS; at += sp) {
+    want[k] = -1, src[k] = to;
+    rc = MPI_Isend((const char *)x + at * es, (int)(ns - at < sp ? ns - at : sp), t, to, P2P_TAG, dc__p2p, &q[k]);
+    k++;
+  }
   if (rc != MPI_SUCCESS) return dc__fail_mpi(w, rc);
-  return p2p_poll(w, q, k, deadline);
+  return p2p_poll(w, q, k, want, src, deadline);
 }
 
 /* x[0..n) = (lower rank's part) op (higher rank's part); y holds the

@@ -144,7 +144,11 @@ end
 -- all_reduce(t [, op] [, {async = true}]): t becomes the reduction over all
 -- ranks, in place. Returns t, or with async a handle whose wait() returns t
 -- (read t only after wait()). bool tensors: sum and max are logical or,
--- min logical and; mean needs a floating-point dtype.
+-- min logical and; mean needs a floating-point dtype. Every rank passes a
+-- tensor of the same number of elements: a rank whose differs gets an error
+-- naming the sizes ("the tensors differ in size across ranks"), on the
+-- algorithms of point-to-point messages (not on MPI_Allreduce: the "mpi"
+-- one, over 2 GiB, or CUDA-aware), and the process can no longer communicate.
 function M.all_reduce(t, op, opts)
   need_init("all_reduce")
   op, opts = op_and_opts(op, opts)
