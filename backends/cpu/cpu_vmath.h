@@ -23,7 +23,11 @@
 #define CPU_VMATH_INLINE static inline __attribute__((always_inline))
 
 /* e^r (= e^x 2^-n) for x = n ln2 + r, |r| <= ln2/2: the reduction and the
-** polynomial that cpu_exp_f32 and cpu_exp_any_f32 share; *n gets n. */
+** polynomial that cpu_exp_f32, cpu_exp_any_f32 and cpu_exp_neg_f32 share;
+** *n gets n. In fused multiply-adds: fmaf is one instruction in the vector
+** clones (all built with FMA) and libm's correctly rounded fmaf in the
+** baseline, so every clone, and a traced program compiled with other
+** flags, gets the same bits; a third fewer instructions than a * b + c. */
 CPU_VMATH_INLINE float cpu_exp_reduced_f32(float xc, float *n_out) {
   /* round(xc / ln2) with the 1.5 * 2^23 trick (exact without -ffast-math) */
   const float n = fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
@@ -164,25 +168,16 @@ CPU_VMATH_INLINE float cpu_log_f32(float x) {
   return x < 0.0f || x != x ? NAN : r;
 }
 
-/* e^-w for w >= 0, the exponential of the normal density and tail: the
-** reduction and polynomial of cpu_exp_f32 in fused multiply-adds (fmaf is
-** one instruction in the vector clones, which all have FMA, and libm's
-** correctly rounded fmaf in the baseline: the same bits in every clone),
-** with only the checks a nonpositive exponent needs: e^-w is 0 past
-** 87.34 (where cpu_exp_f32 flushes too); NaN gives a finite value (its
-** caller, cpu_gauss_f32, never passes one). */
+/* e^-w for w >= 0, the exponential of the normal density and tail:
+** cpu_exp_f32's reduction and polynomial with only the checks a
+** nonpositive exponent needs. e^-w is 0 past 87.34 (where cpu_exp_f32
+** flushes too); NaN gives a finite value (its caller, cpu_gauss_f32, never
+** passes one). */
 CPU_VMATH_INLINE float cpu_exp_neg_f32(float w) {
   const float hi = 87.3365447505f;
   const float wc = w < hi ? w : hi; /* NaN becomes hi (no float->int UB below) */
-  const float n = fmaf(-wc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
-  const float r = fmaf(n, 2.12194440e-4f, fmaf(n, -0.693359375f, -wc));
-  float y = 1.9875691500e-4f;
-  y = fmaf(y, r, 1.3981999507e-3f);
-  y = fmaf(y, r, 8.3334519073e-3f);
-  y = fmaf(y, r, 4.1665795894e-2f);
-  y = fmaf(y, r, 1.6666665459e-1f);
-  y = fmaf(y, r, 5.0000001201e-1f);
-  y = fmaf(y, r * r, r + 1.0f);
+  float n;
+  const float y = cpu_exp_reduced_f32(-wc, &n);
   return w > hi ? 0.0f : y * cpu_pow2i_f32(n);
 }
 
