@@ -330,18 +330,6 @@ static const char *attention_rows(char *buf, size_t n) {
   return buf;
 }
 
-/* The convolutions' layouts when EMBER_CONV_LAYOUT chose them (cpu_conv.c
-** reads "blocked" and "plain"; anything else times both, as unset). */
-static const char *conv_layout(char *buf, size_t n) {
-  const char *e = getenv("EMBER_CONV_LAYOUT");
-  if (!e || !*e) snprintf(buf, n, "%s", "");
-  else if (strcmp(e, "blocked") == 0 || strcmp(e, "plain") == 0)
-    snprintf(buf, n, ", %s layouts (EMBER_CONV_LAYOUT=%s)", e, e);
-  else
-    snprintf(buf, n, ", EMBER_CONV_LAYOUT=%.16s is not blocked or plain", e);
-  return buf;
-}
-
 /* What multiplies dtype dt (and what our own loops run); the lines with
 ** OpenBLAS products end with "; blas: " and cpu_blas_info. */
 static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
@@ -349,14 +337,11 @@ static em_status cpu_kernel_info(int device, em_dtype dt, char *buf, size_t n) {
   if (s) return s;
   char own[256];
   cpu_own_isa(own, sizeof own);
-  char impl[96] = "", blas[512], conv[96], round[160], rows[96];
+  char impl[96] = "", blas[512], conv[192], round[160], rows[96];
   attention_rows(rows, sizeof rows);
   cpu_blas_info(blas, sizeof blas);
   cpu_bf16_path(round, sizeof round);
   cpu_conv_describe(conv, sizeof conv);
-  char layout[80];
-  conv_layout(layout, sizeof layout);
-  if (strlen(conv) + strlen(layout) < sizeof conv) strcat(conv, layout);
   /* products with one row or one column (cpu_gemm.c's gemv_batch) */
   const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f"
                      : __builtin_cpu_supports("avx2") ? "avx2" : "x86-64";

@@ -21,7 +21,10 @@
 ** with no reorders. So such a call has two candidates per primitive, on
 ** the layouts oneDNN picks and on ember's plain ones, and the first call
 ** times both (with their reorders) and keeps the faster
-** (EMBER_CONV_LAYOUT=blocked or plain skips the timing).
+** (EMBER_CONV_LAYOUT=blocked or plain skips the timing). A bfloat16 weight
+** gradient with few channels has a third candidate, in float32: its
+** reorders widen x and dy and round the gradients once, and the
+** accumulation is float32 as inside oneDNN's bfloat16 kernels.
 ** bfloat16 NCHW <-> nChw16c is ember's own AVX2 transpose (blk16): oneDNN
 ** 2.6 runs it on its generic reorder at half the speed.
 ** Reorders of under REORDER_SERIAL_BYTES run on the calling thread: a
@@ -71,8 +74,10 @@
 enum { UX, UW, UY, UB, NUSER };
 /* The three primitives. */
 enum { FWD, BWD_DATA, BWD_WEIGHTS, NPRIM };
-/* The layouts of a primitive's candidates: oneDNN's choice, ember's own. */
-enum { FMT_ANY, FMT_PLAIN, NFMT };
+/* A primitive's candidates: on oneDNN's layouts, on ember's own, and (a
+** bfloat16 weight gradient with few channels) in float32 on oneDNN's
+** layouts, the reorders widening the inputs and rounding the gradients. */
+enum { FMT_ANY, FMT_PLAIN, FMT_F32, NFMT };
 
 /* One argument of a primitive: which tensor, its layout in the primitive
 ** and the reorder between that and ember's (NULL when they are the same). */
@@ -188,10 +193,14 @@ static void blk16_run(const conv_io *io, void *nchw, void *blk) {
 }
 
 /* EMBER_CONV_LAYOUT, read when an entry's primitives are made: unset or
-** "timed" (-1), "blocked" (FMT_ANY), "plain" (FMT_PLAIN). */
+** "timed" (-1), "blocked" (FMT_ANY), "plain" (FMT_PLAIN), "float32"
+** (FMT_F32 where that is a candidate, else oneDNN's choice; for tests). */
+static const char *const forced_name[NFMT] = {"blocked", "plain", "float32"};
 static int forced_layout(void) {
   const char *e = getenv("EMBER_CONV_LAYOUT");
-  return e && strcmp(e, "plain") == 0 ? FMT_PLAIN : e && strcmp(e, "blocked") == 0 ? FMT_ANY : -1;
+  for (int f = 0; e && f < NFMT; f++)
+    if (strcmp(e, forced_name[f]) == 0) return f;
+  return -1;
 }
 
 static bool key_eq(const em_conv_args *a, bool abias, const em_conv_args *b, bool bbias) {
@@ -220,13 +229,16 @@ static dnnl_status_t user_mds(conv_entry *e) {
 }
 
 /* The convolution descriptor of primitive k, on the layouts oneDNN picks
-** (FMT_ANY) or on ember's (FMT_PLAIN). */
+** (FMT_ANY), on ember's (FMT_PLAIN), or in float32 on oneDNN's (FMT_F32). */
 static dnnl_status_t conv_desc(const conv_entry *e, int k, int fmt, dnnl_convolution_desc_t *d) {
   const em_conv_args *a = &e->key;
   dnnl_memory_desc_t x = e->user[UX], w = e->user[UW], y = e->user[UY];
   dnnl_status_t st;
-  const dnnl_data_type_t t = a->dtype == EM_BF16 ? dnnl_bf16 : dnnl_f32;
-  if (fmt == FMT_ANY &&
+  const dnnl_data_type_t t = a->dtype == EM_BF16 && fmt != FMT_F32 ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t bf = e->user[UB];
+  if (fmt == FMT_F32 && (st = dnnl_memory_desc_init_by_tag(&bf, 1, e->user[UB].dims, t, dnnl_x)))
+    return st;
+  if (fmt != FMT_PLAIN &&
       ((st = dnnl_memory_desc_init_by_tag(&x, 4, e->user[UX].dims, t, dnnl_format_tag_any)) ||
        (st = dnnl_memory_desc_init_by_tag(&y, 4, e->user[UY].dims, t, dnnl_format_tag_any)) ||
        (st = dnnl_memory_desc_init_by_tag(&w, e->user[UW].ndims, e->user[UW].dims, t,
@@ -235,7 +247,7 @@ static dnnl_status_t conv_desc(const conv_entry *e, int k, int fmt, dnnl_convolu
   /* oneDNN's dilation counts the gaps: 0 is a dense kernel */
   dnnl_dims_t s = {a->stride[0], a->stride[1]}, dl = {a->dilation[0] - 1, a->dilation[1] - 1};
   dnnl_dims_t pl = {a->pad[0], a->pad[2]}, pr = {a->pad[1], a->pad[3]};
-  const dnnl_memory_desc_t *b = e->bias ? &e->user[UB] : NULL;
+  const dnnl_memory_desc_t *b = e->bias ? &bf : NULL;
   switch (k) {
     case FWD:
       return dnnl_dilated_convolution_forward_desc_init(d, dnnl_forward_training,
@@ -278,8 +290,9 @@ static em_status prim_create(conv_entry *e, int k, int fmt, dnnl_engine_t eng) {
   dnnl_status_t st = conv_desc(e, k, fmt, &d);
   if (st) return cpu_dnnl_fail(WHO, "convolution_desc_init", st);
   dnnl_primitive_desc_t pd = NULL;
-  st = dnnl_primitive_desc_create(&pd, &d, NULL, eng, k == FWD ? NULL : e->fwd_pd);
-  if (st == dnnl_unimplemented && fmt == FMT_PLAIN) return EM_OK; /* one candidate less */
+  /* the forward's hint is for its own dtype: none for the float32 candidate */
+  st = dnnl_primitive_desc_create(&pd, &d, NULL, eng, k == FWD || fmt == FMT_F32 ? NULL : e->fwd_pd);
+  if (st == dnnl_unimplemented && fmt != FMT_ANY) return EM_OK; /* one candidate less */
   if (st) return cpu_dnnl_fail(WHO, "primitive_desc_create", st);
   int spec[4][5];
   cp->nio = io_specs(k, e->bias, spec);
@@ -324,8 +337,9 @@ static bool reorders(const conv_prim *cp) {
   return false;
 }
 
-/* The candidates of primitive k: both formats when the channels are few
-** and oneDNN's choice reorders; pick set when one remains. Under conv_lock. */
+/* The candidates of primitive k: both layouts when the channels are few
+** and oneDNN's choice reorders, and a bfloat16 weight gradient with few
+** channels in float32 as well; pick set when one remains. Under conv_lock. */
 static em_status prim_candidates(conv_entry *e, int k, dnnl_engine_t eng) {
   const em_conv_args *a = &e->key;
   const int forced = forced_layout();
@@ -338,12 +352,19 @@ static em_status prim_candidates(conv_entry *e, int k, dnnl_engine_t eng) {
   if (!s && !e->prim[k][FMT_PLAIN].tried && (forced == FMT_PLAIN || (forced < 0 && few)) &&
       (!any->p || reorders(any)))
     s = prim_create(e, k, FMT_PLAIN, eng);
+  /* oneDNN 2.6 has no direct bfloat16 weight gradient for a few-channel
+  ** shape such as a CoordConv stem's 5 inputs: it runs im2col + gemm,
+  ** 8.3 ms a call on scripts/sort_of_clevr.lua's first layer where
+  ** float32's direct kernel with the widening reorders takes 3-4 ms.
+  ** Timed like the layouts, so each CPU keeps what is faster on it. */
+  if (!s && k == BWD_WEIGHTS && a->dtype == EM_BF16 && few && (forced < 0 || forced == FMT_F32) && any->p &&
+      !e->prim[k][FMT_F32].tried)
+    s = prim_create(e, k, FMT_F32, eng);
   if (s) return s;
-  const bool has_any = any->p != NULL, has_plain = e->prim[k][FMT_PLAIN].p != NULL;
-  int pick = -1;
-  if (has_any != has_plain) pick = has_any ? FMT_ANY : FMT_PLAIN;
-  else if (has_any && forced >= 0) pick = forced;
-  else if (!has_any) pick = FMT_ANY; /* neither: none runs (entry_get says so) */
+  int n = 0, only = FMT_ANY; /* neither: none runs (entry_get says so) */
+  for (int f = 0; f < NFMT; f++)
+    if (e->prim[k][f].p) n++, only = f;
+  const int pick = n == 1 ? only : n == 0 ? FMT_ANY : forced >= 0 && e->prim[k][forced].p ? forced : -1;
   atomic_store(&e->pick[k], pick);
   return EM_OK;
 }
@@ -458,25 +479,30 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The candidate of primitive k to run: on the first call with two, both
-** run on this call's buffers (an output is written again by the caller's
-** run), alternately, and the faster of its best two of three is kept. */
+/* The candidate of primitive k to run: on the first call with several,
+** each runs on this call's buffers (an output is written again by the
+** caller's run), in turn, and the fastest by its best two of three is
+** kept. */
 static em_status prim_pick(conv_entry *e, int k, void *const ptr[NUSER], int *fmt) {
   int f = atomic_load(&e->pick[k]);
   if (f >= 0) {
     *fmt = f;
     return EM_OK;
   }
-  double best[NFMT] = {1e30, 1e30};
+  double best[NFMT];
+  for (f = 0; f < NFMT; f++) best[f] = 1e30;
   for (int r = 0; r < 3; r++)
     for (f = 0; f < NFMT; f++) {
+      if (!e->prim[k][f].p) continue;
       const double t0 = now_s();
       em_status s = prim_run(e, &e->prim[k][f], ptr, NULL);
       if (s) return s;
       const double t = now_s() - t0;
       if (r > 0 && t < best[f]) best[f] = t; /* the first runs warm up */
     }
-  f = best[FMT_PLAIN] < best[FMT_ANY] ? FMT_PLAIN : FMT_ANY;
+  f = FMT_ANY;
+  for (int c = 0; c < NFMT; c++)
+    if (best[c] < best[f]) f = c;
   int unset = -1;
   atomic_compare_exchange_strong(&e->pick[k], &unset, f);
   *fmt = atomic_load(&e->pick[k]);
@@ -512,7 +538,18 @@ static em_status conv_check(int device, const em_conv_args *a) {
 void cpu_conv_describe(char *buf, size_t n) {
   const char *isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
   if (strncmp(isa, "cpu_isa_", 8) == 0) isa += 8;
-  snprintf(buf, n, "onednn convolution up to %s", isa);
+  const char *e = getenv("EMBER_CONV_LAYOUT");
+  const int f = forced_layout();
+  if (f == FMT_F32)
+    snprintf(buf, n, "onednn convolution up to %s, float32 weight gradients of few-channel bfloat16 "
+             "(EMBER_CONV_LAYOUT=float32)", isa);
+  else if (f >= 0)
+    snprintf(buf, n, "onednn convolution up to %s, %s layouts (EMBER_CONV_LAYOUT=%s)", isa, e, e);
+  else if (e && *e)
+    snprintf(buf, n, "onednn convolution up to %s, EMBER_CONV_LAYOUT=%.16s is not blocked, plain or float32",
+             isa, e);
+  else
+    snprintf(buf, n, "onednn convolution up to %s", isa);
 }
 
 /* The threads of a call (*saved: the team's, to restore by conv_leave):

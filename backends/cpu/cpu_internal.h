@@ -245,7 +245,8 @@ em_status cpu_conv2d_backward_kept(int device, const em_conv_args *a, void *dx, 
 em_status cpu_linalg(int device, const em_linalg_args *a, void *const *out, const void *x, const void *b,
                      int64_t info[2]);
 /* What runs them, for kernel_info's "conv: " ("onednn convolution up to
-** avx512_core_bf16"): oneDNN picks each shape's kernel within that ISA. */
+** avx512_core_bf16"): oneDNN picks each shape's kernel within that ISA;
+** then what EMBER_CONV_LAYOUT forces, if set. */
 void cpu_conv_describe(char *buf, size_t n);
 
 /* cpu_backend.c: scratch memory for kernels, from the cache of large blocks

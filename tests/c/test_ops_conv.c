@@ -269,6 +269,69 @@ static void test_bf16_blocks(void) {
   free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
 }
 
+/* bfloat16 under autocast with few input channels (a CoordConv stem's 5):
+** oneDNN 2.6 has no direct bfloat16 weight gradient for it, so cpu_conv.c
+** also times one in float32 (widened inputs, gradients rounded once).
+** EMBER_CONV_LAYOUT=float32 forces that candidate on this shape's fresh
+** cache entry, and again without it (a second shape) the timed pick: the
+** weight and bias gradients within bfloat16's rounding of the direct loops
+** on the rounded inputs, either way. */
+static void few_channels_case(int64_t N, const char *force) {
+  const conv_case c = {"bf16 few channels", N, 5, 15, 15, 8, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, true};
+  const int64_t Ho = 8, Wo = 8, nx = N * 5 * 225, nw = 8 * 5 * 9, ny = N * 8 * 64;
+  const int64_t xs[4] = {N, 5, 15, 15}, ws[4] = {8, 5, 3, 3}, ys[4] = {N, 8, 8, 8};
+  double *x = irregular(nx, 0.7), *w = irregular(nw, 1.3), *b = irregular(8, 2.1), *dy = irregular(ny, 2.9);
+  double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
+  double *dw = malloc(sizeof(double) * (size_t)nw), *db = malloc(sizeof(double) * 8);
+  em_tensor *tx = f32(4, xs, x, false), *tw = f32(4, ws, w, true), *tb = f32(1, &c.O, b, true);
+  em_tensor *dy32 = f32(4, ys, dy, false), *tdy = NULL, *ty = NULL;
+  const struct { em_tensor *t; double *v; } in[4] = {{tx, x}, {tw, w}, {tb, b}, {dy32, dy}};
+  for (int i = 0; i < 4; i++) {
+    em_tensor *r = NULL, *r64 = NULL;
+    em_to_dtype(&r, in[i].t, EM_BF16);
+    em_to_dtype(&r64, r, EM_F64);
+    em_to_host(r64, in[i].v);
+    if (i == 3) tdy = r;
+    else em_release(r);
+    em_release(r64);
+  }
+  reference(&c, Ho, Wo, x, w, b, dy, y, dx, dw, db);
+  const char *was_env = getenv("EMBER_CONV_LAYOUT");
+  char *saved = was_env ? strdup(was_env) : NULL;
+  if (force) setenv("EMBER_CONV_LAYOUT", force, 1);
+  else unsetenv("EMBER_CONV_LAYOUT");
+  bool was;
+  em_dtype wdt;
+  em_autocast_set(true, EM_BF16, &was, &wdt);
+  em_status s = em_conv2d(&ty, tx, tw, tb, c.stride, c.pad, c.dil, 1);
+  em_autocast_set(was, wdt, NULL, NULL);
+  const char *how = force ? "float32 weight gradient (forced)" : "timed pick";
+  char nm[4][96];
+  const char *what[4] = {"runs in bfloat16", "output", "grad weight", "grad bias"};
+  for (int i = 0; i < 4; i++) snprintf(nm[i], sizeof nm[i], "bf16 few channels, %s: %s", how, what[i]);
+  if (s == EM_ERR_UNSUPPORTED) {
+    printf("ok - # SKIP no bfloat16 convolution on this CPU: %s\n", em_error_message());
+  } else {
+    CHECK(s == EM_OK && ty->dtype == EM_BF16, nm[0]);
+    if (!s) {
+      CHECK(rel_err(ty, y, ny) < 1e-2, nm[1]);
+      CHECK_OK(em_backward(ty, tdy, false), "bf16 few channels: backward");
+      CHECK(tw->grad && tw->grad->dtype == EM_F32 && rel_err(tw->grad, dw, nw) < 1e-2, nm[2]);
+      CHECK(tb->grad && rel_err(tb->grad, db, 8) < 1e-2, nm[3]);
+    }
+  }
+  if (saved) setenv("EMBER_CONV_LAYOUT", saved, 1);
+  else unsetenv("EMBER_CONV_LAYOUT");
+  free(saved);
+  em_release(ty), em_release(tx), em_release(tw), em_release(tb), em_release(tdy), em_release(dy32);
+  free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+}
+
+static void test_bf16_few_channels(void) {
+  few_channels_case(3, "float32");
+  few_channels_case(4, NULL);
+}
+
 static void test_errors(void) {
   const int64_t xs[4] = {2, 4, 5, 5}, ws[4] = {6, 2, 3, 3}, bs[1] = {5}, x3[3] = {4, 5, 5};
   const int64_t st[2] = {1, 1}, pad[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, dil3[2] = {3, 1};
@@ -300,6 +363,7 @@ int main(void) {
   test_cases();
   test_dtypes();
   test_bf16_blocks();
+  test_bf16_few_channels();
   test_errors();
   return tap_done();
 }
