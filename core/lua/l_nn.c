@@ -170,6 +170,7 @@ static int f_embedding(lua_State *L) {
 }
 
 static int m_index_select(lua_State *L) {
+  lember_noextra(L, 3, "index_select", "dim, index");
   em_tensor *x = lember_checktensor(L, 1);
   int d = lember_checkdim_n(L, 2, "index_select", x->ndim);
   em_tensor *idx = lember_checktensor(L, 3), *c = NULL;
@@ -182,6 +183,7 @@ static int m_index_select(lua_State *L) {
 }
 
 static int m_gather(lua_State *L) {
+  lember_noextra(L, 3, "gather", "dim, index");
   em_tensor *x = lember_checktensor(L, 1);
   int d = lember_checkdim_n(L, 2, "gather", x->ndim);
   em_tensor *idx = lember_checktensor(L, 3), *c = NULL;
@@ -259,6 +261,7 @@ static void push_list(lua_State *L, em_tensor **list, int n) {
 
 static int split_like(lua_State *L, int chunk) {
   const char *op = chunk ? "chunk" : "split";
+  lember_noextra(L, 3, op, chunk ? "chunks, dim" : "split_size, dim");
   em_tensor *x = lember_checktensor(L, 1);
   int64_t k = lember_checkint(L, 2, op, chunk ? "chunks" : "size");
   int d = lua_isnoneornil(L, 3) ? 0 : lember_checkdim_n(L, 3, op, x->ndim);

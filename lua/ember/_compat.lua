@@ -84,19 +84,35 @@ set("multinomial", function(probs, n, opts, more)
 end, true)
 
 -- ember.bernoulli(p): 1 with probability p, elementwise (torch.bernoulli),
--- in p's dtype; p in [0, 1].
-set("bernoulli", function(p)
+-- in p's dtype; p in [0, 1]. ember.bernoulli(x, q) / x:bernoulli(q), q a
+-- number: draws of probability q shaped like x, in x's dtype (torch's).
+set("bernoulli", function(p, q, ...)
+  if select("#", ...) > 0 then core._noextra("bernoulli", "p", 2, p, q, ...) end
   check_tensor("bernoulli", p)
+  local float = p:is_floating_point() and p.dtype ~= "bfloat16" and p.dtype or "float32"
+  if q ~= nil then
+    if type(q) ~= "number" or not (q >= 0 and q <= 1) then fail("bernoulli", "p must be a number in [0, 1], got %s", tostring(q)) end
+    return core.rand(p.shape, { dtype = float, device = p.device }):lt(q):to(p.dtype)
+  end
   if p:lt(0):logical_or(p:gt(1)):any():item() then fail("bernoulli", "p must be in [0, 1]") end
-  return core.rand(p.shape, { dtype = p.dtype == "bfloat16" and "float32" or p.dtype, device = p.device })
-    :lt(p):to(p.dtype)
+  return core.rand(p.shape, { dtype = float, device = p.device }):lt(p):to(p.dtype)
 end, true)
+-- x:bernoulli_([p = 0.5]): x filled in place with draws of probability p (a
+-- number, or a tensor broadcast to x), returning x (torch's; copy_'s rules).
+T.bernoulli_ = helpers.guard(function(x, p, ...)
+  if select("#", ...) > 0 then core._noextra("bernoulli_", "p", 2, x, p, ...) end
+  check_tensor("bernoulli_", x)
+  if p == nil then p = 0.5 end
+  local draws = core.is_tensor(p) and core.bernoulli(p) or core.bernoulli(x, p)
+  return x:copy_(draws)
+end)
 
 -- ---- order statistics --------------------------------------------------------------
 
 -- ember.kthvalue(x, k [, dim = -1 [, keepdim]]): the k-th smallest value
 -- along dim and its 1-based index (torch.kthvalue).
-set("kthvalue", function(x, k, dim, keepdim)
+set("kthvalue", function(x, k, dim, keepdim, ...)
+  if select("#", ...) > 0 then core._noextra("kthvalue", "k, dim, keepdim", 4, x, k, dim, keepdim, ...) end
   check_tensor("kthvalue", x)
   local d = dim_of("kthvalue", x, dim or -1)
   local n = x:dim() == 0 and 1 or x:size(d)
@@ -600,7 +616,8 @@ keyword("topk", { dim = true, largest = true, sorted = true }, { "dim", "largest
 -- list); a number keeps the equal-pieces form.
 do
   local split = T.split
-  local sizes = helpers.guard(function(x, size, dim)
+  local sizes = helpers.guard(function(x, size, dim, ...)
+    if select("#", ...) > 0 then core._noextra("split", "split_size, dim", 3, x, size, dim, ...) end
     check_tensor("split", x)
     local d = dim_of("split", x, dim or 1)
     local total, at, out = 0, 1, {}
@@ -614,9 +631,9 @@ do
     end
     return setmetatable(out, getmetatable(split(x, x:size(d), d)))
   end)
-  T.split = function(x, size, dim)
-    if type(size) == "table" then return sizes(x, size, dim) end
-    return split(x, size, dim)
+  T.split = function(x, size, dim, ...)
+    if type(size) == "table" then return sizes(x, size, dim, ...) end
+    return split(x, size, dim, ...) -- the C op refuses more arguments
   end
   core.split = T.split
 end

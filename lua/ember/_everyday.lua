@@ -11,7 +11,10 @@
 --   broadcast_tensors, diag_embed, ravel, var_mean/std_mean, aminmax;
 --   softmax / log_softmax with torch's dtype=;
 --   Torch7's names: nDimension/ndimension, nElement, isContiguous, fill and
---   zero (in place, as Torch7's), isSameSizeAs/is_same_size.
+--   zero (in place, as Torch7's), isSameSizeAs/is_same_size; index, viewAs,
+--   maskedSelect, ger; in place as Torch7's: indexCopy, indexFill, indexAdd,
+--   maskedFill, maskedCopy, cmul, cdiv, copy, uniform, normal, apply, map,
+--   map2; the constructor ember.Tensor(2, 3).
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
 -- the function and are raised at the caller's line. init.lua loads it.
 local core = require "ember.core"
@@ -106,7 +109,8 @@ end, true)
 -- x:gather(dim, index): as the C op, and as PyTorch's gather an index
 -- smaller than x in the dims other than dim reads x's leading part there.
 local c_gather = T.gather
-set("gather", function(x, dim, index)
+set("gather", function(x, dim, index, ...)
+  if select("#", ...) > 0 then core._noextra("gather", "dim, index", 3, x, dim, index, ...) end
   local ok, y = pcall(c_gather, x, dim, index) -- the common case costs one call
   if ok then return y end
   if core.is_tensor(x) and core.is_tensor(index) and x:dim() == 0 and index:dim() == 0 and (dim == 1 or dim == -1) then
@@ -578,5 +582,111 @@ local function same_size(op, x, y)
 end
 T.is_same_size = helpers.guard(function(x, y) return same_size("is_same_size", x, y) end)
 T.isSameSizeAs = helpers.guard(function(x, y) return same_size("isSameSizeAs", x, y) end)
+
+-- Torch7's name as an alias of ember's op `target` (looked up at the call:
+-- the in-place twins come later, from _inplace.lua): at most n arguments
+-- (the tensor included; `what` names them), and the op's errors under name.
+-- With fn, fn runs instead, target's errors (in fn) still renamed.
+local raise = require("ember._errors").raise
+local function alias(name, target, n, what, fn)
+  local pat = "ember%." .. target .. "%f[^%w_]"
+  local function run(...)
+    if select("#", ...) > n then core._noextra(name, what, n, ...) end
+    return (fn or T[target])(...)
+  end
+  return function(...)
+    local r = table.pack(pcall(run, ...))
+    if r[1] then return table.unpack(r, 2, r.n) end
+    raise("%s", (tostring(r[2]):gsub("^[^\n]-:%d+: ", ""):gsub(pat, "ember." .. name)))
+  end
+end
+-- x:index(dim, idx): x:index_select(dim, idx), a new tensor, as Torch7's.
+T.index = alias("index", "index_select", 3, "dim, index")
+-- In place, returning x, as Torch7's: indexCopy, indexFill, indexAdd,
+-- maskedFill, maskedCopy (index_copy_, index_fill_, index_add_,
+-- masked_fill_, masked_scatter_), cmul, cdiv (mul_, div_), uniform, normal
+-- (uniform_, normal_: autograd off, for initialising parameters).
+T.indexCopy = alias("indexCopy", "index_copy_", 4, "dim, index, source")
+T.indexFill = alias("indexFill", "index_fill_", 4, "dim, index, value")
+T.indexAdd = alias("indexAdd", "index_add_", 4, "dim, index, source")
+T.maskedFill = alias("maskedFill", "masked_fill_", 3, "mask, value")
+T.maskedCopy = alias("maskedCopy", "masked_scatter_", 3, "mask, source")
+T.cmul = alias("cmul", "mul_", 2, "other")
+T.cdiv = alias("cdiv", "div_", 2, "other")
+T.uniform = alias("uniform", "uniform_", 3, "a, b")
+T.normal = alias("normal", "normal_", 3, "mean, std")
+-- x:maskedSelect(mask), x:viewAs(y): masked_select, view_as (new tensors).
+T.maskedSelect = alias("maskedSelect", "masked_select", 2, "mask")
+T.viewAs = alias("viewAs", "view_as", 2, "other")
+-- ember.ger(a, b) / a:ger(b): the outer product (torch.ger, Torch7's
+-- torch.ger); Torch7's result-first res:ger(a, b) is refused (a third argument).
+set("ger", alias("ger", "outer", 2, "vec2"), true)
+
+-- x:copy(y): y's elements written into x in place, returning x (Torch7's):
+-- in row-major order where x and y have as many elements (any shapes), else
+-- y broadcast to x's shape (copy_'s).
+T.copy = alias("copy", "copy_", 2, "source", function(x, y)
+  check_tensor("copy", x)
+  check_tensor("copy", y, "argument 2")
+  if x:numel() == y:numel() and not helpers.same_shape(x, y) then y = y:reshape(x.shape) end
+  return x:copy_(y)
+end)
+
+-- x:apply(f), x:map(y, f), x:map2(y, z, f): f called in Lua on each element
+-- (x's, and y's and z's at the same row-major position: as many elements as
+-- x), its result (a number, or a boolean for bool; nil keeps the element)
+-- written into x in place; returns x. One Lua call per element: for small
+-- tensors (and not differentiable: copy_'s rules, refused on a leaf that
+-- requires grad).
+local function per_element(op, x, others, f)
+  check_tensor(op, x)
+  if type(f) ~= "function" then
+    fail(op, "argument %d must be a function, got %s", #others + 2, type(f))
+  end
+  local n = x:numel()
+  local xs, ys = x:reshape(-1):tolist(), {}
+  for i, o in ipairs(others) do
+    check_tensor(op, o, "argument " .. (i + 1))
+    if o:numel() ~= n then fail(op, "argument %d has %d elements, the tensor %d", i + 1, o:numel(), n) end
+    ys[i] = o:reshape(-1):tolist()
+  end
+  local y1, y2 = ys[1] or {}, ys[2] or {}
+  local want = x.dtype == "bool" and "boolean" or "number"
+  for i = 1, n do
+    local v = f(xs[i], y1[i], y2[i])
+    if v ~= nil then
+      if type(v) ~= want then
+        fail(op, "the function returned a %s for element %d (expected a %s or nil)", type(v), i, want)
+      end
+      xs[i] = v
+    end
+  end
+  if n > 0 then x:copy_(core.tensor(xs, { dtype = x.dtype, device = x.device }):view(x.shape)) end
+  return x
+end
+T.apply = alias("apply", "copy_", 2, "function", function(x, f) return per_element("apply", x, {}, f) end)
+T.map = alias("map", "copy_", 3, "other, function", function(x, y, f) return per_element("map", x, { y }, f) end)
+T.map2 = alias("map2", "copy_", 4, "other, other2, function",
+  function(x, y, z, f) return per_element("map2", x, { y, z }, f) end)
+
+-- ember.Tensor(2, 3): a float32 tensor of zeros of that shape (Torch7's and
+-- torch.Tensor's constructor, its memory uninitialised there);
+-- ember.Tensor{{1, 2}, {3, 4}} is ember.tensor's; ember.Tensor() is empty.
+-- ember.Tensor stays the methods table (a __call on its metatable).
+local size_mt = getmetatable(core.Size { 1 })
+local Tmt = getmetatable(T) or {}
+Tmt.__call = helpers.guard(function(_, a, ...)
+  if a == nil then
+    if select("#", ...) > 0 then fail("Tensor", "expected sizes or a table of values first, got nil") end
+    return core.zeros(0)
+  end
+  if core.is_tensor(a) then
+    fail("Tensor", "ember.Tensor(t) is not a constructor here: t:clone() copies t, t:view(t.shape) shares its memory")
+  end
+  if type(a) == "number" or getmetatable(a) == size_mt then return core.zeros(a, ...) end
+  if type(a) == "table" then return core.tensor(a, ...) end
+  fail("Tensor", "expected sizes (numbers or an ember.Size) or a table of values, got %s", type(a))
+end)
+setmetatable(T, Tmt)
 
 return {}

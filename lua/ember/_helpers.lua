@@ -260,7 +260,8 @@ set("randn_like", like("randn_like", function(x, opts) return core.randn(x.shape
 
 -- (values, indices) sorted along dim (default -1, the last), ascending
 -- unless descending; stable: equal values keep their order. NaN is largest.
-local function sort(x, dim, descending)
+local function sort(x, dim, descending, ...)
+  if select("#", ...) > 0 then core._noextra("sort", "dim, descending", 3, x, dim, descending, ...) end
   check_tensor("sort", x)
   if type(dim) == "boolean" then dim, descending = nil, dim end
   if x:dim() == 0 then return x:clone(), core.ones({}, { dtype = "int64", device = x.device }) end
@@ -270,7 +271,8 @@ local function sort(x, dim, descending)
 end
 set("sort", sort, true)
 
-set("argsort", function(x, dim, descending)
+set("argsort", function(x, dim, descending, ...)
+  if select("#", ...) > 0 then core._noextra("argsort", "dim, descending", 3, x, dim, descending, ...) end
   check_tensor("argsort", x)
   if type(dim) == "boolean" then dim, descending = nil, dim end
   if x:dim() == 0 then return core.ones({}, { dtype = "int64", device = x.device }) end
@@ -278,7 +280,8 @@ set("argsort", function(x, dim, descending)
 end, true)
 
 -- x:topk(k [, dim=-1 [, largest=true [, sorted=true]]]) -> values, indices.
-set("topk", function(x, k, dim, largest, sorted)
+set("topk", function(x, k, dim, largest, sorted, ...)
+  if select("#", ...) > 0 then core._noextra("topk", "k, dim, largest, sorted", 5, x, k, dim, largest, sorted, ...) end
   check_tensor("topk", x)
   if largest == nil then largest = true end
   local d = x:dim() == 0 and 1 or check_dim("topk", x, dim or -1)
@@ -326,7 +329,8 @@ end, true)
 
 -- x:norm([p=2 [, dim [, keepdim]]]): the vector p-norm over all elements, or
 -- along dim (a number or a table of dims; one dim for p = +-inf).
-set("norm", function(x, p, dim, keepdim)
+set("norm", function(x, p, dim, keepdim, ...)
+  if select("#", ...) > 0 then core._noextra("norm", "p, dim, keepdim", 4, x, p, dim, keepdim, ...) end
   check_tensor("norm", x)
   if type(p) == "table" and getmetatable(p) == nil then -- x:norm{p =, dim =, keepdim =}, torch's keywords
     if dim ~= nil or keepdim ~= nil then fail("norm", "expected ({p =, dim =, keepdim =}) alone, got more arguments") end
