@@ -221,6 +221,25 @@ static void test_dtypes(void) {
   free(xv), free(wv);
 }
 
+/* The values of x, w, b and dy as bfloat16 gives them to the kernel, back
+** in x, w, b and dy (for the reference); returns dy rounded to bfloat16,
+** which the caller releases. */
+static em_tensor *round_inputs_bf16(em_tensor *tx, double *x, em_tensor *tw, double *w, em_tensor *tb,
+                                    double *b, em_tensor *tdy, double *dy) {
+  const struct { em_tensor *t; double *v; } in[4] = {{tx, x}, {tw, w}, {tb, b}, {tdy, dy}};
+  em_tensor *dyb = NULL;
+  for (int i = 0; i < 4; i++) {
+    em_tensor *r = NULL, *r64 = NULL;
+    em_to_dtype(&r, in[i].t, EM_BF16);
+    em_to_dtype(&r64, r, EM_F64);
+    em_to_host(r64, in[i].v);
+    if (i == 3) dyb = r;
+    else em_release(r);
+    em_release(r64);
+  }
+  return dyb;
+}
+
 /* bfloat16 under autocast on channels in whole blocks of 16, large enough
 ** that x, y, dy and dx go through cpu_conv.c's own NCHW <-> nChw16c
 ** transposer (blk16), on a height * width that leaves a tail (30 * 30 is
@@ -237,16 +256,7 @@ static void test_bf16_blocks(void) {
   /* the reference on the bfloat16-rounded inputs, as the kernel sees them */
   em_tensor *tx = f32(4, xs, x, true), *tw = f32(4, ws, w, true), *tb = f32(1, &c.O, b, true);
   em_tensor *dy32 = f32(4, ys, dy, false), *tdy = NULL, *ty = NULL;
-  const struct { em_tensor *t; double *v; int64_t n; } in[4] = {{tx, x, nx}, {tw, w, nw}, {tb, b, 16}, {dy32, dy, ny}};
-  for (int i = 0; i < 4; i++) {
-    em_tensor *r = NULL, *r64 = NULL;
-    em_to_dtype(&r, in[i].t, EM_BF16);
-    em_to_dtype(&r64, r, EM_F64);
-    em_to_host(r64, in[i].v);
-    if (i == 3) tdy = r;
-    else em_release(r);
-    em_release(r64);
-  }
+  tdy = round_inputs_bf16(tx, x, tw, w, tb, b, dy32, dy);
   reference(&c, Ho, Wo, x, w, b, dy, y, dx, dw, db);
   bool was;
   em_dtype wdt;
@@ -285,16 +295,7 @@ static void few_channels_case(int64_t N, const char *force) {
   double *dw = malloc(sizeof(double) * (size_t)nw), *db = malloc(sizeof(double) * 8);
   em_tensor *tx = f32(4, xs, x, false), *tw = f32(4, ws, w, true), *tb = f32(1, &c.O, b, true);
   em_tensor *dy32 = f32(4, ys, dy, false), *tdy = NULL, *ty = NULL;
-  const struct { em_tensor *t; double *v; } in[4] = {{tx, x}, {tw, w}, {tb, b}, {dy32, dy}};
-  for (int i = 0; i < 4; i++) {
-    em_tensor *r = NULL, *r64 = NULL;
-    em_to_dtype(&r, in[i].t, EM_BF16);
-    em_to_dtype(&r64, r, EM_F64);
-    em_to_host(r64, in[i].v);
-    if (i == 3) tdy = r;
-    else em_release(r);
-    em_release(r64);
-  }
+  tdy = round_inputs_bf16(tx, x, tw, w, tb, b, dy32, dy);
   reference(&c, Ho, Wo, x, w, b, dy, y, dx, dw, db);
   const char *was_env = getenv("EMBER_CONV_LAYOUT");
   char *saved = was_env ? strdup(was_env) : NULL;
