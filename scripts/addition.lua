@@ -161,7 +161,8 @@ if opts.predict then
   return
 end
 
-cli.mkdir(opts.out)
+cli.prepare_out(opts, {"addition.safetensors", "metrics.csv", "loss.png", "accuracy.png"})
+cli.smoke_note(opts, {"epochs", "n_train", "n_test"})
 local n_train, n_test = opts.n_train, opts.n_test
 if opts.smoke then n_train, n_test = 2000, 200 end
 local probs = data.addition.generate{n_train = n_train, n_test = n_test, seed = opts.seed}
@@ -250,4 +251,4 @@ src, mask = src:to(opts.device), mask:to(opts.device)
 model:eval()
 for i, s in ipairs(model:greedy(tok, src, mask)) do print(("%s = %s"):format(sample[i], s)) end
 
-if opts.smoke then cli.check_smoke(losses) end
+if opts.smoke then cli.finish_smoke(losses) end

@@ -101,6 +101,10 @@ opts.attention_dropout = cli.attention_dropout(opts)
 if opts.convs == 0 and 28 % opts.patch ~= 0 then cli.option_error("--patch must divide 28") end
 if opts.convs < 0 or opts.convs > 3 or opts.convs % 1 ~= 0 then cli.option_error("--convs must be 0, 1, 2 or 3") end
 if not (opts.crop_prob >= 0 and opts.crop_prob <= 1) then cli.option_error("--crop_prob must be between 0 and 1") end
+-- the options of a part the model does not have are refused, not ignored
+if opts.convs ~= 0 and opts.given.patch then cli.option_error("--patch is an option of the linear patch embedding (--convs 0)") end
+if opts.convs == 0 and opts.given.stem_width then cli.option_error("--stem_width is an option of the convolutional stem (--convs 1..3)") end
+if opts.augment ~= "crop+flip" and opts.given.crop_prob then cli.option_error("--crop_prob is an option of --augment crop+flip") end
 
 local ViT = nn.Module:extend("ViT")
 
@@ -221,7 +225,8 @@ local function evaluate(model, ds)
   return plain / n
 end
 
-cli.mkdir(opts.out)
+cli.prepare_out(opts, {"fashion_vit.safetensors", "metrics.csv", "loss.png", "accuracy.png"})
+cli.smoke_note(opts, {"epochs"})
 local t_data = ember.clock()
 local limit = opts.limit or (opts.smoke and 2048 or nil)
 local xtr, ytr = data.fashion_mnist.load("train", {limit = limit})
@@ -329,4 +334,4 @@ if log:plot(opts.out .. "/loss.png", {x = "step", y = {"loss"}, title = "Fashion
   print(("plots: %s/loss.png, %s/accuracy.png"):format(opts.out, opts.out))
 end
 
-if opts.smoke then cli.check_smoke(losses) end
+if opts.smoke then cli.finish_smoke(losses) end

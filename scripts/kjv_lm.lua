@@ -320,11 +320,12 @@ if opts.sample then
   print(("--sample: no saved model in %s (kjv_lm.safetensors and kjv.vocab): training first"):format(opts.out))
 end
 
+cli.smoke_note(opts, {"context", "batch", "layers", "eval_every", "steps", "epochs"})
 if opts.smoke then -- a small, quick configuration: the point is that the loss falls
   opts.context, opts.batch, opts.layers, opts.eval_every = 64, 16, 2, math.huge
 end
 check_prompt()
-cli.mkdir(opts.out)
+cli.prepare_out(opts, {"kjv_lm.safetensors", "kjv.vocab", "metrics.csv", "loss.png"})
 local t_data = ember.clock()
 local text = data.kjv.text()
 local train_text, test_text = data.kjv.split(text, 0.9)
@@ -408,4 +409,4 @@ end
 -- Sampling with the key/value cache.
 sample_text(model, tok, L)
 
-if opts.smoke then cli.check_smoke(losses) end
+if opts.smoke then cli.finish_smoke(losses) end

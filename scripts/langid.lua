@@ -224,7 +224,8 @@ if opts.predict and not opts.retrain and file_exists(paths.model) and file_exist
 end
 
 -- Data.
-cli.mkdir(opts.out)
+cli.prepare_out(opts, {"langid.safetensors", "langid.vocab", "metrics.csv", "loss.png", "accuracy.png"})
+cli.smoke_note(opts, {"epochs", "n_train", "n_test"})
 local t_data = ember.clock()
 local n_train, n_test = opts.n_train, opts.n_test
 if opts.smoke then n_train, n_test = 400, 100 end
@@ -347,4 +348,4 @@ else
   end
 end
 
-if opts.smoke then cli.check_smoke(losses) end
+if opts.smoke then cli.finish_smoke(losses) end

@@ -229,17 +229,10 @@ local opts = cli.parse(arg, {
 })
 local world = opts.world -- one process, or the ranks of `mpirun -np N` (only rank 0 prints and writes)
 opts.attention_dropout = cli.attention_dropout(opts)
--- Whether the command line set --name (the defaults above are --model conv's).
-local function on_command_line(name)
-  for _, a in ipairs(arg) do
-    if a == "--" .. name or a:sub(1, #name + 3) == "--" .. name .. "=" then return true end
-  end
-  return false
-end
-if opts.model == "given" then
+if opts.model == "given" then -- the defaults above are --model conv's
   if opts.condition then cli.option_error("--condition is an option of --model conv") end
-  if not on_command_line("lr") then opts.lr = 3e-3 end
-  if not on_command_line("epochs") then opts.epochs = 20 end
+  if not opts.given.lr then opts.lr = 3e-3 end
+  if not opts.given.epochs then opts.epochs = 20 end
   opts.pixel_dim = opts.pixel_dim or 32
   opts.slots = opts.slots or "colour"
   opts.subject_slopes = opts.subject_slopes or "-1000,1000,0,0"
@@ -353,7 +346,12 @@ local function split(scenes, first, count)
                           a = scenes.answers:index_select(1, idx), rel = scenes.relational:index_select(1, idx)}
 end
 
-cli.mkdir(opts.out)
+-- the lists are read now too, so that a bad one is refused before the data is made
+if opts.model == "conv" then parse_channels(opts.stem_channels) end
+parse_slopes(opts.distance_slopes, opts.heads, "distance_slopes")
+parse_slopes(opts.subject_slopes, opts.heads, "subject_slopes")
+cli.prepare_out(opts, {"sort_of_clevr.safetensors", "metrics.csv", "loss.png", "accuracy.png", "attention.png"})
+cli.smoke_note(opts, {"epochs", "n_train", "n_test"})
 local t_data = ember.clock()
 local n_train, n_test = opts.n_train, opts.n_test
 if opts.smoke then n_train, n_test = 256, 50 end
@@ -460,4 +458,4 @@ if ember.plot_heatmap and world.main then
   print(("%s -> %s (truth: %s); attention heatmap: %s"):format(text, answer, truth, png))
 end
 
-if opts.smoke then cli.check_smoke(losses, 3) end
+if opts.smoke then cli.finish_smoke(losses, 3) end

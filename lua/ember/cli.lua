@@ -26,6 +26,8 @@
 -- them: conf.attention_inputs = "sequence" says it passes
 -- cli.sequence_inputs (rows of one sequence each) to its layers; --help
 -- says which variants the script runs.
+-- opts.given[name] is true for the options the command line set (the
+-- others hold their defaults).
 -- After parsing, cli.parse seeds the global generator and sets the thread
 -- count, and puts in opts.world an ember.distributed.World: under
 -- `mpirun -np N` the N ranks share each global batch (see
@@ -87,6 +89,8 @@ local function to_number(name)
   return function(v)
     local n = tonumber(v)
     if n == nil then return nil, ("option --%s needs a number, got '%s'"):format(name, v) end
+    -- "1e400" reads as inf: a learning rate of inf failed deep in the optimizer
+    if n == math.huge or n == -math.huge then return nil, ("option --%s needs a finite number, got '%s'"):format(name, v) end
     return n
   end
 end
@@ -261,11 +265,11 @@ function M.parse_only(argv, conf)
   local ok, r = p:pparse(args)
   if not ok then error(r .. " (see --help)", 0) end
   if r.help then return nil, p:get_help() end
-  local o = {}
+  local o = {given = {}}
   for _, s in ipairs(specs) do
     local v = r[s[1]]
     if kind_of(s) == "boolean" and type(v) == "table" then v = v[1] == nil or v[1] end
-    if v == nil then v = s[2] end
+    if v == nil then v = s[2] else o.given[s[1]] = true end
     o[s[1]] = v
   end
   for _, n in ipairs({"epochs", "batch", "threads", "max_steps"}) do
@@ -280,6 +284,15 @@ function M.parse_only(argv, conf)
     error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr)), 0)
   end
   for _, s in ipairs(specs) do M.check_bounds(s, o[s[1]]) end
+  -- whole numbers as Lua integers: "--batch 1e3" or "--d_model 64.0" read as
+  -- floats, which passed the checks and then failed inside the library
+  -- ("warmup_steps must be an integer ..., got 0.0")
+  for _, s in ipairs(specs) do
+    local n = s[1]
+    if s.integer or n == "epochs" or n == "batch" or n == "threads" or n == "max_steps" or n == "seed" then
+      o[n] = math.tointeger(o[n]) or o[n]
+    end
+  end
   if type(o.d_model) == "number" and type(o.heads) == "number" and o.heads >= 1 and o.d_model % o.heads ~= 0 then
     error(("option --heads (%s) must divide --d_model (%s): each head gets d_model/heads dims")
       :format(tostring(o.heads), tostring(o.d_model)), 0)
@@ -429,7 +442,7 @@ end
 -- the mean of the first few. Prints both.
 function M.check_smoke(losses, k)
   k = math.min(k or 5, #losses // 2)
-  if k < 1 then error("smoke: too few steps to compare the loss", 0) end
+  if k < 1 then error(("smoke: too few steps to compare the loss (%d; it needs at least 2)"):format(#losses), 0) end
   local first, last = 0, 0
   for i = 1, k do first, last = first + losses[i] / k, last + losses[#losses - i + 1] / k end
   print(("smoke: loss %.4f -> %.4f over %d steps"):format(first, last, #losses))
@@ -447,17 +460,88 @@ function M.config_metadata(o, keys)
   return meta
 end
 
---- Copies the config.* metadata of a checkpoint back into options o.
+--- Copies the config.* metadata of a checkpoint back into options o. An
+-- option the command line set (o.given) to another value than the saved
+-- model's is not used: a note on stderr names it and the saved value
+-- ("note: the saved model was built with --d_model 32; --d_model 128 is not
+-- used"), so that the run does not seem to have taken it.
+-- Returns o and the list of such option names.
 function M.apply_metadata(o, meta, keys)
+  local ignored, saved = {}, {}
   for _, k in ipairs(keys) do
     local v = meta["config." .. k]
     if v ~= nil then
-      if type(o[k]) == "number" then o[k] = tonumber(v) or o[k]
+      local before = o[k]
+      if type(o[k]) == "number" then
+        local n = tonumber(v)
+        if n and math.type(o[k]) == "integer" then n = math.tointeger(n) or n end
+        o[k] = n or o[k]
       elseif type(o[k]) == "boolean" then o[k] = v == "true"
       else o[k] = v end
+      if o.given and o.given[k] and tostring(before) ~= tostring(o[k]) then
+        ignored[#ignored + 1] = ("--%s %s"):format(k, tostring(before))
+        saved[#saved + 1] = ("--%s %s"):format(k, tostring(o[k]))
+      end
     end
   end
-  return o
+  if #ignored > 0 then
+    io.stderr:write(("note: the saved model was built with %s; %s %s not used\n"):format(
+      table.concat(saved, " "), table.concat(ignored, " "), #ignored == 1 and "is" or "are"))
+  end
+  return o, ignored
+end
+
+--- Makes the output folder o.out (cli.mkdir) and proves it writable; ends
+-- the script as a bad option does (one line naming --out, status 2) when
+-- it is not. files: the names this run writes there; those an earlier run
+-- left are named in a note ("this run replaces them"), as they are
+-- overwritten. Call it before the data loads.
+-- @tparam table o cli.parse's options
+-- @tparam[opt] {string,...} files
+function M.prepare_out(o, files)
+  local dir = o.out
+  local ok = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  local probe = dir .. "/.ember_write_test"
+  local f = ok and io.open(probe, "w")
+  if not f then
+    M.option_error("option --out %s: %s", dir, ok and "the folder is not writable" or "cannot create the folder")
+  end
+  f:close()
+  os.remove(probe)
+  local earlier = {}
+  for _, name in ipairs(files or {}) do
+    local g = io.open(dir .. "/" .. name, "rb")
+    if g then g:close(); earlier[#earlier + 1] = name end
+  end
+  if #earlier > 0 then
+    print(("note: %s holds an earlier run's %s: this run replaces %s"):format(dir, table.concat(earlier, ", "),
+      #earlier == 1 and "it" or "them"))
+  end
+  return dir
+end
+
+--- For a --smoke run: a note naming the options the command line set that
+-- the smoke run's own small configuration replaces (names: the options
+-- the script overrides under --smoke), so that none seems taken.
+function M.smoke_note(o, names)
+  if not o.smoke then return end
+  local over = {}
+  for _, n in ipairs(names) do if o.given and o.given[n] then over[#over + 1] = "--" .. n end end
+  if #over > 0 then
+    print(("note: --smoke runs its own small configuration; %s %s not used"):format(table.concat(over, ", "),
+      #over == 1 and "is" or "are"))
+  end
+end
+
+--- A script's end of a --smoke run: cli.check_smoke, and when the check
+-- fails one line on stderr ("<script>: smoke: the loss did not fall ...")
+-- and exit status 1, no traceback.
+function M.finish_smoke(losses, k)
+  local ok, err = pcall(M.check_smoke, losses, k)
+  if not ok then
+    io.stderr:write(("%s: %s\n"):format(arg and arg[0] or "script", tostring(err)))
+    os.exit(1, true)
+  end
 end
 
 --- A stopwatch over some functions (evaluation, say), so that the time a
