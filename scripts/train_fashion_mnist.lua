@@ -34,7 +34,18 @@ local function parse_args(argv)
     io.stderr:write(("scripts/train_fashion_mnist.lua: %s (see --help)\n"):format(msg))
     os.exit(2, true)
   end
-  local ok, o = p:pparse(argv)
+  -- "--lr -1", "--seed -3": a number after an option that takes one is its
+  -- value (argparse read it as an unknown option '-1'), as in ember.cli
+  local args = {}
+  for _, a in ipairs(argv) do
+    local prev = args[#args]
+    if prev and prev:match("^%-%-%a+$") and prev ~= "--smoke" and tonumber(a) and a:sub(1, 1) == "-" then
+      args[#args] = prev .. "=" .. a
+    else
+      args[#args + 1] = a
+    end
+  end
+  local ok, o = p:pparse(args)
   if not ok then usage_error(o) end
   for _, name in ipairs({"epochs", "batch", "hidden", "threads", "limit"}) do
     local v = o[name]
@@ -42,7 +53,9 @@ local function parse_args(argv)
       usage_error(("option --%s must be a positive integer, got %s"):format(name, tostring(v)))
     end
   end
-  if not (o.lr >= 0) then usage_error(("option --lr must be a number >= 0, got %s"):format(tostring(o.lr))) end
+  if not (o.lr >= 0 and o.lr < math.huge) then -- NaN, and "1e400" (inf), which trained to NaN losses
+    usage_error(("option --lr must be a finite number >= 0, got %s"):format(tostring(o.lr)))
+  end
   if o.seed % 1 ~= 0 then usage_error(("option --seed must be an integer, got %s"):format(tostring(o.seed))) end
   for _, name in ipairs({"epochs", "batch", "hidden", "threads", "limit", "seed"}) do
     if o[name] then o[name] = math.tointeger(o[name]) end

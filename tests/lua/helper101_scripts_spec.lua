@@ -143,6 +143,19 @@ describe("helper101: the scripts' command lines", function()
     assert.truthy(out:find("option --epochs must be a positive integer", 1, true), out)
   end)
 
+  it("train_fashion_mnist: a negative number is the option's value, and inf is no learning rate", function()
+    for args, msg in pairs({
+      ["--lr -1"] = "option --lr must be a finite number >= 0, got -1",
+      ["--lr 1e400"] = "option --lr must be a finite number >= 0, got inf", -- it trained to NaN losses, status 0
+      ["--batch -1"] = "option --batch must be a positive integer, got -1", -- was "unknown option '-1'"
+      ["--seed -2 --epochs 0"] = "option --epochs must be a positive integer, got 0", -- --seed -2 itself is fine
+    }) do
+      local out, code = run("train_fashion_mnist", args)
+      assert.are.equal(2, code, out)
+      assert.truthy(out:find("scripts/train_fashion_mnist.lua: " .. msg, 1, true), out)
+    end
+  end)
+
   it("reads sort_of_clevr's lists before making the data", function()
     for args, msg in pairs({
       ["--stem_channels 24,x"] = '--stem_channels: "x" is not a positive integer',
