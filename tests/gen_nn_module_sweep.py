@@ -145,11 +145,7 @@ def case(name, ctor, tmod, inputs, call, tcall, mode="eval", idx=(), grad=True, 
 # Cases ember fails today, with why: counted, not failed, by the spec (which
 # fails a known case that agrees: drop its mark here when it is fixed).
 KNOWN = {
-    "Conv1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
-    "Conv2d_same": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
-    "ConvTranspose1d_opts": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
     "Conv1d_valid": "nn.Conv* print no padding=valid",
-    "Conv1d_groups_nobias_replicate": "nn.Conv* print bias=False (torch's spelling), every other module Lua's false",
 }
 KNOWN_INIT = {}
 
@@ -878,8 +874,7 @@ def rest():
     case("Conv3d", "nn.Conv3d(2, 4, {2, 3, 2}, {stride = {1, 2, 1}, padding = {1, 0, 1}, dilation = {1, 1, 2}, groups = 2})",
          tnn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2), {"x": x(2, 2, 3, 5, 4)}, *one())
     case("Conv3d_same_replicate", 'nn.Conv3d(2, 3, 3, {padding = "same", padding_mode = "replicate", bias = false})',
-         tnn.Conv3d(2, 3, 3, padding="same", padding_mode="replicate", bias=False), {"x": x(1, 2, 3, 4, 3)}, *one(),
-         known="nn.Conv* print bias=False (torch's spelling), every other module Lua's false")
+         tnn.Conv3d(2, 3, 3, padding="same", padding_mode="replicate", bias=False), {"x": x(1, 2, 3, 4, 3)}, *one())
     case("Conv3d_circular", 'nn.Conv3d(2, 2, 2, {padding = 1, padding_mode = "circular"})',
          tnn.Conv3d(2, 2, 2, padding=1, padding_mode="circular"), {"x": x(1, 2, 3, 3, 3)}, *one())
     case("Conv3d_unbatched", "nn.Conv3d(2, 2, 2)", tnn.Conv3d(2, 2, 2), {"x": x(2, 3, 3, 3)}, *one())

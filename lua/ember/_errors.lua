@@ -60,6 +60,28 @@ function M.raise(fmt, ...)
   M.error(fmt)
 end
 
+--- Arguments past a function's own are an error naming it, in C's words
+-- (core/lua/l_util.c's lember_noextra): they were dropped without a word
+-- (F.relu6(x, 5), nn.Tanh(true)). `names` are the arguments it takes after
+-- its first `first - 1` ones (the tensor: first = 2; a constructor's: first = 1);
+-- `...` the arguments given there. Trailing nils do not count (Lua code
+-- forwards optional arguments as nil).
+-- @string who "ember.relu6", "nn.TransformerEncoder", ...
+-- @tparam {string,...} names
+-- @int first the argument number of the first of `...`
+function M.no_extra(who, names, first, ...)
+  local n = select("#", ...)
+  while n > #names and select(n, ...) == nil do n = n - 1 end
+  if n <= #names then return end
+  local besides = first == 1 and "" or first == 2 and " besides the tensor" or (" besides the %d tensors"):format(first - 1)
+  local at, kind = first + #names, type((select(#names + 1, ...)))
+  if #names == 0 then
+    M.raise("%s: takes no arguments%s, got %d more (argument %d is a %s)", who, besides, n, at, kind)
+  end
+  M.raise("%s: takes at most %d argument%s%s (%s), got %d (argument %d is a %s)", who, #names, #names == 1 and "" or "s",
+    besides, table.concat(names, ", "), n, at, kind)
+end
+
 -- Is the chunk name of an error position one of the library's files? Lua
 -- shortens long names to ".../end/of/path.lua"; then the kept end must be
 -- the end of the library folder (12 characters at least, against chance

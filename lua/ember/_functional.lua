@@ -15,6 +15,8 @@ local helpers = require "ember._helpers"
 local shape_str = require("ember._errors").shape_str
 
 local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
+-- arguments past a function's own are an error naming it (torch's inplace too: ember.relu's rule)
+local no_extra = require("ember._errors").no_extra
 
 local function check_opts(op, opts, known)
   if opts == nil then return {} end
@@ -42,8 +44,9 @@ end
 -- ember.softplus(x [, {beta = 1, threshold = 20}]): log(1 + e^(beta x)) / beta,
 -- x itself where beta x > threshold (torch.nn.functional.softplus; its
 -- positional softplus(x, beta, threshold) too).
-set("softplus", function(x, opts, threshold)
+set("softplus", function(x, opts, threshold, ...)
   check_tensor("softplus", x)
+  no_extra("ember.softplus", type(opts) == "table" and { "opts" } or { "beta", "threshold" }, 2, opts, threshold, ...)
   if type(opts) == "number" then opts = { beta = opts, threshold = threshold } end
   opts = check_opts("softplus", opts, { beta = true, threshold = true })
   local beta, threshold = opts.beta or 1, opts.threshold or 20
@@ -56,8 +59,9 @@ end, true)
 -- ember.leaky_relu(x [, negative_slope = 0.01]): x where x > 0, slope * x
 -- elsewhere (torch.nn.functional.leaky_relu; the derivative at 0 is the
 -- slope); also by name, {negative_slope =}, as torch's keyword.
-set("leaky_relu", function(x, slope)
+set("leaky_relu", function(x, slope, ...)
   check_tensor("leaky_relu", x)
+  no_extra("ember.leaky_relu", { "negative_slope" }, 2, slope, ...)
   if type(slope) == "table" then slope = check_opts("leaky_relu", slope, { negative_slope = true }).negative_slope end
   slope = slope or 0.01
   if type(slope) ~= "number" then fail("leaky_relu", "negative_slope must be a number, got %s", type(slope)) end
@@ -258,8 +262,9 @@ end
 -- amounts from the last dim backwards; negative amounts crop (every mode,
 -- as PyTorch's). reflect, replicate and circular are an index_select per dim, so
 -- the gradient sums what was copied; constant is a cat with filled blocks.
-set("pad", function(x, pad, mode, value)
+set("pad", function(x, pad, mode, value, ...)
   check_tensor("pad", x)
+  no_extra("ember.pad", type(mode) == "table" and { "pad", "opts" } or { "pad", "mode", "value" }, 2, pad, mode, value, ...)
   if type(mode) == "table" then
     local o = check_opts("pad", mode, { mode = true, value = true })
     mode, value = o.mode, o.value
@@ -344,8 +349,9 @@ end
 -- ember.hardtanh(x [, min_val = -1 [, max_val = 1]]) or (x, {min_val =, max_val =}):
 -- x clamped into [min_val, max_val] (torch.nn.functional.hardtanh; the
 -- gradient is 0 at the bounds, as PyTorch's).
-set("hardtanh", function(x, lo, hi)
+set("hardtanh", function(x, lo, hi, ...)
   check_tensor("hardtanh", x)
+  no_extra("ember.hardtanh", type(lo) == "table" and { "opts" } or { "min_val", "max_val" }, 2, lo, hi, ...)
   if type(lo) == "table" then
     local o = check_opts("hardtanh", lo, { min_val = true, max_val = true })
     lo, hi = o.min_val, o.max_val
@@ -356,8 +362,9 @@ set("hardtanh", function(x, lo, hi)
 end)
 
 -- ember.relu6(x): min(max(x, 0), 6) (torch.nn.functional.relu6, hardtanh(x, 0, 6)).
-set("relu6", function(x)
+set("relu6", function(x, ...)
   check_tensor("relu6", x)
+  no_extra("ember.relu6", {}, 2, ...)
   return hard_clamp(x, 0, 6)
 end)
 
@@ -366,27 +373,31 @@ end)
 -- PyTorch 1.13's vectorised CPU loop gives, which every tensor of more
 -- than a few elements takes (its scalar loop, on the smallest tensors,
 -- gives 1.5 at exactly 3).
-set("hardswish", function(x)
+set("hardswish", function(x, ...)
   check_tensor("hardswish", x)
+  no_extra("ember.hardswish", {}, 2, ...)
   return core.where(x:lt(-3), core.zeros_like(x), core.where(x:ge(3), x, x * (x + 3) / 6))
 end)
 
 -- ember.hardsigmoid(x): relu6(x + 3) / 6 (torch.nn.functional.hardsigmoid).
-set("hardsigmoid", function(x)
+set("hardsigmoid", function(x, ...)
   check_tensor("hardsigmoid", x)
+  no_extra("ember.hardsigmoid", {}, 2, ...)
   return hard_clamp(x + 3, 0, 6) / 6
 end)
 
 -- ember.mish(x): x * tanh(softplus(x)) (torch.nn.functional.mish).
-set("mish", function(x)
+set("mish", function(x, ...)
   check_tensor("mish", x)
+  no_extra("ember.mish", {}, 2, ...)
   return x * softplus_of(x, 20):tanh()
 end)
 
 -- ember.glu(x [, dim = -1]): a * sigmoid(b), a and b the two halves of x
 -- along dim (torch.nn.functional.glu); also by name, {dim =}.
-set("glu", function(x, dim)
+set("glu", function(x, dim, ...)
   check_tensor("glu", x)
+  no_extra("ember.glu", { "dim" }, 2, dim, ...)
   if type(dim) == "table" then dim = check_opts("glu", dim, { dim = true }).dim end
   if x:dim() == 0 then fail("glu", "expected a tensor with at least 1 dim, got a 0-d tensor") end
   local d = check_dim("glu", x, dim or -1)

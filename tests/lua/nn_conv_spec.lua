@@ -106,7 +106,7 @@ describe("nn.Conv2d and nn.Conv1d", function()
   it("prints as PyTorch", function()
     assert.are.equal("Conv2d(3, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))",
       tostring(nn.Conv2d(3, 64, 3, { padding = 1 })))
-    assert.are.equal("Conv2d(4, 8, kernel_size=(2, 3), stride=(2, 1), dilation=(2, 2), groups=2, bias=False)",
+    assert.are.equal("Conv2d(4, 8, kernel_size=(2, 3), stride=(2, 1), dilation=(2, 2), groups=2, bias=false)",
       tostring(nn.Conv2d(4, 8, { 2, 3 }, { stride = { 2, 1 }, dilation = 2, groups = 2, bias = false })))
     assert.are.equal("Conv1d(16, 32, kernel_size=(5,), stride=(1,), padding=same)",
       tostring(nn.Conv1d(16, 32, 5, { padding = "same" })))

@@ -330,7 +330,7 @@ describe("nn.ConvTranspose2d / ConvTranspose1d", function()
     assert.is_true(m.weight:abs():max():item() <= bound and m.bias:abs():max():item() <= bound)
     assert.is_true(m.weight:abs():max():item() > 0.7 * bound)
     assert.are.equal("ConvTranspose2d(2, 4, kernel_size=(3, 3), stride=(2, 2), dilation=(2, 2), output_padding=(1, 1), "
-      .. "groups=2, bias=False)", tostring(nn.ConvTranspose2d(2, 4, 3, { stride = 2, output_padding = 1, dilation = 2,
+      .. "groups=2, bias=false)", tostring(nn.ConvTranspose2d(2, 4, 3, { stride = 2, output_padding = 1, dilation = 2,
         groups = 2, bias = false })))
     assert.are.equal("ConvTranspose1d(4, 6, kernel_size=(3,), stride=(3,), padding=(4,), dilation=(2,))",
       tostring(nn.ConvTranspose1d(4, 6, 3, { stride = 3, padding = 4, dilation = 2 })))

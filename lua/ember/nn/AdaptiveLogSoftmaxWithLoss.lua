@@ -21,6 +21,8 @@ local Linear = require "ember.nn.Linear"
 local ModuleList = require "ember.nn.ModuleList"
 
 local ASM = Module:extend("AdaptiveLogSoftmaxWithLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ASM.SIGNATURE = { sizes = { "in_features", "n_classes", "cutoffs" }, options = { "div_value", "head_bias" } }
 
 function ASM:__init(in_features, n_classes, cutoffs, opts)
   local name = "AdaptiveLogSoftmaxWithLoss"

@@ -9,6 +9,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local AlphaDropout = Module:extend("AlphaDropout")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+AlphaDropout.SIGNATURE = { sizes = {}, options = { "p", "inplace" } }
 
 function AlphaDropout:__init(...)
   local p = Module.keyword_args("nn.AlphaDropout", { "p", "inplace" }, ...)

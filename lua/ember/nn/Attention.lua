@@ -29,7 +29,8 @@ local OWN = { dtype = true, device = true }
 -- `heads` (default 1), `head_dim`, `v_head_dim` (default head_dim), `dtype`
 -- (float32), `device` ("cpu"), and the variant's own options (see
 -- `ember.attention_variants(name).options`).
-function Attention:__init(spec)
+function Attention:__init(spec, ...)
+  require("ember._errors").no_extra("nn.Attention", { "spec" }, 1, spec, ...)
   if type(spec) ~= "table" then
     errors.raise("Attention: expected a table {attention=, heads=, head_dim=, ...}, got %s", type(spec))
   end

@@ -8,6 +8,8 @@ local Module = require "ember.nn.Module"
 local setup = require("ember.nn._loss").setup
 
 local BCELoss = Module:extend("BCELoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+BCELoss.SIGNATURE = { sizes = {}, options = { "weight", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function BCELoss:__init(opts) setup(self, opts, { "weight" }) end
 

@@ -10,6 +10,8 @@ local BCELoss = require "ember.nn.BCELoss"
 local setup = require("ember.nn._loss").setup
 
 local BCEWithLogitsLoss = BCELoss:extend("BCEWithLogitsLoss") -- its printing
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+BCEWithLogitsLoss.SIGNATURE = { sizes = {}, options = { "weight", "size_average", "reduce", "reduction", "pos_weight" }, string_option = "reduction" }
 
 function BCEWithLogitsLoss:__init(opts) setup(self, opts, { "weight", "pos_weight" }) end
 

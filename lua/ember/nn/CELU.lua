@@ -7,6 +7,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local CELU = Module:extend("CELU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+CELU.SIGNATURE = { sizes = {}, options = { "alpha", "inplace" } }
 
 function CELU:__init(...)
   local alpha = Module.keyword_args("nn.CELU", { "alpha", "inplace" }, ...)

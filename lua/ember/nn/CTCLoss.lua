@@ -15,6 +15,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local CTCLoss = Module:extend("CTCLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+CTCLoss.SIGNATURE = { sizes = {}, options = { "blank", "reduction", "zero_infinity" }, string_option = "reduction" }
 
 function CTCLoss:__init(opts)
   opts = losses.setup(self, opts, nil, nil, nil, { "blank", "zero_infinity" })

@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ConstantPad3d = Module:extend("ConstantPad3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ConstantPad3d.SIGNATURE = { sizes = { "padding", "value" }, options = {} }
 
 function ConstantPad3d:__init(...)
   local pad, value = padding.args("nn." .. self.__name, { "padding", "value" }, ...)

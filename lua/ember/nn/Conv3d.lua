@@ -54,7 +54,7 @@ function Conv3d:extra_repr()
   end
   if self.dilation[1] * self.dilation[2] * self.dilation[3] ~= 1 then s = s .. ", dilation=" .. t(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
-  if not self.bias then s = s .. ", bias=False" end
+  if not self.bias then s = s .. ", bias=false" end
   if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
   return s
 end

@@ -9,6 +9,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local CosineEmbeddingLoss = Module:extend("CosineEmbeddingLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+CosineEmbeddingLoss.SIGNATURE = { sizes = {}, options = { "margin", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function CosineEmbeddingLoss:__init(opts)
   losses.setup(self, opts, nil, { "margin" })

@@ -11,6 +11,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local CosineSimilarity = Module:extend("CosineSimilarity")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+CosineSimilarity.SIGNATURE = { sizes = {}, options = { "dim", "eps" } }
 
 function CosineSimilarity:__init(...)
   local dim, eps = Module.keyword_args("nn.CosineSimilarity", { "dim", "eps" }, ...)

@@ -32,7 +32,8 @@ local Block = Module:extend("CrossAttentionBlock")
 local FORWARD_OPTIONS = { "key_padding_mask", "image_padding_mask", "image_mask", "image_allow_mask",
   "image_block_mask", "need_weights", "variant_inputs", "image_variant_inputs" }
 
-function Block:__init(d_model, heads, opts)
+function Block:__init(d_model, heads, opts, ...)
+  require("ember._errors").no_extra("nn.CrossAttentionBlock", { "d_model", "heads", "opts" }, 1, d_model, heads, opts, ...)
   opts = Module.check_options("nn.CrossAttentionBlock", opts, { "dropout", "attention_dropout", "norm_first",
     "self_attention", "layer_norm_eps", "image_dim", "dim_feedforward", "activation", "attention",
     "attention_options", "rope", "bias", "kv_heads", "dtype", "device" })

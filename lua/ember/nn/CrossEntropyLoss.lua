@@ -23,6 +23,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local CrossEntropyLoss = Module:extend("CrossEntropyLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+CrossEntropyLoss.SIGNATURE = { sizes = {}, options = { "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing" }, string_option = "reduction" }
 
 function CrossEntropyLoss:__init(opts)
   -- the reduction, checked as every loss's; the other options are read here

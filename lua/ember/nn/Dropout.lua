@@ -8,6 +8,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Dropout = Module:extend("Dropout")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Dropout.SIGNATURE = { sizes = {}, options = { "p", "inplace" } }
 
 function Dropout:__init(p)
   if type(p) == "table" then -- nn.Dropout{p = 0.2}, as the other modules take their options

@@ -10,6 +10,8 @@ local Module = require "ember.nn.Module"
 local Dropout2d = require "ember.nn.Dropout2d"
 
 local Dropout1d = Module:extend("Dropout1d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Dropout1d.SIGNATURE = { sizes = {}, options = { "p", "inplace" } }
 
 function Dropout1d:__init(...)
   local p = Module.keyword_args("nn.Dropout1d", { "p", "inplace" }, ...)

@@ -10,6 +10,8 @@ local Module = require "ember.nn.Module"
 local Dropout2d = require "ember.nn.Dropout2d"
 
 local Dropout3d = Module:extend("Dropout3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Dropout3d.SIGNATURE = { sizes = {}, options = { "p", "inplace" } }
 
 function Dropout3d:__init(...)
   local p = Module.keyword_args("nn.Dropout3d", { "p", "inplace" }, ...)

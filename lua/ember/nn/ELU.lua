@@ -6,6 +6,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local ELU = Module:extend("ELU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ELU.SIGNATURE = { sizes = {}, options = { "alpha", "inplace" } }
 
 function ELU:__init(...)
   local alpha = Module.keyword_args("nn.ELU", { "alpha", "inplace" }, ...)

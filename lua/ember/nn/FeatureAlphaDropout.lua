@@ -9,6 +9,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local FeatureAlphaDropout = Module:extend("FeatureAlphaDropout")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+FeatureAlphaDropout.SIGNATURE = { sizes = {}, options = { "p", "inplace" } }
 
 function FeatureAlphaDropout:__init(...)
   local p = Module.keyword_args("nn.FeatureAlphaDropout", { "p", "inplace" }, ...)

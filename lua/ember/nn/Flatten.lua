@@ -13,6 +13,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Flatten = Module:extend("Flatten")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Flatten.SIGNATURE = { sizes = {}, options = { "start_dim", "end_dim" } }
 
 function Flatten:__init(...)
   local start_dim, end_dim = Module.keyword_args("nn.Flatten", { "start_dim", "end_dim" }, ...)

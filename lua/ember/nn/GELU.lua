@@ -7,6 +7,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local GELU = Module:extend("GELU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+GELU.SIGNATURE = { sizes = {}, options = { "approximate" } }
 
 function GELU:__init(...)
   local approximate = Module.keyword_args("nn.GELU", { "approximate" }, ...)

@@ -10,8 +10,11 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local GLU = Module:extend("GLU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+GLU.SIGNATURE = { sizes = {}, options = { "dim" } }
 
-function GLU:__init(dim)
+function GLU:__init(...)
+  local dim = Module.keyword_args("nn.GLU", { "dim" }, ...)
   dim = dim or -1
   if math.type(dim) ~= "integer" or dim == 0 then
     error("GLU: dim must be a nonzero integer (dims are 1-based; -1 is the last), got " .. tostring(dim), 2)

@@ -7,6 +7,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local Hardshrink = Module:extend("Hardshrink")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Hardshrink.SIGNATURE = { sizes = {}, options = { "lambd" } }
 
 function Hardshrink:__init(...)
   local lambd = Module.keyword_args("nn.Hardshrink", { "lambd" }, ...)

@@ -10,6 +10,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Hardsigmoid = Module:extend("Hardsigmoid")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Hardsigmoid.SIGNATURE = { sizes = {}, options = { "inplace" }, closed = true }
 
 --- relu6(x + 3) / 6.
 -- @tparam Tensor x

@@ -10,6 +10,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Hardswish = Module:extend("Hardswish")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Hardswish.SIGNATURE = { sizes = {}, options = { "inplace" }, closed = true }
 
 --- x * relu6(x + 3) / 6.
 -- @tparam Tensor x

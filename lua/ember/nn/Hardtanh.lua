@@ -10,6 +10,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Hardtanh = Module:extend("Hardtanh")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Hardtanh.SIGNATURE = { sizes = {}, options = { "min_val", "max_val", "inplace" } }
 
 -- x clipped to [lo, hi], the gradient passing strictly inside only (shared
 -- by nn.ReLU6 and nn.Hardsigmoid).

@@ -8,6 +8,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local HingeEmbeddingLoss = Module:extend("HingeEmbeddingLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+HingeEmbeddingLoss.SIGNATURE = { sizes = {}, options = { "margin", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function HingeEmbeddingLoss:__init(opts)
   losses.setup(self, opts, nil, { "margin" })

@@ -12,6 +12,8 @@ local setup = require("ember.nn._loss").setup
 local check_pair = require("ember.nn.KLDivLoss")._check_pair
 
 local HuberLoss = Module:extend("HuberLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+HuberLoss.SIGNATURE = { sizes = {}, options = { "reduction", "delta" }, string_option = "reduction" }
 
 function HuberLoss:__init(opts)
   setup(self, opts, nil, { "delta" })

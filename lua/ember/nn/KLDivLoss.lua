@@ -19,6 +19,8 @@ local Module = require "ember.nn.Module"
 local setup = require("ember.nn._loss").setup
 
 local KLDivLoss = Module:extend("KLDivLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+KLDivLoss.SIGNATURE = { sizes = {}, options = { "size_average", "reduce", "reduction", "log_target" }, string_option = "reduction" }
 
 function KLDivLoss:__init(opts)
   opts = setup(self, opts, nil, nil, { "mean", "batchmean", "sum", "none" }, { "log_target" })

@@ -7,6 +7,8 @@ local Module = require "ember.nn.Module"
 local setup = require("ember.nn._loss").setup
 
 local L1Loss = Module:extend("L1Loss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+L1Loss.SIGNATURE = { sizes = {}, options = { "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function L1Loss:__init(opts) setup(self, opts, nil, nil) end
 

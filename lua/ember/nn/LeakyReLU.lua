@@ -7,6 +7,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local LeakyReLU = Module:extend("LeakyReLU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+LeakyReLU.SIGNATURE = { sizes = {}, options = { "negative_slope", "inplace" } }
 
 function LeakyReLU:__init(...)
   local negative_slope = Module.keyword_args("nn.LeakyReLU", { "negative_slope", "inplace" }, ...)

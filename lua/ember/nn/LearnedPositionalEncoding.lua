@@ -12,7 +12,8 @@ local Dropout = require "ember.nn.Dropout"
 
 local LPE = Module:extend("LearnedPositionalEncoding")
 
-function LPE:__init(max_len, d_model, opts)
+function LPE:__init(max_len, d_model, opts, ...)
+  require("ember._errors").no_extra("nn.LearnedPositionalEncoding", { "max_len", "d_model", "opts" }, 1, max_len, d_model, opts, ...)
   opts = Module.check_options("nn.LearnedPositionalEncoding", opts, { "dropout", "dtype", "device" })
   for what, v in pairs { max_len = max_len, d_model = d_model } do
     if math.type(v) ~= "integer" or v < 1 then

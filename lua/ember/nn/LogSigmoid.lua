@@ -6,6 +6,8 @@
 local Module = require "ember.nn.Module"
 
 local LogSigmoid = Module:extend("LogSigmoid")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+LogSigmoid.SIGNATURE = { sizes = {}, options = {} }
 
 --- log(sigmoid(x)).
 -- @tparam Tensor x

@@ -7,6 +7,8 @@ local ember = require "ember.nn._ember"
 local Softmax = require "ember.nn.Softmax"
 
 local LogSoftmax = Softmax:extend("LogSoftmax")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+LogSoftmax.SIGNATURE = { sizes = {}, options = { "dim" } }
 
 --- log_softmax along self.dim.
 -- @tparam Tensor x

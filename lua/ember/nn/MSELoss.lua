@@ -7,6 +7,8 @@ local Module = require "ember.nn.Module"
 local setup = require("ember.nn._loss").setup
 
 local MSELoss = Module:extend("MSELoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+MSELoss.SIGNATURE = { sizes = {}, options = { "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function MSELoss:__init(opts)
   setup(self, opts) -- the reduction, checked as every loss's

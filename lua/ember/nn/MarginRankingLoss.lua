@@ -12,6 +12,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local MarginRankingLoss = Module:extend("MarginRankingLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+MarginRankingLoss.SIGNATURE = { sizes = {}, options = { "margin", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function MarginRankingLoss:__init(opts)
   losses.setup(self, opts, nil, { "margin" })

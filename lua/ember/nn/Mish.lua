@@ -7,6 +7,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Mish = Module:extend("Mish")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Mish.SIGNATURE = { sizes = {}, options = { "inplace" }, closed = true }
 
 --- x * tanh(softplus(x)).
 -- @tparam Tensor x

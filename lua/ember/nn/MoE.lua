@@ -100,7 +100,8 @@ local function positive_integer(name, v)
   end
 end
 
-function MoE:__init(d_model, d_ff, num_experts, top_k, opts)
+function MoE:__init(d_model, d_ff, num_experts, top_k, opts, ...)
+  require("ember._errors").no_extra("nn.MoE", { "d_model", "d_ff", "num_experts", "top_k", "opts" }, 1, d_model, d_ff, num_experts, top_k, opts, ...)
   if type(d_model) == "table" and not ember.is_tensor(d_model) and d_ff == nil then
     -- nn.MoE{d_model =, d_ff =, num_experts =, top_k =, options...}
     local all = d_model

@@ -96,7 +96,8 @@ function ModuleDict:update(mods)
   return self
 end
 
-function ModuleDict:__init(mods)
+function ModuleDict:__init(mods, ...)
+  require("ember._errors").no_extra("nn.ModuleDict", { "modules" }, 1, mods, ...)
   if mods ~= nil then self:update(mods) end
 end
 

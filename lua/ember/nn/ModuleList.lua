@@ -88,7 +88,8 @@ local function check_module(m, what)
   if not Module.is_module(m) then error(("ModuleList.%s: expected a module, got %s"):format(what, Module.describe_non_module(m)), 3) end
 end
 
-function ModuleList:__init(mods)
+function ModuleList:__init(mods, ...)
+  require("ember._errors").no_extra("nn.ModuleList", { "modules" }, 1, mods, ...)
   if mods == nil then return end
   if Module.is_module(mods) and mods:isinstance({ ModuleList, require "ember.nn.Sequential" }) then
     -- another list's modules, as PyTorch's ModuleList(iterable): the same modules, not copies

@@ -195,7 +195,8 @@ end
 -- `dtype`, `device`, and the variant's own options
 -- (`ember.attention_variants(name).options`). PyTorch's `batch_first = true`
 -- is taken (the module's only layout: [B, L, d_model]); false is refused.
-function MHA:__init(d_model, heads, opts)
+function MHA:__init(d_model, heads, opts, ...)
+  require("ember._errors").no_extra("nn.MultiHeadAttention", { "d_model", "heads", "opts" }, 1, d_model, heads, opts, ...)
   local s, variant = read_spec(d_model, heads, opts)
   for k, v in pairs(s) do self[k] = v end
   -- The variant first, then the projections: the same random draws, in

@@ -13,6 +13,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local MultiLabelMarginLoss = Module:extend("MultiLabelMarginLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+MultiLabelMarginLoss.SIGNATURE = { sizes = {}, options = { "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function MultiLabelMarginLoss:__init(opts) losses.setup(self, opts, nil, nil) end
 

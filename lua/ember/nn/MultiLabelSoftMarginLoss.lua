@@ -9,6 +9,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local MultiLabelSoftMarginLoss = Module:extend("MultiLabelSoftMarginLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+MultiLabelSoftMarginLoss.SIGNATURE = { sizes = {}, options = { "weight", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function MultiLabelSoftMarginLoss:__init(opts)
   losses.setup(self, opts, { "weight" })

@@ -9,6 +9,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local MultiMarginLoss = Module:extend("MultiMarginLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+MultiMarginLoss.SIGNATURE = { sizes = {}, options = { "p", "margin", "weight", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function MultiMarginLoss:__init(opts)
   losses.setup(self, opts, { "weight" }, { "p", "margin" })

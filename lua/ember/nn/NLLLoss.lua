@@ -12,6 +12,8 @@ local Module = require "ember.nn.Module"
 local setup = require("ember.nn._loss").setup
 
 local NLLLoss = Module:extend("NLLLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+NLLLoss.SIGNATURE = { sizes = {}, options = { "weight", "size_average", "ignore_index", "reduce", "reduction" }, string_option = "reduction" }
 
 function NLLLoss:__init(opts) setup(self, opts, { "weight" }, { "ignore_index" }) end
 

@@ -7,4 +7,8 @@
 -- @classmod nn.NLLLoss2d
 local NLLLoss = require "ember.nn.NLLLoss"
 
-return NLLLoss:extend("NLLLoss2d")
+local NLLLoss2d = NLLLoss:extend("NLLLoss2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+NLLLoss2d.SIGNATURE = NLLLoss.SIGNATURE
+
+return NLLLoss2d

@@ -15,6 +15,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local PReLU = Module:extend("PReLU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+PReLU.SIGNATURE = { sizes = { "num_parameters" }, options = { "init" } }
 
 function PReLU:__init(num_parameters, opts)
   if type(num_parameters) == "table" and not ember.is_tensor(num_parameters) and opts == nil then

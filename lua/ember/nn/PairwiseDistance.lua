@@ -10,6 +10,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local PairwiseDistance = Module:extend("PairwiseDistance")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+PairwiseDistance.SIGNATURE = { sizes = {}, options = { "p", "eps", "keepdim" } }
 
 function PairwiseDistance:__init(...)
   local p, eps, keepdim = Module.keyword_args("nn.PairwiseDistance", { "p", "eps", "keepdim" }, ...)

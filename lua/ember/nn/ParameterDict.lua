@@ -90,7 +90,8 @@ function ParameterDict:update(params)
   return self
 end
 
-function ParameterDict:__init(params)
+function ParameterDict:__init(params, ...)
+  require("ember._errors").no_extra("nn.ParameterDict", { "parameters" }, 1, params, ...)
   if params ~= nil then self:update(params) end
 end
 

@@ -70,7 +70,8 @@ function ParameterList:__pairs()
   end, self, nil
 end
 
-function ParameterList:__init(params)
+function ParameterList:__init(params, ...)
+  require("ember._errors").no_extra("nn.ParameterList", { "values" }, 1, params, ...)
   if params == nil then return end
   if type(params) ~= "table" or Module.is_tensor(params) or Module.is_module(params) then
     error("ParameterList: expected a table of tensors, got "

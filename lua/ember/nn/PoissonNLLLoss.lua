@@ -9,6 +9,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local PoissonNLLLoss = Module:extend("PoissonNLLLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+PoissonNLLLoss.SIGNATURE = { sizes = {}, options = { "log_input", "full", "size_average", "eps", "reduce", "reduction" }, string_option = "reduction" }
 
 -- one option's check (the constructor's)
 local function check(what, v, ok, want)

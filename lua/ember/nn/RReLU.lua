@@ -10,6 +10,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local RReLU = Module:extend("RReLU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+RReLU.SIGNATURE = { sizes = {}, options = { "lower", "upper", "inplace" } }
 
 function RReLU:__init(...)
   local lower, upper = Module.keyword_args("nn.RReLU", { "lower", "upper", "inplace" }, ...)

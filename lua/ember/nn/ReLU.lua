@@ -5,6 +5,8 @@
 local Module = require "ember.nn.Module"
 
 local ReLU = Module:extend("ReLU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReLU.SIGNATURE = { sizes = {}, options = { "inplace" }, closed = true }
 
 --- max(x, 0).
 -- @tparam Tensor x

@@ -6,6 +6,8 @@
 local Hardtanh = require "ember.nn.Hardtanh"
 
 local ReLU6 = Hardtanh:extend("ReLU6")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReLU6.SIGNATURE = { sizes = {}, options = { "inplace" }, closed = true }
 
 function ReLU6:__init() Hardtanh.__init(self, 0, 6) end
 

@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ReflectionPad3d = Module:extend("ReflectionPad3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReflectionPad3d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ReflectionPad3d:__init(...)
   padding.setup(self, (padding.args("nn." .. self.__name, { "padding" }, ...)), false, 6)

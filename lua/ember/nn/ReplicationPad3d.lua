@@ -10,6 +10,8 @@ local Module = require "ember.nn.Module"
 local padding = require "ember.nn._padding"
 
 local ReplicationPad3d = Module:extend("ReplicationPad3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ReplicationPad3d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ReplicationPad3d:__init(...)
   padding.setup(self, (padding.args("nn." .. self.__name, { "padding" }, ...)), false, 6)

@@ -6,6 +6,8 @@
 local Module = require "ember.nn.Module"
 
 local SELU = Module:extend("SELU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+SELU.SIGNATURE = { sizes = {}, options = { "inplace" } }
 
 function SELU:__init(...)
   Module.keyword_args("nn.SELU", { "inplace" }, ...) -- torch's inplace: the result is a new tensor either way

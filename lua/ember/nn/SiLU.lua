@@ -9,6 +9,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local SiLU = Module:extend("SiLU")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+SiLU.SIGNATURE = { sizes = {}, options = { "inplace" }, closed = true }
 
 --- x * sigmoid(x).
 -- @tparam Tensor x a floating tensor of any shape

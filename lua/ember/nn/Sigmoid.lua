@@ -6,6 +6,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Sigmoid = Module:extend("Sigmoid")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Sigmoid.SIGNATURE = { sizes = {}, options = {} }
 
 --- sigmoid(x), elementwise.
 -- @tparam Tensor x

@@ -15,7 +15,8 @@ local Dropout = require "ember.nn.Dropout"
 
 local PE = Module:extend("SinusoidalPositionalEncoding")
 
-function PE:__init(d_model, opts)
+function PE:__init(d_model, opts, ...)
+  require("ember._errors").no_extra("nn.SinusoidalPositionalEncoding", { "d_model", "opts" }, 1, d_model, opts, ...)
   opts = Module.check_options("nn.SinusoidalPositionalEncoding", opts, { "max_len", "dropout", "dtype", "device" })
   if math.type(d_model) ~= "integer" or d_model < 1 then
     error("SinusoidalPositionalEncoding: d_model must be a positive integer, got " .. tostring(d_model), 2)

@@ -7,6 +7,8 @@ local Module = require "ember.nn.Module"
 local setup = require("ember.nn._loss").setup
 
 local SmoothL1Loss = Module:extend("SmoothL1Loss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+SmoothL1Loss.SIGNATURE = { sizes = {}, options = { "size_average", "reduce", "reduction", "beta" }, string_option = "reduction" }
 
 function SmoothL1Loss:__init(opts) setup(self, opts, nil, { "beta" }) end
 

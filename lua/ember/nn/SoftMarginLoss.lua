@@ -7,6 +7,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local SoftMarginLoss = Module:extend("SoftMarginLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+SoftMarginLoss.SIGNATURE = { sizes = {}, options = { "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function SoftMarginLoss:__init(opts)
   losses.setup(self, opts)

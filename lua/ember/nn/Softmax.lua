@@ -7,6 +7,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Softmax = Module:extend("Softmax")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Softmax.SIGNATURE = { sizes = {}, options = { "dim" } }
 
 function Softmax:__init(...)
   local dim = Module.keyword_args("nn." .. self.__name, { "dim" }, ...)

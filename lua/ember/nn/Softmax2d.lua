@@ -8,6 +8,8 @@ local Module = require "ember.nn.Module"
 local errors = require "ember._errors"
 
 local Softmax2d = Module:extend("Softmax2d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Softmax2d.SIGNATURE = { sizes = {}, options = {} }
 
 --- softmax along the channel dim (-3).
 -- @tparam Tensor x [N, C, H, W] or [C, H, W]

@@ -6,6 +6,8 @@ local Module = require "ember.nn.Module"
 local Softmax = require "ember.nn.Softmax"
 
 local Softmin = Softmax:extend("Softmin")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Softmin.SIGNATURE = { sizes = {}, options = { "dim" } }
 
 --- softmax(-x) along self.dim.
 -- @tparam Tensor x

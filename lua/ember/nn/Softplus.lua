@@ -8,10 +8,10 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Softplus = Module:extend("Softplus")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Softplus.SIGNATURE = { sizes = {}, options = { "beta", "threshold" } }
 
 function Softplus:__init(...)
-  if select("#", ...) > 2 then error(("nn.Softplus: expected at most 2 arguments (beta, threshold), got %d"):format(
-    select("#", ...)), 3) end
   local beta, threshold = Module.keyword_args("nn.Softplus", { "beta", "threshold" }, ...)
   self.beta, self.threshold = beta or 1, threshold or 20
   if type(self.beta) ~= "number" or not (self.beta > 0) then

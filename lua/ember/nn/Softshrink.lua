@@ -7,6 +7,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local Softshrink = Module:extend("Softshrink")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Softshrink.SIGNATURE = { sizes = {}, options = { "lambd" } }
 
 function Softshrink:__init(...)
   local lambd = Module.keyword_args("nn.Softshrink", { "lambd" }, ...)

@@ -7,6 +7,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Softsign = Module:extend("Softsign")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Softsign.SIGNATURE = { sizes = {}, options = {} }
 
 --- x / (1 + |x|).
 -- @tparam Tensor x

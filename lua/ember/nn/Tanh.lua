@@ -6,6 +6,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Tanh = Module:extend("Tanh")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Tanh.SIGNATURE = { sizes = {}, options = {} }
 
 --- tanh(x), elementwise.
 -- @tparam Tensor x

@@ -5,6 +5,8 @@
 local Module = require "ember.nn.Module"
 
 local Tanhshrink = Module:extend("Tanhshrink")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Tanhshrink.SIGNATURE = { sizes = {}, options = {} }
 
 --- x - tanh(x).
 -- @tparam Tensor x

@@ -7,6 +7,8 @@ local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 
 local Threshold = Module:extend("Threshold")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Threshold.SIGNATURE = { sizes = { "threshold", "value" }, options = { "inplace" }, closed = true }
 
 function Threshold:__init(...)
   local threshold, value = Module.keyword_args("nn.Threshold", { "threshold", "value", "inplace" }, ...)

@@ -21,10 +21,13 @@ local attn_opts = require "ember.nn._attn_opts"
 
 local Decoder = Module:extend("TransformerDecoder")
 
-function Decoder:__init(d_model, heads, num_layers, opts)
-  if Module.is_module(d_model) then -- PyTorch's (layer, num_layers [, norm])
+function Decoder:__init(d_model, heads, num_layers, opts, ...)
+  if Module.is_module(d_model) then
+    -- torch's enable_nested_tensor and mask_check (an encoder's) are accepted and ignored, as by name
+    errors.no_extra("nn.TransformerDecoder", { "decoder_layer", "num_layers", "norm" }, 1, d_model, heads, num_layers, opts, ...) -- PyTorch's (layer, num_layers [, norm])
     return attn_opts.stack_from_layer(self, "nn.TransformerDecoder", DecoderLayer, d_model, heads, num_layers)
   end
+  errors.no_extra("nn.TransformerDecoder", { "d_model", "heads", "num_layers", "opts" }, 1, d_model, heads, num_layers, opts, ...)
   opts = attn_opts.check_layer_options("nn.TransformerDecoder", opts, DecoderLayer.OPTIONS, { "final_norm" })
   local layer_opts = {}
   for k, v in pairs(opts) do if k ~= "final_norm" then layer_opts[k] = v end end

@@ -21,10 +21,13 @@ local attn_opts = require "ember.nn._attn_opts"
 
 local Encoder = Module:extend("TransformerEncoder")
 
-function Encoder:__init(d_model, heads, num_layers, opts)
-  if Module.is_module(d_model) then -- PyTorch's (layer, num_layers [, norm])
+function Encoder:__init(d_model, heads, num_layers, opts, ...)
+  if Module.is_module(d_model) then
+    -- torch's enable_nested_tensor and mask_check (an encoder's) are accepted and ignored, as by name
+    errors.no_extra("nn.TransformerEncoder", { "encoder_layer", "num_layers", "norm", "enable_nested_tensor", "mask_check" }, 1, d_model, heads, num_layers, opts, ...) -- PyTorch's (layer, num_layers [, norm])
     return attn_opts.stack_from_layer(self, "nn.TransformerEncoder", EncoderLayer, d_model, heads, num_layers)
   end
+  errors.no_extra("nn.TransformerEncoder", { "d_model", "heads", "num_layers", "opts" }, 1, d_model, heads, num_layers, opts, ...)
   opts = attn_opts.check_layer_options("nn.TransformerEncoder", opts, EncoderLayer.OPTIONS, { "final_norm" })
   local layer_opts = {}
   for k, v in pairs(opts) do if k ~= "final_norm" then layer_opts[k] = v end end

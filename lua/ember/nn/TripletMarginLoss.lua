@@ -15,6 +15,8 @@ local losses = require "ember.nn._loss"
 local PairwiseDistance = require "ember.nn.PairwiseDistance"
 
 local TripletMarginLoss = Module:extend("TripletMarginLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+TripletMarginLoss.SIGNATURE = { sizes = {}, options = { "margin", "p", "eps", "swap", "size_average", "reduce", "reduction" }, string_option = "reduction" }
 
 function TripletMarginLoss:__init(opts)
   opts = losses.setup(self, opts, nil, { "margin", "p", "eps" }, nil, { "swap" })

@@ -11,6 +11,8 @@ local Module = require "ember.nn.Module"
 local losses = require "ember.nn._loss"
 
 local TripletMarginWithDistanceLoss = Module:extend("TripletMarginWithDistanceLoss")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+TripletMarginWithDistanceLoss.SIGNATURE = { sizes = {}, options = { "distance_function", "margin", "swap", "reduction" }, string_option = "reduction" }
 
 -- one option's check (the constructor's)
 local function check(what, v, ok, want)

@@ -12,6 +12,8 @@ local ember = require "ember.nn._ember"
 local Module = require "ember.nn.Module"
 
 local Unflatten = Module:extend("Unflatten")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+Unflatten.SIGNATURE = { sizes = { "dim", "unflattened_size" }, options = {} }
 
 function Unflatten:__init(...)
   local dim, sizes = Module.keyword_args("nn.Unflatten", { "dim", "unflattened_size" }, ...)

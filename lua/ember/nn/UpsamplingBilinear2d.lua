@@ -9,9 +9,12 @@ local Upsample = require "ember.nn.Upsample"
 local UpsamplingBilinear2d = Upsample:extend("UpsamplingBilinear2d")
 
 function UpsamplingBilinear2d:__init(...)
+  require("ember._errors").no_extra("nn.UpsamplingBilinear2d", { "size", "scale_factor" }, 1, ...)
   local size, scale_factor = ...
   if select("#", ...) == 1 and type(size) == "table" and size[1] == nil then -- {size =, scale_factor =}
     size, scale_factor = Module.keyword_args("nn.UpsamplingBilinear2d", { "size", "scale_factor" }, ...)
+  elseif type(scale_factor) == "table" and getmetatable(scale_factor) == nil and scale_factor[1] == nil then
+    scale_factor = Module.check_options("nn.UpsamplingBilinear2d", scale_factor, { "scale_factor" }).scale_factor -- (size, {scale_factor =})
   end
   Upsample.__init(self, { size = size, scale_factor = scale_factor, mode = "bilinear", align_corners = true })
 end

@@ -8,6 +8,8 @@ local ConstantPad1d = require "ember.nn.ConstantPad1d"
 local padding = require "ember.nn._padding"
 
 local ZeroPad1d = ConstantPad1d:extend("ZeroPad1d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ZeroPad1d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ZeroPad1d:__init(...)
   ConstantPad1d.__init(self, (padding.args("nn." .. self.__name, { "padding" }, ...)), 0)

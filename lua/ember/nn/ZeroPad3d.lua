@@ -8,6 +8,8 @@ local ConstantPad3d = require "ember.nn.ConstantPad3d"
 local padding = require "ember.nn._padding"
 
 local ZeroPad3d = ConstantPad3d:extend("ZeroPad3d")
+-- PyTorch's positional order and the table of names (nn/_module_args.lua)
+ZeroPad3d.SIGNATURE = { sizes = { "padding" }, options = {} }
 
 function ZeroPad3d:__init(...)
   ConstantPad3d.__init(self, (padding.args("nn." .. self.__name, { "padding" }, ...)), 0)

@@ -456,7 +456,7 @@ function M.extra_repr(self, nd)
   for i = 1, nd do if self.dilation[i] ~= 1 then one = false end end
   if not one then s = s .. ", dilation=" .. t(self.dilation) end
   if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
-  if not self.bias then s = s .. ", bias=False" end
+  if not self.bias then s = s .. ", bias=false" end
   if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
   return s
 end

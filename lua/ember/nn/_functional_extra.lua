@@ -188,9 +188,10 @@ function M.logsigmoid(x)
   return -ember.softplus(-x)
 end
 
-function M.softmin(x, ...)
+function M.softmin(x, dim, opts, ...)
   check_tensor("nn.functional.softmin", "input", x, true)
-  return ember.softmax(-x, ...)
+  require("ember._errors").no_extra("nn.functional.softmin", { "dim", "opts" }, 2, dim, opts, ...)
+  return ember.softmax(-x, dim, opts)
 end
 
 local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946

@@ -38,9 +38,22 @@ function M.describe(v)
   return ember.is_tensor(v) and errors.shape_str(v) or type(v)
 end
 
+-- torch's size_average and reduce, deprecated there in favour of reduction: refused saying what to
+-- write (the losses' modules and nn.functional's). `position` is the argument's number, if by position.
+function M.deprecated_reduction(who, k, position)
+  errors.raise("%s: %s is torch's %s, deprecated: give reduction (\"mean\", \"sum\" or \"none\") instead, as "
+    .. "{reduction = ...} or by position after size_average and reduce", who,
+    position and ("argument " .. position) or "the option " .. k, k)
+end
+
 function M.setup(self, opts, buffers, numbers, reductions, others)
   if opts == nil then opts = {} end -- not `opts or {}`: a false (PyTorch's positional log_input=False) is refused
   if type(opts) == "string" then opts = { reduction = opts } end
+  if type(opts) == "table" then
+    for _, k in ipairs { "size_average", "reduce" } do
+      if opts[k] ~= nil then M.deprecated_reduction("nn." .. self.__name, k) end
+    end
+  end
   -- every option a loss reads is named here, so a misspelt one is an error
   opts = require("ember.nn.Module").check_options("nn." .. self.__name, opts, { "reduction" }, buffers or {},
     numbers or {}, others or {})

@@ -21,7 +21,17 @@
 -- {2, 1}); the last argument is the options table when it is a table with
 -- names (or empty). An option given both ways or too many arguments is an
 -- error naming the class at the user's line (a size left out of the table
--- of names is nil, as left out positionally: __init checks it). `require(this)` gives the function `normalize(cls, ...)`.
+-- of names is nil, as left out positionally: __init checks it).
+--
+-- Every class of torch's takes one, so that no argument is dropped without
+-- a word: `options = {}` for one that takes none (nn.Tanh(true) is an
+-- error), `closed = true` where nothing else reads the options (nn.ReLU's
+-- only one is inplace: {inplace = true, implace = 1} names implace), and
+-- `string_option = "reduction"` where a lone string is that option (the
+-- losses' nn.MSELoss("sum")). torch's `inplace`, where the class has it, is
+-- accepted and ignored (a module's result is a new tensor either way), and
+-- must be a boolean (nn.ReLU(5) is an error). `require(this)` gives the
+-- function `normalize(cls, ...)`.
 local errors = require "ember._errors"
 
 local function is_plain_table(v)
@@ -38,6 +48,23 @@ local function copy(t)
   local out = {}
   for k, v in pairs(t) do out[k] = v end
   return out
+end
+
+-- The options every class checks the same way: torch's inplace a boolean,
+-- and, for a closed class, no other name than its SIGNATURE's.
+local function check_options(cls, sig, opts)
+  if type(opts) ~= "table" then return end
+  for k, v in pairs(opts) do
+    local known = false
+    for _, name in ipairs(sig.options) do known = known or name == k end
+    if known and k == "inplace" and type(v) ~= "boolean" then
+      errors.raise("%s: inplace must be true or false, got %s (torch's inplace: accepted and ignored, "
+        .. "the result is a new tensor either way)", cls.__name, tostring(v))
+    end
+    if not known and sig.closed then
+      errors.raise("%s: unknown option '%s' (options: %s)", cls.__name, tostring(k), table.concat(sig.options, ", "))
+    end
+  end
 end
 
 -- The table-of-names form: sizes by name, everything else an option.
@@ -59,6 +86,7 @@ local function from_names(cls, sig, named)
       table.concat(sig.sizes, ", "))
   end
   out[#sig.sizes + 1] = opts
+  check_options(cls, sig, opts)
   return table.unpack(out, 1, #sig.sizes + 1)
 end
 
@@ -85,6 +113,7 @@ local function from_positions(cls, sig, n, ...)
   for i = nsizes + 1, upto do
     local name = sig.options[i - nsizes]
     if name == nil then
+      if #sig.sizes + #sig.options == 0 then errors.no_extra(cls.__name, {}, 1, ...) end
       local names = { table.unpack(sig.sizes) }
       table.move(sig.options, 1, #sig.options, #names + 1, names)
       errors.raise("%s: takes at most %d arguments before the options table (%s), got %d", cls.__name,
@@ -98,6 +127,7 @@ local function from_positions(cls, sig, n, ...)
       opts[name] = v
     end
   end
+  check_options(cls, sig, opts)
   local out = table.pack(...)
   out[nsizes + 1] = opts
   return table.unpack(out, 1, nsizes + 1)
@@ -107,6 +137,9 @@ return function(cls, ...)
   local sig = rawget(cls, "SIGNATURE")
   if not sig then return ... end
   local n, nsizes = select("#", ...), #sig.sizes
+  if n == 1 and nsizes == 0 and sig.string_option and type((...)) == "string" then -- nn.MSELoss("sum")
+    return { [sig.string_option] = (...) }
+  end
   if n == 1 and names_sizes(sig, (...)) then return from_names(cls, sig, (...)) end
   -- ember's own form (sizes, then at most an options table or nothing)
   if n <= nsizes or (n == nsizes + 1 and (select(n, ...) == nil or is_options(select(n, ...)))) then
@@ -114,6 +147,7 @@ return function(cls, ...)
     if last and #sig.options == 0 and next(last) ~= nil then -- a class without options
       errors.raise("%s: unknown option '%s' (it takes none)", cls.__name, tostring(next(last)))
     end
+    check_options(cls, sig, last)
     return ...
   end
   return from_positions(cls, sig, n, ...)

@@ -34,6 +34,8 @@
 -- @module nn.functional
 local ember = require "ember.nn._ember"
 local impl = require "ember.nn._functional_impl"
+-- arguments past a function's own are an error naming it (they were dropped without a word)
+local no_extra = require("ember._errors").no_extra
 
 local F = {}
 
@@ -65,8 +67,7 @@ local function loss_args(who, names, ...)
   for i, k in ipairs(names) do
     local v = o[k]
     if v ~= nil and (k == "size_average" or k == "reduce") then
-      require("ember._errors").raise("%s: argument %d is torch's %s, deprecated: give reduction (\"mean\", \"sum\" or "
-        .. "\"none\") instead, as {reduction = ...} or by position after size_average and reduce", who, i + 2, k)
+      require("ember.nn._loss").deprecated_reduction(who, k, i + 2)
     end
     if v ~= nil and (k == "weight" or k == "pos_weight") and not ember.is_tensor(v) then
       require("ember._errors").raise("%s: options must be a table ({%s = ...}), and %s (argument %d by position) a tensor, "
@@ -273,7 +274,10 @@ function F.max_unpool1d(x, indices, kernel_size, ...) return impl.max_unpool1d(x
 -- @treturn Tensor [N, C, oh, ow]
 -- @usage local F = ember.nn.functional
 -- print(F.adaptive_avg_pool2d(ember.randn(2, 8, 7, 5), 1).shape)   --> ember.Size{2, 8, 1, 1}
-function F.adaptive_avg_pool2d(x, output_size) return impl.adaptive_avg_pool2d(x, output_size) end
+function F.adaptive_avg_pool2d(x, output_size, ...)
+  no_extra("nn.functional.adaptive_avg_pool2d", { "output_size" }, 2, output_size, ...)
+  return impl.adaptive_avg_pool2d(x, output_size)
+end
 
 --- Adaptive 2-d max pooling, as torch.nn.functional.adaptive_max_pool2d.
 -- nn.AdaptiveMaxPool2d's forward is this. With return_indices, also where
@@ -294,7 +298,10 @@ function F.adaptive_max_pool2d(x, output_size, ...) return impl.adaptive_max_poo
 -- @treturn Tensor [N, C, output_size]
 -- @usage local F = ember.nn.functional
 -- print(F.adaptive_avg_pool1d(ember.tensor{{{1, 2, 3, 4}}}, 2))   --> tensor([[[1.5000, 3.5000]]], shape=[1, 1, 2], dtype=float32, device=cpu)
-function F.adaptive_avg_pool1d(x, output_size) return impl.adaptive_avg_pool1d(x, output_size) end
+function F.adaptive_avg_pool1d(x, output_size, ...)
+  no_extra("nn.functional.adaptive_avg_pool1d", { "output_size" }, 2, output_size, ...)
+  return impl.adaptive_avg_pool1d(x, output_size)
+end
 
 --- Adaptive 1-d max pooling, as torch.nn.functional.adaptive_max_pool1d.
 -- With return_indices, also the 1-based positions of the maxima (int64).
@@ -497,7 +504,10 @@ function F.embedding(ids, weight, ...) return impl.embedding(ids, weight, ...) e
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.one_hot(ember.tensor({3, 1}, {dtype = "int64"})))   --> tensor([[0, 0, 1], [1, 0, 0]], shape=[2, 3], dtype=int64, device=cpu)
-function F.one_hot(labels, num_classes) return impl.one_hot(labels, num_classes) end
+function F.one_hot(labels, num_classes, ...)
+  no_extra("nn.functional.one_hot", { "num_classes" }, 2, num_classes, ...)
+  return impl.one_hot(labels, num_classes)
+end
 
 --- Mean squared error, as torch.nn.functional.mse_loss: `F.mse_loss(input,
 -- target [, reduction])`, reduction "mean" (default), "sum" or "none", by
@@ -542,7 +552,10 @@ end
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.softsign(ember.tensor{-3, 1}))   --> tensor([-0.7500,  0.5000], shape=[2], dtype=float32, device=cpu)
-function F.softsign(x) return impl.softsign(x) end
+function F.softsign(x, ...)
+  no_extra("nn.functional.softsign", {}, 2, ...)
+  return impl.softsign(x)
+end
 
 --- x where x > 0, weight * x elsewhere, as torch.nn.functional.prelu
 -- (nn.PReLU's forward): weight has one value, or C values for the
@@ -552,7 +565,10 @@ function F.softsign(x) return impl.softsign(x) end
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.prelu(ember.tensor{-2, 3}, ember.tensor{0.25}))   --> tensor([-0.5000,  3.0000], shape=[2], dtype=float32, device=cpu)
-function F.prelu(x, weight) return impl.prelu(x, weight) end
+function F.prelu(x, weight, ...)
+  no_extra("nn.functional.prelu", { "weight" }, 2, weight, ...)
+  return impl.prelu(x, weight)
+end
 
 --- Channel dropout, as torch.nn.functional.dropout2d: `F.dropout2d(x [, p=0.5,
 -- training=true, inplace=false])` (or an options table): each channel of [N, C, H, W]
@@ -573,7 +589,10 @@ function F.dropout2d(x, ...) return impl.dropout2d(x, ...) end
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.pixel_shuffle(ember.randn(1, 8, 3, 3), 2).shape)   --> ember.Size{1, 2, 6, 6}
-function F.pixel_shuffle(x, upscale_factor) return impl.pixel_shuffle(x, upscale_factor) end
+function F.pixel_shuffle(x, upscale_factor, ...)
+  no_extra("nn.functional.pixel_shuffle", { "upscale_factor" }, 2, upscale_factor, ...)
+  return impl.pixel_shuffle(x, upscale_factor)
+end
 
 --- [*, C, H r, W r] -> [*, C r^2, H, W], as torch.nn.functional.pixel_unshuffle (nn.PixelUnshuffle's forward).
 -- @tparam Tensor x
@@ -581,7 +600,10 @@ function F.pixel_shuffle(x, upscale_factor) return impl.pixel_shuffle(x, upscale
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.pixel_unshuffle(ember.randn(1, 2, 6, 6), 2).shape)   --> ember.Size{1, 8, 3, 3}
-function F.pixel_unshuffle(x, downscale_factor) return impl.pixel_unshuffle(x, downscale_factor) end
+function F.pixel_unshuffle(x, downscale_factor, ...)
+  no_extra("nn.functional.pixel_unshuffle", { "downscale_factor" }, 2, downscale_factor, ...)
+  return impl.pixel_unshuffle(x, downscale_factor)
+end
 
 --- ||x1 - x2 + eps||_p over the last dim, as torch.nn.functional.pairwise_distance:
 -- `F.pairwise_distance(x1, x2 [, p=2, eps=1e-6, keepdim=false])` or an
@@ -633,14 +655,20 @@ function F.margin_ranking_loss(x1, x2, y, ...) return impl.margin_ranking_loss(x
 -- @treturn Tensor [..., O]
 -- @usage local F = ember.nn.functional
 -- print(F.bilinear(ember.randn(4, 2), ember.randn(4, 3), ember.randn(5, 2, 3)).shape)   --> ember.Size{4, 5}
-function F.bilinear(x1, x2, weight, bias) return impl.bilinear(x1, x2, weight, bias) end
+function F.bilinear(x1, x2, weight, bias, ...)
+  no_extra("nn.functional.bilinear", { "bias" }, 4, bias, ...)
+  return impl.bilinear(x1, x2, weight, bias)
+end
 
 --- log(sigmoid(x)) = -softplus(-x), as torch.nn.functional.logsigmoid (stable for large |x|).
 -- @tparam Tensor x
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.logsigmoid(ember.tensor{0, -100}))   --> tensor([  -0.6931, -100.0000], shape=[2], dtype=float32, device=cpu)
-function F.logsigmoid(x) return impl.logsigmoid(x) end
+function F.logsigmoid(x, ...)
+  no_extra("nn.functional.logsigmoid", {}, 2, ...)
+  return impl.logsigmoid(x)
+end
 
 --- softmax(-x) along a dim, as torch.nn.functional.softmin: `F.softmin(x, dim)`
 -- (ember.softmax's arguments: a dim is required, `{dim =, dtype =}` too).
@@ -673,7 +701,10 @@ function F.celu(x, ...) return impl.celu(x, ...) end
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.tanhshrink(ember.tensor{0}):item())   --> 0.0
-function F.tanhshrink(x) return impl.tanhshrink(x) end
+function F.tanhshrink(x, ...)
+  no_extra("nn.functional.tanhshrink", {}, 2, ...)
+  return impl.tanhshrink(x)
+end
 
 --- x where x > threshold, value elsewhere, as torch.nn.functional.threshold: `F.threshold(x, threshold, value [, inplace=false])`.
 -- @tparam Tensor x
@@ -683,7 +714,10 @@ function F.tanhshrink(x) return impl.tanhshrink(x) end
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.threshold(ember.tensor{1, 3}, 2, -1))   --> tensor([-1.0000, 3.0000], shape=[2], dtype=float32, device=cpu)
-function F.threshold(x, threshold, value, inplace) return impl.threshold(x, threshold, value, inplace) end
+function F.threshold(x, threshold, value, inplace, ...)
+  no_extra("nn.functional.threshold", { "threshold", "value", "inplace" }, 2, threshold, value, inplace, ...)
+  return impl.threshold(x, threshold, value, inplace)
+end
 
 --- x where |x| > lambd, 0 elsewhere, as torch.nn.functional.hardshrink: `F.hardshrink(x [, lambd=0.5])` (or {lambd =}).
 -- @tparam Tensor x
@@ -928,7 +962,10 @@ function F.feature_alpha_dropout(x, ...) return impl.feature_alpha_dropout(x, ..
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.channel_shuffle(ember.arange(4):view(1, 4, 1), 2):view(-1))   --> tensor([0.0000, 2.0000, 1.0000, 3.0000], shape=[4], dtype=float32, device=cpu)
-function F.channel_shuffle(x, groups) return impl.channel_shuffle(x, groups) end
+function F.channel_shuffle(x, groups, ...)
+  no_extra("nn.functional.channel_shuffle", { "groups" }, 2, groups, ...)
+  return impl.channel_shuffle(x, groups)
+end
 
 --- The p-norm distance between every two rows of x [N, M] (i < j, row
 -- by row), as torch.nn.functional.pdist: `F.pdist(x [, p=2])`, [N (N - 1) / 2].
@@ -1143,7 +1180,10 @@ function F.avg_pool3d(x, kernel_size, ...) return impl.avg_pool3d(x, kernel_size
 -- @treturn Tensor
 -- @usage local F = ember.nn.functional
 -- print(F.adaptive_avg_pool3d(ember.randn(2, 3, 5, 7, 9), 1).shape)   --> ember.Size{2, 3, 1, 1, 1}
-function F.adaptive_avg_pool3d(x, output_size) return impl.adaptive_avg_pool3d(x, output_size) end
+function F.adaptive_avg_pool3d(x, output_size, ...)
+  no_extra("nn.functional.adaptive_avg_pool3d", { "output_size" }, 2, output_size, ...)
+  return impl.adaptive_avg_pool3d(x, output_size)
+end
 
 --- Adaptive 3-d max pooling, as torch.nn.functional.adaptive_max_pool3d. With return_indices,
 -- also where each max is: int64, 1-based flat indices into each input volume of D * H * W.
@@ -1195,7 +1235,10 @@ end
 -- local x = ember.tensor{-1, 2}
 -- F.relu_(x)
 -- print(x)   --> tensor([0.0000, 2.0000], shape=[2], dtype=float32, device=cpu)
-function F.relu_(x) return impl.relu_(x) end
+function F.relu_(x, ...)
+  no_extra("nn.functional.relu_", {}, 2, ...)
+  return impl.relu_(x)
+end
 
 --- elu in place (torch.nn.functional.elu_): `F.elu_(x [, alpha])`.
 -- @tparam Tensor x
@@ -1226,7 +1269,10 @@ function F.hardtanh_(x, ...) return impl.hardtanh_(x, ...) end
 -- @treturn Tensor x
 -- @usage local F = ember.nn.functional
 -- print(F.selu_(ember.tensor{0}):item())   --> 0.0
-function F.selu_(x) return impl.selu_(x) end
+function F.selu_(x, ...)
+  no_extra("nn.functional.selu_", {}, 2, ...)
+  return impl.selu_(x)
+end
 
 --- celu in place (torch.nn.functional.celu_): `F.celu_(x [, alpha])`.
 -- @tparam Tensor x
@@ -1243,7 +1289,10 @@ function F.celu_(x, ...) return impl.celu_(x, ...) end
 -- @treturn Tensor x
 -- @usage local F = ember.nn.functional
 -- print(F.threshold_(ember.tensor{1}, 2, 0):item())   --> 0.0
-function F.threshold_(x, threshold, value) return impl.threshold_(x, threshold, value) end
+function F.threshold_(x, threshold, value, ...)
+  no_extra("nn.functional.threshold_", { "threshold", "value" }, 2, threshold, value, ...)
+  return impl.threshold_(x, threshold, value)
+end
 
 --- rrelu in place (torch.nn.functional.rrelu_): `F.rrelu_(x [, lower, upper, training])`.
 -- @tparam Tensor x
