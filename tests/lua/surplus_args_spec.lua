@@ -23,7 +23,8 @@ describe("surplus arguments to C methods", function()
       raises_here(function() local _ = x[m](x, x, 2) end,
         ("ember.%s: takes at most 1 argument besides the tensor (other), got 2 (argument 3 is a number)"):format(m))
     end
-    raises_here(function() local _ = x:add(x, nil, 3) end, "ember.add: takes at most 1 argument besides the tensor (other), got 3")
+    raises_here(function() local _ = x:add(x, nil, 3) end,
+      "ember.add: takes at most 2 arguments besides the tensor (other, alpha), got 3 (argument 4 is a number)")
     raises_here(function() local _ = ember.ones(1):item(1) end, "ember.item: takes no arguments besides the tensor, got 1 more")
     assert.equals(ember.tensor({ 4, 8 }), ember.tensor({ 1, 2 }):add(ember.tensor({ 1, 2 }), 3)) -- add's alpha
     assert.equals(ember.tensor({ 2, 4 }), ember.tensor({ 1, 2 }) * 2) -- the metamethods
