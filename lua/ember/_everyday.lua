@@ -469,7 +469,8 @@ end, true)
 -- x:softmax(dim [, {dtype =}]), x:softmax{dim =, dtype =} and log_softmax:
 -- torch's dim= and dtype= (a dtype converts x first); the C ops otherwise.
 local function with_dtype(op, c_op)
-  return function(x, dim, opts)
+  return function(x, dim, opts, ...)
+    require("ember._errors").no_extra("ember." .. op, { "dim", "options" }, 2, dim, opts, ...)
     x, dim = helpers.dim_and_dtype(op, x, dim, opts)
     return c_op(x, dim)
   end

@@ -50,6 +50,15 @@ describe("surplus arguments to C methods", function()
     assert.equals(ember.Size { 2, 2 }, x:narrow(2, 2, 2, nil).shape)
   end)
 
+  it("softmax and log_softmax take a dim and their options, no more (F.softmax is ember.softmax)", function()
+    local F = require "ember.nn.functional"
+    raises_here(function() local _ = F.softmax(x, -1, nil, 5) end,
+      "ember.softmax: takes at most 2 arguments besides the tensor (dim, options), got 3 (argument 4 is a number)")
+    raises_here(function() local _ = x:log_softmax(2, { dtype = "float64" }, true) end,
+      "ember.log_softmax: takes at most 2 arguments besides the tensor (dim, options), got 3 (argument 4 is a boolean)")
+    assert.equals("float64", x:log_softmax(2, { dtype = "float64" }, nil).dtype)
+  end)
+
   it("what they do take still works, trailing nils too", function()
     assert.equals(ember.Size { 3, 2 }, x:t(nil).shape)
     assert.equals(21, x:sum(nil, nil, nil):item())
