@@ -607,6 +607,18 @@ static int f_noextra(lua_State *L) {
   return 0;
 }
 
+/* core._noextra_message(who, besides, nnames, what, got, at, kind): the
+** message lember_noextra raises, for Lua's errors.no_extra to raise at the
+** user's line. */
+static int f_noextra_message(lua_State *L) {
+  char msg[320];
+  lember_noextra_message(msg, sizeof msg, luaL_checkstring(L, 1), luaL_checkstring(L, 2),
+                         (int)luaL_checkinteger(L, 3), luaL_optstring(L, 4, NULL), (int)luaL_checkinteger(L, 5),
+                         (int)luaL_checkinteger(L, 6), luaL_checkstring(L, 7));
+  lua_pushstring(L, msg);
+  return 1;
+}
+
 static int f_is_tensor(lua_State *L) {
   lua_pushboolean(L, lember_istensor(L, 1));
   return 1;
@@ -657,6 +669,8 @@ void lember_open_tensor(lua_State *L, int module, int methods_idx, int mt) {
   lua_setfield(L, module, "is_tensor");
   lua_pushcfunction(L, f_noextra);
   lua_setfield(L, module, "_noextra");
+  lua_pushcfunction(L, f_noextra_message);
+  lua_setfield(L, module, "_noextra_message");
   lua_pushcfunction(L, lember_set_printoptions);
   lua_setfield(L, module, "set_printoptions");
   lua_pushvalue(L, methods_idx);

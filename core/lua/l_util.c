@@ -29,15 +29,25 @@ int lember_error(lua_State *L, const char *op, em_status s) {
   return raise_message(L, op, em_error_message(), s);
 }
 
+void lember_noextra_message(char *buf, size_t n, const char *who, const char *besides, int nnames,
+                            const char *what, int got, int at, const char *kind) {
+  if (!what || nnames == 0)
+    snprintf(buf, n, "%s: takes no arguments%s, got %d more (argument %d is a %s)", who, besides, got, at, kind);
+  else
+    snprintf(buf, n, "%s: takes at most %d argument%s%s (%s), got %d (argument %d is a %s)", who, nnames,
+             nnames == 1 ? "" : "s", besides, what, got, at, kind);
+}
+
 void lember_noextra(lua_State *L, int n, const char *op, const char *what) {
   int top = lua_gettop(L);
   while (top > n && lua_isnil(L, top)) top--;
   if (top <= n) return;
-  if (!what)
-    luaL_error(L, "ember.%s: takes no arguments besides the tensor, got %d more (argument %d is a %s)", op,
-               top - n, n + 1, luaL_typename(L, n + 1));
-  luaL_error(L, "ember.%s: takes at most %d argument%s besides the tensor (%s), got %d (argument %d is a %s)", op,
-             n - 1, n == 2 ? "" : "s", what, top - 1, n + 1, luaL_typename(L, n + 1));
+  char who[80], msg[320];
+  snprintf(who, sizeof who, "ember.%s", op);
+  /* without `what` the count is of the extra arguments, else of all past the tensor */
+  lember_noextra_message(msg, sizeof msg, who, " besides the tensor", what ? n - 1 : 0, what,
+                         what ? top - 1 : top - n, n + 1, luaL_typename(L, n + 1));
+  luaL_error(L, "%s", msg);
 }
 
 void lember_noextra_after(lua_State *L, int next, const char *op, const char *what) {

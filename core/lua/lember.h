@@ -81,6 +81,12 @@ int64_t lember_checkint(lua_State *L, int idx, const char *op, const char *what)
 ** not arguments silently dropped. what names the arguments op takes after
 ** the tensor ("dim, keepdim"), NULL for none. */
 void lember_noextra(lua_State *L, int n, const char *op, const char *what);
+/* That message, the one wording of it (Lua's errors.no_extra formats
+** through it as core._noextra_message): who ("ember.exp", "nn.Tanh")
+** takes `nnames` arguments `what` (NULL: none) besides `besides` ("" or
+** " besides the tensor"), and got `got`, argument `at` being a `kind`. */
+void lember_noextra_message(char *buf, size_t n, const char *who, const char *besides, int nnames,
+                            const char *what, int got, int at, const char *kind);
 /* The same after a shape or dims list that ended before `next` (see
 ** lember_checkshape): "ember.view: expected the shape as numbers or one
 ** table, got a string after it (argument 4)"; what is "the shape". */

@@ -83,19 +83,26 @@ set("multinomial", function(probs, n, opts, more)
   return probs:dim() == 1 and out:view(-1) or out
 end, true)
 
--- ember.bernoulli(p): 1 with probability p, elementwise (torch.bernoulli),
--- in p's dtype; p in [0, 1]. ember.bernoulli(x, q) / x:bernoulli(q), q a
--- number: draws of probability q shaped like x, in x's dtype (torch's).
-set("bernoulli", function(p, q, ...)
-  if select("#", ...) > 0 then core._noextra("bernoulli", "p", 2, p, q, ...) end
+-- ember.bernoulli(p [, {generator =}]): 1 with probability p, elementwise
+-- (torch.bernoulli), in p's dtype; p in [0, 1]. ember.bernoulli(x, q [, opts])
+-- / x:bernoulli(q), q a number: draws of probability q shaped like x, in
+-- x's dtype (torch's).
+set("bernoulli", function(p, q, opts, ...)
+  if type(q) == "table" and not core.is_tensor(q) then q, opts = nil, q end -- bernoulli(p, {generator = g})
+  if select("#", ...) > 0 then core._noextra("bernoulli", "p, options", 3, p, q, opts, ...) end
   check_tensor("bernoulli", p)
+  if opts ~= nil and type(opts) ~= "table" then fail("bernoulli", "options must be a table, got %s", type(opts)) end
+  for k in pairs(opts or {}) do
+    if k ~= "generator" then fail("bernoulli", "unknown option '%s' (it takes generator)", tostring(k)) end
+  end
   local float = p:is_floating_point() and p.dtype ~= "bfloat16" and p.dtype or "float32"
+  local ro = { dtype = float, device = p.device, generator = opts and opts.generator }
   if q ~= nil then
     if type(q) ~= "number" or not (q >= 0 and q <= 1) then fail("bernoulli", "p must be a number in [0, 1], got %s", tostring(q)) end
-    return core.rand(p.shape, { dtype = float, device = p.device }):lt(q):to(p.dtype)
+    return core.rand(p.shape, ro):lt(q):to(p.dtype)
   end
   if p:lt(0):logical_or(p:gt(1)):any():item() then fail("bernoulli", "p must be in [0, 1]") end
-  return core.rand(p.shape, { dtype = float, device = p.device }):lt(p):to(p.dtype)
+  return core.rand(p.shape, ro):lt(p):to(p.dtype)
 end, true)
 -- x:bernoulli_([p = 0.5]): x filled in place with draws of probability p (a
 -- number, or a tensor broadcast to x), returning x (torch's; copy_'s rules).

@@ -75,11 +75,8 @@ function M.no_extra(who, names, first, ...)
   if n <= #names then return end
   local besides = first == 1 and "" or first == 2 and " besides the tensor" or (" besides the %d tensors"):format(first - 1)
   local at, kind = first + #names, type((select(#names + 1, ...)))
-  if #names == 0 then
-    M.raise("%s: takes no arguments%s, got %d more (argument %d is a %s)", who, besides, n, at, kind)
-  end
-  M.raise("%s: takes at most %d argument%s%s (%s), got %d (argument %d is a %s)", who, #names, #names == 1 and "" or "s",
-    besides, table.concat(names, ", "), n, at, kind)
+  M.error(require("ember.core")._noextra_message(who, besides, #names, #names > 0 and table.concat(names, ", ") or nil,
+    n, at, kind))
 end
 
 -- Is the chunk name of an error position one of the library's files? Lua

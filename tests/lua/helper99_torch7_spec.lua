@@ -128,7 +128,8 @@ describe("helper99: ops refuse Torch7's extra arguments", function()
       { function() local _ = x:chunk(2, 1, 5) end, "ember.chunk: takes at most 2 arguments besides the tensor (chunks, dim)" },
       { function() local _ = x:split(2, 1, 5) end, "ember.split: takes at most 2 arguments" },
       { function() local _ = x:split({ 1, 2 }, 1, 5) end, "ember.split: takes at most 2 arguments" },
-      { function() local _ = x:bernoulli(0.5, 5) end, "ember.bernoulli: takes at most 1 argument" },
+      { function() local _ = x:bernoulli(0.5, nil, 5) end, "ember.bernoulli: takes at most 2 arguments besides the tensor (p, options)" },
+      { function() local _ = x:bernoulli(0.5, 5) end, "ember.bernoulli: options must be a table, got number" },
       { function() local _ = x:cmul(x, x) end, "ember.cmul: takes at most 1 argument" },
     }
     for _, c in ipairs(cases) do raises_here(c[1], c[2]) end
