@@ -506,11 +506,19 @@ end
 -- (PyTorch leaves which one wins unspecified; give distinct indices); a
 -- number src is written once. A last {reduce = "add"} (torch's reduce=)
 -- adds src's values instead, as scatter_add; "multiply" is refused.
-set("scatter", function(x, dim, index, src, opts)
+-- A bool x (Hugging Face's top-p filter scatters a bool mask back to
+-- vocabulary order) is written as int64 0/1 and read back as bool; src
+-- may then be a boolean.
+local function scatter(x, dim, index, src, opts)
   local op = "scatter"
   check_tensor(op, x)
   local d = dim_of(op, x, dim)
   if not core.is_tensor(index) or index.dtype ~= "int64" then fail(op, "index must be an int64 tensor (1-based)") end
+  if x.dtype == "bool" then
+    if type(src) == "boolean" then src = src and 1 or 0
+    elseif core.is_tensor(src) then src = src:to("int64") end
+    return scatter(x:to("int64"), dim, index, src, opts):ne(0)
+  end
   if x:dim() == 0 and index:dim() == 0 and (not core.is_tensor(src) or src:dim() == 0) then -- a scalar: as a vector
     return core.scatter(x:reshape(1), 1, index:reshape(1), core.is_tensor(src) and src:reshape(1) or src, opts):reshape({})
   end
@@ -528,7 +536,8 @@ set("scatter", function(x, dim, index, src, opts)
     end
   end
   return on_index_part(x, d, index, src, function(xp, i, s) return scatter_same(op, xp, d, i, s) end)
-end, true)
+end
+set("scatter", scatter, true)
 
 -- x:scatter_add(dim, index, src): as the C op, and as PyTorch's with an
 -- index smaller than x in the other dims and a src larger than the index.

@@ -17,7 +17,7 @@
 --     optimizer's and scheduler's other values flattened to dotted keys:
 --     "optimizer.type" = "AdamW", "optimizer.param_groups.1.lr" = "0.001",
 --     "optimizer.state.3.step" = "12", "scheduler.last_step" = "40", ...
---     Numbers are written with 17 significant digits (exact round trip),
+--     Numbers are written with the fewest of 15-17 significant digits that read back exactly (0.8 as "0.8"),
 --     strings as "s:<text>" ("optimizer.param_groups.1.line_search_fn" =
 --     "s:strong_wolfe").
 --
@@ -64,8 +64,14 @@ local function unplaced(err)
   return (tostring(err):gsub("^[^:\n]*:%d+: ", ""))
 end
 
+-- The shortest of 15, 16 and 17 significant digits that reads back as v
+-- (a metadata value 0.8 is "0.8", not "0.80000000000000004"): exact either way.
 local function num_str(v)
   if math.type(v) == "integer" then return ("%d"):format(v) end
+  for digits = 15, 16 do
+    local s = ("%." .. digits .. "g"):format(v)
+    if tonumber(s) == v then return s end
+  end
   return ("%.17g"):format(v)
 end
 
@@ -429,7 +435,9 @@ end
 --- Saves a model's, optimizer's and scheduler's state in one safetensors file (atomic write).
 -- @tparam string path
 -- @tparam table parts `{model=, optimizer=, scheduler=, metadata={key="value"}, rng={name=generator or state}}`
--- (any may be absent). rng: random states to resume with, each an
+-- (any may be absent). metadata's values are stored as strings and come
+-- back as strings from load (`{best_acc = 0.8}` -> "0.8": tonumber it).
+-- rng: random states to resume with, each an
 -- ember.Generator (`ember.default_generator`, what dropout draws from) or
 -- a state `g:get_state()` returned (a DataLoader generator's, taken at
 -- the epoch's start); `checkpoint.load(path, {rng = {name = generator}})`

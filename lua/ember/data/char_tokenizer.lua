@@ -53,8 +53,10 @@ function CharTokenizer.load(path) return new(Vocab.load(path)) end
 --- Writes the vocabulary to a file.
 -- @tparam string path
 function CharTokenizer:save(path) self.vocab:save(path) end
---- The vocabulary size (specials included).
+--- The vocabulary size (specials included); `#tok` too, as Hugging Face's len(tokenizer)
+-- (nn.Embedding(#tok, d)).
 function CharTokenizer:size() return self.vocab:size() end
+CharTokenizer.__len = CharTokenizer.size
 
 --- The ids of s as a Lua list; opts.bos / opts.eos add those tokens.
 function CharTokenizer:encode(s, opts)

@@ -78,8 +78,10 @@ end
 --- Writes the vocabulary (and the split settings) to a file.
 -- @tparam string path
 function WordTokenizer:save(path) self.vocab:save(path) end
---- The vocabulary size (specials included).
+--- The vocabulary size (specials included); `#tok` too, as Hugging Face's len(tokenizer)
+-- (nn.Embedding(#tok, d)).
 function WordTokenizer:size() return self.vocab:size() end
+WordTokenizer.__len = WordTokenizer.size
 
 --- The ids of s's words as a Lua list; opts.bos / opts.eos add those tokens.
 -- @tparam string s
