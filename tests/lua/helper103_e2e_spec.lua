@@ -2,7 +2,8 @@
 -- cross-attention VLM from the README and help() ran into: `#tok` was 0
 -- for the tokenizers (nn.Embedding(#tok, d) failed), a number in a
 -- checkpoint's metadata came back as "0.80000000000000004", and a bool
--- mask could not be scattered (Hugging Face's top-p filter).
+-- mask could not be scattered (Hugging Face's top-p filter); CrossAttentionBlock's
+-- shape errors named the attention's query and key.
 local ember = require "ember"
 local nn, optim, data = require "ember.nn", require "ember.optim", require "ember.data"
 local checkpoint = require "ember.checkpoint"
@@ -60,6 +61,20 @@ describe("helper103: a new user's three programs", function()
       ember.tensor({ { false, true, false }, { false, false, true } }))
     m:scatter_(2, ember.tensor({ { 1 }, { 1 } }, "int64"), true)
     same(m, ember.tensor({ { true, false, false }, { true, false, false } }))
+  end)
+
+  it("CrossAttentionBlock's shape errors name its text and image, not the attention's query and key", function()
+    local parity = require "tests.lua.helpers.parity"
+    local blk = nn.CrossAttentionBlock(16, 4, { self_attention = true })
+    parity.raises_here(function() blk(ember.randn(2, 3, 16), ember.randn(2, 9, 8)) end,
+      "CrossAttentionBlock.forward: image must be [B=2, Li, image_dim=16], got [2, 9, 8] (image tokens of another "
+      .. "width: nn.CrossAttentionBlock(d_model, heads, {image_dim = n}))")
+    parity.raises_here(function() blk(ember.randn(2, 3, 16), ember.randn(3, 9, 16)) end,
+      "CrossAttentionBlock.forward: image must be [B=2, Li, image_dim=16], got [3, 9, 16]")
+    parity.raises_here(function() blk(ember.randn(3, 16), ember.randn(2, 9, 16)) end,
+      "CrossAttentionBlock.forward: text must be [B, Lt, d_model=16], got [3, 16]")
+    local wide = nn.CrossAttentionBlock(16, 4, { image_dim = 8 })
+    assert.is_true(wide(ember.randn(2, 3, 16), ember.randn(2, 9, 8)).shape == ember.Size { 2, 3, 16 })
   end)
 
   it("an encoder classifier with the README's parts learns a token-order task", function()

@@ -26,6 +26,7 @@ local FeedForward = require "ember.nn.FeedForward"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local attn_opts = require "ember.nn._attn_opts"
 local masks = require "ember.nn._masks"
+local errors = require "ember._errors"
 
 local Block = Module:extend("CrossAttentionBlock")
 
@@ -76,6 +77,19 @@ end
 -- @treturn[opt] Tensor the cross-attention weights [B, heads, Lt, Li] when need_weights
 function Block:forward(text, image, opts)
   opts = Module.check_options("CrossAttentionBlock.forward", opts, FORWARD_OPTIONS)
+  -- named as this block's arguments (the attention inside would say query / key)
+  local d, image_dim = self.cross_attn.d_model, self.cross_attn.kdim
+  local function bad(t, width) return not Module.is_tensor(t) or t:dim() ~= 3 or t.shape[3] ~= width end
+  local function desc(t) return Module.is_tensor(t) and errors.shape_str(t) or type(t) end
+  if bad(text, d) then
+    errors.raise("CrossAttentionBlock.forward: text must be [B, Lt, d_model=%d], got %s", d, desc(text))
+  end
+  if bad(image, image_dim) or image.shape[1] ~= text.shape[1] then
+    errors.raise("CrossAttentionBlock.forward: image must be [B=%d, Li, image_dim=%d], got %s%s", text.shape[1],
+      image_dim, desc(image), (image_dim == d and Module.is_tensor(image) and image:dim() == 3
+        and image.shape[3] ~= d) and " (image tokens of another width: nn.CrossAttentionBlock(d_model, "
+      .. "heads, {image_dim = n}))" or "")
+  end
   local x, weights = text, nil
   local mask = masks.resolve(opts, "CrossAttentionBlock.forward", masks.names("image"))
   if self.self_attention then
