@@ -177,6 +177,13 @@ function DecoderLayer:forward(x, memory, ...)
     end
     require("ember.nn._kv_cache").claim(opts.cache, self, "TransformerDecoderLayer.forward")
   end
+  attn_opts.check_width(WHO, "tgt", x, self.self_attn.d_model, " (d_model)")
+  if self.has_cross then
+    local kdim = self.cross_attn.kdim
+    attn_opts.check_width(WHO, "memory", memory, kdim, kdim == self.self_attn.d_model
+      and " (d_model; a memory of another width: nn.TransformerDecoderLayer(d_model, heads, {memory_dim = n}))"
+      or " (memory_dim)")
+  end
   if not self.batch_first then
     local flip = attn_opts.flip_batch
     return flip(self:_forward(flip(x), flip(memory), opts))

@@ -90,6 +90,7 @@ function EncoderLayer:forward(x, ...)
     end
     opts = o
   end
+  attn_opts.check_width("TransformerEncoderLayer.forward", "src", x, self.self_attn.d_model, " (d_model)")
   if not self.batch_first then return attn_opts.flip_batch(self:_forward(attn_opts.flip_batch(x), opts)) end
   return self:_forward(x, opts)
 end

@@ -138,6 +138,16 @@ function M.batch_first(who, opts)
   return v ~= false
 end
 
+-- A layer's input whose last dim is not the width the layer was made for:
+-- an error naming the layer's own argument (src, tgt, memory), not the
+-- query or key of the attention inside. `hint` ends the message.
+function M.check_width(who, name, t, width, hint)
+  if Module.is_tensor(t) and t:dim() >= 1 and t.shape[t:dim()] ~= width then
+    errors.raise("%s: %s must have %d features in its last dim, got %s%s", who, name, width, errors.shape_str(t),
+      hint or "")
+  end
+end
+
 -- [L, B, E] <-> [B, L, E] (a view) for a layer with batch_first = false; a
 -- 2-d (unbatched) input, or nil, is left as it is, as PyTorch leaves it.
 function M.flip_batch(x)
