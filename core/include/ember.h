@@ -476,7 +476,7 @@ EM_API em_status em_mse_loss(em_tensor **out, em_tensor *input, em_tensor *targe
 
 /* Grad mode is thread-local and on by default. */
 /* Mixed precision, per thread (see core/src/autocast.c for the op lists):
-** products run in dt (bfloat16 only), softmax, norms, losses and
+** products run in dt (bfloat16 only), softmax, layer_norm, losses and
 ** reductions in float32. The previous state goes to was_* (may be NULL). */
 EM_API em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype *was_dt);
 EM_API bool em_autocast_enabled(em_dtype *dt);
@@ -486,6 +486,11 @@ EM_API bool em_autocast_enabled(em_dtype *dt);
 ** making a view of it (nn.Linear's transpose), which the cache, keyed by
 ** the parameter, would not recognise. */
 EM_API em_status em_autocast_cast(em_tensor **out, em_tensor *x);
+/* Sets this thread's autocast on or off without ending its region (its
+** cast cache is kept); returns the state it had. For a part of an op that
+** runs as outside autocast: a backward pass, ember.linalg's compositions,
+** the pools and norms that keep their input's dtype. */
+EM_API bool em_autocast_pause(bool on);
 
 /* Grad mode of this thread: whether ops record autograd nodes. */
 EM_API bool em_grad_enabled(void);

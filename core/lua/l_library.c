@@ -185,6 +185,14 @@ static int f_autocast_state(lua_State *L) {
   return 2;
 }
 
+/* core._autocast_pause(on) -> whether it was on: autocast on or off
+** without ending its region, so its cast cache stays (em_autocast_pause);
+** set_autocast(false) would end it. autocast.lua's M._outside is built on it. */
+static int f_autocast_pause(lua_State *L) {
+  lua_pushboolean(L, em_autocast_pause(lua_toboolean(L, 1)));
+  return 1;
+}
+
 /* core._autocast_cast(t) -> t as autocast's products take it (em_autocast_cast). */
 static int f_autocast_cast(lua_State *L) {
   em_tensor *x = lember_checktensor(L, 1);
@@ -303,6 +311,7 @@ static const luaL_Reg funcs[] = {
   {"set_autocast", f_set_autocast},
   {"_autocast_state", f_autocast_state},
   {"_autocast_cast", f_autocast_cast},
+  {"_autocast_pause", f_autocast_pause},
   {"set_num_threads", f_set_num_threads},
   {"get_num_threads", f_get_num_threads},
   {"device_count", f_device_count},

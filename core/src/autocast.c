@@ -109,7 +109,7 @@ em_status em_autocast_set(bool enabled, em_dtype dt, bool *was_enabled, em_dtype
   return EM_OK;
 }
 
-bool em__autocast_pause(bool on) {
+bool em_autocast_pause(bool on) {
   const bool was = ac_on;
   ac_on = on;
   return was;

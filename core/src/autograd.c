@@ -584,9 +584,9 @@ static em_status em__backward_run(em_tensor *root, em_tensor *grad, bool retain_
   if (prof) em__prof_backward_begin(NULL);
   em__backward_depth++;
   /* backward() called inside an autocast region: its ops run as outside it */
-  const bool autocast_was = em__autocast_pause(false);
+  const bool autocast_was = em_autocast_pause(false);
   em_status s = em__backward_pass(root, grad, retain_graph, em__backward_depth == 1);
-  em__autocast_pause(autocast_was);
+  em_autocast_pause(autocast_was);
   em__backward_depth--;
   if (prof) em__prof_backward_end();
   em__only = prev;

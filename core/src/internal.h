@@ -82,10 +82,6 @@ bool em__autocast_promotes(em_dtype a, em_dtype b);
 ** still disagree (a float64 or int64 operand beside a float32 one); then
 ** an error that names the dtypes the caller gave, not the cast's. */
 em_status em__autocast_same_dtype(const char *op, int n, em_tensor *const *in, em_tensor *const *cast);
-/* Sets this thread's autocast on or off without ending its region (the
-** cast cache is kept); returns the state it had. A backward pass runs with
-** it off, as PyTorch's backward ops take the dtypes the forward recorded. */
-bool em__autocast_pause(bool on);
 /* The result dtype of a op b, as torch.result_type (ops_elementwise.c):
 ** the higher category (bool < int64 < float), then the wider float; a 0-d
 ** operand against a dimensioned one decides only when its category is higher. */

@@ -8,9 +8,13 @@
 --   loss:backward()                                                       -- outside the scope
 --   print(model.weight.grad.dtype)                                        --> float32
 --
--- Inside, matmul, bmm, addmm, baddbmm (so nn.Linear) run in bfloat16 and softmax,
--- log_softmax, layer_norm, the losses and sum/mean/var in float32; an
--- elementwise op given bfloat16 and float32 runs in float32. Parameters
+-- Inside, matmul, bmm, addmm, baddbmm, conv (so nn.Linear, nn.Conv*) run in
+-- bfloat16 and softmax, log_softmax, layer_norm, the losses and sum/mean/var
+-- in float32; ember.linalg's factorizations (inv, solve, cholesky, qr, svd,
+-- eigh, lstsq, det, ...) run in float32, bfloat16 inputs cast up; the batch,
+-- instance and group norms and the pools return their input's dtype (a
+-- bfloat16 conv's output stays bfloat16; the norms' statistics are float32);
+-- an elementwise op given bfloat16 and float32 runs in float32. Parameters
 -- stay float32 and their gradients arrive in float32 (the casts are
 -- differentiable), so an optimizer needs no change; bfloat16 keeps
 -- float32's exponent range, so no loss scaling is needed. Call backward()
@@ -21,6 +25,22 @@
 -- with it on or off (torch.autocast's enabled=); fn may be a module
 -- (ember.autocast("bfloat16", model, x)); any other second argument
 -- is an error. The state is per thread and scopes nest.
+--
+-- Where torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch 1.13) differs,
+-- on purpose: softmax, log_softmax, layer_norm (and RMSNorm), sum, mean,
+-- var, std, norm, logsumexp, cosine_similarity, normalize, dist and dot give
+-- float32 for bfloat16 here (torch's CUDA lists; its CPU ones keep
+-- bfloat16, and its layer_norm refuses bfloat16 beside float32 weights): the
+-- range and precision matter there, and the next product casts back. The
+-- transposed convs and mv run in bfloat16, as conv and matmul (torch 1.13:
+-- float32); prod keeps bfloat16 (torch: float32); the 3-d pools keep their
+-- input's dtype as the others (torch: float32); linalg's det, slogdet,
+-- lu_factor, solve_triangular and pinv run in float32 where torch refuses
+-- bfloat16, matrix_exp gives float32 (torch: bfloat16) and pinv of float32
+-- float32 (torch: bfloat16, its product inside); local_response_norm keeps
+-- bfloat16 (torch: float32, its avg_pool3d inside); nn.GroupNorm
+-- takes a bfloat16 input beside float32 weights (torch: an error); the
+-- recurrent layers give float32 for a bfloat16 input (torch: bfloat16).
 --
 -- ember.autocast("auto", ...) runs in bfloat16 only where it is faster for
 -- this model on this CPU: fp32 where the CPU has no bfloat16 products in
@@ -204,6 +224,20 @@ end
 -- @treturn string|nil the dtype
 function M.enabled()
   return core._autocast_state()
+end
+
+-- fn(...) as outside autocast, its region and cast cache kept (core's
+-- em_autocast_pause; leaving the region would empty the cache): for the
+-- parts of an op with their own rule under autocast. ember.linalg runs in
+-- float32; the batch, instance and group norms and the 1-d/2-d average
+-- pools return their input's dtype (torch's CPU autocast leaves them
+-- alone), without the float32 copies of their input that autocast's
+-- reductions would make. One C call when autocast is off.
+local resume = setmetatable({}, { __close = function() core._autocast_pause(true) end })
+function M._outside(fn, ...)
+  if not core._autocast_pause(false) then return fn(...) end
+  local r <close> = resume
+  return fn(...)
 end
 
 --- A tensor as autocast's products take it: cast to bfloat16 when autocast

@@ -10,7 +10,9 @@
 -- Keyword arguments are option tables (`linalg.cholesky(A, {upper = true})`);
 -- dims are 1-based, negative from the end. Numerical failures (not
 -- positive-definite, singular) are errors as torch words them, naming the
--- batch element (1-based), raised at the caller's line.
+-- batch element (1-based), raised at the caller's line. Under
+-- ember.autocast the factorizations and what is built on them run in
+-- float32, bfloat16 inputs cast up (torch's CPU autocast's fp32 list).
 -- torch's top-level names ember.inverse, det, logdet, slogdet, cholesky,
 -- qr, svd (returning V, as torch.svd), matrix_exp, matrix_power,
 -- pinverse, cholesky_solve and cholesky_inverse are these functions too,
@@ -786,12 +788,39 @@ function M.diagonal(A, offset, dim1, dim2)
   return A:diagonal(offset or 0, dim1 or -2, dim2 or -1)
 end
 
+-- Under ember.autocast these run in float32, as torch's CPU autocast runs
+-- its linear algebra (its fp32 list: inv, solve, cholesky, qr, svd, eigh,
+-- lstsq, ...): bfloat16 tensor arguments are cast up (differentiably) and
+-- the function runs as outside autocast, so the products inside lstsq,
+-- pinv, cond and matrix_exp stay float32 too (they made bfloat16 there, and
+-- lstsq then refused its own product). One check when autocast is off.
+local autocast_on = core._autocast_state
+local function in_float32(f)
+  return function(...)
+    if not autocast_on() then return f(...) end
+    local n, a = select("#", ...), { ... }
+    for i = 1, n do
+      local v = a[i]
+      if core.is_tensor(v) and v.dtype == "bfloat16" then a[i] = v:to("float32") end
+    end
+    return require("ember.autocast")._outside(f, table.unpack(a, 1, n))
+  end
+end
+local FLOAT32_UNDER_AUTOCAST = { "cholesky", "cholesky_ex", "solve", "solve_triangular", "inv", "inv_ex", "det",
+  "slogdet", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "qr", "eigh", "eigvalsh", "svd", "svdvals", "lstsq",
+  "matrix_rank", "pinv", "matrix_exp", "cond", "solve_ex" }
+for _, k in ipairs(FLOAT32_UNDER_AUTOCAST) do M[k] = in_float32(assert(M[k], k)) end
+
 -- Errors (ours and the C op's) move to the caller's line.
 for k, f in pairs(M) do
   if type(f) == "function" then M[k] = guard(f) end
 end
 
--- torch's top-level names (init.lua puts them on ember): lua/ember/_linalg_top.lua
+-- torch's top-level names (init.lua puts them on ember): lua/ember/_linalg_top.lua;
+-- all but matrix_power (products, as torch's) in float32 under autocast, as above
 M._top = require("ember._linalg_top")(M)
+for k, f in pairs(M._top) do
+  if k ~= "matrix_power" then M._top[k] = in_float32(f) end
+end
 
 return M

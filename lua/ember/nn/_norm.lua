@@ -72,6 +72,16 @@ local BatchNormBatchStats = ember.Function {
   end,
 }
 
+-- A bfloat16 input's normalisation in bfloat16: the batch, instance and
+-- group norms compute in float32 beside float32 parameters (and under
+-- ember.autocast) and return their input's dtype, as PyTorch's mixed-dtype
+-- batch_norm (so its instance_norm) and CPU autocast, which leaves these
+-- norms alone: a bfloat16 conv's output stays bfloat16 through them.
+local function as_input(x, y)
+  if x.dtype == "bfloat16" and y.dtype ~= "bfloat16" then return y:to("bfloat16") end
+  return y
+end
+
 -- Batch normalisation of x [N, C, *] over every dim but the channels.
 -- Batch statistics when `training` or when there are no running statistics
 -- (running_mean nil); then, when training with running statistics, they
@@ -79,6 +89,7 @@ local BatchNormBatchStats = ember.Function {
 -- (a module's num_batches_tracked, optional) counts the batches; momentum
 -- nil then means the cumulative average 1 / counter (PyTorch's None).
 function M.batch_norm(who, x, running_mean, running_var, weight, bias, training, momentum, eps, counter)
+  local x_in = x
   local C = x.shape[2]
   local bshape = channel_shape(x, C)
   local update = training and running_mean ~= nil and not recomputing()
@@ -108,14 +119,14 @@ function M.batch_norm(who, x, running_mean, running_var, weight, bias, training,
         running_var:copy_(running_var * (1 - m) + unbiased:to(running_var.dtype) * m)
       end)
     end
-    return y
+    return as_input(x_in, y)
   else
     mean, var = running_mean, running_var
   end
   local y = (x - mean:view(bshape)) * (var + eps):rsqrt():view(bshape)
   if weight then y = y * weight:view(bshape) end
   if bias then y = y + bias:view(bshape) end
-  return y
+  return as_input(x_in, y)
 end
 
 -- Instance normalisation of x [N, C, *]: each sample's channel over the
@@ -151,7 +162,7 @@ function M.instance_norm(who, x, running_mean, running_var, weight, bias, use_in
   end
   if weight then y = y * weight:view({ 1, C, 1 }) end
   if bias then y = y + bias:view({ 1, C, 1 }) end
-  return y:reshape(x.shape)
+  return as_input(x, y:reshape(x.shape))
 end
 
 -- Group normalisation of x [N, C, *] (C divisible by G, checked by the caller).
@@ -165,7 +176,7 @@ function M.group_norm(x, G, weight, bias, eps)
   local cshape = channel_shape(x, x.shape[2])
   if weight then y = y * weight:view(cshape) end
   if bias then y = y + bias:view(cshape) end
-  return y
+  return as_input(x, y)
 end
 
 -- Raises unless x's last dims are `ns` (a table of integers).

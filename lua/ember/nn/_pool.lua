@@ -481,4 +481,14 @@ function M.batch(x)
   return x, function(y) return y end
 end
 
+-- Under ember.autocast the pools keep their input's dtype, as torch's CPU
+-- autocast leaves avg_pool1d/2d and adaptive_avg_pool1d/2d alone (its 3-d
+-- ones return float32 there; here they keep it too, one rule): their sums
+-- run as outside autocast (a bfloat16 sum accumulates in float32) instead
+-- of on a float32 copy of every window.
+for _, k in ipairs { "adaptive_mean", "avg2d", "pool3d" } do
+  local f = M[k]
+  M[k] = function(...) return ember.autocast._outside(f, ...) end
+end
+
 return M
