@@ -22,7 +22,7 @@
 ** the layouts oneDNN picks and on ember's plain ones, and the first call
 ** times both (with their reorders) and keeps the faster
 ** (EMBER_CONV_LAYOUT=blocked or plain skips the timing). A bfloat16 weight
-** gradient with few channels has a third candidate, in float32: its
+** gradient has one more candidate, in float32: its
 ** reorders widen x and dy and round the gradients once, and the
 ** accumulation is float32 as inside oneDNN's bfloat16 kernels.
 ** bfloat16 NCHW <-> nChw16c is ember's own AVX2 transpose (blk16): oneDNN
@@ -75,8 +75,8 @@ enum { UX, UW, UY, UB, NUSER };
 /* The three primitives. */
 enum { FWD, BWD_DATA, BWD_WEIGHTS, NPRIM };
 /* A primitive's candidates: on oneDNN's layouts, on ember's own, and (a
-** bfloat16 weight gradient with few channels) in float32 on oneDNN's
-** layouts, the reorders widening the inputs and rounding the gradients. */
+** bfloat16 weight gradient) in float32 on oneDNN's layouts, the reorders
+** widening the inputs and rounding the gradients. */
 enum { FMT_ANY, FMT_PLAIN, FMT_F32, NFMT };
 
 /* One argument of a primitive: which tensor, its layout in the primitive
@@ -338,8 +338,8 @@ static bool reorders(const conv_prim *cp) {
 }
 
 /* The candidates of primitive k: both layouts when the channels are few
-** and oneDNN's choice reorders, and a bfloat16 weight gradient with few
-** channels in float32 as well; pick set when one remains. Under conv_lock. */
+** and oneDNN's choice reorders, and a bfloat16 weight gradient in float32
+** as well; pick set when one remains. Under conv_lock. */
 static em_status prim_candidates(conv_entry *e, int k, dnnl_engine_t eng) {
   const em_conv_args *a = &e->key;
   const int forced = forced_layout();
@@ -352,12 +352,15 @@ static em_status prim_candidates(conv_entry *e, int k, dnnl_engine_t eng) {
   if (!s && !e->prim[k][FMT_PLAIN].tried && (forced == FMT_PLAIN || (forced < 0 && few)) &&
       (!any->p || reorders(any)))
     s = prim_create(e, k, FMT_PLAIN, eng);
-  /* oneDNN 2.6 has no direct bfloat16 weight gradient for a few-channel
-  ** shape such as a CoordConv stem's 5 inputs: it runs im2col + gemm,
-  ** 8.3 ms a call on scripts/sort_of_clevr.lua's first layer where
-  ** float32's direct kernel with the widening reorders takes 3-4 ms.
-  ** Timed like the layouts, so each CPU keeps what is faster on it. */
-  if (!s && k == BWD_WEIGHTS && a->dtype == EM_BF16 && few && (forced < 0 || forced == FMT_F32) && any->p &&
+  /* oneDNN 2.6's bfloat16 weight gradient can be the slow one: for a
+  ** few-channel shape such as a CoordConv stem's 5 inputs it has no direct
+  ** kernel and runs im2col + gemm, 8.3 ms a call on
+  ** scripts/sort_of_clevr.lua's first layer where float32's direct kernel
+  ** with the widening reorders takes 3-4 ms; on fashion_vit's 32 -> 64
+  ** stem layer (B128, 14x14, 2 threads) its direct kernel took 4.05 ms
+  ** against float32's 1.29. Timed like the layouts, so each CPU and shape
+  ** keeps what is faster there. */
+  if (!s && k == BWD_WEIGHTS && a->dtype == EM_BF16 && (forced < 0 || forced == FMT_F32) && any->p &&
       !e->prim[k][FMT_F32].tried)
     s = prim_create(e, k, FMT_F32, eng);
   if (s) return s;
@@ -541,7 +544,7 @@ void cpu_conv_describe(char *buf, size_t n) {
   const char *e = getenv("EMBER_CONV_LAYOUT");
   const int f = forced_layout();
   if (f == FMT_F32)
-    snprintf(buf, n, "onednn convolution up to %s, float32 weight gradients of few-channel bfloat16 "
+    snprintf(buf, n, "onednn convolution up to %s, float32 weight gradients of bfloat16 "
              "(EMBER_CONV_LAYOUT=float32)", isa);
   else if (f >= 0)
     snprintf(buf, n, "onednn convolution up to %s, %s layouts (EMBER_CONV_LAYOUT=%s)", isa, e, e);
