@@ -17,6 +17,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 /* From OpenBLAS (declared here so any cblas.h will do). */
 void openblas_set_num_threads(int num_threads);
@@ -265,6 +268,13 @@ static em_status cpu_memory_stats(int device, size_t *in_use, size_t *cached) {
 static em_status cpu_empty_cache(int device) {
   em_status s = check_device("empty_cache", device);
   if (s == EM_OK) big_empty();
+#ifdef __GLIBC__
+  /* and the heap's free pages: oneDNN allocates a buffer per matmul call
+  ** (about 200 KB for a 64 -> 192 Linear), which fragments glibc's heap; a
+  ** small float32 training loop's RSS stayed 18 MB above its live tensors
+  ** after 3000 steps, and this gave them back */
+  if (s == EM_OK) malloc_trim(0);
+#endif
   return s;
 }
 
