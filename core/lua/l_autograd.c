@@ -257,15 +257,157 @@ static int anomaly_state_gc(lua_State *L) {
 }
 
 /* ---------------------------------------------------------------- */
+/* Hook tables                                                       */
+/* ---------------------------------------------------------------- */
+
+/* A leaf's hooks live and die with its Lua value, as PyTorch's with the
+** tensor. Its entries ({fn, fn, ...}) sit in ephemeron tables (weak keys)
+** keyed by the tensor's userdata, under &hooks_key (gradient-ready hooks)
+** and &leaf_hooks_key (register_hook): a hook that captures its own tensor
+** does not keep it alive. The C hooks get the em_tensor, so the registry
+** also maps (under &anchors_key, weak values) a tensor's address (light
+** userdata) to the userdata its entries are keyed by, its anchor: the
+** first userdata that hooked it (one em_tensor may be wrapped by more
+** than one). Lua 5.4 clears weak values before it runs finalizers (manual
+** §2.5.4), so when the anchor's __gc releases the tensor the address no
+** longer maps to it, and a new tensor at that address finds nothing; an
+** anchor that no longer wraps the address (t:close(), t:_assign) counts as
+** none. An entry has a __gc that gives back what it counted (n_hooks,
+** n_grad_entries) once it is collected with its tensor. Unlike PyTorch's,
+** a leaf's hooks go with its Lua value, not with the em_tensor: a leaf
+** that only a graph still holds (its value dropped and collected before
+** the backward) runs none. */
+static const char hooks_key = 'h', end_hooks_key = 'e', leaf_hooks_key = 'l', anchors_key = 'a';
+static const char ready_entry_mt_key = 'r', leaf_entry_mt_key = 'm', handle_mt_key = 'w';
+
+/* The registry table at key (created, with a metatable of mode if not
+** NULL, when missing) on the top of the stack. */
+static void registry_table(lua_State *L, const char *key, const char *mode) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  if (mode) {
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, mode);
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
+/* Pushes the anchor of leaf t and returns 1, or returns 0 (nothing pushed)
+** when t has none. */
+static int push_anchor(lua_State *L, em_tensor *t) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &anchors_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (lua_rawgetp(L, -1, t) == LUA_TUSERDATA && *(em_tensor **)lua_touserdata(L, -1) == t) {
+    lua_remove(L, -2);
+    return 1;
+  }
+  lua_pop(L, 2);
+  return 0;
+}
+
+/* Pushes the anchor of the leaf at stack index ti (wrapping t): its
+** existing one, or the value at ti, which becomes it. */
+static void anchor_of(lua_State *L, int ti, em_tensor *t) {
+  if (push_anchor(L, t)) return;
+  registry_table(L, &anchors_key, "v");
+  lua_pushvalue(L, ti);
+  lua_rawsetp(L, -2, t);
+  lua_pop(L, 1);
+  lua_pushvalue(L, ti);
+}
+
+/* The entry under the anchor on the top of the stack in the ephemeron
+** table at tkey, which replaces the anchor on the stack: created (with the
+** metatable at mtkey) when create, else nil when missing. Returns 1 when
+** it was created. */
+static int leaf_entry(lua_State *L, const char *tkey, const char *mtkey, int create) {
+  int created = 0;
+  registry_table(L, tkey, "k");
+  lua_pushvalue(L, -2);
+  if (lua_rawget(L, -2) != LUA_TTABLE && create) {
+    created = 1;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, mtkey);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -3);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+  return created;
+}
+
+/* The entry tables' metatables (their __gc) and the handles' weak table. */
+static void entry_mt(lua_State *L, const char *key, lua_CFunction gc) {
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
+/* A handle's remove() has as upvalues a weak table {key, fn} (the hook's
+** anchor, node or false, and its function: a handle keeps neither alive)
+** and a done flag. */
+static void push_handle(lua_State *L, int key, int fn, lua_CFunction remove) {
+  lua_newtable(L);
+  lua_createtable(L, 2, 0);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &handle_mt_key);
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, key);
+  lua_rawseti(L, -2, 1);
+  lua_pushvalue(L, fn);
+  lua_rawseti(L, -2, 2);
+  lua_pushboolean(L, 0);
+  lua_pushcclosure(L, remove, 2);
+  lua_setfield(L, -2, "remove");
+}
+
+/* Starts a handle's remove(): 0 if it ran before; else the key, then the
+** function, on the stack. */
+static int handle_begin(lua_State *L) {
+  if (lua_toboolean(L, lua_upvalueindex(2))) return 0;
+  lua_pushboolean(L, 1);
+  lua_replace(L, lua_upvalueindex(2));
+  lua_rawgeti(L, lua_upvalueindex(1), 1);
+  lua_rawgeti(L, lua_upvalueindex(1), 2);
+  return 1;
+}
+
+/* Removes the first fn (stack index) from the list part, from index first,
+** of the entry at idx; returns what was its length, 0 if fn was not there. */
+static lua_Integer entry_remove(lua_State *L, int entry, int fn, lua_Integer first) {
+  lua_Integer n = luaL_len(L, entry), at = 0;
+  for (lua_Integer i = first; i <= n && !at; i++) {
+    lua_rawgeti(L, entry, i);
+    if (lua_rawequal(L, -1, fn)) at = i;
+    lua_pop(L, 1);
+  }
+  if (!at) return 0;
+  for (lua_Integer i = at; i < n; i++) {
+    lua_rawgeti(L, entry, i + 1);
+    lua_rawseti(L, entry, i);
+  }
+  lua_pushnil(L);
+  lua_rawseti(L, entry, n);
+  return n;
+}
+
+/* ---------------------------------------------------------------- */
 /* Gradient-ready hooks                                              */
 /* ---------------------------------------------------------------- */
 
-/* The registry holds, under &hooks_key, a table leaf pointer (light
-** userdata) -> {tensor, fn, fn, ...}: the entry keeps the tensor alive,
-** so its address cannot be reused by another tensor while hooked. Under
-** &end_hooks_key a table of the backward-end functions (as keys). The C
-** hook is set while any hook is registered. */
-static const char hooks_key = 'h', end_hooks_key = 'e';
+/* Gradient-ready hooks: entries {fn, fn, ...} under &hooks_key (above).
+** Under &end_hooks_key a table of the backward-end functions (as keys).
+** (as keys; the values count its registrations). The C hook is set while
+** any hook is registered (n_hooks). */
 static int n_hooks;
 
 static int hooks_dispatch_protected(lua_State *L) {
@@ -283,12 +425,15 @@ static int hooks_dispatch_protected(lua_State *L) {
     }
     return 0;
   }
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hooks_key) != LUA_TTABLE) return 0;
-  if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return 0;
+  if (!push_anchor(L, leaf)) return 0;
+  int anchor = lua_gettop(L);
+  lua_pushvalue(L, anchor);
+  leaf_entry(L, &hooks_key, &ready_entry_mt_key, 0);
+  if (!lua_istable(L, -1)) return 0;
   int entry = lua_gettop(L);
-  for (lua_Integer i = 2, n = luaL_len(L, entry); i <= n; i++) {
+  for (lua_Integer i = 1, n = luaL_len(L, entry); i <= n; i++) {
     lua_rawgeti(L, entry, i);
-    lua_rawgeti(L, entry, 1);
+    lua_pushvalue(L, anchor);
     lua_call(L, 1, 0);
   }
   return 0;
@@ -315,80 +460,41 @@ static void hooks_count(int delta) {
   em_set_grad_ready_hook(n_hooks > 0 ? hooks_dispatch : NULL, NULL);
 }
 
-static int grad_hooks_gc(lua_State *L);
-static const char grad_hooks_key = 'g';
-
-static void hooks_table(lua_State *L, const char *key) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    if (key == &grad_hooks_key) { /* its entries hold node references: released when the state closes */
-      lua_createtable(L, 0, 1);
-      lua_pushcfunction(L, grad_hooks_gc);
-      lua_setfield(L, -2, "__gc");
-      lua_setmetatable(L, -2);
-    }
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
-  }
+/* An entry collected with its tensor: the hooks it still held. */
+static int ready_entry_gc(lua_State *L) {
+  hooks_count(-(int)luaL_len(L, 1));
+  return 0;
 }
 
-/* handle:remove(): upvalues are the tensor's pointer (or false for a
-** backward-end hook) and the function; a second call does nothing. */
-/* A handle's key: a light userdata as it is (a node), or the tensor a
-** full userdata wraps now (a leaf: t:_assign may have given it another
-** tensor, and lember_rekey_hooks moved its entries there); NULL for false. */
-static void *hook_key(lua_State *L, int idx) {
-  if (lua_type(L, idx) == LUA_TLIGHTUSERDATA) return lua_touserdata(L, idx);
-  if (lua_type(L, idx) == LUA_TUSERDATA) return *(em_tensor **)lua_touserdata(L, idx);
-  return NULL;
-}
-
+/* handle:remove() of a gradient-ready or backward-end hook; a no-op the
+** second time and once the tensor is gone (its hooks went with it). */
 static int hook_remove(lua_State *L) {
-  if (lua_toboolean(L, lua_upvalueindex(3))) return 0;
-  lua_pushboolean(L, 1);
-  lua_replace(L, lua_upvalueindex(3));
-  void *leaf = hook_key(L, lua_upvalueindex(1));
-  if (!leaf && !lua_toboolean(L, lua_upvalueindex(1))) {
-    hooks_table(L, &end_hooks_key);
-    lua_pushvalue(L, lua_upvalueindex(2));
-    lua_pushnil(L);
-    lua_rawset(L, -3);
+  if (!handle_begin(L)) return 0;
+  int key = lua_gettop(L) - 1, fn = key + 1;
+  if (lua_isboolean(L, key)) { /* a backward-end hook: registered (so held) until its last handle goes */
+    registry_table(L, &end_hooks_key, NULL);
+    lua_pushvalue(L, fn);
+    lua_Integer n = lua_rawget(L, -2) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
+    if (n < 1) return 0;
+    lua_pushvalue(L, fn);
+    if (n > 1) lua_pushinteger(L, n - 1); else lua_pushnil(L);
+    lua_rawset(L, -4);
   } else {
-    if (!leaf) return 0; /* the tensor was closed */
-    hooks_table(L, &hooks_key);
-    if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return 0;
-    lua_Integer n = luaL_len(L, -1), at = 0;
-    for (lua_Integer i = 2; i <= n && !at; i++) {
-      lua_rawgeti(L, -1, i);
-      if (lua_rawequal(L, -1, lua_upvalueindex(2))) at = i;
-      lua_pop(L, 1);
-    }
-    if (!at) return 0;
-    for (lua_Integer i = at; i < n; i++) {
-      lua_rawgeti(L, -1, i + 1);
-      lua_rawseti(L, -2, i);
-    }
-    lua_pushnil(L);
-    lua_rawseti(L, -2, n);
-    if (n == 2) { /* nothing left: drop the entry and with it the tensor */
+    if (lua_isnil(L, key) || lua_isnil(L, fn)) return 0; /* the tensor was collected */
+    lua_pushvalue(L, key);
+    leaf_entry(L, &hooks_key, &ready_entry_mt_key, 0);
+    if (!lua_istable(L, -1)) return 0;
+    lua_Integer n = entry_remove(L, lua_gettop(L), fn, 1);
+    if (!n) return 0;
+    if (n == 1) { /* nothing left: drop the entry */
+      registry_table(L, &hooks_key, "k");
+      lua_pushvalue(L, key);
       lua_pushnil(L);
-      lua_rawsetp(L, -3, leaf);
+      lua_rawset(L, -3);
     }
   }
   hooks_count(-1);
   return 0;
-}
-
-/* leaf: the stack index of the tensor, or 0 for a backward-end hook. */
-static void push_hook_handle(lua_State *L, int leaf, int fn) {
-  lua_newtable(L);
-  if (leaf) lua_pushvalue(L, leaf); else lua_pushboolean(L, 0);
-  lua_pushvalue(L, fn);
-  lua_pushboolean(L, 0);
-  lua_pushcclosure(L, hook_remove, 3);
-  lua_setfield(L, -2, "remove");
-  hooks_count(1);
 }
 
 /* t:register_grad_ready_hook(fn) -> handle: fn(t) runs inside backward
@@ -400,18 +506,14 @@ static int m_register_grad_ready_hook(lua_State *L) {
   if (t->grad_fn || !t->requires_grad)
     return luaL_error(L, "ember.register_grad_ready_hook: only leaf tensors that require grad "
                          "get a gradient to hook");
-  hooks_table(L, &hooks_key);
-  if (lua_rawgetp(L, -1, t) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, 1);
-    lua_rawseti(L, -2, 1);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, -3, t);
-  }
+  lua_settop(L, 2);
+  anchor_of(L, 1, t);
+  lua_pushvalue(L, 3);
+  leaf_entry(L, &hooks_key, &ready_entry_mt_key, 1);
   lua_pushvalue(L, 2);
   lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
-  push_hook_handle(L, 1, 2);
+  hooks_count(1);
+  push_handle(L, 3, 2, hook_remove);
   return 1;
 }
 
@@ -419,11 +521,17 @@ static int m_register_grad_ready_hook(lua_State *L) {
 ** every backward that succeeded so far, still inside it. */
 static int f_register_backward_end_hook(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
-  hooks_table(L, &end_hooks_key);
+  lua_settop(L, 1);
+  registry_table(L, &end_hooks_key, NULL);
   lua_pushvalue(L, 1);
-  lua_pushboolean(L, 1);
+  lua_pushvalue(L, 1);
+  lua_Integer n = lua_rawget(L, -3) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
+  lua_pop(L, 1);
+  lua_pushinteger(L, n + 1);
   lua_rawset(L, -3);
-  push_hook_handle(L, 0, 1);
+  hooks_count(1);
+  lua_pushboolean(L, 0);
+  push_handle(L, 3, 1, hook_remove);
   return 1;
 }
 
@@ -431,14 +539,16 @@ static int f_register_backward_end_hook(lua_State *L) {
 /* Tensor gradient hooks: t:register_hook(fn), t:retain_grad()       */
 /* ---------------------------------------------------------------- */
 
-/* The registry holds, under &grad_hooks_key, a table keyed by the light
-** userdata of a node (a non-leaf's grad_fn when the hook was registered)
-** or of a leaf tensor, to an entry {fn, fn, ..., node = true|false,
-** owner = the leaf's userdata, retain = a non-leaf's userdata whose .grad
-** keeps the gradient}. A node entry holds a reference to the node, so its
-** address cannot be reused while the entry lives; the entry goes when its
-** node is freed by a backward (the hooks can never fire again) or when the
-** last hook is removed. The C hook is set while any entry exists. */
+/* A leaf's entry {fn, fn, ..., counted = true} is under &leaf_hooks_key
+** (above). A non-leaf's is in the registry table under &grad_hooks_key,
+** keyed by the light userdata of its node (the grad_fn when the hook was
+** registered): {fn, fn, ..., retain = the userdata whose .grad keeps the
+** gradient}. It holds a reference to the node, so the node's address
+** cannot be reused while the entry lives; the entry goes when its node is
+** freed by a backward (the hooks can never fire again) or when the last
+** hook is removed. The C hook is set while any entry exists
+** (n_grad_entries). */
+static const char grad_hooks_key = 'g';
 static int n_grad_entries;
 
 static em_status grad_hook_dispatch(em_node *node, em_tensor *leaf, em_tensor **g, void *ud);
@@ -446,6 +556,12 @@ static em_status grad_hook_dispatch(em_node *node, em_tensor *leaf, em_tensor **
 static void grad_entries_count(int delta) {
   n_grad_entries += delta;
   em_set_grad_hook(n_grad_entries > 0 ? grad_hook_dispatch : NULL, NULL);
+}
+
+/* A leaf's entry collected with its tensor, unless it was dropped before. */
+static int leaf_entry_gc(lua_State *L) {
+  if (lua_getfield(L, 1, "counted") == LUA_TBOOLEAN) grad_entries_count(-1);
+  return 0;
 }
 
 typedef struct grad_hook_call {
@@ -456,9 +572,14 @@ typedef struct grad_hook_call {
 
 static int grad_hook_protected(lua_State *L) {
   grad_hook_call *c = (grad_hook_call *)lua_touserdata(L, 1);
-  void *key = c->node ? (void *)c->node : (void *)c->leaf;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) return 0;
-  if (lua_rawgetp(L, -1, key) != LUA_TTABLE) return 0;
+  if (c->node) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) return 0;
+    lua_rawgetp(L, -1, c->node);
+  } else {
+    if (!push_anchor(L, c->leaf)) return 0;
+    leaf_entry(L, &leaf_hooks_key, &leaf_entry_mt_key, 0);
+  }
+  if (!lua_istable(L, -1)) return 0;
   int entry = lua_gettop(L);
   for (lua_Integer i = 1, n = luaL_len(L, entry); i <= n; i++) {
     lua_rawgeti(L, entry, i);
@@ -502,28 +623,25 @@ static em_status grad_hook_dispatch(em_node *node, em_tensor *leaf, em_tensor **
   return s;
 }
 
-/* Drops the entry at key from the table at idx (and the node reference). */
+/* Drops the node entry at key from the table at tbl, with its node
+** reference. */
 static void grad_entry_drop(lua_State *L, int tbl, void *key) {
   if (lua_rawgetp(L, tbl, key) != LUA_TTABLE) {
     lua_pop(L, 1);
     return;
   }
-  bool node = lua_getfield(L, -1, "node") == LUA_TBOOLEAN && lua_toboolean(L, -1);
-  lua_pop(L, 2);
+  lua_pop(L, 1);
   lua_pushnil(L);
   lua_rawsetp(L, tbl, key);
-  if (node) em_node_release((em_node *)key);
+  em_node_release((em_node *)key);
   grad_entries_count(-1);
 }
 
-/* The table's __gc (lua_close): the node references of hooks that never
-** fired (a non-leaf never backpropagated through) are released. */
+/* The node table's __gc (lua_close): the node references of hooks that
+** never fired (a non-leaf never backpropagated through) are released. */
 static int grad_hooks_gc(lua_State *L) {
   for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
-    if (lua_type(L, -1) != LUA_TTABLE) continue;
-    const bool node = lua_getfield(L, -1, "node") == LUA_TBOOLEAN && lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    if (node) em_node_release((em_node *)lua_touserdata(L, -2));
+    em_node_release((em_node *)lua_touserdata(L, -2));
     grad_entries_count(-1);
   }
   return 0;
@@ -541,12 +659,10 @@ static void grad_hooks_sweep(lua_State *L) {
   int dead = lua_gettop(L);
   lua_Integer n_dead = 0;
   for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
-    lua_getfield(L, -1, "node");
-    if (lua_toboolean(L, -1) && ((em_node *)lua_touserdata(L, -3))->released) {
-      lua_pushvalue(L, -3);
+    if (((em_node *)lua_touserdata(L, -2))->released) {
+      lua_pushvalue(L, -2);
       lua_rawseti(L, dead, ++n_dead);
     }
-    lua_pop(L, 1);
   }
   for (lua_Integer i = 1; i <= n_dead; i++) {
     lua_rawgeti(L, dead, i);
@@ -557,76 +673,89 @@ static void grad_hooks_sweep(lua_State *L) {
   lua_settop(L, top);
 }
 
-/* The entry of t (created when missing) on the top of the stack; its key
-** through *key. */
-static int grad_entry_of(lua_State *L, int ti, em_tensor *t, void **key) {
-  hooks_table(L, &grad_hooks_key);
-  int tbl = lua_gettop(L);
-  *key = t->grad_fn ? (void *)t->grad_fn : (void *)t;
-  if (lua_rawgetp(L, tbl, *key) != LUA_TTABLE) {
+/* Pushes the key of t's entry (its anchor for a leaf, its node for a
+** non-leaf), then the entry, created when missing; returns the entry's
+** index. */
+static int grad_entry_of(lua_State *L, int ti, em_tensor *t) {
+  if (!t->grad_fn) {
+    anchor_of(L, ti, t);
+    lua_pushvalue(L, -1);
+    if (leaf_entry(L, &leaf_hooks_key, &leaf_entry_mt_key, 1)) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, "counted");
+      grad_entries_count(1);
+    }
+    return lua_gettop(L);
+  }
+  lua_pushlightuserdata(L, t->grad_fn);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    registry_table(L, &grad_hooks_key, NULL);
+    lua_createtable(L, 0, 1); /* its entries hold node references: released when the state closes */
+    lua_pushcfunction(L, grad_hooks_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+  }
+  if (lua_rawgetp(L, -1, t->grad_fn) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);
-    if (t->grad_fn) {
-      em_node_retain(t->grad_fn);
-      lua_pushboolean(L, 1);
-      lua_setfield(L, -2, "node");
-    } else {
-      lua_pushvalue(L, ti);
-      lua_setfield(L, -2, "owner");
-    }
+    em_node_retain(t->grad_fn);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, tbl, *key);
+    lua_rawsetp(L, -3, t->grad_fn);
     grad_entries_count(1);
   }
-  lua_remove(L, tbl);
+  lua_remove(L, -2);
   return lua_gettop(L);
 }
 
-/* handle:remove(): upvalues are the key, the function and a done flag. */
+/* handle:remove() of register_hook; a no-op the second time and once the
+** leaf or the node is gone (its hooks went with it). */
 static int grad_hook_remove(lua_State *L) {
-  if (lua_toboolean(L, lua_upvalueindex(3))) return 0;
-  lua_pushboolean(L, 1);
-  lua_replace(L, lua_upvalueindex(3));
-  void *key = hook_key(L, lua_upvalueindex(1));
-  if (!key) return 0; /* the tensor was closed */
-  hooks_table(L, &grad_hooks_key);
-  int tbl = lua_gettop(L);
-  if (lua_rawgetp(L, tbl, key) != LUA_TTABLE) return 0;
+  if (!handle_begin(L)) return 0;
+  int key = lua_gettop(L) - 1, fn = key + 1;
+  if (lua_isnil(L, key) || lua_isnil(L, fn)) return 0; /* the tensor was collected */
+  bool node = lua_type(L, key) == LUA_TLIGHTUSERDATA;
+  if (node) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) return 0;
+    lua_rawgetp(L, -1, lua_touserdata(L, key));
+  } else {
+    lua_pushvalue(L, key);
+    leaf_entry(L, &leaf_hooks_key, &leaf_entry_mt_key, 0);
+  }
+  if (!lua_istable(L, -1)) return 0;
   int entry = lua_gettop(L);
-  lua_Integer n = luaL_len(L, entry), at = 0;
-  for (lua_Integer i = 1; i <= n && !at; i++) {
-    lua_rawgeti(L, entry, i);
-    if (lua_rawequal(L, -1, lua_upvalueindex(2))) at = i;
+  if (entry_remove(L, entry, fn, 1) != 1) return 0;
+  if (node) {
+    bool retains = lua_getfield(L, entry, "retain") != LUA_TNIL;
     lua_pop(L, 1);
+    if (!retains) grad_entry_drop(L, entry - 1, lua_touserdata(L, key));
+  } else { /* nothing left: drop the entry */
+    lua_pushnil(L);
+    lua_setfield(L, entry, "counted");
+    grad_entries_count(-1);
+    registry_table(L, &leaf_hooks_key, "k");
+    lua_pushvalue(L, key);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
   }
-  if (!at) return 0;
-  for (lua_Integer i = at; i < n; i++) {
-    lua_rawgeti(L, entry, i + 1);
-    lua_rawseti(L, entry, i);
-  }
-  lua_pushnil(L);
-  lua_rawseti(L, entry, n);
-  bool retains = lua_getfield(L, entry, "retain") != LUA_TNIL;
-  lua_pop(L, 1);
-  if (n == 1 && !retains) grad_entry_drop(L, tbl, key);
   return 0;
 }
 
-static void rekey(lua_State *L, const char *key, void *from, void *to) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE && lua_rawgetp(L, -1, from) != LUA_TNIL) {
-    lua_rawsetp(L, -2, to); /* the entry, now under the new address */
-    lua_pushnil(L);
-    lua_rawsetp(L, -2, from);
-  } else if (lua_istable(L, -1)) {
-    lua_pop(L, 1); /* the nil */
-  }
-  lua_pop(L, 1);
-}
-
-void lember_rekey_hooks(lua_State *L, em_tensor *from, em_tensor *to) {
+void lember_rekey_hooks(lua_State *L, int idx, em_tensor *from, em_tensor *to) {
   if (from == to || !lua_checkstack(L, 4)) return;
-  rekey(L, &hooks_key, from, to);
-  rekey(L, &grad_hooks_key, from, to);
+  idx = lua_absindex(L, idx);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &anchors_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_rawgetp(L, -1, from);
+  if (lua_rawequal(L, -1, idx)) { /* t anchors from's hooks: they follow it to to */
+    lua_pushnil(L);
+    lua_rawsetp(L, -3, from);
+    lua_pushvalue(L, idx);
+    lua_rawsetp(L, -3, to);
+  }
+  lua_pop(L, 2);
 }
 
 /* t:register_hook(fn) -> handle: fn(grad) runs in every backward with the
@@ -638,16 +767,11 @@ static int m_register_hook(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (!t->requires_grad)
     return luaL_error(L, "ember.register_hook: cannot register a hook on a tensor that does not require grad");
-  void *key;
-  int entry = grad_entry_of(L, 1, t, &key);
+  lua_settop(L, 2);
+  int entry = grad_entry_of(L, 1, t);
   lua_pushvalue(L, 2);
   lua_rawseti(L, entry, (lua_Integer)luaL_len(L, entry) + 1);
-  lua_newtable(L);
-  if (t->grad_fn) lua_pushlightuserdata(L, key); else lua_pushvalue(L, 1); /* a leaf: found through its value */
-  lua_pushvalue(L, 2);
-  lua_pushboolean(L, 0);
-  lua_pushcclosure(L, grad_hook_remove, 3);
-  lua_setfield(L, -2, "remove");
+  push_handle(L, entry - 1, 2, grad_hook_remove);
   return 1;
 }
 
@@ -659,8 +783,7 @@ static int m_retain_grad(lua_State *L) {
     return luaL_error(L, "ember.retain_grad: the tensor does not require grad, so it gets no gradient");
   lua_settop(L, 1);
   if (!t->grad_fn) return 1;
-  void *key;
-  int entry = grad_entry_of(L, 1, t, &key);
+  int entry = grad_entry_of(L, 1, t);
   lua_pushvalue(L, 1);
   lua_setfield(L, entry, "retain");
   lua_settop(L, 1);
@@ -695,6 +818,12 @@ void lember_open_autograd(lua_State *L, int module, int methods_idx, int mt) {
   lua_pushvalue(L, module);
   luaL_setfuncs(L, funcs, 0);
   lua_pop(L, 1);
+  entry_mt(L, &ready_entry_mt_key, ready_entry_gc);
+  entry_mt(L, &leaf_entry_mt_key, leaf_entry_gc);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &handle_mt_key);
   /* a sentinel whose __gc forgets this state for anomaly mode's origins */
   __atomic_add_fetch(&anomaly_states, 1, __ATOMIC_ACQ_REL);
   lua_newuserdata(L, 1);

@@ -182,7 +182,7 @@ static int m__assign(lua_State *L) {
     return luaL_error(L, "ember._assign: only leaf tensors (this is how Module:to keeps a parameter)");
   em_tensor **slot = (em_tensor **)lua_touserdata(L, 1);
   if (t != src) {
-    lember_rekey_hooks(L, t, src); /* hooks on t follow it to its new tensor */
+    lember_rekey_hooks(L, 1, t, src); /* hooks on t follow it to its new tensor */
     *slot = em_retain(src);
     em_release(t);
   }

@@ -185,9 +185,10 @@ int lember_set_printoptions(lua_State *L);
 /* Runs em_backward so that Lua backward functions run on this thread. */
 em_status lember_backward(lua_State *L, em_tensor *root, em_tensor *grad, int retain, em_tensor *const *only,
                           int n_only); /* n_only < 0: every leaf; else em_backward_only */
-/* The hooks registered on leaf `from` (gradient-ready and gradient hooks,
-** keyed by its address) move to `to`: t:_assign swaps the tensor a Lua
-** value wraps, and the old address may be reused once it is freed. */
-void lember_rekey_hooks(lua_State *L, em_tensor *from, em_tensor *to);
+/* The hooks registered on leaf `from` through the userdata at idx
+** (gradient-ready and gradient hooks, found from the tensor's address)
+** follow it to `to`: t:_assign swaps the tensor a Lua value wraps, and the
+** old address may be reused once it is freed. Call it before the swap. */
+void lember_rekey_hooks(lua_State *L, int idx, em_tensor *from, em_tensor *to);
 
 #endif
