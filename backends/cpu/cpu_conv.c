@@ -503,9 +503,11 @@ static em_status prim_pick(conv_entry *e, int k, void *const ptr[NUSER], int *fm
       const double t = now_s() - t0;
       if (r > 0 && t < best[f]) best[f] = t; /* the first runs warm up */
     }
-  f = FMT_ANY;
-  for (int c = 0; c < NFMT; c++)
-    if (best[c] < best[f]) f = c;
+  f = best[FMT_PLAIN] < best[FMT_ANY] ? FMT_PLAIN : FMT_ANY;
+  /* float32 only where it is clearly faster: it gives other bits than the
+  ** bfloat16 kernels, and a close call could go the other way in another
+  ** process (a resumed run); where it won it won by 2.4x or more */
+  if (best[FMT_F32] < 0.75 * best[f]) f = FMT_F32;
   int unset = -1;
   atomic_compare_exchange_strong(&e->pick[k], &unset, f);
   *fmt = atomic_load(&e->pick[k]);

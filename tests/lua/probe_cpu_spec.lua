@@ -87,10 +87,13 @@ local UNSET = {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", 
   "ONEDNN_MAX_CPU_ISA"}
 
 -- Runs SCRIPT with `env` (a shell prefix): its results and cpu_info's lines.
+-- The convolutions run on oneDNN's layouts in every child: where a shape
+-- has several candidates the first call times them (backends/cpu/cpu_conv.c),
+-- and two processes may keep different ones, whose bits differ.
 local function child(env)
   local path = os.tmpname()
-  local cmd = ("env -u %s %s '%s/bin/ember' '%s' '%s' 2>&1"):format(table.concat(UNSET, " -u "), env, build, script,
-    path)
+  local cmd = ("env -u %s EMBER_CONV_LAYOUT=blocked %s '%s/bin/ember' '%s' '%s' 2>&1"):format(table.concat(UNSET, " -u "),
+    env, build, script, path)
   local p = assert(io.popen(cmd))
   local text = p:read("a")
   local ok = p:close()
