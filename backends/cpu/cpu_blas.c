@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <time.h>
 
 /* From OpenBLAS (declared here so any cblas.h will do). */
 char *openblas_get_corename(void);
@@ -163,6 +164,27 @@ static const char *blas_upgrade(const blas_dyn *d, int want, int have, const cha
   return NULL;
 }
 
+/* Makes sure core `name`, just chosen, is the one running. OpenBLAS's
+** pthread build starts a worker at load for each thread past the first
+** (OMP_NUM_THREADS=2: one), and a worker that first runs while one of our
+** choices has unset the core runs a choice of its own, with the
+** environment of that moment: about one start in 25 of blas_core_spec's
+** simulated guess ended on cpuid's core (which a "no such core" probe
+** leaves) instead of the one chosen. So: wait a little, look, and choose
+** again while it differs. */
+static void blas_settle(const blas_dyn *d, const char *name) {
+  for (int tries = 0; tries < 5; tries++) {
+    nanosleep(&(struct timespec){0, 2000000}, NULL); /* 2 ms: a stray choice in flight ends */
+    if (strcasecmp(openblas_get_corename(), name) == 0) return;
+    const char *was = getenv("OPENBLAS_CORETYPE");
+    char *saved = was ? strdup(was) : NULL;
+    blas_choose(d, name);
+    if (saved) setenv("OPENBLAS_CORETYPE", saved, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    free(saved);
+  }
+}
+
 void cpu_blas_configure(void) {
   const char *user = getenv("OPENBLAS_CORETYPE");
   const int want = cpu_isa();
@@ -219,6 +241,7 @@ void cpu_blas_configure(void) {
              not_taken, isa_names[want]);
   } else {
     const char *pick = blas_upgrade(&d, want, have, guessed);
+    if (pick) blas_settle(&d, pick);
     if (pick)
       snprintf(blas_why, sizeof blas_why,
                "%sset by ember from cpuid (%s): OpenBLAS chose %s", not_taken, isa_names[want], guessed);
