@@ -295,7 +295,7 @@ static int cpu_get_num_threads(void) { return omp_get_max_threads(); }
 ** __builtin_cpu_supports does). Keep the groups in step with those
 ** markers. */
 static const char *cpu_own_isa(char *buf, size_t n) {
-  const char *v256 = __builtin_cpu_supports("x86-64-v3") ? "avx2" : "x86-64";
+  const char *v256 = CPU_HAS_X86_64_V3() ? "avx2" : "x86-64";
   const char *v512 = __builtin_cpu_supports("avx512f") ? "avx512f" : v256;
   if (v512 == v256)
     snprintf(buf, n, "%s", v256);

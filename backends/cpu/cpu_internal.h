@@ -106,6 +106,14 @@ void cpu_team_describe(char *buf, size_t n);
 #ifndef CPU_VECTOR_CLONES_512
 #define CPU_VECTOR_CLONES_512 CPU_VECTOR_CLONES
 #endif
+/* Whether this CPU runs the x86-64-v3 clones (what cpu_info reports as
+** "avx2"); clang (the fuzz build) has no "x86-64-v3" for the builtin, and
+** AVX2 with FMA stands in for it there. */
+#if defined(__clang__)
+#define CPU_HAS_X86_64_V3() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+#else
+#define CPU_HAS_X86_64_V3() __builtin_cpu_supports("x86-64-v3")
+#endif
 
 /* CPU_CAT(name, SUF) -> name_SUF: how the *_tmpl.h files, included once per
 ** dtype with SUF set, name their functions. */
