@@ -36,15 +36,7 @@ local function parse_args(argv)
   end
   -- "--lr -1", "--seed -3": a number after an option that takes one is its
   -- value (argparse read it as an unknown option '-1'), as in ember.cli
-  local args = {}
-  for _, a in ipairs(argv) do
-    local prev = args[#args]
-    if prev and prev:match("^%-%-%a+$") and prev ~= "--smoke" and tonumber(a) and a:sub(1, 1) == "-" then
-      args[#args] = prev .. "=" .. a
-    else
-      args[#args + 1] = a
-    end
-  end
+  local args = require("ember.cli").negative_values(argv, function(name) return name ~= "smoke" end)
   local ok, o = p:pparse(args)
   if not ok then usage_error(o) end
   for _, name in ipairs({"epochs", "batch", "hidden", "threads", "limit"}) do

@@ -241,6 +241,27 @@ end
 -- torch's names for the two precisions: what a PyTorch user types first
 local PRECISION_ALIASES = {float32 = "fp32", float = "fp32", bfloat16 = "bf16"}
 
+--- argv with each negative number that follows an option taking a value
+-- joined to it ("--lr", "-1" -> "--lr=-1"): argparse reads "-1" as an
+-- unknown option, where Python's argparse takes it as the value.
+-- takes_value(name) says whether option --name takes one.
+-- @tparam {string,...} argv
+-- @tparam function takes_value
+-- @treturn {string,...}
+function M.negative_values(argv, takes_value)
+  local args = {}
+  for _, a in ipairs(argv) do
+    local prev = args[#args]
+    local prev_name = type(prev) == "string" and prev:match("^%-%-([%w_]+)$")
+    if prev_name and takes_value(prev_name) and type(a) == "string" and tonumber(a) and a:sub(1, 1) == "-" then
+      args[#args] = prev .. "=" .. a
+    else
+      args[#args + 1] = a
+    end
+  end
+  return args
+end
+
 --- Parses argv (a list of strings) without side effects. Returns the
 -- options table, or nil and the usage text when --help was given; raises
 -- argparse's message for a bad command line.
@@ -248,20 +269,10 @@ function M.parse_only(argv, conf)
   conf = conf or {}
   local specs, index = all_specs(conf)
   local p = build_parser(conf, specs)
-  -- "--lr -1": argparse reads -1 as an option; a number after an option that
-  -- takes a value is that value (Python's argparse does so too)
-  local args = {}
-  for i, a in ipairs(argv) do
-    local name = type(a) == "string" and a:match("^%-%-([%w_]+)$")
-    local prev = args[#args]
-    local prev_name = type(prev) == "string" and prev:match("^%-%-([%w_]+)$")
-    local spec = prev_name and index[prev_name]
-    if i > 1 and not name and spec and kind_of(spec) ~= "boolean" and tonumber(a) and a:sub(1, 1) == "-" then
-      args[#args] = prev .. "=" .. a
-    else
-      args[#args + 1] = a
-    end
-  end
+  local args = M.negative_values(argv, function(name)
+    local spec = index[name]
+    return spec ~= nil and kind_of(spec) ~= "boolean"
+  end)
   local ok, r = p:pparse(args)
   if not ok then error(r .. " (see --help)", 0) end
   if r.help then return nil, p:get_help() end
