@@ -177,6 +177,18 @@ describe("data.DataLoader", function()
     function Src:get(i) return ember.tensor({ i, -i }) end
     local b = data.DataLoader(setmetatable({}, Src), { batch_size = 3 }):iter()()
     assert.are.same({ { 1, -1 }, { 2, -2 }, { 3, -3 } }, b:totable())
+    -- a get(i) that returns two values, as torch's `return img, label`: the row {img, label}
+    -- (only img was kept: the labels were lost, and iter's second value was the batch number)
+    local Pairs = { __len = function() return 3 end }
+    Pairs.__index = Pairs
+    function Pairs:get(i) return ember.full({ 2 }, i), 10 * i end
+    local xb, yb = data.DataLoader(setmetatable({}, Pairs), { batch_size = 3 }):iter()()
+    assert.are.same({ { 1, 1 }, { 2, 2 }, { 3, 3 } }, xb:totable())
+    assert.are.same({ 10, 20, 30 }, yb:totable())
+    local sub = data.Subset(setmetatable({}, Pairs), { 3, 1 })
+    local sx, sy = data.DataLoader(sub, { batch_size = 2 }):iter()()
+    assert.are.same({ 30, 10 }, sy:totable())
+    assert.are.same({ { 3, 3 }, { 1, 1 } }, sx:totable())
     -- a tensor: its rows
     local t = ember.arange(6):view(3, 2)
     local first = data.DataLoader(t, { batch_size = 2 }):iter()()

@@ -5,7 +5,9 @@
 -- are gathered with index_select, as `ds:batches` does), a tensor (its
 -- rows), or any table with a length (`#ds`, `__len`) and rows `ds[i]` or
 -- `ds:get(i)` (1-based), a plain Lua list included; their rows go through
--- `collate_fn` (by default `data.default_collate`).
+-- `collate_fn` (by default `data.default_collate`). A get(i) that returns
+-- several values (`return img, label`, as torch's tuple) gives the row
+-- {img, label}.
 --
 -- Two ways to loop, as Lua allows:
 --
@@ -126,8 +128,14 @@ local function field(ds, k)
 end
 
 -- The rows of a map-style dataset that has no gather(idx): a function i -> row.
+-- A get(i) that returns several values (`return img, label`, torch's tuple)
+-- gives the row {img, label}: keeping only the first dropped the labels.
+local function row_of(...)
+  if select("#", ...) <= 1 then return (...) end
+  return { ... }
+end
 local function fetcher(ds)
-  if type(field(ds, "get")) == "function" then return function(i) return ds:get(i) end end
+  if type(field(ds, "get")) == "function" then return function(i) return row_of(ds:get(i)) end end
   return function(i) return ds[i] end
 end
 
