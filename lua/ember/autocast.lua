@@ -55,6 +55,7 @@
 -- ember.distributed the ranks sum their medians, so all keep the same). What it measures
 -- and keeps is printed once per call site and model, and
 -- ember.autocast.auto_choices() lists it; after that it does not change.
+-- @module autocast
 local core = require "ember.core"
 
 local M = {}

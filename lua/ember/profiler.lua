@@ -28,6 +28,7 @@
 -- step (B64 L64) makes about 150 spans in 26 ms (190 in 19 ms under
 -- autocast), so well under 1%: on against off measures within the noise,
 -- +-1.5% (`ember scripts/bench/precision.lua --profile` measures it per case).
+-- @module profiler
 local core = require "ember.core"
 
 local M = {}
