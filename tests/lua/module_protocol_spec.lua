@@ -231,3 +231,36 @@ describe("parameter lists print readably", function()
     assert.are.equal(2, #m:parameters()) -- still a plain list
   end)
 end)
+
+describe("Hugging Face's and PyTorch's arguments of num_parameters and to", function()
+  it("num_parameters(only_trainable, exclude_embeddings), positionally or by name (an unknown one is an error)", function()
+    local Llama = require("ember.models").Llama
+    local m = Llama { vocab_size = 40, hidden_size = 16, intermediate_size = 24, num_hidden_layers = 1,
+      num_attention_heads = 2, tie_word_embeddings = true }
+    local total, emb = 0, 40 * 16
+    for _, p in ipairs(m:parameters()) do total = total + p:numel() end
+    m.model.embed_tokens:requires_grad_(false)
+    m.model.norm:requires_grad_(false)
+    assert.are.equal(total, m:num_parameters())
+    assert.are.equal(total - emb - 16, m:num_parameters(true)) -- the frozen ones left out (was: all of them)
+    assert.are.equal(total - emb, m:num_parameters(false, true)) -- the tied embedding counted in neither
+    assert.are.equal(total - emb - 16, m:num_parameters { only_trainable = true, exclude_embeddings = true })
+    local ok, err = pcall(m.num_parameters, m, { trainable = true })
+    assert.is_false(ok)
+    assert.truthy(err:find("Llama.num_parameters: unknown option 'trainable'", 1, true), err)
+    assert.truthy(err:find("module_protocol_spec.lua:%d+:"), err)
+  end)
+
+  it("to(dtype, non_blocking) and to{..., non_blocking =} convert, the flag ignored", function()
+    local m = nn.Sequential(nn.Linear(3, 2), nn.MultiHeadAttention(4, 2))
+    assert.are.equal(m, m:to("float64", true)) -- (was: an internal "attempt to index a boolean value")
+    assert.are.equal("float64", m[1].weight.dtype)
+    assert.are.equal("float64", m[2].dtype)
+    m:to { dtype = "bfloat16", non_blocking = false }
+    assert.are.equal("bfloat16", m[2].q_proj.weight.dtype)
+    local ok, err = pcall(m.to, m, "float32", 3)
+    assert.is_false(ok)
+    assert.truthy(err:find("Sequential.to: the second argument must be a dtype or device name", 1, true), err)
+    assert.truthy(err:find("module_protocol_spec.lua:%d+:"), err)
+  end)
+end)

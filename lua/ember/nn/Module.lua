@@ -369,11 +369,41 @@ function Module:parameter_names()
   return list_of(list)
 end
 
---- The number of learned scalars.
+--- The number of learned scalars (a tensor shared by several names counted
+-- once), as Hugging Face's `model.num_parameters(only_trainable=False,
+-- exclude_embeddings=False)`, positionally or by name: only_trainable
+-- counts the parameters that require grad (a frozen base under adapters
+-- left out), exclude_embeddings leaves out the weights of nn.Embedding
+-- modules (and an output layer tied to one).
+-- @tparam[opt=false] bool|table only_trainable or `{only_trainable =, exclude_embeddings =}`
+-- @tparam[opt=false] bool exclude_embeddings
 -- @treturn integer
-function Module:num_parameters()
+-- @usage local m = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 2))
+-- m[2]:requires_grad_(false)
+-- print(m:num_parameters(), m:num_parameters(true), m:num_parameters{exclude_embeddings = true})   --> 50 40 10
+function Module:num_parameters(only_trainable, exclude_embeddings)
+  local who = self.__name .. ".num_parameters"
+  if type(only_trainable) == "table" then
+    if exclude_embeddings ~= nil then
+      errors.raise("%s: give only_trainable and exclude_embeddings either by position or in one table, not both", who)
+    end
+    local o = Module.check_options(who, only_trainable, { "only_trainable", "exclude_embeddings" })
+    only_trainable, exclude_embeddings = o.only_trainable, o.exclude_embeddings
+  end
+  for name, v in pairs { only_trainable = only_trainable, exclude_embeddings = exclude_embeddings } do
+    if v ~= nil and type(v) ~= "boolean" then errors.raise("%s: %s must be a boolean, got %s", who, name, type(v)) end
+  end
+  local skip = {}
+  if exclude_embeddings then
+    local Embedding = require "ember.nn.Embedding"
+    for _, m in ipairs(self:modules()) do
+      if m:isinstance(Embedding) and m.weight ~= nil then skip[m.weight] = true end
+    end
+  end
   local n = 0
-  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  for _, p in ipairs(self:parameters()) do
+    if not skip[p] and (not only_trainable or p.requires_grad) then n = n + p:numel() end
+  end
   return n
 end
 
@@ -728,7 +758,9 @@ end
 function Module.float_dtype(where, op) return convert.float_dtype(where, op) end
 
 --- Moves or converts every tensor: `to("cuda")`, `to("float64")`, both
--- `to("cuda", "bfloat16")`, another tensor's `to(x)`, or `to{dtype=, device=}`.
+-- `to("cuda", "bfloat16")`, another tensor's `to(x)`, or `to{dtype=, device=}`;
+-- PyTorch's non_blocking (`to("float64", true)`, `to{..., non_blocking = true}`)
+-- is taken and ignored (ember's copies are synchronous).
 -- Parameters keep their identity (the same tensor objects, converted in
 -- place, their gradients dropped), so an optimizer made before still
 -- updates the model, as PyTorch's module.to() keeps its Parameters; the

@@ -27,6 +27,13 @@ return function(Module)
   -- name; a device name tried on an empty tensor first; every tensor of the tree
   -- moved once (tied ones stay tied), parameters converted in place.
   function C.to(self, where, _moved)
+    -- PyTorch's non_blocking (to(dtype, True), to(x, True), to{non_blocking =}):
+    -- taken and ignored, ember's copies are synchronous
+    if type(_moved) == "boolean" then _moved = nil end
+    if _moved ~= nil and type(_moved) ~= "string" and type(_moved) ~= "table" then
+      errors.raise("%s.to: the second argument must be a dtype or device name (or non_blocking, a boolean), got %s",
+        self.__name, Module.is_tensor(_moved) and "a tensor" or type(_moved))
+    end
     -- PyTorch's forms: to(device, dtype) in either order, to(tensor) (its
     -- device and dtype), to{device =, dtype =}; each name is one pass
     if type(_moved) == "string" or Module.is_tensor(where)
@@ -35,7 +42,10 @@ return function(Module)
       if Module.is_tensor(where) then
         names = { where.device, where.dtype }
       elseif type(where) == "table" then
-        Module.check_options(self.__name .. ".to", where, { "dtype", "device" })
+        Module.check_options(self.__name .. ".to", where, { "dtype", "device", "non_blocking" })
+        if where.non_blocking ~= nil and type(where.non_blocking) ~= "boolean" then
+          errors.raise("%s.to: non_blocking must be a boolean, got %s", self.__name, type(where.non_blocking))
+        end
         names = { where.device, where.dtype }
       else
         names = { where, _moved }
