@@ -222,10 +222,11 @@ local function name_of(v, depth)
     end
   end
   if fallback then return fallback end
-  local modules = { "checkpoint", "generate", "metrics", "progress", "cli", "autograd", "autocast", "profiler", "linalg",
-                    "flex" }
-  for _, modname in ipairs(modules) do
-    local ok, mod = pcall(require, "ember." .. modname)
+  -- the modules of lua/ember/'s public files (ember.special, ember.checkpoint, ...)
+  for _, f in ipairs(M.files()) do
+    local modname = f.public and f.prefix and not f.prefix:find(".", 1, true) and f.prefix
+    local ok, mod = false, nil
+    if modname then ok, mod = pcall(require, "ember." .. modname) end
     if ok and type(mod) == "table" then
       if rawequal(mod, v) then return modname end
       for k, x in pairs(mod) do if rawequal(x, v) then return modname .. "." .. k end end

@@ -128,6 +128,31 @@ describe("help() prints the reference entry", function()
     assert(s:find("help(x)", 1, true), s)
   end)
 
+  -- help(ember.special.erfc) printed help's usage: the modules it searched were
+  -- a list that lacked ember.special
+  it("of every module of lua/ember/ and each of its documented functions, by value", function()
+    local s = captured(function() return ember.help(ember.special.erfc) end)
+    assert(s:find("^special.erfc\n"), s)
+    local checked, wrong = 0, {}
+    for _, f in ipairs(doc.files()) do
+      local name = f.public and f.prefix and not f.prefix:find(".", 1, true) and f.prefix
+      local ok, mod = false, nil
+      if name then ok, mod = pcall(require, "ember." .. name) end
+      if ok and type(mod) == "table" then
+        for k, v in pairs(mod) do
+          local text = type(k) == "string" and type(v) == "function" and doc.index()[name .. "." .. k]
+          if text then
+            checked = checked + 1
+            if not doc.lookup(v) then wrong[#wrong + 1] = name .. "." .. k end -- (or ember's name for it)
+          end
+        end
+      end
+    end
+    assert(checked > 50, "only " .. checked .. " functions")
+    table.sort(wrong)
+    assert(#wrong == 0, "help finds no entry for " .. table.concat(wrong, ", "))
+  end)
+
   -- help("softcap") had no entry: an attention variant is named by a string too
   it("of an attention variant: description, options with defaults and help, per-call inputs (Lua and C)", function()
     local s = captured(function() return ember.help("softcap") end)
