@@ -627,7 +627,8 @@ describe("errors name the function at the caller's line", function()
       "nn.functional.pixel_unshuffle: the height and width (8, 8 of shape [2, 3, 8, 8]) must be divisible")
     raises_here(function() F.pixel_shuffle(x, 0) end, "nn.functional.pixel_shuffle: upscale_factor must be a positive integer")
     raises_here(function() F.dropout2d(ember.randn(3, 4), 0.5) end, "nn.functional.dropout2d: expected an input [N, C, H, W]")
-    raises_here(function() F.dropout2d(x, 1) end, "nn.functional.dropout2d: p must be a number in [0, 1)")
+    raises_here(function() F.dropout2d(x, 1.5) end, "nn.functional.dropout2d: p must be a number in [0, 1], got 1.5")
+    raises_here(function() F.dropout3d(ember.randn(2, 3, 2, 2, 2), -0.1) end, "nn.functional.dropout3d: p must be a number in [0, 1], got -0.1")
     raises_here(function() F.triplet_margin_loss(ember.randn(2, 3), ember.randn(2, 3), ember.randn(2, 4)) end,
       "nn.functional.triplet_margin_loss: expected anchor, positive and negative of one shape [N, D] or [D], got [2, 3], [2, 3] and [2, 4]")
     raises_here(function() F.margin_ranking_loss(ember.randn(3), ember.randn(3), ember.ones(3), { reduction = "avg" }) end,

@@ -251,8 +251,25 @@ describe("nn.Dropout2d", function()
     assert.are.equal("Dropout2d(p=0.25)", tostring(m))
   end)
 
+  it("p = 1 drops every channel, as PyTorch's (and nn.Dropout's): zeros and zero gradients", function()
+    -- the channel dropouts refused p = 1 ("[0, 1)"), which torch.nn.Dropout2d(1.0) and F.dropout2d(x, 1) take
+    local x = ember.randn(2, 3, 4, 4, F64):requires_grad_()
+    local y = nn.Dropout2d(1.0)(x)
+    assert.are.equal(0, y:abs():sum():item())
+    y:sum():backward()
+    assert.are.equal(0, x.grad:abs():sum():item())
+    assert.are.equal(0, nn.Dropout1d(1)(ember.randn(2, 3, 5)):abs():sum():item())
+    assert.are.equal(0, nn.Dropout3d(1)(ember.randn(2, 3, 2, 2, 2)):abs():sum():item())
+    local F = nn.functional
+    assert.are.equal(0, F.dropout2d(ember.randn(2, 3, 4, 4), 1):abs():sum():item())
+    assert.are.equal(0, F.dropout1d(ember.randn(2, 3, 4), { p = 1 }):abs():sum():item())
+    local z = ember.randn(2, 3, 4, 4)
+    assert.are.equal(z, nn.Dropout2d(1):eval()(z))
+  end)
+
   it("errors name Dropout2d at the caller's line", function()
-    raises_here(function() local _ = nn.Dropout2d(1) end, "Dropout2d: p must be a number in [0, 1), got 1")
+    raises_here(function() local _ = nn.Dropout2d(1.5) end, "Dropout2d: p must be a number in [0, 1], got 1.5")
+    raises_here(function() local _ = nn.Dropout1d(-1) end, "Dropout1d: p must be a number in [0, 1], got -1")
     raises_here(function() local _ = nn.Dropout2d()(ember.randn(2, 3)) end,
       "Dropout2d.forward: expected an input [N, C, H, W] or [C, H, W], got shape [2, 3]")
   end)

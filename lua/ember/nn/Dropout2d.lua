@@ -3,7 +3,8 @@
 -- whole with probability p, the others scaled by 1/(1-p); the identity in
 -- eval mode. Draws from the seeded generator (`ember.dropout` on a
 -- [N, C, 1, 1] tensor of ones: the channel mask).
--- Errors name nn.Dropout2d: p outside [0, 1), an input that is not 3-d or 4-d.
+-- p = 1 drops every channel (zeros, zero gradients), as PyTorch.
+-- Errors name nn.Dropout2d: p outside [0, 1], an input that is not 3-d or 4-d.
 -- @usage local drop = nn.Dropout2d(0.2)
 -- print(drop(ember.randn(2, 8, 4, 4)).shape)   --> ember.Size{2, 8, 4, 4}
 -- @classmod nn.Dropout2d
@@ -18,11 +19,17 @@ Dropout2d.SIGNATURE = { sizes = { "p" }, options = { "inplace" } }
 
 function Dropout2d:__init(p, opts)
   Module.check_options("nn.Dropout2d", opts, { "inplace" })
-  p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p >= 1 then
-    error("Dropout2d: p must be a number in [0, 1), got " .. tostring(p), 2)
+  self.p = Dropout2d._check_p("Dropout2d", p or 0.5)
+end
+
+-- p of a channel dropout, checked (the modules' and nn.functional's
+-- dropout1d/2d/3d): a number in [0, 1], as PyTorch's; p = 1 drops every
+-- channel. who: the caller, for the error.
+function Dropout2d._check_p(who, p)
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error(("%s: p must be a number in [0, 1], got %s"):format(who, tostring(p)))
   end
-  self.p = p
+  return p
 end
 
 --- x with whole channels zeroed with probability p and the rest scaled by 1/(1-p) in training mode; x in eval mode.

@@ -1,11 +1,10 @@
 --- nn.Dropout3d([p = 0.5]): channel dropout while training, as torch.nn.Dropout3d: each channel of
 -- [N, C, D, H, W] (or [C, D, H, W]) is zeroed whole with probability p, the others scaled by 1/(1-p);
 -- the identity in eval mode (`nn.Dropout2d`'s rule).
--- Errors name nn.Dropout3d: p outside [0, 1), an input of the wrong rank.
+-- Errors name nn.Dropout3d: p outside [0, 1], an input of the wrong rank.
 -- @usage local drop = nn.Dropout3d(0.2)
 -- print(drop(ember.randn(2, 8, 2, 3, 3)).shape)   --> ember.Size{2, 8, 2, 3, 3}
 -- @classmod nn.Dropout3d
-local error = require("ember._errors").error -- raises at the user's line
 local Module = require "ember.nn.Module"
 local Dropout2d = require "ember.nn.Dropout2d"
 
@@ -15,9 +14,7 @@ Dropout3d.SIGNATURE = { sizes = {}, options = { "p", "inplace" } }
 
 function Dropout3d:__init(...)
   local p = Module.keyword_args("nn.Dropout3d", { "p", "inplace" }, ...)
-  p = p or 0.5
-  if type(p) ~= "number" or p < 0 or p >= 1 then error("Dropout3d: p must be a number in [0, 1), got " .. tostring(p), 3) end
-  self.p = p
+  self.p = Dropout2d._check_p("Dropout3d", p or 0.5)
 end
 
 --- x with whole channels zeroed with probability p (training), x in eval mode.

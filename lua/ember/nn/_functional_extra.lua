@@ -106,12 +106,10 @@ end
 function M.dropout2d(x, ...)
   local who = "nn.functional.dropout2d"
   local o = args(who, { "p", "training", "inplace" }, ...)
-  local p = o.p == nil and 0.5 or o.p
-  if type(p) ~= "number" or p < 0 or p >= 1 then
-    errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p))
-  end
+  local Dropout2d = require "ember.nn.Dropout2d"
+  local p = Dropout2d._check_p(who, o.p == nil and 0.5 or o.p)
   check_bool(who, "training", o.training)
-  return inplace_if(who, o, x, require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false))
+  return inplace_if(who, o, x, Dropout2d._dropout2d(who, x, p, o.training ~= false))
 end
 
 function M.pixel_shuffle(x, upscale_factor)
@@ -512,12 +510,10 @@ end
 local function channel_dropout(nd, x, ...)
   local who = "nn.functional.dropout" .. nd .. "d"
   local o = args(who, { "p", "training", "inplace" }, ...)
-  local p = o.p == nil and 0.5 or o.p
-  if type(p) ~= "number" or p < 0 or p >= 1 then
-    errors.raise("%s: p must be a number in [0, 1), got %s", who, tostring(p))
-  end
+  local Dropout2d = require "ember.nn.Dropout2d"
+  local p = Dropout2d._check_p(who, o.p == nil and 0.5 or o.p)
   check_bool(who, "training", o.training)
-  return inplace_if(who, o, x, require("ember.nn.Dropout2d")._dropout2d(who, x, p, o.training ~= false, nd))
+  return inplace_if(who, o, x, Dropout2d._dropout2d(who, x, p, o.training ~= false, nd))
 end
 
 function M.dropout1d(x, ...) return channel_dropout(1, x, ...) end
