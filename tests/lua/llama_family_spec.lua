@@ -240,6 +240,19 @@ describe("models.Llama.from_pretrained loads the Llama family and matches PyTorc
     cfg.rope_scaling.rope_type, cfg.head_dim = "llama3", 9
     write(dir .. "/config.json", ember._json_encode(cfg))
     raises_here(function() Llama.from_pretrained(dir) end, "Llama.from_pretrained: config.head_dim must be an even")
+    -- transformers' loading options are named as such (they were "unknown config key", listing the config's keys)
+    raises_here(function() Llama.from_pretrained(fixtures.cases.mistral.folder, { device_map = "auto" }) end,
+      "Llama.from_pretrained: 'device_map' is an option of transformers' from_pretrained, not a config key: load, "
+        .. "then move the model")
+    raises_here(function() Llama.from_pretrained(fixtures.cases.mistral.folder, { attn_implementation = "sdpa" }) end,
+      "'attn_implementation' is an option of transformers' from_pretrained, not a config key")
+    -- torch_dtype = "auto" on a float16 folder says that the float16 came from config.json
+    cfg = ember._json_decode(read(fixtures.cases.mistral.folder .. "/config.json"))
+    cfg.torch_dtype = "float16"
+    write(dir .. "/config.json", ember._json_encode(cfg))
+    raises_here(function() Llama.from_pretrained(dir, { torch_dtype = "auto" }) end,
+      'got "auto", and config.json\'s torch_dtype is "float16" (ember has no float16: bfloat16 is its half '
+        .. 'precision; give torch_dtype = "bfloat16" or "float32")')
   end)
 
   it("the Hub's config.json files of released checkpoints pass the checks (as written, their sizes)", function()

@@ -569,6 +569,23 @@ local function read_json(path, who, what)
   return v
 end
 
+-- transformers' from_pretrained options that are no config keys, and what to do instead
+local NO_LOADING = "ember reads the folder as it is"
+local LOADER_OPTIONS = {
+  device_map = "load, then move the model: model:to(\"cuda\")",
+  attn_implementation = "ember's attention is the config key attention (an attention variant's name; \"standard\" "
+    .. "runs the fused kernel)",
+  low_cpu_mem_usage = NO_LOADING, trust_remote_code = "the model types ember supports are built in",
+  revision = NO_LOADING .. " (download the revision you want)", cache_dir = NO_LOADING,
+  local_files_only = NO_LOADING .. " (nothing is downloaded)", force_download = NO_LOADING, token = NO_LOADING,
+  subfolder = "give the subfolder's path", variant = "give the file's folder", use_safetensors = NO_LOADING
+    .. " (model.safetensors first, else pytorch_model.bin)",
+  quantization_config = "ember has no quantized weights", load_in_8bit = "ember has no quantized weights",
+  load_in_4bit = "ember has no quantized weights",
+  ignore_mismatched_sizes = "every tensor must fit (an error names the one that does not)",
+  output_loading_info = "every tensor must be in the file, and no other (an error names them)",
+}
+
 --- Builds a model from a Hugging Face model folder, as
 -- `LlamaForCausalLM.from_pretrained(folder)`: the configuration from its
 -- config.json (every LlamaConfig key, and Mistral's, Qwen2's and Qwen3's
@@ -588,6 +605,8 @@ end
 -- stays greedy unless the call says otherwise.
 -- @string dir the folder (a downloaded snapshot)
 -- @tparam[opt] table overrides config keys that win over config.json's, and `torch_dtype` / `dtype`
+-- (transformers' loading options, device_map, attn_implementation, trust_remote_code, ..., are errors
+-- that say what to do instead)
 -- @treturn Llama the model, in eval mode (see the class's example)
 function Llama.from_pretrained(dir, overrides)
   local who = "Llama.from_pretrained"
@@ -605,18 +624,27 @@ function Llama.from_pretrained(dir, overrides)
     end
     dtype = a or b
     local rest = {}
-    for k, v in pairs(overrides) do if k ~= "torch_dtype" and k ~= "dtype" then rest[k] = v end end
+    for k, v in pairs(overrides) do
+      if LOADER_OPTIONS[k] then
+        -- transformers' loading options are no config keys: say so, not "unknown config key"
+        raise("%s: '%s' is an option of transformers' from_pretrained, not a config key: %s", who, k, LOADER_OPTIONS[k])
+      end
+      if k ~= "torch_dtype" and k ~= "dtype" then rest[k] = v end
+    end
     overrides = rest
   end
   dir = dir:gsub("/+$", "")
   local cfg = read_json(dir .. "/config.json", who, "a Hugging Face model folder holds config.json and the safetensors")
-  if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype or "float32" end
+  local auto = dtype == "auto"
+  if auto then dtype = cfg.torch_dtype or cfg.dtype or "float32" end
   if type(dtype) == "string" then dtype = dtype:gsub("^torch%.", "") end
   local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
   if dtype ~= nil and not FLOATS[dtype] then
-    raise("%s: torch_dtype must be \"bfloat16\", \"float32\", \"float64\" or \"auto\" (config.json's), got %s%s", who,
+    raise("%s: torch_dtype must be \"bfloat16\", \"float32\", \"float64\" or \"auto\" (config.json's), got %s%s%s", who,
+      auto and "\"auto\", and config.json's torch_dtype is " or "",
       type(dtype) == "string" and ("%q"):format(dtype) or tostring(dtype),
-      (dtype == "float16" or dtype == "half") and " (ember has no float16: bfloat16 is its half precision)" or "")
+      (dtype == "float16" or dtype == "half") and (" (ember has no float16: bfloat16 is its half precision%s)"):format(
+        auto and "; give torch_dtype = \"bfloat16\" or \"float32\"" or "") or "")
   end
   cfg.dtype = nil -- newer transformers' name for torch_dtype
   local gen_path = dir .. "/generation_config.json"
