@@ -37,6 +37,9 @@ local UPVALUE_HINT = "score_mod and mask_mod capture the tensors they and the fu
   "upvalues, globals or fields of tables (self.bias); a tensor reached another way (an argument of a function, " ..
   "a table's method's result) cannot be indexed with a traced value: read it in the mod"
 
+-- What they say of a Lua table indexed with a traced value.
+local TABLE_HINT = "put the numbers in a tensor (ember.tensor(t)) that the function reads, and index that"
+
 local CTX_FIELDS = { options = true, heads = true, head_dim = true, v_head_dim = true }
 
 -- a bool tensor reads as a boolean (0/1): `blocks[i][j] & q_idx:ge(kv_idx)`
@@ -160,10 +163,12 @@ end
 local function stand_in(t, path, caps, ctx, depth)
   return setmetatable({}, {
     __index = function(_, key)
+      if trace.is_sym(key) then trace.table_indexed(path.name, 2) end
       local x = t[key]
       local keys = { table.unpack(path.keys) }
       keys[#keys + 1] = key
-      local at = { role = path.role, ups = path.ups, keys = keys }
+      local at = { role = path.role, ups = path.ups, keys = keys, name = path.name == "_ENV" and tostring(key)
+        or path.name .. "." .. tostring(key) } -- a global by its own name
       if core.is_tensor(x) then return found_tensor(x, key, at, caps, ctx) end
       if depth < 3 and searched(x) then return stand_in(x, at, caps, ctx, depth + 1) end
       caps.reads[#caps.reads + 1] = { path = at, value = x }
@@ -194,7 +199,7 @@ local function clone(f, role, caps, ctx, ups, memo, depth)
     elseif type(val) == "function" and (memo[val] or (depth < MAX_DEPTH and searched_fn(val))) then
       debug.setupvalue(g, i, clone(val, role, caps, ctx, here, memo, depth + 1))
     elseif searched(val, name) then
-      debug.setupvalue(g, i, stand_in(val, { role = role, ups = here, keys = {} }, caps, ctx, 1))
+      debug.setupvalue(g, i, stand_in(val, { role = role, ups = here, keys = {}, name = name }, caps, ctx, 1))
     else debug.upvaluejoin(g, i, f, i) end
   end
   return g
@@ -321,7 +326,7 @@ local function instance(spec)
   end
   local score_mod, mask_mod = spec.score_mod, spec.mask_mod
   local def = { name = NAME, inputs = inputs, sources = { score = score_mod, mask = mask_mod },
-    upvalue_hint = UPVALUE_HINT, found_captures = true }
+    upvalue_hint = UPVALUE_HINT, table_hint = TABLE_HINT, found_captures = true }
   -- q_idx is the query's row: the kernel's q is its position on the key axis
   local function row(q, ctx) return off ~= 0 and q - ctx[OFFSET] or q end
   if score_mod then

@@ -180,6 +180,18 @@ local function to_sym(x, what, level)
     "give the numbers as a tensor in params, learned = false for a constant, and index ctx.<name>[h])" or ""), level + 1)
 end
 
+-- A Lua table indexed with a traced value (`slopes[h]`): Lua looks the key
+-- up as it is and finds nothing, so the read is nil, and `t[k] or 0` would
+-- be 0 at every position, silently. Raised where such a read is seen (a
+-- table the function reads, lua/ember/variant.lua; ember.flex_attention's
+-- stand-ins, lua/ember/_flex_trace.lua), at level as fail counts.
+M.TABLE_HINT = "give the numbers as a tensor in params (learned = false for a constant) and index ctx.<name>[h]"
+function M.table_indexed(name, level)
+  fail(("the Lua table '%s' was indexed with a traced value: Lua looks the key up as it is, so the read would be " ..
+    "nil (and `t[k] or x` silently x at every position); %s"):format(name, state and state.table_hint or M.TABLE_HINT),
+    level + 1)
+end
+
 -- Tensors from outside the function (upvalues) meet traced indices only
 -- through their own indexing, which asks the index for its length or
 -- fields: the message says what to do instead.
@@ -489,12 +501,16 @@ end
 
 -- Runs fn(...) under a fresh trace; returns fn's results.
 -- variant: the name, or {name =, where = "file:line" of the user's function,
--- upvalue_hint = what a message says of tensors from outside the function}.
+-- upvalue_hint = what a message says of tensors from outside the function,
+-- table_hint = what it says of a Lua table indexed with a traced value}.
 function M.run(variant, fn, ...)
   local prev = state
   local where, hint = nil, nil
-  if type(variant) == "table" then variant, where, hint = variant.name, variant.where, variant.upvalue_hint end
-  state = { variant = variant, where = where, upvalue_hint = hint, nodes = {}, n = 0 }
+  local table_hint
+  if type(variant) == "table" then
+    variant, where, hint, table_hint = variant.name, variant.where, variant.upvalue_hint, variant.table_hint
+  end
+  state = { variant = variant, where = where, upvalue_hint = hint, table_hint = table_hint, nodes = {}, n = 0 }
   local saved = state
   local res = table.pack(pcall(function(...)
     local r = table.pack(fn(...))

@@ -311,6 +311,41 @@ local function fn_of(def, what)
   return type(f) == "function" and f or nil
 end
 
+-- The Lua tables f reads as upvalues, their table fields (3 levels, as
+-- ember.flex_attention's stand-ins: the globals are _ENV's fields), and
+-- those of the Lua functions it calls, less libraries and tables with a
+-- metatable: guarded while f is traced, so that indexing one with a traced
+-- value is an error where it is written (trace.table_indexed), not a nil.
+-- guards: table -> its name.
+local function guard_table(t, name, guards, level)
+  if guards[t] then return end
+  if name ~= "_ENV" then -- the globals (_G, a library too; an environment with a metatable) are walked, not guarded
+    if getmetatable(t) ~= nil then return end
+    for _, m in pairs(package.loaded) do if rawequal(m, t) then return end end
+    guards[t] = name
+  end
+  if level >= 3 then return end
+  local n = 0
+  for k, x in next, t do -- a long list of numbers is not walked to its end
+    n = n + 1
+    if n > 1000 then break end
+    if type(x) == "table" then guard_table(x, name == "_ENV" and tostring(k) or name .. "." .. tostring(k), guards,
+      level + 1) end
+  end
+end
+local function tables_read(f, guards, seen, depth)
+  seen[f] = true
+  for i = 1, 255 do
+    local name, val = debug.getupvalue(f, i)
+    if name == nil then break end
+    if type(val) == "table" then guard_table(val, name, guards, 1)
+    elseif type(val) == "function" and not seen[val] and depth < 8 and debug.getinfo(val, "S").what == "Lua" then
+      tables_read(val, guards, seen, depth + 1)
+    end
+  end
+  return guards
+end
+
 -- Calls fn under a trace with math.* made symbol-aware; returns the state
 -- and the function's result.
 local function traced_call(def, what, fn, ...)
@@ -325,7 +360,13 @@ local function traced_call(def, what, fn, ...)
   local user = fn_of(def, what)
   local info = user and debug.getinfo(user, "S")
   local where = info and info.what == "Lua" and ("%s:%d"):format(info.short_src, info.linedefined) or nil
-  local ok, st, res = pcall(trace.run, { name = def.name, where = where, upvalue_hint = def.upvalue_hint }, fn, ...)
+  local guards = user and info.what == "Lua" and tables_read(user, {}, {}, 0) or {}
+  for t, name in pairs(guards) do
+    setmetatable(t, { __index = function(_, k) if trace.is_sym(k) then trace.table_indexed(name, 2) end end })
+  end
+  local ok, st, res = pcall(trace.run, { name = def.name, where = where, upvalue_hint = def.upvalue_hint,
+    table_hint = def.table_hint }, fn, ...)
+  for t in pairs(guards) do setmetatable(t, nil) end
   for k, f in pairs(saved) do math[k] = f end
   if not ok then
     -- the user's own error (a bad option value, a typo) names the variant and

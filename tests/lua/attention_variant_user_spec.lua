@@ -170,6 +170,29 @@ describe("a Lua variant file given by its path", function()
   end)
 end)
 
+describe("a Lua table indexed with a traced value", function()
+  it("is refused at the user's line, naming the table (`tbl[k] or 0` was 0 at every position, silently)", function()
+    local slopes = { 0.5, 0.25, 0.125, 0.0625 }
+    local function slope(h) return slopes[h] or 1 end   -- through a helper too
+    local cfg = { bias = { 1, 2, 3 } }                    -- a field of a table
+    for name, score in pairs {
+      user_tbl_upvalue = function(s, b, h, q, k, ctx) return s + (slopes[h] or 0) * (k - q) end,
+      user_tbl_helper = function(s, b, h, q, k, ctx) return s + slope(h) * (k - q) end,
+      user_tbl_field = function(s, b, h, q, k, ctx) return s + (cfg.bias[k] or 0) end } do
+      parity.raises_here(function() ember.attention_variant { name = name, score = score } end,
+        ("the Lua table '%s' was indexed with a traced value"):format(name == "user_tbl_field" and "cfg.bias" or "slopes"))
+      assert.is_nil(require("ember.variant").get(name))
+    end
+    assert.is_nil(getmetatable(slopes)) -- the guards are gone after the trace
+    assert.is_nil(getmetatable(cfg.bias))
+    -- read with numbers, a table is a constant of the trace
+    ember.attention_variant { name = "user_tbl_number", score = function(s, b, h, q, k, ctx) return s * slopes[2] end }
+    local att = nn.Attention { attention = "user_tbl_number", heads = 2, head_dim = 4, dtype = "float64" }
+    local q, k, v = randn { 1, 2, 5, 4 }, randn { 1, 2, 5, 4 }, randn { 1, 2, 5, 4 }
+    parity.check("numbers", att(q, k, v), ember.scaled_dot_product_attention(q, k, v, { scale = 0.125 }), 1e-12)
+  end)
+end)
+
 describe("a typo inside a variant's function", function()
   it("an option name that the variant does not have is named, with the options it has, at the user's line", function()
     local ok, err = pcall(ember.attention_variant, { name = "user_typo_opt",

@@ -317,6 +317,22 @@ describe("a researcher's mistakes, named at their line (never a crash, never a s
     assert.are.equal(0, ok:sparsity())
   end)
 
+  it("a Lua table indexed with a traced value (`slopes[h] or 0` read 0 everywhere, silently)", function()
+    local slopes = { 0.5, 0.25 }   -- ALiBi slopes kept in a Lua table, as in Python
+    local cfg = { bias = { 1, 2, 3 } }
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx)
+        return score + (slopes[h] or 0) * (kv_idx - q_idx) end })
+    end, "the Lua table 'slopes' was indexed with a traced value")
+    raises_here(function()
+      ember.flex_attention(q, k, v, { score_mod = function(score, b, h, q_idx, kv_idx)
+        return score + (cfg.bias[kv_idx] or 0) end })
+    end, "the Lua table 'cfg.bias' was indexed with a traced value")
+    -- a table read with a number stays a constant of the trace
+    local ref = ember.flex_attention(q, k, v, { scale = 0.25 })
+    check("numbers", ember.flex_attention(q, k, v, { score_mod = function(score) return score * slopes[1] end }), ref, 1e-12)
+  end)
+
   it("a score_mod or mask_mod with the wrong number of parameters", function()
     -- a mask_mod given as score_mod would read score as b, b as h, ...
     raises_here(function()
