@@ -146,10 +146,18 @@ static int load_chunk(lua_State *L) {
   lua_pushstring(L, line[0] == '=' ? line + 1 : line);
   free(line);
   int code = lua_gettop(L);
-  /* an expression? (its values, all of them, as the arguments of a call; the
-  ** newline ends a trailing -- comment) */
-  const char *ret = lua_pushfstring(L, "return (function(...) return ... end)(%s\n)", lua_tostring(L, code));
-  int status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
+  /* an expression? (its values, all of them, as the arguments of a call).
+  ** The closing parenthesis goes on the line itself, where Lua emits an
+  ** index's code (`t[5]`: its error then names stdin:1); a newline first
+  ** only when a trailing -- comment would swallow it. */
+  int status = LUA_ERRSYNTAX;
+  for (int nl = 0; nl < 2 && status != LUA_OK; nl++) {
+    const char *ret =
+        lua_pushfstring(L, "return (function(...) return ... end)(%s%s)", lua_tostring(L, code), nl ? "\n" : "");
+    status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
+    lua_settop(L, code + (status == LUA_OK ? 2 : 0)); /* the text and the function, or nothing */
+    if (status == LUA_OK) lua_remove(L, code + 1);
+  }
   if (status == LUA_OK) {
     history_add(lua_tostring(L, code));
     lua_replace(L, code); /* the function takes the code's slot */
