@@ -52,6 +52,20 @@ static em_plugin_record *em__new_record(const char *path) {
   return rec;
 }
 
+/* A file that has just loaded (rec) supersedes what was said of it before:
+** the rows that rejected the same path (a variant file that failed, then
+** was fixed and loaded; one shadowed, then loaded by its path) are dropped,
+** so ember.plugins() does not list the file as loaded and rejected. */
+static void em__forget_rejections(const em_plugin_record *rec) {
+  int k = 0;
+  for (int i = 0; i < em__nrecords; i++) {
+    em_plugin_record *r = em__records[i];
+    if (r != rec && !r->loaded && strcmp(r->path, rec->path) == 0) free(r);
+    else em__records[k++] = r;
+  }
+  em__nrecords = k;
+}
+
 static bool em__reject(em_plugin_record *rec, void *handle, const char *fmt, ...) EM_PRINTF(3, 4);
 
 static bool em__reject(em_plugin_record *rec, void *handle, const char *fmt, ...) {
@@ -184,6 +198,7 @@ static bool em__load_file(const char *path, em_plugin_record **out) {
   }
   rec->vtable = vt;
   rec->loaded = true;
+  em__forget_rejections(rec); /* a rebuilt file given to em_plugin_load */
   /* The handle stays open for the life of the process. */
   return true;
 }
@@ -376,6 +391,7 @@ em_status em_plugin_register(int kind, const char *path, const char *name, const
   snprintf(rec->version, sizeof rec->version, "%s", version ? version : "");
   snprintf(rec->description, sizeof rec->description, "%s", description ? description : "");
   rec->vtable = reason ? NULL : vtable;
+  if (!reason) em__forget_rejections(rec);
   return EM_OK;
 }
 

@@ -143,6 +143,22 @@ describe("a Lua variant file given by its path", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("a file that failed, fixed and loaded again, is listed as loaded only (its rejection was kept beside it)", function()
+    local dir = tmpdir()
+    local text = "local ember = require 'ember'\nreturn { name = 'user_fixed_file', score = function(s, b, h, q, k, ctx) " ..
+      "return s + %s(q - k) end }"
+    local path = write(dir, "user_fixed_file.lua", text:format("math.sin"))
+    parity.raises_here(function() ember.load_plugin(path) end, "math.sin cannot be traced")
+    write(dir, "user_fixed_file.lua", text:format("ember.tanh"))
+    assert.is_true(ember.load_plugin(path).loaded)
+    local rows = {}
+    for _, r in ipairs(ember.plugins()) do if r.path == path then rows[#rows + 1] = r end end
+    assert.are.equal(1, #rows, "rows of the file: " .. #rows)
+    assert.is_true(rows[1].loaded)
+    assert.is_nil(tostring(ember.attention_variants()):find("user_fixed_file.lua", 1, true))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
   it("scripts/check_plugin.lua checks a variant given as a .lua path", function()
     local dir = tmpdir()
     local path = write(dir, "user_checked.lua", "local ember = require 'ember'\n" ..
