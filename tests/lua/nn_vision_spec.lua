@@ -112,6 +112,29 @@ describe("nn.BatchNorm2d", function()
     raises_here(function() local _ = nn.BatchNorm2d(3)(ember.randn(1, 3, 1, 1)) end,
       "BatchNorm2d.forward: expected more than 1 value per channel when training")
   end)
+
+  it("a float64 input to float32 norms is an error naming the tensor, as PyTorch's; bfloat16 beside float32 is mixed precision", function()
+    -- BatchNorm2d gave float32 for it in training and float64 in eval; GroupNorm and InstanceNorm took it silently
+    local x = ember.randn(2, 3, 4, 4, F64)
+    local bn = nn.BatchNorm2d(3)
+    raises_here(function() local _ = bn(x) end,
+      'BatchNorm2d.forward: the input is float64 but the weight is float32 (convert one: x:to("float32") or the weight\'s dtype)')
+    bn:eval()
+    raises_here(function() local _ = bn(x) end, "BatchNorm2d.forward: the input is float64 but the weight is float32")
+    raises_here(function() local _ = nn.BatchNorm2d(3, { affine = false })(x) end,
+      "BatchNorm2d.forward: the input is float64 but the running_mean is float32")
+    raises_here(function() local _ = nn.GroupNorm(3, 3)(x) end, "GroupNorm.forward: the input is float64 but the weight is float32")
+    raises_here(function() local _ = nn.functional.group_norm(x, 3, ember.ones(3)) end,
+      "nn.functional.group_norm: the input is float64 but the weight is float32")
+    raises_here(function() local _ = nn.InstanceNorm2d(3, { affine = true })(x) end,
+      "InstanceNorm2d.forward: the input is float64 but the weight is float32")
+    raises_here(function() local _ = nn.BatchNorm2d(3):bfloat16()(x:float()) end,
+      "BatchNorm2d.forward: the input is float32 but the weight is bfloat16")
+    assert.are.equal("bfloat16", nn.BatchNorm2d(3)(x:bfloat16()).dtype)
+    assert.are.equal("bfloat16", nn.GroupNorm(3, 3)(x:bfloat16()).dtype)
+    assert.are.equal("float64", nn.BatchNorm2d(3, { affine = false, track_running_stats = false })(x).dtype)
+    assert.are.equal("float64", nn.BatchNorm2d(3):double()(x).dtype)
+  end)
 end)
 
 describe("nn.GroupNorm", function()

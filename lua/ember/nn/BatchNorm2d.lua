@@ -13,7 +13,9 @@
 -- Composed from core ops (a reshape, mean, rsqrt): gradients through autograd;
 -- the computation is `nn.functional.batch_norm`'s (nn/_norm.lua).
 -- Errors name nn.BatchNorm2d: bad num_features, input that is not [N, C, H, W]
--- with C = num_features, a batch of one value per channel while training.
+-- with C = num_features, a batch of one value per channel while training,
+-- an input of another dtype than the module's (a bfloat16 input beside
+-- float32 tensors is mixed precision, as PyTorch's: bfloat16 out).
 -- @usage local bn = nn.BatchNorm2d(16)
 -- local y = bn(ember.randn(8, 16, 32, 32))   -- training: batch statistics
 -- bn:eval()                                  -- running statistics from now on

@@ -51,7 +51,7 @@ function GroupNorm:forward(x)
       self.num_channels, ember.is_tensor(x) and ("shape [" .. table.concat(x.shape, ", ") .. "]") or type(x)), 2)
   end
   Module.check_float_input("GroupNorm.forward", x)
-  return norm.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+  return norm.group_norm("GroupNorm.forward", x, self.num_groups, self.weight, self.bias, self.eps)
 end
 
 --- The settings, for printing.

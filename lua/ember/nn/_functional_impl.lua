@@ -344,7 +344,7 @@ function M.group_norm(x, num_groups, ...)
   check_optional(who, "bias", o.bias, { C })
   local eps = o.eps == nil and 1e-5 or o.eps
   check_number(who, "eps", eps, 0)
-  return norm.group_norm(x, num_groups, o.weight, o.bias, eps)
+  return norm.group_norm(who, x, num_groups, o.weight, o.bias, eps)
 end
 
 function M.layer_norm(x, normalized_shape, ...)

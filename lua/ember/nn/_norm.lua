@@ -82,6 +82,21 @@ local function as_input(x, y)
   return y
 end
 
+-- The tensors of a batch, instance or group norm in x's dtype, as
+-- PyTorch's: a bfloat16 x may meet float32 ones (the mixed precision of
+-- autocast and of a bfloat16 model with float32 norms: the output is
+-- bfloat16); any other difference is an error naming the tensor (a float64
+-- x came out float32 in training and float64 in eval).
+local function check_dtypes(who, x, tensors)
+  for _, t in ipairs(tensors) do
+    local v = t[2]
+    if v ~= nil and v.dtype ~= x.dtype and not (x.dtype == "bfloat16" and v.dtype == "float32") then
+      error(("%s: the input is %s but the %s is %s (convert one: x:to(\"%s\") or the %s's dtype)"):format(who,
+        x.dtype, t[1], v.dtype, v.dtype, t[1]))
+    end
+  end
+end
+
 -- Batch normalisation of x [N, C, *] over every dim but the channels.
 -- Batch statistics when `training` or when there are no running statistics
 -- (running_mean nil); then, when training with running statistics, they
@@ -89,6 +104,8 @@ end
 -- (a module's num_batches_tracked, optional) counts the batches; momentum
 -- nil then means the cumulative average 1 / counter (PyTorch's None).
 function M.batch_norm(who, x, running_mean, running_var, weight, bias, training, momentum, eps, counter)
+  check_dtypes(who, x, { { "weight", weight }, { "bias", bias }, { "running_mean", running_mean },
+    { "running_var", running_var } })
   local x_in = x
   local C = x.shape[2]
   local bshape = channel_shape(x, C)
@@ -135,6 +152,8 @@ end
 -- average of them); else the running statistics. `check_size`: an error
 -- when there is a single spatial element to normalise over.
 function M.instance_norm(who, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps, check_size)
+  check_dtypes(who, x, { { "weight", weight }, { "bias", bias }, { "running_mean", running_mean },
+    { "running_var", running_var } })
   local N, C = x.shape[1], x.shape[2]
   local n = 1 -- the spatial size (from the shape: an empty batch has no inferable dim for -1)
   for i = 3, x.ndim do n = n * x.shape[i] end
@@ -165,8 +184,10 @@ function M.instance_norm(who, x, running_mean, running_var, weight, bias, use_in
   return as_input(x, y:reshape(x.shape))
 end
 
--- Group normalisation of x [N, C, *] (C divisible by G, checked by the caller).
-function M.group_norm(x, G, weight, bias, eps)
+-- Group normalisation of x [N, C, *] (C divisible by G, checked by the caller);
+-- who: the caller, for errors.
+function M.group_norm(who, x, G, weight, bias, eps)
+  check_dtypes(who, x, { { "weight", weight }, { "bias", bias } })
   local N = x.shape[1]
   local xg = x:reshape({ N, G, x:numel() // math.max(N * G, 1) }) -- (not -1: an empty batch has no inferable dim)
   local mean = xg:mean(3, true)
