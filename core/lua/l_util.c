@@ -247,6 +247,11 @@ static const char *push_dtypes(lua_State *L) {
 static int foreign_dtype(const char *s) {
   static const char *const prefixes[] = {"float", "int", "uint", "complex", "bfloat", "qint", "quint", NULL};
   static const char *const words[] = {"half", "short", "int", "byte", "char", "cfloat", "cdouble", NULL};
+  if (strncmp(s, "torch.", 6) == 0 && !strchr(s + 6, '.')) { /* torch.float16, Torch7's torch.IntTensor */
+    s += 6;
+    size_t n = strlen(s);
+    if (n > 6 && strcmp(s + n - 6, "Tensor") == 0) return 1;
+  }
   for (int i = 0; words[i]; i++)
     if (strcmp(s, words[i]) == 0) return 1;
   for (int i = 0; prefixes[i]; i++) {

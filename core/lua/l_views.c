@@ -302,10 +302,22 @@ CAST_METHOD(bool, EM_BOOL)
 CAST_METHOD(bfloat16, EM_BF16)
 #undef CAST_METHOD
 
-/* t:half(): PyTorch's float16 cast, which ember has no dtype for. */
-static int m_half(lua_State *L) {
-  return luaL_error(L, "ember.half: ember has no float16 dtype; its 16-bit float is bfloat16 (t:bfloat16(), "
-                       "or ember.autocast(\"bfloat16\") for mixed precision)");
+/* t:half(), t:int(), t:short(), t:char(), t:byte(): PyTorch's and Torch7's
+** casts to dtypes ember has not; each is an error saying what to use. */
+static const struct {
+  const char *method, *dtype, *instead;
+} missing_casts[] = {
+  {"half", "float16", "its 16-bit float is bfloat16 (t:bfloat16(), or ember.autocast(\"bfloat16\") for mixed precision)"},
+  {"int", "int32", "its integer dtype is int64 (t:long())"},
+  {"short", "int16", "its integer dtype is int64 (t:long())"},
+  {"char", "int8", "its integer dtype is int64 (t:long())"},
+  {"byte", "uint8", "its integer dtype is int64 (t:long()), and a mask is bool (t:bool())"},
+};
+
+static int m_missing_cast(lua_State *L) {
+  size_t i = (size_t)lua_tointeger(L, lua_upvalueindex(1));
+  return luaL_error(L, "ember.%s: ember has no %s dtype; %s", missing_casts[i].method, missing_casts[i].dtype,
+                    missing_casts[i].instead);
 }
 
 static int m_cpu(lua_State *L) {
@@ -334,7 +346,7 @@ static const luaL_Reg methods[] = {
   {"select", m_select}, {"slice", m_slice}, {"squeeze", m_squeeze},
   {"unsqueeze", m_unsqueeze}, {"flatten", m_flatten}, {"contiguous", m_contiguous},
   {"clone", m_clone}, {"detach", m_detach}, {"detach_", m_detach_}, {"_assign", m__assign}, {"to", m_to}, {"float", m_float},
-  {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16}, {"half", m_half},
+  {"double", m_double}, {"long", m_long}, {"bool", m_bool}, {"bfloat16", m_bfloat16},
   {"cpu", m_cpu}, {"cuda", m_cuda},
   {NULL, NULL}
 };
@@ -344,5 +356,10 @@ void lember_open_views(lua_State *L, int module, int methods_idx, int mt) {
   (void)mt;
   lua_pushvalue(L, methods_idx);
   luaL_setfuncs(L, methods, 0);
+  for (size_t i = 0; i < sizeof missing_casts / sizeof missing_casts[0]; i++) {
+    lua_pushinteger(L, (lua_Integer)i);
+    lua_pushcclosure(L, m_missing_cast, 1);
+    lua_setfield(L, -2, missing_casts[i].method);
+  }
   lua_pop(L, 1);
 }

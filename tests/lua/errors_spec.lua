@@ -18,6 +18,23 @@ local function fails_with(f, ...)
 end
 
 describe("errors", function()
+  -- x:int() and x:byte() were "attempt to call a nil value (method 'int')", and
+  -- x:type("torch.IntTensor") looked for a device of that name
+  it("a cast to a dtype ember lacks says so and what to use instead", function()
+    local x = ember.ones(2)
+    fails_with(function() return x:int() end, "ember.int: ember has no int32 dtype", "t:long()")
+    fails_with(function() return x:short() end, "ember.short: ember has no int16 dtype", "t:long()")
+    fails_with(function() return x:char() end, "ember.char: ember has no int8 dtype", "t:long()")
+    fails_with(function() return x:byte() end, "ember.byte: ember has no uint8 dtype", "t:bool()")
+    fails_with(function() return x:half() end, "ember.half: ember has no float16 dtype", "t:bfloat16()")
+    for _, name in ipairs { "torch.IntTensor", "torch.ByteTensor", "torch.HalfTensor", "torch.float16", "torch.int32" } do
+      local msg = fails_with(function() return x:type(name) end, "dtype '" .. name .. "' is not supported",
+        "float32, float64, int64, bool, bfloat16")
+      assert(not msg:find("backend", 1, true), msg)
+    end
+    assert.are.equal("int64", x:type("torch.LongTensor").dtype)
+  end)
+
   it("matmul shape mismatch", function()
     fails_with(function() return ember.matmul(ember.ones(2, 3), ember.ones(4, 5)) end,
       "ember.matmul", "[2, 3]", "[4, 5]")
