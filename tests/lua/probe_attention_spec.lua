@@ -421,7 +421,7 @@ describe("FlexAttention's closures over tensors", function()
     end, "a tensor from outside the function cannot be indexed with a traced value: give it in params")
     parity.raises_here(function()
       ember.attention_variant { name = "probe_lua_table", score = function(s, b, h, q, k) return s - slopes[h] * (q - k) end }
-    end, "a Lua table indexed with a traced value (which gives nil: give the numbers as a tensor in params")
+    end, "the Lua table 'slopes' was indexed with a traced value: Lua looks the key up as it is, so the read would be nil (and `t[k] or x` silently x at every position); give the numbers as a tensor in params")
   end)
 end)
 
