@@ -403,6 +403,47 @@ local function traced_call(def, what, fn, ...)
   return st, res
 end
 
+-- The numbers, strings and booleans the functions of def (and the Lua
+-- functions they call) read as upvalues: constants of a trace, which a
+-- module makes once. A list of {f =, i =, name =, value =, what =}.
+local function plain_upvalues(def)
+  local list, seen = {}, {}
+  local function walk(f, what, depth)
+    seen[f] = true
+    for i = 1, 255 do
+      local name, val = debug.getupvalue(f, i)
+      if name == nil then break end
+      local t = type(val)
+      if t == "number" or t == "string" or t == "boolean" then
+        list[#list + 1] = { f = f, i = i, name = name, value = val, what = what }
+      elseif t == "function" and not seen[val] and depth < 8 and debug.getinfo(val, "S").what == "Lua" then
+        walk(val, what, depth + 1)
+      end
+    end
+  end
+  for _, what in ipairs { "score", "mask", "sink" } do
+    if type(def[what]) == "function" and not seen[def[what]] then walk(def[what], what, 0) end
+  end
+  return list
+end
+
+--- Why a module's trace of its variant no longer computes what the
+-- variant's functions say, or nil: an upvalue they read (a number, a
+-- string, a boolean) has changed since the module traced them.
+-- @tparam table inst what M.trace returned
+-- @treturn[opt] string
+function M.stale(inst)
+  for _, u in ipairs(inst.upvalues or {}) do
+    local _, now = debug.getupvalue(u.f, u.i)
+    if not rawequal(now, u.value) then
+      return ("attention variant '%s': its %s reads the upvalue '%s', which was %s when this module traced it and " ..
+        "is %s now: a module traces its variant once, when it is made, so it would still compute with %s. Make " ..
+        "the module again, or give the value as an option (ctx.options) or a table (params)"):format(
+        inst.def.name, u.what, u.name, tostring(u.value), tostring(now), tostring(u.value))
+    end
+  end
+end
+
 --- Traces a variant for one instance (an ember.Attention module).
 -- @tparam table def the definition
 -- @tparam table options the checked option values
@@ -413,6 +454,7 @@ function M.trace(def, options, dims, tables)
   local caps = capture_list(def, tables)
   local ctx = trace_ctx(def, options, dims, caps)
   local r = { caps = caps, def = def }
+  local before = not def.found_captures and plain_upvalues(def) -- flex's cache keys on them itself
   if def.found_captures then
     -- tensors met while tracing (ember.flex_attention: a field of a table its
     -- functions read): ctx._capture(name, ndim, kind, learned) adds one more
@@ -462,6 +504,14 @@ function M.trace(def, options, dims, tables)
     end
     r.sink_graph = out
     r.sink, r.sink_grad = grad_programs(st, out, caps, false, { variant = def.name, what = "sink" })
+  end
+  if before then -- those the functions wrote while traced (a counter) are not constants of the trace
+    r.upvalues = {}
+    for _, u in ipairs(plain_upvalues(def)) do
+      for _, b in ipairs(before) do
+        if b.f == u.f and b.i == u.i and rawequal(b.value, u.value) then r.upvalues[#r.upvalues + 1] = u end
+      end
+    end
   end
   return r
 end

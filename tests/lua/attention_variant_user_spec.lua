@@ -209,6 +209,32 @@ describe("a Lua table indexed with a traced value", function()
   end)
 end)
 
+describe("a number a variant's function reads as an upvalue, changed after a module was made", function()
+  it("is an error at the module's next call, naming it (the module computed with the old value, silently)", function()
+    local W = 2
+    local function window(q, k) return (q - k):le(W) end -- through a helper too
+    ember.attention_variant { name = "user_upvalue_window", mask = function(b, h, q, k, ctx) return window(q, k) & k:le(q) end }
+    local calls = 0 -- one the function writes while traced (a counter) is not a constant of the trace
+    ember.attention_variant { name = "user_upvalue_counter", score = function(s, b, h, q, k, ctx) calls = calls + 1; return s end }
+    local mha = nn.MultiHeadAttention(8, 2, { attention = "user_upvalue_window", dtype = "float64" })
+    local counted = nn.MultiHeadAttention(8, 2, { attention = "user_upvalue_counter", dtype = "float64" })
+    local x = randn { 1, 7, 8 }
+    local before = mha(x)
+    W = 5
+    parity.raises_here(function() mha(x) end,
+      "attention variant 'user_upvalue_window': its mask reads the upvalue 'W', which was 2 when this module traced it and is 5 now")
+    parity.raises_here(function() mha:forward_cached(x, {}) end, "reads the upvalue 'W'")
+    -- a module made now computes with 5; with 2 again, the first one runs as before
+    local again = nn.MultiHeadAttention(8, 2, { attention = "user_upvalue_window", dtype = "float64" })
+    again:load_state_dict(mha:state_dict())
+    assert((again(x) - before):abs():max():item() > 1e-6, "W = 5 computes what W = 2 did")
+    W = 2
+    parity.check("W = 2 again", mha(x), before, 0)
+    nn.MultiHeadAttention(8, 2, { attention = "user_upvalue_counter" }) -- traces again: calls moves
+    assert.are.same({ 1, 7, 8 }, counted(x).shape)
+  end)
+end)
+
 describe("a typo inside a variant's function", function()
   it("an option name that the variant does not have is named, with the options it has, at the user's line", function()
     local ok, err = pcall(ember.attention_variant, { name = "user_typo_opt",

@@ -168,6 +168,8 @@ end
 function Attention:_forward_traced(tables, q, k, v, o, inputs, who)
   local inst = self._variant
   who = who or "Attention.forward"
+  local stale = variant.stale(inst)
+  if stale then errors.raise("%s: %s", who, stale) end
   if type(inputs) ~= "table" then errors.raise("%s: variant_inputs must be a table {name = tensor}", who) end
   local list, converted = {}, nil
   for i, c in ipairs(inst.caps) do
