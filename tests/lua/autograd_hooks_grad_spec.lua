@@ -1,8 +1,14 @@
+-- Autograd's hooks and gradient functions as PyTorch's.
+--
 -- A leaf's gradient hooks (t:register_hook, t:register_grad_ready_hook) live
 -- and die with the tensor, as PyTorch's: they kept it (and its .grad) alive
 -- for the whole session, also when the hook's closure captured the tensor
 -- itself. And a tensor that comes after a dead one, maybe at its address,
 -- never runs the dead one's hooks.
+--
+-- autograd.backward and ember.grad over several outputs: each gradient must
+-- have its output's shape (one that broadcast gave wrong numbers); and
+-- ember.grad with respect to a non-leaf leaves no retained gradient behind.
 local ember = require "ember"
 local nn = require "ember.nn"
 
@@ -210,5 +216,87 @@ describe("hooks that are not a leaf's", function()
     hb:remove()
     lin(ember.ones(4, 3)):sum():backward()
     assert.are.same({ 2, 2, 2 }, { fwd, bwd, ends })
+  end)
+end)
+
+local function d(t) return ember.tensor(t, { dtype = "float64" }) end
+
+describe("several outputs: each gradient must have its output's shape", function()
+  it("autograd.backward refuses a gradient that would broadcast (it gave wrong numbers)", function()
+    local a = d { 1, 2 }:requires_grad_()
+    local ok, err = pcall(ember.autograd.backward, { a * 2, a * 3 }, { d { 1, 1 }, d { { 1 }, { 1 } } })
+    assert.is_false(ok)
+    assert.matches("ember.autograd.backward: grad_tensors[2] is [2, 1], but tensor 2 is [2]", err, 1, true)
+    assert.is_nil(a.grad)
+  end)
+
+  it("ember.grad refuses one too, and more gradients than outputs", function()
+    local a = d { 1, 2 }:requires_grad_()
+    local ok, err = pcall(ember.autograd.grad, { a * 2, a * 3 }, { a },
+      { grad_outputs = { d { 1, 1 }, d { { 1 }, { 1 } } } })
+    assert.is_false(ok)
+    assert.matches("ember.grad: grad_outputs[2] is [2, 1], but output 2 is [2]", err, 1, true)
+    ok, err = pcall(ember.autograd.grad, { a * 2, a * 3 }, { a }, { grad_outputs = { d { 1, 1 }, d { 1, 1 }, d { 1, 1 } } })
+    assert.is_false(ok)
+    assert.matches("got 2 outputs and 3 grad_outputs", err, 1, true)
+    ok, err = pcall(ember.autograd.grad, a * 2, a, { grad_outputs = { d { 1, 1 }, d { 1, 1 } } })
+    assert.is_false(ok)
+    assert.matches("got 1 outputs and 2 grad_outputs", err, 1, true)
+  end)
+
+  it("the right shapes still weight each output", function()
+    local a = d { 1, 2 }:requires_grad_()
+    local g = ember.autograd.grad({ a * a, a * 3 }, { a }, { grad_outputs = { d { 1, 2 }, d { 10, 1 } } })[1]
+    -- 2a * [1, 2] + 3 * [10, 1]
+    assert.is_true(ember.allclose(g, a:detach() * 2 * d { 1, 2 } + d { 30, 3 }))
+    ember.autograd.backward({ a * a, a * 3 }, { d { 1, 2 }, d { 10, 1 } })
+    assert.is_true(ember.allclose(a.grad, g))
+  end)
+
+  it("a gradient that requires grad is a constant: its own leaves get nothing (torch's)", function()
+    local a = d { 1, 2 }:requires_grad_()
+    local b = d { 1, 1 }:requires_grad_()
+    ember.autograd.backward({ a * 2, a * 3 }, { b * 1, b * 2 })
+    assert.is_nil(b.grad)
+    assert.is_true(ember.allclose(a.grad, d { 8, 8 }))
+  end)
+end)
+
+describe("ember.grad with respect to a non-leaf", function()
+  it("does not leave the tensor retaining its gradient in later backwards", function()
+    local x = d { 1, 2 }:requires_grad_()
+    local h = x * 2
+    local y = (h * h):sum()
+    local g = ember.autograd.grad(y, h, { retain_graph = true })[1]
+    assert.is_true(ember.allclose(g, h:detach() * 2))
+    assert.is_nil(h.grad)
+    y:backward()
+    assert.is_nil(h.grad) -- torch: None (autograd.grad does not call retain_grad)
+    assert.is_true(ember.allclose(x.grad, h:detach() * 4))
+  end)
+
+  it("sees what the tensor's own hooks made of the gradient, and keeps a retained .grad as it was", function()
+    local x = d { 1, 2 }:requires_grad_()
+    local h = (x * 1):retain_grad()
+    h:register_hook(function(gr) return gr * 10 end)
+    local y = (h * 3):sum()
+    local g = ember.autograd.grad(y, h, { retain_graph = true })[1]
+    assert.is_true(ember.allclose(g, d { 30, 30 }))
+    assert.is_nil(h.grad)
+    y:backward()
+    assert.is_not_nil(h.grad) -- retain_grad the user asked for still holds
+  end)
+
+  it("a leaf and a non-leaf together, and an unused non-leaf", function()
+    local x = d { 1, 2 }:requires_grad_()
+    local h = x * 3
+    local u = x * 5
+    local gs = ember.autograd.grad((h * x):sum(), { x, h, u }, { allow_unused = true })
+    assert.is_true(ember.allclose(gs[1], x:detach() * 6)) -- d(3x^2)/dx
+    assert.is_true(ember.allclose(gs[2], x:detach()))
+    assert.is_nil(gs[3])
+    local ok, err = pcall(ember.autograd.grad, (x * 3 * x):sum(), { x, u })
+    assert.is_false(ok)
+    assert.matches("input 2 was not used", err, 1, true)
   end)
 end)
