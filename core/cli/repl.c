@@ -3,8 +3,8 @@
 **
 ** Lines are read with GNU readline; Ctrl-C at the prompt drops the current
 ** input instead of killing the process. A line is first tried as an
-** expression so values print by themselves -- handed to a function as its
-** arguments, not returned: a returned call is a tail call, which takes the
+** expression so values print by themselves (also one over several lines) --
+** handed to a function as its arguments, not returned: a returned call is a tail call, which takes the
 ** chunk's frame off the stack, and an error raised inside ember's Lua code
 ** then had no "stdin:1:" frame to name (it named the library's own line);
 ** otherwise as a statement ("=expr" is expr, as in lua's REPL), and while Lua says the chunk ends too early ("<eof>") more
@@ -136,8 +136,29 @@ static int incomplete(lua_State *L, int status) {
   return 0;
 }
 
-/* Reads and compiles a chunk. Returns the load status with the function
-** (or the message) on top, or READ_EOF / READ_INTERRUPT with nothing. */
+/* Compiles the text at index code as an expression whose values, all of
+** them, are the arguments of a call (not returned: see the header). The
+** closing parenthesis goes on the text's last line, where Lua emits a
+** trailing index's code (`t[5]`: its error then names that line); after a
+** newline only when a trailing -- comment would swallow it. Returns the
+** status with the function on top, or with nothing pushed. */
+static int load_expression(lua_State *L, int code) {
+  int status = LUA_ERRSYNTAX;
+  for (int nl = 0; nl < 2 && status != LUA_OK; nl++) {
+    const char *ret =
+        lua_pushfstring(L, "return (function(...) return ... end)(%s%s)", lua_tostring(L, code), nl ? "\n" : "");
+    status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
+    lua_settop(L, code + (status == LUA_OK ? 2 : 0)); /* the text and the function, or the text */
+    if (status == LUA_OK) lua_remove(L, code + 1);
+  }
+  return status;
+}
+
+/* Reads and compiles a chunk: an expression, whose values print, or a
+** statement; while neither is complete (Lua's error at "<eof>") more lines
+** are read, so an expression over several lines prints too. Returns the
+** load status with the function (or the message) on top, or READ_EOF /
+** READ_INTERRUPT with nothing. */
 static int load_chunk(lua_State *L) {
   int interrupted;
   char *line = read_line(PROMPT, &interrupted);
@@ -145,28 +166,10 @@ static int load_chunk(lua_State *L) {
   /* "=expr" prints expr, as lua's REPL (kept there for compatibility with 5.2) */
   lua_pushstring(L, line[0] == '=' ? line + 1 : line);
   free(line);
-  int code = lua_gettop(L);
-  /* an expression? (its values, all of them, as the arguments of a call).
-  ** The closing parenthesis goes on the line itself, where Lua emits an
-  ** index's code (`t[5]`: its error then names stdin:1); a newline first
-  ** only when a trailing -- comment would swallow it. */
-  int status = LUA_ERRSYNTAX;
-  for (int nl = 0; nl < 2 && status != LUA_OK; nl++) {
-    const char *ret =
-        lua_pushfstring(L, "return (function(...) return ... end)(%s%s)", lua_tostring(L, code), nl ? "\n" : "");
-    status = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
-    lua_settop(L, code + (status == LUA_OK ? 2 : 0)); /* the text and the function, or nothing */
-    if (status == LUA_OK) lua_remove(L, code + 1);
-  }
-  if (status == LUA_OK) {
-    history_add(lua_tostring(L, code));
-    lua_replace(L, code); /* the function takes the code's slot */
-    lua_settop(L, code);
-    return LUA_OK;
-  }
-  lua_settop(L, code);
-  /* a statement, maybe over several lines */
+  int code = lua_gettop(L), status;
   for (;;) {
+    status = load_expression(L, code);
+    if (status == LUA_OK) break;
     size_t len;
     const char *s = lua_tolstring(L, code, &len);
     status = luaL_loadbuffer(L, s, len, "=stdin");
@@ -183,7 +186,7 @@ static int load_chunk(lua_State *L) {
     lua_replace(L, code);
   }
   history_add(lua_tostring(L, code));
-  lua_replace(L, code);
+  lua_replace(L, code); /* the function or the message takes the text's slot */
   lua_settop(L, code);
   return status;
 }

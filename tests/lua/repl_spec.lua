@@ -32,4 +32,13 @@ describe("the REPL", function()
     assert.is_nil(out:find("stdin:2", 1, true), out)
     has(out, "> 1 + 1 -- two\n2\n") -- a trailing comment still ends an expression
   end)
+
+  -- an expression continued on more lines ran as a statement: nothing printed
+  it("prints an expression typed over several lines, as one typed on one", function()
+    local out = repl("ember.tensor({\n  {1, 2},\n  {3, 4}})\nnn.Sequential(\n  nn.Linear(2, 3))\n"
+      .. "for i = 1, 2 do\n  print(i * 100)\nend\n")
+    has(out, "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2]")
+    has(out, "Sequential(\n  (1): Linear(in_features=2, out_features=3, bias=true)\n)")
+    has(out, ">> end\n100\n200\n") -- a statement over several lines runs as before
+  end)
 end)
