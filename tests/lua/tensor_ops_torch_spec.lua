@@ -1,11 +1,17 @@
--- helper82's probes of torch's tensor ops: masked_scatter, nanmedian,
+-- Tensor ops as a PyTorch 1.13 user calls them. masked_scatter, nanmedian,
 -- quantile / nanquantile, mode, histc, scatter_reduce and index_reduce
 -- against PyTorch 1.13 (tests/gen_helper82_fixtures.py writes
--- tests/fixtures/ops_helper82.lua), float64 gradchecks, and the errors.
+-- tests/fixtures/ops_helper82.lua), float64 gradchecks, edge cases and the
+-- errors; everyday creation (options, randperm's dtype, logspace's base,
+-- ember.tensor from Lua booleans), scatter's reduce, roll of a 0-d tensor,
+-- median with NaN; addmm and baddbmm under autocast and with beta = 0.
 local ember = require "ember"
 local gradcheck = require "tests.lua.helpers.gradcheck"
-local error_of = require("tests.lua.helpers.parity").error_of
+local parity = require "tests.lua.helpers.parity"
+local error_of, raises_here = parity.error_of, parity.raises_here
 local fx = dofile("tests/fixtures/ops_helper82.lua")
+
+local F64 = { dtype = "float64" }
 
 local function T(spec)
   local n = 1
@@ -40,7 +46,7 @@ local function differ(got, want)
   return ""
 end
 
-describe("helper82: PyTorch 1.13 values (tests/fixtures/ops_helper82.lua)", function()
+describe("tensor ops against PyTorch 1.13 (tests/fixtures/ops_helper82.lua)", function()
   it("every case agrees, gradients included", function()
     local bad = {}
     for _, c in ipairs(fx.cases) do
@@ -74,7 +80,7 @@ describe("helper82: PyTorch 1.13 values (tests/fixtures/ops_helper82.lua)", func
   end)
 end)
 
-describe("helper82: float64 gradcheck", function()
+describe("tensor ops: float64 gradcheck", function()
   local r = function(...) return ember.randn({ ... }, { dtype = "float64" }) end
   it("masked_scatter in x and source", function()
     local m = ember.tensor({ { true, false, true }, { false, true, true } })
@@ -119,7 +125,7 @@ describe("helper82: float64 gradcheck", function()
   end)
 end)
 
-describe("helper82: edge cases", function()
+describe("tensor ops: edge cases", function()
   it("0-d, empty and non-contiguous inputs", function()
     local s = ember.tensor(2.5, "float64")
     assert.equals(2.5, s:quantile(0.3):item())
@@ -155,7 +161,7 @@ describe("helper82: edge cases", function()
   end)
 end)
 
-describe("helper82: errors name the op at the caller's line", function()
+describe("tensor ops' errors name the op at the caller's line", function()
   local x = ember.randn(3, 4)
   local cases = {
     { "masked_scatter", function() local _ = x:masked_scatter(x:gt(10):logical_not(), ember.zeros(3)) end, "only 3" },
@@ -205,7 +211,163 @@ describe("helper82: errors name the op at the caller's line", function()
       local msg = error_of(c[2]) -- c[2] makes no tail call: the error is at its line
       assert.matches("ember%." .. c[1] .. ": ", msg)
       assert.matches(c[3], msg)
-      assert.matches("helper82_probe_spec.lua:%d+:", msg)
+      assert.matches("tensor_ops_torch_spec.lua:%d+:", msg)
     end)
   end
+end)
+
+describe("creation options", function()
+  it("a misspelt option is refused by the Lua creators, as by the C ones", function()
+    local x = ember.ones(2)
+    local calls = {
+      zeros_like = function(o) return ember.zeros_like(x, o) end,
+      ones_like = function(o) return ember.ones_like(x, o) end,
+      full_like = function(o) return ember.full_like(x, 1, o) end,
+      rand_like = function(o) return ember.rand_like(x, o) end,
+      randn_like = function(o) return ember.randn_like(x, o) end,
+      linspace = function(o) return ember.linspace(0, 1, 3, o) end,
+      logspace = function(o) return ember.logspace(0, 1, 3, o) end,
+      eye = function(o) return ember.eye(3, o) end,
+      randint = function(o) return ember.randint(0, 3, { 3 }, o) end,
+      randperm = function(o) return ember.randperm(3, o) end,
+    }
+    for name, call in pairs(calls) do
+      local ok, err = pcall(call, { dtpe = "float64" })
+      assert.is_false(ok, name)
+      assert.matches("ember%." .. name .. ": unknown option 'dtpe'", err)
+      assert.equals("float64", call({ dtype = "float64" }).dtype, name)
+    end
+  end)
+
+  it("randperm takes dtype and requires_grad, as torch.randperm", function()
+    local r = ember.randperm(5, { dtype = "float64" })
+    assert.equals("float64", r.dtype)
+    assert.same({ 1, 2, 3, 4, 5 }, r:sort():totable())
+    assert.equals("int64", ember.randperm(3).dtype)
+  end)
+
+  it("logspace takes torch's base keyword", function()
+    -- torch.logspace(0, 2, 3, base=2) = [1, 2, 4]
+    assert.same({ 1, 2, 4 }, ember.logspace(0, 2, 3, { base = 2, dtype = "float64" }):totable())
+    assert.same({ 1, 2, 4 }, ember.logspace(0, 2, 3, 2, { dtype = "float64" }):totable())
+    assert.has_error(function() ember.logspace(0, 2, 3, 2, { base = 2 }) end)
+  end)
+end)
+
+describe("scatter's reduce option", function()
+  local I = function(t) return ember.tensor(t, { dtype = "int64" }) end
+  it("adds with {reduce = 'add'}, as torch's scatter(..., reduce='add')", function()
+    -- torch.ones(3).scatter(0, [0,0,1], [2.,3,4], reduce='add') = [6, 5, 1]; a value 2.5 gives [6, 3.5, 1]
+    assert.same({ 6, 5, 1 }, ember.ones(3):scatter(1, I { 1, 1, 2 }, ember.tensor({ 2, 3, 4 }), { reduce = "add" }):totable())
+    assert.same({ 6, 3.5, 1 }, ember.ones(3):scatter(1, I { 1, 1, 2 }, 2.5, { reduce = "add" }):totable())
+    local y = ember.ones(3)
+    y:scatter_(1, I { 1, 1, 2 }, ember.tensor({ 2, 3, 4 }), { reduce = "add" })
+    assert.same({ 6, 5, 1 }, y:totable())
+  end)
+  it("refuses what it does not do instead of ignoring it", function()
+    local x, i, s = ember.ones(3), I { 1, 1, 2 }, ember.tensor({ 2, 3, 4 })
+    local ok, err = pcall(x.scatter, x, 1, i, s, { reduce = "multiply" })
+    assert.is_false(ok); assert.matches("ember.scatter: reduce must be", err)
+    ok, err = pcall(x.scatter, x, 1, i, s, { reduc = "add" })
+    assert.is_false(ok); assert.matches("ember.scatter: unknown option 'reduc'", err)
+  end)
+end)
+
+describe("roll of a 0-d tensor", function()
+  it("rolls along its dim 1 as the other 0-d ops do, instead of failing inside ember.size", function()
+    local s = ember.tensor(3.5)
+    local r = s:roll(2, 1)
+    assert.equals(0, r:dim())
+    assert.equals(3.5, r:item())
+    assert.equals(3.5, s:roll({ 1 }, { -1 }):item())
+    local ok, err = pcall(s.roll, s, 1, 2)
+    assert.is_false(ok); assert.matches("ember.roll", err)
+  end)
+end)
+
+describe("median with NaN", function()
+  local n = 0 / 0
+  local function isnan(v) return v ~= v end
+  it("propagates NaN as torch.median: all elements and along a dim", function()
+    -- torch: tensor([3,nan,1,nan,2]).median() = nan, its grad [0, .5, 0, .5, 0];
+    -- median(1) of [[3,nan,1,nan,2],[1,2,3,4,5]] = ([nan, 3], [1, 2]) 0-based, grad one-hot there
+    local y = ember.tensor({ 3, n, 1, n, 2 }, { dtype = "float64" }):requires_grad_()
+    local m = y:median()
+    assert.is_true(isnan(m:item()))
+    m:backward()
+    assert.same({ 0, 0.5, 0, 0.5, 0 }, y.grad:totable())
+    local x = ember.tensor({ { 3, n, 1, n, 2 }, { 1, 2, 3, 4, 5 } }, { dtype = "float64" }):requires_grad_()
+    local v, i = x:median(2)
+    assert.is_true(isnan(v:totable()[1])); assert.equals(3, v:totable()[2])
+    assert.same({ 2, 3 }, i:totable())
+    v:sum():backward()
+    assert.same({ { 0, 1, 0, 0, 0 }, { 0, 0, 1, 0, 0 } }, x.grad:totable())
+    local vk, ik = ember.tensor({ { 3, n }, { 1, 2 } }):median(2, true)
+    assert.same({ 2, 1 }, { ik:size(1), ik:size(2) }); assert.same({ { 2 }, { 1 } }, ik:totable())
+    assert.equals(2, ember.tensor({ 4, 1, 3, 2 }):median():item())
+  end)
+end)
+
+describe("ember.tensor from Lua values", function()
+  it("takes a boolean as 1 or 0 in a number dtype", function()
+    -- they all became 0: lua_tonumber(true) is 0
+    assert.are.same({ 1, 0 }, ember.tensor({ true, false }, "float32"):tolist())
+    assert.are.same({ { 1 }, { 0 } }, ember.tensor({ { true }, { false } }, "float64"):tolist())
+    assert.are.same({ 1, 0 }, ember.tensor({ true, false }, "bfloat16"):tolist())
+    assert.are.same({ 1, 0 }, ember.tensor({ true, false }, "int64"):tolist())
+    assert.are.equal(1, ember.tensor(true, "float32"):item())
+    assert.are.same({ true, false }, ember.tensor({ true, false }):tolist())
+  end)
+
+  it("says nan (not -nan) when a NaN does not fit int64", function()
+    local ok, err = pcall(ember.tensor, { 1, 0 / 0 }, "int64")
+    assert.is_false(ok)
+    assert.truthy(err:find("ember.tensor: nan at {2} does not fit int64", 1, true), err)
+  end)
+end)
+
+describe("addmm and baddbmm as torch's", function()
+  -- torch.autocast's CPU policy lists addmm and baddbmm with the products
+  -- (lower precision): the bias joins the bfloat16 product. ember's came
+  -- back float32 (the bfloat16 product plus a float32 input promoted).
+  it("run in bfloat16 under ember.autocast, float32 gradients for a float32 input", function()
+    local input = ember.randn(3):requires_grad_()
+    local m1, m2 = ember.randn(2, 4), ember.randn(4, 3)
+    local out = ember.autocast("bfloat16", function() return ember.addmm(input, m1, m2) end)
+    assert.are.equal("bfloat16", out.dtype)
+    out:float():sum():backward()
+    assert.are.equal("float32", input.grad.dtype)
+    assert.are.same({ 2, 2, 2 }, input.grad:totable())
+    local b = ember.autocast("bfloat16", function()
+      return ember.baddbmm(ember.randn(1, 3), ember.randn(2, 2, 4), ember.randn(2, 4, 3))
+    end)
+    assert.are.equal("bfloat16", b.dtype)
+    -- outside autocast nothing changes
+    assert.are.equal("float32", ember.addmm(ember.randn(3), m1, m2).dtype)
+  end)
+
+  -- torch: "if beta is 0, input is ignored, and nan and inf in it are not
+  -- propagated". ember computed input * 0, so a NaN input made the result NaN.
+  it("ignore input when beta = 0 (its NaN and inf do not propagate; its gradient is zeros)", function()
+    local input = ember.tensor({ { 0 / 0, math.huge }, { -math.huge, 1 } }, F64):requires_grad_()
+    local a, b = ember.randn(2, 3, F64), ember.randn(3, 2, F64)
+    local out = ember.addmm(input, a, b, { beta = 0 })
+    assert.is_true((out - a:matmul(b)):abs():max():item() < 1e-12)
+    out:sum():backward()
+    assert.are.same({ { 0, 0 }, { 0, 0 } }, input.grad:totable())
+    local bb = ember.baddbmm(ember.full({ 2, 2 }, 0 / 0, F64), ember.randn(3, 2, 4, F64), ember.randn(3, 4, 2, F64),
+      { beta = 0, alpha = 2 })
+    assert.is_false(bb:isnan():any():item())
+  end)
+
+  -- torch refuses an input larger than the product ([3, 2, 2] for a
+  -- [2, 2] product); ember broadcast it silently to [3, 2, 2].
+  it("refuse an input that does not broadcast to the product's shape, at the user's line", function()
+    raises_here(function() local _ = ember.addmm(ember.randn(3, 2, 2), ember.randn(2, 3), ember.randn(3, 2)) end,
+      "ember.addmm: input [3, 2, 2] does not broadcast to the product's shape [2, 2]")
+    raises_here(function() local _ = ember.addmm(ember.randn(3), ember.randn(2, 3), ember.randn(3, 2)) end,
+      "ember.addmm: input [3] does not broadcast")
+    raises_here(function() local _ = ember.addmm(ember.randn(2), ember.randn(2, 3), 5) end, "mat2")
+    assert.are.same({ 2, 2 }, ember.addmm(ember.randn(2, 1), ember.randn(2, 3), ember.randn(3, 2)).shape)
+  end)
 end)
