@@ -12,12 +12,18 @@
 -- the inputs are exact in bfloat16, so both sides start from the same numbers.
 -- A bfloat16 output may differ from torch's by its rounding: 1 unit (2^-8
 -- relative to the largest value) and the statistics' float32 summation order.
+--
+-- And the errors and forms a torch.autocast user meets: a product given a
+-- float64 or int64 operand names the dtypes the user gave (not the cast's
+-- bfloat16); ember.autocast takes a module as ember.profile does, and names
+-- float16 in any of torch's spellings as unsupported.
 local ember = require "ember"
 local nn = require "ember.nn"
 local F = nn.functional
 local parity = require "tests.lua.helpers.parity"
 local T, check = parity.T, parity.check
 local fx = dofile("tests/fixtures/helper104_autocast.lua")
+local raises_here = parity.raises_here
 
 local function ac(fn, ...) return ember.autocast("bfloat16", fn, ...) end
 local function want(o) return T(o.value) end
@@ -241,6 +247,90 @@ describe("ember.autocast: ember.linalg runs in float32, as torch's CPU autocast'
       assert.is_false(pcall(L.cholesky, -S:bfloat16()))
       assert.is_true((ember.autocast.enabled()))
     end)
+    assert.is_false((ember.autocast.enabled()))
+  end)
+end)
+
+-- The error of fn, which must fail.
+local function err_of(fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+describe("ember.autocast: a product given a float64 or int64 operand", function()
+  -- autocast casts the float32 operand to bfloat16 and leaves the other:
+  -- the error named the cast's bfloat16, a dtype the user never had
+  local function under_autocast(fn)
+    return err_of(function() ember.autocast("bfloat16", fn) end)
+  end
+
+  it("names the dtypes the user gave (matmul, bmm, linear, conv2d)", function()
+    local cases = {
+      {"ember.matmul: dtype mismatch: float64 [2, 4] vs float32 [4, 3]",
+       function() return ember.randn(2, 4):double():matmul(ember.randn(4, 3)) end},
+      {"ember.matmul: dtype mismatch: int64 [2, 4] vs float32 [4, 3]",
+       function() return ember.ones(2, 4, "int64"):matmul(ember.randn(4, 3)) end},
+      {"ember.bmm: dtype mismatch: float32 [1, 2, 4] vs float64 [1, 4, 3]",
+       function() return ember.bmm(ember.randn(1, 2, 4), ember.randn(1, 4, 3):double()) end},
+      {"ember.linear: dtype mismatch: float64 [2, 4] vs float32 [3, 4]",
+       function() return nn.functional.linear(ember.randn(2, 4):double(), ember.randn(3, 4)) end},
+      {"ember.conv2d: dtype mismatch: float64 [1, 2, 5, 5] vs float32 [3, 2, 3, 3]",
+       function() return nn.functional.conv2d(ember.randn(1, 2, 5, 5):double(), ember.randn(3, 2, 3, 3)) end},
+    }
+    for _, c in ipairs(cases) do
+      local err = under_autocast(c[2])
+      assert.truthy(err:find(c[1], 1, true), err)
+      assert.truthy(err:find("leaves float64 and integer tensors as they are", 1, true), err)
+      assert.falsy(err:find("bfloat16 [", 1, true), err)
+      assert.truthy(err:find("autocast_parity_spec.lua:%d+:"), err) -- at the user's line
+    end
+  end)
+
+  it("nn.Linear says the input is float64 and the weight float32, as outside autocast", function()
+    local l = nn.Linear(4, 3)
+    local x = ember.randn(2, 4):double()
+    local outside = err_of(function() local y = l(x); return y end)
+    local inside = under_autocast(function() local y = l(x); return y end)
+    assert.truthy(inside:find("Linear.forward: the input is float64 but the weight is float32", 1, true), inside)
+    assert.are.equal(outside:gsub("^[^:]*:%d+: ", ""), (inside:gsub("^[^:]*:%d+: ", "")))
+    assert.truthy(inside:find("autocast_parity_spec.lua:%d+: Linear"), inside)
+    -- float32 and bfloat16 still mix there, in bfloat16
+    local y = ember.autocast("bfloat16", function() return l(ember.randn(2, 4):to("bfloat16")) end)
+    assert.are.equal("bfloat16", y.dtype)
+  end)
+
+  it("still runs what autocast casts: a float32 product in bfloat16, a float64 one in float64", function()
+    ember.autocast("bfloat16", function()
+      assert.are.equal("bfloat16", ember.randn(2, 4):matmul(ember.randn(4, 3)).dtype)
+      assert.are.equal("float64", ember.randn(2, 4):double():matmul(ember.randn(4, 3):double()).dtype)
+      assert.are.equal("int64", ember.ones(2, 4, "int64"):matmul(ember.ones(4, 3, "int64")).dtype)
+    end)
+  end)
+end)
+
+describe("ember.autocast's function form", function()
+  -- ember.profile(model, x) runs a module; ember.autocast("bfloat16", model, x)
+  -- refused it ("expected a function or enabled (a boolean) ..., got table").
+  it("takes a module (a callable table) as ember.profile does", function()
+    local lin = ember.nn.Linear(4, 3)
+    local x = ember.randn(2, 4)
+    assert.are.equal("bfloat16", ember.autocast("bfloat16", lin, x).dtype)
+    assert.are.equal("float32", ember.autocast("bfloat16", false, lin, x).dtype)
+    assert.is_false((ember.autocast.enabled()))
+    raises_here(function() ember.autocast("bfloat16", { enabled = false }) end,
+      'ember.autocast: expected a function or enabled (a boolean) after "bfloat16", got table')
+  end)
+end)
+
+describe("ember.autocast's dtype", function()
+  -- "float16" said "not supported", but torch's spellings of the same dtype
+  -- (torch.float16, torch.half, fp16) said "unknown dtype"
+  it("names float16 in any of torch's spellings as unsupported", function()
+    for _, d in ipairs { "float16", "half", "torch.float16", "torch.half", "fp16" } do
+      raises_here(function() ember.autocast(d, function() end) end,
+        "ember.autocast: dtype float16 is not supported: autocast runs products in bfloat16")
+    end
     assert.is_false((ember.autocast.enabled()))
   end)
 end)

@@ -1,7 +1,11 @@
--- The training scripts as a new user runs them (helper 101): odd but
+-- The training scripts and ember.cli as a new user runs them: odd but
 -- plausible command lines end with a right result or one line naming the
 -- option or file, never a traceback, and nothing given is dropped silently.
 -- Short runs only (parse-time errors, a few steps of addition's smoke run).
+-- ember.cli's parts: autocast's precision names, parse_only's seed, and the
+-- note of ember.autocast("auto")'s calibration.
+local ember = require "ember"
+local raises_here = require("tests.lua.helpers.parity").raises_here
 local build = os.getenv("EMBER_BUILD_DIR") or "build"
 local EMBER = build .. "/bin/ember"
 local tmpdir = require "tests.lua.helpers.tmpdir"
@@ -30,7 +34,7 @@ end
 -- addition's smallest model: a smoke run of 3 steps takes well under a second
 local SMALL = "--d_model 16 --heads 2 --enc_layers 1 --dec_layers 1 --ffn 16"
 
-describe("helper101: the scripts' command lines", function()
+describe("the scripts' command lines", function()
   it("refuse a number that reads as inf, naming the option, before any data loads", function()
     for _, script in ipairs({"langid", "addition"}) do
       local out, code = run(script, "--lr 1e400")
@@ -166,5 +170,59 @@ describe("helper101: the scripts' command lines", function()
       assert.truthy(out:find(msg, 1, true), out)
       assert.is_nil(out:find("data:", 1, true), out)
     end
+  end)
+end)
+
+describe("ember.cli.autocast", function()
+  -- opts.precision = "bfloat16" (torch's name, which --precision takes)
+  -- or a misspelt one ran in float32 without a word: only "bf16" was bf16.
+  it("takes torch's precision names and refuses an unknown one, at the user's line", function()
+    local cli = require "ember.cli"
+    local lin = ember.nn.Linear(3, 2)
+    local function dtype_under(p) return cli.autocast({ precision = p }, function() return lin(ember.randn(1, 3)).dtype end) end
+    assert.are.equal("bfloat16", dtype_under("bfloat16"))
+    assert.are.equal("bfloat16", dtype_under("bf16"))
+    assert.are.equal("float32", dtype_under("float32"))
+    assert.are.equal("float32", dtype_under(nil))
+    raises_here(function() local _ = dtype_under("bf61") end,
+      "ember.cli.autocast: precision must be fp32 (or float32), bf16 (or bfloat16) or auto, got bf61")
+    raises_here(function() local _ = cli.autocast(nil, function() end) end, "ember.cli.autocast: expected the parsed options")
+  end)
+end)
+
+describe("ember.cli.parse_only", function()
+  -- --seed 1.5 passed parse_only and failed later in cli.parse, after the
+  -- precision line was printed, saying "must be an integer" without the value
+  it("refuses a seed that is not an integer with the value given", function()
+    local cli = require "ember.cli"
+    local ok, err = pcall(cli.parse_only, { "--seed", "1.5" }, {})
+    assert.is_false(ok)
+    assert.are.equal("option --seed must be an integer, got 1.5", err)
+    assert.are.equal(-3, cli.parse_only({ "--seed", "-3" }, {}).seed)
+  end)
+end)
+
+describe("ember.autocast(\"auto\")'s note", function()
+  -- the calibration's note printed "%.1f ms": calls of 30 and 45 us both
+  -- read "0.0 ms", so a user saw a choice between equal times
+  local function calibrate(secs, label)
+    local t, notes = 0, {}
+    local c = cli.precision_calibration{clock = function() return t end, label = label,
+      report = function(n) notes[#notes + 1] = n end}
+    for _ = 1, 20 do
+      local p = c:next()
+      t = t + secs[p]
+    end
+    return c, notes
+  end
+
+  it("gives a call under a millisecond in microseconds", function()
+    local c, notes = calibrate({fp32 = 45e-6, bf16 = 30e-6}, "ember.autocast(\"auto\") at x.lua:1")
+    assert.are.equal("bf16", c.choice)
+    assert.are.equal(1, #notes)
+    assert.truthy(notes[1]:find("fp32 45.0 us, bf16 30.0 us per call", 1, true), notes[1])
+    -- a step of a millisecond or more stays in milliseconds
+    c, notes = calibrate({fp32 = 0.030, bf16 = 0.5e-3})
+    assert.truthy(notes[1]:find("fp32 30.0 ms, bf16 500.0 us per step", 1, true), notes[1])
   end)
 end)

@@ -1,7 +1,11 @@
--- Issue 25's CPU-speed features as a user coming from PyTorch meets them:
--- the profiler's lifetime and what it writes, ember.cpu_info()'s account
--- of the EMBER_* variables, and what the profiler says computed an op of
--- each dtype. Each describe names what was wrong before its fix.
+-- The CPU-speed features as a user coming from torch.profiler /
+-- torch.backends meets them: the profiler's lifetime, what it writes and what
+-- its results say while it runs, ember.cpu_info()'s account of the EMBER_*
+-- variables and of a one-thread team, ember.set_num_threads' bounds, and
+-- what the profiler says computed an op of each dtype. Each describe names
+-- what was wrong before its fix.
+local ember = require "ember"
+local raises_here = require("tests.lua.helpers.parity").raises_here
 local run_child = require("tests.lua.helpers.child")
 
 -- The ember program's output for a chunk, run with env (a shell prefix)
@@ -86,11 +90,24 @@ describe("a running profile", function()
     local first <close> = ember.profile(); local line = debug.getinfo(1, "l").currentline
     local ok, err = pcall(function() return ember.profile(function() end) end)
     assert.is_false(ok)
-    local where = ("probe25_spec.lua:%d"):format(line)
+    local where = ("profiler_cpu_info_spec.lua:%d"):format(line)
     assert.truthy(tostring(err):find("a profile started at [^ ]*" .. where:gsub("%.", "%%.") .. " is still running"), err)
-    assert.truthy(tostring(err):find("probe25_spec.lua:%d+: ember.profiler.start"), err) -- at the caller's line
+    assert.truthy(tostring(err):find("profiler_cpu_info_spec.lua:%d+: ember.profiler.start"), err) -- at the caller's line
     first:stop()
     assert.is_false(ember.profiler.enabled())
+  end)
+end)
+
+describe("a running profile's results", function()
+  -- each said "ember.Profile: stop the profile first", naming no method
+  it("name the method asked for", function()
+    local p <close> = ember.profile()
+    raises_here(function() local _ = p:key_averages():table { row_limit = 3 } end,
+      "ember.Profile:table: the profile is still running; stop the profile first")
+    raises_here(function() local _ = p:stats() end, "ember.Profile:stats: the profile is still running")
+    raises_here(function() local _ = p:total() end, "ember.Profile:total: the profile is still running")
+    raises_here(function() p:export_chrome_trace("/tmp/ember_helper77_never_written.json") end,
+      "ember.Profile:export_chrome_trace: the profile is still running")
   end)
 end)
 
@@ -131,5 +148,38 @@ describe("a variant plugin's forward (its own code, not the backend's kernels)",
     assert.truthy(row, prof:table{row_limit = -1})
     assert.are.equal(1, row.calls)
     assert.is_true(row.total > 0 and row.self >= 0 and row.self <= row.total)
+  end)
+end)
+
+-- The error of fn, which must fail.
+local function err_of(fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+describe("ember.set_num_threads", function()
+  it("refuses a count past a C int (2^32 + 2 was taken as 2, 2^31 as 1, silently)", function()
+    local before = ember.get_num_threads()
+    for _, n in ipairs({2 ^ 31, 2 ^ 32 + 2, 2 ^ 40}) do
+      local err = err_of(function() ember.set_num_threads(n) end)
+      assert.truthy(err:find("ember.set_num_threads: n must be at most 2147483647", 1, true), err)
+      assert.truthy(err:find("profiler_cpu_info_spec.lua:%d+:"), err)
+      assert.are.equal(before, ember.get_num_threads())
+    end
+  end)
+
+  it("with one thread, cpu_info's team says it runs serially (it said 'now parallel')", function()
+    local before = ember.get_num_threads()
+    finally(function() ember.set_num_threads(before) end)
+    if os.getenv("EMBER_CPU_TEAM") == "always" then return end -- that mode names itself only
+    ember.set_num_threads(1)
+    local info = ember.cpu_info()
+    assert.are.equal(1, info.threads)
+    assert.truthy(info.team:find("^adaptive, now serial: one thread %("), info.team)
+    assert.truthy(info.float32:find("; team: " .. info.team, 1, true), info.float32)
+    ember.set_num_threads(2)
+    info = ember.cpu_info()
+    assert.falsy(info.team:find("one thread", 1, true), info.team)
   end)
 end)
