@@ -1,7 +1,11 @@
--- helper-87's probe: ember.linalg, ember.einsum and ember.distributions as
--- a PyTorch 1.13 user calls them. The numerics come from
+-- ember.linalg, ember.einsum, ember.special and ember.distributions as a
+-- PyTorch 1.13 user calls them. The numerics come from
 -- tests/fixtures/helper87_linalg.lua (tests/gen_helper87_fixtures.py,
--- torch.linalg and torch.distributions in float64).
+-- torch.linalg and torch.distributions in float64). rsample of Gamma and the
+-- distributions drawn from it: the implicit gradient of
+-- torch._standard_gamma_grad from tests/fixtures/helper96.lua
+-- (tests/gen_helper96_fixtures.py), and the closed forms of the means'
+-- gradients.
 local ember = require "ember"
 local D = require "ember.distributions"
 local autograd = require "ember.autograd"
@@ -313,5 +317,97 @@ describe("einsum as torch.einsum", function()
   it("operands of two dtypes are an einsum error (was ember.matmul's)", function()
     raises_here(function() ember.einsum("i,i->", ember.ones(3), ember.ones(3, o)) end,
       "ember.einsum: operand 2 is float64 but operand 1 is float32")
+  end)
+end)
+
+local f64 = { dtype = "float64" }
+local gamma_fx = dofile("tests/fixtures/helper96.lua")
+
+-- P(a, x), the regularized lower incomplete gamma function, by its series
+-- x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1) ... (a + n)) (float64)
+local function lgamma(a) return ember.tensor(a, f64):lgamma():item() end
+local function gammainc(a, x)
+  local term, sum = 1, 1
+  for n = 1, 2000 do
+    term = term * x / (a + n)
+    sum = sum + term
+    if term < sum * 1e-17 then break end
+  end
+  return math.exp(a * math.log(x) - x - lgamma(a + 1)) * sum
+end
+
+describe("rsample of Gamma and the distributions drawn from it", function()
+  local G = gamma_fx.gamma_grad
+  it("the implicit gradient dx/da matches torch._standard_gamma_grad on every branch", function()
+    local got = D.Gamma._standard_grad(T(G.x), T(G.alpha))
+    parity.check("standard_gamma_grad", got, T(G.grad), 1e-10)
+  end)
+  it("and is -(dP/da) / (dP/dx) by finite differences of the CDF (torch's approximations' error)", function()
+    for _, ax in ipairs { { 0.5, 0.3 }, { 2.0, 1.5 }, { 3.0, 4.0 }, { 12.0, 11.0 }, { 20.0, 40.0 }, { 5.0, 0.5 } } do
+      local a, x, h = ax[1], ax[2], 1e-5
+      local pdf = math.exp((a - 1) * math.log(x) - x - lgamma(a))
+      local want = -(gammainc(a + h, x) - gammainc(a - h, x)) / (2 * h) / pdf
+      local got = D.Gamma._standard_grad(ember.tensor(x, f64), ember.tensor(a, f64)):item()
+      assert(math.abs(got - want) < 2e-3 * math.abs(want), ("a=%g x=%g: %g vs %g"):format(a, x, got, want))
+    end
+  end)
+  it("a draw's gradient is the implicit one at that draw, over the rate; the rate's is -x / rate", function()
+    local a = ember.tensor({ 0.4, 2.0, 9.0 }, f64):requires_grad_()
+    local r = ember.tensor({ 1.0, 3.0, 0.5 }, f64):requires_grad_()
+    ember.manual_seed(7)
+    local d = D.Gamma(a, r)
+    assert.is_true(d.has_rsample)
+    local x = d:rsample()
+    x:sum():backward()
+    local z = x:detach() * r:detach()
+    parity.check("d x / d a", a.grad, D.Gamma._standard_grad(z, a:detach()) / r:detach(), 1e-12)
+    parity.check("d x / d rate", r.grad, -x:detach() / r:detach(), 1e-12)
+    -- sample() is still the plain draw: its values, no gradient
+    assert.is_false(d:sample({ 2 }).requires_grad)
+  end)
+  it("the gradients of the means match their closed forms (Gamma, Chi2, Beta, Dirichlet, StudentT, F)", function()
+    local N = 40000
+    local function grad_of(param, fn)
+      ember.manual_seed(11)
+      fn():backward()
+      return param.grad
+    end
+    local function near(what, got, want, tol)
+      assert(math.abs(got - want) < tol, ("%s: %g, expected %g"):format(what, got, want))
+    end
+    local a = ember.tensor(2.0, f64):requires_grad_()
+    near("Gamma d mean / d a", grad_of(a, function() return D.Gamma(a, 3.0):rsample({ N }):mean() end):item(), 1 / 3, 0.01)
+    local k = ember.tensor(3.0, f64):requires_grad_()
+    near("Chi2 d mean / d df", grad_of(k, function() return D.Chi2(k):rsample({ N }):mean() end):item(), 1, 0.02)
+    local b1, b0 = ember.tensor(2.0, f64):requires_grad_(), ember.tensor(3.0, f64):requires_grad_()
+    ember.manual_seed(11)
+    D.Beta(b1, b0):rsample({ N }):mean():backward()
+    near("Beta d mean / d a", b1.grad:item(), 3 / 25, 0.005)
+    near("Beta d mean / d b", b0.grad:item(), -2 / 25, 0.005)
+    local c = ember.tensor({ 1.0, 2.0, 3.0 }, f64):requires_grad_()
+    ember.manual_seed(11)
+    local x = D.Dirichlet(c):rsample({ N })
+    assert(ember.allclose(x:sum(-1), ember.ones(N, f64)))
+    x:mean(1)[1]:backward()
+    near("Dirichlet d mean1 / d c1", c.grad[1]:item(), 5 / 36, 0.005)
+    near("Dirichlet d mean1 / d c2", c.grad[2]:item(), -1 / 36, 0.005)
+    local df = ember.tensor(5.0, f64):requires_grad_()
+    ember.manual_seed(11)
+    local s = D.StudentT(df, 0.0, 1.0):rsample({ N })
+    ;(s * s):mean():backward() -- E[s^2] = df / (df - 2)
+    near("StudentT d var / d df", df.grad:item(), -2 / 9, 0.03)
+    local d1, d2 = ember.tensor(4.0, f64):requires_grad_(), ember.tensor(8.0, f64):requires_grad_()
+    ember.manual_seed(11)
+    D.FisherSnedecor(d1, d2):rsample({ N }):mean():backward() -- mean d2 / (d2 - 2)
+    near("F d mean / d df1", d1.grad:item(), 0, 0.01)
+    near("F d mean / d df2", d2.grad:item(), -2 / 36, 0.01)
+  end)
+  it("float32 draws keep their dtype and shape", function()
+    local a = ember.tensor({ 2.0, 0.5 }):requires_grad_()
+    local x = D.Beta(a, 1.0):rsample({ 3 })
+    assert.are.equal("float32", x.dtype)
+    assert(x.shape == ember.Size { 3, 2 })
+    x:sum():backward()
+    assert.are.equal("float32", a.grad.dtype)
   end)
 end)
