@@ -1,16 +1,27 @@
--- helper102: arguments a PyTorch user passes are taken or refused, never
+-- Arguments a PyTorch user passes to ember.nn are taken or refused, never
 -- dropped without a word. Every nn constructor with torch's signature
 -- refuses an argument past torch's own and a name it does not take; torch's
 -- inplace is accepted (and ignored: a module's result is a new tensor) where
 -- torch has it, and must be a boolean; nn.functional's and ember's
--- activations refuse arguments past theirs; the losses' modules take
+-- activations refuse arguments past theirs, and F's dropouts, selu, celu,
+-- threshold and rrelu take torch's inplace; the losses' modules take
 -- torch's positional order (nn.L1Loss(nil, nil, "sum") ran with the mean);
--- modules print Lua's booleans (nn.Conv2d printed bias=False, nn.Linear bias=false).
+-- modules print Lua's booleans (nn.Conv2d printed bias=False, nn.Linear
+-- bias=false). The constructor forms PyTorch users write -- Softplus(beta,
+-- threshold), nn.Upsample(nil, 2, "bilinear", true), the lazy modules in
+-- torch's order, the vision modules by name, forward's output_size by name --
+-- build what they build in PyTorch (sizes are PyTorch 1.13's for the same call).
 local ember = require "ember"
 local nn = require "ember.nn"
 local F = require "ember.nn.functional"
 local parity = require "tests.lua.helpers.parity"
+local gradcheck = require "tests.lua.helpers.gradcheck"
 local raises_here = parity.raises_here
+
+-- the message of a failed call, or nil
+local err_of = parity.error_of
+
+local function shape(t) return table.concat(t.shape, ",") end
 
 -- torch 1.13's __init arguments of each class (less device and dtype), and
 -- values of the ones without a default: torch.nn.X.__init's signature.
@@ -78,7 +89,7 @@ local function count(names)
   return n
 end
 
-describe("helper102: nn constructors refuse what torch.nn would not take", function()
+describe("nn constructors refuse what torch.nn would not take", function()
   for name, spec in pairs(TORCH) do
     it(name .. ": one argument past torch's, and an unknown name", function()
       local cls = nn[name]
@@ -150,7 +161,7 @@ describe("helper102: nn constructors refuse what torch.nn would not take", funct
   end)
 end)
 
-describe("helper102: nn.functional refuses arguments past torch's", function()
+describe("nn.functional refuses arguments past torch's", function()
   local x = ember.randn(2, 4, 4, 4)
   it("the activations without options: F.relu6(x, 5), F.mish(x, true), ...", function()
     for _, name in ipairs { "relu6", "mish", "hardswish", "hardsigmoid" } do
@@ -204,7 +215,7 @@ describe("helper102: nn.functional refuses arguments past torch's", function()
   end)
 end)
 
-describe("helper102: modules print Lua's booleans", function()
+describe("modules print Lua's booleans", function()
   it("nn.Conv* as nn.Linear: bias=false", function()
     assert.matches("bias=false%)$", tostring(nn.Linear(2, 3, false)))
     for _, name in ipairs { "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d" } do
@@ -212,5 +223,195 @@ describe("helper102: modules print Lua's booleans", function()
       assert.matches("bias=false%)$", s)
       assert.is_nil(s:find("False", 1, true), s)
     end
+  end)
+end)
+
+describe("PyTorch's constructor forms", function()
+  -- were: 'options must be a table' (positional) and 'num_parameters must be a positive integer, got table'
+  it("Softplus(beta, threshold), CosineSimilarity(dim, eps), PairwiseDistance(p, eps, keepdim) positionally", function()
+    local sp = nn.Softplus(2, 5)
+    assert.are.same({ 2, 5 }, { sp.beta, sp.threshold })
+    assert.are.same({ 2, 20 }, { nn.Softplus{ beta = 2 }.beta, nn.Softplus{ beta = 2 }.threshold })
+    local cos = nn.CosineSimilarity(1, 1e-6)
+    assert.are.same({ 1, 1e-6 }, { cos.dim, cos.eps })
+    local a, b = ember.randn(3, 2, { dtype = "float64" }), ember.randn(3, 2, { dtype = "float64" })
+    assert.is_true(ember.allclose(cos(a, b), ember.cosine_similarity(a, b, { dim = 1, eps = 1e-6 })))
+    local pd = nn.PairwiseDistance(1, 1e-3, true)
+    assert.are.same({ 3, 1 }, { pd(a, b).shape[1], pd(a, b).shape[2] })
+    assert.is_true(ember.allclose(pd(a, b):squeeze(2), (a - b + 1e-3):abs():sum(2)))
+  end)
+
+  it("PReLU{num_parameters =, init =} by name", function()
+    local m = nn.PReLU { num_parameters = 3, init = 0.1, dtype = "float64" }
+    assert.are.same({ 0.1, 0.1, 0.1 }, m.weight:totable())
+    raises_here(function() nn.PReLU { num_params = 3 } end, "nn.PReLU: unknown option 'num_params'")
+  end)
+
+  it("errors name the module and the argument at the user's line", function()
+    raises_here(function() nn.Softplus(0) end, "Softplus: beta must be a number > 0, got 0")
+    raises_here(function() nn.Softplus(1, "x") end, "Softplus: threshold must be a number, got string")
+    raises_here(function() nn.Softplus(1, 2, 3) end, "Softplus: takes at most 2 arguments before the options table (beta, threshold), got 3")
+    raises_here(function() nn.CosineSimilarity { dimm = 1 } end, "nn.CosineSimilarity: unknown option 'dimm'")
+    raises_here(function() nn.PairwiseDistance(0) end, "PairwiseDistance: p must be a number > 0, got 0")
+  end)
+end)
+
+describe("torch's inplace argument of the dropouts, selu, celu, threshold and rrelu", function()
+  local x = ember.tensor({ { 0.1, 0.5, -0.3 }, { 1.2, -0.7, 0.4 } }, "float64")
+  it("by position or by name; true puts the result into the input", function()
+    local cases = {
+      { function(y, ip) return F.dropout(y, 0.5, false, ip) end, function(y) return y end },
+      { function(y, ip) return F.dropout(y, { p = 0.5, training = false, inplace = ip }) end, function(y) return y end },
+      { function(y, ip) return F.dropout1d(y, 0.5, false, ip) end, function(y) return y end },
+      { function(y, ip) return F.dropout2d(y:view(1, 2, 3), { training = false, inplace = ip }) end, function(y) return y end },
+      { function(y, ip) return F.alpha_dropout(y, 0.5, false, ip) end, function(y) return y end },
+      { function(y, ip) return F.feature_alpha_dropout(y, { training = false, inplace = ip }) end, function(y) return y end },
+      { function(y, ip) return F.selu(y, ip) end, function(y) return ember.elu(y, 1.6732632423543772) * 1.0507009873554805 end },
+      { function(y, ip) return F.celu(y, { alpha = 0.5, inplace = ip }) end, function(y) return ember.elu(y / 0.5) * 0.5 end },
+      { function(y, ip) return F.threshold(y, 0.2, -1, ip) end,
+        function(y) return ember.where(y:gt(0.2), y, ember.full_like(y, -1)) end },
+      { function(y, ip) return F.rrelu(y, 0.1, 0.3, false, ip) end, function(y) return ember.leaky_relu(y, 0.2) end },
+    }
+    for i, c in ipairs(cases) do
+      local want = c[2](x)
+      local kept = x:clone()
+      local out = c[1](kept, false)
+      assert(ember.allclose(out:reshape(2, 3), want), "case " .. i .. " inplace=false")
+      assert(ember.equal(kept, x), "case " .. i .. ": inplace=false changed the input")
+      local y = x:clone()
+      local got = c[1](y, true)
+      assert(ember.allclose(y, want), "case " .. i .. ": inplace=true left the input")
+      assert(ember.allclose(got:reshape(2, 3), want), "case " .. i .. " inplace=true result")
+    end
+  end)
+
+  it("is differentiable through a non-leaf and refused on a leaf that requires grad", function()
+    gradcheck.check(function(a) return F.celu(a * 1, { alpha = 0.7, inplace = true }) end, { x:clone() })
+    gradcheck.check(function(a) return F.threshold(a * 1, 0.2, -1, true) end, { x:clone() })
+    raises_here(function() F.dropout(ember.ones(2):requires_grad_(), 0.5, true, true) end, "in-place operation")
+    raises_here(function() F.dropout(x, 0.5, true, 1) end, "nn.functional.dropout: inplace must be true or false, got 1")
+  end)
+end)
+
+describe("nn.Upsample in PyTorch's positional order (size, scale_factor, mode, align_corners)", function()
+  it("nn.Upsample(nil, 2, \"bilinear\", true) is the scale_factor form", function()
+    -- was: 'Upsample: give either size or scale_factor (one of them)'
+    local x = ember.randn(1, 2, 3, 4)
+    local a = nn.Upsample(nil, 2, "bilinear", true)
+    local b = nn.Upsample({ scale_factor = 2, mode = "bilinear", align_corners = true })
+    assert.are.equal("1,2,6,8", shape(a(x)))
+    assert.is_true(a(x):equal(b(x)))
+    assert.are.equal("1,2,6,8", shape(nn.Upsample(nil, 2)(x)))
+    -- the rest by name after them
+    local c = nn.Upsample(nil, 2.5, { mode = "bilinear", recompute_scale_factor = true })
+    assert.is_true(c(x):equal(nn.Upsample({ scale_factor = 2.5, mode = "bilinear", recompute_scale_factor = true })(x)))
+  end)
+
+  it("nn.Upsample({5, 6}, nil, \"bicubic\") is the size {5, 6}, as torch.nn.Upsample((5, 6), None, 'bicubic')", function()
+    local x = ember.randn(1, 2, 3, 4)
+    local y = nn.Upsample({ 5, 6 }, nil, "bicubic")(x)
+    assert.are.equal("1,2,5,6", shape(y))
+    assert.is_true(y:equal(nn.Upsample({ size = { 5, 6 }, mode = "bicubic" })(x)))
+  end)
+
+  it("ember's one-argument form stays the scale factor; errors name Upsample at the user's line", function()
+    assert.are.equal("1,2,6,8", shape(nn.Upsample(2)(ember.randn(1, 2, 3, 4))))
+    assert.are.equal("1,2,6,8", shape(nn.Upsample(2, { mode = "bilinear" })(ember.randn(1, 2, 3, 4))))
+    local e = err_of(function() local _ = nn.Upsample(3, 2) end)
+    assert.truthy(e:find("nn_torch_args_spec.lua:%d+: Upsample: give either size or scale_factor"), e)
+    e = err_of(function() local _ = nn.Upsample(nil, 2, "bilinear", { mode = "nearest" }) end)
+    assert.truthy(e:find("nn_torch_args_spec.lua:%d+: Upsample: mode given twice"), e)
+    e = err_of(function() local _ = nn.Upsample(nil, 2, "bilinear", true, false, 1) end)
+    assert.truthy(e:find("nn_torch_args_spec.lua:%d+: Upsample: takes at most 5 arguments"), e)
+  end)
+end)
+
+describe("forward's output_size by name, as PyTorch's keyword", function()
+  it("ConvTranspose1d/2d(x, {output_size = ...}) picks the output padding", function()
+    -- was: 'output_size {} is not reachable from an input of shape [1, 2, 5, 5]'
+    local x = ember.randn(1, 2, 5, 5)
+    local m = nn.ConvTranspose2d(2, 2, 3, { stride = 2, padding = 1 })
+    assert.are.equal("1,2,10,10", shape(m(x, { output_size = { 10, 10 } })))
+    assert.are.equal("1,2,9,9", shape(m(x, { output_size = { 1, 2, 9, 9 } })))
+    assert.is_true(m(x, { output_size = { 10, 10 } }):equal(m(x, { 10, 10 })))
+    assert.are.equal("1,2,10", shape(nn.ConvTranspose1d(2, 2, 3, { stride = 2 })(ember.randn(1, 2, 4), { output_size = 10 })))
+    local e = err_of(function() local y = m(x, { outputsize = { 10, 10 } }); return y end)
+    assert.truthy(e:find("ConvTranspose2d.forward: unknown option 'outputsize'"), e)
+  end)
+
+  it("MaxUnpool1d/2d/3d(y, indices, {output_size = ...})", function()
+    -- was: 'nn.functional.max_unpool2d: output_size must be 2 positive integers ..., got {}'
+    local x = ember.randn(1, 2, 5, 5)
+    local y, i = nn.MaxPool2d(2, { return_indices = true })(x)
+    local u = nn.MaxUnpool2d(2)(y, i, { output_size = { 5, 5 } })
+    assert.are.equal("1,2,5,5", shape(u))
+    assert.is_true(u:equal(nn.MaxUnpool2d(2)(y, i, { 5, 5 })))
+    local y1, i1 = nn.MaxPool1d(2, { return_indices = true })(ember.randn(1, 2, 5))
+    assert.are.equal("1,2,5", shape(nn.MaxUnpool1d(2)(y1, i1, { output_size = { 5 } })))
+    local y3, i3 = nn.MaxPool3d(2, { return_indices = true })(ember.randn(1, 2, 5, 5, 5))
+    assert.are.equal("1,2,5,5,5", shape(nn.MaxUnpool3d(2)(y3, i3, { output_size = { 5, 5, 5 } })))
+  end)
+end)
+
+describe("the lazy modules in PyTorch's positional order and Lua's table of names", function()
+  it("nn.LazyConv2d(4, 3, 2, 1, 1, 1, false, \"reflect\") builds nn.Conv2d(C, 4, 3, 2, 1, 1, 1, false, \"reflect\")", function()
+    -- was: it printed, then its first forward failed with 'Conv2d: options must be a table, got number'
+    local x = ember.randn(2, 2, 5, 5)
+    local m = nn.LazyConv2d(4, 3, 2, 1, 1, 1, false, "reflect")
+    ember.manual_seed(1)
+    local y = m(x)
+    ember.manual_seed(1)
+    local ref = nn.Conv2d(2, 4, 3, { stride = 2, padding = 1, bias = false, padding_mode = "reflect" })
+    assert.are.equal("2,4,3,3", shape(y))
+    assert.is_nil(m.bias)
+    assert.are.equal("reflect", m.padding_mode)
+    assert.is_true(m.weight:equal(ref.weight))
+    -- was: 'Conv2d: out_channels must be a positive integer, got table'
+    local n = nn.LazyConv2d{ out_channels = 4, kernel_size = 3, stride = 2, bias = false }
+    assert.are.equal("2,4,2,2", shape(n(x)))
+    assert.are.equal("2,4,10,10", shape(nn.LazyConvTranspose2d(4, 3, 2, 1, 1, 1, false)(x)))
+    assert.are.equal("2,4,2,2,2", shape(nn.LazyConv3d{ out_channels = 4, kernel_size = 2 }(ember.randn(2, 3, 3, 3, 3))))
+  end)
+
+  it("nn.LazyBatchNorm2d(1e-3, 0.2, false) and nn.LazyLinear(3, false) take PyTorch's order", function()
+    local bn = nn.LazyBatchNorm2d(1e-3, 0.2, false)
+    bn(ember.randn(2, 2, 5, 5))
+    assert.are.same({ 1e-3, 0.2, false }, { bn.eps, bn.momentum, bn.affine })
+    local inorm = nn.LazyInstanceNorm2d{ eps = 1e-3 }
+    inorm(ember.randn(2, 2, 5, 5))
+    assert.are.same({ 1e-3, true, true }, { inorm.eps, inorm.affine, inorm.track_running_stats })
+    local lin = nn.LazyLinear(3, false)
+    assert.are.equal("2,3", shape(lin(ember.randn(2, 5))))
+    assert.is_nil(lin.bias)
+    local e = err_of(function() local _ = nn.LazyConv2d(4, 3, { strid = 2 }) end)
+    assert.truthy(e:find("nn_torch_args_spec.lua:%d+: Conv2d: unknown option 'strid'"), e)
+  end)
+end)
+
+describe("the vision modules' table of names and positional order, as torch's keywords", function()
+  it("pads, shuffles, Dropout2d, MaxUnpool3d and FractionalMaxPool2d/3d by name", function()
+    -- each was an error ('upscale_factor must be a positive integer, got table', 'padding must be ..., got {}',
+    -- 'MaxUnpool3d: kernel_size must be ... got {}', FractionalMaxPool2d(2, {3, 3}): "unknown option '1'")
+    local x = ember.randn(1, 8, 4, 6)
+    assert.are.equal("1,2,8,12", shape(nn.PixelShuffle{ upscale_factor = 2 }(x)))
+    assert.are.equal("1,32,2,3", shape(nn.PixelUnshuffle{ downscale_factor = 2 }(x)))
+    assert.are.equal(4, nn.ChannelShuffle{ groups = 4 }.groups)
+    assert.are.equal("1,8,5,9", shape(nn.ReflectionPad2d{ padding = { 1, 2, 0, 1 } }(x)))
+    assert.are.equal("1,8,8,10", shape(nn.ReplicationPad2d{ padding = 2 }(x)))
+    assert.are.equal("1,8,6,8", shape(nn.ZeroPad2d{ padding = 1 }(x)))
+    assert.are.equal("8,10", shape(nn.ReflectionPad1d{ padding = 2 }(ember.randn(8, 6))))
+    assert.are.equal("8,9", shape(nn.ReplicationPad1d{ padding = { 1, 2 } }(ember.randn(8, 6))))
+    local c = nn.ConstantPad2d{ padding = { 1, 0, 0, 1 }, value = 2.5 }(x)
+    assert.are.equal("1,8,5,7", shape(c))
+    assert.are.equal(2.5, c[1][1][5][7]:item())
+    assert.are.equal(1.5, nn.ConstantPad1d{ padding = 1, value = 1.5 }(ember.zeros(2, 3))[1][1]:item())
+    assert.are.equal(0.3, nn.Dropout2d{ p = 0.3 }.p)
+    local m = nn.MaxUnpool3d{ kernel_size = 2, stride = 2, padding = 1 }
+    assert.are.same({ 2, 1 }, { m.stride, m.padding })
+    assert.are.same(m.padding, nn.MaxUnpool3d(2, 2, 1).padding)
+    local f = ember.randn(1, 2, 6, 6)
+    assert.are.equal("1,2,3,3", shape(nn.FractionalMaxPool2d(2, { 3, 3 })(f)))
+    assert.are.equal("1,2,3,3", shape(nn.FractionalMaxPool2d(2, nil, 0.5)(f)))
+    assert.are.equal("1,2,3,3,3", shape(nn.FractionalMaxPool3d{ kernel_size = 2, output_size = 3 }(ember.randn(1, 2, 6, 6, 6))))
   end)
 end)

@@ -1,9 +1,11 @@
--- helper86's probes of torch.nn.functional's losses and pad as a PyTorch
--- 1.13 user calls them: F.cross_entropy with weight= and with class-
--- probability targets, F.ctc_loss with an empty target and unbatched,
--- F.pad's negative amounts in reflect / replicate / circular mode
--- (tests/gen_helper86_fixtures.py writes tests/fixtures/helper86_losses.lua),
--- float64 gradchecks, and errors of nn.functional at the caller's line.
+-- torch.nn.functional's losses and pad as a PyTorch 1.13 user calls them:
+-- F.cross_entropy with weight= and with class-probability targets,
+-- F.ctc_loss with an empty target and unbatched, F.pad's negative amounts in
+-- reflect / replicate / circular mode (tests/gen_helper86_fixtures.py writes
+-- tests/fixtures/helper86_losses.lua), float64 gradchecks, errors of
+-- nn.functional at the caller's line; and the losses' positional arguments
+-- in torch's order (tests/fixtures/helper94_sdpa.lua's losses, written by
+-- tests/gen_helper94_fixtures.py).
 local ember = require "ember"
 local F = ember.nn.functional
 local parity = require "tests.lua.helpers.parity"
@@ -27,7 +29,7 @@ local function check(what, fn, x, c)
   parity.check(what .. " grad", a.grad, T(c.grad), 1e-10)
 end
 
-describe("helper86: F.cross_entropy as torch's", function()
+describe("F.cross_entropy as torch's", function()
   it("takes weight (with label_smoothing and ignore_index), each reduction", function()
     local n = 0
     for i, c in ipairs(fx.ce) do
@@ -88,7 +90,7 @@ describe("helper86: F.cross_entropy as torch's", function()
   end)
 end)
 
-describe("helper86: F.ctc_loss as torch's", function()
+describe("F.ctc_loss as torch's", function()
   it("an empty target has one end state (was counted twice: log 2 too little)", function()
     for _, c in ipairs(fx.ctc) do
       if c.name == "empty_target" then
@@ -119,7 +121,7 @@ describe("helper86: F.ctc_loss as torch's", function()
   end)
 end)
 
-describe("helper86: F.pad's negative amounts", function()
+describe("F.pad's negative amounts", function()
   it("crop in reflect, replicate and circular modes as torch's", function()
     assert.are.equal(18, #fx.pad)
     for i, c in ipairs(fx.pad) do
@@ -137,7 +139,7 @@ describe("helper86: F.pad's negative amounts", function()
   end)
 end)
 
-describe("helper86: nn.functional's core-op errors at the caller's line", function()
+describe("nn.functional's core-op errors at the caller's line", function()
   it("mse_loss's shapes and one_hot's labels", function()
     raises_here(function() F.mse_loss(ember.zeros(2, 3), ember.ones(3)) end,
       "ember.mse_loss: input [2, 3] and target [3] must have the same shape")
@@ -146,39 +148,41 @@ describe("helper86: nn.functional's core-op errors at the caller's line", functi
   end)
 end)
 
-describe("helper86: torch's inplace argument of the dropouts, selu, celu, threshold and rrelu", function()
-  local x = ember.tensor({ { 0.1, 0.5, -0.3 }, { 1.2, -0.7, 0.4 } }, "float64")
-  it("by position or by name; true puts the result into the input", function()
-    local cases = {
-      { function(y, ip) return F.dropout(y, 0.5, false, ip) end, function(y) return y end },
-      { function(y, ip) return F.dropout(y, { p = 0.5, training = false, inplace = ip }) end, function(y) return y end },
-      { function(y, ip) return F.dropout1d(y, 0.5, false, ip) end, function(y) return y end },
-      { function(y, ip) return F.dropout2d(y:view(1, 2, 3), { training = false, inplace = ip }) end, function(y) return y end },
-      { function(y, ip) return F.alpha_dropout(y, 0.5, false, ip) end, function(y) return y end },
-      { function(y, ip) return F.feature_alpha_dropout(y, { training = false, inplace = ip }) end, function(y) return y end },
-      { function(y, ip) return F.selu(y, ip) end, function(y) return ember.elu(y, 1.6732632423543772) * 1.0507009873554805 end },
-      { function(y, ip) return F.celu(y, { alpha = 0.5, inplace = ip }) end, function(y) return ember.elu(y / 0.5) * 0.5 end },
-      { function(y, ip) return F.threshold(y, 0.2, -1, ip) end,
-        function(y) return ember.where(y:gt(0.2), y, ember.full_like(y, -1)) end },
-      { function(y, ip) return F.rrelu(y, 0.1, 0.3, false, ip) end, function(y) return ember.leaky_relu(y, 0.2) end },
+describe("nn.functional's losses take torch's positional arguments (they were dropped)", function()
+  local fx = dofile("tests/fixtures/helper94_sdpa.lua")
+  local T = function(spec) return parity.T(spec, "float64") end
+  local L = fx.losses
+  local x, y, w = T(L.x), T(L.y), T(L.w)
+  local a, b, logp, logq = T(L.a), T(L.b), T(L.logp), T(L.logq)
+  local p, t, bw, pw = T(L.p), T(L.t), T(L.bw), T(L.pw)
+
+  it("as torch.nn.functional's, each against PyTorch 1.13", function()
+    local got = {
+      cross_entropy = F.cross_entropy(x, y, w, nil, 2, nil, "sum", 0.1),
+      nll_loss = F.nll_loss(F.log_softmax(x, -1), y, w, nil, 2, nil, "sum"),
+      l1_loss = F.l1_loss(a, b, nil, nil, "sum"),
+      smooth_l1_loss = F.smooth_l1_loss(a, b, nil, nil, "sum", 0.5),
+      huber_loss = F.huber_loss(a, b, "sum", 0.7),
+      kl_div = F.kl_div(logp, logq, nil, nil, "batchmean", true),
+      binary_cross_entropy = F.binary_cross_entropy(p, t, bw, nil, nil, "sum"),
+      binary_cross_entropy_with_logits = F.binary_cross_entropy_with_logits(a, t, bw, nil, nil, "mean", pw),
     }
-    for i, c in ipairs(cases) do
-      local want = c[2](x)
-      local kept = x:clone()
-      local out = c[1](kept, false)
-      assert(ember.allclose(out:reshape(2, 3), want), "case " .. i .. " inplace=false")
-      assert(ember.equal(kept, x), "case " .. i .. ": inplace=false changed the input")
-      local y = x:clone()
-      local got = c[1](y, true)
-      assert(ember.allclose(y, want), "case " .. i .. ": inplace=true left the input")
-      assert(ember.allclose(got:reshape(2, 3), want), "case " .. i .. " inplace=true result")
-    end
+    for name, v in pairs(got) do parity.check(name, v, T(L[name]), 1e-12) end
+    -- positional, then an options table for the rest
+    parity.check("weight, then options", F.cross_entropy(x, y, w, { ignore_index = 2, reduction = "sum",
+      label_smoothing = 0.1 }), T(L.cross_entropy), 1e-12)
+    parity.check("options alone", F.l1_loss(a, b, { reduction = "sum" }), T(L.l1_loss), 1e-12)
   end)
 
-  it("is differentiable through a non-leaf and refused on a leaf that requires grad", function()
-    gradcheck.check(function(a) return F.celu(a * 1, { alpha = 0.7, inplace = true }) end, { x:clone() })
-    gradcheck.check(function(a) return F.threshold(a * 1, 0.2, -1, true) end, { x:clone() })
-    raises_here(function() F.dropout(ember.ones(2):requires_grad_(), 0.5, true, true) end, "in-place operation")
-    raises_here(function() F.dropout(x, 0.5, true, 1) end, "nn.functional.dropout: inplace must be true or false, got 1")
+  it("refuses torch's deprecated size_average / reduce, too many arguments, a name given twice, at the user's line", function()
+    raises_here(function() F.l1_loss(a, b, false) end,
+      "nn.functional.l1_loss: argument 3 is torch's size_average, deprecated: give reduction")
+    raises_here(function() F.cross_entropy(x, y, nil, nil, -100, true) end,
+      "nn.functional.cross_entropy: argument 6 is torch's reduce, deprecated")
+    raises_here(function() F.nll_loss(x, y, "sum") end,
+      "nn.functional.nll_loss: options must be a table ({reduction = ...}), and weight (argument 3 by position) a tensor, "
+      .. "got \"sum\"")
+    raises_here(function() F.huber_loss(a, b, "sum", 0.7, 1) end, "too many arguments")
+    raises_here(function() F.nll_loss(x, y, w, { weight = w }) end, "weight is given twice")
   end)
 end)
