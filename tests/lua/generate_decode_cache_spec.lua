@@ -1,9 +1,11 @@
--- Issue 27's decoding features as a user coming from PyTorch / Hugging Face
--- tries them: ember.generate's edge cases (top_p = 1, one prompt [L], a
+-- Decoding as a user coming from PyTorch / Hugging Face tries it:
+-- ember.generate's edge cases (top_p = 1 and top_p = 0, one prompt [L], a
 -- model with forward alone, a generator of its own, stop sequences given as
--- tensors, the training flags of a model's parts), grouped-query attention
--- with every variant through the KV cache, and MultiHeadAttention's messages
--- for PyTorch's and Hugging Face's option names.
+-- tensors, the training flags of a model's parts), generate's ids checked
+-- before they reach the model (pad_id, stop sequences, eos_id, max_time), and
+-- grouped-query attention through the KV cache: every variant, a
+-- cross-attention cache, models.Llama with GQA and MQA, forward_cached with
+-- kdim / vdim.
 local ember = require "ember"
 local nn = require "ember.nn"
 local generate = require "ember.generate"
@@ -86,7 +88,7 @@ describe("generate as a Hugging Face user calls it", function()
     -- what it cannot take is refused, not dropped
     local ok, err = pcall(generate, seq, p, { prompt_padding_mask = p:eq(1) })
     assert.is_false(ok)
-    assert.matches("probe27_decode_spec.lua:%d+: generate: prompt_padding_mask needs a model with a decode", tostring(err))
+    assert.matches("generate_decode_cache_spec.lua:%d+: generate: prompt_padding_mask needs a model with a decode", tostring(err))
     ok, err = pcall(generate, seq, p, { pad_id = 1 }) -- as Hugging Face, pad_id at the start is left padding
     assert.is_false(ok)
     assert.matches("pad_id 1 marks the left padding", tostring(err))
@@ -201,7 +203,7 @@ describe("grouped-query attention through the KV cache", function()
       local ok, err = pcall(function() return m:forward_cached(x, cache, opts) end)
       assert.is_false(ok)
       assert.matches(pattern, tostring(err))
-      assert.truthy(tostring(err):find("probe27_decode_spec.lua:" .. line, 1, true), tostring(err))
+      assert.truthy(tostring(err):find("generate_decode_cache_spec.lua:" .. line, 1, true), tostring(err))
     end
     ember.no_grad(function()
       local cross = {}
@@ -248,27 +250,109 @@ describe("grouped-query attention through the KV cache", function()
   end)
 end)
 
-describe("MultiHeadAttention's messages for PyTorch's and Hugging Face's names", function()
-  local function err_of(...)
-    local ok, e = pcall(nn.MultiHeadAttention, ...)
+local function tiny_llama(seed)
+  ember.manual_seed(seed)
+  return require("ember.models").Llama { vocab_size = 40, hidden_size = 32, intermediate_size = 64,
+    num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }
+end
+
+describe("generate with top_p = 0", function()
+  -- Hugging Face's TopPLogitsWarper takes top_p = 0 and keeps its
+  -- min_tokens_to_keep = 1: the most likely token. ember refused it
+  -- ("top_p must be a number in (0, 1], got 0").
+  it("keeps only the most likely token, as Hugging Face's: the greedy tokens", function()
+    local m = tiny_llama(1)
+    local P = ember.tensor({ { 3, 4, 5, 6 }, { 1, 1, 8, 9 } }, { dtype = "int64" })
+    local mask = P:eq(1)
+    local greedy = m:generate(P, { max_new_tokens = 6, prompt_padding_mask = mask })
+    for seed = 1, 3 do
+      ember.manual_seed(seed)
+      local s = m:generate(P, { max_new_tokens = 6, prompt_padding_mask = mask, strategy = "sample", top_p = 0,
+        temperature = 2 })
+      assert.is_true(s:equal(greedy), tostring(s))
+    end
+  end)
+
+  it("in pick, on a small vocabulary and on one read in blocks (past 1024 ids), with top_k", function()
+    for _, V in ipairs { 7, 3000 } do
+      local logits = ember.randn(5, V)
+      local best = logits:argmax(-1, true)
+      for _, o in ipairs { { top_p = 0 }, { top_p = 0, top_k = 3 }, { top_p = 0, temperature = 50 } } do
+        o.strategy = "sample"
+        assert.is_true(generate.pick(logits, o):equal(best), V)
+      end
+    end
+  end)
+
+  it("still refuses a top_p outside [0, 1], at the user's line", function()
+    local m = tiny_llama(2)
+    local p = ember.tensor({ { 3, 4 } }, { dtype = "int64" })
+    for _, v in ipairs { -0.1, 1.5, 0 / 0 } do
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() m:generate(p, { strategy = "sample", top_p = v }) end)
+      assert.is_false(ok)
+      assert.truthy(err:find("generate_decode_cache_spec.lua:" .. line .. ": generate: top_p must be a number in [0, 1]",
+        1, true), err)
+    end
+  end)
+end)
+
+describe("generate's ids checked before they reach the model", function()
+  local P = ember.tensor({ { 3, 4, 5 }, { 8, 9, 10 } }, { dtype = "int64" })
+
+  local function refused(m, opts, pattern)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() return m:generate(P, opts) end)
     assert.is_false(ok)
-    return tostring(e)
+    assert.truthy(err:find("generate_decode_cache_spec.lua:" .. line .. ": generate: ", 1, true), err)
+    assert.truthy(err:find(pattern, 1, true), err)
   end
 
-  it("kv_heads given as a string says so (it printed as the number)", function()
-    assert.matches("kv_heads must be a positive integer, got a string %(2%)", err_of(16, 4, { kv_heads = "2" }))
-    assert.matches("heads %(6%) must be divisible by kv_heads %(4%)", err_of { d_model = 24, heads = 6, kv_heads = 4 })
+  -- A pad_id past the vocabulary was emitted by a done row and handed to
+  -- the model at the next step: "Embedding.forward: id 41 at {1, 1} is out
+  -- of range 1..40", not naming generate or pad_id.
+  it("a pad_id past the vocabulary, given or the first eos_id, once a row can end", function()
+    local m = tiny_llama(4)
+    local e = m:generate(P, { max_new_tokens = 1 })[1][4]:item() -- row 1's first token: it ends at step 1
+    refused(m, { max_new_tokens = 4, eos_id = e, pad_id = 41 }, "pad_id 41 is past the model's 40 logits")
+    refused(m, { max_new_tokens = 4, eos_id = { 41, e } }, "pad_id 41 (the first eos_id) is past the model's 40 logits")
+    refused(m, { max_new_tokens = 4, eos_id = 41, stop = { { e } } }, "pad_id 41 (the first eos_id)")
+    -- no row can end: nothing is padded, as before
+    assert.are.same({ 2, 7 }, m:generate(P, { max_new_tokens = 4, eos_id = 41 }).shape)
+    assert.are.same({ 2, 7 }, m:generate(P, { max_new_tokens = 4, eos_id = e, pad_id = 40 }).shape)
   end)
 
-  it("names the option ember spells otherwise", function()
-    assert.matches("num_key_value_heads is kv_heads here", err_of(16, 4, { num_key_value_heads = 2 }))
-    assert.matches("is_causal is causal here", err_of(16, 4, { is_causal = true }))
-    assert.matches("PyTorch's embed_dim is d_model here, num_heads is heads", err_of { embed_dim = 16, num_heads = 4 })
+  -- stop = {{0}} (a 0-based id) was taken, and never matched; eos_id = 0 was refused.
+  it("a stop sequence's ids are 1-based, as eos_id's", function()
+    local m = tiny_llama(5)
+    refused(m, { max_new_tokens = 2, stop = { { 0 } } }, "stop sequence 1 holds the id 0: token ids are 1-based")
+    refused(m, { max_new_tokens = 2, stop = { { 3 }, { 4, -1 } } }, "stop sequence 2 holds the id -1")
   end)
 
-  it("takes batch_first = true (its only layout) and refuses false", function()
-    local m = nn.MultiHeadAttention(16, 4, { batch_first = true, kv_heads = 2 })
-    assert.are.same({ 2, 3, 16 }, m(ember.randn(2, 3, 16)).shape)
-    assert.matches("inputs are always batch first", err_of(16, 4, { batch_first = false }))
+  -- eos_id = {} said "got table: 0x55...", max_time = "1" said "got 1".
+  it("shows the value given: a string quoted, a table as a list", function()
+    local m = tiny_llama(6)
+    refused(m, { eos_id = {} }, "or a list of them, got an empty table")
+    refused(m, { eos_id = { 2.5 } }, "or a list of them, got {2.5}")
+    refused(m, { eos_id = "2" }, 'or a list of them, got "2"')
+    refused(m, { max_time = "1" }, 'max_time must be a number of seconds >= 0, got "1"')
+  end)
+end)
+
+describe("nn.MultiHeadAttention.forward_cached with kdim/vdim", function()
+  -- the message of a failed call, or nil
+  local err_of = require("tests.lua.helpers.parity").error_of
+
+  it("refuses what it cannot compute naming forward_cached, not an inner Linear", function()
+    -- was: 'Linear.forward: input's last dim is 10, expected in_features=6'
+    local m = nn.MultiHeadAttention{ d_model = 16, heads = 4, kv_heads = 2, kdim = 10, vdim = 6 }:eval()
+    assert.matches("generate_decode_cache_spec.lua:%d+: MultiHeadAttention.forward_cached: cross%-attention over a memory needs "
+      .. "kdim = vdim", err_of(function() m:forward_cached(ember.randn(2, 1, 16), {}, { memory = ember.randn(2, 5, 10) }) end))
+    local s = nn.MultiHeadAttention{ d_model = 16, heads = 4, kdim = 10, vdim = 10 }:eval()
+    assert.matches("forward_cached: self%-attention projects the new tokens x into keys and values, so kdim and vdim "
+      .. "must equal d_model=16", err_of(function() s:forward_cached(ember.randn(1, 2, 16), {}) end))
+    -- a memory of kdim = vdim still decodes as forward computes
+    local q, mem = ember.randn(1, 2, 16), ember.randn(1, 3, 10)
+    assert.is_true(ember.allclose(s:forward_cached(q, {}, { memory = mem }), s(q, mem), 1e-5, 1e-6))
   end)
 end)

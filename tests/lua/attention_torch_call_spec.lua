@@ -1,15 +1,60 @@
--- helper-83's probe: the attention modules and ember.flex as a PyTorch
--- 1.13 / 2.x user ports code to them. The numerics come from
--- tests/fixtures/helper83_attention.lua (tests/gen_helper83_fixtures.py,
--- torch.nn.MultiheadAttention and the Transformer layers in float64).
+-- The attention modules and F.scaled_dot_product_attention as a PyTorch 1.13
+-- / 2.x user ports code to them: sdpa's positional arguments in PyTorch's
+-- order (tests/fixtures/helper94_sdpa.lua, tests/gen_helper94_fixtures.py);
+-- nn.MultiHeadAttention's average_attn_weights, nn.MultiheadAttention with a
+-- float key_padding_mask, the Transformer layers with PyTorch's 3-d masks and
+-- tgt_is_causal / memory_is_causal (tests/fixtures/helper83_attention.lua,
+-- tests/gen_helper83_fixtures.py, torch.nn.MultiheadAttention and the
+-- Transformer layers in float64); MultiHeadAttention's messages for PyTorch's
+-- and Hugging Face's names and masks.
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
-local fx = dofile("tests/fixtures/helper83_attention.lua")
+local sdpa_fx = dofile("tests/fixtures/helper94_sdpa.lua")
+local attention_fx = dofile("tests/fixtures/helper83_attention.lua")
 local T = function(spec) return parity.T(spec, "float64") end
-local raises_here, error_of = parity.raises_here, parity.error_of
+local raises_here = parity.raises_here
+local F = nn.functional
 
-local function case(name) return parity.case(fx, name) end
+-- the message of a failed call, or nil
+local err_of = parity.error_of
+
+describe("F.scaled_dot_product_attention's positional arguments (PyTorch's order)", function()
+  it("(q, k, v, nil, 0, true) is causal: PyTorch's top-left mask when L ~= S", function()
+    local c = parity.case(sdpa_fx, "causal_rect")
+    local q, k, v = T(c.q), T(c.k), T(c.v)
+    parity.check("positional is_causal", F.scaled_dot_product_attention(q, k, v, nil, 0, true), T(c.out), 1e-12)
+    parity.check("ember's", ember.scaled_dot_product_attention(q, k, v, nil, 0.0, true), T(c.out), 1e-12)
+    parity.check("by name", F.scaled_dot_product_attention(q, k, v, { is_causal = true }), T(c.out), 1e-12)
+  end)
+
+  it("(q, k, v, mask) and (q, k, v, mask, 0, false, scale)", function()
+    local c = parity.case(sdpa_fx, "mask_scale")
+    local q, k, v, mask = T(c.q), T(c.k), T(c.v), T(c.mask)
+    parity.check("mask and scale", F.scaled_dot_product_attention(q, k, v, mask, 0, false, c.scale), T(c.out), 1e-12)
+    parity.check("mask, then a table", F.scaled_dot_product_attention(q, k, v, mask, { scale = c.scale }), T(c.out), 1e-12)
+    local plain = F.scaled_dot_product_attention(q, k, v, { attn_mask = mask })
+    parity.check("mask alone", F.scaled_dot_product_attention(q, k, v, mask), plain, 1e-15)
+  end)
+
+  it("enable_gqa last by position, causal", function()
+    local c = parity.case(sdpa_fx, "gqa_causal")
+    local q, k, v = T(c.q), T(c.k), T(c.v)
+    parity.check("gqa", F.scaled_dot_product_attention(q, k, v, nil, 0, true, nil, true), T(c.out), 1e-12)
+  end)
+
+  it("refuses too many arguments, a name given twice, a non-boolean flag, at the user's line", function()
+    local q = ember.randn(1, 1, 2, 4)
+    raises_here(function() F.scaled_dot_product_attention(q, q, q, nil, 0, false, nil, false, 1) end,
+      "too many arguments (6 after query, key and value)")
+    raises_here(function() F.scaled_dot_product_attention(q, q, q, nil, 0, true, { is_causal = true }) end,
+      "is_causal is given twice")
+    raises_here(function() F.scaled_dot_product_attention(q, q, q, nil, 0, 1) end, "is_causal must be true or false")
+    raises_here(function() F.scaled_dot_product_attention(q, q, q, "causal") end, "attn_mask must be a tensor")
+  end)
+end)
+
+local function case(name) return parity.case(attention_fx, name) end
 local function dims(t)
   local d = {}
   for i = 1, t.ndim do d[i] = t.shape[i] end
@@ -153,80 +198,53 @@ describe("TransformerDecoderLayer with PyTorch 2.x's tgt_is_causal and memory_is
   end)
 end)
 
-describe("ember.create_block_mask's BLOCK_SIZE pair (Q_BLOCK_SIZE, KV_BLOCK_SIZE)", function()
-  local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+describe("nn.MultiHeadAttention.forward with torch.nn.MultiheadAttention's call", function()
+  local mha = nn.MultiHeadAttention(8, 2)
+  local x = ember.randn(2, 3, 8)
 
-  -- the block kinds computed element by element from the dense mask
-  local function kinds_of(dense, Q, K, qb, kb)
-    local nq, nk = (Q + qb - 1) // qb, (K + kb - 1) // kb
-    local out = {}
-    for i = 1, nq do
-      out[i] = {}
-      for j = 1, nk do
-        local any, all = false, true
-        for qi = (i - 1) * qb + 1, math.min(i * qb, Q) do
-          for kj = (j - 1) * kb + 1, j * kb do
-            local v = kj <= K and dense[qi][kj]
-            any, all = any or v, all and v
-          end
-        end
-        out[i][j] = any and (all and 2 or 1) or 0
-      end
-    end
-    return out
+  it("is_causal and attention_mask say what ember's module takes", function()
+    -- was: only 'unknown option' and the list (average_attn_weights is taken
+    -- now: see nn.MultiHeadAttention's average_attn_weights above)
+    assert.matches("unknown option 'is_causal': PyTorch's is_causal is causal here",
+      err_of(function() mha(x, x, x, { is_causal = true }) end))
+    assert.matches("key_padding_mask = attention_mask:eq%(0%)",
+      err_of(function() mha(x, { attention_mask = ember.ones(2, 3) }) end))
+  end)
+
+  it("a mask in PyTorch's [B * heads, Lq, Lk] layout is refused with the view that gives ember's", function()
+    local mask = ember.randn(4, 3, 3)
+    local e = err_of(function() mha(x, { attn_mask = mask }) end)
+    assert.matches("attention_torch_call_spec.lua:%d+: .*PyTorch's %[B %* heads, Lq, Lk%] layout: give attn_mask:view%(2, 2, 3, 3%)", e)
+    -- the view it names computes PyTorch's mask
+    local y = mha(x, { attn_mask = mask:view(2, 2, 3, 3) })
+    local torch_style = nn.MultiheadAttention(8, 2, { batch_first = true })
+    torch_style:load_state_dict(mha:state_dict())
+    local want = torch_style(x, x, x, { attn_mask = mask, need_weights = false })
+    assert.is_true(ember.allclose(y, want, 1e-5, 1e-6))
+  end)
+end)
+
+describe("MultiHeadAttention's messages for PyTorch's and Hugging Face's names", function()
+  local function err_of(...)
+    local ok, e = pcall(nn.MultiHeadAttention, ...)
+    assert.is_false(ok)
+    return tostring(e)
   end
 
-  -- was: 'BLOCK_SIZE must be a positive integer, got table: 0x...'
-  it("makes Q_LEN/q x KV_LEN/k blocks, named or positional as PyTorch's", function()
-    local dense = ember.flex.create_mask(causal, nil, nil, 7, 9)[1][1]:totable()
-    for _, bs in ipairs { { 2, 4 }, { 3, 2 }, { 7, 9 } } do
-      local bm = ember.create_block_mask(causal, nil, nil, 7, 9, { BLOCK_SIZE = bs })
-      assert.are.same(kinds_of(dense, 7, 9, bs[1], bs[2]), bm.kinds[1][1]:totable())
-      assert.are.same({ bs[1], bs[2] }, { bm.Q_BLOCK_SIZE, bm.KV_BLOCK_SIZE })
-    end
-    local bm = ember.create_block_mask(causal, nil, nil, 7, 9, "cpu", { 2, 4 })
-    assert.are.same({ 4, 3 }, { bm.kinds.shape[3], bm.kinds.shape[4] })
-    assert.truthy(tostring(bm):find("block_size=(2, 4)", 1, true))
-    assert.are.equal(4, ember.create_block_mask(causal, nil, nil, 7, 9, { BLOCK_SIZE = 4 }).KV_BLOCK_SIZE)
-    -- the flex attention with it is the dense mask's
-    local q, k, v = ember.randn(1, 2, 7, 4, { dtype = "float64" }), ember.randn(1, 2, 9, 4, { dtype = "float64" }),
-      ember.randn(1, 2, 9, 4, { dtype = "float64" })
-    local want = ember.scaled_dot_product_attention(q, k, v, { attn_mask = ember.flex.create_mask(causal, nil, nil, 7, 9) })
-    assert.is_true(ember.allclose(ember.flex_attention(q, k, v, { block_mask = bm }), want, 1e-10, 1e-12))
+  it("kv_heads given as a string says so (it printed as the number)", function()
+    assert.matches("kv_heads must be a positive integer, got a string %(2%)", err_of(16, 4, { kv_heads = "2" }))
+    assert.matches("heads %(6%) must be divisible by kv_heads %(4%)", err_of { d_model = 24, heads = 6, kv_heads = 4 })
   end)
 
-  it("refuses a pair that is not two positive integers, at the caller's line", function()
-    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { BLOCK_SIZE = { 2, 4, 8 } }) end,
-      "ember.create_block_mask: BLOCK_SIZE must be a positive integer or a pair {Q_BLOCK_SIZE, KV_BLOCK_SIZE}, got a table of 3")
-    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { BLOCK_SIZE = { 2, 0 } }) end,
-      "ember.create_block_mask: BLOCK_SIZE[2] (KV_BLOCK_SIZE) must be positive, got 0")
-    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { BLOCK_SIZE = { 2.5, 2 } }) end,
-      "ember.create_block_mask: BLOCK_SIZE[1] (Q_BLOCK_SIZE) must be a positive integer, got 2.5")
+  it("names the option ember spells otherwise", function()
+    assert.matches("num_key_value_heads is kv_heads here", err_of(16, 4, { num_key_value_heads = 2 }))
+    assert.matches("is_causal is causal here", err_of(16, 4, { is_causal = true }))
+    assert.matches("PyTorch's embed_dim is d_model here, num_heads is heads", err_of { embed_dim = 16, num_heads = 4 })
   end)
-end)
 
-describe("PyTorch's _compile and kernel_options", function()
-  -- was: only 'unknown option' and the list
-  it("are refused saying why they have no meaning here", function()
-    local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
-    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { _compile = true }) end,
-      "ember.create_block_mask: unknown option '_compile': PyTorch's _compile compiles the mask's evaluation; "
-        .. "here mask_mod is traced once and cached, leave it out")
-    local q = ember.randn(1, 1, 8, 4)
-    raises_here(function() ember.flex_attention(q, q, q, { kernel_options = {} }) end,
-      "ember.flex_attention: unknown option 'kernel_options': PyTorch's kernel_options tune its Triton kernel")
-  end)
-end)
-
-describe("help(ember.flex)", function()
-  -- was: 'help(x): x is a function, class or name ...' though ember.flex_attention's entry says "See `ember.flex`"
-  local doc = require "ember._doc"
-  it("finds the module's entry and its functions, by value and by the name a user writes", function()
-    for _, v in ipairs { ember.flex, "ember.flex", ember.flex.and_masks, "ember.flex.and_masks", "ember.flex.create_mask" } do
-      local text = doc.lookup(v)
-      assert.is_string(text, tostring(v))
-    end
-    assert.matches("FlexAttention's API", (doc.lookup("ember.flex")))
-    assert.matches("PyTorch's `and_masks`", (doc.lookup(ember.flex.and_masks)) or "")
+  it("takes batch_first = true (its only layout) and refuses false", function()
+    local m = nn.MultiHeadAttention(16, 4, { batch_first = true, kv_heads = 2 })
+    assert.are.same({ 2, 3, 16 }, m(ember.randn(2, 3, 16)).shape)
+    assert.matches("inputs are always batch first", err_of(16, 4, { batch_first = false }))
   end)
 end)

@@ -1,6 +1,6 @@
--- helper97's probe: a FlexAttention user writing attention variants in Lua
--- (ember.flex_attention's score_mod / block_mask, and variants dropped in
--- a plugin folder).
+-- ember.flex_attention as a FlexAttention user writes attention variants in
+-- Lua (score_mod / mask_mod / block_mask, and variants dropped in a plugin
+-- folder).
 --
 -- Numbers: variants the attention-gym catalogue (flex_gym_spec) does not
 -- hold, against PyTorch 1.13 written out densely in float64
@@ -21,14 +21,21 @@
 -- - a mask_mod returning ember.where(c, mask1, mask2) (bool branches, a
 --   bool in torch) was refused as "returned an int value, not a boolean",
 --   and ~ of it as "'~' ... got an int value".
+--
+-- Also: a traced value kept in an upvalue past its trace and used later (in
+-- Lua, in another variant's trace, in a later score_mod) crashed inside the
+-- tracer or made a program that read an unset register; create_block_mask's
+-- BLOCK_SIZE pair (Q_BLOCK_SIZE, KV_BLOCK_SIZE), PyTorch's _compile and
+-- kernel_options, help(ember.flex).
 local ember = require "ember"
 local parity = require "tests.lua.helpers.parity"
 local tmpdir = require "tests.lua.helpers.tmpdir"
 
 local T, check = parity.T, parity.check
+local raises_here = parity.raises_here
 local fx = dofile("tests/fixtures/helper97_flex.lua")
 local D = { dtype = "float64" }
-local HERE = "helper97_probe_spec.lua:"
+local HERE = "flex_attention_mods_spec.lua:"
 
 local function by_name(name)
   for _, c in ipairs(fx.cases) do if c.name == name then return c end end
@@ -93,7 +100,7 @@ local function run(c, dtype)
   return out, q.grad, k.grad, v.grad, t and t.grad
 end
 
-describe("helper97: Lua FlexAttention variants against PyTorch (float64, dense)", function()
+describe("Lua FlexAttention variants against PyTorch (float64, dense)", function()
   for _, c in ipairs(fx.cases) do
     it(c.name .. ": out and the gradients of q, k, v" .. (c.learned and " and the learned tensor" or ""), function()
       local out, dq, dk, dv, dt = run(c, "float64")
@@ -132,7 +139,7 @@ end
 
 local function here() return debug.getinfo(2, "l").currentline end
 
-describe("helper97: what a mod cannot do with a captured tensor is named at its line", function()
+describe("what a mod cannot do with a captured tensor is named at its line", function()
   local q = ember.randn(1, 2, 7, 4, D)
   local k, v = ember.randn(1, 2, 9, 4, D), ember.randn(1, 2, 9, 4, D)
   local bias = ember.randn(17, 2, D)
@@ -212,7 +219,66 @@ describe("helper97: what a mod cannot do with a captured tensor is named at its 
   end)
 end)
 
-describe("helper97: a variant dropped in a plugin folder", function()
+describe("traced values kept past their trace", function()
+  -- A traced value saved in an upvalue and used after score_mod returned
+  -- raised from inside _trace.lua ("attempt to index a nil value (upvalue
+  -- 'state')"); it is an error at the user's line saying what happened.
+  it("is an error at the user's line, not a crash inside the tracer", function()
+    local q = ember.randn(1, 2, 6, 4)
+    local saved
+    ember.flex_attention(q, q, q, { score_mod = function(s, b, h, qi, ki) saved = qi; return s end })
+    for _, use in ipairs {
+      function() return saved + 1 end,
+      function() return saved:ge(1) end,
+      function() return ember.exp(saved) end,
+    } do
+      local ok, err = pcall(use)
+      assert.is_false(ok)
+      assert.matches("flex_attention_mods_spec%.lua:%d+: a traced value", err)
+      assert.matches("used after its function returned", err)
+    end
+  end)
+
+  -- One kept from a variant's trace and used in another variant's made a
+  -- program that read an unset register ("instruction 4 reads register -1"),
+  -- or mixed two graphs' nodes: it is refused naming the variant.
+  it("is refused in another variant's trace, used or returned", function()
+    local saved
+    ember.attention_variant { name = "h81_keep", score = function(s, b, h, q, k, ctx) saved = (q - k) * 0.7; return s end }
+    local ok, err = pcall(ember.attention_variant,
+      { name = "h81_use", score = function(s, b, h, q, k, ctx) return s + saved end })
+    assert.is_false(ok)
+    assert.matches("attention variant 'h81_use': a traced value", err, 1, true)
+    ok, err = pcall(ember.attention_variant,
+      { name = "h81_ret", score = function(s, b, h, q, k, ctx) return saved end })
+    assert.is_false(ok)
+    assert.matches("attention variant 'h81_ret': a traced value", err, 1, true)
+  end)
+
+  -- In score_mod, such an upvalue was searched as a table of tensors and
+  -- replaced by a stand-in: "cannot trace '+' on a table".
+  it("is refused in a later score_mod saying what it is", function()
+    local q = ember.randn(1, 1, 5, 4)
+    local saved
+    ember.flex_attention(q, q, q, { score_mod = function(s, b, h, qi, ki) saved = (qi - ki) * 0.7; return s end })
+    local ok, err = pcall(ember.flex_attention, q, q, q,
+      { score_mod = function(s, b, h, qi, ki) return s + saved end })
+    assert.is_false(ok)
+    assert.matches("a traced value", err, 1, true)
+    assert.matches("used after its function returned", err, 1, true)
+  end)
+
+  it("leaves the next trace working", function()
+    local q = ember.randn(1, 1, 4, 2, { dtype = "float64" })
+    local out = ember.flex_attention(q, q, q, { score_mod = function(s, b, h, qi, ki) return s - 0.5 * ember.abs(qi - ki) end })
+    local s = ember.matmul(q, q:transpose(-2, -1)) / math.sqrt(2)
+    local i = ember.arange(1, 5, { dtype = "float64" })
+    s = s - 0.5 * (i:view(4, 1) - i:view(1, 4)):abs()
+    assert.is_true((out - ember.matmul(ember.softmax(s, -1), q)):abs():max():item() < 1e-12)
+  end)
+end)
+
+describe("a variant dropped in a plugin folder", function()
   local dir = tmpdir()
   local function write(name, text)
     local f = assert(io.open(dir .. "/" .. name, "w"))
@@ -271,5 +337,83 @@ return {
     local g = mha.attn.tbl.grad
     assert.are.same({ 7, 2 }, g.shape)
     assert.is_true(g:abs():sum():item() > 0)
+  end)
+end)
+
+describe("ember.create_block_mask's BLOCK_SIZE pair (Q_BLOCK_SIZE, KV_BLOCK_SIZE)", function()
+  local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+
+  -- the block kinds computed element by element from the dense mask
+  local function kinds_of(dense, Q, K, qb, kb)
+    local nq, nk = (Q + qb - 1) // qb, (K + kb - 1) // kb
+    local out = {}
+    for i = 1, nq do
+      out[i] = {}
+      for j = 1, nk do
+        local any, all = false, true
+        for qi = (i - 1) * qb + 1, math.min(i * qb, Q) do
+          for kj = (j - 1) * kb + 1, j * kb do
+            local v = kj <= K and dense[qi][kj]
+            any, all = any or v, all and v
+          end
+        end
+        out[i][j] = any and (all and 2 or 1) or 0
+      end
+    end
+    return out
+  end
+
+  -- was: 'BLOCK_SIZE must be a positive integer, got table: 0x...'
+  it("makes Q_LEN/q x KV_LEN/k blocks, named or positional as PyTorch's", function()
+    local dense = ember.flex.create_mask(causal, nil, nil, 7, 9)[1][1]:totable()
+    for _, bs in ipairs { { 2, 4 }, { 3, 2 }, { 7, 9 } } do
+      local bm = ember.create_block_mask(causal, nil, nil, 7, 9, { BLOCK_SIZE = bs })
+      assert.are.same(kinds_of(dense, 7, 9, bs[1], bs[2]), bm.kinds[1][1]:totable())
+      assert.are.same({ bs[1], bs[2] }, { bm.Q_BLOCK_SIZE, bm.KV_BLOCK_SIZE })
+    end
+    local bm = ember.create_block_mask(causal, nil, nil, 7, 9, "cpu", { 2, 4 })
+    assert.are.same({ 4, 3 }, { bm.kinds.shape[3], bm.kinds.shape[4] })
+    assert.truthy(tostring(bm):find("block_size=(2, 4)", 1, true))
+    assert.are.equal(4, ember.create_block_mask(causal, nil, nil, 7, 9, { BLOCK_SIZE = 4 }).KV_BLOCK_SIZE)
+    -- the flex attention with it is the dense mask's
+    local q, k, v = ember.randn(1, 2, 7, 4, { dtype = "float64" }), ember.randn(1, 2, 9, 4, { dtype = "float64" }),
+      ember.randn(1, 2, 9, 4, { dtype = "float64" })
+    local want = ember.scaled_dot_product_attention(q, k, v, { attn_mask = ember.flex.create_mask(causal, nil, nil, 7, 9) })
+    assert.is_true(ember.allclose(ember.flex_attention(q, k, v, { block_mask = bm }), want, 1e-10, 1e-12))
+  end)
+
+  it("refuses a pair that is not two positive integers, at the caller's line", function()
+    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { BLOCK_SIZE = { 2, 4, 8 } }) end,
+      "ember.create_block_mask: BLOCK_SIZE must be a positive integer or a pair {Q_BLOCK_SIZE, KV_BLOCK_SIZE}, got a table of 3")
+    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { BLOCK_SIZE = { 2, 0 } }) end,
+      "ember.create_block_mask: BLOCK_SIZE[2] (KV_BLOCK_SIZE) must be positive, got 0")
+    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { BLOCK_SIZE = { 2.5, 2 } }) end,
+      "ember.create_block_mask: BLOCK_SIZE[1] (Q_BLOCK_SIZE) must be a positive integer, got 2.5")
+  end)
+end)
+
+describe("PyTorch's _compile and kernel_options", function()
+  -- was: only 'unknown option' and the list
+  it("are refused saying why they have no meaning here", function()
+    local function causal(b, h, q_idx, kv_idx) return q_idx:ge(kv_idx) end
+    raises_here(function() ember.create_block_mask(causal, nil, nil, 8, 8, { _compile = true }) end,
+      "ember.create_block_mask: unknown option '_compile': PyTorch's _compile compiles the mask's evaluation; "
+        .. "here mask_mod is traced once and cached, leave it out")
+    local q = ember.randn(1, 1, 8, 4)
+    raises_here(function() ember.flex_attention(q, q, q, { kernel_options = {} }) end,
+      "ember.flex_attention: unknown option 'kernel_options': PyTorch's kernel_options tune its Triton kernel")
+  end)
+end)
+
+describe("help(ember.flex)", function()
+  -- was: 'help(x): x is a function, class or name ...' though ember.flex_attention's entry says "See `ember.flex`"
+  local doc = require "ember._doc"
+  it("finds the module's entry and its functions, by value and by the name a user writes", function()
+    for _, v in ipairs { ember.flex, "ember.flex", ember.flex.and_masks, "ember.flex.and_masks", "ember.flex.create_mask" } do
+      local text = doc.lookup(v)
+      assert.is_string(text, tostring(v))
+    end
+    assert.matches("FlexAttention's API", (doc.lookup("ember.flex")))
+    assert.matches("PyTorch's `and_masks`", (doc.lookup(ember.flex.and_masks)) or "")
   end)
 end)

@@ -1,10 +1,11 @@
--- helper-91's probe: every attention variant as a researcher uses it,
--- against PyTorch references written out by hand from each variant's
--- definition (tests/gen_helper91_fixtures.py -> tests/fixtures/helper91_attention.lua,
+-- Every attention variant as a researcher uses it, against PyTorch
+-- references written out by hand from each variant's definition
+-- (tests/gen_helper91_fixtures.py -> tests/fixtures/helper91_attention.lua,
 -- float64): cross attention, one-token decoding, lengths past a tile, head
 -- dims 8/24/80, grouped-query heads, bottom-right causal with Lq < Lk and
--- Lq > Lk, rows that see no key; then bfloat16, KV-cached decoding and the
--- options' errors.
+-- Lq > Lk, rows that see no key; then bfloat16, KV-cached decoding, a Lua
+-- variant's backward after its Attention is gone, and the options' errors
+-- (attention_options, an option out of its range).
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
@@ -226,5 +227,29 @@ describe("attention_options hold the variant's options only", function()
     assert.are.equal(2, l.self_attn.heads)
     assert.are.equal(1, l.self_attn.attn:options().window_left)
     assert.are.equal(0, l.self_attn.attn:options().window_right)
+  end)
+end)
+
+describe("an attention option out of its range", function()
+  -- A Lua variant's option with only a `min` (as plugins/README.md's
+  -- softcap2) said "must be in [1e-06, 1e+300], got 0 ()": the stand-in
+  -- for the missing bound and the empty help were printed.
+  it("names the one bound it has, and no empty help", function()
+    ember.attention_variant { name = "h84_capped", options = { { name = "cap", type = "float", default = 30, min = 1e-6 } },
+      score = function(s, b, h, q, k, ctx) return ctx.options.cap * ember.tanh(s / ctx.options.cap) end }
+    ember.attention_variant { name = "h84_upper", options = { { name = "m", type = "int", default = 1, max = 5,
+      help = "a multiplier" } }, score = function(s, b, h, q, k, ctx) return s * ctx.options.m end }
+    local nn = require "ember.nn"
+    local ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "h84_capped", cap = 0 })
+    assert.is_false(ok)
+    assert.truthy(err:find("attention 'h84_capped': option 'cap' must be >= 1e-06, got 0", 1, true), err)
+    assert.falsy(err:find("(", 1, true), err)
+    ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "h84_upper", m = 6 })
+    assert.is_false(ok)
+    assert.truthy(err:find("attention 'h84_upper': option 'm' must be <= 5, got 6 (a multiplier)", 1, true), err)
+    -- both bounds: as before
+    ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "local", window_left = -1 })
+    assert.is_false(ok)
+    assert.truthy(err:find("option 'window_left' must be in [0, 1e+12], got -1 (sliding:", 1, true), err)
   end)
 end)
