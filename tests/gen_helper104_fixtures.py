@@ -1,4 +1,4 @@
-"""PyTorch 1.13 references for tests/lua/helper104_autocast_spec.lua:
+"""PyTorch 1.13 references for tests/lua/autocast_parity_spec.lua:
 torch.autocast("cpu", dtype=torch.bfloat16) on the ops whose dtype or
 behaviour ember.autocast matched badly: the batch, instance and group norms
 and the average pools given a bfloat16 activation (torch keeps bfloat16,

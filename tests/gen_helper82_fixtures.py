@@ -1,5 +1,5 @@
-"""PyTorch 1.13 values for helper82's tensor ops: tests/fixtures/ops_helper82.lua,
-read by tests/lua/helper82_probe_spec.lua.
+"""PyTorch 1.13 values of tensor ops: tests/fixtures/ops_helper82.lua,
+read by tests/lua/tensor_ops_torch_spec.lua.
 
     /usr/bin/python3 tests/gen_helper82_fixtures.py
 

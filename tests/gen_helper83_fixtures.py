@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference values for tests/lua/helper83_probe_spec.lua:
+"""PyTorch 1.13 reference values for tests/lua/attention_torch_call_spec.lua:
 torch.nn.MultiheadAttention and the Transformer layers called as PyTorch
 code calls them (float64), for the forms a porting user writes that ember
 once refused or computed otherwise:

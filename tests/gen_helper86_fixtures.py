@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference values for tests/lua/helper86_probe_spec.lua:
+"""PyTorch 1.13 reference values for tests/lua/nn_functional_losses_spec.lua:
 torch.nn.functional's losses and pad as a PyTorch user calls them, for the
 forms ember once refused or computed otherwise (float64):
 

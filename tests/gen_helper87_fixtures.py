@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference values for tests/lua/helper87_probe_spec.lua:
+"""PyTorch 1.13 reference values for tests/lua/linalg_distributions_parity_spec.lua:
 torch.linalg, torch.distributions and torch.special as a PyTorch user calls
 them, in float64, for the forms ember once computed otherwise or refused.
 

@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference values for tests/lua/helper88_probe_spec.lua: the
+"""PyTorch 1.13 reference values for tests/lua/nn_modules_torch_spec.lua: the
 recurrent modules in the forms tests/gen_nn_fixtures.py's rnn_cases() leaves
 out, as a porting user runs them (float64, PyTorch's own initialisation):
 
@@ -21,7 +21,8 @@ And one object saved by torch.save twice, as a zip archive
 tensors of every storage type, views (offset, strided, transposed,
 expanded), a 0-d and an empty tensor, a Parameter and nested dicts, lists
 and tuples. The legacy format names storages by id(), different on every
-run: its file is written once and kept.
+run: its file is written once and kept. tests/lua/checkpoint_files_spec.lua
+reads the two.
 
     /usr/bin/python3 tests/gen_helper88_fixtures.py   # writes the three files
 """

@@ -1,4 +1,4 @@
-"""PyTorch 1.13 references for tests/lua/helper91_probe_spec.lua: every
+"""PyTorch 1.13 references for tests/lua/attention_variants_parity_spec.lua: every
 attention variant ember ships, written out by hand from its definition
 (plugins/README.md and the papers) as a dense float64 softmax, at the shapes
 a researcher meets: cross attention (Lq != Lk), one-token decoding, lengths

@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference values for tests/lua/helper93_probe_spec.lua: the
+"""PyTorch 1.13 reference values for tests/lua/nn_modules_torch_spec.lua: the
 nn modules of current models that ember has beside PyTorch's, written out
 by hand where PyTorch 1.13 has no module (float64):
 

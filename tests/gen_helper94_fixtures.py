@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference values for tests/lua/helper94_probe_spec.lua:
+"""PyTorch 1.13 reference values for tests/lua/attention_torch_call_spec.lua:
 F.scaled_dot_product_attention's PyTorch 2.x positional arguments
 (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa),
 written out by its definition in float64 (PyTorch 1.13 has no
@@ -19,7 +19,8 @@ nll_loss(logp, y, w, None, 1, None, "sum"), l1_loss(a, b, None, None,
 "sum", 0.7), kl_div(logp, logq, None, None, "batchmean", True),
 binary_cross_entropy(p, t, w, None, None, "sum") and
 binary_cross_entropy_with_logits(x, t, w, None, None, "mean", pos_weight)
-(class ids 0-based here, 1-based in the fixture: + 1).
+(class ids 0-based here, 1-based in the fixture: + 1), read by
+tests/lua/nn_functional_losses_spec.lua.
 
     /usr/bin/python3 tests/gen_helper94_fixtures.py   # writes tests/fixtures/helper94_sdpa.lua
 """

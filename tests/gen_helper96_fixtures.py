@@ -1,4 +1,5 @@
-"""PyTorch 1.13 reference values for tests/lua/helper96_probe_spec.lua:
+"""PyTorch 1.13 reference values for tests/lua/linalg_distributions_parity_spec.lua
+(gamma_grad) and tests/lua/optim_torch_forms_spec.lua (plateau):
 
   gamma_grad   torch._standard_gamma_grad(alpha, x): d x / d alpha of a
                standard Gamma draw at a fixed quantile (what Gamma.rsample's

@@ -1,4 +1,4 @@
-"""PyTorch 1.13 references for tests/lua/helper97_probe_spec.lua: attention
+"""PyTorch 1.13 references for tests/lua/flex_attention_mods_spec.lua: attention
 variants a FlexAttention user writes in Lua (ember.flex_attention's
 score_mod / block_mask) that the attention-gym catalogue
 (tests/gen_flex_gym.py) does not hold: a learned relative table read twice

@@ -33,7 +33,7 @@
 -- (ember/_torch_load.lua).
 --
 -- Resuming a run exactly (the same losses and weights, bit for bit, as the
--- run that was not stopped; helper92_probe_spec checks it in a fresh
+-- run that was not stopped; training_e2e_spec checks it in a fresh
 -- process): save the model, optimizer and schedule with save(), the step
 -- and the batch within the epoch in its metadata, and the random states:
 -- `rng = {global = ember.default_generator, loader = g_at_epoch_start}`,
