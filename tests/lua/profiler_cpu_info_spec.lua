@@ -106,7 +106,7 @@ describe("a running profile's results", function()
       "ember.Profile:table: the profile is still running; stop the profile first")
     raises_here(function() local _ = p:stats() end, "ember.Profile:stats: the profile is still running")
     raises_here(function() local _ = p:total() end, "ember.Profile:total: the profile is still running")
-    raises_here(function() p:export_chrome_trace("/tmp/ember_helper77_never_written.json") end,
+    raises_here(function() p:export_chrome_trace("/tmp/ember_running_profile_never_written.json") end,
       "ember.Profile:export_chrome_trace: the profile is still running")
   end)
 end)
