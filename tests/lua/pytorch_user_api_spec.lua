@@ -470,3 +470,29 @@ describe("nn.utils", function()
     raises_here(function() nn.utils.rnn.pad_sequence(ember.zeros(2, 2)) end, ps .. "sequences must be a list of tensors, got a tensor")
   end)
 end)
+
+describe("nn.Module's lists in PyTorch's loops", function()
+  it("for m in model:modules() do, for p in model:parameters() do (children, buffers too)", function()
+    -- Python's `for m in self.modules():` (ResNet's init) and `for p in model.parameters(): p.requires_grad = False`
+    -- (freezing a backbone): the lists were not callable ("attempt to call a ember.List value")
+    local net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    local names = {}
+    for m in net:modules() do names[#names + 1] = m.__name end
+    assert.are.same({ "Sequential", "Conv2d", "BatchNorm2d", "Sequential", "ReLU", "Linear" }, names)
+    local n = 0
+    for p in net:parameters() do
+      n = n + 1
+      p.requires_grad = false
+    end
+    assert.are.equal(6, n)
+    for _, p in ipairs(net:parameters()) do assert.is_false(p.requires_grad) end
+    local kids = {}
+    for c in net:children() do kids[#kids + 1] = c end
+    assert.are.same({ net[1], net[2], net[3] }, kids)
+    local nb = 0
+    for b in net:buffers() do nb = nb + 1; assert.is_true(ember.is_tensor(b)) end
+    assert.are.equal(3, nb)
+    for _ in nn.Sequential():parameters() do error("an empty model has no parameters") end
+    assert.are.equal(6, #net:modules()) -- still a plain list for # and ipairs
+  end)
+end)

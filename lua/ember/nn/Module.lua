@@ -24,9 +24,10 @@
 -- @classmod nn.Module
 local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
-local list_of = require("ember._listing").list -- lists that print(): readable, not an address
--- the named_* results, also generic-for iterators: `for name, p in m:named_parameters() do`
+-- the named_* results and the lists (lists that print(): readable, not an address), also
+-- generic-for iterators: `for name, p in m:named_parameters() do`, `for m in model:modules() do`
 local iterable = require "ember.nn._iterable"
+local list_of = iterable.list
 local iterable_map, pair_list = iterable.map, iterable.pair_list
 
 local Module = {}
@@ -428,7 +429,7 @@ end
 function Module:children()
   local list = {}
   each_child(self, function(_, c) list[#list + 1] = c end)
-  return list
+  return list_of(list)
 end
 
 --- The direct children as {name, module} pairs, in registration order, as
@@ -514,7 +515,7 @@ end
 function Module:modules(list)
   list = list or {}
   each_module(self, function(_, m) list[#list + 1] = m end, "", {})
-  return list
+  return list_of(list)
 end
 
 --- Calls fn(prefix, module) for the module (prefix "") and every distinct

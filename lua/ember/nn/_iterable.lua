@@ -4,7 +4,9 @@
 -- a generic-for iterator: the maps (named_parameters, named_buffers) and
 -- the lists of {name, module} pairs (named_children, named_modules) get a
 -- __call that gives (name, value) in registration order. pairs() on the
--- maps and ipairs() on the lists work as before.
+-- maps and ipairs() on the lists work as before. The plain lists
+-- (parameters, buffers, children, modules) get one too: `for m in
+-- model:modules() do` (Python's `for m in self.modules():`) gives each value.
 local listing = require "ember._listing"
 local ordered = listing.ordered -- maps that pairs() walks in registration order
 
@@ -48,6 +50,21 @@ local function each_pair(list)
     if p then return p[1], p[2] end
   end
 end
+-- a list of distinct values, printing as _listing.list's, callable: each
+-- call gives the value after `last` (found by value: the values are
+-- distinct tensors or modules), taken at the loop's first call
+local VALUE_LIST = { __name = "ember.List", __tostring = listing.tostring,
+  __call = function(t, _, last)
+    local st = loop_keys[t]
+    if last == nil or st == nil then
+      st = { values = {}, pos = {} }
+      for i, v in ipairs(t) do st.values[i], st.pos[v] = v, i end
+      loop_keys[t] = st
+    end
+    return st.values[last == nil and 1 or (st.pos[last] or #st.values) + 1]
+  end }
+function M.list(list) return setmetatable(list, VALUE_LIST) end
+
 -- a list of {name, value} pairs, printing as _listing.list's, callable
 local PAIR_LIST = { __name = "ember.List", __tostring = listing.tostring, __call = loop(each_pair) }
 function M.pair_list(list) return setmetatable(list, PAIR_LIST) end
