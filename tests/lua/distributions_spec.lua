@@ -360,7 +360,7 @@ describe("rsample's pathwise gradient (float64 gradcheck, fixed seed)", function
     local mu = ember.zeros(3, f64):requires_grad_()
     assert.is_false(D.Normal(mu, 1.0):sample().requires_grad)
     assert.is_true(D.Normal(mu, 1.0):rsample().requires_grad)
-    -- Gamma, Beta, Dirichlet, StudentT, FisherSnedecor have one (helper96_probe_spec.lua)
+    -- Gamma, Beta, Dirichlet, StudentT, FisherSnedecor have one (linalg_distributions_parity_spec.lua)
     for _, d in ipairs { D.Bernoulli(0.5), D.Categorical(ember.ones(3)), D.Poisson(1.0), D.Geometric(0.5) } do
       assert.is_false(d.has_rsample)
       raises_here(function() d:rsample() end, "rsample is not available")

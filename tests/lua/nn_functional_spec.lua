@@ -207,8 +207,8 @@ describe("nn.functional is torch.nn.functional's place", function()
   end)
 
   it("re-exports ember's own functions as the same values", function()
-    -- (not cross_entropy: F's also takes torch's weight and class probabilities, helper86_probe_spec;
-    -- nor the other losses: F's take torch's positional order too, helper94_probe_spec)
+    -- (not cross_entropy: F's also takes torch's weight and class probabilities, nn_functional_losses_spec;
+    -- nor the other losses: F's take torch's positional order too, nn_functional_losses_spec)
     for _, name in ipairs { "relu", "gelu", "silu", "softmax", "log_softmax", "linear", "pad",
       "scaled_dot_product_attention", "leaky_relu", "elu", "softplus", "hardtanh", "glu" } do
       assert(F[name] ~= nil, "no F." .. name)

@@ -608,7 +608,7 @@ describe("PyTorch's positional options", function()
     assert.are.equal(2, nn.LSTM(3, 4, 2).num_layers)
     raises_here(function() nn.Conv2d(1, 4, 3, 2, 1, 1, 1, true, "zeros", 7) end,
       "Conv2d: takes at most 9 arguments before the options table")
-    assert.are.equal(0.5, nn.CosineEmbeddingLoss(0.5).margin) -- torch's margin, first (helper102_args_spec)
+    assert.are.equal(0.5, nn.CosineEmbeddingLoss(0.5).margin) -- torch's margin, first (nn_torch_args_spec)
   end)
 end)
 
