@@ -41,4 +41,12 @@ describe("the REPL", function()
     has(out, "Sequential(\n  (1): Linear(in_features=2, out_features=3, bias=true)\n)")
     has(out, ">> end\n100\n200\n") -- a statement over several lines runs as before
   end)
+
+  it("prints =expr as lua's REPL does", function()
+    local out = repl("=1 + 41\n=ember.ones(2):sum()\nx = 5\n=x\n")
+    has(out, "> =1 + 41\n42\n")
+    has(out, "tensor(2.0000, shape=[], dtype=float32, device=cpu)")
+    has(out, "> =x\n5\n")
+    assert.is_nil(out:find("unexpected symbol", 1, true), out)
+  end)
 end)

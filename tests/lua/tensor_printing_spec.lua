@@ -1,23 +1,6 @@
 -- A new user's first look at tensors: tostring of tensors (set_printoptions
--- included) and the REPL's "=expr".
+-- included). The REPL's printing is repl_spec.lua's.
 local ember = require "ember"
-
-local function repl(input)
-  local bin = (os.getenv("EMBER_BUILD_DIR") or "build") .. "/bin/ember"
-  local home = os.tmpname()
-  os.remove(home) -- a folder of that name instead: the REPL writes its history there
-  assert(os.execute("mkdir -p '" .. home .. "'"))
-  local script = os.tmpname()
-  local f = assert(io.open(script, "w"))
-  f:write(input)
-  f:close()
-  local h = io.popen(("HOME='%s' '%s' -i < '%s' 2>&1"):format(home, bin, script))
-  local out = h:read("a")
-  h:close()
-  os.remove(script)
-  os.execute("rm -rf '" .. home .. "'")
-  return out
-end
 
 describe("tostring of a tensor", function()
   after_each(function() ember.set_printoptions { profile = "default" } end)
@@ -43,15 +26,5 @@ describe("tostring of a tensor", function()
       tostring(ember.tensor({ 0 / 0, 1 / 0, -1 / 0, 1.5 })))
     local s = tostring(ember.arange(0, 2000, { dtype = "int64" }))
     assert.are.equal("tensor([   0,    1,    2,  ..., 1997, 1998, 1999], shape=[2000], dtype=int64, device=cpu)", s)
-  end)
-end)
-
-describe("the REPL", function()
-  it("prints =expr as lua's REPL does", function()
-    local out = repl("=1 + 41\n=ember.ones(2):sum()\nx = 5\n=x\n")
-    assert.truthy(out:find("> =1 + 41\n42\n", 1, true), out)
-    assert.truthy(out:find("tensor(2.0000, shape=[], dtype=float32, device=cpu)", 1, true), out)
-    assert.truthy(out:find("> =x\n5\n", 1, true), out)
-    assert.is_nil(out:find("unexpected symbol", 1, true), out)
   end)
 end)
