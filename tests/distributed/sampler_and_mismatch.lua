@@ -111,6 +111,13 @@ H.raises("a missing parameter is an error on every rank", "rank 0 has 4 paramete
          end)
 H.raises("a dtype that differs is an error on every rank", "float64",
          function() dist.DistributedDataParallel(me == last and model(4):double() or model(4)) end)
+H.raises("a parameter frozen on one rank only is an error on every rank", "'param 1%.bias %[8%] float32' on rank 0 but "
+         .. "'param 1%.bias %[8%] float32 frozen' on rank " .. last,
+         function()
+           local m = model(4)
+           if me == last then m[1].bias:requires_grad_(false) end
+           dist.DistributedDataParallel(m)
+         end)
 H.raises("DDP: an unknown option, at the user's line", "^[^\n]*sampler_and_mismatch%.lua:%d+: DistributedDataParallel: unknown option 'bucket_mb'",
          function() dist.DistributedDataParallel(model(4), {bucket_mb = 1}) end)
 H.test("after those errors the ranks still work together", function()

@@ -24,8 +24,12 @@
 -- thread, while backward goes on. Buckets start strictly in order, so every
 -- rank issues the same collectives in the same order whatever its timing.
 -- At the end of backward the remaining buckets start (a parameter that got
--- no gradient contributes zeros), all are waited for, and each gradient
--- becomes the mean over ranks.
+-- no gradient in this backward contributes the one it holds, or zeros), all
+-- are waited for, and each gradient becomes the mean over ranks. A parameter
+-- that no rank holds a gradient of keeps none (p.grad stays nil, as one
+-- process on the whole batch leaves it: an optimizer skips it). Parameters
+-- that do not require grad (frozen) take rank 0's values and are not
+-- synchronised after that, as PyTorch's.
 --
 -- Only the public Module API is used (parameter_names, named_parameters,
 -- state_dict), so any module works, C userdata modules included.
@@ -46,7 +50,8 @@ local shape_str = require("ember._errors").shape_str
 local function signature(module, names, params)
   local lines, is_param = {}, {}
   for i, n in ipairs(names) do
-    lines[#lines + 1] = ("param %s %s %s"):format(n, shape_str(params[i]), params[i].dtype)
+    lines[#lines + 1] = ("param %s %s %s%s"):format(n, shape_str(params[i]), params[i].dtype,
+                                                     params[i].requires_grad and "" or " frozen")
     is_param[n] = true
   end
   local sd, others = module:state_dict(), {}
@@ -116,11 +121,14 @@ function DDP.new(module, opts)
       for _, n in ipairs(others) do dist.broadcast(sd[n], 0) end
     end)
   end
-  -- buckets, last parameter first; a new bucket when full or when the dtype or device changes
+  -- buckets, last parameter first; a new bucket when full or when the dtype or device changes.
+  -- Frozen parameters get no gradient: they stay out.
   local cap = cap_mb * 1024 * 1024
   local buckets, b = {}, nil
+  self.bucket_of = {}
   for i = #params, 1, -1 do
     local p = params[i]
+    if not p.requires_grad then goto frozen end
     local bytes = p:numel() * ELEMENT_SIZE[p.dtype]
     if not b or b.dtype ~= p.dtype or b.device ~= p.device or (b.numel > 0 and b.bytes + bytes > cap) then
       b = new_bucket(p.dtype, p.device)
@@ -131,13 +139,16 @@ function DDP.new(module, opts)
     b.offset[#b.params] = b.numel
     b.numel = b.numel + p:numel()
     b.bytes = b.bytes + bytes
-    self.bucket_of = self.bucket_of or {}
     self.bucket_of[i] = #buckets
+    ::frozen::
   end
-  -- each parameter's slice of its bucket, made once (views of the flat buffer)
+  -- each parameter's slice of its bucket, made once (views of the flat buffer);
+  -- after them one flag per parameter: 1 where this rank holds a gradient of
+  -- it, so the mean is above 0 where some rank does
   self.slice_of = {}
   for _, bk in ipairs(buckets) do
-    bk.flat = ember.zeros({bk.numel}, {dtype = bk.dtype, device = bk.device})
+    bk.flat = ember.zeros({bk.numel + #bk.params}, {dtype = bk.dtype, device = bk.device})
+    bk.flags = bk.flat:narrow(1, bk.numel + 1, #bk.params)
     bk.slices = {}
     for pos, i in ipairs(bk.params) do
       local p = params[i]
@@ -148,7 +159,9 @@ function DDP.new(module, opts)
   self.buckets = buckets
   self:_reset()
   for i, p in ipairs(params) do
-    self.hooks[#self.hooks + 1] = p:register_grad_ready_hook(function() self:_ready(i) end)
+    if self.bucket_of[i] then
+      self.hooks[#self.hooks + 1] = p:register_grad_ready_hook(function() self:_ready(i) end)
+    end
   end
   self.hooks[#self.hooks + 1] = ember.register_backward_end_hook(function() self:_finish() end)
   return self
@@ -165,9 +178,17 @@ function DDP:_launch_ready(all)
     local k = self.next_launch
     local bk = self.buckets[k]
     if not all and self.n_ready_in[k] < #bk.params then return end
-    for pos, i in ipairs(bk.params) do -- unused parameters contribute zeros
-      if not self.ready[i] then bk.slices[pos]:zero_() end
+    local flags = {}
+    for pos, i in ipairs(bk.params) do -- unused parameters contribute the gradient they hold, or zeros
+      if not self.ready[i] then
+        local g = self.params[i].grad
+        if g then bk.slices[pos]:copy_(g) else bk.slices[pos]:zero_() end
+        flags[pos] = g and 1 or 0
+      else
+        flags[pos] = 1
+      end
     end
+    bk.flags:copy_(ember.tensor(flags, {dtype = bk.dtype}))
     self.works[k] = dist.all_reduce(bk.flat, "mean", {async = true})
     self.next_launch = k + 1
   end
@@ -193,11 +214,14 @@ function DDP:_finish()
     self:_launch_ready(true)
     for k, bk in ipairs(self.buckets) do
       self.works[k]:wait_unpositioned() -- errors: ember.backward names the user's line
+      local held = bk.flags:double():totable()
       for pos, i in ipairs(bk.params) do
-        local p = self.params[i]
-        local mean = bk.slices[pos]
-        local g = p.grad
-        if g then g:copy_(mean) else p.grad = mean:clone() end
+        if held[pos] > 0 then -- some rank holds a gradient
+          local p = self.params[i]
+          local mean = bk.slices[pos]
+          local g = p.grad
+          if g then g:copy_(mean) else p.grad = mean:clone() end
+        end
       end
     end
   end)
