@@ -2,6 +2,7 @@
 -- the readers of the Debian data sets and the generators.
 local ember = require "ember"
 local data = require "ember.data"
+local raises_here = require("tests.lua.helpers.parity").raises_here
 
 local function tmpname()
   local p = os.tmpname()
@@ -152,6 +153,35 @@ describe("ember.data.WordTokenizer", function()
     os.remove(path)
     assert.is_false(ok)
     assert.matches("not a word vocab", err)
+  end)
+end)
+
+describe("the tokenizers' options and special tokens", function()
+  it("fit refuses an option it does not know (torchtext's min_freq was ignored: every character kept)", function()
+    raises_here(function() data.CharTokenizer.fit({ "aab" }, { min_freq = 2 }) end,
+      "CharTokenizer.fit: unknown option 'min_freq' (options: min_count, specials)")
+    raises_here(function() data.WordTokenizer.fit({ "a a b" }, { maxsize = 1 }) end,
+      "WordTokenizer.fit: unknown option 'maxsize'")
+    raises_here(function() data.CharTokenizer.from_chars("ab", { special = {} }) end,
+      "CharTokenizer.from_chars: unknown option 'special'")
+    assert.are.equal(4 + 1, #data.CharTokenizer.fit({ "aab" }, { min_count = 2 }))
+  end)
+
+  it("bos / eos need the vocabulary's <bos> / <eos> (they were left out without a word)", function()
+    local specials = { "<pad>", "<unk>" }
+    local char = data.CharTokenizer.fit({ "ab" }, { specials = specials })
+    local word = data.WordTokenizer.fit({ "a b" }, { specials = specials })
+    raises_here(function() char:encode("ab", { bos = true }) end,
+      "CharTokenizer.encode: bos = true, but the vocabulary has no \"<bos>\" token")
+    raises_here(function() word:encode_batch({ "a b" }, { eos = true }) end,
+      "WordTokenizer.encode: eos = true, but the vocabulary has no \"<eos>\" token")
+    assert.are.same({ 3, 4 }, char:encode("ab"))
+  end)
+
+  it("encode_batch without a <pad> names the token, not data.pad's pad_id = nil", function()
+    local tok = data.CharTokenizer.fit({ "ab" }, { specials = { "[PAD]", "<unk>" } })
+    raises_here(function() tok:encode_batch({ "a", "ab" }) end,
+      "CharTokenizer.encode_batch: the vocabulary has no \"<pad>\" token to pad with (its specials are [PAD] <unk>)")
   end)
 end)
 
@@ -345,6 +375,19 @@ describe("ember.data.addition", function()
     local again = data.addition.generate{n_train = 3000, n_test = 500, seed = 3}
     assert.are.same(d.test.inputs, again.test.inputs)
   end)
+
+  it("leaves ember's global generator as the caller seeded it (generate reseeded it with opts.seed)", function()
+    ember.manual_seed(1)
+    local want = ember.rand(4)
+    ember.manual_seed(1)
+    data.addition.generate{n_train = 20, n_test = 5, seed = 9}
+    assert.is_true(ember.rand(4):equal(want))
+    -- the same problems for a seed as ember.manual_seed(seed); ember.randperm(10^6) drew
+    ember.manual_seed(9)
+    local p = ember.randperm(1000 * 1000):narrow(1, 1, 20):totable()
+    local d = data.addition.generate{n_train = 20, n_test = 5, seed = 9}
+    for i = 1, 20 do assert.are.equal(((p[i] - 1) // 1000) .. "+" .. ((p[i] - 1) % 1000), d.train.inputs[i]) end
+  end)
 end)
 
 describe("ember.data.sort_of_clevr", function()
@@ -451,6 +494,14 @@ describe("ember.data readers", function()
     end
     local again = data.wordlists.load{n_train = 300, n_test = 100, seed = 4}
     assert.are.same(d.test.words, again.test.words)
+  end)
+
+  ;(have_dicts and it or pending)("wordlists.load leaves ember's global generator as the caller seeded it", function()
+    ember.manual_seed(1)
+    local want = ember.rand(4)
+    ember.manual_seed(1)
+    data.wordlists.load{n_train = 10, n_test = 2, seed = 4}
+    assert.is_true(ember.rand(4):equal(want))
   end)
 
   ;(exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz") and it or pending)(

@@ -1,7 +1,8 @@
 --- ember.data.addition: 3-digit addition problems, "535+61" -> "596".
 --
 -- Operands are 0..999. Pairs are drawn without replacement from all 10^6
--- ordered pairs with the seeded generator; the held-out set never holds a
+-- ordered pairs with a generator seeded by opts.seed (ember's global one is
+-- left as it is); the held-out set never holds a
 -- pair of the training set, nor its mirror image (61+535 when 535+61
 -- trains), so held-out accuracy measures addition, not recall.
 -- @module data.addition
@@ -20,8 +21,9 @@ function M.generate(opts)
   if n_train + n_test > m * m // 2 then
     error(("addition.generate: %d pairs asked, at most %d distinct"):format(n_train + n_test, m * m // 2), 2)
   end
-  ember.manual_seed(opts.seed or 0)
-  local perm = ember.randperm(m * m):totable()
+  -- a generator of its own: reseeding the global one reset the caller's ember.manual_seed
+  local g = ember.Generator():manual_seed(opts.seed or 0)
+  local perm = ember.randperm(m * m, {generator = g}):totable()
   local train, test = {inputs = {}, targets = {}}, {inputs = {}, targets = {}}
   local used = {}
   local function key(a, b) return a < b and a * m + b or b * m + a end

@@ -15,6 +15,7 @@ local error = require("ember._errors").error -- raises at the user's line
 local Vocab = require "ember.data.vocab"
 local text = require "ember.data.text"
 local padding = require "ember.data.padding"
+local check_opts = Vocab.check_opts -- an unknown option is an error (torchtext's min_freq)
 
 local CharTokenizer = {}
 CharTokenizer.__index = CharTokenizer
@@ -28,7 +29,7 @@ end
 -- opts: specials (list, default <pad> <unk> <bos> <eos>), min_count (1).
 function CharTokenizer.fit(texts, opts)
   texts = text.texts("CharTokenizer.fit", texts)
-  opts = opts or {}
+  opts = check_opts("CharTokenizer.fit", opts, {specials = true, min_count = true})
   local counts = {}
   for _, s in ipairs(texts) do
     for _, ch in ipairs(text.chars(s)) do counts[ch] = (counts[ch] or 0) + 1 end
@@ -43,7 +44,7 @@ end
 
 --- A tokenizer over a fixed alphabet given as one string ("0123456789+").
 function CharTokenizer.from_chars(alphabet, opts)
-  opts = opts or {}
+  opts = check_opts("CharTokenizer.from_chars", opts, {specials = true})
   return new(Vocab.new{tokens = text.chars(alphabet), specials = opts.specials, kind = "char"})
 end
 
@@ -60,7 +61,7 @@ CharTokenizer.__len = CharTokenizer.size
 
 --- The ids of s as a Lua list; opts.bos / opts.eos add those tokens.
 function CharTokenizer:encode(s, opts)
-  Vocab.check_encode("CharTokenizer", s, opts)
+  Vocab.check_encode("CharTokenizer", s, opts, self.vocab)
   local v, ids = self.vocab, {}
   if opts and opts.bos then ids[1] = v.bos_id end
   for _, ch in ipairs(text.chars(s)) do ids[#ids + 1] = v:id(ch) end

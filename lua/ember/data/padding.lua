@@ -89,6 +89,14 @@ function M.pad(lists, pad_id, max_len)
          e.tensor(lengths, {dtype = "int64"})
 end
 
+-- A vocab's special tokens, in id order.
+local function specials_of(vocab)
+  local out = {}
+  for _, t in ipairs(vocab.tokens) do if vocab.specials[t] then out[#out + 1] = t end end
+  if #out == 0 then out[1] = "(none)" end
+  return out
+end
+
 --- A tokenizer's encode_batch (CharTokenizer's and WordTokenizer's): each
 -- text through tok:encode with opts' bos and eos, then padded by pad() with
 -- the vocab's <pad> -- max_len, padding_side (pad's side), padding and
@@ -104,6 +112,10 @@ function M.encode_batch(tok, who, texts, opts)
       raise("%s.encode_batch: unknown option '%s' (options: bos, eos, max_len, padding, padding_side, truncation)",
         who, tostring(k))
     end
+  end
+  if tok.vocab.pad_id == nil then -- data.pad's "pad_id must be a number, got nil" named no token
+    raise("%s.encode_batch: the vocabulary has no \"<pad>\" token to pad with (its specials are %s); fit "
+      .. "with specials that include \"<pad>\"", who, table.concat(specials_of(tok.vocab), " "))
   end
   local lists, enc = {}, { bos = opts.bos, eos = opts.eos }
   for i, s in ipairs(texts) do lists[i] = tok:encode(s, enc) end

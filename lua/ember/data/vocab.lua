@@ -67,17 +67,46 @@ end
 -- The tokenizers' shared checks (CharTokenizer, WordTokenizer), raised at
 -- the user's line naming `who` ("CharTokenizer.encode").
 
---- Checks encode's text and options ({bos =, eos =}).
+--- Checks a tokenizer's options table: an option it does not know (torchtext's
+-- min_freq for min_count, a typo) is an error naming `who` and the known ones,
+-- not an option silently left out. Returns opts, or {} for nil.
+-- @tparam string who "CharTokenizer.fit"
+-- @param[opt] opts
+-- @tparam table known name -> true
+function Vocab.check_opts(who, opts, known)
+  local raise = require("ember._errors").raise
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("%s: options must be a table, got %s", who, type(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      raise("%s: unknown option '%s' (options: %s)", who, tostring(k), table.concat(names, ", "))
+    end
+  end
+  return opts
+end
+
+--- Checks encode's text and options ({bos =, eos =}; the vocab must hold the
+-- tokens asked for).
 -- @tparam string who the tokenizer's name
 -- @param s the text
 -- @param[opt] opts
-function Vocab.check_encode(who, s, opts)
+-- @tparam[opt] Vocab vocab the tokenizer's
+function Vocab.check_encode(who, s, opts, vocab)
   local raise = require("ember._errors").raise
   if type(s) ~= "string" then raise("%s.encode: the text must be a string, got %s", who, type(s)) end
   if opts == nil then return end
   if type(opts) ~= "table" then raise("%s.encode: options must be a table {bos =, eos =}, got %s", who, type(opts)) end
   for k in pairs(opts) do
     if k ~= "bos" and k ~= "eos" then raise("%s.encode: unknown option '%s' (options: bos, eos)", who, tostring(k)) end
+  end
+  for _, k in ipairs { "bos", "eos" } do -- a vocab without the token left it out without a word
+    if opts[k] and vocab and vocab[k .. "_id"] == nil then
+      raise("%s.encode: %s = true, but the vocabulary has no \"<%s>\" token (fit with specials that include it)",
+        who, k, k)
+    end
   end
 end
 

@@ -16,6 +16,7 @@ local error = require("ember._errors").error -- raises at the user's line
 local Vocab = require "ember.data.vocab"
 local text = require "ember.data.text"
 local padding = require "ember.data.padding"
+local check_opts = Vocab.check_opts -- an unknown option is an error (torchtext's min_freq)
 
 local WordTokenizer = {}
 WordTokenizer.__index = WordTokenizer
@@ -41,7 +42,8 @@ end
 -- min_count (1), lower (false), split_punct (true), specials.
 function WordTokenizer.fit(texts, opts)
   texts = text.texts("WordTokenizer.fit", texts)
-  opts = opts or {}
+  opts = check_opts("WordTokenizer.fit", opts,
+    {max_size = true, min_count = true, lower = true, split_punct = true, specials = true})
   local split = opts.split_punct ~= false
   local probe = new(nil, opts.lower or false, split)
   local counts = {}
@@ -87,7 +89,7 @@ WordTokenizer.__len = WordTokenizer.size
 -- @tparam string s
 -- @param[opt] opts `{bos=, eos=}`
 function WordTokenizer:encode(s, opts)
-  Vocab.check_encode("WordTokenizer", s, opts)
+  Vocab.check_encode("WordTokenizer", s, opts, self.vocab)
   local v, ids = self.vocab, {}
   if opts and opts.bos then ids[1] = v.bos_id end
   for _, w in ipairs(self:words(s)) do ids[#ids + 1] = v:id(w) end

@@ -75,13 +75,14 @@ function M.load(opts)
     clean[i], available[i] = keep, #keep
   end
   local train, test = {words = {}, labels = {}}, {words = {}, labels = {}}
-  ember.manual_seed(opts.seed or 0)
+  -- a generator of its own: reseeding the global one reset the caller's ember.manual_seed
+  local g = ember.Generator():manual_seed(opts.seed or 0)
   for i, lang in ipairs(langs) do
     local words = clean[i]
     if #words < n_train + n_test then
       error(("wordlists: %s has %d usable words, %d needed"):format(lang.name, #words, n_train + n_test), 0)
     end
-    local perm = ember.randperm(#words):narrow(1, 1, n_train + n_test):totable()
+    local perm = ember.randperm(#words, {generator = g}):narrow(1, 1, n_train + n_test):totable()
     for k, p in ipairs(perm) do
       local part = k <= n_train and train or test
       part.words[#part.words + 1] = words[p]
