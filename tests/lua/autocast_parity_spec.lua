@@ -8,7 +8,7 @@
 --    product's bfloat16 for float32 inputs; matrix_exp returned bfloat16),
 --    where torch's CPU fp32 list runs inv, solve, cholesky, qr, svd, eigh,
 --    lstsq, ... in float32.
--- Values against tests/fixtures/helper104_autocast.lua (tests/gen_helper104_fixtures.py);
+-- Values against tests/fixtures/autocast_parity.lua (tests/gen_autocast_parity_fixtures.py);
 -- the inputs are exact in bfloat16, so both sides start from the same numbers.
 -- A bfloat16 output may differ from torch's by its rounding: 1 unit (2^-8
 -- relative to the largest value) and the statistics' float32 summation order.
@@ -22,7 +22,7 @@ local nn = require "ember.nn"
 local F = nn.functional
 local parity = require "tests.lua.helpers.parity"
 local T, check = parity.T, parity.check
-local fx = dofile("tests/fixtures/helper104_autocast.lua")
+local fx = dofile("tests/fixtures/autocast_parity.lua")
 local raises_here = parity.raises_here
 
 local function ac(fn, ...) return ember.autocast("bfloat16", fn, ...) end

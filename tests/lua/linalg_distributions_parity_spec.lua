@@ -1,16 +1,16 @@
 -- ember.linalg, ember.einsum, ember.special and ember.distributions as a
 -- PyTorch 1.13 user calls them. The numerics come from
--- tests/fixtures/helper87_linalg.lua (tests/gen_helper87_fixtures.py,
+-- tests/fixtures/linalg_distributions_parity.lua (tests/gen_linalg_distributions_parity_fixtures.py,
 -- torch.linalg and torch.distributions in float64). rsample of Gamma and the
 -- distributions drawn from it: the implicit gradient of
--- torch._standard_gamma_grad from tests/fixtures/helper96.lua
--- (tests/gen_helper96_fixtures.py), and the closed forms of the means'
+-- torch._standard_gamma_grad from tests/fixtures/gamma_grad_plateau.lua
+-- (tests/gen_gamma_grad_plateau_fixtures.py), and the closed forms of the means'
 -- gradients.
 local ember = require "ember"
 local D = require "ember.distributions"
 local autograd = require "ember.autograd"
 local parity = require "tests.lua.helpers.parity"
-local fx = dofile("tests/fixtures/helper87_linalg.lua")
+local fx = dofile("tests/fixtures/linalg_distributions_parity.lua")
 local T = function(spec) return parity.T(spec, "float64") end
 local raises_here = parity.raises_here
 local L = ember.linalg
@@ -321,7 +321,7 @@ describe("einsum as torch.einsum", function()
 end)
 
 local f64 = { dtype = "float64" }
-local gamma_fx = dofile("tests/fixtures/helper96.lua")
+local gamma_fx = dofile("tests/fixtures/gamma_grad_plateau.lua")
 
 -- P(a, x), the regularized lower incomplete gamma function, by its series
 -- x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1) ... (a + n)) (float64)

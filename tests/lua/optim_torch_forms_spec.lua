@@ -208,7 +208,7 @@ describe("schedules across a checkpoint", function()
 end)
 
 describe("ReduceLROnPlateau's state_dict holds its settings, as torch's", function()
-  local P = dofile("tests/fixtures/helper96.lua").plateau
+  local P = dofile("tests/fixtures/gamma_grad_plateau.lua").plateau
   local OPTS = { mode = "max", factor = 0.5, patience = 1, threshold = 0.1, threshold_mode = "abs", cooldown = 1,
     min_lr = 0.01, eps = 1e-12 }
   local function make(opts)

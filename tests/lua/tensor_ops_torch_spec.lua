@@ -1,7 +1,7 @@
 -- Tensor ops as a PyTorch 1.13 user calls them. masked_scatter, nanmedian,
 -- quantile / nanquantile, mode, histc, scatter_reduce and index_reduce
--- against PyTorch 1.13 (tests/gen_helper82_fixtures.py writes
--- tests/fixtures/ops_helper82.lua), float64 gradchecks, edge cases and the
+-- against PyTorch 1.13 (tests/gen_tensor_ops_torch_fixtures.py writes
+-- tests/fixtures/tensor_ops_torch.lua), float64 gradchecks, edge cases and the
 -- errors; everyday creation (options, randperm's dtype, logspace's base,
 -- ember.tensor from Lua booleans), scatter's reduce, roll of a 0-d tensor,
 -- median with NaN; addmm and baddbmm under autocast and with beta = 0.
@@ -9,7 +9,7 @@ local ember = require "ember"
 local gradcheck = require "tests.lua.helpers.gradcheck"
 local parity = require "tests.lua.helpers.parity"
 local error_of, raises_here = parity.error_of, parity.raises_here
-local fx = dofile("tests/fixtures/ops_helper82.lua")
+local fx = dofile("tests/fixtures/tensor_ops_torch.lua")
 
 local F64 = { dtype = "float64" }
 
@@ -46,7 +46,7 @@ local function differ(got, want)
   return ""
 end
 
-describe("tensor ops against PyTorch 1.13 (tests/fixtures/ops_helper82.lua)", function()
+describe("tensor ops against PyTorch 1.13 (tests/fixtures/tensor_ops_torch.lua)", function()
   it("every case agrees, gradients included", function()
     local bad = {}
     for _, c in ipairs(fx.cases) do

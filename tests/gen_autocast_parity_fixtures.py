@@ -10,7 +10,7 @@ Inputs are on a 1/8 grid within +-4, so exact in bfloat16: ember and torch
 start from the same numbers. Outputs are written as float64 (a bfloat16
 output's values exactly); `dtype` says what torch returned.
 
-    /usr/bin/python3 tests/gen_helper104_fixtures.py   # writes tests/fixtures/helper104_autocast.lua
+    /usr/bin/python3 tests/gen_autocast_parity_fixtures.py   # writes tests/fixtures/autocast_parity.lua
 """
 import os
 import sys
@@ -91,7 +91,7 @@ with autocast():
         "eigvalsh": out(torch.linalg.eigvalsh(S.to(BF))),
     }
 
-Writer().write(os.path.join(HERE, "fixtures", "helper104_autocast.lua"), "tests/gen_helper104_fixtures.py", {
+Writer().write(os.path.join(HERE, "fixtures", "autocast_parity.lua"), "tests/gen_autocast_parity_fixtures.py", {
     "x": x, "R": R, "weight": w, "bias": b,
     "batch_norm_train": batch_norm_train, "batch_norm_eval": batch_norm_eval, "instance_norm": instance_norm,
     "group_norm": group_norm, "adaptive_avg_pool2d": adaptive_avg_pool2d, "avg_pool2d": avg_pool2d,

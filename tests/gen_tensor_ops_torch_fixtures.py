@@ -1,7 +1,7 @@
-"""PyTorch 1.13 values of tensor ops: tests/fixtures/ops_helper82.lua,
+"""PyTorch 1.13 values of tensor ops: tests/fixtures/tensor_ops_torch.lua,
 read by tests/lua/tensor_ops_torch_spec.lua.
 
-    /usr/bin/python3 tests/gen_helper82_fixtures.py
+    /usr/bin/python3 tests/gen_tensor_ops_torch_fixtures.py
 
 Each case is an ember expression (Lua over inputs a, b, c and `e`, the
 ember module), its inputs and PyTorch's outputs of the same call. Indices
@@ -304,5 +304,5 @@ case("cumulative_trapezoid x dim", "e.cumulative_trapezoid(a, b, {dim = 1})",
      grad=("a", "b"))
 case("cumulative_trapezoid dx", "e.cumulative_trapezoid(a, {dx = 0.1})", lambda a: torch.cumulative_trapezoid(a, dx=0.1), {"a": r(5)})
 
-Writer(floats=zero_signed).write("tests/fixtures/ops_helper82.lua", "tests/gen_helper82_fixtures.py", {"cases": CASES})
+Writer(floats=zero_signed).write("tests/fixtures/tensor_ops_torch.lua", "tests/gen_tensor_ops_torch_fixtures.py", {"cases": CASES})
 print(len(CASES), "cases")

@@ -7,7 +7,7 @@ them, in float64, for the forms ember once computed otherwise or refused.
   kl_*       kl_divergence(p, q)
   special_*  torch.special values at edge inputs (0, negatives, inf, nan)
 
-    /usr/bin/python3 tests/gen_helper87_fixtures.py   # writes tests/fixtures/helper87_linalg.lua
+    /usr/bin/python3 tests/gen_linalg_distributions_parity_fixtures.py   # writes tests/fixtures/linalg_distributions_parity.lua
 """
 import math
 import os
@@ -260,6 +260,6 @@ def special_cases():
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper87_linalg.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper87_fixtures.py",
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "linalg_distributions_parity.lua")
+    Writer(keys="auto").write(path, "tests/gen_linalg_distributions_parity_fixtures.py",
                               {"cases": linalg_cases() + dist_cases() + composite_cases() + special_cases()})

@@ -11,7 +11,7 @@
                eps=1e-12) on SGD(lr=0.1): the lr after each metric, and the
                names of its state_dict()
 
-    /usr/bin/python3 tests/gen_helper96_fixtures.py   # writes tests/fixtures/helper96.lua
+    /usr/bin/python3 tests/gen_gamma_grad_plateau_fixtures.py   # writes tests/fixtures/gamma_grad_plateau.lua
 """
 import os
 import sys
@@ -48,5 +48,5 @@ def plateau():
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper96.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper96_fixtures.py", {"gamma_grad": gamma_grad(), "plateau": plateau()})
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gamma_grad_plateau.lua")
+    Writer(keys="auto").write(path, "tests/gen_gamma_grad_plateau_fixtures.py", {"gamma_grad": gamma_grad(), "plateau": plateau()})
