@@ -1,17 +1,17 @@
 -- The attention modules and F.scaled_dot_product_attention as a PyTorch 1.13
 -- / 2.x user ports code to them: sdpa's positional arguments in PyTorch's
--- order (tests/fixtures/helper94_sdpa.lua, tests/gen_helper94_fixtures.py);
+-- order (tests/fixtures/sdpa_losses_positional.lua, tests/gen_sdpa_losses_positional_fixtures.py);
 -- nn.MultiHeadAttention's average_attn_weights, nn.MultiheadAttention with a
 -- float key_padding_mask, the Transformer layers with PyTorch's 3-d masks and
--- tgt_is_causal / memory_is_causal (tests/fixtures/helper83_attention.lua,
--- tests/gen_helper83_fixtures.py, torch.nn.MultiheadAttention and the
+-- tgt_is_causal / memory_is_causal (tests/fixtures/attention_torch_call_mha.lua,
+-- tests/gen_attention_torch_call_mha_fixtures.py, torch.nn.MultiheadAttention and the
 -- Transformer layers in float64); MultiHeadAttention's messages for PyTorch's
 -- and Hugging Face's names and masks.
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
-local sdpa_fx = dofile("tests/fixtures/helper94_sdpa.lua")
-local attention_fx = dofile("tests/fixtures/helper83_attention.lua")
+local sdpa_fx = dofile("tests/fixtures/sdpa_losses_positional.lua")
+local attention_fx = dofile("tests/fixtures/attention_torch_call_mha.lua")
 local T = function(spec) return parity.T(spec, "float64") end
 local raises_here = parity.raises_here
 local F = nn.functional

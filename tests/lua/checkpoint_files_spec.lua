@@ -233,7 +233,7 @@ describe("ember.load of torch.save's legacy format (_use_new_zipfile_serializati
   local FIX = "tests/fixtures/"
   -- was: refused ('a torch.save file in the legacy format ..., which ember does not read')
   it("reads the same object as the zip archive of it: every dtype, views, 0-d, empty, Parameter, nests", function()
-    local z, l = ember.load(FIX .. "helper88_save_zip.pt"), ember.load(FIX .. "helper88_save_legacy.pt")
+    local z, l = ember.load(FIX .. "checkpoint_files_zip.pt"), ember.load(FIX .. "checkpoint_files_legacy.pt")
     local n = 0
     for _, k in ipairs(parity.sorted_keys(z)) do
       if ember.is_tensor(z[k]) then
@@ -260,7 +260,7 @@ describe("ember.load of torch.save's legacy format (_use_new_zipfile_serializati
   end)
 
   it("a cut legacy file is refused naming it", function()
-    local f = assert(io.open(FIX .. "helper88_save_legacy.pt", "rb"))
+    local f = assert(io.open(FIX .. "checkpoint_files_legacy.pt", "rb"))
     local bytes = f:read("a")
     f:close()
     local cut = os.tmpname()

@@ -1,17 +1,17 @@
 -- torch.nn.functional's losses and pad as a PyTorch 1.13 user calls them:
 -- F.cross_entropy with weight= and with class-probability targets,
 -- F.ctc_loss with an empty target and unbatched, F.pad's negative amounts in
--- reflect / replicate / circular mode (tests/gen_helper86_fixtures.py writes
--- tests/fixtures/helper86_losses.lua), float64 gradchecks, errors of
+-- reflect / replicate / circular mode (tests/gen_nn_functional_losses_fixtures.py writes
+-- tests/fixtures/nn_functional_losses.lua), float64 gradchecks, errors of
 -- nn.functional at the caller's line; and the losses' positional arguments
--- in torch's order (tests/fixtures/helper94_sdpa.lua's losses, written by
--- tests/gen_helper94_fixtures.py).
+-- in torch's order (tests/fixtures/sdpa_losses_positional.lua's losses, written by
+-- tests/gen_sdpa_losses_positional_fixtures.py).
 local ember = require "ember"
 local F = ember.nn.functional
 local parity = require "tests.lua.helpers.parity"
 local gradcheck = require "tests.lua.helpers.gradcheck"
 local raises_here = parity.raises_here
-local fx = dofile("tests/fixtures/helper86_losses.lua")
+local fx = dofile("tests/fixtures/nn_functional_losses.lua")
 
 local function T(spec)
   local dtype = spec.dtype or "float64"
@@ -149,7 +149,7 @@ describe("nn.functional's core-op errors at the caller's line", function()
 end)
 
 describe("nn.functional's losses take torch's positional arguments (they were dropped)", function()
-  local fx = dofile("tests/fixtures/helper94_sdpa.lua")
+  local fx = dofile("tests/fixtures/sdpa_losses_positional.lua")
   local T = function(spec) return parity.T(spec, "float64") end
   local L = fx.losses
   local x, y, w = T(L.x), T(L.y), T(L.w)

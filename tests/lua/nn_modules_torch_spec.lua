@@ -1,17 +1,17 @@
 -- The nn modules of current models beside PyTorch 1.13: nn.MoE against a
 -- dense reference of its routing rules, RMSNorm, LayerNorm without bias,
 -- Bilinear, Fold/Unfold, PReLU, Softplus, Hardtanh, Embedding's max_norm,
--- the sinusoidal table (numbers from tests/fixtures/helper93_modules.lua,
--- tests/gen_helper93_fixtures.py, float64); LSTM / GRU with proj_size,
+-- the sinusoidal table (numbers from tests/fixtures/nn_modules_torch.lua,
+-- tests/gen_nn_modules_torch_fixtures.py, float64); LSTM / GRU with proj_size,
 -- bidirectional layers and packed sequences with h_0
--- (tests/fixtures/helper88_rnn.lua, tests/gen_helper88_fixtures.py) and
+-- (tests/fixtures/nn_modules_torch_rnn.lua, tests/gen_rnn_torch_save_fixtures.py) and
 -- pack_sequence / unpack_sequence / unpad_sequence; nn.FeedForward's gated
 -- option and its table of names.
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
-local modules_fx = dofile("tests/fixtures/helper93_modules.lua")
-local rnn_fx = dofile("tests/fixtures/helper88_rnn.lua")
+local modules_fx = dofile("tests/fixtures/nn_modules_torch.lua")
+local rnn_fx = dofile("tests/fixtures/nn_modules_torch_rnn.lua")
 local T = function(spec) return parity.T(spec, "float64") end
 local raises_here = parity.raises_here
 
@@ -155,7 +155,7 @@ local function rnn_case(name)
   for k, g in pairs(c.grad_inputs) do parity.check(name .. " grad " .. k, xs[k].grad, T(g), 1e-10) end
 end
 
-describe("recurrent modules against torch 1.13 (tests/fixtures/helper88_rnn.lua)", function()
+describe("recurrent modules against torch 1.13 (tests/fixtures/nn_modules_torch_rnn.lua)", function()
   it("LSTM proj_size with two bidirectional batch-first layers, {h_0, c_0}, dropout off in eval", function()
     rnn_case("lstm_proj_bidir_hx")
   end)

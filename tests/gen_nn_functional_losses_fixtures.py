@@ -15,7 +15,7 @@ forms ember once refused or computed otherwise (float64):
 
 Class ids and ignore_index are written 0-based as torch's; the spec adds 1.
 
-    /usr/bin/python3 tests/gen_helper86_fixtures.py   # writes tests/fixtures/helper86_losses.lua
+    /usr/bin/python3 tests/gen_nn_functional_losses_fixtures.py   # writes tests/fixtures/nn_functional_losses.lua
 """
 import os
 import sys
@@ -86,6 +86,6 @@ def pad_cases():
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper86_losses.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper86_fixtures.py",
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nn_functional_losses.lua")
+    Writer(keys="auto").write(path, "tests/gen_nn_functional_losses_fixtures.py",
                               {"ce": ce_cases(), "ctc": ctc_cases(), "pad": pad_cases()})

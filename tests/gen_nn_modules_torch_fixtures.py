@@ -36,7 +36,7 @@ Each module case: the state dict (PyTorch's names, or Hugging Face's), the
 inputs, the output, R, and the gradients of sum(out * R) for the inputs and
 the parameters.
 
-    /usr/bin/python3 tests/gen_helper93_fixtures.py   # writes tests/fixtures/helper93_modules.lua
+    /usr/bin/python3 tests/gen_nn_modules_torch_fixtures.py   # writes tests/fixtures/nn_modules_torch.lua
 """
 import math
 import os
@@ -204,5 +204,5 @@ def cases():
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper93_modules.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper93_fixtures.py", {"cases": cases()})
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nn_modules_torch.lua")
+    Writer(keys="auto").write(path, "tests/gen_nn_modules_torch_fixtures.py", {"cases": cases()})

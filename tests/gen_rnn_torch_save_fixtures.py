@@ -16,15 +16,15 @@ inputs, the lengths (packed cases), out, h_n (c_n) and the gradients of
 sum(out * R) + sum(h_n * R_h) (+ sum(c_n * R_c)) for the inputs.
 
 And one object saved by torch.save twice, as a zip archive
-(tests/fixtures/helper88_save_zip.pt) and in the legacy format
-(_use_new_zipfile_serialization=False, tests/fixtures/helper88_save_legacy.pt):
+(tests/fixtures/checkpoint_files_zip.pt) and in the legacy format
+(_use_new_zipfile_serialization=False, tests/fixtures/checkpoint_files_legacy.pt):
 tensors of every storage type, views (offset, strided, transposed,
 expanded), a 0-d and an empty tensor, a Parameter and nested dicts, lists
 and tuples. The legacy format names storages by id(), different on every
 run: its file is written once and kept. tests/lua/checkpoint_files_spec.lua
 reads the two.
 
-    /usr/bin/python3 tests/gen_helper88_fixtures.py   # writes the three files
+    /usr/bin/python3 tests/gen_rnn_torch_save_fixtures.py   # writes the three files
 """
 import os
 import sys
@@ -114,9 +114,9 @@ def saved():
 
 if __name__ == "__main__":
     fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-    Writer(keys="auto").write(os.path.join(fixtures, "helper88_rnn.lua"), "tests/gen_helper88_fixtures.py",
+    Writer(keys="auto").write(os.path.join(fixtures, "nn_modules_torch_rnn.lua"), "tests/gen_rnn_torch_save_fixtures.py",
                               {"cases": cases()})
-    torch.save(saved(), os.path.join(fixtures, "helper88_save_zip.pt"))
-    legacy = os.path.join(fixtures, "helper88_save_legacy.pt")
+    torch.save(saved(), os.path.join(fixtures, "checkpoint_files_zip.pt"))
+    legacy = os.path.join(fixtures, "checkpoint_files_legacy.pt")
     if not os.path.exists(legacy):
         torch.save(saved(), legacy, _use_new_zipfile_serialization=False)

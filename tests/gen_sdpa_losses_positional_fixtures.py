@@ -22,7 +22,7 @@ binary_cross_entropy_with_logits(x, t, w, None, None, "mean", pos_weight)
 (class ids 0-based here, 1-based in the fixture: + 1), read by
 tests/lua/nn_functional_losses_spec.lua.
 
-    /usr/bin/python3 tests/gen_helper94_fixtures.py   # writes tests/fixtures/helper94_sdpa.lua
+    /usr/bin/python3 tests/gen_sdpa_losses_positional_fixtures.py   # writes tests/fixtures/sdpa_losses_positional.lua
 """
 import math
 import os
@@ -85,5 +85,5 @@ def losses():
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper94_sdpa.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper94_fixtures.py", {"cases": cases(), "losses": losses()})
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "sdpa_losses_positional.lua")
+    Writer(keys="auto").write(path, "tests/gen_sdpa_losses_positional_fixtures.py", {"cases": cases(), "losses": losses()})

@@ -20,7 +20,7 @@ once refused or computed otherwise:
 Each case: the state dict (torch's names), the inputs, the output, the
 weights (when returned) and the gradients of sum(out * R) for the inputs.
 
-    /usr/bin/python3 tests/gen_helper83_fixtures.py   # writes tests/fixtures/helper83_attention.lua
+    /usr/bin/python3 tests/gen_attention_torch_call_mha_fixtures.py   # writes tests/fixtures/attention_torch_call_mha.lua
 """
 import os
 import sys
@@ -103,5 +103,5 @@ def cases():
 
 
 if __name__ == "__main__":
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "helper83_attention.lua")
-    Writer(keys="auto").write(path, "tests/gen_helper83_fixtures.py", {"cases": cases()})
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "attention_torch_call_mha.lua")
+    Writer(keys="auto").write(path, "tests/gen_attention_torch_call_mha_fixtures.py", {"cases": cases()})
