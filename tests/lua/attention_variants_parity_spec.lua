@@ -1,6 +1,6 @@
 -- Every attention variant as a researcher uses it, against PyTorch
 -- references written out by hand from each variant's definition
--- (tests/gen_helper91_fixtures.py -> tests/fixtures/helper91_attention.lua,
+-- (tests/gen_attention_variants_parity_fixtures.py -> tests/fixtures/attention_variants_parity.lua,
 -- float64): cross attention, one-token decoding, lengths past a tile, head
 -- dims 8/24/80, grouped-query heads, bottom-right causal with Lq < Lk and
 -- Lq > Lk, rows that see no key; then bfloat16, KV-cached decoding, a Lua
@@ -9,7 +9,7 @@
 local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
-local fx = dofile("tests/fixtures/helper91_attention.lua")
+local fx = dofile("tests/fixtures/attention_variants_parity.lua")
 
 local function T(spec, dtype) return parity.T(spec, dtype or "float64") end
 

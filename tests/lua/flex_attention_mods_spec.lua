@@ -4,7 +4,7 @@
 --
 -- Numbers: variants the attention-gym catalogue (flex_gym_spec) does not
 -- hold, against PyTorch 1.13 written out densely in float64
--- (tests/gen_helper97_fixtures.py writes tests/fixtures/helper97_flex.lua):
+-- (tests/gen_flex_attention_mods_fixtures.py writes tests/fixtures/flex_attention_mods.lua):
 -- out and the gradients of q, k, v and the learned tensor.
 --
 -- Mistakes, each named at the user's line (they were not):
@@ -33,7 +33,7 @@ local tmpdir = require "tests.lua.helpers.tmpdir"
 
 local T, check = parity.T, parity.check
 local raises_here = parity.raises_here
-local fx = dofile("tests/fixtures/helper97_flex.lua")
+local fx = dofile("tests/fixtures/flex_attention_mods.lua")
 local D = { dtype = "float64" }
 local HERE = "flex_attention_mods_spec.lua:"
 

@@ -16,7 +16,7 @@ PyTorch's. A row that sees no key gives output 0 and gradient 0 (ember's
 rule, and flex_attention's output). Each case holds q, k, v, the learned
 tensor (if any), R, out and the gradients of sum(out * R).
 
-    /usr/bin/python3 tests/gen_helper97_fixtures.py   # writes tests/fixtures/helper97_flex.lua
+    /usr/bin/python3 tests/gen_flex_attention_mods_fixtures.py   # writes tests/fixtures/flex_attention_mods.lua
 """
 import math
 import os
@@ -135,5 +135,5 @@ def full(t):
 
 
 if __name__ == "__main__":
-    Writer(floats=full).write(os.path.join(HERE, "fixtures", "helper97_flex.lua"),
-                              "tests/gen_helper97_fixtures.py", {"cases": cases})
+    Writer(floats=full).write(os.path.join(HERE, "fixtures", "flex_attention_mods.lua"),
+                              "tests/gen_flex_attention_mods_fixtures.py", {"cases": cases})

@@ -14,7 +14,7 @@ H / Hkv query heads (repeat_interleave).
 Each case: the inputs q, k, v (and any table), R, out and the gradients of
 sum(out * R) for q, k, v and the tables.
 
-    /usr/bin/python3 tests/gen_helper91_fixtures.py   # writes tests/fixtures/helper91_attention.lua
+    /usr/bin/python3 tests/gen_attention_variants_parity_fixtures.py   # writes tests/fixtures/attention_variants_parity.lua
 """
 import math
 import os
@@ -285,5 +285,5 @@ def short(t):
 
 
 if __name__ == "__main__":
-    Writer(floats=short).write(os.path.join(HERE, "fixtures", "helper91_attention.lua"),
-                               "tests/gen_helper91_fixtures.py", {"cases": cases})
+    Writer(floats=short).write(os.path.join(HERE, "fixtures", "attention_variants_parity.lua"),
+                               "tests/gen_attention_variants_parity_fixtures.py", {"cases": cases})
