@@ -235,18 +235,19 @@ describe("an attention option out of its range", function()
   -- softcap2) said "must be in [1e-06, 1e+300], got 0 ()": the stand-in
   -- for the missing bound and the empty help were printed.
   it("names the one bound it has, and no empty help", function()
-    ember.attention_variant { name = "h84_capped", options = { { name = "cap", type = "float", default = 30, min = 1e-6 } },
+    ember.attention_variant { name = "capped_min_only",
+      options = { { name = "cap", type = "float", default = 30, min = 1e-6 } },
       score = function(s, b, h, q, k, ctx) return ctx.options.cap * ember.tanh(s / ctx.options.cap) end }
-    ember.attention_variant { name = "h84_upper", options = { { name = "m", type = "int", default = 1, max = 5,
+    ember.attention_variant { name = "upper_bound_only", options = { { name = "m", type = "int", default = 1, max = 5,
       help = "a multiplier" } }, score = function(s, b, h, q, k, ctx) return s * ctx.options.m end }
     local nn = require "ember.nn"
-    local ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "h84_capped", cap = 0 })
+    local ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "capped_min_only", cap = 0 })
     assert.is_false(ok)
-    assert.truthy(err:find("attention 'h84_capped': option 'cap' must be >= 1e-06, got 0", 1, true), err)
+    assert.truthy(err:find("attention 'capped_min_only': option 'cap' must be >= 1e-06, got 0", 1, true), err)
     assert.falsy(err:find("(", 1, true), err)
-    ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "h84_upper", m = 6 })
+    ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "upper_bound_only", m = 6 })
     assert.is_false(ok)
-    assert.truthy(err:find("attention 'h84_upper': option 'm' must be <= 5, got 6 (a multiplier)", 1, true), err)
+    assert.truthy(err:find("attention 'upper_bound_only': option 'm' must be <= 5, got 6 (a multiplier)", 1, true), err)
     -- both bounds: as before
     ok, err = pcall(nn.MultiHeadAttention, { d_model = 16, heads = 2, attention = "local", window_left = -1 })
     assert.is_false(ok)

@@ -244,15 +244,16 @@ describe("traced values kept past their trace", function()
   -- or mixed two graphs' nodes: it is refused naming the variant.
   it("is refused in another variant's trace, used or returned", function()
     local saved
-    ember.attention_variant { name = "h81_keep", score = function(s, b, h, q, k, ctx) saved = (q - k) * 0.7; return s end }
+    ember.attention_variant { name = "trace_keeper",
+      score = function(s, b, h, q, k, ctx) saved = (q - k) * 0.7; return s end }
     local ok, err = pcall(ember.attention_variant,
-      { name = "h81_use", score = function(s, b, h, q, k, ctx) return s + saved end })
+      { name = "trace_user", score = function(s, b, h, q, k, ctx) return s + saved end })
     assert.is_false(ok)
-    assert.matches("attention variant 'h81_use': a traced value", err, 1, true)
+    assert.matches("attention variant 'trace_user': a traced value", err, 1, true)
     ok, err = pcall(ember.attention_variant,
-      { name = "h81_ret", score = function(s, b, h, q, k, ctx) return saved end })
+      { name = "trace_returner", score = function(s, b, h, q, k, ctx) return saved end })
     assert.is_false(ok)
-    assert.matches("attention variant 'h81_ret': a traced value", err, 1, true)
+    assert.matches("attention variant 'trace_returner': a traced value", err, 1, true)
   end)
 
   -- In score_mod, such an upvalue was searched as a table of tensors and
@@ -289,23 +290,24 @@ describe("a variant dropped in a plugin folder", function()
 
   it("reading #ctx.tbl is refused where it is defined, naming the file and line (it was 0: NaN at the first call)",
     function()
-      local path = write("lenbug97.lua", [[
+      local path = write("tbl_len_refused.lua", [[
 return {
-  name = "lenbug97",
+  name = "tbl_len_refused",
   params = function(options, dims) return { {name = "tbl", tensor = ember.ones(9, dims.heads), learned = true} } end,
   score = function(s, b, h, q, k, ctx) return s - ember.abs(q - k) / #ctx.tbl end,
 }
 ]])
       local ok, err = pcall(ember.load_plugin, path)
       assert.is_false(ok)
-      assert.is_truthy(tostring(err):find("lenbug97.lua:4: attention variant 'lenbug97': captured tensor 'tbl': #tbl",
-        1, true), tostring(err))
+      assert.is_truthy(tostring(err):find(
+        "tbl_len_refused.lua:4: attention variant 'tbl_len_refused': captured tensor 'tbl': #tbl", 1, true),
+        tostring(err))
     end)
 
   it("math.random in a variant's score is refused where it is defined", function()
-    local path = write("rnd97.lua", [[
+    local path = write("random_refused.lua", [[
 return {
-  name = "rnd97",
+  name = "random_refused",
   score = function(s, b, h, q, k, ctx)
     return s + math.random()
   end,
@@ -313,14 +315,14 @@ return {
 ]])
     local ok, err = pcall(ember.load_plugin, path)
     assert.is_false(ok)
-    assert.is_truthy(tostring(err):find("rnd97.lua:4: attention variant 'rnd97': math.random cannot be traced", 1, true),
-      tostring(err))
+    assert.is_truthy(tostring(err):find(
+      "random_refused.lua:4: attention variant 'random_refused': math.random cannot be traced", 1, true), tostring(err))
   end)
 
   it("a learned relative table read with the option that sized it trains (gradient into the table)", function()
-    local path = write("relbias97.lua", [[
+    local path = write("learned_relbias.lua", [[
 return {
-  name = "relbias97",
+  name = "learned_relbias",
   options = { {name = "max_distance", type = "int", default = 8, min = 1} },
   params = function(options, dims)
     return { {name = "tbl", tensor = ember.zeros(2 * options.max_distance + 1, dims.heads), learned = true} }
@@ -332,7 +334,7 @@ return {
 }
 ]])
     ember.load_plugin(path)
-    local mha = ember.nn.MultiHeadAttention(16, 2, { attention = "relbias97", max_distance = 3 })
+    local mha = ember.nn.MultiHeadAttention(16, 2, { attention = "learned_relbias", max_distance = 3 })
     mha(ember.randn(2, 6, 16)):pow(2):sum():backward()
     local g = mha.attn.tbl.grad
     assert.are.same({ 7, 2 }, g.shape)
