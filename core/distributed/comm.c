@@ -222,7 +222,7 @@ int dc_wait(dc_work *w, double timeout) {
     return -1;
   }
   if (w->failed) {
-    dc_mark_broken(w->msg);
+    if (!w->agreed) dc_mark_broken(w->msg);
     return -1;
   }
   return 0;

@@ -47,6 +47,7 @@ typedef struct dc_work {
   int done;          /* under the queue lock */
   int abandoned;     /* dc_run_here timed out on it: never done, MPI may still hold its buffers */
   int failed;
+  int agreed;        /* failed alike on every rank before any data moved: the process is not broken */
   char msg[400];
   int *counts;       /* DC_GATHER_BYTES: bytes from each rank (malloc'd) */
   char *gathered;    /* DC_GATHER_BYTES: all ranks' bytes in rank order (malloc'd) */

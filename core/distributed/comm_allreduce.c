@@ -88,6 +88,22 @@ static int p2p_size_mismatch(dc_work *w, int from, const char *got) {
                        w->count, from, got);
 }
 
+/* Each message's tag says the sender's dtype, op and mean, and receives
+** take any tag and compare it with this rank's: ranks that passed
+** different dtypes (4 float32 and 2 float64 elements are the same bytes)
+** or ops got an error naming both, not a silently wrong result. It costs
+** no message. */
+static int p2p_tag(const dc_work *w) { return P2P_TAG + 8 * (int)w->dtype + 2 * (int)w->op + (w->mean != 0); }
+
+static int p2p_call_mismatch(dc_work *w, int from, int tag) {
+  const int v = tag - P2P_TAG;
+  char a[96], b[96];
+  dc__describe(a, sizeof a, w->count, w->dtype, DC_ALLREDUCE, w->op, w->mean, 0);
+  dc__describe(b, sizeof b, w->count, (em_dtype)(v / 8), DC_ALLREDUCE, (dc_op)(v % 8 / 2), v % 2, 0);
+  return dc__fail_work(w, "the tensors differ across ranks: this rank passes %s; rank %d sent %s (every rank must "
+                          "pass the same dtype and op, in the same order of calls)", a, from, b + strcspn(b, " ") + 1);
+}
+
 /* Polls q[0..k) until done (0), an MPI error (1) or the deadline (2; NULL:
 ** none). Each poll drives MPI's progress. want[i] is the element count that
 ** receive i must bring (-1: a send), checked when all are done; from[i] its
@@ -102,6 +118,7 @@ static int p2p_poll(dc_work *w, MPI_Request *q, int k, const int *want, const in
       for (int i = 0; i < k; i++) {
         int cls = MPI_SUCCESS;
         if (want[i] >= 0 && st[i].MPI_ERROR != MPI_SUCCESS) MPI_Error_class(st[i].MPI_ERROR, &cls);
+        if (cls == MPI_ERR_TRUNCATE && st[i].MPI_TAG != p2p_tag(w)) return p2p_call_mismatch(w, from[i], st[i].MPI_TAG);
         if (cls == MPI_ERR_TRUNCATE) return p2p_size_mismatch(w, from[i], "more than that");
       }
     if (rc != MPI_SUCCESS) return dc__fail_mpi(w, rc);
@@ -112,6 +129,7 @@ static int p2p_poll(dc_work *w, MPI_Request *q, int k, const int *want, const in
     for (int i = 0; i < k; i++) {
       int n = 0;
       if (want[i] < 0) continue;
+      if (st[i].MPI_TAG != p2p_tag(w)) return p2p_call_mismatch(w, from[i], st[i].MPI_TAG);
       MPI_Get_count(&st[i], dc__mpi_type(w->dtype), &n);
       if (n != want[i]) {
         char got[64];
@@ -152,12 +170,12 @@ static int p2p_move(dc_work *w, const void *x, size_t ns, int to, void *y, size_
   int k = 0, rc = MPI_SUCCESS;
   for (size_t at = 0; from >= 0 && at < nr && rc == MPI_SUCCESS; at += rp) {
     want[k] = (int)(nr - at < rp ? nr - at : rp), src[k] = from;
-    rc = MPI_Irecv((char *)y + at * es, want[k], t, from, P2P_TAG, dc__p2p, &q[k]);
+    rc = MPI_Irecv((char *)y + at * es, want[k], t, from, MPI_ANY_TAG, dc__p2p, &q[k]);
     k++;
   }
   for (size_t at = 0; to >= 0 && at < ns && rc == MPI_SUCCESS; at += sp) {
     want[k] = -1, src[k] = to;
-    rc = MPI_Isend((const char *)x + at * es, (int)(ns - at < sp ? ns - at : sp), t, to, P2P_TAG, dc__p2p, &q[k]);
+    rc = MPI_Isend((const char *)x + at * es, (int)(ns - at < sp ? ns - at : sp), t, to, p2p_tag(w), dc__p2p, &q[k]);
     k++;
   }
   if (rc != MPI_SUCCESS) return dc__fail_mpi(w, rc);

@@ -33,6 +33,10 @@ void dc__divide(void *buf, size_t n, em_dtype dt, int size);
 ** dc__run's "failed". */
 int dc__fail_mpi(dc_work *w, int rc);
 __attribute__((format(printf, 2, 3))) int dc__fail_work(dc_work *w, const char *fmt, ...);
+/* What one rank's call of a collective is, for the messages that compare
+** ranks' calls: "3 float32 elements", with " sum"/" mean"/" max"/" min"
+** for reductions and " from root r" for a broadcast. */
+void dc__describe(char *buf, size_t n, size_t count, em_dtype dt, dc_kind kind, dc_op op, int mean, int root);
 /* The communicator of the point-to-point all-reduces' messages, apart
 ** from the collectives'. */
 extern MPI_Comm dc__p2p;

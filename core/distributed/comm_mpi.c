@@ -118,6 +118,50 @@ int dc__fail_work(dc_work *w, const char *fmt, ...) {
   return 1;
 }
 
+void dc__describe(char *buf, size_t n, size_t count, em_dtype dt, dc_kind kind, dc_op op, int mean, int root) {
+  static const char *const ops[] = {"sum", "max", "min"};
+  const int reduces = kind == DC_ALLREDUCE || kind == DC_REDUCE_SCATTER;
+  int at = snprintf(buf, n, "%zu %s elements", count, em_dtype_name(dt));
+  if (at < 0 || (size_t)at >= n) return;
+  if (reduces) snprintf(buf + at, n - (size_t)at, ", op %s", mean ? "mean" : ops[op]);
+  else if (kind == DC_BCAST) snprintf(buf + at, n - (size_t)at, " from root %d", root);
+}
+
+/* Broadcast, all-gather and reduce-scatter first gather every rank's
+** count, dtype, op and root (one MPI_Allgather of 5 integers each): MPI
+** does not compare them, and a difference was a silently wrong result
+** (garbage bytes reinterpreted, a tail left unwritten) or an error on some
+** ranks only. Every rank sees every rank's, so all of them fail alike
+** before the collective (w->agreed: the process can go on). 0, or 1 with
+** w->msg. */
+static int same_call_on_every_rank(dc_work *w, int size) {
+  long long mine[5] = {(long long)w->count, w->dtype, w->op, w->mean, w->root};
+  long long *all = malloc(sizeof mine * (size_t)size);
+  if (!all) return dc__fail_work(w, "out of memory");
+  int rc = MPI_Allgather(mine, 5, MPI_LONG_LONG, all, 5, MPI_LONG_LONG, comm);
+  if (rc != MPI_SUCCESS) {
+    free(all);
+    return dc__fail_mpi(w, rc);
+  }
+  int rank = 0, other = -1;
+  MPI_Comm_rank(comm, &rank);
+  for (int r = 0; r < size && other < 0; r++)
+    if (memcmp(all + 5 * r, mine, sizeof mine) != 0) other = r;
+  if (other < 0) {
+    free(all);
+    return 0;
+  }
+  const long long *o = all + 5 * other;
+  char a[96], b[96];
+  dc__describe(a, sizeof a, w->count, w->dtype, w->kind, w->op, w->mean, w->root);
+  dc__describe(b, sizeof b, (size_t)o[0], (em_dtype)o[1], w->kind, (dc_op)o[2], (int)o[3], (int)o[4]);
+  free(all);
+  w->agreed = 1;
+  return dc__fail_work(w, "the tensors differ across ranks: this rank (%d) passes %s, rank %d passes %s "
+                          "(every rank must pass the same number of elements of the same dtype, in the same order "
+                          "of calls)", rank, a, other, b);
+}
+
 /* MPI counts are ints: big buffers go in pieces of at most 2^30 elements. */
 #define PIECE ((size_t)1 << 30)
 
@@ -126,6 +170,9 @@ int dc__run(dc_work *w, const struct timespec *deadline) {
   MPI_Datatype t = dc__mpi_type(w->dtype);
   int rc = MPI_SUCCESS, size;
   MPI_Comm_size(comm, &size);
+  if ((w->kind == DC_BCAST || w->kind == DC_ALLGATHER || w->kind == DC_REDUCE_SCATTER) && size > 1 &&
+      same_call_on_every_rank(w, size))
+    return 1;
   switch (w->kind) {
   case DC_ALLREDUCE: {
     const p2p_algo algo = dc__allreduce_algo(w, size);

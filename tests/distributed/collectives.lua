@@ -231,6 +231,36 @@ H.raises("bad root is an error", "root rank", function() dist.broadcast(ember.on
 H.raises("reduce_scatter needs a divisible first dim", "divide by the world size",
          function() dist.reduce_scatter(ember.ones(R + 1)) end)
 H.raises("not a tensor", "must be a tensor", function() dist.all_reduce({1, 2}) end)
+-- Calls that differ across ranks (the last rank passes another count,
+-- dtype, root or op): MPI compares none of it, and the result was silently
+-- wrong on some ranks (bytes reinterpreted as another dtype, a tail left as
+-- it was) or an error on others. Now every rank raises the same error, at
+-- the user's line, naming both ranks' calls, and they go on working together.
+local last = R - 1
+local odd = me == last
+local function differs(what, pattern, fn)
+  H.raises(what .. ": an error on every rank, naming both calls",
+           "^[^\n]*collectives%.lua:%d+: ember%.distributed: rank " .. me .. " %(of " .. R .. " ranks%): .-" .. pattern, fn)
+end
+local other = odd and "0" or tostring(last)
+differs("broadcast of tensors whose sizes differ", ("broadcast: the tensors differ across ranks: this rank %%(%d%%) passes %d "
+        .. "float32 elements from root 0, rank %s passes %d float32"):format(me, odd and 3 or 2, other, odd and 2 or 3),
+        function() dist.broadcast(ember.ones(odd and 3 or 2), 0) end)
+differs("broadcast of the same bytes in another dtype", ("passes %s elements from root 0, rank %s passes %s elements"):format(
+        odd and "2 float64" or "4 float32", other, odd and "4 float32" or "2 float64"),
+        function() dist.broadcast(odd and ember.ones(2, {dtype = "float64"}) or ember.ones(4), 0) end)
+differs("broadcast from another root", ("from root %d, rank %s passes 2 float32 elements from root %d"):format(
+        odd and 1 or 0, other, odd and 0 or 1), function() dist.broadcast(ember.ones(2), odd and 1 or 0) end)
+differs("all_gather of tensors whose sizes differ", ("all_gather: the tensors differ across ranks: this rank %%(%d%%) passes %d "
+        .. "int64 elements, rank %s passes %d int64 elements"):format(me, odd and 3 or 2, other, odd and 2 or 3),
+        function() dist.all_gather(ember.ones(odd and 3 or 2, {dtype = "int64"})) end)
+differs("reduce_scatter with another op", ("reduce_scatter: the tensors differ across ranks: .*, op %s, rank %s .*, op %s"):format(
+        odd and "max" or "sum", other, odd and "sum" or "max"),
+        function() dist.reduce_scatter(ember.ones(R), odd and "max" or "sum") end)
+differs("reduce_scatter in another dtype", ("passes 1 %s elements, op sum, rank %s passes 1 %s elements"):format(
+        odd and "bfloat16" or "float32", other, odd and "float32" or "bfloat16"),
+        function() dist.reduce_scatter(ember.ones(R, {dtype = odd and "bfloat16" or "float32"})) end)
+H.check("no rank is broken by calls that differ", dist.broken() == nil, dist.broken())
 H.test("the process lives on after argument errors", function()
   local t = ember.ones(3)
   dist.all_reduce(t)

@@ -146,9 +146,12 @@ end
 -- (read t only after wait()). bool tensors: sum and max are logical or,
 -- min logical and; mean needs a floating-point dtype. Every rank passes a
 -- tensor of the same number of elements: a rank whose differs gets an error
--- naming the sizes ("the tensors differ in size across ranks"), on the
--- algorithms of point-to-point messages (not on MPI_Allreduce: the "mpi"
--- one, over 2 GiB, or CUDA-aware), and the process can no longer communicate.
+-- naming the sizes ("the tensors differ in size across ranks"), and one
+-- whose dtype or op differs an error naming both, on the algorithms of
+-- point-to-point messages (not on MPI_Allreduce: the "mpi" one, over 2 GiB,
+-- or CUDA-aware), and the process can no longer communicate. broadcast,
+-- all_gather and reduce_scatter compare every rank's count, dtype, op and
+-- root first: a difference is the same error on every rank, which go on.
 function M.all_reduce(t, op, opts)
   need_init("all_reduce")
   op, opts = op_and_opts(op, opts)

@@ -1,0 +1,59 @@
+-- all_reduce calls that differ across 2 ranks (mpirun, skipped without it)
+-- in dtype or op, not in bytes: 4 float32 elements on one rank and 2
+-- float64 on the other, or "sum" on one and "max" on the other, were
+-- reduced silently into garbage. Each point-to-point message's tag now
+-- says the sender's dtype and op, and both ranks raise an error naming
+-- both, at the user's line, for the doubling and the halving all-reduce.
+-- (broadcast, all_gather and reduce_scatter: tests/distributed/collectives.lua.)
+local tmpdir = require "tests.lua.helpers.tmpdir"
+
+describe("all_reduce calls that differ across ranks in dtype or op (mpirun -np 2)", function()
+  local BUILD = os.getenv("EMBER_BUILD_DIR") or "build"
+  local function mpi_ready()
+    local f = io.open(BUILD .. "/lua/ember/distributed_mpi.so", "r")
+    if f then f:close() end
+    return f ~= nil and os.execute("command -v mpirun >/dev/null 2>&1") == true
+  end
+
+  local function run(script, ...)
+    local args = table.concat({...}, " ")
+    local p = assert(io.popen(("EMBER_DIST_TIMEOUT=60 bash tests/distributed/run_mpi.sh %s/bin/ember 2 %s %s 2>&1")
+      :format(BUILD, script, args)))
+    local out = p:read("a")
+    p:close()
+    return out
+  end
+
+  it("is an error on both ranks naming both dtypes or ops", function()
+    if not mpi_ready() then
+      pending("no mpirun or no MPI module")
+      return
+    end
+    local script = tmpdir() .. "/differ.lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[
+local dist = require "ember.distributed"
+dist.init()
+local r = dist.rank()
+local what, n = arg[1], tonumber(arg[2])
+local t, op = ember.ones(n), "sum"
+if what == "dtype" and r == 1 then t = ember.ones(n // 2, {dtype = "float64"}) end
+if what == "op" and r == 1 then op = "max" end
+local ok, err = pcall(function() dist.all_reduce(t, op) end)
+print(("RESULT rank=%d ok=%s %s"):format(r, tostring(ok), tostring(err)))
+]])
+    f:close()
+    for _, n in ipairs { 4, 100000 } do -- doubling, halving
+      local out = run(script, "dtype", n)
+      assert(out:find("RESULT rank=0 ok=false [^\n]*differ%.lua:8: [^\n]*all_reduce: the tensors differ across ranks: "
+        .. "this rank passes " .. n .. " float32 elements, op sum; rank 1 sent float64 elements, op sum"), out)
+      assert(out:find("RESULT rank=1 ok=false [^\n]*differ%.lua:8: [^\n]*all_reduce: the tensors differ across ranks: "
+        .. "this rank passes " .. (n // 2) .. " float64 elements, op sum; rank 0 sent float32 elements, op sum"), out)
+      out = run(script, "op", n)
+      assert(out:find("RESULT rank=0 ok=false [^\n]*this rank passes " .. n .. " float32 elements, op sum; "
+        .. "rank 1 sent float32 elements, op max"), out)
+      assert(out:find("RESULT rank=1 ok=false [^\n]*this rank passes " .. n .. " float32 elements, op max; "
+        .. "rank 0 sent float32 elements, op sum"), out)
+    end
+  end)
+end)
