@@ -518,13 +518,19 @@ static em_status attn_backward(em_node *node, em_tensor *gy, em_tensor **gx) {
     if (!grads[i]) {
       s = em_zeros(&grads[i], node->in_ndim[i], node->in_shape[i], node->in_dtype[i], node->out_device);
     } else if (grads[i]->ndim != node->in_ndim[i] ||
-               memcmp(grads[i]->shape, node->in_shape[i], (size_t)grads[i]->ndim * sizeof(int64_t))) {
-      char got[200], want[200];
-      s = em_error(EM_ERR_PLUGIN, "attention '%s' backward: gradient %d has shape %s, input has %s",
-                   x->v->name, i + 1, em_shape_str(grads[i]->ndim, grads[i]->shape, got, sizeof got),
-                   em_shape_str(node->in_ndim[i], node->in_shape[i], want, sizeof want));
+               memcmp(grads[i]->shape, node->in_shape[i], (size_t)grads[i]->ndim * sizeof(int64_t)) ||
+               grads[i]->dtype != node->in_dtype[i] || !em_device_eq(grads[i]->device, node->out_device)) {
+      /* a plugin's gradient must be its input's: a float32 one for a float64
+      ** leaf would become that leaf's .grad as it is */
+      char got[200], want[200], dev[32];
+      em_shape_str(node->in_ndim[i], node->in_shape[i], want, sizeof want);
+      s = em_error(EM_ERR_PLUGIN, "attention '%s' backward: gradient %d is %s, input is %s %s %s",
+                   x->v->name, i + 1, em__desc(grads[i], got, sizeof got), want,
+                   em_dtype_name(node->in_dtype[i]), em_device_str(node->out_device, dev, sizeof dev));
     }
   }
+  /* gradients past the call's inputs (params it does not have) are dropped */
+  for (int i = n; i < 3 + EM_ATTN_MAX_PARAMS; i++) em_release(grads[i]), grads[i] = NULL;
   if (s != EM_OK) {
     for (int i = 0; i < n; i++) em_release(grads[i]);
     return s;
