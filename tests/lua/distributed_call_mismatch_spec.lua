@@ -1,3 +1,4 @@
+-- Before init, rank() and world_size() say so at the user's line.
 -- all_reduce calls that differ across 2 ranks (mpirun, skipped without it)
 -- in dtype or op, not in bytes: 4 float32 elements on one rank and 2
 -- float64 on the other, or "sum" on one and "max" on the other, were
@@ -6,6 +7,22 @@
 -- both, at the user's line, for the doubling and the halving all-reduce.
 -- (broadcast, all_gather and reduce_scatter: tests/distributed/collectives.lua.)
 local tmpdir = require "tests.lua.helpers.tmpdir"
+local dist = require "ember.distributed"
+
+describe("ember.distributed before init (one process)", function()
+  it("names the call and the user's line, also from a tail call", function()
+    if dist.is_initialized() then return end
+    -- rank() from `return dist.rank()` (a tail call) had no position at all
+    local function rank() return dist.rank() end
+    local function world() return dist.world_size() end
+    for _, c in ipairs { { rank, "rank" }, { world, "world_size" } } do
+      local ok, err = pcall(c[1])
+      assert.is_false(ok)
+      assert.matches("^[^\n]*distributed_call_mismatch_spec%.lua:%d+: ember%.distributed%." .. c[2]
+        .. ": call ember%.distributed%.init%(%) first", err)
+    end
+  end)
+end)
 
 describe("all_reduce calls that differ across ranks in dtype or op (mpirun -np 2)", function()
   local BUILD = os.getenv("EMBER_BUILD_DIR") or "build"

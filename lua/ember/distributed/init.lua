@@ -24,6 +24,8 @@
 -- becomes an error on the others, never a hang.
 local ember = require "ember"
 
+local raise_at_user = require("ember._errors").error -- at the first frame outside ember (tail calls too)
+
 local M = {}
 local okC, C = pcall(require, "ember.distributed_mpi")
 local state = nil -- what init() learnt: rank, size, local_rank, local_size, library
@@ -34,14 +36,14 @@ local function need_c(fn)
     if why:find("module 'ember.distributed_mpi' not found", 1, true) then
       why = "ember/distributed_mpi.so was not built"
     end
-    error(("ember.distributed.%s: this ember has no MPI (install libopenmpi-dev and openmpi-bin, "
-           .. "then rebuild): %s"):format(fn, why), 3)
+    raise_at_user(("ember.distributed.%s: this ember has no MPI (install libopenmpi-dev and openmpi-bin, "
+           .. "then rebuild): %s"):format(fn, why))
   end
 end
 
 local function need_init(fn)
   need_c(fn)
-  if not state then error(("ember.distributed.%s: call ember.distributed.init() first"):format(fn), 3) end
+  if not state then raise_at_user(("ember.distributed.%s: call ember.distributed.init() first"):format(fn)) end
 end
 
 -- Is the MPI module built into this ember?
