@@ -37,12 +37,26 @@ bool em_attention_variant_check(const void *vtable, char *err, size_t n) {
     return fail(err, n, "vtable is %s", num);
   }
   if (!v->name || !v->name[0]) return fail(err, n, "%svariant has no name", "");
-  if (v->n_options < 0 || v->n_options > EM_ATTN_MAX_OPTIONS || (v->n_options && !v->options))
-    return fail(err, n, "variant '%s' declares a bad option table", v->name);
+  /* what is wrong with the option table, said exactly */
+  if (v->n_options < 0 || v->n_options > EM_ATTN_MAX_OPTIONS) {
+    if (n) snprintf(err, n, "variant '%s' declares n_options = %d (0..%d)", v->name, v->n_options, EM_ATTN_MAX_OPTIONS);
+    return false;
+  }
+  if (v->n_options && !v->options) {
+    if (n) snprintf(err, n, "variant '%s' declares n_options = %d but options is NULL", v->name, v->n_options);
+    return false;
+  }
   for (int i = 0; i < v->n_options; i++) {
     const em_attn_option_spec *s = &v->options[i];
-    if (!s->name || s->type < EM_ATTN_OPT_INT || s->type > EM_ATTN_OPT_STRING)
-      return fail(err, n, "variant '%s' has an option without a name or type", v->name);
+    if (!s->name || !s->name[0]) {
+      if (n) snprintf(err, n, "variant '%s': option %d has no name", v->name, i + 1);
+      return false;
+    }
+    if (s->type < EM_ATTN_OPT_INT || s->type > EM_ATTN_OPT_STRING) {
+      if (n) snprintf(err, n, "variant '%s': option '%s' has type %d, not EM_ATTN_OPT_INT, _FLOAT, _BOOL or _STRING",
+                      v->name, s->name, (int)s->type);
+      return false;
+    }
   }
   if (v->forward && !v->backward)
     return fail(err, n, "variant '%s' has forward but no backward", v->name);

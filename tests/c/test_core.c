@@ -3,6 +3,7 @@
 ** views, host transfer, error messages, and the autograd engine.
 */
 #include "ember.h"
+#include "ember_attention.h"
 #include "ember_backend.h"
 #include "ember_plugin.h"
 #include "tap.h"
@@ -37,6 +38,33 @@ static void test_plugins(void) {
   CHECK_ERR(em_plugin_load("/nonexistent/ember_x.so", &rec), EM_ERR_PLUGIN, "No such file",
             "explicit load of a missing file fails with the system's reason");
   CHECK(rec && !rec->loaded && strstr(rec->reason, "cannot open"), "the failure is recorded with its reason");
+}
+
+/* The loader's check of an attention vtable says what is wrong with an
+** option table (it said "declares a bad option table" for all of these). */
+static em_status no_decl(const em_attn_options *o, const em_attn_dims *d, em_attn_decl *decl) {
+  (void)o, (void)d, (void)decl;
+  return EM_OK;
+}
+static void test_variant_check(void) {
+  static const em_attn_option_spec noname[] = {{.name = "", .type = EM_ATTN_OPT_INT}};
+  static const em_attn_option_spec badtype[] = {{.name = "w", .type = (em_attn_opt_type)9}};
+  em_attention_variant v = {.abi_version = EM_ATTENTION_ABI_VERSION, .struct_size = sizeof v, .name = "probe",
+                            .caps = EM_ATTN_CAP_ALL, .declare = no_decl};
+  char err[256];
+  CHECK(em_attention_variant_check(&v, err, sizeof err), "a declaring vtable without options passes");
+  v.n_options = 99;
+  CHECK(!em_attention_variant_check(&v, err, sizeof err) && strstr(err, "n_options = 99 (0..32)"),
+        "n_options past EM_ATTN_MAX_OPTIONS is named with the range");
+  v.n_options = 1;
+  CHECK(!em_attention_variant_check(&v, err, sizeof err) && strstr(err, "n_options = 1 but options is NULL"),
+        "options NULL with n_options set is said so");
+  v.options = noname;
+  CHECK(!em_attention_variant_check(&v, err, sizeof err) && strstr(err, "option 1 has no name"),
+        "an option with an empty name is named by its number");
+  v.options = badtype;
+  CHECK(!em_attention_variant_check(&v, err, sizeof err) && strstr(err, "option 'w' has type 9"),
+        "an option of an unknown type is named with the type");
 }
 
 /* A record pointer handed out stays valid while later registrations grow
@@ -213,6 +241,7 @@ int main(void) {
   test_creation_errors();
   test_autograd();
   test_views_grad();
+  test_variant_check();
   test_plugin_records_stay();
   return tap_done();
 }
