@@ -542,12 +542,16 @@ static int f_register_backward_end_hook(lua_State *L) {
 /* A leaf's entry {fn, fn, ..., counted = true} is under &leaf_hooks_key
 ** (above). A non-leaf's is in the registry table under &grad_hooks_key,
 ** keyed by the light userdata of its node (the grad_fn when the hook was
-** registered): {fn, fn, ..., retain = the userdata whose .grad keeps the
-** gradient}. It holds a reference to the node, so the node's address
+** registered): {fn, fn, ..., retain = a weak {userdata} whose .grad keeps
+** the gradient}. It holds a reference to the node, so the node's address
 ** cannot be reused while the entry lives; the entry goes when its node is
-** freed by a backward (the hooks can never fire again) or when the last
-** hook is removed. The C hook is set while any entry exists
-** (n_grad_entries). */
+** freed by a backward, or when nothing but the entry holds the node any
+** more (no tensor, no later node: the hooks can never fire again; swept at
+** the end of a backward and, outside one, when a new entry is made, so a
+** loop that hooks tensors it never backpropagates keeps none), or when the
+** last hook is removed. A hook that captures its own tensor still keeps
+** the node (the registry holds the hook). The C hook is set while any
+** entry exists (n_grad_entries). */
 static const char grad_hooks_key = 'g';
 static int n_grad_entries;
 
@@ -594,7 +598,7 @@ static int grad_hook_protected(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  if (lua_getfield(L, entry, "retain") == LUA_TUSERDATA) {
+  if (lua_getfield(L, entry, "retain") == LUA_TTABLE && lua_rawgeti(L, -1, 1) == LUA_TUSERDATA) {
     em_tensor *t = lember_checktensor(L, -1);
     em_status s;
     if (!t->grad) {
@@ -659,7 +663,8 @@ static void grad_hooks_sweep(lua_State *L) {
   int dead = lua_gettop(L);
   lua_Integer n_dead = 0;
   for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
-    if (((em_node *)lua_touserdata(L, -2))->released) {
+    const em_node *n = (const em_node *)lua_touserdata(L, -2);
+    if (n->released || n->refcount == 1) { /* freed by a backward, or held by this entry only */
       lua_pushvalue(L, -2);
       lua_rawseti(L, dead, ++n_dead);
     }
@@ -687,6 +692,7 @@ static int grad_entry_of(lua_State *L, int ti, em_tensor *t) {
     }
     return lua_gettop(L);
   }
+  if (!backward_thread) grad_hooks_sweep(L); /* outside a backward: no node is held by pointer only */
   lua_pushlightuserdata(L, t->grad_fn);
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &grad_hooks_key) != LUA_TTABLE) {
     lua_pop(L, 1);
@@ -784,7 +790,11 @@ static int m_retain_grad(lua_State *L) {
   lua_settop(L, 1);
   if (!t->grad_fn) return 1;
   int entry = grad_entry_of(L, 1, t);
+  lua_createtable(L, 1, 0); /* weak: a dropped tensor's gradient has no reader */
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &handle_mt_key);
+  lua_setmetatable(L, -2);
   lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, 1);
   lua_setfield(L, entry, "retain");
   lua_settop(L, 1);
   return 1;

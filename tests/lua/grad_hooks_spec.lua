@@ -211,6 +211,39 @@ describe("tensor gradient hooks", function()
     collectgarbage()
     assert.is_true(ember.live_bytes() - before < 64 * 1024, "tensors kept alive by old hooks")
   end)
+
+  it("hooks of a graph never backpropagated go with their tensors (no backward at all)", function()
+    -- grad mode on, hooks and retain_grad on activations, no backward (an
+    -- evaluation pass): the node each hook held, with what it saved, went
+    -- only when the state closed
+    local w = ember.randn(64, 64, { requires_grad = true })
+    collectgarbage()
+    collectgarbage()
+    local before = ember.live_bytes()
+    for _ = 1, 50 do
+      local h = w:matmul(w):exp()
+      h:register_hook(function(g) return g end)
+      local r = w:tanh():retain_grad()
+      collectgarbage("step")
+    end
+    collectgarbage()
+    collectgarbage()
+    w:tanh():retain_grad() -- a new entry sweeps the dead ones
+    collectgarbage()
+    collectgarbage()
+    assert.is_true(ember.live_bytes() - before < 4 * 64 * 64 * 4, "tensors kept alive by hooks that cannot fire")
+    -- a hook whose tensor is gone still fires while a later node holds its graph
+    local seen = 0
+    local h = w:sigmoid()
+    h:register_hook(function() seen = seen + 1 end)
+    local y = (h * 2):sum()
+    h = nil
+    collectgarbage()
+    collectgarbage()
+    w:tanh():retain_grad() -- sweeps: h's node is still held by y's graph
+    y:backward()
+    assert.are.equal(1, seen)
+  end)
 end)
 
 describe("hooks on a parameter converted by Module:to", function()
