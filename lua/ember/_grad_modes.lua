@@ -189,16 +189,21 @@ set("grad", function(outputs, inputs, opts, ...)
   -- A leaf's gradient is read from its .grad (backward's inputs =: other
   -- leaves, a model's weights, keep theirs); a non-leaf's from a hook of
   -- this call only (retain_grad would leave it retaining in later backwards).
-  local saved, leaves, captured, handles = {}, {}, {}, {}
+  -- An input given twice gets the same gradient twice (as torch's): its
+  -- first position does the work (saving and restoring .grad once).
+  local saved, leaves, captured, handles, first = {}, {}, {}, {}, {}
   for i, t in ipairs(ins) do
-    saved[i] = t.grad
-    t.grad = nil
-    if t.is_leaf then
-      leaves[#leaves + 1] = t
-    else
-      handles[#handles + 1] = t:register_hook(function(g)
-        captured[i] = core.no_grad(function() return g:clone() end)
-      end)
+    if not first[t] then
+      first[t] = i
+      saved[i] = t.grad
+      t.grad = nil
+      if t.is_leaf then
+        leaves[#leaves + 1] = t
+      else
+        handles[#handles + 1] = t:register_hook(function(g)
+          captured[i] = core.no_grad(function() return g:clone() end)
+        end)
+      end
     end
   end
   local gouts = opts.grad_outputs
@@ -225,8 +230,12 @@ set("grad", function(outputs, inputs, opts, ...)
   for _, h in ipairs(handles) do h:remove() end
   local result = {}
   for i, t in ipairs(ins) do
-    if t.is_leaf then result[i] = t.grad else result[i] = captured[i] end
-    t.grad = saved[i]
+    if first[t] ~= i then
+      result[i] = result[first[t]]
+    else
+      if t.is_leaf then result[i] = t.grad else result[i] = captured[i] end
+      t.grad = saved[i]
+    end
   end
   if not ok then
     -- the message names what the user called (the freed-graph error, a Function's backward)

@@ -238,10 +238,18 @@ local function overlaps(t)
   return false
 end
 
+-- What a function returned, as one value: its one result, or the list of
+-- several (`return a, b`, as an ember.Function of several outputs gives
+-- them), which gradcheck and jacobian take as torch takes a tuple.
+local function results(...)
+  if select("#", ...) > 1 then return { ... } end
+  return (...)
+end
+
 -- The outputs of fn as a list; .diff[k]: output k is a float64 tensor (the
 -- ones checked: int64 and bool outputs are not differentiable).
 local function outputs_of(op, fn, inputs, n_in)
-  local out = fn(table.unpack(inputs, 1, n_in))
+  local out = results(fn(table.unpack(inputs, 1, n_in)))
   local list = is_tensor(out) and { out } or out
   if type(list) ~= "table" then fail(op, "the function must return a tensor or a list of tensors, got %s", type(out)) end
   local diff = {}
@@ -556,7 +564,8 @@ local GRADCHECK_OPTS = {
 -- raise_exception = true, nondet_tol = 0, check_undefined_grad = true,
 -- fast_mode = false}]): torch.autograd.gradcheck. inputs is a tensor or a
 -- list (other values are passed through); the float64 tensors that require
--- grad are checked. The numerical Jacobian (central differences of step
+-- grad are checked. fn returns a tensor, a list, or several values (each
+-- output checked, as torch's tuple). The numerical Jacobian (central differences of step
 -- eps, each element perturbed in place) is compared with the analytical one
 -- (one vector-Jacobian product per output element, run twice: a backward
 -- that is not reentrant fails) element by element: |analytical - numerical|
@@ -631,7 +640,7 @@ local function call_fn(op, func, ins)
   if type(func) ~= "function" and not (type(func) == "table" and getmetatable(func) and getmetatable(func).__call) then
     fail(op, "func must be a function, got %s", type(func))
   end
-  local out = func(table.unpack(ins))
+  local out = results(func(table.unpack(ins)))
   local outs, single = nil, is_tensor(out)
   if single then outs = { out }
   else
@@ -663,7 +672,8 @@ end
 
 --- functional.jacobian(func, inputs [, {strict = false, vectorize = false,
 -- strategy = "reverse-mode", create_graph = false}]): torch.autograd.functional.jacobian.
--- inputs is a tensor or a list; func(inputs...) returns a tensor or a list.
+-- inputs is a tensor or a list; func(inputs...) returns a tensor, a list,
+-- or several values (taken as a list, as torch's tuple).
 -- The Jacobian of output k with respect to input i has the shape of output k
 -- followed by the shape of input i; the result is one tensor for a tensor
 -- in and a tensor out, a list over inputs (or over outputs) when one side is

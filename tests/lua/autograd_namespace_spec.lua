@@ -124,6 +124,22 @@ describe("autograd.grad leaves every other .grad alone (torch.autograd.grad)", f
   end)
 end)
 
+describe("autograd.grad with an input given twice (torch.autograd.grad)", function()
+  it("returns its gradient at both places and leaves its .grad as it was", function()
+    local x = ember.tensor({ 1, -2, 3 }, F64):requires_grad_()
+    x.grad = ember.full({ 3 }, 7, F64)
+    local g = autograd.grad((x * x):sum(), { x, x })
+    assert.are.same({ 2, -4, 6 }, g[1]:totable())
+    assert.are.same({ 2, -4, 6 }, g[2]:totable())
+    assert.are.same({ 7, 7, 7 }, x.grad:totable())
+    local h = x * 3 -- a non-leaf too
+    local gh = autograd.grad((h * h):sum(), { h, x, h })
+    assert.are.same({ 6, -12, 18 }, gh[1]:totable())
+    assert.are.same({ 18, -36, 54 }, gh[2]:totable())
+    assert.are.same({ 6, -12, 18 }, gh[3]:totable())
+  end)
+end)
+
 describe("autograd.gradcheck", function()
   local square = ember.Function {
     name = "autograd_spec_square",
@@ -146,6 +162,21 @@ describe("autograd.gradcheck", function()
     assert.is_true(autograd.gradcheck(function(x, i) return x:select(1, 1):gather(1, i) end, { a, idx }))
     -- its .grad is left alone (torch.autograd.grad, not backward)
     assert.is_nil(a.grad)
+  end)
+
+  it("checks every value a function returns (`return a, b`, as an ember.Function of two outputs gives them)", function()
+    local two = ember.Function {
+      name = "autograd_spec_two_outputs",
+      forward = function(ctx, a) return a * 2, a * 3 end,
+      backward = function(ctx, g1, g2) return g1 * 2 + g2 * 3.5 end, -- the 2nd output's gradient is wrong
+    }
+    local x = ember.randn({ 3 }, F64):requires_grad_()
+    local ok, msg = autograd.gradcheck(function(a) return two(a) end, { x }, { raise_exception = false })
+    assert.is_false(ok)
+    assert.matches("Jacobian mismatch for output 2 with respect to input 1", msg, 1, true)
+    local J = autograd.functional.jacobian(function(a) return a * a, a:sum() end, ember.tensor({ 1, 2 }, F64))
+    assert.are.same({ { 2, 0 }, { 0, 4 } }, J[1]:totable())
+    assert.are.same({ 1, 1 }, J[2]:totable())
   end)
 
   it("fails a wrong ember.Function backward: false and the message, or an error at the caller's line", function()
