@@ -1,5 +1,5 @@
 --- ember.data.DataLoader: torch.utils.data.DataLoader over a map-style
--- dataset, in the main process.
+-- dataset or a stream, in the main process.
 --
 -- The dataset may be an `ember.data.Dataset` or `TensorDataset` (batches
 -- are gathered with index_select, as `ds:batches` does), a tensor (its
@@ -7,7 +7,8 @@
 -- `ds:get(i)` (1-based), a plain Lua list included; their rows go through
 -- `collate_fn` (by default `data.default_collate`). A get(i) that returns
 -- several values (`return img, label`, as torch's tuple) gives the row
--- {img, label}.
+-- {img, label}. A `data.IterableDataset` (a stream of samples) is read in
+-- order, batch_size samples at a time (no shuffle, sampler or batch_sampler).
 --
 -- Two ways to loop, as Lua allows:
 --
@@ -22,6 +23,7 @@
 -- @classmod data.DataLoader
 local raise = require("ember._errors").raise -- at the user's line
 local Dataset = require "ember.data.dataset"
+local IterableDataset = require "ember.data.iterable_dataset"
 
 local DataLoader = {}
 DataLoader.__index = DataLoader
@@ -194,10 +196,20 @@ function DataLoader.new(dataset, opts, more)
     end
   end
   local gathers = type(field(dataset, "gather")) == "function" and field(dataset, "fields") ~= nil
+  local stream = field(dataset, "is_iterable_dataset") == true
+  if stream then
+    -- torch's ValueErrors: a stream has no rows to shuffle or sample
+    for _, k in ipairs { "shuffle", "sampler", "batch_sampler" } do
+      if opts[k] ~= nil and opts[k] ~= false then
+        raise("DataLoader: %s is not for an IterableDataset (a stream has no rows to order; shuffle its source "
+          .. "instead)", k)
+      end
+    end
+  end
   local n, why = length_of(dataset)
-  if n == nil then
-    raise("DataLoader: the dataset must be an ember.data.Dataset, a TensorDataset, a tensor or a table with a "
-      .. "length (#ds) and rows ds[i] or ds:get(i); got %s", why)
+  if n == nil and not stream then
+    raise("DataLoader: the dataset must be an ember.data.Dataset, a TensorDataset, a tensor, a table with a "
+      .. "length (#ds) and rows ds[i] or ds:get(i), or a data.IterableDataset (a stream of samples); got %s", why)
   end
   local bs = opts.batch_size
   if bs == nil then bs = 1 end
@@ -257,7 +269,8 @@ function DataLoader.new(dataset, opts, more)
     drop_last = opts.drop_last == true, collate_fn = opts.collate_fn, sampler = sampler,
     batch_sampler = batch_sampler, generator = g,
     num_workers = opts.num_workers or 0, pin_memory = opts.pin_memory == true,
-    _gathers = gathers and opts.collate_fn == nil, _running = setmetatable({}, { __mode = "k" }),
+    _gathers = gathers and opts.collate_fn == nil and not stream, _stream = stream,
+    _running = setmetatable({}, { __mode = "k" }),
   }, DataLoader)
 end
 
@@ -298,8 +311,36 @@ function DataLoader:_order()
   return e.arange(1, n + 1, { dtype = "int64" })
 end
 
+-- An epoch's iterator of (batch, i) over an IterableDataset: batch_size
+-- samples of ds:iter() at a time through collate_fn.
+function DataLoader:_stream_batches()
+  local it = self.dataset:iter()
+  if type(it) ~= "function" then
+    raise("DataLoader: the IterableDataset's iter() gave %s, not an iterator (a function that returns the next "
+      .. "sample, e.g. coroutine.wrap(...))", type(it))
+  end
+  local collate_fn, bs, i, done = self.collate_fn or DataLoader.default_collate, self.batch_size, 0, false
+  return function()
+    if done then return nil end
+    local samples = {}
+    while #samples < bs do
+      local row = row_of(it())
+      if row == nil then done = true break end
+      samples[#samples + 1] = row
+    end
+    if #samples == 0 or (done and self.drop_last and #samples < bs) then return nil end
+    i = i + 1
+    local batch = collate_fn(samples)
+    if batch == nil then
+      raise("DataLoader: collate_fn returned nil for a batch of %d rows (does it end with `return batch`?)", #samples)
+    end
+    return batch, i
+  end
+end
+
 -- An epoch's iterator of (batch, i), through Dataset.batches_in_order.
 function DataLoader:_batches()
+  if self._stream then return self:_stream_batches() end
   local ds = self.dataset
   local source = ds
   if not self._gathers then
@@ -319,7 +360,11 @@ function DataLoader:_batches()
           end
           samples[k] = row
         end
-        return collate_fn(samples)
+        local batch = collate_fn(samples)
+        if batch == nil then -- it ended the loop: the epoch's batches were dropped without a word
+          raise("DataLoader: collate_fn returned nil for a batch of %d rows (does it end with `return batch`?)", #samples)
+        end
+        return batch
       end
     end
     source = { gather = gather }
@@ -337,6 +382,15 @@ end
 
 --- The number of batches of an epoch (torch's len(loader)); `#loader` too.
 function DataLoader:size()
+  if self._stream then
+    local n = IterableDataset._length_of(self.dataset)
+    if n == nil then
+      raise("DataLoader: #loader over an IterableDataset needs its number of samples (IterableDataset(fn, n), or "
+        .. "a __len): a stream's batches are known only by reading it")
+    end
+    local bs = self.batch_size
+    return self.drop_last and n // bs or (n + bs - 1) // bs
+  end
   if self.batch_sampler then
     local b = self.batch_sampler
     return type(b.size) == "function" and b:size() or #b:batches()
@@ -399,8 +453,10 @@ function DataLoader:__call(_, prev)
 end
 
 function DataLoader:__tostring()
-  return ("DataLoader(%s, batch_size=%d, shuffle=%s, drop_last=%s: %d batches)"):format(
-    tostring(self.dataset):match("^[^\n]*"), self.batch_size, tostring(self.shuffle), tostring(self.drop_last), self:size())
+  local ok, nb = pcall(self.size, self) -- a stream of unknown length has no number of batches
+  return ("DataLoader(%s, batch_size=%d, shuffle=%s, drop_last=%s: %s batches)"):format(
+    tostring(self.dataset):match("^[^\n]*"), self.batch_size, tostring(self.shuffle), tostring(self.drop_last),
+    ok and tostring(nb) or "?")
 end
 
 setmetatable(DataLoader, { __call = function(_, ...) return DataLoader.new(...) end })

@@ -9,6 +9,7 @@ return {
   Subset = require "ember.data.subset",
   random_split = (require "ember.data.subset").random_split,
   ConcatDataset = require "ember.data.concat_dataset",
+  IterableDataset = require "ember.data.iterable_dataset",
   samplers = require "ember.data.samplers",
   SequentialSampler = (require "ember.data.samplers").SequentialSampler,
   RandomSampler = (require "ember.data.samplers").RandomSampler,
