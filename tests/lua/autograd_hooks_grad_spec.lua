@@ -217,6 +217,20 @@ describe("hooks that are not a leaf's", function()
     lin(ember.ones(4, 3)):sum():backward()
     assert.are.same({ 2, 2, 2 }, { fwd, bwd, ends })
   end)
+
+  it("module hooks refuse options after the hook (torch 2's with_kwargs was ignored: fn got the output as kwargs)", function()
+    local lin = nn.Linear(3, 2)
+    local parity = require "tests.lua.helpers.parity"
+    for _, what in ipairs { "register_forward_pre_hook", "register_forward_hook", "register_full_backward_hook" } do
+      parity.raises_here(function() lin[what](lin, function() end, { with_kwargs = true }) end,
+        "Linear." .. what .. ": takes one argument, the hook")
+    end
+    assert.is_nil(rawget(lin, "_forward_hooks")) -- nothing was registered
+    local seen
+    lin:register_forward_hook(function(_, args, out) seen = { #args, out.shape[2] } end)
+    lin(ember.ones(4, 3))
+    assert.are.same({ 1, 2 }, seen)
+  end)
 end)
 
 local function d(t) return ember.tensor(t, { dtype = "float64" }) end

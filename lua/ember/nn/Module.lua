@@ -115,8 +115,8 @@ Module._call_with_hooks = forward_hooks.call
 -- arguments, or one argument). Returns a handle with `remove()`.
 -- @tparam function fn
 -- @treturn table handle
-function Module:register_forward_pre_hook(fn)
-  return forward_hooks.add(self, "pre", fn, "register_forward_pre_hook")
+function Module:register_forward_pre_hook(fn, ...)
+  return forward_hooks.add(self, "pre", fn, "register_forward_pre_hook", ...)
 end
 
 --- Calls `fn(module, inputs, output)` after every forward, as PyTorch's
@@ -130,8 +130,8 @@ end
 -- m(ember.randn(2, 4))
 -- print(seen)   --> ember.Size{2, 3}
 -- h:remove()
-function Module:register_forward_hook(fn)
-  return forward_hooks.add(self, "post", fn, "register_forward_hook")
+function Module:register_forward_hook(fn, ...)
+  return forward_hooks.add(self, "post", fn, "register_forward_hook", ...)
 end
 
 --- Calls `fn(module, grad_input, grad_output)` in the backward of every call
@@ -149,8 +149,8 @@ end
 -- lin:register_full_backward_hook(function(mod, gin, gout) seen = gout[1].shape end)
 -- lin(ember.randn(4, 3)):sum():backward()
 -- print(seen)   --> ember.Size{4, 2}
-function Module:register_full_backward_hook(fn)
-  return forward_hooks.add(self, "backward", fn, "register_full_backward_hook")
+function Module:register_full_backward_hook(fn, ...)
+  return forward_hooks.add(self, "backward", fn, "register_full_backward_hook", ...)
 end
 
 is_module = function(v)

@@ -44,9 +44,15 @@ return function(Module)
 
   -- Adds fn to the hooks of that kind ("pre", "post", "backward"); the handle's
   -- remove() takes it out (and the table, once empty: the plain call again).
-  function H.add(self, kind, fn, what)
+  -- Options after fn (torch 2's prepend, with_kwargs, always_call) are
+  -- refused: with_kwargs ignored would call fn with the output as kwargs.
+  function H.add(self, kind, fn, what, ...)
     if type(fn) ~= "function" then
       errors.raise("%s.%s: expected a function, got %s", self.__name, what, type(fn))
+    end
+    if select("#", ...) > 0 then
+      errors.raise("%s.%s: takes one argument, the hook (torch 1.13's); options such as prepend, with_kwargs "
+        .. "and always_call are not supported, got a %s after it", self.__name, what, type((...)))
     end
     local hooks = rawget(self, "_forward_hooks")
     if not hooks then
