@@ -91,6 +91,19 @@ EM_API const char *em_dtype_name(em_dtype dt); /* "float32", ... */
 ** "int64"/"long"/"i64", "bool", "bfloat16"/"bf16". */
 EM_API em_status em_dtype_parse(const char *s, em_dtype *out);
 EM_API bool em_dtype_is_float(em_dtype dt);
+/* The dtype of a floating tensor made without one (torch.get_default_dtype):
+** float32 unless em_set_default_dtype changed it. One value for the process,
+** as torch's; the factories, a Lua float next to an int64 or bool tensor,
+** int64 / int64 and the float functions of integers use it. */
+EM_API em_dtype em_default_dtype(void);
+/* Sets it: float32, float64 or bfloat16; another dtype is EM_ERR_DTYPE. */
+EM_API em_status em_set_default_dtype(em_dtype dt);
+/* torch.promote_types: the dtype two dimensioned tensors of dtypes a and b
+** combine to (bool < int64 < float, then the wider float). */
+EM_API em_dtype em_promote_types(em_dtype a, em_dtype b);
+/* torch.can_cast: false when the cast would lower the category (float to
+** int64 or bool, int64 to bool). */
+EM_API bool em_can_cast(em_dtype from, em_dtype to);
 
 /* A device is a backend slot (index into the loaded backends) plus a
 ** device index inside that backend, 0-based here. Users write "cpu",
@@ -312,6 +325,10 @@ typedef enum em_binary_op {
 /* The op's name as errors and autograd print it ("exp", "add"). */
 EM_API const char *em_unary_name(em_unary_op op);
 EM_API const char *em_binary_name(em_binary_op op);
+
+/* torch.result_type of two tensors: em_promote_types, except that a 0-d
+** tensor against a dimensioned one decides only when its category is higher. */
+EM_API em_dtype em_result_type(const em_tensor *a, const em_tensor *b);
 
 /* Broadcasting as NumPy/PyTorch. Operands of different dtypes are promoted
 ** as torch.result_type (ops_elementwise.c); two bools add (EM_ADD,

@@ -176,7 +176,7 @@ static int core_new(lua_State *L) {
   if (heads <= 0 || dk <= 0 || dv <= 0)
     return luaL_error(L, "ember.%s: heads and head_dim must be positive (got heads=%I head_dim=%I v_head_dim=%I)",
                       op, (lua_Integer)heads, (lua_Integer)dk, (lua_Integer)dv);
-  em_dtype dt = lua_isnoneornil(L, 2) ? EM_F32 : lember_checkdtype(L, 2, op);
+  em_dtype dt = lua_isnoneornil(L, 2) ? em_default_dtype() : lember_checkdtype(L, 2, op);
   em_device dev = lua_isnoneornil(L, 3) ? lember_cpu(L) : lember_checkdevice(L, 3, op);
   opt_list o;
   o.n = 0;

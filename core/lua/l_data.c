@@ -10,7 +10,7 @@
 #include "ember_bf16.h"
 #include "ember_philox.h"
 
-/* ember.from_bytes(s, shape [, {offset=0, dtype="float32", device=}])
+/* ember.from_bytes(s, shape [, {offset=0, dtype=ember.get_default_dtype(), device=}])
 ** Each byte of s (from offset, 0-based into the string) becomes one
 ** element, read as an unsigned value: idx image files, raw pixels. */
 static int l_from_bytes(lua_State *L) {
@@ -21,7 +21,7 @@ static int l_from_bytes(lua_State *L) {
   int ndim = lember_checkshape(L, 2, "from_bytes", shape, 0, &next);
   int opts = lua_istable(L, next) ? next : 0;
   int64_t offset = 0;
-  em_dtype dtype = EM_F32;
+  em_dtype dtype = em_default_dtype();
   em_device dev = lember_cpu(L);
   if (opts) {
     static const char *const names[] = {"offset", "dtype", "device", NULL};

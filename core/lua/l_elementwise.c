@@ -60,8 +60,9 @@ static double check_scalar(lua_State *L, int idx, const char *op) {
 /* ---------------------------------------------------------------- */
 
 /* Is the operand at idx a Lua float (2.0, 0.5) next to an int64 or bool
-** tensor t in an arithmetic op? Then the result is float32, as a Python
-** float makes it in PyTorch (int64 * 2.0 is float32); a Lua integer keeps
+** tensor t in an arithmetic op? Then the result has the default dtype
+** (em_default_dtype), as a Python float makes it in PyTorch (int64 * 2.0 is
+** float32 unless ember.set_default_dtype changed it); a Lua integer keeps
 ** t's dtype (int64 * 2 is int64). */
 static bool float_scalar(lua_State *L, int idx, const em_tensor *t, em_binary_op op) {
   if (lua_type(L, idx) != LUA_TNUMBER || lua_isinteger(L, idx) || em_dtype_is_float(t->dtype)) return false;
@@ -88,12 +89,12 @@ static int binary(lua_State *L, em_binary_op op, const char *name) {
     if (s == EM_OK) s = a ? em_binary(out, op, a, f) : em_binary(out, op, f, b);
   } else if (a) {
     double v = check_scalar(L, 2, name);
-    if (float_scalar(L, 2, a, op) && (s = em_to_dtype(&f, a, EM_F32)) == EM_OK) a = f;
+    if (float_scalar(L, 2, a, op) && (s = em_to_dtype(&f, a, em_default_dtype())) == EM_OK) a = f;
     out = fast_slot(L);
     if (s == EM_OK) s = em_binary_scalar(out, op, a, v);
   } else if (b) {
     double v = check_scalar(L, 1, name);
-    if (float_scalar(L, 1, b, op) && (s = em_to_dtype(&f, b, EM_F32)) == EM_OK) b = f;
+    if (float_scalar(L, 1, b, op) && (s = em_to_dtype(&f, b, em_default_dtype())) == EM_OK) b = f;
     out = fast_slot(L);
     if (s == EM_OK) s = em_scalar_binary(out, op, v, b);
   } else {
@@ -199,7 +200,7 @@ static bool int_pow(lua_State *L) {
 /* t ^ number is the scalar power (its own backward); otherwise binary.
 ** An int64 or bool tensor to a Lua integer power >= 0 stays int64 (as
 ** PyTorch's; computed in float64, exact below 2^53); to a Lua float power,
-** float32. */
+** the default dtype (float32 unless set). */
 static int m_pow(lua_State *L) {
   em_tensor *a = fast_tensor(L, 1);
   if (a && lua_type(L, 2) == LUA_TNUMBER) {
@@ -212,7 +213,7 @@ static int m_pow(lua_State *L) {
                           (int)e, (int)e);
       em_tensor *f = NULL, *p = NULL;
       em_tensor **out = fast_slot(L);
-      em_status s = em_to_dtype(&f, a, whole ? EM_F64 : EM_F32);
+      em_status s = em_to_dtype(&f, a, whole ? EM_F64 : em_default_dtype());
       if (s == EM_OK) s = em_unary(whole ? &p : out, EM_POW_SCALAR, f, e, 0);
       if (s == EM_OK && whole) s = em_to_dtype(out, p, EM_I64);
       em_release(f);
@@ -242,7 +243,8 @@ static int unary0(lua_State *L, em_unary_op op, const char *name) {
 }
 
 /* The float functions of PyTorch's that take an int64 or bool tensor and
-** compute in float32 (torch.exp(torch.arange(3)) is float32), as
+** compute in the default dtype (torch.exp(torch.arange(3)) is float32 unless
+** set_default_dtype changed it), as
 ** _functional_more.lua's exp2, log2 ... do. */
 static int unary_float(lua_State *L, em_unary_op op, const char *name) {
   em_tensor *x = fast_check(L, 1);
@@ -250,7 +252,7 @@ static int unary_float(lua_State *L, em_unary_op op, const char *name) {
   if (x->dtype != EM_I64 && x->dtype != EM_BOOL) return unary(L, op, name, 0, 0);
   em_tensor *f = NULL;
   em_tensor **out = fast_slot(L);
-  em_status s = em_to_dtype(&f, x, EM_F32);
+  em_status s = em_to_dtype(&f, x, em_default_dtype());
   if (s == EM_OK) s = em_unary(out, op, f, 0, 0);
   em_release(f);
   return done(L, out, s, name);
@@ -351,11 +353,11 @@ static int f_where(lua_State *L) {
   /* two Lua integers: int64, as torch.where(c, 1, 0); two booleans: bool */
   em_dtype like = a ? a->dtype : b ? b->dtype
                 : lua_isinteger(L, 2) && lua_isinteger(L, 3) ? EM_I64
-                : lua_isboolean(L, 2) && lua_isboolean(L, 3) ? EM_BOOL : EM_F32;
-  /* a Lua float (0.5, 0.0) next to an int64/bool tensor: float32, as a Python float in PyTorch */
+                : lua_isboolean(L, 2) && lua_isboolean(L, 3) ? EM_BOOL : em_default_dtype();
+  /* a Lua float (0.5, 0.0) next to an int64/bool tensor: the default dtype, as a Python float in PyTorch */
   for (int i = 2; i <= 3; i++)
     if (lua_type(L, i) == LUA_TNUMBER && !em_dtype_is_float(like) && !lua_isinteger(L, i))
-      like = EM_F32;
+      like = em_default_dtype();
   if (!a) a = lember_totensor(L, 2, like, cond->device);
   if (!b) b = lember_totensor(L, 3, like, cond->device);
   em_tensor **out = fast_slot(L);
@@ -525,9 +527,6 @@ static void check_inplace_number(lua_State *L, int idx, const em_tensor *t, cons
                op, em_dtype_name(t->dtype), what, (lua_Number)v);
 }
 
-/* bool < integer < float: may an in-place op write a dtype-dt result into t? */
-static int category(em_dtype dt) { return dt == EM_BOOL ? 0 : em_dtype_is_float(dt) ? 2 : 1; }
-
 static int m_add_(lua_State *L) {
   em_tensor *t = fast_check(L, 1);
   if (lua_type(L, 3) == LUA_TTABLE) { /* t:add_(x, {alpha =}), PyTorch's keyword */
@@ -541,12 +540,12 @@ static int m_add_(lua_State *L) {
   double alpha = luaL_optnumber(L, 3, 1.0);
   if (t->dtype == EM_BOOL && lua_type(L, 2) == LUA_TNUMBER) /* torch: bool.add_(1) is int64 */
     return luaL_error(L, "ember.add_: result type %s can't be cast to the desired output type bool",
-                      lua_isinteger(L, 2) ? "int64" : "float32");
+                      lua_isinteger(L, 2) ? "int64" : em_dtype_name(em_default_dtype()));
   check_inplace_number(L, 2, t, "add_", "the value");
   check_inplace_number(L, 3, t, "add_", "alpha");
   em_tensor *x = lember_totensor(L, 2, t->dtype, t->device), *cast = NULL;
   if (x->dtype != t->dtype) { /* torch: the result type must cast to t's (can_cast) */
-    if (category(x->dtype) > category(t->dtype))
+    if (!em_can_cast(x->dtype, t->dtype))
       return luaL_error(L, "ember.add_: result type %s can't be cast to the desired output type %s",
                         em_dtype_name(x->dtype), em_dtype_name(t->dtype));
     em_status cs = em_to_dtype(&cast, x, t->dtype);
@@ -566,7 +565,7 @@ static int m_mul_(lua_State *L) {
   if (x) { /* t *= x, x broadcast to t (torch's mul_(other)) */
     em_tensor *y = NULL;
     em_status s = em_binary(&y, EM_MUL, t, x);
-    if (!s && category(y->dtype) > category(t->dtype)) {
+    if (!s && !em_can_cast(y->dtype, t->dtype)) {
       const char *have = em_dtype_name(y->dtype);
       em_release(y);
       return luaL_error(L, "ember.mul_: result type %s can't be cast to the desired output type %s", have,
@@ -588,7 +587,7 @@ static int m_mul_(lua_State *L) {
     return luaL_error(L, "ember.mul_: the factor must be a number or a tensor, got %s", luaL_typename(L, 2));
   if (t->dtype == EM_BOOL) /* torch: bool.mul_(2) is int64 */
     return luaL_error(L, "ember.mul_: result type %s can't be cast to the desired output type bool",
-                      lua_isinteger(L, 2) ? "int64" : "float32");
+                      lua_isinteger(L, 2) ? "int64" : em_dtype_name(em_default_dtype()));
   check_inplace_number(L, 2, t, "mul_", "the factor");
   const double factor = luaL_checknumber(L, 2);
   em_status s = em_mul_scalar_(t, factor);

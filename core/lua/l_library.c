@@ -223,6 +223,72 @@ static int f_dtype_info(lua_State *L) {
   return 1;
 }
 
+/* ember.get_default_dtype() -> "float32": the dtype of floating tensors
+** made without one (em_default_dtype). */
+static int f_get_default_dtype(lua_State *L) {
+  lua_pushstring(L, em_dtype_name(em_default_dtype()));
+  return 1;
+}
+
+/* ember.set_default_dtype(dtype): float32, float64 or bfloat16 (any name
+** the core accepts: "double", "torch.float64"); others are refused, as
+** torch refuses them. */
+static int f_set_default_dtype(lua_State *L) {
+  em_dtype dt = lember_checkdtype(L, 1, "set_default_dtype");
+  lember_noextra(L, 1, "set_default_dtype", NULL);
+  em_status s = em_set_default_dtype(dt);
+  if (s) return lember_error(L, "set_default_dtype", s);
+  return 0;
+}
+
+/* ember.promote_types(a, b) -> dtype: torch.promote_types (em_promote_types). */
+static int f_promote_types(lua_State *L) {
+  em_dtype a = lember_checkdtype(L, 1, "promote_types"), b = lember_checkdtype(L, 2, "promote_types");
+  lember_noextra(L, 2, "promote_types", NULL);
+  lua_pushstring(L, em_dtype_name(em_promote_types(a, b)));
+  return 1;
+}
+
+/* ember.can_cast(from, to) -> boolean: torch.can_cast (em_can_cast). */
+static int f_can_cast(lua_State *L) {
+  em_dtype a = lember_checkdtype(L, 1, "can_cast"), b = lember_checkdtype(L, 2, "can_cast");
+  lember_noextra(L, 2, "can_cast", NULL);
+  lua_pushboolean(L, em_can_cast(a, b));
+  return 1;
+}
+
+/* An operand of result_type: its dtype and its priority (2 a dimensioned
+** tensor, 1 a 0-d one, 0 a number: true/false is bool, a Lua integer int64,
+** a Lua float the default dtype, as a Python number in torch). */
+static em_dtype operand_dtype(lua_State *L, int idx, int *level) {
+  em_tensor *t = lember_testtensor(L, idx);
+  if (t) {
+    *level = t->ndim > 0 ? 2 : 1;
+    return t->dtype;
+  }
+  *level = 0;
+  if (lua_type(L, idx) == LUA_TBOOLEAN) return EM_BOOL;
+  if (lua_type(L, idx) == LUA_TNUMBER) return lua_isinteger(L, idx) ? EM_I64 : em_default_dtype();
+  luaL_error(L, "ember.result_type: argument %d must be a tensor or a number, got %s", idx, luaL_typename(L, idx));
+  return EM_F32;
+}
+
+/* ember.result_type(a, b) -> dtype: what a op b gives (torch.result_type):
+** two tensors as em_result_type; a number, like a 0-d tensor, decides only
+** when its category is higher. */
+static int f_result_type(lua_State *L) {
+  int la, lb;
+  em_dtype a = operand_dtype(L, 1, &la), b = operand_dtype(L, 2, &lb);
+  lember_noextra(L, 2, "result_type", NULL);
+  em_dtype r;
+  if (la > 0 && lb > 0) r = em_result_type(lember_testtensor(L, 1), lember_testtensor(L, 2)); /* the ops' rule */
+  else if (la == lb) r = em_promote_types(a, b); /* two numbers */
+  else if (la > lb) r = em_can_cast(b, a) ? a : b;
+  else r = em_can_cast(a, b) ? b : a;
+  lua_pushstring(L, em_dtype_name(r));
+  return 1;
+}
+
 /* ---- the profiler (core/src/profiler.c); lua/ember/profiler.lua builds
 ** ember.profile and the report on these ---- */
 
@@ -308,6 +374,11 @@ static const luaL_Reg funcs[] = {
   {"_profiler_events", f_profiler_events},
   {"cpu_info", f_cpu_info},
   {"dtype_info", f_dtype_info},
+  {"get_default_dtype", f_get_default_dtype},
+  {"set_default_dtype", f_set_default_dtype},
+  {"promote_types", f_promote_types},
+  {"can_cast", f_can_cast},
+  {"result_type", f_result_type},
   {"set_autocast", f_set_autocast},
   {"_autocast_state", f_autocast_state},
   {"_autocast_cast", f_autocast_cast},

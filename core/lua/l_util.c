@@ -330,7 +330,7 @@ void lember_checkoptions(lua_State *L, int idx, const char *op, const char *cons
 static const char *const creation_options[] = {"dtype", "device", "requires_grad", NULL};
 
 void lember_checkopts(lua_State *L, int idx, const char *op, lember_opts *o) {
-  o->dtype = EM_F32;
+  o->dtype = em_default_dtype(); /* torch.get_default_dtype: float32 unless set */
   o->requires_grad = 0;
   o->has_dtype = 0;
   if (lua_isnoneornil(L, idx)) {

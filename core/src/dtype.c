@@ -22,6 +22,33 @@ const char *em_dtype_name(em_dtype dt) {
 
 bool em_dtype_is_float(em_dtype dt) { return dt == EM_F32 || dt == EM_F64 || dt == EM_BF16; }
 
+/* PyTorch's categories (bool < integer < float) and, within floats, width. */
+static int dtype_category(em_dtype d) { return d == EM_BOOL ? 0 : em_dtype_is_float(d) ? 2 : 1; }
+static int float_width(em_dtype d) { return d == EM_BF16 ? 0 : d == EM_F32 ? 1 : 2; }
+
+em_dtype em_promote_types(em_dtype a, em_dtype b) {
+  int ca = dtype_category(a), cb = dtype_category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) return float_width(a) >= float_width(b) ? a : b;
+  return a;
+}
+
+bool em_can_cast(em_dtype from, em_dtype to) { return dtype_category(from) <= dtype_category(to); }
+
+/* One value for the process (torch's is global too); atomic, as data
+** loader threads create tensors while the main thread may set it. */
+static _Atomic int em__default_dtype = EM_F32;
+
+em_dtype em_default_dtype(void) { return (em_dtype)em__default_dtype; }
+
+em_status em_set_default_dtype(em_dtype dt) {
+  if ((unsigned)dt >= EM_NDTYPES || !em_dtype_is_float(dt))
+    return em_error(EM_ERR_DTYPE, "set_default_dtype: only floating-point types are supported as the default "
+                    "type (float32, float64 or bfloat16), got %s", em_dtype_name(dt));
+  em__default_dtype = (int)dt;
+  return EM_OK;
+}
+
 em_status em_dtype_parse(const char *s, em_dtype *out) {
   static const struct { const char *alias; em_dtype dt; } names[] = {
     {"float32", EM_F32}, {"float", EM_F32},  {"f32", EM_F32},     {"float64", EM_F64},

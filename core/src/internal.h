@@ -82,10 +82,6 @@ bool em__autocast_promotes(em_dtype a, em_dtype b);
 ** still disagree (a float64 or int64 operand beside a float32 one); then
 ** an error that names the dtypes the caller gave, not the cast's. */
 em_status em__autocast_same_dtype(const char *op, int n, em_tensor *const *in, em_tensor *const *cast);
-/* The result dtype of a op b, as torch.result_type (ops_elementwise.c):
-** the higher category (bool < int64 < float), then the wider float; a 0-d
-** operand against a dimensioned one decides only when its category is higher. */
-em_dtype em__promote_types(const em_tensor *a, const em_tensor *b);
 
 /* Checks the dtype is float32/float64 (and bf16 where allowed). */
 em_status em__need_float(const char *op, const em_tensor *t, const char *what);

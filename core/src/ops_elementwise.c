@@ -2,13 +2,13 @@
 ** ops_elementwise.c -- unary and binary elementwise ops, where and
 ** masked_fill; the in-place ops are ops_inplace.c's.
 **
-** Operands of different dtypes are promoted as in PyTorch (em__promote_types
+** Operands of different dtypes are promoted as in PyTorch (em_result_type
 ** below): the higher category wins (bool < int64 < float), within floats
 ** the wider; a 0-d tensor or a number decides only when its category is
 ** higher than the other operand's. A 0-d tensor also moves to the other
 ** operand's device, so that `x * loss` works whatever x is. Two bools add
 ** and take the maximum as a logical or, multiply and take the minimum as an
-** and, and divide as float32; subtraction with a bool and negation of one
+** and, and divide in the default dtype (em_default_dtype); subtraction with a bool and negation of one
 ** are refused (all as PyTorch).
 **
 ** em_binary is the hottest function of the library (every `a + b` in Lua
@@ -122,27 +122,19 @@ static bool same_shape(const em_tensor *a, const em_tensor *b) {
   return true;
 }
 
-/* PyTorch's categories (bool < integer < float) and, within floats, width. */
-static int dtype_category(em_dtype d) { return d == EM_BOOL ? 0 : d == EM_I64 ? 1 : 2; }
-static int float_width(em_dtype d) { return d == EM_BF16 ? 0 : d == EM_F32 ? 1 : 2; }
-
 /* The result dtype of a op b (torch.result_type): between two dimensioned
-** tensors (or two 0-d ones) the higher category, then the wider float; a
-** 0-d tensor against a dimensioned one decides only when its category is
-** higher (int64 [n] * float64 [] is float64, float32 [n] * float64 [] is
-** float32). */
-em_dtype em__promote_types(const em_tensor *a, const em_tensor *b) {
+** tensors (or two 0-d ones) em_promote_types (dtype.c); a 0-d tensor
+** against a dimensioned one decides only when its category is higher
+** (int64 [n] * float64 [] is float64, float32 [n] * float64 [] is float32). */
+em_dtype em_result_type(const em_tensor *a, const em_tensor *b) {
   if ((a->ndim == 0) != (b->ndim == 0)) {
     const em_tensor *z = a->ndim == 0 ? a : b, *d = a->ndim == 0 ? b : a;
-    return dtype_category(z->dtype) > dtype_category(d->dtype) ? z->dtype : d->dtype;
+    return em_can_cast(z->dtype, d->dtype) ? d->dtype : z->dtype;
   }
-  int ca = dtype_category(a->dtype), cb = dtype_category(b->dtype);
-  if (ca != cb) return ca > cb ? a->dtype : b->dtype;
-  if (ca == 2) return float_width(a->dtype) >= float_width(b->dtype) ? a->dtype : b->dtype;
-  return a->dtype;
+  return em_promote_types(a->dtype, b->dtype);
 }
 
-/* Gives a and b a common dtype (em__promote_types) and device (a 0-d operand
+/* Gives a and b a common dtype (em_result_type) and device (a 0-d operand
 ** moves to the other's). *pa and *pb are new references. */
 em_status em__unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, em_tensor **pb) {
   em_tensor *x = em_retain(a), *y = em_retain(b), *t;
@@ -151,7 +143,7 @@ em_status em__unify(const char *op, em_tensor *a, em_tensor *b, em_tensor **pa, 
   (void)op;
   if (x->dtype != y->dtype) {
     /* under autocast, bfloat16 with float32 computes in float32 (any shapes) */
-    em_dtype dt = em__autocast_promotes(x->dtype, y->dtype) ? EM_F32 : em__promote_types(x, y);
+    em_dtype dt = em__autocast_promotes(x->dtype, y->dtype) ? EM_F32 : em_result_type(x, y);
     if (x->dtype != dt && (s = em_to_dtype(&t, x, dt)) == EM_OK) em_release(x), x = t;
     if (s == EM_OK && y->dtype != dt && (s = em_to_dtype(&t, y, dt)) == EM_OK) em_release(y), y = t;
   }
@@ -534,10 +526,10 @@ em_status em_binary(em_tensor **out, em_binary_op op, em_tensor *a, em_tensor *b
   /* two bools, as PyTorch: add and maximum are or, mul and minimum and */
   if (a->dtype == EM_BOOL && (op == EM_ADD || op == EM_MAXIMUM)) return em_binary(out, EM_OR, a, b);
   if (a->dtype == EM_BOOL && (op == EM_MUL || op == EM_MINIMUM)) return em_binary(out, EM_AND, a, b);
-  if (op == EM_DIV && (a->dtype == EM_I64 || a->dtype == EM_BOOL)) { /* true division, as PyTorch: float32 */
+  if (op == EM_DIV && (a->dtype == EM_I64 || a->dtype == EM_BOOL)) { /* true division, as PyTorch: the default dtype */
     em_tensor *fa = NULL, *fb = NULL;
-    em_status s = em_to_dtype(&fa, a, EM_F32);
-    if (!s) s = em_to_dtype(&fb, b, EM_F32);
+    em_status s = em_to_dtype(&fa, a, em_default_dtype());
+    if (!s) s = em_to_dtype(&fb, b, em_default_dtype());
     if (!s) s = em_binary(out, op, fa, fb);
     em_release(fa), em_release(fb);
     return s;
@@ -596,15 +588,17 @@ double em__as_dtype(em_dtype dt, double s) { return dt == EM_F32 ? (double)(floa
 
 /* A number promotes an int64 or bool tensor as a Python scalar does in
 ** PyTorch (a number with an integral value counts as an integer): int64
-** with a fraction, or int64 divided, becomes float32; bool in arithmetic
-** becomes int64 (integral) or float32, and bool compared with anything
-** but 0 or 1 becomes int64. A number never changes a float dtype. Returns
-** the dtype to convert a to, or a's own. */
+** with a fraction, or int64 divided, becomes the default dtype
+** (em_default_dtype: float32 unless set); bool in arithmetic becomes int64
+** (integral) or the default dtype, and bool compared with anything but 0 or
+** 1 becomes int64. A number never changes a float dtype. Returns the dtype
+** to convert a to, or a's own. */
 static em_dtype scalar_promote(em_binary_op op, const em_tensor *a, double s) {
   bool integral = s == floor(s) && fabs(s) <= 9.2e18;
-  if (a->dtype == EM_I64 && (!integral || op == EM_DIV) && !is_logical(op)) return EM_F32;
-  if (a->dtype == EM_BOOL && is_arith(op)) return integral && op != EM_DIV ? EM_I64 : EM_F32;
-  if (a->dtype == EM_BOOL && is_compare(op) && s != 0.0 && s != 1.0) return integral ? EM_I64 : EM_F32;
+  const em_dtype fl = em_default_dtype();
+  if (a->dtype == EM_I64 && (!integral || op == EM_DIV) && !is_logical(op)) return fl;
+  if (a->dtype == EM_BOOL && is_arith(op)) return integral && op != EM_DIV ? EM_I64 : fl;
+  if (a->dtype == EM_BOOL && is_compare(op) && s != 0.0 && s != 1.0) return integral ? EM_I64 : fl;
   return a->dtype;
 }
 

@@ -86,7 +86,7 @@ em_status em_cat(em_tensor **out, int n, em_tensor *const *xs, int dim) {
   bool mixed = false;
   for (int i = 1; i < n; i++) {
     if (xs[i]->dtype != xs[0]->dtype) mixed = true;
-    if (em__promote_types(widest, xs[i]) != widest->dtype) widest = xs[i];
+    if (em_result_type(widest, xs[i]) != widest->dtype) widest = xs[i];
   }
   if (mixed) {
     em_tensor **conv = calloc((size_t)n, sizeof *conv);

@@ -192,7 +192,7 @@ set("logspace", function(start, stop, steps, base, opts)
   opts = helpers.creation_opts("logspace", opts)
   local e = core.linspace(start, stop, steps, { dtype = "float64" })
   local out = (e * math.log(base)):exp()
-  return out:to(opts.dtype or "float32"):to(opts.device or "cpu")
+  return out:to(opts.dtype or core.get_default_dtype()):to(opts.device or "cpu")
 end)
 
 -- ember.meshgrid(a, b, ... [, {indexing = "ij"}]) or ember.meshgrid({a, b, ...}):

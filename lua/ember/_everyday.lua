@@ -180,7 +180,7 @@ set("normal", function(a, b, c, d)
     local zero = like:detach() * 0
     local base = (core.is_tensor(a) and a:detach() or zero + a) + (core.is_tensor(b) and b:detach() * 0 or zero)
     local std = core.is_tensor(b) and b:detach() or b
-    local dt = base:is_floating_point() and base.dtype or "float32"
+    local dt = base:is_floating_point() and base.dtype or core.get_default_dtype()
     return base:to(dt) + core.randn(base.shape, { dtype = dt, device = base.device }) * std
   end
   if type(a) == "number" and type(c) == "table" then return c_normal(c, a, b, d) end -- torch's order
@@ -507,7 +507,7 @@ end, true)
 local function floating(op, x)
   check_tensor(op, x)
   if x:is_floating_point() then return x end
-  return x:float()
+  return x:to(core.get_default_dtype())
 end
 
 -- a:logaddexp(b): log(exp(a) + exp(b)) without overflow (torch.logaddexp).

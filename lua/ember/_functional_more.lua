@@ -26,10 +26,10 @@ local broadcast_shapes = F.broadcast_shapes
 local FLOATS = { float32 = true, float64 = true, bfloat16 = true }
 local LN2, LN10 = math.log(2), math.log(10)
 
--- int64 and bool tensors compute in float32, as PyTorch's float functions do.
+-- int64 and bool tensors compute in the default dtype (float32), as PyTorch's float functions do.
 local function floating(x)
   if FLOATS[x.dtype] then return x end
-  return x:float()
+  return x:to(core.get_default_dtype())
 end
 
 -- A tensor or a number operand of a binary function; at least one of the
@@ -221,7 +221,7 @@ unary("tan", function(x) return x:sin() / x:cos() end)
 -- where x = 0 and y <= 0), x / y for y (NaN at x = y = 0, 0 / 0).
 set("xlogy", function(x, y)
   local t = tensor_or_number("xlogy", x, y)
-  local dt = FLOATS[t.dtype] and t.dtype or "float32"
+  local dt = FLOATS[t.dtype] and t.dtype or core.get_default_dtype()
   local o = { dtype = dt, device = t.device }
   if not core.is_tensor(x) then x = core.full({}, x, o) end
   if not core.is_tensor(y) then y = core.full({}, y, o) end
@@ -261,8 +261,8 @@ local function division(op, a, b, fn)
     end
     return fn(i(a), i(b), true)
   end
-  if core.is_tensor(a) and not FLOATS[a.dtype] then a = core.is_tensor(b) and a:to(b.dtype) or a:float() end
-  if core.is_tensor(b) and not FLOATS[b.dtype] then b = core.is_tensor(a) and b:to(a.dtype) or b:float() end
+  if core.is_tensor(a) and not FLOATS[a.dtype] then a = core.is_tensor(b) and a:to(b.dtype) or floating(a) end
+  if core.is_tensor(b) and not FLOATS[b.dtype] then b = core.is_tensor(a) and b:to(a.dtype) or floating(b) end
   return fn(a, b, false)
 end
 

@@ -176,7 +176,7 @@ set("eye", function(n, m, opts)
   opts = check_opts("eye", opts)
   local o = { dtype = "int64", device = opts.device }
   local e = core.arange(1, n + 1, o):view(n, 1):eq(core.arange(1, m + 1, o):view(1, m))
-  e = e:to(opts.dtype or "float32")
+  e = e:to(opts.dtype or core.get_default_dtype())
   if opts.requires_grad then e:requires_grad_(true) end
   return e
 end)
@@ -189,7 +189,7 @@ local function check_number(op, v, what)
 end
 
 -- steps values from start to stop inclusive, computed in float64 from the
--- nearer end as PyTorch does, then converted (default float32).
+-- nearer end as PyTorch does, then converted (default: ember.get_default_dtype()).
 set("linspace", function(start, stop, steps, opts)
   check_number("linspace", start, "start")
   check_number("linspace", stop, "end")
@@ -206,7 +206,7 @@ set("linspace", function(start, stop, steps, opts)
     local i = core.arange(0, steps, o)
     r = core.where(i:lt(steps / 2), i * step + start, (i - (steps - 1)) * step + stop)
   end
-  r = r:to(opts.dtype or "float32")
+  r = r:to(opts.dtype or core.get_default_dtype())
   if opts.requires_grad then r:requires_grad_(true) end
   return r
 end)
@@ -708,10 +708,10 @@ set("outer", function(a, b, ...)
 end, true)
 
 set("square", function(x) return check_tensor("square", x) * x end, true)
--- 1 / x; an integer tensor gives float32, as in PyTorch.
+-- 1 / x; an integer tensor gives the default dtype (float32), as in PyTorch.
 set("reciprocal", function(x)
   check_tensor("reciprocal", x)
-  if not is_float(x) then x = x:float() end
+  if not is_float(x) then x = x:to(core.get_default_dtype()) end
   return x:pow(-1)
 end, true)
 

@@ -12,11 +12,11 @@ local fail, check_tensor, set = helpers.fail, helpers.check_tensor, helpers.set
 local check_dim = require("ember._functional").check_dim
 local shape_str = require("ember._errors").shape_str
 
--- int64 and bool tensors compute in float32, as PyTorch's float functions do.
+-- int64 and bool tensors compute in the default dtype (float32), as PyTorch's float functions do.
 local function floating(op, x, what)
   check_tensor(op, x, what)
   if x:is_floating_point() then return x end
-  return x:float()
+  return x:to(core.get_default_dtype())
 end
 
 -- Is each element negative, -0 included (the sign bit)?

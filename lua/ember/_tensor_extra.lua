@@ -18,7 +18,7 @@ local BIG = 2 ^ 28 -- past it asinh(x) = log(2|x|) and acosh(x) = log(2x) in dou
 local function floating(op, x)
   check_tensor(op, x)
   if x:is_floating_point() then return x end
-  return x:to("float32") -- torch's default dtype for integer inputs
+  return x:to(core.get_default_dtype()) -- torch's default dtype for integer inputs
 end
 
 local function full_like(x, v) return core.full(x.shape, v, { dtype = x.dtype, device = x.device }) end

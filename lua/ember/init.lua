@@ -19,6 +19,7 @@ require "ember._special" -- atan2, logcumsumexp (adds to core)
 require "ember._tensor_more" -- masked_scatter, nanmedian, quantile, mode, histc, scatter_reduce (adds to core)
 require "ember._indexing" -- t[{i, {a, b}}], t[{{}, idx}], t[{rows, cols}] and index_put (adds to core)
 require "ember._inplace" -- masked_fill_, clamp_, relu_, ...: PyTorch's in-place twins (adds to core)
+require "ember._dtypes" -- ember.float32, ember.double, ...; finfo, iinfo (adds to core)
 require("ember.variant").install(ember) -- ember.attention_variant: variants written in Lua
 -- help(x) prints x's reference entry (the doc comments, read on first use)
 function ember.help(...) return require("ember._doc").help(...) end

@@ -24,12 +24,12 @@ local SQRT2, SQRTPI, LOG2PI = math.sqrt(2), math.sqrt(math.pi), math.log(2 * mat
 
 local function fail(op, fmt, ...) errors.raise("ember.special." .. op .. ": " .. fmt, ...) end
 
--- x as a float tensor (a number: float32 0-d, torch's default dtype)
+-- x as a float tensor (a number: a 0-d tensor of torch's default dtype)
 local function floating(op, x, what)
-  if type(x) == "number" then return core.tensor(x, { dtype = "float32" }) end
+  if type(x) == "number" then return core.tensor(x, { dtype = core.get_default_dtype() }) end
   if not core.is_tensor(x) then fail(op, "%s must be a tensor or a number, got %s", what or "input", type(x)) end
   if x:is_floating_point() then return x end
-  return x:float()
+  return x:to(core.get_default_dtype())
 end
 
 local function full_like(x, v) return core.full({}, v, { dtype = x.dtype, device = x.device }) end

@@ -152,6 +152,35 @@ static void test_creation_errors(void) {
   em_release(t);
 }
 
+/* The default dtype (em_default_dtype): settable to the floats only; the
+** promotions that make a float from integers follow it. The promotion
+** table and can_cast as torch's. */
+static void test_default_dtype(void) {
+  CHECK(em_default_dtype() == EM_F32, "the default dtype starts as float32");
+  CHECK_ERR(em_set_default_dtype(EM_I64), EM_ERR_DTYPE, "only floating-point types", "int64 refused");
+  CHECK_ERR(em_set_default_dtype(EM_BOOL), EM_ERR_DTYPE, "got bool", "bool refused");
+  CHECK(em_default_dtype() == EM_F32, "a refused dtype leaves the default");
+  em_tensor *i = NULL, *y = NULL, *q = NULL;
+  CHECK_OK(em_ones(&i, 1, (int64_t[]){2}, EM_I64, cpu), "an int64 tensor");
+  CHECK_OK(em_set_default_dtype(EM_F64), "float64 accepted");
+  CHECK_OK(em_binary_scalar(&y, EM_MUL, i, 0.5), "int64 * 0.5");
+  CHECK(y && y->dtype == EM_F64, "int64 * 0.5 has the default dtype");
+  CHECK_OK(em_binary(&q, EM_DIV, i, i), "int64 / int64");
+  CHECK(q && q->dtype == EM_F64, "int64 / int64 has the default dtype");
+  em_release(y), em_release(q);
+  y = q = NULL;
+  CHECK_OK(em_set_default_dtype(EM_F32), "float32 again");
+  CHECK_OK(em_binary_scalar(&y, EM_MUL, i, 0.5), "int64 * 0.5");
+  CHECK(y && y->dtype == EM_F32, "float32 again");
+  em_release(y), em_release(i);
+  CHECK(em_promote_types(EM_I64, EM_BF16) == EM_BF16 && em_promote_types(EM_BF16, EM_F32) == EM_F32 &&
+            em_promote_types(EM_BOOL, EM_I64) == EM_I64 && em_promote_types(EM_F64, EM_F32) == EM_F64,
+        "promote_types as torch's");
+  CHECK(!em_can_cast(EM_F32, EM_I64) && !em_can_cast(EM_I64, EM_BOOL) && em_can_cast(EM_BOOL, EM_F32) &&
+            em_can_cast(EM_F64, EM_BF16),
+        "can_cast as torch's");
+}
+
 /* y = sum((a * b) + a); dy/da = b + 1, dy/db = a. */
 static void test_autograd(void) {
   double va[3] = {1, 2, 3}, vb[3] = {4, 5, 6};
@@ -239,6 +268,7 @@ int main(void) {
   test_plugins();
   test_views();
   test_creation_errors();
+  test_default_dtype();
   test_autograd();
   test_views_grad();
   test_variant_check();

@@ -129,7 +129,7 @@ function Distribution:_args(names, ...)
 end
 
 -- Numbers and tensors as tensors of one floating dtype (the first floating
--- tensor's, else float32), broadcast to one shape (torch's broadcast_all).
+-- tensor's, else the default dtype), broadcast to one shape (torch's broadcast_all).
 function Distribution:_broadcast_all(names, o)
   local dtype
   for _, k in ipairs(names) do
@@ -139,7 +139,7 @@ function Distribution:_broadcast_all(names, o)
       break
     end
   end
-  dtype = dtype or "float32"
+  dtype = dtype or ember.get_default_dtype()
   local ts, shapes = {}, {}
   for i, k in ipairs(names) do
     local v = o[k]
@@ -292,7 +292,7 @@ function Distribution:_dtype()
     local v = rawget(self, n)
     if v ~= nil then return v.dtype end
   end
-  return "float32"
+  return ember.get_default_dtype()
 end
 
 -- Checks a value given to log_prob / cdf / icdf: a tensor (a number or a

@@ -27,7 +27,7 @@ local OWN = { dtype = true, device = true }
 --- Builds a variant instance.
 -- @tparam table spec `attention` (variant name, default "standard"),
 -- `heads` (default 1), `head_dim`, `v_head_dim` (default head_dim), `dtype`
--- (float32), `device` ("cpu"), and the variant's own options (see
+-- (ember.get_default_dtype()), `device` ("cpu"), and the variant's own options (see
 -- `ember.attention_variants(name).options`).
 function Attention:__init(spec, ...)
   require("ember._errors").no_extra("nn.Attention", { "spec" }, 1, spec, ...)
@@ -39,7 +39,7 @@ function Attention:__init(spec, ...)
   local ok, core, tables = pcall(ember._attention_core, cspec, spec.dtype, spec.device)
   if not ok then errors.raise("%s", tostring(core)) end
   self.core = core
-  self.dtype = spec.dtype or "float32"
+  self.dtype = spec.dtype or ember.get_default_dtype()
   self.device = spec.device or "cpu"
   local def = variant.get(core.attention)
   if def then tables = self:_trace(def, core) end

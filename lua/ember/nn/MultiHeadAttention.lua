@@ -133,7 +133,7 @@ local function read_spec(d_model, heads, opts)
       spec.head_dim ~= nil and "head_dim" or "d_model/heads", s.head_dim)
   end
   local dtype = type(spec.dtype) == "string" and ember.dtype_info(spec.dtype)
-  s.dtype = spec.dtype == nil and "float32" or dtype and dtype.floating and dtype.name
+  s.dtype = spec.dtype == nil and ember.get_default_dtype() or dtype and dtype.floating and dtype.name
   if not s.dtype then
     errors.raise("MultiHeadAttention: dtype must be float32, float64 or bfloat16, got %s", tostring(spec.dtype))
   end

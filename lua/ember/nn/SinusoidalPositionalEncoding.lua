@@ -33,7 +33,7 @@ function PE:__init(d_model, opts, ...)
   for j = 0, half - 1 do denom[j + 1] = 10000 ^ (2 * j / d_model) end
   local angle = ember.arange(0, max_len, { dtype = "float64" }):view(max_len, 1)
       / ember.tensor(denom, { dtype = "float64" }):view(1, half)
-  local pe = ember.zeros(max_len, d_model, { dtype = opts.dtype or "float32", device = opts.device })
+  local pe = ember.zeros(max_len, d_model, { dtype = opts.dtype or ember.get_default_dtype(), device = opts.device })
   pe:slice(2, 1, d_model, 2):copy_(angle:sin())
   if d_model > 1 then pe:slice(2, 2, d_model, 2):copy_(angle:narrow(2, 1, d_model // 2):cos()) end
   self:register_buffer("pe", pe, false)
