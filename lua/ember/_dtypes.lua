@@ -3,9 +3,9 @@
 -- "int64", "bool"), so the constants are those strings: `x.dtype ==
 -- ember.float32`, `ember.zeros(2, {dtype = ember.double})`. PyTorch's
 -- aliases are there for the dtypes ember has (`ember.float`, `ember.double`,
--- `ember.long`); ember has no float16 or int32, so `ember.half` and
--- `ember.int32` are nil. Also `ember.finfo` and `ember.iinfo` (torch's
--- fields and values). `ember.get_default_dtype`, `set_default_dtype`,
+-- `ember.long`); ember has no float16 or int32, so reading `ember.half` or
+-- `ember.int32` is an error naming the dtypes it has. Also `ember.finfo`
+-- and `ember.iinfo` (torch's fields and values). `ember.get_default_dtype`, `set_default_dtype`,
 -- `promote_types`, `result_type` and `can_cast` are C functions
 -- (core/lua/l_library.c, on the rules of core/src/dtype.c). init.lua loads
 -- this file.
@@ -23,10 +23,19 @@ local TORCH_NAMES = {
   "float16", "half", "int32", "int", "int16", "short", "int8", "uint8", "complex64", "complex128",
   "cfloat", "cdouble",
 }
+-- The others (float16, int32, ...) are no value: `{dtype = ember.int32}`
+-- would be `{dtype = nil}`, the default dtype, silently. Reading one is the
+-- core's unknown-dtype error instead (M.missing, from init.lua's lookup).
+local MISSING = {}
 for _, n in ipairs(TORCH_NAMES) do
-  local info = core.dtype_info(n)
+  local info, why = core.dtype_info(n)
   if info and rawget(core, n) == nil then rawset(core, n, info.name) end
+  if not info then MISSING[n] = why end
 end
+
+--- The error of reading ember.<k> where k is torch's name of a dtype ember
+-- has not, else nil.
+function M.missing(k) return MISSING[k] and ("ember.%s: %s"):format(k, MISSING[k]) end
 
 -- The binary formats of the floating dtypes: mantissa and exponent bits.
 local FORMATS = { float32 = { 23, 8 }, float64 = { 52, 11 }, bfloat16 = { 7, 8 } }

@@ -19,7 +19,7 @@ require "ember._special" -- atan2, logcumsumexp (adds to core)
 require "ember._tensor_more" -- masked_scatter, nanmedian, quantile, mode, histc, scatter_reduce (adds to core)
 require "ember._indexing" -- t[{i, {a, b}}], t[{{}, idx}], t[{rows, cols}] and index_put (adds to core)
 require "ember._inplace" -- masked_fill_, clamp_, relu_, ...: PyTorch's in-place twins (adds to core)
-require "ember._dtypes" -- ember.float32, ember.double, ...; finfo, iinfo (adds to core)
+local dtypes = require "ember._dtypes" -- ember.float32, ember.double, ...; finfo, iinfo (adds to core)
 require("ember.variant").install(ember) -- ember.attention_variant: variants written in Lua
 -- help(x) prints x's reference entry (the doc comments, read on first use)
 function ember.help(...) return require("ember._doc").help(...) end
@@ -82,6 +82,8 @@ setmetatable(ember, {
       if m ~= nil then return m end
     end
     if aliases[k] then return require(aliases[k]) end
+    local no_dtype = dtypes.missing(k) -- ember.int32, ember.half: torch's, not ember's
+    if no_dtype then error(no_dtype, 2) end
     -- only plain names; "init", "core" and _private files are not submodules
     if type(k) ~= "string" or not k:match("^%a[%w_]*$") or k == "init" or k == "core" then
       return nil

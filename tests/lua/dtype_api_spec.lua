@@ -34,14 +34,20 @@ describe("dtype constants", function()
     assert.is_false(ember.randn(2):double().dtype == ember.float32)
   end)
 
-  it("include torch's aliases of the dtypes ember has, and nothing for those it lacks", function()
+  it("include torch's aliases of the dtypes ember has; reading one it lacks is an error at the user's line", function()
     assert.are.equal("float32", ember.float)
     assert.are.equal("float64", ember.double)
     assert.are.equal("int64", ember.long)
     assert.are.equal("float64", ember.ones(1, { dtype = ember.double }).dtype)
+    -- {dtype = ember.int32} was {dtype = nil}: float32, silently
     for _, n in ipairs { "half", "float16", "int32", "int", "short", "int16", "int8", "uint8", "complex64", "cfloat" } do
-      assert.is_nil(ember[n], n)
+      local line = debug.getinfo(1, "l").currentline + 1
+      local ok, err = pcall(function() return ember.zeros(2, { dtype = ember[n] }) end)
+      assert.is_false(ok, n)
+      assert.truthy(err:find("dtype_api_spec.lua:" .. line .. ": ember." .. n .. ": unknown dtype '", 1, true), err)
+      assert.truthy(err:find("(expected float32, float64, int64, bool or bfloat16)", 1, true), err)
     end
+    assert.is_nil(rawget(ember, "int32"))
     -- the functions of those names are still functions
     assert.are.equal("function", type(ember.is_floating_point))
     assert.are.equal("float32", ember.tensor({ 1 }, "float64"):float().dtype)
