@@ -156,6 +156,8 @@ describe("the default dtype", function()
       conv_weight = nn.Conv2d(1, 1, 3).weight, lstm_weight = nn.LSTM(2, 3).weight_ih_l0,
       mha_weight = nn.MultiheadAttention(4, 2).in_proj_weight, groupnorm_bias = nn.GroupNorm(1, 2).bias,
       positional = nn.SinusoidalPositionalEncoding(4, { max_len = 8 }).pe,
+      -- a batch of integers with some floats (a float first is float64, as torch's)
+      collated_numbers = require("ember.data").default_collate({ 1, 2.5 }),
     } do
       assert.are.equal("float64", t.dtype, what)
     end

@@ -60,9 +60,9 @@ local function collate(samples)
     end
     return e.stack(samples, 1)
   elseif kind == "number" then
-    -- torch: a float first gives float64; ints give int64 (float32 if some are floats)
+    -- torch: a float first gives float64; ints give int64 (the default dtype if some are floats)
     local dtype = "int64"
-    for _, s in ipairs(samples) do if math.type(s) == "float" then dtype = "float32" end end
+    for _, s in ipairs(samples) do if math.type(s) == "float" then dtype = e.get_default_dtype() end end
     if math.type(first) == "float" then dtype = "float64" end
     return e.tensor(samples, { dtype = dtype })
   elseif kind == "boolean" then
