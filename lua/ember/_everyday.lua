@@ -14,7 +14,8 @@
 --   zero (in place, as Torch7's), isSameSizeAs/is_same_size; index, viewAs,
 --   maskedSelect, ger; in place as Torch7's: indexCopy, indexFill, indexAdd,
 --   maskedFill, maskedCopy, cmul, cdiv, copy, uniform, normal, apply, map,
---   map2; the constructor ember.Tensor(2, 3).
+--   map2; resize/resizeAs (resize_/resize_as_: x itself reshaped), expandAs;
+--   the constructor ember.Tensor(2, 3); storage/storageOffset/set refused, saying why.
 -- Dims and indices are 1-based, as everywhere in the Lua API; errors name
 -- the function and are raised at the caller's line. init.lua loads it.
 local core = require "ember.core"
@@ -622,6 +623,63 @@ T.viewAs = alias("viewAs", "view_as", 2, "other")
 -- ember.ger(a, b) / a:ger(b): the outer product (torch.ger, Torch7's
 -- torch.ger); Torch7's result-first res:ger(a, b) is refused (a third argument).
 set("ger", alias("ger", "outer", 2, "vec2"), true)
+
+-- x:resize(sizes...) / x:resizeAs(y) (Torch7's; PyTorch's resize_ / resize_as_):
+-- x itself gets the new shape, in place (the same tensor object), as
+-- Torch7's: its first elements in row-major order stay; with fewer
+-- elements x views the start of its memory (x must be contiguous), with
+-- more it gets new memory, zeros past its old elements. Sizes as numbers,
+-- a list or an ember.Size. Refused for a tensor that requires grad or has
+-- a grad_fn (as torch's: x = x:reshape(...) or a new ember.zeros makes one).
+local function resize(op, x, ...)
+  check_tensor(op, x)
+  local a = ...
+  local sizes = (select("#", ...) == 1 and type(a) ~= "number") and a or { ... }
+  if type(sizes) ~= "table" and type(sizes) ~= "userdata" then
+    fail(op, "expected sizes (numbers, a list or an ember.Size), got %s", type(sizes))
+  end
+  local shape, n = {}, 1
+  for i = 1, #sizes do
+    local s = sizes[i]
+    if math.type(s) ~= "integer" or s < 0 then fail(op, "size %d must be an integer >= 0, got %s", i, tostring(s)) end
+    shape[i], n = s, n * s
+  end
+  if x.requires_grad or not x.is_leaf then
+    fail(op, "cannot resize a tensor that requires grad or has a grad_fn (x = x:reshape(...) or a new ember.zeros(...))")
+  end
+  local m, new = x:numel(), nil
+  if n <= m then
+    if not x:is_contiguous() then
+      fail(op, "x is not contiguous: resize keeps x's memory (x = x:contiguous() first, or x = x:reshape(...))")
+    end
+    new = x:detach():reshape(-1):narrow(1, 1, n):view(shape)
+  else
+    new = core.zeros(shape, { dtype = x.dtype, device = x.device })
+    if m > 0 then core.no_grad(function() new:view(-1):narrow(1, 1, m):copy_(x:detach():reshape(-1)) end) end
+  end
+  return x:_assign(new)
+end
+T.resize = helpers.guard(function(x, ...) return resize("resize", x, ...) end)
+T.resize_ = helpers.guard(function(x, ...) return resize("resize_", x, ...) end)
+T.resizeAs = helpers.guard(function(x, y)
+  check_tensor("resizeAs", y, "argument 2")
+  return resize("resizeAs", x, y.shape)
+end)
+T.resize_as_ = helpers.guard(function(x, y)
+  check_tensor("resize_as_", y, "argument 2")
+  return resize("resize_as_", x, y.shape)
+end)
+-- x:expandAs(y): x:expand_as(y), a view (Torch7's expandAs).
+T.expandAs = alias("expandAs", "expand_as", 2, "other")
+-- Torch7's storage calls: ember's tensors hand out no storage object.
+for name, instead in pairs {
+  storage = "views share memory: x:view(...), x:narrow(...), x:detach() (x.data); x:clone() copies",
+  storageOffset = "a view's start is not exposed; x:narrow(dim, start, n) makes one",
+  set = "a tensor cannot be re-pointed at another's memory: y = x:view(...) or x:narrow(...) shares it; "
+    .. "x[{i, j}] = v writes an element",
+} do
+  T[name] = helpers.guard(function() fail(name, "Torch7's %s is not an ember method; %s", name, instead) end)
+end
 
 -- x:copy(y): y's elements written into x in place, returning x (Torch7's):
 -- in row-major order where x and y have as many elements (any shapes), else

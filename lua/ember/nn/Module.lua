@@ -37,19 +37,35 @@ local convert = require("ember.nn._module_convert")(Module) -- {to =, float_dtyp
 
 local is_tensor, is_module
 
+local torch7 -- Torch7's calls (nn/_torch7.lua), installed at the end of this file
+
 --- Looks up registered values first, then the class (methods, defaults), then
 -- PyTorch's name of a part the class keeps elsewhere (its TORCH_NAMES, as its
--- state dicts: a Transformer layer's linear1 is ff.linear1), as torch code reads it.
+-- state dicts: a Transformer layer's linear1 is ff.linear1), as torch code reads it,
+-- then a Torch7 method ember does not have (a function raising an error
+-- that says the ember way). `m:forward` is the class's forward keeping its
+-- output for Torch7's `m:backward(x, gradOutput)` (`m(x)` keeps nothing).
 function Module.__index(t, k)
   local reg = rawget(t, "_reg")
   local v = reg and reg[k]
   if v ~= nil then return v end
   local cls = getmetatable(t)
   v = cls[k]
-  local path = v == nil and type(k) == "string" and cls.TORCH_NAMES and cls.TORCH_NAMES[k]
-  if path then v = t; for part in path:gmatch("[^.]+") do v = v and v[part] end end
+  if v == nil then
+    if type(k) ~= "string" then return nil end
+    local path = cls.TORCH_NAMES and cls.TORCH_NAMES[k]
+    if path then v = t; for part in path:gmatch("[^.]+") do v = v and v[part] end end
+    if v == nil then return torch7.missing(t, k) end
+    return v
+  end
+  if k == "forward" then return torch7.forward_of(v) end
   return v
 end
+
+--- The forward `m(x)` runs: an instance's own `forward` field, else its
+-- class's (not the one `m:forward` gives, which keeps its output).
+-- @treturn function
+function Module.raw_forward(self) return rawget(self, "forward") or getmetatable(self).forward end
 
 -- A constructor's errors, C ones too (a weight that cannot be allocated),
 -- at the user's line, as every forward's (errors.wrap).
@@ -101,7 +117,7 @@ end
 
 function Module:__call(...)
   local hooks = rawget(self, "_forward_hooks")
-  if not hooks then return self:forward(...) end -- the usual case: no hook, no cost
+  if not hooks then return (rawget(self, "forward") or getmetatable(self).forward)(self, ...) end -- the usual case: no hook, no cost
   return Module._call_with_hooks(self, hooks, ...)
 end
 
@@ -894,6 +910,9 @@ function Module:__tostring()
   lines[#lines + 1] = ")"
   return table.concat(lines, "\n")
 end
+
+-- Torch7's backward, getParameters, zeroGradParameters, ... (nn/_torch7.lua)
+torch7 = require("ember.nn._torch7")(Module)
 
 -- nn.Module() itself is an empty container, as in PyTorch.
 setmetatable(Module, { __call = construct })

@@ -3,7 +3,8 @@
 -- seq[i] (negative i counts from the end: seq[-1] is the last; seq[0] is
 -- an error) and #seq work; seq:add(m) and seq:append(m) append, and
 -- seq:insert(i, m), seq:extend(list) and seq:pop([i]) work as PyTorch's (1-based
--- positions; the children are renamed "1", "2", ... in their new order).
+-- positions; the children are renamed "1", "2", ... in their new order);
+-- Torch7's seq:size(), seq:get(i) and seq:remove([i]) work too.
 -- The modules come as a list: PyTorch's Sequential(OrderedDict(...)) of
 -- named modules has no order in a Lua table (an error says so).
 -- @usage local mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -132,6 +133,10 @@ end
 -- @treturn Sequential self
 function Sequential:insert(i, m)
   local n = #self._children
+  if Module.is_module(i) and (m == nil or math.type(m) == "integer") then -- Torch7's insert(m [, i])
+    error("Sequential.insert: takes the position first, as PyTorch's: seq:insert(i, m) (Torch7's insert(m, i)); "
+      .. "seq:add(m) appends", 2)
+  end
   if math.type(i) ~= "integer" then error("Sequential.insert: index must be an integer, got " .. tostring(i), 2) end
   local at = i < 0 and n + 1 + i or i
   if i == 0 or at < 1 or at > n + 1 then
@@ -159,6 +164,34 @@ function Sequential:pop(i)
   local m = table.remove(mods, at)
   renumber(self, mods)
   return m
+end
+
+--- Torch7's size(): the number of modules (#seq).
+-- @treturn integer
+function Sequential:size() return #self._children end
+
+--- Torch7's get(i): the i-th module (seq[i]; negative i counts from the end).
+-- @int i
+-- @treturn Module
+function Sequential:get(i)
+  local m = math.type(i) == "integer" and i ~= 0 and self[i] or nil
+  if m == nil then
+    error(("Sequential.get: index %s is out of range for a Sequential of %d modules"):format(tostring(i), #self._children), 2)
+  end
+  return m
+end
+
+--- Torch7's remove([i]): removes and returns the module at i (default the
+-- last), as `pop(i)`.
+-- @int[opt] i
+-- @treturn Module
+function Sequential:remove(i)
+  local n = #self._children
+  local at = i == nil and n or (math.type(i) == "integer" and (i < 0 and n + 1 + i or i)) or 0
+  if at < 1 or at > n then
+    error(("Sequential.remove: index %s is out of range for a Sequential of %d modules"):format(tostring(i), n), 2)
+  end
+  return self:pop(at)
 end
 
 --- x through each module in turn.

@@ -33,7 +33,7 @@ return function(Module)
     if #hooks.backward > 0 and ember.is_grad_enabled() then
       args, bstate = backward_hooks.wrap_inputs(self, hooks.backward, args)
     end
-    local out = table.pack(self:forward(table.unpack(args, 1, args.n)))
+    local out = table.pack(Module.raw_forward(self)(self, table.unpack(args, 1, args.n)))
     for _, h in ipairs(hooks.post) do
       local r = h(self, args, table.unpack(out, 1, out.n))
       if r ~= nil then out = table.pack(r) end

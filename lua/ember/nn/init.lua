@@ -1,6 +1,6 @@
 -- ember.nn: modules and losses in Torch7 style (one module per file, all
 -- built on nn.Module). `local nn = require "ember.nn"`; `nn.Linear(4, 3)`.
-return {
+local nn = {
   Module = require "ember.nn.Module",
   Parameter = require("ember.nn.Parameter").Parameter,
   Sequential = require "ember.nn.Sequential",
@@ -172,4 +172,11 @@ return {
   AdaptiveMaxPool3d = require "ember.nn.AdaptiveMaxPool3d",
   RReLU = require "ember.nn.RReLU",
   CTCLoss = require "ember.nn.CTCLoss",
+  View = require "ember.nn.View", -- Torch7's nn.View and nn.Reshape
+  Reshape = require "ember.nn.Reshape",
+  Criterion = require "ember.nn.Criterion",
 }
+-- Torch7's criterions (nn.MSECriterion, nn.ClassNLLCriterion, ...): each one
+-- of the losses above under Torch7's name and arguments (nn/Criterion.lua)
+for name, cls in pairs(nn.Criterion.classes) do nn[name] = cls end
+return nn
