@@ -3,8 +3,9 @@
 ** the rows of a contiguous [rows, n] tensor, forward and backward.
 **
 ** softmax subtracts the row max before exp(); log_softmax is x minus the
-** row's logsumexp; layer norm uses a two-pass variance. The kernels are in
-** cpu_softmax_norm_tmpl.h, written once for float and double.
+** row max, minus the log of the exponentials' sum; layer norm uses a
+** two-pass variance. The kernels are in cpu_softmax_norm_tmpl.h, written
+** once for float and double.
 */
 #include "cpu_internal.h"
 #include "cpu_bf16_avx512.h"

@@ -14,8 +14,10 @@ CPU_VECTOR_CLONES_512 static void FN(softmax_row)(T *yr, const T *xr, int64_t n,
   const T mx = CPU_CAT(cpu_max, SUF)(xr, n);
   if (log_) {
     const double sum = CPU_CAT(cpu_sum_exp, SUF)(xr, n, mx);
-    const T shift = mx + (T)log(sum); /* logsumexp of the row */
-    for (int64_t j = 0; j < n; j++) yr[j] = xr[j] - shift;
+    /* (x - max) - log(sum), as PyTorch: x - (max + log(sum)) rounds log(sum)
+    ** away where |max| dwarfs it ([1e8, 1e8] gave 0, not -log 2) */
+    const T lsum = (T)log(sum);
+    for (int64_t j = 0; j < n; j++) yr[j] = (xr[j] - mx) - lsum;
   } else {
     /* the exponentials first (a loop that vectorises), then their sum in order */
     for (int64_t j = 0; j < n; j++) yr[j] = EXP_T(xr[j] - mx);

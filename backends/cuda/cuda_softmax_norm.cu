@@ -31,9 +31,9 @@ softmax_kernel(int64_t rows, int64_t n, T *out, const T *x, bool log_) {
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (double)m_exp(to_acc(xr[j]) - mx);
     sum = row_sum(sum);
     if (log_) {
-      const A shift = mx + (A)log(sum); /* logsumexp of the row */
+      const A lsum = (A)log(sum); /* (x - max) - log(sum), as the CPU kernel */
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        yr[j] = from_acc<T>(to_acc(xr[j]) - shift);
+        yr[j] = from_acc<T>((to_acc(xr[j]) - mx) - lsum);
     } else {
       const A inv = (A)(1.0 / sum);
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
