@@ -778,6 +778,9 @@ local function amax_amin(op, f, x, dim, keepdim)
   for _, d in ipairs(type(dim) == "table" and dim or { dim }) do
     d = check_dim(op, x, d)
     if seen[d] then fail(op, "dim %d repeated", d) end
+    if x:dim() > 0 and x:size(d) == 0 then
+      fail(op, "cannot reduce over dim %d of size 0 (input %s %s)", d, x.dtype, shape_str(x))
+    end
     seen[d] = true
     dims[#dims + 1] = d
   end

@@ -104,7 +104,8 @@ end
 -- as PyTorch), `attn_mask` (bool: true = may attend; or float, added to scores),
 -- `causal`, `need_weights`, `scale` (nil: 1/sqrt(head_dim); any other
 -- number as given, 0 and negative ones included, as PyTorch), `dropout`
--- (on the weights, in training mode only)
+-- (on the weights, in training mode only). A query the masks leave no key
+-- gets 0 (weights 0, gradient 0), not PyTorch's NaN
 -- @treturn Tensor out [B, H, Lq, v_head_dim]
 -- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights
 function Attention:forward(q, k, v, opts)

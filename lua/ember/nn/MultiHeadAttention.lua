@@ -588,7 +588,9 @@ end
 -- ember/nn/_masks.lua for why a boolean attn_mask is refused --, `causal`
 -- (default: the module's), `need_weights`, `average_attn_weights` (false,
 -- unlike PyTorch's default: the weights come per head; true averages them
--- over the heads, as torch.nn.MultiheadAttention's default)
+-- over the heads, as torch.nn.MultiheadAttention's default). A query the
+-- masks leave no key gets heads' output 0 before out_proj (weights 0,
+-- gradient 0), not PyTorch's NaN, as ember.scaled_dot_product_attention's
 -- @treturn Tensor [B, Lq, d_model] ([Lq, d_model] unbatched)
 -- @treturn[opt] Tensor weights [B, H, Lq, Lk] when need_weights ([H, Lq, Lk] unbatched; [B, Lq, Lk]
 -- and [Lq, Lk] with average_attn_weights = true): the
