@@ -396,6 +396,12 @@ EM_API bool em_attn_opt_bool(const em_attn_options *o, const char *name);
 EM_API const char *em_attn_opt_str(const em_attn_options *o, const char *name);
 /* "window_left=4, window_right=0, ..." into buf. */
 EM_API const char *em_attn_options_str(const em_attn_options *o, char *buf, size_t n);
+/* For a variant's check: the first of `names` (NULL-terminated) whose value
+** differs from its default is an EM_ERR_ARG naming the variant, the option
+** and its value, then `why` ("with mode=\"block\" (it is for mode=
+** \"sliding\")"): an option the chosen mode never reads is refused, not
+** silently ignored. EM_OK when all of them are at their defaults. */
+EM_API em_status em_attn_unused_options(const em_attn_options *o, const char *const *names, const char *why);
 
 /* Makes the variant's parameters (see init_params); *n = 0 if it has none. */
 EM_API em_status em_attn_init_params(const em_attention_variant *v, const em_attn_options *o,

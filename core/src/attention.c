@@ -263,6 +263,27 @@ const char *em_attn_opt_str(const em_attn_options *o, const char *name) {
   return x && x->str ? x->str : "";
 }
 
+em_status em_attn_unused_options(const em_attn_options *o, const char *const *names, const char *why) {
+  for (; names && *names; names++) {
+    int j = em_attn_option_index(o->variant, *names);
+    if (j < 0) continue;
+    const em_attn_option_spec *sp = &o->variant->options[j];
+    const em_attn_value *x = &o->values[j];
+    char val[80];
+    if (sp->type == EM_ATTN_OPT_STRING) {
+      if (strcmp(x->str ? x->str : "", sp->default_str ? sp->default_str : "") == 0) continue;
+      snprintf(val, sizeof val, "\"%s\"", x->str ? x->str : "");
+    } else {
+      if (x->num == sp->default_num) continue;
+      if (sp->type == EM_ATTN_OPT_BOOL) snprintf(val, sizeof val, "%s", x->num ? "true" : "false");
+      else snprintf(val, sizeof val, "%g", x->num);
+    }
+    return em_error(EM_ERR_ARG, "attention '%s': option '%s' (= %s) is not used %s; leave it out", o->variant->name,
+                    sp->name, val, why);
+  }
+  return EM_OK;
+}
+
 const char *em_attn_options_str(const em_attn_options *o, char *buf, size_t n) {
   size_t k = 0;
   if (n) buf[0] = '\0';

@@ -89,6 +89,14 @@ em_status lin_draw_features(int64_t m, int64_t d, double *w) {
   return EM_OK;
 }
 
+/* favor's options, set by the user with feature_map="elu", would be ignored: refused */
+static em_status lin_check(const em_attn_options *o, const em_attn_dims *d) {
+  (void)d;
+  static const char *const FAVOR[] = {"num_features", "redraw", NULL};
+  if (is_favor(o)) return EM_OK;
+  return em_attn_unused_options(o, FAVOR, "with feature_map=\"elu\", the default (it is for feature_map=\"favor\")");
+}
+
 static em_status lin_init_params(const em_attn_options *o, const em_attn_dims *d, em_dtype dt,
                                  em_device dev, int *n, em_attn_param *params) {
   *n = 0;
@@ -191,6 +199,7 @@ static const em_attention_variant LINEAR = {
   .caps = EM_ATTN_CAP_KEY_PADDING | EM_ATTN_CAP_CAUSAL | EM_ATTN_CAP_WEIGHTS | EM_ATTN_CAP_CROSS,
   .n_options = (int)(sizeof OPTIONS / sizeof OPTIONS[0]),
   .options = OPTIONS,
+  .check = lin_check,
   .init_params = lin_init_params,
   .forward = lin_forward,
   .backward = lin_backward,

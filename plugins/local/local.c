@@ -43,6 +43,16 @@ static const em_attn_option_spec OPTIONS[] = {
    .max = 1e12, .help = "block: leading positions that see and are seen by everything (Longformer)"},
 };
 
+/* The options of the other mode, set by the user, would be ignored: refused. */
+static em_status local_check(const em_attn_options *o, const em_attn_dims *dims) {
+  (void)dims;
+  static const char *const SLIDING[] = {"window_left", "window_right", NULL};
+  static const char *const BLOCK[] = {"block_size", "local_blocks", "global_blocks", "global_tokens", NULL};
+  if (strcmp(em_attn_opt_str(o, "mode"), "block") == 0)
+    return em_attn_unused_options(o, SLIDING, "with mode=\"block\" (it is for mode=\"sliding\")");
+  return em_attn_unused_options(o, BLOCK, "with mode=\"sliding\", the default (it is for mode=\"block\")");
+}
+
 static em_status local_declare(const em_attn_options *o, const em_attn_dims *dims, em_attn_decl *d) {
   (void)dims;
   em_attn_block_mask *m = &d->mask;
@@ -71,6 +81,7 @@ static const em_attention_variant LOCAL = {
   .caps = EM_ATTN_CAP_ALL,
   .n_options = (int)(sizeof OPTIONS / sizeof OPTIONS[0]),
   .options = OPTIONS,
+  .check = local_check,
   .declare = local_declare,
 };
 

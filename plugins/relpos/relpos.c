@@ -27,6 +27,7 @@
 */
 #include "ember_attention.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const em_attn_option_spec OPTIONS[] = {
@@ -51,6 +52,18 @@ static int mode_of(const em_attn_options *o) {
 
 static em_status rp_check(const em_attn_options *o, const em_attn_dims *d) {
   (void)d;
+  /* the options of another mode, set by the user, would be ignored: refused */
+  static const char *const SHAW[] = {"max_relative_position", NULL};
+  static const char *const T5[] = {"num_buckets", "max_distance", "bidirectional", NULL};
+  const char *mode = em_attn_opt_str(o, "mode");
+  for (int m = 0; m < 2; m++) {
+    if (m == mode_of(o)) continue;
+    char why[128];
+    snprintf(why, sizeof why, "with mode=\"%s\"%s (it is for mode=\"%s\")", mode,
+             strcmp(mode, "shaw") == 0 ? ", the default" : "", m == 0 ? "shaw" : "t5");
+    em_status s = em_attn_unused_options(o, m == 0 ? SHAW : T5, why);
+    if (s != EM_OK) return s;
+  }
   if (mode_of(o) == 1) {
     int64_t nb = em_attn_opt_int(o, "num_buckets");
     if (em_attn_opt_bool(o, "bidirectional") && nb < 4)

@@ -49,6 +49,37 @@ describe("ember.MultiHeadAttention", function()
     assert.truthy(err:find("even", 1, true))
   end)
 
+  it("refuses an option the chosen mode does not read (it was silently ignored), at the user's line", function()
+    local cases = {
+      {{attention = "local", mode = "block", window_left = 8}, "'window_left' (= 8) is not used with mode=\"block\""},
+      {{attention = "local", global_tokens = 2}, "'global_tokens' (= 2) is not used with mode=\"sliding\""},
+      {{attention = "relpos", mode = "alibi", num_buckets = 8}, "'num_buckets' (= 8) is not used with mode=\"alibi\""},
+      {{attention = "relpos", mode = "t5", max_relative_position = 4}, "'max_relative_position' (= 4) is not used"},
+      {{attention = "relpos", bidirectional = false}, "'bidirectional' (= false) is not used with mode=\"shaw\""},
+      {{attention = "linear", num_features = 16}, "'num_features' (= 16) is not used with feature_map=\"elu\""},
+      {{attention = "linear", redraw = true}, "'redraw' (= true) is not used"},
+    }
+    for _, c in ipairs(cases) do
+      local spec = {d_model = 8, heads = 2}
+      for k, v in pairs(c[1]) do spec[k] = v end
+      local ok, err = pcall(ember.MultiHeadAttention, spec)
+      local here = "attention_spec.lua:" .. debug.getinfo(1, "l").currentline - 1 .. ":"
+      assert.is_false(ok, c[2])
+      assert.truthy(err:find("attention '" .. c[1].attention .. "': option " .. c[2], 1, true), err)
+      assert.truthy(err:find(here, 1, true), err)
+    end
+    -- the same options with their own mode, or at their defaults, are taken
+    for _, spec in ipairs {
+      {attention = "local", mode = "block", block_size = 4, global_tokens = 1},
+      {attention = "local", mode = "block", window_left = 64},
+      {attention = "relpos", mode = "t5", num_buckets = 8, max_distance = 16, bidirectional = false},
+      {attention = "linear", feature_map = "favor", num_features = 16, redraw = true},
+    } do
+      spec.d_model, spec.heads = 8, 2
+      assert.truthy(ember.MultiHeadAttention(spec))
+    end
+  end)
+
   it("gives clear errors for bad inputs", function()
     local m = ember.MultiHeadAttention{d_model = 8, heads = 2}
     local ok, err = pcall(m.forward, m, ember.randn(2, 5, 6))
