@@ -10,6 +10,9 @@ return {
   random_split = (require "ember.data.subset").random_split,
   ConcatDataset = require "ember.data.concat_dataset",
   IterableDataset = require "ember.data.iterable_dataset",
+  -- torchvision.transforms' image transforms on tensors, and a dataset that applies them per row
+  transforms = require "ember.data.transforms",
+  TransformDataset = require "ember.data.transform_dataset",
   samplers = require "ember.data.samplers",
   SequentialSampler = (require "ember.data.samplers").SequentialSampler,
   RandomSampler = (require "ember.data.samplers").RandomSampler,
