@@ -87,8 +87,8 @@ function F._pad(who, img, p, fill, mode)
       raise("%s: symmetric padding (%d, %d, %d, %d) must not exceed the image (H %d, W %d)", who, p[1], p[3], p[2],
         p[4], h, w)
     end
-    return img:index_select(img.ndim - 1, symmetric_index(h, p[3], p[4]))
-        :index_select(img.ndim, symmetric_index(w, p[1], p[2]))
+    return img:index_select(img.ndim - 1, symmetric_index(h, p[3], p[4]):to(img.device))
+        :index_select(img.ndim, symmetric_index(w, p[1], p[2]):to(img.device))
   end
   if m == "reflect" and (p[1] >= w or p[2] >= w or p[3] >= h or p[4] >= h) then
     raise("%s: reflect padding (left %d, top %d, right %d, bottom %d) must be smaller than the image (H %d, W %d)",
@@ -115,11 +115,12 @@ function F._pad(who, img, p, fill, mode)
     end
     -- zero padding, then each channel's value where the padding is
     y = NF().pad(x, p)
-    local inside = NF().pad(ember().ones({ 1, h, w }, { dtype = y.dtype }), p)
+    local inside = NF().pad(ember().ones({ 1, h, w }, { dtype = y.dtype }):to(y.device), p)
     local shape = {}
     for i = 1, y.ndim do shape[i] = 1 end
     shape[y.ndim - 2] = #fill
     local values = ember().tensor(fill, { dtype = y:is_floating_point() and y.dtype or "float64" }):view(shape)
+        :to(y.device)
     y = (y + (1 - inside) * values):to(y.dtype)
   else
     raise("%s: fill must be a number or a list of numbers (one per channel), got %s", who, type(fill))
@@ -265,7 +266,7 @@ end
 
 -- A list of numbers (or one number) as a tensor [C, 1, 1] for an image of c
 -- channels, in dtype.
-local function per_channel(who, name, v, c, dtype)
+local function per_channel(who, name, v, c, dtype, device)
   if type(v) == "number" then v = { v } end
   if U.is_tensor(v) then v = v:reshape(-1):totable() end
   if type(v) ~= "table" or #v == 0 then
@@ -277,13 +278,13 @@ local function per_channel(who, name, v, c, dtype)
   if #v ~= 1 and #v ~= c then
     raise("%s: %s has %d values, but the image has %d channels (dim -3 of the input)", who, name, #v, c)
   end
-  return ember().tensor(v, { dtype = dtype }):view(#v, 1, 1), v
+  return ember().tensor(v, { dtype = dtype }):view(#v, 1, 1):to(device), v
 end
 
 function F._normalize(who, img, mean, std, inplace)
   local c = U.float_image(who, img)
-  local m = per_channel(who, "mean", mean, c, img.dtype)
-  local s, list = per_channel(who, "std", std, c, img.dtype)
+  local m = per_channel(who, "mean", mean, c, img.dtype, img.device)
+  local s, list = per_channel(who, "std", std, c, img.dtype, img.device)
   if s:eq(0):any():item() then -- torchvision's check, after the conversion to the image's dtype
     raise("%s: std %s has a 0 (in %s), which would divide by zero", who, U.py(list, "[]"), img.dtype)
   end
@@ -314,7 +315,7 @@ function F.erase(img, i, j, h, w, v, inplace)
   if h == 0 or w == 0 then return img end
   local block = img:narrow(img.ndim - 1, i, h):narrow(img.ndim, j, w)
   if type(v) == "number" then v = ember().full({ 1 }, v, { dtype = img.dtype }) end
-  block:copy_(v:to(img.dtype):expand(block.shape))
+  block:copy_(v:to(img.dtype):to(img.device):expand(block.shape))
   return img
 end
 
@@ -492,7 +493,7 @@ function F._gaussian_blur(who, img, kernel_size, sigma)
   end
   local ky1 = gaussian_1d(ky, sigma[2]):to(img.dtype)
   local kx1 = gaussian_1d(kx, sigma[1]):to(img.dtype)
-  local k2 = ky1:view(ky, 1):mm(kx1:view(1, kx))
+  local k2 = ky1:view(ky, 1):mm(kx1:view(1, kx)):to(img.device)
   local x = img.ndim == 3 and img:unsqueeze(1) or img:reshape(-1, c, h, w)
   x = NF().pad(x, { kx // 2, kx // 2, ky // 2, ky // 2 }, "reflect")
   local y = NF().conv2d(x, k2:expand(c, 1, ky, kx), nil, { groups = c })
