@@ -436,7 +436,14 @@ em_status em_expand(em_tensor **out, em_tensor *x, int ndim, const int64_t *shap
   for (int i = 0; i < ndim; i++) {
     int64_t have = i < lead ? 1 : x->shape[i - lead];
     int64_t want = shape[i] == -1 && i >= lead ? have : shape[i];
-    if (want < 0 || (have != want && have != 1)) {
+    if (want < 0) { /* -1 keeps a size, and a new leading dim has none to keep */
+      char a[160], b[160];
+      return em_error(EM_ERR_SHAPE, "expand: cannot expand %s to %s (size %lld at dim %d: %s)",
+                      em_shape_str(x->ndim, x->shape, a, sizeof a), em_shape_str(ndim, shape, b, sizeof b),
+                      (long long)shape[i], i + 1,
+                      shape[i] == -1 ? "-1 is not allowed in a new leading dim" : "sizes must be >= 0, or -1 to keep one");
+    }
+    if (have != want && have != 1) {
       char a[160], b[160];
       return em_error(EM_ERR_SHAPE, "expand: cannot expand %s to %s (size %lld at dim %d is not 1)",
                       em_shape_str(x->ndim, x->shape, a, sizeof a), em_shape_str(ndim, shape, b, sizeof b),
