@@ -433,10 +433,16 @@ static int by_mtime(const void *a, const void *b) {
   return x.tv_sec != y.tv_sec ? (x.tv_sec < y.tv_sec ? -1 : 1) : (x.tv_nsec > y.tv_nsec) - (x.tv_nsec < y.tv_nsec);
 }
 
-static long cache_max(void) {
+/* EMBER_JIT_CACHE_MAX, a count >= 1; unset or anything else is 512 (junk
+** was read by strtol as 0 and kept one entry), which cpu_xjit_info says. */
+static long cache_max(bool *junk) {
   const char *e = getenv("EMBER_JIT_CACHE_MAX");
-  const long n = e && *e ? strtol(e, NULL, 10) : 512;
-  return n > 0 ? n : 1;
+  char *end = NULL;
+  errno = 0;
+  const long n = e && *e ? strtol(e, &end, 10) : 512;
+  const bool bad = e && *e && (errno || end == e || *end || n < 1);
+  if (junk) *junk = bad;
+  return bad ? 512 : n;
 }
 
 /* Removes the entries of dir used longest ago beyond cache_max() (their
@@ -470,7 +476,7 @@ static void cache_prune(const char *dir, const char *fresh) {
     n++;
   }
   closedir(d);
-  const size_t keep = (size_t)cache_max() - 1; /* and fresh */
+  const size_t keep = (size_t)cache_max(NULL) - 1; /* and fresh */
   if (n > keep) {
     qsort(e, n, sizeof *e, by_mtime);
     for (size_t i = 0; i < n - keep; i++) {
@@ -632,8 +638,12 @@ void cpu_xjit_count(bool compiled) {
 
 void cpu_xjit_info(char *buf, size_t n) {
   pthread_mutex_lock(&g_lock);
-  snprintf(buf, n, "%s; %llu calls compiled, %llu interpreted", g_state,
+  bool junk;
+  cache_max(&junk);
+  snprintf(buf, n, "%s; %llu calls compiled, %llu interpreted%s%.16s%s", g_state,
            (unsigned long long)__atomic_load_n(&g_compiled_calls, __ATOMIC_RELAXED),
-           (unsigned long long)__atomic_load_n(&g_interpreted_calls, __ATOMIC_RELAXED));
+           (unsigned long long)__atomic_load_n(&g_interpreted_calls, __ATOMIC_RELAXED),
+           junk ? "; EMBER_JIT_CACHE_MAX=" : "", junk ? getenv("EMBER_JIT_CACHE_MAX") : "",
+           junk ? " is not a number of entries >= 1, 512 kept" : "");
   pthread_mutex_unlock(&g_lock);
 }
