@@ -378,16 +378,18 @@ local function tri_indices(op, lower)
       if math.type(v) ~= "integer" then fail(op, "rows, cols and offset must be integers, got %s", tostring(v)) end
     end
     if rows < 0 or cols < 0 then fail(op, "rows and cols must be >= 0, got %d and %d", rows, cols) end
-    local r, c = {}, {}
-    for i = 1, rows do
-      for j = 1, cols do
-        if (lower and j - i <= offset) or (not lower and j - i >= offset) then
-          r[#r + 1], c[#c + 1] = i, j
-        end
-      end
-    end
     opts = helpers.creation_opts(op, opts)
-    return core.tensor({ r, c }, { dtype = opts.dtype or "int64", device = opts.device }):view(2, #r)
+    -- tensor ops, not a Lua loop over rows * cols (which hung on 2^40 rows):
+    -- a size too large to allocate is the core's error, named here
+    local ok, out = pcall(function()
+      local i = core.arange(1, rows + 1, { dtype = "int64", device = opts.device }):view(rows, 1)
+      local j = core.arange(1, cols + 1, { dtype = "int64", device = opts.device }):view(1, cols)
+      local d = j - i
+      local keep = lower and d:le(offset) or d:ge(offset)
+      return core.stack({ i:expand(rows, cols):masked_select(keep), j:expand(rows, cols):masked_select(keep) })
+    end)
+    if not ok then fail(op, "%s", require("ember._errors").strip_library_position(tostring(out))) end
+    return out:to(opts.dtype or "int64")
   end
 end
 set("tril_indices", tri_indices("tril_indices", true))

@@ -28,6 +28,12 @@ local function fail(op, fmt, ...)
   error(("ember.%s: " .. fmt):format(op, ...), 0)
 end
 
+-- v as an integer when it is a number of integral value (3.0 is 3, as the
+-- binding's shapes take it; a string is not a number here), else nil.
+local function int_value(v)
+  return type(v) == "number" and math.tointeger(v) or nil
+end
+
 local function check_tensor(op, x, what)
   if not core.is_tensor(x) then
     if what == nil and (x == nil or type(x) == "number") then -- x.f() for x:f(), the usual slip
@@ -171,8 +177,10 @@ set("eye", function(n, m, opts)
   if type(m) == "table" or type(m) == "string" then m, opts = nil, m end
   m = m or n
   for _, v in ipairs { n or "nothing", m or "nothing" } do -- (ipairs would stop at a nil n)
-    if math.type(v) ~= "integer" or v < 0 then fail("eye", "sizes must be integers >= 0, got %s", tostring(v)) end
+    local vi = int_value(v)
+    if not vi or vi < 0 then fail("eye", "sizes must be integers >= 0, got %s", tostring(v)) end
   end
+  n, m = int_value(n), int_value(m)
   opts = check_opts("eye", opts)
   local o = { dtype = "int64", device = opts.device }
   local e = core.arange(1, n + 1, o):view(n, 1):eq(core.arange(1, m + 1, o):view(1, m))
@@ -193,19 +201,20 @@ end
 set("linspace", function(start, stop, steps, opts)
   check_number("linspace", start, "start")
   check_number("linspace", stop, "end")
-  if math.type(steps) ~= "integer" or steps < 0 then
-    fail("linspace", "steps must be an integer >= 0, got %s", tostring(steps))
+  local steps_given = steps
+  steps = int_value(steps)
+  if not steps or steps < 0 then
+    fail("linspace", "steps must be an integer >= 0, got %s", tostring(steps_given))
   end
   opts = check_opts("linspace", opts)
   local o = { dtype = "float64", device = opts.device }
-  local r
-  if steps <= 1 then
-    r = core.full({ steps }, start, o)
-  else
+  local ok, r = pcall(function() -- too many steps to allocate: arange's error, named here
+    if steps <= 1 then return core.full({ steps }, start, o) end
     local step = (stop - start) / (steps - 1)
     local i = core.arange(0, steps, o)
-    r = core.where(i:lt(steps / 2), i * step + start, (i - (steps - 1)) * step + stop)
-  end
+    return core.where(i:lt(steps / 2), i * step + start, (i - (steps - 1)) * step + stop)
+  end)
+  if not ok then fail("linspace", "%s", require("ember._errors").strip_library_position(tostring(r))) end
   r = r:to(opts.dtype or core.get_default_dtype())
   if opts.requires_grad then r:requires_grad_(true) end
   return r
@@ -576,19 +585,31 @@ set("repeat_interleave", function(x, repeats, dim)
       fail("repeat_interleave", "repeats has %d counts for %d slices along dim %d", #counts, n, d)
     end
   end
-  local idx = {}
+  -- the total is checked before anything is built (a Lua list of the
+  -- indices hung on repeats = 2^62); the indices are the slice each
+  -- position falls in, found in the counts' running sums
+  local total, ends = 0, {}
   for i, c in ipairs(counts) do
     if math.type(c) ~= "integer" or c < 0 then
       fail("repeat_interleave", "repeats must hold integers >= 0, got %s", tostring(c))
     end
-    for _ = 1, c do idx[#idx + 1] = i end
+    if c > (1 << 40) - total then
+      fail("repeat_interleave", "repeats add up to more than 2^40 slices along dim %d", d)
+    end
+    total = total + c
+    ends[i] = total
   end
-  if #idx == 0 then
+  if total == 0 then
     local shape = x:size()
     shape[d] = 0
     return core.zeros(shape, { dtype = x.dtype, device = x.device })
   end
-  return x:index_select(d, core.tensor(idx, { dtype = "int64", device = x.device }))
+  local ok, idx = pcall(function()
+    local opts = { dtype = "int64", device = x.device }
+    return core.searchsorted(core.tensor(ends, opts), core.arange(1, total + 1, opts))
+  end)
+  if not ok then fail("repeat_interleave", "%s", require("ember._errors").strip_library_position(tostring(idx))) end
+  return x:index_select(d, idx)
 end, true)
 
 local function broadcast_shape(op, a, b)
@@ -802,12 +823,20 @@ end, true)
 
 -- x repeated reps[i] times along each dim (torch.tile; Torch7's
 -- repeatTensor): more reps than dims prepend dims of size 1.
+-- The repeats of tile and repeat, integers >= 0 (2.0 is 2), in a new list;
+-- errors name op.
+local function check_reps(op, reps)
+  local out = {}
+  for i, r in ipairs(reps) do
+    out[i] = int_value(r)
+    if not out[i] or out[i] < 0 then fail(op, "repeat %d must be an integer >= 0, got %s", i, tostring(r)) end
+  end
+  return out
+end
+
 set("tile", function(x, ...)
   check_tensor("tile", x)
-  local reps = select("#", ...) == 1 and type((...)) == "table" and (...) or { ... }
-  for i, r in ipairs(reps) do
-    if math.type(r) ~= "integer" or r < 0 then fail("tile", "repeat %d must be an integer >= 0, got %s", i, tostring(r)) end
-  end
+  local reps = check_reps("tile", select("#", ...) == 1 and type((...)) == "table" and (...) or { ... })
   local n = math.max(#reps, x:dim())
   local shape, full = {}, {}
   for i = 1, n do
@@ -828,7 +857,7 @@ end, true)
 local function repeat_(op)
   return function(x, ...)
     check_tensor(op, x)
-    local reps = select("#", ...) == 1 and type((...)) == "table" and (...) or { ... }
+    local reps = check_reps(op, select("#", ...) == 1 and type((...)) == "table" and (...) or { ... })
     if #reps < x:dim() then
       fail(op, "the number of repeats (%d) can not be smaller than the number of dims of the tensor (%d)",
         #reps, x:dim())
