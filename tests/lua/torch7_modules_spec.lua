@@ -21,6 +21,46 @@ local function mlp(seed)
   return m
 end
 
+-- A fresh process: whether m:forward keeps its output depends on the
+-- Torch7 calls made before it in the process.
+local function fresh(script)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(script)
+  f:close()
+  local h = assert(io.popen(("'%s/bin/ember' '%s' 2>&1"):format(os.getenv("EMBER_BUILD_DIR") or "build", path)))
+  local out = h:read("a")
+  h:close()
+  os.remove(path)
+  return out
+end
+
+describe("m:forward's kept output", function()
+  -- kept from the first Torch7 call on: PyTorch-style m:forward(x) in a loop
+  -- held the last step's graph while the next one ran (fault_injection_spec saw it)
+  it("is not kept before any Torch7 call, and is after an nn.*Criterion is built", function()
+    local out = fresh([[
+      local nn = require "ember.nn"
+      local m, x = nn.Linear(3, 2), ember.randn(4, 3)
+      local seen = setmetatable({}, { __mode = "v" })
+      seen[1] = m:forward(x)
+      collectgarbage(); collectgarbage()
+      print("before", seen[1] == nil)
+      print(pcall(m.backward, m, x, ember.ones(4, 2)))
+      local crit = nn.MSECriterion()
+      seen[1] = m:forward(x)
+      collectgarbage(); collectgarbage()
+      print("after", seen[1] == nil)
+      print("backward", m:backward(x, ember.ones(4, 2)) == nil, m.weight.grad ~= nil)
+    ]])
+    assert.truthy(out:find("before\ttrue\n"), out)
+    assert.truthy(out:find("Linear.backward: no forward of this module on this input", 1, true), out)
+    assert.truthy(out:find("once a Torch7 call was made", 1, true), out)
+    assert.truthy(out:find("after\tfalse\n"), out)
+    assert.truthy(out:find("backward\ttrue\ttrue\n"), out)
+  end)
+end)
+
 describe("Torch7's criterions", function()
   local x, y = ember.randn(4, 3), ember.randn(4, 3)
   local ids = ember.tensor({ 1, 3, 2, 1 }, "int64")

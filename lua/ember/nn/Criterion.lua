@@ -117,6 +117,7 @@ local function criterion(name, args, loss, pair)
   local C = Criterion:extend(name)
   C.PAIR = pair
   function C:__init(...)
+    Module.torch7_activate() -- a Torch7 script: m:forward keeps its output for m:backward
     local n = select("#", ...)
     if n > #args then
       errors.raise("nn.%s: takes at most %d arguments (%s), got %d", name, #args, table.concat(args, ", "), n)

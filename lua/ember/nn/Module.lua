@@ -43,8 +43,9 @@ local torch7 -- Torch7's calls (nn/_torch7.lua), installed at the end of this fi
 -- PyTorch's name of a part the class keeps elsewhere (its TORCH_NAMES, as its
 -- state dicts: a Transformer layer's linear1 is ff.linear1), as torch code reads it,
 -- then a Torch7 method ember does not have (a function raising an error
--- that says the ember way). `m:forward` is the class's forward keeping its
--- output for Torch7's `m:backward(x, gradOutput)` (`m(x)` keeps nothing).
+-- that says the ember way). Once a Torch7 call was made (nn/_torch7.lua),
+-- `m:forward` is the class's forward keeping its output for Torch7's
+-- `m:backward(x, gradOutput)` (`m(x)` keeps nothing).
 function Module.__index(t, k)
   local reg = rawget(t, "_reg")
   local v = reg and reg[k]
@@ -58,7 +59,7 @@ function Module.__index(t, k)
     if v == nil then return torch7.missing(t, k) end
     return v
   end
-  if k == "forward" then return torch7.forward_of(v) end
+  if k == "forward" and torch7.active then return torch7.forward_of(v) end
   return v
 end
 
@@ -913,6 +914,9 @@ end
 
 -- Torch7's backward, getParameters, zeroGradParameters, ... (nn/_torch7.lua)
 torch7 = require("ember.nn._torch7")(Module)
+--- Turns on Torch7's keeping of `m:forward`'s outputs (nn/_torch7.lua's
+-- header says when and why); nn.*Criterion's constructor calls it.
+function Module.torch7_activate() torch7.activate() end
 
 -- nn.Module() itself is an empty container, as in PyTorch.
 setmetatable(Module, { __call = construct })

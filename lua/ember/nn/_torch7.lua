@@ -3,9 +3,10 @@
 -- documentation live here, Module.lua installs them
 -- (`require(this)(Module)` returns {forward_of =, missing =}).
 --
---   m:forward(x)                 the module's forward; called directly (not as m(x)),
---                                it keeps the output it gave for x (only the last
---                                one, weakly keyed by x: dropping x drops it)
+--   m:forward(x)                 the module's forward; called directly (not as m(x))
+--                                once Torch7's calls are in use (below), it keeps the
+--                                output it gave for x (only the last one, weakly keyed
+--                                by x: dropping x drops it)
 --   m:backward(x, gout [, s])    Torch7's backward: adds s * dL/dp into each p.grad
 --                                (accGradParameters) and returns dL/dx (updateGradInput),
 --                                through the graph of that forward, by autograd
@@ -31,6 +32,14 @@
 -- x: backward adds into this module's parameters only, so a chain
 -- m2:backward(h, g2), m1:backward(x, gh) counts each module once, as Torch7's.
 --
+-- Keeping outputs costs a graph held past its loss (a PyTorch-style
+-- `m:forward(x)` in a loop would hold two steps' activations), so it starts
+-- at the first Torch7 call of the process: an nn.*Criterion built, or
+-- getParameters, zeroGradParameters, updateParameters, updateOutput,
+-- backward, evaluate, ... called (T7.activate). Torch7 scripts make their
+-- criterion (or call getParameters) before the first forward; code that
+-- never makes a Torch7 call keeps nothing and pays nothing.
+--
 -- Other Torch7 names with no one meaning here are errors that name the
 -- Torch7 call and the ember way (HINTS below, Module.__index's fallback).
 -- @module nn._torch7
@@ -38,7 +47,12 @@ local ember = require "ember.nn._ember"
 local errors = require "ember._errors"
 
 return function(Module)
-  local T7 = {}
+  -- active: m:forward keeps its output (Module.__index reads it); set once
+  local T7 = { active = false }
+
+  --- Turns on keeping m:forward's outputs for Torch7's backward (see the
+  -- header); the Torch7 calls and nn.*Criterion's constructor call it.
+  function T7.activate() T7.active = true end
 
   -- module -> (weak-keyed: input -> {out =, grad = grad mode at the forward}),
   -- one input at a time, as Torch7's self.output; both weak (ephemerons):
@@ -83,7 +97,8 @@ return function(Module)
     local rec = t and t[x]
     if not rec then
       errors.raise("%s: no forward of this module on this input to go back through: call m:forward(x) with this "
-        .. "same x first (the last m:forward is kept; m(x) keeps none: its gradients come from loss:backward())", who)
+        .. "same x first (the last m:forward is kept once a Torch7 call was made, such as building an nn.*Criterion "
+        .. "or m:getParameters(); m(x) keeps none: its gradients come from loss:backward())", who)
     end
     local outs = tensors_of(rec.out)
     local any = false
@@ -166,12 +181,13 @@ return function(Module)
   -- @tparam Tensor|table gradOutput dL/d(output), the output's shape
   -- @number[opt=1] scale
   -- @treturn ?Tensor gradInput
-  -- @usage local m = nn.Linear(3, 2)
+  -- @usage local m, crit = nn.Linear(3, 2), nn.MSECriterion()   -- a Torch7 call: forward keeps
   -- local x = ember.randn(4, 3):requires_grad_()
   -- local y = m:forward(x)
-  -- local gx = m:backward(x, ember.ones(4, 2))
+  -- local gx = m:backward(x, crit:backward(y, ember.zeros(4, 2)))
   -- print(gx.shape, m.weight.grad.shape)   --> ember.Size{4, 3}	ember.Size{2, 3}
   function Module:backward(input, gradOutput, scale)
+    T7.activate()
     return go_back(self, self.__name .. ".backward", input, gradOutput, scale, learned(self), true)
   end
 
@@ -179,29 +195,38 @@ return function(Module)
   -- to input of the last `m:forward(input)`, the parameters' .grad untouched.
   -- @treturn ?Tensor
   function Module:updateGradInput(input, gradOutput)
+    T7.activate()
     return go_back(self, self.__name .. ".updateGradInput", input, gradOutput, 1, {}, true)
   end
 
   --- Torch7's accGradParameters(input, gradOutput [, scale]): adds scale *
   -- the parameters' gradients of the last `m:forward(input)` into their .grad.
   function Module:accGradParameters(input, gradOutput, scale)
+    T7.activate()
     go_back(self, self.__name .. ".accGradParameters", input, gradOutput, scale, learned(self), false)
   end
 
   --- Torch7's updateOutput(input): `m:forward(input)` (keeping its output for backward).
-  function Module:updateOutput(...) return self:forward(...) end
+  function Module:updateOutput(...)
+    T7.activate()
+    return self:forward(...)
+  end
 
   --- Torch7's zeroGradParameters(): every parameter's .grad zeroed in place
   -- (`zero_grad(false)`: a flat gradient tensor from getParameters stays the
   -- one the gradients land in). Returns self.
   -- @treturn Module self
-  function Module:zeroGradParameters() return self:zero_grad(false) end
+  function Module:zeroGradParameters()
+    T7.activate()
+    return self:zero_grad(false)
+  end
 
   --- Torch7's updateParameters(lr): p = p - lr * p.grad for every parameter
   -- with a gradient, in place and not recorded (plain SGD). Returns self.
   -- @number lr
   -- @treturn Module self
   function Module:updateParameters(lr)
+    T7.activate()
     if type(lr) ~= "number" then errors.raise("%s.updateParameters: learningRate must be a number, got %s", self.__name, type(lr)) end
     ember.no_grad(function()
       for _, p in ipairs(self:parameters()) do
@@ -231,6 +256,7 @@ return function(Module)
   -- params:fill_(0.5)
   -- print(params.shape, m.weight:sum():item())   --> ember.Size{8}	3.0
   function Module:getParameters()
+    T7.activate()
     local who = self.__name .. ".getParameters"
     local ps = self:parameters()
     if #ps == 0 then return ember.zeros(0), ember.zeros(0) end
@@ -263,7 +289,10 @@ return function(Module)
 
   -- Torch7's training() cannot be: m.training is PyTorch's flag here (m:train() sets it).
   --- Torch7's evaluate(): `eval()`.
-  function Module:evaluate() return self:eval() end
+  function Module:evaluate()
+    T7.activate()
+    return self:eval()
+  end
 
   --- Torch7's clearState(): forgets the outputs `m:forward` kept (and so
   -- their graphs) for the module and its descendants. Returns self.
