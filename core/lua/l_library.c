@@ -13,9 +13,13 @@
 static int f_set_num_threads(lua_State *L) {
   int64_t n = lember_checkint(L, 1, "set_num_threads", "n");
   if (n < 1) return luaL_error(L, "ember.set_num_threads: n must be >= 1, got %I", (lua_Integer)n);
-  /* (a C int: 2^32 + 2 was taken as 2, and 2^31 as 1, without a word) */
-  if (n > INT_MAX)
-    return luaL_error(L, "ember.set_num_threads: n must be at most %d, got %I", INT_MAX, (lua_Integer)n);
+  /* A bound well past any machine's hardware threads: 1e9 was taken, and
+  ** the next parallel op had OpenMP start that many threads, which
+  ** crashed inside libgomp under an address-space limit (ulimit -v); 2^32
+  ** + 2 had been taken as 2 (a C int). */
+  enum { MAX_THREADS = 4096 };
+  if (n > MAX_THREADS)
+    return luaL_error(L, "ember.set_num_threads: n must be at most %d, got %I", MAX_THREADS, (lua_Integer)n);
   em_set_num_threads((int)n);
   return 0;
 }
