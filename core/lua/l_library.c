@@ -84,6 +84,23 @@ static int f_empty_cache(lua_State *L) {
   return 0;
 }
 
+/* ember.device_name([device]): the backend's name of a device (a GPU's
+** "NVIDIA H100 80GB HBM3", the CPU's model), nil where the backend gives
+** none; ember.cuda.get_device_name is built on it. */
+static int f_device_name(lua_State *L) {
+  em_device dev;
+  const em_backend *be = device_backend(L, 1, "device_name", &dev);
+  if (!be->device_name) {
+    lua_pushnil(L);
+    return 1;
+  }
+  char buf[256];
+  em_status s = be->device_name(dev.index, buf, sizeof buf);
+  if (s) return lember_error(L, "device_name", s);
+  lua_pushstring(L, buf);
+  return 1;
+}
+
 static int f_live_bytes(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)em_live_bytes());
   return 1;
@@ -390,6 +407,7 @@ static const luaL_Reg funcs[] = {
   {"set_num_threads", f_set_num_threads},
   {"get_num_threads", f_get_num_threads},
   {"device_count", f_device_count},
+  {"device_name", f_device_name},
   {"synchronize", f_synchronize},
   {"memory_stats", f_memory_stats},
   {"empty_cache", f_empty_cache},
