@@ -46,7 +46,7 @@ end
 
 -- Submodules the REPL offers when completing `ember.`; lazy loading itself
 -- works for any module file, listed here or not.
-local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler", "autograd", "linalg", "distributions", "special" }
+local known = { "nn", "optim", "data", "checkpoint", "generate", "models", "progress", "metrics", "profiler", "autograd", "linalg", "distributions", "special", "cuda" }
 
 local function module_exists(name)
   return package.searchpath(name, package.path) ~= nil
