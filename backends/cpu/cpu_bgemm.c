@@ -38,7 +38,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define BG_HAVE_X86 1
-#define BG_TARGET __attribute__((target("avx512f,avx512bf16")))
+/* Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4) has
+** AVX512BW and VL too: the packing's 16-bit permutes and masked loads. */
+#define BG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #else
 #define BG_HAVE_X86 0
 #endif
@@ -127,12 +129,35 @@ static inline uint16_t bg_elem(const void *X, bool bf16, bool trans, int64_t ld,
 /* A pair of bfloat16 read where a bfloat16 array has it (2-byte aligned). */
 typedef uint32_t bg_u32 __attribute__((aligned(2), may_alias));
 
-/* n float32 -> bfloat16 (round to nearest even, as vcvtneps2bf16). */
+/* n float32 -> bfloat16 (round to nearest even, as vcvtneps2bf16), the
+** last part of 16 by masked loads and stores: a probability tile's rows
+** of 10 keys went one element at a time. */
 BG_TARGET static void bg_cvt_row(uint16_t *dst, const float *src, int64_t n) {
-  int64_t x = 0;
-  for (; x + 16 <= n; x += 16)
-    _mm256_storeu_si256((__m256i *)(dst + x), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + x)));
-  for (; x < n; x++) dst[x] = em_f32_to_bf16(src[x]);
+  for (int64_t x = 0; x < n; x += 16) {
+    const __mmask16 m = n - x >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - x)) - 1);
+    _mm256_mask_storeu_epi16(dst + x, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + x)));
+  }
+}
+
+/* dst[2j] = r0[j], dst[2j + 1] = r1[j] (0 where r1 is NULL) for j < n, and
+** zeros for n <= j < npad (npad a multiple of 16): two rows interleaved as
+** the pairs vdpbf16ps takes, 32 columns a step by 16-bit permutes, the
+** last step's loads masked (nothing past n is read). Element by element it
+** was most of packing a small head's tiles (V and dO rows of 16-32 columns). */
+BG_TARGET static void bg_pair_rows(uint16_t *dst, const uint16_t *r0, const uint16_t *r1, int64_t n,
+                                   int64_t npad) {
+  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                      5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54, 22,
+                                      53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
+  for (int64_t j = 0; j < npad; j += 32) {
+    const int64_t left = n - j;
+    const __mmask32 m = left >= 32 ? (__mmask32)0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
+    const __m512i a = _mm512_maskz_loadu_epi16(m, r0 + j);
+    const __m512i b = r1 ? _mm512_maskz_loadu_epi16(m, r1 + j) : _mm512_setzero_si512();
+    _mm512_storeu_si512((void *)(dst + 2 * j), _mm512_permutex2var_epi16(a, lo, b));
+    if (npad - j > 16) _mm512_storeu_si512((void *)(dst + 2 * j + 32), _mm512_permutex2var_epi16(a, hi, b));
+  }
 }
 
 /* op(A) rows [i0, i0+mc) x k [p0, p0+kc) as pairs (k 2p, 2p+1): pair p of
@@ -162,15 +187,15 @@ BG_TARGET static const bg_u32 *bg_pack_a(uint32_t *Ap, const void *A, bool bf, b
   for (int64_t p = 0; p < kh; p++) {
     const int64_t k0 = p0 + 2 * p;
     const bool has_hi = 2 * p + 1 < kc;
+    uint16_t *pairs = (uint16_t *)(Ap + p * mp); /* pair i: (row k0, row k0 + 1) of column i */
     if (bf) {
-      const uint16_t *r0 = (const uint16_t *)A + k0 * lda + i0, *r1 = r0 + lda;
-      for (int64_t i = 0; i < mc; i++) Ap[p * mp + i] = r0[i] | (has_hi ? (uint32_t)r1[i] << 16 : 0);
+      const uint16_t *r0 = (const uint16_t *)A + k0 * lda + i0;
+      bg_pair_rows(pairs, r0, has_hi ? r0 + lda : NULL, mc, mp);
     } else {
       const float *r0 = (const float *)A + k0 * lda + i0;
       bg_cvt_row(lo, r0, mc);
       if (has_hi) bg_cvt_row(hi, r0 + lda, mc);
-      else memset(hi, 0, sizeof hi);
-      for (int64_t i = 0; i < mc; i++) Ap[p * mp + i] = lo[i] | (uint32_t)hi[i] << 16;
+      bg_pair_rows(pairs, lo, has_hi ? hi : NULL, mc, mp);
     }
   }
   *rs = 1, *ps = mp;
@@ -232,9 +257,22 @@ static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb
     uint32_t *B32 = (uint32_t *)Bp;
     int64_t j = 0;
 #if BG_HAVE_X86
-    /* whole pairs of whole groups of 16 rows by gathers (bg_avx: AVX-512 is here) */
-    if (bg_avx && kc % 2 == 0)
+    /* whole pairs of groups of 16 rows by register transposes (bg_avx:
+    ** AVX-512 is here); the last rows, fewer than 16 (a tile of 10 or 25
+    ** keys), through a copy padded with zero rows, which also gives the
+    ** zero columns past nc */
+    if (bg_avx && kc % 2 == 0) {
       for (; j + 16 <= nc; j += 16) bg_pack_bt16(B32 + j, (const uint16_t *)B + (j0 + j) * ldb + p0, ldb, kh, npad);
+      if (j < nc) {
+        uint16_t rows[16 * BG_KC];
+        for (int64_t i = 0; i < 16; i++) {
+          if (j + i < nc) memcpy(rows + i * kc, (const uint16_t *)B + (j0 + j + i) * ldb + p0, (size_t)kc * 2);
+          else memset(rows + i * kc, 0, (size_t)kc * 2);
+        }
+        bg_pack_bt16(B32 + j, rows, kc, kh, npad);
+      }
+      return;
+    }
 #endif
     for (; j < nc; j++) {
       const uint16_t *row = (const uint16_t *)B + (j0 + j) * ldb + p0;
@@ -250,6 +288,12 @@ static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb
     for (int64_t p = 0; p < kh; p++) {
       uint16_t *dst = Bp + p * npad * 2;
       const uint16_t *r0 = (const uint16_t *)B + (p0 + 2 * p) * ldb + j0, *r1 = r0 + ldb;
+#if BG_HAVE_X86
+      if (bg_avx) {
+        bg_pair_rows(dst, r0, 2 * p + 1 < kc ? r1 : NULL, nc, npad);
+        continue;
+      }
+#endif
       if (2 * p + 1 < kc)
         for (int64_t j = 0; j < nc; j++) dst[2 * j] = r0[j], dst[2 * j + 1] = r1[j];
       else
