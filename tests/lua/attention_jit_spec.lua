@@ -8,12 +8,11 @@
 local build = os.getenv("EMBER_BUILD_DIR") or "build"
 
 local tmpdir = require "tests.lua.helpers.tmpdir"
+local child = require "tests.lua.helpers.child"
 
 -- Runs `body` (Lua) in a fresh ember with `env` ("K=V K=V"); returns its output.
 local function run(env, body)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "w"))
-  f:write([[
+  return (child.output([[
 local ember = require "ember"
 local function info() return ember.cpu_info().float32:match("traced programs: ([^;]*; [^;]*)") end
 -- Every element of out and of every gradient, exactly (hex floats): a sum
@@ -38,15 +37,7 @@ local function case(name, dtype, opts, L)
   end
   return table.concat(bits, ",")
 end
-]] .. body)
-  f:close()
-  local cmd = ("env EMBER_PLUGIN_PATH='%s/plugins' EMBER_PLUGIN_PATH_ONLY=1 OMP_NUM_THREADS=1 %s '%s/bin/ember' '%s' 2>&1")
-    :format(build, env, build, script)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  os.remove(script)
-  return out
+]] .. body, { env = env, plugins = true }))
 end
 
 local CASES = [[

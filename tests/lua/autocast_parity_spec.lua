@@ -252,11 +252,7 @@ describe("ember.autocast: ember.linalg runs in float32, as torch's CPU autocast'
 end)
 
 -- The error of fn, which must fail.
-local function err_of(fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local err_of = parity.must_fail
 
 describe("ember.autocast: a product given a float64 or int64 operand", function()
   -- autocast casts the float32 operand to bfloat16 and leaves the other:

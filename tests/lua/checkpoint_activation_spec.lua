@@ -16,12 +16,7 @@ local raises_here = compare.raises_here
 
 local F64 = { dtype = "float64" }
 
-local function bitwise_equal(a, b, what)
-  assert(a ~= nil and b ~= nil, what .. ": a gradient is missing")
-  assert.are.same(a.shape, b.shape, what .. " shape")
-  local d = (a:double() - b:double()):abs():max():item()
-  assert(d == 0, ("%s: differs by %.3g (must be bitwise equal)"):format(what, d))
-end
+local bitwise_equal = compare.bitwise_equal
 
 -- A stack of Transformer encoder layers with dropout, and a head.
 local function make_model(seed)

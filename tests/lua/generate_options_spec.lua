@@ -10,11 +10,7 @@ local function prompt(B, L, V)
   return (ember.rand(B, L, { dtype = "float64" }) * (V or 11)):long() + 1
 end
 
-local function message(fn)
-  local ok, msg = pcall(fn)
-  assert.is_false(ok, "expected an error")
-  return tostring(msg)
-end
+local message = require("tests.lua.helpers.parity").must_fail -- the message of fn's error, which must fail
 
 describe("generate's options", function()
   local m

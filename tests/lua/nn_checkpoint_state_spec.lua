@@ -14,12 +14,7 @@ local nn = require "ember.nn"
 -- the message of a failed call, or nil
 local err_of = require("tests.lua.helpers.parity").error_of
 
-local function bitwise_equal(a, b, what)
-  assert(a ~= nil and b ~= nil, what .. ": missing")
-  assert.are.same(a.shape, b.shape, what .. " shape")
-  local d = (a:double() - b:double()):abs():max():item()
-  assert(d == 0, ("%s: differs by %.3g (must be bitwise equal)"):format(what, d))
-end
+local bitwise_equal = require("tests.lua.helpers.parity").bitwise_equal
 
 describe("nn.checkpoint and state moved in the forward", function()
   -- one training step of make(), plain or checkpointed; returns the module,

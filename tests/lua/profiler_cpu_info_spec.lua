@@ -152,11 +152,7 @@ describe("a variant plugin's forward (its own code, not the backend's kernels)",
 end)
 
 -- The error of fn, which must fail.
-local function err_of(fn)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local err_of = require("tests.lua.helpers.parity").must_fail
 
 describe("ember.set_num_threads", function()
   -- 2^32 + 2 was taken as 2 and 2^31 as 1 (a C int), silently; 1e9 was

@@ -50,6 +50,15 @@ function M.max_rel(a, b)
   return (ad - bd):abs():max():item() / math.max(bd:abs():max():item(), 1e-300)
 end
 
+--- Fails unless `a` and `b` (both given) have one shape and the same
+-- values, bit for bit (two runs that must not differ at all).
+function M.bitwise_equal(a, b, what)
+  assert(a ~= nil and b ~= nil, what .. ": missing")
+  assert.are.same(a.shape, b.shape, what .. " shape")
+  local d = (a:double() - b:double()):abs():max():item()
+  assert(d == 0, ("%s: differs by %.3g (must be bitwise equal)"):format(what, d))
+end
+
 --- Fails unless `got` has `want`'s shape and is within relative error `tol`.
 function M.check(what, got, want, tol)
   assert(got ~= nil, what .. " is nil")
@@ -185,6 +194,13 @@ end
 function M.error_of(fn)
   local ok, e = pcall(fn)
   return not ok and tostring(e) or nil
+end
+
+--- The message of fn()'s error; fails when fn ran.
+function M.must_fail(fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
 end
 
 --- fn() must raise an error that points at the calling spec's line (the
