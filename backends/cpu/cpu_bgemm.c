@@ -363,24 +363,37 @@ BG_TARGET static void bg_block(const bg_u32 *Ab, int64_t rs, int64_t ps, const u
   const int MR = nc <= 32 ? 8 : 4; /* every chunk has nv <= 2 when nc <= 32 */
   for (int64_t i = 0; i < mc; i += MR) {
     const int mr = mc - i < MR ? (int)(mc - i) : MR;
+    /* a last block of few rows runs a micro-kernel of 2 or 4 rows, not MR:
+    ** a small head's tiles (2 or 10 query rows) spent most of their
+    ** products on copies of a row that were never stored */
+    const int rows = mr <= 2 ? 2 : mr <= 4 ? 4 : MR;
     const bg_u32 *a[8];
-    for (int r = 0; r < MR; r++) a[r] = Ab + (r < mr ? i + r : i) * rs; /* past mc: a copy, not stored */
+    for (int r = 0; r < rows; r++) a[r] = Ab + (r < mr ? i + r : i) * rs; /* past mc: a copy, not stored */
     float *c = C + i * ldc;
     for (int64_t j = 0; j < nc; j += 64) {
       const int64_t cols = nc - j < 64 ? nc - j : 64;
       const uint16_t *b = Bp + j * 2;
       const int nv = (int)((cols + 15) / 16);
-      if (MR == 8) { /* constant sizes: the accumulators stay in registers */
-        if (nv == 2) bg_micro(a, ps, b, kh, npad, 8, 2, mr, cols, alpha, beta, c + j, ldc);
-        else bg_micro(a, ps, b, kh, npad, 8, 1, mr, cols, alpha, beta, c + j, ldc);
+#define BG_MICRO(R, V) bg_micro(a, ps, b, kh, npad, R, V, mr, cols, alpha, beta, c + j, ldc)
+      if (rows == 8) { /* constant sizes: the accumulators stay in registers */
+        if (nv == 2) BG_MICRO(8, 2);
+        else BG_MICRO(8, 1);
+      } else if (rows == 4) {
+        switch (nv) {
+          case 4: BG_MICRO(4, 4); break;
+          case 3: BG_MICRO(4, 3); break;
+          case 2: BG_MICRO(4, 2); break;
+          default: BG_MICRO(4, 1); break;
+        }
       } else {
         switch (nv) {
-          case 4: bg_micro(a, ps, b, kh, npad, 4, 4, mr, cols, alpha, beta, c + j, ldc); break;
-          case 3: bg_micro(a, ps, b, kh, npad, 4, 3, mr, cols, alpha, beta, c + j, ldc); break;
-          case 2: bg_micro(a, ps, b, kh, npad, 4, 2, mr, cols, alpha, beta, c + j, ldc); break;
-          default: bg_micro(a, ps, b, kh, npad, 4, 1, mr, cols, alpha, beta, c + j, ldc); break;
+          case 4: BG_MICRO(2, 4); break;
+          case 3: BG_MICRO(2, 3); break;
+          case 2: BG_MICRO(2, 2); break;
+          default: BG_MICRO(2, 1); break;
         }
       }
+#undef BG_MICRO
     }
   }
 }
