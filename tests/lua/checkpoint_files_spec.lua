@@ -13,10 +13,9 @@ local metrics = require "ember.metrics"
 local progress = require "ember.progress"
 local parity = require "tests.lua.helpers.parity"
 local raises_here = parity.raises_here
+local files = require "tests.lua.helpers.files"
 
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'"))
+local dir = require("tests.lua.helpers.tmpdir")()
 
 describe("checkpoint's rng part", function()
   it("saves generators or their states and loads them into generators", function()
@@ -260,17 +259,9 @@ describe("ember.load of torch.save's legacy format (_use_new_zipfile_serializati
   end)
 
   it("a cut legacy file is refused naming it", function()
-    local f = assert(io.open(FIX .. "checkpoint_files_legacy.pt", "rb"))
-    local bytes = f:read("a")
-    f:close()
-    local cut = os.tmpname()
-    for _, keep in ipairs { #bytes - 10, #bytes // 2, 40, 10 } do
-      local w = assert(io.open(cut, "wb"))
-      w:write(bytes:sub(1, keep))
-      w:close()
+    files.each_cut(FIX .. "checkpoint_files_legacy.pt", function(n) return { n - 10, n // 2, 40, 10 } end, function(cut)
       raises_here(function() ember.load(cut) end, "ember.load: '" .. cut .. "'")
-    end
-    os.remove(cut)
+    end)
   end)
 end)
 

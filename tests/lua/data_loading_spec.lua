@@ -22,11 +22,7 @@ local function ids(n)
   return data.TensorDataset(ember.randn(n, 2), ember.arange(1, n + 1, "int64"))
 end
 
-local function exists(p)
-  local f = io.open(p, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = require("tests.lua.helpers.files").exists
 
 describe("DataLoader's sampler rows", function()
   it("a row past the dataset is DataLoader's error at the loop's line", function()

@@ -10,11 +10,7 @@ local function tmpname()
   return p
 end
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = require("tests.lua.helpers.files").exists
 
 describe("ember.data.text", function()
   it("lower-cases ASCII and the accented capitals of en/fr/de/es/it", function()

@@ -7,6 +7,7 @@
 -- both, at the user's line, for the doubling and the halving all-reduce.
 -- (broadcast, all_gather and reduce_scatter: tests/distributed/collectives.lua.)
 local tmpdir = require "tests.lua.helpers.tmpdir"
+local mpi = require "tests.lua.helpers.mpi"
 local dist = require "ember.distributed"
 
 describe("ember.distributed before init (one process)", function()
@@ -25,21 +26,7 @@ describe("ember.distributed before init (one process)", function()
 end)
 
 describe("all_reduce calls that differ across ranks in dtype or op (mpirun -np 2)", function()
-  local BUILD = os.getenv("EMBER_BUILD_DIR") or "build"
-  local function mpi_ready()
-    local f = io.open(BUILD .. "/lua/ember/distributed_mpi.so", "r")
-    if f then f:close() end
-    return f ~= nil and os.execute("command -v mpirun >/dev/null 2>&1") == true
-  end
-
-  local function run(script, ...)
-    local args = table.concat({...}, " ")
-    local p = assert(io.popen(("EMBER_DIST_TIMEOUT=60 bash tests/distributed/run_mpi.sh %s/bin/ember 2 %s %s 2>&1")
-      :format(BUILD, script, args)))
-    local out = p:read("a")
-    p:close()
-    return out
-  end
+  local mpi_ready, run = mpi.ready, mpi.run -- run(script, ...): its output on 2 ranks
 
   it("is an error on both ranks naming both dtypes or ops", function()
     if not mpi_ready() then

@@ -9,6 +9,7 @@ local data = require "ember.data"
 local dist = require "ember.distributed"
 local raises_here = require("tests.lua.helpers.parity").raises_here
 local tmpdir = require "tests.lua.helpers.tmpdir"
+local mpi = require "tests.lua.helpers.mpi"
 
 describe("DistributedSampler in one process", function()
   it("takes a plain Lua list as the dataset, as DataLoader does", function()
@@ -58,14 +59,8 @@ describe("DistributedSampler in one process", function()
 end)
 
 describe("all_reduce of tensors that differ in size across ranks (mpirun -np 2)", function()
-  local BUILD = os.getenv("EMBER_BUILD_DIR") or "build"
-  local function mpi_ready()
-    local f = io.open(BUILD .. "/lua/ember/distributed_mpi.so", "r")
-    if f then f:close() end
-    return f ~= nil and os.execute("command -v mpirun >/dev/null 2>&1") == true
-  end
   it("is an error on both ranks naming the sizes, for doubling and halving", function()
-    if not mpi_ready() then
+    if not mpi.ready() then
       pending("no mpirun or no MPI module")
       return
     end
@@ -83,10 +78,7 @@ print(("RESULT rank=%d ok=%s %s"):format(r, tostring(ok), tostring(err)))
 ]])
     f:close()
     for _, n in ipairs { 4, 100000 } do
-      local p = assert(io.popen(("EMBER_DIST_TIMEOUT=60 bash tests/distributed/run_mpi.sh %s/bin/ember 2 %s %d 2>&1")
-        :format(BUILD, script, n)))
-      local out = p:read("a")
-      p:close()
+      local out = mpi.run(script, n)
       assert(out:find("RESULT rank=0 ok=false [^\n]*all_reduce: the tensors differ in size across ranks: this rank's has "
         .. n .. " elements and rank 1 sent more than that"), out)
       assert(out:find("RESULT rank=1 ok=false [^\n]*all_reduce: the tensors differ in size across ranks: this rank's has "

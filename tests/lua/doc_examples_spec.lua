@@ -17,7 +17,10 @@ local ember = require "ember"
 local doc_examples = require "tests.lua.helpers.doc_examples"
 local tmpdir = require "tests.lua.helpers.tmpdir"
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local shell_quote = require("tests.lua.helpers.shell").quote
+local write = require("tests.lua.helpers.files").write
+local mpi_ready = require("tests.lua.helpers.mpi").ready -- can this build run ember.distributed on ranks?
+
 local function absolute(path)
   if path:sub(1, 1) == "/" then return path end
   local p = assert(io.popen("pwd"))
@@ -45,11 +48,6 @@ local ON_RANKS = {
   "lua/ember/distributed/DistributedDataParallel.lua: local dist = require \"ember.distributed\"",
   "lua/ember/distributed/DistributedSampler.lua: local dist = require \"ember.distributed\"",
 }
-
-local function write(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes); f:close()
-end
 
 local function be32(n) return string.pack(">I4", n) end
 
@@ -109,13 +107,6 @@ local function runner_command(keys)
   local q = {}
   for i, k in ipairs(keys) do q[i] = shell_quote(k) end
   return shell_quote(RUNNER) .. " " .. table.concat(q, " ")
-end
-
--- Can this build run ember.distributed on ranks? (what run_mpi.sh checks)
-local function mpi_ready()
-  local f = io.open(BUILD .. "/lua/ember/distributed_mpi.so", "r")
-  if f then f:close() end
-  return f ~= nil and os.execute("command -v mpirun >/dev/null 2>&1") == true
 end
 
 -- The output of the ON_RANKS examples under mpirun, run once, when first asked.

@@ -19,6 +19,8 @@ local nn = require "ember.nn"
 local flex = require "ember.flex"
 local parity = require "tests.lua.helpers.parity"
 local tmpdir = require "tests.lua.helpers.tmpdir"
+local shell_quote = require("tests.lua.helpers.shell").quote
+local write = require("tests.lua.helpers.files").write
 
 local T, check = parity.T, parity.check
 local fx = dofile("tests/fixtures/flex_gym.lua")
@@ -451,12 +453,6 @@ end)
 
 describe("nn.MultiHeadAttention with a drop-in variant file, trained with AdamW", function()
   local build = os.getenv("EMBER_BUILD_DIR") or "build"
-  local function q_(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-  local function write(path, s)
-    local f = assert(io.open(path, "w"))
-    f:write(s)
-    f:close()
-  end
   -- what a researcher saves in a folder on EMBER_PLUGIN_PATH: a learned
   -- relative bias clipped at max_distance (attention-gym's relative positional bias)
   local VARIANT = [[
@@ -512,10 +508,10 @@ end
     write(dir .. "/gym_relpos.lua", VARIANT)
     write(dir .. "/train.lua", TRAIN)
     local p = assert(io.popen(("EMBER_PLUGIN_PATH=%s:%s/plugins EMBER_PLUGIN_PATH_ONLY=1 %s %s 2>&1"):format(
-      q_(dir), q_(build), q_(build .. "/bin/ember"), q_(dir .. "/train.lua"))))
+      shell_quote(dir), shell_quote(build), shell_quote(build .. "/bin/ember"), shell_quote(dir .. "/train.lua"))))
     local out = p:read("a")
     p:close()
-    os.execute("rm -rf " .. q_(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
     local l64, w64 = out:match("float64 loss (%S+) weights (%S+)")
     local l32, w32 = out:match("float32 loss (%S+) weights (%S+)")
     assert(l64 and l32, out)
@@ -638,7 +634,6 @@ end)
 
 describe("the catalogue as drop-in variant files in nn.MultiHeadAttention, trained with AdamW against PyTorch", function()
   local build = os.getenv("EMBER_BUILD_DIR") or "build"
-  local function q_(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
   -- one file per variant, as a researcher saves them in a folder on EMBER_PLUGIN_PATH
   local FILES = {
     gym_sliding_window = [[
@@ -735,19 +730,13 @@ print(("routes fused %d composed %d"):format(routes.fused, routes.composed))
 
   it("each file is found by name, runs on the fused kernel and trains as PyTorch's (float64; float32 to 1e-4)", function()
     local dir = tmpdir()
-    for name, src in pairs(FILES) do
-      local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
-      f:write(src)
-      f:close()
-    end
-    local f = assert(io.open(dir .. "/train.lua", "w"))
-    f:write(TRAIN)
-    f:close()
+    for name, src in pairs(FILES) do write(dir .. "/" .. name .. ".lua", src) end
+    write(dir .. "/train.lua", TRAIN)
     local p = assert(io.popen(("EMBER_PLUGIN_PATH=%s:%s/plugins EMBER_PLUGIN_PATH_ONLY=1 %s %s/train.lua 2>&1"):format(
-      q_(dir), q_(build), q_(build .. "/bin/ember"), q_(dir))))
+      shell_quote(dir), shell_quote(build), shell_quote(build .. "/bin/ember"), shell_quote(dir))))
     local out = p:read("a")
     p:close()
-    os.execute("rm -rf " .. q_(dir))
+    os.execute("rm -rf " .. shell_quote(dir))
     local fused, composed = out:match("routes fused (%d+) composed (%d+)")
     assert(fused and tonumber(fused) > 0 and tonumber(composed) == 0, "not all on the fused kernel:\n" .. out)
     local fixture = dofile("tests/fixtures/flex_gym.lua").mha_catalogue

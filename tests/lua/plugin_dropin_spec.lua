@@ -10,23 +10,11 @@ local ember = require "ember"
 local build = os.getenv("EMBER_BUILD_DIR") or "build"
 local ember_bin = build .. "/bin/ember"
 
-local function sh(cmd)
-  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return out:gsub("rc=%d+%s*$", ""), rc
-end
+local shell = require "tests.lua.helpers.shell"
+local sh, q = shell.run, shell.quote
+local write = require("tests.lua.helpers.files").write
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function write(path, s)
-  local f = assert(io.open(path, "w"))
-  f:write(s)
-  f:close()
-end
-
-local have_cc = os.execute("command -v cc >/dev/null && command -v pkg-config >/dev/null")
+local have_cc = shell.have("cc", "pkg-config")
 
 -- A variant of the guide's shape, with knobs for the faults a user makes.
 local SOURCE = [[

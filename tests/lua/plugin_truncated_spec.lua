@@ -8,12 +8,8 @@ local ember = require "ember"
 local build = os.getenv("EMBER_BUILD_DIR") or "build"
 local src = build .. "/plugins/ember_attn_standard.so"
 
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local files = require "tests.lua.helpers.files"
+local slurp, write = files.read, files.write
 
 -- The cut points: offsets into the file, each with what it cuts.
 local function cut_points(bytes)
@@ -38,17 +34,9 @@ local function cut_points(bytes)
   return cuts
 end
 
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
 describe("truncated plugins", function()
   local bytes = slurp(src)
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p '" .. dir .. "'"))
+  local dir = require("tests.lua.helpers.tmpdir")()
   local cuts = cut_points(bytes)
 
   teardown(function() os.execute("rm -rf '" .. dir .. "'") end)

@@ -26,11 +26,7 @@ local function run(script, args)
   return out, code
 end
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = require("tests.lua.helpers.files").exists
 
 -- The fourth field: the script makes the per-call tensors of document and
 -- prefix_lm (rows of one sequence each: cli.sequence_inputs), or refuses

@@ -6,6 +6,7 @@ local ember = require "ember"
 local nn = require "ember.nn"
 local parity = require "tests.lua.helpers.parity"
 local raises_here, T = parity.raises_here, parity.T
+local files = require "tests.lua.helpers.files"
 
 local FIX = "tests/fixtures/"
 local fx = dofile(FIX .. "torch_load.lua")
@@ -93,17 +94,9 @@ describe("ember.load of a torch.save file", function()
     raises_here(function() ember.load(FIX .. "torch_load_module.pt") end,
       "the pickle calls torch.nn.modules.linear.Linear, which ember does not run")
     assert.is_true(ember.equal(ember.load(FIX .. "torch_load_legacy.pt").w, ember.ones(2)))
-    local f = assert(io.open(FIX .. "torch_load_tensors.pt", "rb"))
-    local bytes = f:read("a")
-    f:close()
-    local cut = os.tmpname()
-    for _, keep in ipairs { #bytes // 2, #bytes - 30, 100 } do
-      local w = assert(io.open(cut, "wb"))
-      w:write(bytes:sub(1, keep))
-      w:close()
+    files.each_cut(FIX .. "torch_load_tensors.pt", function(n) return { n // 2, n - 30, 100 } end, function(cut)
       raises_here(function() ember.load(cut) end, "ember.load: '" .. cut .. "'")
-    end
-    os.remove(cut)
+    end)
     assert.are.equal(6, ember.ones(2, 3):sum():item()) -- and ember goes on
   end)
 end)
