@@ -25,7 +25,12 @@
 --    column that masks nothing, as torch's; such a module attends by core
 --    ops (no fused kernel), and is_causal is refused with them.
 -- A torch.nn.MultiheadAttention state dict (in_proj_weight, ...) loads, as
--- into nn.MultiHeadAttention.
+-- into nn.MultiHeadAttention; the module's own state dict keeps ember's names
+-- (q_proj.weight, ...), and `torch_state_dict()` gives torch's. torch's
+-- attributes embed_dim, num_heads, head_dim, kdim, vdim, batch_first,
+-- add_zero_attn and _qkv_same_embed_dim read as in PyTorch; in_proj_weight
+-- (torch's joined [3 E, E] matrix) does not exist: q_proj, k_proj and v_proj
+-- hold its three blocks.
 -- @usage local mha = nn.MultiheadAttention(16, 4)        -- sequence-first, as torch's
 -- local x = ember.randn(5, 2, 16)                         -- [L, B, E]
 -- local out, w = mha(x, x, x)
@@ -34,6 +39,7 @@
 local Module = require "ember.nn.Module"
 local MHA = require "ember.nn.MultiHeadAttention"
 local errors = require "ember._errors"
+local masks = require "ember.nn._masks"
 local ember = require "ember.nn._ember"
 
 local TorchMHA = MHA:extend("MultiheadAttention")
@@ -53,6 +59,9 @@ function TorchMHA:__init(embed_dim, num_heads, opts)
     vdim = opts.vdim, dtype = opts.dtype, device = opts.device })
   self.batch_first = opts.batch_first == true
   self.add_zero_attn = opts.add_zero_attn == true
+  -- torch's attribute names, read by ported code (mha.embed_dim, mha.num_heads)
+  self.embed_dim, self.num_heads = self.d_model, self.heads
+  self._qkv_same_embed_dim = self.kdim == self.d_model and self.vdim == self.d_model
   if opts.add_bias_kv then
     local init = require "ember.nn.weight_init"
     local t = { dtype = opts.dtype, device = opts.device }
@@ -89,6 +98,7 @@ function TorchMHA:forward(query, key, value, ...)
     return y:squeeze(self.batch_first and 1 or 2), w and w:squeeze(1)
   end
   local batched = query.ndim == 3
+  self:_check_torch_layout(who, query, key, value, opts)
   local q, k, v = query, key, value
   if batched and not self.batch_first then
     -- one transpose per distinct tensor: self-attention keeps its joined projection
@@ -102,31 +112,17 @@ function TorchMHA:forward(query, key, value, ...)
   if m ~= nil then
     if not Module.is_tensor(m) then errors.raise("%s: attn_mask must be a tensor, got %s", who, type(m)) end
     if m.ndim == 3 and batched then -- PyTorch's [B * H, L, S]
-      local B = q.shape[1]
-      if m.shape[1] ~= B * self.heads then
-        errors.raise("%s: a 3-d attn_mask is [batch * num_heads = %d, L, S], got %s", who, B * self.heads,
-          errors.shape_str(m))
-      end
-      m = m:view(B, self.heads, m.shape[2], m.shape[3])
+      m = m:view(q.shape[1], self.heads, m.shape[2], m.shape[3]) -- checked by _check_torch_layout
     end
     if m.dtype == "bool" then o.block_mask = m else o.attn_mask = m end
   end
   local kpm = opts.key_padding_mask
   if batched and Module.is_tensor(kpm) and kpm.dtype ~= "bool" then
     -- PyTorch's float key_padding_mask [B, S] is added to the scores, as a float attn_mask
-    local B, S = q.shape[1], k.shape[2]
-    if not ember.dtype_info(kpm.dtype).floating or kpm.ndim ~= 2 or kpm.shape[1] ~= B or kpm.shape[2] ~= S then
-      errors.raise("%s: key_padding_mask must be [B=%d, S=%d], bool (true = padding) or float (added to the scores), "
-        .. "got %s %s", who, B, S, errors.shape_str(kpm), kpm.dtype)
-    end
-    local add = kpm:to(q.dtype):view(B, 1, 1, S)
-    if o.block_mask ~= nil then
-      o.attn_mask = ember.zeros(o.block_mask.shape, { dtype = q.dtype, device = q.device })
-        :masked_fill(o.block_mask, -math.huge)
-      o.block_mask = nil
-    end
-    o.attn_mask = o.attn_mask ~= nil and o.attn_mask + add or add
-    o.key_padding_mask = nil
+    local mask = o.attn_mask or (o.block_mask and o.block_mask:logical_not())
+    o.attn_mask, o.key_padding_mask = masks.fold_float_padding(who, "key_padding_mask", mask, kpm, q.shape[1],
+      k.shape[2], q.dtype)
+    o.block_mask = nil
   end
   local y, w
   if self.bias_k ~= nil or self.add_zero_attn then
@@ -139,6 +135,48 @@ function TorchMHA:forward(query, key, value, ...)
   if batched and not self.batch_first then y = y:transpose(1, 2) end
   if w ~= nil and opts.average_attn_weights ~= false then w = w:mean(w.ndim - 2) end
   return y, w
+end
+
+-- The inputs and masks in the layout the user gave them (torch's, sequence-
+-- first unless batch_first), checked before they are turned batch-first, so
+-- that a wrong shape is reported as the user wrote it.
+function TorchMHA:_check_torch_layout(who, query, key, value, opts)
+  local bf, B, L = self.batch_first, nil, nil
+  local bd, ld = bf and 1 or 2, bf and 2 or 1
+  local function bad(name, t, l, dim) -- "[L, B, E=8]" or "[B, L, E=8]"
+    errors.raise("%s: %s must be %s (batch_first = %s), got %s", who, name,
+      (bf and "[B=%s, %s, %s]" or "[%s, B=%s, %s]"):format(bf and B or l, bf and l or B, dim), tostring(bf),
+      Module.is_tensor(t) and errors.shape_str(t) or type(t))
+  end
+  if query.ndim ~= 3 or query.shape[3] ~= self.d_model then
+    errors.raise("%s: query must be %s (batch_first = %s) or unbatched [L, E=%d], got %s", who,
+      (bf and "[B, L, E=%d]" or "[L, B, E=%d]"):format(self.d_model), tostring(bf), self.d_model,
+      errors.shape_str(query))
+  end
+  B, L = query.shape[bd], query.shape[ld]
+  if not Module.is_tensor(key) or key.ndim ~= 3 or key.shape[bd] ~= B or key.shape[3] ~= self.kdim then
+    bad("key", key, "S", "kdim=" .. self.kdim)
+  end
+  local S = key.shape[ld]
+  if not Module.is_tensor(value) or value.ndim ~= 3 or value.shape[bd] ~= B or value.shape[ld] ~= S
+      or value.shape[3] ~= self.vdim then
+    bad("value", value, "S=" .. S, "vdim=" .. self.vdim)
+  end
+  local m = opts.attn_mask
+  if Module.is_tensor(m) then
+    if m.ndim == 3 and not (m.shape[1] == B * self.heads and m.shape[2] == L and m.shape[3] == S) then
+      errors.raise("%s: a 3-d attn_mask is [batch * num_heads = %d, L, S], got %s (L = %d, S = %d)", who,
+        B * self.heads, errors.shape_str(m), L, S)
+    elseif m.ndim ~= 3 and not (m.ndim == 2 and m.shape[1] == L and m.shape[2] == S) then
+      errors.raise("%s: attn_mask must be [L=%d, S=%d] or [batch * num_heads = %d, L, S], got %s", who, L, S,
+        B * self.heads, errors.shape_str(m))
+    end
+  end
+  local kpm = opts.key_padding_mask
+  if Module.is_tensor(kpm) and (kpm.ndim ~= 2 or kpm.shape[1] ~= B or kpm.shape[2] ~= S) then
+    errors.raise("%s: key_padding_mask must be [B=%d, S=%d], bool (true = padding) or float (added to the scores), "
+      .. "got %s %s", who, B, S, errors.shape_str(kpm), kpm.dtype)
+  end
 end
 
 -- The attention weights [B, H, L, S] of batch-first q [B, L, E] over k

@@ -20,8 +20,10 @@
 -- src_allow_mask / src_block_mask, ... (true = may attend / true = masked:
 -- a boolean *_mask is refused as ambiguous, see nn/_masks.lua);
 -- src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask
--- (bool, true = padding, as PyTorch); tgt_is_causal / src_is_causal (true:
--- a causal mask without building one). As PyTorch's, the target's
+-- (bool, true = padding; or float, added to the scores: as PyTorch's);
+-- tgt_is_causal / src_is_causal (not in PyTorch 1.13; ember's: true means
+-- a causal mask without building one, where PyTorch 2.x's flags are hints
+-- about a mask given). As PyTorch's, the target's
 -- self-attention is causal only when asked (tgt_mask or tgt_is_causal).
 --
 -- Initialisation as PyTorch's: xavier_uniform_ on every matrix (the q, k, v
@@ -59,6 +61,7 @@ local Encoder = require "ember.nn.TransformerEncoder"
 local Decoder = require "ember.nn.TransformerDecoder"
 local init = require "ember.nn.weight_init"
 local attn_opts = require "ember.nn._attn_opts"
+local masks = require "ember.nn._masks"
 
 local Transformer = Module:extend("Transformer")
 -- PyTorch's positional order (nn.Module's construct: nn/_module_args.lua)
@@ -178,17 +181,20 @@ function Transformer:forward(src, tgt, ...)
   if src.shape[1] ~= tgt.shape[1] then
     errors.raise("%s: src and tgt must have the same batch size, got %d and %d", who, src.shape[1], tgt.shape[1])
   end
+  -- each mask resolved here, so that a wrong one is reported under the name the user gave
+  local sm, tm, mm = masks.resolve(opts, who, masks.names("src")), masks.resolve(opts, who, masks.names("tgt")),
+    masks.resolve(opts, who, masks.names("memory"))
+  local function float(m) return m ~= nil and m.dtype ~= "bool" and m or nil end
+  local function allow(m) return m ~= nil and m.dtype == "bool" and m or nil end
   local memory = self.encoder(src, {
-    attn_mask = opts.src_mask, allow_mask = opts.src_allow_mask, block_mask = opts.src_block_mask,
+    attn_mask = float(sm), allow_mask = allow(sm),
     key_padding_mask = opts.src_key_padding_mask, causal = opts.src_is_causal,
     variant_inputs = opts.src_variant_inputs,
   })
   local out = self.decoder(tgt, memory, {
     causal = opts.tgt_is_causal,
-    tgt_mask = opts.tgt_mask, tgt_allow_mask = opts.tgt_allow_mask, tgt_block_mask = opts.tgt_block_mask,
-    tgt_key_padding_mask = opts.tgt_key_padding_mask,
-    memory_mask = opts.memory_mask, memory_allow_mask = opts.memory_allow_mask,
-    memory_block_mask = opts.memory_block_mask, memory_key_padding_mask = opts.memory_key_padding_mask,
+    tgt_mask = float(tm), tgt_allow_mask = allow(tm), tgt_key_padding_mask = opts.tgt_key_padding_mask,
+    memory_mask = float(mm), memory_allow_mask = allow(mm), memory_key_padding_mask = opts.memory_key_padding_mask,
     variant_inputs = opts.tgt_variant_inputs, memory_variant_inputs = opts.memory_variant_inputs,
   })
   if unbatched then return out:squeeze(1) end

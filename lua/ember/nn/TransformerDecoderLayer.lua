@@ -19,7 +19,8 @@
 -- added to the scores) or tgt_allow_mask / tgt_block_mask (bool: true = may
 -- attend / true = masked; a boolean tgt_mask is refused, see nn/_masks.lua),
 -- tgt_key_padding_mask, memory_mask (memory_allow_mask, memory_block_mask),
--- memory_key_padding_mask, tgt_is_causal (PyTorch 2.x's name of causal; false
+-- memory_key_padding_mask (the two key padding masks bool, true = padding, or
+-- float, added to the scores, as PyTorch's; bool only with a cache), tgt_is_causal (PyTorch 2.x's name of causal; false
 -- is PyTorch's default, no causal mask), memory_is_causal (PyTorch's hint that
 -- memory_mask is causal: the mask decides), variant_inputs / memory_variant_inputs (the per-call
 -- tensors of the self-attention's / the cross-attention's variant written in
@@ -132,7 +133,10 @@ function DecoderLayer:_sa(x, o)
     y = self.self_attn:forward_cached(x, o.cache.self, masks.for_mha(mask,
       { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask, variant_inputs = o.variant_inputs }))
   else
-    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal, key_padding_mask = o.tgt_key_padding_mask,
+    local kpm -- PyTorch's float key padding mask too
+    mask, kpm = masks.fold_float_padding(WHO, "tgt_key_padding_mask", mask, o.tgt_key_padding_mask, x.shape[1],
+      x.shape[2], x.dtype)
+    y = self.self_attn(x, masks.for_mha(mask, { causal = o.causal, key_padding_mask = kpm,
       variant_inputs = o.variant_inputs }))
   end
   return self.dropout1(y)
@@ -148,8 +152,11 @@ function DecoderLayer:_ca(x, memory, o)
       o.cache.cross, masks.for_mha(mask, { memory = memory, key_padding_mask = o.memory_key_padding_mask,
         variant_inputs = o.memory_variant_inputs }))
   else
+    local kpm
+    mask, kpm = masks.fold_float_padding(WHO, "memory_key_padding_mask", mask, o.memory_key_padding_mask, x.shape[1],
+      memory.shape[2], x.dtype)
     y = attn_opts.cross_call("memory_variant_inputs", self.cross_attn, x, memory, masks.for_mha(mask,
-      { key_padding_mask = o.memory_key_padding_mask, variant_inputs = o.memory_variant_inputs }))
+      { key_padding_mask = kpm, variant_inputs = o.memory_variant_inputs }))
   end
   return self.dropout2(y)
 end

@@ -5,7 +5,11 @@
 -- nn.TransformerEncoder(layer, num_layers [, norm]) is PyTorch's form:
 -- num_layers copies of the nn.TransformerEncoderLayer `layer` (equal at
 -- the start, as torch's deep copies), and `norm` (e.g. nn.LayerNorm(d_model))
--- as the final norm, none when left out, as torch's.
+-- as the final norm, none when left out, as torch's. torch's
+-- enable_nested_tensor and mask_check are taken and ignored: torch's
+-- inference fast path (eval, no grad, batch_first, src_key_padding_mask)
+-- returns 0 at padded positions, ember the rows computed there (the same
+-- elsewhere).
 -- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask=, causal=}]), or PyTorch's
 -- names: mask (or src_mask), src_key_padding_mask, is_causal.
 -- @usage local layer = nn.TransformerEncoderLayer(16, 4, {dim_feedforward = 32, batch_first = true})

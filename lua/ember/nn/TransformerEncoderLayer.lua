@@ -12,7 +12,8 @@
 -- training, the layer keeps only its input and is run again in the backward,
 -- nn.checkpoint), batch_first=true (false: x is [L, B, d_model], as PyTorch's
 -- default; masks keep their shapes), dtype=, device=.
--- forward(x [B, L, d_model] [, {key_padding_mask=, attn_mask= (float), allow_mask= /
+-- forward(x [B, L, d_model] [, {key_padding_mask= (bool, true = padding; or float, added
+-- to the scores, as PyTorch's), attn_mask= (float), allow_mask= /
 -- block_mask= (bool, see nn/_masks.lua), causal=}]); PyTorch's names src_mask (attn_mask's),
 -- src_key_padding_mask (key_padding_mask's) and is_causal (causal's) work too.
 -- @classmod nn.TransformerEncoderLayer
@@ -23,6 +24,7 @@ local Dropout = require "ember.nn.Dropout"
 local FeedForward = require "ember.nn.FeedForward"
 local MultiHeadAttention = require "ember.nn.MultiHeadAttention"
 local attn_opts = require "ember.nn._attn_opts"
+local masks = require "ember.nn._masks"
 local ember = require "ember.nn._ember"
 local checkpoint = require("ember.nn.activation_checkpoint").checkpoint
 
@@ -60,14 +62,17 @@ function EncoderLayer:__init(d_model, heads, opts)
   self:add_module("dropout2", Dropout(dropout))
 end
 
+local WHO = "TransformerEncoderLayer.forward"
+
 function EncoderLayer:_sa(x, opts)
-  -- PyTorch's [B * heads, L, S] masks too
-  local B, H, m3 = x.shape[1], self.self_attn.heads, attn_opts.torch_3d_mask
-  return self.dropout1(self.self_attn(x, {
-    key_padding_mask = opts.key_padding_mask, attn_mask = m3(opts.attn_mask, B, H),
-    allow_mask = m3(opts.allow_mask, B, H), block_mask = m3(opts.block_mask, B, H), causal = opts.causal,
-    variant_inputs = opts.variant_inputs,
-  }))
+  -- PyTorch's [B * heads, L, S] masks too, and its float key padding mask
+  local B, H = x.shape[1], self.self_attn.heads
+  local mask = attn_opts.torch_3d_mask(masks.resolve(opts, WHO, masks.names("")), B, H)
+  local kpm
+  mask, kpm = masks.fold_float_padding(WHO, "src_key_padding_mask", mask, opts.key_padding_mask, B, x.shape[2], x.dtype)
+  return self.dropout1(self.self_attn(x, masks.for_mha(mask, {
+    key_padding_mask = kpm, causal = opts.causal, variant_inputs = opts.variant_inputs,
+  })))
 end
 
 --- Self-attention and feed-forward blocks, pre- or post-norm.

@@ -16,6 +16,7 @@
 -- tgt_block_mask, memory_mask / memory_allow_mask / memory_block_mask.
 -- ember.Attention, SDPA's peer, keeps SDPA's boolean attn_mask.
 local errors = require "ember._errors"
+local ember = require "ember.nn._ember"
 
 local M = {}
 
@@ -59,6 +60,27 @@ end
 function M.for_mha(mask, out)
   if is_bool(mask) then out.allow_mask = mask else out.attn_mask = mask end
   return out
+end
+
+-- PyTorch's float key padding mask [B, S] (added to the scores: torch.nn.MultiheadAttention
+-- and the Transformer layers take one), folded into the resolved mask `mask`
+-- (float; bool, true = may attend; or nil) for nn.MultiHeadAttention, whose
+-- key_padding_mask is bool only. Returns the mask and the key padding mask
+-- left to pass on (nil once folded; a bool one, or nil, passes as it is).
+-- A float mask and a float key padding mask are added, as PyTorch 2.x's
+-- (1.13's masked_fill refuses the pair). `name` is the option the caller took.
+function M.fold_float_padding(who, name, mask, kpm, B, S, dtype)
+  if not ember.is_tensor(kpm) or kpm.dtype == "bool" then return mask, kpm end
+  if not ember.dtype_info(kpm.dtype).floating or kpm.ndim ~= 2 or kpm.shape[1] ~= B or kpm.shape[2] ~= S then
+    errors.raise("%s: %s must be [B=%d, S=%d], bool (true = padding) or float (added to the scores), got %s %s", who,
+      name, B, S, errors.shape_str(kpm), kpm.dtype)
+  end
+  local add = kpm:to(dtype):view(B, 1, 1, S)
+  if mask == nil then return add, nil end
+  if is_bool(mask) then
+    mask = ember.zeros(mask.shape, { dtype = dtype, device = mask.device }):masked_fill(mask:logical_not(), -math.huge)
+  end
+  return mask + add, nil
 end
 
 return M
