@@ -229,22 +229,25 @@ BG_TARGET static inline __attribute__((always_inline)) void bg_tr16(__m512i r[16
   }
 }
 
-/* Pairs [0, kh) of 16 rows of B (row stride ldb bfloat16) into B32[p *
-** npad + j], j < 16, by 16 x 16 register transposes (pairs past the last
-** whole 16 one by one). Row by row, the pairs were stored 4 bytes at a
-** time npad apart: a transpose by scattered stores, two thirds of
-** cpu_bgemm's own time in the bf16 MHA step at L256. */
+/* Pairs [0, kh) of n <= 16 rows of B (row stride ldb bfloat16) into B32[p *
+** npad + j], j < 16 (zeros for j >= n), by 16 x 16 register transposes
+** (pairs past the last whole 16 one by one). Row by row, the pairs were
+** stored 4 bytes at a time npad apart: a transpose by scattered stores,
+** two thirds of cpu_bgemm's own time in the bf16 MHA step at L256. A
+** tile's last rows (10 or 25 keys) were copied into a zero-padded block
+** first, which cost more than the transpose. */
 BG_TARGET static void bg_pack_bt16(uint32_t *B32, const uint16_t *rows, int64_t ldb, int64_t kh,
-                                   int64_t npad) {
+                                   int64_t npad, int n) {
   int64_t p0 = 0;
   for (; p0 + 16 <= kh; p0 += 16) {
     __m512i r[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512((const void *)(rows + i * ldb + 2 * p0));
+    for (int i = 0; i < 16; i++)
+      r[i] = i < n ? _mm512_loadu_si512((const void *)(rows + i * ldb + 2 * p0)) : _mm512_setzero_si512();
     bg_tr16(r);
     for (int c = 0; c < 16; c++) _mm512_storeu_si512((void *)(B32 + (p0 + c) * npad), r[c]);
   }
   for (int64_t p = p0; p < kh; p++)
-    for (int i = 0; i < 16; i++) B32[p * npad + i] = *(const bg_u32 *)(rows + i * ldb + 2 * p);
+    for (int i = 0; i < 16; i++) B32[p * npad + i] = i < n ? *(const bg_u32 *)(rows + i * ldb + 2 * p) : 0;
 }
 #endif
 
@@ -258,19 +261,11 @@ static void bg_pack_b(uint16_t *Bp, const void *B, bool bf, bool tb, int64_t ldb
     int64_t j = 0;
 #if BG_HAVE_X86
     /* whole pairs of groups of 16 rows by register transposes (bg_avx:
-    ** AVX-512 is here); the last rows, fewer than 16 (a tile of 10 or 25
-    ** keys), through a copy padded with zero rows, which also gives the
-    ** zero columns past nc */
+    ** AVX-512 is here), the last group's missing rows zeros (the columns
+    ** past nc) */
     if (bg_avx && kc % 2 == 0) {
-      for (; j + 16 <= nc; j += 16) bg_pack_bt16(B32 + j, (const uint16_t *)B + (j0 + j) * ldb + p0, ldb, kh, npad);
-      if (j < nc) {
-        uint16_t rows[16 * BG_KC];
-        for (int64_t i = 0; i < 16; i++) {
-          if (j + i < nc) memcpy(rows + i * kc, (const uint16_t *)B + (j0 + j + i) * ldb + p0, (size_t)kc * 2);
-          else memset(rows + i * kc, 0, (size_t)kc * 2);
-        }
-        bg_pack_bt16(B32 + j, rows, kc, kh, npad);
-      }
+      for (; j < nc; j += 16)
+        bg_pack_bt16(B32 + j, (const uint16_t *)B + (j0 + j) * ldb + p0, ldb, kh, npad, nc - j < 16 ? (int)(nc - j) : 16);
       return;
     }
 #endif
