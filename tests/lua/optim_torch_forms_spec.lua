@@ -2,8 +2,8 @@
 -- torch 1.13: clip_grad_norm_'s arguments and non-finite norms, a group's
 -- params given as one tensor, zero_grad's keyword, optimizers stepping a
 -- strided parameter, SequentialLR across a checkpoint, ReduceLROnPlateau's
--- state_dict. Each block is a defect found that way; its test fails without
--- the fix.
+-- state_dict and metric. Each block is a defect found that way; its test
+-- fails without the fix.
 local ember = require "ember"
 local nn = require "ember.nn"
 local optim = require "ember.optim"
@@ -252,5 +252,13 @@ describe("ReduceLROnPlateau's state_dict holds its settings, as torch's", functi
     local sd = s:state_dict()
     sd.mode = "maximum"
     raises_here(function() s:load_state_dict(sd) end, "mode must be \"min\" or \"max\", got maximum")
+  end)
+  it("step takes a one-element tensor (torch's float(metrics)); a longer one is refused at the caller's line", function()
+    local opt, s = make({ patience = 0 })
+    s:step(ember.tensor({ 1.0 }))
+    s:step(ember.tensor(2.0)) -- worse, with patience 0: the lr times 0.1
+    assert.are.near(0.01, opt.param_groups[1].lr, 1e-15)
+    raises_here(function() s:step(ember.tensor({ 1.0, 2.0 })) end,
+      "ReduceLROnPlateau: step needs the metric (a number or a one-element tensor), got a tensor of 2 elements")
   end)
 end)

@@ -89,10 +89,16 @@ function ReduceLROnPlateau:_is_better(a)
   return self.threshold_mode == "rel" and a > best * (1 + t) or (self.threshold_mode == "abs" and a > best + t)
 end
 
---- One evaluation's metric (a number, or a 0-d tensor): may reduce the lrs.
+--- One evaluation's metric (a number, or a one-element tensor): may reduce the lrs.
 -- @param metric
 function ReduceLROnPlateau:step(metric)
-  if type(metric) == "userdata" and metric.item then metric = metric:item() end
+  if type(metric) == "userdata" and metric.item then
+    if metric:numel() ~= 1 then -- torch's float(metrics): one element
+      self:_error("step needs the metric (a number or a one-element tensor), got a tensor of %d elements",
+        metric:numel())
+    end
+    metric = metric:item()
+  end
   if type(metric) ~= "number" then self:_error("step needs the metric (a number), got %s", type(metric)) end
   self.last_step = self.last_step + 1
   if self:_is_better(metric) then
