@@ -8,7 +8,7 @@
 -- little-endian storages (stored, not compressed). The pickle is run by a
 -- small machine that knows the opcodes of protocols 2 to 5 and only the
 -- globals a saved state dict or training checkpoint uses (tensors,
--- Parameters, OrderedDict, torch.Size, storages, numpy scalars): as
+-- Parameters, OrderedDict, Counter, torch.Size, storages, numpy scalars): as
 -- weights_only, any other global, such as a class of the user's, is
 -- refused by name and never run. Storages are read one at a time from the
 -- file (never the whole file into memory), once each, and tensors that
@@ -170,6 +170,8 @@ local function globals(path)
   local g = {}
   g["collections.OrderedDict"] = function() return new_dict() end
   g["builtins.dict"] = g["collections.OrderedDict"]
+  -- Counter(dict): MultiStepLR's milestones in torch's scheduler state_dict, read as the dict
+  g["collections.Counter"] = function(a) return a[1] or new_dict() end
   g["torch._utils._rebuild_tensor"] = function(a) return rebuild_tensor(a[1], a[2], a[3], a[4]) end
   g["torch._utils._rebuild_tensor_v2"] = function(a)
     local t = rebuild_tensor(a[1], a[2], a[3], a[4])

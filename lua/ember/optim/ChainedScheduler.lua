@@ -60,9 +60,10 @@ function ChainedScheduler:state_dict()
   return sd
 end
 
---- Restores a state_dict(): every schedule's, then the lrs they left together.
+--- Restores a state_dict() (or torch's, read by ember.load): every schedule's, then the lrs they left together.
 -- @tparam table sd
 function ChainedScheduler:load_state_dict(sd)
+  sd = self:_from_torch(sd) -- torch's layout, from a file torch.save wrote
   if type(sd) ~= "table" or type(sd.schedulers) ~= "table" or #sd.schedulers ~= #self.schedulers
     or type(sd._last_lr) ~= "table" then
     self:_error("load_state_dict: expected {last_step =, base_lrs =, _last_lr =, schedulers = {%d states}}",

@@ -1,7 +1,7 @@
 --- optim.MultiStepLR(optimizer, milestones [, gamma = 0.1]), or
 -- optim.MultiStepLR(optimizer, {milestones =, gamma =}):
 -- torch.optim.lr_scheduler.MultiStepLR, the lr times gamma at each
--- milestone (increasing step counts):
+-- milestone (step counts, in any order; one listed twice counts twice):
 --   factor(s) = gamma ^ (the number of milestones <= s)
 -- @usage local opt = optim.SGD(nn.Linear(4, 2), {lr = 0.1})
 -- local sched = optim.MultiStepLR(opt, {30, 80}, 0.1)
@@ -18,9 +18,10 @@ function MultiStepLR:__init(optimizer, ...)
     or self:_torch_opts({ "milestones", "gamma" }, ...)
   local m = o.milestones
   if type(m) ~= "table" or #m == 0 then self:_error("milestones must be a list of step counts, got %s", tostring(m)) end
+  -- any order, and a milestone given twice multiplies by gamma twice (torch keeps a Counter)
   for i, v in ipairs(m) do
-    if math.type(v) ~= "integer" or v < 1 or (i > 1 and v <= m[i - 1]) then
-      self:_error("milestones must be increasing positive integers, got %s at %d", tostring(v), i)
+    if math.type(v) ~= "integer" or v < 1 then
+      self:_error("milestones must be positive integers, got %s at %d", tostring(v), i)
     end
   end
   self.milestones, self.gamma = { table.unpack(m) }, self:_check_gamma(o.gamma, 0.1)
@@ -39,7 +40,7 @@ end
 -- @number lr the group's lr
 -- @tparam integer s the step
 function MultiStepLR:chain(lr, s)
-  for _, v in ipairs(self.milestones) do if v == s then return lr * self.gamma end end
+  for _, v in ipairs(self.milestones) do if v == s then lr = lr * self.gamma end end
   return lr
 end
 

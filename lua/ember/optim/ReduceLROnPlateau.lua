@@ -146,10 +146,11 @@ end
 
 local SETTINGS = { "mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "eps" }
 
---- Restores a state_dict(), the lrs and settings included (a state dict
+--- Restores a state_dict() (or torch's, read by ember.load), the lrs and settings included (a state dict
 -- saved without the settings keeps the scheduler's own).
 -- @tparam table sd
 function ReduceLROnPlateau:load_state_dict(sd)
+  sd = self:_from_torch(sd) -- torch's layout, from a file torch.save wrote
   Scheduler.load_state_dict(self, sd)
   if type(sd.lrs) ~= "table" or #sd.lrs ~= #self.optimizer.param_groups then
     self:_error("load_state_dict: expected one lr per parameter group")

@@ -252,6 +252,27 @@ function Scheduler:state_dict()
   return { last_step = self.last_step, last_epoch = self.last_step, base_lrs = base, _last_lr = last }
 end
 
+-- A state_dict that torch.optim.lr_scheduler wrote (torch.save, read back by
+-- ember.load) for a schedule whose state holds no base lrs (ChainedScheduler,
+-- SequentialLR, ReduceLROnPlateau): a copy with the fields ember's
+-- load_state_dict reads -- the schedules' states (torch's _schedulers), the
+-- position (ChainedScheduler's, which torch does not keep, its first
+-- schedule's), the lrs (torch's _last_lr) and this scheduler's own base lrs.
+-- Any other table (ember's own state_dict has base_lrs) comes back as it is.
+function Scheduler:_from_torch(sd)
+  if type(sd) ~= "table" or sd.base_lrs ~= nil then return sd end
+  local out = {}
+  for k, v in pairs(sd) do out[k] = v end
+  out.schedulers = out.schedulers or out._schedulers
+  local first = type(out.schedulers) == "table" and out.schedulers[1]
+  if out.last_step == nil and out.last_epoch == nil and type(first) == "table" then
+    out.last_step = first.last_step or first.last_epoch
+  end
+  out.lrs = out.lrs or out._last_lr
+  out.base_lrs = { table.unpack(self.base_lrs) }
+  return out
+end
+
 --- Restores a state_dict() (checked against the optimizer's groups).
 -- @tparam table sd
 function Scheduler:load_state_dict(sd)

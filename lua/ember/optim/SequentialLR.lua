@@ -115,9 +115,10 @@ function SequentialLR:state_dict()
   return sd
 end
 
---- Restores a state_dict(): its position and every schedule's.
+--- Restores a state_dict() (or torch's, read by ember.load): its position and every schedule's.
 -- @tparam table sd
 function SequentialLR:load_state_dict(sd)
+  sd = self:_from_torch(sd) -- torch's layout, from a file torch.save wrote
   if type(sd) ~= "table" or type(sd.schedulers) ~= "table" or #sd.schedulers ~= #self.schedulers then
     self:_error("load_state_dict: expected {last_step =, base_lrs =, schedulers = {%d states}}", #self.schedulers)
   end
