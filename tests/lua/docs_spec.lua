@@ -179,14 +179,19 @@ end)
 
 describe("LDoc builds the reference", function()
   local has_ldoc = os.execute("command -v ldoc >/dev/null 2>&1")
-  it("from config.ld, with a page per module", function()
-    if not has_ldoc then pending("ldoc is not installed (apt-get install lua-ldoc)") return end
+  -- The reference built by ldoc from config.ld into a new folder: the folder, and ldoc's log.
+  local function build_reference()
     local out = os.tmpname()
     os.remove(out)
     local p = assert(io.popen(("cd '%s' && ldoc -d '%s' . 2>&1"):format(SRC, out)))
     local log = p:read("a")
     local ok = p:close()
     assert(ok, log)
+    return out, log
+  end
+  it("from config.ld, with a page per module", function()
+    if not has_ldoc then pending("ldoc is not installed (apt-get install lua-ldoc)") return end
+    local out, log = build_reference()
     local f = assert(io.open(out .. "/index.html"), "no index.html: " .. log)
     local index = f:read("a")
     f:close()
@@ -201,12 +206,7 @@ describe("LDoc builds the reference", function()
   -- linalg's is ember.linalg.html)
   it("with every page lua/README.md names", function()
     if not has_ldoc then pending("ldoc is not installed (apt-get install lua-ldoc)") return end
-    local out = os.tmpname()
-    os.remove(out)
-    local p = assert(io.popen(("cd '%s' && ldoc -d '%s' . 2>&1"):format(SRC, out)))
-    local log = p:read("a")
-    local ok = p:close()
-    assert(ok, log)
+    local out = build_reference()
     local f = assert(io.open(SRC .. "/lua/README.md"))
     local readme = f:read("a")
     f:close()

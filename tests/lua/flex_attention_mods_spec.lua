@@ -100,23 +100,23 @@ local function run(c, dtype)
   return out, q.grad, k.grad, v.grad, t and t.grad
 end
 
+-- case c run in dtype: out and every gradient within tol of PyTorch's
+local function check_case(c, dtype, tol)
+  local out, dq, dk, dv, dt = run(c, dtype)
+  check("out", out, T(c.out), tol)
+  check("dq", dq, T(c.dq), tol)
+  check("dk", dk, T(c.dk), tol)
+  check("dv", dv, T(c.dv), tol)
+  if c.learned then check("dlearned", dt, T(c.dlearned), tol) end
+end
+
 describe("Lua FlexAttention variants against PyTorch (float64, dense)", function()
   for _, c in ipairs(fx.cases) do
     it(c.name .. ": out and the gradients of q, k, v" .. (c.learned and " and the learned tensor" or ""), function()
-      local out, dq, dk, dv, dt = run(c, "float64")
-      check("out", out, T(c.out), 1e-10)
-      check("dq", dq, T(c.dq), 1e-10)
-      check("dk", dk, T(c.dk), 1e-10)
-      check("dv", dv, T(c.dv), 1e-10)
-      if c.learned then check("dlearned", dt, T(c.dlearned), 1e-10) end
+      check_case(c, "float64", 1e-10)
     end)
     it(c.name .. " in float32, near the same numbers", function()
-      local out, dq, dk, dv, dt = run(c, "float32")
-      check("out", out, T(c.out), 1e-4)
-      check("dq", dq, T(c.dq), 1e-4)
-      check("dk", dk, T(c.dk), 1e-4)
-      check("dv", dv, T(c.dv), 1e-4)
-      if c.learned then check("dlearned", dt, T(c.dlearned), 1e-4) end
+      check_case(c, "float32", 1e-4)
     end)
   end
 
