@@ -35,18 +35,9 @@ local function size_of(who, src)
 end
 
 local function check_opts(who, opts, allowed)
-  if opts == nil then return {} end
   -- torch's positional generator (SubsetRandomSampler(indices, g), ...)
   if allowed.generator and gen.is_generator(opts) then return { generator = opts } end
-  if type(opts) ~= "table" then raise("%s: options must be a table, got %s", who, type(opts)) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      raise("%s: unknown option '%s' (options: %s)", who, tostring(k), table.concat(names, ", "))
-    end
-  end
+  opts = require("ember.data.vocab").check_opts(who, opts, allowed) -- ember.data's options rule
   if opts.generator ~= nil and not gen.is_generator(opts.generator) then
     raise("%s: generator must be an ember.Generator (ember.Generator()), got %s", who, type(opts.generator))
   end

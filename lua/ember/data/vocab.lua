@@ -67,25 +67,20 @@ end
 -- The tokenizers' shared checks (CharTokenizer, WordTokenizer), raised at
 -- the user's line naming `who` ("CharTokenizer.encode").
 
---- Checks a tokenizer's options table: an option it does not know (torchtext's
--- min_freq for min_count, a typo) is an error naming `who` and the known ones,
--- not an option silently left out. Returns opts, or {} for nil.
+--- Checks an options table of ember.data (the tokenizers', the samplers'):
+-- an option it does not know (torchtext's min_freq for min_count, a typo)
+-- is an error naming `who` and the known ones (nn.Module.check_options's
+-- rule and message), not an option silently left out. Returns opts, or {}
+-- for nil.
 -- @tparam string who "CharTokenizer.fit"
 -- @param[opt] opts
 -- @tparam table known name -> true
 function Vocab.check_opts(who, opts, known)
-  local raise = require("ember._errors").raise
   if opts == nil then return {} end
-  if type(opts) ~= "table" then raise("%s: options must be a table, got %s", who, type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      raise("%s: unknown option '%s' (options: %s)", who, tostring(k), table.concat(names, ", "))
-    end
-  end
-  return opts
+  if type(opts) ~= "table" then require("ember._errors").raise("%s: options must be a table, got %s", who, type(opts)) end
+  local names = {}
+  for n in pairs(known) do names[#names + 1] = n end
+  return require("ember.nn.Module").check_options(who, opts, names)
 end
 
 --- Checks encode's text and options ({bos =, eos =}; the vocab must hold the
