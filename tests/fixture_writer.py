@@ -15,6 +15,9 @@ formatted, and (tests/gen_op_fixtures.py) a tensor as nested tables with
 sorted keys -- each is an option or a method to override, not a copy.
 An object with a method lua(writer, indent) writes itself.
 
+grid64(*shape, std=1.0) draws torch.randn values rounded to a 1/64 grid:
+exact in the file and short to write (the attention generators' inputs).
+
 save_safetensors(path, tensors) writes a .safetensors file with the
 standard library (json, struct) and the tensor bytes as
 safetensors.torch.save_file writes them (8-byte header length, JSON header
@@ -32,6 +35,11 @@ import torch
 LUA_KEYWORDS = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function",
                 "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return", "then",
                 "true", "until", "while"}
+
+
+def grid64(*shape, std=1.0):
+    """torch.randn(*shape) * std on a 1/64 grid: exact in the file, short to write"""
+    return (torch.randn(*shape) * std * 64).round() / 64
 
 
 def lua_float(v):

@@ -25,16 +25,11 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_writer import Writer, lua_float  # noqa: E402
+from fixture_writer import Writer, lua_float, grid64 as rnd  # noqa: E402
 
 torch.manual_seed(97)
 torch.set_default_dtype(torch.float64)
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def rnd(*shape, std=1.0):
-    """values on a 1/64 grid: exact in the file, short to write"""
-    return (torch.randn(*shape) * std * 64).round() / 64
 
 
 def grids(B, H, Lq, Lk):
