@@ -75,26 +75,36 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
   return end < 0 ? 0 : (end > lk ? lk : end);
 }
 
-/* max of s[0..n), -inf for n == 0, NaNs passed over (cpu_vmath.h's rule). */
-ATT_ROW T FN(row_max)(const T *restrict s, int64_t n) { return FN(att_max)(s, n); }
+/* A tile row s[0..n) made whole blocks of 16 by -inf after it (a max
+** passes it over, exp makes it 0); returns n rounded up to 16. The rows
+** of the tiles are c->ld wide, a multiple of 16 at least n, so the room is
+** there. A short row's tail one element at a time (a scalar exp per key,
+** a max whose lanes went through the stack) was most of a small head's
+** row work (10 or 25 keys). */
+ATT_ROW int64_t FN(pad16)(T *restrict s, int64_t n) {
+  const int64_t n16 = (n + 15) / 16 * 16;
+  for (int64_t j = n; j < n16; j++) s[j] = (T)-INFINITY;
+  return n16;
+}
 
-/* p[0..n) = exp(p - shift), returning their sum. -inf gives 0. The sum
-** is taken in the same pass, in sixteen lanes added in a fixed order (the
-** same bits in every clone): a second pass of row_sum, one chain of vector
-** adds, was a tenth of the forward's row work. */
+/* max of s[0..n), -inf for n == 0, NaNs passed over (cpu_vmath.h's rule);
+** s is a tile row (pad16). */
+ATT_ROW T FN(row_max)(T *restrict s, int64_t n) { return FN(att_max)(s, FN(pad16)(s, n)); }
+
+/* p[0..n) = exp(p - shift), returning their sum. -inf gives 0; p is a
+** tile row (pad16: its padding becomes 0). The sum is taken in the same
+** pass, in sixteen lanes added in a fixed order (the same bits in every
+** clone): a second pass of row_sum, one chain of vector adds, was a tenth
+** of the forward's row work. */
 ATT_ROW T FN(exp_row)(T *restrict p, int64_t n, T shift) {
   T sum[16] = {0};
-  int64_t jj = 0;
-  for (; jj + 16 <= n; jj += 16)
+  const int64_t n16 = FN(pad16)(p, n);
+  for (int64_t jj = 0; jj < n16; jj += 16)
     for (int x = 0; x < 16; x++) {
       const T e = FN(att_exp)(p[jj + x] - shift);
       p[jj + x] = e;
       sum[x] += e;
     }
-  for (; jj < n; jj++) {
-    p[jj] = FN(att_exp)(p[jj] - shift);
-    sum[0] += p[jj];
-  }
   return FN(sum16)(sum);
 }
 
