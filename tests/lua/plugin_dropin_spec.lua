@@ -96,8 +96,7 @@ describe("dropping an attention variant into a folder", function()
     pending("no C compiler or pkg-config")
     return
   end
-  local dir = os.tmpname()
-  os.remove(dir)
+  local dir = require("tests.lua.helpers.tmpdir")()
   assert(os.execute("mkdir -p " .. q(dir .. "/good") .. " " .. q(dir .. "/bad") .. " " .. q(dir .. "/home")))
   write(dir .. "/probe.c", SOURCE)
   teardown(function() os.execute("rm -rf " .. q(dir)) end)

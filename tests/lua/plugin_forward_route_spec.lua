@@ -128,8 +128,7 @@ describe("a dropped-in variant with its own forward and backward kernels", funct
     pending("no C compiler or pkg-config")
     return
   end
-  local dir = os.tmpname()
-  os.remove(dir)
+  local dir = require("tests.lua.helpers.tmpdir")()
   assert(os.execute("mkdir -p " .. q(dir .. "/good") .. " " .. q(dir .. "/bad")))
   write(dir .. "/dilated.c", SOURCE)
   teardown(function() os.execute("rm -rf " .. q(dir)) end)
