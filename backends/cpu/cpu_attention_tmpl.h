@@ -75,13 +75,16 @@ static int64_t FN(key_end)(const att_ctx *c, int64_t i0, int64_t br) {
   return end < 0 ? 0 : (end > lk ? lk : end);
 }
 
-/* A tile row s[0..n) made whole blocks of 16 by -inf after it (a max
-** passes it over, exp makes it 0); returns n rounded up to 16. The rows
-** of the tiles are c->ld wide, a multiple of 16 at least n, so the room is
-** there. A short row's tail one element at a time (a scalar exp per key,
-** a max whose lanes went through the stack) was most of a small head's
-** row work (10 or 25 keys). */
+/* The length a tile row s[0..n) is worked in: n rounded up to 16, the
+** padding -inf (a max passes it over, exp makes it 0), where the last
+** block is at least half full; else n (a short tail, one element at a
+** time). The rows of the tiles are c->ld wide, a multiple of 16 at least
+** n, so the room is there. A tail of 9-10 keys one by one (a scalar exp
+** each, a max whose lanes went through the stack) was most of a small
+** head's row work (10 or 25 keys); a block of 16 for a tail of 1 (17
+** keys, fashion_vit's) made that row's exponentials twice as many. */
 ATT_ROW int64_t FN(pad16)(T *restrict s, int64_t n) {
+  if (n % 16 < 8) return n;
   const int64_t n16 = (n + 15) / 16 * 16;
   for (int64_t j = n; j < n16; j++) s[j] = (T)-INFINITY;
   return n16;
@@ -98,13 +101,18 @@ ATT_ROW T FN(row_max)(T *restrict s, int64_t n) { return FN(att_max)(s, FN(pad16
 ** of the forward's row work. */
 ATT_ROW T FN(exp_row)(T *restrict p, int64_t n, T shift) {
   T sum[16] = {0};
-  const int64_t n16 = FN(pad16)(p, n);
-  for (int64_t jj = 0; jj < n16; jj += 16)
+  const int64_t m = FN(pad16)(p, n);
+  int64_t jj = 0;
+  for (; jj + 16 <= m; jj += 16)
     for (int x = 0; x < 16; x++) {
       const T e = FN(att_exp)(p[jj + x] - shift);
       p[jj + x] = e;
       sum[x] += e;
     }
+  for (; jj < m; jj++) {
+    p[jj] = FN(att_exp)(p[jj] - shift);
+    sum[0] += p[jj];
+  }
   return FN(sum16)(sum);
 }
 
