@@ -37,9 +37,12 @@ static const em_backend *device_backend(lua_State *L, int idx, const char *op, e
   return be;
 }
 
-/* device_count("cuda"): 0 when no such backend is loaded. */
+/* device_count("cuda"): 0 when no such backend is loaded. A device's name
+** ("cuda:1") is refused: it read as a type no backend has, so 0. */
 static int f_device_count(lua_State *L) {
   const char *type = luaL_optstring(L, 1, "cpu");
+  if (strchr(type, ':'))
+    return luaL_error(L, "ember.device_count: expects a device type such as \"cuda\", got the device \"%s\"", type);
   int slot;
   if (em_backend_find(type, &slot) != EM_OK) {
     lua_pushinteger(L, 0);
@@ -109,14 +112,19 @@ static int f_live_bytes(lua_State *L) {
 /* ember.max_memory_allocated() and ember.reset_peak_memory_stats():
 ** torch.cuda's names for the peak of the tensor bytes (all devices, as
 ** live_bytes) since the last reset; a device argument is taken and not
-** needed. */
+** needed, but it must name a device ("nonsense" was taken silently). */
+static void opt_device(lua_State *L, const char *op) {
+  if (!lua_isnoneornil(L, 1)) (void)lember_checkdevice(L, 1, op);
+}
+
 static int f_max_memory_allocated(lua_State *L) {
+  opt_device(L, "max_memory_allocated");
   lua_pushinteger(L, (lua_Integer)em_peak_bytes());
   return 1;
 }
 
 static int f_reset_peak_memory_stats(lua_State *L) {
-  (void)L;
+  opt_device(L, "reset_peak_memory_stats");
   em_reset_peak_bytes();
   return 0;
 }

@@ -124,6 +124,21 @@ describe("memory", function()
 end)
 
 describe("max_memory_allocated", function()
+  -- a device argument is not needed, but "nonsense" was taken silently, and
+  -- device_count("cuda:1") read as a type no backend has: 0
+  it("and its neighbours refuse what names no device or type, at the user's line", function()
+    for _, f in ipairs { "max_memory_allocated", "reset_peak_memory_stats" } do
+      local ok, err = pcall(ember[f], "nonsense")
+      assert.is_false(ok, f)
+      assert.truthy(err:find("ember." .. f, 1, true), err)
+      assert.are.equal(ember.max_memory_allocated(), ember.max_memory_allocated("cpu"))
+    end
+    local ok, err = pcall(ember.device_count, "cuda:1")
+    assert.is_false(ok)
+    assert.truthy(err:find('ember.device_count: expects a device type such as "cuda", got the device "cuda:1"', 1, true), err)
+    assert.are.equal(1, ember.device_count("cpu"))
+  end)
+
   it("holds the peak of the live tensor bytes since reset_peak_memory_stats", function()
     collectgarbage()
     ember.reset_peak_memory_stats()
