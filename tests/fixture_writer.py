@@ -42,6 +42,20 @@ def grid64(*shape, std=1.0):
     return (torch.randn(*shape) * std * 64).round() / 64
 
 
+def randomized(m, std=0.3):
+    """Every parameter of m drawn again from N(0, std) (PyTorch starts some at 0,
+    such as the attention biases, which would leave them untested); returns m."""
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0, std)
+    return m
+
+
+def module_state(m):
+    """m's state dict as detached copies (for a fixture's "state")."""
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
 def lua_float(v):
     if math.isnan(v):
         return "0/0"

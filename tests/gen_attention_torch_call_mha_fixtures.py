@@ -28,23 +28,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_writer import Writer  # noqa: E402
+from fixture_writer import Writer, randomized, module_state as state  # noqa: E402
 
 torch.manual_seed(83)
 torch.set_default_dtype(torch.float64)
 E, H, B, L, S = 8, 2, 2, 3, 4
 
 
-def randomized(m):
-    """Every parameter drawn again (PyTorch starts the attention biases at 0)."""
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0, 0.3)
-    return m
-
-
-def state(m):
-    return {k: v.detach().clone() for k, v in m.state_dict().items()}
 
 
 def finish(name, m, inputs, out, weights=None, extra=None):

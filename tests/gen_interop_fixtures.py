@@ -25,7 +25,7 @@ from collections import OrderedDict
 import torch
 import torch.nn as nn
 
-from fixture_writer import Writer, save_safetensors
+from fixture_writer import Writer, save_safetensors, module_state as state
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 torch.manual_seed(20261206)
@@ -136,9 +136,6 @@ def randomize(m):
         for p in m.parameters():
             p.copy_(torch.randn_like(p) * 0.5)
 
-
-def state(m):
-    return {k: v.detach().clone() for k, v in m.state_dict().items()}
 
 
 def main():

@@ -31,22 +31,13 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixture_writer import Writer  # noqa: E402
+from fixture_writer import Writer, randomized, module_state as state  # noqa: E402
 
 torch.manual_seed(125)
 torch.set_default_dtype(torch.float64)
 D, H, FF, B, LS, LT = 8, 2, 12, 2, 5, 4
 
 
-def randomized(m):
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(0, 0.3)
-    return m
-
-
-def state(m):
-    return {k: v.detach().clone() for k, v in m.state_dict().items()}
 
 
 def finish(c, m, inputs, out):
